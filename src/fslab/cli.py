@@ -1,0 +1,172 @@
+"""The fslab command line. Each command is thin: it calls one function elsewhere and prints."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from fslab import doctor as doctor_checks
+from fslab.filesystems import FILESYSTEMS
+from fslab.plan import PlannedRun
+from fslab.report.console import print_summary
+from fslab.report.summary import summarize_study_run, write_reports
+from fslab.results import ResultsDB, RunRecord, reports_dir, resolve_location
+from fslab.results.db import SchemaMismatch
+from fslab.runner import DEFAULT_WORKDIR, StudyCannotRun, Workdir, clean_up, run_study
+from fslab.study import StudyError, builtin_studies, describe_study, load_study
+from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
+
+app = typer.Typer(help="fslab: a laboratory for filesystem performance on Linux.", no_args_is_help=True, add_completion=False)
+# Piped or logged output gets room for the summary tables instead of 80 wrapped columns.
+console = Console(width=None if sys.stdout.isatty() else 180)
+errors = Console(stderr=True)
+
+DbOption = Annotated[Optional[str], typer.Option("--db", envvar="FSLAB_DB", help="Results database: an SQLite file, or a database URL. [default: ./fslab.db]")]
+WorkdirOption = Annotated[Path, typer.Option("--workdir", envvar="FSLAB_WORKDIR", help="Where fslab keeps loop images, mount points and its journal.")]
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    errors.print(f"[bold red]error:[/bold red] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+def _open_db(db: str | None) -> ResultsDB:
+    try:
+        return ResultsDB(resolve_location(db))
+    except SchemaMismatch as exc:
+        raise _fail(str(exc)) from None
+
+
+class _ProgressObserver:
+    """A progress bar with ETA naming the current target, workload and repetition."""
+
+    def __init__(self, progress: Progress, repetitions: int):
+        self.progress = progress
+        self.repetitions = repetitions
+        self.task = progress.add_task("starting", total=None)
+        self.failed = 0
+
+    def starting(self, planned: PlannedRun, index: int, total: int) -> None:
+        cell = planned.cell
+        description = f"{cell.target.name} · {cell.workload.name} · run {planned.block}/{self.repetitions}"
+        self.progress.update(self.task, total=total, description=description)
+
+    def finished(self, planned: PlannedRun, record: RunRecord) -> None:
+        if record.status != "ok":
+            self.failed += 1
+            self.progress.console.print(f"[red]failed[/red] {record.target} · {record.workload} · run {record.repetition}: {record.error}", markup=True, highlight=False)
+        self.progress.advance(self.task)
+
+
+@app.command()
+def run(
+    study: Annotated[str, typer.Argument(help="A study file, or the name of a built-in study (see `fslab list`).")],
+    runs: Annotated[Optional[int], typer.Option("--runs", min=1, help="Runs per cell, exactly (overrides the study's repetitions).")] = None,
+    scale: Annotated[float, typer.Option("--scale", help="Multiply image sizes, fio sizes and runtimes (e.g. 0.1 on a small machine).")] = 1.0,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="Seed of the interleaved run order (default: the study's, else random; always recorded).")] = None,
+    db: DbOption = None,
+    workdir: WorkdirOption = DEFAULT_WORKDIR,
+) -> None:
+    """Run a study: provision every target, run every workload, store and summarise the results."""
+    try:
+        loaded = load_study(study, scale=scale)
+    except StudyError as exc:
+        raise _fail(str(exc)) from None
+    results = _open_db(db)
+    console.print(f"[bold]{loaded.name}[/bold]: {describe_study(loaded, runs)}", highlight=False)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+    try:
+        with Progress(*columns, console=console, transient=True) as progress:
+            observer = _ProgressObserver(progress, runs or loaded.repetitions)
+            study_run_id = run_study(loaded, results, Workdir(workdir), runs=runs, seed=seed, observer=observer)
+    except StudyCannotRun as exc:
+        raise _fail(str(exc)) from None
+    except KeyboardInterrupt:
+        errors.print("[yellow]interrupted[/yellow]: mounts and loop devices released; the runs already done are stored.")
+        raise typer.Exit(130) from None
+    _show(results, study_run_id)
+    if observer.failed:
+        errors.print(f"[red]{observer.failed} run(s) failed[/red]; their errors are in the summary and the database.")
+        raise typer.Exit(1)
+
+
+def _show(results: ResultsDB, study_run_id: int) -> None:
+    summary = summarize_study_run(results, study_run_id)
+    print_summary(console, summary)
+    written = write_reports(summary, reports_dir(results.location))
+    console.print(f"Results in {results.location}; report files: {', '.join(str(p) for p in written)}", highlight=False)
+
+
+@app.command()
+def summary(
+    study_run: Annotated[Optional[str], typer.Argument(help="A study run id, or a study name for its newest run. [default: the newest]")] = None,
+    db: DbOption = None,
+) -> None:
+    """Show the summary table of a stored study run and write its report files."""
+    results = _open_db(db)
+    found = results.study_run(study_run)
+    if found is None:
+        raise _fail(f"no study run {study_run or ''} in {results.location}".replace("  ", " "))
+    _show(results, found["id"])
+
+
+@app.command()
+def history(db: DbOption = None) -> None:
+    """List the study runs stored in the database."""
+    results = _open_db(db)
+    table = Table("id", "study", "started (UTC)", "status", "runs per cell", "kernel")
+    for sr in results.study_runs():
+        table.add_row(str(sr["id"]), sr["study"], f"{sr['started_at']:%Y-%m-%d %H:%M}", sr["status"], str(sr["repetitions"]), sr["environment"].get("kernel", ""))
+    console.print(table)
+
+
+@app.command("list")
+def list_things() -> None:
+    """Built-in studies, workloads and filesystems."""
+    studies = Table("built-in study", "description", title_justify="left")
+    for name, description in builtin_studies().items():
+        studies.add_row(name, description)
+    console.print(studies)
+    workloads = Table("built-in workload", "fio pattern")
+    for name, pattern in BUILTIN_WORKLOADS.items():
+        workloads.add_row(name, ", ".join(f"{k}={v}" for k, v in pattern.items()))
+    for name, members in WORKLOAD_SETS.items():
+        workloads.add_row(f"{name} (set)", ", ".join(members))
+    console.print(workloads)
+    console.print("filesystems: " + ", ".join(FILESYSTEMS) + "  (raw = the loop device itself, no filesystem)")
+
+
+@app.command()
+def doctor(workdir: WorkdirOption = DEFAULT_WORKDIR) -> None:
+    """What this machine can do: tools and versions, kernel support, root, free space."""
+    table = Table("check", "status", "detail", "how to get it")
+    blocking = 0
+    for check in doctor_checks.machine_checks(workdir):
+        status = "[green]ok[/green]" if check.ok else ("[red]missing[/red]" if check.required else "[yellow]absent[/yellow]")
+        blocking += not check.ok and check.required
+        table.add_row(check.name, status, check.detail, "" if check.ok else check.fix)
+    console.print(table)
+    if blocking:
+        raise _fail(f"{blocking} required check(s) failed", code=1)
+
+
+@app.command()
+def cleanup(workdir: WorkdirOption = DEFAULT_WORKDIR) -> None:
+    """Release mounts and loop devices an interrupted fslab left behind (from its journal)."""
+    released = clean_up(Workdir(workdir))
+    if not released:
+        console.print("nothing to clean up")
+    for kind, ident, error in released:
+        console.print(f"{kind} {ident}: " + (f"[red]{error}[/red]" if error else "released"), highlight=False)
+    if any(error for _, _, error in released):
+        raise typer.Exit(1)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,1 @@
+"""Block devices fslab runs on: loop images in its own work directory."""

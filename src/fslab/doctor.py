@@ -1,0 +1,107 @@
+"""What this machine can do for fslab, what is missing, and how to get it.
+
+`fslab doctor` prints every check; `fslab run` refuses to start while a check the study
+depends on fails, so a study never dies half-way for a missing tool.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from fslab.environment import filesystem_of
+from fslab.filesystems import FILESYSTEMS
+from fslab.study import Study
+from fslab.system import tool_version
+from fslab.units import format_size
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""  # how to get it, when not ok
+    required: bool = True  # a failed optional check is a note, not a blocker
+
+
+def kernel_filesystems() -> set[str]:
+    try:
+        return {line.split()[-1] for line in Path("/proc/filesystems").read_text().splitlines() if line.strip()}
+    except OSError:
+        return set()
+
+
+def _module_available(name: str) -> bool:
+    return any(Path(f"/lib/modules/{os.uname().release}/kernel/fs/{name}").glob("*.ko*"))
+
+
+def _tool(name: str, argv: tuple[str, ...], package: str, required: bool = True) -> Check:
+    version = tool_version(argv)
+    return Check(name, version is not None, version or "not installed", f"apt-get install {package}", required)
+
+
+def filesystem_check(kind: str) -> list[Check]:
+    fs = FILESYSTEMS[kind]
+    checks = [_tool(f"{kind} tools", fs.version_command, fs.package)]
+    if kind != "raw":
+        in_kernel = kind in kernel_filesystems() or _module_available(kind)
+        checks.append(Check(f"{kind} in kernel", in_kernel, "supported" if in_kernel else "not in /proc/filesystems and no module", f"a kernel with {kind} (CONFIG_{kind.upper()}_FS)"))
+    return checks
+
+
+def _basic_checks() -> list[Check]:
+    root = os.geteuid() == 0
+    loop = Path("/dev/loop-control").exists()
+    return [
+        Check("root", root, "running as root" if root else f"running as uid {os.geteuid()}", "run fslab as root (sudo): it formats and mounts loop images"),
+        Check("loop devices", loop, "/dev/loop-control present" if loop else "no /dev/loop-control", "a kernel with CONFIG_BLK_DEV_LOOP"),
+        _tool("fio", ("fio", "--version"), "fio"),
+        _tool("losetup", ("losetup", "--version"), "util-linux"),
+    ]
+
+
+def machine_checks(workdir: Path, kinds: list[str] | None = None) -> list[Check]:
+    """Every check, or only those a study on these filesystem kinds depends on."""
+    checks = _basic_checks()
+    for kind in kinds if kinds is not None else FILESYSTEMS:
+        checks += filesystem_check(kind)
+    if kinds is None:
+        checks += [
+            _tool("sysbench", ("sysbench", "--version"), "sysbench", required=False),
+            _tool("rsync", ("rsync", "--version"), "rsync", required=False),
+            _zfs_check(),
+            _present("device-mapper", Path("/dev/mapper/control"), "LUKS and LVM layers", "CONFIG_BLK_DEV_DM"),
+            _present("md RAID", Path("/proc/mdstat"), "software RAID layers", "CONFIG_BLK_DEV_MD"),
+        ]
+    return checks + workdir_checks(workdir)
+
+
+def _present(name: str, path: Path, enables: str, config: str) -> Check:
+    found = path.exists()
+    return Check(name, found, "present" if found else f"absent: no {enables}", f"a kernel with {config}", required=False)
+
+
+def _zfs_check() -> Check:
+    if Path("/sys/module/zfs").exists():
+        return Check("ZFS", True, "OpenZFS kernel module loaded", required=False)
+    if shutil.which("zfs-fuse"):
+        return Check("ZFS", True, "zfs-fuse installed (no kernel module): ZFS through FUSE", required=False)
+    return Check("ZFS", False, "no kernel module and no zfs-fuse", "apt-get install zfs-fuse (or OpenZFS's zfsutils-linux with its kernel module)", required=False)
+
+
+def workdir_checks(workdir: Path) -> list[Check]:
+    where = filesystem_of(workdir / "images")
+    in_ram = where["fstype"] in ("tmpfs", "ramfs")
+    return [
+        Check("work directory", not in_ram, f"{where['path']} on {where['fstype']} ({where['source']})", "choose a --workdir on a disk: loop images in RAM measure memory, not storage", required=False),
+        Check("free space", where["free_bytes"] > 2**30, f"{format_size(where['free_bytes'])} free", "free space in the work directory or choose another --workdir", required=False),
+    ]
+
+
+def study_problems(study: Study, workdir: Path) -> list[str]:
+    """Reasons the study cannot run on this machine; empty when it can."""
+    checks = machine_checks(workdir, sorted({t.filesystem for t in study.targets}))
+    return [f"{c.name}: {c.detail} — {c.fix}" for c in checks if not c.ok and c.required]

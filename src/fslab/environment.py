@@ -1,0 +1,74 @@
+"""The machine a study ran on: kernel, distribution, CPU, memory, tool versions, work directory."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+from pathlib import Path
+
+from fslab import __version__
+from fslab.system import run, tool_version
+
+TOOLS = {
+    "fio": ("fio", "--version"),
+    "sysbench": ("sysbench", "--version"),
+    "mke2fs": ("mke2fs", "-V"),
+    "mkfs.xfs": ("mkfs.xfs", "-V"),
+    "mkfs.btrfs": ("mkfs.btrfs", "--version"),
+    "losetup": ("losetup", "--version"),
+    "rsync": ("rsync", "--version"),
+}
+
+
+def os_release() -> str:
+    try:
+        for line in Path("/etc/os-release").read_text().splitlines():
+            if line.startswith("PRETTY_NAME="):
+                return line.split("=", 1)[1].strip('"')
+    except OSError:
+        pass
+    return "unknown"
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def memory_bytes() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def filesystem_of(path: Path) -> dict:
+    """The filesystem holding a directory (where the loop images live): type, source, free bytes."""
+    path.mkdir(parents=True, exist_ok=True)
+    out = run(["findmnt", "--noheadings", "--output", "FSTYPE,SOURCE", "--target", str(path)], check=False).stdout.split()
+    return {"path": str(path), "fstype": out[0] if out else "unknown", "source": out[1] if len(out) > 1 else "unknown", "free_bytes": shutil.disk_usage(path).free}
+
+
+def tool_versions() -> dict[str, str | None]:
+    return {name: tool_version(argv) for name, argv in TOOLS.items()}
+
+
+def collect(workdir: Path) -> dict:
+    return {
+        "fslab": __version__,
+        "kernel": platform.release(),
+        "kernel_build": platform.version(),
+        "distribution": os_release(),
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "memory_bytes": memory_bytes(),
+        "python": platform.python_version(),
+        "tools": tool_versions(),
+        "image_directory": filesystem_of(workdir / "images"),
+    }

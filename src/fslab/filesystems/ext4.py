@@ -1,0 +1,21 @@
+from pathlib import Path
+
+from fslab.filesystems.base import Filesystem
+from fslab.system import run
+
+
+class Ext4(Filesystem):
+    kind = "ext4"
+    mkfs = ("mkfs.ext4", "-F", "-q")
+    version_command = ("mke2fs", "-V")
+    package = "e2fsprogs"
+
+    def default_mkfs_options(self, requested: list[str]) -> list[str]:
+        # mkfs.ext4 defers inode-table and journal zeroing to a kernel thread that would run
+        # inside the measured window; do it up front unless the study says otherwise.
+        if any("lazy_itable_init" in o or "lazy_journal_init" in o for o in requested):
+            return []
+        return ["-E", "lazy_itable_init=0,lazy_journal_init=0"]
+
+    def details(self, device: str, mountpoint: Path) -> str:
+        return run(["dumpe2fs", "-h", device], check=False).stdout

@@ -1,0 +1,1 @@
+"""Reports of a study run: the console table, Markdown, CSV and JSON."""

@@ -1,0 +1,196 @@
+"""Running a study: for each planned run, provision → lay out → drop caches → workload →
+teardown → store, in interleaved order. A failed run is stored with its error and the study
+goes on; an interrupted study releases what it holds and is marked interrupted.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Protocol
+
+from fslab import doctor, environment
+from fslab.devices.loop import loop_image
+from fslab.filesystems import FILESYSTEMS, Provisioned
+from fslab.journal import Journal
+from fslab.plan import PlannedRun, interleaved, new_seed
+from fslab.results import ResultsDB, RunRecord
+from fslab.results.db import now
+from fslab.study import Study, Workload
+from fslab.system import run, sync_and_drop_caches
+from fslab.workloads import fio
+
+DEFAULT_WORKDIR = Path("/var/tmp/fslab")
+
+
+class RunObserver(Protocol):
+    def starting(self, planned: PlannedRun, index: int, total: int) -> None: ...
+    def finished(self, planned: PlannedRun, record: RunRecord) -> None: ...
+
+
+class StudyCannotRun(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Workdir:
+    """fslab's own directory: loop images, mount points, the journal."""
+
+    root: Path
+
+    @property
+    def images(self) -> Path:
+        return self.root / "images"
+
+    @property
+    def mounts(self) -> Path:
+        return self.root / "mnt"
+
+    @property
+    def journal(self) -> Journal:
+        return Journal(self.root / "journal.jsonl")
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "target"
+
+
+def run_study(study: Study, db: ResultsDB, workdir: Workdir, *, runs: int | None = None, seed: int | None = None, observer: RunObserver | None = None) -> int:
+    """Run every cell `runs` times (default: the study's repetitions); returns the study run's id."""
+    problems = doctor.study_problems(study, workdir.root)
+    if problems:
+        raise StudyCannotRun("this machine cannot run the study:\n  " + "\n  ".join(problems))
+    if runs is not None:
+        study = replace(study, repetitions=runs)
+    plan_seed = seed if seed is not None else study.seed if study.seed is not None else new_seed()
+    plan = interleaved(study.cells, study.repetitions, plan_seed)
+    versions = {kind: FILESYSTEMS[kind].version() for kind in {t.filesystem for t in study.targets}}
+    study_run_id = db.begin_study_run(study, plan_seed, environment.collect(workdir.root), versions)
+    status = "interrupted"
+    try:
+        with _sigterm_as_interrupt():
+            for index, planned in enumerate(plan, start=1):
+                if observer:
+                    observer.starting(planned, index, len(plan))
+                record = execute(planned, workdir)
+                db.record_run(study_run_id, record)
+                if observer:
+                    observer.finished(planned, record)
+        status = "finished"
+    finally:
+        db.finish_study_run(study_run_id, status)
+    return study_run_id
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """`kill` releases mounts and loop devices the same way Ctrl-C does."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class _Clock:
+    """Seconds spent in each phase of a run, stored with it (the overhead beyond the workload)."""
+
+    def __init__(self) -> None:
+        self.phases: dict[str, float] = {}
+        self._last = time.monotonic()
+
+    def mark(self, phase: str) -> None:
+        moment = time.monotonic()
+        self.phases[phase] = round(moment - self._last, 4)
+        self._last = moment
+
+
+def execute(planned: PlannedRun, workdir: Workdir) -> RunRecord:
+    """One run from a fresh image to its stored record; an error becomes a failed record."""
+    target, workload = planned.cell.target, planned.cell.workload
+    record = RunRecord(
+        target=target.name,
+        workload=workload.name,
+        repetition=planned.block,
+        block=planned.block,
+        position=planned.position,
+        started_at=now(),
+        finished_at=now(),
+        status="failed",
+        buffered=not workload.direct,
+        image_size=target.image_size,
+        mount_options_requested=target.mount_options,
+        data_pattern=fio.DATA_PATTERN if not workload.job_file else "as the job file says",
+    )
+    clock = _Clock()
+    try:
+        with ExitStack() as stack:
+            loop = stack.enter_context(loop_image(workdir.journal, workdir.images, slug(target.name), target.image_size))
+            mountpoint = workdir.mounts / slug(target.name)
+            ready = stack.enter_context(
+                FILESYSTEMS[target.filesystem].provision(workdir.journal, loop, mountpoint, list(target.mkfs_options), target.mount_options)
+            )
+            record.device, record.direct_io_loop = loop.device, loop.direct_io
+            record.mkfs_command, record.mount_options_effective, record.fs_details = ready.mkfs_command, ready.mount_options_effective, ready.details
+            clock.mark("provision")
+            record.job_file = job_for(workload, ready)
+            record.raw_output = _measure(record.job_file, workload, ready, clock)
+            record.metrics = fio.parse_metrics(record.raw_output)
+        clock.mark("teardown")
+        record.status = "ok"
+    except Exception as exc:  # recorded, and the study goes on with the other runs
+        record.error = str(exc) or type(exc).__name__
+    record.finished_at = now()
+    record.timings = clock.phases
+    return record
+
+
+def job_for(workload: Workload, ready: Provisioned) -> str:
+    """The exact fio job file of this run, pointed at the target's directory or raw device."""
+    where = {"directory": ready.directory, "device": None if ready.directory else ready.device}
+    if workload.job_file:
+        return fio.retarget_job_file(workload.job_file, **where)
+    return fio.job_text(workload.name, workload.fio_options, **where)
+
+
+def layout_job_for(workload: Workload, ready: Provisioned) -> str | None:
+    """The job that writes what the measured job will read, or None when nothing needs writing."""
+    if not workload.reads:
+        return None
+    if workload.job_file:  # fio's own layout; on a raw device the region a job file reads is unknown
+        return fio.retarget_job_file(workload.job_file, directory=ready.directory, device=None, extra=("create_only=1",)) if ready.directory else None
+    where = {"directory": ready.directory, "device": None if ready.directory else ready.device}
+    return fio.job_text(workload.name, fio.layout_options(workload.fio_options), **where)
+
+
+def _measure(job: str, workload: Workload, ready: Provisioned, clock: _Clock) -> str:
+    """Lay out what the workload reads, drop caches, run fio; returns fio's output."""
+    with tempfile.TemporaryDirectory(prefix="fslab-job-") as scratch:
+        layout = layout_job_for(workload, ready)
+        if layout:
+            layout_path = Path(scratch) / "layout.fio"
+            layout_path.write_text(layout)
+            run(["fio", f"--output={layout_path.with_suffix('.out')}", str(layout_path)])
+        clock.mark("layout")
+        sync_and_drop_caches()
+        clock.mark("drop_caches")
+        job_path = Path(scratch) / "job.fio"
+        job_path.write_text(job)
+        output = fio.run_fio(job_path, timeout=workload.seconds * 3 + 300 if workload.seconds else None)
+        clock.mark("workload")
+    return output
+
+
+def clean_up(workdir: Workdir) -> list[tuple[str, str, str | None]]:
+    """Release whatever an interrupted fslab left attached or mounted."""
+    return workdir.journal.clean_up()

@@ -1,0 +1,1 @@
+"""Built-in study files, run by name: `fslab run quick`."""

@@ -1,0 +1,473 @@
+"""Study files: TOML → validated model → targets, workloads and cells.
+
+A value given as a list in a [[target]] table is a sweep: the target expands to one target
+per value (several lists: every combination), each with a readable name. Errors name the
+file, the line and the field, and say what is allowed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import shlex
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from fslab.filesystems import FILESYSTEMS
+from fslab.units import format_duration, format_size, parse_duration, parse_size
+from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
+from fslab.workloads.fio import READING_MODES, reads_data
+
+FIO_RW_MODES = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw", "trim", "randtrim", "trimwrite")
+
+# fslab's defaults for every fio workload, overridden by a study's [fio] table, then by the workload.
+FIO_DEFAULTS: dict[str, Any] = {
+    "bs": "4k",
+    "iodepth": 1,
+    "numjobs": 1,
+    "size": "1GiB",
+    "runtime": "10s",
+    "ramp_time": "0s",
+    "direct": True,
+    "ioengine": "libaio",
+    "randseed": 24301,
+}
+
+
+class StudyError(ValueError):
+    """A study file that cannot be run, with where and why."""
+
+
+class _Table(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StudySection(_Table):
+    name: str = Field(min_length=1)
+    description: str = ""
+    repetitions: int = Field(3, ge=1, le=1000)
+    workloads: list[str] = []
+    image_size: str = "4GiB"
+    seed: int | None = None
+
+    @field_validator("workloads")
+    @classmethod
+    def _known_workloads(cls, names: list[str]) -> list[str]:
+        for name in names:
+            if name not in BUILTIN_WORKLOADS and name not in WORKLOAD_SETS:
+                raise ValueError(_unknown("built-in workload", name, [*WORKLOAD_SETS, *BUILTIN_WORKLOADS]))
+        return names
+
+    @field_validator("image_size")
+    @classmethod
+    def _size(cls, value: str) -> str:
+        parse_size(value)
+        return value
+
+
+class FioSection(_Table):
+    """fio parameters; the study's [fio] table sets them for every workload, a workload for itself."""
+
+    bs: str | None = None
+    iodepth: int | None = Field(None, ge=1)
+    numjobs: int | None = Field(None, ge=1)
+    size: str | None = None
+    runtime: str | int | float | None = None
+    ramp_time: str | int | float | None = None
+    direct: bool | None = None
+    ioengine: str | None = None
+    rwmixread: int | None = Field(None, ge=0, le=100)
+    randseed: int | None = None
+    options: dict[str, str | int | float | bool] = {}
+
+    @field_validator("size")
+    @classmethod
+    def _size(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_size(value)
+        return value
+
+    @field_validator("runtime", "ramp_time")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        if value is not None:
+            parse_duration(value)
+        return value
+
+
+class WorkloadSection(FioSection):
+    name: str = Field(min_length=1)
+    rw: str | None = None
+    job_file: str | None = None
+
+    @field_validator("rw")
+    @classmethod
+    def _rw(cls, value: str | None) -> str | None:
+        if value is not None and value not in FIO_RW_MODES:
+            raise ValueError(_unknown("rw mode", value, FIO_RW_MODES))
+        return value
+
+    @model_validator(mode="after")
+    def _pattern_or_file(self) -> WorkloadSection:
+        if (self.rw is None) == (self.job_file is None):
+            raise ValueError("a workload needs either rw (fio parameters) or job_file (your own fio job file), not both")
+        return self
+
+
+class TargetSection(_Table):
+    name: str | None = None
+    filesystem: str | list[str]
+    mkfs_options: str | list[str] = ""
+    mount_options: str | list[str] = ""
+    image_size: str | list[str] | None = None
+
+    @field_validator("filesystem")
+    @classmethod
+    def _kinds(cls, value: str | list[str]) -> str | list[str]:
+        for kind in _as_list(value):
+            if kind not in FILESYSTEMS:
+                raise ValueError(_unknown("filesystem", kind, list(FILESYSTEMS)))
+        return value
+
+    @field_validator("image_size")
+    @classmethod
+    def _sizes(cls, value: str | list[str] | None) -> str | list[str] | None:
+        for size in _as_list(value or []):
+            parse_size(size)
+        return value
+
+
+class StudyFile(_Table):
+    study: StudySection
+    fio: FioSection = FioSection()
+    target: list[TargetSection] = Field(min_length=1)
+    workload: list[WorkloadSection] = []
+
+
+# The model of each table, to list the fields allowed where an unknown one is met.
+_TABLE_MODELS: dict[str, type[BaseModel]] = {
+    "study": StudySection,
+    "fio": FioSection,
+    "target": TargetSection,
+    "workload": WorkloadSection,
+}
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    filesystem: str
+    mkfs_options: tuple[str, ...]
+    mount_options: str
+    image_size: int
+
+    def spec(self) -> dict[str, Any]:
+        return {
+            "filesystem": self.filesystem,
+            "mkfs_options": list(self.mkfs_options),
+            "mount_options": self.mount_options,
+            "image_size": self.image_size,
+        }
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    fio_options: dict[str, str]  # fio option → value, in job-file order; empty for a job file
+    job_file: str | None  # the user's job file text, run unchanged but for the target location
+    seconds: float  # expected duration (runtime + ramp), for progress and time-outs; 0 = unknown
+    reads: bool  # needs its data laid out before the measured run
+    direct: bool
+    bytes_per_job: int  # 0 when unknown (job files)
+    numjobs: int
+
+    def spec(self) -> dict[str, Any]:
+        return {"fio_options": self.fio_options, "job_file": self.job_file, "direct": self.direct}
+
+
+@dataclass(frozen=True)
+class Cell:
+    target: Target
+    workload: Workload
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.target.name, self.workload.name)
+
+
+@dataclass(frozen=True)
+class Study:
+    name: str
+    description: str
+    repetitions: int
+    seed: int | None
+    targets: list[Target]
+    workloads: list[Workload]
+    source: str  # the study file's text, stored with every study run
+    path: str
+    scale: float
+
+    @property
+    def cells(self) -> list[Cell]:
+        return [Cell(t, w) for t in self.targets for w in self.workloads]
+
+
+def builtin_studies() -> dict[str, str]:
+    """Built-in study name → its description."""
+    found = {}
+    for entry in sorted(resources.files("fslab.studies").iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".toml"):
+            data = tomllib.loads(entry.read_text())
+            found[entry.name.removesuffix(".toml")] = data.get("study", {}).get("description", "")
+    return found
+
+
+def load_study(name_or_path: str | Path, *, scale: float = 1.0) -> Study:
+    """A study from a file path or a built-in study's name."""
+    path = Path(name_or_path)
+    if path.is_file():
+        return parse_study(path.read_text(), str(path), base_dir=path.parent, scale=scale)
+    builtin = resources.files("fslab.studies") / f"{name_or_path}.toml"
+    if builtin.is_file():
+        return parse_study(builtin.read_text(), f"built-in study '{name_or_path}'", base_dir=Path.cwd(), scale=scale)
+    raise StudyError(
+        f"no study file '{name_or_path}' and no built-in study of that name; built-in studies: {', '.join(builtin_studies())}"
+    )
+
+
+def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0) -> Study:
+    if scale <= 0:
+        raise StudyError(f"--scale must be above 0, not {scale}")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise StudyError(f"{filename}: not valid TOML: {exc}") from exc
+    try:
+        model = StudyFile.model_validate(data)
+    except ValidationError as exc:
+        raise StudyError("\n".join(_describe(error, text, filename) for error in exc.errors())) from exc
+
+    targets = [t for section in model.target for t in _expand_target(section, model.study, scale)]
+    _require_unique([t.name for t in targets], "target", text, filename)
+    workloads = _workloads(model, base_dir, scale, filename)
+    _require_unique([w.name for w in workloads], "workload", text, filename)
+    if not workloads:
+        raise StudyError(f"{filename}: the study runs no workload: list built-in ones in [study] workloads, or add [[workload]] tables")
+    _check_space(targets, workloads, filename)
+    return Study(
+        name=model.study.name,
+        description=model.study.description,
+        repetitions=model.study.repetitions,
+        seed=model.study.seed,
+        targets=targets,
+        workloads=workloads,
+        source=text,
+        path=filename,
+        scale=scale,
+    )
+
+
+def _as_list(value: Any) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+def _scaled(size: int, scale: float) -> int:
+    """A size times --scale, kept a whole number of MiB (at least one) when scaled."""
+    if scale == 1.0:
+        return size
+    return max(1, round(size * scale / 2**20)) * 2**20
+
+
+def _unknown(what: str, value: str, allowed: Any) -> str:
+    close = difflib.get_close_matches(value, list(allowed), n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    return f"unknown {what} '{value}'{hint}; allowed: {', '.join(allowed)}"
+
+
+def _expand_target(section: TargetSection, study: StudySection, scale: float) -> list[Target]:
+    dimensions = {
+        "filesystem": _as_list(section.filesystem),
+        "mkfs_options": _as_list(section.mkfs_options),
+        "mount_options": _as_list(section.mount_options),
+        "image_size": _as_list(section.image_size or study.image_size),
+    }
+    swept = [key for key, values in dimensions.items() if len(values) > 1]
+    targets = []
+    for combination in itertools.product(*dimensions.values()):
+        values = dict(zip(dimensions, combination))
+        labels = [values[key] or "defaults" for key in swept if not (key == "filesystem" and section.name is None)]
+        base = section.name or values["filesystem"]
+        targets.append(
+            Target(
+                name=f"{base}[{', '.join(labels)}]" if labels else base,
+                filesystem=values["filesystem"],
+                mkfs_options=tuple(shlex.split(values["mkfs_options"])),
+                mount_options=values["mount_options"],
+                image_size=_scaled(parse_size(values["image_size"]), scale),
+            )
+        )
+    return targets
+
+
+def _workloads(model: StudyFile, base_dir: Path, scale: float, filename: str) -> list[Workload]:
+    defaults = {**FIO_DEFAULTS, **model.fio.model_dump(exclude_none=True, exclude={"options"})}
+    shared_options = model.fio.options
+    names = [n for entry in model.study.workloads for n in WORKLOAD_SETS.get(entry, [entry])]
+    workloads = [_fio_workload(n, {**defaults, **BUILTIN_WORKLOADS[n]}, shared_options, scale) for n in names]
+    for section in model.workload:
+        if section.job_file:
+            workloads.append(_job_file_workload(section, base_dir, filename))
+        else:
+            own = section.model_dump(exclude_none=True, exclude={"name", "job_file", "options"})
+            workloads.append(_fio_workload(section.name, {**defaults, **own}, {**shared_options, **section.options}, scale))
+    return workloads
+
+
+def _fio_workload(name: str, settings: dict[str, Any], extra: dict[str, Any], scale: float) -> Workload:
+    size = _scaled(parse_size(settings["size"]), scale)
+    runtime = parse_duration(settings["runtime"]) * scale
+    ramp = parse_duration(settings["ramp_time"]) * scale
+    options = {
+        "rw": settings["rw"],
+        "bs": settings["bs"],
+        "iodepth": settings["iodepth"],
+        "numjobs": settings["numjobs"],
+        "size": size,
+        "ioengine": settings["ioengine"],
+        "direct": int(settings["direct"]),
+        "randseed": settings["randseed"],
+    }
+    if "rwmixread" in settings:
+        options["rwmixread"] = settings["rwmixread"]
+    if runtime > 0:
+        options |= {"time_based": 1, "runtime": f"{round(runtime * 1000)}ms"}
+    if ramp > 0:
+        options["ramp_time"] = f"{round(ramp * 1000)}ms"
+    options |= {key: int(value) if isinstance(value, bool) else value for key, value in extra.items()}
+    return Workload(
+        name=name,
+        fio_options={key: str(value) for key, value in options.items()},
+        job_file=None,
+        seconds=runtime + ramp,
+        reads=settings["rw"] in READING_MODES,
+        direct=bool(settings["direct"]),
+        bytes_per_job=size,
+        numjobs=settings["numjobs"],
+    )
+
+
+def _job_file_workload(section: WorkloadSection, base_dir: Path, filename: str) -> Workload:
+    path = (base_dir / section.job_file).resolve()
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise StudyError(f"{filename}: workload '{section.name}': cannot read job_file {path}: {exc.strerror}") from exc
+    return Workload(
+        name=section.name,
+        fio_options={},
+        job_file=text,
+        seconds=0.0,
+        reads=reads_data(text),
+        direct="direct=1" in text.replace(" ", ""),
+        bytes_per_job=0,
+        numjobs=1,
+    )
+
+
+def _check_space(targets: list[Target], workloads: list[Workload], filename: str) -> None:
+    """Refuse, before anything is formatted, a workload whose files cannot fit on a target's image."""
+    for target in targets:
+        for workload in workloads:
+            # On a filesystem each fio job has its own file; on a raw device all jobs share the region.
+            jobs = 1 if target.filesystem == "raw" else workload.numjobs
+            needed = workload.bytes_per_job * jobs
+            usable = target.image_size * (1.0 if target.filesystem == "raw" else 0.9)
+            if needed > usable:
+                raise StudyError(
+                    f"{filename}: workload '{workload.name}' needs {jobs} × {format_size(workload.bytes_per_job)} "
+                    f"but target '{target.name}' has an image of {format_size(target.image_size)}; "
+                    "raise image_size or lower the workload's size"
+                )
+
+
+def _require_unique(names: list[str], what: str, text: str, filename: str) -> None:
+    seen = set()
+    for name in names:
+        if name in seen:
+            raise StudyError(f"{filename}: two {what}s are named '{name}'; give each a distinct name")
+        seen.add(name)
+
+
+def describe_study(study: Study, repetitions: int | None = None) -> str:
+    """One line for a progress header: cells, runs and the expected measured time."""
+    repetitions = repetitions or study.repetitions
+    runs = len(study.cells) * repetitions
+    seconds = sum(w.seconds for w in study.workloads) * len(study.targets) * repetitions
+    return f"{len(study.targets)} targets × {len(study.workloads)} workloads × {repetitions} = {runs} runs, about {format_duration(seconds)} of measurement"
+
+
+# --- locating a validation error in the file -------------------------------------------------
+
+
+def _describe(error: dict, text: str, filename: str) -> str:
+    loc = tuple(error["loc"])
+    line = _locate(text, loc)
+    where = f"{filename}:{line}" if line else filename
+    field = _field_path(loc)
+    if error["type"] == "extra_forbidden":
+        model = _TABLE_MODELS.get(str(loc[0]), StudyFile) if len(loc) > 1 else StudyFile
+        allowed = list(model.model_fields)
+        return f"{where}: {_unknown('field', str(loc[-1]), allowed)} (in {field})"
+    message = error["msg"].removeprefix("Value error, ")
+    if error["type"] == "missing":
+        message = f"required field '{loc[-1]}' is missing"
+    return f"{where}: {field}: {message}"
+
+
+def _field_path(loc: tuple) -> str:
+    parts = []
+    for item in loc:
+        if isinstance(item, int):
+            parts[-1] = f"{parts[-1]}[{item}]"
+        else:
+            parts.append(str(item))
+    return ".".join(parts) or "the file"
+
+
+def _locate(text: str, loc: tuple) -> int | None:
+    """The line of a field, following TOML table headers ([study], [[target]] number n, …)."""
+    table: tuple = ()
+    counts: dict[str, int] = {}
+    best, best_depth = None, 0
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if line.startswith("[["):
+            name = line.strip("[] ")
+            counts[name] = counts.get(name, -1) + 1
+            table = (name, counts[name])
+        elif line.startswith("["):
+            table = (line.strip("[] "),)
+        elif "=" in line and not line.startswith("#"):
+            key = line.split("=", 1)[0].strip().strip('"')
+            path = (*table, key)
+        else:
+            continue
+        candidate = table if line.startswith("[") else path
+        depth = _common_prefix(candidate, loc)
+        if depth > best_depth and depth == len(candidate):
+            best, best_depth = number, depth
+    return best
+
+
+def _common_prefix(a: tuple, b: tuple) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n

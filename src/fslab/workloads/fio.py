@@ -1,0 +1,143 @@
+"""fio: the job files fslab writes, the command it runs, and the metrics it reads from fio's JSON.
+
+Parsing is pure (text in, metrics out) so it is tested on output produced by real fio
+(tests/fixtures). Latency percentiles are computed from fio's json+ histogram bins merged
+over all jobs — fio's own method — so jobs without group_reporting aggregate correctly.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from fslab.system import run
+
+# fio options fslab always sets on the jobs it builds (recorded in every stored job file).
+FIXED_OPTIONS = {
+    "refill_buffers": "1",  # fresh random data on every submit: incompressible, never deduplicated
+    "group_reporting": "1",
+}
+DATA_PATTERN = "random (fio refill_buffers: new random bytes for every I/O)"
+
+READING_MODES = {"read", "randread", "rw", "readwrite", "randrw"}
+PERCENTILES = {"p50": 50.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9}
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    value: float
+    unit: str
+    higher_is_better: bool
+
+
+def _units() -> dict[str, tuple[str, bool]]:
+    per_direction = {"iops": ("IOPS", True), "mb_s": ("MB/s", True), "mib_s": ("MiB/s", True), "lat_mean_us": ("µs", False)}
+    per_direction |= {f"lat_{p}_us": ("µs", False) for p in PERCENTILES}
+    units = {f"{d}_{name}": info for d in ("read", "write") for name, info in per_direction.items()}
+    return units | {"cpu_usr_pct": ("%", False), "cpu_sys_pct": ("%", False)}
+
+
+METRIC_UNITS: dict[str, tuple[str, bool]] = _units()
+
+
+def metric(name: str, value: float) -> Metric:
+    unit, higher = METRIC_UNITS[name]
+    return Metric(name, value, unit, higher)
+
+
+def job_text(name: str, options: dict[str, str], *, directory: Path | None, device: str | None) -> str:
+    """A fio job file for one workload, pointed at a mounted directory or at a raw device."""
+    lines = [f"[{name}]", f"directory={directory}" if directory else f"filename={device}"]
+    lines += [f"{key}={value}" for key, value in {**options, **FIXED_OPTIONS}.items()]
+    return "\n".join(lines) + "\n"
+
+
+_LOCATION = re.compile(r"^\s*(directory|filename|filename_format)\s*=", re.IGNORECASE)
+
+
+def retarget_job_file(text: str, *, directory: Path | None, device: str | None, extra: tuple[str, ...] = ()) -> str:
+    """A user's job file unchanged but for where it runs: its own directory/filename lines go,
+    a leading [global] section names the target's directory (or device) instead, plus `extra` lines."""
+    kept = [line for line in text.splitlines() if not _LOCATION.match(line)]
+    where = f"directory={directory}" if directory else f"filename={device}"
+    return "\n".join(["[global]", where, *extra, *kept]) + "\n"
+
+
+def reads_data(text: str) -> bool:
+    """Whether a job file reads (so its files must exist, laid out, before the measured run)."""
+    modes = re.findall(r"^\s*(?:rw|readwrite)\s*=\s*(\w+)", text, re.MULTILINE)
+    return any(mode.lower() in READING_MODES for mode in modes)
+
+
+# Laying out what a workload will read: the same job (same files, same region) written once,
+# sequentially, with large direct writes — faster than fio's own buffered layout, and the same
+# on a raw device, where reading a never-written sparse image would measure nothing.
+_LAYOUT = {"rw": "write", "bs": "1m", "iodepth": "16", "direct": "1", "ioengine": "libaio"}
+_TIMING = ("time_based", "runtime", "ramp_time", "rwmixread", "rwmixwrite")
+
+
+def layout_options(options: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in options.items() if k not in _TIMING} | _LAYOUT
+
+
+def run_fio(job_path: Path, *, timeout: float | None) -> str:
+    """Run one job file; returns fio's json+ output text."""
+    output = job_path.with_suffix(".json")
+    run(["fio", "--output-format=json+", f"--output={output}", str(job_path)], timeout=timeout)
+    return output.read_text()
+
+
+def load_json(text: str) -> dict:
+    """fio's JSON, skipping any notice fio printed before it."""
+    start = text.find("{")
+    if start < 0:
+        raise ValueError("fio produced no JSON output")
+    return json.loads(text[start:])
+
+
+def percentile_from_bins(bins: dict[str, int], percent: float) -> float:
+    """fio's percentile: the first histogram bucket at which the running count reaches percent·N."""
+    ordered = sorted((int(value), count) for value, count in bins.items())
+    total = sum(count for _, count in ordered)
+    threshold = percent / 100.0 * total
+    running = 0
+    for value, count in ordered:
+        running += count
+        if running >= threshold:
+            return float(value)
+    return float(ordered[-1][0])
+
+
+def _direction_metrics(direction: str, jobs: list[dict]) -> list[Metric]:
+    parts = [job[direction] for job in jobs if job[direction]["total_ios"] > 0]
+    if not parts:
+        return []
+    bw_bytes = sum(p["bw_bytes"] for p in parts)
+    count = sum(p["clat_ns"]["N"] for p in parts)
+    bins: dict[str, int] = {}
+    for p in parts:
+        for value, n in p["clat_ns"].get("bins", {}).items():
+            bins[value] = bins.get(value, 0) + n
+    metrics = [
+        metric(f"{direction}_iops", sum(p["iops"] for p in parts)),
+        metric(f"{direction}_mb_s", bw_bytes / 1e6),
+        metric(f"{direction}_mib_s", bw_bytes / 2**20),
+        metric(f"{direction}_lat_mean_us", sum(p["clat_ns"]["mean"] * p["clat_ns"]["N"] for p in parts) / count / 1e3),
+    ]
+    if bins:
+        metrics += [metric(f"{direction}_lat_{name}_us", percentile_from_bins(bins, pct) / 1e3) for name, pct in PERCENTILES.items()]
+    return metrics
+
+
+def parse_metrics(text: str) -> list[Metric]:
+    """IOPS, bandwidth, completion latency (mean and percentiles) per direction, and fio's CPU use."""
+    jobs = load_json(text)["jobs"]
+    if not jobs:
+        raise ValueError("fio's output lists no jobs")
+    metrics = _direction_metrics("read", jobs) + _direction_metrics("write", jobs)
+    metrics.append(metric("cpu_usr_pct", sum(job["usr_cpu"] for job in jobs)))
+    metrics.append(metric("cpu_sys_pct", sum(job["sys_cpu"] for job in jobs)))
+    return metrics
