@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import signal
 import subprocess
+import time
 from collections.abc import Sequence
+from pathlib import Path
 
 
 class CommandError(RuntimeError):
@@ -20,14 +25,61 @@ class CommandError(RuntimeError):
 
 
 def run(argv: Sequence[str], *, check: bool = True, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
-    """Run a command to completion and capture its output."""
+    """Run a command to completion and capture its output.
+
+    If fslab is interrupted or the command times out, the command and every process it started
+    are killed and waited for: fio's job processes run in sessions of their own, and one left
+    behind would keep the mount busy and the output pipes open.
+    """
     try:
-        proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     except FileNotFoundError as exc:
         raise CommandError(argv, 127, "", f"{argv[0]}: command not found") from exc
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except BaseException as exc:
+        kill_tree(proc.pid)
+        proc.communicate()
+        if isinstance(exc, subprocess.TimeoutExpired):
+            raise CommandError(argv, -9, "", f"killed after {timeout:g} s without finishing") from None
+        raise
     if check and proc.returncode != 0:
-        raise CommandError(argv, proc.returncode, proc.stdout, proc.stderr)
-    return proc
+        raise CommandError(argv, proc.returncode, stdout, stderr)
+    return subprocess.CompletedProcess(list(argv), proc.returncode, stdout, stderr)
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every living process started, directly or not, by `pid` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, queue = [], [pid]
+    while queue:
+        for child in children.get(queue.pop(), []):
+            found.append(child)
+            queue.append(child)
+    return found
+
+
+def kill_tree(pid: int, *, wait: float = 10.0) -> None:
+    """SIGKILL a process and all its descendants, and wait until they are gone."""
+    victims = [pid, *_descendants(pid)]
+    for victim in victims:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(victim, signal.SIGKILL)
+    deadline = time.monotonic() + wait
+    for victim in victims[1:]:  # not our children: poll until the kernel has reaped them
+        while Path(f"/proc/{victim}").exists() and _state(victim) != "Z" and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return "X"
 
 
 def tool_version(argv: Sequence[str]) -> str | None:

@@ -1,7 +1,8 @@
 """Sparse loop images in fslab's work directory, attached with direct I/O.
 
-fslab formats only what it created: a device is accepted for mkfs only when it is a loop
-device whose backing file lies in fslab's image directory (see `assert_ours`).
+fslab formats only what it created: `loop_image` is the only maker of `LoopDevice`s, and a
+filesystem is created on one only after `assert_ours` has read back from the kernel that the
+device really is backed by that image.
 """
 
 from __future__ import annotations
@@ -64,11 +65,11 @@ def check_free_space(directory: Path, needed: int) -> None:
         )
 
 
-def assert_ours(device: str, image_dir: Path) -> None:
-    """Refuse to format anything but a loop device backed by an image in fslab's image directory."""
-    backing = backing_file(device)
-    if backing is None or backing.parent.resolve() != image_dir.resolve():
-        raise PermissionError(f"refusing to format {device}: it is not a loop image fslab created in {image_dir}")
+def assert_ours(loop: LoopDevice) -> None:
+    """Refuse to format a device unless the kernel says it is the loop device of fslab's image."""
+    backing = backing_file(loop.device)
+    if backing is None or backing.resolve() != loop.image.resolve():
+        raise PermissionError(f"refusing to format {loop.device}: it is not the loop device of fslab's image {loop.image}")
 
 
 @releaser("image")

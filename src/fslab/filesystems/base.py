@@ -73,7 +73,7 @@ class Filesystem:
     def provision(
         self, journal: Journal, loop: LoopDevice, mountpoint: Path, mkfs_options: list[str], mount_options: str
     ) -> Iterator[Provisioned]:
-        assert_ours(loop.device, loop.image.parent)
+        assert_ours(loop)
         command = self.mkfs_command(loop.device, mkfs_options)
         run(command)
         mountpoint.mkdir(parents=True, exist_ok=True)

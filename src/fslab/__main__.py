@@ -1,0 +1,3 @@
+from fslab.cli import app
+
+app(prog_name="fslab")

@@ -1,0 +1,62 @@
+"""Shared fixtures. The tests drive the real tools as root: loop devices, mkfs, mount, fio."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from fslab.runner import Workdir
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TEST_ROOT = Path("/var/tmp/fslab-tests")  # on disk: loop images in /tmp could sit in RAM elsewhere
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if os.geteuid() != 0:
+        raise pytest.UsageError("fslab's tests format and mount loop images: run them as root (make test)")
+
+
+@contextmanager
+def fresh_workdir() -> Iterator[Workdir]:
+    """A work directory of its own, checked afterwards for anything left attached or mounted."""
+    TEST_ROOT.mkdir(parents=True, exist_ok=True)
+    root = Path(tempfile.mkdtemp(prefix="wd-", dir=TEST_ROOT))
+    yield Workdir(root)
+    leftovers = held_by(root)
+    if leftovers:
+        Workdir(root).journal.clean_up()  # release them, then fail the test that left them
+    shutil.rmtree(root, ignore_errors=True)
+    assert not leftovers, f"the test left these attached or mounted: {leftovers}"
+
+
+@pytest.fixture
+def workdir() -> Iterator[Workdir]:
+    with fresh_workdir() as wd:
+        yield wd
+
+
+def held_by(root: Path) -> list[str]:
+    """Loop devices backed by images under `root`, and mounts under it."""
+    loops = subprocess.run(["losetup", "--list", "--noheadings", "--output", "NAME,BACK-FILE"], capture_output=True, text=True).stdout
+    held = [line for line in loops.splitlines() if str(root) in line]
+    held += [line for line in Path("/proc/mounts").read_text().splitlines() if str(root) in line]
+    return held
+
+
+def fslab(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """The fslab command, as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "fslab", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def write_study(directory: Path, text: str, name: str = "study.toml") -> Path:
+    path = directory / name
+    path.write_text(text)
+    return path

@@ -1,0 +1,181 @@
+"""Whole studies through the `fslab` command: real loop images, mkfs, mount and fio (1 s runs)."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import fresh_workdir, fslab, held_by, write_study
+from fslab.results import ResultsDB
+
+FOUR_KINDS = """\
+[study]
+name = "e2e"
+repetitions = 2
+workloads = ["rand_read", "seq_write"]
+image_size = "512MiB"
+
+[fio]
+size = "64MiB"
+runtime = "1s"
+
+[[target]]
+filesystem = ["ext4", "xfs", "btrfs", "raw"]
+"""
+
+
+@pytest.fixture(scope="module")
+def finished_study(tmp_path_factory):
+    """One study of ext4, XFS, Btrfs and raw, run once for all the tests that read it."""
+    root = tmp_path_factory.mktemp("e2e")
+    study = write_study(root, FOUR_KINDS)
+    db = root / "results.db"
+    with fresh_workdir() as workdir:
+        result = fslab("run", str(study), "--db", str(db), "--workdir", str(workdir.root), "--seed", "11")
+        yield result, ResultsDB(str(db)), root, workdir
+
+
+def test_study_runs_every_cell_and_stores_every_run(finished_study):
+    result, db, _, workdir = finished_study
+    assert result.returncode == 0, result.stdout + result.stderr
+    study_run = db.study_run()
+    assert study_run["status"] == "finished" and study_run["plan_seed"] == 11
+    runs = db.runs(study_run["id"])
+    assert len(runs) == 4 * 2 * 2
+    assert all(r["status"] == "ok" for r in runs), [r["error"] for r in runs]
+    assert held_by(workdir.root) == [], "every loop device and mount released"
+
+
+def test_runs_are_interleaved_in_blocks(finished_study):
+    _, db, _, _ = finished_study
+    runs = db.runs(db.study_run()["id"])
+    blocks = [r["block"] for r in runs]
+    assert blocks == sorted(blocks) and set(blocks) == {1, 2}, "block 1 entirely before block 2"
+    orders = [[(r["target"], r["workload"]) for r in runs if r["block"] == b] for b in (1, 2)]
+    assert sorted(orders[0]) == sorted(orders[1]) and len(set(orders[0])) == 8
+
+
+def test_metrics_and_raw_output_are_stored(finished_study):
+    _, db, _, _ = finished_study
+    study_run_id = db.study_run()["id"]
+    samples = db.samples(study_run_id)
+    names = {(s["target"], s["workload"], s["name"]) for s in samples}
+    for target in ("ext4", "xfs", "btrfs", "raw"):
+        for name in ("read_iops", "read_mb_s", "read_mib_s", "read_lat_mean_us", "read_lat_p50_us", "read_lat_p95_us", "read_lat_p99_us", "read_lat_p99_9_us", "cpu_usr_pct", "cpu_sys_pct"):
+            assert (target, "rand_read", name) in names
+        assert (target, "seq_write", "write_mb_s") in names
+    assert all(s["value"] > 0 for s in samples if s["name"].endswith("_iops"))
+    for run in db.runs(study_run_id):
+        assert json.loads(run["raw_output"])["jobs"][0]["jobname"] == run["workload"]
+        assert "refill_buffers=1" in run["job_file"] and "randseed=24301" in run["job_file"]
+        assert run["timings"]["workload"] >= 1.0
+
+
+def test_targets_are_provisioned_fresh_and_recorded(finished_study):
+    _, db, _, workdir = finished_study
+    study_run_id = db.study_run()["id"]
+    runs = {(r["target"], r["workload"], r["repetition"]): r for r in db.runs(study_run_id)}
+    ext4 = runs[("ext4", "rand_read", 1)]
+    assert ext4["mkfs_command"][:3] == ["mkfs.ext4", "-F", "-q"] and "lazy_itable_init=0,lazy_journal_init=0" in ext4["mkfs_command"]
+    assert "Filesystem features:" in ext4["fs_details"]
+    assert ext4["mount_options_effective"].startswith("rw,")
+    assert f"directory={workdir.mounts / 'ext4'}" in ext4["job_file"]
+    assert ext4["direct_io_loop"] is True and ext4["buffered"] is False
+    xfs, btrfs = runs[("xfs", "seq_write", 2)], runs[("btrfs", "seq_write", 1)]
+    assert "isize=" in xfs["fs_details"] and "Data, single" in btrfs["fs_details"]
+    raw = runs[("raw", "rand_read", 2)]
+    assert raw["mkfs_command"] == [] and raw["mount_options_effective"] is None
+    assert f"filename={raw['device']}" in raw["job_file"]
+    devices = {r["device"] for r in runs.values()}
+    assert all(d.startswith("/dev/loop") for d in devices)
+
+
+def test_environment_is_recorded(finished_study):
+    _, db, _, _ = finished_study
+    env = db.study_run()["environment"]
+    assert env["kernel"] and env["distribution"] and env["cpu_count"] >= 1 and env["memory_bytes"] > 0
+    assert env["tools"]["fio"].startswith("fio-") and env["tools"]["mke2fs"].startswith("mke2fs")
+    assert env["image_directory"]["fstype"] not in ("", "unknown")
+    versions = {t["name"]: t["tool_version"] for t in db.targets(db.study_run()["id"])}
+    assert versions["xfs"].startswith("mkfs.xfs") and versions["btrfs"].startswith("mkfs.btrfs")
+
+
+def test_summary_table_and_report_files(finished_study):
+    result, db, root, _ = finished_study
+    assert "rand_read (direct I/O)" in result.stdout and "IOPS mean ± 95% CI" in result.stdout
+    folder = root / "reports" / f"e2e-{db.study_run()['id']}"
+    markdown = (folder / "summary.md").read_text()
+    assert "## rand_read (direct I/O)" in markdown and "| btrfs | read | 2 |" in markdown
+    rows = (folder / "summary.csv").read_text().splitlines()
+    assert rows[0].startswith("study_run,workload,target,metric,unit,n,mean,median")
+    assert any(",rand_read,raw,read_iops,IOPS,2," in row for row in rows)
+    document = json.loads((folder / "summary.json").read_text())
+    cell = next(c for c in document["cells"] if c["target"] == "xfs" and c["workload"] == "seq_write")
+    assert cell["metrics"]["write_mb_s"]["n"] == 2 and cell["metrics"]["write_mb_s"]["ci_low"] is not None
+
+    again = fslab("summary", "--db", str(root / "results.db"))
+    assert again.returncode == 0 and "seq_write (direct I/O)" in again.stdout
+    missing = fslab("summary", "999", "--db", str(root / "results.db"))
+    assert missing.returncode == 2 and "no study run 999" in missing.stderr
+
+
+def test_a_failing_run_is_recorded_and_the_study_goes_on(workdir, tmp_path):
+    study = write_study(tmp_path, FOUR_KINDS.replace('["ext4", "xfs", "btrfs", "raw"]', '"xfs"')
+                        .replace('workloads = ["rand_read", "seq_write"]', 'workloads = ["seq_write"]')
+                        .replace("repetitions = 2", "repetitions = 1")
+                        + '\n[[target]]\nname = "bad"\nfilesystem = "ext4"\nmount_options = "data=bogus"\n')
+    db = tmp_path / "r.db"
+    result = fslab("run", str(study), "--db", str(db), "--workdir", str(workdir.root))
+    assert result.returncode == 1, "a failed run makes the exit status non-zero"
+    runs = {r["target"]: r for r in ResultsDB(str(db)).runs(ResultsDB(str(db)).study_run()["id"])}
+    assert runs["xfs"]["status"] == "ok"
+    assert runs["bad"]["status"] == "failed" and "mount" in runs["bad"]["error"] and "exited with status" in runs["bad"]["error"]
+    assert runs["bad"]["mount_options_requested"] == "data=bogus" and "bad · seq_write · run 1" in result.stdout
+    assert "1 run(s) failed" in result.stderr
+
+
+def test_a_users_job_file_runs_unchanged_but_for_its_directory(workdir, tmp_path):
+    (tmp_path / "mine.fio").write_text("[global]\ndirectory=/somewhere/else\n[mine]\nrw=randread\nbs=8k\ndirect=1\nsize=32m\nruntime=1\ntime_based=1\n")
+    study = write_study(tmp_path, '[study]\nname = "jobfile"\nrepetitions = 1\nimage_size = "512MiB"\n[[target]]\nfilesystem = "xfs"\n[[workload]]\nname = "mine"\njob_file = "mine.fio"\n')
+    db = tmp_path / "r.db"
+    result = fslab("run", str(study), "--db", str(db), "--workdir", str(workdir.root))
+    assert result.returncode == 0, result.stdout + result.stderr
+    results = ResultsDB(str(db))
+    run = results.runs(results.study_run()["id"])[0]
+    assert "/somewhere/else" not in run["job_file"] and f"directory={workdir.mounts / 'xfs'}" in run["job_file"]
+    assert "[mine]\nrw=randread\nbs=8k" in run["job_file"]
+    assert any(s["name"] == "read_iops" and s["value"] > 0 for s in results.samples(run["study_run_id"]))
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "kill"])
+def test_interrupt_releases_everything_and_keeps_finished_runs(workdir, tmp_path, signum):
+    study = write_study(tmp_path, FOUR_KINDS.replace('runtime = "1s"', 'runtime = "3s"').replace('["ext4", "xfs", "btrfs", "raw"]', '["ext4", "xfs"]'))
+    db = tmp_path / "r.db"
+    proc = subprocess.Popen([sys.executable, "-m", "fslab", "run", str(study), "--db", str(db), "--workdir", str(workdir.root)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not any("fio" in line for line in _children(proc.pid)) or _runs_stored(db) < 1:
+        assert time.monotonic() < deadline and proc.poll() is None, "the study should be running fio"
+        time.sleep(0.2)
+    proc.send_signal(signum)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted" in stderr
+    assert held_by(workdir.root) == []
+    results = ResultsDB(str(db))
+    assert results.study_run()["status"] == "interrupted"
+    assert len(results.runs(results.study_run()["id"])) >= 1
+
+
+def _children(pid: int) -> list[str]:
+    return subprocess.run(["ps", "-o", "comm=", "--ppid", str(pid)], capture_output=True, text=True).stdout.splitlines()
+
+
+def _runs_stored(db: Path) -> int:
+    if not db.exists():
+        return 0
+    results = ResultsDB(str(db))
+    study_run = results.study_run()
+    return len(results.runs(study_run["id"])) if study_run else 0

@@ -1,0 +1,174 @@
+"""Study files: what they expand to, and the messages for files that cannot run."""
+
+from pathlib import Path
+
+import pytest
+
+from fslab.study import StudyError, load_study, parse_study
+
+GOOD = """\
+[study]
+name = "tuning"
+repetitions = 2
+workloads = ["rand_write", "seq_read"]
+image_size = "2GiB"
+
+[fio]
+runtime = "2s"
+size = "256MiB"
+
+[[target]]
+filesystem = ["ext4", "xfs"]
+
+[[target]]
+name = "ext4-tuned"
+filesystem = "ext4"
+mount_options = ["", "noatime", "noatime,data=writeback"]
+mkfs_options = "-b 4096 -E stride=16"
+
+[[workload]]
+name = "mixed"
+rw = "randrw"
+rwmixread = 60
+bs = "128k"
+iodepth = 16
+numjobs = 2
+runtime = "3s"
+options = { end_fsync = 1, norandommap = true }
+"""
+
+
+def parse(text: str, **kw):
+    return parse_study(text, "study.toml", base_dir=Path("."), **kw)
+
+
+def error_of(text: str) -> str:
+    with pytest.raises(StudyError) as info:
+        parse(text)
+    return str(info.value)
+
+
+def test_lists_expand_to_one_target_per_value_with_readable_names():
+    study = parse(GOOD)
+    assert [t.name for t in study.targets] == [
+        "ext4",
+        "xfs",
+        "ext4-tuned[defaults]",
+        "ext4-tuned[noatime]",
+        "ext4-tuned[noatime,data=writeback]",
+    ]
+    tuned = study.targets[4]
+    assert tuned.mount_options == "noatime,data=writeback"
+    assert tuned.mkfs_options == ("-b", "4096", "-E", "stride=16")
+    assert tuned.image_size == 2 * 2**30
+    assert len(study.cells) == 5 * 3
+
+
+def test_workload_settings_layer_defaults_study_and_workload():
+    study = parse(GOOD)
+    workloads = {w.name: w for w in study.workloads}
+    rand_write = workloads["rand_write"].fio_options
+    assert (rand_write["rw"], rand_write["bs"], rand_write["iodepth"]) == ("randwrite", "4k", "16")  # built-in pattern
+    assert (rand_write["runtime"], rand_write["size"]) == ("2000ms", str(256 * 2**20))  # the study's [fio]
+    assert (rand_write["direct"], rand_write["ioengine"]) == ("1", "libaio")  # fslab's defaults
+    mixed = workloads["mixed"].fio_options
+    assert (mixed["runtime"], mixed["rwmixread"], mixed["numjobs"]) == ("3000ms", "60", "2")  # its own
+    assert (mixed["end_fsync"], mixed["norandommap"]) == ("1", "1")  # the escape hatch
+    assert workloads["seq_read"].reads and workloads["mixed"].reads and not workloads["rand_write"].reads
+    assert workloads["mixed"].seconds == 3.0
+
+
+def test_scale_shrinks_sizes_and_times():
+    study = parse(GOOD, scale=0.5)
+    assert study.targets[0].image_size == 2**30
+    rand_write = {w.name: w for w in study.workloads}["rand_write"]
+    assert rand_write.fio_options["runtime"] == "1000ms"
+    assert rand_write.fio_options["size"] == str(128 * 2**20)
+
+
+def test_builtin_studies_load():
+    quick = load_study("quick")
+    assert [t.filesystem for t in quick.targets] == ["ext4", "xfs", "btrfs", "raw"]
+    assert [w.name for w in quick.workloads] == ["seq_read", "seq_write", "rand_read", "rand_write"]
+    paper = load_study("baseline-paper")
+    assert paper.targets[0].image_size == 10 * 10**9
+    assert {w.fio_options["runtime"] for w in paper.workloads} == {"30000ms"}
+    assert {(w.fio_options["bs"], w.fio_options["iodepth"], w.fio_options["direct"]) for w in paper.workloads} == {("1m", "16", "1"), ("4k", "16", "1")}
+
+
+def test_unknown_study_lists_the_builtin_ones():
+    with pytest.raises(StudyError, match="no study file 'nope'.*built-in studies: baseline-paper, quick"):
+        load_study("nope")
+
+
+def test_unknown_filesystem_names_line_and_allowed_values():
+    text = GOOD.replace('filesystem = ["ext4", "xfs"]', 'filesystem = ["ext4", "xfz"]')
+    message = error_of(text)
+    assert message.startswith("study.toml:12: target[0].filesystem: unknown filesystem 'xfz'")
+    assert "did you mean 'xfs'" in message and "allowed: ext4, xfs, btrfs, raw" in message
+
+
+def test_unknown_field_suggests_the_right_one():
+    message = error_of(GOOD.replace('mount_options = ["",', 'mount_option = ["",'))
+    assert message.startswith("study.toml:17: unknown field 'mount_option' (did you mean 'mount_options'?)")
+    assert "allowed: name, filesystem, mkfs_options, mount_options, image_size" in message
+
+
+def test_bad_value_points_at_its_line():
+    message = error_of(GOOD.replace('size = "256MiB"', 'size = "lots"'))
+    assert message.startswith("study.toml:9: fio.size: not a size: 'lots'")
+
+
+def test_wrong_type_points_at_its_line():
+    message = error_of(GOOD.replace("repetitions = 2", "repetitions = 0"))
+    assert message.startswith("study.toml:3: study.repetitions: Input should be greater than or equal to 1")
+
+
+def test_missing_required_field():
+    message = error_of(GOOD.replace('name = "tuning"\n', ""))
+    assert "study.name: required field 'name' is missing" in message
+
+
+def test_toml_syntax_error_names_the_line():
+    message = error_of(GOOD.replace('image_size = "2GiB"', "image_size = 2GiB"))
+    assert message.startswith("study.toml: not valid TOML") and "line 5" in message
+
+
+def test_unknown_builtin_workload():
+    message = error_of(GOOD.replace('"seq_read"]', '"seq_reed"]'))
+    assert "study.toml:4: study.workloads: unknown built-in workload 'seq_reed' (did you mean 'seq_read'?)" in message
+
+
+def test_workload_needs_rw_or_job_file_not_both():
+    message = error_of(GOOD.replace('rw = "randrw"', 'rw = "randrw"\njob_file = "x.fio"'))
+    assert "workload[0]: a workload needs either rw (fio parameters) or job_file" in message
+
+
+def test_unknown_rw_mode():
+    assert "unknown rw mode 'randomrw'" in error_of(GOOD.replace('rw = "randrw"', 'rw = "randomrw"'))
+
+
+def test_duplicate_target_names():
+    text = GOOD + '\n[[target]]\nname = "xfs"\nfilesystem = "xfs"\n'
+    assert "two targets are named 'xfs'" in error_of(text)
+
+
+def test_workload_too_big_for_the_image_is_refused_before_running():
+    message = error_of(GOOD.replace('image_size = "2GiB"', 'image_size = "512MiB"'))
+    assert "workload 'mixed' needs 2 × 256MiB but target 'ext4' has an image of 512MiB" in message
+
+
+def test_study_without_workloads():
+    text = GOOD.replace('workloads = ["rand_write", "seq_read"]', "").split("[[workload]]")[0]
+    assert "the study runs no workload" in error_of(text)
+
+
+def test_job_file_workload(tmp_path):
+    (tmp_path / "mine.fio").write_text("[mine]\nrw=randread\nbs=8k\ndirect=1\nsize=16m\n")
+    study_text = GOOD.split("[[workload]]")[0] + '[[workload]]\nname = "mine"\njob_file = "mine.fio"\n'
+    study = parse_study(study_text, "s.toml", base_dir=tmp_path)
+    mine = {w.name: w for w in study.workloads}["mine"]
+    assert mine.job_file.startswith("[mine]") and mine.reads and mine.direct
+    missing = study_text.replace("mine.fio", "gone.fio")
+    with pytest.raises(StudyError, match="workload 'mine': cannot read job_file .*gone.fio"):
+        parse_study(missing, "s.toml", base_dir=tmp_path)
