@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import fslab
-from fslab.devices.loop import devices_backed_by, direct_io_enabled, loop_image
+from fslab.devices.loop import attached, devices_backed_by, direct_io_enabled, image_file
 from fslab.filesystems import FILESYSTEMS
 
 
@@ -17,19 +17,25 @@ def blkid_type(device: str) -> str:
     return subprocess.run(["blkid", "-o", "value", "-s", "TYPE", device], capture_output=True, text=True).stdout.strip()
 
 
-def test_loop_image_is_sparse_direct_and_gone_afterwards(workdir):
-    with loop_image(workdir.journal, workdir.images, "t", 256 * 2**20) as loop:
-        assert loop.device.startswith("/dev/loop")
-        assert direct_io_enabled(loop.device) and loop.direct_io
-        assert loop.image.stat().st_size == 256 * 2**20
-        assert loop.image.stat().st_blocks == 0, "a new image takes no space until written"
-        assert devices_backed_by(loop.image) == [loop.device]
-    assert not loop.image.exists() and devices_backed_by(loop.image) == []
+@pytest.mark.parametrize("fill", [True, False], ids=["filled", "sparse"])
+def test_image_attached_with_direct_io_and_gone_afterwards(workdir, fill):
+    size = 256 * 2**20
+    with image_file(workdir.journal, workdir.images, "t", size, fill=fill) as image:
+        assert image.stat().st_size == size
+        allocated = image.stat().st_blocks * 512
+        assert allocated >= size if fill else allocated == 0, "filled: written whole; sparse: nothing allocated"
+        assert devices_backed_by(image) == [], "attached only while a run uses it"
+        with attached(workdir.journal, image) as loop:
+            assert loop.device.startswith("/dev/loop") and loop.size == size
+            assert direct_io_enabled(loop.device) and loop.direct_io
+            assert devices_backed_by(image) == [loop.device]
+        assert devices_backed_by(image) == []
+    assert not image.exists()
     assert workdir.journal.outstanding() == []
 
 
 def test_refuses_to_format_a_device_that_is_not_its_image(workdir):
-    with loop_image(workdir.journal, workdir.images, "mine", 64 * 2**20) as loop:
+    with image_file(workdir.journal, workdir.images, "mine", 64 * 2**20, fill=False) as image, attached(workdir.journal, image) as loop:
         for device in ("/dev/zero", "/dev/loop-control"):
             impostor = replace(loop, device=device)
             with pytest.raises(PermissionError, match=f"refusing to format {device}"):
@@ -46,10 +52,10 @@ KILLED_MIDWAY = """
 import os, sys
 from pathlib import Path
 from fslab.runner import Workdir
-from fslab.devices.loop import loop_image
+from fslab.devices.loop import attached, image_file
 from fslab.filesystems import FILESYSTEMS
 wd = Workdir(Path(sys.argv[1]))
-with loop_image(wd.journal, wd.images, "killed", 320 * 2**20) as loop:
+with image_file(wd.journal, wd.images, "killed", 320 * 2**20, fill=False) as image, attached(wd.journal, image) as loop:
     with FILESYSTEMS["xfs"].provision(wd.journal, loop, wd.mounts / "killed", [], "noatime"):
         os._exit(9)  # dies holding a loop device and a mount, as a killed fslab would
 """
@@ -61,11 +67,12 @@ def test_cleanup_releases_what_a_killed_run_held(workdir):
     image, mountpoint = workdir.images / "killed.img", workdir.mounts / "killed"
     assert devices_backed_by(image), "the killed process left its loop device"
     assert str(mountpoint) in Path("/proc/mounts").read_text()
-    assert workdir.journal.outstanding() == [("mount", str(mountpoint)), ("image", str(image))]
+    assert workdir.journal.outstanding() == [("mount", str(mountpoint)), ("loop", str(image)), ("image", str(image))]
 
     result = fslab("cleanup", "--workdir", str(workdir.root))
     assert result.returncode == 0, result.stderr
-    assert f"mount {mountpoint}: released" in result.stdout and f"image {image}: released" in result.stdout
+    for released in (f"mount {mountpoint}", f"loop {image}", f"image {image}"):
+        assert f"{released}: released" in result.stdout
     assert not devices_backed_by(image) and not image.exists()
     assert str(mountpoint) not in Path("/proc/mounts").read_text()
     assert workdir.journal.outstanding() == []

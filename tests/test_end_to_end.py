@@ -80,18 +80,28 @@ def test_targets_are_provisioned_fresh_and_recorded(finished_study):
     study_run_id = db.study_run()["id"]
     runs = {(r["target"], r["workload"], r["repetition"]): r for r in db.runs(study_run_id)}
     ext4 = runs[("ext4", "rand_read", 1)]
-    assert ext4["mkfs_command"][:3] == ["mkfs.ext4", "-F", "-q"] and "lazy_itable_init=0,lazy_journal_init=0" in ext4["mkfs_command"]
+    assert ext4["mkfs_command"][:5] == ["mkfs.ext4", "-F", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0,nodiscard"]
     assert "Filesystem features:" in ext4["fs_details"]
     assert ext4["mount_options_effective"].startswith("rw,")
     assert f"directory={workdir.mounts / 'ext4'}" in ext4["job_file"]
     assert ext4["direct_io_loop"] is True and ext4["buffered"] is False
     xfs, btrfs = runs[("xfs", "seq_write", 2)], runs[("btrfs", "seq_write", 1)]
     assert "isize=" in xfs["fs_details"] and "Data, single" in btrfs["fs_details"]
+    assert "-K" in xfs["mkfs_command"] and "-K" in btrfs["mkfs_command"], "no discard: the filled image stays filled"
     raw = runs[("raw", "rand_read", 2)]
     assert raw["mkfs_command"] == [] and raw["mount_options_effective"] is None
     assert f"filename={raw['device']}" in raw["job_file"]
     devices = {r["device"] for r in runs.values()}
     assert all(d.startswith("/dev/loop") for d in devices)
+
+
+def test_each_target_has_one_image_made_before_its_first_run(finished_study):
+    _, db, _, workdir = finished_study
+    runs = db.runs(db.study_run()["id"])
+    for target in ("ext4", "xfs", "btrfs", "raw"):
+        made = [r["id"] for r in runs if r["target"] == target and "image" in r["timings"]]
+        assert made == [min(r["id"] for r in runs if r["target"] == target)]
+    assert not any(workdir.images.glob("*.img")), "images are deleted when the study ends"
 
 
 def test_environment_is_recorded(finished_study):

@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Protocol
 
 from fslab import doctor, environment
-from fslab.devices.loop import loop_image
+from fslab.devices.loop import attached, check_free_space, image_file
 from fslab.filesystems import FILESYSTEMS, Provisioned
 from fslab.journal import Journal
 from fslab.plan import PlannedRun, interleaved, new_seed
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.db import now
-from fslab.study import Study, Workload
+from fslab.study import Study, Target, Workload
 from fslab.system import run, sync_and_drop_caches
 from fslab.workloads import fio
 
@@ -70,15 +70,17 @@ def run_study(study: Study, db: ResultsDB, workdir: Workdir, *, runs: int | None
         study = replace(study, repetitions=runs)
     plan_seed = seed if seed is not None else study.seed if study.seed is not None else new_seed()
     plan = interleaved(study.cells, study.repetitions, plan_seed)
+    _check_image_space(study, workdir)
     versions = {kind: FILESYSTEMS[kind].version() for kind in {t.filesystem for t in study.targets}}
     study_run_id = db.begin_study_run(study, plan_seed, environment.collect(workdir.root), versions)
     status = "interrupted"
     try:
-        with _sigterm_as_interrupt():
+        with _sigterm_as_interrupt(), ExitStack() as stack:
+            images = Images(workdir, stack)
             for index, planned in enumerate(plan, start=1):
                 if observer:
                     observer.starting(planned, index, len(plan))
-                record = execute(planned, workdir)
+                record = execute(planned, workdir, images)
                 db.record_run(study_run_id, record)
                 if observer:
                     observer.finished(planned, record)
@@ -86,6 +88,15 @@ def run_study(study: Study, db: ResultsDB, workdir: Workdir, *, runs: int | None
     finally:
         db.finish_study_run(study_run_id, status)
     return study_run_id
+
+
+def _check_image_space(study: Study, workdir: Workdir) -> None:
+    """Filled images all exist at once; sparse ones grow as far as the runs write them."""
+    sizes = [t.image_size for t in study.targets]
+    if all(t.image_fill == "full" for t in study.targets):
+        check_free_space(workdir.images, sum(sizes), f"{len(sizes)} filled images")
+    else:
+        check_free_space(workdir.images, max(sizes), "the largest image")
 
 
 @contextmanager
@@ -115,8 +126,26 @@ class _Clock:
         self._last = moment
 
 
-def execute(planned: PlannedRun, workdir: Workdir) -> RunRecord:
-    """One run from a fresh image to its stored record; an error becomes a failed record."""
+class Images:
+    """One image per target, made at the target's first run and deleted when the study ends."""
+
+    def __init__(self, workdir: Workdir, stack: ExitStack):
+        self.workdir, self.stack = workdir, stack
+        self._made: dict[str, Path] = {}
+
+    def has(self, target: Target) -> bool:
+        return target.name in self._made
+
+    def of(self, target: Target) -> Path:
+        if target.name not in self._made:
+            made = image_file(self.workdir.journal, self.workdir.images, slug(target.name), target.image_size, fill=target.image_fill == "full")
+            self._made[target.name] = self.stack.enter_context(made)
+        return self._made[target.name]
+
+
+def execute(planned: PlannedRun, workdir: Workdir, images: Images) -> RunRecord:
+    """One run, from attaching the target's image to its record; an error becomes a failed record.
+    Every run makes a fresh filesystem on the image."""
     target, workload = planned.cell.target, planned.cell.workload
     record = RunRecord(
         target=target.name,
@@ -135,7 +164,10 @@ def execute(planned: PlannedRun, workdir: Workdir) -> RunRecord:
     clock = _Clock()
     try:
         with ExitStack() as stack:
-            loop = stack.enter_context(loop_image(workdir.journal, workdir.images, slug(target.name), target.image_size))
+            if not images.has(target):
+                images.of(target)
+                clock.mark("image")  # made once per study run, before the target's first run
+            loop = stack.enter_context(attached(workdir.journal, images.of(target)))
             mountpoint = workdir.mounts / slug(target.name)
             ready = stack.enter_context(
                 FILESYSTEMS[target.filesystem].provision(workdir.journal, loop, mountpoint, list(target.mkfs_options), target.mount_options)

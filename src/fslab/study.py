@@ -14,7 +14,7 @@ import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -53,6 +53,7 @@ class StudySection(_Table):
     repetitions: int = Field(3, ge=1, le=1000)
     workloads: list[str] = []
     image_size: str = "4GiB"
+    image_fill: Literal["full", "sparse"] = "full"
     seed: int | None = None
 
     @field_validator("workloads")
@@ -165,6 +166,7 @@ class Target:
     mkfs_options: tuple[str, ...]
     mount_options: str
     image_size: int
+    image_fill: str  # "full": written once before its first run; "sparse": left sparse
 
     def spec(self) -> dict[str, Any]:
         return {
@@ -172,6 +174,7 @@ class Target:
             "mkfs_options": list(self.mkfs_options),
             "mount_options": self.mount_options,
             "image_size": self.image_size,
+            "image_fill": self.image_fill,
         }
 
 
@@ -309,6 +312,7 @@ def _expand_target(section: TargetSection, study: StudySection, scale: float) ->
                 mkfs_options=tuple(shlex.split(values["mkfs_options"])),
                 mount_options=values["mount_options"],
                 image_size=_scaled(parse_size(values["image_size"]), scale),
+                image_fill=study.image_fill,
             )
         )
     return targets

@@ -56,9 +56,15 @@ class Filesystem:
     version_command: tuple[str, ...]
     package: str  # the Debian package that provides the tools
 
+    nodiscard: tuple[str, ...] = ()  # mkfs's flag not to discard the device
+
     def default_mkfs_options(self, requested: list[str]) -> list[str]:
-        """Options fslab adds unless the study overrides them (e.g. no lazy init in the measured window)."""
-        return []
+        """Options fslab adds unless the study names them itself.
+
+        No discard: on a loop image mkfs's discard punches holes in the image file, and the
+        next run would measure the host filesystem allocating those blocks again.
+        """
+        return [] if any("discard" in option for option in requested) else list(self.nodiscard)
 
     def details(self, device: str, mountpoint: Path) -> str:
         return ""

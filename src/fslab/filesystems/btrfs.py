@@ -7,6 +7,7 @@ from fslab.system import run
 class Btrfs(Filesystem):
     kind = "btrfs"
     mkfs = ("mkfs.btrfs", "-f", "-q")
+    nodiscard = ("-K",)
     version_command = ("mkfs.btrfs", "--version")
     package = "btrfs-progs"
 

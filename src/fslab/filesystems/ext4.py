@@ -13,9 +13,12 @@ class Ext4(Filesystem):
     def default_mkfs_options(self, requested: list[str]) -> list[str]:
         # mkfs.ext4 defers inode-table and journal zeroing to a kernel thread that would run
         # inside the measured window; do it up front unless the study says otherwise.
-        if any("lazy_itable_init" in o or "lazy_journal_init" in o for o in requested):
-            return []
-        return ["-E", "lazy_itable_init=0,lazy_journal_init=0"]
+        extended = []
+        if not any("lazy_itable_init" in o or "lazy_journal_init" in o for o in requested):
+            extended.append("lazy_itable_init=0,lazy_journal_init=0")
+        if not any("discard" in o for o in requested):
+            extended.append("nodiscard")  # see Filesystem.default_mkfs_options
+        return ["-E", ",".join(extended)] if extended else []
 
     def details(self, device: str, mountpoint: Path) -> str:
         return run(["dumpe2fs", "-h", device], check=False).stdout

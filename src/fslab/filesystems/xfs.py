@@ -7,6 +7,7 @@ from fslab.system import run
 class Xfs(Filesystem):
     kind = "xfs"
     mkfs = ("mkfs.xfs", "-f", "-q")
+    nodiscard = ("-K",)
     version_command = ("mkfs.xfs", "-V")
     package = "xfsprogs"
 

@@ -1,0 +1,43 @@
+# fslab — `make demo` runs the built-in quick study; `make test` runs the test suite.
+# Both install what they need first (Debian packages, then a virtual environment), idempotently.
+# Run as root: fslab formats and mounts loop images.
+
+SHELL := /bin/bash
+VENV := .venv
+PYTHON := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
+
+# Tools fslab drives, and what it needs to build its Python environment.
+DEBIAN_PACKAGES := fio sysbench e2fsprogs xfsprogs btrfs-progs zfs-fuse rsync util-linux procps \
+                   python3 python3-venv python3-pip
+
+.PHONY: setup system-packages demo test bench clean
+
+setup: system-packages $(STAMP)
+
+system-packages:
+	@missing=$$(for p in $(DEBIAN_PACKAGES); do \
+	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed$$' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	    echo "installing Debian packages:" $$missing; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+$(STAMP): pyproject.toml
+	test -x $(PYTHON) || python3 -m venv $(VENV)
+	$(PYTHON) -m pip install -q --upgrade pip
+	$(PYTHON) -m pip install -q -e '.[test]'
+	rm -f $(VENV)/.installed-* && touch $@
+
+demo: setup
+	$(VENV)/bin/fslab run quick
+
+test: setup
+	$(VENV)/bin/pytest
+
+bench: setup
+	$(PYTHON) bench/fidelity.py
+	$(PYTHON) bench/overhead.py
+
+clean:
+	rm -rf $(VENV) reports fslab.db fslab.db-wal fslab.db-shm
