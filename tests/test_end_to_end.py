@@ -11,6 +11,7 @@ import pytest
 
 from conftest import fresh_workdir, fslab, held_by, write_study
 from fslab.results import ResultsDB
+from fslab.runner import slug
 
 FOUR_KINDS = """\
 [study]
@@ -83,7 +84,7 @@ def test_targets_are_provisioned_fresh_and_recorded(finished_study):
     assert ext4["mkfs_command"][:5] == ["mkfs.ext4", "-F", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0,nodiscard"]
     assert "Filesystem features:" in ext4["fs_details"]
     assert ext4["mount_options_effective"].startswith("rw,")
-    assert f"directory={workdir.mounts / 'ext4'}" in ext4["job_file"]
+    assert f"directory={workdir.mounts / slug('ext4')}" in ext4["job_file"]
     assert ext4["direct_io_loop"] is True and ext4["buffered"] is False
     xfs, btrfs = runs[("xfs", "seq_write", 2)], runs[("btrfs", "seq_write", 1)]
     assert "isize=" in xfs["fs_details"] and "Data, single" in btrfs["fs_details"]
@@ -156,7 +157,7 @@ def test_a_users_job_file_runs_unchanged_but_for_its_directory(workdir, tmp_path
     assert result.returncode == 0, result.stdout + result.stderr
     results = ResultsDB(str(db))
     run = results.runs(results.study_run()["id"])[0]
-    assert "/somewhere/else" not in run["job_file"] and f"directory={workdir.mounts / 'xfs'}" in run["job_file"]
+    assert "/somewhere/else" not in run["job_file"] and f"directory={workdir.mounts / slug('xfs')}" in run["job_file"]
     assert "[mine]\nrw=randread\nbs=8k" in run["job_file"]
     assert any(s["name"] == "read_iops" and s["value"] > 0 for s in results.samples(run["study_run_id"]))
 
@@ -189,3 +190,11 @@ def _runs_stored(db: Path) -> int:
     results = ResultsDB(str(db))
     study_run = results.study_run()
     return len(results.runs(study_run["id"])) if study_run else 0
+
+
+def test_a_study_too_big_for_the_disk_is_refused_before_anything_is_made(workdir, tmp_path):
+    study = write_study(tmp_path, FOUR_KINDS.replace('image_size = "512MiB"', 'image_size = "100TiB"'))
+    result = fslab("run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
+    assert result.returncode == 2
+    assert "4 filled images need 400TiB" in result.stderr.replace("\n", "") and "image_fill" in result.stderr
+    assert not any(workdir.images.glob("*.img"))

@@ -172,3 +172,11 @@ def test_job_file_workload(tmp_path):
     missing = study_text.replace("mine.fio", "gone.fio")
     with pytest.raises(StudyError, match="workload 'mine': cannot read job_file .*gone.fio"):
         parse_study(missing, "s.toml", base_dir=tmp_path)
+
+
+def test_image_fill_is_full_unless_sparse_is_asked():
+    assert {t.image_fill for t in parse(GOOD).targets} == {"full"}
+    sparse = parse(GOOD.replace('image_size = "2GiB"', 'image_size = "2GiB"\nimage_fill = "sparse"'))
+    assert {t.image_fill for t in sparse.targets} == {"sparse"}
+    message = error_of(GOOD.replace('image_size = "2GiB"', 'image_size = "2GiB"\nimage_fill = "thin"'))
+    assert "study.toml:6: study.image_fill: Input should be 'full' or 'sparse'" in message

@@ -32,7 +32,7 @@ WorkdirOption = Annotated[Path, typer.Option("--workdir", envvar="FSLAB_WORKDIR"
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    errors.print(f"[bold red]error:[/bold red] {message}", highlight=False)
+    errors.print(f"[bold red]error:[/bold red] {message}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 

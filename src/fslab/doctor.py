@@ -44,12 +44,15 @@ def _tool(name: str, argv: tuple[str, ...], package: str, required: bool = True)
 
 
 def filesystem_check(kind: str) -> list[Check]:
+    """The mkfs tools and kernel support a filesystem needs (raw needs only the basic checks)."""
+    if kind == "raw":
+        return []
     fs = FILESYSTEMS[kind]
-    checks = [_tool(f"{kind} tools", fs.version_command, fs.package)]
-    if kind != "raw":
-        in_kernel = kind in kernel_filesystems() or _module_available(kind)
-        checks.append(Check(f"{kind} in kernel", in_kernel, "supported" if in_kernel else "not in /proc/filesystems and no module", f"a kernel with {kind} (CONFIG_{kind.upper()}_FS)"))
-    return checks
+    in_kernel = kind in kernel_filesystems() or _module_available(kind)
+    return [
+        _tool(f"{kind} tools", fs.version_command, fs.package),
+        Check(f"{kind} in kernel", in_kernel, "supported" if in_kernel else "not in /proc/filesystems and no module", f"a kernel with {kind} (CONFIG_{kind.upper()}_FS)"),
+    ]
 
 
 def _basic_checks() -> list[Check]:
@@ -73,7 +76,7 @@ def machine_checks(workdir: Path, kinds: list[str] | None = None) -> list[Check]
             _tool("sysbench", ("sysbench", "--version"), "sysbench", required=False),
             _tool("rsync", ("rsync", "--version"), "rsync", required=False),
             _zfs_check(),
-            _present("device-mapper", Path("/dev/mapper/control"), "LUKS and LVM layers", "CONFIG_BLK_DEV_DM"),
+            _present("device-mapper", Path("/dev/mapper/control"), "LUKS or LVM layers", "CONFIG_BLK_DEV_DM"),
             _present("md RAID", Path("/proc/mdstat"), "software RAID layers", "CONFIG_BLK_DEV_MD"),
         ]
     return checks + workdir_checks(workdir)

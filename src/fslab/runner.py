@@ -5,6 +5,7 @@ goes on; an interrupted study releases what it holds and is marked interrupted.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import signal
 import tempfile
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from fslab import doctor, environment
-from fslab.devices.loop import attached, check_free_space, image_file
+from fslab.devices.loop import NotEnoughSpace, attached, check_free_space, image_file
 from fslab.filesystems import FILESYSTEMS, Provisioned
 from fslab.journal import Journal
 from fslab.plan import PlannedRun, interleaved, new_seed
@@ -58,7 +59,10 @@ class Workdir:
 
 
 def slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "target"
+    """A file name for a target's image and mount point: readable, and distinct for distinct
+    names (the hash keeps "ext4[noatime]" and "ext4_noatime" apart)."""
+    readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_")[:60]
+    return f"{readable}-{hashlib.sha1(name.encode()).hexdigest()[:6]}"
 
 
 def run_study(study: Study, db: ResultsDB, workdir: Workdir, *, runs: int | None = None, seed: int | None = None, observer: RunObserver | None = None) -> int:
@@ -70,7 +74,10 @@ def run_study(study: Study, db: ResultsDB, workdir: Workdir, *, runs: int | None
         study = replace(study, repetitions=runs)
     plan_seed = seed if seed is not None else study.seed if study.seed is not None else new_seed()
     plan = interleaved(study.cells, study.repetitions, plan_seed)
-    _check_image_space(study, workdir)
+    try:
+        _check_image_space(study, workdir)
+    except NotEnoughSpace as exc:
+        raise StudyCannotRun(str(exc)) from None
     versions = {kind: FILESYSTEMS[kind].version() for kind in {t.filesystem for t in study.targets}}
     study_run_id = db.begin_study_run(study, plan_seed, environment.collect(workdir.root), versions)
     status = "interrupted"

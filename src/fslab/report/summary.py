@@ -115,7 +115,7 @@ def fmt_cv(s: Summary | None) -> str:
 # --- table rows, shared by the console and Markdown -----------------------------------------
 
 COLUMNS = ["target", "dir", "n", "IOPS median", "IOPS mean ± 95% CI", "IOPS CV", "MB/s median", "MB/s mean ± 95% CI", "MB/s CV"] + [
-    f"lat {p}" for p in PERCENTILES
+    f"lat {p.replace('_', '.')}" for p in PERCENTILES
 ]
 
 
