@@ -49,6 +49,9 @@ class Stopwatch:
     def __init__(self) -> None:
         self.starts: list[tuple[float, str]] = []
 
+    def notice(self, message: str) -> None:
+        print(message)
+
     def starting(self, planned, index, total) -> None:  # noqa: ANN001
         self.starts.append((time.monotonic(), planned.cell.target.name))
 

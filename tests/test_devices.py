@@ -1,5 +1,6 @@
 """Loop images, formatting safety and the journal that lets `fslab cleanup` undo a killed run."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -61,9 +62,13 @@ with image_file(wd.journal, wd.images, "killed", 320 * 2**20, fill=False) as ima
 """
 
 
-def test_cleanup_releases_what_a_killed_run_held(workdir):
+def kill_midway(workdir) -> None:
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(KILLED_MIDWAY), str(workdir.root)])
     assert proc.returncode == 9
+
+
+def test_cleanup_releases_what_a_killed_run_held(workdir):
+    kill_midway(workdir)
     image, mountpoint = workdir.images / "killed.img", workdir.mounts / "killed"
     assert devices_backed_by(image), "the killed process left its loop device"
     assert str(mountpoint) in Path("/proc/mounts").read_text()
@@ -78,3 +83,20 @@ def test_cleanup_releases_what_a_killed_run_held(workdir):
     assert workdir.journal.outstanding() == []
     again = fslab("cleanup", "--workdir", str(workdir.root))
     assert "nothing to clean up" in again.stdout
+
+
+def test_the_next_study_releases_what_a_killed_run_held(workdir, tmp_path):
+    kill_midway(workdir)
+    study = tmp_path / "s.toml"
+    study.write_text('[study]\nname = "after"\nrepetitions = 1\nworkloads = ["seq_write"]\nimage_size = "512MiB"\n[fio]\nsize = "32MiB"\nruntime = "1s"\n[[target]]\nfilesystem = "xfs"\n')
+    result = fslab("run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"left by an interrupted fslab: mount {workdir.mounts / 'killed'}: released" in result.stdout
+    assert workdir.journal.outstanding() == []
+
+
+def test_cleanup_waits_its_turn_while_a_study_uses_the_workdir(workdir):
+    with workdir.claim():
+        result = fslab("cleanup", "--workdir", str(workdir.root))
+    assert result.returncode == 2
+    assert f"another fslab (pid {os.getpid()}) is using {workdir.root}" in result.stderr

@@ -18,7 +18,7 @@ from fslab.report.console import print_summary
 from fslab.report.summary import summarize_study_run, write_reports
 from fslab.results import ResultsDB, RunRecord, reports_dir, resolve_location
 from fslab.results.db import SchemaMismatch
-from fslab.runner import DEFAULT_WORKDIR, StudyCannotRun, Workdir, clean_up, run_study
+from fslab.runner import DEFAULT_WORKDIR, StudyCannotRun, Workdir, WorkdirBusy, run_study
 from fslab.study import StudyError, builtin_studies, describe_study, load_study
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 
@@ -51,6 +51,9 @@ class _ProgressObserver:
         self.repetitions = repetitions
         self.task = progress.add_task("starting", total=None)
         self.failed = 0
+
+    def notice(self, message: str) -> None:
+        self.progress.console.print(message, markup=False, highlight=False)
 
     def starting(self, planned: PlannedRun, index: int, total: int) -> None:
         cell = planned.cell
@@ -159,7 +162,11 @@ def doctor(workdir: WorkdirOption = DEFAULT_WORKDIR) -> None:
 @app.command()
 def cleanup(workdir: WorkdirOption = DEFAULT_WORKDIR) -> None:
     """Release mounts and loop devices an interrupted fslab left behind (from its journal)."""
-    released = clean_up(Workdir(workdir))
+    try:
+        with Workdir(workdir).claim():
+            released = Workdir(workdir).journal.clean_up()
+    except WorkdirBusy as exc:
+        raise _fail(str(exc)) from None
     if not released:
         console.print("nothing to clean up")
     for kind, ident, error in released:

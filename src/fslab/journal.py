@@ -68,8 +68,9 @@ class Journal:
         return list(reversed(held))
 
     def clean_up(self) -> list[tuple[str, str, str | None]]:
-        """Release everything outstanding; returns (kind, id, error or None) for each."""
-        done = []
+        """Release everything outstanding; returns (kind, id, error or None) for each.
+        When all is released the journal starts afresh, so it never grows without bound."""
+        done: list[tuple[str, str, str | None]] = []
         for kind, ident in self.outstanding():
             try:
                 _RELEASERS[kind](ident)
@@ -78,4 +79,6 @@ class Journal:
                 continue
             self._append("release", kind, ident)
             done.append((kind, ident, None))
+        if not any(error for _, _, error in done):
+            self.path.unlink(missing_ok=True)
         return done

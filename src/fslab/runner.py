@@ -5,7 +5,9 @@ goes on; an interrupted study releases what it holds and is marked interrupted.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
+import os
 import re
 import signal
 import tempfile
@@ -31,11 +33,16 @@ DEFAULT_WORKDIR = Path("/var/tmp/fslab")
 
 
 class RunObserver(Protocol):
+    def notice(self, message: str) -> None: ...
     def starting(self, planned: PlannedRun, index: int, total: int) -> None: ...
     def finished(self, planned: PlannedRun, record: RunRecord) -> None: ...
 
 
 class StudyCannotRun(RuntimeError):
+    pass
+
+
+class WorkdirBusy(StudyCannotRun):
     pass
 
 
@@ -56,6 +63,23 @@ class Workdir:
     @property
     def journal(self) -> Journal:
         return Journal(self.root / "journal.jsonl")
+
+    @contextmanager
+    def claim(self) -> Iterator[None]:
+        """Exclusive use of the work directory: one study (or clean-up) at a time, so none
+        deletes or unmounts what another still uses."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / "lock", "a+") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                lock.seek(0)
+                holder = lock.read().strip() or "unknown"
+                raise WorkdirBusy(f"another fslab (pid {holder}) is using {self.root}; wait for it, or choose another --workdir") from None
+            lock.truncate(0)
+            lock.write(str(os.getpid()))
+            lock.flush()
+            yield
 
 
 def slug(name: str) -> str:
@@ -79,6 +103,14 @@ def run_study(study: Study, db: ResultsDB, workdir: Workdir, *, runs: int | None
     except NotEnoughSpace as exc:
         raise StudyCannotRun(str(exc)) from None
     versions = {kind: FILESYSTEMS[kind].version() for kind in {t.filesystem for t in study.targets}}
+    with workdir.claim():
+        for kind, ident, error in workdir.journal.clean_up():
+            if observer:
+                observer.notice(f"left by an interrupted fslab: {kind} {ident}: {error or 'released'}")
+        return _run_plan(study, plan, plan_seed, versions, db, workdir, observer)
+
+
+def _run_plan(study: Study, plan: list[PlannedRun], plan_seed: int, versions: dict, db: ResultsDB, workdir: Workdir, observer: RunObserver | None) -> int:
     study_run_id = db.begin_study_run(study, plan_seed, environment.collect(workdir.root), versions)
     status = "interrupted"
     try:
@@ -228,8 +260,3 @@ def _measure(job: str, workload: Workload, ready: Provisioned, clock: _Clock) ->
         output = fio.run_fio(job_path, timeout=workload.seconds * 3 + 300 if workload.seconds else None)
         clock.mark("workload")
     return output
-
-
-def clean_up(workdir: Workdir) -> list[tuple[str, str, str | None]]:
-    """Release whatever an interrupted fslab left attached or mounted."""
-    return workdir.journal.clean_up()
