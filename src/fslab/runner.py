@@ -172,14 +172,13 @@ class Images:
         self.workdir, self.stack = workdir, stack
         self._made: dict[str, Path] = {}
 
-    def has(self, target: Target) -> bool:
-        return target.name in self._made
-
-    def of(self, target: Target) -> Path:
-        if target.name not in self._made:
-            made = image_file(self.workdir.journal, self.workdir.images, slug(target.name), target.image_size, fill=target.image_fill == "full")
-            self._made[target.name] = self.stack.enter_context(made)
-        return self._made[target.name]
+    def of(self, target: Target) -> tuple[Path, bool]:
+        """The target's image, and whether it was made just now."""
+        if target.name in self._made:
+            return self._made[target.name], False
+        made = image_file(self.workdir.journal, self.workdir.images, slug(target.name), target.image_size, fill=target.image_fill == "full")
+        self._made[target.name] = self.stack.enter_context(made)
+        return self._made[target.name], True
 
 
 def execute(planned: PlannedRun, workdir: Workdir, images: Images) -> RunRecord:
@@ -203,10 +202,10 @@ def execute(planned: PlannedRun, workdir: Workdir, images: Images) -> RunRecord:
     clock = _Clock()
     try:
         with ExitStack() as stack:
-            if not images.has(target):
-                images.of(target)
-                clock.mark("image")  # made once per study run, before the target's first run
-            loop = stack.enter_context(attached(workdir.journal, images.of(target)))
+            image, made_now = images.of(target)
+            if made_now:
+                clock.mark("image")  # once per study run, before the target's first run
+            loop = stack.enter_context(attached(workdir.journal, image))
             mountpoint = workdir.mounts / slug(target.name)
             ready = stack.enter_context(
                 FILESYSTEMS[target.filesystem].provision(workdir.journal, loop, mountpoint, list(target.mkfs_options), target.mount_options)
@@ -228,10 +227,9 @@ def execute(planned: PlannedRun, workdir: Workdir, images: Images) -> RunRecord:
 
 def job_for(workload: Workload, ready: Provisioned) -> str:
     """The exact fio job file of this run, pointed at the target's directory or raw device."""
-    where = {"directory": ready.directory, "device": None if ready.directory else ready.device}
     if workload.job_file:
-        return fio.retarget_job_file(workload.job_file, **where)
-    return fio.job_text(workload.name, workload.fio_options, **where)
+        return fio.retarget_job_file(workload.job_file, **ready.fio_location)
+    return fio.job_text(workload.name, workload.fio_options, **ready.fio_location)
 
 
 def layout_job_for(workload: Workload, ready: Provisioned) -> str | None:
@@ -240,8 +238,7 @@ def layout_job_for(workload: Workload, ready: Provisioned) -> str | None:
         return None
     if workload.job_file:  # fio's own layout; on a raw device the region a job file reads is unknown
         return fio.retarget_job_file(workload.job_file, directory=ready.directory, device=None, extra=("create_only=1",)) if ready.directory else None
-    where = {"directory": ready.directory, "device": None if ready.directory else ready.device}
-    return fio.job_text(workload.name, fio.layout_options(workload.fio_options), **where)
+    return fio.job_text(workload.name, fio.layout_options(workload.fio_options), **ready.fio_location)
 
 
 def _measure(job: str, workload: Workload, ready: Provisioned, clock: _Clock) -> str:

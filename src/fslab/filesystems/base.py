@@ -23,6 +23,11 @@ class Provisioned:
     mount_options_effective: str | None = None
     details: str = ""  # the filesystem's own tool describing what was created
 
+    @property
+    def fio_location(self) -> dict:
+        """Where fio works: `directory` on a filesystem, else `device` (the raw block device)."""
+        return {"directory": self.directory, "device": None if self.directory else self.device}
+
 
 def mounted_options(mountpoint: Path) -> str | None:
     """The options the kernel reports for a mount point in /proc/mounts."""
