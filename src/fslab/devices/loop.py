@@ -93,8 +93,8 @@ def image_file(journal: Journal, image_dir: Path, name: str, size: int, *, fill:
     """A new image file of `size` bytes, deleted afterwards.
 
     `fill` writes it whole once, so that no run measures the host filesystem allocating the
-    blocks of a sparse file (a 4 KiB random-write job on a fresh sparse image here ran at half
-    the speed of the same job on the same image written before). Sparse saves disk space.
+    blocks of a sparse file: 4 KiB random writes to a fresh sparse image run far slower than
+    the same job once the image has been written. Sparse saves disk space.
     """
     image = image_dir / f"{name}.img"
     image_dir.mkdir(parents=True, exist_ok=True)
