@@ -1,7 +1,7 @@
 from collections import Counter
 from pathlib import Path
 
-from fslab.plan import interleaved
+from fslab.plan import Planner, Repetitions
 from fslab.study import parse_study
 
 STUDY = """\
@@ -17,18 +17,88 @@ def cells():
     return parse_study(STUDY, "s.toml", base_dir=Path(".")).cells
 
 
-def test_every_block_holds_every_cell_once():
-    plan = interleaved(cells(), 5, seed=7)
+def fixed_plan(runs: int, seed: int, warmup: int = 0) -> list:
+    planner = Planner(cells(), Repetitions(runs=runs, warmup=warmup), seed)
+    plan = []
+    while block := planner.next_block({}):
+        plan += block
+    return plan
+
+
+def test_every_block_holds_every_cell_once_and_runs_are_exact():
+    plan = fixed_plan(5, seed=7)
     assert len(plan) == 5 * 12
     for block in range(1, 6):
         keys = [p.cell.key for p in plan if p.block == block]
         assert Counter(keys) == Counter(c.key for c in cells())
         assert [p.position for p in plan if p.block == block] == list(range(1, 13))
+    assert Counter(p.cell.key for p in plan) == {c.key: 5 for c in cells()}
+    assert {p.repetition for p in plan if p.block == 3} == {3}
 
 
 def test_blocks_are_shuffled_differently_and_reproducibly():
-    plan = interleaved(cells(), 5, seed=7)
+    plan = fixed_plan(5, seed=7)
     orders = {tuple(p.cell.key for p in plan if p.block == b) for b in range(1, 6)}
     assert len(orders) > 1, "every block in the same order is not interleaving"
-    assert [p.cell.key for p in interleaved(cells(), 5, seed=7)] == [p.cell.key for p in plan]
-    assert [p.cell.key for p in interleaved(cells(), 5, seed=8)] != [p.cell.key for p in plan]
+    assert [p.cell.key for p in fixed_plan(5, seed=7)] == [p.cell.key for p in plan]
+    assert [p.cell.key for p in fixed_plan(5, seed=8)] != [p.cell.key for p in plan]
+
+
+def test_warmup_blocks_come_first_and_are_counted_apart():
+    plan = fixed_plan(3, seed=1, warmup=2)
+    assert [p.warmup for p in plan] == [True] * 24 + [False] * 36
+    assert {p.repetition for p in plan[:12]} == {1} and {p.repetition for p in plan[24:36]} == {1}
+
+
+NOISY = """\
+[study]
+name = "adaptive"
+repetitions = 3
+workloads = ["rand_read"]
+[[target]]
+filesystem = ["ext4", "xfs"]
+"""
+
+
+def simulate(repetitions: Repetitions, sigma: dict[str, float], seconds_per_run: float = 0.0):
+    """Feeds the planner samples drawn with each target's noise; returns the planner and the plan."""
+    import numpy as np
+
+    rng = np.random.default_rng(12)
+    planner = Planner(parse_study(NOISY, "s.toml", base_dir=Path(".")).cells, repetitions, seed=3)
+    samples, plan, elapsed = {}, [], 0.0
+    while block := planner.next_block(samples, elapsed, seconds_per_run):
+        for run in block:
+            plan.append(run)
+            elapsed += seconds_per_run
+            values = samples.setdefault(run.cell.key, {}).setdefault("read_iops", [])
+            values.append(float(rng.lognormal(np.log(50000), sigma[run.cell.target.name])))
+    return planner, plan
+
+
+def test_target_ci_stops_a_low_noise_cell_before_a_high_noise_one():
+    planner, plan = simulate(Repetitions(runs=3, target_ci=0.03, max_runs=40), {"ext4": 0.01, "xfs": 0.08})
+    outcome = planner.outcome()
+    quiet, noisy = outcome["ext4 · rand_read"], outcome["xfs · rand_read"]
+    assert quiet["status"] == "converged" and quiet["runs"] == 3, "±1 % noise is within ±3 % after the first runs"
+    assert noisy["status"] == "converged" and noisy["runs"] > quiet["runs"] and noisy["half_width"] <= 0.03
+    last_quiet = max(p.block for p in plan if p.cell.target.name == "ext4")
+    assert [p.cell.target.name for p in plan if p.block > last_quiet] == ["xfs"] * (noisy["runs"] - 3)
+
+
+def test_target_ci_gives_up_at_max_runs_and_says_so():
+    planner, plan = simulate(Repetitions(runs=3, target_ci=0.01, max_runs=6), {"ext4": 0.01, "xfs": 0.30})
+    noisy = planner.outcome()["xfs · rand_read"]
+    assert noisy == {"runs": 6, "half_width": noisy["half_width"], "status": "max runs"} and noisy["half_width"] > 0.01
+    assert sum(p.cell.target.name == "xfs" for p in plan) == 6
+
+
+def test_time_budget_stops_adding_blocks():
+    planner, plan = simulate(Repetitions(runs=3, target_ci=0.01, max_runs=100, time_budget=100), {"ext4": 0.2, "xfs": 0.2}, seconds_per_run=10)
+    assert len(plan) * 10 <= 100
+    assert {o["status"] for o in planner.outcome().values()} == {"time budget"}
+
+
+def test_fixed_runs_are_never_extended():
+    planner, plan = simulate(Repetitions(runs=4), {"ext4": 0.3, "xfs": 0.3})
+    assert len(plan) == 8 and {o["status"] for o in planner.outcome().values()} == {"fixed"}

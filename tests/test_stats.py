@@ -29,3 +29,122 @@ def test_one_sample_has_no_spread_or_interval():
 def test_no_samples_is_an_error():
     with pytest.raises(ValueError):
         summarize([])
+
+
+# --- comparisons ------------------------------------------------------------------------------
+
+from fslab.stats import adjust_family, benjamini_hochberg, cell_warnings, compare, modified_z_scores, rank, runs_needed  # noqa: E402
+
+A = [36996.0, 35120.4, 38010.9, 36550.2, 35890.7]
+B = [26024.0, 27330.1, 25410.8, 26900.3, 25877.5, 26500.0]
+
+
+def test_log_ratio_interval_and_p_match_scipy_welch():
+    c = compare(A, B, higher_is_better=True)
+    welch = sps.ttest_ind(np.log(B), np.log(A), equal_var=False)
+    low, high = welch.confidence_interval(0.95)
+    assert c.ratio == pytest.approx(np.exp(np.log(B).mean() - np.log(A).mean()))
+    assert (c.ci_low, c.ci_high) == (pytest.approx(np.exp(low)), pytest.approx(np.exp(high)))
+    assert c.p_value == pytest.approx(welch.pvalue)
+    assert c.verdict == "slower" and c.mann_whitney_p is None, "rank test only with 7 runs a side"
+
+
+def test_mann_whitney_only_with_seven_runs_a_side():
+    rng = np.random.default_rng(3)
+    a, b = list(rng.normal(100, 3, 7)), list(rng.normal(110, 3, 8))
+    c = compare(a, b)
+    assert c.mann_whitney_p == pytest.approx(sps.mannwhitneyu(b, a, alternative="two-sided").pvalue)
+
+
+def test_benjamini_hochberg_matches_scipy():
+    p = [0.001, 0.008, 0.039, 0.041, 0.042, 0.06, 0.074, 0.205, 0.212, 0.216]
+    assert benjamini_hochberg(p) == pytest.approx(list(sps.false_discovery_control(p, method="bh")))
+    assert benjamini_hochberg([]) == []
+
+
+def test_correction_can_turn_a_marginal_verdict_into_no_difference():
+    rng = np.random.default_rng(11)
+    base = list(rng.lognormal(np.log(100), 0.05, 5))
+    marginal = next(c for seed in range(500) for c in [compare(base, list(np.random.default_rng(seed).lognormal(np.log(107), 0.05, 5)))] if 0.02 < c.p_value < 0.05)
+    nulls = [compare(base, list(np.random.default_rng(1000 + i).lognormal(np.log(100), 0.05, 5))) for i in range(9)]
+    adjusted = adjust_family([marginal, *nulls], threshold=0.03)
+    assert marginal.verdict == "faster" and adjusted[0].verdict == "no detectable difference"
+    assert adjusted[0].p_adjusted > marginal.p_value
+
+
+@pytest.mark.parametrize(
+    "ratio, sigma, expected",
+    [(1.00, 0.02, "no detectable difference"), (1.10, 0.02, "faster"), (0.90, 0.02, "slower"), (1.10, 0.60, "no detectable difference")],
+    ids=["equal", "10%-faster-low-noise", "10%-slower-low-noise", "10%-apart-huge-noise"],
+)
+def test_verdicts_on_constructed_data(ratio, sigma, expected):
+    rng = np.random.default_rng(5)
+    base = list(rng.lognormal(np.log(1000), sigma, 10))
+    other = list(rng.lognormal(np.log(1000 * ratio), sigma, 10))
+    assert compare(base, other, higher_is_better=True).verdict == expected
+
+
+def test_direction_decides_faster_for_latency():
+    assert compare([100.0, 101, 99, 100.5], [80.0, 81, 79, 80.5], higher_is_better=False).verdict == "faster"
+    assert compare([100.0, 101, 99, 100.5], [80.0, 81, 79, 80.5], higher_is_better=True).verdict == "slower"
+
+
+def test_a_significant_change_below_the_threshold_is_no_detectable_difference():
+    base = [1000.0, 1001, 999, 1000.5, 999.5]
+    other = [1020.0, 1021, 1019, 1020.5, 1019.5]  # 2 %: certain, but below 3 %
+    c = compare(base, other, threshold=0.03)
+    assert c.p_value < 1e-6 and c.verdict == "no detectable difference"
+    assert compare(base, other, threshold=0.01).verdict == "faster"
+
+
+def test_interval_covers_the_true_ratio_95_percent_of_the_time():
+    rng = np.random.default_rng(2026)
+    true_ratio, covered, trials = 1.07, 0, 2000
+    for _ in range(trials):
+        n_a, n_b = rng.integers(3, 11, size=2)
+        sigma_a, sigma_b = rng.uniform(0.02, 0.15, size=2)
+        a = rng.lognormal(np.log(500), sigma_a, n_a)
+        b = rng.lognormal(np.log(500 * true_ratio), sigma_b, n_b)
+        c = compare(list(a), list(b))
+        covered += c.ci_low <= true_ratio <= c.ci_high
+    assert 0.93 <= covered / trials <= 0.97, covered / trials
+
+
+def test_modified_z_scores_use_the_scaled_mad():
+    values = [100.0, 101.0, 99.0, 100.5, 250.0]
+    mad = np.median(np.abs(np.array(values) - np.median(values))) * 1.4826
+    assert modified_z_scores(values) == pytest.approx(list((np.array(values) - np.median(values)) / mad), rel=1e-4)
+    assert modified_z_scores([5.0, 5.0, 5.0]) == [0.0, 0.0, 0.0]
+
+
+def test_warnings_flag_but_never_drop():
+    assert cell_warnings([100.0, 101.0]) == ["only 2 runs"]
+    assert any(w.startswith("CV") for w in cell_warnings([100.0, 130.0, 80.0]))
+    outlier = [100.0, 100.5, 99.5, 100.2, 99.8, 400.0]
+    assert any("outlier run 6" in w for w in cell_warnings(outlier))
+    assert summarize(outlier).n == 6, "the outlier stays in the statistics"
+    assert any("first run 30% slower" in w for w in cell_warnings([70.0, 100.0, 101.0, 99.0]))
+    assert any("first run" in w for w in cell_warnings([130.0, 100.0, 101.0, 99.0], higher_is_better=False)), "slower latency is higher"
+    assert cell_warnings([100.0, 100.5, 99.5, 100.2]) == []
+
+
+def test_runs_needed_for_a_precision():
+    rng = np.random.default_rng(8)
+    cells = [list(rng.lognormal(np.log(100), 0.05, 10)) for _ in range(3)]
+    n = runs_needed(cells, precision=0.03)
+    pooled = np.sqrt(np.mean([np.var(np.log(c), ddof=1) for c in cells]))
+    assert sps.t.ppf(0.975, 2 * n - 2) * pooled * np.sqrt(2 / n) <= np.log(1.03)
+    assert sps.t.ppf(0.975, 2 * n - 4) * pooled * np.sqrt(2 / (n - 1)) > np.log(1.03)
+    assert runs_needed(cells, precision=0.10) < n
+
+
+def test_ranking_ties_what_cannot_be_told_apart():
+    rng = np.random.default_rng(4)
+    cells = {
+        "btrfs": list(rng.lognormal(np.log(26000), 0.02, 6)),
+        "ext4": list(rng.lognormal(np.log(37000), 0.02, 6)),
+        "xfs": list(rng.lognormal(np.log(32000), 0.02, 6)),
+        "raw": list(rng.lognormal(np.log(32300), 0.02, 6)),
+    }
+    tiers = rank(cells)
+    assert tiers[0] == ["ext4"] and sorted(tiers[1]) == ["raw", "xfs"] and tiers[2] == ["btrfs"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -12,14 +12,18 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from fslab import doctor as doctor_checks
+from fslab.analysis import AnalysisError, compare_study_runs, regressions
 from fslab.filesystems import FILESYSTEMS
-from fslab.plan import PlannedRun
-from fslab.report.console import print_summary
-from fslab.report.summary import summarize_study_run, write_reports
+from fslab.plan import PlannedRun, Repetitions
+from fslab.report.console import print_comparison, print_summary
+from fslab.report.files import write_reports
+from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB, RunRecord, reports_dir, resolve_location
 from fslab.results.db import SchemaMismatch
-from fslab.runner import DEFAULT_WORKDIR, StudyCannotRun, Workdir, WorkdirBusy, run_study
+from fslab.runner import StudyCannotRun, run_study
 from fslab.study import StudyError, builtin_studies, describe_study, load_study
+from fslab.units import parse_duration, parse_percent
+from fslab.workdir import DEFAULT_WORKDIR, Workdir, WorkdirBusy
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 
 app = typer.Typer(help="fslab: a laboratory for filesystem performance on Linux.", no_args_is_help=True, add_completion=False)
@@ -46,9 +50,8 @@ def _open_db(db: str | None) -> ResultsDB:
 class _ProgressObserver:
     """A progress bar with ETA naming the current target, workload and repetition."""
 
-    def __init__(self, progress: Progress, repetitions: int):
+    def __init__(self, progress: Progress):
         self.progress = progress
-        self.repetitions = repetitions
         self.task = progress.add_task("starting", total=None)
         self.failed = 0
 
@@ -57,7 +60,8 @@ class _ProgressObserver:
 
     def starting(self, planned: PlannedRun, index: int, total: int) -> None:
         cell = planned.cell
-        description = f"{cell.target.name} · {cell.workload.name} · run {planned.block}/{self.repetitions}"
+        kind = "warm-up" if planned.warmup else "run"
+        description = f"{cell.target.name} · {cell.workload.name} · {kind} {planned.repetition} (block {planned.block})"
         self.progress.update(self.task, total=total, description=description)
 
     def finished(self, planned: PlannedRun, record: RunRecord) -> None:
@@ -70,7 +74,11 @@ class _ProgressObserver:
 @app.command()
 def run(
     study: Annotated[str, typer.Argument(help="A study file, or the name of a built-in study (see `fslab list`).")],
-    runs: Annotated[Optional[int], typer.Option("--runs", min=1, help="Runs per cell, exactly (overrides the study's repetitions).")] = None,
+    runs: Annotated[Optional[int], typer.Option("--runs", min=1, help="Runs per cell, exactly (overrides the study's repetitions); with --target-ci, the runs before the first check.")] = None,
+    warmup: Annotated[Optional[int], typer.Option("--warmup", min=0, help="Warm-up runs per cell first: stored, marked, left out of the statistics. [default: the study's, else 0]")] = None,
+    target_ci: Annotated[Optional[float], typer.Option("--target-ci", parser=parse_percent, metavar="PERCENT", help="Add interleaved runs until every cell's 95 % interval is within ±PERCENT of its mean.")] = None,
+    max_runs: Annotated[int, typer.Option("--max-runs", min=2, help="With --target-ci: at most this many runs per cell.")] = 30,
+    time_budget: Annotated[Optional[str], typer.Option("--time-budget", metavar="DURATION", help="With --target-ci: add no block that would end after this long (e.g. 30m).")] = None,
     scale: Annotated[float, typer.Option("--scale", help="Multiply image sizes, fio sizes and runtimes (e.g. 0.1 on a small machine).")] = 1.0,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Seed of the interleaved run order (default: the study's, else random; always recorded).")] = None,
     db: DbOption = None,
@@ -79,15 +87,23 @@ def run(
     """Run a study: provision every target, run every workload, store and summarise the results."""
     try:
         loaded = load_study(study, scale=scale)
-    except StudyError as exc:
+        budget = parse_duration(time_budget) if time_budget else None
+    except (StudyError, ValueError) as exc:
         raise _fail(str(exc)) from None
+    repetitions = Repetitions(
+        runs=runs or loaded.repetitions,
+        warmup=loaded.warmup if warmup is None else warmup,
+        target_ci=target_ci,
+        max_runs=max_runs,
+        time_budget=budget,
+    )
     results = _open_db(db)
-    console.print(f"[bold]{loaded.name}[/bold]: {describe_study(loaded, runs)}", highlight=False)
+    console.print(f"[bold]{loaded.name}[/bold]: {describe_study(loaded, repetitions.runs)}" + (f", then more until ±{target_ci:.1%}" if target_ci else ""), highlight=False)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
     try:
         with Progress(*columns, console=console, transient=True) as progress:
-            observer = _ProgressObserver(progress, runs or loaded.repetitions)
-            study_run_id = run_study(loaded, results, Workdir(workdir), runs=runs, seed=seed, observer=observer)
+            observer = _ProgressObserver(progress)
+            study_run_id = run_study(loaded, results, Workdir(workdir), repetitions=repetitions, seed=seed, observer=observer)
     except StudyCannotRun as exc:
         raise _fail(str(exc)) from None
     except KeyboardInterrupt:
@@ -99,24 +115,59 @@ def run(
         raise typer.Exit(1)
 
 
-def _show(results: ResultsDB, study_run_id: int) -> None:
-    summary = summarize_study_run(results, study_run_id)
+def _show(results: ResultsDB, study_run_id: int, **analysis: Any) -> None:
+    try:
+        summary = summarize_study_run(results, study_run_id, **analysis)
+    except AnalysisError as exc:
+        raise _fail(str(exc)) from None
     print_summary(console, summary)
     written = write_reports(summary, reports_dir(results.location))
     console.print(f"Results in {results.location}; report files: {', '.join(str(p) for p in written)}", highlight=False)
 
 
+BaselineOption = Annotated[Optional[str], typer.Option("--baseline", help="The target every other is compared with, per workload. [default: the study's, else its first]")]
+ThresholdOption = Annotated[float, typer.Option("--threshold", parser=parse_percent, metavar="PERCENT", help="The smallest change called faster or slower. [default: 3]")]
+
+
 @app.command()
 def summary(
     study_run: Annotated[Optional[str], typer.Argument(help="A study run id, or a study name for its newest run. [default: the newest]")] = None,
+    baseline: BaselineOption = None,
+    threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
+    precision: Annotated[Optional[float], typer.Option("--precision", parser=parse_percent, metavar="PERCENT", help="Say how many runs a ratio within ±PERCENT would need. [default: the threshold]")] = None,
     db: DbOption = None,
 ) -> None:
-    """Show the summary table of a stored study run and write its report files."""
+    """Show the summary of a stored study run (tables, comparisons, ranking) and write its report files."""
     results = _open_db(db)
-    found = results.study_run(study_run)
+    found = _find_study_run(results, study_run)
+    _show(results, found["id"], baseline=baseline, threshold=threshold, precision=precision)
+
+
+def _find_study_run(results: ResultsDB, ref: str | None) -> dict:
+    found = results.study_run(ref)
     if found is None:
-        raise _fail(f"no study run {study_run or ''} in {results.location}".replace("  ", " "))
-    _show(results, found["id"])
+        raise _fail(f"no study run {ref or ''} in {results.location}".replace("  ", " "))
+    return found
+
+
+@app.command()
+def compare(
+    older: Annotated[str, typer.Argument(help="The study run to compare against (id, or study name for its newest run).")],
+    newer: Annotated[str, typer.Argument(help="The study run compared (id).")],
+    threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
+    regression: Annotated[float, typer.Option("--regression", parser=parse_percent, metavar="PERCENT", help="A cell significantly slower by more than this is a regression: exit status 1. [default: 5]")] = "5",  # type: ignore[assignment]
+    db: DbOption = None,
+) -> None:
+    """Compare two study runs of one study cell by cell; exit 1 if any cell regressed (for CI gates)."""
+    results = _open_db(db)
+    a, b = _find_study_run(results, older), _find_study_run(results, newer)
+    if a["study"] != b["study"]:
+        raise _fail(f"study run {a['id']} is of study '{a['study']}' and {b['id']} of '{b['study']}': compare runs of one study")
+    groups_a, groups_b = results.sample_groups(a["id"]), results.sample_groups(b["id"])
+    rows = compare_study_runs(groups_a.values, groups_b.values, {**groups_a.higher_is_better, **groups_b.higher_is_better}, threshold=threshold)
+    print_comparison(console, a, b, rows, regressions(rows, regression), threshold, regression)
+    if regressions(rows, regression):
+        raise typer.Exit(1)
 
 
 @app.command()

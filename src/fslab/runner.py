@@ -5,32 +5,26 @@ goes on; an interrupted study releases what it holds and is marked interrupted.
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
-import os
-import re
 import signal
 import tempfile
 import time
+from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
 from fslab import doctor, environment
 from fslab.devices.loop import NotEnoughSpace, attached, check_free_space, image_file
 from fslab.filesystems import FILESYSTEMS, Provisioned
-from fslab.journal import Journal
-from fslab.plan import PlannedRun, interleaved, new_seed
+from fslab.plan import PlannedRun, Planner, Repetitions, Samples, new_seed
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.db import now
 from fslab.study import Study, Target, Workload
 from fslab.system import run, sync_and_drop_caches
+from fslab.workdir import Workdir, WorkdirBusy, slug
 from fslab.workloads import fio
-
-DEFAULT_WORKDIR = Path("/var/tmp/fslab")
-
 
 class RunObserver(Protocol):
     def notice(self, message: str) -> None: ...
@@ -42,91 +36,64 @@ class StudyCannotRun(RuntimeError):
     pass
 
 
-class WorkdirBusy(StudyCannotRun):
-    pass
-
-
-@dataclass(frozen=True)
-class Workdir:
-    """fslab's own directory: loop images, mount points, the journal."""
-
-    root: Path
-
-    @property
-    def images(self) -> Path:
-        return self.root / "images"
-
-    @property
-    def mounts(self) -> Path:
-        return self.root / "mnt"
-
-    @property
-    def journal(self) -> Journal:
-        return Journal(self.root / "journal.jsonl")
-
-    @contextmanager
-    def claim(self) -> Iterator[None]:
-        """Exclusive use of the work directory: one study (or clean-up) at a time, so none
-        deletes or unmounts what another still uses."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / "lock", "a+") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                lock.seek(0)
-                holder = lock.read().strip() or "unknown"
-                raise WorkdirBusy(f"another fslab (pid {holder}) is using {self.root}; wait for it, or choose another --workdir") from None
-            lock.truncate(0)
-            lock.write(str(os.getpid()))
-            lock.flush()
-            yield
-
-
-def slug(name: str) -> str:
-    """A file name for a target's image and mount point: readable, and distinct for distinct
-    names (the hash keeps "ext4[noatime]" and "ext4_noatime" apart)."""
-    readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_")[:60]
-    return f"{readable}-{hashlib.sha1(name.encode()).hexdigest()[:6]}"
-
-
-def run_study(study: Study, db: ResultsDB, workdir: Workdir, *, runs: int | None = None, seed: int | None = None, observer: RunObserver | None = None) -> int:
-    """Run every cell `runs` times (default: the study's repetitions); returns the study run's id."""
+def run_study(
+    study: Study,
+    db: ResultsDB,
+    workdir: Workdir,
+    *,
+    repetitions: Repetitions | None = None,
+    seed: int | None = None,
+    observer: RunObserver | None = None,
+) -> int:
+    """Run the study (default: its own repetitions, exactly); returns the study run's id."""
     problems = doctor.study_problems(study, workdir.root)
     if problems:
         raise StudyCannotRun("this machine cannot run the study:\n  " + "\n  ".join(problems))
-    if runs is not None:
-        study = replace(study, repetitions=runs)
+    repetitions = repetitions or Repetitions(runs=study.repetitions, warmup=study.warmup)
+    study = replace(study, repetitions=repetitions.runs, warmup=repetitions.warmup)  # as stored with the study run
     plan_seed = seed if seed is not None else study.seed if study.seed is not None else new_seed()
-    plan = interleaved(study.cells, study.repetitions, plan_seed)
     try:
         _check_image_space(study, workdir)
     except NotEnoughSpace as exc:
         raise StudyCannotRun(str(exc)) from None
     versions = {kind: FILESYSTEMS[kind].version() for kind in {t.filesystem for t in study.targets}}
-    with workdir.claim():
-        for kind, ident, error in workdir.journal.clean_up():
-            if observer:
-                observer.notice(f"left by an interrupted fslab: {kind} {ident}: {error or 'released'}")
-        return _run_plan(study, plan, plan_seed, versions, db, workdir, observer)
+    try:
+        with workdir.claim():
+            for kind, ident, error in workdir.journal.clean_up():
+                if observer:
+                    observer.notice(f"left by an interrupted fslab: {kind} {ident}: {error or 'released'}")
+            study_run_id = db.begin_study_run(study, plan_seed, environment.collect(workdir.root), versions, repetitions.describe())
+            _run_blocks(study_run_id, Planner(study.cells, repetitions, plan_seed), db, workdir, observer)
+    except WorkdirBusy as exc:
+        raise StudyCannotRun(str(exc)) from None
+    return study_run_id
 
 
-def _run_plan(study: Study, plan: list[PlannedRun], plan_seed: int, versions: dict, db: ResultsDB, workdir: Workdir, observer: RunObserver | None) -> int:
-    study_run_id = db.begin_study_run(study, plan_seed, environment.collect(workdir.root), versions)
+def _run_blocks(study_run_id: int, planner: Planner, db: ResultsDB, workdir: Workdir, observer: RunObserver | None) -> None:
+    """Run block after block until the planner has no more; every run is stored as it ends."""
+    samples: Samples = defaultdict(lambda: defaultdict(list))
+    started, durations = time.monotonic(), []
     status = "interrupted"
     try:
         with _sigterm_as_interrupt(), ExitStack() as stack:
             images = Images(workdir, stack)
-            for index, planned in enumerate(plan, start=1):
-                if observer:
-                    observer.starting(planned, index, len(plan))
-                record = execute(planned, workdir, images)
-                db.record_run(study_run_id, record)
-                if observer:
-                    observer.finished(planned, record)
+            seconds_per_run = 0.0
+            while block := planner.next_block(samples, time.monotonic() - started, seconds_per_run):
+                for planned in block:
+                    if observer:
+                        observer.starting(planned, planner.handed_out - len(block) + planned.position, planner.handed_out)
+                    record = execute(planned, workdir, images)
+                    db.record_run(study_run_id, record)
+                    durations.append((record.finished_at - record.started_at).total_seconds())
+                    if record.status == "ok" and not planned.warmup:
+                        for m in record.metrics:
+                            samples[planned.cell.key][m.name].append(m.value)
+                    if observer:
+                        observer.finished(planned, record)
+                seconds_per_run = sum(durations) / len(durations)
         status = "finished"
     finally:
-        db.finish_study_run(study_run_id, status)
-    return study_run_id
+        db.finish_study_run(study_run_id, status, planner.outcome())
 
 
 def _check_image_space(study: Study, workdir: Workdir) -> None:
@@ -188,7 +155,8 @@ def execute(planned: PlannedRun, workdir: Workdir, images: Images) -> RunRecord:
     record = RunRecord(
         target=target.name,
         workload=workload.name,
-        repetition=planned.block,
+        repetition=planned.repetition,
+        warmup=planned.warmup,
         block=planned.block,
         position=planned.position,
         started_at=now(),

@@ -1,14 +1,27 @@
-"""Statistics on the raw samples of a cell. Pure functions: numbers in, numbers out."""
+"""Statistics on raw samples. Pure functions: numbers in, numbers out (docs/statistics.md).
+
+A cell is summarised by n, mean, median, stdev, CV, min, max and a 95 % Student-t interval,
+with warnings that never drop data. Two cells are compared by the ratio of their geometric
+means: Welch's t on the log values gives the interval, so a 10 % gain and a 10 % loss are
+symmetric and a multiplicative noise model is respected.
+"""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from scipy import stats as sps
 
 CONFIDENCE = 0.95
+CV_WARNING = 0.10
+OUTLIER_Z = 14.8  # modified z-score (MAD scaled by 1.4826) above which a sample is flagged
+FIRST_RUN_SLOWER = 0.10  # the first run this much worse than the median of the rest is flagged
+MIN_RUNS = 3
+OUTLIER_MIN_N = 5  # below this the MAD of a few nearly equal runs makes any third one an "outlier"
+RANK_TEST_MIN_N = 7  # Mann–Whitney U only where both sides have at least this many runs
+POWER = 0.80  # for the smallest detectable change
 
 
 @dataclass(frozen=True)
@@ -22,30 +35,186 @@ class Summary:
     maximum: float
     ci_low: float | None  # 95 % Student-t interval for the mean
     ci_high: float | None
+    warnings: tuple[str, ...] = ()
 
     @property
     def ci_half_width(self) -> float | None:
         return None if self.ci_high is None else (self.ci_high - self.ci_low) / 2
 
+    @property
+    def relative_half_width(self) -> float | None:
+        """The interval's half-width as a fraction of the mean (0.03 = ±3 %)."""
+        half = self.ci_half_width
+        return None if half is None or not self.mean else half / abs(self.mean)
 
-def summarize(values: list[float]) -> Summary:
+
+def summarize(values: list[float], higher_is_better: bool = True) -> Summary:
+    """Descriptive statistics of one cell's samples, in run order, with warnings."""
     if not values:
         raise ValueError("no samples to summarize")
     data = np.asarray(values, dtype=float)
     n = len(data)
-    mean = float(data.mean())
+    mean, median = float(data.mean()), float(np.median(data))
+    warnings = tuple(cell_warnings(values, higher_is_better))
     if n < 2:
-        return Summary(n, mean, float(np.median(data)), None, None, float(data.min()), float(data.max()), None, None)
+        return Summary(n, mean, median, None, None, float(data.min()), float(data.max()), None, None, warnings)
     stdev = float(data.std(ddof=1))
     half = float(sps.t.ppf((1 + CONFIDENCE) / 2, n - 1)) * stdev / math.sqrt(n)
-    return Summary(
-        n=n,
-        mean=mean,
-        median=float(np.median(data)),
-        stdev=stdev,
-        cv=stdev / mean if mean else None,
-        minimum=float(data.min()),
-        maximum=float(data.max()),
-        ci_low=mean - half,
-        ci_high=mean + half,
-    )
+    return Summary(n, mean, median, stdev, stdev / mean if mean else None, float(data.min()), float(data.max()), mean - half, mean + half, warnings)
+
+
+def modified_z_scores(values: list[float]) -> list[float]:
+    """(x − median) / (1.4826 · MAD); all zeros when the MAD is zero."""
+    data = np.asarray(values, dtype=float)
+    mad = float(sps.median_abs_deviation(data, scale="normal"))
+    if mad == 0:
+        return [0.0] * len(data)
+    return list((data - np.median(data)) / mad)
+
+
+def cell_warnings(values: list[float], higher_is_better: bool = True) -> list[str]:
+    """What a reader should know before trusting a cell's numbers (samples in run order)."""
+    n = len(values)
+    warnings = []
+    if n < MIN_RUNS:
+        warnings.append(f"only {n} run{'s' if n != 1 else ''}")
+    if n >= 2:
+        data = np.asarray(values, dtype=float)
+        cv = float(data.std(ddof=1) / data.mean()) if data.mean() else 0.0
+        if cv > CV_WARNING:
+            warnings.append(f"CV {cv:.1%} above {CV_WARNING:.0%}")
+    if n >= OUTLIER_MIN_N:
+        outliers = [i + 1 for i, z in enumerate(modified_z_scores(values)) if abs(z) > OUTLIER_Z]
+        if outliers:
+            warnings.append(f"outlier run{'s' if len(outliers) > 1 else ''} {', '.join(map(str, outliers))} (modified z > {OUTLIER_Z})")
+    if n >= MIN_RUNS:
+        first, rest = values[0], float(np.median(values[1:]))
+        worse = (rest - first) / rest if higher_is_better else (first - rest) / rest
+        if rest and worse > FIRST_RUN_SLOWER:
+            warnings.append(f"first run {worse:.0%} slower than the rest")
+    return warnings
+
+
+# --- comparing two cells ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """B against baseline A, for one metric: ratio of geometric means B/A with its interval."""
+
+    n_baseline: int
+    n_other: int
+    ratio: float
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None  # Welch's t-test on the log values, two-sided
+    higher_is_better: bool
+    detectable_change: float | None  # the smallest ratio change these runs detect (80 % power), e.g. 0.05
+    mann_whitney_p: float | None = None  # only where both sides have at least 7 runs
+    p_adjusted: float | None = None  # after Benjamini–Hochberg over the family of comparisons
+    verdict: str = "no detectable difference"
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def log_welch(baseline: list[float], other: list[float]) -> tuple[float, float | None, float | None]:
+    """Difference of mean logs (other − baseline), its standard error and Welch's degrees of freedom."""
+    a, b = np.log(np.asarray(baseline, dtype=float)), np.log(np.asarray(other, dtype=float))
+    diff = float(b.mean() - a.mean())
+    if len(a) < 2 or len(b) < 2:
+        return diff, None, None
+    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    se = math.sqrt(va + vb)
+    if se == 0:
+        return diff, 0.0, float(len(a) + len(b) - 2)
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    return diff, se, df
+
+
+def compare(baseline: list[float], other: list[float], higher_is_better: bool = True, threshold: float = 0.03) -> Comparison:
+    """Ratio other/baseline with its 95 % Welch interval on the log scale, unadjusted verdict."""
+    if min(baseline + other) <= 0:
+        raise ValueError("ratios need positive samples")
+    diff, se, df = log_welch(baseline, other)
+    ratio = math.exp(diff)
+    low = high = p = detectable = None
+    if se is not None:
+        if se == 0:
+            low = high = ratio
+            p = 0.0 if diff else 1.0
+        else:
+            t = float(sps.t.ppf((1 + CONFIDENCE) / 2, df))
+            low, high = math.exp(diff - t * se), math.exp(diff + t * se)
+            p = float(2 * sps.t.sf(abs(diff) / se, df))
+        detectable = math.exp((float(sps.t.ppf((1 + CONFIDENCE) / 2, df)) + float(sps.t.ppf(POWER, df))) * se) - 1
+    mwu = None
+    if min(len(baseline), len(other)) >= RANK_TEST_MIN_N:
+        mwu = float(sps.mannwhitneyu(other, baseline, alternative="two-sided").pvalue)
+    result = Comparison(len(baseline), len(other), ratio, low, high, p, higher_is_better, detectable, mwu, p_adjusted=p)
+    return with_verdict(result, threshold)
+
+
+def with_verdict(c: Comparison, threshold: float, alpha: float = 1 - CONFIDENCE) -> Comparison:
+    """"faster"/"slower" only when the (adjusted) test rejects equality and the change exceeds
+    the practical threshold; otherwise "no detectable difference"."""
+    significant = c.p_adjusted is not None and c.p_adjusted < alpha
+    large = abs(c.ratio - 1) > threshold
+    verdict = "no detectable difference"
+    if significant and large:
+        better = c.ratio > 1 if c.higher_is_better else c.ratio < 1
+        verdict = "faster" if better else "slower"
+    return replace(c, verdict=verdict)
+
+
+def benjamini_hochberg(p_values: list[float]) -> list[float]:
+    """Adjusted p-values controlling the false discovery rate over one family of tests."""
+    if not p_values:
+        return []
+    p = np.asarray(p_values, dtype=float)
+    m = len(p)
+    order = np.argsort(p)
+    ranked = p[order] * m / np.arange(1, m + 1)
+    adjusted = np.minimum.accumulate(ranked[::-1])[::-1]
+    out = np.empty(m)
+    out[order] = np.minimum(adjusted, 1.0)
+    return [float(x) for x in out]
+
+
+def adjust_family(comparisons: list[Comparison], threshold: float) -> list[Comparison]:
+    """Benjamini–Hochberg over every comparison that has a p-value, then the verdicts again."""
+    tested = [i for i, c in enumerate(comparisons) if c.p_value is not None]
+    adjusted = benjamini_hochberg([comparisons[i].p_value for i in tested])
+    result = list(comparisons)
+    for i, q in zip(tested, adjusted):
+        result[i] = with_verdict(replace(comparisons[i], p_adjusted=q), threshold)
+    return result
+
+
+def runs_needed(samples: list[list[float]], precision: float, max_runs: int = 1000) -> int | None:
+    """Runs per cell for a 95 % interval of the ratio within ±precision (log scale), from the
+    pooled spread of the cells' log values; None when there is no spread to go on."""
+    logs = [np.log(np.asarray(s, dtype=float)) for s in samples if len(s) >= 2]
+    if not logs:
+        return None
+    pooled = math.sqrt(sum(x.var(ddof=1) * (len(x) - 1) for x in logs) / sum(len(x) - 1 for x in logs))
+    if pooled == 0:
+        return 2
+    target = math.log1p(precision)
+    for n in range(2, max_runs + 1):
+        if float(sps.t.ppf((1 + CONFIDENCE) / 2, 2 * n - 2)) * pooled * math.sqrt(2 / n) <= target:
+            return n
+    return None
+
+
+def rank(samples: dict[str, list[float]], higher_is_better: bool = True, threshold: float = 0.03) -> list[list[str]]:
+    """Tiers, best first: each target joins the tier of the one above unless it is detectably
+    worse than that tier's best (95 % Welch interval and the practical threshold)."""
+    def geometric_mean(name: str) -> float:
+        return float(np.exp(np.log(np.asarray(samples[name], dtype=float)).mean()))
+
+    tiers: list[list[str]] = []
+    for name in sorted(samples, key=geometric_mean, reverse=higher_is_better):
+        if tiers and compare(samples[tiers[-1][0]], samples[name], higher_is_better, threshold).verdict == "no detectable difference":
+            tiers[-1].append(name)
+        else:
+            tiers.append([name])
+    return tiers

@@ -51,6 +51,8 @@ class StudySection(_Table):
     name: str = Field(min_length=1)
     description: str = ""
     repetitions: int = Field(3, ge=1, le=1000)
+    warmup: int = Field(0, ge=0, le=100)
+    baseline: str | None = None
     workloads: list[str] = []
     image_size: str = "4GiB"
     image_fill: Literal["full", "sparse"] = "full"
@@ -200,7 +202,8 @@ class Cell:
 
     @property
     def key(self) -> tuple[str, str]:
-        return (self.target.name, self.workload.name)
+        """(workload, target): how samples and results are keyed everywhere."""
+        return (self.workload.name, self.target.name)
 
 
 @dataclass(frozen=True)
@@ -208,6 +211,8 @@ class Study:
     name: str
     description: str
     repetitions: int
+    warmup: int  # runs per cell before the measured ones, stored but left out of statistics
+    baseline: str | None  # the target others are compared with (default: the first)
     seed: int | None
     targets: list[Target]
     workloads: list[Workload]
@@ -257,6 +262,8 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0)
 
     targets = [t for section in model.target for t in _expand_target(section, model.study, scale)]
     _require_unique([t.name for t in targets], "target", text, filename)
+    if model.study.baseline is not None and model.study.baseline not in {t.name for t in targets}:
+        raise StudyError(f"{filename}:{_locate(text, ('study', 'baseline'))}: study.baseline: {_unknown('target', model.study.baseline, [t.name for t in targets])}")
     workloads = _workloads(model, base_dir, scale, filename)
     _require_unique([w.name for w in workloads], "workload", text, filename)
     if not workloads:
@@ -266,6 +273,8 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0)
         name=model.study.name,
         description=model.study.description,
         repetitions=model.study.repetitions,
+        warmup=model.study.warmup,
+        baseline=model.study.baseline,
         seed=model.study.seed,
         targets=targets,
         workloads=workloads,

@@ -44,3 +44,15 @@ def format_size(n: int) -> str:
 
 def format_duration(seconds: float) -> str:
     return f"{seconds:g}s" if seconds >= 1 or seconds == 0 else f"{seconds * 1000:g}ms"
+
+
+def parse_percent(value: str | float) -> float:
+    """A fraction from a percentage: "3%", "3" and 3 all mean 0.03."""
+    text = str(value).strip().removesuffix("%")
+    try:
+        number = float(text)
+    except ValueError:
+        raise ValueError(f"not a percentage: {value!r} (write e.g. 3 or 3%)") from None
+    if not 0 < number < 100:
+        raise ValueError(f"a percentage between 0 and 100 is needed, not {value!r}")
+    return number / 100

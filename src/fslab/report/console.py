@@ -7,11 +7,15 @@ from rich.console import Console
 from rich.markdown import Markdown
 from rich.table import Table
 
-from fslab.report.summary import COLUMNS, StudySummary, header_lines, table_rows
+from fslab.analysis import Row
+from fslab.report.summary import COLUMNS, COMPARISON_COLUMNS, StudySummary, comparison_rows, header_lines, method_line, metric_label, ranking_lines, table_rows
+
+
+VERDICT_STYLE = {"faster": "green", "slower": "red"}
 
 
 def print_summary(console: Console, s: StudySummary) -> None:
-    for line in header_lines(s):
+    for line in [*header_lines(s), method_line(s)]:
         console.print(Markdown(line))
     for workload in s.workloads:
         io_mode = "buffered I/O" if workload in s.buffered else "direct I/O"
@@ -22,7 +26,59 @@ def print_summary(console: Console, s: StudySummary) -> None:
             for row in table_rows(cell):
                 table.add_row(*row)
         console.print(table)
+        rows = s.analysis.rows_of(workload)
+        if rows:
+            versus = Table(title=f"compared with {s.analysis.baselines[workload]}", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+            for i, column in enumerate(COMPARISON_COLUMNS):
+                versus.add_column(column, justify="left" if i in (0, 1, 6) else "right")
+            for row in comparison_rows(rows):
+                versus.add_row(*row, style=VERDICT_STYLE.get(row[6], ""))
+            console.print(versus)
+        for line in ranking_lines(s, workload):
+            console.print(line, highlight=False)
     if s.failures:
         console.print(f"[red]{len(s.failures)} run(s) failed:[/red]")
         for f in s.failures:
             console.print(f"  {f['target']} · {f['workload']} · run {f['repetition']}: {f['error']}", markup=False)
+
+
+def print_comparison(console: Console, older: dict, newer: dict, rows: list[Row], regressed: list[Row], threshold: float, regression: float) -> None:
+    """Two study runs of one study: environments side by side, then every cell newer/older."""
+    console.print(f"Study [bold]{older['study']}[/bold]: study run {newer['id']} ({newer['started_at']:%Y-%m-%d %H:%M}) against {older['id']} ({older['started_at']:%Y-%m-%d %H:%M})", highlight=False)
+    changed = environment_differences(older["environment"], newer["environment"])
+    if changed:
+        env = Table("environment", f"study run {older['id']}", f"study run {newer['id']}", box=box.SIMPLE_HEAD, title="what differs", title_justify="left")
+        for key, a, b in changed:
+            env.add_row(key, str(a), str(b))
+        console.print(env)
+    else:
+        console.print("Same environment (kernel, distribution, CPU, memory, tool versions).")
+    table = Table("workload", *COMPARISON_COLUMNS, box=box.SIMPLE_HEAD, padding=(0, 1), title=f"study run {newer['id']} / study run {older['id']}", title_justify="left")
+    for row, cells in zip(rows, comparison_rows(rows)):
+        table.add_row(row.workload, *cells, style=VERDICT_STYLE.get(cells[6], ""))
+    console.print(table)
+    console.print(
+        f"Ratios of geometric means with 95 % Welch intervals on log values; verdicts need Benjamini–Hochberg-adjusted p < 0.05 over "
+        f"{len(rows)} comparisons and a change above {threshold:.0%}. A regression is a 'slower' verdict by more than {regression:.0%}.",
+        highlight=False,
+    )
+    if regressed:
+        console.print(f"[red]{len(regressed)} regression(s):[/red] " + "; ".join(f"{r.target} · {r.workload} · {metric_label(r.metric)} ×{r.comparison.ratio:.3f}" for r in regressed), highlight=False)
+    else:
+        console.print("[green]no regression[/green]")
+
+
+def environment_differences(a: dict, b: dict) -> list[tuple[str, object, object]]:
+    """(key, a, b) for every environment fact that differs, nested facts as "tools.fio"."""
+    flat_a, flat_b = _flatten(a), _flatten(b)
+    return [(k, flat_a.get(k, "–"), flat_b.get(k, "–")) for k in sorted(flat_a.keys() | flat_b.keys()) if flat_a.get(k) != flat_b.get(k) and not k.endswith("free_bytes")]
+
+
+def _flatten(d: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in d.items():
+        if isinstance(value, dict):
+            out |= _flatten(value, f"{prefix}{key}.")
+        else:
+            out[f"{prefix}{key}"] = value
+    return out

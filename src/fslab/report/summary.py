@@ -1,17 +1,17 @@
-"""The summary of a study run: per workload, targets as rows, recomputed from the stored samples.
+"""The summary of a study run: per workload, targets as rows, and what the comparisons say,
+recomputed from the stored samples every time.
 
-One model (`StudySummary`) feeds every format: the console table, Markdown, CSV and JSON.
+One model (`StudySummary`) feeds every format: the console (console.py) and the files
+(files.py: Markdown, CSV, JSON). The row builders here are shared by all of them.
 """
 
 from __future__ import annotations
 
-import csv
-import io
-import json
+import tomllib
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 
+from fslab.analysis import Analysis, Row, analyse, ranking_line
 from fslab.results import ResultsDB
 from fslab.stats import Summary, summarize
 from fslab.units import format_size
@@ -38,7 +38,9 @@ class StudySummary:
     targets: list[dict]
     workloads: list[str]
     cells: list[CellSummary]
+    analysis: Analysis
     failures: list[dict] = field(default_factory=list)  # target, workload, repetition, error
+    warmups: int = 0  # warm-up runs stored and left out of the statistics
     effective_mount_options: dict[str, str] = field(default_factory=dict)
     buffered: set[str] = field(default_factory=set)  # workloads run through the page cache
 
@@ -46,33 +48,33 @@ class StudySummary:
         return [c for c in self.cells if c.workload == workload]
 
 
-def summarize_study_run(db: ResultsDB, study_run_id: int) -> StudySummary:
+def summarize_study_run(db: ResultsDB, study_run_id: int, *, baseline: str | None = None, threshold: float = 0.03, precision: float | None = None) -> StudySummary:
     study_run = db.study_run(study_run_id)
     targets = db.targets(study_run_id)
     runs = db.runs(study_run_id)
-    values: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    units: dict[str, str] = {}
-    for sample in db.samples(study_run_id):
-        values[(sample["workload"], sample["target"])][sample["name"]].append(sample["value"])
-        units[sample["name"]] = sample["unit"]
+    groups = db.sample_groups(study_run_id)
     workloads = [w["name"] for w in db.workloads(study_run_id)]
     failed = Counter((r["workload"], r["target"]) for r in runs if r["status"] != "ok")
     cells = [
-        CellSummary(w, t["name"], failed[(w, t["name"])], {m: summarize(v) for m, v in values[(w, t["name"])].items()}, units)
+        CellSummary(w, t["name"], failed[(w, t["name"])], {m: summarize(v, groups.higher_is_better[m]) for m, v in groups.values.get((w, t["name"]), {}).items()}, groups.units)
         for w in workloads
         for t in targets
-        if (w, t["name"]) in values or failed[(w, t["name"])]
+        if (w, t["name"]) in groups.values or failed[(w, t["name"])]
     ]
     mounts: dict[str, Counter] = defaultdict(Counter)
     for r in runs:
         if r["mount_options_effective"]:
             mounts[r["target"]][r["mount_options_effective"]] += 1
+    baseline = baseline or tomllib.loads(study_run["study_source"]).get("study", {}).get("baseline")  # else the study file's
+    analysis = analyse(groups.values, groups.higher_is_better, [t["name"] for t in targets], workloads, baseline=baseline, threshold=threshold, precision=precision)
     return StudySummary(
         study_run=study_run,
         targets=targets,
         workloads=workloads,
         cells=cells,
+        analysis=analysis,
         failures=[{k: r[k] for k in ("target", "workload", "repetition", "error")} for r in runs if r["status"] != "ok"],
+        warmups=sum(1 for r in runs if r["warmup"]),
         effective_mount_options={t: " | ".join(c) for t, c in mounts.items()},
         buffered={r["workload"] for r in runs if r["buffered"]},
     )
@@ -116,7 +118,7 @@ def fmt_cv(s: Summary | None) -> str:
 
 COLUMNS = ["target", "dir", "n", "IOPS median", "IOPS mean ± 95% CI", "IOPS CV", "MB/s median", "MB/s mean ± 95% CI", "MB/s CV"] + [
     f"lat {p.replace('_', '.')}" for p in PERCENTILES
-]
+] + ["notes"]
 
 
 def table_rows(cell: CellSummary) -> list[list[str]]:
@@ -125,10 +127,71 @@ def table_rows(cell: CellSummary) -> list[list[str]]:
         iops, mb = cell.metrics.get(f"{d}_iops"), cell.metrics.get(f"{d}_mb_s")
         latencies = [fmt_latency(cell.metrics[f"{d}_lat_{p}_us"].median) if f"{d}_lat_{p}_us" in cell.metrics else "–" for p in PERCENTILES]
         n = f"{iops.n}" + (f" ({cell.failed} failed)" if cell.failed else "")
-        rows.append([cell.target, d, n, fmt(iops.median), fmt_mean_ci(iops), fmt_cv(iops), fmt(mb.median), fmt_mean_ci(mb), fmt_cv(mb), *latencies])
+        notes = "; ".join(iops.warnings)
+        rows.append([cell.target, d, n, fmt(iops.median), fmt_mean_ci(iops), fmt_cv(iops), fmt(mb.median), fmt_mean_ci(mb), fmt_cv(mb), *latencies, notes])
     if not rows:
         rows.append([cell.target, "–", f"0 ({cell.failed} failed)", *["–"] * (len(COLUMNS) - 3)])
     return rows
+
+
+def metric_label(metric: str) -> str:
+    """"read_iops" → "read IOPS", "write_lat_p99_us" → "write p99 latency"."""
+    direction, _, name = metric.partition("_")
+    return f"{direction} " + {"iops": "IOPS", "lat_p99_us": "p99 latency", "mb_s": "MB/s"}.get(name, name)
+
+
+def fmt_p(p: float | None) -> str:
+    return "–" if p is None else ("<0.0001" if p < 1e-4 else f"{p:.4f}")
+
+
+COMPARISON_COLUMNS = ["target", "metric", "ratio", "95% CI", "p (BH)", "Mann–Whitney p", "verdict", "detectable"]
+
+
+def comparison_rows(rows: list[Row]) -> list[list[str]]:
+    """Each comparison: ratio to the baseline (for latency, below 1 is faster), interval, verdict."""
+    out = []
+    for r in rows:
+        c = r.comparison
+        interval = "–" if c.ci_low is None else f"{c.ci_low:.3f}–{c.ci_high:.3f}"
+        detectable = "–" if c.detectable_change is None else f"±{c.detectable_change:.1%}"
+        out.append([r.target, metric_label(r.metric), f"{c.ratio:.3f}", interval, fmt_p(c.p_adjusted), fmt_p(c.mann_whitney_p), c.verdict, detectable])
+    return out
+
+
+def ranking_lines(s: StudySummary, workload: str) -> list[str]:
+    lines = [f"Ranking by {metric_label(metric)}: {ranking_line(tiers)}" for (w, metric), tiers in s.analysis.rankings.items() if w == workload]
+    needed = s.analysis.runs_needed.get(workload)
+    if needed is not None:
+        lines.append(f"Runs per cell for a ratio within ±{s.analysis.precision:.0%} at 95 %: {needed}")
+    return lines
+
+
+def method_line(s: StudySummary) -> str:
+    count = len(s.analysis.rows)
+    return (
+        "Each target is compared with the workload's baseline target: the ratio of geometric means with a 95 % Welch "
+        "interval on the log values. A verdict says faster or slower only when the Benjamini–Hochberg-adjusted p "
+        f"(over all {count} comparisons of this study run) is below 0.05 and the change exceeds {s.analysis.threshold:.0%}; "
+        "'detectable' is the smallest change these runs would detect (80 % power). Ranking: '>' detectably better, '=' not told apart."
+    )
+
+
+def repetitions_line(s: StudySummary) -> str:
+    settings = s.study_run.get("settings") or {}
+    warmup = f", after {s.warmups} warm-up run(s) left out of the statistics" if s.warmups else ""
+    if settings.get("target_ci") is None:
+        return f"{s.study_run['repetitions']} runs per cell{warmup}."
+    outcome = s.study_run.get("outcome") or {}
+    short = {cell: o for cell, o in outcome.items() if o["status"] != "converged"}
+    line = (
+        f"Adaptive: runs added block by block until each cell's 95 % interval was within ±{settings['target_ci']:.1%} "
+        f"(at most {settings['max_runs']} runs per cell{', time budget ' + str(settings['time_budget']) + ' s' if settings.get('time_budget') else ''}){warmup}; "
+        f"{len(outcome) - len(short)} of {len(outcome)} cells converged."
+    )
+    if short:
+        widths = (f"±{o['half_width']:.1%}" if o["half_width"] is not None else "no interval" for o in short.values())
+        line += " Not converged: " + "; ".join(f"{cell} ({width} after {o['runs']} runs, {o['status']})" for (cell, o), width in zip(short.items(), widths)) + "."
+    return line
 
 
 def header_lines(s: StudySummary) -> list[str]:
@@ -137,7 +200,7 @@ def header_lines(s: StudySummary) -> list[str]:
     images = env.get("image_directory", {})
     return [
         f"Study **{sr['study']}**, study run {sr['id']} ({sr['status']}), started {sr['started_at']:%Y-%m-%d %H:%M:%S} UTC, "
-        f"{sr['repetitions']} runs per cell in interleaved blocks (order seed {sr['plan_seed']}), scale {sr['scale']:g}.",
+        f"runs in interleaved blocks (order seed {sr['plan_seed']}), scale {sr['scale']:g}. {repetitions_line(s)}",
         f"Machine: {env.get('distribution')}, kernel {env.get('kernel')}, {env.get('cpu_model')} × {env.get('cpu_count')}, "
         f"{format_size(env.get('memory_bytes', 0))} memory; {tools.get('fio')}; loop images on {images.get('fstype')} ({images.get('source')}).",
         "Latency is fio's completion latency (clat), the median over runs of each run's percentile. "
@@ -145,59 +208,3 @@ def header_lines(s: StudySummary) -> list[str]:
     ]
 
 
-def to_markdown(s: StudySummary) -> str:
-    out = [f"# {s.study_run['study']} — study run {s.study_run['id']}", "", *[line + "  " for line in header_lines(s)], ""]
-    out += ["## Targets", "", "| target | filesystem | mkfs options | mount options (requested) | mount options (effective) | tool |", "|---|---|---|---|---|---|"]
-    for t in s.targets:
-        spec = t["spec"]
-        out.append(
-            f"| {t['name']} | {t['filesystem']} | {' '.join(spec['mkfs_options']) or '–'} | {spec['mount_options'] or 'defaults'} "
-            f"| {s.effective_mount_options.get(t['name'], '–')} | {t['tool_version'] or '–'} |"
-        )
-    for workload in s.workloads:
-        io_mode = "buffered I/O" if workload in s.buffered else "direct I/O"
-        out += ["", f"## {workload} ({io_mode})", "", "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-        out += ["| " + " | ".join(row) + " |" for cell in s.cells_of(workload) for row in table_rows(cell)]
-    if s.failures:
-        out += ["", "## Failed runs", "", "| target | workload | repetition | error |", "|---|---|---|---|"]
-        out += [f"| {f['target']} | {f['workload']} | {f['repetition']} | {(f['error'] or '').replace('|', '/')} |" for f in s.failures]
-    return "\n".join(out) + "\n"
-
-
-STAT_FIELDS = ["n", "mean", "median", "stdev", "cv", "minimum", "maximum", "ci_low", "ci_high"]
-
-
-def to_csv(s: StudySummary) -> str:
-    """Every metric of every cell, one row each, with all its statistics."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow(["study_run", "workload", "target", "metric", "unit", *STAT_FIELDS])
-    for cell in s.cells:
-        for name, stats in cell.metrics.items():
-            writer.writerow([s.study_run["id"], cell.workload, cell.target, name, cell.units[name], *[getattr(stats, f) for f in STAT_FIELDS]])
-    return buffer.getvalue()
-
-
-def to_json(s: StudySummary) -> str:
-    sr = {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in s.study_run.items() if k != "study_source"}
-    document = {
-        "study_run": sr,
-        "targets": s.targets,
-        "cells": [
-            {"workload": c.workload, "target": c.target, "failed_runs": c.failed, "metrics": {m: {"unit": c.units[m], **asdict(v)} for m, v in c.metrics.items()}}
-            for c in s.cells
-        ],
-        "failures": s.failures,
-    }
-    return json.dumps(document, indent=2, default=str)
-
-
-def write_reports(s: StudySummary, directory: Path) -> list[Path]:
-    """summary.md, summary.csv and summary.json in a folder named after the study run."""
-    folder = directory / f"{s.study_run['study']}-{s.study_run['id']}"
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, text in (("summary.md", to_markdown(s)), ("summary.csv", to_csv(s)), ("summary.json", to_json(s))):
-        (folder / name).write_text(text)
-        written.append(folder / name)
-    return written

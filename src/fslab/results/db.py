@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from fslab.workloads.fio import Metric
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DEFAULT_DB = "fslab.db"
 DB_ENV = "FSLAB_DB"
 
@@ -38,6 +38,8 @@ study_runs = sa.Table(
     sa.Column("finished_at", sa.DateTime),
     sa.Column("status", sa.String(20), nullable=False),  # running, finished, interrupted
     sa.Column("environment", sa.JSON, nullable=False),
+    sa.Column("settings", sa.JSON),  # repetitions asked for (runs, warm-up, target precision, limits)
+    sa.Column("outcome", sa.JSON),  # per cell: runs, widest relative half-width, how it ended
     sa.Column("fslab_version", sa.String(40), nullable=False),
 )
 
@@ -69,6 +71,7 @@ runs = sa.Table(
     sa.Column("target", sa.String(200), nullable=False),
     sa.Column("workload", sa.String(200), nullable=False),
     sa.Column("repetition", sa.Integer, nullable=False),
+    sa.Column("warmup", sa.Boolean, nullable=False, default=False),  # stored, never in the statistics
     sa.Column("block", sa.Integer, nullable=False),
     sa.Column("position", sa.Integer, nullable=False),
     sa.Column("started_at", sa.DateTime, nullable=False),
@@ -100,6 +103,16 @@ metrics = sa.Table(
 )
 
 
+# Statements that bring a database from version N to N+1, kept forever: no result is left behind.
+MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        "ALTER TABLE study_runs ADD COLUMN settings JSON",
+        "ALTER TABLE study_runs ADD COLUMN outcome JSON",
+        "ALTER TABLE runs ADD COLUMN warmup BOOLEAN NOT NULL DEFAULT FALSE",
+    ],
+}
+
+
 @dataclass
 class RunRecord:
     """Everything stored about one run, whatever its outcome."""
@@ -107,6 +120,7 @@ class RunRecord:
     target: str
     workload: str
     repetition: int
+    warmup: bool
     block: int
     position: int
     started_at: datetime
@@ -161,10 +175,15 @@ class ResultsDB:
             found = conn.execute(sa.select(schema_info.c.version)).scalar()
             if found is None:
                 conn.execute(schema_info.insert().values(version=SCHEMA_VERSION))
-            elif found != SCHEMA_VERSION:
-                raise SchemaMismatch(f"{self.location} holds results in schema version {found}; this fslab reads version {SCHEMA_VERSION}")
+                return
+            if found > SCHEMA_VERSION:
+                raise SchemaMismatch(f"{self.location} holds results in schema version {found}, newer than this fslab's {SCHEMA_VERSION}: upgrade fslab")
+            for version in range(found, SCHEMA_VERSION):
+                for statement in MIGRATIONS[version]:
+                    conn.execute(sa.text(statement))
+            conn.execute(schema_info.update().values(version=SCHEMA_VERSION))
 
-    def begin_study_run(self, study: Any, plan_seed: int, environment: dict, tool_versions: dict[str, str | None]) -> int:
+    def begin_study_run(self, study: Any, plan_seed: int, environment: dict, tool_versions: dict[str, str | None], settings: dict) -> int:
         with self.engine.begin() as conn:
             study_run_id = conn.execute(
                 study_runs.insert().values(
@@ -177,6 +196,7 @@ class ResultsDB:
                     started_at=now(),
                     status="running",
                     environment=environment,
+                    settings=settings,
                     fslab_version=environment.get("fslab", ""),
                 )
             ).inserted_primary_key[0]
@@ -202,9 +222,10 @@ class ResultsDB:
                 )
         return run_id
 
-    def finish_study_run(self, study_run_id: int, status: str) -> None:
+    def finish_study_run(self, study_run_id: int, status: str, outcome: dict) -> None:
         with self.engine.begin() as conn:
-            conn.execute(study_runs.update().where(study_runs.c.id == study_run_id).values(status=status, finished_at=now()))
+            values = {"status": status, "finished_at": now(), "outcome": outcome}
+            conn.execute(study_runs.update().where(study_runs.c.id == study_run_id).values(**values))
 
     def study_run(self, ref: str | int | None = None) -> dict | None:
         """A study run by id, the newest of a study by name, or the newest of all."""
@@ -237,16 +258,37 @@ class ResultsDB:
             query = sa.select(runs).where(runs.c.study_run_id == study_run_id).order_by(runs.c.id)
             return [dict(r) for r in conn.execute(query).mappings()]
 
+    def sample_groups(self, study_run_id: int) -> SampleGroups:
+        return group_samples(self.samples(study_run_id))
+
     def samples(self, study_run_id: int) -> list[dict]:
-        """One row per metric of every successful run: target, workload, repetition, name, value, unit, direction."""
+        """One row per metric of every successful measured run (no warm-ups), in run order."""
         query = (
             sa.select(runs.c.target, runs.c.workload, runs.c.repetition, metrics.c.name, metrics.c.value, metrics.c.unit, metrics.c.higher_is_better)
             .join(metrics, metrics.c.run_id == runs.c.id)
-            .where(runs.c.study_run_id == study_run_id, runs.c.status == "ok")
+            .where(runs.c.study_run_id == study_run_id, runs.c.status == "ok", runs.c.warmup == sa.false())
             .order_by(runs.c.id)
         )
         with self.engine.connect() as conn:
             return [dict(r) for r in conn.execute(query).mappings()]
+
+
+@dataclass
+class SampleGroups:
+    """A study run's samples grouped by cell, with each metric's unit and direction."""
+
+    values: dict[tuple[str, str], dict[str, list[float]]]  # (workload, target) → metric → values in run order
+    units: dict[str, str]
+    higher_is_better: dict[str, bool]
+
+
+def group_samples(rows: list[dict]) -> SampleGroups:
+    groups = SampleGroups({}, {}, {})
+    for row in rows:
+        groups.values.setdefault((row["workload"], row["target"]), {}).setdefault(row["name"], []).append(row["value"])
+        groups.units[row["name"]] = row["unit"]
+        groups.higher_is_better[row["name"]] = row["higher_is_better"]
+    return groups
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

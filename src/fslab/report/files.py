@@ -1,0 +1,91 @@
+"""The report files of a study run: Markdown to read, CSV and JSON to process further."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from fslab.report.summary import (
+    COLUMNS,
+    COMPARISON_COLUMNS,
+    StudySummary,
+    comparison_rows,
+    header_lines,
+    method_line,
+    ranking_lines,
+    table_rows,
+)
+
+
+def _table(columns: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)] + ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in rows]
+
+
+def to_markdown(s: StudySummary) -> str:
+    out = [f"# {s.study_run['study']} — study run {s.study_run['id']}", "", *[line + "  " for line in header_lines(s)], method_line(s), ""]
+    out += ["## Targets", ""]
+    out += _table(
+        ["target", "filesystem", "mkfs options", "mount options (requested)", "mount options (effective)", "tool"],
+        [
+            [t["name"], t["filesystem"], " ".join(t["spec"]["mkfs_options"]) or "–", t["spec"]["mount_options"] or "defaults", s.effective_mount_options.get(t["name"], "–"), t["tool_version"] or "–"]
+            for t in s.targets
+        ],
+    )
+    for workload in s.workloads:
+        io_mode = "buffered I/O" if workload in s.buffered else "direct I/O"
+        out += ["", f"## {workload} ({io_mode})", ""]
+        out += _table(COLUMNS, [row for cell in s.cells_of(workload) for row in table_rows(cell)])
+        rows = s.analysis.rows_of(workload)
+        if rows:
+            out += ["", f"Compared with **{s.analysis.baselines[workload]}**:", ""]
+            out += _table(COMPARISON_COLUMNS, comparison_rows(rows))
+        out += [""] + [line + "  " for line in ranking_lines(s, workload)]
+    if s.failures:
+        out += ["", "## Failed runs", ""]
+        out += _table(["target", "workload", "repetition", "error"], [[f["target"], f["workload"], str(f["repetition"]), f["error"] or ""] for f in s.failures])
+    return "\n".join(out) + "\n"
+
+
+STAT_FIELDS = ["n", "mean", "median", "stdev", "cv", "minimum", "maximum", "ci_low", "ci_high"]
+
+
+def to_csv(s: StudySummary) -> str:
+    """Every metric of every cell, one row each, with all its statistics."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["study_run", "workload", "target", "metric", "unit", *STAT_FIELDS, "warnings"])
+    for cell in s.cells:
+        for name, stats in cell.metrics.items():
+            writer.writerow([s.study_run["id"], cell.workload, cell.target, name, cell.units[name], *[getattr(stats, f) for f in STAT_FIELDS], "; ".join(stats.warnings)])
+    return buffer.getvalue()
+
+
+def to_json(s: StudySummary) -> str:
+    sr = {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in s.study_run.items() if k != "study_source"}
+    document = {
+        "study_run": sr,
+        "targets": s.targets,
+        "cells": [
+            {"workload": c.workload, "target": c.target, "failed_runs": c.failed, "metrics": {m: {"unit": c.units[m], **asdict(v)} for m, v in c.metrics.items()}}
+            for c in s.cells
+        ],
+        "comparisons": [{"workload": r.workload, "target": r.target, "baseline": r.baseline, "metric": r.metric, **asdict(r.comparison)} for r in s.analysis.rows],
+        "rankings": [{"workload": w, "metric": m, "tiers": tiers} for (w, m), tiers in s.analysis.rankings.items()],
+        "threshold": s.analysis.threshold,
+        "failures": s.failures,
+    }
+    return json.dumps(document, indent=2, default=str)
+
+
+def write_reports(s: StudySummary, directory: Path) -> list[Path]:
+    """summary.md, summary.csv and summary.json in a folder named after the study run."""
+    folder = directory / f"{s.study_run['study']}-{s.study_run['id']}"
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in (("summary.md", to_markdown(s)), ("summary.csv", to_csv(s)), ("summary.json", to_json(s))):
+        (folder / name).write_text(text)
+        written.append(folder / name)
+    return written
