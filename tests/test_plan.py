@@ -50,7 +50,16 @@ def test_warmup_blocks_come_first_and_are_counted_apart():
     assert {p.repetition for p in plan[:12]} == {1} and {p.repetition for p in plan[24:36]} == {1}
 
 
-NOISY = """\
+ONE_TARGET = """\
+[study]
+name = "adaptive"
+repetitions = 3
+workloads = ["rand_read", "rand_write"]
+[[target]]
+filesystem = "ext4"
+"""
+
+TWO_TARGETS = """\
 [study]
 name = "adaptive"
 repetitions = 3
@@ -60,45 +69,57 @@ filesystem = ["ext4", "xfs"]
 """
 
 
-def simulate(repetitions: Repetitions, sigma: dict[str, float], seconds_per_run: float = 0.0):
-    """Feeds the planner samples drawn with each target's noise; returns the planner and the plan."""
+def simulate(study: str, repetitions: Repetitions, cells: dict[tuple[str, str], tuple[float, float]], seconds_per_run: float = 0.0):
+    """Feeds the planner samples drawn for each cell from (mean, log-normal sigma); returns the
+    planner and its plan."""
     import numpy as np
 
     rng = np.random.default_rng(12)
-    planner = Planner(parse_study(NOISY, "s.toml", base_dir=Path(".")).cells, repetitions, seed=3)
+    planner = Planner(parse_study(study, "s.toml", base_dir=Path(".")).cells, repetitions, seed=3)
     samples, plan, elapsed = {}, [], 0.0
     while block := planner.next_block(samples, elapsed, seconds_per_run):
         for run in block:
             plan.append(run)
             elapsed += seconds_per_run
-            values = samples.setdefault(run.cell.key, {}).setdefault("read_iops", [])
-            values.append(float(rng.lognormal(np.log(50000), sigma[run.cell.target.name])))
+            mean, sigma = cells[run.cell.key]
+            samples.setdefault(run.cell.key, {}).setdefault("read_iops", []).append(float(rng.lognormal(np.log(mean), sigma)))
     return planner, plan
 
 
 def test_target_ci_stops_a_low_noise_cell_before_a_high_noise_one():
-    planner, plan = simulate(Repetitions(runs=3, target_ci=0.03, max_runs=40), {"ext4": 0.01, "xfs": 0.08})
-    outcome = planner.outcome()
-    quiet, noisy = outcome["ext4 · rand_read"], outcome["xfs · rand_read"]
+    cells = {("rand_read", "ext4"): (50000, 0.01), ("rand_write", "ext4"): (40000, 0.08)}
+    planner, plan = simulate(ONE_TARGET, Repetitions(runs=3, target_ci=0.03, max_runs=40), cells)
+    quiet, noisy = planner.outcome()["ext4 · rand_read"], planner.outcome()["ext4 · rand_write"]
     assert quiet["status"] == "converged" and quiet["runs"] == 3, "±1 % noise is within ±3 % after the first runs"
     assert noisy["status"] == "converged" and noisy["runs"] > quiet["runs"] and noisy["half_width"] <= 0.03
-    last_quiet = max(p.block for p in plan if p.cell.target.name == "ext4")
-    assert [p.cell.target.name for p in plan if p.block > last_quiet] == ["xfs"] * (noisy["runs"] - 3)
+    assert [p.cell.workload.name for p in plan[6:]] == ["rand_write"] * (noisy["runs"] - 3), "only the wide cell runs on"
 
 
 def test_target_ci_gives_up_at_max_runs_and_says_so():
-    planner, plan = simulate(Repetitions(runs=3, target_ci=0.01, max_runs=6), {"ext4": 0.01, "xfs": 0.30})
-    noisy = planner.outcome()["xfs · rand_read"]
+    cells = {("rand_read", "ext4"): (50000, 0.01), ("rand_write", "ext4"): (40000, 0.30)}
+    planner, plan = simulate(ONE_TARGET, Repetitions(runs=3, target_ci=0.01, max_runs=6), cells)
+    noisy = planner.outcome()["ext4 · rand_write"]
     assert noisy == {"runs": 6, "half_width": noisy["half_width"], "status": "max runs"} and noisy["half_width"] > 0.01
-    assert sum(p.cell.target.name == "xfs" for p in plan) == 6
+    assert sum(p.cell.workload.name == "rand_write" for p in plan) == 6
+
+
+def test_a_comparison_beyond_doubt_needs_no_more_runs():
+    clear = {("rand_read", "ext4"): (50000, 0.02), ("rand_read", "xfs"): (35000, 0.02)}  # 30 % apart
+    planner, plan = simulate(TWO_TARGETS, Repetitions(runs=3, target_ci=0.001, max_runs=30), clear)
+    assert {o["status"] for o in planner.outcome().values()} == {"decided"} and len(plan) == 6
+    hopeless = {("rand_read", "ext4"): (50000, 0.15), ("rand_read", "xfs"): (50000, 0.15)}  # no difference, much noise
+    planner, plan = simulate(TWO_TARGETS, Repetitions(runs=3, target_ci=0.01, max_runs=10), hopeless)
+    assert {o["status"] for o in planner.outcome().values()} == {"decided"} and len(plan) < 20
 
 
 def test_time_budget_stops_adding_blocks():
-    planner, plan = simulate(Repetitions(runs=3, target_ci=0.01, max_runs=100, time_budget=100), {"ext4": 0.2, "xfs": 0.2}, seconds_per_run=10)
+    cells = {("rand_read", "ext4"): (50000, 0.2), ("rand_write", "ext4"): (40000, 0.2)}
+    planner, plan = simulate(ONE_TARGET, Repetitions(runs=3, target_ci=0.01, max_runs=100, time_budget=100), cells, seconds_per_run=10)
     assert len(plan) * 10 <= 100
     assert {o["status"] for o in planner.outcome().values()} == {"time budget"}
 
 
 def test_fixed_runs_are_never_extended():
-    planner, plan = simulate(Repetitions(runs=4), {"ext4": 0.3, "xfs": 0.3})
+    cells = {("rand_read", "ext4"): (50000, 0.3), ("rand_write", "ext4"): (40000, 0.3)}
+    planner, plan = simulate(ONE_TARGET, Repetitions(runs=4), cells)
     assert len(plan) == 8 and {o["status"] for o in planner.outcome().values()} == {"fixed"}

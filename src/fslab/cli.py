@@ -31,7 +31,7 @@ app = typer.Typer(help="fslab: a laboratory for filesystem performance on Linux.
 console = Console(width=None if sys.stdout.isatty() else 180)
 errors = Console(stderr=True)
 
-DbOption = Annotated[Optional[str], typer.Option("--db", envvar="FSLAB_DB", help="Results database: an SQLite file, or a database URL. [default: ./fslab.db]")]
+DbOption = Annotated[Optional[str], typer.Option("--db", envvar="FSLAB_DB", help="Results database: an SQLite file, or a database URL. \\[default: ./fslab.db]")]
 WorkdirOption = Annotated[Path, typer.Option("--workdir", envvar="FSLAB_WORKDIR", help="Where fslab keeps loop images, mount points and its journal.")]
 
 
@@ -71,14 +71,20 @@ class _ProgressObserver:
         self.progress.advance(self.task)
 
 
+BaselineOption = Annotated[Optional[str], typer.Option("--baseline", help="The target every other is compared with, per workload. \\[default: the study's, else its first]")]
+ThresholdOption = Annotated[float, typer.Option("--threshold", parser=parse_percent, metavar="PERCENT", help="The smallest change called faster or slower.")]
+
+
 @app.command()
 def run(
     study: Annotated[str, typer.Argument(help="A study file, or the name of a built-in study (see `fslab list`).")],
     runs: Annotated[Optional[int], typer.Option("--runs", min=1, help="Runs per cell, exactly (overrides the study's repetitions); with --target-ci, the runs before the first check.")] = None,
-    warmup: Annotated[Optional[int], typer.Option("--warmup", min=0, help="Warm-up runs per cell first: stored, marked, left out of the statistics. [default: the study's, else 0]")] = None,
+    warmup: Annotated[Optional[int], typer.Option("--warmup", min=0, help="Warm-up runs per cell first: stored, marked, left out of the statistics. \\[default: the study's, else 0]")] = None,
     target_ci: Annotated[Optional[float], typer.Option("--target-ci", parser=parse_percent, metavar="PERCENT", help="Add interleaved runs until every cell's 95 % interval is within ±PERCENT of its mean.")] = None,
     max_runs: Annotated[int, typer.Option("--max-runs", min=2, help="With --target-ci: at most this many runs per cell.")] = 30,
     time_budget: Annotated[Optional[str], typer.Option("--time-budget", metavar="DURATION", help="With --target-ci: add no block that would end after this long (e.g. 30m).")] = None,
+    baseline: BaselineOption = None,
+    threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
     scale: Annotated[float, typer.Option("--scale", help="Multiply image sizes, fio sizes and runtimes (e.g. 0.1 on a small machine).")] = 1.0,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Seed of the interleaved run order (default: the study's, else random; always recorded).")] = None,
     db: DbOption = None,
@@ -96,6 +102,7 @@ def run(
         target_ci=target_ci,
         max_runs=max_runs,
         time_budget=budget,
+        threshold=threshold,
     )
     results = _open_db(db)
     console.print(f"[bold]{loaded.name}[/bold]: {describe_study(loaded, repetitions.runs)}" + (f", then more until ±{target_ci:.1%}" if target_ci else ""), highlight=False)
@@ -103,13 +110,13 @@ def run(
     try:
         with Progress(*columns, console=console, transient=True) as progress:
             observer = _ProgressObserver(progress)
-            study_run_id = run_study(loaded, results, Workdir(workdir), repetitions=repetitions, seed=seed, observer=observer)
+            study_run_id = run_study(loaded, results, Workdir(workdir), repetitions=repetitions, seed=seed, baseline=baseline, observer=observer)
     except StudyCannotRun as exc:
         raise _fail(str(exc)) from None
     except KeyboardInterrupt:
         errors.print("[yellow]interrupted[/yellow]: mounts and loop devices released; the runs already done are stored.")
         raise typer.Exit(130) from None
-    _show(results, study_run_id)
+    _show(results, study_run_id, baseline=baseline, threshold=threshold)
     if observer.failed:
         errors.print(f"[red]{observer.failed} run(s) failed[/red]; their errors are in the summary and the database.")
         raise typer.Exit(1)
@@ -125,16 +132,12 @@ def _show(results: ResultsDB, study_run_id: int, **analysis: Any) -> None:
     console.print(f"Results in {results.location}; report files: {', '.join(str(p) for p in written)}", highlight=False)
 
 
-BaselineOption = Annotated[Optional[str], typer.Option("--baseline", help="The target every other is compared with, per workload. [default: the study's, else its first]")]
-ThresholdOption = Annotated[float, typer.Option("--threshold", parser=parse_percent, metavar="PERCENT", help="The smallest change called faster or slower. [default: 3]")]
-
-
 @app.command()
 def summary(
-    study_run: Annotated[Optional[str], typer.Argument(help="A study run id, or a study name for its newest run. [default: the newest]")] = None,
+    study_run: Annotated[Optional[str], typer.Argument(help="A study run id, or a study name for its newest run. \\[default: the newest]")] = None,
     baseline: BaselineOption = None,
     threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
-    precision: Annotated[Optional[float], typer.Option("--precision", parser=parse_percent, metavar="PERCENT", help="Say how many runs a ratio within ±PERCENT would need. [default: the threshold]")] = None,
+    precision: Annotated[Optional[float], typer.Option("--precision", parser=parse_percent, metavar="PERCENT", help="Say how many runs a ratio within ±PERCENT would need. \\[default: the threshold]")] = None,
     db: DbOption = None,
 ) -> None:
     """Show the summary of a stored study run (tables, comparisons, ranking) and write its report files."""
@@ -155,7 +158,7 @@ def compare(
     older: Annotated[str, typer.Argument(help="The study run to compare against (id, or study name for its newest run).")],
     newer: Annotated[str, typer.Argument(help="The study run compared (id).")],
     threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
-    regression: Annotated[float, typer.Option("--regression", parser=parse_percent, metavar="PERCENT", help="A cell significantly slower by more than this is a regression: exit status 1. [default: 5]")] = "5",  # type: ignore[assignment]
+    regression: Annotated[float, typer.Option("--regression", parser=parse_percent, metavar="PERCENT", help="A cell significantly slower by more than this is a regression: exit status 1.")] = "5",  # type: ignore[assignment]
     db: DbOption = None,
 ) -> None:
     """Compare two study runs of one study cell by cell; exit 1 if any cell regressed (for CI gates)."""

@@ -9,14 +9,19 @@ run limit or time budget is reached.
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, field
 
 from fslab.analysis import primary_metrics
-from fslab.stats import summarize
+from fslab.stats import compare, projected_half_width, summarize
 from fslab.study import Cell
 
 Samples = dict[tuple[str, str], dict[str, list[float]]]  # (workload, target) → metric → values
+
+# A change smaller than this fraction of the interval max_runs would give stays undetected:
+# a cell showing no more is not run further (bench/adaptive.py measures the effect).
+HOPELESS = 3
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,7 @@ class Repetitions:
     target_ci: float | None = None  # wanted 95 % half-width, relative to the mean (0.03 = ±3 %)
     max_runs: int = 30
     time_budget: float | None = None  # seconds for the whole study run
+    threshold: float = 0.03  # the practical threshold of the verdicts: a cell beyond it is decided
 
     def describe(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if v is not None}
@@ -46,14 +52,24 @@ class Repetitions:
 class CellProgress:
     runs: int = 0
     half_width: float | None = None  # the widest relative half-width over the cell's primary metrics
-    status: str = "running"  # converged, max runs, time budget, no successful run, fixed
+    status: str = "running"  # converged, decided, max runs, time budget, no successful run, fixed
 
 
 @dataclass
 class Planner:
+    """Hands out blocks of runs.
+
+    Adaptive mode stops adding runs to a cell when its interval is within ±target_ci
+    ("converged"), or when its comparison with the workload's baseline target is already
+    beyond doubt: the whole 95 % interval of the ratio lies past the practical threshold
+    ("decided"; more runs could not change the verdict). The baseline cell stops when it has
+    converged or every other cell of its workload has stopped.
+    """
+
     cells: list[Cell]
     repetitions: Repetitions
     seed: int
+    baseline: str | None = None  # the target others are compared with (default: each workload's first)
     block: int = 0
     handed_out: int = 0
     progress: dict[tuple[str, str], CellProgress] = field(default_factory=dict)
@@ -99,8 +115,39 @@ class Planner:
                 state.status = "no successful run"
             elif state.half_width is not None and state.half_width <= reps.target_ci:
                 state.status = "converged"
+            elif self._decided(cell, samples):
+                state.status = "decided"
             elif self._counts.get((cell.key, False), 0) >= reps.max_runs:
                 state.status = "max runs"
+        for cell in self.cells:  # a baseline nobody waits for is done
+            state = self.progress[cell.key]
+            others = [self.progress[c.key].status for c in self.cells if c.workload.name == cell.workload.name and c is not cell]
+            if state.status == "running" and self._is_baseline(cell) and others and "running" not in others:
+                state.status = "decided"
+
+    def _is_baseline(self, cell: Cell) -> bool:
+        names = [c.target.name for c in self.cells if c.workload.name == cell.workload.name]
+        return cell.target.name == (self.baseline if self.baseline in names else names[0])
+
+    def _decided(self, cell: Cell, samples: Samples) -> bool:
+        """More runs, up to max_runs, would not change the verdict of any primary metric: its
+        ratio to the baseline lies, interval and all, past the threshold; or the change seen so
+        far is under a third of the interval max_runs would give, so it would stay undetected."""
+        if self._is_baseline(cell):
+            return False
+        base = next(c for c in self.cells if c.workload.name == cell.workload.name and self._is_baseline(c))
+        mine, theirs = samples.get(cell.key, {}), samples.get(base.key, {})
+        metrics = [m for m in primary_metrics(mine) if len(theirs.get(m, [])) >= 2 and len(mine[m]) >= 2]
+        if not metrics:
+            return False
+        limit, most = self.repetitions.threshold, self.repetitions.max_runs
+        for metric in metrics:
+            c = compare(theirs[metric], mine[metric])
+            beyond = c.ci_low > 1 + limit or c.ci_high < 1 - limit
+            hopeless = abs(math.log(c.ratio)) < projected_half_width([theirs[metric], mine[metric]], most) / HOPELESS
+            if not (beyond or hopeless):
+                return False
+        return True
 
     def outcome(self) -> dict:
         """Per cell ("target · workload"): runs, widest relative half-width, and how it ended."""

@@ -43,9 +43,11 @@ def run_study(
     *,
     repetitions: Repetitions | None = None,
     seed: int | None = None,
+    baseline: str | None = None,
     observer: RunObserver | None = None,
 ) -> int:
-    """Run the study (default: its own repetitions, exactly); returns the study run's id."""
+    """Run the study (default: its own repetitions, exactly); returns the study run's id.
+    `baseline` (default: the study's) guides adaptive runs, which stop comparisons beyond doubt."""
     problems = doctor.study_problems(study, workdir.root)
     if problems:
         raise StudyCannotRun("this machine cannot run the study:\n  " + "\n  ".join(problems))
@@ -63,7 +65,7 @@ def run_study(
                 if observer:
                     observer.notice(f"left by an interrupted fslab: {kind} {ident}: {error or 'released'}")
             study_run_id = db.begin_study_run(study, plan_seed, environment.collect(workdir.root), versions, repetitions.describe())
-            _run_blocks(study_run_id, Planner(study.cells, repetitions, plan_seed), db, workdir, observer)
+            _run_blocks(study_run_id, Planner(study.cells, repetitions, plan_seed, baseline or study.baseline), db, workdir, observer)
     except WorkdirBusy as exc:
         raise StudyCannotRun(str(exc)) from None
     return study_run_id

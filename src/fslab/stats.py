@@ -189,20 +189,27 @@ def adjust_family(comparisons: list[Comparison], threshold: float) -> list[Compa
     return result
 
 
-def runs_needed(samples: list[list[float]], precision: float, max_runs: int = 1000) -> int | None:
-    """Runs per cell for a 95 % interval of the ratio within ±precision (log scale), from the
-    pooled spread of the cells' log values; None when there is no spread to go on."""
+def _pooled_log_sd(samples: list[list[float]]) -> float | None:
     logs = [np.log(np.asarray(s, dtype=float)) for s in samples if len(s) >= 2]
     if not logs:
         return None
-    pooled = math.sqrt(sum(x.var(ddof=1) * (len(x) - 1) for x in logs) / sum(len(x) - 1 for x in logs))
-    if pooled == 0:
-        return 2
+    return math.sqrt(sum(x.var(ddof=1) * (len(x) - 1) for x in logs) / sum(len(x) - 1 for x in logs))
+
+
+def projected_half_width(samples: list[list[float]], runs: int) -> float:
+    """The half-width (log scale) of a ratio's 95 % interval with `runs` per cell, at the
+    pooled spread seen so far."""
+    pooled = _pooled_log_sd(samples) or 0.0
+    return float(sps.t.ppf((1 + CONFIDENCE) / 2, 2 * runs - 2)) * pooled * math.sqrt(2 / runs)
+
+
+def runs_needed(samples: list[list[float]], precision: float, max_runs: int = 1000) -> int | None:
+    """Runs per cell for a 95 % interval of the ratio within ±precision (log scale), from the
+    pooled spread of the cells' log values; None when there is no spread to go on."""
+    if _pooled_log_sd(samples) is None:
+        return None
     target = math.log1p(precision)
-    for n in range(2, max_runs + 1):
-        if float(sps.t.ppf((1 + CONFIDENCE) / 2, 2 * n - 2)) * pooled * math.sqrt(2 / n) <= target:
-            return n
-    return None
+    return next((n for n in range(2, max_runs + 1) if projected_half_width(samples, n) <= target), None)
 
 
 def rank(samples: dict[str, list[float]], higher_is_better: bool = True, threshold: float = 0.03) -> list[list[str]]:
