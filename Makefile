@@ -38,6 +38,7 @@ test: setup
 bench: setup
 	$(PYTHON) bench/fidelity.py
 	$(PYTHON) bench/overhead.py
+	$(PYTHON) bench/adaptive.py
 
 clean:
 	rm -rf $(VENV) reports fslab.db fslab.db-wal fslab.db-shm
