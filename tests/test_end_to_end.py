@@ -128,6 +128,16 @@ def test_summary_table_and_report_files(finished_study):
     cell = next(c for c in document["cells"] if c["target"] == "xfs" and c["workload"] == "seq_write")
     assert cell["metrics"]["write_mb_s"]["n"] == 2 and cell["metrics"]["write_mb_s"]["ci_low"] is not None
 
+    assert "Compared with **ext4**:" in markdown and "| xfs | read IOPS |" in markdown and "Ranking by read IOPS: " in markdown
+    assert "Benjamini–Hochberg-adjusted p (over all 12 comparisons" in markdown
+    verdicts = {c["verdict"] for c in document["comparisons"]}
+    assert verdicts <= {"faster", "slower", "no detectable difference"} and len(document["comparisons"]) == 12
+
+    rebased = fslab("summary", "--db", str(root / "results.db"), "--baseline", "raw", "--threshold", "10")
+    assert rebased.returncode == 0 and "compared with raw" in rebased.stdout
+    unknown = fslab("summary", "--db", str(root / "results.db"), "--baseline", "ext5")
+    assert unknown.returncode == 2 and "no target 'ext5'" in unknown.stderr
+
     again = fslab("summary", "--db", str(root / "results.db"))
     assert again.returncode == 0 and "seq_write (direct I/O)" in again.stdout
     missing = fslab("summary", "999", "--db", str(root / "results.db"))

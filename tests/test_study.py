@@ -180,3 +180,9 @@ def test_image_fill_is_full_unless_sparse_is_asked():
     assert {t.image_fill for t in sparse.targets} == {"sparse"}
     message = error_of(GOOD.replace('image_size = "2GiB"', 'image_size = "2GiB"\nimage_fill = "thin"'))
     assert "study.toml:6: study.image_fill: Input should be 'full' or 'sparse'" in message
+
+
+def test_baseline_must_name_a_target():
+    assert parse(GOOD.replace('name = "tuning"', 'name = "tuning"\nbaseline = "xfs"')).baseline == "xfs"
+    message = error_of(GOOD.replace('name = "tuning"', 'name = "tuning"\nbaseline = "xfz"'))
+    assert "study.toml:3: study.baseline: unknown target 'xfz' (did you mean 'xfs'?)" in message

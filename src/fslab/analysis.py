@@ -6,7 +6,7 @@ Pure: takes samples grouped by cell, returns comparisons. stats.py does the arit
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fslab.stats import Comparison, adjust_family, compare, rank, runs_needed
 
@@ -78,15 +78,15 @@ def analyse(
                 a, b = samples[(workload, base)].get(metric), samples[(workload, target)][metric]
                 if a and _positive(a + b):
                     rows.append(Row(workload, target, base, metric, compare(a, b, higher_is_better[metric], threshold)))
-        for metric in dict.fromkeys(m for t in present for m in primary_metrics(samples[(workload, t)])):
-            cells = {t: samples[(workload, t)][metric] for t in present if metric in samples[(workload, t)]}
+        primary = {
+            metric: {t: samples[(workload, t)][metric] for t in present if metric in samples[(workload, t)]}
+            for metric in dict.fromkeys(m for t in present for m in primary_metrics(samples[(workload, t)]))
+        }
+        for metric, cells in primary.items():
             if len(cells) > 1:
                 rankings[(workload, metric)] = rank(cells, True, threshold)
-            if cells:
-                needed[workload] = runs_needed(list(cells.values()), precision)
-    adjusted = adjust_family([r.comparison for r in rows], threshold)
-    rows = [Row(r.workload, r.target, r.baseline, r.metric, c) for r, c in zip(rows, adjusted)]
-    return Analysis(baselines, rows, rankings, needed, threshold, precision)
+        needed[workload] = runs_needed([values for cells in primary.values() for values in cells.values()], precision)
+    return Analysis(baselines, _corrected(rows, threshold), rankings, needed, threshold, precision)
 
 
 def compare_study_runs(
@@ -101,8 +101,13 @@ def compare_study_runs(
             a, b = metrics[metric], newer[(workload, target)].get(metric)
             if b and _positive(a + b):
                 rows.append(Row(workload, target, target, metric, compare(a, b, higher_is_better[metric], threshold)))
+    return _corrected(rows, threshold)
+
+
+def _corrected(rows: list[Row], threshold: float) -> list[Row]:
+    """The rows with Benjamini–Hochberg over all of them, and their verdicts again."""
     adjusted = adjust_family([r.comparison for r in rows], threshold)
-    return [Row(r.workload, r.target, r.baseline, r.metric, c) for r, c in zip(rows, adjusted)]
+    return [replace(r, comparison=c) for r, c in zip(rows, adjusted)]
 
 
 def regressions(rows: list[Row], regression: float) -> list[Row]:
