@@ -213,14 +213,20 @@ def runs_needed(samples: list[list[float]], precision: float, max_runs: int = 10
 
 
 def rank(samples: dict[str, list[float]], higher_is_better: bool = True, threshold: float = 0.03) -> list[list[str]]:
-    """Tiers, best first: each target joins the tier of the one above unless it is detectably
-    worse than that tier's best (95 % Welch interval and the practical threshold)."""
+    """Tiers, best first. Every pair of targets is compared and Benjamini–Hochberg-corrected as
+    one family; in order of geometric mean, a target joins the tier above unless it is
+    detectably worse than that tier's best."""
+
     def geometric_mean(name: str) -> float:
         return float(np.exp(np.log(np.asarray(samples[name], dtype=float)).mean()))
 
+    order = sorted(samples, key=geometric_mean, reverse=higher_is_better)
+    pairs = [(a, b) for i, a in enumerate(order) for b in order[i + 1 :]]
+    verdicts = adjust_family([compare(samples[a], samples[b], higher_is_better, threshold) for a, b in pairs], threshold)
+    differs = {pair: c.verdict != "no detectable difference" for pair, c in zip(pairs, verdicts)}
     tiers: list[list[str]] = []
-    for name in sorted(samples, key=geometric_mean, reverse=higher_is_better):
-        if tiers and compare(samples[tiers[-1][0]], samples[name], higher_is_better, threshold).verdict == "no detectable difference":
+    for name in order:
+        if tiers and not differs[(tiers[-1][0], name)]:
             tiers[-1].append(name)
         else:
             tiers.append([name])
