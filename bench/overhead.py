@@ -22,8 +22,10 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from fslab.plan import Repetitions
 from fslab.results import ResultsDB
-from fslab.runner import Workdir, run_study
+from fslab.runner import run_study
+from fslab.workdir import Workdir
 from fslab.study import parse_study
 
 RUNTIME = 2.0
@@ -67,7 +69,7 @@ def main() -> None:
         study = parse_study(STUDY, "overhead.toml", base_dir=Path(tmp))
         db = ResultsDB(str(Path(tmp) / "overhead.db"))
         watch = Stopwatch()
-        study_run_id = run_study(study, db, Workdir(Path(tmp) / "wd"), runs=args.runs, seed=1, observer=watch)
+        study_run_id = run_study(study, db, Workdir(Path(tmp) / "wd"), repetitions=Repetitions(runs=args.runs), seed=1, observer=watch)
         end = time.monotonic()
         runs = db.runs(study_run_id)
     cycles = [(name, nxt - start) for (start, name), (nxt, _) in zip(watch.starts, watch.starts[1:] + [(end, "")])]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fslab.runner import Workdir
+from fslab.workdir import Workdir
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TEST_ROOT = Path("/var/tmp/fslab-tests")  # on disk: loop images in /tmp could sit in RAM elsewhere

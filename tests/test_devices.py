@@ -12,6 +12,9 @@ import pytest
 from conftest import fslab
 from fslab.devices.loop import attached, devices_backed_by, direct_io_enabled, image_file
 from fslab.filesystems import FILESYSTEMS
+from fslab.study import Target
+
+TARGET = Target("t", "ext4", (), "", 64 * 2**20, "sparse")
 
 
 def blkid_type(device: str) -> str:
@@ -40,11 +43,11 @@ def test_refuses_to_format_a_device_that_is_not_its_image(workdir):
         for device in ("/dev/zero", "/dev/loop-control"):
             impostor = replace(loop, device=device)
             with pytest.raises(PermissionError, match=f"refusing to format {device}"):
-                with FILESYSTEMS["ext4"].provision(workdir.journal, impostor, workdir.mounts / "x", [], ""):
+                with FILESYSTEMS["ext4"].provision(workdir.journal, [impostor], workdir.mounts / "x", TARGET):
                     pass
         elsewhere = replace(loop, image=workdir.root / "someone-elses.img")
         with pytest.raises(PermissionError, match="not the loop device of fslab's image"):
-            with FILESYSTEMS["xfs"].provision(workdir.journal, elsewhere, workdir.mounts / "x", [], ""):
+            with FILESYSTEMS["xfs"].provision(workdir.journal, [loop, elsewhere], workdir.mounts / "x", TARGET):
                 pass
         assert blkid_type(loop.device) == "", "nothing was formatted"
 
@@ -52,12 +55,13 @@ def test_refuses_to_format_a_device_that_is_not_its_image(workdir):
 KILLED_MIDWAY = """
 import os, sys
 from pathlib import Path
-from fslab.runner import Workdir
+from fslab.workdir import Workdir
 from fslab.devices.loop import attached, image_file
 from fslab.filesystems import FILESYSTEMS
+from fslab.study import Target
 wd = Workdir(Path(sys.argv[1]))
 with image_file(wd.journal, wd.images, "killed", 320 * 2**20, fill=False) as image, attached(wd.journal, image) as loop:
-    with FILESYSTEMS["xfs"].provision(wd.journal, loop, wd.mounts / "killed", [], "noatime"):
+    with FILESYSTEMS["xfs"].provision(wd.journal, [loop], wd.mounts / "killed", Target("killed", "xfs", (), "noatime", 320 * 2**20, "sparse")):
         os._exit(9)  # dies holding a loop device and a mount, as a killed fslab would
 """
 

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -62,12 +63,12 @@ class _ProgressObserver:
         cell = planned.cell
         kind = "warm-up" if planned.warmup else "run"
         description = f"{cell.target.name} · {cell.workload.name} · {kind} {planned.repetition} (block {planned.block})"
-        self.progress.update(self.task, total=total, description=description)
+        self.progress.update(self.task, total=total, description=escape(description))
 
     def finished(self, planned: PlannedRun, record: RunRecord) -> None:
         if record.status != "ok":
             self.failed += 1
-            self.progress.console.print(f"[red]failed[/red] {record.target} · {record.workload} · run {record.repetition}: {record.error}", markup=True, highlight=False)
+            self.progress.console.print(f"[red]failed[/red] {escape(record.target)} · {escape(record.workload)} · run {record.repetition}: {escape(record.error or '')}", highlight=False)
         self.progress.advance(self.task)
 
 
@@ -105,7 +106,7 @@ def run(
         threshold=threshold,
     )
     results = _open_db(db)
-    console.print(f"[bold]{loaded.name}[/bold]: {describe_study(loaded, repetitions.runs)}" + (f", then more until ±{target_ci:.1%}" if target_ci else ""), highlight=False)
+    console.print(f"[bold]{escape(loaded.name)}[/bold]: {describe_study(loaded, repetitions.runs)}" + (f", then more until ±{target_ci:.1%}" if target_ci else ""), highlight=False)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
     try:
         with Progress(*columns, console=console, transient=True) as progress:

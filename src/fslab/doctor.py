@@ -7,13 +7,13 @@ depends on fails, so a study never dies half-way for a missing tool.
 from __future__ import annotations
 
 import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from fslab.environment import filesystem_of
 from fslab.filesystems import FILESYSTEMS
-from fslab.study import Study
+from fslab.filesystems.zfs import engine as zfs_engine
+from fslab.study import LAYERS, Study
 from fslab.system import tool_version
 from fslab.units import format_size
 
@@ -43,10 +43,12 @@ def _tool(name: str, argv: tuple[str, ...], package: str, required: bool = True)
     return Check(name, version is not None, version or "not installed", f"apt-get install {package}", required)
 
 
-def filesystem_check(kind: str) -> list[Check]:
+def filesystem_check(kind: str, required: bool = True) -> list[Check]:
     """The mkfs tools and kernel support a filesystem needs (raw needs only the basic checks)."""
     if kind == "raw":
         return []
+    if kind == "zfs":
+        return [_zfs_check(required)]
     fs = FILESYSTEMS[kind]
     in_kernel = kind in kernel_filesystems() or _module_available(kind)
     return [
@@ -70,12 +72,11 @@ def machine_checks(workdir: Path, kinds: list[str] | None = None) -> list[Check]
     """Every check, or only those a study on these filesystem kinds depends on."""
     checks = _basic_checks()
     for kind in kinds if kinds is not None else FILESYSTEMS:
-        checks += filesystem_check(kind)
+        checks += filesystem_check(kind, required=kinds is not None or kind != "zfs")  # ZFS is optional until a study asks
     if kinds is None:
         checks += [
             _tool("sysbench", ("sysbench", "--version"), "sysbench", required=False),
             _tool("rsync", ("rsync", "--version"), "rsync", required=False),
-            _zfs_check(),
             _present("device-mapper", Path("/dev/mapper/control"), "LUKS or LVM layers", "CONFIG_BLK_DEV_DM"),
             _present("md RAID", Path("/proc/mdstat"), "software RAID layers", "CONFIG_BLK_DEV_MD"),
         ]
@@ -87,12 +88,14 @@ def _present(name: str, path: Path, enables: str, config: str) -> Check:
     return Check(name, found, "present" if found else f"absent: no {enables}", f"a kernel with {config}", required=False)
 
 
-def _zfs_check() -> Check:
-    if Path("/sys/module/zfs").exists():
-        return Check("ZFS", True, "OpenZFS kernel module loaded", required=False)
-    if shutil.which("zfs-fuse"):
-        return Check("ZFS", True, "zfs-fuse installed (no kernel module): ZFS through FUSE", required=False)
-    return Check("ZFS", False, "no kernel module and no zfs-fuse", "apt-get install zfs-fuse (or OpenZFS's zfsutils-linux with its kernel module)", required=False)
+def _zfs_check(required: bool) -> Check:
+    found = zfs_engine()
+    fix = "apt-get install zfs-fuse (or OpenZFS's zfsutils-linux with its kernel module)"
+    if found is None:
+        return Check("zfs engine", False, "no OpenZFS kernel module and no zfs-fuse", fix, required)
+    if found.fuse and not Path("/dev/fuse").exists():
+        return Check("zfs engine", False, f"{found.describe()}, but no /dev/fuse", "a kernel with FUSE (CONFIG_FUSE_FS)", required)
+    return Check("zfs engine", True, found.describe(), required=required)
 
 
 def workdir_checks(workdir: Path) -> list[Check]:
@@ -107,4 +110,18 @@ def workdir_checks(workdir: Path) -> list[Check]:
 def study_problems(study: Study, workdir: Path) -> list[str]:
     """Reasons the study cannot run on this machine; empty when it can."""
     checks = machine_checks(workdir, sorted({t.filesystem for t in study.targets}))
-    return [f"{c.name}: {c.detail} — {c.fix}" for c in checks if not c.ok and c.required]
+    problems = [f"{c.name}: {c.detail} — {c.fix}" for c in checks if not c.ok and c.required]
+    return problems + layer_problems(study)
+
+
+def layer_problems(study: Study) -> list[str]:
+    """Layers under a filesystem (md RAID, LUKS, LVM): refused before anything is formatted."""
+    present = {"md-raid1": Path("/proc/mdstat").exists(), "luks": Path("/dev/mapper/control").exists(), "lvm": Path("/dev/mapper/control").exists()}
+    problems = []
+    for target in study.targets:
+        for layer in target.layers:
+            if not present[layer]:
+                problems.append(f"target '{target.name}' needs {layer}, and this kernel has no {LAYERS[layer]}")
+            else:
+                problems.append(f"target '{target.name}': building {layer} layers is not implemented in this fslab yet")
+    return problems

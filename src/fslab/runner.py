@@ -100,7 +100,7 @@ def _run_blocks(study_run_id: int, planner: Planner, db: ResultsDB, workdir: Wor
 
 def _check_image_space(study: Study, workdir: Workdir) -> None:
     """Filled images all exist at once; sparse ones grow as far as the runs write them."""
-    sizes = [t.image_size for t in study.targets]
+    sizes = [t.image_size for t in study.targets for _ in range(t.devices)]
     if all(t.image_fill == "full" for t in study.targets):
         check_free_space(workdir.images, sum(sizes), f"{len(sizes)} filled images")
     else:
@@ -139,15 +139,17 @@ class Images:
 
     def __init__(self, workdir: Workdir, stack: ExitStack):
         self.workdir, self.stack = workdir, stack
-        self._made: dict[str, Path] = {}
+        self._made: dict[str, list[Path]] = {}
 
-    def of(self, target: Target) -> tuple[Path, bool]:
-        """The target's image, and whether it was made just now."""
+    def of(self, target: Target) -> tuple[list[Path], bool]:
+        """The target's images (one per device), and whether they were made just now."""
         if target.name in self._made:
             return self._made[target.name], False
-        made = image_file(self.workdir.journal, self.workdir.images, slug(target.name), target.image_size, fill=target.image_fill == "full")
-        self._made[target.name] = self.stack.enter_context(made)
-        return self._made[target.name], True
+        names = [slug(target.name)] if target.devices == 1 else [f"{slug(target.name)}-{i}" for i in range(1, target.devices + 1)]
+        fill = target.image_fill == "full"
+        made = [self.stack.enter_context(image_file(self.workdir.journal, self.workdir.images, name, target.image_size, fill=fill)) for name in names]
+        self._made[target.name] = made
+        return made, True
 
 
 def execute(planned: PlannedRun, workdir: Workdir, images: Images) -> RunRecord:
@@ -172,15 +174,14 @@ def execute(planned: PlannedRun, workdir: Workdir, images: Images) -> RunRecord:
     clock = _Clock()
     try:
         with ExitStack() as stack:
-            image, made_now = images.of(target)
+            paths, made_now = images.of(target)
             if made_now:
                 clock.mark("image")  # once per study run, before the target's first run
-            loop = stack.enter_context(attached(workdir.journal, image))
+            loops = [stack.enter_context(attached(workdir.journal, path)) for path in paths]
             mountpoint = workdir.mounts / slug(target.name)
-            ready = stack.enter_context(
-                FILESYSTEMS[target.filesystem].provision(workdir.journal, loop, mountpoint, list(target.mkfs_options), target.mount_options)
-            )
-            record.device, record.direct_io_loop = loop.device, loop.direct_io
+            ready = stack.enter_context(FILESYSTEMS[target.filesystem].provision(workdir.journal, loops, mountpoint, target))
+            record.device = " ".join(loop.device for loop in loops)
+            record.direct_io_loop = all(loop.direct_io for loop in loops)
             record.mkfs_command, record.mount_options_effective, record.fs_details = ready.mkfs_command, ready.mount_options_effective, ready.details
             clock.mark("provision")
             record.job_file = job_for(workload, ready)

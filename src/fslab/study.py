@@ -11,7 +11,7 @@ import difflib
 import itertools
 import shlex
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
@@ -122,12 +122,43 @@ class WorkloadSection(FioSection):
         return self
 
 
+PropertyValue = str | int | float | bool
+
+# Storage layers a study may ask for under the filesystem, and the kernel feature each needs.
+LAYERS = {"md-raid1": "md RAID (CONFIG_BLK_DEV_MD)", "luks": "dm-crypt (CONFIG_DM_CRYPT)", "lvm": "device-mapper (CONFIG_BLK_DEV_DM)"}
+
+
 class TargetSection(_Table):
     name: str | None = None
     filesystem: str | list[str]
     mkfs_options: str | list[str] = ""
     mount_options: str | list[str] = ""
     image_size: str | list[str] | None = None
+    devices: int = Field(1, ge=1, le=8)  # loop images in the target (Btrfs raid profiles, a ZFS mirror)
+    vdev: Literal["mirror", "stripe"] | None = None  # ZFS: how the devices form the pool (default: mirror)
+    pool_options: dict[str, PropertyValue] = {}  # ZFS: zpool create -o (ashift, …)
+    properties: dict[str, PropertyValue | list[PropertyValue]] = {}  # ZFS dataset properties; a list sweeps
+    nocow: bool = False  # Btrfs: chattr +C on the workload's directory (per-file No_COW)
+    layers: list[str] = []  # under the filesystem, bottom first: md-raid1, luks, lvm
+
+    @field_validator("layers")
+    @classmethod
+    def _layers(cls, value: list[str]) -> list[str]:
+        for layer in value:
+            if layer not in LAYERS:
+                raise ValueError(_unknown("layer", layer, list(LAYERS)))
+        return value
+
+    @model_validator(mode="after")
+    def _fits_filesystem(self) -> TargetSection:
+        kinds = set(_as_list(self.filesystem))
+        if (self.properties or self.pool_options or self.vdev) and kinds != {"zfs"}:
+            raise ValueError("properties, pool_options and vdev are for ZFS targets (filesystem = \"zfs\")")
+        if self.nocow and kinds != {"btrfs"}:
+            raise ValueError("nocow (chattr +C) is for Btrfs targets")
+        if self.devices > 1 and not kinds <= {"btrfs", "zfs"}:
+            raise ValueError(f"{', '.join(sorted(kinds - {'btrfs', 'zfs'}))} uses one device; several devices need btrfs (with -d/-m profiles) or zfs")
+        return self
 
     @field_validator("filesystem")
     @classmethod
@@ -167,8 +198,14 @@ class Target:
     filesystem: str
     mkfs_options: tuple[str, ...]
     mount_options: str
-    image_size: int
+    image_size: int  # of each device's image
     image_fill: str  # "full": written once before its first run; "sparse": left sparse
+    devices: int = 1
+    vdev: str | None = None
+    pool_options: dict[str, str] = field(default_factory=dict)
+    properties: dict[str, str] = field(default_factory=dict)
+    nocow: bool = False
+    layers: tuple[str, ...] = ()
 
     def spec(self) -> dict[str, Any]:
         return {
@@ -177,6 +214,12 @@ class Target:
             "mount_options": self.mount_options,
             "image_size": self.image_size,
             "image_fill": self.image_fill,
+            "devices": self.devices,
+            "vdev": self.vdev,
+            "pool_options": self.pool_options,
+            "properties": self.properties,
+            "nocow": self.nocow,
+            "layers": list(self.layers),
         }
 
 
@@ -307,12 +350,13 @@ def _expand_target(section: TargetSection, study: StudySection, scale: float) ->
         "mkfs_options": _as_list(section.mkfs_options),
         "mount_options": _as_list(section.mount_options),
         "image_size": _as_list(section.image_size or study.image_size),
+        **{f"property:{name}": _as_list(value) for name, value in section.properties.items()},
     }
     swept = [key for key, values in dimensions.items() if len(values) > 1]
     targets = []
     for combination in itertools.product(*dimensions.values()):
         values = dict(zip(dimensions, combination))
-        labels = [values[key] or "defaults" for key in swept if not (key == "filesystem" and section.name is None)]
+        labels = [_label(key, values[key]) for key in swept if not (key == "filesystem" and section.name is None)]
         base = section.name or values["filesystem"]
         targets.append(
             Target(
@@ -322,9 +366,28 @@ def _expand_target(section: TargetSection, study: StudySection, scale: float) ->
                 mount_options=values["mount_options"],
                 image_size=_scaled(parse_size(values["image_size"]), scale),
                 image_fill=study.image_fill,
+                devices=section.devices,
+                vdev=section.vdev or ("mirror" if values["filesystem"] == "zfs" and section.devices > 1 else None),
+                pool_options={k: _option_text(v) for k, v in section.pool_options.items()},
+                properties={k.removeprefix("property:"): _option_text(v) for k, v in values.items() if k.startswith("property:")},
+                nocow=section.nocow,
+                layers=tuple(section.layers),
             )
         )
     return targets
+
+
+def _label(key: str, value: Any) -> str:
+    if key.startswith("property:"):
+        return f"{key.removeprefix('property:')}={_option_text(value)}"
+    return str(value) or "defaults"
+
+
+def _option_text(value: PropertyValue) -> str:
+    """How zfs and zpool expect a value: on/off for booleans, the rest as written."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
 
 
 def _workloads(model: StudyFile, base_dir: Path, scale: float, filename: str) -> list[Workload]:

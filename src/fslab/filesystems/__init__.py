@@ -5,7 +5,8 @@ from fslab.filesystems.btrfs import Btrfs
 from fslab.filesystems.ext4 import Ext4
 from fslab.filesystems.raw import Raw
 from fslab.filesystems.xfs import Xfs
+from fslab.filesystems.zfs import Zfs
 
-FILESYSTEMS: dict[str, Filesystem] = {fs.kind: fs for fs in (Ext4(), Xfs(), Btrfs(), Raw())}
+FILESYSTEMS: dict[str, Filesystem] = {fs.kind: fs for fs in (Ext4(), Xfs(), Btrfs(), Zfs(), Raw())}
 
 __all__ = ["FILESYSTEMS", "Filesystem", "Provisioned"]

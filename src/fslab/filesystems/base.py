@@ -7,10 +7,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fslab.devices.loop import LoopDevice, assert_ours
 from fslab.journal import Journal, releaser
 from fslab.system import CommandError, run, tool_version
+
+if TYPE_CHECKING:
+    from fslab.study import Target
 
 
 @dataclass(frozen=True)
@@ -36,6 +40,30 @@ def mounted_options(mountpoint: Path) -> str | None:
         if len(fields) >= 4 and fields[1] == str(mountpoint):
             return fields[3]
     return None
+
+
+# How the kernel reports a requested option that it applies under another name.
+_REPORTED_AS = {"barrier=0": "nobarrier", "barrier=1": "barrier", "nobarrier": "nobarrier"}
+_NEVER_SHOWN = {"", "defaults", "rw", "auto", "async", "dev", "exec", "suid", "nouser"}
+
+
+def options_not_in_effect(requested: str, effective: str | None) -> list[str]:
+    """Requested mount options the kernel does not report back (dropped or overridden).
+
+    An option counts as applied when it, its reported name, or "option=value…" (the kernel
+    may add a level, as compress=zstd → compress=zstd:3) is among the effective options.
+    """
+    if effective is None:
+        return []
+    shown = effective.split(",")
+    missing = []
+    for option in filter(None, (o.strip() for o in requested.split(","))):
+        if option in _NEVER_SHOWN:
+            continue
+        name = _REPORTED_AS.get(option, option)
+        if not any(s == name or s.startswith(name + ":") or (("=" not in name) and s.startswith(name + "=")) for s in shown):
+            missing.append(option)
+    return missing
 
 
 @releaser("mount")
@@ -77,23 +105,31 @@ class Filesystem:
     def version(self) -> str | None:
         return tool_version(self.version_command)
 
-    def mkfs_command(self, device: str, options: list[str]) -> list[str]:
-        return [*self.mkfs, *self.default_mkfs_options(options), *options, device]
+    def mkfs_command(self, devices: list[str], options: list[str]) -> list[str]:
+        return [*self.mkfs, *self.default_mkfs_options(options), *options, *devices]
+
+    def after_mount(self, target: Target, devices: list[str], mountpoint: Path) -> None:
+        """Anything the target asks for once the filesystem is mounted."""
+
+    def before_mount(self, devices: list[str]) -> None:
+        """Anything the kernel must know before mounting (e.g. the other devices of a Btrfs)."""
 
     @contextmanager
-    def provision(
-        self, journal: Journal, loop: LoopDevice, mountpoint: Path, mkfs_options: list[str], mount_options: str
-    ) -> Iterator[Provisioned]:
-        assert_ours(loop)
-        command = self.mkfs_command(loop.device, mkfs_options)
+    def provision(self, journal: Journal, loops: list[LoopDevice], mountpoint: Path, target: Target) -> Iterator[Provisioned]:
+        for loop in loops:
+            assert_ours(loop)
+        devices = [loop.device for loop in loops]
+        command = self.mkfs_command(devices, list(target.mkfs_options))
         run(command)
+        self.before_mount(devices)
         mountpoint.mkdir(parents=True, exist_ok=True)
         with journal.holding("mount", str(mountpoint)):
-            run(["mount", "-t", self.kind, "-o", mount_options or "defaults", loop.device, str(mountpoint)])
+            run(["mount", "-t", self.kind, "-o", target.mount_options or "defaults", devices[0], str(mountpoint)])
+            self.after_mount(target, devices, mountpoint)
             yield Provisioned(
-                device=loop.device,
+                device=devices[0],
                 directory=mountpoint,
                 mkfs_command=command,
                 mount_options_effective=mounted_options(mountpoint),
-                details=self.details(loop.device, mountpoint),
+                details=self.details(devices[0], mountpoint),
             )

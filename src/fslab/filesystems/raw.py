@@ -15,7 +15,5 @@ class Raw(Filesystem):
     package = "util-linux"
 
     @contextmanager
-    def provision(
-        self, journal: Journal, loop: LoopDevice, mountpoint: Path, mkfs_options: list[str], mount_options: str
-    ) -> Iterator[Provisioned]:
-        yield Provisioned(device=loop.device, directory=None)
+    def provision(self, journal: Journal, loops: list[LoopDevice], mountpoint: Path, target: object) -> Iterator[Provisioned]:
+        yield Provisioned(device=loops[0].device, directory=None)

@@ -5,10 +5,11 @@ from __future__ import annotations
 from rich import box
 from rich.console import Console
 from rich.markdown import Markdown
+from rich.markup import escape
 from rich.table import Table
 
 from fslab.analysis import Row
-from fslab.report.summary import COLUMNS, COMPARISON_COLUMNS, StudySummary, comparison_rows, header_lines, method_line, metric_label, ranking_lines, table_rows
+from fslab.report.summary import COLUMNS, COMPARISON_COLUMNS, TARGET_COLUMNS, StudySummary, target_rows, comparison_rows, header_lines, method_line, metric_label, ranking_lines, table_rows
 
 
 VERDICT_STYLE = {"faster": "green", "slower": "red"}
@@ -17,6 +18,10 @@ VERDICT_STYLE = {"faster": "green", "slower": "red"}
 def print_summary(console: Console, s: StudySummary) -> None:
     for line in [*header_lines(s), method_line(s)]:
         console.print(Markdown(line))
+    targets = Table(*TARGET_COLUMNS, title="targets", title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1))
+    for row in target_rows(s):
+        targets.add_row(*map(escape, row), style="yellow" if row[6] != "–" else "")
+    console.print(targets)
     for workload in s.workloads:
         io_mode = "buffered I/O" if workload in s.buffered else "direct I/O"
         table = Table(title=f"{workload} ({io_mode})", title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1))
@@ -24,7 +29,7 @@ def print_summary(console: Console, s: StudySummary) -> None:
             table.add_column(column, justify="left" if i < 2 else "right", no_wrap=i == 0)
         for cell in s.cells_of(workload):
             for row in table_rows(cell):
-                table.add_row(*row)
+                table.add_row(*map(escape, row))
         console.print(table)
         rows = s.analysis.rows_of(workload)
         if rows:
@@ -32,7 +37,7 @@ def print_summary(console: Console, s: StudySummary) -> None:
             for i, column in enumerate(COMPARISON_COLUMNS):
                 versus.add_column(column, justify="left" if i in (0, 1, 6) else "right")
             for row in comparison_rows(rows):
-                versus.add_row(*row, style=VERDICT_STYLE.get(row[6], ""))
+                versus.add_row(*map(escape, row), style=VERDICT_STYLE.get(row[6], ""))
             console.print(versus)
         for line in ranking_lines(s, workload):
             console.print(line, highlight=False)
@@ -49,13 +54,13 @@ def print_comparison(console: Console, older: dict, newer: dict, rows: list[Row]
     if changed:
         env = Table("environment", f"study run {older['id']}", f"study run {newer['id']}", box=box.SIMPLE_HEAD, title="what differs", title_justify="left")
         for key, a, b in changed:
-            env.add_row(key, str(a), str(b))
+            env.add_row(escape(key), escape(str(a)), escape(str(b)))
         console.print(env)
     else:
         console.print("Same environment (kernel, distribution, CPU, memory, tool versions).")
     table = Table("workload", *COMPARISON_COLUMNS, box=box.SIMPLE_HEAD, padding=(0, 1), title=f"study run {newer['id']} / study run {older['id']}", title_justify="left")
     for row, cells in zip(rows, comparison_rows(rows)):
-        table.add_row(row.workload, *cells, style=VERDICT_STYLE.get(cells[6], ""))
+        table.add_row(escape(row.workload), *map(escape, cells), style=VERDICT_STYLE.get(cells[6], ""))
     console.print(table)
     console.print(
         f"Ratios of geometric means with 95 % Welch intervals on log values; verdicts need Benjamini–Hochberg-adjusted p < 0.05 over "

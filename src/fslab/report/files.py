@@ -11,12 +11,14 @@ from pathlib import Path
 from fslab.report.summary import (
     COLUMNS,
     COMPARISON_COLUMNS,
+    TARGET_COLUMNS,
     StudySummary,
     comparison_rows,
     header_lines,
     method_line,
     ranking_lines,
     table_rows,
+    target_rows,
 )
 
 
@@ -27,13 +29,7 @@ def _table(columns: list[str], rows: list[list[str]]) -> list[str]:
 def to_markdown(s: StudySummary) -> str:
     out = [f"# {s.study_run['study']} — study run {s.study_run['id']}", "", *[line + "  " for line in header_lines(s)], method_line(s), ""]
     out += ["## Targets", ""]
-    out += _table(
-        ["target", "filesystem", "mkfs options", "mount options (requested)", "mount options (effective)", "tool"],
-        [
-            [t["name"], t["filesystem"], " ".join(t["spec"]["mkfs_options"]) or "–", t["spec"]["mount_options"] or "defaults", s.effective_mount_options.get(t["name"], "–"), t["tool_version"] or "–"]
-            for t in s.targets
-        ],
-    )
+    out += _table(TARGET_COLUMNS, target_rows(s))
     for workload in s.workloads:
         io_mode = "buffered I/O" if workload in s.buffered else "direct I/O"
         out += ["", f"## {workload} ({io_mode})", ""]

@@ -12,6 +12,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from fslab.analysis import Analysis, Row, analyse, ranking_line
+from fslab.filesystems.base import options_not_in_effect
+from fslab.filesystems.zfs import properties_not_in_effect
 from fslab.results import ResultsDB
 from fslab.stats import Summary, summarize
 from fslab.units import format_size
@@ -42,6 +44,7 @@ class StudySummary:
     failures: list[dict] = field(default_factory=list)  # target, workload, repetition, error
     warmups: int = 0  # warm-up runs stored and left out of the statistics
     effective_mount_options: dict[str, str] = field(default_factory=dict)
+    not_in_effect: dict[str, list[str]] = field(default_factory=dict)  # target → options asked for, not applied
     buffered: set[str] = field(default_factory=set)  # workloads run through the page cache
 
     def cells_of(self, workload: str) -> list[CellSummary]:
@@ -62,9 +65,12 @@ def summarize_study_run(db: ResultsDB, study_run_id: int, *, baseline: str | Non
         if (w, t["name"]) in groups.values or failed[(w, t["name"])]
     ]
     mounts: dict[str, Counter] = defaultdict(Counter)
+    not_in_effect: dict[str, set[str]] = defaultdict(set)
+    specs = {t["name"]: t for t in targets}
     for r in runs:
         if r["mount_options_effective"]:
             mounts[r["target"]][r["mount_options_effective"]] += 1
+        not_in_effect[r["target"]].update(_not_in_effect(specs[r["target"]], r))
     baseline = baseline or tomllib.loads(study_run["study_source"]).get("study", {}).get("baseline")  # else the study file's
     analysis = analyse(groups.values, groups.higher_is_better, [t["name"] for t in targets], workloads, baseline=baseline, threshold=threshold, precision=precision)
     return StudySummary(
@@ -76,8 +82,36 @@ def summarize_study_run(db: ResultsDB, study_run_id: int, *, baseline: str | Non
         failures=[{k: r[k] for k in ("target", "workload", "repetition", "error")} for r in runs if r["status"] != "ok"],
         warmups=sum(1 for r in runs if r["warmup"]),
         effective_mount_options={t: " | ".join(c) for t, c in mounts.items()},
+        not_in_effect={t: sorted(o) for t, o in not_in_effect.items() if o},
         buffered={r["workload"] for r in runs if r["buffered"]},
     )
+
+
+def _not_in_effect(target: dict, run: dict) -> list[str]:
+    """What a run's target asked for that the kernel or ZFS did not apply, read from the run."""
+    spec = target["spec"]
+    missing = options_not_in_effect(spec["mount_options"], run["mount_options_effective"]) if target["filesystem"] != "zfs" else []
+    if spec.get("properties") and run["fs_details"]:
+        missing += properties_not_in_effect(spec["properties"], run["fs_details"])
+    return missing
+
+
+def target_rows(s: StudySummary) -> list[list[str]]:
+    """The targets as built: options requested and effective, what was not applied, the tool or engine."""
+    rows = []
+    for t in s.targets:
+        spec = t["spec"]
+        asked = spec["mount_options"] or "defaults"
+        if spec.get("properties"):
+            asked = " ".join(f"{k}={v}" for k, v in spec["properties"].items())
+        rows.append([
+            t["name"], t["filesystem"], str(spec.get("devices", 1)), " ".join(spec["mkfs_options"]) or "–", asked,
+            s.effective_mount_options.get(t["name"], "–"), ", ".join(s.not_in_effect.get(t["name"], [])) or "–", t["tool_version"] or "–",
+        ])
+    return rows
+
+
+TARGET_COLUMNS = ["target", "filesystem", "devices", "mkfs options", "requested", "mount options (effective)", "NOT in effect", "tool / engine"]
 
 
 # --- number formatting ----------------------------------------------------------------------
