@@ -95,17 +95,31 @@ def zfs_fuse_daemon(journal: Journal) -> Iterator[None]:
             if time.monotonic() > deadline:
                 raise RuntimeError("zfs-fuse started but does not answer zpool commands")
             time.sleep(0.1)
+        # zfs-fuse re-imports the pools in its cache: fslab's, left by a run that died, go now.
+        for pool in run(["zpool", "list", "-H", "-o", "name"]).stdout.split():
+            if pool.startswith(POOL_PREFIX):
+                destroy_pool(pool)
         yield
 
 
 @releaser("zpool")
 def destroy_pool(pool: str) -> None:
-    if run(["zpool", "list", "-H", pool], check=False).returncode == 0:
-        run(["zpool", "destroy", "-f", pool])
+    """Destroy the pool if it exists; zfs-fuse may call it busy for a moment after an unmount."""
+    deadline = time.monotonic() + 15
+    while run(["zpool", "list", "-H", pool], check=False).returncode == 0:
+        try:
+            run(["zpool", "destroy", "-f", pool])
+        except CommandError as exc:
+            if "busy" not in exc.stderr or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+POOL_PREFIX = "fslab_"
 
 
 def pool_name(target_name: str) -> str:
-    return "fslab_" + hashlib.sha1(target_name.encode()).hexdigest()[:10]
+    return POOL_PREFIX + hashlib.sha1(target_name.encode()).hexdigest()[:10]
 
 
 class Zfs(Filesystem):
