@@ -32,6 +32,7 @@ properties = { recordsize = ["4k", "128k"], atime = "off", compression = "off", 
 name = "zfs-mirror"
 filesystem = "zfs"
 devices = 2
+arc_max = "64MiB"
 
 [[target]]
 name = "btrfs-raid1"
@@ -115,6 +116,22 @@ def test_zfs_mirror_of_two_images(layouts):
     assert mirror["status"] == "ok", mirror["error"]
     assert "mirror-0" in mirror["fs_details"] and len(mirror["device"].split()) == 2
     assert "mirror" in mirror["mkfs_command"]
+
+
+def test_the_arc_cap_is_applied_and_recorded(layouts):
+    _, _, runs, _, _, _ = layouts
+    expected = "arc_max: 64 MiB (zfs-fuse --max-arc-size)" if engine().fuse else "arc_max: 64 MiB (zfs_arc_max = 67108864)"
+    assert expected in runs["zfs-mirror"]["fs_details"]
+
+
+def test_zvols_where_the_engine_cannot_are_refused_before_anything_is_made(workdir, tmp_path):
+    if not engine().fuse:
+        pytest.skip("the OpenZFS kernel module has zvols")
+    study = write_study(tmp_path, '[study]\nname = "vol"\nworkloads = ["seq_write"]\nimage_size = "512MiB"\n[[target]]\nname = "zvol-16k"\nfilesystem = "zfs"\nzvol = true\nproperties = { volblocksize = "16k" }\n')
+    result = fslab("run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
+    assert result.returncode == 2
+    assert "target 'zvol-16k': zvol targets are not supported by this ZFS engine (zfs-fuse" in result.stderr.replace("\n", "")
+    assert not any(workdir.images.glob("*.img"))
 
 
 def test_nothing_of_zfs_is_left_behind(layouts):

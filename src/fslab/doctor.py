@@ -12,6 +12,7 @@ from pathlib import Path
 
 from fslab.environment import filesystem_of
 from fslab.filesystems import FILESYSTEMS
+from fslab.filesystems.zfs import ZVOL_ON_FUSE
 from fslab.filesystems.zfs import engine as zfs_engine
 from fslab.study import LAYERS, Study
 from fslab.system import tool_version
@@ -111,7 +112,12 @@ def study_problems(study: Study, workdir: Path) -> list[str]:
     """Reasons the study cannot run on this machine; empty when it can."""
     checks = machine_checks(workdir, sorted({t.filesystem for t in study.targets}))
     problems = [f"{c.name}: {c.detail} — {c.fix}" for c in checks if not c.ok and c.required]
-    return problems + layer_problems(study)
+    return problems + layer_problems(study) + zvol_problems(study)
+
+
+def zvol_problems(study: Study) -> list[str]:
+    found = zfs_engine()
+    return [f"target '{t.name}': {ZVOL_ON_FUSE}" for t in study.targets if t.zvol and found is not None and found.fuse]
 
 
 def layer_problems(study: Study) -> list[str]:

@@ -140,6 +140,15 @@ class TargetSection(_Table):
     properties: dict[str, PropertyValue | list[PropertyValue]] = {}  # ZFS dataset properties; a list sweeps
     nocow: bool = False  # Btrfs: chattr +C on the workload's directory (per-file No_COW)
     layers: list[str] = []  # under the filesystem, bottom first: md-raid1, luks, lvm
+    zvol: bool = False  # ZFS: the workload runs on a volume (a block device), not a dataset
+    arc_max: str | None = None  # ZFS: cap on the ARC for the run
+
+    @field_validator("arc_max")
+    @classmethod
+    def _arc(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_size(value)
+        return value
 
     @field_validator("layers")
     @classmethod
@@ -152,8 +161,8 @@ class TargetSection(_Table):
     @model_validator(mode="after")
     def _fits_filesystem(self) -> TargetSection:
         kinds = set(_as_list(self.filesystem))
-        if (self.properties or self.pool_options or self.vdev) and kinds != {"zfs"}:
-            raise ValueError("properties, pool_options and vdev are for ZFS targets (filesystem = \"zfs\")")
+        if (self.properties or self.pool_options or self.vdev or self.zvol or self.arc_max) and kinds != {"zfs"}:
+            raise ValueError("properties, pool_options, vdev, zvol and arc_max are for ZFS targets (filesystem = \"zfs\")")
         if self.nocow and kinds != {"btrfs"}:
             raise ValueError("nocow (chattr +C) is for Btrfs targets")
         if self.devices > 1 and not kinds <= {"btrfs", "zfs"}:
@@ -206,6 +215,8 @@ class Target:
     properties: dict[str, str] = field(default_factory=dict)
     nocow: bool = False
     layers: tuple[str, ...] = ()
+    zvol: bool = False
+    arc_max: int | None = None  # bytes
 
     def spec(self) -> dict[str, Any]:
         return {
@@ -220,6 +231,8 @@ class Target:
             "properties": self.properties,
             "nocow": self.nocow,
             "layers": list(self.layers),
+            "zvol": self.zvol,
+            "arc_max": self.arc_max,
         }
 
 
@@ -372,6 +385,8 @@ def _expand_target(section: TargetSection, study: StudySection, scale: float) ->
                 properties={k.removeprefix("property:"): _option_text(v) for k, v in values.items() if k.startswith("property:")},
                 nocow=section.nocow,
                 layers=tuple(section.layers),
+                zvol=section.zvol,
+                arc_max=parse_size(section.arc_max) if section.arc_max else None,
             )
         )
     return targets
@@ -459,10 +474,11 @@ def _check_space(targets: list[Target], workloads: list[Workload], filename: str
     """Refuse, before anything is formatted, a workload whose files cannot fit on a target's image."""
     for target in targets:
         for workload in workloads:
-            # On a filesystem each fio job has its own file; on a raw device all jobs share the region.
-            jobs = 1 if target.filesystem == "raw" else workload.numjobs
+            # On a filesystem each fio job has its own file; on a block device all jobs share the region.
+            block_device = target.filesystem == "raw" or target.zvol
+            jobs = 1 if block_device else workload.numjobs
             needed = workload.bytes_per_job * jobs
-            usable = target.image_size * (1.0 if target.filesystem == "raw" else 0.9)
+            usable = target.image_size * (1.0 if target.filesystem == "raw" else 0.75 if target.zvol else 0.9)
             if needed > usable:
                 raise StudyError(
                     f"{filename}: workload '{workload.name}' needs {jobs} × {format_size(workload.bytes_per_job)} "

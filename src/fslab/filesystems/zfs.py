@@ -14,7 +14,7 @@ import shutil
 import signal
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -81,15 +81,19 @@ def stop_daemon(pidfile: str) -> None:
 
 
 @contextmanager
-def zfs_fuse_daemon(journal: Journal) -> Iterator[None]:
-    """zfs-fuse running for the block: started (and stopped after) unless one already runs."""
+def zfs_fuse_daemon(journal: Journal, arc_max: int | None) -> Iterator[None]:
+    """zfs-fuse running for the block: started (and stopped after) unless one already runs;
+    `arc_max` (bytes) caps its ARC, which only a daemon fslab starts itself can have."""
     if run(["pgrep", "-x", "zfs-fuse"], check=False).returncode == 0:
+        if arc_max is not None:
+            raise NotSupported("arc_max needs a zfs-fuse daemon fslab starts itself, and one is already running")
         yield  # someone else's daemon: use it, leave it
         return
     PIDFILE_DIR.mkdir(parents=True, exist_ok=True)
     pidfile = PIDFILE_DIR / "zfs-fuse.pid"
+    cap = ["--max-arc-size", str(max(16, min(16384, arc_max // 2**20)))] if arc_max else []
     with journal.holding("zfs-daemon", str(pidfile)):
-        run(["zfs-fuse", "--pidfile", str(pidfile)])
+        run(["zfs-fuse", "--pidfile", str(pidfile), *cap])
         deadline = time.monotonic() + 20
         while not _daemon_answers():
             if time.monotonic() > deadline:
@@ -99,6 +103,27 @@ def zfs_fuse_daemon(journal: Journal) -> Iterator[None]:
         for pool in run(["zpool", "list", "-H", "-o", "name"]).stdout.split():
             if pool.startswith(POOL_PREFIX):
                 destroy_pool(pool)
+        yield
+
+
+ARC_MAX = KERNEL_MODULE / "parameters" / "zfs_arc_max"
+
+
+@releaser("arc-max")
+def restore_arc_max(previous: str) -> None:
+    """Put the kernel module's ARC cap back as it was before the run."""
+    if ARC_MAX.exists():
+        ARC_MAX.write_text(previous + "\n")
+
+
+@contextmanager
+def kernel_arc_max(journal: Journal, arc_max: int | None) -> Iterator[None]:
+    """The OpenZFS module's zfs_arc_max set for the block and restored after."""
+    if arc_max is None:
+        yield
+        return
+    with journal.holding("arc-max", ARC_MAX.read_text().strip()):
+        ARC_MAX.write_text(f"{arc_max}\n")
         yield
 
 
@@ -138,6 +163,9 @@ class Zfs(Filesystem):
 
     def dataset_command(self, pool: str, mountpoint: Path, target: Target) -> list[str]:
         properties = [arg for name, value in target.properties.items() for arg in ("-o", f"{name}={value}")]
+        if target.zvol:  # a block device: most of the pool, leaving ZFS room for its metadata
+            size = target.image_size * 3 // 4 // 2**20
+            return ["zfs", "create", "-V", f"{size}M", *properties, f"{pool}/data"]
         return ["zfs", "create", *properties, "-o", f"mountpoint={mountpoint}", f"{pool}/data"]
 
     @contextmanager
@@ -145,32 +173,60 @@ class Zfs(Filesystem):
         found = engine()
         if found is None:
             raise NotSupported("no ZFS here: neither the OpenZFS kernel module nor zfs-fuse (apt-get install zfs-fuse)")
+        if target.zvol and found.fuse:
+            raise NotSupported(ZVOL_ON_FUSE)
         for loop in loops:
             assert_ours(loop)
         devices = [loop.device for loop in loops]
         pool = pool_name(target.name)
         commands = [self.pool_command(pool, devices, target), self.dataset_command(pool, mountpoint, target)]
         mountpoint.parent.mkdir(parents=True, exist_ok=True)
-        with zfs_fuse_daemon(journal) if found.fuse else nullcontext(), journal.holding("zpool", pool):
+        daemon = zfs_fuse_daemon(journal, target.arc_max) if found.fuse else kernel_arc_max(journal, target.arc_max)
+        with daemon, journal.holding("zpool", pool):
             for command in commands:
                 run(command)
+            if target.zvol:
+                yield Provisioned(device=_zvol_device(f"{pool}/data"), directory=None, mkfs_command=_joined(commands), details=self.details_of(found, pool, target))
+                return
             with journal.holding("mount", str(mountpoint)):
                 if mounted_options(mountpoint) is None:
                     raise CommandError(commands[-1], 0, "", f"the dataset {pool}/data is not mounted on {mountpoint}")
                 yield Provisioned(
                     device=devices[0],
                     directory=mountpoint,
-                    mkfs_command=[arg for command in commands for arg in (*command, ";")][:-1],
+                    mkfs_command=_joined(commands),
                     mount_options_effective=mounted_options(mountpoint),
-                    details=self.details_of(found, pool),
+                    details=self.details_of(found, pool, target),
                 )
 
-    def details_of(self, found: Engine, pool: str) -> str:
-        """The engine, the pool's layout, and every dataset property with its source."""
+    def details_of(self, found: Engine, pool: str, target: Target) -> str:
+        """The engine, its ARC cap, the pool's layout, every dataset property with its source."""
         status = run(["zpool", "status", pool], check=False).stdout
         properties = run(["zfs", "get", "-H", "-o", "property,value,source", "all", f"{pool}/data"], check=False).stdout
         ashift = [line.strip() for line in run(["zdb", "-C", pool], check=False).stdout.splitlines() if "ashift" in line]
-        return f"engine: {found.describe()}\n{status}\n{' '.join(sorted(set(ashift)))}\n{properties}"
+        arc = ""
+        if target.arc_max:
+            arc = f"arc_max: {target.arc_max // 2**20} MiB (" + ("zfs-fuse --max-arc-size" if found.fuse else f"zfs_arc_max = {ARC_MAX.read_text().strip()}") + ")\n"
+        return f"engine: {found.describe()}\n{arc}{status}\n{' '.join(sorted(set(ashift)))}\n{properties}"
+
+
+ZVOL_ON_FUSE = "zvol targets are not supported by this ZFS engine (zfs-fuse cannot present block devices); they need the OpenZFS kernel module"
+
+
+def _zvol_device(volume: str) -> str:
+    """The zvol's block device, once udev (or the module) has made it."""
+    device = Path("/dev/zvol") / volume
+    deadline = time.monotonic() + 20
+    while not device.exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{device} did not appear after zfs create -V")
+        time.sleep(0.1)
+    return str(device.resolve())
+
+
+def _joined(commands: list[list[str]]) -> list[str]:
+    """Several commands stored as one argument list, separated by ";"."""
+    return [arg for command in commands for arg in (*command, ";")][:-1]
 
 
 def properties_not_in_effect(requested: dict[str, str], details: str) -> list[str]:
