@@ -127,7 +127,7 @@ def test_the_arc_cap_is_applied_and_recorded(layouts):
 def test_zvols_where_the_engine_cannot_are_refused_before_anything_is_made(workdir, tmp_path):
     if not engine().fuse:
         pytest.skip("the OpenZFS kernel module has zvols")
-    study = write_study(tmp_path, '[study]\nname = "vol"\nworkloads = ["seq_write"]\nimage_size = "512MiB"\n[[target]]\nname = "zvol-16k"\nfilesystem = "zfs"\nzvol = true\nproperties = { volblocksize = "16k" }\n')
+    study = write_study(tmp_path, '[study]\nname = "vol"\nworkloads = ["seq_write"]\nimage_size = "2GiB"\n[[target]]\nname = "zvol-16k"\nfilesystem = "zfs"\nzvol = true\nproperties = { volblocksize = "16k" }\n')
     result = fslab("run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
     assert result.returncode == 2
     assert "target 'zvol-16k': zvol targets are not supported by this ZFS engine (zfs-fuse" in result.stderr.replace("\n", "")
