@@ -96,8 +96,21 @@ def test_builtin_studies_load():
     assert {(w.fio_options["bs"], w.fio_options["iodepth"], w.fio_options["direct"]) for w in paper.workloads} == {("1m", "16", "1"), ("4k", "16", "1")}
 
 
+def test_seed_studies_are_built_in():
+    seed1 = load_study("btrfs-vs-zfs")
+    assert [t.name for t in seed1.targets] == [
+        "raw", "btrfs[datacow,noatime]", "btrfs[nodatacow,noatime]", "btrfs[datacow,noatime,autodefrag]", "zfs[recordsize=128k]", "zfs[recordsize=4k]"
+    ]
+    assert seed1.targets[-1].properties == {"recordsize": "4k", "atime": "off", "primarycache": "metadata", "compression": "off"}
+    assert len(seed1.workloads) == 8 and seed1.baseline == "raw"
+    seed2 = load_study("btrfs-options")
+    assert {t.name: t.devices for t in seed2.targets}["btrfs-two-disks"] == 2
+    tuning = load_study("tuning-paper")
+    assert "ext4[barrier=0]" in [t.name for t in tuning.targets]
+
+
 def test_unknown_study_lists_the_builtin_ones():
-    with pytest.raises(StudyError, match="no study file 'nope'.*built-in studies: baseline-paper, quick"):
+    with pytest.raises(StudyError, match="no study file 'nope'.*built-in studies: baseline-paper, btrfs-options, btrfs-vs-zfs, quick, tuning-paper"):
         load_study("nope")
 
 

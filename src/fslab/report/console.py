@@ -33,14 +33,14 @@ def print_summary(console: Console, s: StudySummary) -> None:
         console.print(table)
         rows = s.analysis.rows_of(workload)
         if rows:
-            versus = Table(title=f"compared with {s.analysis.baselines[workload]}", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+            versus = Table(title=f"compared with {escape(s.analysis.baselines[workload])}", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
             for i, column in enumerate(COMPARISON_COLUMNS):
                 versus.add_column(column, justify="left" if i in (0, 1, 6) else "right")
             for row in comparison_rows(rows):
                 versus.add_row(*map(escape, row), style=VERDICT_STYLE.get(row[6], ""))
             console.print(versus)
         for line in ranking_lines(s, workload):
-            console.print(line, highlight=False)
+            console.print(escape(line), highlight=False)
     if s.failures:
         console.print(f"[red]{len(s.failures)} run(s) failed:[/red]")
         for f in s.failures:
@@ -49,7 +49,7 @@ def print_summary(console: Console, s: StudySummary) -> None:
 
 def print_comparison(console: Console, older: dict, newer: dict, rows: list[Row], regressed: list[Row], threshold: float, regression: float) -> None:
     """Two study runs of one study: environments side by side, then every cell newer/older."""
-    console.print(f"Study [bold]{older['study']}[/bold]: study run {newer['id']} ({newer['started_at']:%Y-%m-%d %H:%M}) against {older['id']} ({older['started_at']:%Y-%m-%d %H:%M})", highlight=False)
+    console.print(f"Study [bold]{escape(older['study'])}[/bold]: study run {newer['id']} ({newer['started_at']:%Y-%m-%d %H:%M}) against {older['id']} ({older['started_at']:%Y-%m-%d %H:%M})", highlight=False)
     changed = environment_differences(older["environment"], newer["environment"])
     if changed:
         env = Table("environment", f"study run {older['id']}", f"study run {newer['id']}", box=box.SIMPLE_HEAD, title="what differs", title_justify="left")
@@ -68,7 +68,7 @@ def print_comparison(console: Console, older: dict, newer: dict, rows: list[Row]
         highlight=False,
     )
     if regressed:
-        console.print(f"[red]{len(regressed)} regression(s):[/red] " + "; ".join(f"{r.target} · {r.workload} · {metric_label(r.metric)} ×{r.comparison.ratio:.3f}" for r in regressed), highlight=False)
+        console.print(f"[red]{len(regressed)} regression(s):[/red] " + escape("; ".join(f"{r.target} · {r.workload} · {metric_label(r.metric)} ×{r.comparison.ratio:.3f}" for r in regressed)), highlight=False)
     else:
         console.print("[green]no regression[/green]")
 
