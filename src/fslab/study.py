@@ -7,7 +7,6 @@ file, the line and the field, and say what is allowed.
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import shlex
 import tomllib
@@ -19,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from fslab.filesystems import FILESYSTEMS
+from fslab.toml_errors import describe_error, locate, unknown
 from fslab.units import format_duration, format_size, parse_duration, parse_size
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 from fslab.workloads.fio import READING_MODES, reads_data
@@ -63,7 +63,7 @@ class StudySection(_Table):
     def _known_workloads(cls, names: list[str]) -> list[str]:
         for name in names:
             if name not in BUILTIN_WORKLOADS and name not in WORKLOAD_SETS:
-                raise ValueError(_unknown("built-in workload", name, [*WORKLOAD_SETS, *BUILTIN_WORKLOADS]))
+                raise ValueError(unknown("built-in workload", name, [*WORKLOAD_SETS, *BUILTIN_WORKLOADS]))
         return names
 
     @field_validator("image_size")
@@ -112,7 +112,7 @@ class WorkloadSection(FioSection):
     @classmethod
     def _rw(cls, value: str | None) -> str | None:
         if value is not None and value not in FIO_RW_MODES:
-            raise ValueError(_unknown("rw mode", value, FIO_RW_MODES))
+            raise ValueError(unknown("rw mode", value, FIO_RW_MODES))
         return value
 
     @model_validator(mode="after")
@@ -155,7 +155,7 @@ class TargetSection(_Table):
     def _layers(cls, value: list[str]) -> list[str]:
         for layer in value:
             if layer not in LAYERS:
-                raise ValueError(_unknown("layer", layer, list(LAYERS)))
+                raise ValueError(unknown("layer", layer, list(LAYERS)))
         return value
 
     @model_validator(mode="after")
@@ -174,7 +174,7 @@ class TargetSection(_Table):
     def _kinds(cls, value: str | list[str]) -> str | list[str]:
         for kind in _as_list(value):
             if kind not in FILESYSTEMS:
-                raise ValueError(_unknown("filesystem", kind, list(FILESYSTEMS)))
+                raise ValueError(unknown("filesystem", kind, list(FILESYSTEMS)))
         return value
 
     @field_validator("image_size")
@@ -199,6 +199,11 @@ _TABLE_MODELS: dict[str, type[BaseModel]] = {
     "target": TargetSection,
     "workload": WorkloadSection,
 }
+
+
+def _allowed_fields(loc: tuple) -> list[str]:
+    model = _TABLE_MODELS.get(str(loc[0]), StudyFile) if len(loc) > 1 else StudyFile
+    return list(model.model_fields)
 
 
 @dataclass(frozen=True)
@@ -314,12 +319,12 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0)
     try:
         model = StudyFile.model_validate(data)
     except ValidationError as exc:
-        raise StudyError("\n".join(_describe(error, text, filename) for error in exc.errors())) from exc
+        raise StudyError("\n".join(describe_error(error, text, filename, _allowed_fields) for error in exc.errors())) from exc
 
     targets = [t for section in model.target for t in _expand_target(section, model.study, scale)]
     _require_unique([t.name for t in targets], "target", text, filename)
     if model.study.baseline is not None and model.study.baseline not in {t.name for t in targets}:
-        raise StudyError(f"{filename}:{_locate(text, ('study', 'baseline'))}: study.baseline: {_unknown('target', model.study.baseline, [t.name for t in targets])}")
+        raise StudyError(f"{filename}:{locate(text, ('study', 'baseline'))}: study.baseline: {unknown('target', model.study.baseline, [t.name for t in targets])}")
     workloads = _workloads(model, base_dir, scale, filename)
     _require_unique([w.name for w in workloads], "workload", text, filename)
     if not workloads:
@@ -349,12 +354,6 @@ def _scaled(size: int, scale: float) -> int:
     if scale == 1.0:
         return size
     return max(1, round(size * scale / 2**20)) * 2**20
-
-
-def _unknown(what: str, value: str, allowed: Any) -> str:
-    close = difflib.get_close_matches(value, list(allowed), n=1)
-    hint = f" (did you mean '{close[0]}'?)" if close else ""
-    return f"unknown {what} '{value}'{hint}; allowed: {', '.join(allowed)}"
 
 
 def _expand_target(section: TargetSection, study: StudySection, scale: float) -> list[Target]:
@@ -501,65 +500,3 @@ def describe_study(study: Study, repetitions: int | None = None) -> str:
     runs = len(study.cells) * repetitions
     seconds = sum(w.seconds for w in study.workloads) * len(study.targets) * repetitions
     return f"{len(study.targets)} targets × {len(study.workloads)} workloads × {repetitions} = {runs} runs, about {format_duration(seconds)} of measurement"
-
-
-# --- locating a validation error in the file -------------------------------------------------
-
-
-def _describe(error: dict, text: str, filename: str) -> str:
-    loc = tuple(error["loc"])
-    line = _locate(text, loc)
-    where = f"{filename}:{line}" if line else filename
-    field = _field_path(loc)
-    if error["type"] == "extra_forbidden":
-        model = _TABLE_MODELS.get(str(loc[0]), StudyFile) if len(loc) > 1 else StudyFile
-        allowed = list(model.model_fields)
-        return f"{where}: {_unknown('field', str(loc[-1]), allowed)} (in {field})"
-    message = error["msg"].removeprefix("Value error, ")
-    if error["type"] == "missing":
-        message = f"required field '{loc[-1]}' is missing"
-    return f"{where}: {field}: {message}"
-
-
-def _field_path(loc: tuple) -> str:
-    parts = []
-    for item in loc:
-        if isinstance(item, int):
-            parts[-1] = f"{parts[-1]}[{item}]"
-        else:
-            parts.append(str(item))
-    return ".".join(parts) or "the file"
-
-
-def _locate(text: str, loc: tuple) -> int | None:
-    """The line of a field, following TOML table headers ([study], [[target]] number n, …)."""
-    table: tuple = ()
-    counts: dict[str, int] = {}
-    best, best_depth = None, 0
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if line.startswith("[["):
-            name = line.strip("[] ")
-            counts[name] = counts.get(name, -1) + 1
-            table = (name, counts[name])
-        elif line.startswith("["):
-            table = (line.strip("[] "),)
-        elif "=" in line and not line.startswith("#"):
-            key = line.split("=", 1)[0].strip().strip('"')
-            path = (*table, key)
-        else:
-            continue
-        candidate = table if line.startswith("[") else path
-        depth = _common_prefix(candidate, loc)
-        if depth > best_depth and depth == len(candidate):
-            best, best_depth = number, depth
-    return best
-
-
-def _common_prefix(a: tuple, b: tuple) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
