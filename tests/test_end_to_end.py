@@ -49,6 +49,7 @@ def test_study_runs_every_cell_and_stores_every_run(finished_study):
     assert len(runs) == 4 * 2 * 2
     assert all(r["status"] == "ok" for r in runs), [r["error"] for r in runs]
     assert held_by(workdir.root) == [], "every loop device and mount released"
+    assert not workdir.journal.path.exists(), "a finished study leaves no journal behind"
 
 
 def test_runs_are_interleaved_in_blocks(finished_study):

@@ -66,6 +66,7 @@ def run_study(
                     observer.notice(f"left by an interrupted fslab: {kind} {ident}: {error or 'released'}")
             study_run_id = db.begin_study_run(study, plan_seed, environment.collect(workdir.root), versions, repetitions.describe())
             _run_blocks(study_run_id, Planner(study.cells, repetitions, plan_seed, baseline or study.baseline), db, workdir, observer)
+            workdir.journal.clean_up()  # all released by now: the journal starts afresh
     except WorkdirBusy as exc:
         raise StudyCannotRun(str(exc)) from None
     return study_run_id
