@@ -9,11 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from fslab.stats import Comparison, adjust_family, compare, rank, runs_needed
+from fslab.workloads.fio import DIRECTIONS
 
 # Compared for every cell and direction: throughput, and the tail latency seed 003 cares about.
 COMPARED = ("iops", "lat_p99_us")
-DIRECTIONS = ("read", "write")
-
 Samples = dict[tuple[str, str], dict[str, list[float]]]  # (workload, target) → metric → values in run order
 
 

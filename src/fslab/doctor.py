@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from fslab.environment import filesystem_of
+from fslab.environment import TOOLS, filesystem_of
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.zfs import ZVOL_ON_FUSE
 from fslab.filesystems.zfs import engine as zfs_engine
@@ -64,8 +64,8 @@ def _basic_checks() -> list[Check]:
     return [
         Check("root", root, "running as root" if root else f"running as uid {os.geteuid()}", "run fslab as root (sudo): it formats and mounts loop images"),
         Check("loop devices", loop, "/dev/loop-control present" if loop else "no /dev/loop-control", "a kernel with CONFIG_BLK_DEV_LOOP"),
-        _tool("fio", ("fio", "--version"), "fio"),
-        _tool("losetup", ("losetup", "--version"), "util-linux"),
+        _tool("fio", TOOLS["fio"], "fio"),
+        _tool("losetup", TOOLS["losetup"], "util-linux"),
     ]
 
 
@@ -76,8 +76,8 @@ def machine_checks(workdir: Path, kinds: list[str] | None = None) -> list[Check]
         checks += filesystem_check(kind, required=kinds is not None or kind != "zfs")  # ZFS is optional until a study asks
     if kinds is None:
         checks += [
-            _tool("sysbench", ("sysbench", "--version"), "sysbench", required=False),
-            _tool("rsync", ("rsync", "--version"), "rsync", required=False),
+            _tool("sysbench", TOOLS["sysbench"], "sysbench", required=False),
+            _tool("rsync", TOOLS["rsync"], "rsync", required=False),
             _present("device-mapper", Path("/dev/mapper/control"), "LUKS or LVM layers", "CONFIG_BLK_DEV_DM"),
             _present("md RAID", Path("/proc/mdstat"), "software RAID layers", "CONFIG_BLK_DEV_MD"),
         ]

@@ -8,14 +8,13 @@ import shutil
 from pathlib import Path
 
 from fslab import __version__
+from fslab.filesystems import FILESYSTEMS
 from fslab.system import run, tool_version
 
+# The tools fslab drives besides each filesystem's own (whose version commands live with it).
 TOOLS = {
     "fio": ("fio", "--version"),
     "sysbench": ("sysbench", "--version"),
-    "mke2fs": ("mke2fs", "-V"),
-    "mkfs.xfs": ("mkfs.xfs", "-V"),
-    "mkfs.btrfs": ("mkfs.btrfs", "--version"),
     "losetup": ("losetup", "--version"),
     "rsync": ("rsync", "--version"),
 }
@@ -56,7 +55,9 @@ def filesystem_of(path: Path) -> dict:
 
 
 def tool_versions() -> dict[str, str | None]:
-    return {name: tool_version(argv) for name, argv in TOOLS.items()}
+    """Every tool's version, the mkfs tools named by their command (mke2fs, mkfs.xfs, …)."""
+    commands = TOOLS | {fs.version_command[0]: fs.version_command for fs in FILESYSTEMS.values() if hasattr(fs, "version_command")}
+    return {name: tool_version(argv) for name, argv in commands.items()}
 
 
 def collect(workdir: Path) -> dict:

@@ -13,11 +13,9 @@ import math
 import random
 from dataclasses import dataclass, field
 
-from fslab.analysis import primary_metrics
+from fslab.analysis import Samples, primary_metrics
 from fslab.stats import compare, projected_half_width, summarize
 from fslab.study import Cell
-
-Samples = dict[tuple[str, str], dict[str, list[float]]]  # (workload, target) → metric → values
 
 # A change smaller than this fraction of the interval max_runs would give stays undetected:
 # a cell showing no more is not run further (bench/adaptive.py measures the effect).

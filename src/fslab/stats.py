@@ -9,7 +9,7 @@ symmetric and a multiplicative noise model is respected.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import stats as sps
@@ -113,7 +113,6 @@ class Comparison:
     mann_whitney_p: float | None = None  # only where both sides have at least 7 runs
     p_adjusted: float | None = None  # after Benjamini–Hochberg over the family of comparisons
     verdict: str = "no detectable difference"
-    notes: tuple[str, ...] = field(default_factory=tuple)
 
 
 def log_welch(baseline: list[float], other: list[float]) -> tuple[float, float | None, float | None]:

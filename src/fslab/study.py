@@ -322,11 +322,11 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0)
         raise StudyError("\n".join(describe_error(error, text, filename, _allowed_fields) for error in exc.errors())) from exc
 
     targets = [t for section in model.target for t in _expand_target(section, model.study, scale)]
-    _require_unique([t.name for t in targets], "target", text, filename)
+    _require_unique([t.name for t in targets], "target", filename)
     if model.study.baseline is not None and model.study.baseline not in {t.name for t in targets}:
         raise StudyError(f"{filename}:{locate(text, ('study', 'baseline'))}: study.baseline: {unknown('target', model.study.baseline, [t.name for t in targets])}")
     workloads = _workloads(model, base_dir, scale, filename)
-    _require_unique([w.name for w in workloads], "workload", text, filename)
+    _require_unique([w.name for w in workloads], "workload", filename)
     if not workloads:
         raise StudyError(f"{filename}: the study runs no workload: list built-in ones in [study] workloads, or add [[workload]] tables")
     _check_space(targets, workloads, filename)
@@ -486,7 +486,7 @@ def _check_space(targets: list[Target], workloads: list[Workload], filename: str
                 )
 
 
-def _require_unique(names: list[str], what: str, text: str, filename: str) -> None:
+def _require_unique(names: list[str], what: str, filename: str) -> None:
     seen = set()
     for name in names:
         if name in seen:

@@ -43,7 +43,7 @@ def mounted_options(mountpoint: Path) -> str | None:
 
 
 # How the kernel reports a requested option that it applies under another name.
-_REPORTED_AS = {"barrier=0": "nobarrier", "barrier=1": "barrier", "nobarrier": "nobarrier"}
+_REPORTED_AS = {"barrier=0": "nobarrier", "barrier=1": "barrier"}
 _NEVER_SHOWN = {"", "defaults", "rw", "auto", "async", "dev", "exec", "suid", "nouser"}
 
 
@@ -86,7 +86,7 @@ class Filesystem:
 
     kind: str
     mkfs: tuple[str, ...]  # the command and the flags fslab always passes (force, quiet)
-    version_command: tuple[str, ...]
+    version_command: tuple[str, ...]  # prints the mkfs tool's version
     package: str  # the Debian package that provides the tools
 
     nodiscard: tuple[str, ...] = ()  # mkfs's flag not to discard the device

@@ -150,7 +150,6 @@ def pool_name(target_name: str) -> str:
 class Zfs(Filesystem):
     kind = "zfs"
     package = "zfs-fuse"  # Debian's; OpenZFS's is zfsutils-linux with its kernel module
-    version_command = ("zpool", "upgrade", "-v")
 
     def version(self) -> str | None:
         found = engine()

@@ -17,10 +17,7 @@ from fslab.filesystems.zfs import properties_not_in_effect
 from fslab.results import ResultsDB
 from fslab.stats import Summary, summarize
 from fslab.units import format_size
-from fslab.workloads.fio import PERCENTILES
-
-DIRECTIONS = ("read", "write")
-
+from fslab.workloads.fio import DIRECTIONS, PERCENTILES
 
 @dataclass
 class CellSummary:

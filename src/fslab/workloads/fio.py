@@ -22,6 +22,7 @@ FIXED_OPTIONS = {
 DATA_PATTERN = "random (fio refill_buffers: new random bytes for every I/O)"
 
 READING_MODES = {"read", "randread", "rw", "readwrite", "randrw"}
+DIRECTIONS = ("read", "write")  # every per-direction metric is named "<direction>_<metric>"
 PERCENTILES = {"p50": 50.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9}
 
 
@@ -36,7 +37,7 @@ class Metric:
 def _units() -> dict[str, tuple[str, bool]]:
     per_direction = {"iops": ("IOPS", True), "mb_s": ("MB/s", True), "mib_s": ("MiB/s", True), "lat_mean_us": ("µs", False)}
     per_direction |= {f"lat_{p}_us": ("µs", False) for p in PERCENTILES}
-    units = {f"{d}_{name}": info for d in ("read", "write") for name, info in per_direction.items()}
+    units = {f"{d}_{name}": info for d in DIRECTIONS for name, info in per_direction.items()}
     return units | {"cpu_usr_pct": ("%", False), "cpu_sys_pct": ("%", False)}
 
 
@@ -137,7 +138,7 @@ def parse_metrics(text: str) -> list[Metric]:
     jobs = load_json(text)["jobs"]
     if not jobs:
         raise ValueError("fio's output lists no jobs")
-    metrics = _direction_metrics("read", jobs) + _direction_metrics("write", jobs)
+    metrics = [m for direction in DIRECTIONS for m in _direction_metrics(direction, jobs)]
     metrics.append(metric("cpu_usr_pct", sum(job["usr_cpu"] for job in jobs)))
     metrics.append(metric("cpu_sys_pct", sum(job["sys_cpu"] for job in jobs)))
     return metrics
