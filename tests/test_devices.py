@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from conftest import fslab
+from fslab.devices.layers import Stack
 from fslab.devices.loop import attached, devices_backed_by, direct_io_enabled, image_file
 from fslab.filesystems import FILESYSTEMS
 from fslab.study import Target
@@ -41,13 +42,16 @@ def test_image_attached_with_direct_io_and_gone_afterwards(workdir, fill):
 def test_refuses_to_format_a_device_that_is_not_its_image(workdir):
     with image_file(workdir.journal, workdir.images, "mine", 64 * 2**20, fill=False) as image, attached(workdir.journal, image) as loop:
         for device in ("/dev/zero", "/dev/loop-control"):
-            impostor = replace(loop, device=device)
+            impostor = Stack(loops=[loop], devices=[device])
             with pytest.raises(PermissionError, match=f"refusing to format {device}"):
-                with FILESYSTEMS["ext4"].provision(workdir.journal, [impostor], workdir.mounts / "x", TARGET):
+                with FILESYSTEMS["ext4"].provision(workdir.journal, impostor, workdir.mounts / "x", TARGET):
                     pass
         elsewhere = replace(loop, image=workdir.root / "someone-elses.img")
-        with pytest.raises(PermissionError, match="not the loop device of fslab's image"):
-            with FILESYSTEMS["xfs"].provision(workdir.journal, [loop, elsewhere], workdir.mounts / "x", TARGET):
+        with pytest.raises(PermissionError, match="not a loop device of fslab's images"):
+            with FILESYSTEMS["xfs"].provision(workdir.journal, Stack(loops=[elsewhere], devices=[loop.device]), workdir.mounts / "x", TARGET):
+                pass
+        with pytest.raises(PermissionError, match=f"refusing to format {loop.device}"):
+            with FILESYSTEMS["raw"].provision(workdir.journal, Stack(loops=[elsewhere], devices=[loop.device]), workdir.mounts / "x", TARGET):
                 pass
         assert blkid_type(loop.device) == "", "nothing was formatted"
 
@@ -56,12 +60,13 @@ KILLED_MIDWAY = """
 import os, sys
 from pathlib import Path
 from fslab.workdir import Workdir
+from fslab.devices.layers import Stack
 from fslab.devices.loop import attached, image_file
 from fslab.filesystems import FILESYSTEMS
 from fslab.study import Target
 wd = Workdir(Path(sys.argv[1]))
 with image_file(wd.journal, wd.images, "killed", 320 * 2**20, fill=False) as image, attached(wd.journal, image) as loop:
-    with FILESYSTEMS["xfs"].provision(wd.journal, [loop], wd.mounts / "killed", Target("killed", "xfs", (), "noatime", 320 * 2**20, "sparse")):
+    with FILESYSTEMS["xfs"].provision(wd.journal, Stack(loops=[loop], devices=[loop.device]), wd.mounts / "killed", Target("killed", "xfs", (), "noatime", 320 * 2**20, "sparse")):
         os._exit(9)  # dies holding a loop device and a mount, as a killed fslab would
 """
 

@@ -199,3 +199,45 @@ def test_baseline_must_name_a_target():
     assert parse(GOOD.replace('name = "tuning"', 'name = "tuning"\nbaseline = "xfs"')).baseline == "xfs"
     message = error_of(GOOD.replace('name = "tuning"', 'name = "tuning"\nbaseline = "xfz"'))
     assert "study.toml:3: study.baseline: unknown target 'xfz' (did you mean 'xfs'?)" in message
+
+
+STACK = GOOD.split("[[target]]")[0] + """
+[[target]]
+name = "nas"
+filesystem = "ext4"
+devices = 2
+layers = ["md-raid1", "luks", "lvm"]
+layer_options = { luks = "--cipher aes-xts-plain64 --key-size 256" }
+raw_baseline = true
+"""
+
+
+def test_layers_and_a_raw_baseline_on_each_image():
+    nas, raw1, raw2 = parse(STACK).targets
+    assert nas.layers == ("md-raid1", "luks", "lvm") and nas.devices == 2
+    assert nas.layer_options == {"luks": ("--cipher", "aes-xts-plain64", "--key-size", "256")}
+    assert nas.images == ("nas-1", "nas-2")
+    assert (raw1.name, raw1.filesystem, raw1.images) == ("nas/raw-1", "raw", ("nas-1",))
+    assert (raw2.name, raw2.images, raw2.image_size) == ("nas/raw-2", ("nas-2",), nas.image_size)
+    single = parse(GOOD.split("[[target]]")[0] + '[[target]]\nfilesystem = "xfs"\nraw_baseline = true\n').targets
+    assert [(t.name, t.images) for t in single] == [("xfs", ("xfs",)), ("xfs/raw", ("xfs",))]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (('devices = 2', 'devices = 1'), "md-raid1 mirrors two or more devices: set devices = 2"),
+        (('["md-raid1", "luks", "lvm"]', '["luks", "md-raid1"]'), "md-raid1 goes first (bottom)"),
+        (('["md-raid1", "luks", "lvm"]', '["luks", "lvm"]'), "luks is built on one device: put md-raid1 below it, or set devices = 1"),
+        (('["md-raid1", "luks", "lvm"]', '["md-raid1", "lvm", "lvm"]'), "each layer can appear once"),
+        (('["md-raid1", "luks", "lvm"]', '["md-raid1", "dm-crypt"]'), "unknown layer 'dm-crypt'"),
+        (('{ luks =', '{ lvm = "", luks ='), None),
+        (('["md-raid1", "luks", "lvm"]', '["md-raid1", "lvm"]'), "layer_options names luks, which is not in this target's layers"),
+    ],
+)
+def test_layer_mistakes_are_explained(change, message):
+    text = STACK.replace(*change)
+    if message is None:
+        assert parse(text).targets[0].layer_options["lvm"] == ()
+    else:
+        assert message in error_of(text)

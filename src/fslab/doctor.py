@@ -14,7 +14,8 @@ from fslab.environment import TOOLS, filesystem_of
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.zfs import ZVOL_ON_FUSE
 from fslab.filesystems.zfs import engine as zfs_engine
-from fslab.study import LAYERS, Study
+from fslab.devices import layers
+from fslab.study import Study
 from fslab.system import tool_version
 from fslab.units import format_size
 
@@ -78,15 +79,14 @@ def machine_checks(workdir: Path, kinds: list[str] | None = None) -> list[Check]
         checks += [
             _tool("sysbench", TOOLS["sysbench"], "sysbench", required=False),
             _tool("rsync", TOOLS["rsync"], "rsync", required=False),
-            _present("device-mapper", Path("/dev/mapper/control"), "LUKS or LVM layers", "CONFIG_BLK_DEV_DM"),
-            _present("md RAID", Path("/proc/mdstat"), "software RAID layers", "CONFIG_BLK_DEV_MD"),
+            *[_layer_check(name) for name in layers.LAYERS],
         ]
     return checks + workdir_checks(workdir)
 
 
-def _present(name: str, path: Path, enables: str, config: str) -> Check:
-    found = path.exists()
-    return Check(name, found, "present" if found else f"absent: no {enables}", f"a kernel with {config}", required=False)
+def _layer_check(name: str) -> Check:
+    why = layers.missing(name)
+    return Check(f"{name} layer", why is None, why or "kernel support and tools present", "a kernel with it and its tools, to use it in a study", required=False)
 
 
 def _zfs_check(required: bool) -> Check:
@@ -122,12 +122,4 @@ def zvol_problems(study: Study) -> list[str]:
 
 def layer_problems(study: Study) -> list[str]:
     """Layers under a filesystem (md RAID, LUKS, LVM): refused before anything is formatted."""
-    present = {"md-raid1": Path("/proc/mdstat").exists(), "luks": Path("/dev/mapper/control").exists(), "lvm": Path("/dev/mapper/control").exists()}
-    problems = []
-    for target in study.targets:
-        for layer in target.layers:
-            if not present[layer]:
-                problems.append(f"target '{target.name}' needs {layer}, and this kernel has no {LAYERS[layer]}")
-            else:
-                problems.append(f"target '{target.name}': building {layer} layers is not implemented in this fslab yet")
-    return problems
+    return [problem for target in study.targets for problem in layers.problems(target)]

@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import Protocol
 
 from fslab import doctor, environment
+from fslab.devices import layers
 from fslab.devices.loop import NotEnoughSpace, attached, check_free_space, image_file
 from fslab.filesystems import FILESYSTEMS, Provisioned
 from fslab.plan import PlannedRun, Planner, Repetitions, Samples, new_seed
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.db import now
 from fslab.study import Study, Target, Workload
-from fslab.system import run, sync_and_drop_caches
+from fslab.system import joined, run, sync_and_drop_caches
 from fslab.workdir import Workdir, WorkdirBusy, slug
 from fslab.workloads import fio
 
@@ -101,7 +102,7 @@ def _run_blocks(study_run_id: int, planner: Planner, db: ResultsDB, workdir: Wor
 
 def _check_image_space(study: Study, workdir: Workdir) -> None:
     """Filled images all exist at once; sparse ones grow as far as the runs write them."""
-    sizes = [t.image_size for t in study.targets for _ in range(t.devices)]
+    sizes = list({image: t.image_size for t in study.targets for image in t.images}.values())
     if all(t.image_fill == "full" for t in study.targets):
         check_free_space(workdir.images, sum(sizes), f"{len(sizes)} filled images")
     else:
@@ -136,21 +137,20 @@ class _Clock:
 
 
 class Images:
-    """One image per target, made at the target's first run and deleted when the study ends."""
+    """The targets' images, each made at the first run that uses it and deleted when the study ends."""
 
     def __init__(self, workdir: Workdir, stack: ExitStack):
         self.workdir, self.stack = workdir, stack
-        self._made: dict[str, list[Path]] = {}
+        self._made: dict[str, Path] = {}
 
     def of(self, target: Target) -> tuple[list[Path], bool]:
-        """The target's images (one per device), and whether they were made just now."""
-        if target.name in self._made:
-            return self._made[target.name], False
-        names = [slug(target.name)] if target.devices == 1 else [f"{slug(target.name)}-{i}" for i in range(1, target.devices + 1)]
-        fill = target.image_fill == "full"
-        made = [self.stack.enter_context(image_file(self.workdir.journal, self.workdir.images, name, target.image_size, fill=fill)) for name in names]
-        self._made[target.name] = made
-        return made, True
+        """The target's images (one per device), and whether any was made just now."""
+        new = [name for name in target.images if name not in self._made]
+        for name in new:
+            self._made[name] = self.stack.enter_context(
+                image_file(self.workdir.journal, self.workdir.images, slug(name), target.image_size, fill=target.image_fill == "full")
+            )
+        return [self._made[name] for name in target.images], bool(new)
 
 
 def execute(planned: PlannedRun, workdir: Workdir, images: Images) -> RunRecord:
@@ -179,11 +179,13 @@ def execute(planned: PlannedRun, workdir: Workdir, images: Images) -> RunRecord:
             if made_now:
                 clock.mark("image")  # once per study run, before the target's first run
             loops = [stack.enter_context(attached(workdir.journal, path)) for path in paths]
+            layered = stack.enter_context(layers.built(workdir.journal, loops, target))
             mountpoint = workdir.mounts / slug(target.name)
-            ready = stack.enter_context(FILESYSTEMS[target.filesystem].provision(workdir.journal, loops, mountpoint, target))
+            ready = stack.enter_context(FILESYSTEMS[target.filesystem].provision(workdir.journal, layered, mountpoint, target))
             record.device = " ".join(loop.device for loop in loops)
             record.direct_io_loop = all(loop.direct_io for loop in loops)
-            record.mkfs_command, record.mount_options_effective, record.fs_details = ready.mkfs_command, ready.mount_options_effective, ready.details
+            record.mkfs_command = joined([*layered.commands, ready.mkfs_command])
+            record.mount_options_effective, record.fs_details = ready.mount_options_effective, layered.details + ready.details
             clock.mark("provision")
             record.job_file = job_for(workload, ready)
             record.raw_output = _measure(record.job_file, workload, ready, clock)

@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from fslab.devices.layers import LAYERS
 from fslab.filesystems import FILESYSTEMS
 from fslab.toml_errors import describe_error, locate, unknown
 from fslab.units import format_duration, format_size, parse_duration, parse_size
@@ -124,9 +125,6 @@ class WorkloadSection(FioSection):
 
 PropertyValue = str | int | float | bool
 
-# Storage layers a study may ask for under the filesystem, and the kernel feature each needs.
-LAYERS = {"md-raid1": "md RAID (CONFIG_BLK_DEV_MD)", "luks": "dm-crypt (CONFIG_DM_CRYPT)", "lvm": "device-mapper (CONFIG_BLK_DEV_DM)"}
-
 
 class TargetSection(_Table):
     name: str | None = None
@@ -140,6 +138,8 @@ class TargetSection(_Table):
     properties: dict[str, PropertyValue | list[PropertyValue]] = {}  # ZFS dataset properties; a list sweeps
     nocow: bool = False  # Btrfs: chattr +C on the workload's directory (per-file No_COW)
     layers: list[str] = []  # under the filesystem, bottom first: md-raid1, luks, lvm
+    layer_options: dict[str, str] = {}  # layer → extra arguments for the command that creates it
+    raw_baseline: bool = False  # also measure each of the target's images as a raw device
     zvol: bool = False  # ZFS: the workload runs on a volume (a block device), not a dataset
     arc_max: str | None = None  # ZFS: cap on the ARC for the run
 
@@ -156,6 +156,10 @@ class TargetSection(_Table):
         for layer in value:
             if layer not in LAYERS:
                 raise ValueError(unknown("layer", layer, list(LAYERS)))
+        if len(set(value)) < len(value):
+            raise ValueError("each layer can appear once")
+        if "md-raid1" in value[1:]:
+            raise ValueError("md-raid1 goes first (bottom): it is built on the loop devices themselves")
         return value
 
     @model_validator(mode="after")
@@ -165,8 +169,19 @@ class TargetSection(_Table):
             raise ValueError("properties, pool_options, vdev, zvol and arc_max are for ZFS targets (filesystem = \"zfs\")")
         if self.nocow and kinds != {"btrfs"}:
             raise ValueError("nocow (chattr +C) is for Btrfs targets")
-        if self.devices > 1 and not kinds <= {"btrfs", "zfs"}:
-            raise ValueError(f"{', '.join(sorted(kinds - {'btrfs', 'zfs'}))} uses one device; several devices need btrfs (with -d/-m profiles) or zfs")
+        for layer in self.layer_options:
+            if layer not in self.layers:
+                raise ValueError(f"layer_options names {layer}, which is not in this target's layers {self.layers}")
+        md = self.layers[:1] == ["md-raid1"]
+        if md and self.devices < 2:
+            raise ValueError("md-raid1 mirrors two or more devices: set devices = 2")
+        if self.devices > 1 and self.layers and not md:
+            raise ValueError(f"{self.layers[0]} is built on one device: put md-raid1 below it, or set devices = 1")
+        if self.devices > 1 and not md and not kinds <= {"btrfs", "zfs"}:
+            raise ValueError(
+                f"{', '.join(sorted(kinds - {'btrfs', 'zfs'}))} uses one device; several devices need btrfs (with -d/-m profiles), zfs, "
+                'or layers = ["md-raid1"] beneath'
+            )
         return self
 
     @field_validator("filesystem")
@@ -220,8 +235,15 @@ class Target:
     properties: dict[str, str] = field(default_factory=dict)
     nocow: bool = False
     layers: tuple[str, ...] = ()
+    layer_options: dict[str, tuple[str, ...]] = field(default_factory=dict)
     zvol: bool = False
     arc_max: int | None = None  # bytes
+    images: tuple[str, ...] = ()  # names of its loop images (a raw baseline shares its target's)
+
+    def __post_init__(self) -> None:
+        if not self.images:
+            names = (self.name,) if self.devices == 1 else tuple(f"{self.name}-{i}" for i in range(1, self.devices + 1))
+            object.__setattr__(self, "images", names)
 
     def spec(self) -> dict[str, Any]:
         return {
@@ -236,8 +258,10 @@ class Target:
             "properties": self.properties,
             "nocow": self.nocow,
             "layers": list(self.layers),
+            "layer_options": {layer: list(args) for layer, args in self.layer_options.items()},
             "zvol": self.zvol,
             "arc_max": self.arc_max,
+            "images": list(self.images),
         }
 
 
@@ -370,25 +394,36 @@ def _expand_target(section: TargetSection, study: StudySection, scale: float) ->
         values = dict(zip(dimensions, combination))
         labels = [_label(key, values[key]) for key in swept if not (key == "filesystem" and section.name is None)]
         base = section.name or values["filesystem"]
-        targets.append(
-            Target(
-                name=f"{base}[{', '.join(labels)}]" if labels else base,
-                filesystem=values["filesystem"],
-                mkfs_options=tuple(shlex.split(values["mkfs_options"])),
-                mount_options=values["mount_options"],
-                image_size=_scaled(parse_size(values["image_size"]), scale),
-                image_fill=study.image_fill,
-                devices=section.devices,
-                vdev=section.vdev or ("mirror" if values["filesystem"] == "zfs" and section.devices > 1 else None),
-                pool_options={k: _option_text(v) for k, v in section.pool_options.items()},
-                properties={k.removeprefix("property:"): _option_text(v) for k, v in values.items() if k.startswith("property:")},
-                nocow=section.nocow,
-                layers=tuple(section.layers),
-                zvol=section.zvol,
-                arc_max=parse_size(section.arc_max) if section.arc_max else None,
-            )
+        target = Target(
+            name=f"{base}[{', '.join(labels)}]" if labels else base,
+            filesystem=values["filesystem"],
+            mkfs_options=tuple(shlex.split(values["mkfs_options"])),
+            mount_options=values["mount_options"],
+            image_size=_scaled(parse_size(values["image_size"]), scale),
+            image_fill=study.image_fill,
+            devices=section.devices,
+            vdev=section.vdev or ("mirror" if values["filesystem"] == "zfs" and section.devices > 1 else None),
+            pool_options={k: _option_text(v) for k, v in section.pool_options.items()},
+            properties={k.removeprefix("property:"): _option_text(v) for k, v in values.items() if k.startswith("property:")},
+            nocow=section.nocow,
+            layers=tuple(section.layers),
+            layer_options={layer: tuple(shlex.split(args)) for layer, args in section.layer_options.items()},
+            zvol=section.zvol,
+            arc_max=parse_size(section.arc_max) if section.arc_max else None,
         )
+        targets.append(target)
+        if section.raw_baseline:
+            targets += raw_baselines(target)
     return targets
+
+
+def raw_baselines(target: Target) -> list[Target]:
+    """A raw target on each of the target's own images: what its devices deliver without it."""
+    names = [f"{target.name}/raw"] if len(target.images) == 1 else [f"{target.name}/raw-{i}" for i in range(1, len(target.images) + 1)]
+    return [
+        Target(name=name, filesystem="raw", mkfs_options=(), mount_options="", image_size=target.image_size, image_fill=target.image_fill, images=(image,))
+        for name, image in zip(names, target.images)
+    ]
 
 
 def _label(key: str, value: Any) -> str:

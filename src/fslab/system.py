@@ -48,6 +48,11 @@ def run(argv: Sequence[str], *, check: bool = True, timeout: float | None = None
     return subprocess.CompletedProcess(list(argv), proc.returncode, stdout, stderr)
 
 
+def joined(commands: list[list[str]]) -> list[str]:
+    """Several commands stored as one argument list, separated by ";"."""
+    return [arg for command in commands for arg in (*command, ";")][:-1]
+
+
 def _descendants(pid: int) -> list[int]:
     """Every living process started, directly or not, by `pid` (from /proc)."""
     children: dict[int, list[int]] = {}

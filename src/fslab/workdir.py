@@ -62,3 +62,12 @@ def slug(name: str) -> str:
     names (the hash keeps "ext4[noatime]" and "ext4_noatime" apart)."""
     readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_")[:60]
     return f"{readable}-{hashlib.sha1(name.encode()).hexdigest()[:6]}"
+
+
+KERNEL_NAME_PREFIX = "fslab_"
+
+
+def kernel_name(target_name: str) -> str:
+    """The name of a target's pool, array, mapping or volume group: fslab's prefix, then a
+    hash (the kernel and the tools allow few characters and little length)."""
+    return KERNEL_NAME_PREFIX + hashlib.sha1(target_name.encode()).hexdigest()[:10]

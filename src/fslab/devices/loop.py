@@ -3,8 +3,8 @@
 One image per target lives through a study run; each run attaches it, makes a fresh
 filesystem on it and detaches it. fslab formats only what it created: `attached` is the only
 maker of `LoopDevice`s, and a
-filesystem is created on one only after `assert_ours` has read back from the kernel that the
-device really is backed by that image.
+filesystem is created only after `assert_ours` has read back from the kernel that the device
+rests on those images alone.
 """
 
 from __future__ import annotations
@@ -67,11 +67,37 @@ def check_free_space(directory: Path, needed: int, what: str) -> None:
         )
 
 
-def assert_ours(loop: LoopDevice) -> None:
-    """Refuse to format a device unless the kernel says it is the loop device of fslab's image."""
-    backing = backing_file(loop.device)
-    if backing is None or backing.resolve() != loop.image.resolve():
-        raise PermissionError(f"refusing to format {loop.device}: it is not the loop device of fslab's image {loop.image}")
+def _sysfs_of(device: str) -> Path | None:
+    """The device's directory in sysfs, found by its device number (a /dev/mapper node need
+    not be a link to its dm-N name)."""
+    try:
+        number = os.stat(device).st_rdev
+    except OSError:
+        return None
+    if not number:
+        return None  # not a device node
+    path = Path(f"/sys/dev/block/{os.major(number)}:{os.minor(number)}")
+    return path.resolve() if path.exists() else None
+
+
+def assert_ours(device: str, images: list[Path]) -> None:
+    """Refuse to format a device unless the kernel says it rests on fslab's own images only:
+    a loop device backed by one of them, or a device (md, dm) built solely on such."""
+    if not _rests_on(_sysfs_of(device), {image.resolve() for image in images}):
+        raise PermissionError(f"refusing to format {device}: it is not a loop device of fslab's images ({', '.join(map(str, images))})")
+
+
+def _rests_on(sysfs: Path | None, images: set[Path]) -> bool:
+    if sysfs is None:
+        return False
+    below = sorted((sysfs / "slaves").iterdir()) if (sysfs / "slaves").is_dir() else []
+    if below:
+        return all(_rests_on(member.resolve(), images) for member in below)
+    try:
+        backing = Path((sysfs / "loop" / "backing_file").read_text().strip())
+    except OSError:
+        return False
+    return backing.resolve() in images
 
 
 @releaser("image")

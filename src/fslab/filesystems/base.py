@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fslab.devices.loop import LoopDevice, assert_ours
 from fslab.journal import Journal, releaser
 from fslab.system import CommandError, run, tool_version
 
 if TYPE_CHECKING:
+    from fslab.devices.layers import Stack
     from fslab.study import Target
 
 
@@ -115,10 +115,9 @@ class Filesystem:
         """Anything the kernel must know before mounting (e.g. the other devices of a Btrfs)."""
 
     @contextmanager
-    def provision(self, journal: Journal, loops: list[LoopDevice], mountpoint: Path, target: Target) -> Iterator[Provisioned]:
-        for loop in loops:
-            assert_ours(loop)
-        devices = [loop.device for loop in loops]
+    def provision(self, journal: Journal, stack: Stack, mountpoint: Path, target: Target) -> Iterator[Provisioned]:
+        stack.assert_ours()
+        devices = stack.devices
         command = self.mkfs_command(devices, list(target.mkfs_options))
         run(command)
         self.before_mount(devices)

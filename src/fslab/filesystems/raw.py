@@ -5,11 +5,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fslab.devices.loop import LoopDevice
 from fslab.filesystems.base import Filesystem, Provisioned
 from fslab.journal import Journal
 
 if TYPE_CHECKING:
+    from fslab.devices.layers import Stack
     from fslab.study import Target
 
 
@@ -21,5 +21,6 @@ class Raw(Filesystem):
     package = "util-linux"
 
     @contextmanager
-    def provision(self, journal: Journal, loops: list[LoopDevice], mountpoint: Path, target: Target) -> Iterator[Provisioned]:
-        yield Provisioned(device=loops[0].device, directory=None)
+    def provision(self, journal: Journal, stack: Stack, mountpoint: Path, target: Target) -> Iterator[Provisioned]:
+        stack.assert_ours()  # fio writes over the device
+        yield Provisioned(device=stack.devices[0], directory=None)

@@ -8,7 +8,6 @@ daemon for each run (a cold ARC every run, like a fresh mount) and stops it afte
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import signal
@@ -19,12 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fslab.devices.loop import LoopDevice, assert_ours
 from fslab.filesystems.base import Filesystem, Provisioned, mounted_options
 from fslab.journal import Journal, releaser
-from fslab.system import CommandError, run
+from fslab.system import CommandError, joined, run
+from fslab.workdir import KERNEL_NAME_PREFIX, kernel_name
 
 if TYPE_CHECKING:
+    from fslab.devices.layers import Stack
     from fslab.study import Target
 
 KERNEL_MODULE = Path("/sys/module/zfs")
@@ -101,7 +101,7 @@ def zfs_fuse_daemon(journal: Journal, arc_max: int | None) -> Iterator[None]:
             time.sleep(0.1)
         # zfs-fuse re-imports the pools in its cache: fslab's, left by a run that died, go now.
         for pool in run(["zpool", "list", "-H", "-o", "name"]).stdout.split():
-            if pool.startswith(POOL_PREFIX):
+            if pool.startswith(KERNEL_NAME_PREFIX):
                 destroy_pool(pool)
         yield
 
@@ -140,13 +140,6 @@ def destroy_pool(pool: str) -> None:
             time.sleep(0.2)
 
 
-POOL_PREFIX = "fslab_"
-
-
-def pool_name(target_name: str) -> str:
-    return POOL_PREFIX + hashlib.sha1(target_name.encode()).hexdigest()[:10]
-
-
 class Zfs(Filesystem):
     kind = "zfs"
     package = "zfs-fuse"  # Debian's; OpenZFS's is zfsutils-linux with its kernel module
@@ -168,16 +161,15 @@ class Zfs(Filesystem):
         return ["zfs", "create", *properties, "-o", f"mountpoint={mountpoint}", f"{pool}/data"]
 
     @contextmanager
-    def provision(self, journal: Journal, loops: list[LoopDevice], mountpoint: Path, target: Target) -> Iterator[Provisioned]:
+    def provision(self, journal: Journal, stack: Stack, mountpoint: Path, target: Target) -> Iterator[Provisioned]:
         found = engine()
         if found is None:
             raise NotSupported("no ZFS here: neither the OpenZFS kernel module nor zfs-fuse (apt-get install zfs-fuse)")
         if target.zvol and found.fuse:
             raise NotSupported(ZVOL_ON_FUSE)
-        for loop in loops:
-            assert_ours(loop)
-        devices = [loop.device for loop in loops]
-        pool = pool_name(target.name)
+        stack.assert_ours()
+        devices = stack.devices
+        pool = kernel_name(target.name)
         commands = [self.pool_command(pool, devices, target), self.dataset_command(pool, mountpoint, target)]
         mountpoint.parent.mkdir(parents=True, exist_ok=True)
         daemon = zfs_fuse_daemon(journal, target.arc_max) if found.fuse else kernel_arc_max(journal, target.arc_max)
@@ -185,7 +177,7 @@ class Zfs(Filesystem):
             for command in commands:
                 run(command)
             if target.zvol:
-                yield Provisioned(device=_zvol_device(f"{pool}/data"), directory=None, mkfs_command=_joined(commands), details=self.details_of(found, pool, target))
+                yield Provisioned(device=_zvol_device(f"{pool}/data"), directory=None, mkfs_command=joined(commands), details=self.details_of(found, pool, target))
                 return
             with journal.holding("mount", str(mountpoint)):
                 if mounted_options(mountpoint) is None:
@@ -193,7 +185,7 @@ class Zfs(Filesystem):
                 yield Provisioned(
                     device=devices[0],
                     directory=mountpoint,
-                    mkfs_command=_joined(commands),
+                    mkfs_command=joined(commands),
                     mount_options_effective=mounted_options(mountpoint),
                     details=self.details_of(found, pool, target),
                 )
@@ -221,11 +213,6 @@ def _zvol_device(volume: str) -> str:
             raise RuntimeError(f"{device} did not appear after zfs create -V")
         time.sleep(0.1)
     return str(device.resolve())
-
-
-def _joined(commands: list[list[str]]) -> list[str]:
-    """Several commands stored as one argument list, separated by ";"."""
-    return [arg for command in commands for arg in (*command, ";")][:-1]
 
 
 def properties_not_in_effect(requested: dict[str, str], details: str) -> list[str]:

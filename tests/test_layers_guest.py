@@ -1,0 +1,132 @@
+"""md RAID1, LUKS and LVM layers, built for real in a QEMU guest running Debian's kernel
+(this machine's kernel has neither md nor device-mapper; see guest.py).
+
+One boot does three things: a process builds the whole stack and dies holding it, and
+`fslab cleanup` must take it down; then a study runs seed 003's ext4-on-LVM-on-LUKS-on-RAID1
+stack beside a raw baseline of each of its images; then the guest's state is listed.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import TEST_ROOT, write_study
+from fslab.results import ResultsDB
+from guest import run_in_guest, unavailable_reason
+
+REPO = Path(__file__).resolve().parent.parent
+
+STUDY = """\
+[study]
+name = "nas-stack"
+repetitions = 2
+workloads = ["seq_write", "rand_read"]
+image_size = "192MiB"
+
+[fio]
+size = "32MiB"
+runtime = "1s"
+
+[[target]]
+name = "nas"
+filesystem = "ext4"
+mount_options = "noatime"
+devices = 2
+layers = ["md-raid1", "luks", "lvm"]
+layer_options = { luks = "--key-size 256" }
+raw_baseline = true
+
+[[target]]
+name = "crypt"
+filesystem = "raw"
+layers = ["luks"]
+"""
+
+KILLED_WITH_A_STACK = """
+import os, sys
+from contextlib import ExitStack
+from pathlib import Path
+from fslab.devices import layers
+from fslab.devices.loop import attached, image_file
+from fslab.study import Target
+from fslab.workdir import Workdir
+wd = Workdir(Path(sys.argv[1]))
+target = Target("killed", "ext4", (), "", 64 * 2**20, "sparse", devices=2, layers=("md-raid1", "luks", "lvm"))
+with ExitStack() as held:
+    loops = [held.enter_context(attached(wd.journal, held.enter_context(image_file(wd.journal, wd.images, n, 64 * 2**20, fill=False)))) for n in ("k1", "k2")]
+    stack = held.enter_context(layers.built(wd.journal, loops, target))
+    print("built", stack.devices[0], flush=True)
+    os._exit(9)
+"""
+
+IN_GUEST = """
+set -x
+.venv/bin/python /fslab-share/killed.py /var/tmp/killed; echo "killed: $?"
+ls /dev/mapper; cat /proc/mdstat
+.venv/bin/fslab cleanup --workdir /var/tmp/killed
+echo "--- after cleanup"; ls /dev/mapper; cat /proc/mdstat; losetup -a
+.venv/bin/fslab run /fslab-share/study.toml --db /var/tmp/results.db --workdir /var/tmp/fslab; echo "study: $?"
+cp /var/tmp/results.db* /fslab-share/
+echo "--- after the study"; ls /dev/mapper; cat /proc/mdstat; losetup -a; ls /var/tmp/fslab/images
+"""
+
+
+@pytest.fixture(scope="module")
+def guest(tmp_path_factory):
+    reason = unavailable_reason()
+    if reason:
+        pytest.fail(f"the layer tests boot a guest kernel: {reason}; make test installs what they need")
+    TEST_ROOT.mkdir(parents=True, exist_ok=True)
+    share = tmp_path_factory.mktemp("guest-share", numbered=True)
+    write_study(share, STUDY)
+    (share / "killed.py").write_text(textwrap.dedent(KILLED_WITH_A_STACK))
+    result = run_in_guest(IN_GUEST, cwd=REPO, share=share)
+    assert result.status == 0, f"the guest did not finish:\n{result.output[-3000:]}\n{result.console[-3000:]}"
+    sections = result.output.split("--- after ")
+    return result, sections
+
+
+def test_cleanup_takes_down_the_stack_a_killed_run_left(guest):
+    result, sections = guest
+    before, after_cleanup = sections[0], sections[1]
+    assert "built /dev/mapper/fslab_" in before and "killed: 9" in before
+    assert "_vg-data" in before and "active raid1" in before, "the killed process held the whole stack"
+    released = [line.split()[0] for line in before.split("fslab cleanup")[-1].splitlines() if line.endswith(": released")]
+    assert released == ["lvm", "luks", "md", "loop", "image", "loop", "image"], "top of the stack first"
+    assert "fslab_" not in after_cleanup.split("fslab run")[0], "no mapping, array or loop device left"
+    assert "active" not in after_cleanup.split("fslab run")[0]
+
+
+def test_seed_003_stack_is_built_measured_and_recorded(guest):
+    result, sections = guest
+    assert "study: 0" in result.output, result.output[-3000:]
+    db = ResultsDB(str(result.share / "results.db"))
+    runs = db.runs(db.study_run()["id"])
+    assert {r["target"] for r in runs} == {"nas", "nas/raw-1", "nas/raw-2", "crypt"}
+    assert all(r["status"] == "ok" for r in runs), [r["error"] for r in runs if r["error"]]
+    nas = next(r for r in runs if r["target"] == "nas")
+    commands = " ".join(nas["mkfs_command"])
+    for step in ("mdadm --create", "--level=1 --raid-devices=2", "cryptsetup luksFormat --type luks2", "--key-size 256", "lvm lvcreate", "mkfs.ext4"):
+        assert step in commands
+    assert commands.index("mdadm") < commands.index("luksFormat") < commands.index("lvcreate") < commands.index("mkfs.ext4")
+    details = nas["fs_details"]
+    assert "Raid Level : raid1" in details and "Raid Devices : 2" in details
+    assert "cipher:  aes-xts-plain64" in details and "keysize: 256 bits" in details
+    assert "_vg" in details and "linear" in details
+    assert "noatime" in nas["mount_options_effective"]
+    assert len(nas["device"].split()) == 2, "two loop devices under the array"
+    crypt = next(r for r in runs if r["target"] == "crypt")
+    assert "cryptsetup open" in " ".join(crypt["mkfs_command"]) and "/dev/mapper/fslab_" in crypt["job_file"]
+    samples = db.sample_groups(db.study_run()["id"]).values
+    for target in ("nas", "nas/raw-1", "nas/raw-2", "crypt"):
+        assert len(samples[("rand_read", target)]["read_iops"]) == 2 and min(samples[("rand_read", target)]["read_iops"]) > 0
+
+
+def test_nothing_is_left_in_the_guest_after_the_study(guest):
+    result, sections = guest
+    after_study = sections[2]
+    assert "fslab_" not in after_study and "active" not in after_study and "/dev/loop" not in after_study
+    assert ".img" not in after_study, "the images are deleted at the study's end"
