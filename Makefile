@@ -7,9 +7,12 @@ VENV := .venv
 PYTHON := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 
-# Tools fslab drives, and what it needs to build its Python environment.
-DEBIAN_PACKAGES := fio sysbench e2fsprogs xfsprogs btrfs-progs zfs-fuse rsync util-linux procps \
-                   python3 python3-venv python3-pip
+# Tools fslab drives, and what it needs to build its Python environment; then what the layer
+# tests need: mdadm, cryptsetup, LVM, and a QEMU guest with Debian's kernel, which has md and
+# device-mapper where the host's kernel may not (tests/guest.py).
+DEBIAN_PACKAGES := fio sysbench e2fsprogs xfsprogs btrfs-progs zfs-fuse rsync util-linux procps kmod \
+                   mdadm cryptsetup lvm2 python3 python3-venv python3-pip \
+                   qemu-system-x86 linux-image-amd64 busybox-static cpio
 
 .PHONY: setup system-packages demo test bench clean
 
@@ -20,7 +23,7 @@ system-packages:
 	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed$$' || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	    echo "installing Debian packages:" $$missing; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
 $(STAMP): pyproject.toml

@@ -3,6 +3,7 @@ import pytest
 from scipy import stats as sps
 
 from fslab.stats import summarize
+from fslab.analysis import beyond_raw, raw_references
 
 SAMPLES = [51154.0, 49870.5, 53021.2, 50500.0, 47950.8, 52210.3, 50011.1]
 
@@ -148,3 +149,31 @@ def test_ranking_ties_what_cannot_be_told_apart():
     }
     tiers = rank(cells)
     assert tiers[0] == ["ext4"] and sorted(tiers[1]) == ["raw", "xfs"] and tiers[2] == ["btrfs"]
+
+
+def _target(name, filesystem, devices=1, images=None, layers=()):
+    spec = {"devices": devices, "layers": list(layers)} | ({"images": images} if images else {})
+    return {"name": name, "filesystem": filesystem, "spec": spec}
+
+
+def test_each_target_is_checked_against_the_raw_devices_under_it():
+    targets = [
+        _target("raw", "raw", images=["raw"]),
+        _target("ext4", "ext4", images=["ext4"]),
+        _target("b", "btrfs", devices=2, images=["b-1", "b-2"]),
+        _target("b/raw-1", "raw", images=["b-1"]),
+        _target("b/raw-2", "raw", images=["b-2"]),
+        _target("crypt", "raw", images=["crypt"], layers=["luks"]),
+        _target("old", "xfs", devices=2),  # stored before images were: named from devices
+    ]
+    assert raw_references(targets) == {"ext4": ["raw"], "b": ["b/raw-1", "b/raw-2"], "crypt": ["raw"], "old": ["raw", "raw"]}
+    samples = {
+        ("r", "raw"): {"read_iops": [100.0, 110.0, 90.0]},
+        ("r", "ext4"): {"read_iops": [300.0, 310.0, 290.0]},  # a cache answered
+        ("r", "b/raw-1"): {"read_iops": [100.0]},
+        ("r", "b/raw-2"): {"read_iops": [100.0]},
+        ("r", "b"): {"read_iops": [190.0]},  # two devices read together: not beyond them
+        ("r", "crypt"): {"read_iops": [140.0]},
+    }
+    assert beyond_raw(samples, raw_references(targets)) == {("r", "ext4"): {"read_iops": 3.0}}
+    assert beyond_raw(samples, {}) == {}

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from fslab.stats import Comparison, adjust_family, compare, rank, runs_needed
 from fslab.workloads.fio import DIRECTIONS
 
@@ -112,6 +114,51 @@ def _corrected(rows: list[Row], threshold: float) -> list[Row]:
 def regressions(rows: list[Row], regression: float) -> list[Row]:
     """Rows significantly slower (after correction) by more than the regression threshold."""
     return [r for r in rows if r.comparison.verdict == "slower" and abs(r.comparison.ratio - 1) > regression]
+
+
+# A target measured this far above the raw devices under it is flagged, not believed.
+BEYOND_RAW = 1.5
+
+
+def raw_references(targets: list[dict]) -> dict[str, list[str]]:
+    """Target → the raw targets whose IOPS, added up, are what its devices deliver bare.
+
+    A target's own raw baselines (raw targets on its images) when the study measured them,
+    else the study's first plain raw target once per device. Plain raw targets get none.
+    """
+    def images(t: dict) -> list[str]:
+        spec = t["spec"]
+        return spec.get("images") or ([t["name"]] if spec.get("devices", 1) == 1 else [f"{t['name']}-{i}" for i in range(1, spec["devices"] + 1)])
+
+    raws = [t for t in targets if t["filesystem"] == "raw" and not t["spec"].get("layers")]
+    by_image = {images(t)[0]: t["name"] for t in raws}
+    plain = next((t["name"] for t in raws if images(t)[0] == t["name"]), None)
+    references = {}
+    for t in targets:
+        if t in raws:
+            continue
+        own = [by_image.get(image) for image in images(t)]
+        if all(own):
+            references[t["name"]] = own
+        elif plain:
+            references[t["name"]] = [plain] * len(own)
+    return references
+
+
+def beyond_raw(samples: Samples, references: dict[str, list[str]], factor: float = BEYOND_RAW) -> dict[tuple[str, str], dict[str, float]]:
+    """(workload, target) → IOPS metric → its median over the raw devices' summed medians,
+    where that exceeds `factor`: a cache, compression or a copy-on-write layout answered."""
+    found: dict[tuple[str, str], dict[str, float]] = {}
+    for (workload, target), metrics in samples.items():
+        raws = [samples.get((workload, raw), {}) for raw in references.get(target, [])]
+        for metric in primary_metrics(metrics) if raws else []:
+            if not all(raw.get(metric) for raw in raws):
+                continue
+            ceiling = sum(float(np.median(raw[metric])) for raw in raws)
+            ratio = float(np.median(metrics[metric])) / ceiling if ceiling > 0 else 0.0
+            if ratio > factor:
+                found.setdefault((workload, target), {})[metric] = ratio
+    return found
 
 
 def ranking_line(tiers: list[list[str]]) -> str:

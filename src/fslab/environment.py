@@ -8,10 +8,11 @@ import shutil
 from pathlib import Path
 
 from fslab import __version__
+from fslab.devices.layers import LAYERS
 from fslab.filesystems import FILESYSTEMS
 from fslab.system import run, tool_version
 
-# The tools fslab drives besides each filesystem's own (whose version commands live with it).
+# The tools fslab drives besides each filesystem's and layer's own (whose version commands live with them).
 TOOLS = {
     "fio": ("fio", "--version"),
     "sysbench": ("sysbench", "--version"),
@@ -57,6 +58,7 @@ def filesystem_of(path: Path) -> dict:
 def tool_versions() -> dict[str, str | None]:
     """Every tool's version, the mkfs tools named by their command (mke2fs, mkfs.xfs, …)."""
     commands = TOOLS | {fs.version_command[0]: fs.version_command for fs in FILESYSTEMS.values() if hasattr(fs, "version_command")}
+    commands |= {layer.tool[0]: layer.tool for layer in LAYERS.values()}
     return {name: tool_version(argv) for name, argv in commands.items()}
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import tomllib
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from fslab.analysis import Analysis, Row, analyse, ranking_line
+from fslab.analysis import Analysis, Row, analyse, beyond_raw, ranking_line, raw_references
 from fslab.filesystems.base import options_not_in_effect
 from fslab.filesystems.zfs import properties_not_in_effect
 from fslab.results import ResultsDB
@@ -55,8 +55,9 @@ def summarize_study_run(db: ResultsDB, study_run_id: int, *, baseline: str | Non
     groups = db.sample_groups(study_run_id)
     workloads = [w["name"] for w in db.workloads(study_run_id)]
     failed = Counter((r["workload"], r["target"]) for r in runs if r["status"] != "ok")
+    above = beyond_raw(groups.values, raw_references(targets))
     cells = [
-        CellSummary(w, t["name"], failed[(w, t["name"])], {m: summarize(v, groups.higher_is_better[m]) for m, v in groups.values.get((w, t["name"]), {}).items()}, groups.units)
+        CellSummary(w, t["name"], failed[(w, t["name"])], _cell_statistics(groups.values.get((w, t["name"]), {}), groups.higher_is_better, above.get((w, t["name"]), {})), groups.units)
         for w in workloads
         for t in targets
         if (w, t["name"]) in groups.values or failed[(w, t["name"])]
@@ -84,6 +85,18 @@ def summarize_study_run(db: ResultsDB, study_run_id: int, *, baseline: str | Non
     )
 
 
+def _cell_statistics(metrics: dict[str, list[float]], higher_is_better: dict[str, bool], above_raw: dict[str, float]) -> dict[str, Summary]:
+    """Each metric's statistics, warned where it is far beyond what the raw devices delivered."""
+    out = {}
+    for metric, values in metrics.items():
+        stats = summarize(values, higher_is_better[metric])
+        if metric in above_raw:
+            note = f"{above_raw[metric]:.1f}× its raw devices: a cache, compression or copy-on-write answered, not the device"
+            stats = replace(stats, warnings=(*stats.warnings, note))
+        out[metric] = stats
+    return out
+
+
 def _not_in_effect(target: dict, run: dict) -> list[str]:
     """What a run's target asked for that the kernel or ZFS did not apply, read from the run."""
     spec = target["spec"]
@@ -102,13 +115,13 @@ def target_rows(s: StudySummary) -> list[list[str]]:
         if spec.get("properties"):
             asked = " ".join(f"{k}={v}" for k, v in spec["properties"].items())
         rows.append([
-            t["name"], t["filesystem"], str(spec.get("devices", 1)), " ".join(spec["mkfs_options"]) or "–", asked,
+            t["name"], t["filesystem"], " → ".join([str(spec.get("devices", 1)), *spec.get("layers", [])]), " ".join(spec["mkfs_options"]) or "–", asked,
             s.effective_mount_options.get(t["name"], "–"), ", ".join(s.not_in_effect.get(t["name"], [])) or "–", t["tool_version"] or "–",
         ])
     return rows
 
 
-TARGET_COLUMNS = ["target", "filesystem", "devices", "mkfs options", "requested", "mount options (effective)", "NOT in effect", "tool / engine"]
+TARGET_COLUMNS = ["target", "filesystem", "devices → layers", "mkfs options", "requested", "mount options (effective)", "NOT in effect", "tool / engine"]
 
 
 # --- number formatting ----------------------------------------------------------------------
