@@ -107,10 +107,14 @@ def test_seed_studies_are_built_in():
     assert {t.name: t.devices for t in seed2.targets}["btrfs-two-disks"] == 2
     tuning = load_study("tuning-paper")
     assert "ext4[barrier=0]" in [t.name for t in tuning.targets]
+    seed3 = load_study("nas-stack")
+    assert [t.name for t in seed3.targets] == ["ext4-stack", "ext4-stack/raw-1", "ext4-stack/raw-2", "zfs-mirror"]
+    assert seed3.targets[0].layers == ("md-raid1", "luks", "lvm") and seed3.targets[3].arc_max == 4 * 2**30
+    assert [w.name for w in seed3.workloads] == ["backup-write", "backup-read", "metadata", "mixed-load"] and seed3.warmup == 1
 
 
 def test_unknown_study_lists_the_builtin_ones():
-    with pytest.raises(StudyError, match="no study file 'nope'.*built-in studies: baseline-paper, btrfs-options, btrfs-vs-zfs, quick, tuning-paper"):
+    with pytest.raises(StudyError, match="no study file 'nope'.*built-in studies: baseline-paper, btrfs-options, btrfs-vs-zfs, nas-stack, quick, tuning-paper"):
         load_study("nope")
 
 
