@@ -14,6 +14,7 @@ from rich.table import Table
 
 from fslab import doctor as doctor_checks
 from fslab.analysis import AnalysisError, compare_study_runs, regressions
+from fslab.devices.layers import LAYERS
 from fslab.filesystems import FILESYSTEMS
 from fslab.plan import PlannedRun, Repetitions
 from fslab.report.console import print_comparison, print_summary
@@ -186,7 +187,7 @@ def history(db: DbOption = None) -> None:
 
 @app.command("list")
 def list_things() -> None:
-    """Built-in studies, workloads and filesystems."""
+    """Built-in studies, workloads, filesystems and layers."""
     studies = Table("built-in study", "description", title_justify="left")
     for name, description in builtin_studies().items():
         studies.add_row(name, description)
@@ -198,6 +199,7 @@ def list_things() -> None:
         workloads.add_row(f"{name} (set)", ", ".join(members))
     console.print(workloads)
     console.print("filesystems: " + ", ".join(FILESYSTEMS) + "  (raw = the loop device itself, no filesystem)")
+    console.print("layers: " + ", ".join(f"{name} ({layer.kernel_feature})" for name, layer in LAYERS.items()) + "  (bottom first, under any filesystem)")
 
 
 @app.command()

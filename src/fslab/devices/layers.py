@@ -108,14 +108,12 @@ def built(journal: Journal, loops: list[LoopDevice], target: Target) -> Iterator
 def stop_array(name: str) -> None:
     """Stop fslab's array and wipe its members' superblocks, so that nothing reassembles it."""
     link = Path("/dev/md") / name
-    if not link.exists():
-        link.unlink(missing_ok=True)  # a dangling link from an array already stopped
-        return
-    array = Path(os.path.realpath(link)).name
-    members = [f"/dev/{member.name}" for member in Path(f"/sys/block/{array}/slaves").iterdir()]
-    run(["mdadm", "--stop", str(link)])
-    run(["mdadm", "--zero-superblock", *members], check=False)
-    link.unlink(missing_ok=True)
+    members = Path("/sys/block") / Path(os.path.realpath(link)).name / "slaves"
+    if members.is_dir():  # the array still runs
+        devices = [f"/dev/{member.name}" for member in members.iterdir()]
+        run(["mdadm", "--stop", str(link)])
+        run(["mdadm", "--zero-superblock", *devices], check=False)
+    link.unlink(missing_ok=True)  # where no udev runs, mdadm made the link and leaves it
 
 
 @contextmanager
