@@ -35,7 +35,9 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(VENV)/bin/fslab run quick
 
+# The OpenZFS kernel-module tests need OpenZFS built for the guest's kernel (once, a few minutes).
 test: setup
+	bash tests/openzfs/build.sh
 	$(VENV)/bin/pytest
 
 bench: setup

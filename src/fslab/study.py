@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from fslab.devices.layers import LAYERS
 from fslab.filesystems import FILESYSTEMS
+from fslab.filesystems.zfs import expected_available, zvol_size
 from fslab.toml_errors import describe_error, locate, unknown
 from fslab.units import format_duration, format_size, parse_duration, parse_size
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
@@ -512,12 +513,15 @@ def _check_space(targets: list[Target], workloads: list[Workload], filename: str
             block_device = target.filesystem == "raw" or target.zvol
             jobs = 1 if block_device else workload.numjobs
             needed = workload.bytes_per_job * jobs
-            usable = target.image_size * (1.0 if target.filesystem == "raw" else 0.75 if target.zvol else 0.9)
+            if target.zvol:
+                usable = zvol_size(expected_available(target.image_size))
+            else:
+                usable = target.image_size * (1.0 if target.filesystem == "raw" else 0.9)
             if needed > usable:
+                where = f"a volume of about {format_size(usable)} on an image of {format_size(target.image_size)}" if target.zvol else f"an image of {format_size(target.image_size)}"
                 raise StudyError(
                     f"{filename}: workload '{workload.name}' needs {jobs} × {format_size(workload.bytes_per_job)} "
-                    f"but target '{target.name}' has an image of {format_size(target.image_size)}; "
-                    "raise image_size or lower the workload's size"
+                    f"but target '{target.name}' has {where}; raise image_size or lower the workload's size"
                 )
 
 

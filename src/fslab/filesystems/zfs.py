@@ -8,6 +8,7 @@ daemon for each run (a cold ARC every run, like a fresh mount) and stops it afte
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
@@ -107,23 +108,42 @@ def zfs_fuse_daemon(journal: Journal, arc_max: int | None) -> Iterator[None]:
 
 
 ARC_MAX = KERNEL_MODULE / "parameters" / "zfs_arc_max"
+ARC_STATS = Path("/proc/spl/kstat/zfs/arcstats")
+
+
+def arc_stat(name: str) -> int:
+    """One figure of the module's ARC statistics (c_max: the cap in force; c_min: its floor)."""
+    for line in ARC_STATS.read_text().splitlines():
+        fields = line.split()
+        if len(fields) == 3 and fields[0] == name:
+            return int(fields[2])
+    raise RuntimeError(f"no {name} in {ARC_STATS}")
 
 
 @releaser("arc-max")
 def restore_arc_max(previous: str) -> None:
-    """Put the kernel module's ARC cap back as it was before the run."""
-    if ARC_MAX.exists():
-        ARC_MAX.write_text(previous + "\n")
+    """Put the module's ARC cap back ("parameter c_max" as they were before the run).
+
+    Writing the old parameter alone (usually 0, "the default") leaves the lowered cap in
+    force; writing the old c_max first restores it."""
+    if not ARC_MAX.exists():
+        return
+    parameter, _, c_max = previous.partition(" ")
+    if c_max:
+        ARC_MAX.write_text(f"{c_max}\n")
+    ARC_MAX.write_text(f"{parameter}\n")
 
 
 @contextmanager
 def kernel_arc_max(journal: Journal, arc_max: int | None) -> Iterator[None]:
-    """The OpenZFS module's zfs_arc_max set for the block and restored after."""
+    """The OpenZFS module's ARC capped at `arc_max` for the run, checked in force, restored after."""
     if arc_max is None:
         yield
         return
-    with journal.holding("arc-max", ARC_MAX.read_text().strip()):
+    with journal.holding("arc-max", f"{ARC_MAX.read_text().strip()} {arc_stat('c_max')}"):
         ARC_MAX.write_text(f"{arc_max}\n")
+        if arc_stat("c_max") != arc_max:  # the module ignores a cap below its floor, silently
+            raise NotSupported(f"the OpenZFS module did not take zfs_arc_max = {arc_max}: the ARC's cap in force is {arc_stat('c_max')} and its floor (c_min) {arc_stat('c_min')}")
         yield
 
 
@@ -155,9 +175,9 @@ class Zfs(Filesystem):
 
     def dataset_command(self, pool: str, mountpoint: Path, target: Target) -> list[str]:
         properties = [arg for name, value in target.properties.items() for arg in ("-o", f"{name}={value}")]
-        if target.zvol:  # a block device: most of the pool, leaving ZFS room for its metadata
-            size = target.image_size * 3 // 4 // 2**20
-            return ["zfs", "create", "-V", f"{size}M", *properties, f"{pool}/data"]
+        if target.zvol:
+            available = int(run(["zfs", "get", "-Hp", "-o", "value", "available", pool]).stdout.strip())
+            return ["zfs", "create", "-V", f"{zvol_size(available) // 2**20}M", *properties, f"{pool}/data"]
         return ["zfs", "create", *properties, "-o", f"mountpoint={mountpoint}", f"{pool}/data"]
 
     @contextmanager
@@ -170,12 +190,13 @@ class Zfs(Filesystem):
         stack.assert_ours()
         devices = stack.devices
         pool = kernel_name(target.name)
-        commands = [self.pool_command(pool, devices, target), self.dataset_command(pool, mountpoint, target)]
         mountpoint.parent.mkdir(parents=True, exist_ok=True)
         daemon = zfs_fuse_daemon(journal, target.arc_max) if found.fuse else kernel_arc_max(journal, target.arc_max)
         with daemon, journal.holding("zpool", pool):
-            for command in commands:
-                run(command)
+            commands = [self.pool_command(pool, devices, target)]
+            run(commands[0])
+            commands.append(self.dataset_command(pool, mountpoint, target))  # a volume's size depends on the pool made
+            run(commands[1])
             if target.zvol:
                 yield Provisioned(device=_zvol_device(f"{pool}/data"), directory=None, mkfs_command=joined(commands), details=self.details_of(found, pool, target))
                 return
@@ -197,22 +218,61 @@ class Zfs(Filesystem):
         ashift = [line.strip() for line in run(["zdb", "-C", pool], check=False).stdout.splitlines() if "ashift" in line]
         arc = ""
         if target.arc_max:
-            arc = f"arc_max: {target.arc_max // 2**20} MiB (" + ("zfs-fuse --max-arc-size" if found.fuse else f"zfs_arc_max = {ARC_MAX.read_text().strip()}") + ")\n"
+            arc = f"arc_max: {target.arc_max // 2**20} MiB (" + ("zfs-fuse --max-arc-size" if found.fuse else f"arcstats c_max = {arc_stat('c_max')}") + ")\n"
         return f"engine: {found.describe()}\n{arc}{status}\n{' '.join(sorted(set(ashift)))}\n{properties}"
 
 
 ZVOL_ON_FUSE = "zvol targets are not supported by this ZFS engine (zfs-fuse cannot present block devices); they need the OpenZFS kernel module"
 
 
+# A volume may reserve a little more than its size for its own metadata: it gets this share
+# of what the new pool has available.
+ZVOL_SHARE = 0.85
+
+
+def zvol_size(available: int) -> int:
+    """Bytes of the volume made on a pool with `available` bytes free, whole MiB (a multiple
+    of any volblocksize)."""
+    return int(available * ZVOL_SHARE) // 2**20 * 2**20
+
+
+def expected_available(image_size: int) -> int:
+    """Roughly what a fresh pool on one image of this size has available, erring low: the
+    pool is ~6 % smaller than the image (labels, metaslab alignment), and OpenZFS holds back
+    1/32 of it, at least 128 MiB ("slop space"). OpenZFS 2.1 reports 352 MiB for 512 MiB."""
+    pool = image_size * 0.93
+    return int(pool - max(pool / 32, 128 * 2**20))
+
+
+BLKZNAME = 0x8100127D  # _IOR(0x12, 125, char[256]): a zvol's dataset name, asked of its block device
+
+
 def _zvol_device(volume: str) -> str:
-    """The zvol's block device, once udev (or the module) has made it."""
-    device = Path("/dev/zvol") / volume
+    """The zvol's block device: udev's /dev/zvol link where udev runs, else the zd device
+    whose dataset name (asked of the device itself) is the volume's."""
+    link = Path("/dev/zvol") / volume
     deadline = time.monotonic() + 20
-    while not device.exists():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{device} did not appear after zfs create -V")
+    while time.monotonic() < deadline:
+        if link.exists():
+            return str(link.resolve())
+        for entry in Path("/sys/block").glob("zd*"):
+            if _zvol_name(f"/dev/{entry.name}") == volume:
+                return f"/dev/{entry.name}"
         time.sleep(0.1)
-    return str(device.resolve())
+    raise RuntimeError(f"no block device for {volume} appeared after zfs create -V (neither {link} nor a /dev/zd* device)")
+
+
+def _zvol_name(device: str) -> str | None:
+    try:
+        fd = os.open(device, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return fcntl.ioctl(fd, BLKZNAME, bytes(256)).split(b"\0", 1)[0].decode()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def properties_not_in_effect(requested: dict[str, str], details: str) -> list[str]:

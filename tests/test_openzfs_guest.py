@@ -1,0 +1,101 @@
+"""ZFS on the OpenZFS kernel module: zvol targets and the ARC cap, in a QEMU guest.
+
+This machine's ZFS is zfs-fuse, which has no zvols and no zfs_arc_max. OpenZFS's tools
+conflict with zfs-fuse, so `tests/openzfs/build.sh` (run by `make test`) unpacks them
+and builds the modules for the guest's kernel into a cache; the guest loads the modules
+and puts the tools first on its PATH. No udev runs in the guest, so fslab must find the
+volume's /dev/zd* device by asking it for its dataset name.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import write_study
+from fslab.results import ResultsDB
+from guest import run_in_guest, unavailable_reason
+
+REPO = Path(__file__).resolve().parent.parent
+CACHE = Path(os.environ.get("FSLAB_OPENZFS", "/var/cache/fslab/openzfs"))
+
+STUDY = """\
+[study]
+name = "openzfs"
+repetitions = 1
+workloads = ["seq_write", "rand_read"]
+image_size = "512MiB"
+image_fill = "sparse"
+
+[fio]
+size = "64MiB"
+runtime = "1s"
+
+[[target]]
+name = "zvol"
+filesystem = "zfs"
+zvol = true
+properties = { volblocksize = "16k" }
+
+[[target]]
+name = "dataset-arc"
+filesystem = "zfs"
+arc_max = "256MiB"
+properties = { recordsize = "16k", compression = "off" }
+"""
+
+IN_GUEST = """
+release=$(uname -r)
+mkdir -p /lib/modules/$release/extra && cp {cache}/modules/*.ko /lib/modules/$release/extra/
+depmod -a && modprobe zfs || exit 10
+export PATH={cache}/root/sbin:{cache}/root/usr/sbin:$PATH LD_LIBRARY_PATH={cache}/root/lib/x86_64-linux-gnu
+c_max() {{ awk '$1=="c_max" {{print $3}}' /proc/spl/kstat/zfs/arcstats; }}
+echo "c_max before: $(c_max)"
+.venv/bin/fslab run /fslab-share/study.toml --db /var/tmp/results.db --workdir /var/tmp/fslab; echo "study: $?"
+echo "c_max after: $(c_max)"
+echo "pools: $(zpool list -H | wc -l)"
+cp /var/tmp/results.db* /fslab-share/
+"""
+
+
+@pytest.fixture(scope="module")
+def guest(tmp_path_factory):
+    if not list(CACHE.glob("ready-*")):
+        pytest.skip(f"no OpenZFS built for the guest in {CACHE}: tests/openzfs/build.sh makes it")
+    reason = unavailable_reason()
+    if reason:
+        pytest.fail(f"the OpenZFS tests boot a guest kernel: {reason}")
+    share = tmp_path_factory.mktemp("openzfs-share", numbered=True)
+    write_study(share, STUDY)
+    result = run_in_guest(IN_GUEST.format(cache=CACHE), cwd=REPO, share=share)
+    assert result.status == 0 and "study: 0" in result.output, f"{result.output[-3000:]}\n{result.console[-2000:]}"
+    db = ResultsDB(str(share / "results.db"))
+    return result, db, {(r["target"], r["workload"]): r for r in db.runs(db.study_run()["id"])}
+
+
+def test_a_zvol_target_runs_on_the_volume_the_engine_made(guest):
+    _, db, runs = guest
+    for workload in ("seq_write", "rand_read"):
+        run = runs[("zvol", workload)]
+        assert run["status"] == "ok", run["error"]
+        assert run["fs_details"].startswith("engine: OpenZFS kernel module")
+        assert "volblocksize\t16K" in run["fs_details"] and "type\tvolume" in run["fs_details"]
+        device = run["device"].split()[0]
+        assert device.startswith("/dev/zd") and f"filename={device}" in run["job_file"], "fio ran on the volume itself"
+        assert "zfs create -V" in " ".join(run["mkfs_command"])
+    samples = db.sample_groups(db.study_run()["id"]).values
+    assert min(samples[("rand_read", "zvol")]["read_iops"]) > 0
+
+
+def test_the_arc_cap_is_in_force_for_the_run_and_lifted_after(guest):
+    result, _, runs = guest
+    for workload in ("seq_write", "rand_read"):
+        run = runs[("dataset-arc", workload)]
+        assert run["status"] == "ok", run["error"]
+        assert f"arc_max: 256 MiB (arcstats c_max = {256 * 2**20})" in run["fs_details"]
+    before = result.output.split("c_max before: ")[1].split()[0]
+    after = result.output.split("c_max after: ")[1].split()[0]
+    assert before == after != str(256 * 2**20), "the module's own cap is back"
+    assert "pools: 0" in result.output
