@@ -1,4 +1,4 @@
-"""Study files: TOML → validated model → targets, workloads and cells.
+"""Study files: TOML → validated model (study_file.py) → targets, workloads and cells.
 
 A value given as a list in a [[target]] table is a sweep: the target expands to one target
 per value (several lists: every combination), each with a readable name. Errors name the
@@ -13,19 +13,16 @@ import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ValidationError
 
-from fslab.devices.layers import LAYERS
-from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.zfs import expected_available, zvol_size
+from fslab.study_file import PropertyValue, StudyFile, StudySection, TargetSection, WorkloadSection, allowed_fields, as_list
 from fslab.toml_errors import describe_error, locate, unknown
 from fslab.units import format_duration, format_size, parse_duration, parse_size
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 from fslab.workloads.fio import READING_MODES, reads_data
-
-FIO_RW_MODES = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw", "trim", "randtrim", "trimwrite")
 
 # fslab's defaults for every fio workload, overridden by a study's [fio] table, then by the workload.
 FIO_DEFAULTS: dict[str, Any] = {
@@ -43,183 +40,6 @@ FIO_DEFAULTS: dict[str, Any] = {
 
 class StudyError(ValueError):
     """A study file that cannot be run, with where and why."""
-
-
-class _Table(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class StudySection(_Table):
-    name: str = Field(min_length=1)
-    description: str = ""
-    repetitions: int = Field(3, ge=1, le=1000)
-    warmup: int = Field(0, ge=0, le=100)
-    baseline: str | None = None
-    workloads: list[str] = []
-    image_size: str = "4GiB"
-    image_fill: Literal["full", "sparse"] = "full"
-    seed: int | None = None
-
-    @field_validator("workloads")
-    @classmethod
-    def _known_workloads(cls, names: list[str]) -> list[str]:
-        for name in names:
-            if name not in BUILTIN_WORKLOADS and name not in WORKLOAD_SETS:
-                raise ValueError(unknown("built-in workload", name, [*WORKLOAD_SETS, *BUILTIN_WORKLOADS]))
-        return names
-
-    @field_validator("image_size")
-    @classmethod
-    def _size(cls, value: str) -> str:
-        parse_size(value)
-        return value
-
-
-class FioSection(_Table):
-    """fio parameters; the study's [fio] table sets them for every workload, a workload for itself."""
-
-    bs: str | None = None
-    iodepth: int | None = Field(None, ge=1)
-    numjobs: int | None = Field(None, ge=1)
-    size: str | None = None
-    runtime: str | int | float | None = None
-    ramp_time: str | int | float | None = None
-    direct: bool | None = None
-    ioengine: str | None = None
-    rwmixread: int | None = Field(None, ge=0, le=100)
-    randseed: int | None = None
-    options: dict[str, str | int | float | bool] = {}
-
-    @field_validator("size")
-    @classmethod
-    def _size(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_size(value)
-        return value
-
-    @field_validator("runtime", "ramp_time")
-    @classmethod
-    def _duration(cls, value: Any) -> Any:
-        if value is not None:
-            parse_duration(value)
-        return value
-
-
-class WorkloadSection(FioSection):
-    name: str = Field(min_length=1)
-    rw: str | None = None
-    job_file: str | None = None
-
-    @field_validator("rw")
-    @classmethod
-    def _rw(cls, value: str | None) -> str | None:
-        if value is not None and value not in FIO_RW_MODES:
-            raise ValueError(unknown("rw mode", value, FIO_RW_MODES))
-        return value
-
-    @model_validator(mode="after")
-    def _pattern_or_file(self) -> WorkloadSection:
-        if (self.rw is None) == (self.job_file is None):
-            raise ValueError("a workload needs either rw (fio parameters) or job_file (your own fio job file), not both")
-        return self
-
-
-PropertyValue = str | int | float | bool
-
-
-class TargetSection(_Table):
-    name: str | None = None
-    filesystem: str | list[str]
-    mkfs_options: str | list[str] = ""
-    mount_options: str | list[str] = ""
-    image_size: str | list[str] | None = None
-    devices: int = Field(1, ge=1, le=8)  # loop images in the target (Btrfs raid profiles, a ZFS mirror)
-    vdev: Literal["mirror", "stripe"] | None = None  # ZFS: how the devices form the pool (default: mirror)
-    pool_options: dict[str, PropertyValue] = {}  # ZFS: zpool create -o (ashift, …)
-    properties: dict[str, PropertyValue | list[PropertyValue]] = {}  # ZFS dataset properties; a list sweeps
-    nocow: bool = False  # Btrfs: chattr +C on the workload's directory (per-file No_COW)
-    layers: list[str] = []  # under the filesystem, bottom first: md-raid1, luks, lvm
-    layer_options: dict[str, str] = {}  # layer → extra arguments for the command that creates it
-    raw_baseline: bool = False  # also measure each of the target's images as a raw device
-    zvol: bool = False  # ZFS: the workload runs on a volume (a block device), not a dataset
-    arc_max: str | None = None  # ZFS: cap on the ARC for the run
-
-    @field_validator("arc_max")
-    @classmethod
-    def _arc(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_size(value)
-        return value
-
-    @field_validator("layers")
-    @classmethod
-    def _layers(cls, value: list[str]) -> list[str]:
-        for layer in value:
-            if layer not in LAYERS:
-                raise ValueError(unknown("layer", layer, list(LAYERS)))
-        if len(set(value)) < len(value):
-            raise ValueError("each layer can appear once")
-        if "md-raid1" in value[1:]:
-            raise ValueError("md-raid1 goes first (bottom): it is built on the loop devices themselves")
-        return value
-
-    @model_validator(mode="after")
-    def _fits_filesystem(self) -> TargetSection:
-        kinds = set(_as_list(self.filesystem))
-        if (self.properties or self.pool_options or self.vdev or self.zvol or self.arc_max) and kinds != {"zfs"}:
-            raise ValueError("properties, pool_options, vdev, zvol and arc_max are for ZFS targets (filesystem = \"zfs\")")
-        if self.nocow and kinds != {"btrfs"}:
-            raise ValueError("nocow (chattr +C) is for Btrfs targets")
-        for layer in self.layer_options:
-            if layer not in self.layers:
-                raise ValueError(f"layer_options names {layer}, which is not in this target's layers {self.layers}")
-        md = self.layers[:1] == ["md-raid1"]
-        if md and self.devices < 2:
-            raise ValueError("md-raid1 mirrors two or more devices: set devices = 2")
-        if self.devices > 1 and self.layers and not md:
-            raise ValueError(f"{self.layers[0]} is built on one device: put md-raid1 below it, or set devices = 1")
-        if self.devices > 1 and not md and not kinds <= {"btrfs", "zfs"}:
-            raise ValueError(
-                f"{', '.join(sorted(kinds - {'btrfs', 'zfs'}))} uses one device; several devices need btrfs (with -d/-m profiles), zfs, "
-                'or layers = ["md-raid1"] beneath'
-            )
-        return self
-
-    @field_validator("filesystem")
-    @classmethod
-    def _kinds(cls, value: str | list[str]) -> str | list[str]:
-        for kind in _as_list(value):
-            if kind not in FILESYSTEMS:
-                raise ValueError(unknown("filesystem", kind, list(FILESYSTEMS)))
-        return value
-
-    @field_validator("image_size")
-    @classmethod
-    def _sizes(cls, value: str | list[str] | None) -> str | list[str] | None:
-        for size in _as_list(value or []):
-            parse_size(size)
-        return value
-
-
-class StudyFile(_Table):
-    study: StudySection
-    fio: FioSection = FioSection()
-    target: list[TargetSection] = Field(min_length=1)
-    workload: list[WorkloadSection] = []
-
-
-# The model of each table, to list the fields allowed where an unknown one is met.
-_TABLE_MODELS: dict[str, type[BaseModel]] = {
-    "study": StudySection,
-    "fio": FioSection,
-    "target": TargetSection,
-    "workload": WorkloadSection,
-}
-
-
-def _allowed_fields(loc: tuple) -> list[str]:
-    model = _TABLE_MODELS.get(str(loc[0]), StudyFile) if len(loc) > 1 else StudyFile
-    return list(model.model_fields)
 
 
 @dataclass(frozen=True)
@@ -344,7 +164,7 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0)
     try:
         model = StudyFile.model_validate(data)
     except ValidationError as exc:
-        raise StudyError("\n".join(describe_error(error, text, filename, _allowed_fields) for error in exc.errors())) from exc
+        raise StudyError("\n".join(describe_error(error, text, filename, allowed_fields) for error in exc.errors())) from exc
 
     targets = [t for section in model.target for t in _expand_target(section, model.study, scale)]
     _require_unique([t.name for t in targets], "target", filename)
@@ -370,10 +190,6 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0)
     )
 
 
-def _as_list(value: Any) -> list:
-    return value if isinstance(value, list) else [value]
-
-
 def _scaled(size: int, scale: float) -> int:
     """A size times --scale, kept a whole number of MiB (at least one) when scaled."""
     if scale == 1.0:
@@ -383,11 +199,11 @@ def _scaled(size: int, scale: float) -> int:
 
 def _expand_target(section: TargetSection, study: StudySection, scale: float) -> list[Target]:
     dimensions = {
-        "filesystem": _as_list(section.filesystem),
-        "mkfs_options": _as_list(section.mkfs_options),
-        "mount_options": _as_list(section.mount_options),
-        "image_size": _as_list(section.image_size or study.image_size),
-        **{f"property:{name}": _as_list(value) for name, value in section.properties.items()},
+        "filesystem": as_list(section.filesystem),
+        "mkfs_options": as_list(section.mkfs_options),
+        "mount_options": as_list(section.mount_options),
+        "image_size": as_list(section.image_size or study.image_size),
+        **{f"property:{name}": as_list(value) for name, value in section.properties.items()},
     }
     swept = [key for key, values in dimensions.items() if len(values) > 1]
     targets = []
