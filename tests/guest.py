@@ -5,7 +5,8 @@ modules, so the tests of those layers boot it under QEMU (software emulation is 
 run fslab inside. The guest sees the host's root read-only through 9p with a RAM overlay on
 top, so it has every tool and the same fslab checkout; a shared directory carries the
 command in and its output, exit status and results database out; a scratch disk of the
-host's becomes its work directory (loop images on tmpfs would have no direct I/O).
+host's, mounted at SCRATCH, holds its work directories (loop images on tmpfs would have no
+direct I/O).
 """
 
 from __future__ import annotations
@@ -35,17 +36,23 @@ for fs in dev proc sys; do mount --move /$fs /newroot/$fs; done
 exec switch_root /newroot /bin/bash /fslab-share/init.sh
 """
 
+# The guest's scratch disk: its work directories and databases go there (loop images need a
+# disk for direct I/O; SQLite's WAL does not work over 9p).
+SCRATCH = "/fslab-scratch"
+
 # Runs as the guest's init on the host's tools; powers the guest off when the command ends.
+# Nothing of the host's tree is mounted over (the checkout may live in /tmp or /var/tmp), but
+# /run starts empty, as at boot.
 GUEST_INIT = """#!/bin/bash
-mount -t tmpfs tmpfs /run && mount -t tmpfs tmpfs /tmp
+mount -t tmpfs tmpfs /run
 mkdir -p /dev/pts /dev/shm && mount -t devpts devpts /dev/pts && mount -t tmpfs tmpfs /dev/shm
 for m in loop virtio_blk ext4; do modprobe -q $m; done
-mkfs.ext4 -q -F /dev/vda && mount /dev/vda /var/tmp
+mkdir -p {scratch} && mkfs.ext4 -q -F /dev/vda && mount /dev/vda {scratch}
 cd {cwd}
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8
 bash -c {command} > /fslab-share/output.log 2>&1
 echo $? > /fslab-share/status
-umount /var/tmp; sync
+umount {scratch}; sync
 echo o > /proc/sysrq-trigger
 sleep 60
 """
@@ -134,7 +141,7 @@ def run_in_guest(command: str, *, cwd: Path, share: Path, memory_mib: int = 2048
         raise GuestUnavailable(reason)
     kernel, modules_dir = guest_kernel()
     share.mkdir(parents=True, exist_ok=True)
-    (share / "init.sh").write_text(GUEST_INIT.format(cwd=shlex.quote(str(cwd)), command=shlex.quote(command)))
+    (share / "init.sh").write_text(GUEST_INIT.format(cwd=shlex.quote(str(cwd)), command=shlex.quote(command), scratch=SCRATCH))
     (share / "status").unlink(missing_ok=True)
     with tempfile.TemporaryDirectory(prefix="fslab-guest-", dir="/var/tmp") as scratch:
         directory = Path(scratch)

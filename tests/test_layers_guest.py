@@ -15,7 +15,7 @@ import pytest
 
 from conftest import TEST_ROOT, write_study
 from fslab.results import ResultsDB
-from guest import run_in_guest, unavailable_reason
+from guest import SCRATCH, run_in_guest, unavailable_reason
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -64,13 +64,13 @@ with ExitStack() as held:
 
 IN_GUEST = """
 set -x
-.venv/bin/python /fslab-share/killed.py /var/tmp/killed; echo "killed: $?"
+.venv/bin/python /fslab-share/killed.py {scratch}/killed; echo "killed: $?"
 ls /dev/mapper; cat /proc/mdstat
-.venv/bin/fslab cleanup --workdir /var/tmp/killed
+.venv/bin/fslab cleanup --workdir {scratch}/killed
 echo "--- after cleanup"; ls /dev/mapper; cat /proc/mdstat; losetup -a
-.venv/bin/fslab run /fslab-share/study.toml --db /var/tmp/results.db --workdir /var/tmp/fslab; echo "study: $?"
-cp /var/tmp/results.db* /fslab-share/
-echo "--- after the study"; ls /dev/mapper; cat /proc/mdstat; losetup -a; ls /var/tmp/fslab/images
+.venv/bin/fslab run /fslab-share/study.toml --db {scratch}/results.db --workdir {scratch}/fslab; echo "study: $?"
+cp {scratch}/results.db* /fslab-share/
+echo "--- after the study"; ls /dev/mapper; cat /proc/mdstat; losetup -a; ls {scratch}/fslab/images
 """
 
 
@@ -83,7 +83,7 @@ def guest(tmp_path_factory):
     share = tmp_path_factory.mktemp("guest-share", numbered=True)
     write_study(share, STUDY)
     (share / "killed.py").write_text(textwrap.dedent(KILLED_WITH_A_STACK))
-    result = run_in_guest(IN_GUEST, cwd=REPO, share=share)
+    result = run_in_guest(IN_GUEST.format(scratch=SCRATCH), cwd=REPO, share=share)
     assert result.status == 0, f"the guest did not finish:\n{result.output[-3000:]}\n{result.console[-3000:]}"
     sections = result.output.split("--- after ")
     return result, sections

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import write_study
 from fslab.results import ResultsDB
-from guest import run_in_guest, unavailable_reason
+from guest import SCRATCH, run_in_guest, unavailable_reason
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("FSLAB_OPENZFS", "/var/cache/fslab/openzfs"))
@@ -53,10 +53,10 @@ depmod -a && modprobe zfs || exit 10
 export PATH={cache}/root/sbin:{cache}/root/usr/sbin:$PATH LD_LIBRARY_PATH={cache}/root/lib/x86_64-linux-gnu
 c_max() {{ awk '$1=="c_max" {{print $3}}' /proc/spl/kstat/zfs/arcstats; }}
 echo "c_max before: $(c_max)"
-.venv/bin/fslab run /fslab-share/study.toml --db /var/tmp/results.db --workdir /var/tmp/fslab; echo "study: $?"
+.venv/bin/fslab run /fslab-share/study.toml --db {scratch}/results.db --workdir {scratch}/fslab; echo "study: $?"
 echo "c_max after: $(c_max)"
 echo "pools: $(zpool list -H | wc -l)"
-cp /var/tmp/results.db* /fslab-share/
+cp {scratch}/results.db* /fslab-share/
 """
 
 
@@ -69,7 +69,7 @@ def guest(tmp_path_factory):
         pytest.fail(f"the OpenZFS tests boot a guest kernel: {reason}")
     share = tmp_path_factory.mktemp("openzfs-share", numbered=True)
     write_study(share, STUDY)
-    result = run_in_guest(IN_GUEST.format(cache=CACHE), cwd=REPO, share=share)
+    result = run_in_guest(IN_GUEST.format(cache=CACHE, scratch=SCRATCH), cwd=REPO, share=share)
     assert result.status == 0 and "study: 0" in result.output, f"{result.output[-3000:]}\n{result.console[-2000:]}"
     db = ResultsDB(str(share / "results.db"))
     return result, db, {(r["target"], r["workload"]): r for r in db.runs(db.study_run()["id"])}
