@@ -37,5 +37,6 @@ make -s -j"$(nproc)" > "$CACHE/make.log" 2>&1 || { tail -20 "$CACHE/make.log"; e
 rm -rf "$CACHE/modules" && mkdir -p "$CACHE/modules"
 find module -name '*.ko' -exec cp {} "$CACHE/modules/" \;
 ls "$CACHE/modules"/zfs.ko > /dev/null
+cd "$CACHE" && rm -rf "$CACHE/build"  # ~400 MiB of objects; the source stays in root/usr/src
 touch "$CACHE/ready-$KERNEL"
 echo "OpenZFS $(basename "$SOURCE") for $KERNEL built in $CACHE"
