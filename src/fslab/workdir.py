@@ -67,7 +67,10 @@ def slug(name: str) -> str:
 KERNEL_NAME_PREFIX = "fslab_"
 
 
-def kernel_name(target_name: str) -> str:
+def kernel_name(journal: Journal, target_name: str) -> str:
     """The name of a target's pool, array, mapping or volume group: fslab's prefix, then a
-    hash (the kernel and the tools allow few characters and little length)."""
-    return KERNEL_NAME_PREFIX + hashlib.sha1(target_name.encode()).hexdigest()[:10]
+    hash of the work directory (whose journal records it) and the target's name. The names
+    are machine-wide, and fslab processes in two work directories must not share one; the
+    kernel and the tools allow few characters and little length."""
+    scope = f"{journal.path.parent.resolve()}\0{target_name}"
+    return KERNEL_NAME_PREFIX + hashlib.sha1(scope.encode()).hexdigest()[:10]

@@ -88,7 +88,7 @@ class Stack:
 def built(journal: Journal, loops: list[LoopDevice], target: Target) -> Iterator[Stack]:
     """The target's layers built on its loop devices, bottom first, and taken down after."""
     stack = Stack(loops=loops, devices=[loop.device for loop in loops])
-    name = kernel_name(target.name)
+    name = kernel_name(journal, target.name)
     with ExitStack() as layers:
         for layer in target.layers:
             stack.assert_ours()

@@ -189,7 +189,7 @@ class Zfs(Filesystem):
             raise NotSupported(ZVOL_ON_FUSE)
         stack.assert_ours()
         devices = stack.devices
-        pool = kernel_name(target.name)
+        pool = kernel_name(journal, target.name)
         mountpoint.parent.mkdir(parents=True, exist_ok=True)
         daemon = zfs_fuse_daemon(journal, target.arc_max) if found.fuse else kernel_arc_max(journal, target.arc_max)
         with daemon, journal.holding("zpool", pool):
