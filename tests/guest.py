@@ -12,6 +12,7 @@ direct I/O).
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -72,7 +73,7 @@ class GuestResult:
 
 def guest_kernel() -> tuple[Path, Path]:
     """The newest installed Debian kernel and its module directory."""
-    kernels = sorted(Path("/boot").glob("vmlinuz-*"))
+    kernels = sorted(Path("/boot").glob("vmlinuz-*"), key=lambda k: [int(n) for n in re.findall(r"\d+", k.name)])
     for kernel in reversed(kernels):
         modules = Path("/lib/modules") / kernel.name.removeprefix("vmlinuz-")
         if (modules / "modules.dep").exists():

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import write_study
 from fslab.results import ResultsDB
-from guest import SCRATCH, run_in_guest, unavailable_reason
+from guest import SCRATCH, guest_kernel, run_in_guest, unavailable_reason
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("FSLAB_OPENZFS", "/var/cache/fslab/openzfs"))
@@ -62,11 +62,12 @@ cp {scratch}/results.db* /fslab-share/
 
 @pytest.fixture(scope="module")
 def guest(tmp_path_factory):
-    if not list(CACHE.glob("ready-*")):
-        pytest.skip(f"no OpenZFS built for the guest in {CACHE}: tests/openzfs/build.sh makes it")
     reason = unavailable_reason()
     if reason:
         pytest.fail(f"the OpenZFS tests boot a guest kernel: {reason}")
+    kernel = guest_kernel()[1].name
+    if not (CACHE / f"ready-{kernel}").exists():
+        pytest.skip(f"no OpenZFS built for the guest kernel {kernel} in {CACHE}: tests/openzfs/build.sh makes it")
     share = tmp_path_factory.mktemp("openzfs-share", numbered=True)
     write_study(share, STUDY)
     result = run_in_guest(IN_GUEST.format(cache=CACHE, scratch=SCRATCH), cwd=REPO, share=share)

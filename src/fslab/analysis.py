@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from fslab.stats import Comparison, adjust_family, compare, rank, runs_needed
+from fslab.study import image_names
 from fslab.workloads.fio import DIRECTIONS
 
 # Compared for every cell and direction: throughput, and the tail latency seed 003 cares about.
@@ -126,9 +127,8 @@ def raw_references(targets: list[dict]) -> dict[str, list[str]]:
     A target's own raw baselines (raw targets on its images) when the study measured them,
     else the study's first plain raw target once per device. Plain raw targets get none.
     """
-    def images(t: dict) -> list[str]:
-        spec = t["spec"]
-        return spec.get("images") or ([t["name"]] if spec.get("devices", 1) == 1 else [f"{t['name']}-{i}" for i in range(1, spec["devices"] + 1)])
+    def images(t: dict) -> list[str]:  # targets stored before images were are named from their devices
+        return t["spec"].get("images") or list(image_names(t["name"], t["spec"].get("devices", 1)))
 
     raws = [t for t in targets if t["filesystem"] == "raw" and not t["spec"].get("layers")]
     by_image = {images(t)[0]: t["name"] for t in raws}

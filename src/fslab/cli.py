@@ -170,8 +170,9 @@ def compare(
         raise _fail(f"study run {a['id']} is of study '{a['study']}' and {b['id']} of '{b['study']}': compare runs of one study")
     groups_a, groups_b = results.sample_groups(a["id"]), results.sample_groups(b["id"])
     rows = compare_study_runs(groups_a.values, groups_b.values, {**groups_a.higher_is_better, **groups_b.higher_is_better}, threshold=threshold)
-    print_comparison(console, a, b, rows, regressions(rows, regression), threshold, regression)
-    if regressions(rows, regression):
+    regressed = regressions(rows, regression)
+    print_comparison(console, a, b, rows, regressed, threshold, regression)
+    if regressed:
         raise typer.Exit(1)
 
 
@@ -219,9 +220,10 @@ def doctor(workdir: WorkdirOption = DEFAULT_WORKDIR) -> None:
 @app.command()
 def cleanup(workdir: WorkdirOption = DEFAULT_WORKDIR) -> None:
     """Release mounts and loop devices an interrupted fslab left behind (from its journal)."""
+    work = Workdir(workdir)
     try:
-        with Workdir(workdir).claim():
-            released = Workdir(workdir).journal.clean_up()
+        with work.claim():
+            released = work.journal.clean_up()
     except WorkdirBusy as exc:
         raise _fail(str(exc)) from None
     if not released:

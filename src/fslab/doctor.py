@@ -10,13 +10,13 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from fslab.devices import layers
 from fslab.environment import TOOLS, filesystem_of
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.zfs import ZVOL_ON_FUSE
 from fslab.filesystems.zfs import engine as zfs_engine
-from fslab.devices import layers
 from fslab.study import Study
-from fslab.system import tool_version
+from fslab.system import kernel_has_module, tool_version
 from fslab.units import format_size
 
 
@@ -36,10 +36,6 @@ def kernel_filesystems() -> set[str]:
         return set()
 
 
-def _module_available(name: str) -> bool:
-    return any(Path(f"/lib/modules/{os.uname().release}/kernel/fs/{name}").glob("*.ko*"))
-
-
 def _tool(name: str, argv: tuple[str, ...], package: str, required: bool = True) -> Check:
     version = tool_version(argv)
     return Check(name, version is not None, version or "not installed", f"apt-get install {package}", required)
@@ -52,7 +48,7 @@ def filesystem_check(kind: str, required: bool = True) -> list[Check]:
     if kind == "zfs":
         return [_zfs_check(required)]
     fs = FILESYSTEMS[kind]
-    in_kernel = kind in kernel_filesystems() or _module_available(kind)
+    in_kernel = kind in kernel_filesystems() or kernel_has_module(kind)
     return [
         _tool(f"{kind} tools", fs.version_command, fs.package),
         Check(f"{kind} in kernel", in_kernel, "supported" if in_kernel else "not in /proc/filesystems and no module", f"a kernel with {kind} (CONFIG_{kind.upper()}_FS)"),
@@ -122,4 +118,5 @@ def zvol_problems(study: Study) -> list[str]:
 
 def layer_problems(study: Study) -> list[str]:
     """Layers under a filesystem (md RAID, LUKS, LVM): refused before anything is formatted."""
-    return [problem for target in study.targets for problem in layers.problems(target)]
+    missing = {layer: layers.missing(layer) for target in study.targets for layer in target.layers}
+    return [f"target '{t.name}' needs {layer}, and {missing[layer]}" for t in study.targets for layer in t.layers if missing[layer]]

@@ -68,9 +68,9 @@ class Planner:
     repetitions: Repetitions
     seed: int
     baseline: str | None = None  # the target others are compared with (default: each workload's first)
-    block: int = 0
-    handed_out: int = 0
-    progress: dict[tuple[str, str], CellProgress] = field(default_factory=dict)
+    block: int = field(default=0, init=False)  # blocks handed out so far
+    handed_out: int = field(default=0, init=False)  # runs handed out so far
+    progress: dict[tuple[str, str], CellProgress] = field(init=False)
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.seed)

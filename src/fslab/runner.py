@@ -182,8 +182,8 @@ def execute(planned: PlannedRun, workdir: Workdir, images: Images) -> RunRecord:
             layered = stack.enter_context(layers.built(workdir.journal, loops, target))
             mountpoint = workdir.mounts / slug(target.name)
             ready = stack.enter_context(FILESYSTEMS[target.filesystem].provision(workdir.journal, layered, mountpoint, target))
-            loop_devices = " ".join(loop.device for loop in loops)
-            record.device = loop_devices if ready.device in loop_devices.split() else f"{ready.device} on {loop_devices}"
+            loop_devices = [loop.device for loop in loops]
+            record.device = " ".join(loop_devices) if ready.device in loop_devices else f"{ready.device} on {' '.join(loop_devices)}"
             record.direct_io_loop = all(loop.direct_io for loop in loops)
             record.mkfs_command = joined([*layered.commands, ready.mkfs_command])
             record.mount_options_effective, record.fs_details = ready.mount_options_effective, layered.details + ready.details

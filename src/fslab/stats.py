@@ -87,10 +87,10 @@ def cell_warnings(values: list[float], higher_is_better: bool = True) -> list[st
         outliers = [i + 1 for i, z in enumerate(modified_z_scores(values)) if abs(z) > OUTLIER_Z]
         if outliers:
             warnings.append(f"outlier run{'s' if len(outliers) > 1 else ''} {', '.join(map(str, outliers))} (modified z > {OUTLIER_Z})")
-    if n >= MIN_RUNS:
-        first, rest = values[0], float(np.median(values[1:]))
-        worse = (rest - first) / rest if higher_is_better else (first - rest) / rest
-        if rest and worse > FIRST_RUN_SLOWER:
+    rest = float(np.median(values[1:])) if n >= MIN_RUNS else 0.0
+    if rest:
+        worse = (rest - values[0]) / rest if higher_is_better else (values[0] - rest) / rest
+        if worse > FIRST_RUN_SLOWER:
             warnings.append(f"first run {worse:.0%} slower than the rest")
     return warnings
 
@@ -137,14 +137,14 @@ def compare(baseline: list[float], other: list[float], higher_is_better: bool = 
     ratio = math.exp(diff)
     low = high = p = detectable = None
     if se is not None:
+        t = float(sps.t.ppf((1 + CONFIDENCE) / 2, df))
         if se == 0:
             low = high = ratio
             p = 0.0 if diff else 1.0
         else:
-            t = float(sps.t.ppf((1 + CONFIDENCE) / 2, df))
             low, high = math.exp(diff - t * se), math.exp(diff + t * se)
             p = float(2 * sps.t.sf(abs(diff) / se, df))
-        detectable = math.exp((float(sps.t.ppf((1 + CONFIDENCE) / 2, df)) + float(sps.t.ppf(POWER, df))) * se) - 1
+        detectable = math.exp((t + float(sps.t.ppf(POWER, df))) * se) - 1
     mwu = None
     if min(len(baseline), len(other)) >= RANK_TEST_MIN_N:
         mwu = float(sps.mannwhitneyu(other, baseline, alternative="two-sided").pvalue)
@@ -195,20 +195,24 @@ def _pooled_log_sd(samples: list[list[float]]) -> float | None:
     return math.sqrt(sum(x.var(ddof=1) * (len(x) - 1) for x in logs) / sum(len(x) - 1 for x in logs))
 
 
+def _half_width(pooled_log_sd: float, runs: int) -> float:
+    return float(sps.t.ppf((1 + CONFIDENCE) / 2, 2 * runs - 2)) * pooled_log_sd * math.sqrt(2 / runs)
+
+
 def projected_half_width(samples: list[list[float]], runs: int) -> float:
     """The half-width (log scale) of a ratio's 95 % interval with `runs` per cell, at the
     pooled spread seen so far."""
-    pooled = _pooled_log_sd(samples) or 0.0
-    return float(sps.t.ppf((1 + CONFIDENCE) / 2, 2 * runs - 2)) * pooled * math.sqrt(2 / runs)
+    return _half_width(_pooled_log_sd(samples) or 0.0, runs)
 
 
 def runs_needed(samples: list[list[float]], precision: float, max_runs: int = 1000) -> int | None:
     """Runs per cell for a 95 % interval of the ratio within ±precision (log scale), from the
     pooled spread of the cells' log values; None when there is no spread to go on."""
-    if _pooled_log_sd(samples) is None:
+    pooled = _pooled_log_sd(samples)
+    if pooled is None:
         return None
     target = math.log1p(precision)
-    return next((n for n in range(2, max_runs + 1) if projected_half_width(samples, n) <= target), None)
+    return next((n for n in range(2, max_runs + 1) if _half_width(pooled, n) <= target), None)
 
 
 def rank(samples: dict[str, list[float]], higher_is_better: bool = True, threshold: float = 0.03) -> list[list[str]]:

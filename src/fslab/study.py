@@ -42,6 +42,11 @@ class StudyError(ValueError):
     """A study file that cannot be run, with where and why."""
 
 
+def image_names(target_name: str, devices: int) -> tuple[str, ...]:
+    """The names of a target's own loop images: its name, or name-1, name-2, … for several."""
+    return (target_name,) if devices == 1 else tuple(f"{target_name}-{i}" for i in range(1, devices + 1))
+
+
 @dataclass(frozen=True)
 class Target:
     name: str
@@ -63,8 +68,7 @@ class Target:
 
     def __post_init__(self) -> None:
         if not self.images:
-            names = (self.name,) if self.devices == 1 else tuple(f"{self.name}-{i}" for i in range(1, self.devices + 1))
-            object.__setattr__(self, "images", names)
+            object.__setattr__(self, "images", image_names(self.name, self.devices))
 
     def spec(self) -> dict[str, Any]:
         return {

@@ -3,9 +3,9 @@ accepts. study.py turns a validated file into targets, workloads and cells."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fslab.devices.layers import LAYERS
 from fslab.filesystems import FILESYSTEMS
@@ -14,6 +14,21 @@ from fslab.units import parse_duration, parse_size
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 
 FIO_RW_MODES = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw", "trim", "randtrim", "trimwrite")
+
+
+def _checked(parse: Any) -> AfterValidator:
+    """A field kept as written, refused unless `parse` (which says what is wrong) accepts it."""
+
+    def check(value: Any) -> Any:
+        parse(value)
+        return value
+
+    return AfterValidator(check)
+
+
+Size = Annotated[str, _checked(parse_size)]  # "4GiB", "512M", "10G"
+Duration = Annotated[str | int | float, _checked(parse_duration)]  # "10s", "2m", seconds
+
 
 class _Table(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -26,7 +41,7 @@ class StudySection(_Table):
     warmup: int = Field(0, ge=0, le=100)
     baseline: str | None = None
     workloads: list[str] = []
-    image_size: str = "4GiB"
+    image_size: Size = "4GiB"
     image_fill: Literal["full", "sparse"] = "full"
     seed: int | None = None
 
@@ -38,12 +53,6 @@ class StudySection(_Table):
                 raise ValueError(unknown("built-in workload", name, [*WORKLOAD_SETS, *BUILTIN_WORKLOADS]))
         return names
 
-    @field_validator("image_size")
-    @classmethod
-    def _size(cls, value: str) -> str:
-        parse_size(value)
-        return value
-
 
 class FioSection(_Table):
     """fio parameters; the study's [fio] table sets them for every workload, a workload for itself."""
@@ -51,28 +60,14 @@ class FioSection(_Table):
     bs: str | None = None
     iodepth: int | None = Field(None, ge=1)
     numjobs: int | None = Field(None, ge=1)
-    size: str | None = None
-    runtime: str | int | float | None = None
-    ramp_time: str | int | float | None = None
+    size: Size | None = None
+    runtime: Duration | None = None
+    ramp_time: Duration | None = None
     direct: bool | None = None
     ioengine: str | None = None
     rwmixread: int | None = Field(None, ge=0, le=100)
     randseed: int | None = None
     options: dict[str, str | int | float | bool] = {}
-
-    @field_validator("size")
-    @classmethod
-    def _size(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_size(value)
-        return value
-
-    @field_validator("runtime", "ramp_time")
-    @classmethod
-    def _duration(cls, value: Any) -> Any:
-        if value is not None:
-            parse_duration(value)
-        return value
 
 
 class WorkloadSection(FioSection):
@@ -112,14 +107,7 @@ class TargetSection(_Table):
     layer_options: dict[str, str] = {}  # layer → extra arguments for the command that creates it
     raw_baseline: bool = False  # also measure each of the target's images as a raw device
     zvol: bool = False  # ZFS: the workload runs on a volume (a block device), not a dataset
-    arc_max: str | None = None  # ZFS: cap on the ARC for the run
-
-    @field_validator("arc_max")
-    @classmethod
-    def _arc(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_size(value)
-        return value
+    arc_max: Size | None = None  # ZFS: cap on the ARC for the run
 
     @field_validator("layers")
     @classmethod

@@ -48,6 +48,11 @@ def run(argv: Sequence[str], *, check: bool = True, timeout: float | None = None
     return subprocess.CompletedProcess(list(argv), proc.returncode, stdout, stderr)
 
 
+def kernel_has_module(module: str) -> bool:
+    """Whether the running kernel has a module: loaded, built in, or loadable."""
+    return Path(f"/sys/module/{module}").exists() or run(["modprobe", "--dry-run", "--quiet", module], check=False).returncode == 0
+
+
 def joined(commands: list[list[str]]) -> list[str]:
     """Several commands stored as one argument list, separated by ";"."""
     return [arg for command in commands for arg in (*command, ";")][:-1]

@@ -7,7 +7,9 @@
 # Usage: tests/openzfs/build.sh [CACHE]   (default /var/cache/fslab/openzfs)
 set -euo pipefail
 CACHE=${1:-/var/cache/fslab/openzfs}
-KERNEL=$(ls /lib/modules | sort -V | tail -1)  # the guest's: tests/guest.py boots the newest
+TESTS=$(cd "$(dirname "$0")/.." && pwd)
+# The kernel tests/guest.py boots (it chooses; this script follows).
+KERNEL=$(cd "$TESTS" && python3 -c 'from guest import guest_kernel; print(guest_kernel()[1].name)')
 if [ -e "$CACHE/ready-$KERNEL" ]; then echo "OpenZFS for $KERNEL is ready in $CACHE"; exit 0; fi
 
 PACKAGES="zfs-dkms zfsutils-linux libzfs4linux libzpool5linux libnvpair3linux libuutil3linux"

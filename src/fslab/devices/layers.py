@@ -2,8 +2,8 @@
 
 A target's `layers` are built bottom first on its loop devices at the start of every run
 (with mdadm, cryptsetup and LVM, as a user would) and taken down after it, each journalled
-so that a killed run is undone like a mount is. A layer whose kernel feature is missing is
-refused before anything is formatted (`problems`).
+so that a killed run is undone like a mount is. A layer whose kernel feature or tool is
+missing (`missing`) is refused before anything is formatted.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from fslab.devices.loop import LoopDevice, assert_ours
 from fslab.journal import Journal, releaser
-from fslab.system import run, tool_version
+from fslab.system import kernel_has_module, run, tool_version
 from fslab.workdir import kernel_name
 
 if TYPE_CHECKING:
@@ -44,28 +44,14 @@ LAYERS = {
 _LVM_CONFIG = 'devices {{ filter = [ "a|^{device}$|", "r|.*|" ] }} activation {{ udev_sync = 0 udev_rules = 0 }}'
 
 
-def _module_loadable(module: str) -> bool:
-    return run(["modprobe", "--dry-run", "--quiet", module], check=False).returncode == 0
-
-
-def _kernel_has(module: str) -> bool:
-    """Built in, loaded, or loadable."""
-    return Path(f"/sys/module/{module}").exists() or _module_loadable(module)
-
-
 def missing(layer: str) -> str | None:
     """What this machine lacks to build the layer, or None when it has everything."""
     spec = LAYERS[layer]
-    if not all(_kernel_has(module) for module in spec.modules):
+    if not all(kernel_has_module(module) for module in spec.modules):
         return f"this kernel has no {spec.kernel_feature}"
     if tool_version(spec.tool) is None:
         return f"{spec.tool[0]} is not installed (apt-get install {spec.package})"
     return None
-
-
-def problems(target: Target) -> list[str]:
-    """Why the target's layers cannot be built here; empty when they can."""
-    return [f"target '{target.name}' needs {layer}, and {why}" for layer in target.layers if (why := missing(layer))]
 
 
 @dataclass
@@ -93,8 +79,7 @@ def built(journal: Journal, loops: list[LoopDevice], target: Target) -> Iterator
         for layer in target.layers:
             stack.assert_ours()
             for module in LAYERS[layer].modules:
-                if not Path(f"/sys/module/{module}").exists():
-                    run(["modprobe", module])
+                run(["modprobe", module])  # nothing to do where it is loaded or built in
             extra = target.layer_options.get(layer, ())
             build = {"md-raid1": _md_raid1, "luks": _luks, "lvm": _lvm}[layer]
             device, commands, details = layers.enter_context(build(journal, stack.devices, name, list(extra)))

@@ -2,9 +2,8 @@
 
 One image per target lives through a study run; each run attaches it, makes a fresh
 filesystem on it and detaches it. fslab formats only what it created: `attached` is the only
-maker of `LoopDevice`s, and a
-filesystem is created only after `assert_ours` has read back from the kernel that the device
-rests on those images alone.
+maker of `LoopDevice`s, and a filesystem is created only after `assert_ours` has read back
+from the kernel that the device rests on those images alone.
 """
 
 from __future__ import annotations
@@ -33,20 +32,9 @@ class NotEnoughSpace(RuntimeError):
     pass
 
 
-def _sysfs(device: str) -> Path:
-    return Path("/sys/block") / Path(device).name / "loop"
-
-
-def backing_file(device: str) -> Path | None:
-    try:
-        return Path((_sysfs(device) / "backing_file").read_text().strip())
-    except OSError:
-        return None
-
-
 def direct_io_enabled(device: str) -> bool:
     try:
-        return (_sysfs(device) / "dio").read_text().strip() == "1"
+        return (Path("/sys/block") / Path(device).name / "loop" / "dio").read_text().strip() == "1"
     except OSError:
         return False
 

@@ -83,7 +83,7 @@ def stop_daemon(pidfile: str) -> None:
 
 @contextmanager
 def zfs_fuse_daemon(journal: Journal, arc_max: int | None) -> Iterator[None]:
-    """zfs-fuse running for the block: started (and stopped after) unless one already runs;
+    """zfs-fuse running for the run: started (and stopped after) unless one already runs;
     `arc_max` (bytes) caps its ARC, which only a daemon fslab starts itself can have."""
     if run(["pgrep", "-x", "zfs-fuse"], check=False).returncode == 0:
         if arc_max is not None:
@@ -142,8 +142,9 @@ def kernel_arc_max(journal: Journal, arc_max: int | None) -> Iterator[None]:
         return
     with journal.holding("arc-max", f"{ARC_MAX.read_text().strip()} {arc_stat('c_max')}"):
         ARC_MAX.write_text(f"{arc_max}\n")
-        if arc_stat("c_max") != arc_max:  # the module ignores a cap below its floor, silently
-            raise NotSupported(f"the OpenZFS module did not take zfs_arc_max = {arc_max}: the ARC's cap in force is {arc_stat('c_max')} and its floor (c_min) {arc_stat('c_min')}")
+        in_force = arc_stat("c_max")
+        if in_force != arc_max:  # the module ignores a cap below its floor, silently
+            raise NotSupported(f"the OpenZFS module did not take zfs_arc_max = {arc_max}: the ARC's cap in force is {in_force} and its floor (c_min) {arc_stat('c_min')}")
         yield
 
 
@@ -193,16 +194,17 @@ class Zfs(Filesystem):
         mountpoint.parent.mkdir(parents=True, exist_ok=True)
         daemon = zfs_fuse_daemon(journal, target.arc_max) if found.fuse else kernel_arc_max(journal, target.arc_max)
         with daemon, journal.holding("zpool", pool):
-            commands = [self.pool_command(pool, devices, target)]
-            run(commands[0])
-            commands.append(self.dataset_command(pool, mountpoint, target))  # a volume's size depends on the pool made
-            run(commands[1])
+            create_pool = self.pool_command(pool, devices, target)
+            run(create_pool)
+            create_dataset = self.dataset_command(pool, mountpoint, target)  # after the pool: a volume is sized from it
+            run(create_dataset)
+            commands = [create_pool, create_dataset]
             if target.zvol:
                 yield Provisioned(device=_zvol_device(f"{pool}/data"), directory=None, mkfs_command=joined(commands), details=self.details_of(found, pool, target))
                 return
             with journal.holding("mount", str(mountpoint)):
                 if mounted_options(mountpoint) is None:
-                    raise CommandError(commands[-1], 0, "", f"the dataset {pool}/data is not mounted on {mountpoint}")
+                    raise CommandError(create_dataset, 0, "", f"the dataset {pool}/data is not mounted on {mountpoint}")
                 yield Provisioned(
                     device=devices[0],
                     directory=mountpoint,

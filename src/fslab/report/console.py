@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fslab.analysis import Row
-from fslab.report.summary import COLUMNS, COMPARISON_COLUMNS, TARGET_COLUMNS, StudySummary, target_rows, comparison_rows, header_lines, method_line, metric_label, ranking_lines, table_rows
+from fslab.report.summary import COLUMNS, COMPARISON_COLUMNS, TARGET_COLUMNS, StudySummary, target_rows, comparison_rows, header_lines, method_line, metric_label, ranking_lines, table_rows, workload_title
 
 
 VERDICT_STYLE = {"faster": "green", "slower": "red"}
@@ -23,8 +23,7 @@ def print_summary(console: Console, s: StudySummary) -> None:
         targets.add_row(*map(escape, row), style="yellow" if row[6] != "–" else "")
     console.print(targets)
     for workload in s.workloads:
-        io_mode = "buffered I/O" if workload in s.buffered else "direct I/O"
-        table = Table(title=f"{workload} ({io_mode})", title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1))
+        table = Table(title=escape(workload_title(s, workload)), title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1))
         for i, column in enumerate(COLUMNS):
             table.add_column(column, justify="left" if i < 2 else "right", no_wrap=i == 0)
         for cell in s.cells_of(workload):

@@ -19,6 +19,7 @@ from fslab.report.summary import (
     ranking_lines,
     table_rows,
     target_rows,
+    workload_title,
 )
 
 
@@ -31,8 +32,7 @@ def to_markdown(s: StudySummary) -> str:
     out += ["## Targets", ""]
     out += _table(TARGET_COLUMNS, target_rows(s))
     for workload in s.workloads:
-        io_mode = "buffered I/O" if workload in s.buffered else "direct I/O"
-        out += ["", f"## {workload} ({io_mode})", ""]
+        out += ["", f"## {workload_title(s, workload)}", ""]
         out += _table(COLUMNS, [row for cell in s.cells_of(workload) for row in table_rows(cell)])
         rows = s.analysis.rows_of(workload)
         if rows:

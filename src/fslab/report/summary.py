@@ -202,6 +202,10 @@ def comparison_rows(rows: list[Row]) -> list[list[str]]:
     return out
 
 
+def workload_title(s: StudySummary, workload: str) -> str:
+    return f"{workload} ({'buffered I/O' if workload in s.buffered else 'direct I/O'})"
+
+
 def ranking_lines(s: StudySummary, workload: str) -> list[str]:
     lines = [f"Ranking by {metric_label(metric)}: {ranking_line(tiers)}" for (w, metric), tiers in s.analysis.rankings.items() if w == workload]
     needed = s.analysis.runs_needed.get(workload)

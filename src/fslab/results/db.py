@@ -89,7 +89,7 @@ runs = sa.Table(
     sa.Column("fs_details", sa.Text),
     sa.Column("buffered", sa.Boolean, nullable=False),
     sa.Column("data_pattern", sa.Text),
-    sa.Column("timings", sa.JSON, nullable=False),  # seconds per phase: provision, prepare, workload, teardown
+    sa.Column("timings", sa.JSON, nullable=False),  # seconds per phase: image (first run), provision, layout, drop_caches, workload, teardown
 )
 
 metrics = sa.Table(
