@@ -1,3 +1,3 @@
-from fslab.cli import app
+from fslab.cli import main
 
-app(prog_name="fslab")
+main()

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from fslab.errors import FslabError
 from fslab.stats import Comparison, adjust_family, compare, rank, runs_needed
 from fslab.study import image_names
 from fslab.workloads.fio import DIRECTIONS
@@ -19,7 +20,7 @@ COMPARED = ("iops", "lat_p99_us")
 Samples = dict[tuple[str, str], dict[str, list[float]]]  # (workload, target) → metric → values in run order
 
 
-class AnalysisError(ValueError):
+class AnalysisError(FslabError):
     pass
 
 

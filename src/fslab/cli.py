@@ -13,19 +13,19 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from fslab import doctor as doctor_checks
-from fslab.analysis import AnalysisError, compare_study_runs, regressions
+from fslab.analysis import compare_study_runs, regressions
 from fslab.devices.layers import LAYERS
+from fslab.errors import FslabError
 from fslab.filesystems import FILESYSTEMS
 from fslab.plan import PlannedRun, Repetitions
 from fslab.report.console import print_comparison, print_summary
 from fslab.report.files import write_reports
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB, RunRecord, reports_dir, resolve_location
-from fslab.results.db import SchemaMismatch
-from fslab.runner import StudyCannotRun, run_study
-from fslab.study import StudyError, builtin_studies, describe_study, load_study
+from fslab.runner import run_study
+from fslab.study import builtin_studies, describe_study, load_study
 from fslab.units import parse_duration, parse_percent
-from fslab.workdir import DEFAULT_WORKDIR, Workdir, WorkdirBusy
+from fslab.workdir import DEFAULT_WORKDIR, Workdir
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 
 app = typer.Typer(help="fslab: a laboratory for filesystem performance on Linux.", no_args_is_help=True, add_completion=False)
@@ -43,10 +43,7 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 
 
 def _open_db(db: str | None) -> ResultsDB:
-    try:
-        return ResultsDB(resolve_location(db))
-    except SchemaMismatch as exc:
-        raise _fail(str(exc)) from None
+    return ResultsDB(resolve_location(db))
 
 
 class _ProgressObserver:
@@ -84,7 +81,7 @@ def run(
     warmup: Annotated[Optional[int], typer.Option("--warmup", min=0, help="Warm-up runs per cell first: stored, marked, left out of the statistics. \\[default: the study's, else 0]")] = None,
     target_ci: Annotated[Optional[float], typer.Option("--target-ci", parser=parse_percent, metavar="PERCENT", help="Add interleaved runs until every cell's 95 % interval is within ±PERCENT of its mean.")] = None,
     max_runs: Annotated[int, typer.Option("--max-runs", min=2, help="With --target-ci: at most this many runs per cell.")] = 30,
-    time_budget: Annotated[Optional[str], typer.Option("--time-budget", metavar="DURATION", help="With --target-ci: add no block that would end after this long (e.g. 30m).")] = None,
+    time_budget: Annotated[Optional[float], typer.Option("--time-budget", parser=parse_duration, metavar="DURATION", help="With --target-ci: add no block that would end after this long (e.g. 30m).")] = None,
     baseline: BaselineOption = None,
     threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
     scale: Annotated[float, typer.Option("--scale", help="Multiply image sizes, fio sizes and runtimes (e.g. 0.1 on a small machine).")] = 1.0,
@@ -93,17 +90,13 @@ def run(
     workdir: WorkdirOption = DEFAULT_WORKDIR,
 ) -> None:
     """Run a study: provision every target, run every workload, store and summarise the results."""
-    try:
-        loaded = load_study(study, scale=scale)
-        budget = parse_duration(time_budget) if time_budget else None
-    except (StudyError, ValueError) as exc:
-        raise _fail(str(exc)) from None
+    loaded = load_study(study, scale=scale)
     repetitions = Repetitions(
         runs=runs or loaded.repetitions,
         warmup=loaded.warmup if warmup is None else warmup,
         target_ci=target_ci,
         max_runs=max_runs,
-        time_budget=budget,
+        time_budget=time_budget,
         threshold=threshold,
     )
     results = _open_db(db)
@@ -113,8 +106,6 @@ def run(
         with Progress(*columns, console=console, transient=True) as progress:
             observer = _ProgressObserver(progress)
             study_run_id = run_study(loaded, results, Workdir(workdir), repetitions=repetitions, seed=seed, baseline=baseline, observer=observer)
-    except StudyCannotRun as exc:
-        raise _fail(str(exc)) from None
     except KeyboardInterrupt:
         errors.print("[yellow]interrupted[/yellow]: mounts and loop devices released; the runs already done are stored.")
         raise typer.Exit(130) from None
@@ -125,10 +116,7 @@ def run(
 
 
 def _show(results: ResultsDB, study_run_id: int, **analysis: Any) -> None:
-    try:
-        summary = summarize_study_run(results, study_run_id, **analysis)
-    except AnalysisError as exc:
-        raise _fail(str(exc)) from None
+    summary = summarize_study_run(results, study_run_id, **analysis)
     print_summary(console, summary)
     written = write_reports(summary, reports_dir(results.location))
     console.print(f"Results in {results.location}; report files: {', '.join(str(p) for p in written)}", highlight=False)
@@ -221,11 +209,8 @@ def doctor(workdir: WorkdirOption = DEFAULT_WORKDIR) -> None:
 def cleanup(workdir: WorkdirOption = DEFAULT_WORKDIR) -> None:
     """Release mounts and loop devices an interrupted fslab left behind (from its journal)."""
     work = Workdir(workdir)
-    try:
-        with work.claim():
-            released = work.journal.clean_up()
-    except WorkdirBusy as exc:
-        raise _fail(str(exc)) from None
+    with work.claim():
+        released = work.journal.clean_up()
     if not released:
         console.print("nothing to clean up")
     for kind, ident, error in released:
@@ -234,5 +219,14 @@ def cleanup(workdir: WorkdirOption = DEFAULT_WORKDIR) -> None:
         raise typer.Exit(1)
 
 
+def main() -> None:
+    """The `fslab` command: every error a user can act on is printed here, once, without a traceback."""
+    try:
+        app(prog_name="fslab", standalone_mode=True)
+    except FslabError as exc:
+        errors.print(f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+
+
 if __name__ == "__main__":
-    app()
+    main()

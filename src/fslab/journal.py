@@ -32,6 +32,10 @@ class Journal:
     def __init__(self, path: Path):
         self.path = path
 
+    @property
+    def workdir(self) -> Path:
+        return self.path.parent
+
     def _append(self, event: str, kind: str, ident: str) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         line = json.dumps({"event": event, "kind": kind, "id": ident, "pid": os.getpid(), "time": time.time()})

@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
+from fslab.errors import FslabError
 from fslab import doctor, environment
 from fslab.devices import layers
 from fslab.devices.loop import NotEnoughSpace, attached, check_free_space, image_file
@@ -24,7 +25,8 @@ from fslab.results import ResultsDB, RunRecord
 from fslab.results.db import now
 from fslab.study import Study, Target, Workload
 from fslab.system import joined, run, sync_and_drop_caches
-from fslab.workdir import Workdir, WorkdirBusy, slug
+from fslab.guard.names import file_name
+from fslab.workdir import Workdir, WorkdirBusy
 from fslab.workloads import fio
 
 class RunObserver(Protocol):
@@ -33,7 +35,7 @@ class RunObserver(Protocol):
     def finished(self, planned: PlannedRun, record: RunRecord) -> None: ...
 
 
-class StudyCannotRun(RuntimeError):
+class StudyCannotRun(FslabError):
     pass
 
 
@@ -148,7 +150,7 @@ class Images:
         new = [name for name in target.images if name not in self._made]
         for name in new:
             self._made[name] = self.stack.enter_context(
-                image_file(self.workdir.journal, self.workdir.images, slug(name), target.image_size, fill=target.image_fill == "full")
+                image_file(self.workdir.journal, self.workdir.images, file_name(name), target.image_size, fill=target.image_fill == "full")
             )
         return [self._made[name] for name in target.images], bool(new)
 
@@ -180,7 +182,7 @@ def execute(planned: PlannedRun, workdir: Workdir, images: Images) -> RunRecord:
                 clock.mark("image")  # once per study run, before the target's first run
             loops = [stack.enter_context(attached(workdir.journal, path)) for path in paths]
             layered = stack.enter_context(layers.built(workdir.journal, loops, target))
-            mountpoint = workdir.mounts / slug(target.name)
+            mountpoint = workdir.mounts / file_name(target.name)
             ready = stack.enter_context(FILESYSTEMS[target.filesystem].provision(workdir.journal, layered, mountpoint, target))
             loop_devices = [loop.device for loop in loops]
             record.device = " ".join(loop_devices) if ready.device in loop_devices else f"{ready.device} on {' '.join(loop_devices)}"

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from fslab.errors import FslabError
 from fslab.filesystems.zfs import expected_available, zvol_size
 from fslab.study_file import PropertyValue, StudyFile, StudySection, TargetSection, WorkloadSection, allowed_fields, as_list
 from fslab.toml_errors import describe_error, locate, unknown
@@ -38,7 +39,7 @@ FIO_DEFAULTS: dict[str, Any] = {
 }
 
 
-class StudyError(ValueError):
+class StudyError(FslabError):
     """A study file that cannot be run, with where and why."""
 
 

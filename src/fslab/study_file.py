@@ -9,6 +9,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from fslab.devices.layers import LAYERS
 from fslab.filesystems import FILESYSTEMS
+from fslab.guard.names import check_name
 from fslab.toml_errors import unknown
 from fslab.units import parse_duration, parse_size
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
@@ -26,6 +27,7 @@ def _checked(parse: Any) -> AfterValidator:
     return AfterValidator(check)
 
 
+Name = Annotated[str, _checked(check_name)]  # becomes fio job names and, through file_name, file names
 Size = Annotated[str, _checked(parse_size)]  # "4GiB", "512M", "10G"
 Duration = Annotated[str | int | float, _checked(parse_duration)]  # "10s", "2m", seconds
 
@@ -35,7 +37,7 @@ class _Table(BaseModel):
 
 
 class StudySection(_Table):
-    name: str = Field(min_length=1)
+    name: Name
     description: str = ""
     repetitions: int = Field(3, ge=1, le=1000)
     warmup: int = Field(0, ge=0, le=100)
@@ -71,7 +73,7 @@ class FioSection(_Table):
 
 
 class WorkloadSection(FioSection):
-    name: str = Field(min_length=1)
+    name: Name
     rw: str | None = None
     job_file: str | None = None
 
@@ -93,7 +95,7 @@ PropertyValue = str | int | float | bool
 
 
 class TargetSection(_Table):
-    name: str | None = None
+    name: Name | None = None
     filesystem: str | list[str]
     mkfs_options: str | list[str] = ""
     mount_options: str | list[str] = ""

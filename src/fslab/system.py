@@ -11,8 +11,10 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from fslab.errors import FslabError
 
-class CommandError(RuntimeError):
+
+class CommandError(FslabError):
     """A tool exited non-zero; the message names the command and quotes its stderr."""
 
     def __init__(self, argv: Sequence[str], returncode: int, stdout: str, stderr: str):

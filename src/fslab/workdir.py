@@ -4,20 +4,19 @@ fslab processes from using it at once."""
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import os
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from fslab.errors import FslabError
 from fslab.journal import Journal
 
 DEFAULT_WORKDIR = Path("/var/tmp/fslab")
 
 
-class WorkdirBusy(RuntimeError):
+class WorkdirBusy(FslabError):
     pass
 
 
@@ -55,22 +54,3 @@ class Workdir:
             lock.write(str(os.getpid()))
             lock.flush()
             yield
-
-
-def slug(name: str) -> str:
-    """A file name for a target's image and mount point: readable, and distinct for distinct
-    names (the hash keeps "ext4[noatime]" and "ext4_noatime" apart)."""
-    readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_")[:60]
-    return f"{readable}-{hashlib.sha1(name.encode()).hexdigest()[:6]}"
-
-
-KERNEL_NAME_PREFIX = "fslab_"
-
-
-def kernel_name(journal: Journal, target_name: str) -> str:
-    """The name of a target's pool, array, mapping or volume group: fslab's prefix, then a
-    hash of the work directory (whose journal records it) and the target's name. The names
-    are machine-wide, and fslab processes in two work directories must not share one; the
-    kernel and the tools allow few characters and little length."""
-    scope = f"{journal.path.parent.resolve()}\0{target_name}"
-    return KERNEL_NAME_PREFIX + hashlib.sha1(scope.encode()).hexdigest()[:10]

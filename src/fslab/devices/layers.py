@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from fslab.devices.loop import LoopDevice, assert_ours
 from fslab.journal import Journal, releaser
 from fslab.system import kernel_has_module, run, tool_version
-from fslab.workdir import kernel_name
+from fslab.guard.names import kernel_name
 
 if TYPE_CHECKING:
     from fslab.study import Target
@@ -74,7 +74,7 @@ class Stack:
 def built(journal: Journal, loops: list[LoopDevice], target: Target) -> Iterator[Stack]:
     """The target's layers built on its loop devices, bottom first, and taken down after."""
     stack = Stack(loops=loops, devices=[loop.device for loop in loops])
-    name = kernel_name(journal, target.name)
+    name = kernel_name(journal.workdir, target.name)
     with ExitStack() as layers:
         for layer in target.layers:
             stack.assert_ours()

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from fslab.errors import FslabError
 from fslab.journal import Journal, releaser
 from fslab.system import run
 from fslab.units import format_size
@@ -28,7 +29,7 @@ class LoopDevice:
     direct_io: bool  # read back from sysfs: whether the host page cache is bypassed
 
 
-class NotEnoughSpace(RuntimeError):
+class NotEnoughSpace(FslabError):
     pass
 
 

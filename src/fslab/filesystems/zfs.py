@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fslab.errors import FslabError
 from fslab.filesystems.base import Filesystem, Provisioned, mounted_options
 from fslab.journal import Journal, releaser
 from fslab.system import CommandError, joined, run
-from fslab.workdir import KERNEL_NAME_PREFIX, kernel_name
+from fslab.guard.names import KERNEL_NAME_PREFIX, kernel_name
 
 if TYPE_CHECKING:
     from fslab.devices.layers import Stack
@@ -42,7 +43,7 @@ class Engine:
         return f"{self.name} {self.version}" + (" (through FUSE, pool version 23)" if self.fuse else "")
 
 
-class NotSupported(RuntimeError):
+class NotSupported(FslabError):
     pass
 
 
@@ -190,7 +191,7 @@ class Zfs(Filesystem):
             raise NotSupported(ZVOL_ON_FUSE)
         stack.assert_ours()
         devices = stack.devices
-        pool = kernel_name(journal, target.name)
+        pool = kernel_name(journal.workdir, target.name)
         mountpoint.parent.mkdir(parents=True, exist_ok=True)
         daemon = zfs_fuse_daemon(journal, target.arc_max) if found.fuse else kernel_arc_max(journal, target.arc_max)
         with daemon, journal.holding("zpool", pool):

@@ -8,6 +8,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from fslab.guard.names import file_name
 from fslab.report.summary import (
     COLUMNS,
     COMPARISON_COLUMNS,
@@ -78,7 +79,7 @@ def to_json(s: StudySummary) -> str:
 
 def write_reports(s: StudySummary, directory: Path) -> list[Path]:
     """summary.md, summary.csv and summary.json in a folder named after the study run."""
-    folder = directory / f"{s.study_run['study']}-{s.study_run['id']}"
+    folder = directory / file_name(f"{s.study_run['study']}-{s.study_run['id']}")
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for name, text in (("summary.md", to_markdown(s)), ("summary.csv", to_csv(s)), ("summary.json", to_json(s))):

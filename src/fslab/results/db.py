@@ -14,6 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from fslab.errors import FslabError
 from fslab.workloads.fio import Metric
 
 SCHEMA_VERSION = 2
@@ -156,7 +157,7 @@ def reports_dir(location: str) -> Path:
     return (Path.cwd() if "://" in location else Path(location).resolve().parent) / "reports"
 
 
-class SchemaMismatch(RuntimeError):
+class SchemaMismatch(FslabError):
     pass
 
 
