@@ -29,6 +29,7 @@ def fresh_workdir() -> Iterator[Workdir]:
     """A work directory of its own, checked afterwards for anything left attached or mounted."""
     TEST_ROOT.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="wd-", dir=TEST_ROOT))
+    Workdir(root).prepare()
     yield Workdir(root)
     leftovers = held_by(root)
     if leftovers:

@@ -12,7 +12,9 @@ import pytest
 from conftest import fslab
 from fslab.devices.layers import Stack
 from fslab.devices.loop import attached, devices_backed_by, direct_io_enabled, image_file
+from fslab.errors import Refused
 from fslab.filesystems import FILESYSTEMS
+from fslab.guard.identity import FileId
 from fslab.study import Target
 
 TARGET = Target("t", "ext4", (), "", 64 * 2**20, "sparse")
@@ -25,12 +27,13 @@ def blkid_type(device: str) -> str:
 @pytest.mark.parametrize("fill", [True, False], ids=["filled", "sparse"])
 def test_image_attached_with_direct_io_and_gone_afterwards(workdir, fill):
     size = 256 * 2**20
-    with image_file(workdir.journal, workdir.images, "t", size, fill=fill) as image:
+    with image_file(workdir.journal, workdir.images, "t", size, fill=fill) as made:
+        image = made.path
         assert image.stat().st_size == size
         allocated = image.stat().st_blocks * 512
         assert allocated >= size if fill else allocated == 0, "filled: written whole; sparse: nothing allocated"
         assert devices_backed_by(image) == [], "attached only while a run uses it"
-        with attached(workdir.journal, image) as loop:
+        with attached(workdir.journal, made) as loop:
             assert loop.device.startswith("/dev/loop") and loop.size == size
             assert direct_io_enabled(loop.device) and loop.direct_io
             assert devices_backed_by(image) == [loop.device]
@@ -43,14 +46,14 @@ def test_refuses_to_format_a_device_that_is_not_its_image(workdir):
     with image_file(workdir.journal, workdir.images, "mine", 64 * 2**20, fill=False) as image, attached(workdir.journal, image) as loop:
         for device in ("/dev/zero", "/dev/loop-control"):
             impostor = Stack(loops=[loop], devices=[device])
-            with pytest.raises(PermissionError, match=f"refusing to format {device}"):
+            with pytest.raises(Refused, match=f"refusing to format {device}"):
                 with FILESYSTEMS["ext4"].provision(workdir.journal, impostor, workdir.mounts / "x", TARGET):
                     pass
-        elsewhere = replace(loop, image=workdir.root / "someone-elses.img")
-        with pytest.raises(PermissionError, match="not a loop device of fslab's images"):
+        elsewhere = replace(loop, image=replace(image, file=FileId((0, 0), 1)))  # another file's identity
+        with pytest.raises(Refused, match="does not show it resting on fslab's own images"):
             with FILESYSTEMS["xfs"].provision(workdir.journal, Stack(loops=[elsewhere], devices=[loop.device]), workdir.mounts / "x", TARGET):
                 pass
-        with pytest.raises(PermissionError, match=f"refusing to format {loop.device}"):
+        with pytest.raises(Refused, match=f"refusing to format {loop.device}"):
             with FILESYSTEMS["raw"].provision(workdir.journal, Stack(loops=[elsewhere], devices=[loop.device]), workdir.mounts / "x", TARGET):
                 pass
         assert blkid_type(loop.device) == "", "nothing was formatted"
@@ -62,7 +65,9 @@ from pathlib import Path
 from fslab.workdir import Workdir
 from fslab.devices.layers import Stack
 from fslab.devices.loop import attached, image_file
+from fslab.errors import Refused
 from fslab.filesystems import FILESYSTEMS
+from fslab.guard.identity import FileId
 from fslab.study import Target
 wd = Workdir(Path(sys.argv[1]))
 with image_file(wd.journal, wd.images, "killed", 320 * 2**20, fill=False) as image, attached(wd.journal, image) as loop:

@@ -210,12 +210,14 @@ def cleanup(workdir: WorkdirOption = DEFAULT_WORKDIR) -> None:
     """Release mounts and loop devices an interrupted fslab left behind (from its journal)."""
     work = Workdir(workdir)
     with work.claim():
-        released = work.journal.clean_up()
-    if not released:
+        outcomes = work.journal.clean_up()
+    if not outcomes:
         console.print("nothing to clean up")
-    for kind, ident, error in released:
-        console.print(f"{kind} {ident}: " + (f"[red]{error}[/red]" if error else "released"), highlight=False)
-    if any(error for _, _, error in released):
+    colour = {"released": "green", "left alone": "yellow", "failed": "red"}
+    for o in outcomes:
+        detail = f": {escape(o.detail)}" if o.detail else ""
+        console.print(f"{escape(o.kind)} {escape(o.ident)}: [{colour[o.status]}]{o.status}[/{colour[o.status]}]{detail}", highlight=False)
+    if any(o.status != "released" for o in outcomes):
         raise typer.Exit(1)
 
 

@@ -49,10 +49,12 @@ def memory_bytes() -> int:
 
 
 def filesystem_of(path: Path) -> dict:
-    """The filesystem holding a directory (where the loop images live): type, source, free bytes."""
-    path.mkdir(parents=True, exist_ok=True)
-    out = run(["findmnt", "--noheadings", "--output", "FSTYPE,SOURCE", "--target", str(path)], check=False).stdout.split()
-    return {"path": str(path), "fstype": out[0] if out else "unknown", "source": out[1] if len(out) > 1 else "unknown", "free_bytes": shutil.disk_usage(path).free}
+    """The filesystem holding a directory (where the loop images live, or will): type, source, free bytes."""
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    out = run(["findmnt", "--noheadings", "--output", "FSTYPE,SOURCE", "--target", str(existing)], check=False).stdout.split()
+    return {"path": str(path), "fstype": out[0] if out else "unknown", "source": out[1] if len(out) > 1 else "unknown", "free_bytes": shutil.disk_usage(existing).free}
 
 
 def tool_versions() -> dict[str, str | None]:

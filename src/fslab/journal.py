@@ -1,88 +1,174 @@
-"""What fslab holds on the machine — loop images, mounts — written down before it is taken.
+"""What fslab holds on the machine, written down before it is taken, with what proves it.
 
-Every resource is recorded before it is acquired and marked released after, in a JSON-lines
-file in the work directory, so that a run killed at any point can be undone by `fslab cleanup`.
-Each kind of resource has one idempotent release function, registered by the module that
-acquires it; normal teardown and clean-up both call that same function.
+Every resource (image, loop device, mount, pool, array, mapping, daemon, process) is recorded
+in the work directory's journal before it is made, and the proof of its identity (guard/
+identity.py) as soon as it exists, so a run killed at any point can be undone by `fslab
+cleanup`. Each kind has one release function, registered by the module that makes it; normal
+teardown and clean-up both call it. A release function acts only when the proof still matches
+what it finds, and raises `Refused` otherwise: the journal is untrusted input too, so a planted
+or stale entry is left alone and reported, never acted on.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from pathlib import Path
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-_RELEASERS: dict[str, Callable[[str], None]] = {}
+from fslab.errors import Refused
+
+if TYPE_CHECKING:
+    from fslab.workdir import Workdir
 
 
-def releaser(kind: str) -> Callable[[Callable[[str], None]], Callable[[str], None]]:
-    """Register the function that releases resources of one kind, given their identifier."""
+@dataclass(frozen=True)
+class Entry:
+    kind: str
+    ident: str
+    proof: dict = field(default_factory=dict)  # identity, as recorded when made
 
-    def register(fn: Callable[[str], None]) -> Callable[[str], None]:
+
+Releaser = Callable[[Entry, "Workdir"], None]
+_RELEASERS: dict[str, Releaser] = {}
+
+
+def releaser(kind: str) -> Callable[[Releaser], Releaser]:
+    """Register the function that releases resources of one kind (idempotent; Refused when the
+    proof does not match what is there)."""
+
+    def register(fn: Releaser) -> Releaser:
         _RELEASERS[kind] = fn
         return fn
 
     return register
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """What clean-up did with one entry: released, left alone (with why), or failed (with why)."""
+
+    kind: str
+    ident: str
+    status: str  # "released", "left alone", "failed"
+    detail: str = ""
+
+
+class Held:
+    """A resource being made: `prove` records its identity once it exists."""
+
+    def __init__(self, journal: Journal, kind: str, ident: str, proof: dict):
+        self.journal, self.kind, self.ident, self.proof = journal, kind, ident, dict(proof)
+
+    def prove(self, **proof: int | str) -> None:
+        self.proof |= proof
+        self.journal._append("proof", self.kind, self.ident, proof)
+
+
+_EVENTS = {"acquire", "proof", "release", "disowned"}
+_PLAIN = re.compile(r"[^\x00-\x1f\x7f]{1,4096}")
+
+
 class Journal:
-    def __init__(self, path: Path):
-        self.path = path
+    def __init__(self, workdir: Workdir):
+        self.workdir = workdir
+        self.path = workdir.root / "journal.jsonl"
 
-    @property
-    def workdir(self) -> Path:
-        return self.path.parent
-
-    def _append(self, event: str, kind: str, ident: str) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = json.dumps({"event": event, "kind": kind, "id": ident, "pid": os.getpid(), "time": time.time()})
-        with open(self.path, "a") as f:
-            f.write(line + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+    def _append(self, event: str, kind: str, ident: str, proof: dict | None = None) -> None:
+        entry = {"event": event, "kind": kind, "id": ident, "pid": os.getpid(), "time": time.time()}
+        if proof:
+            entry["proof"] = proof
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, (json.dumps(entry) + "\n").encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     @contextmanager
-    def holding(self, kind: str, ident: str) -> Iterator[str]:
-        """Record the resource, let the caller acquire and use it, release it however the block ends."""
-        self._append("acquire", kind, ident)
+    def holding(self, kind: str, ident: str, **proof: int | str) -> Iterator[Held]:
+        """Record the resource, let the caller make it (and prove it) and use it; release it
+        however the block ends. `proof` given here is identity known before it is made."""
+        self._append("acquire", kind, ident, proof)
+        held = Held(self, kind, ident, proof)
         try:
-            yield ident
+            yield held
         finally:
-            _RELEASERS[kind](ident)
+            if held.proof:  # nothing proven, nothing made: nothing of ours to release
+                _RELEASERS[kind](Entry(kind, ident, held.proof), self.workdir)
             self._append("release", kind, ident)
+
+    def read(self) -> tuple[list[Entry], list[str]]:
+        """Resources acquired and never released, newest first (the order to release them in),
+        and the lines that are not entries fslab wrote (reported, never acted on)."""
+        try:
+            lines = self.path.read_text(errors="replace").splitlines()
+        except FileNotFoundError:
+            return [], []
+        held: dict[tuple[str, str], dict] = {}
+        problems = []
+        for number, line in enumerate(lines, start=1):
+            entry = _parse(line)
+            if entry is None:
+                problems.append(f"{self.path}:{number}: not a journal entry fslab writes; ignored")
+                continue
+            event, key, proof = entry
+            if event == "acquire":
+                held[key] = dict(proof)
+            elif event == "proof" and key in held:
+                held[key] |= proof
+            elif event in ("release", "disowned"):
+                held.pop(key, None)
+        return [Entry(kind, ident, proof) for (kind, ident), proof in reversed(held.items())], problems
 
     def outstanding(self) -> list[tuple[str, str]]:
-        """Resources acquired and never released, newest first (the order to release them in)."""
-        if not self.path.exists():
-            return []
-        held: dict[tuple[str, str], None] = {}
-        for line in self.path.read_text().splitlines():
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut short by a crash
-            key = (entry["kind"], entry["id"])
-            if entry["event"] == "acquire":
-                held[key] = None
-            else:
-                held.pop(key, None)
-        return list(reversed(held))
+        return [(e.kind, e.ident) for e in self.read()[0]]
 
-    def clean_up(self) -> list[tuple[str, str, str | None]]:
-        """Release everything outstanding; returns (kind, id, error or None) for each.
-        When all is released the journal starts afresh, so it never grows without bound."""
-        done: list[tuple[str, str, str | None]] = []
-        for kind, ident in self.outstanding():
+    def clean_up(self) -> list[Outcome]:
+        """Release everything outstanding whose proof still holds; leave the rest alone and say
+        so. When nothing is outstanding any more the journal starts afresh."""
+        entries, problems = self.read()
+        done = [Outcome("journal", line, "left alone", "malformed") for line in problems]
+        for entry in entries:
             try:
-                _RELEASERS[kind](ident)
-            except Exception as exc:  # report and go on: one stuck resource must not hide the rest
-                done.append((kind, ident, str(exc)))
+                _RELEASERS[entry.kind](entry, self.workdir)
+            except Refused as exc:
+                self._append("disowned", entry.kind, entry.ident)
+                done.append(Outcome(entry.kind, entry.ident, "left alone", str(exc)))
                 continue
-            self._append("release", kind, ident)
-            done.append((kind, ident, None))
-        if not any(error for _, _, error in done):
-            self.path.unlink(missing_ok=True)
+            except Exception as exc:  # report and go on: one stuck resource must not hide the rest
+                done.append(Outcome(entry.kind, entry.ident, "failed", str(exc) or type(exc).__name__))
+                continue
+            self._append("release", entry.kind, entry.ident)
+            done.append(Outcome(entry.kind, entry.ident, "released"))
+        if not any(o.status == "failed" for o in done):
+            self.forget()
         return done
+
+    def forget(self) -> None:
+        """Delete the journal file, which fslab made (lstat: never through a symlink)."""
+        try:
+            if os.path.isfile(self.path) and not os.path.islink(self.path):
+                self.path.unlink()
+        except FileNotFoundError:
+            pass
+
+
+def _parse(line: str) -> tuple[str, tuple[str, str], dict] | None:
+    """(event, (kind, id), proof) of a well-formed line, or None."""
+    try:
+        raw = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(raw, dict):
+        return None
+    event, kind, ident, proof = raw.get("event"), raw.get("kind"), raw.get("id"), raw.get("proof", {})
+    if event not in _EVENTS or kind not in _RELEASERS or not isinstance(ident, str) or not _PLAIN.fullmatch(ident):
+        return None
+    if not isinstance(proof, dict) or not all(isinstance(k, str) and (isinstance(v, int) or (isinstance(v, str) and _PLAIN.fullmatch(v))) for k, v in proof.items()):
+        return None
+    return event, (kind, ident), proof

@@ -18,15 +18,16 @@ from typing import Protocol
 from fslab.errors import FslabError
 from fslab import doctor, environment
 from fslab.devices import layers
-from fslab.devices.loop import NotEnoughSpace, attached, check_free_space, image_file
+from fslab.devices.loop import Image, attached, check_free_space, image_file
 from fslab.filesystems import FILESYSTEMS, Provisioned
 from fslab.plan import PlannedRun, Planner, Repetitions, Samples, new_seed
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.db import now
 from fslab.study import Study, Target, Workload
-from fslab.system import joined, run, sync_and_drop_caches
+from fslab.journal import Journal
+from fslab.system import joined, run_held, sync_and_drop_caches
 from fslab.guard.names import file_name
-from fslab.workdir import Workdir, WorkdirBusy
+from fslab.workdir import Workdir
 from fslab.workloads import fio
 
 class RunObserver(Protocol):
@@ -57,21 +58,15 @@ def run_study(
     repetitions = repetitions or Repetitions(runs=study.repetitions, warmup=study.warmup)
     study = replace(study, repetitions=repetitions.runs, warmup=repetitions.warmup)  # as stored with the study run
     plan_seed = seed if seed is not None else study.seed if study.seed is not None else new_seed()
-    try:
-        _check_image_space(study, workdir)
-    except NotEnoughSpace as exc:
-        raise StudyCannotRun(str(exc)) from None
     versions = {kind: FILESYSTEMS[kind].version() for kind in {t.filesystem for t in study.targets}}
-    try:
-        with workdir.claim():
-            for kind, ident, error in workdir.journal.clean_up():
-                if observer:
-                    observer.notice(f"left by an interrupted fslab: {kind} {ident}: {error or 'released'}")
-            study_run_id = db.begin_study_run(study, plan_seed, environment.collect(workdir.root), versions, repetitions.describe())
-            _run_blocks(study_run_id, Planner(study.cells, repetitions, plan_seed, baseline or study.baseline), db, workdir, observer)
-            workdir.journal.clean_up()  # all released by now: the journal starts afresh
-    except WorkdirBusy as exc:
-        raise StudyCannotRun(str(exc)) from None
+    with workdir.claim():
+        for outcome in workdir.journal.clean_up():
+            if observer:
+                observer.notice(f"left by an interrupted fslab: {outcome.kind} {outcome.ident}: {outcome.status}" + (f" ({outcome.detail})" if outcome.detail else ""))
+        _check_image_space(study, workdir)
+        study_run_id = db.begin_study_run(study, plan_seed, environment.collect(workdir.root), versions, repetitions.describe())
+        _run_blocks(study_run_id, Planner(study.cells, repetitions, plan_seed, baseline or study.baseline), db, workdir, observer)
+        workdir.journal.clean_up()  # all released by now: the journal starts afresh
     return study_run_id
 
 
@@ -106,9 +101,9 @@ def _check_image_space(study: Study, workdir: Workdir) -> None:
     """Filled images all exist at once; sparse ones grow as far as the runs write them."""
     sizes = list({image: t.image_size for t in study.targets for image in t.images}.values())
     if all(t.image_fill == "full" for t in study.targets):
-        check_free_space(workdir.images, sum(sizes), f"{len(sizes)} filled images")
+        check_free_space(workdir.root, sum(sizes), f"{len(sizes)} filled images")
     else:
-        check_free_space(workdir.images, max(sizes), "the largest image")
+        check_free_space(workdir.root, max(sizes), "the largest image")
 
 
 @contextmanager
@@ -143,9 +138,9 @@ class Images:
 
     def __init__(self, workdir: Workdir, stack: ExitStack):
         self.workdir, self.stack = workdir, stack
-        self._made: dict[str, Path] = {}
+        self._made: dict[str, Image] = {}
 
-    def of(self, target: Target) -> tuple[list[Path], bool]:
+    def of(self, target: Target) -> tuple[list[Image], bool]:
         """The target's images (one per device), and whether any was made just now."""
         new = [name for name in target.images if name not in self._made]
         for name in new:
@@ -191,7 +186,7 @@ def execute(planned: PlannedRun, workdir: Workdir, images: Images) -> RunRecord:
             record.mount_options_effective, record.fs_details = ready.mount_options_effective, layered.details + ready.details
             clock.mark("provision")
             record.job_file = job_for(workload, ready)
-            record.raw_output = _measure(record.job_file, workload, ready, clock)
+            record.raw_output = _measure(workdir.journal, record.job_file, workload, ready, clock)
             record.metrics = fio.parse_metrics(record.raw_output)
         clock.mark("teardown")
         record.status = "ok"
@@ -218,19 +213,19 @@ def layout_job_for(workload: Workload, ready: Provisioned) -> str | None:
     return fio.job_text(workload.name, fio.layout_options(workload.fio_options), **ready.fio_location)
 
 
-def _measure(job: str, workload: Workload, ready: Provisioned, clock: _Clock) -> str:
+def _measure(journal: Journal, job: str, workload: Workload, ready: Provisioned, clock: _Clock) -> str:
     """Lay out what the workload reads, drop caches, run fio; returns fio's output."""
     with tempfile.TemporaryDirectory(prefix="fslab-job-") as scratch:
         layout = layout_job_for(workload, ready)
         if layout:
             layout_path = Path(scratch) / "layout.fio"
             layout_path.write_text(layout)
-            run(["fio", f"--output={layout_path.with_suffix('.out')}", str(layout_path)])
+            run_held(journal, ["fio", f"--output={layout_path.with_suffix('.out')}", str(layout_path)])
         clock.mark("layout")
         sync_and_drop_caches()
         clock.mark("drop_caches")
         job_path = Path(scratch) / "job.fio"
         job_path.write_text(job)
-        output = fio.run_fio(job_path, timeout=workload.seconds * 3 + 300 if workload.seconds else None)
+        output = fio.run_fio(journal, job_path, timeout=workload.seconds * 3 + 300 if workload.seconds else None)
         clock.mark("workload")
     return output

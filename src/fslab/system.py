@@ -8,10 +8,12 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from fslab.errors import FslabError
+from fslab.errors import FslabError, Refused
+from fslab.guard.identity import process, same_process
+from fslab.journal import Entry, Journal, releaser
 
 
 class CommandError(FslabError):
@@ -26,18 +28,20 @@ class CommandError(FslabError):
         super().__init__(f"`{' '.join(argv)}` exited with status {returncode}: {' / '.join(said[-5:])}")
 
 
-def run(argv: Sequence[str], *, check: bool = True, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+def run(argv: Sequence[str], *, check: bool = True, timeout: float | None = None, on_start: Callable[[int], None] | None = None) -> subprocess.CompletedProcess[str]:
     """Run a command to completion and capture its output.
 
     If fslab is interrupted or the command times out, the command and every process it started
     are killed and waited for: fio's job processes run in sessions of their own, and one left
-    behind would keep the mount busy and the output pipes open.
+    behind would keep the mount busy and the output pipes open. `on_start` is told the pid.
     """
     try:
         proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     except FileNotFoundError as exc:
         raise CommandError(argv, 127, "", f"{argv[0]}: command not found") from exc
     try:
+        if on_start:
+            on_start(proc.pid)
         stdout, stderr = proc.communicate(timeout=timeout)
     except BaseException as exc:
         kill_tree(proc.pid)
@@ -48,6 +52,31 @@ def run(argv: Sequence[str], *, check: bool = True, timeout: float | None = None
     if check and proc.returncode != 0:
         raise CommandError(argv, proc.returncode, stdout, stderr)
     return subprocess.CompletedProcess(list(argv), proc.returncode, stdout, stderr)
+
+
+def run_held(journal: Journal, argv: Sequence[str], *, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a tool that works on fslab's mounts and devices (a workload, a layout or fill job),
+    recorded in the journal with its pid and start time: `fslab cleanup` after a kill -9 stops
+    that very process and its children before it unmounts or detaches what they hold."""
+    with journal.holding("process", Path(argv[0]).name[:15]) as held:
+
+        def prove(pid: int) -> None:
+            started = process(pid)
+            if started is not None:
+                held.prove(**started.proof())
+
+        return run(argv, timeout=timeout, on_start=prove)
+
+
+@releaser("process")
+def stop_process(entry: Entry, workdir: object) -> None:
+    """Kill the process fslab started, and its children, if that very process still lives."""
+    living = process(int(entry.proof.get("pid", 0)))
+    if living is None:
+        return  # gone
+    if same_process(entry.proof) is None or living.comm != entry.ident:
+        raise Refused(f"process {living.pid} ({living.comm}) is not the {entry.ident} fslab started (its start time or name differs); not signalled")
+    kill_tree(living.pid)
 
 
 def kernel_has_module(module: str) -> bool:

@@ -1,19 +1,29 @@
 """fslab's own directory: loop images, mount points, the journal, and the lock that keeps two
-fslab processes from using it at once."""
+fslab processes from using it at once.
+
+A work directory is fslab's only when fslab made it: it is root's, written by no one else, and
+either empty when first claimed or marked as fslab's (MARKER). Below it fslab makes every file
+and directory itself and never follows a symlink: a symlink or a stranger's file found where
+fslab would put its own is refused, never used, truncated or deleted.
+"""
 
 from __future__ import annotations
 
 import fcntl
 import os
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from fslab.errors import FslabError
+from fslab.errors import FslabError, Refused
+from fslab.guard.identity import FileId, Owned
+from fslab.guard.names import NAME
 from fslab.journal import Journal
 
 DEFAULT_WORKDIR = Path("/var/tmp/fslab")
+MARKER = ".fslab-workdir"
 
 
 class WorkdirBusy(FslabError):
@@ -26,6 +36,10 @@ class Workdir:
 
     root: Path
 
+    def __post_init__(self) -> None:
+        # The user named this path: resolve it once; nothing below it is followed again.
+        object.__setattr__(self, "root", Path(os.path.realpath(self.root)))
+
     @property
     def images(self) -> Path:
         return self.root / "images"
@@ -36,21 +50,93 @@ class Workdir:
 
     @property
     def journal(self) -> Journal:
-        return Journal(self.root / "journal.jsonl")
+        return Journal(self)
+
+    def subdirectory(self, path: Path) -> Path:
+        """images/ or mnt/, made by fslab if missing, refused if anything else is there."""
+        with _refusing(path):
+            os.mkdir(path, 0o700)
+        _check_own_directory(path)
+        return path
+
+    def inside(self, ident: str, directory: Path) -> Path:
+        """A journal entry's path, refused unless it names a plain entry of fslab's `directory`."""
+        path = Path(ident)
+        if path.parent != directory or not NAME.fullmatch(path.name.removesuffix(".img")):
+            raise Refused(f"{ident} is not a path fslab makes in {directory}")
+        _check_own_directory(directory)
+        return path
+
+    def owned(self) -> Owned:
+        """What this work directory owns, as the kernel would prove it: its image files."""
+        if not os.path.lexists(self.images):
+            return Owned()
+        _check_own_directory(self.images)
+        files = {FileId.of(e.stat(follow_symlinks=False)) for e in os.scandir(self.images) if e.name.endswith(".img") and e.is_file(follow_symlinks=False)}
+        return Owned(files=frozenset(files))
 
     @contextmanager
     def claim(self) -> Iterator[None]:
         """Exclusive use of the work directory: one study (or clean-up) at a time, so none
         deletes or unmounts what another still uses."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / "lock", "a+") as lock:
+        self.prepare()
+        try:
+            fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise Refused(f"{self.root / 'lock'}: {exc.strerror}; fslab opens its lock file itself, never through a symlink") from None
+        with os.fdopen(fd, "r+") as lock:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise Refused(f"{self.root / 'lock'} is not a regular file: fslab leaves it alone")
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                lock.seek(0)
                 holder = lock.read().strip() or "unknown"
                 raise WorkdirBusy(f"another fslab (pid {holder}) is using {self.root}; wait for it, or choose another --workdir") from None
             lock.truncate(0)
             lock.write(str(os.getpid()))
             lock.flush()
             yield
+
+    def prepare(self) -> None:
+        """The root exists, is root's alone, and is fslab's: empty when first claimed, or marked."""
+        with _refusing(self.root):
+            self.root.parent.mkdir(parents=True, exist_ok=True)
+            os.mkdir(self.root, 0o700)
+        _check_own_directory(self.root)
+        marker = self.root / MARKER
+        if not os.path.lexists(marker):
+            strangers = [entry for entry in os.listdir(self.root) if entry != "lock"]
+            if strangers:
+                raise Refused(
+                    f"{self.root} holds files fslab did not make ({', '.join(sorted(strangers)[:5])}) and is not an fslab work "
+                    "directory: choose an empty or new directory with --workdir"
+                )
+            with _refusing(marker):
+                fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                os.write(fd, b"fslab's work directory: loop images, mount points and the journal of what it holds\n")
+                os.close(fd)
+        elif not stat.S_ISREG(os.lstat(marker).st_mode):
+            raise Refused(f"{marker} is not a regular file: {self.root} is not an fslab work directory")
+
+
+@contextmanager
+def _refusing(path: Path) -> Iterator[None]:
+    try:
+        yield
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise Refused(f"cannot make {path}: {exc.strerror}") from None
+
+
+def _check_own_directory(path: Path) -> None:
+    """A real directory (not a symlink), owned by this user and writable by no one else: only
+    then may fslab put images and mount points in it."""
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        raise Refused(f"{path}: {exc.strerror}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise Refused(f"{path} is not a directory (a symlink or a file is there): fslab does not follow or replace it")
+    if st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        raise Refused(f"{path} is owned by uid {st.st_uid} or writable by others (mode {stat.filemode(st.st_mode)}): fslab keeps its images and mounts only in a directory of its own")

@@ -9,6 +9,7 @@ missing (`missing`) is refused before anything is formatted.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import tempfile
 from collections.abc import Iterator
@@ -17,13 +18,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fslab.devices.loop import LoopDevice, assert_ours
-from fslab.journal import Journal, releaser
+from fslab.devices.loop import LoopDevice
+from fslab.errors import Refused
+from fslab.guard.identity import Owned, assert_ours, device_number, rests_on
+from fslab.guard.names import kernel_name, workdir_tag
+from fslab.journal import Entry, Journal, releaser
 from fslab.system import kernel_has_module, run, tool_version
-from fslab.guard.names import kernel_name
 
 if TYPE_CHECKING:
     from fslab.study import Target
+    from fslab.workdir import Workdir
+
+# The names kernel_name gives, with the suffixes the layers add.
+_KERNEL_NAME = re.compile(r"fslab_[0-9a-f]{5}_[0-9a-f]{8}(_crypt|_vg)?")
 
 
 @dataclass(frozen=True)
@@ -65,16 +72,16 @@ class Stack:
 
     def assert_ours(self) -> None:
         """Refuse unless every device rests on fslab's own loop images only."""
-        images = [loop.image for loop in self.loops]
+        owned = Owned(files=frozenset(loop.image.file for loop in self.loops))
         for device in self.devices:
-            assert_ours(device, images)
+            assert_ours(device, owned)
 
 
 @contextmanager
 def built(journal: Journal, loops: list[LoopDevice], target: Target) -> Iterator[Stack]:
     """The target's layers built on its loop devices, bottom first, and taken down after."""
     stack = Stack(loops=loops, devices=[loop.device for loop in loops])
-    name = kernel_name(journal.workdir, target.name)
+    name = kernel_name(journal.workdir.root, target.name)
     with ExitStack() as layers:
         for layer in target.layers:
             stack.assert_ours()
@@ -89,16 +96,30 @@ def built(journal: Journal, loops: list[LoopDevice], target: Target) -> Iterator
         yield stack
 
 
+def _running(entry: Entry, workdir: Workdir, node: str) -> bool:
+    """Whether the layer's device node exists; Refused unless its name is one fslab makes in this
+    work directory and the kernel shows it resting on this work directory's images only."""
+    if not _KERNEL_NAME.fullmatch(entry.ident.split(" ")[0]) or not entry.ident.startswith(workdir_tag(workdir.root)):
+        raise Refused(f"{entry.ident} is not a name fslab gives in {workdir.root}")
+    number = device_number(node)
+    if number is None:
+        return False
+    if not rests_on(number, workdir.owned()):
+        raise Refused(f"{node} does not rest on fslab's images in {workdir.root} only; left as it is")
+    return True
+
+
 @releaser("md")
-def stop_array(name: str) -> None:
+def stop_array(entry: Entry, workdir: Workdir) -> None:
     """Stop fslab's array and wipe its members' superblocks, so that nothing reassembles it."""
-    link = Path("/dev/md") / name
-    members = Path("/sys/block") / Path(os.path.realpath(link)).name / "slaves"
-    if members.is_dir():  # the array still runs
+    link = Path("/dev/md") / entry.ident
+    if _running(entry, workdir, str(link)):
+        members = Path("/sys/block") / Path(os.path.realpath(link)).name / "slaves"
         devices = [f"/dev/{member.name}" for member in members.iterdir()]
         run(["mdadm", "--stop", str(link)])
         run(["mdadm", "--zero-superblock", *devices], check=False)
-    link.unlink(missing_ok=True)  # where no udev runs, mdadm made the link and leaves it
+    if link.is_symlink():
+        link.unlink()  # where no udev runs, mdadm made the link and leaves it
 
 
 @contextmanager
@@ -113,9 +134,9 @@ def _md_raid1(journal: Journal, devices: list[str], name: str, extra: list[str])
 
 
 @releaser("luks")
-def close_luks(name: str) -> None:
-    if Path(f"/dev/mapper/{name}").exists():
-        run(["cryptsetup", "close", name])
+def close_luks(entry: Entry, workdir: Workdir) -> None:
+    if _running(entry, workdir, f"/dev/mapper/{entry.ident}"):
+        run(["cryptsetup", "close", entry.ident])
 
 
 @contextmanager
@@ -140,10 +161,12 @@ def _lvm_command(action: str, device: str, *args: str) -> list[str]:
 
 
 @releaser("lvm")
-def remove_volume_group(ident: str) -> None:
+def remove_volume_group(entry: Entry, workdir: Workdir) -> None:
     """Remove fslab's volume group (ident "group on device") if its volume is still active."""
-    group, _, device = ident.partition(" on ")
-    if Path(f"/dev/mapper/{group}-data").exists():
+    group, _, device = entry.ident.partition(" on ")
+    if not re.fullmatch(r"/dev/(loop|md)\d+|/dev/mapper/fslab_\w+", device):
+        raise Refused(f"{entry.ident}: {device} is not a device fslab builds a volume group on")
+    if _running(entry, workdir, f"/dev/mapper/{group}-data"):
         run(_lvm_command("vgremove", device, "--force", group))
 
 

@@ -1,9 +1,9 @@
 """Loop images in fslab's work directory, attached with direct I/O.
 
 One image per target lives through a study run; each run attaches it, makes a fresh
-filesystem on it and detaches it. fslab formats only what it created: `attached` is the only
-maker of `LoopDevice`s, and a filesystem is created only after `assert_ours` has read back
-from the kernel that the device rests on those images alone.
+filesystem on it and detaches it. An image is made anew by fslab (never a file found at its
+path) and known from then on by its identity (device, inode); a loop device is fslab's when the
+kernel's own record says it is attached to that very file (guard/identity.py).
 """
 
 from __future__ import annotations
@@ -14,16 +14,27 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from fslab.errors import FslabError
-from fslab.journal import Journal, releaser
-from fslab.system import run
+from fslab.errors import FslabError, Refused
+from fslab.guard.identity import FileId, detach_loop, loops_backed_by, regular_file
+from fslab.journal import Entry, Journal, releaser
+from fslab.system import run, run_held
 from fslab.units import format_size
+
+if TYPE_CHECKING:
+    from fslab.workdir import Workdir
+
+
+@dataclass(frozen=True)
+class Image:
+    path: Path
+    file: FileId  # what proves it is the file fslab made
 
 
 @dataclass(frozen=True)
 class LoopDevice:
-    image: Path
+    image: Image
     device: str
     size: int
     direct_io: bool  # read back from sysfs: whether the host page cache is bypassed
@@ -41,13 +52,12 @@ def direct_io_enabled(device: str) -> bool:
 
 
 def devices_backed_by(image: Path) -> list[str]:
-    """Loop devices whose backing file is this image (normally none or one)."""
-    out = run(["losetup", "--associated", str(image), "--noheadings", "--output", "NAME"], check=False).stdout
-    return [line.strip() for line in out.splitlines() if line.strip()]
+    """Loop devices attached to the file at this path (by the kernel's record; none if no file)."""
+    file = regular_file(image)
+    return loops_backed_by(file) if file else []
 
 
 def check_free_space(directory: Path, needed: int, what: str) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
     free = shutil.disk_usage(directory).free
     if free < needed:
         raise NotEnoughSpace(
@@ -56,77 +66,74 @@ def check_free_space(directory: Path, needed: int, what: str) -> None:
         )
 
 
-def _sysfs_of(device: str) -> Path | None:
-    """The device's directory in sysfs, found by its device number (a /dev/mapper node need
-    not be a link to its dm-N name)."""
-    try:
-        number = os.stat(device).st_rdev
-    except OSError:
+def _image_of(entry: Entry, workdir: Workdir) -> Image | None:
+    """The journal entry's image if the file at its path is still the one fslab made, else None
+    (gone); Refused when a different file or a symlink is there."""
+    path = workdir.inside(entry.ident, workdir.images)
+    found = regular_file(path)
+    if found is None:
         return None
-    if not number:
-        return None  # not a device node
-    path = Path(f"/sys/dev/block/{os.major(number)}:{os.minor(number)}")
-    return path.resolve() if path.exists() else None
-
-
-def assert_ours(device: str, images: list[Path]) -> None:
-    """Refuse to format a device unless the kernel says it rests on fslab's own images only:
-    a loop device backed by one of them, or a device (md, dm) built solely on such."""
-    if not _rests_on(_sysfs_of(device), {image.resolve() for image in images}):
-        raise PermissionError(f"refusing to format {device}: it is not a loop device of fslab's images ({', '.join(map(str, images))})")
-
-
-def _rests_on(sysfs: Path | None, images: set[Path]) -> bool:
-    if sysfs is None:
-        return False
-    below = sorted((sysfs / "slaves").iterdir()) if (sysfs / "slaves").is_dir() else []
-    if below:
-        return all(_rests_on(member.resolve(), images) for member in below)
-    try:
-        backing = Path((sysfs / "loop" / "backing_file").read_text().strip())
-    except OSError:
-        return False
-    return backing.resolve() in images
+    if found != FileId.from_proof(entry.proof):
+        raise Refused(f"{path} is not the image fslab made (its device and inode differ)")
+    return Image(path, found)
 
 
 @releaser("image")
-def release_image(image: str) -> None:
-    """Detach every loop device on the image, then delete it. Safe to call twice."""
-    release_loop(image)
-    Path(image).unlink(missing_ok=True)
+def release_image(entry: Entry, workdir: Workdir) -> None:
+    """Detach the loop devices on the image fslab made, then delete it. Safe to call twice."""
+    image = _image_of(entry, workdir)
+    if image is not None:
+        _detach_all(image.file)
+        os.unlink(image.path)
 
 
 @releaser("loop")
-def release_loop(image: str) -> None:
-    """Detach every loop device on the image. Safe to call twice."""
-    for device in devices_backed_by(Path(image)):
-        run(["losetup", "--detach", device])
+def release_loop(entry: Entry, workdir: Workdir) -> None:
+    """Detach every loop device the kernel says is attached to the image fslab made."""
+    image = _image_of(entry, workdir)
+    if image is not None:
+        _detach_all(image.file)
+
+
+def _detach_all(file: FileId) -> None:
+    for device in loops_backed_by(file):
+        detach_loop(device, file)
 
 
 @contextmanager
-def image_file(journal: Journal, image_dir: Path, name: str, size: int, *, fill: bool) -> Iterator[Path]:
+def image_file(journal: Journal, image_dir: Path, name: str, size: int, *, fill: bool) -> Iterator[Image]:
     """A new image file of `size` bytes, deleted afterwards.
 
     `fill` writes it whole once, so that no run measures the host filesystem allocating the
     blocks of a sparse file: 4 KiB random writes to a fresh sparse image run far slower than
     the same job once the image has been written. Sparse saves disk space.
     """
-    image = image_dir / f"{name}.img"
-    image_dir.mkdir(parents=True, exist_ok=True)
-    with journal.holding("image", str(image)):
-        release_image(str(image))  # a stale image of the same name from a killed run
-        with open(image, "wb") as f:
-            f.truncate(size)
-        os.chmod(image, 0o600)
+    path = journal.workdir.subdirectory(image_dir) / f"{name}.img"
+    with journal.holding("image", str(path)) as held:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except FileExistsError:
+            raise Refused(f"{path} already exists: fslab makes its images anew and never takes over a file it did not make (`fslab cleanup` releases what a killed fslab left)") from None
+        try:
+            image = Image(path, FileId.of(os.fstat(fd)))
+            held.prove(**image.file.proof())
+            os.ftruncate(fd, size)
+        finally:
+            os.close(fd)
         if fill:
             with attached(journal, image) as loop:
-                run(["fio", "--name=fill", f"--filename={loop.device}", "--rw=write", "--bs=1m", "--iodepth=16", "--direct=1", "--ioengine=libaio", "--output=/dev/null"])
+                run_held(journal, ["fio", "--name=fill", f"--filename={loop.device}", "--rw=write", "--bs=1m", "--iodepth=16", "--direct=1", "--ioengine=libaio", "--output=/dev/null"])
         yield image
 
 
 @contextmanager
-def attached(journal: Journal, image: Path) -> Iterator[LoopDevice]:
+def attached(journal: Journal, image: Image) -> Iterator[LoopDevice]:
     """The image attached as a loop device with direct I/O, detached afterwards."""
-    with journal.holding("loop", str(image)):
-        device = run(["losetup", "--direct-io=on", "--find", "--show", str(image)]).stdout.strip()
-        yield LoopDevice(image=image, device=device, size=image.stat().st_size, direct_io=direct_io_enabled(device))
+    with journal.holding("loop", str(image.path), **image.file.proof()) as held:
+        if regular_file(image.path) != image.file:
+            raise Refused(f"{image.path} is no longer the image fslab made")
+        device = run(["losetup", "--direct-io=on", "--find", "--show", str(image.path)]).stdout.strip()
+        if device not in loops_backed_by(image.file):
+            raise Refused(f"{device} is not attached to fslab's image {image.path} after losetup")
+        held.prove(device=device)
+        yield LoopDevice(image=image, device=device, size=os.stat(image.path).st_size, direct_io=direct_io_enabled(device))

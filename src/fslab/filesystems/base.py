@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fslab.journal import Journal, releaser
-from fslab.system import CommandError, run, tool_version
+from fslab.filesystems.mounting import mount_point, proven
+from fslab.journal import Journal
+from fslab.system import run, tool_version
 
 if TYPE_CHECKING:
     from fslab.devices.layers import Stack
@@ -66,21 +66,6 @@ def options_not_in_effect(requested: str, effective: str | None) -> list[str]:
     return missing
 
 
-@releaser("mount")
-def unmount(mountpoint: str) -> None:
-    """Unmount if mounted, retrying briefly while the kernel still holds the filesystem busy."""
-    for attempt in range(10):
-        if mounted_options(Path(mountpoint)) is None:
-            return
-        try:
-            run(["umount", mountpoint])
-            return
-        except CommandError:
-            if attempt == 9:
-                raise
-            time.sleep(0.3)
-
-
 class Filesystem:
     """A filesystem made by one mkfs command and mounted with `mount -t kind`."""
 
@@ -121,9 +106,9 @@ class Filesystem:
         command = self.mkfs_command(devices, list(target.mkfs_options))
         run(command)
         self.before_mount(devices)
-        mountpoint.mkdir(parents=True, exist_ok=True)
-        with journal.holding("mount", str(mountpoint)):
+        with mount_point(journal, mountpoint) as held:
             run(["mount", "-t", self.kind, "-o", target.mount_options or "defaults", devices[0], str(mountpoint)])
+            proven(held)
             self.after_mount(target, devices, mountpoint)
             yield Provisioned(
                 device=devices[0],

@@ -10,24 +10,30 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import shutil
 import signal
+import stat
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fslab.errors import FslabError
 from fslab.filesystems.base import Filesystem, Provisioned, mounted_options
-from fslab.journal import Journal, releaser
+from fslab.filesystems.mounting import mount_point, proven
+from fslab.journal import Entry, Journal, releaser
 from fslab.system import CommandError, joined, run
-from fslab.guard.names import KERNEL_NAME_PREFIX, kernel_name
+from fslab.errors import Refused
+from fslab.guard.identity import process, same_process
+from fslab.guard.names import kernel_name, workdir_tag
 
 if TYPE_CHECKING:
     from fslab.devices.layers import Stack
     from fslab.study import Target
+    from fslab.workdir import Workdir
 
 KERNEL_MODULE = Path("/sys/module/zfs")
 PIDFILE_DIR = Path("/run/fslab")
@@ -63,48 +69,81 @@ def _daemon_answers() -> bool:
 
 
 @releaser("zfs-daemon")
-def stop_daemon(pidfile: str) -> None:
-    """Stop the zfs-fuse daemon fslab started (its pid is in `pidfile`) and wait until it is gone."""
-    try:
-        pid = int(Path(pidfile).read_text().strip())
-    except (OSError, ValueError):
-        return
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        Path(pidfile).unlink(missing_ok=True)
-        return
+def stop_daemon(entry: Entry, workdir: Workdir) -> None:
+    """Stop the zfs-fuse daemon fslab started — that very process, by pid and start time — and
+    wait until it is gone."""
+    proof = dict(entry.proof)
+    if "pid" not in proof:  # killed before the pid was recorded: its pidfile (fslab's own) says it
+        started = process(_pid_in(Path(str(proof.get("pidfile", "")))) or 0)
+        if started is None or started.comm != "zfs-fuse":
+            return
+        proof |= started.proof()
+    if proof.get("comm") != "zfs-fuse":
+        raise Refused(f"{entry.ident}: the journal names a process that is not zfs-fuse; not signalled")
     deadline = time.monotonic() + 30
-    while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+    while (daemon := same_process(proof)) is not None:
+        os.kill(daemon.pid, signal.SIGTERM if time.monotonic() < deadline else signal.SIGKILL)
         time.sleep(0.1)
-    if Path(f"/proc/{pid}").exists():
-        os.kill(pid, signal.SIGKILL)
-    Path(pidfile).unlink(missing_ok=True)
+
+
+def _pid_in(pidfile: Path) -> int | None:
+    if pidfile.parent != PIDFILE_DIR:
+        return None
+    try:
+        return int(pidfile.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+@contextmanager
+def zfs_turn() -> Iterator[None]:
+    """This machine's zfs-fuse to this fslab alone for one run. There is one zfs-fuse per machine:
+    two fslab processes (two work directories) take turns rather than stop each other's daemon."""
+    _own_run_directory()
+    fd = os.open(PIDFILE_DIR / "zfs.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # waits while another fslab's ZFS run holds it
+        yield
+    finally:
+        os.close(fd)
+
+
+def _own_run_directory() -> None:
+    PIDFILE_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = os.lstat(PIDFILE_DIR)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        raise Refused(f"{PIDFILE_DIR} is not a directory of fslab's own (a symlink, another owner, or writable by others)")
 
 
 @contextmanager
 def zfs_fuse_daemon(journal: Journal, arc_max: int | None) -> Iterator[None]:
     """zfs-fuse running for the run: started (and stopped after) unless one already runs;
     `arc_max` (bytes) caps its ARC, which only a daemon fslab starts itself can have."""
-    if run(["pgrep", "-x", "zfs-fuse"], check=False).returncode == 0:
+    pids = run(["pgrep", "-x", "zfs-fuse"], check=False).stdout.split()
+    if any(process(int(pid)) for pid in pids):  # a daemon lives (a stopped one may linger as a zombie)
         if arc_max is not None:
             raise NotSupported("arc_max needs a zfs-fuse daemon fslab starts itself, and one is already running")
         yield  # someone else's daemon: use it, leave it
         return
-    PIDFILE_DIR.mkdir(parents=True, exist_ok=True)
-    pidfile = PIDFILE_DIR / "zfs-fuse.pid"
+    pidfile = PIDFILE_DIR / f"zfs-fuse-{workdir_tag(journal.workdir.root)}pid"
     cap = ["--max-arc-size", str(max(16, min(16384, arc_max // 2**20)))] if arc_max else []
-    with journal.holding("zfs-daemon", str(pidfile)):
+    with journal.holding("zfs-daemon", "zfs-fuse", pidfile=str(pidfile)) as held:
+        pidfile.unlink(missing_ok=True)
         run(["zfs-fuse", "--pidfile", str(pidfile), *cap])
+        started = process(_pid_in(pidfile) or 0)
+        if started is None or started.comm != "zfs-fuse":
+            raise RuntimeError(f"zfs-fuse started but {pidfile} names no zfs-fuse process")
+        held.prove(**started.proof())
         deadline = time.monotonic() + 20
         while not _daemon_answers():
             if time.monotonic() > deadline:
                 raise RuntimeError("zfs-fuse started but does not answer zpool commands")
             time.sleep(0.1)
-        # zfs-fuse re-imports the pools in its cache: fslab's, left by a run that died, go now.
+        # zfs-fuse re-imports the pools in its cache: this work directory's, left by a run that
+        # died with no daemon to destroy them in, go now (no other fslab uses zfs-fuse meanwhile).
         for pool in run(["zpool", "list", "-H", "-o", "name"]).stdout.split():
-            if pool.startswith(KERNEL_NAME_PREFIX):
-                destroy_pool(pool)
+            if pool.startswith(workdir_tag(journal.workdir.root)):
+                destroy_pool(Entry("zpool", pool), journal.workdir)
         yield
 
 
@@ -122,16 +161,17 @@ def arc_stat(name: str) -> int:
 
 
 @releaser("arc-max")
-def restore_arc_max(previous: str) -> None:
-    """Put the module's ARC cap back ("parameter c_max" as they were before the run).
+def restore_arc_max(entry: Entry, workdir: Workdir) -> None:
+    """Put the module's ARC cap back (the parameter and c_max as they were before the run).
 
     Writing the old parameter alone (usually 0, "the default") leaves the lowered cap in
     force; writing the old c_max first restores it."""
+    parameter, c_max = entry.proof.get("parameter"), entry.proof.get("c_max")
+    if entry.ident != "zfs_arc_max" or not isinstance(parameter, int) or not isinstance(c_max, int):
+        raise Refused(f"{entry.ident}: the journal's values are not the numbers fslab records")
     if not ARC_MAX.exists():
         return
-    parameter, _, c_max = previous.partition(" ")
-    if c_max:
-        ARC_MAX.write_text(f"{c_max}\n")
+    ARC_MAX.write_text(f"{c_max}\n")
     ARC_MAX.write_text(f"{parameter}\n")
 
 
@@ -141,7 +181,7 @@ def kernel_arc_max(journal: Journal, arc_max: int | None) -> Iterator[None]:
     if arc_max is None:
         yield
         return
-    with journal.holding("arc-max", f"{ARC_MAX.read_text().strip()} {arc_stat('c_max')}"):
+    with journal.holding("arc-max", "zfs_arc_max", parameter=int(ARC_MAX.read_text()), c_max=arc_stat("c_max")):
         ARC_MAX.write_text(f"{arc_max}\n")
         in_force = arc_stat("c_max")
         if in_force != arc_max:  # the module ignores a cap below its floor, silently
@@ -149,11 +189,27 @@ def kernel_arc_max(journal: Journal, arc_max: int | None) -> Iterator[None]:
         yield
 
 
+def pool_guid(pool: str) -> str:
+    """The pool's guid: what tells the pool fslab made from another of the same name. (zfs-fuse's
+    `zpool get` knows neither -H nor -o: the value is the third column of its one row.)"""
+    rows = run(["zpool", "get", "guid", pool]).stdout.splitlines()
+    return rows[-1].split()[2]
+
+
 @releaser("zpool")
-def destroy_pool(pool: str) -> None:
-    """Destroy the pool if it exists; zfs-fuse may call it busy for a moment after an unmount."""
+def destroy_pool(entry: Entry, workdir: Workdir) -> None:
+    """Destroy fslab's pool if it exists — named for this work directory, and the very pool made
+    (its guid) — retrying while zfs-fuse calls it busy for a moment after an unmount."""
+    pool = entry.ident
+    if not re.fullmatch(r"fslab_[0-9a-f]{5}_[0-9a-f]{8}", pool) or not pool.startswith(workdir_tag(workdir.root)):
+        raise Refused(f"{pool} is not a pool name fslab gives in {workdir.root}")
+    if shutil.which("zpool") is None or not _daemon_answers():
+        return  # no ZFS running: the pool waits in zfs-fuse's cache, cleared when fslab next starts it
     deadline = time.monotonic() + 15
     while run(["zpool", "list", "-H", pool], check=False).returncode == 0:
+        guid = pool_guid(pool)
+        if "guid" in entry.proof and guid != str(entry.proof["guid"]):
+            raise Refused(f"pool {pool} is not the one fslab made (guid {guid}, not {entry.proof['guid']})")
         try:
             run(["zpool", "destroy", "-f", pool])
         except CommandError as exc:
@@ -191,25 +247,26 @@ class Zfs(Filesystem):
             raise NotSupported(ZVOL_ON_FUSE)
         stack.assert_ours()
         devices = stack.devices
-        pool = kernel_name(journal.workdir, target.name)
-        mountpoint.parent.mkdir(parents=True, exist_ok=True)
+        pool = kernel_name(journal.workdir.root, target.name)
         daemon = zfs_fuse_daemon(journal, target.arc_max) if found.fuse else kernel_arc_max(journal, target.arc_max)
-        with daemon, journal.holding("zpool", pool):
+        with zfs_turn() if found.fuse else nullcontext(), daemon, journal.holding("zpool", pool) as held:
             create_pool = self.pool_command(pool, devices, target)
             run(create_pool)
-            create_dataset = self.dataset_command(pool, mountpoint, target)  # after the pool: a volume is sized from it
-            run(create_dataset)
-            commands = [create_pool, create_dataset]
+            held.prove(guid=pool_guid(pool))
             if target.zvol:
-                yield Provisioned(device=_zvol_device(f"{pool}/data"), directory=None, mkfs_command=joined(commands), details=self.details_of(found, pool, target))
+                create_volume = self.dataset_command(pool, mountpoint, target)  # after the pool: a volume is sized from it
+                run(create_volume)
+                commands = joined([create_pool, create_volume])
+                yield Provisioned(device=_zvol_device(f"{pool}/data"), directory=None, mkfs_command=commands, details=self.details_of(found, pool, target))
                 return
-            with journal.holding("mount", str(mountpoint)):
-                if mounted_options(mountpoint) is None:
-                    raise CommandError(create_dataset, 0, "", f"the dataset {pool}/data is not mounted on {mountpoint}")
+            with mount_point(journal, mountpoint) as mounted:
+                create_dataset = self.dataset_command(pool, mountpoint, target)
+                run(create_dataset)  # ZFS mounts the dataset itself
+                proven(mounted)
                 yield Provisioned(
                     device=devices[0],
                     directory=mountpoint,
-                    mkfs_command=joined(commands),
+                    mkfs_command=joined([create_pool, create_dataset]),
                     mount_options_effective=mounted_options(mountpoint),
                     details=self.details_of(found, pool, target),
                 )

@@ -12,7 +12,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from fslab.system import run
+from fslab.journal import Journal
+from fslab.system import run_held
 
 # fio options fslab always sets on the jobs it builds (recorded in every stored job file).
 FIXED_OPTIONS = {
@@ -84,10 +85,10 @@ def layout_options(options: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in options.items() if k not in _TIMING} | _LAYOUT
 
 
-def run_fio(job_path: Path, *, timeout: float | None) -> str:
-    """Run one job file; returns fio's json+ output text."""
+def run_fio(journal: Journal, job_path: Path, *, timeout: float | None) -> str:
+    """Run one job file (journalled: clean-up stops it); returns fio's json+ output text."""
     output = job_path.with_suffix(".json")
-    run(["fio", "--output-format=json+", f"--output={output}", str(job_path)], timeout=timeout)
+    run_held(journal, ["fio", "--output-format=json+", f"--output={output}", str(job_path)], timeout=timeout)
     return output.read_text()
 
 

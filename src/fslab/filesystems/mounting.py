@@ -1,0 +1,63 @@
+"""Mount points: made by fslab in its work directory, proven after mounting, unmounted only when
+the filesystem mounted there is still the one fslab mounted."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fslab.errors import Refused
+from fslab.guard.identity import mount_proof, mounts_at, rests_on, unmount
+from fslab.guard.names import workdir_tag
+from fslab.journal import Entry, Held, Journal, releaser
+
+if TYPE_CHECKING:
+    from fslab.workdir import Workdir
+
+
+@contextmanager
+def mount_point(journal: Journal, path: Path) -> Iterator[Held]:
+    """An empty directory of fslab's own at `path`; the caller mounts on it and calls `proven`.
+    Whatever is mounted there is unmounted afterwards (if it is what fslab mounted)."""
+    journal.workdir.subdirectory(path.parent)
+    with journal.holding("mount", str(path)) as held:
+        _fresh(path)
+        yield held
+
+
+def proven(held: Held) -> None:
+    """Record what proves the mount just made: its device number, type and source."""
+    held.prove(**mount_proof(Path(held.ident)))
+
+
+def _fresh(path: Path) -> None:
+    try:
+        os.mkdir(path, 0o700)
+        return
+    except FileExistsError:
+        pass
+    if os.path.islink(path) or not os.path.isdir(path):
+        raise Refused(f"{path} is not a directory fslab made (a symlink or a file is there): fslab mounts nothing on it")
+    if mounts_at(path) or os.listdir(path):
+        raise Refused(f"{path} is in use (something is mounted on it or it holds files): fslab mounts nothing on it")
+
+
+@releaser("mount")
+def release_mount(entry: Entry, workdir: Workdir) -> None:
+    """Unmount what fslab mounted at the entry's mount point (the kernel follows no symlink)."""
+    path = workdir.inside(entry.ident, workdir.mounts)
+    mounted = mounts_at(path)
+    if not mounted:
+        return
+    dev = entry.proof.get("dev")
+    if dev is None:  # killed between mounting and recording the proof: ask the kernel what it is
+        top = mounted[-1]
+        major, minor = (int(x) for x in top.dev.split(":"))
+        ours = rests_on(os.makedev(major, minor), workdir.owned()) or top.source.startswith(workdir_tag(workdir.root))
+        if not ours:
+            raise Refused(f"{path}: {top.source} is mounted there and nothing shows fslab mounted it; left mounted")
+        dev = top.dev
+    unmount(path, str(dev))

@@ -1,0 +1,220 @@
+"""The guard against harm to what is not fslab's: things found at fslab's own paths, a planted
+journal, a killed fslab whose fio lives on. The user's things are real: a loop device the test
+attaches over its own image, carrying a filesystem with a file on it, and a user's process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from conftest import TEST_ROOT, fslab, held_by, write_study
+from fslab.guard.identity import FileId, loops_backed_by, mounts_at, regular_file
+from fslab.guard.names import workdir_tag
+from fslab.workdir import MARKER
+
+STUDY = """\
+[study]
+name = "guarded"
+repetitions = 1
+workloads = ["seq_write"]
+image_size = "320MiB"
+image_fill = "sparse"
+
+[fio]
+size = "16MiB"
+runtime = "1s"
+
+[[target]]
+name = "victim"
+filesystem = "xfs"
+"""
+
+
+@dataclass
+class UsersDisk:
+    image: Path
+    device: str
+    mountpoint: Path
+    file: Path
+
+    def intact(self) -> bool:
+        return self.device in loops_backed_by(regular_file(self.image)) and self.file.read_text() == "precious\n"
+
+
+@contextmanager
+def users_disk(mounted: bool = True) -> Iterator[UsersDisk]:
+    """A user's disk: their own image attached as a loop device, ext4 on it, a file on that."""
+    TEST_ROOT.mkdir(parents=True, exist_ok=True)
+    home = Path(tempfile.mkdtemp(prefix="user-", dir=TEST_ROOT))
+    image, mountpoint = home / "disk.img", home / "data"
+    with open(image, "wb") as f:
+        f.truncate(64 * 2**20)
+    device = subprocess.run(["losetup", "--find", "--show", str(image)], capture_output=True, text=True, check=True).stdout.strip()
+    mountpoint.mkdir()
+    try:
+        subprocess.run(["mkfs.ext4", "-q", device], check=True)
+        subprocess.run(["mount", device, str(mountpoint)], check=True)
+        (mountpoint / "file.txt").write_text("precious\n")
+        if not mounted:
+            subprocess.run(["umount", str(mountpoint)], check=True)
+            subprocess.run(["mount", "-o", "ro", device, str(mountpoint)], check=True)  # read the file, then let go
+        disk = UsersDisk(image, device, mountpoint, mountpoint / "file.txt")
+        assert disk.intact()
+        yield disk
+    finally:
+        subprocess.run(["umount", str(mountpoint)], capture_output=True)
+        subprocess.run(["losetup", "--detach", device], capture_output=True)
+        subprocess.run(["rm", "-rf", str(home)])
+
+
+def run_study(workdir, tmp_path, text: str = STUDY) -> subprocess.CompletedProcess[str]:
+    return fslab("run", str(write_study(tmp_path, text)), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
+
+
+def test_a_file_at_an_image_path_is_never_deleted_or_used(workdir, tmp_path):
+    workdir.images.mkdir()
+    planted = workdir.images / "victim.img"
+    planted.write_text("a user's file\n")
+    result = run_study(workdir, tmp_path)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "already exists: fslab makes its images anew" in result.stdout
+    assert planted.read_text() == "a user's file\n"
+    assert held_by(workdir.root) == []
+
+
+def test_a_symlink_at_an_image_path_does_not_reach_the_users_loop_device(workdir, tmp_path):
+    with users_disk() as disk:
+        workdir.images.mkdir()
+        (workdir.images / "victim.img").symlink_to(disk.image)
+        result = run_study(workdir, tmp_path)
+        assert result.returncode == 1 and "already exists" in result.stdout
+        assert disk.intact(), "the user's loop device stays attached, its file intact"
+        assert os.path.islink(workdir.images / "victim.img")
+
+
+def test_a_symlink_at_a_mount_point_mounts_nothing_over_the_users_directory(workdir, tmp_path):
+    users_dir = tmp_path / "users-dir"
+    users_dir.mkdir()
+    (users_dir / "notes.txt").write_text("mine\n")
+    workdir.mounts.mkdir()
+    (workdir.mounts / "victim").symlink_to(users_dir)
+    result = run_study(workdir, tmp_path)
+    assert result.returncode == 1
+    assert "is not a directory fslab made" in result.stdout
+    assert mounts_at(users_dir) == [] and (users_dir / "notes.txt").read_text() == "mine\n"
+    assert held_by(workdir.root) == []
+
+
+def test_a_symlinked_lock_is_refused_and_its_target_untouched(workdir, tmp_path):
+    precious = tmp_path / "precious.txt"
+    precious.write_text("do not truncate\n")
+    (workdir.root / "lock").symlink_to(precious)
+    result = fslab("cleanup", "--workdir", str(workdir.root))
+    assert result.returncode == 2 and "never through a symlink" in result.stderr
+    assert precious.read_text() == "do not truncate\n"
+
+
+def test_a_directory_of_the_users_files_is_not_a_work_directory(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    (home / "journal.jsonl").write_text("my own journal\n")
+    result = run_study(type("W", (), {"root": home})(), tmp_path)
+    assert result.returncode == 2 and "is not an fslab work directory" in result.stderr
+    assert (home / "journal.jsonl").read_text() == "my own journal\n"
+    assert not (home / MARKER).exists()
+
+
+def test_a_planted_journal_harms_nothing(workdir, tmp_path):
+    """Entries naming a user's image, loop device, mount, process, a pool and layers that are not
+    fslab's, and lines that are not entries at all: all left alone and reported."""
+    with users_disk() as disk:
+        sleeper = subprocess.Popen(["sleep", "300"])
+        try:
+            identity = FileId.of(os.stat(disk.image)).proof()
+            tag = workdir_tag(workdir.root)
+            lines = [
+                {"event": "acquire", "kind": "image", "id": str(disk.image), "proof": identity},
+                {"event": "acquire", "kind": "loop", "id": str(disk.image), "proof": identity},
+                {"event": "acquire", "kind": "image", "id": str(workdir.images / "../../etc.img"), "proof": identity},
+                {"event": "acquire", "kind": "mount", "id": str(disk.mountpoint)},
+                {"event": "acquire", "kind": "process", "id": "sleep", "proof": {"pid": sleeper.pid, "start": 1, "comm": "sleep"}},
+                {"event": "acquire", "kind": "process", "id": "fio", "proof": _proof_of(sleeper.pid)},
+                {"event": "acquire", "kind": "zpool", "id": "tank"},
+                {"event": "acquire", "kind": "md", "id": "md0"},
+                {"event": "acquire", "kind": "luks", "id": "cryptroot"},
+                {"event": "acquire", "kind": "lvm", "id": f"{tag}00000000_vg on /etc/passwd"},
+                {"event": "acquire", "kind": "arc-max", "id": "zfs_arc_max", "proof": {"parameter": "1; reboot", "c_max": 1}},
+            ]
+            text = "\n".join(json.dumps(line) for line in lines) + '\nnot json at all\n{"event": "acquire", "kind": "shell", "id": "rm -rf /"}\n'
+            workdir.journal.path.write_text(text)
+            result = fslab("cleanup", "--workdir", str(workdir.root))
+            assert result.returncode == 1, result.stdout + result.stderr
+            out = result.stdout.replace("\n", " ")
+            assert out.count("left alone") >= 10, result.stdout
+            assert "released" not in out.replace("left alone", "")
+            assert disk.intact() and mounts_at(disk.mountpoint), "the user's loop device and mount stay"
+            assert sleeper.poll() is None, "the user's process was not signalled"
+            assert disk.image.exists()
+            again = fslab("cleanup", "--workdir", str(workdir.root))
+            assert "nothing to clean up" in again.stdout, "left alone once, reported once"
+        finally:
+            sleeper.kill()
+            sleeper.wait()
+
+
+def _proof_of(pid: int) -> dict:
+    from fslab.guard.identity import process
+
+    found = process(pid)
+    return found.proof() if found else {}
+
+
+def test_kill_9_leaves_fio_running_and_cleanup_stops_it_before_unmounting(workdir, tmp_path):
+    study = write_study(tmp_path, STUDY.replace('runtime = "1s"', 'runtime = "60s"'))
+    proc = subprocess.Popen([sys.executable, "-m", "fslab", "run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    fio = _wait_for_measured_fio(proc.pid)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    time.sleep(0.5)
+    assert Path(f"/proc/{fio}").exists(), "fio outlives fslab's kill -9 (it runs in a session of its own)"
+    assert held_by(workdir.root), "the mount and loop device are still held"
+    result = fslab("cleanup", "--workdir", str(workdir.root))
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("process fio: released"), "the workload is stopped first"
+    assert any(line.startswith("mount ") and "released" in line for line in lines[1:])
+    assert not Path(f"/proc/{fio}").exists() or _state(fio) == "Z"
+    assert held_by(workdir.root) == []
+
+
+def _wait_for_measured_fio(parent: int) -> int:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for pid in _children(parent):
+            if Path(f"/proc/{pid}/comm").read_text().strip() == "fio" and "job.fio" in Path(f"/proc/{pid}/cmdline").read_text():
+                return pid
+        time.sleep(0.1)
+    raise AssertionError("the measured fio never started")
+
+
+def _children(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "X"
