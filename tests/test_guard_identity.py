@@ -4,6 +4,7 @@ attaches over its own image, carrying a filesystem with a file on it, and a user
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -202,8 +203,9 @@ def _wait_for_measured_fio(parent: int) -> int:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         for pid in _children(parent):
-            if Path(f"/proc/{pid}/comm").read_text().strip() == "fio" and "job.fio" in Path(f"/proc/{pid}/cmdline").read_text():
-                return pid
+            with contextlib.suppress(OSError):  # a short-lived child may be gone already
+                if Path(f"/proc/{pid}/comm").read_text().strip() == "fio" and "job.fio" in Path(f"/proc/{pid}/cmdline").read_text():
+                    return pid
         time.sleep(0.1)
     raise AssertionError("the measured fio never started")
 

@@ -92,7 +92,8 @@ class Journal:
     @contextmanager
     def holding(self, kind: str, ident: str, **proof: int | str) -> Iterator[Held]:
         """Record the resource, let the caller make it (and prove it) and use it; release it
-        however the block ends. `proof` given here is identity known before it is made."""
+        however the block ends. `proof` given here is identity known before it is made (for a
+        pool, array or mapping, its name: one fslab gives, scoped to this work directory)."""
         self._append("acquire", kind, ident, proof)
         held = Held(self, kind, ident, proof)
         try:

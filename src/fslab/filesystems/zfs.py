@@ -249,7 +249,7 @@ class Zfs(Filesystem):
         devices = stack.devices
         pool = kernel_name(journal.workdir.root, target.name)
         daemon = zfs_fuse_daemon(journal, target.arc_max) if found.fuse else kernel_arc_max(journal, target.arc_max)
-        with zfs_turn() if found.fuse else nullcontext(), daemon, journal.holding("zpool", pool) as held:
+        with zfs_turn() if found.fuse else nullcontext(), daemon, journal.holding("zpool", pool, named="by fslab") as held:
             create_pool = self.pool_command(pool, devices, target)
             run(create_pool)
             held.prove(guid=pool_guid(pool))
