@@ -19,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TEST_ROOT, fslab, held_by, write_study
+from conftest import TEST_ROOT, fresh_workdir, fslab, held_by, write_study
+from fslab.filesystems.zfs import engine
+from fslab.results import ResultsDB
 from fslab.guard.identity import FileId, loops_backed_by, mounts_at, regular_file
 from fslab.guard.names import workdir_tag
 from fslab.workdir import MARKER
@@ -220,3 +222,36 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "X"
+
+
+ZFS_STUDY = """\
+[study]
+name = "zfs-turns"
+repetitions = 2
+workloads = ["seq_write"]
+image_size = "256MiB"
+image_fill = "sparse"
+
+[fio]
+size = "16MiB"
+runtime = "1s"
+
+[[target]]
+filesystem = "zfs"
+"""
+
+
+@pytest.mark.skipif(engine() is None, reason="no ZFS engine")
+def test_two_fslab_processes_on_zfs_do_not_stop_each_others_daemon_or_pools(tmp_path):
+    with fresh_workdir() as first, fresh_workdir() as second:
+        study = write_study(tmp_path, ZFS_STUDY)
+        procs = [
+            subprocess.Popen([sys.executable, "-m", "fslab", "run", str(study), "--db", str(tmp_path / f"{i}.db"), "--workdir", str(wd.root)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for i, wd in enumerate((first, second))
+        ]
+        outputs = [proc.communicate(timeout=300)[0] for proc in procs]
+        assert [proc.returncode for proc in procs] == [0, 0], outputs
+        for i in range(2):
+            results = ResultsDB(str(tmp_path / f"{i}.db"))
+            runs = results.runs(results.study_run()["id"])
+            assert [r["status"] for r in runs] == ["ok", "ok"], [r["error"] for r in runs]
