@@ -128,13 +128,39 @@ def test_a_symlinked_lock_is_refused_and_its_target_untouched(workdir, tmp_path)
     assert precious.read_text() == "do not truncate\n"
 
 
+def test_a_symlinked_journal_is_neither_read_nor_written_through(workdir, tmp_path):
+    precious = tmp_path / "precious.txt"
+    precious.write_text('{"event": "acquire", "kind": "image", "id": "/etc/passwd"}\n')
+    workdir.journal.path.symlink_to(precious)
+    result = fslab("cleanup", "--workdir", str(workdir.root))
+    assert result.returncode == 2 and "never through a symlink" in result.stderr and "Traceback" not in result.stderr
+    assert precious.read_text().count("\n") == 1
+
+
+def test_reports_are_not_written_through_a_symlink(workdir, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "reports").symlink_to(elsewhere)
+    result = run_study(workdir, tmp_path)
+    assert result.returncode == 2 and "is a symlink" in result.stderr
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_study_file_that_is_not_text_is_refused_without_a_traceback(tmp_path):
+    binary = tmp_path / "study.toml"
+    binary.write_bytes(bytes(range(256)))
+    result = fslab("run", str(binary), "--db", str(tmp_path / "r.db"))
+    assert result.returncode == 2 and "cannot be read as a study file" in result.stderr and "Traceback" not in result.stderr
+
+
 def test_a_directory_of_the_users_files_is_not_a_work_directory(tmp_path):
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
     (home / "journal.jsonl").write_text("my own journal\n")
+    (home / "lock").write_text("my own lock\n")
     result = run_study(type("W", (), {"root": home})(), tmp_path)
     assert result.returncode == 2 and "is not an fslab work directory" in result.stderr
-    assert (home / "journal.jsonl").read_text() == "my own journal\n"
+    assert (home / "journal.jsonl").read_text() == "my own journal\n" and (home / "lock").read_text() == "my own lock\n"
     assert not (home / MARKER).exists()
 
 

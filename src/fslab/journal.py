@@ -82,7 +82,10 @@ class Journal:
         entry = {"event": event, "kind": kind, "id": ident, "pid": os.getpid(), "time": time.time()}
         if proof:
             entry["proof"] = proof
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise Refused(f"{self.path}: {exc.strerror}; fslab writes its journal itself, never through a symlink") from None
         try:
             os.write(fd, (json.dumps(entry) + "\n").encode())
             os.fsync(fd)
@@ -107,9 +110,13 @@ class Journal:
         """Resources acquired and never released, newest first (the order to release them in),
         and the lines that are not entries fslab wrote (reported, never acted on)."""
         try:
-            lines = self.path.read_text(errors="replace").splitlines()
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except FileNotFoundError:
             return [], []
+        except OSError as exc:
+            raise Refused(f"{self.path}: {exc.strerror}; fslab reads its journal itself, never through a symlink") from None
+        with os.fdopen(fd, errors="replace") as journal:
+            lines = journal.read().splitlines()
         held: dict[tuple[str, str], dict] = {}
         problems = []
         for number, line in enumerate(lines, start=1):

@@ -150,7 +150,11 @@ def load_study(name_or_path: str | Path, *, scale: float = 1.0) -> Study:
     """A study from a file path or a built-in study's name."""
     path = Path(name_or_path)
     if path.is_file():
-        return parse_study(path.read_text(), str(path), base_dir=path.parent, scale=scale)
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StudyError(f"{path}: cannot be read as a study file (TOML text): {getattr(exc, 'strerror', None) or exc}") from None
+        return parse_study(text, str(path), base_dir=path.parent, scale=scale)
     builtin = resources.files("fslab.studies") / f"{name_or_path}.toml"
     if builtin.is_file():
         return parse_study(builtin.read_text(), f"built-in study '{name_or_path}'", base_dir=Path.cwd(), scale=scale)

@@ -85,8 +85,9 @@ class Workdir:
         except OSError as exc:
             raise Refused(f"{self.root / 'lock'}: {exc.strerror}; fslab opens its lock file itself, never through a symlink") from None
         with os.fdopen(fd, "r+") as lock:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise Refused(f"{self.root / 'lock'} is not a regular file: fslab leaves it alone")
+            found = os.fstat(fd)
+            if not stat.S_ISREG(found.st_mode) or found.st_nlink != 1:
+                raise Refused(f"{self.root / 'lock'} is not a regular file of fslab's own (another name links to it): fslab leaves it alone")
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -105,7 +106,7 @@ class Workdir:
         _check_own_directory(self.root)
         marker = self.root / MARKER
         if not os.path.lexists(marker):
-            strangers = [entry for entry in os.listdir(self.root) if entry != "lock"]
+            strangers = os.listdir(self.root)
             if strangers:
                 raise Refused(
                     f"{self.root} holds files fslab did not make ({', '.join(sorted(strangers)[:5])}) and is not an fslab work "

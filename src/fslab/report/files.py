@@ -5,9 +5,11 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from dataclasses import asdict
 from pathlib import Path
 
+from fslab.errors import Refused
 from fslab.guard.names import file_name
 from fslab.report.summary import (
     COLUMNS,
@@ -80,9 +82,22 @@ def to_json(s: StudySummary) -> str:
 def write_reports(s: StudySummary, directory: Path) -> list[Path]:
     """summary.md, summary.csv and summary.json in a folder named after the study run."""
     folder = directory / file_name(f"{s.study_run['study']}-{s.study_run['id']}")
-    folder.mkdir(parents=True, exist_ok=True)
+    for made in (directory, folder):
+        if made.is_symlink():
+            raise Refused(f"{made} is a symlink: fslab writes its reports into a directory, never through a symlink")
+        made.mkdir(exist_ok=True)
     written = []
     for name, text in (("summary.md", to_markdown(s)), ("summary.csv", to_csv(s)), ("summary.json", to_json(s))):
-        (folder / name).write_text(text)
+        _write_own(folder / name, text)
         written.append(folder / name)
     return written
+
+
+def _write_own(path: Path, text: str) -> None:
+    """Write a report file, never through a symlink someone left at its name."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise Refused(f"{path}: {exc.strerror}; fslab writes its reports itself, never through a symlink") from None
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
