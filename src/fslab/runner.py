@@ -1,6 +1,7 @@
 """Running a study: for each planned run, provision → lay out → drop caches → workload →
 teardown → store, in interleaved order. A failed run is stored with its error and the study
-goes on; an interrupted study releases what it holds and is marked interrupted.
+goes on; an interrupted study releases what it holds and is marked interrupted, and a resumed
+one (resume.py) runs only what its plan still lacks. A run has a time limit (its workload's).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ class Owner:
     @classmethod
     def current(cls, workdir: Path) -> Owner:
         pid = os.getpid()
-        return cls(pid, process_start_time(pid) or 0, socket.gethostname(), str(workdir), _boot_id())
+        return cls(pid, process_start_time(pid) or 0, socket.gethostname(), str(workdir.resolve()), _boot_id())
 
     @classmethod
     def from_stored(cls, stored: dict | None) -> Owner | None:
