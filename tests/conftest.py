@@ -61,3 +61,21 @@ def write_study(directory: Path, text: str, name: str = "study.toml") -> Path:
     path = directory / name
     path.write_text(text)
     return path
+
+
+def runs_stored(db: Path) -> int:
+    """Runs stored by the newest study run, or -1 before one has begun (the fio that runs then
+    only reports its version)."""
+    from fslab.results import ResultsDB
+
+    if not db.exists():
+        return -1
+    results = ResultsDB(str(db))
+    study_run = results.study_run()
+    return len(results.runs(study_run["id"])) if study_run else -1
+
+
+def fio_children(pid: int) -> list[int]:
+    """The fio processes a process has started."""
+    out = subprocess.run(["ps", "-o", "pid=,comm=", "--ppid", str(pid)], capture_output=True, text=True).stdout
+    return [int(line.split()[0]) for line in out.splitlines() if line.split()[1:] == ["fio"]]

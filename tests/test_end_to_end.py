@@ -5,11 +5,10 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from conftest import fresh_workdir, fslab, held_by, write_study
+from conftest import fio_children, fresh_workdir, fslab, held_by, runs_stored, write_study
 from fslab.results import ResultsDB
 from fslab.guard.names import file_name
 
@@ -156,8 +155,12 @@ def test_a_failing_run_is_recorded_and_the_study_goes_on(workdir, tmp_path):
     runs = {r["target"]: r for r in ResultsDB(str(db)).runs(ResultsDB(str(db)).study_run()["id"])}
     assert runs["xfs"]["status"] == "ok"
     assert runs["bad"]["status"] == "failed" and "mount" in runs["bad"]["error"] and "exited with status" in runs["bad"]["error"]
-    assert runs["bad"]["mount_options_requested"] == "data=bogus" and "bad · seq_write · run 1" in result.stdout
+    assert runs["bad"]["mount_options_requested"] == "data=bogus" and "failed in provision bad · seq_write · run 1" in result.stdout
     assert "1 run(s) failed" in result.stderr
+    failure = runs["bad"]["failure"]
+    assert failure["phase"] == "provision" and failure["argv"][:4] == ["mount", "-t", "ext4", "-o"] and "data=bogus" in failure["argv"]
+    assert failure["exit_status"] == 32 and "wrong fs type, bad option" in failure["stderr_tail"] and "CommandError" in failure["traceback"]
+    assert runs["xfs"]["failure"] is None
 
 
 def test_a_users_job_file_runs_unchanged_but_for_its_directory(workdir, tmp_path):
@@ -179,7 +182,7 @@ def test_interrupt_releases_everything_and_keeps_finished_runs(workdir, tmp_path
     db = tmp_path / "r.db"
     proc = subprocess.Popen([sys.executable, "-m", "fslab", "run", str(study), "--db", str(db), "--workdir", str(workdir.root)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while not any("fio" in line for line in _children(proc.pid)) or _runs_stored(db) < 1:
+    while not fio_children(proc.pid) or runs_stored(db) < 1:
         assert time.monotonic() < deadline and proc.poll() is None, "the study should be running fio"
         time.sleep(0.2)
     proc.send_signal(signum)
@@ -189,18 +192,6 @@ def test_interrupt_releases_everything_and_keeps_finished_runs(workdir, tmp_path
     results = ResultsDB(str(db))
     assert results.study_run()["status"] == "interrupted"
     assert len(results.runs(results.study_run()["id"])) >= 1
-
-
-def _children(pid: int) -> list[str]:
-    return subprocess.run(["ps", "-o", "comm=", "--ppid", str(pid)], capture_output=True, text=True).stdout.splitlines()
-
-
-def _runs_stored(db: Path) -> int:
-    if not db.exists():
-        return 0
-    results = ResultsDB(str(db))
-    study_run = results.study_run()
-    return len(results.runs(study_run["id"])) if study_run else 0
 
 
 def test_a_study_too_big_for_the_disk_is_refused_before_anything_is_made(workdir, tmp_path):

@@ -1,6 +1,11 @@
-"""The results database: schema version and migration of a database written by an older fslab."""
+"""The results database: schema version, migration of databases written by an older fslab, and
+the databases fslab refuses to open (each through the command line, as a user meets it)."""
 
+import os
 import shutil
+import sqlite3
+import stat
+from collections import Counter
 
 import pytest
 import sqlalchemy as sa
@@ -32,3 +37,89 @@ def test_a_newer_database_is_refused(tmp_path):
         conn.execute(schema_info.update().values(version=SCHEMA_VERSION + 1))
     with pytest.raises(SchemaMismatch, match="newer than this fslab's"):
         ResultsDB(str(tmp_path / "new.db"))
+
+
+def test_a_version_2_database_is_migrated_and_its_interrupted_study_run_resumed(tmp_path, workdir):
+    # written by fslab with schema version 2 from a real study run (xfs, raw and a target whose
+    # mount option ext4 refuses; 2 runs each), interrupted with Ctrl-C after four runs
+    db_path = tmp_path / "old.db"
+    shutil.copy(FIXTURES / "schema-v2.db", db_path)
+    db = ResultsDB(str(db_path))
+    study_run = db.study_run()
+    assert study_run["status"] == "interrupted" and study_run["owner"] is None
+    before = {r["id"]: r for r in db.runs(study_run["id"])}
+    assert len(before) == 4 and {r["device"] for r in before.values() if r["status"] == "ok"} == {"/dev/loop1"}
+    assert all(r["failure"] is None for r in before.values()), "an old failed run keeps its error, with no details"
+    assert fslab("summary", "--db", str(db_path)).returncode == 0
+
+    result = fslab("run", "--resume", "--db", str(db_path), "--workdir", str(workdir.root))
+    assert result.returncode == 1, result.stdout + result.stderr  # the bad target fails again
+    runs = db.runs(study_run["id"])
+    assert Counter((r["target"], r["repetition"]) for r in runs) == {(t, n): 1 for t in ("xfs", "raw", "bad") for n in (1, 2)}
+    assert all(before[r["id"]] == r for r in runs if r["id"] in before), "the runs stored before are untouched"
+    new_failure = next(r["failure"] for r in runs if r["target"] == "bad" and r["id"] not in before)
+    assert new_failure["phase"] == "provision" and new_failure["argv"][0] == "mount"
+    assert db.study_run()["status"] == "finished" and db.study_run()["id"] == study_run["id"]
+    assert "bad · rand_read · run 1 (in" not in result.stdout and "bad · rand_read · run 2 (in provision)" in result.stdout
+
+
+def _refused(tmp_path, location: str) -> str:
+    result = fslab("history", "--db", location)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    return " ".join(result.stderr.split())
+
+
+def test_a_database_in_a_missing_directory_is_refused(tmp_path):
+    message = _refused(tmp_path, str(tmp_path / "nowhere" / "r.db"))
+    assert f"the directory {tmp_path / 'nowhere'} does not exist" in message
+    assert not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.parametrize("kind", ["block device", "directory", "FIFO", "symbolic link"])
+def test_a_database_that_is_not_a_regular_file_is_refused(tmp_path, kind):
+    path = tmp_path / "r.db"
+    if kind == "block device":  # major 42 is for demos: no driver, nothing to write over if the check failed
+        os.mknod(path, stat.S_IFBLK | 0o600, os.makedev(42, 0))
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "FIFO":
+        os.mkfifo(path)
+    else:
+        (tmp_path / "real.db").touch()
+        path.symlink_to(tmp_path / "real.db")
+    assert f"{path} is a {kind}, not a database file" in _refused(tmp_path, str(path))
+    assert kind != "symbolic link" or (tmp_path / "real.db").stat().st_size == 0
+
+
+def test_a_wal_file_that_is_not_a_regular_file_is_refused(tmp_path):
+    (tmp_path / "r.db-wal").symlink_to("/dev/null")
+    assert "r.db-wal is a symbolic link" in _refused(tmp_path, str(tmp_path / "r.db"))
+
+
+def test_a_postgresql_url_without_its_driver_says_what_to_install(tmp_path):
+    message = _refused(tmp_path, "postgresql://fslab:secret@localhost/results")
+    assert "needs the database driver psycopg, which is not installed: pip install 'psycopg[binary]'" in message
+    assert "secret" not in message
+
+
+def test_a_file_that_is_not_an_fslab_database_is_refused(tmp_path):
+    text = tmp_path / "notes.txt"
+    text.write_text("not a database\n" * 100)
+    assert "file is not a database" in _refused(tmp_path, str(text))
+    assert text.read_text() == "not a database\n" * 100
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE photos (id INTEGER)")
+    assert "is not an fslab results database (it holds tables photos)" in _refused(tmp_path, str(other))
+    with sqlite3.connect(other) as conn:
+        assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master")] == ["photos"], "nothing added to it"
+
+
+def test_a_damaged_database_is_refused(tmp_path):
+    db_path = tmp_path / "damaged.db"
+    shutil.copy(FIXTURES / "schema-v1.db", db_path)
+    with open(db_path, "r+b") as f:  # page 1 holds the schema: overwrite its b-tree after the header
+        f.seek(100)
+        f.write(b"\xff" * 3000)
+    message = _refused(tmp_path, str(db_path))
+    assert f"cannot use {db_path} as the results database: database disk image is malformed" in message

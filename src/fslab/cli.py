@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -22,7 +23,10 @@ from fslab.report.console import print_comparison, print_summary
 from fslab.report.files import write_reports
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB, RunRecord, reports_dir, resolve_location
-from fslab.runner import run_study
+from fslab.results.db import DEFAULT_DB
+from fslab.results.owner import Owner
+from fslab.resume import resumable
+from fslab.runner import RunObserver, resume_study, run_study
 from fslab.study import builtin_studies, describe_study, load_study
 from fslab.units import parse_duration, parse_percent
 from fslab.workdir import DEFAULT_WORKDIR, Workdir
@@ -43,7 +47,29 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 
 
 def _open_db(db: str | None) -> ResultsDB:
-    return ResultsDB(resolve_location(db))
+    """The results database; a study run whose fslab was killed is marked interrupted here,
+    by whichever command opens the database first, and the user is told how to resume it."""
+    results = ResultsDB(resolve_location(db))
+    for sr in results.mark_abandoned():
+        owner = Owner.from_stored(sr["owner"])
+        stored = len(results.stored_runs(sr["id"]))
+        errors.print(
+            f"[yellow]study run {sr['id']} ({escape(sr['study'])}) was interrupted[/yellow]: its fslab (pid {owner.pid if owner else '?'}) is gone, "
+            f"{stored} run(s) stored. `{escape(_resume_command(results, sr['id'], owner))}` continues it.",
+            highlight=False,
+            soft_wrap=True,
+        )
+    return results
+
+
+def _resume_command(results: ResultsDB, study_run_id: int, owner: Owner | None) -> str:
+    """The command that resumes a study run, with the --db and --workdir it needs."""
+    command = f"fslab run --resume {study_run_id}"
+    if results.location != DEFAULT_DB:
+        command += f" --db {results.location}"
+    if owner and owner.workdir != str(DEFAULT_WORKDIR):
+        command += f" --workdir {owner.workdir}"
+    return command
 
 
 class _ProgressObserver:
@@ -52,7 +78,6 @@ class _ProgressObserver:
     def __init__(self, progress: Progress):
         self.progress = progress
         self.task = progress.add_task("starting", total=None)
-        self.failed = 0
 
     def notice(self, message: str) -> None:
         self.progress.console.print(message, markup=False, highlight=False)
@@ -65,8 +90,12 @@ class _ProgressObserver:
 
     def finished(self, planned: PlannedRun, record: RunRecord) -> None:
         if record.status != "ok":
-            self.failed += 1
-            self.progress.console.print(f"[red]failed[/red] {escape(record.target)} · {escape(record.workload)} · run {record.repetition}: {escape(record.error or '')}", highlight=False)
+            phase = f" in {record.failure.phase}" if record.failure else ""
+            self.progress.console.print(f"[red]failed{phase}[/red] {escape(record.target)} · {escape(record.workload)} · run {record.repetition}: {escape(record.error or '')}", highlight=False)
+        self.progress.advance(self.task)
+
+    def already_stored(self, planned: PlannedRun, index: int, total: int) -> None:
+        self.progress.update(self.task, total=total)
         self.progress.advance(self.task)
 
 
@@ -76,42 +105,71 @@ ThresholdOption = Annotated[float, typer.Option("--threshold", parser=parse_perc
 
 @app.command()
 def run(
-    study: Annotated[str, typer.Argument(help="A study file, or the name of a built-in study (see `fslab list`).")],
+    study: Annotated[Optional[str], typer.Argument(help="A study file, or the name of a built-in study (see `fslab list`); with --resume, the study run to resume (its id). \\[default with --resume: the newest interrupted]")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted study run with its own plan, seed and settings; runs already stored are not run again.")] = False,
     runs: Annotated[Optional[int], typer.Option("--runs", min=1, help="Runs per cell, exactly (overrides the study's repetitions); with --target-ci, the runs before the first check.")] = None,
     warmup: Annotated[Optional[int], typer.Option("--warmup", min=0, help="Warm-up runs per cell first: stored, marked, left out of the statistics. \\[default: the study's, else 0]")] = None,
     target_ci: Annotated[Optional[float], typer.Option("--target-ci", parser=parse_percent, metavar="PERCENT", help="Add interleaved runs until every cell's 95 % interval is within ±PERCENT of its mean.")] = None,
-    max_runs: Annotated[int, typer.Option("--max-runs", min=2, help="With --target-ci: at most this many runs per cell.")] = 30,
+    max_runs: Annotated[Optional[int], typer.Option("--max-runs", min=2, help="With --target-ci: at most this many runs per cell. \\[default: 30]")] = None,
     time_budget: Annotated[Optional[float], typer.Option("--time-budget", parser=parse_duration, metavar="DURATION", help="With --target-ci: add no block that would end after this long (e.g. 30m).")] = None,
     baseline: BaselineOption = None,
     threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
-    scale: Annotated[float, typer.Option("--scale", help="Multiply image sizes, fio sizes and runtimes (e.g. 0.1 on a small machine).")] = 1.0,
+    scale: Annotated[Optional[float], typer.Option("--scale", help="Multiply image sizes, fio sizes and runtimes (e.g. 0.1 on a small machine). \\[default: 1]")] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Seed of the interleaved run order (default: the study's, else random; always recorded).")] = None,
     db: DbOption = None,
     workdir: WorkdirOption = DEFAULT_WORKDIR,
 ) -> None:
     """Run a study: provision every target, run every workload, store and summarise the results."""
-    loaded = load_study(study, scale=scale)
+    if resume:
+        fixed = {"--runs": runs, "--warmup": warmup, "--target-ci": target_ci, "--max-runs": max_runs, "--time-budget": time_budget, "--baseline": baseline, "--scale": scale, "--seed": seed}
+        given = [name for name, value in fixed.items() if value is not None]
+        if given:
+            raise _fail(f"{', '.join(given)} cannot change a resumed study run: it goes on with the settings it began with")
+        return _resume(study, threshold, db, workdir)
+    if study is None:
+        raise _fail("name a study file or a built-in study (see `fslab list`), or give --resume")
+    loaded = load_study(study, scale=scale or 1.0)
     repetitions = Repetitions(
         runs=runs or loaded.repetitions,
         warmup=loaded.warmup if warmup is None else warmup,
         target_ci=target_ci,
-        max_runs=max_runs,
+        max_runs=max_runs or 30,
         time_budget=time_budget,
         threshold=threshold,
     )
     results = _open_db(db)
     console.print(f"[bold]{escape(loaded.name)}[/bold]: {describe_study(loaded, repetitions.runs)}" + (f", then more until ±{target_ci:.1%}" if target_ci else ""), highlight=False)
+    study_run_id = _with_progress(lambda observer: run_study(loaded, results, Workdir(workdir), repetitions=repetitions, seed=seed, baseline=baseline, observer=observer))
+    _show_and_exit(results, study_run_id, baseline=baseline, threshold=threshold)
+
+
+def _resume(ref: str | None, threshold: float, db: str | None, workdir: Path) -> None:
+    results = _open_db(db)
+    found = resumable(results, ref)
+    console.print(f"[bold]{escape(found.study.name)}[/bold]: resuming study run {found.study_run_id}, {len(found.stored)} run(s) already stored", highlight=False)
+    for note in found.notes:
+        errors.print(f"[yellow]note[/yellow]: {escape(note)}", highlight=False)
+    study_run_id = _with_progress(lambda observer: resume_study(found, results, Workdir(workdir), observer=observer))
+    _show_and_exit(results, study_run_id, baseline=found.baseline, threshold=threshold)
+
+
+def _with_progress(start: Callable[[RunObserver], int]) -> int:
+    """Run a study run under a progress bar; returns its id. Ctrl-C or `kill` ends it interrupted."""
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
     try:
         with Progress(*columns, console=console, transient=True) as progress:
-            observer = _ProgressObserver(progress)
-            study_run_id = run_study(loaded, results, Workdir(workdir), repetitions=repetitions, seed=seed, baseline=baseline, observer=observer)
+            return start(_ProgressObserver(progress))
     except KeyboardInterrupt:
-        errors.print("[yellow]interrupted[/yellow]: mounts and loop devices released; the runs already done are stored.")
+        errors.print("[yellow]interrupted[/yellow]: mounts and loop devices released; the runs already done are stored. `fslab run --resume` (with the same --db and --workdir) continues it.")
         raise typer.Exit(130) from None
-    _show(results, study_run_id, baseline=baseline, threshold=threshold)
-    if observer.failed:
-        errors.print(f"[red]{observer.failed} run(s) failed[/red]; their errors are in the summary and the database.")
+
+
+def _show_and_exit(results: ResultsDB, study_run_id: int, **analysis: Any) -> None:
+    """The summary; exit status 1 when any run of the study run failed (this session's or an earlier one's)."""
+    _show(results, study_run_id, **analysis)
+    failed = sum(not r.ok for r in results.stored_runs(study_run_id))
+    if failed:
+        errors.print(f"[red]{failed} run(s) failed[/red]; their errors are in the summary and the database.")
         raise typer.Exit(1)
 
 

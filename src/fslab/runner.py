@@ -1,6 +1,7 @@
 """Running a study: for each planned run, provision → lay out → drop caches → workload →
 teardown → store, in interleaved order. A failed run is stored with its error and the study
-goes on; an interrupted study releases what it holds and is marked interrupted.
+goes on; an interrupted study releases what it holds and is marked interrupted, and a resumed
+one (resume.py) runs only what its plan still lacks. A run has a time limit (its workload's).
 """
 
 from __future__ import annotations
@@ -8,10 +9,12 @@ from __future__ import annotations
 import signal
 import tempfile
 import time
+import traceback
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
@@ -22,10 +25,12 @@ from fslab.devices.loop import Image, attached, check_free_space, image_file
 from fslab.filesystems import FILESYSTEMS, Provisioned
 from fslab.plan import PlannedRun, Planner, Repetitions, Samples, new_seed
 from fslab.results import ResultsDB, RunRecord
-from fslab.results.db import now
+from fslab.results.db import STDERR_LINES, RunFailure, RunKey, StoredRun, now
+from fslab.results.owner import Owner
+from fslab.resume import Resumable
 from fslab.study import Study, Target, Workload
 from fslab.journal import Journal
-from fslab.system import joined, run_held, sync_and_drop_caches
+from fslab.system import CommandError, joined, run_held, sync_and_drop_caches, time_limit
 from fslab.guard.names import file_name
 from fslab.workdir import Workdir
 from fslab.workloads import fio
@@ -34,6 +39,7 @@ class RunObserver(Protocol):
     def notice(self, message: str) -> None: ...
     def starting(self, planned: PlannedRun, index: int, total: int) -> None: ...
     def finished(self, planned: PlannedRun, record: RunRecord) -> None: ...
+    def already_stored(self, planned: PlannedRun, index: int, total: int) -> None: ...  # resuming: not run again
 
 
 class StudyCannotRun(FslabError):
@@ -52,49 +58,111 @@ def run_study(
 ) -> int:
     """Run the study (default: its own repetitions, exactly); returns the study run's id.
     `baseline` (default: the study's) guides adaptive runs, which stop comparisons beyond doubt."""
-    problems = doctor.study_problems(study, workdir.root)
-    if problems:
-        raise StudyCannotRun("this machine cannot run the study:\n  " + "\n  ".join(problems))
+    _check_can_run(study, workdir)
     repetitions = repetitions or Repetitions(runs=study.repetitions, warmup=study.warmup)
     study = replace(study, repetitions=repetitions.runs, warmup=repetitions.warmup)  # as stored with the study run
     plan_seed = seed if seed is not None else study.seed if study.seed is not None else new_seed()
+    settings = repetitions.describe() | ({"baseline": baseline} if baseline else {})  # all a resumed study run needs again
     versions = {kind: FILESYSTEMS[kind].version() for kind in {t.filesystem for t in study.targets}}
+    with _claimed(study, workdir, observer):
+        study_run_id = db.begin_study_run(study, plan_seed, environment.collect(workdir.root), versions, settings, Owner.current(workdir.root))
+        _run_blocks(study_run_id, Planner(study.cells, repetitions, plan_seed, baseline or study.baseline), db, workdir, observer, Tally())
+    return study_run_id
+
+
+def resume_study(resumable: Resumable, db: ResultsDB, workdir: Workdir, *, observer: RunObserver | None = None) -> int:
+    """Continue an interrupted study run with its own plan: the planner hands out its blocks again,
+    runs already stored are taken as they are, and only the others run. Returns its id."""
+    _check_can_run(resumable.study, workdir)
+    with _claimed(resumable.study, workdir, observer):
+        if not db.take_over(resumable.study_run_id, Owner.current(workdir.root)):
+            raise StudyCannotRun(f"study run {resumable.study_run_id} is no longer interrupted: another fslab has resumed it")
+        planner = Planner(resumable.study.cells, resumable.repetitions, resumable.seed, resumable.baseline)
+        done = {run.key: run for run in resumable.stored}
+        _run_blocks(resumable.study_run_id, planner, db, workdir, observer, Tally(resumable.started_at), done)
+        if done and observer:  # only where a time budget was judged differently on replay
+            observer.notice(f"{len(done)} stored run(s) were not planned again; they stay stored")
+    return resumable.study_run_id
+
+
+def _check_can_run(study: Study, workdir: Workdir) -> None:
+    problems = doctor.study_problems(study, workdir.root)
+    if problems:
+        raise StudyCannotRun("this machine cannot run the study:\n  " + "\n  ".join(problems))
+
+
+@contextmanager
+def _claimed(study: Study, workdir: Workdir, observer: RunObserver | None) -> Iterator[None]:
+    """The work directory, to this study run alone, with whatever a killed fslab left in it released first."""
     with workdir.claim():
         for outcome in workdir.journal.clean_up():
             if observer:
                 observer.notice(f"left by an interrupted fslab: {outcome.kind} {outcome.ident}: {outcome.status}" + (f" ({outcome.detail})" if outcome.detail else ""))
         _check_image_space(study, workdir)
-        study_run_id = db.begin_study_run(study, plan_seed, environment.collect(workdir.root), versions, repetitions.describe())
-        _run_blocks(study_run_id, Planner(study.cells, repetitions, plan_seed, baseline or study.baseline), db, workdir, observer)
+        yield
         workdir.journal.clean_up()  # all released by now: the journal starts afresh
-    return study_run_id
 
 
-def _run_blocks(study_run_id: int, planner: Planner, db: ResultsDB, workdir: Workdir, observer: RunObserver | None) -> None:
-    """Run block after block until the planner has no more; every run is stored as it ends."""
-    samples: Samples = defaultdict(lambda: defaultdict(list))
-    started, durations = time.monotonic(), []
+class Tally:
+    """What the planner decides from: the samples of the measured runs, the time spent, the
+    seconds per run. A resumed study run counts its stored runs as the first session did."""
+
+    def __init__(self, study_started: datetime | None = None):
+        self.samples: Samples = defaultdict(lambda: defaultdict(list))
+        self.durations: list[float] = []
+        self.study_started = study_started
+        self.before, self.since = 0.0, time.monotonic()  # seconds spent by earlier sessions; this one's start
+
+    def add(self, planned: PlannedRun, ok: bool, metrics: dict[str, float], started: datetime, finished: datetime) -> None:
+        self.durations.append((finished - started).total_seconds())
+        if ok and not planned.warmup:
+            for name, value in metrics.items():
+                self.samples[planned.cell.key][name].append(value)
+
+    def restore(self, planned: PlannedRun, stored: StoredRun) -> None:
+        """A run stored by an earlier session: the clock reads what it read when that run ended."""
+        self.add(planned, stored.ok, stored.metrics, stored.started_at, stored.finished_at)
+        if self.study_started is not None:
+            self.before, self.since = max(self.before, (stored.finished_at - self.study_started).total_seconds()), time.monotonic()
+
+    def elapsed(self) -> float:
+        return self.before + time.monotonic() - self.since
+
+    def seconds_per_run(self) -> float:
+        return sum(self.durations) / len(self.durations) if self.durations else 0.0
+
+
+def _run_blocks(study_run_id: int, planner: Planner, db: ResultsDB, workdir: Workdir, observer: RunObserver | None, tally: Tally, done: dict[RunKey, StoredRun] | None = None) -> None:
+    """Run block after block until the planner has no more; every run is stored as it ends.
+    A planned run found in `done` (stored before a resume) is taken from there, and removed."""
+    done = {} if done is None else done
     status = "interrupted"
     try:
         with _sigterm_as_interrupt(), ExitStack() as stack:
             images = Images(workdir, stack)
-            seconds_per_run = 0.0
-            while block := planner.next_block(samples, time.monotonic() - started, seconds_per_run):
+            while block := planner.next_block(tally.samples, tally.elapsed(), tally.seconds_per_run()):
                 for planned in block:
+                    index = planner.handed_out - len(block) + planned.position
+                    stored = done.pop(run_key(planned), None)
+                    if stored:
+                        tally.restore(planned, stored)
+                        if observer:
+                            observer.already_stored(planned, index, planner.handed_out)
+                        continue
                     if observer:
-                        observer.starting(planned, planner.handed_out - len(block) + planned.position, planner.handed_out)
+                        observer.starting(planned, index, planner.handed_out)
                     record = execute(planned, workdir, images)
                     db.record_run(study_run_id, record)
-                    durations.append((record.finished_at - record.started_at).total_seconds())
-                    if record.status == "ok" and not planned.warmup:
-                        for m in record.metrics:
-                            samples[planned.cell.key][m.name].append(m.value)
+                    tally.add(planned, record.status == "ok", {m.name: m.value for m in record.metrics}, record.started_at, record.finished_at)
                     if observer:
                         observer.finished(planned, record)
-                seconds_per_run = sum(durations) / len(durations)
         status = "finished"
     finally:
         db.finish_study_run(study_run_id, status, planner.outcome())
+
+
+def run_key(planned: PlannedRun) -> RunKey:
+    return (planned.cell.target.name, planned.cell.workload.name, planned.repetition, planned.warmup)
 
 
 def _check_image_space(study: Study, workdir: Workdir) -> None:
@@ -120,16 +188,23 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+# The phase that follows each one a run marks as done: where a failure happened.
+_NEXT_PHASE = {"image": "provision", "provision": "layout", "layout": "drop_caches", "drop_caches": "workload", "workload": "parse", "parse": "teardown", "teardown": "teardown"}
+
+
 class _Clock:
-    """Seconds spent in each phase of a run, stored with it (the overhead beyond the workload)."""
+    """Seconds spent in each phase of a run, stored with it (the overhead beyond the workload),
+    and the phase under way."""
 
     def __init__(self) -> None:
         self.phases: dict[str, float] = {}
+        self.phase = "provision"
         self._last = time.monotonic()
 
     def mark(self, phase: str) -> None:
         moment = time.monotonic()
         self.phases[phase] = round(moment - self._last, 4)
+        self.phase = _NEXT_PHASE[phase]
         self._last = moment
 
 
@@ -175,26 +250,54 @@ def execute(planned: PlannedRun, workdir: Workdir, images: Images) -> RunRecord:
             paths, made_now = images.of(target)
             if made_now:
                 clock.mark("image")  # once per study run, before the target's first run
-            loops = [stack.enter_context(attached(workdir.journal, path)) for path in paths]
-            layered = stack.enter_context(layers.built(workdir.journal, loops, target))
-            mountpoint = workdir.mounts / file_name(target.name)
-            ready = stack.enter_context(FILESYSTEMS[target.filesystem].provision(workdir.journal, layered, mountpoint, target))
-            loop_devices = [loop.device for loop in loops]
-            record.device = " ".join(loop_devices) if ready.device in loop_devices else f"{ready.device} on {' '.join(loop_devices)}"
-            record.direct_io_loop = all(loop.direct_io for loop in loops)
-            record.mkfs_command = joined([*layered.commands, ready.mkfs_command])
-            record.mount_options_effective, record.fs_details = ready.mount_options_effective, layered.details + ready.details
-            clock.mark("provision")
-            record.job_file = job_for(workload, ready)
-            record.raw_output = _measure(workdir.journal, record.job_file, workload, ready, clock)
-            record.metrics = fio.parse_metrics(record.raw_output)
+            with time_limit(workload.timeout):  # from attaching to parsing; teardown, after it, always gets its time
+                loops = [stack.enter_context(attached(workdir.journal, path)) for path in paths]
+                layered = stack.enter_context(layers.built(workdir.journal, loops, target))
+                mountpoint = workdir.mounts / file_name(target.name)
+                ready = stack.enter_context(FILESYSTEMS[target.filesystem].provision(workdir.journal, layered, mountpoint, target))
+                loop_devices = [loop.device for loop in loops]
+                record.device = " ".join(loop_devices) if ready.device in loop_devices else f"{ready.device} on {' '.join(loop_devices)}"
+                record.direct_io_loop = all(loop.direct_io for loop in loops)
+                record.mkfs_command = joined([*layered.commands, ready.mkfs_command])
+                record.mount_options_effective, record.fs_details = ready.mount_options_effective, layered.details + ready.details
+                clock.mark("provision")
+                record.job_file = job_for(workload, ready)
+                record.raw_output = _measure(workdir.journal, record.job_file, workload, ready, clock)
+                record.metrics = fio.parse_metrics(record.raw_output)
+                clock.mark("parse")
         clock.mark("teardown")
         record.status = "ok"
     except Exception as exc:  # recorded, and the study goes on with the other runs
-        record.error = str(exc) or type(exc).__name__
+        record.error, record.failure = failure_of(exc, clock.phase)
     record.finished_at = now()
     record.timings = clock.phases
     return record
+
+
+def failure_of(exc: Exception, phase: str) -> tuple[str, RunFailure]:
+    """A failed run's one-line error and its details. When tearing down failed after the run
+    had failed, the first error is the cause (and its command the one described); the line
+    adds the second, and the traceback holds both."""
+    first = _first_error(exc)
+    error = str(first) or type(first).__name__
+    if first is not exc:
+        error += f" (then, tearing down: {exc})"
+    command = next((e for e in (first, exc) if isinstance(e, CommandError)), None)
+    return error, RunFailure(
+        phase=phase,
+        traceback="".join(traceback.format_exception(exc)),
+        argv=command.argv if command else None,
+        exit_status=command.returncode if command else None,
+        stderr_tail="\n".join(command.stderr.splitlines()[-STDERR_LINES:]) if command else None,
+    )
+
+
+def _first_error(exc: Exception) -> Exception:
+    """The error an implicit chain began with (one raised while another was being handled, as
+    a teardown error is); an explicit `raise … from` is one error told twice, and ends the walk."""
+    while isinstance(exc.__context__, Exception) and exc.__cause__ is None and not exc.__suppress_context__:
+        exc = exc.__context__
+    return exc
 
 
 def job_for(workload: Workload, ready: Provisioned) -> str:
@@ -226,6 +329,6 @@ def _measure(journal: Journal, job: str, workload: Workload, ready: Provisioned,
         clock.mark("drop_caches")
         job_path = Path(scratch) / "job.fio"
         job_path.write_text(job)
-        output = fio.run_fio(journal, job_path, timeout=workload.seconds * 3 + 300 if workload.seconds else None)
+        output = fio.run_fio(journal, job_path)  # within the run's time limit (execute)
         clock.mark("workload")
     return output

@@ -39,6 +39,20 @@ FIO_DEFAULTS: dict[str, Any] = {
 }
 
 
+# A run's time-out when the study sets none: twice the workload's length, plus five minutes for
+# fslab's own work around it (mkfs, mount, laying out what it reads, dropping caches).
+TIMEOUT_MARGIN = 300.0
+# A size-based job or a job file runs as long as the device takes: only a hang is caught.
+UNKNOWN_LENGTH_TIMEOUT = 3600.0
+
+
+def run_timeout(seconds: float, asked: str | int | float | None) -> float:
+    """Seconds a run of a workload `seconds` long (0: unknown) may take, unless the study says."""
+    if asked is not None:
+        return parse_duration(asked)
+    return 2 * seconds + TIMEOUT_MARGIN if seconds else UNKNOWN_LENGTH_TIMEOUT
+
+
 class StudyError(FslabError):
     """A study file that cannot be run, with where and why."""
 
@@ -101,6 +115,7 @@ class Workload:
     direct: bool
     bytes_per_job: int  # 0 when unknown (job files)
     numjobs: int
+    timeout: float = UNKNOWN_LENGTH_TIMEOUT  # seconds a run may take, fslab's work around fio included
 
     def spec(self) -> dict[str, Any]:
         return {"fio_options": self.fio_options, "job_file": self.job_file, "direct": self.direct}
@@ -272,7 +287,7 @@ def _workloads(model: StudyFile, base_dir: Path, scale: float, filename: str) ->
     workloads = [_fio_workload(n, {**defaults, **BUILTIN_WORKLOADS[n]}, shared_options, scale) for n in names]
     for section in model.workload:
         if section.job_file:
-            workloads.append(_job_file_workload(section, base_dir, filename))
+            workloads.append(_job_file_workload(section, base_dir, filename, model.fio.timeout if section.timeout is None else section.timeout))
         else:
             own = section.model_dump(exclude_none=True, exclude={"name", "job_file", "options"})
             workloads.append(_fio_workload(section.name, {**defaults, **own}, {**shared_options, **section.options}, scale))
@@ -309,10 +324,11 @@ def _fio_workload(name: str, settings: dict[str, Any], extra: dict[str, Any], sc
         direct=bool(settings["direct"]),
         bytes_per_job=size,
         numjobs=settings["numjobs"],
+        timeout=run_timeout(runtime + ramp, settings.get("timeout")),
     )
 
 
-def _job_file_workload(section: WorkloadSection, base_dir: Path, filename: str) -> Workload:
+def _job_file_workload(section: WorkloadSection, base_dir: Path, filename: str, timeout: str | int | float | None) -> Workload:
     path = (base_dir / section.job_file).resolve()
     try:
         text = path.read_text()
@@ -327,6 +343,7 @@ def _job_file_workload(section: WorkloadSection, base_dir: Path, filename: str) 
         direct="direct=1" in text.replace(" ", ""),
         bytes_per_job=0,
         numjobs=1,
+        timeout=run_timeout(0.0, timeout),
     )
 
 

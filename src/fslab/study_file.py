@@ -32,6 +32,16 @@ Size = Annotated[str, _checked(parse_size)]  # "4GiB", "512M", "10G"
 Duration = Annotated[str | int | float, _checked(parse_duration)]  # "10s", "2m", seconds
 
 
+def _positive_duration(value: str | int | float) -> float:
+    seconds = parse_duration(value)
+    if seconds <= 0:
+        raise ValueError(f"a time-out must be above zero, not {value!r}")
+    return seconds
+
+
+Timeout = Annotated[str | int | float, _checked(_positive_duration)]
+
+
 class _Table(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -69,6 +79,7 @@ class FioSection(_Table):
     ioengine: str | None = None
     rwmixread: int | None = Field(None, ge=0, le=100)
     randseed: int | None = None
+    timeout: Timeout | None = None  # fslab's, not fio's: a run still going after it is killed and failed
     options: dict[str, str | int | float | bool] = {}
 
 

@@ -8,7 +8,9 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 
 from fslab.errors import FslabError, Refused
@@ -28,13 +30,59 @@ class CommandError(FslabError):
         super().__init__(f"`{' '.join(argv)}` exited with status {returncode}: {' / '.join(said[-5:])}")
 
 
+class TimedOut(CommandError):
+    """A command still running at its time-out (its own, or what was left of the run's): it was
+    killed with every process it started. stderr holds what it said until then."""
+
+    def __init__(self, argv: Sequence[str], seconds: float, stdout: str, stderr: str):
+        super().__init__(argv, -signal.SIGKILL, stdout, stderr)
+        self.seconds = seconds
+        self.args = (f"timed out after {seconds:g} s: `{' '.join(argv)}` was killed with every process it started",)
+
+
+@dataclass(frozen=True)
+class _Limit:
+    seconds: float  # as set, for the message
+    ends: float  # time.monotonic() at which it runs out
+
+
+_LIMIT: ContextVar[_Limit | None] = ContextVar("fslab_time_limit", default=None)
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float | None) -> Iterator[None]:
+    """Every command run inside gets only what is left of `seconds` (None: no limit).
+
+    One limit covers a whole run — mkfs, mount, zpool, fio — though most of those commands are
+    started by modules that know nothing of runs; a hang anywhere ends the run, not the study.
+    """
+    token = _LIMIT.set(_Limit(seconds, time.monotonic() + seconds) if seconds else None)
+    try:
+        yield
+    finally:
+        _LIMIT.reset(token)
+
+
+def _time_left(timeout: float | None) -> tuple[float | None, float | None]:
+    """The time-out to apply to one command, and the limit to name if it strikes."""
+    limit = _LIMIT.get()
+    if limit is None:
+        return timeout, timeout
+    left = max(limit.ends - time.monotonic(), 0.0)
+    return (timeout, timeout) if timeout is not None and timeout < left else (left, limit.seconds)
+
+
 def run(argv: Sequence[str], *, check: bool = True, timeout: float | None = None, on_start: Callable[[int], None] | None = None) -> subprocess.CompletedProcess[str]:
     """Run a command to completion and capture its output.
 
-    If fslab is interrupted or the command times out, the command and every process it started
-    are killed and waited for: fio's job processes run in sessions of their own, and one left
-    behind would keep the mount busy and the output pipes open. `on_start` is told the pid.
+    If fslab is interrupted or the command times out (`timeout`, or the end of an enclosing
+    `time_limit`), the command and every process it started are killed and waited for: fio's
+    job processes run in sessions of their own, and one left behind would keep the mount busy
+    and the output pipes open. `on_start` is told the pid.
     """
+    timeout, named = _time_left(timeout)
+    if timeout is not None and timeout <= 0:
+        raise TimedOut(argv, named or 0.0, "", "not started: no time left")
     try:
         proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     except FileNotFoundError as exc:
@@ -45,9 +93,9 @@ def run(argv: Sequence[str], *, check: bool = True, timeout: float | None = None
         stdout, stderr = proc.communicate(timeout=timeout)
     except BaseException as exc:
         kill_tree(proc.pid)
-        proc.communicate()
+        stdout, stderr = proc.communicate()
         if isinstance(exc, subprocess.TimeoutExpired):
-            raise CommandError(argv, -9, "", f"killed after {timeout:g} s without finishing") from None
+            raise TimedOut(argv, named or 0.0, stdout, stderr) from None
         raise
     if check and proc.returncode != 0:
         raise CommandError(argv, proc.returncode, stdout, stderr)
@@ -116,11 +164,17 @@ def kill_tree(pid: int, *, wait: float = 10.0) -> None:
             time.sleep(0.05)
 
 
-def _state(pid: int) -> str:
+def _stat_fields(pid: int) -> list[str]:
+    """/proc/PID/stat from field 3 (state) on; the command name before it may hold spaces."""
     try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (OSError, IndexError):
-        return "X"
+        return []
+
+
+def _state(pid: int) -> str:
+    fields = _stat_fields(pid)
+    return fields[0] if fields else "X"
 
 
 def tool_version(argv: Sequence[str]) -> str | None:

@@ -43,7 +43,7 @@ def print_summary(console: Console, s: StudySummary) -> None:
     if s.failures:
         console.print(f"[red]{len(s.failures)} run(s) failed:[/red]")
         for f in s.failures:
-            console.print(f"  {f['target']} · {f['workload']} · run {f['repetition']}: {f['error']}", markup=False)
+            console.print(f"  {f.target} · {f.workload} · run {f.repetition}" + (f" (in {f.phase})" if f.phase else "") + f": {f.error}", markup=False)
 
 
 def print_comparison(console: Console, older: dict, newer: dict, rows: list[Row], regressed: list[Row], threshold: float, regression: float) -> None:

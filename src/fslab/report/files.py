@@ -44,7 +44,7 @@ def to_markdown(s: StudySummary) -> str:
         out += [""] + [line + "  " for line in ranking_lines(s, workload)]
     if s.failures:
         out += ["", "## Failed runs", ""]
-        out += _table(["target", "workload", "repetition", "error"], [[f["target"], f["workload"], str(f["repetition"]), f["error"] or ""] for f in s.failures])
+        out += _table(["target", "workload", "repetition", "phase", "error"], [[f.target, f.workload, str(f.repetition), f.phase, f.error] for f in s.failures])
     return "\n".join(out) + "\n"
 
 
@@ -74,7 +74,7 @@ def to_json(s: StudySummary) -> str:
         "comparisons": [{"workload": r.workload, "target": r.target, "baseline": r.baseline, "metric": r.metric, **asdict(r.comparison)} for r in s.analysis.rows],
         "rankings": [{"workload": w, "metric": m, "tiers": tiers} for (w, m), tiers in s.analysis.rankings.items()],
         "threshold": s.analysis.threshold,
-        "failures": s.failures,
+        "failures": [asdict(f) for f in s.failures],
     }
     return json.dumps(document, indent=2, default=str)
 

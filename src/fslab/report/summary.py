@@ -31,6 +31,15 @@ class CellSummary:
         return [d for d in DIRECTIONS if f"{d}_iops" in self.metrics]
 
 
+@dataclass(frozen=True)
+class FailedRun:
+    target: str
+    workload: str
+    repetition: int
+    phase: str  # "" for a run stored before schema version 3
+    error: str
+
+
 @dataclass
 class StudySummary:
     study_run: dict
@@ -38,7 +47,7 @@ class StudySummary:
     workloads: list[str]
     cells: list[CellSummary]
     analysis: Analysis
-    failures: list[dict] = field(default_factory=list)  # target, workload, repetition, error
+    failures: list[FailedRun] = field(default_factory=list)
     warmups: int = 0  # warm-up runs stored and left out of the statistics
     effective_mount_options: dict[str, str] = field(default_factory=dict)
     not_in_effect: dict[str, list[str]] = field(default_factory=dict)  # target → options asked for, not applied
@@ -77,7 +86,7 @@ def summarize_study_run(db: ResultsDB, study_run_id: int, *, baseline: str | Non
         workloads=workloads,
         cells=cells,
         analysis=analysis,
-        failures=[{k: r[k] for k in ("target", "workload", "repetition", "error")} for r in runs if r["status"] != "ok"],
+        failures=[FailedRun(r["target"], r["workload"], r["repetition"], (r["failure"] or {}).get("phase", ""), r["error"] or "") for r in runs if r["status"] != "ok"],
         warmups=sum(1 for r in runs if r["warmup"]),
         effective_mount_options={t: " | ".join(c) for t, c in mounts.items()},
         not_in_effect={t: sorted(o) for t, o in not_in_effect.items() if o},

@@ -7,6 +7,7 @@ the parsed metrics, so statistics can always be recomputed from the raw samples.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -15,9 +16,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from fslab.errors import FslabError
+from fslab.results.owner import Owner
 from fslab.workloads.fio import Metric
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DEFAULT_DB = "fslab.db"
 DB_ENV = "FSLAB_DB"
 
@@ -41,6 +43,7 @@ study_runs = sa.Table(
     sa.Column("environment", sa.JSON, nullable=False),
     sa.Column("settings", sa.JSON),  # repetitions asked for (runs, warm-up, target precision, limits)
     sa.Column("outcome", sa.JSON),  # per cell: runs, widest relative half-width, how it ended
+    sa.Column("owner", sa.JSON),  # the process running it (owner.Owner): pid, start time, host, work directory
     sa.Column("fslab_version", sa.String(40), nullable=False),
 )
 
@@ -81,7 +84,7 @@ runs = sa.Table(
     sa.Column("error", sa.Text),
     sa.Column("job_file", sa.Text),
     sa.Column("raw_output", sa.Text),
-    sa.Column("device", sa.String(100)),
+    sa.Column("device", sa.Text),  # every device of the target's stack, bottom last
     sa.Column("image_size", sa.BigInteger),
     sa.Column("direct_io_loop", sa.Boolean),
     sa.Column("mkfs_command", sa.JSON),
@@ -90,7 +93,8 @@ runs = sa.Table(
     sa.Column("fs_details", sa.Text),
     sa.Column("buffered", sa.Boolean, nullable=False),
     sa.Column("data_pattern", sa.Text),
-    sa.Column("timings", sa.JSON, nullable=False),  # seconds per phase: image (first run), provision, layout, drop_caches, workload, teardown
+    sa.Column("timings", sa.JSON, nullable=False),  # seconds per phase: image (first run), provision, layout, drop_caches, workload, parse, teardown
+    sa.Column("failure", sa.JSON),  # a failed run's RunFailure: phase, command, exit status, stderr tail, traceback
 )
 
 metrics = sa.Table(
@@ -104,14 +108,42 @@ metrics = sa.Table(
 )
 
 
+@dataclass(frozen=True)
+class Only:
+    """A migration statement for one database engine alone."""
+
+    dialect: str  # as SQLAlchemy names it: sqlite, postgresql
+    sql: str
+
+
 # Statements that bring a database from version N to N+1, kept forever: no result is left behind.
-MIGRATIONS: dict[int, list[str]] = {
+MIGRATIONS: dict[int, list[str | Only]] = {
     1: [
         "ALTER TABLE study_runs ADD COLUMN settings JSON",
         "ALTER TABLE study_runs ADD COLUMN outcome JSON",
         "ALTER TABLE runs ADD COLUMN warmup BOOLEAN NOT NULL DEFAULT FALSE",
     ],
+    2: [
+        "ALTER TABLE study_runs ADD COLUMN owner JSON",
+        "ALTER TABLE runs ADD COLUMN failure JSON",
+        # SQLite never enforced VARCHAR(100); PostgreSQL did, too short for a stack of devices.
+        Only("postgresql", "ALTER TABLE runs ALTER COLUMN device TYPE TEXT"),
+    ],
 }
+
+
+@dataclass
+class RunFailure:
+    """What a failed run leaves for diagnosis, besides its one-line error."""
+
+    phase: str  # provision, layout, drop_caches, workload, parse or teardown: under way when it failed
+    traceback: str
+    argv: list[str] | None = None  # the command that failed, when a command did
+    exit_status: int | None = None  # negative: killed by that signal (-9 at a time-out)
+    stderr_tail: str | None = None  # the last STDERR_LINES lines it wrote to stderr
+
+
+STDERR_LINES = 40
 
 
 @dataclass
@@ -141,6 +173,28 @@ class RunRecord:
     data_pattern: str | None = None
     timings: dict[str, float] = field(default_factory=dict)
     metrics: list[Metric] = field(default_factory=list)
+    failure: RunFailure | None = None
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """A run as the planner needs it again when a study run is resumed."""
+
+    target: str
+    workload: str
+    repetition: int
+    warmup: bool
+    ok: bool
+    started_at: datetime
+    finished_at: datetime
+    metrics: dict[str, float]
+
+    @property
+    def key(self) -> RunKey:
+        return (self.target, self.workload, self.repetition, self.warmup)
+
+
+RunKey = tuple[str, str, int, bool]  # target, workload, repetition, warm-up: one run of a study run
 
 
 def now() -> datetime:
@@ -161,15 +215,29 @@ class SchemaMismatch(FslabError):
     pass
 
 
+class DatabaseUnusable(FslabError):
+    """The results database named cannot be opened, or is not fslab's to write."""
+
+
 class ResultsDB:
     def __init__(self, location: str):
         self.location = location
-        url = location if "://" in location else f"sqlite:///{Path(location).resolve()}"
-        self.engine = sa.create_engine(url)
+        self.engine = _engine(location)
         if self.engine.dialect.name == "sqlite":
             sa.event.listen(self.engine, "connect", _sqlite_pragmas)
-        metadata.create_all(self.engine)
-        self._check_version()
+        try:
+            self._refuse_foreign_tables()
+            metadata.create_all(self.engine)
+            self._check_version()
+        except sa.exc.DatabaseError as exc:  # not a database at all, damaged, or unreachable
+            raise DatabaseUnusable(f"cannot use {_shown(location)} as the results database: {exc.orig}; name another --db, or restore it from a backup") from None
+
+    def _refuse_foreign_tables(self) -> None:
+        """A database with tables but no schema_info is someone else's: fslab adds nothing to it."""
+        tables = sa.inspect(self.engine).get_table_names()
+        if tables and schema_info.name not in tables:
+            listed = ", ".join(sorted(tables)[:5]) + (", …" if len(tables) > 5 else "")
+            raise DatabaseUnusable(f"{_shown(self.location)} is not an fslab results database (it holds tables {listed}); name another --db")
 
     def _check_version(self) -> None:
         with self.engine.begin() as conn:
@@ -181,10 +249,12 @@ class ResultsDB:
                 raise SchemaMismatch(f"{self.location} holds results in schema version {found}, newer than this fslab's {SCHEMA_VERSION}: upgrade fslab")
             for version in range(found, SCHEMA_VERSION):
                 for statement in MIGRATIONS[version]:
-                    conn.execute(sa.text(statement))
+                    if isinstance(statement, Only) and statement.dialect != conn.dialect.name:
+                        continue
+                    conn.execute(sa.text(statement.sql if isinstance(statement, Only) else statement))
             conn.execute(schema_info.update().values(version=SCHEMA_VERSION))
 
-    def begin_study_run(self, study: Any, plan_seed: int, environment: dict, tool_versions: dict[str, str | None], settings: dict) -> int:
+    def begin_study_run(self, study: Any, plan_seed: int, environment: dict, tool_versions: dict[str, str | None], settings: dict, owner: Owner) -> int:
         with self.engine.begin() as conn:
             study_run_id = conn.execute(
                 study_runs.insert().values(
@@ -198,6 +268,7 @@ class ResultsDB:
                     status="running",
                     environment=environment,
                     settings=settings,
+                    owner=asdict(owner),
                     fslab_version=environment.get("fslab", ""),
                 )
             ).inserted_primary_key[0]
@@ -222,6 +293,31 @@ class ResultsDB:
                     [{"run_id": run_id, "name": m.name, "value": m.value, "unit": m.unit, "higher_is_better": m.higher_is_better} for m in record.metrics],
                 )
         return run_id
+
+    def take_over(self, study_run_id: int, owner: Owner) -> bool:
+        """Make an interrupted study run this process's, running again; False if it was not
+        interrupted (finished, or taken over by another fslab meanwhile)."""
+        query = study_runs.update().where(study_runs.c.id == study_run_id, study_runs.c.status == "interrupted")
+        with self.engine.begin() as conn:
+            return conn.execute(query.values(status="running", owner=asdict(owner), finished_at=None)).rowcount == 1
+
+    def mark_abandoned(self) -> list[dict]:
+        """Mark "interrupted" every running study run whose process is known to have ended
+        (killed outright, or the machine restarted); returns those this call marked."""
+        running = sa.select(study_runs.c.id, study_runs.c.owner).where(study_runs.c.status == "running")
+        with self.engine.connect() as conn:
+            candidates = [(row.id, Owner.from_stored(row.owner)) for row in conn.execute(running)]
+        marked = []
+        for study_run_id, owner in candidates:
+            if owner is None or not owner.gone():
+                continue  # written before owners were recorded, on another host, or still alive
+            # Only the one fslab whose update takes effect reports it: the user hears of it once.
+            # (A running study run never changes owner: a take-over starts from "interrupted".)
+            query = study_runs.update().where(study_runs.c.id == study_run_id, study_runs.c.status == "running")
+            with self.engine.begin() as conn:
+                if conn.execute(query.values(status="interrupted")).rowcount == 1:
+                    marked.append(self.study_run(study_run_id))
+        return marked
 
     def finish_study_run(self, study_run_id: int, status: str, outcome: dict) -> None:
         with self.engine.begin() as conn:
@@ -259,6 +355,22 @@ class ResultsDB:
             query = sa.select(runs).where(runs.c.study_run_id == study_run_id).order_by(runs.c.id)
             return [dict(r) for r in conn.execute(query).mappings()]
 
+    def stored_runs(self, study_run_id: int) -> list[StoredRun]:
+        """Every stored run of a study run with its metrics, in the order they were stored."""
+        query = (
+            sa.select(runs.c.id, runs.c.target, runs.c.workload, runs.c.repetition, runs.c.warmup, runs.c.status, runs.c.started_at, runs.c.finished_at, metrics.c.name, metrics.c.value)
+            .outerjoin(metrics, metrics.c.run_id == runs.c.id)
+            .where(runs.c.study_run_id == study_run_id)
+            .order_by(runs.c.id)
+        )
+        found: dict[int, StoredRun] = {}
+        with self.engine.connect() as conn:
+            for r in conn.execute(query):
+                run = found.setdefault(r.id, StoredRun(r.target, r.workload, r.repetition, r.warmup, r.status == "ok", r.started_at, r.finished_at, {}))
+                if r.name is not None:
+                    run.metrics[r.name] = r.value
+        return list(found.values())
+
     def sample_groups(self, study_run_id: int) -> SampleGroups:
         return group_samples(self.samples(study_run_id))
 
@@ -290,6 +402,51 @@ def group_samples(rows: list[dict]) -> SampleGroups:
         groups.units[row["name"]] = row["unit"]
         groups.higher_is_better[row["name"]] = row["higher_is_better"]
     return groups
+
+
+# What the results database may not be: SQLite would write its pages over whatever is there.
+_NOT_A_FILE = {stat.S_IFBLK: "a block device", stat.S_IFCHR: "a character device", stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFLNK: "a symbolic link"}
+POSTGRESQL_DRIVER = "pip install 'psycopg[binary]' (psycopg 3, what SQLAlchemy uses for postgresql:// URLs)"
+
+
+def _engine(location: str) -> sa.Engine:
+    """An engine for a database URL, or for an SQLite file after checking it is one fslab may write."""
+    if "://" not in location:
+        return sa.create_engine(f"sqlite:///{_sqlite_file(location)}")
+    try:
+        return sa.create_engine(location)
+    except ImportError as exc:
+        hint = POSTGRESQL_DRIVER if location.startswith("postgresql") else f"install the Python package that provides {exc.name}"
+        raise DatabaseUnusable(f"the results database {_shown(location)} needs the database driver {exc.name}, which is not installed: {hint}") from None
+    except sa.exc.ArgumentError as exc:  # a malformed URL, or an engine SQLAlchemy does not know
+        raise DatabaseUnusable(f"--db {_shown(location)}: {exc}; write a file name for SQLite, or postgresql://user@host/database") from None
+
+
+def _sqlite_file(location: str) -> Path:
+    """The SQLite file named: a regular file, or a new name in an existing directory. Its journal
+    files beside it must be regular files too — SQLite writes them as readily as the database."""
+    path = Path(location).absolute()
+    if not path.parent.is_dir():
+        raise DatabaseUnusable(f"--db {location}: the directory {path.parent} does not exist; create it, or name a file in an existing directory")
+    for candidate in (path, *(path.with_name(path.name + suffix) for suffix in ("-wal", "-shm", "-journal"))):
+        try:
+            kind = stat.S_IFMT(os.lstat(candidate).st_mode)
+        except FileNotFoundError:
+            continue
+        if kind != stat.S_IFREG:
+            what = _NOT_A_FILE.get(kind, "not a regular file")
+            raise DatabaseUnusable(f"--db {location}: {candidate} is {what}, not a database file; fslab writes results only to a regular file (or a new file name)")
+    return path
+
+
+def _shown(location: str) -> str:
+    """A location fit to print: a URL without its password."""
+    if "://" not in location:
+        return location
+    try:
+        return sa.make_url(location).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:
+        return location.split("://", 1)[0] + "://…"
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

@@ -85,7 +85,7 @@ def layout_options(options: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in options.items() if k not in _TIMING} | _LAYOUT
 
 
-def run_fio(journal: Journal, job_path: Path, *, timeout: float | None) -> str:
+def run_fio(journal: Journal, job_path: Path, *, timeout: float | None = None) -> str:
     """Run one job file (journalled: clean-up stops it); returns fio's json+ output text."""
     output = job_path.with_suffix(".json")
     run_held(journal, ["fio", "--output-format=json+", f"--output={output}", str(job_path)], timeout=timeout)

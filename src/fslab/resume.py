@@ -1,0 +1,93 @@
+"""Resuming an interrupted study run: which one, and the study, plan and settings it ran with.
+
+Everything comes from the database — the study file's text as it was, the seed, the
+repetitions asked for, the baseline, the scale — so the planner hands out the very blocks it
+handed out before. Job files are read again (they live beside the study file), and a resume is
+refused when they, or any workload or target, no longer match what the study run stored.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+
+from fslab.errors import FslabError
+from fslab.plan import Repetitions
+from fslab.results import ResultsDB
+from fslab.results.db import StoredRun
+from fslab.results.owner import Owner
+from fslab.study import Study, StudyError, parse_study
+
+
+class CannotResume(FslabError):
+    pass
+
+
+@dataclass(frozen=True)
+class Resumable:
+    """An interrupted study run, ready to go on."""
+
+    study_run_id: int
+    study: Study
+    repetitions: Repetitions
+    seed: int
+    baseline: str | None
+    started_at: datetime
+    stored: list[StoredRun]
+    notes: list[str]  # what differs from when it began (kernel), for the user to weigh
+
+
+def resumable(db: ResultsDB, ref: str | None = None) -> Resumable:
+    """The study run `ref` (id or study name; default: the newest interrupted one), if it can go on."""
+    row = _interrupted(db, ref)
+    settings = dict(row["settings"] or {"runs": row["repetitions"]})  # before schema version 2: runs only
+    baseline = settings.pop("baseline", None)
+    repetitions = Repetitions(**settings)
+    study = replace(_study_as_stored(db, row), repetitions=repetitions.runs, warmup=repetitions.warmup)
+    kernel = row["environment"].get("kernel")
+    notes = [f"study run {row['id']} began on kernel {kernel}; this is {platform.release()}"] if kernel and kernel != platform.release() else []
+    return Resumable(row["id"], study, repetitions, row["plan_seed"], baseline or study.baseline, row["started_at"], db.stored_runs(row["id"]), notes)
+
+
+def _interrupted(db: ResultsDB, ref: str | None) -> dict:
+    if ref is None:
+        found = [sr for sr in db.study_runs() if sr["status"] == "interrupted"]
+        if not found:
+            raise CannotResume(f"no interrupted study run in {db.location} to resume (see `fslab history`)")
+        return found[-1]
+    row = db.study_run(ref)
+    if row is None:
+        raise CannotResume(f"no study run {ref} in {db.location} (see `fslab history`)")
+    if row["status"] == "finished":
+        raise CannotResume(f"study run {row['id']} ({row['study']}) finished on {row['finished_at']:%Y-%m-%d %H:%M}: nothing to resume; `fslab run` starts a new one")
+    if row["status"] == "running":
+        owner = Owner.from_stored(row["owner"])
+        where = f" (pid {owner.pid} on {owner.hostname})" if owner else ""
+        raise CannotResume(f"study run {row['id']} is still running{where}; resume it once it has stopped")
+    return row
+
+
+def _study_as_stored(db: ResultsDB, row: dict) -> Study:
+    """The study parsed from the text stored with the study run, checked against what it ran."""
+    try:
+        study = parse_study(row["study_source"], row["study_path"], base_dir=Path(row["study_path"]).parent, scale=row["scale"])
+    except StudyError as exc:
+        raise CannotResume(f"study run {row['id']} cannot be resumed: {exc}") from None
+    changed = _differing(db.workloads(row["id"]), {w.name: w.spec() for w in study.workloads})
+    changed += _differing(db.targets(row["id"]), {t.name: t.spec() for t in study.targets})
+    if changed:
+        raise CannotResume(
+            f"study run {row['id']} cannot be resumed: {', '.join(changed)} no longer as it ran "
+            "(a job file or fslab's defaults changed since); restore them, or start a new study run with `fslab run`"
+        )
+    return study
+
+
+def _differing(stored: list[dict], current: dict[str, dict]) -> list[str]:
+    """Names whose spec differs between the database and the study as parsed now (JSON-compared:
+    that is how the spec was stored)."""
+    then = {row["name"]: row["spec"] for row in stored}
+    return [f"'{name}'" for name in [*then, *(n for n in current if n not in then)] if then.get(name) != json.loads(json.dumps(current.get(name)))]

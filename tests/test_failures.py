@@ -1,0 +1,117 @@
+"""Runs that fail — a hang past the time-out, a full filesystem — are stored with what is needed
+to diagnose them, and the study goes on; a missing tool is refused before anything is made."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import fresh_workdir, fslab, held_by, write_study
+from fslab.results import ResultsDB
+
+# A 64 MiB ext4 image. "fill" passes the study's size check (48 MiB per job) but its four
+# 24 MiB files, written whole (io_size), need more than the filesystem has free: ENOSPC.
+# "hang" writes 32 MiB at one I/O per second: it would take nine hours; its time-out is 3 s.
+FAILING = """\
+[study]
+name = "failing"
+repetitions = 2
+image_size = "64MiB"
+seed = 3
+
+[[target]]
+filesystem = "ext4"
+
+[[workload]]
+name = "fill"
+rw = "write"
+bs = "1m"
+size = "48MiB"
+runtime = "0s"
+options = { nrfiles = 4, filesize = "24MiB", io_size = "96MiB" }
+
+[[workload]]
+name = "hang"
+rw = "randwrite"
+size = "32MiB"
+runtime = "0s"
+timeout = "3s"
+options = { rate_iops = 1 }
+
+[[workload]]
+name = "fine"
+rw = "write"
+bs = "1m"
+size = "16MiB"
+runtime = "1s"
+"""
+
+
+@pytest.fixture(scope="module")
+def failing_study(tmp_path_factory):
+    root = tmp_path_factory.mktemp("failing")
+    study, db = write_study(root, FAILING), root / "r.db"
+    with fresh_workdir() as workdir:
+        result = fslab("run", str(study), "--db", str(db), "--workdir", str(workdir.root))
+        assert held_by(workdir.root) == [], "everything released after the failures"
+    results = ResultsDB(str(db))
+    yield result, results, {(r["workload"], r["repetition"]): r for r in results.runs(results.study_run()["id"])}
+
+
+def test_the_study_goes_on_past_failed_runs_and_exits_1(failing_study):
+    result, results, runs = failing_study
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "4 run(s) failed" in result.stderr
+    assert results.study_run()["status"] == "finished" and len(runs) == 6
+    assert [runs[("fine", n)]["status"] for n in (1, 2)] == ["ok", "ok"]
+    assert runs[("fine", 1)]["failure"] is None
+
+
+def test_a_hang_is_killed_at_its_time_out(failing_study):
+    result, _, runs = failing_study
+    for n in (1, 2):
+        run = runs[("hang", n)]
+        failure = run["failure"]
+        assert run["status"] == "failed" and run["error"].startswith("timed out after 3 s: `fio ")
+        assert failure["phase"] == "workload" and failure["argv"][0] == "fio" and failure["exit_status"] == -9
+        assert "TimedOut" in failure["traceback"]
+        assert (run["finished_at"] - run["started_at"]).total_seconds() < 15, "killed at 3 s, then torn down"
+        assert "rate_iops=1" in run["job_file"]
+    assert "failed in workload ext4 · hang · run 1: timed out after 3 s" in " ".join(result.stdout.split())
+
+
+def test_a_full_filesystem_fails_the_workload_with_fios_words(failing_study):
+    _, results, runs = failing_study
+    for n in (1, 2):
+        failure = runs[("fill", n)]["failure"]
+        assert failure["phase"] == "workload" and failure["argv"][0] == "fio" and failure["exit_status"] == 1
+        assert "No space left on device" in failure["stderr_tail"] and "No space left on device" in runs[("fill", n)]["error"]
+        assert len(failure["stderr_tail"].splitlines()) <= 40
+    summary = (Path(results.location).parent / "reports" / f"failing-{results.study_run()['id']}" / "summary.md").read_text()
+    assert "| ext4 | fill | 1 | workload | `fio " in summary and "| ext4 | hang | 2 | workload | timed out after 3 s" in summary
+
+
+def _path_without(tool: str, directory: Path) -> str:
+    """A PATH with every command of this machine but `tool`: as if its package were not installed."""
+    directory.mkdir()
+    for folder in os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin").split(":") + ["/usr/sbin", "/sbin"]:
+        for entry in Path(folder).glob("*") if Path(folder).is_dir() else []:
+            link = directory / entry.name
+            if entry.name != tool and not link.exists() and not link.is_symlink():
+                link.symlink_to(entry)
+    assert shutil.which(tool, path=str(directory)) is None
+    return str(directory)
+
+
+def test_a_missing_tool_is_refused_before_anything_is_made(workdir, tmp_path):
+    study = write_study(tmp_path, FAILING.replace('filesystem = "ext4"', 'filesystem = ["ext4", "xfs"]').replace('image_size = "64MiB"', 'image_size = "512MiB"'))
+    db = tmp_path / "r.db"
+    env = {**os.environ, "PATH": _path_without("mkfs.xfs", tmp_path / "bin")}
+    result = subprocess.run([sys.executable, "-m", "fslab", "run", str(study), "--db", str(db), "--workdir", str(workdir.root)], capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 2, result.stdout + result.stderr
+    message = " ".join(result.stderr.split())
+    assert "this machine cannot run the study: xfs tools: not installed — apt-get install xfsprogs" in message and "Traceback" not in message
+    assert not any(workdir.images.glob("*.img")) and ResultsDB(str(db)).study_runs() == []
