@@ -141,5 +141,14 @@ class Ext4(Filesystem):
             extended.insert(0, "lazy_itable_init=0,lazy_journal_init=0")
         return ["-E", ",".join(extended)] if extended else []
 
+    def mkfs_command(self, devices: list[str], options: list[str]) -> list[str]:
+        # mke2fs keeps only the last -E it is given: the study's suboptions join fslab's in one,
+        # or `-E stride=16` would silently drop nodiscard and the up-front inode-table zeroing.
+        checked = self.check_mkfs_options(options)
+        extended = [value for flag, value in zip(checked, checked[1:]) if flag == "-E"]
+        rest = [arg for i, arg in enumerate(checked) if arg != "-E" and (i == 0 or checked[i - 1] != "-E")]
+        joined = ",".join([*self.default_mkfs_options(checked)[1:], *extended])
+        return [*self.mkfs, *(["-E", joined] if joined else []), *rest, *devices]
+
     def details(self, device: str, mountpoint: Path) -> str:
         return run(["dumpe2fs", "-h", device], check=False).stdout
