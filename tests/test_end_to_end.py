@@ -11,7 +11,7 @@ import pytest
 
 from conftest import fresh_workdir, fslab, held_by, write_study
 from fslab.results import ResultsDB
-from fslab.workdir import slug
+from fslab.guard.names import file_name
 
 FOUR_KINDS = """\
 [study]
@@ -85,7 +85,7 @@ def test_targets_are_provisioned_fresh_and_recorded(finished_study):
     assert ext4["mkfs_command"][:5] == ["mkfs.ext4", "-F", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0,nodiscard"]
     assert "Filesystem features:" in ext4["fs_details"]
     assert ext4["mount_options_effective"].startswith("rw,")
-    assert f"directory={workdir.mounts / slug('ext4')}" in ext4["job_file"]
+    assert f"directory={workdir.mounts / file_name('ext4')}" in ext4["job_file"]
     assert ext4["direct_io_loop"] is True and ext4["buffered"] is False
     xfs, btrfs = runs[("xfs", "seq_write", 2)], runs[("btrfs", "seq_write", 1)]
     assert "isize=" in xfs["fs_details"] and "Data, single" in btrfs["fs_details"]
@@ -168,7 +168,7 @@ def test_a_users_job_file_runs_unchanged_but_for_its_directory(workdir, tmp_path
     assert result.returncode == 0, result.stdout + result.stderr
     results = ResultsDB(str(db))
     run = results.runs(results.study_run()["id"])[0]
-    assert "/somewhere/else" not in run["job_file"] and f"directory={workdir.mounts / slug('xfs')}" in run["job_file"]
+    assert "/somewhere/else" not in run["job_file"] and f"directory={workdir.mounts / file_name('xfs')}" in run["job_file"]
     assert "[mine]\nrw=randread\nbs=8k" in run["job_file"]
     assert any(s["name"] == "read_iops" and s["value"] > 0 for s in results.samples(run["study_run_id"]))
 

@@ -17,8 +17,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from fslab.errors import FslabError
-from fslab.guard.options import split_arguments
 from fslab.filesystems.zfs import expected_available, property_text, zvol_size
+from fslab.guard.options import split_arguments
 from fslab.study_file import StudyFile, StudySection, TargetSection, WorkloadSection, allowed_fields, as_list
 from fslab.toml_errors import describe_error, locate, unknown
 from fslab.units import format_duration, format_size, parse_duration, parse_size, scaled_size

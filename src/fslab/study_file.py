@@ -11,6 +11,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInf
 
 from fslab.devices.layers import LAYERS
 from fslab.filesystems import FILESYSTEMS
+from fslab.filesystems.base import SizeFloor
 from fslab.filesystems.zfs import check_dataset_properties, check_pool_options, property_text
 from fslab.guard.names import check_name
 from fslab.guard.options import check_arguments
@@ -262,7 +263,8 @@ def _kinds_of(info: ValidationInfo) -> list[str]:
     return as_list(info.data["filesystem"]) if "filesystem" in info.data else []
 
 
-def _floor_problem(floor: Any, size: str, scale: float, *, own: bool) -> str | None:
+def _floor_problem(floor: SizeFloor, size: str, scale: float, *, own: bool) -> str | None:
+    """Why an image of `size` (scaled) is too small for `floor`, or None when it is not."""
     try:
         scaled = scaled_size(parse_size(size), scale)
     except (ValueError, TypeError):

@@ -37,7 +37,7 @@ MKFS_OPTIONS = ToolOptions(
         ),
         "-l": Suboptions(
             {
-                "size": Size(2**20, 2**31, power_of_two=False),
+                "size": Size(64 * 2**20, 2**31, power_of_two=False),  # xfsprogs 5.19 and later: at least 64MiB
                 "version": OneOf(("2",)),
                 "su": Size(512, 256 * 2**10, power_of_two=False),
                 "sunit": Integer(0, 512),
