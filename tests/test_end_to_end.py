@@ -148,17 +148,17 @@ def test_a_failing_run_is_recorded_and_the_study_goes_on(workdir, tmp_path):
     study = write_study(tmp_path, FOUR_KINDS.replace('["ext4", "xfs", "btrfs", "raw"]', '"xfs"')
                         .replace('workloads = ["rand_read", "seq_write"]', 'workloads = ["seq_write"]')
                         .replace("repetitions = 2", "repetitions = 1")
-                        + '\n[[target]]\nname = "bad"\nfilesystem = "ext4"\nmount_options = "data=bogus"\n')
+                        + '\n[[target]]\nname = "bad"\nfilesystem = "ext4"\nmount_options = "journal_async_commit"\n')  # allowed, but the kernel refuses it under data=ordered
     db = tmp_path / "r.db"
     result = fslab("run", str(study), "--db", str(db), "--workdir", str(workdir.root))
     assert result.returncode == 1, "a failed run makes the exit status non-zero"
     runs = {r["target"]: r for r in ResultsDB(str(db)).runs(ResultsDB(str(db)).study_run()["id"])}
     assert runs["xfs"]["status"] == "ok"
     assert runs["bad"]["status"] == "failed" and "mount" in runs["bad"]["error"] and "exited with status" in runs["bad"]["error"]
-    assert runs["bad"]["mount_options_requested"] == "data=bogus" and "failed in provision bad · seq_write · run 1" in result.stdout
+    assert runs["bad"]["mount_options_requested"] == "journal_async_commit" and "failed in provision bad · seq_write · run 1" in result.stdout
     assert "1 run(s) failed" in result.stderr
     failure = runs["bad"]["failure"]
-    assert failure["phase"] == "provision" and failure["argv"][:4] == ["mount", "-t", "ext4", "-o"] and "data=bogus" in failure["argv"]
+    assert failure["phase"] == "provision" and failure["argv"][:4] == ["mount", "-t", "ext4", "-o"] and "journal_async_commit" in failure["argv"]
     assert failure["exit_status"] == 32 and "wrong fs type, bad option" in failure["stderr_tail"] and "CommandError" in failure["traceback"]
     assert runs["xfs"]["failure"] is None
 

@@ -54,6 +54,7 @@ from fslab.devices.loop import attached, image_file
 from fslab.study import Target
 from fslab.workdir import Workdir
 wd = Workdir(Path(sys.argv[1]))
+wd.prepare()
 target = Target("killed", "ext4", (), "", 64 * 2**20, "sparse", devices=2, layers=("md-raid1", "luks", "lvm"))
 with ExitStack() as held:
     loops = [held.enter_context(attached(wd.journal, held.enter_context(image_file(wd.journal, wd.images, n, 64 * 2**20, fill=False)))) for n in ("k1", "k2")]

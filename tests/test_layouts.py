@@ -59,9 +59,9 @@ filesystem = "xfs"
 mount_options = "noatime,logbsize=256k"
 
 [[target]]
-name = "xfs-nobarrier"
+name = "xfs-sunit-alone"
 filesystem = "xfs"
-mount_options = "nobarrier"
+mount_options = "sunit=64"
 """
 
 
@@ -171,7 +171,7 @@ def test_an_option_the_kernel_does_not_apply_is_reported(layouts):
 
 def test_a_refused_option_fails_its_run_and_the_study_goes_on(layouts):
     result, _, runs, _, _, _ = layouts
-    refused = runs["xfs-nobarrier"]
+    refused = runs["xfs-sunit-alone"]  # allowed (with swidth), refused by the kernel alone
     assert refused["status"] == "failed" and "mount" in refused["error"]
     assert result.returncode == 1 and "1 run(s) failed" in result.stderr
     assert sum(r["status"] == "ok" for r in runs.values()) == len(runs) - 1

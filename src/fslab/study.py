@@ -8,7 +8,6 @@ file, the line and the field, and say what is allowed.
 from __future__ import annotations
 
 import itertools
-import shlex
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
@@ -18,10 +17,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from fslab.errors import FslabError
-from fslab.filesystems.zfs import expected_available, zvol_size
-from fslab.study_file import PropertyValue, StudyFile, StudySection, TargetSection, WorkloadSection, allowed_fields, as_list
+from fslab.filesystems.zfs import expected_available, property_text, zvol_size
+from fslab.guard.options import split_arguments
+from fslab.study_file import StudyFile, StudySection, TargetSection, WorkloadSection, allowed_fields, as_list
 from fslab.toml_errors import describe_error, locate, unknown
-from fslab.units import format_duration, format_size, parse_duration, parse_size
+from fslab.units import format_duration, format_size, parse_duration, parse_size, scaled_size
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 from fslab.workloads.fio import READING_MODES, reads_data
 
@@ -186,7 +186,10 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0)
     except tomllib.TOMLDecodeError as exc:
         raise StudyError(f"{filename}: not valid TOML: {exc}") from exc
     try:
-        model = StudyFile.model_validate(data)
+        # The study's image_size and --scale reach each target's check of its image size.
+        study = data.get("study")
+        context = {"image_size": study.get("image_size") if isinstance(study, dict) else None, "scale": scale}
+        model = StudyFile.model_validate(data, context=context)
     except ValidationError as exc:
         raise StudyError("\n".join(describe_error(error, text, filename, allowed_fields) for error in exc.errors())) from exc
 
@@ -214,13 +217,6 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0)
     )
 
 
-def _scaled(size: int, scale: float) -> int:
-    """A size times --scale, kept a whole number of MiB (at least one) when scaled."""
-    if scale == 1.0:
-        return size
-    return max(1, round(size * scale / 2**20)) * 2**20
-
-
 def _expand_target(section: TargetSection, study: StudySection, scale: float) -> list[Target]:
     dimensions = {
         "filesystem": as_list(section.filesystem),
@@ -238,17 +234,17 @@ def _expand_target(section: TargetSection, study: StudySection, scale: float) ->
         target = Target(
             name=f"{base}[{', '.join(labels)}]" if labels else base,
             filesystem=values["filesystem"],
-            mkfs_options=tuple(shlex.split(values["mkfs_options"])),
+            mkfs_options=tuple(split_arguments(values["mkfs_options"])),
             mount_options=values["mount_options"],
-            image_size=_scaled(parse_size(values["image_size"]), scale),
+            image_size=scaled_size(parse_size(values["image_size"]), scale),
             image_fill=study.image_fill,
             devices=section.devices,
             vdev=section.vdev or ("mirror" if values["filesystem"] == "zfs" and section.devices > 1 else None),
-            pool_options={k: _option_text(v) for k, v in section.pool_options.items()},
-            properties={k.removeprefix("property:"): _option_text(v) for k, v in values.items() if k.startswith("property:")},
+            pool_options={k: property_text(v) for k, v in section.pool_options.items()},
+            properties={k.removeprefix("property:"): property_text(v) for k, v in values.items() if k.startswith("property:")},
             nocow=section.nocow,
             layers=tuple(section.layers),
-            layer_options={layer: tuple(shlex.split(args)) for layer, args in section.layer_options.items()},
+            layer_options={layer: tuple(split_arguments(args)) for layer, args in section.layer_options.items()},
             zvol=section.zvol,
             arc_max=parse_size(section.arc_max) if section.arc_max else None,
         )
@@ -269,15 +265,8 @@ def raw_baselines(target: Target) -> list[Target]:
 
 def _label(key: str, value: Any) -> str:
     if key.startswith("property:"):
-        return f"{key.removeprefix('property:')}={_option_text(value)}"
+        return f"{key.removeprefix('property:')}={property_text(value)}"
     return str(value) or "defaults"
-
-
-def _option_text(value: PropertyValue) -> str:
-    """How zfs and zpool expect a value: on/off for booleans, the rest as written."""
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    return str(value)
 
 
 def _workloads(model: StudyFile, base_dir: Path, scale: float, filename: str) -> list[Workload]:
@@ -295,7 +284,7 @@ def _workloads(model: StudyFile, base_dir: Path, scale: float, filename: str) ->
 
 
 def _fio_workload(name: str, settings: dict[str, Any], extra: dict[str, Any], scale: float) -> Workload:
-    size = _scaled(parse_size(settings["size"]), scale)
+    size = scaled_size(parse_size(settings["size"]), scale)
     runtime = parse_duration(settings["runtime"]) * scale
     ramp = parse_duration(settings["ramp_time"]) * scale
     options = {

@@ -3,15 +3,20 @@ accepts. study.py turns a validated file into targets, workloads and cells."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from functools import partial
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from fslab.devices.layers import LAYERS
 from fslab.filesystems import FILESYSTEMS
+from fslab.filesystems.base import SizeFloor
+from fslab.filesystems.zfs import check_dataset_properties, check_pool_options, property_text
 from fslab.guard.names import check_name
-from fslab.toml_errors import unknown
-from fslab.units import parse_duration, parse_size
+from fslab.guard.options import check_arguments
+from fslab.toml_errors import FieldError, unknown
+from fslab.units import format_size, parse_duration, parse_size, scaled_size
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 
 FIO_RW_MODES = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw", "trim", "randtrim", "trimwrite")
@@ -164,6 +169,57 @@ class TargetSection(_Table):
                 raise ValueError(unknown("filesystem", kind, list(FILESYSTEMS)))
         return value
 
+    # Options reach the tools only through the allow-lists (guard/options.py), checked here for
+    # each filesystem of the target and each value of a sweep; every refusal is reported.
+    @field_validator("mkfs_options")
+    @classmethod
+    def _mkfs_options(cls, value: str | list[str], info: ValidationInfo) -> str | list[str]:
+        _all_accepted(partial(FILESYSTEMS[kind].check_mkfs_options, options) for kind in _kinds_of(info) for options in as_list(value))
+        return value
+
+    @field_validator("mount_options")
+    @classmethod
+    def _mount_options(cls, value: str | list[str], info: ValidationInfo) -> str | list[str]:
+        _all_accepted(partial(FILESYSTEMS[kind].check_mount_options, options) for kind in _kinds_of(info) for options in as_list(value))
+        return value
+
+    @field_validator("pool_options")
+    @classmethod
+    def _pool_options(cls, value: dict[str, PropertyValue]) -> dict[str, PropertyValue]:
+        check_pool_options({name: property_text(v) for name, v in value.items()})
+        return value
+
+    @field_validator("properties")
+    @classmethod
+    def _properties(cls, value: dict[str, PropertyValue | list[PropertyValue]]) -> dict[str, PropertyValue | list[PropertyValue]]:
+        _all_accepted(partial(check_dataset_properties, {name: property_text(one)}) for name, values in value.items() for one in as_list(values))
+        return value
+
+    @field_validator("layer_options")
+    @classmethod
+    def _layer_options(cls, value: dict[str, str]) -> dict[str, str]:
+        for layer in value:
+            if layer not in LAYERS:
+                raise ValueError(unknown("layer", layer, list(LAYERS)))
+        _all_accepted(partial(_check_layer_options, layer, arguments) for layer, arguments in value.items())
+        return value
+
+    @model_validator(mode="after")
+    def _large_enough(self, info: ValidationInfo) -> TargetSection:
+        """Each image at least the size its filesystem's mkfs can format (the study's
+        image_size, scaled, when the target sets none)."""
+        context = info.context or {}
+        scale = context.get("scale", 1.0)
+        sizes = as_list(self.image_size) if self.image_size else [context.get("image_size") or StudySection.model_fields["image_size"].default]
+        for kind in as_list(self.filesystem):
+            for options in as_list(self.mkfs_options):
+                floor = FILESYSTEMS[kind].size_floor(FILESYSTEMS[kind].check_mkfs_options(options), self.devices)
+                for size in sizes:
+                    problem = floor and _floor_problem(floor, size, scale, own=self.image_size is not None)
+                    if problem:
+                        raise FieldError("image_size", f"{kind}: {problem}")
+        return self
+
     @field_validator("image_size")
     @classmethod
     def _sizes(cls, value: str | list[str] | None) -> str | list[str] | None:
@@ -191,6 +247,44 @@ _TABLE_MODELS: dict[str, type[BaseModel]] = {
 def allowed_fields(loc: tuple) -> list[str]:
     model = _TABLE_MODELS.get(str(loc[0]), StudyFile) if len(loc) > 1 else StudyFile
     return list(model.model_fields)
+
+
+def _all_accepted(checks: Iterable[Callable[[], Any]]) -> None:
+    """Run every check (one per filesystem and value of a sweep) and refuse with every problem
+    found, not only the first."""
+    problems: list[str] = []
+    for check in checks:
+        try:
+            check()
+        except ValueError as exc:
+            problems += [str(exc)] if str(exc) not in problems else []
+    if problems:
+        raise ValueError("; ".join(problems))
+
+
+def _check_layer_options(layer: str, arguments: str) -> None:
+    try:
+        check_arguments(LAYERS[layer].options, arguments)
+    except ValueError as exc:
+        raise ValueError(f"{layer}: {exc}") from None
+
+
+def _kinds_of(info: ValidationInfo) -> list[str]:
+    """The target's filesystems, once they are known to be valid (else: none to check against)."""
+    return as_list(info.data["filesystem"]) if "filesystem" in info.data else []
+
+
+def _floor_problem(floor: SizeFloor, size: str, scale: float, *, own: bool) -> str | None:
+    """Why an image of `size` (scaled) is too small for `floor`, or None when it is not."""
+    try:
+        scaled = scaled_size(parse_size(size), scale)
+    except (ValueError, TypeError):
+        return None  # a bad study image_size is reported where it is written
+    problem = floor.problem(scaled)
+    if problem is None:
+        return None
+    whose = "image_size" if own else "the study's image_size"
+    return f"{whose} {size}" + (f" × --scale {scale:g} = {format_size(scaled)}" if scale != 1.0 else "") + f" is {problem}"
 
 
 def as_list(value: Any) -> list:

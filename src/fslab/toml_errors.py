@@ -15,10 +15,22 @@ def unknown(what: str, value: str, allowed: Iterable[str]) -> str:
     return f"unknown {what} '{value}'{hint}; allowed: {', '.join(allowed)}"
 
 
+class FieldError(ValueError):
+    """An error a table's own validator found in one of its fields (a target's image_size too
+    small for its filesystem), so that it points at that field's line, not the table's."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 def describe_error(error: dict, text: str, filename: str, allowed_fields: Callable[[tuple], list[str]]) -> str:
     """One pydantic error as "file:line: field: message"; `allowed_fields(loc)` names the
     fields of the table an unknown field was met in."""
     loc = tuple(error["loc"])
+    cause = error.get("ctx", {}).get("error")
+    if isinstance(cause, FieldError):
+        loc = (*loc, cause.field)
     line = locate(text, loc)
     where = f"{filename}:{line}" if line else filename
     field = field_path(loc)

@@ -22,6 +22,13 @@ def parse_size(value: str | int) -> int:
     return int(float(number) * base ** _POWERS[prefix.lower()])
 
 
+def scaled_size(size: int, scale: float) -> int:
+    """A size times --scale, kept a whole number of MiB (at least one) when scaled."""
+    if scale == 1.0:
+        return size
+    return max(1, round(size * scale / 2**20)) * 2**20
+
+
 def parse_duration(value: str | int | float) -> float:
     """Seconds. A bare number is seconds; ms, s, m and h are understood."""
     if isinstance(value, (int, float)):

@@ -22,6 +22,7 @@ from fslab.devices.loop import LoopDevice
 from fslab.errors import Refused
 from fslab.guard.identity import Owned, assert_ours, device_number, rests_on
 from fslab.guard.names import kernel_name, workdir_tag
+from fslab.guard.options import Flag, Integer, Matches, OneOf, Size, ToolOptions, check_arguments
 from fslab.journal import Entry, Journal, releaser
 from fslab.system import kernel_has_module, run, tool_version
 
@@ -39,12 +40,105 @@ class Layer:
     modules: tuple[str, ...]  # loaded before building, when not built in
     tool: tuple[str, ...]  # prints the tool's version
     package: str
+    options: ToolOptions  # what a study's layer_options may add to the command that creates it
 
+
+BY_FSLAB = "fslab passes it itself"
+NAMES_A_FILE = "it names a file"
+
+BITMAP = OneOf(("internal", "none"))  # a file name would put the bitmap outside the array
+
+# mdadm --create … --level=1: fslab gives the level, the members and their count.
+MDADM_OPTIONS = ToolOptions(
+    "mdadm --create",
+    {
+        "--bitmap": BITMAP, "-b": BITMAP,
+        "--bitmap-chunk": Size(4096, 2**30, units="kmg"),
+        "--consistency-policy": OneOf(("resync", "bitmap")),
+        "--data-offset": Size(0, 2**40, units="kmg", power_of_two=False),
+    },
+    refused={
+        "--write-journal": "it names another device: a journal device",
+        "--spare-devices": "it adds devices that are not the target's", "-x": "it adds devices that are not the target's",
+        "--config": NAMES_A_FILE,
+        "--backup-file": NAMES_A_FILE,
+        "--chunk": "RAID1 has no chunks: mdadm refuses it at level 1", "-c": "RAID1 has no chunks: mdadm refuses it at level 1",
+        "--layout": "RAID1 has no layout: mdadm refuses it at level 1", "-p": "RAID1 has no layout: mdadm refuses it at level 1",
+        "--metadata": "fslab passes --metadata=1.2 itself", "-e": "fslab passes --metadata=1.2 itself",
+        "--level": "the layer says the level", "-l": "the layer says the level",
+        "--raid-devices": "the target's devices say how many", "-n": "the target's devices say how many",
+        "--assume-clean": BY_FSLAB, "--run": BY_FSLAB,
+    },
+)
+
+KEY_DERIVATION = "fslab sets a fast key derivation: the key protects nothing here, and the cipher, not the derivation, is what a run measures"
+FSLABS_KEY = "fslab makes a random key for each run and gives it itself"
+
+CIPHER = Matches(r"[a-z0-9]+(-[a-z0-9]+)*(:[a-z0-9]+)?", "a cipher such as aes-xts-plain64")
+KEY_SIZE = Integer(128, 1024)  # bits
+HASH = Matches(r"[a-z0-9]+(-[a-z0-9]+)*", "a hash such as sha256")
+
+# cryptsetup luksFormat --type luks2: fslab gives the key (a file of its own) and its derivation.
+CRYPTSETUP_OPTIONS = ToolOptions(
+    "cryptsetup luksFormat",
+    {
+        "--cipher": CIPHER, "-c": CIPHER,
+        "--key-size": KEY_SIZE, "-s": KEY_SIZE,
+        "--hash": HASH, "-h": HASH,
+        "--sector-size": OneOf(("512", "1024", "2048", "4096")),
+        "--integrity": OneOf(("hmac-sha256", "hmac-sha512", "poly1305", "aead")),
+        "--use-urandom": Flag(),
+        "--use-random": Flag(),
+        "--align-payload": Integer(1, 2**32),
+        "--luks2-metadata-size": Size(16384, 4 * 2**20, units="k"),
+        "--luks2-keyslots-size": Size(4096, 128 * 2**20, units="km", power_of_two=False),
+    },
+    refused={
+        **{flag: KEY_DERIVATION for flag in ("--pbkdf", "--pbkdf-force-iterations", "--pbkdf-memory", "--pbkdf-parallel", "--iter-time", "-i")},
+        **{flag: FSLABS_KEY for flag in ("--key-file", "-d", "--keyfile-size", "-l", "--keyfile-offset", "--key-slot", "-S", "--key-description")},
+        "--header": "it names a file: a detached header",
+        "--header-backup-file": NAMES_A_FILE,
+        "--master-key-file": NAMES_A_FILE, "--volume-key-file": NAMES_A_FILE,
+        **{flag: "it reads a key from a token or the keyring" for flag in ("--token-id", "--token-only", "--token-type", "--token-replace", "--external-tokens-path")},
+        "--type": "fslab formats LUKS2 (--type luks2)", "-M": "fslab formats LUKS2 (--type luks2)",
+        "--batch-mode": BY_FSLAB, "-q": BY_FSLAB,
+        "--offset": "it moves the data inside the device; fslab gives the whole device",
+        "--integrity-no-wipe": "unwritten sectors would fail their integrity check when a workload reads them",
+    },
+)
+
+READAHEAD = Matches(r"auto|none|\d{1,9}", "auto, none or a number of sectors")
+YES_NO = OneOf(("y", "n"))
+STRIPES = Integer(1, 128)
+STRIPE_SIZE = Size(4096, 2**30, units="km")
+
+# lvm lvcreate: fslab names the volume, gives it the whole group and shows LVM its device only.
+LVCREATE_OPTIONS = ToolOptions(
+    "lvcreate",
+    {
+        "--stripes": STRIPES, "-i": STRIPES,
+        "--stripesize": STRIPE_SIZE, "-I": STRIPE_SIZE,
+        "--type": OneOf(("linear", "striped")),
+        "--readahead": READAHEAD, "-r": READAHEAD,
+        "--contiguous": YES_NO, "-C": YES_NO,
+        "--zero": YES_NO, "-Z": YES_NO,
+        "--wipesignatures": YES_NO, "-W": YES_NO,
+        "--alloc": OneOf(("contiguous", "cling", "normal", "anywhere", "inherit")),
+    },
+    refused={
+        "--config": "fslab's configuration shows LVM its own device only; another could show it others",
+        **{flag: "it names other devices or a file" for flag in ("--devices", "--devicesfile")},
+        **{flag: "it names a profile file" for flag in ("--profile", "--commandprofile", "--metadataprofile")},
+        **{flag: "fslab gives the volume the whole group" for flag in ("--extents", "-l", "--size", "-L")},
+        "--name": "fslab names the volume", "-n": "fslab names the volume",
+        "--yes": BY_FSLAB, "-y": BY_FSLAB,
+    },
+)
 
 LAYERS = {
-    "md-raid1": Layer("md RAID1 (CONFIG_BLK_DEV_MD, CONFIG_MD_RAID1)", ("md_mod", "raid1"), ("mdadm", "--version"), "mdadm"),
-    "luks": Layer("dm-crypt (CONFIG_BLK_DEV_DM, CONFIG_DM_CRYPT)", ("dm_mod", "dm_crypt"), ("cryptsetup", "--version"), "cryptsetup"),
-    "lvm": Layer("device-mapper (CONFIG_BLK_DEV_DM)", ("dm_mod",), ("lvm", "version"), "lvm2"),
+    "md-raid1": Layer("md RAID1 (CONFIG_BLK_DEV_MD, CONFIG_MD_RAID1)", ("md_mod", "raid1"), ("mdadm", "--version"), "mdadm", MDADM_OPTIONS),
+    "luks": Layer("dm-crypt (CONFIG_BLK_DEV_DM, CONFIG_DM_CRYPT)", ("dm_mod", "dm_crypt"), ("cryptsetup", "--version"), "cryptsetup", CRYPTSETUP_OPTIONS),
+    "lvm": Layer("device-mapper (CONFIG_BLK_DEV_DM)", ("dm_mod",), ("lvm", "version"), "lvm2", LVCREATE_OPTIONS),
 }
 
 # LVM looks at fslab's own device only, and makes its device nodes itself where no udev runs.
@@ -87,9 +181,9 @@ def built(journal: Journal, loops: list[LoopDevice], target: Target) -> Iterator
             stack.assert_ours()
             for module in LAYERS[layer].modules:
                 run(["modprobe", module])  # nothing to do where it is loaded or built in
-            extra = target.layer_options.get(layer, ())
+            extra = check_arguments(LAYERS[layer].options, target.layer_options.get(layer, ()))
             build = {"md-raid1": _md_raid1, "luks": _luks, "lvm": _lvm}[layer]
-            device, commands, details = layers.enter_context(build(journal, stack.devices, name, list(extra)))
+            device, commands, details = layers.enter_context(build(journal, stack.devices, name, extra))
             stack.devices = [device]
             stack.commands += commands
             stack.details += details

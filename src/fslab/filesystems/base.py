@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fslab.filesystems.mounting import mount_point, proven
+from fslab.guard.options import OptionRefused, Suboptions, ToolOptions, check_arguments, check_mount_options
 from fslab.journal import Journal
 from fslab.system import run, tool_version
+from fslab.units import format_size
 
 if TYPE_CHECKING:
     from fslab.devices.layers import Stack
@@ -31,6 +33,17 @@ class Provisioned:
     def fio_location(self) -> dict:
         """Where fio works: `directory` on a filesystem, else `device` (the raw block device)."""
         return {"directory": self.directory, "device": None if self.directory else self.device}
+
+
+@dataclass(frozen=True)
+class SizeFloor:
+    """The smallest image (per device) the filesystem's mkfs formats, and who says so."""
+
+    size: int  # bytes
+    why: str  # "mkfs.xfs formats nothing under 300MiB"
+
+    def problem(self, size: int) -> str | None:
+        return f"below {format_size(self.size)} per device: {self.why}" if size < self.size else None
 
 
 def mounted_options(mountpoint: Path) -> str | None:
@@ -76,6 +89,32 @@ class Filesystem:
 
     nodiscard: tuple[str, ...] = ()  # mkfs's flag not to discard the device
 
+    # What a study may ask for, checked when the study file is loaded (guard/options.py);
+    # None: the filesystem takes no such options.
+    accepted_mkfs_options: ToolOptions | None = None
+    accepted_mount_options: Suboptions | None = None
+    floor: SizeFloor | None = None
+
+    def check_mkfs_options(self, arguments: str | Sequence[str]) -> list[str]:
+        """The study's mkfs arguments, split and checked against the allow-list (OptionRefused)."""
+        if self.accepted_mkfs_options is None:
+            if arguments:
+                raise OptionRefused(f"{self.kind} targets take no mkfs_options: only ext4, xfs and btrfs are made by mkfs")
+            return []
+        return check_arguments(self.accepted_mkfs_options, arguments)
+
+    def check_mount_options(self, options: str) -> str:
+        """The study's mount-option string, checked against the allow-list (OptionRefused)."""
+        if self.accepted_mount_options is None:
+            if options:
+                raise OptionRefused(f"{self.kind} targets take no mount_options" + (": set ZFS dataset properties instead" if self.kind == "zfs" else ""))
+            return options
+        return check_mount_options(self.accepted_mount_options, self.kind, options)
+
+    def size_floor(self, mkfs_arguments: Sequence[str], devices: int) -> SizeFloor | None:
+        """The smallest image per device this filesystem can be made on with these arguments."""
+        return self.floor
+
     def default_mkfs_options(self, requested: list[str]) -> list[str]:
         """Options fslab adds unless the study names them itself.
 
@@ -91,7 +130,8 @@ class Filesystem:
         return tool_version(self.version_command)
 
     def mkfs_command(self, devices: list[str], options: list[str]) -> list[str]:
-        return [*self.mkfs, *self.default_mkfs_options(options), *options, *devices]
+        # Checked again here, where the command is built: no other way must lead to mkfs.
+        return [*self.mkfs, *self.default_mkfs_options(options), *self.check_mkfs_options(options), *devices]
 
     def after_mount(self, target: Target, devices: list[str], mountpoint: Path) -> None:
         """Anything the target asks for once the filesystem is mounted."""
@@ -107,7 +147,8 @@ class Filesystem:
         run(command)
         self.before_mount(devices)
         with mount_point(journal, mountpoint) as held:
-            run(["mount", "-t", self.kind, "-o", target.mount_options or "defaults", devices[0], str(mountpoint)])
+            options = self.check_mount_options(target.mount_options) or "defaults"
+            run(["mount", "-t", self.kind, "-o", options, devices[0], str(mountpoint)])
             proven(held)
             self.after_mount(target, devices, mountpoint)
             yield Provisioned(

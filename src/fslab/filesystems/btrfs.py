@@ -1,7 +1,71 @@
+from collections.abc import Sequence
 from pathlib import Path
 
-from fslab.filesystems.base import Filesystem
+from fslab.filesystems.base import Filesystem, SizeFloor
+from fslab.guard.options import Flag, Integer, Matches, Maybe, OneOf, Size, Suboptions, ToolOptions, mount_options, option_value
 from fslab.system import run
+
+BY_FSLAB = "fslab passes it itself"
+PROFILES = ("single", "dup", "raid0", "raid1", "raid1c3", "raid1c4", "raid10", "raid5", "raid6")
+PROFILE = OneOf(PROFILES)
+FEATURES = Suboptions(
+    {name: Flag() for name in ("mixed-bg", "extref", "raid56", "skinny-metadata", "no-holes", "raid1c34", "free-space-tree", "block-group-tree", "quota")},
+    refused={"zoned": "it needs a zoned device"},
+    negatable=True,
+)
+RUNTIME_FEATURES = Suboptions({name: Flag() for name in ("quota", "free-space-tree")}, negatable=True)
+CHECKSUM = OneOf(("crc32c", "xxhash", "sha256", "blake2"))
+
+MKFS_OPTIONS = ToolOptions(
+    "mkfs.btrfs",
+    {
+        "-d": PROFILE, "--data": PROFILE,
+        "-m": PROFILE, "--metadata": PROFILE,
+        "-M": Flag(), "--mixed": Flag(),
+        "--csum": CHECKSUM, "--checksum": CHECKSUM,
+        "-n": Size(4096, 65536), "--nodesize": Size(4096, 65536),
+        "-s": Size(4096, 65536), "--sectorsize": Size(4096, 65536),
+        "-O": FEATURES, "--features": FEATURES,
+        "-R": RUNTIME_FEATURES, "--runtime-features": RUNTIME_FEATURES,
+    },
+    refused={
+        "-f": BY_FSLAB, "--force": BY_FSLAB, "-q": BY_FSLAB, "--quiet": BY_FSLAB, "-K": BY_FSLAB, "--nodiscard": BY_FSLAB,
+        "-r": "it names a directory to copy in", "--rootdir": "it names a directory to copy in",
+        "-b": "fslab's image size is the device's size", "--byte-count": "fslab's image size is the device's size",
+        "-U": "a fixed UUID can collide with another filesystem's", "--uuid": "a fixed UUID can collide with another filesystem's",
+    },
+)
+
+COMPRESSION = Matches(r"(zlib(:[1-9])?|lzo|zstd(:(1[0-5]|[1-9]))?|no|none)", "zlib, zlib:1 … zlib:9, lzo, zstd, zstd:1 … zstd:15 or no")
+
+MOUNT_OPTIONS = mount_options(
+    {
+        **{name: Flag() for name in (
+            "acl", "noacl", "autodefrag", "noautodefrag", "barrier", "nobarrier", "datacow", "nodatacow", "datasum", "nodatasum",
+            "nodiscard", "flushoncommit", "noflushoncommit", "ssd", "ssd_spread", "nossd", "nossd_spread", "treelog", "notreelog",
+        )},
+        "commit": Integer(1, 86400),  # seconds
+        "compress": Maybe(COMPRESSION),
+        "compress-force": Maybe(COMPRESSION),
+        "discard": Maybe(OneOf(("sync", "async"))),
+        "max_inline": Size(0, 2**20, power_of_two=False),
+        "metadata_ratio": Integer(0, 2**31),
+        "space_cache": OneOf(("v2",)),
+        "thread_pool": Integer(1, 1024),
+        "subvolid": OneOf(("5",)),  # the top level, the only subvolume of a new filesystem
+    },
+    refused={
+        "device": "it names another device (fslab scans the target's own devices itself)",
+        "subvol": "it names a path",
+        "fatal_errors": "an error would crash the host (BUG or panic)",
+    },
+)
+
+# mkfs.btrfs's smallest device depends on the profiles (measured with btrfs-progs 6.2 on sparse
+# images: "minimum size for each btrfs device is …"). The largest of each case is kept.
+FLOOR = SizeFloor(109 * 2**20, "mkfs.btrfs makes no filesystem on a smaller device")
+FLOOR_RAID = SizeFloor(125 * 2**20, "mkfs.btrfs needs that much on each device for a raid data profile")
+FLOOR_DUP = SizeFloor(229 * 2**20, "mkfs.btrfs needs that much for the dup data profile")
 
 
 class Btrfs(Filesystem):
@@ -10,6 +74,12 @@ class Btrfs(Filesystem):
     nodiscard = ("-K",)
     version_command = ("mkfs.btrfs", "--version")
     package = "btrfs-progs"
+    accepted_mkfs_options = MKFS_OPTIONS
+    accepted_mount_options = MOUNT_OPTIONS
+
+    def size_floor(self, mkfs_arguments: Sequence[str], devices: int) -> SizeFloor:
+        data = option_value(mkfs_arguments, "-d", "--data") or ""
+        return FLOOR_DUP if data == "dup" else FLOOR_RAID if data.startswith("raid") else FLOOR
 
     def before_mount(self, devices: list[str]) -> None:
         # Without udev the kernel learns of a multi-device filesystem's other members only so.

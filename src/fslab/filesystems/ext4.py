@@ -1,7 +1,125 @@
 from pathlib import Path
 
-from fslab.filesystems.base import Filesystem
+from fslab.filesystems.base import Filesystem, SizeFloor
+from fslab.guard.options import ZERO_ONE, Flag, Integer, Matches, Maybe, OneOf, Size, Suboptions, ToolOptions, mount_options
 from fslab.system import run
+
+EXTERNAL_JOURNAL = "it names another device: an external journal"
+BY_FSLAB = "fslab passes it itself"
+
+# mke2fs's feature names (-O, man ext4); ^name turns one off.
+FEATURES = Suboptions(
+    {
+        name: Flag()
+        for name in (
+            "64bit", "bigalloc", "dir_index", "dir_nlink", "ea_inode", "ext_attr", "extent", "extents", "extra_isize",
+            "fast_commit", "filetype", "flex_bg", "has_journal", "huge_file", "inline_data", "large_dir", "large_file",
+            "meta_bg", "metadata_csum", "metadata_csum_seed", "mmp", "orphan_file", "project", "quota", "resize_inode",
+            "sparse_super", "sparse_super2", "uninit_bg",
+        )
+    },
+    refused={"journal_dev": "it makes an external journal device, not a filesystem"},
+    negatable=True,
+)
+
+MKFS_OPTIONS = ToolOptions(
+    "mkfs.ext4",
+    {
+        "-b": OneOf(("1024", "2048", "4096")),  # the kernel mounts no block larger than a page
+        "-C": Size(1024, 2**28),  # cluster size, with bigalloc
+        "-E": Suboptions(
+            {
+                "stride": Integer(1, 2**32 - 1),
+                "stripe_width": Integer(1, 2**32 - 1),
+                "stripe-width": Integer(1, 2**32 - 1),
+                "resize": Integer(1, 2**32 - 1),
+                "lazy_itable_init": Maybe(ZERO_ONE),
+                "lazy_journal_init": Maybe(ZERO_ONE),
+                "packed_meta_blocks": Maybe(ZERO_ONE),
+                "num_backup_sb": OneOf(("0", "1", "2")),
+                "mmp_update_interval": Integer(1, 300),
+                "orphan_file_size": Size(4096, 2**30, power_of_two=False),
+                "quotatype": Matches(r"(usr|grp|prj)quota(:(usr|grp|prj)quota){0,2}", "usrquota, grpquota or prjquota, joined by ':'"),
+                "discard": Flag(),
+                "nodiscard": Flag(),
+            },
+            refused={
+                "assume_storage_prezeroed": "fslab's images are filled with random data, not zeros: the filesystem would read garbage as metadata",
+                "offset": "it places the filesystem inside the device; fslab gives the whole image",
+            },
+        ),
+        "-G": Integer(1, 2**20),  # flex_bg group size
+        "-g": Integer(256, 65528),  # blocks per group
+        "-i": Integer(1024, 2**26),  # bytes per inode
+        "-I": OneOf(("128", "256", "512", "1024")),  # inode size
+        "-J": Suboptions({"size": Integer(1, 10240000), "fast_commit_size": Integer(1, 10240000)}, refused={"device": EXTERNAL_JOURNAL, "location": "fslab leaves the journal where mkfs puts it"}),
+        "-j": Flag(),
+        "-m": Integer(0, 50),  # reserved blocks, percent
+        "-N": Integer(16, 2**32 - 1),  # number of inodes
+        "-O": FEATURES,
+        "-T": OneOf(("default", "small", "floppy", "news", "largefile", "largefile4", "big", "huge")),
+        "-e": OneOf(("continue", "remount-ro"), refused={"panic": "an error would panic the host"}),
+    },
+    refused={
+        "-F": BY_FSLAB, "-q": BY_FSLAB,
+        "-t": "the target's filesystem field says what is made",
+        "-d": "it names a directory to copy in",
+        "-l": "it names a file (a bad-block list)",
+        "-z": "it names a file (an undo file)",
+        "-M": "it names a directory",
+        "-S": "it writes superblocks only: a recovery tool, not a new filesystem",
+        "-n": "it makes nothing (a dry run), and the run would fail at mount",
+    },
+)
+
+MOUNT_OPTIONS = mount_options(
+    {
+        "data": OneOf(("journal", "ordered", "writeback")),
+        "commit": Integer(0, 86400),  # seconds
+        "barrier": Maybe(ZERO_ONE),
+        "nobarrier": Flag(),
+        "journal_checksum": Flag(),
+        "nojournal_checksum": Flag(),
+        "journal_async_commit": Flag(),  # with data=writeback or journal; the kernel refuses it with data=ordered
+        "journal_ioprio": Integer(0, 7),
+        "delalloc": Flag(),
+        "nodelalloc": Flag(),
+        "dioread_lock": Flag(),
+        "dioread_nolock": Flag(),
+        "inode_readahead_blks": Size(0, 2**30, units=""),
+        "stripe": Integer(0, 2**32 - 1),
+        "max_batch_time": Integer(0, 10**7),  # microseconds
+        "min_batch_time": Integer(0, 10**7),
+        "discard": Flag(),
+        "nodiscard": Flag(),
+        "errors": OneOf(("continue", "remount-ro"), refused={"panic": "an error would panic the host"}),
+        "data_err": OneOf(("ignore", "abort")),
+        "auto_da_alloc": Maybe(ZERO_ONE),
+        "noauto_da_alloc": Flag(),
+        "block_validity": Flag(),
+        "noblock_validity": Flag(),
+        "init_itable": Maybe(Integer(0, 1000)),
+        "noinit_itable": Flag(),
+        "max_dir_size_kb": Integer(0, 2**32 - 1),
+        "nombcache": Flag(),
+        "mb_optimize_scan": ZERO_ONE,
+        "prefetch_block_bitmaps": Flag(),
+        "no_prefetch_block_bitmaps": Flag(),
+        "acl": Flag(),
+        "noacl": Flag(),
+        "user_xattr": Flag(),
+    },
+    refused={
+        "journal_path": "it names a file: an external journal",
+        "journal_dev": EXTERNAL_JOURNAL,
+        "usrjquota": "it names a quota file",
+        "grpjquota": "it names a quota file",
+        "jqfmt": "it goes with usrjquota and grpjquota, which name files",
+        "sb": "it reads a backup superblock: a recovery option",
+        "noload": "it skips the journal's recovery",
+        "norecovery": "it skips the journal's recovery",
+    },
+)
 
 
 class Ext4(Filesystem):
@@ -10,6 +128,10 @@ class Ext4(Filesystem):
     version_command = ("mke2fs", "-V")
     package = "e2fsprogs"
     nodiscard = ("nodiscard",)  # an -E suboption, joined with the others below
+    accepted_mkfs_options = MKFS_OPTIONS
+    accepted_mount_options = MOUNT_OPTIONS
+    # Measured with mkfs.ext4 -q on a sparse image (e2fsprogs 1.47): 103KiB fails, 104KiB works.
+    floor = SizeFloor(104 * 2**10, "mkfs.ext4 makes no filesystem smaller")
 
     def default_mkfs_options(self, requested: list[str]) -> list[str]:
         # mkfs.ext4 defers inode-table and journal zeroing to a kernel thread that would run
@@ -18,6 +140,15 @@ class Ext4(Filesystem):
         if not any("lazy_itable_init" in o or "lazy_journal_init" in o for o in requested):
             extended.insert(0, "lazy_itable_init=0,lazy_journal_init=0")
         return ["-E", ",".join(extended)] if extended else []
+
+    def mkfs_command(self, devices: list[str], options: list[str]) -> list[str]:
+        # mke2fs keeps only the last -E it is given: the study's suboptions join fslab's in one,
+        # or `-E stride=16` would silently drop nodiscard and the up-front inode-table zeroing.
+        checked = self.check_mkfs_options(options)
+        extended = [value for flag, value in zip(checked, checked[1:]) if flag == "-E"]
+        rest = [arg for i, arg in enumerate(checked) if arg != "-E" and (i == 0 or checked[i - 1] != "-E")]
+        joined = ",".join([*self.default_mkfs_options(checked)[1:], *extended])
+        return [*self.mkfs, *(["-E", joined] if joined else []), *rest, *devices]
 
     def details(self, device: str, mountpoint: Path) -> str:
         return run(["dumpe2fs", "-h", device], check=False).stdout

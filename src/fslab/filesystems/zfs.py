@@ -22,13 +22,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fslab.errors import FslabError
-from fslab.filesystems.base import Filesystem, Provisioned, mounted_options
-from fslab.filesystems.mounting import mount_point, proven
-from fslab.journal import Entry, Journal, releaser
-from fslab.system import CommandError, joined, run
 from fslab.errors import Refused
+from fslab.filesystems.base import Filesystem, Provisioned, SizeFloor, mounted_options
+from fslab.filesystems.mounting import mount_point, proven
 from fslab.guard.identity import process, same_process
 from fslab.guard.names import kernel_name, workdir_tag
+from fslab.guard.options import ON_OFF, Matches, OneOf, Size, Suboptions, check_properties
+from fslab.journal import Entry, Journal, releaser
+from fslab.system import CommandError, joined, run
 
 if TYPE_CHECKING:
     from fslab.devices.layers import Stack
@@ -218,21 +219,101 @@ def destroy_pool(entry: Entry, workdir: Workdir) -> None:
             time.sleep(0.2)
 
 
+NAMES_A_PATH = "it names a path"
+PANIC = "an I/O failure would panic the host"
+
+# zpool create -o: properties zfs-fuse (pool version 23) and OpenZFS both know.
+POOL_OPTIONS = Suboptions(
+    {
+        "ashift": OneOf(("9", "10", "11", "12", "13", "14", "15", "16")),
+        "autoexpand": ON_OFF,
+        "autoreplace": ON_OFF,
+        "delegation": ON_OFF,
+        "listsnapshots": ON_OFF,
+        "failmode": OneOf(("wait", "continue"), refused={"panic": PANIC}),
+    },
+    refused={
+        "altroot": NAMES_A_PATH,
+        "cachefile": f"{NAMES_A_PATH}: fslab's pools are in no cache file, so nothing imports them again",
+        "bootfs": "it names a dataset to boot from",
+        "version": "fslab makes pools of the engine's own version",
+    },
+)
+
+CACHE = OneOf(("all", "none", "metadata"))
+BLOCK_SIZE = Size(512, 16 * 2**20, units="km")
+# zfs create -o. Some values need OpenZFS (sync, logbias' throughput, lz4, zstd, …); zfs-fuse
+# refuses them at zfs create, and the run fails with zfs's own message.
+DATASET_PROPERTIES = Suboptions(
+    {
+        "recordsize": BLOCK_SIZE,
+        "volblocksize": Size(512, 128 * 2**10, units="k"),
+        "compression": Matches(
+            r"on|off|lzjb|zle|lz4|gzip(-[1-9])?|zstd(-(1[0-9]|[1-9]))?|zstd-fast(-([1-9]|10|20|30|40|50|60|70|80|90|100|500|1000))?",
+            "on, off, lzjb, zle, lz4, gzip, gzip-1 … gzip-9, zstd, zstd-1 … zstd-19 or zstd-fast[-N]",
+        ),
+        "checksum": OneOf(("on", "off", "fletcher2", "fletcher4", "sha256", "sha512", "skein", "edonr", "blake3")),
+        "dedup": Matches(r"on|off|verify|(sha256|sha512|skein|edonr|blake3)(,verify)?", "on, off, verify, or a checksum (sha256, …) with an optional ',verify'"),
+        "atime": ON_OFF,
+        "relatime": ON_OFF,
+        "sync": OneOf(("standard", "always", "disabled")),
+        "logbias": OneOf(("latency", "throughput")),
+        "primarycache": CACHE,
+        "secondarycache": CACHE,
+        "copies": OneOf(("1", "2", "3")),
+        "xattr": OneOf(("on", "off", "sa", "dir")),
+        "redundant_metadata": OneOf(("all", "most", "some", "none")),
+        "dnodesize": OneOf(("legacy", "auto", "1k", "2k", "4k", "8k", "16k")),
+    },
+    refused={
+        "mountpoint": f"{NAMES_A_PATH}: fslab mounts the dataset in its work directory",
+        "canmount": "fslab mounts the dataset itself",
+        "sharenfs": "it shares the dataset over NFS, running the system's share commands",
+        "sharesmb": "it shares the dataset over SMB, running the system's share commands",
+        "keylocation": "it names a file or URL to read a key from",
+        "keyformat": "encryption needs a keylocation, which names a file",
+        "encryption": "it needs a keylocation, which names a file",
+        "readonly": "a read-only dataset fails every write workload",
+        "zoned": "it hands the dataset to a container",
+        "volsize": "fslab sizes the volume from the pool",
+    },
+)
+
+# SPA_MINDEVSIZE: zpool refuses a device under 64MiB.
+FLOOR = SizeFloor(64 * 2**20, "zpool create refuses smaller devices")
+
+
+def property_text(value: str | int | float | bool) -> str:
+    """How zfs and zpool expect a value: on/off for booleans, the rest as written."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+def check_pool_options(options: dict[str, str]) -> dict[str, str]:
+    return check_properties(POOL_OPTIONS, "zpool property", options)
+
+
+def check_dataset_properties(properties: dict[str, str]) -> dict[str, str]:
+    return check_properties(DATASET_PROPERTIES, "zfs property", properties)
+
+
 class Zfs(Filesystem):
     kind = "zfs"
     package = "zfs-fuse"  # Debian's; OpenZFS's is zfsutils-linux with its kernel module
+    floor = FLOOR
 
     def version(self) -> str | None:
         found = engine()
         return found.describe() if found else None
 
     def pool_command(self, pool: str, devices: list[str], target: Target) -> list[str]:
-        options = [arg for name, value in target.pool_options.items() for arg in ("-o", f"{name}={value}")]
+        options = [arg for name, value in check_pool_options(target.pool_options).items() for arg in ("-o", f"{name}={value}")]
         layout = [target.vdev] if len(devices) > 1 and target.vdev == "mirror" else []
         return ["zpool", "create", "-f", *options, "-O", "mountpoint=none", pool, *layout, *devices]
 
     def dataset_command(self, pool: str, mountpoint: Path, target: Target) -> list[str]:
-        properties = [arg for name, value in target.properties.items() for arg in ("-o", f"{name}={value}")]
+        properties = [arg for name, value in check_dataset_properties(target.properties).items() for arg in ("-o", f"{name}={value}")]
         if target.zvol:
             available = int(run(["zfs", "get", "-Hp", "-o", "value", "available", pool]).stdout.strip())
             return ["zfs", "create", "-V", f"{zvol_size(available) // 2**20}M", *properties, f"{pool}/data"]
