@@ -26,15 +26,16 @@ class CommandError(FslabError):
         super().__init__(f"`{' '.join(argv)}` exited with status {returncode}: {' / '.join(said[-5:])}")
 
 
-def run(argv: Sequence[str], *, check: bool = True, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
-    """Run a command to completion and capture its output.
+def run(argv: Sequence[str], *, check: bool = True, timeout: float | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a command to completion and capture its output; in `cwd` when given (fio writes
+    side files such as verify state into its current directory: fslab gives it a private one).
 
     If fslab is interrupted or the command times out, the command and every process it started
     are killed and waited for: fio's job processes run in sessions of their own, and one left
     behind would keep the mount busy and the output pipes open.
     """
     try:
-        proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=cwd)
     except FileNotFoundError as exc:
         raise CommandError(argv, 127, "", f"{argv[0]}: command not found") from exc
     try:
