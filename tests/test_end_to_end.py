@@ -11,7 +11,7 @@ import pytest
 
 from conftest import fresh_workdir, fslab, held_by, write_study
 from fslab.results import ResultsDB
-from fslab.workdir import slug
+from fslab.guard.names import file_name as slug
 
 FOUR_KINDS = """\
 [study]
