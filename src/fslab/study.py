@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from fslab.errors import FslabError, Refused
 from fslab.filesystems.zfs import expected_available, zvol_size
 from fslab.guard import fio_jobs
-from fslab.guard.fio_jobs import READING_MODES, JobFile
+from fslab.guard.fio_jobs import JobFile
 from fslab.study_file import PropertyValue, StudyFile, StudySection, TargetSection, allowed_fields, as_list
 from fslab.toml_errors import describe_error, locate, unknown
 from fslab.units import format_duration, format_size, parse_duration, parse_size
@@ -302,14 +302,16 @@ def _fio_workload(name: str, settings: dict[str, Any], extra: dict[str, Any], sc
         options["ramp_time"] = f"{round(ramp * 1000)}ms"
     options |= extra  # checked, as fio writes them (study_file.fio_options)
     fio_options = {key: str(value) for key, value in options.items()}
+    job = fio_jobs.single_job(name, fio_options)
     return Workload(
         name=name,
-        job=fio_jobs.single_job(name, fio_options),
+        job=job,
         fio_options=fio_options,
         job_file=None,
-        seconds=runtime + ramp,
-        reads=settings["rw"] in READING_MODES,
-        direct=bool(settings["direct"]),
+        # from the job, as for a job file: a workload's own options may change rw, direct or runtime
+        seconds=fio_jobs.expected_seconds(job),
+        reads=fio_jobs.reads(job),
+        direct=fio_jobs.direct(job),
         bytes_per_job=size,
         numjobs=settings["numjobs"],
     )

@@ -328,7 +328,7 @@ def parse_job_file(text: str, source: str) -> JobFile:
         if line.startswith("["):
             if sections:
                 sections[-1] = Section(sections[-1].name, tuple(options), sections[-1].line)
-            sections.append(Section(_section_name(line, where), (), number))
+            sections.append(Section(_section_name(line, f"{source}:{number}"), (), number))
             options = []
         elif not sections:
             raise Refused(f"{where}: '{line[:40]}' comes before any [section]; fio's options go under [global] or a [job]")
