@@ -234,10 +234,8 @@ def option_problem(name: str, value: str | None, *, in_job_file: bool = False) -
     name = ALIASES.get(name, name)
     if in_job_file and name == "filename":
         return None if PLAIN_FILE.fullmatch(value or "") else _filename_problem(value or "")
-    if name in REFUSED or name.startswith(tuple(_REFUSED_PREFIXES)):
-        return f"{name} is refused: {_refusal(name)}"
-    if name.startswith("write_") and name.endswith("_log"):
-        return f"{name} is refused: {_WRITES_LOG}"
+    if why := _refusal(name):
+        return f"{name} is refused: {why}"
     if name not in ALLOWED:
         return f"unknown fio option '{name}'{did_you_mean(name, [*ALLOWED, *ALIASES])}: fslab passes fio only the options listed in docs/study-format.md"
     if name == "ioengine" and value is not None and value.lower() not in ENGINES:
@@ -248,10 +246,13 @@ def option_problem(name: str, value: str | None, *, in_job_file: bool = False) -
     return f"{name} {wrong}" if wrong else None
 
 
-def _refusal(name: str) -> str:
+def _refusal(name: str) -> str | None:
+    """Why an option is refused whatever its value, or None."""
     if name in REFUSED:
         return REFUSED[name]
-    return next(why for prefix, why in _REFUSED_PREFIXES.items() if name.startswith(prefix))
+    if name.startswith("write_") and name.endswith("_log"):
+        return _WRITES_LOG
+    return next((why for prefix, why in _REFUSED_PREFIXES.items() if name.startswith(prefix)), None)
 
 
 def _filename_problem(value: str) -> str:
@@ -315,32 +316,26 @@ _KEY = re.compile(r"[A-Za-z0-9_-]+")
 def parse_job_file(text: str, source: str) -> JobFile:
     """A job file's sections, every option checked (Refused names `source`, the line, the section).
     `directory` lines are dropped: fslab chooses the target's directory."""
-    sections: list[Section] = []
-    options: list[tuple[str, str | None]] = []
+    headers: list[tuple[str, int]] = []  # (name, line) of each section
+    options: list[list[tuple[str, str | None]]] = []  # each section's
     for number, raw in enumerate(text.split("\n"), start=1):
         # fio ends a line at ';' or '#' (an inline comment too) and ignores blanks around it.
         line = re.split(r"[;#]", raw.rstrip("\r"), maxsplit=1)[0].strip()
-        where = f"{source}:{number}" + (f" [{sections[-1].name}]" if sections else "")
+        where = f"{source}:{number}" + (f" [{headers[-1][0]}]" if headers else "")
         if not line:
             continue
         if line.split(None, 1)[0] == "include":
             raise Refused(f"{where}: include is refused: {REFUSED['include']}")
         if line.startswith("["):
-            if sections:
-                sections[-1] = Section(sections[-1].name, tuple(options), sections[-1].line)
-            sections.append(Section(_section_name(line, f"{source}:{number}"), (), number))
-            options = []
-        elif not sections:
+            headers.append((_section_name(line, f"{source}:{number}"), number))
+            options.append([])
+        elif not headers:
             raise Refused(f"{where}: '{line[:40]}' comes before any [section]; fio's options go under [global] or a [job]")
-        else:
-            option = _option(line, where)
-            if option:
-                options.append(option)
-    if sections:
-        sections[-1] = Section(sections[-1].name, tuple(options), sections[-1].line)
-    if not any(section.name != GLOBAL for section in sections):
+        elif option := _option(line, where):
+            options[-1].append(option)
+    if not any(name != GLOBAL for name, _ in headers):
         raise Refused(f"{source}: defines no job: add a [name] section with its options")
-    return JobFile(sections=tuple(sections), source=source)
+    return JobFile(sections=tuple(Section(name, tuple(opts), line) for (name, line), opts in zip(headers, options)), source=source)
 
 
 def _section_name(line: str, where: str) -> str:
@@ -372,7 +367,7 @@ def render(job: JobFile, *, directory: Path | None, device: str | None, fixed: M
     lines = ["[global]", f"directory={directory}" if directory else f"filename={device}"]
     for section in job.sections:
         lines.append(f"[{section.name}]")
-        lines += [_line(key, value) for key, value in section.options if not (device and not directory and key == "filename")]
+        lines += [_line(key, value) for key, value in section.options if not (directory is None and key == "filename")]
         if section.name != GLOBAL:
             lines += [f"{key}={value}" for key, value in (fixed or {}).items()]
     return "\n".join(lines) + "\n"
