@@ -181,13 +181,14 @@ def test_study_without_workloads():
 
 
 def test_job_file_workload(tmp_path):
-    (tmp_path / "mine.fio").write_text("[mine]\nrw=randread\nbs=8k\ndirect=1\nsize=16m\n")
+    (tmp_path / "mine.fio").write_text("[mine]\nrw=randread\nbs=8k\ndirect=1\nsize=16m\nruntime=2s\nramp_time=1\n")
     study_text = GOOD.split("[[workload]]")[0] + '[[workload]]\nname = "mine"\njob_file = "mine.fio"\n'
     study = parse_study(study_text, "s.toml", base_dir=tmp_path)
     mine = {w.name: w for w in study.workloads}["mine"]
-    assert mine.job_file.startswith("[mine]") and mine.reads and mine.direct
+    assert mine.job_file == "mine.fio" and mine.reads and mine.direct and mine.seconds == 3.0
+    assert mine.job.sections[0].options[:2] == (("rw", "randread"), ("bs", "8k"))
     missing = study_text.replace("mine.fio", "gone.fio")
-    with pytest.raises(StudyError, match="workload 'mine': cannot read job_file .*gone.fio"):
+    with pytest.raises(StudyError, match=r"s.toml:2\d: workload\[0\].job_file: cannot read job_file .*gone.fio"):
         parse_study(missing, "s.toml", base_dir=tmp_path)
 
 

@@ -23,6 +23,7 @@ from fslab import doctor, environment
 from fslab.devices import layers
 from fslab.devices.loop import Image, attached, check_free_space, image_file
 from fslab.filesystems import FILESYSTEMS, Provisioned
+from fslab.guard.fio_jobs import parse_only, render, single_job
 from fslab.plan import PlannedRun, Planner, Repetitions, Samples, new_seed
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.db import STDERR_LINES, RunFailure, RunKey, StoredRun, now
@@ -30,7 +31,7 @@ from fslab.results.owner import Owner
 from fslab.resume import Resumable
 from fslab.study import Study, Target, Workload
 from fslab.journal import Journal
-from fslab.system import CommandError, joined, run_held, sync_and_drop_caches, time_limit
+from fslab.system import CommandError, joined, sync_and_drop_caches, time_limit
 from fslab.guard.names import file_name
 from fslab.workdir import Workdir
 from fslab.workloads import fio
@@ -89,6 +90,7 @@ def _check_can_run(study: Study, workdir: Workdir) -> None:
     problems = doctor.study_problems(study, workdir.root)
     if problems:
         raise StudyCannotRun("this machine cannot run the study:\n  " + "\n  ".join(problems))
+    check_jobs(study, workdir)
 
 
 @contextmanager
@@ -300,11 +302,20 @@ def _first_error(exc: Exception) -> Exception:
     return exc
 
 
+def check_jobs(study: Study, workdir: Workdir) -> None:
+    """fio's own parser on every job the study will run, before anything is made: what the
+    allow-list passed, fio must accept too (an engine's option under another engine, …)."""
+    somewhere = Provisioned(device="", directory=workdir.mounts / "check")  # fio --parse-only makes nothing
+    for workload in study.workloads:
+        for job in (job_for(workload, somewhere), layout_job_for(workload, somewhere)):
+            if job:
+                parse_only(job, where=f"workload '{workload.name}'" + (f" ({workload.job_file})" if workload.job_file else ""))
+
+
 def job_for(workload: Workload, ready: Provisioned) -> str:
-    """The exact fio job file of this run, pointed at the target's directory or raw device."""
-    if workload.job_file:
-        return fio.retarget_job_file(workload.job_file, **ready.fio_location)
-    return fio.job_text(workload.name, workload.fio_options, **ready.fio_location)
+    """The exact fio job file of this run, written from the checked job, pointed at the target's
+    directory or raw device; fslab's fixed options end every job it built itself."""
+    return render(workload.job, **ready.fio_location, fixed=None if workload.job_file else fio.FIXED_OPTIONS)
 
 
 def layout_job_for(workload: Workload, ready: Provisioned) -> str | None:
@@ -312,8 +323,8 @@ def layout_job_for(workload: Workload, ready: Provisioned) -> str | None:
     if not workload.reads:
         return None
     if workload.job_file:  # fio's own layout; on a raw device the region a job file reads is unknown
-        return fio.retarget_job_file(workload.job_file, directory=ready.directory, device=None, extra=("create_only=1",)) if ready.directory else None
-    return fio.job_text(workload.name, fio.layout_options(workload.fio_options), **ready.fio_location)
+        return render(workload.job, directory=ready.directory, device=None, fixed={"create_only": "1"}) if ready.directory else None
+    return render(single_job(workload.name, fio.layout_options(workload.fio_options)), **ready.fio_location, fixed=fio.FIXED_OPTIONS)
 
 
 def _measure(journal: Journal, job: str, workload: Workload, ready: Provisioned, clock: _Clock) -> str:
@@ -323,7 +334,7 @@ def _measure(journal: Journal, job: str, workload: Workload, ready: Provisioned,
         if layout:
             layout_path = Path(scratch) / "layout.fio"
             layout_path.write_text(layout)
-            run_held(journal, ["fio", f"--output={layout_path.with_suffix('.out')}", str(layout_path)])
+            fio.run_fio(journal, layout_path, timeout=None, output_format="normal")
         clock.mark("layout")
         sync_and_drop_caches()
         clock.mark("drop_caches")

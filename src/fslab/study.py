@@ -8,6 +8,8 @@ file, the line and the field, and say what is allowed.
 from __future__ import annotations
 
 import itertools
+import os
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
@@ -16,14 +18,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from fslab.errors import FslabError
+from fslab.errors import FslabError, Refused
 from fslab.filesystems.zfs import expected_available, property_text, zvol_size
+from fslab.guard import fio_jobs
+from fslab.guard.fio_jobs import JobFile
 from fslab.guard.options import split_arguments
-from fslab.study_file import StudyFile, StudySection, TargetSection, WorkloadSection, allowed_fields, as_list
+from fslab.study_file import StudyFile, StudySection, TargetSection, allowed_fields, as_list
 from fslab.toml_errors import describe_error, locate, unknown
 from fslab.units import format_duration, format_size, parse_duration, parse_size, scaled_size
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
-from fslab.workloads.fio import READING_MODES, reads_data
 
 # fslab's defaults for every fio workload, overridden by a study's [fio] table, then by the workload.
 FIO_DEFAULTS: dict[str, Any] = {
@@ -108,9 +111,10 @@ class Target:
 @dataclass(frozen=True)
 class Workload:
     name: str
-    fio_options: dict[str, str]  # fio option → value, in job-file order; empty for a job file
-    job_file: str | None  # the user's job file text, run unchanged but for the target location
-    seconds: float  # expected duration (runtime + ramp), for progress and time-outs; 0 = unknown
+    job: JobFile  # what fio runs, every option checked: built from fio_options, or a job file parsed
+    fio_options: dict[str, str]  # the parameters `job` was built from, in order; empty for a job file
+    job_file: str | None  # the job file as the study names it; None when built from parameters
+    seconds: float  # expected duration (runtime + ramp + startdelay), for progress and time-outs; 0 = unknown
     reads: bool  # needs its data laid out before the measured run
     direct: bool
     bytes_per_job: int  # 0 when unknown (job files)
@@ -118,7 +122,7 @@ class Workload:
     timeout: float = UNKNOWN_LENGTH_TIMEOUT  # seconds a run may take, fslab's work around fio included
 
     def spec(self) -> dict[str, Any]:
-        return {"fio_options": self.fio_options, "job_file": self.job_file, "direct": self.direct}
+        return {"fio_options": self.fio_options, "job_file": self.job_file, "job": fio_jobs.job_text(self.job), "direct": self.direct}
 
 
 @dataclass(frozen=True)
@@ -197,7 +201,7 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0)
     _require_unique([t.name for t in targets], "target", filename)
     if model.study.baseline is not None and model.study.baseline not in {t.name for t in targets}:
         raise StudyError(f"{filename}:{locate(text, ('study', 'baseline'))}: study.baseline: {unknown('target', model.study.baseline, [t.name for t in targets])}")
-    workloads = _workloads(model, base_dir, scale, filename)
+    workloads = _workloads(model, base_dir, scale, filename, text)
     _require_unique([w.name for w in workloads], "workload", filename)
     if not workloads:
         raise StudyError(f"{filename}: the study runs no workload: list built-in ones in [study] workloads, or add [[workload]] tables")
@@ -269,14 +273,15 @@ def _label(key: str, value: Any) -> str:
     return str(value) or "defaults"
 
 
-def _workloads(model: StudyFile, base_dir: Path, scale: float, filename: str) -> list[Workload]:
+def _workloads(model: StudyFile, base_dir: Path, scale: float, filename: str, text: str) -> list[Workload]:
     defaults = {**FIO_DEFAULTS, **model.fio.model_dump(exclude_none=True, exclude={"options"})}
     shared_options = model.fio.options
     names = [n for entry in model.study.workloads for n in WORKLOAD_SETS.get(entry, [entry])]
     workloads = [_fio_workload(n, {**defaults, **BUILTIN_WORKLOADS[n]}, shared_options, scale) for n in names]
-    for section in model.workload:
+    for index, section in enumerate(model.workload):
         if section.job_file:
-            workloads.append(_job_file_workload(section, base_dir, filename, model.fio.timeout if section.timeout is None else section.timeout))
+            where = f"{filename}:{locate(text, ('workload', index, 'job_file'))}: workload[{index}].job_file"
+            workloads.append(_job_file_workload(section.name, section.job_file, base_dir, where, model.fio.timeout if section.timeout is None else section.timeout))
         else:
             own = section.model_dump(exclude_none=True, exclude={"name", "job_file", "options"})
             workloads.append(_fio_workload(section.name, {**defaults, **own}, {**shared_options, **section.options}, scale))
@@ -303,37 +308,68 @@ def _fio_workload(name: str, settings: dict[str, Any], extra: dict[str, Any], sc
         options |= {"time_based": 1, "runtime": f"{round(runtime * 1000)}ms"}
     if ramp > 0:
         options["ramp_time"] = f"{round(ramp * 1000)}ms"
-    options |= {key: int(value) if isinstance(value, bool) else value for key, value in extra.items()}
+    options |= extra  # checked, as fio writes them (study_file.fio_options)
+    fio_options = {key: str(value) for key, value in options.items()}
+    job = fio_jobs.single_job(name, fio_options)
+    seconds = fio_jobs.expected_seconds(job)
     return Workload(
         name=name,
-        fio_options={key: str(value) for key, value in options.items()},
+        job=job,
+        fio_options=fio_options,
         job_file=None,
-        seconds=runtime + ramp,
-        reads=settings["rw"] in READING_MODES,
-        direct=bool(settings["direct"]),
+        # from the job, as for a job file: a workload's own options may change rw, direct or runtime
+        seconds=seconds,
+        reads=fio_jobs.reads(job),
+        direct=fio_jobs.direct(job),
         bytes_per_job=size,
         numjobs=settings["numjobs"],
-        timeout=run_timeout(runtime + ramp, settings.get("timeout")),
+        timeout=run_timeout(seconds, settings.get("timeout")),
     )
 
 
-def _job_file_workload(section: WorkloadSection, base_dir: Path, filename: str, timeout: str | int | float | None) -> Workload:
-    path = (base_dir / section.job_file).resolve()
+def _job_file_workload(name: str, job_file: str, base_dir: Path, where: str, timeout: str | int | float | None) -> Workload:
+    """A workload from a job file, parsed and checked now: a job that breaks a rule stops the
+    study before anything is formatted."""
+    text = _read_job_file(base_dir / job_file, where)
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise StudyError(f"{filename}: workload '{section.name}': cannot read job_file {path}: {exc.strerror}") from exc
+        job = fio_jobs.parse_job_file(text, job_file)
+    except Refused as exc:
+        raise StudyError(f"{where}: {exc}") from None
     return Workload(
-        name=section.name,
+        name=name,
+        job=job,
         fio_options={},
-        job_file=text,
-        seconds=0.0,
-        reads=reads_data(text),
-        direct="direct=1" in text.replace(" ", ""),
+        job_file=job_file,
+        seconds=(seconds := fio_jobs.expected_seconds(job)),
+        reads=fio_jobs.reads(job),
+        direct=fio_jobs.direct(job),
         bytes_per_job=0,
         numjobs=1,
-        timeout=run_timeout(0.0, timeout),
+        timeout=run_timeout(seconds, timeout),
     )
+
+
+JOB_FILE_LIMIT = 1 << 20  # far above any real job file
+
+
+def _read_job_file(path: Path, where: str) -> str:
+    """A job file's text. Opened without blocking and refused unless a regular file, so a job_file
+    naming a FIFO or /dev/zero cannot hang or flood fslab; refused when binary or too long."""
+    try:
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise StudyError(f"{where}: {path} is not a regular file")
+            data = f.read(JOB_FILE_LIMIT + 1)
+    except OSError as exc:
+        raise StudyError(f"{where}: cannot read job_file {path}: {exc.strerror}") from None
+    if len(data) > JOB_FILE_LIMIT:
+        raise StudyError(f"{where}: {path} is longer than {format_size(JOB_FILE_LIMIT)}: not a fio job file")
+    if b"\0" in data:
+        raise StudyError(f"{where}: {path} is binary, not a fio job file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise StudyError(f"{where}: {path} is not UTF-8 text, not a fio job file") from None
 
 
 def _check_space(targets: list[Target], workloads: list[Workload], filename: str) -> None:

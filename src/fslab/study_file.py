@@ -13,6 +13,7 @@ from fslab.devices.layers import LAYERS
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import SizeFloor
 from fslab.filesystems.zfs import check_dataset_properties, check_pool_options, property_text
+from fslab.guard.fio_jobs import ALIASES, option_problem, option_text
 from fslab.guard.names import check_name
 from fslab.guard.options import check_arguments
 from fslab.toml_errors import FieldError, unknown
@@ -30,6 +31,27 @@ def _checked(parse: Any) -> AfterValidator:
         return value
 
     return AfterValidator(check)
+
+
+def _fio_allows(option: str) -> Any:
+    """A check for a field that becomes fio option `option`: its value through fio's allow-list."""
+
+    def check(value: Any) -> None:
+        problem = option_problem(option, option_text(value))
+        if problem:
+            raise ValueError(problem)
+
+    return check
+
+
+def fio_options(options: dict[str, Any]) -> dict[str, str]:
+    """A study's fio option table, each option through the allow-list (ValueError says which and
+    why), under fio's main names, with values as fio writes them."""
+    checked = {}
+    for name, value in options.items():
+        _fio_allows(name)(value)
+        checked[ALIASES.get(name, name)] = option_text(value)
+    return checked
 
 
 Name = Annotated[str, _checked(check_name)]  # becomes fio job names and, through file_name, file names
@@ -74,18 +96,23 @@ class StudySection(_Table):
 class FioSection(_Table):
     """fio parameters; the study's [fio] table sets them for every workload, a workload for itself."""
 
-    bs: str | None = None
-    iodepth: int | None = Field(None, ge=1)
-    numjobs: int | None = Field(None, ge=1)
+    bs: Annotated[str, _checked(_fio_allows("bs"))] | None = None
+    iodepth: int | None = Field(None, ge=1, le=65536)
+    numjobs: int | None = Field(None, ge=1, le=1024)
     size: Size | None = None
     runtime: Duration | None = None
     ramp_time: Duration | None = None
     direct: bool | None = None
-    ioengine: str | None = None
+    ioengine: Annotated[str, _checked(_fio_allows("ioengine"))] | None = None
     rwmixread: int | None = Field(None, ge=0, le=100)
-    randseed: int | None = None
+    randseed: int | None = Field(None, ge=0)
     timeout: Timeout | None = None  # fslab's, not fio's: a run still going after it is killed and failed
-    options: dict[str, str | int | float | bool] = {}
+    options: dict[str, str | int | float | bool] = {}  # any other fio option on the allow-list (guard/fio_jobs.py)
+
+    @field_validator("options")
+    @classmethod
+    def _allowed_options(cls, options: dict[str, Any]) -> dict[str, str]:
+        return fio_options(options)
 
 
 class WorkloadSection(FioSection):
@@ -104,6 +131,9 @@ class WorkloadSection(FioSection):
     def _pattern_or_file(self) -> WorkloadSection:
         if (self.rw is None) == (self.job_file is None):
             raise ValueError("a workload needs either rw (fio parameters) or job_file (your own fio job file), not both")
+        beside = [name for name in FioSection.model_fields if name in self.model_fields_set and name != "timeout"]  # fslab's own, not fio's
+        if self.job_file is not None and beside:
+            raise ValueError(f"{', '.join(beside)} beside a job_file would be ignored: put them in the job file")
         return self
 
 

@@ -72,8 +72,9 @@ def _time_left(timeout: float | None) -> tuple[float | None, float | None]:
     return (timeout, timeout) if timeout is not None and timeout < left else (left, limit.seconds)
 
 
-def run(argv: Sequence[str], *, check: bool = True, timeout: float | None = None, on_start: Callable[[int], None] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run a command to completion and capture its output.
+def run(argv: Sequence[str], *, check: bool = True, timeout: float | None = None, cwd: Path | None = None, on_start: Callable[[int], None] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run a command to completion and capture its output; in `cwd` when given (fio writes
+    side files such as verify state into its current directory: fslab gives it a private one).
 
     If fslab is interrupted or the command times out (`timeout`, or the end of an enclosing
     `time_limit`), the command and every process it started are killed and waited for: fio's
@@ -84,7 +85,7 @@ def run(argv: Sequence[str], *, check: bool = True, timeout: float | None = None
     if timeout is not None and timeout <= 0:
         raise TimedOut(argv, named or 0.0, "", "not started: no time left")
     try:
-        proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=cwd)
     except FileNotFoundError as exc:
         raise CommandError(argv, 127, "", f"{argv[0]}: command not found") from exc
     try:
@@ -102,7 +103,7 @@ def run(argv: Sequence[str], *, check: bool = True, timeout: float | None = None
     return subprocess.CompletedProcess(list(argv), proc.returncode, stdout, stderr)
 
 
-def run_held(journal: Journal, argv: Sequence[str], *, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+def run_held(journal: Journal, argv: Sequence[str], *, timeout: float | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     """Run a tool that works on fslab's mounts and devices (a workload, a layout or fill job),
     recorded in the journal with its pid and start time: `fslab cleanup` after a kill -9 stops
     that very process and its children before it unmounts or detaches what they hold."""
@@ -113,7 +114,7 @@ def run_held(journal: Journal, argv: Sequence[str], *, timeout: float | None = N
             if started is not None:
                 held.prove(**started.proof())
 
-        return run(argv, timeout=timeout, on_start=prove)
+        return run(argv, timeout=timeout, cwd=cwd, on_start=prove)
 
 
 @releaser("process")

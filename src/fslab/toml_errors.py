@@ -10,9 +10,13 @@ from collections.abc import Callable, Iterable
 def unknown(what: str, value: str, allowed: Iterable[str]) -> str:
     """"unknown filesystem 'xfz' (did you mean 'xfs'?); allowed: ext4, xfs, …"."""
     allowed = list(allowed)
-    close = difflib.get_close_matches(value, allowed, n=1)
-    hint = f" (did you mean '{close[0]}'?)" if close else ""
-    return f"unknown {what} '{value}'{hint}; allowed: {', '.join(allowed)}"
+    return f"unknown {what} '{value}'{did_you_mean(value, allowed)}; allowed: {', '.join(allowed)}"
+
+
+def did_you_mean(value: str, allowed: Iterable[str]) -> str:
+    """" (did you mean 'xfs'?)" when one allowed name is close to `value`, else ""."""
+    close = difflib.get_close_matches(value, list(allowed), n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
 
 
 class FieldError(ValueError):

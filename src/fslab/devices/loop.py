@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -121,8 +122,9 @@ def image_file(journal: Journal, image_dir: Path, name: str, size: int, *, fill:
         finally:
             os.close(fd)
         if fill:
-            with attached(journal, image) as loop:
-                run_held(journal, ["fio", "--name=fill", f"--filename={loop.device}", "--rw=write", "--bs=1m", "--iodepth=16", "--direct=1", "--ioengine=libaio", "--output=/dev/null"])
+            # fio runs in a private directory of its own: it writes side files into its current one
+            with attached(journal, image) as loop, tempfile.TemporaryDirectory(prefix="fslab-fill-") as scratch:
+                run_held(journal, ["fio", "--name=fill", f"--filename={loop.device}", "--rw=write", "--bs=1m", "--iodepth=16", "--direct=1", "--ioengine=libaio", "--output=/dev/null"], cwd=Path(scratch))
         yield image
 
 

@@ -1,4 +1,5 @@
-"""fio: the job files fslab writes, the command it runs, and the metrics it reads from fio's JSON.
+"""fio: the options fslab adds to the jobs it builds, the command it runs, and the metrics it
+reads from fio's JSON. Job files themselves are parsed, checked and written in guard/fio_jobs.py.
 
 Parsing is pure (text in, metrics out) so it is tested on output produced by real fio
 (tests/fixtures). Latency percentiles are computed from fio's json+ histogram bins merged
@@ -8,7 +9,6 @@ over all jobs — fio's own method — so jobs without group_reporting aggregate
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,7 +22,6 @@ FIXED_OPTIONS = {
 }
 DATA_PATTERN = "random (fio refill_buffers: new random bytes for every I/O)"
 
-READING_MODES = {"read", "randread", "rw", "readwrite", "randrw"}
 DIRECTIONS = ("read", "write")  # every per-direction metric is named "<direction>_<metric>"
 PERCENTILES = {"p50": 50.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9}
 
@@ -50,30 +49,6 @@ def metric(name: str, value: float) -> Metric:
     return Metric(name, value, unit, higher)
 
 
-def job_text(name: str, options: dict[str, str], *, directory: Path | None, device: str | None) -> str:
-    """A fio job file for one workload, pointed at a mounted directory or at a raw device."""
-    lines = [f"[{name}]", f"directory={directory}" if directory else f"filename={device}"]
-    lines += [f"{key}={value}" for key, value in {**options, **FIXED_OPTIONS}.items()]
-    return "\n".join(lines) + "\n"
-
-
-_LOCATION = re.compile(r"^\s*(directory|filename|filename_format)\s*=", re.IGNORECASE)
-
-
-def retarget_job_file(text: str, *, directory: Path | None, device: str | None, extra: tuple[str, ...] = ()) -> str:
-    """A user's job file unchanged but for where it runs: its own directory/filename lines go,
-    a leading [global] section names the target's directory (or device) instead, plus `extra` lines."""
-    kept = [line for line in text.splitlines() if not _LOCATION.match(line)]
-    where = f"directory={directory}" if directory else f"filename={device}"
-    return "\n".join(["[global]", where, *extra, *kept]) + "\n"
-
-
-def reads_data(text: str) -> bool:
-    """Whether a job file reads (so its files must exist, laid out, before the measured run)."""
-    modes = re.findall(r"^\s*(?:rw|readwrite)\s*=\s*(\w+)", text, re.MULTILINE)
-    return any(mode.lower() in READING_MODES for mode in modes)
-
-
 # Laying out what a workload will read: the same job (same files, same region) written once,
 # sequentially, with large direct writes — faster than fio's own buffered layout, and the same
 # on a raw device, where reading a never-written sparse image would measure nothing.
@@ -85,10 +60,12 @@ def layout_options(options: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in options.items() if k not in _TIMING} | _LAYOUT
 
 
-def run_fio(journal: Journal, job_path: Path, *, timeout: float | None = None) -> str:
-    """Run one job file (journalled: clean-up stops it); returns fio's json+ output text."""
-    output = job_path.with_suffix(".json")
-    run_held(journal, ["fio", "--output-format=json+", f"--output={output}", str(job_path)], timeout=timeout)
+def run_fio(journal: Journal, job_path: Path, *, timeout: float | None = None, output_format: str = "json+") -> str:
+    """Run one job file (journalled: clean-up stops it); returns fio's output text. fio's current
+    directory is the job's own (fslab's private scratch directory): fio writes side files there,
+    such as verify state."""
+    output = job_path.with_suffix(".out")
+    run_held(journal, ["fio", f"--output-format={output_format}", f"--output={output}", str(job_path)], timeout=timeout, cwd=job_path.parent)
     return output.read_text()
 
 

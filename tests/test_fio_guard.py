@@ -1,0 +1,209 @@
+"""fio options and job files through the guard (guard/fio_jobs.py): every kind of harm a shared
+study file or job file could carry is refused, with where and why, before anything is attached;
+a job file that keeps to the rules runs for real, in the target."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import fslab, held_by, write_study
+from fslab.errors import Refused
+from fslab.guard.fio_jobs import expected_seconds, parse_job_file, render
+from fslab.results import ResultsDB
+from fslab.runner import run_study
+from fslab.study import StudyError, load_study, parse_study
+from fslab.workloads import fio
+
+STUDY = """\
+[study]
+name = "guarded"
+repetitions = 1
+image_size = "512MiB"
+image_fill = "sparse"
+
+[[target]]
+filesystem = "xfs"
+
+[[workload]]
+name = "mine"
+job_file = "mine.fio"
+"""
+
+GOOD_JOB = "[global]\ndirectory=/somewhere/else\nioengine=libaio\n[job1]\nrw=randread\nbs=8k\ndirect=1\nsize=16m\nruntime=1\ntime_based\n"
+
+
+def refused_run(workdir, tmp_path: Path, study_text: str, job: str | None = None) -> str:
+    """`fslab run` on a study (and its job file) that must be refused before anything is made:
+    returns what it said."""
+    if job is not None:
+        (tmp_path / "mine.fio").write_text(job)
+    study = write_study(tmp_path, study_text)
+    result = fslab("run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert held_by(workdir.root) == [], "refused before any loop device was attached"
+    assert not list(workdir.images.glob("*.img")), "refused before any image was made"
+    return " ".join(result.stderr.split())  # rich wraps long lines
+
+
+# (a line added to job1 of the job file, as its line 9; what the refusal says)
+JOB_FILE_HARMS = {
+    "device": ("filename=/dev/loop5", "filename='/dev/loop5' is refused: a job file may name only a plain file"),
+    "parent": ("filename=../x", "filename='../x' is refused"),
+    "several files": ("filename=a:b", "filename='a:b' is refused"),
+    "filename_format": ("filename_format=/etc/x", "filename_format is refused: it makes fio name files at paths of the job's choosing"),
+    "opendir": ("opendir=/etc", "opendir is refused: it makes fio use every file under a directory"),
+    "include": ("include /etc/other.fio", "include is refused: it makes fio read another file"),
+    "exec_prerun": ("exec_prerun=rm -rf /", "exec_prerun is refused: it runs a shell command as root"),
+    "exec_postrun": ("exec_postrun=sh", "exec_postrun is refused: it runs a shell command as root"),
+    "write_iolog": ("write_iolog=/etc/cron.d/x", "write_iolog is refused: it writes a file at a path of the job's choosing"),
+    "read_iolog": ("read_iolog=/etc/shadow", "read_iolog is refused: it reads a file at a path of the job's choosing"),
+    "write_bw_log": ("write_bw_log=/root/x", "write_bw_log is refused: it writes log files"),
+    "write_lat_log": ("write_lat_log=x", "write_lat_log is refused: it writes log files"),
+    "write_hist_log": ("write_hist_log=x", "write_hist_log is refused: it writes log files"),
+    "verify_state_save": ("verify_state_save=1", "verify_state_save is refused: it writes a state file outside the target"),
+    "verify_state_load": ("verify_state_load=1", "verify_state_load is refused"),
+    "trigger": ("trigger_cmd=reboot", "trigger_cmd is refused: it runs a command"),
+    "cgroup": ("cgroup=x", "cgroup is refused"),
+    "ioscheduler": ("ioscheduler=none", "ioscheduler is refused"),
+    "mem": ("mem=mmapshared:/etc/passwd", "mem is refused"),
+    "net": ("ioengine=net", "ioengine=net is refused: it opens a network connection"),
+    "sg": ("ioengine=sg", "ioengine=sg is refused: it opens a device"),
+    "external": ("ioengine=external:/tmp/evil.so", "ioengine=external:/tmp/evil.so is refused: it loads a library of the job's choosing"),
+    "pattern file": ("buffer_pattern='/etc/shadow'", "buffer_pattern takes a literal pattern"),
+    "bracket": ("bs=4k]", "bs='4k]' is refused: fio reads [ and ] as a section header"),
+    "variable": ("description=${HOME}", "is refused: fio replaces $ncpus, $mb_memory and ${VARIABLE}"),
+    "unknown": ("blocksiz=4k", "unknown fio option 'blocksiz' (did you mean 'blocksize'?)"),
+    "bad value": ("numjobs=100000", "numjobs takes a whole number up to 1024"),
+}
+
+
+@pytest.mark.parametrize("line, message", JOB_FILE_HARMS.values(), ids=JOB_FILE_HARMS.keys())
+def test_a_harmful_job_file_line_is_refused_before_anything_is_attached(workdir, tmp_path, line, message):
+    job = GOOD_JOB.replace("size=16m\n", f"size=16m\n{line}\n")
+    said = refused_run(workdir, tmp_path, STUDY, job)
+    assert "study.toml:12: workload[0].job_file: mine.fio:9 [job1]: " in said
+    assert message in said
+
+
+@pytest.mark.parametrize("header", ["[a/b]", "[../x]", "[x..y]", "[ok] [evil]"])
+def test_a_job_name_that_is_not_plain_is_refused(workdir, tmp_path, header):
+    said = refused_run(workdir, tmp_path, STUDY, GOOD_JOB.replace("[job1]", header))
+    assert "study.toml:12: workload[0].job_file: mine.fio:4: " in said
+    assert "is refused: fio makes files named after it" in said or "is not a section header [name]" in said
+
+
+def test_a_binary_or_unreadable_job_file_is_a_study_error(tmp_path):
+    (tmp_path / "mine.fio").write_bytes(b"[job1]\nrw=read\x00\n")
+    with pytest.raises(StudyError, match=r"s.toml:12: workload\[0\].job_file: .*mine.fio is binary"):
+        parse_study(STUDY, "s.toml", base_dir=tmp_path)
+    (tmp_path / "mine.fio").unlink()
+    os.mkfifo(tmp_path / "mine.fio")  # read as is, it would hang fslab
+    with pytest.raises(StudyError, match="mine.fio is not a regular file"):
+        parse_study(STUDY, "s.toml", base_dir=tmp_path)
+
+
+def test_job_file_rules_without_fio():
+    with pytest.raises(Refused, match=r"^j.fio:1: 'rw=read' comes before any \[section\]"):
+        parse_job_file("rw=read\n[a]\n", "j.fio")
+    with pytest.raises(Refused, match="j.fio: defines no job"):
+        parse_job_file("[global]\nrw=read\n", "j.fio")
+    with pytest.raises(Refused, match=r"j.fio:3 \[a\]: rw needs a value"):
+        parse_job_file("; a comment\n[a]\nrw\n", "j.fio")
+    # fio ends a line at ; or #: what follows is a comment, never part of the value
+    job = parse_job_file("[a]\nrw=randread ; exec_prerun=sh\nbs=4k # [evil]\nblocksize_range=4k-8k\n", "j.fio")
+    assert job.sections[0].options == (("rw", "randread"), ("bs", "4k"), ("bsrange", "4k-8k"))
+
+
+def test_render_points_the_checked_job_at_the_target():
+    job = parse_job_file("[global]\ndirectory=/elsewhere\n[a]\nfilename=data.1\nrw=write\nruntime=2s\n[b]\nstonewall\nruntime=1\nramp_time=500ms\n", "j.fio")
+    text = render(job, directory=Path("/mnt/t"), device=None, fixed={"group_reporting": "1"})
+    assert text == "[global]\ndirectory=/mnt/t\n[global]\n[a]\nfilename=data.1\nrw=write\nruntime=2s\ngroup_reporting=1\n[b]\nstonewall\nruntime=1\nramp_time=500ms\ngroup_reporting=1\n"
+    on_device = render(job, directory=None, device="/dev/loop7")
+    assert "filename=/dev/loop7" in on_device and "data.1" not in on_device, "on a raw device every job works on the device"
+    assert expected_seconds(job) == 3.5, "b starts after a (stonewall): 2 s + 0.5 + 1"
+
+
+STUDY_OPTIONS = """\
+[study]
+name = "opts"
+workloads = ["rand_read"]
+
+[fio]
+options = { OPTION }
+
+[[target]]
+filesystem = "xfs"
+"""
+
+STUDY_OPTION_HARMS = {
+    "filename": ('filename = "/dev/sda"', "filename is refused: fslab points fio at the target's files"),
+    "directory": ('directory = "/etc"', "directory is refused: fslab points fio at the target's directory"),
+    "newline": ('description = "x\\n[evil]\\nexec_prerun=sh"', "description='x\\n[evil]\\nexec_prerun=sh' is refused: a newline would start a new line"),
+    "bracket": ('bs = "4k]"', "bs='4k]' is refused: fio reads [ and ] as a section header"),
+    "comment": ('description = "a;b"', "description='a;b' is refused: fio reads the rest of the line as a comment"),
+    "exec_prerun": ('exec_prerun = "sh"', "exec_prerun is refused: it runs a shell command as root"),
+    "engine": ('ioengine = "rbd"', "ioengine=rbd is refused: it opens a network connection"),
+    "unknown": ("norandomap = true", "unknown fio option 'norandomap' (did you mean 'norandommap'?)"),
+    "bad value": ('rwmixread = "lots"', "rwmixread takes a whole percentage"),
+}
+
+
+@pytest.mark.parametrize("option, message", STUDY_OPTION_HARMS.values(), ids=STUDY_OPTION_HARMS.keys())
+def test_a_harmful_fio_table_option_is_refused_before_anything_is_attached(workdir, tmp_path, option, message):
+    said = refused_run(workdir, tmp_path, STUDY_OPTIONS.replace("OPTION", option))
+    assert f"study.toml:6: fio.options: {message}" in said
+
+
+def test_a_harmful_workload_option_names_its_workload_and_line():
+    text = STUDY_OPTIONS.replace("options = { OPTION }", "") + '[[workload]]\nname = "w"\nrw = "read"\noptions = { write_iolog = "/root/x" }\n'
+    with pytest.raises(StudyError, match=r"^s.toml:13: workload\[0\].options: write_iolog is refused: it writes a file at a path"):
+        parse_study(text, "s.toml", base_dir=Path("."))
+    for field, value in (("ioengine", '"external:/x.so"'), ("bs", '"4k\\n[x]"')):
+        text = STUDY_OPTIONS.replace("options = { OPTION }", f"{field} = {value}")
+        with pytest.raises(StudyError, match=rf"^s.toml:6: fio.{field}: .* is refused"):
+            parse_study(text, "s.toml", base_dir=Path("."))
+
+
+def test_allowed_options_reach_the_job_under_fios_main_names():
+    text = STUDY_OPTIONS.replace("OPTION", 'end_fsync = true, blocksize = "8k", percentile_list = "99:99.9"')
+    workload = parse_study(text, "s.toml", base_dir=Path(".")).workloads[0]
+    assert {"end_fsync": "1", "bs": "8k", "percentile_list": "99:99.9"}.items() <= workload.fio_options.items()
+
+
+@pytest.mark.parametrize("field", ['size = "1GiB"', 'runtime = "5s"', "iodepth = 4", "options = { end_fsync = 1 }"])
+def test_fio_fields_beside_a_job_file_are_refused_not_ignored(tmp_path, field):
+    (tmp_path / "mine.fio").write_text(GOOD_JOB)
+    with pytest.raises(StudyError, match=r"s.toml:10: workload\[0\]: .* beside a job_file would be ignored: put them in the job file"):
+        parse_study(STUDY + field + "\n", "s.toml", base_dir=tmp_path)
+
+
+def test_what_only_fio_knows_is_refused_before_anything_is_attached(workdir, tmp_path):
+    said = refused_run(workdir, tmp_path, STUDY, GOOD_JOB.replace("size=16m\n", "size=16m\nhipri\n"))
+    assert "workload 'mine' (mine.fio): fio does not accept the job: Bad option <hipri>" in said
+
+
+def test_a_plain_filename_runs_in_the_target_and_fio_leaves_nothing_in_the_cwd(workdir, tmp_path, monkeypatch):
+    job = GOOD_JOB.replace("rw=randread\n", "rw=randwrite\nfilename=data.1\nverify=crc32c\n")  # verify: fio writes a state file
+    (tmp_path / "mine.fio").write_text(job)
+    study = load_study(write_study(tmp_path, STUDY))
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    seen = []
+
+    def run_and_look(job_path: Path, **kw):
+        output = real_run_fio(job_path, **kw)
+        directory = next(line.split("=", 1)[1] for line in job_path.read_text().splitlines() if line.startswith("directory="))
+        seen.append({path.name: path.stat().st_size for path in Path(directory).iterdir()})
+        return output
+
+    real_run_fio = fio.run_fio
+    monkeypatch.setattr(fio, "run_fio", run_and_look)
+    db = ResultsDB(str(tmp_path / "r.db"))
+    study_run = run_study(study, db, workdir)
+    run = db.runs(study_run)[0]
+    assert run["status"] == "ok", run["error"]
+    assert seen and seen[-1].get("data.1") == 16 * 2**20, f"fio's file is in the mounted target: {seen}"
+    assert f"directory={workdir.mounts / 'xfs'}\n" in run["job_file"] and "/somewhere/else" not in run["job_file"]
+    assert list(cwd.iterdir()) == [], "no fio side file (verify state, …) in the current directory"
