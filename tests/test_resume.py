@@ -1,11 +1,16 @@
 """A study run killed outright (SIGKILL: no handler runs) is found interrupted by the next fslab
 and resumed with its own plan: every planned run stored exactly once, under the same id."""
 
+import os
+import shutil
+import sqlite3
 import subprocess
 import sys
 import time
 from collections import Counter
 from pathlib import Path
+
+import pytest
 
 from conftest import fio_children, fslab, held_by, runs_stored, write_study
 from fslab.results import ResultsDB
@@ -116,3 +121,74 @@ def test_a_resume_is_refused_when_a_job_file_changed(workdir, tmp_path):
     assert result.returncode == 2
     assert "cannot be resumed: 'mine' no longer as it ran (a job file or fslab's defaults changed since)" in " ".join(result.stderr.split())
     assert fslab("cleanup", "--workdir", str(workdir.root)).returncode == 0
+
+
+ONE_WORKLOAD = STUDY.replace('["rand_read", "seq_write"]', '["seq_write"]')
+KILL_ONCE = """#!/bin/sh
+# Kills the fslab that runs this tool (its parent) the first time, as a crash at that point would.
+if [ ! -e "{marker}" ]; then touch "{marker}"; kill -9 $PPID; sleep 5; fi
+exec {real} "$@"
+"""
+
+
+def _journal_says(workdir: Path, needle: str) -> bool:
+    journal = workdir / "journal.jsonl"
+    return journal.exists() and needle in journal.read_text()
+
+
+@pytest.mark.parametrize("point", ["mkfs", "teardown", "commit"])
+def test_killed_at_any_point_then_cleaned_up_and_resumed_every_run_is_stored_once(workdir, tmp_path, point):
+    """SIGKILL as mkfs runs, as the run is torn down (its workload just ended), and while the run
+    is being committed (the database held locked by this test): nothing stays attached after
+    `fslab cleanup`, and `--resume` stores every planned run exactly once."""
+    study, db = write_study(tmp_path, ONE_WORKLOAD), tmp_path / "r.db"
+    env = dict(os.environ)
+    if point == "mkfs":
+        shims = tmp_path / "shims"
+        shims.mkdir()
+        (shims / "mkfs.ext4").write_text(KILL_ONCE.format(marker=tmp_path / "killed", real=shutil.which("mkfs.ext4")))
+        (shims / "mkfs.ext4").chmod(0o755)
+        env["PATH"] = f"{shims}:{env['PATH']}"
+    proc = subprocess.Popen([sys.executable, "-m", "fslab", "run", str(study), "--db", str(db), "--workdir", str(workdir.root)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    locked = None
+    deadline = time.monotonic() + 120
+    if point == "teardown":  # the measured fio has ended and been released: the run is being torn down
+        while not _journal_says(workdir.root, '"event": "release", "kind": "process"') or runs_stored(db) < 1:
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.005)
+        proc.kill()
+    elif point == "commit":
+        while runs_stored(db) < 1:
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        locked = sqlite3.connect(db, timeout=30)
+        locked.execute("BEGIN EXCLUSIVE")  # the next run's commit waits on this lock
+        while not _journal_says(workdir.root, '"event": "release", "kind": "image"') and not _released_loops(workdir.root, 2):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        time.sleep(0.5)  # torn down; now waiting to commit
+        proc.kill()
+    proc.wait()
+    assert proc.returncode == -9
+    if locked is not None:
+        locked.rollback()
+        locked.close()
+
+    results = ResultsDB(str(db))
+    study_run = results.study_run()
+    before = len(results.runs(study_run["id"]))
+    cleanup = fslab("cleanup", "--workdir", str(workdir.root))
+    assert cleanup.returncode == 0, cleanup.stdout + cleanup.stderr
+    assert held_by(workdir.root) == []
+    result = fslab("run", "--resume", "--db", str(db), "--workdir", str(workdir.root))
+    assert result.returncode == 0, result.stdout + result.stderr
+    after = results.runs(study_run["id"])
+    assert len(after) == 4 and before < 4
+    assert Counter((r["target"], r["workload"], r["repetition"]) for r in after) == {key: 1 for key in EVERY_RUN if key[1] == "seq_write"}
+    assert all(r["status"] == "ok" for r in after) and results.study_run()["status"] == "finished"
+    assert held_by(workdir.root) == []
+
+
+def _released_loops(workdir: Path, count: int) -> bool:
+    journal = workdir / "journal.jsonl"
+    return journal.exists() and journal.read_text().count('"event": "release", "kind": "loop"') >= count

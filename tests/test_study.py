@@ -167,12 +167,16 @@ def test_unknown_rw_mode():
 
 def test_duplicate_target_names():
     text = GOOD + '\n[[target]]\nname = "xfs"\nfilesystem = "xfs"\n'
-    assert "two targets are named 'xfs'" in error_of(text)
+    line = text.splitlines().index('name = "xfs"')  # the [[target]] table just above it
+    assert error_of(text) == f"study.toml:{line}: target[2]: two targets are named 'xfs'; give each a distinct name"
+    twice = GOOD.replace('["rand_write", "seq_read"]', '["rand_write", "seq_read"]').replace('name = "mixed"', 'name = "seq_read"')
+    assert error_of(twice).startswith("study.toml:20: workload[0]: two workloads are named 'seq_read'")
 
 
 def test_workload_too_big_for_the_image_is_refused_before_running():
     message = error_of(GOOD.replace('image_size = "2GiB"', 'image_size = "512MiB"'))
-    assert "workload 'mixed' needs 2 × 256MiB but target 'ext4' has an image of 512MiB" in message
+    assert "study.toml:20: workload[0]: workload 'mixed' needs 2 × 256MiB but target 'ext4' has an image of 512MiB" in message
+    assert "target 'xfs' has an image of 512MiB" in message, "every target it does not fit is listed"
 
 
 def test_study_without_workloads():

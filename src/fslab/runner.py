@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
-from fslab.errors import FslabError
+from fslab.errors import FslabError, Refused
 from fslab import doctor, environment
 from fslab.devices import layers
 from fslab.devices.loop import Image, attached, check_free_space, image_file
@@ -87,10 +87,10 @@ def resume_study(resumable: Resumable, db: ResultsDB, workdir: Workdir, *, obser
 
 
 def _check_can_run(study: Study, workdir: Workdir) -> None:
-    problems = doctor.study_problems(study, workdir.root)
+    """Everything that can be checked before anything is attached or formatted, all at once."""
+    problems = doctor.study_problems(study, workdir.root) + job_problems(study, workdir)
     if problems:
-        raise StudyCannotRun("this machine cannot run the study:\n  " + "\n  ".join(problems))
-    check_jobs(study, workdir)
+        raise StudyCannotRun("the study cannot run here, and nothing was made:\n  " + "\n  ".join(problems))
 
 
 @contextmanager
@@ -302,14 +302,19 @@ def _first_error(exc: Exception) -> Exception:
     return exc
 
 
-def check_jobs(study: Study, workdir: Workdir) -> None:
+def job_problems(study: Study, workdir: Workdir) -> list[str]:
     """fio's own parser on every job the study will run, before anything is made: what the
     allow-list passed, fio must accept too (an engine's option under another engine, …)."""
     somewhere = Provisioned(device="", directory=workdir.mounts / "check")  # fio --parse-only makes nothing
+    problems = []
     for workload in study.workloads:
         for job in (job_for(workload, somewhere), layout_job_for(workload, somewhere)):
-            if job:
-                parse_only(job, where=f"workload '{workload.name}'" + (f" ({workload.job_file})" if workload.job_file else ""))
+            try:
+                if job:
+                    parse_only(job, where=f"workload '{workload.name}'" + (f" ({workload.job_file})" if workload.job_file else ""))
+            except Refused as exc:
+                problems.append(str(exc))
+    return problems
 
 
 def job_for(workload: Workload, ready: Provisioned) -> str:

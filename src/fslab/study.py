@@ -24,7 +24,7 @@ from fslab.guard import fio_jobs
 from fslab.guard.fio_jobs import JobFile
 from fslab.guard.options import split_arguments
 from fslab.study_file import StudyFile, StudySection, TargetSection, allowed_fields, as_list
-from fslab.toml_errors import describe_error, locate, unknown
+from fslab.toml_errors import describe_error, field_path, locate, unknown
 from fslab.units import format_duration, format_size, parse_duration, parse_size, scaled_size
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 
@@ -197,15 +197,19 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0)
     except ValidationError as exc:
         raise StudyError("\n".join(describe_error(error, text, filename, allowed_fields) for error in exc.errors())) from exc
 
-    targets = [t for section in model.target for t in _expand_target(section, model.study, scale)]
-    _require_unique([t.name for t in targets], "target", filename)
+    tables = [(("target", i), t) for i, section in enumerate(model.target) for t in _expand_target(section, model.study, scale)]
+    targets = [t for _, t in tables]
+    where = _Where(text, filename)
+    where.require_unique([(table, t.name) for table, t in tables], "target")
     if model.study.baseline is not None and model.study.baseline not in {t.name for t in targets}:
         raise StudyError(f"{filename}:{locate(text, ('study', 'baseline'))}: study.baseline: {unknown('target', model.study.baseline, [t.name for t in targets])}")
     workloads = _workloads(model, base_dir, scale, filename, text)
-    _require_unique([w.name for w in workloads], "workload", filename)
     if not workloads:
         raise StudyError(f"{filename}: the study runs no workload: list built-in ones in [study] workloads, or add [[workload]] tables")
-    _check_space(targets, workloads, filename)
+    builtin = len(workloads) - len(model.workload)
+    workload_tables = [("study", "workloads")] * builtin + [("workload", i) for i in range(len(model.workload))]
+    where.require_unique(list(zip(workload_tables, (w.name for w in workloads))), "workload")
+    where.refuse([f"{where(wt)}: {problem}" for tt, target in tables for wt, workload in zip(workload_tables, workloads) if (problem := _space_problem(target, workload))])
     return Study(
         name=model.study.name,
         description=model.study.description,
@@ -372,32 +376,49 @@ def _read_job_file(path: Path, where: str) -> str:
         raise StudyError(f"{where}: {path} is not UTF-8 text, not a fio job file") from None
 
 
-def _check_space(targets: list[Target], workloads: list[Workload], filename: str) -> None:
-    """Refuse, before anything is formatted, a workload whose files cannot fit on a target's image."""
-    for target in targets:
-        for workload in workloads:
-            # On a filesystem each fio job has its own file; on a block device all jobs share the region.
-            block_device = target.filesystem == "raw" or target.zvol
-            jobs = 1 if block_device else workload.numjobs
-            needed = workload.bytes_per_job * jobs
-            if target.zvol:
-                usable = zvol_size(expected_available(target.image_size))
-            else:
-                usable = target.image_size * (1.0 if target.filesystem == "raw" else 0.9)
-            if needed > usable:
-                where = f"a volume of about {format_size(usable)} on an image of {format_size(target.image_size)}" if target.zvol else f"an image of {format_size(target.image_size)}"
-                raise StudyError(
-                    f"{filename}: workload '{workload.name}' needs {jobs} × {format_size(workload.bytes_per_job)} "
-                    f"but target '{target.name}' has {where}; raise image_size or lower the workload's size"
-                )
+def _space_problem(target: Target, workload: Workload) -> str | None:
+    """Why a workload's files cannot fit on a target's image, refused before anything is formatted."""
+    # On a filesystem each fio job has its own file; on a block device all jobs share the region.
+    block_device = target.filesystem == "raw" or target.zvol
+    jobs = 1 if block_device else workload.numjobs
+    needed = workload.bytes_per_job * jobs
+    if target.zvol:
+        usable = zvol_size(expected_available(target.image_size))
+    else:
+        usable = target.image_size * (1.0 if target.filesystem == "raw" else 0.9)
+    if needed <= usable:
+        return None
+    where = f"a volume of about {format_size(usable)} on an image of {format_size(target.image_size)}" if target.zvol else f"an image of {format_size(target.image_size)}"
+    return (
+        f"workload '{workload.name}' needs {jobs} × {format_size(workload.bytes_per_job)} "
+        f"but target '{target.name}' has {where}; raise image_size or lower the workload's size"
+    )
 
 
-def _require_unique(names: list[str], what: str, filename: str) -> None:
-    seen = set()
-    for name in names:
-        if name in seen:
-            raise StudyError(f"{filename}: two {what}s are named '{name}'; give each a distinct name")
-        seen.add(name)
+@dataclass(frozen=True)
+class _Where:
+    """Study-file errors found after validation, located like pydantic's: file:line: field."""
+
+    text: str
+    filename: str
+
+    def __call__(self, table: tuple) -> str:
+        line = locate(self.text, table)
+        return f"{self.filename}:{line}: {field_path(table)}" if line else f"{self.filename}: {field_path(table)}"
+
+    def require_unique(self, named: list[tuple[tuple, str]], what: str) -> None:
+        seen: set[str] = set()
+        problems = []
+        for table, name in named:
+            if name in seen:
+                problems.append(f"{self(table)}: two {what}s are named '{name}'; give each a distinct name")
+            seen.add(name)
+        self.refuse(problems)
+
+    @staticmethod
+    def refuse(problems: list[str]) -> None:
+        if problems:
+            raise StudyError("\n".join(dict.fromkeys(problems)))
 
 
 def describe_study(study: Study, repetitions: int | None = None) -> str:
