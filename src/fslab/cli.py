@@ -17,6 +17,7 @@ from fslab.analysis import compare_study_runs, regressions
 from fslab.devices.layers import LAYERS
 from fslab.errors import FslabError
 from fslab.filesystems import FILESYSTEMS
+from fslab.guard.block_devices import DESTROY_FLAG
 from fslab.plan import PlannedRun, Repetitions
 from fslab.report.console import print_comparison, print_summary
 from fslab.report.files import write_reports
@@ -86,6 +87,7 @@ def run(
     threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
     scale: Annotated[float, typer.Option("--scale", help="Multiply image sizes, fio sizes and runtimes (e.g. 0.1 on a small machine).")] = 1.0,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Seed of the interleaved run order (default: the study's, else random; always recorded).")] = None,
+    destroy_data: Annotated[Optional[list[str]], typer.Option(DESTROY_FLAG, metavar="DEVICE", help="Confirm that fslab may destroy all data on this device, which the study names (repeat for each).")] = None,
     db: DbOption = None,
     workdir: WorkdirOption = DEFAULT_WORKDIR,
 ) -> None:
@@ -105,7 +107,9 @@ def run(
     try:
         with Progress(*columns, console=console, transient=True) as progress:
             observer = _ProgressObserver(progress)
-            study_run_id = run_study(loaded, results, Workdir(workdir), repetitions=repetitions, seed=seed, baseline=baseline, observer=observer)
+            study_run_id = run_study(
+                loaded, results, Workdir(workdir), repetitions=repetitions, seed=seed, baseline=baseline, observer=observer, destroy_flags=tuple(destroy_data or ())
+            )
     except KeyboardInterrupt:
         errors.print("[yellow]interrupted[/yellow]: mounts and loop devices released; the runs already done are stored.")
         raise typer.Exit(130) from None
@@ -187,7 +191,7 @@ def list_things() -> None:
     for name, members in WORKLOAD_SETS.items():
         workloads.add_row(f"{name} (set)", ", ".join(members))
     console.print(workloads)
-    console.print("filesystems: " + ", ".join(FILESYSTEMS) + "  (raw = the loop device itself, no filesystem)")
+    console.print("filesystems: " + ", ".join(FILESYSTEMS) + "  (raw = the target's device itself, no filesystem)")
     console.print("layers: " + ", ".join(f"{name} ({layer.kernel_feature})" for name, layer in LAYERS.items()) + "  (bottom first, under any filesystem)")
 
 

@@ -119,6 +119,35 @@ def _backing_of_fd(fd: int) -> FileId | None:
     return FileId((major, minor), lo_inode)
 
 
+def disk_proof(number: int) -> dict:
+    """What proves a block device is the very one seen now: its number and the disk's sequence
+    number (`diskseq`), which the kernel gives every disk it creates or attaches anew, never twice
+    while it runs: a device number reused by another zram or loop device has another one."""
+    return {"dev": f"{os.major(number)}:{os.minor(number)}", "diskseq": _diskseq(number)}
+
+
+def same_disk(proof: dict) -> int | None:
+    """The number of the block device a proof names, if that very device is still there."""
+    try:
+        major, minor = (int(x) for x in str(proof["dev"]).split(":"))
+        diskseq = int(proof["diskseq"])
+    except (KeyError, ValueError):
+        return None
+    number = os.makedev(major, minor)
+    return number if sysfs_of(number) is not None and _diskseq(number) == diskseq else None
+
+
+def _diskseq(number: int) -> int:
+    sysfs = sysfs_of(number)
+    if sysfs is None:
+        return -1
+    disk = sysfs.parent if (sysfs / "partition").exists() else sysfs  # a partition has its disk's
+    try:
+        return int((disk / "diskseq").read_text())
+    except (OSError, ValueError):
+        return -1
+
+
 def loop_backing(number: int) -> FileId | None:
     """The kernel's record of the file a loop device is attached to, or None."""
     with _opened(number) as fd:

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from fslab.errors import FslabError
 from fslab.workloads.fio import Metric
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 DEFAULT_DB = "fslab.db"
 DB_ENV = "FSLAB_DB"
 
@@ -90,6 +90,7 @@ runs = sa.Table(
     sa.Column("fs_details", sa.Text),
     sa.Column("buffered", sa.Boolean, nullable=False),
     sa.Column("data_pattern", sa.Text),
+    sa.Column("device_facts", sa.JSON),  # per device under the target: model, serial, size, sectors, queue (guard/block_devices.py)
     sa.Column("timings", sa.JSON, nullable=False),  # seconds per phase: image (first run), provision, layout, drop_caches, workload, teardown
 )
 
@@ -110,6 +111,9 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE study_runs ADD COLUMN settings JSON",
         "ALTER TABLE study_runs ADD COLUMN outcome JSON",
         "ALTER TABLE runs ADD COLUMN warmup BOOLEAN NOT NULL DEFAULT FALSE",
+    ],
+    2: [
+        "ALTER TABLE runs ADD COLUMN device_facts JSON",
     ],
 }
 
@@ -139,6 +143,7 @@ class RunRecord:
     mount_options_effective: str | None = None
     fs_details: str | None = None
     data_pattern: str | None = None
+    device_facts: list[dict] | None = None  # DeviceFacts of each device under the target
     timings: dict[str, float] = field(default_factory=dict)
     metrics: list[Metric] = field(default_factory=list)
 
