@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from fslab.errors import Refused
-from fslab.guard.identity import device_number, loop_backing, sysfs_of
+from fslab.guard.identity import device_number, loop_backing, mounts, number_of, sysfs_of, unescape
 from fslab.system import run
 
 DESTROY_FLAG = "--destroy-data"
@@ -48,20 +48,12 @@ class BlockDevice:
 
     def partitions(self) -> list[int]:
         """The device numbers of its partitions (none for a partition)."""
-        found = [_number_in(entry) for entry in self.sysfs.iterdir() if (entry / "partition").exists()]
+        found = [number_of(entry) for entry in self.sysfs.iterdir() if (entry / "partition").exists()]
         return [n for n in found if n is not None]
 
     def numbers(self) -> set[int]:
         """It and its partitions: a use of any of them is a use of the device."""
         return {self.number, *self.partitions()}
-
-
-def _number_in(sysfs: Path) -> int | None:
-    try:
-        major, minor = (int(x) for x in (sysfs / "dev").read_text().split(":"))
-    except (OSError, ValueError):
-        return None
-    return os.makedev(major, minor)
 
 
 def resolve(path: str) -> BlockDevice:
@@ -84,7 +76,7 @@ def confirm(path: str, destroy_flags: Sequence[str]) -> BlockDevice:
     if device.number in confirmed:
         return device
     alias = f" (named {path} in the study)" if path != device.node else ""
-    near = [flag for flag in destroy_flags if (n := device_number(flag)) is not None and (n in device.partitions() or device.is_partition and n == _number_in(device.disk))]
+    near = [flag for flag in destroy_flags if (n := device_number(flag)) is not None and (n in device.partitions() or device.is_partition and n == number_of(device.disk))]
     hint = f"; {', '.join(near)} names {'its disk' if device.is_partition else 'a partition of it'}, not it" if near else ""
     raise Refused(
         f"{device.node}{alias}: fslab would destroy all data on it; it formats a device of yours only when "
@@ -107,29 +99,20 @@ def _name(number: int) -> str:
     return f"/dev/{sysfs.name}" if sysfs else f"{os.major(number)}:{os.minor(number)}"
 
 
-def _mountinfo() -> list[tuple[int | None, str, str]]:
-    """(device number, mount point, source) of every mount; a source path is resolved too, since
-    Btrfs reports an anonymous device number."""
+def _mountinfo() -> list[tuple[int | None, str]]:
+    """(device number, mount point) of every mount; a source path is resolved too, since Btrfs
+    reports an anonymous device number."""
     found = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        left, _, right = line.partition(" - ")
-        fields, tail = left.split(), right.split()
-        if len(fields) < 5 or len(tail) < 2:
-            continue
-        major, minor = (int(x) for x in fields[2].split(":"))
-        source = _unescape(tail[1])
-        found.append((os.makedev(major, minor), _unescape(fields[4]), source))
-        if source.startswith("/"):
-            found.append((device_number(source), _unescape(fields[4]), source))
+    for mount in mounts():
+        major, minor = (int(x) for x in mount.dev.split(":"))
+        found.append((os.makedev(major, minor), mount.mountpoint))
+        if mount.source.startswith("/"):
+            found.append((device_number(mount.source), mount.mountpoint))
     return found
 
 
-def _unescape(field: str) -> str:
-    return field.encode().decode("unicode_escape") if "\\" in field else field
-
-
 def _mounted(numbers: set[int]) -> list[str]:
-    places = sorted({(mountpoint, number) for number, mountpoint, _ in _mountinfo() if number in numbers})
+    places = sorted({(mountpoint, number) for number, mountpoint in _mountinfo() if number in numbers})
     return [f"{_name(number)} is mounted at {mountpoint}" for mountpoint, number in places]
 
 
@@ -168,7 +151,7 @@ def _loops_on(numbers: set[int], device: BlockDevice) -> list[str]:
     """Loop devices attached to the device itself, or to a file on it."""
     found = []
     for sysfs in sorted(Path("/sys/block").glob("loop[0-9]*")):
-        number = _number_in(sysfs)
+        number = number_of(sysfs)
         if number is None or number == device.number or not (sysfs / "loop").is_dir():
             continue
         backing = loop_backing(number)
@@ -190,7 +173,7 @@ def _read(path: Path) -> str:
 def _root(numbers: set[int]) -> list[str]:
     """The root filesystem's device and every device under it (dm, md, partitions, disks)."""
     under: set[int] = set()
-    queue = [number for number, mountpoint, _ in _mountinfo() if mountpoint == "/" and number is not None]
+    queue = [number for number, mountpoint in _mountinfo() if mountpoint == "/" and number is not None]
     while queue:
         number = queue.pop()
         sysfs = sysfs_of(number)
@@ -198,8 +181,8 @@ def _root(numbers: set[int]) -> list[str]:
             continue
         under.add(number)
         below = [*(sysfs / "slaves").iterdir()] if (sysfs / "slaves").is_dir() else []
-        queue += [n for n in (_number_in(entry.resolve()) for entry in below) if n is not None]
-        if (sysfs / "partition").exists() and (disk := _number_in(sysfs.parent)) is not None:
+        queue += [n for n in (number_of(entry.resolve()) for entry in below) if n is not None]
+        if (sysfs / "partition").exists() and (disk := number_of(sysfs.parent)) is not None:
             queue.append(disk)
     return [f"{_name(number)} holds the root filesystem" for number in sorted(numbers & under)]
 
@@ -207,7 +190,7 @@ def _root(numbers: set[int]) -> list[str]:
 def _swap(numbers: set[int]) -> list[str]:
     found = []
     for line in _read(Path("/proc/swaps")).splitlines()[1:]:
-        name = _unescape(line.split()[0].replace("\\040", " "))
+        name = unescape(line.split()[0])
         try:
             st = os.stat(name)
         except OSError:

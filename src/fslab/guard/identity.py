@@ -82,7 +82,8 @@ def sysfs_of(number: int) -> Path | None:
     return path.resolve() if path.exists() else None
 
 
-def _number_of(sysfs: Path) -> int | None:
+def number_of(sysfs: Path) -> int | None:
+    """The device number of a block device's sysfs directory."""
     try:
         major, minor = (int(x) for x in (sysfs / "dev").read_text().split(":"))
     except (OSError, ValueError):
@@ -176,7 +177,7 @@ def rests_on(number: int, owned: Owned) -> bool:
         return False
     below = sorted((sysfs / "slaves").iterdir()) if (sysfs / "slaves").is_dir() else []
     if below:
-        return all((n := _number_of(member.resolve())) is not None and rests_on(n, owned) for member in below)
+        return all((n := number_of(member.resolve())) is not None and rests_on(n, owned) for member in below)
     backing = loop_backing(number) if (sysfs / "loop").is_dir() else None
     return backing is not None and backing in owned.files
 
@@ -193,7 +194,7 @@ def loops_backed_by(file: FileId) -> list[str]:
     """Loop devices the kernel says are attached to this very file."""
     found = []
     for sysfs in sorted(Path("/sys/block").glob("loop[0-9]*")):
-        number = _number_of(sysfs)
+        number = number_of(sysfs)
         if number is not None and (sysfs / "loop").is_dir() and loop_backing(number) == file:
             found.append(f"/dev/{sysfs.name}")
     return found
@@ -226,19 +227,25 @@ class Mount:
     source: str
 
 
-def _unescape(field: str) -> str:
+def unescape(field: str) -> str:
+    """A field of /proc/self/mountinfo or /proc/swaps, whose spaces the kernel writes as \\040."""
     return field.encode().decode("unicode_escape") if "\\" in field else field
 
 
-def mounts_at(path: Path) -> list[Mount]:
-    """What is mounted at exactly this path, bottom first (the last one is what the path shows)."""
+def mounts() -> list[Mount]:
+    """Every mount the kernel shows this process, in mount order (/proc/self/mountinfo)."""
     found = []
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
         left, _, right = line.partition(" - ")
         fields, tail = left.split(), right.split()
-        if len(fields) >= 5 and len(tail) >= 2 and _unescape(fields[4]) == str(path):
-            found.append(Mount(str(path), fields[2], tail[0], _unescape(tail[1])))
+        if len(fields) >= 5 and len(tail) >= 2:
+            found.append(Mount(unescape(fields[4]), fields[2], tail[0], unescape(tail[1])))
     return found
+
+
+def mounts_at(path: Path) -> list[Mount]:
+    """What is mounted at exactly this path, bottom first (the last one is what the path shows)."""
+    return [mount for mount in mounts() if mount.mountpoint == str(path)]
 
 
 def unmount(path: Path, dev: str) -> None:
