@@ -21,6 +21,7 @@ from fslab.results import ResultsDB
 from fslab.study import StudyError, parse_study
 
 DOCS = Path(__file__).parent.parent / "docs" / "study-format.md"
+needs_zram = pytest.mark.skipif(not Path("/sys/class/zram-control").is_dir(), reason="this kernel has no zram (CONFIG_ZRAM)")
 
 
 @dataclass
@@ -188,6 +189,7 @@ def docs_example(name: str) -> str:
     return next(block for block in blocks if block.startswith(f"# {name}\n"))
 
 
+@needs_zram
 def test_the_zram_example_runs_as_written_and_leaves_no_zram_device(workdir, tmp_path):
     study = write_study(tmp_path, docs_example("zram-ceiling.toml"))
     result = fslab("run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root), "--scale", "0.25", "--runs", "1")
@@ -204,6 +206,7 @@ def test_the_zram_example_runs_as_written_and_leaves_no_zram_device(workdir, tmp
     assert held_by(workdir.root) == [] and not workdir.journal.path.exists()
 
 
+@needs_zram
 def test_a_planted_zram_entry_leaves_a_zram_device_fslab_did_not_make_alone(workdir):
     index = int(Path("/sys/class/zram-control/hot_add").read_text())
     device = Path(f"/sys/block/zram{index}")

@@ -202,8 +202,11 @@ def _wait_for_measured_fio(parent: int) -> int:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         for pid in _children(parent):
-            if Path(f"/proc/{pid}/comm").read_text().strip() == "fio" and "job.fio" in Path(f"/proc/{pid}/cmdline").read_text():
-                return pid
+            try:
+                if Path(f"/proc/{pid}/comm").read_text().strip() == "fio" and "job.fio" in Path(f"/proc/{pid}/cmdline").read_text():
+                    return pid
+            except FileNotFoundError:  # a short-lived child (losetup, mkfs) already gone
+                continue
         time.sleep(0.1)
     raise AssertionError("the measured fio never started")
 

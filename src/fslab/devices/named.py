@@ -70,9 +70,8 @@ class NamedSource:
         identity = facts(device).identity()
         found = signatures(device)
         ours = {tuple(key) for key in journal.workdir.written().get(identity or "", [])}
-        foreign = [s for s in found if tuple(s.key()) not in ours]
-        if foreign:
-            self.notice(f"about to destroy on {device.node}: {describe(foreign)}")
+        if any(tuple(s.key()) not in ours for s in found):  # anything not fslab's: show the user all of it
+            self.notice(f"about to destroy on {device.node}: {describe(found)}")
         with journal.holding("device", device.node, **disk_proof(device.number)):
             for node in [*partition_nodes(device), device.node]:  # partitions' own first, then the table
                 command = ["wipefs", "--all", node]
