@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 # tests need: mdadm, cryptsetup, LVM, and a QEMU guest with Debian's kernel, which has md and
 # device-mapper where the host's kernel may not (tests/guest.py).
 DEBIAN_PACKAGES := fio sysbench e2fsprogs xfsprogs btrfs-progs zfs-fuse rsync util-linux procps kmod \
-                   mdadm cryptsetup lvm2 python3 python3-venv python3-pip \
+                   mdadm cryptsetup lvm2 fdisk python3 python3-venv python3-pip \
                    qemu-system-x86 linux-image-amd64 busybox-static cpio
 
 .PHONY: setup system-packages demo test bench clean

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import fslab
 from fslab.devices.layers import Stack
-from fslab.devices.loop import attached, devices_backed_by, direct_io_enabled, image_file
+from fslab.devices.loop import attached, devices_backed_by, direct_io_enabled, image_file, on_loops
 from fslab.errors import Refused
 from fslab.filesystems import FILESYSTEMS
 from fslab.guard.identity import FileId
@@ -45,16 +45,16 @@ def test_image_attached_with_direct_io_and_gone_afterwards(workdir, fill):
 def test_refuses_to_format_a_device_that_is_not_its_image(workdir):
     with image_file(workdir.journal, workdir.images, "mine", 64 * 2**20, fill=False) as image, attached(workdir.journal, image) as loop:
         for device in ("/dev/zero", "/dev/loop-control"):
-            impostor = Stack(loops=[loop], devices=[device])
+            impostor = Stack(devices=[device], owned=on_loops([loop]).owned)
             with pytest.raises(Refused, match=f"refusing to format {device}"):
                 with FILESYSTEMS["ext4"].provision(workdir.journal, impostor, workdir.mounts / "x", TARGET):
                     pass
         elsewhere = replace(loop, image=replace(image, file=FileId((0, 0), 1)))  # another file's identity
         with pytest.raises(Refused, match="does not show it resting on fslab's own images"):
-            with FILESYSTEMS["xfs"].provision(workdir.journal, Stack(loops=[elsewhere], devices=[loop.device]), workdir.mounts / "x", TARGET):
+            with FILESYSTEMS["xfs"].provision(workdir.journal, Stack(devices=[loop.device], owned=on_loops([elsewhere]).owned), workdir.mounts / "x", TARGET):
                 pass
         with pytest.raises(Refused, match=f"refusing to format {loop.device}"):
-            with FILESYSTEMS["raw"].provision(workdir.journal, Stack(loops=[elsewhere], devices=[loop.device]), workdir.mounts / "x", TARGET):
+            with FILESYSTEMS["raw"].provision(workdir.journal, Stack(devices=[loop.device], owned=on_loops([elsewhere]).owned), workdir.mounts / "x", TARGET):
                 pass
         assert blkid_type(loop.device) == "", "nothing was formatted"
 
@@ -64,14 +64,14 @@ import os, sys
 from pathlib import Path
 from fslab.workdir import Workdir
 from fslab.devices.layers import Stack
-from fslab.devices.loop import attached, image_file
+from fslab.devices.loop import attached, image_file, on_loops
 from fslab.errors import Refused
 from fslab.filesystems import FILESYSTEMS
 from fslab.guard.identity import FileId
 from fslab.study import Target
 wd = Workdir(Path(sys.argv[1]))
 with image_file(wd.journal, wd.images, "killed", 320 * 2**20, fill=False) as image, attached(wd.journal, image) as loop:
-    with FILESYSTEMS["xfs"].provision(wd.journal, Stack(loops=[loop], devices=[loop.device]), wd.mounts / "killed", Target("killed", "xfs", (), "noatime", 320 * 2**20, "sparse")):
+    with FILESYSTEMS["xfs"].provision(wd.journal, Stack.on(on_loops([loop])), wd.mounts / "killed", Target("killed", "xfs", (), "noatime", 320 * 2**20, "sparse")):
         os._exit(9)  # dies holding a loop device and a mount, as a killed fslab would
 """
 

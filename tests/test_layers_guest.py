@@ -50,7 +50,7 @@ import os, sys
 from contextlib import ExitStack
 from pathlib import Path
 from fslab.devices import layers
-from fslab.devices.loop import attached, image_file
+from fslab.devices.loop import attached, image_file, on_loops
 from fslab.study import Target
 from fslab.workdir import Workdir
 wd = Workdir(Path(sys.argv[1]))
@@ -58,7 +58,7 @@ wd.prepare()
 target = Target("killed", "ext4", (), "", 64 * 2**20, "sparse", devices=2, layers=("md-raid1", "luks", "lvm"))
 with ExitStack() as held:
     loops = [held.enter_context(attached(wd.journal, held.enter_context(image_file(wd.journal, wd.images, n, 64 * 2**20, fill=False)))) for n in ("k1", "k2")]
-    stack = held.enter_context(layers.built(wd.journal, loops, target))
+    stack = held.enter_context(layers.built(wd.journal, on_loops(loops), target))
     print("built", stack.devices[0], flush=True)
     os._exit(9)
 """

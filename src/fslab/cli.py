@@ -18,6 +18,7 @@ from fslab.analysis import compare_study_runs, regressions
 from fslab.devices.layers import LAYERS
 from fslab.errors import FslabError
 from fslab.filesystems import FILESYSTEMS
+from fslab.guard.block_devices import DESTROY_FLAG
 from fslab.plan import PlannedRun, Repetitions
 from fslab.report.console import print_comparison, print_summary
 from fslab.report.files import write_reports
@@ -116,6 +117,7 @@ def run(
     threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
     scale: Annotated[Optional[float], typer.Option("--scale", help="Multiply image sizes, fio sizes and runtimes (e.g. 0.1 on a small machine). \\[default: 1]")] = None,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Seed of the interleaved run order (default: the study's, else random; always recorded).")] = None,
+    destroy_data: Annotated[Optional[list[str]], typer.Option(DESTROY_FLAG, metavar="DEVICE", help="Confirm that fslab may destroy all data on this device, which the study names (repeat for each).")] = None,
     db: DbOption = None,
     workdir: WorkdirOption = DEFAULT_WORKDIR,
 ) -> None:
@@ -125,7 +127,7 @@ def run(
         given = [name for name, value in fixed.items() if value is not None]
         if given:
             raise _fail(f"{', '.join(given)} cannot change a resumed study run: it goes on with the settings it began with")
-        return _resume(study, threshold, db, workdir)
+        return _resume(study, threshold, db, workdir, tuple(destroy_data or ()))
     if study is None:
         raise _fail("name a study file or a built-in study (see `fslab list`), or give --resume")
     loaded = load_study(study, scale=scale or 1.0)
@@ -139,17 +141,18 @@ def run(
     )
     results = _open_db(db)
     console.print(f"[bold]{escape(loaded.name)}[/bold]: {describe_study(loaded, repetitions.runs)}" + (f", then more until ±{target_ci:.1%}" if target_ci else ""), highlight=False)
-    study_run_id = _with_progress(lambda observer: run_study(loaded, results, Workdir(workdir), repetitions=repetitions, seed=seed, baseline=baseline, observer=observer))
+    flags = tuple(destroy_data or ())
+    study_run_id = _with_progress(lambda observer: run_study(loaded, results, Workdir(workdir), repetitions=repetitions, seed=seed, baseline=baseline, observer=observer, destroy_flags=flags))
     _show_and_exit(results, study_run_id, baseline=baseline, threshold=threshold)
 
 
-def _resume(ref: str | None, threshold: float, db: str | None, workdir: Path) -> None:
+def _resume(ref: str | None, threshold: float, db: str | None, workdir: Path, destroy_flags: tuple[str, ...]) -> None:
     results = _open_db(db)
     found = resumable(results, ref)
     console.print(f"[bold]{escape(found.study.name)}[/bold]: resuming study run {found.study_run_id}, {len(found.stored)} run(s) already stored", highlight=False)
     for note in found.notes:
         errors.print(f"[yellow]note[/yellow]: {escape(note)}", highlight=False)
-    study_run_id = _with_progress(lambda observer: resume_study(found, results, Workdir(workdir), observer=observer))
+    study_run_id = _with_progress(lambda observer: resume_study(found, results, Workdir(workdir), observer=observer, destroy_flags=destroy_flags))
     _show_and_exit(results, study_run_id, baseline=found.baseline, threshold=threshold)
 
 
@@ -245,7 +248,7 @@ def list_things() -> None:
     for name, members in WORKLOAD_SETS.items():
         workloads.add_row(f"{name} (set)", ", ".join(members))
     console.print(workloads)
-    console.print("filesystems: " + ", ".join(FILESYSTEMS) + "  (raw = the loop device itself, no filesystem)")
+    console.print("filesystems: " + ", ".join(FILESYSTEMS) + "  (raw = the target's device itself, no filesystem)")
     console.print("layers: " + ", ".join(f"{name} ({layer.kernel_feature})" for name, layer in LAYERS.items()) + "  (bottom first, under any filesystem)")
 
 

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from fslab.devices import layers
+from fslab.devices import layers, zram
 from fslab.environment import TOOLS, filesystem_of
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.zfs import ZVOL_ON_FUSE
@@ -76,6 +76,7 @@ def machine_checks(workdir: Path, kinds: list[str] | None = None) -> list[Check]
             _tool("sysbench", TOOLS["sysbench"], "sysbench", required=False),
             _tool("rsync", TOOLS["rsync"], "rsync", required=False),
             *[_layer_check(name) for name in layers.LAYERS],
+            _zram_check(),
         ]
     return checks + workdir_checks(workdir)
 
@@ -83,6 +84,11 @@ def machine_checks(workdir: Path, kinds: list[str] | None = None) -> list[Check]
 def _layer_check(name: str) -> Check:
     why = layers.missing(name)
     return Check(f"{name} layer", why is None, why or "kernel support and tools present", "a kernel with it and its tools, to use it in a study", required=False)
+
+
+def _zram_check() -> Check:
+    why = zram.missing()
+    return Check("zram", why is None, why or "zram-control present: zram = true targets can run", "a kernel with CONFIG_ZRAM, to use zram = true", required=False)
 
 
 def _zfs_check(required: bool) -> Check:
@@ -108,7 +114,12 @@ def study_problems(study: Study, workdir: Path) -> list[str]:
     """Reasons the study cannot run on this machine; empty when it can."""
     checks = machine_checks(workdir, sorted({t.filesystem for t in study.targets}))
     problems = [f"{c.name}: {c.detail} — {c.fix}" for c in checks if not c.ok and c.required]
-    return problems + layer_problems(study) + zvol_problems(study)
+    return problems + layer_problems(study) + zvol_problems(study) + zram_problems(study)
+
+
+def zram_problems(study: Study) -> list[str]:
+    why = zram.missing() if any(t.zram for t in study.targets) else None
+    return [f"target '{t.name}' is on zram, and {why}" for t in study.targets if t.zram and why]
 
 
 def zvol_problems(study: Study) -> list[str]:

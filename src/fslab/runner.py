@@ -11,7 +11,7 @@ import tempfile
 import time
 import traceback
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from datetime import datetime
@@ -21,7 +21,11 @@ from typing import Protocol
 from fslab.errors import FslabError, Refused
 from fslab import doctor, environment
 from fslab.devices import layers
-from fslab.devices.loop import Image, attached, check_free_space, image_file
+from fslab.devices.loop import Image, ImageSource, check_free_space, image_file
+from fslab.devices.named import NamedSource, confirmed
+from fslab.devices.source import DeviceSource, discard
+from fslab.devices.zram import ZramSource
+from fslab.guard.block_devices import BlockDevice, DeviceFacts, facts, resolve
 from fslab.filesystems import FILESYSTEMS, Provisioned
 from fslab.guard.fio_jobs import parse_only, render, single_job
 from fslab.plan import PlannedRun, Planner, Repetitions, Samples, new_seed
@@ -56,10 +60,13 @@ def run_study(
     seed: int | None = None,
     baseline: str | None = None,
     observer: RunObserver | None = None,
+    destroy_flags: tuple[str, ...] = (),
 ) -> int:
     """Run the study (default: its own repetitions, exactly); returns the study run's id.
-    `baseline` (default: the study's) guides adaptive runs, which stop comparisons beyond doubt."""
+    `baseline` (default: the study's) guides adaptive runs, which stop comparisons beyond doubt.
+    `destroy_flags` are the --destroy-data paths that confirm the user's devices the study names."""
     _check_can_run(study, workdir)
+    named = confirmed_devices(study, destroy_flags)
     repetitions = repetitions or Repetitions(runs=study.repetitions, warmup=study.warmup)
     study = replace(study, repetitions=repetitions.runs, warmup=repetitions.warmup)  # as stored with the study run
     plan_seed = seed if seed is not None else study.seed if study.seed is not None else new_seed()
@@ -67,20 +74,21 @@ def run_study(
     versions = {kind: FILESYSTEMS[kind].version() for kind in {t.filesystem for t in study.targets}}
     with _claimed(study, workdir, observer):
         study_run_id = db.begin_study_run(study, plan_seed, environment.collect(workdir.root), versions, settings, Owner.current(workdir.root))
-        _run_blocks(study_run_id, Planner(study.cells, repetitions, plan_seed, baseline or study.baseline), db, workdir, observer, Tally())
+        _run_blocks(study_run_id, Planner(study.cells, repetitions, plan_seed, baseline or study.baseline), db, workdir, named, observer, Tally())
     return study_run_id
 
 
-def resume_study(resumable: Resumable, db: ResultsDB, workdir: Workdir, *, observer: RunObserver | None = None) -> int:
+def resume_study(resumable: Resumable, db: ResultsDB, workdir: Workdir, *, observer: RunObserver | None = None, destroy_flags: tuple[str, ...] = ()) -> int:
     """Continue an interrupted study run with its own plan: the planner hands out its blocks again,
     runs already stored are taken as they are, and only the others run. Returns its id."""
     _check_can_run(resumable.study, workdir)
+    named = confirmed_devices(resumable.study, destroy_flags)
     with _claimed(resumable.study, workdir, observer):
         if not db.take_over(resumable.study_run_id, Owner.current(workdir.root)):
             raise StudyCannotRun(f"study run {resumable.study_run_id} is no longer interrupted: another fslab has resumed it")
         planner = Planner(resumable.study.cells, resumable.repetitions, resumable.seed, resumable.baseline)
         done = {run.key: run for run in resumable.stored}
-        _run_blocks(resumable.study_run_id, planner, db, workdir, observer, Tally(resumable.started_at), done)
+        _run_blocks(resumable.study_run_id, planner, db, workdir, named, observer, Tally(resumable.started_at), done)
         if done and observer:  # only where a time budget was judged differently on replay
             observer.notice(f"{len(done)} stored run(s) were not planned again; they stay stored")
     return resumable.study_run_id
@@ -103,6 +111,22 @@ def _claimed(study: Study, workdir: Workdir, observer: RunObserver | None) -> It
         _check_image_space(study, workdir)
         yield
         workdir.journal.clean_up()  # all released by now: the journal starts afresh
+
+
+def confirmed_devices(study: Study, destroy_flags: tuple[str, ...]) -> dict[str, BlockDevice]:
+    """The user's devices the study names, each confirmed on the command line and unused, by the
+    path the study names it by; Refused with every problem at once, before anything is made."""
+    found: dict[str, BlockDevice] = {}
+    problems: list[str] = []
+    for target in study.targets:
+        devices, refused = confirmed(target.named, destroy_flags)
+        found |= devices
+        problems += refused
+        if len({d.number for d in devices.values()}) < len(devices):
+            problems.append(f"target '{target.name}' names one device twice: {', '.join(target.named)}")
+    if problems:
+        raise Refused("nothing was attached or formatted:\n  " + "\n  ".join(dict.fromkeys(problems)))
+    return found
 
 
 class Tally:
@@ -134,14 +158,16 @@ class Tally:
         return sum(self.durations) / len(self.durations) if self.durations else 0.0
 
 
-def _run_blocks(study_run_id: int, planner: Planner, db: ResultsDB, workdir: Workdir, observer: RunObserver | None, tally: Tally, done: dict[RunKey, StoredRun] | None = None) -> None:
+def _run_blocks(
+    study_run_id: int, planner: Planner, db: ResultsDB, workdir: Workdir, named: dict[str, BlockDevice], observer: RunObserver | None, tally: Tally, done: dict[RunKey, StoredRun] | None = None
+) -> None:
     """Run block after block until the planner has no more; every run is stored as it ends.
     A planned run found in `done` (stored before a resume) is taken from there, and removed."""
     done = {} if done is None else done
     status = "interrupted"
     try:
         with _sigterm_as_interrupt(), ExitStack() as stack:
-            images = Images(workdir, stack)
+            sources = Sources(workdir, stack, named, observer.notice if observer else lambda _: None)
             while block := planner.next_block(tally.samples, tally.elapsed(), tally.seconds_per_run()):
                 for planned in block:
                     index = planner.handed_out - len(block) + planned.position
@@ -153,7 +179,7 @@ def _run_blocks(study_run_id: int, planner: Planner, db: ResultsDB, workdir: Wor
                         continue
                     if observer:
                         observer.starting(planned, index, planner.handed_out)
-                    record = execute(planned, workdir, images)
+                    record = execute(planned, workdir, sources)
                     db.record_run(study_run_id, record)
                     tally.add(planned, record.status == "ok", {m.name: m.value for m in record.metrics}, record.started_at, record.finished_at)
                     if observer:
@@ -169,8 +195,11 @@ def run_key(planned: PlannedRun) -> RunKey:
 
 def _check_image_space(study: Study, workdir: Workdir) -> None:
     """Filled images all exist at once; sparse ones grow as far as the runs write them."""
-    sizes = list({image: t.image_size for t in study.targets for image in t.images}.values())
-    if all(t.image_fill == "full" for t in study.targets):
+    on_images = [t for t in study.targets if t.on_images]
+    sizes = list({image: t.image_size for t in on_images for image in t.images}.values())
+    if not sizes:
+        return
+    if all(t.image_fill == "full" for t in on_images):
         check_free_space(workdir.root, sum(sizes), f"{len(sizes)} filled images")
     else:
         check_free_space(workdir.root, max(sizes), "the largest image")
@@ -210,26 +239,40 @@ class _Clock:
         self._last = moment
 
 
-class Images:
-    """The targets' images, each made at the first run that uses it and deleted when the study ends."""
+class Sources:
+    """Each target's device source. Images are made at the first run that uses them and deleted
+    when the study ends; the user's devices were confirmed before it began; zram devices are made
+    for each run."""
 
-    def __init__(self, workdir: Workdir, stack: ExitStack):
-        self.workdir, self.stack = workdir, stack
+    def __init__(self, workdir: Workdir, stack: ExitStack, named: dict[str, BlockDevice], notice: Callable[[str], None]):
+        self.workdir, self.stack, self.named, self.notice = workdir, stack, named, notice
         self._made: dict[str, Image] = {}
 
-    def of(self, target: Target) -> tuple[list[Image], bool]:
-        """The target's images (one per device), and whether any was made just now."""
+    def of(self, target: Target) -> tuple[DeviceSource, bool]:
+        """The target's source, and whether any image was made just now."""
+        if target.zram:
+            return ZramSource(target.name, target.devices, target.image_size), False
+        if target.named:
+            return NamedSource([self.named[path] for path in target.named], self.notice), False
         new = [name for name in target.images if name not in self._made]
         for name in new:
             self._made[name] = self.stack.enter_context(
                 image_file(self.workdir.journal, self.workdir.images, file_name(name), target.image_size, fill=target.image_fill == "full")
             )
-        return [self._made[name] for name in target.images], bool(new)
+        return ImageSource([self._made[name] for name in target.images]), bool(new)
 
 
-def execute(planned: PlannedRun, workdir: Workdir, images: Images) -> RunRecord:
-    """One run, from attaching the target's image to its record; an error becomes a failed record.
-    Every run makes a fresh filesystem on the image."""
+def _discards(target: Target, source: DeviceSource, found: list[DeviceFacts]) -> bool:
+    """The study's blkdiscard, else the source's default where every device takes discards and
+    none spins (a discard on a disk that spins does nothing but take time)."""
+    if target.blkdiscard is not None:
+        return target.blkdiscard
+    return source.discards_by_default and all(f.discard and f.rotational is False for f in found)
+
+
+def execute(planned: PlannedRun, workdir: Workdir, sources: Sources) -> RunRecord:
+    """One run, from attaching the target's devices to its record; an error becomes a failed
+    record. Every run makes a fresh filesystem on the devices."""
     target, workload = planned.cell.target, planned.cell.workload
     record = RunRecord(
         target=target.name,
@@ -249,18 +292,23 @@ def execute(planned: PlannedRun, workdir: Workdir, images: Images) -> RunRecord:
     clock = _Clock()
     try:
         with ExitStack() as stack:
-            paths, made_now = images.of(target)
+            source, made_now = sources.of(target)
             if made_now:
                 clock.mark("image")  # once per study run, before the target's first run
             with time_limit(workload.timeout):  # from attaching to parsing; teardown, after it, always gets its time
-                loops = [stack.enter_context(attached(workdir.journal, path)) for path in paths]
-                layered = stack.enter_context(layers.built(workdir.journal, loops, target))
+                attached = stack.enter_context(source.attach(workdir.journal))
+                found = [facts(resolve(device)) for device in attached.devices]
+                record.device_facts = [f.as_dict() for f in found]
+                if not target.on_images:
+                    record.image_size = found[0].size
+                if _discards(target, source, found):
+                    discard(attached)
+                layered = stack.enter_context(layers.built(workdir.journal, attached, target))
                 mountpoint = workdir.mounts / file_name(target.name)
                 ready = stack.enter_context(FILESYSTEMS[target.filesystem].provision(workdir.journal, layered, mountpoint, target))
-                loop_devices = [loop.device for loop in loops]
-                record.device = " ".join(loop_devices) if ready.device in loop_devices else f"{ready.device} on {' '.join(loop_devices)}"
-                record.direct_io_loop = all(loop.direct_io for loop in loops)
-                record.mkfs_command = joined([*layered.commands, ready.mkfs_command])
+                record.device = " ".join(attached.devices) if ready.device in attached.devices else f"{ready.device} on {' '.join(attached.devices)}"
+                record.direct_io_loop = attached.direct_io
+                record.mkfs_command = joined([c for c in (*layered.commands, ready.mkfs_command) if c])
                 record.mount_options_effective, record.fs_details = ready.mount_options_effective, layered.details + ready.details
                 clock.mark("provision")
                 record.job_file = job_for(workload, ready)

@@ -82,11 +82,21 @@ class Target:
     layer_options: dict[str, tuple[str, ...]] = field(default_factory=dict)
     zvol: bool = False
     arc_max: int | None = None  # bytes
-    images: tuple[str, ...] = ()  # names of its loop images (a raw baseline shares its target's)
+    named: tuple[str, ...] = ()  # the user's devices, by path as the study names them
+    zram: bool = False  # fresh zram devices of image_size for every run
+    blkdiscard: bool | None = None  # discard the devices whole before each run (None: the source's default)
+    images: tuple[str, ...] = ()  # names of its devices: its loop images, or the user's device paths (a raw baseline shares its target's)
 
     def __post_init__(self) -> None:
+        if self.named:
+            object.__setattr__(self, "devices", len(self.named))
         if not self.images:
-            object.__setattr__(self, "images", image_names(self.name, self.devices))
+            object.__setattr__(self, "images", self.named or image_names(self.name, self.devices))
+
+    @property
+    def on_images(self) -> bool:
+        """Whether the target's devices are loop images in fslab's work directory."""
+        return not self.named and not self.zram
 
     def spec(self) -> dict[str, Any]:
         return {
@@ -104,6 +114,9 @@ class Target:
             "layer_options": {layer: list(args) for layer, args in self.layer_options.items()},
             "zvol": self.zvol,
             "arc_max": self.arc_max,
+            "named": list(self.named),
+            "zram": self.zram,
+            "blkdiscard": self.blkdiscard,
             "images": list(self.images),
         }
 
@@ -246,8 +259,8 @@ def _expand_target(section: TargetSection, study: StudySection, scale: float) ->
             mount_options=values["mount_options"],
             image_size=scaled_size(parse_size(values["image_size"]), scale),
             image_fill=study.image_fill,
-            devices=section.devices,
-            vdev=section.vdev or ("mirror" if values["filesystem"] == "zfs" and section.devices > 1 else None),
+            devices=section.count,
+            vdev=section.vdev or ("mirror" if values["filesystem"] == "zfs" and section.count > 1 else None),
             pool_options={k: property_text(v) for k, v in section.pool_options.items()},
             properties={k.removeprefix("property:"): property_text(v) for k, v in values.items() if k.startswith("property:")},
             nocow=section.nocow,
@@ -255,6 +268,9 @@ def _expand_target(section: TargetSection, study: StudySection, scale: float) ->
             layer_options={layer: tuple(split_arguments(args)) for layer, args in section.layer_options.items()},
             zvol=section.zvol,
             arc_max=parse_size(section.arc_max) if section.arc_max else None,
+            named=tuple(section.named),
+            zram=section.zram,
+            blkdiscard=section.blkdiscard,
         )
         targets.append(target)
         if section.raw_baseline:
@@ -263,10 +279,14 @@ def _expand_target(section: TargetSection, study: StudySection, scale: float) ->
 
 
 def raw_baselines(target: Target) -> list[Target]:
-    """A raw target on each of the target's own images: what its devices deliver without it."""
+    """A raw target on each of the target's own devices (its images, the very devices of the user's
+    it names, or a zram device like its own): what its devices deliver without it."""
     names = [f"{target.name}/raw"] if len(target.images) == 1 else [f"{target.name}/raw-{i}" for i in range(1, len(target.images) + 1)]
     return [
-        Target(name=name, filesystem="raw", mkfs_options=(), mount_options="", image_size=target.image_size, image_fill=target.image_fill, images=(image,))
+        Target(
+            name=name, filesystem="raw", mkfs_options=(), mount_options="", image_size=target.image_size, image_fill=target.image_fill,
+            named=(image,) if target.named else (), zram=target.zram, blkdiscard=target.blkdiscard, images=(image,),
+        )
         for name, image in zip(names, target.images)
     ]
 
@@ -377,7 +397,10 @@ def _read_job_file(path: Path, where: str) -> str:
 
 
 def _space_problem(target: Target, workload: Workload) -> str | None:
-    """Why a workload's files cannot fit on a target's image, refused before anything is formatted."""
+    """Why a workload's files cannot fit on a target's image, refused before anything is formatted.
+    (A user's device is measured when the study runs: its size is known then.)"""
+    if target.named:
+        return None
     # On a filesystem each fio job has its own file; on a block device all jobs share the region.
     block_device = target.filesystem == "raw" or target.zvol
     jobs = 1 if block_device else workload.numjobs

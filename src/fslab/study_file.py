@@ -146,7 +146,10 @@ class TargetSection(_Table):
     mkfs_options: str | list[str] = ""
     mount_options: str | list[str] = ""
     image_size: str | list[str] | None = None
-    devices: int = Field(1, ge=1, le=8)  # loop images in the target (Btrfs raid profiles, a ZFS mirror)
+    devices: int | list[str] = 1  # a count of loop images (Btrfs raid profiles, a ZFS mirror), or the user's devices by path
+    device: str | None = None  # one device of the user's, by path (confirmed with --destroy-data)
+    zram: bool = False  # the devices are zram devices fslab makes (image_size each): a RAM-backed ceiling
+    blkdiscard: bool | None = None  # discard each device whole before each run (default: SSDs and zram)
     vdev: Literal["mirror", "stripe"] | None = None  # ZFS: how the devices form the pool (default: mirror)
     pool_options: dict[str, PropertyValue] = {}  # ZFS: zpool create -o (ashift, …)
     properties: dict[str, PropertyValue | list[PropertyValue]] = {}  # ZFS dataset properties; a list sweeps
@@ -166,8 +169,44 @@ class TargetSection(_Table):
         if len(set(value)) < len(value):
             raise ValueError("each layer can appear once")
         if "md-raid1" in value[1:]:
-            raise ValueError("md-raid1 goes first (bottom): it is built on the loop devices themselves")
+            raise ValueError("md-raid1 goes first (bottom): it is built on the target's devices themselves")
         return value
+
+    @field_validator("devices")
+    @classmethod
+    def _devices(cls, value: int | list[str]) -> int | list[str]:
+        if isinstance(value, int) and not 1 <= value <= 8:
+            raise ValueError("a target has 1 to 8 devices")
+        if isinstance(value, list):
+            if not 1 <= len(value) <= 8:
+                raise ValueError("a target names 1 to 8 devices")
+            if len(set(value)) < len(value):
+                raise ValueError("each device can appear once")
+            for path in value:
+                check_device_path(path)
+        return value
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: str | None) -> str | None:
+        return value if value is None else check_device_path(value)
+
+    @property
+    def named(self) -> list[str]:
+        """The user's devices the target names (none: loop images or zram)."""
+        return [self.device] if self.device else self.devices if isinstance(self.devices, list) else []
+
+    @property
+    def count(self) -> int:
+        return len(self.named) or int(self.devices)  # type: ignore[arg-type]
+
+    @model_validator(mode="after")
+    def _one_way_to_name_devices(self) -> TargetSection:
+        if self.device and self.devices != 1:
+            raise ValueError("name the target's devices once: device = \"/dev/…\" or devices = [\"/dev/…\", …]")
+        if self.zram and self.named:
+            raise ValueError("zram = true makes fslab's own zram devices: it names no device of yours (set devices to a count)")
+        return self
 
     @model_validator(mode="after")
     def _fits_filesystem(self) -> TargetSection:
@@ -180,11 +219,11 @@ class TargetSection(_Table):
             if layer not in self.layers:
                 raise ValueError(f"layer_options names {layer}, which is not in this target's layers {self.layers}")
         md = self.layers[:1] == ["md-raid1"]
-        if md and self.devices < 2:
+        if md and self.count < 2:
             raise ValueError("md-raid1 mirrors two or more devices: set devices = 2")
-        if self.devices > 1 and self.layers and not md:
+        if self.count > 1 and self.layers and not md:
             raise ValueError(f"{self.layers[0]} is built on one device: put md-raid1 below it, or set devices = 1")
-        if self.devices > 1 and not md and not kinds <= {"btrfs", "zfs"}:
+        if self.count > 1 and not md and not kinds <= {"btrfs", "zfs"}:
             raise ValueError(
                 f"{', '.join(sorted(kinds - {'btrfs', 'zfs'}))} uses one device; several devices need btrfs (with -d/-m profiles), zfs, "
                 'or layers = ["md-raid1"] beneath'
@@ -272,6 +311,15 @@ _TABLE_MODELS: dict[str, type[BaseModel]] = {
     "target": TargetSection,
     "workload": WorkloadSection,
 }
+
+
+def check_device_path(path: str) -> str:
+    """A device path as a study may name it: absolute, under /dev (symlinks such as
+    /dev/disk/by-id/… are resolved when the study runs), plain text. Whether it is a block device
+    of the user's, confirmed on the command line, is checked then (guard/block_devices.py)."""
+    if not path.startswith("/dev/") or ".." in path.split("/") or any(ord(c) < 32 or ord(c) == 127 for c in path) or len(path) > 1024:
+        raise ValueError(f"{path!r} is not a device path: give an absolute /dev path such as /dev/sdb or /dev/disk/by-id/…")
+    return path
 
 
 def allowed_fields(loc: tuple) -> list[str]:

@@ -10,6 +10,7 @@ fslab would put its own is refused, never used, truncated or deleted.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import stat
 from collections.abc import Iterator
@@ -18,12 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fslab.errors import FslabError, Refused
-from fslab.guard.identity import FileId, Owned
+from fslab.guard.identity import FileId, Owned, same_disk
 from fslab.guard.names import NAME
 from fslab.journal import Journal
 
 DEFAULT_WORKDIR = Path("/var/tmp/fslab")
 MARKER = ".fslab-workdir"
+# Journal kinds of whole block devices fslab holds during a run: a user's confirmed device, and a
+# zram device it made. Their proofs (device number and diskseq) make them fslab's while held.
+HELD_DEVICES = ("device", "zram")
 
 
 class WorkdirBusy(FslabError):
@@ -68,12 +72,42 @@ class Workdir:
         return path
 
     def owned(self) -> Owned:
-        """What this work directory owns, as the kernel would prove it: its image files."""
+        """What this work directory owns, as the kernel would prove it: its image files, and the
+        whole devices its journal holds whose proof still matches. (A planted journal line can at
+        most make fslab take down a layer or mount it named and made itself on that device.)"""
+        held = self.journal.read()[0]
+        devices = {n for e in held if e.kind in HELD_DEVICES and (n := same_disk(e.proof)) is not None}
         if not os.path.lexists(self.images):
-            return Owned()
+            return Owned(devices=frozenset(devices))
         _check_own_directory(self.images)
         files = {FileId.of(e.stat(follow_symlinks=False)) for e in os.scandir(self.images) if e.name.endswith(".img") and e.is_file(follow_symlinks=False)}
-        return Owned(files=frozenset(files))
+        return Owned(files=frozenset(files), devices=frozenset(devices))
+
+    @property
+    def written_path(self) -> Path:
+        return self.root / "written.json"
+
+    def written(self) -> dict[str, list[list[str]]]:
+        """What fslab left on each user's device at the end of its last run there ([type, UUID]
+        of each signature), by the device's identity. A file that is not fslab's reads as empty:
+        then every signature is shown to the user, the safe side."""
+        try:
+            fd = os.open(self.written_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return {}
+        with os.fdopen(fd) as f:
+            try:
+                found = json.load(f)
+            except ValueError:
+                return {}
+        return found if isinstance(found, dict) else {}
+
+    def record_written(self, identity: str, signatures: list[list[str]]) -> None:
+        """Remember what fslab left on a device (written anew, never through a symlink)."""
+        record = self.written() | {identity: signatures}
+        fd = os.open(self.written_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(record, f, indent=1)
 
     @contextmanager
     def claim(self) -> Iterator[None]:

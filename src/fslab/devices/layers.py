@@ -1,6 +1,7 @@
-"""Storage layers between fslab's loop devices and a filesystem: md RAID1, LUKS, LVM.
+"""Storage layers between a target's devices (fslab's loop images, zram devices, or the user's
+confirmed devices) and a filesystem: md RAID1, LUKS, LVM.
 
-A target's `layers` are built bottom first on its loop devices at the start of every run
+A target's `layers` are built bottom first on its devices at the start of every run
 (with mdadm, cryptsetup and LVM, as a user would) and taken down after it, each journalled
 so that a killed run is undone like a mount is. A layer whose kernel feature or tool is
 missing (`missing`) is refused before anything is formatted.
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fslab.devices.loop import LoopDevice
+from fslab.devices.source import Attached
 from fslab.errors import Refused
 from fslab.guard.identity import Owned, assert_ours, device_number, rests_on
 from fslab.guard.names import kernel_name, workdir_tag
@@ -157,24 +158,29 @@ def missing(layer: str) -> str | None:
 
 @dataclass
 class Stack:
-    """The block devices a filesystem is made on, and how they were made from fslab's loop devices."""
+    """The block devices a filesystem is made on, and how they were made from the target's own
+    devices (fslab's loop images, zram devices, or the user's confirmed devices)."""
 
-    loops: list[LoopDevice]
     devices: list[str]  # the top of the stack: what mkfs or zpool is given
+    owned: Owned  # what the stack may rest on
     commands: list[list[str]] = field(default_factory=list)  # how the layers were built
     details: str = ""  # what the layers' tools report of them
 
+    @classmethod
+    def on(cls, attached: Attached) -> Stack:
+        """The bare devices, before any layer."""
+        return cls(devices=list(attached.devices), owned=attached.owned, commands=list(attached.commands), details=attached.details)
+
     def assert_ours(self) -> None:
-        """Refuse unless every device rests on fslab's own loop images only."""
-        owned = Owned(files=frozenset(loop.image.file for loop in self.loops))
+        """Refuse unless every device rests on the target's own devices only."""
         for device in self.devices:
-            assert_ours(device, owned)
+            assert_ours(device, self.owned)
 
 
 @contextmanager
-def built(journal: Journal, loops: list[LoopDevice], target: Target) -> Iterator[Stack]:
-    """The target's layers built on its loop devices, bottom first, and taken down after."""
-    stack = Stack(loops=loops, devices=[loop.device for loop in loops])
+def built(journal: Journal, attached: Attached, target: Target) -> Iterator[Stack]:
+    """The target's layers built on its devices, bottom first, and taken down after."""
+    stack = Stack.on(attached)
     name = kernel_name(journal.workdir.root, target.name)
     with ExitStack() as layers:
         for layer in target.layers:
@@ -199,7 +205,7 @@ def _running(entry: Entry, workdir: Workdir, node: str) -> bool:
     if number is None:
         return False
     if not rests_on(number, workdir.owned()):
-        raise Refused(f"{node} does not rest on fslab's images in {workdir.root} only; left as it is")
+        raise Refused(f"{node} does not rest on fslab's images or the devices it holds in {workdir.root} only; left as it is")
     return True
 
 
@@ -258,7 +264,7 @@ def _lvm_command(action: str, device: str, *args: str) -> list[str]:
 def remove_volume_group(entry: Entry, workdir: Workdir) -> None:
     """Remove fslab's volume group (ident "group on device") if its volume is still active."""
     group, _, device = entry.ident.partition(" on ")
-    if not re.fullmatch(r"/dev/(loop|md)\d+|/dev/mapper/fslab_\w+", device):
+    if not re.fullmatch(r"/dev/[a-z][a-z0-9]*|/dev/mapper/fslab_\w+", device):  # a kernel name: safe in LVM's filter
         raise Refused(f"{entry.ident}: {device} is not a device fslab builds a volume group on")
     if _running(entry, workdir, f"/dev/mapper/{group}-data"):
         run(_lvm_command("vgremove", device, "--force", group))

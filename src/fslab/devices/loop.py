@@ -12,13 +12,14 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fslab.devices.source import Attached
 from fslab.errors import FslabError, Refused
-from fslab.guard.identity import FileId, detach_loop, loops_backed_by, regular_file
+from fslab.guard.identity import FileId, Owned, detach_loop, loops_backed_by, regular_file
 from fslab.journal import Entry, Journal, releaser
 from fslab.system import run, run_held
 from fslab.units import format_size
@@ -139,3 +140,26 @@ def attached(journal: Journal, image: Image) -> Iterator[LoopDevice]:
             raise Refused(f"{device} is not attached to fslab's image {image.path} after losetup")
         held.prove(device=device)
         yield LoopDevice(image=image, device=device, size=os.stat(image.path).st_size, direct_io=direct_io_enabled(device))
+
+
+def on_loops(loops: list[LoopDevice]) -> Attached:
+    """Loop devices as a run's devices: fslab's because the kernel says they rest on its images."""
+    return Attached(
+        devices=[loop.device for loop in loops],
+        owned=Owned(files=frozenset(loop.image.file for loop in loops)),
+        direct_io=all(loop.direct_io for loop in loops),
+    )
+
+
+class ImageSource:
+    """A target's loop images (made once per study run by the runner), attached for each run."""
+
+    discards_by_default = False  # a discard punches holes in the image: it would lose its fill
+
+    def __init__(self, images: list[Image]):
+        self.images = images
+
+    @contextmanager
+    def attach(self, journal: Journal) -> Iterator[Attached]:
+        with ExitStack() as stack:
+            yield on_loops([stack.enter_context(attached(journal, image)) for image in self.images])

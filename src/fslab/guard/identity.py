@@ -82,7 +82,8 @@ def sysfs_of(number: int) -> Path | None:
     return path.resolve() if path.exists() else None
 
 
-def _number_of(sysfs: Path) -> int | None:
+def number_of(sysfs: Path) -> int | None:
+    """The device number of a block device's sysfs directory."""
     try:
         major, minor = (int(x) for x in (sysfs / "dev").read_text().split(":"))
     except (OSError, ValueError):
@@ -119,6 +120,35 @@ def _backing_of_fd(fd: int) -> FileId | None:
     return FileId((major, minor), lo_inode)
 
 
+def disk_proof(number: int) -> dict:
+    """What proves a block device is the very one seen now: its number and the disk's sequence
+    number (`diskseq`), which the kernel gives every disk it creates or attaches anew, never twice
+    while it runs: a device number reused by another zram or loop device has another one."""
+    return {"dev": f"{os.major(number)}:{os.minor(number)}", "diskseq": _diskseq(number)}
+
+
+def same_disk(proof: dict) -> int | None:
+    """The number of the block device a proof names, if that very device is still there."""
+    try:
+        major, minor = (int(x) for x in str(proof["dev"]).split(":"))
+        diskseq = int(proof["diskseq"])
+    except (KeyError, ValueError):
+        return None
+    number = os.makedev(major, minor)
+    return number if sysfs_of(number) is not None and _diskseq(number) == diskseq else None
+
+
+def _diskseq(number: int) -> int:
+    sysfs = sysfs_of(number)
+    if sysfs is None:
+        return -1
+    disk = sysfs.parent if (sysfs / "partition").exists() else sysfs  # a partition has its disk's
+    try:
+        return int((disk / "diskseq").read_text())
+    except (OSError, ValueError):
+        return -1
+
+
 def loop_backing(number: int) -> FileId | None:
     """The kernel's record of the file a loop device is attached to, or None."""
     with _opened(number) as fd:
@@ -147,7 +177,7 @@ def rests_on(number: int, owned: Owned) -> bool:
         return False
     below = sorted((sysfs / "slaves").iterdir()) if (sysfs / "slaves").is_dir() else []
     if below:
-        return all((n := _number_of(member.resolve())) is not None and rests_on(n, owned) for member in below)
+        return all((n := number_of(member.resolve())) is not None and rests_on(n, owned) for member in below)
     backing = loop_backing(number) if (sysfs / "loop").is_dir() else None
     return backing is not None and backing in owned.files
 
@@ -164,7 +194,7 @@ def loops_backed_by(file: FileId) -> list[str]:
     """Loop devices the kernel says are attached to this very file."""
     found = []
     for sysfs in sorted(Path("/sys/block").glob("loop[0-9]*")):
-        number = _number_of(sysfs)
+        number = number_of(sysfs)
         if number is not None and (sysfs / "loop").is_dir() and loop_backing(number) == file:
             found.append(f"/dev/{sysfs.name}")
     return found
@@ -197,19 +227,25 @@ class Mount:
     source: str
 
 
-def _unescape(field: str) -> str:
+def unescape(field: str) -> str:
+    """A field of /proc/self/mountinfo or /proc/swaps, whose spaces the kernel writes as \\040."""
     return field.encode().decode("unicode_escape") if "\\" in field else field
 
 
-def mounts_at(path: Path) -> list[Mount]:
-    """What is mounted at exactly this path, bottom first (the last one is what the path shows)."""
+def mounts() -> list[Mount]:
+    """Every mount the kernel shows this process, in mount order (/proc/self/mountinfo)."""
     found = []
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
         left, _, right = line.partition(" - ")
         fields, tail = left.split(), right.split()
-        if len(fields) >= 5 and len(tail) >= 2 and _unescape(fields[4]) == str(path):
-            found.append(Mount(str(path), fields[2], tail[0], _unescape(tail[1])))
+        if len(fields) >= 5 and len(tail) >= 2:
+            found.append(Mount(unescape(fields[4]), fields[2], tail[0], unescape(tail[1])))
     return found
+
+
+def mounts_at(path: Path) -> list[Mount]:
+    """What is mounted at exactly this path, bottom first (the last one is what the path shows)."""
+    return [mount for mount in mounts() if mount.mountpoint == str(path)]
 
 
 def unmount(path: Path, dev: str) -> None:

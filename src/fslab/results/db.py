@@ -93,6 +93,7 @@ runs = sa.Table(
     sa.Column("fs_details", sa.Text),
     sa.Column("buffered", sa.Boolean, nullable=False),
     sa.Column("data_pattern", sa.Text),
+    sa.Column("device_facts", sa.JSON),  # per device under the target: model, serial, size, sectors, queue (guard/block_devices.py)
     sa.Column("timings", sa.JSON, nullable=False),  # seconds per phase: image (first run), provision, layout, drop_caches, workload, parse, teardown
     sa.Column("failure", sa.JSON),  # a failed run's RunFailure: phase, command, exit status, stderr tail, traceback
 )
@@ -126,6 +127,7 @@ MIGRATIONS: dict[int, list[str | Only]] = {
     2: [
         "ALTER TABLE study_runs ADD COLUMN owner JSON",
         "ALTER TABLE runs ADD COLUMN failure JSON",
+        "ALTER TABLE runs ADD COLUMN device_facts JSON",
         # SQLite never enforced VARCHAR(100); PostgreSQL did, too short for a stack of devices.
         Only("postgresql", "ALTER TABLE runs ALTER COLUMN device TYPE TEXT"),
     ],
@@ -171,6 +173,7 @@ class RunRecord:
     mount_options_effective: str | None = None
     fs_details: str | None = None
     data_pattern: str | None = None
+    device_facts: list[dict] | None = None  # DeviceFacts of each device under the target
     timings: dict[str, float] = field(default_factory=dict)
     metrics: list[Metric] = field(default_factory=list)
     failure: RunFailure | None = None

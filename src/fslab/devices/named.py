@@ -1,0 +1,85 @@
+"""A user's own block devices as a target's devices: named in the study, confirmed with
+--destroy-data on the command line (guard/block_devices.py), checked again before every run.
+
+Before each run fslab checks that nothing uses the devices (the state may have changed since the
+study began), shows the user the signatures it is about to destroy — unless they are exactly
+what fslab itself left there in its last run — wipes them (`wipefs -a`) and journals the device
+with its proof (device number, diskseq) while the run holds it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from typing import TYPE_CHECKING
+
+from fslab.devices.source import Attached, Notice
+from fslab.errors import Refused
+from fslab.guard.block_devices import BlockDevice, confirm, describe, facts, partition_nodes, refusals, signatures
+from fslab.guard.identity import Owned, disk_proof
+from fslab.journal import Entry, Journal, releaser
+from fslab.system import run
+
+if TYPE_CHECKING:
+    from fslab.workdir import Workdir
+
+
+def confirmed(paths: Sequence[str], destroy_flags: Sequence[str]) -> tuple[dict[str, BlockDevice], list[str]]:
+    """The devices a target names (by the path it names them by), each confirmed by a flag and
+    unused; and every problem found, so the user reads them all before anything is touched."""
+    devices, problems = {}, []
+    for path in paths:
+        try:
+            device = confirm(path, destroy_flags)
+        except Refused as exc:
+            problems.append(str(exc))
+            continue
+        devices[path] = device
+        problems += refusals(device)
+    return devices, problems
+
+
+@releaser("device")
+def let_go(entry: Entry, workdir: Workdir) -> None:
+    """Nothing to undo: a user's device stays as the run left it (what was on it is gone)."""
+
+
+class NamedSource:
+    """A target on the user's own devices, confirmed before the study began."""
+
+    discards_by_default = True  # where the device accepts discards and does not spin
+
+    def __init__(self, devices: list[BlockDevice], notice: Notice):
+        self.devices, self.notice = devices, notice
+
+    @contextmanager
+    def attach(self, journal: Journal) -> Iterator[Attached]:
+        problems = [problem for device in self.devices for problem in refusals(device)]
+        if problems:
+            raise Refused("refusing the target's devices:\n  " + "\n  ".join(problems))
+        attached = Attached(devices=[d.node for d in self.devices], owned=Owned(devices=frozenset(d.number for d in self.devices)))
+        with ExitStack() as stack:
+            for device in self.devices:
+                stack.enter_context(self._wiped(journal, device, attached))
+            yield attached
+
+    @contextmanager
+    def _wiped(self, journal: Journal, device: BlockDevice, attached: Attached) -> Iterator[None]:
+        """The device wiped of its signatures, held in the journal; what fslab leaves on it at
+        the end of the run is remembered, so the next run does not call it foreign."""
+        identity = facts(device).identity()
+        found = signatures(device)
+        ours = {tuple(key) for key in journal.workdir.written().get(identity or "", [])}
+        if any(tuple(s.key()) not in ours for s in found):  # anything not fslab's: show the user all of it
+            self.notice(f"about to destroy on {device.node}: {describe(found)}")
+        with journal.holding("device", device.node, **disk_proof(device.number)):
+            for node in [*partition_nodes(device), device.node]:  # partitions' own first, then the table
+                command = ["wipefs", "--all", node]
+                run(command)
+                attached.commands.append(command)
+            attached.details += f"wiped from {device.node}: {describe(found) or 'nothing'}\n"
+            try:
+                yield
+            finally:
+                if identity:  # all of it: whatever is on the device after wipefs, fslab put there
+                    journal.workdir.record_written(identity, [s.key() for s in signatures(device)])

@@ -1,0 +1,84 @@
+"""zram devices fslab makes: block devices in compressed RAM, a ceiling no disk reaches.
+
+A fresh device for every run (hot_add, then disksize), journalled before it is made and proven
+by its device number, disksize and diskseq (the kernel's sequence number of the disk, never
+given twice while it runs); removed after (hot_remove) only when that proof still matches and
+nothing mounts or holds it. zram devices fslab did not make are never touched.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fslab.devices.source import Attached
+from fslab.errors import FslabError, Refused
+from fslab.guard.block_devices import refusals, resolve
+from fslab.guard.identity import Owned, disk_proof, same_disk
+from fslab.journal import Entry, Journal, releaser
+from fslab.system import kernel_has_module, run
+
+if TYPE_CHECKING:
+    from fslab.workdir import Workdir
+
+CONTROL = Path("/sys/class/zram-control")
+
+
+class NoZram(FslabError):
+    pass
+
+
+def missing() -> str | None:
+    """Why this machine cannot make zram devices, or None when it can."""
+    if not CONTROL.is_dir() and kernel_has_module("zram"):
+        run(["modprobe", "zram", "num_devices=0"], check=False)  # loaded without a device of its own
+    return None if CONTROL.is_dir() else "this kernel has no zram (CONFIG_ZRAM with /sys/class/zram-control)"
+
+
+@contextmanager
+def zram_device(journal: Journal, ident: str, size: int) -> Iterator[str]:
+    """A new zram device of `size` bytes, removed afterwards."""
+    why = missing()
+    if why:
+        raise NoZram(why)
+    with journal.holding("zram", ident) as held:
+        index = int((CONTROL / "hot_add").read_text())
+        device = f"/dev/zram{index}"
+        number = os.stat(device).st_rdev
+        held.prove(device=device, **disk_proof(number))
+        Path(f"/sys/block/zram{index}/disksize").write_text(f"{size}\n")
+        held.prove(disksize=size)
+        yield device
+
+
+@releaser("zram")
+def remove_zram(entry: Entry, workdir: Workdir) -> None:
+    """Remove the zram device fslab made, if the kernel still shows that very device, unused."""
+    device = str(entry.proof.get("device", ""))
+    sysfs = Path("/sys/block") / Path(device).name
+    if not device.startswith("/dev/zram") or not sysfs.exists():
+        return  # gone
+    if same_disk(entry.proof) is None or (sysfs / "disksize").read_text().strip() != str(entry.proof.get("disksize", 0)):
+        raise Refused(f"{device} is not the zram device fslab made (its device number, diskseq or size differ); left as it is")
+    in_use = refusals(resolve(device))
+    if in_use:
+        raise Refused(f"{device} is in use ({'; '.join(in_use)}); left as it is")
+    (Path("/sys/class/zram-control") / "hot_remove").write_text(device.removeprefix("/dev/zram"))
+
+
+class ZramSource:
+    """A target on zram: `count` fresh devices of `size` bytes for every run."""
+
+    discards_by_default = True  # frees the pages a previous run left (a fresh device has none)
+
+    def __init__(self, name: str, count: int, size: int):
+        self.name, self.count, self.size = name, count, size
+
+    @contextmanager
+    def attach(self, journal: Journal) -> Iterator[Attached]:
+        with ExitStack() as stack:
+            devices = [stack.enter_context(zram_device(journal, f"{self.name} #{i}", self.size)) for i in range(1, self.count + 1)]
+            yield Attached(devices=devices, owned=Owned(devices=frozenset(os.stat(d).st_rdev for d in devices)))

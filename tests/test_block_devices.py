@@ -1,0 +1,254 @@
+"""A user's own devices and zram as targets, through the real `fslab` command. A user's disk is a
+loop device the test attaches over its own image outside fslab's work directory, carrying ext4
+with a file on it (or a partition table with ext4 in a partition)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from conftest import TEST_ROOT, fslab, held_by, write_study
+from fslab.results import ResultsDB
+from fslab.study import StudyError, parse_study
+
+DOCS = Path(__file__).parent.parent / "docs" / "study-format.md"
+needs_zram = pytest.mark.skipif(not Path("/sys/class/zram-control").is_dir(), reason="this kernel has no zram (CONFIG_ZRAM)")
+
+
+@dataclass
+class UsersDisk:
+    image: Path
+    device: str  # the whole device
+    filesystem: str  # where the ext4 with the file is: the device, or its first partition
+    home: Path
+
+    def read_file(self) -> str | None:
+        """The user's file, read on a read-only mount made and undone here."""
+        where = self.home / "look"
+        where.mkdir(exist_ok=True)
+        if subprocess.run(["mount", "-o", "ro", self.filesystem, str(where)], capture_output=True).returncode != 0:
+            return None
+        try:
+            return (where / "file.txt").read_text() if (where / "file.txt").exists() else None
+        finally:
+            subprocess.run(["umount", str(where)], check=True)
+
+    def intact(self) -> bool:
+        return self.read_file() == "precious\n"
+
+    @contextmanager
+    def mounted(self) -> Iterator[Path]:
+        where = self.home / "data"
+        where.mkdir(exist_ok=True)
+        subprocess.run(["mount", self.filesystem, str(where)], check=True)
+        try:
+            yield where
+        finally:
+            subprocess.run(["umount", str(where)], check=True)
+
+
+@contextmanager
+def users_disk(partitioned: bool = False) -> Iterator[UsersDisk]:
+    """The user's disk, unmounted, with ext4 and a file (in a partition when `partitioned`)."""
+    TEST_ROOT.mkdir(parents=True, exist_ok=True)
+    home = Path(tempfile.mkdtemp(prefix="user-", dir=TEST_ROOT))
+    image = home / "disk.img"
+    with open(image, "wb") as f:
+        f.truncate(320 * 2**20)
+    if partitioned:
+        subprocess.run(["sfdisk", "--quiet", str(image)], input="label: gpt\n,,L\n", text=True, check=True, capture_output=True)
+    device = subprocess.run(["losetup", "--find", "--show", *(["--partscan"] if partitioned else []), str(image)], capture_output=True, text=True, check=True).stdout.strip()
+    disk = UsersDisk(image, device, f"{device}p1" if partitioned else device, home)
+    try:
+        if partitioned and not os.path.exists(disk.filesystem):  # a kernel without partition parsers: libblkid reads the table
+            subprocess.run(["partx", "--add", device], check=True)
+        subprocess.run(["mkfs.ext4", "-q", disk.filesystem], check=True)
+        with disk.mounted() as where:
+            (where / "file.txt").write_text("precious\n")
+        assert disk.intact()
+        yield disk
+    finally:
+        for mounted in ("look", "data"):
+            subprocess.run(["umount", str(home / mounted)], capture_output=True)
+        subprocess.run(["losetup", "--detach", device], capture_output=True)
+        subprocess.run(["rm", "-rf", str(home)])
+
+
+@contextmanager
+def alias(device: str) -> Iterator[Path]:
+    """A symlink to the device in /dev, as /dev/disk/by-id/… names are."""
+    link = Path(f"/dev/fslab-test-{os.getpid()}")
+    link.symlink_to(device)
+    try:
+        yield link
+    finally:
+        link.unlink()
+
+
+def study_on(devices: list[str], filesystem: str = "ext4") -> str:
+    named = f'device = "{devices[0]}"' if len(devices) == 1 else f"devices = {json.dumps(devices)}"
+    return f"""\
+[study]
+name = "users-disk"
+repetitions = 1
+workloads = ["seq_write"]
+
+[fio]
+size = "32MiB"
+runtime = "1s"
+
+[[target]]
+name = "mine"
+filesystem = "{filesystem}"
+{named}
+"""
+
+
+def run(workdir, tmp_path, text: str, *flags: str) -> subprocess.CompletedProcess[str]:
+    destroy = [arg for flag in flags for arg in ("--destroy-data", flag)]
+    return fslab("run", str(write_study(tmp_path, text)), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root), *destroy)
+
+
+def test_a_named_device_is_refused_without_the_flag_that_names_it(workdir, tmp_path):
+    with users_disk() as disk, users_disk() as other:
+        for flags in ([], [other.device], [str(disk.image)]):
+            result = run(workdir, tmp_path, study_on([disk.device]), *flags)
+            assert result.returncode == 2, result.stdout + result.stderr
+            said = " ".join(result.stderr.split())
+            assert f"{disk.device}: fslab would destroy all data on it" in said
+            assert f"--destroy-data {disk.device}" in said
+        assert disk.intact() and other.intact()
+        assert held_by(workdir.root) == []
+
+
+def test_a_mounted_device_is_refused(workdir, tmp_path):
+    with users_disk() as disk, disk.mounted() as where:
+        result = run(workdir, tmp_path, study_on([disk.device]), disk.device)
+        assert result.returncode == 2
+        assert f"{disk.device} is mounted at {where}" in " ".join(result.stderr.split())
+        assert (where / "file.txt").read_text() == "precious\n"
+
+
+def test_a_disk_with_a_mounted_partition_is_refused_and_a_flag_on_the_disk_confirms_no_partition(workdir, tmp_path):
+    with users_disk(partitioned=True) as disk:
+        with disk.mounted() as where:
+            result = run(workdir, tmp_path, study_on([disk.device]), disk.device)
+            assert result.returncode == 2
+            assert f"{disk.filesystem} is mounted at {where}" in " ".join(result.stderr.split())
+        result = run(workdir, tmp_path, study_on([disk.filesystem]), disk.device)
+        assert result.returncode == 2
+        said = " ".join(result.stderr.split())
+        assert f"--destroy-data {disk.filesystem}" in said and "names its disk, not it" in said
+        assert disk.intact()
+
+
+def test_a_two_device_target_with_one_device_confirmed_is_refused(workdir, tmp_path):
+    with users_disk() as first, users_disk() as second:
+        result = run(workdir, tmp_path, study_on([first.device, second.device], "btrfs"), first.device)
+        assert result.returncode == 2
+        said = " ".join(result.stderr.split())
+        assert f"--destroy-data {second.device}" in said and f"--destroy-data {first.device}" not in said
+        assert first.intact() and second.intact(), "nothing was formatted, not even the confirmed one"
+
+
+def test_a_confirmed_device_runs_the_study_and_its_own_signatures_are_not_foreign_next_time(workdir, tmp_path):
+    with users_disk() as disk, alias(disk.device) as by_id:
+        uuid = subprocess.run(["blkid", "-o", "value", "-s", "UUID", disk.device], capture_output=True, text=True).stdout.strip()
+        result = run(workdir, tmp_path, study_on([str(by_id)], "xfs"), disk.device)  # one device, two names
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert f"about to destroy on {disk.device}: ext4 (UUID {uuid})" in " ".join(result.stdout.split())
+        db = ResultsDB(str(tmp_path / "r.db"))
+        [record] = db.runs(db.study_run()["id"])
+        assert record["status"] == "ok" and record["device"] == disk.device
+        [facts] = record["device_facts"]
+        assert facts["device"] == disk.device and facts["kind"] == "loop" and facts["size"] == 320 * 2**20
+        assert facts["backing_file"] == str(disk.image) and facts["logical_sector"] == 512
+        assert record["mkfs_command"][:3] == ["wipefs", "--all", disk.device]
+        assert f"wiped from {disk.device}: ext4 (UUID {uuid})" in record["fs_details"]
+        assert disk.device not in Path("/proc/mounts").read_text() and held_by(workdir.root) == []
+        assert disk.read_file() is None, "the user's filesystem is gone: they confirmed it"
+
+        again = run(workdir, tmp_path, study_on([str(by_id)], "xfs"), str(by_id))
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert "about to destroy" not in again.stdout, "what fslab left there itself is not shown as foreign"
+        assert not workdir.journal.path.exists()
+
+
+def docs_example(name: str) -> str:
+    """A study file from the docs, by the comment naming it on its first line."""
+    blocks = re.findall(r"```toml\n(.*?)```", DOCS.read_text(), re.S)
+    return next(block for block in blocks if block.startswith(f"# {name}\n"))
+
+
+@needs_zram
+def test_the_zram_example_runs_as_written_and_leaves_no_zram_device(workdir, tmp_path):
+    study = write_study(tmp_path, docs_example("zram-ceiling.toml"))
+    result = fslab("run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root), "--scale", "0.25", "--runs", "1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    db = ResultsDB(str(tmp_path / "r.db"))
+    runs = db.runs(db.study_run()["id"])
+    assert len(runs) == 3 * 2 and all(r["status"] == "ok" for r in runs)
+    for record in runs:
+        [facts] = record["device_facts"]
+        assert facts["kind"] == "zram" and facts["size"] == 512 * 2**20 and facts["rotational"] is False
+        assert "blkdiscard" in record["mkfs_command"], "zram is discarded by default"
+        sysfs = Path("/sys/block") / Path(facts["device"]).name
+        assert not sysfs.exists() or int((sysfs / "diskseq").read_text()) != facts["diskseq"], f"{facts['device']} was removed"
+    assert held_by(workdir.root) == [] and not workdir.journal.path.exists()
+
+
+@needs_zram
+def test_a_planted_zram_entry_leaves_a_zram_device_fslab_did_not_make_alone(workdir):
+    index = int(Path("/sys/class/zram-control/hot_add").read_text())
+    device = Path(f"/sys/block/zram{index}")
+    try:
+        (device / "disksize").write_text(f"{64 * 2**20}\n")
+        dev, diskseq = (device / "dev").read_text().strip(), int((device / "diskseq").read_text())
+        planted = [
+            {"device": f"/dev/zram{index}", "dev": dev, "diskseq": diskseq + 1, "disksize": 64 * 2**20},  # another disk's sequence
+            {"device": f"/dev/zram{index}", "dev": dev, "diskseq": diskseq, "disksize": 128 * 2**20},  # another size
+        ]
+        lines = [{"event": "acquire", "kind": "zram", "id": f"planted #{i}", "proof": proof} for i, proof in enumerate(planted)]
+        workdir.journal.path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        result = fslab("cleanup", "--workdir", str(workdir.root))
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert result.stdout.count("left alone") == 2 and "is not the zram device fslab made" in result.stdout
+        assert device.exists() and int((device / "diskseq").read_text()) == diskseq
+    finally:
+        Path("/sys/class/zram-control/hot_remove").write_text(str(index))
+
+
+@pytest.mark.parametrize(
+    ("target", "where", "message"),
+    [
+        ('device = "sdb"', "s.toml:6: target[0].device", "'sdb' is not a device path"),
+        ('devices = ["/dev/sdb", "/etc/passwd"]', "s.toml:6: target[0].devices", "'/etc/passwd' is not a device path"),
+        ('device = "/dev/sdb\\n"', "s.toml:6: target[0].device", "is not a device path"),
+        ('devices = ["/dev/sdb", "/dev/sdb"]', "s.toml:6: target[0].devices", "each device can appear once"),
+        ('device = "/dev/sdb"\ndevices = 2', "s.toml:4: target[0]", "name the target's devices once"),  # the table: two fields disagree
+        ('devices = ["/dev/sdb"]\nzram = true', "s.toml:4: target[0]", "it names no device of yours"),
+        ('devices = ["/dev/sdb", "/dev/sdc"]', "s.toml:4: target[0]", "ext4 uses one device"),
+    ],
+)
+def test_device_fields_are_checked_and_located(target, where, message):
+    text = f'[study]\nname = "s"\nworkloads = ["seq_read"]\n[[target]]\nfilesystem = "ext4"\n{target}\n'
+    with pytest.raises(StudyError) as error:
+        parse_study(text, "s.toml", base_dir=Path("."))
+    assert str(error.value).startswith(f"{where}: ") and message in str(error.value)
+
+
+def test_a_raw_baseline_of_named_devices_is_on_those_devices():
+    text = '[study]\nname = "s"\nworkloads = ["seq_read"]\n[[target]]\nname = "m"\nfilesystem = "btrfs"\ndevices = ["/dev/sdb", "/dev/disk/by-id/x"]\nraw_baseline = true\n'
+    mirror, raw1, raw2 = parse_study(text, "s.toml", base_dir=Path(".")).targets
+    assert mirror.named == ("/dev/sdb", "/dev/disk/by-id/x") and mirror.devices == 2
+    assert (raw1.name, raw1.filesystem, raw1.named) == ("m/raw-1", "raw", ("/dev/sdb",))
+    assert (raw2.name, raw2.named) == ("m/raw-2", ("/dev/disk/by-id/x",))
