@@ -192,8 +192,8 @@ def test_a_plain_filename_runs_in_the_target_and_fio_leaves_nothing_in_the_cwd(w
     monkeypatch.chdir(cwd)
     seen = []
 
-    def run_and_look(job_path: Path, **kw):
-        output = real_run_fio(job_path, **kw)
+    def run_and_look(journal, job_path: Path, **kw):
+        output = real_run_fio(journal, job_path, **kw)
         directory = next(line.split("=", 1)[1] for line in job_path.read_text().splitlines() if line.startswith("directory="))
         seen.append({path.name: path.stat().st_size for path in Path(directory).iterdir()})
         return output

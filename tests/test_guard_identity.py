@@ -119,6 +119,15 @@ def test_a_symlink_at_a_mount_point_mounts_nothing_over_the_users_directory(work
     assert held_by(workdir.root) == []
 
 
+def test_a_file_at_a_mount_point_is_neither_mounted_over_nor_removed(workdir, tmp_path):
+    workdir.mounts.mkdir()
+    (workdir.mounts / "victim").write_text("a user's file\n")
+    result = run_study(workdir, tmp_path)
+    assert result.returncode == 1 and "is not a directory fslab made" in result.stdout
+    assert (workdir.mounts / "victim").read_text() == "a user's file\n"
+    assert held_by(workdir.root) == []
+
+
 def test_a_symlinked_lock_is_refused_and_its_target_untouched(workdir, tmp_path):
     precious = tmp_path / "precious.txt"
     precious.write_text("do not truncate\n")
@@ -232,7 +241,7 @@ def _wait_for_measured_fio(parent: int) -> int:
     while time.monotonic() < deadline:
         for pid in _children(parent):
             with contextlib.suppress(OSError):  # a short-lived child may be gone already
-                if Path(f"/proc/{pid}/comm").read_text().strip() == "fio" and "job.fio" in Path(f"/proc/{pid}/cmdline").read_text():
+                if Path(f"/proc/{pid}/comm").read_text().strip() == "fio" and "--output-format=json+" in Path(f"/proc/{pid}/cmdline").read_text():
                     return pid
         time.sleep(0.1)
     raise AssertionError("the measured fio never started")

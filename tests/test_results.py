@@ -40,8 +40,9 @@ def test_a_newer_database_is_refused(tmp_path):
 
 
 def test_a_version_2_database_is_migrated_and_its_interrupted_study_run_resumed(tmp_path, workdir):
-    # written by fslab with schema version 2 from a real study run (xfs, raw and a target whose
-    # mount option ext4 refuses; 2 runs each), interrupted with Ctrl-C after four runs
+    # written by fslab with schema version 2 (b6d6274) from a real study run (xfs, raw and a target
+    # whose mount option, journal_async_commit, ext4 refuses with data=ordered; 2 runs each),
+    # interrupted with Ctrl-C after four runs
     db_path = tmp_path / "old.db"
     shutil.copy(FIXTURES / "schema-v2.db", db_path)
     db = ResultsDB(str(db_path))

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import fslab, held_by, write_study
 from fslab.devices.layers import LAYERS, Stack
-from fslab.devices.loop import attached, image_file
+from fslab.devices.loop import attached, image_file, on_loops
 from fslab.errors import Refused
 from fslab.filesystems import FILESYSTEMS
 from fslab.guard.options import OptionRefused, check_arguments, check_mount_options
@@ -240,7 +240,7 @@ def test_accepted_options_really_make_and_mount_the_filesystem(workdir, kind):
     size = 512 * 2**20
     target_ = Target("opts", kind, tuple(options), mount, size, "sparse")
     with image_file(workdir.journal, workdir.images, "opts", size, fill=False) as image, attached(workdir.journal, image) as loop:
-        with filesystem.provision(workdir.journal, Stack([loop], [loop.device]), workdir.mounts / "opts", target_) as ready:
+        with filesystem.provision(workdir.journal, Stack.on(on_loops([loop])), workdir.mounts / "opts", target_) as ready:
             assert ready.mount_options_effective and "noatime" in ready.mount_options_effective.split(",")
     assert workdir.journal.outstanding() == []
 

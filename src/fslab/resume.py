@@ -88,6 +88,9 @@ def _study_as_stored(db: ResultsDB, row: dict) -> Study:
 
 def _differing(stored: list[dict], current: dict[str, dict]) -> list[str]:
     """Names whose spec differs between the database and the study as parsed now (JSON-compared:
-    that is how the spec was stored)."""
+    that is how the spec was stored). Only what was stored is compared: a newer fslab records
+    more of a spec (a field it added since), never less, and such a field says nothing changed."""
     then = {row["name"]: row["spec"] for row in stored}
-    return [f"'{name}'" for name in [*then, *(n for n in current if n not in then)] if then.get(name) != json.loads(json.dumps(current.get(name)))]
+    now = {name: json.loads(json.dumps(spec)) for name, spec in current.items()}
+    names = [*then, *(n for n in now if n not in then)]
+    return [f"'{name}'" for name in names if name not in then or name not in now or any(now[name].get(k) != v for k, v in then[name].items() if k in now[name])]

@@ -65,8 +65,7 @@ def run_study(
     """Run the study (default: its own repetitions, exactly); returns the study run's id.
     `baseline` (default: the study's) guides adaptive runs, which stop comparisons beyond doubt.
     `destroy_flags` are the --destroy-data paths that confirm the user's devices the study names."""
-    _check_can_run(study, workdir)
-    named = confirmed_devices(study, destroy_flags)
+    named = _check_can_run(study, workdir, destroy_flags)
     repetitions = repetitions or Repetitions(runs=study.repetitions, warmup=study.warmup)
     study = replace(study, repetitions=repetitions.runs, warmup=repetitions.warmup)  # as stored with the study run
     plan_seed = seed if seed is not None else study.seed if study.seed is not None else new_seed()
@@ -81,8 +80,7 @@ def run_study(
 def resume_study(resumable: Resumable, db: ResultsDB, workdir: Workdir, *, observer: RunObserver | None = None, destroy_flags: tuple[str, ...] = ()) -> int:
     """Continue an interrupted study run with its own plan: the planner hands out its blocks again,
     runs already stored are taken as they are, and only the others run. Returns its id."""
-    _check_can_run(resumable.study, workdir)
-    named = confirmed_devices(resumable.study, destroy_flags)
+    named = _check_can_run(resumable.study, workdir, destroy_flags)
     with _claimed(resumable.study, workdir, observer):
         if not db.take_over(resumable.study_run_id, Owner.current(workdir.root)):
             raise StudyCannotRun(f"study run {resumable.study_run_id} is no longer interrupted: another fslab has resumed it")
@@ -94,11 +92,14 @@ def resume_study(resumable: Resumable, db: ResultsDB, workdir: Workdir, *, obser
     return resumable.study_run_id
 
 
-def _check_can_run(study: Study, workdir: Workdir) -> None:
-    """Everything that can be checked before anything is attached or formatted, all at once."""
-    problems = doctor.study_problems(study, workdir.root) + job_problems(study, workdir)
+def _check_can_run(study: Study, workdir: Workdir, destroy_flags: tuple[str, ...]) -> dict[str, BlockDevice]:
+    """Everything that can be checked before anything is attached or formatted, all at once;
+    returns the user's devices the study names, confirmed."""
+    named, refused = confirmed_devices(study, destroy_flags)
+    problems = doctor.study_problems(study, workdir.root) + job_problems(study, workdir) + refused
     if problems:
-        raise StudyCannotRun("the study cannot run here, and nothing was made:\n  " + "\n  ".join(problems))
+        raise StudyCannotRun("the study cannot run here; nothing was attached or formatted:\n  " + "\n  ".join(dict.fromkeys(problems)))
+    return named
 
 
 @contextmanager
@@ -113,9 +114,9 @@ def _claimed(study: Study, workdir: Workdir, observer: RunObserver | None) -> It
         workdir.journal.clean_up()  # all released by now: the journal starts afresh
 
 
-def confirmed_devices(study: Study, destroy_flags: tuple[str, ...]) -> dict[str, BlockDevice]:
+def confirmed_devices(study: Study, destroy_flags: tuple[str, ...]) -> tuple[dict[str, BlockDevice], list[str]]:
     """The user's devices the study names, each confirmed on the command line and unused, by the
-    path the study names it by; Refused with every problem at once, before anything is made."""
+    path the study names it by; and every problem found with them."""
     found: dict[str, BlockDevice] = {}
     problems: list[str] = []
     for target in study.targets:
@@ -124,9 +125,7 @@ def confirmed_devices(study: Study, destroy_flags: tuple[str, ...]) -> dict[str,
         problems += refused
         if len({d.number for d in devices.values()}) < len(devices):
             problems.append(f"target '{target.name}' names one device twice: {', '.join(target.named)}")
-    if problems:
-        raise Refused("nothing was attached or formatted:\n  " + "\n  ".join(dict.fromkeys(problems)))
-    return found
+    return found, problems
 
 
 class Tally:
