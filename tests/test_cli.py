@@ -32,3 +32,12 @@ def test_history_and_summary_of_an_empty_database(tmp_path):
     assert fslab("history", "--db", db).returncode == 0
     result = fslab("summary", "--db", db)
     assert result.returncode == 2 and "no study run" in result.stderr
+
+
+def test_untrusted_text_reaches_the_terminal_without_control_sequences(tmp_path):
+    """A shared study file's values are quoted in errors: an escape sequence in one (which could
+    clear the screen or retitle the window) is shown as text."""
+    study = write_study(tmp_path, '[study]\nname = "x"\nworkloads = ["rand_read"]\n[[target]]\nfilesystem = "\\u001b[2Jext5"\n')
+    result = fslab("run", str(study), "--db", str(tmp_path / "r.db"))
+    assert result.returncode == 2
+    assert "\x1b" not in result.stderr and "unknown filesystem '\\x1b[2Jext5'" in result.stderr

@@ -17,6 +17,7 @@ from fslab import doctor as doctor_checks
 from fslab.analysis import compare_study_runs, regressions
 from fslab.devices.layers import LAYERS
 from fslab.errors import FslabError
+from fslab.guard.names import visible
 from fslab.filesystems import FILESYSTEMS
 from fslab.guard.block_devices import DESTROY_FLAG
 from fslab.plan import PlannedRun, Repetitions
@@ -42,8 +43,13 @@ DbOption = Annotated[Optional[str], typer.Option("--db", envvar="FSLAB_DB", help
 WorkdirOption = Annotated[Path, typer.Option("--workdir", envvar="FSLAB_WORKDIR", help="Where fslab keeps loop images, mount points and its journal.")]
 
 
+def shown(text: str) -> str:
+    """Untrusted text, safe to print: no rich markup, no terminal control sequence."""
+    return escape(visible(text))
+
+
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    errors.print(f"[bold red]error:[/bold red] {message}", highlight=False, soft_wrap=True)
+    errors.print(f"[bold red]error:[/bold red] {shown(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -55,8 +61,8 @@ def _open_db(db: str | None) -> ResultsDB:
         owner = Owner.from_stored(sr["owner"])
         stored = len(results.stored_runs(sr["id"]))
         errors.print(
-            f"[yellow]study run {sr['id']} ({escape(sr['study'])}) was interrupted[/yellow]: its fslab (pid {owner.pid if owner else '?'}) is gone, "
-            f"{stored} run(s) stored. `{escape(_resume_command(results, sr['id'], owner))}` continues it.",
+            f"[yellow]study run {sr['id']} ({shown(sr['study'])}) was interrupted[/yellow]: its fslab (pid {owner.pid if owner else '?'}) is gone, "
+            f"{stored} run(s) stored. `{shown(_resume_command(results, sr['id'], owner))}` continues it.",
             highlight=False,
             soft_wrap=True,
         )
@@ -81,18 +87,18 @@ class _ProgressObserver:
         self.task = progress.add_task("starting", total=None)
 
     def notice(self, message: str) -> None:
-        self.progress.console.print(message, markup=False, highlight=False)
+        self.progress.console.print(visible(message), markup=False, highlight=False)
 
     def starting(self, planned: PlannedRun, index: int, total: int) -> None:
         cell = planned.cell
         kind = "warm-up" if planned.warmup else "run"
         description = f"{cell.target.name} · {cell.workload.name} · {kind} {planned.repetition} (block {planned.block})"
-        self.progress.update(self.task, total=total, description=escape(description))
+        self.progress.update(self.task, total=total, description=shown(description))
 
     def finished(self, planned: PlannedRun, record: RunRecord) -> None:
         if record.status != "ok":
             phase = f" in {record.failure.phase}" if record.failure else ""
-            self.progress.console.print(f"[red]failed{phase}[/red] {escape(record.target)} · {escape(record.workload)} · run {record.repetition}: {escape(record.error or '')}", highlight=False)
+            self.progress.console.print(f"[red]failed{phase}[/red] {shown(record.target)} · {shown(record.workload)} · run {record.repetition}: {shown(record.error or '')}", highlight=False)
         self.progress.advance(self.task)
 
     def already_stored(self, planned: PlannedRun, index: int, total: int) -> None:
@@ -140,7 +146,7 @@ def run(
         threshold=threshold,
     )
     results = _open_db(db)
-    console.print(f"[bold]{escape(loaded.name)}[/bold]: {describe_study(loaded, repetitions.runs)}" + (f", then more until ±{target_ci:.1%}" if target_ci else ""), highlight=False)
+    console.print(f"[bold]{shown(loaded.name)}[/bold]: {describe_study(loaded, repetitions.runs)}" + (f", then more until ±{target_ci:.1%}" if target_ci else ""), highlight=False)
     flags = tuple(destroy_data or ())
     study_run_id = _with_progress(lambda observer: run_study(loaded, results, Workdir(workdir), repetitions=repetitions, seed=seed, baseline=baseline, observer=observer, destroy_flags=flags))
     _show_and_exit(results, study_run_id, baseline=baseline, threshold=threshold)
@@ -149,9 +155,9 @@ def run(
 def _resume(ref: str | None, threshold: float, db: str | None, workdir: Path, destroy_flags: tuple[str, ...]) -> None:
     results = _open_db(db)
     found = resumable(results, ref)
-    console.print(f"[bold]{escape(found.study.name)}[/bold]: resuming study run {found.study_run_id}, {len(found.stored)} run(s) already stored", highlight=False)
+    console.print(f"[bold]{shown(found.study.name)}[/bold]: resuming study run {found.study_run_id}, {len(found.stored)} run(s) already stored", highlight=False)
     for note in found.notes:
-        errors.print(f"[yellow]note[/yellow]: {escape(note)}", highlight=False)
+        errors.print(f"[yellow]note[/yellow]: {shown(note)}", highlight=False)
     study_run_id = _with_progress(lambda observer: resume_study(found, results, Workdir(workdir), observer=observer, destroy_flags=destroy_flags))
     _show_and_exit(results, study_run_id, baseline=found.baseline, threshold=threshold)
 
@@ -276,8 +282,8 @@ def cleanup(workdir: WorkdirOption = DEFAULT_WORKDIR) -> None:
         console.print("nothing to clean up")
     colour = {"released": "green", "left alone": "yellow", "failed": "red"}
     for o in outcomes:
-        detail = f": {escape(o.detail)}" if o.detail else ""
-        console.print(f"{escape(o.kind)} {escape(o.ident)}: [{colour[o.status]}]{o.status}[/{colour[o.status]}]{detail}", highlight=False)
+        detail = f": {shown(o.detail)}" if o.detail else ""
+        console.print(f"{shown(o.kind)} {shown(o.ident)}: [{colour[o.status]}]{o.status}[/{colour[o.status]}]{detail}", highlight=False)
     if any(o.status != "released" for o in outcomes):
         raise typer.Exit(1)
 
@@ -287,8 +293,7 @@ def main() -> None:
     try:
         app(prog_name="fslab", standalone_mode=True)
     except FslabError as exc:
-        errors.print(f"[bold red]error:[/bold red] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        sys.exit(2)
+        sys.exit(_fail(str(exc)).exit_code)
 
 
 if __name__ == "__main__":

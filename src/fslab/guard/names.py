@@ -47,3 +47,13 @@ def kernel_name(workdir: Path, target_name: str) -> str:
     """The name of a target's pool, array, mapping or volume group: machine-wide, so scoped by
     the work directory; short and plain, as the kernel and the tools want them."""
     return workdir_tag(workdir) + hashlib.sha1(target_name.encode()).hexdigest()[:8]
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(text: str) -> str:
+    """Untrusted text (a value quoted in an error, a tool's error output) as a terminal may show
+    it: control characters — an escape sequence could clear the screen or retitle the window —
+    written out as \\x1b and the like; newlines and tabs kept."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)

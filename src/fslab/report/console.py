@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from fslab.analysis import Row
+from fslab.guard.names import visible
 from fslab.report.summary import COLUMNS, COMPARISON_COLUMNS, TARGET_COLUMNS, StudySummary, target_rows, comparison_rows, header_lines, method_line, metric_label, ranking_lines, table_rows, workload_title
 
 
@@ -43,7 +44,7 @@ def print_summary(console: Console, s: StudySummary) -> None:
     if s.failures:
         console.print(f"[red]{len(s.failures)} run(s) failed:[/red]")
         for f in s.failures:
-            console.print(f"  {f.target} · {f.workload} · run {f.repetition}" + (f" (in {f.phase})" if f.phase else "") + f": {f.error}", markup=False)
+            console.print(f"  {f.target} · {f.workload} · run {f.repetition}" + (f" (in {f.phase})" if f.phase else "") + f": {visible(f.error or '')}", markup=False)
 
 
 def print_comparison(console: Console, older: dict, newer: dict, rows: list[Row], regressed: list[Row], threshold: float, regression: float) -> None:
