@@ -252,3 +252,12 @@ def test_a_raw_baseline_of_named_devices_is_on_those_devices():
     assert mirror.named == ("/dev/sdb", "/dev/disk/by-id/x") and mirror.devices == 2
     assert (raw1.name, raw1.filesystem, raw1.named) == ("m/raw-1", "raw", ("/dev/sdb",))
     assert (raw2.name, raw2.named) == ("m/raw-2", ("/dev/disk/by-id/x",))
+
+
+def test_a_workload_too_big_for_the_users_device_is_refused_once_its_size_is_known(workdir, tmp_path):
+    with users_disk() as disk:
+        result = run(workdir, tmp_path, study_on([disk.device]).replace('size = "32MiB"', 'size = "1GiB"'), disk.device)
+        assert result.returncode == 2, result.stdout + result.stderr
+        said = " ".join(result.stderr.split())
+        assert "workload 'seq_write' needs 1 × 1GiB but target 'mine' has a device of 320MiB" in said and "nothing was attached or formatted" in said
+        assert disk.intact() and held_by(workdir.root) == []

@@ -119,7 +119,21 @@ def study_problems(study: Study, workdir: Path) -> list[str]:
 
 def zram_problems(study: Study) -> list[str]:
     why = zram.missing() if any(t.zram for t in study.targets) else None
-    return [f"target '{t.name}' is on zram, and {why}" for t in study.targets if t.zram and why]
+    problems = [f"target '{t.name}' is on zram, and {why}" for t in study.targets if t.zram and why]
+    # fslab writes random (incompressible) data: a zram device takes its whole size in memory
+    available = memory_available()
+    for t in study.targets:
+        needed = t.image_size * t.devices
+        if t.zram and needed > available * 0.8:
+            problems.append(f"target '{t.name}' needs {format_size(needed)} of zram, and this machine has {format_size(available)} of memory available: lower image_size")
+    return problems
+
+
+def memory_available() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    return 0
 
 
 def zvol_problems(study: Study) -> list[str]:

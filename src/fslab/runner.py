@@ -33,7 +33,7 @@ from fslab.results import ResultsDB, RunRecord
 from fslab.results.db import STDERR_LINES, RunFailure, RunKey, StoredRun, now
 from fslab.results.owner import Owner
 from fslab.resume import Resumable
-from fslab.study import Study, Target, Workload
+from fslab.study import Study, Target, Workload, space_problem
 from fslab.journal import Journal
 from fslab.system import CommandError, joined, sync_and_drop_caches, time_limit
 from fslab.guard.names import file_name
@@ -125,6 +125,9 @@ def confirmed_devices(study: Study, destroy_flags: tuple[str, ...]) -> tuple[dic
         problems += refused
         if len({d.number for d in devices.values()}) < len(devices):
             problems.append(f"target '{target.name}' names one device twice: {', '.join(target.named)}")
+        if devices and not refused:  # now its size is known: do the workloads fit?
+            smallest = min(facts(device).size for device in devices.values())  # a user's device: known only now
+            problems += [p for w in study.workloads if (p := space_problem(replace(target, image_size=smallest), w))]
     return found, problems
 
 

@@ -222,7 +222,7 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0)
     builtin = len(workloads) - len(model.workload)
     workload_tables = [("study", "workloads")] * builtin + [("workload", i) for i in range(len(model.workload))]
     where.require_unique(list(zip(workload_tables, (w.name for w in workloads))), "workload")
-    where.refuse([f"{where(wt)}: {problem}" for tt, target in tables for wt, workload in zip(workload_tables, workloads) if (problem := _space_problem(target, workload))])
+    where.refuse([f"{where(wt)}: {problem}" for _, target in tables if not target.named for wt, workload in zip(workload_tables, workloads) if (problem := space_problem(target, workload))])
     return Study(
         name=model.study.name,
         description=model.study.description,
@@ -396,11 +396,9 @@ def _read_job_file(path: Path, where: str) -> str:
         raise StudyError(f"{where}: {path} is not UTF-8 text, not a fio job file") from None
 
 
-def _space_problem(target: Target, workload: Workload) -> str | None:
-    """Why a workload's files cannot fit on a target's image, refused before anything is formatted.
-    (A user's device is measured when the study runs: its size is known then.)"""
-    if target.named:
-        return None
+def space_problem(target: Target, workload: Workload) -> str | None:
+    """Why a workload's files cannot fit on a target's image (or device), refused before anything
+    is formatted."""
     # On a filesystem each fio job has its own file; on a block device all jobs share the region.
     block_device = target.filesystem == "raw" or target.zvol
     jobs = 1 if block_device else workload.numjobs
@@ -411,7 +409,7 @@ def _space_problem(target: Target, workload: Workload) -> str | None:
         usable = target.image_size * (1.0 if target.filesystem == "raw" else 0.9)
     if needed <= usable:
         return None
-    where = f"a volume of about {format_size(usable)} on an image of {format_size(target.image_size)}" if target.zvol else f"an image of {format_size(target.image_size)}"
+    where = f"a volume of about {format_size(usable)} on an image of {format_size(target.image_size)}" if target.zvol else f"{'a device' if target.named else 'an image'} of {format_size(target.image_size)}"
     return (
         f"workload '{workload.name}' needs {jobs} × {format_size(workload.bytes_per_job)} "
         f"but target '{target.name}' has {where}; raise image_size or lower the workload's size"
