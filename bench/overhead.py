@@ -25,8 +25,8 @@ from pathlib import Path
 from fslab.plan import Repetitions
 from fslab.results import ResultsDB
 from fslab.runner import run_study
-from fslab.workdir import Workdir
 from fslab.study import parse_study
+from fslab.workdir import Workdir
 
 RUNTIME = 2.0
 STUDY = f"""\

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from conftest import TEST_ROOT, fslab, held_by, write_study
+
 from fslab.results import ResultsDB
 from fslab.study import StudyError, parse_study
 

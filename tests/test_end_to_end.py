@@ -7,10 +7,10 @@ import sys
 import time
 
 import pytest
-
 from conftest import fio_children, fresh_workdir, fslab, held_by, runs_stored, write_study
-from fslab.results import ResultsDB
+
 from fslab.guard.names import file_name
+from fslab.results import ResultsDB
 
 FOUR_KINDS = """\
 [study]

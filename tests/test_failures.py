@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import fresh_workdir, fslab, held_by, write_study
+
 from fslab.results import ResultsDB
 
 # A 64 MiB ext4 image. "fill" passes the study's size check (48 MiB per job) but its four

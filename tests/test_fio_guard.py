@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
-
 from conftest import fslab, held_by, write_study
+
 from fslab.errors import Refused
 from fslab.guard.fio_jobs import expected_seconds, parse_job_file, render
 from fslab.results import ResultsDB

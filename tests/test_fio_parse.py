@@ -3,8 +3,8 @@
 import json
 
 import pytest
-
 from conftest import FIXTURES
+
 from fslab.workloads.fio import PERCENTILES, load_json, parse_metrics, percentile_from_bins
 
 FIO = FIXTURES / "fio"

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from conftest import TEST_ROOT, fresh_workdir, fslab, held_by, write_study
-from fslab.filesystems.zfs import engine
-from fslab.results import ResultsDB
+
+from fslab.filesystems.zfs_engine import engine
 from fslab.guard.identity import FileId, loops_backed_by, mounts_at, regular_file
 from fslab.guard.names import workdir_tag
+from fslab.results import ResultsDB
 from fslab.workdir import MARKER
 
 STUDY = """\
@@ -162,6 +162,17 @@ def test_a_study_file_that_is_not_text_is_refused_without_a_traceback(tmp_path):
     assert result.returncode == 2 and "cannot be read as a study file" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_a_work_directory_an_older_fslab_made_is_still_fslabs(tmp_path):
+    older = tmp_path / "older"
+    older.mkdir(mode=0o700)
+    for made in ("images", "mnt"):
+        (older / made).mkdir(mode=0o700)
+    (older / "lock").write_text("1234")
+    result = fslab("cleanup", "--workdir", str(older))
+    assert result.returncode == 0 and "nothing to clean up" in result.stdout
+    assert (older / MARKER).is_file()
+
+
 def test_a_directory_of_the_users_files_is_not_a_work_directory(tmp_path):
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
@@ -204,6 +215,8 @@ def test_a_planted_journal_harms_nothing(workdir, tmp_path):
             assert disk.intact() and mounts_at(disk.mountpoint), "the user's loop device and mount stay"
             assert sleeper.poll() is None, "the user's process was not signalled"
             assert disk.image.exists()
+            aside = list(workdir.root.glob("journal-set-aside-*.jsonl"))
+            assert "set aside as journal-set-aside-" in out and len(aside) == 1 and aside[0].read_text().startswith(text), "kept, not deleted"
             again = fslab("cleanup", "--workdir", str(workdir.root))
             assert "nothing to clean up" in again.stdout, "left alone once, reported once"
         finally:

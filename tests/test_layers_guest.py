@@ -12,10 +12,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from conftest import TEST_ROOT, write_study
-from fslab.results import ResultsDB
 from guest import SCRATCH, run_in_guest, unavailable_reason
+
+from fslab.results import ResultsDB
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -5,10 +5,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from conftest import fslab, held_by, write_study
+
 from fslab.devices import layers
-from fslab.filesystems.zfs import engine
+from fslab.filesystems.zfs_engine import engine
 from fslab.results import ResultsDB
 
 STUDY = """\

@@ -13,10 +13,10 @@ import os
 from pathlib import Path
 
 import pytest
-
 from conftest import write_study
-from fslab.results import ResultsDB
 from guest import SCRATCH, guest_kernel, run_in_guest, unavailable_reason
+
+from fslab.results import ResultsDB
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("FSLAB_OPENZFS", "/var/cache/fslab/openzfs"))

@@ -4,6 +4,7 @@
 from collections import Counter
 
 from conftest import fslab, write_study
+
 from fslab.results import ResultsDB
 
 STUDY = """\

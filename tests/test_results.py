@@ -1,6 +1,7 @@
 """The results database: schema version, migration of databases written by an older fslab, and
 the databases fslab refuses to open (each through the command line, as a user meets it)."""
 
+import multiprocessing
 import os
 import shutil
 import sqlite3
@@ -9,8 +10,8 @@ from collections import Counter
 
 import pytest
 import sqlalchemy as sa
-
 from conftest import FIXTURES, fslab
+
 from fslab.results import ResultsDB
 from fslab.results.db import SCHEMA_VERSION, SchemaMismatch, schema_info
 
@@ -124,3 +125,25 @@ def test_a_damaged_database_is_refused(tmp_path):
         f.write(b"\xff" * 3000)
     message = _refused(tmp_path, str(db_path))
     assert f"cannot use {db_path} as the results database: database disk image is malformed" in message
+
+
+def _open_database(path: str, said: "multiprocessing.Queue") -> None:
+    try:
+        ResultsDB(path)
+        said.put("ok")
+    except Exception as exc:  # reported to the test, which names it
+        said.put(repr(exc))
+
+
+def test_fslab_processes_opening_one_new_database_at_once_all_get_it(tmp_path):
+    """Two studies started together with one new --db: the one that makes the tables a moment
+    later finds them made, not an error."""
+    context = multiprocessing.get_context("fork")
+    for attempt in range(10):
+        said = context.Queue()
+        openers = [context.Process(target=_open_database, args=(str(tmp_path / f"{attempt}.db"), said)) for _ in range(4)]
+        for opener in openers:
+            opener.start()
+        for opener in openers:
+            opener.join()
+        assert [said.get() for _ in openers] == ["ok"] * 4

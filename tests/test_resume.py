@@ -11,8 +11,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from conftest import fio_children, fslab, held_by, runs_stored, write_study
+
 from fslab.results import ResultsDB
 
 STUDY = """\

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from fslab.stats import summarize
 from fslab.analysis import beyond_raw, raw_references
+from fslab.stats import summarize
 
 SAMPLES = [51154.0, 49870.5, 53021.2, 50500.0, 47950.8, 52210.3, 50011.1]
 

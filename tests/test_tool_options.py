@@ -5,8 +5,8 @@ do is refused when it is loaded, with file, line, field and why; nothing is atta
 from pathlib import Path
 
 import pytest
-
 from conftest import fslab, held_by, write_study
+
 from fslab.devices.layers import LAYERS, Stack
 from fslab.devices.loop import attached, image_file, on_loops
 from fslab.errors import Refused

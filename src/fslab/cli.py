@@ -17,9 +17,9 @@ from fslab import doctor as doctor_checks
 from fslab.analysis import compare_study_runs, regressions
 from fslab.devices.layers import LAYERS
 from fslab.errors import FslabError
-from fslab.guard.names import visible
 from fslab.filesystems import FILESYSTEMS
 from fslab.guard.block_devices import DESTROY_FLAG
+from fslab.guard.names import visible
 from fslab.plan import PlannedRun, Repetitions
 from fslab.report.console import print_comparison, print_summary
 from fslab.report.files import write_reports

@@ -14,7 +14,7 @@ from fslab.devices import layers, zram
 from fslab.environment import TOOLS, filesystem_of
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.zfs import ZVOL_ON_FUSE
-from fslab.filesystems.zfs import engine as zfs_engine
+from fslab.filesystems.zfs_engine import engine as zfs_engine
 from fslab.study import Study
 from fslab.system import kernel_has_module, tool_version
 from fslab.units import format_size

@@ -122,7 +122,7 @@ class Journal:
         for number, line in enumerate(lines, start=1):
             entry = _parse(line)
             if entry is None:
-                problems.append(f"{self.path}:{number}: not a journal entry fslab writes; ignored")
+                problems.append(f"{self.path.name} line {number}")
                 continue
             event, key, proof = entry
             if event == "acquire":
@@ -140,7 +140,7 @@ class Journal:
         """Release everything outstanding whose proof still holds; leave the rest alone and say
         so. When nothing is outstanding any more the journal starts afresh."""
         entries, problems = self.read()
-        done = [Outcome("journal", line, "left alone", "malformed") for line in problems]
+        done = [Outcome("journal", line, "left alone", "not an entry fslab writes") for line in problems]
         for entry in entries:
             try:
                 _RELEASERS[entry.kind](entry, self.workdir)
@@ -153,9 +153,17 @@ class Journal:
                 continue
             self._append("release", entry.kind, entry.ident)
             done.append(Outcome(entry.kind, entry.ident, "released"))
-        if not any(o.status == "failed" for o in done):
-            self.forget()
+        if not any(o.status == "failed" for o in done):  # nothing outstanding: the journal starts afresh
+            if problems:  # but lines fslab did not write are kept (nothing is lost), and read no more
+                done.append(Outcome("journal", str(self.path), "left alone", f"set aside as {self.set_aside().name}"))
+            else:
+                self.forget()
         return done
+
+    def set_aside(self) -> Path:
+        aside = self.path.with_name(f"journal-set-aside-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.jsonl")
+        os.rename(self.path, aside)  # renames the link itself, were it one (read() refused that)
+        return aside
 
     def forget(self) -> None:
         """Delete the journal file, which fslab made (lstat: never through a symlink)."""

@@ -11,11 +11,18 @@ from __future__ import annotations
 
 import math
 import random
+import time
+from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING
 
 from fslab.analysis import Samples, primary_metrics
 from fslab.stats import compare, projected_half_width, summarize
 from fslab.study import Cell
+
+if TYPE_CHECKING:
+    from fslab.results.db import StoredRun
 
 # A change smaller than this fraction of the interval max_runs would give stays undetected:
 # a cell showing no more is not run further (bench/adaptive.py measures the effect).
@@ -165,3 +172,32 @@ class Planner:
 
 def new_seed() -> int:
     return random.SystemRandom().randrange(2**31)
+
+
+class Tally:
+    """What the planner decides from: the samples of the measured runs, the time spent, the
+    seconds per run. A resumed study run counts its stored runs as the first session did."""
+
+    def __init__(self, study_started: datetime | None = None):
+        self.samples: Samples = defaultdict(lambda: defaultdict(list))
+        self.durations: list[float] = []
+        self.study_started = study_started
+        self.before, self.since = 0.0, time.monotonic()  # seconds spent by earlier sessions; this one's start
+
+    def add(self, planned: PlannedRun, ok: bool, metrics: dict[str, float], started: datetime, finished: datetime) -> None:
+        self.durations.append((finished - started).total_seconds())
+        if ok and not planned.warmup:
+            for name, value in metrics.items():
+                self.samples[planned.cell.key][name].append(value)
+
+    def restore(self, planned: PlannedRun, stored: StoredRun) -> None:
+        """A run stored by an earlier session: the clock reads what it read when that run ended."""
+        self.add(planned, stored.ok, stored.metrics, stored.started_at, stored.finished_at)
+        if self.study_started is not None:
+            self.before, self.since = max(self.before, (stored.finished_at - self.study_started).total_seconds()), time.monotonic()
+
+    def elapsed(self) -> float:
+        return self.before + time.monotonic() - self.since
+
+    def seconds_per_run(self) -> float:
+        return sum(self.durations) / len(self.durations) if self.durations else 0.0

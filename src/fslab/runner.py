@@ -10,35 +10,33 @@ import signal
 import tempfile
 import time
 import traceback
-from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
-from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
-from fslab.errors import FslabError, Refused
 from fslab import doctor, environment
 from fslab.devices import layers
 from fslab.devices.loop import Image, ImageSource, check_free_space, image_file
-from fslab.devices.named import NamedSource, confirmed
+from fslab.devices.named import NamedSource, confirmed_devices
 from fslab.devices.source import DeviceSource, discard
 from fslab.devices.zram import ZramSource
-from fslab.guard.block_devices import BlockDevice, DeviceFacts, facts, resolve
+from fslab.errors import FslabError
 from fslab.filesystems import FILESYSTEMS, Provisioned
-from fslab.guard.fio_jobs import parse_only, render, single_job
-from fslab.plan import PlannedRun, Planner, Repetitions, Samples, new_seed
+from fslab.guard.block_devices import BlockDevice, DeviceFacts, facts, resolve
+from fslab.guard.names import file_name
+from fslab.journal import Journal
+from fslab.plan import PlannedRun, Planner, Repetitions, Tally, new_seed
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.db import STDERR_LINES, RunFailure, RunKey, StoredRun, now
 from fslab.results.owner import Owner
 from fslab.resume import Resumable
-from fslab.study import Study, Target, Workload, space_problem
-from fslab.journal import Journal
+from fslab.study import Study, Target, Workload
 from fslab.system import CommandError, joined, sync_and_drop_caches, time_limit
-from fslab.guard.names import file_name
 from fslab.workdir import Workdir
 from fslab.workloads import fio
+
 
 class RunObserver(Protocol):
     def notice(self, message: str) -> None: ...
@@ -96,7 +94,7 @@ def _check_can_run(study: Study, workdir: Workdir, destroy_flags: tuple[str, ...
     """Everything that can be checked before anything is attached or formatted, all at once;
     returns the user's devices the study names, confirmed."""
     named, refused = confirmed_devices(study, destroy_flags)
-    problems = doctor.study_problems(study, workdir.root) + job_problems(study, workdir) + refused
+    problems = doctor.study_problems(study, workdir.root) + fio.job_problems(study, workdir) + refused
     if problems:
         raise StudyCannotRun("the study cannot run here; nothing was attached or formatted:\n  " + "\n  ".join(dict.fromkeys(problems)))
     return named
@@ -112,52 +110,6 @@ def _claimed(study: Study, workdir: Workdir, observer: RunObserver | None) -> It
         _check_image_space(study, workdir)
         yield
         workdir.journal.clean_up()  # all released by now: the journal starts afresh
-
-
-def confirmed_devices(study: Study, destroy_flags: tuple[str, ...]) -> tuple[dict[str, BlockDevice], list[str]]:
-    """The user's devices the study names, each confirmed on the command line and unused, by the
-    path the study names it by; and every problem found with them."""
-    found: dict[str, BlockDevice] = {}
-    problems: list[str] = []
-    for target in study.targets:
-        devices, refused = confirmed(target.named, destroy_flags)
-        found |= devices
-        problems += refused
-        if len({d.number for d in devices.values()}) < len(devices):
-            problems.append(f"target '{target.name}' names one device twice: {', '.join(target.named)}")
-        if devices and not refused:  # now its size is known: do the workloads fit?
-            smallest = min(facts(device).size for device in devices.values())  # a user's device: known only now
-            problems += [p for w in study.workloads if (p := space_problem(replace(target, image_size=smallest), w))]
-    return found, problems
-
-
-class Tally:
-    """What the planner decides from: the samples of the measured runs, the time spent, the
-    seconds per run. A resumed study run counts its stored runs as the first session did."""
-
-    def __init__(self, study_started: datetime | None = None):
-        self.samples: Samples = defaultdict(lambda: defaultdict(list))
-        self.durations: list[float] = []
-        self.study_started = study_started
-        self.before, self.since = 0.0, time.monotonic()  # seconds spent by earlier sessions; this one's start
-
-    def add(self, planned: PlannedRun, ok: bool, metrics: dict[str, float], started: datetime, finished: datetime) -> None:
-        self.durations.append((finished - started).total_seconds())
-        if ok and not planned.warmup:
-            for name, value in metrics.items():
-                self.samples[planned.cell.key][name].append(value)
-
-    def restore(self, planned: PlannedRun, stored: StoredRun) -> None:
-        """A run stored by an earlier session: the clock reads what it read when that run ended."""
-        self.add(planned, stored.ok, stored.metrics, stored.started_at, stored.finished_at)
-        if self.study_started is not None:
-            self.before, self.since = max(self.before, (stored.finished_at - self.study_started).total_seconds()), time.monotonic()
-
-    def elapsed(self) -> float:
-        return self.before + time.monotonic() - self.since
-
-    def seconds_per_run(self) -> float:
-        return sum(self.durations) / len(self.durations) if self.durations else 0.0
 
 
 def _run_blocks(
@@ -313,7 +265,7 @@ def execute(planned: PlannedRun, workdir: Workdir, sources: Sources) -> RunRecor
                 record.mkfs_command = joined([c for c in (*layered.commands, ready.mkfs_command) if c])
                 record.mount_options_effective, record.fs_details = ready.mount_options_effective, layered.details + ready.details
                 clock.mark("provision")
-                record.job_file = job_for(workload, ready)
+                record.job_file = fio.job_for(workload, ready)
                 record.raw_output = _measure(workdir.journal, record.job_file, workload, ready, clock)
                 record.metrics = fio.parse_metrics(record.raw_output)
                 clock.mark("parse")
@@ -352,40 +304,10 @@ def _first_error(exc: Exception) -> Exception:
     return exc
 
 
-def job_problems(study: Study, workdir: Workdir) -> list[str]:
-    """fio's own parser on every job the study will run, before anything is made: what the
-    allow-list passed, fio must accept too (an engine's option under another engine, …)."""
-    somewhere = Provisioned(device="", directory=workdir.mounts / "check")  # fio --parse-only makes nothing
-    problems = []
-    for workload in study.workloads:
-        for job in (job_for(workload, somewhere), layout_job_for(workload, somewhere)):
-            try:
-                if job:
-                    parse_only(job, where=f"workload '{workload.name}'" + (f" ({workload.job_file})" if workload.job_file else ""))
-            except Refused as exc:
-                problems.append(str(exc))
-    return problems
-
-
-def job_for(workload: Workload, ready: Provisioned) -> str:
-    """The exact fio job file of this run, written from the checked job, pointed at the target's
-    directory or raw device; fslab's fixed options end every job it built itself."""
-    return render(workload.job, **ready.fio_location, fixed=None if workload.job_file else fio.FIXED_OPTIONS)
-
-
-def layout_job_for(workload: Workload, ready: Provisioned) -> str | None:
-    """The job that writes what the measured job will read, or None when nothing needs writing."""
-    if not workload.reads:
-        return None
-    if workload.job_file:  # fio's own layout; on a raw device the region a job file reads is unknown
-        return render(workload.job, directory=ready.directory, device=None, fixed={"create_only": "1"}) if ready.directory else None
-    return render(single_job(workload.name, fio.layout_options(workload.fio_options)), **ready.fio_location, fixed=fio.FIXED_OPTIONS)
-
-
 def _measure(journal: Journal, job: str, workload: Workload, ready: Provisioned, clock: _Clock) -> str:
     """Lay out what the workload reads, drop caches, run fio; returns fio's output."""
     with tempfile.TemporaryDirectory(prefix="fslab-job-") as scratch:
-        layout = layout_job_for(workload, ready)
+        layout = fio.layout_job_for(workload, ready)
         if layout:
             layout_path = Path(scratch) / "layout.fio"
             layout_path.write_text(layout)

@@ -141,7 +141,7 @@ class Workdir:
         marker = self.root / MARKER
         if not os.path.lexists(marker):
             strangers = os.listdir(self.root)
-            if strangers:
+            if strangers and not _made_before_markers(self.root, strangers):
                 raise Refused(
                     f"{self.root} holds files fslab did not make ({', '.join(sorted(strangers)[:5])}) and is not an fslab work "
                     "directory: choose an empty or new directory with --workdir"
@@ -152,6 +152,16 @@ class Workdir:
                 os.close(fd)
         elif not stat.S_ISREG(os.lstat(marker).st_mode):
             raise Refused(f"{marker} is not a regular file: {self.root} is not an fslab work directory")
+
+
+# What an fslab made in its work directory before work directories carried the marker.
+_FSLAB_NAMES = {"images", "mnt", "lock", "journal.jsonl"}
+
+
+def _made_before_markers(root: Path, entries: list[str]) -> bool:
+    """A work directory an older fslab made: only fslab's own names in it, its images/ or mnt/ a
+    real directory. (Its journal is then read as any journal: proof by proof.)"""
+    return set(entries) <= _FSLAB_NAMES and any(os.path.isdir(root / d) and not os.path.islink(root / d) for d in ("images", "mnt"))
 
 
 @contextmanager

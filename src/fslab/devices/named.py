@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from fslab.devices.source import Attached, Notice
@@ -18,9 +19,11 @@ from fslab.errors import Refused
 from fslab.guard.block_devices import BlockDevice, confirm, describe, facts, partition_nodes, refusals, signatures
 from fslab.guard.identity import Owned, disk_proof
 from fslab.journal import Entry, Journal, releaser
+from fslab.study import space_problem
 from fslab.system import run
 
 if TYPE_CHECKING:
+    from fslab.study import Study
     from fslab.workdir import Workdir
 
 
@@ -37,6 +40,23 @@ def confirmed(paths: Sequence[str], destroy_flags: Sequence[str]) -> tuple[dict[
         devices[path] = device
         problems += refusals(device)
     return devices, problems
+
+
+def confirmed_devices(study: Study, destroy_flags: tuple[str, ...]) -> tuple[dict[str, BlockDevice], list[str]]:
+    """The user's devices the study names, each confirmed on the command line and unused, by the
+    path the study names it by; and every problem found with them."""
+    found: dict[str, BlockDevice] = {}
+    problems: list[str] = []
+    for target in study.targets:
+        devices, refused = confirmed(target.named, destroy_flags)
+        found |= devices
+        problems += refused
+        if len({d.number for d in devices.values()}) < len(devices):
+            problems.append(f"target '{target.name}' names one device twice: {', '.join(target.named)}")
+        if devices and not refused:  # now its size is known: do the workloads fit?
+            smallest = min(facts(device).size for device in devices.values())  # a user's device: known only now
+            problems += [p for w in study.workloads if (p := space_problem(replace(target, image_size=smallest), w))]
+    return found, problems
 
 
 @releaser("device")

@@ -10,8 +10,20 @@ from rich.table import Table
 
 from fslab.analysis import Row
 from fslab.guard.names import visible
-from fslab.report.summary import COLUMNS, COMPARISON_COLUMNS, TARGET_COLUMNS, StudySummary, target_rows, comparison_rows, header_lines, method_line, metric_label, ranking_lines, table_rows, workload_title
-
+from fslab.report.summary import (
+    COLUMNS,
+    COMPARISON_COLUMNS,
+    TARGET_COLUMNS,
+    StudySummary,
+    comparison_rows,
+    header_lines,
+    method_line,
+    metric_label,
+    ranking_lines,
+    table_rows,
+    target_rows,
+    workload_title,
+)
 
 VERDICT_STYLE = {"faster": "green", "slower": "red"}
 

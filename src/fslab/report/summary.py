@@ -19,6 +19,7 @@ from fslab.stats import Summary, summarize
 from fslab.units import format_size
 from fslab.workloads.fio import DIRECTIONS, PERCENTILES
 
+
 @dataclass
 class CellSummary:
     workload: str

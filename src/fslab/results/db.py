@@ -7,6 +7,7 @@ the parsed metrics, so statistics can always be recomputed from the raw samples.
 from __future__ import annotations
 
 import os
+import time
 import stat
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -228,12 +229,19 @@ class ResultsDB:
         self.engine = _engine(location)
         if self.engine.dialect.name == "sqlite":
             sa.event.listen(self.engine, "connect", _sqlite_pragmas)
-        try:
-            self._refuse_foreign_tables()
-            metadata.create_all(self.engine)
-            self._check_version()
-        except sa.exc.DatabaseError as exc:  # not a database at all, damaged, or unreachable
-            raise DatabaseUnusable(f"cannot use {_shown(location)} as the results database: {exc.orig}; name another --db, or restore it from a backup") from None
+        for attempt in range(20):
+            try:
+                self._refuse_foreign_tables()
+                metadata.create_all(self.engine)
+                self._check_version()
+                break
+            except sa.exc.OperationalError as exc:
+                if "already exists" in str(exc.orig) and attempt < 19:
+                    time.sleep(0.05)  # another fslab is making the same new database: its tables will do
+                    continue
+                raise DatabaseUnusable(f"cannot use {_shown(location)} as the results database: {exc.orig}; name another --db, or restore it from a backup") from None
+            except sa.exc.DatabaseError as exc:  # not a database at all, damaged, or unreachable
+                raise DatabaseUnusable(f"cannot use {_shown(location)} as the results database: {exc.orig}; name another --db, or restore it from a backup") from None
 
     def _refuse_foreign_tables(self) -> None:
         """A database with tables but no schema_info is someone else's: fslab adds nothing to it."""

@@ -1,5 +1,6 @@
-"""fio: the options fslab adds to the jobs it builds, the command it runs, and the metrics it
-reads from fio's JSON. Job files themselves are parsed, checked and written in guard/fio_jobs.py.
+"""fio: the options fslab adds to the jobs it builds, the job files of a run (the measured job,
+the layout before it), the command it runs, and the metrics it reads from fio's JSON. Job files
+themselves are parsed, checked and written in guard/fio_jobs.py.
 
 Parsing is pure (text in, metrics out) so it is tested on output produced by real fio
 (tests/fixtures). Latency percentiles are computed from fio's json+ histogram bins merged
@@ -11,9 +12,17 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from fslab.errors import Refused
+from fslab.filesystems.base import Provisioned
+from fslab.guard.fio_jobs import parse_only, render, single_job
 from fslab.journal import Journal
 from fslab.system import run_held
+
+if TYPE_CHECKING:
+    from fslab.study import Study, Workload
+    from fslab.workdir import Workdir
 
 # fio options fslab always sets on the jobs it builds (recorded in every stored job file).
 FIXED_OPTIONS = {
@@ -120,3 +129,33 @@ def parse_metrics(text: str) -> list[Metric]:
     metrics.append(metric("cpu_usr_pct", sum(job["usr_cpu"] for job in jobs)))
     metrics.append(metric("cpu_sys_pct", sum(job["sys_cpu"] for job in jobs)))
     return metrics
+
+
+def job_problems(study: Study, workdir: Workdir) -> list[str]:
+    """fio's own parser on every job the study will run, before anything is made: what the
+    allow-list passed, fio must accept too (an engine's option under another engine, …)."""
+    somewhere = Provisioned(device="", directory=workdir.mounts / "check")  # fio --parse-only makes nothing
+    problems = []
+    for workload in study.workloads:
+        for job in (job_for(workload, somewhere), layout_job_for(workload, somewhere)):
+            try:
+                if job:
+                    parse_only(job, where=f"workload '{workload.name}'" + (f" ({workload.job_file})" if workload.job_file else ""))
+            except Refused as exc:
+                problems.append(str(exc))
+    return problems
+
+
+def job_for(workload: Workload, ready: Provisioned) -> str:
+    """The exact fio job file of this run, written from the checked job, pointed at the target's
+    directory or raw device; fslab's fixed options end every job it built itself."""
+    return render(workload.job, **ready.fio_location, fixed=None if workload.job_file else FIXED_OPTIONS)
+
+
+def layout_job_for(workload: Workload, ready: Provisioned) -> str | None:
+    """The job that writes what the measured job will read, or None when nothing needs writing."""
+    if not workload.reads:
+        return None
+    if workload.job_file:  # fio's own layout; on a raw device the region a job file reads is unknown
+        return render(workload.job, directory=ready.directory, device=None, fixed={"create_only": "1"}) if ready.directory else None
+    return render(single_job(workload.name, layout_options(workload.fio_options)), **ready.fio_location, fixed=FIXED_OPTIONS)

@@ -1,0 +1,180 @@
+"""Which ZFS runs here, and keeping it to one run at a time: the OpenZFS kernel module (its ARC
+capped for a run and restored after), else zfs-fuse, whose daemon fslab starts for each run (a
+cold ARC every run, like a fresh mount) and stops after — that very process, by pid and start
+time. There is one zfs-fuse per machine: fslab processes in different work directories take
+turns on it (`zfs_turn`) rather than stop each other's daemon or pools.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import signal
+import stat
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fslab.errors import FslabError, Refused
+from fslab.guard.identity import process, same_process
+from fslab.guard.names import workdir_tag
+from fslab.journal import Entry, Journal, releaser
+from fslab.system import run
+
+if TYPE_CHECKING:
+    from fslab.workdir import Workdir
+
+KERNEL_MODULE = Path("/sys/module/zfs")
+PIDFILE_DIR = Path("/run/fslab")
+
+
+@dataclass(frozen=True)
+class Engine:
+    name: str  # "OpenZFS kernel module" or "zfs-fuse"
+    version: str
+    fuse: bool
+
+    def describe(self) -> str:
+        return f"{self.name} {self.version}" + (" (through FUSE, pool version 23)" if self.fuse else "")
+
+
+class NotSupported(FslabError):
+    pass
+
+
+def engine() -> Engine | None:
+    """The ZFS this machine has: the kernel module, else zfs-fuse, else none."""
+    if KERNEL_MODULE.exists():
+        version = (KERNEL_MODULE / "version").read_text().strip() if (KERNEL_MODULE / "version").exists() else "unknown"
+        return Engine("OpenZFS kernel module", version, fuse=False)
+    if shutil.which("zfs-fuse"):
+        version = run(["dpkg-query", "-W", "-f=${Version}", "zfs-fuse"], check=False).stdout.strip() or "unknown"
+        return Engine("zfs-fuse", version, fuse=True)
+    return None
+
+
+def daemon_answers() -> bool:
+    return run(["zpool", "list", "-H"], check=False, timeout=10).returncode == 0
+
+
+@releaser("zfs-daemon")
+def stop_daemon(entry: Entry, workdir: Workdir) -> None:
+    """Stop the zfs-fuse daemon fslab started — that very process, by pid and start time — and
+    wait until it is gone."""
+    proof = dict(entry.proof)
+    if "pid" not in proof:  # killed before the pid was recorded: its pidfile (fslab's own) says it
+        started = process(_pid_in(Path(str(proof.get("pidfile", "")))) or 0)
+        if started is None or started.comm != "zfs-fuse":
+            return
+        proof |= started.proof()
+    if proof.get("comm") != "zfs-fuse":
+        raise Refused(f"{entry.ident}: the journal names a process that is not zfs-fuse; not signalled")
+    deadline = time.monotonic() + 30
+    while (daemon := same_process(proof)) is not None:
+        os.kill(daemon.pid, signal.SIGTERM if time.monotonic() < deadline else signal.SIGKILL)
+        time.sleep(0.1)
+
+
+def _pid_in(pidfile: Path) -> int | None:
+    if pidfile.parent != PIDFILE_DIR:
+        return None
+    try:
+        return int(pidfile.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+@contextmanager
+def zfs_turn() -> Iterator[None]:
+    """This machine's zfs-fuse to this fslab alone for one run. There is one zfs-fuse per machine:
+    two fslab processes (two work directories) take turns rather than stop each other's daemon."""
+    _own_run_directory()
+    fd = os.open(PIDFILE_DIR / "zfs.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # waits while another fslab's ZFS run holds it
+        yield
+    finally:
+        os.close(fd)
+
+
+def _own_run_directory() -> None:
+    PIDFILE_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
+    st = os.lstat(PIDFILE_DIR)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        raise Refused(f"{PIDFILE_DIR} is not a directory of fslab's own (a symlink, another owner, or writable by others)")
+
+
+@contextmanager
+def zfs_fuse_daemon(journal: Journal, arc_max: int | None) -> Iterator[bool]:
+    """zfs-fuse running for the run: started (and stopped after) unless one already runs; says
+    whether fslab started it. `arc_max` (bytes) caps its ARC, which only a daemon fslab starts
+    itself can have."""
+    pids = run(["pgrep", "-x", "zfs-fuse"], check=False).stdout.split()
+    if any(process(int(pid)) for pid in pids):  # a daemon lives (a stopped one may linger as a zombie)
+        if arc_max is not None:
+            raise NotSupported("arc_max needs a zfs-fuse daemon fslab starts itself, and one is already running")
+        yield False  # someone else's daemon: use it, leave it
+        return
+    pidfile = PIDFILE_DIR / f"zfs-fuse-{workdir_tag(journal.workdir.root)}pid"
+    cap = ["--max-arc-size", str(max(16, min(16384, arc_max // 2**20)))] if arc_max else []
+    with journal.holding("zfs-daemon", "zfs-fuse", pidfile=str(pidfile)) as held:
+        pidfile.unlink(missing_ok=True)
+        run(["zfs-fuse", "--pidfile", str(pidfile), *cap])
+        started = process(_pid_in(pidfile) or 0)
+        if started is None or started.comm != "zfs-fuse":
+            raise RuntimeError(f"zfs-fuse started but {pidfile} names no zfs-fuse process")
+        held.prove(**started.proof())
+        deadline = time.monotonic() + 20
+        while not daemon_answers():
+            if time.monotonic() > deadline:
+                raise RuntimeError("zfs-fuse started but does not answer zpool commands")
+            time.sleep(0.1)
+        yield True
+
+
+ARC_MAX = KERNEL_MODULE / "parameters" / "zfs_arc_max"
+ARC_STATS = Path("/proc/spl/kstat/zfs/arcstats")
+
+
+def arc_stat(name: str) -> int:
+    """One figure of the module's ARC statistics (c_max: the cap in force; c_min: its floor)."""
+    for line in ARC_STATS.read_text().splitlines():
+        fields = line.split()
+        if len(fields) == 3 and fields[0] == name:
+            return int(fields[2])
+    raise RuntimeError(f"no {name} in {ARC_STATS}")
+
+
+@releaser("arc-max")
+def restore_arc_max(entry: Entry, workdir: Workdir) -> None:
+    """Put the module's ARC cap back (the parameter and c_max as they were before the run).
+
+    Writing the old parameter alone (usually 0, "the default") leaves the lowered cap in
+    force; writing the old c_max first restores it."""
+    parameter, c_max = entry.proof.get("parameter"), entry.proof.get("c_max")
+    if entry.ident != "zfs_arc_max" or not isinstance(parameter, int) or not isinstance(c_max, int):
+        raise Refused(f"{entry.ident}: the journal's values are not the numbers fslab records")
+    if not ARC_MAX.exists():
+        return
+    ARC_MAX.write_text(f"{c_max}\n")
+    ARC_MAX.write_text(f"{parameter}\n")
+
+
+@contextmanager
+def kernel_arc_max(journal: Journal, arc_max: int | None) -> Iterator[None]:
+    """The OpenZFS module's ARC capped at `arc_max` for the run, checked in force, restored after."""
+    if arc_max is None:
+        yield
+        return
+    with journal.holding("arc-max", "zfs_arc_max", parameter=int(ARC_MAX.read_text()), c_max=arc_stat("c_max")):
+        ARC_MAX.write_text(f"{arc_max}\n")
+        in_force = arc_stat("c_max")
+        if in_force != arc_max:  # the module ignores a cap below its floor, silently
+            raise NotSupported(f"the OpenZFS module did not take zfs_arc_max = {arc_max}: the ARC's cap in force is {in_force} and its floor (c_min) {arc_stat('c_min')}")
+        yield
+
+
