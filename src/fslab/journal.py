@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fslab.errors import Refused
@@ -99,11 +100,21 @@ class Journal:
         pool, array or mapping, its name: one fslab gives, scoped to this work directory)."""
         self._append("acquire", kind, ident, proof)
         held = Held(self, kind, ident, proof)
+        failed = False
         try:
             yield held
+        except BaseException:
+            failed = True
+            raise
         finally:
-            if held.proof:  # nothing proven, nothing made: nothing of ours to release
-                _RELEASERS[kind](Entry(kind, ident, held.proof), self.workdir)
+            try:
+                if held.proof:  # nothing proven, nothing made: nothing of ours to release
+                    _RELEASERS[kind](Entry(kind, ident, held.proof), self.workdir)
+            except Refused:
+                if not failed:
+                    raise
+                # making it failed, and what is there is not what fslab made: left alone, and
+                # the error that stopped the making says what happened
             self._append("release", kind, ident)
 
     def read(self) -> tuple[list[Entry], list[str]]:

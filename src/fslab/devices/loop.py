@@ -111,22 +111,30 @@ def image_file(journal: Journal, image_dir: Path, name: str, size: int, *, fill:
     the same job once the image has been written. Sparse saves disk space.
     """
     path = journal.workdir.subdirectory(image_dir) / f"{name}.img"
-    with journal.holding("image", str(path)) as held:
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        except FileExistsError:
-            raise Refused(f"{path} already exists: fslab makes its images anew and never takes over a file it did not make (`fslab cleanup` releases what a killed fslab left)") from None
-        try:
-            image = Image(path, FileId.of(os.fstat(fd)))
-            held.prove(**image.file.proof())
+    # Made unnamed (O_TMPFILE), journalled with its identity, and only then given its name: a
+    # kill at any moment leaves nothing (an unnamed file goes with its process) or an image the
+    # journal proves.
+    directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    fd = os.open(".", os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600, dir_fd=directory)
+    try:
+        image = Image(path, FileId.of(os.fstat(fd)))
+        with journal.holding("image", str(path), **image.file.proof()):
+            try:  # a directory fd makes os.link call linkat, which follows /proc's link to the file
+                os.link(f"/proc/self/fd/{fd}", path.name, src_dir_fd=directory, dst_dir_fd=directory, follow_symlinks=True)
+            except FileExistsError:
+                raise Refused(f"{path} already exists: fslab makes its images anew and never takes over a file it did not make (`fslab cleanup` releases what a killed fslab left)") from None
             os.ftruncate(fd, size)
-        finally:
             os.close(fd)
-        if fill:
-            # fio runs in a private directory of its own: it writes side files into its current one
-            with attached(journal, image) as loop, tempfile.TemporaryDirectory(prefix="fslab-fill-") as scratch:
-                run_held(journal, ["fio", "--name=fill", f"--filename={loop.device}", "--rw=write", "--bs=1m", "--iodepth=16", "--direct=1", "--ioengine=libaio", "--output=/dev/null"], cwd=Path(scratch))
-        yield image
+            fd = -1
+            if fill:
+                # fio runs in a private directory of its own: it writes side files into its current one
+                with attached(journal, image) as loop, tempfile.TemporaryDirectory(prefix="fslab-fill-") as scratch:
+                    run_held(journal, ["fio", "--name=fill", f"--filename={loop.device}", "--rw=write", "--bs=1m", "--iodepth=16", "--direct=1", "--ioengine=libaio", "--output=/dev/null"], cwd=Path(scratch))
+            yield image
+    finally:
+        if fd >= 0:
+            os.close(fd)
+        os.close(directory)
 
 
 @contextmanager

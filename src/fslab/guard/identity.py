@@ -49,8 +49,11 @@ class FileId:
 
     @classmethod
     def from_proof(cls, proof: dict) -> FileId:
-        major, minor = (int(part) for part in str(proof["dev"]).split(":"))
-        return cls((major, minor), int(proof["ino"]))
+        try:
+            major, minor = (int(part) for part in str(proof["dev"]).split(":"))
+            return cls((major, minor), int(proof["ino"]))
+        except (KeyError, ValueError):
+            raise Refused("no identity of a file is recorded for it") from None
 
 
 def regular_file(path: Path) -> FileId | None:
