@@ -303,3 +303,15 @@ def test_two_fslab_processes_on_zfs_do_not_stop_each_others_daemon_or_pools(tmp_
             results = ResultsDB(str(tmp_path / f"{i}.db"))
             runs = results.runs(results.study_run()["id"])
             assert [r["status"] for r in runs] == ["ok", "ok"], [r["error"] for r in runs]
+
+
+def test_a_command_fslab_dies_before_journalling_never_runs(tmp_path):
+    """fslab journals a workload's process before it runs the command: killed in between, the
+    new process ends without running it, so nothing runs that clean-up would not know."""
+    marker = tmp_path / "ran"
+    script = f"import os\nfrom fslab.system import run\nrun(['touch', {str(marker)!r}], on_start=lambda pid: os._exit(9))\n"
+    assert subprocess.run([sys.executable, "-c", script]).returncode == 9
+    time.sleep(1)
+    assert not marker.exists()
+    script = f"from fslab.system import run\nrun(['touch', {str(marker)!r}], on_start=lambda pid: None)\n"
+    assert subprocess.run([sys.executable, "-c", script]).returncode == 0 and marker.exists(), "with the journal's go, it runs"

@@ -7,10 +7,11 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from fslab.errors import FslabError, Refused
@@ -72,6 +73,19 @@ def _time_left(timeout: float | None) -> tuple[float | None, float | None]:
     return (timeout, timeout) if timeout is not None and timeout < left else (left, limit.seconds)
 
 
+# Waits for fslab's go on the pipe named by argv[1], then becomes the command (argv[2:]).
+_GATE = """import os, sys
+if os.read(int(sys.argv[1]), 1) != b"1":
+    sys.exit(111)
+os.close(int(sys.argv[1]))
+try:
+    os.execvp(sys.argv[2], sys.argv[2:])
+except FileNotFoundError:
+    sys.stderr.write(sys.argv[2] + ": command not found\\n")
+    sys.exit(127)
+"""
+
+
 def run(argv: Sequence[str], *, check: bool = True, timeout: float | None = None, cwd: Path | None = None, on_start: Callable[[int], None] | None = None) -> subprocess.CompletedProcess[str]:
     """Run a command to completion and capture its output; in `cwd` when given (fio writes
     side files such as verify state into its current directory: fslab gives it a private one).
@@ -79,18 +93,32 @@ def run(argv: Sequence[str], *, check: bool = True, timeout: float | None = None
     If fslab is interrupted or the command times out (`timeout`, or the end of an enclosing
     `time_limit`), the command and every process it started are killed and waited for: fio's
     job processes run in sessions of their own, and one left behind would keep the mount busy
-    and the output pipes open. `on_start` is told the pid.
+    and the output pipes open.
+
+    `on_start` is told the pid before the command runs: the new process (_GATE) waits on a pipe
+    until `on_start` has returned (to journal it), then becomes the command (exec: same pid, same
+    start time); it ends without running the command if fslab dies first. So no command runs
+    that the journal does not know.
     """
     timeout, named = _time_left(timeout)
     if timeout is not None and timeout <= 0:
         raise TimedOut(argv, named or 0.0, "", "not started: no time left")
+    gate_read, gate_write = os.pipe() if on_start else (-1, -1)
+    command = [sys.executable, "-I", "-S", "-c", _GATE, str(gate_read), *argv] if on_start else list(argv)
     try:
-        proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=cwd)
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=cwd, pass_fds=(gate_read,) if on_start else ())
     except FileNotFoundError as exc:
         raise CommandError(argv, 127, "", f"{argv[0]}: command not found") from exc
+    finally:
+        if on_start:
+            os.close(gate_read)
     try:
         if on_start:
-            on_start(proc.pid)
+            try:
+                on_start(proc.pid)
+                os.write(gate_write, b"1")
+            finally:
+                os.close(gate_write)
         stdout, stderr = proc.communicate(timeout=timeout)
     except BaseException as exc:
         kill_tree(proc.pid)
@@ -109,10 +137,10 @@ def run_held(journal: Journal, argv: Sequence[str], *, timeout: float | None = N
     that very process and its children before it unmounts or detaches what they hold."""
     with journal.holding("process", Path(argv[0]).name[:15]) as held:
 
-        def prove(pid: int) -> None:
+        def prove(pid: int) -> None:  # still waiting to run the command: its name is to come
             started = process(pid)
             if started is not None:
-                held.prove(**started.proof())
+                held.prove(**replace(started, comm=held.ident).proof())
 
         return run(argv, timeout=timeout, cwd=cwd, on_start=prove)
 
