@@ -69,6 +69,7 @@ def stop_daemon(entry: Entry, workdir: Workdir) -> None:
     if "pid" not in proof:  # killed before the pid was recorded: its pidfile (fslab's own) says it
         started = process(_pid_in(Path(str(proof.get("pidfile", "")))) or 0)
         if started is None or started.comm != "zfs-fuse":
+            _forget_pidfile(Path(str(proof.get("pidfile", ""))))
             return
         proof |= started.proof()
     if proof.get("comm") != "zfs-fuse":
@@ -77,6 +78,13 @@ def stop_daemon(entry: Entry, workdir: Workdir) -> None:
     while (daemon := same_process(proof)) is not None:
         os.kill(daemon.pid, signal.SIGTERM if time.monotonic() < deadline else signal.SIGKILL)
         time.sleep(0.1)
+    _forget_pidfile(Path(str(proof.get("pidfile", ""))))
+
+
+def _forget_pidfile(pidfile: Path) -> None:
+    """zfs-fuse leaves its pidfile behind: fslab's own, in its own directory, goes with it."""
+    if pidfile.parent == PIDFILE_DIR and pidfile.name.startswith("zfs-fuse-fslab_") and not pidfile.is_symlink():
+        pidfile.unlink(missing_ok=True)
 
 
 def _pid_in(pidfile: Path) -> int | None:
