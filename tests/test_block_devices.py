@@ -261,3 +261,14 @@ def test_a_workload_too_big_for_the_users_device_is_refused_once_its_size_is_kno
         said = " ".join(result.stderr.split())
         assert "workload 'seq_write' needs 1 × 1GiB but target 'mine' has a device of 320MiB" in said and "nothing was attached or formatted" in said
         assert disk.intact() and held_by(workdir.root) == []
+
+
+def test_a_symlink_at_the_record_of_what_fslab_wrote_is_not_written_through(workdir, tmp_path):
+    precious = tmp_path / "precious.json"
+    precious.write_text("mine\n")
+    workdir.written_path.symlink_to(precious)
+    with users_disk() as disk:
+        result = run(workdir, tmp_path, study_on([disk.device]), disk.device)
+        assert result.returncode == 1 and "never through a symlink" in " ".join(result.stdout.split()), result.stdout + result.stderr
+        assert held_by(workdir.root) == []
+    assert precious.read_text() == "mine\n" and workdir.written_path.is_symlink()

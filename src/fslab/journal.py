@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fslab.errors import Refused
+from fslab.guard.identity import open_own
 
 if TYPE_CHECKING:
     from fslab.workdir import Workdir
@@ -83,10 +84,7 @@ class Journal:
         entry = {"event": event, "kind": kind, "id": ident, "pid": os.getpid(), "time": time.time()}
         if proof:
             entry["proof"] = proof
-        try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        except OSError as exc:
-            raise Refused(f"{self.path}: {exc.strerror}; fslab writes its journal itself, never through a symlink") from None
+        fd = open_own(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
             os.write(fd, (json.dumps(entry) + "\n").encode())
             os.fsync(fd)
@@ -121,11 +119,9 @@ class Journal:
         """Resources acquired and never released, newest first (the order to release them in),
         and the lines that are not entries fslab wrote (reported, never acted on)."""
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = open_own(self.path, os.O_RDONLY)
         except FileNotFoundError:
             return [], []
-        except OSError as exc:
-            raise Refused(f"{self.path}: {exc.strerror}; fslab reads its journal itself, never through a symlink") from None
         with os.fdopen(fd, errors="replace") as journal:
             lines = journal.read().splitlines()
         held: dict[tuple[str, str], dict] = {}

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fslab.errors import FslabError, Refused
-from fslab.guard.identity import FileId, Owned, same_disk
+from fslab.guard.identity import FileId, Owned, open_own, same_disk
 from fslab.guard.names import NAME
 from fslab.journal import Journal
 
@@ -92,8 +92,8 @@ class Workdir:
         of each signature), by the device's identity. A file that is not fslab's reads as empty:
         then every signature is shown to the user, the safe side."""
         try:
-            fd = os.open(self.written_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:
+            fd = open_own(self.written_path, os.O_RDONLY)
+        except (OSError, Refused):
             return {}
         with os.fdopen(fd) as f:
             try:
@@ -105,7 +105,7 @@ class Workdir:
     def record_written(self, identity: str, signatures: list[list[str]]) -> None:
         """Remember what fslab left on a device (written anew, never through a symlink)."""
         record = self.written() | {identity: signatures}
-        fd = os.open(self.written_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        fd = open_own(self.written_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         with os.fdopen(fd, "w") as f:
             json.dump(record, f, indent=1)
 
@@ -114,10 +114,7 @@ class Workdir:
         """Exclusive use of the work directory: one study (or clean-up) at a time, so none
         deletes or unmounts what another still uses."""
         self.prepare()
-        try:
-            fd = os.open(self.root / "lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-        except OSError as exc:
-            raise Refused(f"{self.root / 'lock'}: {exc.strerror}; fslab opens its lock file itself, never through a symlink") from None
+        fd = open_own(self.root / "lock", os.O_RDWR | os.O_CREAT)
         with os.fdopen(fd, "r+") as lock:
             found = os.fstat(fd)
             if not stat.S_ISREG(found.st_mode) or found.st_nlink != 1:
@@ -147,7 +144,7 @@ class Workdir:
                     "directory: choose an empty or new directory with --workdir"
                 )
             with _refusing(marker):
-                fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                fd = open_own(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
                 os.write(fd, b"fslab's work directory: loop images, mount points and the journal of what it holds\n")
                 os.close(fd)
         elif not stat.S_ISREG(os.lstat(marker).st_mode):

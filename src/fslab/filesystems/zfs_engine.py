@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fslab.errors import FslabError, Refused
-from fslab.guard.identity import process, same_process
+from fslab.guard.identity import open_own, process, same_process
 from fslab.guard.names import workdir_tag
 from fslab.journal import Entry, Journal, releaser
 from fslab.system import run
@@ -101,7 +101,7 @@ def zfs_turn() -> Iterator[None]:
     """This machine's zfs-fuse to this fslab alone for one run. There is one zfs-fuse per machine:
     two fslab processes (two work directories) take turns rather than stop each other's daemon."""
     _own_run_directory()
-    fd = os.open(PIDFILE_DIR / "zfs.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    fd = open_own(PIDFILE_DIR / "zfs.lock", os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # waits while another fslab's ZFS run holds it
         yield

@@ -68,6 +68,17 @@ def regular_file(path: Path) -> FileId | None:
     return FileId.of(st)
 
 
+def open_own(path: Path, flags: int, mode: int = 0o600) -> int:
+    """A descriptor on a file fslab keeps for itself (journal, lock, record, report), opened
+    never through a symlink (O_NOFOLLOW); Refused, naming the path, when that cannot be."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise Refused(f"{path}: {exc.strerror}; fslab opens its own files itself, never through a symlink") from None
+
+
 # --- block devices ------------------------------------------------------------------------------
 
 

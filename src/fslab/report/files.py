@@ -10,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from fslab.errors import Refused
+from fslab.guard.identity import open_own
 from fslab.guard.names import file_name
 from fslab.report.summary import (
     COLUMNS,
@@ -95,9 +96,5 @@ def write_reports(s: StudySummary, directory: Path) -> list[Path]:
 
 def _write_own(path: Path, text: str) -> None:
     """Write a report file, never through a symlink someone left at its name."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
-        raise Refused(f"{path}: {exc.strerror}; fslab writes its reports itself, never through a symlink") from None
-    with os.fdopen(fd, "w") as f:
+    with os.fdopen(open_own(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "w") as f:
         f.write(text)

@@ -7,8 +7,8 @@ the parsed metrics, so statistics can always be recomputed from the raw samples.
 from __future__ import annotations
 
 import os
-import time
 import stat
+import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
