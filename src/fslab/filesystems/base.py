@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +12,7 @@ from fslab.filesystems.mounting import mount_point, proven
 from fslab.guard.options import OptionRefused, Suboptions, ToolOptions, check_arguments, check_mount_options
 from fslab.journal import Journal
 from fslab.system import run, tool_version
-from fslab.units import format_size
+from fslab.units import format_size, parse_size
 
 if TYPE_CHECKING:
     from fslab.devices.layers import Stack
@@ -55,28 +55,92 @@ def mounted_options(mountpoint: Path) -> str | None:
     return None
 
 
-# How the kernel reports a requested option that it applies under another name.
-_REPORTED_AS = {"barrier=0": "nobarrier", "barrier=1": "barrier"}
-_NEVER_SHOWN = {"", "defaults", "rw", "auto", "async", "dev", "exec", "suid", "nouser"}
+@dataclass(frozen=True)
+class MountReadBack:
+    """What a filesystem's mount options look like read back from /proc/mounts, measured on the
+    kernel (Linux 6.x): which ones it applies without echoing them (its defaults), which it
+    echoes under another name, and which shown options contradict a requested one.
 
-
-def options_not_in_effect(requested: str, effective: str | None) -> list[str]:
-    """Requested mount options the kernel does not report back (dropped or overridden).
-
-    An option counts as applied when it, its reported name, or "option=value…" (the kernel
-    may add a level, as compress=zstd → compress=zstd:3) is among the effective options.
+    An option is NOT in effect only when the read-back contradicts it: the kernel shows its
+    opposite ("nodatacow" for datacow, "discard=async" for nodiscard), another value of it
+    ("data=journal" for data=ordered; "4k" and "4096" are one size, "zstd:3" is zstd), an
+    option named in `contradicted_by`, or leaves out an option it always echoes when applied
+    (Btrfs drops nodatacow when compress follows). A default it does not echo is in effect.
     """
-    if effective is None:
-        return []
-    shown = effective.split(",")
-    missing = []
-    for option in filter(None, (o.strip() for o in requested.split(","))):
-        if option in _NEVER_SHOWN:
-            continue
-        name = _REPORTED_AS.get(option, option)
-        if not any(s == name or s.startswith(name + ":") or (("=" not in name) and s.startswith(name + "=")) for s in shown):
-            missing.append(option)
-    return missing
+
+    silent: frozenset[str] = frozenset()  # options applied without being echoed (defaults), as written
+    silent_names: frozenset[str] = frozenset()  # options never echoed, whatever their value
+    reported_as: Mapping[str, str] = field(default_factory=dict)  # option → how the kernel echoes it
+    contradicted_by: Mapping[str, frozenset[str]] = field(default_factory=dict)  # beyond noX/X and other values
+
+    def with_vfs(self) -> MountReadBack:
+        """This filesystem's knowledge joined with the generic options every filesystem takes."""
+        return MountReadBack(
+            VFS_READ_BACK.silent | self.silent,
+            VFS_READ_BACK.silent_names | self.silent_names,
+            {**VFS_READ_BACK.reported_as, **self.reported_as},
+            {**VFS_READ_BACK.contradicted_by, **self.contradicted_by},
+        )
+
+    def not_in_effect(self, requested: str, effective: str | None) -> list[str]:
+        """Requested options the read-back contradicts, each with what the kernel shows instead:
+        "datacow (is nodatacow)", "nodatacow (absent)"."""
+        if effective is None:
+            return []
+        shown = effective.split(",")
+        missing = []
+        for option in filter(None, (o.strip() for o in requested.split(","))):
+            name = self.reported_as.get(option, option)
+            against = self._contradiction(option, name, shown)
+            if against:
+                missing.append(f"{option} (is {against})")
+            elif not any(_same(name, s) for s in shown) and name not in self.silent and _name(name) not in self.silent_names:
+                missing.append(f"{option} (absent)")
+        return missing
+
+    def _contradiction(self, option: str, name: str, shown: list[str]) -> str | None:
+        key, equals, value = name.partition("=")
+        for s in shown:
+            s_key, s_equals, s_value = s.partition("=")
+            if (
+                s in self.contradicted_by.get(option, ())
+                or s_key == f"no{key}"  # datacow ↔ nodatacow shown
+                or (key.startswith("no") and s_key == key[2:])  # nodiscard ↔ discard=async shown
+                or (equals and s_equals and s_key == key and not _same_value(value, s_value))  # data=ordered ↔ data=journal
+            ):
+                return s
+        return None
+
+
+def _name(option: str) -> str:
+    return option.partition("=")[0]
+
+
+def _same(option: str, shown: str) -> bool:
+    """Whether a shown option is the requested one: itself, with a level the kernel adds
+    (compress=zstd → compress=zstd:3), a flag shown with its value (compress → compress=zlib:3),
+    or one size written another way (allocsize=4096 → allocsize=4k)."""
+    key, equals, value = option.partition("=")
+    s_key, s_equals, s_value = shown.partition("=")
+    if key != s_key:
+        return False
+    return not equals or (bool(s_equals) and _same_value(value, s_value))
+
+
+def _same_value(value: str, shown: str) -> bool:
+    if value == shown or shown.startswith(value + ":"):
+        return True
+    try:
+        return parse_size(value) == parse_size(shown)
+    except ValueError:
+        return False
+
+
+# The generic options (guard.options.VFS_MOUNT_OPTIONS), measured with ext4, XFS and Btrfs alike.
+VFS_READ_BACK = MountReadBack(
+    silent=frozenset({"", "defaults", "rw", "auto", "async", "dev", "exec", "suid", "nouser", "atime", "diratime", "nolazytime", "nostrictatime", "strictatime"}),
+    contradicted_by={"strictatime": frozenset({"relatime", "noatime"}), "noatime": frozenset({"relatime"}), "relatime": frozenset({"noatime"})},
+)
 
 
 class Filesystem:
@@ -94,6 +158,7 @@ class Filesystem:
     accepted_mkfs_options: ToolOptions | None = None
     accepted_mount_options: Suboptions | None = None
     floor: SizeFloor | None = None
+    read_back: MountReadBack = VFS_READ_BACK  # how its mount options read back from /proc/mounts
 
     def check_mkfs_options(self, arguments: str | Sequence[str]) -> list[str]:
         """The study's mkfs arguments, split and checked against the allow-list (OptionRefused)."""
@@ -125,6 +190,10 @@ class Filesystem:
 
     def details(self, device: str, mountpoint: Path) -> str:
         return ""
+
+    def not_in_effect(self, mount_options: str, properties: dict[str, str], effective: str | None, details: str) -> list[str]:
+        """What a run asked for that its read-back (/proc/mounts, or the stored details) contradicts."""
+        return self.read_back.with_vfs().not_in_effect(mount_options, effective)
 
     def version(self) -> str | None:
         return tool_version(self.version_command)

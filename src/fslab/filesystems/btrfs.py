@@ -1,7 +1,7 @@
 from collections.abc import Sequence
 from pathlib import Path
 
-from fslab.filesystems.base import Filesystem, SizeFloor
+from fslab.filesystems.base import Filesystem, MountReadBack, SizeFloor
 from fslab.guard.options import Flag, Integer, Matches, Maybe, OneOf, Size, Suboptions, ToolOptions, mount_options, option_value
 from fslab.system import run
 
@@ -61,6 +61,18 @@ MOUNT_OPTIONS = mount_options(
     },
 )
 
+# Measured on Linux 6.18: mount with each option alone, read /proc/mounts. datacow and datasum
+# are the defaults, never echoed; nodatacow shows with nodatasum, and is dropped (absent) when
+# compress follows it, as compress is when nodatacow follows.
+READ_BACK = MountReadBack(
+    silent=frozenset({
+        "acl", "noautodefrag", "barrier", "datacow", "datasum", "nodiscard", "noflushoncommit", "nossd_spread", "treelog",
+        "commit=30", "compress=no", "compress=none", "compress-force=no", "compress-force=none", "max_inline=2048", "metadata_ratio=0",
+    }),
+    silent_names=frozenset({"thread_pool"}),  # echoed only when not min(CPUs + 2, 8): the default depends on the machine
+    reported_as={"discard=sync": "discard"},
+)
+
 # mkfs.btrfs's smallest device depends on the profiles (measured with btrfs-progs 6.2 on sparse
 # images: "minimum size for each btrfs device is …"). The largest of each case is kept.
 FLOOR = SizeFloor(109 * 2**20, "mkfs.btrfs makes no filesystem on a smaller device")
@@ -76,6 +88,7 @@ class Btrfs(Filesystem):
     package = "btrfs-progs"
     accepted_mkfs_options = MKFS_OPTIONS
     accepted_mount_options = MOUNT_OPTIONS
+    read_back = READ_BACK
 
     def size_floor(self, mkfs_arguments: Sequence[str], devices: int) -> SizeFloor:
         data = option_value(mkfs_arguments, "-d", "--data") or ""

@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from fslab.filesystems.base import Filesystem, SizeFloor
+from fslab.filesystems.base import Filesystem, MountReadBack, SizeFloor
 from fslab.guard.options import ZERO_ONE, Flag, Integer, Matches, Maybe, OneOf, Size, Suboptions, ToolOptions, mount_options
 from fslab.system import run
 
@@ -121,6 +121,18 @@ MOUNT_OPTIONS = mount_options(
     },
 )
 
+# Measured on Linux 6.18: mount with each option alone, read /proc/mounts.
+READ_BACK = MountReadBack(
+    silent=frozenset({
+        "barrier", "delalloc", "journal_checksum", "auto_da_alloc", "block_validity", "dioread_nolock", "acl", "user_xattr",
+        "commit=5", "commit=0", "errors=continue", "data_err=ignore", "init_itable", "init_itable=10", "nodiscard",
+        "mb_optimize_scan=1", "prefetch_block_bitmaps", "max_batch_time=15000", "min_batch_time=0", "inode_readahead_blks=32",
+        "stripe=0", "max_dir_size_kb=0", "data=ordered",  # data=ordered is echoed when asked for; the default either way
+    }),
+    silent_names=frozenset({"journal_ioprio"}),
+    reported_as={"barrier=0": "nobarrier", "barrier=1": "barrier", "auto_da_alloc=0": "noauto_da_alloc", "auto_da_alloc=1": "auto_da_alloc", "dioread_lock": "nodioread_nolock"},
+)
+
 
 class Ext4(Filesystem):
     kind = "ext4"
@@ -130,6 +142,7 @@ class Ext4(Filesystem):
     nodiscard = ("nodiscard",)  # an -E suboption, joined with the others below
     accepted_mkfs_options = MKFS_OPTIONS
     accepted_mount_options = MOUNT_OPTIONS
+    read_back = READ_BACK
     # Measured with mkfs.ext4 -q on a sparse image (e2fsprogs 1.47): 103KiB fails, 104KiB works.
     floor = SizeFloor(104 * 2**10, "mkfs.ext4 makes no filesystem smaller")
 

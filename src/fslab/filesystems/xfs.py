@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from fslab.filesystems.base import Filesystem, SizeFloor
+from fslab.filesystems.base import Filesystem, MountReadBack, SizeFloor
 from fslab.guard.options import ZERO_ONE, Flag, Integer, Maybe, OneOf, Size, Suboptions, ToolOptions, mount_options
 from fslab.system import run
 
@@ -93,6 +93,9 @@ MOUNT_OPTIONS = mount_options(
     },
 )
 
+# Measured on Linux 6.18: XFS echoes inode64, logbufs=8 and logbsize=32k (sizes as 4k, 256k).
+READ_BACK = MountReadBack(silent=frozenset({"nodiscard", "nolargeio", "nogrpid"}))
+
 
 class Xfs(Filesystem):
     kind = "xfs"
@@ -102,6 +105,7 @@ class Xfs(Filesystem):
     package = "xfsprogs"
     accepted_mkfs_options = MKFS_OPTIONS
     accepted_mount_options = MOUNT_OPTIONS
+    read_back = READ_BACK
     # xfsprogs 5.19 and later refuse filesystems under 300MiB (measured: 299MiB fails, 300MiB works).
     floor = SizeFloor(300 * 2**20, "mkfs.xfs makes no filesystem smaller (xfsprogs 5.19 and later)")
 

@@ -26,6 +26,7 @@ from fslab.guard.names import kernel_name, workdir_tag
 from fslab.guard.options import ON_OFF, Matches, OneOf, Size, Suboptions, check_properties
 from fslab.journal import Entry, Journal, releaser
 from fslab.system import CommandError, joined, run
+from fslab.units import parse_size
 
 if TYPE_CHECKING:
     from fslab.devices.layers import Stack
@@ -168,6 +169,9 @@ class Zfs(Filesystem):
         found = engine()
         return found.describe() if found else None
 
+    def not_in_effect(self, mount_options: str, properties: dict[str, str], effective: str | None, details: str) -> list[str]:
+        return properties_not_in_effect(properties, details)
+
     def pool_command(self, pool: str, devices: list[str], target: Target) -> list[str]:
         options = [arg for name, value in check_pool_options(target.pool_options).items() for arg in ("-o", f"{name}={value}")]
         layout = [target.vdev] if len(devices) > 1 and target.vdev == "mirror" else []
@@ -278,14 +282,21 @@ def _zvol_name(device: str) -> str | None:
 
 def properties_not_in_effect(requested: dict[str, str], details: str) -> list[str]:
     """Requested dataset properties whose value `zfs get` reports differently (from a run's
-    stored details), e.g. "compression=lz4 (is lzjb)"."""
+    stored details), e.g. "compression=lz4 (is lzjb)". zfs get reports every property, those at
+    their default too ("default" source), in its own forms: "128K" for 131072 or 128k, "on" for
+    on. A property the read-back leaves out contradicts nothing: it is not reported."""
     reported = {}
     for line in details.splitlines():
         fields = line.split("\t")
         if len(fields) == 3:
             reported[fields[0]] = fields[1]
-    return [
-        f"{name}={value} (is {reported.get(name, 'unknown')})"
-        for name, value in requested.items()
-        if reported.get(name, "").lower() != str(value).lower()
-    ]
+    return [f"{name}={value} (is {reported[name]})" for name, value in requested.items() if name in reported and not _same_property(value, reported[name])]
+
+
+def _same_property(value: str, reported: str) -> bool:
+    if value.lower() == reported.lower():
+        return True
+    try:
+        return parse_size(value) == parse_size(reported)
+    except ValueError:
+        return False

@@ -12,8 +12,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 
 from fslab.analysis import Analysis, Row, analyse, beyond_raw, ranking_line, raw_references
-from fslab.filesystems.base import options_not_in_effect
-from fslab.filesystems.zfs import properties_not_in_effect
+from fslab.filesystems import FILESYSTEMS
 from fslab.results import ResultsDB
 from fslab.stats import Summary, summarize
 from fslab.units import format_size
@@ -108,12 +107,11 @@ def _cell_statistics(metrics: dict[str, list[float]], higher_is_better: dict[str
 
 
 def _not_in_effect(target: dict, run: dict) -> list[str]:
-    """What a run's target asked for that the kernel or ZFS did not apply, read from the run."""
+    """What a run's target asked for that its read-back contradicts (its filesystem's module knows
+    which defaults go unreported and which shown option contradicts which)."""
     spec = target["spec"]
-    missing = options_not_in_effect(spec["mount_options"], run["mount_options_effective"]) if target["filesystem"] != "zfs" else []
-    if spec.get("properties") and run["fs_details"]:
-        missing += properties_not_in_effect(spec["properties"], run["fs_details"])
-    return missing
+    fs = FILESYSTEMS[target["filesystem"]]
+    return fs.not_in_effect(spec["mount_options"], spec.get("properties") or {}, run["mount_options_effective"], run["fs_details"] or "")
 
 
 def target_rows(s: StudySummary) -> list[list[str]]:
