@@ -113,5 +113,5 @@ def test_a_missing_tool_is_refused_before_anything_is_made(workdir, tmp_path):
     result = subprocess.run([sys.executable, "-m", "fslab", "run", str(study), "--db", str(db), "--workdir", str(workdir.root)], capture_output=True, text=True, env=env, timeout=120)
     assert result.returncode == 2, result.stdout + result.stderr
     message = " ".join(result.stderr.split())
-    assert "the study cannot run here; nothing was attached or formatted: xfs tools: not installed — apt-get install xfsprogs" in message and "Traceback" not in message
+    assert "the study cannot run here; nothing was attached or formatted: target 'xfs': xfs tools: not installed — apt-get install xfsprogs" in message and "Traceback" not in message
     assert not any(workdir.images.glob("*.img")) and ResultsDB(str(db)).study_runs() == []

@@ -29,8 +29,8 @@ from fslab.results.db import DEFAULT_DB
 from fslab.results.owner import Owner
 from fslab.resume import resumable
 from fslab.runner import RunObserver, resume_study, run_study
-from fslab.study import builtin_studies, describe_study, load_study
-from fslab.units import parse_duration, parse_percent
+from fslab.study import Study, builtin_studies, describe_study, load_study, short_runs
+from fslab.units import Bandwidth, parse_duration, parse_percent
 from fslab.workdir import DEFAULT_WORKDIR, Workdir
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 
@@ -122,6 +122,8 @@ def run(
     baseline: BaselineOption = None,
     threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
     scale: Annotated[Optional[float], typer.Option("--scale", help="Multiply image sizes, fio sizes and runtimes (e.g. 0.1 on a small machine). \\[default: 1]")] = None,
+    scale_sizes_only: Annotated[bool, typer.Option("--scale-sizes-only", help="With --scale: shrink image and fio sizes only, and keep the study's runtimes (a run shorter than 2 s measures mostly overhead).")] = False,
+    skip_unsupported: Annotated[bool, typer.Option("--skip-unsupported", help="Skip the targets this machine cannot run (a kernel feature or tool it lacks) and run the others; the summary lists what was skipped and why. Refusals (options, jobs, devices) still stop the study.")] = False,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Seed of the interleaved run order (default: the study's, else random; always recorded).")] = None,
     destroy_data: Annotated[Optional[list[str]], typer.Option(DESTROY_FLAG, metavar="DEVICE", help="Confirm that fslab may destroy all data on this device, which the study names (repeat for each).")] = None,
     db: DbOption = None,
@@ -129,14 +131,20 @@ def run(
 ) -> None:
     """Run a study: provision every target, run every workload, store and summarise the results."""
     if resume:
-        fixed = {"--runs": runs, "--warmup": warmup, "--target-ci": target_ci, "--max-runs": max_runs, "--time-budget": time_budget, "--baseline": baseline, "--scale": scale, "--seed": seed}
+        fixed = {
+            "--runs": runs, "--warmup": warmup, "--target-ci": target_ci, "--max-runs": max_runs, "--time-budget": time_budget, "--baseline": baseline,
+            "--scale": scale, "--scale-sizes-only": scale_sizes_only or None, "--seed": seed, "--skip-unsupported": skip_unsupported or None,
+        }
         given = [name for name, value in fixed.items() if value is not None]
         if given:
             raise _fail(f"{', '.join(given)} cannot change a resumed study run: it goes on with the settings it began with")
         return _resume(study, threshold, db, workdir, tuple(destroy_data or ()))
     if study is None:
         raise _fail("name a study file or a built-in study (see `fslab list`), or give --resume")
-    loaded = load_study(study, scale=scale or 1.0)
+    if scale_sizes_only and scale is None:
+        raise _fail("--scale-sizes-only goes with --scale: give the factor sizes are multiplied by (e.g. --scale 0.1)")
+    loaded = load_study(study, scale=scale or 1.0, scale_sizes_only=scale_sizes_only)
+    _warn_short_runs(loaded)
     repetitions = Repetitions(
         runs=runs or loaded.repetitions,
         warmup=loaded.warmup if warmup is None else warmup,
@@ -148,7 +156,9 @@ def run(
     results = _open_db(db)
     console.print(f"[bold]{shown(loaded.name)}[/bold]: {describe_study(loaded, repetitions.runs)}" + (f", then more until ±{target_ci:.1%}" if target_ci else ""), highlight=False)
     flags = tuple(destroy_data or ())
-    study_run_id = _with_progress(lambda observer: run_study(loaded, results, Workdir(workdir), repetitions=repetitions, seed=seed, baseline=baseline, observer=observer, destroy_flags=flags))
+    study_run_id = _with_progress(
+        lambda observer: run_study(loaded, results, Workdir(workdir), repetitions=repetitions, seed=seed, baseline=baseline, observer=observer, destroy_flags=flags, skip_unsupported=skip_unsupported)
+    )
     _show_and_exit(results, study_run_id, baseline=baseline, threshold=threshold)
 
 
@@ -158,8 +168,16 @@ def _resume(ref: str | None, threshold: float, db: str | None, workdir: Path, de
     console.print(f"[bold]{shown(found.study.name)}[/bold]: resuming study run {found.study_run_id}, {len(found.stored)} run(s) already stored", highlight=False)
     for note in found.notes:
         errors.print(f"[yellow]note[/yellow]: {shown(note)}", highlight=False)
+    _warn_short_runs(found.study)
     study_run_id = _with_progress(lambda observer: resume_study(found, results, Workdir(workdir), observer=observer, destroy_flags=destroy_flags))
     _show_and_exit(results, study_run_id, baseline=found.baseline, threshold=threshold)
+
+
+def _warn_short_runs(study: Study) -> None:
+    """Said before anything runs, and not fatal: runs too short to measure much."""
+    warning = short_runs(study)
+    if warning:
+        errors.print(f"[yellow]warning[/yellow]: {shown(warning)}", highlight=False, soft_wrap=True)
 
 
 def _with_progress(start: Callable[[RunObserver], int]) -> int:
@@ -195,12 +213,13 @@ def summary(
     baseline: BaselineOption = None,
     threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
     precision: Annotated[Optional[float], typer.Option("--precision", parser=parse_percent, metavar="PERCENT", help="Say how many runs a ratio within ±PERCENT would need. \\[default: the threshold]")] = None,
+    units: Annotated[Optional[Bandwidth], typer.Option("--units", help="Bandwidth in decimal MB/s or binary MiB/s, in the tables and the report files. \\[default: the study's units, else MB/s]")] = None,
     db: DbOption = None,
 ) -> None:
     """Show the summary of a stored study run (tables, comparisons, ranking) and write its report files."""
     results = _open_db(db)
     found = _find_study_run(results, study_run)
-    _show(results, found["id"], baseline=baseline, threshold=threshold, precision=precision)
+    _show(results, found["id"], baseline=baseline, threshold=threshold, precision=precision, units=units)
 
 
 def _find_study_run(results: ResultsDB, ref: str | None) -> dict:

@@ -1,7 +1,8 @@
 """What this machine can do for fslab, what is missing, and how to get it.
 
 `fslab doctor` prints every check; `fslab run` refuses to start while a check the study
-depends on fails, so a study never dies half-way for a missing tool.
+depends on fails, so a study never dies half-way for a missing tool. What one target alone
+lacks is told as `Unsupported`: `fslab run --skip-unsupported` skips that target and runs the others.
 """
 
 from __future__ import annotations
@@ -66,18 +67,17 @@ def _basic_checks() -> list[Check]:
     ]
 
 
-def machine_checks(workdir: Path, kinds: list[str] | None = None) -> list[Check]:
-    """Every check, or only those a study on these filesystem kinds depends on."""
+def machine_checks(workdir: Path) -> list[Check]:
+    """Every check `fslab doctor` shows."""
     checks = _basic_checks()
-    for kind in kinds if kinds is not None else FILESYSTEMS:
-        checks += filesystem_check(kind, required=kinds is not None or kind != "zfs")  # ZFS is optional until a study asks
-    if kinds is None:
-        checks += [
-            _tool("sysbench", TOOLS["sysbench"], "sysbench", required=False),
-            _tool("rsync", TOOLS["rsync"], "rsync", required=False),
-            *[_layer_check(name) for name in layers.LAYERS],
-            _zram_check(),
-        ]
+    for kind in FILESYSTEMS:
+        checks += filesystem_check(kind, required=kind != "zfs")  # ZFS is optional until a study asks
+    checks += [
+        _tool("sysbench", TOOLS["sysbench"], "sysbench", required=False),
+        _tool("rsync", TOOLS["rsync"], "rsync", required=False),
+        *[_layer_check(name) for name in layers.LAYERS],
+        _zram_check(),
+    ]
     return checks + workdir_checks(workdir)
 
 
@@ -110,22 +110,39 @@ def workdir_checks(workdir: Path) -> list[Check]:
     ]
 
 
+@dataclass(frozen=True)
+class Unsupported:
+    """A target this machine cannot run, and what it lacks (a kernel feature, a tool, memory)."""
+
+    target: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"target '{self.target}': {self.why}"
+
+
 def study_problems(study: Study, workdir: Path) -> list[str]:
-    """Reasons the study cannot run on this machine; empty when it can."""
-    checks = machine_checks(workdir, sorted({t.filesystem for t in study.targets}))
-    problems = [f"{c.name}: {c.detail} — {c.fix}" for c in checks if not c.ok and c.required]
-    return problems + layer_problems(study) + zvol_problems(study) + zram_problems(study)
+    """What stops the whole study on this machine (root, loop devices, fio); empty when nothing does."""
+    return [f"{c.name}: {c.detail} — {c.fix}" for c in _basic_checks() + workdir_checks(workdir) if not c.ok and c.required]
 
 
-def zram_problems(study: Study) -> list[str]:
+def unsupported_targets(study: Study) -> list[Unsupported]:
+    """The study's targets this machine cannot run, each with why: its filesystem's tools or
+    kernel support, a layer, a zvol or zram."""
+    lacking = {kind: [f"{c.name}: {c.detail} — {c.fix}" for c in filesystem_check(kind) if not c.ok] for kind in {t.filesystem for t in study.targets}}
+    found = [Unsupported(t.name, why) for t in study.targets for why in lacking[t.filesystem]]
+    return found + layer_problems(study) + zvol_problems(study) + zram_problems(study)
+
+
+def zram_problems(study: Study) -> list[Unsupported]:
     why = zram.missing() if any(t.zram for t in study.targets) else None
-    problems = [f"target '{t.name}' is on zram, and {why}" for t in study.targets if t.zram and why]
+    problems = [Unsupported(t.name, f"it is on zram, and {why}") for t in study.targets if t.zram and why]
     # fslab writes random (incompressible) data: a zram device takes its whole size in memory
     available = memory_available()
     for t in study.targets:
         needed = t.image_size * t.devices
         if t.zram and needed > available * 0.8:
-            problems.append(f"target '{t.name}' needs {format_size(needed)} of zram, and this machine has {format_size(available)} of memory available: lower image_size")
+            problems.append(Unsupported(t.name, f"it needs {format_size(needed)} of zram, and this machine has {format_size(available)} of memory available: lower image_size"))
     return problems
 
 
@@ -136,12 +153,12 @@ def memory_available() -> int:
     return 0
 
 
-def zvol_problems(study: Study) -> list[str]:
+def zvol_problems(study: Study) -> list[Unsupported]:
     found = zfs_engine()
-    return [f"target '{t.name}': {ZVOL_ON_FUSE}" for t in study.targets if t.zvol and found is not None and found.fuse]
+    return [Unsupported(t.name, ZVOL_ON_FUSE) for t in study.targets if t.zvol and found is not None and found.fuse]
 
 
-def layer_problems(study: Study) -> list[str]:
-    """Layers under a filesystem (md RAID, LUKS, LVM): refused before anything is formatted."""
+def layer_problems(study: Study) -> list[Unsupported]:
+    """Layers under a filesystem (md RAID, LUKS, LVM) this kernel or its tools lack."""
     missing = {layer: layers.missing(layer) for target in study.targets for layer in target.layers}
-    return [f"target '{t.name}' needs {layer}, and {missing[layer]}" for t in study.targets for layer in t.layers if missing[layer]]
+    return [Unsupported(t.name, f"it needs {layer}, and {missing[layer]}") for t in study.targets for layer in t.layers if missing[layer]]

@@ -1,8 +1,8 @@
 """Resuming an interrupted study run: which one, and the study, plan and settings it ran with.
 
 Everything comes from the database — the study file's text as it was, the seed, the
-repetitions asked for, the baseline, the scale — so the planner hands out the very blocks it
-handed out before. Job files are read again (they live beside the study file), and a resume is
+repetitions asked for, the baseline, the scale (sizes only or not), the targets it skipped —
+so the planner hands out the very blocks it handed out before. Job files are read again (they live beside the study file), and a resume is
 refused when they, or any workload or target, no longer match what the study run stored.
 """
 
@@ -45,8 +45,10 @@ def resumable(db: ResultsDB, ref: str | None = None) -> Resumable:
     row = _interrupted(db, ref)
     settings = dict(row["settings"] or {"runs": row["repetitions"]})  # before schema version 2: runs only
     baseline = settings.pop("baseline", None)
+    sizes_only = settings.pop("scale_sizes_only", False)
+    skipped = {s["target"] for s in settings.pop("skipped", [])}  # by --skip-unsupported: skipped again
     repetitions = Repetitions(**settings)
-    study = replace(_study_as_stored(db, row), repetitions=repetitions.runs, warmup=repetitions.warmup)
+    study = replace(_study_as_stored(db, row, sizes_only, skipped), repetitions=repetitions.runs, warmup=repetitions.warmup)
     kernel = row["environment"].get("kernel")
     notes = [f"study run {row['id']} began on kernel {kernel}; this is {platform.release()}"] if kernel and kernel != platform.release() else []
     return Resumable(row["id"], study, repetitions, row["plan_seed"], baseline or study.baseline, row["started_at"], db.stored_runs(row["id"]), notes)
@@ -70,10 +72,11 @@ def _interrupted(db: ResultsDB, ref: str | None) -> dict:
     return row
 
 
-def _study_as_stored(db: ResultsDB, row: dict) -> Study:
-    """The study parsed from the text stored with the study run, checked against what it ran."""
+def _study_as_stored(db: ResultsDB, row: dict, sizes_only: bool, skipped: set[str]) -> Study:
+    """The study parsed from the text stored with the study run, scaled as it was and without
+    the targets it skipped, checked against what it ran."""
     try:
-        study = parse_study(row["study_source"], row["study_path"], base_dir=Path(row["study_path"]).parent, scale=row["scale"])
+        study = parse_study(row["study_source"], row["study_path"], base_dir=Path(row["study_path"]).parent, scale=row["scale"], scale_sizes_only=sizes_only).without(skipped)
     except StudyError as exc:
         raise CannotResume(f"study run {row['id']} cannot be resumed: {exc}") from None
     changed = _differing(db.workloads(row["id"]), {w.name: w.spec() for w in study.workloads})

@@ -59,15 +59,18 @@ def run_study(
     baseline: str | None = None,
     observer: RunObserver | None = None,
     destroy_flags: tuple[str, ...] = (),
+    skip_unsupported: bool = False,
 ) -> int:
     """Run the study (default: its own repetitions, exactly); returns the study run's id.
     `baseline` (default: the study's) guides adaptive runs, which stop comparisons beyond doubt.
-    `destroy_flags` are the --destroy-data paths that confirm the user's devices the study names."""
-    named = _check_can_run(study, workdir, destroy_flags)
+    `destroy_flags` are the --destroy-data paths that confirm the user's devices the study names.
+    `skip_unsupported`: targets this machine cannot run are skipped (and recorded), not refused."""
+    named, skipped = _check_can_run(study, workdir, destroy_flags, skip_unsupported=skip_unsupported)
+    study = study.without({u.target for u in skipped})
     repetitions = repetitions or Repetitions(runs=study.repetitions, warmup=study.warmup)
     study = replace(study, repetitions=repetitions.runs, warmup=repetitions.warmup)  # as stored with the study run
     plan_seed = seed if seed is not None else study.seed if study.seed is not None else new_seed()
-    settings = repetitions.describe() | ({"baseline": baseline} if baseline else {})  # all a resumed study run needs again
+    settings = repetitions.describe() | ({"baseline": baseline} if baseline else {}) | study_run_settings(study, skipped)  # all a resumed study run needs again
     versions = {kind: FILESYSTEMS[kind].version() for kind in {t.filesystem for t in study.targets}}
     with _claimed(study, workdir, observer):
         study_run_id = db.begin_study_run(study, plan_seed, environment.collect(workdir.root), versions, settings, Owner.current(workdir.root))
@@ -75,10 +78,18 @@ def run_study(
     return study_run_id
 
 
+def study_run_settings(study: Study, skipped: list[doctor.Unsupported]) -> dict:
+    """What the study run keeps beside its repetitions: how it was scaled, what it skipped and why."""
+    settings: dict = {"scale_sizes_only": True} if study.scale_sizes_only else {}
+    if skipped:
+        settings["skipped"] = [{"target": u.target, "why": u.why} for u in skipped]
+    return settings
+
+
 def resume_study(resumable: Resumable, db: ResultsDB, workdir: Workdir, *, observer: RunObserver | None = None, destroy_flags: tuple[str, ...] = ()) -> int:
     """Continue an interrupted study run with its own plan: the planner hands out its blocks again,
     runs already stored are taken as they are, and only the others run. Returns its id."""
-    named = _check_can_run(resumable.study, workdir, destroy_flags)
+    named, _ = _check_can_run(resumable.study, workdir, destroy_flags, resuming=True)
     with _claimed(resumable.study, workdir, observer):
         if not db.take_over(resumable.study_run_id, Owner.current(workdir.root)):
             raise StudyCannotRun(f"study run {resumable.study_run_id} is no longer interrupted: another fslab has resumed it")
@@ -90,14 +101,22 @@ def resume_study(resumable: Resumable, db: ResultsDB, workdir: Workdir, *, obser
     return resumable.study_run_id
 
 
-def _check_can_run(study: Study, workdir: Workdir, destroy_flags: tuple[str, ...]) -> dict[str, BlockDevice]:
+def _check_can_run(study: Study, workdir: Workdir, destroy_flags: tuple[str, ...], *, skip_unsupported: bool = False, resuming: bool = False) -> tuple[dict[str, BlockDevice], list[doctor.Unsupported]]:
     """Everything that can be checked before anything is attached or formatted, all at once;
-    returns the user's devices the study names, confirmed."""
+    returns the user's devices the study names, confirmed, and the targets to skip. Only what
+    the machine lacks for one target is skipped, never a refusal: a refused option, job or
+    device stops the whole study, skipping or not."""
     named, refused = confirmed_devices(study, destroy_flags)
+    unsupported = doctor.unsupported_targets(study)
     problems = doctor.study_problems(study, workdir.root) + fio.job_problems(study, workdir) + refused
+    if not skip_unsupported:
+        problems[:0] = [str(u) for u in unsupported]
+    elif {u.target for u in unsupported} >= {t.name for t in study.targets}:
+        problems[:0] = [f"{u} (every target is unsupported here: nothing would run)" for u in unsupported]
     if problems:
-        raise StudyCannotRun("the study cannot run here; nothing was attached or formatted:\n  " + "\n  ".join(dict.fromkeys(problems)))
-    return named
+        hint = "" if skip_unsupported or resuming or not unsupported else "\n`fslab run --skip-unsupported` skips the targets this machine cannot run and runs the others"
+        raise StudyCannotRun("the study cannot run here; nothing was attached or formatted:\n  " + "\n  ".join(dict.fromkeys(problems)) + hint)
+    return named, unsupported if skip_unsupported else []
 
 
 @contextmanager

@@ -11,7 +11,7 @@ import itertools
 import os
 import stat
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -162,10 +162,18 @@ class Study:
     source: str  # the study file's text, stored with every study run
     path: str
     scale: float
+    scale_sizes_only: bool = False  # --scale-sizes-only: sizes scaled, runtimes as the study says
 
     @property
     def cells(self) -> list[Cell]:
         return [Cell(t, w) for t in self.targets for w in self.workloads]
+
+    def without(self, names: set[str]) -> Study:
+        """The study without these targets (skipped: this machine cannot run them); a baseline
+        among them gives way to the default (each workload's first target)."""
+        if not names:
+            return self
+        return replace(self, targets=[t for t in self.targets if t.name not in names], baseline=None if self.baseline in names else self.baseline)
 
 
 def builtin_studies() -> dict[str, str]:
@@ -178,7 +186,7 @@ def builtin_studies() -> dict[str, str]:
     return found
 
 
-def load_study(name_or_path: str | Path, *, scale: float = 1.0) -> Study:
+def load_study(name_or_path: str | Path, *, scale: float = 1.0, scale_sizes_only: bool = False) -> Study:
     """A study from a file path or a built-in study's name."""
     path = Path(name_or_path)
     if path.is_file():
@@ -186,16 +194,18 @@ def load_study(name_or_path: str | Path, *, scale: float = 1.0) -> Study:
             text = path.read_text()
         except (OSError, UnicodeDecodeError) as exc:
             raise StudyError(f"{path}: cannot be read as a study file (TOML text): {getattr(exc, 'strerror', None) or exc}") from None
-        return parse_study(text, str(path), base_dir=path.parent, scale=scale)
+        return parse_study(text, str(path), base_dir=path.parent, scale=scale, scale_sizes_only=scale_sizes_only)
     builtin = resources.files("fslab.studies") / f"{name_or_path}.toml"
     if builtin.is_file():
-        return parse_study(builtin.read_text(), f"built-in study '{name_or_path}'", base_dir=Path.cwd(), scale=scale)
+        return parse_study(builtin.read_text(), f"built-in study '{name_or_path}'", base_dir=Path.cwd(), scale=scale, scale_sizes_only=scale_sizes_only)
     raise StudyError(
         f"no study file '{name_or_path}' and no built-in study of that name; built-in studies: {', '.join(builtin_studies())}"
     )
 
 
-def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0) -> Study:
+def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0, scale_sizes_only: bool = False) -> Study:
+    """The study in `text`; `scale` multiplies image sizes, fio sizes and (unless
+    `scale_sizes_only`) runtimes."""
     if scale <= 0:
         raise StudyError(f"--scale must be above 0, not {scale}")
     try:
@@ -216,7 +226,7 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0)
     where.require_unique([(table, t.name) for table, t in tables], "target")
     if model.study.baseline is not None and model.study.baseline not in {t.name for t in targets}:
         raise StudyError(f"{filename}:{locate(text, ('study', 'baseline'))}: study.baseline: {unknown('target', model.study.baseline, [t.name for t in targets])}")
-    workloads = _workloads(model, base_dir, scale, filename, text)
+    workloads = _workloads(model, base_dir, scale, 1.0 if scale_sizes_only else scale, filename, text)
     if not workloads:
         raise StudyError(f"{filename}: the study runs no workload: list built-in ones in [study] workloads, or add [[workload]] tables")
     builtin = len(workloads) - len(model.workload)
@@ -235,6 +245,7 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0)
         source=text,
         path=filename,
         scale=scale,
+        scale_sizes_only=scale_sizes_only,
     )
 
 
@@ -297,25 +308,25 @@ def _label(key: str, value: Any) -> str:
     return str(value) or "defaults"
 
 
-def _workloads(model: StudyFile, base_dir: Path, scale: float, filename: str, text: str) -> list[Workload]:
+def _workloads(model: StudyFile, base_dir: Path, scale: float, time_scale: float, filename: str, text: str) -> list[Workload]:
     defaults = {**FIO_DEFAULTS, **model.fio.model_dump(exclude_none=True, exclude={"options"})}
     shared_options = model.fio.options
     names = [n for entry in model.study.workloads for n in WORKLOAD_SETS.get(entry, [entry])]
-    workloads = [_fio_workload(n, {**defaults, **BUILTIN_WORKLOADS[n]}, shared_options, scale) for n in names]
+    workloads = [_fio_workload(n, {**defaults, **BUILTIN_WORKLOADS[n]}, shared_options, scale, time_scale) for n in names]
     for index, section in enumerate(model.workload):
         if section.job_file:
             where = f"{filename}:{locate(text, ('workload', index, 'job_file'))}: workload[{index}].job_file"
             workloads.append(_job_file_workload(section.name, section.job_file, base_dir, where, model.fio.timeout if section.timeout is None else section.timeout))
         else:
             own = section.model_dump(exclude_none=True, exclude={"name", "job_file", "options"})
-            workloads.append(_fio_workload(section.name, {**defaults, **own}, {**shared_options, **section.options}, scale))
+            workloads.append(_fio_workload(section.name, {**defaults, **own}, {**shared_options, **section.options}, scale, time_scale))
     return workloads
 
 
-def _fio_workload(name: str, settings: dict[str, Any], extra: dict[str, Any], scale: float) -> Workload:
+def _fio_workload(name: str, settings: dict[str, Any], extra: dict[str, Any], scale: float, time_scale: float) -> Workload:
     size = scaled_size(parse_size(settings["size"]), scale)
-    runtime = parse_duration(settings["runtime"]) * scale
-    ramp = parse_duration(settings["ramp_time"]) * scale
+    runtime = parse_duration(settings["runtime"]) * time_scale
+    ramp = parse_duration(settings["ramp_time"]) * time_scale
     options = {
         "rw": settings["rw"],
         "bs": settings["bs"],
@@ -440,6 +451,23 @@ class _Where:
     def refuse(problems: list[str]) -> None:
         if problems:
             raise StudyError("\n".join(dict.fromkeys(problems)))
+
+
+# A run measuring for less than this is mostly fslab's overhead and fio's ramp-up: warned of.
+SHORT_RUN_FLOOR = 2.0  # seconds
+
+
+def short_runs(study: Study) -> str | None:
+    """A warning, before anything runs, naming the workloads whose measured window (runtime,
+    ramp excluded) is below SHORT_RUN_FLOOR, and how to lengthen it; None when none is."""
+    short = {w.name: seconds for w in study.workloads if 0 < (seconds := fio_jobs.measured_seconds(w.job)) < SHORT_RUN_FLOOR}
+    if not short:
+        return None
+    listed = ", ".join(f"{name} ({format_duration(seconds)})" for name, seconds in short.items())
+    fix = "raise their runtime in the study"
+    if study.scale != 1.0 and not study.scale_sizes_only:
+        fix = f"--scale {study.scale:g} shortened them: add --scale-sizes-only to keep the study's runtimes while sizes shrink, or {fix}"
+    return f"{len(short)} workload(s) measure for less than {SHORT_RUN_FLOOR:g}s, where fslab's overhead and fio's ramp-up weigh on the figures: {listed}; {fix}"
 
 
 def describe_study(study: Study, repetitions: int | None = None) -> str:

@@ -17,7 +17,7 @@ from fslab.guard.fio_jobs import ALIASES, option_problem, option_text
 from fslab.guard.names import check_name
 from fslab.guard.options import check_arguments
 from fslab.toml_errors import FieldError, unknown
-from fslab.units import format_size, parse_duration, parse_size, scaled_size
+from fslab.units import Bandwidth, format_size, parse_duration, parse_size, scaled_size
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 
 FIO_RW_MODES = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw", "trim", "randtrim", "trimwrite")
@@ -83,6 +83,7 @@ class StudySection(_Table):
     image_size: Size = "4GiB"
     image_fill: Literal["full", "sparse"] = "full"
     seed: int | None = None
+    units: Bandwidth = Bandwidth.MB  # bandwidth in summaries (fslab summary --units overrides)
 
     @field_validator("workloads")
     @classmethod

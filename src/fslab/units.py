@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from enum import Enum
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)\s*$", re.IGNORECASE)
 _POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
@@ -63,3 +64,19 @@ def parse_percent(value: str | float) -> float:
     if not 0 < number < 100:
         raise ValueError(f"a percentage between 0 and 100 is needed, not {value!r}")
     return number / 100
+
+
+class Bandwidth(Enum):
+    """The unit bandwidth is shown in: decimal megabytes (10^6 bytes) or binary mebibytes (2^20
+    bytes, what seed 003 and most tools print) per second. Both are stored with every run."""
+
+    MB = "MB/s"
+    MIB = "MiB/s"
+
+    @property
+    def metric(self) -> str:
+        """The stored metric's suffix, after the direction: read_mb_s, read_mib_s."""
+        return "mb_s" if self is Bandwidth.MB else "mib_s"
+
+    def describe(self) -> str:
+        return "MB/s (10^6 bytes per second)" if self is Bandwidth.MB else "MiB/s (2^20 bytes per second)"

@@ -414,6 +414,13 @@ def expected_seconds(job: JobFile) -> float:
     return total + group
 
 
+def measured_seconds(job: JobFile) -> float:
+    """The shortest measured window of the job's jobs: runtime, ramp_time excluded. 0 when a
+    job has no runtime (it ends when its size is done: unknown)."""
+    runtimes = [fio_seconds(opts.get("runtime") or "0") for opts in job.jobs()]
+    return 0.0 if not runtimes or 0 in runtimes else min(runtimes)
+
+
 _UNITS = {"us": 1e-6, "usec": 1e-6, "ms": 1e-3, "msec": 1e-3, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "": 1}
 
 

@@ -11,7 +11,6 @@ from rich.table import Table
 from fslab.analysis import Row
 from fslab.guard.names import visible
 from fslab.report.summary import (
-    COLUMNS,
     COMPARISON_COLUMNS,
     TARGET_COLUMNS,
     StudySummary,
@@ -20,6 +19,8 @@ from fslab.report.summary import (
     method_line,
     metric_label,
     ranking_lines,
+    skipped_lines,
+    table_columns,
     table_rows,
     target_rows,
     workload_title,
@@ -35,12 +36,14 @@ def print_summary(console: Console, s: StudySummary) -> None:
     for row in target_rows(s):
         targets.add_row(*map(escape, row), style="yellow" if row[6] != "–" else "")
     console.print(targets)
+    for i, line in enumerate(skipped_lines(s)):
+        console.print(("" if i == 0 else "  ") + visible(line), style="yellow", markup=False, highlight=False)
     for workload in s.workloads:
         table = Table(title=escape(workload_title(s, workload)), title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1))
-        for i, column in enumerate(COLUMNS):
+        for i, column in enumerate(table_columns(s.units)):
             table.add_column(column, justify="left" if i < 2 else "right", no_wrap=i == 0)
         for cell in s.cells_of(workload):
-            for row in table_rows(cell):
+            for row in table_rows(cell, s.units):
                 table.add_row(*map(escape, row))
         console.print(table)
         rows = s.analysis.rows_of(workload)

@@ -13,7 +13,6 @@ from fslab.errors import Refused
 from fslab.guard.identity import open_own
 from fslab.guard.names import file_name
 from fslab.report.summary import (
-    COLUMNS,
     COMPARISON_COLUMNS,
     TARGET_COLUMNS,
     StudySummary,
@@ -21,6 +20,8 @@ from fslab.report.summary import (
     header_lines,
     method_line,
     ranking_lines,
+    skipped_lines,
+    table_columns,
     table_rows,
     target_rows,
     workload_title,
@@ -35,9 +36,12 @@ def to_markdown(s: StudySummary) -> str:
     out = [f"# {s.study_run['study']} — study run {s.study_run['id']}", "", *[line + "  " for line in header_lines(s)], method_line(s), ""]
     out += ["## Targets", ""]
     out += _table(TARGET_COLUMNS, target_rows(s))
+    skipped = skipped_lines(s)
+    if skipped:
+        out += ["", "## Skipped targets", "", skipped[0], "", *[f"- {line}" for line in skipped[1:]]]
     for workload in s.workloads:
         out += ["", f"## {workload_title(s, workload)}", ""]
-        out += _table(COLUMNS, [row for cell in s.cells_of(workload) for row in table_rows(cell)])
+        out += _table(table_columns(s.units), [row for cell in s.cells_of(workload) for row in table_rows(cell, s.units)])
         rows = s.analysis.rows_of(workload)
         if rows:
             out += ["", f"Compared with **{s.analysis.baselines[workload]}**:", ""]
@@ -75,6 +79,8 @@ def to_json(s: StudySummary) -> str:
         "comparisons": [{"workload": r.workload, "target": r.target, "baseline": r.baseline, "metric": r.metric, **asdict(r.comparison)} for r in s.analysis.rows],
         "rankings": [{"workload": w, "metric": m, "tiers": tiers} for (w, m), tiers in s.analysis.rankings.items()],
         "threshold": s.analysis.threshold,
+        "bandwidth_unit": s.units.value,
+        "skipped": [asdict(u) for u in s.skipped],
         "failures": [asdict(f) for f in s.failures],
     }
     return json.dumps(document, indent=2, default=str)

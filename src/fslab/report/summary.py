@@ -12,10 +12,11 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 
 from fslab.analysis import Analysis, Row, analyse, beyond_raw, ranking_line, raw_references
+from fslab.doctor import Unsupported
 from fslab.filesystems import FILESYSTEMS
 from fslab.results import ResultsDB
 from fslab.stats import Summary, summarize
-from fslab.units import format_size
+from fslab.units import Bandwidth, format_size
 from fslab.workloads.fio import DIRECTIONS, PERCENTILES
 
 
@@ -52,13 +53,20 @@ class StudySummary:
     effective_mount_options: dict[str, str] = field(default_factory=dict)
     not_in_effect: dict[str, list[str]] = field(default_factory=dict)  # target → options asked for, not applied
     buffered: set[str] = field(default_factory=set)  # workloads run through the page cache
+    units: Bandwidth = Bandwidth.MB  # bandwidth as shown in the tables
+    skipped: list[Unsupported] = field(default_factory=list)  # targets --skip-unsupported left out, and why
 
     def cells_of(self, workload: str) -> list[CellSummary]:
         return [c for c in self.cells if c.workload == workload]
 
 
-def summarize_study_run(db: ResultsDB, study_run_id: int, *, baseline: str | None = None, threshold: float = 0.03, precision: float | None = None) -> StudySummary:
+def summarize_study_run(
+    db: ResultsDB, study_run_id: int, *, baseline: str | None = None, threshold: float = 0.03, precision: float | None = None, units: Bandwidth | None = None
+) -> StudySummary:
+    """`units` (default: the study file's, else MB/s) is the bandwidth shown."""
     study_run = db.study_run(study_run_id)
+    chosen = tomllib.loads(study_run["study_source"]).get("study", {})
+    skipped = [Unsupported(**u) for u in (study_run.get("settings") or {}).get("skipped", [])]
     targets = db.targets(study_run_id)
     runs = db.runs(study_run_id)
     groups = db.sample_groups(study_run_id)
@@ -78,7 +86,8 @@ def summarize_study_run(db: ResultsDB, study_run_id: int, *, baseline: str | Non
         if r["mount_options_effective"]:
             mounts[r["target"]][r["mount_options_effective"]] += 1
         not_in_effect[r["target"]].update(_not_in_effect(specs[r["target"]], r))
-    baseline = baseline or tomllib.loads(study_run["study_source"]).get("study", {}).get("baseline")  # else the study file's
+    if baseline is None and chosen.get("baseline") not in {u.target for u in skipped}:
+        baseline = chosen.get("baseline")  # else the study file's, unless it was skipped
     analysis = analyse(groups.values, groups.higher_is_better, [t["name"] for t in targets], workloads, baseline=baseline, threshold=threshold, precision=precision)
     return StudySummary(
         study_run=study_run,
@@ -91,6 +100,8 @@ def summarize_study_run(db: ResultsDB, study_run_id: int, *, baseline: str | Non
         effective_mount_options={t: " | ".join(c) for t, c in mounts.items()},
         not_in_effect={t: sorted(o) for t, o in not_in_effect.items() if o},
         buffered={r["workload"] for r in runs if r["buffered"]},
+        units=units or Bandwidth(chosen.get("units", Bandwidth.MB.value)),
+        skipped=skipped,
     )
 
 
@@ -173,10 +184,15 @@ COLUMNS = ["target", "dir", "n", "IOPS median", "IOPS mean ± 95% CI", "IOPS CV"
 ] + ["notes"]
 
 
-def table_rows(cell: CellSummary) -> list[list[str]]:
+def table_columns(units: Bandwidth) -> list[str]:
+    """COLUMNS with the bandwidth columns titled in the unit shown."""
+    return [c.replace("MB/s", units.value) for c in COLUMNS]
+
+
+def table_rows(cell: CellSummary, units: Bandwidth = Bandwidth.MB) -> list[list[str]]:
     rows = []
     for d in cell.directions():
-        iops, mb = cell.metrics.get(f"{d}_iops"), cell.metrics.get(f"{d}_mb_s")
+        iops, mb = cell.metrics.get(f"{d}_iops"), cell.metrics.get(f"{d}_{units.metric}")
         latencies = [fmt_latency(cell.metrics[f"{d}_lat_{p}_us"].median) if f"{d}_lat_{p}_us" in cell.metrics else "–" for p in PERCENTILES]
         n = f"{iops.n}" + (f" ({cell.failed} failed)" if cell.failed else "")
         notes = "; ".join(iops.warnings)
@@ -189,7 +205,7 @@ def table_rows(cell: CellSummary) -> list[list[str]]:
 def metric_label(metric: str) -> str:
     """"read_iops" → "read IOPS", "write_lat_p99_us" → "write p99 latency"."""
     direction, _, name = metric.partition("_")
-    return f"{direction} " + {"iops": "IOPS", "lat_p99_us": "p99 latency", "mb_s": "MB/s"}.get(name, name)
+    return f"{direction} " + {"iops": "IOPS", "lat_p99_us": "p99 latency", "mb_s": "MB/s", "mib_s": "MiB/s"}.get(name, name)
 
 
 def fmt_p(p: float | None) -> str:
@@ -250,13 +266,26 @@ def repetitions_line(s: StudySummary) -> str:
     return line
 
 
+def scale_text(s: StudySummary) -> str:
+    """"scale 0.1", or "scale 0.1 (sizes only)" when --scale-sizes-only kept the runtimes."""
+    sizes_only = (s.study_run.get("settings") or {}).get("scale_sizes_only")
+    return f"scale {s.study_run['scale']:g}" + (" (sizes only)" if sizes_only else "")
+
+
+def skipped_lines(s: StudySummary) -> list[str]:
+    """The targets --skip-unsupported left out, each with what this machine lacks for it."""
+    if not s.skipped:
+        return []
+    return [f"Skipped: {len({u.target for u in s.skipped})} target(s) this machine cannot run (--skip-unsupported):"] + [f"{u.target}: {u.why}" for u in s.skipped]
+
+
 def header_lines(s: StudySummary) -> list[str]:
     sr, env = s.study_run, s.study_run["environment"]
     tools = env.get("tools", {})
     images = env.get("image_directory", {})
     return [
         f"Study **{sr['study']}**, study run {sr['id']} ({sr['status']}), started {sr['started_at']:%Y-%m-%d %H:%M:%S} UTC, "
-        f"runs in interleaved blocks (order seed {sr['plan_seed']}), scale {sr['scale']:g}. {repetitions_line(s)}",
+        f"runs in interleaved blocks (order seed {sr['plan_seed']}), {scale_text(s)}; bandwidth in {s.units.describe()}. {repetitions_line(s)}",
         f"Machine: {env.get('distribution')}, kernel {env.get('kernel')}, {env.get('cpu_model')} × {env.get('cpu_count')}, "
         f"{format_size(env.get('memory_bytes', 0))} memory; {tools.get('fio')}; loop images on {images.get('fstype')} ({images.get('source')}).",
         "Latency is fio's completion latency (clat), the median over runs of each run's percentile. "
