@@ -12,6 +12,7 @@ from fslab.devices import layers
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.zfs import properties_not_in_effect
 from fslab.results import ResultsDB
+from fslab.resume import resumable
 from fslab.study import parse_study, short_runs
 from fslab.units import Bandwidth
 
@@ -234,3 +235,14 @@ def test_the_bandwidth_unit_is_one_typed_choice():
     assert [u.value for u in Bandwidth] == ["MB/s", "MiB/s"] and Bandwidth("MiB/s").metric == "mib_s"
     bad = fslab("summary", "--units", "GB/s", "--db", "/nonexistent/x.db")
     assert bad.returncode == 2 and "GB/s" in bad.stderr
+
+
+def test_a_resume_keeps_the_sizes_only_scale_and_the_skipped_targets(reading):
+    """Last of the module's tests on the study run: it marks it interrupted to resume it."""
+    _, db, _ = reading
+    study_run = db.study_run()
+    db.finish_study_run(study_run["id"], "interrupted", study_run["outcome"] or {})
+    found = resumable(db, str(study_run["id"]))  # refused if a workload's or target's spec differed from what ran
+    assert found.study.scale == 0.5 and found.study.scale_sizes_only
+    assert [t.name for t in found.study.targets] == ["btrfs-cow", "btrfs-overridden"]
+    assert found.study.workloads[0].fio_options["runtime"] == "1000ms"
