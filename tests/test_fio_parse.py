@@ -117,3 +117,18 @@ def test_notices_before_the_json_are_skipped():
 def test_output_without_json_is_an_error():
     with pytest.raises(ValueError, match="no JSON"):
         load_json("fio: file hash not empty on exit\n")
+
+
+def test_the_summary_says_when_submission_dominates():
+    from fslab.report.summary import CellSummary, table_rows
+    from fslab.stats import summarize
+
+    def cell(name: str) -> CellSummary:
+        metrics = parse_metrics(fixture(name)[0])
+        return CellSummary("w", "t", 0, {m.name: summarize([m.value, m.value], m.higher_is_better) for m in metrics}, {m.name: m.unit for m in metrics})
+
+    buffered = table_rows(cell("buffered-randwrite"))[0]
+    assert "write: submission takes" in buffered[-1] and "(slat dominates: the I/O is done while it is submitted" in buffered[-1]
+    assert buffered[-5:-1] != ["–"] * 4, "total-latency percentiles shown"
+    assert "submission" not in table_rows(cell("randread-qd16"))[0][-1], "direct reads at QD16 wait in completion"
+    assert table_rows(cell("randread-qd16"))[0][-5:-1] == ["–"] * 4, "a run without lat bins shows no total-latency percentile, not clat's"

@@ -35,13 +35,9 @@ MEASUREMENT_OPTIONS = {
     "lat_percentiles": "1",
     "slat_percentiles": "1",
 }
-# fio options fslab also sets on the jobs it builds itself.
-FIXED_OPTIONS = {
-    "refill_buffers": "1",  # fresh random data on every submit: incompressible, never deduplicated
-    "group_reporting": "1",
-    **MEASUREMENT_OPTIONS,
-}
-DATA_PATTERN = "random (fio refill_buffers: new random bytes for every I/O)"
+# fio options fslab also sets on the jobs it builds itself, with those of the data they write
+# (workloads/data.py).
+FIXED_OPTIONS = {"group_reporting": "1", **MEASUREMENT_OPTIONS}
 
 DIRECTIONS = ("read", "write")  # every per-direction metric is named "<direction>_<metric>"
 PERCENTILES = {"p50": 50.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9}
@@ -80,7 +76,12 @@ _TIMING = ("time_based", "runtime", "ramp_time", "rwmixread", "rwmixwrite")
 
 
 def layout_options(options: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in options.items() if k not in _TIMING} | _LAYOUT
+    """The layout job's options: the workload's, writing. Jobs that share one file (`filename`)
+    lay it out once, by one job — unless offset_increment gives each job its own region of it."""
+    laid = {k: v for k, v in options.items() if k not in _TIMING} | _LAYOUT
+    if "filename" in options and "offset_increment" not in options:
+        laid["numjobs"] = "1"
+    return laid
 
 
 def run_fio(journal: Journal, job_path: Path, *, timeout: float | None = None, output_format: str = "json+") -> str:
@@ -171,10 +172,16 @@ def job_problems(study: Study, workdir: Workdir) -> list[str]:
     return problems
 
 
+def fslab_options(workload: Workload) -> dict[str, str]:
+    """What fslab adds at the end of each job (its own win): what fio must measure, on every job;
+    on a job it built, also group reporting and the data the workload asked for."""
+    return MEASUREMENT_OPTIONS if workload.job_file else FIXED_OPTIONS | workload.data.fio_options()
+
+
 def job_for(workload: Workload, ready: Provisioned) -> str:
     """The exact fio job file of this run, written from the checked job, pointed at the target's
-    directory or raw device, fslab's options ending every job (on a job file: what fio must measure)."""
-    return render(workload.job, **ready.fio_location, fixed=MEASUREMENT_OPTIONS if workload.job_file else FIXED_OPTIONS)
+    directory or raw device, fslab's options ending every job."""
+    return render(workload.job, **ready.fio_location, fixed=fslab_options(workload))
 
 
 def layout_job_for(workload: Workload, ready: Provisioned) -> str | None:
@@ -183,4 +190,4 @@ def layout_job_for(workload: Workload, ready: Provisioned) -> str | None:
         return None
     if workload.job_file:  # fio's own layout; on a raw device the region a job file reads is unknown
         return render(workload.job, directory=ready.directory, device=None, fixed={"create_only": "1"}) if ready.directory else None
-    return render(single_job(workload.name, layout_options(workload.fio_options)), **ready.fio_location, fixed=FIXED_OPTIONS)
+    return render(single_job(workload.name, layout_options(workload.fio_options)), **ready.fio_location, fixed=fslab_options(workload))
