@@ -9,7 +9,14 @@ import pytest
 from conftest import fslab, held_by, write_study
 
 from fslab.errors import Refused
-from fslab.guard.fio_jobs import expected_seconds, parse_job_file, render
+from fslab.guard.fio_jobs import (
+    expected_seconds,
+    option_problem,
+    parse_job_file,
+    render,
+    single_job,
+)
+from fslab.guard.names import file_name
 from fslab.results import ResultsDB
 from fslab.runner import run_study
 from fslab.study import StudyError, load_study, parse_study
@@ -51,6 +58,9 @@ JOB_FILE_HARMS = {
     "device": ("filename=/dev/loop5", "filename='/dev/loop5' is refused: a job file may name only a plain file"),
     "parent": ("filename=../x", "filename='../x' is refused"),
     "several files": ("filename=a:b", "filename='a:b' is refused"),
+    "absolute": ("filename=/var/tmp/x", "filename='/var/tmp/x' is refused: a job file may name only a plain file"),
+    "dot-dot": ("filename=..", "filename='..' is refused"),
+    "stdout": ("filename=-", "filename='-' is refused"),
     "filename_format": ("filename_format=/etc/x", "filename_format is refused: it makes fio name files at paths of the job's choosing"),
     "opendir": ("opendir=/etc", "opendir is refused: it makes fio use every file under a directory"),
     "include": ("include /etc/other.fio", "include is refused: it makes fio read another file"),
@@ -122,6 +132,22 @@ def test_render_points_the_checked_job_at_the_target():
     on_device = render(job, directory=None, device="/dev/loop7")
     assert "filename=/dev/loop7" in on_device and "data.1" not in on_device, "on a raw device every job works on the device"
     assert expected_seconds(job) == 3.5, "b starts after a (stonewall): 2 s + 0.5 + 1"
+
+
+@pytest.mark.parametrize("value", ["sub/data", "../data", "/dev/sda", "/mnt/data", ".", "..", "-", "-x", "a:b", "a b", "a\\:b", "~/x", "$HOME"])
+def test_a_filename_that_would_leave_the_targets_directory_is_refused(value):
+    assert option_problem("filename", value, in_job_file=True).startswith(f"filename={value!r} is refused")
+    assert option_problem("filename", value).startswith("filename") and "refused" in option_problem("filename", value)
+
+
+def test_a_shared_file_is_a_plain_file_whatever_the_workload_is_named():
+    for name in ("metadata", "a+b", "x.y-z", "a..b", "9lives"):
+        assert option_problem("filename", file_name(name), in_job_file=True) is None
+    job = single_job("a+b", {"rw": "randread", "filename": file_name("a+b")})
+    assert "filename=a+b\n" in render(job, directory=Path("/mnt/t"), device=None)
+    assert "a+b" not in render(job, directory=None, device="/dev/loop7").replace("[a+b]", ""), "on a raw device the jobs work on the device"
+    with pytest.raises(Refused, match="filename='../x' is refused"):
+        single_job("w", {"filename": "../x"})
 
 
 STUDY_OPTIONS = """\

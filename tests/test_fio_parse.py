@@ -5,7 +5,8 @@ import json
 import pytest
 from conftest import FIXTURES
 
-from fslab.workloads.fio import PERCENTILES, load_json, parse_metrics, percentile_from_bins
+from fslab.guard.fio_jobs import option_problem
+from fslab.workloads.fio import FIXED_OPTIONS, LATENCIES, MEASUREMENT_OPTIONS, PERCENTILES, load_json, parse_metrics, percentile_from_bins
 
 FIO = FIXTURES / "fio"
 
@@ -30,30 +31,66 @@ def test_single_job_random_read():
     assert metrics["read_iops"].value == pytest.approx(job["read"]["iops"])
     assert metrics["read_mb_s"].value == pytest.approx(job["read"]["bw_bytes"] / 1e6)
     assert metrics["read_mib_s"].value == pytest.approx(job["read"]["bw_bytes"] / 2**20)
-    assert metrics["read_lat_mean_us"].value == pytest.approx(job["read"]["clat_ns"]["mean"] / 1e3)
+    assert metrics["read_lat_mean_us"].value == pytest.approx(job["read"]["lat_ns"]["mean"] / 1e3)
+    assert metrics["read_clat_mean_us"].value == pytest.approx(job["read"]["clat_ns"]["mean"] / 1e3)
+    assert metrics["read_slat_mean_us"].value == pytest.approx(job["read"]["slat_ns"]["mean"] / 1e3)
     assert metrics["cpu_usr_pct"].value == pytest.approx(job["usr_cpu"])
     assert metrics["cpu_sys_pct"].value == pytest.approx(job["sys_cpu"])
     assert not any(name.startswith("write_") for name in metrics), "a read-only job has no write metrics"
 
 
 def test_percentiles_from_bins_reproduce_fios_own():
-    for name in ("randread-qd16", "seqwrite-1m", "randrw-2jobs"):
+    for name in ("randread-qd16", "seqwrite-1m", "randrw-2jobs", "buffered-randwrite"):
         _, raw = fixture(name)
         for job in raw["jobs"]:
             for direction in ("read", "write"):
-                clat = job[direction]["clat_ns"]
-                if not clat["N"]:
-                    continue
-                for percent in PERCENTILES.values():
-                    assert percentile_from_bins(clat["bins"], percent) == fio_percentile(clat, percent), (name, direction, percent)
+                for kind in LATENCIES:
+                    stats = job[direction][f"{kind}_ns"]
+                    if not stats["N"] or "bins" not in stats:
+                        continue
+                    for percent in PERCENTILES.values():
+                        assert percentile_from_bins(stats["bins"], percent) == fio_percentile(stats, percent), (name, direction, kind, percent)
 
 
 def test_units_and_directions():
-    metrics = by_name(parse_metrics(fixture("seqwrite-1m")[0]))
+    metrics = by_name(parse_metrics(fixture("buffered-randwrite")[0]))
     assert (metrics["write_iops"].unit, metrics["write_iops"].higher_is_better) == ("IOPS", True)
     assert (metrics["write_mb_s"].unit, metrics["write_mib_s"].unit) == ("MB/s", "MiB/s")
-    assert (metrics["write_lat_p99_us"].unit, metrics["write_lat_p99_us"].higher_is_better) == ("µs", False)
+    for kind in LATENCIES:
+        assert (metrics[f"write_{kind}_p99_us"].unit, metrics[f"write_{kind}_p99_us"].higher_is_better) == ("µs", False)
     assert metrics["cpu_sys_pct"].higher_is_better is False
+
+
+def test_latency_is_total_latency_where_submission_dominates():
+    # buffered libaio writes: io_submit does the whole I/O, so slat is most of each I/O's time
+    text, raw = fixture("buffered-randwrite")
+    jobs = raw["jobs"]
+    metrics = {name: m.value for name, m in by_name(parse_metrics(text)).items()}
+    assert metrics["write_lat_mean_us"] == pytest.approx(metrics["write_slat_mean_us"] + metrics["write_clat_mean_us"], rel=0.01)
+    assert metrics["write_slat_mean_us"] > 2 * metrics["write_clat_mean_us"], "the fixture is one where submission dominates"
+    for name, percent in PERCENTILES.items():
+        merged: dict[str, int] = {}
+        for job in jobs:
+            for value, n in job["write"]["lat_ns"]["bins"].items():
+                merged[value] = merged.get(value, 0) + n
+        assert metrics[f"write_lat_{name}_us"] == percentile_from_bins(merged, percent) / 1e3, "total-latency percentiles come from lat bins"
+    assert metrics["write_lat_p99_us"] > 3 * metrics["write_clat_p99_us"], "clat's p99 would understate what the application waits"
+    assert metrics["write_slat_p99_us"] > metrics["write_clat_p99_us"]
+
+
+def test_a_run_without_total_latency_bins_has_no_total_latency_percentiles():
+    # the older fixtures ran without lat_percentiles, as runs stored before fslab set it
+    text, raw = fixture("seqwrite-1m")
+    assert "bins" not in raw["jobs"][0]["write"]["lat_ns"]
+    metrics = by_name(parse_metrics(text))
+    assert metrics["write_lat_mean_us"].value == pytest.approx(raw["jobs"][0]["write"]["lat_ns"]["mean"] / 1e3)
+    assert "write_clat_p99_us" in metrics
+    assert not [name for name in metrics if name.startswith("write_lat_p")], "never clat's percentiles in total latency's place"
+
+
+def test_fslabs_own_options_are_on_the_allow_list():
+    assert MEASUREMENT_OPTIONS.items() <= FIXED_OPTIONS.items()
+    assert all(option_problem(name, value) is None for name, value in FIXED_OPTIONS.items())
 
 
 def test_separately_reported_jobs_are_merged():
@@ -65,10 +102,10 @@ def test_separately_reported_jobs_are_merged():
         parts = [j[direction] for j in jobs]
         assert metrics[f"{direction}_iops"].value == pytest.approx(sum(p["iops"] for p in parts))
         assert metrics[f"{direction}_mb_s"].value == pytest.approx(sum(p["bw_bytes"] for p in parts) / 1e6)
-        weighted = sum(p["clat_ns"]["mean"] * p["clat_ns"]["N"] for p in parts) / sum(p["clat_ns"]["N"] for p in parts)
+        weighted = sum(p["lat_ns"]["mean"] * p["lat_ns"]["N"] for p in parts) / sum(p["lat_ns"]["N"] for p in parts)
         assert metrics[f"{direction}_lat_mean_us"].value == pytest.approx(weighted / 1e3)
         per_job = [fio_percentile(p["clat_ns"], 99.0) / 1e3 for p in parts]
-        assert min(per_job) <= metrics[f"{direction}_lat_p99_us"].value <= max(per_job)
+        assert min(per_job) <= metrics[f"{direction}_clat_p99_us"].value <= max(per_job)
     assert metrics["cpu_usr_pct"].value == pytest.approx(sum(j["usr_cpu"] for j in jobs))
 
 
@@ -80,3 +117,18 @@ def test_notices_before_the_json_are_skipped():
 def test_output_without_json_is_an_error():
     with pytest.raises(ValueError, match="no JSON"):
         load_json("fio: file hash not empty on exit\n")
+
+
+def test_the_summary_says_when_submission_dominates():
+    from fslab.report.summary import CellSummary, table_rows
+    from fslab.stats import summarize
+
+    def cell(name: str) -> CellSummary:
+        metrics = parse_metrics(fixture(name)[0])
+        return CellSummary("w", "t", 0, {m.name: summarize([m.value, m.value], m.higher_is_better) for m in metrics}, {m.name: m.unit for m in metrics})
+
+    buffered = table_rows(cell("buffered-randwrite"))[0]
+    assert "write: submission takes" in buffered[-1] and "(slat dominates: the I/O is done while it is submitted" in buffered[-1]
+    assert buffered[-5:-1] != ["–"] * 4, "total-latency percentiles shown"
+    assert "submission" not in table_rows(cell("randread-qd16"))[0][-1], "direct reads at QD16 wait in completion"
+    assert table_rows(cell("randread-qd16"))[0][-5:-1] == ["–"] * 4, "a run without lat bins shows no total-latency percentile, not clat's"

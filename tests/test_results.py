@@ -32,6 +32,24 @@ def test_a_version_1_database_is_migrated_with_nothing_lost(tmp_path):
     assert result.returncode == 0 and "rand_read (direct I/O)" in result.stdout
 
 
+@pytest.mark.parametrize("fixture", ["schema-v1.db", "schema-v2.db"])
+def test_latency_stored_before_version_4_becomes_clat_not_total_latency(tmp_path, fixture):
+    # before version 4 "read_lat_p99_us" and the like were fio's completion latency (clat)
+    db_path = tmp_path / "old.db"
+    shutil.copy(FIXTURES / fixture, db_path)
+    with sqlite3.connect(db_path) as conn:
+        before = {(run, name): value for run, name, value in conn.execute("SELECT run_id, name, value FROM metrics")}
+    db = ResultsDB(str(db_path))
+    with sqlite3.connect(db_path) as conn:
+        after = {(run, name): value for run, name, value in conn.execute("SELECT run_id, name, value FROM metrics")}
+    assert any("_lat_" in name for _, name in before)
+    renamed = {(run, name.replace("_lat_", "_clat_")): value for (run, name), value in before.items()}
+    assert after == renamed, "every latency value kept, under its clat name; nothing else changed"
+    samples = db.samples(db.study_run()["id"])
+    assert {"read_clat_p99_us", "read_clat_mean_us"} <= {s["name"] for s in samples}
+    assert not any("_lat_" in s["name"] for s in samples), "no total latency where fio's total latency was never stored"
+
+
 def test_a_newer_database_is_refused(tmp_path):
     db = ResultsDB(str(tmp_path / "new.db"))
     with db.engine.begin() as conn:

@@ -250,3 +250,86 @@ def test_layer_mistakes_are_explained(change, message):
         assert parse(text).targets[0].layer_options["lvm"] == ()
     else:
         assert message in error_of(text)
+
+
+DATA = """\
+[study]
+name = "data"
+image_size = "512MiB"
+
+[[target]]
+filesystem = "xfs"
+
+[[workload]]
+name = "w"
+rw = "write"
+size = "64MiB"
+"""
+
+
+def fio_added(workload):
+    from fslab.workloads.fio import fslab_options
+
+    return fslab_options(workload)
+
+
+def test_data_is_random_unless_asked_and_recorded_as_asked():
+    random = parse_study(DATA, "s.toml", base_dir=Path(".")).workloads[0]
+    assert random.data.describe().startswith("random (fio refill_buffers") and fio_added(random)["refill_buffers"] == "1"
+    zeros = parse_study(DATA + 'data = "zeros"\n', "s.toml", base_dir=Path(".")).workloads[0]
+    assert zeros.data.describe().startswith("zeros (fio zero_buffers") and zeros.spec()["data"] == zeros.data.describe()
+    assert fio_added(zeros)["zero_buffers"] == "1" and "refill_buffers" not in fio_added(zeros)
+    squeezable = parse_study(DATA + "data = { compressible = 60 }\n", "s.toml", base_dir=Path(".")).workloads[0]
+    assert squeezable.data.describe().startswith("compressible 60% (fio buffer_compress_percentage=60")
+    assert {"buffer_compress_percentage": "60", "buffer_compress_chunk": "4k", "refill_buffers": "1"}.items() <= fio_added(squeezable).items()
+    shared = parse_study(DATA.replace('[[target]]', '[fio]\ndata = "zeros"\n\n[[target]]'), "s.toml", base_dir=Path(".")).workloads[0]
+    assert shared.data.kind == "zeros", "the study's [fio] data applies to every workload"
+
+
+def test_buffer_options_are_recorded_as_set_by_the_workload():
+    workload = parse_study(DATA + "options = { zero_buffers = true, end_fsync = 1 }\n", "s.toml", base_dir=Path(".")).workloads[0]
+    assert workload.data.describe() == "set by the workload's options: zero_buffers=1"
+    assert "refill_buffers" not in fio_added(workload), "fslab adds no data option of its own over the workload's"
+    text = DATA.replace('image_size', 'workloads = ["rand_write"]\nimage_size').replace("[[target]]", '[fio]\nsize = "64MiB"\noptions = { buffer_pattern = "0xdeadbeef" }\n\n[[target]]')
+    assert {w.data.describe() for w in parse_study(text, "s.toml", base_dir=Path(".")).workloads} == {"set by the study's [fio] options: buffer_pattern=0xdeadbeef"}
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ('data = "zeros"\noptions = { zero_buffers = 1 }\n', r"^s.toml:12: workload\[0\].data: data = \"zeros\" and zero_buffers=1 in the workload's options both set what is written; keep one"),
+        ("options = { refill_buffers = 1 }\ndata = { compressible = 50 }\n", r"^s.toml:13: workload\[0\].data: data = \{ compressible = 50 \} and refill_buffers=1 in the workload's options"),
+        ('data = "random"\n[fio]\noptions = { scramble_buffers = 0 }\n', r"^s.toml:12: workload\[0\].data: data = \"random\" and scramble_buffers=0 in the study's \[fio\] options"),
+        ('data = "zero"\n', r"^s.toml:12: workload\[0\].data: data is \"random\", \"zeros\" or \{ compressible = N \}"),
+        ("data = { compressible = 100 }\n", r"^s.toml:12: workload\[0\].data: data is .* 1 to 99"),
+    ],
+)
+def test_data_beside_buffer_options_or_unknown_is_refused_where_it_is_written(change, message):
+    with pytest.raises(StudyError, match=message):
+        parse_study(DATA + change, "s.toml", base_dir=Path("."))
+
+
+def test_a_job_files_data_is_recorded_as_it_sets_it(tmp_path):
+    study = DATA.replace('rw = "write"\nsize = "64MiB"\n', 'job_file = "j.fio"\n')
+    (tmp_path / "j.fio").write_text("[global]\nzero_buffers\n[a]\nrw=write\nsize=8m\n[b]\nrw=write\nscramble_buffers=0\n")
+    assert parse_study(study, "s.toml", base_dir=tmp_path).workloads[0].data.describe() == "as the job file sets it: zero_buffers, scramble_buffers=0"
+    (tmp_path / "j.fio").write_text("[a]\nrw=write\nsize=8m\n")
+    said = parse_study(study, "s.toml", base_dir=tmp_path).workloads[0].data.describe()
+    assert said.startswith("fio's default: random bytes filled once and reused for every write") and "the job file sets no buffer option" in said
+    with pytest.raises(StudyError, match=r"data, shared_file beside a job_file would be ignored"):
+        parse_study(study + 'data = "zeros"\nshared_file = true\n', "s.toml", base_dir=tmp_path)
+
+
+def test_a_shared_file_is_one_file_for_every_job_and_counted_once():
+    shared = DATA.replace('rw = "write"\nsize = "64MiB"\n', 'rw = "randread"\nsize = "400MiB"\nnumjobs = 4\nshared_file = true\n')
+    workload = parse_study(shared, "s.toml", base_dir=Path(".")).workloads[0]
+    assert workload.shared_file and workload.fio_options["filename"] == "w"
+    assert fio_layout(workload)["numjobs"] == "1", "laid out once, by one job"
+    with pytest.raises(StudyError, match=r"workload 'w' needs 4 × 400MiB"):  # 4 files of their own would not fit
+        parse_study(shared.replace("shared_file = true\n", ""), "s.toml", base_dir=Path("."))
+
+
+def fio_layout(workload):
+    from fslab.workloads.fio import layout_options
+
+    return layout_options(workload.fio_options)

@@ -260,7 +260,7 @@ def execute(planned: PlannedRun, workdir: Workdir, sources: Sources) -> RunRecor
         buffered=not workload.direct,
         image_size=target.image_size,
         mount_options_requested=target.mount_options,
-        data_pattern=fio.DATA_PATTERN if not workload.job_file else "as the job file says",
+        data_pattern=workload.data.describe(),
     )
     clock = _Clock()
     try:

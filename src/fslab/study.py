@@ -22,11 +22,13 @@ from fslab.errors import FslabError, Refused
 from fslab.filesystems.zfs import expected_available, property_text, zvol_size
 from fslab.guard import fio_jobs
 from fslab.guard.fio_jobs import JobFile
+from fslab.guard.names import file_name
 from fslab.guard.options import split_arguments
-from fslab.study_file import StudyFile, StudySection, TargetSection, allowed_fields, as_list
+from fslab.study_file import FioSection, StudyFile, StudySection, TargetSection, allowed_fields, as_list
 from fslab.toml_errors import describe_error, field_path, locate, unknown
 from fslab.units import format_duration, format_size, parse_duration, parse_size, scaled_size
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
+from fslab.workloads.data import DataPattern, buffer_options
 
 # fslab's defaults for every fio workload, overridden by a study's [fio] table, then by the workload.
 FIO_DEFAULTS: dict[str, Any] = {
@@ -133,9 +135,14 @@ class Workload:
     bytes_per_job: int  # 0 when unknown (job files)
     numjobs: int
     timeout: float = UNKNOWN_LENGTH_TIMEOUT  # seconds a run may take, fslab's work around fio included
+    data: DataPattern = field(default_factory=DataPattern)  # what it writes; fslab adds data.fio_options() to the jobs it builds
+    shared_file: bool = False  # its jobs work on one file, fio_options' filename (built from parameters only)
 
     def spec(self) -> dict[str, Any]:
-        return {"fio_options": self.fio_options, "job_file": self.job_file, "job": fio_jobs.job_text(self.job), "direct": self.direct}
+        return {
+            "fio_options": self.fio_options, "job_file": self.job_file, "job": fio_jobs.job_text(self.job), "direct": self.direct,
+            "data": self.data.describe(), "shared_file": self.shared_file,
+        }  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -309,21 +316,44 @@ def _label(key: str, value: Any) -> str:
 
 
 def _workloads(model: StudyFile, base_dir: Path, scale: float, time_scale: float, filename: str, text: str) -> list[Workload]:
-    defaults = {**FIO_DEFAULTS, **model.fio.model_dump(exclude_none=True, exclude={"options"})}
+    defaults = {**FIO_DEFAULTS, **model.fio.model_dump(exclude_none=True, exclude={"options", "data"})}
     shared_options = model.fio.options
     names = [n for entry in model.study.workloads for n in WORKLOAD_SETS.get(entry, [entry])]
-    workloads = [_fio_workload(n, {**defaults, **BUILTIN_WORKLOADS[n]}, shared_options, scale, time_scale) for n in names]
+    where = _Where(text, filename)
+    workloads = [_fio_workload(n, {**defaults, **BUILTIN_WORKLOADS[n]}, shared_options, scale, time_scale, _data_pattern(model.fio, None, where)) for n in names]
     for index, section in enumerate(model.workload):
         if section.job_file:
-            where = f"{filename}:{locate(text, ('workload', index, 'job_file'))}: workload[{index}].job_file"
-            workloads.append(_job_file_workload(section.name, section.job_file, base_dir, where, model.fio.timeout if section.timeout is None else section.timeout))
+            where_file = f"{filename}:{locate(text, ('workload', index, 'job_file'))}: workload[{index}].job_file"
+            workloads.append(_job_file_workload(section.name, section.job_file, base_dir, where_file, model.fio.timeout if section.timeout is None else section.timeout))
         else:
-            own = section.model_dump(exclude_none=True, exclude={"name", "job_file", "options"})
-            workloads.append(_fio_workload(section.name, {**defaults, **own}, {**shared_options, **section.options}, scale, time_scale))
+            own = section.model_dump(exclude_none=True, exclude={"name", "job_file", "options", "data", "shared_file"})
+            data = _data_pattern(model.fio, (index, section), where)
+            workloads.append(_fio_workload(section.name, {**defaults, **own}, {**shared_options, **section.options}, scale, time_scale, data, shared_file=section.shared_file))
     return workloads
 
 
-def _fio_workload(name: str, settings: dict[str, Any], extra: dict[str, Any], scale: float, time_scale: float) -> Workload:
+def _data_pattern(fio: FioSection, workload: tuple[int, FioSection] | None, where: _Where) -> DataPattern:
+    """What a workload built from parameters writes: its `data` (else the study's [fio] data, else
+    random), or what buffer options in its options (or [fio]'s) set. Both at once is refused."""
+    index, section = workload if workload else (None, None)
+    own = section.data if section is not None else None
+    data, table = (own, ("workload", index, "data")) if own is not None else (fio.data, ("fio", "data"))
+    set_by_workload = buffer_options(section.options.items()) if section is not None else ()
+    found = buffer_options({**fio.options, **(section.options if section is not None else {})}.items())
+    if not found:
+        return DataPattern.asked(data)
+    options_where = "the workload's options" if set_by_workload else "the study's [fio] options"
+    if data is not None:
+        asked = f'"{data}"' if isinstance(data, str) else f"{{ compressible = {data['compressible']} }}"
+        listed = ", ".join(f"{name}={value}" for name, value in found)
+        raise StudyError(
+            f"{where(table)}: data = {asked} and {listed} in {options_where} both set what is written; "
+            "keep one: data (random, zeros or { compressible = N }), or the buffer options alone"
+        )
+    return DataPattern.from_options("options", found, set_by=options_where)
+
+
+def _fio_workload(name: str, settings: dict[str, Any], extra: dict[str, Any], scale: float, time_scale: float, data: DataPattern, *, shared_file: bool = False) -> Workload:
     size = scaled_size(parse_size(settings["size"]), scale)
     runtime = parse_duration(settings["runtime"]) * time_scale
     ramp = parse_duration(settings["ramp_time"]) * time_scale
@@ -344,6 +374,8 @@ def _fio_workload(name: str, settings: dict[str, Any], extra: dict[str, Any], sc
     if ramp > 0:
         options["ramp_time"] = f"{round(ramp * 1000)}ms"
     options |= extra  # checked, as fio writes them (study_file.fio_options)
+    if shared_file:  # one file for every job, named as fslab names every file (in the target's directory)
+        options["filename"] = file_name(name)
     fio_options = {key: str(value) for key, value in options.items()}
     job = fio_jobs.single_job(name, fio_options)
     seconds = fio_jobs.expected_seconds(job)
@@ -359,6 +391,8 @@ def _fio_workload(name: str, settings: dict[str, Any], extra: dict[str, Any], sc
         bytes_per_job=size,
         numjobs=settings["numjobs"],
         timeout=run_timeout(seconds, settings.get("timeout")),
+        data=data,
+        shared_file=shared_file,
     )
 
 
@@ -381,6 +415,7 @@ def _job_file_workload(name: str, job_file: str, base_dir: Path, where: str, tim
         bytes_per_job=0,
         numjobs=1,
         timeout=run_timeout(seconds, timeout),
+        data=DataPattern.from_options("job_file", (option for section in job.sections for option in section.options)),
     )
 
 
@@ -410,9 +445,10 @@ def _read_job_file(path: Path, where: str) -> str:
 def space_problem(target: Target, workload: Workload) -> str | None:
     """Why a workload's files cannot fit on a target's image (or device), refused before anything
     is formatted."""
-    # On a filesystem each fio job has its own file; on a block device all jobs share the region.
+    # On a filesystem each fio job has its own file, unless they share one; on a block device all
+    # jobs share the region.
     block_device = target.filesystem == "raw" or target.zvol
-    jobs = 1 if block_device else workload.numjobs
+    jobs = 1 if block_device or workload.shared_file else workload.numjobs
     needed = workload.bytes_per_job * jobs
     if target.zvol:
         usable = zvol_size(expected_available(target.image_size))

@@ -69,6 +69,21 @@ def _positive_duration(value: str | int | float) -> float:
 Timeout = Annotated[str | int | float, _checked(_positive_duration)]
 
 
+def _data(value: Any) -> None:
+    """A workload's `data`: "random", "zeros" or { compressible = N }."""
+    if value in ("random", "zeros"):
+        return
+    percent = value.get("compressible") if isinstance(value, dict) and set(value) == {"compressible"} else None
+    if isinstance(percent, int) and not isinstance(percent, bool) and 1 <= percent <= 99:
+        return
+    raise ValueError(
+        f'data is "random", "zeros" or {{ compressible = N }} (N: the percentage of every 4 KiB fio fills with zeros, 1 to 99), not {value!r}'
+    )
+
+
+Data = Annotated[str | dict[str, Any], _checked(_data)]
+
+
 class _Table(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -108,6 +123,7 @@ class FioSection(_Table):
     rwmixread: int | None = Field(None, ge=0, le=100)
     randseed: int | None = Field(None, ge=0)
     timeout: Timeout | None = None  # fslab's, not fio's: a run still going after it is killed and failed
+    data: Data | None = None  # what is written: "random" (fslab's default), "zeros" or { compressible = N } (workloads/data.py)
     options: dict[str, str | int | float | bool] = {}  # any other fio option on the allow-list (guard/fio_jobs.py)
 
     @field_validator("options")
@@ -120,6 +136,7 @@ class WorkloadSection(FioSection):
     name: Name
     rw: str | None = None
     job_file: str | None = None
+    shared_file: bool = False  # all numjobs jobs work on one file (fio filename=), laid out once
 
     @field_validator("rw")
     @classmethod
@@ -132,7 +149,7 @@ class WorkloadSection(FioSection):
     def _pattern_or_file(self) -> WorkloadSection:
         if (self.rw is None) == (self.job_file is None):
             raise ValueError("a workload needs either rw (fio parameters) or job_file (your own fio job file), not both")
-        beside = [name for name in FioSection.model_fields if name in self.model_fields_set and name != "timeout"]  # fslab's own, not fio's
+        beside = [name for name in [*FioSection.model_fields, "shared_file"] if name in self.model_fields_set and name != "timeout"]  # fslab's own, not fio's
         if self.job_file is not None and beside:
             raise ValueError(f"{', '.join(beside)} beside a job_file would be ignored: put them in the job file")
         return self

@@ -219,9 +219,10 @@ def _character_problem(text: str) -> str | None:
     return None
 
 
-# A file name a job file may give: made by fio inside the target's directory. No '/' (no other
-# directory), no ':' (fio's separator between several files), not . or .. .
-PLAIN_FILE = re.compile(r"(?!\.\.?$)[A-Za-z0-9_.-]{1,128}")
+# A file name a job file may give (and the file a workload's jobs share): made by fio inside the
+# target's directory. No '/' (no other directory), no ':' (fio's separator between several
+# files), not . or .., not starting with '-' (fio reads "-" as stdin or stdout).
+PLAIN_FILE = re.compile(r"(?!\.\.?$)[A-Za-z0-9_.][A-Za-z0-9_.+-]{0,127}")
 
 
 def option_problem(name: str, value: str | None, *, in_job_file: bool = False) -> str | None:
@@ -257,8 +258,8 @@ def _refusal(name: str) -> str | None:
 
 def _filename_problem(value: str) -> str:
     return (
-        f"filename={value[:40]!r} is refused: a job file may name only a plain file (letters, digits, _ . -; "
-        "no '/', no '..', no ':'), which fio makes in the target's directory"
+        f"filename={value[:40]!r} is refused: a job file may name only a plain file (letters, digits, _ . + -, "
+        "not starting with '-'; no '/', no '..', no ':'), which fio makes in the target's directory"
     )
 
 
@@ -304,8 +305,10 @@ class JobFile:
 
 
 def single_job(name: str, options: Mapping[str, str]) -> JobFile:
-    """A one-job JobFile from checked-here options (a study's parameters and fslab's own)."""
-    checked = tuple(check_option(key, value, where=f"workload '{name}'") for key, value in options.items())
+    """A one-job JobFile from checked-here options (a study's parameters and fslab's own). Its
+    `filename`, when it has one, is the file its jobs share, checked as a job file's: a plain name
+    in the target's directory (a study's `options` may not set it: study_file.fio_options)."""
+    checked = tuple(check_option(key, value, where=f"workload '{name}'", in_job_file=key == "filename") for key, value in options.items())
     return JobFile(sections=(Section(name=name, options=checked, line=0),), source=f"workload '{name}'")
 
 

@@ -195,11 +195,24 @@ def table_rows(cell: CellSummary, units: Bandwidth = Bandwidth.MB) -> list[list[
         iops, mb = cell.metrics.get(f"{d}_iops"), cell.metrics.get(f"{d}_{units.metric}")
         latencies = [fmt_latency(cell.metrics[f"{d}_lat_{p}_us"].median) if f"{d}_lat_{p}_us" in cell.metrics else "–" for p in PERCENTILES]
         n = f"{iops.n}" + (f" ({cell.failed} failed)" if cell.failed else "")
-        notes = "; ".join(iops.warnings)
+        notes = "; ".join([*iops.warnings, *submission_note(cell, d)])
         rows.append([cell.target, d, n, fmt(iops.median), fmt_mean_ci(iops), fmt_cv(iops), fmt(mb.median), fmt_mean_ci(mb), fmt_cv(mb), *latencies, notes])
     if not rows:
         rows.append([cell.target, "–", f"0 ({cell.failed} failed)", *["–"] * (len(COLUMNS) - 3)])
     return rows
+
+
+def submission_note(cell: CellSummary, direction: str) -> list[str]:
+    """A note when submission (slat) is more than half of an I/O's total latency: the I/O is done
+    inside its submission (a buffered write, a synchronous filesystem path), so clat alone says
+    nearly nothing."""
+    slat, total = cell.metrics.get(f"{direction}_slat_mean_us"), cell.metrics.get(f"{direction}_lat_mean_us")
+    if slat is None or total is None or not total.mean or slat.mean <= total.mean / 2:
+        return []
+    return [
+        f"{direction}: submission takes {fmt_latency(slat.mean)} of {fmt_latency(total.mean)} per I/O "
+        "(slat dominates: the I/O is done while it is submitted; clat alone would understate the wait)"
+    ]
 
 
 def metric_label(metric: str) -> str:
@@ -288,8 +301,11 @@ def header_lines(s: StudySummary) -> list[str]:
         f"runs in interleaved blocks (order seed {sr['plan_seed']}), {scale_text(s)}; bandwidth in {s.units.describe()}. {repetitions_line(s)}",
         f"Machine: {env.get('distribution')}, kernel {env.get('kernel')}, {env.get('cpu_model')} × {env.get('cpu_count')}, "
         f"{format_size(env.get('memory_bytes', 0))} memory; {tools.get('fio')}; loop images on {images.get('fstype')} ({images.get('source')}).",
-        "Latency is fio's completion latency (clat), the median over runs of each run's percentile. "
-        "mean ± x% is the mean with the half-width of its 95 % Student-t interval; CV is stdev/mean over runs.",
+        (
+            "Latency is fio's total latency per I/O (submission + completion: slat + clat, what the application waits), "
+            "the median over runs of each run's percentile; clat and slat are stored as their own metrics. "
+            "mean ± x% is the mean with the half-width of its 95 % Student-t interval; CV is stdev/mean over runs."
+        ),
     ]
 
 

@@ -18,9 +18,9 @@ import sqlalchemy as sa
 
 from fslab.errors import FslabError
 from fslab.results.owner import Owner
-from fslab.workloads.fio import Metric
+from fslab.workloads.fio import DIRECTIONS, PERCENTILES, Metric
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 DEFAULT_DB = "fslab.db"
 DB_ENV = "FSLAB_DB"
 
@@ -118,6 +118,10 @@ class Only:
     sql: str
 
 
+def _renamed_metric(old: str, new: str) -> str:
+    return f"UPDATE metrics SET name = '{new}' WHERE name = '{old}'"
+
+
 # Statements that bring a database from version N to N+1, kept forever: no result is left behind.
 MIGRATIONS: dict[int, list[str | Only]] = {
     1: [
@@ -131,6 +135,13 @@ MIGRATIONS: dict[int, list[str | Only]] = {
         "ALTER TABLE runs ADD COLUMN device_facts JSON",
         # SQLite never enforced VARCHAR(100); PostgreSQL did, too short for a stack of devices.
         Only("postgresql", "ALTER TABLE runs ALTER COLUMN device TYPE TEXT"),
+    ],
+    # Up to version 3 the latency metrics "<direction>_lat_*" were fio's completion latency: they
+    # become "<direction>_clat_*", so an old run never shows clat as the total latency it lacks.
+    3: [
+        _renamed_metric(f"{d}_lat_{stat}_us", f"{d}_clat_{stat}_us")
+        for d in DIRECTIONS
+        for stat in ("mean", *PERCENTILES)
     ],
 }
 

@@ -3,8 +3,12 @@ the layout before it), the command it runs, and the metrics it reads from fio's 
 themselves are parsed, checked and written in guard/fio_jobs.py.
 
 Parsing is pure (text in, metrics out) so it is tested on output produced by real fio
-(tests/fixtures). Latency percentiles are computed from fio's json+ histogram bins merged
-over all jobs — fio's own method — so jobs without group_reporting aggregate correctly.
+(tests/fixtures). Latency is fio's total latency (lat = slat + clat: what an application waits
+for each I/O); completion (clat) and submission (slat) latency are kept as their own metrics.
+Percentiles are computed from fio's json+ histogram bins merged over all jobs — fio's own
+method — so jobs without group_reporting aggregate correctly. fio keeps total- and
+submission-latency bins only when asked (MEASUREMENT_OPTIONS); a run without them (stored
+before) has no such percentiles, never clat's in their place.
 """
 
 from __future__ import annotations
@@ -24,15 +28,21 @@ if TYPE_CHECKING:
     from fslab.study import Study, Workload
     from fslab.workdir import Workdir
 
-# fio options fslab always sets on the jobs it builds (recorded in every stored job file).
-FIXED_OPTIONS = {
-    "refill_buffers": "1",  # fresh random data on every submit: incompressible, never deduplicated
-    "group_reporting": "1",
+# What fio must record for fslab's metrics: set on every job fslab runs, its own and job files
+# alike (and so recorded in every stored job file). fio keeps histogram bins of completion
+# latency by default, of total and submission latency only with these.
+MEASUREMENT_OPTIONS = {
+    "lat_percentiles": "1",
+    "slat_percentiles": "1",
 }
-DATA_PATTERN = "random (fio refill_buffers: new random bytes for every I/O)"
+# fio options fslab also sets on the jobs it builds itself, with those of the data they write
+# (workloads/data.py).
+FIXED_OPTIONS = {"group_reporting": "1", **MEASUREMENT_OPTIONS}
 
 DIRECTIONS = ("read", "write")  # every per-direction metric is named "<direction>_<metric>"
 PERCENTILES = {"p50": 50.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9}
+# fio's latencies, each in its "<kind>_ns" object: total (the latency), completion, submission.
+LATENCIES = ("lat", "clat", "slat")
 
 
 @dataclass(frozen=True)
@@ -44,8 +54,8 @@ class Metric:
 
 
 def _units() -> dict[str, tuple[str, bool]]:
-    per_direction = {"iops": ("IOPS", True), "mb_s": ("MB/s", True), "mib_s": ("MiB/s", True), "lat_mean_us": ("µs", False)}
-    per_direction |= {f"lat_{p}_us": ("µs", False) for p in PERCENTILES}
+    per_direction = {"iops": ("IOPS", True), "mb_s": ("MB/s", True), "mib_s": ("MiB/s", True)}
+    per_direction |= {f"{kind}_{stat}_us": ("µs", False) for kind in LATENCIES for stat in ("mean", *PERCENTILES)}
     units = {f"{d}_{name}": info for d in DIRECTIONS for name, info in per_direction.items()}
     return units | {"cpu_usr_pct": ("%", False), "cpu_sys_pct": ("%", False)}
 
@@ -66,7 +76,12 @@ _TIMING = ("time_based", "runtime", "ramp_time", "rwmixread", "rwmixwrite")
 
 
 def layout_options(options: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in options.items() if k not in _TIMING} | _LAYOUT
+    """The layout job's options: the workload's, writing. Jobs that share one file (`filename`)
+    lay it out once, by one job — unless offset_increment gives each job its own region of it."""
+    laid = {k: v for k, v in options.items() if k not in _TIMING} | _LAYOUT
+    if "filename" in options and "offset_increment" not in options:
+        laid["numjobs"] = "1"
+    return laid
 
 
 def run_fio(journal: Journal, job_path: Path, *, timeout: float | None = None, output_format: str = "json+") -> str:
@@ -104,24 +119,35 @@ def _direction_metrics(direction: str, jobs: list[dict]) -> list[Metric]:
     if not parts:
         return []
     bw_bytes = sum(p["bw_bytes"] for p in parts)
-    count = sum(p["clat_ns"]["N"] for p in parts)
-    bins: dict[str, int] = {}
-    for p in parts:
-        for value, n in p["clat_ns"].get("bins", {}).items():
-            bins[value] = bins.get(value, 0) + n
     metrics = [
         metric(f"{direction}_iops", sum(p["iops"] for p in parts)),
         metric(f"{direction}_mb_s", bw_bytes / 1e6),
         metric(f"{direction}_mib_s", bw_bytes / 2**20),
-        metric(f"{direction}_lat_mean_us", sum(p["clat_ns"]["mean"] * p["clat_ns"]["N"] for p in parts) / count / 1e3),
     ]
+    for kind in LATENCIES:
+        metrics += _latency_metrics(f"{direction}_{kind}", [p[f"{kind}_ns"] for p in parts if f"{kind}_ns" in p])
+    return metrics
+
+
+def _latency_metrics(prefix: str, stats: list[dict]) -> list[Metric]:
+    """One latency's mean (weighted by each job's count) and its percentiles from the jobs' bins
+    merged, when fio kept bins; nothing when fio recorded none (slat under a synchronous engine)."""
+    count = sum(s["N"] for s in stats)
+    if not count:
+        return []
+    metrics = [metric(f"{prefix}_mean_us", sum(s["mean"] * s["N"] for s in stats) / count / 1e3)]
+    bins: dict[str, int] = {}
+    for s in stats:
+        for value, n in s.get("bins", {}).items():
+            bins[value] = bins.get(value, 0) + n
     if bins:
-        metrics += [metric(f"{direction}_lat_{name}_us", percentile_from_bins(bins, pct) / 1e3) for name, pct in PERCENTILES.items()]
+        metrics += [metric(f"{prefix}_{name}_us", percentile_from_bins(bins, pct) / 1e3) for name, pct in PERCENTILES.items()]
     return metrics
 
 
 def parse_metrics(text: str) -> list[Metric]:
-    """IOPS, bandwidth, completion latency (mean and percentiles) per direction, and fio's CPU use."""
+    """IOPS, bandwidth, latency — total, completion and submission: mean and percentiles — per
+    direction, and fio's CPU use."""
     jobs = load_json(text)["jobs"]
     if not jobs:
         raise ValueError("fio's output lists no jobs")
@@ -146,10 +172,16 @@ def job_problems(study: Study, workdir: Workdir) -> list[str]:
     return problems
 
 
+def fslab_options(workload: Workload) -> dict[str, str]:
+    """What fslab adds at the end of each job (its own win): what fio must measure, on every job;
+    on a job it built, also group reporting and the data the workload asked for."""
+    return MEASUREMENT_OPTIONS if workload.job_file else FIXED_OPTIONS | workload.data.fio_options()
+
+
 def job_for(workload: Workload, ready: Provisioned) -> str:
     """The exact fio job file of this run, written from the checked job, pointed at the target's
-    directory or raw device; fslab's fixed options end every job it built itself."""
-    return render(workload.job, **ready.fio_location, fixed=None if workload.job_file else FIXED_OPTIONS)
+    directory or raw device, fslab's options ending every job."""
+    return render(workload.job, **ready.fio_location, fixed=fslab_options(workload))
 
 
 def layout_job_for(workload: Workload, ready: Provisioned) -> str | None:
@@ -158,4 +190,4 @@ def layout_job_for(workload: Workload, ready: Provisioned) -> str | None:
         return None
     if workload.job_file:  # fio's own layout; on a raw device the region a job file reads is unknown
         return render(workload.job, directory=ready.directory, device=None, fixed={"create_only": "1"}) if ready.directory else None
-    return render(single_job(workload.name, layout_options(workload.fio_options)), **ready.fio_location, fixed=FIXED_OPTIONS)
+    return render(single_job(workload.name, layout_options(workload.fio_options)), **ready.fio_location, fixed=fslab_options(workload))
