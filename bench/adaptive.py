@@ -58,7 +58,7 @@ def simulate(cells, repetitions: Repetitions, seed: int) -> tuple[dict, int]:
 
 
 def verdicts(samples) -> dict:
-    result = analyse(samples, {"read_iops": True}, TARGETS, WORKLOADS, baseline="base")
+    result = analyse(samples, {"read_iops": True}, TARGETS, WORKLOADS, baseline="base")  # one family: every pair, as in a summary
     return {(r.workload, r.target): r.comparison.verdict for r in result.rows}
 
 

@@ -133,7 +133,8 @@ def test_summary_table_and_report_files(finished_study):
     assert cell["metrics"]["write_mb_s"]["n"] == 2 and cell["metrics"]["write_mb_s"]["ci_low"] is not None
 
     assert "Compared with **ext4**:" in markdown and "| xfs | read IOPS |" in markdown and "Ranking by read IOPS: " in markdown
-    assert "Benjamini–Hochberg-adjusted p (over all 12 comparisons" in markdown
+    assert "one family of 24 comparisons (all pairs of this study run)" in markdown  # 6 pairs × 2 metrics × 2 workloads
+    assert "interval needs " in markdown, "2 runs: no interval printed, the runs it needs instead"
     verdicts = {c["verdict"] for c in document["comparisons"]}
     assert verdicts <= {"faster", "slower", "no detectable difference"} and len(document["comparisons"]) == 12
 

@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from fslab.analysis import beyond_raw, raw_references
+from fslab.raw_reference import beyond_raw, raw_references
+from fslab.report.summary import beyond_raw_note
 from fslab.stats import summarize
 
 SAMPLES = [51154.0, 49870.5, 53021.2, 50500.0, 47950.8, 52210.3, 50011.1]
@@ -34,7 +35,16 @@ def test_no_samples_is_an_error():
 
 # --- comparisons ------------------------------------------------------------------------------
 
-from fslab.stats import adjust_family, benjamini_hochberg, cell_warnings, compare, modified_z_scores, rank, runs_needed  # noqa: E402
+from fslab.analysis import analyse, ranking_line
+from fslab.stats import (  # noqa: E402
+    adjust_family,
+    benjamini_hochberg,
+    cell_warnings,
+    compare,
+    modified_z_scores,
+    rank,
+    runs_needed,
+)
 
 A = [36996.0, 35120.4, 38010.9, 36550.2, 35890.7]
 B = [26024.0, 27330.1, 25410.8, 26900.3, 25877.5, 26500.0]
@@ -147,8 +157,19 @@ def test_ranking_ties_what_cannot_be_told_apart():
         "xfs": list(rng.lognormal(np.log(32000), 0.02, 6)),
         "raw": list(rng.lognormal(np.log(32300), 0.02, 6)),
     }
-    tiers = rank(cells)
-    assert tiers[0] == ["ext4"] and sorted(tiers[1]) == ["raw", "xfs"] and tiers[2] == ["btrfs"]
+    analysis = analyse({("w", t): {"read_iops": v} for t, v in cells.items()}, {"read_iops": True}, list(cells), ["w"])
+    ranking = analysis.rankings[("w", "read_iops")]
+    assert ranking.tiers is not None and ranking.tiers[0] == ("ext4",) and sorted(ranking.tiers[1]) == ["raw", "xfs"] and ranking.tiers[2] == ("btrfs",)
+    assert ranking_line(ranking).startswith("ext4 > ") and ranking_line(ranking).endswith(" > btrfs")
+
+
+def test_a_ranking_that_is_not_transitive_is_told_in_letters():
+    differ = {frozenset("ac")}  # a = b, b = c, yet a > c
+    ranking = rank({"a": 3.0, "b": 2.0, "c": 1.0}, lambda x, y: frozenset((x, y)) in differ)
+    assert ranking.tiers is None and ranking.letters == {"a": "a", "b": "ab", "c": "b"}
+    assert ranking_line(ranking) == "a (a) · b (ab) · c (b) — targets sharing a letter are not told apart"
+    clean = rank({"a": 3.0, "b": 2.0, "c": 1.0}, lambda x, y: "a" in (x, y))
+    assert clean.tiers == (("a",), ("b", "c")) and ranking_line(clean) == "a > b = c"
 
 
 def _target(name, filesystem, devices=1, images=None, layers=()):
@@ -170,10 +191,25 @@ def test_each_target_is_checked_against_the_raw_devices_under_it():
     samples = {
         ("r", "raw"): {"read_iops": [100.0, 110.0, 90.0]},
         ("r", "ext4"): {"read_iops": [300.0, 310.0, 290.0]},  # a cache answered
-        ("r", "b/raw-1"): {"read_iops": [100.0]},
-        ("r", "b/raw-2"): {"read_iops": [100.0]},
-        ("r", "b"): {"read_iops": [190.0]},  # two devices read together: not beyond them
+        ("r", "b/raw-1"): {"read_iops": [100.0, 104.0, 97.0]},
+        ("r", "b/raw-2"): {"read_iops": [100.0, 96.0, 103.0]},
+        ("r", "b"): {"read_iops": [190.0, 196.0, 203.0]},  # two devices read together: not beyond their sum
         ("r", "crypt"): {"read_iops": [140.0]},
     }
-    assert beyond_raw(samples, raw_references(targets)) == {("r", "ext4"): {"read_iops": 3.0}}
+    found = beyond_raw(samples, raw_references(targets))
+    assert list(found) == [("r", "ext4")] and found[("r", "ext4")]["read_iops"].ratio == pytest.approx(3.0, rel=0.01)
+    assert found[("r", "ext4")]["read_iops"].ci_low > 1.5
     assert beyond_raw(samples, {}) == {}
+
+
+def test_beyond_raw_needs_the_interval_not_a_median_ratio():
+    """baseline-paper's XFS seq_read: 1.8× the raw median from 2 runs while the raw figure varied
+    15 %: no flag. The same ratio measured tightly over 5 runs: flagged, interval and all."""
+    refs = {"xfs": ["raw"]}
+    noisy = {("seq_read", "raw"): {"read_iops": [2900.0, 3400.0]}, ("seq_read", "xfs"): {"read_iops": [5600.0, 5750.0]}}
+    assert beyond_raw(noisy, refs) == {}
+    clear = {("seq_read", "raw"): {"read_iops": [3100.0, 3150.0, 3080.0, 3120.0, 3140.0]}, ("seq_read", "xfs"): {"read_iops": [5600.0, 5650.0, 5580.0, 5620.0, 5610.0]}}
+    flagged = beyond_raw(clear, refs)[("seq_read", "xfs")]["read_iops"]
+    assert 1.5 < flagged.ci_low < flagged.ratio < flagged.ci_high
+    note = beyond_raw_note(flagged)
+    assert note.startswith("measured 1.8× (95 % CI 1.8–1.8×) its raw devices") and "may have answered" in note, note

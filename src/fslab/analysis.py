@@ -1,5 +1,7 @@
-"""What a study run answers: each target against a baseline, per workload and metric, with
-Benjamini–Hochberg over all of them; a ranking per workload; two study runs cell by cell.
+"""What a study run answers: every pair of targets compared per workload and metric, with
+Benjamini–Hochberg over all of them as one family. Each target's row against its baseline and
+each workload's ranking are both read from that one family, so they never disagree. And two
+study runs, cell by cell.
 
 Pure: takes samples grouped by cell, returns comparisons. stats.py does the arithmetic.
 """
@@ -8,16 +10,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import numpy as np
-
 from fslab.errors import FslabError
-from fslab.stats import Comparison, adjust_family, compare, rank, runs_needed
-from fslab.study import image_names
+from fslab.stats import (
+    Comparison,
+    Ranking,
+    adjust_family,
+    compare,
+    geometric_mean,
+    inverted,
+    rank,
+    runs_needed,
+)
 from fslab.workloads.fio import DIRECTIONS
 
 # Compared for every cell and direction: throughput, and the tail latency seed 003 cares about.
 COMPARED = ("iops", "lat_p99_us")
 Samples = dict[tuple[str, str], dict[str, list[float]]]  # (workload, target) → metric → values in run order
+PairKey = tuple[str, str, str, str]  # (workload, metric, a, b): b against a, a before b in the study's order
 
 
 class AnalysisError(FslabError):
@@ -35,15 +44,27 @@ class Row:
 
 @dataclass(frozen=True)
 class Analysis:
-    baselines: dict[str, str]  # workload → baseline target
-    rows: list[Row]
-    rankings: dict[tuple[str, str], list[list[str]]]  # (workload, IOPS metric) → tiers, best first
+    rows: list[Row]  # each target against its own baseline, read from `pairs`
+    pairs: dict[PairKey, Comparison]  # the one family, corrected together: every pair of targets per workload and metric
+    rankings: dict[tuple[str, str], Ranking]  # (workload, IOPS metric) → ranking, read from `pairs`
     runs_needed: dict[str, int | None]  # workload → runs per cell for a ratio within ±precision
     threshold: float
     precision: float
 
     def rows_of(self, workload: str) -> list[Row]:
         return [r for r in self.rows if r.workload == workload]
+
+    @property
+    def family_size(self) -> int:
+        """How many comparisons Benjamini–Hochberg corrected together."""
+        return sum(c.p_value is not None for c in self.pairs.values())
+
+    def comparison(self, workload: str, metric: str, baseline: str, other: str) -> Comparison | None:
+        """`other` against `baseline`, as the family has it (read the other way round if need be)."""
+        if (workload, metric, baseline, other) in self.pairs:
+            return self.pairs[(workload, metric, baseline, other)]
+        found = self.pairs.get((workload, metric, other, baseline))
+        return None if found is None else inverted(found)
 
 
 def primary_metrics(metrics: dict[str, list[float]]) -> list[str]:
@@ -61,35 +82,63 @@ def analyse(
     targets: list[str],
     workloads: list[str],
     *,
+    baselines: dict[str, str] | None = None,
     baseline: str | None = None,
     threshold: float = 0.03,
     precision: float | None = None,
 ) -> Analysis:
-    """Every target against the baseline target of each workload (default: the study's first)."""
+    """Every pair of targets per workload and compared metric, Benjamini–Hochberg over all of
+    them. Each target's rows compare it with its baseline: `baseline` for every target when given
+    (the command line's --baseline), else `baselines[target]` (each target's own, as the study
+    set it), else the first target. A target that is its own baseline has no rows."""
     if baseline is not None and baseline not in targets:
         raise AnalysisError(f"no target '{baseline}' in this study run; its targets: {', '.join(targets)}")
     precision = threshold if precision is None else precision
-    rows, baselines, rankings, needed = [], {}, {}, {}
+    tested: dict[PairKey, Comparison] = {}
+    needed = {}
     for workload in workloads:
         present = [t for t in targets if (workload, t) in samples]
         if not present:
             continue
-        base = baseline if baseline in present else present[0]
-        baselines[workload] = base
-        for target in present:
-            for metric in compared_metrics(samples[(workload, target)]) if target != base else []:
-                a, b = samples[(workload, base)].get(metric), samples[(workload, target)][metric]
-                if a and _positive(a + b):
-                    rows.append(Row(workload, target, base, metric, compare(a, b, higher_is_better[metric], threshold)))
-        primary = {
-            metric: {t: samples[(workload, t)][metric] for t in present if metric in samples[(workload, t)]}
-            for metric in dict.fromkeys(m for t in present for m in primary_metrics(samples[(workload, t)]))
-        }
-        for metric, cells in primary.items():
-            if len(cells) > 1:
-                rankings[(workload, metric)] = rank(cells, True, threshold)
-        needed[workload] = runs_needed([values for cells in primary.values() for values in cells.values()], precision)
-    return Analysis(baselines, _corrected(rows, threshold), rankings, needed, threshold, precision)
+        for metric in dict.fromkeys(m for t in present for m in compared_metrics(samples[(workload, t)])):
+            cells = {t: values for t in present if (values := samples[(workload, t)].get(metric)) and _positive(values)}
+            names = list(cells)
+            for i, a in enumerate(names):
+                for b in names[i + 1 :]:
+                    tested[(workload, metric, a, b)] = compare(cells[a], cells[b], higher_is_better[metric], threshold, precision)
+        primary = [samples[(workload, t)][m] for t in present for m in primary_metrics(samples[(workload, t)])]
+        needed[workload] = runs_needed(primary, precision)
+    family = Analysis([], dict(zip(tested, adjust_family(list(tested.values()), threshold))), {}, needed, threshold, precision)
+    return replace(family, rows=_rows(family, samples, targets, workloads, baselines, baseline), rankings=_rankings(family, samples, targets, workloads))
+
+
+def _rows(family: Analysis, samples: Samples, targets: list[str], workloads: list[str], baselines: dict[str, str] | None, override: str | None) -> list[Row]:
+    rows = []
+    for workload in workloads:
+        for target in (t for t in targets if (workload, t) in samples):
+            base = override or (targets[0] if baselines is None else baselines.get(target, target))
+            for metric in compared_metrics(samples[(workload, target)]) if base != target else []:
+                found = family.comparison(workload, metric, base, target)
+                if found is not None:
+                    rows.append(Row(workload, target, base, metric, found))
+    return rows
+
+
+def _rankings(family: Analysis, samples: Samples, targets: list[str], workloads: list[str]) -> dict[tuple[str, str], Ranking]:
+    """Per workload and IOPS metric, the targets by geometric mean, told apart only where their
+    comparison in the family says they differ."""
+    rankings = {}
+    for workload in workloads:
+        present = [t for t in targets if (workload, t) in samples]
+        for metric in dict.fromkeys(m for t in present for m in primary_metrics(samples[(workload, t)])):
+            scores = {t: geometric_mean(values) for t in present if (values := samples[(workload, t)].get(metric)) and _positive(values)}
+            if len(scores) > 1:
+                def differs(a: str, b: str, workload: str = workload, metric: str = metric) -> bool:
+                    found = family.comparison(workload, metric, a, b)
+                    return found is not None and found.differs
+
+                rankings[(workload, metric)] = rank(scores, differs, higher_is_better=True)
+    return rankings
 
 
 def compare_study_runs(
@@ -118,53 +167,13 @@ def regressions(rows: list[Row], regression: float) -> list[Row]:
     return [r for r in rows if r.comparison.verdict == "slower" and abs(r.comparison.ratio - 1) > regression]
 
 
-# A target measured this far above the raw devices under it is flagged, not believed.
-BEYOND_RAW = 1.5
-
-
-def raw_references(targets: list[dict]) -> dict[str, list[str]]:
-    """Target → the raw targets whose IOPS, added up, are what its devices deliver bare.
-
-    A target's own raw baselines (raw targets on its images) when the study measured them,
-    else the study's first plain raw target once per device. Plain raw targets get none.
-    """
-    def images(t: dict) -> list[str]:  # targets stored before images were are named from their devices
-        return t["spec"].get("images") or list(image_names(t["name"], t["spec"].get("devices", 1)))
-
-    raws = [t for t in targets if t["filesystem"] == "raw" and not t["spec"].get("layers")]
-    by_image = {images(t)[0]: t["name"] for t in raws}
-    plain = next((t["name"] for t in raws if images(t)[0] == t["name"]), None)
-    references = {}
-    for t in targets:
-        if t in raws:
-            continue
-        own = [by_image.get(image) for image in images(t)]
-        if all(own):
-            references[t["name"]] = own
-        elif plain:
-            references[t["name"]] = [plain] * len(own)
-    return references
-
-
-def beyond_raw(samples: Samples, references: dict[str, list[str]], factor: float = BEYOND_RAW) -> dict[tuple[str, str], dict[str, float]]:
-    """(workload, target) → IOPS metric → its median over the raw devices' summed medians,
-    where that exceeds `factor`: a cache, compression or a copy-on-write layout answered."""
-    found: dict[tuple[str, str], dict[str, float]] = {}
-    for (workload, target), metrics in samples.items():
-        raws = [samples.get((workload, raw), {}) for raw in references.get(target, [])]
-        for metric in primary_metrics(metrics) if raws else []:
-            if not all(raw.get(metric) for raw in raws):
-                continue
-            ceiling = sum(float(np.median(raw[metric])) for raw in raws)
-            ratio = float(np.median(metrics[metric])) / ceiling if ceiling > 0 else 0.0
-            if ratio > factor:
-                found.setdefault((workload, target), {})[metric] = ratio
-    return found
-
-
-def ranking_line(tiers: list[list[str]]) -> str:
-    """"ext4 > xfs = raw > btrfs": '>' detectably better, '=' no detectable difference."""
-    return " > ".join(" = ".join(tier) for tier in tiers)
+def ranking_line(ranking: Ranking) -> str:
+    """"ext4 > xfs = raw > btrfs" where '>' and '=' say it exactly (every pair across tiers
+    detectably different, every pair within a tier not told apart); else a compact letter display,
+    best first: "xfs (a) · raw (ab) · ext4 (b)", targets sharing a letter not told apart."""
+    if ranking.tiers is not None:
+        return " > ".join(" = ".join(tier) for tier in ranking.tiers)
+    return " · ".join(f"{name} ({ranking.letters[name]})" for name in ranking.order) + " — targets sharing a letter are not told apart"
 
 
 def _positive(values: list[float]) -> bool:

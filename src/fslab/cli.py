@@ -106,7 +106,7 @@ class _ProgressObserver:
         self.progress.advance(self.task)
 
 
-BaselineOption = Annotated[Optional[str], typer.Option("--baseline", help="The target every other is compared with, per workload. \\[default: the study's, else its first]")]
+BaselineOption = Annotated[Optional[str], typer.Option("--baseline", help="One target every other is compared with, instead of each target's own baseline (docs/study-format.md). \\[default: each target's own]")]
 ThresholdOption = Annotated[float, typer.Option("--threshold", parser=parse_percent, metavar="PERCENT", help="The smallest change called faster or slower.")]
 
 

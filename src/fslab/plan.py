@@ -65,16 +65,16 @@ class Planner:
     """Hands out blocks of runs.
 
     Adaptive mode stops adding runs to a cell when its interval is within ±target_ci
-    ("converged"), or when its comparison with the workload's baseline target is already
-    beyond doubt: the whole 95 % interval of the ratio lies past the practical threshold
-    ("decided"; more runs could not change the verdict). The baseline cell stops when it has
-    converged or every other cell of its workload has stopped.
+    ("converged"), or when its comparison with its baseline target is already beyond doubt: the
+    whole 95 % interval of the ratio lies past the practical threshold ("decided"; more runs
+    could not change the verdict). A cell others are compared with goes on until it has
+    converged or every cell compared with it has stopped (and its own comparison is decided).
     """
 
     cells: list[Cell]
     repetitions: Repetitions
     seed: int
-    baseline: str | None = None  # the target others are compared with (default: each workload's first)
+    baseline: str | None = None  # the target all others are compared with (default: each target's own, else the first)
     block: int = field(default=0, init=False)  # blocks handed out so far
     handed_out: int = field(default=0, init=False)  # runs handed out so far
     progress: dict[tuple[str, str], CellProgress] = field(init=False)
@@ -120,27 +120,35 @@ class Planner:
                 state.status = "no successful run"
             elif state.half_width is not None and state.half_width <= reps.target_ci:
                 state.status = "converged"
-            elif self._decided(cell, samples):
+            elif self._decided(cell, samples) and not self._awaited(cell):
                 state.status = "decided"
             elif self._counts.get((cell.key, False), 0) >= reps.max_runs:
                 state.status = "max runs"
         for cell in self.cells:  # a baseline nobody waits for is done
             state = self.progress[cell.key]
-            others = [self.progress[c.key].status for c in self.cells if c.workload.name == cell.workload.name and c is not cell]
-            if state.status == "running" and self._is_baseline(cell) and others and "running" not in others:
+            waiting = [c for c in self.cells if self._base_of(c) is cell]
+            done = (self._base_of(cell) is None or self._decided(cell, samples)) and not self._awaited(cell)
+            if state.status == "running" and waiting and done:
                 state.status = "decided"
 
-    def _is_baseline(self, cell: Cell) -> bool:
-        names = [c.target.name for c in self.cells if c.workload.name == cell.workload.name]
-        return cell.target.name == (self.baseline if self.baseline in names else names[0])
+    def _base_of(self, cell: Cell) -> Cell | None:
+        """The cell `cell` is compared with: the --baseline for all, else its target's own, else
+        the workload's first; None for a cell compared with none."""
+        same = [c for c in self.cells if c.workload.name == cell.workload.name]
+        name = self.baseline if self.baseline in {c.target.name for c in same} else cell.target.baseline or same[0].target.name
+        return next((c for c in same if c.target.name == name and c is not cell), None)
+
+    def _awaited(self, cell: Cell) -> bool:
+        """Whether a cell compared with this one is still running."""
+        return any(self._base_of(c) is cell and self.progress[c.key].status == "running" for c in self.cells)
 
     def _decided(self, cell: Cell, samples: Samples) -> bool:
         """More runs, up to max_runs, would not change the verdict of any primary metric: its
-        ratio to the baseline lies, interval and all, past the threshold; or the change seen so
+        ratio to its baseline lies, interval and all, past the threshold; or the change seen so
         far is under a third of the interval max_runs would give, so it would stay undetected."""
-        if self._is_baseline(cell):
+        base = self._base_of(cell)
+        if base is None:
             return False
-        base = next(c for c in self.cells if c.workload.name == cell.workload.name and self._is_baseline(c))
         mine, theirs = samples.get(cell.key, {}), samples.get(base.key, {})
         metrics = [m for m in primary_metrics(mine) if len(theirs.get(m, [])) >= 2 and len(mine[m]) >= 2]
         if not metrics:

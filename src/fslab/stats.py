@@ -9,6 +9,7 @@ symmetric and a multiplicative noise model is respected.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -22,6 +23,13 @@ MIN_RUNS = 3
 OUTLIER_MIN_N = 5  # below this the MAD of a few nearly equal runs makes any third one an "outlier"
 RANK_TEST_MIN_N = 7  # Mann–Whitney U only where both sides have at least this many runs
 POWER = 0.80  # for the smallest detectable change
+# A figure with an interval (a cell's mean ± x %, a ratio's interval, the detectable change) is
+# printed only from this many runs per cell: below, t has at most 1 degree of freedom (12.7 × the
+# standard error at 95 %) and two runs give intervals like 0.000–428246421.
+INTERVAL_MIN_RUNS = 3
+# ... and only while its interval is within ±100 % of the figure (for a ratio: its upper bound at
+# most twice the ratio): wider, the number says nothing; the runs it needs are printed instead.
+INTERVAL_MAX_HALF_WIDTH = 1.0
 
 
 @dataclass(frozen=True)
@@ -36,6 +44,7 @@ class Summary:
     ci_low: float | None  # 95 % Student-t interval for the mean
     ci_high: float | None
     warnings: tuple[str, ...] = ()
+    needs_runs: int | None = None  # runs per cell its interval needs before it is printed (figure_needs); None: it has them
 
     @property
     def ci_half_width(self) -> float | None:
@@ -48,8 +57,9 @@ class Summary:
         return None if half is None or not self.mean else half / abs(self.mean)
 
 
-def summarize(values: list[float], higher_is_better: bool = True) -> Summary:
-    """Descriptive statistics of one cell's samples, in run order, with warnings."""
+def summarize(values: list[float], higher_is_better: bool = True, precision: float = 0.03) -> Summary:
+    """Descriptive statistics of one cell's samples, in run order, with warnings. `precision`
+    (a ratio within ±precision) says how many runs a cell needs when its interval is not worth printing."""
     if not values:
         raise ValueError("no samples to summarize")
     data = np.asarray(values, dtype=float)
@@ -57,10 +67,25 @@ def summarize(values: list[float], higher_is_better: bool = True) -> Summary:
     mean, median = float(data.mean()), float(np.median(data))
     warnings = tuple(cell_warnings(values, higher_is_better))
     if n < 2:
-        return Summary(n, mean, median, None, None, float(data.min()), float(data.max()), None, None, warnings)
+        return Summary(n, mean, median, None, None, float(data.min()), float(data.max()), None, None, warnings, figure_needs([values], None, precision))
     stdev = float(data.std(ddof=1))
     half = float(sps.t.ppf((1 + CONFIDENCE) / 2, n - 1)) * stdev / math.sqrt(n)
-    return Summary(n, mean, median, stdev, stdev / mean if mean else None, float(data.min()), float(data.max()), mean - half, mean + half, warnings)
+    relative = half / abs(mean) if mean else None
+    needs = figure_needs([values], relative, precision)
+    return Summary(n, mean, median, stdev, stdev / mean if mean else None, float(data.min()), float(data.max()), mean - half, mean + half, warnings, needs)
+
+
+def figure_needs(samples: list[list[float]], half_width: float | None, precision: float) -> int | None:
+    """The one rule for printing a figure with an interval: None when the figure computed from
+    `samples` (one cell, or the two cells of a comparison) may be printed, that is every cell has
+    INTERVAL_MIN_RUNS runs and the interval's relative half-width (for a ratio: exp of its half-width
+    on the log scale, minus 1) is within INTERVAL_MAX_HALF_WIDTH. Otherwise the runs per cell it
+    needs: runs_needed at `precision` from the spread seen so far, at least INTERVAL_MIN_RUNS."""
+    if min(len(s) for s in samples) >= INTERVAL_MIN_RUNS and half_width is not None and half_width <= INTERVAL_MAX_HALF_WIDTH:
+        return None
+    if _pooled_log_sd(samples) is None:
+        return INTERVAL_MIN_RUNS
+    return max(INTERVAL_MIN_RUNS, runs_needed(samples, precision) or RUNS_NEEDED_LIMIT)
 
 
 def modified_z_scores(values: list[float]) -> list[float]:
@@ -113,6 +138,22 @@ class Comparison:
     mann_whitney_p: float | None = None  # only where both sides have at least 7 runs
     p_adjusted: float | None = None  # after Benjamini–Hochberg over the family of comparisons
     verdict: str = "no detectable difference"
+    needs_runs: int | None = None  # runs per cell its interval and detectable change need before they are printed; None: they have them
+
+    @property
+    def differs(self) -> bool:
+        return self.verdict in ("faster", "slower")
+
+
+def inverted(c: Comparison) -> Comparison:
+    """The same comparison read the other way round (A against B instead of B against A): the
+    same test, p and verdict, the ratio and its interval inverted, faster and slower swapped."""
+    flip = {"faster": "slower", "slower": "faster"}
+    return replace(
+        c, n_baseline=c.n_other, n_other=c.n_baseline, ratio=1 / c.ratio,
+        ci_low=None if c.ci_high is None else 1 / c.ci_high, ci_high=None if c.ci_low is None else 1 / c.ci_low,
+        verdict=flip.get(c.verdict, c.verdict),
+    )
 
 
 def log_welch(baseline: list[float], other: list[float]) -> tuple[float, float | None, float | None]:
@@ -129,8 +170,9 @@ def log_welch(baseline: list[float], other: list[float]) -> tuple[float, float |
     return diff, se, df
 
 
-def compare(baseline: list[float], other: list[float], higher_is_better: bool = True, threshold: float = 0.03) -> Comparison:
-    """Ratio other/baseline with its 95 % Welch interval on the log scale, unadjusted verdict."""
+def compare(baseline: list[float], other: list[float], higher_is_better: bool = True, threshold: float = 0.03, precision: float | None = None) -> Comparison:
+    """Ratio other/baseline with its 95 % Welch interval on the log scale, unadjusted verdict.
+    `precision` (default: the threshold) says how many runs a comparison too wide to print needs."""
     if min(baseline + other) <= 0:
         raise ValueError("ratios need positive samples")
     diff, se, df = log_welch(baseline, other)
@@ -148,15 +190,18 @@ def compare(baseline: list[float], other: list[float], higher_is_better: bool = 
     mwu = None
     if min(len(baseline), len(other)) >= RANK_TEST_MIN_N:
         mwu = float(sps.mannwhitneyu(other, baseline, alternative="two-sided").pvalue)
-    result = Comparison(len(baseline), len(other), ratio, low, high, p, higher_is_better, detectable, mwu, p_adjusted=p)
+    half = None if low is None else math.sqrt(high / low) - 1  # exp(log half-width) − 1
+    needs = figure_needs([baseline, other], half, threshold if precision is None else precision)
+    result = Comparison(len(baseline), len(other), ratio, low, high, p, higher_is_better, detectable, mwu, p_adjusted=p, needs_runs=needs)
     return with_verdict(result, threshold)
 
 
 def with_verdict(c: Comparison, threshold: float, alpha: float = 1 - CONFIDENCE) -> Comparison:
     """"faster"/"slower" only when the (adjusted) test rejects equality and the change exceeds
-    the practical threshold; otherwise "no detectable difference"."""
+    the practical threshold; otherwise "no detectable difference". The threshold is symmetric on
+    the log scale (beyond 1.03 or below 1/1.03 at 3 %), so A against B and B against A say the same."""
     significant = c.p_adjusted is not None and c.p_adjusted < alpha
-    large = abs(c.ratio - 1) > threshold
+    large = abs(math.log(c.ratio)) > math.log1p(threshold)
     verdict = "no detectable difference"
     if significant and large:
         better = c.ratio > 1 if c.higher_is_better else c.ratio < 1
@@ -188,6 +233,10 @@ def adjust_family(comparisons: list[Comparison], threshold: float) -> list[Compa
     return result
 
 
+def geometric_mean(values: list[float]) -> float:
+    return float(np.exp(np.log(np.asarray(values, dtype=float)).mean()))
+
+
 def _pooled_log_sd(samples: list[list[float]]) -> float | None:
     logs = [np.log(np.asarray(s, dtype=float)) for s in samples if len(s) >= 2]
     if not logs:
@@ -205,7 +254,10 @@ def projected_half_width(samples: list[list[float]], runs: int) -> float:
     return _half_width(_pooled_log_sd(samples) or 0.0, runs)
 
 
-def runs_needed(samples: list[list[float]], precision: float, max_runs: int = 1000) -> int | None:
+RUNS_NEEDED_LIMIT = 1000
+
+
+def runs_needed(samples: list[list[float]], precision: float, max_runs: int = RUNS_NEEDED_LIMIT) -> int | None:
     """Runs per cell for a 95 % interval of the ratio within ±precision (log scale), from the
     pooled spread of the cells' log values; None when there is no spread to go on."""
     pooled = _pooled_log_sd(samples)
@@ -215,22 +267,49 @@ def runs_needed(samples: list[list[float]], precision: float, max_runs: int = 10
     return next((n for n in range(2, max_runs + 1) if _half_width(pooled, n) <= target), None)
 
 
-def rank(samples: dict[str, list[float]], higher_is_better: bool = True, threshold: float = 0.03) -> list[list[str]]:
-    """Tiers, best first. Every pair of targets is compared and Benjamini–Hochberg-corrected as
-    one family; in order of geometric mean, a target joins the tier above unless it is
-    detectably worse than that tier's best."""
+@dataclass(frozen=True)
+class Ranking:
+    """Targets best first, read from one family of pairwise verdicts (`differs`), never ordering
+    what those verdicts do not tell apart.
 
-    def geometric_mean(name: str) -> float:
-        return float(np.exp(np.log(np.asarray(samples[name], dtype=float)).mean()))
+    `letters` is a compact letter display: two targets share a letter exactly when their
+    comparison found no detectable difference. `tiers` is the same in '>' and '=' when that
+    notation can say it exactly — every pair within a tier not told apart, every pair across tiers
+    detectably different — and None when it cannot ("differs" is not transitive: a = b, b = c, a > c)."""
 
-    order = sorted(samples, key=geometric_mean, reverse=higher_is_better)
-    pairs = [(a, b) for i, a in enumerate(order) for b in order[i + 1 :]]
-    verdicts = adjust_family([compare(samples[a], samples[b], higher_is_better, threshold) for a, b in pairs], threshold)
-    differs = {pair: c.verdict != "no detectable difference" for pair, c in zip(pairs, verdicts)}
-    tiers: list[list[str]] = []
-    for name in order:
-        if tiers and not differs[(tiers[-1][0], name)]:
-            tiers[-1].append(name)
-        else:
-            tiers.append([name])
-    return tiers
+    order: tuple[str, ...]
+    letters: dict[str, str]
+    tiers: tuple[tuple[str, ...], ...] | None
+
+
+def rank(scores: dict[str, float], differs: Callable[[str, str], bool], higher_is_better: bool = True) -> Ranking:
+    """`scores` (geometric means) give the order; `differs(a, b)` (symmetric: the verdict of their
+    comparison) the letters and, where they say it exactly, the tiers."""
+    order = sorted(scores, key=lambda name: scores[name], reverse=higher_is_better)
+    position = {name: i for i, name in enumerate(order)}
+    groups = sorted(_maximal_cliques(order, lambda a, b: not differs(a, b)), key=lambda g: sorted(position[n] for n in g))
+    letters = {name: "".join(_letter(i) for i, g in enumerate(groups) if name in g) for name in order}
+    disjoint = sum(len(g) for g in groups) == len(order)
+    contiguous = all(max(position[n] for n in g) - min(position[n] for n in g) == len(g) - 1 for g in groups)
+    tiers = tuple(tuple(sorted(g, key=position.__getitem__)) for g in groups) if disjoint and contiguous else None
+    return Ranking(tuple(order), letters, tiers)
+
+
+def _maximal_cliques(names: list[str], together: Callable[[str, str], bool]) -> list[frozenset[str]]:
+    """Every maximal set of names pairwise `together` (Bron–Kerbosch; a study has a few targets)."""
+    found: list[frozenset[str]] = []
+
+    def extend(clique: set[str], candidates: list[str], excluded: list[str]) -> None:
+        if not candidates and not excluded:
+            found.append(frozenset(clique))
+        for name in list(candidates):
+            extend(clique | {name}, [n for n in candidates if n != name and together(name, n)], [n for n in excluded if together(name, n)])
+            candidates = [n for n in candidates if n != name]
+            excluded = [*excluded, name]
+
+    extend(set(), list(names), [])
+    return found
+
+
+def _letter(i: int) -> str:
+    return "abcdefghijklmnopqrstuvwxyz"[i] if i < 26 else f"[{i + 1}]"

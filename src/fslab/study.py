@@ -88,6 +88,7 @@ class Target:
     zram: bool = False  # fresh zram devices of image_size for every run
     blkdiscard: bool | None = None  # discard the devices whole before each run (None: the source's default)
     images: tuple[str, ...] = ()  # names of its devices: its loop images, or the user's device paths (a raw baseline shares its target's)
+    baseline: str | None = None  # the target it is compared with; its own name when others are compared with it (see resolve_baselines)
 
     def __post_init__(self) -> None:
         if self.named:
@@ -120,6 +121,7 @@ class Target:
             "zram": self.zram,
             "blkdiscard": self.blkdiscard,
             "images": list(self.images),
+            "baseline": self.baseline,
         }
 
 
@@ -176,11 +178,15 @@ class Study:
         return [Cell(t, w) for t in self.targets for w in self.workloads]
 
     def without(self, names: set[str]) -> Study:
-        """The study without these targets (skipped: this machine cannot run them); a baseline
-        among them gives way to the default (each workload's first target)."""
+        """The study without these targets (skipped: this machine cannot run them); a target
+        compared with one of them is compared with the study's baseline instead, or the first
+        target left when that is skipped too."""
         if not names:
             return self
-        return replace(self, targets=[t for t in self.targets if t.name not in names], baseline=None if self.baseline in names else self.baseline)
+        kept = [t for t in self.targets if t.name not in names]
+        baseline = None if self.baseline in names else self.baseline
+        default = baseline or kept[0].name
+        return replace(self, targets=[replace(t, baseline=default) if t.baseline in names else t for t in kept], baseline=baseline)
 
 
 def builtin_studies() -> dict[str, str]:
@@ -231,8 +237,14 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0,
     targets = [t for _, t in tables]
     where = _Where(text, filename)
     where.require_unique([(table, t.name) for table, t in tables], "target")
-    if model.study.baseline is not None and model.study.baseline not in {t.name for t in targets}:
-        raise StudyError(f"{filename}:{locate(text, ('study', 'baseline'))}: study.baseline: {unknown('target', model.study.baseline, [t.name for t in targets])}")
+    names = [t.name for t in targets]
+    if model.study.baseline is not None and model.study.baseline not in names:
+        raise StudyError(f"{filename}:{locate(text, ('study', 'baseline'))}: study.baseline: {unknown('target', model.study.baseline, names)}")
+    where.refuse([
+        f"{where(('target', i, 'baseline'))}: {unknown('target', section.baseline, names)}"
+        for i, section in enumerate(model.target) if section.baseline is not None and section.baseline not in names
+    ])
+    targets = resolve_baselines(targets, model.study.baseline)
     workloads = _workloads(model, base_dir, scale, 1.0 if scale_sizes_only else scale, filename, text)
     if not workloads:
         raise StudyError(f"{filename}: the study runs no workload: list built-in ones in [study] workloads, or add [[workload]] tables")
@@ -265,7 +277,8 @@ def _expand_target(section: TargetSection, study: StudySection, scale: float) ->
         **{f"property:{name}": as_list(value) for name, value in section.properties.items()},
     }
     swept = [key for key, values in dimensions.items() if len(values) > 1]
-    targets = []
+    targets: list[Target] = []
+    first: dict[str, str] = {}  # filesystem → its sweep's first value: the baseline of the others unless the table names one
     for combination in itertools.product(*dimensions.values()):
         values = dict(zip(dimensions, combination))
         labels = [_label(key, values[key]) for key in swept if not (key == "filesystem" and section.name is None)]
@@ -290,10 +303,22 @@ def _expand_target(section: TargetSection, study: StudySection, scale: float) ->
             zram=section.zram,
             blkdiscard=section.blkdiscard,
         )
+        target = replace(target, baseline=section.baseline or first.get(target.filesystem))  # a first value itself: the study's
+        if any(key != "filesystem" for key in swept):
+            first.setdefault(target.filesystem, target.name)
         targets.append(target)
         if section.raw_baseline:
             targets += raw_baselines(target)
     return targets
+
+
+def resolve_baselines(targets: list[Target], study_baseline: str | None) -> list[Target]:
+    """Each target's baseline settled, to be stored with it: its table's `baseline`, else its
+    sweep's first value on the same filesystem (ext4[noatime] → ext4[defaults]; a sweep of
+    filesystems alone makes no groups), else the study's baseline, else the
+    first target. A target whose baseline is itself is compared with none."""
+    default = study_baseline or targets[0].name
+    return [replace(t, baseline=t.baseline or default) for t in targets]
 
 
 def raw_baselines(target: Target) -> list[Target]:

@@ -177,6 +177,7 @@ class TargetSection(_Table):
     raw_baseline: bool = False  # also measure each of the target's images as a raw device
     zvol: bool = False  # ZFS: the workload runs on a volume (a block device), not a dataset
     arc_max: Size | None = None  # ZFS: cap on the ARC for the run
+    baseline: str | None = None  # the target this one is compared with (default: a sweep's first value, else the study's)
 
     @field_validator("layers")
     @classmethod

@@ -14,6 +14,7 @@ from fslab.report.summary import (
     COMPARISON_COLUMNS,
     TARGET_COLUMNS,
     StudySummary,
+    comparison_groups,
     comparison_rows,
     header_lines,
     method_line,
@@ -46,9 +47,8 @@ def print_summary(console: Console, s: StudySummary) -> None:
             for row in table_rows(cell, s.units):
                 table.add_row(*map(escape, row))
         console.print(table)
-        rows = s.analysis.rows_of(workload)
-        if rows:
-            versus = Table(title=f"compared with {escape(s.analysis.baselines[workload])}", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+        for baseline, rows in comparison_groups(s.analysis.rows_of(workload)):
+            versus = Table(title=f"compared with {escape(baseline)}", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
             for i, column in enumerate(COMPARISON_COLUMNS):
                 versus.add_column(column, justify="left" if i in (0, 1, 6) else "right")
             for row in comparison_rows(rows):

@@ -16,6 +16,7 @@ from fslab.report.summary import (
     COMPARISON_COLUMNS,
     TARGET_COLUMNS,
     StudySummary,
+    comparison_groups,
     comparison_rows,
     header_lines,
     method_line,
@@ -42,9 +43,8 @@ def to_markdown(s: StudySummary) -> str:
     for workload in s.workloads:
         out += ["", f"## {workload_title(s, workload)}", ""]
         out += _table(table_columns(s.units), [row for cell in s.cells_of(workload) for row in table_rows(cell, s.units)])
-        rows = s.analysis.rows_of(workload)
-        if rows:
-            out += ["", f"Compared with **{s.analysis.baselines[workload]}**:", ""]
+        for baseline, rows in comparison_groups(s.analysis.rows_of(workload)):
+            out += ["", f"Compared with **{baseline}**:", ""]
             out += _table(COMPARISON_COLUMNS, comparison_rows(rows))
         out += [""] + [line + "  " for line in ranking_lines(s, workload)]
     if s.failures:
@@ -53,7 +53,7 @@ def to_markdown(s: StudySummary) -> str:
     return "\n".join(out) + "\n"
 
 
-STAT_FIELDS = ["n", "mean", "median", "stdev", "cv", "minimum", "maximum", "ci_low", "ci_high"]
+STAT_FIELDS = ["n", "mean", "median", "stdev", "cv", "minimum", "maximum", "ci_low", "ci_high", "needs_runs"]  # needs_runs: the interval is not worth reading until then
 
 
 def to_csv(s: StudySummary) -> str:
@@ -77,10 +77,12 @@ def to_json(s: StudySummary) -> str:
             for c in s.cells
         ],
         "comparisons": [{"workload": r.workload, "target": r.target, "baseline": r.baseline, "metric": r.metric, **asdict(r.comparison)} for r in s.analysis.rows],
-        "rankings": [{"workload": w, "metric": m, "tiers": tiers} for (w, m), tiers in s.analysis.rankings.items()],
+        "rankings": [{"workload": w, "metric": m, "order": r.order, "tiers": r.tiers, "letters": r.letters} for (w, m), r in s.analysis.rankings.items()],
+        "family": {"corrected": "Benjamini–Hochberg", "comparisons": s.analysis.family_size, "of": "every pair of targets per workload and compared metric"},
         "threshold": s.analysis.threshold,
         "bandwidth_unit": s.units.value,
         "skipped": [asdict(u) for u in s.skipped],
+        "cached_reference": [asdict(c) for c in s.cached_reference],
         "failures": [asdict(f) for f in s.failures],
     }
     return json.dumps(document, indent=2, default=str)

@@ -11,11 +11,12 @@ import tomllib
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 
-from fslab.analysis import Analysis, Row, analyse, beyond_raw, ranking_line, raw_references
+from fslab.analysis import Analysis, Row, analyse, ranking_line
 from fslab.doctor import Unsupported
 from fslab.filesystems import FILESYSTEMS
+from fslab.raw_reference import CachedReference, beyond_raw, cached_references, raw_references
 from fslab.results import ResultsDB
-from fslab.stats import Summary, summarize
+from fslab.stats import Comparison, Summary, summarize
 from fslab.units import Bandwidth, format_size
 from fslab.workloads.fio import DIRECTIONS, PERCENTILES
 
@@ -55,6 +56,7 @@ class StudySummary:
     buffered: set[str] = field(default_factory=set)  # workloads run through the page cache
     units: Bandwidth = Bandwidth.MB  # bandwidth as shown in the tables
     skipped: list[Unsupported] = field(default_factory=list)  # targets --skip-unsupported left out, and why
+    cached_reference: list[CachedReference] = field(default_factory=list)  # raw figures no disk could produce
 
     def cells_of(self, workload: str) -> list[CellSummary]:
         return [c for c in self.cells if c.workload == workload]
@@ -73,8 +75,9 @@ def summarize_study_run(
     workloads = [w["name"] for w in db.workloads(study_run_id)]
     failed = Counter((r["workload"], r["target"]) for r in runs if r["status"] != "ok")
     above = beyond_raw(groups.values, raw_references(targets))
+    precision = threshold if precision is None else precision
     cells = [
-        CellSummary(w, t["name"], failed[(w, t["name"])], _cell_statistics(groups.values.get((w, t["name"]), {}), groups.higher_is_better, above.get((w, t["name"]), {})), groups.units)
+        CellSummary(w, t["name"], failed[(w, t["name"])], _cell_statistics(groups.values.get((w, t["name"]), {}), groups.higher_is_better, above.get((w, t["name"]), {}), precision), groups.units)
         for w in workloads
         for t in targets
         if (w, t["name"]) in groups.values or failed[(w, t["name"])]
@@ -86,9 +89,11 @@ def summarize_study_run(
         if r["mount_options_effective"]:
             mounts[r["target"]][r["mount_options_effective"]] += 1
         not_in_effect[r["target"]].update(_not_in_effect(specs[r["target"]], r))
-    if baseline is None and chosen.get("baseline") not in {u.target for u in skipped}:
-        baseline = chosen.get("baseline")  # else the study file's, unless it was skipped
-    analysis = analyse(groups.values, groups.higher_is_better, [t["name"] for t in targets], workloads, baseline=baseline, threshold=threshold, precision=precision)
+    study_baseline = chosen.get("baseline") if chosen.get("baseline") not in {u.target for u in skipped} else None
+    analysis = analyse(
+        groups.values, groups.higher_is_better, [t["name"] for t in targets], workloads,
+        baselines=stored_baselines(targets, study_baseline), baseline=baseline, threshold=threshold, precision=precision,
+    )
     return StudySummary(
         study_run=study_run,
         targets=targets,
@@ -102,19 +107,37 @@ def summarize_study_run(
         buffered={r["workload"] for r in runs if r["buffered"]},
         units=units or Bandwidth(chosen.get("units", Bandwidth.MB.value)),
         skipped=skipped,
+        cached_reference=cached_references(groups.values, targets, {w["name"]: w["spec"].get("fio_options") or {} for w in db.workloads(study_run_id)}),
     )
 
 
-def _cell_statistics(metrics: dict[str, list[float]], higher_is_better: dict[str, bool], above_raw: dict[str, float]) -> dict[str, Summary]:
-    """Each metric's statistics, warned where it is far beyond what the raw devices delivered."""
+def stored_baselines(targets: list[dict], study_baseline: str | None) -> dict[str, str]:
+    """Target → the target it is compared with, as stored in its spec when the study run began
+    (its own name for a target others are compared with). Targets stored before baselines were:
+    the study file's baseline, else the first target."""
+    names = [t["name"] for t in targets]
+    default = study_baseline if study_baseline in names else names[0]
+    stored = {t["name"]: t["spec"].get("baseline") for t in targets}
+    return {name: base if base in names else default for name, base in stored.items()}
+
+
+def _cell_statistics(metrics: dict[str, list[float]], higher_is_better: dict[str, bool], above_raw: dict[str, Comparison], precision: float) -> dict[str, Summary]:
+    """Each metric's statistics, warned where it is clearly beyond what the raw devices delivered."""
     out = {}
     for metric, values in metrics.items():
-        stats = summarize(values, higher_is_better[metric])
+        stats = summarize(values, higher_is_better[metric], precision)
         if metric in above_raw:
-            note = f"{above_raw[metric]:.1f}× its raw devices: a cache, compression or copy-on-write answered, not the device"
-            stats = replace(stats, warnings=(*stats.warnings, note))
+            stats = replace(stats, warnings=(*stats.warnings, beyond_raw_note(above_raw[metric])))
         out[metric] = stats
     return out
+
+
+def beyond_raw_note(c: Comparison) -> str:
+    """An observation with its possible causes, never a cause stated as fact."""
+    return (
+        f"measured {c.ratio:.1f}× (95 % CI {c.ci_low:.1f}–{c.ci_high:.1f}×) its raw devices: "
+        "a cache, compression or a copy-on-write layout may have answered, not the device"
+    )
 
 
 def _not_in_effect(target: dict, run: dict) -> list[str]:
@@ -168,6 +191,8 @@ def fmt_mean_ci(s: Summary | None) -> str:
     """The mean and its 95 % interval's half-width relative to it: "56,123 ± 1.2%"."""
     if s is None:
         return "–"
+    if s.needs_runs is not None:
+        return f"{fmt(s.mean)} (interval needs {s.needs_runs} runs)"
     if s.ci_half_width is None or not s.mean:
         return fmt(s.mean)
     return f"{fmt(s.mean)} ± {s.ci_half_width / abs(s.mean) * 100:.1f}%"
@@ -229,14 +254,25 @@ COMPARISON_COLUMNS = ["target", "metric", "ratio", "95% CI", "p (BH)", "Mann–W
 
 
 def comparison_rows(rows: list[Row]) -> list[list[str]]:
-    """Each comparison: ratio to the baseline (for latency, below 1 is faster), interval, verdict."""
+    """Each comparison: ratio to the baseline (for latency, below 1 is faster), interval, verdict.
+    An interval from too few runs (stats.figure_needs) is not printed: the runs it needs are."""
     out = []
     for r in rows:
         c = r.comparison
         interval = "–" if c.ci_low is None else f"{c.ci_low:.3f}–{c.ci_high:.3f}"
         detectable = "–" if c.detectable_change is None else f"±{c.detectable_change:.1%}"
+        if c.needs_runs is not None:
+            interval = detectable = f"needs {c.needs_runs} runs"
         out.append([r.target, metric_label(r.metric), f"{c.ratio:.3f}", interval, fmt_p(c.p_adjusted), fmt_p(c.mann_whitney_p), c.verdict, detectable])
     return out
+
+
+def comparison_groups(rows: list[Row]) -> list[tuple[str, list[Row]]]:
+    """A workload's rows grouped by the baseline they are compared with, in the order met."""
+    groups: dict[str, list[Row]] = {}
+    for r in rows:
+        groups.setdefault(r.baseline, []).append(r)
+    return list(groups.items())
 
 
 def workload_title(s: StudySummary, workload: str) -> str:
@@ -244,7 +280,7 @@ def workload_title(s: StudySummary, workload: str) -> str:
 
 
 def ranking_lines(s: StudySummary, workload: str) -> list[str]:
-    lines = [f"Ranking by {metric_label(metric)}: {ranking_line(tiers)}" for (w, metric), tiers in s.analysis.rankings.items() if w == workload]
+    lines = [f"Ranking by {metric_label(metric)}: {ranking_line(ranking)}" for (w, metric), ranking in s.analysis.rankings.items() if w == workload]
     needed = s.analysis.runs_needed.get(workload)
     if needed is not None:
         lines.append(f"Runs per cell for a ratio within ±{s.analysis.precision:.0%} at 95 %: {needed}")
@@ -252,12 +288,13 @@ def ranking_lines(s: StudySummary, workload: str) -> list[str]:
 
 
 def method_line(s: StudySummary) -> str:
-    count = len(s.analysis.rows)
     return (
-        "Each target is compared with the workload's baseline target: the ratio of geometric means with a 95 % Welch "
-        "interval on the log values. A verdict says faster or slower only when the Benjamini–Hochberg-adjusted p "
-        f"(over all {count} comparisons of this study run) is below 0.05 and the change exceeds {s.analysis.threshold:.0%}; "
-        "'detectable' is the smallest change these runs would detect (80 % power). Ranking: '>' detectably better, '=' not told apart."
+        "Every pair of targets is compared, per workload and metric: the ratio of geometric means with a 95 % Welch "
+        "interval on the log values. A verdict says faster or slower only when the Benjamini–Hochberg-adjusted p is below 0.05 "
+        f"and the change exceeds {s.analysis.threshold:.0%}; one family of {s.analysis.family_size} comparisons (all pairs of this study run) "
+        "was corrected, and both the tables (each target against its baseline) and the rankings are read from it. "
+        "'detectable' is the smallest change these runs would detect (80 % power); a figure from too few runs says how many it needs. "
+        "Ranking: '>' detectably better, '=' not told apart; where that cannot be said exactly, letters: targets sharing one are not told apart."
     )
 
 
@@ -306,6 +343,18 @@ def header_lines(s: StudySummary) -> list[str]:
             "the median over runs of each run's percentile; clat and slat are stored as their own metrics. "
             "mean ± x% is the mean with the half-width of its 95 % Student-t interval; CV is stdev/mean over runs."
         ),
+    ] + cached_reference_lines(s)
+
+
+def cached_reference_lines(s: StudySummary) -> list[str]:
+    """Said once: a raw reference no disk could produce means the host's cache answered."""
+    if not s.cached_reference:
+        return []
+    first, more = s.cached_reference[0], len(s.cached_reference) - 1
+    return [
+        f"**The raw reference is cached**: {first.target} · {first.workload} {first.finding}, and {first.limit}"
+        + (f" ({more} more such figure{'s' if more > 1 else ''})" if more else "")
+        + ". Absolute figures here are not disk figures; ratios measured in one study run are."
     ]
 
 

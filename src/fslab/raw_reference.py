@@ -1,0 +1,129 @@
+"""What the raw devices under a target say about its figures (pure: samples in, findings out).
+
+A study measures its devices bare (`raw` targets) as the physical reference. Two things are read
+from it: a target measured clearly beyond the raw devices under it (its figure is flagged, not
+believed), and a raw reference too fast to be a disk at all (the study's header says that the
+reference itself is cached, so absolute figures are not disk figures; ratios measured in one
+study run still are).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from fslab.analysis import Samples, primary_metrics
+from fslab.stats import Comparison, compare
+from fslab.study import image_names
+
+# A target whose 95 % interval of target / raw reference lies wholly above this is flagged.
+BEYOND_RAW = 1.5
+
+# What no disk does, judged on a raw target's stored samples (docs/statistics.md):
+# - answer a random read in less than this, per I/O in flight (Little's law: the mean time an I/O
+#   spends in flight is at most iodepth × numjobs / IOPS, exactly that at queue depth 1). A NAND
+#   page read alone takes 40–100 µs (the fastest low-latency NAND ~20 µs) before the controller
+#   and the block layer add theirs; only 3D XPoint (Intel Optane, discontinued) reads faster.
+FLASH_READ_US = 25.0
+# - acknowledge a write in less than this: an SSD acknowledges from its own DRAM or SLC cache in
+#   10–20 µs at queue depth 1 (which is why writes are judged more leniently than reads).
+DEVICE_WRITE_ACK_US = 8.0
+# - move more bytes per second than a PCIe 5.0 x4 link carries (32 GT/s × 4 lanes, 128b/130b).
+PCIE_X4_BYTES_S = 15.75e9
+
+RANDOM_READS = ("randread", "randrw")
+RANDOM_WRITES = ("randwrite", "randrw")
+
+
+def raw_references(targets: list[dict]) -> dict[str, list[str]]:
+    """Target → the raw targets whose IOPS, added up, are what its devices deliver bare.
+
+    A target's own raw baselines (raw targets on its images) when the study measured them,
+    else the study's first plain raw target once per device. Plain raw targets get none.
+    """
+    def images(t: dict) -> list[str]:  # targets stored before images were are named from their devices
+        return t["spec"].get("images") or list(image_names(t["name"], t["spec"].get("devices", 1)))
+
+    raws = [t for t in targets if t["filesystem"] == "raw" and not t["spec"].get("layers")]
+    by_image = {images(t)[0]: t["name"] for t in raws}
+    plain = next((t["name"] for t in raws if images(t)[0] == t["name"]), None)
+    references = {}
+    for t in targets:
+        if t in raws:
+            continue
+        own = [by_image.get(image) for image in images(t)]
+        if all(own):
+            references[t["name"]] = own
+        elif plain:
+            references[t["name"]] = [plain] * len(own)
+    return references
+
+
+def beyond_raw(samples: Samples, references: dict[str, list[str]], factor: float = BEYOND_RAW) -> dict[tuple[str, str], dict[str, Comparison]]:
+    """(workload, target) → IOPS metric → target / raw reference (ratio of geometric means, 95 %
+    Welch interval), where the whole interval lies above `factor`.
+
+    With several devices the reference is their sum, run by run: the k-th run of each device
+    (measured in the same interleaved block) added up, as if they had been driven together, so
+    the reference keeps the runs' own spread instead of pretending to a single number."""
+    found: dict[tuple[str, str], dict[str, Comparison]] = {}
+    for (workload, target), metrics in samples.items():
+        raws = [samples.get((workload, raw), {}) for raw in references.get(target, [])]
+        for metric in primary_metrics(metrics) if raws else []:
+            if not all(raw.get(metric) for raw in raws):
+                continue
+            reference = [float(sum(runs)) for runs in zip(*(raw[metric] for raw in raws))]
+            if min(reference + metrics[metric]) <= 0:
+                continue
+            ratio = compare(reference, metrics[metric])
+            if ratio.needs_runs is None and ratio.ci_low is not None and ratio.ci_low > factor:
+                found.setdefault((workload, target), {})[metric] = ratio
+    return found
+
+
+@dataclass(frozen=True)
+class CachedReference:
+    """A raw target's figure no disk could have produced."""
+
+    target: str
+    workload: str
+    finding: str  # "answered random reads in 17 µs each (iodepth 1)"
+    limit: str  # "a disk takes at least 25 µs"
+
+
+def cached_references(samples: Samples, targets: list[dict], workloads: dict[str, dict[str, str]]) -> list[CachedReference]:
+    """Every plain raw target's cell whose median is beyond what a disk does (the thresholds
+    above). `workloads`: workload → the fio options it was built from (a job file has none, and is
+    judged on bandwidth alone)."""
+    found = []
+    for t in targets:
+        if t["filesystem"] != "raw" or t["spec"].get("layers"):
+            continue
+        for workload, options in workloads.items():
+            metrics = samples.get((workload, t["name"]), {})
+            found += [CachedReference(t["name"], workload, finding, limit) for finding, limit in _beyond_a_disk(metrics, options)]
+    return found
+
+
+def _beyond_a_disk(metrics: dict[str, list[float]], options: dict[str, str]) -> list[tuple[str, str]]:
+    def median(name: str) -> float | None:
+        return float(np.median(metrics[name])) if metrics.get(name) else None
+
+    out = []
+    try:
+        in_flight = int(options.get("iodepth", 1)) * int(options.get("numjobs", 1))
+    except ValueError:
+        in_flight = 0
+    for direction, kinds, limit in (("read", RANDOM_READS, FLASH_READ_US), ("write", RANDOM_WRITES, DEVICE_WRITE_ACK_US)):
+        iops = median(f"{direction}_iops")
+        if in_flight and options.get("rw") in kinds and iops:
+            each = in_flight / iops * 1e6
+            if each < limit:
+                verb = "answered random reads" if direction == "read" else "acknowledged random writes"
+                out.append((f"{verb} in {each:.0f} µs each ({in_flight} in flight, {iops:,.0f} IOPS)", f"a disk takes at least {limit:g} µs"))
+    for direction in ("read", "write"):
+        mb_s = median(f"{direction}_mb_s")
+        if mb_s and mb_s * 1e6 > PCIE_X4_BYTES_S:
+            out.append((f"{direction} {mb_s / 1e3:.1f} GB/s", f"beyond a PCIe 5.0 x4 link's {PCIE_X4_BYTES_S / 1e9:.2f} GB/s"))
+    return out
