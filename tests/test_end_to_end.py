@@ -121,10 +121,10 @@ def test_environment_is_recorded(finished_study):
 
 def test_summary_table_and_report_files(finished_study):
     result, db, root, _ = finished_study
-    assert "rand_read (direct I/O)" in result.stdout and "IOPS mean ± 95% CI" in result.stdout
+    assert "rand_read (direct I/O; data: random)" in result.stdout and "IOPS mean ± 95% CI" in result.stdout
     folder = root / "reports" / f"e2e-{db.study_run()['id']}"
     markdown = (folder / "summary.md").read_text()
-    assert "## rand_read (direct I/O)" in markdown and "| btrfs | read | 2 |" in markdown
+    assert "## rand_read (direct I/O; data: random)" in markdown and "| btrfs | read | 2 |" in markdown
     rows = (folder / "summary.csv").read_text().splitlines()
     assert rows[0].startswith("study_run,workload,target,metric,unit,n,mean,median")
     assert any(",rand_read,raw,read_iops,IOPS,2," in row for row in rows)
@@ -144,7 +144,7 @@ def test_summary_table_and_report_files(finished_study):
     assert unknown.returncode == 2 and "no target 'ext5'" in unknown.stderr
 
     again = fslab("summary", "--db", str(root / "results.db"))
-    assert again.returncode == 0 and "seq_write (direct I/O)" in again.stdout
+    assert again.returncode == 0 and "seq_write (direct I/O; data: random)" in again.stdout
     missing = fslab("summary", "999", "--db", str(root / "results.db"))
     assert missing.returncode == 2 and "no study run 999" in missing.stderr
 

@@ -139,10 +139,10 @@ def test_a_raw_reference_too_fast_for_a_disk_is_named_once_in_the_header():
 def test_a_two_run_cell_says_how_many_runs_it_needs_not_an_absurd_figure():
     # two runs that differ 30-fold: t with 1 degree of freedom made "±105893647537.9%"-like figures
     base, other = [1200.0, 36000.0], [900.0, 41000.0]
-    cell = summarize(base, precision=0.03)
+    cell = summarize(base)
     assert cell.needs_runs is not None and cell.needs_runs >= INTERVAL_MIN_RUNS
     assert fmt_mean_ci(cell) == f"18,600 (interval needs {cell.needs_runs} runs)"
-    c = compare(base, other, precision=0.03)
+    c = compare(base, other)
     assert c.needs_runs is not None and c.needs_runs >= INTERVAL_MIN_RUNS
     analysis = analyse({("w", "a"): {"read_iops": base}, ("w", "b"): {"read_iops": other}}, DIRECTIONS, ["a", "b"], ["w"])
     row = comparison_rows(analysis.rows)[0]

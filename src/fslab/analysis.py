@@ -105,7 +105,7 @@ def analyse(
             names = list(cells)
             for i, a in enumerate(names):
                 for b in names[i + 1 :]:
-                    tested[(workload, metric, a, b)] = compare(cells[a], cells[b], higher_is_better[metric], threshold, precision)
+                    tested[(workload, metric, a, b)] = compare(cells[a], cells[b], higher_is_better[metric], threshold)
         primary = [samples[(workload, t)][m] for t in present for m in primary_metrics(samples[(workload, t)])]
         needed[workload] = runs_needed(primary, precision)
     family = Analysis([], dict(zip(tested, adjust_family(list(tested.values()), threshold))), {}, needed, threshold, precision)

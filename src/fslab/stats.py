@@ -57,9 +57,8 @@ class Summary:
         return None if half is None or not self.mean else half / abs(self.mean)
 
 
-def summarize(values: list[float], higher_is_better: bool = True, precision: float = 0.03) -> Summary:
-    """Descriptive statistics of one cell's samples, in run order, with warnings. `precision`
-    (a ratio within ±precision) says how many runs a cell needs when its interval is not worth printing."""
+def summarize(values: list[float], higher_is_better: bool = True) -> Summary:
+    """Descriptive statistics of one cell's samples, in run order, with warnings."""
     if not values:
         raise ValueError("no samples to summarize")
     data = np.asarray(values, dtype=float)
@@ -67,25 +66,26 @@ def summarize(values: list[float], higher_is_better: bool = True, precision: flo
     mean, median = float(data.mean()), float(np.median(data))
     warnings = tuple(cell_warnings(values, higher_is_better))
     if n < 2:
-        return Summary(n, mean, median, None, None, float(data.min()), float(data.max()), None, None, warnings, figure_needs([values], None, precision))
+        return Summary(n, mean, median, None, None, float(data.min()), float(data.max()), None, None, warnings, figure_needs([values], None))
     stdev = float(data.std(ddof=1))
     half = float(sps.t.ppf((1 + CONFIDENCE) / 2, n - 1)) * stdev / math.sqrt(n)
     relative = half / abs(mean) if mean else None
-    needs = figure_needs([values], relative, precision)
+    needs = figure_needs([values], relative)
     return Summary(n, mean, median, stdev, stdev / mean if mean else None, float(data.min()), float(data.max()), mean - half, mean + half, warnings, needs)
 
 
-def figure_needs(samples: list[list[float]], half_width: float | None, precision: float) -> int | None:
+def figure_needs(samples: list[list[float]], half_width: float | None) -> int | None:
     """The one rule for printing a figure with an interval: None when the figure computed from
     `samples` (one cell, or the two cells of a comparison) may be printed, that is every cell has
     INTERVAL_MIN_RUNS runs and the interval's relative half-width (for a ratio: exp of its half-width
     on the log scale, minus 1) is within INTERVAL_MAX_HALF_WIDTH. Otherwise the runs per cell it
-    needs: runs_needed at `precision` from the spread seen so far, at least INTERVAL_MIN_RUNS."""
+    needs to be printed: at least INTERVAL_MIN_RUNS, more when the spread seen so far keeps the
+    interval wider than that (RUNS_NEEDED_LIMIT: that many or more)."""
     if min(len(s) for s in samples) >= INTERVAL_MIN_RUNS and half_width is not None and half_width <= INTERVAL_MAX_HALF_WIDTH:
         return None
     if _pooled_log_sd(samples) is None:
         return INTERVAL_MIN_RUNS
-    return max(INTERVAL_MIN_RUNS, runs_needed(samples, precision) or RUNS_NEEDED_LIMIT)
+    return max(INTERVAL_MIN_RUNS, runs_needed(samples, INTERVAL_MAX_HALF_WIDTH) or RUNS_NEEDED_LIMIT)
 
 
 def modified_z_scores(values: list[float]) -> list[float]:
@@ -170,9 +170,8 @@ def log_welch(baseline: list[float], other: list[float]) -> tuple[float, float |
     return diff, se, df
 
 
-def compare(baseline: list[float], other: list[float], higher_is_better: bool = True, threshold: float = 0.03, precision: float | None = None) -> Comparison:
-    """Ratio other/baseline with its 95 % Welch interval on the log scale, unadjusted verdict.
-    `precision` (default: the threshold) says how many runs a comparison too wide to print needs."""
+def compare(baseline: list[float], other: list[float], higher_is_better: bool = True, threshold: float = 0.03) -> Comparison:
+    """Ratio other/baseline with its 95 % Welch interval on the log scale, unadjusted verdict."""
     if min(baseline + other) <= 0:
         raise ValueError("ratios need positive samples")
     diff, se, df = log_welch(baseline, other)
@@ -191,7 +190,7 @@ def compare(baseline: list[float], other: list[float], higher_is_better: bool = 
     if min(len(baseline), len(other)) >= RANK_TEST_MIN_N:
         mwu = float(sps.mannwhitneyu(other, baseline, alternative="two-sided").pvalue)
     half = None if low is None else math.sqrt(high / low) - 1  # exp(log half-width) − 1
-    needs = figure_needs([baseline, other], half, threshold if precision is None else precision)
+    needs = figure_needs([baseline, other], half)
     result = Comparison(len(baseline), len(other), ratio, low, high, p, higher_is_better, detectable, mwu, p_adjusted=p, needs_runs=needs)
     return with_verdict(result, threshold)
 

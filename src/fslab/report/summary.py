@@ -16,7 +16,7 @@ from fslab.doctor import Unsupported
 from fslab.filesystems import FILESYSTEMS
 from fslab.raw_reference import CachedReference, beyond_raw, cached_references, raw_references
 from fslab.results import ResultsDB
-from fslab.stats import Comparison, Summary, summarize
+from fslab.stats import RUNS_NEEDED_LIMIT, Comparison, Summary, summarize
 from fslab.units import Bandwidth, format_size
 from fslab.workloads.fio import DIRECTIONS, PERCENTILES
 
@@ -54,6 +54,7 @@ class StudySummary:
     effective_mount_options: dict[str, str] = field(default_factory=dict)
     not_in_effect: dict[str, list[str]] = field(default_factory=dict)  # target → options asked for, not applied
     buffered: set[str] = field(default_factory=set)  # workloads run through the page cache
+    data: dict[str, str] = field(default_factory=dict)  # workload → the data pattern its runs recorded
     units: Bandwidth = Bandwidth.MB  # bandwidth as shown in the tables
     skipped: list[Unsupported] = field(default_factory=list)  # targets --skip-unsupported left out, and why
     cached_reference: list[CachedReference] = field(default_factory=list)  # raw figures no disk could produce
@@ -75,9 +76,8 @@ def summarize_study_run(
     workloads = [w["name"] for w in db.workloads(study_run_id)]
     failed = Counter((r["workload"], r["target"]) for r in runs if r["status"] != "ok")
     above = beyond_raw(groups.values, raw_references(targets))
-    precision = threshold if precision is None else precision
     cells = [
-        CellSummary(w, t["name"], failed[(w, t["name"])], _cell_statistics(groups.values.get((w, t["name"]), {}), groups.higher_is_better, above.get((w, t["name"]), {}), precision), groups.units)
+        CellSummary(w, t["name"], failed[(w, t["name"])], _cell_statistics(groups.values.get((w, t["name"]), {}), groups.higher_is_better, above.get((w, t["name"]), {})), groups.units)
         for w in workloads
         for t in targets
         if (w, t["name"]) in groups.values or failed[(w, t["name"])]
@@ -105,6 +105,7 @@ def summarize_study_run(
         effective_mount_options={t: " | ".join(c) for t, c in mounts.items()},
         not_in_effect={t: sorted(o) for t, o in not_in_effect.items() if o},
         buffered={r["workload"] for r in runs if r["buffered"]},
+        data={r["workload"]: r["data_pattern"] for r in runs if r["data_pattern"]},
         units=units or Bandwidth(chosen.get("units", Bandwidth.MB.value)),
         skipped=skipped,
         cached_reference=cached_references(groups.values, targets, {w["name"]: w["spec"].get("fio_options") or {} for w in db.workloads(study_run_id)}),
@@ -121,11 +122,11 @@ def stored_baselines(targets: list[dict], study_baseline: str | None) -> dict[st
     return {name: base if base in names else default for name, base in stored.items()}
 
 
-def _cell_statistics(metrics: dict[str, list[float]], higher_is_better: dict[str, bool], above_raw: dict[str, Comparison], precision: float) -> dict[str, Summary]:
+def _cell_statistics(metrics: dict[str, list[float]], higher_is_better: dict[str, bool], above_raw: dict[str, Comparison]) -> dict[str, Summary]:
     """Each metric's statistics, warned where it is clearly beyond what the raw devices delivered."""
     out = {}
     for metric, values in metrics.items():
-        stats = summarize(values, higher_is_better[metric], precision)
+        stats = summarize(values, higher_is_better[metric])
         if metric in above_raw:
             stats = replace(stats, warnings=(*stats.warnings, beyond_raw_note(above_raw[metric])))
         out[metric] = stats
@@ -187,12 +188,17 @@ def fmt_latency(us: float | None) -> str:
     return f"{us:.1f} µs"
 
 
+def runs_text(needed: int) -> str:
+    """What a figure from too few runs prints instead of itself (stats.figure_needs)."""
+    return f"needs {'≥' if needed >= RUNS_NEEDED_LIMIT else ''}{needed} runs"
+
+
 def fmt_mean_ci(s: Summary | None) -> str:
     """The mean and its 95 % interval's half-width relative to it: "56,123 ± 1.2%"."""
     if s is None:
         return "–"
     if s.needs_runs is not None:
-        return f"{fmt(s.mean)} (interval needs {s.needs_runs} runs)"
+        return f"{fmt(s.mean)} (interval {runs_text(s.needs_runs)})"
     if s.ci_half_width is None or not s.mean:
         return fmt(s.mean)
     return f"{fmt(s.mean)} ± {s.ci_half_width / abs(s.mean) * 100:.1f}%"
@@ -262,7 +268,7 @@ def comparison_rows(rows: list[Row]) -> list[list[str]]:
         interval = "–" if c.ci_low is None else f"{c.ci_low:.3f}–{c.ci_high:.3f}"
         detectable = "–" if c.detectable_change is None else f"±{c.detectable_change:.1%}"
         if c.needs_runs is not None:
-            interval = detectable = f"needs {c.needs_runs} runs"
+            interval = detectable = runs_text(c.needs_runs)
         out.append([r.target, metric_label(r.metric), f"{c.ratio:.3f}", interval, fmt_p(c.p_adjusted), fmt_p(c.mann_whitney_p), c.verdict, detectable])
     return out
 
@@ -276,7 +282,10 @@ def comparison_groups(rows: list[Row]) -> list[tuple[str, list[Row]]]:
 
 
 def workload_title(s: StudySummary, workload: str) -> str:
-    return f"{workload} ({'buffered I/O' if workload in s.buffered else 'direct I/O'})"
+    """"seq_write (direct I/O; data: random)": how it reached the device and what it wrote, in
+    short (the whole record is stored with every run)."""
+    data = s.data.get(workload)
+    return f"{workload} ({'buffered I/O' if workload in s.buffered else 'direct I/O'}" + (f"; data: {data.split(' (')[0]})" if data else ")")
 
 
 def ranking_lines(s: StudySummary, workload: str) -> list[str]:
