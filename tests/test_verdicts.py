@@ -151,6 +151,9 @@ def test_a_two_run_cell_says_how_many_runs_it_needs_not_an_absurd_figure():
     # a tight pair of runs still needs the minimum: t(1) is 12.7 × the standard error
     assert summarize([1000.0, 1001.0]).needs_runs == INTERVAL_MIN_RUNS
     assert summarize([1000.0, 1001.0, 999.0]).needs_runs is None
+    # three runs each whose ratio interval is still too wide ask for more than they have
+    wide = compare([1000.0, 1400.0, 2000.0], [700.0, 720.0, 710.0])  # Welch: 1 noisy side, t with ~2 df
+    assert wide.needs_runs is not None and wide.needs_runs > 3, wide
     # machine formats keep the numbers and carry the flag
     s = _summary(cells=[CellSummary("w", "a", 0, {"read_iops": cell}, {"read_iops": "IOPS"})])
     s.analysis = analysis

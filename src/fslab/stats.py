@@ -83,9 +83,12 @@ def figure_needs(samples: list[list[float]], half_width: float | None) -> int | 
     interval wider than that (RUNS_NEEDED_LIMIT: that many or more)."""
     if min(len(s) for s in samples) >= INTERVAL_MIN_RUNS and half_width is not None and half_width <= INTERVAL_MAX_HALF_WIDTH:
         return None
+    # Always more than it has: Welch's interval (fewer degrees of freedom when the spreads
+    # differ) can stay too wide where the pooled estimate says enough.
+    at_least = max(INTERVAL_MIN_RUNS, min(len(s) for s in samples) + 1)
     if _pooled_log_sd(samples) is None:
-        return INTERVAL_MIN_RUNS
-    return max(INTERVAL_MIN_RUNS, runs_needed(samples, INTERVAL_MAX_HALF_WIDTH) or RUNS_NEEDED_LIMIT)
+        return at_least
+    return max(at_least, runs_needed(samples, INTERVAL_MAX_HALF_WIDTH) or RUNS_NEEDED_LIMIT)
 
 
 def modified_z_scores(values: list[float]) -> list[float]:
