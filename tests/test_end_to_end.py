@@ -71,7 +71,8 @@ def test_metrics_and_raw_output_are_stored(finished_study):
         assert (target, "seq_write", "write_mb_s") in names
     assert all(s["value"] > 0 for s in samples if s["name"].endswith("_iops"))
     for run in db.runs(study_run_id):
-        assert json.loads(run["raw_output"])["jobs"][0]["jobname"] == run["workload"]
+        [output] = db.outputs(run["id"])  # fio's JSON, as fio wrote it
+        assert (output.phase, output.tool) == ("", "fio") and json.loads(output.text)["jobs"][0]["jobname"] == run["workload"]
         assert "refill_buffers=1" in run["job_file"] and "randseed=24301" in run["job_file"]
         assert "\nlat_percentiles=1\n" in run["job_file"] and run["data_pattern"].startswith("random (fio refill_buffers")
     for target in ("ext4", "xfs", "btrfs", "raw"):  # total latency, and its two parts on their own

@@ -12,6 +12,8 @@ import pytest
 import sqlalchemy as sa
 from conftest import FIXTURES, fslab
 
+from fslab.report.files import to_json, to_markdown
+from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB
 from fslab.results.db import SCHEMA_VERSION, SchemaMismatch, schema_info
 
@@ -48,6 +50,34 @@ def test_latency_stored_before_version_4_becomes_clat_not_total_latency(tmp_path
     samples = db.samples(db.study_run()["id"])
     assert {"read_clat_p99_us", "read_clat_mean_us"} <= {s["name"] for s in samples}
     assert not any("_lat_" in s["name"] for s in samples), "no total latency where fio's total latency was never stored"
+
+
+# schema-v4.db: written by fslab with schema version 4 (commit 0981218) from schema-v4.toml, run
+# for real; summaries/schema-vN.{md,json}: that fslab's report files of each fixture database.
+@pytest.mark.parametrize("version", [1, 2, 4])
+def test_a_migrated_database_reads_as_its_own_fslab_read_it(tmp_path, version):
+    db_path = tmp_path / "old.db"
+    shutil.copy(FIXTURES / f"schema-v{version}.db", db_path)
+    with sqlite3.connect(db_path) as conn:
+        raw = dict(conn.execute("SELECT id, raw_output FROM runs WHERE raw_output IS NOT NULL"))
+        values = sorted(conn.execute("SELECT run_id, value, unit, higher_is_better FROM metrics"))
+    db = ResultsDB(str(db_path))
+    with sqlite3.connect(db_path) as conn:
+        assert sorted(conn.execute("SELECT run_id, value, unit, higher_is_better FROM metrics")) == values, "every metric kept"
+        assert {phase for (phase,) in conn.execute("SELECT phase FROM metrics")} == {""}
+        assert "raw_output" not in {row[1] for row in conn.execute("PRAGMA table_info(runs)")}, "one raw output, one place"
+    assert raw and {run_id: [(o.phase, o.tool, o.text) for o in db.outputs(run_id)] for run_id in raw} == {run_id: [("", "fio", text)] for run_id, text in raw.items()}
+    summary = summarize_study_run(db, db.study_run()["id"])
+    assert to_markdown(summary) == (FIXTURES / "summaries" / f"schema-v{version}.md").read_text()
+    assert to_json(summary) == (FIXTURES / "summaries" / f"schema-v{version}.json").read_text()
+
+
+def test_fio_metrics_of_an_older_database_get_the_roles_fio_gave_them(tmp_path):
+    db_path = tmp_path / "old.db"
+    shutil.copy(FIXTURES / "schema-v4.db", db_path)
+    groups = ResultsDB(str(db_path)).sample_groups(1)
+    assert groups.roles.primary == {"read_iops", "write_iops"}
+    assert groups.roles.compared == {"read_iops", "write_iops", "read_lat_p99_us", "write_lat_p99_us"}
 
 
 def test_a_newer_database_is_refused(tmp_path):

@@ -184,7 +184,7 @@ def test_bandwidth_in_the_unit_the_study_or_the_reader_chose(reading):
     said = " ".join(result.stdout.split())
     assert "bandwidth in MiB/s (2^20 bytes per second)" in said and "MiB/s median" in said and "MB/s median" not in said
     run = next(r for r in db.runs(db.study_run()["id"]) if r["target"] == "btrfs-cow")
-    bw_bytes = json.loads(run["raw_output"])["jobs"][0]["write"]["bw_bytes"]
+    bw_bytes = json.loads(db.outputs(run["id"])[0].text)["jobs"][0]["write"]["bw_bytes"]
 
     def row(markdown: str) -> list[str]:
         return next(line for line in markdown.splitlines() if line.startswith("| btrfs-cow | write |")).split(" | ")

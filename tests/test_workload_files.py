@@ -100,23 +100,23 @@ def test_zero_data_is_written_and_recorded_as_zeros(files_study):
 
 
 def test_four_jobs_share_one_file_laid_out_once(files_study):
-    runs, seen, _, _ = files_study
+    runs, seen, db, _ = files_study
     run = runs["shared"]
     assert run["status"] == "ok", run["error"]
     assert seen[("shared", "layout.fio")] == {"shared": (16 * 2**20, False)}, "the layout wrote one file, with data"
     assert seen[("shared", "job.fio")] == {"shared": (16 * 2**20, False)}, "the four jobs made no file of their own"
     assert "filename=shared\n" in run["job_file"] and "numjobs=4\n" in run["job_file"]
-    job = json.loads(run["raw_output"])["jobs"][0]
+    job = json.loads(db.outputs(run["id"])[0].text)["jobs"][0]
     assert job["job options"]["filename"] == "shared" and job["job options"]["numjobs"] == "4"
     assert job["read"]["total_ios"] > 0
 
 
 def test_a_job_files_later_phase_reads_the_file_its_first_phase_wrote(files_study):
-    runs, seen, _, _ = files_study
+    runs, seen, db, _ = files_study
     run = runs["phases"]
     assert run["status"] == "ok", run["error"]  # fio's verify passed: the read phase read what the write phase wrote
     assert seen[("phases", "job.fio")] == {"data": (8 * 2**20, False)}, "both phases on the one file the job file names"
-    assert [job["jobname"] for job in json.loads(run["raw_output"])["jobs"]] == ["write", "read"]
+    assert [job["jobname"] for job in json.loads(db.outputs(run["id"])[0].text)["jobs"]] == ["write", "read"]
     assert run["data_pattern"].startswith("fio's default: random bytes filled once and reused")
 
 

@@ -21,10 +21,9 @@ from fslab.stats import (
     rank,
     runs_needed,
 )
-from fslab.workloads.fio import DIRECTIONS
+from fslab.metrics import Roles
+from fslab.workloads import declared_metrics
 
-# Compared for every cell and direction: throughput, and the tail latency seed 003 cares about.
-COMPARED = ("iops", "lat_p99_us")
 Samples = dict[tuple[str, str], dict[str, list[float]]]  # (workload, target) → metric → values in run order
 PairKey = tuple[str, str, str, str]  # (workload, metric, a, b): b against a, a before b in the study's order
 
@@ -46,7 +45,7 @@ class Row:
 class Analysis:
     rows: list[Row]  # each target against its own baseline, read from `pairs`
     pairs: dict[PairKey, Comparison]  # the one family, corrected together: every pair of targets per workload and metric
-    rankings: dict[tuple[str, str], Ranking]  # (workload, IOPS metric) → ranking, read from `pairs`
+    rankings: dict[tuple[str, str], Ranking]  # (workload, primary metric) → ranking, read from `pairs`
     runs_needed: dict[str, int | None]  # workload → runs per cell for a ratio within ±precision
     threshold: float
     precision: float
@@ -67,13 +66,12 @@ class Analysis:
         return None if found is None else inverted(found)
 
 
-def primary_metrics(metrics: dict[str, list[float]]) -> list[str]:
-    """What decides a cell's precision and its rank: IOPS in each direction it has."""
-    return [f"{d}_iops" for d in DIRECTIONS if f"{d}_iops" in metrics]
-
-
-def compared_metrics(metrics: dict[str, list[float]]) -> list[str]:
-    return [f"{d}_{m}" for d in DIRECTIONS for m in COMPARED if f"{d}_{m}" in metrics]
+def roles_of(samples: Samples, roles: Roles | None = None) -> Roles:
+    """The metrics' roles: as stored with them (`roles`), else as the workload kinds declare
+    them (samples that come without their roles: synthetic ones)."""
+    if roles is not None:
+        return roles
+    return Roles.declared({m for metrics in samples.values() for m in metrics}, declared_metrics())
 
 
 def analyse(
@@ -86,70 +84,76 @@ def analyse(
     baseline: str | None = None,
     threshold: float = 0.03,
     precision: float | None = None,
+    roles: Roles | None = None,
 ) -> Analysis:
     """Every pair of targets per workload and compared metric, Benjamini–Hochberg over all of
     them. Each target's rows compare it with its baseline: `baseline` for every target when given
     (the command line's --baseline), else `baselines[target]` (each target's own, as the study
-    set it), else the first target. A target that is its own baseline has no rows."""
+    set it), else the first target. A target that is its own baseline has no rows. `roles`: which
+    metrics are compared and which decide precision and rank (default: as declared)."""
     if baseline is not None and baseline not in targets:
         raise AnalysisError(f"no target '{baseline}' in this study run; its targets: {', '.join(targets)}")
     precision = threshold if precision is None else precision
+    roles = roles_of(samples, roles)
     tested: dict[PairKey, Comparison] = {}
     needed = {}
     for workload in workloads:
         present = [t for t in targets if (workload, t) in samples]
         if not present:
             continue
-        for metric in dict.fromkeys(m for t in present for m in compared_metrics(samples[(workload, t)])):
+        for metric in dict.fromkeys(m for t in present for m in roles.compared_in(samples[(workload, t)])):
             cells = {t: values for t in present if (values := samples[(workload, t)].get(metric)) and _positive(values)}
             names = list(cells)
             for i, a in enumerate(names):
                 for b in names[i + 1 :]:
                     tested[(workload, metric, a, b)] = compare(cells[a], cells[b], higher_is_better[metric], threshold)
-        primary = [samples[(workload, t)][m] for t in present for m in primary_metrics(samples[(workload, t)])]
+        primary = [samples[(workload, t)][m] for t in present for m in roles.primary_in(samples[(workload, t)])]
         needed[workload] = runs_needed(primary, precision)
     family = Analysis([], dict(zip(tested, adjust_family(list(tested.values()), threshold))), {}, needed, threshold, precision)
-    return replace(family, rows=_rows(family, samples, targets, workloads, baselines, baseline), rankings=_rankings(family, samples, targets, workloads))
+    rankings = _rankings(family, samples, roles, higher_is_better, targets, workloads)
+    return replace(family, rows=_rows(family, samples, roles, targets, workloads, baselines, baseline), rankings=rankings)
 
 
-def _rows(family: Analysis, samples: Samples, targets: list[str], workloads: list[str], baselines: dict[str, str] | None, override: str | None) -> list[Row]:
+def _rows(family: Analysis, samples: Samples, roles: Roles, targets: list[str], workloads: list[str], baselines: dict[str, str] | None, override: str | None) -> list[Row]:
     rows = []
     for workload in workloads:
         for target in (t for t in targets if (workload, t) in samples):
             base = override or (targets[0] if baselines is None else baselines.get(target, target))
-            for metric in compared_metrics(samples[(workload, target)]) if base != target else []:
+            for metric in roles.compared_in(samples[(workload, target)]) if base != target else []:
                 found = family.comparison(workload, metric, base, target)
                 if found is not None:
                     rows.append(Row(workload, target, base, metric, found))
     return rows
 
 
-def _rankings(family: Analysis, samples: Samples, targets: list[str], workloads: list[str]) -> dict[tuple[str, str], Ranking]:
-    """Per workload and IOPS metric, the targets by geometric mean, told apart only where their
-    comparison in the family says they differ."""
+def _rankings(family: Analysis, samples: Samples, roles: Roles, higher_is_better: dict[str, bool], targets: list[str], workloads: list[str]) -> dict[tuple[str, str], Ranking]:
+    """Per workload and primary metric, the targets by geometric mean, best first (the metric's
+    direction says which is best), told apart only where their comparison in the family says
+    they differ."""
     rankings = {}
     for workload in workloads:
         present = [t for t in targets if (workload, t) in samples]
-        for metric in dict.fromkeys(m for t in present for m in primary_metrics(samples[(workload, t)])):
+        for metric in dict.fromkeys(m for t in present for m in roles.primary_in(samples[(workload, t)])):
             scores = {t: geometric_mean(values) for t in present if (values := samples[(workload, t)].get(metric)) and _positive(values)}
             if len(scores) > 1:
                 def differs(a: str, b: str, workload: str = workload, metric: str = metric) -> bool:
                     found = family.comparison(workload, metric, a, b)
                     return found is not None and found.differs
 
-                rankings[(workload, metric)] = rank(scores, differs, higher_is_better=True)
+                rankings[(workload, metric)] = rank(scores, differs, higher_is_better=higher_is_better[metric])
     return rankings
 
 
 def compare_study_runs(
-    older: Samples, newer: Samples, higher_is_better: dict[str, bool], *, threshold: float = 0.03
+    older: Samples, newer: Samples, higher_is_better: dict[str, bool], *, threshold: float = 0.03, roles: Roles | None = None
 ) -> list[Row]:
     """Every cell present in both study runs: newer against older, BH over all of them."""
+    roles = roles_of(older, roles)
     rows = []
     for (workload, target), metrics in older.items():
         if (workload, target) not in newer:
             continue
-        for metric in compared_metrics(metrics):
+        for metric in roles.compared_in(metrics):
             a, b = metrics[metric], newer[(workload, target)].get(metric)
             if b and _positive(a + b):
                 rows.append(Row(workload, target, target, metric, compare(a, b, higher_is_better[metric], threshold)))

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from fslab.analysis import Samples, primary_metrics
+from fslab.analysis import Samples, roles_of
+from fslab.metrics import Roles
 from fslab.stats import compare, projected_half_width, summarize
 from fslab.study import Cell
 
@@ -85,15 +86,16 @@ class Planner:
         self._warmups = self._measured = 0
         self.progress = {c.key: CellProgress() for c in self.cells}
 
-    def next_block(self, samples: Samples, elapsed: float = 0.0, seconds_per_run: float = 0.0) -> list[PlannedRun]:
-        """The next block to run, given the samples so far; empty when the study run is done."""
+    def next_block(self, samples: Samples, elapsed: float = 0.0, seconds_per_run: float = 0.0, roles: Roles | None = None) -> list[PlannedRun]:
+        """The next block to run, given the samples so far and which of their metrics are primary
+        (`roles`: as the runs reported them; default: as declared); empty when the study run is done."""
         if self._warmups < self.repetitions.warmup:
             self._warmups += 1
             return self._block(self.cells, warmup=True)
         if self._measured < self.repetitions.runs:
             self._measured += 1
             return self._block(self.cells)
-        self._update(samples)
+        self._update(samples, roles_of(samples, roles))
         if self.repetitions.target_ci is None:
             return []
         wanting = [c for c in self.cells if self.progress[c.key].status == "running"]
@@ -104,13 +106,14 @@ class Planner:
             return []
         return self._block(wanting) if wanting else []
 
-    def _update(self, samples: Samples) -> None:
+    def _update(self, samples: Samples, roles: Roles) -> None:
         reps = self.repetitions
         for cell in self.cells:
             state = self.progress[cell.key]
             metrics = samples.get(cell.key, {})
-            widths = [summarize(metrics[m]).relative_half_width for m in primary_metrics(metrics)]
-            state.runs = max((len(metrics[m]) for m in primary_metrics(metrics)), default=0)
+            primary = roles.primary_in(metrics)
+            widths = [summarize(metrics[m]).relative_half_width for m in primary]
+            state.runs = max((len(metrics[m]) for m in primary), default=0)
             state.half_width = None if not widths or None in widths else max(widths)
             if state.status != "running":
                 continue
@@ -120,14 +123,14 @@ class Planner:
                 state.status = "no successful run"
             elif state.half_width is not None and state.half_width <= reps.target_ci:
                 state.status = "converged"
-            elif self._decided(cell, samples) and not self._awaited(cell):
+            elif self._decided(cell, samples, roles) and not self._awaited(cell):
                 state.status = "decided"
             elif self._counts.get((cell.key, False), 0) >= reps.max_runs:
                 state.status = "max runs"
         for cell in self.cells:  # a baseline nobody waits for is done
             state = self.progress[cell.key]
             waiting = [c for c in self.cells if self._base_of(c) is cell]
-            done = (self._base_of(cell) is None or self._decided(cell, samples)) and not self._awaited(cell)
+            done = (self._base_of(cell) is None or self._decided(cell, samples, roles)) and not self._awaited(cell)
             if state.status == "running" and waiting and done:
                 state.status = "decided"
 
@@ -142,7 +145,7 @@ class Planner:
         """Whether a cell compared with this one is still running."""
         return any(self._base_of(c) is cell and self.progress[c.key].status == "running" for c in self.cells)
 
-    def _decided(self, cell: Cell, samples: Samples) -> bool:
+    def _decided(self, cell: Cell, samples: Samples, roles: Roles) -> bool:
         """More runs, up to max_runs, would not change the verdict of any primary metric: its
         ratio to its baseline lies, interval and all, past the threshold; or the change seen so
         far is under a third of the interval max_runs would give, so it would stay undetected."""
@@ -150,12 +153,12 @@ class Planner:
         if base is None:
             return False
         mine, theirs = samples.get(cell.key, {}), samples.get(base.key, {})
-        metrics = [m for m in primary_metrics(mine) if len(theirs.get(m, [])) >= 2 and len(mine[m]) >= 2]
+        metrics = [m for m in roles.primary_in(mine) if len(theirs.get(m, [])) >= 2 and len(mine[m]) >= 2]
         if not metrics:
             return False
         limit, most = self.repetitions.threshold, self.repetitions.max_runs
         for metric in metrics:
-            c = compare(theirs[metric], mine[metric])
+            c = compare(theirs[metric], mine[metric])  # the direction does not matter: both bounds are judged
             beyond = c.ci_low > 1 + limit or c.ci_high < 1 - limit
             hopeless = abs(math.log(c.ratio)) < projected_half_width([theirs[metric], mine[metric]], most) / HOPELESS
             if not (beyond or hopeless):
@@ -183,24 +186,27 @@ def new_seed() -> int:
 
 
 class Tally:
-    """What the planner decides from: the samples of the measured runs, the time spent, the
-    seconds per run. A resumed study run counts its stored runs as the first session did."""
+    """What the planner decides from: the samples of the measured runs and their metrics' roles,
+    the time spent, the seconds per run. A resumed study run counts its stored runs as the first
+    session did."""
 
     def __init__(self, study_started: datetime | None = None):
         self.samples: Samples = defaultdict(lambda: defaultdict(list))
+        self.roles = Roles()
         self.durations: list[float] = []
         self.study_started = study_started
         self.before, self.since = 0.0, time.monotonic()  # seconds spent by earlier sessions; this one's start
 
-    def add(self, planned: PlannedRun, ok: bool, metrics: dict[str, float], started: datetime, finished: datetime) -> None:
+    def add(self, planned: PlannedRun, ok: bool, metrics: dict[str, float], started: datetime, finished: datetime, roles: Roles = Roles()) -> None:
         self.durations.append((finished - started).total_seconds())
         if ok and not planned.warmup:
             for name, value in metrics.items():
                 self.samples[planned.cell.key][name].append(value)
+            self.roles |= roles
 
     def restore(self, planned: PlannedRun, stored: StoredRun) -> None:
         """A run stored by an earlier session: the clock reads what it read when that run ended."""
-        self.add(planned, stored.ok, stored.metrics, stored.started_at, stored.finished_at)
+        self.add(planned, stored.ok, stored.metrics, stored.started_at, stored.finished_at, stored.roles)
         if self.study_started is not None:
             self.before, self.since = max(self.before, (stored.finished_at - self.study_started).total_seconds()), time.monotonic()
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fslab.analysis import Samples, primary_metrics
+from fslab.analysis import Samples, roles_of
+from fslab.metrics import Roles
 from fslab.stats import Comparison, compare
 from fslab.study import image_names
 
@@ -60,18 +61,23 @@ def raw_references(targets: list[dict]) -> dict[str, list[str]]:
     return references
 
 
-def beyond_raw(samples: Samples, references: dict[str, list[str]], factor: float = BEYOND_RAW) -> dict[tuple[str, str], dict[str, Comparison]]:
-    """(workload, target) → IOPS metric → target / raw reference (ratio of geometric means, 95 %
-    Welch interval), where the whole interval lies above `factor`.
+def beyond_raw(
+    samples: Samples, references: dict[str, list[str]], factor: float = BEYOND_RAW, *, roles: Roles | None = None, higher_is_better: dict[str, bool] | None = None
+) -> dict[tuple[str, str], dict[str, Comparison]]:
+    """(workload, target) → primary metric → target / raw reference (ratio of geometric means, 95 %
+    Welch interval), where the whole interval lies above `factor`. Only a rate is judged (a
+    primary metric where higher is better: `higher_is_better`, default all), since rates of
+    several devices add up; a time does not.
 
     With several devices the reference is their sum, run by run: the k-th run of each device
     (measured in the same interleaved block) added up, as if they had been driven together, so
     the reference keeps the runs' own spread instead of pretending to a single number."""
     found: dict[tuple[str, str], dict[str, Comparison]] = {}
+    roles = roles_of(samples, roles)
     for (workload, target), metrics in samples.items():
         raws = [samples.get((workload, raw), {}) for raw in references.get(target, [])]
-        for metric in primary_metrics(metrics) if raws else []:
-            if not all(raw.get(metric) for raw in raws):
+        for metric in roles.primary_in(metrics) if raws else []:
+            if not all(raw.get(metric) for raw in raws) or not (higher_is_better or {}).get(metric, True):
                 continue
             reference = [float(sum(runs)) for runs in zip(*(raw[metric] for raw in raws))]
             if min(reference + metrics[metric]) <= 0:

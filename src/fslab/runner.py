@@ -1,5 +1,6 @@
-"""Running a study: for each planned run, provision → lay out → drop caches → workload →
-teardown → store, in interleaved order. A failed run is stored with its error and the study
+"""Running a study: for each planned run, provision → prepare (lay out what the workload reads)
+→ drop caches → workload → parse → teardown → store, each workload through its kind
+(workloads/base.py), in interleaved order. A failed run is stored with its error and the study
 goes on; an interrupted study releases what it holds and is marked interrupted, and a resumed
 one (resume.py) runs only what its plan still lacks. A run has a time limit (its workload's).
 """
@@ -27,6 +28,7 @@ from fslab.filesystems import FILESYSTEMS, Provisioned
 from fslab.guard.block_devices import BlockDevice, DeviceFacts, facts, resolve
 from fslab.guard.names import file_name
 from fslab.journal import Journal
+from fslab.metrics import Roles
 from fslab.plan import PlannedRun, Planner, Repetitions, Tally, new_seed
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.db import STDERR_LINES, RunFailure, RunKey, StoredRun, now
@@ -35,7 +37,8 @@ from fslab.resume import Resumable
 from fslab.study import Study, Target, Workload
 from fslab.system import CommandError, joined, sync_and_drop_caches, time_limit
 from fslab.workdir import Workdir
-from fslab.workloads import fio
+from fslab.workloads import kind_of, workload_problems
+from fslab.workloads.base import RawOutput, WorkloadKind
 
 
 class RunObserver(Protocol):
@@ -108,7 +111,7 @@ def _check_can_run(study: Study, workdir: Workdir, destroy_flags: tuple[str, ...
     device stops the whole study, skipping or not."""
     named, refused = confirmed_devices(study, destroy_flags)
     unsupported = doctor.unsupported_targets(study)
-    problems = doctor.study_problems(study, workdir.root) + fio.job_problems(study, workdir) + refused
+    problems = doctor.study_problems(study, workdir.root) + workload_problems(study, workdir) + refused
     if not skip_unsupported:
         problems[:0] = [str(u) for u in unsupported]
     elif {u.target for u in unsupported} >= {t.name for t in study.targets}:
@@ -141,7 +144,7 @@ def _run_blocks(
     try:
         with _sigterm_as_interrupt(), ExitStack() as stack:
             sources = Sources(workdir, stack, named, observer.notice if observer else lambda _: None)
-            while block := planner.next_block(tally.samples, tally.elapsed(), tally.seconds_per_run()):
+            while block := planner.next_block(tally.samples, tally.elapsed(), tally.seconds_per_run(), tally.roles):
                 for planned in block:
                     index = planner.handed_out - len(block) + planned.position
                     stored = done.pop(run_key(planned), None)
@@ -154,7 +157,7 @@ def _run_blocks(
                         observer.starting(planned, index, planner.handed_out)
                     record = execute(planned, workdir, sources)
                     db.record_run(study_run_id, record)
-                    tally.add(planned, record.status == "ok", {m.name: m.value for m in record.metrics}, record.started_at, record.finished_at)
+                    tally.add(planned, record.status == "ok", {m.key: m.value for m in record.metrics}, record.started_at, record.finished_at, Roles.of(record.metrics))
                     if observer:
                         observer.finished(planned, record)
         status = "finished"
@@ -284,9 +287,10 @@ def execute(planned: PlannedRun, workdir: Workdir, sources: Sources) -> RunRecor
                 record.mkfs_command = joined([c for c in (*layered.commands, ready.mkfs_command) if c])
                 record.mount_options_effective, record.fs_details = ready.mount_options_effective, layered.details + ready.details
                 clock.mark("provision")
-                record.job_file = fio.job_for(workload, ready)
-                record.raw_output = _measure(workdir.journal, record.job_file, workload, ready, clock)
-                record.metrics = fio.parse_metrics(record.raw_output)
+                kind = kind_of(workload)
+                record.job_file = kind.command(workload, ready)
+                record.outputs = _measure(workdir.journal, kind, workload, ready, record.job_file, clock)
+                record.metrics = kind.parse(record.outputs)
                 clock.mark("parse")
         clock.mark("teardown")
         record.status = "ok"
@@ -323,19 +327,13 @@ def _first_error(exc: Exception) -> Exception:
     return exc
 
 
-def _measure(journal: Journal, job: str, workload: Workload, ready: Provisioned, clock: _Clock) -> str:
-    """Lay out what the workload reads, drop caches, run fio; returns fio's output."""
+def _measure(journal: Journal, kind: WorkloadKind, workload: Workload, ready: Provisioned, command: str, clock: _Clock) -> list[RawOutput]:
+    """Prepare what the workload reads, drop caches, run it; returns its raw outputs."""
     with tempfile.TemporaryDirectory(prefix="fslab-job-") as scratch:
-        layout = fio.layout_job_for(workload, ready)
-        if layout:
-            layout_path = Path(scratch) / "layout.fio"
-            layout_path.write_text(layout)
-            fio.run_fio(journal, layout_path, timeout=None, output_format="normal")
+        kind.prepare(journal, workload, ready, Path(scratch))
         clock.mark("layout")
         sync_and_drop_caches()
         clock.mark("drop_caches")
-        job_path = Path(scratch) / "job.fio"
-        job_path.write_text(job)
-        output = fio.run_fio(journal, job_path)  # within the run's time limit (execute)
+        outputs = kind.run(journal, workload, ready, command, Path(scratch))  # within the run's time limit (execute)
         clock.mark("workload")
-    return output
+    return outputs

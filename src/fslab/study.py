@@ -139,6 +139,7 @@ class Workload:
     timeout: float = UNKNOWN_LENGTH_TIMEOUT  # seconds a run may take, fslab's work around fio included
     data: DataPattern = field(default_factory=DataPattern)  # what it writes; fslab adds data.fio_options() to the jobs it builds
     shared_file: bool = False  # its jobs work on one file, fio_options' filename (built from parameters only)
+    kind: str = "fio"  # the workload kind that runs it (workloads.KINDS)
 
     def spec(self) -> dict[str, Any]:
         return {

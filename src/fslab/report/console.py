@@ -21,9 +21,8 @@ from fslab.report.summary import (
     metric_label,
     ranking_lines,
     skipped_lines,
-    table_columns,
-    table_rows,
     target_rows,
+    workload_table,
     workload_title,
 )
 
@@ -41,11 +40,11 @@ def print_summary(console: Console, s: StudySummary) -> None:
         console.print(("" if i == 0 else "  ") + visible(line), style="yellow", markup=False, highlight=False)
     for workload in s.workloads:
         table = Table(title=escape(workload_title(s, workload)), title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, padding=(0, 1))
-        for i, column in enumerate(table_columns(s.units)):
+        columns, rows = workload_table(s, workload)
+        for i, column in enumerate(columns):
             table.add_column(column, justify="left" if i < 2 else "right", no_wrap=i == 0)
-        for cell in s.cells_of(workload):
-            for row in table_rows(cell, s.units):
-                table.add_row(*map(escape, row))
+        for row in rows:
+            table.add_row(*map(escape, row))
         console.print(table)
         for baseline, rows in comparison_groups(s.analysis.rows_of(workload)):
             versus = Table(title=f"compared with {escape(baseline)}", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))

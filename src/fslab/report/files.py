@@ -22,9 +22,8 @@ from fslab.report.summary import (
     method_line,
     ranking_lines,
     skipped_lines,
-    table_columns,
-    table_rows,
     target_rows,
+    workload_table,
     workload_title,
 )
 
@@ -42,7 +41,7 @@ def to_markdown(s: StudySummary) -> str:
         out += ["", "## Skipped targets", "", skipped[0], "", *[f"- {line}" for line in skipped[1:]]]
     for workload in s.workloads:
         out += ["", f"## {workload_title(s, workload)}", ""]
-        out += _table(table_columns(s.units), [row for cell in s.cells_of(workload) for row in table_rows(cell, s.units)])
+        out += _table(*workload_table(s, workload))
         for baseline, rows in comparison_groups(s.analysis.rows_of(workload)):
             out += ["", f"Compared with **{baseline}**:", ""]
             out += _table(COMPARISON_COLUMNS, comparison_rows(rows))

@@ -28,8 +28,10 @@ class CellSummary:
     failed: int
     metrics: dict[str, Summary]  # metric name → statistics over the cell's successful runs
     units: dict[str, str]
+    primary: list[str] = field(default_factory=list)  # its primary metrics (stored with them), in name order
 
     def directions(self) -> list[str]:
+        """The fio directions it has (a row each in fio's table)."""
         return [d for d in DIRECTIONS if f"{d}_iops" in self.metrics]
 
 
@@ -75,9 +77,12 @@ def summarize_study_run(
     groups = db.sample_groups(study_run_id)
     workloads = [w["name"] for w in db.workloads(study_run_id)]
     failed = Counter((r["workload"], r["target"]) for r in runs if r["status"] != "ok")
-    above = beyond_raw(groups.values, raw_references(targets))
+    above = beyond_raw(groups.values, raw_references(targets), roles=groups.roles, higher_is_better=groups.higher_is_better)
     cells = [
-        CellSummary(w, t["name"], failed[(w, t["name"])], _cell_statistics(groups.values.get((w, t["name"]), {}), groups.higher_is_better, above.get((w, t["name"]), {})), groups.units)
+        CellSummary(
+            w, t["name"], failed[(w, t["name"])], _cell_statistics(groups.values.get((w, t["name"]), {}), groups.higher_is_better, above.get((w, t["name"]), {})),
+            groups.units, groups.roles.primary_in(groups.values.get((w, t["name"]), {})),
+        )
         for w in workloads
         for t in targets
         if (w, t["name"]) in groups.values or failed[(w, t["name"])]
@@ -92,7 +97,7 @@ def summarize_study_run(
     study_baseline = chosen.get("baseline") if chosen.get("baseline") not in {u.target for u in skipped} else None
     analysis = analyse(
         groups.values, groups.higher_is_better, [t["name"] for t in targets], workloads,
-        baselines=stored_baselines(targets, study_baseline), baseline=baseline, threshold=threshold, precision=precision,
+        baselines=stored_baselines(targets, study_baseline), baseline=baseline, threshold=threshold, precision=precision, roles=groups.roles,
     )
     return StudySummary(
         study_run=study_run,
@@ -220,6 +225,29 @@ def table_columns(units: Bandwidth) -> list[str]:
     return [c.replace("MB/s", units.value) for c in COLUMNS]
 
 
+# A workload whose cells hold no fio direction (a tool reporting elapsed_s, events_per_s, …): a
+# row per metric, its primary metrics first.
+METRIC_COLUMNS = ["target", "metric", "n", "median", "mean ± 95% CI", "CV", "unit", "notes"]
+
+
+def workload_table(s: StudySummary, workload: str) -> tuple[list[str], list[list[str]]]:
+    """A workload's table, columns and rows: fio's (IOPS, bandwidth, latency per direction), or a
+    row per metric where its cells hold no fio direction."""
+    cells = s.cells_of(workload)
+    if any(c.directions() for c in cells) or not any(c.metrics for c in cells):
+        return table_columns(s.units), [row for cell in cells for row in table_rows(cell, s.units)]
+    return METRIC_COLUMNS, [row for cell in cells for row in metric_rows(cell)]
+
+
+def metric_rows(cell: CellSummary) -> list[list[str]]:
+    rows = []
+    for name in [*cell.primary, *sorted(m for m in cell.metrics if m not in cell.primary)]:
+        stats = cell.metrics[name]
+        n = f"{stats.n}" + (f" ({cell.failed} failed)" if cell.failed else "")
+        rows.append([cell.target, name, n, fmt(stats.median), fmt_mean_ci(stats), fmt_cv(stats), cell.units.get(name, ""), "; ".join(stats.warnings)])
+    return rows or [[cell.target, "–", f"0 ({cell.failed} failed)", *["–"] * (len(METRIC_COLUMNS) - 3)]]
+
+
 def table_rows(cell: CellSummary, units: Bandwidth = Bandwidth.MB) -> list[list[str]]:
     rows = []
     for d in cell.directions():
@@ -247,9 +275,12 @@ def submission_note(cell: CellSummary, direction: str) -> list[str]:
 
 
 def metric_label(metric: str) -> str:
-    """"read_iops" → "read IOPS", "write_lat_p99_us" → "write p99 latency"."""
-    direction, _, name = metric.partition("_")
-    return f"{direction} " + {"iops": "IOPS", "lat_p99_us": "p99 latency", "mb_s": "MB/s", "mib_s": "MiB/s"}.get(name, name)
+    """"read_iops" → "read IOPS", "write_lat_p99_us" → "write p99 latency", "after.read_iops" →
+    "after: read IOPS"; a metric that is not fio's per direction, as named ("elapsed_s")."""
+    phase, _, own = metric.rpartition(".")
+    direction, _, name = own.partition("_")
+    label = f"{direction} " + {"iops": "IOPS", "lat_p99_us": "p99 latency", "mb_s": "MB/s", "mib_s": "MiB/s"}.get(name, name) if direction in DIRECTIONS else own
+    return f"{phase}: {label}" if phase else label
 
 
 def fmt_p(p: float | None) -> str:

@@ -1,7 +1,8 @@
 """The results database: one schema (SQLAlchemy Core) for SQLite, the default, and PostgreSQL.
 
-Every run is committed as soon as it finishes, with its job file and fio's raw output beside
-the parsed metrics, so statistics can always be recomputed from the raw samples.
+Every run is committed as soon as it finishes, with its job file and its tools' raw outputs (one
+per phase and tool: run_outputs) beside the parsed metrics (each with its phase, unit, direction
+and role: metrics), so statistics can always be recomputed from the raw samples.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import os
 import stat
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,10 @@ import sqlalchemy as sa
 
 from fslab.errors import FslabError
 from fslab.results.owner import Owner
-from fslab.workloads.fio import DIRECTIONS, PERCENTILES, Metric
+from fslab.metrics import Metric, Roles, qualified
+from fslab.workloads.base import RawOutput
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 DEFAULT_DB = "fslab.db"
 DB_ENV = "FSLAB_DB"
 
@@ -83,8 +85,7 @@ runs = sa.Table(
     sa.Column("finished_at", sa.DateTime, nullable=False),
     sa.Column("status", sa.String(20), nullable=False),  # ok, failed
     sa.Column("error", sa.Text),
-    sa.Column("job_file", sa.Text),
-    sa.Column("raw_output", sa.Text),
+    sa.Column("job_file", sa.Text),  # what the workload ran: its fio job file, its command line
     sa.Column("device", sa.Text),  # every device of the target's stack, bottom last
     sa.Column("image_size", sa.BigInteger),
     sa.Column("direct_io_loop", sa.Boolean),
@@ -99,14 +100,28 @@ runs = sa.Table(
     sa.Column("failure", sa.JSON),  # a failed run's RunFailure: phase, command, exit status, stderr tail, traceback
 )
 
+# Since version 5 a metric carries its phase and its roles (metrics.py); a run keeps one raw
+# output per phase and tool.
 metrics = sa.Table(
     "metrics",
     metadata,
     sa.Column("run_id", sa.ForeignKey("runs.id"), primary_key=True),
+    sa.Column("phase", sa.String(60), primary_key=True, server_default=""),  # "" for a workload of one phase
     sa.Column("name", sa.String(60), primary_key=True),
     sa.Column("value", sa.Float, nullable=False),
     sa.Column("unit", sa.String(20), nullable=False),
     sa.Column("higher_is_better", sa.Boolean, nullable=False),
+    sa.Column("primary", sa.Boolean, nullable=False, server_default=sa.false()),  # decides precision, rank, adaptive stopping
+    sa.Column("compared", sa.Boolean, nullable=False, server_default=sa.false()),  # compared between every pair of targets
+)
+
+run_outputs = sa.Table(
+    "run_outputs",
+    metadata,
+    sa.Column("run_id", sa.ForeignKey("runs.id"), primary_key=True),
+    sa.Column("phase", sa.String(60), primary_key=True),
+    sa.Column("tool", sa.String(40), primary_key=True),
+    sa.Column("output", sa.Text, nullable=False),
 )
 
 
@@ -140,8 +155,33 @@ MIGRATIONS: dict[int, list[str | Only]] = {
     # become "<direction>_clat_*", so an old run never shows clat as the total latency it lacks.
     3: [
         _renamed_metric(f"{d}_lat_{stat}_us", f"{d}_clat_{stat}_us")
-        for d in DIRECTIONS
-        for stat in ("mean", *PERCENTILES)
+        for d in ("read", "write")
+        for stat in ("mean", "p50", "p95", "p99", "p99_9")
+    ],
+    # Metrics gain their phase (in their key) and their roles: up to version 4 every metric was
+    # fio's, IOPS decided and IOPS and p99 latency were compared. fio's raw output moves from
+    # runs.raw_output to run_outputs (one per phase and tool), nothing left behind.
+    4: [
+        """CREATE TABLE metrics_v5 (
+            run_id INTEGER NOT NULL REFERENCES runs (id),
+            phase VARCHAR(60) NOT NULL DEFAULT '',
+            name VARCHAR(60) NOT NULL,
+            value FLOAT NOT NULL,
+            unit VARCHAR(20) NOT NULL,
+            higher_is_better BOOLEAN NOT NULL,
+            "primary" BOOLEAN NOT NULL DEFAULT FALSE,
+            compared BOOLEAN NOT NULL DEFAULT FALSE,
+            PRIMARY KEY (run_id, phase, name)
+        )""",
+        """INSERT INTO metrics_v5 (run_id, phase, name, value, unit, higher_is_better, "primary", compared)
+        SELECT run_id, '', name, value, unit, higher_is_better,
+            name IN ('read_iops', 'write_iops'),
+            name IN ('read_iops', 'write_iops', 'read_lat_p99_us', 'write_lat_p99_us')
+        FROM metrics""",
+        "DROP TABLE metrics",
+        "ALTER TABLE metrics_v5 RENAME TO metrics",
+        "INSERT INTO run_outputs (run_id, phase, tool, output) SELECT id, '', 'fio', raw_output FROM runs WHERE raw_output IS NOT NULL",
+        "ALTER TABLE runs DROP COLUMN raw_output",
     ],
 }
 
@@ -176,7 +216,7 @@ class RunRecord:
     buffered: bool
     error: str | None = None
     job_file: str | None = None
-    raw_output: str | None = None
+    outputs: list[RawOutput] = field(default_factory=list)  # each tool's output of each phase, as it came
     device: str | None = None
     image_size: int | None = None
     direct_io_loop: bool | None = None
@@ -202,7 +242,8 @@ class StoredRun:
     ok: bool
     started_at: datetime
     finished_at: datetime
-    metrics: dict[str, float]
+    metrics: dict[str, float]  # by key: "<phase>.<name>", or the name alone
+    roles: Roles = Roles()
 
     @property
     def key(self) -> RunKey:
@@ -307,14 +348,20 @@ class ResultsDB:
     def record_run(self, study_run_id: int, record: RunRecord) -> int:
         values = asdict(record)
         values.pop("metrics")
+        values.pop("outputs")
         with self.engine.begin() as conn:
             run_id = conn.execute(runs.insert().values(study_run_id=study_run_id, **values)).inserted_primary_key[0]
+            if record.outputs:
+                conn.execute(run_outputs.insert(), [{"run_id": run_id, "phase": o.phase, "tool": o.tool, "output": o.text} for o in record.outputs])
             if record.metrics:
-                conn.execute(
-                    metrics.insert(),
-                    [{"run_id": run_id, "name": m.name, "value": m.value, "unit": m.unit, "higher_is_better": m.higher_is_better} for m in record.metrics],
-                )
+                conn.execute(metrics.insert(), [{"run_id": run_id, **asdict(m)} for m in record.metrics])
         return run_id
+
+    def outputs(self, run_id: int) -> list[RawOutput]:
+        """A run's raw outputs, in the order they were stored."""
+        query = sa.select(run_outputs).where(run_outputs.c.run_id == run_id)
+        with self.engine.connect() as conn:
+            return [RawOutput(r.phase, r.tool, r.output) for r in conn.execute(query)]
 
     def take_over(self, study_run_id: int, owner: Owner) -> bool:
         """Make an interrupted study run this process's, running again; False if it was not
@@ -380,18 +427,22 @@ class ResultsDB:
     def stored_runs(self, study_run_id: int) -> list[StoredRun]:
         """Every stored run of a study run with its metrics, in the order they were stored."""
         query = (
-            sa.select(runs.c.id, runs.c.target, runs.c.workload, runs.c.repetition, runs.c.warmup, runs.c.status, runs.c.started_at, runs.c.finished_at, metrics.c.name, metrics.c.value)
+            sa.select(
+                runs.c.id, runs.c.target, runs.c.workload, runs.c.repetition, runs.c.warmup, runs.c.status, runs.c.started_at, runs.c.finished_at,
+                metrics.c.phase, metrics.c.name, metrics.c.value, metrics.c.primary, metrics.c.compared,
+            )
             .outerjoin(metrics, metrics.c.run_id == runs.c.id)
             .where(runs.c.study_run_id == study_run_id)
             .order_by(runs.c.id)
         )
-        found: dict[int, StoredRun] = {}
+        found: dict[int, tuple[StoredRun, list[Metric]]] = {}
         with self.engine.connect() as conn:
             for r in conn.execute(query):
-                run = found.setdefault(r.id, StoredRun(r.target, r.workload, r.repetition, r.warmup, r.status == "ok", r.started_at, r.finished_at, {}))
+                run, of_run = found.setdefault(r.id, (StoredRun(r.target, r.workload, r.repetition, r.warmup, r.status == "ok", r.started_at, r.finished_at, {}), []))
                 if r.name is not None:
-                    run.metrics[r.name] = r.value
-        return list(found.values())
+                    run.metrics[qualified(r.phase, r.name)] = r.value
+                    of_run.append(Metric(r.name, r.value, "", True, r.primary, r.compared, r.phase))
+        return [replace(run, roles=Roles.of(of_run)) for run, of_run in found.values()]
 
     def sample_groups(self, study_run_id: int) -> SampleGroups:
         return group_samples(self.samples(study_run_id))
@@ -399,7 +450,10 @@ class ResultsDB:
     def samples(self, study_run_id: int) -> list[dict]:
         """One row per metric of every successful measured run (no warm-ups), in run order."""
         query = (
-            sa.select(runs.c.target, runs.c.workload, runs.c.repetition, metrics.c.name, metrics.c.value, metrics.c.unit, metrics.c.higher_is_better)
+            sa.select(
+                runs.c.target, runs.c.workload, runs.c.repetition,
+                metrics.c.phase, metrics.c.name, metrics.c.value, metrics.c.unit, metrics.c.higher_is_better, metrics.c.primary, metrics.c.compared,
+            )
             .join(metrics, metrics.c.run_id == runs.c.id)
             .where(runs.c.study_run_id == study_run_id, runs.c.status == "ok", runs.c.warmup == sa.false())
             .order_by(runs.c.id)
@@ -410,19 +464,28 @@ class ResultsDB:
 
 @dataclass
 class SampleGroups:
-    """A study run's samples grouped by cell, with each metric's unit and direction."""
+    """A study run's samples grouped by cell, with each metric's unit, direction and roles; a
+    metric is keyed "<phase>.<name>", or by its name alone."""
 
     values: dict[tuple[str, str], dict[str, list[float]]]  # (workload, target) → metric → values in run order
     units: dict[str, str]
     higher_is_better: dict[str, bool]
+    roles: Roles = Roles()
 
 
 def group_samples(rows: list[dict]) -> SampleGroups:
     groups = SampleGroups({}, {}, {})
+    primary, compared = set(), set()
     for row in rows:
-        groups.values.setdefault((row["workload"], row["target"]), {}).setdefault(row["name"], []).append(row["value"])
-        groups.units[row["name"]] = row["unit"]
-        groups.higher_is_better[row["name"]] = row["higher_is_better"]
+        key = qualified(row["phase"], row["name"])
+        groups.values.setdefault((row["workload"], row["target"]), {}).setdefault(key, []).append(row["value"])
+        groups.units[key] = row["unit"]
+        groups.higher_is_better[key] = row["higher_is_better"]
+        if row["primary"]:
+            primary.add(key)
+        if row["compared"]:
+            compared.add(key)
+    groups.roles = Roles(frozenset(primary), frozenset(compared))
     return groups
 
 

@@ -1,5 +1,6 @@
-"""fio: the options fslab adds to the jobs it builds, the job files of a run (the measured job,
-the layout before it), the command it runs, and the metrics it reads from fio's JSON. Job files
+"""fio, the first workload kind (workloads/base.py): the options fslab adds to the jobs it
+builds, the job files of a run (the measured job, the layout before it), the command it runs, and
+the metrics it reads from fio's JSON, with their units, directions and roles (METRICS). Job files
 themselves are parsed, checked and written in guard/fio_jobs.py.
 
 Parsing is pure (text in, metrics out) so it is tested on output produced by real fio
@@ -14,7 +15,6 @@ before) has no such percentiles, never clat's in their place.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,10 +22,12 @@ from fslab.errors import Refused
 from fslab.filesystems.base import Provisioned
 from fslab.guard.fio_jobs import parse_only, render, single_job
 from fslab.journal import Journal
+from fslab.metrics import Metric, MetricKind
+from fslab.workloads.base import RawOutput
 from fslab.system import run_held
 
 if TYPE_CHECKING:
-    from fslab.study import Study, Workload
+    from fslab.study import Workload
     from fslab.workdir import Workdir
 
 # What fio must record for fslab's metrics: set on every job fslab runs, its own and job files
@@ -45,27 +47,28 @@ PERCENTILES = {"p50": 50.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9}
 LATENCIES = ("lat", "clat", "slat")
 
 
-@dataclass(frozen=True)
-class Metric:
-    name: str
-    value: float
-    unit: str
-    higher_is_better: bool
+# Compared for every direction: throughput, and the tail latency seed 003 cares about; IOPS is
+# what decides a cell's precision and its rank.
+PRIMARY = ("iops",)
+COMPARED = ("iops", "lat_p99_us")
 
 
-def _units() -> dict[str, tuple[str, bool]]:
+def _kinds() -> dict[str, MetricKind]:
     per_direction = {"iops": ("IOPS", True), "mb_s": ("MB/s", True), "mib_s": ("MiB/s", True)}
     per_direction |= {f"{kind}_{stat}_us": ("µs", False) for kind in LATENCIES for stat in ("mean", *PERCENTILES)}
-    units = {f"{d}_{name}": info for d in DIRECTIONS for name, info in per_direction.items()}
-    return units | {"cpu_usr_pct": ("%", False), "cpu_sys_pct": ("%", False)}
+    kinds = {
+        f"{d}_{name}": MetricKind(unit, higher, primary=name in PRIMARY, compared=name in COMPARED)
+        for d in DIRECTIONS
+        for name, (unit, higher) in per_direction.items()
+    }
+    return kinds | {"cpu_usr_pct": MetricKind("%", False), "cpu_sys_pct": MetricKind("%", False)}
 
 
-METRIC_UNITS: dict[str, tuple[str, bool]] = _units()
+METRICS: dict[str, MetricKind] = _kinds()  # every metric fio's parser reports
 
 
 def metric(name: str, value: float) -> Metric:
-    unit, higher = METRIC_UNITS[name]
-    return Metric(name, value, unit, higher)
+    return METRICS[name].of(name, value)
 
 
 # Laying out what a workload will read: the same job (same files, same region) written once,
@@ -157,12 +160,12 @@ def parse_metrics(text: str) -> list[Metric]:
     return metrics
 
 
-def job_problems(study: Study, workdir: Workdir) -> list[str]:
+def job_problems(workloads: list[Workload], workdir: Workdir) -> list[str]:
     """fio's own parser on every job the study will run, before anything is made: what the
     allow-list passed, fio must accept too (an engine's option under another engine, …)."""
     somewhere = Provisioned(device="", directory=workdir.mounts / "check")  # fio --parse-only makes nothing
     problems = []
-    for workload in study.workloads:
+    for workload in workloads:
         for job in (job_for(workload, somewhere), layout_job_for(workload, somewhere)):
             try:
                 if job:
@@ -191,3 +194,35 @@ def layout_job_for(workload: Workload, ready: Provisioned) -> str | None:
     if workload.job_file:  # fio's own layout; on a raw device the region a job file reads is unknown
         return render(workload.job, directory=ready.directory, device=None, fixed={"create_only": "1"}) if ready.directory else None
     return render(single_job(workload.name, layout_options(workload.fio_options)), **ready.fio_location, fixed=fslab_options(workload))
+
+
+class Fio:
+    """fio behind the workload protocol: the measured job file is the command recorded; its
+    layout job prepares; fio's JSON is its one output."""
+
+    name = "fio"
+    metrics = METRICS
+
+    def problems(self, workloads: list[Workload], workdir: Workdir) -> list[str]:
+        return job_problems(workloads, workdir)
+
+    def command(self, workload: Workload, ready: Provisioned) -> str:
+        return job_for(workload, ready)
+
+    def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path) -> None:
+        layout = layout_job_for(workload, ready)
+        if layout:
+            layout_path = scratch / "layout.fio"
+            layout_path.write_text(layout)
+            run_fio(journal, layout_path, timeout=None, output_format="normal")
+
+    def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path) -> list[RawOutput]:
+        job_path = scratch / "job.fio"
+        job_path.write_text(command)
+        return [RawOutput("", self.name, run_fio(journal, job_path))]  # within the run's time limit (runner.execute)
+
+    def parse(self, outputs: list[RawOutput]) -> list[Metric]:
+        return [m for output in outputs for m in parse_metrics(output.text)]
+
+
+FIO = Fio()

@@ -1,0 +1,82 @@
+"""The workload protocol: what a workload kind offers fslab, so that fio, sysbench, dd, rsync and
+multi-phase scenarios each live in one module behind it (workloads/fio.py is the first).
+
+A run of a workload on a target (runner.execute) goes:
+
+    problems(workloads, workdir)   before anything is attached or formatted, for the whole study:
+                                   what the tool itself refuses (fio --parse-only, …)
+    command(workload, ready)       the exact job file or command line of this run: recorded with
+                                   it (runs.job_file), and what `run` runs
+    prepare(…)                     lays out what the measured run reads; not measured
+    — caches dropped —
+    run(…) → [RawOutput]           the measured run, within the run's time limit: each tool's
+                                   output of each phase, stored as it came (run_outputs)
+    parse([RawOutput]) → [Metric]  pure: raw output in, metrics out (each with its phase, unit,
+                                   direction and roles, from `metrics`)
+
+`metrics` declares every metric the kind reports (metrics.MetricKind): its primary ones decide a
+cell's precision, its rank and when adaptive runs stop; its compared ones are compared between
+every pair of targets. What a run wrote (`Workload.data`, a DataPattern) is recorded for every
+kind alike.
+
+Adding a kind: a module here with a class meeting `WorkloadKind`, registered in KINDS
+(workloads/__init__.py), and its table in the study file: a [[workload]] table names it with
+`kind = "sysbench"` (absent: "fio", so every existing study reads as before), the kind's own
+fields validated by its own pydantic section (study_file.py) and built into a `Workload` whose
+`kind` names it (study.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from fslab.metrics import Metric, MetricKind
+
+if TYPE_CHECKING:
+    from fslab.filesystems.base import Provisioned
+    from fslab.journal import Journal
+    from fslab.study import Workload
+    from fslab.workdir import Workdir
+
+
+@dataclass(frozen=True)
+class RawOutput:
+    """One tool's output of one phase of a run, stored as it came (results: run_outputs)."""
+
+    phase: str  # "" for a workload of one phase
+    tool: str  # "fio", "sysbench", …
+    text: str
+
+
+class WorkloadKind(Protocol):
+    name: str  # as a study file names it: kind = "fio"
+    metrics: Mapping[str, MetricKind]  # every metric `parse` reports, by name
+
+    def problems(self, workloads: list[Workload], workdir: Workdir) -> list[str]:
+        """What is wrong with these workloads (all of this kind), found before anything is made."""
+        ...
+
+    def command(self, workload: Workload, ready: Provisioned) -> str:
+        """The exact job file or command line this run runs, recorded with it."""
+        ...
+
+    def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path) -> None:
+        """Lay out what the measured run reads (files, a region of the device); not measured.
+        `scratch`: a private directory for the run's side files, removed after it."""
+        ...
+
+    def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path) -> list[RawOutput]:
+        """The measured run of `command` (what `command` returned); every process journalled."""
+        ...
+
+    def parse(self, outputs: list[RawOutput]) -> list[Metric]:
+        """The metrics in a run's raw outputs (pure; raises ValueError on output it cannot read)."""
+        ...
+
+
+def primary_metrics(kind: WorkloadKind) -> list[str]:
+    """The names of the metrics that decide a cell of this kind."""
+    return [name for name, m in kind.metrics.items() if m.primary]

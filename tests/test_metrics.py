@@ -1,0 +1,120 @@
+"""The metric model and the workload protocol: a metric's roles travel with it from the parser
+through the database to the statistics, whatever it is named; fio behind the protocol. Synthetic
+samples and fio output committed as fixtures; nothing is run."""
+
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+from conftest import FIXTURES
+
+from fslab.metrics import MetricKind, Roles
+from fslab.plan import Planner, Repetitions, Tally
+from fslab.report.files import to_csv, to_markdown
+from fslab.report.summary import summarize_study_run
+from fslab.results import ResultsDB, RunRecord
+from fslab.results.owner import Owner
+from fslab.study import parse_study
+from fslab.workloads import KINDS, declared_metrics, kind_of
+from fslab.workloads.base import RawOutput, primary_metrics
+from fslab.workloads.fio import FIO, parse_metrics
+
+STUDY = """\
+[study]
+name = "timed"
+repetitions = 6
+workloads = ["seq_read"]
+[[target]]
+filesystem = ["ext4", "xfs", "btrfs"]
+"""
+ELAPSED = MetricKind("s", higher_is_better=False, primary=True, compared=True)  # as a tool timing a copy would declare it
+MEDIANS = {"ext4": 10.0, "xfs": 8.0, "btrfs": 13.0}  # seconds: xfs fastest
+
+
+def stored(tmp_path: Path, metrics_of) -> tuple[ResultsDB, int]:
+    """A study run whose runs report only what `metrics_of(target, repetition)` gives."""
+    study = parse_study(STUDY, "s.toml", base_dir=Path("."))
+    db = ResultsDB(str(tmp_path / "r.db"))
+    study_run = db.begin_study_run(study, 1, {}, {}, {}, Owner.current(tmp_path))
+    start = datetime(2026, 1, 1)
+    for repetition in range(1, 7):
+        for position, target in enumerate(MEDIANS, start=1):
+            db.record_run(study_run, RunRecord(
+                target=target, workload="seq_read", repetition=repetition, warmup=False, block=repetition, position=position,
+                started_at=start, finished_at=start + timedelta(seconds=12), status="ok", buffered=False, metrics=metrics_of(target, repetition),
+            ))  # fmt: skip
+    db.finish_study_run(study_run, "finished", {})
+    return db, study_run
+
+
+def elapsed(target: str, repetition: int) -> list:
+    noise = np.random.default_rng(repetition).normal(0, 0.005)
+    return [ELAPSED.of("elapsed_s", MEDIANS[target] * (1 + noise))]
+
+
+def test_a_cell_with_only_elapsed_time_is_summarised_compared_and_ranked(tmp_path):
+    db, study_run = stored(tmp_path, elapsed)
+    s = summarize_study_run(db, study_run)
+    assert {c.target: round(c.metrics["elapsed_s"].median) for c in s.cells} == {"ext4": 10, "xfs": 8, "btrfs": 13}
+    rows = {r.target: r.comparison for r in s.analysis.rows if r.metric == "elapsed_s"}
+    assert rows["xfs"].verdict == "faster" and rows["btrfs"].verdict == "slower", "lower is better: less time is faster"
+    assert s.analysis.rankings[("seq_read", "elapsed_s")].tiers == (("xfs",), ("ext4",), ("btrfs",)), "best (shortest) first"
+    assert s.analysis.runs_needed["seq_read"] is not None, "the primary metric decides the runs needed"
+    markdown = to_markdown(s)
+    assert "| xfs | elapsed_s | 6 |" in markdown and "IOPS median" not in markdown, "a row per metric, not fio's columns"
+    assert "Ranking by elapsed_s: xfs > ext4 > btrfs" in markdown
+    assert "elapsed_s,s," in to_csv(s)
+
+
+def test_a_metric_neither_primary_nor_compared_is_only_summarised(tmp_path):
+    quiet = MetricKind("s", higher_is_better=False)
+    db, study_run = stored(tmp_path, lambda target, rep: [quiet.of("elapsed_s", MEDIANS[target] + rep / 100)])
+    s = summarize_study_run(db, study_run)
+    assert all("elapsed_s" in c.metrics for c in s.cells) and not s.analysis.rows and not s.analysis.rankings
+
+
+def test_a_phase_keys_its_metrics_and_they_keep_their_roles(tmp_path):
+    db, study_run = stored(tmp_path, lambda target, rep: [ELAPSED.of("elapsed_s", MEDIANS[target] + rep / 100, phase=phase) for phase in ("before", "after")])
+    groups = db.sample_groups(study_run)
+    assert set(groups.values[("seq_read", "xfs")]) == {"before.elapsed_s", "after.elapsed_s"}
+    assert groups.roles.primary == {"before.elapsed_s", "after.elapsed_s"}
+    s = summarize_study_run(db, study_run)
+    assert {r.metric for r in s.analysis.rows} == {"before.elapsed_s", "after.elapsed_s"}
+
+
+def test_adaptive_runs_stop_on_a_primary_metric_whatever_its_name():
+    cells = parse_study(STUDY, "s.toml", base_dir=Path(".")).cells
+    planner = Planner(cells, Repetitions(runs=3, target_ci=0.05, max_runs=10), seed=1)
+    tally = Tally()
+    while block := planner.next_block(tally.samples, roles=tally.roles):
+        for planned in block:
+            [m] = elapsed(planned.cell.target.name, planned.repetition)
+            tally.add(planned, True, {m.key: m.value}, datetime(2026, 1, 1), datetime(2026, 1, 1), Roles.of([m]))
+    assert {p.status for p in planner.progress.values()} == {"converged"} and all(p.runs == 3 for p in planner.progress.values())
+
+
+def test_fio_behind_the_protocol_round_trips_through_the_database(tmp_path):
+    text = (FIXTURES / "fio" / "randrw-2jobs.json").read_text()
+    workload = parse_study(STUDY, "s.toml", base_dir=Path(".")).workloads[0]
+    assert kind_of(workload) is FIO and KINDS["fio"] is FIO
+    metrics = FIO.parse([RawOutput("", "fio", text)])
+    assert metrics == parse_metrics(text) and all(m.phase == "" for m in metrics)
+    assert {m.name for m in metrics if m.primary} == {"read_iops", "write_iops"} == set(primary_metrics(FIO))
+    assert {name for name, kind in FIO.metrics.items() if kind.compared} == {"read_iops", "write_iops", "read_lat_p99_us", "write_lat_p99_us"}
+    assert {m.name for m in metrics if m.compared} == {"read_iops", "write_iops"}, "this fixture's fio kept no total-latency bins"
+    assert declared_metrics()["read_iops"] == FIO.metrics["read_iops"]
+
+    db, study_run = stored(tmp_path, lambda target, rep: metrics)
+    run = db.runs(study_run)[0]
+    db2 = ResultsDB(str(tmp_path / "again.db"))
+    record = RunRecord(
+        target="ext4", workload="seq_read", repetition=1, warmup=False, block=1, position=1, started_at=run["started_at"],
+        finished_at=run["finished_at"], status="ok", buffered=False, outputs=[RawOutput("", "fio", text)], metrics=metrics,
+    )  # fmt: skip
+    db2.begin_study_run(parse_study(STUDY, "s.toml", base_dir=Path(".")), 1, {}, {}, {}, Owner.current(tmp_path))
+    run_id = db2.record_run(1, record)
+    outputs = db2.outputs(run_id)
+    assert outputs == [RawOutput("", "fio", text)], "the raw output as fio wrote it"
+    assert FIO.parse(outputs) == metrics, "parsed again from what is stored: the same metrics"
+    [stored_run] = db2.stored_runs(1)
+    assert stored_run.metrics == {m.key: m.value for m in metrics} and stored_run.roles == Roles.of(metrics)
