@@ -11,49 +11,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from fslab.checks import Check, tool_check
 from fslab.devices import layers, zram
 from fslab.environment import TOOLS, filesystem_of
 from fslab.filesystems import FILESYSTEMS
-from fslab.filesystems.zfs import ZVOL_ON_FUSE
-from fslab.filesystems.zfs_engine import engine as zfs_engine
 from fslab.study import Study
-from fslab.system import kernel_has_module, tool_version
 from fslab.units import format_size
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    ok: bool
-    detail: str
-    fix: str = ""  # how to get it, when not ok
-    required: bool = True  # a failed optional check is a note, not a blocker
-
-
-def kernel_filesystems() -> set[str]:
-    try:
-        return {line.split()[-1] for line in Path("/proc/filesystems").read_text().splitlines() if line.strip()}
-    except OSError:
-        return set()
-
-
-def _tool(name: str, argv: tuple[str, ...], package: str, required: bool = True) -> Check:
-    version = tool_version(argv)
-    return Check(name, version is not None, version or "not installed", f"apt-get install {package}", required)
-
-
-def filesystem_check(kind: str, required: bool = True) -> list[Check]:
-    """The mkfs tools and kernel support a filesystem needs (raw needs only the basic checks)."""
-    if kind == "raw":
-        return []
-    if kind == "zfs":
-        return [_zfs_check(required)]
-    fs = FILESYSTEMS[kind]
-    in_kernel = kind in kernel_filesystems() or kernel_has_module(kind)
-    return [
-        _tool(f"{kind} tools", fs.version_command, fs.package),
-        Check(f"{kind} in kernel", in_kernel, "supported" if in_kernel else "not in /proc/filesystems and no module", f"a kernel with {kind} (CONFIG_{kind.upper()}_FS)"),
-    ]
 
 
 def _basic_checks() -> list[Check]:
@@ -62,19 +25,19 @@ def _basic_checks() -> list[Check]:
     return [
         Check("root", root, "running as root" if root else f"running as uid {os.geteuid()}", "run fslab as root (sudo): it formats and mounts loop images"),
         Check("loop devices", loop, "/dev/loop-control present" if loop else "no /dev/loop-control", "a kernel with CONFIG_BLK_DEV_LOOP"),
-        _tool("fio", TOOLS["fio"], "fio"),
-        _tool("losetup", TOOLS["losetup"], "util-linux"),
+        tool_check("fio", TOOLS["fio"], "fio"),
+        tool_check("losetup", TOOLS["losetup"], "util-linux"),
     ]
 
 
 def machine_checks(workdir: Path) -> list[Check]:
     """Every check `fslab doctor` shows."""
     checks = _basic_checks()
-    for kind in FILESYSTEMS:
-        checks += filesystem_check(kind, required=kind != "zfs")  # ZFS is optional until a study asks
+    for fs in FILESYSTEMS.values():
+        checks += fs.machine_checks()
     checks += [
-        _tool("sysbench", TOOLS["sysbench"], "sysbench", required=False),
-        _tool("rsync", TOOLS["rsync"], "rsync", required=False),
+        tool_check("sysbench", TOOLS["sysbench"], "sysbench", required=False),
+        tool_check("rsync", TOOLS["rsync"], "rsync", required=False),
         *[_layer_check(name) for name in layers.LAYERS],
         _zram_check(),
     ]
@@ -89,16 +52,6 @@ def _layer_check(name: str) -> Check:
 def _zram_check() -> Check:
     why = zram.missing()
     return Check("zram", why is None, why or "zram-control present: zram = true targets can run", "a kernel with CONFIG_ZRAM, to use zram = true", required=False)
-
-
-def _zfs_check(required: bool) -> Check:
-    found = zfs_engine()
-    fix = "apt-get install zfs-fuse (or OpenZFS's zfsutils-linux with its kernel module)"
-    if found is None:
-        return Check("zfs engine", False, "no OpenZFS kernel module and no zfs-fuse", fix, required)
-    if found.fuse and not Path("/dev/fuse").exists():
-        return Check("zfs engine", False, f"{found.describe()}, but no /dev/fuse", "a kernel with FUSE (CONFIG_FUSE_FS)", required)
-    return Check("zfs engine", True, found.describe(), required=required)
 
 
 def workdir_checks(workdir: Path) -> list[Check]:
@@ -128,10 +81,10 @@ def study_problems(study: Study, workdir: Path) -> list[str]:
 
 def unsupported_targets(study: Study) -> list[Unsupported]:
     """The study's targets this machine cannot run, each with why: its filesystem's tools or
-    kernel support, a layer, a zvol or zram."""
-    lacking = {kind: [f"{c.name}: {c.detail} — {c.fix}" for c in filesystem_check(kind) if not c.ok] for kind in {t.filesystem for t in study.targets}}
+    kernel support, a layer, what its filesystem lacks for it (a zvol on zfs-fuse) or zram."""
+    lacking = {kind: [f"{c.name}: {c.detail} — {c.fix}" for c in FILESYSTEMS[kind].machine_checks() if not c.ok] for kind in {t.filesystem for t in study.targets}}
     found = [Unsupported(t.name, why) for t in study.targets for why in lacking[t.filesystem]]
-    return found + layer_problems(study) + zvol_problems(study) + zram_problems(study)
+    return found + layer_problems(study) + filesystem_problems(study) + zram_problems(study)
 
 
 def zram_problems(study: Study) -> list[Unsupported]:
@@ -153,9 +106,9 @@ def memory_available() -> int:
     return 0
 
 
-def zvol_problems(study: Study) -> list[Unsupported]:
-    found = zfs_engine()
-    return [Unsupported(t.name, ZVOL_ON_FUSE) for t in study.targets if t.zvol and found is not None and found.fuse]
+def filesystem_problems(study: Study) -> list[Unsupported]:
+    """What a target asks of its filesystem that this machine's lacks (its filesystem knows)."""
+    return [Unsupported(t.name, why) for t in study.targets for why in FILESYSTEMS[t.filesystem].target_problems(t)]
 
 
 def layer_problems(study: Study) -> list[Unsupported]:

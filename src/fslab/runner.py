@@ -282,7 +282,7 @@ def execute(planned: PlannedRun, workdir: Workdir, sources: Sources) -> RunRecor
                 layered = stack.enter_context(layers.built(workdir.journal, attached, target))
                 mountpoint = workdir.mounts / file_name(target.name)
                 ready = stack.enter_context(FILESYSTEMS[target.filesystem].provision(workdir.journal, layered, mountpoint, target))
-                record.device = " ".join(attached.devices) if ready.device in attached.devices else f"{ready.device} on {' '.join(attached.devices)}"
+                record.device = ready.described
                 record.direct_io_loop = attached.direct_io
                 record.mkfs_command = joined([c for c in (*layered.commands, ready.mkfs_command) if c])
                 record.mount_options_effective, record.fs_details = ready.mount_options_effective, layered.details + ready.details

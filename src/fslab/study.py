@@ -19,7 +19,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from fslab.errors import FslabError, Refused
-from fslab.filesystems.zfs import expected_available, property_text, zvol_size
+from fslab.filesystems import FILESYSTEMS
+from fslab.filesystems.zfs import property_text
 from fslab.guard import fio_jobs
 from fslab.guard.fio_jobs import JobFile
 from fslab.guard.names import file_name
@@ -292,7 +293,7 @@ def _expand_target(section: TargetSection, study: StudySection, scale: float) ->
             image_size=scaled_size(parse_size(values["image_size"]), scale),
             image_fill=study.image_fill,
             devices=section.count,
-            vdev=section.vdev or ("mirror" if values["filesystem"] == "zfs" and section.count > 1 else None),
+            vdev=section.vdev or FILESYSTEMS[values["filesystem"]].default_vdev(section.count),
             pool_options={k: property_text(v) for k, v in section.pool_options.items()},
             properties={k.removeprefix("property:"): property_text(v) for k, v in values.items() if k.startswith("property:")},
             nocow=section.nocow,
@@ -473,16 +474,12 @@ def space_problem(target: Target, workload: Workload) -> str | None:
     is formatted."""
     # On a filesystem each fio job has its own file, unless they share one; on a block device all
     # jobs share the region.
-    block_device = target.filesystem == "raw" or target.zvol
-    jobs = 1 if block_device or workload.shared_file else workload.numjobs
+    room = FILESYSTEMS[target.filesystem].room(target)
+    jobs = 1 if room.block_device or workload.shared_file else workload.numjobs
     needed = workload.bytes_per_job * jobs
-    if target.zvol:
-        usable = zvol_size(expected_available(target.image_size))
-    else:
-        usable = target.image_size * (1.0 if target.filesystem == "raw" else 0.9)
-    if needed <= usable:
+    if needed <= room.usable:
         return None
-    where = f"a volume of about {format_size(usable)} on an image of {format_size(target.image_size)}" if target.zvol else f"{'a device' if target.named else 'an image'} of {format_size(target.image_size)}"
+    where = f"a volume of about {format_size(room.usable)} on an image of {format_size(target.image_size)}" if room.volume else f"{'a device' if target.named else 'an image'} of {format_size(target.image_size)}"
     return (
         f"workload '{workload.name}' needs {jobs} × {format_size(workload.bytes_per_job)} "
         f"but target '{target.name}' has {where}; raise image_size or lower the workload's size"

@@ -230,10 +230,10 @@ class TargetSection(_Table):
     @model_validator(mode="after")
     def _fits_filesystem(self) -> TargetSection:
         kinds = set(as_list(self.filesystem))
-        if (self.properties or self.pool_options or self.vdev or self.zvol or self.arc_max) and kinds != {"zfs"}:
-            raise ValueError("properties, pool_options, vdev, zvol and arc_max are for ZFS targets (filesystem = \"zfs\")")
-        if self.nocow and kinds != {"btrfs"}:
-            raise ValueError("nocow (chattr +C) is for Btrfs targets")
+        # A field only one filesystem takes (its module says which) is refused on any other.
+        refused = [fs.own_fields_refusal for fs in FILESYSTEMS.values() if kinds != {fs.kind} and any(getattr(self, name) for name in fs.own_fields)]
+        if refused:
+            raise ValueError("; ".join(refused))
         for layer in self.layer_options:
             if layer not in self.layers:
                 raise ValueError(f"layer_options names {layer}, which is not in this target's layers {self.layers}")
@@ -242,9 +242,10 @@ class TargetSection(_Table):
             raise ValueError("md-raid1 mirrors two or more devices: set devices = 2")
         if self.count > 1 and self.layers and not md:
             raise ValueError(f"{self.layers[0]} is built on one device: put md-raid1 below it, or set devices = 1")
-        if self.count > 1 and not md and not kinds <= {"btrfs", "zfs"}:
+        single = sorted(kind for kind in kinds if not FILESYSTEMS[kind].spans_devices)
+        if self.count > 1 and not md and single:
             raise ValueError(
-                f"{', '.join(sorted(kinds - {'btrfs', 'zfs'}))} uses one device; several devices need btrfs (with -d/-m profiles), zfs, "
+                f"{', '.join(single)} uses one device; several devices need btrfs (with -d/-m profiles), zfs, "
                 'or layers = ["md-raid1"] beneath'
             )
         return self

@@ -165,6 +165,11 @@ class Stack:
     owned: Owned  # what the stack may rest on
     commands: list[list[str]] = field(default_factory=list)  # how the layers were built
     details: str = ""  # what the layers' tools report of them
+    bottom: list[str] = field(default_factory=list)  # the target's own devices (default: `devices`, no layer yet)
+    between: list[str] = field(default_factory=list)  # each layer's device, bottom first (the last is the top)
+
+    def __post_init__(self) -> None:
+        self.bottom = self.bottom or list(self.devices)
 
     @classmethod
     def on(cls, attached: Attached) -> Stack:
@@ -191,6 +196,7 @@ def built(journal: Journal, attached: Attached, target: Target) -> Iterator[Stac
             build = {"md-raid1": _md_raid1, "luks": _luks, "lvm": _lvm}[layer]
             device, commands, details = layers.enter_context(build(journal, stack.devices, name, extra))
             stack.devices = [device]
+            stack.between.append(device)
             stack.commands += commands
             stack.details += details
         yield stack

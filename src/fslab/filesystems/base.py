@@ -6,12 +6,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from fslab.checks import Check, kernel_filesystems, tool_check
+from fslab.errors import FslabError
 from fslab.filesystems.mounting import mount_point, proven
 from fslab.guard.options import OptionRefused, Suboptions, ToolOptions, check_arguments, check_mount_options
 from fslab.journal import Journal
-from fslab.system import run, tool_version
+from fslab.system import kernel_has_module, run, tool_version
 from fslab.units import format_size, parse_size
 
 if TYPE_CHECKING:
@@ -21,18 +23,56 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Provisioned:
-    """A target made ready for a workload: fio runs in `directory`, or on `device` when that is None."""
+    """A target made ready for a workload: fio runs in `directory`, or on `top` when that is None.
 
-    device: str
+    Its block devices, named structurally: `top`, the one the filesystem is mounted from (the
+    first of several) or the workload writes to (raw, a zvol); `bottom`, the target's own
+    devices (loop images, zram, the user's); `between`, the layers built on them (md, dm),
+    bottom first, that are not `top`. `described` is the one text made of them (runs.device).
+    """
+
+    top: str
     directory: Path | None
+    bottom: tuple[str, ...] = ()
+    between: tuple[str, ...] = ()
     mkfs_command: list[str] = field(default_factory=list)
     mount_options_effective: str | None = None
     details: str = ""  # the filesystem's own tool describing what was created
+    dataset: str | None = None  # ZFS: the dataset or volume made in fslab's pool
+
+    @classmethod
+    def on(cls, stack: Stack, top: str, directory: Path | None, **made: Any) -> Provisioned:
+        """What a filesystem made on a stack of devices, `top` the device it is used through."""
+        return cls(top=top, directory=directory, bottom=tuple(stack.bottom), between=tuple(d for d in stack.between if d != top), **made)
+
+    @property
+    def under(self) -> tuple[str, ...]:
+        """Every block device beneath the top one, from the layers down to the bottom."""
+        return (*reversed(self.between), *(d for d in self.bottom if d != self.top))
+
+    @property
+    def described(self) -> str:
+        """The stack as runs.device stores it: the bottom devices, or "top on bottom devices"."""
+        bottom = " ".join(self.bottom)
+        return bottom if self.top in self.bottom else f"{self.top} on {bottom}"
 
     @property
     def fio_location(self) -> dict:
-        """Where fio works: `directory` on a filesystem, else `device` (the raw block device)."""
-        return {"directory": self.directory, "device": None if self.directory else self.device}
+        """Where fio works: `directory` on a filesystem, else `top` (the block device itself)."""
+        return {"directory": self.directory, "device": None if self.directory else self.top}
+
+
+class NoSnapshots(FslabError):
+    """A snapshot asked of a filesystem that has none."""
+
+
+@dataclass(frozen=True)
+class Room:
+    """Where a workload's files go on a target, and how much of it they may fill."""
+
+    usable: int  # bytes
+    block_device: bool = False  # no files: fio's jobs share one region of a block device
+    volume: bool = False  # a volume made inside the target's devices (a zvol), not a device itself
 
 
 @dataclass(frozen=True)
@@ -159,6 +199,41 @@ class Filesystem:
     accepted_mount_options: Suboptions | None = None
     floor: SizeFloor | None = None
     read_back: MountReadBack = VFS_READ_BACK  # how its mount options read back from /proc/mounts
+    no_mount_options_hint: str = ""  # what to set instead, said where it takes no mount options
+
+    # Target fields only this filesystem takes (study_file refuses them on any other), and what
+    # is said then.
+    own_fields: tuple[str, ...] = ()
+    own_fields_refusal: str = ""
+
+    spans_devices: bool = False  # made on several devices itself (Btrfs profiles, a ZFS pool), needing no md below
+
+    # Whether snapshot() takes one; known before anything is formatted.
+    supports_snapshots: bool = False
+
+    def machine_checks(self) -> list[Check]:
+        """What this machine needs for the filesystem: its tools and the kernel's support."""
+        in_kernel = self.kind in kernel_filesystems() or kernel_has_module(self.kind)
+        return [
+            tool_check(f"{self.kind} tools", self.version_command, self.package),
+            Check(f"{self.kind} in kernel", in_kernel, "supported" if in_kernel else "not in /proc/filesystems and no module", f"a kernel with {self.kind} (CONFIG_{self.kind.upper()}_FS)"),
+        ]
+
+    def target_problems(self, target: Target) -> list[str]:
+        """What one target asks of the filesystem that this machine's cannot do (beyond machine_checks)."""
+        return []
+
+    def default_vdev(self, devices: int) -> str | None:
+        """How several devices form the filesystem when the study does not say (ZFS: a mirror)."""
+        return None
+
+    def room(self, target: Target) -> Room:
+        """Space a workload may fill on the target: its image less the filesystem's own share."""
+        return Room(int(target.image_size * 0.9))
+
+    def requested_options(self, spec: Mapping) -> str:
+        """The options a stored target asked for, as the report shows them."""
+        return spec["mount_options"] or "defaults"
 
     def check_mkfs_options(self, arguments: str | Sequence[str]) -> list[str]:
         """The study's mkfs arguments, split and checked against the allow-list (OptionRefused)."""
@@ -172,7 +247,7 @@ class Filesystem:
         """The study's mount-option string, checked against the allow-list (OptionRefused)."""
         if self.accepted_mount_options is None:
             if options:
-                raise OptionRefused(f"{self.kind} targets take no mount_options" + (": set ZFS dataset properties instead" if self.kind == "zfs" else ""))
+                raise OptionRefused(f"{self.kind} targets take no mount_options{self.no_mount_options_hint}")
             return options
         return check_mount_options(self.accepted_mount_options, self.kind, options)
 
@@ -198,6 +273,13 @@ class Filesystem:
     def version(self) -> str | None:
         return tool_version(self.version_command)
 
+    def snapshot(self, ready: Provisioned, name: str) -> str:
+        """Take a read-only snapshot of what the workload uses, named `name` (guard.names
+        snapshot_name: fslab's, never the study's); returns what the tools call it. Snapshots
+        live inside the filesystem, and go with it when the next run formats its devices or the
+        pool is destroyed: none outlives the run that took it."""
+        raise NoSnapshots(f"{self.kind} targets have no snapshots: btrfs and zfs targets do")
+
     def mkfs_command(self, devices: list[str], options: list[str]) -> list[str]:
         # Checked again here, where the command is built: no other way must lead to mkfs.
         return [*self.mkfs, *self.default_mkfs_options(options), *self.check_mkfs_options(options), *devices]
@@ -220,9 +302,10 @@ class Filesystem:
             run(["mount", "-t", self.kind, "-o", options, devices[0], str(mountpoint)])
             proven(held)
             self.after_mount(target, devices, mountpoint)
-            yield Provisioned(
-                device=devices[0],
-                directory=mountpoint,
+            yield Provisioned.on(
+                stack,
+                devices[0],
+                mountpoint,
                 mkfs_command=command,
                 mount_options_effective=mounted_options(mountpoint),
                 details=self.details(devices[0], mountpoint),

@@ -1,11 +1,13 @@
 from collections.abc import Sequence
 from pathlib import Path
 
-from fslab.filesystems.base import Filesystem, MountReadBack, SizeFloor
+from fslab.filesystems.base import Filesystem, MountReadBack, NoSnapshots, Provisioned, SizeFloor
+from fslab.guard.names import check_snapshot_name
 from fslab.guard.options import Flag, Integer, Matches, Maybe, OneOf, Size, Suboptions, ToolOptions, mount_options, option_value
 from fslab.system import run
 
 BY_FSLAB = "fslab passes it itself"
+SNAPSHOTS = ".snapshots"  # in the mount point: where snapshot() puts them
 PROFILES = ("single", "dup", "raid0", "raid1", "raid1c3", "raid1c4", "raid10", "raid5", "raid6")
 PROFILE = OneOf(PROFILES)
 FEATURES = Suboptions(
@@ -89,6 +91,10 @@ class Btrfs(Filesystem):
     accepted_mkfs_options = MKFS_OPTIONS
     accepted_mount_options = MOUNT_OPTIONS
     read_back = READ_BACK
+    own_fields = ("nocow",)
+    own_fields_refusal = "nocow (chattr +C) is for Btrfs targets"
+    supports_snapshots = True
+    spans_devices = True
 
     def size_floor(self, mkfs_arguments: Sequence[str], devices: int) -> SizeFloor:
         data = option_value(mkfs_arguments, "-d", "--data") or ""
@@ -102,6 +108,17 @@ class Btrfs(Filesystem):
     def after_mount(self, target, devices: list[str], mountpoint: Path) -> None:  # noqa: ANN001
         if target.nocow:
             run(["chattr", "+C", str(mountpoint)])  # files fio creates inside inherit No_COW
+
+    def snapshot(self, ready: Provisioned, name: str) -> str:
+        """A read-only snapshot of the top-level subvolume (where the workload's files are) in
+        `.snapshots/` of the mount: inside the filesystem, gone when the next run formats it."""
+        if ready.directory is None:
+            raise NoSnapshots("this btrfs target has no mounted filesystem to snapshot")
+        snapshots = ready.directory / SNAPSHOTS
+        snapshots.mkdir(mode=0o700, exist_ok=True)
+        path = snapshots / check_snapshot_name(name)
+        run(["btrfs", "subvolume", "snapshot", "-r", str(ready.directory), str(path)])
+        return str(path)
 
     def details(self, device: str, mountpoint: Path) -> str:
         usage = run(["btrfs", "filesystem", "df", str(mountpoint)], check=False).stdout

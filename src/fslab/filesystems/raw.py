@@ -5,7 +5,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fslab.filesystems.base import Filesystem, Provisioned
+from fslab.checks import Check
+from fslab.filesystems.base import Filesystem, Provisioned, Room
 from fslab.journal import Journal
 
 if TYPE_CHECKING:
@@ -20,7 +21,13 @@ class Raw(Filesystem):
     version_command = ("losetup", "--version")
     package = "util-linux"
 
+    def machine_checks(self) -> list[Check]:
+        return []  # the basic checks (loop devices, fio) are all it needs
+
+    def room(self, target: Target) -> Room:
+        return Room(target.image_size, block_device=True)
+
     @contextmanager
     def provision(self, journal: Journal, stack: Stack, mountpoint: Path, target: Target) -> Iterator[Provisioned]:
         stack.assert_ours()  # fio writes over the device
-        yield Provisioned(device=stack.devices[0], directory=None)
+        yield Provisioned.on(stack, stack.devices[0], None)

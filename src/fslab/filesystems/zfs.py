@@ -13,16 +13,17 @@ import os
 import re
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fslab.checks import Check
 from fslab.errors import Refused
-from fslab.filesystems.base import Filesystem, Provisioned, SizeFloor, mounted_options
+from fslab.filesystems.base import Filesystem, Provisioned, Room, SizeFloor, mounted_options
 from fslab.filesystems.mounting import mount_point, proven
 from fslab.filesystems.zfs_engine import Engine, NotSupported, arc_stat, daemon_answers, engine, kernel_arc_max, zfs_fuse_daemon, zfs_turn
-from fslab.guard.names import kernel_name, workdir_tag
+from fslab.guard.names import check_snapshot_name, kernel_name, workdir_tag
 from fslab.guard.options import ON_OFF, Matches, OneOf, Size, Suboptions, check_properties
 from fslab.journal import Entry, Journal, releaser
 from fslab.system import CommandError, joined, run
@@ -59,12 +60,16 @@ def pool_guid(pool: str) -> str:
     return rows[-1].split()[2]
 
 
+_POOL = r"fslab_[0-9a-f]{5}_[0-9a-f]{8}"  # kernel_name's
+_DATASET = re.compile(_POOL + "/data")  # the one dataset (or volume) fslab makes in its pool
+
+
 @releaser("zpool")
 def destroy_pool(entry: Entry, workdir: Workdir) -> None:
     """Destroy fslab's pool if it exists — named for this work directory, and the very pool made
     (its guid) — retrying while zfs-fuse calls it busy for a moment after an unmount."""
     pool = entry.ident
-    if not re.fullmatch(r"fslab_[0-9a-f]{5}_[0-9a-f]{8}", pool) or not pool.startswith(workdir_tag(workdir.root)):
+    if not re.fullmatch(_POOL, pool) or not pool.startswith(workdir_tag(workdir.root)):
         raise Refused(f"{pool} is not a pool name fslab gives in {workdir.root}")
     if shutil.which("zpool") is None or not daemon_answers():
         return  # no ZFS running: the pool waits in zfs-fuse's cache, cleared when fslab next starts it
@@ -164,10 +169,48 @@ class Zfs(Filesystem):
     kind = "zfs"
     package = "zfs-fuse"  # Debian's; OpenZFS's is zfsutils-linux with its kernel module
     floor = FLOOR
+    no_mount_options_hint = ": set ZFS dataset properties instead"
+    own_fields = ("properties", "pool_options", "vdev", "zvol", "arc_max")
+    own_fields_refusal = 'properties, pool_options, vdev, zvol and arc_max are for ZFS targets (filesystem = "zfs")'
+    supports_snapshots = True
+    spans_devices = True
 
     def version(self) -> str | None:
         found = engine()
         return found.describe() if found else None
+
+    def machine_checks(self) -> list[Check]:
+        """The engine: optional until a study asks (its targets are then unsupported without it)."""
+        found = engine()
+        fix = "apt-get install zfs-fuse (or OpenZFS's zfsutils-linux with its kernel module)"
+        if found is None:
+            return [Check("zfs engine", False, "no OpenZFS kernel module and no zfs-fuse", fix, required=False)]
+        if found.fuse and not Path("/dev/fuse").exists():
+            return [Check("zfs engine", False, f"{found.describe()}, but no /dev/fuse", "a kernel with FUSE (CONFIG_FUSE_FS)", required=False)]
+        return [Check("zfs engine", True, found.describe(), required=False)]
+
+    def target_problems(self, target: Target) -> list[str]:
+        found = engine()
+        return [ZVOL_ON_FUSE] if target.zvol and found is not None and found.fuse else []
+
+    def default_vdev(self, devices: int) -> str | None:
+        return "mirror" if devices > 1 else None
+
+    def room(self, target: Target) -> Room:
+        if target.zvol:
+            return Room(zvol_size(expected_available(target.image_size)), block_device=True, volume=True)
+        return super().room(target)
+
+    def requested_options(self, spec: Mapping) -> str:
+        return " ".join(f"{k}={v}" for k, v in spec["properties"].items()) if spec.get("properties") else super().requested_options(spec)
+
+    def snapshot(self, ready: Provisioned, name: str) -> str:
+        """`zfs snapshot pool/data@name`: destroyed with the pool at the end of the run."""
+        if ready.dataset is None or not _DATASET.fullmatch(ready.dataset):
+            raise Refused(f"{ready.dataset!r} is not a dataset fslab made: no snapshot taken")
+        snapshot = f"{ready.dataset}@{check_snapshot_name(name)}"
+        run(["zfs", "snapshot", snapshot])
+        return snapshot
 
     def not_in_effect(self, mount_options: str, properties: dict[str, str], effective: str | None, details: str) -> list[str]:
         return properties_not_in_effect(properties, details)
@@ -202,18 +245,20 @@ class Zfs(Filesystem):
                 create_volume = self.dataset_command(pool, mountpoint, target)  # after the pool: a volume is sized from it
                 run(create_volume)
                 commands = joined([create_pool, create_volume])
-                yield Provisioned(device=_zvol_device(f"{pool}/data"), directory=None, mkfs_command=commands, details=self.details_of(found, pool, target))
+                yield Provisioned.on(stack, _zvol_device(f"{pool}/data"), None, mkfs_command=commands, details=self.details_of(found, pool, target), dataset=f"{pool}/data")
                 return
             with mount_point(journal, mountpoint) as mounted:
                 create_dataset = self.dataset_command(pool, mountpoint, target)
                 run(create_dataset)  # ZFS mounts the dataset itself
                 proven(mounted)
-                yield Provisioned(
-                    device=devices[0],
-                    directory=mountpoint,
+                yield Provisioned.on(
+                    stack,
+                    devices[0],
+                    mountpoint,
                     mkfs_command=joined([create_pool, create_dataset]),
                     mount_options_effective=mounted_options(mountpoint),
                     details=self.details_of(found, pool, target),
+                    dataset=f"{pool}/data",
                 )
 
     def details_of(self, found: Engine, pool: str, target: Target) -> str:

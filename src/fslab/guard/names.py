@@ -13,6 +13,8 @@ import hashlib
 import re
 from pathlib import Path
 
+from fslab.errors import Refused
+
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}")
 NAME_RULE = "letters, digits and _ . + - (at most 64, starting with a letter or digit)"
 
@@ -47,6 +49,21 @@ def kernel_name(workdir: Path, target_name: str) -> str:
     """The name of a target's pool, array, mapping or volume group: machine-wide, so scoped by
     the work directory; short and plain, as the kernel and the tools want them."""
     return workdir_tag(workdir) + hashlib.sha1(target_name.encode()).hexdigest()[:8]
+
+
+SNAPSHOT_NAME = re.compile(r"fslab-[0-9]{1,6}")
+
+
+def snapshot_name(number: int) -> str:
+    """The name of a run's `number`th snapshot: fslab's own, since a study names no snapshot."""
+    return check_snapshot_name(f"fslab-{number}")
+
+
+def check_snapshot_name(name: str) -> str:
+    """A snapshot name as `snapshot_name` makes them, or Refused: what reaches btrfs and zfs."""
+    if not SNAPSHOT_NAME.fullmatch(name):
+        raise Refused(f"{name!r} is not a snapshot name fslab gives (fslab-N)")
+    return name
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")

@@ -159,9 +159,7 @@ def target_rows(s: StudySummary) -> list[list[str]]:
     rows = []
     for t in s.targets:
         spec = t["spec"]
-        asked = spec["mount_options"] or "defaults"
-        if spec.get("properties"):
-            asked = " ".join(f"{k}={v}" for k, v in spec["properties"].items())
+        asked = FILESYSTEMS[t["filesystem"]].requested_options(spec)
         rows.append([
             t["name"], t["filesystem"], " → ".join([str(spec.get("devices", 1)), *spec.get("layers", [])]), " ".join(spec["mkfs_options"]) or "–", asked,
             s.effective_mount_options.get(t["name"], "–"), ", ".join(s.not_in_effect.get(t["name"], [])) or "–", t["tool_version"] or "–",

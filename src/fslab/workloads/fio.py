@@ -163,7 +163,7 @@ def parse_metrics(text: str) -> list[Metric]:
 def job_problems(workloads: list[Workload], workdir: Workdir) -> list[str]:
     """fio's own parser on every job the study will run, before anything is made: what the
     allow-list passed, fio must accept too (an engine's option under another engine, …)."""
-    somewhere = Provisioned(device="", directory=workdir.mounts / "check")  # fio --parse-only makes nothing
+    somewhere = Provisioned(top="", directory=workdir.mounts / "check")  # fio --parse-only makes nothing
     problems = []
     for workload in workloads:
         for job in (job_for(workload, somewhere), layout_job_for(workload, somewhere)):

@@ -1,0 +1,30 @@
+"""One check of what this machine offers fslab (a tool, a kernel feature), shared by `fslab
+doctor` and by the modules that know what they need (each filesystem names its own)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from fslab.system import tool_version
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""  # how to get it, when not ok
+    required: bool = True  # a failed optional check is a note, not a blocker
+
+
+def tool_check(name: str, argv: tuple[str, ...], package: str, required: bool = True) -> Check:
+    version = tool_version(argv)
+    return Check(name, version is not None, version or "not installed", f"apt-get install {package}", required)
+
+
+def kernel_filesystems() -> set[str]:
+    try:
+        return {line.split()[-1] for line in Path("/proc/filesystems").read_text().splitlines() if line.strip()}
+    except OSError:
+        return set()
