@@ -13,7 +13,7 @@ from conftest import FIXTURES
 from fslab.devices.layers import Stack
 from fslab.devices.loop import attached, image_file, on_loops
 from fslab.filesystems import FILESYSTEMS
-from fslab.monitors.base import Found, Measured, Workload, collect, measuring
+from fslab.monitors.base import Found, Workload, collect, measuring
 from fslab.monitors.cpu import CpuMonitor, CpuTimes, parse_proc_stat, summarize, use_between
 from fslab.monitors.extents import ExtentsMonitor, extent_counts, parse_filefrag
 from fslab.monitors.space import SpaceMonitor, btrfs_compression_ratio, parse_btrfs_df, parse_zfs_compressratio
