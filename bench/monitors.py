@@ -77,6 +77,7 @@ def main() -> None:
     cpu: dict[bool, list[float]] = {False: [], True: []}
     seconds: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     found_last = None
+    load_before = Path("/proc/loadavg").read_text().split()[0]
     with tempfile.TemporaryDirectory(prefix="fslab-monitors-", dir="/var/tmp") as tmp:
         workdir = Workdir(Path(tmp) / "wd")
         workdir.prepare()
@@ -105,7 +106,13 @@ def main() -> None:
     print(f"median IOPS without monitors {statistics.median(iops[False]):.0f}, with {statistics.median(iops[True]):.0f}")
     print(f"pair ratios (with ÷ without): {', '.join(f'{r:.4f}' for r in ratios)}")
     print(f"median IOPS ratio: {median:.4f} ({'within' if 0.99 <= median <= 1.01 else 'OUTSIDE'} 0.99–1.01)")
-    print(f"fslab's own CPU while fio ran: {statistics.median(cpu[False]) * 1000:.1f} ms without monitors, {statistics.median(cpu[True]) * 1000:.1f} ms with")
+    noise = {side: statistics.stdev(v) / statistics.mean(v) for side, v in iops.items()}
+    print(f"run-to-run CV of IOPS: {noise[False]:.1%} without monitors, {noise[True]:.1%} with; load average before {load_before}, after {Path('/proc/loadavg').read_text().split()[0]}")
+    if noise[False] > 0.01:
+        print("the machine's own noise exceeds 1 %: the ratio cannot be judged to 1 % here; the monitors' cost below is what they take")
+    extra = statistics.median(cpu[True]) - statistics.median(cpu[False])
+    print(f"fslab's own CPU while fio ran: {statistics.median(cpu[False]) * 1000:.1f} ms without monitors, {statistics.median(cpu[True]) * 1000:.1f} ms with "
+          f"({extra / args.runtime:.2%} of one CPU)")
     print(f"{'monitor':<8} {'start (ms)':>10} {'stop (ms)':>10} {'values (ms)':>11}")
     for name, calls in seconds.items():
         print(f"{name:<8} " + " ".join(f"{statistics.median(calls[c]) * 1000:>{w}.3f}" for c, w in (("start", 10), ("stop", 10), ("values", 11))))
