@@ -44,6 +44,7 @@ bench: setup
 	$(PYTHON) bench/fidelity.py
 	$(PYTHON) bench/overhead.py
 	$(PYTHON) bench/adaptive.py
+	$(PYTHON) bench/monitors.py
 
 clean:
 	rm -rf $(VENV) reports fslab.db fslab.db-wal fslab.db-shm

@@ -1,0 +1,120 @@
+"""The space a filesystem uses after the workload, and what its compression saves.
+
+Space: statvfs of the mount point (what `df` shows), blocks in use × fragment size, after the
+filesystem has been synced (`sync -f`: delayed allocation reserves blocks only at writeback).
+`space_used_bytes` is the total after the measured phase; `space_grown_bytes` what it added.
+
+Compression ratio = the bytes the files hold ÷ the bytes their data takes on the devices:
+- Btrfs: the files' allocated bytes (st_blocks × 512, which Btrfs counts uncompressed) summed
+  over the filesystem, over the data in use that `btrfs filesystem df -b` reports (compressed
+  extents, before any RAID copy). Data inlined in metadata (files under max_inline, 2 KiB by
+  default) counts above, not below: many tiny files raise the ratio a little. Debian's
+  btrfs-compsize measures the same per extent; fslab does not need it.
+- ZFS: the dataset's `compressratio` property; the ZFS module asks `zfs get` and hands the text
+  to `parse_zfs_compressratio`.
+A filesystem that does not compress has no ratio (no value, rather than 1).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from fslab.monitors.base import Found, Measured, Workload
+from fslab.system import run
+
+CompressionRatio = Callable[[Path], "float | None"]  # the mount point → its ratio
+
+
+def used_bytes(mountpoint: Path) -> int:
+    """Bytes in use on the filesystem mounted at `mountpoint`, as df counts them."""
+    st = os.statvfs(mountpoint)
+    return (st.f_blocks - st.f_bfree) * st.f_frsize
+
+
+_BTRFS_DF = re.compile(r"^(\w+), [\w]+: total=(\d+), used=(\d+)$")
+
+
+def parse_btrfs_df(text: str) -> dict[str, int]:
+    """`btrfs filesystem df -b` → bytes used per block-group type (Data, Metadata, System …),
+    summed over profiles ("Data, single" and "Data, RAID1" during a balance)."""
+    used: dict[str, int] = {}
+    for line in text.splitlines():
+        match = _BTRFS_DF.match(line.strip())
+        if match:
+            used[match[1]] = used.get(match[1], 0) + int(match[3])
+    if "Data" not in used:
+        raise ValueError(f"no Data line in `btrfs filesystem df -b` output: {text[:200]!r}")
+    return used
+
+
+def files_allocated(mountpoint: Path) -> int:
+    """Bytes allocated to the regular files under `mountpoint` (this filesystem only)."""
+    device = os.lstat(mountpoint).st_dev
+    allocated = 0
+    for directory, subdirectories, files in os.walk(mountpoint):
+        for name in files:
+            st = os.lstat(os.path.join(directory, name))
+            if st.st_dev == device and not os.path.islink(os.path.join(directory, name)):
+                allocated += st.st_blocks * 512
+        subdirectories[:] = [d for d in subdirectories if os.lstat(os.path.join(directory, d)).st_dev == device]
+    return allocated
+
+
+def compression_ratio(logical: int, stored: int) -> float | None:
+    """Bytes held ÷ bytes stored; None when nothing is stored."""
+    return logical / stored if stored > 0 else None
+
+
+def btrfs_compression_ratio(mountpoint: Path) -> float | None:
+    """A synced Btrfs's ratio (see the module's doc)."""
+    run(["btrfs", "filesystem", "sync", str(mountpoint)])
+    stored = parse_btrfs_df(run(["btrfs", "filesystem", "df", "-b", str(mountpoint)]).stdout)["Data"]
+    return compression_ratio(files_allocated(mountpoint), stored)
+
+
+def parse_zfs_compressratio(text: str) -> float:
+    """The ratio in `zfs get compressratio DATASET` output, with or without -H/-p:
+
+        NAME        PROPERTY       VALUE  SOURCE
+        tank/data   compressratio  2.13x  -
+
+    ("2.13x"; with -p "2.13")."""
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) >= 3 and fields[1] == "compressratio":
+            value = fields[2].removesuffix("x")
+            try:
+                return float(value)
+            except ValueError:
+                break
+    raise ValueError(f"no compressratio value in `zfs get` output: {text[:200]!r}")
+
+
+class SpaceMonitor:
+    """Space in use at start and after the phase; the compression ratio where one is given."""
+
+    name = "space"
+
+    def __init__(self, mountpoint: Path, ratio: CompressionRatio | None = None):
+        self.mountpoint = mountpoint
+        self.ratio = ratio
+        self.before: int | None = None
+
+    def start(self) -> None:
+        self.before = used_bytes(self.mountpoint)
+
+    def stop(self) -> None:
+        pass  # measured in `values`, after the window: syncing belongs to no workload
+
+    def values(self, workload: Workload, found: Found) -> None:
+        run(["sync", "-f", str(self.mountpoint)])
+        after = used_bytes(self.mountpoint)
+        found.values.append(Measured("space_used_bytes", after, "B", False))
+        if self.before is not None:
+            found.values.append(Measured("space_grown_bytes", after - self.before, "B", False))
+        ratio = self.ratio(self.mountpoint) if self.ratio else None
+        if ratio is not None:
+            found.values.append(Measured("compression_ratio", ratio, "×", True))

@@ -1,0 +1,129 @@
+"""What the devices under a target read and wrote during the measured phase, from the kernel's
+own counters (/sys/class/block/<name>/stat, disks and partitions alike).
+
+The stat file's 3rd and 7th fields count sectors read and written; the kernel counts them in
+512-byte units whatever the device's own sector size, so bytes = sectors × 512.
+
+From these and what the workload says it moved:
+- write amplification = device bytes written ÷ bytes the workload wrote (a filesystem's
+  journal, metadata and copy-on-write show above 1; a RAID1 of two devices writes twice);
+- reads served by a cache: the devices read far fewer bytes than the workload read
+  (below CACHE_SERVED_BELOW of it), so something above them — the page cache, the ARC —
+  answered. A compressing filesystem also reads fewer bytes than it returns (zeros compress
+  to almost nothing): such a flag on a compressing target names compression as a cause.
+
+Device names come from sysfs and from what a layer's tool printed: untrusted text, so a name
+is used only if it is plain (no '/') and the kernel lists it under /sys/class/block.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from fslab.errors import FslabError
+from fslab.monitors.base import Found, Measured, Workload
+
+SYS_CLASS_BLOCK = Path("/sys/class/block")
+SECTOR = 512  # the unit of /sys/block/*/stat, fixed by the kernel
+CACHE_SERVED_BELOW = 0.5  # device reads under half the workload's: a cache answered the rest
+_PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+:-]{0,63}")
+
+
+class UnknownDevice(FslabError):
+    pass
+
+
+def block_name(device: str) -> str:
+    """The kernel's name of a block device given as a name (`loop3`) or a node (`/dev/loop3`,
+    `/dev/mapper/x` → `dm-2`); UnknownDevice unless it is plain and under /sys/class/block."""
+    name = os.path.basename(os.path.realpath(device)) if device.startswith("/dev/") else device
+    if not _PLAIN.fullmatch(name) or not (SYS_CLASS_BLOCK / name / "stat").is_file():
+        raise UnknownDevice(f"{device!r} is not a block device the kernel lists under {SYS_CLASS_BLOCK}")
+    return name
+
+
+@dataclass(frozen=True)
+class Counted:
+    """Bytes one or several devices read and wrote (since boot, or over a window)."""
+
+    read_bytes: int
+    written_bytes: int
+
+    def __add__(self, other: Counted) -> Counted:
+        return Counted(self.read_bytes + other.read_bytes, self.written_bytes + other.written_bytes)
+
+    def __sub__(self, other: Counted) -> Counted:
+        return Counted(self.read_bytes - other.read_bytes, self.written_bytes - other.written_bytes)
+
+
+def parse_block_stat(text: str) -> Counted:
+    """One /sys/class/block/<name>/stat line: sectors read (3rd field) and written (7th), in bytes."""
+    fields = text.split()
+    if len(fields) < 7:
+        raise ValueError(f"a block device's stat has at least 7 fields, not {len(fields)}: {text[:80]!r}")
+    return Counted(int(fields[2]) * SECTOR, int(fields[6]) * SECTOR)
+
+
+def total(counts: Mapping[str, Counted]) -> Counted:
+    return sum(counts.values(), Counted(0, 0))
+
+
+def write_amplification(device_written: float, workload_written: float | None) -> float | None:
+    """Device bytes written per byte the workload wrote; None when the workload wrote nothing."""
+    return device_written / workload_written if workload_written else None
+
+
+def served_by_cache(device_read: float, workload_read: float | None) -> bool:
+    """Whether the workload read far more than its devices did (see CACHE_SERVED_BELOW)."""
+    return bool(workload_read) and device_read < CACHE_SERVED_BELOW * workload_read
+
+
+def judged(moved: Counted, workload: Workload) -> Found:
+    """The traffic's values, and its flag when reads came from a cache."""
+    found = Found([
+        Measured("device_read_bytes", moved.read_bytes, "B", False),
+        Measured("device_written_bytes", moved.written_bytes, "B", False),
+    ])
+    amplification = write_amplification(moved.written_bytes, workload.written_bytes)
+    if amplification is not None:
+        found.values.append(Measured("write_amplification", amplification, "×", False))
+    if workload.read_bytes:
+        found.values.append(Measured("device_read_ratio", moved.read_bytes / workload.read_bytes, "×", False))
+        if served_by_cache(moved.read_bytes, workload.read_bytes):
+            found.flags.append(
+                f"reads were served by a cache: the devices read {moved.read_bytes / workload.read_bytes:.0%} of the "
+                f"{workload.read_bytes:.0f} bytes the workload read (page cache, ARC — or compression)"
+            )
+    return found
+
+
+def read_counts(names: Sequence[str]) -> dict[str, Counted]:
+    return {name: parse_block_stat((SYS_CLASS_BLOCK / name / "stat").read_text()) for name in names}
+
+
+class TrafficMonitor:
+    """The devices' counters read at start and at stop; their difference is the phase's traffic."""
+
+    name = "traffic"
+
+    def __init__(self, devices: Sequence[str]):
+        self.names = sorted({block_name(device) for device in devices})
+        self.before: dict[str, Counted] = {}
+        self.moved: Counted | None = None
+
+    def start(self) -> None:
+        self.before = read_counts(self.names)
+
+    def stop(self) -> None:
+        after = read_counts(self.names)
+        self.moved = total({name: after[name] - self.before[name] for name in self.names})
+
+    def values(self, workload: Workload, found: Found) -> None:
+        if self.moved is not None:
+            more = judged(self.moved, workload)
+            found.values.extend(more.values)
+            found.flags.extend(more.flags)

@@ -1,0 +1,207 @@
+"""Monitors: the parsers and arithmetic on real and synthetic text, and each monitor for real —
+the CPU sampler, device traffic on a loop device fslab attached, space and compression on Btrfs,
+extents on ext4."""
+
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES
+
+from fslab.devices.layers import Stack
+from fslab.devices.loop import attached, image_file, on_loops
+from fslab.filesystems import FILESYSTEMS
+from fslab.monitors.base import Found, Workload, collect, measuring
+from fslab.monitors.cpu import CpuMonitor, CpuTimes, parse_proc_stat, summarize, use_between
+from fslab.monitors.extents import ExtentsMonitor, extent_counts, parse_filefrag
+from fslab.monitors.space import SpaceMonitor, btrfs_compression_ratio, parse_btrfs_df, parse_zfs_compressratio
+from fslab.monitors.traffic import CACHE_SERVED_BELOW, Counted, TrafficMonitor, UnknownDevice, block_name, judged, parse_block_stat, served_by_cache, write_amplification
+from fslab.study import Target
+
+MONITORS = FIXTURES / "monitors"
+MiB = 2**20
+
+
+def values(found: Found) -> dict[str, float]:
+    return {v.name: v.value for v in found.values}
+
+
+# --- CPU ---------------------------------------------------------------------------------------
+
+
+def test_proc_stat_parsed_from_a_real_snapshot():
+    times = parse_proc_stat((MONITORS / "proc-stat-a.txt").read_text())
+    assert times == CpuTimes(789393, 0, 172407, 1549953, 70056, 0, 14606, 244)
+    assert times.busy == 789393 + 172407 + 14606 and times.total == times.busy + 1549953 + 70056 + 244
+
+
+def test_use_between_two_real_snapshots_half_a_second_apart():
+    a, b = (parse_proc_stat((MONITORS / f"proc-stat-{x}.txt").read_text()) for x in "ab")
+    use = use_between(a, b)
+    elapsed = 20 + 8 + 70 + 1 + 1  # user, system, idle, softirq, steal ticks on 2 CPUs
+    assert use.busy == pytest.approx(100 * (20 + 8 + 1) / elapsed)
+    assert use.user == pytest.approx(20) and use.system == pytest.approx(9) and use.iowait == 0
+
+
+def test_user_system_iowait_split_and_peak_on_synthetic_samples():
+    def t(user, system, idle, iowait, irq=0, softirq=0, nice=0):
+        return CpuTimes(user, nice, system, idle, iowait, irq, softirq, 0)
+
+    samples = [t(0, 0, 0, 0), t(10, 10, 80, 0), t(90, 10, 80, 20, irq=5, softirq=5, nice=10)]  # second interval: busy but for iowait
+    summary = summarize(samples)
+    # whole window: 220 ticks; user+nice 100, system+irq+softirq 20, iowait 20
+    assert summary.average.user == pytest.approx(100 * 100 / 220)
+    assert summary.average.system == pytest.approx(100 * 20 / 220)
+    assert summary.average.iowait == pytest.approx(100 * 20 / 220)
+    assert summary.average.busy == pytest.approx(100 * 120 / 220)
+    assert summary.peak_busy == pytest.approx(100 * 100 / 120)  # second interval: 100 busy of 120
+    assert summarize(samples[:1]) is None and summarize([samples[0], samples[0]]) is None
+
+
+def test_an_older_kernels_short_cpu_line_and_a_missing_one():
+    assert parse_proc_stat("cpu  1 2 3 4\n").iowait == 0
+    with pytest.raises(ValueError):
+        parse_proc_stat("intr 1 2 3\n")
+
+
+def test_the_cpu_sampler_samples_several_times_a_second_and_stops():
+    monitor = CpuMonitor(period=0.05)
+    with measuring([monitor]):
+        end = time.monotonic() + 0.5
+        while time.monotonic() < end:  # keep one CPU busy
+            pass
+    assert monitor._thread is None, "the thread ends with the phase"
+    assert len(monitor.samples) >= 6
+    got = values(collect([monitor]))
+    assert 0 <= got["host_cpu_busy_pct"] <= 100 and got["host_cpu_busy_pct"] <= got["host_cpu_busy_peak_pct"] <= 100
+    assert got["host_cpu_busy_pct"] > 20, "a busy loop on one of the CPUs shows"
+    assert set(got) == {"host_cpu_busy_pct", "host_cpu_busy_peak_pct", "host_cpu_user_pct", "host_cpu_system_pct", "host_cpu_iowait_pct"}
+
+
+def test_monitors_are_stopped_when_the_phase_fails():
+    monitor = CpuMonitor(period=0.05)
+    with pytest.raises(RuntimeError), measuring([monitor]):
+        raise RuntimeError("the workload failed")
+    assert monitor._thread is None
+
+
+# --- device traffic -----------------------------------------------------------------------------
+
+
+def test_block_stat_counts_512_byte_sectors_whatever_the_device():
+    line = "31503905      409 360418128  7024456  3578228   176393 2287777074 13776348        0  1130192 20808301      174        0 45437606        7    17717     7488\n"
+    assert parse_block_stat(line) == Counted(360418128 * 512, 2287777074 * 512)
+    with pytest.raises(ValueError):
+        parse_block_stat("1 2 3")
+
+
+def test_write_amplification_and_the_cache_judgement_on_synthetic_numbers():
+    assert write_amplification(3 * MiB, 1 * MiB) == 3.0
+    assert write_amplification(3 * MiB, 0) is None and write_amplification(3 * MiB, None) is None
+    assert served_by_cache(0, 100 * MiB) and served_by_cache(CACHE_SERVED_BELOW * 100 * MiB - 1, 100 * MiB)
+    assert not served_by_cache(CACHE_SERVED_BELOW * 100 * MiB, 100 * MiB) and not served_by_cache(120 * MiB, 100 * MiB)
+    assert not served_by_cache(0, 0) and not served_by_cache(0, None)
+    found = judged(Counted(read_bytes=1 * MiB, written_bytes=150 * MiB), Workload(read_bytes=100 * MiB, written_bytes=100 * MiB))
+    assert values(found) == {"device_read_bytes": MiB, "device_written_bytes": 150 * MiB, "write_amplification": 1.5, "device_read_ratio": 0.01}
+    assert len(found.flags) == 1 and "served by a cache" in found.flags[0]
+    assert judged(Counted(100 * MiB, 0), Workload(read_bytes=100 * MiB)).flags == []
+
+
+@pytest.mark.parametrize("name", ["../sda", "loop0/../../x", "no-such-device", "", "/dev/../etc/passwd", "a\nb"])
+def test_a_device_name_the_kernel_does_not_list_is_refused(name):
+    with pytest.raises(UnknownDevice):
+        block_name(name)
+
+
+def test_device_traffic_adds_up_for_a_known_direct_write(workdir):
+    size = 64 * MiB
+    with image_file(workdir.journal, workdir.images, "traffic", 128 * MiB, fill=False) as image, attached(workdir.journal, image) as loop:
+        assert block_name(loop.device) == Path(loop.device).name
+        monitor = TrafficMonitor([loop.device])
+        with measuring([monitor]):
+            subprocess.run(["dd", "if=/dev/zero", f"of={loop.device}", "bs=1M", f"count={size // MiB}", "oflag=direct", "status=none"], check=True)
+        got = values(collect([monitor], Workload(written_bytes=size)))
+    assert got["device_written_bytes"] == pytest.approx(size, rel=0.02)
+    assert got["write_amplification"] == pytest.approx(1.0, rel=0.02)
+
+
+# --- space and compression ----------------------------------------------------------------------
+
+BTRFS_DF = """\
+Data, single: total=8388608, used=2162688
+System, DUP: total=8388608, used=16384
+Metadata, DUP: total=268435456, used=196608
+GlobalReserve, single: total=3670016, used=0
+"""
+
+
+def test_btrfs_df_and_zfs_compressratio_parsed():
+    assert parse_btrfs_df(BTRFS_DF) == {"Data": 2162688, "System": 16384, "Metadata": 196608, "GlobalReserve": 0}
+    assert parse_btrfs_df("Data, single: total=1, used=1\nData, RAID1: total=9, used=2\n")["Data"] == 3
+    # the form zfs(8) documents, and the scripted one (-H -p)
+    assert parse_zfs_compressratio("NAME       PROPERTY       VALUE  SOURCE\ntank/data  compressratio  2.13x  -\n") == 2.13
+    assert parse_zfs_compressratio("tank\tcompressratio\t1.00\t-\n") == 1.0
+    for bad in ("", "tank  compressratio  -  -"):
+        with pytest.raises(ValueError):
+            parse_zfs_compressratio(bad)
+
+
+def write_file(path: Path, data_block, size: int) -> None:
+    with open(path, "wb") as f:
+        for _ in range(size // MiB):
+            f.write(data_block())
+
+
+def test_btrfs_with_zstd_compresses_zeros_and_not_random_data(workdir):
+    target = Target("zstd", "btrfs", (), "compress=zstd", 512 * MiB, "sparse")
+    ratios = {}
+    with image_file(workdir.journal, workdir.images, "zstd", target.image_size, fill=False) as image, attached(workdir.journal, image) as loop:
+        for pattern, block in (("zeros", lambda: bytes(MiB)), ("random", lambda: os.urandom(MiB))):
+            with FILESYSTEMS["btrfs"].provision(workdir.journal, Stack.on(on_loops([loop])), workdir.mounts / "zstd", target) as made:
+                monitor = SpaceMonitor(made.directory, btrfs_compression_ratio)
+                with measuring([monitor]):
+                    write_file(made.directory / "data", block, 64 * MiB)
+                got = values(collect([monitor]))
+                ratios[pattern] = got["compression_ratio"]
+                assert got["space_grown_bytes"] >= 0 and got["space_used_bytes"] > 0
+                if pattern == "random":
+                    assert got["space_grown_bytes"] == pytest.approx(64 * MiB, rel=0.1), "random data takes its own size"
+    assert ratios["zeros"] > 10, ratios
+    assert ratios["random"] == pytest.approx(1.0, abs=0.05), ratios
+
+
+def test_a_filesystem_that_does_not_compress_has_no_ratio(tmp_path):
+    monitor = SpaceMonitor(tmp_path)
+    with measuring([monitor]):
+        (tmp_path / "f").write_bytes(b"x")
+    got = values(collect([monitor]))
+    assert "compression_ratio" not in got and {"space_used_bytes", "space_grown_bytes"} <= set(got)
+
+
+# --- extents ------------------------------------------------------------------------------------
+
+
+def test_filefrag_output_parsed_even_with_odd_paths():
+    text = "/mnt/a: 1 extent found\n/mnt/b: c: 12 extents found\n/mnt/empty: 0 extents found\n"
+    assert parse_filefrag(text) == {"/mnt/a": 1, "/mnt/b: c": 12, "/mnt/empty": 0}
+
+
+def test_extents_of_a_real_file_on_btrfs_before_and_after_overwrites(workdir):
+    target = Target("cow", "btrfs", (), "", 256 * MiB, "sparse")
+    with image_file(workdir.journal, workdir.images, "cow", target.image_size, fill=False) as image, attached(workdir.journal, image) as loop:
+        with FILESYSTEMS["btrfs"].provision(workdir.journal, Stack.on(on_loops([loop])), workdir.mounts / "cow", target) as made:
+            path = made.directory / "file"
+            write_file(path, lambda: os.urandom(MiB), MiB)
+            os.sync()
+            assert extent_counts([path]) == {path: 1}
+            monitor = ExtentsMonitor([path])
+            with measuring([monitor]), open(path, "r+b") as f:
+                for k in range(8):  # copy-on-write puts every other 64 KiB elsewhere
+                    f.seek((2 * k + 1) * 65536)
+                    f.write(os.urandom(65536))
+                    f.flush()
+                    os.fsync(f.fileno())
+            (found,) = collect([monitor]).values
+            assert found.name == "extents" and 15 <= found.value <= 16, found
