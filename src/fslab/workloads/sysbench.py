@@ -33,6 +33,7 @@ from pathlib import Path
 
 from fslab.guard.options import ON_OFF, Integer, Kind, Matches, Number, OneOf, OptionRefused, ToolOptions, check_arguments, shown
 from fslab.journal import Journal
+from fslab.workloads.findings import Finding
 from fslab.system import run_held
 
 BY_FSLAB = "fslab sets it itself"
@@ -325,16 +326,6 @@ BUSY_SLACK = 0.02
 # fsyncs per write at or above this share of the files: sysbench's periodic fsync sweep over
 # every file (--file-fsync-freq), not an fsync of what was written.
 SWEEP_SHARE = 0.5
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One judgement on a run: `implausible` ones mean its figures cannot be reported as plain
-    results (they are flagged on the cell); the others are notes a reader needs."""
-
-    kind: str
-    says: str
-    implausible: bool
 
 
 def judge(result: SysbenchRun, options: SysbenchOptions | None = None) -> list[Finding]:
