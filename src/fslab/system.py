@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -86,7 +86,10 @@ except FileNotFoundError:
 """
 
 
-def run(argv: Sequence[str], *, check: bool = True, timeout: float | None = None, cwd: Path | None = None, on_start: Callable[[int], None] | None = None) -> subprocess.CompletedProcess[str]:
+def run(
+    argv: Sequence[str], *, check: bool = True, timeout: float | None = None, cwd: Path | None = None,
+    on_start: Callable[[int], None] | None = None, env: Mapping[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
     """Run a command to completion and capture its output; in `cwd` when given (fio writes
     side files such as verify state into its current directory: fslab gives it a private one).
 
@@ -99,6 +102,8 @@ def run(argv: Sequence[str], *, check: bool = True, timeout: float | None = None
     until `on_start` has returned (to journal it), then becomes the command (exec: same pid, same
     start time); it ends without running the command if fslab dies first. So no command runs
     that the journal does not know.
+
+    `env`: variables set for the command on top of fslab's own (LC_ALL=C, for output read back).
     """
     timeout, named = _time_left(timeout)
     if timeout is not None and timeout <= 0:
@@ -106,7 +111,7 @@ def run(argv: Sequence[str], *, check: bool = True, timeout: float | None = None
     gate_read, gate_write = os.pipe() if on_start else (-1, -1)
     command = [sys.executable, "-I", "-S", "-c", _GATE, str(gate_read), *argv] if on_start else list(argv)
     try:
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=cwd, pass_fds=(gate_read,) if on_start else ())
+        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=cwd, env={**os.environ, **env} if env else None, pass_fds=(gate_read,) if on_start else ())
     except FileNotFoundError as exc:
         raise CommandError(argv, 127, "", f"{argv[0]}: command not found") from exc
     finally:
@@ -131,7 +136,9 @@ def run(argv: Sequence[str], *, check: bool = True, timeout: float | None = None
     return subprocess.CompletedProcess(list(argv), proc.returncode, stdout, stderr)
 
 
-def run_held(journal: Journal, argv: Sequence[str], *, timeout: float | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def run_held(
+    journal: Journal, argv: Sequence[str], *, timeout: float | None = None, cwd: Path | None = None, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run a tool that works on fslab's mounts and devices (a workload, a layout or fill job),
     recorded in the journal with its pid and start time: `fslab cleanup` after a kill -9 stops
     that very process and its children before it unmounts or detaches what they hold."""
@@ -142,7 +149,7 @@ def run_held(journal: Journal, argv: Sequence[str], *, timeout: float | None = N
             if started is not None:
                 held.prove(**replace(started, comm=held.ident).proof())
 
-        return run(argv, timeout=timeout, cwd=cwd, on_start=prove)
+        return run(argv, timeout=timeout, cwd=cwd, on_start=prove, env=env)
 
 
 @releaser("process")

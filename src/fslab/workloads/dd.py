@@ -1,0 +1,228 @@
+"""dd (seed 000's sanity check: 1 GiB written `bs=1M oflag=direct`, read back `iflag=direct`): its
+options through an allow-list, the commands of its two measured steps, running them, and the
+summary line it prints read into numbers.
+
+dd works on one file in the target's directory, named by fslab (guard/names.py file_name of the
+workload's name); no option may name a file or a device. dd reports on stderr, in the words of
+its locale ("copiados", "0,5 s"): fslab runs it with LC_ALL=C, and reads bytes and seconds from
+that line, computing MB/s and MiB/s itself rather than trusting dd's rounded "1.1 GB/s".
+
+Data: "zeros" reads /dev/zero, as seed 000 did. "random" reads a file of random bytes fslab made
+beforehand (`make_random_source`, not measured) in a RAM-backed directory of its own (tmpfs, such
+as /dev/shm: dropping caches leaves it), because /dev/urandom itself is slower than the disks
+measured (475 MB/s on the machine the fixtures come from, against 1.3 GB/s for the direct write):
+reading it inside the measured window would measure the kernel's random generator. The source
+costs its size in RAM for as long as it is kept.
+
+Parsing is pure (text in, a record out), tested on real output (tests/fixtures/dd).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from fslab.guard.names import file_name
+from fslab.guard.options import Integer, Kind, OneOf, OptionRefused, Size, plain_value_problem, shown
+from fslab.journal import Journal
+from fslab.system import run_held
+from fslab.toml_errors import unknown
+from fslab.workloads.findings import Finding
+
+ENV = {"LC_ALL": "C"}  # dd's words and numbers as the parser reads them
+DATA = ("random", "zeros")
+ZEROS = "/dev/zero"
+DATA_PATTERNS = {
+    "random": "random (dd reads a file of random bytes fslab made beforehand in RAM: incompressible, none repeated)",
+    "zeros": "zeros (dd reads /dev/zero: every byte written is 0, as compressible as data gets)",
+}
+
+# What a study may set, by dd's own operand names, and `direct` (fslab's: oflag/iflag=direct).
+DD_OPTIONS: dict[str, Kind] = {
+    "bs": Size(512, 2**30),  # a power of two: direct I/O needs blocks aligned to the device's
+    "count": Integer(1, 2**31),
+    "direct": OneOf(("true", "false")),
+    "conv": OneOf(("fsync", "fdatasync")),  # on the write: data on the device before dd reports
+}
+_FLAGS = "fslab sets iflag=direct and oflag=direct from `direct`"
+_OUTPUT = "it changes the line fslab reads its numbers from"
+DD_REFUSED = {
+    "if": "fslab gives dd its input (the target's file, or the data source)",
+    "of": "fslab gives dd its output (the target's file, or /dev/null)",
+    "iflag": _FLAGS, "oflag": _FLAGS, "status": _OUTPUT,
+    "ibs": "write bs", "obs": "write bs", "cbs": "it converts records, which measures nothing",
+    "skip": "dd reads and writes the file from its start", "seek": "dd reads and writes the file from its start",
+    "iseek": "dd reads and writes the file from its start", "oseek": "dd reads and writes the file from its start",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class DdOptions:
+    """One dd workload, every value checked. Defaults: seed 000's 1 GiB in 1 MiB blocks, direct."""
+
+    block_size: int = 2**20
+    count: int = 1024
+    direct: bool = True
+    conv: str | None = None
+    data: str = "random"
+
+    @property
+    def size(self) -> int:
+        return self.block_size * self.count
+
+    def data_pattern(self) -> str:
+        """The words stored with every run (runs.data_pattern)."""
+        return DATA_PATTERNS[self.data]
+
+
+def _text(value: str | int | bool) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def dd_options(options: Mapping[str, str | int | bool], *, data: str = "random") -> DdOptions:
+    """A study's dd options (bs, count, direct, conv) over seed 000's defaults, each checked;
+    OptionRefused names every one refused and why."""
+    if data not in DATA:
+        raise OptionRefused(f"dd data {data!r} is not one of {', '.join(DATA)}")
+    problems, fields = [], {}
+    for name, raw in options.items():
+        value = _text(raw)
+        if name in DD_REFUSED:
+            problems.append(f"dd {shown(name)}={shown(value)} is refused: {DD_REFUSED[name]}")
+        elif name not in DD_OPTIONS:
+            problems.append(unknown("dd option", shown(name), DD_OPTIONS))
+        elif why := plain_value_problem(value) or DD_OPTIONS[name].problem(value):
+            problems.append(f"dd {name}={shown(value)} {why}")
+        else:
+            fields[name] = value
+    if problems:
+        raise OptionRefused("; ".join(problems))
+    return DdOptions(
+        block_size=_bytes(fields["bs"]) if "bs" in fields else DdOptions.block_size,
+        count=int(fields.get("count", DdOptions.count)),
+        direct=fields.get("direct", "true") == "true",
+        conv=fields.get("conv"),
+        data=data,
+    )
+
+
+def _bytes(size: str) -> int:
+    """A checked size (1M, 4k, 65536): dd's K, M, G are binary, like the guard's."""
+    number, unit = re.fullmatch(r"(\d+)([kmgKMG]?)", size).groups()  # type: ignore[union-attr]
+    return int(number) * 1024 ** " kmg".index(unit.lower() or " ")
+
+
+def target_file(directory: Path, workload: str) -> Path:
+    """The file dd writes and reads: in the target's directory, named by fslab."""
+    return directory / file_name(workload)
+
+
+def write_argv(options: DdOptions, file: Path, source: Path | None = None) -> list[str]:
+    """The measured write. `source`: the random-data file (make_random_source); zeros need none."""
+    if options.data == "random" and source is None:
+        raise ValueError("random data needs its source file (make_random_source)")
+    data = source if options.data == "random" else ZEROS
+    return [
+        "dd", f"if={data}", f"of={file}", f"bs={options.block_size}", f"count={options.count}",
+        *(["oflag=direct"] if options.direct else []), *([f"conv={options.conv}"] if options.conv else []),
+    ]  # fmt: skip
+
+
+def read_argv(options: DdOptions, file: Path) -> list[str]:
+    """The measured read of what the write left."""
+    return ["dd", f"if={file}", "of=/dev/null", f"bs={options.block_size}", f"count={options.count}", *(["iflag=direct"] if options.direct else [])]
+
+
+def make_random_source(path: Path, size: int, *, chunk: int = 2**20) -> None:
+    """Write `size` random bytes to `path` (fslab's own file, on tmpfs): not measured."""
+    with open(path, "wb") as out:
+        for start in range(0, size, chunk):
+            out.write(os.urandom(min(chunk, size - start)))
+
+
+def run_step(journal: Journal, argv: list[str], *, timeout: float | None = None) -> str:
+    """Run one dd (journalled: clean-up stops it) in the C locale; what it reported (stderr)."""
+    return run_held(journal, argv, timeout=timeout, env=ENV).stderr
+
+
+# ---- the report -------------------------------------------------------------------------------
+
+DIRECTIONS = ("write", "read")
+# name → (unit, higher is better)
+METRIC_UNITS: dict[str, tuple[str, bool]] = {
+    name: info
+    for d in DIRECTIONS
+    for name, info in ((f"{d}_mb_s", ("MB/s", True)), (f"{d}_mib_s", ("MiB/s", True)), (f"{d}_elapsed_s", ("s", False)))
+}
+PRIMARY = ("write_mb_s", "read_mb_s")
+
+
+@dataclass(frozen=True)
+class DdRun:
+    """What dd reported: whole and partial records in and out, bytes copied, seconds taken."""
+
+    records_in: tuple[int, int]
+    records_out: tuple[int, int]
+    copied: int  # bytes
+    seconds: float
+
+    @property
+    def bytes_per_s(self) -> float:
+        return self.copied / self.seconds if self.seconds > 0 else math.inf
+
+
+def metric_values(result: DdRun, direction: str) -> dict[str, float]:
+    """The step's metrics (METRIC_UNITS names), `direction` "write" or "read"."""
+    if direction not in DIRECTIONS:
+        raise ValueError(f"dd's direction is write or read, not {direction!r}")
+    rate = result.bytes_per_s
+    return {f"{direction}_mb_s": rate / 1e6, f"{direction}_mib_s": rate / 2**20, f"{direction}_elapsed_s": result.seconds}
+
+
+_RECORDS = re.compile(r"^(\d+)\+(\d+) records (in|out)$", re.MULTILINE)
+# "1073741824 bytes (1.1 GB, 1.0 GiB) copied, 0.81105 s, 1.3 GB/s"; "1 byte copied, 2e-05 s, …";
+# seconds as C's %g (an exponent when tiny), with a decimal comma where a locale slipped through.
+_COPIED = re.compile(r"^(\d+) bytes? (?:\([^)]*\) )?copied, (\d+(?:[.,]\d+)?(?:e[-+]?\d+)?) s, .*$", re.MULTILINE)
+
+
+def parse(text: str) -> DdRun:
+    """dd's report (its stderr); ValueError when it holds none (dd failed, or spoke another locale)."""
+    records = {kind: (int(whole), int(part)) for whole, part, kind in _RECORDS.findall(text)}
+    copied = _COPIED.findall(text)
+    if not copied or set(records) != {"in", "out"}:
+        said = " / ".join(line.strip() for line in text.strip().splitlines()[-3:]) or "nothing"
+        raise ValueError(f"dd reported no copy (run it with LC_ALL=C): {said}")
+    size, seconds = copied[-1]
+    return DdRun(records["in"], records["out"], int(size), float(seconds.replace(",", ".")))
+
+
+# ---- what cannot be taken as a result ---------------------------------------------------------
+
+# Shorter than this, dd's clock measures the system call more than the copy.
+MIN_SECONDS = 0.01
+
+
+def judge(result: DdRun, options: DdOptions) -> list[Finding]:
+    """What makes a step's figure no plain result (pure). Rates beyond the raw device are judged
+    by the summary against the study's raw targets: metric_values' MB/s is what it needs."""
+    found = []
+    if result.copied != options.size or result.records_in[1] or result.records_out[1]:
+        found.append(Finding(
+            "short_copy",
+            f"dd copied {result.copied} bytes ({result.records_out[0]}+{result.records_out[1]} records), not {options.size}: "
+            "its rate is for another amount of data",
+            implausible=True,
+        ))  # fmt: skip
+    if result.seconds < MIN_SECONDS:
+        found.append(Finding(
+            "too_short_to_time",
+            f"dd took {result.seconds:g} s, under {MIN_SECONDS:g} s: no rate can be read from it",
+            implausible=True,
+        ))  # fmt: skip
+    if not options.direct and not options.conv:
+        found.append(Finding("buffered", "buffered without conv=fsync: the page cache answers, not the device", implausible=False))
+    return found
