@@ -272,3 +272,29 @@ def test_a_symlink_at_the_record_of_what_fslab_wrote_is_not_written_through(work
         assert result.returncode == 1 and "never through a symlink" in " ".join(result.stdout.split()), result.stdout + result.stderr
         assert held_by(workdir.root) == []
     assert precious.read_text() == "mine\n" and workdir.written_path.is_symlink()
+
+
+def test_a_confirmed_device_replaced_at_its_number_before_the_run_is_refused_and_not_wiped(workdir, tmp_path):
+    from fslab.devices.named import NamedSource, confirmed
+    from fslab.errors import Refused
+
+    with users_disk() as disk:
+        devices, problems = confirmed([disk.device], [disk.device])
+        assert problems == [] and devices[disk.device].proof is not None
+        other = disk.home / "other.img"
+        with open(other, "wb") as f:
+            f.truncate(64 * 2**20)
+        subprocess.run(["mkfs.ext4", "-q", "-L", "not-confirmed", str(other)], check=True)
+        before = other.read_bytes()
+        subprocess.run(["losetup", "--detach", disk.device], check=True)  # unplugged; another disk gets its number
+        subprocess.run(["losetup", disk.device, str(other)], check=True)
+        try:
+            source = NamedSource(list(devices.values()), notice=lambda text: None)
+            with pytest.raises(Refused, match=f"the device at {disk.device} is no longer the disk you confirmed"):
+                with source.attach(workdir.journal):
+                    pass
+        finally:
+            subprocess.run(["losetup", "--detach", disk.device], check=True)
+            subprocess.run(["losetup", disk.device, str(disk.image)], check=True)  # for users_disk to detach
+        assert other.read_bytes() == before, "nothing on the disk now at that number was touched"
+        assert disk.intact() and held_by(workdir.root) == [] and not workdir.journal.path.exists()

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from fslab.devices.source import Attached, Notice
 from fslab.errors import Refused
-from fslab.guard.block_devices import BlockDevice, confirm, describe, facts, partition_nodes, refusals, signatures
+from fslab.guard.block_devices import DESTROY_FLAG, BlockDevice, confirm, describe, facts, partition_nodes, refusals, signatures
 from fslab.guard.identity import Owned, disk_proof
 from fslab.journal import Entry, Journal, releaser
 from fslab.study import space_problem
@@ -74,6 +74,9 @@ class NamedSource:
 
     @contextmanager
     def attach(self, journal: Journal) -> Iterator[Attached]:
+        for device in self.devices:  # its number alone proves nothing: another disk may have it now
+            if not device.still_confirmed():
+                raise Refused(f"the device at {device.node} is no longer the disk you confirmed with {DESTROY_FLAG} (it was detached or replaced since); nothing was wiped: run again")
         problems = [problem for device in self.devices for problem in refusals(device)]
         if problems:
             raise Refused("refusing the target's devices:\n  " + "\n  ".join(problems))

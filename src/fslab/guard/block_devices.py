@@ -15,11 +15,11 @@ import os
 import shutil
 import stat
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from fslab.errors import Refused
-from fslab.guard.identity import device_number, loop_backing, mounts, number_of, sysfs_of, unescape
+from fslab.guard.identity import device_number, disk_proof, loop_backing, mounts, number_of, same_disk, sysfs_of, unescape
 from fslab.system import run
 
 DESTROY_FLAG = "--destroy-data"
@@ -32,6 +32,12 @@ class BlockDevice:
     named: str  # as the study (or a flag) names it: /dev/sdb, /dev/disk/by-id/…
     node: str  # /dev/<kernel name>
     number: int
+    proof: dict | None = field(default=None, compare=False)  # disk_proof() when the user confirmed it
+
+    def still_confirmed(self) -> bool:
+        """Whether the device at its number is still the very disk the user confirmed (not
+        another one given that number since: a disk replugged, a loop device attached anew)."""
+        return self.proof is not None and same_disk(self.proof) == self.number
 
     @property
     def sysfs(self) -> Path:
@@ -74,7 +80,7 @@ def confirm(path: str, destroy_flags: Sequence[str]) -> BlockDevice:
     device = resolve(path)
     confirmed = {device_number(flag) for flag in destroy_flags}
     if device.number in confirmed:
-        return device
+        return replace(device, proof=disk_proof(device.number))
     alias = f" (named {path} in the study)" if path != device.node else ""
     near = [flag for flag in destroy_flags if (n := device_number(flag)) is not None and (n in device.partitions() or device.is_partition and n == number_of(device.disk))]
     hint = f"; {', '.join(near)} names {'its disk' if device.is_partition else 'a partition of it'}, not it" if near else ""
