@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -189,6 +190,9 @@ def test_a_planted_journal_harms_nothing(workdir, tmp_path):
     fslab's, and lines that are not entries at all: all left alone and reported."""
     with users_disk() as disk:
         sleeper = subprocess.Popen(["sleep", "300"])
+        fake_daemon = tmp_path / "zfs-fuse"  # a process named zfs-fuse that no work directory of fslab's started
+        shutil.copy(shutil.which("sleep"), fake_daemon)
+        daemon = subprocess.Popen([str(fake_daemon), "300"])
         try:
             identity = FileId.of(os.stat(disk.image)).proof()
             tag = workdir_tag(workdir.root)
@@ -199,6 +203,8 @@ def test_a_planted_journal_harms_nothing(workdir, tmp_path):
                 {"event": "acquire", "kind": "mount", "id": str(disk.mountpoint)},
                 {"event": "acquire", "kind": "process", "id": "sleep", "proof": {"pid": sleeper.pid, "start": 1, "comm": "sleep"}},
                 {"event": "acquire", "kind": "process", "id": "fio", "proof": _proof_of(sleeper.pid)},
+                {"event": "acquire", "kind": "zfs-daemon", "id": "zfs-fuse", "proof": _proof_of(daemon.pid) | {"pidfile": f"/run/fslab/zfs-fuse-{workdir_tag(tmp_path)}pid"}},
+                {"event": "acquire", "kind": "zfs-daemon", "id": "zfs-fuse-2", "proof": _proof_of(daemon.pid) | {"pidfile": f"/run/fslab/zfs-fuse-{tag}pid"}},
                 {"event": "acquire", "kind": "zpool", "id": "tank"},
                 {"event": "acquire", "kind": "md", "id": "md0"},
                 {"event": "acquire", "kind": "luks", "id": "cryptroot"},
@@ -214,14 +220,16 @@ def test_a_planted_journal_harms_nothing(workdir, tmp_path):
             assert "released" not in out.replace("left alone", "")
             assert disk.intact() and mounts_at(disk.mountpoint), "the user's loop device and mount stay"
             assert sleeper.poll() is None, "the user's process was not signalled"
+            assert daemon.poll() is None, "a zfs-fuse daemon not this work directory's was not signalled"
             assert disk.image.exists()
             aside = list(workdir.root.glob("journal-set-aside-*.jsonl"))
             assert "set aside as journal-set-aside-" in out and len(aside) == 1 and aside[0].read_text().startswith(text), "kept, not deleted"
             again = fslab("cleanup", "--workdir", str(workdir.root))
             assert "nothing to clean up" in again.stdout, "left alone once, reported once"
         finally:
-            sleeper.kill()
-            sleeper.wait()
+            for started in (sleeper, daemon):
+                started.kill()
+                started.wait()
 
 
 def _proof_of(pid: int) -> dict:

@@ -66,19 +66,29 @@ def stop_daemon(entry: Entry, workdir: Workdir) -> None:
     """Stop the zfs-fuse daemon fslab started — that very process, by pid and start time — and
     wait until it is gone."""
     proof = dict(entry.proof)
+    pidfile = daemon_pidfile(workdir)
+    if Path(str(proof.get("pidfile", ""))) != pidfile:  # another work directory's daemon, or a planted line
+        raise Refused(f"{entry.ident}: the journal names a pidfile that is not this work directory's ({pidfile}); not signalled")
     if "pid" not in proof:  # killed before the pid was recorded: its pidfile (fslab's own) says it
         started = process(_pid_in(Path(str(proof.get("pidfile", "")))) or 0)
         if started is None or started.comm != "zfs-fuse":
-            _forget_pidfile(Path(str(proof.get("pidfile", ""))))
+            _forget_pidfile(pidfile)
             return
         proof |= started.proof()
     if proof.get("comm") != "zfs-fuse":
         raise Refused(f"{entry.ident}: the journal names a process that is not zfs-fuse; not signalled")
+    if same_process(proof) is not None and _pid_in(pidfile) != proof.get("pid"):
+        raise Refused(f"{entry.ident}: {pidfile} does not name the process the journal names; not signalled")
     deadline = time.monotonic() + 30
     while (daemon := same_process(proof)) is not None:
         os.kill(daemon.pid, signal.SIGTERM if time.monotonic() < deadline else signal.SIGKILL)
         time.sleep(0.1)
-    _forget_pidfile(Path(str(proof.get("pidfile", ""))))
+    _forget_pidfile(pidfile)
+
+
+def daemon_pidfile(workdir: Workdir) -> Path:
+    """The pidfile of the zfs-fuse daemon fslab starts for this work directory."""
+    return PIDFILE_DIR / f"zfs-fuse-{workdir_tag(workdir.root)}pid"
 
 
 def _forget_pidfile(pidfile: Path) -> None:
@@ -127,7 +137,7 @@ def zfs_fuse_daemon(journal: Journal, arc_max: int | None) -> Iterator[bool]:
             raise NotSupported("arc_max needs a zfs-fuse daemon fslab starts itself, and one is already running")
         yield False  # someone else's daemon: use it, leave it
         return
-    pidfile = PIDFILE_DIR / f"zfs-fuse-{workdir_tag(journal.workdir.root)}pid"
+    pidfile = daemon_pidfile(journal.workdir)
     cap = ["--max-arc-size", str(max(16, min(16384, arc_max // 2**20)))] if arc_max else []
     with journal.holding("zfs-daemon", "zfs-fuse", pidfile=str(pidfile)) as held:
         pidfile.unlink(missing_ok=True)
