@@ -192,3 +192,21 @@ def test_killed_at_any_point_then_cleaned_up_and_resumed_every_run_is_stored_onc
 def _released_loops(workdir: Path, count: int) -> bool:
     journal = workdir / "journal.jsonl"
     return journal.exists() and journal.read_text().count('"event": "release", "kind": "loop"') >= count
+
+
+def test_a_resource_known_by_name_alone_is_released_only_when_the_holder_says_so(workdir):
+    from fslab.journal import Entry, releaser
+
+    released: list[Entry] = []
+    releaser("test-named")(lambda entry, wd: released.append(entry))
+    with workdir.journal.holding("test-named", "unproven"):
+        pass
+    assert released == [], "nothing proven: nothing made, nothing released"
+    with workdir.journal.holding("test-named", "by-name", release_unproven=True):
+        pass
+    assert released == [Entry("test-named", "by-name", {})]
+    workdir.journal.forget()
+    # a journal an older fslab wrote, with its placeholder proof: read, and released as before
+    workdir.journal.path.write_text('{"event": "acquire", "kind": "test-named", "id": "old", "proof": {"named": "by fslab"}}\n')
+    assert [(o.ident, o.status) for o in workdir.journal.clean_up()] == [("old", "released")]
+

@@ -92,10 +92,12 @@ class Journal:
             os.close(fd)
 
     @contextmanager
-    def holding(self, kind: str, ident: str, **proof: int | str) -> Iterator[Held]:
+    def holding(self, kind: str, ident: str, *, release_unproven: bool = False, **proof: int | str) -> Iterator[Held]:
         """Record the resource, let the caller make it (and prove it) and use it; release it
-        however the block ends. `proof` given here is identity known before it is made (for a
-        pool, array or mapping, its name: one fslab gives, scoped to this work directory)."""
+        however the block ends. `proof` given here is identity known before it is made. Nothing
+        proven means nothing made, so nothing is released — unless `release_unproven`: a pool,
+        array or mapping is known by its name alone (one fslab gives, scoped to this work
+        directory), and its releaser checks that name before it acts."""
         self._append("acquire", kind, ident, proof)
         held = Held(self, kind, ident, proof)
         failed = False
@@ -106,7 +108,7 @@ class Journal:
             raise
         finally:
             try:
-                if held.proof:  # nothing proven, nothing made: nothing of ours to release
+                if held.proof or release_unproven:
                     _RELEASERS[kind](Entry(kind, ident, held.proof), self.workdir)
             except Refused:
                 if not failed:

@@ -233,7 +233,7 @@ def _md_raid1(journal: Journal, devices: list[str], name: str, extra: list[str])
     # --assume-clean: no initial resync competing with the workload; the halves differ only
     # where nothing was ever written, which no benchmark reads back.
     command = ["mdadm", "--create", f"/dev/md/{name}", "--run", "--level=1", f"--raid-devices={len(devices)}", "--metadata=1.2", "--assume-clean", *extra, *devices]
-    with journal.holding("md", name, named="by fslab"):
+    with journal.holding("md", name, release_unproven=True):
         run(command)
         device = os.path.realpath(f"/dev/md/{name}")
         yield device, [command], f"mdadm --detail {device}:\n{run(['mdadm', '--detail', device], check=False).stdout}\n"
@@ -255,7 +255,7 @@ def _luks(journal: Journal, devices: list[str], name: str, extra: list[str]) -> 
         format_command = ["cryptsetup", "luksFormat", "--type", "luks2", "--batch-mode", "--key-file", key.name, "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", *extra, devices[0]]
         open_command = ["cryptsetup", "open", "--key-file", key.name, devices[0], mapped]
         run(format_command)
-        with journal.holding("luks", mapped, named="by fslab"):
+        with journal.holding("luks", mapped, release_unproven=True):
             run(open_command)
             key.close()  # deleted: nothing outlives the run that could open the device again
             status = run(["cryptsetup", "status", mapped], check=False).stdout
@@ -284,7 +284,7 @@ def _lvm(journal: Journal, devices: list[str], name: str, extra: list[str]) -> I
         _lvm_command("vgcreate", device, group, device),
         _lvm_command("lvcreate", device, "--yes", "--extents", "100%FREE", "--name", "data", *extra, group),
     ]
-    with journal.holding("lvm", f"{group} on {device}", named="by fslab"):
+    with journal.holding("lvm", f"{group} on {device}", release_unproven=True):
         for command in commands:
             run(command)
         volumes = run(_lvm_command("lvs", device, "-o", "lv_name,vg_name,lv_size,seg_type,stripes,devices"), check=False).stdout

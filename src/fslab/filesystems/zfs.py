@@ -237,7 +237,7 @@ class Zfs(Filesystem):
         stack.assert_ours()
         devices = stack.devices
         pool = kernel_name(journal.workdir.root, target.name)
-        with _engine_ready(found, journal, target.arc_max), journal.holding("zpool", pool, named="by fslab") as held:
+        with _engine_ready(found, journal, target.arc_max), journal.holding("zpool", pool, release_unproven=True) as held:
             create_pool = self.pool_command(pool, devices, target)
             run(create_pool)
             held.prove(guid=pool_guid(pool))
