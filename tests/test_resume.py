@@ -210,3 +210,19 @@ def test_a_resource_known_by_name_alone_is_released_only_when_the_holder_says_so
     workdir.journal.path.write_text('{"event": "acquire", "kind": "test-named", "id": "old", "proof": {"named": "by fslab"}}\n')
     assert [(o.ident, o.status) for o in workdir.journal.clean_up()] == [("old", "released")]
 
+
+def test_a_clean_up_pass_finds_what_the_work_directory_owns_once(workdir, monkeypatch):
+    from fslab.journal import releaser
+    from fslab.workdir import Workdir
+
+    found = []
+    real = Workdir._owned
+    monkeypatch.setattr(Workdir, "_owned", lambda self: found.append(1) or real(self))
+    seen = []
+    releaser("test-owner")(lambda entry, wd: seen.append(wd.owned()))
+    workdir.journal.path.write_text("".join(f'{{"event": "acquire", "kind": "test-owner", "id": "e{n}"}}\n' for n in range(20)))
+    assert all(o.status == "released" for o in workdir.journal.clean_up())
+    assert len(seen) == 20 and len(found) == 1, "once a pass, not once an entry"
+    workdir.owned()
+    workdir.owned()
+    assert len(found) == 3, "outside a pass, found anew each time"

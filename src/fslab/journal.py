@@ -150,6 +150,17 @@ class Journal:
         so. When nothing is outstanding any more the journal starts afresh."""
         entries, problems = self.read()
         done = [Outcome("journal", line, "left alone", "not an entry fslab writes") for line in problems]
+        with self.workdir.one_pass():
+            done += self._release(entries)
+        if not any(o.status == "failed" for o in done):  # nothing outstanding: the journal starts afresh
+            if problems:  # but lines fslab did not write are kept (nothing is lost), and read no more
+                done.append(Outcome("journal", str(self.path), "left alone", f"set aside as {self.set_aside().name}"))
+            else:
+                self.forget()
+        return done
+
+    def _release(self, entries: list[Entry]) -> list[Outcome]:
+        done = []
         for entry in entries:
             try:
                 _RELEASERS[entry.kind](entry, self.workdir)
@@ -162,11 +173,6 @@ class Journal:
                 continue
             self._append("release", entry.kind, entry.ident)
             done.append(Outcome(entry.kind, entry.ident, "released"))
-        if not any(o.status == "failed" for o in done):  # nothing outstanding: the journal starts afresh
-            if problems:  # but lines fslab did not write are kept (nothing is lost), and read no more
-                done.append(Outcome("journal", str(self.path), "left alone", f"set aside as {self.set_aside().name}"))
-            else:
-                self.forget()
         return done
 
     def set_aside(self) -> Path:

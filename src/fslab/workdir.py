@@ -15,7 +15,7 @@ import os
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from fslab.errors import FslabError, Refused
@@ -39,6 +39,9 @@ class Workdir:
     """fslab's own directory: loop images, mount points, the journal."""
 
     root: Path
+    # What owned() found, kept while a release pass runs (one_pass): it reads the journal, scans
+    # images/ and asks sysfs, and a pass asks it once per entry.
+    _pass: dict = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         # The user named this path: resolve it once; nothing below it is followed again.
@@ -74,7 +77,28 @@ class Workdir:
     def owned(self) -> Owned:
         """What this work directory owns, as the kernel would prove it: its image files, and the
         whole devices its journal holds whose proof still matches. (A planted journal line can at
-        most make fslab take down a layer or mount it named and made itself on that device.)"""
+        most make fslab take down a layer or mount it named and made itself on that device.)
+        Within one_pass(), found once."""
+        if "active" not in self._pass:
+            return self._owned()
+        if "owned" not in self._pass:
+            self._pass["owned"] = self._owned()
+        return self._pass["owned"]
+
+    @contextmanager
+    def one_pass(self) -> Iterator[None]:
+        """A pass releasing the journal's entries: owned() is found once for all of them (what
+        the pass releases only leaves it owning less, never something else)."""
+        if "active" in self._pass:
+            yield
+            return
+        self._pass["active"] = True
+        try:
+            yield
+        finally:
+            self._pass.clear()
+
+    def _owned(self) -> Owned:
         held = self.journal.read()[0]
         devices = {n for e in held if e.kind in HELD_DEVICES and (n := same_disk(e.proof)) is not None}
         if not os.path.lexists(self.images):
