@@ -95,8 +95,8 @@ def confirm(path: str, destroy_flags: Sequence[str]) -> BlockDevice:
 
 def refusals(device: BlockDevice) -> list[str]:
     """Everything that uses the device or one of its partitions now; empty when fslab may take it."""
-    numbers = device.numbers()
-    found = [*_mounted(numbers), *_holders(device), *_pools(numbers), *_loops_on(numbers, device), *_root(numbers), *_swap(numbers)]
+    numbers, mounted = device.numbers(), _mountinfo()
+    found = [*_mounted(numbers, mounted), *_holders(device), *_pools(numbers), *_loops_on(numbers, device), *_root(numbers, mounted), *_swap(numbers)]
     return [f"{device.node}: {problem}" for problem in found]
 
 
@@ -117,8 +117,8 @@ def _mountinfo() -> list[tuple[int | None, str]]:
     return found
 
 
-def _mounted(numbers: set[int]) -> list[str]:
-    places = sorted({(mountpoint, number) for number, mountpoint in _mountinfo() if number in numbers})
+def _mounted(numbers: set[int], mounted: list[tuple[int | None, str]]) -> list[str]:
+    places = sorted({(mountpoint, number) for number, mountpoint in mounted if number in numbers})
     return [f"{_name(number)} is mounted at {mountpoint}" for mountpoint, number in places]
 
 
@@ -176,10 +176,10 @@ def _read(path: Path) -> str:
         return ""
 
 
-def _root(numbers: set[int]) -> list[str]:
+def _root(numbers: set[int], mounted: list[tuple[int | None, str]]) -> list[str]:
     """The root filesystem's device and every device under it (dm, md, partitions, disks)."""
     under: set[int] = set()
-    queue = [number for number, mountpoint in _mountinfo() if mountpoint == "/" and number is not None]
+    queue = [number for number, mountpoint in mounted if mountpoint == "/" and number is not None]
     while queue:
         number = queue.pop()
         sysfs = sysfs_of(number)
