@@ -258,3 +258,12 @@ def test_the_study_files_in_the_docs_load(document, tmp_path):
     assert studies
     for example in studies:
         assert parse_study(example, document, base_dir=tmp_path).targets
+
+
+def test_a_c1_control_character_is_refused_in_a_value_and_escaped_when_shown():
+    from fslab.guard.names import visible
+    from fslab.guard.options import plain_value_problem
+
+    assert plain_value_problem("a\x9b2J") == "holds a control character (a newline?)"
+    assert plain_value_problem("a\nb") == "holds a control character (a newline?)"
+    assert visible("a\x9b2J\x1b[0m\tb\n") == "a\\x9b2J\\x1b[0m\tb\n"

@@ -43,13 +43,13 @@ DbOption = Annotated[Optional[str], typer.Option("--db", envvar="FSLAB_DB", help
 WorkdirOption = Annotated[Path, typer.Option("--workdir", envvar="FSLAB_WORKDIR", help="Where fslab keeps loop images, mount points and its journal.")]
 
 
-def shown(text: str) -> str:
+def safe_markup(text: str) -> str:
     """Untrusted text, safe to print: no rich markup, no terminal control sequence."""
     return escape(visible(text))
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
-    errors.print(f"[bold red]error:[/bold red] {shown(message)}", highlight=False, soft_wrap=True)
+    errors.print(f"[bold red]error:[/bold red] {safe_markup(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -61,8 +61,8 @@ def _open_db(db: str | None) -> ResultsDB:
         owner = Owner.from_stored(sr["owner"])
         stored = len(results.stored_runs(sr["id"]))
         errors.print(
-            f"[yellow]study run {sr['id']} ({shown(sr['study'])}) was interrupted[/yellow]: its fslab (pid {owner.pid if owner else '?'}) is gone, "
-            f"{stored} run(s) stored. `{shown(_resume_command(results, sr['id'], owner))}` continues it.",
+            f"[yellow]study run {sr['id']} ({safe_markup(sr['study'])}) was interrupted[/yellow]: its fslab (pid {owner.pid if owner else '?'}) is gone, "
+            f"{stored} run(s) stored. `{safe_markup(_resume_command(results, sr['id'], owner))}` continues it.",
             highlight=False,
             soft_wrap=True,
         )
@@ -93,12 +93,12 @@ class _ProgressObserver:
         cell = planned.cell
         kind = "warm-up" if planned.warmup else "run"
         description = f"{cell.target.name} · {cell.workload.name} · {kind} {planned.repetition} (block {planned.block})"
-        self.progress.update(self.task, total=total, description=shown(description))
+        self.progress.update(self.task, total=total, description=safe_markup(description))
 
     def finished(self, planned: PlannedRun, record: RunRecord) -> None:
         if record.status != "ok":
             phase = f" in {record.failure.phase}" if record.failure else ""
-            self.progress.console.print(f"[red]failed{phase}[/red] {shown(record.target)} · {shown(record.workload)} · run {record.repetition}: {shown(record.error or '')}", highlight=False)
+            self.progress.console.print(f"[red]failed{phase}[/red] {safe_markup(record.target)} · {safe_markup(record.workload)} · run {record.repetition}: {safe_markup(record.error or '')}", highlight=False)
         self.progress.advance(self.task)
 
     def already_stored(self, planned: PlannedRun, index: int, total: int) -> None:
@@ -154,7 +154,7 @@ def run(
         threshold=threshold,
     )
     results = _open_db(db)
-    console.print(f"[bold]{shown(loaded.name)}[/bold]: {describe_study(loaded, repetitions.runs)}" + (f", then more until ±{target_ci:.1%}" if target_ci else ""), highlight=False)
+    console.print(f"[bold]{safe_markup(loaded.name)}[/bold]: {describe_study(loaded, repetitions.runs)}" + (f", then more until ±{target_ci:.1%}" if target_ci else ""), highlight=False)
     flags = tuple(destroy_data or ())
     study_run_id = _with_progress(
         lambda observer: run_study(loaded, results, Workdir(workdir), repetitions=repetitions, seed=seed, baseline=baseline, observer=observer, destroy_flags=flags, skip_unsupported=skip_unsupported)
@@ -165,9 +165,9 @@ def run(
 def _resume(ref: str | None, threshold: float, db: str | None, workdir: Path, destroy_flags: tuple[str, ...]) -> None:
     results = _open_db(db)
     found = resumable(results, ref)
-    console.print(f"[bold]{shown(found.study.name)}[/bold]: resuming study run {found.study_run_id}, {len(found.stored)} run(s) already stored", highlight=False)
+    console.print(f"[bold]{safe_markup(found.study.name)}[/bold]: resuming study run {found.study_run_id}, {len(found.stored)} run(s) already stored", highlight=False)
     for note in found.notes:
-        errors.print(f"[yellow]note[/yellow]: {shown(note)}", highlight=False)
+        errors.print(f"[yellow]note[/yellow]: {safe_markup(note)}", highlight=False)
     _warn_short_runs(found.study)
     study_run_id = _with_progress(lambda observer: resume_study(found, results, Workdir(workdir), observer=observer, destroy_flags=destroy_flags))
     _show_and_exit(results, study_run_id, baseline=found.baseline, threshold=threshold)
@@ -177,7 +177,7 @@ def _warn_short_runs(study: Study) -> None:
     """Said before anything runs, and not fatal: runs too short to measure much."""
     warning = short_runs(study)
     if warning:
-        errors.print(f"[yellow]warning[/yellow]: {shown(warning)}", highlight=False, soft_wrap=True)
+        errors.print(f"[yellow]warning[/yellow]: {safe_markup(warning)}", highlight=False, soft_wrap=True)
 
 
 def _with_progress(start: Callable[[RunObserver], int]) -> int:
@@ -301,8 +301,8 @@ def cleanup(workdir: WorkdirOption = DEFAULT_WORKDIR) -> None:
         console.print("nothing to clean up")
     colour = {"released": "green", "left alone": "yellow", "failed": "red"}
     for o in outcomes:
-        detail = f": {shown(o.detail)}" if o.detail else ""
-        console.print(f"{shown(o.kind)} {shown(o.ident)}: [{colour[o.status]}]{o.status}[/{colour[o.status]}]{detail}", highlight=False)
+        detail = f": {safe_markup(o.detail)}" if o.detail else ""
+        console.print(f"{safe_markup(o.kind)} {safe_markup(o.ident)}: [{colour[o.status]}]{o.status}[/{colour[o.status]}]{detail}", highlight=False)
     if any(o.status != "released" for o in outcomes):
         raise typer.Exit(1)
 

@@ -66,11 +66,12 @@ def check_snapshot_name(name: str) -> str:
     return name
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# Every control character, C0 and C1 (\x9b alone starts an escape sequence on some terminals).
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def visible(text: str) -> str:
     """Untrusted text (a value quoted in an error, a tool's error output) as a terminal may show
     it: control characters — an escape sequence could clear the screen or retitle the window —
     written out as \\x1b and the like; newlines and tabs kept."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return CONTROL.sub(lambda m: m.group() if m.group() in "\t\n" else f"\\x{ord(m.group()):02x}", text)

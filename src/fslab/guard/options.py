@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from fslab.errors import Refused
+from fslab.guard.names import CONTROL
 from fslab.toml_errors import unknown
 
 
@@ -35,7 +36,6 @@ class OptionRefused(Refused, ValueError):
 # Every message below is "<subject> <reason>": "-b 4097 is not a power of two …",
 # "xfs mount option logdev=/dev/sdb is refused: it names another device".
 _PLAIN = re.compile(r"[A-Za-z0-9_.:+=,^@%-]")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def shown(text: str) -> str:
@@ -48,7 +48,7 @@ def plain_value_problem(value: str) -> str | None:
     before its own kind is checked."""
     if value == "":
         return "is empty"
-    if _CONTROL.search(value):
+    if CONTROL.search(value):
         return "holds a control character (a newline?)"
     if "/" in value:
         return "holds '/': options name no path and no device"
@@ -178,7 +178,7 @@ class Suboptions(Kind):
     def problems(self, value: str, label: str, noun: str | None = None) -> list[str]:
         """Why each item of the list is refused; `label` ("mkfs.xfs -l", "xfs mount option")
         begins every message, `noun` names an unknown key ("mkfs.xfs -l suboption")."""
-        if _CONTROL.search(value):
+        if CONTROL.search(value):
             return [f"{label} {shown(value)} holds a control character (a newline?)"]
         return [p for p in (self.item_problem(*_split_item(item), label, noun) for item in value.split(",")) if p]
 
