@@ -176,10 +176,10 @@ def joined(commands: list[list[str]]) -> list[str]:
 def _descendants(pid: int) -> list[int]:
     """Every living process started, directly or not, by `pid` (from /proc)."""
     children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(ValueError, IndexError):  # gone meanwhile: no fields
+            child = int(entry.parent.name)
+            children.setdefault(int(_stat_fields(child)[1]), []).append(child)
     found, queue = [], [pid]
     while queue:
         for child in children.get(queue.pop(), []):
