@@ -39,8 +39,8 @@ def missing() -> str | None:
 
 
 @contextmanager
-def zram_device(journal: Journal, ident: str, size: int) -> Iterator[str]:
-    """A new zram device of `size` bytes, removed afterwards."""
+def zram_device(journal: Journal, ident: str, size: int) -> Iterator[tuple[str, int]]:
+    """A new zram device of `size` bytes (its node and device number), removed afterwards."""
     why = missing()
     if why:
         raise NoZram(why)
@@ -51,7 +51,7 @@ def zram_device(journal: Journal, ident: str, size: int) -> Iterator[str]:
         held.prove(device=device, **disk_proof(number))
         Path(f"/sys/block/zram{index}/disksize").write_text(f"{size}\n")
         held.prove(disksize=size)
-        yield device
+        yield device, number
 
 
 @releaser("zram")
@@ -66,7 +66,7 @@ def remove_zram(entry: Entry, workdir: Workdir) -> None:
     in_use = refusals(resolve(device))
     if in_use:
         raise Refused(f"{device} is in use ({'; '.join(in_use)}); left as it is")
-    (Path("/sys/class/zram-control") / "hot_remove").write_text(device.removeprefix("/dev/zram"))
+    (CONTROL / "hot_remove").write_text(device.removeprefix("/dev/zram"))
 
 
 class ZramSource:
@@ -80,5 +80,5 @@ class ZramSource:
     @contextmanager
     def attach(self, journal: Journal) -> Iterator[Attached]:
         with ExitStack() as stack:
-            devices = [stack.enter_context(zram_device(journal, f"{self.name} #{i}", self.size)) for i in range(1, self.count + 1)]
-            yield Attached(devices=devices, owned=Owned(devices=frozenset(os.stat(d).st_rdev for d in devices)))
+            made = [stack.enter_context(zram_device(journal, f"{self.name} #{i}", self.size)) for i in range(1, self.count + 1)]
+            yield Attached(devices=[device for device, _ in made], owned=Owned(devices=frozenset(number for _, number in made)))
