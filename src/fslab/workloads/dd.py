@@ -27,10 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fslab.guard.names import file_name
-from fslab.guard.options import Integer, Kind, OneOf, OptionRefused, Size, plain_value_problem, shown
+from fslab.guard.options import Integer, Kind, OneOf, OptionRefused, Size, Suboptions
 from fslab.journal import Journal
 from fslab.system import run_held
-from fslab.toml_errors import unknown
 from fslab.workloads.findings import Finding
 
 ENV = {"LC_ALL": "C"}  # dd's words and numbers as the parser reads them
@@ -58,6 +57,8 @@ DD_REFUSED = {
     "skip": "dd reads and writes the file from its start", "seek": "dd reads and writes the file from its start",
     "iseek": "dd reads and writes the file from its start", "oseek": "dd reads and writes the file from its start",
 }  # fmt: skip
+# Checked as the guard checks any allow-list item: refused, unknown, plain value, then its kind.
+DD_ALLOWED = Suboptions(DD_OPTIONS, DD_REFUSED)
 
 
 @dataclass(frozen=True)
@@ -88,17 +89,8 @@ def dd_options(options: Mapping[str, str | int | bool], *, data: str = "random")
     OptionRefused names every one refused and why."""
     if data not in DATA:
         raise OptionRefused(f"dd data {data!r} is not one of {', '.join(DATA)}")
-    problems, fields = [], {}
-    for name, raw in options.items():
-        value = _text(raw)
-        if name in DD_REFUSED:
-            problems.append(f"dd {shown(name)}={shown(value)} is refused: {DD_REFUSED[name]}")
-        elif name not in DD_OPTIONS:
-            problems.append(unknown("dd option", shown(name), DD_OPTIONS))
-        elif why := plain_value_problem(value) or DD_OPTIONS[name].problem(value):
-            problems.append(f"dd {name}={shown(value)} {why}")
-        else:
-            fields[name] = value
+    fields = {name: _text(raw) for name, raw in options.items()}
+    problems = [p for p in (DD_ALLOWED.item_problem(name, value, "dd", "dd option") for name, value in fields.items()) if p]
     if problems:
         raise OptionRefused("; ".join(problems))
     return DdOptions(
