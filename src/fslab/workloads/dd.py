@@ -30,6 +30,7 @@ from fslab.guard.names import file_name
 from fslab.guard.options import Integer, Kind, OneOf, OptionRefused, Size, Suboptions
 from fslab.journal import Journal
 from fslab.system import run_held
+from fslab.units import parse_size
 from fslab.workloads.findings import Finding
 
 ENV = {"LC_ALL": "C"}  # dd's words and numbers as the parser reads them
@@ -94,18 +95,12 @@ def dd_options(options: Mapping[str, str | int | bool], *, data: str = "random")
     if problems:
         raise OptionRefused("; ".join(problems))
     return DdOptions(
-        block_size=_bytes(fields["bs"]) if "bs" in fields else DdOptions.block_size,
+        block_size=parse_size(fields["bs"]) if "bs" in fields else DdOptions.block_size,  # K, M, G binary, as dd's
         count=int(fields.get("count", DdOptions.count)),
         direct=fields.get("direct", "true") == "true",
         conv=fields.get("conv"),
         data=data,
     )
-
-
-def _bytes(size: str) -> int:
-    """A checked size (1M, 4k, 65536): dd's K, M, G are binary, like the guard's."""
-    number, unit = re.fullmatch(r"(\d+)([kmgKMG]?)", size).groups()  # type: ignore[union-attr]
-    return int(number) * 1024 ** " kmg".index(unit.lower() or " ")
 
 
 def target_file(directory: Path, workload: str) -> Path:
