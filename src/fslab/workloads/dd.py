@@ -29,6 +29,7 @@ from pathlib import Path
 from fslab.guard.names import file_name
 from fslab.guard.options import Integer, Kind, OneOf, OptionRefused, Size, Suboptions
 from fslab.journal import Journal
+from fslab.metrics import Metric, MetricKind
 from fslab.system import run_held
 from fslab.units import parse_size
 from fslab.workloads.findings import Finding
@@ -139,13 +140,17 @@ def run_step(journal: Journal, argv: list[str], *, timeout: float | None = None)
 # ---- the report -------------------------------------------------------------------------------
 
 DIRECTIONS = ("write", "read")
-# name → (unit, higher is better)
-METRIC_UNITS: dict[str, tuple[str, bool]] = {
-    name: info
+# Every metric metric_values reports, per direction. MB/s decides a cell's precision and rank,
+# and is compared between targets, as fio's IOPS is.
+METRICS: dict[str, MetricKind] = {
+    name: kind
     for d in DIRECTIONS
-    for name, info in ((f"{d}_mb_s", ("MB/s", True)), (f"{d}_mib_s", ("MiB/s", True)), (f"{d}_elapsed_s", ("s", False)))
+    for name, kind in (
+        (f"{d}_mb_s", MetricKind("MB/s", True, primary=True, compared=True)),
+        (f"{d}_mib_s", MetricKind("MiB/s", True)),
+        (f"{d}_elapsed_s", MetricKind("s", False)),
+    )
 }
-PRIMARY = ("write_mb_s", "read_mb_s")
 
 
 @dataclass(frozen=True)
@@ -162,12 +167,13 @@ class DdRun:
         return self.copied / self.seconds if self.seconds > 0 else math.inf
 
 
-def metric_values(result: DdRun, direction: str) -> dict[str, float]:
-    """The step's metrics (METRIC_UNITS names), `direction` "write" or "read"."""
+def metric_values(result: DdRun, direction: str) -> list[Metric]:
+    """The step's metrics (METRICS), `direction` "write" or "read"."""
     if direction not in DIRECTIONS:
         raise ValueError(f"dd's direction is write or read, not {direction!r}")
     rate = result.bytes_per_s
-    return {f"{direction}_mb_s": rate / 1e6, f"{direction}_mib_s": rate / 2**20, f"{direction}_elapsed_s": result.seconds}
+    values = {f"{direction}_mb_s": rate / 1e6, f"{direction}_mib_s": rate / 2**20, f"{direction}_elapsed_s": result.seconds}
+    return [METRICS[name].of(name, value) for name, value in values.items()]
 
 
 _RECORDS = re.compile(r"^(\d+)\+(\d+) records (in|out)$", re.MULTILINE)
