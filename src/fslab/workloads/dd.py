@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fslab.guard.names import file_name
-from fslab.guard.options import Integer, Kind, OneOf, OptionRefused, Size, Suboptions
+from fslab.guard.options import Integer, Kind, OneOf, OptionRefused, Size, Suboptions, value_text
 from fslab.journal import Journal
 from fslab.metrics import Metric, MetricKind
 from fslab.system import run_held
@@ -82,16 +82,12 @@ class DdOptions:
         return DATA_PATTERNS[self.data]
 
 
-def _text(value: str | int | bool) -> str:
-    return ("true" if value else "false") if isinstance(value, bool) else str(value)
-
-
 def dd_options(options: Mapping[str, str | int | bool], *, data: str = "random") -> DdOptions:
     """A study's dd options (bs, count, direct, conv) over seed 000's defaults, each checked;
     OptionRefused names every one refused and why."""
     if data not in DATA:
         raise OptionRefused(f"dd data {data!r} is not one of {', '.join(DATA)}")
-    fields = {name: _text(raw) for name, raw in options.items()}
+    fields = {name: value_text(raw, "true", "false") for name, raw in options.items()}
     problems = [p for p in (DD_ALLOWED.item_problem(name, value, "dd", "dd option") for name, value in fields.items()) if p]
     if problems:
         raise OptionRefused("; ".join(problems))

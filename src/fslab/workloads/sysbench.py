@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from fslab.guard.options import ON_OFF, Integer, Kind, Matches, Number, OneOf, OptionRefused, ToolOptions, check_arguments, shown
+from fslab.guard.options import ON_OFF, Integer, Kind, Matches, Number, OneOf, OptionRefused, ToolOptions, check_arguments, shown, value_text
 from fslab.journal import Journal
 from fslab.metrics import Metric, MetricKind
 from fslab.workloads.findings import Finding
@@ -128,10 +128,6 @@ class SysbenchOptions:
         return DATA_PATTERNS[self.data]
 
 
-def _text(value: str | int | float | bool) -> str:
-    return ("on" if value else "off") if isinstance(value, bool) else str(value)
-
-
 def sysbench_options(options: Mapping[str, str | int | float | bool], *, data: str = "random") -> SysbenchOptions:
     """A study's sysbench options (sysbench's names, with or without the leading --; true/false
     as on/off) over seed 000's defaults, each checked against SYSBENCH_OPTIONS; OptionRefused
@@ -141,7 +137,7 @@ def sysbench_options(options: Mapping[str, str | int | float | bool], *, data: s
     names = [name.removeprefix("--") for name in options]
     if bad := [name for name in names if not re.fullmatch(r"[a-z0-9]+(?:-[a-z0-9]+)*", name)]:
         raise OptionRefused("; ".join(f"sysbench option name {shown(name)} is refused: a name is lowercase words joined by '-'" for name in bad))
-    args = [f"--{name}={_text(value)}" for name, value in zip(names, options.values())]
+    args = [f"--{name}={value_text(value, 'on', 'off')}" for name, value in zip(names, options.values())]
     check_arguments(SYSBENCH_OPTIONS, args)
     fields: dict[str, str | int] = {}
     tuning = []
