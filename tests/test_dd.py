@@ -94,6 +94,13 @@ def test_seed_write_and_read_parsed():
     assert METRICS["write_elapsed_s"] == MetricKind("s", False)
 
 
+def test_urandom_is_slower_than_the_direct_write():
+    """Why random data is read from a file in RAM (dd.py's docstring, the fixtures' README)."""
+    urandom, write = fixture("urandom-256m.txt"), fixture("write-1g-direct-zeros.txt")
+    assert (urandom.copied, urandom.seconds) == (256 * 2**20, 0.583073)
+    assert round(urandom.bytes_per_s / 1e6) == 460 and urandom.bytes_per_s < write.bytes_per_s / 2
+
+
 def test_small_and_odd_reports():
     assert fixture("write-100-bytes.txt").copied == 100, "no (… MB) part under 1 kB"
     nothing = fixture("write-0-bytes.txt")

@@ -10,7 +10,8 @@ that line, computing MB/s and MiB/s itself rather than trusting dd's rounded "1.
 Data: "zeros" reads /dev/zero, as seed 000 did. "random" reads a file of random bytes fslab made
 beforehand (`make_random_source`, not measured) in a RAM-backed directory of its own (tmpfs, such
 as /dev/shm: dropping caches leaves it), because /dev/urandom itself is slower than the disks
-measured (475 MB/s on the machine the fixtures come from, against 1.3 GB/s for the direct write):
+measured (460 MB/s on the machine the fixtures come from, tests/fixtures/dd/urandom-256m.txt,
+against 1.3 GB/s for the direct write):
 reading it inside the measured window would measure the kernel's random generator. The source
 costs its size in RAM for as long as it is kept.
 
