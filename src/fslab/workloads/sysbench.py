@@ -176,11 +176,6 @@ def cleanup_argv(options: SysbenchOptions) -> list[str]:
     return ["sysbench", "fileio", *options.geometry(), "cleanup"]
 
 
-def expected_seconds(options: SysbenchOptions) -> float:
-    """How long the measured run lasts (sysbench stops at --time, or earlier at --events)."""
-    return float(options.seconds)
-
-
 def run_step(journal: Journal, argv: list[str], directory: Path, *, timeout: float | None = None) -> str:
     """Run one step in the target's directory (journalled: clean-up stops it); its report text.
     sysbench never sets a locale, so its numbers are always written the C way."""
