@@ -8,9 +8,9 @@ import pytest
 from conftest import FIXTURES
 
 from fslab.guard.options import OptionRefused
+from fslab.metrics import MetricKind
 from fslab.workloads.dd import (
-    METRIC_UNITS,
-    PRIMARY,
+    METRICS,
     DdOptions,
     DdRun,
     dd_options,
@@ -80,14 +80,25 @@ def test_refused(case):
 def test_seed_write_and_read_parsed():
     write = fixture("write-1g-direct-zeros.txt")
     assert (write.records_in, write.records_out, write.copied, write.seconds) == ((1024, 0), (1024, 0), 2**30, 0.81105)
-    values = metric_values(write, "write")
-    assert values == {"write_mb_s": pytest.approx(2**30 / 0.81105 / 1e6), "write_mib_s": pytest.approx(1024 / 0.81105), "write_elapsed_s": 0.81105}
+    metrics = metric_values(write, "write")
+    values = {m.name: m.value for m in metrics}
+    assert len(metrics) == 3 and values == {"write_mb_s": pytest.approx(2**30 / 0.81105 / 1e6), "write_mib_s": pytest.approx(1024 / 0.81105), "write_elapsed_s": 0.81105}
     assert round(values["write_mb_s"] / 1000, 1) == 1.3, "what dd printed, rounded"
     read = fixture("read-1g-direct.txt")
-    assert metric_values(read, "read")["read_mib_s"] == pytest.approx(1024 / 0.971051)
+    assert {m.name: m.value for m in metric_values(read, "read")}["read_mib_s"] == pytest.approx(1024 / 0.971051)
     assert judge(write, DdOptions(data="zeros")) == [] and judge(read, DdOptions()) == []
-    assert set(METRIC_UNITS) == {f"{d}_{m}" for d in ("write", "read") for m in ("mb_s", "mib_s", "elapsed_s")}
-    assert PRIMARY == ("write_mb_s", "read_mb_s") and METRIC_UNITS["write_elapsed_s"] == ("s", False)
+    assert all(m == METRICS[m.name].of(m.name, m.value) for m in metrics), "unit, direction and roles as declared"
+    assert set(METRICS) == {f"{d}_{m}" for d in ("write", "read") for m in ("mb_s", "mib_s", "elapsed_s")}
+    assert {name for name, kind in METRICS.items() if kind.primary} == {"write_mb_s", "read_mb_s"}
+    assert METRICS["write_mb_s"] == MetricKind("MB/s", True, primary=True, compared=True)
+    assert METRICS["write_elapsed_s"] == MetricKind("s", False)
+
+
+def test_urandom_is_slower_than_the_direct_write():
+    """Why random data is read from a file in RAM (dd.py's docstring, the fixtures' README)."""
+    urandom, write = fixture("urandom-256m.txt"), fixture("write-1g-direct-zeros.txt")
+    assert (urandom.copied, urandom.seconds) == (256 * 2**20, 0.583073)
+    assert round(urandom.bytes_per_s / 1e6) == 460 and urandom.bytes_per_s < write.bytes_per_s / 2
 
 
 def test_small_and_odd_reports():
@@ -126,5 +137,5 @@ def test_real_write_and_read(workdir):
     assert file.read_bytes() == source.read_bytes(), "what was written is the random source"
     read = parse(run_step(workdir.journal, read_argv(options, file), timeout=30))
     for result, direction in ((write, "write"), (read, "read")):
-        assert result.copied == 16 * 2**20 and metric_values(result, direction)[f"{direction}_mb_s"] > 0
+        assert result.copied == 16 * 2**20 and {m.name: m.value for m in metric_values(result, direction)}[f"{direction}_mb_s"] > 0
         assert [f.kind for f in judge(result, options)] in ([], ["too_short_to_time"])

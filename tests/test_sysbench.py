@@ -9,9 +9,9 @@ import pytest
 from conftest import FIXTURES
 
 from fslab.guard.options import OptionRefused
+from fslab.metrics import MetricKind
 from fslab.workloads.sysbench import (
-    METRIC_UNITS,
-    PRIMARY,
+    METRICS,
     SysbenchOptions,
     SysbenchRun,
     cleanup_argv,
@@ -30,6 +30,12 @@ SYSBENCH = FIXTURES / "sysbench"
 
 def fixture(name: str) -> str:
     return (SYSBENCH / name).read_text()
+
+
+def value(metrics: list, name: str) -> float:
+    """The value of the one metric named `name`."""
+    (found,) = [m.value for m in metrics if m.name == name]
+    return found
 
 
 # ---- options and commands ---------------------------------------------------------------------
@@ -108,18 +114,22 @@ def test_seed_run_parsed():
     assert (run.read_mib_s, run.write_mib_s) == (0.02, 0.01)
     assert (run.total_s, run.events, run.threads) == (46.1147, 1541748, 4)
     assert (run.lat_min_ms, run.lat_avg_ms, run.lat_max_ms, run.lat_p95_ms, run.lat_sum_ms) == (0.01, 0.12, 12.44, 0.15, 179618.97)
-    values = metric_values(run)
+    metrics = metric_values(run)
+    values = {m.name: m.value for m in metrics}
     assert values["events_per_s"] == pytest.approx(1541748 / 46.1147)
     assert values["lat_avg_ms"] == pytest.approx(179618.97 / 1541748)
     assert values["write_mb_s"] == pytest.approx(0.01 * 2**20 / 1e6)
-    assert set(values) == set(METRIC_UNITS) and PRIMARY == ("events_per_s",)
-    assert METRIC_UNITS["events_per_s"] == ("events/s", True) and METRIC_UNITS["lat_p95_ms"] == ("ms", False)
+    assert len(metrics) == len(values) and set(values) == set(METRICS)
+    assert all(m == METRICS[m.name].of(m.name, m.value) for m in metrics), "unit, direction and roles as declared"
+    assert {name for name, kind in METRICS.items() if kind.primary} == {"events_per_s"}
+    assert METRICS["events_per_s"] == MetricKind("events/s", True, primary=True, compared=True)
+    assert METRICS["lat_p95_ms"] == MetricKind("ms", False, compared=True)
 
 
 def test_throughput_run_parsed():
     run = parse_run(fixture("run-16k-nofsync.txt"))
     assert (run.read_mib_s, run.write_mib_s, run.threads, run.events) == (396.66, 264.43, 2, 136829)
-    assert metric_values(run)["read_mb_s"] == pytest.approx(396.66 * 1.048576)
+    assert value(metric_values(run), "read_mb_s") == pytest.approx(396.66 * 1.048576)
     assert judge(run, sysbench_options({"file-num": 16, "file-fsync-freq": 0})) == []
 
 
@@ -169,7 +179,7 @@ def test_zero_latency_with_huge_counts():
 def test_avg_below_resolution_resolved_from_the_sum():
     run = dataclasses.replace(PLAUSIBLE, events=10_000_000, lat_avg_ms=0.0, lat_sum_ms=30_000)
     assert kinds(run) == {"latency_unresolved": False}
-    assert metric_values(run)["lat_avg_ms"] == pytest.approx(0.003)
+    assert value(metric_values(run), "lat_avg_ms") == pytest.approx(0.003)
 
 
 def test_busy_longer_than_the_run():
@@ -190,6 +200,6 @@ def test_real_run_in_a_directory(workdir):
     assert prepared.bytes_written == 4 * 2**20
     assert len(set((directory / "test_file.0").read_bytes()[:4096])) > 64, "random data by default"
     result = parse_run(run_step(journal, run_argv(options), directory, timeout=30))
-    assert result.threads == 2 and result.events > 0 and metric_values(result)["events_per_s"] > 0
+    assert result.threads == 2 and result.events > 0 and value(metric_values(result), "events_per_s") > 0
     run_step(journal, cleanup_argv(options), directory, timeout=30)
     assert list(directory.iterdir()) == []

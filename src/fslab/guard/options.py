@@ -43,6 +43,12 @@ def shown(text: str) -> str:
     return text if text.isprintable() else repr(text)
 
 
+def value_text(value: str | int | float | bool, true: str, false: str) -> str:
+    """A study file's TOML value as a tool is given it: a boolean as the tool's own words for it
+    (sysbench on/off, dd's `direct` true/false), anything else as written."""
+    return (true if value else false) if isinstance(value, bool) else str(value)
+
+
 def plain_value_problem(value: str) -> str | None:
     """Why a value is unfit for any tool (None when it is not): the rule every value obeys
     before its own kind is checked."""

@@ -10,7 +10,8 @@ that line, computing MB/s and MiB/s itself rather than trusting dd's rounded "1.
 Data: "zeros" reads /dev/zero, as seed 000 did. "random" reads a file of random bytes fslab made
 beforehand (`make_random_source`, not measured) in a RAM-backed directory of its own (tmpfs, such
 as /dev/shm: dropping caches leaves it), because /dev/urandom itself is slower than the disks
-measured (475 MB/s on the machine the fixtures come from, against 1.3 GB/s for the direct write):
+measured (460 MB/s on the machine the fixtures come from, tests/fixtures/dd/urandom-256m.txt,
+against 1.3 GB/s for the direct write):
 reading it inside the measured window would measure the kernel's random generator. The source
 costs its size in RAM for as long as it is kept.
 
@@ -27,10 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fslab.guard.names import file_name
-from fslab.guard.options import Integer, Kind, OneOf, OptionRefused, Size, plain_value_problem, shown
+from fslab.guard.options import Integer, Kind, OneOf, OptionRefused, Size, Suboptions, value_text
 from fslab.journal import Journal
+from fslab.metrics import Metric, MetricKind
 from fslab.system import run_held
-from fslab.toml_errors import unknown
+from fslab.units import parse_size
 from fslab.workloads.findings import Finding
 
 ENV = {"LC_ALL": "C"}  # dd's words and numbers as the parser reads them
@@ -58,6 +60,8 @@ DD_REFUSED = {
     "skip": "dd reads and writes the file from its start", "seek": "dd reads and writes the file from its start",
     "iseek": "dd reads and writes the file from its start", "oseek": "dd reads and writes the file from its start",
 }  # fmt: skip
+# Checked as the guard checks any allow-list item: refused, unknown, plain value, then its kind.
+DD_ALLOWED = Suboptions(DD_OPTIONS, DD_REFUSED)
 
 
 @dataclass(frozen=True)
@@ -79,41 +83,22 @@ class DdOptions:
         return DATA_PATTERNS[self.data]
 
 
-def _text(value: str | int | bool) -> str:
-    return ("true" if value else "false") if isinstance(value, bool) else str(value)
-
-
 def dd_options(options: Mapping[str, str | int | bool], *, data: str = "random") -> DdOptions:
     """A study's dd options (bs, count, direct, conv) over seed 000's defaults, each checked;
     OptionRefused names every one refused and why."""
     if data not in DATA:
         raise OptionRefused(f"dd data {data!r} is not one of {', '.join(DATA)}")
-    problems, fields = [], {}
-    for name, raw in options.items():
-        value = _text(raw)
-        if name in DD_REFUSED:
-            problems.append(f"dd {shown(name)}={shown(value)} is refused: {DD_REFUSED[name]}")
-        elif name not in DD_OPTIONS:
-            problems.append(unknown("dd option", shown(name), DD_OPTIONS))
-        elif why := plain_value_problem(value) or DD_OPTIONS[name].problem(value):
-            problems.append(f"dd {name}={shown(value)} {why}")
-        else:
-            fields[name] = value
+    fields = {name: value_text(raw, "true", "false") for name, raw in options.items()}
+    problems = [p for p in (DD_ALLOWED.item_problem(name, value, "dd", "dd option") for name, value in fields.items()) if p]
     if problems:
         raise OptionRefused("; ".join(problems))
     return DdOptions(
-        block_size=_bytes(fields["bs"]) if "bs" in fields else DdOptions.block_size,
+        block_size=parse_size(fields["bs"]) if "bs" in fields else DdOptions.block_size,  # K, M, G binary, as dd's
         count=int(fields.get("count", DdOptions.count)),
         direct=fields.get("direct", "true") == "true",
         conv=fields.get("conv"),
         data=data,
     )
-
-
-def _bytes(size: str) -> int:
-    """A checked size (1M, 4k, 65536): dd's K, M, G are binary, like the guard's."""
-    number, unit = re.fullmatch(r"(\d+)([kmgKMG]?)", size).groups()  # type: ignore[union-attr]
-    return int(number) * 1024 ** " kmg".index(unit.lower() or " ")
 
 
 def target_file(directory: Path, workload: str) -> Path:
@@ -152,13 +137,17 @@ def run_step(journal: Journal, argv: list[str], *, timeout: float | None = None)
 # ---- the report -------------------------------------------------------------------------------
 
 DIRECTIONS = ("write", "read")
-# name → (unit, higher is better)
-METRIC_UNITS: dict[str, tuple[str, bool]] = {
-    name: info
+# Every metric metric_values reports, per direction. MB/s decides a cell's precision and rank,
+# and is compared between targets, as fio's IOPS is.
+METRICS: dict[str, MetricKind] = {
+    name: kind
     for d in DIRECTIONS
-    for name, info in ((f"{d}_mb_s", ("MB/s", True)), (f"{d}_mib_s", ("MiB/s", True)), (f"{d}_elapsed_s", ("s", False)))
+    for name, kind in (
+        (f"{d}_mb_s", MetricKind("MB/s", True, primary=True, compared=True)),
+        (f"{d}_mib_s", MetricKind("MiB/s", True)),
+        (f"{d}_elapsed_s", MetricKind("s", False)),
+    )
 }
-PRIMARY = ("write_mb_s", "read_mb_s")
 
 
 @dataclass(frozen=True)
@@ -175,12 +164,13 @@ class DdRun:
         return self.copied / self.seconds if self.seconds > 0 else math.inf
 
 
-def metric_values(result: DdRun, direction: str) -> dict[str, float]:
-    """The step's metrics (METRIC_UNITS names), `direction` "write" or "read"."""
+def metric_values(result: DdRun, direction: str) -> list[Metric]:
+    """The step's metrics (METRICS), `direction` "write" or "read"."""
     if direction not in DIRECTIONS:
         raise ValueError(f"dd's direction is write or read, not {direction!r}")
     rate = result.bytes_per_s
-    return {f"{direction}_mb_s": rate / 1e6, f"{direction}_mib_s": rate / 2**20, f"{direction}_elapsed_s": result.seconds}
+    values = {f"{direction}_mb_s": rate / 1e6, f"{direction}_mib_s": rate / 2**20, f"{direction}_elapsed_s": result.seconds}
+    return [METRICS[name].of(name, value) for name, value in values.items()]
 
 
 _RECORDS = re.compile(r"^(\d+)\+(\d+) records (in|out)$", re.MULTILINE)

@@ -31,8 +31,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from fslab.guard.options import ON_OFF, Integer, Kind, Matches, Number, OneOf, OptionRefused, ToolOptions, check_arguments, shown
+from fslab.guard.options import ON_OFF, Integer, Kind, Matches, Number, OneOf, OptionRefused, ToolOptions, check_arguments, shown, value_text
 from fslab.journal import Journal
+from fslab.metrics import Metric, MetricKind
 from fslab.workloads.findings import Finding
 from fslab.system import run_held
 
@@ -127,10 +128,6 @@ class SysbenchOptions:
         return DATA_PATTERNS[self.data]
 
 
-def _text(value: str | int | float | bool) -> str:
-    return ("on" if value else "off") if isinstance(value, bool) else str(value)
-
-
 def sysbench_options(options: Mapping[str, str | int | float | bool], *, data: str = "random") -> SysbenchOptions:
     """A study's sysbench options (sysbench's names, with or without the leading --; true/false
     as on/off) over seed 000's defaults, each checked against SYSBENCH_OPTIONS; OptionRefused
@@ -140,7 +137,7 @@ def sysbench_options(options: Mapping[str, str | int | float | bool], *, data: s
     names = [name.removeprefix("--") for name in options]
     if bad := [name for name in names if not re.fullmatch(r"[a-z0-9]+(?:-[a-z0-9]+)*", name)]:
         raise OptionRefused("; ".join(f"sysbench option name {shown(name)} is refused: a name is lowercase words joined by '-'" for name in bad))
-    args = [f"--{name}={_text(value)}" for name, value in zip(names, options.values())]
+    args = [f"--{name}={value_text(value, 'on', 'off')}" for name, value in zip(names, options.values())]
     check_arguments(SYSBENCH_OPTIONS, args)
     fields: dict[str, str | int] = {}
     tuning = []
@@ -179,11 +176,6 @@ def cleanup_argv(options: SysbenchOptions) -> list[str]:
     return ["sysbench", "fileio", *options.geometry(), "cleanup"]
 
 
-def expected_seconds(options: SysbenchOptions) -> float:
-    """How long the measured run lasts (sysbench stops at --time, or earlier at --events)."""
-    return float(options.seconds)
-
-
 def run_step(journal: Journal, argv: list[str], directory: Path, *, timeout: float | None = None) -> str:
     """Run one step in the target's directory (journalled: clean-up stops it); its report text.
     sysbench never sets a locale, so its numbers are always written the C way."""
@@ -192,22 +184,22 @@ def run_step(journal: Journal, argv: list[str], directory: Path, *, timeout: flo
 
 # ---- the report -------------------------------------------------------------------------------
 
-# name → (unit, higher is better)
-METRIC_UNITS: dict[str, tuple[str, bool]] = {
-    "events_per_s": ("events/s", True),
-    "reads_per_s": ("reads/s", True),
-    "writes_per_s": ("writes/s", True),
-    "fsyncs_per_s": ("fsyncs/s", True),
-    "read_mib_s": ("MiB/s", True),
-    "write_mib_s": ("MiB/s", True),
-    "read_mb_s": ("MB/s", True),
-    "write_mb_s": ("MB/s", True),
-    "lat_avg_ms": ("ms", False),
-    "lat_p95_ms": ("ms", False),
-    "lat_max_ms": ("ms", False),
-    "elapsed_s": ("s", False),
+# Every metric metric_values reports. events/s decides a cell's precision and rank; it and the
+# tail latency are compared between targets, as fio's IOPS and p99 are.
+METRICS: dict[str, MetricKind] = {
+    "events_per_s": MetricKind("events/s", True, primary=True, compared=True),
+    "reads_per_s": MetricKind("reads/s", True),
+    "writes_per_s": MetricKind("writes/s", True),
+    "fsyncs_per_s": MetricKind("fsyncs/s", True),
+    "read_mib_s": MetricKind("MiB/s", True),
+    "write_mib_s": MetricKind("MiB/s", True),
+    "read_mb_s": MetricKind("MB/s", True),
+    "write_mb_s": MetricKind("MB/s", True),
+    "lat_avg_ms": MetricKind("ms", False),
+    "lat_p95_ms": MetricKind("ms", False, compared=True),
+    "lat_max_ms": MetricKind("ms", False),
+    "elapsed_s": MetricKind("s", False),
 }
-PRIMARY = ("events_per_s",)
 
 
 @dataclass(frozen=True)
@@ -244,8 +236,8 @@ class SysbenchRun:
         return self.fsyncs_per_s / self.writes_per_s if self.writes_per_s > 0 else None
 
 
-def metric_values(result: SysbenchRun) -> dict[str, float]:
-    """The run's metrics (METRIC_UNITS names). lat_avg_ms is the sum ÷ events, not the rounded avg."""
+def metric_values(result: SysbenchRun) -> list[Metric]:
+    """The run's metrics (METRICS). lat_avg_ms is the sum ÷ events, not the rounded avg."""
     values = {
         "events_per_s": result.events_per_s,
         "reads_per_s": result.reads_per_s,
@@ -261,7 +253,7 @@ def metric_values(result: SysbenchRun) -> dict[str, float]:
     }
     if result.lat_p95_ms is not None:
         values["lat_p95_ms"] = result.lat_p95_ms
-    return values
+    return [METRICS[name].of(name, value) for name, value in values.items()]
 
 
 _NUMBER = r"(\d+(?:\.\d+)?)"
