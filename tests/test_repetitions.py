@@ -2,10 +2,15 @@
 `fslab compare` gating on a regression between two stored study runs."""
 
 from collections import Counter
+from datetime import datetime, timedelta
+from pathlib import Path
 
 from conftest import fslab, write_study
 
-from fslab.results import ResultsDB
+from fslab.results import ResultsDB, RunRecord
+from fslab.results.owner import Owner
+from fslab.study import parse_study
+from fslab.workloads.fio import metric as fio_metric
 
 STUDY = """\
 [study]
@@ -58,24 +63,45 @@ def test_target_ci_adds_runs_until_narrow_or_the_limit(tmp_path, workdir):
     assert "Adaptive: runs added block by block until each cell's 95 % interval was within ±0.5%" in report
 
 
-def test_compare_gates_on_a_regression(tmp_path, workdir):
-    # Capped at 100 IOPS against uncapped QD16 reads (thousands even on a busy machine): a gap far
-    # beyond this machine's noise, so the verdict does not depend on how fast it is today.
-    _, db, fast = run(tmp_path, workdir, "--runs", "3")
-    capped = STUDY.replace('runtime = "1s"', 'runtime = "1s"\noptions = { rate_iops = 100 }')
-    _, _, slow = run(tmp_path, workdir, "--runs", "3", study=capped)
-    regressed = fslab("compare", str(fast["id"]), str(slow["id"]), "--db", str(tmp_path / "r.db"))
+# Two stored study runs of fixed samples: QD16 reads uncapped (thousands of IOPS, long queues at
+# p99) and capped at 100 IOPS (short queues). The verdict is judged from these numbers, never from
+# how fast this machine is today.
+UNCAPPED = {"read_iops": 5000.0, "read_lat_p99_us": 4000.0}
+CAPPED = {"read_iops": 100.0, "read_lat_p99_us": 300.0}
+
+
+def stored_study_run(db: ResultsDB, medians: dict[str, float], owner: Owner) -> int:
+    study = parse_study(STUDY, "study.toml", base_dir=Path("."))
+    study_run = db.begin_study_run(study, 1, {"kernel": "6.1.0"}, {"fio": "fio-3.33"}, {"runs": 5}, owner)
+    start = datetime(2026, 1, 1)
+    for repetition, noise in enumerate((0.0, 0.004, -0.003, 0.002, -0.001), start=1):
+        for position, target in enumerate(("xfs", "raw"), start=1):
+            metrics = [fio_metric(name, value * (1 + noise)) for name, value in medians.items()]
+            db.record_run(study_run, RunRecord(
+                target=target, workload="rand_read", repetition=repetition, warmup=False, block=repetition, position=position,
+                started_at=start, finished_at=start + timedelta(seconds=2), status="ok", buffered=False, metrics=metrics,
+            ))  # fmt: skip
+    db.finish_study_run(study_run, "finished", {})
+    return study_run
+
+
+def test_compare_gates_on_a_regression(tmp_path):
+    path = tmp_path / "r.db"
+    db = ResultsDB(str(path))
+    owner = Owner.current(tmp_path)
+    fast, slow = stored_study_run(db, UNCAPPED, owner), stored_study_run(db, CAPPED, owner)
+    regressed = fslab("compare", str(fast), str(slow), "--db", str(path))
     assert regressed.returncode == 1, regressed.stdout + regressed.stderr
     listed = regressed.stdout.split("regression(s):")[1]
     assert "xfs · rand_read · read IOPS" in listed and "raw · rand_read · read IOPS" in listed, regressed.stdout
     assert "Same environment" in regressed.stdout
-    same = fslab("compare", str(fast["id"]), str(fast["id"]), "--db", str(tmp_path / "r.db"))
-    assert same.returncode == 0 and "no regression" in same.stdout
+    same = fslab("compare", str(fast), str(fast), "--db", str(path))
+    assert same.returncode == 0 and "no regression" in same.stdout, same.stdout + same.stderr
     # uncapped QD16 reads are faster, and their queues make the p99 latency longer: both are said
-    reversed_ = fslab("compare", str(slow["id"]), str(fast["id"]), "--db", str(tmp_path / "r.db"))
-    assert "faster" in reversed_.stdout and "by more than 5%" in reversed_.stdout
-    if reversed_.returncode == 1:  # exit 1 only for the latency, never for the IOPS that improved
-        assert "IOPS" not in reversed_.stdout.split("regression(s):")[1]
+    reversed_ = fslab("compare", str(slow), str(fast), "--db", str(path))
+    assert "faster" in reversed_.stdout and "by more than 5%" in reversed_.stdout, reversed_.stdout
+    assert reversed_.returncode == 1, "exit 1 for the latency that regressed"
+    assert "IOPS" not in reversed_.stdout.split("regression(s):")[1], "never for the IOPS that improved"
 
 
 def test_compare_refuses_runs_of_different_studies(tmp_path, workdir):
@@ -83,3 +109,5 @@ def test_compare_refuses_runs_of_different_studies(tmp_path, workdir):
     _, _, other = run(tmp_path, workdir, "--runs", "1", study=STUDY.replace('name = "reps"', 'name = "other"'))
     result = fslab("compare", str(first["id"]), str(other["id"]), "--db", str(tmp_path / "r.db"))
     assert result.returncode == 2 and "compare runs of one study" in result.stderr
+    same = fslab("compare", str(first["id"]), str(first["id"]), "--db", str(tmp_path / "r.db"))  # the same samples: no verdict of speed
+    assert same.returncode == 0 and "no regression" in same.stdout, same.stdout + same.stderr

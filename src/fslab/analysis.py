@@ -97,8 +97,8 @@ def analyse(
     roles = roles_of(samples, roles)
     tested: dict[PairKey, Comparison] = {}
     needed = {}
-    for workload in workloads:
-        present = [t for t in targets if (workload, t) in samples]
+    measured = {w: [t for t in targets if (w, t) in samples] for w in workloads}  # workload → its targets with samples
+    for workload, present in measured.items():
         if not present:
             continue
         for metric in dict.fromkeys(m for t in present for m in roles.compared_in(samples[(workload, t)])):
@@ -110,15 +110,17 @@ def analyse(
         primary = [samples[(workload, t)][m] for t in present for m in roles.primary_in(samples[(workload, t)])]
         needed[workload] = runs_needed(primary, precision)
     family = Analysis([], dict(zip(tested, adjust_family(list(tested.values()), threshold))), {}, needed, threshold, precision)
-    rankings = _rankings(family, samples, roles, higher_is_better, targets, workloads)
-    return replace(family, rows=_rows(family, samples, roles, targets, workloads, baselines, baseline), rankings=rankings)
+    rankings = _rankings(family, samples, roles, higher_is_better, measured)
+    return replace(family, rows=_rows(family, samples, roles, targets[0] if targets else None, measured, baselines, baseline), rankings=rankings)
 
 
-def _rows(family: Analysis, samples: Samples, roles: Roles, targets: list[str], workloads: list[str], baselines: dict[str, str] | None, override: str | None) -> list[Row]:
+def _rows(
+    family: Analysis, samples: Samples, roles: Roles, first: str | None, measured: dict[str, list[str]], baselines: dict[str, str] | None, override: str | None
+) -> list[Row]:
     rows = []
-    for workload in workloads:
-        for target in (t for t in targets if (workload, t) in samples):
-            base = override or (targets[0] if baselines is None else baselines.get(target, target))
+    for workload, present in measured.items():
+        for target in present:
+            base = override or (first if baselines is None else baselines.get(target, target))
             for metric in roles.compared_in(samples[(workload, target)]) if base != target else []:
                 found = family.comparison(workload, metric, base, target)
                 if found is not None:
@@ -126,13 +128,12 @@ def _rows(family: Analysis, samples: Samples, roles: Roles, targets: list[str], 
     return rows
 
 
-def _rankings(family: Analysis, samples: Samples, roles: Roles, higher_is_better: dict[str, bool], targets: list[str], workloads: list[str]) -> dict[tuple[str, str], Ranking]:
+def _rankings(family: Analysis, samples: Samples, roles: Roles, higher_is_better: dict[str, bool], measured: dict[str, list[str]]) -> dict[tuple[str, str], Ranking]:
     """Per workload and primary metric, the targets by geometric mean, best first (the metric's
     direction says which is best), told apart only where their comparison in the family says
     they differ."""
     rankings = {}
-    for workload in workloads:
-        present = [t for t in targets if (workload, t) in samples]
+    for workload, present in measured.items():
         for metric in dict.fromkeys(m for t in present for m in roles.primary_in(samples[(workload, t)])):
             scores = {t: geometric_mean(values) for t in present if (values := samples[(workload, t)].get(metric)) and _positive(values)}
             if len(scores) > 1:

@@ -23,7 +23,7 @@ from fslab.guard.names import visible
 from fslab.plan import PlannedRun, Repetitions
 from fslab.report.console import print_comparison, print_summary
 from fslab.report.files import write_reports
-from fslab.report.summary import summarize_study_run
+from fslab.report.summary import StudySummary, summarize_study_run
 from fslab.results import ResultsDB, RunRecord, reports_dir, resolve_location
 from fslab.results.db import DEFAULT_DB
 from fslab.results.owner import Owner
@@ -193,18 +193,19 @@ def _with_progress(start: Callable[[RunObserver], int]) -> int:
 
 def _show_and_exit(results: ResultsDB, study_run_id: int, **analysis: Any) -> None:
     """The summary; exit status 1 when any run of the study run failed (this session's or an earlier one's)."""
-    _show(results, study_run_id, **analysis)
-    failed = sum(not r.ok for r in results.stored_runs(study_run_id))
+    failed = len(_show(results, study_run_id, **analysis).failures)
     if failed:
         errors.print(f"[red]{failed} run(s) failed[/red]; their errors are in the summary and the database.")
         raise typer.Exit(1)
 
 
-def _show(results: ResultsDB, study_run_id: int, **analysis: Any) -> None:
+def _show(results: ResultsDB, study_run_id: int, **analysis: Any) -> StudySummary:
+    """Print the summary, write its report files; the summary shown."""
     summary = summarize_study_run(results, study_run_id, **analysis)
     print_summary(console, summary)
     written = write_reports(summary, reports_dir(results.location))
     console.print(f"Results in {results.location}; report files: {', '.join(str(p) for p in written)}", highlight=False)
+    return summary
 
 
 @app.command()

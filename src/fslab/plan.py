@@ -85,6 +85,13 @@ class Planner:
         self._counts: dict[tuple[tuple[str, str], bool], int] = {}
         self._warmups = self._measured = 0
         self.progress = {c.key: CellProgress() for c in self.cells}
+        # Who is compared with whom, fixed by the cells and the baseline: worked out once.
+        self._bases: dict[tuple[str, str], Cell | None] = {c.key: self._find_base(c) for c in self.cells}
+        self._compared_with: dict[tuple[str, str], list[Cell]] = {c.key: [] for c in self.cells}
+        for c in self.cells:
+            base = self._bases[c.key]
+            if base is not None:
+                self._compared_with[base.key].append(c)
 
     def next_block(self, samples: Samples, elapsed: float = 0.0, seconds_per_run: float = 0.0, roles: Roles | None = None) -> list[PlannedRun]:
         """The next block to run, given the samples so far and which of their metrics are primary
@@ -129,7 +136,7 @@ class Planner:
                 state.status = "max runs"
         for cell in self.cells:  # a baseline nobody waits for is done
             state = self.progress[cell.key]
-            waiting = [c for c in self.cells if self._base_of(c) is cell]
+            waiting = self._compared_with[cell.key]
             done = (self._base_of(cell) is None or self._decided(cell, samples, roles)) and not self._awaited(cell)
             if state.status == "running" and waiting and done:
                 state.status = "decided"
@@ -137,13 +144,16 @@ class Planner:
     def _base_of(self, cell: Cell) -> Cell | None:
         """The cell `cell` is compared with: the --baseline for all, else its target's own, else
         the workload's first; None for a cell compared with none."""
+        return self._bases[cell.key]
+
+    def _find_base(self, cell: Cell) -> Cell | None:
         same = [c for c in self.cells if c.workload.name == cell.workload.name]
         name = self.baseline if self.baseline in {c.target.name for c in same} else cell.target.baseline or same[0].target.name
         return next((c for c in same if c.target.name == name and c is not cell), None)
 
     def _awaited(self, cell: Cell) -> bool:
         """Whether a cell compared with this one is still running."""
-        return any(self._base_of(c) is cell and self.progress[c.key].status == "running" for c in self.cells)
+        return any(self.progress[c.key].status == "running" for c in self._compared_with[cell.key])
 
     def _decided(self, cell: Cell, samples: Samples, roles: Roles) -> bool:
         """More runs, up to max_runs, would not change the verdict of any primary metric: its

@@ -37,6 +37,11 @@ RANDOM_READS = ("randread", "randrw")
 RANDOM_WRITES = ("randwrite", "randrw")
 
 
+def plain_raw(target: dict) -> bool:
+    """A stored target that is a raw device with no layer over it."""
+    return target["filesystem"] == "raw" and not target["spec"].get("layers")
+
+
 def raw_references(targets: list[dict]) -> dict[str, list[str]]:
     """Target → the raw targets whose IOPS, added up, are what its devices deliver bare.
 
@@ -46,7 +51,7 @@ def raw_references(targets: list[dict]) -> dict[str, list[str]]:
     def images(t: dict) -> list[str]:  # targets stored before images were are named from their devices
         return t["spec"].get("images") or list(image_names(t["name"], t["spec"].get("devices", 1)))
 
-    raws = [t for t in targets if t["filesystem"] == "raw" and not t["spec"].get("layers")]
+    raws = [t for t in targets if plain_raw(t)]
     by_image = {images(t)[0]: t["name"] for t in raws}
     plain = next((t["name"] for t in raws if images(t)[0] == t["name"]), None)
     references = {}
@@ -104,7 +109,7 @@ def cached_references(samples: Samples, targets: list[dict], workloads: dict[str
     judged on bandwidth alone)."""
     found = []
     for t in targets:
-        if t["filesystem"] != "raw" or t["spec"].get("layers"):
+        if not plain_raw(t):
             continue
         for workload, options in workloads.items():
             metrics = samples.get((workload, t["name"]), {})

@@ -75,8 +75,10 @@ def summarize_study_run(
     targets = db.targets(study_run_id)
     runs = db.runs(study_run_id)
     groups = db.sample_groups(study_run_id)
-    workloads = [w["name"] for w in db.workloads(study_run_id)]
-    failed = Counter((r["workload"], r["target"]) for r in runs if r["status"] != "ok")
+    stored_workloads = db.workloads(study_run_id)
+    workloads = [w["name"] for w in stored_workloads]
+    failures = [FailedRun(r["target"], r["workload"], r["repetition"], (r["failure"] or {}).get("phase", ""), r["error"] or "") for r in runs if r["status"] != "ok"]
+    failed = Counter((f.workload, f.target) for f in failures)
     above = beyond_raw(groups.values, raw_references(targets), roles=groups.roles, higher_is_better=groups.higher_is_better)
     cells = [
         CellSummary(
@@ -94,10 +96,9 @@ def summarize_study_run(
         if r["mount_options_effective"]:
             mounts[r["target"]][r["mount_options_effective"]] += 1
         not_in_effect[r["target"]].update(_not_in_effect(specs[r["target"]], r))
-    study_baseline = chosen.get("baseline") if chosen.get("baseline") not in {u.target for u in skipped} else None
     analysis = analyse(
         groups.values, groups.higher_is_better, [t["name"] for t in targets], workloads,
-        baselines=stored_baselines(targets, study_baseline), baseline=baseline, threshold=threshold, precision=precision, roles=groups.roles,
+        baselines=stored_baselines(targets, chosen.get("baseline")), baseline=baseline, threshold=threshold, precision=precision, roles=groups.roles,
     )
     return StudySummary(
         study_run=study_run,
@@ -105,7 +106,7 @@ def summarize_study_run(
         workloads=workloads,
         cells=cells,
         analysis=analysis,
-        failures=[FailedRun(r["target"], r["workload"], r["repetition"], (r["failure"] or {}).get("phase", ""), r["error"] or "") for r in runs if r["status"] != "ok"],
+        failures=failures,
         warmups=sum(1 for r in runs if r["warmup"]),
         effective_mount_options={t: " | ".join(c) for t, c in mounts.items()},
         not_in_effect={t: sorted(o) for t, o in not_in_effect.items() if o},
@@ -113,7 +114,7 @@ def summarize_study_run(
         data={r["workload"]: r["data_pattern"] for r in runs if r["data_pattern"]},
         units=units or Bandwidth(chosen.get("units", Bandwidth.MB.value)),
         skipped=skipped,
-        cached_reference=cached_references(groups.values, targets, {w["name"]: w["spec"].get("fio_options") or {} for w in db.workloads(study_run_id)}),
+        cached_reference=cached_references(groups.values, targets, {w["name"]: w["spec"].get("fio_options") or {} for w in stored_workloads}),
     )
 
 
