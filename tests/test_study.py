@@ -252,6 +252,15 @@ def test_layer_mistakes_are_explained(change, message):
         assert message in error_of(text)
 
 
+def test_a_named_device_is_not_held_to_the_image_size_floor():
+    # The study's image_size is no measure of the user's device: its size is known only when the
+    # study runs. An image of that size is still refused.
+    small = DATA.replace('"512MiB"', '"256MiB"')
+    assert "xfs:" in error_of(small)
+    named = parse(small.replace('filesystem = "xfs"', 'filesystem = "xfs"\ndevice = "/dev/sdb"'))
+    assert named.targets[0].named == ("/dev/sdb",)
+
+
 DATA = """\
 [study]
 name = "data"
