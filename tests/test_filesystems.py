@@ -55,6 +55,29 @@ def test_zfs_takes_a_snapshot_of_its_dataset_destroyed_with_the_pool(workdir):
     assert workdir.journal.outstanding() == [], "the pool, and its snapshot with it, are gone"
 
 
+@pytest.mark.parametrize(
+    ("dataset", "name", "message"),
+    [
+        ("fslab_0a1b2_0123abcd/data", "../escape", "not a snapshot name fslab gives"),
+        ("fslab_0a1b2_0123abcd/data", "fslab-1@other", "not a snapshot name fslab gives"),
+        ("tank/home", snapshot_name(1), "'tank/home' is not a dataset fslab made"),
+        ("fslab_0a1b2_0123abcd/data@x", snapshot_name(1), "is not a dataset fslab made"),
+        (None, snapshot_name(1), "None is not a dataset fslab made"),
+    ],
+)
+def test_zfs_refuses_a_snapshot_fslab_would_not_name_before_any_command(monkeypatch, dataset, name, message):
+    import fslab.filesystems.zfs as zfs
+    import fslab.system
+
+    def no_command(*args, **kwargs):
+        pytest.fail(f"a command ran: {args}")
+
+    monkeypatch.setattr(zfs, "run", no_command)
+    monkeypatch.setattr(fslab.system, "run", no_command)
+    with pytest.raises(Refused, match=message):
+        FILESYSTEMS["zfs"].snapshot(Provisioned(top="/dev/null", directory=None, dataset=dataset), name)
+
+
 @pytest.mark.parametrize("kind", ["ext4", "xfs", "raw"])
 def test_a_filesystem_without_snapshots_says_so_before_anything_is_made(kind):
     fs = FILESYSTEMS[kind]
