@@ -69,8 +69,7 @@ def compression_ratio(logical: int, stored: int) -> float | None:
 
 
 def btrfs_compression_ratio(mountpoint: Path) -> float | None:
-    """A synced Btrfs's ratio (see the module's doc)."""
-    run(["btrfs", "filesystem", "sync", str(mountpoint)])
+    """A Btrfs's ratio (see the module's doc), once synced: SpaceMonitor.values syncs first."""
     stored = parse_btrfs_df(run(["btrfs", "filesystem", "df", "-b", str(mountpoint)]).stdout)["Data"]
     return compression_ratio(files_allocated(mountpoint), stored)
 
