@@ -47,11 +47,6 @@ class Provisioned:
         return cls(top=top, directory=directory, bottom=tuple(stack.bottom), between=tuple(d for d in stack.between if d != top), **made)
 
     @property
-    def under(self) -> tuple[str, ...]:
-        """Every block device beneath the top one, from the layers down to the bottom."""
-        return (*reversed(self.between), *(d for d in self.bottom if d != self.top))
-
-    @property
     def described(self) -> str:
         """The stack as runs.device stores it: the bottom devices, or "top on bottom devices"."""
         bottom = " ".join(self.bottom)
