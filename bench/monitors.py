@@ -25,7 +25,7 @@ from pathlib import Path
 from fslab.devices.layers import Stack
 from fslab.devices.loop import attached, image_file, on_loops
 from fslab.filesystems import FILESYSTEMS
-from fslab.monitors import Monitor, Workload, collect, for_run
+from fslab.monitors import Monitor, Workload, collect, for_run, measuring
 from fslab.study import Target
 from fslab.system import run
 from fslab.workdir import Workdir
@@ -91,11 +91,8 @@ def main() -> None:
                     for monitored in (False, True) if pair % 2 == 0 else (True, False):
                         monitors = [Timed(m, seconds) for m in for_run([loop.device], made.directory, None, files=[path])] if monitored else []
                         before = own_cpu()
-                        for m in monitors:
-                            m.start()
-                        result = fio(path, args.runtime, Path(tmp))
-                        for m in reversed(monitors):
-                            m.stop()
+                        with measuring(monitors):
+                            result = fio(path, args.runtime, Path(tmp))
                         cpu[monitored].append(own_cpu() - before)
                         if monitors:
                             found_last = collect(monitors, Workload(read_bytes=result["io_bytes"]))

@@ -28,7 +28,7 @@ def test_btrfs_on_two_devices_names_them_and_takes_a_read_only_snapshot(workdir)
     with loops(workdir, 2, target.image_size) as (first, second):
         with FILESYSTEMS["btrfs"].provision(workdir.journal, Stack.on(on_loops([first, second])), workdir.mounts / "b", target) as ready:
             assert (ready.top, ready.bottom, ready.between) == (first.device, (first.device, second.device), ())
-            assert ready.under == (second.device,)
+            assert ready.top in ready.bottom, "Btrfs is mounted from the first of its own devices"
             assert ready.described == f"{first.device} {second.device}", "runs.device keeps its text"
             (ready.directory / "data").write_text("before\n")
             taken = FILESYSTEMS["btrfs"].snapshot(ready, snapshot_name(1))
@@ -55,6 +55,29 @@ def test_zfs_takes_a_snapshot_of_its_dataset_destroyed_with_the_pool(workdir):
     assert workdir.journal.outstanding() == [], "the pool, and its snapshot with it, are gone"
 
 
+@pytest.mark.parametrize(
+    ("dataset", "name", "message"),
+    [
+        ("fslab_0a1b2_0123abcd/data", "../escape", "not a snapshot name fslab gives"),
+        ("fslab_0a1b2_0123abcd/data", "fslab-1@other", "not a snapshot name fslab gives"),
+        ("tank/home", snapshot_name(1), "'tank/home' is not a dataset fslab made"),
+        ("fslab_0a1b2_0123abcd/data@x", snapshot_name(1), "is not a dataset fslab made"),
+        (None, snapshot_name(1), "None is not a dataset fslab made"),
+    ],
+)
+def test_zfs_refuses_a_snapshot_fslab_would_not_name_before_any_command(monkeypatch, dataset, name, message):
+    import fslab.filesystems.zfs as zfs
+    import fslab.system
+
+    def no_command(*args, **kwargs):
+        pytest.fail(f"a command ran: {args}")
+
+    monkeypatch.setattr(zfs, "run", no_command)
+    monkeypatch.setattr(fslab.system, "run", no_command)
+    with pytest.raises(Refused, match=message):
+        FILESYSTEMS["zfs"].snapshot(Provisioned(top="/dev/null", directory=None, dataset=dataset), name)
+
+
 @pytest.mark.parametrize("kind", ["ext4", "xfs", "raw"])
 def test_a_filesystem_without_snapshots_says_so_before_anything_is_made(kind):
     fs = FILESYSTEMS[kind]
@@ -69,6 +92,6 @@ def test_a_layered_stack_names_its_bottom_devices_and_the_layers_between():
     stack = Stack(devices=["/dev/mapper/x_crypt"], owned=None, bottom=["/dev/loop3", "/dev/loop4"], between=["/dev/md127", "/dev/mapper/x_crypt"])
     ready = Provisioned.on(stack, "/dev/mapper/x_crypt", None)
     assert ready.bottom == ("/dev/loop3", "/dev/loop4") and ready.between == ("/dev/md127",)
-    assert ready.under == ("/dev/md127", "/dev/loop3", "/dev/loop4")
+    assert ready.top not in (*ready.bottom, *ready.between), "the top is named once, as top"
     assert ready.described == "/dev/mapper/x_crypt on /dev/loop3 /dev/loop4"
     assert ready.fio_location == {"directory": None, "device": "/dev/mapper/x_crypt"}

@@ -169,7 +169,7 @@ def test_duplicate_target_names():
     text = GOOD + '\n[[target]]\nname = "xfs"\nfilesystem = "xfs"\n'
     line = text.splitlines().index('name = "xfs"')  # the [[target]] table just above it
     assert error_of(text) == f"study.toml:{line}: target[2]: two targets are named 'xfs'; give each a distinct name"
-    twice = GOOD.replace('["rand_write", "seq_read"]', '["rand_write", "seq_read"]').replace('name = "mixed"', 'name = "seq_read"')
+    twice = GOOD.replace('name = "mixed"', 'name = "seq_read"')  # the study also runs built-in seq_read
     assert error_of(twice).startswith("study.toml:20: workload[0]: two workloads are named 'seq_read'")
 
 
@@ -250,6 +250,15 @@ def test_layer_mistakes_are_explained(change, message):
         assert parse(text).targets[0].layer_options["lvm"] == ()
     else:
         assert message in error_of(text)
+
+
+def test_a_named_device_is_not_held_to_the_image_size_floor():
+    # The study's image_size is no measure of the user's device: its size is known only when the
+    # study runs. An image of that size is still refused.
+    small = DATA.replace('"512MiB"', '"256MiB"')
+    assert "xfs:" in error_of(small)
+    named = parse(small.replace('filesystem = "xfs"', 'filesystem = "xfs"\ndevice = "/dev/sdb"'))
+    assert named.targets[0].named == ("/dev/sdb",)
 
 
 DATA = """\

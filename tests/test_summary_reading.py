@@ -29,7 +29,7 @@ def not_in_effect(kind: str, requested: str, effective: str) -> list[str]:
 
 @pytest.mark.parametrize(("kind", "requested", "effective"), [
     ("btrfs", "datacow", BTRFS_DEFAULTS),
-    ("btrfs", "datacow,datasum,barrier,treelog,acl,commit=30,noautodefrag,nodiscard".replace(",nodiscard", ""), BTRFS_DEFAULTS),
+    ("btrfs", "datacow,datasum,barrier,treelog,acl,commit=30,noautodefrag", BTRFS_DEFAULTS),
     ("btrfs", "nodiscard,compress=no,max_inline=2048", "rw,relatime,space_cache=v2,subvolid=5,subvol=/"),
     ("btrfs", "compress=zstd,noatime", "rw,noatime,compress=zstd:3,discard=async,space_cache=v2,subvolid=5,subvol=/"),
     ("btrfs", "nodatacow", BTRFS_NODATACOW),

@@ -89,7 +89,7 @@ class Target:
     zram: bool = False  # fresh zram devices of image_size for every run
     blkdiscard: bool | None = None  # discard the devices whole before each run (None: the source's default)
     images: tuple[str, ...] = ()  # names of its devices: its loop images, or the user's device paths (a raw baseline shares its target's)
-    baseline: str | None = None  # the target it is compared with; its own name when others are compared with it (see resolve_baselines)
+    baseline: str | None = None  # the target it is compared with; its own name when others are compared with it (see _expand_target, resolve_baselines)
 
     def __post_init__(self) -> None:
         if self.named:
@@ -185,10 +185,9 @@ class Study:
         target left when that is skipped too."""
         if not names:
             return self
-        kept = [t for t in self.targets if t.name not in names]
+        kept = [replace(t, baseline=None) if t.baseline in names else t for t in self.targets if t.name not in names]
         baseline = None if self.baseline in names else self.baseline
-        default = baseline or kept[0].name
-        return replace(self, targets=[replace(t, baseline=default) if t.baseline in names else t for t in kept], baseline=baseline)
+        return replace(self, targets=resolve_baselines(kept, baseline), baseline=baseline)
 
 
 def builtin_studies() -> dict[str, str]:
@@ -271,6 +270,10 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0,
 
 
 def _expand_target(section: TargetSection, study: StudySection, scale: float) -> list[Target]:
+    """One target per combination of the table's swept values. Each one's baseline: its table's
+    `baseline`, else its sweep's first value on the same filesystem (ext4[noatime] →
+    ext4[defaults]; a sweep of filesystems alone makes no groups), else none yet: those are
+    settled by resolve_baselines."""
     dimensions = {
         "filesystem": as_list(section.filesystem),
         "mkfs_options": as_list(section.mkfs_options),
@@ -315,10 +318,9 @@ def _expand_target(section: TargetSection, study: StudySection, scale: float) ->
 
 
 def resolve_baselines(targets: list[Target], study_baseline: str | None) -> list[Target]:
-    """Each target's baseline settled, to be stored with it: its table's `baseline`, else its
-    sweep's first value on the same filesystem (ext4[noatime] → ext4[defaults]; a sweep of
-    filesystems alone makes no groups), else the study's baseline, else the
-    first target. A target whose baseline is itself is compared with none."""
+    """Each target's baseline settled, to be stored with it: the one it has (from its table or
+    its sweep, see _expand_target), else the study's baseline, else the first target. A target
+    whose baseline is itself is compared with none."""
     default = study_baseline or targets[0].name
     return [replace(t, baseline=t.baseline or default) for t in targets]
 

@@ -15,7 +15,7 @@ from fslab.filesystems.base import SizeFloor
 from fslab.filesystems.zfs import check_dataset_properties, check_pool_options, property_text
 from fslab.guard.fio_jobs import ALIASES, option_problem, option_text
 from fslab.guard.names import check_name
-from fslab.guard.options import check_arguments
+from fslab.guard.options import check_arguments, split_arguments
 from fslab.toml_errors import FieldError, unknown
 from fslab.units import Bandwidth, format_size, parse_duration, parse_size, scaled_size
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
@@ -296,13 +296,16 @@ class TargetSection(_Table):
     @model_validator(mode="after")
     def _large_enough(self, info: ValidationInfo) -> TargetSection:
         """Each image at least the size its filesystem's mkfs can format (the study's
-        image_size, scaled, when the target sets none)."""
+        image_size, scaled, when the target sets none). A target naming the user's devices is
+        not checked here: their size is known only when the study runs."""
+        if self.named:
+            return self
         context = info.context or {}
         scale = context.get("scale", 1.0)
         sizes = as_list(self.image_size) if self.image_size else [context.get("image_size") or StudySection.model_fields["image_size"].default]
         for kind in as_list(self.filesystem):
             for options in as_list(self.mkfs_options):
-                floor = FILESYSTEMS[kind].size_floor(FILESYSTEMS[kind].check_mkfs_options(options), self.devices)
+                floor = FILESYSTEMS[kind].size_floor(split_arguments(options), self.count)  # checked by _mkfs_options
                 for size in sizes:
                     problem = floor and _floor_problem(floor, size, scale, own=self.image_size is not None)
                     if problem:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,11 +45,6 @@ class Provisioned:
     def on(cls, stack: Stack, top: str, directory: Path | None, **made: Any) -> Provisioned:
         """What a filesystem made on a stack of devices, `top` the device it is used through."""
         return cls(top=top, directory=directory, bottom=tuple(stack.bottom), between=tuple(d for d in stack.between if d != top), **made)
-
-    @property
-    def under(self) -> tuple[str, ...]:
-        """Every block device beneath the top one, from the layers down to the bottom."""
-        return (*reversed(self.between), *(d for d in self.bottom if d != self.top))
 
     @property
     def described(self) -> str:
@@ -113,8 +109,10 @@ class MountReadBack:
     reported_as: Mapping[str, str] = field(default_factory=dict)  # option → how the kernel echoes it
     contradicted_by: Mapping[str, frozenset[str]] = field(default_factory=dict)  # beyond noX/X and other values
 
+    @cached_property
     def with_vfs(self) -> MountReadBack:
-        """This filesystem's knowledge joined with the generic options every filesystem takes."""
+        """This filesystem's knowledge joined with the generic options every filesystem takes
+        (made once per read-back: each filesystem class has one)."""
         return MountReadBack(
             VFS_READ_BACK.silent | self.silent,
             VFS_READ_BACK.silent_names | self.silent_names,
@@ -146,7 +144,7 @@ class MountReadBack:
                 s in self.contradicted_by.get(option, ())
                 or s_key == f"no{key}"  # datacow ↔ nodatacow shown
                 or (key.startswith("no") and s_key == key[2:])  # nodiscard ↔ discard=async shown
-                or (equals and s_equals and s_key == key and not _same_value(value, s_value))  # data=ordered ↔ data=journal
+                or (equals and s_equals and s_key == key and not _same_mount_value(value, s_value))  # data=ordered ↔ data=journal
             ):
                 return s
         return None
@@ -164,11 +162,18 @@ def _same(option: str, shown: str) -> bool:
     s_key, s_equals, s_value = shown.partition("=")
     if key != s_key:
         return False
-    return not equals or (bool(s_equals) and _same_value(value, s_value))
+    return not equals or (bool(s_equals) and _same_mount_value(value, s_value))
 
 
-def _same_value(value: str, shown: str) -> bool:
-    if value == shown or shown.startswith(value + ":"):
+def _same_mount_value(value: str, shown: str) -> bool:
+    """A mount option's value as the kernel shows it: also with a level it adds (zstd → zstd:3)."""
+    return shown.startswith(value + ":") or same_value(value, shown)
+
+
+def same_value(value: str, shown: str, *, fold_case: bool = False) -> bool:
+    """Whether a value read back is the requested one: the same text (in either case, with
+    `fold_case`), or one size written another way (4096 and 4k, 128k and 128K)."""
+    if value == shown or (fold_case and value.lower() == shown.lower()):
         return True
     try:
         return parse_size(value) == parse_size(shown)
@@ -268,7 +273,7 @@ class Filesystem:
 
     def not_in_effect(self, mount_options: str, properties: dict[str, str], effective: str | None, details: str) -> list[str]:
         """What a run asked for that its read-back (/proc/mounts, or the stored details) contradicts."""
-        return self.read_back.with_vfs().not_in_effect(mount_options, effective)
+        return self.read_back.with_vfs.not_in_effect(mount_options, effective)
 
     def version(self) -> str | None:
         return tool_version(self.version_command)

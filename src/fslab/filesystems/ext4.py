@@ -147,12 +147,14 @@ class Ext4(Filesystem):
     floor = SizeFloor(104 * 2**10, "mkfs.ext4 makes no filesystem smaller")
 
     def default_mkfs_options(self, requested: list[str]) -> list[str]:
+        """ext4's are all -E suboptions ("nodiscard", …), not arguments: mkfs_command joins
+        them with the study's own -E suboptions into the one -E mke2fs keeps."""
         # mkfs.ext4 defers inode-table and journal zeroing to a kernel thread that would run
         # inside the measured window; do it up front unless the study says otherwise.
         extended = super().default_mkfs_options(requested)
         if not any("lazy_itable_init" in o or "lazy_journal_init" in o for o in requested):
             extended.insert(0, "lazy_itable_init=0,lazy_journal_init=0")
-        return ["-E", ",".join(extended)] if extended else []
+        return extended
 
     def mkfs_command(self, devices: list[str], options: list[str]) -> list[str]:
         # mke2fs keeps only the last -E it is given: the study's suboptions join fslab's in one,
@@ -160,7 +162,7 @@ class Ext4(Filesystem):
         checked = self.check_mkfs_options(options)
         extended = [value for flag, value in zip(checked, checked[1:]) if flag == "-E"]
         rest = [arg for i, arg in enumerate(checked) if arg != "-E" and (i == 0 or checked[i - 1] != "-E")]
-        joined = ",".join([*self.default_mkfs_options(checked)[1:], *extended])
+        joined = ",".join([*self.default_mkfs_options(checked), *extended])
         return [*self.mkfs, *(["-E", joined] if joined else []), *rest, *devices]
 
     def details(self, device: str, mountpoint: Path) -> str:

@@ -20,14 +20,13 @@ from typing import TYPE_CHECKING
 
 from fslab.checks import Check
 from fslab.errors import Refused
-from fslab.filesystems.base import Filesystem, Provisioned, Room, SizeFloor, mounted_options
+from fslab.filesystems.base import Filesystem, Provisioned, Room, SizeFloor, mounted_options, same_value
 from fslab.filesystems.mounting import mount_point, proven
 from fslab.filesystems.zfs_engine import Engine, NotSupported, arc_stat, daemon_answers, engine, kernel_arc_max, zfs_fuse_daemon, zfs_turn
 from fslab.guard.names import check_snapshot_name, kernel_name, workdir_tag
 from fslab.guard.options import ON_OFF, Matches, OneOf, Size, Suboptions, check_properties
 from fslab.journal import Entry, Journal, releaser
 from fslab.system import CommandError, joined, run
-from fslab.units import parse_size
 
 if TYPE_CHECKING:
     from fslab.devices.layers import Stack
@@ -335,13 +334,4 @@ def properties_not_in_effect(requested: dict[str, str], details: str) -> list[st
         fields = line.split("\t")
         if len(fields) == 3:
             reported[fields[0]] = fields[1]
-    return [f"{name}={value} (is {reported[name]})" for name, value in requested.items() if name in reported and not _same_property(value, reported[name])]
-
-
-def _same_property(value: str, reported: str) -> bool:
-    if value.lower() == reported.lower():
-        return True
-    try:
-        return parse_size(value) == parse_size(reported)
-    except ValueError:
-        return False
+    return [f"{name}={value} (is {reported[name]})" for name, value in requested.items() if name in reported and not same_value(value, reported[name], fold_case=True)]

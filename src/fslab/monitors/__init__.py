@@ -2,7 +2,8 @@
 devices under the target (traffic.py), the space the filesystem uses and its compression
 (space.py), and the extents of files (extents.py). All behind one small protocol (base.py).
 
-The runner builds a run's monitors with `for_run` and uses them as base.py shows:
+The runner does not use them yet. When it does, it will build a run's monitors with `for_run`
+and use them as base.py shows:
 
     monitors = for_run(devices=[...], mountpoint=..., compression=...)
     with measuring(monitors):
@@ -30,9 +31,11 @@ def for_run(devices: Sequence[str], mountpoint: Path | None, compression: Compre
     - `devices`: the block devices that reach storage under the target (its loop images' loop
       devices, a user's disks) — not the layers above them as well, or bytes count twice;
     - `mountpoint`: the filesystem's, None on a raw device (no space to measure);
-    - `compression`: the filesystem's way to its compression ratio (space.btrfs_compression_ratio,
-      the ZFS module's `zfs get compressratio`), None where it does not compress;
-    - `files`: files whose extents to count after the phase (the ageing scenario's).
+    - `compression`: the filesystem's way to its compression ratio (space.btrfs_compression_ratio;
+      for ZFS, space.parse_zfs_compressratio reads `zfs get compressratio`, which nothing asks
+      yet), None where it does not compress;
+    - `files`: files whose extents to count after the phase (none yet: a scenario that ages a
+      filesystem, for one, would name its files).
     """
     monitors: list[Monitor] = [CpuMonitor(), TrafficMonitor(devices)]
     if mountpoint is not None:

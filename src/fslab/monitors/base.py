@@ -1,7 +1,7 @@
 """What every monitor offers the runner: started just before the measured phase, stopped just
 after it, then asked for its values once the workload's own figures are known.
 
-The runner's whole use of monitors is:
+The runner does not use monitors yet; its use of them will be:
 
     monitors = [CpuMonitor(), TrafficMonitor(devices), SpaceMonitor(mountpoint, ratio)]
     with measuring(monitors):

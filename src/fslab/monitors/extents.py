@@ -1,5 +1,6 @@
 """How many extents files have, from filefrag (e2fsprogs): the measure of fragmentation that
-the copy-on-write ageing scenario reads before and after its random overwrites.
+a copy-on-write ageing scenario would read before and after its random overwrites (fslab has no
+such scenario yet).
 
 filefrag prints one line per file, "<path>: <n> extent(s) found"; a path may itself hold ": ",
 so the count is read from the line's end. The parser is pure; `extent_counts` runs filefrag.

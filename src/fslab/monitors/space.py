@@ -10,8 +10,8 @@ Compression ratio = the bytes the files hold ÷ the bytes their data takes on th
   extents, before any RAID copy). Data inlined in metadata (files under max_inline, 2 KiB by
   default) counts above, not below: many tiny files raise the ratio a little. Debian's
   btrfs-compsize measures the same per extent; fslab does not need it.
-- ZFS: the dataset's `compressratio` property; the ZFS module asks `zfs get` and hands the text
-  to `parse_zfs_compressratio`.
+- ZFS: the dataset's `compressratio` property, as `parse_zfs_compressratio` reads the text of
+  `zfs get compressratio`; nothing asks `zfs get` for it yet.
 A filesystem that does not compress has no ratio (no value, rather than 1).
 """
 
@@ -69,8 +69,7 @@ def compression_ratio(logical: int, stored: int) -> float | None:
 
 
 def btrfs_compression_ratio(mountpoint: Path) -> float | None:
-    """A synced Btrfs's ratio (see the module's doc)."""
-    run(["btrfs", "filesystem", "sync", str(mountpoint)])
+    """A Btrfs's ratio (see the module's doc), once synced: SpaceMonitor.values syncs first."""
     stored = parse_btrfs_df(run(["btrfs", "filesystem", "df", "-b", str(mountpoint)]).stdout)["Data"]
     return compression_ratio(files_allocated(mountpoint), stored)
 
