@@ -194,7 +194,7 @@ def test_a_harmful_workload_option_names_its_workload_and_line():
 def test_allowed_options_reach_the_job_under_fios_main_names():
     text = STUDY_OPTIONS.replace("OPTION", 'end_fsync = true, blocksize = "8k", percentile_list = "99:99.9"')
     workload = parse_study(text, "s.toml", base_dir=Path(".")).workloads[0]
-    assert {"end_fsync": "1", "bs": "8k", "percentile_list": "99:99.9"}.items() <= workload.fio_options.items()
+    assert {"end_fsync": "1", "bs": "8k", "percentile_list": "99:99.9"}.items() <= workload.tool.fio_options.items()
 
 
 @pytest.mark.parametrize("field", ['size = "1GiB"', 'runtime = "5s"', "iodepth = 4", "options = { end_fsync = 1 }"])

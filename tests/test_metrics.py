@@ -77,7 +77,7 @@ def test_a_phase_keys_its_metrics_and_they_keep_their_roles(tmp_path):
     db, study_run = stored(tmp_path, lambda target, rep: [ELAPSED.of("elapsed_s", MEDIANS[target] + rep / 100, phase=phase) for phase in ("before", "after")])
     groups = db.sample_groups(study_run)
     assert set(groups.values[("seq_read", "xfs")]) == {"before.elapsed_s", "after.elapsed_s"}
-    assert groups.roles.primary == {"before.elapsed_s", "after.elapsed_s"}
+    assert groups.roles.primary == {("seq_read", "before.elapsed_s"), ("seq_read", "after.elapsed_s")}, "roles are per workload"
     s = summarize_study_run(db, study_run)
     assert {r.metric for r in s.analysis.rows} == {"before.elapsed_s", "after.elapsed_s"}
 
@@ -89,7 +89,7 @@ def test_adaptive_runs_stop_on_a_primary_metric_whatever_its_name():
     while block := planner.next_block(tally.samples, roles=tally.roles):
         for planned in block:
             [m] = elapsed(planned.cell.target.name, planned.repetition)
-            tally.add(planned, True, {m.key: m.value}, datetime(2026, 1, 1), datetime(2026, 1, 1), Roles.of([m]))
+            tally.add(planned, True, {m.key: m.value}, datetime(2026, 1, 1), datetime(2026, 1, 1), Roles.of(planned.cell.workload.name, [m]))
     assert {p.status for p in planner.progress.values()} == {"converged"} and all(p.runs == 3 for p in planner.progress.values())
 
 
@@ -117,4 +117,4 @@ def test_fio_behind_the_protocol_round_trips_through_the_database(tmp_path):
     assert outputs == [RawOutput("", "fio", text)], "the raw output as fio wrote it"
     assert FIO.parse(outputs) == metrics, "parsed again from what is stored: the same metrics"
     [stored_run] = db2.stored_runs(1)
-    assert stored_run.metrics == {m.key: m.value for m in metrics} and stored_run.roles == Roles.of(metrics)
+    assert stored_run.metrics == {m.key: m.value for m in metrics} and stored_run.roles == Roles.of(stored_run.workload, metrics)

@@ -67,14 +67,14 @@ def test_lists_expand_to_one_target_per_value_with_readable_names():
 def test_workload_settings_layer_defaults_study_and_workload():
     study = parse(GOOD)
     workloads = {w.name: w for w in study.workloads}
-    rand_write = workloads["rand_write"].fio_options
+    rand_write = workloads["rand_write"].tool.fio_options
     assert (rand_write["rw"], rand_write["bs"], rand_write["iodepth"]) == ("randwrite", "4k", "16")  # built-in pattern
     assert (rand_write["runtime"], rand_write["size"]) == ("2000ms", str(256 * 2**20))  # the study's [fio]
     assert (rand_write["direct"], rand_write["ioengine"]) == ("1", "libaio")  # fslab's defaults
-    mixed = workloads["mixed"].fio_options
+    mixed = workloads["mixed"].tool.fio_options
     assert (mixed["runtime"], mixed["rwmixread"], mixed["numjobs"]) == ("3000ms", "60", "2")  # its own
     assert (mixed["end_fsync"], mixed["norandommap"]) == ("1", "1")  # the escape hatch
-    assert workloads["seq_read"].reads and workloads["mixed"].reads and not workloads["rand_write"].reads
+    assert workloads["seq_read"].tool.reads and workloads["mixed"].tool.reads and not workloads["rand_write"].tool.reads
     assert workloads["mixed"].seconds == 3.0
 
 
@@ -82,8 +82,8 @@ def test_scale_shrinks_sizes_and_times():
     study = parse(GOOD, scale=0.5)
     assert study.targets[0].image_size == 2**30
     rand_write = {w.name: w for w in study.workloads}["rand_write"]
-    assert rand_write.fio_options["runtime"] == "1000ms"
-    assert rand_write.fio_options["size"] == str(128 * 2**20)
+    assert rand_write.tool.fio_options["runtime"] == "1000ms"
+    assert rand_write.tool.fio_options["size"] == str(128 * 2**20)
 
 
 def test_builtin_studies_load():
@@ -92,8 +92,8 @@ def test_builtin_studies_load():
     assert [w.name for w in quick.workloads] == ["seq_read", "seq_write", "rand_read", "rand_write"]
     paper = load_study("baseline-paper")
     assert paper.targets[0].image_size == 10 * 10**9
-    assert {w.fio_options["runtime"] for w in paper.workloads} == {"30000ms"}
-    assert {(w.fio_options["bs"], w.fio_options["iodepth"], w.fio_options["direct"]) for w in paper.workloads} == {("1m", "16", "1"), ("4k", "16", "1")}
+    assert {w.tool.fio_options["runtime"] for w in paper.workloads} == {"30000ms"}
+    assert {(w.tool.fio_options["bs"], w.tool.fio_options["iodepth"], w.tool.fio_options["direct"]) for w in paper.workloads} == {("1m", "16", "1"), ("4k", "16", "1")}
 
 
 def test_seed_studies_are_built_in():
@@ -175,7 +175,7 @@ def test_duplicate_target_names():
 
 def test_workload_too_big_for_the_image_is_refused_before_running():
     message = error_of(GOOD.replace('image_size = "2GiB"', 'image_size = "512MiB"'))
-    assert "study.toml:20: workload[0]: workload 'mixed' needs 2 × 256MiB but target 'ext4' has an image of 512MiB" in message
+    assert "study.toml:20: workload[0]: workload 'mixed' needs 512MiB but target 'ext4' has an image of 512MiB" in message
     assert "target 'xfs' has an image of 512MiB" in message, "every target it does not fit is listed"
 
 
@@ -189,8 +189,8 @@ def test_job_file_workload(tmp_path):
     study_text = GOOD.split("[[workload]]")[0] + '[[workload]]\nname = "mine"\njob_file = "mine.fio"\n'
     study = parse_study(study_text, "s.toml", base_dir=tmp_path)
     mine = {w.name: w for w in study.workloads}["mine"]
-    assert mine.job_file == "mine.fio" and mine.reads and mine.direct and mine.seconds == 3.0
-    assert mine.job.sections[0].options[:2] == (("rw", "randread"), ("bs", "8k"))
+    assert mine.tool.job_file == "mine.fio" and mine.tool.reads and mine.direct and mine.seconds == 3.0
+    assert mine.tool.job.sections[0].options[:2] == (("rw", "randread"), ("bs", "8k"))
     missing = study_text.replace("mine.fio", "gone.fio")
     with pytest.raises(StudyError, match=r"s.toml:2\d: workload\[0\].job_file: cannot read job_file .*gone.fio"):
         parse_study(missing, "s.toml", base_dir=tmp_path)
@@ -279,28 +279,28 @@ size = "64MiB"
 def fio_added(workload):
     from fslab.workloads.fio import fslab_options
 
-    return fslab_options(workload)
+    return fslab_options(workload.tool)
 
 
 def test_data_is_random_unless_asked_and_recorded_as_asked():
     random = parse_study(DATA, "s.toml", base_dir=Path(".")).workloads[0]
-    assert random.data.describe().startswith("random (fio refill_buffers") and fio_added(random)["refill_buffers"] == "1"
+    assert random.tool.data.describe().startswith("random (fio refill_buffers") and fio_added(random)["refill_buffers"] == "1"
     zeros = parse_study(DATA + 'data = "zeros"\n', "s.toml", base_dir=Path(".")).workloads[0]
-    assert zeros.data.describe().startswith("zeros (fio zero_buffers") and zeros.spec()["data"] == zeros.data.describe()
+    assert zeros.tool.data.describe().startswith("zeros (fio zero_buffers") and zeros.spec()["data"] == zeros.tool.data.describe()
     assert fio_added(zeros)["zero_buffers"] == "1" and "refill_buffers" not in fio_added(zeros)
     squeezable = parse_study(DATA + "data = { compressible = 60 }\n", "s.toml", base_dir=Path(".")).workloads[0]
-    assert squeezable.data.describe().startswith("compressible 60% (fio buffer_compress_percentage=60")
+    assert squeezable.tool.data.describe().startswith("compressible 60% (fio buffer_compress_percentage=60")
     assert {"buffer_compress_percentage": "60", "buffer_compress_chunk": "4k", "refill_buffers": "1"}.items() <= fio_added(squeezable).items()
     shared = parse_study(DATA.replace('[[target]]', '[fio]\ndata = "zeros"\n\n[[target]]'), "s.toml", base_dir=Path(".")).workloads[0]
-    assert shared.data.kind == "zeros", "the study's [fio] data applies to every workload"
+    assert shared.tool.data.kind == "zeros", "the study's [fio] data applies to every workload"
 
 
 def test_buffer_options_are_recorded_as_set_by_the_workload():
     workload = parse_study(DATA + "options = { zero_buffers = true, end_fsync = 1 }\n", "s.toml", base_dir=Path(".")).workloads[0]
-    assert workload.data.describe() == "set by the workload's options: zero_buffers=1"
+    assert workload.tool.data.describe() == "set by the workload's options: zero_buffers=1"
     assert "refill_buffers" not in fio_added(workload), "fslab adds no data option of its own over the workload's"
     text = DATA.replace('image_size', 'workloads = ["rand_write"]\nimage_size').replace("[[target]]", '[fio]\nsize = "64MiB"\noptions = { buffer_pattern = "0xdeadbeef" }\n\n[[target]]')
-    assert {w.data.describe() for w in parse_study(text, "s.toml", base_dir=Path(".")).workloads} == {"set by the study's [fio] options: buffer_pattern=0xdeadbeef"}
+    assert {w.tool.data.describe() for w in parse_study(text, "s.toml", base_dir=Path(".")).workloads} == {"set by the study's [fio] options: buffer_pattern=0xdeadbeef"}
 
 
 @pytest.mark.parametrize(
@@ -321,9 +321,9 @@ def test_data_beside_buffer_options_or_unknown_is_refused_where_it_is_written(ch
 def test_a_job_files_data_is_recorded_as_it_sets_it(tmp_path):
     study = DATA.replace('rw = "write"\nsize = "64MiB"\n', 'job_file = "j.fio"\n')
     (tmp_path / "j.fio").write_text("[global]\nzero_buffers\n[a]\nrw=write\nsize=8m\n[b]\nrw=write\nscramble_buffers=0\n")
-    assert parse_study(study, "s.toml", base_dir=tmp_path).workloads[0].data.describe() == "as the job file sets it: zero_buffers, scramble_buffers=0"
+    assert parse_study(study, "s.toml", base_dir=tmp_path).workloads[0].tool.data.describe() == "as the job file sets it: zero_buffers, scramble_buffers=0"
     (tmp_path / "j.fio").write_text("[a]\nrw=write\nsize=8m\n")
-    said = parse_study(study, "s.toml", base_dir=tmp_path).workloads[0].data.describe()
+    said = parse_study(study, "s.toml", base_dir=tmp_path).workloads[0].tool.data.describe()
     assert said.startswith("fio's default: random bytes filled once and reused for every write") and "the job file sets no buffer option" in said
     with pytest.raises(StudyError, match=r"data, shared_file beside a job_file would be ignored"):
         parse_study(study + 'data = "zeros"\nshared_file = true\n', "s.toml", base_dir=tmp_path)
@@ -332,13 +332,13 @@ def test_a_job_files_data_is_recorded_as_it_sets_it(tmp_path):
 def test_a_shared_file_is_one_file_for_every_job_and_counted_once():
     shared = DATA.replace('rw = "write"\nsize = "64MiB"\n', 'rw = "randread"\nsize = "400MiB"\nnumjobs = 4\nshared_file = true\n')
     workload = parse_study(shared, "s.toml", base_dir=Path(".")).workloads[0]
-    assert workload.shared_file and workload.fio_options["filename"] == "w"
+    assert workload.tool.shared_file and workload.tool.fio_options["filename"] == "w"
     assert fio_layout(workload)["numjobs"] == "1", "laid out once, by one job"
-    with pytest.raises(StudyError, match=r"workload 'w' needs 4 × 400MiB"):  # 4 files of their own would not fit
+    with pytest.raises(StudyError, match=r"workload 'w' needs 1.6GiB"):  # 4 files of their own would not fit
         parse_study(shared.replace("shared_file = true\n", ""), "s.toml", base_dir=Path("."))
 
 
 def fio_layout(workload):
     from fslab.workloads.fio import layout_options
 
-    return layout_options(workload.fio_options)
+    return layout_options(workload.tool.fio_options)

@@ -223,11 +223,11 @@ def test_skipping_never_passes_over_a_refusal(tmp_path, workdir):
 def test_scale_sizes_only_keeps_runtimes():
     study = parse_study(SHORT, "s.toml", base_dir=Path("."), scale=0.1, scale_sizes_only=True)
     write = study.workloads[0]
-    assert (write.fio_options["runtime"], write.fio_options["ramp_time"], write.fio_options["size"]) == ("5000ms", "1000ms", str(6 * 2**20))
+    assert (write.tool.fio_options["runtime"], write.tool.fio_options["ramp_time"], write.tool.fio_options["size"]) == ("5000ms", "1000ms", str(6 * 2**20))
     assert study.targets[0].image_size == 102 * 2**20 and study.scale_sizes_only
     assert short_runs(study) is None
     shrunk = parse_study(SHORT, "s.toml", base_dir=Path("."), scale=0.1)
-    assert (shrunk.workloads[0].fio_options["runtime"], shrunk.workloads[0].fio_options["ramp_time"]) == ("500ms", "100ms")
+    assert (shrunk.workloads[0].tool.fio_options["runtime"], shrunk.workloads[0].tool.fio_options["ramp_time"]) == ("500ms", "100ms")
     assert "write (500ms)" in short_runs(shrunk), "the measured window: runtime, ramp excluded"
 
 
@@ -245,4 +245,4 @@ def test_a_resume_keeps_the_sizes_only_scale_and_the_skipped_targets(reading):
     found = resumable(db, str(study_run["id"]))  # refused if a workload's or target's spec differed from what ran
     assert found.study.scale == 0.5 and found.study.scale_sizes_only
     assert [t.name for t in found.study.targets] == ["btrfs-cow", "btrfs-overridden"]
-    assert found.study.workloads[0].fio_options["runtime"] == "1000ms"
+    assert found.study.workloads[0].tool.fio_options["runtime"] == "1000ms"

@@ -78,7 +78,7 @@ def files_study(tmp_path_factory):
         output = real_run_fio(journal, job_path, **kw)
         text = job_path.read_text()
         directory = Path(next(line.split("=", 1)[1] for line in text.splitlines() if line.startswith("directory=")))
-        workload = next(w.name for w in study.workloads if f"[{w.name}]" in text or (w.job_file and "[read]" in text))
+        workload = next(w.name for w in study.workloads if f"[{w.name}]" in text or (w.tool.job_file and "[read]" in text))
         seen[(workload, job_path.name)] = {p.name: (p.stat().st_size, not any(p.read_bytes())) for p in directory.iterdir() if p.is_file()}
         return output
 

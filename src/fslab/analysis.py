@@ -71,7 +71,7 @@ def roles_of(samples: Samples, roles: Roles | None = None) -> Roles:
     them (samples that come without their roles: synthetic ones)."""
     if roles is not None:
         return roles
-    return Roles.declared({m for metrics in samples.values() for m in metrics}, declared_metrics())
+    return Roles.declared({(workload, m) for (workload, _), metrics in samples.items() for m in metrics}, declared_metrics())
 
 
 def analyse(
@@ -101,13 +101,13 @@ def analyse(
     for workload, present in measured.items():
         if not present:
             continue
-        for metric in dict.fromkeys(m for t in present for m in roles.compared_in(samples[(workload, t)])):
+        for metric in dict.fromkeys(m for t in present for m in roles.compared_in(workload, samples[(workload, t)])):
             cells = {t: values for t in present if (values := samples[(workload, t)].get(metric)) and _positive(values)}
             names = list(cells)
             for i, a in enumerate(names):
                 for b in names[i + 1 :]:
                     tested[(workload, metric, a, b)] = compare(cells[a], cells[b], higher_is_better[metric], threshold)
-        primary = [samples[(workload, t)][m] for t in present for m in roles.primary_in(samples[(workload, t)])]
+        primary = [samples[(workload, t)][m] for t in present for m in roles.primary_in(workload, samples[(workload, t)])]
         needed[workload] = runs_needed(primary, precision)
     family = Analysis([], dict(zip(tested, adjust_family(list(tested.values()), threshold))), {}, needed, threshold, precision)
     rankings = _rankings(family, samples, roles, higher_is_better, measured)
@@ -121,7 +121,7 @@ def _rows(
     for workload, present in measured.items():
         for target in present:
             base = override or (first if baselines is None else baselines.get(target, target))
-            for metric in roles.compared_in(samples[(workload, target)]) if base != target else []:
+            for metric in roles.compared_in(workload, samples[(workload, target)]) if base != target else []:
                 found = family.comparison(workload, metric, base, target)
                 if found is not None:
                     rows.append(Row(workload, target, base, metric, found))
@@ -134,7 +134,7 @@ def _rankings(family: Analysis, samples: Samples, roles: Roles, higher_is_better
     they differ."""
     rankings = {}
     for workload, present in measured.items():
-        for metric in dict.fromkeys(m for t in present for m in roles.primary_in(samples[(workload, t)])):
+        for metric in dict.fromkeys(m for t in present for m in roles.primary_in(workload, samples[(workload, t)])):
             scores = {t: geometric_mean(values) for t in present if (values := samples[(workload, t)].get(metric)) and _positive(values)}
             if len(scores) > 1:
                 def differs(a: str, b: str, workload: str = workload, metric: str = metric) -> bool:
@@ -154,7 +154,7 @@ def compare_study_runs(
     for (workload, target), metrics in older.items():
         if (workload, target) not in newer:
             continue
-        for metric in roles.compared_in(metrics):
+        for metric in roles.compared_in(workload, metrics):
             a, b = metrics[metric], newer[(workload, target)].get(metric)
             if b and _positive(a + b):
                 rows.append(Row(workload, target, target, metric, compare(a, b, higher_is_better[metric], threshold)))

@@ -62,30 +62,31 @@ class MetricKind:
 
 @dataclass(frozen=True)
 class Roles:
-    """Which metrics (by key) are primary and which compared, as stored with them. Both are read
-    in name order, so a report lists them the same way however they were stored."""
+    """Which metrics (workload, key) are primary and which compared, as stored with them: per
+    workload, since kinds share names (dd's write_mb_s is primary, fio's is not). Both are read in
+    name order, so a report lists them the same way however they were stored."""
 
-    primary: frozenset[str] = frozenset()
-    compared: frozenset[str] = frozenset()
+    primary: frozenset[tuple[str, str]] = frozenset()
+    compared: frozenset[tuple[str, str]] = frozenset()
 
     @classmethod
-    def of(cls, metrics: Iterable[Metric]) -> Roles:
+    def of(cls, workload: str, metrics: Iterable[Metric]) -> Roles:
         found = list(metrics)
-        return cls(frozenset(m.key for m in found if m.primary), frozenset(m.key for m in found if m.compared))
+        return cls(frozenset((workload, m.key) for m in found if m.primary), frozenset((workload, m.key) for m in found if m.compared))
 
     @classmethod
-    def declared(cls, keys: Iterable[str], kinds: Mapping[str, MetricKind]) -> Roles:
-        """The roles `kinds` declare for these keys (each looked up by its own name, without its
-        phase): for samples that come without stored roles."""
-        found = [(key, kinds.get(unqualified(key))) for key in keys]
+    def declared(cls, keys: Iterable[tuple[str, str]], kinds: Mapping[str, MetricKind]) -> Roles:
+        """The roles `kinds` declare for these (workload, key) (each looked up by its own name,
+        without its phase): for samples that come without stored roles."""
+        found = [(key, kinds.get(unqualified(key[1]))) for key in keys]
         return cls(frozenset(k for k, kind in found if kind and kind.primary), frozenset(k for k, kind in found if kind and kind.compared))
 
     def __or__(self, other: Roles) -> Roles:
         return Roles(self.primary | other.primary, self.compared | other.compared)
 
-    def primary_in(self, metrics: Iterable[str]) -> list[str]:
-        """The primary metrics among a cell's, in name order."""
-        return sorted(m for m in metrics if m in self.primary)
+    def primary_in(self, workload: str, metrics: Iterable[str]) -> list[str]:
+        """The primary metrics among a cell's of `workload`, in name order."""
+        return sorted(m for m in metrics if (workload, m) in self.primary)
 
-    def compared_in(self, metrics: Iterable[str]) -> list[str]:
-        return sorted(m for m in metrics if m in self.compared)
+    def compared_in(self, workload: str, metrics: Iterable[str]) -> list[str]:
+        return sorted(m for m in metrics if (workload, m) in self.compared)

@@ -118,7 +118,7 @@ class Planner:
         for cell in self.cells:
             state = self.progress[cell.key]
             metrics = samples.get(cell.key, {})
-            primary = roles.primary_in(metrics)
+            primary = roles.primary_in(cell.workload.name, metrics)
             widths = [summarize(metrics[m]).relative_half_width for m in primary]
             state.runs = max((len(metrics[m]) for m in primary), default=0)
             state.half_width = None if not widths or None in widths else max(widths)
@@ -163,7 +163,7 @@ class Planner:
         if base is None:
             return False
         mine, theirs = samples.get(cell.key, {}), samples.get(base.key, {})
-        metrics = [m for m in roles.primary_in(mine) if len(theirs.get(m, [])) >= 2 and len(mine[m]) >= 2]
+        metrics = [m for m in roles.primary_in(cell.workload.name, mine) if len(theirs.get(m, [])) >= 2 and len(mine[m]) >= 2]
         if not metrics:
             return False
         limit, most = self.repetitions.threshold, self.repetitions.max_runs

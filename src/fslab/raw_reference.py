@@ -81,7 +81,7 @@ def beyond_raw(
     roles = roles_of(samples, roles)
     for (workload, target), metrics in samples.items():
         raws = [samples.get((workload, raw), {}) for raw in references.get(target, [])]
-        for metric in roles.primary_in(metrics) if raws else []:
+        for metric in roles.primary_in(workload, metrics) if raws else []:
             if not all(raw.get(metric) for raw in raws) or not (higher_is_better or {}).get(metric, True):
                 continue
             reference = [float(sum(runs)) for runs in zip(*(raw[metric] for raw in raws))]

@@ -157,7 +157,7 @@ def _run_blocks(
                         observer.starting(planned, index, planner.handed_out)
                     record = execute(planned, workdir, sources)
                     db.record_run(study_run_id, record)
-                    tally.add(planned, record.status == "ok", {m.key: m.value for m in record.metrics}, record.started_at, record.finished_at, Roles.of(record.metrics))
+                    tally.add(planned, record.status == "ok", {m.key: m.value for m in record.metrics}, record.started_at, record.finished_at, Roles.of(planned.cell.workload.name, record.metrics))
                     if observer:
                         observer.finished(planned, record)
         status = "finished"
@@ -263,7 +263,7 @@ def execute(planned: PlannedRun, workdir: Workdir, sources: Sources) -> RunRecor
         buffered=not workload.direct,
         image_size=target.image_size,
         mount_options_requested=target.mount_options,
-        data_pattern=workload.data.describe(),
+        data_pattern=workload.tool.data_pattern(),
     )
     clock = _Clock()
     try:
@@ -291,6 +291,7 @@ def execute(planned: PlannedRun, workdir: Workdir, sources: Sources) -> RunRecor
                 record.job_file = kind.command(workload, ready)
                 record.outputs = _measure(workdir.journal, kind, workload, ready, record.job_file, clock)
                 record.metrics = kind.parse(record.outputs)
+                record.notes = kind.judge(workload, record.outputs)
                 clock.mark("parse")
         clock.mark("teardown")
         record.status = "ok"
@@ -327,13 +328,23 @@ def _first_error(exc: Exception) -> Exception:
     return exc
 
 
+# A run's side files (job files, fio's verify state, dd's random data) live in RAM where the
+# machine has it, so that what a workload reads from them never touches the disks measured.
+SCRATCH_IN_RAM = Path("/dev/shm")
+
+
+@contextmanager
+def _unmonitored(phase: str) -> Iterator[None]:
+    yield
+
+
 def _measure(journal: Journal, kind: WorkloadKind, workload: Workload, ready: Provisioned, command: str, clock: _Clock) -> list[RawOutput]:
     """Prepare what the workload reads, drop caches, run it; returns its raw outputs."""
-    with tempfile.TemporaryDirectory(prefix="fslab-job-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="fslab-job-", dir=SCRATCH_IN_RAM if SCRATCH_IN_RAM.is_dir() else None) as scratch:
         kind.prepare(journal, workload, ready, Path(scratch))
         clock.mark("layout")
         sync_and_drop_caches()
         clock.mark("drop_caches")
-        outputs = kind.run(journal, workload, ready, command, Path(scratch))  # within the run's time limit (execute)
+        outputs = kind.run(journal, workload, ready, command, Path(scratch), _unmonitored)  # within the run's time limit (execute)
         clock.mark("workload")
     return outputs

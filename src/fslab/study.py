@@ -22,14 +22,15 @@ from fslab.errors import FslabError, Refused
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.zfs import property_text
 from fslab.guard import fio_jobs
-from fslab.guard.fio_jobs import JobFile
 from fslab.guard.names import file_name
 from fslab.guard.options import split_arguments
-from fslab.study_file import FioSection, StudyFile, StudySection, TargetSection, allowed_fields, as_list
+from fslab.study_file import DdSection, FioSection, StudyFile, StudySection, SysbenchSection, TargetSection, allowed_fields, as_list, untagged
 from fslab.toml_errors import describe_error, field_path, locate, unknown
 from fslab.units import format_duration, format_size, parse_duration, parse_size, scaled_size
+from fslab.workloads.base import Tool
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 from fslab.workloads.data import DataPattern, buffer_options
+from fslab.workloads.fio import FioJob
 
 # fslab's defaults for every fio workload, overridden by a study's [fio] table, then by the workload.
 FIO_DEFAULTS: dict[str, Any] = {
@@ -128,25 +129,23 @@ class Target:
 
 @dataclass(frozen=True)
 class Workload:
+    """What runs on each target: `tool` holds what its kind runs (workloads.base.Tool: a FioJob,
+    SysbenchOptions, DdOptions, …), every value checked; the rest is what fslab needs of any kind."""
+
     name: str
-    job: JobFile  # what fio runs, every option checked: built from fio_options, or a job file parsed
-    fio_options: dict[str, str]  # the parameters `job` was built from, in order; empty for a job file
-    job_file: str | None  # the job file as the study names it; None when built from parameters
-    seconds: float  # expected duration (runtime + ramp + startdelay), for progress and time-outs; 0 = unknown
-    reads: bool  # needs its data laid out before the measured run
-    direct: bool
-    bytes_per_job: int  # 0 when unknown (job files)
-    numjobs: int
-    timeout: float = UNKNOWN_LENGTH_TIMEOUT  # seconds a run may take, fslab's work around fio included
-    data: DataPattern = field(default_factory=DataPattern)  # what it writes; fslab adds data.fio_options() to the jobs it builds
-    shared_file: bool = False  # its jobs work on one file, fio_options' filename (built from parameters only)
-    kind: str = "fio"  # the workload kind that runs it (workloads.KINDS)
+    tool: Tool
+    seconds: float  # expected duration, for progress and time-outs; 0 = unknown
+    direct: bool  # whether it bypasses the page cache
+    timeout: float = UNKNOWN_LENGTH_TIMEOUT  # seconds a run may take, fslab's work around the tool included
+
+    @property
+    def kind(self) -> str:
+        """The workload kind that runs it (workloads.KINDS)."""
+        return self.tool.kind
 
     def spec(self) -> dict[str, Any]:
-        return {
-            "fio_options": self.fio_options, "job_file": self.job_file, "job": fio_jobs.job_text(self.job), "direct": self.direct,
-            "data": self.data.describe(), "shared_file": self.shared_file,
-        }  # fmt: skip
+        """As stored with the study run (a fio workload's as before kinds existed)."""
+        return self.tool.spec() | {"direct": self.direct} | ({} if self.kind == "fio" else {"kind": self.kind})
 
 
 @dataclass(frozen=True)
@@ -232,7 +231,7 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0,
         context = {"image_size": study.get("image_size") if isinstance(study, dict) else None, "scale": scale}
         model = StudyFile.model_validate(data, context=context)
     except ValidationError as exc:
-        raise StudyError("\n".join(describe_error(error, text, filename, allowed_fields) for error in exc.errors())) from exc
+        raise StudyError("\n".join(describe_error(error, text, filename, allowed_fields, untagged) for error in exc.errors())) from exc
 
     tables = [(("target", i), t) for i, section in enumerate(model.target) for t in _expand_target(section, model.study, scale)]
     targets = [t for _, t in tables]
@@ -351,14 +350,26 @@ def _workloads(model: StudyFile, base_dir: Path, scale: float, time_scale: float
     where = _Where(text, filename)
     workloads = [_fio_workload(n, {**defaults, **BUILTIN_WORKLOADS[n]}, shared_options, scale, time_scale, _data_pattern(model.fio, None, where)) for n in names]
     for index, section in enumerate(model.workload):
-        if section.job_file:
+        if isinstance(section, (SysbenchSection, DdSection)):
+            workloads.append(_tool_workload(section, scale, time_scale))
+        elif section.job_file:
             where_file = f"{filename}:{locate(text, ('workload', index, 'job_file'))}: workload[{index}].job_file"
             workloads.append(_job_file_workload(section.name, section.job_file, base_dir, where_file, model.fio.timeout if section.timeout is None else section.timeout))
         else:
-            own = section.model_dump(exclude_none=True, exclude={"name", "job_file", "options", "data", "shared_file"})
+            own = section.model_dump(exclude_none=True, exclude={"name", "kind", "job_file", "options", "data", "shared_file"})
             data = _data_pattern(model.fio, (index, section), where)
             workloads.append(_fio_workload(section.name, {**defaults, **own}, {**shared_options, **section.options}, scale, time_scale, data, shared_file=section.shared_file))
     return workloads
+
+
+def _tool_workload(section: SysbenchSection | DdSection, scale: float, time_scale: float) -> Workload:
+    """A sysbench or dd workload, its sizes × `scale` and its time × `time_scale`."""
+    if isinstance(section, SysbenchSection):
+        sysbench = section.checked().scaled(scale, time_scale)
+        seconds = float(sysbench.seconds)
+        return Workload(section.name, sysbench, seconds, sysbench.direct, run_timeout(seconds, section.timeout))
+    dd = section.checked().scaled(scale)
+    return Workload(section.name, dd, 0.0, dd.direct, run_timeout(0.0, section.timeout))
 
 
 def _data_pattern(fio: FioSection, workload: tuple[int, FioSection] | None, where: _Where) -> DataPattern:
@@ -410,18 +421,11 @@ def _fio_workload(name: str, settings: dict[str, Any], extra: dict[str, Any], sc
     seconds = fio_jobs.expected_seconds(job)
     return Workload(
         name=name,
-        job=job,
-        fio_options=fio_options,
-        job_file=None,
+        tool=FioJob(job, fio_options, None, fio_jobs.reads(job), size, settings["numjobs"], data, shared_file),
         # from the job, as for a job file: a workload's own options may change rw, direct or runtime
         seconds=seconds,
-        reads=fio_jobs.reads(job),
         direct=fio_jobs.direct(job),
-        bytes_per_job=size,
-        numjobs=settings["numjobs"],
         timeout=run_timeout(seconds, settings.get("timeout")),
-        data=data,
-        shared_file=shared_file,
     )
 
 
@@ -433,18 +437,13 @@ def _job_file_workload(name: str, job_file: str, base_dir: Path, where: str, tim
         job = fio_jobs.parse_job_file(text, job_file)
     except Refused as exc:
         raise StudyError(f"{where}: {exc}") from None
+    data = DataPattern.from_options("job_file", (option for section in job.sections for option in section.options))
     return Workload(
         name=name,
-        job=job,
-        fio_options={},
-        job_file=job_file,
+        tool=FioJob(job, {}, job_file, fio_jobs.reads(job), 0, 1, data),
         seconds=(seconds := fio_jobs.expected_seconds(job)),
-        reads=fio_jobs.reads(job),
         direct=fio_jobs.direct(job),
-        bytes_per_job=0,
-        numjobs=1,
         timeout=run_timeout(seconds, timeout),
-        data=DataPattern.from_options("job_file", (option for section in job.sections for option in section.options)),
     )
 
 
@@ -474,18 +473,14 @@ def _read_job_file(path: Path, where: str) -> str:
 def space_problem(target: Target, workload: Workload) -> str | None:
     """Why a workload's files cannot fit on a target's image (or device), refused before anything
     is formatted."""
-    # On a filesystem each fio job has its own file, unless they share one; on a block device all
-    # jobs share the region.
     room = FILESYSTEMS[target.filesystem].room(target)
-    jobs = 1 if room.block_device or workload.shared_file else workload.numjobs
-    needed = workload.bytes_per_job * jobs
+    if room.block_device and workload.tool.needs_directory:
+        return f"workload '{workload.name}' ({workload.kind}) works in a filesystem's directory, and target '{target.name}' is a raw device: leave it out of this study (raw_baseline adds one)"
+    needed = workload.tool.bytes_needed(room.block_device)
     if needed <= room.usable:
         return None
     where = f"a volume of about {format_size(room.usable)} on an image of {format_size(target.image_size)}" if room.volume else f"{'a device' if target.named else 'an image'} of {format_size(target.image_size)}"
-    return (
-        f"workload '{workload.name}' needs {jobs} × {format_size(workload.bytes_per_job)} "
-        f"but target '{target.name}' has {where}; raise image_size or lower the workload's size"
-    )
+    return f"workload '{workload.name}' needs {format_size(needed)} but target '{target.name}' has {where}; raise image_size or lower the workload's size"
 
 
 @dataclass(frozen=True)
@@ -521,7 +516,7 @@ SHORT_RUN_FLOOR = 2.0  # seconds
 def short_runs(study: Study) -> str | None:
     """A warning, before anything runs, naming the workloads whose measured window (runtime,
     ramp excluded) is below SHORT_RUN_FLOOR, and how to lengthen it; None when none is."""
-    short = {w.name: seconds for w in study.workloads if 0 < (seconds := fio_jobs.measured_seconds(w.job)) < SHORT_RUN_FLOOR}
+    short = {w.name: seconds for w in study.workloads if 0 < (seconds := w.tool.measured_seconds()) < SHORT_RUN_FLOOR}
     if not short:
         return None
     listed = ", ".join(f"{name} ({format_duration(seconds)})" for name, seconds in short.items())

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator, model_validator
 
 from fslab.devices.layers import LAYERS
 from fslab.filesystems import FILESYSTEMS
@@ -19,6 +19,8 @@ from fslab.guard.options import check_arguments, split_arguments
 from fslab.toml_errors import FieldError, unknown
 from fslab.units import Bandwidth, format_size, parse_duration, parse_size, scaled_size
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
+from fslab.workloads.dd import DdOptions, dd_options
+from fslab.workloads.sysbench import SysbenchOptions, sysbench_options
 
 FIO_RW_MODES = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw", "trim", "randtrim", "trimwrite")
 
@@ -134,6 +136,7 @@ class FioSection(_Table):
 
 class WorkloadSection(FioSection):
     name: Name
+    kind: Literal["fio"] = "fio"
     rw: str | None = None
     job_file: str | None = None
     shared_file: bool = False  # all numjobs jobs work on one file (fio filename=), laid out once
@@ -320,11 +323,88 @@ class TargetSection(_Table):
         return value
 
 
+ToolOption = str | int | float | bool
+
+
+class _ToolWorkloadSection(_Table):
+    """A workload run by a tool other than fio: its options by the tool's own names, each
+    checked by the tool's allow-list (its module's `…_options`)."""
+
+    name: Name
+    data: Literal["random", "zeros"] | None = None  # what it writes (default: random)
+    timeout: Timeout | None = None  # fslab's: a run still going after it is killed and failed
+    options: dict[str, ToolOption] = {}
+
+    def checked(self) -> Any:
+        """The tool's record of these options (raises OptionRefused, a ValueError, saying why)."""
+        raise NotImplementedError
+
+    @model_validator(mode="after")
+    def _allowed_options(self) -> _ToolWorkloadSection:
+        try:
+            self.checked()
+        except ValueError as exc:
+            raise FieldError("options" if self.options else "data", str(exc)) from None
+        return self
+
+
+class SysbenchSection(_ToolWorkloadSection):
+    """sysbench fileio (workloads/sysbench.py); defaults: seed 000's mail server."""
+
+    kind: Literal["sysbench"]
+
+    def checked(self) -> SysbenchOptions:
+        return sysbench_options(self.options, data=self.data or "random")
+
+
+class DdSection(_ToolWorkloadSection):
+    """dd's write then read of one file (workloads/dd.py); defaults: seed 000's 1 GiB, 1 MiB blocks, direct."""
+
+    kind: Literal["dd"]
+
+    def checked(self) -> DdOptions:
+        return dd_options(self.options, data=self.data or "random")  # type: ignore[arg-type]
+
+
+# Each [[workload]] table's model, by its `kind` (absent: fio).
+WORKLOAD_KINDS: dict[str, type[BaseModel]] = {"fio": WorkloadSection, "sysbench": SysbenchSection, "dd": DdSection}
+
+
+def _kind_of_table(table: Any) -> str:
+    kind = table.get("kind", "fio") if isinstance(table, dict) else getattr(table, "kind", "fio")
+    return kind if kind in WORKLOAD_KINDS else "unknown"
+
+
+class _UnknownKind(BaseModel):
+    """A [[workload]] table of a kind fslab has not: refused at its `kind`, and nothing else said."""
+
+    model_config = ConfigDict(extra="allow")
+    kind: Any
+
+    @model_validator(mode="after")
+    def _refuse(self) -> _UnknownKind:
+        raise FieldError("kind", unknown("workload kind", str(self.kind), WORKLOAD_KINDS))
+
+
+WorkloadTable = Annotated[
+    Annotated[WorkloadSection, Tag("fio")] | Annotated[SysbenchSection, Tag("sysbench")] | Annotated[DdSection, Tag("dd")] | Annotated[_UnknownKind, Tag("unknown")],
+    Discriminator(_kind_of_table),
+]
+
+
+def untagged(loc: tuple) -> tuple:
+    """An error's location without the kind pydantic puts in it: ("workload", 0, "dd", "options")
+    → ("workload", 0, "options")."""
+    if len(loc) > 2 and loc[0] == "workload" and (loc[2] in WORKLOAD_KINDS or loc[2] == "unknown"):
+        return (*loc[:2], *loc[3:])
+    return loc
+
+
 class StudyFile(_Table):
     study: StudySection
     fio: FioSection = FioSection()
     target: list[TargetSection] = Field(min_length=1)
-    workload: list[WorkloadSection] = []
+    workload: list[WorkloadTable] = []
 
 
 # The model of each table, to list the fields allowed where an unknown one is met.
@@ -346,6 +426,9 @@ def check_device_path(path: str) -> str:
 
 
 def allowed_fields(loc: tuple) -> list[str]:
+    """The fields of the table an error's location (as pydantic gives it, kind and all) is in."""
+    if len(loc) > 3 and loc[0] == "workload" and loc[2] in WORKLOAD_KINDS:
+        return list(WORKLOAD_KINDS[str(loc[2])].model_fields)
     model = _TABLE_MODELS.get(str(loc[0]), StudyFile) if len(loc) > 1 else StudyFile
     return list(model.model_fields)
 

@@ -28,18 +28,22 @@ class FieldError(ValueError):
         self.field = field
 
 
-def describe_error(error: dict, text: str, filename: str, allowed_fields: Callable[[tuple], list[str]]) -> str:
+def describe_error(
+    error: dict, text: str, filename: str, allowed_fields: Callable[[tuple], list[str]], untagged: Callable[[tuple], tuple] = lambda loc: loc
+) -> str:
     """One pydantic error as "file:line: field: message"; `allowed_fields(loc)` names the
-    fields of the table an unknown field was met in."""
-    loc = tuple(error["loc"])
+    fields of the table an unknown field was met in; `untagged(loc)` drops what pydantic adds to
+    a location that is not in the file (the tag of a union's member)."""
+    tagged = tuple(error["loc"])
     cause = error.get("ctx", {}).get("error")
     if isinstance(cause, FieldError):
-        loc = (*loc, cause.field)
+        tagged = (*tagged, cause.field)
+    loc = untagged(tagged)
     line = locate(text, loc)
     where = f"{filename}:{line}" if line else filename
     field = field_path(loc)
     if error["type"] == "extra_forbidden":
-        return f"{where}: {unknown('field', str(loc[-1]), allowed_fields(loc))} (in {field})"
+        return f"{where}: {unknown('field', str(loc[-1]), allowed_fields(tagged))} (in {field})"
     message = error["msg"].removeprefix("Value error, ")
     if error["type"] == "missing":
         message = f"required field '{loc[-1]}' is missing"

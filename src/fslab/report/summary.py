@@ -29,6 +29,8 @@ class CellSummary:
     metrics: dict[str, Summary]  # metric name → statistics over the cell's successful runs
     units: dict[str, str]
     primary: list[str] = field(default_factory=list)  # its primary metrics (stored with them), in name order
+    notes: list[str] = field(default_factory=list)  # what was found of its runs (runs.notes), each once with how often
+    implausible: bool = False  # a run's figures cannot be real: the cell is flagged, never a plain result
 
     def directions(self) -> list[str]:
         """The fio directions it has (a row each in fio's table)."""
@@ -79,11 +81,13 @@ def summarize_study_run(
     workloads = [w["name"] for w in stored_workloads]
     failures = [FailedRun(r["target"], r["workload"], r["repetition"], (r["failure"] or {}).get("phase", ""), r["error"] or "") for r in runs if r["status"] != "ok"]
     failed = Counter((f.workload, f.target) for f in failures)
+    found = _run_notes(runs)
     above = beyond_raw(groups.values, raw_references(targets), roles=groups.roles, higher_is_better=groups.higher_is_better)
     cells = [
         CellSummary(
             w, t["name"], failed[(w, t["name"])], _cell_statistics(groups.values.get((w, t["name"]), {}), groups.higher_is_better, above.get((w, t["name"]), {})),
-            groups.units, groups.roles.primary_in(groups.values.get((w, t["name"]), {})),
+            groups.units, groups.roles.primary_in(w, groups.values.get((w, t["name"]), {})),
+            *found.get((w, t["name"]), ([], False)),
         )
         for w in workloads
         for t in targets
@@ -116,6 +120,27 @@ def summarize_study_run(
         skipped=skipped,
         cached_reference=cached_references(groups.values, targets, {w["name"]: w["spec"].get("fio_options") or {} for w in stored_workloads}),
     )
+
+
+def _run_notes(runs: list[dict]) -> dict[tuple[str, str], tuple[list[str], bool]]:
+    """(workload, target) → what was found of its measured runs, each kind of finding once (as
+    its first run said it) with how many runs it was found in, the implausible first; and
+    whether any was implausible."""
+    found: dict[tuple[str, str], dict[tuple[bool, str], list[str]]] = defaultdict(dict)
+    totals: Counter = Counter()
+    for r in runs:
+        if r["status"] == "ok" and not r["warmup"]:
+            cell = (r["workload"], r["target"])
+            totals[cell] += 1
+            for note in r.get("notes") or []:
+                found[cell].setdefault((not note["implausible"], note["kind"]), []).append(note["says"])
+    return {
+        cell: (
+            [("IMPLAUSIBLE: " if not plausible else "") + f"{said[0]} ({len(said)} of {totals[cell]} runs)" for (plausible, _), said in sorted(notes.items())],
+            any(not plausible for plausible, _ in notes),
+        )
+        for cell, notes in found.items()
+    }
 
 
 def stored_baselines(targets: list[dict], study_baseline: str | None) -> dict[str, str]:
@@ -243,7 +268,7 @@ def metric_rows(cell: CellSummary) -> list[list[str]]:
     for name in [*cell.primary, *sorted(m for m in cell.metrics if m not in cell.primary)]:
         stats = cell.metrics[name]
         n = f"{stats.n}" + (f" ({cell.failed} failed)" if cell.failed else "")
-        rows.append([cell.target, name, n, fmt(stats.median), fmt_mean_ci(stats), fmt_cv(stats), cell.units.get(name, ""), "; ".join(stats.warnings)])
+        rows.append([cell.target, name, n, flagged(cell, fmt(stats.median)), fmt_mean_ci(stats), fmt_cv(stats), cell.units.get(name, ""), "; ".join([*stats.warnings, *(cell.notes if not rows else [])])])
     return rows or [[cell.target, "–", f"0 ({cell.failed} failed)", *["–"] * (len(METRIC_COLUMNS) - 3)]]
 
 
@@ -253,11 +278,16 @@ def table_rows(cell: CellSummary, units: Bandwidth = Bandwidth.MB) -> list[list[
         iops, mb = cell.metrics.get(f"{d}_iops"), cell.metrics.get(f"{d}_{units.metric}")
         latencies = [fmt_latency(cell.metrics[f"{d}_lat_{p}_us"].median) if f"{d}_lat_{p}_us" in cell.metrics else "–" for p in PERCENTILES]
         n = f"{iops.n}" + (f" ({cell.failed} failed)" if cell.failed else "")
-        notes = "; ".join([*iops.warnings, *submission_note(cell, d)])
-        rows.append([cell.target, d, n, fmt(iops.median), fmt_mean_ci(iops), fmt_cv(iops), fmt(mb.median), fmt_mean_ci(mb), fmt_cv(mb), *latencies, notes])
+        notes = "; ".join([*iops.warnings, *submission_note(cell, d), *(cell.notes if not rows else [])])
+        rows.append([cell.target, d, n, flagged(cell, fmt(iops.median)), fmt_mean_ci(iops), fmt_cv(iops), fmt(mb.median), fmt_mean_ci(mb), fmt_cv(mb), *latencies, notes])
     if not rows:
         rows.append([cell.target, "–", f"0 ({cell.failed} failed)", *["–"] * (len(COLUMNS) - 3)])
     return rows
+
+
+def flagged(cell: CellSummary, figure: str) -> str:
+    """A figure of a cell whose runs reported what cannot be real, marked so it is never read as a plain result."""
+    return f"⚠ {figure}" if cell.implausible else figure
 
 
 def submission_note(cell: CellSummary, direction: str) -> list[str]:

@@ -20,9 +20,10 @@ import sqlalchemy as sa
 from fslab.errors import FslabError
 from fslab.results.owner import Owner
 from fslab.metrics import Metric, Roles, qualified
+from fslab.findings import Finding
 from fslab.workloads.base import RawOutput
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 DEFAULT_DB = "fslab.db"
 DB_ENV = "FSLAB_DB"
 
@@ -98,6 +99,7 @@ runs = sa.Table(
     sa.Column("device_facts", sa.JSON),  # per device under the target: model, serial, size, sectors, queue (guard/block_devices.py)
     sa.Column("timings", sa.JSON, nullable=False),  # seconds per phase: image (first run), provision, layout, drop_caches, workload, parse, teardown
     sa.Column("failure", sa.JSON),  # a failed run's RunFailure: phase, command, exit status, stderr tail, traceback
+    sa.Column("notes", sa.JSON),  # since version 6: what its workload kind and monitors found of it (Finding), shown on its cell
 )
 
 # Since version 5 a metric carries its phase and its roles (metrics.py); a run keeps one raw
@@ -183,6 +185,8 @@ MIGRATIONS: dict[int, list[str | Only]] = {
         "INSERT INTO run_outputs (run_id, phase, tool, output) SELECT id, '', 'fio', raw_output FROM runs WHERE raw_output IS NOT NULL",
         "ALTER TABLE runs DROP COLUMN raw_output",
     ],
+    # Runs keep what was found of them: a figure that cannot be real, a note a reader needs.
+    5: ["ALTER TABLE runs ADD COLUMN notes JSON"],
 }
 
 
@@ -229,6 +233,7 @@ class RunRecord:
     timings: dict[str, float] = field(default_factory=dict)
     metrics: list[Metric] = field(default_factory=list)
     failure: RunFailure | None = None
+    notes: list[Finding] = field(default_factory=list)  # what its kind and monitors found of it
 
 
 @dataclass(frozen=True)
@@ -358,8 +363,8 @@ class ResultsDB:
         return run_id
 
     def outputs(self, run_id: int) -> list[RawOutput]:
-        """A run's raw outputs, in the order they were stored."""
-        query = sa.select(run_outputs).where(run_outputs.c.run_id == run_id)
+        """A run's raw outputs, by phase and tool."""
+        query = sa.select(run_outputs).where(run_outputs.c.run_id == run_id).order_by(run_outputs.c.phase, run_outputs.c.tool)
         with self.engine.connect() as conn:
             return [RawOutput(r.phase, r.tool, r.output) for r in conn.execute(query)]
 
@@ -442,7 +447,7 @@ class ResultsDB:
                 if r.name is not None:
                     run.metrics[qualified(r.phase, r.name)] = r.value
                     of_run.append(Metric(r.name, r.value, "", True, r.primary, r.compared, r.phase))
-        return [replace(run, roles=Roles.of(of_run)) for run, of_run in found.values()]
+        return [replace(run, roles=Roles.of(run.workload, of_run)) for run, of_run in found.values()]
 
     def sample_groups(self, study_run_id: int) -> SampleGroups:
         return group_samples(self.samples(study_run_id))
@@ -482,9 +487,9 @@ def group_samples(rows: list[dict]) -> SampleGroups:
         groups.units[key] = row["unit"]
         groups.higher_is_better[key] = row["higher_is_better"]
         if row["primary"]:
-            primary.add(key)
+            primary.add((row["workload"], key))
         if row["compared"]:
-            compared.add(key)
+            compared.add((row["workload"], key))
     groups.roles = Roles(frozenset(primary), frozenset(compared))
     return groups
 

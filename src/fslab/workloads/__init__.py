@@ -1,6 +1,6 @@
-"""What runs on a target: one module per workload kind behind one protocol (base.py). fio jobs,
-built from a study or a user's job file (fio.py); the built-in workloads (builtin.py); what a
-workload writes (data.py)."""
+"""What runs on a target: one module per workload kind behind one protocol (base.py): fio jobs,
+built from a study or a user's job file (fio.py), sysbench fileio (sysbench.py), dd (dd.py);
+the built-in workloads (builtin.py); what a fio workload writes (data.py)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,15 @@ from typing import TYPE_CHECKING
 
 from fslab.metrics import MetricKind
 from fslab.workloads.base import WorkloadKind
+from fslab.workloads.dd import DD
 from fslab.workloads.fio import FIO
+from fslab.workloads.sysbench import SYSBENCH
 
 if TYPE_CHECKING:
     from fslab.study import Study, Workload
     from fslab.workdir import Workdir
 
-KINDS: dict[str, WorkloadKind] = {kind.name: kind for kind in (FIO,)}
+KINDS: dict[str, WorkloadKind] = {kind.name: kind for kind in (FIO, SYSBENCH, DD)}
 
 
 def kind_of(workload: Workload) -> WorkloadKind:
@@ -22,8 +24,9 @@ def kind_of(workload: Workload) -> WorkloadKind:
 
 
 def declared_metrics() -> dict[str, MetricKind]:
-    """Every metric a workload kind declares, by name."""
-    return {name: m for kind in KINDS.values() for name, m in kind.metrics.items()}
+    """Every metric a workload kind declares, by name; where kinds share a name, the first
+    kind's (fio's): for samples that come without their roles, which are fio's."""
+    return {name: m for kind in reversed(KINDS.values()) for name, m in kind.metrics.items()}
 
 
 def workload_problems(study: Study, workdir: Workdir) -> list[str]:

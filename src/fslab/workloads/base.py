@@ -13,27 +13,37 @@ A run of a workload on a target (runner.execute) goes:
                                    output of each phase, stored as it came (run_outputs)
     parse([RawOutput]) → [Metric]  pure: raw output in, metrics out (each with its phase, unit,
                                    direction and roles, from `metrics`)
+    judge(workload, [RawOutput])   pure: what in the output cannot be taken as a plain result, or a
+                                   reader must know (Finding); stored with the run, shown on its cell
+
+`run` calls `measured(phase)` around each step it measures (a context manager): the runner's
+monitors (CPU, device traffic, space) watch exactly those windows, nothing it prepares.
 
 `metrics` declares every metric the kind reports (metrics.MetricKind): its primary ones decide a
 cell's precision, its rank and when adaptive runs stop; its compared ones are compared between
 every pair of targets. What a run wrote (`Workload.data`, a DataPattern) is recorded for every
 kind alike.
 
-Adding a kind: a module here with a class meeting `WorkloadKind`, registered in KINDS
-(workloads/__init__.py), and its table in the study file: a [[workload]] table names it with
-`kind = "sysbench"` (absent: "fio", so every existing study reads as before), the kind's own
-fields validated by its own pydantic section (study_file.py) and built into a `Workload` whose
-`kind` names it (study.py).
+What a workload of a kind runs is its `Tool` record (fio.FioJob, sysbench.SysbenchOptions, …):
+every value checked when the study is read, held in `Workload.tool`.
+
+Adding a kind: a module here with a class meeting `WorkloadKind` and a record meeting `Tool`,
+registered in KINDS (workloads/__init__.py), and its table in the study file: a [[workload]]
+table names it with `kind = "sysbench"` (absent: "fio", so every existing study reads as
+before), the kind's own fields validated by its own pydantic section (study_file.py) and built
+into a `Workload` (study.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from fslab.metrics import Metric, MetricKind
+from fslab.findings import Finding
 
 if TYPE_CHECKING:
     from fslab.filesystems.base import Provisioned
@@ -49,6 +59,33 @@ class RawOutput:
     phase: str  # "" for a workload of one phase
     tool: str  # "fio", "sysbench", …
     text: str
+
+
+# Entered around each measured step of a run, named by its phase ("" for a workload of one).
+Measured = Callable[[str], AbstractContextManager[None]]
+
+
+class Tool(Protocol):
+    """What a workload of one kind runs, every value checked when the study was read."""
+
+    kind: ClassVar[str]  # the WorkloadKind that runs it
+    needs_directory: ClassVar[bool]  # works in a filesystem's directory: refused on a raw target
+
+    def spec(self) -> dict[str, Any]:
+        """As stored with the study run (workloads.spec): a resumed study compares it."""
+        ...
+
+    def data_pattern(self) -> str:
+        """What it writes, in the words stored with every run (runs.data_pattern)."""
+        ...
+
+    def bytes_needed(self, block_device: bool) -> int:
+        """The room its files take on a target (0: unknown), `block_device` when it has no filesystem."""
+        ...
+
+    def measured_seconds(self) -> float:
+        """How long its measured window lasts (0: as long as the work takes)."""
+        ...
 
 
 class WorkloadKind(Protocol):
@@ -68,12 +105,17 @@ class WorkloadKind(Protocol):
         `scratch`: a private directory for the run's side files, removed after it."""
         ...
 
-    def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path) -> list[RawOutput]:
-        """The measured run of `command` (what `command` returned); every process journalled."""
+    def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path, measured: Measured) -> list[RawOutput]:
+        """The measured run of `command` (what `command` returned), each measured step inside
+        `measured(phase)`; every process journalled."""
         ...
 
     def parse(self, outputs: list[RawOutput]) -> list[Metric]:
         """The metrics in a run's raw outputs (pure; raises ValueError on output it cannot read)."""
+        ...
+
+    def judge(self, workload: Workload, outputs: list[RawOutput]) -> list[Finding]:
+        """What a reader must know of this run's output, and what cannot be a plain result (pure)."""
         ...
 
 

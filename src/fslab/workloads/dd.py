@@ -23,9 +23,11 @@ from __future__ import annotations
 import math
 import os
 import re
+import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from fslab.guard.names import file_name
 from fslab.guard.options import Integer, Kind, OneOf, OptionRefused, Size, Suboptions, value_text
@@ -33,7 +35,13 @@ from fslab.journal import Journal
 from fslab.metrics import Metric, MetricKind
 from fslab.system import run_held
 from fslab.units import parse_size
-from fslab.workloads.findings import Finding
+from fslab.findings import Finding
+from fslab.workloads.base import Measured, RawOutput
+
+if TYPE_CHECKING:
+    from fslab.filesystems.base import Provisioned
+    from fslab.study import Workload
+    from fslab.workdir import Workdir
 
 ENV = {"LC_ALL": "C"}  # dd's words and numbers as the parser reads them
 DATA = ("random", "zeros")
@@ -66,7 +74,11 @@ DD_ALLOWED = Suboptions(DD_OPTIONS, DD_REFUSED)
 
 @dataclass(frozen=True)
 class DdOptions:
-    """One dd workload, every value checked. Defaults: seed 000's 1 GiB in 1 MiB blocks, direct."""
+    """One dd workload, every value checked (workloads.base.Tool). Defaults: seed 000's 1 GiB in
+    1 MiB blocks, direct."""
+
+    kind: ClassVar[str] = "dd"
+    needs_directory: ClassVar[bool] = True  # its file is made in the target's directory
 
     block_size: int = 2**20
     count: int = 1024
@@ -81,6 +93,19 @@ class DdOptions:
     def data_pattern(self) -> str:
         """The words stored with every run (runs.data_pattern)."""
         return DATA_PATTERNS[self.data]
+
+    def spec(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def bytes_needed(self, block_device: bool) -> int:
+        return self.size
+
+    def measured_seconds(self) -> float:
+        return 0.0  # as long as the copy takes
+
+    def scaled(self, scale: float) -> DdOptions:
+        """The count × `scale`, at least one block."""
+        return replace(self, count=max(1, round(self.count * scale)))
 
 
 def dd_options(options: Mapping[str, str | int | bool], *, data: str = "random") -> DdOptions:
@@ -216,3 +241,58 @@ def judge(result: DdRun, options: DdOptions) -> list[Finding]:
     if not options.direct and not options.conv:
         found.append(Finding("buffered", "buffered without conv=fsync: the page cache answers, not the device", implausible=False))
     return found
+
+
+# ---- the workload kind ------------------------------------------------------------------------
+
+
+def options_of(workload: Workload) -> DdOptions:
+    assert isinstance(workload.tool, DdOptions), f"workload '{workload.name}' is not dd's"
+    return workload.tool
+
+
+RANDOM_SOURCE = "random-source"  # the random-data file's name in the run's scratch directory (in RAM)
+
+
+class Dd:
+    """dd behind the workload protocol (workloads/base.py): the write, then the read of what it
+    wrote, each measured and stored as its own output (phase "write", "read"); the random data it
+    copies is made in the run's scratch directory, in RAM, beforehand."""
+
+    name = "dd"
+    metrics = METRICS
+
+    def problems(self, workloads: list[Workload], workdir: Workdir) -> list[str]:
+        return []  # every option was checked when the study was read
+
+    def steps(self, workload: Workload, directory: Path | None, scratch: Path) -> dict[str, list[str]]:
+        if directory is None:  # refused when the study was read (study.space_problem)
+            raise ValueError("dd works on a file in a filesystem's directory, and this target is a raw device")
+        options = options_of(workload)
+        file = target_file(directory, workload.name)
+        return {"write": write_argv(options, file, scratch / RANDOM_SOURCE), "read": read_argv(options, file)}
+
+    def command(self, workload: Workload, ready: Provisioned) -> str:
+        return "\n".join(shlex.join(argv) for argv in self.steps(workload, ready.directory, Path("$SCRATCH")).values())
+
+    def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path) -> None:
+        options = options_of(workload)
+        if options.data == "random":
+            make_random_source(scratch / RANDOM_SOURCE, options.size)
+
+    def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path, measured: Measured) -> list[RawOutput]:
+        outputs = []
+        for step, argv in self.steps(workload, ready.directory, scratch).items():
+            with measured(step):
+                outputs.append(RawOutput(step, self.name, run_step(journal, argv)))
+        return outputs
+
+    def parse(self, outputs: list[RawOutput]) -> list[Metric]:
+        return [m for output in outputs for m in metric_values(parse(output.text), output.phase)]
+
+    def judge(self, workload: Workload, outputs: list[RawOutput]) -> list[Finding]:
+        found = [f for output in outputs for f in judge(parse(output.text), options_of(workload))]
+        return list(dict.fromkeys(found))  # "buffered" is said of both steps alike
+
+
+DD = Dd()

@@ -15,20 +15,55 @@ before) has no such percentiles, never clat's in their place.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from fslab.errors import Refused
 from fslab.filesystems.base import Provisioned
-from fslab.guard.fio_jobs import parse_only, render, single_job
+from fslab.guard import fio_jobs
+from fslab.guard.fio_jobs import JobFile, parse_only, render, single_job
 from fslab.journal import Journal
 from fslab.metrics import Metric, MetricKind
-from fslab.workloads.base import RawOutput
 from fslab.system import run_held
+from fslab.workloads.base import Measured, RawOutput
+from fslab.workloads.data import DataPattern
+from fslab.findings import Finding
 
 if TYPE_CHECKING:
     from fslab.study import Workload
     from fslab.workdir import Workdir
+
+@dataclass(frozen=True)
+class FioJob:
+    """A fio workload (workloads.base.Tool): what fio runs, every option checked — built from a
+    study's parameters, or a user's job file parsed."""
+
+    kind: ClassVar[str] = "fio"
+    needs_directory: ClassVar[bool] = False
+
+    job: JobFile
+    fio_options: dict[str, str]  # the parameters `job` was built from, in order; empty for a job file
+    job_file: str | None  # the job file as the study names it; None when built from parameters
+    reads: bool  # needs its data laid out before the measured run
+    bytes_per_job: int  # 0 when unknown (job files)
+    numjobs: int
+    data: DataPattern = DataPattern()  # what it writes; fslab adds data.fio_options() to the jobs it builds
+    shared_file: bool = False  # its jobs work on one file, fio_options' filename (built from parameters only)
+
+    def spec(self) -> dict[str, Any]:
+        return {"fio_options": self.fio_options, "job_file": self.job_file, "job": fio_jobs.job_text(self.job), "data": self.data.describe(), "shared_file": self.shared_file}
+
+    def data_pattern(self) -> str:
+        return self.data.describe()
+
+    def bytes_needed(self, block_device: bool) -> int:
+        """On a filesystem each job has its own file, unless they share one; on a block device all share the region."""
+        return self.bytes_per_job * (1 if block_device or self.shared_file else self.numjobs)
+
+    def measured_seconds(self) -> float:
+        return fio_jobs.measured_seconds(self.job)
+
 
 # What fio must record for fslab's metrics: set on every job fslab runs, its own and job files
 # alike (and so recorded in every stored job file). fio keeps histogram bins of completion
@@ -166,34 +201,42 @@ def job_problems(workloads: list[Workload], workdir: Workdir) -> list[str]:
     somewhere = Provisioned(top="", directory=workdir.mounts / "check")  # fio --parse-only makes nothing
     problems = []
     for workload in workloads:
+        job_file = fio_job(workload).job_file
         for job in (job_for(workload, somewhere), layout_job_for(workload, somewhere)):
             try:
                 if job:
-                    parse_only(job, where=f"workload '{workload.name}'" + (f" ({workload.job_file})" if workload.job_file else ""))
+                    parse_only(job, where=f"workload '{workload.name}'" + (f" ({job_file})" if job_file else ""))
             except Refused as exc:
                 problems.append(str(exc))
     return problems
 
 
-def fslab_options(workload: Workload) -> dict[str, str]:
+def fio_job(workload: Workload) -> FioJob:
+    assert isinstance(workload.tool, FioJob), f"workload '{workload.name}' is not fio's"
+    return workload.tool
+
+
+def fslab_options(fio: FioJob) -> dict[str, str]:
     """What fslab adds at the end of each job (its own win): what fio must measure, on every job;
     on a job it built, also group reporting and the data the workload asked for."""
-    return MEASUREMENT_OPTIONS if workload.job_file else FIXED_OPTIONS | workload.data.fio_options()
+    return MEASUREMENT_OPTIONS if fio.job_file else FIXED_OPTIONS | fio.data.fio_options()
 
 
 def job_for(workload: Workload, ready: Provisioned) -> str:
     """The exact fio job file of this run, written from the checked job, pointed at the target's
     directory or raw device, fslab's options ending every job."""
-    return render(workload.job, **ready.fio_location, fixed=fslab_options(workload))
+    fio = fio_job(workload)
+    return render(fio.job, **ready.fio_location, fixed=fslab_options(fio))
 
 
 def layout_job_for(workload: Workload, ready: Provisioned) -> str | None:
     """The job that writes what the measured job will read, or None when nothing needs writing."""
-    if not workload.reads:
+    fio = fio_job(workload)
+    if not fio.reads:
         return None
-    if workload.job_file:  # fio's own layout; on a raw device the region a job file reads is unknown
-        return render(workload.job, directory=ready.directory, device=None, fixed={"create_only": "1"}) if ready.directory else None
-    return render(single_job(workload.name, layout_options(workload.fio_options)), **ready.fio_location, fixed=fslab_options(workload))
+    if fio.job_file:  # fio's own layout; on a raw device the region a job file reads is unknown
+        return render(fio.job, directory=ready.directory, device=None, fixed={"create_only": "1"}) if ready.directory else None
+    return render(single_job(workload.name, layout_options(fio.fio_options)), **ready.fio_location, fixed=fslab_options(fio))
 
 
 class Fio:
@@ -216,13 +259,18 @@ class Fio:
             layout_path.write_text(layout)
             run_fio(journal, layout_path, timeout=None, output_format="normal")
 
-    def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path) -> list[RawOutput]:
+    def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path, measured: Measured) -> list[RawOutput]:
         job_path = scratch / "job.fio"
         job_path.write_text(command)
-        return [RawOutput("", self.name, run_fio(journal, job_path))]  # within the run's time limit (runner.execute)
+        with measured(""):
+            output = run_fio(journal, job_path)  # within the run's time limit (runner.execute)
+        return [RawOutput("", self.name, output)]
 
     def parse(self, outputs: list[RawOutput]) -> list[Metric]:
         return [m for output in outputs for m in parse_metrics(output.text)]
+
+    def judge(self, workload: Workload, outputs: list[RawOutput]) -> list[Finding]:
+        return []  # fio's figures are judged in the summary (raw reference, submission latency)
 
 
 FIO = Fio()

@@ -27,15 +27,24 @@ Parsing is pure (text in, a record out), tested on real output (tests/fixtures/s
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from fslab.guard.options import ON_OFF, Integer, Kind, Matches, Number, OneOf, OptionRefused, ToolOptions, check_arguments, shown, value_text
+from fslab.findings import Finding
 from fslab.journal import Journal
 from fslab.metrics import Metric, MetricKind
-from fslab.workloads.findings import Finding
 from fslab.system import run_held
+from fslab.units import parse_size
+from fslab.workloads.base import Measured, RawOutput
+
+if TYPE_CHECKING:
+    from fslab.filesystems.base import Provisioned
+    from fslab.study import Workload
+    from fslab.workdir import Workdir
 
 BY_FSLAB = "fslab sets it itself"
 _CHANGES_OUTPUT = "it changes the report fslab reads its numbers from"
@@ -98,7 +107,11 @@ DATA_PATTERNS = {
 
 @dataclass(frozen=True)
 class SysbenchOptions:
-    """One sysbench fileio workload, every value checked. Defaults: seed 000's mail server."""
+    """One sysbench fileio workload, every value checked (workloads.base.Tool). Defaults: seed
+    000's mail server."""
+
+    kind: ClassVar[str] = "sysbench"
+    needs_directory: ClassVar[bool] = True  # its files are made in the target's directory
 
     files: int = 10_000
     total_size: str = "40000K"  # as sysbench reads it: K, M, G, T are binary; a bare number is bytes
@@ -127,6 +140,27 @@ class SysbenchOptions:
         """The words stored with every run (runs.data_pattern)."""
         return DATA_PATTERNS[self.data]
 
+    def spec(self) -> dict[str, Any]:
+        return asdict(self) | {"tuning": [list(pair) for pair in self.tuning]}
+
+    def bytes_needed(self, block_device: bool) -> int:
+        return parse_size(self.total_size)
+
+    def measured_seconds(self) -> float:
+        return float(self.seconds)
+
+    @property
+    def file_size(self) -> int:
+        """Bytes in each file, as sysbench divides the total (rounding down)."""
+        return parse_size(self.total_size) // self.files
+
+    def scaled(self, scale: float, time_scale: float) -> SysbenchOptions:
+        """Each file's size × `scale`, kept a whole number of blocks (at least one, so that random
+        data's checksums still hold); the time × `time_scale` (whole seconds, at least 1)."""
+        block = parse_size(self.block_size)
+        size = self.total_size if scale == 1.0 else str(self.files * block * max(1, round(self.file_size * scale / block)))
+        return replace(self, total_size=size, seconds=max(1, round(self.seconds * time_scale)))
+
 
 def sysbench_options(options: Mapping[str, str | int | float | bool], *, data: str = "random") -> SysbenchOptions:
     """A study's sysbench options (sysbench's names, with or without the leading --; true/false
@@ -148,7 +182,14 @@ def sysbench_options(options: Mapping[str, str | int | float | bool], *, data: s
             fields[FIELDS[name]] = int(value) if _whole(kind) else value
         else:
             tuning.append((name, value))
-    return SysbenchOptions(**fields, data=data, tuning=tuple(tuning))  # type: ignore[arg-type]
+    options = SysbenchOptions(**fields, data=data, tuning=tuple(tuning))  # type: ignore[arg-type]
+    if data == "random" and options.file_size % parse_size(options.block_size):
+        raise OptionRefused(
+            f"sysbench data \"random\" checks every block it reads (--validate=on), which fails unless each file is a whole number of blocks: "
+            f"{options.total_size} over {options.files} files is {options.file_size} bytes a file, not a multiple of --file-block-size {options.block_size}; "
+            "make --file-total-size a multiple of --file-num × --file-block-size"
+        )
+    return options
 
 
 def _whole(kind: Kind) -> bool:
@@ -356,3 +397,49 @@ def judge(result: SysbenchRun, options: SysbenchOptions | None = None) -> list[F
             implausible=False,
         ))  # fmt: skip
     return found
+
+
+# ---- the workload kind ------------------------------------------------------------------------
+
+
+def options_of(workload: Workload) -> SysbenchOptions:
+    assert isinstance(workload.tool, SysbenchOptions), f"workload '{workload.name}' is not sysbench's"
+    return workload.tool
+
+
+class Sysbench:
+    """sysbench fileio behind the workload protocol (workloads/base.py): prepare lays the files
+    out in the target's directory (not measured), run is measured; cleanup is left to the
+    filesystem's teardown, which destroys it whole."""
+
+    name = "sysbench"
+    metrics = METRICS
+
+    def problems(self, workloads: list[Workload], workdir: Workdir) -> list[str]:
+        return []  # every option was checked when the study was read
+
+    def command(self, workload: Workload, ready: Provisioned) -> str:
+        return shlex.join(run_argv(options_of(workload)))  # run in the target's directory
+
+    def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path) -> None:
+        parse_prepare(run_step(journal, prepare_argv(options_of(workload)), _directory(ready)))
+
+    def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path, measured: Measured) -> list[RawOutput]:
+        with measured(""):
+            text = run_step(journal, run_argv(options_of(workload)), _directory(ready))
+        return [RawOutput("", self.name, text)]
+
+    def parse(self, outputs: list[RawOutput]) -> list[Metric]:
+        return [m for output in outputs for m in metric_values(parse_run(output.text))]
+
+    def judge(self, workload: Workload, outputs: list[RawOutput]) -> list[Finding]:
+        return [f for output in outputs for f in judge(parse_run(output.text), options_of(workload))]
+
+
+def _directory(ready: Provisioned) -> Path:
+    if ready.directory is None:  # refused when the study was read (study.space_problem)
+        raise ValueError("sysbench fileio needs a filesystem's directory, and this target is a raw device")
+    return ready.directory
+
+
+SYSBENCH = Sysbench()

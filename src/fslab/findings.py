@@ -1,4 +1,5 @@
-"""A judgement on one run's output, made by the tool's module from its own numbers (pure)."""
+"""A judgement on one run, made by its workload kind from the tool's own numbers or by a monitor
+from what it measured (pure): stored with the run (runs.notes) and shown on its cell."""
 
 from __future__ import annotations
 

@@ -1,0 +1,96 @@
+"""Workload kinds beyond fio, through the study file and the `fslab` command: sysbench fileio and
+dd on a real ext4 loop image (small files, 1 s), their metrics stored with their own roles, and
+what the study file refuses before anything is made."""
+
+from pathlib import Path
+
+import pytest
+from conftest import fslab, write_study
+
+from fslab.results import ResultsDB
+from fslab.study import StudyError, parse_study
+from fslab.workloads.dd import DdOptions
+from fslab.workloads.sysbench import SysbenchOptions
+
+KINDS = """\
+[study]
+name = "kinds"
+repetitions = 1
+image_size = "512MiB"
+
+[[target]]
+filesystem = "ext4"
+
+[[workload]]
+name = "mail"
+kind = "sysbench"
+options = { "file-num" = 100, "file-total-size" = "400K", time = 1 }
+
+[[workload]]
+name = "sanity"
+kind = "dd"
+data = "zeros"
+options = { bs = "1M", count = 32 }
+
+[[workload]]
+name = "fio-read"
+rw = "read"
+size = "32MiB"
+runtime = "1s"
+"""
+
+
+def test_sysbench_and_dd_run_end_to_end_with_their_own_metrics_and_roles(workdir, tmp_path):
+    study = write_study(tmp_path, KINDS)
+    db = tmp_path / "r.db"
+    result = fslab("run", str(study), "--db", str(db), "--workdir", str(workdir.root))
+    assert result.returncode == 0, result.stdout + result.stderr
+    results = ResultsDB(str(db))
+    study_run = results.study_run()["id"]
+    runs = {r["workload"]: r for r in results.runs(study_run)}
+    assert runs["mail"]["job_file"].startswith("sysbench fileio --file-num=100 --file-total-size=400K") and runs["mail"]["buffered"]
+    assert runs["mail"]["data_pattern"].startswith("random (sysbench --validate=on")
+    assert runs["sanity"]["job_file"].splitlines()[0].startswith("dd if=/dev/zero of=") and "oflag=direct" in runs["sanity"]["job_file"]
+    assert {(o.phase, o.tool) for o in results.outputs(runs["sanity"]["id"])} == {("write", "dd"), ("read", "dd")}, "each measured step kept as it came"
+    assert "events" in results.outputs(runs["mail"]["id"])[0].text
+    groups = results.sample_groups(study_run)
+    mail, dd, fio = (groups.values[(w, "ext4")] for w in ("mail", "sanity", "fio-read"))
+    assert mail["events_per_s"][0] > 0 and mail["fsyncs_per_s"][0] > 0
+    assert dd["write_mb_s"][0] > 0 and dd["read_mb_s"][0] > 0 and dd["write_elapsed_s"][0] > 0
+    assert fio["read_iops"][0] > 0
+    # Kinds share names: dd's read_mb_s decides its cell, fio's does not.
+    assert groups.roles.primary_in("sanity", dd) == ["read_mb_s", "write_mb_s"]
+    assert groups.roles.primary_in("fio-read", fio) == ["read_iops"]
+    assert groups.roles.primary_in("mail", mail) == ["events_per_s"]
+    notes = {n["kind"] for n in runs["mail"]["notes"]}
+    assert notes == {"fsync_sweep"}, "--file-fsync-freq=1 over 100 files: the sweep is named on the run"
+    assert "fsyncs per write with 100 files" in result.stdout, "and shown on its cell"
+
+
+def test_a_workload_of_an_unknown_kind_is_refused_where_it_is_written():
+    with pytest.raises(StudyError, match=r"s.toml:11: workload\[0\].kind: unknown workload kind 'sysbenh' \(did you mean 'sysbench'\?\); allowed: fio, sysbench, dd"):
+        parse_study(KINDS.replace('"sysbench"', '"sysbenh"'), "s.toml", base_dir=Path("."))
+
+
+def test_a_tools_options_go_through_its_allow_list():
+    with pytest.raises(StudyError, match=r"s.toml:18: workload\[1\].options: dd of=/dev/sda is refused"):
+        parse_study(KINDS.replace('count = 32 }', 'count = 32, of = "/dev/sda" }'), "s.toml", base_dir=Path("."))
+    with pytest.raises(StudyError, match=r"workload\[0\].options: .*--config-file"):
+        parse_study(KINDS.replace("time = 1 }", 'time = 1, "config-file" = "/etc/x" }'), "s.toml", base_dir=Path("."))
+    with pytest.raises(StudyError, match=r"unknown field 'rw'.* \(in workload\[0\].rw\)"):
+        parse_study(KINDS.replace('kind = "sysbench"\n', 'kind = "sysbench"\nrw = "read"\n'), "s.toml", base_dir=Path("."))
+
+
+def test_random_sysbench_data_needs_whole_blocks_per_file_and_scaling_keeps_them():
+    with pytest.raises(StudyError, match=r"a whole number of blocks: 40M over 100 files is 419430 bytes a file"):
+        parse_study(KINDS.replace('"400K"', '"40M"'), "s.toml", base_dir=Path("."))
+    parse_study(KINDS.replace('"400K"', '"40M"').replace('kind = "sysbench"\n', 'kind = "sysbench"\ndata = "zeros"\n'), "s.toml", base_dir=Path("."))
+    mail = parse_study(KINDS.replace('"400K"', '"40000K"'), "s.toml", base_dir=Path("."), scale=0.1).workloads[0].tool
+    assert isinstance(mail, SysbenchOptions) and mail.file_size % 4096 == 0 and mail.file_size == 40960 and mail.seconds == 1
+    dd = parse_study(KINDS, "s.toml", base_dir=Path("."), scale=0.5).workloads[1].tool
+    assert isinstance(dd, DdOptions) and dd.count == 16
+
+
+def test_a_tool_that_needs_a_directory_is_refused_on_a_raw_target():
+    with pytest.raises(StudyError, match=r"workload 'mail' \(sysbench\) works in a filesystem's directory, and target 'ext4/raw' is a raw device"):
+        parse_study(KINDS.replace('filesystem = "ext4"\n', 'filesystem = "ext4"\nraw_baseline = true\n'), "s.toml", base_dir=Path("."))
