@@ -24,9 +24,10 @@ from fslab.filesystems.zfs import property_text
 from fslab.guard import fio_jobs
 from fslab.guard.names import file_name
 from fslab.guard.options import split_arguments
-from fslab.study_file import DdSection, FioSection, StudyFile, StudySection, SysbenchSection, TargetSection, allowed_fields, as_list, untagged
+from fslab.study_file import DdSection, FioSection, PhaseSection, ScenarioSection, StudyFile, StudySection, SysbenchSection, TargetSection, allowed_fields, as_list, untagged
 from fslab.toml_errors import describe_error, field_path, locate, unknown
 from fslab.units import format_duration, format_size, parse_duration, parse_size, scaled_size
+from fslab.workloads import scenario
 from fslab.workloads.base import Tool
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 from fslab.workloads.data import DataPattern, buffer_options
@@ -251,6 +252,7 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0,
     builtin = len(workloads) - len(model.workload)
     workload_tables = [("study", "workloads")] * builtin + [("workload", i) for i in range(len(model.workload))]
     where.require_unique(list(zip(workload_tables, (w.name for w in workloads))), "workload")
+    where.refuse([f"{where(wt)}: {problem}" for _, target in tables for wt, workload in zip(workload_tables, workloads) if (problem := cell_problem(target, workload))])
     where.refuse([f"{where(wt)}: {problem}" for _, target in tables if not target.named for wt, workload in zip(workload_tables, workloads) if (problem := space_problem(target, workload))])
     return Study(
         name=model.study.name,
@@ -352,6 +354,8 @@ def _workloads(model: StudyFile, base_dir: Path, scale: float, time_scale: float
     for index, section in enumerate(model.workload):
         if isinstance(section, (SysbenchSection, DdSection)):
             workloads.append(_tool_workload(section, scale, time_scale))
+        elif isinstance(section, ScenarioSection):
+            workloads.append(_scenario_workload(index, section, scale, time_scale, _data_pattern(model.fio, None, where) if section.data is None else DataPattern.asked(section.data), where))
         elif section.job_file:
             where_file = f"{filename}:{locate(text, ('workload', index, 'job_file'))}: workload[{index}].job_file"
             workloads.append(_job_file_workload(section.name, section.job_file, base_dir, where_file, model.fio.timeout if section.timeout is None else section.timeout))
@@ -370,6 +374,33 @@ def _tool_workload(section: SysbenchSection | DdSection, scale: float, time_scal
         return Workload(section.name, sysbench, seconds, sysbench.direct, run_timeout(seconds, section.timeout))
     dd = section.checked().scaled(scale)
     return Workload(section.name, dd, 0.0, dd.direct, run_timeout(0.0, section.timeout))
+
+
+def _scenario_workload(index: int, section: ScenarioSection, scale: float, time_scale: float, data: DataPattern, where: _Where) -> Workload:
+    """A scenario: a built-in one's phases, or the table's own; its file's size × `scale`, its
+    timed phases × `time_scale`."""
+    if section.scenario:
+        every = parse_duration(section.snapshot_every) if section.snapshot_every is not None else None
+        phases = scenario.builtin_phases(section.scenario, parse_duration(section.runtime) * time_scale, every)
+    else:
+        phases = tuple(_phase(p, time_scale) for p in section.phase)
+    try:
+        made = scenario.scenario(section.name, phases, scaled_size(parse_size(section.size), scale), data, section.scenario)
+    except (ValueError, Refused) as exc:
+        raise StudyError(f"{where(('workload', index))}: {exc}") from None
+    seconds = made.measured_seconds()
+    return Workload(section.name, made, seconds, all(p.options.get("direct", "1") == "1" for p in phases if p.action == "fio"), run_timeout(seconds, section.timeout))
+
+
+def _phase(section: PhaseSection, time_scale: float) -> scenario.Phase:
+    options = dict(section.fio or {})
+    if "runtime" in options:  # as a workload's: whole milliseconds, × time_scale, time based
+        options |= {"runtime": f"{round(parse_duration(options['runtime']) * time_scale * 1000)}ms", "time_based": "1"}
+    return scenario.Phase(
+        name=section.name, action=section.action or "fio", measured=section.measured, options=options,
+        seconds=parse_duration(section.seconds) * time_scale if section.seconds is not None else 0.0,
+        snapshot_every=parse_duration(section.snapshot_every) if section.snapshot_every is not None else None, extents=section.extents,
+    )  # fmt: skip
 
 
 def _data_pattern(fio: FioSection, workload: tuple[int, FioSection] | None, where: _Where) -> DataPattern:
@@ -470,12 +501,21 @@ def _read_job_file(path: Path, where: str) -> str:
         raise StudyError(f"{where}: {path} is not UTF-8 text, not a fio job file") from None
 
 
+def cell_problem(target: Target, workload: Workload) -> str | None:
+    """Why a workload cannot run on a target at all, whatever its size: it takes snapshots the
+    target's filesystem has none of, or works in a directory a raw target has not."""
+    filesystem = FILESYSTEMS[target.filesystem]
+    if isinstance(workload.tool, scenario.Scenario) and workload.tool.snapshots and not filesystem.supports_snapshots:
+        return f"workload '{workload.name}' takes snapshots, and target '{target.name}' ({target.filesystem}) has none: run it on btrfs or zfs targets"
+    if workload.tool.needs_directory and filesystem.room(target).block_device:
+        return f"workload '{workload.name}' ({workload.kind}) works in a filesystem's directory, and target '{target.name}' is a raw device: leave it out of this study (raw_baseline adds one)"
+    return None
+
+
 def space_problem(target: Target, workload: Workload) -> str | None:
     """Why a workload's files cannot fit on a target's image (or device), refused before anything
     is formatted."""
     room = FILESYSTEMS[target.filesystem].room(target)
-    if room.block_device and workload.tool.needs_directory:
-        return f"workload '{workload.name}' ({workload.kind}) works in a filesystem's directory, and target '{target.name}' is a raw device: leave it out of this study (raw_baseline adds one)"
     needed = workload.tool.bytes_needed(room.block_device)
     if needed <= room.usable:
         return None

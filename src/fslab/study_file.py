@@ -366,8 +366,56 @@ class DdSection(_ToolWorkloadSection):
         return dd_options(self.options, data=self.data or "random")  # type: ignore[arg-type]
 
 
+class PhaseSection(_Table):
+    """One phase of a scenario: a fio job on the scenario's file, or an action."""
+
+    name: Name
+    fio: dict[str, ToolOption] | None = None  # fio options (the allow-list's), on the scenario's file
+    action: Literal["sync", "drop_caches", "sleep"] | None = None
+    seconds: Duration | None = None  # sleep
+    measured: bool = True  # its metrics stored under its name; false: it only prepares
+    snapshot_every: Duration | None = None  # a snapshot of the target every so long while it runs (btrfs, zfs)
+    extents: bool = False  # count the file's extents after it
+
+    @field_validator("fio")
+    @classmethod
+    def _allowed_options(cls, options: dict[str, Any] | None) -> dict[str, str] | None:
+        return None if options is None else fio_options(options)
+
+    @model_validator(mode="after")
+    def _one_thing(self) -> PhaseSection:
+        if (self.fio is None) == (self.action is None):
+            raise ValueError("a phase runs fio (fio = { rw = … }) or an action (action = \"sync\" | \"drop_caches\" | \"sleep\"), one of them")
+        if (self.action == "sleep") != (self.seconds is not None):
+            raise ValueError("seconds goes with action = \"sleep\", and a sleep needs it")
+        return self
+
+
+class ScenarioSection(_Table):
+    """Several phases on one target, sharing one file (workloads/scenario.py): a built-in
+    `scenario`, or its own `phase` tables."""
+
+    name: Name
+    kind: Literal["scenario"]
+    scenario: Literal["cow-ageing", "snapshots-under-load", "write-rewrite-read-reread"] | None = None
+    size: Size = "1GiB"  # the file's
+    runtime: Duration = "60s"  # a built-in scenario's timed phase (cow-ageing's overwrites)
+    snapshot_every: Duration | None = None  # snapshots-under-load: seconds between snapshots (default 0.33)
+    data: Data | None = None  # what every phase writes: "random" (default), "zeros" or { compressible = N }
+    timeout: Timeout | None = None
+    phase: list[PhaseSection] = []
+
+    @model_validator(mode="after")
+    def _builtin_or_phases(self) -> ScenarioSection:
+        if (self.scenario is None) == (not self.phase):
+            raise ValueError("a scenario is a built-in one (scenario = \"cow-ageing\", …) or its own [[workload.phase]] tables, one of them")
+        if self.snapshot_every is not None and self.scenario not in (None, "snapshots-under-load"):
+            raise FieldError("snapshot_every", f"{self.scenario} takes no snapshots: snapshots-under-load does")
+        return self
+
+
 # Each [[workload]] table's model, by its `kind` (absent: fio).
-WORKLOAD_KINDS: dict[str, type[BaseModel]] = {"fio": WorkloadSection, "sysbench": SysbenchSection, "dd": DdSection}
+WORKLOAD_KINDS: dict[str, type[BaseModel]] = {"fio": WorkloadSection, "sysbench": SysbenchSection, "dd": DdSection, "scenario": ScenarioSection}
 
 
 def _kind_of_table(table: Any) -> str:
@@ -387,7 +435,11 @@ class _UnknownKind(BaseModel):
 
 
 WorkloadTable = Annotated[
-    Annotated[WorkloadSection, Tag("fio")] | Annotated[SysbenchSection, Tag("sysbench")] | Annotated[DdSection, Tag("dd")] | Annotated[_UnknownKind, Tag("unknown")],
+    Annotated[WorkloadSection, Tag("fio")]
+    | Annotated[SysbenchSection, Tag("sysbench")]
+    | Annotated[DdSection, Tag("dd")]
+    | Annotated[ScenarioSection, Tag("scenario")]
+    | Annotated[_UnknownKind, Tag("unknown")],
     Discriminator(_kind_of_table),
 ]
 

@@ -64,14 +64,18 @@ def field_path(loc: tuple) -> str:
 def locate(text: str, loc: tuple) -> int | None:
     """The line of a field, following TOML table headers ([study], [[target]] number n, …)."""
     table: tuple = ()
-    counts: dict[str, int] = {}
+    counts: dict[str, int] = {}  # array tables met, per parent table
     best, best_depth = None, 0
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if line.startswith("[["):
             name = line.strip("[] ")
-            counts[name] = counts.get(name, -1) + 1
-            table = (name, counts[name])
+            parent, _, own = name.rpartition(".")
+            # [[workload.phase]] is an array inside the [[workload]] table last opened
+            prefix = table[:2] if parent and table[:1] == (parent,) else ()
+            key = f"{prefix}.{name}"
+            counts[key] = counts.get(key, -1) + 1
+            table = (*prefix, own if prefix else name, counts[key])
         elif line.startswith("["):
             table = (line.strip("[] "),)
         elif "=" in line and not line.startswith("#"):

@@ -40,6 +40,7 @@ class Provisioned:
     mount_options_effective: str | None = None
     details: str = ""  # the filesystem's own tool describing what was created
     dataset: str | None = None  # ZFS: the dataset or volume made in fslab's pool
+    filesystem: str = ""  # the kind of filesystem that made it (filesystems.FILESYSTEMS): its snapshots, for one
 
     @classmethod
     def on(cls, stack: Stack, top: str, directory: Path | None, **made: Any) -> Provisioned:

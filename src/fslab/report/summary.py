@@ -18,7 +18,8 @@ from fslab.raw_reference import CachedReference, beyond_raw, cached_references, 
 from fslab.results import ResultsDB
 from fslab.stats import RUNS_NEEDED_LIMIT, Comparison, Summary, summarize
 from fslab.units import Bandwidth, format_size
-from fslab.workloads.fio import DIRECTIONS, PERCENTILES
+from fslab.metrics import unqualified
+from fslab.workloads.fio import DIRECTIONS, METRICS as FIO_METRICS, PERCENTILES
 
 
 @dataclass
@@ -260,12 +261,20 @@ def workload_table(s: StudySummary, workload: str) -> tuple[list[str], list[list
     cells = s.cells_of(workload)
     if any(c.directions() for c in cells) or not any(c.metrics for c in cells):
         return table_columns(s.units), [row for cell in cells for row in table_rows(cell, s.units)]
-    return METRIC_COLUMNS, [row for cell in cells for row in metric_rows(cell)]
+    return METRIC_COLUMNS, [row for cell in cells for row in metric_rows(cell, s.units)]
 
 
-def metric_rows(cell: CellSummary) -> list[list[str]]:
+def shown(metric: str, units: Bandwidth = Bandwidth.MB) -> bool:
+    """Whether a row-per-metric table shows a metric: of fio's (a scenario phase's), only what
+    fio's own table shows — IOPS, bandwidth in the unit shown, p99 latency; every other metric.
+    The files (CSV, JSON) keep them all."""
+    own = unqualified(metric)
+    return own not in FIO_METRICS or own.partition("_")[2] in ("iops", units.metric, "lat_p99_us")
+
+
+def metric_rows(cell: CellSummary, units: Bandwidth = Bandwidth.MB) -> list[list[str]]:
     rows = []
-    for name in [*cell.primary, *sorted(m for m in cell.metrics if m not in cell.primary)]:
+    for name in [m for m in [*cell.primary, *sorted(m for m in cell.metrics if m not in cell.primary)] if shown(m, units)]:
         stats = cell.metrics[name]
         n = f"{stats.n}" + (f" ({cell.failed} failed)" if cell.failed else "")
         rows.append([cell.target, name, n, flagged(cell, fmt(stats.median)), fmt_mean_ci(stats), fmt_cv(stats), cell.units.get(name, ""), "; ".join([*stats.warnings, *(cell.notes if not rows else [])])])

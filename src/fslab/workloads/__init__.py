@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from fslab.metrics import MetricKind
 from fslab.workloads.base import WorkloadKind
 from fslab.workloads.dd import DD
+from fslab.workloads.scenario import SCENARIOS
 from fslab.workloads.fio import FIO
 from fslab.workloads.sysbench import SYSBENCH
 
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from fslab.study import Study, Workload
     from fslab.workdir import Workdir
 
-KINDS: dict[str, WorkloadKind] = {kind.name: kind for kind in (FIO, SYSBENCH, DD)}
+KINDS: dict[str, WorkloadKind] = {kind.name: kind for kind in (FIO, SYSBENCH, DD, SCENARIOS)}
 
 
 def kind_of(workload: Workload) -> WorkloadKind:

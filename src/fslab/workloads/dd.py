@@ -266,7 +266,7 @@ class Dd:
         return []  # every option was checked when the study was read
 
     def steps(self, workload: Workload, directory: Path | None, scratch: Path) -> dict[str, list[str]]:
-        if directory is None:  # refused when the study was read (study.space_problem)
+        if directory is None:  # refused when the study was read (study.cell_problem)
             raise ValueError("dd works on a file in a filesystem's directory, and this target is a raw device")
         options = options_of(workload)
         file = target_file(directory, workload.name)

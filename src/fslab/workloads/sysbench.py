@@ -437,7 +437,7 @@ class Sysbench:
 
 
 def _directory(ready: Provisioned) -> Path:
-    if ready.directory is None:  # refused when the study was read (study.space_problem)
+    if ready.directory is None:  # refused when the study was read (study.cell_problem)
         raise ValueError("sysbench fileio needs a filesystem's directory, and this target is a raw device")
     return ready.directory
 
