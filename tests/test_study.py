@@ -102,7 +102,10 @@ def test_seed_studies_are_built_in():
         "raw", "btrfs[datacow,noatime]", "btrfs[nodatacow,noatime]", "btrfs[datacow,noatime,autodefrag]", "zfs[recordsize=128k]", "zfs[recordsize=4k]"
     ]
     assert seed1.targets[-1].properties == {"recordsize": "4k", "atime": "off", "primarycache": "metadata", "compression": "off"}
-    assert len(seed1.workloads) == 8 and seed1.baseline == "raw"
+    assert len(seed1.workloads) == 10 and seed1.baseline == "raw"
+    scenarios = {w: sorted(t for t_w, t in [(c.workload.name, c.target.name) for c in seed1.cells] if t_w == w) for w in ("in-place-writes", "snapshots")}
+    assert scenarios["in-place-writes"] == sorted(t.name for t in seed1.targets if t.filesystem in ("btrfs", "zfs")), "every Btrfs and ZFS target, not raw"
+    assert scenarios["snapshots"] == ["zfs[recordsize=128k]", "zfs[recordsize=4k]"]
     seed2 = load_study("btrfs-options")
     assert {t.name: t.devices for t in seed2.targets}["btrfs-two-disks"] == 2
     tuning = load_study("tuning-paper")
@@ -111,10 +114,15 @@ def test_seed_studies_are_built_in():
     assert [t.name for t in seed3.targets] == ["ext4-stack", "ext4-stack/raw-1", "ext4-stack/raw-2", "zfs-mirror"]
     assert seed3.targets[0].layers == ("md-raid1", "luks", "lvm") and seed3.targets[3].arc_max == 4 * 2**30
     assert [w.name for w in seed3.workloads] == ["backup-write", "backup-read", "metadata", "mixed-load"] and seed3.warmup == 1
+    seed0 = load_study("wu-guo-2026")
+    assert [w.kind for w in seed0.workloads] == ["fio"] * 6 + ["sysbench", "dd"] and len(seed0.cells) == 8 * 8
+    assert {w.name: w.tool.fio_options["numjobs"] for w in seed0.workloads[4:6]} == {"video_read": "4", "video_write": "4"}
+    assert seed0.workloads[4].seconds == 45.0 and seed0.workloads[6].tool.files == 10_000 and seed0.workloads[6].tool.fsync_freq == 1
+    assert {w.name for w in load_study("btrfs-options").workloads} >= {"iozone-zeros", "iozone-random"}
 
 
 def test_unknown_study_lists_the_builtin_ones():
-    with pytest.raises(StudyError, match="no study file 'nope'.*built-in studies: baseline-paper, btrfs-options, btrfs-vs-zfs, nas-stack, quick, tuning-paper"):
+    with pytest.raises(StudyError, match="no study file 'nope'.*built-in studies: baseline-paper, btrfs-options, btrfs-vs-zfs, nas-stack, quick, tuning-paper, wu-guo-2026"):
         load_study("nope")
 
 

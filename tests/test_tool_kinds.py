@@ -94,3 +94,10 @@ def test_random_sysbench_data_needs_whole_blocks_per_file_and_scaling_keeps_them
 def test_a_tool_that_needs_a_directory_is_refused_on_a_raw_target():
     with pytest.raises(StudyError, match=r"workload 'mail' \(sysbench\) works in a filesystem's directory, and target 'ext4/raw' is a raw device"):
         parse_study(KINDS.replace('filesystem = "ext4"\n', 'filesystem = "ext4"\nraw_baseline = true\n'), "s.toml", base_dir=Path("."))
+
+
+def test_a_workload_runs_on_the_targets_it_names():
+    study = parse_study(KINDS.replace('filesystem = "ext4"\n', 'filesystem = "ext4"\nraw_baseline = true\n').replace('kind = "sysbench"\n', 'kind = "sysbench"\ntargets = ["ext4"]\n').replace('kind = "dd"\n', 'kind = "dd"\ntargets = ["ext4"]\n'), "s.toml", base_dir=Path("."))
+    assert sorted(c.key for c in study.cells) == [("fio-read", "ext4"), ("fio-read", "ext4/raw"), ("mail", "ext4"), ("sanity", "ext4")]
+    with pytest.raises(StudyError, match=r"s.toml:12: workload\[0\].targets: unknown target 'xfs'; allowed: ext4"):
+        parse_study(KINDS.replace('kind = "sysbench"\n', 'kind = "sysbench"\ntargets = ["xfs"]\n'), "s.toml", base_dir=Path("."))

@@ -138,6 +138,10 @@ class Workload:
     seconds: float  # expected duration, for progress and time-outs; 0 = unknown
     direct: bool  # whether it bypasses the page cache
     timeout: float = UNKNOWN_LENGTH_TIMEOUT  # seconds a run may take, fslab's work around the tool included
+    targets: tuple[str, ...] = ()  # the targets it runs on, by name or by a sweep's name (none: every target)
+
+    def runs_on(self, target: Target) -> bool:
+        return not self.targets or any(target.name == name or target.name.startswith(f"{name}[") for name in self.targets)
 
     @property
     def kind(self) -> str:
@@ -146,7 +150,7 @@ class Workload:
 
     def spec(self) -> dict[str, Any]:
         """As stored with the study run (a fio workload's as before kinds existed)."""
-        return self.tool.spec() | {"direct": self.direct} | ({} if self.kind == "fio" else {"kind": self.kind})
+        return self.tool.spec() | {"direct": self.direct} | ({} if self.kind == "fio" else {"kind": self.kind}) | ({"targets": list(self.targets)} if self.targets else {})
 
 
 @dataclass(frozen=True)
@@ -177,7 +181,7 @@ class Study:
 
     @property
     def cells(self) -> list[Cell]:
-        return [Cell(t, w) for t in self.targets for w in self.workloads]
+        return [Cell(t, w) for t in self.targets for w in self.workloads if w.runs_on(t)]
 
     def without(self, names: set[str]) -> Study:
         """The study without these targets (skipped: this machine cannot run them); a target
@@ -252,8 +256,14 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0,
     builtin = len(workloads) - len(model.workload)
     workload_tables = [("study", "workloads")] * builtin + [("workload", i) for i in range(len(model.workload))]
     where.require_unique(list(zip(workload_tables, (w.name for w in workloads))), "workload")
-    where.refuse([f"{where(wt)}: {problem}" for _, target in tables for wt, workload in zip(workload_tables, workloads) if (problem := cell_problem(target, workload))])
-    where.refuse([f"{where(wt)}: {problem}" for _, target in tables if not target.named for wt, workload in zip(workload_tables, workloads) if (problem := space_problem(target, workload))])
+    workloads = [*workloads[:builtin], *(replace(w, targets=tuple(section.targets)) for w, section in zip(workloads[builtin:], model.workload))]
+    where.refuse([
+        f"{where((*wt, 'targets'))}: {unknown('target', name, names)}"
+        for wt, w in zip(workload_tables, workloads) for name in w.targets if not any(replace(w, targets=(name,)).runs_on(t) for t in targets)
+    ])  # fmt: skip
+    on = [(wt, target, workload) for _, target in tables for wt, workload in zip(workload_tables, workloads) if workload.runs_on(target)]
+    where.refuse([f"{where(wt)}: {problem}" for wt, target, workload in on if (problem := cell_problem(target, workload))])
+    where.refuse([f"{where(wt)}: {problem}" for wt, target, workload in on if not target.named and (problem := space_problem(target, workload))])
     return Study(
         name=model.study.name,
         description=model.study.description,
@@ -350,7 +360,10 @@ def _workloads(model: StudyFile, base_dir: Path, scale: float, time_scale: float
     shared_options = model.fio.options
     names = [n for entry in model.study.workloads for n in WORKLOAD_SETS.get(entry, [entry])]
     where = _Where(text, filename)
-    workloads = [_fio_workload(n, {**defaults, **BUILTIN_WORKLOADS[n]}, shared_options, scale, time_scale, _data_pattern(model.fio, None, where)) for n in names]
+    workloads = [
+        _fio_workload(n, {**defaults, **BUILTIN_WORKLOADS[n]}, shared_options, scale, time_scale, _data_pattern(model.fio, None, where), shared_file=BUILTIN_WORKLOADS[n].get("shared_file", False))
+        for n in names
+    ]
     for index, section in enumerate(model.workload):
         if isinstance(section, (SysbenchSection, DdSection)):
             workloads.append(_tool_workload(section, scale, time_scale))
@@ -570,5 +583,5 @@ def describe_study(study: Study, repetitions: int | None = None) -> str:
     """One line for a progress header: cells, runs and the expected measured time."""
     repetitions = repetitions or study.repetitions
     runs = len(study.cells) * repetitions
-    seconds = sum(w.seconds for w in study.workloads) * len(study.targets) * repetitions
+    seconds = sum(c.workload.seconds for c in study.cells) * repetitions
     return f"{len(study.targets)} targets × {len(study.workloads)} workloads × {repetitions} = {runs} runs, about {format_duration(seconds)} of measurement"

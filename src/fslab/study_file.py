@@ -134,7 +134,13 @@ class FioSection(_Table):
         return fio_options(options)
 
 
-class WorkloadSection(FioSection):
+class _OnTargets(_Table):
+    """What every [[workload]] table may say, whatever its kind."""
+
+    targets: list[str] = []  # the targets it runs on, by name or a sweep's name (default: every target)
+
+
+class WorkloadSection(FioSection, _OnTargets):
     name: Name
     kind: Literal["fio"] = "fio"
     rw: str | None = None
@@ -326,7 +332,7 @@ class TargetSection(_Table):
 ToolOption = str | int | float | bool
 
 
-class _ToolWorkloadSection(_Table):
+class _ToolWorkloadSection(_OnTargets):
     """A workload run by a tool other than fio: its options by the tool's own names, each
     checked by the tool's allow-list (its module's `…_options`)."""
 
@@ -391,7 +397,7 @@ class PhaseSection(_Table):
         return self
 
 
-class ScenarioSection(_Table):
+class ScenarioSection(_OnTargets):
     """Several phases on one target, sharing one file (workloads/scenario.py): a built-in
     `scenario`, or its own `phase` tables."""
 
