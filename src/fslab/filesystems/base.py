@@ -241,6 +241,10 @@ class Filesystem:
         """The options a stored target asked for, as the report shows them."""
         return spec["mount_options"] or "defaults"
 
+    def compresses(self, spec: Mapping) -> bool:
+        """Whether a stored target asked its filesystem to compress what is written."""
+        return False
+
     def check_mkfs_options(self, arguments: str | Sequence[str]) -> list[str]:
         """The study's mkfs arguments, split and checked against the allow-list (OptionRefused)."""
         if self.accepted_mkfs_options is None:

@@ -1,4 +1,4 @@
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from fslab.filesystems.base import Filesystem, MountReadBack, NoSnapshots, Provisioned, SizeFloor
@@ -108,6 +108,11 @@ class Btrfs(Filesystem):
     def after_mount(self, target, devices: list[str], mountpoint: Path) -> None:  # noqa: ANN001
         if target.nocow:
             run(["chattr", "+C", str(mountpoint)])  # files fio creates inside inherit No_COW
+
+    def compresses(self, spec: Mapping) -> bool:
+        """compress= or compress-force= with an algorithm (not no/none) among its mount options."""
+        options = [o.partition("=") for o in (spec.get("mount_options") or "").split(",")]
+        return any(name in ("compress", "compress-force") and value not in ("no", "none") for name, _, value in options)
 
     def snapshot(self, ready: Provisioned, name: str) -> str:
         """A read-only snapshot of the top-level subvolume (where the workload's files are) in

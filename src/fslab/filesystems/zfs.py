@@ -203,6 +203,11 @@ class Zfs(Filesystem):
     def requested_options(self, spec: Mapping) -> str:
         return " ".join(f"{k}={v}" for k, v in spec["properties"].items()) if spec.get("properties") else super().requested_options(spec)
 
+    def compresses(self, spec: Mapping) -> bool:
+        """A compression property other than off; a target setting none is taken at its word
+        (engines differ in their default, so fslab's report says what the study asked)."""
+        return str((spec.get("properties") or {}).get("compression", "off")) != "off"
+
     def snapshot(self, ready: Provisioned, name: str) -> str:
         """`zfs snapshot pool/data@name`: destroyed with the pool at the end of the run."""
         if ready.dataset is None or not _DATASET.fullmatch(ready.dataset):

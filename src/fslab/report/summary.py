@@ -83,6 +83,12 @@ def summarize_study_run(
     failures = [FailedRun(r["target"], r["workload"], r["repetition"], (r["failure"] or {}).get("phase", ""), r["error"] or "") for r in runs if r["status"] != "ok"]
     failed = Counter((f.workload, f.target) for f in failures)
     found = _run_notes(runs)
+    data = {r["workload"]: r["data_pattern"] for r in runs if r["data_pattern"]}
+    for t in targets:
+        for w in workloads if FILESYSTEMS[t["filesystem"]].compresses(t["spec"]) else []:
+            if (data.get(w) or "").startswith(("zeros", "compressible")):
+                notes, implausible = found.get((w, t["name"]), ([], False))
+                found[(w, t["name"])] = ([*notes, f"it wrote {data[w].split(' (')[0]} data to a compressing target: the figures flatter it, as real data would not"], implausible)
     above = beyond_raw(groups.values, raw_references(targets), roles=groups.roles, higher_is_better=groups.higher_is_better)
     cells = [
         CellSummary(
@@ -116,7 +122,7 @@ def summarize_study_run(
         effective_mount_options={t: " | ".join(c) for t, c in mounts.items()},
         not_in_effect={t: sorted(o) for t, o in not_in_effect.items() if o},
         buffered={r["workload"] for r in runs if r["buffered"]},
-        data={r["workload"]: r["data_pattern"] for r in runs if r["data_pattern"]},
+        data=data,
         units=units or Bandwidth(chosen.get("units", Bandwidth.MB.value)),
         skipped=skipped,
         cached_reference=cached_references(groups.values, targets, {w["name"]: w["spec"].get("fio_options") or {} for w in stored_workloads}),
