@@ -14,8 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from conftest import fslab, held_by, write_study
+
 from fslab import cgroups
 from fslab.cgroups import memory_limited
 from fslab.guard.names import workdir_tag
