@@ -11,6 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from fslab import cgroups
 from fslab.checks import Check, tool_check
 from fslab.devices import layers, zram
 from fslab.environment import TOOLS, filesystem_of
@@ -40,8 +41,15 @@ def machine_checks(workdir: Path) -> list[Check]:
         tool_check("rsync", TOOLS["rsync"], "rsync", required=False),
         *[_layer_check(name) for name in layers.LAYERS],
         _zram_check(),
+        _memory_limit_check(),
     ]
     return checks + workdir_checks(workdir)
+
+
+def _memory_limit_check() -> Check:
+    found = cgroups.find_hierarchy()
+    ok = not isinstance(found, str)
+    return Check("memory limits", ok, f"{found}: memory_limit workloads can run" if ok else str(found), "a kernel with CONFIG_MEMCG and its memory controller mounted, to use memory_limit", required=False)
 
 
 def _layer_check(name: str) -> Check:
@@ -75,8 +83,14 @@ class Unsupported:
 
 
 def study_problems(study: Study, workdir: Path) -> list[str]:
-    """What stops the whole study on this machine (root, loop devices, fio); empty when nothing does."""
-    return [f"{c.name}: {c.detail} — {c.fix}" for c in _basic_checks() + workdir_checks(workdir) if not c.ok and c.required]
+    """What stops the whole study on this machine (root, loop devices, fio, a memory limit it
+    cannot set); empty when nothing does."""
+    problems = [f"{c.name}: {c.detail} — {c.fix}" for c in _basic_checks() + workdir_checks(workdir) if not c.ok and c.required]
+    limited = [w.name for w in study.workloads if w.memory_limit is not None]
+    why = cgroups.missing() if limited else None
+    if why:  # every target runs the workload: nothing of the study could be skipped instead
+        problems.append(f"memory_limit of workload(s) {', '.join(limited)}: {why}")
+    return problems
 
 
 def unsupported_targets(study: Study) -> list[Unsupported]:

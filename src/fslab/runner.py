@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Protocol
 
 from fslab import doctor, environment
+from fslab.cgroups import memory_limited
 from fslab.devices import layers
 from fslab.devices.loop import Image, ImageSource, check_free_space, image_file
 from fslab.devices.named import NamedSource, confirmed_devices
@@ -264,6 +265,7 @@ def execute(planned: PlannedRun, workdir: Workdir, sources: Sources) -> RunRecor
         image_size=target.image_size,
         mount_options_requested=target.mount_options,
         data_pattern=workload.tool.data_pattern(),
+        memory_limit=workload.memory_limit,
     )
     clock = _Clock()
     try:
@@ -340,12 +342,16 @@ def _unmonitored(phase: str) -> Iterator[None]:
 
 
 def _measure(journal: Journal, kind: WorkloadKind, workload: Workload, ready: Provisioned, command: str, clock: _Clock) -> list[RawOutput]:
-    """Prepare what the workload reads, drop caches, run it; returns its raw outputs."""
+    """Prepare what the workload reads, drop caches, run it; returns its raw outputs.
+
+    A workload's memory limit covers the measured run alone: the layout is not measured, and
+    what it leaves in the page cache is dropped before the run starts in its limited cgroup."""
     with tempfile.TemporaryDirectory(prefix="fslab-job-", dir=SCRATCH_IN_RAM if SCRATCH_IN_RAM.is_dir() else None) as scratch:
         kind.prepare(journal, workload, ready, Path(scratch))
         clock.mark("layout")
         sync_and_drop_caches()
         clock.mark("drop_caches")
-        outputs = kind.run(journal, workload, ready, command, Path(scratch), _unmonitored)  # within the run's time limit (execute)
+        with memory_limited(journal, workload.memory_limit):
+            outputs = kind.run(journal, workload, ready, command, Path(scratch), _unmonitored)  # within the run's time limit (execute)
         clock.mark("workload")
     return outputs

@@ -18,13 +18,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from fslab.cgroups import SMALLEST_LIMIT
 from fslab.errors import FslabError, Refused
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.zfs import property_text
 from fslab.guard import fio_jobs
 from fslab.guard.names import file_name
 from fslab.guard.options import split_arguments
-from fslab.study_file import DdSection, FioSection, PhaseSection, ScenarioSection, StudyFile, StudySection, SysbenchSection, TargetSection, allowed_fields, as_list, untagged
+from fslab.study_file import DdSection, FioSection, PhaseSection, ScenarioSection, StudyFile, StudySection, SysbenchSection, TargetSection, WorkloadSection, allowed_fields, as_list, untagged
 from fslab.toml_errors import describe_error, field_path, locate, unknown
 from fslab.units import format_duration, format_size, parse_duration, parse_size, scaled_size
 from fslab.workloads import scenario
@@ -138,6 +139,7 @@ class Workload:
     seconds: float  # expected duration, for progress and time-outs; 0 = unknown
     direct: bool  # whether it bypasses the page cache
     timeout: float = UNKNOWN_LENGTH_TIMEOUT  # seconds a run may take, fslab's work around the tool included
+    memory_limit: int | None = None  # bytes of memory its measured run may hold, page cache included (cgroups.py)
     targets: tuple[str, ...] = ()  # the targets it runs on, by name or by a sweep's name (none: every target)
 
     def runs_on(self, target: Target) -> bool:
@@ -150,7 +152,9 @@ class Workload:
 
     def spec(self) -> dict[str, Any]:
         """As stored with the study run (a fio workload's as before kinds existed)."""
-        return self.tool.spec() | {"direct": self.direct} | ({} if self.kind == "fio" else {"kind": self.kind}) | ({"targets": list(self.targets)} if self.targets else {})
+        limit = {"memory_limit": self.memory_limit} if self.memory_limit is not None else {}  # absent: as before limits existed
+        on = {"targets": list(self.targets)} if self.targets else {}
+        return self.tool.spec() | {"direct": self.direct} | ({} if self.kind == "fio" else {"kind": self.kind}) | limit | on
 
 
 @dataclass(frozen=True)
@@ -361,22 +365,46 @@ def _workloads(model: StudyFile, base_dir: Path, scale: float, time_scale: float
     names = [n for entry in model.study.workloads for n in WORKLOAD_SETS.get(entry, [entry])]
     where = _Where(text, filename)
     workloads = [
-        _fio_workload(n, {**defaults, **BUILTIN_WORKLOADS[n]}, shared_options, scale, time_scale, _data_pattern(model.fio, None, where), shared_file=BUILTIN_WORKLOADS[n].get("shared_file", False))
+        _limited(
+            _fio_workload(n, {**defaults, **BUILTIN_WORKLOADS[n]}, shared_options, scale, time_scale, _data_pattern(model.fio, None, where), shared_file=BUILTIN_WORKLOADS[n].get("shared_file", False)),
+            model.fio.memory_limit, ("fio", "memory_limit"), scale, where,
+        )
         for n in names
     ]
     for index, section in enumerate(model.workload):
         if isinstance(section, (SysbenchSection, DdSection)):
-            workloads.append(_tool_workload(section, scale, time_scale))
+            workload = _tool_workload(section, scale, time_scale)
         elif isinstance(section, ScenarioSection):
-            workloads.append(_scenario_workload(index, section, scale, time_scale, _data_pattern(model.fio, None, where) if section.data is None else DataPattern.asked(section.data), where))
+            workload = _scenario_workload(index, section, scale, time_scale, _data_pattern(model.fio, None, where) if section.data is None else DataPattern.asked(section.data), where)
         elif section.job_file:
             where_file = f"{filename}:{locate(text, ('workload', index, 'job_file'))}: workload[{index}].job_file"
-            workloads.append(_job_file_workload(section.name, section.job_file, base_dir, where_file, model.fio.timeout if section.timeout is None else section.timeout))
+            workload = _job_file_workload(section.name, section.job_file, base_dir, where_file, model.fio.timeout if section.timeout is None else section.timeout)
         else:
-            own = section.model_dump(exclude_none=True, exclude={"name", "kind", "job_file", "options", "data", "shared_file"})
+            own = section.model_dump(exclude_none=True, exclude={"name", "kind", "job_file", "options", "data", "shared_file", "memory_limit"})
             data = _data_pattern(model.fio, (index, section), where)
-            workloads.append(_fio_workload(section.name, {**defaults, **own}, {**shared_options, **section.options}, scale, time_scale, data, shared_file=section.shared_file))
+            workload = _fio_workload(section.name, {**defaults, **own}, {**shared_options, **section.options}, scale, time_scale, data, shared_file=section.shared_file)
+        # A fio workload takes the study's [fio] limit unless it sets its own; other kinds only their own.
+        inherited = model.fio.memory_limit if isinstance(section, WorkloadSection) else None
+        table = ("workload", index, "memory_limit") if section.memory_limit is not None else ("fio", "memory_limit")
+        workloads.append(_limited(workload, section.memory_limit or inherited, table, scale, where))
     return workloads
+
+
+def _limited(workload: Workload, asked: str | None, table: tuple, scale: float, where: _Where) -> Workload:
+    """The workload with its memory limit (× --scale, like the files it limits the cache for);
+    refused on direct I/O, which bypasses the page cache the limit is there to shrink: the
+    limit would change nothing and yet be recorded as if it had."""
+    if asked is None:
+        return workload
+    if workload.direct:
+        raise StudyError(
+            f"{where(table)}: memory_limit = \"{asked}\" limits the page cache, and workload '{workload.name}' uses direct I/O, "
+            "which bypasses it: drop the limit, or set it on the buffered workloads alone"
+        )
+    limit = scaled_size(parse_size(asked), scale)
+    if limit < SMALLEST_LIMIT:
+        raise StudyError(f"{where(table)}: memory_limit = \"{asked}\" × --scale {scale:g} is {format_size(limit)}, below the {format_size(SMALLEST_LIMIT)} a tool needs to run")
+    return replace(workload, memory_limit=limit)
 
 
 def _tool_workload(section: SysbenchSection | DdSection, scale: float, time_scale: float) -> Workload:

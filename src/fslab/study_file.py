@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, field_validator, model_validator
 
+from fslab.cgroups import SMALLEST_LIMIT
 from fslab.devices.layers import LAYERS
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import SizeFloor
@@ -90,6 +91,20 @@ class _Table(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+def _memory_limit(value: str) -> None:
+    if parse_size(value) < SMALLEST_LIMIT:
+        raise ValueError(f"a memory limit below {format_size(SMALLEST_LIMIT)} leaves the tool itself too little to run, not {value!r}")
+
+
+class _WorkloadLimits(_Table):
+    """What fslab sets around any workload, whatever its kind: the fields every workload table
+    (and [fio]) has once, from here."""
+
+    # The measured run in a cgroup with this much memory (cgroups.py), so the page cache cannot
+    # hold what a buffered workload reads: refused on direct I/O, which the cache never answers.
+    memory_limit: Annotated[str, _checked(_memory_limit)] | None = None
+
+
 class StudySection(_Table):
     name: Name
     description: str = ""
@@ -111,7 +126,7 @@ class StudySection(_Table):
         return names
 
 
-class FioSection(_Table):
+class FioSection(_WorkloadLimits):
     """fio parameters; the study's [fio] table sets them for every workload, a workload for itself."""
 
     bs: Annotated[str, _checked(_fio_allows("bs"))] | None = None
@@ -158,7 +173,7 @@ class WorkloadSection(FioSection, _OnTargets):
     def _pattern_or_file(self) -> WorkloadSection:
         if (self.rw is None) == (self.job_file is None):
             raise ValueError("a workload needs either rw (fio parameters) or job_file (your own fio job file), not both")
-        beside = [name for name in [*FioSection.model_fields, "shared_file"] if name in self.model_fields_set and name != "timeout"]  # fslab's own, not fio's
+        beside = [name for name in [*FioSection.model_fields, "shared_file"] if name in self.model_fields_set and name not in ("timeout", "memory_limit")]  # fslab's own, not fio's
         if self.job_file is not None and beside:
             raise ValueError(f"{', '.join(beside)} beside a job_file would be ignored: put them in the job file")
         return self
@@ -332,7 +347,7 @@ class TargetSection(_Table):
 ToolOption = str | int | float | bool
 
 
-class _ToolWorkloadSection(_OnTargets):
+class _ToolWorkloadSection(_OnTargets, _WorkloadLimits):
     """A workload run by a tool other than fio: its options by the tool's own names, each
     checked by the tool's allow-list (its module's `…_options`)."""
 
@@ -397,7 +412,7 @@ class PhaseSection(_Table):
         return self
 
 
-class ScenarioSection(_OnTargets):
+class ScenarioSection(_OnTargets, _WorkloadLimits):
     """Several phases on one target, sharing one file (workloads/scenario.py): a built-in
     `scenario`, or its own `phase` tables."""
 

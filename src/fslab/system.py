@@ -14,6 +14,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from fslab import cgroups
 from fslab.errors import FslabError, Refused
 from fslab.guard.identity import process, same_process
 from fslab.journal import Entry, Journal, releaser
@@ -141,13 +142,19 @@ def run_held(
 ) -> subprocess.CompletedProcess[str]:
     """Run a tool that works on fslab's mounts and devices (a workload, a layout or fill job),
     recorded in the journal with its pid and start time: `fslab cleanup` after a kill -9 stops
-    that very process and its children before it unmounts or detaches what they hold."""
+    that very process and its children before it unmounts or detaches what they hold.
+
+    Inside `cgroups.memory_limited`, the process joins that memory-limited cgroup before it
+    runs the command, so all it and its children bring into the page cache counts against the limit."""
+    group = cgroups.current()
     with journal.holding("process", Path(argv[0]).name[:15]) as held:
 
         def prove(pid: int) -> None:  # still waiting to run the command: its name is to come
             started = process(pid)
             if started is not None:
                 held.prove(**replace(started, comm=held.ident).proof())
+            if group is not None:
+                group.admit(pid)
 
         return run(argv, timeout=timeout, cwd=cwd, on_start=prove, env=env)
 

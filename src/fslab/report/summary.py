@@ -60,6 +60,7 @@ class StudySummary:
     not_in_effect: dict[str, list[str]] = field(default_factory=dict)  # target → options asked for, not applied
     buffered: set[str] = field(default_factory=set)  # workloads run through the page cache
     data: dict[str, str] = field(default_factory=dict)  # workload → the data pattern its runs recorded
+    memory_limits: dict[str, int] = field(default_factory=dict)  # workload → the memory limit its runs recorded
     units: Bandwidth = Bandwidth.MB  # bandwidth as shown in the tables
     skipped: list[Unsupported] = field(default_factory=list)  # targets --skip-unsupported left out, and why
     cached_reference: list[CachedReference] = field(default_factory=list)  # raw figures no disk could produce
@@ -123,6 +124,7 @@ def summarize_study_run(
         not_in_effect={t: sorted(o) for t, o in not_in_effect.items() if o},
         buffered={r["workload"] for r in runs if r["buffered"]},
         data=data,
+        memory_limits={r["workload"]: r["memory_limit"] for r in runs if r.get("memory_limit")},
         units=units or Bandwidth(chosen.get("units", Bandwidth.MB.value)),
         skipped=skipped,
         cached_reference=cached_references(groups.values, targets, {w["name"]: w["spec"].get("fio_options") or {} for w in stored_workloads}),
@@ -359,8 +361,9 @@ def comparison_groups(rows: list[Row]) -> list[tuple[str, list[Row]]]:
 def workload_title(s: StudySummary, workload: str) -> str:
     """"seq_write (direct I/O; data: random)": how it reached the device and what it wrote, in
     short (the whole record is stored with every run)."""
-    data = s.data.get(workload)
-    return f"{workload} ({'buffered I/O' if workload in s.buffered else 'direct I/O'}" + (f"; data: {data.split(' (')[0]})" if data else ")")
+    data, limit = s.data.get(workload), s.memory_limits.get(workload)
+    io = ("buffered I/O" if workload in s.buffered else "direct I/O") + (f", memory ≤ {format_size(limit)}" if limit else "")
+    return f"{workload} ({io}" + (f"; data: {data.split(' (')[0]})" if data else ")")
 
 
 def ranking_lines(s: StudySummary, workload: str) -> list[str]:

@@ -23,7 +23,7 @@ from fslab.metrics import Metric, Roles, qualified
 from fslab.findings import Finding
 from fslab.workloads.base import RawOutput
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 DEFAULT_DB = "fslab.db"
 DB_ENV = "FSLAB_DB"
 
@@ -100,6 +100,7 @@ runs = sa.Table(
     sa.Column("timings", sa.JSON, nullable=False),  # seconds per phase: image (first run), provision, layout, drop_caches, workload, parse, teardown
     sa.Column("failure", sa.JSON),  # a failed run's RunFailure: phase, command, exit status, stderr tail, traceback
     sa.Column("notes", sa.JSON),  # since version 6: what its workload kind and monitors found of it (Finding), shown on its cell
+    sa.Column("memory_limit", sa.BigInteger),  # since version 7: bytes its measured run could hold, page cache included (cgroups.py); NULL: no limit
 )
 
 # Since version 5 a metric carries its phase and its roles (metrics.py); a run keeps one raw
@@ -187,6 +188,8 @@ MIGRATIONS: dict[int, list[str | Only]] = {
     ],
     # Runs keep what was found of them: a figure that cannot be real, a note a reader needs.
     5: ["ALTER TABLE runs ADD COLUMN notes JSON"],
+    # Runs keep the memory limit their measured run had (NULL: none, as every run before).
+    6: ["ALTER TABLE runs ADD COLUMN memory_limit BIGINT"],
 }
 
 
@@ -234,6 +237,7 @@ class RunRecord:
     metrics: list[Metric] = field(default_factory=list)
     failure: RunFailure | None = None
     notes: list[Finding] = field(default_factory=list)  # what its kind and monitors found of it
+    memory_limit: int | None = None  # bytes its measured run could hold, page cache included (None: no limit)
 
 
 @dataclass(frozen=True)
