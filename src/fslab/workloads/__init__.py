@@ -1,5 +1,5 @@
 """What runs on a target: one module per workload kind behind one protocol (base.py): fio jobs,
-built from a study or a user's job file (fio.py), sysbench fileio (sysbench.py), dd (dd.py);
+built from a study or a user's job file (fio.py), sysbench fileio (sysbench.py), dd (dd.py), rsync ingestion (rsync.py);
 the built-in workloads (builtin.py); what a fio workload writes (data.py)."""
 
 from __future__ import annotations
@@ -10,13 +10,14 @@ from fslab.metrics import MetricKind
 from fslab.workloads.base import WorkloadKind
 from fslab.workloads.dd import DD
 from fslab.workloads.fio import FIO
+from fslab.workloads.rsync import RSYNC
 from fslab.workloads.sysbench import SYSBENCH
 
 if TYPE_CHECKING:
     from fslab.study import Study, Workload
     from fslab.workdir import Workdir
 
-KINDS: dict[str, WorkloadKind] = {kind.name: kind for kind in (FIO, SYSBENCH, DD)}
+KINDS: dict[str, WorkloadKind] = {kind.name: kind for kind in (FIO, SYSBENCH, DD, RSYNC)}
 
 
 def kind_of(workload: Workload) -> WorkloadKind:
