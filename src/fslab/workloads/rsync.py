@@ -304,13 +304,13 @@ def metric_values(result: RsyncRun) -> list[Metric]:
 MIN_SECONDS = 0.05
 
 
-def judge(result: RsyncRun, options: RsyncIngest) -> list[Finding]:
-    """What makes a run's rate no plain result (pure)."""
+def judge(result: RsyncRun, files: int, total: int) -> list[Finding]:
+    """What makes a run's rate no plain result (pure); `files` and `total`: the set's."""
     found = []
-    if result.files != options.files or result.bytes != options.total:
+    if result.files != files or result.bytes != total:
         found.append(Finding(
             "short_copy",
-            f"rsync copied {result.files} files, {result.bytes} bytes, not the set's {options.files} files, {options.total} bytes: its rate is for another amount of data",
+            f"rsync copied {result.files} files, {result.bytes} bytes, not the set's {files} files, {total} bytes: its rate is for another amount of data",
             implausible=True,
         ))  # fmt: skip
     if result.wall_s < MIN_SECONDS:
@@ -373,7 +373,8 @@ class Rsync:
         return [m for output in outputs for m in metric_values(parse(output.text))]
 
     def judge(self, workload: Workload, outputs: list[RawOutput]) -> list[Finding]:
-        return [f for output in outputs for f in judge(parse(output.text), options_of(workload))]
+        options = options_of(workload)
+        return [f for output in outputs for f in judge(parse(output.text), options.files, options.total)]
 
 
 RSYNC = Rsync()
