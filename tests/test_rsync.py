@@ -3,6 +3,7 @@ the generated set's sizes, what the study file refuses, and a run end to end on 
 image with the source image released afterwards."""
 
 import statistics
+import zlib
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
@@ -13,7 +14,18 @@ from fslab.findings import Finding
 from fslab.results import ResultsDB
 from fslab.study import StudyError, parse_study
 from fslab.workloads.base import StudyScope
-from fslab.workloads.rsync import MIB, RsyncIngest, file_sizes, files_for_total, judge, measured_line, metric_values, parse, rsync_ingest
+from fslab.workloads.rsync import (
+    MIB,
+    RsyncIngest,
+    file_sizes,
+    files_for_total,
+    judge,
+    measured_line,
+    metric_values,
+    parse,
+    rsync_ingest,
+    write_set,
+)
 
 FIXTURE = FIXTURES / "rsync"
 SET = 22020096 + 18874368 + 26214400  # the fixtures' three files
@@ -77,6 +89,15 @@ def test_the_sets_sizes_lie_in_17_to_28_mib_most_near_21_and_follow_the_seed():
     assert statistics.median(sizes) == pytest.approx(22 * MIB, rel=0.03)
     assert file_sizes(3, 5000) == sizes and file_sizes(3, 10) == sizes[:10], "the same seed, the same set; a larger one only adds"
     assert file_sizes(4, 10) != sizes[:10]
+
+
+def test_the_sets_contents_follow_the_seed_and_do_not_compress(tmp_path):
+    write_set(tmp_path / "a", RsyncIngest(files=1))
+    write_set(tmp_path / "b", RsyncIngest(files=1))
+    write_set(tmp_path / "c", RsyncIngest(files=1, seed=4))
+    a, b, c = ((tmp_path / d / "photo-00000.raw").read_bytes() for d in "abc")
+    assert len(a) == file_sizes(3, 1)[0] and a == b and a[:MIB] != c[:MIB]
+    assert len(zlib.compress(a[:MIB])) > MIB, "random bytes: no compression wins anything"
 
 
 def test_a_total_is_as_many_files_as_reach_it_and_scale_keeps_one():

@@ -23,7 +23,8 @@ in the C locale). Its numbers: rsync's --stats gives the bytes and files it copi
 transferred file size", "Number of regular files transferred"); its own rate ("bytes/sec") is
 over whole-second timing and includes the file list, so fslab times the run itself (wall clock
 around rsync) and takes the CPU rsync and its children used (getrusage of fslab's children,
-before and after). fslab writes these in a first line of the stored output, `fslab-measured
+before and after; it includes the few milliseconds of run_held's gate, the Python that execs
+rsync once journalled). fslab writes these in a first line of the stored output, `fslab-measured
 wall_s=… user_s=… system_s=…`, above rsync's own: what is stored holds every number the metrics
 come from, and `parse` stays pure.
 
@@ -207,8 +208,7 @@ def write_set(directory: Path, options: RsyncIngest) -> None:
     rng = random.Random(f"fslab-rsync-contents:{options.seed}")
     for index, size in enumerate(options.sizes):
         with open(directory / f"photo-{index:05d}.raw", "wb") as out:
-            for start in range(0, size, CHUNK):
-                out.write(rng.randbytes(min(CHUNK, size - start)))
+            out.writelines(rng.randbytes(min(CHUNK, size - start)) for start in range(0, size, CHUNK))
 
 
 @contextmanager
