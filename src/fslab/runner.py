@@ -39,7 +39,7 @@ from fslab.study import Study, Target, Workload
 from fslab.system import CommandError, joined, sync_and_drop_caches, time_limit
 from fslab.workdir import Workdir
 from fslab.workloads import kind_of, workload_problems
-from fslab.workloads.base import RawOutput, WorkloadKind
+from fslab.workloads.base import RawOutput, StudyScope, WorkloadKind
 
 
 class RunObserver(Protocol):
@@ -219,11 +219,13 @@ class _Clock:
 class Sources:
     """Each target's device source. Images are made at the first run that uses them and deleted
     when the study ends; the user's devices were confirmed before it began; zram devices are made
-    for each run."""
+    for each run. `scope`: what workload kinds keep until the study ends (rsync's source image),
+    released with the images."""
 
     def __init__(self, workdir: Workdir, stack: ExitStack, named: dict[str, BlockDevice], notice: Callable[[str], None]):
         self.workdir, self.stack, self.named, self.notice = workdir, stack, named, notice
         self._made: dict[str, Image] = {}
+        self.scope = StudyScope(stack)
 
     def of(self, target: Target) -> tuple[DeviceSource, bool]:
         """The target's source, and whether any image was made just now."""
@@ -292,7 +294,7 @@ def execute(planned: PlannedRun, workdir: Workdir, sources: Sources) -> RunRecor
                 clock.mark("provision")
                 kind = kind_of(workload)
                 record.job_file = kind.command(workload, ready)
-                record.outputs = _measure(workdir.journal, kind, workload, ready, record.job_file, clock)
+                record.outputs = _measure(workdir.journal, kind, workload, ready, record.job_file, sources.scope, clock)
                 record.metrics = kind.parse(record.outputs)
                 record.notes = kind.judge(workload, record.outputs)
                 clock.mark("parse")
@@ -341,17 +343,17 @@ def _unmonitored(phase: str) -> Iterator[None]:
     yield
 
 
-def _measure(journal: Journal, kind: WorkloadKind, workload: Workload, ready: Provisioned, command: str, clock: _Clock) -> list[RawOutput]:
+def _measure(journal: Journal, kind: WorkloadKind, workload: Workload, ready: Provisioned, command: str, scope: StudyScope, clock: _Clock) -> list[RawOutput]:
     """Prepare what the workload reads, drop caches, run it; returns its raw outputs.
 
     A workload's memory limit covers the measured run alone: the layout is not measured, and
     what it leaves in the page cache is dropped before the run starts in its limited cgroup."""
     with tempfile.TemporaryDirectory(prefix="fslab-job-", dir=SCRATCH_IN_RAM if SCRATCH_IN_RAM.is_dir() else None) as scratch:
-        kind.prepare(journal, workload, ready, Path(scratch))
+        kind.prepare(journal, workload, ready, Path(scratch), scope)
         clock.mark("layout")
         sync_and_drop_caches()
         clock.mark("drop_caches")
         with memory_limited(journal, workload.memory_limit):
-            outputs = kind.run(journal, workload, ready, command, Path(scratch), _unmonitored)  # within the run's time limit (execute)
+            outputs = kind.run(journal, workload, ready, command, Path(scratch), scope, _unmonitored)  # within the run's time limit (execute)
         clock.mark("workload")
     return outputs

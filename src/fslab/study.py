@@ -25,7 +25,7 @@ from fslab.filesystems.zfs import property_text
 from fslab.guard import fio_jobs
 from fslab.guard.names import file_name
 from fslab.guard.options import split_arguments
-from fslab.study_file import DdSection, FioSection, PhaseSection, ScenarioSection, StudyFile, StudySection, SysbenchSection, TargetSection, WorkloadSection, allowed_fields, as_list, untagged
+from fslab.study_file import DdSection, FioSection, PhaseSection, RsyncSection, ScenarioSection, StudyFile, StudySection, SysbenchSection, TargetSection, WorkloadSection, allowed_fields, as_list, untagged
 from fslab.toml_errors import describe_error, field_path, locate, unknown
 from fslab.units import format_duration, format_size, parse_duration, parse_size, scaled_size
 from fslab.workloads import scenario
@@ -372,7 +372,7 @@ def _workloads(model: StudyFile, base_dir: Path, scale: float, time_scale: float
         for n in names
     ]
     for index, section in enumerate(model.workload):
-        if isinstance(section, (SysbenchSection, DdSection)):
+        if isinstance(section, (SysbenchSection, DdSection, RsyncSection)):
             workload = _tool_workload(section, scale, time_scale)
         elif isinstance(section, ScenarioSection):
             workload = _scenario_workload(index, section, scale, time_scale, _data_pattern(model.fio, None, where) if section.data is None else DataPattern.asked(section.data), where)
@@ -407,12 +407,15 @@ def _limited(workload: Workload, asked: str | None, table: tuple, scale: float, 
     return replace(workload, memory_limit=limit)
 
 
-def _tool_workload(section: SysbenchSection | DdSection, scale: float, time_scale: float) -> Workload:
-    """A sysbench or dd workload, its sizes × `scale` and its time × `time_scale`."""
+def _tool_workload(section: SysbenchSection | DdSection | RsyncSection, scale: float, time_scale: float) -> Workload:
+    """A sysbench, dd or rsync workload, its sizes × `scale` and its time × `time_scale`."""
     if isinstance(section, SysbenchSection):
         sysbench = section.checked().scaled(scale, time_scale)
         seconds = float(sysbench.seconds)
         return Workload(section.name, sysbench, seconds, sysbench.direct, run_timeout(seconds, section.timeout))
+    if isinstance(section, RsyncSection):
+        rsync = section.checked().scaled(scale)  # its file count: the files keep their sizes
+        return Workload(section.name, rsync, 0.0, False, run_timeout(0.0, section.timeout))  # rsync writes through the page cache
     dd = section.checked().scaled(scale)
     return Workload(section.name, dd, 0.0, dd.direct, run_timeout(0.0, section.timeout))
 

@@ -21,6 +21,10 @@ from fslab.toml_errors import FieldError, unknown
 from fslab.units import Bandwidth, format_size, parse_duration, parse_size, scaled_size
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 from fslab.workloads.dd import DdOptions, dd_options
+from fslab.workloads.rsync import DATA as RSYNC_DATA
+from fslab.workloads.rsync import DEFAULT_SEED as RSYNC_SEED
+from fslab.workloads.rsync import MAX_FILES as RSYNC_MAX_FILES
+from fslab.workloads.rsync import RsyncIngest, rsync_ingest
 from fslab.workloads.sysbench import SysbenchOptions, sysbench_options
 
 FIO_RW_MODES = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw", "trim", "randtrim", "trimwrite")
@@ -387,6 +391,35 @@ class DdSection(_ToolWorkloadSection):
         return dd_options(self.options, data=self.data or "random")  # type: ignore[arg-type]
 
 
+class RsyncSection(_ToolWorkloadSection):
+    """rsync ingestion of generated photos from a source image of their own (workloads/rsync.py);
+    defaults: seed 003's 20 GiB of 17–28 MiB files. `files` or `total`, not both."""
+
+    kind: Literal["rsync"]
+    data: str | None = None  # type: ignore[assignment]  # only "random": refused with why, not by pydantic's literal
+    files: int | None = Field(None, ge=1, le=RSYNC_MAX_FILES)  # how many files (before --scale)
+    total: Size | None = None  # or: as many files as it takes to reach this size
+    seed: int = RSYNC_SEED  # the set's sizes and contents are drawn from it
+
+    @field_validator("data")
+    @classmethod
+    def _random_only(cls, value: str | None) -> str | None:
+        if value is not None and value not in RSYNC_DATA:
+            raise ValueError(f"rsync data {value!r} is refused: only \"random\" (photos do not compress, and zeros would measure a filesystem's compression, not an ingestion)")
+        return value
+
+    @field_validator("total")
+    @classmethod
+    def _files_or_total(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and info.data.get("files") is not None:
+            raise ValueError("rsync takes `files` or `total`, not both")
+        return value
+
+    def checked(self) -> RsyncIngest:
+        total = parse_size(self.total) if self.total is not None else None
+        return rsync_ingest(self.options, files=self.files, total=total, seed=self.seed, data=self.data or "random")
+
+
 class PhaseSection(_Table):
     """One phase of a scenario: a fio job on the scenario's file, or an action."""
 
@@ -436,7 +469,7 @@ class ScenarioSection(_OnTargets, _WorkloadLimits):
 
 
 # Each [[workload]] table's model, by its `kind` (absent: fio).
-WORKLOAD_KINDS: dict[str, type[BaseModel]] = {"fio": WorkloadSection, "sysbench": SysbenchSection, "dd": DdSection, "scenario": ScenarioSection}
+WORKLOAD_KINDS: dict[str, type[BaseModel]] = {"fio": WorkloadSection, "sysbench": SysbenchSection, "dd": DdSection, "rsync": RsyncSection, "scenario": ScenarioSection}
 
 
 def _kind_of_table(table: Any) -> str:
@@ -459,6 +492,7 @@ WorkloadTable = Annotated[
     Annotated[WorkloadSection, Tag("fio")]
     | Annotated[SysbenchSection, Tag("sysbench")]
     | Annotated[DdSection, Tag("dd")]
+    | Annotated[RsyncSection, Tag("rsync")]
     | Annotated[ScenarioSection, Tag("scenario")]
     | Annotated[_UnknownKind, Tag("unknown")],
     Discriminator(_kind_of_table),

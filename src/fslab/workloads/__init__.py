@@ -1,5 +1,5 @@
 """What runs on a target: one module per workload kind behind one protocol (base.py): fio jobs,
-built from a study or a user's job file (fio.py), sysbench fileio (sysbench.py), dd (dd.py);
+built from a study or a user's job file (fio.py), sysbench fileio (sysbench.py), dd (dd.py), rsync ingestion (rsync.py);
 the built-in workloads (builtin.py); what a fio workload writes (data.py)."""
 
 from __future__ import annotations
@@ -11,13 +11,14 @@ from fslab.workloads.base import WorkloadKind
 from fslab.workloads.dd import DD
 from fslab.workloads.scenario import SCENARIOS
 from fslab.workloads.fio import FIO
+from fslab.workloads.rsync import RSYNC
 from fslab.workloads.sysbench import SYSBENCH
 
 if TYPE_CHECKING:
     from fslab.study import Study, Workload
     from fslab.workdir import Workdir
 
-KINDS: dict[str, WorkloadKind] = {kind.name: kind for kind in (FIO, SYSBENCH, DD, SCENARIOS)}
+KINDS: dict[str, WorkloadKind] = {kind.name: kind for kind in (FIO, SYSBENCH, DD, RSYNC, SCENARIOS)}
 
 
 def kind_of(workload: Workload) -> WorkloadKind:

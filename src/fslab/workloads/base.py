@@ -8,6 +8,7 @@ A run of a workload on a target (runner.execute) goes:
     command(workload, ready)       the exact job file or command line of this run: recorded with
                                    it (runs.job_file), and what `run` runs
     prepare(…)                     lays out what the measured run reads; not measured
+                                   (what outlives the run, in the study run's `scope`)
     — caches dropped —
     run(…) → [RawOutput]           the measured run, within the run's time limit: each tool's
                                    output of each phase, stored as it came (run_outputs)
@@ -15,6 +16,10 @@ A run of a workload on a target (runner.execute) goes:
                                    direction and roles, from `metrics`)
     judge(workload, [RawOutput])   pure: what in the output cannot be taken as a plain result, or a
                                    reader must know (Finding); stored with the run, shown on its cell
+
+`prepare` and `run` get the study run's `StudyScope`: what a kind keeps from one run to the next
+and releases when the study run ends (rsync's source image, made once). Kinds are singletons
+shared by every study run, so they keep nothing themselves.
 
 `run` calls `measured(phase)` around each step it measures (a context manager): the runner's
 monitors (CPU, device traffic, space) watch exactly those windows, nothing it prepares.
@@ -37,10 +42,10 @@ into a `Workload` (study.py).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from fslab.metrics import Metric, MetricKind
 from fslab.findings import Finding
@@ -59,6 +64,27 @@ class RawOutput:
     phase: str  # "" for a workload of one phase
     tool: str  # "fio", "sysbench", …
     text: str
+
+
+T = TypeVar("T")
+
+
+class StudyScope:
+    """What kinds keep for a whole study run, by key: made by the first run that asks, entered
+    into the runner's study-run stack, so it is released with the targets' images when the study
+    run ends (or is interrupted). What it makes must be journalled like anything else fslab
+    attaches or mounts: a killed fslab leaves it to `fslab cleanup`."""
+
+    def __init__(self, stack: ExitStack):
+        self._stack = stack
+        self._kept: dict[str, Any] = {}
+
+    def kept(self, key: str, make: Callable[[], AbstractContextManager[T]]) -> T:
+        """What `make()` yields, made at the first call with `key` and the same thing after it.
+        A `make` that fails keeps nothing: the next run tries again."""
+        if key not in self._kept:
+            self._kept[key] = self._stack.enter_context(make())
+        return self._kept[key]
 
 
 # Entered around each measured step of a run, named by its phase ("" for a workload of one).
@@ -100,12 +126,13 @@ class WorkloadKind(Protocol):
         """The exact job file or command line this run runs, recorded with it."""
         ...
 
-    def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path) -> None:
+    def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope) -> None:
         """Lay out what the measured run reads (files, a region of the device); not measured.
-        `scratch`: a private directory for the run's side files, removed after it."""
+        `scratch`: a private directory for the run's side files, removed after it; `scope`: what
+        outlives the run, until the study run ends."""
         ...
 
-    def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path, measured: Measured) -> list[RawOutput]:
+    def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path, scope: StudyScope, measured: Measured) -> list[RawOutput]:
         """The measured run of `command` (what `command` returned), each measured step inside
         `measured(phase)`; every process journalled."""
         ...

@@ -36,7 +36,7 @@ from fslab.metrics import Metric, MetricKind
 from fslab.system import run_held
 from fslab.units import parse_size
 from fslab.findings import Finding
-from fslab.workloads.base import Measured, RawOutput
+from fslab.workloads.base import Measured, RawOutput, StudyScope
 
 if TYPE_CHECKING:
     from fslab.filesystems.base import Provisioned
@@ -275,12 +275,12 @@ class Dd:
     def command(self, workload: Workload, ready: Provisioned) -> str:
         return "\n".join(shlex.join(argv) for argv in self.steps(workload, ready.directory, Path("$SCRATCH")).values())
 
-    def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path) -> None:
+    def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope) -> None:
         options = options_of(workload)
         if options.data == "random":
             make_random_source(scratch / RANDOM_SOURCE, options.size)
 
-    def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path, measured: Measured) -> list[RawOutput]:
+    def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path, scope: StudyScope, measured: Measured) -> list[RawOutput]:
         outputs = []
         for step, argv in self.steps(workload, ready.directory, scratch).items():
             with measured(step):

@@ -26,7 +26,7 @@ from fslab.guard.fio_jobs import JobFile, parse_only, render, single_job
 from fslab.journal import Journal
 from fslab.metrics import Metric, MetricKind
 from fslab.system import run_held
-from fslab.workloads.base import Measured, RawOutput
+from fslab.workloads.base import Measured, RawOutput, StudyScope
 from fslab.workloads.data import DataPattern
 from fslab.findings import Finding
 
@@ -252,14 +252,14 @@ class Fio:
     def command(self, workload: Workload, ready: Provisioned) -> str:
         return job_for(workload, ready)
 
-    def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path) -> None:
+    def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope) -> None:
         layout = layout_job_for(workload, ready)
         if layout:
             layout_path = scratch / "layout.fio"
             layout_path.write_text(layout)
             run_fio(journal, layout_path, timeout=None, output_format="normal")
 
-    def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path, measured: Measured) -> list[RawOutput]:
+    def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path, scope: StudyScope, measured: Measured) -> list[RawOutput]:
         job_path = scratch / "job.fio"
         job_path.write_text(command)
         with measured(""):

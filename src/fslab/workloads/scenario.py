@@ -32,7 +32,7 @@ from fslab.journal import Journal
 from fslab.metrics import Metric, MetricKind
 from fslab.monitors.extents import extent_counts, parse_filefrag
 from fslab.system import sync_and_drop_caches, run
-from fslab.workloads.base import Measured, RawOutput
+from fslab.workloads.base import Measured, RawOutput, StudyScope
 from fslab.workloads.data import DataPattern
 from fslab.workloads.fio import FIXED_OPTIONS, METRICS as FIO_METRICS, parse_metrics, run_fio
 
@@ -216,10 +216,10 @@ class Scenarios:
             parts.append(f"{head}\n{body}")
         return "\n".join(parts)
 
-    def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path) -> None:
+    def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope) -> None:
         pass  # a scenario's preparing phases are its own, unmeasured, in `run`
 
-    def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path, measured: Measured) -> list[RawOutput]:
+    def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path, scope: StudyScope, measured: Measured) -> list[RawOutput]:
         s = scenario_of(workload)
         directory = _directory(ready)
         outputs: list[RawOutput] = []

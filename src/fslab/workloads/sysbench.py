@@ -39,7 +39,7 @@ from fslab.journal import Journal
 from fslab.metrics import Metric, MetricKind
 from fslab.system import run_held
 from fslab.units import parse_size
-from fslab.workloads.base import Measured, RawOutput
+from fslab.workloads.base import Measured, RawOutput, StudyScope
 
 if TYPE_CHECKING:
     from fslab.filesystems.base import Provisioned
@@ -421,10 +421,10 @@ class Sysbench:
     def command(self, workload: Workload, ready: Provisioned) -> str:
         return shlex.join(run_argv(options_of(workload)))  # run in the target's directory
 
-    def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path) -> None:
+    def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope) -> None:
         parse_prepare(run_step(journal, prepare_argv(options_of(workload)), _directory(ready)))
 
-    def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path, measured: Measured) -> list[RawOutput]:
+    def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path, scope: StudyScope, measured: Measured) -> list[RawOutput]:
         with measured(""):
             text = run_step(journal, run_argv(options_of(workload)), _directory(ready))
         return [RawOutput("", self.name, text)]
