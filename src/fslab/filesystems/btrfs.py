@@ -4,6 +4,7 @@ from pathlib import Path
 from fslab.filesystems.base import Filesystem, MountReadBack, NoSnapshots, Provisioned, SizeFloor
 from fslab.guard.names import check_snapshot_name
 from fslab.guard.options import Flag, Integer, Matches, Maybe, OneOf, Size, Suboptions, ToolOptions, mount_options, option_value
+from fslab.monitors.space import CompressionRatio, btrfs_compresses, btrfs_compression_ratio
 from fslab.system import run
 
 BY_FSLAB = "fslab passes it itself"
@@ -108,6 +109,11 @@ class Btrfs(Filesystem):
     def after_mount(self, target, devices: list[str], mountpoint: Path) -> None:  # noqa: ANN001
         if target.nocow:
             run(["chattr", "+C", str(mountpoint)])  # files fio creates inside inherit No_COW
+
+    def compression_ratio(self, ready: Provisioned) -> CompressionRatio | None:
+        """Btrfs compresses when mounted with compress= or compress-force= (not =no/none), as
+        /proc/mounts shows it: what the kernel applied, not what the study asked."""
+        return btrfs_compression_ratio if ready.directory and btrfs_compresses(ready.mount_options_effective) else None
 
     def snapshot(self, ready: Provisioned, name: str) -> str:
         """A read-only snapshot of the top-level subvolume (where the workload's files are) in

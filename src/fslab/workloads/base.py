@@ -17,7 +17,9 @@ A run of a workload on a target (runner.execute) goes:
                                    reader must know (Finding); stored with the run, shown on its cell
 
 `run` calls `measured(phase)` around each step it measures (a context manager): the runner's
-monitors (CPU, device traffic, space) watch exactly those windows, nothing it prepares.
+monitors (CPU, device traffic, space) watch exactly those windows, nothing it prepares. Each
+phase's outputs parse to READ_BYTES and WRITTEN_BYTES (when it moved any): the bytes the
+monitors weigh the devices' traffic against (write amplification, reads served by a cache).
 
 `metrics` declares every metric the kind reports (metrics.MetricKind): its primary ones decide a
 cell's precision, its rank and when adaptive runs stop; its compared ones are compared between
@@ -60,6 +62,11 @@ class RawOutput:
     tool: str  # "fio", "sysbench", …
     text: str
 
+
+# The metrics, by name, in which every kind reports the bytes a measured phase read and wrote
+# (unit B, neither primary nor compared).
+READ_BYTES = "read_bytes"
+WRITTEN_BYTES = "write_bytes"
 
 # Entered around each measured step of a run, named by its phase ("" for a workload of one).
 Measured = Callable[[str], AbstractContextManager[None]]
