@@ -116,7 +116,7 @@ def main() -> None:
     if found_last is not None:
         print("last run's values: " + ", ".join(f"{v.name} {v.value:.4g} {v.unit}" for v in found_last.values))
         for flag in found_last.flags:
-            print(f"flag: {flag}")
+            print(f"flag ({flag.kind}): {flag.says}")
 
 
 if __name__ == "__main__":

@@ -82,13 +82,13 @@ def test_seed_write_and_read_parsed():
     assert (write.records_in, write.records_out, write.copied, write.seconds) == ((1024, 0), (1024, 0), 2**30, 0.81105)
     metrics = metric_values(write, "write")
     values = {m.name: m.value for m in metrics}
-    assert len(metrics) == 3 and values == {"write_mb_s": pytest.approx(2**30 / 0.81105 / 1e6), "write_mib_s": pytest.approx(1024 / 0.81105), "write_elapsed_s": 0.81105}
+    assert len(metrics) == 4 and values == {"write_mb_s": pytest.approx(2**30 / 0.81105 / 1e6), "write_mib_s": pytest.approx(1024 / 0.81105), "write_elapsed_s": 0.81105, "write_bytes": 2**30}
     assert round(values["write_mb_s"] / 1000, 1) == 1.3, "what dd printed, rounded"
     read = fixture("read-1g-direct.txt")
     assert {m.name: m.value for m in metric_values(read, "read")}["read_mib_s"] == pytest.approx(1024 / 0.971051)
     assert judge(write, DdOptions(data="zeros")) == [] and judge(read, DdOptions()) == []
     assert all(m == METRICS[m.name].of(m.name, m.value) for m in metrics), "unit, direction and roles as declared"
-    assert set(METRICS) == {f"{d}_{m}" for d in ("write", "read") for m in ("mb_s", "mib_s", "elapsed_s")}
+    assert set(METRICS) == {f"{d}_{m}" for d in ("write", "read") for m in ("mb_s", "mib_s", "elapsed_s", "bytes")}
     assert {name for name, kind in METRICS.items() if kind.primary} == {"write_mb_s", "read_mb_s"}
     assert METRICS["write_mb_s"] == MetricKind("MB/s", True, primary=True, compared=True)
     assert METRICS["write_elapsed_s"] == MetricKind("s", False)

@@ -1,5 +1,6 @@
 """Running a study: for each planned run, provision → prepare (lay out what the workload reads)
-→ drop caches → workload → parse → teardown → store, each workload through its kind
+→ drop caches → workload (its measured windows watched by the monitors, `Windows`) → parse →
+teardown → store, each workload through its kind
 (workloads/base.py), in interleaved order. A failed run is stored with its error and the study
 goes on; an interrupted study releases what it holds and is marked interrupted, and a resumed
 one (resume.py) runs only what its plan still lacks. A run has a time limit (its workload's).
@@ -29,7 +30,11 @@ from fslab.filesystems import FILESYSTEMS, Provisioned
 from fslab.guard.block_devices import BlockDevice, DeviceFacts, facts, resolve
 from fslab.guard.names import file_name
 from fslab.journal import Journal
-from fslab.metrics import Roles
+from fslab.findings import Finding
+from fslab.metrics import Metric, Roles
+from fslab.monitors import Monitor, collect, for_run, measuring
+from fslab.monitors import Workload as MovedBytes
+from fslab.monitors.space import CompressionRatio
 from fslab.plan import PlannedRun, Planner, Repetitions, Tally, new_seed
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.db import STDERR_LINES, RunFailure, RunKey, StoredRun, now
@@ -39,7 +44,7 @@ from fslab.study import Study, Target, Workload
 from fslab.system import CommandError, joined, sync_and_drop_caches, time_limit
 from fslab.workdir import Workdir
 from fslab.workloads import kind_of, workload_problems
-from fslab.workloads.base import RawOutput, StudyScope, WorkloadKind
+from fslab.workloads.base import READ_BYTES, WRITTEN_BYTES, RawOutput, StudyScope, WorkloadKind
 
 
 class RunObserver(Protocol):
@@ -294,9 +299,11 @@ def execute(planned: PlannedRun, workdir: Workdir, sources: Sources) -> RunRecor
                 clock.mark("provision")
                 kind = kind_of(workload)
                 record.job_file = kind.command(workload, ready)
-                record.outputs = _measure(workdir.journal, kind, workload, ready, record.job_file, sources.scope, clock)
-                record.metrics = kind.parse(record.outputs)
-                record.notes = kind.judge(workload, record.outputs)
+                windows = Windows(ready, FILESYSTEMS[target.filesystem].compression_ratio(ready))
+                record.outputs = _measure(workdir.journal, kind, workload, ready, record.job_file, sources.scope, clock, windows)
+                metrics, notes = kind.parse(record.outputs), kind.judge(workload, record.outputs)
+                monitored, flagged = windows.found(kind, record.outputs)  # after the workload's own figures: it needs them
+                record.metrics, record.notes = metrics + monitored, notes + flagged
                 clock.mark("parse")
         clock.mark("teardown")
         record.status = "ok"
@@ -338,13 +345,45 @@ def _first_error(exc: Exception) -> Exception:
 SCRATCH_IN_RAM = Path("/dev/shm")
 
 
-@contextmanager
-def _unmonitored(phase: str) -> Iterator[None]:
-    yield
+class Windows:
+    """A run's measured windows, each watched by a fresh set of the run's monitors (CPU, the
+    traffic of the target's own devices, the space its filesystem uses): `measured` is what a
+    kind's `run` enters around each measured step; `found` turns what the monitors saw into the
+    run's metrics and findings once the kind's output is parsed.
+
+    Traffic is counted on `ready.bottom` alone (loop images, zram, the user's devices): the
+    layers above (md, dm, a zvol) pass the same bytes on, and would count them twice."""
+
+    def __init__(self, ready: Provisioned, compression: CompressionRatio | None):
+        self.ready, self.compression = ready, compression
+        self.watched: dict[str, list[Monitor]] = {}  # by phase, in the order measured
+
+    @contextmanager
+    def measured(self, phase: str) -> Iterator[None]:
+        if phase in self.watched:  # its metrics would be keyed alike
+            raise ValueError(f"phase {phase!r} was measured twice in one run: each measured step needs a phase of its own")
+        monitors = for_run(self.ready.bottom, self.ready.directory, self.compression)  # built before the window opens
+        self.watched[phase] = monitors
+        with measuring(monitors):
+            yield
+
+    def found(self, kind: WorkloadKind, outputs: list[RawOutput]) -> tuple[list[Metric], list[Finding]]:
+        """Each window's monitor values as metrics of its phase (neither primary nor compared:
+        what a run cost, beside what it measured), and what they flag as notes. The workload's own
+        bytes for a window come from that phase's outputs alone (parse is pure)."""
+        metrics: list[Metric] = []
+        findings: list[Finding] = []
+        for phase, monitors in self.watched.items():
+            moved = {m.name: m.value for m in kind.parse([o for o in outputs if o.phase == phase])}
+            found = collect(monitors, MovedBytes(read_bytes=moved.get(READ_BYTES), written_bytes=moved.get(WRITTEN_BYTES)))
+            metrics += [Metric(v.name, v.value, v.unit, v.higher_is_better, phase=phase) for v in found.values]
+            findings += found.flags
+        return metrics, findings
 
 
-def _measure(journal: Journal, kind: WorkloadKind, workload: Workload, ready: Provisioned, command: str, scope: StudyScope, clock: _Clock) -> list[RawOutput]:
-    """Prepare what the workload reads, drop caches, run it; returns its raw outputs.
+def _measure(journal: Journal, kind: WorkloadKind, workload: Workload, ready: Provisioned, command: str, scope: StudyScope, clock: _Clock, windows: Windows) -> list[RawOutput]:
+    """Prepare what the workload reads, drop caches, run it with its measured steps watched by
+    `windows`; returns its raw outputs.
 
     A workload's memory limit covers the measured run alone: the layout is not measured, and
     what it leaves in the page cache is dropped before the run starts in its limited cgroup."""
@@ -354,6 +393,6 @@ def _measure(journal: Journal, kind: WorkloadKind, workload: Workload, ready: Pr
         sync_and_drop_caches()
         clock.mark("drop_caches")
         with memory_limited(journal, workload.memory_limit):
-            outputs = kind.run(journal, workload, ready, command, Path(scratch), scope, _unmonitored)  # within the run's time limit (execute)
+            outputs = kind.run(journal, workload, ready, command, Path(scratch), scope, windows.measured)  # within the run's time limit (execute)
         clock.mark("workload")
     return outputs

@@ -18,6 +18,7 @@ from fslab.system import kernel_has_module, run, tool_version
 from fslab.units import format_size, parse_size
 
 if TYPE_CHECKING:
+    from fslab.monitors.space import CompressionRatio
     from fslab.devices.layers import Stack
     from fslab.study import Target
 
@@ -282,6 +283,11 @@ class Filesystem:
 
     def version(self) -> str | None:
         return tool_version(self.version_command)
+
+    def compression_ratio(self, ready: Provisioned) -> CompressionRatio | None:
+        """How the space monitor reads this run's compression ratio (monitors/space.py), from
+        what was made (its effective options, its properties); None where it does not compress."""
+        return None
 
     def snapshot(self, ready: Provisioned, name: str) -> str:
         """Take a read-only snapshot of what the workload uses, named `name` (guard.names

@@ -4,6 +4,7 @@ from pathlib import Path
 from fslab.filesystems.base import Filesystem, MountReadBack, NoSnapshots, Provisioned, SizeFloor
 from fslab.guard.names import check_snapshot_name
 from fslab.guard.options import Flag, Integer, Matches, Maybe, OneOf, Size, Suboptions, ToolOptions, mount_options, option_value
+from fslab.monitors.space import CompressionRatio, btrfs_compresses, btrfs_compression_ratio
 from fslab.system import run
 
 BY_FSLAB = "fslab passes it itself"
@@ -110,9 +111,13 @@ class Btrfs(Filesystem):
             run(["chattr", "+C", str(mountpoint)])  # files fio creates inside inherit No_COW
 
     def compresses(self, spec: Mapping) -> bool:
-        """compress= or compress-force= with an algorithm (not no/none) among its mount options."""
-        options = [o.partition("=") for o in (spec.get("mount_options") or "").split(",")]
-        return any(name in ("compress", "compress-force") and value not in ("no", "none") for name, _, value in options)
+        """compress= or compress-force= with an algorithm (not no/none) among the mount options it asked for."""
+        return btrfs_compresses(spec.get("mount_options") or "")
+
+    def compression_ratio(self, ready: Provisioned) -> CompressionRatio | None:
+        """Btrfs compresses when mounted with compress= or compress-force= (not =no/none), as
+        /proc/mounts shows it: what the kernel applied, not what the study asked."""
+        return btrfs_compression_ratio if ready.directory and btrfs_compresses(ready.mount_options_effective) else None
 
     def snapshot(self, ready: Provisioned, name: str) -> str:
         """A read-only snapshot of the top-level subvolume (where the workload's files are) in

@@ -26,6 +26,7 @@ from fslab.filesystems.zfs_engine import Engine, NotSupported, arc_stat, daemon_
 from fslab.guard.names import check_snapshot_name, kernel_name, workdir_tag
 from fslab.guard.options import ON_OFF, Matches, OneOf, Size, Suboptions, check_properties
 from fslab.journal import Entry, Journal, releaser
+from fslab.monitors.space import CompressionRatio, zfs_compresses, zfs_compression_ratio
 from fslab.system import CommandError, joined, run
 
 if TYPE_CHECKING:
@@ -207,6 +208,14 @@ class Zfs(Filesystem):
         """A compression property other than off; a target setting none is taken at its word
         (engines differ in their default, so fslab's report says what the study asked)."""
         return str((spec.get("properties") or {}).get("compression", "off")) != "off"
+
+    def compression_ratio(self, ready: Provisioned) -> CompressionRatio | None:
+        """A dataset compresses when `zfs get` (the run's stored details) shows its compression
+        property other than off; its ratio is then the dataset's compressratio."""
+        if ready.directory is None or ready.dataset is None or not zfs_compresses(ready.details):
+            return None
+        dataset = ready.dataset
+        return lambda mountpoint: zfs_compression_ratio(dataset)
 
     def snapshot(self, ready: Provisioned, name: str) -> str:
         """`zfs snapshot pool/data@name`: destroyed with the pool at the end of the run."""

@@ -1,14 +1,14 @@
 """What every monitor offers the runner: started just before the measured phase, stopped just
 after it, then asked for its values once the workload's own figures are known.
 
-The runner does not use monitors yet; its use of them will be:
+The runner (runner.Windows) uses them so, for each measured window of every run:
 
-    monitors = [CpuMonitor(), TrafficMonitor(devices), SpaceMonitor(mountpoint, ratio)]
+    monitors = for_run(devices, mountpoint, ratio)   # [CpuMonitor(), TrafficMonitor(devices), SpaceMonitor(…)]
     with measuring(monitors):
         ... the measured phase ...
     found = collect(monitors, Workload(read_bytes=..., written_bytes=...))
-    found.values   # [Measured(name, value, unit, higher_is_better), ...]
-    found.flags    # ["reads were served by a cache: ...", ...]
+    found.values   # [Measured(name, value, unit, higher_is_better), ...]: stored as the run's metrics
+    found.flags    # [Finding("served_by_cache", "reads were served by a cache: ...", False), ...]: its notes
 
 `start` and `stop` do as little as they can (read a counter, start or end a thread): they sit
 at the edges of the measured window. Everything else — parsing, arithmetic, asking a tool such
@@ -21,6 +21,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol
+
+from fslab.findings import Finding
 
 
 @dataclass(frozen=True)
@@ -43,10 +45,10 @@ class Workload:
 
 @dataclass
 class Found:
-    """Every monitor's values, and what they flag about the run (text for the report)."""
+    """Every monitor's values, and what they flag about the run (stored with it as its notes)."""
 
     values: list[Measured] = field(default_factory=list)
-    flags: list[str] = field(default_factory=list)
+    flags: list[Finding] = field(default_factory=list)
 
 
 class Monitor(Protocol):

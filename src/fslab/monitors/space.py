@@ -11,8 +11,10 @@ Compression ratio = the bytes the files hold ÷ the bytes their data takes on th
   default) counts above, not below: many tiny files raise the ratio a little. Debian's
   btrfs-compsize measures the same per extent; fslab does not need it.
 - ZFS: the dataset's `compressratio` property, as `parse_zfs_compressratio` reads the text of
-  `zfs get compressratio`; nothing asks `zfs get` for it yet.
-A filesystem that does not compress has no ratio (no value, rather than 1).
+  `zfs get compressratio` (`zfs_compression_ratio`).
+A filesystem that does not compress has no ratio (no value, rather than 1). Whether a run's
+filesystem compresses is the filesystem's to say (Filesystem.compression_ratio: Btrfs from its
+effective mount options, `btrfs_compresses`; ZFS from its compression property, `zfs_compresses`).
 """
 
 from __future__ import annotations
@@ -90,6 +92,31 @@ def parse_zfs_compressratio(text: str) -> float:
             except ValueError:
                 break
     raise ValueError(f"no compressratio value in `zfs get` output: {text[:200]!r}")
+
+
+def btrfs_compresses(effective_options: str | None) -> bool:
+    """Whether a Btrfs mounted with these options (as /proc/mounts shows them) compresses what
+    is written: compress or compress-force, with any algorithm but no/none."""
+    for option in (effective_options or "").split(","):
+        name, _, value = option.partition("=")
+        if name in ("compress", "compress-force") and value.partition(":")[0] not in ("no", "none"):
+            return True
+    return False
+
+
+def zfs_compresses(details: str) -> bool:
+    """Whether a dataset compresses, from `zfs get -H -o property,value,source all` (a run's
+    stored details): its compression property is set to anything but off."""
+    for line in details.splitlines():
+        fields = line.split("\t")
+        if len(fields) >= 2 and fields[0] == "compression":
+            return fields[1] != "off"
+    return False
+
+
+def zfs_compression_ratio(dataset: str) -> float:
+    """A dataset's compressratio as `zfs get` reports it."""
+    return parse_zfs_compressratio(run(["zfs", "get", "-H", "compressratio", dataset]).stdout)
 
 
 class SpaceMonitor:

@@ -25,11 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fslab.errors import FslabError
+from fslab.findings import Finding
 from fslab.monitors.base import Found, Measured, Workload
 
 SYS_CLASS_BLOCK = Path("/sys/class/block")
 SECTOR = 512  # the unit of /sys/block/*/stat, fixed by the kernel
 CACHE_SERVED_BELOW = 0.5  # device reads under half the workload's: a cache answered the rest
+SERVED_BY_CACHE = "served_by_cache"  # the finding's kind, as stored with the run (runs.notes)
 _PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+:-]{0,63}")
 
 
@@ -94,10 +96,12 @@ def judged(moved: Counted, workload: Workload) -> Found:
     if workload.read_bytes:
         found.values.append(Measured("device_read_ratio", moved.read_bytes / workload.read_bytes, "×", False))
         if served_by_cache(moved.read_bytes, workload.read_bytes):
-            found.flags.append(
+            found.flags.append(Finding(
+                SERVED_BY_CACHE,
                 f"reads were served by a cache: the devices read {moved.read_bytes / workload.read_bytes:.0%} of the "
-                f"{workload.read_bytes:.0f} bytes the workload read (page cache, ARC — or compression)"
-            )
+                f"{workload.read_bytes:.0f} bytes the workload read (page cache, ARC — or compression)",
+                implausible=False,  # a cache answering is a fact of the run, not a broken figure
+            ))  # fmt: skip
     return found
 
 

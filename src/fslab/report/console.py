@@ -19,6 +19,7 @@ from fslab.report.summary import (
     header_lines,
     method_line,
     metric_label,
+    monitor_table,
     ranking_lines,
     skipped_lines,
     target_rows,
@@ -46,6 +47,14 @@ def print_summary(console: Console, s: StudySummary) -> None:
         for row in rows:
             table.add_row(*map(escape, row))
         console.print(table)
+        monitored = monitor_table(s, workload)
+        if monitored:
+            costs = Table(title="measured beside it (monitors, medians)", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
+            for i, column in enumerate(monitored[0]):
+                costs.add_column(column, justify="left" if i < 2 else "right", no_wrap=i == 0)
+            for row in monitored[1]:
+                costs.add_row(*map(escape, row))
+            console.print(costs)
         for baseline, rows in comparison_groups(s.analysis.rows_of(workload)):
             versus = Table(title=f"compared with {escape(baseline)}", title_justify="left", box=box.SIMPLE_HEAD, padding=(0, 1))
             for i, column in enumerate(COMPARISON_COLUMNS):

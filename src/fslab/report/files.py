@@ -20,6 +20,7 @@ from fslab.report.summary import (
     comparison_rows,
     header_lines,
     method_line,
+    monitor_table,
     ranking_lines,
     skipped_lines,
     target_rows,
@@ -42,6 +43,10 @@ def to_markdown(s: StudySummary) -> str:
     for workload in s.workloads:
         out += ["", f"## {workload_title(s, workload)}", ""]
         out += _table(*workload_table(s, workload))
+        monitored = monitor_table(s, workload)
+        if monitored:
+            out += ["", "Measured beside it (monitors, medians):", ""]
+            out += _table(*monitored)
         for baseline, rows in comparison_groups(s.analysis.rows_of(workload)):
             out += ["", f"Compared with **{baseline}**:", ""]
             out += _table(COMPARISON_COLUMNS, comparison_rows(rows))

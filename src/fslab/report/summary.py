@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, replace
 from fslab.analysis import Analysis, Row, analyse, ranking_line
 from fslab.doctor import Unsupported
 from fslab.filesystems import FILESYSTEMS
+from fslab.metrics import PHASE_SEPARATOR, qualified, unqualified
+from fslab.monitors import METRICS as MONITOR_METRICS
 from fslab.raw_reference import CachedReference, beyond_raw, cached_references, raw_references
 from fslab.results import ResultsDB
 from fslab.stats import RUNS_NEEDED_LIMIT, Comparison, Summary, summarize
@@ -282,7 +284,8 @@ def shown(metric: str, units: Bandwidth = Bandwidth.MB) -> bool:
 
 def metric_rows(cell: CellSummary, units: Bandwidth = Bandwidth.MB) -> list[list[str]]:
     rows = []
-    for name in [m for m in [*cell.primary, *sorted(m for m in cell.metrics if m not in cell.primary)] if shown(m, units)]:
+    own = [m for m in cell.metrics if not is_monitored(m)]  # the monitors' have their own table
+    for name in [m for m in [*cell.primary, *sorted(m for m in own if m not in cell.primary)] if shown(m, units)]:
         stats = cell.metrics[name]
         n = f"{stats.n}" + (f" ({cell.failed} failed)" if cell.failed else "")
         rows.append([cell.target, name, n, flagged(cell, fmt(stats.median)), fmt_mean_ci(stats), fmt_cv(stats), cell.units.get(name, ""), "; ".join([*stats.warnings, *(cell.notes if not rows else [])])])
@@ -300,6 +303,46 @@ def table_rows(cell: CellSummary, units: Bandwidth = Bandwidth.MB) -> list[list[
     if not rows:
         rows.append([cell.target, "–", f"0 ({cell.failed} failed)", *["–"] * (len(COLUMNS) - 3)])
     return rows
+
+
+def is_monitored(key: str) -> bool:
+    """Whether a cell's metric is a monitor's (what the run cost), not its workload's."""
+    return unqualified(key) in MONITOR_METRICS
+
+
+# What the monitors measured in a workload's windows (monitors/): a row per cell and measured
+# phase, each figure the median over the cell's runs. Only where some cell has them: results
+# stored before the runner ran monitors show no such table.
+MONITOR_COLUMNS = ["target", "phase", "CPU busy %", "CPU peak %", "user %", "system %", "iowait %", "device read", "device written", "write ampl.", "space used", "compression"]
+_MONITOR_FIGURES = [
+    ("host_cpu_busy_pct", "pct"), ("host_cpu_busy_peak_pct", "pct"), ("host_cpu_user_pct", "pct"), ("host_cpu_system_pct", "pct"),
+    ("host_cpu_iowait_pct", "pct"), ("device_read_bytes", "size"), ("device_written_bytes", "size"), ("write_amplification", "ratio"),
+    ("space_used_bytes", "size"), ("compression_ratio", "ratio"),
+]  # fmt: skip
+
+
+def monitor_table(s: StudySummary, workload: str) -> tuple[list[str], list[list[str]]] | None:
+    """The monitors' table of a workload, or None when none of its cells has their figures."""
+    rows = [row for cell in s.cells_of(workload) for row in monitor_rows(cell)]
+    return (MONITOR_COLUMNS, rows) if rows else None
+
+
+def monitor_rows(cell: CellSummary) -> list[list[str]]:
+    phases = dict.fromkeys(key.rpartition(PHASE_SEPARATOR)[0] for key in cell.metrics if is_monitored(key))
+    rows = []
+    for phase in phases:
+        figures = []
+        for name, shape in _MONITOR_FIGURES:
+            stats = cell.metrics.get(qualified(phase, name))
+            figures.append(_monitor_figure(stats.median, shape) if stats else "–")
+        rows.append([cell.target, phase or "–", *figures])
+    return rows
+
+
+def _monitor_figure(value: float, shape: str) -> str:
+    if shape == "size":
+        return format_size(int(value))
+    return fmt(value) if shape == "pct" else f"{value:.2f}×"
 
 
 def flagged(cell: CellSummary, figure: str) -> str:

@@ -22,7 +22,9 @@ and releases when the study run ends (rsync's source image, made once). Kinds ar
 shared by every study run, so they keep nothing themselves.
 
 `run` calls `measured(phase)` around each step it measures (a context manager): the runner's
-monitors (CPU, device traffic, space) watch exactly those windows, nothing it prepares.
+monitors (CPU, device traffic, space) watch exactly those windows, nothing it prepares. Each
+phase's outputs parse to READ_BYTES and WRITTEN_BYTES (when it moved any): the bytes the
+monitors weigh the devices' traffic against (write amplification, reads served by a cache).
 
 `metrics` declares every metric the kind reports (metrics.MetricKind): its primary ones decide a
 cell's precision, its rank and when adaptive runs stop; its compared ones are compared between
@@ -65,6 +67,11 @@ class RawOutput:
     tool: str  # "fio", "sysbench", …
     text: str
 
+
+# The metrics, by name, in which every kind reports the bytes a measured phase read and wrote
+# (unit B, neither primary nor compared).
+READ_BYTES = "read_bytes"
+WRITTEN_BYTES = "write_bytes"
 
 T = TypeVar("T")
 

@@ -171,6 +171,9 @@ METRICS: dict[str, MetricKind] = {
         (f"{d}_mb_s", MetricKind("MB/s", True, primary=True, compared=True)),
         (f"{d}_mib_s", MetricKind("MiB/s", True)),
         (f"{d}_elapsed_s", MetricKind("s", False)),
+        # The bytes dd says it copied in the step: what the runner's traffic monitor weighs the
+        # devices' bytes against. Reported, not compared.
+        (f"{d}_bytes", MetricKind("B", False)),
     )
 }
 
@@ -194,7 +197,7 @@ def metric_values(result: DdRun, direction: str) -> list[Metric]:
     if direction not in DIRECTIONS:
         raise ValueError(f"dd's direction is write or read, not {direction!r}")
     rate = result.bytes_per_s
-    values = {f"{direction}_mb_s": rate / 1e6, f"{direction}_mib_s": rate / 2**20, f"{direction}_elapsed_s": result.seconds}
+    values = {f"{direction}_mb_s": rate / 1e6, f"{direction}_mib_s": rate / 2**20, f"{direction}_elapsed_s": result.seconds, f"{direction}_bytes": result.copied}
     return [METRICS[name].of(name, value) for name, value in values.items()]
 
 

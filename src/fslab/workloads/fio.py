@@ -96,6 +96,10 @@ def _kinds() -> dict[str, MetricKind]:
         for d in DIRECTIONS
         for name, (unit, higher) in per_direction.items()
     }
+    # What each direction moved (fio's io_bytes): what the runner's traffic monitor weighs the
+    # devices' bytes against (write amplification, reads served by a cache). Neither better nor
+    # worse; reported, not compared.
+    kinds |= {f"{d}_bytes": MetricKind("B", False) for d in DIRECTIONS}
     return kinds | {"cpu_usr_pct": MetricKind("%", False), "cpu_sys_pct": MetricKind("%", False)}
 
 
@@ -161,6 +165,7 @@ def _direction_metrics(direction: str, jobs: list[dict]) -> list[Metric]:
         metric(f"{direction}_iops", sum(p["iops"] for p in parts)),
         metric(f"{direction}_mb_s", bw_bytes / 1e6),
         metric(f"{direction}_mib_s", bw_bytes / 2**20),
+        metric(f"{direction}_bytes", sum(p["io_bytes"] for p in parts)),
     ]
     for kind in LATENCIES:
         metrics += _latency_metrics(f"{direction}_{kind}", [p[f"{kind}_ns"] for p in parts if f"{kind}_ns" in p])

@@ -240,6 +240,10 @@ METRICS: dict[str, MetricKind] = {
     "lat_p95_ms": MetricKind("ms", False, compared=True),
     "lat_max_ms": MetricKind("ms", False),
     "elapsed_s": MetricKind("s", False),
+    # What the run read and wrote, for the runner's traffic monitor to weigh the devices' bytes
+    # against: approximate (SysbenchRun.read_bytes). Reported, not compared.
+    "read_bytes": MetricKind("B", False),
+    "write_bytes": MetricKind("B", False),
 }
 
 
@@ -273,6 +277,18 @@ class SysbenchRun:
         return self.lat_sum_ms / self.events if self.events else 0.0
 
     @property
+    def read_bytes(self) -> float:
+        """Bytes read over the run, approximately: sysbench prints no byte count, only the rate
+        (MiB/s to 2 decimals) over the total time; their product is within the rate's rounding
+        (0.005 MiB/s) and any gap between sysbench's rate interval and its total time."""
+        return self.read_mib_s * 2**20 * self.total_s
+
+    @property
+    def written_bytes(self) -> float:
+        """Bytes written over the run, approximately (as read_bytes)."""
+        return self.write_mib_s * 2**20 * self.total_s
+
+    @property
     def fsyncs_per_write(self) -> float | None:
         return self.fsyncs_per_s / self.writes_per_s if self.writes_per_s > 0 else None
 
@@ -291,6 +307,8 @@ def metric_values(result: SysbenchRun) -> list[Metric]:
         "lat_avg_ms": result.mean_latency_ms,
         "lat_max_ms": result.lat_max_ms,
         "elapsed_s": result.total_s,
+        "read_bytes": result.read_bytes,
+        "write_bytes": result.written_bytes,
     }
     if result.lat_p95_ms is not None:
         values["lat_p95_ms"] = result.lat_p95_ms

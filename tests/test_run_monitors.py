@@ -1,0 +1,159 @@
+"""The monitors as `fslab run` uses them: every run's measured window watched (runner.Windows),
+what they saw stored as the run's metrics, a cache serving reads as a note on its cell, and the
+summary's table of them. Real runs on loop images; judgements on synthetic numbers."""
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, fresh_workdir, fslab, write_study
+
+from fslab.filesystems import FILESYSTEMS, Provisioned
+from fslab.monitors import METRICS as MONITOR_METRICS
+from fslab.monitors.space import btrfs_compresses, btrfs_compression_ratio, zfs_compresses
+from fslab.monitors.traffic import Counted, TrafficMonitor
+from fslab.report.summary import _run_notes
+from fslab.results import ResultsDB
+from fslab.runner import Windows
+from fslab.workloads.base import RawOutput
+from fslab.workloads.dd import DD
+from fslab.workloads.fio import FIO
+from fslab.workloads.sysbench import SYSBENCH
+
+MiB = 2**20
+
+# A known amount written with direct I/O: 32 MiB in 1 MiB blocks, size-bound (no time_based), on
+# a raw loop device (every byte fio writes reaches it once) and on ext4 (its journal and
+# metadata on top).
+STUDY = """\
+[study]
+name = "monitored"
+repetitions = 1
+image_size = "512MiB"
+
+[[target]]
+filesystem = ["ext4", "raw"]
+
+[[workload]]
+name = "write"
+rw = "write"
+bs = "1m"
+size = "32MiB"
+runtime = "1s"
+direct = true
+"""
+
+
+@pytest.fixture(scope="module")
+def monitored_study(tmp_path_factory):
+    root = tmp_path_factory.mktemp("monitored")
+    db = root / "r.db"
+    with fresh_workdir() as workdir:
+        result = fslab("run", str(write_study(root, STUDY)), "--db", str(db), "--workdir", str(workdir.root))
+    assert result.returncode == 0, result.stdout + result.stderr
+    results = ResultsDB(str(db))
+    study_run = results.study_run()["id"]
+    return result, results, study_run
+
+
+def stored(results: ResultsDB, study_run: int, target: str) -> dict[str, float]:
+    return {key: values[0] for key, values in results.sample_groups(study_run).values[("write", target)].items()}
+
+
+def test_device_traffic_of_a_direct_write_on_a_raw_target_adds_up_within_2_percent(monitored_study):
+    _, results, study_run = monitored_study
+    raw = stored(results, study_run, "raw")
+    assert raw["write_bytes"] > 0, "fio's io_bytes stored as the workload's own bytes"
+    assert raw["device_written_bytes"] == pytest.approx(raw["write_bytes"], rel=0.02)
+    assert raw["write_amplification"] == pytest.approx(1.0, rel=0.02)
+    assert "space_used_bytes" not in raw, "a raw target has no filesystem: no space monitor"
+
+
+def test_a_run_stores_cpu_traffic_and_write_amplification_and_the_summary_shows_them(monitored_study):
+    result, results, study_run = monitored_study
+    ext4 = stored(results, study_run, "ext4")
+    for name in ("host_cpu_busy_pct", "host_cpu_busy_peak_pct", "host_cpu_user_pct", "host_cpu_system_pct", "host_cpu_iowait_pct"):
+        assert 0 <= ext4[name] <= 100, name
+    assert ext4["host_cpu_busy_peak_pct"] >= ext4["host_cpu_busy_pct"]
+    assert ext4["device_written_bytes"] >= ext4["write_bytes"] * 0.98, "every byte fio wrote directly reached the device"
+    assert ext4["write_amplification"] == pytest.approx(ext4["device_written_bytes"] / ext4["write_bytes"])
+    assert ext4["space_used_bytes"] >= 32 * MiB and ext4["space_grown_bytes"] >= 0
+    assert "compression_ratio" not in ext4, "ext4 does not compress"
+    groups = results.sample_groups(study_run)
+    assert not any(m in MONITOR_METRICS for m in groups.roles.compared_in("write", ext4)), "what a run cost is not compared"
+    assert not any(m in MONITOR_METRICS for m in groups.roles.primary_in("write", ext4))
+    assert "measured beside it" in result.stdout and "write ampl." in result.stdout
+    table = result.stdout[result.stdout.index("measured beside it") :]
+    assert "ext4" in table and "raw" in table and "1.00×" in table, "the raw target's amplification shown"
+
+
+def test_a_buffered_read_served_by_the_page_cache_is_a_note_on_its_cell():
+    """Judged on synthetic numbers: fio's real output of a read, the devices said to have read
+    1 MiB of it; the note reaches the cell as the summary shows it."""
+    text = (FIXTURES / "fio" / "randread-qd16.json").read_text()
+    read = json.loads(text)["jobs"][0]["read"]["io_bytes"]
+    traffic = TrafficMonitor([])  # no device: its window's bytes set below
+    traffic.moved = Counted(read_bytes=1 * MiB, written_bytes=0)
+    windows = Windows(Provisioned(top="loop0", directory=None, bottom=("loop0",)), None)
+    windows.watched[""] = [traffic]
+    metrics, findings = windows.found(FIO, [RawOutput("", "fio", text)])
+    assert {m.key: m.value for m in metrics}["device_read_ratio"] == pytest.approx(MiB / read)
+    assert all(not m.primary and not m.compared and m.phase == "" for m in metrics)
+    assert [f.kind for f in findings] == ["served_by_cache"] and not findings[0].implausible
+    runs = [{"status": "ok", "warmup": False, "workload": "buffered-read", "target": "ext4", "notes": [vars(f) for f in findings]}]
+    notes, implausible = _run_notes(runs)[("buffered-read", "ext4")]
+    assert len(notes) == 1 and notes[0].startswith("reads were served by a cache: the devices read 0% of the") and notes[0].endswith("(1 of 1 runs)")
+    assert not implausible, "a cache answering is a note, not a figure that cannot be real"
+    traffic.moved = Counted(read_bytes=read, written_bytes=0)
+    assert windows.found(FIO, [RawOutput("", "fio", text)])[1] == [], "devices that read it all: no note"
+
+
+def test_each_window_is_weighed_against_its_own_phases_bytes():
+    """dd's write and read are two windows: the write's amplification is against what dd wrote,
+    the read's ratio against what it read (each phase's output parsed alone)."""
+    write_text = (FIXTURES / "dd" / "write-1g-direct-zeros.txt").read_text()
+    read_text = (FIXTURES / "dd" / "read-1g-direct.txt").read_text()
+    windows = Windows(Provisioned(top="loop0", directory=None, bottom=("loop0",)), None)
+    for phase, moved in (("write", Counted(0, 2**30 + 2**20)), ("read", Counted(2**30, 0))):
+        traffic = TrafficMonitor([])
+        traffic.moved = moved
+        windows.watched[phase] = [traffic]
+    metrics, findings = windows.found(DD, [RawOutput("write", "dd", write_text), RawOutput("read", "dd", read_text)])
+    got = {m.key: m.value for m in metrics}
+    assert got["write.write_amplification"] == pytest.approx(1 + 1 / 1024)
+    assert got["read.device_read_ratio"] == pytest.approx(1.0) and "write.device_read_ratio" not in got
+    assert findings == []
+
+
+def test_each_kind_reports_the_bytes_it_moved():
+    text = (FIXTURES / "fio" / "buffered-randwrite.json").read_text()
+    jobs = json.loads(text)["jobs"]
+    fio = {m.name: m.value for m in FIO.parse([RawOutput("", "fio", text)])}
+    assert len(jobs) > 1 and fio["write_bytes"] == sum(job["write"]["io_bytes"] for job in jobs), "fio's io_bytes, summed over its jobs"
+    assert "read_bytes" not in fio, "no direction that moved nothing"
+    sysbench = {m.name: m.value for m in SYSBENCH.parse([RawOutput("", "sysbench", (FIXTURES / "sysbench" / "run-16k-nofsync.txt").read_text())])}
+    assert sysbench["read_bytes"] == pytest.approx(396.66 * MiB * 3.2328) and sysbench["write_bytes"] == pytest.approx(264.43 * MiB * 3.2328)
+    for kind in (FIO, DD, SYSBENCH):
+        assert kind.metrics["read_bytes"].unit == "B" and not kind.metrics["write_bytes"].primary and not kind.metrics["write_bytes"].compared
+
+
+def test_which_filesystems_compress_is_read_from_what_was_made():
+    assert btrfs_compresses("rw,relatime,compress=zstd:3,space_cache=v2") and btrfs_compresses("rw,compress-force=lzo")
+    assert not btrfs_compresses("rw,relatime,space_cache=v2") and not btrfs_compresses("compress=no") and not btrfs_compresses(None)
+    made = Provisioned(top="loop0", directory=Path("/mnt/x"), bottom=("loop0",), mount_options_effective="rw,compress=zstd:3")
+    assert FILESYSTEMS["btrfs"].compression_ratio(made) is btrfs_compression_ratio
+    assert FILESYSTEMS["ext4"].compression_ratio(made) is None
+    details = "engine: zfs-fuse\ncompressratio\t1.00x\t-\ncompression\tlz4\tlocal\n"
+    assert zfs_compresses(details) and not zfs_compresses(details.replace("lz4", "off")) and not zfs_compresses("")
+    zfs = Provisioned(top="loop0", directory=Path("/mnt/x"), bottom=("loop0",), details=details, dataset="pool/data")
+    assert FILESYSTEMS["zfs"].compression_ratio(zfs) is not None
+    assert FILESYSTEMS["zfs"].compression_ratio(Provisioned(top="zd0", directory=None, details=details, dataset="pool/data")) is None, "a zvol: no space monitor"
+
+
+def test_a_phase_measured_twice_is_refused():
+    windows = Windows(Provisioned(top="loop0", directory=None, bottom=()), None)
+    with windows.measured("x"):
+        pass
+    with pytest.raises(ValueError, match="measured twice"):
+        with windows.measured("x"):
+            pass
