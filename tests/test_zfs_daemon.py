@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import fslab, held_by, write_study
 
-from fslab.devices.loop import (
-    devices_backed_by,  # its module registers the loop and image releasers the journal reads
-)
+# (its module registers the loop and image releasers: the journal reads only kinds it knows)
+from fslab.devices.loop import devices_backed_by
 from fslab.filesystems.zfs_engine import daemon_pidfile, engine
 from fslab.guard.identity import process
 from fslab.results import ResultsDB

@@ -266,7 +266,7 @@ class Zfs(Filesystem):
                 create_volume = self.dataset_command(pool, mountpoint, target)  # after the pool: a volume is sized from it
                 run(create_volume)
                 commands = joined([create_pool, create_volume])
-                yield Provisioned.on(stack, _zvol_device(f"{pool}/data"), None, mkfs_command=commands, details=self.details_of(found, daemon, pool, target), dataset=f"{pool}/data")
+                yield Provisioned.on(stack, _zvol_device(f"{pool}/data"), None, mkfs_command=commands, details=self.details_of(found, daemon, pool, devices, target), dataset=f"{pool}/data")
                 return
             with mount_point(journal, mountpoint) as mounted:
                 create_dataset = self.dataset_command(pool, mountpoint, target)
@@ -278,16 +278,21 @@ class Zfs(Filesystem):
                     mountpoint,
                     mkfs_command=joined([create_pool, create_dataset]),
                     mount_options_effective=mounted_options(mountpoint),
-                    details=self.details_of(found, daemon, pool, target),
+                    details=self.details_of(found, daemon, pool, devices, target),
                     dataset=f"{pool}/data",
                 )
 
-    def details_of(self, found: Engine, daemon: Daemon | None, pool: str, target: Target) -> str:
+    def details_of(self, found: Engine, daemon: Daemon | None, pool: str, devices: list[str], target: Target) -> str:
         """The engine (zfs-fuse's daemon too), its ARC cap, the pool's layout, every dataset
         property with its source."""
         status = run(["zpool", "status", pool], check=False).stdout
         properties = run(["zfs", "get", "-H", "-o", "property,value,source", "all", f"{pool}/data"], check=False).stdout
-        ashift = [line.strip() for line in run(["zdb", "-C", pool], check=False).stdout.splitlines() if "ashift" in line]
+        # The vdevs' ashift: zfs-fuse's `zdb -C` takes a second a run (much of a run's overhead),
+        # while `zdb -l` reads it from the devices' labels in a few hundredths; zfs-fuse puts its
+        # labels on the devices given. OpenZFS may partition a whole disk, so its labels are
+        # not there: the kernel module's pool config, as before.
+        configs = [["zdb", "-l", device] for device in devices] if found.fuse else [["zdb", "-C", pool]]
+        ashift = [line.strip() for command in configs for line in run(command, check=False).stdout.splitlines() if "ashift" in line]
         arc = ""
         if target.arc_max:
             arc = f"arc_max: {target.arc_max // 2**20} MiB (" + ("zfs-fuse --max-arc-size" if found.fuse else f"arcstats c_max = {arc_stat('c_max')}") + ")\n"
