@@ -2,8 +2,9 @@
 capped for a run and restored after), else zfs-fuse, whose daemon fslab starts at a study run's
 first ZFS run and keeps for the others (`FuseDaemons`: starting one costs seconds, every run),
 and stops when the study run ends — that very process, by pid and start time. Each run still
-makes and destroys its own pool, and a destroyed pool's buffers leave the ARC with it, so every
-run starts with a cold ARC, like a fresh mount. There is one zfs-fuse per machine: fslab
+makes and destroys its own pool, and closing a pool flushes its buffers from the ARC
+(dsl_pool_close → arc_flush, in zfs-fuse's code too), so every run still starts with a cold
+ARC, like a fresh mount. There is one zfs-fuse per machine: fslab
 processes in different work directories take turns on it (`zfs_turn`) rather than stop each
 other's daemon or pools.
 """
@@ -183,8 +184,8 @@ def zfs_fuse_daemon(journal: Journal, arc_max: int | None) -> Iterator[Daemon]:
 
 class FuseDaemons:
     """zfs-fuse for the ZFS runs of one study run: started at the first, kept for the next, and
-    stopped when the study run ends (`kept_daemons`). Starting and stopping it cost about 6.5 s
-    a run. It starts again only where a run asks for another ARC cap (only a start sets one) or
+    stopped when the study run ends (`kept_daemons`): zfs-fuse takes about 3 s to exit after
+    SIGTERM, and a run of its own cost that every run (bench/zfs_overhead.py --compare). It starts again only where a run asks for another ARC cap (only a start sets one) or
     it no longer answers. While it is kept, zfs-fuse is this fslab's alone (`zfs_turn` held from
     the first ZFS run to the end): another fslab's ZFS runs wait for this study run's end."""
 
