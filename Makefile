@@ -43,6 +43,7 @@ test: setup
 bench: setup
 	$(PYTHON) bench/fidelity.py
 	$(PYTHON) bench/overhead.py
+	$(PYTHON) bench/zfs_overhead.py --compare
 	$(PYTHON) bench/adaptive.py
 	$(PYTHON) bench/monitors.py
 

@@ -149,6 +149,8 @@ def _run_blocks(
     status = "interrupted"
     try:
         with _sigterm_as_interrupt(), ExitStack() as stack:
+            for filesystem in FILESYSTEMS.values():  # what their runs share (zfs-fuse's daemon), until the study run ends
+                stack.enter_context(filesystem.across_runs(workdir.journal))
             sources = Sources(workdir, stack, named, observer.notice if observer else lambda _: None)
             while block := planner.next_block(tally.samples, tally.elapsed(), tally.seconds_per_run(), tally.roles):
                 for planned in block:

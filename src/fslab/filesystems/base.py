@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -302,6 +302,11 @@ class Filesystem:
 
     def after_mount(self, target: Target, devices: list[str], mountpoint: Path) -> None:
         """Anything the target asks for once the filesystem is mounted."""
+
+    def across_runs(self, journal: Journal) -> AbstractContextManager[None]:
+        """What the filesystem keeps for all of a study run's runs, released when it ends (ZFS:
+        zfs-fuse's daemon); nothing for most, whose runs each make all they use."""
+        return nullcontext()
 
     def before_mount(self, devices: list[str]) -> None:
         """Anything the kernel must know before mounting (e.g. the other devices of a Btrfs)."""

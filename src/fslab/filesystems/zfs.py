@@ -14,7 +14,7 @@ import re
 import shutil
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,7 +22,7 @@ from fslab.checks import Check
 from fslab.errors import Refused
 from fslab.filesystems.base import Filesystem, Provisioned, Room, SizeFloor, mounted_options, same_value
 from fslab.filesystems.mounting import mount_point, proven
-from fslab.filesystems.zfs_engine import Engine, NotSupported, arc_stat, daemon_answers, engine, kernel_arc_max, zfs_fuse_daemon, zfs_turn
+from fslab.filesystems.zfs_engine import Daemon, Engine, FuseDaemons, NotSupported, arc_stat, daemon_answers, engine, kept_daemons, kernel_arc_max
 from fslab.guard.names import check_snapshot_name, kernel_name, workdir_tag
 from fslab.guard.options import ON_OFF, Matches, OneOf, Size, Suboptions, check_properties
 from fslab.journal import Entry, Journal, releaser
@@ -37,20 +37,26 @@ if TYPE_CHECKING:
 
 
 @contextmanager
-def _engine_ready(found: Engine, journal: Journal, arc_max: int | None) -> Iterator[None]:
+def _engine_ready(found: Engine, journal: Journal, arc_max: int | None, kept: FuseDaemons | None) -> Iterator[Daemon | None]:
     """The engine ready for one run: the kernel module's ARC capped, or zfs-fuse to this fslab
-    alone, started where none runs."""
+    alone — the daemon the study run keeps (`kept`), else one started for this run alone.
+    Yields the zfs-fuse daemon (None for the kernel module)."""
     if not found.fuse:
         with kernel_arc_max(journal, arc_max):
-            yield
+            yield None
         return
-    with zfs_turn(), zfs_fuse_daemon(journal, arc_max) as started:
-        if started:  # it re-imported the pools in its cache: this work directory's, left by a run
-            # that died with no daemon to destroy them in, go now (no other fslab uses zfs-fuse meanwhile)
+    with ExitStack() as own:
+        daemons = kept if kept is not None else own.enter_context(kept_daemons(journal))
+        daemon = daemons.ready(arc_max)
+        if daemon.started is not None:
+            # Pools of this work directory's in fslab's own daemon are leftovers: one a run failed
+            # to destroy, or one a killed fslab left, which the daemon re-imported from its cache
+            # when it started. They go before the run makes its own (no other fslab uses
+            # zfs-fuse meanwhile: zfs_turn).
             for pool in run(["zpool", "list", "-H", "-o", "name"]).stdout.split():
                 if pool.startswith(workdir_tag(journal.workdir.root)):
                     destroy_pool(Entry("zpool", pool), journal.workdir)
-        yield
+        yield daemon
 
 
 def pool_guid(pool: str) -> str:
@@ -175,6 +181,22 @@ class Zfs(Filesystem):
     supports_snapshots = True
     spans_devices = True
 
+    # The zfs-fuse daemon the study run under way keeps for its ZFS runs (across_runs); None
+    # outside one, where each provision starts and stops a daemon of its own. FILESYSTEMS holds
+    # one Zfs, and a fslab process runs one study run at a time.
+    _kept: FuseDaemons | None = None
+
+    @contextmanager
+    def across_runs(self, journal: Journal) -> Iterator[None]:
+        """One zfs-fuse daemon for all the study run's ZFS runs, stopped when it ends (nothing
+        is started before a ZFS run asks; the kernel module needs none)."""
+        with kept_daemons(journal) as kept:
+            self._kept = kept
+            try:
+                yield
+            finally:
+                self._kept = None
+
     def version(self) -> str | None:
         found = engine()
         return found.describe() if found else None
@@ -250,7 +272,7 @@ class Zfs(Filesystem):
         stack.assert_ours()
         devices = stack.devices
         pool = kernel_name(journal.workdir.root, target.name)
-        with _engine_ready(found, journal, target.arc_max), journal.holding("zpool", pool, release_unproven=True) as held:
+        with _engine_ready(found, journal, target.arc_max, self._kept) as daemon, journal.holding("zpool", pool, release_unproven=True) as held:
             create_pool = self.pool_command(pool, devices, target)
             run(create_pool)
             held.prove(guid=pool_guid(pool))
@@ -258,7 +280,7 @@ class Zfs(Filesystem):
                 create_volume = self.dataset_command(pool, mountpoint, target)  # after the pool: a volume is sized from it
                 run(create_volume)
                 commands = joined([create_pool, create_volume])
-                yield Provisioned.on(stack, _zvol_device(f"{pool}/data"), None, mkfs_command=commands, details=self.details_of(found, pool, target), dataset=f"{pool}/data")
+                yield Provisioned.on(stack, _zvol_device(f"{pool}/data"), None, mkfs_command=commands, details=self.details_of(found, daemon, pool, devices, target), dataset=f"{pool}/data")
                 return
             with mount_point(journal, mountpoint) as mounted:
                 create_dataset = self.dataset_command(pool, mountpoint, target)
@@ -270,19 +292,26 @@ class Zfs(Filesystem):
                     mountpoint,
                     mkfs_command=joined([create_pool, create_dataset]),
                     mount_options_effective=mounted_options(mountpoint),
-                    details=self.details_of(found, pool, target),
+                    details=self.details_of(found, daemon, pool, devices, target),
                     dataset=f"{pool}/data",
                 )
 
-    def details_of(self, found: Engine, pool: str, target: Target) -> str:
-        """The engine, its ARC cap, the pool's layout, every dataset property with its source."""
+    def details_of(self, found: Engine, daemon: Daemon | None, pool: str, devices: list[str], target: Target) -> str:
+        """The engine (zfs-fuse's daemon too), its ARC cap, the pool's layout, every dataset
+        property with its source."""
         status = run(["zpool", "status", pool], check=False).stdout
         properties = run(["zfs", "get", "-H", "-o", "property,value,source", "all", f"{pool}/data"], check=False).stdout
-        ashift = [line.strip() for line in run(["zdb", "-C", pool], check=False).stdout.splitlines() if "ashift" in line]
+        # The vdevs' ashift: zfs-fuse's `zdb -C` takes a second a run (much of a run's overhead),
+        # while `zdb -l` reads it from the devices' labels in a few hundredths; zfs-fuse puts its
+        # labels on the devices given. OpenZFS may partition a whole disk, so its labels are
+        # not there: the kernel module's pool config, as before.
+        configs = [["zdb", "-l", device] for device in devices] if found.fuse else [["zdb", "-C", pool]]
+        ashift = [line.strip() for command in configs for line in run(command, check=False).stdout.splitlines() if "ashift" in line]
         arc = ""
         if target.arc_max:
             arc = f"arc_max: {target.arc_max // 2**20} MiB (" + ("zfs-fuse --max-arc-size" if found.fuse else f"arcstats c_max = {arc_stat('c_max')}") + ")\n"
-        return f"engine: {found.describe()}\n{arc}{status}\n{' '.join(sorted(set(ashift)))}\n{properties}"
+        started = f"{daemon.describe()}\n" if daemon else ""
+        return f"engine: {found.describe()}\n{started}{arc}{status}\n{' '.join(sorted(set(ashift)))}\n{properties}"
 
 
 ZVOL_ON_FUSE = "zvol targets are not supported by this ZFS engine (zfs-fuse cannot present block devices); they need the OpenZFS kernel module"

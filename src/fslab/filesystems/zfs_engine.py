@@ -1,8 +1,12 @@
-"""Which ZFS runs here, and keeping it to one run at a time: the OpenZFS kernel module (its ARC
-capped for a run and restored after), else zfs-fuse, whose daemon fslab starts for each run (a
-cold ARC every run, like a fresh mount) and stops after — that very process, by pid and start
-time. There is one zfs-fuse per machine: fslab processes in different work directories take
-turns on it (`zfs_turn`) rather than stop each other's daemon or pools.
+"""Which ZFS runs here, and keeping it to one fslab at a time: the OpenZFS kernel module (its ARC
+capped for a run and restored after), else zfs-fuse, whose daemon fslab starts at a study run's
+first ZFS run and keeps for the others (`FuseDaemons`: starting one costs seconds, every run),
+and stops when the study run ends — that very process, by pid and start time. Each run still
+makes and destroys its own pool, and closing a pool flushes its buffers from the ARC
+(dsl_pool_close → arc_flush, in zfs-fuse's code too), so every run still starts with a cold
+ARC, like a fresh mount. There is one zfs-fuse per machine: fslab
+processes in different work directories take turns on it (`zfs_turn`) rather than stop each
+other's daemon or pools.
 """
 
 from __future__ import annotations
@@ -14,13 +18,13 @@ import signal
 import stat
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fslab.errors import FslabError, Refused
-from fslab.guard.identity import open_own, process, same_process
+from fslab.guard.identity import ProcessId, open_own, process, same_process
 from fslab.guard.names import workdir_tag
 from fslab.journal import Entry, Journal, releaser
 from fslab.system import run
@@ -126,19 +130,43 @@ def _own_run_directory() -> None:
         raise Refused(f"{PIDFILE_DIR} is not a directory of fslab's own (a symlink, another owner, or writable by others)")
 
 
+def arc_flag(arc_max: int | None) -> tuple[str, ...]:
+    """zfs-fuse's flag capping its ARC at `arc_max` bytes (whole MiB, within what it takes): what
+    tells whether a running daemon has the cap a run asks for."""
+    return ("--max-arc-size", str(max(16, min(16384, arc_max // 2**20)))) if arc_max else ()
+
+
+@dataclass(frozen=True)
+class Daemon:
+    """The zfs-fuse daemon a run used: the process fslab started (None: someone else's, found
+    running, used and left alone) and the ARC flag it was started with."""
+
+    started: ProcessId | None
+    cap: tuple[str, ...]
+
+    def alive(self) -> bool:
+        """Still that very process (or, someone else's, still answering)."""
+        return same_process(self.started.proof()) is not None if self.started else daemon_answers()
+
+    def describe(self) -> str:
+        """Stored with each run: which runs shared a daemon, and which had one of their own."""
+        if self.started is None:
+            return "daemon: a zfs-fuse fslab did not start"
+        return f"daemon: zfs-fuse pid {self.started.pid}, started {self.started.start} ticks after boot" + (f" ({' '.join(self.cap)})" if self.cap else "")
+
+
 @contextmanager
-def zfs_fuse_daemon(journal: Journal, arc_max: int | None) -> Iterator[bool]:
-    """zfs-fuse running for the run: started (and stopped after) unless one already runs; says
-    whether fslab started it. `arc_max` (bytes) caps its ARC, which only a daemon fslab starts
-    itself can have."""
+def zfs_fuse_daemon(journal: Journal, arc_max: int | None) -> Iterator[Daemon]:
+    """zfs-fuse running: started (and stopped after) unless one already runs. `arc_max` (bytes)
+    caps its ARC, which only a daemon fslab starts itself can have."""
     pids = run(["pgrep", "-x", "zfs-fuse"], check=False).stdout.split()
     if any(process(int(pid)) for pid in pids):  # a daemon lives (a stopped one may linger as a zombie)
         if arc_max is not None:
             raise NotSupported("arc_max needs a zfs-fuse daemon fslab starts itself, and one is already running")
-        yield False  # someone else's daemon: use it, leave it
+        yield Daemon(None, ())  # someone else's daemon: use it, leave it
         return
     pidfile = daemon_pidfile(journal.workdir)
-    cap = ["--max-arc-size", str(max(16, min(16384, arc_max // 2**20)))] if arc_max else []
+    cap = arc_flag(arc_max)
     with journal.holding("zfs-daemon", "zfs-fuse", pidfile=str(pidfile)) as held:
         pidfile.unlink(missing_ok=True)
         run(["zfs-fuse", "--pidfile", str(pidfile), *cap])
@@ -151,7 +179,55 @@ def zfs_fuse_daemon(journal: Journal, arc_max: int | None) -> Iterator[bool]:
             if time.monotonic() > deadline:
                 raise RuntimeError("zfs-fuse started but does not answer zpool commands")
             time.sleep(0.1)
-        yield True
+        yield Daemon(started, cap)
+
+
+class FuseDaemons:
+    """zfs-fuse for the ZFS runs of one study run: started at the first, kept for the next, and
+    stopped when the study run ends (`kept_daemons`): zfs-fuse takes about 3 s to exit after
+    SIGTERM, and a run of its own cost that every run (bench/zfs_overhead.py --compare). It starts again only where a run asks for another ARC cap (only a start sets one) or
+    it no longer answers. While it is kept, zfs-fuse is this fslab's alone (`zfs_turn` held from
+    the first ZFS run to the end): another fslab's ZFS runs wait for this study run's end."""
+
+    def __init__(self, journal: Journal):
+        self.journal = journal
+        self._turn = ExitStack()  # the machine's zfs-fuse lock, from the first ZFS run on
+        self._running = ExitStack()  # the daemon runs use now (its journal entry, its stop)
+        self._locked = False
+        self.daemon: Daemon | None = None
+
+    def ready(self, arc_max: int | None) -> Daemon:
+        """The daemon ready for a run capped at `arc_max`: the one kept, else a new one."""
+        if self.daemon is not None and (self.daemon.cap != arc_flag(arc_max) or not self.daemon.alive()):
+            self.stop()
+        if not self._locked:
+            self._turn.enter_context(zfs_turn())
+            self._locked = True
+        if self.daemon is None:
+            self.daemon = self._running.enter_context(zfs_fuse_daemon(self.journal, arc_max))
+        return self.daemon
+
+    def stop(self) -> None:
+        """Stop the daemon fslab started (stop_daemon: that very process), if any; keep the lock."""
+        self.daemon = None
+        self._running.close()
+
+    def close(self) -> None:
+        try:
+            self.stop()
+        finally:
+            self._turn.close()
+            self._locked = False
+
+
+@contextmanager
+def kept_daemons(journal: Journal) -> Iterator[FuseDaemons]:
+    """zfs-fuse kept for the runs within; stopped, and the lock released, however they end."""
+    daemons = FuseDaemons(journal)
+    try:
+        yield daemons
+    finally:
+        daemons.close()
 
 
 ARC_MAX = KERNEL_MODULE / "parameters" / "zfs_arc_max"
