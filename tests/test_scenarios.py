@@ -23,8 +23,8 @@ filesystem = ["btrfs", "ext4"]
 name = "ageing"
 kind = "scenario"
 scenario = "cow-ageing"
-size = "64MiB"
-runtime = "2s"
+size = "32MiB"
+runtime = "1s"
 
 [[workload]]
 name = "iozone"
@@ -60,7 +60,7 @@ def test_cow_ageing_stores_both_reads_and_both_extent_counts(workdir, tmp_path):
 
 
 def test_snapshots_under_load_takes_and_counts_its_snapshots(workdir, tmp_path):
-    study = AGEING.replace('["btrfs", "ext4"]', '"btrfs"').replace('"cow-ageing"', '"snapshots-under-load"').replace('runtime = "2s"', 'runtime = "2s"\nsnapshot_every = "0.5s"')
+    study = AGEING.replace('["btrfs", "ext4"]', '"btrfs"').replace('"cow-ageing"', '"snapshots-under-load"').replace('runtime = "1s"', 'runtime = "1.5s"\nsnapshot_every = "0.4s"')
     db = tmp_path / "r.db"
     result = fslab("run", str(write_study(tmp_path, study)), "--db", str(db), "--workdir", str(workdir.root))
     assert result.returncode == 0, result.stdout + result.stderr

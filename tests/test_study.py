@@ -113,7 +113,8 @@ def test_seed_studies_are_built_in():
     seed3 = load_study("nas-stack")
     assert [t.name for t in seed3.targets] == ["ext4-stack", "ext4-stack/raw-1", "ext4-stack/raw-2", "zfs-mirror"]
     assert seed3.targets[0].layers == ("md-raid1", "luks", "lvm") and seed3.targets[3].arc_max == 4 * 2**30
-    assert [w.name for w in seed3.workloads] == ["backup-write", "backup-read", "metadata", "mixed-load"] and seed3.warmup == 1
+    assert [w.name for w in seed3.workloads] == ["backup-write", "backup-read", "metadata", "mixed-load", "photo-ingestion"] and seed3.warmup == 1
+    assert sorted(c.target.name for c in seed3.cells if c.workload.name == "photo-ingestion") == ["ext4-stack", "zfs-mirror"], "not the raw devices"
     seed0 = load_study("wu-guo-2026")
     assert [w.kind for w in seed0.workloads] == ["fio"] * 6 + ["sysbench", "dd"] and len(seed0.cells) == 8 * 8
     assert {w.name: w.tool.fio_options["numjobs"] for w in seed0.workloads[4:6]} == {"video_read": "4", "video_write": "4"}

@@ -63,7 +63,7 @@ def test_sysbench_and_dd_run_end_to_end_with_their_own_metrics_and_roles(workdir
     assert groups.roles.primary_in("fio-read", fio) == ["read_iops"]
     assert groups.roles.primary_in("mail", mail) == ["events_per_s"]
     notes = {n["kind"] for n in runs["mail"]["notes"]}
-    assert notes == {"fsync_sweep"}, "--file-fsync-freq=1 over 100 files: the sweep is named on the run"
+    assert "fsync_sweep" in notes, "--file-fsync-freq=1 over 100 files: the sweep is named on the run"
     assert "fsyncs per write with 100 files" in result.stdout, "and shown on its cell"
 
 
