@@ -153,6 +153,21 @@ class WorkloadKind(Protocol):
         ...
 
 
+def tool_of(workload: Workload, tool: type[T]) -> T:
+    """The workload's Tool record, which is `tool`'s: a kind is given only workloads of its own
+    (kind_of, by Workload.kind)."""
+    assert isinstance(workload.tool, tool), f"workload '{workload.name}' is not {tool.kind}'s"  # type: ignore[attr-defined]
+    return workload.tool
+
+
+def directory_of(ready: Provisioned, kind: str) -> Path:
+    """The target's directory, for a kind whose Tool `needs_directory`: such a workload on a raw
+    target is refused when the study is read (study.cell_problem), so this never happens in a run."""
+    if ready.directory is None:
+        raise ValueError(f"{kind} works in a filesystem's directory, and this target is a raw device")
+    return ready.directory
+
+
 def primary_metrics(kind: WorkloadKind) -> list[str]:
     """The names of the metrics that decide a cell of this kind."""
     return [name for name, m in kind.metrics.items() if m.primary]

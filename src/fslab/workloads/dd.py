@@ -36,7 +36,7 @@ from fslab.metrics import Metric, MetricKind
 from fslab.system import run_held
 from fslab.units import parse_size
 from fslab.findings import Finding
-from fslab.workloads.base import Measured, RawOutput, StudyScope
+from fslab.workloads.base import Measured, RawOutput, StudyScope, directory_of, tool_of
 
 if TYPE_CHECKING:
     from fslab.filesystems.base import Provisioned
@@ -249,11 +249,6 @@ def judge(result: DdRun, options: DdOptions) -> list[Finding]:
 # ---- the workload kind ------------------------------------------------------------------------
 
 
-def options_of(workload: Workload) -> DdOptions:
-    assert isinstance(workload.tool, DdOptions), f"workload '{workload.name}' is not dd's"
-    return workload.tool
-
-
 RANDOM_SOURCE = "random-source"  # the random-data file's name in the run's scratch directory (in RAM)
 
 
@@ -268,24 +263,22 @@ class Dd:
     def problems(self, workloads: list[Workload], workdir: Workdir) -> list[str]:
         return []  # every option was checked when the study was read
 
-    def steps(self, workload: Workload, directory: Path | None, scratch: Path) -> dict[str, list[str]]:
-        if directory is None:  # refused when the study was read (study.cell_problem)
-            raise ValueError("dd works on a file in a filesystem's directory, and this target is a raw device")
-        options = options_of(workload)
-        file = target_file(directory, workload.name)
+    def steps(self, workload: Workload, ready: Provisioned, scratch: Path) -> dict[str, list[str]]:
+        options = tool_of(workload, DdOptions)
+        file = target_file(directory_of(ready, self.name), workload.name)
         return {"write": write_argv(options, file, scratch / RANDOM_SOURCE), "read": read_argv(options, file)}
 
     def command(self, workload: Workload, ready: Provisioned) -> str:
-        return "\n".join(shlex.join(argv) for argv in self.steps(workload, ready.directory, Path("$SCRATCH")).values())
+        return "\n".join(shlex.join(argv) for argv in self.steps(workload, ready, Path("$SCRATCH")).values())
 
     def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope) -> None:
-        options = options_of(workload)
+        options = tool_of(workload, DdOptions)
         if options.data == "random":
             make_random_source(scratch / RANDOM_SOURCE, options.size)
 
     def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path, scope: StudyScope, measured: Measured) -> list[RawOutput]:
         outputs = []
-        for step, argv in self.steps(workload, ready.directory, scratch).items():
+        for step, argv in self.steps(workload, ready, scratch).items():
             with measured(step):
                 outputs.append(RawOutput(step, self.name, run_step(journal, argv)))
         return outputs
@@ -294,7 +287,7 @@ class Dd:
         return [m for output in outputs for m in metric_values(parse(output.text), output.phase)]
 
     def judge(self, workload: Workload, outputs: list[RawOutput]) -> list[Finding]:
-        found = [f for output in outputs for f in judge(parse(output.text), options_of(workload))]
+        found = [f for output in outputs for f in judge(parse(output.text), tool_of(workload, DdOptions))]
         return list(dict.fromkeys(found))  # "buffered" is said of both steps alike
 
 

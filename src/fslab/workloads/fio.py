@@ -26,7 +26,7 @@ from fslab.guard.fio_jobs import JobFile, parse_only, render, single_job
 from fslab.journal import Journal
 from fslab.metrics import Metric, MetricKind
 from fslab.system import run_held
-from fslab.workloads.base import Measured, RawOutput, StudyScope
+from fslab.workloads.base import Measured, RawOutput, StudyScope, tool_of
 from fslab.workloads.data import DataPattern
 from fslab.findings import Finding
 
@@ -206,7 +206,7 @@ def job_problems(workloads: list[Workload], workdir: Workdir) -> list[str]:
     somewhere = Provisioned(top="", directory=workdir.mounts / "check")  # fio --parse-only makes nothing
     problems = []
     for workload in workloads:
-        job_file = fio_job(workload).job_file
+        job_file = tool_of(workload, FioJob).job_file
         for job in (job_for(workload, somewhere), layout_job_for(workload, somewhere)):
             try:
                 if job:
@@ -214,11 +214,6 @@ def job_problems(workloads: list[Workload], workdir: Workdir) -> list[str]:
             except Refused as exc:
                 problems.append(str(exc))
     return problems
-
-
-def fio_job(workload: Workload) -> FioJob:
-    assert isinstance(workload.tool, FioJob), f"workload '{workload.name}' is not fio's"
-    return workload.tool
 
 
 def fslab_options(fio: FioJob) -> dict[str, str]:
@@ -230,13 +225,13 @@ def fslab_options(fio: FioJob) -> dict[str, str]:
 def job_for(workload: Workload, ready: Provisioned) -> str:
     """The exact fio job file of this run, written from the checked job, pointed at the target's
     directory or raw device, fslab's options ending every job."""
-    fio = fio_job(workload)
+    fio = tool_of(workload, FioJob)
     return render(fio.job, **ready.fio_location, fixed=fslab_options(fio))
 
 
 def layout_job_for(workload: Workload, ready: Provisioned) -> str | None:
     """The job that writes what the measured job will read, or None when nothing needs writing."""
-    fio = fio_job(workload)
+    fio = tool_of(workload, FioJob)
     if not fio.reads:
         return None
     if fio.job_file:  # fio's own layout; on a raw device the region a job file reads is unknown

@@ -56,7 +56,7 @@ from fslab.journal import Journal
 from fslab.metrics import Metric, MetricKind
 from fslab.system import run, run_held
 from fslab.units import format_size
-from fslab.workloads.base import Measured, RawOutput, StudyScope
+from fslab.workloads.base import Measured, RawOutput, StudyScope, directory_of, tool_of
 
 if TYPE_CHECKING:
     from fslab.filesystems.base import Provisioned
@@ -232,7 +232,7 @@ def source_problem(workloads: list[Workload], workdir: Workdir) -> str | None:
     """Whether the work directory's disk holds the source images beside the targets' (checked
     before anything is made; the targets' own images are checked by the runner)."""
 
-    needed = sum(source_image_size(options_of(w)) for w in workloads)
+    needed = sum(source_image_size(tool_of(w, RsyncIngest)) for w in workloads)
     where = next(p for p in (workdir.root, *workdir.root.parents) if p.exists())  # made when the study begins
     free = shutil.disk_usage(where).free
     if needed > free:
@@ -321,11 +321,6 @@ def judge(result: RsyncRun, files: int, total: int) -> list[Finding]:
 # ---- the workload kind ------------------------------------------------------------------------
 
 
-def options_of(workload: Workload) -> RsyncIngest:
-    assert isinstance(workload.tool, RsyncIngest), f"workload '{workload.name}' is not rsync's"
-    return workload.tool
-
-
 INGEST = "ingest"  # the directory rsync makes in the target's
 
 
@@ -345,23 +340,18 @@ class Rsync:
         problem = source_problem(workloads, workdir) if workloads else None
         return [problem] if problem else []
 
-    def _directory(self, ready: Provisioned) -> Path:
-        if ready.directory is None:  # refused when the study was read (study.space_problem)
-            raise ValueError("rsync copies into a filesystem's directory, and this target is a raw device")
-        return ready.directory
-
     def command(self, workload: Workload, ready: Provisioned) -> str:
-        return shlex.join(argv(options_of(workload), "$SOURCE", self._directory(ready)))
+        return shlex.join(argv(tool_of(workload, RsyncIngest), "$SOURCE", directory_of(ready, self.name)))
 
     def _source(self, journal: Journal, workload: Workload, scope: StudyScope) -> Path:
-        options = options_of(workload)
+        options = tool_of(workload, RsyncIngest)
         return scope.kept(f"rsync-source:{workload.name}", lambda: source_set(journal, workload.name, options))
 
     def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope) -> None:
         self._source(journal, workload, scope)  # made by the study run's first run of the workload
 
     def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path, scope: StudyScope, measured: Measured) -> list[RawOutput]:
-        copy = argv(options_of(workload), self._source(journal, workload, scope), self._directory(ready))
+        copy = argv(tool_of(workload, RsyncIngest), self._source(journal, workload, scope), directory_of(ready, self.name))
         with measured(""):
             before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
             out = run_held(journal, copy, env=ENV).stdout
@@ -373,7 +363,7 @@ class Rsync:
         return [m for output in outputs for m in metric_values(parse(output.text))]
 
     def judge(self, workload: Workload, outputs: list[RawOutput]) -> list[Finding]:
-        options = options_of(workload)
+        options = tool_of(workload, RsyncIngest)
         return [f for output in outputs for f in judge(parse(output.text), options.files, options.total)]
 
 

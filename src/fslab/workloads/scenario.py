@@ -32,7 +32,7 @@ from fslab.journal import Journal
 from fslab.metrics import Metric, MetricKind
 from fslab.monitors.extents import extent_counts, parse_filefrag
 from fslab.system import sync_and_drop_caches, run
-from fslab.workloads.base import Measured, RawOutput, StudyScope
+from fslab.workloads.base import Measured, RawOutput, StudyScope, directory_of, tool_of
 from fslab.workloads.data import DataPattern
 from fslab.workloads.fio import FIXED_OPTIONS, METRICS as FIO_METRICS, parse_metrics, run_fio
 
@@ -177,11 +177,6 @@ METRICS: dict[str, MetricKind] = FIO_METRICS | {
 }
 
 
-def scenario_of(workload: Workload) -> Scenario:
-    assert isinstance(workload.tool, Scenario), f"workload '{workload.name}' is not a scenario"
-    return workload.tool
-
-
 class Scenarios:
     """Scenarios behind the workload protocol: every phase runs in `run`, in order, each measured
     one inside `measured(phase)`; outputs are fio's JSON, filefrag's lines and the snapshots taken,
@@ -194,7 +189,7 @@ class Scenarios:
         somewhere = workdir.mounts / "check"
         problems = []
         for workload in workloads:
-            s = scenario_of(workload)
+            s = tool_of(workload, Scenario)
             for phase in (p for p in s.phases if p.action == "fio"):
                 try:
                     parse_only(self._job_text(s, phase, somewhere), where=f"workload '{workload.name}' phase '{phase.name}'")
@@ -206,13 +201,13 @@ class Scenarios:
         return render(s.job(phase), directory=directory, device=None, fixed=FIXED_OPTIONS | s.data.fio_options())
 
     def command(self, workload: Workload, ready: Provisioned) -> str:
-        s = scenario_of(workload)
+        s = tool_of(workload, Scenario)
         parts = []
         for p in s.phases:
             head = f"# phase {p.name}: {p.action}" + ("" if p.measured else " (not measured)")
             head += f", a snapshot every {p.snapshot_every:g} s" if p.snapshot_every else ""
             head += ", then the file's extents" if p.extents else ""
-            body = self._job_text(s, p, _directory(ready)) if p.action == "fio" else (f"sleep {p.seconds:g}" if p.action == "sleep" else p.action)
+            body = self._job_text(s, p, directory_of(ready, self.name)) if p.action == "fio" else (f"sleep {p.seconds:g}" if p.action == "sleep" else p.action)
             parts.append(f"{head}\n{body}")
         return "\n".join(parts)
 
@@ -220,8 +215,8 @@ class Scenarios:
         pass  # a scenario's preparing phases are its own, unmeasured, in `run`
 
     def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path, scope: StudyScope, measured: Measured) -> list[RawOutput]:
-        s = scenario_of(workload)
-        directory = _directory(ready)
+        s = tool_of(workload, Scenario)
+        directory = directory_of(ready, self.name)
         outputs: list[RawOutput] = []
         taken = 0
         for phase in s.phases:
@@ -259,7 +254,7 @@ class Scenarios:
         return found
 
     def judge(self, workload: Workload, outputs: list[RawOutput]) -> list[Finding]:
-        s = scenario_of(workload)
+        s = tool_of(workload, Scenario)
         found = []
         for output in (o for o in outputs if o.tool == "snapshots"):
             phase = next(p for p in s.phases if p.name == output.phase)
@@ -307,12 +302,6 @@ def _snapshots(ready: Provisioned, every: float | None, first: int) -> Iterator[
         thread.join()
     if failure:
         raise failure[0]
-
-
-def _directory(ready: Provisioned) -> Path:
-    if ready.directory is None:  # refused when the study was read (study.cell_problem)
-        raise ValueError("a scenario works on a file in a filesystem's directory, and this target is a raw device")
-    return ready.directory
 
 
 SCENARIOS = Scenarios()

@@ -39,7 +39,7 @@ from fslab.journal import Journal
 from fslab.metrics import Metric, MetricKind
 from fslab.system import run_held
 from fslab.units import parse_size
-from fslab.workloads.base import Measured, RawOutput, StudyScope
+from fslab.workloads.base import Measured, RawOutput, StudyScope, directory_of, tool_of
 
 if TYPE_CHECKING:
     from fslab.filesystems.base import Provisioned
@@ -420,11 +420,6 @@ def judge(result: SysbenchRun, options: SysbenchOptions | None = None) -> list[F
 # ---- the workload kind ------------------------------------------------------------------------
 
 
-def options_of(workload: Workload) -> SysbenchOptions:
-    assert isinstance(workload.tool, SysbenchOptions), f"workload '{workload.name}' is not sysbench's"
-    return workload.tool
-
-
 class Sysbench:
     """sysbench fileio behind the workload protocol (workloads/base.py): prepare lays the files
     out in the target's directory (not measured), run is measured; cleanup is left to the
@@ -437,27 +432,21 @@ class Sysbench:
         return []  # every option was checked when the study was read
 
     def command(self, workload: Workload, ready: Provisioned) -> str:
-        return shlex.join(run_argv(options_of(workload)))  # run in the target's directory
+        return shlex.join(run_argv(tool_of(workload, SysbenchOptions)))  # run in the target's directory
 
     def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope) -> None:
-        parse_prepare(run_step(journal, prepare_argv(options_of(workload)), _directory(ready)))
+        parse_prepare(run_step(journal, prepare_argv(tool_of(workload, SysbenchOptions)), directory_of(ready, self.name)))
 
     def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path, scope: StudyScope, measured: Measured) -> list[RawOutput]:
         with measured(""):
-            text = run_step(journal, run_argv(options_of(workload)), _directory(ready))
+            text = run_step(journal, run_argv(tool_of(workload, SysbenchOptions)), directory_of(ready, self.name))
         return [RawOutput("", self.name, text)]
 
     def parse(self, outputs: list[RawOutput]) -> list[Metric]:
         return [m for output in outputs for m in metric_values(parse_run(output.text))]
 
     def judge(self, workload: Workload, outputs: list[RawOutput]) -> list[Finding]:
-        return [f for output in outputs for f in judge(parse_run(output.text), options_of(workload))]
-
-
-def _directory(ready: Provisioned) -> Path:
-    if ready.directory is None:  # refused when the study was read (study.cell_problem)
-        raise ValueError("sysbench fileio needs a filesystem's directory, and this target is a raw device")
-    return ready.directory
+        return [f for output in outputs for f in judge(parse_run(output.text), tool_of(workload, SysbenchOptions))]
 
 
 SYSBENCH = Sysbench()
