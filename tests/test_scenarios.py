@@ -7,8 +7,10 @@ import pytest
 from conftest import fslab, write_study
 
 from fslab.results import ResultsDB
-from fslab.study import StudyError, parse_study
-from fslab.workloads.scenario import Scenario
+from fslab.study import StudyError, Workload, parse_study
+from fslab.workloads.base import RawOutput
+from fslab.workloads.data import DataPattern
+from fslab.workloads.scenario import SCENARIOS, Phase, Scenario, scenario
 
 AGEING = """\
 [study]
@@ -127,3 +129,24 @@ def test_a_scenario_of_its_own_phases_is_checked_and_scaled():
         parse_study(PHASES.replace('action = "sleep"', 'action = "sleep"\nfio = { rw = "read" }'), "s.toml", base_dir=Path("."))
     with pytest.raises(StudyError, match=r"no phase is measured"):
         parse_study(PHASES.replace('extents = true', 'measured = false').replace('seconds = 1', 'seconds = 1\nmeasured = false'), "s.toml", base_dir=Path("."))
+
+
+def test_a_phases_time_is_its_runtime_as_fio_reads_it_and_too_few_snapshots_are_noted():
+    # fio reads a runtime in any of its units: a phase written "3s" lasts 3 s, as one a study scaled to "1500ms" lasts 1.5
+    timed = {"rw": "randwrite", "time_based": "1"}
+    phases = (
+        Phase("fill", "fio", options={"rw": "write"}),
+        Phase("rest", "sleep", seconds=0.5),
+        Phase("load", "fio", options=timed | {"runtime": "3s"}, snapshot_every=0.5),
+        Phase("again", "fio", options=timed | {"runtime": "1500ms"}),
+    )
+    s = scenario("mine", phases, 2**20, DataPattern())
+    assert [s.phase_seconds(p) for p in phases] == [0.0, 0.5, 3.0, 1.5] and s.measured_seconds() == 5.0
+    workload = Workload("mine", s, s.measured_seconds(), True)
+
+    def judged(taken: int) -> list[str]:
+        names = "".join(f"/t/.snapshots/fslab-{n}\n" for n in range(1, taken + 1))
+        return [f.kind for f in SCENARIOS.judge(workload, [RawOutput("load", "snapshots", names)])]
+
+    assert judged(2) == ["few_snapshots"], "2 of the ~6 asked over 3 s"
+    assert judged(3) == [], "half of them is enough"

@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from fslab.errors import Refused
+from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Provisioned
 from fslab.findings import Finding
-from fslab.guard.fio_jobs import parse_only, render, single_job
+from fslab.guard.fio_jobs import JobFile, measured_seconds, parse_only, render, single_job
 from fslab.guard.names import file_name, snapshot_name
 from fslab.journal import Journal
 from fslab.metrics import Metric, MetricKind
@@ -91,18 +92,18 @@ class Scenario:
         return self.size
 
     def measured_seconds(self) -> float:
-        return sum(_runtime(p) for p in self.phases if p.measured)
+        return sum(self.phase_seconds(p) for p in self.phases if p.measured)
 
-    def job(self, phase: Phase) -> Any:
+    def phase_seconds(self, phase: Phase) -> float:
+        """How long a phase lasts: a sleep's seconds, a fio phase's runtime as fio reads it (its
+        job's measured_seconds); 0 when it lasts as long as its work takes."""
+        if phase.action == "sleep":
+            return phase.seconds
+        return measured_seconds(self.job(phase)) if phase.action == "fio" else 0.0
+
+    def job(self, phase: Phase) -> JobFile:
         """A fio phase's checked job: the scenario's file and size, the phase's options, fslab's own."""
         return single_job(phase.name, PHASE_DEFAULTS | phase.options | {"filename": self.file, "size": str(self.size)})
-
-
-def _runtime(phase: Phase) -> float:
-    if phase.action == "sleep":
-        return phase.seconds
-    runtime = phase.options.get("runtime", "")
-    return float(runtime.removesuffix("ms")) / 1000 if runtime.endswith("ms") else 0.0
 
 
 # ---- built-in scenarios ------------------------------------------------------------------------
@@ -259,7 +260,7 @@ class Scenarios:
         for output in (o for o in outputs if o.tool == "snapshots"):
             phase = next(p for p in s.phases if p.name == output.phase)
             taken = len(output.text.split())
-            expected = _runtime(phase) / (phase.snapshot_every or 1)
+            expected = s.phase_seconds(phase) / (phase.snapshot_every or 1)
             if expected >= 2 and taken < expected / 2:
                 found.append(Finding("few_snapshots", f"{output.phase}: {taken} snapshots taken, not the ~{expected:.0f} asked (one every {phase.snapshot_every:g} s): each took longer", implausible=False))
         return found
@@ -279,8 +280,6 @@ def _snapshots(ready: Provisioned, every: float | None, first: int) -> Iterator[
     if not every:
         yield taken
         return
-    from fslab.filesystems import FILESYSTEMS
-
     filesystem = FILESYSTEMS[ready.filesystem]
     stop = threading.Event()
     failure: list[BaseException] = []
