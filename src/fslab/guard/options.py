@@ -317,11 +317,11 @@ def check_mount_options(allowed: Suboptions, kind: str, text: str) -> str:
     return text
 
 
-def check_properties(allowed: Suboptions, label: str, properties: Mapping[str, str]) -> dict[str, str]:
-    """name → value (as the tool is given them: `zfs create -o name=value`), when each is on the
-    list with a fitting value; else OptionRefused naming every one that is not. `label` is e.g.
-    "zfs property"."""
-    problems = [p for p in (allowed.item_problem(name, value, label) for name, value in properties.items()) if p]
+def check_properties(allowed: Suboptions, label: str, properties: Mapping[str, str], noun: str | None = None) -> dict[str, str]:
+    """name → value (as the tool is given them: `zfs create -o name=value`, dd's `bs=1M`), when
+    each is on the list with a fitting value; else OptionRefused naming every one that is not.
+    `label` is e.g. "zfs property"; `noun` names an unknown one ("dd option"; else `label`)."""
+    problems = [p for p in (allowed.item_problem(name, value, label, noun) for name, value in properties.items()) if p]
     if problems:
         raise OptionRefused("; ".join(problems))
     return dict(properties)

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from fslab.guard.names import file_name
-from fslab.guard.options import Integer, Kind, OneOf, OptionRefused, Size, Suboptions, value_text
+from fslab.guard.options import Integer, Kind, OneOf, OptionRefused, Size, Suboptions, check_properties, value_text
 from fslab.journal import Journal
 from fslab.metrics import Metric, MetricKind
 from fslab.system import run_held
@@ -113,10 +113,7 @@ def dd_options(options: Mapping[str, str | int | bool], *, data: str = "random")
     OptionRefused names every one refused and why."""
     if data not in DATA:
         raise OptionRefused(f"dd data {data!r} is not one of {', '.join(DATA)}")
-    fields = {name: value_text(raw, "true", "false") for name, raw in options.items()}
-    problems = [p for p in (DD_ALLOWED.item_problem(name, value, "dd", "dd option") for name, value in fields.items()) if p]
-    if problems:
-        raise OptionRefused("; ".join(problems))
+    fields = check_properties(DD_ALLOWED, "dd", {name: value_text(raw, "true", "false") for name, raw in options.items()}, "dd option")
     return DdOptions(
         block_size=parse_size(fields["bs"]) if "bs" in fields else DdOptions.block_size,  # K, M, G binary, as dd's
         count=int(fields.get("count", DdOptions.count)),

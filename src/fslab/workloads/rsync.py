@@ -51,7 +51,7 @@ from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.mounting import mount_point, proven
 from fslab.findings import Finding
 from fslab.guard.names import file_name
-from fslab.guard.options import OneOf, OptionRefused, Suboptions, value_text
+from fslab.guard.options import OneOf, OptionRefused, Suboptions, check_properties, value_text
 from fslab.journal import Journal
 from fslab.metrics import Metric, MetricKind
 from fslab.system import run, run_held
@@ -175,10 +175,7 @@ def rsync_ingest(options: Mapping[str, str | int | bool], *, files: int | None =
         raise OptionRefused(f"rsync files {files} is not a whole number from 1 to {MAX_FILES}")
     if total is not None and total < 1:
         raise OptionRefused("rsync total must be more than 0 bytes")
-    fields = {name: value_text(raw, "true", "false") for name, raw in options.items()}
-    problems = [p for p in (RSYNC_ALLOWED.item_problem(name, value, "rsync", "rsync option") for name, value in fields.items()) if p]
-    if problems:
-        raise OptionRefused("; ".join(problems))
+    fields = check_properties(RSYNC_ALLOWED, "rsync", {name: value_text(raw, "true", "false") for name, raw in options.items()}, "rsync option")
     count = files if files is not None else files_for_total(seed, DEFAULT_TOTAL if total is None else total)
     return RsyncIngest(files=count, seed=seed, options=tuple((name, value == "true") for name, value in fields.items()), data=data)
 
