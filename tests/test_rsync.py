@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, fslab, held_by, write_study
 
+from fslab.errors import Refused
 from fslab.findings import Finding
 from fslab.results import ResultsDB
 from fslab.study import StudyError, parse_study
@@ -24,6 +25,8 @@ from fslab.workloads.rsync import (
     metric_values,
     parse,
     rsync_ingest,
+    source_name,
+    source_set,
     write_set,
 )
 
@@ -159,3 +162,38 @@ def test_rsync_ingests_into_ext4_end_to_end_and_releases_its_source(workdir, tmp
     assert all(v > 0 for v in samples["cpu_s"])
     assert held_by(workdir.root) == [], "the source image is detached and unmounted when the study ends"
     assert not list(workdir.images.glob("*.img")), "and deleted"
+
+
+PLANTED = {
+    "a symlink at the image": ("images", ".img", "symlink", "already exists: fslab makes its images anew"),
+    "a symlink at the mount point": ("mounts", "", "symlink", "is not a directory fslab made"),
+    "a file at the mount point": ("mounts", "", "file", "is not a directory fslab made"),
+    "a directory of files at the mount point": ("mounts", "", "directory", "is in use"),
+}
+
+
+@pytest.mark.parametrize("case", PLANTED)
+def test_what_is_planted_where_the_source_goes_is_refused_and_left_as_it_was(workdir, tmp_path, case):
+    where, suffix, planted, says = PLANTED[case]
+    victim = tmp_path / "victim"
+    victim.write_text("a user's file\n")
+    path = getattr(workdir, where) / (source_name("photos") + suffix)
+    path.parent.mkdir(exist_ok=True)
+    if planted == "symlink":
+        path.symlink_to(victim)
+    elif planted == "file":
+        path.write_text("a user's file\n")
+    else:
+        path.mkdir()
+        (path / "notes.txt").write_text("mine\n")
+    with pytest.raises(Refused, match=says), source_set(workdir.journal, "photos", RsyncIngest(files=1)):
+        pytest.fail("the source was made over what was planted")
+    assert victim.read_text() == "a user's file\n"
+    if planted == "symlink":
+        assert path.is_symlink() and path.readlink() == victim
+    elif planted == "file":
+        assert path.read_text() == "a user's file\n"
+    else:
+        assert (path / "notes.txt").read_text() == "mine\n"
+    assert held_by(workdir.root) == [], "the source's image, made before its mount point was refused, is detached"
+    assert [p for p in workdir.images.glob("*.img") if p != path] == [], "and deleted"
