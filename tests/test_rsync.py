@@ -5,15 +5,14 @@ image with the source image released afterwards."""
 import statistics
 import zlib
 from contextlib import ExitStack, contextmanager
-from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, fslab, held_by, write_study
+from kinds_helpers import read_study, refused
 
 from fslab.errors import Refused
 from fslab.findings import Finding
 from fslab.results import ResultsDB
-from fslab.study import StudyError, parse_study
 from fslab.workloads.base import StudyScope
 from fslab.workloads.rsync import (
     MIB,
@@ -127,19 +126,13 @@ files = 3
 
 
 def test_the_study_file_refuses_other_data_unsafe_options_and_both_sizes():
-    with pytest.raises(StudyError, match=r"s.toml:13: workload\[0\].data: rsync data 'zeros' is refused: only \"random\" \(photos do not compress"):
-        parse_study(STUDY.replace("files = 3", 'files = 3\ndata = "zeros"'), "s.toml", base_dir=Path("."))
-    with pytest.raises(StudyError, match=r"workload\[0\].options: rsync rsh=ssh is refused: it names a path or a program"):
-        parse_study(STUDY.replace("files = 3", 'options = { rsh = "ssh" }'), "s.toml", base_dir=Path("."))
-    with pytest.raises(StudyError, match=r"rsync remove-source-files=true is refused: it deletes files"):
-        parse_study(STUDY.replace("files = 3", 'options = { "remove-source-files" = true }'), "s.toml", base_dir=Path("."))
-    with pytest.raises(StudyError, match=r"unknown rsync option 'checksums'.*allowed: whole-file, inplace, preallocate, fsync, sparse"):
-        parse_study(STUDY.replace("files = 3", "options = { checksums = true }"), "s.toml", base_dir=Path("."))
-    with pytest.raises(StudyError, match=r"workload\[0\].total: rsync takes `files` or `total`, not both"):
-        parse_study(STUDY.replace("files = 3", 'files = 3\ntotal = "1GiB"'), "s.toml", base_dir=Path("."))
-    with pytest.raises(StudyError, match=r"workload 'photos' needs .* but target 'ext4' has an image of 256MiB"):
-        parse_study(STUDY.replace("files = 3", "files = 30"), "s.toml", base_dir=Path("."))
-    tool = parse_study(STUDY.replace("files = 3", "files = 4\noptions = { fsync = true, inplace = false }"), "s.toml", base_dir=Path("."), scale=0.5).workloads[0].tool
+    refused(STUDY.replace("files = 3", 'files = 3\ndata = "zeros"'), r"s.toml:13: workload\[0\].data: rsync data 'zeros' is refused: only \"random\" \(photos do not compress")
+    refused(STUDY.replace("files = 3", 'options = { rsh = "ssh" }'), r"workload\[0\].options: rsync rsh=ssh is refused: it names a path or a program")
+    refused(STUDY.replace("files = 3", 'options = { "remove-source-files" = true }'), r"rsync remove-source-files=true is refused: it deletes files")
+    refused(STUDY.replace("files = 3", "options = { checksums = true }"), r"unknown rsync option 'checksums'.*allowed: whole-file, inplace, preallocate, fsync, sparse")
+    refused(STUDY.replace("files = 3", 'files = 3\ntotal = "1GiB"'), r"workload\[0\].total: rsync takes `files` or `total`, not both")
+    refused(STUDY.replace("files = 3", "files = 30"), r"workload 'photos' needs .* but target 'ext4' has an image of 256MiB")
+    tool = read_study(STUDY.replace("files = 3", "files = 4\noptions = { fsync = true, inplace = false }"), scale=0.5).workloads[0].tool
     assert isinstance(tool, RsyncIngest) and tool.files == 2 and tool.flags() == ["--fsync", "--no-inplace"]
 
 
