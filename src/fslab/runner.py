@@ -372,7 +372,9 @@ class Windows:
     def found(self, kind: WorkloadKind, outputs: list[RawOutput]) -> tuple[list[Metric], list[Finding]]:
         """Each window's monitor values as metrics of its phase (neither primary nor compared:
         what a run cost, beside what it measured), and what they flag as notes. The workload's own
-        bytes for a window come from that phase's outputs alone (parse is pure)."""
+        bytes for a window come from that phase's outputs parsed alone (parse is pure, and cheap
+        beside a run): the run's metrics do not all carry their window's phase — dd names its
+        steps' metrics by direction (write_bytes, read_bytes), phase "" — so they cannot be split."""
         metrics: list[Metric] = []
         findings: list[Finding] = []
         for phase, monitors in self.watched.items():
