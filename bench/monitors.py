@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Monitors: do they move the result? The same short fio job — 4 KiB random reads, direct I/O,
 QD16, on a file of ext4 on a loop image in /var/tmp — measured with and without every monitor a
-run has (CPU sampler, device traffic, space, extents), alternated in pairs (off on, on off, …) so
+run has (CPU sampler, device traffic, space), alternated in pairs (off on, on off, …) so
 that drift falls on both sides alike. Prints
   - the median of the pairs' IOPS ratios, with monitors ÷ without (target: 0.99–1.01), and
   - each monitor's own cost: median seconds in start and stop (at the window's edges, inside
@@ -89,7 +89,7 @@ def main() -> None:
                 run(["fio", "--name=layout", f"--filename={path}", "--rw=write", "--bs=1m", "--direct=1", f"--size={FILE_SIZE}", "--output=/dev/null"], cwd=Path(tmp))
                 for pair in range(args.pairs):
                     for monitored in (False, True) if pair % 2 == 0 else (True, False):
-                        monitors = [Timed(m, seconds) for m in for_run([loop.device], made.directory, None, files=[path])] if monitored else []
+                        monitors = [Timed(m, seconds) for m in for_run([loop.device], made.directory, None)] if monitored else []
                         before = own_cpu()
                         with measuring(monitors):
                             result = fio(path, args.runtime, Path(tmp))

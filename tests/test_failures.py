@@ -1,5 +1,6 @@
 """Runs that fail — a hang past the time-out, a full filesystem — are stored with what is needed
-to diagnose them, and the study goes on; a missing tool is refused before anything is made."""
+to diagnose them, and the study goes on; a missing tool is refused before anything is made; a
+killed fslab's scratch directory (in RAM) is removed by `fslab cleanup`, and only that very one."""
 
 import os
 import shutil
@@ -10,7 +11,10 @@ from pathlib import Path
 import pytest
 from conftest import fresh_workdir, fslab, held_by, write_study
 
+from fslab.guard.names import workdir_tag
 from fslab.results import ResultsDB
+from fslab.runner import SCRATCH_IN_RAM, scratch_directory
+from fslab.workdir import Workdir
 
 # A 64 MiB ext4 image. "fill" passes the study's size check (48 MiB per job) but its four
 # 24 MiB files, written whole (io_size), need more than the filesystem has free: ENOSPC.
@@ -57,6 +61,7 @@ def failing_study(tmp_path_factory):
     with fresh_workdir() as workdir:
         result = fslab("run", str(study), "--db", str(db), "--workdir", str(workdir.root))
         assert held_by(workdir.root) == [], "everything released after the failures"
+        assert _scratch_of(workdir.root) == [], "no run's scratch directory left in RAM"
     results = ResultsDB(str(db))
     yield result, results, {(r["workload"], r["repetition"]): r for r in results.runs(results.study_run()["id"])}
 
@@ -115,3 +120,94 @@ def test_a_missing_tool_is_refused_before_anything_is_made(workdir, tmp_path):
     message = " ".join(result.stderr.split())
     assert "the study cannot run here; nothing was attached or formatted: target 'xfs': xfs tools: not installed — apt-get install xfsprogs" in message and "Traceback" not in message
     assert not any(workdir.images.glob("*.img")) and ResultsDB(str(db)).study_runs() == []
+
+
+# --- a run's scratch directory ------------------------------------------------------------------
+
+
+def _scratch_of(root: Path) -> list[Path]:
+    """Scratch directories named for this work directory, where fslab makes them."""
+    return sorted(SCRATCH_IN_RAM.glob(f"{workdir_tag(root)}*"))
+
+
+def test_a_runs_scratch_is_in_ram_and_removed_after_it(workdir):
+    with scratch_directory(workdir.journal) as scratch:
+        assert scratch.parent == SCRATCH_IN_RAM and scratch.is_dir() and _scratch_of(workdir.root) == [scratch]
+        (scratch / "side").write_text("x")
+    assert not scratch.exists() and workdir.journal.read() == ([], [])
+
+
+_KILLED = """
+import os, sys
+from pathlib import Path
+from fslab.runner import scratch_directory
+from fslab.workdir import Workdir
+made = scratch_directory(Workdir(Path(sys.argv[1])).journal)  # held: a context manager dropped would close
+scratch = made.__enter__()
+(scratch / "random-source").write_bytes(os.urandom(1 << 20))
+print(scratch, flush=True)
+os._exit(0)  # killed: nothing released
+"""
+
+
+def _killed_fslab_leaves_scratch(wd: Workdir) -> Path:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+    out = subprocess.run([sys.executable, "-c", _KILLED, str(wd.root)], capture_output=True, text=True, env=env, check=True).stdout
+    path = Path(out.strip())
+    assert (path / "random-source").is_file() and _scratch_of(wd.root) == [path]
+    return path
+
+
+def test_cleanup_removes_the_scratch_a_killed_fslab_left(workdir):
+    path = _killed_fslab_leaves_scratch(workdir)
+    outcomes = workdir.journal.clean_up()
+    assert [(o.kind, o.status) for o in outcomes] == [("scratch", "released")]
+    assert not path.exists()
+
+
+def _plant(wd: Workdir, path: Path) -> None:
+    st = os.lstat(path)
+    wd.journal._append("acquire", "scratch", str(path))
+    wd.journal._append("proof", "scratch", str(path), {"dev": f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}", "ino": st.st_ino})
+
+
+def test_cleanup_leaves_a_scratch_directory_fslab_did_not_make(workdir, tmp_path):
+    """The journalled path made again by someone else (another inode), or a symlink put there:
+    left alone, and what the symlink points to untouched; planted entries naming a directory
+    elsewhere, or another work directory's, are never acted on, whatever their identity."""
+    path = _killed_fslab_leaves_scratch(workdir)
+    shutil.rmtree(path)
+    path.mkdir()  # same name, not the directory fslab made
+    (path / "theirs").write_text("kept")
+    elsewhere = workdir.root / f"{workdir_tag(workdir.root)}job1_1"  # this work directory's name, not where scratch goes
+    other = SCRATCH_IN_RAM / "fslab_00000_job1_1"  # where scratch goes, another work directory's tag
+    escaping = SCRATCH_IN_RAM / f"{workdir_tag(workdir.root)}job1_1" / ".." / tmp_path.name
+    for planted in (elsewhere, other):
+        planted.mkdir()
+        (planted / "theirs").write_text("kept")
+        _plant(workdir, planted)
+    try:
+        workdir.journal._append("acquire", "scratch", str(escaping))
+        outcomes = {o.ident: o for o in workdir.journal.clean_up()}
+        assert outcomes[str(path)].status == "left alone" and "identity differs" in outcomes[str(path)].detail
+        for planted in (elsewhere, other, escaping):
+            assert outcomes[str(planted)].status == "left alone" and "not a scratch directory fslab makes" in outcomes[str(planted)].detail
+        assert all((p / "theirs").read_text() == "kept" for p in (path, elsewhere, other))
+    finally:
+        shutil.rmtree(path)
+        shutil.rmtree(other)
+
+
+def test_cleanup_never_follows_a_symlink_at_a_scratch_path(workdir, tmp_path):
+    path = _killed_fslab_leaves_scratch(workdir)
+    shutil.rmtree(path)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious").write_text("kept")
+    path.symlink_to(victim)
+    try:
+        [outcome] = workdir.journal.clean_up()
+        assert outcome.status == "left alone" and "identity differs" in outcome.detail
+        assert (victim / "precious").read_text() == "kept" and path.is_symlink()
+    finally:
+        path.unlink()

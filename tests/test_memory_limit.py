@@ -236,3 +236,39 @@ memory_limit = "512MiB"
 def test_refused_limits_are_located(text, message):
     found = error_of(text)
     assert re.search(message, found), found
+
+
+# --- which hierarchy: cgroup v2 is not mounted with memory on every test machine (a hybrid one
+# has v1's memory controller), so the choice is tested on mount tables and control files made here.
+
+
+def _hierarchy_with(monkeypatch, mounts: list[tuple[Path, str, set[str]]]) -> cgroups.Hierarchy | str:
+    monkeypatch.setattr(cgroups, "_cgroup_mounts", lambda: mounts)
+    return cgroups.find_hierarchy()
+
+
+def test_cgroup_v2_with_memory_enabled_for_children_is_chosen_over_v1(monkeypatch, tmp_path):
+    v2, v1 = tmp_path / "unified", tmp_path / "memory"
+    v2.mkdir()
+    v1.mkdir()
+    (v2 / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    (v2 / "cgroup.subtree_control").write_text("memory pids\n")
+    found = _hierarchy_with(monkeypatch, [(v1, "cgroup", {"rw", "memory"}), (v2, "cgroup2", {"rw"})])
+    assert found == cgroups.Hierarchy(2, v2, v2), "v2 groups go beneath the root"
+    assert (found.limit_file, found.peak_file) == ("memory.max", "memory.peak")
+
+
+def test_cgroup_v2_without_memory_falls_back_to_v1_or_says_why(monkeypatch, tmp_path):
+    v2, v1 = tmp_path / "unified", tmp_path / "memory"
+    v2.mkdir()
+    v1.mkdir()
+    (v2 / "cgroup.controllers").write_text("cpu io pids\n")  # a hybrid machine: memory is v1's
+    found = _hierarchy_with(monkeypatch, [(v2, "cgroup2", {"rw"}), (v1, "cgroup", {"rw", "memory"})])
+    assert isinstance(found, cgroups.Hierarchy) and (found.version, found.mount) == (1, v1)
+    assert found.limit_file == "memory.limit_in_bytes" and found.peak_file == "memory.max_usage_in_bytes"
+    why = _hierarchy_with(monkeypatch, [(v2, "cgroup2", {"rw"})])
+    assert isinstance(why, str) and f"cgroup2 at {v2} lists no memory controller" in why and "CONFIG_MEMCG" in why
+    (v2 / "cgroup.controllers").write_text("cpu memory\n")
+    (v2 / "cgroup.subtree_control").write_text("cpu\n")
+    why = _hierarchy_with(monkeypatch, [(v2, "cgroup2", {"rw"}), (v1, "cgroup", {"rw", "memory"})])
+    assert isinstance(why, str) and "not enabled for the children" in why and "+memory" in why, "v2 holds memory but will not give it: said, not v1"

@@ -110,7 +110,7 @@ def test_write_amplification_and_the_cache_judgement_on_synthetic_numbers():
     assert judged(Counted(100 * MiB, 0), Workload(read_bytes=100 * MiB)).flags == []
 
 
-@pytest.mark.parametrize("name", ["../sda", "loop0/../../x", "no-such-device", "", "/dev/../etc/passwd", "a\nb"])
+@pytest.mark.parametrize("name", ["../sda", "loop0/../../x", "no-such-device", "", "/dev/../etc/passwd", "a\nb", "/dev/null"])
 def test_a_device_name_the_kernel_does_not_list_is_refused(name):
     with pytest.raises(UnknownDevice):
         block_name(name)

@@ -139,9 +139,6 @@ class Group:
         when the kernel does not say (v2 before Linux 5.19)."""
         return _read_int(self.path / self.hierarchy.peak_file)
 
-    def usage(self) -> int | None:
-        return _read_int(self.path / ("memory.current" if self.hierarchy.version == 2 else "memory.usage_in_bytes"))
-
 
 def _read_int(path: Path) -> int | None:
     try:

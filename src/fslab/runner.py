@@ -8,7 +8,11 @@ one (resume.py) runs only what its plan still lacks. A run has a time limit (its
 
 from __future__ import annotations
 
+import itertools
+import os
+import shutil
 import signal
+import stat
 import tempfile
 import time
 import traceback
@@ -25,11 +29,12 @@ from fslab.devices.loop import Image, ImageSource, check_free_space, image_file
 from fslab.devices.named import NamedSource, confirmed_devices
 from fslab.devices.source import DeviceSource, discard
 from fslab.devices.zram import ZramSource
-from fslab.errors import FslabError
+from fslab.errors import FslabError, Refused
 from fslab.filesystems import FILESYSTEMS, Provisioned
 from fslab.guard.block_devices import BlockDevice, DeviceFacts, facts, resolve
-from fslab.guard.names import file_name
-from fslab.journal import Journal
+from fslab.guard.identity import FileId
+from fslab.guard.names import file_name, workdir_tag
+from fslab.journal import Entry, Journal, releaser
 from fslab.findings import Finding
 from fslab.metrics import Metric, Roles
 from fslab.monitors import Monitor, collect, for_run, measuring
@@ -345,6 +350,40 @@ def _first_error(exc: Exception) -> Exception:
 # A run's side files (job files, fio's verify state, dd's random data) live in RAM where the
 # machine has it, so that what a workload reads from them never touches the disks measured.
 SCRATCH_IN_RAM = Path("/dev/shm")
+_SCRATCH_NUMBERS = itertools.count(1)
+
+
+def _scratch_parent() -> Path:
+    return SCRATCH_IN_RAM if SCRATCH_IN_RAM.is_dir() else Path(tempfile.gettempdir())
+
+
+@contextmanager
+def scratch_directory(journal: Journal) -> Iterator[Path]:
+    """A private directory for one run's side files, removed afterwards. Journalled before it is
+    made and proven by its (device, inode): what dd reads from it (up to 1 GiB of random data)
+    sits in RAM, and a killed fslab must not leave it there for good — `fslab cleanup` removes it."""
+    path = _scratch_parent() / f"{workdir_tag(journal.workdir.root)}job{os.getpid()}_{next(_SCRATCH_NUMBERS)}"
+    with journal.holding("scratch", str(path)) as held:
+        os.mkdir(path, 0o700)
+        held.prove(**FileId.of(os.lstat(path)).proof())
+        yield path
+
+
+@releaser("scratch")
+def remove_scratch(entry: Entry, workdir: Workdir) -> None:
+    """Remove a run's scratch directory, if that very one is there: directly in the place fslab
+    makes them, named for this work directory, a directory (not a symlink) with the recorded
+    (device, inode). Its contents are fslab's side files; rmtree follows no symlink in them."""
+    path = Path(entry.ident)
+    if path.parent != _scratch_parent() or path.name in (".", "..") or not path.name.startswith(workdir_tag(workdir.root)):
+        raise Refused(f"{path} is not a scratch directory fslab makes for this work directory; left alone")
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return  # removed already
+    if not stat.S_ISDIR(st.st_mode) or FileId.of(st) != FileId.from_proof(entry.proof):
+        raise Refused(f"{path} is not the scratch directory fslab made (its identity differs); left alone")
+    shutil.rmtree(path)
 
 
 class Windows:
@@ -372,7 +411,9 @@ class Windows:
     def found(self, kind: WorkloadKind, outputs: list[RawOutput]) -> tuple[list[Metric], list[Finding]]:
         """Each window's monitor values as metrics of its phase (neither primary nor compared:
         what a run cost, beside what it measured), and what they flag as notes. The workload's own
-        bytes for a window come from that phase's outputs alone (parse is pure)."""
+        bytes for a window come from that phase's outputs parsed alone (parse is pure, and cheap
+        beside a run): the run's metrics do not all carry their window's phase — dd names its
+        steps' metrics by direction (write_bytes, read_bytes), phase "" — so they cannot be split."""
         metrics: list[Metric] = []
         findings: list[Finding] = []
         for phase, monitors in self.watched.items():
@@ -389,12 +430,12 @@ def _measure(journal: Journal, kind: WorkloadKind, workload: Workload, ready: Pr
 
     A workload's memory limit covers the measured run alone: the layout is not measured, and
     what it leaves in the page cache is dropped before the run starts in its limited cgroup."""
-    with tempfile.TemporaryDirectory(prefix="fslab-job-", dir=SCRATCH_IN_RAM if SCRATCH_IN_RAM.is_dir() else None) as scratch:
-        kind.prepare(journal, workload, ready, Path(scratch), scope)
+    with scratch_directory(journal) as scratch:
+        kind.prepare(journal, workload, ready, scratch, scope)
         clock.mark("layout")
         sync_and_drop_caches()
         clock.mark("drop_caches")
         with memory_limited(journal, workload.memory_limit):
-            outputs = kind.run(journal, workload, ready, command, Path(scratch), scope, windows.measured)  # within the run's time limit (execute)
+            outputs = kind.run(journal, workload, ready, command, scratch, scope, windows.measured)  # within the run's time limit (execute)
         clock.mark("workload")
     return outputs

@@ -12,27 +12,25 @@ From these and what the workload says it moved:
   answered. A compressing filesystem also reads fewer bytes than it returns (zeros compress
   to almost nothing): such a flag on a compressing target names compression as a cause.
 
-Device names come from sysfs and from what a layer's tool printed: untrusted text, so a name
-is used only if it is plain (no '/') and the kernel lists it under /sys/class/block.
+The devices are nodes (Provisioned.bottom); each is known by its device number, its name the
+kernel's own (guard/block_devices.resolve), so no text a tool printed names a sysfs path.
 """
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fslab.errors import FslabError
+from fslab.errors import FslabError, Refused
 from fslab.findings import Finding
+from fslab.guard.block_devices import resolve
 from fslab.monitors.base import Found, Measured, Workload
 
 SYS_CLASS_BLOCK = Path("/sys/class/block")
 SECTOR = 512  # the unit of /sys/block/*/stat, fixed by the kernel
 CACHE_SERVED_BELOW = 0.5  # device reads under half the workload's: a cache answered the rest
 SERVED_BY_CACHE = "served_by_cache"  # the finding's kind, as stored with the run (runs.notes)
-_PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+:-]{0,63}")
 
 
 class UnknownDevice(FslabError):
@@ -40,10 +38,14 @@ class UnknownDevice(FslabError):
 
 
 def block_name(device: str) -> str:
-    """The kernel's name of a block device given as a name (`loop3`) or a node (`/dev/loop3`,
-    `/dev/mapper/x` → `dm-2`); UnknownDevice unless it is plain and under /sys/class/block."""
-    name = os.path.basename(os.path.realpath(device)) if device.startswith("/dev/") else device
-    if not _PLAIN.fullmatch(name) or not (SYS_CLASS_BLOCK / name / "stat").is_file():
+    """The kernel's name of the block device at a node (`/dev/loop3`, `/dev/mapper/x` → `dm-2`),
+    found by its device number as the guard finds every device (block_devices.resolve);
+    UnknownDevice unless the kernel lists it under /sys/class/block."""
+    try:
+        name = Path(resolve(device).node).name
+    except Refused as exc:
+        raise UnknownDevice(f"{device!r}: {exc}") from None
+    if not (SYS_CLASS_BLOCK / name / "stat").is_file():
         raise UnknownDevice(f"{device!r} is not a block device the kernel lists under {SYS_CLASS_BLOCK}")
     return name
 
