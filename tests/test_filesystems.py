@@ -98,3 +98,33 @@ def test_a_layered_stack_names_its_bottom_devices_and_the_layers_between():
     assert ready.described == "/dev/mapper/x_crypt on /dev/loop3 /dev/loop4"
     assert ready.fio_location == {"directory": None, "device": "/dev/mapper/x_crypt"}
     assert ready.filesystem == "raw"
+
+
+@pytest.mark.parametrize(
+    ("kind", "arguments", "devices", "step"),
+    [
+        ("ext4", (), 1, 2**10),
+        ("xfs", (), 1, 2**20),
+        ("btrfs", (), 1, 2**20),
+        ("btrfs", ("-d", "dup"), 1, 2**20),
+        ("btrfs", ("-d", "raid1", "-m", "raid1"), 2, 2**20),
+        ("btrfs", ("-d", "raid0"), 2, 2**20),
+    ],
+)
+def test_each_mkfs_floor_is_where_the_real_mkfs_starts_to_work(tmp_path, kind, arguments, devices, step):
+    """The floors fslab refuses a study by are the tools' own: mkfs, as fslab runs it, formats
+    sparse images of the floor's size and fails on images a step smaller (so fslab refuses
+    nothing mkfs would make, and lets through nothing it would not)."""
+    fs = FILESYSTEMS[kind]
+    floor = fs.size_floor(list(arguments), devices)
+    assert floor is not None
+
+    def formats(size: int) -> bool:
+        images = [tmp_path / f"{kind}-{i}.img" for i in range(devices)]
+        for image in images:
+            with image.open("wb") as sparse:
+                sparse.truncate(size)
+        return subprocess.run(fs.mkfs_command([str(i) for i in images], list(arguments)), capture_output=True, check=False).returncode == 0
+
+    assert formats(floor.size), f"{fs.mkfs_command(['…'], list(arguments))} on {floor.size} bytes"
+    assert not formats(floor.size - step), f"mkfs made a {kind} under the floor ({floor.size - step} bytes): the floor is too high"
