@@ -29,6 +29,7 @@ def test_btrfs_on_two_devices_names_them_and_takes_a_read_only_snapshot(workdir)
         with FILESYSTEMS["btrfs"].provision(workdir.journal, Stack.on(on_loops([first, second])), workdir.mounts / "b", target) as ready:
             assert (ready.top, ready.bottom, ready.between) == (first.device, (first.device, second.device), ())
             assert ready.top in ready.bottom, "Btrfs is mounted from the first of its own devices"
+            assert ready.filesystem == "btrfs", "what made it says so itself: its snapshots are its own"
             assert ready.described == f"{first.device} {second.device}", "runs.device keeps its text"
             (ready.directory / "data").write_text("before\n")
             taken = FILESYSTEMS["btrfs"].snapshot(ready, snapshot_name(1))
@@ -48,6 +49,7 @@ def test_zfs_takes_a_snapshot_of_its_dataset_destroyed_with_the_pool(workdir):
     with loops(workdir, 1, target.image_size) as (loop,):
         with FILESYSTEMS["zfs"].provision(workdir.journal, Stack.on(on_loops([loop])), workdir.mounts / "z", target) as ready:
             assert (ready.top, ready.bottom, ready.described) == (loop.device, (loop.device,), loop.device)
+            assert ready.filesystem == "zfs"
             taken = FILESYSTEMS["zfs"].snapshot(ready, snapshot_name(7))
             assert taken == f"{ready.dataset}@fslab-7"
             listed = subprocess.run(["zfs", "list", "-H", "-t", "snapshot", "-o", "name"], capture_output=True, text=True, check=True).stdout
@@ -90,8 +92,39 @@ def test_a_filesystem_without_snapshots_says_so_before_anything_is_made(kind):
 def test_a_layered_stack_names_its_bottom_devices_and_the_layers_between():
     # md and dm are missing from this kernel: the stack the layers build is written out here.
     stack = Stack(devices=["/dev/mapper/x_crypt"], owned=None, bottom=["/dev/loop3", "/dev/loop4"], between=["/dev/md127", "/dev/mapper/x_crypt"])
-    ready = Provisioned.on(stack, "/dev/mapper/x_crypt", None)
+    ready = Provisioned.on("raw", stack, "/dev/mapper/x_crypt", None)
     assert ready.bottom == ("/dev/loop3", "/dev/loop4") and ready.between == ("/dev/md127",)
     assert ready.top not in (*ready.bottom, *ready.between), "the top is named once, as top"
     assert ready.described == "/dev/mapper/x_crypt on /dev/loop3 /dev/loop4"
     assert ready.fio_location == {"directory": None, "device": "/dev/mapper/x_crypt"}
+    assert ready.filesystem == "raw"
+
+
+@pytest.mark.parametrize(
+    ("kind", "arguments", "devices", "step"),
+    [
+        ("ext4", (), 1, 2**10),
+        ("xfs", (), 1, 2**20),
+        ("btrfs", (), 1, 2**20),
+        ("btrfs", ("-d", "dup"), 1, 2**20),
+        ("btrfs", ("-d", "raid1", "-m", "raid1"), 2, 2**20),
+        ("btrfs", ("-d", "raid0"), 2, 2**20),
+    ],
+)
+def test_each_mkfs_floor_is_where_the_real_mkfs_starts_to_work(tmp_path, kind, arguments, devices, step):
+    """The floors fslab refuses a study by are the tools' own: mkfs, as fslab runs it, formats
+    sparse images of the floor's size and fails on images a step smaller (so fslab refuses
+    nothing mkfs would make, and lets through nothing it would not)."""
+    fs = FILESYSTEMS[kind]
+    floor = fs.size_floor(list(arguments), devices)
+    assert floor is not None
+
+    def formats(size: int) -> bool:
+        images = [tmp_path / f"{kind}-{i}.img" for i in range(devices)]
+        for image in images:
+            with image.open("wb") as sparse:
+                sparse.truncate(size)
+        return subprocess.run(fs.mkfs_command([str(i) for i in images], list(arguments)), capture_output=True, check=False).returncode == 0
+
+    assert formats(floor.size), f"{fs.mkfs_command(['…'], list(arguments))} on {floor.size} bytes"
+    assert not formats(floor.size - step), f"mkfs made a {kind} under the floor ({floor.size - step} bytes): the floor is too high"

@@ -3,32 +3,28 @@ run asks for another ARC cap, stopped when the study run ends, and stopped by `f
 when a killed fslab left it. (The kernel module has no daemon: these need zfs-fuse.)"""
 
 import itertools
+import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 from conftest import fslab, held_by, write_study
+from short_studies import short_study
 
 # (its module registers the loop and image releasers: the journal reads only kinds it knows)
 from fslab.devices.loop import devices_backed_by
 from fslab.filesystems.zfs_engine import daemon_pidfile, engine
 from fslab.guard.identity import process
+from fslab.guard.names import workdir_tag
 from fslab.results import ResultsDB
 
-STUDY = """\
-[study]
-name = "daemons"
-repetitions = 2
-workloads = ["seq_write"]
-image_size = "256MiB"
-image_fill = "sparse"
-
-[fio]
-size = "16MiB"
-runtime = "1s"
-
+STUDY = short_study(
+    "daemons",
+    """\
 [[target]]
 name = "z1"
 filesystem = "zfs"
@@ -41,7 +37,8 @@ filesystem = "zfs"
 name = "capped"
 filesystem = "zfs"
 arc_max = "64MiB"
-"""
+""",
+)
 
 
 def zfs_fuse_pids() -> list[int]:
@@ -120,3 +117,53 @@ def test_cleanup_stops_the_kept_daemon_a_killed_fslab_left(fuse, workdir):
     assert "left alone" not in result.stdout and "failed" not in result.stdout, result.stdout
     assert zfs_fuse_pids() == [] and held_by(workdir.root) == [] and workdir.journal.outstanding() == []
     assert not daemon_pidfile(workdir).exists() and not devices_backed_by(workdir.images / "killed.img")
+
+
+@pytest.fixture
+def users_daemon(fuse, workdir, tmp_path):
+    """A zfs-fuse daemon fslab did not start (its pidfile the user's), holding a pool of the
+    user's named as this work directory's pools are (not mounted): stopped and destroyed after."""
+    pidfile = tmp_path / "users-zfs-fuse.pid"
+    subprocess.run(["zfs-fuse", "--pidfile", str(pidfile)], check=True)
+    daemon = process(int(pidfile.read_text()))
+    assert daemon is not None and daemon.comm == "zfs-fuse"
+    vdev = tmp_path / "users-vdev.img"
+    pool = f"{workdir_tag(workdir.root)}00000000"
+    try:
+        deadline = time.monotonic() + 20
+        while subprocess.run(["zpool", "list", "-H"], capture_output=True, check=False).returncode != 0:
+            assert time.monotonic() < deadline, "the user's zfs-fuse does not answer"
+            time.sleep(0.1)
+        with vdev.open("wb") as sparse:
+            sparse.truncate(128 * 2**20)
+        subprocess.run(["zpool", "create", "-O", "mountpoint=none", pool, str(vdev)], check=True, capture_output=True)
+        yield daemon, pool
+    finally:
+        deadline = time.monotonic() + 15
+        while subprocess.run(["zpool", "list", "-H", pool], capture_output=True, check=False).returncode == 0 and time.monotonic() < deadline:
+            subprocess.run(["zpool", "destroy", "-f", pool], capture_output=True, check=False)  # busy for a moment after use
+            time.sleep(0.2)
+        deadline = time.monotonic() + 30
+        while process(daemon.pid) == daemon:
+            os.kill(daemon.pid, signal.SIGTERM if time.monotonic() < deadline else signal.SIGKILL)
+            time.sleep(0.1)
+
+
+def test_a_daemon_fslab_did_not_start_is_used_and_left_alone(users_daemon, workdir, tmp_path):
+    """A running zfs-fuse is someone else's: fslab's runs use it, take no pool of it for a
+    leftover of theirs (even one named as theirs are), and a run asking another ARC cap — which
+    would stop and restart a daemon of fslab's own — is refused rather than stopping it."""
+    daemon, pool = users_daemon
+    targets = '[[target]]\nname = "z"\nfilesystem = "zfs"\n\n[[target]]\nname = "capped"\nfilesystem = "zfs"\narc_max = "64MiB"\n'
+    result = fslab("run", str(write_study(tmp_path, short_study("users-daemon", targets, repetitions=1))), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
+    db = ResultsDB(str(tmp_path / "r.db"))
+    runs = {r["target"]: r for r in db.runs(db.study_run()["id"])}
+    assert runs["z"]["status"] == "ok", (runs["z"]["error"], result.stdout + result.stderr)
+    assert daemon_of(runs["z"]) == "daemon: a zfs-fuse fslab did not start"
+    assert runs["capped"]["status"] != "ok" and "arc_max needs a zfs-fuse daemon fslab starts itself" in runs["capped"]["error"]
+    assert process(daemon.pid) == daemon, "the user's daemon, that very process, still runs"
+    assert zfs_fuse_pids() == [daemon.pid], "and fslab started none beside it"
+    listed = subprocess.run(["zpool", "list", "-H", "-o", "name"], capture_output=True, text=True, check=True).stdout.split()
+    assert listed == [pool], "the user's pool stays; fslab's own is gone"
+    assert held_by(workdir.root) == [] and workdir.journal.outstanding() == []
+    assert not daemon_pidfile(workdir).exists()

@@ -44,9 +44,9 @@ class Provisioned:
     filesystem: str = ""  # the kind of filesystem that made it (filesystems.FILESYSTEMS): its snapshots, for one
 
     @classmethod
-    def on(cls, stack: Stack, top: str, directory: Path | None, **made: Any) -> Provisioned:
-        """What a filesystem made on a stack of devices, `top` the device it is used through."""
-        return cls(top=top, directory=directory, bottom=tuple(stack.bottom), between=tuple(d for d in stack.between if d != top), **made)
+    def on(cls, filesystem: str, stack: Stack, top: str, directory: Path | None, **made: Any) -> Provisioned:
+        """What a filesystem (its kind) made on a stack of devices, `top` the device it is used through."""
+        return cls(top=top, directory=directory, bottom=tuple(stack.bottom), between=tuple(d for d in stack.between if d != top), filesystem=filesystem, **made)
 
     @property
     def described(self) -> str:
@@ -324,6 +324,7 @@ class Filesystem:
             proven(held)
             self.after_mount(target, devices, mountpoint)
             yield Provisioned.on(
+                self.kind,
                 stack,
                 devices[0],
                 mountpoint,

@@ -30,4 +30,4 @@ class Raw(Filesystem):
     @contextmanager
     def provision(self, journal: Journal, stack: Stack, mountpoint: Path, target: Target) -> Iterator[Provisioned]:
         stack.assert_ours()  # fio writes over the device
-        yield Provisioned.on(stack, stack.devices[0], None)
+        yield Provisioned.on(self.kind, stack, stack.devices[0], None)

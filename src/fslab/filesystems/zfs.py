@@ -280,13 +280,14 @@ class Zfs(Filesystem):
                 create_volume = self.dataset_command(pool, mountpoint, target)  # after the pool: a volume is sized from it
                 run(create_volume)
                 commands = joined([create_pool, create_volume])
-                yield Provisioned.on(stack, _zvol_device(f"{pool}/data"), None, mkfs_command=commands, details=self.details_of(found, daemon, pool, devices, target), dataset=f"{pool}/data")
+                yield Provisioned.on(self.kind, stack, _zvol_device(f"{pool}/data"), None, mkfs_command=commands, details=self.details_of(found, daemon, pool, devices, target), dataset=f"{pool}/data")
                 return
             with mount_point(journal, mountpoint) as mounted:
                 create_dataset = self.dataset_command(pool, mountpoint, target)
                 run(create_dataset)  # ZFS mounts the dataset itself
                 proven(mounted)
                 yield Provisioned.on(
+                    self.kind,
                     stack,
                     devices[0],
                     mountpoint,

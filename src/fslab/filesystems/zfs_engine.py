@@ -185,9 +185,11 @@ def zfs_fuse_daemon(journal: Journal, arc_max: int | None) -> Iterator[Daemon]:
 class FuseDaemons:
     """zfs-fuse for the ZFS runs of one study run: started at the first, kept for the next, and
     stopped when the study run ends (`kept_daemons`): zfs-fuse takes about 3 s to exit after
-    SIGTERM, and a run of its own cost that every run (bench/zfs_overhead.py --compare). It starts again only where a run asks for another ARC cap (only a start sets one) or
-    it no longer answers. While it is kept, zfs-fuse is this fslab's alone (`zfs_turn` held from
-    the first ZFS run to the end): another fslab's ZFS runs wait for this study run's end."""
+    SIGTERM, and a run of its own cost that every run (bench/zfs_overhead.py --compare). It starts
+    again only where a run asks for another ARC cap (only a start sets one) or its process is gone
+    (`Daemon.alive`: a daemon that lives but hangs is not told apart; the run fails). While it
+    is kept, zfs-fuse is this fslab's alone (`zfs_turn` held from the first ZFS run to the end):
+    another fslab's ZFS runs wait for this study run's end."""
 
     def __init__(self, journal: Journal):
         self.journal = journal
