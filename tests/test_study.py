@@ -351,3 +351,13 @@ def fio_layout(workload):
     from fslab.workloads.fio import layout_options
 
     return layout_options(workload.tool.fio_options)
+
+
+def test_describe_study_counts_cells_when_a_workload_names_its_targets():
+    from fslab.study import describe_study
+
+    every = parse(GOOD)
+    assert describe_study(every).startswith("5 targets × 3 workloads × 2 = 30 runs")
+    only_xfs = parse(GOOD.replace('options = { end_fsync = 1, norandommap = true }\n', 'options = { end_fsync = 1, norandommap = true }\ntargets = ["xfs"]\n'))
+    assert len(only_xfs.cells) == 11
+    assert describe_study(only_xfs).startswith("11 cells (5 targets, 3 workloads, some on named targets only) × 2 = 22 runs")

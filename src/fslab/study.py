@@ -615,4 +615,10 @@ def describe_study(study: Study, repetitions: int | None = None) -> str:
     repetitions = repetitions or study.repetitions
     runs = len(study.cells) * repetitions
     seconds = sum(c.workload.seconds for c in study.cells) * repetitions
-    return f"{len(study.targets)} targets × {len(study.workloads)} workloads × {repetitions} = {runs} runs, about {format_duration(seconds)} of measurement"
+    # A workload may name the targets it runs on, so cells are counted, not targets × workloads.
+    cells = len(study.cells)
+    if cells == len(study.targets) * len(study.workloads):
+        shape = f"{len(study.targets)} targets × {len(study.workloads)} workloads"
+    else:
+        shape = f"{cells} cells ({len(study.targets)} targets, {len(study.workloads)} workloads, some on named targets only)"
+    return f"{shape} × {repetitions} = {runs} runs, about {format_duration(seconds)} of measurement"
