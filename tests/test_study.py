@@ -361,3 +361,39 @@ def test_describe_study_counts_cells_when_a_workload_names_its_targets():
     only_xfs = parse(GOOD.replace('options = { end_fsync = 1, norandommap = true }\n', 'options = { end_fsync = 1, norandommap = true }\ntargets = ["xfs"]\n'))
     assert len(only_xfs.cells) == 11
     assert describe_study(only_xfs).startswith("11 cells (5 targets, 3 workloads, some on named targets only) × 2 = 22 runs")
+
+
+def test_locate_counts_nested_array_tables_within_their_own_parent():
+    """[[workload.phase]] tables are numbered afresh in each [[workload]]: the second workload's
+    second phase is found at its own line, not at the first workload's."""
+    from fslab.toml_errors import locate
+
+    text = """\
+[study]
+name = "s"
+
+[[workload]]
+name = "a"
+
+[[workload.phase]]
+name = "a0"
+
+[[workload.phase]]
+name = "a1"
+seconds = 1
+
+[[workload]]
+name = "b"
+
+[[workload.phase]]
+name = "b0"
+
+[[workload.phase]]
+name = "b1"
+seconds = 2
+"""
+    lines = text.splitlines()
+    assert lines[locate(text, ("workload", 0, "phase", 1, "seconds")) - 1] == "seconds = 1"
+    assert lines[locate(text, ("workload", 1, "phase", 1, "seconds")) - 1] == "seconds = 2"
+    assert lines[locate(text, ("workload", 1, "phase", 0)) - 1] == "[[workload.phase]]" and locate(text, ("workload", 1, "phase", 0)) == 17
+    assert lines[locate(text, ("workload", 1, "name")) - 1] == 'name = "b"'
