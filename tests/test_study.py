@@ -397,3 +397,40 @@ seconds = 2
     assert lines[locate(text, ("workload", 1, "phase", 1, "seconds")) - 1] == "seconds = 2"
     assert lines[locate(text, ("workload", 1, "phase", 0)) - 1] == "[[workload.phase]]" and locate(text, ("workload", 1, "phase", 0)) == 17
     assert lines[locate(text, ("workload", 1, "name")) - 1] == 'name = "b"'
+
+
+SCENARIO = """\
+[study]
+name = "mine"
+
+[[target]]
+filesystem = "btrfs"
+
+[[workload]]
+name = "mine"
+kind = "scenario"
+size = "64MiB"
+
+[[workload.phase]]
+name = "fill"
+fio = { rw = "write", bs = "1m" }
+
+[[workload.phase]]
+name = "read"
+fio = { rw = "read", bs = "1m" }
+"""
+
+
+@pytest.mark.parametrize(("read_options", "direct"), [
+    ("", True),  # fslab's phase default: direct
+    (', direct = 0', False),
+    (', buffered = 0', True),
+])
+def test_a_scenario_is_direct_only_when_every_fio_phase_is(read_options, direct):
+    [workload] = parse(SCENARIO.replace('fio = { rw = "read", bs = "1m" }', f'fio = {{ rw = "read", bs = "1m"{read_options} }}')).workloads
+    assert workload.direct is direct
+    limited = SCENARIO.replace('size = "64MiB"', 'size = "64MiB"\nmemory_limit = "64MiB"').replace('fio = { rw = "read", bs = "1m" }', f'fio = {{ rw = "read", bs = "1m"{read_options} }}')
+    if direct:
+        assert "uses direct I/O" in error_of(limited)
+    else:
+        assert parse(limited).workloads[0].memory_limit == 64 * 2**20

@@ -438,7 +438,8 @@ def _scenario_workload(index: int, section: ScenarioSection, scale: float, time_
     except (ValueError, Refused) as exc:
         raise StudyError(f"{where(('workload', index))}: {exc}") from None
     seconds = made.measured_seconds()
-    return Workload(section.name, made, seconds, all(p.options.get("direct", "1") == "1" for p in phases if p.action == "fio"), run_timeout(seconds, section.timeout))
+    direct = all(fio_jobs.direct(made.job(p)) for p in phases if p.action == "fio")  # read from each phase's job, as a fio workload's is
+    return Workload(section.name, made, seconds, direct, run_timeout(seconds, section.timeout))
 
 
 def _phase(section: PhaseSection, time_scale: float) -> scenario.Phase:
