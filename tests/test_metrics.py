@@ -118,3 +118,32 @@ def test_fio_behind_the_protocol_round_trips_through_the_database(tmp_path):
     assert FIO.parse(outputs) == metrics, "parsed again from what is stored: the same metrics"
     [stored_run] = db2.stored_runs(1)
     assert stored_run.metrics == {m.key: m.value for m in metrics} and stored_run.roles == Roles.of(stored_run.workload, metrics)
+
+
+def test_zeros_on_a_compressing_target_and_what_runs_found_are_noted_on_the_cell(tmp_path):
+    """Stored runs alone: zeros written to a compressing Btrfs flatter it (said after what its
+    runs found); the same data on ext4 is not called out; an implausible finding flags the cell."""
+    from fslab.findings import Finding
+    from fslab.workloads.data import DataPattern
+
+    study = parse_study(STUDY.replace('filesystem = ["ext4", "xfs", "btrfs"]', 'filesystem = "ext4"\n[[target]]\nfilesystem = "btrfs"\nmount_options = "compress=zstd"'), "s.toml", base_dir=Path("."))
+    assert [t.name for t in study.targets] == ["ext4", "btrfs"]
+    db = ResultsDB(str(tmp_path / "r.db"))
+    study_run = db.begin_study_run(study, 1, {}, {}, {}, Owner.current(tmp_path))
+    start = datetime(2026, 1, 1)
+    for repetition in (1, 2):
+        for position, target in enumerate(("ext4", "btrfs"), start=1):
+            notes = [Finding("sanity", "it read more than it wrote", implausible=True)] if (target, repetition) == ("btrfs", 2) else []
+            db.record_run(study_run, RunRecord(
+                target=target, workload="seq_read", repetition=repetition, warmup=False, block=repetition, position=position,
+                started_at=start, finished_at=start + timedelta(seconds=12), status="ok", buffered=False,
+                metrics=[ELAPSED.of("elapsed_s", MEDIANS[target])], data_pattern=DataPattern.asked("zeros").describe(), notes=notes,
+            ))  # fmt: skip
+    db.finish_study_run(study_run, "finished", {})
+    cells = {c.target: c for c in summarize_study_run(db, study_run).cells}
+    assert cells["ext4"].notes == [] and not cells["ext4"].implausible
+    assert cells["btrfs"].notes == [
+        "IMPLAUSIBLE: it read more than it wrote (1 of 2 runs)",
+        "it wrote zeros data to a compressing target: the figures flatter it, as real data would not",
+    ]
+    assert cells["btrfs"].implausible

@@ -213,3 +213,18 @@ def test_beyond_raw_needs_the_interval_not_a_median_ratio():
     assert 1.5 < flagged.ci_low < flagged.ratio < flagged.ci_high
     note = beyond_raw_note(flagged)
     assert note.startswith("measured 1.8× (95 % CI 1.8–1.8×) its raw devices") and "may have answered" in note, note
+
+
+def test_a_regression_is_judged_on_the_log_scale_like_every_verdict():
+    """Throughput falling to 0.951 (1/1.0515) is the same change as latency rising to 1.0515: both
+    beyond 5 %, and neither is missed because one is read as 1 − 0.951 = 4.9 %."""
+    from fslab.analysis import Row, regressions
+    from fslab.stats import Comparison, beyond
+
+    def slower(ratio: float, higher_is_better: bool) -> Row:
+        return Row("w", "t", "t", "m", Comparison(10, 10, ratio, None, None, 0.001, higher_is_better, None, p_adjusted=0.001, verdict="slower"))
+
+    throughput, latency = slower(0.951, True), slower(1 / 0.951, False)
+    assert regressions([throughput, latency], 0.05) == [throughput, latency]
+    assert regressions([slower(0.96, True), slower(1 / 0.96, False)], 0.05) == []
+    assert beyond(1.031, 0.03) and beyond(1 / 1.031, 0.03) and not beyond(1.029, 0.03) and not beyond(1 / 1.029, 0.03)

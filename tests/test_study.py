@@ -351,3 +351,86 @@ def fio_layout(workload):
     from fslab.workloads.fio import layout_options
 
     return layout_options(workload.tool.fio_options)
+
+
+def test_describe_study_counts_cells_when_a_workload_names_its_targets():
+    from fslab.study import describe_study
+
+    every = parse(GOOD)
+    assert describe_study(every).startswith("5 targets × 3 workloads × 2 = 30 runs")
+    only_xfs = parse(GOOD.replace('options = { end_fsync = 1, norandommap = true }\n', 'options = { end_fsync = 1, norandommap = true }\ntargets = ["xfs"]\n'))
+    assert len(only_xfs.cells) == 11
+    assert describe_study(only_xfs).startswith("11 cells (5 targets, 3 workloads, some on named targets only) × 2 = 22 runs")
+
+
+def test_locate_counts_nested_array_tables_within_their_own_parent():
+    """[[workload.phase]] tables are numbered afresh in each [[workload]]: the second workload's
+    second phase is found at its own line, not at the first workload's."""
+    from fslab.toml_errors import locate
+
+    text = """\
+[study]
+name = "s"
+
+[[workload]]
+name = "a"
+
+[[workload.phase]]
+name = "a0"
+
+[[workload.phase]]
+name = "a1"
+seconds = 1
+
+[[workload]]
+name = "b"
+
+[[workload.phase]]
+name = "b0"
+
+[[workload.phase]]
+name = "b1"
+seconds = 2
+"""
+    lines = text.splitlines()
+    assert lines[locate(text, ("workload", 0, "phase", 1, "seconds")) - 1] == "seconds = 1"
+    assert lines[locate(text, ("workload", 1, "phase", 1, "seconds")) - 1] == "seconds = 2"
+    assert lines[locate(text, ("workload", 1, "phase", 0)) - 1] == "[[workload.phase]]" and locate(text, ("workload", 1, "phase", 0)) == 17
+    assert lines[locate(text, ("workload", 1, "name")) - 1] == 'name = "b"'
+
+
+SCENARIO = """\
+[study]
+name = "mine"
+
+[[target]]
+filesystem = "btrfs"
+
+[[workload]]
+name = "mine"
+kind = "scenario"
+size = "64MiB"
+
+[[workload.phase]]
+name = "fill"
+fio = { rw = "write", bs = "1m" }
+
+[[workload.phase]]
+name = "read"
+fio = { rw = "read", bs = "1m" }
+"""
+
+
+@pytest.mark.parametrize(("read_options", "direct"), [
+    ("", True),  # fslab's phase default: direct
+    (', direct = 0', False),
+    (', buffered = 0', True),
+])
+def test_a_scenario_is_direct_only_when_every_fio_phase_is(read_options, direct):
+    [workload] = parse(SCENARIO.replace('fio = { rw = "read", bs = "1m" }', f'fio = {{ rw = "read", bs = "1m"{read_options} }}')).workloads
+    assert workload.direct is direct
+    limited = SCENARIO.replace('size = "64MiB"', 'size = "64MiB"\nmemory_limit = "64MiB"').replace('fio = { rw = "read", bs = "1m" }', f'fio = {{ rw = "read", bs = "1m"{read_options} }}')
+    if direct:
+        assert "uses direct I/O" in error_of(limited)
+    else:
+        assert parse(limited).workloads[0].memory_limit == 64 * 2**20

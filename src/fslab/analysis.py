@@ -15,6 +15,7 @@ from fslab.stats import (
     Comparison,
     Ranking,
     adjust_family,
+    beyond,
     compare,
     geometric_mean,
     inverted,
@@ -158,18 +159,13 @@ def compare_study_runs(
             a, b = metrics[metric], newer[(workload, target)].get(metric)
             if b and _positive(a + b):
                 rows.append(Row(workload, target, target, metric, compare(a, b, higher_is_better[metric], threshold)))
-    return _corrected(rows, threshold)
-
-
-def _corrected(rows: list[Row], threshold: float) -> list[Row]:
-    """The rows with Benjamini–Hochberg over all of them, and their verdicts again."""
-    adjusted = adjust_family([r.comparison for r in rows], threshold)
-    return [replace(r, comparison=c) for r, c in zip(rows, adjusted)]
+    return [replace(r, comparison=c) for r, c in zip(rows, adjust_family([r.comparison for r in rows], threshold))]
 
 
 def regressions(rows: list[Row], regression: float) -> list[Row]:
-    """Rows significantly slower (after correction) by more than the regression threshold."""
-    return [r for r in rows if r.comparison.verdict == "slower" and abs(r.comparison.ratio - 1) > regression]
+    """Rows significantly slower (after correction) by more than the regression threshold, on the
+    log scale as every verdict's threshold is (stats.beyond)."""
+    return [r for r in rows if r.comparison.verdict == "slower" and beyond(r.comparison.ratio, regression)]
 
 
 def ranking_line(ranking: Ranking) -> str:

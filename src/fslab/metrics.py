@@ -71,8 +71,13 @@ class Roles:
 
     @classmethod
     def of(cls, workload: str, metrics: Iterable[Metric]) -> Roles:
-        found = list(metrics)
-        return cls(frozenset((workload, m.key) for m in found if m.primary), frozenset((workload, m.key) for m in found if m.compared))
+        return cls.flagged((workload, m.key, m.primary, m.compared) for m in metrics)
+
+    @classmethod
+    def flagged(cls, rows: Iterable[tuple[str, str, bool, bool]]) -> Roles:
+        """From (workload, key, primary, compared) rows: metrics as the database stores them."""
+        found = list(rows)
+        return cls(frozenset((w, key) for w, key, primary, _ in found if primary), frozenset((w, key) for w, key, _, compared in found if compared))
 
     @classmethod
     def declared(cls, keys: Iterable[tuple[str, str]], kinds: Mapping[str, MetricKind]) -> Roles:

@@ -198,12 +198,19 @@ def compare(baseline: list[float], other: list[float], higher_is_better: bool = 
     return with_verdict(result, threshold)
 
 
+def beyond(ratio: float, threshold: float) -> bool:
+    """Whether a ratio is a change of more than `threshold`, symmetric on the log scale: beyond
+    1.03 or below 1/1.03 at 3 %, so a throughput that falls and the latency that rises with it
+    weigh the same."""
+    return abs(math.log(ratio)) > math.log1p(threshold)
+
+
 def with_verdict(c: Comparison, threshold: float, alpha: float = 1 - CONFIDENCE) -> Comparison:
     """"faster"/"slower" only when the (adjusted) test rejects equality and the change exceeds
     the practical threshold; otherwise "no detectable difference". The threshold is symmetric on
     the log scale (beyond 1.03 or below 1/1.03 at 3 %), so A against B and B against A say the same."""
     significant = c.p_adjusted is not None and c.p_adjusted < alpha
-    large = abs(math.log(c.ratio)) > math.log1p(threshold)
+    large = beyond(c.ratio, threshold)
     verdict = "no detectable difference"
     if significant and large:
         better = c.ratio > 1 if c.higher_is_better else c.ratio < 1

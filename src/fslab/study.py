@@ -129,6 +129,11 @@ class Target:
         }
 
 
+def _named_by(target: Target, entry: str) -> bool:
+    """Whether a workload's `targets` entry names this target: its own name, or its sweep's."""
+    return target.name == entry or target.name.startswith(f"{entry}[")
+
+
 @dataclass(frozen=True)
 class Workload:
     """What runs on each target: `tool` holds what its kind runs (workloads.base.Tool: a FioJob,
@@ -143,7 +148,7 @@ class Workload:
     targets: tuple[str, ...] = ()  # the targets it runs on, by name or by a sweep's name (none: every target)
 
     def runs_on(self, target: Target) -> bool:
-        return not self.targets or any(target.name == name or target.name.startswith(f"{name}[") for name in self.targets)
+        return not self.targets or any(_named_by(target, entry) for entry in self.targets)
 
     @property
     def kind(self) -> str:
@@ -260,10 +265,9 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0,
     builtin = len(workloads) - len(model.workload)
     workload_tables = [("study", "workloads")] * builtin + [("workload", i) for i in range(len(model.workload))]
     where.require_unique(list(zip(workload_tables, (w.name for w in workloads))), "workload")
-    workloads = [*workloads[:builtin], *(replace(w, targets=tuple(section.targets)) for w, section in zip(workloads[builtin:], model.workload))]
     where.refuse([
         f"{where((*wt, 'targets'))}: {unknown('target', name, names)}"
-        for wt, w in zip(workload_tables, workloads) for name in w.targets if not any(replace(w, targets=(name,)).runs_on(t) for t in targets)
+        for wt, w in zip(workload_tables, workloads) for name in w.targets if not any(_named_by(t, name) for t in targets)
     ])  # fmt: skip
     on = [(wt, target, workload) for _, target in tables for wt, workload in zip(workload_tables, workloads) if workload.runs_on(target)]
     where.refuse([f"{where(wt)}: {problem}" for wt, target, workload in on if (problem := cell_problem(target, workload))])
@@ -364,9 +368,10 @@ def _workloads(model: StudyFile, base_dir: Path, scale: float, time_scale: float
     shared_options = model.fio.options
     names = [n for entry in model.study.workloads for n in WORKLOAD_SETS.get(entry, [entry])]
     where = _Where(text, filename)
+    study_data = _data_pattern(model.fio, None, where)  # what a workload writes unless it says
     workloads = [
         _limited(
-            _fio_workload(n, {**defaults, **BUILTIN_WORKLOADS[n]}, shared_options, scale, time_scale, _data_pattern(model.fio, None, where), shared_file=BUILTIN_WORKLOADS[n].get("shared_file", False)),
+            _fio_workload(n, {**defaults, **BUILTIN_WORKLOADS[n]}, shared_options, scale, time_scale, study_data, shared_file=BUILTIN_WORKLOADS[n].get("shared_file", False)),
             model.fio.memory_limit, ("fio", "memory_limit"), scale, where,
         )
         for n in names
@@ -375,7 +380,7 @@ def _workloads(model: StudyFile, base_dir: Path, scale: float, time_scale: float
         if isinstance(section, (SysbenchSection, DdSection, RsyncSection)):
             workload = _tool_workload(section, scale, time_scale)
         elif isinstance(section, ScenarioSection):
-            workload = _scenario_workload(index, section, scale, time_scale, _data_pattern(model.fio, None, where) if section.data is None else DataPattern.asked(section.data), where)
+            workload = _scenario_workload(index, section, scale, time_scale, study_data if section.data is None else DataPattern.asked(section.data), where)
         elif section.job_file:
             where_file = f"{filename}:{locate(text, ('workload', index, 'job_file'))}: workload[{index}].job_file"
             workload = _job_file_workload(section.name, section.job_file, base_dir, where_file, model.fio.timeout if section.timeout is None else section.timeout)
@@ -386,7 +391,7 @@ def _workloads(model: StudyFile, base_dir: Path, scale: float, time_scale: float
         # A fio workload takes the study's [fio] limit unless it sets its own; other kinds only their own.
         inherited = model.fio.memory_limit if isinstance(section, WorkloadSection) else None
         table = ("workload", index, "memory_limit") if section.memory_limit is not None else ("fio", "memory_limit")
-        workloads.append(_limited(workload, section.memory_limit or inherited, table, scale, where))
+        workloads.append(replace(_limited(workload, section.memory_limit or inherited, table, scale, where), targets=tuple(section.targets)))
     return workloads
 
 
@@ -433,7 +438,8 @@ def _scenario_workload(index: int, section: ScenarioSection, scale: float, time_
     except (ValueError, Refused) as exc:
         raise StudyError(f"{where(('workload', index))}: {exc}") from None
     seconds = made.measured_seconds()
-    return Workload(section.name, made, seconds, all(p.options.get("direct", "1") == "1" for p in phases if p.action == "fio"), run_timeout(seconds, section.timeout))
+    direct = all(fio_jobs.direct(made.job(p)) for p in phases if p.action == "fio")  # read from each phase's job, as a fio workload's is
+    return Workload(section.name, made, seconds, direct, run_timeout(seconds, section.timeout))
 
 
 def _phase(section: PhaseSection, time_scale: float) -> scenario.Phase:
@@ -615,4 +621,10 @@ def describe_study(study: Study, repetitions: int | None = None) -> str:
     repetitions = repetitions or study.repetitions
     runs = len(study.cells) * repetitions
     seconds = sum(c.workload.seconds for c in study.cells) * repetitions
-    return f"{len(study.targets)} targets × {len(study.workloads)} workloads × {repetitions} = {runs} runs, about {format_duration(seconds)} of measurement"
+    # A workload may name the targets it runs on, so cells are counted, not targets × workloads.
+    cells = len(study.cells)
+    if cells == len(study.targets) * len(study.workloads):
+        shape = f"{len(study.targets)} targets × {len(study.workloads)} workloads"
+    else:
+        shape = f"{cells} cells ({len(study.targets)} targets, {len(study.workloads)} workloads, some on named targets only)"
+    return f"{shape} × {repetitions} = {runs} runs, about {format_duration(seconds)} of measurement"

@@ -20,7 +20,6 @@ from fslab.raw_reference import CachedReference, beyond_raw, cached_references, 
 from fslab.results import ResultsDB
 from fslab.stats import RUNS_NEEDED_LIMIT, Comparison, Summary, summarize
 from fslab.units import Bandwidth, format_size
-from fslab.metrics import unqualified
 from fslab.workloads.fio import DIRECTIONS, METRICS as FIO_METRICS, PERCENTILES
 
 
@@ -87,21 +86,17 @@ def summarize_study_run(
     failed = Counter((f.workload, f.target) for f in failures)
     found = _run_notes(runs)
     data = {r["workload"]: r["data_pattern"] for r in runs if r["data_pattern"]}
-    for t in targets:
-        for w in workloads if FILESYSTEMS[t["filesystem"]].compresses(t["spec"]) else []:
-            if (data.get(w) or "").startswith(("zeros", "compressible")):
-                notes, implausible = found.get((w, t["name"]), ([], False))
-                found[(w, t["name"])] = ([*notes, f"it wrote {data[w].split(' (')[0]} data to a compressing target: the figures flatter it, as real data would not"], implausible)
+    flattered = _flattered(targets, data)
     above = beyond_raw(groups.values, raw_references(targets), roles=groups.roles, higher_is_better=groups.higher_is_better)
     cells = [
         CellSummary(
-            w, t["name"], failed[(w, t["name"])], _cell_statistics(groups.values.get((w, t["name"]), {}), groups.higher_is_better, above.get((w, t["name"]), {})),
-            groups.units, groups.roles.primary_in(w, groups.values.get((w, t["name"]), {})),
-            *found.get((w, t["name"]), ([], False)),
+            w, t["name"], failed[key], _cell_statistics(groups.values.get(key, {}), groups.higher_is_better, above.get(key, {})),
+            groups.units, groups.roles.primary_in(w, groups.values.get(key, {})),
+            [*found.get(key, ([], False))[0], *flattered.get(key, [])], found.get(key, ([], False))[1],
         )
         for w in workloads
         for t in targets
-        if (w, t["name"]) in groups.values or failed[(w, t["name"])]
+        if (key := (w, t["name"])) in groups.values or failed[key]
     ]
     mounts: dict[str, Counter] = defaultdict(Counter)
     not_in_effect: dict[str, set[str]] = defaultdict(set)
@@ -152,6 +147,16 @@ def _run_notes(runs: list[dict]) -> dict[tuple[str, str], tuple[list[str], bool]
         )
         for cell, notes in found.items()
     }
+
+
+def _flattered(targets: list[dict], data: dict[str, str]) -> dict[tuple[str, str], list[str]]:
+    """(workload, target) → a note where a workload wrote zeros or compressible data to a target
+    that compresses it: its figures flatter it."""
+    return {
+        (w, t["name"]): [f"it wrote {pattern.split(' (')[0]} data to a compressing target: the figures flatter it, as real data would not"]
+        for t in targets if FILESYSTEMS[t["filesystem"]].compresses(t["spec"])
+        for w, pattern in data.items() if pattern.startswith(("zeros", "compressible"))
+    }  # fmt: skip
 
 
 def stored_baselines(targets: list[dict], study_baseline: str | None) -> dict[str, str]:
@@ -275,17 +280,18 @@ def workload_table(s: StudySummary, workload: str) -> tuple[list[str], list[list
 
 
 def shown(metric: str, units: Bandwidth = Bandwidth.MB) -> bool:
-    """Whether a row-per-metric table shows a metric: of fio's (a scenario phase's), only what
-    fio's own table shows — IOPS, bandwidth in the unit shown, p99 latency; every other metric.
-    The files (CSV, JSON) keep them all."""
+    """Whether a row-per-metric table shows a metric: not a monitor's (they have their own table);
+    of fio's (a scenario phase's), only what fio's own table shows — IOPS, bandwidth in the unit
+    shown, p99 latency; every other metric. The files (CSV, JSON) keep them all."""
     own = unqualified(metric)
+    if own in MONITOR_METRICS:
+        return False
     return own not in FIO_METRICS or own.partition("_")[2] in ("iops", units.metric, "lat_p99_us")
 
 
 def metric_rows(cell: CellSummary, units: Bandwidth = Bandwidth.MB) -> list[list[str]]:
     rows = []
-    own = [m for m in cell.metrics if not is_monitored(m)]  # the monitors' have their own table
-    for name in [m for m in [*cell.primary, *sorted(m for m in own if m not in cell.primary)] if shown(m, units)]:
+    for name in [m for m in [*cell.primary, *sorted(m for m in cell.metrics if m not in cell.primary)] if shown(m, units)]:
         stats = cell.metrics[name]
         n = f"{stats.n}" + (f" ({cell.failed} failed)" if cell.failed else "")
         rows.append([cell.target, name, n, flagged(cell, fmt(stats.median)), fmt_mean_ci(stats), fmt_cv(stats), cell.units.get(name, ""), "; ".join([*stats.warnings, *(cell.notes if not rows else [])])])

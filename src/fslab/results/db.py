@@ -444,14 +444,15 @@ class ResultsDB:
             .where(runs.c.study_run_id == study_run_id)
             .order_by(runs.c.id)
         )
-        found: dict[int, tuple[StoredRun, list[Metric]]] = {}
+        found: dict[int, tuple[StoredRun, list[tuple[str, str, bool, bool]]]] = {}
         with self.engine.connect() as conn:
             for r in conn.execute(query):
-                run, of_run = found.setdefault(r.id, (StoredRun(r.target, r.workload, r.repetition, r.warmup, r.status == "ok", r.started_at, r.finished_at, {}), []))
+                run, flags = found.setdefault(r.id, (StoredRun(r.target, r.workload, r.repetition, r.warmup, r.status == "ok", r.started_at, r.finished_at, {}), []))
                 if r.name is not None:
-                    run.metrics[qualified(r.phase, r.name)] = r.value
-                    of_run.append(Metric(r.name, r.value, "", True, r.primary, r.compared, r.phase))
-        return [replace(run, roles=Roles.of(run.workload, of_run)) for run, of_run in found.values()]
+                    key = qualified(r.phase, r.name)
+                    run.metrics[key] = r.value
+                    flags.append((r.workload, key, r.primary, r.compared))
+        return [replace(run, roles=Roles.flagged(flags)) for run, flags in found.values()]
 
     def sample_groups(self, study_run_id: int) -> SampleGroups:
         return group_samples(self.samples(study_run_id))
@@ -484,17 +485,14 @@ class SampleGroups:
 
 def group_samples(rows: list[dict]) -> SampleGroups:
     groups = SampleGroups({}, {}, {})
-    primary, compared = set(), set()
+    flags = []
     for row in rows:
         key = qualified(row["phase"], row["name"])
         groups.values.setdefault((row["workload"], row["target"]), {}).setdefault(key, []).append(row["value"])
         groups.units[key] = row["unit"]
         groups.higher_is_better[key] = row["higher_is_better"]
-        if row["primary"]:
-            primary.add((row["workload"], key))
-        if row["compared"]:
-            compared.add((row["workload"], key))
-    groups.roles = Roles(frozenset(primary), frozenset(compared))
+        flags.append((row["workload"], key, row["primary"], row["compared"]))
+    groups.roles = Roles.flagged(flags)
     return groups
 
 
