@@ -233,3 +233,21 @@ def test_a_plain_filename_runs_in_the_target_and_fio_leaves_nothing_in_the_cwd(w
     assert seen and seen[-1].get("data.1") == 16 * 2**20, f"fio's file is in the mounted target: {seen}"
     assert f"directory={workdir.mounts / 'xfs'}\n" in run["job_file"] and "/somewhere/else" not in run["job_file"]
     assert list(cwd.iterdir()) == [], "no fio side file (verify state, …) in the current directory"
+
+
+@pytest.mark.parametrize(
+    ("text", "is_direct"),
+    [
+        ("[a]\nrw=read\ndirect=1\n", True),
+        ("[a]\nrw=read\n", False),
+        ("[a]\nrw=read\ndirect=1\nbuffered=1\n", False),  # fio: the later one wins
+        ("[a]\nrw=read\nbuffered=1\ndirect=1\n", True),
+        ("[global]\ndirect=1\n[a]\nrw=read\nbuffered=1\n", False),
+        ("[global]\nbuffered=0\n[a]\nrw=read\n", True),
+        ("[a]\nrw=read\ndirect=1\n[b]\nrw=read\n", False),  # every job, or the workload is buffered
+    ],
+)
+def test_direct_io_is_read_as_fio_applies_direct_and_buffered(text, is_direct):
+    from fslab.guard.fio_jobs import direct
+
+    assert direct(parse_job_file(text, "j.fio")) is is_direct

@@ -120,6 +120,10 @@ def test_fio_behind_the_protocol_round_trips_through_the_database(tmp_path):
     assert stored_run.metrics == {m.key: m.value for m in metrics} and stored_run.roles == Roles.of(stored_run.workload, metrics)
 
 
+# As /proc/mounts showed them on 6.18: what the summary reads compression from.
+EFFECTIVE = {"ext4": "rw,relatime", "btrfs": "rw,relatime,compress=zstd:3,discard=async,space_cache=v2,subvolid=5,subvol=/"}
+
+
 def test_zeros_on_a_compressing_target_and_what_runs_found_are_noted_on_the_cell(tmp_path):
     """Stored runs alone: zeros written to a compressing Btrfs flatter it (said after what its
     runs found); the same data on ext4 is not called out; an implausible finding flags the cell."""
@@ -138,6 +142,7 @@ def test_zeros_on_a_compressing_target_and_what_runs_found_are_noted_on_the_cell
                 target=target, workload="seq_read", repetition=repetition, warmup=False, block=repetition, position=position,
                 started_at=start, finished_at=start + timedelta(seconds=12), status="ok", buffered=False,
                 metrics=[ELAPSED.of("elapsed_s", MEDIANS[target])], data_pattern=DataPattern.asked("zeros").describe(), notes=notes,
+                mount_options_effective=EFFECTIVE[target],
             ))  # fmt: skip
     db.finish_study_run(study_run, "finished", {})
     cells = {c.target: c for c in summarize_study_run(db, study_run).cells}

@@ -297,8 +297,7 @@ def execute(planned: PlannedRun, workdir: Workdir, sources: Sources) -> RunRecor
                     discard(attached)
                 layered = stack.enter_context(layers.built(workdir.journal, attached, target))
                 mountpoint = workdir.mounts / file_name(target.name)
-                made = stack.enter_context(FILESYSTEMS[target.filesystem].provision(workdir.journal, layered, mountpoint, target))
-                ready = replace(made, filesystem=target.filesystem)  # whose snapshots a scenario takes
+                ready = stack.enter_context(FILESYSTEMS[target.filesystem].provision(workdir.journal, layered, mountpoint, target))
                 record.device = ready.described
                 record.direct_io_loop = attached.direct_io
                 record.mkfs_command = joined([c for c in (*layered.commands, ready.mkfs_command) if c])

@@ -555,7 +555,7 @@ def cell_problem(target: Target, workload: Workload) -> str | None:
     """Why a workload cannot run on a target at all, whatever its size: it takes snapshots the
     target's filesystem has none of, or works in a directory a raw target has not."""
     filesystem = FILESYSTEMS[target.filesystem]
-    if isinstance(workload.tool, scenario.Scenario) and workload.tool.snapshots and not filesystem.supports_snapshots:
+    if workload.tool.takes_snapshots and not filesystem.supports_snapshots:
         return f"workload '{workload.name}' takes snapshots, and target '{target.name}' ({target.filesystem}) has none: run it on btrfs or zfs targets"
     if workload.tool.needs_directory and filesystem.room(target).block_device:
         return f"workload '{workload.name}' ({workload.kind}) works in a filesystem's directory, and target '{target.name}' is a raw device: leave it out of this study (raw_baseline adds one)"

@@ -242,8 +242,10 @@ class Filesystem:
         """The options a stored target asked for, as the report shows them."""
         return spec["mount_options"] or "defaults"
 
-    def compresses(self, spec: Mapping) -> bool:
-        """Whether a stored target asked its filesystem to compress what is written."""
+    def compresses(self, mount_options_effective: str | None, details: str) -> bool:
+        """Whether what was made compresses what is written, from its read-back (the effective
+        mount options, the filesystem's own details): what the kernel or pool applied, not what
+        the study asked — an engine's default counts, an option the kernel dropped does not."""
         return False
 
     def check_mkfs_options(self, arguments: str | Sequence[str]) -> list[str]:
@@ -286,7 +288,7 @@ class Filesystem:
 
     def compression_ratio(self, ready: Provisioned) -> CompressionRatio | None:
         """How the space monitor reads this run's compression ratio (monitors/space.py), from
-        what was made (its effective options, its properties); None where it does not compress."""
+        what was made (`compresses`); None where it does not compress."""
         return None
 
     def snapshot(self, ready: Provisioned, name: str) -> str:

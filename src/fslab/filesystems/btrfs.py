@@ -1,4 +1,4 @@
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from fslab.filesystems.base import Filesystem, MountReadBack, NoSnapshots, Provisioned, SizeFloor
@@ -110,14 +110,12 @@ class Btrfs(Filesystem):
         if target.nocow:
             run(["chattr", "+C", str(mountpoint)])  # files fio creates inside inherit No_COW
 
-    def compresses(self, spec: Mapping) -> bool:
-        """compress= or compress-force= with an algorithm (not no/none) among the mount options it asked for."""
-        return btrfs_compresses(spec.get("mount_options") or "")
+    def compresses(self, mount_options_effective: str | None, details: str) -> bool:
+        """Mounted with compress= or compress-force= (not =no/none), as /proc/mounts shows it."""
+        return btrfs_compresses(mount_options_effective)
 
     def compression_ratio(self, ready: Provisioned) -> CompressionRatio | None:
-        """Btrfs compresses when mounted with compress= or compress-force= (not =no/none), as
-        /proc/mounts shows it: what the kernel applied, not what the study asked."""
-        return btrfs_compression_ratio if ready.directory and btrfs_compresses(ready.mount_options_effective) else None
+        return btrfs_compression_ratio if ready.directory and self.compresses(ready.mount_options_effective, ready.details) else None
 
     def snapshot(self, ready: Provisioned, name: str) -> str:
         """A read-only snapshot of the top-level subvolume (where the workload's files are) in

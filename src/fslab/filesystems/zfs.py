@@ -226,15 +226,15 @@ class Zfs(Filesystem):
     def requested_options(self, spec: Mapping) -> str:
         return " ".join(f"{k}={v}" for k, v in spec["properties"].items()) if spec.get("properties") else super().requested_options(spec)
 
-    def compresses(self, spec: Mapping) -> bool:
-        """A compression property other than off; a target setting none is taken at its word
-        (engines differ in their default, so fslab's report says what the study asked)."""
-        return str((spec.get("properties") or {}).get("compression", "off")) != "off"
+    def compresses(self, mount_options_effective: str | None, details: str) -> bool:
+        """`zfs get` (the run's stored details) shows the dataset's compression other than off:
+        the engine's default counts (OpenZFS 2.2 compresses unless told not to)."""
+        return zfs_compresses(details)
 
     def compression_ratio(self, ready: Provisioned) -> CompressionRatio | None:
         """A dataset compresses when `zfs get` (the run's stored details) shows its compression
         property other than off; its ratio is then the dataset's compressratio."""
-        if ready.directory is None or ready.dataset is None or not zfs_compresses(ready.details):
+        if ready.directory is None or ready.dataset is None or not self.compresses(ready.mount_options_effective, ready.details):
             return None
         dataset = ready.dataset
         return lambda mountpoint: zfs_compression_ratio(dataset)

@@ -292,16 +292,20 @@ class JobFile:
     sections: tuple[Section, ...]
     source: str  # the job file as the study names it, or the workload it was built for
 
-    def jobs(self) -> list[dict[str, str | None]]:
-        """Each job's options as fio applies them: the [global] sections before it, then its own."""
-        defaults: dict[str, str | None] = {}
+    def applied(self) -> list[list[tuple[str, str | None]]]:
+        """Each job's options in the order fio applies them: the [global] sections before it, then its own."""
+        defaults: list[tuple[str, str | None]] = []
         found = []
         for section in self.sections:
             if section.name == GLOBAL:
-                defaults.update(section.options)
+                defaults += section.options
             else:
-                found.append({**defaults, **dict(section.options)})
+                found.append([*defaults, *section.options])
         return found
+
+    def jobs(self) -> list[dict[str, str | None]]:
+        """Each job's options as fio leaves them: the last value of each."""
+        return [dict(options) for options in self.applied()]
 
 
 def single_job(name: str, options: Mapping[str, str]) -> JobFile:
@@ -396,8 +400,17 @@ def reads(job: JobFile) -> bool:
 
 
 def direct(job: JobFile) -> bool:
-    """Whether every job uses direct I/O (fio's default is buffered)."""
-    return all(_on(opts, "direct") or ("buffered" in opts and not _on(opts, "buffered")) for opts in job.jobs())
+    """Whether every job uses direct I/O (fio's default is buffered). `direct` and `buffered` set
+    one thing in fio, so the later of them wins: direct=1 then buffered=1 is buffered."""
+    return all(_direct_after(options) for options in job.applied())
+
+
+def _direct_after(options: list[tuple[str, str | None]]) -> bool:
+    direct = False
+    for name, value in options:
+        if name in ("direct", "buffered"):
+            direct = _on({name: value}, name) == (name == "direct")
+    return direct
 
 
 def expected_seconds(job: JobFile) -> float:

@@ -86,7 +86,7 @@ def summarize_study_run(
     failed = Counter((f.workload, f.target) for f in failures)
     found = _run_notes(runs)
     data = {r["workload"]: r["data_pattern"] for r in runs if r["data_pattern"]}
-    flattered = _flattered(targets, data)
+    flattered = _flattered(targets, runs)
     above = beyond_raw(groups.values, raw_references(targets), roles=groups.roles, higher_is_better=groups.higher_is_better)
     cells = [
         CellSummary(
@@ -149,14 +149,15 @@ def _run_notes(runs: list[dict]) -> dict[tuple[str, str], tuple[list[str], bool]
     }
 
 
-def _flattered(targets: list[dict], data: dict[str, str]) -> dict[tuple[str, str], list[str]]:
+def _flattered(targets: list[dict], runs: list[dict]) -> dict[tuple[str, str], list[str]]:
     """(workload, target) → a note where a workload wrote zeros or compressible data to a target
-    that compresses it: its figures flatter it."""
+    whose runs read back compression (what was made, not what was asked): its figures flatter it."""
+    filesystems = {t["name"]: FILESYSTEMS[t["filesystem"]] for t in targets}
     return {
-        (w, t["name"]): [f"it wrote {pattern.split(' (')[0]} data to a compressing target: the figures flatter it, as real data would not"]
-        for t in targets if FILESYSTEMS[t["filesystem"]].compresses(t["spec"])
-        for w, pattern in data.items() if pattern.startswith(("zeros", "compressible"))
-    }  # fmt: skip
+        (r["workload"], r["target"]): [f"it wrote {r['data_pattern'].split(' (')[0]} data to a compressing target: the figures flatter it, as real data would not"]
+        for r in runs
+        if (r["data_pattern"] or "").startswith(("zeros", "compressible")) and filesystems[r["target"]].compresses(r["mount_options_effective"], r["fs_details"] or "")
+    }
 
 
 def stored_baselines(targets: list[dict], study_baseline: str | None) -> dict[str, str]:

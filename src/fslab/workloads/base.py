@@ -104,6 +104,11 @@ class Tool(Protocol):
     kind: ClassVar[str]  # the WorkloadKind that runs it
     needs_directory: ClassVar[bool]  # works in a filesystem's directory: refused on a raw target
 
+    @property
+    def takes_snapshots(self) -> bool:
+        """Whether it snapshots the target: refused where the target's filesystem has none."""
+        ...
+
     def spec(self) -> dict[str, Any]:
         """As stored with the study run (workloads.spec): a resumed study compares it."""
         ...

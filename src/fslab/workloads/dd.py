@@ -79,6 +79,7 @@ class DdOptions:
 
     kind: ClassVar[str] = "dd"
     needs_directory: ClassVar[bool] = True  # its file is made in the target's directory
+    takes_snapshots: ClassVar[bool] = False
 
     block_size: int = 2**20
     count: int = 1024

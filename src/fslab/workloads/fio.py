@@ -41,6 +41,7 @@ class FioJob:
 
     kind: ClassVar[str] = "fio"
     needs_directory: ClassVar[bool] = False
+    takes_snapshots: ClassVar[bool] = False
 
     job: JobFile
     fio_options: dict[str, str]  # the parameters `job` was built from, in order; empty for a job file

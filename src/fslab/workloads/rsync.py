@@ -129,6 +129,7 @@ class RsyncIngest:
 
     kind: ClassVar[str] = "rsync"
     needs_directory: ClassVar[bool] = True  # it copies into the target's directory
+    takes_snapshots: ClassVar[bool] = False
 
     files: int
     seed: int = DEFAULT_SEED

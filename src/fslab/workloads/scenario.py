@@ -78,7 +78,7 @@ class Scenario:
     builtin: str | None = None  # the built-in scenario it was written from
 
     @property
-    def snapshots(self) -> bool:
+    def takes_snapshots(self) -> bool:
         """Whether it takes snapshots: refused on a target whose filesystem has none."""
         return any(p.snapshot_every for p in self.phases)
 

@@ -112,6 +112,7 @@ class SysbenchOptions:
 
     kind: ClassVar[str] = "sysbench"
     needs_directory: ClassVar[bool] = True  # its files are made in the target's directory
+    takes_snapshots: ClassVar[bool] = False
 
     files: int = 10_000
     total_size: str = "40000K"  # as sysbench reads it: K, M, G, T are binary; a bare number is bytes
