@@ -1,4 +1,4 @@
-"""Short studies the tests of zfs-fuse's daemon share: one 16 MiB fio write of 1 s a run, on
+"""Short studies the tests of zfs-fuse share (its daemon, its turns): one 16 MiB fio write of 1 s a run, on
 256 MiB sparse images — what it takes to make a pool, run, and destroy it, and little more."""
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from conftest import TEST_ROOT, fresh_workdir, fslab, held_by, write_study
+from short_studies import short_study
 
 from fslab.filesystems.zfs_engine import engine
 from fslab.guard.identity import FileId, loops_backed_by, mounts_at, regular_file
@@ -280,21 +281,7 @@ def _state(pid: int) -> str:
         return "X"
 
 
-ZFS_STUDY = """\
-[study]
-name = "zfs-turns"
-repetitions = 2
-workloads = ["seq_write"]
-image_size = "256MiB"
-image_fill = "sparse"
-
-[fio]
-size = "16MiB"
-runtime = "1s"
-
-[[target]]
-filesystem = "zfs"
-"""
+ZFS_STUDY = short_study("zfs-turns", '[[target]]\nfilesystem = "zfs"\n')
 
 
 @pytest.mark.skipif(engine() is None, reason="no ZFS engine")

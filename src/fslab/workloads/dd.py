@@ -247,6 +247,7 @@ def judge(result: DdRun, options: DdOptions) -> list[Finding]:
 # ---- the workload kind ------------------------------------------------------------------------
 
 
+SCRATCH_NAME = "$SCRATCH"  # stands for the run's scratch directory in the recorded command
 RANDOM_SOURCE = "random-source"  # the random-data file's name in the run's scratch directory (in RAM)
 
 
@@ -267,7 +268,9 @@ class Dd:
         return {"write": write_argv(options, file, scratch / RANDOM_SOURCE), "read": read_argv(options, file)}
 
     def command(self, workload: Workload, ready: Provisioned) -> str:
-        return "\n".join(shlex.join(argv) for argv in self.steps(workload, ready, Path("$SCRATCH")).values())
+        """The two dd commands as recorded: the run's private scratch directory (made later, its
+        name unknown here) is written SCRATCH_NAME; nothing ever reaches a shell."""
+        return "\n".join(shlex.join(argv) for argv in self.steps(workload, ready, Path(SCRATCH_NAME)).values())
 
     def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope) -> None:
         options = tool_of(workload, DdOptions)

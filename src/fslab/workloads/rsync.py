@@ -6,7 +6,7 @@ KiB, as a camera's raw files spread around one size), sizes and contents drawn f
 same seed gives the same set, byte for byte, in every study run. A study asks for a count
 (`files`) or a `total` (as many files as it takes to reach it); --scale scales the count, at
 least one file. The contents come from a seeded PRNG (random.Random.randbytes: incompressible,
-and at ~470 MiB/s faster than os.urandom's ~390 on the machine this was written on).
+and, unlike os.urandom, the same for a seed).
 
 The source: an image of its own (not a target's), ext4, made once per study run by the first run
 of the workload (`source_set`, kept in the runner's StudyScope) and released when the study run
