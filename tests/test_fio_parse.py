@@ -125,7 +125,7 @@ def test_the_summary_says_when_submission_dominates():
 
     def cell(name: str) -> CellSummary:
         metrics = parse_metrics(fixture(name)[0])
-        return CellSummary("w", "t", 0, {m.name: summarize([m.value, m.value], m.higher_is_better) for m in metrics}, {m.name: m.unit for m in metrics})
+        return CellSummary("w", "t", 0, {m.name: summarize([m.value, m.value], m.higher_is_better) for m in metrics})
 
     buffered = table_rows(cell("buffered-randwrite"))[0]
     assert "write: submission takes" in buffered[-1] and "(slat dominates: the I/O is done while it is submitted" in buffered[-1]

@@ -67,7 +67,7 @@ def to_csv(s: StudySummary) -> str:
     writer.writerow(["study_run", "workload", "target", "metric", "unit", *STAT_FIELDS, "warnings"])
     for cell in s.cells:
         for name, stats in cell.metrics.items():
-            writer.writerow([s.study_run["id"], cell.workload, cell.target, name, cell.units[name], *[getattr(stats, f) for f in STAT_FIELDS], "; ".join([*stats.warnings, *cell.notes])])
+            writer.writerow([s.study_run["id"], cell.workload, cell.target, name, s.metric_units[name], *[getattr(stats, f) for f in STAT_FIELDS], "; ".join([*stats.warnings, *cell.notes])])
     return buffer.getvalue()
 
 
@@ -77,7 +77,7 @@ def to_json(s: StudySummary) -> str:
         "study_run": sr,
         "targets": s.targets,
         "cells": [
-            {"workload": c.workload, "target": c.target, "failed_runs": c.failed, "metrics": {m: {"unit": c.units[m], **asdict(v)} for m, v in c.metrics.items()}}
+            {"workload": c.workload, "target": c.target, "failed_runs": c.failed, "metrics": {m: {"unit": s.metric_units[m], **asdict(v)} for m, v in c.metrics.items()}}
             | ({"notes": c.notes, "implausible": c.implausible} if c.notes else {})
             for c in s.cells
         ],

@@ -29,7 +29,6 @@ class CellSummary:
     target: str
     failed: int
     metrics: dict[str, Summary]  # metric name → statistics over the cell's successful runs
-    units: dict[str, str]
     primary: list[str] = field(default_factory=list)  # its primary metrics (stored with them), in name order
     notes: list[str] = field(default_factory=list)  # what was found of its runs (runs.notes), each once with how often
     implausible: bool = False  # a run's figures cannot be real: the cell is flagged, never a plain result
@@ -63,6 +62,7 @@ class StudySummary:
     data: dict[str, str] = field(default_factory=dict)  # workload → the data pattern its runs recorded
     memory_limits: dict[str, int] = field(default_factory=dict)  # workload → the memory limit its runs recorded
     units: Bandwidth = Bandwidth.MB  # bandwidth as shown in the tables
+    metric_units: dict[str, str] = field(default_factory=dict)  # metric key → its unit, as stored (the same in every cell)
     skipped: list[Unsupported] = field(default_factory=list)  # targets --skip-unsupported left out, and why
     cached_reference: list[CachedReference] = field(default_factory=list)  # raw figures no disk could produce
 
@@ -91,7 +91,7 @@ def summarize_study_run(
     cells = [
         CellSummary(
             w, t["name"], failed[key], _cell_statistics(groups.values.get(key, {}), groups.higher_is_better, above.get(key, {})),
-            groups.units, groups.roles.primary_in(w, groups.values.get(key, {})),
+            groups.roles.primary_in(w, groups.values.get(key, {})),
             [*found.get(key, ([], False))[0], *flattered.get(key, [])], found.get(key, ([], False))[1],
         )
         for w in workloads
@@ -123,6 +123,7 @@ def summarize_study_run(
         data=data,
         memory_limits={r["workload"]: r["memory_limit"] for r in runs if r.get("memory_limit")},
         units=units or Bandwidth(chosen.get("units", Bandwidth.MB.value)),
+        metric_units=groups.units,
         skipped=skipped,
         cached_reference=cached_references(groups.values, targets, {w["name"]: w["spec"].get("fio_options") or {} for w in stored_workloads}),
     )
@@ -277,7 +278,7 @@ def workload_table(s: StudySummary, workload: str) -> tuple[list[str], list[list
     cells = s.cells_of(workload)
     if any(c.directions() for c in cells) or not any(c.metrics for c in cells):
         return table_columns(s.units), [row for cell in cells for row in table_rows(cell, s.units)]
-    return METRIC_COLUMNS, [row for cell in cells for row in metric_rows(cell, s.units)]
+    return METRIC_COLUMNS, [row for cell in cells for row in metric_rows(cell, s.metric_units, s.units)]
 
 
 def shown(metric: str, units: Bandwidth = Bandwidth.MB) -> bool:
@@ -290,12 +291,12 @@ def shown(metric: str, units: Bandwidth = Bandwidth.MB) -> bool:
     return own not in FIO_METRICS or own.partition("_")[2] in ("iops", units.metric, "lat_p99_us")
 
 
-def metric_rows(cell: CellSummary, units: Bandwidth = Bandwidth.MB) -> list[list[str]]:
+def metric_rows(cell: CellSummary, metric_units: dict[str, str], units: Bandwidth = Bandwidth.MB) -> list[list[str]]:
     rows = []
     for name in [m for m in [*cell.primary, *sorted(m for m in cell.metrics if m not in cell.primary)] if shown(m, units)]:
         stats = cell.metrics[name]
         n = f"{stats.n}" + (f" ({cell.failed} failed)" if cell.failed else "")
-        rows.append([cell.target, name, n, flagged(cell, fmt(stats.median)), fmt_mean_ci(stats), fmt_cv(stats), cell.units.get(name, ""), "; ".join([*stats.warnings, *(cell.notes if not rows else [])])])
+        rows.append([cell.target, name, n, flagged(cell, fmt(stats.median)), fmt_mean_ci(stats), fmt_cv(stats), metric_units.get(name, ""), "; ".join([*stats.warnings, *(cell.notes if not rows else [])])])
     return rows or [[cell.target, "–", f"0 ({cell.failed} failed)", *["–"] * (len(METRIC_COLUMNS) - 3)]]
 
 
