@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from fslab import cgroups
+from fslab.guard.names import workdir_tag
+from fslab.runner import SCRATCH_IN_RAM
 from fslab.workdir import Workdir
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -45,11 +48,23 @@ def workdir() -> Iterator[Workdir]:
 
 
 def held_by(root: Path) -> list[str]:
-    """Loop devices backed by images under `root`, and mounts under it."""
+    """Loop devices backed by images under `root`, mounts under it, and the run scratch
+    directories and memory cgroups fslab names for it."""
     loops = subprocess.run(["losetup", "--list", "--noheadings", "--output", "NAME,BACK-FILE"], capture_output=True, text=True).stdout
     held = [line for line in loops.splitlines() if str(root) in line]
     held += [line for line in Path("/proc/mounts").read_text().splitlines() if str(root) in line]
-    return held
+    return held + [str(p) for p in scratch_of(root)] + groups_of(root)
+
+
+def scratch_of(root: Path) -> list[Path]:
+    """Run scratch directories named for the work directory `root`, where fslab makes them."""
+    return sorted(SCRATCH_IN_RAM.glob(f"{workdir_tag(root)}*"))
+
+
+def groups_of(root: Path) -> list[str]:
+    """Memory cgroups named for the work directory `root`, wherever in the memory hierarchy."""
+    hierarchy = cgroups.find_hierarchy()
+    return [] if isinstance(hierarchy, str) else [str(p) for p in hierarchy.mount.rglob(f"{workdir_tag(root)}*") if p.is_dir()]
 
 
 def fslab(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:

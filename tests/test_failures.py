@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import fresh_workdir, fslab, held_by, write_study
+from conftest import fresh_workdir, fslab, held_by, scratch_of, write_study
 
 from fslab.guard.names import workdir_tag
 from fslab.results import ResultsDB
@@ -61,7 +61,7 @@ def failing_study(tmp_path_factory):
     with fresh_workdir() as workdir:
         result = fslab("run", str(study), "--db", str(db), "--workdir", str(workdir.root))
         assert held_by(workdir.root) == [], "everything released after the failures"
-        assert _scratch_of(workdir.root) == [], "no run's scratch directory left in RAM"
+        assert scratch_of(workdir.root) == [], "no run's scratch directory left in RAM"
     results = ResultsDB(str(db))
     yield result, results, {(r["workload"], r["repetition"]): r for r in results.runs(results.study_run()["id"])}
 
@@ -125,14 +125,9 @@ def test_a_missing_tool_is_refused_before_anything_is_made(workdir, tmp_path):
 # --- a run's scratch directory ------------------------------------------------------------------
 
 
-def _scratch_of(root: Path) -> list[Path]:
-    """Scratch directories named for this work directory, where fslab makes them."""
-    return sorted(SCRATCH_IN_RAM.glob(f"{workdir_tag(root)}*"))
-
-
 def test_a_runs_scratch_is_in_ram_and_removed_after_it(workdir):
     with scratch_directory(workdir.journal) as scratch:
-        assert scratch.parent == SCRATCH_IN_RAM and scratch.is_dir() and _scratch_of(workdir.root) == [scratch]
+        assert scratch.parent == SCRATCH_IN_RAM and scratch.is_dir() and scratch_of(workdir.root) == [scratch]
         (scratch / "side").write_text("x")
     assert not scratch.exists() and workdir.journal.read() == ([], [])
 
@@ -154,7 +149,7 @@ def _killed_fslab_leaves_scratch(wd: Workdir) -> Path:
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
     out = subprocess.run([sys.executable, "-c", _KILLED, str(wd.root)], capture_output=True, text=True, env=env, check=True).stdout
     path = Path(out.strip())
-    assert (path / "random-source").is_file() and _scratch_of(wd.root) == [path]
+    assert (path / "random-source").is_file() and scratch_of(wd.root) == [path]
     return path
 
 

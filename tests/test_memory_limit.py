@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import fslab, held_by, write_study
+from conftest import fslab, groups_of, held_by, write_study
 
 from fslab import cgroups
 from fslab.cgroups import memory_limited
@@ -36,18 +36,10 @@ def wd() -> Iterator[Workdir]:
     root = Path(tempfile.mkdtemp(prefix="wd-", dir=ROOT))
     Workdir(root).prepare()
     yield Workdir(root)
-    leftovers = held_by(root) + _groups_of(root)
+    leftovers = held_by(root)
     Workdir(root).journal.clean_up()
     shutil.rmtree(root, ignore_errors=True)
     assert not leftovers, f"the test left these behind: {leftovers}"
-
-
-def _groups_of(root: Path) -> list[str]:
-    """Cgroups named for this work directory, wherever in the memory hierarchy."""
-    if isinstance(HIERARCHY, str):
-        return []
-    tag = workdir_tag(root)
-    return [str(p) for p in HIERARCHY.mount.rglob(f"{tag}*") if p.is_dir()]
 
 
 def _failures(group: cgroups.Group) -> int:
@@ -81,7 +73,7 @@ def test_no_limit_makes_nothing(wd):
     with memory_limited(wd.journal, None) as group:
         assert group is None and cgroups.current() is None
         run_held(wd.journal, ["true"])
-    assert _groups_of(wd.root) == []
+    assert groups_of(wd.root) == []
 
 
 @needs_cgroups
@@ -110,7 +102,7 @@ memory_limit = "64MiB"
     results = ResultsDB(str(db))
     runs = results.runs(results.study_run()["id"])
     assert [(r["status"], r["memory_limit"]) for r in runs] == [("ok", LIMIT)], [r["error"] for r in runs]
-    assert _groups_of(wd.root / "work") == [], "no cgroup left"
+    assert groups_of(wd.root / "work") == [], "no cgroup left"
     summary = fslab("summary", "--db", str(db))
     assert "cached_read (buffered I/O, memory ≤ 64MiB" in summary.stdout, summary.stdout
 
@@ -131,7 +123,7 @@ def _killed_fslab_leaves_a_group(wd: Workdir) -> Path:
     env = {**os.environ, "PYTHONPATH": str(Path(cgroups.__file__).parents[1])}
     out = subprocess.run([sys.executable, "-c", _KILLED, str(wd.root)], capture_output=True, text=True, env=env, check=True).stdout
     path = Path(out.strip())
-    assert path.is_dir() and str(path) in _groups_of(wd.root)
+    assert path.is_dir() and str(path) in groups_of(wd.root)
     return path
 
 
