@@ -22,7 +22,6 @@ import contextlib
 import errno
 import itertools
 import os
-import stat
 import time
 from collections.abc import Iterator
 from contextvars import ContextVar
@@ -31,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fslab.errors import FslabError, Refused
-from fslab.guard.identity import FileId, unescape
+from fslab.guard.identity import FileId, own_directory, unescape
 from fslab.guard.names import workdir_tag
 from fslab.journal import Entry, Journal, releaser
 
@@ -196,12 +195,8 @@ def remove_group(entry: Entry, workdir: Workdir) -> None:
     path = Path(entry.ident)
     if not path.is_absolute() or ".." in path.parts or not path.name.startswith(workdir_tag(workdir.root)) or not _under_memory_hierarchy(path):
         raise Refused(f"{path} is not a cgroup fslab names for this work directory; left alone")
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
+    if not own_directory(path, entry.proof, "cgroup"):
         return  # removed already
-    if not stat.S_ISDIR(st.st_mode) or FileId.of(st) != FileId.from_proof(entry.proof):
-        raise Refused(f"{path} is not the cgroup fslab made (its identity differs); left alone")
     procs = (path / "cgroup.procs").read_text().split()
     if procs:
         raise Refused(f"cgroup {path} still holds processes {', '.join(procs[:10])}, which fslab did not end; left in place")

@@ -12,7 +12,6 @@ import itertools
 import os
 import shutil
 import signal
-import stat
 import tempfile
 import time
 import traceback
@@ -32,7 +31,7 @@ from fslab.devices.zram import ZramSource
 from fslab.errors import FslabError, Refused
 from fslab.filesystems import FILESYSTEMS, Provisioned
 from fslab.guard.block_devices import BlockDevice, DeviceFacts, facts, resolve
-from fslab.guard.identity import FileId
+from fslab.guard.identity import FileId, own_directory
 from fslab.guard.names import file_name, workdir_tag
 from fslab.journal import Entry, Journal, releaser
 from fslab.findings import Finding
@@ -376,13 +375,8 @@ def remove_scratch(entry: Entry, workdir: Workdir) -> None:
     path = Path(entry.ident)
     if path.parent != _scratch_parent() or path.name in (".", "..") or not path.name.startswith(workdir_tag(workdir.root)):
         raise Refused(f"{path} is not a scratch directory fslab makes for this work directory; left alone")
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return  # removed already
-    if not stat.S_ISDIR(st.st_mode) or FileId.of(st) != FileId.from_proof(entry.proof):
-        raise Refused(f"{path} is not the scratch directory fslab made (its identity differs); left alone")
-    shutil.rmtree(path)
+    if own_directory(path, entry.proof, "scratch directory"):
+        shutil.rmtree(path)
 
 
 class Windows:

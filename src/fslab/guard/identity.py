@@ -21,7 +21,7 @@ import os
 import stat
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,12 +59,25 @@ class FileId:
 def regular_file(path: Path) -> FileId | None:
     """The identity of the regular file at `path` itself (a symlink there is not followed), or
     None when nothing is there; Refused when something other than a regular file is."""
+    return _found(path, stat.S_ISREG, "a regular file (a symlink, a directory or a device is there)")
+
+
+def own_directory(path: Path, proof: dict, what: str) -> bool:
+    """Whether the directory fslab made (its recorded `proof`) is at `path` itself (a symlink is
+    not followed): False when nothing is there; Refused when anything else is."""
+    found = _found(path, stat.S_ISDIR, f"the {what} fslab made (its identity differs: a symlink or a file is there)")
+    if found is not None and found != FileId.from_proof(proof):
+        raise Refused(f"{path} is not the {what} fslab made (its identity differs); left alone")
+    return found is not None
+
+
+def _found(path: Path, kind: Callable[[int], bool], expected: str) -> FileId | None:
     try:
         st = os.lstat(path)
     except FileNotFoundError:
         return None
-    if not stat.S_ISREG(st.st_mode):
-        raise Refused(f"{path} is not a regular file (a symlink, a directory or a device is there): fslab leaves it alone")
+    if not kind(st.st_mode):
+        raise Refused(f"{path} is not {expected}: fslab leaves it alone")
     return FileId.of(st)
 
 
