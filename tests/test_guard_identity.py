@@ -310,3 +310,17 @@ def test_a_command_fslab_dies_before_journalling_never_runs(tmp_path):
     assert not marker.exists()
     script = f"from fslab.system import run\nrun(['touch', {str(marker)!r}], on_start=lambda pid: None)\n"
     assert subprocess.run([sys.executable, "-c", script]).returncode == 0 and marker.exists(), "with the journal's go, it runs"
+
+
+def test_a_secret_given_on_standard_input_reaches_the_command_and_no_file(tmp_path):
+    """How fslab hands zfs an encryption key: bytes on a pipe (any bytes, newlines and NULs too),
+    read whole by the command, in no argument list; the command's standard input ends after them."""
+    from fslab.system import run
+
+    key = bytearray(range(256))[:32]
+    copy = tmp_path / "copy"
+    done = run(["sh", "-c", 'cat > "$1"; ls -l /proc/self/fd/0', "sh", str(copy)], stdin=key)
+    assert copy.read_bytes() == bytes(key)
+    assert "pipe:" in done.stdout, done.stdout
+    assert str(bytes(key)) not in " ".join(done.args) and "sh" == done.args[0]
+    assert run(["wc", "-c"], stdin=b"").stdout.strip() == "0", "nothing given: the command reads an empty input, never fslab's"

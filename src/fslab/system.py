@@ -89,7 +89,7 @@ except FileNotFoundError:
 
 def run(
     argv: Sequence[str], *, check: bool = True, timeout: float | None = None, cwd: Path | None = None,
-    on_start: Callable[[int], None] | None = None, env: Mapping[str, str] | None = None,
+    on_start: Callable[[int], None] | None = None, env: Mapping[str, str] | None = None, stdin: bytes | bytearray | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run a command to completion and capture its output; in `cwd` when given (fio writes
     side files such as verify state into its current directory: fslab gives it a private one).
@@ -105,19 +105,26 @@ def run(
     that the journal does not know.
 
     `env`: variables set for the command on top of fslab's own (LC_ALL=C, for output read back).
+
+    `stdin`: bytes the command reads on its standard input (a pipe holding them, closed after
+    them; at most a pipe's buffer, 64 KiB): a secret given this way is in no file and in no
+    argument list. Without it the command reads fslab's own standard input.
     """
     timeout, named = _time_left(timeout)
     if timeout is not None and timeout <= 0:
         raise TimedOut(argv, named or 0.0, "", "not started: no time left")
     gate_read, gate_write = os.pipe() if on_start else (-1, -1)
     command = [sys.executable, "-I", "-S", "-c", _GATE, str(gate_read), *argv] if on_start else list(argv)
+    given = _pipe_holding(stdin) if stdin is not None else None
     try:
-        proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=cwd, env={**os.environ, **env} if env else None, pass_fds=(gate_read,) if on_start else ())
+        proc = subprocess.Popen(command, stdin=given, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=cwd, env={**os.environ, **env} if env else None, pass_fds=(gate_read,) if on_start else ())
     except FileNotFoundError as exc:
         raise CommandError(argv, 127, "", f"{argv[0]}: command not found") from exc
     finally:
         if on_start:
             os.close(gate_read)
+        if given is not None:
+            os.close(given)
     try:
         if on_start:
             try:
@@ -135,6 +142,20 @@ def run(
     if check and proc.returncode != 0:
         raise CommandError(argv, proc.returncode, stdout, stderr)
     return subprocess.CompletedProcess(list(argv), proc.returncode, stdout, stderr)
+
+
+def _pipe_holding(data: bytes | bytearray) -> int:
+    """The read end of a pipe that holds `data` and then ends (its write end closed)."""
+    read_end, write_end = os.pipe()
+    try:
+        if os.write(write_end, data) != len(data):  # a pipe takes 64 KiB at once, and fslab gives less
+            raise ValueError(f"{len(data)} bytes do not fit in a pipe's buffer")
+    except BaseException:
+        os.close(read_end)
+        raise
+    finally:
+        os.close(write_end)
+    return read_end
 
 
 def run_held(
