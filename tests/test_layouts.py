@@ -125,13 +125,21 @@ def test_the_arc_cap_is_applied_and_recorded(layouts):
     assert expected in runs["zfs-mirror"]["fs_details"]
 
 
-def test_zvols_where_the_engine_cannot_are_refused_before_anything_is_made(workdir, tmp_path):
+@pytest.mark.parametrize(
+    ("asked", "refusal"),
+    [
+        ('zvol = true\nproperties = { volblocksize = "16k" }', "zvol targets are not supported by this ZFS engine (zfs-fuse"),
+        ('properties = { encryption = "aes-256-gcm" }', "ZFS native encryption is not supported by this ZFS engine (zfs-fuse's pool version 23"),
+    ],
+    ids=["zvol", "encryption"],
+)
+def test_what_the_zfs_engine_cannot_do_is_refused_before_anything_is_made(workdir, tmp_path, asked, refusal):
     if not engine().fuse:
-        pytest.skip("the OpenZFS kernel module has zvols")
-    study = write_study(tmp_path, '[study]\nname = "vol"\nworkloads = ["seq_write"]\nimage_size = "2GiB"\n[[target]]\nname = "zvol-16k"\nfilesystem = "zfs"\nzvol = true\nproperties = { volblocksize = "16k" }\n')
+        pytest.skip("the OpenZFS kernel module has zvols and encryption")
+    study = write_study(tmp_path, f'[study]\nname = "vol"\nworkloads = ["seq_write"]\nimage_size = "2GiB"\n[[target]]\nname = "asks"\nfilesystem = "zfs"\n{asked}\n')
     result = fslab("run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
     assert result.returncode == 2
-    assert "target 'zvol-16k': zvol targets are not supported by this ZFS engine (zfs-fuse" in result.stderr.replace("\n", "")
+    assert f"target 'asks': {refusal}" in result.stderr.replace("\n", "")
     assert not any(workdir.images.glob("*.img"))
 
 

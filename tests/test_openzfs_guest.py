@@ -1,6 +1,7 @@
-"""ZFS on the OpenZFS kernel module: zvol targets and the ARC cap, in a QEMU guest.
+"""ZFS on the OpenZFS kernel module: zvol targets, the ARC cap and native encryption, in a QEMU
+guest.
 
-This machine's ZFS is zfs-fuse, which has no zvols and no zfs_arc_max. OpenZFS's tools
+This machine's ZFS is zfs-fuse, which has no zvols, no zfs_arc_max and no encryption. OpenZFS's tools
 conflict with zfs-fuse, so `tests/openzfs/build.sh` (run by `make test`) unpacks them
 and builds the modules for the guest's kernel into a cache; the guest loads the modules
 and puts the tools first on its PATH. No udev runs in the guest, so fslab must find the
@@ -44,6 +45,11 @@ name = "dataset-arc"
 filesystem = "zfs"
 arc_max = "256MiB"
 properties = { recordsize = "16k", compression = "off" }
+
+[[target]]
+name = "encrypted"
+filesystem = "zfs"
+properties = { encryption = "aes-256-gcm", compression = "off" }
 """
 
 IN_GUEST = """
@@ -100,3 +106,15 @@ def test_the_arc_cap_is_in_force_for_the_run_and_lifted_after(guest):
     after = result.output.split("c_max after: ")[1].split()[0]
     assert before == after != str(256 * 2**20), "the module's own cap is back"
     assert "pools: 0" in result.output
+
+
+def test_an_encrypted_dataset_runs_with_a_key_fslab_made_and_kept_in_no_file(guest):
+    _, _, runs = guest
+    for workload in ("seq_write", "rand_read"):
+        run = runs[("encrypted", workload)]
+        assert run["status"] == "ok", run["error"]
+        details = run["fs_details"]
+        for line in ("encryption\taes-256-gcm\tlocal", "keyformat\traw\t", "keystatus\tavailable\t", "keylocation\tprompt\tlocal"):
+            assert line in details, line  # zfs read the key on its standard input: no file named
+        assert "key: 32 random bytes fslab made for this run alone" in details
+        assert "keyformat=raw" in run["mkfs_command"] and not any("keylocation" in arg for arg in run["mkfs_command"])

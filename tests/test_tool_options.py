@@ -73,6 +73,10 @@ HARMS = {
     "zfs mountpoint": ("zfs", 'properties = { mountpoint = "/etc" }', "target[0].properties: zfs property mountpoint=/etc is refused: it names a path"),
     "zfs sharenfs": ("zfs", 'properties = { sharenfs = "rw=@0.0.0.0/0" }', "zfs property sharenfs=rw=@0.0.0.0/0 is refused: it shares the dataset over NFS"),
     "zfs keylocation": ("zfs", 'properties = { keylocation = "file:///root/key" }', "zfs property keylocation=file:///root/key is refused: it names a file or URL"),
+    "zfs passphrase key": ("zfs", 'properties = { encryption = "aes-256-gcm", keyformat = "passphrase" }', "zfs property keyformat=passphrase is refused: fslab generates each encrypted dataset's key itself"),
+    "zfs keyformat alone": ("zfs", 'properties = { keyformat = "raw" }', "keyformat goes with encryption"),
+    "zfs keyformat on an unencrypted sweep value": ("zfs", 'properties = { encryption = ["off", "on"], keyformat = "raw" }', "keyformat goes with encryption"),
+    "zfs pbkdf2iters": ("zfs", 'properties = { encryption = "on", pbkdf2iters = "350000" }', "zfs property pbkdf2iters=350000 is refused: it derives a key from a passphrase"),
     "zfs canmount": ("zfs", 'properties = { canmount = "noauto" }', "zfs property canmount=noauto is refused: fslab mounts the dataset itself"),
     "a bad zfs value": ("zfs", 'properties = { recordsize = ["128k", "3k"] }', "zfs property recordsize=3k is not a power of two from 512 to 16777216"),
     "an unknown zfs property": ("zfs", 'properties = { "com.example:x" = "1" }', "unknown zfs property 'com.example:x'"),
@@ -129,6 +133,8 @@ ACCEPTED = [
     ("xfs", 'mkfs_options = "-b size=4096 -d su=64k,sw=2 -m reflink=1 -l size=64m"\nmount_options = "noatime,logbsize=256k,allocsize=64k"'),
     ("btrfs", 'mkfs_options = ["-m single", "-d raid0 -m raid1", "--data=single --checksum xxhash -O no-holes,^extref"]\ndevices = 2\nmount_options = ["nodatasum", "nodatacow", "compress=zstd", "compress=zstd:3,discard=async", "autodefrag,datacow,discard"]'),
     ("zfs", 'pool_options = { ashift = 12, autoexpand = false, failmode = "continue" }\nproperties = { recordsize = ["4k", "128k", "1M"], atime = false, compression = ["lz4", "zstd-3", "gzip-9", "off"], sync = "disabled", dedup = "sha256,verify", primarycache = "metadata" }'),
+    ("zfs", 'properties = { encryption = ["off", "on", "aes-256-gcm", "aes-128-ccm"], compression = "lz4" }'),
+    ("zfs", 'properties = { encryption = "aes-256-gcm", keyformat = "raw" }'),
     ("ext4", STACK + 'layer_options = { luks = "--cipher aes-xts-plain64 --key-size 256 --sector-size 4096", md-raid1 = "--bitmap=internal --bitmap-chunk 64M", lvm = "--readahead auto --zero n" }'),
 ]
 
@@ -185,6 +191,15 @@ def test_the_commands_check_again_where_they_are_built():
     zfs_target = Target("z", "zfs", (), "", 2**30, "sparse", properties={"mountpoint": "/etc"})
     with pytest.raises(OptionRefused, match="mountpoint=/etc is refused"):
         FILESYSTEMS["zfs"].dataset_command("pool", Path("/x"), zfs_target)
+
+
+def test_an_encrypted_dataset_is_made_with_a_raw_key_on_zfss_standard_input():
+    """keyformat=raw is added, and no keylocation: zfs reads the key fslab generates on stdin."""
+    encrypted = Target("z", "zfs", (), "", 2**30, "sparse", properties={"encryption": "aes-256-gcm", "compression": "lz4"})
+    command = FILESYSTEMS["zfs"].dataset_command("pool", Path("/x"), encrypted)
+    assert command == ["zfs", "create", "-o", "encryption=aes-256-gcm", "-o", "compression=lz4", "-o", "keyformat=raw", "-o", "mountpoint=/x", "pool/data"]
+    plain = Target("z", "zfs", (), "", 2**30, "sparse", properties={"encryption": "off"})
+    assert "keyformat=raw" not in FILESYSTEMS["zfs"].dataset_command("pool", Path("/x"), plain)
 
 
 def test_ext4s_own_extended_options_survive_the_studys():

@@ -310,6 +310,8 @@ class TargetSection(_Table):
     @classmethod
     def _properties(cls, value: dict[str, PropertyValue | list[PropertyValue]]) -> dict[str, PropertyValue | list[PropertyValue]]:
         _all_accepted(partial(check_dataset_properties, {name: property_text(one)}) for name, values in value.items() for one in as_list(values))
+        if "keyformat" in value and "off" in [property_text(one) for one in as_list(value.get("encryption", "off"))]:
+            raise ValueError("keyformat goes with encryption (keyformat=raw is fslab's, and the default): set encryption = \"aes-256-gcm\" (or another cipher) on every value, or drop keyformat")
         return value
 
     @field_validator("layer_options")

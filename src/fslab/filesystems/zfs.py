@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import secrets
 import shutil
 import time
 from collections.abc import Iterator, Mapping
@@ -114,6 +115,8 @@ POOL_OPTIONS = Suboptions(
 )
 
 CACHE = OneOf(("all", "none", "metadata"))
+ENCRYPTION = ("off", "on", "aes-128-ccm", "aes-192-ccm", "aes-256-ccm", "aes-128-gcm", "aes-192-gcm", "aes-256-gcm")
+KEY_BY_FSLAB = "fslab generates each encrypted dataset's key itself (keyformat=raw, given on zfs's standard input, kept in no file)"
 BLOCK_SIZE = Size(512, 16 * 2**20, units="km")
 # zfs create -o. Some values need OpenZFS (sync, logbias' throughput, lz4, zstd, …); zfs-fuse
 # refuses them at zfs create, and the run fails with zfs's own message.
@@ -137,15 +140,17 @@ DATASET_PROPERTIES = Suboptions(
         "xattr": OneOf(("on", "off", "sa", "dir")),
         "redundant_metadata": OneOf(("all", "most", "some", "none")),
         "dnodesize": OneOf(("legacy", "auto", "1k", "2k", "4k", "8k", "16k")),
+        # Native encryption (OpenZFS 0.8+), keyed by fslab: see `zfs_create`.
+        "encryption": OneOf(ENCRYPTION),
+        "keyformat": OneOf(("raw",), refused={f: KEY_BY_FSLAB for f in ("passphrase", "hex")}),
     },
     refused={
         "mountpoint": f"{NAMES_A_PATH}: fslab mounts the dataset in its work directory",
         "canmount": "fslab mounts the dataset itself",
         "sharenfs": "it shares the dataset over NFS, running the system's share commands",
         "sharesmb": "it shares the dataset over SMB, running the system's share commands",
-        "keylocation": "it names a file or URL to read a key from",
-        "keyformat": "encryption needs a keylocation, which names a file",
-        "encryption": "it needs a keylocation, which names a file",
+        "keylocation": f"it names a file or URL to read a key from; {KEY_BY_FSLAB}",
+        "pbkdf2iters": f"it derives a key from a passphrase; {KEY_BY_FSLAB}",
         "readonly": "a read-only dataset fails every write workload",
         "zoned": "it hands the dataset to a container",
         "volsize": "fslab sizes the volume from the pool",
@@ -161,6 +166,26 @@ def property_text(value: str | int | float | bool) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
     return str(value)
+
+
+def encrypted(properties: Mapping[str, str]) -> bool:
+    return properties.get("encryption", "off") != "off"
+
+
+def zfs_create(argv: list[str], properties: Mapping[str, str]) -> None:
+    """Run `zfs create` (dataset_command's); an encrypted dataset gets a fresh 32-byte key from the
+    system's random source on its standard input (keyformat=raw with keylocation=prompt, zfs's
+    default, is read from stdin when no terminal is attached), overwritten in fslab's memory as
+    soon as zfs has it. No file and no argument list ever holds the key; the kernel keeps it
+    loaded until the pool is destroyed at the end of the run, after which nothing reads the data."""
+    if not encrypted(properties):
+        run(argv)
+        return
+    key = bytearray(secrets.token_bytes(32))
+    try:
+        run(argv, stdin=key)
+    finally:
+        key[:] = bytes(len(key))
 
 
 def check_pool_options(options: dict[str, str]) -> dict[str, str]:
@@ -213,7 +238,9 @@ class Zfs(Filesystem):
 
     def target_problems(self, target: Target) -> list[str]:
         found = engine()
-        return [ZVOL_ON_FUSE] if target.zvol and found is not None and found.fuse else []
+        if found is None or not found.fuse:
+            return []
+        return [why for why, asked in ((ZVOL_ON_FUSE, target.zvol), (ENCRYPTION_ON_FUSE, encrypted(target.properties))) if asked]
 
     def default_vdev(self, devices: int) -> str | None:
         return "mirror" if devices > 1 else None
@@ -256,7 +283,12 @@ class Zfs(Filesystem):
         return ["zpool", "create", "-f", *options, "-O", "mountpoint=none", pool, *layout, *devices]
 
     def dataset_command(self, pool: str, mountpoint: Path, target: Target) -> list[str]:
-        properties = [arg for name, value in check_dataset_properties(target.properties).items() for arg in ("-o", f"{name}={value}")]
+        """`zfs create` of the one dataset (or volume); an encrypted one reads its key, raw, on
+        its standard input (encryption_key)."""
+        checked = check_dataset_properties(target.properties)
+        if encrypted(checked):
+            checked = checked | {"keyformat": "raw"}
+        properties = [arg for name, value in checked.items() for arg in ("-o", f"{name}={value}")]
         if target.zvol:
             available = int(run(["zfs", "get", "-Hp", "-o", "value", "available", pool]).stdout.strip())
             return ["zfs", "create", "-V", f"{zvol_size(available) // 2**20}M", *properties, f"{pool}/data"]
@@ -267,8 +299,8 @@ class Zfs(Filesystem):
         found = engine()
         if found is None:
             raise NotSupported("no ZFS here: neither the OpenZFS kernel module nor zfs-fuse (apt-get install zfs-fuse)")
-        if target.zvol and found.fuse:
-            raise NotSupported(ZVOL_ON_FUSE)
+        if found.fuse and (problems := self.target_problems(target)):
+            raise NotSupported(problems[0])
         stack.assert_ours()
         devices = stack.devices
         pool = kernel_name(journal.workdir.root, target.name)
@@ -278,13 +310,13 @@ class Zfs(Filesystem):
             held.prove(guid=pool_guid(pool))
             if target.zvol:
                 create_volume = self.dataset_command(pool, mountpoint, target)  # after the pool: a volume is sized from it
-                run(create_volume)
+                zfs_create(create_volume, target.properties)
                 commands = joined([create_pool, create_volume])
                 yield Provisioned.on(self.kind, stack, _zvol_device(f"{pool}/data"), None, mkfs_command=commands, details=self.details_of(found, daemon, pool, devices, target), dataset=f"{pool}/data")
                 return
             with mount_point(journal, mountpoint) as mounted:
                 create_dataset = self.dataset_command(pool, mountpoint, target)
-                run(create_dataset)  # ZFS mounts the dataset itself
+                zfs_create(create_dataset, target.properties)  # ZFS mounts the dataset itself
                 proven(mounted)
                 yield Provisioned.on(
                     self.kind,
@@ -312,9 +344,11 @@ class Zfs(Filesystem):
         if target.arc_max:
             arc = f"arc_max: {target.arc_max // 2**20} MiB (" + ("zfs-fuse --max-arc-size" if found.fuse else f"arcstats c_max = {arc_stat('c_max')}") + ")\n"
         started = f"{daemon.describe()}\n" if daemon else ""
-        return f"engine: {found.describe()}\n{started}{arc}{status}\n{' '.join(sorted(set(ashift)))}\n{properties}"
+        key = "key: 32 random bytes fslab made for this run alone (keyformat=raw), given on zfs create's standard input, in no file\n" if encrypted(target.properties) else ""
+        return f"engine: {found.describe()}\n{started}{arc}{key}{status}\n{' '.join(sorted(set(ashift)))}\n{properties}"
 
 
+ENCRYPTION_ON_FUSE = "ZFS native encryption is not supported by this ZFS engine (zfs-fuse's pool version 23 predates it); it needs OpenZFS 0.8 or later with its kernel module"
 ZVOL_ON_FUSE = "zvol targets are not supported by this ZFS engine (zfs-fuse cannot present block devices); they need the OpenZFS kernel module"
 
 
