@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import re
 import secrets
-import tempfile
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -247,19 +246,22 @@ def close_luks(entry: Entry, workdir: Workdir) -> None:
 
 @contextmanager
 def _luks(journal: Journal, devices: list[str], name: str, extra: list[str]) -> Iterator[tuple[str, list[list[str]], str]]:
-    # A random key used once; a fast key derivation, since the key protects nothing here.
+    # A random key used once, given on cryptsetup's standard input (`--key-file -`: read whole, to
+    # its end), so no file ever holds it and nothing outlives the run that could open the device
+    # again; a fast key derivation, since the key protects nothing here.
     mapped = f"{name}_crypt"
-    with tempfile.NamedTemporaryFile(prefix="fslab-key-") as key:
-        key.write(secrets.token_bytes(64))
-        key.flush()
-        format_command = ["cryptsetup", "luksFormat", "--type", "luks2", "--batch-mode", "--key-file", key.name, "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", *extra, devices[0]]
-        open_command = ["cryptsetup", "open", "--key-file", key.name, devices[0], mapped]
-        run(format_command)
+    key = bytearray(secrets.token_bytes(64))
+    try:
+        format_command = ["cryptsetup", "luksFormat", "--type", "luks2", "--batch-mode", "--key-file", "-", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", *extra, devices[0]]
+        open_command = ["cryptsetup", "open", "--key-file", "-", devices[0], mapped]
+        run(format_command, stdin=key)
         with journal.holding("luks", mapped, release_unproven=True):
-            run(open_command)
-            key.close()  # deleted: nothing outlives the run that could open the device again
+            run(open_command, stdin=key)
+            key[:] = bytes(len(key))
             status = run(["cryptsetup", "status", mapped], check=False).stdout
             yield f"/dev/mapper/{mapped}", [format_command, open_command], f"cryptsetup status {mapped}:\n{status}\n"
+    finally:
+        key[:] = bytes(len(key))
 
 
 def _lvm_command(action: str, device: str, *args: str) -> list[str]:
