@@ -15,7 +15,7 @@ import pytest
 
 from fslab import cgroups
 from fslab.guard.names import workdir_tag
-from fslab.runner import SCRATCH_IN_RAM
+from fslab.scratch import SCRATCH_IN_RAM
 from fslab.workdir import Workdir
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -13,7 +13,7 @@ from conftest import fresh_workdir, fslab, held_by, scratch_of, write_study
 
 from fslab.guard.names import workdir_tag
 from fslab.results import ResultsDB
-from fslab.runner import SCRATCH_IN_RAM, scratch_directory
+from fslab.scratch import SCRATCH_IN_RAM, scratch_directory
 from fslab.workdir import Workdir
 
 # A 64 MiB ext4 image. "fill" passes the study's size check (48 MiB per job) but its four
@@ -135,7 +135,7 @@ def test_a_runs_scratch_is_in_ram_and_removed_after_it(workdir):
 _KILLED = """
 import os, sys
 from pathlib import Path
-from fslab.runner import scratch_directory
+from fslab.scratch import scratch_directory
 from fslab.workdir import Workdir
 made = scratch_directory(Workdir(Path(sys.argv[1])).journal)  # held: a context manager dropped would close
 scratch = made.__enter__()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fslab.analysis import Samples, roles_of
-from fslab.metrics import Roles
+from fslab.metrics import Roles, unqualified
 from fslab.stats import Comparison, compare
 from fslab.study import image_names
 
@@ -66,31 +66,66 @@ def raw_references(targets: list[dict]) -> dict[str, list[str]]:
     return references
 
 
+# Bandwidth, named alike by every kind that reports it (fio, sysbench, dd; a scenario's phases
+# qualified by their name): what a workload no raw target can run is held against.
+BANDWIDTHS = ("read_mb_s", "write_mb_s")
+
+
+@dataclass(frozen=True)
+class BeyondRaw:
+    """A figure clearly beyond what the raw devices under its target delivered."""
+
+    comparison: Comparison  # the figure / the raw reference's
+    reference: str | None = None  # the raw devices' workload it was held against, when not its own
+
+
 def beyond_raw(
     samples: Samples, references: dict[str, list[str]], factor: float = BEYOND_RAW, *, roles: Roles | None = None, higher_is_better: dict[str, bool] | None = None
-) -> dict[tuple[str, str], dict[str, Comparison]]:
-    """(workload, target) → primary metric → target / raw reference (ratio of geometric means, 95 %
-    Welch interval), where the whole interval lies above `factor`. Only a rate is judged (a
-    primary metric where higher is better: `higher_is_better`, default all), since rates of
-    several devices add up; a time does not.
+) -> dict[tuple[str, str], dict[str, BeyondRaw]]:
+    """(workload, target) → metric → target / raw reference (ratio of geometric means, 95 % Welch
+    interval), where the whole interval lies above `factor`. Only a rate is judged (higher is
+    better: `higher_is_better`, default all), since rates of several devices add up; a time does not.
+
+    The reference is the raw devices' own cell of the workload, and then only the workload's
+    primary metrics are judged. A workload the raw devices did not run (sysbench, dd, a scenario:
+    they need a filesystem) is judged on its bandwidth (BANDWIDTHS, any phase) against the most
+    the raw devices delivered in that direction in this study run: their fastest workload's cell.
 
     With several devices the reference is their sum, run by run: the k-th run of each device
     (measured in the same interleaved block) added up, as if they had been driven together, so
     the reference keeps the runs' own spread instead of pretending to a single number."""
-    found: dict[tuple[str, str], dict[str, Comparison]] = {}
+    found: dict[tuple[str, str], dict[str, BeyondRaw]] = {}
     roles = roles_of(samples, roles)
     for (workload, target), metrics in samples.items():
-        raws = [samples.get((workload, raw), {}) for raw in references.get(target, [])]
-        for metric in roles.primary_in(workload, metrics) if raws else []:
-            if not all(raw.get(metric) for raw in raws) or not (higher_is_better or {}).get(metric, True):
+        raws = references.get(target, [])
+        if not raws:
+            continue
+        if all((workload, raw) in samples for raw in raws):
+            judged = {metric: ([samples[(workload, raw)].get(metric) for raw in raws], None) for metric in roles.primary_in(workload, metrics)}
+        elif not any((workload, raw) in samples for raw in raws):
+            judged = {metric: _fastest(samples, raws, unqualified(metric)) for metric in metrics if unqualified(metric) in BANDWIDTHS}
+        else:
+            continue  # some of its raw devices ran it and some failed: no sum to hold it against
+        for metric, (raw_runs, reference) in judged.items():
+            if not all(raw_runs) or not (higher_is_better or {}).get(metric, True):
                 continue
-            reference = [float(sum(runs)) for runs in zip(*(raw[metric] for raw in raws))]
-            if min(reference + metrics[metric]) <= 0:
+            summed = [float(sum(runs)) for runs in zip(*raw_runs)]
+            if not summed or min(summed + metrics[metric]) <= 0:
                 continue
-            ratio = compare(reference, metrics[metric])
+            ratio = compare(summed, metrics[metric])
             if ratio.needs_runs is None and ratio.ci_low is not None and ratio.ci_low > factor:
-                found.setdefault((workload, target), {})[metric] = ratio
+                found.setdefault((workload, target), {})[metric] = BeyondRaw(ratio, reference)
     return found
+
+
+def _fastest(samples: Samples, raws: list[str], metric: str) -> tuple[list[list[float] | None], str | None]:
+    """Each raw device's runs of `metric` in the workload where the first device delivered the
+    most (highest median), and that workload: the most the raw devices did in this study run."""
+    cells = [(float(np.median(m[metric])), workload) for (workload, target), m in samples.items() if target == raws[0] and m.get(metric)]
+    if not cells:
+        return [None], None
+    workload = max(cells)[1]
+    return [samples.get((workload, raw), {}).get(metric) for raw in raws], workload
 
 
 @dataclass(frozen=True)

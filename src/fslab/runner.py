@@ -8,17 +8,12 @@ one (resume.py) runs only what its plan still lacks. A run has a time limit (its
 
 from __future__ import annotations
 
-import itertools
-import os
-import shutil
 import signal
-import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
-from pathlib import Path
 from typing import Protocol
 
 from fslab import doctor, environment
@@ -28,12 +23,11 @@ from fslab.devices.loop import Image, ImageSource, check_free_space, image_file
 from fslab.devices.named import NamedSource, confirmed_devices
 from fslab.devices.source import DeviceSource, discard
 from fslab.devices.zram import ZramSource
-from fslab.errors import FslabError, Refused
+from fslab.errors import FslabError
 from fslab.filesystems import FILESYSTEMS, Provisioned
 from fslab.guard.block_devices import BlockDevice, DeviceFacts, facts, resolve
-from fslab.guard.identity import FileId, own_directory
-from fslab.guard.names import file_name, workdir_tag
-from fslab.journal import Entry, Journal, releaser
+from fslab.guard.names import file_name
+from fslab.journal import Journal
 from fslab.findings import Finding
 from fslab.metrics import Metric, Roles
 from fslab.monitors import Monitor, collect, for_run, measuring
@@ -44,6 +38,7 @@ from fslab.results import ResultsDB, RunRecord
 from fslab.results.db import STDERR_LINES, RunFailure, RunKey, StoredRun, now
 from fslab.results.owner import Owner
 from fslab.resume import Resumable
+from fslab.scratch import scratch_directory
 from fslab.study import Study, Target, Workload
 from fslab.system import CommandError, joined, sync_and_drop_caches, time_limit
 from fslab.workdir import Workdir
@@ -343,40 +338,6 @@ def _first_error(exc: Exception) -> Exception:
     while isinstance(exc.__context__, Exception) and exc.__cause__ is None and not exc.__suppress_context__:
         exc = exc.__context__
     return exc
-
-
-# A run's side files (job files, fio's verify state, dd's random data) live in RAM where the
-# machine has it, so that what a workload reads from them never touches the disks measured.
-SCRATCH_IN_RAM = Path("/dev/shm")
-_SCRATCH_NUMBERS = itertools.count(1)
-
-
-def _scratch_parent() -> Path:
-    return SCRATCH_IN_RAM if SCRATCH_IN_RAM.is_dir() else Path(tempfile.gettempdir())
-
-
-@contextmanager
-def scratch_directory(journal: Journal) -> Iterator[Path]:
-    """A private directory for one run's side files, removed afterwards. Journalled before it is
-    made and proven by its (device, inode): what dd reads from it (up to 1 GiB of random data)
-    sits in RAM, and a killed fslab must not leave it there for good — `fslab cleanup` removes it."""
-    path = _scratch_parent() / f"{workdir_tag(journal.workdir.root)}job{os.getpid()}_{next(_SCRATCH_NUMBERS)}"
-    with journal.holding("scratch", str(path)) as held:
-        os.mkdir(path, 0o700)
-        held.prove(**FileId.of(os.lstat(path)).proof())
-        yield path
-
-
-@releaser("scratch")
-def remove_scratch(entry: Entry, workdir: Workdir) -> None:
-    """Remove a run's scratch directory, if that very one is there: directly in the place fslab
-    makes them, named for this work directory, a directory (not a symlink) with the recorded
-    (device, inode). Its contents are fslab's side files; rmtree follows no symlink in them."""
-    path = Path(entry.ident)
-    if path.parent != _scratch_parent() or path.name in (".", "..") or not path.name.startswith(workdir_tag(workdir.root)):
-        raise Refused(f"{path} is not a scratch directory fslab makes for this work directory; left alone")
-    if own_directory(path, entry.proof, "scratch directory"):
-        shutil.rmtree(path)
 
 
 class Windows:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from fslab.devices.source import Attached
 from fslab.errors import FslabError, Refused
 from fslab.guard.identity import FileId, Owned, detach_loop, loops_backed_by, regular_file
 from fslab.journal import Entry, Journal, releaser
+from fslab.scratch import scratch_directory
 from fslab.system import run, run_held
 from fslab.units import format_size
 
@@ -128,8 +128,8 @@ def image_file(journal: Journal, image_dir: Path, name: str, size: int, *, fill:
             fd = -1
             if fill:
                 # fio runs in a private directory of its own: it writes side files into its current one
-                with attached(journal, image) as loop, tempfile.TemporaryDirectory(prefix="fslab-fill-") as scratch:
-                    run_held(journal, ["fio", "--name=fill", f"--filename={loop.device}", "--rw=write", "--bs=1m", "--iodepth=16", "--direct=1", "--ioengine=libaio", "--output=/dev/null"], cwd=Path(scratch))
+                with attached(journal, image) as loop, scratch_directory(journal) as scratch:
+                    run_held(journal, ["fio", "--name=fill", f"--filename={loop.device}", "--rw=write", "--bs=1m", "--iodepth=16", "--direct=1", "--ioengine=libaio", "--output=/dev/null"], cwd=scratch)
             yield image
     finally:
         if fd >= 0:

@@ -16,9 +16,9 @@ from fslab.doctor import Unsupported
 from fslab.filesystems import FILESYSTEMS
 from fslab.metrics import PHASE_SEPARATOR, qualified, unqualified
 from fslab.monitors import METRICS as MONITOR_METRICS
-from fslab.raw_reference import CachedReference, beyond_raw, cached_references, raw_references
+from fslab.raw_reference import BeyondRaw, CachedReference, beyond_raw, cached_references, raw_references
 from fslab.results import ResultsDB
-from fslab.stats import RUNS_NEEDED_LIMIT, Comparison, Summary, summarize
+from fslab.stats import RUNS_NEEDED_LIMIT, Summary, summarize
 from fslab.units import Bandwidth, format_size
 from fslab.workloads.fio import DIRECTIONS, METRICS as FIO_METRICS, PERCENTILES
 
@@ -171,7 +171,7 @@ def stored_baselines(targets: list[dict], study_baseline: str | None) -> dict[st
     return {name: base if base in names else default for name, base in stored.items()}
 
 
-def _cell_statistics(metrics: dict[str, list[float]], higher_is_better: dict[str, bool], above_raw: dict[str, Comparison]) -> dict[str, Summary]:
+def _cell_statistics(metrics: dict[str, list[float]], higher_is_better: dict[str, bool], above_raw: dict[str, BeyondRaw]) -> dict[str, Summary]:
     """Each metric's statistics, warned where it is clearly beyond what the raw devices delivered."""
     out = {}
     for metric, values in metrics.items():
@@ -182,10 +182,12 @@ def _cell_statistics(metrics: dict[str, list[float]], higher_is_better: dict[str
     return out
 
 
-def beyond_raw_note(c: Comparison) -> str:
+def beyond_raw_note(found: BeyondRaw) -> str:
     """An observation with its possible causes, never a cause stated as fact."""
+    c = found.comparison
+    against = "its raw devices" if found.reference is None else f"the most its raw devices delivered in this study ({found.reference})"
     return (
-        f"measured {c.ratio:.1f}× (95 % CI {c.ci_low:.1f}–{c.ci_high:.1f}×) its raw devices: "
+        f"measured {c.ratio:.1f}× (95 % CI {c.ci_low:.1f}–{c.ci_high:.1f}×) {against}: "
         "a cache, compression or a copy-on-write layout may have answered, not the device"
     )
 
