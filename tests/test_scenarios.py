@@ -1,14 +1,23 @@
 """Scenarios: several phases on one target sharing one file, each phase's metrics stored under its
-name; run for real on Btrfs and ext4 loop images at small scale (64 MiB, 1–2 s phases)."""
+name; run for real on Btrfs and ext4 loop images at small scale (64 MiB, 1–2 s phases), tool
+phases (sysbench, dd) among them."""
 
-from conftest import fslab, write_study
+from collections import Counter
+from dataclasses import replace
+
+import pytest
+from conftest import FIXTURES, fslab, write_study
 from kinds_helpers import read_study, refused
 
+from fslab.metrics import unqualified
+from fslab.monitors import METRICS as MONITOR_METRICS
 from fslab.results import ResultsDB
 from fslab.study import Workload
 from fslab.workloads.base import RawOutput
 from fslab.workloads.data import DataPattern
-from fslab.workloads.scenario import SCENARIOS, Phase, Scenario, scenario
+from fslab.workloads.dd import DD, DdOptions
+from fslab.workloads.scenario import METRICS, SCENARIOS, Phase, Scenario, scenario
+from fslab.workloads.sysbench import SYSBENCH, SysbenchOptions
 
 AGEING = """\
 [study]
@@ -143,3 +152,136 @@ def test_a_phases_time_is_its_runtime_as_fio_reads_it_and_too_few_snapshots_are_
 
     assert judged(2) == ["few_snapshots"], "2 of the ~6 asked over 3 s"
     assert judged(3) == [], "half of them is enough"
+
+
+# ---- tool phases -------------------------------------------------------------------------------
+
+MIX = """\
+[study]
+name = "mix"
+repetitions = 1
+image_size = "512MiB"
+
+[[target]]
+filesystem = "ext4"
+
+[[workload]]
+name = "mix"
+kind = "scenario"
+size = "32MiB"
+data = "zeros"
+
+[[workload.phase]]
+name = "fill"
+fio = { rw = "write", bs = "1m", end_fsync = 1 }
+
+[[workload.phase]]
+name = "mail"
+sysbench = { "file-num" = 8, "file-total-size" = "512K", time = 1 }
+
+[[workload.phase]]
+name = "sanity"
+dd = { bs = "1M", count = 32 }
+"""
+
+
+def test_a_scenario_runs_tool_phases_each_through_its_own_kind(workdir, tmp_path):
+    db = tmp_path / "r.db"
+    result = fslab("run", str(write_study(tmp_path, MIX)), "--db", str(db), "--workdir", str(workdir.root))
+    assert result.returncode == 0, result.stdout + result.stderr
+    results = ResultsDB(str(db))
+    study_run = results.study_run()["id"]
+    [run] = results.runs(study_run)
+    assert run["status"] == "ok", run["error"]
+    cell = results.sample_groups(study_run).values[("mix", "ext4")]
+    assert cell["fill.write_mb_s"][0] > 0 and cell["mail.events_per_s"][0] > 0 and cell["sanity.write_mb_s"][0] > 0 and cell["sanity.read_mb_s"][0] > 0
+    # Each measured step is a window of its own, its monitors' figures under its name: dd's two steps after their phase's.
+    for window in ("fill", "mail", "sanity.write", "sanity.read"):
+        assert cell[f"{window}.host_cpu_busy_pct"] and cell[f"{window}.device_written_bytes"], window
+    assert cell["sanity.write.device_written_bytes"][0] >= 32 * 2**20, "dd's direct write seen on the device, in its own window"
+    stored = Counter((r["phase"], r["name"]) for r in results.samples(study_run))
+    assert max(stored.values()) == 1, "no metric stored twice under one key"
+    # Each phase's metrics keep the roles their own kind gives them: dd's MB/s decides, fio's does not.
+    roles = results.sample_groups(study_run).roles
+    assert roles.primary_in("mix", cell) == ["fill.write_iops", "mail.events_per_s", "sanity.read_mb_s", "sanity.write_mb_s"]
+    outputs = results.outputs(run["id"])
+    assert {(o.phase, o.tool) for o in outputs} == {("fill", "fio"), ("mail", "sysbench"), ("sanity.write", "dd"), ("sanity.read", "dd")}
+    # The parse is pure: the stored outputs give the stored metrics again, the monitors' aside.
+    parsed = {m.key: m.value for m in SCENARIOS.parse(outputs)}
+    assert parsed == {key: values[0] for key, values in cell.items() if unqualified(key) not in MONITOR_METRICS}
+    command = run["job_file"]
+    assert "# phase mail: sysbench\nsysbench fileio --file-num=8 --file-total-size=512K" in command and "--validate=off" in command
+    assert "# phase sanity: dd\ndd if=/dev/zero of=" in command and "/mix-sanity bs=1048576 count=32 oflag=direct" in command
+    assert run["data_pattern"].startswith("zeros (fio zero_buffers") and "phase sanity: zeros (dd reads /dev/zero" in run["data_pattern"]
+    notes = [n for n in run["notes"] if n["kind"] == "fsync_sweep"]
+    assert notes and notes[0]["says"].startswith("mail: "), "sysbench's own findings, said of its phase"
+
+
+def test_tool_phase_outputs_parse_purely_into_their_phase_with_their_tools_findings():
+    # As a scenario stores them (and as the database hands them back: by phase, then tool), from real output.
+    mail, write, read = ((FIXTURES / name).read_text() for name in ("sysbench/run-16k-nofsync.txt", "dd/write-64m-direct-random.txt", "dd/read-1g-direct.txt"))
+    outputs = [RawOutput("mail", "sysbench", mail), RawOutput("sanity.read", "dd", read), RawOutput("sanity.write", "dd", write)]
+    parsed = SCENARIOS.parse(outputs)
+    assert parsed == SCENARIOS.parse(outputs), "pure: the same outputs, the same metrics"
+    assert sorted(parsed, key=lambda m: m.key) == sorted(SCENARIOS.parse(outputs[::-1]), key=lambda m: m.key), "in whatever order they come"
+    assert {m.key: m for m in parsed} == {
+        **{f"mail.{m.name}": replace(m, phase="mail") for m in SYSBENCH.parse([RawOutput("", "sysbench", mail)])},
+        **{f"sanity.{m.name}": replace(m, phase="sanity") for m in DD.parse([RawOutput("write", "dd", write), RawOutput("read", "dd", read)])},
+    }
+    assert [m.key for m in parsed if m.primary] == ["mail.events_per_s", "sanity.read_mb_s", "sanity.write_mb_s"], "each with its own kind's roles"
+    # The runner weighs a window's traffic against that window's outputs alone: dd's write step reports what it wrote.
+    assert {m.name for m in SCENARIOS.parse([outputs[2]])} >= {"write_bytes", "write_mb_s"}
+    phases = (
+        Phase("mail", "sysbench", tool=SysbenchOptions(files=16, total_size="64M", block_size="16k", seconds=1)),
+        Phase("sanity", "dd", tool=DdOptions(count=64, direct=False)),
+    )
+    workload = Workload("mix", scenario("mix", phases, 2**20, DataPattern()), 1.0, False)
+    says = [f.says for f in SCENARIOS.judge(workload, outputs)]
+    assert any(s.startswith("sanity: dd copied 1073741824 bytes") for s in says), "dd's short_copy (the read fixture is 1 GiB, not 64 MiB), said of its phase"
+    assert says.count("sanity: buffered without conv=fsync: the page cache answers, not the device") == 1
+
+
+def test_the_scenarios_metrics_declare_each_name_once_with_every_role_a_phase_gives_it():
+    assert METRICS["events_per_s"] == SYSBENCH.metrics["events_per_s"] and METRICS["write_elapsed_s"] == DD.metrics["write_elapsed_s"]
+    # fio's read_mb_s is neither primary nor compared; dd's is both: a dd phase's decides its cell.
+    assert METRICS["read_mb_s"].unit == "MB/s" and METRICS["read_mb_s"].primary and METRICS["read_mb_s"].compared
+    assert METRICS["read_iops"].primary and METRICS["extents"].compared
+
+
+def test_a_scenarios_tool_phases_are_read_and_scaled_as_workloads_of_their_tools():
+    [workload] = read_study(MIX.replace('data = "zeros"\n', ""), scale=0.5).workloads
+    s = workload.tool
+    assert isinstance(s, Scenario) and [p.action for p in s.phases] == ["fio", "sysbench", "dd"]
+    mail, sanity = s.phases[1].tool, s.phases[2].tool
+    assert isinstance(mail, SysbenchOptions) and mail.files == 8 and mail.file_size == 32 * 1024 and mail.seconds == 1 and mail.data == "random"
+    assert isinstance(sanity, DdOptions) and sanity.count == 16 and sanity.direct and sanity.data == "random"
+    assert workload.seconds == 1.0 and s.phase_seconds(s.phases[2]) == 0.0, "sysbench lasts its time; dd as long as its copy takes"
+    assert s.bytes_needed(False) == 16 * 2**20 + 256 * 1024 + 16 * 2**20, "the file, and every tool phase's files: they stay"
+    assert not workload.direct, "sysbench is buffered"
+    assert read_study(MIX.replace('"file-total-size" = "512K"', '"file-total-size" = "512K", "file-extra-flags" = "direct"')).workloads[0].direct
+    assert s.spec()["phases"][2]["tool"] == sanity.spec() and "tool" not in s.spec()["phases"][0], "a fio phase's spec as before tool phases"
+
+
+@pytest.mark.parametrize(("changes", "says"), [
+    # exactly one of fio, sysbench, dd and action
+    ({'count = 32 }': 'count = 32 }\nsysbench = { time = 1 }'}, r"s.toml:23: workload\[0\].phase\[2\]: a phase runs fio .*one of them, not sysbench and dd"),
+    ({'name = "mail"\n': 'name = "mail"\naction = "sync"\n'}, r"s.toml:19: workload\[0\].phase\[1\]: .*one of them, not sysbench and action"),
+    # snapshots and extents are the scenario's file's, fio phases' alone
+    ({'name = "mail"\n': 'name = "mail"\nextents = true\n'}, r"s.toml:9: workload\[0\]: phase 'mail' runs sysbench: fio options, snapshot_every and extents belong to fio phases \(extents count the scenario's file, not sysbench's files\)"),
+    ({'name = "sanity"\n': 'name = "sanity"\nsnapshot_every = "1s"\n'}, r"s.toml:9: workload\[0\]: phase 'sanity' runs dd: fio options, snapshot_every"),
+    # each tool's options through its own allow-list, refused at the phase's line
+    ({'time = 1 }': 'time = 1, "config-file" = "/etc/x" }'}, r"s.toml:21: workload\[0\].phase\[1\].sysbench: --config-file=/etc/x is refused"),
+    ({'count = 32 }': 'count = 32, of = "/dev/sda" }'}, r"s.toml:25: workload\[0\].phase\[2\].dd: dd of=/dev/sda is refused"),
+    ({'data = "zeros"\n': "", '"512K"': '"500K"'}, r"s.toml:20: workload\[0\].phase\[1\].sysbench: sysbench data \"random\" checks every block"),
+    # what sysbench and dd cannot write
+    ({'data = "zeros"': "data = { compressible = 50 }"}, r"s.toml:21: workload\[0\].phase\[1\].sysbench: phase 'mail' runs sysbench, which writes random bytes or zeros and cannot write the scenario's data, compressible 50%"),
+    # a tool phase's steps are named after it
+    ({'name = "sanity"': 'name = "sanity.check"'}, r"s.toml:9: workload\[0\]: phase 'sanity.check' runs dd: its name holds no '\.'"),
+    ({'name = "fill"': 'name = "sanity.write"'}, r"phase 'sanity.write' is named as a step of phase 'sanity', which runs dd"),
+])
+def test_a_tool_phase_is_refused_where_it_is_written(changes, says):
+    text = MIX
+    for old, new in changes.items():
+        assert old in text
+        text = text.replace(old, new, 1)
+    refused(text, says)

@@ -32,7 +32,10 @@ from fslab.workloads import scenario
 from fslab.workloads.base import Tool
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 from fslab.workloads.data import DataPattern, buffer_options
+from fslab.workloads.dd import DdOptions
 from fslab.workloads.fio import FioJob
+from fslab.workloads.rsync import RsyncIngest
+from fslab.workloads.sysbench import SysbenchOptions
 
 # fslab's defaults for every fio workload, overridden by a study's [fio] table, then by the workload.
 FIO_DEFAULTS: dict[str, Any] = {
@@ -414,42 +417,54 @@ def _limited(workload: Workload, asked: str | None, table: tuple, scale: float, 
 
 def _tool_workload(section: SysbenchSection | DdSection | RsyncSection, scale: float, time_scale: float) -> Workload:
     """A sysbench, dd or rsync workload, its sizes × `scale` and its time × `time_scale`."""
-    if isinstance(section, SysbenchSection):
-        sysbench = section.checked().scaled(scale, time_scale)
-        seconds = float(sysbench.seconds)
-        return Workload(section.name, sysbench, seconds, sysbench.direct, run_timeout(seconds, section.timeout))
-    if isinstance(section, RsyncSection):
-        rsync = section.checked().scaled(scale)  # its file count: the files keep their sizes
-        return Workload(section.name, rsync, 0.0, False, run_timeout(0.0, section.timeout))  # rsync writes through the page cache
-    dd = section.checked().scaled(scale)
-    return Workload(section.name, dd, 0.0, dd.direct, run_timeout(0.0, section.timeout))
+    tool = _scaled(section.checked(), scale, time_scale)
+    if isinstance(tool, RsyncIngest):
+        return Workload(section.name, tool, 0.0, False, run_timeout(0.0, section.timeout))  # rsync writes through the page cache
+    seconds = tool.measured_seconds()
+    return Workload(section.name, tool, seconds, tool.direct, run_timeout(seconds, section.timeout))
+
+
+def _scaled(tool: SysbenchOptions | DdOptions | RsyncIngest, scale: float, time_scale: float) -> SysbenchOptions | DdOptions | RsyncIngest:
+    """A tool's record with its sizes × `scale` and its time × `time_scale`, as each scales:
+    sysbench its files and time, dd its count, rsync its file count (the files keep their sizes)."""
+    return tool.scaled(scale, time_scale) if isinstance(tool, SysbenchOptions) else tool.scaled(scale)
 
 
 def _scenario_workload(index: int, section: ScenarioSection, scale: float, time_scale: float, data: DataPattern, where: _Where) -> Workload:
-    """A scenario: a built-in one's phases, or the table's own; its file's size × `scale`, its
-    timed phases × `time_scale`."""
+    """A scenario: a built-in one's phases, or the table's own; its file's size and its tool
+    phases' sizes × `scale`, its timed phases × `time_scale`."""
     if section.scenario:
         every = parse_duration(section.snapshot_every) if section.snapshot_every is not None else None
         phases = scenario.builtin_phases(section.scenario, parse_duration(section.runtime) * time_scale, every)
     else:
-        phases = tuple(_phase(p, time_scale) for p in section.phase)
+        phases = tuple(_phase(p, data, scale, time_scale, where, ("workload", index, "phase", i)) for i, p in enumerate(section.phase))
     try:
         made = scenario.scenario(section.name, phases, scaled_size(parse_size(section.size), scale), data, section.scenario)
     except (ValueError, Refused) as exc:
         raise StudyError(f"{where(('workload', index))}: {exc}") from None
     seconds = made.measured_seconds()
-    direct = all(fio_jobs.direct(made.job(p)) for p in phases if p.action == "fio")  # read from each phase's job, as a fio workload's is
+    # read from each phase's job, as a fio workload's is, or from its tool's record, as a tool workload's is
+    direct = all(p.tool.direct if p.tool else fio_jobs.direct(made.job(p)) for p in phases if p.tool or p.action == "fio")
     return Workload(section.name, made, seconds, direct, run_timeout(seconds, section.timeout))
 
 
-def _phase(section: PhaseSection, time_scale: float) -> scenario.Phase:
+def _phase(section: PhaseSection, data: DataPattern, scale: float, time_scale: float, where: _Where, table: tuple) -> scenario.Phase:
+    """A phase of a scenario's own (its `table`); a tool phase's record checked, writing the
+    scenario's `data` (refused at the phase's tool field), and scaled as a workload of its tool's is."""
     options = dict(section.fio or {})
     if "runtime" in options:  # as a workload's: whole milliseconds, × time_scale, time based
         options |= {"runtime": f"{round(parse_duration(options['runtime']) * time_scale * 1000)}ms", "time_based": "1"}
+    tool = None
+    if section.tool:
+        try:
+            tool = _scaled(section.checked(scenario.tool_data(section.name, section.tool, data)), scale, time_scale)
+        except ValueError as exc:
+            raise StudyError(f"{where((*table, section.tool))}: {exc}") from None
     return scenario.Phase(
-        name=section.name, action=section.action or "fio", measured=section.measured, options=options,
+        name=section.name, action=section.tool or section.action or "fio", measured=section.measured, options=options,
         seconds=parse_duration(section.seconds) * time_scale if section.seconds is not None else 0.0,
         snapshot_every=parse_duration(section.snapshot_every) if section.snapshot_every is not None else None, extents=section.extents,
+        tool=tool,  # type: ignore[arg-type]  # sysbench's or dd's, as section.tool says
     )  # fmt: skip
 
 

@@ -423,10 +423,12 @@ class RsyncSection(_ToolWorkloadSection):
 
 
 class PhaseSection(_Table):
-    """One phase of a scenario: a fio job on the scenario's file, or an action."""
+    """One phase of a scenario: a fio job on the scenario's file, a tool run, or an action."""
 
     name: Name
     fio: dict[str, ToolOption] | None = None  # fio options (the allow-list's), on the scenario's file
+    sysbench: dict[str, ToolOption] | None = None  # a sysbench workload's options, in the target's directory
+    dd: dict[str, ToolOption] | None = None  # a dd workload's options, on a file of its own
     action: Literal["sync", "drop_caches", "sleep"] | None = None
     seconds: Duration | None = None  # sleep
     measured: bool = True  # its metrics stored under its name; false: it only prepares
@@ -440,11 +442,28 @@ class PhaseSection(_Table):
 
     @model_validator(mode="after")
     def _one_thing(self) -> PhaseSection:
-        if (self.fio is None) == (self.action is None):
-            raise ValueError("a phase runs fio (fio = { rw = … }) or an action (action = \"sync\" | \"drop_caches\" | \"sleep\"), one of them")
+        given = [name for name in ("fio", "sysbench", "dd", "action") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "a phase runs fio (fio = { rw = … }), sysbench (sysbench = { … }), dd (dd = { … }) or an action "
+                "(action = \"sync\" | \"drop_caches\" | \"sleep\"), one of them" + (f", not {' and '.join(given)}" if given else "")
+            )
         if (self.action == "sleep") != (self.seconds is not None):
             raise ValueError("seconds goes with action = \"sleep\", and a sleep needs it")
         return self
+
+    @property
+    def tool(self) -> str | None:
+        """The tool a tool phase runs (its table's key: "sysbench", "dd"); None for fio and actions."""
+        return "sysbench" if self.sysbench is not None else "dd" if self.dd is not None else None
+
+    def checked(self, data: str) -> SysbenchOptions | DdOptions | None:
+        """A tool phase's record, writing `data` (the scenario's: "random" or "zeros"), through the
+        tool's allow-list as a workload of its kind (raises OptionRefused saying why); None for
+        any other phase. The scenario's data is known only once the study is read (study.py)."""
+        if self.sysbench is not None:
+            return sysbench_options(self.sysbench, data=data)
+        return None if self.dd is None else dd_options(self.dd, data=data)  # type: ignore[arg-type]
 
 
 class ScenarioSection(_OnTargets, _WorkloadLimits):

@@ -1,24 +1,34 @@
 """Scenarios: several phases on one target, sharing one file, each measured or only preparing
 (seed 001's copy-on-write ageing, seed 002's write/rewrite/read/reread).
 
-A phase is a fio job on the scenario's file, or an action: `sync`, `drop_caches`, `sleep`. A fio
-phase may also take a snapshot every `snapshot_every` seconds while it runs (Btrfs subvolume
-snapshot, ZFS snapshot; the target's filesystem's own `snapshot`), and count the file's extents
-after it (filefrag). A measured phase's metrics are stored under its name: `after.read_mb_s`,
-`before.extents`, `overwrite.snapshots`; an unmeasured one leaves nothing but its effect.
+A phase is a fio job on the scenario's file, a tool run (sysbench fileio, dd), or an action:
+`sync`, `drop_caches`, `sleep`. A fio phase may also take a snapshot every `snapshot_every`
+seconds while it runs (Btrfs subvolume snapshot, ZFS snapshot; the target's filesystem's own
+`snapshot`), and count the file's extents after it (filefrag). A measured phase's metrics are
+stored under its name: `after.read_mb_s`, `before.extents`, `overwrite.snapshots`; an unmeasured
+one leaves nothing but its effect.
 
 Every fio phase's options pass the same allow-list as a workload's (study_file.fio_options);
 fslab sets the file (`filename`, named by fslab from the workload's name), its size, and the data
 the scenario writes (workloads/data.py) on every phase. Built-in scenarios (BUILTIN) are phases
 written here, their sizes and time taken from the study's table.
+
+A tool phase holds the tool's own checked record (a sysbench or dd workload's, writing the
+scenario's data, random or zeros) and runs through the tool's own kind (PHASE_TOOLS), prepared
+unmeasured, as a workload named after the scenario and the phase (`mix-sanity`: dd's file); its
+files stay for the phases after it. Its metrics are stored under the phase's name
+(`mail.events_per_s`, `sanity.write_mb_s`) with the roles its tool gives them; each step the tool
+measures is a window and a stored output named after the phase (`sanity.write`, `sanity.read`;
+sysbench's one step: `mail`), which is why a tool phase's name holds no '.' and no other phase is
+named under it: every key stays unambiguous, every window distinct.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -30,18 +40,23 @@ from fslab.findings import Finding
 from fslab.guard.fio_jobs import JobFile, measured_seconds, parse_only, render, single_job
 from fslab.guard.names import file_name, snapshot_name
 from fslab.journal import Journal
-from fslab.metrics import Metric, MetricKind
+from fslab.metrics import PHASE_SEPARATOR, Metric, MetricKind
 from fslab.monitors.extents import extent_counts, parse_filefrag
 from fslab.system import sync_and_drop_caches, run
-from fslab.workloads.base import Measured, RawOutput, StudyScope, directory_of, tool_of
+from fslab.workloads.base import Measured, RawOutput, StudyScope, WorkloadKind, directory_of, tool_of
 from fslab.workloads.data import DataPattern
+from fslab.workloads.dd import DD, DdOptions
 from fslab.workloads.fio import FIXED_OPTIONS, METRICS as FIO_METRICS, parse_metrics, run_fio
+from fslab.workloads.sysbench import SYSBENCH, SysbenchOptions
 
 if TYPE_CHECKING:
     from fslab.study import Workload
     from fslab.workdir import Workdir
 
-ACTIONS = ("fio", "sync", "drop_caches", "sleep")
+# The tools a phase may run, each through its own kind, by the name that is the phase's action
+# (and its outputs' tool).
+PHASE_TOOLS: dict[str, WorkloadKind] = {SYSBENCH.name: SYSBENCH, DD.name: DD}
+ACTIONS = ("fio", *PHASE_TOOLS, "sync", "drop_caches", "sleep")
 
 # What every fio phase runs unless it says otherwise: direct I/O through libaio, a fixed seed.
 PHASE_DEFAULTS = {"ioengine": "libaio", "direct": "1", "randseed": "24301"}
@@ -58,10 +73,12 @@ class Phase:
     seconds: float = 0.0  # action "sleep"
     snapshot_every: float | None = None  # seconds between snapshots while the phase runs
     extents: bool = False  # count the file's extents after the phase
+    tool: SysbenchOptions | DdOptions | None = None  # what a tool phase runs (action "sysbench", "dd")
 
     def spec(self) -> dict[str, Any]:
+        tool = {"tool": self.tool.spec()} if self.tool else {}  # absent from other phases: their specs as before tools
         return {"name": self.name, "action": self.action, "measured": self.measured, "options": self.options,
-                "seconds": self.seconds, "snapshot_every": self.snapshot_every, "extents": self.extents}  # fmt: skip
+                "seconds": self.seconds, "snapshot_every": self.snapshot_every, "extents": self.extents} | tool  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -86,19 +103,25 @@ class Scenario:
         return {"builtin": self.builtin, "file": self.file, "size": self.size, "data": self.data.describe(), "phases": [p.spec() for p in self.phases]}
 
     def data_pattern(self) -> str:
-        return self.data.describe()
+        """The scenario's data, as its fio phases write it, then as each tool phase's tool does."""
+        fio = self.data.describe() if any(p.action == "fio" for p in self.phases) else self.data.kind
+        return "; ".join([fio, *(f"phase {p.name}: {p.tool.data_pattern()}" for p in self.phases if p.tool)])
 
     def bytes_needed(self, block_device: bool) -> int:
-        return self.size
+        """The file, and every tool phase's files: they stay for the phases after it."""
+        return self.size + sum(p.tool.bytes_needed(block_device) for p in self.phases if p.tool)
 
     def measured_seconds(self) -> float:
         return sum(self.phase_seconds(p) for p in self.phases if p.measured)
 
     def phase_seconds(self, phase: Phase) -> float:
         """How long a phase lasts: a sleep's seconds, a fio phase's runtime as fio reads it (its
-        job's measured_seconds); 0 when it lasts as long as its work takes."""
+        job's measured_seconds), a tool phase's as its tool's workload's (sysbench's time); 0 when
+        it lasts as long as its work takes."""
         if phase.action == "sleep":
             return phase.seconds
+        if phase.tool:
+            return phase.tool.measured_seconds()
         return measured_seconds(self.job(phase)) if phase.action == "fio" else 0.0
 
     def job(self, phase: Phase) -> JobFile:
@@ -155,33 +178,79 @@ def builtin_phases(name: str, runtime: float, snapshot_every: float | None) -> t
     raise ValueError(f"no built-in scenario {name!r}; built-in: {', '.join(BUILTIN)}")
 
 
+def tool_data(phase: str, tool: str, data: DataPattern) -> str:
+    """What a tool phase writes: the scenario's data, "random" or "zeros"; ValueError naming the
+    phase for any other (sysbench and dd cannot write fio's compressible buffers)."""
+    if data.kind not in ("random", "zeros"):
+        raise ValueError(
+            f"phase '{phase}' runs {tool}, which writes random bytes or zeros and cannot write the scenario's data, {data.describe()}; "
+            f"give the workload data = \"random\" or \"zeros\", or make '{phase}' a fio phase"
+        )
+    return data.kind
+
+
 def scenario(name: str, phases: tuple[Phase, ...], size: int, data: DataPattern, builtin: str | None = None) -> Scenario:
-    """A scenario over the file fslab names after the workload; ValueError when phases repeat a name."""
+    """A scenario over the file fslab names after the workload; ValueError naming the phase that
+    cannot be one of it (a repeated name, fio's options on another phase, a tool phase's name)."""
     names = [p.name for p in phases]
     if len(set(names)) < len(names):
         raise ValueError(f"phase names must differ: {', '.join(sorted({n for n in names if names.count(n) > 1}))} repeated")
     if not any(p.measured for p in phases):
         raise ValueError("no phase is measured: mark at least one measured = true")
     for p in phases:
+        if (p.tool.kind if p.tool else None) != (p.action if p.action in PHASE_TOOLS else None):
+            raise ValueError(f"phase '{p.name}' runs {p.action} and holds {f'a {p.tool.kind} record' if p.tool else 'no tool record'}: a tool phase holds its own tool's, and only it")
         if p.action == "fio" and "rw" not in p.options:
             raise ValueError(f"phase '{p.name}' runs fio: give its rw")
+        if p.tool and (p.options or p.snapshot_every or p.extents):
+            raise ValueError(
+                f"phase '{p.name}' runs {p.action}: fio options, snapshot_every and extents belong to fio phases "
+                f"(extents count the scenario's file, not {p.action}'s files); make them a phase of their own"
+            )
         if p.action != "fio" and (p.options or p.snapshot_every or p.extents):
             raise ValueError(f"phase '{p.name}' is a {p.action}: fio options, snapshot_every and extents belong to fio phases")
+        if p.tool and p.tool.data != tool_data(p.name, p.action, data):
+            raise ValueError(f"phase '{p.name}' runs {p.action} writing {p.tool.data} data, and the scenario writes {data.kind}")
+        if p.tool and PHASE_SEPARATOR in p.name:
+            raise ValueError(f"phase '{p.name}' runs {p.action}: its name holds no '{PHASE_SEPARATOR}', which fslab puts between it and the tool's steps ({p.name}.write)")
+        if p.tool and (under := [n for n in names if n.startswith(p.name + PHASE_SEPARATOR)]):
+            raise ValueError(f"phase '{under[0]}' is named as a step of phase '{p.name}', which runs {p.action} (its steps are '{p.name}.<step>'): rename it")
     return Scenario(phases, file_name(name), size, data, builtin)
 
 
 # ---- the workload kind ------------------------------------------------------------------------
 
-METRICS: dict[str, MetricKind] = FIO_METRICS | {
-    "extents": MetricKind("extents", False, compared=True),  # fewer is better: what copy-on-write ageing scatters
-    "snapshots": MetricKind("snapshots", True),  # taken while the phase ran
-}
+
+def _declared(*declarations: Mapping[str, MetricKind]) -> dict[str, MetricKind]:
+    """Every metric a phase may report, by name. Where kinds share a name (read_mb_s: fio's,
+    sysbench's, dd's), unit and direction must agree; a name is primary or compared where any
+    phase's kind makes it so: dd's write_mb_s decides a cell, fio's does not. What is stored is
+    exact: each metric carries the role its own kind gives it, per key, phase and all (Roles)."""
+    merged: dict[str, MetricKind] = {}
+    for declared in declarations:
+        for name, kind in declared.items():
+            was = merged.get(name)
+            if was and (was.unit, was.higher_is_better) != (kind.unit, kind.higher_is_better):
+                raise ValueError(f"phase kinds declare metric {name} as {was} and as {kind}: in a scenario, one name must mean one thing")
+            merged[name] = replace(kind, primary=kind.primary or bool(was and was.primary), compared=kind.compared or bool(was and was.compared))
+    return merged
+
+
+METRICS: dict[str, MetricKind] = _declared(
+    FIO_METRICS,
+    *(kind.metrics for kind in PHASE_TOOLS.values()),
+    {
+        "extents": MetricKind("extents", False, compared=True),  # fewer is better: what copy-on-write ageing scatters
+        "snapshots": MetricKind("snapshots", True),  # taken while the phase ran
+    },
+)
 
 
 class Scenarios:
     """Scenarios behind the workload protocol: every phase runs in `run`, in order, each measured
-    one inside `measured(phase)`; outputs are fio's JSON, filefrag's lines and the snapshots taken,
-    one per measured phase and tool."""
+    one inside `measured(phase)`, a tool phase through its tool's kind (`_run_tool`); outputs are
+    fio's JSON, filefrag's lines, the snapshots taken and the tools' reports, one per measured
+    phase (or tool step) and tool."""
 
     name = "scenario"
     metrics = METRICS
@@ -196,6 +265,8 @@ class Scenarios:
                     parse_only(self._job_text(s, phase, somewhere), where=f"workload '{workload.name}' phase '{phase.name}'")
                 except Refused as exc:
                     problems.append(str(exc))
+            for phase in (p for p in s.phases if p.tool):
+                problems += PHASE_TOOLS[phase.action].problems([_phase_workload(workload, phase)], workdir)
         return problems
 
     def _job_text(self, s: Scenario, phase: Phase, directory: Path) -> str:
@@ -208,7 +279,12 @@ class Scenarios:
             head = f"# phase {p.name}: {p.action}" + ("" if p.measured else " (not measured)")
             head += f", a snapshot every {p.snapshot_every:g} s" if p.snapshot_every else ""
             head += ", then the file's extents" if p.extents else ""
-            body = self._job_text(s, p, directory_of(ready, self.name)) if p.action == "fio" else (f"sleep {p.seconds:g}" if p.action == "sleep" else p.action)
+            if p.action == "fio":
+                body = self._job_text(s, p, directory_of(ready, self.name))
+            elif p.tool:
+                body = PHASE_TOOLS[p.action].command(_phase_workload(workload, p), ready)
+            else:
+                body = f"sleep {p.seconds:g}" if p.action == "sleep" else p.action
             parts.append(f"{head}\n{body}")
         return "\n".join(parts)
 
@@ -221,6 +297,9 @@ class Scenarios:
         outputs: list[RawOutput] = []
         taken = 0
         for phase in s.phases:
+            if phase.tool:
+                outputs += self._run_tool(journal, workload, phase, ready, scratch, scope, measured)
+                continue
             with measured(phase.name) if phase.measured else _unwatched():
                 if phase.action == "fio":
                     job = scratch / f"{file_name(phase.name)}.fio"
@@ -243,10 +322,26 @@ class Scenarios:
                 outputs.append(RawOutput(phase.name, "filefrag", "".join(f"{path}: {n} extents found\n" for path, n in counts.items())))
         return outputs
 
+    def _run_tool(self, journal: Journal, workload: Workload, phase: Phase, ready: Provisioned, scratch: Path, scope: StudyScope, measured: Measured) -> list[RawOutput]:
+        """A tool phase, as its tool's kind runs a workload: prepared (not measured), then run,
+        each step the tool measures in a window named after the phase (`sanity.write`), its
+        outputs named alike."""
+        kind, own = PHASE_TOOLS[phase.action], _phase_workload(workload, phase)
+        kind.prepare(journal, own, ready, scratch, scope)
+
+        def window(step: str) -> AbstractContextManager[None]:
+            return measured(_step_name(phase.name, step)) if phase.measured else _unwatched()
+
+        found = kind.run(journal, own, ready, kind.command(own, ready), scratch, scope, window)
+        return [replace(o, phase=_step_name(phase.name, o.phase)) for o in found] if phase.measured else []
+
     def parse(self, outputs: list[RawOutput]) -> list[Metric]:
         found: list[Metric] = []
         for output in outputs:
-            if output.tool == "fio":
+            if output.tool in PHASE_TOOLS:
+                phase, own = _as_tool_named(output)
+                found += [replace(m, phase=_step_name(phase, m.phase)) for m in PHASE_TOOLS[output.tool].parse([own])]
+            elif output.tool == "fio":
                 found += [replace(m, phase=output.phase) for m in parse_metrics(output.text)]
             elif output.tool == "filefrag":
                 found.append(METRICS["extents"].of("extents", sum(parse_filefrag(output.text).values()), output.phase))
@@ -263,7 +358,31 @@ class Scenarios:
             expected = s.phase_seconds(phase) / (phase.snapshot_every or 1)
             if expected >= 2 and taken < expected / 2:
                 found.append(Finding("few_snapshots", f"{output.phase}: {taken} snapshots taken, not the ~{expected:.0f} asked (one every {phase.snapshot_every:g} s): each took longer", implausible=False))
+        for phase in (p for p in s.phases if p.tool):
+            own = [o for name, o in map(_as_tool_named, (o for o in outputs if o.tool == phase.action)) if name == phase.name]
+            if own:  # what its tool's kind finds in them, said of the phase
+                found += [replace(f, says=f"{phase.name}: {f.says}") for f in PHASE_TOOLS[phase.action].judge(_phase_workload(workload, phase), own)]
         return found
+
+
+def _phase_workload(workload: Workload, phase: Phase) -> Workload:
+    """The workload a tool phase's kind is given: the scenario's, running the phase's tool record,
+    named after the scenario and the phase (dd names its file after it: `mix-sanity`)."""
+    return replace(workload, name=f"{workload.name}-{phase.name}", tool=phase.tool)
+
+
+def _step_name(phase: str, step: str) -> str:
+    """A tool's phase (its step: dd's `write`) as a scenario names it: after the tool phase's
+    name (`sanity.write`); the tool's unnamed one (sysbench's run, any tool's metrics) is the
+    tool phase itself (`mail`)."""
+    return f"{phase}{PHASE_SEPARATOR}{step}" if step else phase
+
+
+def _as_tool_named(output: RawOutput) -> tuple[str, RawOutput]:
+    """A tool phase's stored output as its tool named it, and the phase it belongs to:
+    `sanity.write` → phase `sanity`, dd's step `write` (a tool phase's name holds no '.')."""
+    phase, _, step = output.phase.partition(PHASE_SEPARATOR)
+    return phase, replace(output, phase=step)
 
 
 @contextmanager
