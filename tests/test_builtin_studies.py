@@ -1,0 +1,109 @@
+"""Seed studies run end to end from their built-in study files, at small scale (issue 10). Every
+built-in study is read and checked by test_tool_options; two of them also run here, as a user
+runs them: `fslab run NAME --scale S --runs 1 --skip-unsupported`, so images, sizes and runtimes
+shrink and each cell runs once.
+
+- nas-stack (seed 003): what this machine lacks is skipped, with why (the ext4 stack needs md
+  and device-mapper; ZFS encryption needs OpenZFS); the rest runs: the ZFS mirror under the
+  backup, metadata and mixed fio workloads and the rsync photo ingestion, and the raw baselines
+  of the stack's two images.
+- btrfs-options (seed 002): seven Btrfs and ext4 targets under the baseline fio jobs and the
+  iozone-like write/rewrite/read/reread scenario, with zeros and with random data.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+from conftest import fresh_workdir, fslab
+
+from fslab.filesystems.zfs_engine import engine
+from fslab.results import ResultsDB
+
+
+@dataclass
+class Ran:
+    result: subprocess.CompletedProcess[str]
+    study_run: dict
+    runs: list[dict]
+    samples: dict
+    report: dict  # the summary.json written beside the database
+
+
+def run_builtin(name: str, scale: str, directory) -> Ran:  # noqa: ANN001
+    with fresh_workdir() as workdir:  # checked afterwards for anything left attached or mounted
+        db_path = directory / "results.db"
+        result = fslab("run", name, "--scale", scale, "--runs", "1", "--warmup", "0", "--skip-unsupported", "--db", str(db_path), "--workdir", str(workdir.root), timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    db = ResultsDB(str(db_path))
+    study_run = db.study_run()
+    report = json.loads((directory / "reports" / f"{name}-{study_run['id']}" / "summary.json").read_text())
+    return Ran(result, study_run, db.runs(study_run["id"]), db.sample_groups(study_run["id"]).values, report)
+
+
+@pytest.fixture(scope="module")
+def nas(tmp_path_factory) -> Iterator[Ran]:  # noqa: ANN001
+    if engine() is None:
+        pytest.fail("nas-stack needs ZFS: make test installs zfs-fuse")
+    yield run_builtin("nas-stack", "0.02", tmp_path_factory.mktemp("nas-stack"))
+
+
+@pytest.fixture(scope="module")
+def btrfs_options(tmp_path_factory) -> Iterator[Ran]:  # noqa: ANN001
+    yield run_builtin("btrfs-options", "0.05", tmp_path_factory.mktemp("btrfs-options"))
+
+
+def test_nas_stack_skips_what_this_machine_lacks_and_says_why(nas):
+    skipped = {(s["target"], s["why"]) for s in nas.study_run["settings"].get("skipped", [])}
+    ran = {r["target"] for r in nas.runs}
+    if any(target == "ext4-stack" for target, _ in skipped):
+        assert any("md" in why for target, why in skipped if target == "ext4-stack")
+        assert "ext4-stack" not in ran
+    if engine().fuse:
+        assert ("zfs-mirror-encrypted", "ZFS native encryption is not supported by this ZFS engine (zfs-fuse's pool version 23 predates it); it needs OpenZFS 0.8 or later with its kernel module") in skipped
+        assert "zfs-mirror-encrypted" not in ran
+    assert "Skipped:" in nas.result.stdout
+
+
+def test_nas_stack_runs_its_zfs_mirror_raw_baselines_and_photo_ingestion(nas):
+    assert nas.runs and all(r["status"] == "ok" for r in nas.runs), [r["error"] for r in nas.runs if r["status"] != "ok"]
+    cells = {(r["target"], r["workload"]) for r in nas.runs}
+    fio_workloads = {"backup-write", "backup-read", "metadata", "mixed-load"}
+    assert {("zfs-mirror", w) for w in fio_workloads | {"photo-ingestion"}} <= cells
+    assert {(f"ext4-stack/raw-{i}", w) for i in (1, 2) for w in fio_workloads} <= cells, "the stack's images measured bare, skipped stack or not"
+    assert not any(w == "photo-ingestion" and t.startswith("ext4-stack/raw") for t, w in cells), "rsync needs a filesystem: not on raw targets"
+    ingestion = nas.samples[("photo-ingestion", "zfs-mirror")]
+    assert ingestion["mib_s"][0] > 0 and ingestion["files"][0] >= 1 and ingestion["cpu_s"][0] > 0
+    assert ingestion["host_cpu_busy_pct"][0] > 0, "CPU measured system-wide while rsync ran (zfs-fuse's daemon counts)"
+    mirror = next(r for r in nas.runs if r["target"] == "zfs-mirror")
+    assert "arc_max:" in mirror["fs_details"] and "mirror" in mirror["fs_details"]
+
+
+def test_btrfs_options_runs_every_target_under_fio_and_the_iozone_scenarios(btrfs_options):
+    runs = btrfs_options.runs
+    targets = {"btrfs", "ext4", "btrfs-opts[nodatasum]", "btrfs-opts[nodatacow]", "btrfs-opts[compress=zstd]", "btrfs-meta-single", "btrfs-two-disks"}
+    workloads = {"seq_read", "seq_write", "rand_read", "rand_write", "iozone-zeros", "iozone-random"}
+    assert {(r["target"], r["workload"]) for r in runs} == {(t, w) for t in targets for w in workloads}
+    assert all(r["status"] == "ok" for r in runs), [r["error"] for r in runs if r["status"] != "ok"]
+    for target in targets:
+        iozone = btrfs_options.samples[("iozone-zeros", target)]
+        for phase in ("write", "rewrite"):
+            assert iozone[f"{phase}.write_mb_s"][0] > 0
+        for phase in ("read", "reread"):
+            assert iozone[f"{phase}.read_mb_s"][0] > 0
+    patterns = {r["workload"]: r["data_pattern"] for r in runs}
+    assert patterns["iozone-zeros"].startswith("zeros") and patterns["iozone-random"].startswith("random")
+
+
+def test_btrfs_options_calls_out_zeros_on_the_compressing_target_only(btrfs_options):
+    """Seed 002's point: zeros flatter compression. The compress=zstd cell of the zeros scenario
+    says so (on the console and in the report files); no cell of random data, and no cell of a
+    target that does not compress, does."""
+    notes = {(c["workload"], c["target"]): c.get("notes", []) for c in btrfs_options.report["cells"]}
+    flattered = {cell for cell, said in notes.items() if any("wrote zeros data to a compressing target" in note for note in said)}
+    assert flattered == {("iozone-zeros", "btrfs-opts[compress=zstd]")}
+    assert "wrote zeros data to a compressing target" in " ".join(btrfs_options.result.stdout.split())
