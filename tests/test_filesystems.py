@@ -128,3 +128,27 @@ def test_each_mkfs_floor_is_where_the_real_mkfs_starts_to_work(tmp_path, kind, a
 
     assert formats(floor.size), f"{fs.mkfs_command(['…'], list(arguments))} on {floor.size} bytes"
     assert not formats(floor.size - step), f"mkfs made a {kind} under the floor ({floor.size - step} bytes): the floor is too high"
+
+
+def test_the_zfs_floor_is_where_zpool_create_starts_to_work(workdir):
+    """ZFS's floor is zpool's own (SPA_MINDEVSIZE): a pool is made, and its dataset mounted, on a
+    device of the floor's size, and zpool refuses one a MiB smaller, in the engine here."""
+    if engine() is None:
+        pytest.fail("this test needs ZFS: make test installs zfs-fuse")
+    from fslab.system import CommandError
+
+    floor = FILESYSTEMS["zfs"].size_floor([], 1)
+    assert floor is not None
+
+    def provisions(size: int) -> bool:
+        target = Target("z", "zfs", (), "", size, "sparse")
+        try:
+            with loops(workdir, 1, size) as (loop,), FILESYSTEMS["zfs"].provision(workdir.journal, Stack.on(on_loops([loop])), workdir.mounts / "z", target) as ready:
+                return ready.directory is not None and ready.directory.is_dir()
+        except CommandError as exc:
+            assert "zpool create" in str(exc), exc
+            return False
+
+    assert provisions(floor.size), f"no pool on {floor.size} bytes"
+    assert not provisions(floor.size - 2**20), f"zpool made a pool under the floor ({floor.size - 2**20} bytes): the floor is too high"
+    assert workdir.journal.outstanding() == []
