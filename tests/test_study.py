@@ -99,22 +99,25 @@ def test_builtin_studies_load():
 def test_seed_studies_are_built_in():
     seed1 = load_study("btrfs-vs-zfs")
     assert [t.name for t in seed1.targets] == [
-        "raw", "btrfs[datacow,noatime]", "btrfs[nodatacow,noatime]", "btrfs[datacow,noatime,autodefrag]", "zfs[recordsize=128k]", "zfs[recordsize=4k]"
+        "raw", "btrfs[datacow,noatime]", "btrfs[nodatacow,noatime]", "btrfs[datacow,noatime,autodefrag]", "zfs[recordsize=128k]", "zfs[recordsize=4k]", "zfs-16k", "zvol-16k"
     ]
-    assert seed1.targets[-1].properties == {"recordsize": "4k", "atime": "off", "primarycache": "metadata", "compression": "off"}
+    by_name = {t.name: t for t in seed1.targets}
+    assert by_name["zfs[recordsize=4k]"].properties == {"recordsize": "4k", "atime": "off", "primarycache": "metadata", "compression": "off"}
+    assert by_name["zvol-16k"].zvol and by_name["zvol-16k"].baseline == "zfs-16k" and by_name["zfs-16k"].properties["recordsize"] == "16k", "seed 001's dataset against a volume"
     assert len(seed1.workloads) == 10 and seed1.baseline == "raw"
     scenarios = {w: sorted(t for t_w, t in [(c.workload.name, c.target.name) for c in seed1.cells] if t_w == w) for w in ("in-place-writes", "snapshots")}
-    assert scenarios["in-place-writes"] == sorted(t.name for t in seed1.targets if t.filesystem in ("btrfs", "zfs")), "every Btrfs and ZFS target, not raw"
+    assert scenarios["in-place-writes"] == sorted(t.name for t in seed1.targets if t.name.startswith(("btrfs[", "zfs["))), "every Btrfs and ZFS dataset of the seed's sweeps, not raw"
     assert scenarios["snapshots"] == ["zfs[recordsize=128k]", "zfs[recordsize=4k]"]
     seed2 = load_study("btrfs-options")
     assert {t.name: t.devices for t in seed2.targets}["btrfs-two-disks"] == 2
     tuning = load_study("tuning-paper")
     assert "ext4[barrier=0]" in [t.name for t in tuning.targets]
     seed3 = load_study("nas-stack")
-    assert [t.name for t in seed3.targets] == ["ext4-stack", "ext4-stack/raw-1", "ext4-stack/raw-2", "zfs-mirror"]
+    assert [t.name for t in seed3.targets] == ["ext4-stack", "ext4-stack/raw-1", "ext4-stack/raw-2", "zfs-mirror", "zfs-mirror-encrypted"]
+    assert seed3.targets[4].properties["encryption"] == "aes-256-gcm" and seed3.targets[4].properties["compression"] == seed3.targets[3].properties["compression"]
     assert seed3.targets[0].layers == ("md-raid1", "luks", "lvm") and seed3.targets[3].arc_max == 4 * 2**30
     assert [w.name for w in seed3.workloads] == ["backup-write", "backup-read", "metadata", "mixed-load", "photo-ingestion"] and seed3.warmup == 1
-    assert sorted(c.target.name for c in seed3.cells if c.workload.name == "photo-ingestion") == ["ext4-stack", "zfs-mirror"], "not the raw devices"
+    assert sorted(c.target.name for c in seed3.cells if c.workload.name == "photo-ingestion") == ["ext4-stack", "zfs-mirror", "zfs-mirror-encrypted"], "not the raw devices"
     seed0 = load_study("wu-guo-2026")
     assert [w.kind for w in seed0.workloads] == ["fio"] * 6 + ["sysbench", "dd"] and len(seed0.cells) == 8 * 8
     assert {w.name: w.tool.fio_options["numjobs"] for w in seed0.workloads[4:6]} == {"video_read": "4", "video_write": "4"}
