@@ -126,7 +126,7 @@ def test_an_encrypted_dataset_runs_with_a_key_fslab_made_and_kept_in_no_file(gue
     run = runs[("encrypted", "seq_write")]
     assert run["status"] == "ok", run["error"]
     details = run["fs_details"]
-    for line in ("encryption\taes-256-gcm\tlocal", "keyformat\traw\t", "keystatus\tavailable\t", "keylocation\tprompt\tlocal"):
+    for line in ("encryption\taes-256-gcm\t", "keyformat\traw\t", "keystatus\tavailable\t", "keylocation\tprompt\tlocal", "encryptionroot\tfslab_"):
         assert line in details, line  # zfs read the key on its standard input: no file named
     assert "key: 32 random bytes fslab made for this run alone" in details
     assert "keyformat=raw" in run["mkfs_command"] and not any("keylocation" in arg for arg in run["mkfs_command"])
