@@ -27,6 +27,21 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         raise pytest.UsageError("fslab's tests format and mount loop images: run them as root (make test)")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def guests_boot_meanwhile(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The QEMU guests the selected tests need (a module's `guest_job()`) start booting now, in
+    the background, while the host's tests run (tests/guest.py)."""
+    import guest
+
+    if guest.unavailable_reason() is None:
+        for module in dict.fromkeys(getattr(item, "module", None) for item in request.session.items):
+            job = getattr(module, "guest_job", lambda: None)()
+            if job is not None:
+                guest.start(job, tmp_path_factory)
+    yield
+    guest.stop_waiting()
+
+
 @contextmanager
 def fresh_workdir() -> Iterator[Workdir]:
     """A work directory of its own, checked afterwards for anything left attached or mounted."""

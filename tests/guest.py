@@ -17,7 +17,8 @@ import shlex
 import shutil
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 # Modules the guest needs before it can reach its root filesystem; the rest it modprobes itself.
@@ -172,3 +173,36 @@ def run_in_guest(command: str, *, cwd: Path, share: Path, memory_mib: int = 2048
             console=console.read_text(errors="replace") if console.exists() else "",
             share=share,
         )
+
+
+@dataclass(frozen=True)
+class GuestJob:
+    """One boot a test module needs: its command, run in `cwd`, and the files it shares (name →
+    text, written into the guest's /fslab-share)."""
+
+    name: str
+    command: str
+    cwd: Path
+    files: dict[str, str] = field(default_factory=dict)
+
+
+# A guest takes minutes of emulated CPU. conftest starts every selected module's guest when the
+# session starts (`start`), one boot at a time in this background thread, and the host's own
+# tests run meanwhile; each module's fixture then waits for its guest's result.
+_BACKGROUND = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fslab-guest")
+_STARTED: dict[str, Future[GuestResult]] = {}
+
+
+def start(job: GuestJob, tmp_path_factory) -> Future[GuestResult]:  # noqa: ANN001
+    """The job's guest, booting (or booted) in the background: started once per session."""
+    if job.name not in _STARTED:
+        share = tmp_path_factory.mktemp(f"{job.name}-share", numbered=True)
+        for name, text in job.files.items():
+            (share / name).write_text(text)
+        _STARTED[job.name] = _BACKGROUND.submit(run_in_guest, job.command, cwd=job.cwd, share=share)
+    return _STARTED[job.name]
+
+
+def stop_waiting() -> None:
+    """At the session's end: guests not booted yet never will be (one booting runs to its end)."""
+    _BACKGROUND.shutdown(wait=False, cancel_futures=True)

@@ -12,8 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import TEST_ROOT, write_study
-from guest import SCRATCH, run_in_guest, unavailable_reason
+from guest import SCRATCH, GuestJob, start, unavailable_reason
 
 from fslab.results import ResultsDB
 
@@ -75,16 +74,17 @@ echo "--- after the study"; ls /dev/mapper; cat /proc/mdstat; losetup -a; ls {sc
 """
 
 
+def guest_job() -> GuestJob:
+    """The boot these tests need (conftest starts it early)."""
+    return GuestJob("layers", IN_GUEST.format(scratch=SCRATCH), REPO, {"study.toml": STUDY, "killed.py": textwrap.dedent(KILLED_WITH_A_STACK)})
+
+
 @pytest.fixture(scope="module")
 def guest(tmp_path_factory):
     reason = unavailable_reason()
     if reason:
         pytest.fail(f"the layer tests boot a guest kernel: {reason}; make test installs what they need")
-    TEST_ROOT.mkdir(parents=True, exist_ok=True)
-    share = tmp_path_factory.mktemp("guest-share", numbered=True)
-    write_study(share, STUDY)
-    (share / "killed.py").write_text(textwrap.dedent(KILLED_WITH_A_STACK))
-    result = run_in_guest(IN_GUEST.format(scratch=SCRATCH), cwd=REPO, share=share)
+    result = start(guest_job(), tmp_path_factory).result()
     assert result.status == 0, f"the guest did not finish:\n{result.output[-3000:]}\n{result.console[-3000:]}"
     sections = result.output.split("--- after ")
     return result, sections

@@ -14,8 +14,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import write_study
-from guest import SCRATCH, guest_kernel, run_in_guest, unavailable_reason
+from guest import SCRATCH, GuestJob, guest_kernel, start, unavailable_reason
 
 from fslab.results import ResultsDB
 
@@ -78,19 +77,24 @@ cp {scratch}/results.db* /fslab-share/
 """
 
 
+def guest_job() -> GuestJob | None:
+    """The boot these tests need (conftest starts it early); None without OpenZFS built."""
+    if unavailable_reason() or not (CACHE / f"ready-{guest_kernel()[1].name}").exists():
+        return None
+    return GuestJob("openzfs", IN_GUEST.format(cache=CACHE, scratch=SCRATCH), REPO, {"study.toml": STUDY})
+
+
 @pytest.fixture(scope="module")
 def guest(tmp_path_factory):
     reason = unavailable_reason()
     if reason:
         pytest.fail(f"the OpenZFS tests boot a guest kernel: {reason}")
-    kernel = guest_kernel()[1].name
-    if not (CACHE / f"ready-{kernel}").exists():
-        pytest.skip(f"no OpenZFS built for the guest kernel {kernel} in {CACHE}: tests/openzfs/build.sh makes it")
-    share = tmp_path_factory.mktemp("openzfs-share", numbered=True)
-    write_study(share, STUDY)
-    result = run_in_guest(IN_GUEST.format(cache=CACHE, scratch=SCRATCH), cwd=REPO, share=share)
+    job = guest_job()
+    if job is None:
+        pytest.skip(f"no OpenZFS built for the guest kernel {guest_kernel()[1].name} in {CACHE}: tests/openzfs/build.sh makes it")
+    result = start(job, tmp_path_factory).result()
     assert result.status == 0 and "study: 0" in result.output, f"{result.output[-3000:]}\n{result.console[-2000:]}"
-    db = ResultsDB(str(share / "results.db"))
+    db = ResultsDB(str(result.share / "results.db"))
     return result, db, {(r["target"], r["workload"]): r for r in db.runs(db.study_run()["id"])}
 
 
