@@ -93,6 +93,18 @@ def write_study(directory: Path, text: str, name: str = "study.toml") -> Path:
     return path
 
 
+def ran_study(tmp_path: Path, text: str, workdir: Workdir, *args: str):  # noqa: ANN201
+    """A study file run through `fslab run`, as a user runs it, which must succeed: what it
+    printed, its results database and the study run's id."""
+    from fslab.results import ResultsDB
+
+    db = tmp_path / "r.db"
+    result = fslab("run", str(write_study(tmp_path, text)), "--db", str(db), "--workdir", str(workdir.root), *args)
+    assert result.returncode == 0, result.stdout + result.stderr
+    results = ResultsDB(str(db))
+    return result, results, results.study_run()["id"]
+
+
 def runs_stored(db: Path) -> int:
     """Runs stored by the newest study run, or -1 before one has begun (the fio that runs then
     only reports its version)."""

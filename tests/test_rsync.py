@@ -7,12 +7,11 @@ import zlib
 from contextlib import ExitStack, contextmanager
 
 import pytest
-from conftest import FIXTURES, fslab, held_by, write_study
+from conftest import ran_study, FIXTURES, held_by
 from kinds_helpers import read_study, refused
 
 from fslab.errors import Refused
 from fslab.findings import Finding
-from fslab.results import ResultsDB
 from fslab.workloads.base import StudyScope
 from fslab.workloads.rsync import (
     MIB,
@@ -137,11 +136,7 @@ def test_the_study_file_refuses_other_data_unsafe_options_and_both_sizes():
 
 
 def test_rsync_ingests_into_ext4_end_to_end_and_releases_its_source(workdir, tmp_path):
-    db = tmp_path / "r.db"
-    result = fslab("run", str(write_study(tmp_path, STUDY)), "--db", str(db), "--workdir", str(workdir.root))
-    assert result.returncode == 0, result.stdout + result.stderr
-    results = ResultsDB(str(db))
-    study_run = results.study_run()["id"]
+    result, results, study_run = ran_study(tmp_path, STUDY, workdir)
     runs = results.runs(study_run)
     assert [r["status"] for r in runs] == ["ok", "ok"], [r["error"] for r in runs]
     assert all(r["job_file"].startswith("rsync -a --stats --no-human-readable '$SOURCE/' ") and r["job_file"].endswith("/ingest/") for r in runs)

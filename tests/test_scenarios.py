@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import replace
 
 import pytest
-from conftest import FIXTURES, fslab, write_study
+from conftest import ran_study, FIXTURES, fslab, write_study
 from kinds_helpers import read_study, refused
 
 from fslab.metrics import unqualified
@@ -45,11 +45,7 @@ data = "zeros"
 
 
 def test_cow_ageing_stores_both_reads_and_both_extent_counts(workdir, tmp_path):
-    db = tmp_path / "r.db"
-    result = fslab("run", str(write_study(tmp_path, AGEING)), "--db", str(db), "--workdir", str(workdir.root))
-    assert result.returncode == 0, result.stdout + result.stderr
-    results = ResultsDB(str(db))
-    study_run = results.study_run()["id"]
+    result, results, study_run = ran_study(tmp_path, AGEING, workdir)
     groups = results.sample_groups(study_run)
     btrfs, ext4 = groups.values[("ageing", "btrfs")], groups.values[("ageing", "ext4")]
     for cell in (btrfs, ext4):
@@ -186,11 +182,7 @@ dd = { bs = "1M", count = 32 }
 
 
 def test_a_scenario_runs_tool_phases_each_through_its_own_kind(workdir, tmp_path):
-    db = tmp_path / "r.db"
-    result = fslab("run", str(write_study(tmp_path, MIX)), "--db", str(db), "--workdir", str(workdir.root))
-    assert result.returncode == 0, result.stdout + result.stderr
-    results = ResultsDB(str(db))
-    study_run = results.study_run()["id"]
+    result, results, study_run = ran_study(tmp_path, MIX, workdir)
     [run] = results.runs(study_run)
     assert run["status"] == "ok", run["error"]
     cell = results.sample_groups(study_run).values[("mix", "ext4")]
