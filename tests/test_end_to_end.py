@@ -122,7 +122,7 @@ def test_environment_is_recorded(finished_study):
 
 def test_summary_table_and_report_files(finished_study):
     result, db, root, _ = finished_study
-    assert "rand_read (direct I/O; data: random)" in result.stdout and "IOPS mean ± 95% CI" in result.stdout
+    assert "rand_read (direct I/O; data: random): read" in result.stdout and "± 95% CI" in result.stdout
     folder = root / "reports" / f"e2e-{db.study_run()['id']}"
     markdown = (folder / "summary.md").read_text()
     assert "## rand_read (direct I/O; data: random)" in markdown and "| btrfs | read | 2 |" in markdown

@@ -22,7 +22,7 @@ from fslab.guard.block_devices import DESTROY_FLAG
 from fslab.guard.names import visible
 from fslab.plan import PlannedRun, Repetitions
 from fslab.report.console import print_comparison, print_summary
-from fslab.report.files import write_reports
+from fslab.report.files import TableFormat, export_tables, report_folder, write_reports
 from fslab.report.summary import StudySummary, summarize_study_run
 from fslab.results import ResultsDB, RunRecord, reports_dir, resolve_location
 from fslab.results.db import DEFAULT_DB
@@ -202,7 +202,7 @@ def _show_and_exit(results: ResultsDB, study_run_id: int, **analysis: Any) -> No
 def _show(results: ResultsDB, study_run_id: int, **analysis: Any) -> StudySummary:
     """Print the summary, write its report files; the summary shown."""
     summary = summarize_study_run(results, study_run_id, **analysis)
-    print_summary(console, summary)
+    print_summary(console, summary, report=report_folder(summary, reports_dir(results.location)) / "summary.md")
     written = write_reports(summary, reports_dir(results.location))
     console.print(f"Results in {results.location}; report files: {', '.join(str(p) for p in written)}", highlight=False)
     return summary
@@ -221,6 +221,22 @@ def summary(
     results = _open_db(db)
     found = _find_study_run(results, study_run)
     _show(results, found["id"], baseline=baseline, threshold=threshold, precision=precision, units=units)
+
+
+@app.command()
+def export(
+    study_run: Annotated[Optional[str], typer.Argument(help="A study run id, or a study name for its newest run. \\[default: the newest]")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="The folder to write into (made if need be, in an existing directory). \\[default: the study run's report folder]")] = None,
+    form: Annotated[TableFormat, typer.Option("--format", help="Parquet needs pyarrow: pip install 'fslab\\[parquet]'.")] = TableFormat.CSV,
+    db: DbOption = None,
+) -> None:
+    """Write a study run's tables for pandas: runs (every run, one row per metric) and summary (every cell's statistics)."""
+    results = _open_db(db)
+    found = _find_study_run(results, study_run)
+    summary = summarize_study_run(results, found["id"])
+    folder = output or report_folder(summary, reports_dir(results.location))
+    for path in export_tables(summary, folder, form):
+        console.print(str(path), markup=False, highlight=False)
 
 
 def _find_study_run(results: ResultsDB, ref: str | None) -> dict:

@@ -1,4 +1,5 @@
-"""The report files of a study run: Markdown to read, CSV and JSON to process further."""
+"""The report files of a study run: Markdown to read, CSV and JSON to process further — the
+summary (summary.*) and every run as stored (runs.*) — and `fslab export`'s tables."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ import io
 import json
 import os
 from dataclasses import asdict
+from enum import Enum
 from pathlib import Path
 
-from fslab.errors import Refused
+from fslab.errors import FslabError, Refused
 from fslab.guard.identity import open_own
 from fslab.guard.names import file_name
+from fslab.report.parquet import parquet_bytes
 from fslab.report.summary import (
     COMPARISON_COLUMNS,
     TARGET_COLUMNS,
@@ -21,6 +24,7 @@ from fslab.report.summary import (
     header_lines,
     method_line,
     monitor_table,
+    overview_table,
     ranking_lines,
     skipped_lines,
     target_rows,
@@ -33,6 +37,14 @@ def _table(columns: list[str], rows: list[list[str]]) -> list[str]:
     return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)] + ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in rows]
 
 
+OVERVIEW_SAID = (
+    "One row per target, fio workload and direction, laid out as Table IV of Wu & Guo (2026; the built-in study "
+    "`wu-guo-2026` runs it): IOPS, bandwidth and latencies are medians over the cell's runs (latency: fio's total "
+    "latency, each run's mean and percentiles); n counts the runs; the intervals are the 95 % Student-t intervals "
+    "of the mean. The tables per workload below add the spread, P99.9 latency, warnings and the comparisons."
+)
+
+
 def to_markdown(s: StudySummary) -> str:
     out = [f"# {s.study_run['study']} — study run {s.study_run['id']}", "", *[line + "  " for line in header_lines(s)], method_line(s), ""]
     out += ["## Targets", ""]
@@ -40,6 +52,10 @@ def to_markdown(s: StudySummary) -> str:
     skipped = skipped_lines(s)
     if skipped:
         out += ["", "## Skipped targets", "", skipped[0], "", *[f"- {line}" for line in skipped[1:]]]
+    overview = overview_table(s)
+    if overview:
+        out += ["", "## fio results", "", OVERVIEW_SAID, ""]
+        out += _table(*overview)
     for workload in s.workloads:
         out += ["", f"## {workload_title(s, workload)}", ""]
         out += _table(*workload_table(s, workload))
@@ -59,22 +75,71 @@ def to_markdown(s: StudySummary) -> str:
 
 STAT_FIELDS = ["n", "mean", "median", "stdev", "cv", "minimum", "maximum", "ci_low", "ci_high", "needs_runs"]  # needs_runs: the interval is not worth reading until then
 
+# The tables for pandas, each column with its type (Parquet keeps it; CSV leaves a missing value empty).
+SUMMARY_COLUMNS: dict[str, type] = {
+    "study_run": int, "workload": str, "target": str, "metric": str, "unit": str,
+    "n": int, "mean": float, "median": float, "stdev": float, "cv": float, "minimum": float, "maximum": float, "ci_low": float, "ci_high": float, "needs_runs": int,
+    "warnings": str,
+}  # fmt: skip
+RUN_COLUMNS: dict[str, type] = {  # results.db.RunMetric's fields
+    "study_run": int, "run_id": int, "target": str, "workload": str, "repetition": int, "block": int, "warmup": bool, "status": str,
+    "phase": str, "metric": str, "value": float, "unit": str,
+}  # fmt: skip
+
+
+def summary_rows(s: StudySummary) -> list[list]:
+    """Every metric of every cell, one row each, with all its statistics (SUMMARY_COLUMNS)."""
+    return [
+        [s.study_run["id"], cell.workload, cell.target, name, s.metric_units[name], *[getattr(stats, f) for f in STAT_FIELDS], "; ".join([*stats.warnings, *cell.notes])]
+        for cell in s.cells
+        for name, stats in cell.metrics.items()
+    ]
+
+
+def run_rows(s: StudySummary) -> list[list]:
+    """Every run, failed runs and warm-ups too, one row per metric (RUN_COLUMNS): long format."""
+    return [[getattr(m, column) for column in RUN_COLUMNS] for m in s.run_metrics]
+
 
 def to_csv(s: StudySummary) -> str:
-    """Every metric of every cell, one row each, with all its statistics."""
+    return _csv(list(SUMMARY_COLUMNS), summary_rows(s))
+
+
+def runs_csv(s: StudySummary) -> str:
+    return _csv(list(RUN_COLUMNS), run_rows(s))
+
+
+def _csv(columns: list[str], rows: list[list]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(["study_run", "workload", "target", "metric", "unit", *STAT_FIELDS, "warnings"])
-    for cell in s.cells:
-        for name, stats in cell.metrics.items():
-            writer.writerow([s.study_run["id"], cell.workload, cell.target, name, s.metric_units[name], *[getattr(stats, f) for f in STAT_FIELDS], "; ".join([*stats.warnings, *cell.notes])])
+    writer.writerow(columns)
+    writer.writerows(rows)
     return buffer.getvalue()
 
 
+def runs_json(s: StudySummary) -> str:
+    """Every run with all that is stored of it but its tools' raw output (in the database:
+    run_outputs), and its metrics."""
+    metrics: dict[int, list[dict]] = {}
+    for m in s.run_metrics:
+        if m.metric is not None:
+            metrics.setdefault(m.run_id, []).append({"phase": m.phase, "name": m.metric, "value": m.value, "unit": m.unit})
+    document = {"study_run": _study_run(s), "runs": [_plain(run) | {"metrics": metrics.get(run["id"], [])} for run in s.runs]}
+    return json.dumps(document, indent=2, default=str)
+
+
+def _study_run(s: StudySummary) -> dict:
+    return _plain({k: v for k, v in s.study_run.items() if k != "study_source"})
+
+
+def _plain(record: dict) -> dict:
+    """A stored record fit for JSON: times as ISO 8601."""
+    return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in record.items()}
+
+
 def to_json(s: StudySummary) -> str:
-    sr = {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in s.study_run.items() if k != "study_source"}
     document = {
-        "study_run": sr,
+        "study_run": _study_run(s),
         "targets": s.targets,
         "cells": [
             {"workload": c.workload, "target": c.target, "failed_runs": c.failed, "metrics": {m: {"unit": s.metric_units[m], **asdict(v)} for m, v in c.metrics.items()}}
@@ -93,21 +158,55 @@ def to_json(s: StudySummary) -> str:
     return json.dumps(document, indent=2, default=str)
 
 
+def report_folder(s: StudySummary, directory: Path) -> Path:
+    """Where a study run's report files go: a folder named after it in `directory`."""
+    return directory / file_name(f"{s.study_run['study']}-{s.study_run['id']}")
+
+
 def write_reports(s: StudySummary, directory: Path) -> list[Path]:
-    """summary.md, summary.csv and summary.json in a folder named after the study run."""
-    folder = directory / file_name(f"{s.study_run['study']}-{s.study_run['id']}")
+    """summary.md, summary.csv, summary.json, runs.csv and runs.json in the study run's folder."""
+    files = {"summary.md": to_markdown(s), "summary.csv": to_csv(s), "summary.json": to_json(s), "runs.csv": runs_csv(s), "runs.json": runs_json(s)}
+    folder = _folder(directory, report_folder(s, directory))
+    for name, text in files.items():
+        _write_own(folder / name, text)
+    return [folder / name for name in files]
+
+
+class TableFormat(Enum):
+    CSV = "csv"
+    PARQUET = "parquet"  # needs pyarrow (the `parquet` extra)
+
+
+def export_tables(s: StudySummary, folder: Path, form: TableFormat = TableFormat.CSV) -> list[Path]:
+    """`fslab export`: runs.csv (every run, long format) and summary.csv (every cell's
+    statistics) in `folder`, for pandas; or the same as .parquet."""
+    tables = {"runs": (RUN_COLUMNS, run_rows(s)), "summary": (SUMMARY_COLUMNS, summary_rows(s))}
+    if form is TableFormat.PARQUET:
+        written = {f"{name}.parquet": parquet_bytes(columns, rows) for name, (columns, rows) in tables.items()}
+    else:
+        written = {f"{name}.csv": _csv(list(columns), rows).encode() for name, (columns, rows) in tables.items()}
+    _folder(folder.parent, folder)
+    for name, data in written.items():
+        _write_own(folder / name, data)
+    return [folder / name for name in written]
+
+
+def _folder(directory: Path, folder: Path) -> Path:
+    """`folder` (inside `directory`), made if need be (with `directory`'s missing parents),
+    neither one a symlink."""
     for made in (directory, folder):
         if made.is_symlink():
             raise Refused(f"{made} is a symlink: fslab writes its reports into a directory, never through a symlink")
-        made.mkdir(exist_ok=True)
-    written = []
-    for name, text in (("summary.md", to_markdown(s)), ("summary.csv", to_csv(s)), ("summary.json", to_json(s))):
-        _write_own(folder / name, text)
-        written.append(folder / name)
-    return written
+        if made.exists() and not made.is_dir():
+            raise FslabError(f"{made} is not a directory: name a folder for the report files")
+        try:
+            made.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise FslabError(f"cannot make the folder {made} for the report files: {exc.strerror}") from None
+    return folder
 
 
-def _write_own(path: Path, text: str) -> None:
+def _write_own(path: Path, content: str | bytes) -> None:
     """Write a report file, never through a symlink someone left at its name."""
-    with os.fdopen(open_own(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "w") as f:
-        f.write(text)
+    with os.fdopen(open_own(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "wb" if isinstance(content, bytes) else "w") as f:
+        f.write(content)

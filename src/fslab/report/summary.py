@@ -18,6 +18,7 @@ from fslab.metrics import PHASE_SEPARATOR, qualified, unqualified
 from fslab.monitors import METRICS as MONITOR_METRICS
 from fslab.raw_reference import BeyondRaw, CachedReference, beyond_raw, cached_references, raw_references
 from fslab.results import ResultsDB
+from fslab.results.db import RunMetric
 from fslab.stats import RUNS_NEEDED_LIMIT, Summary, summarize
 from fslab.units import Bandwidth, format_size
 from fslab.workloads.fio import DIRECTIONS, METRICS as FIO_METRICS, PERCENTILES
@@ -65,6 +66,8 @@ class StudySummary:
     metric_units: dict[str, str] = field(default_factory=dict)  # metric key → its unit, as stored (the same in every cell)
     skipped: list[Unsupported] = field(default_factory=list)  # targets --skip-unsupported left out, and why
     cached_reference: list[CachedReference] = field(default_factory=list)  # raw figures no disk could produce
+    runs: list[dict] = field(default_factory=list)  # every run as stored, failed and warm-up too (runs.json)
+    run_metrics: list[RunMetric] = field(default_factory=list)  # every run's metrics, long format (runs.csv, fslab export)
 
     def cells_of(self, workload: str) -> list[CellSummary]:
         return [c for c in self.cells if c.workload == workload]
@@ -126,6 +129,8 @@ def summarize_study_run(
         metric_units=groups.units,
         skipped=skipped,
         cached_reference=cached_references(groups.values, targets, {w["name"]: w["spec"].get("fio_options") or {} for w in stored_workloads}),
+        runs=runs,
+        run_metrics=db.run_metrics(study_run_id),
     )
 
 
@@ -264,9 +269,9 @@ COLUMNS = ["target", "dir", "n", "IOPS median", "IOPS mean ± 95% CI", "IOPS CV"
 ] + ["notes"]
 
 
-def table_columns(units: Bandwidth) -> list[str]:
-    """COLUMNS with the bandwidth columns titled in the unit shown."""
-    return [c.replace("MB/s", units.value) for c in COLUMNS]
+def table_columns(units: Bandwidth, columns: list[str] = COLUMNS) -> list[str]:
+    """Columns (fio's table's unless named) with the bandwidth columns titled in the unit shown."""
+    return [c.replace("MB/s", units.value) for c in columns]
 
 
 # A workload whose cells hold no fio direction (a tool reporting elapsed_s, events_per_s, …): a
@@ -297,8 +302,7 @@ def metric_rows(cell: CellSummary, metric_units: dict[str, str], units: Bandwidt
     rows = []
     for name in [m for m in [*cell.primary, *sorted(m for m in cell.metrics if m not in cell.primary)] if shown(m, units)]:
         stats = cell.metrics[name]
-        n = f"{stats.n}" + (f" ({cell.failed} failed)" if cell.failed else "")
-        rows.append([cell.target, name, n, flagged(cell, fmt(stats.median)), fmt_mean_ci(stats), fmt_cv(stats), metric_units.get(name, ""), "; ".join([*stats.warnings, *(cell.notes if not rows else [])])])
+        rows.append([cell.target, name, runs_count(cell, stats), flagged(cell, fmt(stats.median)), fmt_mean_ci(stats), fmt_cv(stats), metric_units.get(name, ""), "; ".join([*stats.warnings, *(cell.notes if not rows else [])])])
     return rows or [[cell.target, "–", f"0 ({cell.failed} failed)", *["–"] * (len(METRIC_COLUMNS) - 3)]]
 
 
@@ -307,12 +311,50 @@ def table_rows(cell: CellSummary, units: Bandwidth = Bandwidth.MB) -> list[list[
     for d in cell.directions():
         iops, mb = cell.metrics.get(f"{d}_iops"), cell.metrics.get(f"{d}_{units.metric}")
         latencies = [fmt_latency(cell.metrics[f"{d}_lat_{p}_us"].median) if f"{d}_lat_{p}_us" in cell.metrics else "–" for p in PERCENTILES]
-        n = f"{iops.n}" + (f" ({cell.failed} failed)" if cell.failed else "")
         notes = "; ".join([*iops.warnings, *submission_note(cell, d), *(cell.notes if not rows else [])])
-        rows.append([cell.target, d, n, flagged(cell, fmt(iops.median)), fmt_mean_ci(iops), fmt_cv(iops), fmt(mb.median), fmt_mean_ci(mb), fmt_cv(mb), *latencies, notes])
+        rows.append([cell.target, d, runs_count(cell, iops), flagged(cell, fmt(iops.median)), fmt_mean_ci(iops), fmt_cv(iops), fmt(mb.median), fmt_mean_ci(mb), fmt_cv(mb), *latencies, notes])
     if not rows:
         rows.append([cell.target, "–", f"0 ({cell.failed} failed)", *["–"] * (len(COLUMNS) - 3)])
     return rows
+
+
+def runs_count(cell: CellSummary, stats: Summary) -> str:
+    """A figure's n, with the cell's failed runs beside it: "5", "4 (1 failed)"."""
+    return f"{stats.n}" + (f" ({cell.failed} failed)" if cell.failed else "")
+
+
+# Seed 000's Table IV (Wu & Guo 2026), one row per target, fio workload and direction — IOPS,
+# bandwidth, average and P50/P95/P99 total latency — with n and the 95 % intervals it lacked.
+# Every figure is the median over the cell's runs (of each run's mean or percentile), as in the
+# workload tables; the intervals are of the mean.
+OVERVIEW_COLUMNS = ["target", "workload", "dir", "IOPS", "MB/s", "avg latency", "P50", "P95", "P99", "n", "IOPS mean ± 95% CI", "MB/s mean ± 95% CI"]
+
+
+def overview_table(s: StudySummary) -> tuple[list[str], list[list[str]]] | None:
+    """Every fio figure of the study run in Table IV's layout, targets first as the seed orders
+    them, workloads in the study's order (a cell whose every run failed: a row saying so); None
+    when no workload is fio's."""
+    cells = {(c.target, c.workload): c for c in s.cells}
+    fio = [w for w in s.workloads if any(c.directions() for c in s.cells_of(w))]
+    rows = []
+    for target in s.targets:
+        for workload in fio:
+            cell = cells.get((target["name"], workload))
+            if cell is None:
+                continue
+            if not cell.directions():
+                rows.append([cell.target, workload, "–", *["–"] * 6, f"0 ({cell.failed} failed)", "–", "–"])
+            for d in cell.directions():
+                iops, bandwidth = cell.metrics[f"{d}_iops"], cell.metrics.get(f"{d}_{s.units.metric}")
+                latencies = [fmt_latency(_median(cell, f"{d}_lat_{stat}_us")) for stat in ("mean", "p50", "p95", "p99")]
+                figures = [flagged(cell, fmt(iops.median)), fmt(_median(cell, f"{d}_{s.units.metric}")), *latencies]
+                rows.append([cell.target, workload, d, *figures, runs_count(cell, iops), fmt_mean_ci(iops), fmt_mean_ci(bandwidth)])
+    return (table_columns(s.units, OVERVIEW_COLUMNS), rows) if rows else None
+
+
+def _median(cell: CellSummary, metric: str) -> float | None:
+    stats = cell.metrics.get(metric)
+    return None if stats is None else stats.median
 
 
 def is_monitored(key: str) -> bool:

@@ -259,6 +259,25 @@ class StoredRun:
         return (self.target, self.workload, self.repetition, self.warmup)
 
 
+@dataclass(frozen=True)
+class RunMetric:
+    """One metric of one run, in long format (`fslab export`, runs.csv): a run that stored no
+    metric (a failed run) is one row with no phase, metric, value or unit."""
+
+    study_run: int
+    run_id: int
+    target: str
+    workload: str
+    repetition: int
+    block: int
+    warmup: bool
+    status: str
+    phase: str | None
+    metric: str | None
+    value: float | None
+    unit: str | None
+
+
 RunKey = tuple[str, str, int, bool]  # target, workload, repetition, warm-up: one run of a study run
 
 
@@ -453,6 +472,21 @@ class ResultsDB:
                     run.metrics[key] = r.value
                     flags.append((r.workload, key, r.primary, r.compared))
         return [replace(run, roles=Roles.flagged(flags)) for run, flags in found.values()]
+
+    def run_metrics(self, study_run_id: int) -> list[RunMetric]:
+        """Every run of a study run — failed runs and warm-ups too — with each of its metrics, in
+        the order the runs were stored."""
+        query = (
+            sa.select(
+                runs.c.study_run_id, runs.c.id, runs.c.target, runs.c.workload, runs.c.repetition, runs.c.block, runs.c.warmup, runs.c.status,
+                metrics.c.phase, metrics.c.name, metrics.c.value, metrics.c.unit,
+            )
+            .outerjoin(metrics, metrics.c.run_id == runs.c.id)
+            .where(runs.c.study_run_id == study_run_id)
+            .order_by(runs.c.id, metrics.c.phase, metrics.c.name)
+        )
+        with self.engine.connect() as conn:
+            return [RunMetric(*row) for row in conn.execute(query)]
 
     def sample_groups(self, study_run_id: int) -> SampleGroups:
         return group_samples(self.samples(study_run_id))

@@ -1,0 +1,302 @@
+"""The report files and exports of a real study run, read back and checked against the database
+itself (sqlite3, not fslab's queries), and the console summary within 120 columns."""
+
+import csv
+import io
+import json
+import re
+import shlex
+import sqlite3
+import statistics
+import subprocess
+import sys
+import types
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from conftest import fresh_workdir, fslab, write_study
+from rich.console import Console
+from scipy import stats as sps
+
+from fslab.report.console import CONSOLE_WIDTH, print_summary
+from fslab.report.summary import StudySummary, summarize_study_run
+from fslab.results import ResultsDB
+from fslab.stats import summarize
+
+STUDY = """\
+[study]
+name = "tables"
+repetitions = 3
+warmup = 1
+workloads = ["rand_read", "seq_write"]
+image_size = "256MiB"
+
+[fio]
+size = "32MiB"
+runtime = "1s"
+
+[[target]]
+filesystem = ["ext4", "raw"]
+
+[[target]]
+name = "bad"
+filesystem = "ext4"
+mount_options = "journal_async_commit"  # allowed, but the kernel refuses it under data=ordered: every run fails
+"""
+DOCS = Path(__file__).parent.parent / "docs" / "reports.md"
+
+
+@pytest.fixture(scope="module")
+def study_run(tmp_path_factory):
+    """ext4 and raw, a random read and a sequential write, a warm-up and 3 runs each, through the
+    command line; and a target whose every run fails."""
+    root = tmp_path_factory.mktemp("reports")
+    with fresh_workdir() as workdir:
+        result = fslab("run", str(write_study(root, STUDY)), "--db", str(root / "fslab.db"), "--workdir", str(workdir.root))
+    assert result.returncode == 1 and "8 run(s) failed" in result.stderr, result.stdout + result.stderr
+    db = ResultsDB(str(root / "fslab.db"))
+    return root, db, db.study_run()["id"]
+
+
+def stored(root: Path, study_run_id: int) -> dict[tuple[str, str, str], list[float]]:
+    """(target, workload, metric) → its values over the measured runs, read with sqlite3 alone."""
+    query = """SELECT runs.target, runs.workload, metrics.name, metrics.value FROM runs JOIN metrics ON metrics.run_id = runs.id
+               WHERE runs.study_run_id = ? AND runs.status = 'ok' AND NOT runs.warmup AND metrics.phase = '' ORDER BY runs.id"""
+    values: dict[tuple[str, str, str], list[float]] = {}
+    with sqlite3.connect(root / "fslab.db") as conn:
+        for target, workload, name, value in conn.execute(query, (study_run_id,)):
+            values.setdefault((target, workload, name), []).append(value)
+    return values
+
+
+def markdown_table(markdown: str, heading: str) -> list[dict[str, str]]:
+    """The first table under a Markdown heading, as rows keyed by column."""
+    section = markdown.split(f"\n{heading}\n", 1)[1]
+    lines = [line for line in section.split("\n## ", 1)[0].splitlines() if line.startswith("|")]
+    columns = [c.strip() for c in lines[0].strip("|").split("|")]
+    return [dict(zip(columns, (c.strip() for c in line.strip("|").split("|")))) for line in lines[2:]]
+
+
+def figure(text: str) -> tuple[float, float]:
+    """A printed number and how far from it the value may be, given the digits printed."""
+    digits = text.replace(",", "").strip()
+    decimals = len(digits.partition(".")[2])
+    return float(digits), 0.5 * 10**-decimals + 1e-9
+
+
+def latency(text: str) -> tuple[float, float]:
+    """A printed latency in µs, and how far from it the value may be."""
+    number, unit = text.split(" ")
+    value, tolerance = figure(number)
+    scale = {"µs": 1, "ms": 1e3, "s": 1e6}[unit]
+    return value * scale, tolerance * scale
+
+
+def assert_shows(text: str, value: float, read=figure) -> None:
+    shown, tolerance = read(text)
+    assert abs(shown - value) <= tolerance, f"{text} shows {value}"
+
+
+def test_the_markdown_table_iv_equals_the_database(study_run):
+    root, _, study_run_id = study_run
+    markdown = (root / "reports" / f"tables-{study_run_id}" / "summary.md").read_text()
+    rows = markdown_table(markdown, "## fio results")
+    assert list(rows[0]) == ["target", "workload", "dir", "IOPS", "MB/s", "avg latency", "P50", "P95", "P99", "n", "IOPS mean ± 95% CI", "MB/s mean ± 95% CI"]
+    assert [(r["target"], r["workload"], r["dir"]) for r in rows] == [
+        ("ext4", "rand_read", "read"), ("ext4", "seq_write", "write"), ("raw", "rand_read", "read"), ("raw", "seq_write", "write"),
+        ("bad", "rand_read", "–"), ("bad", "seq_write", "–"),
+    ], "the seed's order: filesystem first, then workload"
+    assert [r["n"] for r in rows[4:]] == ["0 (4 failed)"] * 2 and {r["IOPS"] for r in rows[4:]} == {"–"}, "warm-up included: every run failed"
+    values = stored(root, study_run_id)
+    for row in rows[:4]:
+        cell = lambda name: values[(row["target"], row["workload"], f"{row['dir']}_{name}")]  # noqa: E731
+        assert_shows(row["IOPS"], statistics.median(cell("iops")))
+        assert_shows(row["MB/s"], statistics.median(cell("mb_s")))
+        for column, name in (("avg latency", "lat_mean_us"), ("P50", "lat_p50_us"), ("P95", "lat_p95_us"), ("P99", "lat_p99_us")):
+            assert_shows(row[column], statistics.median(cell(name)), read=latency)
+        assert row["n"] == "3" == str(len(cell("iops")))
+        for column, name in (("IOPS mean ± 95% CI", "iops"), ("MB/s mean ± 95% CI", "mb_s")):
+            samples = cell(name)
+            mean, shown = statistics.mean(samples), row[column]
+            half = sps.t.ppf(0.975, len(samples) - 1) * statistics.stdev(samples) / len(samples) ** 0.5 / mean * 100
+            if half > 100:  # wider than the figure: the runs it needs are printed instead (docs/statistics.md)
+                assert re.fullmatch(r"[\d,.]+ \(interval needs \d+ runs\)", shown), shown
+            else:
+                printed_mean, printed_half = shown.split(" ± ")
+                assert_shows(printed_mean, mean)
+                assert_shows(printed_half.rstrip("%"), half)
+    assert "| ext4 | read | 3 |" in markdown and "| lat p99.9 |" in markdown, "the tables per workload stay, every column"
+    assert "Compared with **ext4**:" in markdown and "| raw | read IOPS |" in markdown, "and the verdict tables"
+
+
+def test_every_run_is_in_runs_csv_and_runs_json_as_stored(study_run):
+    root, _, study_run_id = study_run
+    folder = root / "reports" / f"tables-{study_run_id}"
+    with sqlite3.connect(root / "fslab.db") as conn:
+        runs = conn.execute("SELECT id, target, workload, repetition, block, status FROM runs WHERE study_run_id = ?", (study_run_id,)).fetchall()
+        metrics = conn.execute("SELECT run_id, phase, name, value, unit FROM metrics JOIN runs ON runs.id = metrics.run_id WHERE study_run_id = ?", (study_run_id,)).fetchall()
+    rows = list(csv.DictReader(io.StringIO((folder / "runs.csv").read_text())))
+    assert list(rows[0]) == ["study_run", "run_id", "target", "workload", "repetition", "block", "warmup", "status", "phase", "metric", "value", "unit"]
+    facts = {int(r["run_id"]): (r["target"], r["workload"], int(r["repetition"]), int(r["block"]), r["status"]) for r in rows}
+    assert facts == {run_id: tuple(rest) for run_id, *rest in runs} and len(runs) == 3 * 2 * (1 + 3), "every run, warm-ups and failed runs too"
+    measured = [r for r in rows if r["status"] == "ok"]
+    assert sorted((int(r["run_id"]), r["phase"], r["metric"], float(r["value"]), r["unit"]) for r in measured) == sorted(metrics), "every metric, exactly"
+    failed = [r for r in rows if r["status"] == "failed"]
+    assert len(failed) == 8 and {r["target"] for r in failed} == {"bad"} and {(r["phase"], r["metric"], r["value"], r["unit"]) for r in failed} == {("", "", "", "")}
+    assert {r["study_run"] for r in rows} == {str(study_run_id)}
+    assert {r["warmup"] for r in rows if r["block"] == "1"} == {"True"} and {r["warmup"] for r in rows if r["block"] != "1"} == {"False"}, "the warm-up block first"
+
+    document = json.loads((folder / "runs.json").read_text())
+    assert document["study_run"]["id"] == study_run_id and "study_source" not in document["study_run"]
+    assert {r["id"] for r in document["runs"]} == {run_id for run_id, *_ in runs}
+    for run in document["runs"]:
+        assert sorted((m["phase"], m["name"], m["value"], m["unit"]) for m in run["metrics"]) == sorted(m[1:] for m in metrics if m[0] == run["id"])
+        if run["status"] == "ok":
+            assert run["job_file"].startswith("[global]") and run["timings"]["workload"] > 0
+        else:
+            assert run["failure"]["phase"] == "provision" and "journal_async_commit" in run["failure"]["argv"]
+
+
+def test_fslab_export_writes_the_runs_and_summary_tables(study_run):
+    root, db, study_run_id = study_run
+    folder = root / "reports" / f"tables-{study_run_id}"
+    result = fslab("export", "tables", "--db", str(root / "fslab.db"), "-o", str(root / "exported" / "csv"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.split() == [str(root / "exported" / "csv" / "runs.csv"), str(root / "exported" / "csv" / "summary.csv")]
+    assert (root / "exported" / "csv" / "runs.csv").read_text() == (folder / "runs.csv").read_text()
+    summary = list(csv.DictReader(io.StringIO((root / "exported" / "csv" / "summary.csv").read_text())))
+    values = stored(root, study_run_id)
+    assert {(r["target"], r["workload"], r["metric"]) for r in summary} == set(values)
+    for r in summary:
+        samples = values[(r["target"], r["workload"], r["metric"])]
+        assert int(r["n"]) == len(samples) and float(r["median"]) == statistics.median(samples)
+        assert float(r["mean"]) == pytest.approx(statistics.mean(samples), rel=1e-12, abs=1e-12)
+    assert fslab("export", "--db", str(root / "fslab.db"), "-o", "/etc/passwd").returncode == 2
+    bad = fslab("export", "--db", str(root / "fslab.db"), "--format", "xlsx")
+    assert bad.returncode == 2 and "'xlsx' is not one of" in bad.stderr
+
+
+def test_the_parquet_export_holds_the_same_typed_tables(study_run):
+    parquet = pytest.importorskip("pyarrow.parquet", reason="pyarrow (the parquet extra) is not installed")
+    root, _, study_run_id = study_run
+    result = fslab("export", str(study_run_id), "--db", str(root / "fslab.db"), "-o", str(root / "exported" / "parquet"), "--format", "parquet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    runs = parquet.read_table(root / "exported" / "parquet" / "runs.parquet")
+    assert [str(t) for t in runs.schema.types] == ["int64", "int64", "string", "string", "int64", "int64", "bool", "string", "string", "string", "double", "string"]
+    as_csv = list(csv.DictReader(io.StringIO((root / "reports" / f"tables-{study_run_id}" / "runs.csv").read_text())))
+    assert runs.num_rows == len(as_csv)
+    assert [(r["run_id"], r["warmup"], r["metric"], r["value"]) for r in runs.to_pylist()] == [
+        (int(r["run_id"]), r["warmup"] == "True", r["metric"] or None, float(r["value"]) if r["value"] else None) for r in as_csv
+    ], "a failed run's missing metric is null"
+    summary = parquet.read_table(root / "exported" / "parquet" / "summary.parquet").to_pylist()
+    assert {(r["target"], r["workload"], r["metric"]) for r in summary} == set(stored(root, study_run_id))
+    assert all(isinstance(r["n"], int) and isinstance(r["median"], float) for r in summary)
+
+
+def test_without_pyarrow_parquet_is_refused_with_what_to_install(study_run, tmp_path):
+    root, _, _ = study_run
+    hidden = "import sys; sys.modules['pyarrow'] = None; from fslab.cli import main; sys.argv[0] = 'fslab'; main()"
+    result = subprocess.run([sys.executable, "-c", hidden, "export", "--db", str(root / "fslab.db"), "-o", str(tmp_path / "out"), "--format", "parquet"], capture_output=True, text=True)
+    said = " ".join(result.stderr.split())
+    assert result.returncode == 2 and "Traceback" not in said
+    assert "Parquet needs pyarrow, which is not installed: pip install 'fslab[parquet]'" in said and not (tmp_path / "out").exists()
+
+
+def rendered(s: StudySummary, width: int) -> list[str]:
+    console = Console(width=width, record=True, file=io.StringIO(), color_system=None)
+    print_summary(console, s, report=Path("reports/tables-1/summary.md"))
+    return [line.rstrip() for line in console.export_text().splitlines()]
+
+
+def table_rows(lines: list[str], targets: list[str]) -> list[str]:
+    return [line for line in lines if line.split(" ", 1)[0] in targets]
+
+
+def assert_fits(s: StudySummary) -> list[str]:
+    """Every line within 120 columns, and every table row on one line: as a terminal of any
+    width would show it."""
+    lines, wide = rendered(s, CONSOLE_WIDTH), rendered(s, 400)
+    assert max(len(line) for line in lines) <= CONSOLE_WIDTH
+    names = [t["name"] for t in s.targets]
+    assert table_rows(lines, names) == table_rows(wide, names) and table_rows(lines, names), "no table row wrapped"
+    return lines
+
+
+def test_the_console_summary_fits_120_columns_and_says_where_the_rest_is(study_run):
+    root, db, study_run_id = study_run
+    s = summarize_study_run(db, study_run_id)
+    lines = assert_fits(s)
+    said = " ".join(" ".join(lines).split())
+    assert "To fit 120 columns the console leaves out the bandwidth's mean, interval and CV, p99.9 latency" in said and "they are in reports/tables-1/summary.md." in said
+    ext4 = next(line for line in lines if line.startswith("ext4 ") and "µs" in line).split()
+    cell = next(c for c in s.cells if c.target == "ext4" and c.workload == "rand_read")
+    assert ext4[:3] == ["ext4", "3", f"{cell.metrics['read_iops'].median:,.0f}"], "n and the IOPS median, read as printed"
+    assert not [line for line in lines if re.fullmatch(r"  \(\d+\) –?", line)], "a marker for every note, none for a row without"
+    assert said.count("p99.9") == 1 and "| lat p99.9 |" in (root / "reports" / f"tables-{study_run_id}" / "summary.md").read_text(), "said left out, and in the file"
+
+
+def test_long_names_failures_and_notes_still_fit(study_run):
+    """Synthetic figures (fixed samples) on the real study run's cells: long target names, a
+    failed run in every cell, a long note on every row."""
+    _, db, study_run_id = study_run
+    s = summarize_study_run(db, study_run_id)
+    names = {"ext4": "ext4[noatime,nobarrier]", "raw": "raw-reference-disk", "bad": "ext4[journal_async]"}
+    note = "measured 3.1× (95 % CI 2.8–3.4×) its raw devices: a cache, compression or a copy-on-write layout may have answered, not the device"
+    samples = [51_154.0, 52_021.0, 50_310.0]
+    cells = [
+        replace(c, target=names[c.target], failed=1, notes=[note], metrics={m: summarize([v * (1 + i % 7) for v in samples]) for i, m in enumerate(c.metrics)})
+        for c in s.cells
+    ]
+    targets = [t | {"name": names[t["name"]]} for t in s.targets]
+    lines = assert_fits(replace(s, cells=cells, targets=targets, effective_mount_options={}, not_in_effect={}))
+    said = " ".join(" ".join(lines).split())
+    assert any(line.startswith("  (1) ") for line in lines) and note in said.split("(1) ", 1)[1], "notes too long for a column are printed beneath their table, whole"
+    assert any(line.startswith("ext4[noatime,nobarrier]  3 (1 failed)") for line in lines)
+
+
+def test_the_docs_pandas_example_runs_as_written(study_run):
+    """docs/reports.md's commands and Python, run as written in the directory holding fslab.db;
+    pandas (not a dependency of fslab) stood in for by csv and sqlite3."""
+    root, _, study_run_id = study_run
+    text = DOCS.read_text()
+    commands = [shlex.split(line.split("#")[0]) for block in re.findall(r"```sh\n(.*?)```", text, re.S) for line in block.splitlines() if line.startswith("fslab export")]
+    assert commands
+    for command in commands:
+        if "parquet" in command and not _has_pyarrow():
+            continue
+        result = subprocess.run([sys.executable, "-m", "fslab", *command[1:]], cwd=root, capture_output=True, text=True)
+        assert result.returncode == 0, (command, result.stderr)
+    [example] = re.findall(r"```python\n(.*?)```", text, re.S)
+    pandas = types.ModuleType("pandas")
+    pandas.read_csv = lambda path: list(csv.DictReader(open(path)))
+    pandas.read_sql = read_sql
+    names: dict = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, "pandas", pandas)
+        patch.chdir(root)
+        exec(compile(example, str(DOCS), "exec"), names)
+    values = stored(root, study_run_id)
+    with sqlite3.connect(root / "fslab.db") as conn:
+        [[every]] = conn.execute("SELECT COUNT(*) FROM runs LEFT JOIN metrics ON metrics.run_id = runs.id WHERE study_run_id = ?", (study_run_id,)).fetchall()
+    assert len(names["runs"]) == every, "every metric of every run, warm-ups and failed runs too"
+    assert {(r["target"], r["workload"], r["metric"]) for r in names["summary"]} == set(values)
+    samples = names["samples"]
+    assert sorted((r["target"], r["workload"], r["metric"], r["value"]) for r in samples) == sorted((t, w, m, v) for (t, w, m), vs in values.items() for v in vs)
+    for cell in names["cells"]:
+        measured = values[(cell["target"], cell["workload"], cell["metric"])]
+        assert cell["n"] == len(measured) and cell["mean"] == pytest.approx(statistics.mean(measured), rel=1e-9)
+
+
+def read_sql(sql: str, conn: sqlite3.Connection) -> list[dict]:
+    """pandas.read_sql's rows, as dicts by column."""
+    cursor = conn.execute(sql)
+    return [dict(zip([d[0] for d in cursor.description], row)) for row in cursor.fetchall()]
+
+
+def _has_pyarrow() -> bool:
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return False
+    return True
