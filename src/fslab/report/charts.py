@@ -285,7 +285,7 @@ def comparison_chart(rows: list[Row], older: int, newer: int) -> Chart | None:
         layers.insert(0, alt.Chart(alt.Data(values=[d for d in data if d["low"] is not None])).mark_errorbar(ticks=True, color="#57606a").encode(alt.X("low:Q", scale=alt.Scale(type="log", zero=False), title=x_title), alt.X2("high:Q"), y))
     title = f"study run {newer} against study run {older}, cell by cell"
     caption = "Ratio of geometric means, newer ÷ older, with its 95 % Welch interval where printed; colour: the verdict after Benjamini–Hochberg over every cell (for latency, below 1 is faster)."
-    chart = alt.layer(*layers).properties(width=WIDTH, height=max(120, 22 * len(data)), title=title)
+    chart = alt.layer(*layers).properties(width=WIDTH, height=max(120, 22 * len(data)), title=title).configure_legend(orient="bottom")
     return Chart(f"compare-{older}-{newer}", "", title, caption, chart.to_dict())
 
 
@@ -293,7 +293,7 @@ def comparison_chart(rows: list[Row], older: int, newer: int) -> Chart | None:
 
 
 def _sized(chart: alt.TopLevelMixin, title: str) -> dict:
-    return chart.properties(width=WIDTH, height=HEIGHT, title=title).configure_scale(bandPaddingInner=0.35).to_dict()
+    return chart.properties(width=WIDTH, height=HEIGHT, title=title).configure_scale(bandPaddingInner=0.35).configure_legend(orient="bottom").to_dict()
 
 
 def _colours(s: StudySummary) -> alt.Scale:

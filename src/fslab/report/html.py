@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
@@ -119,10 +119,11 @@ class Page:
         return [c for s in self.comparisons if s.chart for c in [s.chart]] + [c for r in self.runs for w in r.workloads for c in w.charts]
 
 
-def run_section(s: StudySummary, details: RunDetails) -> RunSection:
-    """A study run's part of a page: the study as run, its machine, then each workload."""
+def run_section(s: StudySummary, details: RunDetails, chart_prefix: str = "") -> RunSection:
+    """A study run's part of a page: the study as run, its machine, then each workload. A page
+    of several study runs tells their charts apart by `chart_prefix`."""
     sr = s.study_run
-    charts = study_charts(s, details)
+    charts = [replace(c, name=chart_prefix + c.name) for c in study_charts(s, details)]
     said = conclusions(s)
     workloads = [
         WorkloadSection(

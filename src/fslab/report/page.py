@@ -42,7 +42,8 @@ def write_report(
     if len(studies) > 1:
         raise ReportRefused(f"study runs {', '.join(str(sr['id']) for sr in study_runs)} are of different studies ({', '.join(sorted(studies))}): a page compares runs of one study")
     summaries = [summarize_study_run(db, sr["id"], baseline=baseline, threshold=threshold, units=units) for sr in study_runs]
-    runs = [run_section(s, run_details(db, s.study_run["id"])) for s in summaries]
+    several = len(study_runs) > 1
+    runs = [run_section(s, run_details(db, s.study_run["id"]), chart_prefix=f"{s.study_run['id']}-" if several else "") for s in summaries]
     first = study_runs[0]
     comparisons = []
     for later in study_runs[1:]:
