@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
+import shlex
+import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -25,6 +29,7 @@ from fslab.report.summary import CellSummary, StudySummary, summarize_study_run,
 from fslab.results import ResultsDB
 from fslab.stats import adjust_family, compare, rank, summarize
 
+ROOT = Path(__file__).parent.parent
 CHROMIUM = "/usr/bin/chromium"  # Debian's (the Makefile installs it): playwright downloads no browser
 
 STUDY = """\
@@ -47,17 +52,41 @@ filesystem = ["ext4", "raw"]
 AGAIN = STUDY.replace('workloads = ["rand_read", "seq_write"]', 'workloads = ["rand_read"]')
 
 
+DOCUMENTED = ROOT / "docs" / "report.md"
+
+
+def documented_commands() -> list[str]:
+    """The `fslab report` commands of docs/report.md, as written (comments dropped)."""
+    blocks = [block.split("```", 1)[0] for block in DOCUMENTED.read_text().split("```sh\n")[1:]]
+    return [line.split("#", 1)[0].strip() for block in blocks for line in block.splitlines() if line.startswith("fslab report")]
+
+
 @pytest.fixture(scope="module")
 def stored(tmp_path_factory):
-    """Two study runs of one study stored by `fslab run`, and `fslab report` of the first."""
+    """Two study runs of one study stored by `fslab run`, then every `fslab report` command of
+    docs/report.md run as written there (the database named by FSLAB_DB), in that folder."""
     root = tmp_path_factory.mktemp("report")
     db = root / "results.db"
     with fresh_workdir() as workdir:
         for i, text in enumerate((STUDY, AGAIN)):
             result = fslab("run", str(write_study(root, text, f"study{i}.toml")), "--db", str(db), "--workdir", str(workdir.root), "--seed", "3")
             assert result.returncode == 0, result.stdout + result.stderr
-    report = fslab("report", "1", "--db", str(db))
-    return root, db, report
+    reports = {
+        command: subprocess.run([sys.executable, "-m", "fslab", *shlex.split(command)[1:]], capture_output=True, text=True, timeout=300, cwd=root, env=os.environ | {"FSLAB_DB": str(db)})
+        for command in documented_commands()
+    }
+    return root, db, reports
+
+
+def test_the_documented_commands_run_as_written(stored):
+    root, _, reports = stored
+    assert list(reports) == ["fslab report", "fslab report 1 -o paper-figures", "fslab report 1 2"]
+    for command, result in reports.items():
+        assert result.returncode == 0, command + "\n" + result.stdout + result.stderr
+    assert f"Report: {root / 'reports' / 'page-2' / 'report.html'}" in reports["fslab report"].stdout, "the newest, where `fslab summary` writes its files"
+    assert f"Report: {root / 'paper-figures' / 'report.html'}" in reports["fslab report 1 -o paper-figures"].stdout
+    assert str(root / "paper-figures" / "figures") in reports["fslab report 1 -o paper-figures"].stdout
+    assert f"Report: {root / 'reports' / 'page-1-2' / 'report.html'}" in reports["fslab report 1 2"].stdout
 
 
 @pytest.fixture(scope="module")
@@ -110,10 +139,7 @@ def open_page(browser, page_file: Path, screenshot: Path, width: int = 1280) -> 
 
 
 def test_report_writes_the_page_and_every_figure_as_svg_and_png(stored):
-    root, db, report = stored
-    assert report.returncode == 0, report.stdout + report.stderr
-    folder = root / "reports" / "page-1"  # where `fslab summary` writes this study run's files
-    assert f"Report: {folder / 'report.html'}" in report.stdout and str(folder / "figures") in report.stdout
+    folder = page_of(stored).parent
     page = (folder / "report.html").read_text()
     names = json.loads(re.search(r'<script type="application/json" id="fslab-charts">(.*?)</script>', page, re.S).group(1))
     assert {"rand_read-read_iops", "seq_write-write_iops", "rand_read-read-latency-percentiles", "rand_read-read-latency-distribution", "rand_read-efficiency", "rand_read-cpu"} <= set(names)
@@ -129,6 +155,12 @@ def test_report_writes_the_page_and_every_figure_as_svg_and_png(stored):
         assert width >= 600 and height >= 300, (png, width, height)
 
 
+def page_of(stored) -> Path:
+    """The page of study run 1 (ext4 and raw, rand_read and seq_write)."""
+    root, _, _ = stored
+    return root / "paper-figures" / "report.html"
+
+
 class _References(HTMLParser):
     """Every src and href of the page's elements, and its <script> elements' own src."""
 
@@ -141,8 +173,7 @@ class _References(HTMLParser):
 
 
 def test_page_is_self_contained(stored):
-    root, _, _ = stored
-    page = (root / "reports" / "page-1" / "report.html").read_text()
+    page = page_of(stored).read_text()
     references = _References()
     references.feed(page)
     assert references.found, "the page's table of contents links within it"
@@ -153,8 +184,7 @@ def test_page_is_self_contained(stored):
 
 
 def test_page_renders_offline_in_chromium(stored, browser, tmp_path):
-    root, _, _ = stored
-    page_file = root / "reports" / "page-1" / "report.html"
+    page_file = page_of(stored)
     for width, name in ((1280, "desktop"), (390, "phone")):
         seen = open_page(browser, page_file, tmp_path / f"report-{name}.png", width)
         print(f"screenshot: {tmp_path / f'report-{name}.png'}")
@@ -170,8 +200,8 @@ def test_page_renders_offline_in_chromium(stored, browser, tmp_path):
 
 def test_page_shows_the_summarys_own_figures(stored):
     """The same rows the console and the Markdown show, from the same functions."""
-    root, db, _ = stored
-    page = (root / "reports" / "page-1" / "report.html").read_text()
+    _, db, _ = stored
+    page = page_of(stored).read_text()
     s = summarize_study_run(ResultsDB(str(db)), 1)
     for workload in s.workloads:
         columns, rows = workload_table(s, workload)
@@ -187,10 +217,8 @@ def test_page_shows_the_summarys_own_figures(stored):
 
 
 def test_report_of_two_study_runs_compares_them_cell_by_cell(stored, browser, tmp_path):
-    root, db, _ = stored
-    out = tmp_path / "both"
-    result = fslab("report", "1", "2", "-o", str(out), "--db", str(db))
-    assert result.returncode == 0, result.stdout + result.stderr
+    root, _, _ = stored
+    out = root / "reports" / "page-1-2"
     page = (out / "report.html").read_text()
     assert "Study run 2 against study run 1" in page and page.count("<td>rand_read</td>") >= 4  # ext4 and raw, IOPS and p99
     assert "<td>seq_write</td>" not in page.split('id="run1"')[0], "only the cells both study runs have are compared"

@@ -265,7 +265,7 @@ def report(
     """Write one self-contained HTML page of a study run (or several compared), with its charts also as PNG and SVG figures."""
     results = _open_db(db)
     found = [_find_study_run(results, ref) for ref in study_runs or [None]]
-    folder = output if output is not None else default_folder(reports_dir(results.location), found)
+    folder = output.absolute() if output is not None else default_folder(reports_dir(results.location), found)
     written = write_report(results, found, folder, baseline=baseline, threshold=threshold, units=units, regression=regression)
     console.print(f"Report: {written.page}", highlight=False, soft_wrap=True)
     console.print(f"Figures ({len(written.figures)} files, SVG and PNG): {written.page.parent / 'figures'}", highlight=False, soft_wrap=True)

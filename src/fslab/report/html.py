@@ -24,9 +24,10 @@ from fslab import __version__
 from fslab.analysis import Row
 from fslab.errors import FslabError
 from fslab.guard.names import file_name
-from fslab.report.charts import VEGA_LITE, Chart, comparison_chart, study_charts
+from fslab.report.charts import Chart, comparison_chart, study_charts
 from fslab.report.conclusions import Conclusion, conclusions
 from fslab.report.details import RunDetails
+from fslab.report.figures import vega_lite
 from fslab.report.summary import (
     COMPARISON_COLUMNS,
     TARGET_COLUMNS,
@@ -208,7 +209,7 @@ def emphasis(text: str) -> Markup:
 def _vega_bundle() -> str:
     """vega, vega-lite and vega-embed as one script (vl-convert's own bundle), once per process.
     It goes inside a <script> element, which nothing may close early."""
-    bundle = vl_convert.javascript_bundle(vl_version=VEGA_LITE)
+    bundle = vl_convert.javascript_bundle(vl_version=vega_lite())
     if re.search(r"</script|<!--", bundle, re.IGNORECASE):
         raise ReportError(f"vl-convert-python {vl_convert.__version__}'s JavaScript bundle holds '</script' or '<!--' and cannot be inlined; report this to fslab")
     return bundle
