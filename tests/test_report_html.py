@@ -15,7 +15,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from conftest import fresh_workdir, fslab, write_study
+from conftest import FIXTURES, fresh_workdir, fslab, write_study
 
 from fslab.analysis import Row, analyse
 from fslab.guard.names import file_name
@@ -23,11 +23,12 @@ from fslab.metrics import Roles
 from fslab.report import charts as charts_module
 from fslab.report.charts import Chart, distribution_rows, efficiency_chart, latency_percentiles_chart, primary_chart, study_charts
 from fslab.report.conclusions import conclusions, ranking_conclusion, row_conclusions
-from fslab.report.details import LatencyHistogram, RunDetails
+from fslab.report.details import LatencyHistogram, RunDetails, cell_histograms
 from fslab.report.html import Page, _script_json, emphasis, render_page
 from fslab.report.summary import CellSummary, StudySummary, summarize_study_run, workload_table
 from fslab.results import ResultsDB
 from fslab.stats import adjust_family, compare, rank, summarize
+from fslab.workloads.fio import latency_bins
 
 ROOT = Path(__file__).parent.parent
 CHROMIUM = "/usr/bin/chromium"  # Debian's (the Makefile installs it): playwright downloads no browser
@@ -325,6 +326,24 @@ def test_latency_distribution_buckets_fios_bins_as_shares():
     assert [(r["from_us"], r["share_pct"]) for r in rows] == [(pytest.approx(100), 50), (pytest.approx(1000), 50)]
     assert all(r["to_us"] == pytest.approx(r["from_us"] * 10 ** (1 / charts_module.BUCKETS_PER_DECADE)) for r in rows)
     assert sum(r["share_pct"] for r in rows) == pytest.approx(100)
+
+
+def test_fios_latency_bins_are_merged_over_its_jobs_and_its_runs():
+    """On output of real fio (tests/fixtures/fio): two jobs reported apart, and a run stored
+    without total-latency bins (fslab did not ask for them then)."""
+    two_jobs = (FIXTURES / "fio" / "randrw-2jobs.json").read_text()
+    jobs = json.loads(two_jobs)["jobs"]
+    bins = latency_bins(two_jobs)
+    assert set(bins) == {("read", "clat"), ("write", "clat")}
+    for direction in ("read", "write"):
+        assert sum(bins[(direction, "clat")].values()) == sum(j[direction]["clat_ns"]["N"] for j in jobs)
+    total = latency_bins((FIXTURES / "fio" / "buffered-randwrite.json").read_text())  # run with lat_percentiles, as fslab runs fio
+    assert {("write", "lat"), ("write", "clat")} <= set(total)
+    older = latency_bins((FIXTURES / "fio" / "seqwrite-1m.json").read_text())
+    assert ("write", "clat") in older and ("write", "lat") not in older and ("read", "clat") not in older
+    [mixed] = cell_histograms(W, "ext4", [{("write", "lat"): {1000: 1}, ("write", "clat"): {900: 1}}, older])
+    assert mixed.latency == "clat" and mixed.runs == 2, "one latency per cell: the one every run kept"
+    assert sum(mixed.bins.values()) == 1 + sum(older[("write", "clat")].values())
 
 
 def test_study_charts_are_named_apart_and_valid_vega_lite():

@@ -65,15 +65,20 @@ def _histograms(db: ResultsDB, runs: list[dict]) -> tuple[list[LatencyHistogram]
                 per_cell[(r["workload"], r["target"])].append(latency_bins(output.text))
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 unreadable.append(f"{r['target']} · {r['workload']} · run {r['repetition']}: fio's stored output has no readable latency bins ({type(exc).__name__}: {exc})")
+    return [h for (workload, target), each_run in per_cell.items() for h in cell_histograms(workload, target, each_run)], unreadable
+
+
+def cell_histograms(workload: str, target: str, each_run: list[dict[tuple[str, str], dict[int, int]]]) -> list[LatencyHistogram]:
+    """A cell's histogram per direction from its runs' bins (fio.latency_bins of each): of the
+    first latency in DISTRIBUTED that every run kept bins of, so no cell mixes two latencies."""
     found = []
-    for (workload, target), each_run in per_cell.items():
-        for direction in dict.fromkeys(d for bins in each_run for d, _ in bins):
-            latency = next((k for k in DISTRIBUTED if all((direction, k) in bins for bins in each_run)), None)
-            if latency is None:
-                continue
-            total: dict[int, int] = defaultdict(int)
-            for bins in each_run:
-                for value, n in bins[(direction, latency)].items():
-                    total[value] += n
-            found.append(LatencyHistogram(workload, target, direction, latency, dict(total), len(each_run)))
-    return found, unreadable
+    for direction in dict.fromkeys(d for bins in each_run for d, _ in bins):
+        latency = next((k for k in DISTRIBUTED if all((direction, k) in bins for bins in each_run)), None)
+        if latency is None:
+            continue
+        total: dict[int, int] = defaultdict(int)
+        for bins in each_run:
+            for value, n in bins[(direction, latency)].items():
+                total[value] += n
+        found.append(LatencyHistogram(workload, target, direction, latency, dict(total), len(each_run)))
+    return found
