@@ -21,7 +21,17 @@ from fslab.analysis import Row, analyse
 from fslab.guard.names import file_name
 from fslab.metrics import Roles
 from fslab.report import charts as charts_module
-from fslab.report.charts import Chart, distribution_rows, efficiency_chart, latency_percentiles_chart, primary_chart, study_charts
+from fslab.report.charts import (
+    Chart,
+    cpu_chart,
+    distribution_rows,
+    efficiency_chart,
+    extents_chart,
+    latency_percentiles_chart,
+    primary_chart,
+    study_charts,
+    write_amplification_chart,
+)
 from fslab.report.conclusions import conclusions, ranking_conclusion, row_conclusions
 from fslab.report.details import LatencyHistogram, RunDetails, cell_histograms
 from fslab.report.html import Page, _script_json, emphasis, render_page
@@ -274,7 +284,7 @@ def synthetic(cells: dict[str, dict[str, list[float]]], targets: tuple[str, ...]
         study_run={"id": 1, "study": "synthetic"},
         targets=[{"name": t, "filesystem": "raw" if t == "raw" else "ext4", "spec": {}} for t in targets],
         workloads=[W],
-        cells=[CellSummary(W, t, 0, {m: summarize(v, HIGHER[m]) for m, v in metrics.items()}, roles.primary_in(W, metrics)) for t, metrics in cells.items()],
+        cells=[CellSummary(W, t, 0, {m: summarize(v, HIGHER.get(m, False)) for m, v in metrics.items()}, roles.primary_in(W, metrics)) for t, metrics in cells.items()],
         analysis=analysis,
         metric_units={m: "IOPS" if m == "read_iops" else "µs" for m in HIGHER},
     )
@@ -285,7 +295,7 @@ def layer(spec: dict, mark: str) -> list[dict]:
     """The data of the chart's layer drawn with `mark`."""
     found = [part for part in spec.get("layer", [spec]) if (part["mark"]["type"] if isinstance(part["mark"], dict) else part["mark"]) == mark]
     assert len(found) == 1, f"one {mark} layer"
-    return found[0]["data"]["values"]
+    return found[0].get("data", spec.get("data"))["values"]  # a layer's own data, else the data all its layers share
 
 
 def test_primary_chart_draws_the_summarys_mean_and_interval_and_every_run():
@@ -318,6 +328,22 @@ def test_latency_percentiles_are_the_cells_medians():
     s, _ = synthetic({"ext4": latencies, "raw": latencies}, targets=("ext4", "raw"))
     rows = layer(latency_percentiles_chart(s, W, "read").spec, "line")
     assert {(r["target"], r["percentile"]): r["latency_us"] for r in rows if r["target"] == "ext4"} == {("ext4", "P50"): 11, ("ext4", "P95"): 21, ("ext4", "P99"): 41, ("ext4", "P99.9"): 90}
+
+
+def test_what_runs_cost_and_scenario_extents_are_the_cells_medians_per_phase():
+    scenario = {
+        "after.read_mb_s": [100, 101, 99], "before.extents": [1, 1, 1], "after.extents": [40, 52, 45],
+        "after.host_cpu_user_pct": [20, 22, 30], "after.host_cpu_system_pct": [5, 6, 7], "after.host_cpu_iowait_pct": [1, 2, 3],
+        "after.write_amplification": [1.1, 1.2, 1.5],
+    }  # fmt: skip
+    s, _ = synthetic({"btrfs": scenario}, targets=("btrfs",))
+    extents = {r["label"]: r["median"] for r in layer(extents_chart(s, W).spec, "bar")}
+    assert extents == {"btrfs · before": 1, "btrfs · after": 45}
+    cpu = {r["part"]: r["pct"] for r in layer(cpu_chart(s, W).spec, "bar")}
+    assert cpu == {"user": 22, "system": 6, "iowait": 2}
+    assert [r["median"] for r in layer(write_amplification_chart(s, W).spec, "bar")] == [1.2]
+    s, _ = synthetic({"ext4": {"read_iops": [1, 2, 3]}}, targets=("ext4",))
+    assert (extents_chart(s, W), cpu_chart(s, W), write_amplification_chart(s, W)) == (None, None, None), "no chart without its figures"
 
 
 def test_latency_distribution_buckets_fios_bins_as_shares():

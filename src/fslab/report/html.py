@@ -72,6 +72,7 @@ class WorkloadSection:
     monitors: Table | None
     comparisons: list[tuple[str, Table]]  # baseline → each target against it
     rankings: list[str]
+    found: list[tuple[str, str]]  # target → what was found of its runs (served by a cache, implausible figures, …)
     conclusions: list[Conclusion]
     job_files: list[tuple[str, str]]  # target → the exact job file its first measured run ran
 
@@ -135,6 +136,7 @@ def run_section(s: StudySummary, details: RunDetails, chart_prefix: str = "") ->
             monitors=Table(*monitored) if (monitored := monitor_table(s, w)) else None,
             comparisons=[(baseline, _verdict_table(COMPARISON_COLUMNS, comparison_rows(rows))) for baseline, rows in comparison_groups(s.analysis.rows_of(w))],
             rankings=ranking_lines(s, w),
+            found=[(c.target, note) for c in s.cells_of(w) for note in c.notes],
             conclusions=said[w],
             job_files=[(t["name"], details.job_files[(w, t["name"])]) for t in s.targets if (w, t["name"]) in details.job_files],
         )
