@@ -35,7 +35,12 @@ from fslab.report.charts import (
 from fslab.report.conclusions import conclusions, ranking_conclusion, row_conclusions
 from fslab.report.details import LatencyHistogram, RunDetails, cell_histograms
 from fslab.report.html import Page, _script_json, emphasis, render_page
-from fslab.report.summary import CellSummary, StudySummary, summarize_study_run, workload_table
+from fslab.report.summary import (
+    CellSummary,
+    StudySummary,
+    summarize_study_run,
+    workload_table,
+)
 from fslab.results import ResultsDB
 from fslab.stats import adjust_family, compare, rank, summarize
 from fslab.workloads.fio import latency_bins
@@ -152,7 +157,7 @@ def open_page(browser, page_file: Path, screenshot: Path, width: int = 1280) -> 
 def test_report_writes_the_page_and_every_figure_as_svg_and_png(stored):
     folder = page_of(stored).parent
     page = (folder / "report.html").read_text()
-    names = json.loads(re.search(r'<script type="application/json" id="fslab-charts">(.*?)</script>', page, re.S).group(1))
+    names = json.loads(re.search(r'<script type="application/json" id="fslab-charts">(.*?)</script>', page, re.DOTALL).group(1))
     assert {"rand_read-read_iops", "seq_write-write_iops", "rand_read-read-latency-percentiles", "rand_read-read-latency-distribution", "rand_read-efficiency", "rand_read-cpu"} <= set(names)
     figures = sorted((folder / "figures").iterdir())
     assert sorted(p.name for p in figures) == sorted(f"{file_name(n)}.{ext}" for n in names for ext in ("svg", "png")), "the page's charts, each as a figure"
@@ -189,7 +194,7 @@ def test_page_is_self_contained(stored):
     references.feed(page)
     assert references.found, "the page's table of contents links within it"
     assert all(value.startswith("#") for _, _, value in references.found), [r for r in references.found if not r[2].startswith("#")]
-    assert not re.search(r"<(script|link|img|iframe)\b[^>]*\b(src|href)\s*=\s*[\"']?\s*(https?:)?//", page, re.I)
+    assert not re.search(r"<(script|link|img|iframe)\b[^>]*\b(src|href)\s*=\s*[\"']?\s*(https?:)?//", page, re.IGNORECASE)
     assert "Content-Security-Policy" in page and "default-src 'none'" in page and "connect-src 'none'" in page
     assert page.count("vegaEmbed") >= 2 and page.count("<script") == 3, "the bundle once, the specs, the drawing"
 
@@ -215,7 +220,7 @@ def test_page_shows_the_summarys_own_figures(stored):
     page = page_of(stored).read_text()
     s = summarize_study_run(ResultsDB(str(db)), 1)
     for workload in s.workloads:
-        columns, rows = workload_table(s, workload)
+        _, rows = workload_table(s, workload)
         for row in rows:
             assert "".join(f"<td>{html.escape(cell, quote=True)}</td>" for cell in row) in page, row
     assert "Study <strong>page</strong>, study run 1" in page
@@ -240,7 +245,7 @@ def test_report_of_two_study_runs_compares_them_cell_by_cell(stored, browser, tm
 
 
 def test_report_errors_are_clear(stored, tmp_path):
-    root, db, _ = stored
+    _, db, _ = stored
     missing = fslab("report", "99", "--db", str(db))
     assert missing.returncode == 2 and "no study run 99" in missing.stderr and "Traceback" not in missing.stderr
     trap = tmp_path / "elsewhere"

@@ -20,7 +20,13 @@ from fslab.analysis import Row, Samples
 from fslab.metrics import PHASE_SEPARATOR, qualified, unqualified
 from fslab.raw_reference import raw_references
 from fslab.report.details import LatencyHistogram, RunDetails
-from fslab.report.summary import CellSummary, StudySummary, fmt_mean_ci, is_monitored, metric_label
+from fslab.report.summary import (
+    CellSummary,
+    StudySummary,
+    fmt_mean_ci,
+    is_monitored,
+    metric_label,
+)
 from fslab.stats import Summary
 from fslab.workloads.fio import PERCENTILES
 
@@ -262,14 +268,11 @@ def _median_bars(s: StudySummary, workload: str, chosen: Callable[[str], bool], 
 
 def comparison_chart(rows: list[Row], older: int, newer: int) -> Chart | None:
     """Every cell of two study runs: newer ÷ older (`fslab compare`'s rows), its 95 % interval
-    where printed, coloured by verdict; one bar a cell and metric, log scale."""
-    data = [
-        {
-            "cell": f"{r.workload} · {r.target} · {metric_label(r.metric)}", "ratio": r.comparison.ratio, "verdict": r.comparison.verdict,
-            "low": r.comparison.ci_low if r.comparison.needs_runs is None else None, "high": r.comparison.ci_high if r.comparison.needs_runs is None else None,
-        }  # fmt: skip
-        for r in rows
-    ]
+    where printed, coloured by verdict; one dot a cell and metric, log scale."""
+    data = []
+    for r in rows:
+        c, printed = r.comparison, r.comparison.needs_runs is None
+        data.append({"cell": f"{r.workload} · {r.target} · {metric_label(r.metric)}", "ratio": c.ratio, "verdict": c.verdict, "low": c.ci_low if printed else None, "high": c.ci_high if printed else None})
     if not data:
         return None
     y = alt.Y("cell:N", sort=[d["cell"] for d in data], title=None, axis=alt.Axis(labelLimit=260))
