@@ -23,6 +23,7 @@ from fslab.guard.names import visible
 from fslab.plan import PlannedRun, Repetitions
 from fslab.report.console import print_comparison, print_summary
 from fslab.report.files import TableFormat, export_tables, report_folder, write_reports
+from fslab.report.page import default_folder, write_report
 from fslab.report.summary import StudySummary, summarize_study_run
 from fslab.results import ResultsDB, RunRecord, reports_dir, resolve_location
 from fslab.results.db import DEFAULT_DB
@@ -265,6 +266,25 @@ def compare(
     print_comparison(console, a, b, rows, regressed, threshold, regression)
     if regressed:
         raise typer.Exit(1)
+
+
+@app.command()
+def report(
+    study_runs: Annotated[Optional[list[str]], typer.Argument(metavar="[STUDY-RUN]...", help="Study run ids, or a study name for its newest run; several (of one study) are compared with the first. \\[default: the newest]")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", metavar="DIR", help="The folder for report.html and figures/ (made if missing). \\[default: the study run's folder beside the database, where `fslab summary` writes]")] = None,
+    baseline: BaselineOption = None,
+    threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
+    regression: Annotated[float, typer.Option("--regression", parser=parse_percent, metavar="PERCENT", help="With several study runs: a cell significantly slower than in the first by more than this is named a regression.")] = "5",  # type: ignore[assignment]
+    units: Annotated[Optional[Bandwidth], typer.Option("--units", help="Bandwidth in decimal MB/s or binary MiB/s. \\[default: the study's units, else MB/s]")] = None,
+    db: DbOption = None,
+) -> None:
+    """Write one self-contained HTML page of a study run (or several compared), with its charts also as PNG and SVG figures."""
+    results = _open_db(db)
+    found = [_find_study_run(results, ref) for ref in study_runs or [None]]
+    folder = output.absolute() if output is not None else default_folder(reports_dir(results.location), found)
+    written = write_report(results, found, folder, baseline=baseline, threshold=threshold, units=units, regression=regression)
+    console.print(f"Report: {written.page}", highlight=False, soft_wrap=True)
+    console.print(f"Figures ({len(written.figures)} files, SVG and PNG): {written.page.parent / 'figures'}", highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -6,15 +6,13 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 from dataclasses import asdict
 from enum import Enum
 from pathlib import Path
 
-from fslab.errors import FslabError, Refused
-from fslab.guard.identity import open_own
 from fslab.guard.names import file_name
 from fslab.report.parquet import parquet_bytes
+from fslab.report.output import own_folder, write_own
 from fslab.report.summary import (
     COMPARISON_COLUMNS,
     TARGET_COLUMNS,
@@ -166,9 +164,10 @@ def report_folder(s: StudySummary, directory: Path) -> Path:
 def write_reports(s: StudySummary, directory: Path) -> list[Path]:
     """summary.md, summary.csv, summary.json, runs.csv and runs.json in the study run's folder."""
     files = {"summary.md": to_markdown(s), "summary.csv": to_csv(s), "summary.json": to_json(s), "runs.csv": runs_csv(s), "runs.json": runs_json(s)}
-    folder = _folder(directory, report_folder(s, directory))
+    own_folder(directory)
+    folder = own_folder(report_folder(s, directory))
     for name, text in files.items():
-        _write_own(folder / name, text)
+        write_own(folder / name, text)
     return [folder / name for name in files]
 
 
@@ -185,28 +184,7 @@ def export_tables(s: StudySummary, folder: Path, form: TableFormat = TableFormat
         written = {f"{name}.parquet": parquet_bytes(columns, rows) for name, (columns, rows) in tables.items()}
     else:
         written = {f"{name}.csv": _csv(list(columns), rows).encode() for name, (columns, rows) in tables.items()}
-    _folder(folder.parent, folder)
+    own_folder(folder)
     for name, data in written.items():
-        _write_own(folder / name, data)
+        write_own(folder / name, data)
     return [folder / name for name in written]
-
-
-def _folder(directory: Path, folder: Path) -> Path:
-    """`folder` (inside `directory`), made if need be (with `directory`'s missing parents),
-    neither one a symlink."""
-    for made in (directory, folder):
-        if made.is_symlink():
-            raise Refused(f"{made} is a symlink: fslab writes its reports into a directory, never through a symlink")
-        if made.exists() and not made.is_dir():
-            raise FslabError(f"{made} is not a directory: name a folder for the report files")
-        try:
-            made.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise FslabError(f"cannot make the folder {made} for the report files: {exc.strerror}") from None
-    return folder
-
-
-def _write_own(path: Path, content: str | bytes) -> None:
-    """Write a report file, never through a symlink someone left at its name."""
-    with os.fdopen(open_own(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "wb" if isinstance(content, bytes) else "w") as f:
-        f.write(content)

@@ -180,13 +180,32 @@ def _latency_metrics(prefix: str, stats: list[dict]) -> list[Metric]:
     if not count:
         return []
     metrics = [metric(f"{prefix}_mean_us", sum(s["mean"] * s["N"] for s in stats) / count / 1e3)]
+    bins = _merged_bins(stats)
+    if bins:
+        metrics += [metric(f"{prefix}_{name}_us", percentile_from_bins(bins, pct) / 1e3) for name, pct in PERCENTILES.items()]
+    return metrics
+
+
+def _merged_bins(stats: list[dict]) -> dict[str, int]:
+    """fio's json+ histogram bins (latency in ns → I/Os) of several jobs, added up."""
     bins: dict[str, int] = {}
     for s in stats:
         for value, n in s.get("bins", {}).items():
             bins[value] = bins.get(value, 0) + n
-    if bins:
-        metrics += [metric(f"{prefix}_{name}_us", percentile_from_bins(bins, pct) / 1e3) for name, pct in PERCENTILES.items()]
-    return metrics
+    return bins
+
+
+def latency_bins(text: str) -> dict[tuple[str, str], dict[int, int]]:
+    """(direction, latency kind: lat, clat or slat) → fio's json+ bins merged over all jobs,
+    latency in ns → I/Os: the distribution behind the percentiles. Only what fio kept bins of."""
+    jobs = load_json(text)["jobs"]
+    found = {}
+    for direction in DIRECTIONS:
+        for kind in LATENCIES:
+            bins = _merged_bins([job[direction][f"{kind}_ns"] for job in jobs if f"{kind}_ns" in job.get(direction, {})])
+            if bins:
+                found[(direction, kind)] = {int(value): int(n) for value, n in bins.items()}
+    return found
 
 
 def parse_metrics(text: str) -> list[Metric]:

@@ -1,0 +1,339 @@
+"""The charts of a report (pure): a study run's summary and its stored runs in, Vega-Lite specs
+(built with altair) out, one function per kind of chart. The page (html.py) embeds the specs and
+the figure files (figures.py) are rendered from the very same ones.
+
+Every figure drawn is one the summary already holds — a cell's mean and its 95 % interval
+(`Summary`), a comparison of the one family (`Analysis.comparison`), a monitor's median — so a
+chart never disagrees with the tables beside it. What only the stored runs have is drawn as
+stored: each run's value (a point each) and fio's latency bins.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import altair as alt
+
+from fslab.analysis import Row, Samples
+from fslab.metrics import PHASE_SEPARATOR, qualified, unqualified
+from fslab.raw_reference import raw_references
+from fslab.report.details import LatencyHistogram, RunDetails
+from fslab.report.summary import (
+    CellSummary,
+    StudySummary,
+    fmt_mean_ci,
+    is_monitored,
+    metric_label,
+)
+from fslab.stats import Summary
+from fslab.workloads.fio import PERCENTILES
+
+# The Vega-Lite the specs are written for (altair's), and so the one the page inlines and the
+# figures are rendered with (vl-convert-python bundles several).
+VEGA_LITE = alt.SCHEMA_VERSION.lstrip("v").rsplit(".", 1)[0]
+WIDTH = 560  # a figure's plot area, in pixels (the page fits each chart to its container instead)
+HEIGHT = 260
+BUCKETS_PER_DECADE = 10  # the latency distribution's buckets: 10 per factor of ten
+VERDICT_COLOURS = {"faster": "#1a7f37", "slower": "#cf222e", "no detectable difference": "#8c959f"}
+RATIO_AXIS = "target ÷ raw (ratio of geometric means)"
+LATENCY_NAMES = {"lat": "total latency (submission + completion)", "clat": "completion latency"}
+
+
+@dataclass(frozen=True)
+class Chart:
+    """One chart: its Vega-Lite spec, sized for a figure file, and what the page says of it."""
+
+    name: str  # unique in a report; its figure files are named after it (guard.names.file_name)
+    workload: str  # the workload it belongs to; "" for a chart of the whole page
+    title: str
+    caption: str  # how to read it, shown under it on the page
+    spec: dict
+
+
+def study_charts(s: StudySummary, details: RunDetails) -> list[Chart]:
+    """Every chart of a study run, workload by workload, in the order the page shows them."""
+    targets = [t["name"] for t in s.targets]
+    charts = []
+    for workload in s.workloads:
+        for metric in dict.fromkeys(m for c in s.cells_of(workload) for m in c.primary):
+            charts.append(primary_chart(s, details.samples, workload, metric))
+        for direction in dict.fromkeys(d for c in s.cells_of(workload) for d in c.directions()):
+            charts.append(latency_percentiles_chart(s, workload, direction))
+            charts.append(latency_distribution_chart([h for h in details.histograms if h.workload == workload and h.direction == direction], targets))
+        charts += [efficiency_chart(s, workload), cpu_chart(s, workload), write_amplification_chart(s, workload), extents_chart(s, workload)]
+    return [c for c in charts if c is not None]
+
+
+# --- per workload -----------------------------------------------------------------------------
+
+
+def primary_chart(s: StudySummary, samples: Samples, workload: str, metric: str) -> Chart | None:
+    """A primary metric per target: the mean as a bar, its 95 % interval as a whisker where the
+    summary prints one (stats.figure_needs), every run as a point."""
+    cells = [c for c in s.cells_of(workload) if metric in c.metrics]
+    if not cells:
+        return None
+    label = metric_label(metric)
+    unit = s.metric_units.get(metric, "")
+    means = [{"target": _shown_target(c), "mean": c.metrics[metric].mean, "n": c.metrics[metric].n, "interval": fmt_mean_ci(c.metrics[metric]), **_interval(c.metrics[metric])} for c in cells]
+    runs = [{"target": _shown_target(c), "run": i + 1, "value": v} for c in cells for i, v in enumerate(samples.get((workload, c.target), {}).get(metric, []))]
+    axis = label if not unit or label.endswith(unit) else f"{label} ({unit})"
+    x = alt.X("target:N", sort=[m["target"] for m in means], title=None, axis=alt.Axis(labelAngle=0, labelLimit=140))
+    bars = alt.Chart(alt.Data(values=means)).mark_bar(opacity=0.6).encode(
+        x, alt.Y("mean:Q", title=axis), alt.Color("target:N", scale=_colours(s), legend=None),
+        tooltip=[alt.Tooltip("target:N"), alt.Tooltip("n:Q", title="runs"), alt.Tooltip("interval:N", title="mean ± 95 % CI")],
+    )
+    layers = [bars]
+    if any(m["low"] is not None for m in means):
+        layers.append(alt.Chart(alt.Data(values=[m for m in means if m["low"] is not None])).mark_errorbar(ticks=True, thickness=2, color="#24292f").encode(x, alt.Y("low:Q", title=axis), alt.Y2("high:Q")))
+    if runs:
+        layers.append(alt.Chart(alt.Data(values=runs)).mark_point(filled=True, size=45, color="#24292f", opacity=0.8).encode(
+            x, alt.Y("value:Q", title=axis), tooltip=[alt.Tooltip("target:N"), alt.Tooltip("run:Q"), alt.Tooltip("value:Q", format=",.4~g")]
+        ))
+    title = f"{workload}: {label}"
+    caption = (
+        "Bar: the mean over the cell's runs; whisker: its 95 % Student-t interval, drawn where the summary prints one "
+        "(at least 3 runs and within ±100 %); dots: every measured run."
+    )
+    return Chart(f"{workload}-{metric}", workload, title, caption, _sized(alt.layer(*layers), title))
+
+
+def latency_percentiles_chart(s: StudySummary, workload: str, direction: str) -> Chart | None:
+    """Total latency P50, P95, P99 and P99.9 per target (each the median over runs of each run's
+    percentile, as the tables show it), on a log scale."""
+    rows = [
+        {"target": _shown_target(c), "percentile": _percentile_name(p), "latency_us": c.metrics[key].median}
+        for c in s.cells_of(workload)
+        for p in PERCENTILES
+        if (key := f"{direction}_lat_{p}_us") in c.metrics and c.metrics[key].median > 0
+    ]
+    if not rows:
+        return None
+    chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
+        alt.X("percentile:O", sort=[_percentile_name(p) for p in PERCENTILES], title=None, axis=alt.Axis(labelAngle=0)),
+        alt.Y("latency_us:Q", scale=alt.Scale(type="log"), title=f"{direction} latency (µs, log scale)"),
+        alt.Color("target:N", scale=_colours(s), title="target"),
+        tooltip=[alt.Tooltip("target:N"), alt.Tooltip("percentile:O"), alt.Tooltip("latency_us:Q", title="µs", format=",.1f")],
+    )
+    title = f"{workload}: {direction} latency percentiles"
+    caption = "fio's total latency per I/O (submission + completion); each point is the median over runs of each run's percentile."
+    return Chart(f"{workload}-{direction}-latency-percentiles", workload, title, caption, _sized(chart, title))
+
+
+def latency_distribution_chart(histograms: list[LatencyHistogram], targets: list[str]) -> Chart | None:
+    """Each target's latency distribution in one workload and direction: the share of its I/Os in
+    each bucket (BUCKETS_PER_DECADE a decade, log scale), from fio's json+ bins over all its runs."""
+    if not histograms:
+        return None
+    workload, direction = histograms[0].workload, histograms[0].direction
+    rows = [row for h in histograms for row in distribution_rows(h)]
+    latencies = sorted({LATENCY_NAMES[h.latency] for h in histograms})
+    chart = alt.Chart(alt.Data(values=rows)).mark_line(interpolate="step-after", point=alt.OverlayMarkDef(size=12)).encode(
+        alt.X("from_us:Q", scale=alt.Scale(type="log"), title=f"{direction} latency (µs, log scale)"),
+        alt.Y("share_pct:Q", title="share of I/Os (%)"),
+        alt.Color("target:N", scale=alt.Scale(domain=targets, scheme="tableau10"), title="target"),
+        tooltip=[alt.Tooltip("target:N"), alt.Tooltip("from_us:Q", title="from µs", format=",.1f"), alt.Tooltip("to_us:Q", title="to µs", format=",.1f"), alt.Tooltip("share_pct:Q", title="% of I/Os", format=".2f")],
+    )
+    title = f"{workload}: {direction} latency distribution"
+    caption = (
+        f"fio's json+ latency bins ({' and '.join(latencies)}), every run of a cell added up; "
+        f"{BUCKETS_PER_DECADE} buckets per factor of ten. Runs: " + ", ".join(f"{h.target} {h.runs}" for h in histograms) + "."
+    )
+    return Chart(f"{workload}-{direction}-latency-distribution", workload, title, caption, _sized(chart, title))
+
+
+def distribution_rows(h: LatencyHistogram) -> list[dict]:
+    """A histogram's I/Os per log bucket, as shares of all its I/Os: [{target, from_us, to_us, share_pct}]."""
+    total = sum(h.bins.values())
+    buckets: dict[int, int] = {}
+    for ns, n in h.bins.items():
+        bucket = math.floor(math.log10(max(ns, 1) / 1e3) * BUCKETS_PER_DECADE)
+        buckets[bucket] = buckets.get(bucket, 0) + n
+    if not total:
+        return []
+    return [
+        {"target": h.target, "from_us": 10 ** (b / BUCKETS_PER_DECADE), "to_us": 10 ** ((b + 1) / BUCKETS_PER_DECADE), "share_pct": n / total * 100}
+        for b, n in sorted(buckets.items())
+    ]
+
+
+def efficiency_chart(s: StudySummary, workload: str) -> Chart | None:
+    """Each target's primary metric ÷ the raw device under it (the comparison of the one family:
+    ratio of geometric means, its 95 % interval where printed, its verdict as colour). Targets over
+    several devices are held against their sum in the summary's warnings, not here."""
+    references = raw_references(s.targets)
+    rows = []
+    for cell in s.cells_of(workload):
+        raws = references.get(cell.target, [])
+        if len(raws) != 1:
+            continue
+        for metric in cell.primary:
+            c = s.analysis.comparison(workload, metric, raws[0], cell.target)
+            if c is not None:
+                shown_interval = c.needs_runs is None and c.ci_low is not None
+                rows.append({
+                    "target": cell.target, "metric": metric_label(metric), "raw": raws[0], "ratio": c.ratio, "verdict": c.verdict,
+                    "low": c.ci_low if shown_interval else None, "high": c.ci_high if shown_interval else None,
+                })  # fmt: skip
+    if not rows:
+        return None
+    several = len({r["metric"] for r in rows}) > 1
+    for r in rows:
+        r["label"] = f"{r['target']} · {r['metric']}" if several else r["target"]
+    x = alt.X("label:N", sort=[r["label"] for r in rows], title=None, axis=alt.Axis(labelAngle=0, labelLimit=160))
+    layers = [
+        alt.Chart(alt.Data(values=rows)).mark_bar(opacity=0.75).encode(
+            x, alt.Y("ratio:Q", title=RATIO_AXIS), _verdict_colour(),
+            tooltip=[alt.Tooltip("target:N"), alt.Tooltip("metric:N"), alt.Tooltip("raw:N", title="against"), alt.Tooltip("ratio:Q", format=".3f"), alt.Tooltip("verdict:N")],
+        ),
+        alt.Chart(alt.Data(values=[{"one": 1}])).mark_rule(strokeDash=[4, 3], color="#57606a").encode(alt.Y("one:Q", title=RATIO_AXIS)),
+    ]
+    if any(r["low"] is not None for r in rows):
+        layers.append(alt.Chart(alt.Data(values=[r for r in rows if r["low"] is not None])).mark_errorbar(ticks=True, thickness=2, color="#24292f").encode(x, alt.Y("low:Q", title=RATIO_AXIS), alt.Y2("high:Q")))
+    title = f"{workload}: efficiency against the raw device"
+    caption = (
+        "Each target's primary metric as a ratio to the raw device under it (1 = as fast as the bare device). "
+        "Colour: the comparison's verdict (grey: no detectable difference); whisker: its 95 % interval where printed."
+    )
+    return Chart(f"{workload}-efficiency", workload, title, caption, _sized(alt.layer(*layers), title))
+
+
+CPU_PARTS = {"host_cpu_user_pct": "user", "host_cpu_system_pct": "system", "host_cpu_iowait_pct": "iowait"}
+
+
+def cpu_chart(s: StudySummary, workload: str) -> Chart | None:
+    """System-wide CPU during each measured phase (monitors: user, system, iowait), the median over runs."""
+    rows = [
+        {"label": _cell_phase(c, phase), "part": part, "pct": c.metrics[qualified(phase, name)].median, "order": i}
+        for c in s.cells_of(workload)
+        for phase in _monitored_phases(c)
+        for i, (name, part) in enumerate(CPU_PARTS.items())
+        if qualified(phase, name) in c.metrics
+    ]
+    if not rows:
+        return None
+    chart = alt.Chart(alt.Data(values=rows)).mark_bar().encode(
+        alt.X("label:N", sort=list(dict.fromkeys(r["label"] for r in rows)), title=None, axis=alt.Axis(labelAngle=0, labelLimit=160)),
+        alt.Y("pct:Q", stack="zero", title="CPU (% of all CPUs)"),
+        alt.Color("part:N", sort=list(CPU_PARTS.values()), scale=alt.Scale(domain=list(CPU_PARTS.values()), range=["#0969da", "#bf8700", "#8c959f"]), title="CPU time"),
+        alt.Order("order:Q"),
+        tooltip=[alt.Tooltip("label:N", title="target"), alt.Tooltip("part:N"), alt.Tooltip("pct:Q", title="%", format=".1f")],
+    )
+    title = f"{workload}: CPU while measured"
+    caption = "The whole machine's CPU time during the measured phase (monitors), median over runs: busy is user + system; iowait is idle with I/O outstanding."
+    return Chart(f"{workload}-cpu", workload, title, caption, _sized(chart, title))
+
+
+def write_amplification_chart(s: StudySummary, workload: str) -> Chart | None:
+    """Device bytes written ÷ bytes the workload wrote, per target and measured phase (median over runs)."""
+    return _median_bars(
+        s, workload, lambda key: unqualified(key) == "write_amplification", "write amplification (×)", "write-amplification",
+        "Bytes the devices under the target wrote ÷ bytes the workload wrote, during the measured phase (monitors), median over runs; 1 = nothing added.",
+        reference=1.0,
+    )
+
+
+def extents_chart(s: StudySummary, workload: str) -> Chart | None:
+    """A scenario's file extents after each phase that counts them (filefrag), median over runs."""
+    return _median_bars(
+        s, workload, lambda key: unqualified(key) == "extents", "extents (filefrag)", "extents",
+        "The scenario file's extents after each phase that counts them (filefrag), median over runs: copy-on-write scatters what was one extent.",
+    )
+
+
+def _median_bars(s: StudySummary, workload: str, chosen: Callable[[str], bool], axis: str, kind: str, caption: str, reference: float | None = None) -> Chart | None:
+    rows = [
+        {"label": _cell_phase(c, key.rpartition(PHASE_SEPARATOR)[0]), "target": c.target, "median": stats.median, "runs": stats.n}
+        for c in s.cells_of(workload)
+        for key, stats in c.metrics.items()
+        if chosen(key)
+    ]
+    if not rows:
+        return None
+    x = alt.X("label:N", sort=[r["label"] for r in rows], title=None, axis=alt.Axis(labelAngle=0, labelLimit=160))
+    layers = [alt.Chart(alt.Data(values=rows)).mark_bar(opacity=0.75).encode(
+        x, alt.Y("median:Q", title=axis), alt.Color("target:N", scale=_colours(s), legend=None),
+        tooltip=[alt.Tooltip("label:N", title="target"), alt.Tooltip("median:Q", format=",.3~f"), alt.Tooltip("runs:Q")],
+    )]
+    if reference is not None:
+        layers.append(alt.Chart(alt.Data(values=[{"one": reference}])).mark_rule(strokeDash=[4, 3], color="#57606a").encode(alt.Y("one:Q", title=axis)))
+    title = f"{workload}: {axis.split(' (')[0]}"
+    return Chart(f"{workload}-{kind}", workload, title, caption, _sized(alt.layer(*layers), title))
+
+
+# --- several study runs -----------------------------------------------------------------------
+
+
+def comparison_chart(rows: list[Row], older: int, newer: int) -> Chart | None:
+    """Every cell of two study runs: newer ÷ older (`fslab compare`'s rows), its 95 % interval
+    where printed, coloured by verdict; one dot a cell and metric, log scale."""
+    data = []
+    for r in rows:
+        c, printed = r.comparison, r.comparison.needs_runs is None
+        data.append({"cell": f"{r.workload} · {r.target} · {metric_label(r.metric)}", "ratio": c.ratio, "verdict": c.verdict, "low": c.ci_low if printed else None, "high": c.ci_high if printed else None})
+    if not data:
+        return None
+    y = alt.Y("cell:N", sort=[d["cell"] for d in data], title=None, axis=alt.Axis(labelLimit=260))
+    x_title = f"study run {newer} ÷ study run {older} (log scale)"
+    layers = [
+        alt.Chart(alt.Data(values=data)).mark_point(filled=True, size=70).encode(
+            alt.X("ratio:Q", scale=alt.Scale(type="log", zero=False), title=x_title), y, _verdict_colour(),
+            tooltip=[alt.Tooltip("cell:N"), alt.Tooltip("ratio:Q", format=".3f"), alt.Tooltip("verdict:N")],
+        ),
+        alt.Chart(alt.Data(values=[{"one": 1}])).mark_rule(strokeDash=[4, 3], color="#57606a").encode(alt.X("one:Q", scale=alt.Scale(type="log", zero=False), title=x_title)),
+    ]
+    if any(d["low"] is not None for d in data):
+        layers.insert(0, alt.Chart(alt.Data(values=[d for d in data if d["low"] is not None])).mark_errorbar(ticks=True, color="#57606a").encode(alt.X("low:Q", scale=alt.Scale(type="log", zero=False), title=x_title), alt.X2("high:Q"), y))
+    title = f"study run {newer} against study run {older}, cell by cell"
+    caption = "Ratio of geometric means, newer ÷ older, with its 95 % Welch interval where printed; colour: the verdict after Benjamini–Hochberg over every cell (for latency, below 1 is faster)."
+    chart = alt.layer(*layers).properties(width=WIDTH, height=max(120, 22 * len(data)), title=title).configure_legend(orient="bottom")
+    return Chart(f"compare-{older}-{newer}", "", title, caption, chart.to_dict())
+
+
+# --- shared -----------------------------------------------------------------------------------
+
+
+def _sized(chart: alt.TopLevelMixin, title: str) -> dict:
+    return chart.properties(width=WIDTH, height=HEIGHT, title=title).configure_scale(bandPaddingInner=0.35).configure_legend(orient="bottom").to_dict()
+
+
+def _colours(s: StudySummary) -> alt.Scale:
+    """The same colour for a target in every chart of a page."""
+    return alt.Scale(domain=[_shown_target(c) for c in _first_cells(s)], scheme="tableau10")
+
+
+def _first_cells(s: StudySummary) -> list[CellSummary]:
+    """One cell per target (its first), in the study's order."""
+    seen: dict[str, CellSummary] = {}
+    for c in s.cells:
+        seen.setdefault(c.target, c)
+    return [seen[t["name"]] for t in s.targets if t["name"] in seen]
+
+
+def _shown_target(cell: CellSummary) -> str:
+    """A target as a chart names it; one whose runs reported what cannot be real is marked."""
+    return f"⚠ {cell.target}" if cell.implausible else cell.target
+
+
+def _interval(stats: Summary) -> dict:
+    """The interval a chart draws: the one the summary prints, or none."""
+    printed = stats.needs_runs is None and stats.ci_low is not None
+    return {"low": stats.ci_low if printed else None, "high": stats.ci_high if printed else None}
+
+
+def _percentile_name(p: str) -> str:
+    return "P" + p[1:].replace("_", ".")
+
+
+def _monitored_phases(cell: CellSummary) -> list[str]:
+    return list(dict.fromkeys(key.rpartition(PHASE_SEPARATOR)[0] for key in cell.metrics if is_monitored(key)))
+
+
+def _cell_phase(cell: CellSummary, phase: str) -> str:
+    return f"{cell.target} · {phase}" if phase else cell.target
+
+
+def _verdict_colour() -> alt.Color:
+    return alt.Color("verdict:N", scale=alt.Scale(domain=list(VERDICT_COLOURS), range=list(VERDICT_COLOURS.values())), title="verdict")

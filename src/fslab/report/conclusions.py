@@ -1,0 +1,74 @@
+"""A study run's conclusions in words (pure): what the one family of comparisons says, worded
+with its uncertainty. A difference is claimed only where its verdict says so (significant after
+Benjamini–Hochberg and beyond the threshold: stats.with_verdict); everything else reads "no
+detectable difference", with the interval and the change the runs could have detected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fslab.analysis import Row
+from fslab.report.summary import StudySummary, metric_label, runs_text
+from fslab.stats import Ranking
+
+
+@dataclass(frozen=True)
+class Conclusion:
+    text: str
+    claim: bool  # it states a difference (a significant one: the verdict said faster or slower)
+
+
+def conclusions(s: StudySummary) -> dict[str, list[Conclusion]]:
+    """Workload → what its comparisons and rankings allow to be said, claims first."""
+    out = {}
+    for workload in s.workloads:
+        rankings = {metric: r for (w, metric), r in s.analysis.rankings.items() if w == workload}
+        said = [c for metric, r in rankings.items() if (c := ranking_conclusion(r, metric)) is not None]
+        said += row_conclusions(s.analysis.rows_of(workload), s.analysis.threshold)
+        out[workload] = sorted(said, key=lambda c: not c.claim) or [Conclusion("Nothing to compare: fewer than two targets measured it.", False)]
+    return out
+
+
+def row_conclusions(rows: list[Row], threshold: float) -> list[Conclusion]:
+    """One sentence per target against its baseline and metric."""
+    return [_row_conclusion(r, threshold) for r in rows]
+
+
+def _row_conclusion(r: Row, threshold: float) -> Conclusion:
+    c, what = r.comparison, metric_label(r.metric)
+    if c.differs:
+        return Conclusion(
+            f"{r.target} is {c.verdict} than {r.baseline} in {what}: {c.ratio:.2f}× ({_interval(c.ci_low, c.ci_high)}, "
+            f"adjusted p {_p(c.p_adjusted)}; {'higher' if c.higher_is_better else 'lower'} is better).",
+            True,
+        )
+    if c.needs_runs is not None:
+        why = f"the interval {runs_text(c.needs_runs)} per cell before it says anything"
+    elif c.p_adjusted is not None and c.p_adjusted < 0.05:
+        why = f"measured {c.ratio:.2f}× ({_interval(c.ci_low, c.ci_high)}), a change within the {threshold:.0%} threshold"
+    else:
+        detectable = f"; these runs detect a change of ±{c.detectable_change:.0%}" if c.detectable_change is not None else ""
+        why = f"measured {c.ratio:.2f}× ({_interval(c.ci_low, c.ci_high)}, adjusted p {_p(c.p_adjusted)}){detectable}"
+    return Conclusion(f"{r.target} and {r.baseline}: no detectable difference in {what} — {why}.", False)
+
+
+def ranking_conclusion(ranking: Ranking, metric: str) -> Conclusion | None:
+    """Who leads on a primary metric, said only where the leader differs detectably from every
+    other target; else that no target leads."""
+    what = metric_label(metric)
+    if len(ranking.order) < 2:
+        return None
+    leader = ranking.order[0]
+    if ranking.tiers is not None and len(ranking.tiers[0]) == 1 and len(ranking.tiers) > 1:
+        return Conclusion(f"{leader} leads in {what}, detectably ahead of every other target.", True)
+    tied = [name for name in ranking.order if set(ranking.letters[name]) & set(ranking.letters[leader])]
+    return Conclusion(f"No target leads in {what}: {', '.join(tied)} cannot be told apart.", False)
+
+
+def _interval(low: float | None, high: float | None) -> str:
+    return "no interval" if low is None else f"95 % CI {low:.2f}–{high:.2f}×"
+
+
+def _p(p: float | None) -> str:
+    return "–" if p is None else ("< 0.0001" if p < 1e-4 else f"{p:.3f}")

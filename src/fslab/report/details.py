@@ -1,0 +1,84 @@
+"""What a report page shows beyond the summary's statistics, read from the stored runs: every
+run's figures (a point each), fio's latency distribution, the exact job files and the devices.
+
+The statistics themselves come from the summary (summary.py); nothing here computes one.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from fslab.analysis import Samples
+from fslab.results import ResultsDB
+from fslab.workloads.fio import latency_bins
+
+# Which latency's distribution is drawn: the total latency the tables show (fio keeps its bins
+# since fslab asks for lat_percentiles), else completion latency, the bins fio always keeps.
+DISTRIBUTED = ("lat", "clat")
+
+
+@dataclass(frozen=True)
+class LatencyHistogram:
+    """One cell's latency distribution in one direction: fio's json+ bins over its measured runs."""
+
+    workload: str
+    target: str
+    direction: str
+    latency: str  # "lat" (total: submission + completion) or "clat" (completion)
+    bins: dict[int, int]  # latency in ns (fio's bin value) → I/Os, added up over `runs`
+    runs: int
+
+
+@dataclass(frozen=True)
+class RunDetails:
+    samples: Samples  # (workload, target) → metric → each measured run's value, in run order
+    histograms: list[LatencyHistogram] = field(default_factory=list)
+    job_files: dict[tuple[str, str], str] = field(default_factory=dict)  # (workload, target) → what its first measured run ran
+    devices: dict[str, list[dict]] = field(default_factory=dict)  # target → facts of each device under it (its first run)
+    unreadable: list[str] = field(default_factory=list)  # stored outputs whose bins could not be read, and why
+
+
+def run_details(db: ResultsDB, study_run_id: int) -> RunDetails:
+    runs = [r for r in db.runs(study_run_id) if r["status"] == "ok" and not r["warmup"]]
+    job_files: dict[tuple[str, str], str] = {}
+    devices: dict[str, list[dict]] = {}
+    for r in runs:
+        if r["job_file"]:
+            job_files.setdefault((r["workload"], r["target"]), r["job_file"])
+        if r["device_facts"]:
+            devices.setdefault(r["target"], r["device_facts"])
+    histograms, unreadable = _histograms(db, runs)
+    return RunDetails(db.sample_groups(study_run_id).values, histograms, job_files, devices, unreadable)
+
+
+def _histograms(db: ResultsDB, runs: list[dict]) -> tuple[list[LatencyHistogram], list[str]]:
+    """Each cell's bins per direction, added up over its runs, of the one latency every run of
+    the cell kept bins of (DISTRIBUTED, in that order). fio's single-phase outputs only."""
+    per_cell: dict[tuple[str, str], list[dict[tuple[str, str], dict[int, int]]]] = defaultdict(list)
+    unreadable = []
+    for r in runs:
+        for output in db.outputs(r["id"]):
+            if output.tool != "fio" or output.phase:
+                continue
+            try:
+                per_cell[(r["workload"], r["target"])].append(latency_bins(output.text))
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                unreadable.append(f"{r['target']} · {r['workload']} · run {r['repetition']}: fio's stored output has no readable latency bins ({type(exc).__name__}: {exc})")
+    return [h for (workload, target), each_run in per_cell.items() for h in cell_histograms(workload, target, each_run)], unreadable
+
+
+def cell_histograms(workload: str, target: str, each_run: list[dict[tuple[str, str], dict[int, int]]]) -> list[LatencyHistogram]:
+    """A cell's histogram per direction from its runs' bins (fio.latency_bins of each): of the
+    first latency in DISTRIBUTED that every run kept bins of, so no cell mixes two latencies."""
+    found = []
+    for direction in dict.fromkeys(d for bins in each_run for d, _ in bins):
+        latency = next((k for k in DISTRIBUTED if all((direction, k) in bins for bins in each_run)), None)
+        if latency is None:
+            continue
+        total: dict[int, int] = defaultdict(int)
+        for bins in each_run:
+            for value, n in bins[(direction, latency)].items():
+                total[value] += n
+        found.append(LatencyHistogram(workload, target, direction, latency, dict(total), len(each_run)))
+    return found

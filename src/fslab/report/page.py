@@ -1,0 +1,65 @@
+"""`fslab report`: one study run, or several of one study, read from the database, and the page
+(html.py) with its figures (figures.py) written: report.html and figures/ in one folder."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from fslab.analysis import compare_study_runs, regressions
+from fslab.errors import FslabError
+from fslab.guard.names import file_name
+from fslab.report.console import environment_differences
+from fslab.report.details import run_details
+from fslab.report.figures import write_figures
+from fslab.report.html import Page, comparison_section, render_page, run_section
+from fslab.report.output import own_folder, write_own
+from fslab.report.summary import summarize_study_run
+from fslab.results import ResultsDB
+from fslab.units import Bandwidth
+
+PAGE = "report.html"
+FIGURES = "figures"
+
+
+class ReportRefused(FslabError):
+    pass
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    page: Path
+    figures: list[Path]  # NAME.svg and NAME.png of every chart, in FIGURES beside the page
+
+
+def write_report(
+    db: ResultsDB, study_runs: list[dict], folder: Path, *, baseline: str | None = None, threshold: float = 0.03, units: Bandwidth | None = None, regression: float = 0.05
+) -> ReportFiles:
+    """The page of `study_runs` (the database's records, in the order given) and its figures in
+    `folder`. Several study runs must be of one study: each later one is compared with the first,
+    cell by cell, as `fslab compare` does, and each is shown whole after the comparisons."""
+    studies = {sr["study"] for sr in study_runs}
+    if len(studies) > 1:
+        raise ReportRefused(f"study runs {', '.join(str(sr['id']) for sr in study_runs)} are of different studies ({', '.join(sorted(studies))}): a page compares runs of one study")
+    summaries = [summarize_study_run(db, sr["id"], baseline=baseline, threshold=threshold, units=units) for sr in study_runs]
+    several = len(study_runs) > 1
+    runs = [run_section(s, run_details(db, s.study_run["id"]), chart_prefix=f"{s.study_run['id']}-" if several else "") for s in summaries]
+    first = study_runs[0]
+    comparisons = []
+    for later in study_runs[1:]:
+        older, newer = db.sample_groups(first["id"]), db.sample_groups(later["id"])
+        rows = compare_study_runs(older.values, newer.values, {**older.higher_is_better, **newer.higher_is_better}, threshold=threshold, roles=older.roles | newer.roles)
+        comparisons.append(comparison_section(first, later, rows, regressions(rows, regression), environment_differences(first["environment"], later["environment"])))
+    ids = ", ".join(str(sr["id"]) for sr in study_runs)
+    title = f"{first['study']} — study run{'s' if len(study_runs) > 1 else ''} {ids}"
+    page = Page(title, runs, comparisons)
+    own_folder(folder)
+    figures = write_figures(page.charts, folder / FIGURES)
+    return ReportFiles(write_own(folder / PAGE, render_page(page)), figures)
+
+
+def default_folder(reports: Path, study_runs: list[dict]) -> Path:
+    """Where a report goes unless told: the study run's folder of the reports directory, the
+    one `fslab summary` writes into (`STUDY-ID`; several: `STUDY-ID1-ID2`)."""
+    own_folder(reports)
+    return reports / file_name(f"{study_runs[0]['study']}-" + "-".join(str(sr["id"]) for sr in study_runs))

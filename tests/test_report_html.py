@@ -1,0 +1,435 @@
+"""`fslab report`: the self-contained HTML page and its figures, made from a real stored study run
+(ext4 and raw, real fio) and opened in Debian's headless Chromium with the network cut off; and the
+charts and conclusions behind the page, on synthetic summaries (pure)."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES, fresh_workdir, fslab, write_study
+
+from fslab.analysis import Row, analyse
+from fslab.guard.names import file_name
+from fslab.metrics import Roles
+from fslab.report import charts as charts_module
+from fslab.report.charts import (
+    Chart,
+    cpu_chart,
+    distribution_rows,
+    efficiency_chart,
+    extents_chart,
+    latency_percentiles_chart,
+    primary_chart,
+    study_charts,
+    write_amplification_chart,
+)
+from fslab.report.conclusions import conclusions, ranking_conclusion, row_conclusions
+from fslab.report.details import LatencyHistogram, RunDetails, cell_histograms
+from fslab.report.html import Page, _script_json, emphasis, render_page
+from fslab.report.summary import (
+    CellSummary,
+    StudySummary,
+    summarize_study_run,
+    workload_table,
+)
+from fslab.results import ResultsDB
+from fslab.stats import adjust_family, compare, rank, summarize
+from fslab.workloads.fio import latency_bins
+
+ROOT = Path(__file__).parent.parent
+CHROMIUM = "/usr/bin/chromium"  # Debian's (the Makefile installs it): playwright downloads no browser
+
+STUDY = """\
+[study]
+name = "page"
+repetitions = 2
+workloads = ["rand_read", "seq_write"]
+image_size = "256MiB"
+image_fill = "sparse"
+
+[fio]
+size = "64MiB"
+runtime = "1s"
+
+[[target]]
+filesystem = ["ext4", "raw"]
+"""
+# A second study run of the same study (as on another kernel or machine), of one workload: the
+# page compares the cells both have.
+AGAIN = STUDY.replace('workloads = ["rand_read", "seq_write"]', 'workloads = ["rand_read"]')
+
+
+DOCUMENTED = ROOT / "docs" / "report.md"
+
+
+def documented_commands() -> list[str]:
+    """The `fslab report` commands of docs/report.md, as written (comments dropped)."""
+    blocks = [block.split("```", 1)[0] for block in DOCUMENTED.read_text().split("```sh\n")[1:]]
+    return [line.split("#", 1)[0].strip() for block in blocks for line in block.splitlines() if line.startswith("fslab report")]
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory):
+    """Two study runs of one study stored by `fslab run`, then every `fslab report` command of
+    docs/report.md run as written there (the database named by FSLAB_DB), in that folder."""
+    root = tmp_path_factory.mktemp("report")
+    db = root / "results.db"
+    with fresh_workdir() as workdir:
+        for i, text in enumerate((STUDY, AGAIN)):
+            result = fslab("run", str(write_study(root, text, f"study{i}.toml")), "--db", str(db), "--workdir", str(workdir.root), "--seed", "3")
+            assert result.returncode == 0, result.stdout + result.stderr
+    reports = {
+        command: subprocess.run([sys.executable, "-m", "fslab", *shlex.split(command)[1:]], capture_output=True, text=True, timeout=300, cwd=root, env=os.environ | {"FSLAB_DB": str(db)})
+        for command in documented_commands()
+    }
+    return root, db, reports
+
+
+def test_the_documented_commands_run_as_written(stored):
+    root, _, reports = stored
+    assert list(reports) == ["fslab report", "fslab report 1 -o paper-figures", "fslab report 1 2"]
+    for command, result in reports.items():
+        assert result.returncode == 0, command + "\n" + result.stdout + result.stderr
+    assert f"Report: {root / 'reports' / 'page-2' / 'report.html'}" in reports["fslab report"].stdout, "the newest, where `fslab summary` writes its files"
+    assert f"Report: {root / 'paper-figures' / 'report.html'}" in reports["fslab report 1 -o paper-figures"].stdout
+    assert str(root / "paper-figures" / "figures") in reports["fslab report 1 -o paper-figures"].stdout
+    assert f"Report: {root / 'reports' / 'page-1-2' / 'report.html'}" in reports["fslab report 1 2"].stdout
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--headless=new"])
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+def open_page(browser, page_file: Path, screenshot: Path, width: int = 1280) -> dict:
+    """The page as Chromium shows it with every request but the page's own aborted: each chart's
+    drawing, console errors, requests made, and whether anything is wider than the screen."""
+    url = page_file.as_uri()
+    requests, errors = [], []
+    page = browser.new_page(viewport={"width": width, "height": 900})
+    try:
+        page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+        page.on("pageerror", lambda error: errors.append(str(error)))
+
+        def route(routed):
+            requests.append(routed.request.url)
+            routed.continue_() if routed.request.url == url else routed.abort()
+
+        page.route("**/*", route)
+        page.goto(url)
+        page.wait_for_selector("body[data-charts=done]", timeout=60_000)
+        charts = page.eval_on_selector_all(
+            ".chart[data-chart]",
+            """elements => elements.map(e => ({
+                name: e.dataset.chart,
+                svg: e.querySelector('svg') ? e.querySelector('svg').querySelectorAll('path, text, line, rect').length : 0,
+                canvas: e.querySelector('canvas') ? e.querySelector('canvas').width : 0,
+                width: e.querySelector('svg') ? e.querySelector('svg').getBoundingClientRect().width : 0,
+                container: e.clientWidth,
+            }))""",
+        )
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        page.screenshot(path=str(screenshot), full_page=True)
+    finally:
+        page.close()
+    return {"charts": charts, "errors": errors, "requests": requests, "overflow": overflow, "url": url}
+
+
+# --- a stored study run, through the command line ----------------------------------------------
+
+
+def test_report_writes_the_page_and_every_figure_as_svg_and_png(stored):
+    folder = page_of(stored).parent
+    page = (folder / "report.html").read_text()
+    names = json.loads(re.search(r'<script type="application/json" id="fslab-charts">(.*?)</script>', page, re.DOTALL).group(1))
+    assert {"rand_read-read_iops", "seq_write-write_iops", "rand_read-read-latency-percentiles", "rand_read-read-latency-distribution", "rand_read-efficiency", "rand_read-cpu"} <= set(names)
+    figures = sorted((folder / "figures").iterdir())
+    assert sorted(p.name for p in figures) == sorted(f"{file_name(n)}.{ext}" for n in names for ext in ("svg", "png")), "the page's charts, each as a figure"
+    for svg in (p for p in figures if p.suffix == ".svg"):
+        text = svg.read_text()
+        assert text.startswith("<svg") and text.rstrip().endswith("</svg>") and text.count("<path") + text.count("<text") > 10, svg
+    for png in (p for p in figures if p.suffix == ".png"):
+        data = png.read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", png
+        width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+        assert width >= 600 and height >= 300, (png, width, height)
+
+
+def page_of(stored) -> Path:
+    """The page of study run 1 (ext4 and raw, rand_read and seq_write)."""
+    root, _, _ = stored
+    return root / "paper-figures" / "report.html"
+
+
+class _References(HTMLParser):
+    """Every src and href of the page's elements, and its <script> elements' own src."""
+
+    def __init__(self):
+        super().__init__()
+        self.found: list[tuple[str, str, str]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.found += [(tag, name, value or "") for name, value in attrs if name in ("src", "href", "srcset", "action", "data")]
+
+
+def test_page_is_self_contained(stored):
+    page = page_of(stored).read_text()
+    references = _References()
+    references.feed(page)
+    assert references.found, "the page's table of contents links within it"
+    assert all(value.startswith("#") for _, _, value in references.found), [r for r in references.found if not r[2].startswith("#")]
+    assert not re.search(r"<(script|link|img|iframe)\b[^>]*\b(src|href)\s*=\s*[\"']?\s*(https?:)?//", page, re.IGNORECASE)
+    assert "Content-Security-Policy" in page and "default-src 'none'" in page and "connect-src 'none'" in page
+    assert page.count("vegaEmbed") >= 2 and page.count("<script") == 3, "the bundle once, the specs, the drawing"
+
+
+def test_page_renders_offline_in_chromium(stored, browser, tmp_path):
+    page_file = page_of(stored)
+    for width, name in ((1280, "desktop"), (390, "phone")):
+        seen = open_page(browser, page_file, tmp_path / f"report-{name}.png", width)
+        print(f"screenshot: {tmp_path / f'report-{name}.png'}")
+        assert seen["requests"] == [seen["url"]], "no request but the page itself"
+        assert seen["errors"] == []
+        assert len(seen["charts"]) == len(list((page_file.parent / "figures").glob("*.svg")))
+        for chart in seen["charts"]:
+            assert chart["svg"] > 5 or chart["canvas"] > 0, chart
+            assert chart["width"] <= chart["container"] + 1, f"{chart['name']} wider than its place on a {name}"
+        assert seen["overflow"] <= 0, f"the page is wider than a {name}'s screen: tables scroll inside their own box"
+        assert (tmp_path / f"report-{name}.png").stat().st_size > 10_000
+
+
+def test_page_shows_the_summarys_own_figures(stored):
+    """The same rows the console and the Markdown show, from the same functions."""
+    _, db, _ = stored
+    page = page_of(stored).read_text()
+    s = summarize_study_run(ResultsDB(str(db)), 1)
+    for workload in s.workloads:
+        _, rows = workload_table(s, workload)
+        for row in rows:
+            assert "".join(f"<td>{html.escape(cell, quote=True)}</td>" for cell in row) in page, row
+    assert "Study <strong>page</strong>, study run 1" in page
+    results = ResultsDB(str(db))
+    run = next(r for r in results.runs(1) if r["target"] == "ext4" and r["workload"] == "rand_read")
+    assert html.escape(run["job_file"]) in page, "the exact job file, escaped, inside a collapsible block"
+    env = results.study_run(1)["environment"]
+    assert html.escape(env["kernel"]) in page and html.escape(env["tools"]["fio"]) in page
+    assert "order seed</dt><dd>3</dd>" in page and "/dev/loop" in page
+
+
+def test_report_of_two_study_runs_compares_them_cell_by_cell(stored, browser, tmp_path):
+    root, _, _ = stored
+    out = root / "reports" / "page-1-2"
+    page = (out / "report.html").read_text()
+    assert "Study run 2 against study run 1" in page and page.count("<td>rand_read</td>") >= 4  # ext4 and raw, IOPS and p99
+    assert "<td>seq_write</td>" not in page.split('id="run1"')[0], "only the cells both study runs have are compared"
+    assert (out / "figures" / "compare-1-2.svg").is_file()
+    seen = open_page(browser, out / "report.html", tmp_path / "report-two-runs.png")
+    assert seen["requests"] == [seen["url"]] and seen["errors"] == []
+    assert all(c["svg"] > 5 for c in seen["charts"]) and any(c["name"] == "compare-1-2" for c in seen["charts"])
+
+
+def test_report_errors_are_clear(stored, tmp_path):
+    _, db, _ = stored
+    missing = fslab("report", "99", "--db", str(db))
+    assert missing.returncode == 2 and "no study run 99" in missing.stderr and "Traceback" not in missing.stderr
+    trap = tmp_path / "elsewhere"
+    trap.mkdir()
+    (tmp_path / "link").symlink_to(trap)
+    refused = fslab("report", "1", "-o", str(tmp_path / "link"), "--db", str(db))
+    assert refused.returncode == 2 and "symlink" in refused.stderr and "Traceback" not in refused.stderr
+    assert not any(trap.iterdir()), "nothing written through the symlink"
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / "report.html").symlink_to(trap / "planted.html")
+    planted = fslab("report", "1", "-o", str(folder), "--db", str(db))
+    assert planted.returncode == 2 and "never through a symlink" in planted.stderr
+    assert not (trap / "planted.html").exists()
+
+
+# --- the page's escaping (pure) --------------------------------------------------------------
+
+
+def test_every_text_is_escaped_and_no_json_closes_its_script():
+    hostile = "</script><script>alert(1)</script><!--"
+    page = render_page(Page(title=hostile, runs=[]))
+    assert "<script>alert(1)" not in page and html.escape(hostile) in page
+    embedded = str(_script_json({hostile: hostile}))
+    assert "<" not in embedded and ">" not in embedded and json.loads(embedded) == {hostile: hostile}
+    assert str(emphasis("Study **<b>x</b>** & more")) == "Study <strong>&lt;b&gt;x&lt;/b&gt;</strong> &amp; more"
+
+
+# --- charts (pure, synthetic summaries) -------------------------------------------------------
+
+W = "rand_read"
+HIGHER = {"read_iops": True, "read_lat_p99_us": False, **{f"read_lat_{p}_us": False for p in ("p50", "p95", "p99_9")}}
+
+
+def synthetic(cells: dict[str, dict[str, list[float]]], targets: tuple[str, ...] = ("ext4", "xfs", "raw")) -> tuple[StudySummary, RunDetails]:
+    """A summary built as summarize_study_run builds one, from samples given here."""
+    samples = {(W, t): metrics for t, metrics in cells.items()}
+    roles = Roles.flagged([(W, m, m == "read_iops", m in ("read_iops", "read_lat_p99_us")) for metrics in cells.values() for m in metrics])
+    analysis = analyse(samples, HIGHER, list(targets), [W], baselines={t: targets[0] for t in targets}, roles=roles)
+    summary = StudySummary(
+        study_run={"id": 1, "study": "synthetic"},
+        targets=[{"name": t, "filesystem": "raw" if t == "raw" else "ext4", "spec": {}} for t in targets],
+        workloads=[W],
+        cells=[CellSummary(W, t, 0, {m: summarize(v, HIGHER.get(m, False)) for m, v in metrics.items()}, roles.primary_in(W, metrics)) for t, metrics in cells.items()],
+        analysis=analysis,
+        metric_units={m: "IOPS" if m == "read_iops" else "µs" for m in HIGHER},
+    )
+    return summary, RunDetails(samples)
+
+
+def layer(spec: dict, mark: str) -> list[dict]:
+    """The data of the chart's layer drawn with `mark`."""
+    found = [part for part in spec.get("layer", [spec]) if (part["mark"]["type"] if isinstance(part["mark"], dict) else part["mark"]) == mark]
+    assert len(found) == 1, f"one {mark} layer"
+    return found[0].get("data", spec.get("data"))["values"]  # a layer's own data, else the data all its layers share
+
+
+def test_primary_chart_draws_the_summarys_mean_and_interval_and_every_run():
+    s, details = synthetic({"ext4": {"read_iops": [100, 104, 98, 101]}, "xfs": {"read_iops": [150, 149]}, "raw": {"read_iops": [200, 210, 190]}})
+    chart = primary_chart(s, details.samples, W, "read_iops")
+    bars = {b["target"]: b for b in layer(chart.spec, "bar")}
+    cells = {c.target: c.metrics["read_iops"] for c in s.cells}
+    assert {t: b["mean"] for t, b in bars.items()} == {t: c.mean for t, c in cells.items()}
+    whiskers = {w["target"]: (w["low"], w["high"]) for w in layer(chart.spec, "errorbar")}
+    assert whiskers == {"ext4": (cells["ext4"].ci_low, cells["ext4"].ci_high), "raw": (cells["raw"].ci_low, cells["raw"].ci_high)}, "no whisker where the summary prints none (2 runs)"
+    points = layer(chart.spec, "point")
+    assert sorted((p["target"], p["value"]) for p in points) == sorted((t, v) for (_, t), m in details.samples.items() for v in m["read_iops"])
+    assert chart.spec["layer"][0]["encoding"]["y"]["title"] == "read IOPS"
+
+
+def test_efficiency_is_the_familys_comparison_with_the_raw_device():
+    fast, slow = [100.0, 101.0, 99.0, 100.0], [50.0, 51.0, 49.0, 50.0]
+    s, _ = synthetic({"ext4": {"read_iops": slow}, "xfs": {"read_iops": [99.0, 101.0, 100.0, 100.5]}, "raw": {"read_iops": fast}})
+    rows = {r["target"]: r for r in layer(efficiency_chart(s, W).spec, "bar")}
+    assert set(rows) == {"ext4", "xfs"}, "raw is the reference itself"
+    for target in rows:
+        c = s.analysis.comparison(W, "read_iops", "raw", target)
+        assert rows[target]["ratio"] == pytest.approx(c.ratio) and rows[target]["verdict"] == c.verdict
+    assert rows["ext4"]["ratio"] == pytest.approx(0.5, rel=0.02) and rows["ext4"]["verdict"] == "slower"
+    assert rows["xfs"]["verdict"] == "no detectable difference"
+
+
+def test_latency_percentiles_are_the_cells_medians():
+    latencies = {"read_iops": [100, 100, 100], "read_lat_p50_us": [10, 12, 11], "read_lat_p95_us": [20, 22, 21], "read_lat_p99_us": [40, 41, 60], "read_lat_p99_9_us": [90, 80, 100]}
+    s, _ = synthetic({"ext4": latencies, "raw": latencies}, targets=("ext4", "raw"))
+    rows = layer(latency_percentiles_chart(s, W, "read").spec, "line")
+    assert {(r["target"], r["percentile"]): r["latency_us"] for r in rows if r["target"] == "ext4"} == {("ext4", "P50"): 11, ("ext4", "P95"): 21, ("ext4", "P99"): 41, ("ext4", "P99.9"): 90}
+
+
+def test_what_runs_cost_and_scenario_extents_are_the_cells_medians_per_phase():
+    scenario = {
+        "after.read_mb_s": [100, 101, 99], "before.extents": [1, 1, 1], "after.extents": [40, 52, 45],
+        "after.host_cpu_user_pct": [20, 22, 30], "after.host_cpu_system_pct": [5, 6, 7], "after.host_cpu_iowait_pct": [1, 2, 3],
+        "after.write_amplification": [1.1, 1.2, 1.5],
+    }  # fmt: skip
+    s, _ = synthetic({"btrfs": scenario}, targets=("btrfs",))
+    extents = {r["label"]: r["median"] for r in layer(extents_chart(s, W).spec, "bar")}
+    assert extents == {"btrfs · before": 1, "btrfs · after": 45}
+    cpu = {r["part"]: r["pct"] for r in layer(cpu_chart(s, W).spec, "bar")}
+    assert cpu == {"user": 22, "system": 6, "iowait": 2}
+    assert [r["median"] for r in layer(write_amplification_chart(s, W).spec, "bar")] == [1.2]
+    s, _ = synthetic({"ext4": {"read_iops": [1, 2, 3]}}, targets=("ext4",))
+    assert (extents_chart(s, W), cpu_chart(s, W), write_amplification_chart(s, W)) == (None, None, None), "no chart without its figures"
+
+
+def test_latency_distribution_buckets_fios_bins_as_shares():
+    histogram = LatencyHistogram(W, "ext4", "read", "lat", {100_000: 30, 101_000: 20, 1_000_000: 50}, runs=2)
+    rows = distribution_rows(histogram)
+    assert [(r["from_us"], r["share_pct"]) for r in rows] == [(pytest.approx(100), 50), (pytest.approx(1000), 50)]
+    assert all(r["to_us"] == pytest.approx(r["from_us"] * 10 ** (1 / charts_module.BUCKETS_PER_DECADE)) for r in rows)
+    assert sum(r["share_pct"] for r in rows) == pytest.approx(100)
+
+
+def test_fios_latency_bins_are_merged_over_its_jobs_and_its_runs():
+    """On output of real fio (tests/fixtures/fio): two jobs reported apart, and a run stored
+    without total-latency bins (fslab did not ask for them then)."""
+    two_jobs = (FIXTURES / "fio" / "randrw-2jobs.json").read_text()
+    jobs = json.loads(two_jobs)["jobs"]
+    bins = latency_bins(two_jobs)
+    assert set(bins) == {("read", "clat"), ("write", "clat")}
+    for direction in ("read", "write"):
+        assert sum(bins[(direction, "clat")].values()) == sum(j[direction]["clat_ns"]["N"] for j in jobs)
+    total = latency_bins((FIXTURES / "fio" / "buffered-randwrite.json").read_text())  # run with lat_percentiles, as fslab runs fio
+    assert {("write", "lat"), ("write", "clat")} <= set(total)
+    older = latency_bins((FIXTURES / "fio" / "seqwrite-1m.json").read_text())
+    assert ("write", "clat") in older and ("write", "lat") not in older and ("read", "clat") not in older
+    [mixed] = cell_histograms(W, "ext4", [{("write", "lat"): {1000: 1}, ("write", "clat"): {900: 1}}, older])
+    assert mixed.latency == "clat" and mixed.runs == 2, "one latency per cell: the one every run kept"
+    assert sum(mixed.bins.values()) == 1 + sum(older[("write", "clat")].values())
+
+
+def test_study_charts_are_named_apart_and_valid_vega_lite():
+    s, details = synthetic({"ext4": {"read_iops": [100, 104, 98]}, "raw": {"read_iops": [200, 210, 190]}}, targets=("ext4", "raw"))
+    details = RunDetails(details.samples, [LatencyHistogram(W, t, "read", "lat", {50_000: 5, 80_000: 5}, 3) for t in ("ext4", "raw")])
+    made = study_charts(s, details)
+    assert [c.name for c in made] == ["rand_read-read_iops", "rand_read-read-latency-distribution", "rand_read-efficiency"]
+    assert all(isinstance(c, Chart) and c.spec["$schema"].startswith("https://vega.github.io/schema/vega-lite/v") for c in made)
+    assert all(c.spec["width"] == charts_module.WIDTH for c in made), "figures are sized; the page fits them to their container"
+
+
+# --- conclusions (pure) ------------------------------------------------------------------------
+
+
+def rows_of(*pairs: tuple[list[float], list[float]], metric: str = "read_iops") -> list[Row]:
+    """Rows of synthetic comparisons, corrected together as one family."""
+    compared = adjust_family([compare(a, b, metric != "read_lat_p99_us", 0.03) for a, b in pairs], 0.03)
+    return [Row(W, f"t{i}", "base", metric, c) for i, c in enumerate(compared)]
+
+
+BASE = [100.0, 101.0, 99.0, 100.5, 99.5]
+WORDS = re.compile(r"\b(faster|slower|leads|better than|worse than)\b")
+
+
+def test_a_significant_difference_is_claimed():
+    [said] = row_conclusions(rows_of((BASE, [130.0, 131.0, 129.0, 130.5, 129.5])), 0.03)
+    assert said.claim and said.text.startswith("t0 is faster than base in read IOPS: 1.30×") and "adjusted p" in said.text
+
+
+def test_no_significant_difference_is_never_called_faster():
+    noisy = [90.0, 125.0, 100.0, 118.0, 95.0]  # higher on average, but not significantly
+    steady = [100.0, 100.1, 99.9, 100.05, 99.95]
+    small = [v * 1.01 for v in steady]  # 1 % higher, certain, below the 3 % threshold
+    two_runs = [120.0, 160.0]
+    said = row_conclusions(rows_of((BASE, noisy), (steady, small), (BASE, two_runs)), 0.03)
+    assert not any(s.claim for s in said)
+    for s in said:
+        assert "no detectable difference" in s.text and not WORDS.search(s.text.replace("no detectable difference", "")), s.text
+    assert "these runs detect a change of ±" in said[0].text
+    assert "within the 3% threshold" in said[1].text
+    assert "interval needs" in said[2].text
+
+
+def test_a_leader_is_named_only_when_it_differs_from_every_other():
+    alone = rank({"a": 3.0, "b": 2.0, "c": 1.0}, lambda x, y: "a" in (x, y))
+    assert ranking_conclusion(alone, "read_iops").claim and "a leads in read IOPS" in ranking_conclusion(alone, "read_iops").text
+    tied = rank({"a": 3.0, "b": 2.9, "c": 1.0}, lambda x, y: "c" in (x, y))
+    said = ranking_conclusion(tied, "read_iops")
+    assert not said.claim and said.text == "No target leads in read IOPS: a, b cannot be told apart."
+
+
+def test_conclusions_of_a_study_follow_its_verdicts():
+    s, _ = synthetic({"ext4": {"read_iops": BASE}, "xfs": {"read_iops": [v * 1.3 for v in BASE]}, "raw": {"read_iops": [v * 1.005 for v in BASE]}})
+    said = conclusions(s)[W]
+    claims = [c.text for c in said if c.claim]
+    assert claims and all(WORDS.search(c) for c in claims)
+    assert any(c.text.startswith("raw and ext4: no detectable difference") for c in said if not c.claim)
+    assert not any("raw is" in c for c in claims)
