@@ -247,7 +247,9 @@ def geometric_mean(values: list[float]) -> float:
 
 
 def _pooled_log_sd(samples: list[list[float]]) -> float | None:
-    logs = [np.log(np.asarray(s, dtype=float)) for s in samples if len(s) >= 2]
+    """The runs' spread on the log scale, pooled over cells; a cell with a value of 0 or below
+    (a read workload's device writes) has no logarithm and no part in it."""
+    logs = [np.log(np.asarray(s, dtype=float)) for s in samples if len(s) >= 2 and min(s) > 0]
     if not logs:
         return None
     return math.sqrt(sum(x.var(ddof=1) * (len(x) - 1) for x in logs) / sum(len(x) - 1 for x in logs))

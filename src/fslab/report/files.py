@@ -184,6 +184,7 @@ def export_tables(s: StudySummary, folder: Path, form: TableFormat = TableFormat
         written = {f"{name}.parquet": parquet_bytes(columns, rows) for name, (columns, rows) in tables.items()}
     else:
         written = {f"{name}.csv": _csv(list(columns), rows).encode() for name, (columns, rows) in tables.items()}
+    own_folder(folder.parent)
     own_folder(folder)
     for name, data in written.items():
         write_own(folder / name, data)
