@@ -9,6 +9,9 @@ import math
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, fslab
@@ -321,3 +324,22 @@ def test_fslabs_own_runs_imported_again_are_the_same_runs(tmp_path):
     assert "Study run 2 imported from fio's JSON (fslab import): the machine that measured it is not known." in compared.stdout
     rows = [line.split() for line in compared.stdout.splitlines() if line.split()[:2] == ["rand_read", "ext4"]]
     assert rows and all(row[row.index("IOPS") + 1 if "IOPS" in row else row.index("latency") + 1] == "1.000" for row in rows), compared.stdout
+
+
+def test_the_examples_in_the_import_docs_run_as_written(tmp_path):
+    # the files docs/import.md names, made of the fixtures: 2019 and 2024 hold the same cells
+    for year, ext4, xfs in (("2019", PLAIN, JSONPLUS), ("2024", JSONPLUS, PLAIN)):
+        for target, paths in (("ext4", ext4), ("xfs", xfs)):
+            (tmp_path / year / target).mkdir(parents=True)
+            for path in paths:
+                shutil.copy(path, tmp_path / year / target / path.name)
+    shutil.copy(IMPORT / "client-server.json", tmp_path / "nas.json")
+    text = (Path(__file__).parent.parent / "docs" / "import.md").read_text()
+    commands = [line.split("#", 1)[0].split() for block in text.split("```sh\n")[1:] for line in block.split("```", 1)[0].splitlines() if line.strip()]
+    assert [c[:2] for c in commands] == [["fslab", "import"], ["fslab", "import"], ["fslab", "compare"], ["fslab", "summary"], ["fslab", "import"], ["fslab", "history"]]
+    for command in commands:
+        result = subprocess.run([sys.executable, "-m", "fslab", *command[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+        assert result.returncode in ((0, 1) if command[1] == "compare" else (0,)), (command, result.stdout, result.stderr)
+        assert "Traceback" not in result.stderr
+    targets = {r["target"] for r in ResultsDB(str(tmp_path / "fslab.db")).runs(3)}
+    assert targets == {"nas@localhost"}
