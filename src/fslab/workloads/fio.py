@@ -139,36 +139,40 @@ def run_fio(journal: Journal, job_path: Path, *, timeout: float | None = None, o
     return output.read_text()
 
 
-# Where fio's JSON may begin: an opening brace at the start of a line. fio prints notices and
-# error lines ("note: ...", "fio: ...") before its JSON and sometimes after it, and those may hold
-# braces of their own.
-_JSON_START = re.compile(r"^[ \t]*\{", re.MULTILINE)
+# Where fio's JSON may begin: an opening brace at the start of a line (fio indents every nested
+# object). fio prints notices and error lines ("note: ...", "fio: ...") before its JSON and
+# sometimes after it, and those may hold braces of their own.
+_JSON_START = re.compile(r"^\{", re.MULTILINE)
 
 
 def load_json(text: str) -> dict:
     """fio's JSON: the first JSON object that begins a line, whatever fio printed before or after
-    it. ValueError when there is none, saying what was wrong with the first candidate."""
+    it. ValueError when there is none, saying what was wrong with the candidate that read
+    furthest (a truncated file's JSON, not a stray brace before it)."""
     decoder = json.JSONDecoder(parse_constant=_no_constant)
-    first_error = None
+    failures: list[tuple[int, str]] = []  # (how far it read, what was wrong)
     for start in _JSON_START.finditer(text):
         try:
-            found, _ = decoder.raw_decode(text, start.end() - 1)
-        except ValueError as exc:
-            first_error = first_error or exc
+            found, _ = decoder.raw_decode(text, start.start())
+        except json.JSONDecodeError as exc:
+            failures.append((exc.pos, str(exc)))
+            continue
+        except (ValueError, RecursionError) as exc:  # NaN or Infinity; nesting deeper than Python's stack
+            failures.append((start.start(), str(exc) if isinstance(exc, ValueError) else "nested too deeply"))
             continue
         if isinstance(found, dict):
             return found
-    if first_error is None:
+    if not failures:
         raise NoJson("fio produced no JSON output")
-    raise ValueError(f"malformed JSON: {first_error}")
-
-
-class NoJson(ValueError):
-    """Text with no JSON object in it at all."""
+    raise ValueError(f"malformed JSON: {max(failures)[1]}")
 
 
 def _no_constant(name: str) -> float:
     raise ValueError(f"{name} is no number fio writes")
+
+
+class NoJson(ValueError):
+    """Text with no JSON object in it at all."""
 
 
 def percentile_from_bins(bins: dict[str, int], percent: float) -> float:
