@@ -158,6 +158,23 @@ def test_text_before_and_after_the_json_is_tolerated():
     assert values(parse_output(wrapped, "t").jobs[0].metrics) == values(parse_metrics(text))
 
 
+def test_a_job_fio_reported_an_error_for_is_a_failed_run():
+    text = (IMPORT / "job-error.json").read_text()
+    assert text.startswith("fio: pid=") and "err=22" in text.splitlines()[0], "fio's error line precedes its JSON"
+    document = json.loads(text[text.index("\n{") :])
+    ran, failed = parse_output(text, "t").jobs
+    assert (ran.workload, ran.error) == ("ok-read", None) and values(ran.metrics) == values(parse_metrics(only(document, jobname="ok-read")))
+    assert (failed.workload, failed.error, failed.metrics) == ("unaligned", "fio reported error 22 for job 'unaligned'", [])
+
+
+def test_an_import_with_a_failed_job_lists_it_and_exits_1(tmp_path):
+    result = _import(tmp_path / "fslab.db", str(IMPORT / "job-error.json"), "--target", "ext4")
+    assert result.returncode == 1 and not [line for line in result.stderr.splitlines() if line.startswith("skipped")], result.stderr
+    assert "ext4 · unaligned · run 1: fio reported error 22 for job 'unaligned'" in result.stdout
+    runs = ResultsDB(str(tmp_path / "fslab.db")).runs(1)
+    assert [(r["workload"], r["status"]) for r in runs] == [("ok-read", "ok"), ("unaligned", "failed")]
+
+
 @pytest.mark.parametrize(
     ("text", "why"),
     [

@@ -256,9 +256,9 @@ def imported_study(name: str, paths: Iterable[str], found: Iterable[tuple[FoundF
             source = {"file": file.path, "fio_version": output.fio_version, "finished_at_from": "fio" if output.finished_at else "file modification time"}
             runs.append(
                 RunRecord(
-                    target=job.target, workload=job.workload, repetition=repetitions[cell], warmup=False, block=repetitions[cell], position=len(runs), started_at=finished - timedelta(seconds=job.seconds), finished_at=finished,
-                    status="failed" if job.error else "ok", error=job.error, buffered=job.buffered, outputs=[RawOutput("", "fio", file.text)],
-                    metrics=job.metrics, source=source | ({"host": job.host} if job.host else {}),
+                    target=job.target, workload=job.workload, repetition=repetitions[cell], warmup=False, block=repetitions[cell], position=len(runs),
+                    started_at=finished - timedelta(seconds=job.seconds), finished_at=finished, status="failed" if job.error else "ok", error=job.error,
+                    buffered=job.buffered, outputs=[RawOutput("", "fio", file.text)], metrics=job.metrics, source=source | ({"host": job.host} if job.host else {}),
                 )
             )
     return ImportedStudy(
@@ -276,7 +276,7 @@ def imported_from(study_run: dict) -> dict | None:
 
 def read_files(paths: Iterable[Path]) -> tuple[list[FoundFile], list[Skipped]]:
     """Every file named, and every regular file under every directory named (in name order), each
-    once; those that cannot be read as text, with why. A file named is read through a symlink; a
+    once, by its absolute path; those that cannot be read as text, with why. A file named is read through a symlink; a
     symlink met in a directory never is — one leading out of it is reported, one inside it points
     at what the walk reads where it is."""
     found: list[FoundFile] = []
@@ -292,7 +292,8 @@ def read_files(paths: Iterable[Path]) -> tuple[list[FoundFile], list[Skipped]]:
         if file is not None:
             found.append(file)
 
-    for path in paths:
+    for named in paths:
+        path = Path(os.path.abspath(named))  # recorded as found, symlinks in it kept
         if not path.is_dir():
             take(path, follow=True)
             continue
