@@ -13,7 +13,6 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from fslab import __version__
 from fslab import doctor as doctor_checks
 from fslab.analysis import compare_study_runs, regressions
 from fslab.devices.layers import LAYERS
@@ -21,7 +20,7 @@ from fslab.errors import FslabError
 from fslab.filesystems import FILESYSTEMS
 from fslab.guard.block_devices import DESTROY_FLAG
 from fslab.guard.names import check_name, visible
-from fslab.importer import DEFAULT_STUDY, imported_from, imported_study, parse_files, read_files
+from fslab.importer import DEFAULT_STUDY, import_files, imported_from
 from fslab.plan import PlannedRun, Repetitions
 from fslab.report.console import print_comparison, print_summary
 from fslab.report.files import write_reports
@@ -272,20 +271,16 @@ def import_results(
                 check_name(value)
         except ValueError as exc:
             raise _fail(f"{name}: {exc}") from None
-    files, unreadable = read_files(paths)
-    parsed, not_fio = parse_files(files, target)
-    skipped = unreadable + not_fio
-    for s in skipped:
+    imported = import_files(study, paths, target)
+    for s in imported.skipped:
         errors.print(f"[yellow]skipped[/yellow] {safe_markup(s.path)}: {safe_markup(s.why)}", highlight=False, soft_wrap=True)
-    if not parsed:
-        raise _fail(f"nothing imported: no fio JSON output among {len(files) + len(unreadable)} file(s)", code=2)
+    if not imported.runs:
+        raise _fail(f"nothing imported: no fio JSON output among {len(imported.skipped)} file(s)", code=2)
     results = _open_db(db)
-    imported = imported_study(study, [str(p) for p in paths], parsed, skipped)
-    environment = {"fslab": __version__, "tools": {"fio": imported.fio_versions()}}
-    study_run_id = results.store_imported(imported, environment, imported.settings(now()))
-    console.print(f"imported {len(parsed)} file(s), {len(imported.runs)} run(s), as study run {study_run_id} of study {safe_markup(study)}", highlight=False)
+    study_run_id = results.store_imported(imported, imported.environment(), imported.settings(now()))
+    console.print(f"imported {len(imported.files)} file(s), {len(imported.runs)} run(s), as study run {study_run_id} of study {safe_markup(study)}", highlight=False)
     failed = len(_show(results, study_run_id).failures)
-    if skipped or failed:
+    if imported.skipped or failed:
         raise typer.Exit(1)
 
 

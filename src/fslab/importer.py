@@ -11,7 +11,8 @@ JSON — their metrics read by fio's own parser (workloads/fio.py), nothing read
 Mapping (`imported_study`, pure): the files into one study run — each job name a workload, each
 `--target` (default: the file's directory name; client/server output: `TARGET@HOST`) a target,
 several files of one cell its repetitions, each run keeping fio's JSON whole as its raw output
-and where it came from. Storing is results/db.py's (`ResultsDB.store_imported`).
+and where it came from. `import_files` does all three; storing is results/db.py's
+(`ResultsDB.store_imported`).
 
 A file that is not fio's JSON, or is malformed, is `Skipped` with why; the rest are imported.
 """
@@ -28,6 +29,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from fslab import __version__
 from fslab.errors import FslabError
 from fslab.guard.names import NAME, NAME_RULE
 from fslab.metrics import Metric
@@ -231,8 +233,16 @@ class ImportedStudy:
         """What the study run records of its import (settings["imported"]): the files, those skipped and why, when."""
         return {"imported": {"files": self.files, "skipped": [{"file": s.path, "why": s.why} for s in self.skipped], "at": imported_at.isoformat()}}
 
-    def fio_versions(self) -> str:
-        return ", ".join(sorted({v for t in self.targets for v in t.fio_versions}))
+    def environment(self) -> dict:
+        """What is known of where its runs were made: the fio versions alone (and the fslab importing them)."""
+        return {"fslab": __version__, "tools": {"fio": ", ".join(sorted({v for t in self.targets for v in t.fio_versions}))}}
+
+
+def import_files(study: str, paths: list[Path], target: str | None = None) -> ImportedStudy:
+    """The study run these PATHs make, with the files it skipped and why (no runs: nothing to import)."""
+    files, unreadable = read_files(paths)
+    parsed, not_fio = parse_files(files, target)
+    return imported_study(study, [str(p) for p in paths], parsed, unreadable + not_fio)
 
 
 def imported_study(name: str, paths: Iterable[str], found: Iterable[tuple[FoundFile, FioOutput]], skipped: list[Skipped]) -> ImportedStudy:
