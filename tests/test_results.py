@@ -73,6 +73,27 @@ def test_a_migrated_database_reads_as_its_own_fslab_read_it(tmp_path, version):
     assert to_json(summary) == (FIXTURES / "summaries" / f"schema-v{version}.json").read_text()
 
 
+# schema-v7.db: written by fslab with schema version 7 (commit a9f71b7) from schema-v7.toml, run
+# for real (ext4 and raw, two runs each); summaries/schema-v7.{md,json}: that fslab's report files.
+def test_a_version_7_database_is_migrated_with_every_run_kept(tmp_path):
+    db_path = tmp_path / "old.db"
+    shutil.copy(FIXTURES / "schema-v7.db", db_path)
+    tables = ("study_runs", "targets", "workloads", "runs", "metrics", "run_outputs")
+    with sqlite3.connect(db_path) as conn:
+        before = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
+    db = ResultsDB(str(db_path))
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (8,)
+        after = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
+        assert [column[1] for column in conn.execute("PRAGMA table_info(runs)")][-1] == "source"
+    assert len(before["runs"]) == 4 and [run[:-1] for run in after["runs"]] == before["runs"], "every run as it was, its source NULL: fslab ran it"
+    assert all(run[-1] is None for run in after["runs"])
+    assert {table: rows for table, rows in after.items() if table != "runs"} == {table: rows for table, rows in before.items() if table != "runs"}, "nothing else changed"
+    summary = summarize_study_run(db, db.study_run()["id"])
+    assert to_markdown(summary) == (FIXTURES / "summaries" / "schema-v7.md").read_text()
+    assert to_json(summary) == (FIXTURES / "summaries" / "schema-v7.json").read_text()
+
+
 def test_fio_metrics_of_an_older_database_get_the_roles_fio_gave_them(tmp_path):
     db_path = tmp_path / "old.db"
     shutil.copy(FIXTURES / "schema-v4.db", db_path)

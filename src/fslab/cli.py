@@ -19,14 +19,15 @@ from fslab.devices.layers import LAYERS
 from fslab.errors import FslabError
 from fslab.filesystems import FILESYSTEMS
 from fslab.guard.block_devices import DESTROY_FLAG
-from fslab.guard.names import visible
+from fslab.guard.names import check_name, visible
+from fslab.importer import DEFAULT_STUDY, import_files, imported_from
 from fslab.plan import PlannedRun, Repetitions
 from fslab.report.console import print_comparison, print_summary
 from fslab.report.files import TableFormat, export_tables, report_folder, write_reports
 from fslab.report.page import default_folder, write_report
 from fslab.report.summary import StudySummary, summarize_study_run
 from fslab.results import ResultsDB, RunRecord, reports_dir, resolve_location
-from fslab.results.db import DEFAULT_DB
+from fslab.results.db import DEFAULT_DB, now
 from fslab.results.owner import Owner
 from fslab.resume import resumable
 from fslab.runner import RunObserver, resume_study, run_study
@@ -268,6 +269,38 @@ def compare(
         raise typer.Exit(1)
 
 
+@app.command("import")
+def import_results(
+    paths: Annotated[list[Path], typer.Argument(metavar="PATH", help="fio JSON output files, or directories holding them (every regular file under them is tried).")],
+    study: Annotated[str, typer.Option("--study", help="The study the imported runs belong to: compare it with other study runs of that name.")] = DEFAULT_STUDY,
+    target: Annotated[Optional[str], typer.Option("--target", help="The target every imported run is of. \\[default: each file's directory name, else 'imported'; client/server output: TARGET@HOST]")] = None,
+    db: DbOption = None,
+) -> None:
+    """Import existing fio JSON output (plain json or json+, fio 2.x or 3.x, client/server too) as a study run, and show its summary.
+
+    Each fio job name becomes a workload, each file a run of its cells (docs/import.md). A file that is not fio's JSON, or is malformed, is reported and skipped; the rest are imported.
+
+    Exit status: 0 when every file was imported; 1 when some were skipped, or a job reported an error, and the rest imported; 2 when nothing could be imported.
+    """
+    for name, value in (("--study", study), ("--target", target)):
+        try:
+            if value is not None:
+                check_name(value)
+        except ValueError as exc:
+            raise _fail(f"{name}: {exc}") from None
+    imported = import_files(study, paths, target)
+    for s in imported.skipped:
+        errors.print(f"[yellow]skipped[/yellow] {safe_markup(s.path)}: {safe_markup(s.why)}", highlight=False, soft_wrap=True)
+    if not imported.runs:
+        raise _fail(f"nothing imported: no fio JSON output among {len(imported.skipped)} file(s)", code=2)
+    results = _open_db(db)
+    study_run_id = results.store_imported(imported, imported.environment(), imported.settings(now()))
+    console.print(f"imported {len(imported.files)} file(s), {len(imported.runs)} run(s), as study run {study_run_id} of study {safe_markup(study)}", highlight=False)
+    failed = len(_show(results, study_run_id).failures)
+    if imported.skipped or failed:
+        raise typer.Exit(1)
+
+
 @app.command()
 def report(
     study_runs: Annotated[Optional[list[str]], typer.Argument(metavar="[STUDY-RUN]...", help="Study run ids, or a study name for its newest run; several (of one study) are compared with the first. \\[default: the newest]")] = None,
@@ -293,7 +326,8 @@ def history(db: DbOption = None) -> None:
     results = _open_db(db)
     table = Table("id", "study", "started (UTC)", "status", "runs per cell", "kernel")
     for sr in results.study_runs():
-        table.add_row(str(sr["id"]), sr["study"], f"{sr['started_at']:%Y-%m-%d %H:%M}", sr["status"], str(sr["repetitions"]), sr["environment"].get("kernel", ""))
+        status = "imported" if imported_from(sr) else sr["status"]
+        table.add_row(str(sr["id"]), sr["study"], f"{sr['started_at']:%Y-%m-%d %H:%M}", status, str(sr["repetitions"]), sr["environment"].get("kernel", ""))
     console.print(table)
 
 

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from fslab.analysis import Row
 from fslab.guard.names import visible
+from fslab.importer import imported_from
 from fslab.report.summary import (
     COMPARISON_COLUMNS,
     TARGET_COLUMNS,
@@ -108,8 +109,16 @@ def _two_lines(title: str) -> str:
 def print_comparison(console: Console, older: dict, newer: dict, rows: list[Row], regressed: list[Row], threshold: float, regression: float) -> None:
     """Two study runs of one study: environments side by side, then every cell newer/older."""
     console.print(f"Study [bold]{escape(older['study'])}[/bold]: study run {newer['id']} ({newer['started_at']:%Y-%m-%d %H:%M}) against {older['id']} ({older['started_at']:%Y-%m-%d %H:%M})", highlight=False)
+    imported = [sr for sr in (older, newer) if imported_from(sr)]
     changed = environment_differences(older["environment"], newer["environment"])
-    if changed:
+    if imported:  # its machine is not known: every fact of the other would show as differing
+        fio = [sr["environment"].get("tools", {}).get("fio") for sr in (older, newer)]
+        console.print(
+            f"Study run {' and '.join(str(sr['id']) for sr in imported)} imported from fio's JSON (fslab import): the machine that measured "
+            f"{'them' if len(imported) > 1 else 'it'} is not known. fio: {escape(str(fio[0]))} (study run {older['id']}), {escape(str(fio[1]))} (study run {newer['id']}).",
+            highlight=False,
+        )
+    elif changed:
         env = Table("environment", f"study run {older['id']}", f"study run {newer['id']}", box=box.SIMPLE_HEAD, title="what differs", title_justify="left")
         for key, a, b in changed:
             env.add_row(escape(key), escape(str(a)), escape(str(b)))

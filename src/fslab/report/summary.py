@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, replace
 from fslab.analysis import Analysis, Row, analyse, ranking_line
 from fslab.doctor import Unsupported
 from fslab.filesystems import FILESYSTEMS
+from fslab.filesystems.base import Filesystem
+from fslab.importer import imported_from
 from fslab.metrics import PHASE_SEPARATOR, qualified, unqualified
 from fslab.monitors import METRICS as MONITOR_METRICS
 from fslab.raw_reference import BeyondRaw, CachedReference, beyond_raw, cached_references, raw_references
@@ -158,12 +160,19 @@ def _run_notes(runs: list[dict]) -> dict[tuple[str, str], tuple[list[str], bool]
 def _flattered(targets: list[dict], runs: list[dict]) -> dict[tuple[str, str], list[str]]:
     """(workload, target) → a note where a workload wrote zeros or compressible data to a target
     whose runs read back compression (what was made, not what was asked): its figures flatter it."""
-    filesystems = {t["name"]: FILESYSTEMS[t["filesystem"]] for t in targets}
+    filesystems = {t["name"]: filesystem_of(t) for t in targets}
     return {
         (r["workload"], r["target"]): [f"it wrote {r['data_pattern'].split(' (')[0]} data to a compressing target: the figures flatter it, as real data would not"]
         for r in runs
-        if (r["data_pattern"] or "").startswith(("zeros", "compressible")) and filesystems[r["target"]].compresses(r["mount_options_effective"], r["fs_details"] or "")
+        if (r["data_pattern"] or "").startswith(("zeros", "compressible"))
+        and (fs := filesystems[r["target"]]) is not None
+        and fs.compresses(r["mount_options_effective"], r["fs_details"] or "")
     }
+
+
+def filesystem_of(target: dict) -> Filesystem | None:
+    """A stored target's filesystem, None for an imported one (fslab did not make it: importer.py)."""
+    return FILESYSTEMS.get(target["filesystem"])
 
 
 def stored_baselines(targets: list[dict], study_baseline: str | None) -> dict[str, str]:
@@ -201,7 +210,9 @@ def _not_in_effect(target: dict, run: dict) -> list[str]:
     """What a run's target asked for that its read-back contradicts (its filesystem's module knows
     which defaults go unreported and which shown option contradicts which)."""
     spec = target["spec"]
-    fs = FILESYSTEMS[target["filesystem"]]
+    fs = filesystem_of(target)
+    if fs is None:
+        return []
     return fs.not_in_effect(spec["mount_options"], spec.get("properties") or {}, run["mount_options_effective"], run["fs_details"] or "")
 
 
@@ -209,8 +220,11 @@ def target_rows(s: StudySummary) -> list[list[str]]:
     """The targets as built: options requested and effective, what was not applied, the tool or engine."""
     rows = []
     for t in s.targets:
-        spec = t["spec"]
-        asked = FILESYSTEMS[t["filesystem"]].requested_options(spec)
+        spec, fs = t["spec"], filesystem_of(t)
+        if fs is None:  # imported: known by name and by the fio that measured it
+            rows.append([t["name"], "–", "–", "–", "–", "–", "–", t["tool_version"] or "–"])
+            continue
+        asked = fs.requested_options(spec)
         rows.append([
             t["name"], t["filesystem"], " → ".join([str(spec.get("devices", 1)), *spec.get("layers", [])]), " ".join(spec["mkfs_options"]) or "–", asked,
             s.effective_mount_options.get(t["name"], "–"), ", ".join(s.not_in_effect.get(t["name"], [])) or "–", t["tool_version"] or "–",
@@ -515,11 +529,28 @@ def header_lines(s: StudySummary) -> list[str]:
     sr, env = s.study_run, s.study_run["environment"]
     tools = env.get("tools", {})
     images = env.get("image_directory", {})
-    return [
-        f"Study **{sr['study']}**, study run {sr['id']} ({sr['status']}), started {sr['started_at']:%Y-%m-%d %H:%M:%S} UTC, "
-        f"runs in interleaved blocks (order seed {sr['plan_seed']}), {scale_text(s)}; bandwidth in {s.units.describe()}. {repetitions_line(s)}",
-        f"Machine: {env.get('distribution')}, kernel {env.get('kernel')}, {env.get('cpu_model')} × {env.get('cpu_count')}, "
-        f"{format_size(env.get('memory_bytes', 0))} memory; {tools.get('fio')}; loop images on {images.get('fstype')} ({images.get('source')}).",
+    imported = imported_from(sr)
+    if imported:
+        lines = [
+            (
+                f"Study **{sr['study']}**, study run {sr['id']}, **imported from {len(imported['files'])} file(s)** of fio's JSON ({tools.get('fio')}) "
+                f"on {imported['at'][:19].replace('T', ' ')} UTC, measured from {sr['started_at']:%Y-%m-%d %H:%M:%S} to {sr['finished_at']:%Y-%m-%d %H:%M:%S} UTC; "
+                f"bandwidth in {s.units.describe()}. Up to {sr['repetitions']} runs per cell, one per file, in the order the files came."
+            ),
+            "fslab did not run these: it knows each target by name and by fio's output alone (not its machine, filesystem or options); each fio job name is a workload.",
+        ]
+    else:
+        lines = [
+            (
+                f"Study **{sr['study']}**, study run {sr['id']} ({sr['status']}), started {sr['started_at']:%Y-%m-%d %H:%M:%S} UTC, "
+                f"runs in interleaved blocks (order seed {sr['plan_seed']}), {scale_text(s)}; bandwidth in {s.units.describe()}. {repetitions_line(s)}"
+            ),
+            (
+                f"Machine: {env.get('distribution')}, kernel {env.get('kernel')}, {env.get('cpu_model')} × {env.get('cpu_count')}, "
+                f"{format_size(env.get('memory_bytes', 0))} memory; {tools.get('fio')}; loop images on {images.get('fstype')} ({images.get('source')})."
+            ),
+        ]
+    return lines + [
         (
             "Latency is fio's total latency per I/O (submission + completion: slat + clat, what the application waits), "
             "the median over runs of each run's percentile; clat and slat are stored as their own metrics. "

@@ -23,7 +23,7 @@ from fslab.metrics import Metric, Roles, qualified
 from fslab.findings import Finding
 from fslab.workloads.base import RawOutput
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 DEFAULT_DB = "fslab.db"
 DB_ENV = "FSLAB_DB"
 
@@ -101,6 +101,7 @@ runs = sa.Table(
     sa.Column("failure", sa.JSON),  # a failed run's RunFailure: phase, command, exit status, stderr tail, traceback
     sa.Column("notes", sa.JSON),  # since version 6: what its workload kind and monitors found of it (Finding), shown on its cell
     sa.Column("memory_limit", sa.BigInteger),  # since version 7: bytes its measured run could hold, page cache included (cgroups.py); NULL: no limit
+    sa.Column("source", sa.JSON),  # since version 8: where an imported run came from (its file, fio version, host: importer.py); NULL: fslab ran it
 )
 
 # Since version 5 a metric carries its phase and its roles (metrics.py); a run keeps one raw
@@ -190,6 +191,8 @@ MIGRATIONS: dict[int, list[str | Only]] = {
     5: ["ALTER TABLE runs ADD COLUMN notes JSON"],
     # Runs keep the memory limit their measured run had (NULL: none, as every run before).
     6: ["ALTER TABLE runs ADD COLUMN memory_limit BIGINT"],
+    # Runs imported from fio's JSON keep where they came from (NULL: fslab ran it, as every run before).
+    7: ["ALTER TABLE runs ADD COLUMN source JSON"],
 }
 
 
@@ -238,6 +241,7 @@ class RunRecord:
     failure: RunFailure | None = None
     notes: list[Finding] = field(default_factory=list)  # what its kind and monitors found of it
     memory_limit: int | None = None  # bytes its measured run could hold, page cache included (None: no limit)
+    source: dict | None = None  # an imported run's origin: its file, fio version, host (None: fslab ran it)
 
 
 @dataclass(frozen=True)
@@ -347,43 +351,30 @@ class ResultsDB:
 
     def begin_study_run(self, study: Any, plan_seed: int, environment: dict, tool_versions: dict[str, str | None], settings: dict, owner: Owner) -> int:
         with self.engine.begin() as conn:
-            study_run_id = conn.execute(
-                study_runs.insert().values(
-                    study=study.name,
-                    study_path=study.path,
-                    study_source=study.source,
-                    scale=study.scale,
-                    repetitions=study.repetitions,
-                    plan_seed=plan_seed,
-                    started_at=now(),
-                    status="running",
-                    environment=environment,
-                    settings=settings,
-                    owner=asdict(owner),
-                    fslab_version=environment.get("fslab", ""),
-                )
-            ).inserted_primary_key[0]
-            conn.execute(
-                targets.insert(),
-                [
-                    {"study_run_id": study_run_id, "name": t.name, "position": i, "filesystem": t.filesystem, "spec": t.spec(), "tool_version": tool_versions.get(t.filesystem)}
-                    for i, t in enumerate(study.targets)
-                ],
+            return _insert_study_run(
+                conn,
+                {"study_path": study.path, "study_source": study.source, "scale": study.scale, "repetitions": study.repetitions, "plan_seed": plan_seed,
+                 "started_at": now(), "status": "running", "owner": asdict(owner)},
+                study, environment, settings, lambda target: tool_versions.get(target.filesystem),
             )
-            conn.execute(workloads.insert(), [{"study_run_id": study_run_id, "name": w.name, "position": i, "spec": w.spec()} for i, w in enumerate(study.workloads)])
+
+    def store_imported(self, study: Any, environment: dict, settings: dict) -> int:
+        """An imported study run (importer.ImportedStudy) with all its runs, in one transaction:
+        finished as it is stored, from its first run's start to its last run's end."""
+        with self.engine.begin() as conn:
+            study_run_id = _insert_study_run(
+                conn,
+                {"study_path": "\n".join(study.paths), "study_source": "", "scale": 1.0, "repetitions": study.repetitions, "plan_seed": 0, "status": "finished",
+                 "started_at": min(r.started_at for r in study.runs), "finished_at": max(r.finished_at for r in study.runs)},
+                study, environment, settings, lambda target: ", ".join(target.fio_versions),
+            )
+            for record in study.runs:
+                _insert_run(conn, study_run_id, record)
         return study_run_id
 
     def record_run(self, study_run_id: int, record: RunRecord) -> int:
-        values = asdict(record)
-        values.pop("metrics")
-        values.pop("outputs")
         with self.engine.begin() as conn:
-            run_id = conn.execute(runs.insert().values(study_run_id=study_run_id, **values)).inserted_primary_key[0]
-            if record.outputs:
-                conn.execute(run_outputs.insert(), [{"run_id": run_id, "phase": o.phase, "tool": o.tool, "output": o.text} for o in record.outputs])
-            if record.metrics:
-                conn.execute(metrics.insert(), [{"run_id": run_id, **asdict(m)} for m in record.metrics])
-        return run_id
+            return _insert_run(conn, study_run_id, record)
 
     def outputs(self, run_id: int) -> list[RawOutput]:
         """A run's raw outputs, by phase and tool."""
@@ -504,6 +495,35 @@ class ResultsDB:
         )
         with self.engine.connect() as conn:
             return [dict(r) for r in conn.execute(query).mappings()]
+
+
+def _insert_study_run(conn: sa.Connection, values: dict, study: Any, environment: dict, settings: dict, tool_version: Any) -> int:
+    """A study run's row with its targets and workloads (each with `spec()`), in study order."""
+    study_run_id = conn.execute(
+        study_runs.insert().values(study=study.name, environment=environment, settings=settings, fslab_version=environment.get("fslab", ""), **values)
+    ).inserted_primary_key[0]
+    conn.execute(
+        targets.insert(),
+        [
+            {"study_run_id": study_run_id, "name": t.name, "position": i, "filesystem": t.filesystem, "spec": t.spec(), "tool_version": tool_version(t)}
+            for i, t in enumerate(study.targets)
+        ],
+    )
+    conn.execute(workloads.insert(), [{"study_run_id": study_run_id, "name": w.name, "position": i, "spec": w.spec()} for i, w in enumerate(study.workloads)])
+    return study_run_id
+
+
+def _insert_run(conn: sa.Connection, study_run_id: int, record: RunRecord) -> int:
+    """A run's row with its raw outputs and metrics."""
+    values = asdict(record)
+    values.pop("metrics")
+    values.pop("outputs")
+    run_id = conn.execute(runs.insert().values(study_run_id=study_run_id, **values)).inserted_primary_key[0]
+    if record.outputs:
+        conn.execute(run_outputs.insert(), [{"run_id": run_id, "phase": o.phase, "tool": o.tool, "output": o.text} for o in record.outputs])
+    if record.metrics:
+        conn.execute(metrics.insert(), [{"run_id": run_id, **asdict(m)} for m in record.metrics])
+    return run_id
 
 
 @dataclass

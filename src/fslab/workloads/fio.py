@@ -9,12 +9,15 @@ for each I/O); completion (clat) and submission (slat) latency are kept as their
 Percentiles are computed from fio's json+ histogram bins merged over all jobs — fio's own
 method — so jobs without group_reporting aggregate correctly. fio keeps total- and
 submission-latency bins only when asked (MEASUREMENT_OPTIONS); a run without them (stored
-before) has no such percentiles, never clat's in their place.
+before) has no such percentiles, never clat's in their place. The same parser reads results fslab
+did not make (importer.py): fio's plain json (one job's percentiles are then fio's own), its
+client/server output, and fio 2.x's units, each converted to 3.x's (in_current_units).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -136,12 +139,40 @@ def run_fio(journal: Journal, job_path: Path, *, timeout: float | None = None, o
     return output.read_text()
 
 
+# Where fio's JSON may begin: an opening brace at the start of a line (fio indents every nested
+# object). fio prints notices and error lines ("note: ...", "fio: ...") before its JSON and
+# sometimes after it, and those may hold braces of their own.
+_JSON_START = re.compile(r"^\{", re.MULTILINE)
+
+
 def load_json(text: str) -> dict:
-    """fio's JSON, skipping any notice fio printed before it."""
-    start = text.find("{")
-    if start < 0:
-        raise ValueError("fio produced no JSON output")
-    return json.loads(text[start:])
+    """fio's JSON: the first JSON object that begins a line, whatever fio printed before or after
+    it. ValueError when there is none, saying what was wrong with the candidate that read
+    furthest (a truncated file's JSON, not a stray brace before it)."""
+    decoder = json.JSONDecoder(parse_constant=_no_constant)
+    failures: list[tuple[int, str]] = []  # (how far it read, what was wrong)
+    for start in _JSON_START.finditer(text):
+        try:
+            found, _ = decoder.raw_decode(text, start.start())
+        except json.JSONDecodeError as exc:
+            failures.append((exc.pos, str(exc)))
+            continue
+        except (ValueError, RecursionError) as exc:  # NaN or Infinity; nesting deeper than Python's stack
+            failures.append((start.start(), str(exc) if isinstance(exc, ValueError) else "nested too deeply"))
+            continue
+        if isinstance(found, dict):
+            return found
+    if not failures:
+        raise NoJson("fio produced no JSON output")
+    raise ValueError(f"malformed JSON: {max(failures)[1]}")
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is no number fio writes")
+
+
+class NoJson(ValueError):
+    """Text with no JSON object in it at all."""
 
 
 def percentile_from_bins(bins: dict[str, int], percent: float) -> float:
@@ -158,7 +189,7 @@ def percentile_from_bins(bins: dict[str, int], percent: float) -> float:
 
 
 def _direction_metrics(direction: str, jobs: list[dict]) -> list[Metric]:
-    parts = [job[direction] for job in jobs if job[direction]["total_ios"] > 0]
+    parts = [p for job in jobs if (p := in_current_units(job[direction]))["total_ios"] > 0]
     if not parts:
         return []
     bw_bytes = sum(p["bw_bytes"] for p in parts)
@@ -175,7 +206,9 @@ def _direction_metrics(direction: str, jobs: list[dict]) -> list[Metric]:
 
 def _latency_metrics(prefix: str, stats: list[dict]) -> list[Metric]:
     """One latency's mean (weighted by each job's count) and its percentiles from the jobs' bins
-    merged, when fio kept bins; nothing when fio recorded none (slat under a synchronous engine)."""
+    merged, when fio kept bins; nothing when fio recorded none (slat under a synchronous engine).
+    Without bins (fio's plain json), one job's percentiles are fio's own, as it printed them;
+    several jobs' cannot be merged, and have none."""
     count = sum(s["N"] for s in stats)
     if not count:
         return []
@@ -183,6 +216,9 @@ def _latency_metrics(prefix: str, stats: list[dict]) -> list[Metric]:
     bins = _merged_bins(stats)
     if bins:
         metrics += [metric(f"{prefix}_{name}_us", percentile_from_bins(bins, pct) / 1e3) for name, pct in PERCENTILES.items()]
+    elif len(stats) == 1:
+        own = stats[0].get("percentile", {})
+        metrics += [metric(f"{prefix}_{name}_us", own[key] / 1e3) for name, pct in PERCENTILES.items() if (key := f"{pct:.6f}") in own]
     return metrics
 
 
@@ -208,12 +244,73 @@ def latency_bins(text: str) -> dict[tuple[str, str], dict[int, int]]:
     return found
 
 
+def in_current_units(part: dict) -> dict:
+    """One direction of a job ("read", "write") as fio 3.20 and later write it: bandwidth in
+    bytes/s ("bw_bytes"), bytes moved ("io_bytes"), each latency in ns under "<kind>_ns" with its
+    sample count "N", its percentiles and its json+ bins keyed by value in ns.
+
+    Older fio wrote it otherwise, and each is converted exactly: fio 2.x kept latencies in µs
+    under "clat", "lat" and "slat" (json+ bins keyed by value from 2.21, by bucket index with fio's
+    bucket constants before); bandwidth only in KiB/s ("bw") before 3.2; io_bytes in KiB before
+    2.19 (when "io_kbytes" came beside it); no "N" before 3.20 — then a latency fio recorded counts
+    the direction's I/Os, and one it never recorded (slat under a synchronous engine, all zero)
+    counts none; and no "total_ios" before 2.2."""
+    found = dict(part)
+    if "io_kbytes" not in part:
+        found["io_bytes"] = part["io_bytes"] * 1024
+    found.setdefault("bw_bytes", part["bw"] * 1024)
+    found.setdefault("total_ios", round(part["iops"] * part["runtime"] / 1000))
+    for kind in LATENCIES:
+        if f"{kind}_ns" in part:
+            found[f"{kind}_ns"] = _with_count(part[f"{kind}_ns"], found["total_ios"])
+        elif kind in part:
+            found[f"{kind}_ns"] = _with_count(_microseconds_as_ns(part[kind]), found["total_ios"])
+    return found
+
+
+def _with_count(stats: dict, ios: int) -> dict:
+    if "N" in stats:
+        return stats
+    recorded = stats["max"] > 0 or stats["mean"] > 0
+    return {**stats, "N": ios if recorded else 0}
+
+
+def _microseconds_as_ns(stats: dict) -> dict:
+    """A fio 2.x latency (µs) in 3.x's units (ns): mean and percentiles scaled, bins keyed by
+    value in ns (fio 2.x before 2.21 keyed them by bucket index: turned into the bucket's value
+    as fio itself computed it)."""
+    found = {**stats, "mean": stats["mean"] * 1e3, "percentile": {key: value * 1000 for key, value in stats.get("percentile", {}).items()}}
+    bins = stats.get("bins")
+    if bins is not None:
+        if "FIO_IO_U_PLAT_BITS" in bins:
+            bits, per_group = bins["FIO_IO_U_PLAT_BITS"], bins["FIO_IO_U_PLAT_VAL"]
+            bins = {str(_bucket_value(int(index), bits, per_group)): n for index, n in bins.items() if not index.startswith("FIO_") and n}
+        found["bins"] = {str(int(value) * 1000): n for value, n in bins.items()}
+    return found
+
+
+def _bucket_value(index: int, bits: int, per_group: int) -> int:
+    """The value fio 2.x gave a histogram bucket by its index (stat.c's plat_idx_to_val): exact
+    below 2·per_group, else the middle of the bucket's range, truncated."""
+    if index < per_group << 1:
+        return index
+    error_bits = (index >> bits) - 1
+    base = 1 << (error_bits + bits)
+    return int(base + (index % per_group + 0.5) * (1 << error_bits))
+
+
 def parse_metrics(text: str) -> list[Metric]:
     """IOPS, bandwidth, latency — total, completion and submission: mean and percentiles — per
-    direction, and fio's CPU use."""
+    direction, and fio's CPU use, over every job of a run's fio output."""
     jobs = load_json(text)["jobs"]
     if not jobs:
         raise ValueError("fio's output lists no jobs")
+    return job_metrics(jobs)
+
+
+def job_metrics(jobs: list[dict]) -> list[Metric]:
+    """The metrics of these jobs of fio's JSON taken together (their bins merged): fio's "jobs"
+    entries, or its client/server "client_stats" entries, in any fio version's units."""
     metrics = [m for direction in DIRECTIONS for m in _direction_metrics(direction, jobs)]
     metrics.append(metric("cpu_usr_pct", sum(job["usr_cpu"] for job in jobs)))
     metrics.append(metric("cpu_sys_pct", sum(job["sys_cpu"] for job in jobs)))

@@ -1,0 +1,357 @@
+"""Results fslab did not make: existing fio JSON output, imported as a study run of its own so it
+joins summaries and compares (`fslab import`).
+
+Three steps, kept apart. Reading (`read_files`, the one part that touches the filesystem): the
+files named and those under the directories named, every one untrusted — a symlink met in a
+directory is never followed, only regular files of readable size are read, each file once.
+Parsing (`parse_output`, pure): one file's text into the runs it holds — fio's "jobs", or its
+client/server "client_stats" (per host; fio's own "All clients" sum left out), from any fio
+version (2.x's µs keys, 3.x's ns keys, plain json or json+), with whatever fio printed before the
+JSON — their metrics read by fio's own parser (workloads/fio.py), nothing read a second way.
+Mapping (`imported_study`, pure): the files into one study run — each job name a workload, each
+`--target` (default: the file's directory name; client/server output: `TARGET@HOST`) a target,
+several files of one cell its repetitions, each run keeping fio's JSON whole as its raw output
+and where it came from. `import_files` does all three; storing is results/db.py's
+(`ResultsDB.store_imported`).
+
+A file that is not fio's JSON, or is malformed, is `Skipped` with why; the rest are imported.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import stat
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+from fslab import __version__
+from fslab.errors import FslabError
+from fslab.guard.names import NAME, NAME_RULE
+from fslab.metrics import Metric
+from fslab.results.db import RunRecord
+from fslab.workloads.base import RawOutput
+from fslab.workloads.fio import DIRECTIONS, NoJson, job_metrics, load_json
+
+DEFAULT_STUDY = "imported"
+DEFAULT_TARGET = "imported"  # when a file's directory has no plain name
+ALL_CLIENTS = "All clients"  # fio's sum over the hosts of client/server output: its parts are imported
+MAX_BYTES = 64 * 2**20  # fio's JSON of one run is kilobytes to a few MiB; a larger file is something else
+MAX_SECONDS = 10**8  # a job's runtime beyond three years is not fio's
+
+
+class NotFioOutput(FslabError):
+    """A file that is not fio's JSON output, or not one fslab can read: why."""
+
+
+@dataclass(frozen=True)
+class ImportedJob:
+    """One run of a file: the jobs of one name (of one host, in client/server output) taken
+    together, as fio.py takes a run's jobs together — numjobs clones, or a group under
+    group_reporting (fio names a group after its first job)."""
+
+    workload: str
+    target: str
+    host: str | None  # the fio server that ran it (client/server output)
+    metrics: list[Metric]
+    error: str | None  # what fio reported as the job's error; its metrics are then not imported
+    seconds: float  # how long it measured: its longest direction's runtime
+    buffered: bool  # through the page cache (fio's default), unless direct=1 or buffered=0
+    options: dict[str, str]  # fio's global options with the job's own over them, as fio listed them
+
+
+@dataclass(frozen=True)
+class FioOutput:
+    """One file's fio JSON, parsed."""
+
+    fio_version: str | None
+    finished_at: datetime | None  # fio's timestamp (UTC), None when this fio wrote none
+    jobs: list[ImportedJob]
+
+
+@dataclass(frozen=True)
+class FoundFile:
+    """A file read for import: its path as found, its text, and what stands in for a missing timestamp."""
+
+    path: str
+    text: str
+    modified: datetime  # its modification time (UTC)
+    target: str  # the target its runs go to unless --target names one: its directory's name
+
+
+@dataclass(frozen=True)
+class Skipped:
+    path: str
+    why: str
+
+
+# --- parsing (pure) -----------------------------------------------------------------------------
+
+
+def parse_output(text: str, target: str) -> FioOutput:
+    """fio's JSON output (text before it tolerated) into its runs, for `target`; NotFioOutput
+    saying why when it is not fio's output or not one fslab can read."""
+    try:
+        document = load_json(text)
+    except NoJson:
+        raise NotFioOutput("no JSON in it: not fio's JSON output") from None
+    except ValueError as exc:
+        raise NotFioOutput(str(exc)) from None
+    try:
+        return _parsed(document, target)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise NotFioOutput(f"not fio output as fslab reads it: {_described(exc)}") from None
+
+
+def _parsed(document: dict, target: str) -> FioOutput:
+    if isinstance(document.get("jobs"), list):
+        entries, client_server = document["jobs"], False
+    elif isinstance(document.get("client_stats"), list):
+        entries, client_server = [e for e in document["client_stats"] if e["jobname"] != ALL_CLIENTS], True
+    else:
+        raise NotFioOutput("no 'jobs' or 'client_stats': not fio's JSON output")
+    if not entries:
+        raise NotFioOutput("fio's output lists no jobs")
+    version = document.get("fio version")
+    if version is not None and not isinstance(version, str):
+        raise TypeError("'fio version' is not text")
+    global_options = _options(document.get("global options", {}))
+    groups: dict[tuple[str | None, str], list[dict]] = {}
+    for entry in entries:
+        host = _plain(entry["hostname"], "host name") if client_server else None
+        groups.setdefault((host, _plain(entry["jobname"], "job name")), []).append(entry)
+    jobs = [_job(name, f"{target}@{host}" if host else target, host, group, global_options) for (host, name), group in groups.items()]
+    return FioOutput(version, _timestamp(document), jobs)
+
+
+def _job(name: str, target: str, host: str | None, entries: list[dict], global_options: dict[str, str]) -> ImportedJob:
+    if any("mixed" in e and "read" not in e for e in entries):
+        raise NotFioOutput(f"job '{name}' was reported with unified_rw_reporting (one 'mixed' direction): fslab reads reads and writes apart")
+    options = global_options | _options(entries[0].get("job options", {}))
+    if not all(isinstance(e["error"], int) for e in entries):
+        raise TypeError("'error' is not a number")
+    errors = sorted({e["error"] for e in entries if e["error"]})
+    seconds = max(e[d]["runtime"] for e in entries for d in DIRECTIONS) / 1000
+    if not 0 <= seconds < MAX_SECONDS:
+        raise ValueError(f"job '{name}' ran for {seconds} s, not a runtime fio writes")
+    if errors:
+        return ImportedJob(name, target, host, [], f"fio reported error {', '.join(map(str, errors))} for job '{name}'", seconds, _buffered(options), options)
+    metrics = job_metrics(entries)
+    for m in metrics:
+        if not (isinstance(m.value, (int, float)) and math.isfinite(m.value) and m.value >= 0):
+            raise NotFioOutput(f"job '{name}': {m.name} is {m.value!r}, not a number fio writes")
+    return ImportedJob(name, target, host, metrics, None, seconds, _buffered(options), options)
+
+
+def _plain(value: Any, what: str) -> str:
+    """A job or host name from the file, used as a workload or target name: plain, as every name is."""
+    if not isinstance(value, str) or not NAME.fullmatch(value):
+        raise NotFioOutput(f"{what} {value!r} is not a plain name ({NAME_RULE})")
+    return value
+
+
+def _options(found: Any) -> dict[str, str]:
+    if not isinstance(found, dict):
+        raise TypeError("fio's options are not a table")
+    return {str(k): str(v) for k, v in found.items()}
+
+
+def _buffered(options: dict[str, str]) -> bool:
+    """fio's I/O goes through the page cache unless direct is set or buffered unset."""
+    return not (_true(options.get("direct", "0")) or not _true(options.get("buffered", "1")))
+
+
+def _true(value: str) -> bool:
+    return value.strip().lower() not in ("0", "false", "off", "no", "")
+
+
+def _timestamp(document: dict) -> datetime | None:
+    """When fio wrote its output (its end): timestamp_ms when fio wrote it, else timestamp (s)."""
+    if "timestamp_ms" in document:
+        seconds = document["timestamp_ms"] / 1000
+    elif "timestamp" in document:
+        seconds = document["timestamp"]
+    else:
+        return None
+    try:
+        return datetime.fromtimestamp(float(seconds), timezone.utc).replace(tzinfo=None)
+    except (OverflowError, OSError) as exc:
+        raise ValueError(f"fio's timestamp {seconds!r} is no time ({exc})") from None
+
+
+def _described(exc: Exception) -> str:
+    if isinstance(exc, KeyError):
+        return f"{exc.args[0]!r} missing where fio writes it"
+    return str(exc)
+
+
+# --- mapping into a study run (pure) ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImportedTarget:
+    name: str
+    fio_versions: list[str]  # of the files its runs came from
+
+    filesystem = ""  # not known: fslab did not make it
+
+    def spec(self) -> dict:
+        return {"imported": True}
+
+
+@dataclass(frozen=True)
+class ImportedWorkload:
+    name: str
+    options: dict[str, str]  # fio's options of its first run, as fio listed them
+
+    def spec(self) -> dict:
+        return {"kind": "fio", "imported": True, "fio_options": self.options}
+
+
+@dataclass
+class ImportedStudy:
+    """One `fslab import`: the study run it makes, with its runs in the order of their files."""
+
+    name: str
+    paths: list[str]  # as named on the command line
+    targets: list[ImportedTarget]
+    workloads: list[ImportedWorkload]
+    runs: list[RunRecord]
+    files: list[str]  # every file imported, in order
+    skipped: list[Skipped] = field(default_factory=list)
+
+    @property
+    def repetitions(self) -> int:
+        """The most runs any cell has."""
+        return max(Counter((r.target, r.workload) for r in self.runs).values(), default=0)
+
+    def settings(self, imported_at: datetime) -> dict:
+        """What the study run records of its import (settings["imported"]): the files, those skipped and why, when."""
+        return {"imported": {"files": self.files, "skipped": [{"file": s.path, "why": s.why} for s in self.skipped], "at": imported_at.isoformat()}}
+
+    def environment(self) -> dict:
+        """What is known of where its runs were made: the fio versions alone (and the fslab importing them)."""
+        return {"fslab": __version__, "tools": {"fio": ", ".join(sorted({v for t in self.targets for v in t.fio_versions}))}}
+
+
+def import_files(study: str, paths: list[Path], target: str | None = None) -> ImportedStudy:
+    """The study run these PATHs make, with the files it skipped and why (no runs: nothing to import)."""
+    files, unreadable = read_files(paths)
+    parsed, not_fio = parse_files(files, target)
+    return imported_study(study, [str(p) for p in paths], parsed, unreadable + not_fio)
+
+
+def imported_study(name: str, paths: Iterable[str], found: Iterable[tuple[FoundFile, FioOutput]], skipped: list[Skipped]) -> ImportedStudy:
+    """The study run of these parsed files: each job name a workload, each target a target, a
+    file's runs repetitions of their cells in the order the files come."""
+    targets: dict[str, list[str]] = {}
+    workloads: dict[str, dict[str, str]] = {}
+    repetitions: Counter = Counter()
+    runs, files = [], []
+    for file, output in found:
+        files.append(file.path)
+        finished = output.finished_at or file.modified
+        version = output.fio_version or "unknown"
+        for job in output.jobs:
+            cell = (job.target, job.workload)
+            versions = targets.setdefault(job.target, [])
+            if version not in versions:
+                versions.append(version)
+            workloads.setdefault(job.workload, job.options)
+            repetitions[cell] += 1
+            source = {"file": file.path, "fio_version": output.fio_version, "finished_at_from": "fio" if output.finished_at else "file modification time"}
+            runs.append(
+                RunRecord(
+                    target=job.target, workload=job.workload, repetition=repetitions[cell], warmup=False, block=repetitions[cell], position=len(runs),
+                    started_at=finished - timedelta(seconds=job.seconds), finished_at=finished, status="failed" if job.error else "ok", error=job.error,
+                    buffered=job.buffered, outputs=[RawOutput("", "fio", file.text)], metrics=job.metrics, source=source | ({"host": job.host} if job.host else {}),
+                )
+            )
+    return ImportedStudy(
+        name, list(paths), [ImportedTarget(t, v) for t, v in targets.items()], [ImportedWorkload(w, o) for w, o in workloads.items()], runs, files, skipped
+    )
+
+
+def imported_from(study_run: dict) -> dict | None:
+    """What an imported study run records of its import (files, skipped, when), None for one fslab ran."""
+    return (study_run.get("settings") or {}).get("imported")
+
+
+# --- reading the files ----------------------------------------------------------------------------
+
+
+def read_files(paths: Iterable[Path]) -> tuple[list[FoundFile], list[Skipped]]:
+    """Every file named, and every regular file under every directory named (in name order), each
+    once, by its absolute path; those that cannot be read as text, with why. A file named is read through a symlink; a
+    symlink met in a directory never is — one leading out of it is reported, one inside it points
+    at what the walk reads where it is."""
+    found: list[FoundFile] = []
+    skipped: list[Skipped] = []
+    seen: set[tuple[int, int]] = set()
+
+    def take(path: Path, follow: bool) -> None:
+        try:
+            file = _read(path, follow, seen)
+        except NotFioOutput as exc:
+            skipped.append(Skipped(str(path), str(exc)))
+            return
+        if file is not None:
+            found.append(file)
+
+    for named in paths:
+        path = Path(os.path.abspath(named))  # recorded as found, symlinks in it kept
+        if not path.is_dir():
+            take(path, follow=True)
+            continue
+        root = path.resolve()
+        for directory, subdirectories, names in os.walk(path, onerror=lambda exc: skipped.append(Skipped(str(exc.filename), f"cannot be read: {exc.strerror}"))):
+            subdirectories.sort()
+            here = Path(directory)
+            for name in sorted(names) + [d for d in subdirectories if (here / d).is_symlink()]:
+                entry = here / name
+                if entry.is_symlink():
+                    if not entry.resolve().is_relative_to(root):
+                        skipped.append(Skipped(str(entry), f"a symbolic link out of {path}: not followed"))
+                    continue
+                take(entry, follow=False)
+    return found, skipped
+
+
+def _read(path: Path, follow: bool, seen: set[tuple[int, int]]) -> FoundFile | None:
+    """One file's text, or None when it was read already (named twice, or under two paths named)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        raise NotFioOutput(f"cannot be read: {exc.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotFioOutput("not a regular file")
+        if (st.st_dev, st.st_ino) in seen:
+            return None
+        seen.add((st.st_dev, st.st_ino))
+        if st.st_size > MAX_BYTES:
+            raise NotFioOutput(f"{st.st_size} bytes, larger than fio's JSON of a run ({MAX_BYTES // 2**20} MiB at most here)")
+        data = f.read(MAX_BYTES + 1)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise NotFioOutput("not UTF-8 text: not fio's JSON output") from None
+    parent = path.absolute().parent.name
+    return FoundFile(str(path), text, datetime.fromtimestamp(st.st_mtime, timezone.utc).replace(tzinfo=None), parent if NAME.fullmatch(parent) else DEFAULT_TARGET)
+
+
+def parse_files(files: Iterable[FoundFile], target: str | None = None) -> tuple[list[tuple[FoundFile, FioOutput]], list[Skipped]]:
+    """Each file parsed for its target (`target`, else its directory's name); those that are not fio's output, with why."""
+    parsed, skipped = [], []
+    for file in files:
+        try:
+            parsed.append((file, parse_output(file.text, target or file.target)))
+        except NotFioOutput as exc:
+            skipped.append(Skipped(file.path, str(exc)))
+    return parsed, skipped
