@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import fslab, groups_of, held_by, write_study
+from conftest import fslab, groups_of, write_study
 
 from fslab import cgroups
 from fslab.cgroups import memory_limited
@@ -24,22 +21,9 @@ from fslab.study import StudyError, parse_study
 from fslab.system import run_held, sync_and_drop_caches
 from fslab.workdir import Workdir
 
-ROOT = Path("/var/tmp/fslab-memlimit")  # on disk: the file read must not sit in RAM already
 LIMIT = 64 << 20
 HIERARCHY = cgroups.find_hierarchy()
 needs_cgroups = pytest.mark.skipif(isinstance(HIERARCHY, str), reason=f"no memory cgroups here: {HIERARCHY}")
-
-
-@pytest.fixture
-def wd() -> Iterator[Workdir]:
-    ROOT.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="wd-", dir=ROOT))
-    Workdir(root).prepare()
-    yield Workdir(root)
-    leftovers = held_by(root)
-    Workdir(root).journal.clean_up()
-    shutil.rmtree(root, ignore_errors=True)
-    assert not leftovers, f"the test left these behind: {leftovers}"
 
 
 def _failures(group: cgroups.Group) -> int:
@@ -51,16 +35,16 @@ def _failures(group: cgroups.Group) -> int:
 
 
 @needs_cgroups
-def test_a_buffered_read_larger_than_the_limit_stays_within_it(wd):
+def test_a_buffered_read_larger_than_the_limit_stays_within_it(workdir):
     """256 MiB read through the page cache by a cgroup allowed 64 MiB: the kernel's own high-water
     mark of the group (page cache included) never passes the limit, though the limit was reached."""
-    file = wd.root / "big"
-    run_held(wd.journal, ["fio", "--name=layout", f"--filename={file}", "--rw=write", "--bs=1M", "--size=256M", "--output-format=terse"], cwd=wd.root)
+    file = workdir.root / "big"
+    run_held(workdir.journal, ["fio", "--name=layout", f"--filename={file}", "--rw=write", "--bs=1M", "--size=256M", "--output-format=terse"], cwd=workdir.root)
     sync_and_drop_caches()
-    with memory_limited(wd.journal, LIMIT) as group:
-        assert group is not None and group.path.is_dir() and group.path.name.startswith(workdir_tag(wd.root))
+    with memory_limited(workdir.journal, LIMIT) as group:
+        assert group is not None and group.path.is_dir() and group.path.name.startswith(workdir_tag(workdir.root))
         assert int((group.path / group.hierarchy.limit_file).read_text()) == LIMIT
-        run_held(wd.journal, ["fio", "--name=read", f"--filename={file}", "--rw=read", "--bs=1M", "--size=256M", "--direct=0", "--output-format=terse"], cwd=wd.root)
+        run_held(workdir.journal, ["fio", "--name=read", f"--filename={file}", "--rw=read", "--bs=1M", "--size=256M", "--direct=0", "--output-format=terse"], cwd=workdir.root)
         peak = group.peak()
         assert peak is not None, f"the kernel reports no {group.hierarchy.peak_file}"
         assert LIMIT // 2 < peak <= LIMIT, f"peak {peak} bytes: the page cache was charged to the group and held to its limit"
@@ -69,16 +53,16 @@ def test_a_buffered_read_larger_than_the_limit_stays_within_it(wd):
 
 
 @needs_cgroups
-def test_no_limit_makes_nothing(wd):
-    with memory_limited(wd.journal, None) as group:
+def test_no_limit_makes_nothing(workdir):
+    with memory_limited(workdir.journal, None) as group:
         assert group is None and cgroups.current() is None
-        run_held(wd.journal, ["true"])
-    assert groups_of(wd.root) == []
+        run_held(workdir.journal, ["true"])
+    assert groups_of(workdir.root) == []
 
 
 @needs_cgroups
-def test_the_run_records_the_limit_and_the_summary_shows_it(wd):
-    study = write_study(wd.root, """
+def test_the_run_records_the_limit_and_the_summary_shows_it(workdir):
+    study = write_study(workdir.root, """
 [study]
 name = "limited"
 repetitions = 1
@@ -96,13 +80,13 @@ runtime = "1s"
 direct = false
 memory_limit = "64MiB"
 """)
-    db = wd.root / "results.db"
-    result = fslab("run", str(study), "--db", str(db), "--workdir", str(wd.root / "work"))
+    db = workdir.root / "results.db"
+    result = fslab("run", str(study), "--db", str(db), "--workdir", str(workdir.root / "work"))
     assert result.returncode == 0, result.stdout + result.stderr
     results = ResultsDB(str(db))
     runs = results.runs(results.study_run()["id"])
     assert [(r["status"], r["memory_limit"]) for r in runs] == [("ok", LIMIT)], [r["error"] for r in runs]
-    assert groups_of(wd.root / "work") == [], "no cgroup left"
+    assert groups_of(workdir.root / "work") == [], "no cgroup left"
     summary = fslab("summary", "--db", str(db))
     assert "cached_read (buffered I/O, memory ≤ 64MiB" in summary.stdout, summary.stdout
 
@@ -119,35 +103,35 @@ os._exit(0)  # killed: nothing released
 """
 
 
-def _killed_fslab_leaves_a_group(wd: Workdir) -> Path:
+def _killed_fslab_leaves_a_group(workdir: Workdir) -> Path:
     env = {**os.environ, "PYTHONPATH": str(Path(cgroups.__file__).parents[1])}
-    out = subprocess.run([sys.executable, "-c", _KILLED, str(wd.root)], capture_output=True, text=True, env=env, check=True).stdout
+    out = subprocess.run([sys.executable, "-c", _KILLED, str(workdir.root)], capture_output=True, text=True, env=env, check=True).stdout
     path = Path(out.strip())
-    assert path.is_dir() and str(path) in groups_of(wd.root)
+    assert path.is_dir() and str(path) in groups_of(workdir.root)
     return path
 
 
 @needs_cgroups
-def test_cleanup_removes_the_group_a_killed_fslab_left(wd):
-    path = _killed_fslab_leaves_a_group(wd)
-    outcomes = wd.journal.clean_up()
+def test_cleanup_removes_the_group_a_killed_fslab_left(workdir):
+    path = _killed_fslab_leaves_a_group(workdir)
+    outcomes = workdir.journal.clean_up()
     assert [(o.kind, o.status) for o in outcomes] == [("cgroup", "released")]
     assert not path.exists()
 
 
 @needs_cgroups
-def test_cleanup_leaves_a_group_fslab_did_not_make(wd):
+def test_cleanup_leaves_a_group_fslab_did_not_make(workdir):
     """The journalled path made again by someone else (another inode): not fslab's, left alone;
     and a planted entry naming a cgroup without this work directory's tag is never acted on."""
-    path = _killed_fslab_leaves_a_group(wd)
+    path = _killed_fslab_leaves_a_group(workdir)
     os.rmdir(path)
     os.mkdir(path)  # same name, not the cgroup fslab made
     other = HIERARCHY.parent / "fslab_00000_mem1_1"  # fslab's prefix, another work directory's tag
     os.mkdir(other)
     try:
-        wd.journal._append("acquire", "cgroup", str(other))
-        wd.journal._append("proof", "cgroup", str(other), {"dev": "0:0", "ino": os.lstat(other).st_ino})
-        outcomes = {o.ident: o for o in wd.journal.clean_up()}
+        workdir.journal._append("acquire", "cgroup", str(other))
+        workdir.journal._append("proof", "cgroup", str(other), {"dev": "0:0", "ino": os.lstat(other).st_ino})
+        outcomes = {o.ident: o for o in workdir.journal.clean_up()}
         assert outcomes[str(path)].status == "left alone" and "identity differs" in outcomes[str(path)].detail
         assert outcomes[str(other)].status == "left alone" and "not a cgroup fslab names for this work directory" in outcomes[str(other)].detail
         assert path.is_dir() and other.is_dir()
@@ -156,13 +140,13 @@ def test_cleanup_leaves_a_group_fslab_did_not_make(wd):
         os.rmdir(other)
 
 
-def test_a_group_outside_a_memory_hierarchy_is_never_removed(wd):
-    planted = wd.root / f"{workdir_tag(wd.root)}mem1_1"
+def test_a_group_outside_a_memory_hierarchy_is_never_removed(workdir):
+    planted = workdir.root / f"{workdir_tag(workdir.root)}mem1_1"
     planted.mkdir()
     st = os.lstat(planted)
-    wd.journal._append("acquire", "cgroup", str(planted))
-    wd.journal._append("proof", "cgroup", str(planted), {"dev": f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}", "ino": st.st_ino})
-    [outcome] = wd.journal.clean_up()
+    workdir.journal._append("acquire", "cgroup", str(planted))
+    workdir.journal._append("proof", "cgroup", str(planted), {"dev": f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}", "ino": st.st_ino})
+    [outcome] = workdir.journal.clean_up()
     assert outcome.status == "left alone" and planted.is_dir()
 
 
