@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, fresh_workdir, fslab, write_study
+from conftest import FIXTURES, fresh_workdir, ran_study
 
 from fslab.filesystems import FILESYSTEMS, Provisioned
 from fslab.monitors import METRICS as MONITOR_METRICS
@@ -46,14 +46,8 @@ direct = true
 
 @pytest.fixture(scope="module")
 def monitored_study(tmp_path_factory):
-    root = tmp_path_factory.mktemp("monitored")
-    db = root / "r.db"
     with fresh_workdir() as workdir:
-        result = fslab("run", str(write_study(root, STUDY)), "--db", str(db), "--workdir", str(workdir.root))
-    assert result.returncode == 0, result.stdout + result.stderr
-    results = ResultsDB(str(db))
-    study_run = results.study_run()["id"]
-    return result, results, study_run
+        return ran_study(tmp_path_factory.mktemp("monitored"), STUDY, workdir)
 
 
 def stored(results: ResultsDB, study_run: int, target: str) -> dict[str, float]:
