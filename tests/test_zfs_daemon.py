@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from short_studies import short_study
 
 # (its module registers the loop and image releasers: the journal reads only kinds it knows)
 from fslab.devices.loop import devices_backed_by
-from fslab.filesystems.zfs_engine import daemon_pidfile, engine
+from fslab.filesystems.zfs_engine import daemon_pidfile, engine, kept_daemons
 from fslab.guard.identity import process
 from fslab.guard.names import workdir_tag
 from fslab.results import ResultsDB
@@ -167,3 +168,25 @@ def test_a_daemon_fslab_did_not_start_is_used_and_left_alone(users_daemon, workd
     assert listed == [pool], "the user's pool stays; fslab's own is gone"
     assert held_by(workdir.root) == [] and workdir.journal.outstanding() == []
     assert not daemon_pidfile(workdir).exists()
+
+
+def test_a_kept_daemon_that_hangs_is_stopped_and_started_again(fuse, workdir):
+    """A kept daemon that lives but no longer answers (stopped here with SIGSTOP) is not used for
+    the next run: that one gets a daemon of its own, and the hung one is stopped. (It is let go on
+    after 12 s, past the 10 s it had to answer, so that it can act on fslab's SIGTERM.)"""
+    with kept_daemons(workdir.journal) as daemons:
+        hung = daemons.ready(None)
+        assert hung.started is not None and hung.alive()
+        os.kill(hung.started.pid, signal.SIGSTOP)
+        resume = threading.Timer(12, os.kill, (hung.started.pid, signal.SIGCONT))
+        resume.start()
+        try:
+            again = daemons.ready(None)
+        finally:
+            resume.cancel()
+            if process(hung.started.pid) == hung.started:
+                os.kill(hung.started.pid, signal.SIGCONT)
+        assert again.started is not None and again.started != hung.started, "a daemon of its own"
+        assert process(hung.started.pid) != hung.started, "the hung one is stopped"
+        assert zfs_fuse_pids() == [again.started.pid] and again.alive()
+    assert zfs_fuse_pids() == [] and workdir.journal.outstanding() == []

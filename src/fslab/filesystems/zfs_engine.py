@@ -27,7 +27,7 @@ from fslab.errors import FslabError, Refused
 from fslab.guard.identity import ProcessId, open_own, process, same_process
 from fslab.guard.names import workdir_tag
 from fslab.journal import Entry, Journal, releaser
-from fslab.system import run
+from fslab.system import TimedOut, run
 
 if TYPE_CHECKING:
     from fslab.workdir import Workdir
@@ -62,7 +62,11 @@ def engine() -> Engine | None:
 
 
 def daemon_answers() -> bool:
-    return run(["zpool", "list", "-H"], check=False, timeout=10).returncode == 0
+    """Whether zfs-fuse answers a `zpool list` within 10 s (a daemon that hangs does not)."""
+    try:
+        return run(["zpool", "list", "-H"], check=False, timeout=10).returncode == 0
+    except TimedOut:
+        return False
 
 
 @releaser("zfs-daemon")
@@ -145,8 +149,9 @@ class Daemon:
     cap: tuple[str, ...]
 
     def alive(self) -> bool:
-        """Still that very process (or, someone else's, still answering)."""
-        return same_process(self.started.proof()) is not None if self.started else daemon_answers()
+        """Still that very process (someone else's: still a daemon), and answering: one that lives
+        but hangs is not alive either."""
+        return (self.started is None or same_process(self.started.proof()) is not None) and daemon_answers()
 
     def describe(self) -> str:
         """Stored with each run: which runs shared a daemon, and which had one of their own."""
@@ -186,8 +191,8 @@ class FuseDaemons:
     """zfs-fuse for the ZFS runs of one study run: started at the first, kept for the next, and
     stopped when the study run ends (`kept_daemons`): zfs-fuse takes about 3 s to exit after
     SIGTERM, and a run of its own cost that every run (bench/zfs_overhead.py --compare). It starts
-    again only where a run asks for another ARC cap (only a start sets one) or its process is gone
-    (`Daemon.alive`: a daemon that lives but hangs is not told apart; the run fails). While it
+    again only where a run asks for another ARC cap (only a start sets one) or it is gone or hangs
+    (`Daemon.alive`: that very process, answering `zpool list`). While it
     is kept, zfs-fuse is this fslab's alone (`zfs_turn` held from the first ZFS run to the end):
     another fslab's ZFS runs wait for this study run's end."""
 
