@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from fslab import cgroups
+from fslab.guard.identity import FileId
 from fslab.guard.names import workdir_tag
+from fslab.journal import Journal
 from fslab.scratch import SCRATCH_IN_RAM
 from fslab.workdir import Workdir
 
@@ -80,6 +82,20 @@ def groups_of(root: Path) -> list[str]:
     """Memory cgroups named for the work directory `root`, wherever in the memory hierarchy."""
     hierarchy = cgroups.find_hierarchy()
     return [] if isinstance(hierarchy, str) else [str(p) for p in hierarchy.mount.rglob(f"{workdir_tag(root)}*") if p.is_dir()]
+
+
+def killed_fslab(code: str, root: Path) -> str:
+    """What a fslab killed while it held something printed: `code`, run by a Python of its own
+    with the work directory `root` as its argument, ends in os._exit (nothing released)."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
+    return subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, env=env, check=True).stdout.strip()
+
+
+def plant(journal: Journal, kind: str, path: Path, proof: dict | None = None) -> None:
+    """A journal entry fslab did not write: `kind` held at `path`, proven by `proof` (default: the
+    identity of what is there now)."""
+    journal._append("acquire", kind, str(path))
+    journal._append("proof", kind, str(path), FileId.of(os.lstat(path)).proof() if proof is None else proof)
 
 
 def fslab(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:

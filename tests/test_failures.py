@@ -9,7 +9,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import fresh_workdir, fslab, held_by, scratch_of, write_study
+from conftest import (
+    fresh_workdir,
+    fslab,
+    held_by,
+    killed_fslab,
+    plant,
+    scratch_of,
+    write_study,
+)
 
 from fslab.guard.names import workdir_tag
 from fslab.results import ResultsDB
@@ -146,9 +154,7 @@ os._exit(0)  # killed: nothing released
 
 
 def _killed_fslab_leaves_scratch(wd: Workdir) -> Path:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
-    out = subprocess.run([sys.executable, "-c", _KILLED, str(wd.root)], capture_output=True, text=True, env=env, check=True).stdout
-    path = Path(out.strip())
+    path = Path(killed_fslab(_KILLED, wd.root))
     assert (path / "random-source").is_file() and scratch_of(wd.root) == [path]
     return path
 
@@ -158,12 +164,6 @@ def test_cleanup_removes_the_scratch_a_killed_fslab_left(workdir):
     outcomes = workdir.journal.clean_up()
     assert [(o.kind, o.status) for o in outcomes] == [("scratch", "released")]
     assert not path.exists()
-
-
-def _plant(wd: Workdir, path: Path) -> None:
-    st = os.lstat(path)
-    wd.journal._append("acquire", "scratch", str(path))
-    wd.journal._append("proof", "scratch", str(path), {"dev": f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}", "ino": st.st_ino})
 
 
 def test_cleanup_leaves_a_scratch_directory_fslab_did_not_make(workdir, tmp_path):
@@ -180,7 +180,7 @@ def test_cleanup_leaves_a_scratch_directory_fslab_did_not_make(workdir, tmp_path
     for planted in (elsewhere, other):
         planted.mkdir()
         (planted / "theirs").write_text("kept")
-        _plant(workdir, planted)
+        plant(workdir.journal, "scratch", planted)
     try:
         workdir.journal._append("acquire", "scratch", str(escaping))
         outcomes = {o.ident: o for o in workdir.journal.clean_up()}

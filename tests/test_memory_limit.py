@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import fslab, groups_of, write_study
+from conftest import fslab, groups_of, killed_fslab, plant, write_study
 
 from fslab import cgroups
 from fslab.cgroups import memory_limited
@@ -104,9 +102,7 @@ os._exit(0)  # killed: nothing released
 
 
 def _killed_fslab_leaves_a_group(workdir: Workdir) -> Path:
-    env = {**os.environ, "PYTHONPATH": str(Path(cgroups.__file__).parents[1])}
-    out = subprocess.run([sys.executable, "-c", _KILLED, str(workdir.root)], capture_output=True, text=True, env=env, check=True).stdout
-    path = Path(out.strip())
+    path = Path(killed_fslab(_KILLED, workdir.root))
     assert path.is_dir() and str(path) in groups_of(workdir.root)
     return path
 
@@ -129,8 +125,7 @@ def test_cleanup_leaves_a_group_fslab_did_not_make(workdir):
     other = HIERARCHY.parent / "fslab_00000_mem1_1"  # fslab's prefix, another work directory's tag
     os.mkdir(other)
     try:
-        workdir.journal._append("acquire", "cgroup", str(other))
-        workdir.journal._append("proof", "cgroup", str(other), {"dev": "0:0", "ino": os.lstat(other).st_ino})
+        plant(workdir.journal, "cgroup", other, {"dev": "0:0", "ino": os.lstat(other).st_ino})
         outcomes = {o.ident: o for o in workdir.journal.clean_up()}
         assert outcomes[str(path)].status == "left alone" and "identity differs" in outcomes[str(path)].detail
         assert outcomes[str(other)].status == "left alone" and "not a cgroup fslab names for this work directory" in outcomes[str(other)].detail
@@ -143,9 +138,7 @@ def test_cleanup_leaves_a_group_fslab_did_not_make(workdir):
 def test_a_group_outside_a_memory_hierarchy_is_never_removed(workdir):
     planted = workdir.root / f"{workdir_tag(workdir.root)}mem1_1"
     planted.mkdir()
-    st = os.lstat(planted)
-    workdir.journal._append("acquire", "cgroup", str(planted))
-    workdir.journal._append("proof", "cgroup", str(planted), {"dev": f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}", "ino": st.st_ino})
+    plant(workdir.journal, "cgroup", planted)
     [outcome] = workdir.journal.clean_up()
     assert outcome.status == "left alone" and planted.is_dir()
 
