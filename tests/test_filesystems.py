@@ -80,6 +80,33 @@ def test_zfs_refuses_a_snapshot_fslab_would_not_name_before_any_command(monkeypa
         FILESYSTEMS["zfs"].snapshot(Provisioned(top="/dev/null", directory=None, dataset=dataset), name)
 
 
+def test_an_encrypted_datasets_key_is_fresh_on_zfss_standard_input_and_wiped_after(monkeypatch):
+    """zfs_create hands `zfs create` 32 random bytes on its standard input, a new key each time,
+    in no argument; fslab's copy is overwritten once zfs has it, and when zfs fails too. An
+    unencrypted dataset gets no standard input."""
+    from fslab.filesystems import zfs
+
+    given: list[tuple[list[str], bytearray | None, bytes | None]] = []
+
+    def zfs_command(argv, stdin=None, **kwargs):
+        given.append((argv, stdin, None if stdin is None else bytes(stdin)))
+        if "fail" in argv:
+            raise zfs.CommandError(argv, 1, "", "cannot create")
+
+    monkeypatch.setattr(zfs, "run", zfs_command)
+    encrypted = {"encryption": "aes-256-gcm"}
+    zfs.zfs_create(["zfs", "create", "pool/data"], encrypted)
+    zfs.zfs_create(["zfs", "create", "pool/data"], encrypted)
+    with pytest.raises(zfs.CommandError):
+        zfs.zfs_create(["zfs", "create", "fail"], encrypted)
+    zfs.zfs_create(["zfs", "create", "pool/data"], {"encryption": "off"})
+    keys = [seen for _, _, seen in given[:3]]
+    assert all(seen is not None and len(seen) == 32 for seen in keys) and len(set(keys)) == 3, "a fresh 32-byte key each time"
+    assert all(buffer == bytes(32) for _, buffer, _ in given[:3]), "fslab's copy overwritten, the failed one's too"
+    assert all(str(seen) not in " ".join(argv) for argv, _, seen in given[:3])
+    assert given[3][1] is None, "no key for a dataset that is not encrypted"
+
+
 @pytest.mark.parametrize("kind", ["ext4", "xfs", "raw"])
 def test_a_filesystem_without_snapshots_says_so_before_anything_is_made(kind):
     fs = FILESYSTEMS[kind]
