@@ -114,3 +114,32 @@ def test_cleanup_waits_its_turn_while_a_study_uses_the_workdir(workdir):
         result = fslab("cleanup", "--workdir", str(workdir.root))
     assert result.returncode == 2
     assert f"another fslab (pid {os.getpid()}) is using {workdir.root}" in result.stderr
+
+
+def test_a_luks_key_is_fresh_on_cryptsetups_standard_input_and_wiped_once_the_mapping_is_open(monkeypatch, workdir):
+    """The LUKS layer's key: 64 random bytes given to luksFormat and to open on their standard
+    input (`--key-file -`), in no file and no argument; fslab's copy is overwritten as soon as the
+    mapping is open, not kept for the run. (The real cryptsetup reads it in the layers guest.)"""
+    from fslab.devices import layers
+    from fslab.guard.names import kernel_name
+
+    given: list[tuple[list[str], bytearray | None, bytes | None]] = []
+
+    def command(argv, stdin=None, **kwargs):
+        given.append((argv, stdin, None if stdin is None else bytes(stdin)))
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(layers, "run", command)
+    keys = []
+    for _ in range(2):
+        given.clear()
+        with layers._luks(workdir.journal, ["/dev/loop9"], kernel_name(workdir.root, "t"), []):
+            (format_argv, buffer, key), (open_argv, same_buffer, same_key) = given[:2]
+            assert format_argv[:2] == ["cryptsetup", "luksFormat"] and open_argv[:2] == ["cryptsetup", "open"]
+            assert key is not None and len(key) == 64 and same_key == key, "one key, to both"
+            for argv in (format_argv, open_argv):
+                assert argv[argv.index("--key-file") + 1] == "-" and str(key) not in " ".join(argv)
+            assert buffer is same_buffer and buffer == bytes(64), "overwritten once the mapping is open"
+        keys.append(key)
+    assert keys[0] != keys[1], "a fresh key for each run"
+    assert workdir.journal.outstanding() == []
