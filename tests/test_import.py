@@ -242,6 +242,25 @@ def test_a_symlink_out_of_a_directory_is_not_followed(tmp_path):
     assert [f.text for f in named] == [outside.read_text()], "a file named on the command line is read through its symlink"
 
 
+def test_links_in_a_loop_or_to_a_directory_outside_are_not_followed(tmp_path):
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    shutil.copy(PLAIN[0], outside / "run.json")
+    walked = tmp_path / "results"
+    (walked / "inner").mkdir(parents=True)
+    shutil.copy(PLAIN[1], walked / "inner" / "a.json")
+    (walked / "loop").symlink_to("loop")
+    (walked / "ping.json").symlink_to("pong.json")
+    (walked / "pong.json").symlink_to("ping.json")
+    (walked / "out").symlink_to(outside, target_is_directory=True)
+    (walked / "again").symlink_to("inner", target_is_directory=True)
+    files, skipped = read_files([walked])
+    assert [f.path for f in files] == [str(walked / "inner" / "a.json")], "the file inside, where it is"
+    assert [(s.path, s.why) for s in skipped] == [(str(walked / "out"), f"a symbolic link out of {walked}: not followed")]
+    files, skipped = read_files([walked / "loop"])
+    assert not files and [s.why for s in skipped] == ["cannot be read: Too many levels of symbolic links"], "a loop named: said why"
+
+
 def _import(db, *args):
     return fslab("import", "--db", str(db), *args, timeout=120)
 

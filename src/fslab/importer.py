@@ -314,7 +314,8 @@ def read_files(paths: Iterable[Path]) -> tuple[list[FoundFile], list[Skipped]]:
             for name in sorted(names) + [d for d in subdirectories if (here / d).is_symlink()]:
                 entry = here / name
                 if entry.is_symlink():
-                    if not entry.resolve().is_relative_to(root):
+                    # realpath, not Path.resolve: a link in a loop must not raise (Python 3.11)
+                    if not Path(os.path.realpath(entry)).is_relative_to(root):
                         skipped.append(Skipped(str(entry), f"a symbolic link out of {path}: not followed"))
                     continue
                 take(entry, follow=False)
