@@ -10,6 +10,7 @@ import math
 import os
 import shutil
 import sqlite3
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -259,6 +260,28 @@ def test_links_in_a_loop_or_to_a_directory_outside_are_not_followed(tmp_path):
     assert [(s.path, s.why) for s in skipped] == [(str(walked / "out"), f"a symbolic link out of {walked}: not followed")]
     files, skipped = read_files([walked / "loop"])
     assert not files and [s.why for s in skipped] == ["cannot be read: Too many levels of symbolic links"], "a loop named: said why"
+
+
+def test_only_regular_files_of_readable_size_are_opened(tmp_path, monkeypatch):
+    walked = tmp_path / "results"
+    walked.mkdir()
+    shutil.copy(PLAIN[0], walked / "a.json")
+    os.mknod(walked / "device", 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+    os.mkfifo(walked / "fifo")
+    with open(walked / "huge.json", "wb") as huge:
+        huge.truncate(64 * 2**20 + 1)  # sparse: nothing written
+    opened = []
+    real_open = os.open
+    monkeypatch.setattr(os, "open", lambda path, *args, **kwargs: opened.append(Path(path).name) or real_open(path, *args, **kwargs))
+    files, skipped = read_files([walked, walked / "device"])
+    assert [f.path for f in files] == [str(walked / "a.json")]
+    assert [(Path(s.path).name, s.why) for s in skipped] == [
+        ("device", "not a regular file"),
+        ("fifo", "not a regular file"),
+        ("huge.json", f"{64 * 2**20 + 1} bytes, larger than fio's JSON of a run (64 MiB at most here)"),
+        ("device", "not a regular file"),
+    ]
+    assert "device" not in opened and "fifo" not in opened, "a device or FIFO is never opened: opening one may act on it"
 
 
 def _import(db, *args):

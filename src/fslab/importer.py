@@ -323,15 +323,18 @@ def read_files(paths: Iterable[Path]) -> tuple[list[FoundFile], list[Skipped]]:
 
 
 def _read(path: Path, follow: bool, seen: set[tuple[int, int]]) -> FoundFile | None:
-    """One file's text, or None when it was read already (named twice, or under two paths named)."""
+    """One file's text, or None when it was read already (named twice, or under two paths named).
+    Anything but a regular file is never opened: opening a device may act on it (a watchdog, a tape)."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
+        if not stat.S_ISREG(os.stat(path, follow_symlinks=follow).st_mode):
+            raise NotFioOutput("not a regular file")
         fd = os.open(path, flags)
     except OSError as exc:
         raise NotFioOutput(f"cannot be read: {exc.strerror}") from None
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
+        if not stat.S_ISREG(st.st_mode):  # replaced since it was looked at
             raise NotFioOutput("not a regular file")
         if (st.st_dev, st.st_ino) in seen:
             return None
