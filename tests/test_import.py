@@ -31,6 +31,7 @@ from fslab.workloads.fio import (
     PERCENTILES,
     in_current_units,
     job_metrics,
+    latency_bins,
     parse_metrics,
 )
 
@@ -140,6 +141,27 @@ def test_fio_2_bins_by_bucket_index_become_their_values():
     bins = in_current_units(read)["clat_ns"]["bins"]
     assert sum(bins.values()) == read["total_ios"] and not any(key.startswith("FIO_") for key in bins)
     assert read["clat"]["min"] * 1000 <= min(map(int, bins)) and max(map(int, bins)) <= read["clat"]["max"] * 1000 * 1.02, "bucket values, in ns, within what fio saw"
+
+
+def test_an_imported_runs_latency_bins_are_of_its_own_jobs_in_current_units():
+    # a report draws an imported run's distribution from the file it keeps whole: the run's jobs'
+    # bins alone, from any fio version and from client/server output, as its metrics were read
+    document = json.loads((IMPORT / "several-jobs.json").read_text())
+    text = json.dumps(document)
+    for name, direction in (("seq-read", "read"), ("rand-write", "write")):
+        bins = latency_bins(text, job=name)
+        assert bins == latency_bins(only(document, jobname=name)) and {d for d, _ in bins} == {direction}, name
+    assert latency_bins(text).keys() == latency_bins(text, job="seq-read").keys() | latency_bins(text, job="rand-write").keys()
+    # client/server json+ (the fixture is plain json, without bins): two hosts and fio's sum of them
+    first, second = (json.loads(p.read_text())["jobs"][0] for p in JSONPLUS[:2])
+    hosts = [{**first, "hostname": "a"}, {**second, "hostname": "b"}, {**first, "hostname": "a", "jobname": "All clients"}]
+    client_server = json.dumps({"fio version": "fio-3.33", "client_stats": hosts})
+    for host, path in (("a", JSONPLUS[0]), ("b", JSONPLUS[1])):
+        assert latency_bins(client_server, job="randread", host=host) == latency_bins(path.read_text()), host
+    assert sum(latency_bins(client_server)[("read", "clat")].values()) == first["read"]["total_ios"] + second["read"]["total_ios"], "each host's, never fio's sum"
+    for name in FIO2[1:]:  # json+
+        read = json.loads((IMPORT / name).read_text())["jobs"][0]["read"]
+        assert latency_bins((IMPORT / name).read_text()) == {("read", "clat"): {int(k): n for k, n in in_current_units(read)["clat_ns"]["bins"].items()}}, name
 
 
 def test_3x_output_before_sample_counts_is_weighted_by_its_ios():

@@ -35,11 +35,10 @@ from fslab.guard.names import NAME, NAME_RULE
 from fslab.metrics import Metric
 from fslab.results.db import RunRecord
 from fslab.workloads.base import RawOutput
-from fslab.workloads.fio import DIRECTIONS, NoJson, job_metrics, load_json
+from fslab.workloads.fio import DIRECTIONS, NoJson, job_entries, job_metrics, load_json
 
 DEFAULT_STUDY = "imported"
 DEFAULT_TARGET = "imported"  # when a file's directory has no plain name
-ALL_CLIENTS = "All clients"  # fio's sum over the hosts of client/server output: its parts are imported
 MAX_BYTES = 64 * 2**20  # fio's JSON of one run is kilobytes to a few MiB; a larger file is something else
 MAX_SECONDS = 10**8  # a job's runtime beyond three years is not fio's
 
@@ -108,12 +107,10 @@ def parse_output(text: str, target: str) -> FioOutput:
 
 
 def _parsed(document: dict, target: str) -> FioOutput:
-    if isinstance(document.get("jobs"), list):
-        entries, client_server = document["jobs"], False
-    elif isinstance(document.get("client_stats"), list):
-        entries, client_server = [e for e in document["client_stats"] if e["jobname"] != ALL_CLIENTS], True
-    else:
+    entries = job_entries(document)
+    if entries is None:
         raise NotFioOutput("no 'jobs' or 'client_stats': not fio's JSON output")
+    client_server = not isinstance(document.get("jobs"), list)  # job_entries read "client_stats"
     if not entries:
         raise NotFioOutput("fio's output lists no jobs")
     version = document.get("fio version")
