@@ -10,6 +10,7 @@ import math
 import os
 import shutil
 import sqlite3
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -30,6 +31,7 @@ from fslab.workloads.fio import (
     PERCENTILES,
     in_current_units,
     job_metrics,
+    latency_bins,
     parse_metrics,
 )
 
@@ -141,6 +143,27 @@ def test_fio_2_bins_by_bucket_index_become_their_values():
     assert read["clat"]["min"] * 1000 <= min(map(int, bins)) and max(map(int, bins)) <= read["clat"]["max"] * 1000 * 1.02, "bucket values, in ns, within what fio saw"
 
 
+def test_an_imported_runs_latency_bins_are_of_its_own_jobs_in_current_units():
+    # a report draws an imported run's distribution from the file it keeps whole: the run's jobs'
+    # bins alone, from any fio version and from client/server output, as its metrics were read
+    document = json.loads((IMPORT / "several-jobs.json").read_text())
+    text = json.dumps(document)
+    for name, direction in (("seq-read", "read"), ("rand-write", "write")):
+        bins = latency_bins(text, job=name)
+        assert bins == latency_bins(only(document, jobname=name)) and {d for d, _ in bins} == {direction}, name
+    assert latency_bins(text).keys() == latency_bins(text, job="seq-read").keys() | latency_bins(text, job="rand-write").keys()
+    # client/server json+ (the fixture is plain json, without bins): two hosts and fio's sum of them
+    first, second = (json.loads(p.read_text())["jobs"][0] for p in JSONPLUS[:2])
+    hosts = [{**first, "hostname": "a"}, {**second, "hostname": "b"}, {**first, "hostname": "a", "jobname": "All clients"}]
+    client_server = json.dumps({"fio version": "fio-3.33", "client_stats": hosts})
+    for host, path in (("a", JSONPLUS[0]), ("b", JSONPLUS[1])):
+        assert latency_bins(client_server, job="randread", host=host) == latency_bins(path.read_text()), host
+    assert sum(latency_bins(client_server)[("read", "clat")].values()) == first["read"]["total_ios"] + second["read"]["total_ios"], "each host's, never fio's sum"
+    for name in FIO2[1:]:  # json+
+        read = json.loads((IMPORT / name).read_text())["jobs"][0]["read"]
+        assert latency_bins((IMPORT / name).read_text()) == {("read", "clat"): {int(k): n for k, n in in_current_units(read)["clat_ns"]["bins"].items()}}, name
+
+
 def test_3x_output_before_sample_counts_is_weighted_by_its_ios():
     # fio before 3.20 wrote no "N", before 3.2 no "bw_bytes": the same run without them reads the same
     document = json.loads(JSONPLUS[0].read_text())
@@ -240,6 +263,47 @@ def test_a_symlink_out_of_a_directory_is_not_followed(tmp_path):
     assert [(s.path, s.why) for s in skipped] == [(str(walked / "fifo"), "not a regular file"), (str(walked / "out.json"), f"a symbolic link out of {walked}: not followed")]
     named, _ = read_files([walked / "out.json"])
     assert [f.text for f in named] == [outside.read_text()], "a file named on the command line is read through its symlink"
+
+
+def test_links_in_a_loop_or_to_a_directory_outside_are_not_followed(tmp_path):
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    shutil.copy(PLAIN[0], outside / "run.json")
+    walked = tmp_path / "results"
+    (walked / "inner").mkdir(parents=True)
+    shutil.copy(PLAIN[1], walked / "inner" / "a.json")
+    (walked / "loop").symlink_to("loop")
+    (walked / "ping.json").symlink_to("pong.json")
+    (walked / "pong.json").symlink_to("ping.json")
+    (walked / "out").symlink_to(outside, target_is_directory=True)
+    (walked / "again").symlink_to("inner", target_is_directory=True)
+    files, skipped = read_files([walked])
+    assert [f.path for f in files] == [str(walked / "inner" / "a.json")], "the file inside, where it is"
+    assert [(s.path, s.why) for s in skipped] == [(str(walked / "out"), f"a symbolic link out of {walked}: not followed")]
+    files, skipped = read_files([walked / "loop"])
+    assert not files and [s.why for s in skipped] == ["cannot be read: Too many levels of symbolic links"], "a loop named: said why"
+
+
+def test_only_regular_files_of_readable_size_are_opened(tmp_path, monkeypatch):
+    walked = tmp_path / "results"
+    walked.mkdir()
+    shutil.copy(PLAIN[0], walked / "a.json")
+    os.mknod(walked / "device", 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+    os.mkfifo(walked / "fifo")
+    with open(walked / "huge.json", "wb") as huge:
+        huge.truncate(64 * 2**20 + 1)  # sparse: nothing written
+    opened = []
+    real_open = os.open
+    monkeypatch.setattr(os, "open", lambda path, *args, **kwargs: opened.append(Path(path).name) or real_open(path, *args, **kwargs))
+    files, skipped = read_files([walked, walked / "device"])
+    assert [f.path for f in files] == [str(walked / "a.json")]
+    assert [(Path(s.path).name, s.why) for s in skipped] == [
+        ("device", "not a regular file"),
+        ("fifo", "not a regular file"),
+        ("huge.json", f"{64 * 2**20 + 1} bytes, larger than fio's JSON of a run (64 MiB at most here)"),
+        ("device", "not a regular file"),
+    ]
+    assert "device" not in opened and "fifo" not in opened, "a device or FIFO is never opened: opening one may act on it"
 
 
 def _import(db, *args):

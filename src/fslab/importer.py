@@ -35,11 +35,10 @@ from fslab.guard.names import NAME, NAME_RULE
 from fslab.metrics import Metric
 from fslab.results.db import RunRecord
 from fslab.workloads.base import RawOutput
-from fslab.workloads.fio import DIRECTIONS, NoJson, job_metrics, load_json
+from fslab.workloads.fio import DIRECTIONS, NoJson, job_entries, job_metrics, load_json
 
 DEFAULT_STUDY = "imported"
 DEFAULT_TARGET = "imported"  # when a file's directory has no plain name
-ALL_CLIENTS = "All clients"  # fio's sum over the hosts of client/server output: its parts are imported
 MAX_BYTES = 64 * 2**20  # fio's JSON of one run is kilobytes to a few MiB; a larger file is something else
 MAX_SECONDS = 10**8  # a job's runtime beyond three years is not fio's
 
@@ -108,12 +107,10 @@ def parse_output(text: str, target: str) -> FioOutput:
 
 
 def _parsed(document: dict, target: str) -> FioOutput:
-    if isinstance(document.get("jobs"), list):
-        entries, client_server = document["jobs"], False
-    elif isinstance(document.get("client_stats"), list):
-        entries, client_server = [e for e in document["client_stats"] if e["jobname"] != ALL_CLIENTS], True
-    else:
+    entries = job_entries(document)
+    if entries is None:
         raise NotFioOutput("no 'jobs' or 'client_stats': not fio's JSON output")
+    client_server = not isinstance(document.get("jobs"), list)  # job_entries read "client_stats"
     if not entries:
         raise NotFioOutput("fio's output lists no jobs")
     version = document.get("fio version")
@@ -314,7 +311,8 @@ def read_files(paths: Iterable[Path]) -> tuple[list[FoundFile], list[Skipped]]:
             for name in sorted(names) + [d for d in subdirectories if (here / d).is_symlink()]:
                 entry = here / name
                 if entry.is_symlink():
-                    if not entry.resolve().is_relative_to(root):
+                    # realpath, not Path.resolve: a link in a loop must not raise (Python 3.11)
+                    if not Path(os.path.realpath(entry)).is_relative_to(root):
                         skipped.append(Skipped(str(entry), f"a symbolic link out of {path}: not followed"))
                     continue
                 take(entry, follow=False)
@@ -322,15 +320,18 @@ def read_files(paths: Iterable[Path]) -> tuple[list[FoundFile], list[Skipped]]:
 
 
 def _read(path: Path, follow: bool, seen: set[tuple[int, int]]) -> FoundFile | None:
-    """One file's text, or None when it was read already (named twice, or under two paths named)."""
+    """One file's text, or None when it was read already (named twice, or under two paths named).
+    Anything but a regular file is never opened: opening a device may act on it (a watchdog, a tape)."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
+        if not stat.S_ISREG(os.stat(path, follow_symlinks=follow).st_mode):
+            raise NotFioOutput("not a regular file")
         fd = os.open(path, flags)
     except OSError as exc:
         raise NotFioOutput(f"cannot be read: {exc.strerror}") from None
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
+        if not stat.S_ISREG(st.st_mode):  # replaced since it was looked at
             raise NotFioOutput("not a regular file")
         if (st.st_dev, st.st_ino) in seen:
             return None

@@ -188,8 +188,14 @@ def percentile_from_bins(bins: dict[str, int], percent: float) -> float:
     return float(ordered[-1][0])
 
 
+def _in_direction(direction: str, jobs: list[dict]) -> list[dict]:
+    """The jobs' parts in one direction that did I/O, in current units: what both the metrics and
+    the latency bins read."""
+    return [p for job in jobs if (p := in_current_units(job[direction]))["total_ios"] > 0]
+
+
 def _direction_metrics(direction: str, jobs: list[dict]) -> list[Metric]:
-    parts = [p for job in jobs if (p := in_current_units(job[direction]))["total_ios"] > 0]
+    parts = _in_direction(direction, jobs)
     if not parts:
         return []
     bw_bytes = sum(p["bw_bytes"] for p in parts)
@@ -231,17 +237,38 @@ def _merged_bins(stats: list[dict]) -> dict[str, int]:
     return bins
 
 
-def latency_bins(text: str) -> dict[tuple[str, str], dict[int, int]]:
-    """(direction, latency kind: lat, clat or slat) → fio's json+ bins merged over all jobs,
-    latency in ns → I/Os: the distribution behind the percentiles. Only what fio kept bins of."""
-    jobs = load_json(text)["jobs"]
+def latency_bins(text: str, job: str | None = None, host: str | None = None) -> dict[tuple[str, str], dict[int, int]]:
+    """(direction, latency kind: lat, clat or slat) → fio's json+ bins merged over the jobs —
+    those named `job` (of `host`, in client/server output) when given: an imported run's, whose file
+    may hold others —, latency in ns → I/Os: the distribution behind the percentiles, read as
+    they are (any fio version's units). Only what fio kept bins of."""
+    entries = job_entries(load_json(text))
+    if entries is None:
+        raise ValueError("no 'jobs' or 'client_stats' in fio's output")
+    jobs = [e for e in entries if job in (None, e["jobname"]) and host in (None, e.get("hostname"))]
     found = {}
     for direction in DIRECTIONS:
+        parts = _in_direction(direction, jobs)
         for kind in LATENCIES:
-            bins = _merged_bins([job[direction][f"{kind}_ns"] for job in jobs if f"{kind}_ns" in job.get(direction, {})])
+            bins = _merged_bins([p[f"{kind}_ns"] for p in parts if f"{kind}_ns" in p])
             if bins:
                 found[(direction, kind)] = {int(value): int(n) for value, n in bins.items()}
     return found
+
+
+# fio's sum over the hosts of client/server output: its parts are read, never the sum beside them
+ALL_CLIENTS = "All clients"
+
+
+def job_entries(document: dict) -> list[dict] | None:
+    """The entries of fio's JSON that report jobs: its "jobs", or client/server output's
+    "client_stats" (one per host and job, with its "hostname"; fio's "All clients" sum left out).
+    None when it has neither."""
+    if isinstance(document.get("jobs"), list):
+        return document["jobs"]
+    if isinstance(document.get("client_stats"), list):
+        return [e for e in document["client_stats"] if e["jobname"] != ALL_CLIENTS]
+    return None
 
 
 def in_current_units(part: dict) -> dict:
