@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -300,7 +300,7 @@ class Scenarios:
             if phase.tool:
                 outputs += self._run_tool(journal, workload, phase, ready, scratch, scope, measured)
                 continue
-            with measured(phase.name) if phase.measured else _unwatched():
+            with measured(phase.name) if phase.measured else nullcontext():
                 if phase.action == "fio":
                     job = scratch / f"{file_name(phase.name)}.fio"
                     job.write_text(self._job_text(s, phase, directory))
@@ -330,7 +330,7 @@ class Scenarios:
         kind.prepare(journal, own, ready, scratch, scope)
 
         def window(step: str) -> AbstractContextManager[None]:
-            return measured(_step_name(phase.name, step)) if phase.measured else _unwatched()
+            return measured(_step_name(phase.name, step)) if phase.measured else nullcontext()
 
         found = kind.run(journal, own, ready, kind.command(own, ready), scratch, scope, window)
         return [replace(o, phase=_step_name(phase.name, o.phase)) for o in found] if phase.measured else []
@@ -383,11 +383,6 @@ def _as_tool_named(output: RawOutput) -> tuple[str, RawOutput]:
     `sanity.write` → phase `sanity`, dd's step `write` (a tool phase's name holds no '.')."""
     phase, _, step = output.phase.partition(PHASE_SEPARATOR)
     return phase, replace(output, phase=step)
-
-
-@contextmanager
-def _unwatched() -> Iterator[None]:
-    yield
 
 
 @contextmanager
