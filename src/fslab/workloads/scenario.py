@@ -202,13 +202,9 @@ def scenario(name: str, phases: tuple[Phase, ...], size: int, data: DataPattern,
             raise ValueError(f"phase '{p.name}' runs {p.action} and holds {f'a {p.tool.kind} record' if p.tool else 'no tool record'}: a tool phase holds its own tool's, and only it")
         if p.action == "fio" and "rw" not in p.options:
             raise ValueError(f"phase '{p.name}' runs fio: give its rw")
-        if p.tool and (p.options or p.snapshot_every or p.extents):
-            raise ValueError(
-                f"phase '{p.name}' runs {p.action}: fio options, snapshot_every and extents belong to fio phases "
-                f"(extents count the scenario's file, not {p.action}'s files); make them a phase of their own"
-            )
         if p.action != "fio" and (p.options or p.snapshot_every or p.extents):
-            raise ValueError(f"phase '{p.name}' is a {p.action}: fio options, snapshot_every and extents belong to fio phases")
+            files = f" (extents count the scenario's file, not {p.action}'s files); make them a phase of their own" if p.tool else ""
+            raise ValueError(f"phase '{p.name}' {'runs' if p.tool else 'is a'} {p.action}: fio options, snapshot_every and extents belong to fio phases{files}")
         if p.tool and p.tool.data != tool_data(p.name, p.action, data):
             raise ValueError(f"phase '{p.name}' runs {p.action} writing {p.tool.data} data, and the scenario writes {data.kind}")
         if p.tool and PHASE_SEPARATOR in p.name:
