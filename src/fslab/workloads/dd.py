@@ -104,8 +104,8 @@ class DdOptions:
     def measured_seconds(self) -> float:
         return 0.0  # as long as the copy takes
 
-    def scaled(self, scale: float) -> DdOptions:
-        """The count × `scale`, at least one block."""
+    def scaled(self, scale: float, time_scale: float) -> DdOptions:
+        """The count × `scale`, at least one block; no time of its own to scale."""
         return replace(self, count=max(1, round(self.count * scale)))
 
 

@@ -130,6 +130,7 @@ class RsyncIngest:
     kind: ClassVar[str] = "rsync"
     needs_directory: ClassVar[bool] = True  # it copies into the target's directory
     takes_snapshots: ClassVar[bool] = False
+    direct: ClassVar[bool] = False  # rsync writes through the page cache
 
     files: int
     seed: int = DEFAULT_SEED
@@ -156,8 +157,9 @@ class RsyncIngest:
     def measured_seconds(self) -> float:
         return 0.0  # as long as the copy takes
 
-    def scaled(self, scale: float) -> RsyncIngest:
-        """The count × `scale`, at least one file (each file keeps its size, as photos do)."""
+    def scaled(self, scale: float, time_scale: float) -> RsyncIngest:
+        """The count × `scale`, at least one file (each file keeps its size, as photos do); no
+        time of its own to scale."""
         return replace(self, files=max(1, round(self.files * scale)))
 
     def flags(self) -> list[str]:
