@@ -167,13 +167,21 @@ class RsyncIngest:
         return [flag for flag in chosen if flag]
 
 
+def check_data(data: str) -> None:
+    if data not in DATA:
+        raise OptionRefused(f"rsync data {data!r} is refused: only \"random\" (photos do not compress, and zeros would measure a filesystem's compression, not an ingestion)")
+
+
+def check_files_or_total(files: int | None, total: object) -> None:
+    if files is not None and total is not None:
+        raise OptionRefused("rsync takes `files` or `total`, not both")
+
+
 def rsync_ingest(options: Mapping[str, str | int | bool], *, files: int | None = None, total: int | None = None, seed: int = DEFAULT_SEED, data: str = "random") -> RsyncIngest:
     """A study's rsync workload: `files` or a `total` (default: seed 003's 20 GiB), its seed and its
     options, each checked; OptionRefused names every one refused and why."""
-    if data not in DATA:
-        raise OptionRefused(f"rsync data {data!r} is refused: only \"random\" (photos do not compress, and zeros would measure a filesystem's compression)")
-    if files is not None and total is not None:
-        raise OptionRefused("rsync takes `files` or `total`, not both")
+    check_data(data)
+    check_files_or_total(files, total)
     if files is not None and not 1 <= files <= MAX_FILES:
         raise OptionRefused(f"rsync files {files} is not a whole number from 1 to {MAX_FILES}")
     if total is not None and total < 1:
