@@ -433,9 +433,7 @@ def _scenario_workload(index: int, section: ScenarioSection, scale: float, time_
     except (ValueError, Refused) as exc:
         raise StudyError(f"{where(('workload', index))}: {exc}") from None
     seconds = made.measured_seconds()
-    # read from each phase's job, as a fio workload's is, or from its tool's record, as a tool workload's is
-    direct = all(p.tool.direct if p.tool else fio_jobs.direct(made.job(p)) for p in phases if p.tool or p.action == "fio")
-    return Workload(section.name, made, seconds, direct, run_timeout(seconds, section.timeout))
+    return Workload(section.name, made, seconds, made.direct, run_timeout(seconds, section.timeout))
 
 
 def _phase(section: PhaseSection, data: DataPattern, scale: float, time_scale: float, where: _Where, table: tuple) -> scenario.Phase:

@@ -38,6 +38,7 @@ from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Provisioned
 from fslab.findings import Finding
 from fslab.guard.fio_jobs import JobFile, measured_seconds, parse_only, render, single_job
+from fslab.guard.fio_jobs import direct as job_is_direct
 from fslab.guard.names import file_name, snapshot_name
 from fslab.journal import Journal
 from fslab.metrics import PHASE_SEPARATOR, Metric, MetricKind
@@ -113,6 +114,12 @@ class Scenario:
 
     def measured_seconds(self) -> float:
         return sum(self.phase_seconds(p) for p in self.phases if p.measured)
+
+    @property
+    def direct(self) -> bool:
+        """Whether every phase that reads or writes bypasses the page cache: a fio phase as its
+        job says (as a fio workload's is read), a tool phase as its tool's record says."""
+        return all(p.tool.direct if p.tool else job_is_direct(self.job(p)) for p in self.phases if p.tool or p.action == "fio")
 
     def phase_seconds(self, phase: Phase) -> float:
         """How long a phase lasts: a sleep's seconds, a fio phase's runtime as fio reads it (its
