@@ -105,7 +105,7 @@ def test_a_total_is_as_many_files_as_reach_it_and_scale_keeps_one():
     count = files_for_total(3, 2**30)
     assert sum(file_sizes(3, count)) >= 2**30 > sum(file_sizes(3, count - 1))
     assert rsync_ingest({}, total=2**30).files == count
-    assert RsyncIngest(files=10).scaled(0.01).files == 1 and RsyncIngest(files=10).scaled(0.5).files == 5
+    assert RsyncIngest(files=10).scaled(0.01, 1.0).files == 1 and RsyncIngest(files=10).scaled(0.5, 0.5).files == 5
 
 
 STUDY = """\

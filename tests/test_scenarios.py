@@ -127,6 +127,7 @@ def test_a_scenario_of_its_own_phases_is_checked_and_scaled():
     refused(PHASES.replace('name = "fill"', 'name = "read"'), r"phase names must differ: read repeated")
     refused(PHASES.replace('action = "sleep"', 'action = "sleep"\nfio = { rw = "read" }'), r"phase\[1\]: .*one of them")
     refused(PHASES.replace('extents = true', 'measured = false').replace('seconds = 1', 'seconds = 1\nmeasured = false'), r"no phase is measured")
+    refused(PHASES.replace('seconds = 1', 'seconds = 1\nextents = true'), r"s.toml:7: workload\[0\]: phase 'rest' is a sleep: fio options, snapshot_every and extents belong to fio phases$")
 
 
 def test_a_phases_time_is_its_runtime_as_fio_reads_it_and_too_few_snapshots_are_noted():

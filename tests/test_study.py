@@ -430,9 +430,10 @@ fio = { rw = "read", bs = "1m" }
     (', buffered = 0', True),
 ])
 def test_a_scenario_is_direct_only_when_every_fio_phase_is(read_options, direct):
-    [workload] = parse(SCENARIO.replace('fio = { rw = "read", bs = "1m" }', f'fio = {{ rw = "read", bs = "1m"{read_options} }}')).workloads
+    text = SCENARIO.replace('fio = { rw = "read", bs = "1m" }', f'fio = {{ rw = "read", bs = "1m"{read_options} }}')
+    [workload] = parse(text).workloads
     assert workload.direct is direct
-    limited = SCENARIO.replace('size = "64MiB"', 'size = "64MiB"\nmemory_limit = "64MiB"').replace('fio = { rw = "read", bs = "1m" }', f'fio = {{ rw = "read", bs = "1m"{read_options} }}')
+    limited = text.replace('size = "64MiB"', 'size = "64MiB"\nmemory_limit = "64MiB"')
     if direct:
         assert "uses direct I/O" in error_of(limited)
     else:

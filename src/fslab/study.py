@@ -32,10 +32,7 @@ from fslab.workloads import scenario
 from fslab.workloads.base import Tool
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 from fslab.workloads.data import DataPattern, buffer_options
-from fslab.workloads.dd import DdOptions
 from fslab.workloads.fio import FioJob
-from fslab.workloads.rsync import RsyncIngest
-from fslab.workloads.sysbench import SysbenchOptions
 
 # fslab's defaults for every fio workload, overridden by a study's [fio] table, then by the workload.
 FIO_DEFAULTS: dict[str, Any] = {
@@ -416,18 +413,11 @@ def _limited(workload: Workload, asked: str | None, table: tuple, scale: float, 
 
 
 def _tool_workload(section: SysbenchSection | DdSection | RsyncSection, scale: float, time_scale: float) -> Workload:
-    """A sysbench, dd or rsync workload, its sizes × `scale` and its time × `time_scale`."""
-    tool = _scaled(section.checked(), scale, time_scale)
-    if isinstance(tool, RsyncIngest):
-        return Workload(section.name, tool, 0.0, False, run_timeout(0.0, section.timeout))  # rsync writes through the page cache
+    """A sysbench, dd or rsync workload, its sizes × `scale` and its time × `time_scale`, as its
+    tool scales them (sysbench its files and time, dd its count, rsync its file count)."""
+    tool = section.checked().scaled(scale, time_scale)
     seconds = tool.measured_seconds()
     return Workload(section.name, tool, seconds, tool.direct, run_timeout(seconds, section.timeout))
-
-
-def _scaled(tool: SysbenchOptions | DdOptions | RsyncIngest, scale: float, time_scale: float) -> SysbenchOptions | DdOptions | RsyncIngest:
-    """A tool's record with its sizes × `scale` and its time × `time_scale`, as each scales:
-    sysbench its files and time, dd its count, rsync its file count (the files keep their sizes)."""
-    return tool.scaled(scale, time_scale) if isinstance(tool, SysbenchOptions) else tool.scaled(scale)
 
 
 def _scenario_workload(index: int, section: ScenarioSection, scale: float, time_scale: float, data: DataPattern, where: _Where) -> Workload:
@@ -443,9 +433,7 @@ def _scenario_workload(index: int, section: ScenarioSection, scale: float, time_
     except (ValueError, Refused) as exc:
         raise StudyError(f"{where(('workload', index))}: {exc}") from None
     seconds = made.measured_seconds()
-    # read from each phase's job, as a fio workload's is, or from its tool's record, as a tool workload's is
-    direct = all(p.tool.direct if p.tool else fio_jobs.direct(made.job(p)) for p in phases if p.tool or p.action == "fio")
-    return Workload(section.name, made, seconds, direct, run_timeout(seconds, section.timeout))
+    return Workload(section.name, made, seconds, made.direct, run_timeout(seconds, section.timeout))
 
 
 def _phase(section: PhaseSection, data: DataPattern, scale: float, time_scale: float, where: _Where, table: tuple) -> scenario.Phase:
@@ -457,7 +445,7 @@ def _phase(section: PhaseSection, data: DataPattern, scale: float, time_scale: f
     tool = None
     if section.tool:
         try:
-            tool = _scaled(section.checked(scenario.tool_data(section.name, section.tool, data)), scale, time_scale)
+            tool = section.checked(scenario.tool_data(section.name, section.tool, data)).scaled(scale, time_scale)
         except ValueError as exc:
             raise StudyError(f"{where((*table, section.tool))}: {exc}") from None
     return scenario.Phase(

@@ -21,10 +21,7 @@ from fslab.toml_errors import FieldError, unknown
 from fslab.units import Bandwidth, format_size, parse_duration, parse_size, scaled_size
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 from fslab.workloads.dd import DdOptions, dd_options
-from fslab.workloads.rsync import DATA as RSYNC_DATA
-from fslab.workloads.rsync import DEFAULT_SEED as RSYNC_SEED
-from fslab.workloads.rsync import MAX_FILES as RSYNC_MAX_FILES
-from fslab.workloads.rsync import RsyncIngest, rsync_ingest
+from fslab.workloads import rsync
 from fslab.workloads.sysbench import SysbenchOptions, sysbench_options
 
 FIO_RW_MODES = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw", "trim", "randtrim", "trimwrite")
@@ -399,27 +396,27 @@ class RsyncSection(_ToolWorkloadSection):
 
     kind: Literal["rsync"]
     data: str | None = None  # type: ignore[assignment]  # only "random": refused with why, not by pydantic's literal
-    files: int | None = Field(None, ge=1, le=RSYNC_MAX_FILES)  # how many files (before --scale)
+    files: int | None = Field(None, ge=1, le=rsync.MAX_FILES)  # how many files (before --scale)
     total: Size | None = None  # or: as many files as it takes to reach this size
-    seed: int = RSYNC_SEED  # the set's sizes and contents are drawn from it
+    seed: int = rsync.DEFAULT_SEED  # the set's sizes and contents are drawn from it
 
+    # Checked here too, by rsync's own checks, so that a refusal points at its own field, not at `options`.
     @field_validator("data")
     @classmethod
     def _random_only(cls, value: str | None) -> str | None:
-        if value is not None and value not in RSYNC_DATA:
-            raise ValueError(f"rsync data {value!r} is refused: only \"random\" (photos do not compress, and zeros would measure a filesystem's compression, not an ingestion)")
+        if value is not None:
+            rsync.check_data(value)
         return value
 
     @field_validator("total")
     @classmethod
     def _files_or_total(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if value is not None and info.data.get("files") is not None:
-            raise ValueError("rsync takes `files` or `total`, not both")
+        rsync.check_files_or_total(info.data.get("files"), value)
         return value
 
-    def checked(self) -> RsyncIngest:
+    def checked(self) -> rsync.RsyncIngest:
         total = parse_size(self.total) if self.total is not None else None
-        return rsync_ingest(self.options, files=self.files, total=total, seed=self.seed, data=self.data or "random")
+        return rsync.rsync_ingest(self.options, files=self.files, total=total, seed=self.seed, data=self.data or "random")
 
 
 class PhaseSection(_Table):

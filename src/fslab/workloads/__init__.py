@@ -1,6 +1,7 @@
 """What runs on a target: one module per workload kind behind one protocol (base.py): fio jobs,
-built from a study or a user's job file (fio.py), sysbench fileio (sysbench.py), dd (dd.py), rsync ingestion (rsync.py);
-the built-in workloads (builtin.py); what a fio workload writes (data.py)."""
+built from a study or a user's job file (fio.py), sysbench fileio (sysbench.py), dd (dd.py), rsync
+ingestion (rsync.py), multi-phase scenarios (scenario.py); the built-in workloads (builtin.py);
+what a fio workload writes (data.py)."""
 
 from __future__ import annotations
 

@@ -36,7 +36,7 @@ from fslab.metrics import Metric, MetricKind
 from fslab.system import run_held
 from fslab.units import parse_size
 from fslab.findings import Finding
-from fslab.workloads.base import Measured, RawOutput, StudyScope, directory_of, tool_of
+from fslab.workloads.base import READ_BYTES, WRITTEN_BYTES, Measured, RawOutput, StudyScope, directory_of, tool_of
 
 if TYPE_CHECKING:
     from fslab.filesystems.base import Provisioned
@@ -104,8 +104,8 @@ class DdOptions:
     def measured_seconds(self) -> float:
         return 0.0  # as long as the copy takes
 
-    def scaled(self, scale: float) -> DdOptions:
-        """The count × `scale`, at least one block."""
+    def scaled(self, scale: float, time_scale: float) -> DdOptions:
+        """The count × `scale`, at least one block; no time of its own to scale."""
         return replace(self, count=max(1, round(self.count * scale)))
 
 
@@ -160,6 +160,9 @@ def run_step(journal: Journal, argv: list[str], *, timeout: float | None = None)
 # ---- the report -------------------------------------------------------------------------------
 
 DIRECTIONS = ("write", "read")
+# The bytes dd says it copied in a step, under the name every kind reports them by: what the
+# runner's traffic monitor weighs the devices' bytes against. Reported, not compared.
+MOVED = {"write": WRITTEN_BYTES, "read": READ_BYTES}
 # Every metric metric_values reports, per direction. MB/s decides a cell's precision and rank,
 # and is compared between targets, as fio's IOPS is.
 METRICS: dict[str, MetricKind] = {
@@ -169,9 +172,7 @@ METRICS: dict[str, MetricKind] = {
         (f"{d}_mb_s", MetricKind("MB/s", True, primary=True, compared=True)),
         (f"{d}_mib_s", MetricKind("MiB/s", True)),
         (f"{d}_elapsed_s", MetricKind("s", False)),
-        # The bytes dd says it copied in the step: what the runner's traffic monitor weighs the
-        # devices' bytes against. Reported, not compared.
-        (f"{d}_bytes", MetricKind("B", False)),
+        (MOVED[d], MetricKind("B", False)),
     )
 }
 
@@ -195,7 +196,7 @@ def metric_values(result: DdRun, direction: str) -> list[Metric]:
     if direction not in DIRECTIONS:
         raise ValueError(f"dd's direction is write or read, not {direction!r}")
     rate = result.bytes_per_s
-    values = {f"{direction}_mb_s": rate / 1e6, f"{direction}_mib_s": rate / 2**20, f"{direction}_elapsed_s": result.seconds, f"{direction}_bytes": result.copied}
+    values = {f"{direction}_mb_s": rate / 1e6, f"{direction}_mib_s": rate / 2**20, f"{direction}_elapsed_s": result.seconds, MOVED[direction]: result.copied}
     return [METRICS[name].of(name, value) for name, value in values.items()]
 
 

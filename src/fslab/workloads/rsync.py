@@ -130,6 +130,7 @@ class RsyncIngest:
     kind: ClassVar[str] = "rsync"
     needs_directory: ClassVar[bool] = True  # it copies into the target's directory
     takes_snapshots: ClassVar[bool] = False
+    direct: ClassVar[bool] = False  # rsync writes through the page cache
 
     files: int
     seed: int = DEFAULT_SEED
@@ -156,8 +157,9 @@ class RsyncIngest:
     def measured_seconds(self) -> float:
         return 0.0  # as long as the copy takes
 
-    def scaled(self, scale: float) -> RsyncIngest:
-        """The count × `scale`, at least one file (each file keeps its size, as photos do)."""
+    def scaled(self, scale: float, time_scale: float) -> RsyncIngest:
+        """The count × `scale`, at least one file (each file keeps its size, as photos do); no
+        time of its own to scale."""
         return replace(self, files=max(1, round(self.files * scale)))
 
     def flags(self) -> list[str]:
@@ -165,13 +167,21 @@ class RsyncIngest:
         return [flag for flag in chosen if flag]
 
 
+def check_data(data: str) -> None:
+    if data not in DATA:
+        raise OptionRefused(f"rsync data {data!r} is refused: only \"random\" (photos do not compress, and zeros would measure a filesystem's compression, not an ingestion)")
+
+
+def check_files_or_total(files: int | None, total: object) -> None:
+    if files is not None and total is not None:
+        raise OptionRefused("rsync takes `files` or `total`, not both")
+
+
 def rsync_ingest(options: Mapping[str, str | int | bool], *, files: int | None = None, total: int | None = None, seed: int = DEFAULT_SEED, data: str = "random") -> RsyncIngest:
     """A study's rsync workload: `files` or a `total` (default: seed 003's 20 GiB), its seed and its
     options, each checked; OptionRefused names every one refused and why."""
-    if data not in DATA:
-        raise OptionRefused(f"rsync data {data!r} is refused: only \"random\" (photos do not compress, and zeros would measure a filesystem's compression)")
-    if files is not None and total is not None:
-        raise OptionRefused("rsync takes `files` or `total`, not both")
+    check_data(data)
+    check_files_or_total(files, total)
     if files is not None and not 1 <= files <= MAX_FILES:
         raise OptionRefused(f"rsync files {files} is not a whole number from 1 to {MAX_FILES}")
     if total is not None and total < 1:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -38,6 +38,7 @@ from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Provisioned
 from fslab.findings import Finding
 from fslab.guard.fio_jobs import JobFile, measured_seconds, parse_only, render, single_job
+from fslab.guard.fio_jobs import direct as job_is_direct
 from fslab.guard.names import file_name, snapshot_name
 from fslab.journal import Journal
 from fslab.metrics import PHASE_SEPARATOR, Metric, MetricKind
@@ -113,6 +114,12 @@ class Scenario:
 
     def measured_seconds(self) -> float:
         return sum(self.phase_seconds(p) for p in self.phases if p.measured)
+
+    @property
+    def direct(self) -> bool:
+        """Whether every phase that reads or writes bypasses the page cache: a fio phase as its
+        job says (as a fio workload's is read), a tool phase as its tool's record says."""
+        return all(p.tool.direct if p.tool else job_is_direct(self.job(p)) for p in self.phases if p.tool or p.action == "fio")
 
     def phase_seconds(self, phase: Phase) -> float:
         """How long a phase lasts: a sleep's seconds, a fio phase's runtime as fio reads it (its
@@ -202,13 +209,9 @@ def scenario(name: str, phases: tuple[Phase, ...], size: int, data: DataPattern,
             raise ValueError(f"phase '{p.name}' runs {p.action} and holds {f'a {p.tool.kind} record' if p.tool else 'no tool record'}: a tool phase holds its own tool's, and only it")
         if p.action == "fio" and "rw" not in p.options:
             raise ValueError(f"phase '{p.name}' runs fio: give its rw")
-        if p.tool and (p.options or p.snapshot_every or p.extents):
-            raise ValueError(
-                f"phase '{p.name}' runs {p.action}: fio options, snapshot_every and extents belong to fio phases "
-                f"(extents count the scenario's file, not {p.action}'s files); make them a phase of their own"
-            )
         if p.action != "fio" and (p.options or p.snapshot_every or p.extents):
-            raise ValueError(f"phase '{p.name}' is a {p.action}: fio options, snapshot_every and extents belong to fio phases")
+            files = f" (extents count the scenario's file, not {p.action}'s files); make them a phase of their own" if p.tool else ""
+            raise ValueError(f"phase '{p.name}' {'runs' if p.tool else 'is a'} {p.action}: fio options, snapshot_every and extents belong to fio phases{files}")
         if p.tool and p.tool.data != tool_data(p.name, p.action, data):
             raise ValueError(f"phase '{p.name}' runs {p.action} writing {p.tool.data} data, and the scenario writes {data.kind}")
         if p.tool and PHASE_SEPARATOR in p.name:
@@ -300,7 +303,7 @@ class Scenarios:
             if phase.tool:
                 outputs += self._run_tool(journal, workload, phase, ready, scratch, scope, measured)
                 continue
-            with measured(phase.name) if phase.measured else _unwatched():
+            with measured(phase.name) if phase.measured else nullcontext():
                 if phase.action == "fio":
                     job = scratch / f"{file_name(phase.name)}.fio"
                     job.write_text(self._job_text(s, phase, directory))
@@ -330,7 +333,7 @@ class Scenarios:
         kind.prepare(journal, own, ready, scratch, scope)
 
         def window(step: str) -> AbstractContextManager[None]:
-            return measured(_step_name(phase.name, step)) if phase.measured else _unwatched()
+            return measured(_step_name(phase.name, step)) if phase.measured else nullcontext()
 
         found = kind.run(journal, own, ready, kind.command(own, ready), scratch, scope, window)
         return [replace(o, phase=_step_name(phase.name, o.phase)) for o in found] if phase.measured else []
@@ -383,11 +386,6 @@ def _as_tool_named(output: RawOutput) -> tuple[str, RawOutput]:
     `sanity.write` → phase `sanity`, dd's step `write` (a tool phase's name holds no '.')."""
     phase, _, step = output.phase.partition(PHASE_SEPARATOR)
     return phase, replace(output, phase=step)
-
-
-@contextmanager
-def _unwatched() -> Iterator[None]:
-    yield
 
 
 @contextmanager

@@ -39,7 +39,7 @@ from fslab.journal import Journal
 from fslab.metrics import Metric, MetricKind
 from fslab.system import run_held
 from fslab.units import parse_size
-from fslab.workloads.base import Measured, RawOutput, StudyScope, directory_of, tool_of
+from fslab.workloads.base import READ_BYTES, WRITTEN_BYTES, Measured, RawOutput, StudyScope, directory_of, tool_of
 
 if TYPE_CHECKING:
     from fslab.filesystems.base import Provisioned
@@ -243,8 +243,8 @@ METRICS: dict[str, MetricKind] = {
     "elapsed_s": MetricKind("s", False),
     # What the run read and wrote, for the runner's traffic monitor to weigh the devices' bytes
     # against: approximate (SysbenchRun.read_bytes). Reported, not compared.
-    "read_bytes": MetricKind("B", False),
-    "write_bytes": MetricKind("B", False),
+    READ_BYTES: MetricKind("B", False),
+    WRITTEN_BYTES: MetricKind("B", False),
 }
 
 
@@ -308,8 +308,8 @@ def metric_values(result: SysbenchRun) -> list[Metric]:
         "lat_avg_ms": result.mean_latency_ms,
         "lat_max_ms": result.lat_max_ms,
         "elapsed_s": result.total_s,
-        "read_bytes": result.read_bytes,
-        "write_bytes": result.written_bytes,
+        READ_BYTES: result.read_bytes,
+        WRITTEN_BYTES: result.written_bytes,
     }
     if result.lat_p95_ms is not None:
         values["lat_p95_ms"] = result.lat_p95_ms
