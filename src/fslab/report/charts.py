@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import altair as alt
 
-from fslab.analysis import Row, Samples
+from fslab.analysis import Row
 from fslab.metrics import PHASE_SEPARATOR, qualified, unqualified
 from fslab.raw_reference import raw_references
 from fslab.report.details import LatencyHistogram, RunDetails
@@ -58,7 +58,7 @@ def study_charts(s: StudySummary, details: RunDetails) -> list[Chart]:
     charts = []
     for workload in s.workloads:
         for metric in dict.fromkeys(m for c in s.cells_of(workload) for m in c.primary):
-            charts.append(primary_chart(s, details.samples, workload, metric))
+            charts.append(primary_chart(s, workload, metric))
         for direction in dict.fromkeys(d for c in s.cells_of(workload) for d in c.directions()):
             charts.append(latency_percentiles_chart(s, workload, direction))
             charts.append(latency_distribution_chart([h for h in details.histograms if h.workload == workload and h.direction == direction], targets))
@@ -69,7 +69,7 @@ def study_charts(s: StudySummary, details: RunDetails) -> list[Chart]:
 # --- per workload -----------------------------------------------------------------------------
 
 
-def primary_chart(s: StudySummary, samples: Samples, workload: str, metric: str) -> Chart | None:
+def primary_chart(s: StudySummary, workload: str, metric: str) -> Chart | None:
     """A primary metric per target: the mean as a bar, its 95 % interval as a whisker where the
     summary prints one (stats.figure_needs), every run as a point."""
     cells = [c for c in s.cells_of(workload) if metric in c.metrics]
@@ -78,7 +78,7 @@ def primary_chart(s: StudySummary, samples: Samples, workload: str, metric: str)
     label = metric_label(metric)
     unit = s.metric_units.get(metric, "")
     means = [{"target": _shown_target(c), "mean": c.metrics[metric].mean, "n": c.metrics[metric].n, "interval": fmt_mean_ci(c.metrics[metric]), **_interval(c.metrics[metric])} for c in cells]
-    runs = [{"target": _shown_target(c), "run": i + 1, "value": v} for c in cells for i, v in enumerate(samples.get((workload, c.target), {}).get(metric, []))]
+    runs = [{"target": _shown_target(c), "run": i + 1, "value": v} for c in cells for i, v in enumerate(s.samples.values.get((workload, c.target), {}).get(metric, []))]
     axis = label if not unit or label.endswith(unit) else f"{label} ({unit})"
     x = alt.X("target:N", sort=[m["target"] for m in means], title=None, axis=alt.Axis(labelAngle=0, labelLimit=140))
     bars = alt.Chart(alt.Data(values=means)).mark_bar(opacity=0.6).encode(
