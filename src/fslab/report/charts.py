@@ -27,7 +27,7 @@ from fslab.report.summary import (
     is_monitored,
     metric_label,
 )
-from fslab.stats import Summary
+from fslab.stats import Comparison, Summary
 from fslab.workloads.fio import PERCENTILES
 
 # The Vega-Lite the specs are written for (altair's), and so the one the page inlines and the
@@ -172,11 +172,7 @@ def efficiency_chart(s: StudySummary, workload: str) -> Chart | None:
         for metric in cell.primary:
             c = s.analysis.comparison(workload, metric, raws[0], cell.target)
             if c is not None:
-                shown_interval = c.needs_runs is None and c.ci_low is not None
-                rows.append({
-                    "target": cell.target, "metric": metric_label(metric), "raw": raws[0], "ratio": c.ratio, "verdict": c.verdict,
-                    "low": c.ci_low if shown_interval else None, "high": c.ci_high if shown_interval else None,
-                })  # fmt: skip
+                rows.append({"target": cell.target, "metric": metric_label(metric), "raw": raws[0], "ratio": c.ratio, "verdict": c.verdict, **_interval(c)})
     if not rows:
         return None
     several = len({r["metric"] for r in rows}) > 1
@@ -271,8 +267,8 @@ def comparison_chart(rows: list[Row], older: int, newer: int) -> Chart | None:
     where printed, coloured by verdict; one dot a cell and metric, log scale."""
     data = []
     for r in rows:
-        c, printed = r.comparison, r.comparison.needs_runs is None
-        data.append({"cell": f"{r.workload} · {r.target} · {metric_label(r.metric)}", "ratio": c.ratio, "verdict": c.verdict, "low": c.ci_low if printed else None, "high": c.ci_high if printed else None})
+        c = r.comparison
+        data.append({"cell": f"{r.workload} · {r.target} · {metric_label(r.metric)}", "ratio": c.ratio, "verdict": c.verdict, **_interval(c)})
     if not data:
         return None
     y = alt.Y("cell:N", sort=[d["cell"] for d in data], title=None, axis=alt.Axis(labelLimit=260))
@@ -317,10 +313,11 @@ def _shown_target(cell: CellSummary) -> str:
     return f"⚠ {cell.target}" if cell.implausible else cell.target
 
 
-def _interval(stats: Summary) -> dict:
-    """The interval a chart draws: the one the summary prints, or none."""
-    printed = stats.needs_runs is None and stats.ci_low is not None
-    return {"low": stats.ci_low if printed else None, "high": stats.ci_high if printed else None}
+def _interval(figure: Summary | Comparison) -> dict:
+    """The interval a chart draws of a cell's mean or a comparison's ratio: the one the tables
+    print (none from too few runs: stats.figure_needs), or none."""
+    printed = figure.needs_runs is None and figure.ci_low is not None
+    return {"low": figure.ci_low if printed else None, "high": figure.ci_high if printed else None}
 
 
 def _percentile_name(p: str) -> str:
