@@ -42,6 +42,7 @@ from fslab.report.summary import (
     workload_table,
 )
 from fslab.results import ResultsDB
+from fslab.results.db import SampleGroups
 from fslab.stats import adjust_family, compare, rank, summarize
 from fslab.workloads.fio import latency_bins
 
@@ -280,20 +281,19 @@ W = "rand_read"
 HIGHER = {"read_iops": True, "read_lat_p99_us": False, **{f"read_lat_{p}_us": False for p in ("p50", "p95", "p99_9")}}
 
 
-def synthetic(cells: dict[str, dict[str, list[float]]], targets: tuple[str, ...] = ("ext4", "xfs", "raw")) -> tuple[StudySummary, RunDetails]:
+def synthetic(cells: dict[str, dict[str, list[float]]], targets: tuple[str, ...] = ("ext4", "xfs", "raw")) -> StudySummary:
     """A summary built as summarize_study_run builds one, from samples given here."""
     samples = {(W, t): metrics for t, metrics in cells.items()}
     roles = Roles.flagged([(W, m, m == "read_iops", m in ("read_iops", "read_lat_p99_us")) for metrics in cells.values() for m in metrics])
     analysis = analyse(samples, HIGHER, list(targets), [W], baselines={t: targets[0] for t in targets}, roles=roles)
-    summary = StudySummary(
+    return StudySummary(
         study_run={"id": 1, "study": "synthetic"},
         targets=[{"name": t, "filesystem": "raw" if t == "raw" else "ext4", "spec": {}} for t in targets],
         workloads=[W],
         cells=[CellSummary(W, t, 0, {m: summarize(v, HIGHER.get(m, False)) for m, v in metrics.items()}, roles.primary_in(W, metrics)) for t, metrics in cells.items()],
         analysis=analysis,
-        metric_units={m: "IOPS" if m == "read_iops" else "µs" for m in HIGHER},
+        samples=SampleGroups(samples, {m: "IOPS" if m == "read_iops" else "µs" for m in HIGHER}, HIGHER, roles),
     )
-    return summary, RunDetails(samples)
 
 
 def layer(spec: dict, mark: str) -> list[dict]:
@@ -304,21 +304,21 @@ def layer(spec: dict, mark: str) -> list[dict]:
 
 
 def test_primary_chart_draws_the_summarys_mean_and_interval_and_every_run():
-    s, details = synthetic({"ext4": {"read_iops": [100, 104, 98, 101]}, "xfs": {"read_iops": [150, 149]}, "raw": {"read_iops": [200, 210, 190]}})
-    chart = primary_chart(s, details.samples, W, "read_iops")
+    s = synthetic({"ext4": {"read_iops": [100, 104, 98, 101]}, "xfs": {"read_iops": [150, 149]}, "raw": {"read_iops": [200, 210, 190]}})
+    chart = primary_chart(s, W, "read_iops")
     bars = {b["target"]: b for b in layer(chart.spec, "bar")}
     cells = {c.target: c.metrics["read_iops"] for c in s.cells}
     assert {t: b["mean"] for t, b in bars.items()} == {t: c.mean for t, c in cells.items()}
     whiskers = {w["target"]: (w["low"], w["high"]) for w in layer(chart.spec, "errorbar")}
     assert whiskers == {"ext4": (cells["ext4"].ci_low, cells["ext4"].ci_high), "raw": (cells["raw"].ci_low, cells["raw"].ci_high)}, "no whisker where the summary prints none (2 runs)"
     points = layer(chart.spec, "point")
-    assert sorted((p["target"], p["value"]) for p in points) == sorted((t, v) for (_, t), m in details.samples.items() for v in m["read_iops"])
+    assert sorted((p["target"], p["value"]) for p in points) == sorted((t, v) for (_, t), m in s.samples.values.items() for v in m["read_iops"])
     assert chart.spec["layer"][0]["encoding"]["y"]["title"] == "read IOPS"
 
 
 def test_efficiency_is_the_familys_comparison_with_the_raw_device():
     fast, slow = [100.0, 101.0, 99.0, 100.0], [50.0, 51.0, 49.0, 50.0]
-    s, _ = synthetic({"ext4": {"read_iops": slow}, "xfs": {"read_iops": [99.0, 101.0, 100.0, 100.5]}, "raw": {"read_iops": fast}})
+    s = synthetic({"ext4": {"read_iops": slow}, "xfs": {"read_iops": [99.0, 101.0, 100.0, 100.5]}, "raw": {"read_iops": fast}})
     rows = {r["target"]: r for r in layer(efficiency_chart(s, W).spec, "bar")}
     assert set(rows) == {"ext4", "xfs"}, "raw is the reference itself"
     for target in rows:
@@ -330,7 +330,7 @@ def test_efficiency_is_the_familys_comparison_with_the_raw_device():
 
 def test_latency_percentiles_are_the_cells_medians():
     latencies = {"read_iops": [100, 100, 100], "read_lat_p50_us": [10, 12, 11], "read_lat_p95_us": [20, 22, 21], "read_lat_p99_us": [40, 41, 60], "read_lat_p99_9_us": [90, 80, 100]}
-    s, _ = synthetic({"ext4": latencies, "raw": latencies}, targets=("ext4", "raw"))
+    s = synthetic({"ext4": latencies, "raw": latencies}, targets=("ext4", "raw"))
     rows = layer(latency_percentiles_chart(s, W, "read").spec, "line")
     assert {(r["target"], r["percentile"]): r["latency_us"] for r in rows if r["target"] == "ext4"} == {("ext4", "P50"): 11, ("ext4", "P95"): 21, ("ext4", "P99"): 41, ("ext4", "P99.9"): 90}
 
@@ -341,13 +341,13 @@ def test_what_runs_cost_and_scenario_extents_are_the_cells_medians_per_phase():
         "after.host_cpu_user_pct": [20, 22, 30], "after.host_cpu_system_pct": [5, 6, 7], "after.host_cpu_iowait_pct": [1, 2, 3],
         "after.write_amplification": [1.1, 1.2, 1.5],
     }  # fmt: skip
-    s, _ = synthetic({"btrfs": scenario}, targets=("btrfs",))
+    s = synthetic({"btrfs": scenario}, targets=("btrfs",))
     extents = {r["label"]: r["median"] for r in layer(extents_chart(s, W).spec, "bar")}
     assert extents == {"btrfs · before": 1, "btrfs · after": 45}
     cpu = {r["part"]: r["pct"] for r in layer(cpu_chart(s, W).spec, "bar")}
     assert cpu == {"user": 22, "system": 6, "iowait": 2}
     assert [r["median"] for r in layer(write_amplification_chart(s, W).spec, "bar")] == [1.2]
-    s, _ = synthetic({"ext4": {"read_iops": [1, 2, 3]}}, targets=("ext4",))
+    s = synthetic({"ext4": {"read_iops": [1, 2, 3]}}, targets=("ext4",))
     assert (extents_chart(s, W), cpu_chart(s, W), write_amplification_chart(s, W)) == (None, None, None), "no chart without its figures"
 
 
@@ -378,8 +378,8 @@ def test_fios_latency_bins_are_merged_over_its_jobs_and_its_runs():
 
 
 def test_study_charts_are_named_apart_and_valid_vega_lite():
-    s, details = synthetic({"ext4": {"read_iops": [100, 104, 98]}, "raw": {"read_iops": [200, 210, 190]}}, targets=("ext4", "raw"))
-    details = RunDetails(details.samples, [LatencyHistogram(W, t, "read", "lat", {50_000: 5, 80_000: 5}, 3) for t in ("ext4", "raw")])
+    s = synthetic({"ext4": {"read_iops": [100, 104, 98]}, "raw": {"read_iops": [200, 210, 190]}}, targets=("ext4", "raw"))
+    details = RunDetails([LatencyHistogram(W, t, "read", "lat", {50_000: 5, 80_000: 5}, 3) for t in ("ext4", "raw")])
     made = study_charts(s, details)
     assert [c.name for c in made] == ["rand_read-read_iops", "rand_read-read-latency-distribution", "rand_read-efficiency"]
     assert all(isinstance(c, Chart) and c.spec["$schema"].startswith("https://vega.github.io/schema/vega-lite/v") for c in made)
@@ -427,7 +427,7 @@ def test_a_leader_is_named_only_when_it_differs_from_every_other():
 
 
 def test_conclusions_of_a_study_follow_its_verdicts():
-    s, _ = synthetic({"ext4": {"read_iops": BASE}, "xfs": {"read_iops": [v * 1.3 for v in BASE]}, "raw": {"read_iops": [v * 1.005 for v in BASE]}})
+    s = synthetic({"ext4": {"read_iops": BASE}, "xfs": {"read_iops": [v * 1.3 for v in BASE]}, "raw": {"read_iops": [v * 1.005 for v in BASE]}})
     said = conclusions(s)[W]
     claims = [c.text for c in said if c.claim]
     assert claims and all(WORDS.search(c) for c in claims)

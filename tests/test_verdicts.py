@@ -23,6 +23,7 @@ from fslab.report.summary import (
     method_line,
     stored_baselines,
 )
+from fslab.results.db import SampleGroups
 from fslab.stats import INTERVAL_MIN_RUNS, compare, summarize
 from fslab.study import StudyError, load_study, parse_study
 
@@ -155,7 +156,7 @@ def test_a_two_run_cell_says_how_many_runs_it_needs_not_an_absurd_figure():
     wide = compare([1000.0, 1400.0, 2000.0], [700.0, 720.0, 710.0])  # Welch: 1 noisy side, t with ~2 df
     assert wide.needs_runs is not None and wide.needs_runs > 3, wide
     # machine formats keep the numbers and carry the flag
-    s = _summary(cells=[CellSummary("w", "a", 0, {"read_iops": cell})], metric_units={"read_iops": "IOPS"})
+    s = _summary(cells=[CellSummary("w", "a", 0, {"read_iops": cell})], samples=SampleGroups({}, {"read_iops": "IOPS"}, {}))
     s.analysis = analysis
     assert to_csv(s).splitlines()[0].endswith("ci_high,needs_runs,warnings")
     document = json.loads(to_json(s))

@@ -9,6 +9,7 @@ Pure: takes samples grouped by cell, returns comparisons. stats.py does the arit
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from fslab.errors import FslabError
 from fslab.stats import (
@@ -24,6 +25,9 @@ from fslab.stats import (
 )
 from fslab.metrics import Roles
 from fslab.workloads import declared_metrics
+
+if TYPE_CHECKING:
+    from fslab.results.db import SampleGroups
 
 Samples = dict[tuple[str, str], dict[str, list[float]]]  # (workload, target) → metric → values in run order
 PairKey = tuple[str, str, str, str]  # (workload, metric, a, b): b against a, a before b in the study's order
@@ -146,17 +150,16 @@ def _rankings(family: Analysis, samples: Samples, roles: Roles, higher_is_better
     return rankings
 
 
-def compare_study_runs(
-    older: Samples, newer: Samples, higher_is_better: dict[str, bool], *, threshold: float = 0.03, roles: Roles | None = None
-) -> list[Row]:
-    """Every cell present in both study runs: newer against older, BH over all of them."""
-    roles = roles_of(older, roles)
+def compare_study_runs(older: SampleGroups, newer: SampleGroups, *, threshold: float = 0.03) -> list[Row]:
+    """Every cell present in both study runs' stored samples: newer against older, BH over all of
+    them; each metric's direction and roles as either study run stored them."""
+    higher_is_better, roles = {**older.higher_is_better, **newer.higher_is_better}, older.roles | newer.roles
     rows = []
-    for (workload, target), metrics in older.items():
-        if (workload, target) not in newer:
+    for (workload, target), metrics in older.values.items():
+        if (workload, target) not in newer.values:
             continue
         for metric in roles.compared_in(workload, metrics):
-            a, b = metrics[metric], newer[(workload, target)].get(metric)
+            a, b = metrics[metric], newer.values[(workload, target)].get(metric)
             if b and _positive(a + b):
                 rows.append(Row(workload, target, target, metric, compare(a, b, higher_is_better[metric], threshold)))
     return [replace(r, comparison=c) for r, c in zip(rows, adjust_family([r.comparison for r in rows], threshold))]

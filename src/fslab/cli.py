@@ -261,8 +261,7 @@ def compare(
     a, b = _find_study_run(results, older), _find_study_run(results, newer)
     if a["study"] != b["study"]:
         raise _fail(f"study run {a['id']} is of study '{a['study']}' and {b['id']} of '{b['study']}': compare runs of one study")
-    groups_a, groups_b = results.sample_groups(a["id"]), results.sample_groups(b["id"])
-    rows = compare_study_runs(groups_a.values, groups_b.values, {**groups_a.higher_is_better, **groups_b.higher_is_better}, threshold=threshold, roles=groups_a.roles | groups_b.roles)
+    rows = compare_study_runs(results.sample_groups(a["id"]), results.sample_groups(b["id"]), threshold=threshold)
     regressed = regressions(rows, regression)
     print_comparison(console, a, b, rows, regressed, threshold, regression)
     if regressed:

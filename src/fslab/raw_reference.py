@@ -96,6 +96,8 @@ def beyond_raw(
     the reference keeps the runs' own spread instead of pretending to a single number."""
     found: dict[tuple[str, str], dict[str, BeyondRaw]] = {}
     roles = roles_of(samples, roles)
+    # once per set of raw devices and direction, not once per cell: the cells they could not run share it
+    fastest = {(raws, name): _fastest(samples, raws, name) for raws in {tuple(r) for r in references.values() if r} for name in BANDWIDTHS}
     for (workload, target), metrics in samples.items():
         raws = references.get(target, [])
         if not raws:
@@ -103,7 +105,7 @@ def beyond_raw(
         if all((workload, raw) in samples for raw in raws):
             judged = {metric: ([samples[(workload, raw)].get(metric) for raw in raws], None) for metric in roles.primary_in(workload, metrics)}
         elif not any((workload, raw) in samples for raw in raws):
-            judged = {metric: _fastest(samples, raws, unqualified(metric)) for metric in metrics if unqualified(metric) in BANDWIDTHS}
+            judged = {metric: fastest[(tuple(raws), unqualified(metric))] for metric in metrics if unqualified(metric) in BANDWIDTHS}
         else:
             continue  # some of its raw devices ran it and some failed: no sum to hold it against
         for metric, (raw_runs, reference) in judged.items():
@@ -118,7 +120,7 @@ def beyond_raw(
     return found
 
 
-def _fastest(samples: Samples, raws: list[str], metric: str) -> tuple[list[list[float] | None], str | None]:
+def _fastest(samples: Samples, raws: tuple[str, ...], metric: str) -> tuple[list[list[float] | None], str | None]:
     """Each raw device's runs of `metric` in the workload where the first device delivered the
     most (highest median), and that workload: the most the raw devices did in this study run."""
     cells = [(float(np.median(m[metric])), workload) for (workload, target), m in samples.items() if target == raws[0] and m.get(metric)]

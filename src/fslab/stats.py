@@ -205,14 +205,17 @@ def beyond(ratio: float, threshold: float) -> bool:
     return abs(math.log(ratio)) > math.log1p(threshold)
 
 
-def with_verdict(c: Comparison, threshold: float, alpha: float = 1 - CONFIDENCE) -> Comparison:
+def significant(c: Comparison) -> bool:
+    """Whether the (adjusted) test rejects equality at the 95 % level."""
+    return c.p_adjusted is not None and c.p_adjusted < 1 - CONFIDENCE
+
+
+def with_verdict(c: Comparison, threshold: float) -> Comparison:
     """"faster"/"slower" only when the (adjusted) test rejects equality and the change exceeds
     the practical threshold; otherwise "no detectable difference". The threshold is symmetric on
     the log scale (beyond 1.03 or below 1/1.03 at 3 %), so A against B and B against A say the same."""
-    significant = c.p_adjusted is not None and c.p_adjusted < alpha
-    large = beyond(c.ratio, threshold)
     verdict = "no detectable difference"
-    if significant and large:
+    if significant(c) and beyond(c.ratio, threshold):
         better = c.ratio > 1 if c.higher_is_better else c.ratio < 1
         verdict = "faster" if better else "slower"
     return replace(c, verdict=verdict)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import altair as alt
 
-from fslab.analysis import Row, Samples
+from fslab.analysis import Row
 from fslab.metrics import PHASE_SEPARATOR, qualified, unqualified
 from fslab.raw_reference import raw_references
 from fslab.report.details import LatencyHistogram, RunDetails
@@ -27,7 +27,7 @@ from fslab.report.summary import (
     is_monitored,
     metric_label,
 )
-from fslab.stats import Summary
+from fslab.stats import Comparison, Summary
 from fslab.workloads.fio import PERCENTILES
 
 # The Vega-Lite the specs are written for (altair's), and so the one the page inlines and the
@@ -58,7 +58,7 @@ def study_charts(s: StudySummary, details: RunDetails) -> list[Chart]:
     charts = []
     for workload in s.workloads:
         for metric in dict.fromkeys(m for c in s.cells_of(workload) for m in c.primary):
-            charts.append(primary_chart(s, details.samples, workload, metric))
+            charts.append(primary_chart(s, workload, metric))
         for direction in dict.fromkeys(d for c in s.cells_of(workload) for d in c.directions()):
             charts.append(latency_percentiles_chart(s, workload, direction))
             charts.append(latency_distribution_chart([h for h in details.histograms if h.workload == workload and h.direction == direction], targets))
@@ -69,7 +69,7 @@ def study_charts(s: StudySummary, details: RunDetails) -> list[Chart]:
 # --- per workload -----------------------------------------------------------------------------
 
 
-def primary_chart(s: StudySummary, samples: Samples, workload: str, metric: str) -> Chart | None:
+def primary_chart(s: StudySummary, workload: str, metric: str) -> Chart | None:
     """A primary metric per target: the mean as a bar, its 95 % interval as a whisker where the
     summary prints one (stats.figure_needs), every run as a point."""
     cells = [c for c in s.cells_of(workload) if metric in c.metrics]
@@ -78,7 +78,7 @@ def primary_chart(s: StudySummary, samples: Samples, workload: str, metric: str)
     label = metric_label(metric)
     unit = s.metric_units.get(metric, "")
     means = [{"target": _shown_target(c), "mean": c.metrics[metric].mean, "n": c.metrics[metric].n, "interval": fmt_mean_ci(c.metrics[metric]), **_interval(c.metrics[metric])} for c in cells]
-    runs = [{"target": _shown_target(c), "run": i + 1, "value": v} for c in cells for i, v in enumerate(samples.get((workload, c.target), {}).get(metric, []))]
+    runs = [{"target": _shown_target(c), "run": i + 1, "value": v} for c in cells for i, v in enumerate(s.samples.values.get((workload, c.target), {}).get(metric, []))]
     axis = label if not unit or label.endswith(unit) else f"{label} ({unit})"
     x = alt.X("target:N", sort=[m["target"] for m in means], title=None, axis=alt.Axis(labelAngle=0, labelLimit=140))
     bars = alt.Chart(alt.Data(values=means)).mark_bar(opacity=0.6).encode(
@@ -172,11 +172,7 @@ def efficiency_chart(s: StudySummary, workload: str) -> Chart | None:
         for metric in cell.primary:
             c = s.analysis.comparison(workload, metric, raws[0], cell.target)
             if c is not None:
-                shown_interval = c.needs_runs is None and c.ci_low is not None
-                rows.append({
-                    "target": cell.target, "metric": metric_label(metric), "raw": raws[0], "ratio": c.ratio, "verdict": c.verdict,
-                    "low": c.ci_low if shown_interval else None, "high": c.ci_high if shown_interval else None,
-                })  # fmt: skip
+                rows.append({"target": cell.target, "metric": metric_label(metric), "raw": raws[0], "ratio": c.ratio, "verdict": c.verdict, **_interval(c)})
     if not rows:
         return None
     several = len({r["metric"] for r in rows}) > 1
@@ -271,8 +267,8 @@ def comparison_chart(rows: list[Row], older: int, newer: int) -> Chart | None:
     where printed, coloured by verdict; one dot a cell and metric, log scale."""
     data = []
     for r in rows:
-        c, printed = r.comparison, r.comparison.needs_runs is None
-        data.append({"cell": f"{r.workload} · {r.target} · {metric_label(r.metric)}", "ratio": c.ratio, "verdict": c.verdict, "low": c.ci_low if printed else None, "high": c.ci_high if printed else None})
+        c = r.comparison
+        data.append({"cell": f"{r.workload} · {r.target} · {metric_label(r.metric)}", "ratio": c.ratio, "verdict": c.verdict, **_interval(c)})
     if not data:
         return None
     y = alt.Y("cell:N", sort=[d["cell"] for d in data], title=None, axis=alt.Axis(labelLimit=260))
@@ -317,10 +313,11 @@ def _shown_target(cell: CellSummary) -> str:
     return f"⚠ {cell.target}" if cell.implausible else cell.target
 
 
-def _interval(stats: Summary) -> dict:
-    """The interval a chart draws: the one the summary prints, or none."""
-    printed = stats.needs_runs is None and stats.ci_low is not None
-    return {"low": stats.ci_low if printed else None, "high": stats.ci_high if printed else None}
+def _interval(figure: Summary | Comparison) -> dict:
+    """The interval a chart draws of a cell's mean or a comparison's ratio: the one the tables
+    print (none from too few runs: stats.figure_needs), or none."""
+    printed = figure.needs_runs is None and figure.ci_low is not None
+    return {"low": figure.ci_low if printed else None, "high": figure.ci_high if printed else None}
 
 
 def _percentile_name(p: str) -> str:

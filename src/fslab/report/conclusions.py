@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from fslab.analysis import Row
 from fslab.report.summary import StudySummary, metric_label, runs_text
-from fslab.stats import Ranking
+from fslab.stats import Ranking, significant
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ def _row_conclusion(r: Row, threshold: float) -> Conclusion:
         )
     if c.needs_runs is not None:
         why = f"the interval {runs_text(c.needs_runs)} per cell before it says anything"
-    elif c.p_adjusted is not None and c.p_adjusted < 0.05:
+    elif significant(c):
         why = f"measured {c.ratio:.2f}× ({_interval(c.ci_low, c.ci_high)}), a change within the {threshold:.0%} threshold"
     else:
         detectable = f"; these runs detect a change of ±{c.detectable_change:.0%}" if c.detectable_change is not None else ""

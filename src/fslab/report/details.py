@@ -1,5 +1,6 @@
-"""What a report page shows beyond the summary's statistics, read from the stored runs: every
-run's figures (a point each), fio's latency distribution, the exact job files and the devices.
+"""What a report page shows beyond the summary's statistics, from the stored runs the summary
+read (each run's figures, a point each, are its samples: StudySummary.samples): fio's latency
+distribution, the exact job files and the devices.
 
 The statistics themselves come from the summary (summary.py); nothing here computes one.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from fslab.analysis import Samples
+from fslab.report.summary import StudySummary
 from fslab.results import ResultsDB
 from fslab.workloads.fio import latency_bins
 
@@ -32,15 +33,15 @@ class LatencyHistogram:
 
 @dataclass(frozen=True)
 class RunDetails:
-    samples: Samples  # (workload, target) → metric → each measured run's value, in run order
     histograms: list[LatencyHistogram] = field(default_factory=list)
     job_files: dict[tuple[str, str], str] = field(default_factory=dict)  # (workload, target) → what its first measured run ran
     devices: dict[str, list[dict]] = field(default_factory=dict)  # target → facts of each device under it (its first run)
     unreadable: list[str] = field(default_factory=list)  # stored outputs whose bins could not be read, and why
 
 
-def run_details(db: ResultsDB, study_run_id: int) -> RunDetails:
-    runs = [r for r in db.runs(study_run_id) if r["status"] == "ok" and not r["warmup"]]
+def run_details(db: ResultsDB, s: StudySummary) -> RunDetails:
+    """What the page adds to a summary: of its runs (as it read them), the raw outputs are read."""
+    runs = [r for r in s.runs if r["status"] == "ok" and not r["warmup"]]
     job_files: dict[tuple[str, str], str] = {}
     devices: dict[str, list[dict]] = {}
     for r in runs:
@@ -49,7 +50,7 @@ def run_details(db: ResultsDB, study_run_id: int) -> RunDetails:
         if r["device_facts"]:
             devices.setdefault(r["target"], r["device_facts"])
     histograms, unreadable = _histograms(db, runs)
-    return RunDetails(db.sample_groups(study_run_id).values, histograms, job_files, devices, unreadable)
+    return RunDetails(histograms, job_files, devices, unreadable)
 
 
 def _histograms(db: ResultsDB, runs: list[dict]) -> tuple[list[LatencyHistogram], list[str]]:

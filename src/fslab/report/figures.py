@@ -10,7 +10,7 @@ import vl_convert
 from fslab.errors import FslabError
 from fslab.guard.names import file_name
 from fslab.report.charts import VEGA_LITE, Chart
-from fslab.report.output import own_folder, write_own
+from fslab.report.output import write_all
 
 PNG_SCALE = 2  # pixels per CSS pixel: sharp on slides and high-density screens
 
@@ -34,14 +34,12 @@ def write_figures(charts: list[Chart], folder: Path) -> list[Path]:
     """NAME.svg and NAME.png of every chart in `folder` (made if missing); the files written.
     No data is fetched while rendering: every spec carries its data inline."""
     version = vega_lite()
-    own_folder(folder)
-    written = []
+    files: dict[str, str | bytes] = {}
     for chart in charts:
         name = file_name(chart.name)
         try:
-            svg = vl_convert.vegalite_to_svg(chart.spec, vl_version=version, allowed_base_urls=[])
-            png = vl_convert.vegalite_to_png(chart.spec, vl_version=version, scale=PNG_SCALE, allowed_base_urls=[])
+            files[f"{name}.svg"] = vl_convert.vegalite_to_svg(chart.spec, vl_version=version, allowed_base_urls=[])
+            files[f"{name}.png"] = vl_convert.vegalite_to_png(chart.spec, vl_version=version, scale=PNG_SCALE, allowed_base_urls=[])
         except ValueError as exc:
             raise FigureError(f"chart '{chart.title}' could not be rendered: {exc}") from None
-        written += [write_own(folder / f"{name}.svg", svg), write_own(folder / f"{name}.png", png)]
-    return written
+    return write_all(folder, files)

@@ -11,8 +11,8 @@ from enum import Enum
 from pathlib import Path
 
 from fslab.guard.names import file_name
+from fslab.report.output import own_folder, write_all
 from fslab.report.parquet import parquet_bytes
-from fslab.report.output import own_folder, write_own
 from fslab.report.summary import (
     COMPARISON_COLUMNS,
     TARGET_COLUMNS,
@@ -165,10 +165,7 @@ def write_reports(s: StudySummary, directory: Path) -> list[Path]:
     """summary.md, summary.csv, summary.json, runs.csv and runs.json in the study run's folder."""
     files = {"summary.md": to_markdown(s), "summary.csv": to_csv(s), "summary.json": to_json(s), "runs.csv": runs_csv(s), "runs.json": runs_json(s)}
     own_folder(directory)
-    folder = own_folder(report_folder(s, directory))
-    for name, text in files.items():
-        write_own(folder / name, text)
-    return [folder / name for name in files]
+    return write_all(report_folder(s, directory), files)
 
 
 class TableFormat(Enum):
@@ -185,7 +182,4 @@ def export_tables(s: StudySummary, folder: Path, form: TableFormat = TableFormat
     else:
         written = {f"{name}.csv": _csv(list(columns), rows).encode() for name, (columns, rows) in tables.items()}
     own_folder(folder.parent)
-    own_folder(folder)
-    for name, data in written.items():
-        write_own(folder / name, data)
-    return [folder / name for name in written]
+    return write_all(folder, written)

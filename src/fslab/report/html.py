@@ -162,7 +162,7 @@ def run_section(s: StudySummary, details: RunDetails, chart_prefix: str = "") ->
             ("threshold", f"{s.analysis.threshold:.0%}: the smallest change called faster or slower"),
             ("study file", sr["study_path"]),
         ],
-        targets=Table(TARGET_COLUMNS, rows, ["not-in-effect" if row[6] != "–" else "" for row in rows]),
+        targets=Table(TARGET_COLUMNS, rows, ["not-in-effect" if row[TARGET_COLUMNS.index("NOT in effect")] != "–" else "" for row in rows]),
         skipped=skipped_lines(s),
         environment=_environment(sr["environment"]),
         tools=Table(["tool", "version"], [[name, version or "not found"] for name, version in sorted((sr["environment"].get("tools") or {}).items())]),

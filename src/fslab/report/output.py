@@ -31,3 +31,9 @@ def write_own(path: Path, data: str | bytes) -> Path:
     with os.fdopen(open_own(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "wb") as f:
         f.write(data.encode() if isinstance(data, str) else data)
     return path
+
+
+def write_all(folder: Path, files: dict[str, str | bytes]) -> list[Path]:
+    """Each named file written into `folder` (made if missing, as own_folder); the paths written."""
+    own_folder(folder)
+    return [write_own(folder / name, data) for name, data in files.items()]

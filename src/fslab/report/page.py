@@ -43,12 +43,11 @@ def write_report(
         raise ReportRefused(f"study runs {', '.join(str(sr['id']) for sr in study_runs)} are of different studies ({', '.join(sorted(studies))}): a page compares runs of one study")
     summaries = [summarize_study_run(db, sr["id"], baseline=baseline, threshold=threshold, units=units) for sr in study_runs]
     several = len(study_runs) > 1
-    runs = [run_section(s, run_details(db, s.study_run["id"]), chart_prefix=f"{s.study_run['id']}-" if several else "") for s in summaries]
+    runs = [run_section(s, run_details(db, s), chart_prefix=f"{s.study_run['id']}-" if several else "") for s in summaries]
     first = study_runs[0]
     comparisons = []
-    for later in study_runs[1:]:
-        older, newer = db.sample_groups(first["id"]), db.sample_groups(later["id"])
-        rows = compare_study_runs(older.values, newer.values, {**older.higher_is_better, **newer.higher_is_better}, threshold=threshold, roles=older.roles | newer.roles)
+    for later, s in zip(study_runs[1:], summaries[1:]):
+        rows = compare_study_runs(summaries[0].samples, s.samples, threshold=threshold)
         comparisons.append(comparison_section(first, later, rows, regressions(rows, regression), environment_differences(first["environment"], later["environment"])))
     ids = ", ".join(str(sr["id"]) for sr in study_runs)
     title = f"{first['study']} — study run{'s' if len(study_runs) > 1 else ''} {ids}"

@@ -20,7 +20,7 @@ from fslab.metrics import PHASE_SEPARATOR, qualified, unqualified
 from fslab.monitors import METRICS as MONITOR_METRICS
 from fslab.raw_reference import BeyondRaw, CachedReference, beyond_raw, cached_references, raw_references
 from fslab.results import ResultsDB
-from fslab.results.db import RunMetric
+from fslab.results.db import RunMetric, SampleGroups
 from fslab.stats import RUNS_NEEDED_LIMIT, Summary, summarize
 from fslab.units import Bandwidth, format_size
 from fslab.workloads.fio import DIRECTIONS, METRICS as FIO_METRICS, PERCENTILES
@@ -65,7 +65,7 @@ class StudySummary:
     data: dict[str, str] = field(default_factory=dict)  # workload → the data pattern its runs recorded
     memory_limits: dict[str, int] = field(default_factory=dict)  # workload → the memory limit its runs recorded
     units: Bandwidth = Bandwidth.MB  # bandwidth as shown in the tables
-    metric_units: dict[str, str] = field(default_factory=dict)  # metric key → its unit, as stored (the same in every cell)
+    samples: SampleGroups = field(default_factory=lambda: SampleGroups({}, {}, {}))  # the stored samples the statistics are of
     skipped: list[Unsupported] = field(default_factory=list)  # targets --skip-unsupported left out, and why
     cached_reference: list[CachedReference] = field(default_factory=list)  # raw figures no disk could produce
     runs: list[dict] = field(default_factory=list)  # every run as stored, failed and warm-up too (runs.json)
@@ -73,6 +73,11 @@ class StudySummary:
 
     def cells_of(self, workload: str) -> list[CellSummary]:
         return [c for c in self.cells if c.workload == workload]
+
+    @property
+    def metric_units(self) -> dict[str, str]:
+        """Metric key → its unit, as stored (the same in every cell)."""
+        return self.samples.units
 
 
 def summarize_study_run(
@@ -128,7 +133,7 @@ def summarize_study_run(
         data=data,
         memory_limits={r["workload"]: r["memory_limit"] for r in runs if r.get("memory_limit")},
         units=units or Bandwidth(chosen.get("units", Bandwidth.MB.value)),
-        metric_units=groups.units,
+        samples=groups,
         skipped=skipped,
         cached_reference=cached_references(groups.values, targets, {w["name"]: w["spec"].get("fio_options") or {} for w in stored_workloads}),
         runs=runs,
