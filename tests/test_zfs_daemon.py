@@ -170,15 +170,18 @@ def test_a_daemon_fslab_did_not_start_is_used_and_left_alone(users_daemon, workd
     assert not daemon_pidfile(workdir).exists()
 
 
-def test_a_kept_daemon_that_hangs_is_stopped_and_started_again(fuse, workdir):
+def test_a_kept_daemon_that_hangs_is_stopped_and_started_again(fuse, workdir, monkeypatch):
     """A kept daemon that lives but no longer answers (stopped here with SIGSTOP) is not used for
     the next run: that one gets a daemon of its own, and the hung one is stopped. (It is let go on
-    after 12 s, past the 10 s it had to answer, so that it can act on fslab's SIGTERM.)"""
+    after 2 s, past the 1 s it is given here to answer, so that it can act on fslab's SIGTERM.)"""
+    import fslab.filesystems.zfs_engine as zfs_engine
+
+    monkeypatch.setattr(zfs_engine, "ANSWER_SECONDS", 1.0)
     with kept_daemons(workdir.journal) as daemons:
         hung = daemons.ready(None)
         assert hung.started is not None and hung.alive()
         os.kill(hung.started.pid, signal.SIGSTOP)
-        resume = threading.Timer(12, os.kill, (hung.started.pid, signal.SIGCONT))
+        resume = threading.Timer(2, os.kill, (hung.started.pid, signal.SIGCONT))
         resume.start()
         try:
             again = daemons.ready(None)

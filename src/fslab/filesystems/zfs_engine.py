@@ -61,10 +61,13 @@ def engine() -> Engine | None:
     return None
 
 
+ANSWER_SECONDS = 10.0  # how long zfs-fuse has to answer a `zpool list` before it counts as hung
+
+
 def daemon_answers() -> bool:
-    """Whether zfs-fuse answers a `zpool list` within 10 s (a daemon that hangs does not)."""
+    """Whether zfs-fuse answers a `zpool list` within ANSWER_SECONDS (a daemon that hangs does not)."""
     try:
-        return run(["zpool", "list", "-H"], check=False, timeout=10).returncode == 0
+        return run(["zpool", "list", "-H"], check=False, timeout=ANSWER_SECONDS).returncode == 0
     except TimedOut:
         return False
 
