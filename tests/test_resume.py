@@ -226,3 +226,21 @@ def test_a_clean_up_pass_finds_what_the_work_directory_owns_once(workdir, monkey
     workdir.owned()
     workdir.owned()
     assert len(found) == 3, "outside a pass, found anew each time"
+
+
+def test_a_resumed_study_run_compares_each_target_with_its_own_baseline(tmp_path):
+    """The study's `baseline` is folded into each target's own when the study is read (a sweep's
+    values compare with its first); a resumed study run overrides them only with a --baseline
+    given on the command line, never with the study's, as the run that began did."""
+    from fslab.resume import resumable
+    from fslab.results.owner import Owner
+    from fslab.study import parse_study
+
+    text = '[study]\nname = "b"\nworkloads = ["rand_read"]\nbaseline = "xfs"\n[[target]]\nfilesystem = "xfs"\n[[target]]\nname = "e"\nfilesystem = "ext4"\nmount_options = ["defaults", "noatime"]\n'
+    study = parse_study(text, "s.toml", base_dir=tmp_path)
+    assert {t.name: t.baseline for t in study.targets}["e[noatime]"] == "e[defaults]"
+    db = ResultsDB(str(tmp_path / "r.db"))
+    for given in ({}, {"baseline": "xfs"}):
+        study_run = db.begin_study_run(study, 1, {}, {}, {"runs": 1, **given}, Owner.current(tmp_path))
+        db.finish_study_run(study_run, "interrupted", {})
+        assert resumable(db, str(study_run)).baseline == given.get("baseline")

@@ -34,7 +34,7 @@ class Resumable:
     study: Study
     repetitions: Repetitions
     seed: int
-    baseline: str | None
+    baseline: str | None  # --baseline as given when it began (None: each target's own)
     started_at: datetime
     stored: list[StoredRun]
     notes: list[str]  # what differs from when it began (kernel), for the user to weigh
@@ -51,7 +51,7 @@ def resumable(db: ResultsDB, ref: str | None = None) -> Resumable:
     study = replace(_study_as_stored(db, row, sizes_only, skipped), repetitions=repetitions.runs, warmup=repetitions.warmup)
     kernel = row["environment"].get("kernel")
     notes = [f"study run {row['id']} began on kernel {kernel}; this is {platform.release()}"] if kernel and kernel != platform.release() else []
-    return Resumable(row["id"], study, repetitions, row["plan_seed"], baseline or study.baseline, row["started_at"], db.stored_runs(row["id"]), notes)
+    return Resumable(row["id"], study, repetitions, row["plan_seed"], baseline, row["started_at"], db.stored_runs(row["id"]), notes)
 
 
 def _interrupted(db: ResultsDB, ref: str | None) -> dict:

@@ -70,7 +70,8 @@ def run_study(
     skip_unsupported: bool = False,
 ) -> int:
     """Run the study (default: its own repetitions, exactly); returns the study run's id.
-    `baseline` (default: the study's) guides adaptive runs, which stop comparisons beyond doubt.
+    `baseline` (--baseline: one target for all; default: each target's own, as settled when the study
+    was read) guides adaptive runs, which stop comparisons beyond doubt.
     `destroy_flags` are the --destroy-data paths that confirm the user's devices the study names.
     `skip_unsupported`: targets this machine cannot run are skipped (and recorded), not refused."""
     named, skipped = _check_can_run(study, workdir, destroy_flags, skip_unsupported=skip_unsupported)
@@ -82,7 +83,7 @@ def run_study(
     versions = {kind: FILESYSTEMS[kind].version() for kind in {t.filesystem for t in study.targets}}
     with _claimed(study, workdir, observer):
         study_run_id = db.begin_study_run(study, plan_seed, environment.collect(workdir.root), versions, settings, Owner.current(workdir.root))
-        _run_blocks(study_run_id, Planner(study.cells, repetitions, plan_seed, baseline or study.baseline), db, workdir, named, observer, Tally())
+        _run_blocks(study_run_id, Planner(study.cells, repetitions, plan_seed, baseline), db, workdir, named, observer, Tally())
     return study_run_id
 
 
