@@ -427,3 +427,18 @@ def test_the_examples_in_the_import_docs_run_as_written(tmp_path):
         assert "Traceback" not in result.stderr
     targets = {r["target"] for r in ResultsDB(str(tmp_path / "fslab.db")).runs(3)}
     assert targets == {"nas@localhost"}
+
+
+def test_a_report_draws_an_imported_runs_latency_of_its_own_jobs_alone(tmp_path):
+    """A file of several jobs is stored whole with each of its runs: the page's histogram of the
+    seq-read cell holds its reads alone, not rand-write's writes from the same file."""
+    from fslab.report.details import run_details
+    from fslab.report.summary import summarize_study_run
+
+    db = tmp_path / "fslab.db"
+    assert _import(db, str(IMPORT / "several-jobs.json"), "--target", "disk").returncode == 0
+    results = ResultsDB(str(db))
+    details = run_details(results, summarize_study_run(results, results.study_run()["id"]))
+    drawn = {(h.workload, h.direction) for h in details.histograms}
+    assert drawn == {("seq-read", "read"), ("rand-write", "write")}, drawn
+    assert not details.unreadable

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from fslab.report.summary import StudySummary
 from fslab.results import ResultsDB
+from fslab.workloads.base import RawOutput
 from fslab.workloads.fio import latency_bins
 
 # Which latency's distribution is drawn: the total latency the tables show (fio keeps its bins
@@ -49,23 +50,25 @@ def run_details(db: ResultsDB, s: StudySummary) -> RunDetails:
             job_files.setdefault((r["workload"], r["target"]), r["job_file"])
         if r["device_facts"]:
             devices.setdefault(r["target"], r["device_facts"])
-    histograms, unreadable = _histograms(db, runs)
+    histograms, unreadable = _histograms(db.outputs_of_study_run(s.study_run["id"], "fio"), runs)
     return RunDetails(histograms, job_files, devices, unreadable)
 
 
-def _histograms(db: ResultsDB, runs: list[dict]) -> tuple[list[LatencyHistogram], list[str]]:
+def _histograms(outputs: dict[int, list[RawOutput]], runs: list[dict]) -> tuple[list[LatencyHistogram], list[str]]:
     """Each cell's bins per direction, added up over its runs, of the one latency every run of
-    the cell kept bins of (DISTRIBUTED, in that order). fio's single-phase outputs only."""
+    the cell kept bins of (DISTRIBUTED, in that order), from fio's single-phase outputs (`outputs`,
+    by run id). An imported run's file may hold other jobs and hosts: only its own are read."""
     per_cell: dict[tuple[str, str], list[dict[tuple[str, str], dict[int, int]]]] = defaultdict(list)
     unreadable = []
     for r in runs:
-        for output in db.outputs(r["id"]):
-            if output.tool != "fio" or output.phase:
-                continue
+        source = r.get("source") or {}
+        for output in outputs.get(r["id"], []):
             try:
-                per_cell[(r["workload"], r["target"])].append(latency_bins(output.text))
+                bins = latency_bins(output.text, job=r["workload"], host=source.get("host")) if source else latency_bins(output.text)
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 unreadable.append(f"{r['target']} · {r['workload']} · run {r['repetition']}: fio's stored output has no readable latency bins ({type(exc).__name__}: {exc})")
+                continue
+            per_cell[(r["workload"], r["target"])].append(bins)
     return [h for (workload, target), each_run in per_cell.items() for h in cell_histograms(workload, target, each_run)], unreadable
 
 
