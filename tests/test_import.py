@@ -442,3 +442,19 @@ def test_a_report_draws_an_imported_runs_latency_of_its_own_jobs_alone(tmp_path)
     drawn = {(h.workload, h.direction) for h in details.histograms}
     assert drawn == {("seq-read", "read"), ("rand-write", "write")}, drawn
     assert not details.unreadable
+
+
+@pytest.mark.parametrize(
+    ("global_options", "job_options", "buffered"),
+    [({}, {"direct": "1"}, False), ({"direct": "1"}, {"buffered": "1"}, True), ({"buffered": "1"}, {"direct": "1"}, False), ({}, {}, True)],
+)
+def test_an_imported_jobs_buffering_is_read_as_fio_applies_its_options(global_options, job_options, buffered):
+    """fio applies the later of direct and buffered (the job's after the global ones): the same
+    rule, in one place (guard.fio_jobs.direct_after), as for fslab's own jobs."""
+    from fslab.importer import parse_output
+
+    document = json.loads((IMPORT / "several-jobs.json").read_text())
+    document["global options"] = global_options
+    for job in document["jobs"]:
+        job["job options"] = {k: v for k, v in job["job options"].items() if k not in ("direct", "buffered")} | job_options
+    assert {job.buffered for job in parse_output(json.dumps(document), "disk").jobs} == {buffered}

@@ -31,6 +31,7 @@ from typing import Any
 
 from fslab import __version__
 from fslab.errors import FslabError
+from fslab.guard.fio_jobs import direct_after
 from fslab.guard.names import NAME, NAME_RULE
 from fslab.metrics import Metric
 from fslab.results.db import RunRecord
@@ -128,7 +129,9 @@ def _parsed(document: dict, target: str) -> FioOutput:
 def _job(name: str, target: str, host: str | None, entries: list[dict], global_options: dict[str, str]) -> ImportedJob:
     if any("mixed" in e and "read" not in e for e in entries):
         raise NotFioOutput(f"job '{name}' was reported with unified_rw_reporting (one 'mixed' direction): fslab reads reads and writes apart")
-    options = global_options | _options(entries[0].get("job options", {}))
+    own = _options(entries[0].get("job options", {}))
+    options = global_options | own
+    buffered = not direct_after([*global_options.items(), *own.items()])  # in fio's order: the later of direct and buffered wins
     if not all(isinstance(e["error"], int) for e in entries):
         raise TypeError("'error' is not a number")
     errors = sorted({e["error"] for e in entries if e["error"]})
@@ -136,12 +139,12 @@ def _job(name: str, target: str, host: str | None, entries: list[dict], global_o
     if not 0 <= seconds < MAX_SECONDS:
         raise ValueError(f"job '{name}' ran for {seconds} s, not a runtime fio writes")
     if errors:
-        return ImportedJob(name, target, host, [], f"fio reported error {', '.join(map(str, errors))} for job '{name}'", seconds, _buffered(options), options)
+        return ImportedJob(name, target, host, [], f"fio reported error {', '.join(map(str, errors))} for job '{name}'", seconds, buffered, options)
     metrics = job_metrics(entries)
     for m in metrics:
         if not (isinstance(m.value, (int, float)) and math.isfinite(m.value) and m.value >= 0):
             raise NotFioOutput(f"job '{name}': {m.name} is {m.value!r}, not a number fio writes")
-    return ImportedJob(name, target, host, metrics, None, seconds, _buffered(options), options)
+    return ImportedJob(name, target, host, metrics, None, seconds, buffered, options)
 
 
 def _plain(value: Any, what: str) -> str:
@@ -155,15 +158,6 @@ def _options(found: Any) -> dict[str, str]:
     if not isinstance(found, dict):
         raise TypeError("fio's options are not a table")
     return {str(k): str(v) for k, v in found.items()}
-
-
-def _buffered(options: dict[str, str]) -> bool:
-    """fio's I/O goes through the page cache unless direct is set or buffered unset."""
-    return not (_true(options.get("direct", "0")) or not _true(options.get("buffered", "1")))
-
-
-def _true(value: str) -> bool:
-    return value.strip().lower() not in ("0", "false", "off", "no", "")
 
 
 def _timestamp(document: dict) -> datetime | None:

@@ -402,10 +402,11 @@ def reads(job: JobFile) -> bool:
 def direct(job: JobFile) -> bool:
     """Whether every job uses direct I/O (fio's default is buffered). `direct` and `buffered` set
     one thing in fio, so the later of them wins: direct=1 then buffered=1 is buffered."""
-    return all(_direct_after(options) for options in job.applied())
+    return all(direct_after(options) for options in job.applied())
 
 
-def _direct_after(options: list[tuple[str, str | None]]) -> bool:
+def direct_after(options: list[tuple[str, str | None]]) -> bool:
+    """Whether fio does direct I/O after these options, in the order fio applies them."""
     direct = False
     for name, value in options:
         if name in ("direct", "buffered"):
