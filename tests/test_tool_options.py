@@ -74,6 +74,7 @@ HARMS = {
     "zfs sharenfs": ("zfs", 'properties = { sharenfs = "rw=@0.0.0.0/0" }', "zfs property sharenfs=rw=@0.0.0.0/0 is refused: it shares the dataset over NFS"),
     "zfs keylocation": ("zfs", 'properties = { keylocation = "file:///root/key" }', "zfs property keylocation=file:///root/key is refused: it names a file or URL"),
     "zfs passphrase key": ("zfs", 'properties = { encryption = "aes-256-gcm", keyformat = "passphrase" }', "zfs property keyformat=passphrase is refused: fslab generates each encrypted dataset's key itself"),
+    "zfs hex key": ("zfs", 'properties = { encryption = "on", keyformat = "hex" }', "zfs property keyformat=hex is refused: fslab generates each encrypted dataset's key itself"),
     "zfs keyformat alone": ("zfs", 'properties = { keyformat = "raw" }', "keyformat goes with encryption"),
     "zfs keyformat on an unencrypted sweep value": ("zfs", 'properties = { encryption = ["off", "on"], keyformat = "raw" }', "keyformat goes with encryption"),
     "zfs pbkdf2iters": ("zfs", 'properties = { encryption = "on", pbkdf2iters = "350000" }', "zfs property pbkdf2iters=350000 is refused: it derives a key from a passphrase"),
