@@ -18,6 +18,7 @@ from fslab.runner import Windows
 from fslab.workloads.base import RawOutput
 from fslab.workloads.dd import DD
 from fslab.workloads.fio import FIO
+from fslab.workloads.rsync import RSYNC, measured_line
 from fslab.workloads.sysbench import SYSBENCH
 
 MiB = 2**20
@@ -127,8 +128,11 @@ def test_each_kind_reports_the_bytes_it_moved():
     assert "read_bytes" not in fio, "no direction that moved nothing"
     sysbench = {m.name: m.value for m in SYSBENCH.parse([RawOutput("", "sysbench", (FIXTURES / "sysbench" / "run-16k-nofsync.txt").read_text())])}
     assert sysbench["read_bytes"] == pytest.approx(396.66 * MiB * 3.2328) and sysbench["write_bytes"] == pytest.approx(264.43 * MiB * 3.2328)
+    rsync = {m.name: m.value for m in RSYNC.parse([RawOutput("", "rsync", measured_line(0.5, 0.02, 0.05) + "\n" + (FIXTURES / "rsync" / "three-files.txt").read_text())])}
+    assert rsync["write_bytes"] == rsync["bytes"] > 0, "what rsync copied in is what it wrote"
     for kind in (FIO, DD, SYSBENCH):
         assert kind.metrics["read_bytes"].unit == "B" and not kind.metrics["write_bytes"].primary and not kind.metrics["write_bytes"].compared
+    assert not RSYNC.metrics["write_bytes"].primary and not RSYNC.metrics["write_bytes"].compared
 
 
 def test_which_filesystems_compress_is_read_from_what_was_made():

@@ -56,7 +56,7 @@ from fslab.journal import Journal
 from fslab.metrics import Metric, MetricKind
 from fslab.system import run, run_held
 from fslab.units import format_size
-from fslab.workloads.base import Measured, RawOutput, StudyScope, directory_of, tool_of
+from fslab.workloads.base import WRITTEN_BYTES, Measured, RawOutput, StudyScope, directory_of, tool_of
 
 if TYPE_CHECKING:
     from fslab.filesystems.base import Provisioned
@@ -257,6 +257,7 @@ METRICS: dict[str, MetricKind] = {
     "files": MetricKind("files", True),
     "elapsed_s": MetricKind("s", False),
     "cpu_s": MetricKind("s", False),  # rsync's user + system time, its children's included
+    WRITTEN_BYTES: MetricKind("B", False),  # the bytes again, under the name the monitors weigh device writes against
 }
 
 
@@ -304,7 +305,7 @@ def parse(text: str) -> RsyncRun:
 
 def metric_values(result: RsyncRun) -> list[Metric]:
     rate = result.bytes / result.wall_s if result.wall_s > 0 else math.inf
-    values = {"mib_s": rate / MIB, "mb_s": rate / 1e6, "bytes": result.bytes, "files": result.files, "elapsed_s": result.wall_s, "cpu_s": result.cpu_s}
+    values = {"mib_s": rate / MIB, "mb_s": rate / 1e6, "bytes": result.bytes, "files": result.files, "elapsed_s": result.wall_s, "cpu_s": result.cpu_s, WRITTEN_BYTES: result.bytes}
     return [METRICS[name].of(name, float(value)) for name, value in values.items()]
 
 
