@@ -458,3 +458,17 @@ def test_an_imported_jobs_buffering_is_read_as_fio_applies_its_options(global_op
     for job in document["jobs"]:
         job["job options"] = {k: v for k, v in job["job options"].items() if k not in ("direct", "buffered")} | job_options
     assert {job.buffered for job in parse_output(json.dumps(document), "disk").jobs} == {buffered}
+
+
+def test_a_hostile_name_is_reported_short_and_without_its_control_characters(tmp_path):
+    """A job name of a megabyte with a terminal escape in it, and a file name with one: the
+    file is skipped, said in one short line, and no escape reaches the terminal."""
+    document = json.loads((IMPORT / "several-jobs.json").read_text())
+    document["jobs"][0]["jobname"] = "\x1b]0;owned\x07" + "x" * 2**20
+    hostile = tmp_path / "in" / "run\x1b[2J.json"
+    hostile.parent.mkdir()
+    hostile.write_text(json.dumps(document))
+    result = _import(tmp_path / "fslab.db", str(hostile.parent))
+    assert result.returncode == 2 and "\x1b" not in result.stderr and "\\x1b" in result.stderr
+    skipped = [line for line in result.stderr.splitlines() if line.startswith("skipped")]
+    assert len(skipped) == 1 and "is not a plain name" in skipped[0] and len(skipped[0]) < 400, skipped

@@ -289,7 +289,7 @@ def import_results(
             raise _fail(f"{name}: {exc}") from None
     imported = import_files(study, paths, target)
     for s in imported.skipped:
-        errors.print(f"[yellow]skipped[/yellow] {safe_markup(s.path)}: {safe_markup(s.why)}", highlight=False, soft_wrap=True)
+        errors.print(f"[yellow]skipped[/yellow] {safe_markup(visible(s.path))}: {safe_markup(visible(s.why))}", highlight=False, soft_wrap=True)
     if not imported.runs:
         raise _fail(f"nothing imported: no fio JSON output among {len(imported.skipped)} file(s)", code=2)
     results = _open_db(db)

@@ -150,7 +150,8 @@ def _job(name: str, target: str, host: str | None, entries: list[dict], global_o
 def _plain(value: Any, what: str) -> str:
     """A job or host name from the file, used as a workload or target name: plain, as every name is."""
     if not isinstance(value, str) or not NAME.fullmatch(value):
-        raise NotFioOutput(f"{what} {value!r} is not a plain name ({NAME_RULE})")
+        shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:80] + "…"  # a file may hold a name of megabytes
+        raise NotFioOutput(f"{what} {shown} is not a plain name ({NAME_RULE})")
     return value
 
 
