@@ -11,6 +11,7 @@ from conftest import fio_children, fresh_workdir, fslab, held_by, runs_stored, w
 
 from fslab.guard.names import file_name
 from fslab.results import ResultsDB
+from fslab.workloads.fio import LOG_TOOL, throughput_over_time
 
 FOUR_KINDS = """\
 [study]
@@ -71,8 +72,11 @@ def test_metrics_and_raw_output_are_stored(finished_study):
         assert (target, "seq_write", "write_mb_s") in names
     assert all(s["value"] > 0 for s in samples if s["name"].endswith("_iops"))
     for run in db.runs(study_run_id):
-        [output] = db.outputs(run["id"])  # fio's JSON, as fio wrote it
+        output, logs = db.outputs(run["id"])  # fio's JSON, as fio wrote it, and its logs
         assert (output.phase, output.tool) == ("", "fio") and json.loads(output.text)["jobs"][0]["jobname"] == run["workload"]
+        assert (logs.phase, logs.tool) == ("", LOG_TOOL) and "\nlog_avg_msec=100\n" in run["job_file"]
+        [throughput] = throughput_over_time(logs.text)  # one direction: the job's own
+        assert throughput.direction == {"rand_read": "read", "seq_write": "write"}[run["workload"]] and len(throughput.seconds) >= 5 and max(throughput.mb_s) > 0
         assert "refill_buffers=1" in run["job_file"] and "randseed=24301" in run["job_file"]
         assert "\nlat_percentiles=1\n" in run["job_file"] and run["data_pattern"].startswith("random (fio refill_buffers")
         assert run["timings"]["workload"] >= 1.0

@@ -1,12 +1,16 @@
 """The fio JSON parser on output produced by real fio (tests/fixtures/fio, see regenerate.sh)."""
 
 import json
+import shutil
 
 import pytest
 from conftest import FIXTURES
 
 from fslab.guard.fio_jobs import option_problem
-from fslab.workloads.fio import FIXED_OPTIONS, LATENCIES, MEASUREMENT_OPTIONS, PERCENTILES, load_json, parse_metrics, percentile_from_bins
+from fslab.workloads.fio import (
+    FIXED_OPTIONS, LATENCIES, LOG_TOOL, MEASUREMENT_OPTIONS, PERCENTILES, load_json, log_interval_ms, log_options, logged, parse_metrics, percentile_from_bins,
+    throughput_over_time,
+)
 
 FIO = FIXTURES / "fio"
 
@@ -132,3 +136,73 @@ def test_the_summary_says_when_submission_dominates():
     assert buffered[-5:-1] != ["–"] * 4, "total-latency percentiles shown"
     assert "submission" not in table_rows(cell("randread-qd16"))[0][-1], "direct reads at QD16 wait in completion"
     assert table_rows(cell("randread-qd16"))[0][-5:-1] == ["–"] * 4, "a run without lat bins shows no total-latency percentile, not clat's"
+
+
+# --- throughput over time: fio's bandwidth and IOPS logs -------------------------------------
+
+
+def logs_of(tmp_path, *names):
+    """The logs of randrw-logged.fio (two jobs, windows of 100 ms) as `logged` collects them from
+    a run's scratch directory, which also holds what is no log."""
+    for name in names:
+        shutil.copy(FIO / "logs" / name, tmp_path / name)
+    (tmp_path / "job.fio").write_text("[job]\n")
+    (tmp_path / "fslab_lat.1.log").write_text("100, 5, 0, 0, 0\n")  # a log fslab never asks for
+    return logged("", tmp_path, 2)
+
+
+def test_logs_are_collected_and_removed_from_the_scratch_directory(tmp_path):
+    [output] = logs_of(tmp_path, *(p.name for p in (FIO / "logs").iterdir()))
+    assert output.tool == LOG_TOOL and output.phase == ""
+    stored = json.loads(output.text)
+    assert stored["log_avg_msec"] == log_interval_ms(2) == 100
+    assert list(stored["files"]) == ["fslab_bw.1.log", "fslab_bw.2.log", "fslab_iops.1.log", "fslab_iops.2.log"]
+    assert stored["files"]["fslab_bw.1.log"] == (FIO / "logs" / "fslab_bw.1.log").read_text(), "as fio wrote it"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fslab_lat.1.log", "job.fio"]
+    assert logged("", tmp_path, 2) == [], "nothing logged, nothing stored"
+
+
+def test_throughput_over_time_adds_the_jobs_up_window_by_window(tmp_path):
+    [output] = logs_of(tmp_path, *(p.name for p in (FIO / "logs").iterdir()))
+    _, raw = fixture("randrw-logged")
+    [job] = raw["jobs"]  # group_reporting: both jobs as one
+    found = {t.direction: t for t in throughput_over_time(output.text)}
+    assert set(found) == {"read", "write"}
+    for direction, t in found.items():
+        assert t.seconds == [round(0.1 * i, 1) for i in range(1, len(t.seconds) + 1)] and len(t.seconds) >= 15
+        mean_iops, mean_mb_s = sum(t.iops) / len(t.iops), sum(t.mb_s) / len(t.mb_s)
+        assert mean_iops == pytest.approx(job[direction]["iops"], rel=0.03), "the windows average to fio's own figure"
+        assert mean_mb_s == pytest.approx(job[direction]["bw_bytes"] / 1e6, rel=0.03)
+    first = {name: (FIO / "logs" / name).read_text().splitlines()[0] for name in ("fslab_iops.1.log", "fslab_iops.2.log")}
+    assert found["read"].iops[0] == sum(float(line.split(",")[1]) for line in first.values()), "both jobs' first window"
+
+
+def test_one_job_logged_alone_is_its_own_throughput(tmp_path):
+    [output] = logs_of(tmp_path, "fslab_bw.1.log")
+    found = throughput_over_time(output.text)
+    assert [t.direction for t in found] == ["read", "write"]
+    assert all(iops == 0 for t in found for iops in t.iops), "no IOPS log: none, not guessed"
+
+
+def test_log_windows_fit_the_run():
+    assert [log_interval_ms(s) for s in (0, 1, 2, 10, 60, 61, 3600)] == [1000, 100, 100, 100, 600, 700, 36000]
+    assert log_options(60) == {"write_bw_log": "fslab", "write_iops_log": "fslab", "log_avg_msec": "600"}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "not json",
+        json.dumps({"log_avg_msec": 0, "files": {}}),
+        json.dumps({"log_avg_msec": "100", "files": {}}),
+        json.dumps({"log_avg_msec": 100, "files": {"../etc/passwd": "100, 1, 0, 0, 0\n"}}),
+        json.dumps({"log_avg_msec": 100, "files": {"fslab_bw.1.log": "100, 1\n"}}),
+        json.dumps({"log_avg_msec": 100, "files": {"fslab_bw.1.log": "100, lots, 0, 0, 0\n"}}),
+        json.dumps({"log_avg_msec": 100}),
+        json.dumps([100]),
+        json.dumps({"log_avg_msec": 100, "files": ["fslab_bw.1.log"]}),
+    ],
+)
+def test_stored_logs_that_are_not_fios_are_refused(text):
+    with pytest.raises(ValueError):
+        throughput_over_time(text)

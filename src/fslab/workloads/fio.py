@@ -12,11 +12,15 @@ submission-latency bins only when asked (MEASUREMENT_OPTIONS); a run without the
 before) has no such percentiles, never clat's in their place. The same parser reads results fslab
 did not make (importer.py): fio's plain json (one job's percentiles are then fio's own), its
 client/server output, and fio 2.x's units, each converted to 3.x's (in_current_units).
+
+Every measured run also keeps fio's bandwidth and IOPS logs (LOG_TOOL), averaged over windows of
+log_avg_msec: its throughput over time (throughput_over_time), to see ramp-up and steady state.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,6 +123,86 @@ def metric(name: str, value: float) -> Metric:
 # on a raw device, where reading a never-written sparse image would measure nothing.
 _LAYOUT = {"rw": "write", "bs": "1m", "iodepth": "16", "direct": "1", "ioengine": "libaio"}
 _TIMING = ("time_based", "runtime", "ramp_time", "rwmixread", "rwmixwrite")
+
+
+# fio's bandwidth and IOPS logs of a measured run (write_bw_log, write_iops_log), each job's own
+# file in fio's format — "msec, value, direction, block size, offset" a line, bandwidth in KiB/s —,
+# averaged over windows of log_avg_msec. The runner keeps them as one raw output of this tool.
+LOG_TOOL = "fio_log"
+LOG_PREFIX = "fslab"  # fio names the files <prefix>_bw.<job>.log and <prefix>_iops.<job>.log
+LOG_POINTS = 100  # about this many windows over a measured run: enough for a ramp, small to store
+_LOG_FILE = re.compile(rf"{LOG_PREFIX}_(bw|iops)\.(\d+)\.log")
+
+
+def log_interval_ms(seconds: float) -> int:
+    """The logs' window: LOG_POINTS of them over a measured run of `seconds`, in whole tenths of
+    a second, at least one; a second when the run's length is unknown (0: it ends with its size)."""
+    if seconds <= 0:
+        return 1000
+    return max(100, math.ceil(seconds * 1000 / LOG_POINTS / 100) * 100)
+
+
+def log_options(seconds: float) -> dict[str, str]:
+    """What makes fio write the logs of a measured job that runs `seconds` (fio_jobs.measured_seconds)."""
+    return {"write_bw_log": LOG_PREFIX, "write_iops_log": LOG_PREFIX, "log_avg_msec": str(log_interval_ms(seconds))}
+
+
+def logged(phase: str, directory: Path, seconds: float) -> list[RawOutput]:
+    """The logs a measured fio run wrote in `directory` (its private scratch directory), as one raw
+    output of LOG_TOOL: JSON {"log_avg_msec": …, "files": {name: text}}, each file as fio wrote it;
+    none when it wrote none. The files are removed: a later fio of the run writes its own."""
+    files = {}
+    for _, _, path in sorted((m.group(1), int(m.group(2)), path) for path in directory.iterdir() if (m := _LOG_FILE.fullmatch(path.name))):
+        files[path.name] = path.read_text()
+        path.unlink()
+    if not files:
+        return []
+    return [RawOutput(phase, LOG_TOOL, json.dumps({"log_avg_msec": log_interval_ms(seconds), "files": files}))]
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """A measured run's throughput over time in one direction: its jobs' logs added up window by
+    window (fio's log_avg_msec)."""
+
+    direction: str
+    seconds: list[float]  # each window's end, from the start of the measured run
+    mb_s: list[float]
+    iops: list[float]
+
+
+def throughput_over_time(text: str) -> list[Throughput]:
+    """A run's stored logs (LOG_TOOL's text) as throughput per direction over time (pure). Each
+    job's entry counts in the window nearest its time (fio stamps them a few ms apart). ValueError
+    when the text is not such logs."""
+    try:
+        document = json.loads(text)
+        interval, files = document["log_avg_msec"], dict(document["files"])
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"no fio logs as fslab stores them ({type(exc).__name__}: {exc})") from None
+    if not isinstance(interval, int) or interval <= 0:
+        raise ValueError(f"log_avg_msec {interval!r} is no window")
+    totals: dict[tuple[str, str], dict[int, float]] = {}
+    for name, log in files.items():
+        matched = _LOG_FILE.fullmatch(name)
+        if not matched or not isinstance(log, str):
+            raise ValueError(f"{name!r} is no fio log fslab writes")
+        for line in log.splitlines():
+            if not line.strip():
+                continue
+            msec, value, direction = (float(field) for field in line.split(",")[:3])
+            if direction not in (0, 1) or not (math.isfinite(msec) and math.isfinite(value)):
+                continue  # trims (2), and what fio never writes
+            window = totals.setdefault((DIRECTIONS[int(direction)], matched.group(1)), {})
+            index = round(msec / interval)
+            window[index] = window.get(index, 0.0) + value
+    found = []
+    for direction in DIRECTIONS:
+        bw, iops = totals.get((direction, "bw"), {}), totals.get((direction, "iops"), {})
+        windows = sorted(bw.keys() | iops.keys())
+        if windows:
+            found.append(Throughput(direction, [i * interval / 1000 for i in windows], [bw.get(i, 0.0) * 1024 / 1e6 for i in windows], [iops.get(i, 0.0) for i in windows]))
+    return found
 
 
 def layout_options(options: dict[str, str]) -> dict[str, str]:
@@ -370,7 +454,7 @@ def job_for(workload: Workload, ready: Provisioned) -> str:
     """The exact fio job file of this run, written from the checked job, pointed at the target's
     directory or raw device, fslab's options ending every job."""
     fio = tool_of(workload, FioJob)
-    return render(fio.job, **ready.fio_location, fixed=fslab_options(fio))
+    return render(fio.job, **ready.fio_location, fixed=fslab_options(fio) | log_options(fio.measured_seconds()))
 
 
 def layout_job_for(workload: Workload, ready: Provisioned) -> str | None:
@@ -385,7 +469,7 @@ def layout_job_for(workload: Workload, ready: Provisioned) -> str | None:
 
 class Fio:
     """fio behind the workload protocol: the measured job file is the command recorded; its
-    layout job prepares; fio's JSON is its one output."""
+    layout job prepares; its outputs are fio's JSON, and its logs (LOG_TOOL) beside."""
 
     name = "fio"
     metrics = METRICS
@@ -408,10 +492,10 @@ class Fio:
         job_path.write_text(command)
         with measured(""):
             output = run_fio(journal, job_path)  # within the run's time limit (runner.execute)
-        return [RawOutput("", self.name, output)]
+        return [RawOutput("", self.name, output), *logged("", scratch, tool_of(workload, FioJob).measured_seconds())]
 
     def parse(self, outputs: list[RawOutput]) -> list[Metric]:
-        return [m for output in outputs for m in parse_metrics(output.text)]
+        return [m for output in outputs if output.tool == self.name for m in parse_metrics(output.text)]
 
     def judge(self, workload: Workload, outputs: list[RawOutput]) -> list[Finding]:
         return []  # fio's figures are judged in the summary (raw reference, submission latency)

@@ -47,7 +47,7 @@ from fslab.system import sync_and_drop_caches, run
 from fslab.workloads.base import Measured, RawOutput, StudyScope, WorkloadKind, directory_of, tool_of
 from fslab.workloads.data import DataPattern
 from fslab.workloads.dd import DD, DdOptions
-from fslab.workloads.fio import FIXED_OPTIONS, METRICS as FIO_METRICS, parse_metrics, run_fio
+from fslab.workloads.fio import FIXED_OPTIONS, METRICS as FIO_METRICS, log_options, logged, parse_metrics, run_fio
 from fslab.workloads.sysbench import SYSBENCH, SysbenchOptions
 
 if TYPE_CHECKING:
@@ -252,7 +252,7 @@ METRICS: dict[str, MetricKind] = _declared(
 class Scenarios:
     """Scenarios behind the workload protocol: every phase runs in `run`, in order, each measured
     one inside `measured(phase)`, a tool phase through its tool's kind (`_run_tool`); outputs are
-    fio's JSON, filefrag's lines, the snapshots taken and the tools' reports, one per measured
+    fio's JSON and logs, filefrag's lines, the snapshots taken and the tools' reports, one per measured
     phase (or tool step) and tool."""
 
     name = "scenario"
@@ -273,7 +273,9 @@ class Scenarios:
         return problems
 
     def _job_text(self, s: Scenario, phase: Phase, directory: Path) -> str:
-        return render(s.job(phase), directory=directory, device=None, fixed=FIXED_OPTIONS | s.data.fio_options())
+        """A fio phase's job file; a measured one's logs its throughput over time too."""
+        logs = log_options(s.phase_seconds(phase)) if phase.measured else {}
+        return render(s.job(phase), directory=directory, device=None, fixed=FIXED_OPTIONS | s.data.fio_options() | logs)
 
     def command(self, workload: Workload, ready: Provisioned) -> str:
         s = tool_of(workload, Scenario)
@@ -311,7 +313,7 @@ class Scenarios:
                         text = run_fio(journal, job)
                     taken += len(snapshots)
                     if phase.measured:
-                        outputs.append(RawOutput(phase.name, "fio", text))
+                        outputs += [RawOutput(phase.name, "fio", text), *logged(phase.name, scratch, s.phase_seconds(phase))]
                         if phase.snapshot_every:
                             outputs.append(RawOutput(phase.name, "snapshots", "\n".join(snapshots) + "\n"))
                 elif phase.action == "sync":
