@@ -78,5 +78,9 @@ class Bandwidth(Enum):
         """The stored metric's suffix, after the direction: read_mb_s, read_mib_s."""
         return "mb_s" if self is Bandwidth.MB else "mib_s"
 
+    def of(self, bytes_per_second: float) -> float:
+        """Bytes per second in this unit."""
+        return bytes_per_second / (1e6 if self is Bandwidth.MB else 2**20)
+
     def describe(self) -> str:
         return "MB/s (10^6 bytes per second)" if self is Bandwidth.MB else "MiB/s (2^20 bytes per second)"

@@ -5,7 +5,7 @@ the figure files (figures.py) are rendered from the very same ones.
 Every figure drawn is one the summary already holds — a cell's mean and its 95 % interval
 (`Summary`), a comparison of the one family (`Analysis.comparison`), a monitor's median — so a
 chart never disagrees with the tables beside it. What only the stored runs have is drawn as
-stored: each run's value (a point each) and fio's latency bins.
+stored: each run's value (a point each), fio's latency bins and its throughput logs.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import altair as alt
 from fslab.analysis import Row
 from fslab.metrics import PHASE_SEPARATOR, qualified, unqualified
 from fslab.raw_reference import raw_references
-from fslab.report.details import LatencyHistogram, RunDetails
+from fslab.report.details import LatencyHistogram, RunDetails, ThroughputTrace
 from fslab.report.summary import (
     CellSummary,
     StudySummary,
@@ -28,6 +28,7 @@ from fslab.report.summary import (
     metric_label,
 )
 from fslab.stats import Comparison, Summary
+from fslab.units import Bandwidth
 from fslab.workloads.fio import PERCENTILES
 
 # The Vega-Lite the specs are written for (altair's), and so the one the page inlines and the
@@ -62,6 +63,9 @@ def study_charts(s: StudySummary, details: RunDetails) -> list[Chart]:
         for direction in dict.fromkeys(d for c in s.cells_of(workload) for d in c.directions()):
             charts.append(latency_percentiles_chart(s, workload, direction))
             charts.append(latency_distribution_chart([h for h in details.histograms if h.workload == workload and h.direction == direction], targets))
+        traces = [t for t in details.traces if t.workload == workload]
+        for phase, direction in dict.fromkeys((t.phase, t.throughput.direction) for t in traces):
+            charts.append(throughput_chart([t for t in traces if (t.phase, t.throughput.direction) == (phase, direction)], targets, s.units))
         charts += [efficiency_chart(s, workload), cpu_chart(s, workload), write_amplification_chart(s, workload), extents_chart(s, workload)]
     return [c for c in charts if c is not None]
 
@@ -142,6 +146,36 @@ def latency_distribution_chart(histograms: list[LatencyHistogram], targets: list
         f"{BUCKETS_PER_DECADE} buckets per factor of ten. Runs: " + ", ".join(f"{h.target} {h.runs}" for h in histograms) + "."
     )
     return Chart(f"{workload}-{direction}-latency-distribution", workload, title, caption, _sized(chart, title))
+
+
+def throughput_chart(traces: list[ThroughputTrace], targets: list[str], units: Bandwidth) -> Chart:
+    """Each target's throughput over time in one workload, phase and direction: fio's bandwidth
+    log (every job added up, window by window) of the cell's median run, to see ramp-up and
+    steady state."""
+    first = traces[0]
+    workload, phase, direction = first.workload, first.phase, first.throughput.direction
+    rows = [
+        {"target": t.target, "seconds": second, "bandwidth": units.of(bytes_s), "iops": iops, "run": t.repetition}
+        for t in traces
+        for second, bytes_s, iops in zip(t.throughput.seconds, t.throughput.bytes_s, t.throughput.iops)
+    ]
+    axis = f"{direction} {units.value}"
+    chart = alt.Chart(alt.Data(values=rows)).mark_line(interpolate="step-before", strokeWidth=1.5).encode(
+        alt.X("seconds:Q", title="seconds into the measured run"),
+        alt.Y("bandwidth:Q", title=axis),
+        alt.Color("target:N", scale=alt.Scale(domain=targets, scheme="tableau10"), title="target"),
+        tooltip=[alt.Tooltip("target:N"), alt.Tooltip("run:Q"), alt.Tooltip("seconds:Q", format=".1f"), alt.Tooltip("bandwidth:Q", title=units.value, format=",.1f"), alt.Tooltip("iops:Q", title="IOPS", format=",.0f")],
+    )
+    where = f"{workload} · {phase}" if phase else workload
+    title = f"{where}: {direction} throughput over time"
+    windows = sorted({t.throughput.window_ms for t in traces})
+    caption = (
+        f"fio's bandwidth log, every job added up, averaged over windows of {' or '.join(f'{w} ms' for w in windows)} "
+        "(each step is one window): what the run did before its steady state, and whether it held. "
+        "Per target one run, the one whose mean is the median of its runs: " + ", ".join(f"{t.target} run {t.repetition} of {t.runs}" for t in traces) + "."
+    )
+    name = "-".join(part for part in (workload, phase, direction, "throughput") if part)
+    return Chart(name, workload, title, caption, _sized(chart, title))
 
 
 def distribution_rows(h: LatencyHistogram) -> list[dict]:

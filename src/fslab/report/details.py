@@ -1,6 +1,6 @@
 """What a report page shows beyond the summary's statistics, from the stored runs the summary
 read (each run's figures, a point each, are its samples: StudySummary.samples): fio's latency
-distribution, the exact job files and the devices.
+distribution, its throughput over time, the exact job files and the devices.
 
 The statistics themselves come from the summary (summary.py); nothing here computes one.
 """
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from fslab.report.summary import StudySummary
 from fslab.results import ResultsDB
 from fslab.workloads.base import RawOutput
-from fslab.workloads.fio import latency_bins
+from fslab.workloads.fio import LOG_TOOL, Throughput, latency_bins, throughput_over_time
 
 # Which latency's distribution is drawn: the total latency the tables show (fio keeps its bins
 # since fslab asks for lat_percentiles), else completion latency, the bins fio always keeps.
@@ -33,8 +33,22 @@ class LatencyHistogram:
 
 
 @dataclass(frozen=True)
+class ThroughputTrace:
+    """One cell's throughput over time in one direction of one phase: of its run whose mean
+    throughput is the cell's median (the lower of the middle two), fio's logs (fio.Throughput)."""
+
+    workload: str
+    target: str
+    phase: str  # "" for a workload of one phase
+    repetition: int  # the run drawn
+    runs: int  # the cell's runs with logs, it the median of
+    throughput: Throughput
+
+
+@dataclass(frozen=True)
 class RunDetails:
     histograms: list[LatencyHistogram] = field(default_factory=list)
+    traces: list[ThroughputTrace] = field(default_factory=list)
     job_files: dict[tuple[str, str], str] = field(default_factory=dict)  # (workload, target) → what its first measured run ran
     devices: dict[str, list[dict]] = field(default_factory=dict)  # target → facts of each device under it (its first run)
     unreadable: list[str] = field(default_factory=list)  # stored outputs whose bins could not be read, and why
@@ -51,7 +65,8 @@ def run_details(db: ResultsDB, s: StudySummary) -> RunDetails:
         if r["device_facts"]:
             devices.setdefault(r["target"], r["device_facts"])
     histograms, unreadable = _histograms(db.outputs_of_study_run(s.study_run["id"], "fio"), runs)
-    return RunDetails(histograms, job_files, devices, unreadable)
+    traces, unreadable_logs = throughput_traces(db.outputs_of_study_run(s.study_run["id"], LOG_TOOL, phase=None), runs)
+    return RunDetails(histograms, traces, job_files, devices, unreadable + unreadable_logs)
 
 
 def _histograms(outputs: dict[int, list[RawOutput]], runs: list[dict]) -> tuple[list[LatencyHistogram], list[str]]:
@@ -86,3 +101,25 @@ def cell_histograms(workload: str, target: str, each_run: list[dict[tuple[str, s
                 total[value] += n
         found.append(LatencyHistogram(workload, target, direction, latency, dict(total), len(each_run)))
     return found
+
+
+def throughput_traces(outputs: dict[int, list[RawOutput]], runs: list[dict]) -> tuple[list[ThroughputTrace], list[str]]:
+    """Per cell, phase and direction, the median run's throughput over time, from fio's logs of
+    every phase (`outputs`, by run id)."""
+    per_cell: dict[tuple[str, str, str, str], list[tuple[float, int, Throughput]]] = defaultdict(list)
+    unreadable = []
+    for r in runs:
+        for output in outputs.get(r["id"], []):
+            try:
+                found = throughput_over_time(output.text)
+            except ValueError as exc:
+                unreadable.append(f"{r['target']} · {r['workload']} · run {r['repetition']}: fio's stored logs cannot be read ({exc})")
+                continue
+            for t in found:
+                mean = sum(t.bytes_s) / len(t.bytes_s)
+                per_cell[(r["workload"], r["target"], output.phase, t.direction)].append((mean, r["repetition"], t))
+    traces = []
+    for (workload, target, phase, _), each_run in per_cell.items():
+        _, repetition, throughput = sorted(each_run, key=lambda e: (e[0], e[1]))[(len(each_run) - 1) // 2]
+        traces.append(ThroughputTrace(workload, target, phase, repetition, len(each_run), throughput))
+    return traces, unreadable

@@ -382,14 +382,14 @@ class ResultsDB:
         with self.engine.connect() as conn:
             return [RawOutput(r.phase, r.tool, r.output) for r in conn.execute(query)]
 
-    def outputs_of_study_run(self, study_run_id: int, tool: str, phase: str = "") -> dict[int, list[RawOutput]]:
-        """Run id → the raw outputs of one tool and phase of every run of a study run, in one query
-        (a report reads them all: one query per run would be thousands)."""
+    def outputs_of_study_run(self, study_run_id: int, tool: str, phase: str | None = "") -> dict[int, list[RawOutput]]:
+        """Run id → the raw outputs of one tool and phase (None: of every phase) of every run of a
+        study run, in one query (a report reads them all: one query per run would be thousands)."""
         query = (
             sa.select(run_outputs)
             .join(runs, runs.c.id == run_outputs.c.run_id)
-            .where(runs.c.study_run_id == study_run_id, run_outputs.c.tool == tool, run_outputs.c.phase == phase)
-            .order_by(run_outputs.c.run_id)
+            .where(runs.c.study_run_id == study_run_id, run_outputs.c.tool == tool, *([run_outputs.c.phase == phase] if phase is not None else []))
+            .order_by(run_outputs.c.run_id, run_outputs.c.phase)
         )
         found: dict[int, list[RawOutput]] = {}
         with self.engine.connect() as conn:

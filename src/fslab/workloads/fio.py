@@ -166,15 +166,17 @@ class Throughput:
     window (fio's log_avg_msec)."""
 
     direction: str
+    window_ms: int  # fio's log_avg_msec
     seconds: list[float]  # each window's end, from the start of the measured run
-    mb_s: list[float]
+    bytes_s: list[float]
     iops: list[float]
 
 
 def throughput_over_time(text: str) -> list[Throughput]:
-    """A run's stored logs (LOG_TOOL's text) as throughput per direction over time (pure). Each
-    job's entry counts in the window nearest its time (fio stamps them a few ms apart). ValueError
-    when the text is not such logs."""
+    """A run's stored logs (LOG_TOOL's text) as throughput per direction over time (pure). The
+    jobs' windows are added up in order — each job's k-th with the others' k-th, stamped at their
+    mean time —, not by time: fio stamps a job's windows when it gets to them, a few ms late and
+    later as the run goes on. ValueError when the text is not such logs."""
     try:
         document = json.loads(text)
         interval, files = document["log_avg_msec"], dict(document["files"])
@@ -182,27 +184,37 @@ def throughput_over_time(text: str) -> list[Throughput]:
         raise ValueError(f"no fio logs as fslab stores them ({type(exc).__name__}: {exc})") from None
     if not isinstance(interval, int) or interval <= 0:
         raise ValueError(f"log_avg_msec {interval!r} is no window")
-    totals: dict[tuple[str, str], dict[int, float]] = {}
+    jobs: dict[tuple[str, str], list[list[tuple[float, float]]]] = {}  # (direction, log) → each job's windows: (msec, value)
     for name, log in files.items():
         matched = _LOG_FILE.fullmatch(name)
         if not matched or not isinstance(log, str):
             raise ValueError(f"{name!r} is no fio log fslab writes")
+        windows: dict[str, list[tuple[float, float]]] = {d: [] for d in DIRECTIONS}
         for line in log.splitlines():
-            if not line.strip():
-                continue
-            msec, value, direction = (float(field) for field in line.split(",")[:3])
-            if direction not in (0, 1) or not (math.isfinite(msec) and math.isfinite(value)):
-                continue  # trims (2), and what fio never writes
-            window = totals.setdefault((DIRECTIONS[int(direction)], matched.group(1)), {})
-            index = round(msec / interval)
-            window[index] = window.get(index, 0.0) + value
-    found = []
+            if line.strip():
+                msec, value, direction = (float(field) for field in line.split(",")[:3])
+                if direction in (0, 1) and math.isfinite(msec) and math.isfinite(value):  # not trims (2), nor what fio never writes
+                    windows[DIRECTIONS[int(direction)]].append((msec, value))
+        for direction, found in windows.items():
+            if found:
+                jobs.setdefault((direction, matched.group(1)), []).append(found)
+    throughput = []
     for direction in DIRECTIONS:
-        bw, iops = totals.get((direction, "bw"), {}), totals.get((direction, "iops"), {})
-        windows = sorted(bw.keys() | iops.keys())
-        if windows:
-            found.append(Throughput(direction, [i * interval / 1000 for i in windows], [bw.get(i, 0.0) * 1024 / 1e6 for i in windows], [iops.get(i, 0.0) for i in windows]))
-    return found
+        bw, iops = _added(jobs.get((direction, "bw"), [])), _added(jobs.get((direction, "iops"), []))
+        stamps = max(bw, iops, key=len)
+        if stamps:
+            pad = [(0.0, 0.0)] * len(stamps)
+            throughput.append(Throughput(direction, interval, [msec / 1000 for msec, _ in stamps], [v * 1024 for _, v in (bw + pad)[: len(stamps)]], [v for _, v in (iops + pad)[: len(stamps)]]))
+    return throughput
+
+
+def _added(jobs: list[list[tuple[float, float]]]) -> list[tuple[float, float]]:
+    """Several jobs' windows added up in order: (their mean time, the sum of their values)."""
+    added = []
+    for k in range(max((len(windows) for windows in jobs), default=0)):
+        kth = [windows[k] for windows in jobs if k < len(windows)]
+        added.append((sum(msec for msec, _ in kth) / len(kth), sum(value for _, value in kth)))
+    return added
 
 
 def layout_options(options: dict[str, str]) -> dict[str, str]:

@@ -1,0 +1,63 @@
+"""Throughput over time in the report: which run of a cell is drawn, and the chart drawn of it
+(pure, on synthetic logs in fio's format; fio's own logs are parsed in test_fio_parse.py)."""
+
+from __future__ import annotations
+
+import json
+
+from fslab.report.charts import throughput_chart
+from fslab.report.details import ThroughputTrace, throughput_traces
+from fslab.units import Bandwidth
+from fslab.workloads.base import RawOutput
+from fslab.workloads.fio import LOG_TOOL, Throughput
+
+
+def logs(kib_s: list[int], direction: int = 0, window_ms: int = 500, phase: str = "") -> RawOutput:
+    """One job's logs as the runner stores them: its bandwidth (KiB/s) and IOPS (4 KiB blocks)."""
+    bw = "".join(f"{(i + 1) * window_ms}, {v}, {direction}, 4096, 0\n" for i, v in enumerate(kib_s))
+    iops = "".join(f"{(i + 1) * window_ms}, {v // 4}, {direction}, 4096, 0\n" for i, v in enumerate(kib_s))
+    return RawOutput(phase, LOG_TOOL, json.dumps({"log_avg_msec": window_ms, "files": {"fslab_bw.1.log": bw, "fslab_iops.1.log": iops}}))
+
+
+def run(run_id: int, repetition: int, target: str = "ext4", workload: str = "seq") -> dict:
+    return {"id": run_id, "repetition": repetition, "target": target, "workload": workload}
+
+
+def test_the_cells_median_run_is_drawn():
+    runs = [run(1, 1), run(2, 2), run(3, 3), run(4, 1, "xfs"), run(5, 2, "xfs")]
+    outputs = {1: [logs([100, 100])], 2: [logs([300, 300])], 3: [logs([100, 300])], 4: [logs([50, 60])], 5: [logs([70, 80])]}
+    traces, unreadable = throughput_traces(outputs, runs)
+    assert unreadable == []
+    drawn = {t.target: t for t in traces}
+    assert (drawn["ext4"].repetition, drawn["ext4"].runs) == (3, 3), "mean 200 KiB/s: the median of 100, 200, 300"
+    assert drawn["ext4"].throughput.bytes_s == [100 * 1024, 300 * 1024] and drawn["ext4"].throughput.iops == [25, 75]
+    assert (drawn["xfs"].repetition, drawn["xfs"].runs) == (1, 2), "two runs: the lower of the middle two"
+
+
+def test_each_phase_and_direction_is_its_own_trace_and_a_bad_log_is_said():
+    runs = [run(1, 1, workload="ageing")]
+    outputs = {1: [logs([10], phase="write"), logs([20], direction=1, phase="write"), logs([30], phase="after"), RawOutput("after", LOG_TOOL, "{not json")]}
+    traces, unreadable = throughput_traces(outputs, runs)
+    assert sorted((t.phase, t.throughput.direction) for t in traces) == [("after", "read"), ("write", "read"), ("write", "write")]
+    [said] = unreadable
+    assert said.startswith("ext4 · ageing · run 1: fio's stored logs cannot be read")
+
+
+def trace(target: str, values: list[float], repetition: int = 2, phase: str = "") -> ThroughputTrace:
+    seconds = [0.5 * (i + 1) for i in range(len(values))]
+    return ThroughputTrace("seq", target, phase, repetition, 3, Throughput("write", 500, seconds, [v * 1e6 for v in values], [v * 250 for v in values]))
+
+
+def test_the_chart_draws_each_targets_windows_in_the_pages_units():
+    chart = throughput_chart([trace("ext4", [100, 200, 200]), trace("xfs", [150, 150, 150], repetition=1)], ["ext4", "xfs"], Bandwidth.MB)
+    assert chart.name == "seq-write-throughput" and chart.title == "seq: write throughput over time"
+    rows = chart.spec["data"]["values"] if "data" in chart.spec else next(iter(chart.spec["datasets"].values()))
+    assert [(r["target"], r["seconds"], r["bandwidth"]) for r in rows if r["target"] == "ext4"] == [("ext4", 0.5, 100), ("ext4", 1.0, 200), ("ext4", 1.5, 200)]
+    assert {r["run"] for r in rows if r["target"] == "xfs"} == {1}
+    assert chart.spec["encoding"]["y"]["title"] == "write MB/s"
+    assert "windows of 500 ms" in chart.caption and "ext4 run 2 of 3, xfs run 1 of 3" in chart.caption
+    binary = throughput_chart([trace("ext4", [2**20 / 1e6])], ["ext4"], Bandwidth.MIB)
+    [row] = [r for r in (binary.spec["data"]["values"] if "data" in binary.spec else next(iter(binary.spec["datasets"].values()))) if r["seconds"] == 0.5]
+    assert row["bandwidth"] == 1.0 and binary.spec["encoding"]["y"]["title"] == "write MiB/s"
+    phased = throughput_chart([trace("ext4", [1], phase="overwrite")], ["ext4"], Bandwidth.MB)
+    assert phased.name == "seq-overwrite-write-throughput" and phased.title.startswith("seq · overwrite:")
