@@ -35,6 +35,7 @@ $(STAMP): pyproject.toml
 
 demo: setup
 	$(VENV)/bin/fslab run quick
+	$(VENV)/bin/fslab report
 
 # The OpenZFS kernel-module tests need OpenZFS built for the guest's kernel (once, a few minutes).
 test: setup

@@ -22,7 +22,7 @@ from fslab.guard.block_devices import DESTROY_FLAG
 from fslab.guard.names import check_name, visible
 from fslab.importer import DEFAULT_STUDY, import_files, imported_from
 from fslab.plan import PlannedRun, Repetitions
-from fslab.report.console import print_comparison, print_summary
+from fslab.report.console import CONSOLE_WIDTH, print_comparison, print_summary
 from fslab.report.files import TableFormat, export_tables, report_folder, write_reports
 from fslab.report.page import default_folder, write_report
 from fslab.report.summary import StudySummary, summarize_study_run
@@ -38,7 +38,7 @@ from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 
 app = typer.Typer(help="fslab: a laboratory for filesystem performance on Linux.", no_args_is_help=True, add_completion=False)
 # Piped or logged output gets room for the summary tables instead of 80 wrapped columns.
-console = Console(width=None if sys.stdout.isatty() else 180)
+console = Console(width=None if sys.stdout.isatty() else CONSOLE_WIDTH)  # piped: as a 120-column terminal shows it
 errors = Console(stderr=True)
 
 DbOption = Annotated[Optional[str], typer.Option("--db", envvar="FSLAB_DB", help="Results database: an SQLite file, or a database URL. \\[default: ./fslab.db]")]

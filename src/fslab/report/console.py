@@ -42,7 +42,7 @@ LEFT_OUT_SAID = "the bandwidth's mean, interval and CV, p99.9 latency, the effec
 # A column with nothing in it is left out too, but for this one: its "–" says all is in effect.
 SAID_WHEN_EMPTY = "NOT in effect"
 # Columns of text, left-aligned; the rest are figures.
-TEXT_COLUMNS = {"target", "dir", "metric", "phase", "verdict", "notes", "unit", "filesystem", "devices → layers", "mkfs options", "requested", "NOT in effect"}
+TEXT_COLUMNS = {"workload", "target", "dir", "metric", "phase", "verdict", "notes", "unit", "filesystem", "devices → layers", "mkfs options", "requested", "NOT in effect"}
 
 
 def print_summary(console: Console, s: StudySummary, report: Path | None = None) -> None:
@@ -125,10 +125,8 @@ def print_comparison(console: Console, older: dict, newer: dict, rows: list[Row]
         console.print(env)
     else:
         console.print("Same environment (kernel, distribution, CPU, memory, tool versions).")
-    table = Table("workload", *COMPARISON_COLUMNS, box=box.SIMPLE_HEAD, padding=(0, 1), title=f"study run {newer['id']} / study run {older['id']}", title_justify="left")
-    for row, cells in zip(rows, comparison_rows(rows)):
-        table.add_row(escape(row.workload), *map(escape, cells), style=VERDICT_STYLE.get(cells[6], ""))
-    console.print(table)
+    cells = [[row.workload, *compared] for row, compared in zip(rows, comparison_rows(rows))]
+    _print_table(console, f"study run {newer['id']} / study run {older['id']}", ["workload", *COMPARISON_COLUMNS], cells, Bandwidth.MB, styles=[VERDICT_STYLE.get(c[7], "") for c in cells], title_style="")
     console.print(
         f"Ratios of geometric means with 95 % Welch intervals on log values; verdicts need Benjamini–Hochberg-adjusted p < 0.05 over "
         f"{len(rows)} comparisons and a change above {threshold:.0%}. A regression is a 'slower' verdict by more than {regression:.0%}.",
