@@ -7,6 +7,7 @@ from pathlib import Path
 
 from conftest import fslab, write_study
 
+from fslab.report.console import CONSOLE_WIDTH
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
 from fslab.study import parse_study
@@ -95,6 +96,7 @@ def test_compare_gates_on_a_regression(tmp_path):
     listed = regressed.stdout.split("regression(s):")[1]
     assert "xfs · rand_read · read IOPS" in listed and "raw · rand_read · read IOPS" in listed, regressed.stdout
     assert "Same environment" in regressed.stdout
+    assert max(len(line) for line in regressed.stdout.splitlines()) <= CONSOLE_WIDTH, "as a 120-column terminal shows it"
     same = fslab("compare", str(fast), str(fast), "--db", str(path))
     assert same.returncode == 0 and "no regression" in same.stdout, same.stdout + same.stderr
     # uncapped QD16 reads are faster, and their queues make the p99 latency longer: both are said
