@@ -1,12 +1,16 @@
 """Throughput over time in the report: which run of a cell is drawn, and the chart drawn of it
-(pure, on synthetic logs in fio's format; fio's own logs are parsed in test_fio_parse.py)."""
+(pure, on synthetic logs in fio's format; fio's own logs are parsed in test_fio_parse.py); and a
+scenario's fio phases, each charted as a workload of one phase is."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
-from fslab.report.charts import throughput_chart
-from fslab.report.details import ThroughputTrace, throughput_traces
+from test_report_html import W, layer, synthetic
+
+from fslab.report.charts import latency_percentiles_chart, study_charts, throughput_chart
+from fslab.report.details import LatencyHistogram, RunDetails, ThroughputTrace, throughput_traces
 from fslab.units import Bandwidth
 from fslab.workloads.base import RawOutput
 from fslab.workloads.fio import LOG_TOOL, Throughput
@@ -61,3 +65,29 @@ def test_the_chart_draws_each_targets_windows_in_the_pages_units():
     assert row["bandwidth"] == 1.0 and binary.spec["encoding"]["y"]["title"] == "write MiB/s"
     phased = throughput_chart([trace("ext4", [1], phase="overwrite")], ["ext4"], Bandwidth.MB)
     assert phased.name == "seq-overwrite-write-throughput" and phased.title.startswith("seq · overwrite:")
+
+
+def test_a_scenarios_fio_phases_each_get_their_latency_and_throughput_charts():
+    """Beside throughput, a scenario's measured fio phases get latency charts of their own, named
+    after the phase (the one-phase workload's stay as they were)."""
+    s = synthetic({"ext4": {"fill.write_iops": [1, 2, 3], "fill.write_lat_p50_us": [10, 11, 12], "after.read_iops": [5, 5, 5], "after.read_lat_p99_us": [50, 60, 70]}}, targets=("ext4",))
+    histograms = [LatencyHistogram(W, "ext4", "read", "lat", {50_000: 5}, 3, phase="after")]
+    charts = study_charts(s, RunDetails(histograms, [replace(trace("ext4", [1, 2], phase="after"), workload=W)]))
+    names = [c.name for c in charts]
+    assert names[:2] == ["rand_read-fill-write-latency-percentiles", "rand_read-after-read-latency-percentiles"]
+    assert "rand_read-after-read-latency-distribution" in names and "rand_read-after-write-throughput" in names
+    assert all(c.title.startswith("rand_read · ") for c in charts if c.name.endswith(("percentiles", "distribution", "throughput")))
+    rows = layer(latency_percentiles_chart(s, W, "read", "after").spec, "line")
+    assert [(r["percentile"], r["latency_us"]) for r in rows] == [("P99", 60)], "the phase's own figures, nothing of another phase"
+    assert latency_percentiles_chart(s, W, "read") is None, "no phase-less figures in a scenario"
+
+
+def test_a_long_run_is_drawn_in_coarser_windows():
+    long = Throughput("write", 100, [0.1 * i for i in range(1, 1002)], [float(i) for i in range(1, 1002)], [2.0] * 1001)
+    drawn = long.coarsened(200)
+    assert drawn.window_ms == 600 and len(drawn.seconds) == 167 <= 200
+    assert drawn.bytes_s[0] == sum(range(1, 7)) / 6 and drawn.seconds[0] == long.seconds[5]
+    assert drawn.bytes_s[-1] == sum(range(997, 1002)) / 5 and drawn.seconds[-1] == long.seconds[-1], "the last, shorter group: its own mean"
+    assert set(drawn.iops) == {2.0} and long.coarsened(2000) is long
+    chart = throughput_chart([ThroughputTrace("seq", "ext4", "", 1, 1, long)], ["ext4"], Bandwidth.MB)
+    assert len(chart.spec["data"]["values"]) == 167 and "windows of 600 ms" in chart.caption

@@ -29,7 +29,7 @@ from fslab.report.summary import (
 )
 from fslab.stats import Comparison, Summary
 from fslab.units import Bandwidth
-from fslab.workloads.fio import PERCENTILES
+from fslab.workloads.fio import DIRECTIONS, PERCENTILES
 
 # The Vega-Lite the specs are written for (altair's), and so the one the page inlines and the
 # figures are rendered with (vl-convert-python bundles several).
@@ -37,6 +37,7 @@ VEGA_LITE = alt.SCHEMA_VERSION.lstrip("v").rsplit(".", 1)[0]
 WIDTH = 560  # a figure's plot area, in pixels (the page fits each chart to its container instead)
 HEIGHT = 260
 BUCKETS_PER_DECADE = 10  # the latency distribution's buckets: 10 per factor of ten
+WINDOWS_DRAWN = 200  # throughput over time: a run's windows, at most (fio's log windows, merged)
 VERDICT_COLOURS = {"faster": "#1a7f37", "slower": "#cf222e", "no detectable difference": "#8c959f"}
 RATIO_AXIS = "target ÷ raw (ratio of geometric means)"
 LATENCY_NAMES = {"lat": "total latency (submission + completion)", "clat": "completion latency"}
@@ -60,9 +61,9 @@ def study_charts(s: StudySummary, details: RunDetails) -> list[Chart]:
     for workload in s.workloads:
         for metric in dict.fromkeys(m for c in s.cells_of(workload) for m in c.primary):
             charts.append(primary_chart(s, workload, metric))
-        for direction in dict.fromkeys(d for c in s.cells_of(workload) for d in c.directions()):
-            charts.append(latency_percentiles_chart(s, workload, direction))
-            charts.append(latency_distribution_chart([h for h in details.histograms if h.workload == workload and h.direction == direction], targets))
+        for phase, direction in dict.fromkeys(pd for c in s.cells_of(workload) for pd in _fio_directions(c)):
+            charts.append(latency_percentiles_chart(s, workload, direction, phase))
+            charts.append(latency_distribution_chart([h for h in details.histograms if (h.workload, h.phase, h.direction) == (workload, phase, direction)], targets))
         traces = [t for t in details.traces if t.workload == workload]
         for phase, direction in dict.fromkeys((t.phase, t.throughput.direction) for t in traces):
             charts.append(throughput_chart([t for t in traces if (t.phase, t.throughput.direction) == (phase, direction)], targets, s.units))
@@ -104,14 +105,14 @@ def primary_chart(s: StudySummary, workload: str, metric: str) -> Chart | None:
     return Chart(f"{workload}-{metric}", workload, title, caption, _sized(alt.layer(*layers), title))
 
 
-def latency_percentiles_chart(s: StudySummary, workload: str, direction: str) -> Chart | None:
+def latency_percentiles_chart(s: StudySummary, workload: str, direction: str, phase: str = "") -> Chart | None:
     """Total latency P50, P95, P99 and P99.9 per target (each the median over runs of each run's
-    percentile, as the tables show it), on a log scale."""
+    percentile, as the tables show it), on a log scale; of one phase of a scenario."""
     rows = [
         {"target": _shown_target(c), "percentile": _percentile_name(p), "latency_us": c.metrics[key].median}
         for c in s.cells_of(workload)
         for p in PERCENTILES
-        if (key := f"{direction}_lat_{p}_us") in c.metrics and c.metrics[key].median > 0
+        if (key := qualified(phase, f"{direction}_lat_{p}_us")) in c.metrics and c.metrics[key].median > 0
     ]
     if not rows:
         return None
@@ -121,9 +122,9 @@ def latency_percentiles_chart(s: StudySummary, workload: str, direction: str) ->
         alt.Color("target:N", scale=_colours(s), title="target"),
         tooltip=[alt.Tooltip("target:N"), alt.Tooltip("percentile:O"), alt.Tooltip("latency_us:Q", title="µs", format=",.1f")],
     )
-    title = f"{workload}: {direction} latency percentiles"
+    title = f"{_where(workload, phase)}: {direction} latency percentiles"
     caption = "fio's total latency per I/O (submission + completion); each point is the median over runs of each run's percentile."
-    return Chart(f"{workload}-{direction}-latency-percentiles", workload, title, caption, _sized(chart, title))
+    return Chart(_named(workload, phase, direction, "latency-percentiles"), workload, title, caption, _sized(chart, title))
 
 
 def latency_distribution_chart(histograms: list[LatencyHistogram], targets: list[str]) -> Chart | None:
@@ -131,7 +132,7 @@ def latency_distribution_chart(histograms: list[LatencyHistogram], targets: list
     each bucket (BUCKETS_PER_DECADE a decade, log scale), from fio's json+ bins over all its runs."""
     if not histograms:
         return None
-    workload, direction = histograms[0].workload, histograms[0].direction
+    workload, phase, direction = histograms[0].workload, histograms[0].phase, histograms[0].direction
     rows = [row for h in histograms for row in distribution_rows(h)]
     latencies = sorted({LATENCY_NAMES[h.latency] for h in histograms})
     chart = alt.Chart(alt.Data(values=rows)).mark_line(interpolate="step-after", point=alt.OverlayMarkDef(size=12)).encode(
@@ -140,12 +141,12 @@ def latency_distribution_chart(histograms: list[LatencyHistogram], targets: list
         alt.Color("target:N", scale=alt.Scale(domain=targets, scheme="tableau10"), title="target"),
         tooltip=[alt.Tooltip("target:N"), alt.Tooltip("from_us:Q", title="from µs", format=",.1f"), alt.Tooltip("to_us:Q", title="to µs", format=",.1f"), alt.Tooltip("share_pct:Q", title="% of I/Os", format=".2f")],
     )
-    title = f"{workload}: {direction} latency distribution"
+    title = f"{_where(workload, phase)}: {direction} latency distribution"
     caption = (
         f"fio's json+ latency bins ({' and '.join(latencies)}), every run of a cell added up; "
         f"{BUCKETS_PER_DECADE} buckets per factor of ten. Runs: " + ", ".join(f"{h.target} {h.runs}" for h in histograms) + "."
     )
-    return Chart(f"{workload}-{direction}-latency-distribution", workload, title, caption, _sized(chart, title))
+    return Chart(_named(workload, phase, direction, "latency-distribution"), workload, title, caption, _sized(chart, title))
 
 
 def throughput_chart(traces: list[ThroughputTrace], targets: list[str], units: Bandwidth) -> Chart:
@@ -154,10 +155,11 @@ def throughput_chart(traces: list[ThroughputTrace], targets: list[str], units: B
     steady state."""
     first = traces[0]
     workload, phase, direction = first.workload, first.phase, first.throughput.direction
+    drawn = {t.target: t.throughput.coarsened(WINDOWS_DRAWN) for t in traces}
     rows = [
         {"target": t.target, "seconds": second, "bandwidth": units.of(bytes_s), "iops": iops, "run": t.repetition}
         for t in traces
-        for second, bytes_s, iops in zip(t.throughput.seconds, t.throughput.bytes_s, t.throughput.iops)
+        for second, bytes_s, iops in zip(drawn[t.target].seconds, drawn[t.target].bytes_s, drawn[t.target].iops)
     ]
     axis = f"{direction} {units.value}"
     chart = alt.Chart(alt.Data(values=rows)).mark_line(interpolate="step-before", strokeWidth=1.5).encode(
@@ -166,16 +168,14 @@ def throughput_chart(traces: list[ThroughputTrace], targets: list[str], units: B
         alt.Color("target:N", scale=alt.Scale(domain=targets, scheme="tableau10"), title="target"),
         tooltip=[alt.Tooltip("target:N"), alt.Tooltip("run:Q"), alt.Tooltip("seconds:Q", format=".1f"), alt.Tooltip("bandwidth:Q", title=units.value, format=",.1f"), alt.Tooltip("iops:Q", title="IOPS", format=",.0f")],
     )
-    where = f"{workload} · {phase}" if phase else workload
-    title = f"{where}: {direction} throughput over time"
-    windows = sorted({t.throughput.window_ms for t in traces})
+    title = f"{_where(workload, phase)}: {direction} throughput over time"
+    windows = sorted({d.window_ms for d in drawn.values()})
     caption = (
         f"fio's bandwidth log, every job added up, averaged over windows of {' or '.join(f'{w} ms' for w in windows)} "
         "(each step is one window): what the run did before its steady state, and whether it held. "
         "Per target one run, the one whose mean is the median of its runs: " + ", ".join(f"{t.target} run {t.repetition} of {t.runs}" for t in traces) + "."
     )
-    name = "-".join(part for part in (workload, phase, direction, "throughput") if part)
-    return Chart(name, workload, title, caption, _sized(chart, title))
+    return Chart(_named(workload, phase, direction, "throughput"), workload, title, caption, _sized(chart, title))
 
 
 def distribution_rows(h: LatencyHistogram) -> list[dict]:
@@ -352,6 +352,21 @@ def _interval(figure: Summary | Comparison) -> dict:
     print (none from too few runs: stats.figure_needs), or none."""
     printed = figure.needs_runs is None and figure.ci_low is not None
     return {"low": figure.ci_low if printed else None, "high": figure.ci_high if printed else None}
+
+
+def _fio_directions(cell: CellSummary) -> list[tuple[str, str]]:
+    """(phase, direction) of each fio run a cell's runs measured: its own ("", …) or a scenario phase's."""
+    return [(key.rpartition(PHASE_SEPARATOR)[0], d) for key in cell.metrics for d in DIRECTIONS if unqualified(key) == f"{d}_iops"]
+
+
+def _where(workload: str, phase: str) -> str:
+    """A workload, or one phase of a scenario, as a chart's title names it."""
+    return f"{workload} · {phase}" if phase else workload
+
+
+def _named(workload: str, phase: str, *what: str) -> str:
+    """A chart's name: of its workload, and phase when it has one."""
+    return "-".join(part for part in (workload, phase, *what) if part)
 
 
 def _percentile_name(p: str) -> str:

@@ -30,6 +30,7 @@ class LatencyHistogram:
     latency: str  # "lat" (total: submission + completion) or "clat" (completion)
     bins: dict[int, int]  # latency in ns (fio's bin value) → I/Os, added up over `runs`
     runs: int
+    phase: str = ""  # a scenario's fio phase; "" for a workload of one phase
 
 
 @dataclass(frozen=True)
@@ -64,16 +65,17 @@ def run_details(db: ResultsDB, s: StudySummary) -> RunDetails:
             job_files.setdefault((r["workload"], r["target"]), r["job_file"])
         if r["device_facts"]:
             devices.setdefault(r["target"], r["device_facts"])
-    histograms, unreadable = _histograms(db.outputs_of_study_run(s.study_run["id"], "fio"), runs)
+    histograms, unreadable = _histograms(db.outputs_of_study_run(s.study_run["id"], "fio", phase=None), runs)
     traces, unreadable_logs = throughput_traces(db.outputs_of_study_run(s.study_run["id"], LOG_TOOL, phase=None), runs)
     return RunDetails(histograms, traces, job_files, devices, unreadable + unreadable_logs)
 
 
 def _histograms(outputs: dict[int, list[RawOutput]], runs: list[dict]) -> tuple[list[LatencyHistogram], list[str]]:
-    """Each cell's bins per direction, added up over its runs, of the one latency every run of
-    the cell kept bins of (DISTRIBUTED, in that order), from fio's single-phase outputs (`outputs`,
-    by run id). An imported run's file may hold other jobs and hosts: only its own are read."""
-    per_cell: dict[tuple[str, str], list[dict[tuple[str, str], dict[int, int]]]] = defaultdict(list)
+    """Each cell's bins per phase and direction, added up over its runs, of the one latency every
+    run of the cell kept bins of (DISTRIBUTED, in that order), from fio's outputs of every phase
+    (`outputs`, by run id). An imported run's file may hold other jobs and hosts: only its own are
+    read."""
+    per_cell: dict[tuple[str, str, str], list[dict[tuple[str, str], dict[int, int]]]] = defaultdict(list)
     unreadable = []
     for r in runs:
         source = r.get("source") or {}
@@ -83,13 +85,14 @@ def _histograms(outputs: dict[int, list[RawOutput]], runs: list[dict]) -> tuple[
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 unreadable.append(f"{r['target']} · {r['workload']} · run {r['repetition']}: fio's stored output has no readable latency bins ({type(exc).__name__}: {exc})")
                 continue
-            per_cell[(r["workload"], r["target"])].append(bins)
-    return [h for (workload, target), each_run in per_cell.items() for h in cell_histograms(workload, target, each_run)], unreadable
+            per_cell[(r["workload"], r["target"], output.phase)].append(bins)
+    return [h for (workload, target, phase), each_run in per_cell.items() for h in cell_histograms(workload, target, each_run, phase)], unreadable
 
 
-def cell_histograms(workload: str, target: str, each_run: list[dict[tuple[str, str], dict[int, int]]]) -> list[LatencyHistogram]:
-    """A cell's histogram per direction from its runs' bins (fio.latency_bins of each): of the
-    first latency in DISTRIBUTED that every run kept bins of, so no cell mixes two latencies."""
+def cell_histograms(workload: str, target: str, each_run: list[dict[tuple[str, str], dict[int, int]]], phase: str = "") -> list[LatencyHistogram]:
+    """A cell's histogram per direction (of one phase) from its runs' bins (fio.latency_bins of
+    each): of the first latency in DISTRIBUTED that every run kept bins of, so no cell mixes two
+    latencies."""
     found = []
     for direction in dict.fromkeys(d for bins in each_run for d, _ in bins):
         latency = next((k for k in DISTRIBUTED if all((direction, k) in bins for bins in each_run)), None)
@@ -99,7 +102,7 @@ def cell_histograms(workload: str, target: str, each_run: list[dict[tuple[str, s
         for bins in each_run:
             for value, n in bins[(direction, latency)].items():
                 total[value] += n
-        found.append(LatencyHistogram(workload, target, direction, latency, dict(total), len(each_run)))
+        found.append(LatencyHistogram(workload, target, direction, latency, dict(total), len(each_run), phase))
     return found
 
 

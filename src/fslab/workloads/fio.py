@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -136,9 +137,8 @@ _LOG_FILE = re.compile(rf"{LOG_PREFIX}_(bw|iops)\.(\d+)\.log")
 
 def log_interval_ms(seconds: float) -> int:
     """The logs' window: LOG_POINTS of them over a measured run of `seconds`, in whole tenths of
-    a second, at least one; a second when the run's length is unknown (0: it ends with its size)."""
-    if seconds <= 0:
-        return 1000
+    a second, at least one — also when the run's length is unknown (0: it ends with its size; a
+    long one is drawn in coarser windows, Throughput.coarsened)."""
     return max(100, math.ceil(seconds * 1000 / LOG_POINTS / 100) * 100)
 
 
@@ -170,6 +170,17 @@ class Throughput:
     seconds: list[float]  # each window's end, from the start of the measured run
     bytes_s: list[float]
     iops: list[float]
+
+    def coarsened(self, most: int) -> Throughput:
+        """At most `most` windows: each run of k consecutive windows as one, their mean, at the last one's time."""
+        k = math.ceil(len(self.seconds) / most)
+        if k <= 1:
+            return self
+        groups = range(0, len(self.seconds), k)
+        return Throughput(
+            self.direction, self.window_ms * k, [self.seconds[min(i + k, len(self.seconds)) - 1] for i in groups],
+            [statistics.fmean(self.bytes_s[i : i + k]) for i in groups], [statistics.fmean(self.iops[i : i + k]) for i in groups],
+        )
 
 
 def throughput_over_time(text: str) -> list[Throughput]:
