@@ -70,7 +70,7 @@ TARGETS = [
     ("btrfs-zstd", "btrfs", "compress=zstd"),
     ("ext4-writeback", "ext4", "noatime,data=writeback"),
     ("btrfs-nodatacow", "btrfs", "nodatacow"),
-    ("xfs-nobarrier", "xfs", "noatime,logbufs=8"),
+    ("xfs-logbufs", "xfs", "noatime,logbufs=8"),
 ]
 # Built-in workloads, then the study's own; the first N are taken.
 BUILTIN = [
@@ -86,14 +86,14 @@ OWN = {
     "oltp_8k": {"rw": "randrw", "rwmixread": 70, "bs": "8k", "iodepth": 32},
 }
 # Target scale of throughput (latency by its inverse): targets differ as filesystems do.
-SCALE = {"raw": 1.0, "ext4": 0.93, "xfs": 0.95, "btrfs": 0.78, "ext4-noatime": 0.94, "xfs-noatime": 0.96, "btrfs-zstd": 0.7, "ext4-writeback": 0.97, "btrfs-nodatacow": 0.86, "xfs-nobarrier": 0.95}
+SCALE = {"raw": 1.0, "ext4": 0.93, "xfs": 0.95, "btrfs": 0.78, "ext4-noatime": 0.94, "xfs-noatime": 0.96, "btrfs-zstd": 0.7, "ext4-writeback": 0.97, "btrfs-nodatacow": 0.86, "xfs-logbufs": 0.95}
 
 
 def study_text(targets: int, workloads: int) -> str:
     builtin = BUILTIN[:workloads]
     own = list(OWN)[: max(0, workloads - len(BUILTIN))]
     lines = [
-        "[study]", 'name = "scale"', "repetitions = 10", f"workloads = {json.dumps(builtin)}", 'image_size = "8GiB"', "",
+        "[study]", 'name = "scale"', "repetitions = 10", f"workloads = {json.dumps(builtin)}", 'image_size = "16GiB"', "",
         "[fio]", 'size = "2GiB"', 'runtime = "30s"', 'ramp_time = "2s"', "",
     ]  # fmt: skip
     for name, filesystem, options in TARGETS[:targets]:
