@@ -79,7 +79,7 @@ SUMMARY_COLUMNS: dict[str, type] = {
     "n": int, "mean": float, "median": float, "stdev": float, "cv": float, "minimum": float, "maximum": float, "ci_low": float, "ci_high": float, "needs_runs": int,
     "warnings": str,
 }  # fmt: skip
-RUN_COLUMNS: dict[str, type] = {  # results.db.RunMetric's fields
+RUN_COLUMNS: dict[str, type] = {  # results.db.RunMetric's fields but its direction and roles
     "study_run": int, "run_id": int, "target": str, "workload": str, "repetition": int, "block": int, "warmup": bool, "status": str,
     "phase": str, "metric": str, "value": float, "unit": str,
 }  # fmt: skip
