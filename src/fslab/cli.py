@@ -25,7 +25,6 @@ from fslab.importer import DEFAULT_STUDY, import_files, imported_from
 from fslab.plan import PlannedRun, Repetitions
 from fslab.report.console import print_comparison, print_summary
 from fslab.report.files import TableFormat, export_tables, report_folder, write_reports
-from fslab.report.page import default_folder, write_report
 from fslab.report.summary import StudySummary, summarize_study_run
 from fslab.results import ResultsDB, RunRecord, reports_dir, resolve_location
 from fslab.results.db import DEFAULT_DB, now
@@ -313,6 +312,8 @@ def report(
     db: DbOption = None,
 ) -> None:
     """Write one self-contained HTML page of a study run (or several compared); with --figures, its charts also as SVG and PNG figures."""
+    from fslab.report.page import default_folder, write_report  # altair, vl-convert, jinja2: a quarter second no other command needs to wait for
+
     results = _open_db(db)
     found = [_find_study_run(results, ref) for ref in study_runs or [None]]
     folder = output.absolute() if output is not None else default_folder(reports_dir(results.location), found)
