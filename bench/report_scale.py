@@ -20,13 +20,15 @@ issue 11's target —
 and, as information (no target), `fslab report ID -o DIR --figures` (every chart also as SVG
 and PNG). ID is the last study run.
 
-Run: python bench/report_scale.py [--keep DIR] [--repeat 3] [--study-runs 5 --targets 10 --workloads 20 --runs 10]
-(the database goes into a temporary directory, deleted afterwards, unless --keep names where).
+Run: .venv/bin/python bench/report_scale.py [--keep DIR] [--repeat 3] [--study-runs 5 --targets 10 --workloads 20 --runs 10]
+The database goes into a temporary directory in /var/tmp, deleted afterwards, unless --keep
+names a directory to build it in and keep it (DIR/scale.db, used as it is when it is there).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -40,6 +42,8 @@ from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
+import sqlalchemy as sa
+
 from fslab import environment
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Provisioned
@@ -47,6 +51,7 @@ from fslab.guard.names import file_name
 from fslab.metrics import Metric
 from fslab.plan import Repetitions
 from fslab.results import ResultsDB, RunRecord
+from fslab.results import db as tables
 from fslab.results.db import now
 from fslab.results.owner import Owner
 from fslab.study import Study, parse_study
@@ -55,7 +60,6 @@ from fslab.workloads.base import RawOutput, tool_of
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "fio"
-PYTHON = "/work/main/.venv/bin/python"
 MiB = 2**20
 
 # Targets as a study would name them: the raw device (the physical reference), then ext4, XFS
@@ -260,10 +264,19 @@ def timed(argv: list[str], env: dict, cwd: Path) -> tuple[float, int]:
     return seconds, usage.ru_maxrss * 1024
 
 
-def line(name: str, results: list[tuple[float, int]], seconds: float | None = None, memory: int | None = None) -> str:
+def stored(path: Path) -> tuple[int, int]:
+    """Study runs and runs in the database."""
+    db = ResultsDB(str(path))
+    with db.engine.connect() as conn:
+        runs = conn.execute(sa.select(sa.func.count()).select_from(tables.runs)).scalar()
+    return len(db.study_runs()), runs
+
+
+def line(name: str, results: list[tuple[float, int]], seconds: float | None = None, memory: float | None = None) -> str:
+    """A command's figures: wall time (median, min of the runs) and peak RSS, against its targets."""
     times = [t for t, _ in results]
     peak = max(r for _, r in results)
-    said = f"{name:<34} median {statistics.median(times):6.2f} s, min {min(times):6.2f} s, peak RSS {peak / 1e6:6.0f} MB"
+    said = f"{name:<30} {len(results)}×: median {statistics.median(times):6.2f} s, min {min(times):6.2f} s, peak RSS {peak / 1e6:4.0f} MB"
     if seconds is not None:
         said += f"   target ≤ {seconds:g} s: {'met' if statistics.median(times) <= seconds else 'OVER'}"
     if memory is not None:
@@ -284,30 +297,32 @@ def main() -> None:
         root = args.keep.absolute() if args.keep else Path(tmp)
         root.mkdir(exist_ok=True)
         path = root / "scale.db"
-        if path.exists():
-            last, built = ResultsDB(str(path)).study_run()["id"], None
-        else:
-            start = time.perf_counter()
-            last, built = build(path, args), time.perf_counter() - start
-        runs = args.study_runs * args.targets * args.workloads * args.runs
+        reused = path.exists()
+        start = time.perf_counter()
+        last = ResultsDB(str(path)).study_run()["id"] if reused else build(path, args)
+        built = time.perf_counter() - start
+        study_runs, runs = stored(path)
         size = sum(p.stat().st_size for p in root.glob("scale.db*"))
-        print(f"database: {args.study_runs} study runs × {args.targets} targets × {args.workloads} workloads × {args.runs} runs = {runs} runs, "
-              f"{size / 1e6:.0f} MB" + (f", built in {built:.0f} s" if built is not None else f" (reused: {path})"))
+        shape = "" if reused else f" ({args.targets} targets × {args.workloads} workloads × {args.runs} runs each)"
+        print(f"database: {study_runs} study runs{shape}, {runs} runs, {size / 1e6:.0f} MB, " + (f"reused: {path}" if reused else f"built in {built:.0f} s"))
         env = os.environ | {"PYTHONPATH": str(ROOT / "src"), "FSLAB_DB": str(path)}
-        fslab = [PYTHON, "-m", "fslab"]
-        out = root / "out"
-        out.mkdir(exist_ok=True)
+        fslab = [sys.executable, "-m", "fslab"]
+        out = Path(tmp)
         commands = [
-            (f"fslab summary {last}", [*fslab, "summary", str(last)], 1.0, None),
-            (f"fslab report {last}", [*fslab, "report", str(last), "-o", str(out / "page")], 3.0, 500e6),
-            (f"fslab report {last} --figures", [*fslab, "report", str(last), "-o", str(out / "figures"), "--figures"], None, None),
+            (f"fslab summary {last}", [*fslab, "summary", str(last)], 1.0, None, args.repeat),
+            (f"fslab report {last}", [*fslab, "report", str(last), "-o", str(out / "page")], 3.0, 500e6, args.repeat),
+            (f"fslab report {last} --figures", [*fslab, "report", str(last), "-o", str(out / "figures"), "--figures"], None, None, 1),
         ]
-        print(f"each command {args.repeat} times, in a process of its own (python -m fslab, {PYTHON})")
-        for name, argv, seconds, memory in commands:
-            results = [timed(argv, env, root) for _ in range(args.repeat if seconds is not None else 1)]
+        print(f"each command in a process of its own ({sys.executable} -m fslab, fslab from {ROOT / 'src'}), the last study run:")
+        summary_files = root / "reports" / file_name(f"scale-{last}")
+        kept = summary_files.exists()
+        for name, argv, seconds, memory, times in commands:
+            results = [timed(argv, env, out) for _ in range(times)]
             print(line(name, results, seconds, memory), flush=True)
-        shutil.rmtree(out, ignore_errors=True)
-        shutil.rmtree(root / "reports", ignore_errors=True)
+        if not kept:  # what `fslab summary` wrote beside the database
+            shutil.rmtree(summary_files, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                (root / "reports").rmdir()
 
 
 if __name__ == "__main__":
