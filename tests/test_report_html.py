@@ -34,6 +34,7 @@ from fslab.report.charts import (
 )
 from fslab.report.conclusions import conclusions, ranking_conclusion, row_conclusions
 from fslab.report.details import LatencyHistogram, RunDetails, cell_histograms
+from fslab.report.figures import write_figures
 from fslab.report.html import Page, _script_json, emphasis, render_page
 from fslab.report.summary import (
     CellSummary,
@@ -97,12 +98,13 @@ def stored(tmp_path_factory):
 
 def test_the_documented_commands_run_as_written(stored):
     root, _, reports = stored
-    assert list(reports) == ["fslab report", "fslab report 1 -o paper-figures", "fslab report 1 2"]
+    assert list(reports) == ["fslab report", "fslab report 1 -o paper-figures --figures", "fslab report 1 2"]
     for command, result in reports.items():
         assert result.returncode == 0, command + "\n" + result.stdout + result.stderr
     assert f"Report: {root / 'reports' / 'page-2' / 'report.html'}" in reports["fslab report"].stdout, "the newest, where `fslab summary` writes its files"
-    assert f"Report: {root / 'paper-figures' / 'report.html'}" in reports["fslab report 1 -o paper-figures"].stdout
-    assert str(root / "paper-figures" / "figures") in reports["fslab report 1 -o paper-figures"].stdout
+    assert "Figures" not in reports["fslab report"].stdout and not (root / "reports" / "page-2" / "figures").exists(), "figures only when asked for"
+    assert f"Report: {root / 'paper-figures' / 'report.html'}" in reports["fslab report 1 -o paper-figures --figures"].stdout
+    assert f"SVG and PNG): {root / 'paper-figures' / 'figures'}" in reports["fslab report 1 -o paper-figures --figures"].stdout
     assert f"Report: {root / 'reports' / 'page-1-2' / 'report.html'}" in reports["fslab report 1 2"].stdout
 
 
@@ -155,7 +157,7 @@ def open_page(browser, page_file: Path, screenshot: Path, width: int = 1280) -> 
 # --- a stored study run, through the command line ----------------------------------------------
 
 
-def test_report_writes_the_page_and_every_figure_as_svg_and_png(stored):
+def test_report_figures_writes_every_chart_of_the_page_as_svg_and_png(stored):
     folder = page_of(stored).parent
     page = (folder / "report.html").read_text()
     names = json.loads(re.search(r'<script type="application/json" id="fslab-charts">(.*?)</script>', page, re.DOTALL).group(1))
@@ -239,7 +241,7 @@ def test_report_of_two_study_runs_compares_them_cell_by_cell(stored, browser, tm
     page = (out / "report.html").read_text()
     assert "Study run 2 against study run 1" in page and page.count("<td>rand_read</td>") >= 4  # ext4 and raw, IOPS and p99
     assert "<td>seq_write</td>" not in page.split('id="run1"')[0], "only the cells both study runs have are compared"
-    assert (out / "figures" / "compare-1-2.svg").is_file()
+    assert not (out / "figures").exists(), "no figures unless asked for"
     seen = open_page(browser, out / "report.html", tmp_path / "report-two-runs.png")
     assert seen["requests"] == [seen["url"]] and seen["errors"] == []
     assert all(c["svg"] > 5 for c in seen["charts"]) and any(c["name"] == "compare-1-2" for c in seen["charts"])
@@ -384,6 +386,16 @@ def test_study_charts_are_named_apart_and_valid_vega_lite():
     assert [c.name for c in made] == ["rand_read-read_iops", "rand_read-read-latency-distribution", "rand_read-efficiency"]
     assert all(isinstance(c, Chart) and c.spec["$schema"].startswith("https://vega.github.io/schema/vega-lite/v") for c in made)
     assert all(c.spec["width"] == charts_module.WIDTH for c in made), "figures are sized; the page fits them to their container"
+
+
+def test_figures_tell_of_each_chart_as_it_is_rendered(tmp_path):
+    """What `fslab report --figures` shows its progress by: a call per chart rendered."""
+    s = synthetic({"ext4": {"read_iops": [100, 104, 98]}, "raw": {"read_iops": [200, 210, 190]}}, targets=("ext4", "raw"))
+    made = [primary_chart(s, W, "read_iops"), efficiency_chart(s, W)]
+    told: list[tuple[int, int]] = []
+    written = write_figures(made, tmp_path / "figures", lambda done, total: told.append((done, total)))
+    assert told == [(1, 2), (2, 2)]
+    assert sorted(p.name for p in written) == sorted(f"{file_name(c.name)}.{ext}" for c in made for ext in ("svg", "png"))
 
 
 # --- conclusions (pure) ------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -24,7 +25,6 @@ from fslab.importer import DEFAULT_STUDY, import_files, imported_from
 from fslab.plan import PlannedRun, Repetitions
 from fslab.report.console import CONSOLE_WIDTH, print_comparison, print_summary
 from fslab.report.files import TableFormat, export_tables, report_folder, write_reports
-from fslab.report.page import default_folder, write_report
 from fslab.report.summary import StudySummary, summarize_study_run
 from fslab.results import ResultsDB, RunRecord, reports_dir, resolve_location
 from fslab.results.db import DEFAULT_DB, now
@@ -303,20 +303,36 @@ def import_results(
 @app.command()
 def report(
     study_runs: Annotated[Optional[list[str]], typer.Argument(metavar="[STUDY-RUN]...", help="Study run ids, or a study name for its newest run; several (of one study) are compared with the first. \\[default: the newest]")] = None,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", metavar="DIR", help="The folder for report.html and figures/ (made if missing). \\[default: the study run's folder beside the database, where `fslab summary` writes]")] = None,
+    output: Annotated[Optional[Path], typer.Option("--output", "-o", metavar="DIR", help="The folder for report.html, and figures/ with --figures (made if missing). \\[default: the study run's folder beside the database, where `fslab summary` writes]")] = None,
+    figures: Annotated[bool, typer.Option("--figures", help="Also write every chart as SVG and PNG, in figures/ beside the page (for papers and slides; about a tenth of a second a chart).")] = False,
     baseline: BaselineOption = None,
     threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
     regression: Annotated[float, typer.Option("--regression", parser=parse_percent, metavar="PERCENT", help="With several study runs: a cell significantly slower than in the first by more than this is named a regression.")] = "5",  # type: ignore[assignment]
     units: Annotated[Optional[Bandwidth], typer.Option("--units", help="Bandwidth in decimal MB/s or binary MiB/s. \\[default: the study's units, else MB/s]")] = None,
     db: DbOption = None,
 ) -> None:
-    """Write one self-contained HTML page of a study run (or several compared), with its charts also as PNG and SVG figures."""
+    """Write one self-contained HTML page of a study run (or several compared); with --figures, its charts also as SVG and PNG figures."""
+    from fslab.report.page import default_folder, write_report  # altair, vl-convert, jinja2: a quarter second no other command needs to wait for
+
     results = _open_db(db)
     found = [_find_study_run(results, ref) for ref in study_runs or [None]]
     folder = output.absolute() if output is not None else default_folder(reports_dir(results.location), found)
-    written = write_report(results, found, folder, baseline=baseline, threshold=threshold, units=units, regression=regression)
+    with _figures_progress(figures) as rendered:
+        written = write_report(results, found, folder, baseline=baseline, threshold=threshold, units=units, regression=regression, figures=figures, rendered=rendered)
     console.print(f"Report: {written.page}", highlight=False, soft_wrap=True)
-    console.print(f"Figures ({len(written.figures)} files, SVG and PNG): {written.page.parent / 'figures'}", highlight=False, soft_wrap=True)
+    if figures:
+        console.print(f"Figures ({len(written.figures)} files, SVG and PNG): {written.page.parent / 'figures'}", highlight=False, soft_wrap=True)
+
+
+@contextmanager
+def _figures_progress(figures: bool) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar while figures are rendered, on a terminal (a page has a hundred charts)."""
+    if not figures or not console.is_terminal:
+        yield None
+        return
+    with Progress(TextColumn("figures"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=console, transient=True) as progress:
+        task = progress.add_task("figures", total=None)
+        yield lambda done, total: progress.update(task, completed=done, total=total)
 
 
 @app.command()

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy import stats as sps
+from scipy import special
 
 CONFIDENCE = 0.95
 CV_WARNING = 0.10
@@ -23,6 +23,7 @@ MIN_RUNS = 3
 OUTLIER_MIN_N = 5  # below this the MAD of a few nearly equal runs makes any third one an "outlier"
 RANK_TEST_MIN_N = 7  # Mann–Whitney U only where both sides have at least this many runs
 POWER = 0.80  # for the smallest detectable change
+NORMAL_MAD = 0.6744897501960817  # the MAD of a standard normal distribution (special.ndtri(0.75)): MAD / this estimates σ
 # A figure with an interval (a cell's mean ± x %, a ratio's interval, the detectable change) is
 # printed only from this many runs per cell: below, t has at most 1 degree of freedom (12.7 × the
 # standard error at 95 %) and two runs give intervals like 0.000–428246421.
@@ -68,7 +69,7 @@ def summarize(values: list[float], higher_is_better: bool = True) -> Summary:
     if n < 2:
         return Summary(n, mean, median, None, None, float(data.min()), float(data.max()), None, None, warnings, figure_needs([values], None))
     stdev = float(data.std(ddof=1))
-    half = float(sps.t.ppf((1 + CONFIDENCE) / 2, n - 1)) * stdev / math.sqrt(n)
+    half = t_quantile((1 + CONFIDENCE) / 2, n - 1) * stdev / math.sqrt(n)
     relative = half / abs(mean) if mean else None
     needs = figure_needs([values], relative)
     return Summary(n, mean, median, stdev, stdev / mean if mean else None, float(data.min()), float(data.max()), mean - half, mean + half, warnings, needs)
@@ -91,13 +92,21 @@ def figure_needs(samples: list[list[float]], half_width: float | None) -> int | 
     return max(at_least, runs_needed(samples, INTERVAL_MAX_HALF_WIDTH) or RUNS_NEEDED_LIMIT)
 
 
+def t_quantile(p: float, df: float) -> float:
+    """Student's t quantile: what scipy.stats.t.ppf computes (special.stdtrit), without its
+    per-call checks, which cost 40 times the quantile itself (a summary asks thousands)."""
+    return float(special.stdtrit(df, p))
+
+
 def modified_z_scores(values: list[float]) -> list[float]:
-    """(x − median) / (1.4826 · MAD); all zeros when the MAD is zero."""
+    """(x − median) / (1.4826 · MAD); all zeros when the MAD is zero. The MAD as
+    scipy.stats.median_abs_deviation(scale="normal") computes it, without its per-call checks."""
     data = np.asarray(values, dtype=float)
-    mad = float(sps.median_abs_deviation(data, scale="normal"))
+    median = np.median(data)
+    mad = float(np.median(np.abs(data - median))) / NORMAL_MAD
     if mad == 0:
         return [0.0] * len(data)
-    return list((data - np.median(data)) / mad)
+    return list((data - median) / mad)
 
 
 def cell_warnings(values: list[float], higher_is_better: bool = True) -> list[str]:
@@ -181,17 +190,19 @@ def compare(baseline: list[float], other: list[float], higher_is_better: bool = 
     ratio = math.exp(diff)
     low = high = p = detectable = None
     if se is not None:
-        t = float(sps.t.ppf((1 + CONFIDENCE) / 2, df))
+        t = t_quantile((1 + CONFIDENCE) / 2, df)
         if se == 0:
             low = high = ratio
             p = 0.0 if diff else 1.0
         else:
             low, high = math.exp(diff - t * se), math.exp(diff + t * se)
-            p = float(2 * sps.t.sf(abs(diff) / se, df))
-        detectable = math.exp((t + float(sps.t.ppf(POWER, df))) * se) - 1
+            p = float(2 * special.stdtr(df, -abs(diff) / se))  # scipy.stats.t.sf, as t_quantile
+        detectable = math.exp((t + t_quantile(POWER, df)) * se) - 1
     mwu = None
     if min(len(baseline), len(other)) >= RANK_TEST_MIN_N:
-        mwu = float(sps.mannwhitneyu(other, baseline, alternative="two-sided").pvalue)
+        from scipy.stats import mannwhitneyu  # half a second to import, which only a rank test needs (every command imports this module)
+
+        mwu = float(mannwhitneyu(other, baseline, alternative="two-sided").pvalue)
     half = None if low is None else math.sqrt(high / low) - 1  # exp(log half-width) − 1
     needs = figure_needs([baseline, other], half)
     result = Comparison(len(baseline), len(other), ratio, low, high, p, higher_is_better, detectable, mwu, p_adjusted=p, needs_runs=needs)
@@ -259,7 +270,7 @@ def _pooled_log_sd(samples: list[list[float]]) -> float | None:
 
 
 def _half_width(pooled_log_sd: float, runs: int) -> float:
-    return float(sps.t.ppf((1 + CONFIDENCE) / 2, 2 * runs - 2)) * pooled_log_sd * math.sqrt(2 / runs)
+    return t_quantile((1 + CONFIDENCE) / 2, 2 * runs - 2) * pooled_log_sd * math.sqrt(2 / runs)
 
 
 def projected_half_width(samples: list[list[float]], runs: int) -> float:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import operator
 from dataclasses import asdict
 from enum import Enum
 from pathlib import Path
@@ -79,7 +80,7 @@ SUMMARY_COLUMNS: dict[str, type] = {
     "n": int, "mean": float, "median": float, "stdev": float, "cv": float, "minimum": float, "maximum": float, "ci_low": float, "ci_high": float, "needs_runs": int,
     "warnings": str,
 }  # fmt: skip
-RUN_COLUMNS: dict[str, type] = {  # results.db.RunMetric's fields
+RUN_COLUMNS: dict[str, type] = {  # results.db.RunMetric's fields but its direction and roles
     "study_run": int, "run_id": int, "target": str, "workload": str, "repetition": int, "block": int, "warmup": bool, "status": str,
     "phase": str, "metric": str, "value": float, "unit": str,
 }  # fmt: skip
@@ -96,7 +97,8 @@ def summary_rows(s: StudySummary) -> list[list]:
 
 def run_rows(s: StudySummary) -> list[list]:
     """Every run, failed runs and warm-ups too, one row per metric (RUN_COLUMNS): long format."""
-    return [[getattr(m, column) for column in RUN_COLUMNS] for m in s.run_metrics]
+    columns = operator.attrgetter(*RUN_COLUMNS)  # one call a row, not one a cell: there are tens of thousands of rows
+    return [list(columns(m)) for m in s.run_metrics]
 
 
 def to_csv(s: StudySummary) -> str:

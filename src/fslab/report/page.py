@@ -1,8 +1,10 @@
 """`fslab report`: one study run, or several of one study, read from the database, and the page
-(html.py) with its figures (figures.py) written: report.html and figures/ in one folder."""
+(html.py) written: report.html in its folder; on request (--figures) every chart of it also as
+figure files (figures.py) in figures/ beside it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,15 +31,25 @@ class ReportRefused(FslabError):
 @dataclass(frozen=True)
 class ReportFiles:
     page: Path
-    figures: list[Path]  # NAME.svg and NAME.png of every chart, in FIGURES beside the page
+    figures: list[Path]  # NAME.svg and NAME.png of every chart, in FIGURES beside the page; none unless asked for
 
 
 def write_report(
-    db: ResultsDB, study_runs: list[dict], folder: Path, *, baseline: str | None = None, threshold: float = 0.03, units: Bandwidth | None = None, regression: float = 0.05
+    db: ResultsDB,
+    study_runs: list[dict],
+    folder: Path,
+    *,
+    baseline: str | None = None,
+    threshold: float = 0.03,
+    units: Bandwidth | None = None,
+    regression: float = 0.05,
+    figures: bool = False,
+    rendered: Callable[[int, int], None] | None = None,
 ) -> ReportFiles:
-    """The page of `study_runs` (the database's records, in the order given) and its figures in
-    `folder`. Several study runs must be of one study: each later one is compared with the first,
-    cell by cell, as `fslab compare` does, and each is shown whole after the comparisons."""
+    """The page of `study_runs` (the database's records, in the order given) in `folder`, and
+    with `figures` every chart of it as SVG and PNG (`rendered(done, total)` is told of each).
+    Several study runs must be of one study: each later one is compared with the first, cell by
+    cell, as `fslab compare` does, and each is shown whole after the comparisons."""
     studies = {sr["study"] for sr in study_runs}
     if len(studies) > 1:
         raise ReportRefused(f"study runs {', '.join(str(sr['id']) for sr in study_runs)} are of different studies ({', '.join(sorted(studies))}): a page compares runs of one study")
@@ -53,8 +65,8 @@ def write_report(
     title = f"{first['study']} — study run{'s' if len(study_runs) > 1 else ''} {ids}"
     page = Page(title, runs, comparisons)
     own_folder(folder)
-    figures = write_figures(page.charts, folder / FIGURES)
-    return ReportFiles(write_own(folder / PAGE, render_page(page)), figures)
+    written = write_figures(page.charts, folder / FIGURES, rendered) if figures else []
+    return ReportFiles(write_own(folder / PAGE, render_page(page)), written)
 
 
 def default_folder(reports: Path, study_runs: list[dict]) -> Path:

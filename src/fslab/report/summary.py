@@ -20,7 +20,7 @@ from fslab.metrics import PHASE_SEPARATOR, qualified, unqualified
 from fslab.monitors import METRICS as MONITOR_METRICS
 from fslab.raw_reference import BeyondRaw, CachedReference, beyond_raw, cached_references, raw_references
 from fslab.results import ResultsDB
-from fslab.results.db import RunMetric, SampleGroups
+from fslab.results.db import RunMetric, SampleGroups, group_samples
 from fslab.stats import RUNS_NEEDED_LIMIT, Summary, summarize
 from fslab.units import Bandwidth, format_size
 from fslab.workloads.fio import DIRECTIONS, METRICS as FIO_METRICS, PERCENTILES
@@ -89,7 +89,8 @@ def summarize_study_run(
     skipped = [Unsupported(**u) for u in (study_run.get("settings") or {}).get("skipped", [])]
     targets = db.targets(study_run_id)
     runs = db.runs(study_run_id)
-    groups = db.sample_groups(study_run_id)
+    run_metrics = db.run_metrics(study_run_id)
+    groups = group_samples(run_metrics)
     stored_workloads = db.workloads(study_run_id)
     workloads = [w["name"] for w in stored_workloads]
     failures = [FailedRun(r["target"], r["workload"], r["repetition"], (r["failure"] or {}).get("phase", ""), r["error"] or "") for r in runs if r["status"] != "ok"]
@@ -137,7 +138,7 @@ def summarize_study_run(
         skipped=skipped,
         cached_reference=cached_references(groups.values, targets, {w["name"]: w["spec"].get("fio_options") or {} for w in stored_workloads}),
         runs=runs,
-        run_metrics=db.run_metrics(study_run_id),
+        run_metrics=run_metrics,
     )
 
 

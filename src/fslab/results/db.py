@@ -265,8 +265,9 @@ class StoredRun:
 
 @dataclass(frozen=True)
 class RunMetric:
-    """One metric of one run, in long format (`fslab export`, runs.csv): a run that stored no
-    metric (a failed run) is one row with no phase, metric, value or unit."""
+    """One metric of one run, in long format (`fslab export`, runs.csv), with its direction and
+    roles as stored (the statistics group them: group_samples): a run that stored no metric (a
+    failed run) is one row with no phase, metric, value, unit, direction or roles."""
 
     study_run: int
     run_id: int
@@ -280,6 +281,9 @@ class RunMetric:
     metric: str | None
     value: float | None
     unit: str | None
+    higher_is_better: bool | None = None
+    primary: bool | None = None
+    compared: bool | None = None
 
 
 RunKey = tuple[str, str, int, bool]  # target, workload, repetition, warm-up: one run of a study run
@@ -481,11 +485,12 @@ class ResultsDB:
 
     def run_metrics(self, study_run_id: int) -> list[RunMetric]:
         """Every run of a study run — failed runs and warm-ups too — with each of its metrics, in
-        the order the runs were stored."""
+        the order the runs were stored (a summary reads them once: its files list them all, its
+        statistics group those of the measured runs, group_samples)."""
         query = (
             sa.select(
                 runs.c.study_run_id, runs.c.id, runs.c.target, runs.c.workload, runs.c.repetition, runs.c.block, runs.c.warmup, runs.c.status,
-                metrics.c.phase, metrics.c.name, metrics.c.value, metrics.c.unit,
+                metrics.c.phase, metrics.c.name, metrics.c.value, metrics.c.unit, metrics.c.higher_is_better, metrics.c.primary, metrics.c.compared,
             )
             .outerjoin(metrics, metrics.c.run_id == runs.c.id)
             .where(runs.c.study_run_id == study_run_id)
@@ -495,7 +500,8 @@ class ResultsDB:
             return [RunMetric(*row) for row in conn.execute(query)]
 
     def sample_groups(self, study_run_id: int) -> SampleGroups:
-        return group_samples(self.samples(study_run_id))
+        """The samples of every successful measured run (no warm-ups), grouped by cell."""
+        return group_samples(self.run_metrics(study_run_id))
 
     def samples(self, study_run_id: int) -> list[dict]:
         """One row per metric of every successful measured run (no warm-ups), in run order."""
@@ -552,15 +558,19 @@ class SampleGroups:
     roles: Roles = Roles()
 
 
-def group_samples(rows: list[dict]) -> SampleGroups:
+def group_samples(rows: list[RunMetric]) -> SampleGroups:
+    """The metrics of the successful measured runs (no warm-ups) among `rows`, grouped by cell
+    in run order."""
     groups = SampleGroups({}, {}, {})
     flags = []
     for row in rows:
-        key = qualified(row["phase"], row["name"])
-        groups.values.setdefault((row["workload"], row["target"]), {}).setdefault(key, []).append(row["value"])
-        groups.units[key] = row["unit"]
-        groups.higher_is_better[key] = row["higher_is_better"]
-        flags.append((row["workload"], key, row["primary"], row["compared"]))
+        if row.status != "ok" or row.warmup or row.metric is None:
+            continue
+        key = qualified(row.phase, row.metric)
+        groups.values.setdefault((row.workload, row.target), {}).setdefault(key, []).append(row.value)
+        groups.units[key] = row.unit
+        groups.higher_is_better[key] = row.higher_is_better
+        flags.append((row.workload, key, row.primary, row.compared))
     groups.roles = Roles.flagged(flags)
     return groups
 
