@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+from altair.vegalite.v6.schema.core import TopLevelSpec
 from test_report_html import W, layer, synthetic
 
 from fslab.report.charts import latency_percentiles_chart, study_charts, throughput_chart
 from fslab.report.details import LatencyHistogram, RunDetails, ThroughputTrace, throughput_traces
 from fslab.units import Bandwidth
 from fslab.workloads.base import RawOutput
-from fslab.workloads.fio import LOG_TOOL, Throughput
+from fslab.workloads.fio import LOG_TOOL, Throughput, throughput_over_time
 
 
 def logs(kib_s: list[int], direction: int = 0, window_ms: int = 500, phase: str = "") -> RawOutput:
@@ -27,10 +28,20 @@ def run(run_id: int, repetition: int, target: str = "ext4", workload: str = "seq
     return {"id": run_id, "repetition": repetition, "target": target, "workload": workload}
 
 
+def bandwidths(outputs: dict[int, list[RawOutput]], direction: str = "read") -> dict[tuple[int, str, str], float]:
+    """Each run's bandwidth as stored with it: what its logs average to (MB/s)."""
+    return {
+        (run_id, o.phase, f"{t.direction}_mb_s"): sum(t.bytes_s) / len(t.bytes_s) / 1e6
+        for run_id, each in outputs.items()
+        for o in each
+        for t in throughput_over_time(o.text)
+    }
+
+
 def test_the_cells_median_run_is_drawn():
     runs = [run(1, 1), run(2, 2), run(3, 3), run(4, 1, "xfs"), run(5, 2, "xfs")]
     outputs = {1: [logs([100, 100])], 2: [logs([300, 300])], 3: [logs([100, 300])], 4: [logs([50, 60])], 5: [logs([70, 80])]}
-    traces, unreadable = throughput_traces(outputs, runs)
+    traces, unreadable = throughput_traces(outputs, runs, bandwidths(outputs))
     assert unreadable == []
     drawn = {t.target: t for t in traces}
     assert (drawn["ext4"].repetition, drawn["ext4"].runs) == (3, 3), "mean 200 KiB/s: the median of 100, 200, 300"
@@ -40,11 +51,17 @@ def test_the_cells_median_run_is_drawn():
 
 def test_each_phase_and_direction_is_its_own_trace_and_a_bad_log_is_said():
     runs = [run(1, 1, workload="ageing")]
-    outputs = {1: [logs([10], phase="write"), logs([20], direction=1, phase="write"), logs([30], phase="after"), RawOutput("after", LOG_TOOL, "{not json")]}
-    traces, unreadable = throughput_traces(outputs, runs)
-    assert sorted((t.phase, t.throughput.direction) for t in traces) == [("after", "read"), ("write", "read"), ("write", "write")]
+    reading, writing = (json.loads(logs(v, direction=d).text) for v, d in (([10], 0), ([20], 1)))
+    both = {"log_avg_msec": 500, "files": reading["files"] | {name.replace(".1.", ".2."): text for name, text in writing["files"].items()}}  # job 2 writes
+    outputs = {1: [RawOutput("write", LOG_TOOL, json.dumps(both)), logs([30], phase="after")]}
+    stored = bandwidths(outputs) | {(2, "after", "read_mb_s"): 0.01}
+    outputs[2] = [RawOutput("after", LOG_TOOL, "{not json")]
+    runs.append(run(2, 2, workload="ageing"))
+    traces, unreadable = throughput_traces(outputs, runs, stored)
+    assert sorted((t.phase, t.throughput.direction) for t in traces) == [("write", "read"), ("write", "write")]
     [said] = unreadable
-    assert said.startswith("ext4 · ageing · run 1: fio's stored logs cannot be read")
+    assert said.startswith("ext4 · ageing · run 2: fio's stored logs cannot be read"), "phase after: run 2 (0.01 MB/s) the lower of the middle two"
+    assert throughput_traces(outputs, runs, {})[0] == [], "no bandwidth stored, no run to draw"
 
 
 def trace(target: str, values: list[float], repetition: int = 2, phase: str = "") -> ThroughputTrace:
@@ -55,13 +72,14 @@ def trace(target: str, values: list[float], repetition: int = 2, phase: str = ""
 def test_the_chart_draws_each_targets_windows_in_the_pages_units():
     chart = throughput_chart([trace("ext4", [100, 200, 200]), trace("xfs", [150, 150, 150], repetition=1)], ["ext4", "xfs"], Bandwidth.MB)
     assert chart.name == "seq-write-throughput" and chart.title == "seq: write throughput over time"
-    rows = chart.spec["data"]["values"] if "data" in chart.spec else next(iter(chart.spec["datasets"].values()))
+    rows = layer(chart.spec, "line")
     assert [(r["target"], r["seconds"], r["bandwidth"]) for r in rows if r["target"] == "ext4"] == [("ext4", 0.5, 100), ("ext4", 1.0, 200), ("ext4", 1.5, 200)]
     assert {r["run"] for r in rows if r["target"] == "xfs"} == {1}
     assert chart.spec["encoding"]["y"]["title"] == "write MB/s"
     assert "windows of 500 ms" in chart.caption and "ext4 run 2 of 3, xfs run 1 of 3" in chart.caption
+    TopLevelSpec.validate(chart.spec)
     binary = throughput_chart([trace("ext4", [2**20 / 1e6])], ["ext4"], Bandwidth.MIB)
-    [row] = [r for r in (binary.spec["data"]["values"] if "data" in binary.spec else next(iter(binary.spec["datasets"].values()))) if r["seconds"] == 0.5]
+    [row] = [r for r in layer(binary.spec, "line") if r["seconds"] == 0.5]
     assert row["bandwidth"] == 1.0 and binary.spec["encoding"]["y"]["title"] == "write MiB/s"
     phased = throughput_chart([trace("ext4", [1], phase="overwrite")], ["ext4"], Bandwidth.MB)
     assert phased.name == "seq-overwrite-write-throughput" and phased.title.startswith("seq · overwrite:")
@@ -90,4 +108,4 @@ def test_a_long_run_is_drawn_in_coarser_windows():
     assert drawn.bytes_s[-1] == sum(range(997, 1002)) / 5 and drawn.seconds[-1] == long.seconds[-1], "the last, shorter group: its own mean"
     assert set(drawn.iops) == {2.0} and long.coarsened(2000) is long
     chart = throughput_chart([ThroughputTrace("seq", "ext4", "", 1, 1, long)], ["ext4"], Bandwidth.MB)
-    assert len(chart.spec["data"]["values"]) == 167 and "windows of 600 ms" in chart.caption
+    assert len(layer(chart.spec, "line")) == 167 and "windows of 600 ms" in chart.caption

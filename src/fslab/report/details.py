@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 from fslab.report.summary import StudySummary
 from fslab.results import ResultsDB
 from fslab.workloads.base import RawOutput
-from fslab.workloads.fio import LOG_TOOL, Throughput, latency_bins, throughput_over_time
+from fslab.workloads.fio import DIRECTIONS, LOG_TOOL, Throughput, latency_bins, throughput_over_time
 
 # Which latency's distribution is drawn: the total latency the tables show (fio keeps its bins
 # since fslab asks for lat_percentiles), else completion latency, the bins fio always keeps.
 DISTRIBUTED = ("lat", "clat")
+BANDWIDTH = {f"{d}_mb_s": d for d in DIRECTIONS}  # what picks the run whose throughput over time is drawn
 
 
 @dataclass(frozen=True)
@@ -35,8 +36,8 @@ class LatencyHistogram:
 
 @dataclass(frozen=True)
 class ThroughputTrace:
-    """One cell's throughput over time in one direction of one phase: of its run whose mean
-    throughput is the cell's median (the lower of the middle two), fio's logs (fio.Throughput)."""
+    """One cell's throughput over time in one direction of one phase: of its run whose bandwidth
+    is the cell's median (the lower of the middle two), fio's logs (fio.Throughput)."""
 
     workload: str
     target: str
@@ -66,7 +67,8 @@ def run_details(db: ResultsDB, s: StudySummary) -> RunDetails:
         if r["device_facts"]:
             devices.setdefault(r["target"], r["device_facts"])
     histograms, unreadable = _histograms(db.outputs_of_study_run(s.study_run["id"], "fio", phase=None), runs)
-    traces, unreadable_logs = throughput_traces(db.outputs_of_study_run(s.study_run["id"], LOG_TOOL, phase=None), runs)
+    bandwidths = {(m.run_id, m.phase or "", m.metric): m.value for m in s.run_metrics if m.metric in BANDWIDTH}
+    traces, unreadable_logs = throughput_traces(db.outputs_of_study_run(s.study_run["id"], LOG_TOOL, phase=None), runs, bandwidths)
     return RunDetails(histograms, traces, job_files, devices, unreadable + unreadable_logs)
 
 
@@ -106,23 +108,25 @@ def cell_histograms(workload: str, target: str, each_run: list[dict[tuple[str, s
     return found
 
 
-def throughput_traces(outputs: dict[int, list[RawOutput]], runs: list[dict]) -> tuple[list[ThroughputTrace], list[str]]:
-    """Per cell, phase and direction, the median run's throughput over time, from fio's logs of
-    every phase (`outputs`, by run id)."""
-    per_cell: dict[tuple[str, str, str, str], list[tuple[float, int, Throughput]]] = defaultdict(list)
-    unreadable = []
+def throughput_traces(outputs: dict[int, list[RawOutput]], runs: list[dict], bandwidths: dict[tuple[int, str, str], float]) -> tuple[list[ThroughputTrace], list[str]]:
+    """Per cell, phase and direction, the throughput over time of its median run by the
+    bandwidth stored of it (`bandwidths`: (run id, phase, "<direction>_mb_s") → its value, as fio's
+    JSON gave it: what the logs average to), from that run's fio logs of that phase (`outputs`,
+    by run id). Only the runs drawn are parsed."""
+    candidates: dict[tuple[str, str, str, str], list[tuple[float, int, RawOutput]]] = defaultdict(list)
     for r in runs:
         for output in outputs.get(r["id"], []):
-            try:
-                found = throughput_over_time(output.text)
-            except ValueError as exc:
-                unreadable.append(f"{r['target']} · {r['workload']} · run {r['repetition']}: fio's stored logs cannot be read ({exc})")
-                continue
-            for t in found:
-                mean = sum(t.bytes_s) / len(t.bytes_s)
-                per_cell[(r["workload"], r["target"], output.phase, t.direction)].append((mean, r["repetition"], t))
-    traces = []
-    for (workload, target, phase, _), each_run in per_cell.items():
-        _, repetition, throughput = sorted(each_run, key=lambda e: (e[0], e[1]))[(len(each_run) - 1) // 2]
-        traces.append(ThroughputTrace(workload, target, phase, repetition, len(each_run), throughput))
+            for metric, direction in BANDWIDTH.items():
+                if (found := bandwidths.get((r["id"], output.phase, metric))) is not None:
+                    candidates[(r["workload"], r["target"], output.phase, direction)].append((found, r["repetition"], output))
+    traces, unreadable = [], []
+    for (workload, target, phase, direction), each_run in candidates.items():
+        _, repetition, output = sorted(each_run, key=lambda e: e[:2])[(len(each_run) - 1) // 2]
+        try:
+            throughput = next((t for t in throughput_over_time(output.text) if t.direction == direction), None)
+        except ValueError as exc:
+            unreadable.append(f"{target} · {workload} · run {repetition}: fio's stored logs cannot be read ({exc})")
+            continue
+        if throughput is not None:
+            traces.append(ThroughputTrace(workload, target, phase, repetition, len(each_run), throughput))
     return traces, unreadable
