@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -313,6 +314,7 @@ def report(
 ) -> None:
     """Write one self-contained HTML page of a study run (or several compared); with --figures, its charts also as SVG and PNG figures."""
     from fslab.report.page import default_folder, write_report  # altair, vl-convert, jinja2: a quarter second no other command needs to wait for
+    gc.freeze()  # as main does: the page's modules too
 
     results = _open_db(db)
     found = [_find_study_run(results, ref) for ref in study_runs or [None]]
@@ -395,6 +397,7 @@ def cleanup(workdir: WorkdirOption = DEFAULT_WORKDIR) -> None:
 
 def main() -> None:
     """The `fslab` command: every error a user can act on is printed here, once, without a traceback."""
+    gc.freeze()  # what the imports made lives as long as fslab: the collector need not walk it on every pass
     try:
         app(prog_name="fslab", standalone_mode=True)
     except FslabError as exc:

@@ -11,7 +11,11 @@ JSON inside a script element has its <, > and & escaped, so no text closes the e
 from __future__ import annotations
 
 import json
+import multiprocessing
 import re
+from collections.abc import Callable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
@@ -185,13 +189,13 @@ def comparison_section(older: dict, newer: dict, rows: list[Row], regressed: lis
     )
 
 
-def render_page(page: Page) -> str:
-    """The whole page as one HTML document."""
+def render_page(page: Page, vega_bundle: Callable[[], str] | None = None) -> str:
+    """The whole page as one HTML document (`vega_bundle`: vega_bundle_meanwhile's, if begun)."""
     specs = {c.name: _fitted(c.spec) for c in page.charts}
     if len(specs) != len(page.charts):
         raise ReportError("two charts of the report share a name: " + ", ".join(sorted({c.name for c in page.charts if [d.name for d in page.charts].count(c.name) > 1})))
     return _environment_of_templates().get_template("report.html.j2").render(
-        page=page, specs=_script_json(specs), vega_script=Markup(_vega_bundle()), fslab_version=__version__,
+        page=page, specs=_script_json(specs), vega_script=Markup((vega_bundle or _vega_bundle)()), fslab_version=__version__,
     )
 
 
@@ -205,6 +209,17 @@ def _environment_of_templates() -> jinja2.Environment:
 def emphasis(text: str) -> Markup:
     """A summary line as HTML: escaped, its **bold** kept as bold."""
     return Markup(re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", str(escape(text))))
+
+
+@contextmanager
+def vega_bundle_meanwhile() -> Iterator[Callable[[], str]]:
+    """vl-convert's bundle (_vega_bundle) made in a process of its own while the caller builds the
+    page, given by the function yielded: it takes a second, holding the interpreter throughout,
+    which a second CPU can spend instead. The process is forked before the bundle is asked for:
+    it inherits nothing running."""
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork")) as pool:
+        made = pool.submit(_vega_bundle)
+        yield made.result
 
 
 @cache

@@ -14,7 +14,7 @@ from fslab.guard.names import file_name
 from fslab.report.console import environment_differences
 from fslab.report.details import run_details
 from fslab.report.figures import write_figures
-from fslab.report.html import Page, comparison_section, render_page, run_section
+from fslab.report.html import Page, comparison_section, render_page, run_section, vega_bundle_meanwhile
 from fslab.report.output import own_folder, write_own
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB
@@ -53,20 +53,21 @@ def write_report(
     studies = {sr["study"] for sr in study_runs}
     if len(studies) > 1:
         raise ReportRefused(f"study runs {', '.join(str(sr['id']) for sr in study_runs)} are of different studies ({', '.join(sorted(studies))}): a page compares runs of one study")
-    summaries = [summarize_study_run(db, sr["id"], baseline=baseline, threshold=threshold, units=units) for sr in study_runs]
-    several = len(study_runs) > 1
-    runs = [run_section(s, run_details(db, s), chart_prefix=f"{s.study_run['id']}-" if several else "") for s in summaries]
-    first = study_runs[0]
-    comparisons = []
-    for later, s in zip(study_runs[1:], summaries[1:]):
-        rows = compare_study_runs(summaries[0].samples, s.samples, threshold=threshold)
-        comparisons.append(comparison_section(first, later, rows, regressions(rows, regression), environment_differences(first["environment"], later["environment"])))
-    ids = ", ".join(str(sr["id"]) for sr in study_runs)
-    title = f"{first['study']} — study run{'s' if len(study_runs) > 1 else ''} {ids}"
-    page = Page(title, runs, comparisons)
-    own_folder(folder)
-    written = write_figures(page.charts, folder / FIGURES, rendered) if figures else []
-    return ReportFiles(write_own(folder / PAGE, render_page(page)), written)
+    with vega_bundle_meanwhile() as vega_bundle:
+        summaries = [summarize_study_run(db, sr["id"], baseline=baseline, threshold=threshold, units=units) for sr in study_runs]
+        several = len(study_runs) > 1
+        runs = [run_section(s, run_details(db, s), chart_prefix=f"{s.study_run['id']}-" if several else "") for s in summaries]
+        first = study_runs[0]
+        comparisons = []
+        for later, s in zip(study_runs[1:], summaries[1:]):
+            rows = compare_study_runs(summaries[0].samples, s.samples, threshold=threshold)
+            comparisons.append(comparison_section(first, later, rows, regressions(rows, regression), environment_differences(first["environment"], later["environment"])))
+        ids = ", ".join(str(sr["id"]) for sr in study_runs)
+        title = f"{first['study']} — study run{'s' if len(study_runs) > 1 else ''} {ids}"
+        page = Page(title, runs, comparisons)
+        own_folder(folder)
+        written = write_figures(page.charts, folder / FIGURES, rendered) if figures else []
+        return ReportFiles(write_own(folder / PAGE, render_page(page, vega_bundle)), written)
 
 
 def default_folder(reports: Path, study_runs: list[dict]) -> Path:
