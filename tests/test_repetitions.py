@@ -96,7 +96,10 @@ def test_compare_gates_on_a_regression(tmp_path):
     listed = regressed.stdout.split("regression(s):")[1]
     assert "xfs · rand_read · read IOPS" in listed and "raw · rand_read · read IOPS" in listed, regressed.stdout
     assert "Same environment" in regressed.stdout
-    assert max(len(line) for line in regressed.stdout.splitlines()) <= CONSOLE_WIDTH, "as a 120-column terminal shows it"
+    table = regressed.stdout.split("Ratios of geometric means")[0]
+    assert max(len(line) for line in table.splitlines()) <= CONSOLE_WIDTH, "as a 120-column terminal shows it"
+    [said] = [line for line in regressed.stdout.splitlines() if line.startswith("Ratios of geometric means")]
+    assert len(said) > CONSOLE_WIDTH and said.endswith("by more than 5%."), "a message stays one line: the terminal wraps it"
     same = fslab("compare", str(fast), str(fast), "--db", str(path))
     assert same.returncode == 0 and "no regression" in same.stdout, same.stdout + same.stderr
     # uncapped QD16 reads are faster, and their queues make the p99 latency longer: both are said

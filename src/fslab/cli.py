@@ -39,7 +39,9 @@ from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 
 app = typer.Typer(help="fslab: a laboratory for filesystem performance on Linux.", no_args_is_help=True, add_completion=False)
 # Piped or logged output gets room for the summary tables instead of 80 wrapped columns.
-console = Console(width=None if sys.stdout.isatty() else CONSOLE_WIDTH)  # piped: as a 120-column terminal shows it
+# Piped, the tables are as a 120-column terminal shows them, and a message is one line, as the
+# terminal would wrap it (a log stays greppable).
+console = Console() if sys.stdout.isatty() else Console(width=CONSOLE_WIDTH, soft_wrap=True)
 errors = Console(stderr=True)
 
 DbOption = Annotated[Optional[str], typer.Option("--db", envvar="FSLAB_DB", help="Results database: an SQLite file, or a database URL. \\[default: ./fslab.db]")]
