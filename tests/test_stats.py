@@ -40,7 +40,9 @@ from fslab.stats import (  # noqa: E402
     adjust_family,
     benjamini_hochberg,
     cell_warnings,
+    SamplePair,
     compare,
+    compare_pairs,
     modified_z_scores,
     rank,
     runs_needed,
@@ -65,6 +67,27 @@ def test_mann_whitney_only_with_seven_runs_a_side():
     a, b = list(rng.normal(100, 3, 7)), list(rng.normal(110, 3, 8))
     c = compare(a, b)
     assert c.mann_whitney_p == pytest.approx(sps.mannwhitneyu(b, a, alternative="two-sided").pvalue)
+
+
+
+def test_pairs_compared_together_give_each_pair_its_own_figures_to_the_bit():
+    """compare_pairs runs the rank tests of many pairs in one scipy call per batch: each p-value must
+    be the one scipy gives that pair alone, exactly, whatever else is in the list. Small samples
+    with and without ties side by side: scipy picks the exact test per call, unless a row has ties."""
+    rng = np.random.default_rng(11)
+
+    def cell(n: int, tied: bool) -> list[float]:
+        values = [float(v) for v in rng.lognormal(np.log(100), 0.05, n)]
+        return [*values[:-1], values[0]] if tied else values
+
+    sizes = [(7, 7), (10, 10), (7, 8), (5, 5), (12, 9), (10, 10), (8, 7), (7, 7)]
+    pairs = [SamplePair(cell(n_a, tied), cell(n_b, False), higher_is_better=i % 3 != 0) for i, (n_a, n_b) in enumerate(sizes) for tied in (False, True)]
+    together = compare_pairs(pairs)
+    assert together == [compare(p.baseline, p.other, p.higher_is_better) for p in pairs]
+    alone = [float(sps.mannwhitneyu(p.other, p.baseline, alternative="two-sided").pvalue) if min(len(p.baseline), len(p.other)) >= 7 else None for p in pairs]
+    assert [c.mann_whitney_p for c in together] == alone
+    assert len({alone[0], alone[1], alone[-2], alone[-1]}) == 4, "7 against 7 with and without ties: the exact and the normal test"
+    assert compare_pairs([]) == []
 
 
 def test_benjamini_hochberg_matches_scipy():

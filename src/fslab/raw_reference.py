@@ -15,7 +15,7 @@ import numpy as np
 
 from fslab.analysis import Samples, roles_of
 from fslab.metrics import Roles, unqualified
-from fslab.stats import Comparison, compare
+from fslab.stats import Comparison, SamplePair, compare_pairs
 from fslab.study import image_names
 
 # A target whose 95 % interval of target / raw reference lies wholly above this is flagged.
@@ -94,8 +94,9 @@ def beyond_raw(
     With several devices the reference is their sum, run by run: the k-th run of each device
     (measured in the same interleaved block) added up, as if they had been driven together, so
     the reference keeps the runs' own spread instead of pretending to a single number."""
-    found: dict[tuple[str, str], dict[str, BeyondRaw]] = {}
     roles = roles_of(samples, roles)
+    judged_cells: list[tuple[str, str, str, str | None]] = []  # (workload, target, metric, the reference's workload when not its own)
+    pairs: list[SamplePair] = []
     # once per set of raw devices and direction, not once per cell: the cells they could not run share it
     fastest = {(raws, name): _fastest(samples, raws, name) for raws in {tuple(r) for r in references.values() if r} for name in BANDWIDTHS}
     for (workload, target), metrics in samples.items():
@@ -114,9 +115,12 @@ def beyond_raw(
             summed = [float(sum(runs)) for runs in zip(*raw_runs)]
             if not summed or min(summed + metrics[metric]) <= 0:
                 continue
-            ratio = compare(summed, metrics[metric])
-            if ratio.needs_runs is None and ratio.ci_low is not None and ratio.ci_low > factor:
-                found.setdefault((workload, target), {})[metric] = BeyondRaw(ratio, reference)
+            judged_cells.append((workload, target, metric, reference))
+            pairs.append(SamplePair(summed, metrics[metric]))
+    found: dict[tuple[str, str], dict[str, BeyondRaw]] = {}
+    for (workload, target, metric, reference), ratio in zip(judged_cells, compare_pairs(pairs)):  # compared together: their rank tests run in one call
+        if ratio.needs_runs is None and ratio.ci_low is not None and ratio.ci_low > factor:
+            found.setdefault((workload, target), {})[metric] = BeyondRaw(ratio, reference)
     return found
 
 

@@ -182,10 +182,31 @@ def log_welch(baseline: list[float], other: list[float]) -> tuple[float, float |
     return diff, se, df
 
 
+@dataclass(frozen=True)
+class SamplePair:
+    """Two cells to compare: `other` against `baseline`, in a metric whose direction is `higher_is_better`."""
+
+    baseline: list[float]
+    other: list[float]
+    higher_is_better: bool = True
+
+
 def compare(baseline: list[float], other: list[float], higher_is_better: bool = True, threshold: float = 0.03) -> Comparison:
     """Ratio other/baseline with its 95 % Welch interval on the log scale, unadjusted verdict."""
-    if min(baseline + other) <= 0:
-        raise ValueError("ratios need positive samples")
+    return compare_pairs([SamplePair(baseline, other, higher_is_better)], threshold)[0]
+
+
+def compare_pairs(pairs: list[SamplePair], threshold: float = 0.03) -> list[Comparison]:
+    """compare() of each pair, in order. Asked for together so that their rank tests run together
+    (mann_whitney_p_values): a study run compares a thousand pairs and more."""
+    for pair in pairs:
+        if min(pair.baseline + pair.other) <= 0:
+            raise ValueError("ratios need positive samples")
+    return [_compared(pair, rank_p, threshold) for pair, rank_p in zip(pairs, mann_whitney_p_values(pairs))]
+
+
+def _compared(pair: SamplePair, mann_whitney_p: float | None, threshold: float) -> Comparison:
+    baseline, other = pair.baseline, pair.other
     diff, se, df = log_welch(baseline, other)
     ratio = math.exp(diff)
     low = high = p = detectable = None
@@ -198,15 +219,35 @@ def compare(baseline: list[float], other: list[float], higher_is_better: bool = 
             low, high = math.exp(diff - t * se), math.exp(diff + t * se)
             p = float(2 * special.stdtr(df, -abs(diff) / se))  # scipy.stats.t.sf, as t_quantile
         detectable = math.exp((t + t_quantile(POWER, df)) * se) - 1
-    mwu = None
-    if min(len(baseline), len(other)) >= RANK_TEST_MIN_N:
-        from scipy.stats import mannwhitneyu  # half a second to import, which only a rank test needs (every command imports this module)
-
-        mwu = float(mannwhitneyu(other, baseline, alternative="two-sided").pvalue)
     half = None if low is None else math.sqrt(high / low) - 1  # exp(log half-width) − 1
     needs = figure_needs([baseline, other], half)
-    result = Comparison(len(baseline), len(other), ratio, low, high, p, higher_is_better, detectable, mwu, p_adjusted=p, needs_runs=needs)
+    result = Comparison(len(baseline), len(other), ratio, low, high, p, pair.higher_is_better, detectable, mann_whitney_p, p_adjusted=p, needs_runs=needs)
     return with_verdict(result, threshold)
+
+
+def mann_whitney_p_values(pairs: list[SamplePair]) -> list[float | None]:
+    """Each pair's two-sided Mann–Whitney U p-value (other against baseline) where both sides have
+    RANK_TEST_MIN_N runs or more, else None.
+
+    scipy's per-call checks cost some 30 times the test itself, so pairs go into one call each
+    batch (2-D samples, a row per pair: each row gets the p-value of its own call). A batch holds
+    pairs of the same sizes and with or without ties alike: scipy chooses between the exact and
+    the normal test per call, by the sizes and by whether any row has ties."""
+    batches: dict[tuple[int, int, bool], list[int]] = {}
+    for i, pair in enumerate(pairs):
+        sizes = (len(pair.other), len(pair.baseline))
+        if min(sizes) >= RANK_TEST_MIN_N:
+            tied = len(set(pair.other) | set(pair.baseline)) < sum(sizes)
+            batches.setdefault((*sizes, tied), []).append(i)
+    found: list[float | None] = [None] * len(pairs)
+    if batches:
+        from scipy.stats import mannwhitneyu  # half a second to import, which only a rank test needs (every command imports this module)
+
+        for rows in batches.values():
+            tested = mannwhitneyu([pairs[i].other for i in rows], [pairs[i].baseline for i in rows], alternative="two-sided", axis=1)
+            for i, p in zip(rows, tested.pvalue):
+                found[i] = float(p)
+    return found
 
 
 def beyond(ratio: float, threshold: float) -> bool:
