@@ -62,8 +62,9 @@ def summarize(values: list[float], higher_is_better: bool = True) -> Summary:
     """Descriptive statistics of one cell's samples, in run order, with warnings."""
     if not values:
         raise ValueError("no samples to summarize")
-    # numpy for the mean and the standard deviation (its pairwise sums are the figures printed so
-    # far); plain Python for the rest: numpy's per-call overhead is 10 times the work on a cell's ~10 runs.
+    # The mean and standard deviation stay numpy's: its pairwise sums can differ from a plain sum
+    # in the last bit. The order statistics in plain Python from one sort: numpy's per-call
+    # overhead is 10 times the work on a cell's ~10 runs.
     data = np.asarray(values, dtype=float)
     floats = data.tolist()
     ordered = sorted(floats)
