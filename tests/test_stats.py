@@ -37,10 +37,14 @@ def test_no_samples_is_an_error():
 
 from fslab.analysis import analyse, ranking_line
 from fslab.stats import (  # noqa: E402
+    NORMAL_MAD,
+    SamplePair,
     adjust_family,
     benjamini_hochberg,
     cell_warnings,
     compare,
+    compare_pairs,
+    median,
     modified_z_scores,
     rank,
     runs_needed,
@@ -65,6 +69,27 @@ def test_mann_whitney_only_with_seven_runs_a_side():
     a, b = list(rng.normal(100, 3, 7)), list(rng.normal(110, 3, 8))
     c = compare(a, b)
     assert c.mann_whitney_p == pytest.approx(sps.mannwhitneyu(b, a, alternative="two-sided").pvalue)
+
+
+
+def test_pairs_compared_together_give_each_pair_its_own_figures_to_the_bit():
+    """compare_pairs runs the rank tests of many pairs in one scipy call per batch: each p-value must
+    be the one scipy gives that pair alone, exactly, whatever else is in the list. Small samples
+    with and without ties side by side: scipy picks the exact test per call, unless a row has ties."""
+    rng = np.random.default_rng(11)
+
+    def cell(n: int, tied: bool) -> list[float]:
+        values = [float(v) for v in rng.lognormal(np.log(100), 0.05, n)]
+        return [*values[:-1], values[0]] if tied else values
+
+    sizes = [(7, 7), (10, 10), (7, 8), (5, 5), (12, 9), (10, 10), (8, 7), (7, 7)]
+    pairs = [SamplePair(cell(n_a, tied), cell(n_b, False), higher_is_better=i % 3 != 0) for i, (n_a, n_b) in enumerate(sizes) for tied in (False, True)]
+    together = compare_pairs(pairs)
+    assert together == [compare(p.baseline, p.other, p.higher_is_better) for p in pairs]
+    alone = [float(sps.mannwhitneyu(p.other, p.baseline, alternative="two-sided").pvalue) if min(len(p.baseline), len(p.other)) >= 7 else None for p in pairs]
+    assert [c.mann_whitney_p for c in together] == alone
+    assert len({alone[0], alone[1], alone[-2], alone[-1]}) == 4, "7 against 7 with and without ties: the exact and the normal test"
+    assert compare_pairs([]) == []
 
 
 def test_benjamini_hochberg_matches_scipy():
@@ -126,6 +151,21 @@ def test_modified_z_scores_use_the_scaled_mad():
     mad = np.median(np.abs(np.array(values) - np.median(values))) * 1.4826
     assert modified_z_scores(values) == pytest.approx(list((np.array(values) - np.median(values)) / mad), rel=1e-4)
     assert modified_z_scores([5.0, 5.0, 5.0]) == [0.0, 0.0, 0.0]
+
+
+def test_median_and_summary_are_numpys_to_the_bit():
+    """The median and the MAD are taken in plain Python (numpy's per-call cost is 10 times the work
+    on a few runs): they must be exactly what numpy gives, the mean of the middle two included."""
+    rng = np.random.default_rng(5)
+    samples = [list(rng.lognormal(np.log(1000), 0.3, n)) for n in range(1, 13) for _ in range(20)]
+    samples += [[3, 1, 4, 1], [2**53 + 1, 2**53 + 3], [7.0, 7.0, 7.0]]
+    for values in samples:
+        data = np.asarray(values, dtype=float)
+        s = summarize(values)
+        assert median(values) == s.median == float(np.median(data)), values
+        assert (s.minimum, s.maximum) == (float(data.min()), float(data.max()))
+        mad = float(np.median(np.abs(data - np.median(data)))) / NORMAL_MAD
+        assert modified_z_scores(values) == ([0.0] * len(data) if mad == 0 else [float(z) for z in (data - np.median(data)) / mad])
 
 
 def test_warnings_flag_but_never_drop():

@@ -15,9 +15,10 @@ from fslab.errors import FslabError
 from fslab.stats import (
     Comparison,
     Ranking,
+    SamplePair,
     adjust_family,
     beyond,
-    compare,
+    compare_pairs,
     geometric_mean,
     inverted,
     rank,
@@ -100,7 +101,7 @@ def analyse(
         raise AnalysisError(f"no target '{baseline}' in this study run; its targets: {', '.join(targets)}")
     precision = threshold if precision is None else precision
     roles = roles_of(samples, roles)
-    tested: dict[PairKey, Comparison] = {}
+    pairs: dict[PairKey, SamplePair] = {}
     needed = {}
     measured = {w: [t for t in targets if (w, t) in samples] for w in workloads}  # workload → its targets with samples
     for workload, present in measured.items():
@@ -111,10 +112,11 @@ def analyse(
             names = list(cells)
             for i, a in enumerate(names):
                 for b in names[i + 1 :]:
-                    tested[(workload, metric, a, b)] = compare(cells[a], cells[b], higher_is_better[metric], threshold)
+                    pairs[(workload, metric, a, b)] = SamplePair(cells[a], cells[b], higher_is_better[metric])
         primary = [samples[(workload, t)][m] for t in present for m in roles.primary_in(workload, samples[(workload, t)])]
         needed[workload] = runs_needed(primary, precision)
-    family = Analysis([], dict(zip(tested, adjust_family(list(tested.values()), threshold))), {}, needed, threshold, precision)
+    tested = compare_pairs(list(pairs.values()), threshold)
+    family = Analysis([], dict(zip(pairs, adjust_family(tested, threshold))), {}, needed, threshold, precision)
     rankings = _rankings(family, samples, roles, higher_is_better, measured)
     return replace(family, rows=_rows(family, samples, roles, targets[0] if targets else None, measured, baselines, baseline), rankings=rankings)
 
@@ -154,15 +156,17 @@ def compare_study_runs(older: SampleGroups, newer: SampleGroups, *, threshold: f
     """Every cell present in both study runs' stored samples: newer against older, BH over all of
     them; each metric's direction and roles as either study run stored them."""
     higher_is_better, roles = {**older.higher_is_better, **newer.higher_is_better}, older.roles | newer.roles
-    rows = []
+    cells, pairs = [], []
     for (workload, target), metrics in older.values.items():
         if (workload, target) not in newer.values:
             continue
         for metric in roles.compared_in(workload, metrics):
             a, b = metrics[metric], newer.values[(workload, target)].get(metric)
             if b and _positive(a + b):
-                rows.append(Row(workload, target, target, metric, compare(a, b, higher_is_better[metric], threshold)))
-    return [replace(r, comparison=c) for r, c in zip(rows, adjust_family([r.comparison for r in rows], threshold))]
+                cells.append((workload, target, metric))
+                pairs.append(SamplePair(a, b, higher_is_better[metric]))
+    compared = adjust_family(compare_pairs(pairs, threshold), threshold)
+    return [Row(workload, target, target, metric, c) for (workload, target, metric), c in zip(cells, compared)]
 
 
 def regressions(rows: list[Row], regression: float) -> list[Row]:

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from fslab.analysis import Samples, roles_of
 from fslab.metrics import Roles, unqualified
-from fslab.stats import Comparison, compare
+from fslab.stats import Comparison, SamplePair, compare_pairs, median
 from fslab.study import image_names
 
 # A target whose 95 % interval of target / raw reference lies wholly above this is flagged.
@@ -94,8 +92,9 @@ def beyond_raw(
     With several devices the reference is their sum, run by run: the k-th run of each device
     (measured in the same interleaved block) added up, as if they had been driven together, so
     the reference keeps the runs' own spread instead of pretending to a single number."""
-    found: dict[tuple[str, str], dict[str, BeyondRaw]] = {}
     roles = roles_of(samples, roles)
+    judged_cells: list[tuple[str, str, str, str | None]] = []  # (workload, target, metric, the reference's workload when not its own)
+    pairs: list[SamplePair] = []
     # once per set of raw devices and direction, not once per cell: the cells they could not run share it
     fastest = {(raws, name): _fastest(samples, raws, name) for raws in {tuple(r) for r in references.values() if r} for name in BANDWIDTHS}
     for (workload, target), metrics in samples.items():
@@ -114,16 +113,19 @@ def beyond_raw(
             summed = [float(sum(runs)) for runs in zip(*raw_runs)]
             if not summed or min(summed + metrics[metric]) <= 0:
                 continue
-            ratio = compare(summed, metrics[metric])
-            if ratio.needs_runs is None and ratio.ci_low is not None and ratio.ci_low > factor:
-                found.setdefault((workload, target), {})[metric] = BeyondRaw(ratio, reference)
+            judged_cells.append((workload, target, metric, reference))
+            pairs.append(SamplePair(summed, metrics[metric]))
+    found: dict[tuple[str, str], dict[str, BeyondRaw]] = {}
+    for (workload, target, metric, reference), ratio in zip(judged_cells, compare_pairs(pairs)):  # compared together: their rank tests run in one call
+        if ratio.needs_runs is None and ratio.ci_low is not None and ratio.ci_low > factor:
+            found.setdefault((workload, target), {})[metric] = BeyondRaw(ratio, reference)
     return found
 
 
 def _fastest(samples: Samples, raws: tuple[str, ...], metric: str) -> tuple[list[list[float] | None], str | None]:
     """Each raw device's runs of `metric` in the workload where the first device delivered the
     most (highest median), and that workload: the most the raw devices did in this study run."""
-    cells = [(float(np.median(m[metric])), workload) for (workload, target), m in samples.items() if target == raws[0] and m.get(metric)]
+    cells = [(median(m[metric]), workload) for (workload, target), m in samples.items() if target == raws[0] and m.get(metric)]
     if not cells:
         return [None], None
     workload = max(cells)[1]
@@ -155,8 +157,8 @@ def cached_references(samples: Samples, targets: list[dict], workloads: dict[str
 
 
 def _beyond_a_disk(metrics: dict[str, list[float]], options: dict[str, str]) -> list[tuple[str, str]]:
-    def median(name: str) -> float | None:
-        return float(np.median(metrics[name])) if metrics.get(name) else None
+    def median_of(name: str) -> float | None:
+        return median(metrics[name]) if metrics.get(name) else None
 
     out = []
     try:
@@ -164,14 +166,14 @@ def _beyond_a_disk(metrics: dict[str, list[float]], options: dict[str, str]) -> 
     except ValueError:
         in_flight = 0
     for direction, kinds, limit in (("read", RANDOM_READS, FLASH_READ_US), ("write", RANDOM_WRITES, DEVICE_WRITE_ACK_US)):
-        iops = median(f"{direction}_iops")
+        iops = median_of(f"{direction}_iops")
         if in_flight and options.get("rw") in kinds and iops:
             each = in_flight / iops * 1e6
             if each < limit:
                 verb = "answered random reads" if direction == "read" else "acknowledged random writes"
                 out.append((f"{verb} in {each:.0f} µs each ({in_flight} in flight, {iops:,.0f} IOPS)", f"a disk takes at least {limit:g} µs"))
     for direction in ("read", "write"):
-        mb_s = median(f"{direction}_mb_s")
+        mb_s = median_of(f"{direction}_mb_s")
         if mb_s and mb_s * 1e6 > PCIE_X4_BYTES_S:
             out.append((f"{direction} {mb_s / 1e3:.1f} GB/s", f"beyond a PCIe 5.0 x4 link's {PCIE_X4_BYTES_S / 1e9:.2f} GB/s"))
     return out
