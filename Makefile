@@ -48,6 +48,7 @@ bench: setup
 	$(PYTHON) bench/zfs_overhead.py --compare
 	$(PYTHON) bench/adaptive.py
 	$(PYTHON) bench/monitors.py
+	$(PYTHON) bench/report_scale.py
 
 clean:
 	rm -rf $(VENV) reports fslab.db fslab.db-wal fslab.db-shm
