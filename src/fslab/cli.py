@@ -38,7 +38,6 @@ from fslab.workdir import DEFAULT_WORKDIR, Workdir
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 
 app = typer.Typer(help="fslab: a laboratory for filesystem performance on Linux.", no_args_is_help=True, add_completion=False)
-# Piped or logged output gets room for the summary tables instead of 80 wrapped columns.
 # Piped, the tables are as a 120-column terminal shows them, and a message is one line, as the
 # terminal would wrap it (a log stays greppable).
 console = Console() if sys.stdout.isatty() else Console(width=CONSOLE_WIDTH, soft_wrap=True)
