@@ -64,13 +64,13 @@ def test_runs_are_interleaved_in_blocks(finished_study):
 def test_metrics_and_raw_output_are_stored(finished_study):
     _, db, _, _ = finished_study
     study_run_id = db.study_run()["id"]
-    samples = db.samples(study_run_id)
-    names = {(s["target"], s["workload"], s["name"]) for s in samples}
+    samples = db.run_metrics(study_run_id)  # every run measured: no warm-ups, none failed
+    names = {(m.target, m.workload, m.metric) for m in samples}
     for target in ("ext4", "xfs", "btrfs", "raw"):
         for name in ("read_iops", "read_mb_s", "read_mib_s", "read_lat_mean_us", "read_lat_p50_us", "read_lat_p95_us", "read_lat_p99_us", "read_lat_p99_9_us", "cpu_usr_pct", "cpu_sys_pct"):
             assert (target, "rand_read", name) in names
         assert (target, "seq_write", "write_mb_s") in names
-    assert all(s["value"] > 0 for s in samples if s["name"].endswith("_iops"))
+    assert all(m.value > 0 for m in samples if m.metric.endswith("_iops"))
     for run in db.runs(study_run_id):
         output, logs = db.outputs(run["id"])  # fio's JSON, as fio wrote it, and its logs
         assert (output.phase, output.tool) == ("", "fio") and json.loads(output.text)["jobs"][0]["jobname"] == run["workload"]

@@ -342,7 +342,7 @@ def test_import_skips_what_is_not_fio_output_and_imports_the_rest(tmp_path):
     assert [r["source"] for r in runs] == [{"file": str(results / p.name), "fio_version": "fio-3.33", "finished_at_from": "fio"} for p in PLAIN]
     for run, path in zip(runs, PLAIN):
         assert [(o.tool, o.text) for o in stored.outputs(run["id"])] == [("fio", path.read_text())]
-    stored_metrics = [{s["name"]: s["value"] for s in stored.samples(study_run["id"]) if s["repetition"] == n} for n in (1, 2, 3)]
+    stored_metrics = [{m.metric: m.value for m in stored.run_metrics(study_run["id"]) if m.repetition == n} for n in (1, 2, 3)]
     assert stored_metrics == [values(parse_metrics(p.read_text())) for p in PLAIN], "stored as fio.py parses each file"
     assert "imported from 3 file(s)" in " ".join(result.stdout.split())
 

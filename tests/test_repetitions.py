@@ -43,7 +43,7 @@ def test_runs_is_exact_and_warmups_are_stored_marked_and_left_out(tmp_path, work
     runs = db.runs(study_run["id"])
     assert Counter((r["target"], r["warmup"]) for r in runs) == {("xfs", True): 1, ("raw", True): 1, ("xfs", False): 3, ("raw", False): 3}
     assert all(r["block"] == 1 for r in runs if r["warmup"]), "warm-ups run first"
-    assert Counter(s["target"] for s in db.samples(study_run["id"]) if s["name"] == "read_iops") == {"xfs": 3, "raw": 3}
+    assert Counter(m.target for m in db.run_metrics(study_run["id"]) if m.metric == "read_iops" and not m.warmup) == {"xfs": 3, "raw": 3}
     assert study_run["settings"] == {"runs": 3, "warmup": 1, "max_runs": 30, "threshold": 0.03}
     report = (tmp_path / "reports" / f"reps-{study_run['id']}" / "summary.md").read_text()
     assert "3 runs per cell, after 2 warm-up run(s) left out of the statistics" in report

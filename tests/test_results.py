@@ -29,7 +29,7 @@ def test_a_version_1_database_is_migrated_with_nothing_lost(tmp_path):
     assert study_run["study"] == "v1" and study_run["settings"] is None
     runs = db.runs(study_run["id"])
     assert len(runs) == 4 and all(r["warmup"] is False for r in runs)
-    assert {s["target"] for s in db.samples(study_run["id"]) if s["name"] == "read_iops"} == {"xfs", "raw"}
+    assert {m.target for m in db.run_metrics(study_run["id"]) if m.metric == "read_iops"} == {"xfs", "raw"}
     result = fslab("summary", "--db", str(db_path))
     assert result.returncode == 0 and "rand_read (direct I/O; data: random)" in result.stdout
 
@@ -47,9 +47,9 @@ def test_latency_stored_before_version_4_becomes_clat_not_total_latency(tmp_path
     assert any("_lat_" in name for _, name in before)
     renamed = {(run, name.replace("_lat_", "_clat_")): value for (run, name), value in before.items()}
     assert after == renamed, "every latency value kept, under its clat name; nothing else changed"
-    samples = db.samples(db.study_run()["id"])
-    assert {"read_clat_p99_us", "read_clat_mean_us"} <= {s["name"] for s in samples}
-    assert not any("_lat_" in s["name"] for s in samples), "no total latency where fio's total latency was never stored"
+    names = {m.metric for m in db.run_metrics(db.study_run()["id"])}
+    assert {"read_clat_p99_us", "read_clat_mean_us"} <= names
+    assert not any("_lat_" in name for name in names if name), "no total latency where fio's total latency was never stored"
 
 
 # schema-v4.db: written by fslab with schema version 4 (commit 0981218) from schema-v4.toml, run

@@ -124,6 +124,6 @@ def test_every_job_records_total_completion_and_submission_latency(files_study):
     runs, _, db, study_run = files_study
     for run in runs.values():
         assert run["job_file"].count("\nlat_percentiles=1\n") == len([s for s in run["job_file"].split("\n[")[1:] if not s.startswith("global]")])
-    names = {s["name"] for s in db.samples(study_run) if s["workload"] == "phases"}
+    names = {m.metric for m in db.run_metrics(study_run) if m.workload == "phases"}
     for direction in ("read", "write"):
         assert {f"{direction}_lat_mean_us", f"{direction}_lat_p99_us", f"{direction}_clat_p99_us", f"{direction}_slat_mean_us", f"{direction}_slat_p99_us"} <= names

@@ -503,20 +503,6 @@ class ResultsDB:
         """The samples of every successful measured run (no warm-ups), grouped by cell."""
         return group_samples(self.run_metrics(study_run_id))
 
-    def samples(self, study_run_id: int) -> list[dict]:
-        """One row per metric of every successful measured run (no warm-ups), in run order."""
-        query = (
-            sa.select(
-                runs.c.target, runs.c.workload, runs.c.repetition,
-                metrics.c.phase, metrics.c.name, metrics.c.value, metrics.c.unit, metrics.c.higher_is_better, metrics.c.primary, metrics.c.compared,
-            )
-            .join(metrics, metrics.c.run_id == runs.c.id)
-            .where(runs.c.study_run_id == study_run_id, runs.c.status == "ok", runs.c.warmup == sa.false())
-            .order_by(runs.c.id)
-        )
-        with self.engine.connect() as conn:
-            return [dict(r) for r in conn.execute(query).mappings()]
-
 
 def _insert_study_run(conn: sa.Connection, values: dict, study: Any, environment: dict, settings: dict, tool_version: Any) -> int:
     """A study run's row with its targets and workloads (each with `spec()`), in study order."""
