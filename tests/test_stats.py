@@ -41,7 +41,6 @@ from fslab.stats import (  # noqa: E402
     SamplePair,
     adjust_family,
     benjamini_hochberg,
-    cell_warnings,
     compare,
     compare_pairs,
     median,
@@ -169,14 +168,14 @@ def test_median_and_summary_are_numpys_to_the_bit():
 
 
 def test_warnings_flag_but_never_drop():
-    assert cell_warnings([100.0, 101.0]) == ["only 2 runs"]
-    assert any(w.startswith("CV") for w in cell_warnings([100.0, 130.0, 80.0]))
+    assert list(summarize([100.0, 101.0]).warnings) == ["only 2 runs"]
+    assert any(w.startswith("CV") for w in list(summarize([100.0, 130.0, 80.0]).warnings))
     outlier = [100.0, 100.5, 99.5, 100.2, 99.8, 400.0]
-    assert any("outlier run 6" in w for w in cell_warnings(outlier))
+    assert any("outlier run 6" in w for w in list(summarize(outlier).warnings))
     assert summarize(outlier).n == 6, "the outlier stays in the statistics"
-    assert any("first run 30% slower" in w for w in cell_warnings([70.0, 100.0, 101.0, 99.0]))
-    assert any("first run" in w for w in cell_warnings([130.0, 100.0, 101.0, 99.0], higher_is_better=False)), "slower latency is higher"
-    assert cell_warnings([100.0, 100.5, 99.5, 100.2]) == []
+    assert any("first run 30% slower" in w for w in list(summarize([70.0, 100.0, 101.0, 99.0]).warnings))
+    assert any("first run" in w for w in list(summarize([130.0, 100.0, 101.0, 99.0], higher_is_better=False).warnings)), "slower latency is higher"
+    assert list(summarize([100.0, 100.5, 99.5, 100.2]).warnings) == []
 
 
 def test_runs_needed_for_a_precision():

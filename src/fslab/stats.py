@@ -126,14 +126,9 @@ def modified_z_scores(values: list[float]) -> list[float]:
     return [(x - center) / mad for x in floats]
 
 
-def cell_warnings(values: list[float], higher_is_better: bool = True) -> list[str]:
-    """What a reader should know before trusting a cell's numbers (samples in run order): the
-    warnings of its summary."""
-    return list(summarize(values, higher_is_better).warnings)
-
-
 def _warnings(values: list[float], cv: float | None, higher_is_better: bool) -> tuple[str, ...]:
-    """cell_warnings, from the samples and the CV summarize computed of them."""
+    """What a reader should know before trusting a cell's numbers (samples in run order), from
+    the samples and the CV summarize computed of them."""
     n = len(values)
     warnings = []
     if n < MIN_RUNS:
