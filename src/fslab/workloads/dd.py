@@ -34,7 +34,7 @@ from fslab.guard.options import Integer, Kind, OneOf, OptionRefused, Size, Subop
 from fslab.journal import Journal
 from fslab.metrics import Metric, MetricKind
 from fslab.system import run_held
-from fslab.units import parse_size
+from fslab.units import Bandwidth, parse_size
 from fslab.findings import Finding
 from fslab.workloads.base import READ_BYTES, WRITTEN_BYTES, Measured, RawOutput, StudyScope, directory_of, tool_of
 
@@ -196,7 +196,7 @@ def metric_values(result: DdRun, direction: str) -> list[Metric]:
     if direction not in DIRECTIONS:
         raise ValueError(f"dd's direction is write or read, not {direction!r}")
     rate = result.bytes_per_s
-    values = {f"{direction}_mb_s": rate / 1e6, f"{direction}_mib_s": rate / 2**20, f"{direction}_elapsed_s": result.seconds, MOVED[direction]: result.copied}
+    values = {**{f"{direction}_{unit.metric}": unit.of(rate) for unit in Bandwidth}, f"{direction}_elapsed_s": result.seconds, MOVED[direction]: result.copied}
     return [METRICS[name].of(name, value) for name, value in values.items()]
 
 

@@ -34,6 +34,7 @@ from fslab.guard.fio_jobs import JobFile, parse_only, render, single_job
 from fslab.journal import Journal
 from fslab.metrics import Metric, MetricKind
 from fslab.system import run_held
+from fslab.units import Bandwidth
 from fslab.workloads.base import Measured, RawOutput, StudyScope, tool_of
 from fslab.workloads.data import DataPattern
 from fslab.findings import Finding
@@ -308,8 +309,7 @@ def _direction_metrics(direction: str, jobs: list[dict]) -> list[Metric]:
     bw_bytes = sum(p["bw_bytes"] for p in parts)
     metrics = [
         metric(f"{direction}_iops", sum(p["iops"] for p in parts)),
-        metric(f"{direction}_mb_s", bw_bytes / 1e6),
-        metric(f"{direction}_mib_s", bw_bytes / 2**20),
+        *(metric(f"{direction}_{unit.metric}", unit.of(bw_bytes)) for unit in Bandwidth),
         metric(f"{direction}_bytes", sum(p["io_bytes"] for p in parts)),
     ]
     for kind in LATENCIES:

@@ -55,7 +55,7 @@ from fslab.guard.options import OneOf, OptionRefused, Suboptions, check_properti
 from fslab.journal import Journal
 from fslab.metrics import Metric, MetricKind
 from fslab.system import run, run_held
-from fslab.units import format_size
+from fslab.units import Bandwidth, format_size
 from fslab.workloads.base import WRITTEN_BYTES, Measured, RawOutput, StudyScope, directory_of, tool_of
 
 if TYPE_CHECKING:
@@ -305,7 +305,7 @@ def parse(text: str) -> RsyncRun:
 
 def metric_values(result: RsyncRun) -> list[Metric]:
     rate = result.bytes / result.wall_s if result.wall_s > 0 else math.inf
-    values = {"mib_s": rate / MIB, "mb_s": rate / 1e6, "bytes": result.bytes, "files": result.files, "elapsed_s": result.wall_s, "cpu_s": result.cpu_s, WRITTEN_BYTES: result.bytes}
+    values = {**{unit.metric: unit.of(rate) for unit in (Bandwidth.MIB, Bandwidth.MB)}, "bytes": result.bytes, "files": result.files, "elapsed_s": result.wall_s, "cpu_s": result.cpu_s, WRITTEN_BYTES: result.bytes}
     return [METRICS[name].of(name, float(value)) for name, value in values.items()]
 
 
