@@ -10,9 +10,11 @@ stored: each run's value (a point each), fio's latency bins and its throughput l
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ParamSpec, TypeVar
 
 import altair as alt
 from altair.utils.schemapi import debug_mode
@@ -37,6 +39,7 @@ from fslab.workloads.fio import DIRECTIONS, PERCENTILES
 VEGA_LITE = alt.SCHEMA_VERSION.lstrip("v").rsplit(".", 1)[0]
 WIDTH = 560  # a figure's plot area, in pixels (the page fits each chart to its container instead)
 HEIGHT = 260
+P, R = ParamSpec("P"), TypeVar("R")
 BUCKETS_PER_DECADE = 10  # the latency distribution's buckets: 10 per factor of ten
 WINDOWS_DRAWN = 200  # throughput over time: a run's windows, at most (fio's log windows, merged)
 VERDICT_COLOURS = {"faster": "#1a7f37", "slower": "#cf222e", "no detectable difference": "#8c959f"}
@@ -55,13 +58,21 @@ class Chart:
     spec: dict
 
 
+def _unchecked(build: Callable[P, R]) -> Callable[P, R]:
+    """Charts built without altair checking each object as it is made (its debug mode): that took
+    most of a large report's time. The tests validate every kind of chart (test_report_html.py)."""
+
+    @functools.wraps(build)
+    def unchecked(*args: P.args, **kwargs: P.kwargs) -> R:
+        with debug_mode(False):
+            return build(*args, **kwargs)
+
+    return unchecked
+
+
+@_unchecked
 def study_charts(s: StudySummary, details: RunDetails) -> list[Chart]:
     """Every chart of a study run, workload by workload, in the order the page shows them."""
-    with debug_mode(False):  # altair would check each object as it is made; the specs' kinds are checked in the tests
-        return _study_charts(s, details)
-
-
-def _study_charts(s: StudySummary, details: RunDetails) -> list[Chart]:
     targets = [t["name"] for t in s.targets]
     charts = []
     for workload in s.workloads:
@@ -302,6 +313,7 @@ def _median_bars(s: StudySummary, workload: str, chosen: Callable[[str], bool], 
 # --- several study runs -----------------------------------------------------------------------
 
 
+@_unchecked
 def comparison_chart(rows: list[Row], older: int, newer: int) -> Chart | None:
     """Every cell of two study runs: newer ÷ older (`fslab compare`'s rows), its 95 % interval
     where printed, coloured by verdict; one dot a cell and metric, log scale."""
@@ -345,9 +357,8 @@ def _sized(chart: alt.TopLevelMixin, title: str) -> dict:
 
 def _spec(chart: alt.TopLevelMixin) -> dict:
     """A chart's Vega-Lite spec, its rows set in as they are: each chart's (or layer's) inline data
-    becomes a named dataset of the spec, which altair would otherwise copy and check value by
-    value. Nor is the spec validated against Vega-Lite's schema as it is built: both took most of
-    a large report's time; the tests validate every kind of chart (test_report_html.py)."""
+    becomes a named dataset of the spec, which altair would otherwise convert value by value; nor
+    is the spec validated as it is built (see _unchecked)."""
     datasets = {}
     for i, part in enumerate(getattr(chart, "layer", None) or [chart]):
         if isinstance(part.data, alt.Data) and isinstance(part.data.values, list):
