@@ -183,7 +183,7 @@ def test_a_users_job_file_runs_unchanged_but_for_its_directory(workdir, tmp_path
     run = results.runs(results.study_run()["id"])[0]
     assert "/somewhere/else" not in run["job_file"] and f"directory={workdir.mounts / file_name('xfs')}" in run["job_file"]
     assert "[mine]\nrw=randread\nbs=8k" in run["job_file"]
-    assert any(s["name"] == "read_iops" and s["value"] > 0 for s in results.samples(run["study_run_id"]))
+    assert any(m.metric == "read_iops" and m.value > 0 for m in results.run_metrics(run["study_run_id"]))
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "kill"])

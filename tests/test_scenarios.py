@@ -194,7 +194,7 @@ def test_a_scenario_runs_tool_phases_each_through_its_own_kind(workdir, tmp_path
     for window in ("fill", "mail", "sanity.write", "sanity.read"):
         assert cell[f"{window}.host_cpu_busy_pct"] and cell[f"{window}.device_written_bytes"], window
     assert cell["sanity.write.device_written_bytes"][0] >= 32 * 2**20, "dd's direct write seen on the device, in its own window"
-    stored = Counter((r["phase"], r["name"]) for r in results.samples(study_run))
+    stored = Counter((m.phase, m.metric) for m in results.run_metrics(study_run))
     assert max(stored.values()) == 1, "no metric stored twice under one key"
     # Each phase's metrics keep the roles their own kind gives them: dd's MB/s decides, fio's does not.
     roles = results.sample_groups(study_run).roles
