@@ -19,7 +19,10 @@ from conftest import fresh_workdir, fslab, write_study
 from rich.console import Console
 from scipy import stats as sps
 
+from fslab.errors import Refused
+from fslab.report import files
 from fslab.report.console import CONSOLE_WIDTH, print_summary
+from fslab.report.files import write_reports
 from fslab.report.summary import StudySummary, summarize_study_run
 from fslab.results import ResultsDB
 from fslab.stats import summarize
@@ -156,6 +159,55 @@ def test_every_run_is_in_runs_csv_and_runs_json_as_stored(study_run):
             assert run["job_file"].startswith("[global]") and run["timings"]["workload"] > 0
         else:
             assert run["failure"]["phase"] == "provision" and "journal_async_commit" in run["failure"]["argv"]
+
+
+def test_a_summary_again_leaves_the_runs_files_that_hold_its_runs(study_run, tmp_path, monkeypatch):
+    """runs.csv and runs.json change only with the runs: a summary asked for again (other options)
+    rewrites the summary files alone; a run more, another state of the study run, another fslab,
+    or a runs file missing or not fslab's, and both are written again."""
+    _, db, study_run_id = study_run
+    s = summarize_study_run(db, study_run_id)
+    folder = write_reports(s, tmp_path)[0].parent
+    runs_csv, runs_json = folder / "runs.csv", folder / "runs.json"
+
+    def runs_files() -> tuple:
+        return tuple((p.stat().st_ino, p.stat().st_mtime_ns, p.read_bytes()) for p in (runs_csv, runs_json))
+
+    before = runs_files()
+    again = summarize_study_run(db, study_run_id, threshold=0.2)
+    assert write_reports(again, tmp_path) == [folder / name for name in ("summary.md", "summary.csv", "summary.json", "runs.csv", "runs.json")]
+    assert runs_files() == before, "the same runs: the same files, untouched"
+    assert json.loads((folder / "summary.json").read_text())["threshold"] == 0.2, "the summary files are the new summary's"
+
+    last = s.runs[-1]["id"]
+    earlier = replace(s, runs=s.runs[:-1], run_metrics=[m for m in s.run_metrics if m.run_id != last])
+    write_reports(earlier, tmp_path)
+    assert last not in {r["id"] for r in json.loads(runs_json.read_text())["runs"]}
+    write_reports(s, tmp_path)
+    assert runs_files()[1][2] == before[1][2] and last in {int(r["run_id"]) for r in csv.DictReader(io.StringIO(runs_csv.read_text()))}, "a run more: written again"
+
+    interrupted = replace(s, study_run=s.study_run | {"status": "interrupted"})
+    write_reports(interrupted, tmp_path)
+    assert json.loads(runs_json.read_text())["study_run"]["status"] == "interrupted", "the study run changed: written again"
+    write_reports(s, tmp_path)
+
+    monkeypatch.setattr(files, "__version__", "99.0")
+    write_reports(s, tmp_path)
+    assert json.loads(runs_json.read_text())["fslab"] == "99.0", "another fslab's files: written again"
+    monkeypatch.undo()
+
+    runs_csv.unlink()
+    write_reports(s, tmp_path)
+    assert runs_csv.read_bytes() == before[0][2], "runs.csv missing: written again"
+    runs_json.write_text('{"study_run": {}}')  # an older fslab's, or anybody's
+    write_reports(s, tmp_path)
+    assert runs_files()[1][2] == before[1][2]
+
+    runs_json.unlink()
+    runs_json.symlink_to(tmp_path / "elsewhere.json")
+    with pytest.raises(Refused, match="never through a symlink"):
+        write_reports(s, tmp_path)
+    assert not (tmp_path / "elsewhere.json").exists()
 
 
 def test_fslab_export_writes_the_runs_and_summary_tables(study_run):

@@ -7,10 +7,14 @@ import csv
 import io
 import json
 import operator
+import os
+import stat
 from dataclasses import asdict
 from enum import Enum
 from pathlib import Path
 
+from fslab import __version__
+from fslab.guard.identity import open_own
 from fslab.guard.names import file_name
 from fslab.report.output import own_folder, write_all
 from fslab.report.parquet import parquet_bytes
@@ -119,12 +123,33 @@ def _csv(columns: list[str], rows: list[list]) -> str:
 
 def runs_json(s: StudySummary) -> str:
     """Every run with all that is stored of it but its tools' raw output (in the database:
-    run_outputs), and its metrics."""
+    run_outputs), and its metrics; opened by what it holds (_runs_opening)."""
     metrics: dict[int, list[dict]] = {}
     for m in s.run_metrics:
         if m.metric is not None:
             metrics.setdefault(m.run_id, []).append({"phase": m.phase, "name": m.metric, "value": m.value, "unit": m.unit})
-    return _json({"study_run": _study_run(s), "runs": [_plain(run) | {"metrics": metrics.get(run["id"], [])} for run in s.runs]})
+    return _json(_runs_held(s) | {"runs": [_plain(run) | {"metrics": metrics.get(run["id"], [])} for run in s.runs]})
+
+
+def _runs_held(s: StudySummary) -> dict:
+    """What runs.json opens with: the fslab that wrote it, the study run as stored, how many runs
+    it had and the last one's id. Runs are only ever added to a study run, never changed, so
+    runs files that open with this hold what would be written again."""
+    return {"fslab": __version__, "study_run": _study_run(s), "runs_count": len(s.runs), "last_run_id": max((r["id"] for r in s.runs), default=None)}
+
+
+def _runs_files_current(folder: Path, s: StudySummary) -> bool:
+    """Whether runs.json (and runs.csv beside it, written with it) in `folder` hold these very runs."""
+    expected = (_json_opening(_runs_held(s)) + ",").encode()
+    try:
+        fd = open_own(folder / "runs.json", os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return False
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        opening = f.read(len(expected))
+    return opening == expected and (folder / "runs.csv").is_file() and not (folder / "runs.csv").is_symlink()
 
 
 def _study_run(s: StudySummary) -> dict:
@@ -161,13 +186,19 @@ def _json(document: dict) -> str:
     """A JSON document with each of its keys, and each element of its lists, on a line of its
     own: readable line by line, and written by json's C encoder (an indented document is written
     by its pure-Python one: seconds for a few thousand runs)."""
+    return _json_opening(document) + "\n}\n"
+
+
+def _json_opening(document: dict) -> str:
+    """_json's document but its closing brace: a document's first keys open it as they open any
+    document beginning with them."""
 
     def value(v: object) -> str:
         if isinstance(v, list) and v:
             return "[" + ",".join("\n  " + json.dumps(item, default=str) for item in v) + "\n]"
         return json.dumps(v, default=str)
 
-    return "{" + ",".join(f"\n{json.dumps(key)}: {value(v)}" for key, v in document.items()) + "\n}\n"
+    return "{" + ",".join(f"\n{json.dumps(key)}: {value(v)}" for key, v in document.items())
 
 
 def report_folder(s: StudySummary, directory: Path) -> Path:
@@ -175,11 +206,22 @@ def report_folder(s: StudySummary, directory: Path) -> Path:
     return directory / file_name(f"{s.study_run['study']}-{s.study_run['id']}")
 
 
+REPORT_FILES = ("summary.md", "summary.csv", "summary.json", "runs.csv", "runs.json")
+
+
 def write_reports(s: StudySummary, directory: Path) -> list[Path]:
-    """summary.md, summary.csv, summary.json, runs.csv and runs.json in the study run's folder."""
-    files = {"summary.md": to_markdown(s), "summary.csv": to_csv(s), "summary.json": to_json(s), "runs.csv": runs_csv(s), "runs.json": runs_json(s)}
+    """summary.md, summary.csv and summary.json in the study run's folder, and runs.csv and
+    runs.json unless those there hold these very runs already (a summary asked for again, with
+    other options, has nothing new for them: a study run of thousands of runs spares a third of
+    a second). The paths of all five."""
+    folder = report_folder(s, directory)
+    files = {"summary.md": to_markdown(s), "summary.csv": to_csv(s), "summary.json": to_json(s)}
     own_folder(directory)
-    return write_all(report_folder(s, directory), files)
+    own_folder(folder)
+    if not _runs_files_current(folder, s):
+        files |= {"runs.csv": runs_csv(s), "runs.json": runs_json(s)}
+    write_all(folder, files)
+    return [folder / name for name in REPORT_FILES]
 
 
 class TableFormat(Enum):
