@@ -547,18 +547,30 @@ class SampleGroups:
 def group_samples(rows: list[RunMetric]) -> SampleGroups:
     """The metrics of the successful measured runs (no warm-ups) among `rows`, grouped by cell
     in run order."""
-    groups = SampleGroups({}, {}, {})
-    flags = []
-    for row in rows:
-        if row.status != "ok" or row.warmup or row.metric is None:
+    values: dict[tuple[str, str], dict[str, list[float]]] = {}
+    units: dict[str, str] = {}
+    higher_is_better: dict[str, bool] = {}
+    primary: set[tuple[str, str]] = set()
+    compared: set[tuple[str, str]] = set()
+    # Unpacked, not read by attribute: a summary groups tens of thousands of rows.
+    for _, _, target, workload, _, _, warmup, status, phase, name, value, unit, higher, is_primary, is_compared in rows:
+        if status != "ok" or warmup or name is None:
             continue
-        key = qualified(row.phase, row.metric)
-        groups.values.setdefault((row.workload, row.target), {}).setdefault(key, []).append(row.value)
-        groups.units[key] = row.unit
-        groups.higher_is_better[key] = row.higher_is_better
-        flags.append((row.workload, key, row.primary, row.compared))
-    groups.roles = Roles.flagged(flags)
-    return groups
+        key = qualified(phase, name)
+        cell = values.get((workload, target))
+        if cell is None:
+            cell = values[(workload, target)] = {}
+        samples = cell.get(key)
+        if samples is None:
+            samples = cell[key] = []
+        samples.append(value)
+        units[key] = unit
+        higher_is_better[key] = higher
+        if is_primary:
+            primary.add((workload, key))
+        if is_compared:
+            compared.add((workload, key))
+    return SampleGroups(values, units, higher_is_better, Roles(frozenset(primary), frozenset(compared)))
 
 
 # What the results database may not be: SQLite would write its pages over whatever is there.
