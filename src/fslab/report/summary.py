@@ -112,10 +112,11 @@ def summarize_study_run(
     mounts: dict[str, Counter] = defaultdict(Counter)
     not_in_effect: dict[str, set[str]] = defaultdict(set)
     specs = {t["name"]: t for t in targets}
-    for r in runs:
-        if r["mount_options_effective"]:
-            mounts[r["target"]][r["mount_options_effective"]] += 1
-        not_in_effect[r["target"]].update(_not_in_effect(specs[r["target"]], r))
+    read_back = Counter((r["target"], r["mount_options_effective"], r["fs_details"] or "") for r in runs)  # the same for most runs of a target
+    for (target, effective, details), count in read_back.items():
+        if effective:
+            mounts[target][effective] += count
+        not_in_effect[target].update(_not_in_effect(specs[target], effective, details))
     analysis = analyse(
         groups.values, groups.higher_is_better, [t["name"] for t in targets], workloads,
         baselines=stored_baselines(targets, chosen.get("baseline")), baseline=baseline, threshold=threshold, precision=precision, roles=groups.roles,
@@ -212,14 +213,15 @@ def beyond_raw_note(found: BeyondRaw) -> str:
     )
 
 
-def _not_in_effect(target: dict, run: dict) -> list[str]:
-    """What a run's target asked for that its read-back contradicts (its filesystem's module knows
-    which defaults go unreported and which shown option contradicts which)."""
+def _not_in_effect(target: dict, effective: str | None, fs_details: str) -> list[str]:
+    """What a target asked for that a run's read-back (mount options, the filesystem's own
+    description) contradicts: its filesystem's module knows which defaults go unreported and
+    which shown option contradicts which."""
     spec = target["spec"]
     fs = filesystem_of(target)
     if fs is None:
         return []
-    return fs.not_in_effect(spec["mount_options"], spec.get("properties") or {}, run["mount_options_effective"], run["fs_details"] or "")
+    return fs.not_in_effect(spec["mount_options"], spec.get("properties") or {}, effective, fs_details)
 
 
 def target_rows(s: StudySummary) -> list[list[str]]:
