@@ -251,8 +251,8 @@ def print_comparison(console: Console, older: dict, newer: dict, rows: list[Row]
             highlight=False,
         )
     elif changed:
-        rows = [[visible(key), visible(str(a)), visible(str(b))] for key, a, b in changed]
-        print_table(console, "what differs", ["environment", f"study run {older['id']}", f"study run {newer['id']}"], rows, [False] * 3, title_style="")
+        differences = [[visible(key), visible(str(a)), visible(str(b))] for key, a, b in changed]
+        print_table(console, "what differs", ["environment", f"study run {older['id']}", f"study run {newer['id']}"], differences, [False] * 3, title_style="")
     else:
         console.print("Same environment (kernel, distribution, CPU, memory, tool versions).")
     cells = [[row.workload, *compared] for row, compared in zip(rows, comparison_rows(rows))]
