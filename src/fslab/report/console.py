@@ -1,14 +1,19 @@
-"""The summary as rich tables in the terminal."""
+"""The summary in the terminal: tables laid out here (lay_out), printed through rich."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-from rich import box
-from rich.console import Console
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.markdown import Markdown
 from rich.markup import escape
-from rich.table import Table
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
 
 from fslab.analysis import Row
 from fslab.guard.names import visible
@@ -50,17 +55,17 @@ def print_summary(console: Console, s: StudySummary, report: Path | None = None)
     for line in [*header_lines(s), method_line(s)]:
         console.print(Markdown(line))
     rows = target_rows(s)
-    _print_table(console, "targets", TARGET_COLUMNS, rows, s.units, styles=["yellow" if row[TARGET_COLUMNS.index("NOT in effect")] != "–" else "" for row in rows])
+    _print_summary_table(console, "targets", TARGET_COLUMNS, rows, s.units, styles=["yellow" if row[TARGET_COLUMNS.index("NOT in effect")] != "–" else "" for row in rows])
     for i, line in enumerate(skipped_lines(s)):
         console.print(("" if i == 0 else "  ") + visible(line), style="yellow", markup=False, highlight=False)
     for workload in s.workloads:
-        _print_table(console, workload_title(s, workload), *workload_table(s, workload), s.units)
+        _print_summary_table(console, workload_title(s, workload), *workload_table(s, workload), s.units)
         monitored = monitor_table(s, workload)
         if monitored:
-            _print_table(console, "measured beside it (monitors, medians)", *monitored, s.units, title_style="")
+            _print_summary_table(console, "measured beside it (monitors, medians)", *monitored, s.units, title_style="")
         for baseline, compared in comparison_groups(s.analysis.rows_of(workload)):
             rows = comparison_rows(compared)
-            _print_table(console, f"compared with {baseline}", COMPARISON_COLUMNS, rows, s.units, styles=[VERDICT_STYLE.get(row[6], "") for row in rows], title_style="")
+            _print_summary_table(console, f"compared with {baseline}", COMPARISON_COLUMNS, rows, s.units, styles=[VERDICT_STYLE.get(row[6], "") for row in rows], title_style="")
         for line in ranking_lines(s, workload):
             console.print(escape(line), highlight=False)
     if s.failures:
@@ -71,7 +76,7 @@ def print_summary(console: Console, s: StudySummary, report: Path | None = None)
         console.print(f"To fit {CONSOLE_WIDTH} columns the console leaves out {LEFT_OUT_SAID}: they are in {report}.", markup=False, highlight=False)
 
 
-def _print_table(console: Console, title: str, columns: list[str], rows: list[list[str]], units: Bandwidth, *, styles: list[str] | None = None, title_style: str = "bold") -> None:
+def _print_summary_table(console: Console, title: str, columns: list[str], rows: list[list[str]], units: Bandwidth, *, styles: list[str] | None = None, title_style: str = "bold") -> None:
     """A table as the console shows it: without the columns it leaves out and those with nothing
     in them; a direction common to every row said in the title; column titles on two lines; each
     row's notes as a marker, the notes printed beneath, each once."""
@@ -86,12 +91,8 @@ def _print_table(console: Console, title: str, columns: list[str], rows: list[li
         at = columns.index("notes")
         notes = list(dict.fromkeys(row[at] for row in rows if row[at] not in ("–", "")))
         rows = [[*row[:at], f"({notes.index(row[at]) + 1})" if row[at] in notes else "", *row[at + 1:]] for row in rows]
-    table = Table(title=escape(title), title_justify="left", title_style=title_style, box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True, pad_edge=False, show_edge=False)
-    for i in shown:
-        table.add_column(_two_lines(columns[i]), justify="left" if columns[i] in TEXT_COLUMNS else "right", no_wrap=i == 0)
-    for row, style in zip(rows, styles or [""] * len(rows)):
-        table.add_row(*[escape(row[i]) for i in shown], style=style)
-    console.print(table)
+    cells = [[row[i] for i in shown] for row in rows]
+    print_table(console, title, [_two_lines(columns[i]) for i in shown], cells, [columns[i] not in TEXT_COLUMNS for i in shown], styles=styles, title_style=title_style)
     for number, note in enumerate(notes, 1):
         console.print(f"  ({number}) {visible(note)}", markup=False, highlight=False)
 
@@ -104,6 +105,137 @@ def _two_lines(title: str) -> str:
         return title
     at = min(spaces, key=lambda i: abs(i - len(title) / 2))
     return title[:at] + "\n" + title[at + 1:]
+
+
+def print_table(console: Console, title: str, columns: list[str], rows: list[list[str]], right: list[bool], *, styles: list[str] | None = None, title_style: str = "bold") -> None:
+    """The one table printer: `columns` their titles (a line each "\\n"), `right` those of
+    figures (right-aligned, never wrapped), `styles` a style for each row; title and text printed
+    as they are, never read as markup (callers make control characters visible)."""
+    # not cropped at the console's width: a table that cannot fit is printed whole
+    console.print(_Table(Text(title, style=title_style), columns, rows, right, styles or [""] * len(rows)), crop=False)
+
+
+@dataclass(frozen=True)
+class LaidOut:
+    """A table laid out: its columns' widths (the spaces between them not counted), and each
+    line of the column titles and of each row as its cells' text, justified to its column's
+    width; None for a cell's blank line beside a taller cell (rich prints it as one blank)."""
+
+    widths: list[int]
+    header: list[list[str | None]]
+    rows: list[list[list[str | None]]]
+
+    @property
+    def width(self) -> int:
+        return sum(self.widths) + 2 * (len(self.widths) - 1)
+
+    def lines(self) -> list[str]:
+        """As printed without colours: a rule under the column titles, two spaces between
+        columns, every line as wide as the table."""
+        return [*map(self._joined, self.header), "─" * self.width, *(self._joined(line) for row in self.rows for line in row)]
+
+    def _joined(self, line: list[str | None]) -> str:
+        return "  ".join(" " * width if cell is None else cell for width, cell in zip(self.widths, line))
+
+
+def lay_out(columns: list[str], rows: list[list[str]], right: list[bool], width: int) -> LaidOut:
+    """rich's Table as console.py used it (box.SIMPLE_HEAD without edges, padding collapsed to
+    one space, none at the edges), laid out here because rich's Table takes milliseconds a table.
+    Each column is as wide as its widest line. A table wider than `width` narrows its widest
+    column, one column at a time, until it fits, wrapping text at spaces: its cells and every
+    column title but the first column's. Figures and the first column are never wrapped, and
+    nothing is cut: a table that cannot fit so is left as wide as it is, whole, for the
+    terminal to wrap."""
+    titles = [_lines(c) for c in columns]
+    cells = [[_lines(cell) for cell in row] for row in rows]
+    widths = [_widest(title, *(row[i] for row in cells)) for i, title in enumerate(titles)]
+    excess = sum(widths) + 2 * (len(widths) - 1) - width
+    if excess > 0:
+        least = [widths[0], *(max(_widest(titles[i], wrapped=True), *(_widest(row[i], wrapped=not right[i]) for row in cells)) for i in range(1, len(widths)))]
+        if sum(widths) - sum(least) >= excess:
+            for _ in range(excess):
+                widths[max((i for i in range(len(widths)) if widths[i] > least[i]), key=widths.__getitem__)] -= 1
+            titles = [title if i == 0 else _wrap(title, widths[i]) for i, title in enumerate(titles)]
+            cells = [[cell if i == 0 or right[i] else _wrap(cell, widths[i]) for i, cell in enumerate(row)] for row in cells]
+    return LaidOut(widths, _aligned(titles, widths, right, top=False), [_aligned(row, widths, right, top=True) for row in cells])
+
+
+def _lines(text: str) -> list[str]:
+    return text.expandtabs().split("\n")
+
+
+def _widest(*cells: list[str], wrapped: bool = False) -> int:
+    """The widest line of `cells`; its widest word if `wrapped`."""
+    return max(cell_len(part) for lines in cells for line in lines for part in (line.split() if wrapped else [line]) or [""])
+
+
+WORD = re.compile(r"\s*\S+\s*")
+
+
+def _wrap(lines: list[str], width: int) -> list[str]:
+    """Each line broken at spaces into lines within `width` (rich's divide_line: a word and the
+    spaces after it go to a new line when the word does not fit)."""
+    out = []
+    for line in lines:
+        part = ""
+        for word in WORD.findall(line):
+            if part and cell_len(part) + cell_len(word.rstrip()) > width:
+                out.append(part.rstrip())
+                part = word
+            else:
+                part += word
+        out.append(part or line)
+    return out
+
+
+def _aligned(cells: list[list[str]], widths: list[int], right: list[bool], *, top: bool) -> list[list[str | None]]:
+    """Cells' lines side by side: each justified to its width, a shorter cell's blank lines below
+    it in a row (`top`), above it in the column titles."""
+    height = max(map(len, cells))
+    columns = []
+    for lines, width, is_right in zip(cells, widths, right):
+        justified = [" " * (width - cell_len(line.rstrip())) + line.rstrip() if is_right else line + " " * (width - cell_len(line)) for line in lines]
+        blank: list[str | None] = [None] * (height - len(lines))
+        columns.append(justified + blank if top else blank + justified)
+    return [list(line) for line in zip(*columns)]
+
+
+@dataclass(frozen=True)
+class _Table:
+    """A table as rich printed it, segment for segment: the title over the table's width, the
+    column titles in the theme's header style, a row's style over its cells and the space after
+    each, not over the space between columns."""
+
+    title: Text
+    columns: list[str]
+    rows: list[list[str]]
+    right: list[bool]
+    styles: list[str]
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        laid = lay_out(self.columns, self.rows, self.right, options.max_width)
+        yield from console.render(self.title, options.update(width=laid.width, justify="left", highlight=False, height=None))
+        yield from _segments(laid.widths, laid.header, console.get_style("table.header"))
+        yield Segment(("-" if options.ascii_only else "─") * laid.width)  # where the terminal's encoding has no "─"
+        yield Segment.line()
+        for lines, style in zip(laid.rows, self.styles):
+            yield from _segments(laid.widths, lines, console.get_style(style))
+
+
+def _segments(widths: list[int], lines: list[list[str | None]], style: Style) -> Iterator[Segment]:
+    last = len(widths) - 1
+    for line in lines:
+        for i, (width, cell) in enumerate(zip(widths, line)):
+            if i == last:
+                yield Segment(" " * width if cell is None else cell, style)
+            elif cell is None:
+                yield Segment(" " * (width + 1), style)
+            else:
+                yield Segment(cell, style)
+                yield Segment(" ", style)
+            if i < last:
+                yield Segment(" ")
+        yield Segment.line()
 
 
 def print_comparison(console: Console, older: dict, newer: dict, rows: list[Row], regressed: list[Row], threshold: float, regression: float) -> None:
@@ -119,14 +251,12 @@ def print_comparison(console: Console, older: dict, newer: dict, rows: list[Row]
             highlight=False,
         )
     elif changed:
-        env = Table("environment", f"study run {older['id']}", f"study run {newer['id']}", box=box.SIMPLE_HEAD, title="what differs", title_justify="left")
-        for key, a, b in changed:
-            env.add_row(escape(key), escape(str(a)), escape(str(b)))
-        console.print(env)
+        differences = [[visible(key), visible(str(a)), visible(str(b))] for key, a, b in changed]
+        print_table(console, "what differs", ["environment", f"study run {older['id']}", f"study run {newer['id']}"], differences, [False] * 3, title_style="")
     else:
         console.print("Same environment (kernel, distribution, CPU, memory, tool versions).")
     cells = [[row.workload, *compared] for row, compared in zip(rows, comparison_rows(rows))]
-    _print_table(console, f"study run {newer['id']} / study run {older['id']}", ["workload", *COMPARISON_COLUMNS], cells, Bandwidth.MB, styles=[VERDICT_STYLE.get(c[7], "") for c in cells], title_style="")
+    _print_summary_table(console, f"study run {newer['id']} / study run {older['id']}", ["workload", *COMPARISON_COLUMNS], cells, Bandwidth.MB, styles=[VERDICT_STYLE.get(c[7], "") for c in cells], title_style="")
     console.print(
         f"Ratios of geometric means with 95 % Welch intervals on log values; verdicts need Benjamini–Hochberg-adjusted p < 0.05 over "
         f"{len(rows)} comparisons and a change above {threshold:.0%}. A regression is a 'slower' verdict by more than {regression:.0%}.",
