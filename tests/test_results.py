@@ -73,6 +73,19 @@ def test_a_migrated_database_reads_as_its_own_fslab_read_it(tmp_path, version):
     assert to_json(summary) == (FIXTURES / "summaries" / f"schema-v{version}.json").read_text()
 
 
+def test_a_database_opened_read_only_is_read_and_never_written(tmp_path):
+    """A current database is opened without a write (another user's, a copy on read-only media):
+    its summary is read through a read-only SQLite URL."""
+    db_path = tmp_path / "results.db"
+    shutil.copy(FIXTURES / "schema-v7.db", db_path)
+    expected = to_markdown(summarize_study_run(ResultsDB(str(db_path)), 1))  # migrated to the current version
+    before = db_path.read_bytes()
+    read_only = ResultsDB(f"sqlite:///file:{db_path}?mode=ro&uri=true")
+    assert to_markdown(summarize_study_run(read_only, 1)) == expected
+    read_only.engine.dispose()
+    assert db_path.read_bytes() == before
+
+
 # schema-v7.db: written by fslab with schema version 7 (commit a9f71b7) from schema-v7.toml, run
 # for real (ext4 and raw, two runs each); summaries/schema-v7.{md,json}: that fslab's report files.
 def test_a_version_7_database_is_migrated_with_every_run_kept(tmp_path):

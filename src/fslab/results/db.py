@@ -346,6 +346,8 @@ class ResultsDB:
                 return
             if found > SCHEMA_VERSION:
                 raise SchemaMismatch(f"{self.location} holds results in schema version {found}, newer than this fslab's {SCHEMA_VERSION}: upgrade fslab")
+            if found == SCHEMA_VERSION:
+                return  # nothing written: a database fslab may only read (a copy, another user's) still opens
             for version in range(found, SCHEMA_VERSION):
                 for statement in MIGRATIONS[version]:
                     if isinstance(statement, Only) and statement.dialect != conn.dialect.name:
