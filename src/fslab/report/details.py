@@ -83,7 +83,7 @@ def _histograms(outputs: dict[int, list[RawOutput]], runs: list[dict]) -> tuple[
         source = r.get("source") or {}
         for output in outputs.get(r["id"], []):
             try:
-                bins = latency_bins(output.text, job=r["workload"], host=source.get("host")) if source else latency_bins(output.text)
+                bins = latency_bins(output.text, job=r["workload"], host=source.get("host"), kinds=DISTRIBUTED) if source else latency_bins(output.text, kinds=DISTRIBUTED)
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 unreadable.append(f"{r['target']} · {r['workload']} · run {r['repetition']}: fio's stored output has no readable latency bins ({type(exc).__name__}: {exc})")
                 continue

@@ -337,6 +337,8 @@ def _latency_metrics(prefix: str, stats: list[dict]) -> list[Metric]:
 
 def _merged_bins(stats: list[dict]) -> dict[str, int]:
     """fio's json+ histogram bins (latency in ns → I/Os) of several jobs, added up."""
+    if len(stats) == 1:  # one job: its bins as they are (a report reads thousands of runs' bins)
+        return stats[0].get("bins", {})
     bins: dict[str, int] = {}
     for s in stats:
         for value, n in s.get("bins", {}).items():
@@ -344,11 +346,11 @@ def _merged_bins(stats: list[dict]) -> dict[str, int]:
     return bins
 
 
-def latency_bins(text: str, job: str | None = None, host: str | None = None) -> dict[tuple[str, str], dict[int, int]]:
-    """(direction, latency kind: lat, clat or slat) → fio's json+ bins merged over the jobs —
-    those named `job` (of `host`, in client/server output) when given: an imported run's, whose file
-    may hold others —, latency in ns → I/Os: the distribution behind the percentiles, read as
-    they are (any fio version's units). Only what fio kept bins of."""
+def latency_bins(text: str, job: str | None = None, host: str | None = None, kinds: tuple[str, ...] = LATENCIES) -> dict[tuple[str, str], dict[int, int]]:
+    """(direction, latency kind: lat, clat or slat; those of `kinds`) → fio's json+ bins merged
+    over the jobs — those named `job` (of `host`, in client/server output) when given: an imported
+    run's, whose file may hold others —, latency in ns → I/Os: the distribution behind the
+    percentiles, read as they are (any fio version's units). Only what fio kept bins of."""
     entries = job_entries(load_json(text))
     if entries is None:
         raise ValueError("no 'jobs' or 'client_stats' in fio's output")
@@ -356,10 +358,10 @@ def latency_bins(text: str, job: str | None = None, host: str | None = None) -> 
     found = {}
     for direction in DIRECTIONS:
         parts = _in_direction(direction, jobs)
-        for kind in LATENCIES:
+        for kind in kinds:
             bins = _merged_bins([p[f"{kind}_ns"] for p in parts if f"{kind}_ns" in p])
             if bins:
-                found[(direction, kind)] = {int(value): int(n) for value, n in bins.items()}
+                found[(direction, kind)] = dict(zip(map(int, bins), map(int, bins.values())))
     return found
 
 
