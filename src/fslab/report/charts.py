@@ -119,7 +119,7 @@ def primary_chart(s: StudySummary, workload: str, metric: str) -> Chart | None:
         "Bar: the mean over the cell's runs; whisker: its 95 % Student-t interval, drawn where the summary prints one "
         "(at least 3 runs and within ±100 %); dots: every measured run."
     )
-    return Chart(f"{workload}-{metric}", workload, title, caption, _sized(alt.layer(*layers), title))
+    return Chart(f"{workload}-{metric}", workload, title, caption, _sized(title, *layers))
 
 
 def latency_percentiles_chart(s: StudySummary, workload: str, direction: str, phase: str = "") -> Chart | None:
@@ -141,7 +141,7 @@ def latency_percentiles_chart(s: StudySummary, workload: str, direction: str, ph
     )
     title = f"{_where(workload, phase)}: {direction} latency percentiles"
     caption = "fio's total latency per I/O (submission + completion); each point is the median over runs of each run's percentile."
-    return Chart(_named(workload, phase, direction, "latency-percentiles"), workload, title, caption, _sized(chart, title))
+    return Chart(_named(workload, phase, direction, "latency-percentiles"), workload, title, caption, _sized(title, chart))
 
 
 def latency_distribution_chart(histograms: list[LatencyHistogram], targets: list[str]) -> Chart | None:
@@ -163,7 +163,7 @@ def latency_distribution_chart(histograms: list[LatencyHistogram], targets: list
         f"fio's json+ latency bins ({' and '.join(latencies)}), every run of a cell added up; "
         f"{BUCKETS_PER_DECADE} buckets per factor of ten. Runs: " + ", ".join(f"{h.target} {h.runs}" for h in histograms) + "."
     )
-    return Chart(_named(workload, phase, direction, "latency-distribution"), workload, title, caption, _sized(chart, title))
+    return Chart(_named(workload, phase, direction, "latency-distribution"), workload, title, caption, _sized(title, chart))
 
 
 def throughput_chart(traces: list[ThroughputTrace], targets: list[str], units: Bandwidth) -> Chart:
@@ -192,7 +192,7 @@ def throughput_chart(traces: list[ThroughputTrace], targets: list[str], units: B
         "(each step is one window): what the run did before its steady state, and whether it held. "
         "Per target one run, the one whose mean is the median of its runs: " + ", ".join(f"{t.target} run {t.repetition} of {t.runs}" for t in traces) + "."
     )
-    return Chart(_named(workload, phase, direction, "throughput"), workload, title, caption, _sized(chart, title))
+    return Chart(_named(workload, phase, direction, "throughput"), workload, title, caption, _sized(title, chart))
 
 
 def distribution_rows(h: LatencyHistogram) -> list[dict]:
@@ -244,7 +244,7 @@ def efficiency_chart(s: StudySummary, workload: str) -> Chart | None:
         "Each target's primary metric as a ratio to the raw device under it (1 = as fast as the bare device). "
         "Colour: the comparison's verdict (grey: no detectable difference); whisker: its 95 % interval where printed."
     )
-    return Chart(f"{workload}-efficiency", workload, title, caption, _sized(alt.layer(*layers), title))
+    return Chart(f"{workload}-efficiency", workload, title, caption, _sized(title, *layers))
 
 
 CPU_PARTS = {"host_cpu_user_pct": "user", "host_cpu_system_pct": "system", "host_cpu_iowait_pct": "iowait"}
@@ -270,7 +270,7 @@ def cpu_chart(s: StudySummary, workload: str) -> Chart | None:
     )
     title = f"{workload}: CPU while measured"
     caption = "The whole machine's CPU time during the measured phase (monitors), median over runs: busy is user + system; iowait is idle with I/O outstanding."
-    return Chart(f"{workload}-cpu", workload, title, caption, _sized(chart, title))
+    return Chart(f"{workload}-cpu", workload, title, caption, _sized(title, chart))
 
 
 def write_amplification_chart(s: StudySummary, workload: str) -> Chart | None:
@@ -307,7 +307,7 @@ def _median_bars(s: StudySummary, workload: str, chosen: Callable[[str], bool], 
     if reference is not None:
         layers.append(alt.Chart(_Rows(values=[{"one": reference}])).mark_rule(strokeDash=[4, 3], color="#57606a").encode(alt.Y("one:Q", title=axis)))
     title = f"{workload}: {axis.split(' (')[0]}"
-    return Chart(f"{workload}-{kind}", workload, title, caption, _sized(alt.layer(*layers), title))
+    return Chart(f"{workload}-{kind}", workload, title, caption, _sized(title, *layers))
 
 
 # --- several study runs -----------------------------------------------------------------------
@@ -336,8 +336,7 @@ def comparison_chart(rows: list[Row], older: int, newer: int) -> Chart | None:
         layers.insert(0, alt.Chart(_Rows(values=[d for d in data if d["low"] is not None])).mark_errorbar(ticks=True, color="#57606a").encode(alt.X("low:Q", scale=alt.Scale(type="log", zero=False), title=x_title), alt.X2("high:Q"), y))
     title = f"study run {newer} against study run {older}, cell by cell"
     caption = "Ratio of geometric means, newer ÷ older, with its 95 % Welch interval where printed; colour: the verdict after Benjamini–Hochberg over every cell (for latency, below 1 is faster)."
-    chart = alt.layer(*layers).properties(width=WIDTH, height=max(120, 22 * len(data)), title=title).configure_legend(orient="bottom")
-    return Chart(f"compare-{older}-{newer}", "", title, caption, _spec(chart))
+    return Chart(f"compare-{older}-{newer}", "", title, caption, _spec(layers, width=WIDTH, height=max(120, 22 * len(data)), title=title, config={"legend": {"orient": "bottom"}}))
 
 
 # --- shared -----------------------------------------------------------------------------------
@@ -351,19 +350,27 @@ class _Rows(alt.Data):
         return self
 
 
-def _sized(chart: alt.TopLevelMixin, title: str) -> dict:
-    return _spec(chart.properties(width=WIDTH, height=HEIGHT, title=title).configure_scale(bandPaddingInner=0.35).configure_legend(orient="bottom"))
+def _sized(title: str, *layers: alt.Chart) -> dict:
+    """The spec of a chart — several layers are drawn over one another — at the page's size."""
+    return _spec(list(layers), width=WIDTH, height=HEIGHT, title=title, config={"scale": {"bandPaddingInner": 0.35}, "legend": {"orient": "bottom"}})
 
 
-def _spec(chart: alt.TopLevelMixin) -> dict:
-    """A chart's Vega-Lite spec, its rows set in as they are: each chart's (or layer's) inline data
-    becomes a named dataset of the spec, which altair would otherwise convert value by value; nor
-    is the spec validated as it is built (see _unchecked)."""
-    datasets = {}
-    for i, part in enumerate(getattr(chart, "layer", None) or [chart]):
+def _spec(layers: list[alt.Chart], *, config: dict, **top: object) -> dict:
+    """The Vega-Lite spec of one chart or of its layers, with `top` (size, title) and `config` set
+    on it, each layer's rows set in as they are: its inline data becomes a named dataset of the
+    spec, which altair would otherwise convert value by value. Put together here, not by altair's
+    layer(), properties() and configure_*(): each of those copies every layer whole, object by
+    object (most of a large report's time), and nor is the spec validated as it is built (see
+    _unchecked)."""
+    datasets, specs = {}, []
+    for i, part in enumerate(layers):
         if isinstance(part.data, alt.Data) and isinstance(part.data.values, list):
             datasets[f"rows-{i}"], part.data = part.data.values, alt.NamedData(name=f"rows-{i}")
-    return chart.to_dict(validate=False) | ({"datasets": datasets} if datasets else {})
+        specs.append(part.to_dict(validate=False))
+    schema, theme = specs[0]["$schema"], specs[0].get("config", {})
+    own = [{k: v for k, v in spec.items() if k not in ("$schema", "config")} for spec in specs]
+    body = own[0] if len(own) == 1 else {"layer": own}
+    return {"$schema": schema, "config": theme | config, **body, **top} | ({"datasets": datasets} if datasets else {})
 
 
 def _colours(s: StudySummary) -> alt.Scale:
