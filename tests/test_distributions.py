@@ -1,9 +1,12 @@
-"""fslab's own Student t and Mann–Whitney U (src/fslab/distributions.py) against scipy, the
-reference (a test dependency only: fslab itself never imports it)."""
+"""fslab's own Student t and Mann–Whitney U (src/fslab/distributions.py) against the reference,
+scipy 1.17 — special.stdtr and stdtrit; stats.mannwhitneyu(x, y, alternative="two-sided") with its
+default method "auto" — a test dependency only: fslab itself never imports it."""
 
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from itertools import combinations
 
 import numpy as np
@@ -171,3 +174,9 @@ def test_mann_whitney_extremes():
     with pytest.raises(ValueError):
         mann_whitney_two_sided_p([], [1.0])
 
+
+def test_statistics_import_no_scipy():
+    """Half a second a summary saves: no module fslab.stats brings in is scipy's."""
+    code = "import sys, fslab.stats, fslab.distributions; print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy'))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -1,7 +1,8 @@
-"""The distributions fslab's statistics need, without scipy (its import alone costs a summary half
-a second): Student's t for any real degrees of freedom — its tail probabilities and its quantile —
-and the Mann–Whitney U test's two-sided p-value. Pure functions: numbers in, numbers out; checked
-against scipy in tests/test_distributions.py.
+"""The distributions fslab's statistics need, in its own code (importing a library of them would
+cost a summary half a second): Student's t for any real degrees of freedom — its tail
+probabilities and its quantile — and the Mann–Whitney U test's two-sided p-value. Pure functions:
+numbers in, numbers out; tests/test_distributions.py checks them against the reference
+implementation the tests name.
 
 The t functions work element-wise on numpy arrays (a summary asks them of a thousand pairs at
 once) and give a float for scalar arguments. Each element is computed on its own, to the same bits
@@ -141,7 +142,7 @@ def _t_density(t, df, log_norm):
 
 def student_t_two_sided_p(t, df):
     """P(|T| ≥ |t|) for Student's t with df > 0 (real) degrees of freedom: a two-sided test's p-value
-    (what 2 · scipy.special.stdtr(df, −|t|) gives). Relative error below 1e-13 up to a few
+    (2 · the CDF at −|t|). Relative error below 1e-13 up to a few
     hundred degrees of freedom, tails down to 1e-300 included; it grows with df (5e-13 at 2,000,
     1e-12 at 10⁴, 1e-10 at 10⁶: the continued fraction's terms lose digits as x nears 1). NaN
     where df ≤ 0, is infinite, or t or df is NaN."""
@@ -153,7 +154,7 @@ def student_t_two_sided_p(t, df):
 
 
 def student_t_sf(t, df):
-    """P(T > t), Student's t's survival function (scipy.stats.t.sf), df > 0 real: from
+    """P(T > t), Student's t's survival function, df > 0 real: from
     student_t_two_sided_p, so the far tail (t > 0) as precisely, the near one as 1 − its half."""
     t = np.asarray(t, dtype=float)
     two_sided = np.asarray(student_t_two_sided_p(t, df))
@@ -247,8 +248,8 @@ def _two_sided_quantile(two_sided: np.ndarray, df: np.ndarray, log_norm: np.ndar
 
 
 def student_t_quantile(p, df):
-    """t with P(T ≤ t) = p for Student's t with df > 0 (real) degrees of freedom: scipy.stats.t.ppf
-    (scipy.special.stdtrit). Relative error ~1e-14 for p from 1e-12 to 1 − 1e-12 up to a few
+    """t with P(T ≤ t) = p for Student's t with df > 0 (real) degrees of freedom, the quantile
+    function. Relative error ~1e-14 for p from 1e-12 to 1 − 1e-12 up to a few
     thousand degrees of freedom, growing beyond as student_t_two_sided_p's (2e-13 at 10⁴, 2e-11
     at 10⁶). p = 0 and 1 give ∓inf; p outside [0, 1], df ≤ 0, infinite or NaN give NaN."""
     p, df = np.asarray(p, dtype=float), np.asarray(df, dtype=float)
@@ -268,13 +269,13 @@ def student_t_quantile(p, df):
 
 # --- Mann–Whitney U ---------------------------------------------------------------------------
 
-EXACT_MAX_N = 8  # scipy's rule: the exact null distribution when a side has at most this many values and none is tied
+EXACT_MAX_N = 8  # the reference's rule: the exact null distribution when a side has at most this many values and none is tied
 
 
 def mann_whitney_two_sided_p(x: list[float], y: list[float]) -> float:
-    """The two-sided p-value of the Mann–Whitney U test of x against y, as scipy 1.17's
-    stats.mannwhitneyu(x, y, alternative="two-sided") (method "auto", continuity correction)
-    gives it: U = max(U₁, U₂) from average ranks; with a side of at most 8 values and no ties the
+    """The two-sided p-value of the Mann–Whitney U test of x against y, as the reference the tests
+    name gives it (its default method "auto", with the continuity correction): U = max(U₁, U₂)
+    from average ranks; with a side of at most 8 values and no ties the
     exact null distribution (2 · P(U ≥ u)), else the normal approximation with the tie correction
     (2 · sf(z), z = (U − mn/2 − ½)/σ); at most 1. NaN where a value is NaN."""
     n1, n2 = len(x), len(y)
@@ -300,7 +301,7 @@ def mann_whitney_two_sided_p(x: list[float], y: list[float]) -> float:
     if min(n1, n2) <= EXACT_MAX_N and not tie_term:
         cumulative = _u_cumulative_counts(min(n1, n2), max(n1, n2))
         return min(1.0, 2 * cumulative[n1 * n2 - int(u)] / cumulative[-1])
-    # scipy's arithmetic, operation by operation
+    # the reference's arithmetic, operation by operation
     sigma = math.sqrt(n1 * n2 / 12 * ((n + 1) - float(tie_term) / (n * (n - 1))))
     if sigma == 0:  # every value the same: U = mn/2, z = −∞
         return 1.0
