@@ -72,9 +72,9 @@ def test_mann_whitney_only_with_seven_runs_a_side():
 
 
 def test_pairs_compared_together_give_each_pair_its_own_figures_to_the_bit():
-    """compare_pairs runs the rank tests of many pairs in one scipy call per batch: each p-value must
-    be the one scipy gives that pair alone, exactly, whatever else is in the list. Small samples
-    with and without ties side by side: scipy picks the exact test per call, unless a row has ties."""
+    """compare_pairs computes the t figures of all pairs at once: each comparison must be the one
+    that pair gets alone, to the bit, whatever else is in the list. Small samples with and without
+    ties side by side: the rank test is scipy's, exact or normal as scipy picks per pair."""
     rng = np.random.default_rng(11)
 
     def cell(n: int, tied: bool) -> list[float]:
@@ -83,12 +83,30 @@ def test_pairs_compared_together_give_each_pair_its_own_figures_to_the_bit():
 
     sizes = [(7, 7), (10, 10), (7, 8), (5, 5), (12, 9), (10, 10), (8, 7), (7, 7)]
     pairs = [SamplePair(cell(n_a, tied), cell(n_b, False), higher_is_better=i % 3 != 0) for i, (n_a, n_b) in enumerate(sizes) for tied in (False, True)]
+    pairs.append(SamplePair([100.0, 100.0, 100.0], [100.0, 100.0, 100.0]))  # no spread: p 1, no t statistic
     together = compare_pairs(pairs)
     assert together == [compare(p.baseline, p.other, p.higher_is_better) for p in pairs]
     alone = [float(sps.mannwhitneyu(p.other, p.baseline, alternative="two-sided").pvalue) if min(len(p.baseline), len(p.other)) >= 7 else None for p in pairs]
-    assert [c.mann_whitney_p for c in together] == alone
-    assert len({alone[0], alone[1], alone[-2], alone[-1]}) == 4, "7 against 7 with and without ties: the exact and the normal test"
+    assert [c.mann_whitney_p for c in together] == [None if p is None else pytest.approx(p, rel=1e-9) for p in alone]
+    assert len({alone[0], alone[1], alone[-3], alone[-2]}) == 4, "7 against 7 with and without ties: the exact and the normal test"
+    assert (together[-1].p_value, together[-1].ci_low, together[-1].ratio) == (1.0, 1.0, 1.0)
     assert compare_pairs([]) == []
+
+
+def test_welch_figures_of_many_pairs_match_scipy():
+    """The interval, p and detectable change of pairs of every size and spread, against scipy's
+    Welch test and t quantiles."""
+    rng = np.random.default_rng(12)
+    pairs = [SamplePair(list(rng.lognormal(np.log(100), rng.uniform(0.005, 0.3), rng.integers(2, 15))), list(rng.lognormal(np.log(100 * rng.uniform(0.8, 1.25)), rng.uniform(0.005, 0.3), rng.integers(2, 15)))) for _ in range(300)]
+    for pair, c in zip(pairs, compare_pairs(pairs)):
+        a, b = np.log(pair.baseline), np.log(pair.other)
+        welch = sps.ttest_ind(b, a, equal_var=False)
+        low, high = welch.confidence_interval(0.95)
+        df = welch.df
+        se = (b.mean() - a.mean()) / welch.statistic
+        assert c.p_value == pytest.approx(welch.pvalue, rel=1e-9)
+        assert (c.ci_low, c.ci_high) == (pytest.approx(np.exp(low), rel=1e-12), pytest.approx(np.exp(high), rel=1e-12))
+        assert c.detectable_change == pytest.approx(np.exp((sps.t.ppf(0.975, df) + sps.t.ppf(0.8, df)) * abs(se)) - 1, rel=1e-9)
 
 
 def test_benjamini_hochberg_matches_scipy():
@@ -134,14 +152,14 @@ def test_a_significant_change_below_the_threshold_is_no_detectable_difference():
 
 def test_interval_covers_the_true_ratio_95_percent_of_the_time():
     rng = np.random.default_rng(2026)
-    true_ratio, covered, trials = 1.07, 0, 2000
+    true_ratio, trials, pairs = 1.07, 2000, []
     for _ in range(trials):
         n_a, n_b = rng.integers(3, 11, size=2)
         sigma_a, sigma_b = rng.uniform(0.02, 0.15, size=2)
         a = rng.lognormal(np.log(500), sigma_a, n_a)
         b = rng.lognormal(np.log(500 * true_ratio), sigma_b, n_b)
-        c = compare(list(a), list(b))
-        covered += c.ci_low <= true_ratio <= c.ci_high
+        pairs.append(SamplePair(list(a), list(b)))
+    covered = sum(c.ci_low <= true_ratio <= c.ci_high for c in compare_pairs(pairs))
     assert 0.93 <= covered / trials <= 0.97, covered / trials
 
 

@@ -9,11 +9,18 @@ symmetric and a multiplicative noise model is respected.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
-from scipy import special
+
+from fslab.distributions import (
+    mann_whitney_two_sided_p,
+    student_t_quantile,
+    student_t_two_sided_p,
+)
 
 CONFIDENCE = 0.95
 CV_WARNING = 0.10
@@ -23,7 +30,7 @@ MIN_RUNS = 3
 OUTLIER_MIN_N = 5  # below this the MAD of a few nearly equal runs makes any third one an "outlier"
 RANK_TEST_MIN_N = 7  # Mann–Whitney U only where both sides have at least this many runs
 POWER = 0.80  # for the smallest detectable change
-NORMAL_MAD = 0.6744897501960817  # the MAD of a standard normal distribution (special.ndtri(0.75)): MAD / this estimates σ
+NORMAL_MAD = 0.6744897501960817  # the MAD of a standard normal distribution (its 0.75 quantile): MAD / this estimates σ
 # A figure with an interval (a cell's mean ± x %, a ratio's interval, the detectable change) is
 # printed only from this many runs per cell: below, t has at most 1 degree of freedom (12.7 × the
 # standard error at 95 %) and two runs give intervals like 0.000–428246421.
@@ -109,15 +116,16 @@ def figure_needs(samples: list[list[float]], half_width: float | None) -> int | 
     return max(at_least, runs_needed(samples, INTERVAL_MAX_HALF_WIDTH) or RUNS_NEEDED_LIMIT)
 
 
+@lru_cache(maxsize=4096)
 def t_quantile(p: float, df: float) -> float:
-    """Student's t quantile: what scipy.stats.t.ppf computes (special.stdtrit), without its
-    per-call checks, which cost 40 times the quantile itself (a summary asks thousands)."""
-    return float(special.stdtrit(df, p))
+    """Student's t quantile, the t with P(T ≤ t) = p, remembered: a summary asks it of the same
+    few degrees of freedom (a cell's runs − 1) thousands of times. Many at once: student_t_quantile."""
+    return float(student_t_quantile(p, df))
 
 
 def modified_z_scores(values: list[float]) -> list[float]:
-    """(x − median) / (1.4826 · MAD); all zeros when the MAD is zero. The MAD as
-    scipy.stats.median_abs_deviation(scale="normal") computes it, without its per-call checks."""
+    """(x − median) / (1.4826 · MAD); all zeros when the MAD is zero. The MAD scaled to estimate a
+    normal σ (divided by NORMAL_MAD)."""
     floats = [float(v) for v in values]
     center = median(floats)
     mad = median([abs(x - center) for x in floats]) / NORMAL_MAD
@@ -212,28 +220,49 @@ def compare(baseline: list[float], other: list[float], higher_is_better: bool = 
 
 
 def compare_pairs(pairs: list[SamplePair], threshold: float = 0.03) -> list[Comparison]:
-    """compare() of each pair, in order. Asked for together so that their rank tests run together
-    (mann_whitney_p_values): a study run compares a thousand pairs and more."""
+    """compare() of each pair, in order. Asked for together so that their t quantiles and p-values
+    are computed together (_welch_t_figures): a study run compares a thousand pairs and more."""
     for pair in pairs:
         if min(pair.baseline + pair.other) <= 0:
             raise ValueError("ratios need positive samples")
-    return [_compared(pair, rank_p, threshold) for pair, rank_p in zip(pairs, mann_whitney_p_values(pairs))]
+    welch = [log_welch(pair.baseline, pair.other) for pair in pairs]
+    return [
+        _compared(pair, w, t, rank_p, threshold)
+        for pair, w, t, rank_p in zip(pairs, welch, _welch_t_figures(welch), mann_whitney_p_values(pairs))
+    ]
 
 
-def _compared(pair: SamplePair, mann_whitney_p: float | None, threshold: float) -> Comparison:
+def _welch_t_figures(welch: list[tuple[float, float | None, float | None]]) -> list[tuple[float, float, float] | None]:
+    """For each log_welch result with a standard error: the t quantiles of the interval and of the
+    power at its degrees of freedom, and the two-sided p of its t statistic (where the error is 0:
+    NaN, unused); None without. Computed for all pairs at once, over numpy arrays: pair by pair
+    they would cost some 300 times more."""
+    tested = [i for i, (_, se, _) in enumerate(welch) if se is not None]
+    found: list[tuple[float, float, float] | None] = [None] * len(welch)
+    if tested:
+        df = np.array([welch[i][2] for i in tested])
+        statistic = np.array([abs(welch[i][0]) / welch[i][1] if welch[i][1] else math.nan for i in tested])
+        interval, power = student_t_quantile(np.array([[(1 + CONFIDENCE) / 2], [POWER]]), df).tolist()
+        p = student_t_two_sided_p(statistic, df).tolist()
+        for i, figures in zip(tested, zip(interval, power, p)):
+            found[i] = figures
+    return found
+
+
+def _compared(pair: SamplePair, welch: tuple[float, float | None, float | None], t_figures: tuple[float, float, float] | None, mann_whitney_p: float | None, threshold: float) -> Comparison:
     baseline, other = pair.baseline, pair.other
-    diff, se, df = log_welch(baseline, other)
+    diff, se, _ = welch
     ratio = math.exp(diff)
     low = high = p = detectable = None
     if se is not None:
-        t = t_quantile((1 + CONFIDENCE) / 2, df)
+        t, t_power, t_p = t_figures
         if se == 0:
             low = high = ratio
             p = 0.0 if diff else 1.0
         else:
             low, high = math.exp(diff - t * se), math.exp(diff + t * se)
-            p = float(2 * special.stdtr(df, -abs(diff) / se))  # scipy.stats.t.sf, as t_quantile
-        detectable = math.exp((t + t_quantile(POWER, df)) * se) - 1
+            p = t_p
+        detectable = math.exp((t + t_power) * se) - 1
     half = None if low is None else math.sqrt(high / low) - 1  # exp(log half-width) − 1
     needs = figure_needs([baseline, other], half)
     result = Comparison(len(baseline), len(other), ratio, low, high, p, pair.higher_is_better, detectable, mann_whitney_p, p_adjusted=p, needs_runs=needs)
@@ -242,27 +271,11 @@ def _compared(pair: SamplePair, mann_whitney_p: float | None, threshold: float) 
 
 def mann_whitney_p_values(pairs: list[SamplePair]) -> list[float | None]:
     """Each pair's two-sided Mann–Whitney U p-value (other against baseline) where both sides have
-    RANK_TEST_MIN_N runs or more, else None.
-
-    scipy's per-call checks cost some 30 times the test itself, so pairs go into one call each
-    batch (2-D samples, a row per pair: each row gets the p-value of its own call). A batch holds
-    pairs of the same sizes and with or without ties alike: scipy chooses between the exact and
-    the normal test per call, by the sizes and by whether any row has ties."""
-    batches: dict[tuple[int, int, bool], list[int]] = {}
-    for i, pair in enumerate(pairs):
-        sizes = (len(pair.other), len(pair.baseline))
-        if min(sizes) >= RANK_TEST_MIN_N:
-            tied = len(set(pair.other) | set(pair.baseline)) < sum(sizes)
-            batches.setdefault((*sizes, tied), []).append(i)
-    found: list[float | None] = [None] * len(pairs)
-    if batches:
-        from scipy.stats import mannwhitneyu  # half a second to import, which only a rank test needs (every command imports this module)
-
-        for rows in batches.values():
-            tested = mannwhitneyu([pairs[i].other for i in rows], [pairs[i].baseline for i in rows], alternative="two-sided", axis=1)
-            for i, p in zip(rows, tested.pvalue):
-                found[i] = float(p)
-    return found
+    RANK_TEST_MIN_N runs or more, else None."""
+    return [
+        mann_whitney_two_sided_p(pair.other, pair.baseline) if min(len(pair.other), len(pair.baseline)) >= RANK_TEST_MIN_N else None
+        for pair in pairs
+    ]
 
 
 def beyond(ratio: float, threshold: float) -> bool:
@@ -345,7 +358,10 @@ def runs_needed(samples: list[list[float]], precision: float, max_runs: int = RU
     if pooled is None:
         return None
     target = math.log1p(precision)
-    return next((n for n in range(2, max_runs + 1) if _half_width(pooled, n) <= target), None)
+    # The half-width falls as runs grow (t's quantile and √(2/n) both do): bisect for the first that reaches the target.
+    runs = range(2, max_runs + 1)
+    first = bisect_left(runs, True, key=lambda n: _half_width(pooled, n) <= target)
+    return runs[first] if first < len(runs) else None
 
 
 @dataclass(frozen=True)
