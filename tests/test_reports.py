@@ -167,7 +167,7 @@ def test_a_summary_again_leaves_the_runs_files_that_hold_its_runs(study_run, tmp
     or a runs file missing or not fslab's, and both are written again."""
     _, db, study_run_id = study_run
     s = summarize_study_run(db, study_run_id)
-    folder = write_reports(s, tmp_path)[0].parent
+    folder = write_reports(db, s, tmp_path)[0].parent
     runs_csv, runs_json = folder / "runs.csv", folder / "runs.json"
 
     def runs_files() -> tuple:
@@ -175,38 +175,38 @@ def test_a_summary_again_leaves_the_runs_files_that_hold_its_runs(study_run, tmp
 
     before = runs_files()
     again = summarize_study_run(db, study_run_id, threshold=0.2)
-    assert write_reports(again, tmp_path) == [folder / name for name in ("summary.md", "summary.csv", "summary.json", "runs.csv", "runs.json")]
+    assert write_reports(db, again, tmp_path) == [folder / name for name in ("summary.md", "summary.csv", "summary.json", "runs.csv", "runs.json")]
     assert runs_files() == before, "the same runs: the same files, untouched"
     assert json.loads((folder / "summary.json").read_text())["threshold"] == 0.2, "the summary files are the new summary's"
 
     last = s.runs[-1]["id"]
-    earlier = replace(s, runs=s.runs[:-1], run_metrics=[m for m in s.run_metrics if m.run_id != last])
-    write_reports(earlier, tmp_path)
+    earlier = replace(s, runs=s.runs[:-1])  # as the summary was before the last run was stored
+    write_reports(db, earlier, tmp_path)
     assert last not in {r["id"] for r in json.loads(runs_json.read_text())["runs"]}
-    write_reports(s, tmp_path)
-    assert runs_files()[1][2] == before[1][2] and last in {int(r["run_id"]) for r in csv.DictReader(io.StringIO(runs_csv.read_text()))}, "a run more: written again"
+    write_reports(db, s, tmp_path)
+    assert runs_files()[1][2] == before[1][2] and last in {r["id"] for r in json.loads(runs_json.read_text())["runs"]}, "a run more: written again"
 
     interrupted = replace(s, study_run=s.study_run | {"status": "interrupted"})
-    write_reports(interrupted, tmp_path)
+    write_reports(db, interrupted, tmp_path)
     assert json.loads(runs_json.read_text())["study_run"]["status"] == "interrupted", "the study run changed: written again"
-    write_reports(s, tmp_path)
+    write_reports(db, s, tmp_path)
 
     monkeypatch.setattr(files, "__version__", "99.0")
-    write_reports(s, tmp_path)
+    write_reports(db, s, tmp_path)
     assert json.loads(runs_json.read_text())["fslab"] == "99.0", "another fslab's files: written again"
     monkeypatch.undo()
 
     runs_csv.unlink()
-    write_reports(s, tmp_path)
+    write_reports(db, s, tmp_path)
     assert runs_csv.read_bytes() == before[0][2], "runs.csv missing: written again"
     runs_json.write_text('{"study_run": {}}')  # an older fslab's, or anybody's
-    write_reports(s, tmp_path)
+    write_reports(db, s, tmp_path)
     assert runs_files()[1][2] == before[1][2]
 
     runs_json.unlink()
     runs_json.symlink_to(tmp_path / "elsewhere.json")
     with pytest.raises(Refused, match="never through a symlink"):
-        write_reports(s, tmp_path)
+        write_reports(db, s, tmp_path)
     assert not (tmp_path / "elsewhere.json").exists()
 
 

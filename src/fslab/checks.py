@@ -18,6 +18,18 @@ class Check:
     required: bool = True  # a failed optional check is a note, not a blocker
 
 
+@dataclass(frozen=True)
+class Unsupported:
+    """A target this machine cannot run, and what it lacks (a kernel feature, a tool, memory):
+    found by `fslab doctor`'s checks, stored with the study run, read by its summary."""
+
+    target: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"target '{self.target}': {self.why}"
+
+
 def tool_check(name: str, argv: tuple[str, ...], package: str, required: bool = True) -> Check:
     version = tool_version(argv)
     return Check(name, version is not None, version or "not installed", f"apt-get install {package}", required)

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 from rich.console import Console
@@ -15,27 +15,26 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from fslab import doctor as doctor_checks
 from fslab.analysis import compare_study_runs, regressions
-from fslab.devices.layers import LAYERS
 from fslab.errors import FslabError
-from fslab.filesystems import FILESYSTEMS
 from fslab.guard.block_devices import DESTROY_FLAG
 from fslab.guard.names import check_name, visible
 from fslab.importer import DEFAULT_STUDY, import_files, imported_from
-from fslab.plan import PlannedRun, Repetitions
 from fslab.report.console import CONSOLE_WIDTH, print_comparison, print_summary
 from fslab.report.files import TableFormat, export_tables, report_folder, write_reports
 from fslab.report.summary import StudySummary, summarize_study_run
 from fslab.results import ResultsDB, RunRecord, reports_dir, resolve_location
 from fslab.results.db import DEFAULT_DB, now
 from fslab.results.owner import Owner
-from fslab.resume import resumable
-from fslab.runner import RunObserver, resume_study, run_study
-from fslab.study import Study, builtin_studies, describe_study, load_study, short_runs
 from fslab.units import Bandwidth, parse_duration, parse_percent
 from fslab.workdir import DEFAULT_WORKDIR, Workdir
-from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
+
+# What running a study needs (its file's model, the runner, the machine's checks) is imported by
+# the commands that run one: a summary, a report, a comparison need none of it, and start faster.
+if TYPE_CHECKING:
+    from fslab.plan import PlannedRun
+    from fslab.runner import RunObserver
+    from fslab.study import Study
 
 app = typer.Typer(help="fslab: a laboratory for filesystem performance on Linux.", no_args_is_help=True, add_completion=False)
 # Piped, the tables are as a 120-column terminal shows them, and a message is one line, as the
@@ -147,6 +146,10 @@ def run(
         raise _fail("name a study file or a built-in study (see `fslab list`), or give --resume")
     if scale_sizes_only and scale is None:
         raise _fail("--scale-sizes-only goes with --scale: give the factor sizes are multiplied by (e.g. --scale 0.1)")
+    from fslab.plan import Repetitions
+    from fslab.runner import run_study
+    from fslab.study import describe_study, load_study
+
     loaded = load_study(study, scale=scale or 1.0, scale_sizes_only=scale_sizes_only)
     _warn_short_runs(loaded)
     repetitions = Repetitions(
@@ -167,6 +170,9 @@ def run(
 
 
 def _resume(ref: str | None, threshold: float, db: str | None, workdir: Path, destroy_flags: tuple[str, ...]) -> None:
+    from fslab.resume import resumable
+    from fslab.runner import resume_study
+
     results = _open_db(db)
     found = resumable(results, ref)
     console.print(f"[bold]{safe_markup(found.study.name)}[/bold]: resuming study run {found.study_run_id}, {len(found.stored)} run(s) already stored", highlight=False)
@@ -179,6 +185,8 @@ def _resume(ref: str | None, threshold: float, db: str | None, workdir: Path, de
 
 def _warn_short_runs(study: Study) -> None:
     """Said before anything runs, and not fatal: runs too short to measure much."""
+    from fslab.study import short_runs
+
     warning = short_runs(study)
     if warning:
         errors.print(f"[yellow]warning[/yellow]: {safe_markup(warning)}", highlight=False, soft_wrap=True)
@@ -207,7 +215,7 @@ def _show(results: ResultsDB, study_run_id: int, **analysis: Any) -> StudySummar
     """Print the summary, write its report files; the summary shown."""
     summary = summarize_study_run(results, study_run_id, **analysis)
     print_summary(console, summary, report=report_folder(summary, reports_dir(results.location)) / "summary.md")
-    written = write_reports(summary, reports_dir(results.location))
+    written = write_reports(results, summary, reports_dir(results.location))
     console.print(f"Results in {results.location}; report files: {', '.join(str(p) for p in written)}", highlight=False)
     return summary
 
@@ -239,7 +247,7 @@ def export(
     found = _find_study_run(results, study_run)
     summary = summarize_study_run(results, found["id"])
     folder = output or report_folder(summary, reports_dir(results.location))
-    for path in export_tables(summary, folder, form):
+    for path in export_tables(results, summary, folder, form):
         console.print(str(path), markup=False, highlight=False)
 
 
@@ -352,6 +360,11 @@ def history(db: DbOption = None) -> None:
 @app.command("list")
 def list_things() -> None:
     """Built-in studies, workloads, filesystems and layers."""
+    from fslab.devices.layers import LAYERS
+    from fslab.filesystems import FILESYSTEMS
+    from fslab.study import builtin_studies
+    from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
+
     studies = Table("built-in study", "description", title_justify="left")
     for name, description in builtin_studies().items():
         studies.add_row(name, description)
@@ -369,6 +382,8 @@ def list_things() -> None:
 @app.command()
 def doctor(workdir: WorkdirOption = DEFAULT_WORKDIR) -> None:
     """What this machine can do: tools and versions, kernel support, root, free space."""
+    from fslab import doctor as doctor_checks
+
     table = Table("check", "status", "detail", "how to get it")
     blocking = 0
     for check in doctor_checks.machine_checks(workdir):

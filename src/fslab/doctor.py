@@ -8,11 +8,10 @@ lacks is told as `Unsupported`: `fslab run --skip-unsupported` skips that target
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 from fslab import cgroups
-from fslab.checks import Check, tool_check
+from fslab.checks import Check, Unsupported, tool_check
 from fslab.devices import layers, zram
 from fslab.environment import TOOLS, filesystem_of
 from fslab.filesystems import FILESYSTEMS
@@ -69,17 +68,6 @@ def workdir_checks(workdir: Path) -> list[Check]:
         Check("work directory", not in_ram, f"{where['path']} on {where['fstype']} ({where['source']})", "choose a --workdir on a disk: loop images in RAM measure memory, not storage", required=False),
         Check("free space", where["free_bytes"] > 2**30, f"{format_size(where['free_bytes'])} free", "free space in the work directory or choose another --workdir", required=False),
     ]
-
-
-@dataclass(frozen=True)
-class Unsupported:
-    """A target this machine cannot run, and what it lacks (a kernel feature, a tool, memory)."""
-
-    target: str
-    why: str
-
-    def __str__(self) -> str:
-        return f"target '{self.target}': {self.why}"
 
 
 def study_problems(study: Study, workdir: Path) -> list[str]:

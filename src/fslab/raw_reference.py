@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fslab.analysis import Samples, roles_of
+from fslab.guard.names import image_names
 from fslab.metrics import Roles, unqualified
 from fslab.stats import Comparison, SamplePair, compare_pairs, median
-from fslab.study import image_names
 
 # A target whose 95 % interval of target / raw reference lies wholly above this is flagged.
 BEYOND_RAW = 1.5

@@ -18,6 +18,7 @@ from typing import Protocol
 
 from fslab import doctor, environment
 from fslab.cgroups import memory_limited
+from fslab.checks import Unsupported
 from fslab.devices import layers
 from fslab.devices.loop import Image, ImageSource, check_free_space, image_file
 from fslab.devices.named import NamedSource, confirmed_devices
@@ -87,7 +88,7 @@ def run_study(
     return study_run_id
 
 
-def study_run_settings(study: Study, skipped: list[doctor.Unsupported]) -> dict:
+def study_run_settings(study: Study, skipped: list[Unsupported]) -> dict:
     """What the study run keeps beside its repetitions: how it was scaled, what it skipped and why."""
     settings: dict = {"scale_sizes_only": True} if study.scale_sizes_only else {}
     if skipped:
@@ -110,7 +111,7 @@ def resume_study(resumable: Resumable, db: ResultsDB, workdir: Workdir, *, obser
     return resumable.study_run_id
 
 
-def _check_can_run(study: Study, workdir: Workdir, destroy_flags: tuple[str, ...], *, skip_unsupported: bool = False, resuming: bool = False) -> tuple[dict[str, BlockDevice], list[doctor.Unsupported]]:
+def _check_can_run(study: Study, workdir: Workdir, destroy_flags: tuple[str, ...], *, skip_unsupported: bool = False, resuming: bool = False) -> tuple[dict[str, BlockDevice], list[Unsupported]]:
     """Everything that can be checked before anything is attached or formatted, all at once;
     returns the user's devices the study names, confirmed, and the targets to skip. Only what
     the machine lacks for one target is skipped, never a refusal: a refused option, job or

@@ -23,7 +23,7 @@ from fslab.errors import FslabError, Refused
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.zfs import property_text
 from fslab.guard import fio_jobs
-from fslab.guard.names import file_name
+from fslab.guard.names import file_name, image_names
 from fslab.guard.options import split_arguments
 from fslab.study_file import DdSection, FioSection, PhaseSection, RsyncSection, ScenarioSection, StudyFile, StudySection, SysbenchSection, TargetSection, WorkloadSection, allowed_fields, as_list, untagged
 from fslab.toml_errors import describe_error, field_path, locate, unknown
@@ -64,11 +64,6 @@ def run_timeout(seconds: float, asked: str | int | float | None) -> float:
 
 class StudyError(FslabError):
     """A study file that cannot be run, with where and why."""
-
-
-def image_names(target_name: str, devices: int) -> tuple[str, ...]:
-    """The names of a target's own loop images: its name, or name-1, name-2, … for several."""
-    return (target_name,) if devices == 1 else tuple(f"{target_name}-{i}" for i in range(1, devices + 1))
 
 
 @dataclass(frozen=True)

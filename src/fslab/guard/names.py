@@ -26,6 +26,11 @@ def check_name(value: str) -> str:
     return value
 
 
+def image_names(target_name: str, devices: int) -> tuple[str, ...]:
+    """The names of a target's own loop images: its name, or name-1, name-2, … for several."""
+    return (target_name,) if devices == 1 else tuple(f"{target_name}-{i}" for i in range(1, devices + 1))
+
+
 def file_name(name: str) -> str:
     """The file name for a name: a plain name as it is; any other (a sweep's `ext4[noatime]`)
     made plain, with a hash of the name to keep distinct names apart (`ext4_noatime-1a2b3c`)."""

@@ -67,7 +67,7 @@ def run_details(db: ResultsDB, s: StudySummary) -> RunDetails:
         if r["device_facts"]:
             devices.setdefault(r["target"], r["device_facts"])
     histograms, unreadable = _histograms(db.outputs_of_study_run(s.study_run["id"], "fio", phase=None), runs)
-    bandwidths = {(m.run_id, m.phase or "", m.metric): m.value for m in s.run_metrics if m.metric in BANDWIDTH}
+    bandwidths = db.metric_values(s.study_run["id"], BANDWIDTH)
     traces, unreadable_logs = throughput_traces(db.outputs_of_study_run(s.study_run["id"], LOG_TOOL, phase=None), runs, bandwidths)
     return RunDetails(histograms, traces, job_files, devices, unreadable + unreadable_logs)
 

@@ -18,6 +18,8 @@ from fslab.guard.identity import open_own
 from fslab.guard.names import file_name
 from fslab.report.output import own_folder, write_all
 from fslab.report.parquet import parquet_bytes
+from fslab.results import ResultsDB
+from fslab.results.db import RunMetric
 from fslab.report.summary import (
     COMPARISON_COLUMNS,
     TARGET_COLUMNS,
@@ -99,18 +101,18 @@ def summary_rows(s: StudySummary) -> list[list]:
     ]
 
 
-def run_rows(s: StudySummary) -> list[list]:
+def run_rows(stored: list[RunMetric]) -> list[list]:
     """Every run, failed runs and warm-ups too, one row per metric (RUN_COLUMNS): long format."""
     columns = operator.attrgetter(*RUN_COLUMNS)  # one call a row, not one a cell: there are tens of thousands of rows
-    return [list(columns(m)) for m in s.run_metrics]
+    return [list(columns(m)) for m in stored]
 
 
 def to_csv(s: StudySummary) -> str:
     return _csv(list(SUMMARY_COLUMNS), summary_rows(s))
 
 
-def runs_csv(s: StudySummary) -> str:
-    return _csv(list(RUN_COLUMNS), run_rows(s))
+def runs_csv(stored: list[RunMetric]) -> str:
+    return _csv(list(RUN_COLUMNS), run_rows(stored))
 
 
 def _csv(columns: list[str], rows: list[list]) -> str:
@@ -121,11 +123,12 @@ def _csv(columns: list[str], rows: list[list]) -> str:
     return buffer.getvalue()
 
 
-def runs_json(s: StudySummary) -> str:
+def runs_json(s: StudySummary, stored: list[RunMetric]) -> str:
     """Every run with all that is stored of it but its tools' raw output (in the database:
-    run_outputs), and its metrics; opened by what it holds (_runs_opening)."""
+    run_outputs), and its metrics (`stored`: ResultsDB.run_metrics); opened by what it holds
+    (_runs_held)."""
     metrics: dict[int, list[dict]] = {}
-    for m in s.run_metrics:
+    for m in stored:
         if m.metric is not None:
             metrics.setdefault(m.run_id, []).append({"phase": m.phase, "name": m.metric, "value": m.value, "unit": m.unit})
     return _json(_runs_held(s) | {"runs": [_plain(run) | {"metrics": metrics.get(run["id"], [])} for run in s.runs]})
@@ -209,17 +212,18 @@ def report_folder(s: StudySummary, directory: Path) -> Path:
 REPORT_FILES = ("summary.md", "summary.csv", "summary.json", "runs.csv", "runs.json")
 
 
-def write_reports(s: StudySummary, directory: Path) -> list[Path]:
+def write_reports(db: ResultsDB, s: StudySummary, directory: Path) -> list[Path]:
     """summary.md, summary.csv and summary.json in the study run's folder, and runs.csv and
-    runs.json unless those there hold these very runs already (a summary asked for again, with
-    other options, has nothing new for them: a study run of thousands of runs spares a third of
-    a second). The paths of all five."""
+    runs.json (every run and metric, read from `db`) unless those there hold these very runs
+    already (a summary asked for again, with other options, has nothing new for them: a study
+    run of thousands of runs spares a third of a second). The paths of all five."""
     folder = report_folder(s, directory)
     files = {"summary.md": to_markdown(s), "summary.csv": to_csv(s), "summary.json": to_json(s)}
     own_folder(directory)
     own_folder(folder)
     if not _runs_files_current(folder, s):
-        files |= {"runs.csv": runs_csv(s), "runs.json": runs_json(s)}
+        stored = db.run_metrics(s.study_run["id"])
+        files |= {"runs.csv": runs_csv(stored), "runs.json": runs_json(s, stored)}
     write_all(folder, files)
     return [folder / name for name in REPORT_FILES]
 
@@ -229,10 +233,10 @@ class TableFormat(Enum):
     PARQUET = "parquet"  # needs pyarrow (the `parquet` extra)
 
 
-def export_tables(s: StudySummary, folder: Path, form: TableFormat = TableFormat.CSV) -> list[Path]:
+def export_tables(db: ResultsDB, s: StudySummary, folder: Path, form: TableFormat = TableFormat.CSV) -> list[Path]:
     """`fslab export`: runs.csv (every run, long format) and summary.csv (every cell's
     statistics) in `folder`, for pandas; or the same as .parquet."""
-    tables = {"runs": (RUN_COLUMNS, run_rows(s)), "summary": (SUMMARY_COLUMNS, summary_rows(s))}
+    tables = {"runs": (RUN_COLUMNS, run_rows(db.run_metrics(s.study_run["id"]))), "summary": (SUMMARY_COLUMNS, summary_rows(s))}
     if form is TableFormat.PARQUET:
         written = {f"{name}.parquet": parquet_bytes(columns, rows) for name, (columns, rows) in tables.items()}
     else:

@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 
 from fslab.analysis import Analysis, Row, analyse, ranking_line
-from fslab.doctor import Unsupported
+from fslab.checks import Unsupported
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Filesystem
 from fslab.importer import imported_from
@@ -20,7 +20,7 @@ from fslab.metrics import PHASE_SEPARATOR, qualified, unqualified
 from fslab.monitors import METRICS as MONITOR_METRICS
 from fslab.raw_reference import BeyondRaw, CachedReference, beyond_raw, cached_references, raw_references
 from fslab.results import ResultsDB
-from fslab.results.db import RunMetric, SampleGroups, group_samples
+from fslab.results.db import SampleGroups
 from fslab.stats import RUNS_NEEDED_LIMIT, Summary, summarize
 from fslab.units import Bandwidth, format_size
 from fslab.workloads.fio import DIRECTIONS, METRICS as FIO_METRICS, PERCENTILES
@@ -69,7 +69,6 @@ class StudySummary:
     skipped: list[Unsupported] = field(default_factory=list)  # targets --skip-unsupported left out, and why
     cached_reference: list[CachedReference] = field(default_factory=list)  # raw figures no disk could produce
     runs: list[dict] = field(default_factory=list)  # every run as stored, failed and warm-up too (runs.json)
-    run_metrics: list[RunMetric] = field(default_factory=list)  # every run's metrics, long format (runs.csv, fslab export)
 
     def cells_of(self, workload: str) -> list[CellSummary]:
         return [c for c in self.cells if c.workload == workload]
@@ -89,8 +88,7 @@ def summarize_study_run(
     skipped = [Unsupported(**u) for u in (study_run.get("settings") or {}).get("skipped", [])]
     targets = db.targets(study_run_id)
     runs = db.runs(study_run_id)
-    run_metrics = db.run_metrics(study_run_id)
-    groups = group_samples(run_metrics)
+    groups = db.sample_groups(study_run_id)
     stored_workloads = db.workloads(study_run_id)
     workloads = [w["name"] for w in stored_workloads]
     failures = [FailedRun(r["target"], r["workload"], r["repetition"], (r["failure"] or {}).get("phase", ""), r["error"] or "") for r in runs if r["status"] != "ok"]
@@ -139,7 +137,6 @@ def summarize_study_run(
         skipped=skipped,
         cached_reference=cached_references(groups.values, targets, {w["name"]: w["spec"].get("fio_options") or {} for w in stored_workloads}),
         runs=runs,
-        run_metrics=run_metrics,
     )
 
 
