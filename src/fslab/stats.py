@@ -69,23 +69,28 @@ def summarize(values: list[float], higher_is_better: bool = True) -> Summary:
     """Descriptive statistics of one cell's samples, in run order, with warnings."""
     if not values:
         raise ValueError("no samples to summarize")
-    # The mean and standard deviation stay numpy's: its pairwise sums can differ from a plain sum
-    # in the last bit. The order statistics in plain Python from one sort: numpy's per-call
-    # overhead is 10 times the work on a cell's ~10 runs.
-    data = np.asarray(values, dtype=float)
-    floats = data.tolist()
+    floats = [float(v) for v in values]
     ordered = sorted(floats)
-    n = len(data)
-    mean = float(data.mean())
+    n = len(floats)
+    mean, variance = mean_and_variance(floats)
     if n < 2:
         warnings = _warnings(floats, None, higher_is_better)
         return Summary(n, mean, _middle(ordered), None, None, ordered[0], ordered[-1], None, None, warnings, figure_needs([values], None))
-    stdev = float(data.std(ddof=1))
+    stdev = math.sqrt(variance)
     cv = stdev / mean if mean else None
     half = t_quantile((1 + CONFIDENCE) / 2, n - 1) * stdev / math.sqrt(n)
     relative = half / abs(mean) if mean else None
     needs = figure_needs([values], relative)
     return Summary(n, mean, _middle(ordered), stdev, cv, ordered[0], ordered[-1], mean - half, mean + half, _warnings(floats, cv, higher_is_better), needs)
+
+
+def mean_and_variance(values: list[float]) -> tuple[float, float | None]:
+    """The mean and the sample variance (n − 1; None for one value), each from an exactly
+    rounded sum (math.fsum). Plain Python: numpy's per-call overhead is ten times the work on a
+    cell's ~10 runs, and a summary asks it of thousands of cells."""
+    n = len(values)
+    mean = math.fsum(values) / n
+    return mean, (math.fsum((x - mean) ** 2 for x in values) / (n - 1) if n > 1 else None)
 
 
 def median(values: list[float]) -> float:
@@ -193,15 +198,16 @@ def inverted(c: Comparison) -> Comparison:
 
 def log_welch(baseline: list[float], other: list[float]) -> tuple[float, float | None, float | None]:
     """Difference of mean logs (other − baseline), its standard error and Welch's degrees of freedom."""
-    a, b = np.log(np.asarray(baseline, dtype=float)), np.log(np.asarray(other, dtype=float))
-    diff = float(b.mean() - a.mean())
-    if len(a) < 2 or len(b) < 2:
+    (mean_a, var_a), (mean_b, var_b) = (mean_and_variance([math.log(x) for x in values]) for values in (baseline, other))
+    diff = mean_b - mean_a
+    if var_a is None or var_b is None:
         return diff, None, None
-    va, vb = a.var(ddof=1) / len(a), b.var(ddof=1) / len(b)
+    n_a, n_b = len(baseline), len(other)
+    va, vb = var_a / n_a, var_b / n_b
     se = math.sqrt(va + vb)
     if se == 0:
-        return diff, 0.0, float(len(a) + len(b) - 2)
-    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+        return diff, 0.0, float(n_a + n_b - 2)
+    df = (va + vb) ** 2 / (va**2 / (n_a - 1) + vb**2 / (n_b - 1))
     return diff, se, df
 
 
@@ -326,16 +332,16 @@ def adjust_family(comparisons: list[Comparison], threshold: float) -> list[Compa
 
 
 def geometric_mean(values: list[float]) -> float:
-    return float(np.exp(np.log(np.asarray(values, dtype=float)).mean()))
+    return math.exp(mean_and_variance([math.log(x) for x in values])[0])
 
 
 def _pooled_log_sd(samples: list[list[float]]) -> float | None:
     """The runs' spread on the log scale, pooled over cells; a cell with a value of 0 or below
     (a read workload's device writes) has no logarithm and no part in it."""
-    logs = [np.log(np.asarray(s, dtype=float)) for s in samples if len(s) >= 2 and min(s) > 0]
+    logs = [[math.log(x) for x in s] for s in samples if len(s) >= 2 and min(s) > 0]
     if not logs:
         return None
-    return math.sqrt(sum(x.var(ddof=1) * (len(x) - 1) for x in logs) / sum(len(x) - 1 for x in logs))
+    return math.sqrt(sum(mean_and_variance(x)[1] * (len(x) - 1) for x in logs) / sum(len(x) - 1 for x in logs))
 
 
 def _half_width(pooled_log_sd: float, runs: int) -> float:
