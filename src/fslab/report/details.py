@@ -58,7 +58,7 @@ class RunDetails:
 
 def run_details(db: ResultsDB, s: StudySummary) -> RunDetails:
     """What the page adds to a summary: of its runs (as it read them), the raw outputs are read."""
-    runs = [r for r in s.runs if r["status"] == "ok" and not r["warmup"]]
+    runs = [r for r in db.runs(s.study_run["id"]) if r["status"] == "ok" and not r["warmup"]]
     job_files: dict[tuple[str, str], str] = {}
     devices: dict[str, list[dict]] = {}
     for r in runs:

@@ -123,15 +123,15 @@ def _csv(columns: list[str], rows: list[list]) -> str:
     return buffer.getvalue()
 
 
-def runs_json(s: StudySummary, stored: list[RunMetric]) -> str:
-    """Every run with all that is stored of it but its tools' raw output (in the database:
-    run_outputs), and its metrics (`stored`: ResultsDB.run_metrics); opened by what it holds
-    (_runs_held)."""
+def runs_json(s: StudySummary, runs: list[dict], stored: list[RunMetric]) -> str:
+    """Every run with all that is stored of it (`runs`: ResultsDB.runs) but its tools' raw output
+    (in the database: run_outputs), and its metrics (`stored`: ResultsDB.run_metrics); opened by
+    what it holds (_runs_held)."""
     metrics: dict[int, list[dict]] = {}
     for m in stored:
         if m.metric is not None:
             metrics.setdefault(m.run_id, []).append({"phase": m.phase, "name": m.metric, "value": m.value, "unit": m.unit})
-    return _json(_runs_held(s) | {"runs": [_plain(run) | {"metrics": metrics.get(run["id"], [])} for run in s.runs]})
+    return _json(_runs_held(s) | {"runs": [_plain(run) | {"metrics": metrics.get(run["id"], [])} for run in runs]})
 
 
 def _runs_held(s: StudySummary) -> dict:
@@ -223,7 +223,7 @@ def write_reports(db: ResultsDB, s: StudySummary, directory: Path) -> list[Path]
     own_folder(folder)
     if not _runs_files_current(folder, s):
         stored = db.run_metrics(s.study_run["id"])
-        files |= {"runs.csv": runs_csv(stored), "runs.json": runs_json(s, stored)}
+        files |= {"runs.csv": runs_csv(stored), "runs.json": runs_json(s, db.runs(s.study_run["id"]), stored)}
     write_all(folder, files)
     return [folder / name for name in REPORT_FILES]
 

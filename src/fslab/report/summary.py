@@ -68,7 +68,7 @@ class StudySummary:
     samples: SampleGroups = field(default_factory=lambda: SampleGroups({}, {}, {}))  # the stored samples the statistics are of
     skipped: list[Unsupported] = field(default_factory=list)  # targets --skip-unsupported left out, and why
     cached_reference: list[CachedReference] = field(default_factory=list)  # raw figures no disk could produce
-    runs: list[dict] = field(default_factory=list)  # every run as stored, failed and warm-up too (runs.json)
+    runs: list[dict] = field(default_factory=list)  # every run, failed and warm-up too, with what the summary reads of it (RUN_FACTS)
 
     def cells_of(self, workload: str) -> list[CellSummary]:
         return [c for c in self.cells if c.workload == workload]
@@ -79,6 +79,13 @@ class StudySummary:
         return self.samples.units
 
 
+# What a summary reads of each run; the runs files and the page read all of it (ResultsDB.runs).
+RUN_FACTS = (
+    "id", "target", "workload", "repetition", "warmup", "status", "error", "failure", "notes",
+    "data_pattern", "mount_options_effective", "fs_details", "buffered", "memory_limit",
+)
+
+
 def summarize_study_run(
     db: ResultsDB, study_run_id: int, *, baseline: str | None = None, threshold: float = 0.03, precision: float | None = None, units: Bandwidth | None = None
 ) -> StudySummary:
@@ -87,7 +94,7 @@ def summarize_study_run(
     chosen = tomllib.loads(study_run["study_source"]).get("study", {})
     skipped = [Unsupported(**u) for u in (study_run.get("settings") or {}).get("skipped", [])]
     targets = db.targets(study_run_id)
-    runs = db.runs(study_run_id)
+    runs = db.runs(study_run_id, RUN_FACTS)
     groups = db.sample_groups(study_run_id)
     stored_workloads = db.workloads(study_run_id)
     workloads = [w["name"] for w in stored_workloads]

@@ -460,9 +460,11 @@ class ResultsDB:
         with self.engine.connect() as conn:
             return [dict(r) for r in conn.execute(query).mappings()]
 
-    def runs(self, study_run_id: int) -> list[dict]:
+    def runs(self, study_run_id: int, columns: Iterable[str] | None = None) -> list[dict]:
+        """Every run of a study run as stored, in the order stored: each with all its columns, or
+        with those named."""
         with self.engine.connect() as conn:
-            query = sa.select(runs).where(runs.c.study_run_id == study_run_id).order_by(runs.c.id)
+            query = sa.select(*([runs.c[name] for name in columns] if columns is not None else [runs])).where(runs.c.study_run_id == study_run_id).order_by(runs.c.id)
             return [dict(r) for r in conn.execute(query).mappings()]
 
     def stored_runs(self, study_run_id: int) -> list[StoredRun]:
