@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -184,6 +185,23 @@ def test_a_directory_of_the_users_files_is_not_a_work_directory(tmp_path):
     assert result.returncode == 2 and "is not an fslab work directory" in result.stderr
     assert (home / "journal.jsonl").read_text() == "my own journal\n" and (home / "lock").read_text() == "my own lock\n"
     assert not (home / MARKER).exists()
+
+
+def test_every_kind_fslab_journals_is_known_to_whichever_command_reads_the_journal():
+    """journal.MAKERS names every module that registers a kind's release function, and a fresh
+    fslab that imported none of them (as `fslab cleanup` does not) knows every kind: a kind it
+    did not know would be set aside as a line fslab never wrote, and what it names left behind."""
+    source = Path(__file__).parent.parent / "src"
+    registering = {}
+    for path in (source / "fslab").rglob("*.py"):
+        for kind in re.findall(r'^@releaser\("([^"]+)"\)', path.read_text(), flags=re.MULTILINE):
+            registering[kind] = ".".join(path.relative_to(source).with_suffix("").parts)
+    assert len(registering) >= 14, registering
+    from fslab.journal import MAKERS
+
+    assert set(registering.values()) == set(MAKERS)
+    fresh = subprocess.run([sys.executable, "-c", "from fslab.journal import _known; print(' '.join(sorted(_known())))"], capture_output=True, text=True, check=True)
+    assert fresh.stdout.split() == sorted(registering)
 
 
 def test_a_planted_journal_harms_nothing(workdir, tmp_path):

@@ -11,6 +11,7 @@ or stale entry is left alone and reported, never acted on.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -37,6 +38,23 @@ class Entry:
 
 Releaser = Callable[[Entry, "Workdir"], None]
 _RELEASERS: dict[str, Releaser] = {}
+
+
+# The modules that make what a journal records, each registering its kind's release function as it
+# is imported: all are imported before a journal is read (_known), so every kind fslab writes is
+# known whichever command reads it — `fslab cleanup` imports none of them itself. A test checks
+# that every module registering a kind is here.
+MAKERS = (
+    "fslab.system", "fslab.scratch", "fslab.cgroups", "fslab.filesystems.mounting", "fslab.filesystems.zfs", "fslab.filesystems.zfs_engine",
+    "fslab.devices.named", "fslab.devices.layers", "fslab.devices.loop", "fslab.devices.zram",
+)
+
+
+def _known() -> dict[str, Releaser]:
+    """Every kind's release function."""
+    for module in MAKERS:
+        importlib.import_module(module)
+    return _RELEASERS
 
 
 def releaser(kind: str) -> Callable[[Releaser], Releaser]:
@@ -109,7 +127,7 @@ class Journal:
         finally:
             try:
                 if held.proof or release_unproven:
-                    _RELEASERS[kind](Entry(kind, ident, held.proof), self.workdir)
+                    _known()[kind](Entry(kind, ident, held.proof), self.workdir)
             except Refused:
                 if not failed:
                     raise
@@ -128,8 +146,9 @@ class Journal:
             lines = journal.read().splitlines()
         held: dict[tuple[str, str], dict] = {}
         problems = []
+        kinds = _known()
         for number, line in enumerate(lines, start=1):
-            entry = _parse(line)
+            entry = _parse(line, kinds)
             if entry is None:
                 problems.append(f"{self.path.name} line {number}")
                 continue
@@ -163,7 +182,7 @@ class Journal:
         done = []
         for entry in entries:
             try:
-                _RELEASERS[entry.kind](entry, self.workdir)
+                _known()[entry.kind](entry, self.workdir)
             except Refused as exc:
                 self._append("disowned", entry.kind, entry.ident)
                 done.append(Outcome(entry.kind, entry.ident, "left alone", str(exc)))
@@ -189,8 +208,8 @@ class Journal:
             pass
 
 
-def _parse(line: str) -> tuple[str, tuple[str, str], dict] | None:
-    """(event, (kind, id), proof) of a well-formed line, or None."""
+def _parse(line: str, kinds: dict[str, Releaser]) -> tuple[str, tuple[str, str], dict] | None:
+    """(event, (kind, id), proof) of a well-formed line of one of `kinds`, or None."""
     try:
         raw = json.loads(line)
     except ValueError:
@@ -198,7 +217,7 @@ def _parse(line: str) -> tuple[str, tuple[str, str], dict] | None:
     if not isinstance(raw, dict):
         return None
     event, kind, ident, proof = raw.get("event"), raw.get("kind"), raw.get("id"), raw.get("proof", {})
-    if event not in _EVENTS or kind not in _RELEASERS or not isinstance(ident, str) or not _PLAIN.fullmatch(ident):
+    if event not in _EVENTS or kind not in kinds or not isinstance(ident, str) or not _PLAIN.fullmatch(ident):
         return None
     if not isinstance(proof, dict) or not all(isinstance(k, str) and (isinstance(v, int) or (isinstance(v, str) and _PLAIN.fullmatch(v))) for k, v in proof.items()):
         return None
