@@ -171,8 +171,3 @@ def directory_of(ready: Provisioned, kind: str) -> Path:
     if ready.directory is None:
         raise ValueError(f"{kind} works in a filesystem's directory, and this target is a raw device")
     return ready.directory
-
-
-def primary_metrics(kind: WorkloadKind) -> list[str]:
-    """The names of the metrics that decide a cell of this kind."""
-    return [name for name, m in kind.metrics.items() if m.primary]
