@@ -103,15 +103,15 @@ def primary_chart(s: StudySummary, workload: str, metric: str) -> Chart | None:
     runs = [{"target": _shown_target(c), "run": i + 1, "value": v} for c in cells for i, v in enumerate(s.samples.values.get((workload, c.target), {}).get(metric, []))]
     axis = label if not unit or label.endswith(unit) else f"{label} ({unit})"
     x = alt.X("target:N", sort=[m["target"] for m in means], title=None, axis=alt.Axis(labelAngle=0, labelLimit=140))
-    bars = alt.Chart(_Rows(values=means)).mark_bar(opacity=0.6).encode(
+    bars = alt.Chart(alt.Data(values=means)).mark_bar(opacity=0.6).encode(
         x, alt.Y("mean:Q", title=axis), alt.Color("target:N", scale=_colours(s), legend=None),
         tooltip=[alt.Tooltip("target:N"), alt.Tooltip("n:Q", title="runs"), alt.Tooltip("interval:N", title="mean ± 95 % CI")],
     )
     layers = [bars]
     if any(m["low"] is not None for m in means):
-        layers.append(alt.Chart(_Rows(values=[m for m in means if m["low"] is not None])).mark_errorbar(ticks=True, thickness=2, color="#24292f").encode(x, alt.Y("low:Q", title=axis), alt.Y2("high:Q")))
+        layers.append(alt.Chart(alt.Data(values=[m for m in means if m["low"] is not None])).mark_errorbar(ticks=True, thickness=2, color="#24292f").encode(x, alt.Y("low:Q", title=axis), alt.Y2("high:Q")))
     if runs:
-        layers.append(alt.Chart(_Rows(values=runs)).mark_point(filled=True, size=45, color="#24292f", opacity=0.8).encode(
+        layers.append(alt.Chart(alt.Data(values=runs)).mark_point(filled=True, size=45, color="#24292f", opacity=0.8).encode(
             x, alt.Y("value:Q", title=axis), tooltip=[alt.Tooltip("target:N"), alt.Tooltip("run:Q"), alt.Tooltip("value:Q", format=",.4~g")]
         ))
     title = f"{workload}: {label}"
@@ -133,7 +133,7 @@ def latency_percentiles_chart(s: StudySummary, workload: str, direction: str, ph
     ]
     if not rows:
         return None
-    chart = alt.Chart(_Rows(values=rows)).mark_line(point=True).encode(
+    chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
         alt.X("percentile:O", sort=[_percentile_name(p) for p in PERCENTILES], title=None, axis=alt.Axis(labelAngle=0)),
         alt.Y("latency_us:Q", scale=alt.Scale(type="log"), title=f"{direction} latency (µs, log scale)"),
         alt.Color("target:N", scale=_colours(s), title="target"),
@@ -152,7 +152,7 @@ def latency_distribution_chart(histograms: list[LatencyHistogram], targets: list
     workload, phase, direction = histograms[0].workload, histograms[0].phase, histograms[0].direction
     rows = [row for h in histograms for row in distribution_rows(h)]
     latencies = sorted({LATENCY_NAMES[h.latency] for h in histograms})
-    chart = alt.Chart(_Rows(values=rows)).mark_line(interpolate="step-after", point=alt.OverlayMarkDef(size=12)).encode(
+    chart = alt.Chart(alt.Data(values=rows)).mark_line(interpolate="step-after", point=alt.OverlayMarkDef(size=12)).encode(
         alt.X("from_us:Q", scale=alt.Scale(type="log"), title=f"{direction} latency (µs, log scale)"),
         alt.Y("share_pct:Q", title="share of I/Os (%)"),
         alt.Color("target:N", scale=alt.Scale(domain=targets, scheme="tableau10"), title="target"),
@@ -179,7 +179,7 @@ def throughput_chart(traces: list[ThroughputTrace], targets: list[str], units: B
         for second, bytes_s, iops in zip(drawn[t.target].seconds, drawn[t.target].bytes_s, drawn[t.target].iops)
     ]
     axis = f"{direction} {units.value}"
-    chart = alt.Chart(_Rows(values=rows)).mark_line(interpolate="step-before", strokeWidth=1.5).encode(
+    chart = alt.Chart(alt.Data(values=rows)).mark_line(interpolate="step-before", strokeWidth=1.5).encode(
         alt.X("seconds:Q", title="seconds into the measured run"),
         alt.Y("bandwidth:Q", title=axis),
         alt.Color("target:N", scale=alt.Scale(domain=targets, scheme="tableau10"), title="target"),
@@ -231,14 +231,14 @@ def efficiency_chart(s: StudySummary, workload: str) -> Chart | None:
         r["label"] = f"{r['target']} · {r['metric']}" if several else r["target"]
     x = alt.X("label:N", sort=[r["label"] for r in rows], title=None, axis=alt.Axis(labelAngle=0, labelLimit=160))
     layers = [
-        alt.Chart(_Rows(values=rows)).mark_bar(opacity=0.75).encode(
+        alt.Chart(alt.Data(values=rows)).mark_bar(opacity=0.75).encode(
             x, alt.Y("ratio:Q", title=RATIO_AXIS), _verdict_colour(),
             tooltip=[alt.Tooltip("target:N"), alt.Tooltip("metric:N"), alt.Tooltip("raw:N", title="against"), alt.Tooltip("ratio:Q", format=".3f"), alt.Tooltip("verdict:N")],
         ),
-        alt.Chart(_Rows(values=[{"one": 1}])).mark_rule(strokeDash=[4, 3], color="#57606a").encode(alt.Y("one:Q", title=RATIO_AXIS)),
+        alt.Chart(alt.Data(values=[{"one": 1}])).mark_rule(strokeDash=[4, 3], color="#57606a").encode(alt.Y("one:Q", title=RATIO_AXIS)),
     ]
     if any(r["low"] is not None for r in rows):
-        layers.append(alt.Chart(_Rows(values=[r for r in rows if r["low"] is not None])).mark_errorbar(ticks=True, thickness=2, color="#24292f").encode(x, alt.Y("low:Q", title=RATIO_AXIS), alt.Y2("high:Q")))
+        layers.append(alt.Chart(alt.Data(values=[r for r in rows if r["low"] is not None])).mark_errorbar(ticks=True, thickness=2, color="#24292f").encode(x, alt.Y("low:Q", title=RATIO_AXIS), alt.Y2("high:Q")))
     title = f"{workload}: efficiency against the raw device"
     caption = (
         "Each target's primary metric as a ratio to the raw device under it (1 = as fast as the bare device). "
@@ -261,7 +261,7 @@ def cpu_chart(s: StudySummary, workload: str) -> Chart | None:
     ]
     if not rows:
         return None
-    chart = alt.Chart(_Rows(values=rows)).mark_bar().encode(
+    chart = alt.Chart(alt.Data(values=rows)).mark_bar().encode(
         alt.X("label:N", sort=list(dict.fromkeys(r["label"] for r in rows)), title=None, axis=alt.Axis(labelAngle=0, labelLimit=160)),
         alt.Y("pct:Q", stack="zero", title="CPU (% of all CPUs)"),
         alt.Color("part:N", sort=list(CPU_PARTS.values()), scale=alt.Scale(domain=list(CPU_PARTS.values()), range=["#0969da", "#bf8700", "#8c959f"]), title="CPU time"),
@@ -300,12 +300,12 @@ def _median_bars(s: StudySummary, workload: str, chosen: Callable[[str], bool], 
     if not rows:
         return None
     x = alt.X("label:N", sort=[r["label"] for r in rows], title=None, axis=alt.Axis(labelAngle=0, labelLimit=160))
-    layers = [alt.Chart(_Rows(values=rows)).mark_bar(opacity=0.75).encode(
+    layers = [alt.Chart(alt.Data(values=rows)).mark_bar(opacity=0.75).encode(
         x, alt.Y("median:Q", title=axis), alt.Color("target:N", scale=_colours(s), legend=None),
         tooltip=[alt.Tooltip("label:N", title="target"), alt.Tooltip("median:Q", format=",.3~f"), alt.Tooltip("runs:Q")],
     )]
     if reference is not None:
-        layers.append(alt.Chart(_Rows(values=[{"one": reference}])).mark_rule(strokeDash=[4, 3], color="#57606a").encode(alt.Y("one:Q", title=axis)))
+        layers.append(alt.Chart(alt.Data(values=[{"one": reference}])).mark_rule(strokeDash=[4, 3], color="#57606a").encode(alt.Y("one:Q", title=axis)))
     title = f"{workload}: {axis.split(' (')[0]}"
     return Chart(f"{workload}-{kind}", workload, title, caption, _sized(title, *layers))
 
@@ -326,28 +326,20 @@ def comparison_chart(rows: list[Row], older: int, newer: int) -> Chart | None:
     y = alt.Y("cell:N", sort=[d["cell"] for d in data], title=None, axis=alt.Axis(labelLimit=260))
     x_title = f"study run {newer} ÷ study run {older} (log scale)"
     layers = [
-        alt.Chart(_Rows(values=data)).mark_point(filled=True, size=70).encode(
+        alt.Chart(alt.Data(values=data)).mark_point(filled=True, size=70).encode(
             alt.X("ratio:Q", scale=alt.Scale(type="log", zero=False), title=x_title), y, _verdict_colour(),
             tooltip=[alt.Tooltip("cell:N"), alt.Tooltip("ratio:Q", format=".3f"), alt.Tooltip("verdict:N")],
         ),
-        alt.Chart(_Rows(values=[{"one": 1}])).mark_rule(strokeDash=[4, 3], color="#57606a").encode(alt.X("one:Q", scale=alt.Scale(type="log", zero=False), title=x_title)),
+        alt.Chart(alt.Data(values=[{"one": 1}])).mark_rule(strokeDash=[4, 3], color="#57606a").encode(alt.X("one:Q", scale=alt.Scale(type="log", zero=False), title=x_title)),
     ]
     if any(d["low"] is not None for d in data):
-        layers.insert(0, alt.Chart(_Rows(values=[d for d in data if d["low"] is not None])).mark_errorbar(ticks=True, color="#57606a").encode(alt.X("low:Q", scale=alt.Scale(type="log", zero=False), title=x_title), alt.X2("high:Q"), y))
+        layers.insert(0, alt.Chart(alt.Data(values=[d for d in data if d["low"] is not None])).mark_errorbar(ticks=True, color="#57606a").encode(alt.X("low:Q", scale=alt.Scale(type="log", zero=False), title=x_title), alt.X2("high:Q"), y))
     title = f"study run {newer} against study run {older}, cell by cell"
     caption = "Ratio of geometric means, newer ÷ older, with its 95 % Welch interval where printed; colour: the verdict after Benjamini–Hochberg over every cell (for latency, below 1 is faster)."
     return Chart(f"compare-{older}-{newer}", "", title, caption, _spec(layers, width=WIDTH, height=max(120, 22 * len(data)), title=title, config={"legend": {"orient": "bottom"}}))
 
 
 # --- shared -----------------------------------------------------------------------------------
-
-
-class _Rows(alt.Data):
-    """The rows a chart draws: kept as they are when altair copies a chart — layering copies every
-    layer, its data too, value by value — and set into the spec as a named dataset (_spec)."""
-
-    def __deepcopy__(self, memo: object = None) -> _Rows:
-        return self
 
 
 def _sized(title: str, *layers: alt.Chart) -> dict:
