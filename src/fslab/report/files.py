@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import operator
 import os
 import stat
 from dataclasses import asdict
@@ -86,7 +85,7 @@ SUMMARY_COLUMNS: dict[str, type] = {
     "n": int, "mean": float, "median": float, "stdev": float, "cv": float, "minimum": float, "maximum": float, "ci_low": float, "ci_high": float, "needs_runs": int,
     "warnings": str,
 }  # fmt: skip
-RUN_COLUMNS: dict[str, type] = {  # results.db.RunMetric's fields but its direction and roles
+RUN_COLUMNS: dict[str, type] = {  # results.db.RunMetric's fields, in order
     "study_run": int, "run_id": int, "target": str, "workload": str, "repetition": int, "block": int, "warmup": bool, "status": str,
     "phase": str, "metric": str, "value": float, "unit": str,
 }  # fmt: skip
@@ -103,8 +102,7 @@ def summary_rows(s: StudySummary) -> list[list]:
 
 def run_rows(stored: list[RunMetric]) -> list[list]:
     """Every run, failed runs and warm-ups too, one row per metric (RUN_COLUMNS): long format."""
-    columns = operator.attrgetter(*RUN_COLUMNS)  # one call a row, not one a cell: there are tens of thousands of rows
-    return [list(columns(m)) for m in stored]
+    return [list(m) for m in stored]
 
 
 def to_csv(s: StudySummary) -> str:

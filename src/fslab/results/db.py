@@ -265,10 +265,9 @@ class StoredRun:
 
 
 class RunMetric(NamedTuple):
-    """One metric of one run, in long format (`fslab export`, runs.csv), with its direction and
-    roles as stored: a run that stored no metric (a failed run) is one row with no phase, metric,
-    value, unit, direction or roles. A named tuple: a study run has tens of thousands, and a
-    frozen dataclass takes ten times as long to make."""
+    """One metric of one run, in long format (`fslab export`, runs.csv): a run that stored no
+    metric (a failed run) is one row with no phase, metric, value or unit. A named tuple: a study
+    run has tens of thousands, and a frozen dataclass takes ten times as long to make."""
 
     study_run: int
     run_id: int
@@ -282,9 +281,6 @@ class RunMetric(NamedTuple):
     metric: str | None
     value: float | None
     unit: str | None
-    higher_is_better: bool | None = None
-    primary: bool | None = None
-    compared: bool | None = None
 
 
 RunKey = tuple[str, str, int, bool]  # target, workload, repetition, warm-up: one run of a study run
@@ -494,7 +490,7 @@ class ResultsDB:
         query = (
             sa.select(
                 runs.c.study_run_id, runs.c.id, runs.c.target, runs.c.workload, runs.c.repetition, runs.c.block, runs.c.warmup, runs.c.status,
-                metrics.c.phase, metrics.c.name, metrics.c.value, metrics.c.unit, metrics.c.higher_is_better, metrics.c.primary, metrics.c.compared,
+                metrics.c.phase, metrics.c.name, metrics.c.value, metrics.c.unit,
             )
             .outerjoin(metrics, metrics.c.run_id == runs.c.id)
             .where(runs.c.study_run_id == study_run_id)
