@@ -116,7 +116,7 @@ def beyond_raw(
             judged_cells.append((workload, target, metric, reference))
             pairs.append(SamplePair(summed, metrics[metric]))
     found: dict[tuple[str, str], dict[str, BeyondRaw]] = {}
-    for (workload, target, metric, reference), ratio in zip(judged_cells, compare_pairs(pairs)):  # compared together: their rank tests run in one call
+    for (workload, target, metric, reference), ratio in zip(judged_cells, compare_pairs(pairs)):  # compared together: their t figures come in one pass
         if ratio.needs_runs is None and ratio.ci_low is not None and ratio.ci_low > factor:
             found.setdefault((workload, target), {})[metric] = BeyondRaw(ratio, reference)
     return found

@@ -332,7 +332,7 @@ def adjust_family(comparisons: list[Comparison], threshold: float) -> list[Compa
 
 
 def geometric_mean(values: list[float]) -> float:
-    return math.exp(mean_and_variance([math.log(x) for x in values])[0])
+    return math.exp(math.fsum(map(math.log, values)) / len(values))
 
 
 def _pooled_log_sd(samples: list[list[float]]) -> float | None:
