@@ -19,6 +19,8 @@ from fslab.workloads.fio import DIRECTIONS, LOG_TOOL, Throughput, latency_bins, 
 # since fslab asks for lat_percentiles), else completion latency, the bins fio always keeps.
 DISTRIBUTED = ("lat", "clat")
 BANDWIDTH = {f"{d}_mb_s": d for d in DIRECTIONS}  # what picks the run whose throughput over time is drawn
+# What the page reads of each run beside the summary's (summary.RUN_FACTS).
+RUN_DETAILS = ("id", "target", "workload", "repetition", "status", "warmup", "job_file", "device_facts", "source")
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,7 @@ class RunDetails:
 
 def run_details(db: ResultsDB, s: StudySummary) -> RunDetails:
     """What the page adds to a summary: of its runs (as it read them), the raw outputs are read."""
-    runs = [r for r in db.runs(s.study_run["id"]) if r["status"] == "ok" and not r["warmup"]]
+    runs = [r for r in db.runs(s.study_run["id"], RUN_DETAILS) if r["status"] == "ok" and not r["warmup"]]
     job_files: dict[tuple[str, str], str] = {}
     devices: dict[str, list[dict]] = {}
     for r in runs:
