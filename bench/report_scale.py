@@ -155,7 +155,7 @@ def fio_logs(rng: random.Random, metrics: dict[str, float], intervals: int = 100
     """fio's bandwidth and IOPS logs of a run (write_bw_log, write_iops_log at log_avg_msec=600),
     in fio's own format, one line per interval and direction: "msec, value, direction, 0, 0"."""
     files = {}
-    for log, unit in (("fslab_bw.1.log", "bw"), ("fslab_iops.1.log", "iops")):
+    for unit in ("bw", "iops"):
         lines = []
         for i in range(1, intervals + 1):
             for code, direction in enumerate(fio.DIRECTIONS):
@@ -163,7 +163,7 @@ def fio_logs(rng: random.Random, metrics: dict[str, float], intervals: int = 100
                 if iops:
                     value = iops if unit == "iops" else metrics[f"{direction}_mib_s"] * 1024  # KiB/s
                     lines.append(f"{i * 600}, {round(value * rng.gauss(1.0, 0.05))}, {code}, 0, 0\n")
-        files[log] = "".join(lines)
+        files[f"{fio.LOG_PREFIX}_{unit}.1.log"] = "".join(lines)
     return json.dumps({"log_avg_msec": 600, "files": files})
 
 
@@ -221,7 +221,7 @@ def store_study_run(db: ResultsDB, study: Study, env: dict, versions: dict, runs
             record = RunRecord(
                 target=target.name, workload=workload.name, repetition=block + 1, warmup=False, block=block, position=position,
                 started_at=started, finished_at=clock, status="ok", buffered=not workload.direct,
-                job_file=fio.job_for(workload, ready), outputs=[RawOutput("", "fio", texts[fixture]), RawOutput("", "fio_log", fio_logs(rng, values))],
+                job_file=fio.job_for(workload, ready), outputs=[RawOutput("", "fio", texts[fixture]), RawOutput("", fio.LOG_TOOL, fio_logs(rng, values))],
                 device=ready.described, image_size=target.image_size, direct_io_loop=True,
                 mkfs_command=None if target.filesystem == "raw" else [f"mkfs.{target.filesystem}", "-f" if target.filesystem != "ext4" else "-F", ready.top],
                 mount_options_requested=target.mount_options, mount_options_effective=effective, fs_details=FS_DETAILS.get(target.filesystem, ""),
