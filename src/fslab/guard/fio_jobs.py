@@ -251,7 +251,7 @@ def option_problem(name: str, value: str | None, *, in_job_file: bool = False) -
     if why := _refusal(name):
         return f"{name} is refused: {why}"
     if name not in ALLOWED:
-        return f"unknown fio option '{name}'{did_you_mean(name, [*ALLOWED, *ALIASES])}: fslab passes fio only the options listed in docs/study-format.md"
+        return f"unknown fio option '{name}'{did_you_mean(name, [*ALLOWED, *ALIASES])}: fslab passes fio only the options `fslab list fio` shows"
     if name == "ioengine" and value is not None and value.lower() not in ENGINES:
         return _engine_problem(value)
     wrong = ALLOWED[name].problem(value)
