@@ -20,7 +20,7 @@ from fslab.errors import FslabError
 from fslab.guard.block_devices import DESTROY_FLAG
 from fslab.guard.names import check_name, visible
 from fslab.importer import DEFAULT_STUDY, import_files, imported_from
-from fslab.report.console import CONSOLE_WIDTH, print_comparison, print_summary
+from fslab.report.console import CONSOLE_WIDTH, print_comparison, print_summary, print_table
 from fslab.report.files import TableFormat, export_tables, report_folder, write_reports
 from fslab.report.summary import StudySummary, summarize_study_run
 from fslab.results import ResultsDB, RunRecord, reports_dir, resolve_location
@@ -358,25 +358,23 @@ def history(db: DbOption = None) -> None:
 
 
 @app.command("list")
-def list_things() -> None:
-    """Built-in studies, workloads, filesystems and layers."""
-    from fslab.devices.layers import LAYERS
-    from fslab.filesystems import FILESYSTEMS
-    from fslab.study import builtin_studies
-    from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
+def list_things(
+    section: Annotated[Optional[str], typer.Argument(metavar="[SECTION|NAME]", help="Show one section (studies, workloads, sets, kinds, scenarios, filesystems, layers, sources), or what is named so (zfs, luks, sysbench). \\[default: all]")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document, a key per section, for scripts.")] = False,
+) -> None:
+    """What fslab can do: built-in studies and workloads, workload kinds, scenarios, filesystems, layers, device sources, and every option a study may give them."""
+    import json
 
-    studies = Table("built-in study", "description", title_justify="left")
-    for name, description in builtin_studies().items():
-        studies.add_row(name, description)
-    console.print(studies)
-    workloads = Table("built-in workload", "fio pattern")
-    for name, pattern in BUILTIN_WORKLOADS.items():
-        workloads.add_row(name, ", ".join(f"{k}={v}" for k, v in pattern.items()))
-    for name, members in WORKLOAD_SETS.items():
-        workloads.add_row(f"{name} (set)", ", ".join(members))
-    console.print(workloads)
-    console.print("filesystems: " + ", ".join(FILESYSTEMS) + "  (raw = the target's device itself, no filesystem)")
-    console.print("layers: " + ", ".join(f"{name} ({layer.kernel_feature})" for name, layer in LAYERS.items()) + "  (bottom first, under any filesystem)")
+    from fslab.catalogue import catalogue, tables
+
+    found = catalogue()
+    if section is not None:
+        found = found.narrowed(section)
+    if as_json:
+        console.out(json.dumps(found.as_json(), indent=2, ensure_ascii=False), highlight=False)
+        return
+    for table in tables(found):
+        print_table(console, table.title, table.columns, table.rows, [False] * len(table.columns))
 
 
 @app.command()

@@ -21,6 +21,7 @@ from fslab.toml_errors import FieldError, unknown
 from fslab.units import Bandwidth, format_size, parse_duration, parse_size, scaled_size
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 from fslab.workloads.dd import DdOptions, dd_options
+from fslab.workloads.scenario import BUILTIN as BUILTIN_SCENARIOS
 from fslab.workloads import rsync
 from fslab.workloads.sysbench import SysbenchOptions, sysbench_options
 
@@ -469,7 +470,7 @@ class ScenarioSection(_OnTargets, _WorkloadLimits):
 
     name: Name
     kind: Literal["scenario"]
-    scenario: Literal["cow-ageing", "snapshots-under-load", "write-rewrite-read-reread"] | None = None
+    scenario: Literal[BUILTIN_SCENARIOS] | None = None  # type: ignore[valid-type]  (the names of workloads/scenario.py's)
     size: Size = "1GiB"  # the file's
     runtime: Duration = "60s"  # a built-in scenario's timed phase (cow-ageing's overwrites)
     snapshot_every: Duration | None = None  # snapshots-under-load: seconds between snapshots (default 0.33)

@@ -163,6 +163,7 @@ class ImageSource:
     """A target's loop images (made once per study run by the runner), attached for each run."""
 
     discards_by_default = False  # a discard punches holes in the image: it would lose its fill
+    chosen_by = "a target's default: devices = N image files of image_size (image_fill full or sparse) in fslab's work directory"
 
     def __init__(self, images: list[Image]):
         self.images = images

@@ -68,6 +68,7 @@ class NamedSource:
     """A target on the user's own devices, confirmed before the study began."""
 
     discards_by_default = True  # where the device accepts discards and does not spin
+    chosen_by = 'device = "/dev/…" or devices = ["/dev/…", …]: your own, each confirmed with --destroy-data DEVICE'
 
     def __init__(self, devices: list[BlockDevice], notice: Notice):
         self.devices, self.notice = devices, notice

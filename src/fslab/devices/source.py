@@ -32,6 +32,7 @@ class Attached:
 class DeviceSource(Protocol):
     # Whether a whole-device discard before each run is the default (an image would lose its fill).
     discards_by_default: bool
+    chosen_by: str  # what in a target's table makes it the target's source (`fslab list sources`)
 
     def attach(self, journal: Journal) -> AbstractContextManager[Attached]:
         """The devices for one run, held until the block ends."""

@@ -73,6 +73,7 @@ class ZramSource:
     """A target on zram: `count` fresh devices of `size` bytes for every run."""
 
     discards_by_default = True  # frees the pages a previous run left (a fresh device has none)
+    chosen_by = "zram = true: devices = N zram devices of image_size, made fresh for every run (a RAM-backed ceiling)"
 
     def __init__(self, name: str, count: int, size: int):
         self.name, self.count, self.size = name, count, size

@@ -204,6 +204,9 @@ class Filesystem:
     # None: the filesystem takes no such options.
     accepted_mkfs_options: ToolOptions | None = None
     accepted_mount_options: Suboptions | None = None
+    # A target field of name = value options → what they reach and their allow-list (ZFS's
+    # pool_options: zpool create -o); study_file checks those fields against these lists.
+    accepted_properties: Mapping[str, tuple[str, Suboptions]] = {}
     floor: SizeFloor | None = None
     read_back: MountReadBack = VFS_READ_BACK  # how its mount options read back from /proc/mounts
     no_mount_options_hint: str = ""  # what to set instead, said where it takes no mount options

@@ -201,6 +201,7 @@ class Zfs(Filesystem):
     package = "zfs-fuse"  # Debian's; OpenZFS's is zfsutils-linux with its kernel module
     floor = FLOOR
     no_mount_options_hint = ": set ZFS dataset properties instead"
+    accepted_properties = {"pool_options": ("zpool create -o", POOL_OPTIONS), "properties": ("zfs create -o", DATASET_PROPERTIES)}
     own_fields = ("properties", "pool_options", "vdev", "zvol", "arc_max")
     own_fields_refusal = 'properties, pool_options, vdev, zvol and arc_max are for ZFS targets (filesystem = "zfs")'
     supports_snapshots = True

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from fslab.errors import Refused
 from fslab.guard.names import NAME, NAME_RULE
+from fslab.guard.options import accepted_values
 from fslab.system import CommandError, run
 from fslab.toml_errors import did_you_mean
 
@@ -36,6 +37,11 @@ class Kind:
     says: str
     bare: bool = False  # may be written without a value (`time_based` means time_based=1)
     most: int | None = None  # an upper bound, for whole numbers
+
+    @property
+    def describe(self) -> str:
+        """The value's form, as `fslab list` shows it (guard.options.accepted_values)."""
+        return f"{self.says}, or nothing (means 1)" if self.bare else self.says
 
     def problem(self, value: str | None) -> str | None:
         if value is None:
@@ -147,6 +153,13 @@ ALIASES = {
     "ratemin": "rate_min", "ratecycle": "rate_cycle",
 }  # fmt: skip
 
+
+
+def accepted_options() -> dict[str, str]:
+    """Every option a study or a job file may give fio → its value's form (`fslab list`)."""
+    return accepted_values(ALLOWED) | {alias: f"{ALLOWED[name].describe} (fio's other name for {name})" for alias, name in ALIASES.items()}
+
+
 _SHELL = "it runs a shell command as root"
 _WRITES_LOG = "it writes log files at a path of the job's choosing"
 _CHANGES_OUTPUT = "it changes the output fslab reads its numbers from"
@@ -238,7 +251,7 @@ def option_problem(name: str, value: str | None, *, in_job_file: bool = False) -
     if why := _refusal(name):
         return f"{name} is refused: {why}"
     if name not in ALLOWED:
-        return f"unknown fio option '{name}'{did_you_mean(name, [*ALLOWED, *ALIASES])}: fslab passes fio only the options listed in docs/study-format.md"
+        return f"unknown fio option '{name}'{did_you_mean(name, [*ALLOWED, *ALIASES])}: fslab passes fio only the options `fslab list fio` shows"
     if name == "ioengine" and value is not None and value.lower() not in ENGINES:
         return _engine_problem(value)
     wrong = ALLOWED[name].problem(value)

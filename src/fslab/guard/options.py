@@ -210,6 +210,20 @@ class Suboptions(Kind):
         return f"{label} {item} {reason}" if reason else None
 
 
+def accepted_values(options: Mapping[str, Kind], *, negatable: bool = False) -> dict[str, str]:
+    """Every option an allow-list accepts → the form the guard checks its value against, as
+    `fslab list` shows them: a list of suboptions (mkfs.ext4 -E) key by key ("-E stride")."""
+    accepted: dict[str, str] = {}
+    for name, kind in options.items():
+        if isinstance(kind, Suboptions):
+            accepted |= {f"{name} {key}": form for key, form in accepted_values(kind.keys, negatable=kind.negatable).items()}
+        elif negatable and isinstance(kind, Flag):
+            accepted[name] = f"no value (^{name} turns it off)"
+        else:
+            accepted[name] = kind.describe
+    return accepted
+
+
 def _split_item(item: str) -> tuple[str, str | None]:
     key, equals, value = item.partition("=")
     return key, (value if equals else None)

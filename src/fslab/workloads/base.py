@@ -129,6 +129,9 @@ class Tool(Protocol):
 class WorkloadKind(Protocol):
     name: str  # as a study file names it: kind = "fio"
     metrics: Mapping[str, MetricKind]  # every metric `parse` reports, by name
+    # What a workload's `options` table may give the tool: name → the form of its value, from
+    # the tool's own allow-list (guard.options.accepted_values); `fslab list` shows them.
+    accepted_options: Mapping[str, str]
 
     def problems(self, workloads: list[Workload], workdir: Workdir) -> list[str]:
         """What is wrong with these workloads (all of this kind), found before anything is made."""

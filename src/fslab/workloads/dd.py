@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from fslab.guard.names import file_name
-from fslab.guard.options import Integer, Kind, OneOf, OptionRefused, Size, Suboptions, check_properties, value_text
+from fslab.guard.options import Integer, Kind, accepted_values, OneOf, OptionRefused, Size, Suboptions, check_properties, value_text
 from fslab.journal import Journal
 from fslab.metrics import Metric, MetricKind
 from fslab.system import run_held
@@ -259,6 +259,7 @@ class Dd:
 
     name = "dd"
     metrics = METRICS
+    accepted_options = accepted_values(DD_OPTIONS)
 
     def problems(self, workloads: list[Workload], workdir: Workdir) -> list[str]:
         return []  # every option was checked when the study was read

@@ -498,6 +498,7 @@ class Fio:
 
     name = "fio"
     metrics = METRICS
+    accepted_options = fio_jobs.accepted_options()
 
     def problems(self, workloads: list[Workload], workdir: Workdir) -> list[str]:
         return job_problems(workloads, workdir)

@@ -51,7 +51,7 @@ from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.mounting import mount_point, proven
 from fslab.findings import Finding
 from fslab.guard.names import file_name
-from fslab.guard.options import OneOf, OptionRefused, Suboptions, check_properties, value_text
+from fslab.guard.options import OneOf, accepted_values, OptionRefused, Suboptions, check_properties, value_text
 from fslab.journal import Journal
 from fslab.metrics import Metric, MetricKind
 from fslab.system import run, run_held
@@ -344,6 +344,7 @@ class Rsync:
 
     name = "rsync"
     metrics = METRICS
+    accepted_options = accepted_values(RSYNC_OPTIONS)
 
     def problems(self, workloads: list[Workload], workdir: Workdir) -> list[str]:
         problem = source_problem(workloads, workdir) if workloads else None

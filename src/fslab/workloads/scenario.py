@@ -257,6 +257,7 @@ class Scenarios:
 
     name = "scenario"
     metrics = METRICS
+    accepted_options: Mapping[str, str] = {}  # none of its own: its phases' are fio's, sysbench's and dd's
 
     def problems(self, workloads: list[Workload], workdir: Workdir) -> list[str]:
         somewhere = workdir.mounts / "check"

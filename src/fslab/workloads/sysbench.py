@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from fslab.guard.options import ON_OFF, Integer, Kind, Matches, Number, OneOf, OptionRefused, ToolOptions, check_arguments, shown, value_text
+from fslab.guard.options import ON_OFF, Integer, Kind, accepted_values, Matches, Number, OneOf, OptionRefused, ToolOptions, check_arguments, shown, value_text
 from fslab.findings import Finding
 from fslab.journal import Journal
 from fslab.metrics import Metric, MetricKind
@@ -428,6 +428,7 @@ class Sysbench:
 
     name = "sysbench"
     metrics = METRICS
+    accepted_options = {name.removeprefix("--"): form for name, form in accepted_values(SYSBENCH_OPTIONS.options).items()}  # a study writes them with or without --
 
     def problems(self, workloads: list[Workload], workdir: Workdir) -> list[str]:
         return []  # every option was checked when the study was read

@@ -1,0 +1,173 @@
+"""`fslab list`: everything fslab can do, read from the registries and allow-lists the study file
+is checked against, so that adding a kind, scenario, filesystem, layer or option cannot leave it out."""
+
+import inspect
+import json
+import pkgutil
+import typing
+from importlib import import_module
+
+import pytest
+from rich.cells import cell_len
+from typer.testing import CliRunner
+
+from fslab import devices as devices_package
+from conftest import fslab
+from fslab.cli import app
+from fslab.devices.layers import LAYERS
+from fslab.filesystems import FILESYSTEMS
+from fslab.filesystems.zfs import DATASET_PROPERTIES, POOL_OPTIONS
+from fslab.guard import fio_jobs
+from fslab.guard.options import Suboptions
+from fslab.report.console import CONSOLE_WIDTH
+from fslab.study import FIO_DEFAULTS, builtin_studies
+from fslab.study_file import WORKLOAD_KINDS, ScenarioSection
+from fslab.units import parse_duration
+from fslab.workloads import KINDS
+from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
+from fslab.workloads.dd import DD_OPTIONS
+from fslab.workloads.rsync import RSYNC_OPTIONS
+from fslab.workloads.scenario import BUILTIN as BUILTIN_SCENARIOS
+from fslab.workloads.scenario import builtin_phases
+from fslab.workloads.sysbench import SYSBENCH_OPTIONS
+
+SECTIONS = ["studies", "workloads", "sets", "kinds", "scenarios", "filesystems", "layers", "sources"]
+
+
+def _names(options) -> set[str]:
+    """An allow-list's option names as a study writes them, a list of suboptions key by key."""
+    return {f"{name} {key}" for name, kind in options.items() if isinstance(kind, Suboptions) for key in kind.keys} | {
+        name for name, kind in options.items() if not isinstance(kind, Suboptions)
+    }
+
+
+def _filesystem_options(kind: str) -> dict[str, set[str]]:
+    """Each study field of a filesystem's options → every name its allow-list accepts."""
+    fs = FILESYSTEMS[kind]
+    found = {}
+    if fs.accepted_mkfs_options:
+        found["mkfs_options"] = _names(fs.accepted_mkfs_options.options)
+    if fs.accepted_mount_options:
+        found["mount_options"] = set(fs.accepted_mount_options.keys)
+    if kind == "zfs":  # the lists study_file checks pool_options and properties against
+        found |= {"pool_options": set(POOL_OPTIONS.keys), "properties": set(DATASET_PROPERTIES.keys)}
+    return found
+
+
+# Each workload kind's `options` table → the allow-list it is checked against.
+KIND_OPTIONS = {
+    "fio": set(fio_jobs.ALLOWED) | set(fio_jobs.ALIASES),
+    "sysbench": {name.removeprefix("--") for name in SYSBENCH_OPTIONS.options},
+    "dd": set(DD_OPTIONS),
+    "rsync": set(RSYNC_OPTIONS),
+    "scenario": set(),  # its phases take fio's, sysbench's and dd's
+}
+
+
+def _first_column(output: str) -> set[str]:
+    """What begins each line of the tables printed (columns are two spaces apart)."""
+    return {line.split("  ")[0].strip() for line in output.splitlines() if line.strip()}
+
+
+@pytest.fixture(scope="module")
+def listed() -> str:
+    result = fslab("list")
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def as_json() -> dict:
+    result = fslab("list", "--json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def narrowed(word: str) -> str:
+    result = CliRunner().invoke(app, ["list", word])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_every_registered_name_is_listed(listed, as_json):
+    registries = {
+        "studies": builtin_studies(),
+        "workloads": BUILTIN_WORKLOADS,
+        "sets": WORKLOAD_SETS,
+        "kinds": KINDS,
+        "scenarios": BUILTIN_SCENARIOS,
+        "filesystems": FILESYSTEMS,
+        "layers": LAYERS,
+    }
+    assert set(KINDS) == set(WORKLOAD_KINDS), "every kind the study file takes runs, and the other way round"
+    shown = _first_column(listed)
+    for section, names in registries.items():
+        assert set(names) <= shown, f"{section}: {set(names) - shown} not in `fslab list`"
+        assert [entry["name"] for entry in as_json[section]] == list(names), section
+
+
+def test_every_accepted_option_is_listed_with_its_owner(as_json):
+    by_name = {section: {entry["name"]: entry for entry in as_json[section]} for section in ("filesystems", "layers", "kinds")}
+    expected = {
+        "filesystems": {kind: _filesystem_options(kind) for kind in FILESYSTEMS},
+        "layers": {name: {"layer_options": set(_names(layer.options.options))} for name, layer in LAYERS.items()},
+        "kinds": {name: {"options": names} if names else {} for name, names in KIND_OPTIONS.items()},
+    }
+    assert set(KIND_OPTIONS) == set(KINDS)
+    for section, owners in expected.items():
+        for owner, fields in owners.items():
+            in_json = {o["field"]: {a["name"] for a in o["accepted"]} for o in by_name[section][owner]["options"]}
+            assert in_json == fields, f"{section} {owner}: --json lists exactly what the guard accepts"
+            shown = _first_column(narrowed(owner))
+            for field, names in fields.items():
+                assert names <= shown, f"`fslab list {owner}` leaves out {field} {sorted(names - shown)}"
+    assert all(a["value"] for o in by_name["filesystems"]["ext4"]["options"] for a in o["accepted"]), "each with its value's form"
+
+
+def test_scenarios_are_listed_with_their_phases(as_json):
+    assert typing.get_args(ScenarioSection.model_fields["scenario"].annotation)[0] == typing.Literal[BUILTIN_SCENARIOS], "the study file takes the scenarios scenario.py has"
+    for entry in as_json["scenarios"]:
+        assert [p["name"] for p in entry["phases"]] == [p.name for p in builtin_phases(entry["name"], 60.0, None)]
+    overwrite = next(p for s in as_json["scenarios"] if s["name"] == "snapshots-under-load" for p in s["phases"] if p["name"] == "overwrite")
+    assert overwrite["snapshot_every"] and overwrite["runs"].startswith("fio rw=randwrite")
+    assert "a snapshot every 0.33s" in " ".join(narrowed("snapshots-under-load").split())
+
+
+def test_a_size_based_workload_shows_its_size_not_a_zero_runtime(as_json):
+    size_based = [name for name, pattern in BUILTIN_WORKLOADS.items() if parse_duration(pattern.get("runtime", FIO_DEFAULTS["runtime"])) == 0]
+    assert size_based, "the NAS backups run until their size is written"
+    records = {w["name"]: w for w in as_json["workloads"]}
+    for name in size_based:
+        line = next(line for line in narrowed(name).splitlines() if line.startswith(name + " "))
+        assert f"until {FIO_DEFAULTS['size']} written" in line and "0s" not in line, line
+        assert records[name]["runtime"] is None and records[name]["size"] == FIO_DEFAULTS["size"]
+    assert records["video_read"]["runtime"] == "45s" and not records["video_read"]["defaulted"]
+
+
+def test_device_sources_are_every_source_fslab_has(as_json):
+    sources = {
+        obj
+        for info in pkgutil.iter_modules(devices_package.__path__)
+        for _, obj in inspect.getmembers(import_module(f"fslab.devices.{info.name}"), inspect.isclass)
+        if hasattr(obj, "discards_by_default") and hasattr(obj, "attach") and obj.__module__.startswith("fslab.devices.")
+        and not getattr(obj, "_is_protocol", False)
+    }
+    assert len(sources) == 3
+    listed = {entry["description"] for entry in as_json["sources"]}
+    assert {source.chosen_by for source in sources} == listed
+
+
+def test_the_console_fits_its_width_and_json_has_every_section(listed, as_json):
+    assert list(as_json) == SECTIONS
+    too_wide = [line for line in listed.splitlines() if cell_len(line.rstrip()) > CONSOLE_WIDTH]
+    assert not too_wide, too_wide[:3]
+
+
+def test_a_section_narrows_the_list_and_an_unknown_one_is_refused():
+    result = fslab("list", "--json", "filesystems")
+    assert result.returncode == 0 and list(json.loads(result.stdout)) == ["filesystems"]
+    zfs = json.loads(fslab("list", "--json", "zfs").stdout)
+    assert [f["name"] for f in zfs["filesystems"]] == ["zfs"] and list(zfs) == ["filesystems"]
+    assert "zfs: properties → zfs create -o" in narrowed("zfs") and "mkfs.ext4" not in narrowed("zfs")
+    refused = fslab("list", "zfz")
+    assert refused.returncode == 2 and "did you mean 'zfs'?" in refused.stderr and "Traceback" not in refused.stderr
