@@ -130,7 +130,7 @@ def test_the_study_file_refuses_other_data_unsafe_options_and_both_sizes():
     refused(STUDY.replace("files = 3", 'options = { "remove-source-files" = true }'), r"rsync remove-source-files=true is refused: it deletes files")
     refused(STUDY.replace("files = 3", "options = { checksums = true }"), r"unknown rsync option 'checksums'.*allowed: whole-file, inplace, preallocate, fsync, sparse")
     refused(STUDY.replace("files = 3", 'files = 3\ntotal = "1GiB"'), r"workload\[0\].total: rsync takes `files` or `total`, not both")
-    refused(STUDY.replace("files = 3", "files = 30"), r"workload 'photos' needs .* but target 'ext4' has an image of 256MiB")
+    refused(STUDY.replace("files = 3", "files = 30"), r"workload 'photos' needs .* but target 'ext4' has .* free after ext4's mkfs and mount on an image of 256MiB; an image of .* would do")
     tool = read_study(STUDY.replace("files = 3", "files = 4\noptions = { fsync = true, inplace = false }"), scale=0.5).workloads[0].tool
     assert isinstance(tool, RsyncIngest) and tool.files == 2 and tool.flags() == ["--fsync", "--no-inplace"]
 

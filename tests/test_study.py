@@ -1,10 +1,11 @@
 """Study files: what they expand to, and the messages for files that cannot run."""
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
-from fslab.study import StudyError, load_study, parse_study
+from fslab.study import StudyError, load_study, parse_study, space_problem
 
 GOOD = """\
 [study]
@@ -187,8 +188,46 @@ def test_duplicate_target_names():
 
 def test_workload_too_big_for_the_image_is_refused_before_running():
     message = error_of(GOOD.replace('image_size = "2GiB"', 'image_size = "512MiB"'))
-    assert "study.toml:20: workload[0]: workload 'mixed' needs 512MiB but target 'ext4' has an image of 512MiB" in message
-    assert "target 'xfs' has an image of 512MiB" in message, "every target it does not fit is listed"
+    assert "study.toml:20: workload[0]: workload 'mixed' needs 512MiB but target 'ext4' has 447.6MiB free after ext4's mkfs and mount on an image of 512MiB; an image of 583MiB would do" in message
+    assert "target 'xfs' has 412.2MiB free after xfs's mkfs and mount on an image of 512MiB" in message, "every target it does not fit is listed"
+
+
+def test_a_study_whose_video_jobs_outgrow_what_mkfs_leaves_free_is_refused_naming_the_size_that_would_do():
+    """Issue 19, item 8: wu-guo-2026 at a small scale ran its video editor's four jobs, 87 % of
+    the image, on XFS and Btrfs, which leave less than that free after mkfs, and its runs failed
+    with "No space left on device". --scale 0.0315 makes the 300MiB images XFS formats."""
+    with pytest.raises(StudyError) as refused:
+        load_study("wu-guo-2026", scale=0.0315)
+    message = str(refused.value)
+    assert "workload 'video_write' needs 260MiB but target 'xfs[defaults]' has 201.8MiB free after xfs's mkfs and mount on an image of 300MiB; an image of 359MiB would do" in message
+    assert "workload 'video_read' needs 260MiB but target 'btrfs[noatime]' has 218MiB free after btrfs's mkfs and mount on an image of 300MiB; an image of 342MiB would do" in message
+    assert "seq_read" not in message, "the baseline's one 65MiB file fits"
+    assert "target 'ext4[defaults]' has 250.8MiB free" in message, "ext4 leaves 252MiB free on 300MiB: not enough either"
+    study = load_study("wu-guo-2026", scale=0.1)  # 954MiB images, to see that the size named does
+    xfs, video = next(t for t in study.targets if t.name == "xfs[defaults]"), next(w for w in study.workloads if w.name == "video_write")
+    small = dataclasses.replace(video, tool=dataclasses.replace(video.tool, bytes_per_job=65 * 2**20))
+    assert space_problem(dataclasses.replace(xfs, image_size=358 * 2**20), small) and not space_problem(dataclasses.replace(xfs, image_size=359 * 2**20), small)
+
+
+JUST_FITS = """
+[study]
+name = "s"
+image_size = "1GiB"
+[[target]]
+name = "b"
+filesystem = "btrfs"
+[[workload]]
+name = "w"
+rw = "write"
+numjobs = 4
+size = "SIZE"
+"""
+
+
+def test_a_study_that_just_fits_what_btrfs_leaves_free_is_accepted_and_one_mebibyte_more_is_not():
+    assert parse(JUST_FITS.replace("SIZE", "225MiB")).workloads[0].tool.bytes_needed(False) == 900 * 2**20  # 903.6MiB free (904.6MiB for real)
+    message = error_of(JUST_FITS.replace("SIZE", "226MiB"))
+    assert "workload 'w' needs 904MiB but target 'b' has 903.6MiB free after btrfs's mkfs and mount on an image of 1GiB; an image of 1025MiB would do" in message
 
 
 def test_study_without_workloads():

@@ -561,14 +561,35 @@ def cell_problem(target: Target, workload: Workload) -> str | None:
 
 
 def space_problem(target: Target, workload: Workload) -> str | None:
-    """Why a workload's files cannot fit on a target's image (or device), refused before anything
-    is formatted."""
+    """Why a workload's files cannot fit in what the target's filesystem has free right after
+    mkfs and mount (its model: Filesystem.room), refused before anything is formatted: with
+    what it needs, what is free, and the image (or device) size that would do."""
     room = FILESYSTEMS[target.filesystem].room(target)
     needed = workload.tool.bytes_needed(room.block_device)
     if needed <= room.usable:
         return None
-    where = f"a volume of about {format_size(room.usable)} on an image of {format_size(target.image_size)}" if room.volume else f"{'a device' if target.named else 'an image'} of {format_size(target.image_size)}"
-    return f"workload '{workload.name}' needs {format_size(needed)} but target '{target.name}' has {where}; raise image_size or lower the workload's size"
+    kind = "a device" if target.named else "an image"
+    free = f"a volume of about {format_size(room.usable)}" if room.volume else f"{format_size(room.usable)} free" + ("" if room.block_device else f" after {target.filesystem}'s mkfs and mount")
+    fits = _size_that_fits(target, needed)
+    fix = f"{kind} of {fits // 2**20}MiB would do: raise image_size, or lower the workload's size" if fits else "lower the workload's size"
+    return f"workload '{workload.name}' needs {format_size(needed)} but target '{target.name}' has {free} on {kind} of {format_size(target.image_size)}; {fix}"
+
+
+def _size_that_fits(target: Target, needed: int) -> int | None:
+    """A size of the target's images (whole MiB) whose room holds `needed` bytes: the first found
+    growing by 1/64 at a time, narrowed down to the MiB. None past 1PiB."""
+    def fits(size: int) -> bool:
+        return FILESYSTEMS[target.filesystem].room(replace(target, image_size=size)).usable >= needed
+
+    low = high = target.image_size // 2**20
+    while not fits(high * 2**20):
+        low, high = high, high + max(1, high // 64)
+        if high > 2**30:
+            return None
+    while high - low > 1:  # low does not fit, high does
+        middle = (low + high) // 2
+        low, high = (low, middle) if fits(middle * 2**20) else (middle, high)
+    return high * 2**20
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,19 @@ FLOOR_RAID = SizeFloor(125 * 2**20, "mkfs.btrfs needs that much on each device f
 FLOOR_DUP = SizeFloor(229 * 2**20, "mkfs.btrfs needs that much for the dup data profile")
 
 
+COPIES = {"single": 1, "raid0": 1, "dup": 2, "raid1": 2, "raid10": 2, "raid1c3": 3, "raid1c4": 4}  # of each block, by profile
+
+
+def metadata_chunk(raw: int) -> int:
+    """The first metadata chunk's size on a filesystem of `raw` bytes in all (btrfs-progs 6.2 and
+    Linux 6.x, measured): 5 % of it from 32MiB, 256MiB from 2.5GiB, 1GiB from 50GiB."""
+    if raw >= 50 * 2**30:
+        return 2**30
+    if raw >= 2560 * 2**20:
+        return 256 * 2**20
+    return max(32 * 2**20, raw // 20)
+
+
 class Btrfs(Filesystem):
     kind = "btrfs"
     mkfs = ("mkfs.btrfs", "-f", "-q")
@@ -100,6 +113,18 @@ class Btrfs(Filesystem):
     def size_floor(self, mkfs_arguments: Sequence[str], devices: int) -> SizeFloor:
         data = option_value(mkfs_arguments, "-d", "--data") or ""
         return FLOOR_DUP if data == "dup" else FLOOR_RAID if data.startswith("raid") else FLOOR
+
+    def free_after_mkfs(self, device_size: int, devices: int, mkfs_options: Sequence[str]) -> int:
+        """All devices less the system chunks (18MiB) and the first metadata chunk in each of its
+        copies (metadata_chunk), shared as the data profile stores data; --mixed keeps no
+        separate metadata. Measured on 1 and 2 devices from 110MiB to 100GiB, 0 to 6 % low."""
+        raw = devices * device_size
+        data = option_value(mkfs_options, "-d", "--data") or "single"
+        metadata = option_value(mkfs_options, "-m", "--metadata") or ("dup" if devices == 1 else "raid1")
+        mixed = any(a in ("-M", "--mixed") for a in mkfs_options) or "mixed-bg" in (option_value(mkfs_options, "-O", "--features") or "").split(",")
+        copies = 0 if mixed else COPIES.get(metadata, 2)
+        share = {"raid5": (devices - 1) / devices, "raid6": (devices - 2) / devices}.get(data, 1 / COPIES.get(data, 1))
+        return max(0, int((raw - 18 * 2**20 - copies * metadata_chunk(raw)) * share))
 
     def before_mount(self, devices: list[str]) -> None:
         # Without udev the kernel learns of a multi-device filesystem's other members only so.

@@ -50,6 +50,11 @@ class NotSupported(FslabError):
     pass
 
 
+def runs_on_fuse() -> bool:
+    """Whether engine() finds zfs-fuse, known without asking dpkg its version."""
+    return not KERNEL_MODULE.exists() and shutil.which("zfs-fuse") is not None
+
+
 def engine() -> Engine | None:
     """The ZFS this machine has: the kernel module, else zfs-fuse, else none."""
     if KERNEL_MODULE.exists():
