@@ -186,22 +186,49 @@ def test_a_users_job_file_runs_unchanged_but_for_its_directory(workdir, tmp_path
     assert any(m.metric == "read_iops" and m.value > 0 for m in results.run_metrics(run["study_run_id"]))
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "kill"])
-def test_interrupt_releases_everything_and_keeps_finished_runs(workdir, tmp_path, signum):
+def _ignoring_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def signal_while_fio_runs(proc: subprocess.Popen, db, signum: int, runs: int) -> int:
+    """Send `signum` to fslab while fio runs, after a first run is stored and before the last:
+    fslab is stopped (SIGSTOP) while that is checked, so the state seen is the state signalled
+    in, however loaded the machine. Returns the runs stored then."""
+    deadline = time.monotonic() + 120
+    while True:
+        assert time.monotonic() < deadline and proc.poll() is None, "the study should be running fio"
+        if fio_children(proc.pid) and runs_stored(db) >= 1:
+            proc.send_signal(signal.SIGSTOP)
+            stored = runs_stored(db)
+            if fio_children(proc.pid) and 1 <= stored < runs - 1:  # fio not yet reaped: fslab waits on it
+                proc.send_signal(signum)
+                proc.send_signal(signal.SIGCONT)
+                return stored
+            proc.send_signal(signal.SIGCONT)
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize(
+    ("signum", "started_ignoring_sigint"),
+    [(signal.SIGINT, False), (signal.SIGTERM, False), (signal.SIGINT, True)],
+    ids=["ctrl-c", "kill", "ctrl-c-when-started-ignoring-it"],
+)
+def test_interrupt_releases_everything_and_keeps_finished_runs(workdir, tmp_path, signum, started_ignoring_sigint):
+    """Also when fslab starts with SIGINT ignored (as a background job of a non-interactive shell
+    does, and so every test of a suite run there): Ctrl-C still interrupts it."""
     study = write_study(tmp_path, FOUR_KINDS.replace('runtime = "1s"', 'runtime = "3s"').replace('["ext4", "xfs", "btrfs", "raw"]', '["ext4", "xfs"]'))
     db = tmp_path / "r.db"
-    proc = subprocess.Popen([sys.executable, "-m", "fslab", "run", str(study), "--db", str(db), "--workdir", str(workdir.root)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while not fio_children(proc.pid) or runs_stored(db) < 1:
-        assert time.monotonic() < deadline and proc.poll() is None, "the study should be running fio"
-        time.sleep(0.2)
-    proc.send_signal(signum)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "fslab", "run", str(study), "--db", str(db), "--workdir", str(workdir.root)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_ignoring_sigint if started_ignoring_sigint else None,
+    )
+    stored = signal_while_fio_runs(proc, db, signum, runs=2 * 2 * 2)
     _, stderr = proc.communicate(timeout=60)
-    assert proc.returncode == 130 and "interrupted" in stderr
+    assert proc.returncode == 130 and "interrupted" in stderr, stderr
     assert held_by(workdir.root) == []
     results = ResultsDB(str(db))
     assert results.study_run()["status"] == "interrupted"
-    assert len(results.runs(results.study_run()["id"])) >= 1
+    assert len(results.runs(results.study_run()["id"])) == stored, "the runs finished before are kept; the one interrupted is not stored"
 
 
 def test_a_study_too_big_for_the_disk_is_refused_before_anything_is_made(workdir, tmp_path):

@@ -261,7 +261,18 @@ def rendered(s: StudySummary, width: int) -> list[str]:
 
 
 def table_rows(lines: list[str], targets: list[str]) -> list[str]:
-    return [line for line in lines if line.split(" ", 1)[0] in targets]
+    """The lines of the tables' rows, found by the tables' structure: the lines right under a
+    table's rule (its line of "─") that begin with a target's name, up to the first that does
+    not. A line of prose, however it wraps, is not under a rule."""
+    rows, under_rule = [], False
+    for line in lines:
+        if line and set(line) == {"─"}:
+            under_rule = True
+        elif under_rule and line.split(" ", 1)[0] in targets:
+            rows.append(line)
+        else:
+            under_rule = False
+    return rows
 
 
 def assert_fits(s: StudySummary) -> list[str]:
@@ -280,11 +291,27 @@ def test_the_console_summary_fits_120_columns_and_says_where_the_rest_is(study_r
     lines = assert_fits(s)
     said = " ".join(" ".join(lines).split())
     assert "To fit 120 columns the console leaves out the bandwidth's mean, interval and CV, p99.9 latency" in said and "they are in reports/tables-1/summary.md." in said
-    ext4 = next(line for line in lines if line.startswith("ext4 ") and "µs" in line).split()
+    ext4 = next(line for line in table_rows(lines, ["ext4"]) if "µs" in line).split()
     cell = next(c for c in s.cells if c.target == "ext4" and c.workload == "rand_read")
     assert ext4[:3] == ["ext4", "3", f"{cell.metrics['read_iops'].median:,.0f}"], "n and the IOPS median, read as printed"
     assert not [line for line in lines if re.fullmatch(r"  \(\d+\) –?", line)], "a marker for every note, none for a row without"
     assert said.count("p99.9") == 1 and "| lat p99.9 |" in (root / "reports" / f"tables-{study_run_id}" / "summary.md").read_text(), "said left out, and in the file"
+
+
+def test_the_console_summary_fits_whatever_the_machine_and_the_paths(study_run):
+    """The header names the machine and its device, a failure the work directory's path: at
+    some length a sentence wraps so that a line begins with a target's name ("ext4 (/dev/…).",
+    "bad option, …"). Tables are read by their structure, on any machine, at any path."""
+    _, db, study_run_id = study_run
+    s = summarize_study_run(db, study_run_id)
+    names = [t["name"] for t in s.targets]
+    fooled = 0
+    for n in range(0, 120, 3):
+        environment = s.study_run["environment"] | {"image_directory": {"fstype": "ext4", "source": "/dev/" + "d" * n}}
+        failures = [replace(f, error=f"mount -o journal_async_commit /dev/loop0 /{'p' * n}/mnt/bad: bad option, raw ext4 bad") for f in s.failures]
+        lines = assert_fits(replace(s, study_run=s.study_run | {"environment": environment}, failures=failures))
+        fooled += len([line for line in lines if line.split(" ", 1)[0] in names]) > len(table_rows(lines, names))
+    assert fooled, "some length wraps a sentence so that a line begins with a target's name"
 
 
 def test_long_names_failures_and_notes_still_fit(study_run):
@@ -303,7 +330,7 @@ def test_long_names_failures_and_notes_still_fit(study_run):
     lines = assert_fits(replace(s, cells=cells, targets=targets, effective_mount_options={}, not_in_effect={}))
     said = " ".join(" ".join(lines).split())
     assert any(line.startswith("  (1) ") for line in lines) and note in said.split("(1) ", 1)[1], "notes too long for a column are printed beneath their table, whole"
-    assert any(line.startswith("ext4[noatime,nobarrier]  3 (1 failed)") for line in lines)
+    assert any(line.startswith("ext4[noatime,nobarrier]  3 (1 failed)") for line in table_rows(lines, list(names.values())))
 
 
 def test_the_docs_pandas_example_runs_as_written(study_run):

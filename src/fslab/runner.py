@@ -8,7 +8,6 @@ one (resume.py) runs only what its plan still lacks. A run has a time limit (its
 
 from __future__ import annotations
 
-import signal
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -28,6 +27,7 @@ from fslab.errors import FslabError
 from fslab.filesystems import FILESYSTEMS, Provisioned
 from fslab.guard.block_devices import BlockDevice, DeviceFacts, facts, resolve
 from fslab.guard.names import file_name
+from fslab.interruption import raise_if_interrupted
 from fslab.journal import Journal
 from fslab.findings import Finding
 from fslab.metrics import Metric, Roles
@@ -149,7 +149,7 @@ def _run_blocks(
     done = {} if done is None else done
     status = "interrupted"
     try:
-        with _sigterm_as_interrupt(), ExitStack() as stack:
+        with ExitStack() as stack:
             for filesystem in FILESYSTEMS.values():  # what their runs share (zfs-fuse's daemon), until the study run ends
                 stack.enter_context(filesystem.across_runs(workdir.journal))
             sources = Sources(workdir, stack, named, observer.notice if observer else lambda _: None)
@@ -165,6 +165,7 @@ def _run_blocks(
                     if observer:
                         observer.starting(planned, index, planner.handed_out)
                     record = execute(planned, workdir, sources)
+                    raise_if_interrupted()  # a run the signal stopped is not a failed run: it is run again on resume
                     db.record_run(study_run_id, record)
                     tally.add(planned, record.status == "ok", {m.key: m.value for m in record.metrics}, record.started_at, record.finished_at, Roles.of(planned.cell.workload.name, record.metrics))
                     if observer:
@@ -188,20 +189,6 @@ def _check_image_space(study: Study, workdir: Workdir) -> None:
         check_free_space(workdir.root, sum(sizes), f"{len(sizes)} filled images")
     else:
         check_free_space(workdir.root, max(sizes), "the largest image")
-
-
-@contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """`kill` releases mounts and loop devices the same way Ctrl-C does."""
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 # The phase that follows each one a run marks as done: where a failure happened.
