@@ -24,7 +24,7 @@ from conftest import TEST_ROOT, fresh_workdir, fslab, held_by, write_study
 from short_studies import short_study
 
 from fslab.filesystems.zfs_engine import engine
-from fslab.guard.identity import FileId, loops_backed_by, mounts_at, regular_file
+from fslab.guard.identity import FileId, kernel_table, loops_backed_by, mounts_at, regular_file, unescape
 from fslab.guard.names import workdir_tag
 from fslab.results import ResultsDB
 from fslab.workdir import MARKER
@@ -342,3 +342,20 @@ def test_a_secret_given_on_standard_input_reaches_the_command_and_no_file(tmp_pa
     assert "pipe:" in done.stdout, done.stdout
     assert str(bytes(key)) not in " ".join(done.args) and "sh" == done.args[0]
     assert run(["wc", "-c"], stdin=b"").stdout.strip() == "0", "nothing given: the command reads an empty input, never fslab's"
+
+
+def test_the_kernels_octal_escapes_are_undone_on_the_bytes_of_a_path():
+    assert unescape(b"/srv/caf\xc3\xa9\\040x") == "/srv/café x"
+    assert unescape(b"/a\\011b\\012c\\134d\\134040") == "/a\tb\nc\\d\\040"
+    assert os.fsencode(unescape(b"/not-utf8-\xff\\040")) == b"/not-utf8-\xff "  # round-trips to its bytes
+
+
+def test_a_kernel_table_splits_only_where_the_kernel_separates_fields(tmp_path):
+    table = tmp_path / "mountinfo"
+    table.write_bytes(
+        b"36 35 7:0 / /srv/x\\040y/b\xc3\xa4nch\r\xc2\xa0z rw,relatime shared:1 - ext4 /dev/loop0 rw\n"
+        b"37 36 0:5 / /mnt/a\\011b\\012c\\134 rw - tmpfs tmp\\040fs rw,size=1k\n"
+    )
+    rows = kernel_table(str(table))
+    assert [unescape(row[4]) for row in rows] == ["/srv/x y/bänch\r\xa0z", "/mnt/a\tb\nc\\"]
+    assert unescape(rows[1][-2]) == "tmp fs" and len(rows[0]) == 11
