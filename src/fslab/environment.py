@@ -11,7 +11,7 @@ from fslab import __version__
 from fslab.devices.layers import LAYERS
 from fslab.filesystems import FILESYSTEMS
 from fslab.guard.identity import mounts
-from fslab.system import run, tool_version
+from fslab.system import tool_version
 
 # The tools fslab drives besides each filesystem's and layer's own (whose version commands live with them).
 TOOLS = {
