@@ -45,16 +45,18 @@ def guests_boot_meanwhile(request: pytest.FixtureRequest, tmp_path_factory: pyte
 
 
 @contextmanager
-def fresh_workdir() -> Iterator[Workdir]:
-    """A work directory of its own, checked afterwards for anything left attached or mounted."""
+def fresh_workdir(name: str = "") -> Iterator[Workdir]:
+    """A work directory of its own (at `name` below a new temporary directory, if named), checked
+    afterwards for anything left attached or mounted."""
     TEST_ROOT.mkdir(parents=True, exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="wd-", dir=TEST_ROOT))
+    top = Path(tempfile.mkdtemp(prefix="wd-", dir=TEST_ROOT))
+    root = top / name
     Workdir(root).prepare()
     yield Workdir(root)
     leftovers = held_by(root)
     if leftovers:
         Workdir(root).journal.clean_up()  # release them, then fail the test that left them
-    shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(top, ignore_errors=True)
     assert not leftovers, f"the test left these attached or mounted: {leftovers}"
 
 
@@ -66,11 +68,24 @@ def workdir() -> Iterator[Workdir]:
 
 def held_by(root: Path) -> list[str]:
     """Loop devices backed by images under `root`, mounts under it, and the run scratch
-    directories and memory cgroups fslab names for it."""
-    loops = subprocess.run(["losetup", "--list", "--noheadings", "--output", "NAME,BACK-FILE"], capture_output=True, text=True).stdout
-    held = [line for line in loops.splitlines() if str(root) in line]
-    held += [line for line in Path("/proc/mounts").read_text().splitlines() if str(root) in line]
+    directories and memory cgroups fslab names for it. Read from the kernel's own bytes, not
+    through fslab's reading of them: sysfs gives a loop device's backing file as it is,
+    mountinfo a path with its space, tab, newline and backslash as octal escapes."""
+    raw = os.fsencode(root)
+    backing = {loop.parent.parent.name: _bytes_of(loop) for loop in Path("/sys/block").glob("loop*/loop/backing_file")}
+    held = [f"/dev/{loop} on {file!r}" for loop, file in backing.items() if raw in file]
+    escaped = raw
+    for char in b"\\ \t\n":  # the backslash first: the others' escapes hold one
+        escaped = escaped.replace(bytes([char]), b"\\%03o" % char)
+    held += [repr(line) for line in Path("/proc/self/mountinfo").read_bytes().splitlines() if escaped in line]
     return held + [str(p) for p in scratch_of(root)] + groups_of(root)
+
+
+def _bytes_of(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError:  # detached meanwhile
+        return b""
 
 
 def scratch_of(root: Path) -> list[Path]:

@@ -237,3 +237,26 @@ def test_a_study_too_big_for_the_disk_is_refused_before_anything_is_made(workdir
     assert result.returncode == 2
     assert "4 filled images need 400TiB" in result.stderr.replace("\n", "") and "image_fill" in result.stderr
     assert not any(workdir.images.glob("*.img"))
+
+
+# A work directory's path as a user may name it: blanks, a tab, a newline, a backslash, fio's ':'
+# and '$', UTF-8 letters, a blank at its end. Every reading of a kernel's or a tool's record of a
+# path (mountinfo, /proc/mounts, sysfs, fio's JSON) must find it again.
+ODD_PATH = "x y\tz\nw\\q:r${HOME}/bänch ü "
+
+
+def test_a_work_directory_whose_path_holds_any_character_runs_and_leaves_nothing(tmp_path):
+    study = write_study(tmp_path, FOUR_KINDS.replace('["ext4", "xfs", "btrfs", "raw"]', '["ext4", "xfs"]')
+                        .replace("repetitions = 2", "repetitions = 1").replace('image_size = "512MiB"', 'image_size = "320MiB"\nimage_fill = "sparse"'))
+    db = tmp_path / "r.db"
+    with fresh_workdir(ODD_PATH) as workdir:
+        result = fslab("run", str(study), "--db", str(db), "--workdir", str(workdir.root))
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert held_by(workdir.root) == [] and not (workdir.root / "journal.jsonl").exists()
+        results = ResultsDB(str(db))
+        runs = results.runs(results.study_run()["id"])
+        assert {r["target"]: r["status"] for r in runs} == {"ext4": "ok", "xfs": "ok"}
+        assert all(m.value > 0 for m in results.run_metrics(runs[0]["study_run_id"]) if m.metric == "write_iops")
+        for run in runs:  # read back from /proc/mounts and sysfs at the path as it is
+            assert run["mount_options_effective"].startswith("rw,")
+            assert run["device_facts"][0]["backing_file"] == str(workdir.images / f"{run['target']}.img")

@@ -24,10 +24,10 @@ from conftest import TEST_ROOT, fresh_workdir, fslab, held_by, write_study
 from short_studies import short_study
 
 from fslab.filesystems.zfs_engine import engine
-from fslab.guard.identity import FileId, loops_backed_by, mounts_at, regular_file
+from fslab.guard.identity import FileId, kernel_table, loops_backed_by, mounts_at, regular_file, unescape
 from fslab.guard.names import workdir_tag
 from fslab.results import ResultsDB
-from fslab.workdir import MARKER
+from fslab.workdir import MARKER, Workdir
 
 STUDY = """\
 [study]
@@ -166,25 +166,60 @@ def test_a_study_file_that_is_not_text_is_refused_without_a_traceback(tmp_path):
 
 
 def test_a_work_directory_an_older_fslab_made_is_still_fslabs(tmp_path):
+    """Before the marker: only fslab's names, and a journal whose every line fslab wrote."""
     older = tmp_path / "older"
     older.mkdir(mode=0o700)
     for made in ("images", "mnt"):
         (older / made).mkdir(mode=0o700)
     (older / "lock").write_text("1234")
+    journal = Workdir(older).journal
+    journal._append("acquire", "mount", str(older / "mnt" / "ext4"))
+    journal._append("release", "mount", str(older / "mnt" / "ext4"))
     result = fslab("cleanup", "--workdir", str(older))
-    assert result.returncode == 0 and "nothing to clean up" in result.stdout
+    assert result.returncode == 0 and "nothing to clean up" in result.stdout, result.stdout + result.stderr
     assert (older / MARKER).is_file()
 
 
-def test_a_directory_of_the_users_files_is_not_a_work_directory(tmp_path):
+def test_a_work_directory_fslab_marked_is_taken_over_and_an_absent_or_empty_one_made(tmp_path):
+    marked = tmp_path / "marked"
+    Workdir(marked).prepare()  # absent: made, and marked
+    (marked / "lock").write_text("1234")
+    (marked / "images").mkdir(mode=0o700)
+    empty = tmp_path / "empty"
+    empty.mkdir(mode=0o700)
+    for root in (marked, empty):
+        result = fslab("cleanup", "--workdir", str(root))
+        assert result.returncode == 0 and "nothing to clean up" in result.stdout and (root / MARKER).is_file(), result.stdout + result.stderr
+
+
+def _snapshot(root: Path) -> dict[str, tuple[bytes, int, int]]:
+    """Every file and directory under `root`: its bytes (a directory's: none), mtime and mode."""
+    found = {}
+    for path in [root, *sorted(root.rglob("*"))]:
+        st = os.lstat(path)
+        found[str(path)] = (path.read_bytes() if path.is_file() else b"", st.st_mtime_ns, st.st_mode)
+    return found
+
+
+@pytest.mark.parametrize("journal", ["my own journal\n", '{"event": "acquire", "kind": "mount", "id": "/mnt/x"}\nmy own line\n', ""], ids=["text", "partly-fslabs", "empty"])
+def test_a_directory_of_the_users_files_named_as_fslabs_is_not_a_work_directory(tmp_path, journal):
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
-    (home / "journal.jsonl").write_text("my own journal\n")
+    (home / "journal.jsonl").write_text(journal)
     (home / "lock").write_text("my own lock\n")
+    for mine in ("images", "mnt"):
+        (home / mine).mkdir(mode=0o700)
+        (home / mine / "keep.txt").write_text(f"my {mine}\n")
+    os.utime(home / "lock", ns=(10**18, 10**18))  # a past mtime: a write would change it
+    before = _snapshot(home)
     result = run_study(type("W", (), {"root": home})(), tmp_path)
-    assert result.returncode == 2 and "is not an fslab work directory" in result.stderr
-    assert (home / "journal.jsonl").read_text() == "my own journal\n" and (home / "lock").read_text() == "my own lock\n"
-    assert not (home / MARKER).exists()
+    assert result.returncode == 2 and f"{home} is not an fslab work directory" in result.stderr
+    assert "journal.jsonl" in result.stderr and "lock" in result.stderr and "images" in result.stderr and "mnt" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert _snapshot(home) == before, "nothing in the user's directory is changed, added or removed"
+    cleanup = fslab("cleanup", "--workdir", str(home))
+    assert cleanup.returncode == 2 and "is not an fslab work directory" in cleanup.stderr
+    assert _snapshot(home) == before
 
 
 def test_every_kind_fslab_journals_is_known_to_whichever_command_reads_the_journal():
@@ -342,3 +377,20 @@ def test_a_secret_given_on_standard_input_reaches_the_command_and_no_file(tmp_pa
     assert "pipe:" in done.stdout, done.stdout
     assert str(bytes(key)) not in " ".join(done.args) and "sh" == done.args[0]
     assert run(["wc", "-c"], stdin=b"").stdout.strip() == "0", "nothing given: the command reads an empty input, never fslab's"
+
+
+def test_the_kernels_octal_escapes_are_undone_on_the_bytes_of_a_path():
+    assert unescape(b"/srv/caf\xc3\xa9\\040x") == "/srv/café x"
+    assert unescape(b"/a\\011b\\012c\\134d\\134040") == "/a\tb\nc\\d\\040"
+    assert os.fsencode(unescape(b"/not-utf8-\xff\\040")) == b"/not-utf8-\xff "  # round-trips to its bytes
+
+
+def test_a_kernel_table_splits_only_where_the_kernel_separates_fields(tmp_path):
+    table = tmp_path / "mountinfo"
+    table.write_bytes(
+        b"36 35 7:0 / /srv/x\\040y/b\xc3\xa4nch\r\xc2\xa0z rw,relatime shared:1 - ext4 /dev/loop0 rw\n"
+        b"37 36 0:5 / /mnt/a\\011b\\012c\\134 rw - tmpfs tmp\\040fs rw,size=1k\n"
+    )
+    rows = kernel_table(str(table))
+    assert [unescape(row[4]) for row in rows] == ["/srv/x y/bänch\r\xa0z", "/mnt/a\tb\nc\\"]
+    assert unescape(rows[1][-2]) == "tmp fs" and len(rows[0]) == 11

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fslab.errors import FslabError, Refused
-from fslab.guard.identity import FileId, own_directory, unescape
+from fslab.guard.identity import FileId, kernel_table, own_directory, unescape
 from fslab.guard.names import workdir_tag
 from fslab.journal import Entry, Journal, releaser
 
@@ -70,10 +70,9 @@ class Hierarchy:
 def _cgroup_mounts() -> list[tuple[Path, str, set[str]]]:
     """(mount point, fstype, options) of every cgroup and cgroup2 mount (/proc/self/mounts)."""
     found = []
-    for line in Path("/proc/self/mounts").read_text().splitlines():
-        fields = line.split()
-        if len(fields) >= 4 and fields[2] in ("cgroup", "cgroup2"):
-            found.append((Path(unescape(fields[1])), fields[2], set(fields[3].split(","))))
+    for row in kernel_table("/proc/self/mounts"):
+        if len(row) >= 4 and row[2] in (b"cgroup", b"cgroup2"):
+            found.append((Path(unescape(row[1])), row[2].decode(), set(os.fsdecode(row[3]).split(","))))
     return found
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 from fslab import __version__
 from fslab.devices.layers import LAYERS
 from fslab.filesystems import FILESYSTEMS
-from fslab.system import run, tool_version
+from fslab.guard.identity import mounts
+from fslab.system import tool_version
 
 # The tools fslab drives besides each filesystem's and layer's own (whose version commands live with them).
 TOOLS = {
@@ -53,8 +54,10 @@ def filesystem_of(path: Path) -> dict:
     existing = path
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
-    out = run(["findmnt", "--noheadings", "--output", "FSTYPE,SOURCE", "--target", str(existing)], check=False).stdout.split()
-    return {"path": str(path), "fstype": out[0] if out else "unknown", "source": out[1] if len(out) > 1 else "unknown", "free_bytes": shutil.disk_usage(existing).free}
+    where = os.path.realpath(existing)
+    holding = [m for m in mounts() if m.mountpoint == "/" or where == m.mountpoint or where.startswith(m.mountpoint + "/")]
+    top = sorted(holding, key=lambda m: len(m.mountpoint))[-1] if holding else None  # the deepest, the last mounted there
+    return {"path": str(path), "fstype": top.fstype if top else "unknown", "source": top.source if top else "unknown", "free_bytes": shutil.disk_usage(existing).free}
 
 
 def tool_versions() -> dict[str, str | None]:

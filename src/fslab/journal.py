@@ -90,7 +90,9 @@ class Held:
 
 
 _EVENTS = {"acquire", "proof", "release", "disowned"}
-_PLAIN = re.compile(r"[^\x00-\x1f\x7f]{1,4096}")
+# An id or a proof's text: a path (any byte but NUL: a work directory's path may hold a tab or a
+# newline), or a name. Control characters are escaped wherever fslab shows one.
+_PLAIN = re.compile(r"[^\x00]{1,4096}")
 
 
 class Journal:

@@ -2,7 +2,9 @@
 fslab processes from using it at once.
 
 A work directory is fslab's only when fslab made it: it is root's, written by no one else, and
-either empty when first claimed or marked as fslab's (MARKER). Below it fslab makes every file
+either empty (or absent) when first claimed, or proven fslab's: it holds fslab's marker (MARKER,
+which fslab writes when it first claims a directory), or — one an older fslab made, before the
+marker — only fslab's names and a journal whose every line is one fslab writes. Below it fslab makes every file
 and directory itself and never follows a symlink: a symlink or a stranger's file found where
 fslab would put its own is refused, never used, truncated or deleted.
 """
@@ -154,35 +156,55 @@ class Workdir:
             yield
 
     def prepare(self) -> None:
-        """The root exists, is root's alone, and is fslab's: empty when first claimed, or marked."""
+        """The root exists, is root's alone, and is fslab's: empty when first claimed, or proven
+        fslab's (the marker; else see _not_fslabs). Anything else is refused, naming what is there, and nothing in
+        it is touched."""
         with _refusing(self.root):
             self.root.parent.mkdir(parents=True, exist_ok=True)
             os.mkdir(self.root, 0o700)
         _check_own_directory(self.root)
         marker = self.root / MARKER
-        if not os.path.lexists(marker):
-            strangers = os.listdir(self.root)
-            if strangers and not _made_before_markers(self.root, strangers):
+        if os.path.lexists(marker):
+            if not stat.S_ISREG(os.lstat(marker).st_mode):
+                raise Refused(f"{marker} is not a regular file: {self.root} is not an fslab work directory")
+            return
+        found = sorted(os.listdir(self.root))
+        if found:
+            why = self._not_fslabs(found)
+            if why:
+                shown = ", ".join(found[:8]) + (f" and {len(found) - 8} more" if len(found) > 8 else "")
                 raise Refused(
-                    f"{self.root} holds files fslab did not make ({', '.join(sorted(strangers)[:5])}) and is not an fslab work "
-                    "directory: choose an empty or new directory with --workdir"
+                    f"{self.root} is not an fslab work directory ({why}); it holds {shown}, and fslab touches none of it: "
+                    "choose an empty or new directory with --workdir"
                 )
-            with _refusing(marker):
-                fd = open_own(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-                os.write(fd, b"fslab's work directory: loop images, mount points and the journal of what it holds\n")
-                os.close(fd)
-        elif not stat.S_ISREG(os.lstat(marker).st_mode):
-            raise Refused(f"{marker} is not a regular file: {self.root} is not an fslab work directory")
+        with _refusing(marker):
+            fd = open_own(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            os.write(fd, MARKER_TEXT)
+            os.close(fd)
+
+    def _not_fslabs(self, found: list[str]) -> str | None:
+        """Why a directory without the marker is not one an older fslab made, or None when it is:
+        it holds only the names fslab gives, images/ and mnt/ are real directories, and it has a
+        journal whose every line is one fslab writes (a user's `lock` or `journal.jsonl` alone
+        proves nothing)."""
+        strangers = [name for name in found if name not in _FSLAB_NAMES]
+        if strangers:
+            return f"no {MARKER} marker, and {', '.join(strangers[:3])} is no name fslab gives"
+        for name in found:
+            kind = stat.S_ISDIR if name in ("images", "mnt") else stat.S_ISREG
+            if not kind(os.lstat(self.root / name).st_mode):
+                return f"no {MARKER} marker, and {name} is not the {'directory' if kind is stat.S_ISDIR else 'regular file'} fslab makes"
+        if "journal.jsonl" not in found:
+            return f"no {MARKER} marker, and no journal of fslab's"
+        problems = self.journal.read()[1]
+        if problems or not os.path.getsize(self.journal.path):
+            return f"no {MARKER} marker, and journal.jsonl holds {'lines fslab never writes' if problems else 'nothing'}"
+        return None
 
 
+MARKER_TEXT = b"fslab's work directory: loop images, mount points and the journal of what it holds\n"
 # What an fslab made in its work directory before work directories carried the marker.
 _FSLAB_NAMES = {"images", "mnt", "lock", "journal.jsonl"}
-
-
-def _made_before_markers(root: Path, entries: list[str]) -> bool:
-    """A work directory an older fslab made: only fslab's own names in it, its images/ or mnt/ a
-    real directory. (Its journal is then read as any journal: proof by proof.)"""
-    return set(entries) <= _FSLAB_NAMES and any(os.path.isdir(root / d) and not os.path.islink(root / d) for d in ("images", "mnt"))
 
 
 @contextmanager

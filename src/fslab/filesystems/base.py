@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from fslab.checks import Check, kernel_filesystems, tool_check
 from fslab.errors import FslabError
 from fslab.filesystems.mounting import mount_point, proven
+from fslab.guard.identity import kernel_table, unescape
 from fslab.guard.options import OptionRefused, Suboptions, ToolOptions, check_arguments, check_mount_options
 from fslab.journal import Journal
 from fslab.system import kernel_has_module, run, tool_version
@@ -91,10 +93,9 @@ class SizeFloor:
 
 def mounted_options(mountpoint: Path) -> str | None:
     """The options the kernel reports for a mount point in /proc/mounts."""
-    for line in Path("/proc/mounts").read_text().splitlines():
-        fields = line.split()
-        if len(fields) >= 4 and fields[1] == str(mountpoint):
-            return fields[3]
+    for row in kernel_table("/proc/self/mounts"):
+        if len(row) >= 4 and unescape(row[1]) == str(mountpoint):
+            return os.fsdecode(row[3])
     return None
 
 

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from fslab.errors import Refused
-from fslab.guard.identity import device_number, disk_proof, loop_backing, mounts, number_of, same_disk, sysfs_of, unescape
+from fslab.guard.identity import backing_file, device_number, disk_proof, kernel_table, loop_backing, mounts, number_of, same_disk, sysfs_of, unescape
 from fslab.system import run
 
 DESTROY_FLAG = "--destroy-data"
@@ -161,7 +161,7 @@ def _loops_on(numbers: set[int], device: BlockDevice) -> list[str]:
         if number is None or number == device.number or not (sysfs / "loop").is_dir():
             continue
         backing = loop_backing(number)
-        backing_path = _read(sysfs / "loop" / "backing_file")
+        backing_path = backing_file(sysfs)
         if backing_path.startswith("/dev/") and device_number(backing_path) in numbers:
             found.append(f"it backs /dev/{sysfs.name}")
         elif backing is not None and os.makedev(*backing.dev) in numbers:
@@ -195,8 +195,8 @@ def _root(numbers: set[int], mounted: list[tuple[int | None, str]]) -> list[str]
 
 def _swap(numbers: set[int]) -> list[str]:
     found = []
-    for line in _read(Path("/proc/swaps")).splitlines()[1:]:
-        name = unescape(line.split()[0])
+    for row in kernel_table("/proc/swaps")[1:]:
+        name = unescape(row[0])
         try:
             st = os.stat(name)
         except OSError:
@@ -305,5 +305,5 @@ def facts(device: BlockDevice) -> DeviceFacts:
         nr_requests=number("queue/nr_requests"),
         queue_depth=number("device/queue_depth"),
         discard=None if (most := number("queue/discard_max_bytes")) is None else most > 0,
-        backing_file=value("loop/backing_file"),
+        backing_file=backing_file(disk) or None,
     )

@@ -380,11 +380,28 @@ def _option(line: str, where: str) -> tuple[str, str | None] | None:
     return check_option(key, value.strip() if sep else None, where=where, in_job_file=True)
 
 
+# fio reads a job file a line at a time, trims the blanks around a value, expands `$`, and takes a
+# ':' in `directory` for the start of another directory: a target's directory whose path holds
+# any of these (a work directory's path may) is named through the environment instead, which fio
+# expands in a value (${FSLAB_DIRECTORY}); fio_environment gives it, a ':' escaped as fio reads it.
+DIRECTORY_VARIABLE = "FSLAB_DIRECTORY"
+_AS_WRITTEN = re.compile(r"/(?:[^\x00-\x1f\x7f:$]*[^\x00-\x1f\x7f:$\s])?")
+
+
+def _directory_line(directory: Path) -> str:
+    return f"directory={directory}" if _AS_WRITTEN.fullmatch(str(directory)) else f"directory=${{{DIRECTORY_VARIABLE}}}"
+
+
+def fio_environment(directory: Path | None) -> dict[str, str]:
+    """The environment fio runs a job rendered for `directory` in (render may name it there)."""
+    return {} if directory is None else {DIRECTORY_VARIABLE: str(directory).replace(":", "\\:")}
+
+
 def render(job: JobFile, *, directory: Path | None, device: str | None, fixed: Mapping[str, str] | None = None) -> str:
     """The job file fio runs: fslab's [global] naming the target's directory (or raw device),
     then the checked sections, each job ending with `fixed` (fslab's own, which win). On a raw
     device a job's plain `filename` goes: every job works on the device."""
-    lines = ["[global]", f"directory={directory}" if directory else f"filename={device}"]
+    lines = ["[global]", _directory_line(directory) if directory else f"filename={device}"]
     for section in job.sections:
         lines.append(f"[{section.name}]")
         lines += [_line(key, value) for key, value in section.options if not (directory is None and key == "filename")]
@@ -460,7 +477,7 @@ def fio_seconds(value: str) -> float:
     return float(number) * _UNITS[unit]
 
 
-def parse_only(text: str, *, where: str = "the job") -> None:
+def parse_only(text: str, *, directory: Path | None, where: str = "the job") -> None:
     """fio's own parser on a rendered job (`fio --parse-only`, in a private directory), which
     knows what the allow-list cannot: an engine's options under another engine, a value out of
     range. Refused with fio's words when it does not accept the job."""
@@ -468,7 +485,7 @@ def parse_only(text: str, *, where: str = "the job") -> None:
         path = Path(scratch) / "job.fio"
         path.write_text(text)
         try:
-            run(["fio", "--parse-only", str(path)], cwd=Path(scratch), timeout=60)
+            run(["fio", "--parse-only", str(path)], cwd=Path(scratch), timeout=60, env=fio_environment(directory))
         except CommandError as exc:
             said = [line.strip() for line in (exc.stderr or exc.stdout).splitlines() if line.strip()]
             raise Refused(f"{where}: fio does not accept the job: {' / '.join(said[-5:]) or 'no reason given'}") from None

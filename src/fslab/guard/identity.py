@@ -18,6 +18,7 @@ import ctypes
 import errno
 import fcntl
 import os
+import re
 import stat
 import struct
 import time
@@ -176,6 +177,18 @@ def _diskseq(number: int) -> int:
         return -1
 
 
+def backing_file(sysfs: Path) -> str:
+    """The path of the file a loop device is attached to, as sysfs gives it (loop/backing_file):
+    the path's bytes as they are, unescaped, and a newline after them; " (deleted)" ends it when
+    the file is gone. Empty when the device is no loop device or has nothing attached. (A name to
+    show and record: what proves the file is `loop_backing`.)"""
+    try:
+        raw = (sysfs / "loop" / "backing_file").read_bytes()
+    except OSError:
+        return ""
+    return os.fsdecode(raw.removesuffix(b"\n"))
+
+
 def loop_backing(number: int) -> FileId | None:
     """The kernel's record of the file a loop device is attached to, or None."""
     with _opened(number) as fd:
@@ -254,19 +267,40 @@ class Mount:
     source: str
 
 
-def unescape(field: str) -> str:
-    """A field of /proc/self/mountinfo or /proc/swaps, whose spaces the kernel writes as \\040."""
-    return field.encode().decode("unicode_escape") if "\\" in field else field
+_OCTAL = re.compile(rb"\\([0-7]{3})")
+
+
+def unescape(field: bytes) -> str:
+    """A path as the kernel writes it in /proc/self/mountinfo, /proc/mounts and /proc/swaps: its
+    space, tab, newline and backslash as octal escapes (\\040, \\011, \\012, \\134), every other
+    byte as it is. The escapes are undone on the bytes, and the bytes read as any path is
+    (os.fsdecode: UTF-8, with bytes that are not UTF-8 kept as they were), so the path compares
+    equal to a Path naming it: `café\\040x` is `café x`."""
+    return os.fsdecode(_OCTAL.sub(lambda m: bytes([int(m.group(1), 8) & 0xFF]), field))
+
+
+def kernel_table(path: str) -> list[list[bytes]]:
+    """The rows of a table the kernel writes a line per entry, its fields apart by spaces or
+    tabs (/proc/self/mountinfo, /proc/self/mounts, /proc/swaps): as bytes, for `unescape`. Read
+    as bytes and split only where the kernel separates fields (a path's own blanks are escaped;
+    other whitespace, a carriage return or a non-breaking space, belongs to the path)."""
+    try:
+        with open(path, "rb") as table:
+            text = table.read()
+    except OSError:
+        return []
+    return [[field for field in re.split(rb"[ \t]+", line) if field] for line in text.split(b"\n") if line.strip(b" \t")]
 
 
 def mounts() -> list[Mount]:
     """Every mount the kernel shows this process, in mount order (/proc/self/mountinfo)."""
     found = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        left, _, right = line.partition(" - ")
-        fields, tail = left.split(), right.split()
-        if len(fields) >= 5 and len(tail) >= 2:
-            found.append(Mount(unescape(fields[4]), fields[2], tail[0], unescape(tail[1])))
+    for row in kernel_table("/proc/self/mountinfo"):
+        if b"-" not in row[6:]:
+            continue
+        tail = row[row.index(b"-", 6) + 1 :]  # after the optional fields and their separator
+        if len(row) >= 5 and len(tail) >= 2:
+            found.append(Mount(unescape(row[4]), row[2].decode(), tail[0].decode(), unescape(tail[1])))
     return found
 
 

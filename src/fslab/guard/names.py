@@ -10,6 +10,7 @@ a letter or digit. Targets made by a sweep or a raw baseline get fslab's own dec
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from pathlib import Path
 
@@ -47,7 +48,7 @@ def workdir_tag(workdir: Path) -> str:
     """What every kernel name made for one work directory starts with: fslab's prefix and a
     hash of the directory, so fslab tells its own pools, arrays and mappings from another work
     directory's (and from a user's) by name before it checks them by identity."""
-    return KERNEL_NAME_PREFIX + hashlib.sha1(str(workdir).encode()).hexdigest()[:5] + "_"
+    return KERNEL_NAME_PREFIX + hashlib.sha1(os.fsencode(workdir)).hexdigest()[:5] + "_"
 
 
 def kernel_name(workdir: Path, target_name: str) -> str:

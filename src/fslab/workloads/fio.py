@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from fslab.errors import Refused
 from fslab.filesystems.base import Provisioned
 from fslab.guard import fio_jobs
-from fslab.guard.fio_jobs import JobFile, parse_only, render, single_job
+from fslab.guard.fio_jobs import JobFile, fio_environment, parse_only, render, single_job
 from fslab.journal import Journal
 from fslab.metrics import Metric, MetricKind
 from fslab.system import run_held
@@ -238,12 +238,13 @@ def layout_options(options: dict[str, str]) -> dict[str, str]:
     return laid
 
 
-def run_fio(journal: Journal, job_path: Path, *, timeout: float | None = None, output_format: str = "json+") -> str:
+def run_fio(journal: Journal, job_path: Path, *, directory: Path | None, timeout: float | None = None, output_format: str = "json+") -> str:
     """Run one job file (journalled: clean-up stops it); returns fio's output text. fio's current
     directory is the job's own (fslab's private scratch directory): fio writes side files there,
-    such as verify state."""
+    such as verify state. `directory`: the target's, which the job was rendered for."""
     output = job_path.with_suffix(".out")
-    run_held(journal, ["fio", f"--output-format={output_format}", f"--output={output}", str(job_path)], timeout=timeout, cwd=job_path.parent)
+    argv = ["fio", f"--output-format={output_format}", f"--output={output}", str(job_path)]
+    run_held(journal, argv, timeout=timeout, cwd=job_path.parent, env=fio_environment(directory))
     return output.read_text()
 
 
@@ -257,7 +258,9 @@ def load_json(text: str) -> dict:
     """fio's JSON: the first JSON object that begins a line, whatever fio printed before or after
     it. ValueError when there is none, saying what was wrong with the candidate that read
     furthest (a truncated file's JSON, not a stray brace before it)."""
-    decoder = json.JSONDecoder(parse_constant=_no_constant)
+    # fio writes the job's options into its JSON without escaping a control character in them: a
+    # directory's tab or newline (strict=False reads them as the characters they are)
+    decoder = json.JSONDecoder(parse_constant=_no_constant, strict=False)
     failures: list[tuple[int, str]] = []  # (how far it read, what was wrong)
     for start in _JSON_START.finditer(text):
         try:
@@ -463,7 +466,7 @@ def job_problems(workloads: list[Workload], workdir: Workdir) -> list[str]:
         for job in (job_for(workload, somewhere), layout_job_for(workload, somewhere)):
             try:
                 if job:
-                    parse_only(job, where=f"workload '{workload.name}'" + (f" ({job_file})" if job_file else ""))
+                    parse_only(job, directory=somewhere.directory, where=f"workload '{workload.name}'" + (f" ({job_file})" if job_file else ""))
             except Refused as exc:
                 problems.append(str(exc))
     return problems
@@ -511,13 +514,13 @@ class Fio:
         if layout:
             layout_path = scratch / "layout.fio"
             layout_path.write_text(layout)
-            run_fio(journal, layout_path, timeout=None, output_format="normal")
+            run_fio(journal, layout_path, directory=ready.directory, timeout=None, output_format="normal")
 
     def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path, scope: StudyScope, measured: Measured) -> list[RawOutput]:
         job_path = scratch / "job.fio"
         job_path.write_text(command)
         with measured(""):
-            output = run_fio(journal, job_path)  # within the run's time limit (runner.execute)
+            output = run_fio(journal, job_path, directory=ready.directory)  # within the run's time limit (runner.execute)
         return [RawOutput("", self.name, output), *logged("", scratch, tool_of(workload, FioJob).measured_seconds())]
 
     def parse(self, outputs: list[RawOutput]) -> list[Metric]:

@@ -266,7 +266,7 @@ class Scenarios:
             s = tool_of(workload, Scenario)
             for phase in (p for p in s.phases if p.action == "fio"):
                 try:
-                    parse_only(self._job_text(s, phase, somewhere), where=f"workload '{workload.name}' phase '{phase.name}'")
+                    parse_only(self._job_text(s, phase, somewhere), directory=somewhere, where=f"workload '{workload.name}' phase '{phase.name}'")
                 except Refused as exc:
                     problems.append(str(exc))
             for phase in (p for p in s.phases if p.tool):
@@ -311,7 +311,7 @@ class Scenarios:
                     job = scratch / f"{file_name(phase.name)}.fio"
                     job.write_text(self._job_text(s, phase, directory))
                     with _snapshots(ready, phase.snapshot_every, taken) as snapshots:
-                        text = run_fio(journal, job)
+                        text = run_fio(journal, job, directory=directory)
                     taken += len(snapshots)
                     if phase.measured:
                         outputs += [RawOutput(phase.name, "fio", text), *logged(phase.name, scratch, s.phase_seconds(phase))]
