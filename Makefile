@@ -49,6 +49,7 @@ bench: setup
 	$(PYTHON) bench/adaptive.py
 	$(PYTHON) bench/monitors.py
 	$(PYTHON) bench/report_scale.py
+	$(PYTHON) bench/study_validation.py
 
 clean:
 	rm -rf $(VENV) reports fslab.db fslab.db-wal fslab.db-shm

@@ -186,10 +186,20 @@ def test_duplicate_target_names():
     assert error_of(twice).startswith("study.toml:20: workload[0]: two workloads are named 'seq_read'")
 
 
-def test_workload_too_big_for_the_image_is_refused_before_running():
+def test_workload_too_big_for_the_image_is_refused_where_the_image_size_is_written():
+    # The study's image_size, inherited by every target: refused at [study]'s line, naming the
+    # target and where the workload is.
     message = error_of(GOOD.replace('image_size = "2GiB"', 'image_size = "512MiB"'))
-    assert "study.toml:20: workload[0]: workload 'mixed' needs 512MiB but target 'ext4' has 447.6MiB free after ext4's mkfs and mount on an image of 512MiB; an image of 583MiB would do" in message
+    assert "study.toml:5: study.image_size: workload 'mixed' needs 512MiB but target 'ext4' has 447.6MiB free after ext4's mkfs and mount on an image of 512MiB; an image of 583MiB would do" in message
+    assert "lower the workload's size (workload[0], line 20)" in message
     assert "target 'xfs' has 412.2MiB free after xfs's mkfs and mount on an image of 512MiB" in message, "every target it does not fit is listed"
+    # A target's own image_size: refused at that line.
+    own = GOOD.replace('filesystem = ["ext4", "xfs"]', 'filesystem = ["ext4", "xfs"]\nimage_size = "512MiB"')
+    line = own.splitlines().index('image_size = "512MiB"') + 1
+    assert error_of(own).startswith(f"study.toml:{line}: target[0].image_size: workload 'mixed' needs 512MiB but target 'ext4' has 447.6MiB free after ext4's mkfs and mount on an image of 512MiB")
+    # fslab's default image_size, written nowhere: at the workload, as before.
+    default = GOOD.replace('image_size = "2GiB"\n', "").replace('size = "256MiB"', 'size = "5GiB"')
+    assert error_of(default).startswith("study.toml:4: study.workloads: workload 'rand_write' needs 5GiB but target 'ext4' has 3.6GiB free after ext4's mkfs and mount on an image of 4GiB")
 
 
 def test_a_study_whose_video_jobs_outgrow_what_mkfs_leaves_free_is_refused_naming_the_size_that_would_do():
@@ -307,7 +317,7 @@ def test_a_named_device_is_not_held_to_the_image_size_floor():
     # The study's image_size is no measure of the user's device: its size is known only when the
     # study runs. An image of that size is still refused.
     small = DATA.replace('"512MiB"', '"256MiB"')
-    assert "xfs:" in error_of(small)
+    assert error_of(small).startswith("study.toml:3: study.image_size: 256MiB is too small for target 'xfs' (xfs, target[0], line 5): below 300MiB")
     named = parse(small.replace('filesystem = "xfs"', 'filesystem = "xfs"\ndevice = "/dev/sdb"'))
     assert named.targets[0].named == ("/dev/sdb",)
 
@@ -408,7 +418,7 @@ def test_describe_study_counts_cells_when_a_workload_names_its_targets():
 def test_locate_counts_nested_array_tables_within_their_own_parent():
     """[[workload.phase]] tables are numbered afresh in each [[workload]]: the second workload's
     second phase is found at its own line, not at the first workload's."""
-    from fslab.toml_errors import locate
+    from fslab.toml_errors import FieldLines
 
     text = """\
 [study]
@@ -435,10 +445,10 @@ name = "b1"
 seconds = 2
 """
     lines = text.splitlines()
-    assert lines[locate(text, ("workload", 0, "phase", 1, "seconds")) - 1] == "seconds = 1"
-    assert lines[locate(text, ("workload", 1, "phase", 1, "seconds")) - 1] == "seconds = 2"
-    assert lines[locate(text, ("workload", 1, "phase", 0)) - 1] == "[[workload.phase]]" and locate(text, ("workload", 1, "phase", 0)) == 17
-    assert lines[locate(text, ("workload", 1, "name")) - 1] == 'name = "b"'
+    assert lines[FieldLines(text).line(("workload", 0, "phase", 1, "seconds")) - 1] == "seconds = 1"
+    assert lines[FieldLines(text).line(("workload", 1, "phase", 1, "seconds")) - 1] == "seconds = 2"
+    assert lines[FieldLines(text).line(("workload", 1, "phase", 0)) - 1] == "[[workload.phase]]" and FieldLines(text).line(("workload", 1, "phase", 0)) == 17
+    assert lines[FieldLines(text).line(("workload", 1, "name")) - 1] == 'name = "b"'
 
 
 SCENARIO = """\
@@ -477,3 +487,71 @@ def test_a_scenario_is_direct_only_when_every_fio_phase_is(read_options, direct)
         assert "uses direct I/O" in error_of(limited)
     else:
         assert parse(limited).workloads[0].memory_limit == 64 * 2**20
+
+
+class _CountedText(str):
+    """A study file's text that counts how often it is split into lines (read for locations)."""
+
+    splits = 0
+
+    def splitlines(self, *args, **kwargs):
+        type(self).splits += 1
+        return super().splitlines(*args, **kwargs)
+
+
+MANY_HEAD = '[study]\nname = "many"\nimage_size = "2GiB"\n\n[fio]\nsize = "64MiB"\n\n[[target]]\nfilesystem = "ext4"\n'
+MANY_SHAPES = {
+    "unknown rw": lambda i: f'name = "w{i}"\nrw = "wrte"\n',  # refused by validation
+    "same name": lambda i: 'name = "w"\nrw = "write"\n',  # refused after validation, as duplicates
+    "too large": lambda i: f'name = "w{i}"\nrw = "write"\nsize = "4GiB"\n',  # refused as not fitting
+}
+
+
+def many_tables(tables: int, shape: str) -> str:
+    return MANY_HEAD + "".join(f"\n[[workload]]\n{MANY_SHAPES[shape](i)}" for i in range(tables))
+
+
+@pytest.mark.parametrize("shape", list(MANY_SHAPES))
+def test_a_file_is_read_for_locations_once_whatever_its_number_of_problems(shape):
+    """Locating each problem used to read the whole file again: 20,000 tables with a problem each
+    took minutes. The file is now read once for all of them (checked by counting, not timing)."""
+    splits = []
+    for tables in (10, 300):
+        _CountedText.splits = 0
+        with pytest.raises(StudyError):
+            parse(_CountedText(many_tables(tables, shape)))
+        splits.append(_CountedText.splits)
+    assert splits[0] == splits[1] <= 1
+
+
+@pytest.mark.parametrize("shape", list(MANY_SHAPES))
+def test_every_problem_is_listed_up_to_a_cap_and_the_rest_counted(shape):
+    from fslab.study import LISTED_PROBLEMS
+
+    lines = error_of(many_tables(120, shape)).splitlines()
+    more = 120 - LISTED_PROBLEMS - (shape == "same name")  # the first of the namesakes is no problem
+    assert len(lines) == LISTED_PROBLEMS + 1 and lines[-1] == f"… and {more} more"
+    assert all(line.startswith("study.toml:") for line in lines[:-1])
+    assert len(set(lines)) == len(lines), "each problem once"
+    few = error_of(many_tables(3, shape)).splitlines()
+    assert len(few) == 3 - (shape == "same name") and "more" not in few[-1], "a few problems are all listed, with nothing counted"
+
+
+def test_a_sweep_too_large_to_ever_run_is_refused_before_it_is_expanded():
+    values = lambda pattern, n: "[" + ", ".join(f'"{pattern.format(i + 1)}"' for i in range(n)) + "]"  # noqa: E731
+    swept = MANY_HEAD.replace('filesystem = "ext4"', f'filesystem = "ext4"\nmount_options = {values("commit={}", 50)}\nmkfs_options = {values("-E stride={}", 50)}\nimage_size = {values("{}GiB", 41)}')
+    message = error_of(swept + '\n[[workload]]\nname = "w"\nrw = "write"\n')
+    assert message == (
+        "study.toml: the study's sweeps make 102,500 targets (target[0], line 8 makes 102,500), more than the 100,000 a study may have, "
+        "and more than could ever be run: sweep fewer values, or split it into several studies"
+    )
+
+
+def test_a_study_of_more_cells_than_could_ever_run_is_refused():
+    targets = MANY_HEAD.replace('filesystem = "ext4"', 'filesystem = "ext4"\nmount_options = [' + ", ".join(f'"commit={i + 1}"' for i in range(400)) + "]")
+    message = error_of(targets + "".join(f'\n[[workload]]\nname = "w{i}"\nrw = "write"\n' for i in range(300)))
+    assert message == "study.toml: the study makes more than 100,000 cells (each target × each workload that runs on it: 400 targets, 300 workloads), more than could ever be run: split it into several studies"
+    # As many targets and workloads, each workload on one target alone: 300 cells, accepted.
+    named = "".join(f'\n[[workload]]\nname = "w{i}"\nrw = "write"\ntargets = ["ext4[commit={i + 1}]"]\n' for i in range(300))
+    study = parse(targets + named)
+    assert len(study.cells) == 300 and [c.key for c in study.cells[:2]] == [("w0", "ext4[commit=1]"), ("w1", "ext4[commit=2]")]

@@ -153,12 +153,12 @@ def test_every_builtin_study_loads():
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
-        ('filesystem = "xfs"\nimage_size = "256MiB"', "study.toml:11: target[0].image_size: xfs: image_size 256MiB is below 300MiB per device: mkfs.xfs"),
-        ('filesystem = "btrfs"\nimage_size = "100MiB"', "target[0].image_size: btrfs: image_size 100MiB is below 109MiB per device"),
-        ('filesystem = "btrfs"\ndevices = 2\nmkfs_options = "-d raid1"\nimage_size = "120MiB"', "btrfs: image_size 120MiB is below 125MiB per device"),
-        ('filesystem = "btrfs"\nmkfs_options = "--data=dup"\nimage_size = "200MiB"', "btrfs: image_size 200MiB is below 229MiB per device"),
-        ('filesystem = "zfs"\ndevices = 2\nimage_size = "32MiB"', "zfs: image_size 32MiB is below 64MiB per device: zpool create refuses"),
-        ('filesystem = "ext4"\nimage_size = "64KiB"', "ext4: image_size 64KiB is below 104KiB per device"),
+        ('filesystem = "xfs"\nimage_size = "256MiB"', "study.toml:11: target[0].image_size: 256MiB is too small for target 'xfs' (xfs): below 300MiB per device: mkfs.xfs"),
+        ('filesystem = "btrfs"\nimage_size = "100MiB"', "target[0].image_size: 100MiB is too small for target 'btrfs' (btrfs): below 109MiB per device"),
+        ('filesystem = "btrfs"\ndevices = 2\nmkfs_options = "-d raid1"\nimage_size = "120MiB"', "120MiB is too small for target 'btrfs' (btrfs): below 125MiB per device"),
+        ('filesystem = "btrfs"\nmkfs_options = "--data=dup"\nimage_size = "200MiB"', "200MiB is too small for target 'btrfs' (btrfs): below 229MiB per device"),
+        ('filesystem = "zfs"\ndevices = 2\nimage_size = "32MiB"', "32MiB is too small for target 'zfs' (zfs): below 64MiB per device: zpool create refuses"),
+        ('filesystem = "ext4"\nimage_size = "64KiB"', "64KiB is too small for target 'ext4' (ext4): below 104KiB per device"),
     ],
 )
 def test_an_image_too_small_for_its_mkfs_is_refused_at_its_line(body, expected):
@@ -169,8 +169,9 @@ def test_an_image_too_small_for_its_mkfs_is_refused_at_its_line(body, expected):
 def test_the_studys_image_size_and_scale_count_for_the_floor():
     small = HEAD.replace('image_size = "1GiB"', 'image_size = "256MiB"').replace('size = "64MiB"', 'size = "1MiB"')
     message = error_of(small + '[[target]]\nfilesystem = "xfs"\n')
-    assert message.startswith("study.toml:9: target[0].image_size: xfs: the study's image_size 256MiB is below 300MiB")
-    with pytest.raises(StudyError, match=r"the study's image_size 1GiB × --scale 0.25 = 256MiB is below 300MiB"):
+    # Written in [study], inherited by the target: refused at [study]'s line, naming the target.
+    assert message.startswith("study.toml:4: study.image_size: 256MiB is too small for target 'xfs' (xfs, target[0], line 9): below 300MiB")
+    with pytest.raises(StudyError, match=r"^study.toml:4: study.image_size: 1GiB × --scale 0.25 = 256MiB is too small for target 'xfs' .*below 300MiB"):
         parse_study(HEAD.replace('size = "64MiB"', 'size = "1MiB"') + '[[target]]\nfilesystem = "xfs"\n', "study.toml", base_dir=Path("."), scale=0.25)
 
 

@@ -7,10 +7,13 @@ file, the line and the field, and say what is allowed.
 
 from __future__ import annotations
 
+import functools
 import itertools
+import math
 import os
 import stat
 import tomllib
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -26,7 +29,7 @@ from fslab.guard import fio_jobs
 from fslab.guard.names import file_name, image_names
 from fslab.guard.options import split_arguments
 from fslab.study_file import DdSection, FioSection, PhaseSection, RsyncSection, ScenarioSection, StudyFile, StudySection, SysbenchSection, TargetSection, WorkloadSection, allowed_fields, as_list, untagged
-from fslab.toml_errors import describe_error, field_path, locate, unknown
+from fslab.toml_errors import FieldLines, describe_error, field_path, unknown
 from fslab.units import format_duration, format_size, parse_duration, parse_size, scaled_size
 from fslab.workloads import scenario
 from fslab.workloads.base import Tool
@@ -124,9 +127,45 @@ class Target:
         }
 
 
-def _named_by(target: Target, entry: str) -> bool:
-    """Whether a workload's `targets` entry names this target: its own name, or its sweep's."""
-    return target.name == entry or target.name.startswith(f"{entry}[")
+class _TargetsByName:
+    """The targets a workload's `targets` entries name — each its own name, or its sweep's (ext4
+    names ext4[noatime] and ext4[noatime]/raw) — found without comparing every entry with every
+    target: a study of thousands of targets and workloads is expanded in time proportional to
+    its cells, not to targets × workloads."""
+
+    def __init__(self, targets: list[Target]) -> None:
+        self.targets = targets
+        self._named: dict[str, list[int]] = {}  # an entry → the indices of the targets it names
+        for index, target in enumerate(targets):
+            # its name, and each part before a '[' (its sweep's name: ext4 for ext4[noatime])
+            named_as = {target.name, *(target.name[:at] for at, char in enumerate(target.name) if char == "[")}
+            for entry in named_as:
+                self._named.setdefault(entry, []).append(index)
+
+    def names(self, entry: str) -> bool:
+        return entry in self._named
+
+    def running(self, workload: Workload) -> list[int]:
+        """The indices of the targets `workload` runs on, in the study's order."""
+        if not workload.targets:
+            return list(range(len(self.targets)))
+        return sorted({index for entry in dict.fromkeys(workload.targets) for index in self._named.get(entry, ())})
+
+
+def study_cells(targets: list[Target], workloads: list[Workload], limit: int | None = None) -> list[Cell] | None:
+    """Every target × each workload that runs on it, target by target; None when there would be
+    more than `limit`, found before they are all made."""
+    by_name = _TargetsByName(targets)
+    runs: list[list[Workload]] = [[] for _ in targets]
+    count = 0
+    for workload in workloads:
+        on = by_name.running(workload)
+        count += len(on)
+        if limit is not None and count > limit:
+            return None
+        for index in on:
+            runs[index].append(workload)
+    return [Cell(target, workload) for target, on in zip(targets, runs) for workload in on]
 
 
 @dataclass(frozen=True)
@@ -141,9 +180,6 @@ class Workload:
     timeout: float = UNKNOWN_LENGTH_TIMEOUT  # seconds a run may take, fslab's work around the tool included
     memory_limit: int | None = None  # bytes of memory its measured run may hold, page cache included (cgroups.py)
     targets: tuple[str, ...] = ()  # the targets it runs on, by name or by a sweep's name (none: every target)
-
-    def runs_on(self, target: Target) -> bool:
-        return not self.targets or any(_named_by(target, entry) for entry in self.targets)
 
     @property
     def kind(self) -> str:
@@ -183,9 +219,9 @@ class Study:
     scale: float
     scale_sizes_only: bool = False  # --scale-sizes-only: sizes scaled, runtimes as the study says
 
-    @property
+    @functools.cached_property
     def cells(self) -> list[Cell]:
-        return [Cell(t, w) for t in self.targets for w in self.workloads if w.runs_on(t)]
+        return study_cells(self.targets, self.workloads)  # type: ignore[return-value]  # no limit: never None
 
     def without(self, names: set[str]) -> Study:
         """The study without these targets (skipped: this machine cannot run them); a target
@@ -234,39 +270,54 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0,
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise StudyError(f"{filename}: not valid TOML: {exc}") from exc
-    try:
-        # The study's image_size and --scale reach each target's check of its image size.
-        study = data.get("study")
-        context = {"image_size": study.get("image_size") if isinstance(study, dict) else None, "scale": scale}
-        model = StudyFile.model_validate(data, context=context)
-    except ValidationError as exc:
-        raise StudyError("\n".join(describe_error(error, text, filename, allowed_fields, untagged) for error in exc.errors())) from exc
-
-    tables = [(("target", i), t) for i, section in enumerate(model.target) for t in _expand_target(section, model.study, scale)]
-    targets = [t for _, t in tables]
     where = _Where(text, filename)
-    where.require_unique([(table, t.name) for table, t in tables], "target")
-    names = [t.name for t in targets]
+    try:
+        model = StudyFile.model_validate(data)
+    except ValidationError as exc:
+        where.refuse(exc.errors(), lambda error: describe_error(error, where.lines, filename, allowed_fields, untagged))
+
+    _refuse_too_many_targets(model, where)
+    tables = [(i, t) for i, section in enumerate(model.target) for t in _expand_target(section, model.study, scale)]
+    targets = [t for _, t in tables]
+    where.require_unique([(("target", i), t.name) for i, t in tables], "target")
+    where.refuse(_floor_problems(model, tables, scale, where))
+    names = {t.name: None for t in targets}
     if model.study.baseline is not None and model.study.baseline not in names:
-        raise StudyError(f"{filename}:{locate(text, ('study', 'baseline'))}: study.baseline: {unknown('target', model.study.baseline, names)}")
-    where.refuse([
-        f"{where(('target', i, 'baseline'))}: {unknown('target', section.baseline, names)}"
-        for i, section in enumerate(model.target) if section.baseline is not None and section.baseline not in names
-    ])
+        raise StudyError(f"{where(('study', 'baseline'))}: {unknown('target', model.study.baseline, names)}")
+    where.refuse(
+        [i for i, section in enumerate(model.target) if section.baseline is not None and section.baseline not in names],
+        lambda i: f"{where(('target', i, 'baseline'))}: {unknown('target', model.target[i].baseline, names)}",  # type: ignore[arg-type]
+    )
     targets = resolve_baselines(targets, model.study.baseline)
-    workloads = _workloads(model, base_dir, scale, 1.0 if scale_sizes_only else scale, filename, text)
+    workloads = _workloads(model, base_dir, scale, 1.0 if scale_sizes_only else scale, where)
     if not workloads:
         raise StudyError(f"{filename}: the study runs no workload: list built-in ones in [study] workloads, or add [[workload]] tables")
     builtin = len(workloads) - len(model.workload)
     workload_tables = [("study", "workloads")] * builtin + [("workload", i) for i in range(len(model.workload))]
     where.require_unique(list(zip(workload_tables, (w.name for w in workloads))), "workload")
-    where.refuse([
-        f"{where((*wt, 'targets'))}: {unknown('target', name, names)}"
-        for wt, w in zip(workload_tables, workloads) for name in w.targets if not any(_named_by(t, name) for t in targets)
-    ])  # fmt: skip
-    on = [(wt, target, workload) for _, target in tables for wt, workload in zip(workload_tables, workloads) if workload.runs_on(target)]
-    where.refuse([f"{where(wt)}: {problem}" for wt, target, workload in on if (problem := cell_problem(target, workload))])
-    where.refuse([f"{where(wt)}: {problem}" for wt, target, workload in on if not target.named and (problem := space_problem(target, workload))])
+    by_name = _TargetsByName(targets)
+    where.refuse(
+        [(wt, name) for wt, w in zip(workload_tables, workloads) for name in dict.fromkeys(w.targets) if not by_name.names(name)],
+        lambda found: f"{where((*found[0], 'targets'))}: {unknown('target', found[1], names)}",
+    )
+    cells = study_cells(targets, workloads, limit=MAX_CELLS)
+    if cells is None:
+        raise StudyError(
+            f"{filename}: the study makes more than {MAX_CELLS:,} cells (each target × each workload that runs on it: "
+            f"{len(targets):,} targets, {len(workloads):,} workloads), more than could ever be run: split it into several studies"
+        )
+    table_of = dict(zip((w.name for w in workloads), workload_tables))
+    where.refuse(f"{where(table_of[c.workload.name])}: {problem}" for c in cells if (problem := cell_problem(c.target, c.workload)))
+    # A workload too large for an image is reported where that image's size is written (the
+    # target's image_size, else the study's), naming where the workload is.
+    size_written = {t.name: _image_size_written(model, i) for i, t in tables}
+    where.refuse(
+        (
+            f"{where(size_written[c.target.name] or table_of[c.workload.name])}: {problem}"
+            + (f" ({where.at(table_of[c.workload.name])})" if size_written[c.target.name] else "")
+            for c in cells if not c.target.named and (problem := space_problem(c.target, c.workload))
+        )
+    )  # fmt: skip
     return Study(
         name=model.study.name,
         description=model.study.description,
@@ -283,18 +334,69 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0,
     )
 
 
-def _expand_target(section: TargetSection, study: StudySection, scale: float) -> list[Target]:
-    """One target per combination of the table's swept values. Each one's baseline: its table's
-    `baseline`, else its sweep's first value on the same filesystem (ext4[noatime] →
-    ext4[defaults]; a sweep of filesystems alone makes no groups), else none yet: those are
-    settled by resolve_baselines."""
-    dimensions = {
+# A study makes at most this many targets, and this many cells: far more than could ever be run
+# (at three runs of ten seconds a cell, 100,000 cells are a month of measurement), refused before
+# they are made rather than filling memory.
+MAX_CELLS = 100_000
+
+
+def _dimensions(section: TargetSection, study: StudySection) -> dict[str, list]:
+    """A target table's values by field, a sweep's several."""
+    return {
         "filesystem": as_list(section.filesystem),
         "mkfs_options": as_list(section.mkfs_options),
         "mount_options": as_list(section.mount_options),
         "image_size": as_list(section.image_size or study.image_size),
         **{f"property:{name}": as_list(value) for name, value in section.properties.items()},
     }
+
+
+def _target_count(section: TargetSection, study: StudySection) -> int:
+    """How many targets a table makes: one per combination of its sweeps' values, and its raw baselines."""
+    return math.prod(len(values) for values in _dimensions(section, study).values()) * (1 + section.count * section.raw_baseline)
+
+
+def _refuse_too_many_targets(model: StudyFile, where: _Where) -> None:
+    counts = [_target_count(section, model.study) for section in model.target]
+    sweeps = ", ".join(f"{where.at(('target', i))} makes {count:,}" for i, count in enumerate(counts) if count > 1)
+    if sum(counts) > MAX_CELLS:
+        raise StudyError(
+            f"{where.filename}: the study's sweeps make {sum(counts):,} targets ({sweeps}), more than the {MAX_CELLS:,} a study "
+            "may have, and more than could ever be run: sweep fewer values, or split it into several studies"
+        )
+
+
+def _image_size_written(model: StudyFile, index: int) -> tuple | None:
+    """Where the image size of target table `index` is written: its own image_size, else the
+    study's; None when neither is (fslab's default)."""
+    if model.target[index].image_size is not None:
+        return ("target", index, "image_size")
+    return ("study", "image_size") if "image_size" in model.study.model_fields_set else None
+
+
+def _floor_problems(model: StudyFile, tables: list[tuple[int, Target]], scale: float, where: _Where) -> Iterator[str]:
+    """Each image smaller than its filesystem's mkfs can format, reported where its size is
+    written (the target's image_size, else the study's) and naming the target. A target on the
+    user's devices is not checked here: their size is known only when the study runs."""
+    for index, target in tables:
+        floor = None if target.named else FILESYSTEMS[target.filesystem].size_floor(list(target.mkfs_options), target.devices)
+        problem = floor and floor.problem(target.image_size)
+        if not problem:
+            continue
+        at = _image_size_written(model, index) or ("target", index)
+        own = model.target[index].image_size
+        written = next(v for v in as_list(own or model.study.image_size) if scaled_size(parse_size(v), scale) == target.image_size)
+        size = written + (f" × --scale {scale:g} = {format_size(target.image_size)}" if scale != 1.0 else "")
+        whose = target.filesystem if at[0] == "target" else f"{target.filesystem}, {where.at(('target', index))}"
+        yield f"{where(at)}: {size} is too small for target '{target.name}' ({whose}): {problem}"
+
+
+def _expand_target(section: TargetSection, study: StudySection, scale: float) -> list[Target]:
+    """One target per combination of the table's swept values. Each one's baseline: its table's
+    `baseline`, else its sweep's first value on the same filesystem (ext4[noatime] →
+    ext4[defaults]; a sweep of filesystems alone makes no groups), else none yet: those are
+    settled by resolve_baselines."""
+    dimensions = _dimensions(section, study)
     swept = [key for key, values in dimensions.items() if len(values) > 1]
     targets: list[Target] = []
     first: dict[str, str] = {}  # filesystem → its sweep's first value: the baseline of the others unless the table names one
@@ -358,11 +460,10 @@ def _label(key: str, value: Any) -> str:
     return str(value) or "defaults"
 
 
-def _workloads(model: StudyFile, base_dir: Path, scale: float, time_scale: float, filename: str, text: str) -> list[Workload]:
+def _workloads(model: StudyFile, base_dir: Path, scale: float, time_scale: float, where: _Where) -> list[Workload]:
     defaults = {**FIO_DEFAULTS, **model.fio.model_dump(exclude_none=True, exclude={"options", "data"})}
     shared_options = model.fio.options
     names = [n for entry in model.study.workloads for n in WORKLOAD_SETS.get(entry, [entry])]
-    where = _Where(text, filename)
     study_data = _data_pattern(model.fio, None, where)  # what a workload writes unless it says
     workloads = [
         _limited(
@@ -377,8 +478,7 @@ def _workloads(model: StudyFile, base_dir: Path, scale: float, time_scale: float
         elif isinstance(section, ScenarioSection):
             workload = _scenario_workload(index, section, scale, time_scale, study_data if section.data is None else DataPattern.asked(section.data), where)
         elif section.job_file:
-            where_file = f"{filename}:{locate(text, ('workload', index, 'job_file'))}: workload[{index}].job_file"
-            workload = _job_file_workload(section.name, section.job_file, base_dir, where_file, model.fio.timeout if section.timeout is None else section.timeout)
+            workload = _job_file_workload(section.name, section.job_file, base_dir, where(("workload", index, "job_file")), model.fio.timeout if section.timeout is None else section.timeout)
         else:
             own = section.model_dump(exclude_none=True, exclude={"name", "kind", "job_file", "options", "data", "shared_file", "memory_limit"})
             data = _data_pattern(model.fio, (index, section), where)
@@ -592,16 +692,30 @@ def _size_that_fits(target: Target, needed: int) -> int | None:
     return high * 2**20
 
 
+# A study file's problems are all listed up to this many; the rest are counted.
+LISTED_PROBLEMS = 50
+
+
 @dataclass(frozen=True)
 class _Where:
-    """Study-file errors found after validation, located like pydantic's: file:line: field."""
+    """Study-file errors, located: file:line: field."""
 
     text: str
     filename: str
 
+    @functools.cached_property
+    def lines(self) -> FieldLines:
+        """The file's lines of tables and fields, read at the first error (a file without any is never read for them)."""
+        return FieldLines(self.text)
+
     def __call__(self, table: tuple) -> str:
-        line = locate(self.text, table)
+        line = self.lines.line(table)
         return f"{self.filename}:{line}: {field_path(table)}" if line else f"{self.filename}: {field_path(table)}"
+
+    def at(self, table: tuple) -> str:
+        """A table or field named within a message: "target[0], line 9"."""
+        line = self.lines.line(table)
+        return f"{field_path(table)}, line {line}" if line else field_path(table)
 
     def require_unique(self, named: list[tuple[tuple, str]], what: str) -> None:
         seen: set[str] = set()
@@ -613,9 +727,19 @@ class _Where:
         self.refuse(problems)
 
     @staticmethod
-    def refuse(problems: list[str]) -> None:
-        if problems:
-            raise StudyError("\n".join(dict.fromkeys(problems)))
+    def refuse(problems: Iterable[Any], describe: Callable[[Any], str] = str) -> None:
+        """Refuse the study when there are problems: the first LISTED_PROBLEMS described (each
+        message once), the others only counted, so that a file with a problem in each of its
+        thousands of tables is refused as fast as one with a few."""
+        listed: dict[str, None] = {}
+        more = 0
+        for problem in problems:
+            if len(listed) < LISTED_PROBLEMS:
+                listed[describe(problem)] = None
+            else:
+                more += 1
+        if listed:
+            raise StudyError("\n".join([*listed, *([f"… and {more:,} more"] if more else [])]))
 
 
 # A run measuring for less than this is mostly fslab's overhead and fio's ramp-up: warned of.

@@ -12,13 +12,12 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field
 from fslab.cgroups import SMALLEST_LIMIT
 from fslab.devices.layers import LAYERS
 from fslab.filesystems import FILESYSTEMS
-from fslab.filesystems.base import SizeFloor
 from fslab.filesystems.zfs import check_dataset_properties, check_pool_options, property_text
 from fslab.guard.fio_jobs import ALIASES, option_problem, option_text
 from fslab.guard.names import check_name
-from fslab.guard.options import check_arguments, split_arguments
+from fslab.guard.options import check_arguments
 from fslab.toml_errors import FieldError, unknown
-from fslab.units import Bandwidth, format_size, parse_duration, parse_size, scaled_size
+from fslab.units import Bandwidth, format_size, parse_duration, parse_size
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 from fslab.workloads.dd import DdOptions, dd_options
 from fslab.workloads.scenario import BUILTIN as BUILTIN_SCENARIOS
@@ -321,25 +320,6 @@ class TargetSection(_Table):
         _all_accepted(partial(_check_layer_options, layer, arguments) for layer, arguments in value.items())
         return value
 
-    @model_validator(mode="after")
-    def _large_enough(self, info: ValidationInfo) -> TargetSection:
-        """Each image at least the size its filesystem's mkfs can format (the study's
-        image_size, scaled, when the target sets none). A target naming the user's devices is
-        not checked here: their size is known only when the study runs."""
-        if self.named:
-            return self
-        context = info.context or {}
-        scale = context.get("scale", 1.0)
-        sizes = as_list(self.image_size) if self.image_size else [context.get("image_size") or StudySection.model_fields["image_size"].default]
-        for kind in as_list(self.filesystem):
-            for options in as_list(self.mkfs_options):
-                floor = FILESYSTEMS[kind].size_floor(split_arguments(options), self.count)  # checked by _mkfs_options
-                for size in sizes:
-                    problem = floor and _floor_problem(floor, size, scale, own=self.image_size is not None)
-                    if problem:
-                        raise FieldError("image_size", f"{kind}: {problem}")
-        return self
-
     @field_validator("image_size")
     @classmethod
     def _sizes(cls, value: str | list[str] | None) -> str | list[str] | None:
@@ -582,19 +562,6 @@ def _check_layer_options(layer: str, arguments: str) -> None:
 def _kinds_of(info: ValidationInfo) -> list[str]:
     """The target's filesystems, once they are known to be valid (else: none to check against)."""
     return as_list(info.data["filesystem"]) if "filesystem" in info.data else []
-
-
-def _floor_problem(floor: SizeFloor, size: str, scale: float, *, own: bool) -> str | None:
-    """Why an image of `size` (scaled) is too small for `floor`, or None when it is not."""
-    try:
-        scaled = scaled_size(parse_size(size), scale)
-    except (ValueError, TypeError):
-        return None  # a bad study image_size is reported where it is written
-    problem = floor.problem(scaled)
-    if problem is None:
-        return None
-    whose = "image_size" if own else "the study's image_size"
-    return f"{whose} {size}" + (f" × --scale {scale:g} = {format_size(scaled)}" if scale != 1.0 else "") + f" is {problem}"
 
 
 def as_list(value: Any) -> list:

@@ -4,6 +4,7 @@ with what is allowed. Pure functions on the file's text and pydantic's error loc
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Callable, Iterable
 
 
@@ -15,7 +16,14 @@ def unknown(what: str, value: str, allowed: Iterable[str]) -> str:
 
 def did_you_mean(value: str, allowed: Iterable[str]) -> str:
     """" (did you mean 'xfs'?)" when one allowed name is close to `value`, else ""."""
-    close = difflib.get_close_matches(value, list(allowed), n=1)
+    return _closest(value, tuple(allowed))
+
+
+@functools.lru_cache(maxsize=1024)
+def _closest(value: str, allowed: tuple[str, ...]) -> str:
+    # Cached: difflib takes far longer than anything else to refuse a table, and a generated
+    # study file repeats one mistake in each of its thousands of tables.
+    close = difflib.get_close_matches(value, allowed, n=1)
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
@@ -29,7 +37,7 @@ class FieldError(ValueError):
 
 
 def describe_error(
-    error: dict, text: str, filename: str, allowed_fields: Callable[[tuple], list[str]], untagged: Callable[[tuple], tuple] = lambda loc: loc
+    error: dict, lines: FieldLines, filename: str, allowed_fields: Callable[[tuple], list[str]], untagged: Callable[[tuple], tuple] = lambda loc: loc
 ) -> str:
     """One pydantic error as "file:line: field: message"; `allowed_fields(loc)` names the
     fields of the table an unknown field was met in; `untagged(loc)` drops what pydantic adds to
@@ -39,7 +47,7 @@ def describe_error(
     if isinstance(cause, FieldError):
         tagged = (*tagged, cause.field)
     loc = untagged(tagged)
-    line = locate(text, loc)
+    line = lines.line(loc)
     where = f"{filename}:{line}" if line else filename
     field = field_path(loc)
     if error["type"] == "extra_forbidden":
@@ -61,39 +69,39 @@ def field_path(loc: tuple) -> str:
     return ".".join(parts) or "the file"
 
 
-def locate(text: str, loc: tuple) -> int | None:
-    """The line of a field, following TOML table headers ([study], [[target]] number n, …)."""
-    table: tuple = ()
-    counts: dict[str, int] = {}  # array tables met, per parent table
-    best, best_depth = None, 0
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
-        if line.startswith("[["):
-            name = line.strip("[] ")
-            parent, _, own = name.rpartition(".")
-            # [[workload.phase]] is an array inside the [[workload]] table last opened
-            prefix = table[:2] if parent and table[:1] == (parent,) else ()
-            key = f"{prefix}.{name}"
-            counts[key] = counts.get(key, -1) + 1
-            table = (*prefix, own if prefix else name, counts[key])
-        elif line.startswith("["):
-            table = (line.strip("[] "),)
-        elif "=" in line and not line.startswith("#"):
-            key = line.split("=", 1)[0].strip().strip('"')
-            path = (*table, key)
-        else:
-            continue
-        candidate = table if line.startswith("[") else path
-        depth = common_prefix(candidate, loc)
-        if depth > best_depth and depth == len(candidate):
-            best, best_depth = number, depth
-    return best
+class FieldLines:
+    """The line of every table header and key of a TOML file, read once, following table headers
+    ([study], [[target]] number n, [[workload.phase]] within its own [[workload]]): each error
+    is then located without reading the file again, so a file with an error in each of its
+    20,000 tables is read once, not 20,000 times."""
 
+    def __init__(self, text: str) -> None:
+        self._lines: dict[tuple, int] = {}  # a table's or key's path → the line it is first written on
+        table: tuple = ()
+        counts: dict[str, int] = {}  # array tables met, per parent table
+        for number, raw in enumerate(text.splitlines(), start=1):
+            line = raw.strip()
+            if line.startswith("[["):
+                name = line.strip("[] ")
+                parent, _, own = name.rpartition(".")
+                # [[workload.phase]] is an array inside the [[workload]] table last opened
+                prefix = table[:2] if parent and table[:1] == (parent,) else ()
+                key = f"{prefix}.{name}"
+                counts[key] = counts.get(key, -1) + 1
+                table = path = (*prefix, own if prefix else name, counts[key])
+            elif line.startswith("["):
+                table = path = (line.strip("[] "),)
+            elif "=" in line and not line.startswith("#"):
+                path = (*table, line.split("=", 1)[0].strip().strip('"'))
+            else:
+                continue
+            self._lines.setdefault(path, number)
 
-def common_prefix(a: tuple, b: tuple) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
+    def line(self, loc: tuple) -> int | None:
+        """The line of the field at `loc` (a pydantic error's location), else of the deepest
+        table or key written in the file that holds it; None when none does."""
+        for depth in range(len(loc), 0, -1):
+            found = self._lines.get(tuple(loc[:depth]))
+            if found is not None:
+                return found
+        return None

@@ -13,6 +13,7 @@ Pure (text in, records out), but for `parse_only`, which asks fio itself.
 
 from __future__ import annotations
 
+import functools
 import re
 import tempfile
 from collections.abc import Mapping
@@ -238,9 +239,12 @@ def _character_problem(text: str) -> str | None:
 PLAIN_FILE = re.compile(r"(?!\.\.?$)[A-Za-z0-9_.][A-Za-z0-9_.+-]{0,127}")
 
 
+@functools.lru_cache(maxsize=4096)
 def option_problem(name: str, value: str | None, *, in_job_file: bool = False) -> str | None:
     """Why `name=value` may not reach fio (a sentence naming the option), or None when it may.
-    `in_job_file`: the one nuance of a job file, whose `filename` may be a plain file name."""
+    `in_job_file`: the one nuance of a job file, whose `filename` may be a plain file name.
+    Cached (a pure function of its arguments): a study of thousands of workloads sets the same
+    few options thousands of times, and checking them again took most of its reading."""
     if why := _character_problem(name):
         return f"option {name[:40]!r} is refused: {why}"
     if value is not None and (why := _character_problem(value)):
