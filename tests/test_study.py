@@ -555,3 +555,16 @@ def test_a_study_of_more_cells_than_could_ever_run_is_refused():
     named = "".join(f'\n[[workload]]\nname = "w{i}"\nrw = "write"\ntargets = ["ext4[commit={i + 1}]"]\n' for i in range(300))
     study = parse(targets + named)
     assert len(study.cells) == 300 and [c.key for c in study.cells[:2]] == [("w0", "ext4[commit=1]"), ("w1", "ext4[commit=2]")]
+
+
+def test_only_the_listed_space_problems_search_for_the_size_that_would_do(monkeypatch):
+    """Finding the image size that would do is a search of the filesystem's model: done for the
+    problems listed, never for the thousands only counted (it made 20,000 such tables take 35 s)."""
+    import fslab.study as study_module
+
+    searched = []
+    search = study_module._size_that_fits
+    monkeypatch.setattr(study_module, "_size_that_fits", lambda target, needed: searched.append(needed) or search(target, needed))
+    message = error_of(many_tables(300, "too large"))
+    assert message.endswith(f"… and {300 - study_module.LISTED_PROBLEMS} more") and "would do" in message
+    assert len(searched) == study_module.LISTED_PROBLEMS

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from fslab.cgroups import SMALLEST_LIMIT
 from fslab.errors import FslabError, Refused
 from fslab.filesystems import FILESYSTEMS
+from fslab.filesystems.base import Room
 from fslab.filesystems.zfs import property_text
 from fslab.guard import fio_jobs
 from fslab.guard.names import file_name, image_names
@@ -311,13 +312,14 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0,
     # A workload too large for an image is reported where that image's size is written (the
     # target's image_size, else the study's), naming where the workload is.
     size_written = {t.name: _image_size_written(model, i) for i, t in tables}
+    rooms = {t.name: FILESYSTEMS[t.filesystem].room(t) for t in targets if not t.named}  # once a target, not once a cell
     where.refuse(
-        (
-            f"{where(size_written[c.target.name] or table_of[c.workload.name])}: {problem}"
+        (c for c in cells if not c.target.named and _outgrows(c.workload, rooms[c.target.name])),
+        lambda c: (  # only the problems listed are described: finding the size that would do takes a search
+            f"{where(size_written[c.target.name] or table_of[c.workload.name])}: {space_problem(c.target, c.workload, rooms[c.target.name])}"
             + (f" ({where.at(table_of[c.workload.name])})" if size_written[c.target.name] else "")
-            for c in cells if not c.target.named and (problem := space_problem(c.target, c.workload))
-        )
-    )  # fmt: skip
+        ),
+    )
     return Study(
         name=model.study.name,
         description=model.study.description,
@@ -660,14 +662,18 @@ def cell_problem(target: Target, workload: Workload) -> str | None:
     return None
 
 
-def space_problem(target: Target, workload: Workload) -> str | None:
+def _outgrows(workload: Workload, room: Room) -> bool:
+    return workload.tool.bytes_needed(room.block_device) > room.usable
+
+
+def space_problem(target: Target, workload: Workload, room: Room | None = None) -> str | None:
     """Why a workload's files cannot fit in what the target's filesystem has free right after
-    mkfs and mount (its model: Filesystem.room), refused before anything is formatted: with
-    what it needs, what is free, and the image (or device) size that would do."""
-    room = FILESYSTEMS[target.filesystem].room(target)
-    needed = workload.tool.bytes_needed(room.block_device)
-    if needed <= room.usable:
+    mkfs and mount (its model: Filesystem.room, unless given), refused before anything is
+    formatted: with what it needs, what is free, and the image (or device) size that would do."""
+    room = room or FILESYSTEMS[target.filesystem].room(target)
+    if not _outgrows(workload, room):
         return None
+    needed = workload.tool.bytes_needed(room.block_device)
     kind = "a device" if target.named else "an image"
     free = f"a volume of about {format_size(room.usable)}" if room.volume else f"{format_size(room.usable)} free" + ("" if room.block_device else f" after {target.filesystem}'s mkfs and mount")
     fits = _size_that_fits(target, needed)
