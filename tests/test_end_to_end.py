@@ -231,6 +231,29 @@ def test_interrupt_releases_everything_and_keeps_finished_runs(workdir, tmp_path
     assert len(results.runs(results.study_run()["id"])) == stored, "the runs finished before are kept; the one interrupted is not stored"
 
 
+# fslab's entry point, with a Ctrl-C arriving the moment it starts importing its commands (which
+# takes a second or more on a busy machine): the signal is sent by the import itself, so the test
+# hits that window every time.
+CTRL_C_DURING_IMPORTS = """
+import builtins, os, signal, sys
+real_import = builtins.__import__
+def importing(name, *args, **kwargs):
+    if name == "fslab.cli":
+        os.kill(os.getpid(), signal.SIGINT)
+    return real_import(name, *args, **kwargs)
+builtins.__import__ = importing
+from fslab.__main__ import main
+sys.argv = ["fslab", "list"]
+main()
+"""
+
+
+def test_ctrl_c_while_fslab_starts_ends_it_quietly():
+    proc = subprocess.run([sys.executable, "-c", CTRL_C_DURING_IMPORTS], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 130 and "Traceback" not in proc.stderr, proc.stderr
+    assert "built-in studies" not in proc.stdout, "the command did not go on"
+
+
 def test_a_study_too_big_for_the_disk_is_refused_before_anything_is_made(workdir, tmp_path):
     study = write_study(tmp_path, FOUR_KINDS.replace('image_size = "512MiB"', 'image_size = "100TiB"'))
     result = fslab("run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))

@@ -1,3 +1,20 @@
-from fslab.cli import main
+"""The `fslab` command's entry point (and `python -m fslab`): Ctrl-C and `kill` are heard from
+the first moment, before the commands' imports (a second or more on a busy machine), and one
+that comes during them ends fslab quietly: nothing is held yet."""
 
-main()
+import sys
+
+from fslab.interruption import interrupt_on_signals
+
+
+def main() -> None:
+    interrupt_on_signals()
+    try:
+        from fslab.cli import main as command
+    except KeyboardInterrupt:
+        sys.exit(130)
+    command()
+
+
+if __name__ == "__main__":
+    main()

@@ -20,7 +20,6 @@ from fslab.errors import FslabError
 from fslab.guard.block_devices import DESTROY_FLAG
 from fslab.guard.names import check_name, visible
 from fslab.importer import DEFAULT_STUDY, import_files, imported_from
-from fslab.interruption import interrupt_on_signals
 from fslab.report.console import CONSOLE_WIDTH, print_comparison, print_summary, print_table
 from fslab.report.files import TableFormat, export_tables, report_folder, write_reports
 from fslab.report.summary import StudySummary, summarize_study_run
@@ -411,9 +410,9 @@ def cleanup(workdir: WorkdirOption = DEFAULT_WORKDIR) -> None:
 
 
 def main() -> None:
-    """The `fslab` command: every error a user can act on is printed here, once, without a traceback."""
+    """The commands (entered through fslab.__main__, which hears signals first): every error a
+    user can act on is printed here, once, without a traceback."""
     gc.freeze()  # what the imports made lives as long as fslab: the collector need not walk it on every pass
-    interrupt_on_signals()
     try:
         app(prog_name="fslab", standalone_mode=True)
     except FslabError as exc:
