@@ -44,7 +44,7 @@ from fslab.journal import Journal
 from fslab.metrics import PHASE_SEPARATOR, Metric, MetricKind
 from fslab.monitors.extents import extent_counts, parse_filefrag
 from fslab.system import sync_and_drop_caches, run
-from fslab.workloads.base import Measured, RawOutput, StudyScope, WorkloadKind, directory_of, tool_of
+from fslab.workloads.base import Measured, RawOutput, StudyScope, Window, WorkloadKind, directory_of, tool_of
 from fslab.workloads.data import DataPattern
 from fslab.workloads.dd import DD, DdOptions
 from fslab.workloads.fio import FIXED_OPTIONS, METRICS as FIO_METRICS, log_options, logged, parse_metrics, run_fio
@@ -305,7 +305,7 @@ class Scenarios:
             if phase.tool:
                 outputs += self._run_tool(journal, workload, phase, ready, scratch, scope, measured)
                 continue
-            with measured(phase.name) if phase.measured else nullcontext():
+            with measured(phase.name) if phase.measured else nullcontext(Window()):
                 if phase.action == "fio":
                     job = scratch / f"{file_name(phase.name)}.fio"
                     job.write_text(self._job_text(s, phase, directory))
@@ -334,8 +334,8 @@ class Scenarios:
         kind, own = PHASE_TOOLS[phase.action], _phase_workload(workload, phase)
         kind.prepare(journal, own, ready, scratch, scope)
 
-        def window(step: str) -> AbstractContextManager[None]:
-            return measured(_step_name(phase.name, step)) if phase.measured else nullcontext()
+        def window(step: str) -> AbstractContextManager[Window]:
+            return measured(_step_name(phase.name, step)) if phase.measured else nullcontext(Window())
 
         found = kind.run(journal, own, ready, kind.command(own, ready), scratch, scope, window)
         return [replace(o, phase=_step_name(phase.name, o.phase)) for o in found] if phase.measured else []
