@@ -72,6 +72,39 @@ def test_device_traffic_of_a_direct_write_on_a_raw_target_adds_up_within_2_perce
     assert "space_used_bytes" not in raw, "a raw target has no filesystem: no space monitor"
 
 
+# A time-based direct sequential write with a ramp, on a raw loop target: fio counts nothing
+# during its start-up and its ramp_time, the devices see all of it. Every byte fio writes
+# reaches the device once, so over the same interval the two agree, however fast the machine.
+RAMPED = """\
+[study]
+name = "ramped"
+repetitions = 1
+image_size = "256MiB"
+
+[[target]]
+filesystem = "raw"
+
+[[workload]]
+name = "write"
+rw = "write"
+bs = "1m"
+iodepth = 2
+size = "128MiB"
+runtime = "2s"
+ramp_time = "500ms"
+direct = true
+"""
+
+
+def test_a_raw_targets_direct_write_with_a_ramp_writes_once_over_fios_own_interval(tmp_path):
+    with fresh_workdir() as workdir:
+        _, results, study_run = ran_study(tmp_path, RAMPED, workdir)
+    raw = stored(results, study_run, "raw")
+    assert raw["write_bytes"] > 0
+    assert raw["write_amplification"] == pytest.approx(1.0, abs=0.02), "the ramp's bytes counted by the devices alone"
+    assert raw["device_written_bytes"] == pytest.approx(raw["write_bytes"], rel=0.02)
+
+
 def test_a_run_stores_cpu_traffic_and_write_amplification_and_the_summary_shows_them(monitored_study):
     result, results, study_run = monitored_study
     ext4 = stored(results, study_run, "ext4")

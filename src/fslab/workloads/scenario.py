@@ -47,7 +47,7 @@ from fslab.system import sync_and_drop_caches, run
 from fslab.workloads.base import Measured, RawOutput, StudyScope, Window, WorkloadKind, directory_of, tool_of
 from fslab.workloads.data import DataPattern
 from fslab.workloads.dd import DD, DdOptions
-from fslab.workloads.fio import FIXED_OPTIONS, METRICS as FIO_METRICS, log_options, logged, parse_metrics, run_fio
+from fslab.workloads.fio import FIXED_OPTIONS, METRICS as FIO_METRICS, log_options, parse_metrics, run_measured
 from fslab.workloads.sysbench import SYSBENCH, SysbenchOptions
 
 if TYPE_CHECKING:
@@ -305,15 +305,15 @@ class Scenarios:
             if phase.tool:
                 outputs += self._run_tool(journal, workload, phase, ready, scratch, scope, measured)
                 continue
-            with measured(phase.name) if phase.measured else nullcontext(Window()):
+            with measured(phase.name) if phase.measured else nullcontext(Window()) as window:
                 if phase.action == "fio":
                     job = scratch / f"{file_name(phase.name)}.fio"
                     job.write_text(self._job_text(s, phase, directory))
                     with _snapshots(ready, phase.snapshot_every, taken) as snapshots:
-                        text = run_fio(journal, job)
+                        text, logs = run_measured(journal, job, phase.name, s.phase_seconds(phase), window)
                     taken += len(snapshots)
                     if phase.measured:
-                        outputs += [RawOutput(phase.name, "fio", text), *logged(phase.name, scratch, s.phase_seconds(phase))]
+                        outputs += [RawOutput(phase.name, "fio", text), *logs]
                         if phase.snapshot_every:
                             outputs.append(RawOutput(phase.name, "snapshots", "\n".join(snapshots) + "\n"))
                 elif phase.action == "sync":
