@@ -8,7 +8,7 @@ from conftest import FIXTURES
 
 from fslab.guard.fio_jobs import option_problem
 from fslab.workloads.fio import (
-    FIXED_OPTIONS, LATENCIES, LOG_TOOL, MEASUREMENT_OPTIONS, PERCENTILES, load_json, log_interval_ms, log_options, logged, parse_metrics, percentile_from_bins,
+    FIXED_OPTIONS, LATENCIES, LOG_TOOL, MEASUREMENT_OPTIONS, PERCENTILES, load_json, log_interval_ms, log_options, parse_metrics, stored_logs, taken_logs, percentile_from_bins,
     throughput_over_time,
 )
 
@@ -142,13 +142,15 @@ def test_the_summary_says_when_submission_dominates():
 
 
 def logs_of(tmp_path, *names):
-    """The logs of randrw-logged.fio (two jobs, windows of 100 ms) as `logged` collects them from
-    a run's scratch directory, which also holds what is no log."""
+    """The logs of randrw-logged.fio (two jobs, windows of 100 ms, stamped from fio's epoch as fio
+    did before fslab asked for its monotonic clock) as a run stores them, collected from its
+    scratch directory, which also holds what is no log of fslab's, and a latency log."""
     for name in names:
         shutil.copy(FIO / "logs" / name, tmp_path / name)
     (tmp_path / "job.fio").write_text("[job]\n")
-    (tmp_path / "fslab_lat.1.log").write_text("100, 5, 0, 0, 0\n")  # a log fslab never asks for
-    return logged("", tmp_path, 2)
+    (tmp_path / "other_bw.1.log").write_text("100, 5, 0, 0, 0\n")  # a log fslab never asks for
+    (tmp_path / "fslab_lat.1.log").write_text("100, 5, 0, 0, 0\n")  # read for the epoch, not stored
+    return stored_logs("", taken_logs(tmp_path), log_interval_ms(2), None)
 
 
 def test_logs_are_collected_and_removed_from_the_scratch_directory(tmp_path):
@@ -158,8 +160,8 @@ def test_logs_are_collected_and_removed_from_the_scratch_directory(tmp_path):
     assert stored["log_avg_msec"] == log_interval_ms(2) == 100
     assert list(stored["files"]) == ["fslab_bw.1.log", "fslab_bw.2.log", "fslab_iops.1.log", "fslab_iops.2.log"]
     assert stored["files"]["fslab_bw.1.log"] == (FIO / "logs" / "fslab_bw.1.log").read_text(), "as fio wrote it"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["fslab_lat.1.log", "job.fio"]
-    assert logged("", tmp_path, 2) == [], "nothing logged, nothing stored"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["job.fio", "other_bw.1.log"]
+    assert stored_logs("", taken_logs(tmp_path), 100, None) == [], "nothing logged, nothing stored"
 
 
 def test_throughput_over_time_adds_the_jobs_up_window_by_window(tmp_path):
@@ -186,7 +188,7 @@ def test_one_job_logged_alone_is_its_own_throughput(tmp_path):
 
 def test_log_windows_fit_the_run():
     assert [log_interval_ms(s) for s in (0, 1, 2, 10, 60, 61, 3600)] == [100, 100, 100, 100, 600, 700, 36000]
-    assert log_options(60) == {"write_bw_log": "fslab", "write_iops_log": "fslab", "log_avg_msec": "600"}
+    assert log_options(60) == {"write_bw_log": "fslab", "write_iops_log": "fslab", "write_lat_log": "fslab", "log_avg_msec": "600", "log_alternate_epoch": "1", "log_alternate_epoch_clock_id": "1"}
 
 
 @pytest.mark.parametrize(

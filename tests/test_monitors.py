@@ -13,7 +13,7 @@ from conftest import FIXTURES
 from fslab.devices.layers import Stack
 from fslab.devices.loop import attached, image_file, on_loops
 from fslab.filesystems import FILESYSTEMS
-from fslab.monitors.base import Found, Workload, collect, measuring
+from fslab.monitors.base import Found, Sample, Workload, collect, counted_from, measuring
 from fslab.monitors.cpu import CpuMonitor, CpuTimes, parse_proc_stat, summarize, use_between
 from fslab.monitors.extents import extent_counts, parse_filefrag
 from fslab.monitors.space import SpaceMonitor, btrfs_compression_ratio, parse_btrfs_df, parse_zfs_compressratio
@@ -72,8 +72,8 @@ def test_the_cpu_sampler_samples_several_times_a_second_and_stops():
         end = time.monotonic() + 0.5
         while time.monotonic() < end:  # keep one CPU busy
             pass
-    assert monitor._thread is None, "the thread ends with the phase"
-    assert len(monitor.samples) >= 6
+    assert monitor.sampler._thread is None, "the thread ends with the phase"
+    assert len(monitor.sampler.samples) >= 6
     got = values(collect([monitor]))
     assert 0 <= got["host_cpu_busy_pct"] <= 100 and got["host_cpu_busy_pct"] <= got["host_cpu_busy_peak_pct"] <= 100
     assert got["host_cpu_busy_pct"] > 20, "a busy loop on one of the CPUs shows"
@@ -84,7 +84,35 @@ def test_monitors_are_stopped_when_the_phase_fails():
     monitor = CpuMonitor(period=0.05)
     with pytest.raises(RuntimeError), measuring([monitor]):
         raise RuntimeError("the workload failed")
-    assert monitor._thread is None
+    assert monitor.sampler._thread is None
+
+
+# --- counting from the moment the workload's figures begin ---------------------------------------
+
+
+def test_a_window_counts_from_the_moment_the_workload_began_interpolated_between_samples():
+    """Synthetic samples of a device writing 100 bytes a second from t=10 (fio's start-up and
+    ramp before that, 50 bytes a second): counted from 10.5, the ramp's bytes are left out."""
+    samples = [Sample(t, Counted(0, round(50 * min(t, 10) + 100 * max(t - 10, 0)))) for t in (9.0, 9.8, 10.2, 11.0, 12.0)]
+    readings = counted_from(samples, 10.5)
+    assert readings[0] == Counted(0, 550), "between the samples at 10.2 and 11.0, as the counter stood at 10.5"
+    assert readings[-1] - readings[0] == Counted(0, 150)
+    assert counted_from(samples, None) == [s.reading for s in samples], "no moment: the whole window"
+    assert counted_from(samples, 1.0) == [s.reading for s in samples], "before the window opened: the whole window"
+    assert counted_from(samples, 13.0) == [samples[-1].reading], "after it closed: nothing left to count"
+    assert counted_from([], 10.5) == []
+
+
+def test_traffic_and_cpu_are_counted_from_the_workloads_start():
+    traffic, cpu = TrafficMonitor([]), CpuMonitor()
+    traffic.sampler.samples = [Sample(0.0, Counted(0, 0)), Sample(1.0, Counted(0, 500)), Sample(3.0, Counted(0, 2500))]
+    # 1 s idle (100 ticks), then 2 s half busy (100 system, 100 idle)
+    cpu.sampler.samples = [Sample(0.0, CpuTimes(0, 0, 0, 0, 0, 0, 0, 0)), Sample(1.0, CpuTimes(0, 0, 0, 100, 0, 0, 0, 0)), Sample(3.0, CpuTimes(0, 0, 100, 200, 0, 0, 0, 0))]
+    got = values(collect([traffic, cpu], Workload(written_bytes=2000, counted_from=1.0)))
+    assert got["device_written_bytes"] == 2000 and got["write_amplification"] == 1.0
+    assert got["host_cpu_busy_pct"] == 50.0, "the idle start-up left out"
+    got = values(collect([traffic, cpu], Workload(written_bytes=2000)))
+    assert got["write_amplification"] == 1.25 and got["host_cpu_busy_pct"] == pytest.approx(100 / 3), "without it: the whole window"
 
 
 # --- device traffic -----------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from conftest import FIXTURES, fresh_workdir, ran_study
 from fslab.filesystems import FILESYSTEMS, Provisioned
 from fslab.monitors import METRICS as MONITOR_METRICS
 from fslab.monitors.space import btrfs_compresses, btrfs_compression_ratio, zfs_compresses
+from fslab.monitors.base import Sample
 from fslab.monitors.traffic import Counted, TrafficMonitor
 from fslab.report.summary import _run_notes
 from fslab.results import ResultsDB
@@ -55,6 +56,13 @@ def stored(results: ResultsDB, study_run: int, target: str) -> dict[str, float]:
     return {key: values[0] for key, values in results.sample_groups(study_run).values[("write", target)].items()}
 
 
+def moving(moved: Counted) -> TrafficMonitor:
+    """A traffic monitor of no device that saw `moved` over its window."""
+    traffic = TrafficMonitor([])
+    traffic.sampler.samples = [Sample(0.0, Counted(0, 0)), Sample(1.0, moved)]
+    return traffic
+
+
 def test_device_traffic_of_a_direct_write_on_a_raw_target_adds_up_within_2_percent(monitored_study):
     _, results, study_run = monitored_study
     raw = stored(results, study_run, "raw")
@@ -62,6 +70,39 @@ def test_device_traffic_of_a_direct_write_on_a_raw_target_adds_up_within_2_perce
     assert raw["device_written_bytes"] == pytest.approx(raw["write_bytes"], rel=0.02)
     assert raw["write_amplification"] == pytest.approx(1.0, rel=0.02)
     assert "space_used_bytes" not in raw, "a raw target has no filesystem: no space monitor"
+
+
+# A time-based direct sequential write with a ramp, on a raw loop target: fio counts nothing
+# during its start-up and its ramp_time, the devices see all of it. Every byte fio writes
+# reaches the device once, so over the same interval the two agree, however fast the machine.
+RAMPED = """\
+[study]
+name = "ramped"
+repetitions = 1
+image_size = "256MiB"
+
+[[target]]
+filesystem = "raw"
+
+[[workload]]
+name = "write"
+rw = "write"
+bs = "1m"
+iodepth = 2
+size = "128MiB"
+runtime = "2s"
+ramp_time = "500ms"
+direct = true
+"""
+
+
+def test_a_raw_targets_direct_write_with_a_ramp_writes_once_over_fios_own_interval(tmp_path):
+    with fresh_workdir() as workdir:
+        _, results, study_run = ran_study(tmp_path, RAMPED, workdir)
+    raw = stored(results, study_run, "raw")
+    assert raw["write_bytes"] > 0
+    assert raw["write_amplification"] == pytest.approx(1.0, abs=0.02), "the ramp's bytes counted by the devices alone"
+    assert raw["device_written_bytes"] == pytest.approx(raw["write_bytes"], rel=0.02)
 
 
 def test_a_run_stores_cpu_traffic_and_write_amplification_and_the_summary_shows_them(monitored_study):
@@ -87,8 +128,7 @@ def test_a_buffered_read_served_by_the_page_cache_is_a_note_on_its_cell():
     1 MiB of it; the note reaches the cell as the summary shows it."""
     text = (FIXTURES / "fio" / "randread-qd16.json").read_text()
     read = json.loads(text)["jobs"][0]["read"]["io_bytes"]
-    traffic = TrafficMonitor([])  # no device: its window's bytes set below
-    traffic.moved = Counted(read_bytes=1 * MiB, written_bytes=0)
+    traffic = moving(Counted(read_bytes=1 * MiB, written_bytes=0))  # no device: its window's bytes set
     windows = Windows(Provisioned(top="loop0", directory=None, bottom=("loop0",)), None)
     windows.watched[""] = [traffic]
     metrics, findings = windows.found(FIO, [RawOutput("", "fio", text)])
@@ -99,7 +139,7 @@ def test_a_buffered_read_served_by_the_page_cache_is_a_note_on_its_cell():
     notes, implausible = _run_notes(runs)[("buffered-read", "ext4")]
     assert len(notes) == 1 and notes[0].startswith("reads were served by a cache: the devices read 0% of the") and notes[0].endswith("(1 of 1 runs)")
     assert not implausible, "a cache answering is a note, not a figure that cannot be real"
-    traffic.moved = Counted(read_bytes=read, written_bytes=0)
+    windows.watched[""] = [moving(Counted(read_bytes=read, written_bytes=0))]
     assert windows.found(FIO, [RawOutput("", "fio", text)])[1] == [], "devices that read it all: no note"
 
 
@@ -110,9 +150,7 @@ def test_each_window_is_weighed_against_its_own_phases_bytes():
     read_text = (FIXTURES / "dd" / "read-1g-direct.txt").read_text()
     windows = Windows(Provisioned(top="loop0", directory=None, bottom=("loop0",)), None)
     for phase, moved in (("write", Counted(0, 2**30 + 2**20)), ("read", Counted(2**30, 0))):
-        traffic = TrafficMonitor([])
-        traffic.moved = moved
-        windows.watched[phase] = [traffic]
+        windows.watched[phase] = [moving(moved)]
     metrics, findings = windows.found(DD, [RawOutput("write", "dd", write_text), RawOutput("read", "dd", read_text)])
     got = {m.key: m.value for m in metrics}
     assert got["write.write_amplification"] == pytest.approx(1 + 1 / 1024)

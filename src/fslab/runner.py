@@ -44,7 +44,7 @@ from fslab.study import Study, Target, Workload
 from fslab.system import CommandError, joined, sync_and_drop_caches, time_limit
 from fslab.workdir import Workdir
 from fslab.workloads import kind_of, workload_problems
-from fslab.workloads.base import READ_BYTES, WRITTEN_BYTES, RawOutput, StudyScope, WorkloadKind
+from fslab.workloads.base import READ_BYTES, WRITTEN_BYTES, RawOutput, StudyScope, Window, WorkloadKind
 
 
 class RunObserver(Protocol):
@@ -333,7 +333,9 @@ class Windows:
     """A run's measured windows, each watched by a fresh set of the run's monitors (CPU, the
     traffic of the target's own devices, the space its filesystem uses): `measured` is what a
     kind's `run` enters around each measured step; `found` turns what the monitors saw into the
-    run's metrics and findings once the kind's output is parsed.
+    run's metrics and findings once the kind's output is parsed, each window counted from the
+    moment its step's own figures began (Window.counted_from: fio's ramp excluded), so that
+    the workload's bytes and the devices' are of the same interval.
 
     Traffic is counted on `ready.bottom` alone (loop images, zram, the user's devices): the
     layers above (md, dm, a zvol) pass the same bytes on, and would count them twice."""
@@ -341,15 +343,17 @@ class Windows:
     def __init__(self, ready: Provisioned, compression: CompressionRatio | None):
         self.ready, self.compression = ready, compression
         self.watched: dict[str, list[Monitor]] = {}  # by phase, in the order measured
+        self.windows: dict[str, Window] = {}  # by phase: when its workload's figures began
 
     @contextmanager
-    def measured(self, phase: str) -> Iterator[None]:
+    def measured(self, phase: str) -> Iterator[Window]:
         if phase in self.watched:  # its metrics would be keyed alike
             raise ValueError(f"phase {phase!r} was measured twice in one run: each measured step needs a phase of its own")
         monitors = for_run(self.ready.bottom, self.ready.directory, self.compression)  # built before the window opens
         self.watched[phase] = monitors
+        window = self.windows[phase] = Window()
         with measuring(monitors):
-            yield
+            yield window
 
     def found(self, kind: WorkloadKind, outputs: list[RawOutput]) -> tuple[list[Metric], list[Finding]]:
         """Each window's monitor values as metrics of its phase (neither primary nor compared:
@@ -361,7 +365,8 @@ class Windows:
         findings: list[Finding] = []
         for phase, monitors in self.watched.items():
             moved = {m.name: m.value for m in kind.parse([o for o in outputs if o.phase == phase])}
-            found = collect(monitors, MovedBytes(read_bytes=moved.get(READ_BYTES), written_bytes=moved.get(WRITTEN_BYTES)))
+            began = self.windows.get(phase, Window()).counted_from
+            found = collect(monitors, MovedBytes(read_bytes=moved.get(READ_BYTES), written_bytes=moved.get(WRITTEN_BYTES), counted_from=began))
             metrics += [Metric(v.name, v.value, v.unit, v.higher_is_better, phase=phase) for v in found.values]
             findings += found.flags
         return metrics, findings

@@ -13,14 +13,22 @@ The runner (runner.Windows) uses them so, for each measured window of every run:
 `start` and `stop` do as little as they can (read a counter, start or end a thread): they sit
 at the edges of the measured window. Everything else — parsing, arithmetic, asking a tool such
 as btrfs — waits for `values`, after the window has closed.
+
+Every figure of a window covers the interval the workload's own figures cover. The window opens
+before the workload starts; a workload whose figures begin later (fio's start-up and ramp_time)
+says when (Workload.counted_from, on time.monotonic()'s clock), and the monitors that count
+over time (CPU, traffic) sample their counters through the whole window (`Sampler`) and count
+from that moment on (`counted_from`), the counters interpolated between the samples around it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Protocol
+from dataclasses import dataclass, field, fields
+from typing import Any, Generic, Protocol, TypeVar
 
 from fslab.findings import Finding
 
@@ -37,10 +45,12 @@ class Measured:
 
 @dataclass(frozen=True)
 class Workload:
-    """What the workload itself says it moved in the measured phase (None: it does not say)."""
+    """What the workload itself says it moved in the measured phase (None: it does not say), and
+    when its figures began counting (time.monotonic()), if later than the window opened."""
 
     read_bytes: float | None = None
     written_bytes: float | None = None
+    counted_from: float | None = None
 
 
 @dataclass
@@ -95,3 +105,70 @@ def collect(monitors: Sequence[Monitor], workload: Workload = Workload()) -> Fou
     for monitor in monitors:
         monitor.values(workload, found)
     return found
+
+
+PERIOD = 0.2  # seconds between samples of a counter: five a second
+
+R = TypeVar("R")  # one reading of cumulative counters: a dataclass whose fields are all numbers
+
+
+@dataclass(frozen=True)
+class Sample(Generic[R]):
+    at: float  # time.monotonic() when read
+    reading: R
+
+
+class Sampler(Generic[R]):
+    """Reads counters with `read` at start, every `period` seconds on a thread of its own, and at
+    stop, each reading stamped: what lets a monitor count from any moment inside its window."""
+
+    def __init__(self, read: Callable[[], R], name: str, period: float = PERIOD):
+        self.read, self.name, self.period = read, name, period
+        self.samples: list[Sample[R]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _take(self) -> None:
+        self.samples.append(Sample(time.monotonic(), self.read()))
+
+    def start(self) -> None:
+        self.samples = []
+        self._take()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._sample, name=self.name, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        next_at = time.monotonic() + self.period
+        while not self._stop.wait(max(next_at - time.monotonic(), 0.0)):
+            self._take()
+            next_at += self.period
+
+    def stop(self) -> None:
+        if self._thread is None:
+            return
+        self._stop.set()
+        self._thread.join()
+        self._thread = None
+        self._take()
+
+
+def counted_from(samples: Sequence[Sample[R]], moment: float | None) -> list[R]:
+    """The readings of a window counted from `moment` on: the counters as they stood then
+    (interpolated between the samples around it), and every later reading. All of them when
+    `moment` is None or comes before the first; only the last when it comes after it (nothing
+    left to count)."""
+    if moment is None or not samples or moment <= samples[0].at:
+        return [s.reading for s in samples]
+    later = [s for s in samples if s.at > moment]
+    if not later:
+        return [samples[-1].reading]
+    before, after = samples[len(samples) - len(later) - 1], later[0]
+    fraction = (moment - before.at) / (after.at - before.at)
+    return [interpolated(before.reading, after.reading, fraction), *(s.reading for s in later)]
+
+
+def interpolated(a: R, b: R, fraction: float) -> R:
+    """Counters `fraction` of the way from reading `a` to reading `b`, field by field, rounded."""
+    values: dict[str, Any] = {f.name: round(getattr(a, f.name) + (getattr(b, f.name) - getattr(a, f.name)) * fraction) for f in fields(a)}  # type: ignore[arg-type]
+    return type(a)(**values)

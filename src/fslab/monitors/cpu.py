@@ -13,23 +13,21 @@ between two samples:
     busy    = user + system (neither idle, iowait nor steal)
 each as a percentage of all the time that passed on all CPUs (100 % = every CPU busy).
 
-The average covers the whole window exactly (first sample to last: the counters accumulate);
-the peak is the busiest sampling interval. Parsing and arithmetic are pure; the sampler is a
+The average covers the window exactly (first sample to last: the counters accumulate), from
+the moment the workload's figures begin (base.counted_from: after fio's ramp); the peak is the
+busiest sampling interval. Parsing and arithmetic are pure; the sampler is a
 thin thread around them.
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fslab.monitors.base import Found, Measured, Workload
+from fslab.monitors.base import PERIOD, Found, Measured, Sampler, Workload, counted_from
 
 PROC_STAT = Path("/proc/stat")
-PERIOD = 0.2  # seconds between samples: five a second
 FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 
 
@@ -133,32 +131,15 @@ class CpuMonitor:
     name = "cpu"
 
     def __init__(self, period: float = PERIOD):
-        self.period = period
-        self.samples: list[CpuTimes] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.sampler = Sampler(read_cpu_times, "fslab-cpu-monitor", period)
 
     def start(self) -> None:
-        self.samples = [read_cpu_times()]
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._sample, name="fslab-cpu-monitor", daemon=True)
-        self._thread.start()
-
-    def _sample(self) -> None:
-        next_at = time.monotonic() + self.period
-        while not self._stop.wait(max(next_at - time.monotonic(), 0.0)):
-            self.samples.append(read_cpu_times())
-            next_at += self.period
+        self.sampler.start()
 
     def stop(self) -> None:
-        if self._thread is None:
-            return
-        self._stop.set()
-        self._thread.join()
-        self._thread = None
-        self.samples.append(read_cpu_times())
+        self.sampler.stop()
 
     def values(self, workload: Workload, found: Found) -> None:
-        summary = summarize(self.samples)
+        summary = summarize(counted_from(self.sampler.samples, workload.counted_from))
         if summary is not None:
             found.values.extend(measured(summary))

@@ -1,5 +1,7 @@
 """What the devices under a target read and wrote during the measured phase, from the kernel's
-own counters (/sys/class/block/<name>/stat, disks and partitions alike).
+own counters (/sys/class/block/<name>/stat, disks and partitions alike), sampled through the
+window and counted from the moment the workload's own figures begin (base.counted_from: after
+fio's ramp), so that both count the same I/O.
 
 The stat file's 3rd and 7th fields count sectors read and written; the kernel counts them in
 512-byte units whatever the device's own sector size, so bytes = sectors × 512.
@@ -25,9 +27,13 @@ from pathlib import Path
 from fslab.errors import FslabError, Refused
 from fslab.findings import Finding
 from fslab.guard.block_devices import resolve
-from fslab.monitors.base import Found, Measured, Workload
+from fslab.monitors.base import Found, Measured, Sampler, Workload, counted_from
 
 SYS_CLASS_BLOCK = Path("/sys/class/block")
+# Seconds between samples of the counters: the window's start falls between two of them, where
+# the counter is interpolated; a device writes in bursts under load, so they are close together
+# (a read of a small sysfs file per device: cheap beside any workload).
+TRAFFIC_PERIOD = 0.01
 SECTOR = 512  # the unit of /sys/block/*/stat, fixed by the kernel
 CACHE_SERVED_BELOW = 0.5  # device reads under half the workload's: a cache answered the rest
 SERVED_BY_CACHE = "served_by_cache"  # the finding's kind, as stored with the run (runs.notes)
@@ -112,24 +118,29 @@ def read_counts(names: Sequence[str]) -> dict[str, Counted]:
 
 
 class TrafficMonitor:
-    """The devices' counters read at start and at stop; their difference is the phase's traffic."""
+    """The devices' counters, added up, sampled from start to stop; what they moved from the
+    moment the workload's figures begin to the end is the phase's traffic."""
 
     name = "traffic"
 
     def __init__(self, devices: Sequence[str]):
         self.names = sorted({block_name(device) for device in devices})
-        self.before: dict[str, Counted] = {}
-        self.moved: Counted | None = None
+        self.sampler = Sampler(lambda: total(read_counts(self.names)), "fslab-traffic-monitor", TRAFFIC_PERIOD)
 
     def start(self) -> None:
-        self.before = read_counts(self.names)
+        self.sampler.start()
 
     def stop(self) -> None:
-        after = read_counts(self.names)
-        self.moved = total({name: after[name] - self.before[name] for name in self.names})
+        self.sampler.stop()
+
+    def moved(self, workload: Workload) -> Counted | None:
+        """What the devices read and wrote over the workload's own interval; None unless sampled."""
+        readings = counted_from(self.sampler.samples, workload.counted_from)
+        return readings[-1] - readings[0] if readings else None
 
     def values(self, workload: Workload, found: Found) -> None:
-        if self.moved is not None:
-            more = judged(self.moved, workload)
+        moved = self.moved(workload)
+        if moved is not None:
+            more = judged(moved, workload)
             found.values.extend(more.values)
             found.flags.extend(more.flags)

@@ -21,10 +21,12 @@ A run of a workload on a target (runner.execute) goes:
 and releases when the study run ends (rsync's source image, made once). Kinds are singletons
 shared by every study run, so they keep nothing themselves.
 
-`run` calls `measured(phase)` around each step it measures (a context manager): the runner's
-monitors (CPU, device traffic, space) watch exactly those windows, nothing it prepares. Each
-phase's outputs parse to READ_BYTES and WRITTEN_BYTES (when it moved any): the bytes the
-monitors weigh the devices' traffic against (write amplification, reads served by a cache).
+`run` calls `measured(phase)` around each step it measures (a context manager yielding its
+`Window`): the runner's monitors (CPU, device traffic, space) watch exactly those windows,
+nothing it prepares. Each phase's outputs parse to READ_BYTES and WRITTEN_BYTES (when it moved
+any): the bytes the monitors weigh the devices' traffic against (write amplification, reads
+served by a cache). Both must cover the same interval: a step whose figures begin after it
+starts (fio's ramp) says when, `Window.counted_from`, and the monitors count from there.
 
 `metrics` declares every metric the kind reports (metrics.MetricKind): its primary ones decide a
 cell's precision, its rank and when adaptive runs stop; its compared ones are compared between
@@ -94,8 +96,18 @@ class StudyScope:
         return self._kept[key]
 
 
+@dataclass
+class Window:
+    """One measured window, as the kind that runs it sees it: entered before its step starts; a
+    step whose own figures begin later (fio counts nothing during its start-up and ramp_time)
+    sets `counted_from` to that moment (time.monotonic()) before the window closes, and every
+    monitor counts from it too."""
+
+    counted_from: float | None = None
+
+
 # Entered around each measured step of a run, named by its phase ("" for a workload of one).
-Measured = Callable[[str], AbstractContextManager[None]]
+Measured = Callable[[str], AbstractContextManager[Window]]
 
 
 class Tool(Protocol):

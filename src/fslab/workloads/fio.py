@@ -15,6 +15,8 @@ client/server output, and fio 2.x's units, each converted to 3.x's (in_current_u
 
 Every measured run also keeps fio's bandwidth and IOPS logs (LOG_TOOL), averaged over windows of
 log_avg_msec: its throughput over time (throughput_over_time), to see ramp-up and steady state.
+fio stamps them on the monotonic clock, which is also how the runner's monitors learn when fio's
+own figures began (after its start-up and ramp_time): `run_measured`, fio_epoch.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import json
 import math
 import re
 import statistics
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -35,7 +38,8 @@ from fslab.journal import Journal
 from fslab.metrics import Metric, MetricKind
 from fslab.system import run_held
 from fslab.units import Bandwidth
-from fslab.workloads.base import Measured, RawOutput, StudyScope, tool_of
+from fslab.workloads import fio_epoch
+from fslab.workloads.base import Measured, RawOutput, StudyScope, Window, tool_of
 from fslab.workloads.data import DataPattern
 from fslab.findings import Finding
 
@@ -130,10 +134,16 @@ _TIMING = ("time_based", "runtime", "ramp_time", "rwmixread", "rwmixwrite")
 # fio's bandwidth and IOPS logs of a measured run (write_bw_log, write_iops_log), each job's own
 # file in fio's format — "msec, value, direction, block size, offset" a line, bandwidth in KiB/s —,
 # averaged over windows of log_avg_msec. The runner keeps them as one raw output of this tool.
+#
+# fslab has fio stamp them on the monotonic clock (log_alternate_epoch_clock_id): from them and
+# fio's JSON, fio_epoch finds when fio's own figures began, which the monitors count from.
 LOG_TOOL = "fio_log"
+CLOCK_MONOTONIC = 1  # Linux's clockid_t, as fio's log_alternate_epoch_clock_id takes it
 LOG_PREFIX = "fslab"  # fio names the files <prefix>_bw.<job>.log and <prefix>_iops.<job>.log
 LOG_POINTS = 100  # about this many windows over a measured run: enough for a ramp, small to store
-_LOG_FILE = re.compile(rf"{LOG_PREFIX}_(bw|iops)\.(\d+)\.log")
+_LOG_FILE = re.compile(rf"{LOG_PREFIX}_(bw|iops)\.(\d+)\.log")  # the logs stored
+# fio writes total, completion and submission latency logs (write_lat_log): read for the epoch alone
+_ANY_LOG = re.compile(rf"{LOG_PREFIX}_(bw|iops|lat|clat|slat)\.(\d+)\.log")
 
 
 def log_interval_ms(seconds: float) -> int:
@@ -145,20 +155,68 @@ def log_interval_ms(seconds: float) -> int:
 
 def log_options(seconds: float) -> dict[str, str]:
     """What makes fio write the logs of a measured job that runs `seconds` (fio_jobs.measured_seconds)."""
-    return {"write_bw_log": LOG_PREFIX, "write_iops_log": LOG_PREFIX, "log_avg_msec": str(log_interval_ms(seconds))}
+    return {
+        "write_bw_log": LOG_PREFIX, "write_iops_log": LOG_PREFIX, "write_lat_log": LOG_PREFIX, "log_avg_msec": str(log_interval_ms(seconds)),
+        "log_alternate_epoch": "1", "log_alternate_epoch_clock_id": str(CLOCK_MONOTONIC),
+    }  # fmt: skip
 
 
-def logged(phase: str, directory: Path, seconds: float) -> list[RawOutput]:
-    """The logs a measured fio run wrote in `directory` (its private scratch directory), as one raw
-    output of LOG_TOOL: JSON {"log_avg_msec": …, "files": {name: text}}, each file as fio wrote it;
-    none when it wrote none. The files are removed: a later fio of the run writes its own."""
+def run_measured(journal: Journal, job_path: Path, phase: str, seconds: float, window: Window, *, directory: Path | None) -> tuple[str, list[RawOutput]]:
+    """Run a measured job (`seconds` long, fio_jobs.measured_seconds) inside its window: fio's
+    JSON, and its logs of `phase` (LOG_TOOL) when it wrote any. Tells the window when fio's own
+    figures began, after its start-up and ramp_time (fio_epoch): what fio counts and what the
+    monitors count then cover the same interval. Every fio a workload measures runs here.
+    `directory`: the target's, which the job was rendered for (run_fio)."""
+    output = run_fio(journal, job_path, directory=directory)  # within the run's time limit (runner.execute)
+    wall_less_monotonic_ms = (time.time() - time.monotonic()) * 1000  # as fio exits: for its wall-clock report
+    files = taken_logs(job_path.parent)
+    interval = log_interval_ms(seconds)
+    epoch = epoch_ms(output, files, interval, wall_less_monotonic_ms)
+    window.counted_from = epoch / 1000 if epoch is not None else None
+    return output, stored_logs(phase, files, interval, epoch)
+
+
+def stored_logs(phase: str, files: dict[str, str], interval: int, epoch: float | None) -> list[RawOutput]:
+    """A run's bandwidth and IOPS logs (`files` by name) as one raw output of LOG_TOOL: JSON
+    {"log_avg_msec": …, "epoch_ms": …, "files": {name: text}}, epoch_ms the run's epoch on the
+    monotonic clock (logs stored before have none: their stamps count from it); none when there
+    are none. Its latency logs served the epoch alone."""
+    kept = {name: text for name, text in files.items() if _LOG_FILE.fullmatch(name)}
+    if not kept:
+        return []
+    return [RawOutput(phase, LOG_TOOL, json.dumps({"log_avg_msec": interval, "epoch_ms": epoch, "files": kept}))]
+
+
+def epoch_ms(output: str, files: dict[str, str], interval: int, wall_less_monotonic_ms: float) -> float | None:
+    """The run's epoch (fio_epoch), from fio's JSON and its jobs' bandwidth and latency logs among
+    `files` (by name, as fio wrote them); None when neither says (fio's output unreadable:
+    parsing it later says why). Pure."""
+    try:
+        document = load_json(output)
+    except ValueError:
+        return None
+    entries = [e for e in document.get("jobs") or [] if isinstance(e, dict)]
+    logs: dict[int, list[str]] = {}  # every job writes its logs, empty when it logged nothing
+    for name, text in files.items():
+        if m := _ANY_LOG.fullmatch(name):
+            logs.setdefault(int(m.group(2)), []).extend([text] if m.group(1) in ("bw", "lat") else [])
+    jobs = max([len(entries), *logs])
+    run_times = fio_epoch.jobs_run_times_ms(entries, jobs)
+    reported = document.get("timestamp_ms")
+    # fio's report is stamped on the wall clock once it has reaped its jobs: tens of ms late
+    fallback = {job: reported - wall_less_monotonic_ms - t for job, t in run_times.items()} if isinstance(reported, (int, float)) else {}
+    return fio_epoch.run_epoch_ms(logs, interval, run_times, fallback)
+
+
+def taken_logs(directory: Path) -> dict[str, str]:
+    """The logs fslab asks a fio run for (log_options) that it wrote in `directory` (its private
+    scratch directory), each as fio wrote it, by name — by kind, then by job. The files are
+    removed: a later fio of the run writes its own."""
     files = {}
-    for _, _, path in sorted((m.group(1), int(m.group(2)), path) for path in directory.iterdir() if (m := _LOG_FILE.fullmatch(path.name))):
+    for _, _, path in sorted((m.group(1), int(m.group(2)), path) for path in directory.iterdir() if (m := _ANY_LOG.fullmatch(path.name))):
         files[path.name] = path.read_text()
         path.unlink()
-    if not files:
-        return []
-    return [RawOutput(phase, LOG_TOOL, json.dumps({"log_avg_msec": log_interval_ms(seconds), "files": files}))]
+    return files
 
 
 @dataclass(frozen=True)
@@ -185,17 +243,21 @@ class Throughput:
 
 
 def throughput_over_time(text: str) -> list[Throughput]:
-    """A run's stored logs (LOG_TOOL's text) as throughput per direction over time (pure). The
+    """A run's stored logs (LOG_TOOL's text) as throughput per direction over time (pure), each
+    window's time from fio's epoch (epoch_ms: logs stamped on the monotonic clock; logs stored
+    before were stamped from it). The
     jobs' windows are added up in order — each job's k-th with the others' k-th, stamped at their
     mean time —, not by time: fio stamps a job's windows when it gets to them, a few ms late and
     later as the run goes on. ValueError when the text is not such logs."""
     try:
         document = json.loads(text)
-        interval, files = document["log_avg_msec"], dict(document["files"])
-    except (KeyError, TypeError) as exc:
+        interval, files, origin = document["log_avg_msec"], dict(document["files"]), document.get("epoch_ms") or 0
+    except (KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"no fio logs as fslab stores them ({type(exc).__name__}: {exc})") from None
     if not isinstance(interval, int) or interval <= 0:
         raise ValueError(f"log_avg_msec {interval!r} is no window")
+    if not isinstance(origin, (int, float)) or not math.isfinite(origin):
+        raise ValueError(f"epoch_ms {origin!r} is no moment")
     jobs: dict[tuple[str, str], list[list[tuple[float, float]]]] = {}  # (direction, log) → each job's windows: (msec, value)
     for name, log in files.items():
         matched = _LOG_FILE.fullmatch(name)
@@ -216,7 +278,7 @@ def throughput_over_time(text: str) -> list[Throughput]:
         stamps = max(bw, iops, key=len)
         if stamps:
             pad = [(0.0, 0.0)] * len(stamps)
-            throughput.append(Throughput(direction, interval, [msec / 1000 for msec, _ in stamps], [v * 1024 for _, v in (bw + pad)[: len(stamps)]], [v for _, v in (iops + pad)[: len(stamps)]]))
+            throughput.append(Throughput(direction, interval, [(msec - origin) / 1000 for msec, _ in stamps], [v * 1024 for _, v in (bw + pad)[: len(stamps)]], [v for _, v in (iops + pad)[: len(stamps)]]))
     return throughput
 
 
@@ -519,9 +581,9 @@ class Fio:
     def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path, scope: StudyScope, measured: Measured) -> list[RawOutput]:
         job_path = scratch / "job.fio"
         job_path.write_text(command)
-        with measured(""):
-            output = run_fio(journal, job_path, directory=ready.directory)  # within the run's time limit (runner.execute)
-        return [RawOutput("", self.name, output), *logged("", scratch, tool_of(workload, FioJob).measured_seconds())]
+        with measured("") as window:
+            output, logs = run_measured(journal, job_path, "", tool_of(workload, FioJob).measured_seconds(), window, directory=ready.directory)
+        return [RawOutput("", self.name, output), *logs]
 
     def parse(self, outputs: list[RawOutput]) -> list[Metric]:
         return [m for output in outputs if output.tool == self.name for m in parse_metrics(output.text)]

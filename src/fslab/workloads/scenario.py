@@ -44,10 +44,10 @@ from fslab.journal import Journal
 from fslab.metrics import PHASE_SEPARATOR, Metric, MetricKind
 from fslab.monitors.extents import extent_counts, parse_filefrag
 from fslab.system import sync_and_drop_caches, run
-from fslab.workloads.base import Measured, RawOutput, StudyScope, WorkloadKind, directory_of, tool_of
+from fslab.workloads.base import Measured, RawOutput, StudyScope, Window, WorkloadKind, directory_of, tool_of
 from fslab.workloads.data import DataPattern
 from fslab.workloads.dd import DD, DdOptions
-from fslab.workloads.fio import FIXED_OPTIONS, METRICS as FIO_METRICS, log_options, logged, parse_metrics, run_fio
+from fslab.workloads.fio import FIXED_OPTIONS, METRICS as FIO_METRICS, log_options, parse_metrics, run_measured
 from fslab.workloads.sysbench import SYSBENCH, SysbenchOptions
 
 if TYPE_CHECKING:
@@ -306,15 +306,15 @@ class Scenarios:
             if phase.tool:
                 outputs += self._run_tool(journal, workload, phase, ready, scratch, scope, measured)
                 continue
-            with measured(phase.name) if phase.measured else nullcontext():
+            with measured(phase.name) if phase.measured else nullcontext(Window()) as window:
                 if phase.action == "fio":
                     job = scratch / f"{file_name(phase.name)}.fio"
                     job.write_text(self._job_text(s, phase, directory))
                     with _snapshots(ready, phase.snapshot_every, taken) as snapshots:
-                        text = run_fio(journal, job, directory=directory)
+                        text, logs = run_measured(journal, job, phase.name, s.phase_seconds(phase), window, directory=directory)
                     taken += len(snapshots)
                     if phase.measured:
-                        outputs += [RawOutput(phase.name, "fio", text), *logged(phase.name, scratch, s.phase_seconds(phase))]
+                        outputs += [RawOutput(phase.name, "fio", text), *logs]
                         if phase.snapshot_every:
                             outputs.append(RawOutput(phase.name, "snapshots", "\n".join(snapshots) + "\n"))
                 elif phase.action == "sync":
@@ -335,8 +335,8 @@ class Scenarios:
         kind, own = PHASE_TOOLS[phase.action], _phase_workload(workload, phase)
         kind.prepare(journal, own, ready, scratch, scope)
 
-        def window(step: str) -> AbstractContextManager[None]:
-            return measured(_step_name(phase.name, step)) if phase.measured else nullcontext()
+        def window(step: str) -> AbstractContextManager[Window]:
+            return measured(_step_name(phase.name, step)) if phase.measured else nullcontext(Window())
 
         found = kind.run(journal, own, ready, kind.command(own, ready), scratch, scope, window)
         return [replace(o, phase=_step_name(phase.name, o.phase)) for o in found] if phase.measured else []
