@@ -76,7 +76,12 @@ def test_metrics_and_raw_output_are_stored(finished_study):
         assert (output.phase, output.tool) == ("", "fio") and json.loads(output.text)["jobs"][0]["jobname"] == run["workload"]
         assert (logs.phase, logs.tool) == ("", LOG_TOOL) and "\nlog_avg_msec=100\n" in run["job_file"]
         [throughput] = throughput_over_time(logs.text)  # one direction: the job's own
-        assert throughput.direction == {"rand_read": "read", "seq_write": "write"}[run["workload"]] and len(throughput.seconds) >= 5 and max(throughput.bytes_s) > 0
+        assert throughput.direction == {"rand_read": "read", "seq_write": "write"}[run["workload"]] and max(throughput.bytes_s) > 0
+        # fio logs a window only when an I/O completed in it: how many windows a 1 s run has
+        # depends on the device's speed (Btrfs's QD16 1 MiB writes here complete in bursts a few
+        # tenths of a second apart, and the last of them after the runtime), so only their order
+        # and span are checked: from fio's epoch, within the time fio ran.
+        assert throughput.seconds == sorted(throughput.seconds) and 0 <= throughput.seconds[0] and throughput.seconds[-1] <= run["timings"]["workload"]
         assert "refill_buffers=1" in run["job_file"] and "randseed=24301" in run["job_file"]
         assert "\nlat_percentiles=1\n" in run["job_file"] and run["data_pattern"].startswith("random (fio refill_buffers")
         assert run["timings"]["workload"] >= 1.0
