@@ -152,3 +152,21 @@ def fio_children(pid: int) -> list[int]:
     """The fio processes a process has started."""
     out = subprocess.run(["ps", "-o", "pid=,comm=", "--ppid", str(pid)], capture_output=True, text=True).stdout
     return [int(line.split()[0]) for line in out.splitlines() if line.split()[1:] == ["fio"]]
+
+
+def same_document(actual: object, expected: object, *, rel: float = 1e-12, where: str = "$") -> None:
+    """Two JSON documents alike, their floats to `rel` (a golden summary's figures may differ in
+    their last bits with numpy's version and the CPU's vector unit: exp and log are not exactly
+    rounded), everything else exactly; an AssertionError names the first place they differ."""
+    if isinstance(expected, float) and isinstance(actual, (int, float)) and not isinstance(actual, bool):
+        assert actual == pytest.approx(expected, rel=rel, abs=0, nan_ok=True), f"{where}: {actual!r} != {expected!r}"
+    elif isinstance(expected, dict):
+        assert isinstance(actual, dict) and list(actual) == list(expected), f"{where}: keys {list(actual) if isinstance(actual, dict) else actual!r} != {list(expected)}"
+        for key in expected:
+            same_document(actual[key], expected[key], rel=rel, where=f"{where}.{key}")
+    elif isinstance(expected, list):
+        assert isinstance(actual, list) and len(actual) == len(expected), f"{where}: {actual!r} != {expected!r}"
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            same_document(a, e, rel=rel, where=f"{where}[{i}]")
+    else:
+        assert actual == expected and type(actual) is type(expected), f"{where}: {actual!r} != {expected!r}"
