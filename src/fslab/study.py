@@ -488,7 +488,8 @@ def _workloads(model: StudyFile, base_dir: Path, scale: float, time_scale: float
         # A fio workload takes the study's [fio] limit unless it sets its own; other kinds only their own.
         inherited = model.fio.memory_limit if isinstance(section, WorkloadSection) else None
         table = ("workload", index, "memory_limit") if section.memory_limit is not None else ("fio", "memory_limit")
-        workloads.append(replace(_limited(workload, section.memory_limit or inherited, table, scale, where), targets=tuple(section.targets)))
+        workload = _limited(workload, section.memory_limit or inherited, table, scale, where)
+        workloads.append(replace(workload, targets=tuple(section.targets)) if section.targets else workload)
     return workloads
 
 

@@ -156,6 +156,10 @@ class _OnTargets(_Table):
     targets: list[str] = []  # the targets it runs on, by name or a sweep's name (default: every target)
 
 
+# A workload's fields that set what a job file sets itself (fslab's own timeout and memory_limit aside).
+_SET_BESIDE_JOB_FILE = tuple(name for name in [*FioSection.model_fields, "shared_file"] if name not in ("timeout", "memory_limit"))
+
+
 class WorkloadSection(FioSection, _OnTargets):
     name: Name
     kind: Literal["fio"] = "fio"
@@ -174,7 +178,7 @@ class WorkloadSection(FioSection, _OnTargets):
     def _pattern_or_file(self) -> WorkloadSection:
         if (self.rw is None) == (self.job_file is None):
             raise ValueError("a workload needs either rw (fio parameters) or job_file (your own fio job file), not both")
-        beside = [name for name in [*FioSection.model_fields, "shared_file"] if name in self.model_fields_set and name not in ("timeout", "memory_limit")]  # fslab's own, not fio's
+        beside = [name for name in _SET_BESIDE_JOB_FILE if name in self.model_fields_set] if self.job_file is not None else []
         if self.job_file is not None and beside:
             raise ValueError(f"{', '.join(beside)} beside a job_file would be ignored: put them in the job file")
         return self

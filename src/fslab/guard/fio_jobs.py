@@ -282,10 +282,17 @@ def _filename_problem(value: str) -> str:
 
 def check_option(name: str, value: str | None, *, where: str, in_job_file: bool = False) -> tuple[str, str | None]:
     """The option under its main name, or Refused naming `where`, the option and why."""
-    problem = option_problem(name, value, in_job_file=in_job_file)
+    problem, main = _checked(name, value, in_job_file)
     if problem:
         raise Refused(f"{where}: {problem}")
-    return ALIASES.get(name, name), value
+    return main, value
+
+
+@functools.lru_cache(maxsize=4096)
+def _checked(name: str, value: str | None, in_job_file: bool) -> tuple[str | None, str]:
+    # One cache look-up of positional arguments per option (a keyword argument's costs more): a
+    # study of thousands of workloads checks the same few options thousands of times.
+    return option_problem(name, value, in_job_file=in_job_file), ALIASES.get(name, name)
 
 
 def option_text(value: str | int | float | bool) -> str:
@@ -475,6 +482,7 @@ def measured_seconds(job: JobFile) -> float:
 _UNITS = {"us": 1e-6, "usec": 1e-6, "ms": 1e-3, "msec": 1e-3, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "": 1}
 
 
+@functools.lru_cache(maxsize=1024)  # pure: the same few values in every workload of a study
 def fio_seconds(value: str) -> float:
     """A checked time value of runtime, ramp_time or startdelay (a bare number is seconds)."""
     number, unit = re.fullmatch(rf"({_DEC})([a-z]*)", value.lower()).groups()  # type: ignore[union-attr]
