@@ -318,6 +318,7 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0,
         lambda c: (  # only the problems listed are described: finding the size that would do takes a search
             f"{where(size_written[c.target.name] or table_of[c.workload.name])}: {space_problem(c.target, c.workload, rooms[c.target.name])}"
             + (f" ({where.at(table_of[c.workload.name])})" if size_written[c.target.name] else "")
+            + (f" (every size × --scale {scale:g})" if scale != 1.0 else "")
         ),
     )
     return Study(
