@@ -28,6 +28,7 @@ def free_for_real(workdir, target: Target) -> int:  # noqa: ANN001
     [
         ("ext4", (), 1, (64, 300, 1024)),
         ("ext4", ("-m", "0", "-i", "8192"), 1, (600,)),
+        ("ext4", ("-T", "default"), 1, (64, 300)),  # as a scaled image is made (Ext4.scaled)
         ("xfs", (), 1, (300, 1024, 4096)),
         ("xfs", ("-l", "size=128m"), 1, (1024,)),
         ("btrfs", (), 1, (128, 1024, 3072)),

@@ -92,6 +92,7 @@ class Target:
     blkdiscard: bool | None = None  # discard the devices whole before each run (None: the source's default)
     images: tuple[str, ...] = ()  # names of its devices: its loop images, or the user's device paths (a raw baseline shares its target's)
     baseline: str | None = None  # the target it is compared with; its own name when others are compared with it (see _expand_target, resolve_baselines)
+    scaling_changed: tuple[str, ...] = ()  # what --scale changed in it that fslab could not keep (Filesystem.scaled)
 
     def __post_init__(self) -> None:
         if self.named:
@@ -125,6 +126,7 @@ class Target:
             "blkdiscard": self.blkdiscard,
             "images": list(self.images),
             "baseline": self.baseline,
+            "scaling_changed": list(self.scaling_changed),
         }
 
 
@@ -405,6 +407,7 @@ def _expand_target(section: TargetSection, study: StudySection, scale: float) ->
     first: dict[str, str] = {}  # filesystem → its sweep's first value: the baseline of the others unless the table names one
     for combination in itertools.product(*dimensions.values()):
         values = dict(zip(dimensions, combination))
+        full_size = parse_size(values["image_size"])
         labels = [_label(key, values[key]) for key in swept if not (key == "filesystem" and section.name is None)]
         base = section.name or values["filesystem"]
         target = Target(
@@ -412,7 +415,7 @@ def _expand_target(section: TargetSection, study: StudySection, scale: float) ->
             filesystem=values["filesystem"],
             mkfs_options=tuple(split_arguments(values["mkfs_options"])),
             mount_options=values["mount_options"],
-            image_size=scaled_size(parse_size(values["image_size"]), scale),
+            image_size=scaled_size(full_size, scale),
             image_fill=study.image_fill,
             devices=section.count,
             vdev=section.vdev or FILESYSTEMS[values["filesystem"]].default_vdev(section.count),
@@ -427,6 +430,8 @@ def _expand_target(section: TargetSection, study: StudySection, scale: float) ->
             zram=section.zram,
             blkdiscard=section.blkdiscard,
         )
+        if scale != 1.0 and not target.named:  # the user's devices are not scaled
+            target = FILESYSTEMS[target.filesystem].scaled(target, full_size, scale)
         target = replace(target, baseline=section.baseline or first.get(target.filesystem))  # a first value itself: the study's
         if any(key != "filesystem" for key in swept):
             first.setdefault(target.filesystem, target.name)

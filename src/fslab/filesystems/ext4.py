@@ -1,9 +1,17 @@
-from collections.abc import Sequence
-from pathlib import Path
+from __future__ import annotations
 
-from fslab.filesystems.base import Filesystem, MountReadBack, SizeFloor
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fslab.filesystems.base import Filesystem, MountReadBack, SizeFloor, formatted_size
 from fslab.guard.options import ZERO_ONE, Flag, Integer, Matches, Maybe, OneOf, Size, Suboptions, ToolOptions, mount_options, option_value
 from fslab.system import run
+from fslab.units import format_size
+
+if TYPE_CHECKING:
+    from fslab.study import Target
 
 EXTERNAL_JOURNAL = "it names another device: an external journal"
 BY_FSLAB = "fslab passes it itself"
@@ -135,9 +143,15 @@ READ_BACK = MountReadBack(
 )
 
 
-# mke2fs.conf's usage types by size, and each one's block size and bytes per inode (e2fsprogs 1.47).
-USAGE_TYPES = ((3 * 2**20, "floppy"), (512 * 2**20, "small"), (2**63, "default"))  # "big" and "huge" have fewer inodes: erring low
+# The usage type mke2fs picks by the filesystem's size when -T does not name one (man mke2fs),
+# and each type's block size and bytes per inode (/etc/mke2fs.conf, e2fsprogs 1.47).
+USAGE_TYPES = ((3 * 2**20, "floppy"), (512 * 2**20, "small"), (4 * 2**40, "default"), (16 * 2**40, "big"), (2**63, "huge"))
 TYPES = {"floppy": (1024, 8192), "small": (1024, 4096), "default": (4096, 16384), "news": (4096, 4096), "largefile": (4096, 2**20), "largefile4": (4096, 4 * 2**20), "big": (4096, 32768), "huge": (4096, 65536)}
+
+
+def usage_type(device_size: int, mkfs_options: Sequence[str]) -> str:
+    """The usage type mke2fs makes a filesystem of: -T's, else the one for its size."""
+    return option_value(mkfs_options, "-T") or next(kind for limit, kind in USAGE_TYPES if device_size < limit)
 
 
 def _journal_bytes(blocks: int, block: int, asked: str | None, features: str) -> int:
@@ -169,8 +183,7 @@ class Ext4(Filesystem):
         """The device less mke2fs's inode tables, journal and reserved blocks (-m, 5 %), what
         ext4 holds back (2 %, at most 4096 blocks), and 0.5 % + 2MiB for the rest (group
         descriptors, bitmaps, the blocks kept to grow): within 0.5 % of the truth from 8MiB to 100GiB."""
-        kind = option_value(mkfs_options, "-T") or next(k for limit, k in USAGE_TYPES if device_size < limit)
-        block, inode_ratio = TYPES[kind]
+        block, inode_ratio = TYPES[usage_type(device_size, mkfs_options)]
         block = int(option_value(mkfs_options, "-b") or block)
         blocks = device_size // block
         inodes = int(option_value(mkfs_options, "-N") or device_size // int(option_value(mkfs_options, "-i") or inode_ratio))
@@ -179,6 +192,23 @@ class Ext4(Filesystem):
         reserved = blocks * int(option_value(mkfs_options, "-m") or 5) // 100 * block
         held_back = min(blocks // 50, 4096) * block
         return max(0, device_size - inode_tables - journal - reserved - held_back - device_size // 200 - 2 * 2**20)
+
+    def scaled(self, target: Target, full_size: int, scale: float) -> Target:
+        """mke2fs picks its usage type by size (1KiB blocks and an inode every 4KiB under 512MiB):
+        a scaled image is made with the full size's type (-T), unless the study names one or
+        sets what the types set (-b, and -i or -N) itself. Its journal, sized by block count,
+        shrinks with the image; below 2048 blocks mke2fs makes none, which is said."""
+        options = target.mkfs_options
+        full, size = formatted_size(target, full_size), formatted_size(target, target.image_size)
+        sets_all = option_value(options, "-b") and (option_value(options, "-i") or option_value(options, "-N"))
+        if not option_value(options, "-T") and not sets_all and usage_type(full, options) != usage_type(size, options):
+            options = (*options, "-T", usage_type(full, options))
+        block = int(option_value(options, "-b") or TYPES[usage_type(size, options)][0])
+        journal_asked, features = option_value(options, "-J"), option_value(options, "-O") or ""
+        changed = ()
+        if _journal_bytes(size // block, block, journal_asked, features) == 0 < _journal_bytes(full // block, block, journal_asked, features):
+            changed = (f"no journal: mkfs.ext4 makes none on {size // block} blocks of {format_size(block)} (under 2048), and the full size's {format_size(full)} has one",)
+        return replace(target, mkfs_options=options, scaling_changed=(*target.scaling_changed, *changed))
 
     def default_mkfs_options(self, requested: list[str]) -> list[str]:
         """ext4's are all -E suboptions ("nodiscard", …), not arguments: mkfs_command joins

@@ -1,10 +1,17 @@
-from collections.abc import Sequence
-from pathlib import Path
+from __future__ import annotations
 
-from fslab.filesystems.base import Filesystem, MountReadBack, SizeFloor
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fslab.filesystems.base import Filesystem, MountReadBack, SizeFloor, formatted_size
 from fslab.guard.options import ZERO_ONE, Flag, Integer, Maybe, OneOf, Size, Suboptions, ToolOptions, mount_options, option_value
 from fslab.system import run
-from fslab.units import parse_size
+from fslab.units import format_size, parse_size
+
+if TYPE_CHECKING:
+    from fslab.study import Target
 
 BY_FSLAB = "fslab passes it itself"
 
@@ -99,6 +106,26 @@ MOUNT_OPTIONS = mount_options(
 READ_BACK = MountReadBack(silent=frozenset({"nodiscard", "nolargeio", "nogrpid"}))
 
 
+# mkfs.xfs 6.1 on one device (measured from 300MiB to 15TiB): a log of 1/2048 of the filesystem,
+# at least 64MiB and at most 521728 blocks of 4KiB; 4 allocation groups up to 4TiB, above that
+# as many as it takes of at most 1TiB (2^28 - 1 blocks), a last one under 16MiB dropped.
+LOG_RANGE = (64 * 2**20, 521728 * 4096)
+AG_LIMIT = (2**28 - 1) * 4096
+
+
+def default_log_bytes(device_size: int) -> int:
+    """The log mkfs.xfs makes when -l size= does not say."""
+    return max(LOG_RANGE[0], min(device_size // 2048, LOG_RANGE[1]))
+
+
+def default_ag_count(device_size: int) -> int:
+    """The allocation groups mkfs.xfs makes on one device when -d agcount= or agsize= does not say."""
+    if device_size < 4 * 2**40:
+        return 4
+    whole, rest = divmod(device_size, AG_LIMIT)
+    return whole + (rest >= 16 * 2**20)
+
+
 class Xfs(Filesystem):
     kind = "xfs"
     mkfs = ("mkfs.xfs", "-f", "-q")
@@ -116,8 +143,22 @@ class Xfs(Filesystem):
         filesystem) and 0.75 % + 32MiB for the rest (allocation groups' headers and btrees, the
         blocks XFS reserves): measured from 300MiB to 100GiB, 0 to 6 % below the truth."""
         asked = dict(o.partition("=")[::2] for o in (option_value(mkfs_options, "-l") or "").split(","))
-        log = parse_size(asked["size"]) if asked.get("size") else max(64 * 2**20, min(device_size // 2048, 2**31))
+        log = parse_size(asked["size"]) if asked.get("size") else default_log_bytes(device_size)
         return max(0, device_size - log - device_size * 3 // 400 - 32 * 2**20)
+
+    def scaled(self, target: Target, full_size: int, scale: float) -> Target:
+        """The same filesystem at any size under 128GiB; from a larger full size, its log and
+        (from 4TiB) its allocation groups shrink with the image unless the study sets them
+        (-l size=, -d agcount= or agsize=): said, not kept (a full-size log may not fit)."""
+        full, size = formatted_size(target, full_size), formatted_size(target, target.image_size)
+        log = dict(o.partition("=")[::2] for o in (option_value(target.mkfs_options, "-l") or "").split(","))
+        data = dict(o.partition("=")[::2] for o in (option_value(target.mkfs_options, "-d") or "").split(","))
+        changed = []
+        if not log.get("size") and default_log_bytes(size) != default_log_bytes(full):
+            changed.append(f"a log of {format_size(default_log_bytes(size))}, not the full size's {format_size(default_log_bytes(full))}")
+        if not data.keys() & {"agcount", "agsize"} and default_ag_count(size) != default_ag_count(full):
+            changed.append(f"{default_ag_count(size)} allocation groups, not the full size's {default_ag_count(full)}")
+        return replace(target, scaling_changed=(*target.scaling_changed, *changed))
 
     def details(self, device: str, mountpoint: Path) -> str:
         return run(["xfs_info", str(mountpoint)], check=False).stdout

@@ -24,12 +24,13 @@ from fslab.checks import Check
 from fslab.errors import Refused
 from fslab.filesystems.base import Filesystem, Provisioned, Room, SizeFloor, mounted_options, same_value
 from fslab.filesystems.mounting import mount_point, proven
-from fslab.filesystems.zfs_engine import Daemon, Engine, FuseDaemons, NotSupported, arc_stat, daemon_answers, engine, kept_daemons, kernel_arc_max, runs_on_fuse
+from fslab.filesystems.zfs_engine import SCALED_ARC_FLOOR, Daemon, Engine, FuseDaemons, NotSupported, arc_stat, daemon_answers, engine, kept_daemons, kernel_arc_max, runs_on_fuse
 from fslab.guard.names import check_snapshot_name, kernel_name, workdir_tag
 from fslab.guard.options import ON_OFF, Matches, OneOf, Size, Suboptions, check_properties
 from fslab.journal import Entry, Journal, releaser
 from fslab.monitors.space import CompressionRatio, zfs_compresses, zfs_compression_ratio
 from fslab.system import CommandError, joined, run
+from fslab.units import format_size, scaled_size
 
 if TYPE_CHECKING:
     from fslab.devices.layers import Stack
@@ -246,6 +247,21 @@ class Zfs(Filesystem):
 
     def default_vdev(self, devices: int) -> str | None:
         return "mirror" if devices > 1 else None
+
+    def scaled(self, target: Target, full_size: int, scale: float) -> Target:
+        """The ARC cap scaled with the data (arc_max × --scale, as the images and the workloads'
+        files), so the ARC holds the same share of it, down to SCALED_ARC_FLOOR; the cap kept
+        there, or an ARC left at the engine's default (no arc_max), is said."""
+        if target.arc_max is None:
+            return replace(target, scaling_changed=(*target.scaling_changed, "the ARC is the engine's default, not scaled with the data: it holds more of it than at full size (arc_max scales with it)"))
+        kept = scaled_size(target.arc_max, scale)
+        if kept >= SCALED_ARC_FLOOR:
+            return replace(target, arc_max=kept)
+        changed = (
+            f"ARC cap {format_size(SCALED_ARC_FLOOR)}, the least both ZFS engines take, not {format_size(target.arc_max)} × {scale:g} = {format_size(kept)}: "
+            f"{SCALED_ARC_FLOOR / kept:.3g}× the full size's ARC for the data"
+        )
+        return replace(target, arc_max=SCALED_ARC_FLOOR, scaling_changed=(*target.scaling_changed, changed))
 
     def room(self, target: Target) -> Room:
         room = super().room(replace(target, devices=1) if target.vdev == "mirror" else target)  # a mirror holds one device's worth

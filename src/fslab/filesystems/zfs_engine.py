@@ -142,6 +142,12 @@ def _own_run_directory() -> None:
         raise Refused(f"{PIDFILE_DIR} is not a directory of fslab's own (a symlink, another owner, or writable by others)")
 
 
+# The smallest ARC cap both engines take: zfs-fuse's --max-arc-size from 16MiB (its --help);
+# the OpenZFS module ignores a zfs_arc_max under 64MiB (and under its c_min: 1/32 of memory,
+# which kernel_arc_max checks when the run starts).
+SCALED_ARC_FLOOR = 64 * 2**20
+
+
 def arc_flag(arc_max: int | None) -> tuple[str, ...]:
     """zfs-fuse's flag capping its ARC at `arc_max` bytes (whole MiB, within what it takes): what
     tells whether a running daemon has the cap a run asks for."""

@@ -568,7 +568,19 @@ def header_lines(s: StudySummary) -> list[str]:
             "the median over runs of each run's percentile; clat and slat are stored as their own metrics. "
             "mean ± x% is the mean with the half-width of its 95 % Student-t interval; CV is stdev/mean over runs."
         ),
-    ] + cached_reference_lines(s)
+    ] + scaling_lines(s) + cached_reference_lines(s)
+
+
+def scaling_lines(s: StudySummary) -> list[str]:
+    """Said once: what --scale changed in the targets that fslab could not keep as at full size
+    (Filesystem.scaled), each change with the targets it concerns."""
+    targets_of: dict[str, list[str]] = defaultdict(list)
+    for t in s.targets:
+        for change in t["spec"].get("scaling_changed") or ():
+            targets_of[change].append(t["name"])
+    if not targets_of:
+        return []
+    return [f"**Scaling changed the setup** ({scale_text(s)}): " + "; ".join(f"{', '.join(names)}: {change}" for change, names in targets_of.items()) + "."]
 
 
 def cached_reference_lines(s: StudySummary) -> list[str]:
