@@ -205,7 +205,7 @@ class Ext4(Filesystem):
             options = (*options, "-T", usage_type(full, options))
         block = int(option_value(options, "-b") or TYPES[usage_type(size, options)][0])
         journal_asked, features = option_value(options, "-J"), option_value(options, "-O") or ""
-        changed = ()
+        changed: tuple[str, ...] = ()
         if _journal_bytes(size // block, block, journal_asked, features) == 0 < _journal_bytes(full // block, block, journal_asked, features):
             changed = (f"no journal: mkfs.ext4 makes none on {size // block} blocks of {format_size(block)} (under 2048), and the full size's {format_size(full)} has one",)
         return replace(target, mkfs_options=options, scaling_changed=(*target.scaling_changed, *changed))
