@@ -14,8 +14,8 @@ several files of one cell its repetitions, each run keeping fio's JSON whole as 
 and where it came from. Runs are repetitions of one workload only when fio's job options agree
 (`what_it_ran`): a job name run with different options (one file per iodepth × numjobs, as
 bench-fio writes them) is one workload per set of options, named by the options that differ
-(`random-read iodepth=16 numjobs=32`), and `ImportedStudy.grouping` says how the files were grouped. `import_files` does all three; storing is results/db.py's
-(`ResultsDB.store_imported`).
+(`random-read iodepth=16 numjobs=32`); `ImportedStudy.grouping` says how the files were
+grouped. `import_files` does all three; storing is results/db.py's (`ResultsDB.store_imported`).
 
 A file that is not fio's JSON, or is malformed, is `Skipped` with why; the rest are imported.
 """
@@ -273,9 +273,11 @@ class ImportedStudy:
         for job, n in split.items():
             if n > 1:
                 lines.append(f"  fio job '{job}' ran with different options: {n} workloads, named by the options that differ")
-        runs = Counter((r.workload, r.target) for r in self.runs)
-        for w in self.workloads:
-            lines.append(f"  {w.name}: " + ", ".join(f"{target} {n} run{'s' if n > 1 else ''}" for (workload, target), n in runs.items() if workload == w.name))
+        runs: dict[str, Counter] = {w.name: Counter() for w in self.workloads}  # workload → target → its runs
+        for r in self.runs:
+            runs[r.workload][r.target] += 1
+        for workload, targets in runs.items():
+            lines.append(f"  {workload}: " + ", ".join(f"{target} {n} run{'s' if n > 1 else ''}" for target, n in targets.items()))
         return lines
 
     def settings(self, imported_at: datetime) -> dict:
