@@ -13,12 +13,15 @@ import sqlite3
 import stat
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, fslab
 
 from fslab.importer import (
+    FioOutput,
+    FoundFile,
     NotFioOutput,
     imported_study,
     parse_files,
@@ -55,7 +58,7 @@ def only(document: dict, **keep) -> str:
 def test_a_file_of_one_job_imports_as_fio_py_parses_it(path):
     text = path.read_text()
     output = parse_output(text, "t")
-    assert [(j.workload, j.target, j.host, j.error) for j in output.jobs] == [(json.loads(text[text.index("{"):])["jobs"][0]["jobname"], "t", None, None)]
+    assert [(j.name, j.target, j.host, j.error) for j in output.jobs] == [(json.loads(text[text.index("{"):])["jobs"][0]["jobname"], "t", None, None)]
     assert values(output.jobs[0].metrics) == values(parse_metrics(text))
     assert output.fio_version == "fio-3.33"
 
@@ -78,7 +81,7 @@ def test_several_jobs_are_one_run_per_job_name():
     text = (IMPORT / "several-jobs.json").read_text()
     document = json.loads(text)
     output = parse_output(text, "t")
-    assert [j.workload for j in output.jobs] == ["seq-read", "rand-write"]
+    assert [j.name for j in output.jobs] == ["seq-read", "rand-write"]
     seq_read, rand_write = output.jobs
     assert values(seq_read.metrics) == values(parse_metrics(only(document, jobname="seq-read")))
     assert values(rand_write.metrics) == values(parse_metrics(only(document, jobname="rand-write")))
@@ -98,7 +101,7 @@ def test_client_server_output_is_imported_per_host():
     text = (IMPORT / "client-server.json").read_text()
     document = json.loads(text)
     output = parse_output(text, "ext4")
-    assert [(j.workload, j.target, j.host) for j in output.jobs] == [("randread", "ext4@localhost", "localhost")]
+    assert [(j.name, j.target, j.host) for j in output.jobs] == [("randread", "ext4@localhost", "localhost")]
     assert values(output.jobs[0].metrics) == values(parse_metrics(only(document, hostname="localhost")))
 
 
@@ -110,7 +113,7 @@ def test_fios_sum_over_clients_is_left_out():
     other = {**first, "hostname": "127.0.0.1"}
     total = {**first, "jobname": "All clients", "read": {**first["read"], "iops": 2 * first["read"]["iops"]}}
     output = parse_output(json.dumps({**document, "client_stats": [first, other, total]}), "t")
-    assert [(j.workload, j.target) for j in output.jobs] == [("randread", "t@localhost"), ("randread", "t@127.0.0.1")]
+    assert [(j.name, j.target) for j in output.jobs] == [("randread", "t@localhost"), ("randread", "t@127.0.0.1")]
     assert values(output.jobs[0].metrics)["read_iops"] == first["read"]["iops"]
 
 
@@ -187,8 +190,8 @@ def test_a_job_fio_reported_an_error_for_is_a_failed_run():
     assert text.startswith("fio: pid=") and "err=22" in text.splitlines()[0], "fio's error line precedes its JSON"
     document = json.loads(text[text.index("\n{") :])
     ran, failed = parse_output(text, "t").jobs
-    assert (ran.workload, ran.error) == ("ok-read", None) and values(ran.metrics) == values(parse_metrics(only(document, jobname="ok-read")))
-    assert (failed.workload, failed.error, failed.metrics) == ("unaligned", "fio reported error 22 for job 'unaligned'", [])
+    assert (ran.name, ran.error) == ("ok-read", None) and values(ran.metrics) == values(parse_metrics(only(document, jobname="ok-read")))
+    assert (failed.name, failed.error, failed.metrics) == ("unaligned", "fio reported error 22 for job 'unaligned'", [])
 
 
 def test_an_import_with_a_failed_job_lists_it_and_exits_1(tmp_path):
@@ -339,7 +342,7 @@ def test_import_skips_what_is_not_fio_output_and_imports_the_rest(tmp_path):
     assert [s["file"] for s in study_run["settings"]["imported"]["skipped"]] == [str(results / n) for n in ("binary.dat", "notes.txt", "other.json", "truncated.json")]
     runs = stored.runs(study_run["id"])
     assert [(r["target"], r["workload"], r["repetition"], r["status"], r["buffered"]) for r in runs] == [("ext4", "randread", n, "ok", False) for n in (1, 2, 3)]
-    assert [r["source"] for r in runs] == [{"file": str(results / p.name), "fio_version": "fio-3.33", "finished_at_from": "fio"} for p in PLAIN]
+    assert [r["source"] for r in runs] == [{"file": str(results / p.name), "job": "randread", "fio_version": "fio-3.33", "finished_at_from": "fio"} for p in PLAIN]
     for run, path in zip(runs, PLAIN):
         assert [(o.tool, o.text) for o in stored.outputs(run["id"])] == [("fio", path.read_text())]
     stored_metrics = [{m.metric: m.value for m in stored.run_metrics(study_run["id"]) if m.repetition == n} for n in (1, 2, 3)]
@@ -444,6 +447,25 @@ def test_a_report_draws_an_imported_runs_latency_of_its_own_jobs_alone(tmp_path)
     assert not details.unreadable
 
 
+def test_a_report_draws_the_latency_of_a_job_split_by_its_options(tmp_path):
+    """A workload named by the options its files differ in (`randread iodepth=16`) is still
+    fio's job `randread` in the file each run keeps: the page reads that job's bins."""
+    from fslab.report.details import run_details
+    from fslab.report.summary import summarize_study_run
+
+    deeper = json.loads(JSONPLUS[1].read_text())
+    deeper["jobs"][0]["job options"]["iodepth"] = "16"
+    (tmp_path / "deeper.json").write_text(json.dumps(deeper))
+    db = tmp_path / "fslab.db"
+    assert _import(db, str(JSONPLUS[0]), str(tmp_path / "deeper.json"), "--target", "disk").returncode == 0
+    results = ResultsDB(str(db))
+    details = run_details(results, summarize_study_run(results, results.study_run()["id"]))
+    drawn = {h.workload: h for h in details.histograms if h.direction == "read"}
+    assert drawn.keys() == {"randread iodepth=8", "randread iodepth=16"} and not details.unreadable
+    deepest = drawn["randread iodepth=16"]
+    assert deepest.bins == latency_bins(json.dumps(deeper))[("read", deepest.latency)], "its own file's bins"
+
+
 @pytest.mark.parametrize(
     ("global_options", "job_options", "buffered"),
     [({}, {"direct": "1"}, False), ({"direct": "1"}, {"buffered": "1"}, True), ({"buffered": "1"}, {"direct": "1"}, False), ({}, {}, True)],
@@ -472,3 +494,103 @@ def test_a_hostile_name_is_reported_short_and_without_its_control_characters(tmp
     assert result.returncode == 2 and "\x1b" not in result.stderr and "\\x1b" in result.stderr
     skipped = [line for line in result.stderr.splitlines() if line.startswith("skipped")]
     assert len(skipped) == 1 and "is not a plain name" in skipped[0] and len(skipped[0]) < 400, skipped
+
+
+# fio-plot's published bench-fio output (tests/fixtures/import/fio-plot, see its README): fio 3.1,
+# one file per rw × iodepth × numjobs, every job named random-read, on two servers
+FIO_PLOT = IMPORT / "fio-plot"
+SERVERS = ("HPDL380G8-H420i-Crucial-MX200", "HPDL380G8-H420i-Crucial-MX200x3_RAID0")
+
+
+def _what_it_did(path: Path) -> tuple[str, str, str]:
+    options = json.loads(path.read_text())["jobs"][0]["job options"]
+    return options["rw"], options["iodepth"], options["numjobs"]
+
+
+def test_files_whose_job_options_differ_are_never_pooled():
+    files, skipped = read_files([FIO_PLOT / s for s in SERVERS])
+    parsed, not_fio = parse_files(files)
+    study = imported_study("s", [], parsed, skipped + not_fio)
+    assert not skipped and not not_fio and len(study.runs) == 12
+    assert {json.loads(f.text)["jobs"][0]["jobname"] for f in files} == {"random-read"}, "one job name in every file"
+    for workload in {r.workload for r in study.runs}:
+        runs = [r for r in study.runs if r.workload == workload]
+        assert len({_what_it_did(Path(r.source["file"])) for r in runs}) == 1, f"{workload}: files of different options pooled"
+        assert sorted(r.target for r in runs) == list(SERVERS), f"{workload}: one run of each server"
+    assert study.repetitions == 1
+    names = {_what_it_did(Path(r.source["file"])): r.workload for r in study.runs}
+    assert names[("randread", "16", "32")] == "random-read rw=randread iodepth=16 numjobs=32", "named by the options that differ, as fio lists them"
+    assert names[("randwrite", "1", "1")] == "random-read rw=randwrite iodepth=1 numjobs=1"
+    assert len(set(names.values())) == 6 and all(r.source["job"] == "random-read" for r in study.runs)
+
+
+def test_files_of_one_job_run_again_are_its_repetitions():
+    # the same bench-fio job run twice on one disk (RUN1, RUN2): options equal but for nothing
+    runs = sorted((FIO_PLOT / "WD740GD").glob("*/randread-1-1.json"))
+    assert [p.parent.name for p in runs] == ["RUN1", "RUN2"]
+    assert json.loads(runs[0].read_text())["jobs"][0]["job options"] == json.loads(runs[1].read_text())["jobs"][0]["job options"]
+    files, _ = read_files(runs)
+    study = imported_study("s", [], parse_files(files, "wd740gd")[0], [])
+    assert [(r.target, r.workload, r.repetition) for r in study.runs] == [("wd740gd", "random-read", 1), ("wd740gd", "random-read", 2)]
+    # and with the servers' files of the same options: the job name alone names none of them
+    files, _ = read_files([*runs, FIO_PLOT / SERVERS[0]])
+    study = imported_study("s", [], parse_files(files)[0], [])
+    same = [r for r in study.runs if r.workload == "random-read rw=randread iodepth=1 numjobs=1"]
+    assert [(r.target, r.repetition) for r in same] == [("RUN1", 1), ("RUN2", 1), (SERVERS[0], 1)]
+
+
+def test_where_a_job_ran_and_what_it_logged_do_not_split_a_workload():
+    """The two servers' files differ in filename (/dev/sdb, /dev/md0) and in nothing else that
+    makes the workload; log names and reporting options are no difference either; any other
+    option, or its absence, is."""
+    text = (FIO_PLOT / SERVERS[0] / "randread-4-8.json").read_text()
+
+    def variant(**changes) -> FioOutput:
+        document = json.loads(text)
+        options = document["jobs"][0]["job options"]
+        for key, value in changes.items():
+            if value is None:
+                del options[key]
+            else:
+                options[key] = value
+        return parse_output(json.dumps(document), "t")
+
+    def workloads(*outputs) -> list[str]:
+        found = [(FoundFile(f"f{n}", "", datetime(2024, 1, 1), "t"), output) for n, output in enumerate(outputs)]
+        return [r.workload for r in imported_study("s", [], found, []).runs]
+
+    same = variant(filename="/dev/md0", write_bw_log="other", log_avg_msec="1000", lat_percentiles="1", group_reporting=None, directory="/mnt")
+    assert workloads(variant(), same) == ["random-read", "random-read"]
+    assert workloads(variant(), variant(bs="8k")) == ["random-read bs=4k", "random-read bs=8k"]
+    assert workloads(variant(), variant(direct=None)) == ["random-read direct=1", "random-read direct=(unset)"]
+    hostile = variant(bs="4k|\x1b[2J" + "x" * 100)
+    odd = workloads(variant(), hostile)[1]
+    assert re.fullmatch(r"random-read bs=#[0-9a-f]{8}", odd), "a value that is not plain is shown by its hash"
+
+
+def test_the_import_says_how_it_grouped_the_files(tmp_path):
+    result = _import(tmp_path / "fslab.db", *(str(FIO_PLOT / s) for s in SERVERS), "--study", "fio-plot")
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("12 file(s) → 6 workload(s); runs of one workload agree on every fio job option but where they ran and what they logged")
+    assert "  fio job 'random-read' ran with different options: 6 workloads, named by the options that differ" in lines
+    assert f"  random-read rw=randread iodepth=16 numjobs=32: {SERVERS[0]} 1 run, {SERVERS[1]} 1 run" in lines
+    assert sum(line.startswith("  random-read rw=") for line in lines) == 6
+    assert "slower than the rest" not in result.stdout, "no cell pools a queue depth of 1 with one of 16 × 32 jobs"
+
+
+def test_the_two_servers_are_compared_like_with_like(tmp_path):
+    from fslab.report.summary import summarize_study_run
+
+    db = tmp_path / "fslab.db"
+    assert _import(db, *(str(FIO_PLOT / s) for s in SERVERS), "--study", "fio-plot").returncode == 0
+    results = ResultsDB(str(db))
+    summary = summarize_study_run(results, results.study_run()["id"])
+    ratios = {(r.workload, r.metric): r.comparison.ratio for r in summary.analysis.rows if (r.baseline, r.target) == SERVERS}
+    expected = {}
+    for path in sorted((FIO_PLOT / SERVERS[0]).glob("*.json")):
+        rw, iodepth, numjobs = _what_it_did(path)
+        direction = "read" if rw == "randread" else "write"
+        iops = [json.loads((FIO_PLOT / s / path.name).read_text())["jobs"][0][direction]["iops"] for s in SERVERS]
+        expected[(f"random-read rw={rw} iodepth={iodepth} numjobs={numjobs}", f"{direction}_iops")] = iops[1] / iops[0]
+    assert len(expected) == 6 and {k: ratios[k] for k in expected} == pytest.approx(expected), "each server's file against the other's of the same options"

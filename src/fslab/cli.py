@@ -287,7 +287,7 @@ def import_results(
 ) -> None:
     """Import existing fio JSON output (plain json or json+, fio 2.x or 3.x, client/server too) as a study run, and show its summary.
 
-    Each fio job name becomes a workload, each file a run of its cells (docs/import.md). A file that is not fio's JSON, or is malformed, is reported and skipped; the rest are imported.
+    Each fio job name becomes a workload — one per set of job options where files ran it with different ones —, each file a run of its cells (docs/import.md). A file that is not fio's JSON, or is malformed, is reported and skipped; the rest are imported.
 
     Exit status: 0 when every file was imported; 1 when some were skipped, or a job reported an error, and the rest imported; 2 when nothing could be imported.
     """
@@ -302,6 +302,8 @@ def import_results(
         errors.print(f"[yellow]skipped[/yellow] {safe_markup(visible(s.path))}: {safe_markup(visible(s.why))}", highlight=False, soft_wrap=True)
     if not imported.runs:
         raise _fail(f"nothing imported: no fio JSON output among {len(imported.skipped)} file(s)", code=2)
+    for line in imported.grouping():
+        console.print(safe_markup(line), highlight=False, soft_wrap=True)
     results = _open_db(db)
     study_run_id = results.store_imported(imported, imported.environment(), imported.settings(now()))
     console.print(f"imported {len(imported.files)} file(s), {len(imported.runs)} run(s), as study run {study_run_id} of study {safe_markup(study)}", highlight=False)

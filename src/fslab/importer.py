@@ -11,16 +11,21 @@ JSON — their metrics read by fio's own parser (workloads/fio.py), nothing read
 Mapping (`imported_study`, pure): the files into one study run — each job name a workload, each
 `--target` (default: the file's directory name; client/server output: `TARGET@HOST`) a target,
 several files of one cell its repetitions, each run keeping fio's JSON whole as its raw output
-and where it came from. `import_files` does all three; storing is results/db.py's
-(`ResultsDB.store_imported`).
+and where it came from. Runs are repetitions of one workload only when fio's job options agree
+(`what_it_ran`): a job name run with different options (one file per iodepth × numjobs, as
+bench-fio writes them) is one workload per set of options, named by the options that differ
+(`random-read iodepth=16 numjobs=32`); `ImportedStudy.grouping` says how the files were
+grouped. `import_files` does all three; storing is results/db.py's (`ResultsDB.store_imported`).
 
 A file that is not fio's JSON, or is malformed, is `Skipped` with why; the rest are imported.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
+import re
 import stat
 from collections import Counter
 from collections.abc import Iterable
@@ -54,7 +59,7 @@ class ImportedJob:
     together, as fio.py takes a run's jobs together — numjobs clones, or a group under
     group_reporting (fio names a group after its first job)."""
 
-    workload: str
+    name: str  # fio's job name
     target: str
     host: str | None  # the fio server that ran it (client/server output)
     metrics: list[Metric]
@@ -195,13 +200,52 @@ class ImportedTarget:
         return {"imported": True}
 
 
+# fio options that say where a job ran, or what it logged and how it reported, not what it did:
+# runs that differ in these alone are repetitions of one workload (two servers' /dev/sdb and
+# /dev/md0; each run's own log names). Every other option, and every option's absence, counts.
+WHERE_AND_WHAT_LOGGED = frozenset({
+    "filename", "directory", "filename_format", "description", "group_reporting",
+    "write_bw_log", "write_iops_log", "write_lat_log", "write_hist_log", "write_iolog", "per_job_logs",
+    "lat_percentiles", "clat_percentiles", "slat_percentiles", "percentile_list",
+})  # and every log_* option (log_avg_msec, log_offset, …)
+SHOWN_VALUE = re.compile(r"[A-Za-z0-9_.+:/,%-]{1,32}")  # an option's value shown as it is in a workload's name
+UNSET = "(unset)"  # an option one run's job set and another's did not: fio's default, whatever it was
+
+
+def what_it_ran(options: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """A job's options that make it the workload it is: those two runs must agree on to be
+    repetitions of one workload (every option but WHERE_AND_WHAT_LOGGED and log_*)."""
+    return tuple(sorted((k, v) for k, v in options.items() if k not in WHERE_AND_WHAT_LOGGED and not k.startswith("log_")))
+
+
+def workload_names(job: str, variants: list[tuple[tuple[str, str], ...]], listed: Iterable[str] = ()) -> dict[tuple[tuple[str, str], ...], str]:
+    """The workload name of each set of options (what_it_ran) one job name ran with: the job's
+    name when it ran with one; else the name followed by each option the sets differ in, in the
+    order fio listed them (`listed`; any other after them, by name): `random-read rw=randread
+    iodepth=16 numjobs=32`. A value that is not plain (fio's options come from an untrusted
+    file) is shown by a hash of it."""
+    if len(variants) == 1:
+        return {variants[0]: job}
+    tables = [dict(v) for v in variants]
+    keys = dict.fromkeys([*listed, *sorted(k for table in tables for k in table)])
+    differing = [k for k in keys if len({table.get(k) for table in tables}) > 1]
+    return {v: " ".join([job, *(f"{k}={_shown(table.get(k))}" for k in differing)]) for v, table in zip(variants, tables)}
+
+
+def _shown(value: str | None) -> str:
+    if value is None:
+        return UNSET
+    return value if SHOWN_VALUE.fullmatch(value) else "#" + hashlib.sha1(value.encode()).hexdigest()[:8]
+
+
 @dataclass(frozen=True)
 class ImportedWorkload:
     name: str
+    job: str  # fio's job name
     options: dict[str, str]  # fio's options of its first run, as fio listed them
 
     def spec(self) -> dict:
-        return {"kind": "fio", "imported": True, "fio_options": self.options}
+        return {"kind": "fio", "imported": True, "job": self.job, "fio_options": self.options}
 
 
 @dataclass
@@ -221,6 +265,21 @@ class ImportedStudy:
         """The most runs any cell has."""
         return max(Counter((r.target, r.workload) for r in self.runs).values(), default=0)
 
+    def grouping(self) -> list[str]:
+        """How the files became workloads, to be said as they are imported: how many of each,
+        each workload with its runs per target, and each job name split by the options it ran with."""
+        lines = [f"{len(self.files)} file(s) → {len(self.workloads)} workload(s); runs of one workload agree on every fio job option but where they ran and what they logged:"]
+        split = Counter(w.job for w in self.workloads)
+        for job, n in split.items():
+            if n > 1:
+                lines.append(f"  fio job '{job}' ran with different options: {n} workloads, named by the options that differ")
+        runs: dict[str, Counter] = {w.name: Counter() for w in self.workloads}  # workload → target → its runs
+        for r in self.runs:
+            runs[r.workload][r.target] += 1
+        for workload, targets in runs.items():
+            lines.append(f"  {workload}: " + ", ".join(f"{target} {n} run{'s' if n > 1 else ''}" for target, n in targets.items()))
+        return lines
+
     def settings(self, imported_at: datetime) -> dict:
         """What the study run records of its import (settings["imported"]): the files, those skipped and why, when."""
         return {"imported": {"files": self.files, "skipped": [{"file": s.path, "why": s.why} for s in self.skipped], "at": imported_at.isoformat()}}
@@ -238,10 +297,20 @@ def import_files(study: str, paths: list[Path], target: str | None = None) -> Im
 
 
 def imported_study(name: str, paths: Iterable[str], found: Iterable[tuple[FoundFile, FioOutput]], skipped: list[Skipped]) -> ImportedStudy:
-    """The study run of these parsed files: each job name a workload, each target a target, a
-    file's runs repetitions of their cells in the order the files come."""
+    """The study run of these parsed files: each job name a workload — one per set of options it
+    ran with (workload_names) —, each target a target, a file's runs repetitions of their cells
+    in the order the files come."""
+    found = list(found)
+    variants: dict[str, list[tuple[tuple[str, str], ...]]] = {}  # job name → the option sets it ran with, as first met
+    listed: dict[str, dict[str, None]] = {}  # job name → its options' names, in the order fio listed them
+    for _, output in found:
+        for job in output.jobs:
+            if (ran := what_it_ran(job.options)) not in (seen := variants.setdefault(job.name, [])):
+                seen.append(ran)
+            listed.setdefault(job.name, {}).update(dict.fromkeys(job.options))
+    named = {(job, ran): workload for job, each in variants.items() for ran, workload in workload_names(job, each, listed[job]).items()}
     targets: dict[str, list[str]] = {}
-    workloads: dict[str, dict[str, str]] = {}
+    workloads: dict[str, ImportedWorkload] = {}
     repetitions: Counter = Counter()
     runs, files = [], []
     for file, output in found:
@@ -249,23 +318,22 @@ def imported_study(name: str, paths: Iterable[str], found: Iterable[tuple[FoundF
         finished = output.finished_at or file.modified
         version = output.fio_version or "unknown"
         for job in output.jobs:
-            cell = (job.target, job.workload)
+            workload = named[(job.name, what_it_ran(job.options))]
+            cell = (job.target, workload)
             versions = targets.setdefault(job.target, [])
             if version not in versions:
                 versions.append(version)
-            workloads.setdefault(job.workload, job.options)
+            workloads.setdefault(workload, ImportedWorkload(workload, job.name, job.options))
             repetitions[cell] += 1
-            source = {"file": file.path, "fio_version": output.fio_version, "finished_at_from": "fio" if output.finished_at else "file modification time"}
+            source = {"file": file.path, "job": job.name, "fio_version": output.fio_version, "finished_at_from": "fio" if output.finished_at else "file modification time"}
             runs.append(
                 RunRecord(
-                    target=job.target, workload=job.workload, repetition=repetitions[cell], warmup=False, block=repetitions[cell], position=len(runs),
+                    target=job.target, workload=workload, repetition=repetitions[cell], warmup=False, block=repetitions[cell], position=len(runs),
                     started_at=finished - timedelta(seconds=job.seconds), finished_at=finished, status="failed" if job.error else "ok", error=job.error,
                     buffered=job.buffered, outputs=[RawOutput("", "fio", file.text)], metrics=job.metrics, source=source | ({"host": job.host} if job.host else {}),
                 )
             )
-    return ImportedStudy(
-        name, list(paths), [ImportedTarget(t, v) for t, v in targets.items()], [ImportedWorkload(w, o) for w, o in workloads.items()], runs, files, skipped
-    )
+    return ImportedStudy(name, list(paths), [ImportedTarget(t, v) for t, v in targets.items()], list(workloads.values()), runs, files, skipped)
 
 
 def imported_from(study_run: dict) -> dict | None:

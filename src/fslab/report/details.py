@@ -78,14 +78,14 @@ def _histograms(outputs: dict[int, list[RawOutput]], runs: list[dict]) -> tuple[
     """Each cell's bins per phase and direction, added up over its runs, of the one latency every
     run of the cell kept bins of (DISTRIBUTED, in that order), from fio's outputs of every phase
     (`outputs`, by run id). An imported run's file may hold other jobs and hosts: only its own are
-    read."""
+    read (its fio job name, which its workload's name may extend by options: importer.py)."""
     per_cell: dict[tuple[str, str, str], list[dict[tuple[str, str], dict[int, int]]]] = defaultdict(list)
     unreadable = []
     for r in runs:
         source = r.get("source") or {}
         for output in outputs.get(r["id"], []):
             try:
-                bins = latency_bins(output.text, job=r["workload"], host=source.get("host"), kinds=DISTRIBUTED) if source else latency_bins(output.text, kinds=DISTRIBUTED)
+                bins = latency_bins(output.text, job=source.get("job", r["workload"]), host=source.get("host"), kinds=DISTRIBUTED) if source else latency_bins(output.text, kinds=DISTRIBUTED)
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 unreadable.append(f"{r['target']} · {r['workload']} · run {r['repetition']}: fio's stored output has no readable latency bins ({type(exc).__name__}: {exc})")
                 continue

@@ -549,7 +549,7 @@ def header_lines(s: StudySummary) -> list[str]:
                 f"on {imported['at'][:19].replace('T', ' ')} UTC, measured from {sr['started_at']:%Y-%m-%d %H:%M:%S} to {sr['finished_at']:%Y-%m-%d %H:%M:%S} UTC; "
                 f"bandwidth in {s.units.describe()}. Up to {sr['repetitions']} runs per cell, one per file, in the order the files came."
             ),
-            "fslab did not run these: it knows each target by name and by fio's output alone (not its machine, filesystem or options); each fio job name is a workload.",
+            "fslab did not run these: it knows each target by name and by fio's output alone (not its machine, filesystem or options); each fio job name is a workload, or one per set of options where its files ran it with different ones (named by those options).",
         ]
     else:
         lines = [
