@@ -13,7 +13,7 @@ import math
 import os
 import stat
 import tomllib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -781,15 +781,19 @@ def short_runs(study: Study) -> str | None:
     return f"{len(short)} workload(s) measure for less than {SHORT_RUN_FLOOR:g}s, where fslab's overhead and fio's ramp-up weigh on the figures: {listed}; {fix}"
 
 
-def describe_study(study: Study, repetitions: int | None = None) -> str:
-    """One line for a progress header: cells, runs and the expected measured time."""
+def describe_study(study: Study, repetitions: int | None = None, skipped: Sequence[str] = ()) -> str:
+    """One line for a progress header: cells, the runs that will be made (warm-ups apart) and the
+    expected time in their workloads; `study` is the study as it will run, without the targets
+    `skipped`, which are named."""
     repetitions = repetitions or study.repetitions
-    runs = len(study.cells) * repetitions
-    seconds = sum(c.workload.seconds for c in study.cells) * repetitions
-    # A workload may name the targets it runs on, so cells are counted, not targets × workloads.
     cells = len(study.cells)
+    runs, warmups = cells * repetitions, cells * study.warmup
+    seconds = sum(c.workload.seconds for c in study.cells) * (repetitions + study.warmup)
+    # A workload may name the targets it runs on, so cells are counted, not targets × workloads.
     if cells == len(study.targets) * len(study.workloads):
         shape = f"{len(study.targets)} targets × {len(study.workloads)} workloads"
     else:
         shape = f"{cells} cells ({len(study.targets)} targets, {len(study.workloads)} workloads, some on named targets only)"
-    return f"{shape} × {repetitions} = {runs} runs, about {format_duration(seconds)} of measurement"
+    first = f" and {warmups} warm-up runs before them" if warmups else ""
+    left_out = f"; {len(skipped)} target(s) skipped, this machine cannot run them: {', '.join(skipped)}" if skipped else ""
+    return f"{shape} × {repetitions} = {runs} runs{first}, about {format_duration(seconds)} of measurement{left_out}"
