@@ -123,3 +123,20 @@ def test_fixed_runs_are_never_extended():
     cells = {("rand_read", "ext4"): (50000, 0.3), ("rand_write", "ext4"): (40000, 0.3)}
     planner, plan = simulate(ONE_TARGET, Repetitions(runs=4), cells)
     assert len(plan) == 8 and {o["status"] for o in planner.outcome().values()} == {"fixed"}
+
+
+def test_no_comparison_with_a_substitute_when_the_baseline_was_skipped():
+    """ext4, the study's baseline, skipped: xfs and btrfs are compared with none, so neither is
+    stopped as "decided" against the other (the first target left) as if it were the baseline."""
+    import numpy as np
+
+    study = parse_study(STUDY.replace('name = "plan"', 'name = "plan"\nbaseline = "ext4"'), "s.toml", base_dir=Path(".")).without({"ext4"})
+    assert [t.name for t in study.targets] == ["xfs", "btrfs"]
+    rng = np.random.default_rng(5)
+    planner = Planner([c for c in study.cells if c.workload.name == "rand_read"], Repetitions(runs=3, target_ci=0.001, max_runs=8), seed=3)
+    samples: dict = {}
+    while block := planner.next_block(samples):
+        for run in block:
+            level = 50000 if run.cell.target.name == "xfs" else 25000  # far apart: beyond doubt at once, were they compared
+            samples.setdefault(run.cell.key, {}).setdefault("read_iops", []).append(float(rng.lognormal(np.log(level), 0.05)))
+    assert {o["status"] for o in planner.outcome().values()} == {"max runs"}

@@ -416,6 +416,20 @@ def test_describe_study_counts_cells_when_a_workload_names_its_targets():
     assert describe_study(only_xfs).startswith("11 cells (5 targets, 3 workloads, some on named targets only) × 2 = 22 runs")
 
 
+def test_the_announced_runs_are_those_that_will_be_made():
+    """btrfs-vs-zfs with zvol-16k skipped announced 142 runs and made 126: the count is of the
+    study as it runs, its warm-ups said, the skipped targets named."""
+    from fslab.study import describe_study
+
+    study = load_study("btrfs-vs-zfs")
+    running = dataclasses.replace(study.without({"zvol-16k"}), repetitions=2)
+    said = describe_study(running, skipped=["zvol-16k"])
+    assert said.startswith("63 cells (7 targets, 10 workloads, some on named targets only) × 2 = 126 runs, about ")
+    assert said.endswith("; 1 target(s) skipped, this machine cannot run them: zvol-16k")
+    nas = dataclasses.replace(load_study("nas-stack"), repetitions=2)
+    assert describe_study(nas).startswith(f"{len(nas.cells)} cells (5 targets, 5 workloads, some on named targets only) × 2 = {2 * len(nas.cells)} runs and {len(nas.cells)} warm-up runs before them, about ")
+
+
 def test_locate_counts_nested_array_tables_within_their_own_parent():
     """[[workload.phase]] tables are numbered afresh in each [[workload]]: the second workload's
     second phase is found at its own line, not at the first workload's."""

@@ -11,6 +11,7 @@ from conftest import FIXTURES, fresh_workdir, fslab, write_study
 from fslab.devices import layers
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.zfs import properties_not_in_effect
+from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB
 from fslab.resume import resumable
 from fslab.study import parse_study, short_runs
@@ -76,6 +77,7 @@ name = "reading"
 repetitions = 1
 image_size = "256MiB"
 units = "MiB/s"
+baseline = "ext4-md"
 
 [fio]
 size = "32MiB"
@@ -95,7 +97,7 @@ mount_options = "nodatacow,compress=zstd"  # compress, last, wins: the kernel dr
 name = "ext4-md"
 filesystem = "ext4"
 devices = 2
-layers = ["md-raid1"]
+layers = ["md-raid1", "luks"]
 
 [[workload]]
 name = "write"
@@ -159,10 +161,16 @@ def test_unsupported_targets_are_skipped_recorded_and_listed(reading):
     study_run = db.study_run()
     assert {t["name"] for t in db.targets(study_run["id"])} == {"btrfs-cow", "btrfs-overridden"}
     assert {r["target"] for r in db.runs(study_run["id"]) if r["status"] == "ok"} == {"btrfs-cow", "btrfs-overridden"}
-    [skipped] = study_run["settings"]["skipped"]
+    [skipped] = study_run["settings"]["skipped"]  # once, whatever it lacks
     assert skipped["target"] == "ext4-md" and skipped["why"].startswith("it needs md-raid1, and ")
+    assert ("; it needs luks, and " in skipped["why"]) == (layers.missing("luks") is not None)
     said = " ".join(result.stdout.split())
+    assert "reading: 2 targets × 1 workloads × 1 = 2 runs, about " in said, "the runs that are made are announced"
+    assert "; 1 target(s) skipped, this machine cannot run them: ext4-md" in said
     assert "Skipped: 1 target(s) this machine cannot run (--skip-unsupported):" in said and f"ext4-md: {skipped['why']}" in said
+    # the study's baseline skipped: its targets are compared with none, not with a substitute
+    assert f"ext4-md: {skipped['why']} — it is the baseline of btrfs-cow, btrfs-overridden, so they are compared with none" in said
+    assert "compared with btrfs-cow" not in said and not summarize_study_run(db, study_run["id"]).analysis.rows
     markdown = (report(root, db) / "summary.md").read_text()
     assert "## Skipped targets" in markdown and f"- ext4-md: {skipped['why']}" in markdown
     assert json.loads((report(root, db) / "summary.json").read_text())["skipped"] == [skipped]

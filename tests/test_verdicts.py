@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from fslab.analysis import analyse, ranking_line
+from fslab.checks import Unsupported
 from fslab.raw_reference import FLASH_READ_US, cached_references
 from fslab.report.files import to_csv, to_json
 from fslab.report.summary import (
@@ -21,6 +22,7 @@ from fslab.report.summary import (
     fmt_mean_ci,
     header_lines,
     method_line,
+    skipped_lines,
     stored_baselines,
 )
 from fslab.results.db import SampleGroups
@@ -218,3 +220,97 @@ def test_summaries_of_targets_stored_before_baselines_use_the_study_baseline():
     stored = [{"name": "a", "spec": {}}, {"name": "b", "spec": {}}, {"name": "c", "spec": {"baseline": "b"}}]
     assert stored_baselines(stored, None) == {"a": "a", "b": "a", "c": "b"}
     assert stored_baselines(stored, "b") == {"a": "b", "b": "b", "c": "b"}
+
+
+def test_btrfs_options_compares_every_option_with_default_btrfs():
+    """Seed 002 compares compression, nodatasum and nodatacow with default Btrfs, not with the
+    sweep's first option."""
+    study = load_study("btrfs-options")
+    by_name = {t.name: t for t in study.targets}
+    default = by_name["btrfs"]
+    assert (default.filesystem, default.mkfs_options, default.mount_options, default.devices) == ("btrfs", (), "", 1), "default Btrfs is a target"
+    assert study.baseline == "btrfs" and default.baseline == "btrfs", "compared with none: the others are compared with it"
+    swept = [n for n in by_name if n.startswith("btrfs-opts[")]
+    assert swept == ["btrfs-opts[nodatasum]", "btrfs-opts[nodatacow]", "btrfs-opts[compress=zstd]"]
+    assert {n: t.baseline for n, t in by_name.items() if n != "btrfs"} == {n: "btrfs" for n in by_name if n != "btrfs"}
+    rng = np.random.default_rng(2)
+    samples = {("rand_write", n): {"write_iops": list(rng.lognormal(np.log(1000), 0.02, 3))} for n in by_name}
+    stored = [{"name": t.name, "filesystem": t.filesystem, "spec": t.spec()} for t in study.targets]
+    analysis = analyse(samples, DIRECTIONS, list(by_name), ["rand_write"], baselines=stored_baselines(stored, study.baseline))
+    assert {r.target: r.baseline for r in analysis.rows} == {n: "btrfs" for n in by_name if n != "btrfs"}
+
+
+def test_the_study_baseline_of_a_sweeps_filesystem_wins_over_its_first_value():
+    study = """\
+[study]
+name = "b"
+workloads = ["rand_read"]
+baseline = "ext4"
+
+[[target]]
+filesystem = "ext4"
+
+[[target]]
+name = "ext4-tuned"
+filesystem = "ext4"
+mount_options = ["noatime", "data=writeback"]
+
+[[target]]
+name = "xfs"
+filesystem = "xfs"
+mount_options = ["defaults", "noatime"]
+
+[[target]]
+name = "ext4-named"
+filesystem = "ext4"
+mount_options = ["noatime", "nodiratime"]
+baseline = "ext4-tuned[noatime]"
+"""
+    targets = {t.name: t.baseline for t in parse_study(study, "s.toml", base_dir=Path(".")).targets}
+    assert targets == {
+        "ext4": "ext4",
+        "ext4-tuned[noatime]": "ext4", "ext4-tuned[data=writeback]": "ext4",  # the reference the study declared for ext4
+        "xfs[defaults]": "ext4", "xfs[noatime]": "xfs[defaults]",  # no XFS is declared: XFS against its own defaults
+        "ext4-named[noatime]": "ext4-tuned[noatime]", "ext4-named[nodiratime]": "ext4-tuned[noatime]",  # a table's own wins over both
+    }
+
+
+def test_a_skipped_baseline_leaves_its_targets_uncompared_and_says_why():
+    """nas-stack without ext4-stack (no md or device-mapper here): its targets were to be
+    compared with ext4-stack; they are compared with none, not with a bare image instead, and
+    the skip list says so, each skipped target once."""
+    study = load_study("nas-stack").without({"ext4-stack"})
+    names = [t.name for t in study.targets]
+    assert names == ["ext4-stack/raw-1", "ext4-stack/raw-2", "zfs-mirror", "zfs-mirror-encrypted"]
+    assert {t.baseline for t in study.targets} == {"ext4-stack"}, "the baseline the study gave them, kept"
+    rng = np.random.default_rng(3)
+    samples = {("backup-write", n): {"write_iops": list(rng.lognormal(np.log(level), 0.02, 3))} for n, level in zip(names, (900, 950, 400, 300))}
+    stored = [{"name": t.name, "filesystem": t.filesystem, "spec": t.spec()} for t in study.targets]
+    baselines = stored_baselines(stored, study.baseline)
+    analysis = analyse(samples, DIRECTIONS, names, ["backup-write"], baselines=baselines)
+    assert analysis.rows == [], "no comparison with a substitute"
+    assert analysis.rankings[("backup-write", "write_iops")].order[0] in names[:2], "the rankings still order them"
+    from fslab.checks import by_target
+
+    why = "it needs md-raid1, and this kernel has no md RAID1"
+    skipped = [Unsupported("ext4-stack", why), Unsupported("ext4-stack", "it needs luks, and no dm-crypt"), Unsupported("ext4-stack", why), Unsupported("zfs-mirror-encrypted", "encryption needs OpenZFS")]
+    s = _summary(targets=stored[:3], skipped=by_target(skipped), analysis=analyse(samples, DIRECTIONS, names[:3], ["backup-write"], baselines=baselines))
+    lines = skipped_lines(s)
+    assert lines[0] == "Skipped: 2 target(s) this machine cannot run (--skip-unsupported):" and len(lines) == 3
+    assert lines[1].startswith(f"ext4-stack: {why}; it needs luks, and no dm-crypt — it is the baseline of ext4-stack/raw-1, ext4-stack/raw-2, zfs-mirror, so they are compared with none")
+    assert lines[2] == "zfs-mirror-encrypted: encryption needs OpenZFS"
+    # --baseline compares every target with one that ran, and then nothing is said to be uncompared
+    s.analysis = analyse(samples, DIRECTIONS, names[:3], ["backup-write"], baselines=baselines, baseline="zfs-mirror")
+    assert {r.target for r in s.analysis.rows} == {"ext4-stack/raw-1", "ext4-stack/raw-2"} and "baseline of" not in " ".join(skipped_lines(s))
+
+
+def test_one_rule_says_who_is_compared_with_whom():
+    from fslab.analysis import compared_with
+
+    present = ["a", "b", "c"]
+    assert compared_with("b", "a", present) == "a"
+    assert compared_with("a", "a", present) is None, "its own baseline: compared with none"
+    assert compared_with("b", "gone", present) is None, "a baseline not measured here: none, not a substitute"
+    assert compared_with("b", "a", present, override="c") == "c" and compared_with("c", "a", present, override="c") is None
+    assert compared_with("b", "a", present, override="gone") == "a", "--baseline where it was measured, else each target's own"
+    assert compared_with("b", None, present) == "a", "stored without one: the first"

@@ -8,6 +8,7 @@ Pure: takes samples grouped by cell, returns comparisons. stats.py does the arit
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -55,6 +56,7 @@ class Analysis:
     runs_needed: dict[str, int | None]  # workload → runs per cell for a ratio within ±precision
     threshold: float
     precision: float
+    override: str | None = None  # --baseline: the target every other is compared with where it was measured
 
     def rows_of(self, workload: str) -> list[Row]:
         return [r for r in self.rows if r.workload == workload]
@@ -93,10 +95,11 @@ def analyse(
     roles: Roles | None = None,
 ) -> Analysis:
     """Every pair of targets per workload and compared metric, Benjamini–Hochberg over all of
-    them. Each target's rows compare it with its baseline: `baseline` for every target when given
-    (the command line's --baseline), else `baselines[target]` (each target's own, as the study
-    set it), else the first target. A target that is its own baseline has no rows. `roles`: which
-    metrics are compared and which decide precision and rank (default: as declared)."""
+    them. Each target's rows compare it with its baseline (`compared_with`): `baseline` for every
+    target when given (the command line's --baseline), else `baselines[target]` (each target's
+    own, as the study set it), else the first target. A target that is its own baseline, or whose
+    baseline was not measured, has no rows. `roles`: which metrics are compared and which decide
+    precision and rank (default: as declared)."""
     if baseline is not None and baseline not in targets:
         raise AnalysisError(f"no target '{baseline}' in this study run; its targets: {', '.join(targets)}")
     precision = threshold if precision is None else precision
@@ -118,17 +121,25 @@ def analyse(
     tested = compare_pairs(list(pairs.values()), threshold)
     family = Analysis([], dict(zip(pairs, adjust_family(tested, threshold))), {}, needed, threshold, precision)
     rankings = _rankings(family, samples, roles, higher_is_better, measured)
-    return replace(family, rows=_rows(family, samples, roles, targets[0] if targets else None, measured, baselines, baseline), rankings=rankings)
+    return replace(family, rows=_rows(family, samples, roles, measured, baselines, baseline), rankings=rankings, override=baseline)
 
 
-def _rows(
-    family: Analysis, samples: Samples, roles: Roles, first: str | None, measured: dict[str, list[str]], baselines: dict[str, str] | None, override: str | None
-) -> list[Row]:
+def compared_with(target: str, own: str | None, present: Sequence[str], override: str | None = None) -> str | None:
+    """The target `target` is compared with in one workload, `present` being the targets measured
+    there (the one rule, for the tables and for the planner): `override` (--baseline) where it
+    was measured, else the target's own baseline as the study settled it (none stored: the
+    first target); none when that is the target itself or was not measured in this workload —
+    a skipped or failed baseline is never replaced by a substitute."""
+    base = override if override in present else own if own is not None else next(iter(present), None)
+    return base if base in present and base != target else None
+
+
+def _rows(family: Analysis, samples: Samples, roles: Roles, measured: dict[str, list[str]], baselines: dict[str, str] | None, override: str | None) -> list[Row]:
     rows = []
     for workload, present in measured.items():
         for target in present:
-            base = override or (first if baselines is None else baselines.get(target, target))
-            for metric in roles.compared_in(workload, samples[(workload, target)]) if base != target else []:
+            base = compared_with(target, (baselines or {}).get(target), present, override)
+            for metric in roles.compared_in(workload, samples[(workload, target)]) if base is not None else []:
                 found = family.comparison(workload, metric, base, target)
                 if found is not None:
                     rows.append(Row(workload, target, base, metric, found))

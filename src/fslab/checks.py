@@ -3,6 +3,7 @@ doctor` and by the modules that know what they need (each filesystem names its o
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,15 @@ class Unsupported:
 
     def __str__(self) -> str:
         return f"target '{self.target}': {self.why}"
+
+
+def by_target(found: Iterable[Unsupported]) -> list[Unsupported]:
+    """One Unsupported per target, in the order met, what it lacks joined (each reason once): a
+    target that needs md, LUKS and LVM on a machine without them is one target skipped, not three."""
+    reasons: dict[str, dict[str, None]] = {}
+    for u in found:
+        reasons.setdefault(u.target, {})[u.why] = None
+    return [Unsupported(target, "; ".join(why)) for target, why in reasons.items()]
 
 
 def tool_check(name: str, argv: tuple[str, ...], package: str, required: bool = True) -> Check:

@@ -33,6 +33,7 @@ from fslab.workdir import DEFAULT_WORKDIR, Workdir
 # the commands that run one: a summary, a report, a comparison need none of it, and start faster.
 if TYPE_CHECKING:
     from fslab.plan import PlannedRun
+    from fslab.checks import Unsupported
     from fslab.runner import RunObserver
     from fslab.study import Study
 
@@ -85,9 +86,16 @@ def _resume_command(results: ResultsDB, study_run_id: int, owner: Owner | None) 
 class _ProgressObserver:
     """A progress bar with ETA naming the current target, workload and repetition."""
 
-    def __init__(self, progress: Progress):
+    def __init__(self, progress: Progress, then: str = ""):
         self.progress = progress
         self.task = progress.add_task("starting", total=None)
+        self.then = then  # what follows the announced runs (adaptive: more until a precision)
+
+    def announce(self, study: Study, skipped: list[Unsupported]) -> None:
+        from fslab.study import describe_study
+
+        said = describe_study(study, skipped=[u.target for u in skipped]) + self.then
+        self.progress.console.print(f"[bold]{safe_markup(study.name)}[/bold]: {safe_markup(said)}", highlight=False)
 
     def notice(self, message: str) -> None:
         self.progress.console.print(visible(message), markup=False, highlight=False)
@@ -148,7 +156,7 @@ def run(
         raise _fail("--scale-sizes-only goes with --scale: give the factor sizes are multiplied by (e.g. --scale 0.1)")
     from fslab.plan import Repetitions
     from fslab.runner import run_study
-    from fslab.study import describe_study, load_study
+    from fslab.study import load_study
 
     loaded = load_study(study, scale=scale or 1.0, scale_sizes_only=scale_sizes_only)
     _warn_short_runs(loaded)
@@ -161,10 +169,10 @@ def run(
         threshold=threshold,
     )
     results = _open_db(db)
-    console.print(f"[bold]{safe_markup(loaded.name)}[/bold]: {describe_study(loaded, repetitions.runs)}" + (f", then more until ±{target_ci:.1%}" if target_ci else ""), highlight=False)
     flags = tuple(destroy_data or ())
     study_run_id = _with_progress(
-        lambda observer: run_study(loaded, results, Workdir(workdir), repetitions=repetitions, seed=seed, baseline=baseline, observer=observer, destroy_flags=flags, skip_unsupported=skip_unsupported)
+        lambda observer: run_study(loaded, results, Workdir(workdir), repetitions=repetitions, seed=seed, baseline=baseline, observer=observer, destroy_flags=flags, skip_unsupported=skip_unsupported),
+        then=f", then more until ±{target_ci:.1%}" if target_ci else "",
     )
     _show_and_exit(results, study_run_id, baseline=baseline, threshold=threshold)
 
@@ -192,12 +200,13 @@ def _warn_short_runs(study: Study) -> None:
         errors.print(f"[yellow]warning[/yellow]: {safe_markup(warning)}", highlight=False, soft_wrap=True)
 
 
-def _with_progress(start: Callable[[RunObserver], int]) -> int:
-    """Run a study run under a progress bar; returns its id. Ctrl-C or `kill` ends it interrupted."""
+def _with_progress(start: Callable[[RunObserver], int], then: str = "") -> int:
+    """Run a study run under a progress bar; returns its id. Ctrl-C or `kill` ends it interrupted.
+    `then`: what follows the runs it announces."""
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
     try:
         with Progress(*columns, console=console, transient=True) as progress:
-            return start(_ProgressObserver(progress))
+            return start(_ProgressObserver(progress, then))
     except KeyboardInterrupt:
         errors.print("[yellow]interrupted[/yellow]: mounts and loop devices released; the runs already done are stored. `fslab run --resume` (with the same --db and --workdir) continues it.")
         raise typer.Exit(130) from None

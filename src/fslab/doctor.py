@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 from fslab import cgroups
-from fslab.checks import Check, Unsupported, tool_check
+from fslab.checks import Check, Unsupported, by_target, tool_check
 from fslab.devices import layers, zram
 from fslab.environment import TOOLS, filesystem_of
 from fslab.filesystems import FILESYSTEMS
@@ -82,11 +82,11 @@ def study_problems(study: Study, workdir: Path) -> list[str]:
 
 
 def unsupported_targets(study: Study) -> list[Unsupported]:
-    """The study's targets this machine cannot run, each with why: its filesystem's tools or
-    kernel support, a layer, what its filesystem lacks for it (a zvol on zfs-fuse) or zram."""
+    """The study's targets this machine cannot run, each once with all it lacks: its filesystem's
+    tools or kernel support, a layer, what its filesystem lacks for it (a zvol on zfs-fuse) or zram."""
     lacking = {kind: [f"{c.name}: {c.detail} — {c.fix}" for c in FILESYSTEMS[kind].machine_checks() if not c.ok] for kind in {t.filesystem for t in study.targets}}
     found = [Unsupported(t.name, why) for t in study.targets for why in lacking[t.filesystem]]
-    return found + layer_problems(study) + filesystem_problems(study) + zram_problems(study)
+    return by_target(found + layer_problems(study) + filesystem_problems(study) + zram_problems(study))
 
 
 def zram_problems(study: Study) -> list[Unsupported]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from fslab.analysis import Samples, roles_of
+from fslab.analysis import Samples, compared_with, roles_of
 from fslab.metrics import Roles
 from fslab.stats import compare, projected_half_width, summarize
 from fslab.study import Cell
@@ -142,14 +142,13 @@ class Planner:
                 state.status = "decided"
 
     def _base_of(self, cell: Cell) -> Cell | None:
-        """The cell `cell` is compared with: the --baseline for all, else its target's own, else
-        the workload's first; None for a cell compared with none."""
+        """The cell `cell` is compared with (analysis.compared_with); None for a cell compared with none."""
         return self._bases[cell.key]
 
     def _find_base(self, cell: Cell) -> Cell | None:
-        same = [c for c in self.cells if c.workload.name == cell.workload.name]
-        name = self.baseline if self.baseline in {c.target.name for c in same} else cell.target.baseline or same[0].target.name
-        return next((c for c in same if c.target.name == name and c is not cell), None)
+        same = {c.target.name: c for c in self.cells if c.workload.name == cell.workload.name}
+        name = compared_with(cell.target.name, cell.target.baseline, list(same), self.baseline)
+        return None if name is None else same[name]
 
     def _awaited(self, cell: Cell) -> bool:
         """Whether a cell compared with this one is still running."""

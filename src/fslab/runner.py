@@ -48,6 +48,7 @@ from fslab.workloads.base import READ_BYTES, WRITTEN_BYTES, RawOutput, StudyScop
 
 
 class RunObserver(Protocol):
+    def announce(self, study: Study, skipped: list[Unsupported]) -> None: ...  # the study as it will run, before anything is made
     def notice(self, message: str) -> None: ...
     def starting(self, planned: PlannedRun, index: int, total: int) -> None: ...
     def finished(self, planned: PlannedRun, record: RunRecord) -> None: ...
@@ -79,6 +80,8 @@ def run_study(
     study = study.without({u.target for u in skipped})
     repetitions = repetitions or Repetitions(runs=study.repetitions, warmup=study.warmup)
     study = replace(study, repetitions=repetitions.runs, warmup=repetitions.warmup)  # as stored with the study run
+    if observer:
+        observer.announce(study, skipped)
     plan_seed = seed if seed is not None else study.seed if study.seed is not None else new_seed()
     settings = repetitions.describe() | ({"baseline": baseline} if baseline else {}) | study_run_settings(study, skipped)  # all a resumed study run needs again
     versions = {kind: FILESYSTEMS[kind].version() for kind in {t.filesystem for t in study.targets}}

@@ -13,7 +13,7 @@ import math
 import os
 import stat
 import tomllib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -227,14 +227,12 @@ class Study:
         return study_cells(self.targets, self.workloads)  # type: ignore[return-value]  # no limit: never None
 
     def without(self, names: set[str]) -> Study:
-        """The study without these targets (skipped: this machine cannot run them); a target
-        compared with one of them is compared with the study's baseline instead, or the first
-        target left when that is skipped too."""
+        """The study without these targets (skipped: this machine cannot run them). Every other
+        target keeps the baseline the study gave it: one compared with a skipped target is
+        compared with none, never with a substitute (the summary says why)."""
         if not names:
             return self
-        kept = [replace(t, baseline=None) if t.baseline in names else t for t in self.targets if t.name not in names]
-        baseline = None if self.baseline in names else self.baseline
-        return replace(self, targets=resolve_baselines(kept, baseline), baseline=baseline)
+        return replace(self, targets=[t for t in self.targets if t.name not in names])
 
 
 def builtin_studies() -> dict[str, str]:
@@ -280,7 +278,8 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0,
         where.refuse(exc.errors(), lambda error: describe_error(error, where.lines, filename, allowed_fields, untagged))
 
     _refuse_too_many_targets(model, where)
-    tables = [(i, t) for i, section in enumerate(model.target) for t in _expand_target(section, model.study, scale)]
+    expanded = [(i, t, first) for i, section in enumerate(model.target) for t, first in _expand_target(section, model.study, scale)]
+    tables = [(i, t) for i, t, _ in expanded]
     targets = [t for _, t in tables]
     where.require_unique([(("target", i), t.name) for i, t in tables], "target")
     where.refuse(_floor_problems(model, tables, scale, where))
@@ -291,7 +290,7 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0,
         [i for i, section in enumerate(model.target) if section.baseline is not None and section.baseline not in names],
         lambda i: f"{where(('target', i, 'baseline'))}: {unknown('target', model.target[i].baseline, names)}",  # type: ignore[arg-type]
     )
-    targets = resolve_baselines(targets, model.study.baseline)
+    targets = resolve_baselines(targets, model.study.baseline, {t.name: first for _, t, first in expanded if first})
     workloads = _workloads(model, base_dir, scale, 1.0 if scale_sizes_only else scale, where)
     if not workloads:
         raise StudyError(f"{filename}: the study runs no workload: list built-in ones in [study] workloads, or add [[workload]] tables")
@@ -396,15 +395,15 @@ def _floor_problems(model: StudyFile, tables: list[tuple[int, Target]], scale: f
         yield f"{where(at)}: {size} is too small for target '{target.name}' ({whose}): {problem}"
 
 
-def _expand_target(section: TargetSection, study: StudySection, scale: float) -> list[Target]:
-    """One target per combination of the table's swept values. Each one's baseline: its table's
-    `baseline`, else its sweep's first value on the same filesystem (ext4[noatime] →
-    ext4[defaults]; a sweep of filesystems alone makes no groups), else none yet: those are
-    settled by resolve_baselines."""
+def _expand_target(section: TargetSection, study: StudySection, scale: float) -> list[tuple[Target, str | None]]:
+    """One target per combination of the table's swept values, each with the baseline its table
+    names (else none yet) and its sweep's first value on the same filesystem when it is a later
+    one (ext4[noatime] → ext4[defaults]; a sweep of filesystems alone makes no groups): both are
+    weighed by resolve_baselines. A table's raw baselines come after its target, with neither."""
     dimensions = _dimensions(section, study)
     swept = [key for key, values in dimensions.items() if len(values) > 1]
-    targets: list[Target] = []
-    first: dict[str, str] = {}  # filesystem → its sweep's first value: the baseline of the others unless the table names one
+    targets: list[tuple[Target, str | None]] = []
+    first: dict[str, str] = {}  # filesystem → its sweep's first value
     for combination in itertools.product(*dimensions.values()):
         values = dict(zip(dimensions, combination))
         full_size = parse_size(values["image_size"])
@@ -429,24 +428,39 @@ def _expand_target(section: TargetSection, study: StudySection, scale: float) ->
             named=tuple(section.named),
             zram=section.zram,
             blkdiscard=section.blkdiscard,
+            baseline=section.baseline,
         )
         if scale != 1.0 and not target.named:  # the user's devices are not scaled
             target = FILESYSTEMS[target.filesystem].scaled(target, full_size, scale)
-        target = replace(target, baseline=section.baseline or first.get(target.filesystem))  # a first value itself: the study's
+        targets.append((target, first.get(target.filesystem)))
         if any(key != "filesystem" for key in swept):
             first.setdefault(target.filesystem, target.name)
-        targets.append(target)
         if section.raw_baseline:
-            targets += raw_baselines(target)
+            targets += [(raw, None) for raw in raw_baselines(target)]
     return targets
 
 
-def resolve_baselines(targets: list[Target], study_baseline: str | None) -> list[Target]:
-    """Each target's baseline settled, to be stored with it: the one it has (from its table or
-    its sweep, see _expand_target), else the study's baseline, else the first target. A target
-    whose baseline is itself is compared with none."""
+def resolve_baselines(targets: list[Target], study_baseline: str | None, sweep_first: dict[str, str]) -> list[Target]:
+    """Each target's baseline settled, to be stored with it (the one place this rule lives):
+    1. the baseline its table names;
+    2. else the study's baseline when that is a target of the same filesystem: the reference the
+       study declared for it wins over an implicit one (btrfs-options: Btrfs with compression
+       against default Btrfs, not against the sweep's first option);
+    3. else its sweep's first value (`sweep_first`: target → it, for a sweep's later values):
+       each filesystem against its own defaults, as seed 000 tuned them;
+    4. else the study's baseline, else the first target.
+    A target whose baseline is itself is compared with none."""
+    filesystem = {t.name: t.filesystem for t in targets}
     default = study_baseline or targets[0].name
-    return [replace(t, baseline=t.baseline or default) for t in targets]
+
+    def settled(target: Target) -> str:
+        if target.baseline is not None:
+            return target.baseline
+        if study_baseline is not None and filesystem[study_baseline] == target.filesystem:
+            return study_baseline
+        return sweep_first.get(target.name, default)
+
+    return [replace(t, baseline=settled(t)) for t in targets]
 
 
 def raw_baselines(target: Target) -> list[Target]:
@@ -772,15 +786,19 @@ def short_runs(study: Study) -> str | None:
     return f"{len(short)} workload(s) measure for less than {SHORT_RUN_FLOOR:g}s, where fslab's overhead and fio's ramp-up weigh on the figures: {listed}; {fix}"
 
 
-def describe_study(study: Study, repetitions: int | None = None) -> str:
-    """One line for a progress header: cells, runs and the expected measured time."""
+def describe_study(study: Study, repetitions: int | None = None, skipped: Sequence[str] = ()) -> str:
+    """One line for a progress header: cells, the runs that will be made (warm-ups apart) and the
+    expected time in their workloads; `study` is the study as it will run, without the targets
+    `skipped`, which are named."""
     repetitions = repetitions or study.repetitions
-    runs = len(study.cells) * repetitions
-    seconds = sum(c.workload.seconds for c in study.cells) * repetitions
-    # A workload may name the targets it runs on, so cells are counted, not targets × workloads.
     cells = len(study.cells)
+    runs, warmups = cells * repetitions, cells * study.warmup
+    seconds = sum(c.workload.seconds for c in study.cells) * (repetitions + study.warmup)
+    # A workload may name the targets it runs on, so cells are counted, not targets × workloads.
     if cells == len(study.targets) * len(study.workloads):
         shape = f"{len(study.targets)} targets × {len(study.workloads)} workloads"
     else:
         shape = f"{cells} cells ({len(study.targets)} targets, {len(study.workloads)} workloads, some on named targets only)"
-    return f"{shape} × {repetitions} = {runs} runs, about {format_duration(seconds)} of measurement"
+    first = f" and {warmups} warm-up runs before them" if warmups else ""
+    left_out = f"; {len(skipped)} target(s) skipped, this machine cannot run them: {', '.join(skipped)}" if skipped else ""
+    return f"{shape} × {repetitions} = {runs} runs{first}, about {format_duration(seconds)} of measurement{left_out}"

@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 
 from fslab.analysis import Analysis, Row, analyse, ranking_line
-from fslab.checks import Unsupported
+from fslab.checks import Unsupported, by_target
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Filesystem
 from fslab.importer import imported_from
@@ -92,7 +92,7 @@ def summarize_study_run(
     """`units` (default: the study file's, else MB/s) is the bandwidth shown."""
     study_run = db.study_run(study_run_id)
     chosen = tomllib.loads(study_run["study_source"]).get("study", {})
-    skipped = [Unsupported(**u) for u in (study_run.get("settings") or {}).get("skipped", [])]
+    skipped = by_target(Unsupported(**u) for u in (study_run.get("settings") or {}).get("skipped", []))  # older study runs stored one per reason
     targets = db.targets(study_run_id)
     runs = db.runs(study_run_id, RUN_FACTS)
     groups = db.sample_groups(study_run_id)
@@ -188,12 +188,13 @@ def filesystem_of(target: dict) -> Filesystem | None:
 
 def stored_baselines(targets: list[dict], study_baseline: str | None) -> dict[str, str]:
     """Target → the target it is compared with, as stored in its spec when the study run began
-    (its own name for a target others are compared with). Targets stored before baselines were:
-    the study file's baseline, else the first target."""
+    (its own name for a target others are compared with; a skipped target's name stays, so its
+    comparisons are absent, not made with a substitute: analysis.compared_with). Targets stored
+    before baselines were: the study file's baseline, else the first target."""
     names = [t["name"] for t in targets]
     default = study_baseline if study_baseline in names else names[0]
     stored = {t["name"]: t["spec"].get("baseline") for t in targets}
-    return {name: base if base in names else default for name, base in stored.items()}
+    return {name: default if base is None else base for name, base in stored.items()}
 
 
 def _cell_statistics(metrics: dict[str, list[float]], higher_is_better: dict[str, bool], above_raw: dict[str, BeyondRaw]) -> dict[str, Summary]:
@@ -531,10 +532,27 @@ def scale_text(s: StudySummary) -> str:
 
 
 def skipped_lines(s: StudySummary) -> list[str]:
-    """The targets --skip-unsupported left out, each with what this machine lacks for it."""
+    """The targets --skip-unsupported left out, each once with what this machine lacks for it,
+    and the targets that were to be compared with it and so are compared with none."""
     if not s.skipped:
         return []
-    return [f"Skipped: {len({u.target for u in s.skipped})} target(s) this machine cannot run (--skip-unsupported):"] + [f"{u.target}: {u.why}" for u in s.skipped]
+    compared = {r.target for r in s.analysis.rows} | {s.analysis.override}  # with --baseline they are compared all the same
+    waiting: dict[str, list[str]] = defaultdict(list)
+    for t in s.targets:
+        if t["name"] not in compared:
+            waiting[t["spec"].get("baseline")].append(t["name"])
+    lines = [f"Skipped: {len(s.skipped)} target(s) this machine cannot run (--skip-unsupported):"]
+    for u in s.skipped:
+        orphans = waiting.get(u.target)
+        lines.append(
+            f"{u.target}: {u.why}"
+            + (
+                f" — it is the baseline of {', '.join(orphans)}, so they are compared with none rather than with a substitute "
+                "(the rankings still order them; --baseline TARGET compares every target with one that ran)"
+                if orphans else ""
+            )
+        )
+    return lines
 
 
 def header_lines(s: StudySummary) -> list[str]:
