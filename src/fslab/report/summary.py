@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import tomllib
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from fslab.analysis import Analysis, Row, analyse, ranking_line
+from fslab.analysis import Analysis, Row, analyse, ranking_line, resolution_of
 from fslab.checks import Unsupported
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Filesystem
@@ -106,7 +107,7 @@ def summarize_study_run(
     above = beyond_raw(groups.values, raw_references(targets), roles=groups.roles, higher_is_better=groups.higher_is_better)
     cells = [
         CellSummary(
-            w, t["name"], failed[key], _cell_statistics(groups.values.get(key, {}), groups.higher_is_better, above.get(key, {})),
+            w, t["name"], failed[key], _cell_statistics(groups.values.get(key, {}), groups.higher_is_better, above.get(key, {}), lambda metric, w=w: resolution_of(groups.kinds, w, metric)),
             groups.roles.primary_in(w, groups.values.get(key, {})),
             [*found.get(key, ([], False))[0], *flattered.get(key, [])], found.get(key, ([], False))[1],
         )
@@ -124,7 +125,7 @@ def summarize_study_run(
         not_in_effect[target].update(_not_in_effect(specs[target], effective, details))
     analysis = analyse(
         groups.values, groups.higher_is_better, [t["name"] for t in targets], workloads,
-        baselines=stored_baselines(targets, chosen.get("baseline")), baseline=baseline, threshold=threshold, precision=precision, roles=groups.roles,
+        baselines=stored_baselines(targets, chosen.get("baseline")), baseline=baseline, threshold=threshold, precision=precision, roles=groups.roles, kinds=groups.kinds,
     )
     return StudySummary(
         study_run=study_run,
@@ -196,11 +197,14 @@ def stored_baselines(targets: list[dict], study_baseline: str | None) -> dict[st
     return {name: base if base in names else default for name, base in stored.items()}
 
 
-def _cell_statistics(metrics: dict[str, list[float]], higher_is_better: dict[str, bool], above_raw: dict[str, BeyondRaw]) -> dict[str, Summary]:
-    """Each metric's statistics, warned where it is clearly beyond what the raw devices delivered."""
+def _cell_statistics(
+    metrics: dict[str, list[float]], higher_is_better: dict[str, bool], above_raw: dict[str, BeyondRaw], resolution: Callable[[str], float]
+) -> dict[str, Summary]:
+    """Each metric's statistics, its interval no narrower than the `resolution` its tool prints
+    it to, warned where it is clearly beyond what the raw devices delivered."""
     out = {}
     for metric, values in metrics.items():
-        stats = summarize(values, higher_is_better[metric])
+        stats = summarize(values, higher_is_better[metric], resolution(metric))
         if metric in above_raw:
             stats = replace(stats, warnings=(*stats.warnings, beyond_raw_note(above_raw[metric])))
         out[metric] = stats
