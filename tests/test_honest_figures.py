@@ -67,6 +67,48 @@ def console_text(s) -> str:
     return out.getvalue()
 
 
+# --- item 4: a flagged figure is judged nowhere -------------------------------------------------
+
+# ext4 first (every target's baseline); btrfs's mail server flagged: 4.2 M events/s, "faster 253×".
+FLAGGED = {
+    "ext4": [(16500.0, 0.31), (16800.0, 0.30), (16650.0, 0.32)],
+    "xfs": [(15000.0, 0.35), (15200.0, 0.36), (15100.0, 0.34)],
+    "btrfs": [(4_200_000.0, 0.01), (4_210_000.0, 0.01), (4_190_000.0, 0.01)],
+}
+
+
+def test_a_flagged_cell_is_in_no_verdict_ranking_conclusion_or_chart(tmp_path):
+    db, study_run = stored(tmp_path, FLAGGED, flagged="btrfs")
+    s = summarize_study_run(db, study_run)
+    assert {c.target: c.implausible for c in s.cells} == {"ext4": False, "xfs": False, "btrfs": True}
+    # verdicts: no row, no pair of the family, no ranking holds it
+    assert {r.target for r in s.analysis.rows} == {"xfs"}
+    assert not any("btrfs" in key[2:] for key in s.analysis.pairs)
+    assert all("btrfs" not in r.order for r in s.analysis.rankings.values()) and s.analysis.rankings
+    assert s.analysis.family_size == 2, "ext4 against xfs, in events/s and p95 latency"
+    # conclusions: none judges it; one says it is left out
+    said = [c.text for c in conclusions(s)[W]]
+    assert not any("253" in text or "btrfs is" in text or "btrfs leads" in text for text in said)
+    assert [text for text in said if "btrfs" in text] == [next(t for t in said if t.startswith("Left out"))]
+    assert not conclusions(s)[W][0].text.startswith("btrfs")
+    # charts: neither bar nor dots, nor any other mark of it, and the caption says why
+    charts = study_charts(s, RunDetails())
+    assert charts, "ext4 and xfs are drawn"
+    for chart in charts:
+        drawn = json.dumps(chart.spec.get("datasets", {})) + json.dumps(chart.spec.get("data", {}))
+        assert "btrfs" not in drawn, chart.name
+        assert "Not drawn: btrfs" in chart.caption
+    # console, Markdown and JSON: in the table, marked; in no comparison or ranking
+    for text in (console_text(s), to_markdown(s)):
+        assert "⚠" in text and "IMPLAUSIBLE" in text
+        ranking = [line for line in text.splitlines() if line.startswith("Ranking by")]
+        assert ranking and not any("btrfs" in line for line in ranking)
+        assert re.search(r"Left out of the comparisons, rankings, conclusions and charts: btrfs", text)
+    document = json.loads(to_json(s))
+    assert [c["implausible"] for c in document["cells"] if c["target"] == "btrfs"] == [True]
+    assert "btrfs" not in json.dumps(document["comparisons"]) + json.dumps(document["rankings"])
+
+
 # --- item 5: no interval narrower than the tool prints ------------------------------------------
 
 
@@ -116,3 +158,35 @@ def test_the_stored_sysbench_latency_is_judged_at_its_printed_resolution(tmp_pat
     cell = next(c for c in s.cells if c.target == "xfs").metrics["lat_p95_ms"]
     assert cell.ci_high - cell.ci_low == pytest.approx(0.01)
     assert any("0.01 its tool prints" in w for w in cell.warnings)
+
+
+# --- item 6: one interval rule, every output ----------------------------------------------------
+
+
+def test_every_output_prints_an_interval_only_where_the_tables_do(tmp_path):
+    """A 2-run study run: every table says its intervals need 3 runs; so do the conclusions (also
+    of a verdict), the charts draw no whisker, and the JSON carries the same needs_runs."""
+    two = {"ext4": [(16500.0, 0.31), (16800.0, 0.30)], "xfs": [(12000.0, 0.45), (12100.0, 0.46)], "btrfs": [(16600.0, 0.31), (16700.0, 0.33)]}
+    db, study_run = stored(tmp_path, two)
+    s = summarize_study_run(db, study_run)
+    assert any(r.comparison.differs for r in s.analysis.rows), "a verdict from 2 runs, whose interval is not printed"
+    document, markdown, console = json.loads(to_json(s)), to_markdown(s), console_text(s)
+    said = " ".join(c.text for c in conclusions(s)[W])
+    assert "95 % CI" not in said
+    for r in s.analysis.rows:
+        c = r.comparison
+        assert c.needs_runs == 3 and c.interval is None
+        [table_row] = comparison_rows([r])
+        assert table_row[3] == runs_text(3)
+        [sentence] = [x.text for x in conclusions(s)[W] if x.text.startswith(f"{r.target} ") and metric_label(r.metric) in x.text]
+        assert f"interval {runs_text(3)}" in sentence, sentence
+        [stored_row] = [d for d in document["comparisons"] if (d["target"], d["metric"]) == (r.target, r.metric)]
+        assert stored_row["needs_runs"] == 3
+    for cell in s.cells:
+        for name, stats in cell.metrics.items():
+            assert stats.interval is None and fmt_mean_ci(stats).endswith(f"(interval {runs_text(3)})")
+            assert document["cells"][s.cells.index(cell)]["metrics"][name]["needs_runs"] == 3
+    assert markdown.count(f"(interval {runs_text(3)})") == 6, "events/s and p95 of each of 3 cells"
+    assert not re.search(r"\d ± \d", markdown + console), "no mean ± x% anywhere"
+    for chart in study_charts(s, RunDetails()):
+        assert "errorbar" not in json.dumps(chart.spec), f"{chart.name}: no whisker where no table prints an interval"
