@@ -123,7 +123,7 @@ def test_seed_run_parsed():
     assert all(m == METRICS[m.name].of(m.name, m.value) for m in metrics), "unit, direction and roles as declared"
     assert {name for name, kind in METRICS.items() if kind.primary} == {"events_per_s"}
     assert METRICS["events_per_s"] == MetricKind("events/s", True, primary=True, compared=True)
-    assert METRICS["lat_p95_ms"] == MetricKind("ms", False, compared=True)
+    assert METRICS["lat_p95_ms"] == MetricKind("ms", False, compared=True, resolution=0.01), "printed to 0.01 ms"
 
 
 def test_throughput_run_parsed():

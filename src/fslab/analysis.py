@@ -26,7 +26,7 @@ from fslab.stats import (
     runs_needed,
 )
 from fslab.metrics import Roles
-from fslab.workloads import declared_metrics
+from fslab.workloads import declared_metrics, resolution
 
 if TYPE_CHECKING:
     from fslab.results.db import SampleGroups
@@ -93,13 +93,16 @@ def analyse(
     threshold: float = 0.03,
     precision: float | None = None,
     roles: Roles | None = None,
+    kinds: dict[str, str] | None = None,
 ) -> Analysis:
     """Every pair of targets per workload and compared metric, Benjamini–Hochberg over all of
     them. Each target's rows compare it with its baseline (`compared_with`): `baseline` for every
     target when given (the command line's --baseline), else `baselines[target]` (each target's
     own, as the study set it), else the first target. A target that is its own baseline, or whose
     baseline was not measured, has no rows. `roles`: which metrics are compared and which decide
-    precision and rank (default: as declared)."""
+    precision and rank (default: as declared); `kinds`: each workload's kind, whose printed
+    resolution bounds its intervals (default: fio's). Samples of a cell whose figures cannot be
+    real are left out by the caller (summary.py)."""
     if baseline is not None and baseline not in targets:
         raise AnalysisError(f"no target '{baseline}' in this study run; its targets: {', '.join(targets)}")
     precision = threshold if precision is None else precision
@@ -115,7 +118,7 @@ def analyse(
             names = list(cells)
             for i, a in enumerate(names):
                 for b in names[i + 1 :]:
-                    pairs[(workload, metric, a, b)] = SamplePair(cells[a], cells[b], higher_is_better[metric])
+                    pairs[(workload, metric, a, b)] = SamplePair(cells[a], cells[b], higher_is_better[metric], resolution_of(kinds, workload, metric))
         primary = [samples[(workload, t)][m] for t in present for m in roles.primary_in(workload, samples[(workload, t)])]
         needed[workload] = runs_needed(primary, precision)
     tested = compare_pairs(list(pairs.values()), threshold)
@@ -166,7 +169,7 @@ def _rankings(family: Analysis, samples: Samples, roles: Roles, higher_is_better
 def compare_study_runs(older: SampleGroups, newer: SampleGroups, *, threshold: float = 0.03) -> list[Row]:
     """Every cell present in both study runs' stored samples: newer against older, BH over all of
     them; each metric's direction and roles as either study run stored them."""
-    higher_is_better, roles = {**older.higher_is_better, **newer.higher_is_better}, older.roles | newer.roles
+    higher_is_better, roles, kinds = {**older.higher_is_better, **newer.higher_is_better}, older.roles | newer.roles, older.kinds | newer.kinds
     cells, pairs = [], []
     for (workload, target), metrics in older.values.items():
         if (workload, target) not in newer.values:
@@ -175,9 +178,15 @@ def compare_study_runs(older: SampleGroups, newer: SampleGroups, *, threshold: f
             a, b = metrics[metric], newer.values[(workload, target)].get(metric)
             if b and _positive(a + b):
                 cells.append((workload, target, metric))
-                pairs.append(SamplePair(a, b, higher_is_better[metric]))
+                pairs.append(SamplePair(a, b, higher_is_better[metric], resolution_of(kinds, workload, metric)))
     compared = adjust_family(compare_pairs(pairs, threshold), threshold)
     return [Row(workload, target, target, metric, c) for (workload, target, metric), c in zip(cells, compared)]
+
+
+def resolution_of(kinds: dict[str, str] | None, workload: str, metric: str) -> float:
+    """The step a workload's tool prints a metric to; of a workload whose kind is not known
+    (samples that come without their kinds: synthetic ones), as the kinds declare it (roles_of)."""
+    return resolution((kinds or {}).get(workload), metric)
 
 
 def regressions(rows: list[Row], regression: float) -> list[Row]:

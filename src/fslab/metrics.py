@@ -3,7 +3,9 @@
 A workload kind declares the metrics it reports (`MetricKind`: unit, direction, and whether a
 metric is *primary* — it decides a cell's precision, its rank and when adaptive runs stop — or
 *compared* — every pair of targets is compared on it); its parser turns raw output into
-`Metric`s with `MetricKind.of`. Every metric is stored with its role (results/db.py), and
+`Metric`s with `MetricKind.of`. A kind also declares each metric's *resolution*: the step its
+tool prints it to (sysbench's latencies 0.01 ms), below which runs cannot differ; statistics
+never claim an interval narrower than it (stats.py). Every metric is stored with its role (results/db.py), and
 statistics, plans and reports read the role from what is stored (`Roles`), never from a metric's
 name: a cell whose only metric is `elapsed_s` (lower is better) is summarised, compared and ranked
 as one with IOPS is.
@@ -55,6 +57,9 @@ class MetricKind:
     higher_is_better: bool
     primary: bool = False
     compared: bool = False
+    # The step the tool prints it to, in its unit (0.01 for a latency printed in ms to two
+    # decimals); 0: finer than any spread between runs (sysbench's events/s: a count ÷ a time).
+    resolution: float = 0.0
 
     def of(self, name: str, value: float, phase: str = "") -> Metric:
         return Metric(name, value, self.unit, self.higher_is_better, self.primary, self.compared, phase)

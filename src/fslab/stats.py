@@ -4,6 +4,11 @@ A cell is summarised by n, mean, median, stdev, CV, min, max and a 95 % Student-
 with warnings that never drop data. Two cells are compared by the ratio of their geometric
 means: Welch's t on the log values gives the interval, so a 10 % gain and a 10 % loss are
 symmetric and a multiplicative noise model is respected.
+
+A figure is known only as finely as its tool prints it (its `resolution`, MetricKind): every
+value is taken as known to ± half of it, so no interval is narrower than that allows and no
+difference within it is called significant — two runs printed alike by a tool that rounds to
+0.01 ms have no spread of zero, only one below what it prints.
 """
 
 from __future__ import annotations
@@ -55,6 +60,11 @@ class Summary:
     needs_runs: int | None = None  # runs per cell its interval needs before it is printed (figure_needs); None: it has them
 
     @property
+    def interval(self) -> tuple[float, float] | None:
+        """The 95 % interval as every output prints or draws it: none from too few runs (figure_needs)."""
+        return printed_interval(self)
+
+    @property
     def ci_half_width(self) -> float | None:
         return None if self.ci_high is None else (self.ci_high - self.ci_low) / 2
 
@@ -65,8 +75,9 @@ class Summary:
         return None if half is None or not self.mean else half / abs(self.mean)
 
 
-def summarize(values: list[float], higher_is_better: bool = True) -> Summary:
-    """Descriptive statistics of one cell's samples, in run order, with warnings."""
+def summarize(values: list[float], higher_is_better: bool = True, resolution: float = 0.0) -> Summary:
+    """Descriptive statistics of one cell's samples, in run order, with warnings. `resolution`:
+    the step its tool prints the values to; the interval is never narrower than it."""
     if not values:
         raise ValueError("no samples to summarize")
     floats = [float(v) for v in values]
@@ -78,10 +89,14 @@ def summarize(values: list[float], higher_is_better: bool = True) -> Summary:
         return Summary(n, mean, _middle(ordered), None, None, ordered[0], ordered[-1], None, None, warnings, figure_needs([values], None))
     stdev = math.sqrt(variance)
     cv = stdev / mean if mean else None
-    half = t_quantile((1 + CONFIDENCE) / 2, n - 1) * stdev / math.sqrt(n)
+    # Each value known to ± resolution / 2, so is their mean: the interval covers at least that.
+    half = max(t_quantile((1 + CONFIDENCE) / 2, n - 1) * stdev / math.sqrt(n), resolution / 2)
     relative = half / abs(mean) if mean else None
     needs = figure_needs([values], relative)
-    return Summary(n, mean, _middle(ordered), stdev, cv, ordered[0], ordered[-1], mean - half, mean + half, _warnings(floats, cv, higher_is_better), needs)
+    warnings = _warnings(floats, cv, higher_is_better)
+    if resolution and ordered[-1] - ordered[0] < resolution:
+        warnings += (f"runs within the {resolution:g} its tool prints: their spread is not resolved",)
+    return Summary(n, mean, _middle(ordered), stdev, cv, ordered[0], ordered[-1], mean - half, mean + half, warnings, needs)
 
 
 def mean_and_variance(values: list[float]) -> tuple[float, float | None]:
@@ -181,8 +196,19 @@ class Comparison:
     needs_runs: int | None = None  # runs per cell its interval and detectable change need before they are printed; None: they have them
 
     @property
+    def interval(self) -> tuple[float, float] | None:
+        """The 95 % interval of the ratio as every output prints or draws it (figure_needs)."""
+        return printed_interval(self)
+
+    @property
     def differs(self) -> bool:
         return self.verdict in ("faster", "slower")
+
+
+def printed_interval(figure: Summary | Comparison) -> tuple[float, float] | None:
+    """The one rule every output (tables, conclusions, charts) follows for a figure's interval:
+    printed only where figure_needs found it has the runs (needs_runs None), else none at all."""
+    return None if figure.needs_runs is not None or figure.ci_low is None else (figure.ci_low, figure.ci_high)
 
 
 def inverted(c: Comparison) -> Comparison:
@@ -218,11 +244,12 @@ class SamplePair:
     baseline: list[float]
     other: list[float]
     higher_is_better: bool = True
+    resolution: float = 0.0  # the step the tool prints both sides' values to (MetricKind.resolution)
 
 
-def compare(baseline: list[float], other: list[float], higher_is_better: bool = True, threshold: float = 0.03) -> Comparison:
+def compare(baseline: list[float], other: list[float], higher_is_better: bool = True, threshold: float = 0.03, resolution: float = 0.0) -> Comparison:
     """Ratio other/baseline with its 95 % Welch interval on the log scale, unadjusted verdict."""
-    return compare_pairs([SamplePair(baseline, other, higher_is_better)], threshold)[0]
+    return compare_pairs([SamplePair(baseline, other, higher_is_better, resolution)], threshold)[0]
 
 
 def compare_pairs(pairs: list[SamplePair], threshold: float = 0.03) -> list[Comparison]:
@@ -231,37 +258,63 @@ def compare_pairs(pairs: list[SamplePair], threshold: float = 0.03) -> list[Comp
     for pair in pairs:
         if min(pair.baseline + pair.other) <= 0:
             raise ValueError("ratios need positive samples")
-    welch = [log_welch(pair.baseline, pair.other) for pair in pairs]
+    welch = [_resolved(pair, log_welch(pair.baseline, pair.other)) for pair in pairs]
+    floors = [resolution_half_width(pair) for pair in pairs]
     return [
         _compared(pair, w, t, rank_p, threshold)
-        for pair, w, t, rank_p in zip(pairs, welch, _welch_t_figures(welch), mann_whitney_p_values(pairs))
+        for pair, w, t, rank_p in zip(pairs, welch, _welch_t_figures(welch, floors), mann_whitney_p_values(pairs))
     ]
 
 
-def _welch_t_figures(welch: list[tuple[float, float | None, float | None]]) -> list[tuple[float, float, float] | None]:
+def resolution_half_width(pair: SamplePair) -> float:
+    """How far, on the log scale, the ratio of geometric means may lie from the one measured when
+    every value is known only to ± resolution / 2: the larger side of the box from
+    gm(other − h) / gm(baseline + h) to gm(other + h) / gm(baseline − h). 0 without a resolution;
+    infinite when a value is within half a step of 0 (its ratio is unbounded)."""
+    h = pair.resolution / 2
+    if not h:
+        return 0.0
+    if min(pair.baseline + pair.other) <= h:
+        return math.inf
+    a, b = (math.fsum(map(math.log, values)) / len(values) for values in (pair.baseline, pair.other))
+    a_low, a_high, b_low, b_high = (math.fsum(math.log(x + d) for x in values) / len(values) for values, d in ((pair.baseline, -h), (pair.baseline, h), (pair.other, -h), (pair.other, h)))
+    diff = b - a
+    return max(diff - (b_low - a_high), (b_high - a_low) - diff)
+
+
+def _resolved(pair: SamplePair, welch: tuple[float, float | None, float | None]) -> tuple[float, float | None, float | None]:
+    """log_welch's figures, with no standard error (no interval, no test) where a value lies
+    within half its resolution of 0: a ratio to it is not known within any bound."""
+    return (welch[0], None, None) if resolution_half_width(pair) == math.inf else welch
+
+
+def _welch_t_figures(welch: list[tuple[float, float | None, float | None]], floors: list[float]) -> list[tuple[float, float, float, float] | None]:
     """For each log_welch result with a standard error: the t quantiles of the interval and of the
-    power at its degrees of freedom, and the two-sided p of its t statistic (where the error is 0:
-    NaN, unused); None without. Computed for all pairs at once, over numpy arrays: pair by pair
-    they would cost some 300 times more."""
+    power at its degrees of freedom, the two-sided p of its t statistic (where the error is 0:
+    NaN, unused) and the standard error they are of — Welch's, raised where the pair's resolution
+    (`floors`: resolution_half_width) needs a wider interval, so that its interval covers the
+    resolution's and a difference within it is not significant; None without. Computed for all
+    pairs at once, over numpy arrays: pair by pair they would cost some 300 times more."""
     tested = [i for i, (_, se, _) in enumerate(welch) if se is not None]
-    found: list[tuple[float, float, float] | None] = [None] * len(welch)
+    found: list[tuple[float, float, float, float] | None] = [None] * len(welch)
     if tested:
         df = np.array([welch[i][2] for i in tested])
-        statistic = np.array([abs(welch[i][0]) / welch[i][1] if welch[i][1] else math.nan for i in tested])
         interval, power = student_t_quantile(np.array([[(1 + CONFIDENCE) / 2], [POWER]]), df).tolist()
+        se = [max(welch[i][1], floors[i] / t) for i, t in zip(tested, interval)]
+        statistic = np.array([abs(welch[i][0]) / error if error else math.nan for i, error in zip(tested, se)])
         p = student_t_two_sided_p(statistic, df).tolist()
-        for i, figures in zip(tested, zip(interval, power, p)):
+        for i, figures in zip(tested, zip(interval, power, p, se)):
             found[i] = figures
     return found
 
 
-def _compared(pair: SamplePair, welch: tuple[float, float | None, float | None], t_figures: tuple[float, float, float] | None, mann_whitney_p: float | None, threshold: float) -> Comparison:
+def _compared(pair: SamplePair, welch: tuple[float, float | None, float | None], t_figures: tuple[float, float, float, float] | None, mann_whitney_p: float | None, threshold: float) -> Comparison:
     baseline, other = pair.baseline, pair.other
     diff, se, _ = welch
     ratio = math.exp(diff)
     low = high = p = detectable = None
     if se is not None:
-        t, t_power, t_p = t_figures
+        t, t_power, t_p, se = t_figures
         if se == 0:
             low = high = ratio
             p = 0.0 if diff else 1.0

@@ -5,7 +5,8 @@ the figure files (figures.py) are rendered from the very same ones.
 Every figure drawn is one the summary already holds — a cell's mean and its 95 % interval
 (`Summary`), a comparison of the one family (`Analysis.comparison`), a monitor's median — so a
 chart never disagrees with the tables beside it. What only the stored runs have is drawn as
-stored: each run's value (a point each), fio's latency bins and its throughput logs.
+stored: each run's value (a point each), fio's latency bins and its throughput logs. A cell whose
+figures cannot be real (flagged `implausible`) is drawn in no chart; its workload's captions say so.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ParamSpec, TypeVar
 
 import altair as alt
@@ -76,16 +77,20 @@ def study_charts(s: StudySummary, details: RunDetails) -> list[Chart]:
     targets = [t["name"] for t in s.targets]
     charts = []
     for workload in s.workloads:
-        for metric in dict.fromkeys(m for c in s.cells_of(workload) for m in c.primary):
-            charts.append(primary_chart(s, workload, metric))
-        for phase, direction in dict.fromkeys(pd for c in s.cells_of(workload) for pd in _fio_directions(c)):
-            charts.append(latency_percentiles_chart(s, workload, direction, phase))
-            charts.append(latency_distribution_chart([h for h in details.histograms if (h.workload, h.phase, h.direction) == (workload, phase, direction)], targets))
-        traces = [t for t in details.traces if t.workload == workload]
+        left_out = s.left_out(workload)
+        drawn: list[Chart | None] = []
+        for metric in dict.fromkeys(m for c in s.judged_cells_of(workload) for m in c.primary):
+            drawn.append(primary_chart(s, workload, metric))
+        for phase, direction in dict.fromkeys(pd for c in s.judged_cells_of(workload) for pd in _fio_directions(c)):
+            drawn.append(latency_percentiles_chart(s, workload, direction, phase))
+            drawn.append(latency_distribution_chart([h for h in details.histograms if (h.workload, h.phase, h.direction) == (workload, phase, direction) and h.target not in left_out], targets))
+        traces = [t for t in details.traces if t.workload == workload and t.target not in left_out]
         for phase, direction in dict.fromkeys((t.phase, t.throughput.direction) for t in traces):
-            charts.append(throughput_chart([t for t in traces if (t.phase, t.throughput.direction) == (phase, direction)], targets, s.units))
-        charts += [efficiency_chart(s, workload), cpu_chart(s, workload), write_amplification_chart(s, workload), extents_chart(s, workload)]
-    return [c for c in charts if c is not None]
+            drawn.append(throughput_chart([t for t in traces if (t.phase, t.throughput.direction) == (phase, direction)], targets, s.units))
+        drawn += [efficiency_chart(s, workload), cpu_chart(s, workload), write_amplification_chart(s, workload), extents_chart(s, workload)]
+        said = f" Not drawn: {', '.join(left_out)}, whose figures cannot be real (see its table)." if left_out else ""
+        charts += [replace(c, caption=c.caption + said) for c in drawn if c is not None]
+    return charts
 
 
 # --- per workload -----------------------------------------------------------------------------
@@ -94,13 +99,13 @@ def study_charts(s: StudySummary, details: RunDetails) -> list[Chart]:
 def primary_chart(s: StudySummary, workload: str, metric: str) -> Chart | None:
     """A primary metric per target: the mean as a bar, its 95 % interval as a whisker where the
     summary prints one (stats.figure_needs), every run as a point."""
-    cells = [c for c in s.cells_of(workload) if metric in c.metrics]
+    cells = [c for c in s.judged_cells_of(workload) if metric in c.metrics]
     if not cells:
         return None
     label = metric_label(metric)
     unit = s.metric_units.get(metric, "")
-    means = [{"target": _shown_target(c), "mean": c.metrics[metric].mean, "n": c.metrics[metric].n, "interval": fmt_mean_ci(c.metrics[metric]), **_interval(c.metrics[metric])} for c in cells]
-    runs = [{"target": _shown_target(c), "run": i + 1, "value": v} for c in cells for i, v in enumerate(s.samples.values.get((workload, c.target), {}).get(metric, []))]
+    means = [{"target": c.target, "mean": c.metrics[metric].mean, "n": c.metrics[metric].n, "interval": fmt_mean_ci(c.metrics[metric]), **_interval(c.metrics[metric])} for c in cells]
+    runs = [{"target": c.target, "run": i + 1, "value": v} for c in cells for i, v in enumerate(s.samples.values.get((workload, c.target), {}).get(metric, []))]
     axis = label if not unit or label.endswith(unit) else f"{label} ({unit})"
     x = alt.X("target:N", sort=[m["target"] for m in means], title=None, axis=alt.Axis(labelAngle=0, labelLimit=140))
     bars = alt.Chart(alt.Data(values=means)).mark_bar(opacity=0.6).encode(
@@ -126,8 +131,8 @@ def latency_percentiles_chart(s: StudySummary, workload: str, direction: str, ph
     """Total latency P50, P95, P99 and P99.9 per target (each the median over runs of each run's
     percentile, as the tables show it), on a log scale; of one phase of a scenario."""
     rows = [
-        {"target": _shown_target(c), "percentile": _percentile_name(p), "latency_us": c.metrics[key].median}
-        for c in s.cells_of(workload)
+        {"target": c.target, "percentile": _percentile_name(p), "latency_us": c.metrics[key].median}
+        for c in s.judged_cells_of(workload)
         for p in PERCENTILES
         if (key := qualified(phase, f"{direction}_lat_{p}_us")) in c.metrics and c.metrics[key].median > 0
     ]
@@ -216,7 +221,7 @@ def efficiency_chart(s: StudySummary, workload: str) -> Chart | None:
     several devices are held against their sum in the summary's warnings, not here."""
     references = raw_references(s.targets)
     rows = []
-    for cell in s.cells_of(workload):
+    for cell in s.judged_cells_of(workload):
         raws = references.get(cell.target, [])
         if len(raws) != 1:
             continue
@@ -254,7 +259,7 @@ def cpu_chart(s: StudySummary, workload: str) -> Chart | None:
     """System-wide CPU during each measured phase (monitors: user, system, iowait), the median over runs."""
     rows = [
         {"label": _cell_phase(c, phase), "part": part, "pct": c.metrics[qualified(phase, name)].median, "order": i}
-        for c in s.cells_of(workload)
+        for c in s.judged_cells_of(workload)
         for phase in _monitored_phases(c)
         for i, (name, part) in enumerate(CPU_PARTS.items())
         if qualified(phase, name) in c.metrics
@@ -293,7 +298,7 @@ def extents_chart(s: StudySummary, workload: str) -> Chart | None:
 def _median_bars(s: StudySummary, workload: str, chosen: Callable[[str], bool], axis: str, kind: str, caption: str, reference: float | None = None) -> Chart | None:
     rows = [
         {"label": _cell_phase(c, key.rpartition(PHASE_SEPARATOR)[0]), "target": c.target, "median": stats.median, "runs": stats.n}
-        for c in s.cells_of(workload)
+        for c in s.judged_cells_of(workload)
         for key, stats in c.metrics.items()
         if chosen(key)
     ]
@@ -367,27 +372,15 @@ def _spec(layers: list[alt.Chart], *, config: dict, **top: object) -> dict:
 
 def _colours(s: StudySummary) -> alt.Scale:
     """The same colour for a target in every chart of a page."""
-    return alt.Scale(domain=[_shown_target(c) for c in _first_cells(s)], scheme="tableau10")
-
-
-def _first_cells(s: StudySummary) -> list[CellSummary]:
-    """One cell per target (its first), in the study's order."""
-    seen: dict[str, CellSummary] = {}
-    for c in s.cells:
-        seen.setdefault(c.target, c)
-    return [seen[t["name"]] for t in s.targets if t["name"] in seen]
-
-
-def _shown_target(cell: CellSummary) -> str:
-    """A target as a chart names it; one whose runs reported what cannot be real is marked."""
-    return f"⚠ {cell.target}" if cell.implausible else cell.target
+    measured = {c.target for c in s.cells}
+    return alt.Scale(domain=[t["name"] for t in s.targets if t["name"] in measured], scheme="tableau10")
 
 
 def _interval(figure: Summary | Comparison) -> dict:
     """The interval a chart draws of a cell's mean or a comparison's ratio: the one the tables
-    print (none from too few runs: stats.figure_needs), or none."""
-    printed = figure.needs_runs is None and figure.ci_low is not None
-    return {"low": figure.ci_low if printed else None, "high": figure.ci_high if printed else None}
+    print (stats.printed_interval), or none."""
+    low, high = figure.interval or (None, None)
+    return {"low": low, "high": high}
 
 
 def _fio_directions(cell: CellSummary) -> list[tuple[str, str]]:

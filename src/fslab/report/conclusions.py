@@ -1,7 +1,9 @@
 """A study run's conclusions in words (pure): what the one family of comparisons says, worded
 with its uncertainty. A difference is claimed only where its verdict says so (significant after
 Benjamini–Hochberg and beyond the threshold: stats.with_verdict); everything else reads "no
-detectable difference", with the interval and the change the runs could have detected.
+detectable difference", with the interval and the change the runs could have detected. An
+interval is said only where the tables print it (stats.printed_interval); a target whose figures
+cannot be real is in no comparison or ranking (summary.py), and said to be left out.
 """
 
 from __future__ import annotations
@@ -9,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fslab.analysis import Row
-from fslab.report.summary import StudySummary, metric_label, runs_text
-from fslab.stats import Ranking, significant
+from fslab.report.summary import StudySummary, left_out_line, metric_label, runs_text
+from fslab.stats import Comparison, Ranking, significant
 
 
 @dataclass(frozen=True)
@@ -26,7 +28,9 @@ def conclusions(s: StudySummary) -> dict[str, list[Conclusion]]:
         rankings = {metric: r for (w, metric), r in s.analysis.rankings.items() if w == workload}
         said = [c for metric, r in rankings.items() if (c := ranking_conclusion(r, metric)) is not None]
         said += row_conclusions(s.analysis.rows_of(workload), s.analysis.threshold)
-        out[workload] = sorted(said, key=lambda c: not c.claim) or [Conclusion("Nothing to compare: fewer than two targets measured it.", False)]
+        said = sorted(said, key=lambda c: not c.claim) or [Conclusion("Nothing to compare: fewer than two targets measured it.", False)]
+        left_out = left_out_line(s, workload)
+        out[workload] = said + ([Conclusion(left_out, False)] if left_out else [])
     return out
 
 
@@ -39,17 +43,17 @@ def _row_conclusion(r: Row, threshold: float) -> Conclusion:
     c, what = r.comparison, metric_label(r.metric)
     if c.differs:
         return Conclusion(
-            f"{r.target} is {c.verdict} than {r.baseline} in {what}: {c.ratio:.2f}× ({_interval(c.ci_low, c.ci_high)}, "
+            f"{r.target} is {c.verdict} than {r.baseline} in {what}: {c.ratio:.2f}× ({_interval(c)}, "
             f"adjusted p {_p(c.p_adjusted)}; {'higher' if c.higher_is_better else 'lower'} is better).",
             True,
         )
     if c.needs_runs is not None:
         why = f"the interval {runs_text(c.needs_runs)} per cell before it says anything"
     elif significant(c):
-        why = f"measured {c.ratio:.2f}× ({_interval(c.ci_low, c.ci_high)}), a change within the {threshold:.0%} threshold"
+        why = f"measured {c.ratio:.2f}× ({_interval(c)}), a change within the {threshold:.0%} threshold"
     else:
         detectable = f"; these runs detect a change of ±{c.detectable_change:.0%}" if c.detectable_change is not None else ""
-        why = f"measured {c.ratio:.2f}× ({_interval(c.ci_low, c.ci_high)}, adjusted p {_p(c.p_adjusted)}){detectable}"
+        why = f"measured {c.ratio:.2f}× ({_interval(c)}, adjusted p {_p(c.p_adjusted)}){detectable}"
     return Conclusion(f"{r.target} and {r.baseline}: no detectable difference in {what} — {why}.", False)
 
 
@@ -66,8 +70,11 @@ def ranking_conclusion(ranking: Ranking, metric: str) -> Conclusion | None:
     return Conclusion(f"No target leads in {what}: {', '.join(tied)} cannot be told apart.", False)
 
 
-def _interval(low: float | None, high: float | None) -> str:
-    return "no interval" if low is None else f"95 % CI {low:.2f}–{high:.2f}×"
+def _interval(c: Comparison) -> str:
+    """The ratio's interval as the tables print it, or what it needs to be printed."""
+    if c.needs_runs is not None:
+        return f"interval {runs_text(c.needs_runs)}"
+    return "no interval" if c.interval is None else "95 % CI {:.2f}–{:.2f}×".format(*c.interval)
 
 
 def _p(p: float | None) -> str:

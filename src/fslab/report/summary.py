@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import tomllib
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from fslab.analysis import Analysis, Row, analyse, ranking_line
+from fslab.analysis import Analysis, Row, analyse, ranking_line, resolution_of
 from fslab.checks import Unsupported, by_target
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Filesystem
@@ -73,6 +74,15 @@ class StudySummary:
     def cells_of(self, workload: str) -> list[CellSummary]:
         return [c for c in self.cells if c.workload == workload]
 
+    def judged_cells_of(self, workload: str) -> list[CellSummary]:
+        """A workload's cells whose figures may be judged: those of a flagged cell (`implausible`)
+        are in its table, marked, and in no comparison, ranking, conclusion or chart."""
+        return [c for c in self.cells_of(workload) if not c.implausible]
+
+    def left_out(self, workload: str) -> list[str]:
+        """The targets whose cell of a workload is flagged, and so left out of every judgement."""
+        return [c.target for c in self.cells_of(workload) if c.implausible]
+
     @property
     def metric_units(self) -> dict[str, str]:
         """Metric key → its unit, as stored (the same in every cell)."""
@@ -106,7 +116,7 @@ def summarize_study_run(
     above = beyond_raw(groups.values, raw_references(targets), roles=groups.roles, higher_is_better=groups.higher_is_better)
     cells = [
         CellSummary(
-            w, t["name"], failed[key], _cell_statistics(groups.values.get(key, {}), groups.higher_is_better, above.get(key, {})),
+            w, t["name"], failed[key], _cell_statistics(groups.values.get(key, {}), groups.higher_is_better, above.get(key, {}), lambda metric, w=w: resolution_of(groups.kinds, w, metric)),
             groups.roles.primary_in(w, groups.values.get(key, {})),
             [*found.get(key, ([], False))[0], *flattered.get(key, [])], found.get(key, ([], False))[1],
         )
@@ -122,9 +132,10 @@ def summarize_study_run(
         if effective:
             mounts[target][effective] += count
         not_in_effect[target].update(_not_in_effect(specs[target], effective, details))
+    flagged = {(c.workload, c.target) for c in cells if c.implausible}
     analysis = analyse(
-        groups.values, groups.higher_is_better, [t["name"] for t in targets], workloads,
-        baselines=stored_baselines(targets, chosen.get("baseline")), baseline=baseline, threshold=threshold, precision=precision, roles=groups.roles,
+        {key: metrics for key, metrics in groups.values.items() if key not in flagged}, groups.higher_is_better, [t["name"] for t in targets], workloads,
+        baselines=stored_baselines(targets, chosen.get("baseline")), baseline=baseline, threshold=threshold, precision=precision, roles=groups.roles, kinds=groups.kinds,
     )
     return StudySummary(
         study_run=study_run,
@@ -197,11 +208,14 @@ def stored_baselines(targets: list[dict], study_baseline: str | None) -> dict[st
     return {name: default if base is None else base for name, base in stored.items()}
 
 
-def _cell_statistics(metrics: dict[str, list[float]], higher_is_better: dict[str, bool], above_raw: dict[str, BeyondRaw]) -> dict[str, Summary]:
-    """Each metric's statistics, warned where it is clearly beyond what the raw devices delivered."""
+def _cell_statistics(
+    metrics: dict[str, list[float]], higher_is_better: dict[str, bool], above_raw: dict[str, BeyondRaw], resolution: Callable[[str], float]
+) -> dict[str, Summary]:
+    """Each metric's statistics, its interval no narrower than the `resolution` its tool prints
+    it to, warned where it is clearly beyond what the raw devices delivered."""
     out = {}
     for metric, values in metrics.items():
-        stats = summarize(values, higher_is_better[metric])
+        stats = summarize(values, higher_is_better[metric], resolution(metric))
         if metric in above_raw:
             stats = replace(stats, warnings=(*stats.warnings, beyond_raw_note(above_raw[metric])))
         out[metric] = stats
@@ -280,7 +294,7 @@ def fmt_mean_ci(s: Summary | None) -> str:
         return "–"
     if s.needs_runs is not None:
         return f"{fmt(s.mean)} (interval {runs_text(s.needs_runs)})"
-    if s.ci_half_width is None or not s.mean:
+    if s.interval is None or not s.mean:
         return fmt(s.mean)
     return f"{fmt(s.mean)} ± {s.ci_half_width / abs(s.mean) * 100:.1f}%"
 
@@ -464,7 +478,7 @@ def comparison_rows(rows: list[Row]) -> list[list[str]]:
     out = []
     for r in rows:
         c = r.comparison
-        interval = "–" if c.ci_low is None else f"{c.ci_low:.3f}–{c.ci_high:.3f}"
+        interval = "–" if c.interval is None else "{:.3f}–{:.3f}".format(*c.interval)
         detectable = "–" if c.detectable_change is None else f"±{c.detectable_change:.1%}"
         if c.needs_runs is not None:
             interval = detectable = runs_text(c.needs_runs)
@@ -488,8 +502,20 @@ def workload_title(s: StudySummary, workload: str) -> str:
     return f"{workload} ({io}" + (f"; data: {data.split(' (')[0]})" if data else ")")
 
 
+def left_out_line(s: StudySummary, workload: str) -> str | None:
+    """What a workload's comparisons, rankings, conclusions and charts leave out, and why."""
+    flagged = s.left_out(workload)
+    if not flagged:
+        return None
+    return (
+        f"Left out of the comparisons, rankings, conclusions and charts: {', '.join(flagged)} — "
+        "its runs reported figures that cannot be real (⚠ and IMPLAUSIBLE in the table), so nothing is judged from them."
+    )
+
+
 def ranking_lines(s: StudySummary, workload: str) -> list[str]:
-    lines = [f"Ranking by {metric_label(metric)}: {ranking_line(ranking)}" for (w, metric), ranking in s.analysis.rankings.items() if w == workload]
+    lines = [line for line in [left_out_line(s, workload)] if line]
+    lines += [f"Ranking by {metric_label(metric)}: {ranking_line(ranking)}" for (w, metric), ranking in s.analysis.rankings.items() if w == workload]
     needed = s.analysis.runs_needed.get(workload)
     if needed is not None:
         lines.append(f"Runs per cell for a ratio within ±{s.analysis.precision:.0%} at 95 %: {needed}")

@@ -513,8 +513,10 @@ class ResultsDB:
             sa.select(runs.c.workload, metrics.c.phase, metrics.c.name, metrics.c.unit, metrics.c.higher_is_better, metrics.c.primary, metrics.c.compared)
             .distinct().join(runs, metrics.c.run_id == runs.c.id).where(*measured)
         )
+        workload_kinds = sa.select(workloads.c.name, workloads.c.spec).where(workloads.c.study_run_id == study_run_id)
         with self.engine.connect() as conn:
             found, kinds = conn.execute(values_query).all(), conn.execute(kinds_query).all()
+            tools = {name: spec.get("kind", "fio") for name, spec in conn.execute(workload_kinds)}
         values: dict[tuple[str, str], dict[str, list[float]]] = {}
         for workload, target, phase, name, value in found:
             key = qualified(phase, name)
@@ -530,7 +532,7 @@ class ResultsDB:
             key = qualified(phase, name)
             units[key], higher_is_better[key] = unit, higher
             flags.append((workload, key, primary, compared))
-        return SampleGroups(values, units, higher_is_better, Roles.flagged(flags))
+        return SampleGroups(values, units, higher_is_better, Roles.flagged(flags), tools)
 
     def metric_values(self, study_run_id: int, names: Iterable[str]) -> dict[tuple[int, str, str], float]:
         """(run id, phase, name) → the value of each metric named, of every run of a study run."""
@@ -577,6 +579,7 @@ class SampleGroups:
     units: dict[str, str]
     higher_is_better: dict[str, bool]
     roles: Roles = Roles()
+    kinds: dict[str, str] = field(default_factory=dict)  # workload → its kind ("fio", "sysbench", …): what printed its figures, and so their resolution
 
 
 # What the results database may not be: SQLite would write its pages over whatever is there.

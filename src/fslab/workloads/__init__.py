@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fslab.metrics import MetricKind
+from fslab.metrics import MetricKind, unqualified
 from fslab.workloads.base import WorkloadKind
 from fslab.workloads.dd import DD
 from fslab.workloads.scenario import SCENARIOS
@@ -30,6 +30,14 @@ def declared_metrics() -> dict[str, MetricKind]:
     """Every metric a workload kind declares, by name; where kinds share a name, the first
     kind's (fio's): for samples that come without their roles, which are fio's."""
     return {name: m for kind in reversed(KINDS.values()) for name, m in kind.metrics.items()}
+
+
+def resolution(kind: str | None, key: str) -> float:
+    """The step a workload of `kind` prints a metric to (MetricKind.resolution), keyed as in
+    samples (a phase's metric by its own name); of no known kind, as declared_metrics has it;
+    0 for a metric no kind declares (a monitor's)."""
+    found = (KINDS[kind].metrics if kind in KINDS else declared_metrics()).get(unqualified(key))
+    return found.resolution if found else 0.0
 
 
 def workload_problems(study: Study, workdir: Workdir) -> list[str]:

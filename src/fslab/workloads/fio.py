@@ -102,11 +102,16 @@ PRIMARY = ("iops",)
 COMPARED = ("iops", "lat_p99_us")
 
 
+# What fio's JSON prints each to (tests/fixtures/fio): IOPS to 6 decimals, bandwidth in whole
+# bytes/s, latencies in whole ns; by the unit each is stored in.
+RESOLUTIONS = {"IOPS": 1e-6, "MB/s": 1e-6, "MiB/s": 2**-20, "µs": 1e-3}
+
+
 def _kinds() -> dict[str, MetricKind]:
     per_direction = {"iops": ("IOPS", True), "mb_s": ("MB/s", True), "mib_s": ("MiB/s", True)}
     per_direction |= {f"{kind}_{stat}_us": ("µs", False) for kind in LATENCIES for stat in ("mean", *PERCENTILES)}
     kinds = {
-        f"{d}_{name}": MetricKind(unit, higher, primary=name in PRIMARY, compared=name in COMPARED)
+        f"{d}_{name}": MetricKind(unit, higher, primary=name in PRIMARY, compared=name in COMPARED, resolution=RESOLUTIONS[unit])
         for d in DIRECTIONS
         for name, (unit, higher) in per_direction.items()
     }
