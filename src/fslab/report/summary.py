@@ -7,6 +7,7 @@ One model (`StudySummary`) feeds every format: the console (console.py) and the 
 
 from __future__ import annotations
 
+import math
 import tomllib
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
@@ -251,10 +252,14 @@ TARGET_COLUMNS = ["target", "filesystem", "devices → layers", "mkfs options", 
 
 
 def fmt(value: float | None, digits: int = 1) -> str:
+    """A figure as every table prints it: no decimals from 100 on, else `digits` of them, and
+    two significant digits where those would be too few (0.04 s is "0.040", never "0.0")."""
     if value is None:
         return "–"
     if abs(value) >= 100:
         return f"{value:,.0f}"
+    if 0 < abs(value) < 10**-digits:
+        return f"{value:,.{1 - math.floor(math.log10(abs(value)))}f}"
     return f"{value:,.{digits}f}"
 
 
