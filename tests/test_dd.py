@@ -139,3 +139,16 @@ def test_real_write_and_read(workdir):
     for result, direction in ((write, "write"), (read, "read")):
         assert result.copied == 16 * 2**20 and {m.name: m.value for m in metric_values(result, direction)}[f"{direction}_mb_s"] > 0
         assert [f.kind for f in judge(result, options)] in ([], ["too_short_to_time"])
+
+
+def test_a_short_elapsed_time_prints_its_digits_in_the_tables():
+    """dd's 64 MiB at a few GB/s takes hundredths of a second: shown as such, never "0.0 s"."""
+    from fslab.report.summary import CellSummary, fmt, metric_rows
+    from fslab.stats import summarize
+
+    seconds = [fixture("write-64m-direct-random.txt").seconds, 0.0412, 0.0398]
+    cell = CellSummary("dd", "ext4", 0, {"write_elapsed_s": summarize(seconds, False)})
+    [row] = metric_rows(cell, {"write_elapsed_s": "s"})
+    assert row[3] == fmt(sorted(seconds)[1]) and row[3].startswith("0.0") and row[3] != "0.0" and len(row[3].strip("0.")) == 2, row
+    assert row[4].startswith(fmt(sum(seconds) / 3) + " ") and fmt(sum(seconds) / 3) == "0.055" and row[6] == "s"
+    assert [fmt(v) for v in (0.5, 12.34, 0.04, 0.00123, -0.051, 0.0, 250.7)] == ["0.5", "12.3", "0.040", "0.0012", "-0.051", "0.0", "251"]

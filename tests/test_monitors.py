@@ -3,6 +3,7 @@ the CPU sampler, device traffic on a loop device fslab attached, space and compr
 extents on ext4."""
 
 import os
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -15,7 +16,7 @@ from fslab.devices.loop import attached, image_file, on_loops
 from fslab.filesystems import FILESYSTEMS
 from fslab.monitors.base import Found, Sample, Workload, collect, counted_from, measuring
 from fslab.monitors.cpu import CpuMonitor, CpuTimes, parse_proc_stat, summarize, use_between
-from fslab.monitors.extents import extent_counts, parse_filefrag
+from fslab.monitors.extents import FUSE_SUPER_MAGIC, Extents, extent_counts, not_a_count, parse_filefrag
 from fslab.monitors.space import SpaceMonitor, btrfs_compression_ratio, parse_btrfs_df, parse_zfs_compressratio
 from fslab.monitors.traffic import CACHE_SERVED_BELOW, Counted, TrafficMonitor, UnknownDevice, block_name, judged, parse_block_stat, served_by_cache, write_amplification
 from fslab.study import Target
@@ -213,8 +214,46 @@ def test_a_filesystem_that_does_not_compress_has_no_ratio(tmp_path):
 
 
 def test_filefrag_output_parsed_even_with_odd_paths():
-    text = "/mnt/a: 1 extent found\n/mnt/b: c: 12 extents found\n/mnt/empty: 0 extents found\n"
-    assert parse_filefrag(text) == {"/mnt/a": 1, "/mnt/b: c": 12, "/mnt/empty": 0}
+    text = "/mnt/a: 1 extent found\n/mnt/b: c: 12 extents found\n/mnt/empty: 0 extents found\n/mnt/z: extents not measurable: on zfs (why)\n"
+    assert parse_filefrag(text) == {"/mnt/a": Extents(1), "/mnt/b: c": Extents(12), "/mnt/empty": Extents(0), "/mnt/z": Extents(None, "on zfs (why)")}
+    assert "".join(e.line(path) for path, e in parse_filefrag(text).items()) == text.replace("1 extent found", "1 extents found")
+
+
+def test_no_extent_in_a_file_holding_data_is_not_a_count():
+    """filefrag's real output for a 31 MiB file of random data on a FUSE filesystem (fuse2fs:
+    the kernel's FUSE has no FIEMAP, as under zfs-fuse) and on kernel ext4, the same image."""
+    fuse, verbose, ext4 = ((MONITORS / f"filefrag-{name}.txt").read_text() for name in ("fuse", "v-fuse", "ext4"))
+    size, held = 31 * MiB, 63488 * 512  # stat's st_size and st_blocks × 512 of that file
+    assert parse_filefrag(fuse) == {"file": Extents(0)} and parse_filefrag(ext4) == {"file": Extents(1)}
+    assert f"Filesystem type is: {FUSE_SUPER_MAGIC}" in verbose
+    unmeasured = not_a_count(0, held, size, FUSE_SUPER_MAGIC, "zfs")
+    assert unmeasured == Extents(None, "on zfs (FUSE gives no FIEMAP: filefrag found 0 extents in a file of 31MiB holding 31MiB)")
+    assert not_a_count(0, held, size, "ef53", "ext4").why.startswith("on ext4 (its filesystem answered filefrag with no extent")
+    assert not_a_count(1, held, size, "ef53", "ext4") == Extents(1), "a count is a count"
+    assert not_a_count(0, 0, size, FUSE_SUPER_MAGIC, "zfs") == Extents(0), "a sparse file holds no extent: 0 is its measure"
+
+
+@pytest.mark.skipif(shutil.which("fuse2fs") is None, reason="fuse2fs is not installed (the Makefile installs it)")
+def test_extents_on_a_real_fuse_filesystem_are_not_measurable(tmp_path):
+    """ext4 through FUSE (fuse2fs on an image file, no loop device): a file of data is said not
+    measurable, a sparse one still counts 0."""
+    image, mountpoint = tmp_path / "fuse.img", tmp_path / "mnt"
+    mountpoint.mkdir()
+    with open(image, "wb") as f:
+        f.truncate(64 * MiB)
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-b", "4096", str(image)], check=True)
+    subprocess.run(["fuse2fs", str(image), str(mountpoint), "-o", "fakeroot"], check=True)
+    try:
+        data, sparse = mountpoint / "data", mountpoint / "sparse"
+        write_file(data, lambda: os.urandom(MiB), 4 * MiB)
+        with open(sparse, "wb") as f:
+            f.truncate(4 * MiB)
+        os.sync()
+        found = extent_counts([data, sparse], "ext4-fuse")
+        assert found[sparse] == Extents(0)
+        assert found[data].count is None and found[data].why == "on ext4-fuse (FUSE gives no FIEMAP: filefrag found 0 extents in a file of 4MiB holding 4MiB)"
+    finally:
+        subprocess.run(["umount", str(mountpoint)], check=True)
 
 
 def test_extents_of_a_real_file_on_btrfs_before_and_after_overwrites(workdir):
@@ -224,11 +263,11 @@ def test_extents_of_a_real_file_on_btrfs_before_and_after_overwrites(workdir):
             path = made.directory / "file"
             write_file(path, lambda: os.urandom(MiB), MiB)
             os.sync()
-            assert extent_counts([path]) == {path: 1}
+            assert extent_counts([path], "btrfs") == {path: Extents(1)}
             with open(path, "r+b") as f:
                 for k in range(8):  # copy-on-write puts every other 64 KiB elsewhere
                     f.seek((2 * k + 1) * 65536)
                     f.write(os.urandom(65536))
                     f.flush()
                     os.fsync(f.fileno())
-            assert 15 <= extent_counts([path])[path] <= 16
+            assert 15 <= (extent_counts([path], "btrfs")[path].count or 0) <= 16

@@ -36,7 +36,7 @@ from fslab.report.charts import (
 from fslab.report.conclusions import conclusions, ranking_conclusion, row_conclusions
 from fslab.report.details import LatencyHistogram, RunDetails, cell_histograms
 from fslab.report.figures import write_figures
-from fslab.report.html import Page, _script_json, emphasis, render_page
+from fslab.report.html import Page, RunSection, Table, WorkloadSection, _script_json, emphasis, render_page
 from fslab.report.summary import (
     CellSummary,
     StudySummary,
@@ -452,3 +452,59 @@ def test_conclusions_of_a_study_follow_its_verdicts():
     assert claims and all(WORDS.search(c) for c in claims)
     assert any(c.text.startswith("raw and ext4: no detectable difference") for c in said if not c.claim)
     assert not any("raw is" in c for c in claims)
+
+
+# --- the page as drawn: bar labels each in their own place -------------------------------------
+
+MANY = tuple(f"{fs}[{options}]" for fs, options in (
+    ("ext4", "barrier=0,data=writeback"), ("ext4", "commit=60,noatime"), ("xfs", "logbsize=256k,noatime"), ("xfs", "allocsize=64m"),
+    ("btrfs", "compress=zstd:3,noatime"), ("btrfs", "nodatacow,noatime"), ("btrfs", "nodatasum,noatime"), ("btrfs", "autodefrag,datacow"),
+    ("zfs", "recordsize=128k,atime=off"), ("zfs", "recordsize=4k,atime=off"), ("zfs", "compression=lz4"),
+)) + ("raw",)  # fmt: skip
+
+
+def overlapping(boxes: list[dict]) -> list[tuple[str, str]]:
+    """Pairs of drawn labels whose boxes cross (by more than a pixel's rounding)."""
+    return [
+        (a["text"], b["text"])
+        for i, a in enumerate(boxes)
+        for b in boxes[i + 1 :]
+        if min(a["right"], b["right"]) - max(a["left"], b["left"]) > 1 and min(a["bottom"], b["bottom"]) - max(a["top"], b["top"]) > 1
+    ]
+
+
+def test_bar_labels_never_overlap_on_the_page_however_many_and_long(browser, tmp_path):
+    """Twelve targets named as studies name them (options and all), every bar chart of a page
+    drawn in Chromium on a desktop and a phone: no label of an axis crosses another."""
+    phases = {"before.extents": [1, 1, 1], "after.extents": [40, 52, 45], "after.write_amplification": [1.1, 1.2, 1.5],
+              "after.host_cpu_user_pct": [20, 22, 30], "after.host_cpu_system_pct": [5, 6, 7], "after.host_cpu_iowait_pct": [1, 2, 3]}  # fmt: skip
+    s = synthetic({t: {"read_iops": [100.0 + i, 104.0 + i, 98.0 + i], **phases} for i, t in enumerate(MANY)}, targets=MANY)
+    made = [primary_chart(s, W, "read_iops"), efficiency_chart(s, W), cpu_chart(s, W), extents_chart(s, W), write_amplification_chart(s, W)]
+    section = WorkloadSection("w", W, [c for c in made if c], Table([], []), None, [], [], [], [], [])
+    run = RunSection(1, "run1", "labels", [], "", "3%", [], Table([], []), [], [], Table([], []), None, [section], None, [])
+    page_file = tmp_path / "report.html"
+    page_file.write_text(render_page(Page(title="labels", runs=[run])))
+    assert len(section.charts) == 5
+    for width in (1280, 390):
+        page = browser.new_page(viewport={"width": width, "height": 900})
+        try:
+            page.goto(page_file.as_uri())
+            page.wait_for_selector("body[data-charts=done]", timeout=60_000)
+            drawn = page.eval_on_selector_all(
+                ".chart[data-chart]",
+                """elements => elements.map(e => ({
+                    name: e.dataset.chart,
+                    axes: Array.from(e.querySelectorAll('.role-axis')).map(axis => Array.from(axis.querySelectorAll('.role-axis-label text')).map(t => {
+                        const r = t.getBoundingClientRect();
+                        return {text: t.textContent, left: r.left, right: r.right, top: r.top, bottom: r.bottom};
+                    })),
+                }))""",
+            )
+        finally:
+            page.close()
+        assert len(drawn) == 5
+        for chart in drawn:
+            labels = max(chart["axes"], key=len)
+            assert len(labels) >= len(MANY) - 1, f"{chart['name']}: every bar labelled"
+            for axis in chart["axes"]:
+                assert overlapping(axis) == [], f"{chart['name']} on a {width} px screen"

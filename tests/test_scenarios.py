@@ -17,7 +17,7 @@ from fslab.workloads.base import RawOutput
 from fslab.workloads.data import DataPattern
 from fslab.workloads.dd import DD, DdOptions
 from fslab.workloads.fio import LOG_TOOL
-from fslab.workloads.scenario import METRICS, SCENARIOS, Phase, Scenario, scenario
+from fslab.workloads.scenario import METRICS, SCENARIOS, Phase, Scenario, cow_ageing, scenario
 from fslab.workloads.sysbench import SYSBENCH, SysbenchOptions
 
 AGEING = """\
@@ -151,6 +151,18 @@ def test_a_phases_time_is_its_runtime_as_fio_reads_it_and_too_few_snapshots_are_
 
     assert judged(2) == ["few_snapshots"], "2 of the ~6 asked over 3 s"
     assert judged(3) == [], "half of them is enough"
+
+
+def test_extents_that_cannot_be_measured_are_absent_and_said_why_never_0():
+    """As zfs-fuse's runs store them: filefrag found 0 extents in a 31 MiB file of data."""
+    s = scenario("ageing", cow_ageing(1.0), 32 * 2**20, DataPattern())
+    workload = Workload("ageing", s, s.measured_seconds(), True)
+    why = "on zfs (FUSE gives no FIEMAP: filefrag found 0 extents in a file of 31MiB holding 31MiB)"
+    outputs = [RawOutput("before", "filefrag", f"/m/zfs/ageing: extents not measurable: {why}\n"), RawOutput("after", "filefrag", "/m/zfs/ageing: 7 extents found\n")]
+    assert {m.key: m.value for m in SCENARIOS.parse(outputs)} == {"after.extents": 7}, "no before.extents: absent, not 0"
+    assert [(f.kind, f.says, f.implausible) for f in SCENARIOS.judge(workload, outputs)] == [("extents_not_measurable", f"before: extents not measurable {why}", False)]
+    counted = [RawOutput("before", "filefrag", "/m/btrfs/ageing: 0 extents found\n")]  # a count: 0 of a file that holds none
+    assert {m.key: m.value for m in SCENARIOS.parse(counted)} == {"before.extents": 0} and SCENARIOS.judge(workload, counted) == []
 
 
 # ---- tool phases -------------------------------------------------------------------------------

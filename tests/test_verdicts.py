@@ -12,7 +12,7 @@ import pytest
 
 from fslab.analysis import analyse, ranking_line
 from fslab.checks import Unsupported
-from fslab.raw_reference import FLASH_READ_US, cached_references
+from fslab.raw_reference import FLASH_READ_US, CachedReference, cached_references
 from fslab.report.files import to_csv, to_json
 from fslab.report.summary import (
     CellSummary,
@@ -134,6 +134,40 @@ def test_a_raw_reference_too_fast_for_a_disk_is_named_once_in_the_header():
     assert cached_references(disk, targets, workloads) == []
     assert not [line for line in header_lines(_summary()) if "cached" in line]
     assert cached_references({("x", "raw"): {"read_mb_s": [21000.0, 22000.0]}}, targets, {"x": {}})[0].limit.startswith("beyond a PCIe 5.0 x4")
+
+
+def test_a_raw_reference_writing_far_faster_than_it_reads_is_said_to_cache_its_writes():
+    """Seed 001's btrfs-vs-zfs run: the raw device wrote 5,830 MB/s sequentially and read 2,355."""
+    targets = [{"name": "raw", "filesystem": "raw", "spec": {}}, {"name": "btrfs", "filesystem": "btrfs", "spec": {}}]
+    workloads = {
+        "SEQ1M_Q8T1_read": {"rw": "read", "bs": "1m", "iodepth": "8"},
+        "SEQ1M_Q8T1_write": {"rw": "write", "bs": "1m", "iodepth": "8"},
+        "SEQ1M_Q1T1_read": {"rw": "read", "bs": "1m", "iodepth": "1"},
+        "SEQ1M_Q1T1_write": {"rw": "write", "bs": "1m", "iodepth": "1"},
+        "RND4K_Q1T1_write": {"rw": "randwrite", "bs": "4k", "iodepth": "1"},
+    }
+    cached = {
+        ("SEQ1M_Q8T1_read", "raw"): {"read_mb_s": [2340.0, 2355.0, 2370.0]},
+        ("SEQ1M_Q8T1_write", "raw"): {"write_mb_s": [5790.0, 5830.0, 5900.0]},
+        ("SEQ1M_Q1T1_read", "raw"): {"read_mb_s": [1500.0, 1520.0]},
+        ("SEQ1M_Q1T1_write", "raw"): {"write_mb_s": [2000.0, 2100.0]},  # 1.4×: within what a disk does
+        ("RND4K_Q1T1_write", "raw"): {"write_mb_s": [9000.0, 9100.0]},  # random: no sequential read of its shape
+        ("SEQ1M_Q8T1_write", "btrfs"): {"write_mb_s": [9000.0, 9100.0]},  # not a raw reference
+        ("SEQ1M_Q8T1_read", "btrfs"): {"read_mb_s": [1000.0, 1100.0]},
+    }
+    found = cached_references(cached, targets, workloads)
+    assert [(c.target, c.workload, c.writes_only) for c in found] == [("raw", "SEQ1M_Q8T1_write", True)]
+    assert "5,830 MB/s, 2.5× its sequential reads (2,355 MB/s, SEQ1M_Q8T1_read)" in found[0].finding
+    [line] = [line for line in header_lines(_summary(cached_reference=found)) if "cached" in line]
+    assert line.startswith("**The raw reference's writes are cached**: raw · SEQ1M_Q8T1_write wrote sequentially")
+    assert "a volatile cache below acknowledged the writes" in line and "Absolute write figures here are not disk figures" in line
+    # a disk: writes at most as fast as its reads, or a little over (1.5× is the line)
+    disk = cached | {("SEQ1M_Q8T1_write", "raw"): {"write_mb_s": [3400.0, 3500.0, 3530.0]}}
+    assert cached_references(disk, targets, workloads) == []
+    # beside a read no disk could answer: each said on its own line
+    both = found + [CachedReference("raw", "RND4K_Q1T1_read", "answered random reads in 17 µs each", "a disk takes at least 25 µs")]
+    lines = [line for line in header_lines(_summary(cached_reference=both)) if "cached" in line]
+    assert [line.split("**")[1] for line in lines] == ["The raw reference is cached", "The raw reference's writes are cached"]
 
 
 # --- no absurd figure from two runs --------------------------------------------------------------

@@ -2,9 +2,9 @@
 
 A study measures its devices bare (`raw` targets) as the physical reference. Two things are read
 from it: a target measured clearly beyond the raw devices under it (its figure is flagged, not
-believed), and a raw reference too fast to be a disk at all (the study's header says that the
-reference itself is cached, so absolute figures are not disk figures; ratios measured in one
-study run still are).
+believed), and a raw reference too fast to be a disk at all, or writing far faster than it reads
+(the study's header says that the reference itself is cached, so absolute figures are not disk
+figures; ratios measured in one study run still are).
 """
 
 from __future__ import annotations
@@ -30,6 +30,11 @@ FLASH_READ_US = 25.0
 DEVICE_WRITE_ACK_US = 8.0
 # - move more bytes per second than a PCIe 5.0 x4 link carries (32 GT/s × 4 lanes, 128b/130b).
 PCIE_X4_BYTES_S = 15.75e9
+# - write sequentially this much faster than it reads sequentially, in the same shape (block size,
+#   I/O in flight): flash programs a page several times slower than it reads one and a platter
+#   turns at one speed, so a disk's sequential writes are at most about as fast as its reads. Writes
+#   well beyond them were acknowledged by a volatile cache below (the device's DRAM, the host's).
+WRITES_OVER_READS = 1.5
 
 RANDOM_READS = ("randread", "randrw")
 RANDOM_WRITES = ("randwrite", "randrw")
@@ -140,6 +145,7 @@ class CachedReference:
     workload: str
     finding: str  # "answered random reads in 17 µs each (iodepth 1)"
     limit: str  # "a disk takes at least 25 µs"
+    writes_only: bool = False  # only its writes are a cache's (sequential writes far beyond its reads)
 
 
 def cached_references(samples: Samples, targets: list[dict], workloads: dict[str, dict[str, str]]) -> list[CachedReference]:
@@ -153,6 +159,29 @@ def cached_references(samples: Samples, targets: list[dict], workloads: dict[str
         for workload, options in workloads.items():
             metrics = samples.get((workload, t["name"]), {})
             found += [CachedReference(t["name"], workload, finding, limit) for finding, limit in _beyond_a_disk(metrics, options)]
+        found += _writes_beyond_reads(samples, t["name"], workloads)
+    return found
+
+
+def _writes_beyond_reads(samples: Samples, target: str, workloads: dict[str, dict[str, str]]) -> list[CachedReference]:
+    """A raw target's sequential writes more than WRITES_OVER_READS times faster than its
+    sequential reads of the same shape (bs, iodepth, numjobs), medians of MB/s."""
+    def shape(options: dict[str, str]) -> tuple[str, ...]:
+        return tuple(str(options.get(k, d)) for k, d in (("bs", "4k"), ("iodepth", 1), ("numjobs", 1)))
+
+    reads = {shape(o): w for w, o in workloads.items() if o.get("rw") == "read" and samples.get((w, target), {}).get("read_mb_s")}
+    found = []
+    for workload, options in workloads.items():
+        writes = samples.get((workload, target), {}).get("write_mb_s")
+        read = reads.get(shape(options)) if options.get("rw") == "write" else None
+        if not writes or read is None:
+            continue
+        wrote, got = median(writes), median(samples[(read, target)]["read_mb_s"])
+        if got > 0 and wrote > WRITES_OVER_READS * got:
+            found.append(CachedReference(
+                target, workload, f"wrote sequentially at {wrote:,.0f} MB/s, {wrote / got:.1f}× its sequential reads ({got:,.0f} MB/s, {read})",
+                "a disk writes no faster than it reads: a volatile cache below acknowledged the writes", writes_only=True,
+            ))  # fmt: skip
     return found
 
 

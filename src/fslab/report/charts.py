@@ -107,7 +107,7 @@ def primary_chart(s: StudySummary, workload: str, metric: str) -> Chart | None:
     means = [{"target": c.target, "mean": c.metrics[metric].mean, "n": c.metrics[metric].n, "interval": fmt_mean_ci(c.metrics[metric]), **_interval(c.metrics[metric])} for c in cells]
     runs = [{"target": c.target, "run": i + 1, "value": v} for c in cells for i, v in enumerate(s.samples.values.get((workload, c.target), {}).get(metric, []))]
     axis = label if not unit or label.endswith(unit) else f"{label} ({unit})"
-    x = alt.X("target:N", sort=[m["target"] for m in means], title=None, axis=alt.Axis(labelAngle=0, labelLimit=140))
+    x = alt.X("target:N", sort=[m["target"] for m in means], title=None, axis=_band_axis([m["target"] for m in means]))
     bars = alt.Chart(alt.Data(values=means)).mark_bar(opacity=0.6).encode(
         x, alt.Y("mean:Q", title=axis), alt.Color("target:N", scale=_colours(s), legend=None),
         tooltip=[alt.Tooltip("target:N"), alt.Tooltip("n:Q", title="runs"), alt.Tooltip("interval:N", title="mean ± 95 % CI")],
@@ -234,7 +234,7 @@ def efficiency_chart(s: StudySummary, workload: str) -> Chart | None:
     several = len({r["metric"] for r in rows}) > 1
     for r in rows:
         r["label"] = f"{r['target']} · {r['metric']}" if several else r["target"]
-    x = alt.X("label:N", sort=[r["label"] for r in rows], title=None, axis=alt.Axis(labelAngle=0, labelLimit=160))
+    x = alt.X("label:N", sort=[r["label"] for r in rows], title=None, axis=_band_axis([r["label"] for r in rows]))
     layers = [
         alt.Chart(alt.Data(values=rows)).mark_bar(opacity=0.75).encode(
             x, alt.Y("ratio:Q", title=RATIO_AXIS), _verdict_colour(),
@@ -267,7 +267,7 @@ def cpu_chart(s: StudySummary, workload: str) -> Chart | None:
     if not rows:
         return None
     chart = alt.Chart(alt.Data(values=rows)).mark_bar().encode(
-        alt.X("label:N", sort=list(dict.fromkeys(r["label"] for r in rows)), title=None, axis=alt.Axis(labelAngle=0, labelLimit=160)),
+        alt.X("label:N", sort=(labels := list(dict.fromkeys(r["label"] for r in rows))), title=None, axis=_band_axis(labels)),
         alt.Y("pct:Q", stack="zero", title="CPU (% of all CPUs)"),
         alt.Color("part:N", sort=list(CPU_PARTS.values()), scale=alt.Scale(domain=list(CPU_PARTS.values()), range=["#0969da", "#bf8700", "#8c959f"]), title="CPU time"),
         alt.Order("order:Q"),
@@ -304,7 +304,7 @@ def _median_bars(s: StudySummary, workload: str, chosen: Callable[[str], bool], 
     ]
     if not rows:
         return None
-    x = alt.X("label:N", sort=[r["label"] for r in rows], title=None, axis=alt.Axis(labelAngle=0, labelLimit=160))
+    x = alt.X("label:N", sort=[r["label"] for r in rows], title=None, axis=_band_axis([r["label"] for r in rows]))
     layers = [alt.Chart(alt.Data(values=rows)).mark_bar(opacity=0.75).encode(
         x, alt.Y("median:Q", title=axis), alt.Color("target:N", scale=_colours(s), legend=None),
         tooltip=[alt.Tooltip("label:N", title="target"), alt.Tooltip("median:Q", format=",.3~f"), alt.Tooltip("runs:Q")],
@@ -345,6 +345,25 @@ def comparison_chart(rows: list[Row], older: int, newer: int) -> Chart | None:
 
 
 # --- shared -----------------------------------------------------------------------------------
+
+LABEL_LIMIT = 160  # px: a longer bar label is cut short with an ellipsis (its tooltip names it whole)
+LABEL_FONT = 10  # px: Vega-Lite's axis labels
+CHAR_PX = 6.5  # px: a character of a label, about, at LABEL_FONT
+
+
+def _band_axis(labels: list[str]) -> alt.Axis:
+    """The axis under a chart's bars, its labels each in their own place however wide the chart
+    is drawn (the page fits charts to their container, so the choice is made as it is drawn, from
+    its `width`): level while the longest fits the width of a bar's band, else upright, and
+    smaller where bands are narrower than an upright label is tall."""
+    longest = min(max((len(label) for label in labels), default=0) * CHAR_PX, LABEL_LIMIT) + 6
+    band = f"(width / {max(len(labels), 1)})"
+    return alt.Axis(
+        labelLimit=LABEL_LIMIT,
+        labelAngle={"expr": f"{band} >= {longest:g} ? 0 : -90"},
+        labelFontSize={"expr": f"min({LABEL_FONT}, {band} / 1.4)"},
+    )
+
 
 
 def _sized(title: str, *layers: alt.Chart) -> dict:

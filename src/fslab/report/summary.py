@@ -7,6 +7,7 @@ One model (`StudySummary`) feeds every format: the console (console.py) and the 
 
 from __future__ import annotations
 
+import math
 import tomllib
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -266,10 +267,14 @@ TARGET_COLUMNS = ["target", "filesystem", "devices → layers", "mkfs options", 
 
 
 def fmt(value: float | None, digits: int = 1) -> str:
+    """A figure as every table prints it: no decimals from 100 on, else `digits` of them, and
+    two significant digits where those would be too few (0.04 s is "0.040", never "0.0")."""
     if value is None:
         return "–"
     if abs(value) >= 100:
         return f"{value:,.0f}"
+    if 0 < abs(value) < 10**-digits:
+        return f"{value:,.{1 - math.floor(math.log10(abs(value)))}f}"
     return f"{value:,.{digits}f}"
 
 
@@ -628,14 +633,18 @@ def scaling_lines(s: StudySummary) -> list[str]:
 
 
 def cached_reference_lines(s: StudySummary) -> list[str]:
-    """Said once: a raw reference no disk could produce means the host's cache answered."""
-    if not s.cached_reference:
-        return []
-    first, more = s.cached_reference[0], len(s.cached_reference) - 1
-    return [
-        f"**The raw reference is cached**: {first.target} · {first.workload} {first.finding}, and {first.limit}"
-        + (f" ({more} more such figure{'s' if more > 1 else ''})" if more else "")
-        + ". Absolute figures here are not disk figures; ratios measured in one study run are."
-    ]
+    """Said once each: a raw reference no disk could produce means a cache answered; one whose
+    sequential writes outrun its reads, that a volatile cache acknowledged its writes."""
+    lines = []
+    for writes_only, heading, figures in ((False, "The raw reference is cached", "Absolute figures"), (True, "The raw reference's writes are cached", "Absolute write figures")):
+        found = [c for c in s.cached_reference if c.writes_only == writes_only]
+        if found:
+            first, more = found[0], len(found) - 1
+            lines.append(
+                f"**{heading}**: {first.target} · {first.workload} {first.finding}, and {first.limit}"
+                + (f" ({more} more such figure{'s' if more > 1 else ''})" if more else "")
+                + f". {figures} here are not disk figures; ratios measured in one study run are."
+            )
+    return lines
 
 

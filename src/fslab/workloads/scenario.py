@@ -327,8 +327,8 @@ class Scenarios:
                 elif phase.action == "sleep":
                     time.sleep(phase.seconds)
             if phase.extents and phase.measured:
-                counts = extent_counts([directory / s.file])
-                outputs.append(RawOutput(phase.name, "filefrag", "".join(f"{path}: {n} extents found\n" for path, n in counts.items())))
+                counts = extent_counts([directory / s.file], ready.filesystem)
+                outputs.append(RawOutput(phase.name, "filefrag", "".join(extents.line(str(path)) for path, extents in counts.items())))
         return outputs
 
     def _run_tool(self, journal: Journal, workload: Workload, phase: Phase, ready: Provisioned, scratch: Path, scope: StudyScope, measured: Measured) -> list[RawOutput]:
@@ -353,14 +353,20 @@ class Scenarios:
             elif output.tool == "fio":
                 found += [replace(m, phase=output.phase) for m in parse_metrics(output.text)]
             elif output.tool == "filefrag":
-                found.append(METRICS["extents"].of("extents", sum(parse_filefrag(output.text).values()), output.phase))
+                counts = [e.count for e in parse_filefrag(output.text).values()]
+                if None not in counts:  # a count that cannot be measured is absent, never 0 (judge says why)
+                    found.append(METRICS["extents"].of("extents", sum(c for c in counts if c is not None), output.phase))
             elif output.tool == "snapshots":
                 found.append(METRICS["snapshots"].of("snapshots", len(output.text.split()), output.phase))
         return found
 
     def judge(self, workload: Workload, outputs: list[RawOutput]) -> list[Finding]:
         s = tool_of(workload, Scenario)
-        found = []
+        found = [
+            Finding("extents_not_measurable", f"{output.phase}: extents not measurable {extents.why}", implausible=False)
+            for output in outputs if output.tool == "filefrag"
+            for extents in parse_filefrag(output.text).values() if extents.count is None
+        ]  # fmt: skip
         for output in (o for o in outputs if o.tool == "snapshots"):
             phase = next(p for p in s.phases if p.name == output.phase)
             taken = len(output.text.split())
