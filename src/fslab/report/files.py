@@ -19,6 +19,7 @@ from fslab.report.output import own_folder, write_all
 from fslab.report.parquet import parquet_bytes
 from fslab.results import ResultsDB
 from fslab.results.db import RunMetric
+from fslab.stats import Comparison, Summary
 from fslab.report.summary import (
     COMPARISON_COLUMNS,
     TARGET_COLUMNS,
@@ -91,10 +92,17 @@ RUN_COLUMNS: dict[str, type] = {  # results.db.RunMetric's fields, in order
 }  # fmt: skip
 
 
+def published(figure: Summary | Comparison) -> dict:
+    """A figure's fields as every output prints them: its interval only where the tables print
+    it (stats.printed_interval; needs_runs says when it will be), else none."""
+    fields = vars(figure) if isinstance(figure, Summary) else asdict(figure)  # a Summary's are plain: no deep copy
+    return fields if figure.interval is not None else fields | {"ci_low": None, "ci_high": None}
+
+
 def summary_rows(s: StudySummary) -> list[list]:
     """Every metric of every cell, one row each, with all its statistics (SUMMARY_COLUMNS)."""
     return [
-        [s.study_run["id"], cell.workload, cell.target, name, s.metric_units[name], *[getattr(stats, f) for f in STAT_FIELDS], "; ".join([*stats.warnings, *cell.notes])]
+        [s.study_run["id"], cell.workload, cell.target, name, s.metric_units[name], *[published(stats)[f] for f in STAT_FIELDS], "; ".join([*stats.warnings, *cell.notes])]
         for cell in s.cells
         for name, stats in cell.metrics.items()
     ]
@@ -167,11 +175,11 @@ def to_json(s: StudySummary) -> str:
         "study_run": _study_run(s),
         "targets": s.targets,
         "cells": [
-            {"workload": c.workload, "target": c.target, "failed_runs": c.failed, "metrics": {m: {"unit": s.metric_units[m], **vars(v)} for m, v in c.metrics.items()}}  # plain fields: no deep copy (asdict) needed
+            {"workload": c.workload, "target": c.target, "failed_runs": c.failed, "metrics": {m: {"unit": s.metric_units[m], **published(v)} for m, v in c.metrics.items()}}
             | ({"notes": c.notes, "implausible": c.implausible} if c.notes else {})
             for c in s.cells
         ],
-        "comparisons": [{"workload": r.workload, "target": r.target, "baseline": r.baseline, "metric": r.metric, **asdict(r.comparison)} for r in s.analysis.rows],
+        "comparisons": [{"workload": r.workload, "target": r.target, "baseline": r.baseline, "metric": r.metric, **published(r.comparison)} for r in s.analysis.rows],
         "rankings": [{"workload": w, "metric": m, "order": r.order, "tiers": r.tiers, "letters": r.letters} for (w, m), r in s.analysis.rankings.items()],
         "family": {"corrected": "Benjamini–Hochberg", "comparisons": s.analysis.family_size, "of": "every pair of targets per workload and compared metric"},
         "threshold": s.analysis.threshold,
