@@ -14,7 +14,7 @@ from conftest import FIXTURES
 from fslab.devices.layers import Stack
 from fslab.devices.loop import attached, image_file, on_loops
 from fslab.filesystems import FILESYSTEMS
-from fslab.monitors.base import Found, Sample, Workload, collect, counted_from, measuring
+from fslab.monitors.base import Found, Sample, Synced, Workload, collect, counted_from, measuring
 from fslab.monitors.cpu import CpuMonitor, CpuTimes, parse_proc_stat, summarize, use_between
 from fslab.monitors.extents import FUSE_SUPER_MAGIC, Extents, extent_counts, not_a_count, parse_filefrag
 from fslab.monitors.space import SpaceMonitor, btrfs_compression_ratio, parse_btrfs_df, parse_zfs_compressratio
@@ -114,6 +114,30 @@ def test_traffic_and_cpu_are_counted_from_the_workloads_start():
     assert got["host_cpu_busy_pct"] == 50.0, "the idle start-up left out"
     got = values(collect([traffic, cpu], Workload(written_bytes=2000)))
     assert got["write_amplification"] == 1.25 and got["host_cpu_busy_pct"] == pytest.approx(100 / 3), "without it: the whole window"
+
+
+def test_a_window_counted_until_a_moment_ends_with_the_counters_as_they_stood_then():
+    """The same device, a sync beginning at 11.5: counted from 10.5 until it, interpolated at both ends."""
+    samples = [Sample(t, Counted(0, round(50 * min(t, 10) + 100 * max(t - 10, 0)))) for t in (9.0, 9.8, 10.2, 11.0, 12.0)]
+    readings = counted_from(samples, 10.5, until=11.5)
+    assert readings == [Counted(0, 550), Counted(0, 600), Counted(0, 650)], "the sample at 11.0 kept, the counter at 11.5 interpolated"
+    assert counted_from(samples, None, until=10.6) == [*(s.reading for s in samples[:3]), Counted(0, 560)], "from the window's start"
+    assert counted_from(samples, 10.5, until=12.0) == counted_from(samples, 10.5) == counted_from(samples, 10.5, until=13.0), "at or after the last sample: to the end"
+    assert counted_from(samples, None, until=8.0) == [samples[0].reading], "before the first sample: nothing to count"
+    assert counted_from([], None, until=8.0) == []
+
+
+def test_the_sync_that_ends_a_window_counts_for_the_devices_bytes_and_not_for_cpu():
+    """fio from 1 s to 3 s, then a sync of the filesystem to 4 s that writes 1000 more bytes with
+    the CPUs idle: the devices' bytes are counted through it, CPU until it began."""
+    traffic, cpu = TrafficMonitor([]), CpuMonitor()
+    traffic.sampler.samples = [Sample(0.0, Counted(0, 0)), Sample(1.0, Counted(0, 500)), Sample(3.0, Counted(0, 2500)), Sample(4.0, Counted(0, 3500))]
+    cpu.sampler.samples = [Sample(0.0, CpuTimes(0, 0, 0, 0, 0, 0, 0, 0)), Sample(1.0, CpuTimes(0, 0, 0, 100, 0, 0, 0, 0)), Sample(3.0, CpuTimes(0, 0, 100, 200, 0, 0, 0, 0)), Sample(4.0, CpuTimes(0, 0, 100, 300, 0, 0, 0, 0))]
+    got = values(collect([traffic, cpu], Workload(written_bytes=2000, counted_from=1.0, synced=Synced(began=3.0, seconds=1.0))))
+    assert got["device_written_bytes"] == 3000 and got["write_amplification"] == 1.5, "what the sync wrote is the workload's"
+    assert got["sync_seconds"] == 1.0
+    assert got["host_cpu_busy_pct"] == 50.0, "the sync's idle second left out, as the start-up is"
+    assert "sync_seconds" not in values(collect([traffic, cpu], Workload(written_bytes=2000, counted_from=1.0))), "no sync: none said"
 
 
 # --- device traffic -----------------------------------------------------------------------------

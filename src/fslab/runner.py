@@ -13,6 +13,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
+from functools import partial
 from typing import Protocol
 
 from fslab import doctor, environment
@@ -31,7 +32,7 @@ from fslab.interruption import raise_if_interrupted
 from fslab.journal import Journal
 from fslab.findings import Finding
 from fslab.metrics import Metric, Roles
-from fslab.monitors import Monitor, collect, for_run, measuring
+from fslab.monitors import Monitor, Synced, collect, for_run, measuring
 from fslab.monitors import Workload as MovedBytes
 from fslab.monitors.space import CompressionRatio
 from fslab.plan import PlannedRun, Planner, Repetitions, Tally, new_seed
@@ -291,7 +292,8 @@ def execute(planned: PlannedRun, workdir: Workdir, sources: Sources) -> RunRecor
                 clock.mark("provision")
                 kind = kind_of(workload)
                 record.job_file = kind.command(workload, ready)
-                windows = Windows(ready, FILESYSTEMS[target.filesystem].compression_ratio(ready))
+                filesystem = FILESYSTEMS[target.filesystem]
+                windows = Windows(ready, filesystem.compression_ratio(ready), partial(filesystem.sync, ready))
                 record.outputs = _measure(workdir.journal, kind, workload, ready, record.job_file, sources.scope, clock, windows)
                 metrics, notes = kind.parse(record.outputs), kind.judge(workload, record.outputs)
                 monitored, flagged = windows.found(kind, record.outputs)  # after the workload's own figures: it needs them
@@ -340,13 +342,19 @@ class Windows:
     moment its step's own figures began (Window.counted_from: fio's ramp excluded), so that
     the workload's bytes and the devices' are of the same interval.
 
+    Each window ends with `sync` (Filesystem.sync: the target's filesystem written to its
+    devices — a Btrfs transaction, a ZFS transaction group, dirty pages — when the step is done),
+    inside it: the devices' bytes are counted through it, since what they write then is the
+    step's; CPU stops where it began, and the step's own figures never saw it.
+
     Traffic is counted on `ready.bottom` alone (loop images, zram, the user's devices): the
     layers above (md, dm, a zvol) pass the same bytes on, and would count them twice."""
 
-    def __init__(self, ready: Provisioned, compression: CompressionRatio | None):
-        self.ready, self.compression = ready, compression
+    def __init__(self, ready: Provisioned, compression: CompressionRatio | None, sync: Callable[[], None]):
+        self.ready, self.compression, self.sync = ready, compression, sync
         self.watched: dict[str, list[Monitor]] = {}  # by phase, in the order measured
         self.windows: dict[str, Window] = {}  # by phase: when its workload's figures began
+        self.synced: dict[str, Synced] = {}  # by phase: the sync that ended its window
 
     @contextmanager
     def measured(self, phase: str) -> Iterator[Window]:
@@ -357,6 +365,9 @@ class Windows:
         window = self.windows[phase] = Window()
         with measuring(monitors):
             yield window
+            began = time.monotonic()
+            self.sync()
+            self.synced[phase] = Synced(began, time.monotonic() - began)
 
     def found(self, kind: WorkloadKind, outputs: list[RawOutput]) -> tuple[list[Metric], list[Finding]]:
         """Each window's monitor values as metrics of its phase (neither primary nor compared:
@@ -369,7 +380,8 @@ class Windows:
         for phase, monitors in self.watched.items():
             moved = {m.name: m.value for m in kind.parse([o for o in outputs if o.phase == phase])}
             began = self.windows.get(phase, Window()).counted_from
-            found = collect(monitors, MovedBytes(read_bytes=moved.get(READ_BYTES), written_bytes=moved.get(WRITTEN_BYTES), counted_from=began))
+            bytes_moved = MovedBytes(read_bytes=moved.get(READ_BYTES), written_bytes=moved.get(WRITTEN_BYTES), counted_from=began, synced=self.synced.get(phase))
+            found = collect(monitors, bytes_moved)
             metrics += [Metric(v.name, v.value, v.unit, v.higher_is_better, phase=phase) for v in found.values]
             findings += found.flags
         return metrics, findings

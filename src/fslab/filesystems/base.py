@@ -326,6 +326,16 @@ class Filesystem:
         what was made (`compresses`); None where it does not compress."""
         return None
 
+    def sync(self, ready: Provisioned) -> None:
+        """Write what the filesystem still holds of a workload's writes to its devices (a
+        journal's or a transaction's commit, dirty pages): each measured window ends with it
+        (runner.Windows). syncfs(2) of this filesystem alone, through coreutils' `sync -f` —
+        sync(2) would write every filesystem's dirty data, and fsync(2) of its directory commits
+        that directory, not the filesystem."""
+        if ready.directory is None:
+            raise ValueError(f"{self.kind} made no filesystem to sync: {ready.described}")
+        run(["sync", "-f", str(ready.directory)])
+
     def snapshot(self, ready: Provisioned, name: str) -> str:
         """Take a read-only snapshot of what the workload uses, named `name` (guard.names
         snapshot_name: fslab's, never the study's); returns what the tools call it. Snapshots

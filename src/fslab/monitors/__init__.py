@@ -18,18 +18,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from fslab.monitors.base import Found, Measured, Monitor, Workload, collect, measuring
+from fslab.monitors.base import Found, Measured, Monitor, Synced, Workload, collect, measuring
 from fslab.monitors.cpu import CpuMonitor
 from fslab.monitors.space import CompressionRatio, SpaceMonitor
 from fslab.monitors.traffic import TrafficMonitor
 
-__all__ = ["METRICS", "Found", "Measured", "Monitor", "Workload", "collect", "for_run", "measuring"]
+__all__ = ["METRICS", "Found", "Measured", "Monitor", "Synced", "Workload", "collect", "for_run", "measuring"]
 
 # Every value the monitors report (Measured.name), in the order a report shows them: how a
 # summary tells what a run cost (these) from what its workload measured (the kind's metrics).
 METRICS = (
     "host_cpu_busy_pct", "host_cpu_busy_peak_pct", "host_cpu_user_pct", "host_cpu_system_pct", "host_cpu_iowait_pct",
-    "device_read_bytes", "device_written_bytes", "write_amplification", "device_read_ratio",
+    "device_read_bytes", "device_written_bytes", "write_amplification", "device_read_ratio", "sync_seconds",
     "space_used_bytes", "space_grown_bytes", "compression_ratio",
 )  # fmt: skip
 

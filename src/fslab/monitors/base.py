@@ -19,6 +19,11 @@ before the workload starts; a workload whose figures begin later (fio's start-up
 says when (Workload.counted_from, on time.monotonic()'s clock), and the monitors that count
 over time (CPU, traffic) sample their counters through the whole window (`Sampler`) and count
 from that moment on (`counted_from`), the counters interpolated between the samples around it.
+
+A window ends with a sync of the target's filesystem (runner.Windows), so that what it still
+held of the workload's writes (Btrfs's transaction, ZFS's transaction group, dirty pages) has
+reached its devices: the devices' bytes are counted through it, CPU stops where it began
+(Workload.synced) — the sync is no part of the workload's own figures.
 """
 
 from __future__ import annotations
@@ -44,13 +49,29 @@ class Measured:
 
 
 @dataclass(frozen=True)
+class Synced:
+    """The sync of the target's filesystem that ended a window: when it began (time.monotonic())
+    and how long it took, to the window's end."""
+
+    began: float
+    seconds: float
+
+
+@dataclass(frozen=True)
 class Workload:
-    """What the workload itself says it moved in the measured phase (None: it does not say), and
-    when its figures began counting (time.monotonic()), if later than the window opened."""
+    """What the workload itself says it moved in the measured phase (None: it does not say), when
+    its figures began counting (time.monotonic()), if later than the window opened, and the sync
+    that ended the window (None: the window ended with the workload)."""
 
     read_bytes: float | None = None
     written_bytes: float | None = None
     counted_from: float | None = None
+    synced: Synced | None = None
+
+    @property
+    def counted_until(self) -> float | None:
+        """When the workload's own figures ended: the sync's start (None: the window's end)."""
+        return self.synced.began if self.synced else None
 
 
 @dataclass
@@ -153,11 +174,14 @@ class Sampler(Generic[R]):
         self._take()
 
 
-def counted_from(samples: Sequence[Sample[R]], moment: float | None) -> list[R]:
+def counted_from(samples: Sequence[Sample[R]], moment: float | None, until: float | None = None) -> list[R]:
     """The readings of a window counted from `moment` on: the counters as they stood then
     (interpolated between the samples around it), and every later reading. All of them when
     `moment` is None or comes before the first; only the last when it comes after it (nothing
-    left to count)."""
+    left to count). With `until`, up to that moment alone: the counters as they stood then,
+    interpolated alike, end the readings."""
+    if until is not None and samples and until < samples[-1].at:
+        samples = _cut_at(samples, until)
     if moment is None or not samples or moment <= samples[0].at:
         return [s.reading for s in samples]
     later = [s for s in samples if s.at > moment]
@@ -166,6 +190,15 @@ def counted_from(samples: Sequence[Sample[R]], moment: float | None) -> list[R]:
     before, after = samples[len(samples) - len(later) - 1], later[0]
     fraction = (moment - before.at) / (after.at - before.at)
     return [interpolated(before.reading, after.reading, fraction), *(s.reading for s in later)]
+
+
+def _cut_at(samples: Sequence[Sample[R]], until: float) -> list[Sample[R]]:
+    """The samples before `until`, and the counters as they stood at `until` (before the last)."""
+    earlier = [s for s in samples if s.at < until]
+    if not earlier:
+        return [samples[0]]
+    before, after = earlier[-1], samples[len(earlier)]
+    return [*earlier, Sample(until, interpolated(before.reading, after.reading, (until - before.at) / (after.at - before.at)))]
 
 
 def interpolated(a: R, b: R, fraction: float) -> R:

@@ -14,7 +14,8 @@ between two samples:
 each as a percentage of all the time that passed on all CPUs (100 % = every CPU busy).
 
 The average covers the window exactly (first sample to last: the counters accumulate), from
-the moment the workload's figures begin (base.counted_from: after fio's ramp); the peak is the
+the moment the workload's figures begin (base.counted_from: after fio's ramp) to the sync that
+ends the window (base.Workload.synced: no part of the workload); the peak is the
 busiest sampling interval. Parsing and arithmetic are pure; the sampler is a
 thin thread around them.
 """
@@ -140,6 +141,6 @@ class CpuMonitor:
         self.sampler.stop()
 
     def values(self, workload: Workload, found: Found) -> None:
-        summary = summarize(counted_from(self.sampler.samples, workload.counted_from))
+        summary = summarize(counted_from(self.sampler.samples, workload.counted_from, workload.counted_until))
         if summary is not None:
             found.values.extend(measured(summary))

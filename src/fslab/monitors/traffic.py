@@ -1,7 +1,10 @@
 """What the devices under a target read and wrote during the measured phase, from the kernel's
 own counters (/sys/class/block/<name>/stat, disks and partitions alike), sampled through the
 window and counted from the moment the workload's own figures begin (base.counted_from: after
-fio's ramp), so that both count the same I/O.
+fio's ramp), so that both count the same I/O, to the window's end: through the sync of the
+filesystem that ends it (runner.Windows), which writes what the workload's writes still left in
+memory — a Btrfs transaction, a ZFS transaction group, dirty pages. How long that sync took is
+reported beside them (sync_seconds): a run without it (stored before) counted to the workload's end.
 
 The stat file's 3rd and 7th fields count sectors read and written; the kernel counts them in
 512-byte units whatever the device's own sector size, so bytes = sectors × 512.
@@ -93,11 +96,14 @@ def served_by_cache(device_read: float, workload_read: float | None) -> bool:
 
 
 def judged(moved: Counted, workload: Workload) -> Found:
-    """The traffic's values, and its flag when reads came from a cache."""
+    """The traffic's values (with the sync they were counted through), and its flag when reads
+    came from a cache."""
     found = Found([
         Measured("device_read_bytes", moved.read_bytes, "B", False),
         Measured("device_written_bytes", moved.written_bytes, "B", False),
     ])
+    if workload.synced is not None:
+        found.values.append(Measured("sync_seconds", workload.synced.seconds, "s", False))
     amplification = write_amplification(moved.written_bytes, workload.written_bytes)
     if amplification is not None:
         found.values.append(Measured("write_amplification", amplification, "×", False))
@@ -119,7 +125,7 @@ def read_counts(names: Sequence[str]) -> dict[str, Counted]:
 
 class TrafficMonitor:
     """The devices' counters, added up, sampled from start to stop; what they moved from the
-    moment the workload's figures begin to the end is the phase's traffic."""
+    moment the workload's figures begin to the end (through the window's sync) is the phase's traffic."""
 
     name = "traffic"
 

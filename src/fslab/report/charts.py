@@ -282,7 +282,7 @@ def write_amplification_chart(s: StudySummary, workload: str) -> Chart | None:
     """Device bytes written ÷ bytes the workload wrote, per target and measured phase (median over runs)."""
     return _median_bars(
         s, workload, lambda key: unqualified(key) == "write_amplification", "write amplification (×)", "write-amplification",
-        "Bytes the devices under the target wrote ÷ bytes the workload wrote, during the measured phase (monitors), median over runs; 1 = nothing added.",
+        "Bytes the devices under the target wrote ÷ bytes the workload wrote, during the measured phase and through the sync of the filesystem that ends it (monitors), median over runs; 1 = nothing added.",
         reference=1.0,
     )
 

@@ -410,12 +410,14 @@ def is_monitored(key: str) -> bool:
 
 # What the monitors measured in a workload's windows (monitors/): a row per cell and measured
 # phase, each figure the median over the cell's runs. Only where some cell has them: results
-# stored before the runner ran monitors show no such table.
-MONITOR_COLUMNS = ["target", "phase", "CPU busy %", "CPU peak %", "user %", "system %", "iowait %", "device read", "device written", "write ampl.", "space used", "compression"]
+# stored before the runner ran monitors show no such table. The devices' bytes are counted
+# through the sync of the filesystem that ends each window, "synced in" how long it took ("–":
+# runs stored before, counted to the workload's end).
+MONITOR_COLUMNS = ["target", "phase", "CPU busy %", "CPU peak %", "user %", "system %", "iowait %", "device read", "device written", "write ampl.", "synced in", "space used", "compression"]
 _MONITOR_FIGURES = [
     ("host_cpu_busy_pct", "pct"), ("host_cpu_busy_peak_pct", "pct"), ("host_cpu_user_pct", "pct"), ("host_cpu_system_pct", "pct"),
     ("host_cpu_iowait_pct", "pct"), ("device_read_bytes", "size"), ("device_written_bytes", "size"), ("write_amplification", "ratio"),
-    ("space_used_bytes", "size"), ("compression_ratio", "ratio"),
+    ("sync_seconds", "seconds"), ("space_used_bytes", "size"), ("compression_ratio", "ratio"),
 ]  # fmt: skip
 
 
@@ -440,6 +442,8 @@ def monitor_rows(cell: CellSummary) -> list[list[str]]:
 def _monitor_figure(value: float, shape: str) -> str:
     if shape == "size":
         return format_size(int(value))
+    if shape == "seconds":
+        return f"{value:.2f} s"
     return fmt(value) if shape == "pct" else f"{value:.2f}×"
 
 
