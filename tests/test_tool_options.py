@@ -284,3 +284,29 @@ def test_a_c1_control_character_is_refused_in_a_value_and_escaped_when_shown():
     assert plain_value_problem("a\x9b2J") == "holds a control character (a newline?)"
     assert plain_value_problem("a\nb") == "holds a control character (a newline?)"
     assert visible("a\x9b2J\x1b[0m\tb\n") == "a\\x9b2J\\x1b[0m\tb\n"
+
+
+def test_a_pool_is_synced_with_zpools_own_failmode_only(monkeypatch):
+    """zfs-fuse's pools are synced by setting failmode to the value zpool reports: a value that
+    is not a failmode (a zpool or daemon gone wrong) is never passed on to `zpool set`."""
+    import subprocess
+
+    from fslab.filesystems import zfs
+
+    ran: list[list[str]] = []
+
+    def answers(failmode: str):
+        def run(argv, **_):
+            ran.append(list(argv))
+            return subprocess.CompletedProcess(argv, 0, f"NAME  PROPERTY  VALUE  SOURCE\npool  failmode  {failmode}  default\n", "")
+        return run
+
+    monkeypatch.setattr(zfs, "runs_on_fuse", lambda: True)
+    monkeypatch.setattr(zfs, "run", answers("wait"))
+    zfs.sync_pool("pool")
+    assert ran[-1] == ["zpool", "set", "failmode=wait", "pool"]
+    ran.clear()
+    monkeypatch.setattr(zfs, "run", answers("altroot=/etc"))
+    with pytest.raises(Refused, match="not a failmode"):
+        zfs.sync_pool("pool")
+    assert all(argv[:2] == ["zpool", "get"] for argv in ran)

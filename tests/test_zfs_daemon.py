@@ -111,6 +111,11 @@ def test_cleanup_stops_the_kept_daemon_a_killed_fslab_left(fuse, workdir):
     assert len(zfs_fuse_pids()) == 1
     kinds = [kind for kind, _ in workdir.journal.outstanding()]
     assert kinds == ["mount", "zpool", "loop", "zfs-daemon", "image"], kinds
+    pools = subprocess.run(["zpool", "list", "-H", "-o", "name"], capture_output=True, text=True, check=True).stdout.split()
+    left = [pool for pool in pools if pool.startswith(workdir_tag(workdir.root))]
+    assert len(left) == 1
+    cachefile = subprocess.run(["zpool", "get", "cachefile", left[0]], capture_output=True, text=True, check=True).stdout  # zfs-fuse's has no -H, -o
+    assert cachefile.splitlines()[1].split()[:3] == [left[0], "cachefile", "none"], "a pool a killed fslab left is in no cache file: nothing imports it again"
     result = fslab("cleanup", "--workdir", str(workdir.root))
     assert result.returncode == 0, result.stdout + result.stderr
     for released in ("mount", "zpool", "loop", "zfs-daemon", "image"):

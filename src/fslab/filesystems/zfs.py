@@ -81,7 +81,10 @@ def sync_pool(pool: str) -> None:
     joins (and every dirty one before it) to be written: failmode, set to the value it has —
     it changes nothing but the pool's history, a few hundred bytes."""
     if runs_on_fuse():
-        run(["zpool", "set", f"failmode={pool_property(pool, 'failmode')}", pool])
+        failmode = pool_property(pool, "failmode")
+        if failmode not in ("wait", "continue", "panic"):  # zpool's own answer, checked all the same before it is set
+            raise Refused(f"zpool get failmode {pool} answered {failmode!r}, not a failmode: fslab does not set it, and cannot sync the pool")
+        run(["zpool", "set", f"failmode={failmode}", pool])
     else:
         run(["zpool", "sync", pool])
 
@@ -325,7 +328,9 @@ class Zfs(Filesystem):
     def pool_command(self, pool: str, devices: list[str], target: Target) -> list[str]:
         options = [arg for name, value in check_pool_options(target.pool_options).items() for arg in ("-o", f"{name}={value}")]
         layout = [target.vdev] if len(devices) > 1 and target.vdev == "mirror" else []
-        return ["zpool", "create", "-f", *options, "-O", "mountpoint=none", pool, *layout, *devices]
+        # cachefile=none: a pool a killed fslab left is imported again by nothing (a restarted
+        # daemon or boot) but `fslab cleanup`, which destroys it
+        return ["zpool", "create", "-f", *options, "-o", "cachefile=none", "-O", "mountpoint=none", pool, *layout, *devices]
 
     def dataset_command(self, pool: str, mountpoint: Path, target: Target) -> list[str]:
         """`zfs create` of the one dataset (or volume); an encrypted one reads its key, raw, on
