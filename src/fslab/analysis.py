@@ -8,7 +8,7 @@ Pure: takes samples grouped by cell, returns comparisons. stats.py does the arit
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -166,13 +166,14 @@ def _rankings(family: Analysis, samples: Samples, roles: Roles, higher_is_better
     return rankings
 
 
-def compare_study_runs(older: SampleGroups, newer: SampleGroups, *, threshold: float = 0.03) -> list[Row]:
-    """Every cell present in both study runs' stored samples: newer against older, BH over all of
-    them; each metric's direction and roles as either study run stored them."""
+def compare_study_runs(older: SampleGroups, newer: SampleGroups, *, threshold: float = 0.03, left_out: Collection[tuple[str, str]] = ()) -> list[Row]:
+    """Every cell present in both study runs' stored samples but those `left_out` ((workload,
+    target) flagged in either: figures that cannot be real are judged nowhere): newer against
+    older, BH over all of them; each metric's direction and roles as either study run stored them."""
     higher_is_better, roles, kinds = {**older.higher_is_better, **newer.higher_is_better}, older.roles | newer.roles, older.kinds | newer.kinds
     cells, pairs = [], []
     for (workload, target), metrics in older.values.items():
-        if (workload, target) not in newer.values:
+        if (workload, target) not in newer.values or (workload, target) in left_out:
             continue
         for metric in roles.compared_in(workload, metrics):
             a, b = metrics[metric], newer.values[(workload, target)].get(metric)

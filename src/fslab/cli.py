@@ -22,7 +22,7 @@ from fslab.guard.names import check_name, visible
 from fslab.importer import DEFAULT_STUDY, import_files, imported_from
 from fslab.report.console import CONSOLE_WIDTH, print_comparison, print_summary, print_table
 from fslab.report.files import TableFormat, export_tables, report_folder, write_reports
-from fslab.report.summary import StudySummary, summarize_study_run
+from fslab.report.summary import StudySummary, flagged_cells, summarize_study_run
 from fslab.results import ResultsDB, RunRecord, reports_dir, resolve_location
 from fslab.results.db import DEFAULT_DB, now
 from fslab.results.owner import Owner
@@ -280,9 +280,10 @@ def compare(
     a, b = _find_study_run(results, older), _find_study_run(results, newer)
     if a["study"] != b["study"]:
         raise _fail(f"study run {a['id']} is of study '{a['study']}' and {b['id']} of '{b['study']}': compare runs of one study")
-    rows = compare_study_runs(results.sample_groups(a["id"]), results.sample_groups(b["id"]), threshold=threshold)
+    left_out = sorted(flagged_cells(results, a["id"]) | flagged_cells(results, b["id"]))
+    rows = compare_study_runs(results.sample_groups(a["id"]), results.sample_groups(b["id"]), threshold=threshold, left_out=left_out)
     regressed = regressions(rows, regression)
-    print_comparison(console, a, b, rows, regressed, threshold, regression)
+    print_comparison(console, a, b, rows, regressed, threshold, regression, left_out)
     if regressed:
         raise typer.Exit(1)
 

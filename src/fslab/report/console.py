@@ -238,8 +238,11 @@ def _segments(widths: list[int], lines: list[list[str | None]], style: Style) ->
         yield Segment.line()
 
 
-def print_comparison(console: Console, older: dict, newer: dict, rows: list[Row], regressed: list[Row], threshold: float, regression: float) -> None:
-    """Two study runs of one study: environments side by side, then every cell newer/older."""
+def print_comparison(
+    console: Console, older: dict, newer: dict, rows: list[Row], regressed: list[Row], threshold: float, regression: float, left_out: list[tuple[str, str]] = ()
+) -> None:
+    """Two study runs of one study: environments side by side, then every cell newer/older but
+    those `left_out` (workload, target: flagged in either), which are named."""
     console.print(f"Study [bold]{escape(older['study'])}[/bold]: study run {newer['id']} ({newer['started_at']:%Y-%m-%d %H:%M}) against {older['id']} ({older['started_at']:%Y-%m-%d %H:%M})", highlight=False)
     imported = [sr for sr in (older, newer) if imported_from(sr)]
     changed = environment_differences(older["environment"], newer["environment"])
@@ -262,6 +265,9 @@ def print_comparison(console: Console, older: dict, newer: dict, rows: list[Row]
         f"{len(rows)} comparisons and a change above {threshold:.0%}. A regression is a 'slower' verdict by more than {regression:.0%}.",
         highlight=False,
     )
+    if left_out:
+        cells = "; ".join(f"{target} · {workload}" for workload, target in left_out)
+        console.print(f"Left out of the comparison: {escape(visible(cells))} — a run's figures cannot be real in either study run (IMPLAUSIBLE in its summary).", highlight=False)
     if regressed:
         console.print(f"[red]{len(regressed)} regression(s):[/red] " + escape("; ".join(f"{r.target} · {r.workload} · {metric_label(r.metric)} ×{r.comparison.ratio:.3f}" for r in regressed)), highlight=False)
     else:

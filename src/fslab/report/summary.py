@@ -159,6 +159,12 @@ def summarize_study_run(
     )
 
 
+def flagged_cells(db: ResultsDB, study_run_id: int) -> set[tuple[str, str]]:
+    """(workload, target) of every cell of a study run a run's figures of which cannot be real:
+    judged nowhere, as its summary judges them (`fslab compare` too)."""
+    return {cell for cell, (_, implausible) in _run_notes(db.runs(study_run_id, RUN_FACTS)).items() if implausible}
+
+
 def _run_notes(runs: list[dict]) -> dict[tuple[str, str], tuple[list[str], bool]]:
     """(workload, target) → what was found of its measured runs, each kind of finding once (as
     its first run said it) with how many runs it was found in, the implausible first; and
