@@ -541,9 +541,14 @@ def method_line(s: StudySummary) -> str:
     return (
         "Every pair of targets is compared, per workload and metric: the ratio of geometric means with a 95 % Welch "
         "interval on the log values. A verdict says faster or slower only when the Benjamini–Hochberg-adjusted p is below 0.05 "
-        f"and the change exceeds {s.analysis.threshold:.0%}; one family of {s.analysis.family_size} comparisons (all pairs of this study run) "
-        "was corrected, and both the tables (each target against its baseline) and the rankings are read from it. "
-        "'detectable' is the smallest change these runs would detect (80 % power); a figure from too few runs says how many it needs. "
+        f"and the change exceeds {s.analysis.threshold:.0%}; "
+        + (
+            f"one family of {s.analysis.family_size} comparison{'s' if s.analysis.family_size != 1 else ''} (all pairs of this study run) "
+            "was corrected, and both the tables (each target against its baseline) and the rankings are read from it. "
+            if s.analysis.family_size
+            else "no pair of this study run could be compared (a comparison needs two cells of at least 2 runs each, neither flagged). "
+        )
+        + "'detectable' is the smallest change these runs would detect (80 % power); a figure from too few runs says how many it needs. "
         "Ranking: '>' detectably better, '=' not told apart; where that cannot be said exactly, letters: targets sharing one are not told apart."
     )
 
@@ -606,7 +611,8 @@ def header_lines(s: StudySummary) -> list[str]:
             (
                 f"Study **{sr['study']}**, study run {sr['id']}, **imported from {len(imported['files'])} file(s)** of fio's JSON ({tools.get('fio')}) "
                 f"on {imported['at'][:19].replace('T', ' ')} UTC, measured from {sr['started_at']:%Y-%m-%d %H:%M:%S} to {sr['finished_at']:%Y-%m-%d %H:%M:%S} UTC; "
-                f"bandwidth in {s.units.describe()}. Up to {sr['repetitions']} runs per cell, one per file, in the order the files came."
+                f"bandwidth in {s.units.describe()}. "
+                + ("One run per cell, one per file." if sr["repetitions"] == 1 else f"Up to {sr['repetitions']} runs per cell, one per file, in the order the files came.")
             ),
             "fslab did not run these: it knows each target by name and by fio's output alone (not its machine, filesystem or options); each fio job name is a workload, or one per set of options where its files ran it with different ones (named by those options).",
         ]
