@@ -449,8 +449,8 @@ def _monitor_figure(value: float, shape: str) -> str:
     if shape == "size":
         return format_size(int(value))
     if shape == "seconds":
-        return f"{value:.2f} s"
-    return fmt(value) if shape == "pct" else f"{value:.2f}×"
+        return f"{fmt(value, 2)} s"
+    return fmt(value) if shape == "pct" else f"{fmt(value, 2)}×"
 
 
 def flagged(cell: CellSummary, figure: str) -> str:
