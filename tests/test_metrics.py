@@ -11,7 +11,7 @@ from conftest import FIXTURES
 from fslab.metrics import MetricKind, Roles
 from fslab.plan import Planner, Repetitions, Tally
 from fslab.report.files import to_csv, to_markdown
-from fslab.report.summary import summarize_study_run
+from fslab.report.summary import CellSummary, StudySummary, summarize_study_run, workload_title
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
 from fslab.study import parse_study
@@ -124,31 +124,73 @@ def test_fio_behind_the_protocol_round_trips_through_the_database(tmp_path):
 EFFECTIVE = {"ext4": "rw,relatime", "btrfs": "rw,relatime,compress=zstd:3,discard=async,space_cache=v2,subvolid=5,subvol=/"}
 
 
-def test_zeros_on_a_compressing_target_and_what_runs_found_are_noted_on_the_cell(tmp_path):
-    """Stored runs alone: zeros written to a compressing Btrfs flatter it (said after what its
-    runs found); the same data on ext4 is not called out; an implausible finding flags the cell."""
-    from fslab.findings import Finding
+COMPRESSING = STUDY.replace('filesystem = ["ext4", "xfs", "btrfs"]', 'filesystem = "ext4"\n[[target]]\nfilesystem = "btrfs"\nmount_options = "compress=zstd"')
+RATIO = MetricKind("×", higher_is_better=True)  # as the space monitor stores compression_ratio
+
+
+def compressing(tmp_path: Path, ratios: list[float], study_text: str = COMPRESSING, notes_of=lambda target, repetition: []) -> StudySummary:
+    """Stored runs of zeros, two per target, the Btrfs ones with the compression ratios given
+    (the space monitor's, by repetition): their summary."""
     from fslab.workloads.data import DataPattern
 
-    study = parse_study(STUDY.replace('filesystem = ["ext4", "xfs", "btrfs"]', 'filesystem = "ext4"\n[[target]]\nfilesystem = "btrfs"\nmount_options = "compress=zstd"'), "s.toml", base_dir=Path("."))
+    study = parse_study(study_text, "s.toml", base_dir=Path("."))
     assert [t.name for t in study.targets] == ["ext4", "btrfs"]
+    tmp_path.mkdir(exist_ok=True)
     db = ResultsDB(str(tmp_path / "r.db"))
     study_run = db.begin_study_run(study, 1, {}, {}, {}, Owner.current(tmp_path))
     start = datetime(2026, 1, 1)
     for repetition in (1, 2):
         for position, target in enumerate(("ext4", "btrfs"), start=1):
-            notes = [Finding("sanity", "it read more than it wrote", implausible=True)] if (target, repetition) == ("btrfs", 2) else []
+            ratio = [RATIO.of("compression_ratio", ratios[repetition - 1])] if target == "btrfs" and ratios else []
             db.record_run(study_run, RunRecord(
                 target=target, workload="seq_read", repetition=repetition, warmup=False, block=repetition, position=position,
                 started_at=start, finished_at=start + timedelta(seconds=12), status="ok", buffered=False,
-                metrics=[ELAPSED.of("elapsed_s", MEDIANS[target])], data_pattern=DataPattern.asked("zeros").describe(), notes=notes,
-                mount_options_effective=EFFECTIVE[target],
+                metrics=[ELAPSED.of("elapsed_s", MEDIANS[target]), *ratio], data_pattern=DataPattern.asked("zeros").describe(),
+                notes=notes_of(target, repetition), mount_options_effective=EFFECTIVE[target],
             ))  # fmt: skip
     db.finish_study_run(study_run, "finished", {})
-    cells = {c.target: c for c in summarize_study_run(db, study_run).cells}
+    return summarize_study_run(db, study_run)
+
+
+def compressing_cells(tmp_path: Path, ratios: list[float], study_text: str = COMPRESSING, notes_of=lambda target, repetition: []) -> dict[str, CellSummary]:
+    return {c.target: c for c in compressing(tmp_path, ratios, study_text, notes_of).cells}
+
+
+def test_zeros_on_a_compressing_target_and_what_runs_found_are_noted_on_the_cell(tmp_path):
+    """Stored runs alone: zeros written to a Btrfs that compressed them (the monitor's ratio)
+    flatter it (said after what its runs found); the same data on ext4 is not called out; an
+    implausible finding flags the cell."""
+    from fslab.findings import Finding
+
+    implausible = lambda target, repetition: [Finding("sanity", "it read more than it wrote", implausible=True)] if (target, repetition) == ("btrfs", 2) else []  # noqa: E731
+    cells = compressing_cells(tmp_path, [30.0, 32.0], notes_of=implausible)
     assert cells["ext4"].notes == [] and not cells["ext4"].implausible
     assert cells["btrfs"].notes == [
         "IMPLAUSIBLE: it read more than it wrote (1 of 2 runs)",
-        "it wrote zeros data to a compressing target: the figures flatter it, as real data would not",
+        "it wrote zeros data to a compressing target, which compressed it 31.00×: the figures flatter it, as real data would not",
     ]
     assert cells["btrfs"].implausible
+
+
+def test_the_flattery_note_follows_the_compression_measured(tmp_path):
+    """Issue 20: zeros on a compressing Btrfs whose files fio preallocated were stored
+    uncompressed (1.00×), and the cell still said the figures flatter it. Said only where the
+    monitor measured compression; where it did not, the note says so, and why when the files
+    were preallocated (as the workload's record says); unmeasured, it says they may."""
+    preallocating = COMPRESSING.replace("[[target]]", '[fio]\noptions = { fallocate = "native" }\n[[target]]', 1)
+    s = compressing(tmp_path / "native", [1.0, 1.02], preallocating)
+    assert workload_title(s, "seq_read") == "seq_read (direct I/O; data: zeros; files preallocated (fio fallocate=native))"
+    [uncompressed] = {c.target: c for c in s.cells}["btrfs"].notes
+    assert "flatter" not in uncompressed
+    assert uncompressed == (
+        "it wrote zeros data to a compressing target, which stored it uncompressed (1.01×): its files were preallocated (fio fallocate=native), "
+        "and preallocated blocks are written in place, uncompressed; the figures are those of uncompressed data"
+    )
+    s = compressing(tmp_path / "none", [1.0, 1.0])
+    assert workload_title(s, "seq_read") == "seq_read (direct I/O; data: zeros)", "fslab's default, no preallocation, goes without saying"
+    [not_preallocated] = {c.target: c for c in s.cells}["btrfs"].notes
+    assert not_preallocated == "it wrote zeros data to a compressing target, which stored it uncompressed (1.00×): the figures are those of uncompressed data"
+    [compressed] = compressing_cells(tmp_path / "some", [1.05, 1.2])["btrfs"].notes
+    assert "which compressed it 1.12×: the figures flatter it" in compressed, "the median of its runs"
+    [unmeasured] = compressing_cells(tmp_path / "unmeasured", [])["btrfs"].notes
+    assert unmeasured == "it wrote zeros data to a compressing target, and no compression ratio was measured: the figures may flatter it, as real data would not"

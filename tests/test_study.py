@@ -252,7 +252,7 @@ def test_job_file_workload(tmp_path):
     study = parse_study(study_text, "s.toml", base_dir=tmp_path)
     mine = {w.name: w for w in study.workloads}["mine"]
     assert mine.tool.job_file == "mine.fio" and mine.tool.reads and mine.direct and mine.seconds == 3.0
-    assert mine.tool.job.sections[0].options[:2] == (("rw", "randread"), ("bs", "8k"))
+    assert mine.tool.job.sections[-1].options[:2] == (("rw", "randread"), ("bs", "8k")), "after fslab's [global] fallocate=none"
     missing = study_text.replace("mine.fio", "gone.fio")
     with pytest.raises(StudyError, match=r"s.toml:2\d: workload\[0\].job_file: cannot read job_file .*gone.fio"):
         parse_study(missing, "s.toml", base_dir=tmp_path)

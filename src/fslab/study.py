@@ -36,7 +36,7 @@ from fslab.workloads import scenario
 from fslab.workloads.base import Tool
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 from fslab.workloads.data import DataPattern, buffer_options
-from fslab.workloads.fio import FioJob
+from fslab.workloads.fio import NO_PREALLOCATION, FioJob, without_preallocation
 
 # fslab's defaults for every fio workload, overridden by a study's [fio] table, then by the workload.
 FIO_DEFAULTS: dict[str, Any] = {
@@ -608,6 +608,7 @@ def _fio_workload(name: str, settings: dict[str, Any], extra: dict[str, Any], sc
         "ioengine": settings["ioengine"],
         "direct": int(settings["direct"]),
         "randseed": settings["randseed"],
+        **NO_PREALLOCATION,  # unless the study's options set fallocate
     }
     if "rwmixread" in settings:
         options["rwmixread"] = settings["rwmixread"]
@@ -640,6 +641,7 @@ def _job_file_workload(name: str, job_file: str, base_dir: Path, where: str, tim
     except Refused as exc:
         raise StudyError(f"{where}: {exc}") from None
     data = DataPattern.from_options("job_file", (option for section in job.sections for option in section.options))
+    job = without_preallocation(job)
     return Workload(
         name=name,
         tool=FioJob(job, {}, job_file, fio_jobs.reads(job), 0, 1, data),

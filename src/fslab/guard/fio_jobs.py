@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import re
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -453,6 +453,25 @@ def direct_after(options: list[tuple[str, str | None]]) -> bool:
         if name in ("direct", "buffered"):
             direct = _on({name: value}, name) == (name == "direct")
     return direct
+
+
+# fio's `fallocate` where a job sets none (HOWTO: native wherever the platform preallocates), and
+# the values that allocate a file's blocks before the job writes them ("1" is posix; "truncate"
+# only sets the size, allocating nothing).
+FALLOCATE_DEFAULT = "native"
+PREALLOCATING = ("native", "posix", "keep", "1")
+
+
+def preallocation(jobs: Iterable[Mapping[str, str | None]]) -> str:
+    """How fio lays out these jobs' files (each job's options as fio leaves them, JobFile.jobs):
+    their `fallocate` values, each once in order, fio's default where a job sets none — the words
+    stored with a workload ("none", "native", "none, posix")."""
+    return ", ".join(dict.fromkeys((options.get("fallocate") or FALLOCATE_DEFAULT).lower() for options in jobs))
+
+
+def preallocates(recorded: str) -> bool:
+    """Whether any job of a recorded `preallocation` allocated its files' blocks before writing them."""
+    return any(value.strip() in PREALLOCATING for value in recorded.split(","))
 
 
 def expected_seconds(job: JobFile) -> float:

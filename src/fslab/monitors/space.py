@@ -28,6 +28,9 @@ from fslab.monitors.base import Found, Measured, Workload
 from fslab.system import run
 
 CompressionRatio = Callable[[Path], "float | None"]  # the mount point → its ratio
+# A ratio from which the filesystem is taken to have compressed what was written: below it,
+# what it wrote is stored as it came (metadata and a few inlined files move a ratio a little).
+COMPRESSED_FROM = 1.1
 
 
 def used_bytes(mountpoint: Path) -> int:

@@ -8,6 +8,7 @@ One model (`StudySummary`) feeds every format: the console (console.py) and the 
 from __future__ import annotations
 
 import math
+import statistics
 import tomllib
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -19,7 +20,9 @@ from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Filesystem
 from fslab.importer import imported_from
 from fslab.metrics import PHASE_SEPARATOR, qualified, unqualified
+from fslab.guard.fio_jobs import preallocates
 from fslab.monitors import METRICS as MONITOR_METRICS
+from fslab.monitors.space import COMPRESSED_FROM
 from fslab.raw_reference import BeyondRaw, CachedReference, beyond_raw, cached_references, raw_references
 from fslab.results import ResultsDB
 from fslab.results.db import SampleGroups
@@ -65,6 +68,7 @@ class StudySummary:
     not_in_effect: dict[str, list[str]] = field(default_factory=dict)  # target → options asked for, not applied
     buffered: set[str] = field(default_factory=set)  # workloads run through the page cache
     data: dict[str, str] = field(default_factory=dict)  # workload → the data pattern its runs recorded
+    preallocation: dict[str, str] = field(default_factory=dict)  # workload → fio's fallocate its jobs ran with (fio_jobs.preallocation)
     memory_limits: dict[str, int] = field(default_factory=dict)  # workload → the memory limit its runs recorded
     units: Bandwidth = Bandwidth.MB  # bandwidth as shown in the tables
     samples: SampleGroups = field(default_factory=lambda: SampleGroups({}, {}, {}))  # the stored samples the statistics are of
@@ -113,7 +117,8 @@ def summarize_study_run(
     failed = Counter((f.workload, f.target) for f in failures)
     found = _run_notes(runs)
     data = {r["workload"]: r["data_pattern"] for r in runs if r["data_pattern"]}
-    flattered = _flattered(targets, runs)
+    preallocation = {w["name"]: w["spec"]["preallocation"] for w in stored_workloads if w["spec"].get("preallocation")}
+    flattered = _flattered(targets, runs, groups.values, preallocation)
     above = beyond_raw(groups.values, raw_references(targets), roles=groups.roles, higher_is_better=groups.higher_is_better)
     cells = [
         CellSummary(
@@ -150,6 +155,7 @@ def summarize_study_run(
         not_in_effect={t: sorted(o) for t, o in not_in_effect.items() if o},
         buffered={r["workload"] for r in runs if r["buffered"]},
         data=data,
+        preallocation=preallocation,
         memory_limits={r["workload"]: r["memory_limit"] for r in runs if r.get("memory_limit")},
         units=units or Bandwidth(chosen.get("units", Bandwidth.MB.value)),
         samples=groups,
@@ -186,17 +192,31 @@ def _run_notes(runs: list[dict]) -> dict[tuple[str, str], tuple[list[str], bool]
     }
 
 
-def _flattered(targets: list[dict], runs: list[dict]) -> dict[tuple[str, str], list[str]]:
+def _flattered(targets: list[dict], runs: list[dict], values: dict[tuple[str, str], dict[str, list[float]]], preallocation: dict[str, str]) -> dict[tuple[str, str], list[str]]:
     """(workload, target) → a note where a workload wrote zeros or compressible data to a target
-    whose runs read back compression (what was made, not what was asked): its figures flatter it."""
+    whose runs read back compression (what was made, not what was asked), saying what the
+    compression monitor measured of its runs (the median, in the phase that compressed most): a
+    ratio from COMPRESSED_FROM means the figures flatter it; a lower one, that they are those of
+    uncompressed data (and why, where its files were preallocated); none, that they may."""
     filesystems = {t["name"]: filesystem_of(t) for t in targets}
-    return {
-        (r["workload"], r["target"]): [f"it wrote {r['data_pattern'].split(' (')[0]} data to a compressing target: the figures flatter it, as real data would not"]
-        for r in runs
-        if (r["data_pattern"] or "").startswith(("zeros", "compressible"))
-        and (fs := filesystems[r["target"]]) is not None
-        and fs.compresses(r["mount_options_effective"], r["fs_details"] or "")
-    }
+    notes = {}
+    for r in runs:
+        cell = (r["workload"], r["target"])
+        if cell in notes or not (r["data_pattern"] or "").startswith(("zeros", "compressible")):
+            continue
+        if (fs := filesystems[r["target"]]) is None or not fs.compresses(r["mount_options_effective"], r["fs_details"] or ""):
+            continue
+        wrote = f"it wrote {r['data_pattern'].split(' (')[0]} data to a compressing target"
+        ratios = [statistics.median(v) for key, v in values.get(cell, {}).items() if unqualified(key) == "compression_ratio" and v]
+        if not ratios:
+            notes[cell] = [f"{wrote}, and no compression ratio was measured: the figures may flatter it, as real data would not"]
+        elif (ratio := max(ratios)) >= COMPRESSED_FROM:
+            notes[cell] = [f"{wrote}, which compressed it {ratio:.2f}×: the figures flatter it, as real data would not"]
+        else:
+            recorded = preallocation.get(r["workload"], "")
+            why = f"its files were preallocated (fio fallocate={recorded}), and preallocated blocks are written in place, uncompressed; " if preallocates(recorded) else ""
+            notes[cell] = [f"{wrote}, which stored it uncompressed ({ratio:.2f}×): {why}the figures are those of uncompressed data"]
+    return notes
 
 
 def filesystem_of(target: dict) -> Filesystem | None:
@@ -511,10 +531,12 @@ def comparison_groups(rows: list[Row]) -> list[tuple[str, list[Row]]]:
 
 def workload_title(s: StudySummary, workload: str) -> str:
     """"seq_write (direct I/O; data: random)": how it reached the device and what it wrote, in
-    short (the whole record is stored with every run)."""
-    data, limit = s.data.get(workload), s.memory_limits.get(workload)
+    short (the whole record is stored with every run); "files preallocated" where its files
+    were, unlike fslab's default (fio.NO_PREALLOCATION)."""
+    data, limit, recorded = s.data.get(workload), s.memory_limits.get(workload), s.preallocation.get(workload, "")
     io = ("buffered I/O" if workload in s.buffered else "direct I/O") + (f", memory ≤ {format_size(limit)}" if limit else "")
-    return f"{workload} ({io}" + (f"; data: {data.split(' (')[0]})" if data else ")")
+    parts = [io, *([f"data: {data.split(' (')[0]}"] if data else []), *([f"files preallocated (fio fallocate={recorded})"] if preallocates(recorded) else [])]
+    return f"{workload} ({'; '.join(parts)})"
 
 
 def left_out_line(s: StudySummary, workload: str) -> str | None:

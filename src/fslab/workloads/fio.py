@@ -26,7 +26,7 @@ import math
 import re
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -66,7 +66,10 @@ class FioJob:
     shared_file: bool = False  # its jobs work on one file, fio_options' filename (built from parameters only)
 
     def spec(self) -> dict[str, Any]:
-        return {"fio_options": self.fio_options, "job_file": self.job_file, "job": fio_jobs.job_text(self.job), "data": self.data.describe(), "shared_file": self.shared_file}
+        return {
+            "fio_options": self.fio_options, "job_file": self.job_file, "job": fio_jobs.job_text(self.job), "data": self.data.describe(),
+            "shared_file": self.shared_file, "preallocation": fio_jobs.preallocation(self.job.jobs()),
+        }  # fmt: skip
 
     def data_pattern(self) -> str:
         return self.data.describe()
@@ -89,6 +92,21 @@ MEASUREMENT_OPTIONS = {
 # fio options fslab also sets on the jobs it builds itself, with those of the data they write
 # (workloads/data.py).
 FIXED_OPTIONS = {"group_reporting": "1", **MEASUREMENT_OPTIONS}
+# How fslab's jobs lay out their files unless the study sets fio's `fallocate` (a default, not a
+# fixed option): no preallocation, as most applications write. fio's own default preallocates
+# every file (native), and a filesystem writes into preallocated blocks in place: Btrfs then
+# neither compresses nor copies on write what the job writes. Recorded with every workload
+# (FioJob.spec, Scenario.spec: fio_jobs.preallocation).
+NO_PREALLOCATION = {"fallocate": "none"}
+
+
+def without_preallocation(job: JobFile) -> JobFile:
+    """A user's job file, fslab's NO_PREALLOCATION before its sections ([global]) unless one of
+    them sets fallocate: then the job file is respected as written."""
+    if any(name == "fallocate" for section in job.sections for name, _ in section.options):
+        return job
+    default = fio_jobs.Section(fio_jobs.GLOBAL, tuple(NO_PREALLOCATION.items()), line=0)
+    return replace(job, sections=(default, *job.sections))
 
 DIRECTIONS = ("read", "write")  # every per-direction metric is named "<direction>_<metric>"
 PERCENTILES = {"p50": 50.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9}

@@ -37,7 +37,7 @@ from fslab.errors import Refused
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Provisioned
 from fslab.findings import Finding
-from fslab.guard.fio_jobs import JobFile, measured_seconds, parse_only, render, single_job
+from fslab.guard.fio_jobs import JobFile, measured_seconds, parse_only, preallocation, render, single_job
 from fslab.guard.fio_jobs import direct as job_is_direct
 from fslab.guard.names import file_name, snapshot_name
 from fslab.journal import Journal
@@ -47,7 +47,7 @@ from fslab.system import sync_and_drop_caches, run
 from fslab.workloads.base import Measured, RawOutput, StudyScope, Window, WorkloadKind, directory_of, tool_of
 from fslab.workloads.data import DataPattern
 from fslab.workloads.dd import DD, DdOptions
-from fslab.workloads.fio import FIXED_OPTIONS, METRICS as FIO_METRICS, log_options, parse_metrics, run_measured
+from fslab.workloads.fio import FIXED_OPTIONS, METRICS as FIO_METRICS, NO_PREALLOCATION, log_options, parse_metrics, run_measured
 from fslab.workloads.sysbench import SYSBENCH, SysbenchOptions
 
 if TYPE_CHECKING:
@@ -59,8 +59,9 @@ if TYPE_CHECKING:
 PHASE_TOOLS: dict[str, WorkloadKind] = {SYSBENCH.name: SYSBENCH, DD.name: DD}
 ACTIONS = ("fio", *PHASE_TOOLS, "sync", "drop_caches", "sleep")
 
-# What every fio phase runs unless it says otherwise: direct I/O through libaio, a fixed seed.
-PHASE_DEFAULTS = {"ioengine": "libaio", "direct": "1", "randseed": "24301"}
+# What every fio phase runs unless it says otherwise: direct I/O through libaio, a fixed seed,
+# the file not preallocated (fio.NO_PREALLOCATION).
+PHASE_DEFAULTS = {"ioengine": "libaio", "direct": "1", "randseed": "24301", **NO_PREALLOCATION}
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,10 @@ class Scenario:
         return any(p.snapshot_every for p in self.phases)
 
     def spec(self) -> dict[str, Any]:
-        return {"builtin": self.builtin, "file": self.file, "size": self.size, "data": self.data.describe(), "phases": [p.spec() for p in self.phases]}
+        return {
+            "builtin": self.builtin, "file": self.file, "size": self.size, "data": self.data.describe(), "phases": [p.spec() for p in self.phases],
+            "preallocation": preallocation(options for p in self.phases if p.action == "fio" for options in self.job(p).jobs()),
+        }  # fmt: skip
 
     def data_pattern(self) -> str:
         """The scenario's data, as its fio phases write it, then as each tool phase's tool does."""
