@@ -140,6 +140,8 @@ def test_a_buffered_read_served_by_the_page_cache_is_a_note_on_its_cell():
     notes, implausible = _run_notes(runs)[("buffered-read", "ext4")]
     assert len(notes) == 1 and notes[0].startswith("reads were served by a cache: the devices read 0% of the") and notes[0].endswith("(1 of 1 runs)")
     assert not implausible, "a cache answering is a note, not a figure that cannot be real"
+    two_phases = [{**runs[0], "notes": [vars(f) | {"says": f"{phase}: {f.says}"} for phase in ("read", "reread") for f in findings]}]  # as a scenario's phases say it
+    assert _run_notes(two_phases)[("buffered-read", "ext4")][0][0].endswith("(1 of 1 runs)"), "a run is counted once, not once per phase that said it"
     windows.watched[""] = [moving(Counted(read_bytes=read, written_bytes=0))]
     assert windows.found(FIO, [RawOutput("", "fio", text)])[1] == [], "devices that read it all: no note"
 

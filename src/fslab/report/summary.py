@@ -181,8 +181,11 @@ def _run_notes(runs: list[dict]) -> dict[tuple[str, str], tuple[list[str], bool]
         if r["status"] == "ok" and not r["warmup"]:
             cell = (r["workload"], r["target"])
             totals[cell] += 1
+            said: dict[tuple[bool, str], str] = {}  # a run's notes of one kind (one per phase) count it once
             for note in r.get("notes") or []:
-                found[cell].setdefault((not note["implausible"], note["kind"]), []).append(note["says"])
+                said.setdefault((not note["implausible"], note["kind"]), note["says"])
+            for kind, says in said.items():
+                found[cell].setdefault(kind, []).append(says)
     return {
         cell: (
             [("IMPLAUSIBLE: " if not plausible else "") + f"{said[0]} ({len(said)} of {totals[cell]} runs)" for (plausible, _), said in sorted(notes.items())],
