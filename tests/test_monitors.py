@@ -5,6 +5,7 @@ extents on ext4."""
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -278,6 +279,17 @@ def test_extents_on_a_real_fuse_filesystem_are_not_measurable(tmp_path):
         assert found[data].count is None and found[data].why == "on ext4-fuse (FUSE gives no FIEMAP: filefrag found 0 extents in a file of 4MiB holding 4MiB)"
     finally:
         subprocess.run(["umount", str(mountpoint)], check=True)
+
+
+def test_extents_where_the_filesystem_maps_no_file_are_not_measurable_and_no_failure():
+    """tmpfs has neither FIEMAP nor bmap, as OpenZFS's kernel module has neither: filefrag says
+    "FIBMAP/FIEMAP unsupported" and exits non-zero; the file is not measurable, with why."""
+    with tempfile.TemporaryDirectory(dir="/dev/shm") as directory:
+        data = Path(directory) / "data: a file"
+        data.write_bytes(os.urandom(MiB))
+        assert subprocess.run(["filefrag", str(data)], capture_output=True, check=False).returncode != 0, "as filefrag answers there"
+        found = extent_counts([data], "tmpfs")
+        assert found == {data: Extents(None, "on tmpfs (it answers neither FIEMAP nor FIBMAP: filefrag cannot map a file there)")}
 
 
 def test_extents_of_a_real_file_on_btrfs_before_and_after_overwrites(workdir):

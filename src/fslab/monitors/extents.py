@@ -10,7 +10,9 @@ filesystem has none (FUSE, so zfs-fuse, has none in the kernel) it falls back to
 FUSE filesystem on no block device answers with "no block" for every block: filefrag then says
 "0 extents found" of a file full of data. A file that holds blocks (st_blocks) has at least one
 extent, so 0 of such a file is not a count: it is stored as not measurable, with why, in a line
-of fslab's own, "<path>: extents not measurable: <why>", and no figure is made of it.
+of fslab's own, "<path>: extents not measurable: <why>", and no figure is made of it. A
+filesystem that answers neither (tmpfs; OpenZFS, whose kernel module has no bmap) makes
+filefrag say "<path>: FIBMAP/FIEMAP unsupported" and exit non-zero: not measurable either.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from fslab.units import format_size
 
 _LINE = re.compile(r"^(.*): (\d+) extents? found$")
 _NOT_MEASURABLE = re.compile(r"^(.*): extents not measurable: (.+)$")
+_UNSUPPORTED = re.compile(r"^(.*): (?:FIBMAP/FIEMAP|FIBMAP) unsupported$", re.MULTILINE)  # filefrag's stderr
 _FILESYSTEM_TYPE = re.compile(r"^Filesystem type is: ([0-9a-f]+)$", re.MULTILINE)
 FUSE_SUPER_MAGIC = "65735546"  # filefrag -v's "Filesystem type is:" of any FUSE filesystem
 
@@ -70,15 +73,20 @@ def extent_counts(files: Sequence[Path], filesystem: str) -> dict[Path, Extents]
     a file."""
     if not files:
         return {}
-    counts = parse_filefrag(run(["filefrag", "--", *(str(f) for f in files)]).stdout)
+    asked = run(["filefrag", "--", *(str(f) for f in files)], check=False)  # non-zero where it could map no file: said per file
+    counts = parse_filefrag(asked.stdout)
+    for path in _UNSUPPORTED.findall(asked.stderr):
+        counts.setdefault(path, Extents(None, f"on {filesystem} (it answers neither FIEMAP nor FIBMAP: filefrag cannot map a file there)"))
     missing = [str(f) for f in files if str(f) not in counts]
     if missing:
-        raise ValueError(f"filefrag reported no extent count for {', '.join(missing)}")
+        raise ValueError(f"filefrag reported no extent count for {', '.join(missing)}: {asked.stderr.strip() or 'it said nothing'}")
     found = {}
     for f in files:
-        count, held = counts[str(f)].count or 0, os.stat(f)
-        kind = None
-        if count == 0 and held.st_blocks:  # which filesystem answered: filefrag -v names it first (no extent follows)
+        counted, held, kind = counts[str(f)], os.stat(f), None
+        if counted.count is None:
+            found[f] = counted
+            continue
+        if counted.count == 0 and held.st_blocks:  # which filesystem answered: filefrag -v names it first (no extent follows)
             kind = next(iter(_FILESYSTEM_TYPE.findall(run(["filefrag", "-v", "--", str(f)]).stdout)), None)
-        found[f] = not_a_count(count, held.st_blocks * 512, held.st_size, kind, filesystem)
+        found[f] = not_a_count(counted.count, held.st_blocks * 512, held.st_size, kind, filesystem)
     return found
