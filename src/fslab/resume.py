@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 from fslab.errors import FslabError
+from fslab.guard.fio_jobs import preallocates
 from fslab.plan import Repetitions
 from fslab.results import ResultsDB
 from fslab.results.db import StoredRun
@@ -79,7 +80,15 @@ def _study_as_stored(db: ResultsDB, row: dict, sizes_only: bool, skipped: set[st
         study = parse_study(row["study_source"], row["study_path"], base_dir=Path(row["study_path"]).parent, scale=row["scale"], scale_sizes_only=sizes_only).without(skipped)
     except StudyError as exc:
         raise CannotResume(f"study run {row['id']} cannot be resumed: {exc}") from None
-    changed = _differing(db.workloads(row["id"]), {w.name: w.spec() for w in study.workloads})
+    stored_workloads, current = db.workloads(row["id"]), {w.name: w.spec() for w in study.workloads}
+    changed = _differing(stored_workloads, current)
+    unallocated = [f"'{w['name']}'" for w in stored_workloads if f"'{w['name']}'" in changed and _preallocation_dropped(w["spec"], current.get(w["name"], {}))]
+    if unallocated:
+        raise CannotResume(
+            f"study run {row['id']} cannot be resumed: {', '.join(unallocated)} ran before fslab stopped preallocating fio's files "
+            "(fio's default, fallocate=native); fslab's jobs now write them unallocated (fallocate=none), and runs of both kinds are not "
+            "repetitions of one cell. Start a new study run with `fslab run` (options = { fallocate = \"native\" } in its [fio] table measures as before)"
+        )
     changed += _differing(db.targets(row["id"]), {t.name: t.spec() for t in study.targets})
     if changed:
         raise CannotResume(
@@ -87,6 +96,12 @@ def _study_as_stored(db: ResultsDB, row: dict, sizes_only: bool, skipped: set[st
             "(a job file or fslab's defaults changed since); restore them, or start a new study run with `fslab run`"
         )
     return study
+
+
+def _preallocation_dropped(then: dict, now: dict) -> bool:
+    """Whether a workload stored before fslab recorded its preallocation (when its fio jobs
+    preallocated, as fio does by default) would now run without (fio.NO_PREALLOCATION)."""
+    return "preallocation" not in then and "preallocation" in now and not preallocates(now["preallocation"])
 
 
 def _differing(stored: list[dict], current: dict[str, dict]) -> list[str]:
