@@ -24,6 +24,20 @@ filesystem = "btrfs"
 """
 
 
+def test_a_workload_stored_before_fslab_recorded_its_preallocation_is_read_from_its_job():
+    """Before fslab set fallocate=none its jobs ran with fio's default (native): a workload stored
+    then says so in its title, read from its stored job, or from its options where no job was
+    stored (schema 1 and 2); as recorded where it was."""
+    stored = fio_jobs.stored_preallocation
+    assert stored({"preallocation": "none", "job": "[w]\nrw=write\n"}) == "none", "as recorded"
+    assert stored({"job": "[w]\nrw=write\n", "fio_options": {"rw": "write"}}) == "native"
+    assert stored({"job": "[global]\nfallocate=posix\n[w]\nrw=write\n"}) == "posix"
+    assert stored({"fio_options": {"rw": "randread", "size": "16777216"}, "job_file": None}) == "native"
+    assert stored({"fio_options": {"rw": "write", "fallocate": "none"}}) == "none"
+    assert stored({"job": "[w]\nioengine=external:/tmp/x.so\n"}) == "", "a job refused today says nothing"
+    assert stored({"fio_options": {}, "job_file": "mine.fio"}) == stored({"phases": []}) == "", "nothing stored says it"
+
+
 def workloads(text: str, base_dir: Path = Path(".")) -> dict:
     return {w.name: w for w in parse_study(text, "s.toml", base_dir=base_dir).workloads}
 

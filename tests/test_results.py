@@ -31,7 +31,7 @@ def test_a_version_1_database_is_migrated_with_nothing_lost(tmp_path):
     assert len(runs) == 4 and all(r["warmup"] is False for r in runs)
     assert {m.target for m in db.run_metrics(study_run["id"]) if m.metric == "read_iops"} == {"xfs", "raw"}
     result = fslab("summary", "--db", str(db_path))
-    assert result.returncode == 0 and "rand_read (direct I/O; data: random)" in result.stdout
+    assert result.returncode == 0 and "rand_read (direct I/O; data: random; files preallocated (fio fallocate=native))" in result.stdout
 
 
 @pytest.mark.parametrize("fixture", ["schema-v1.db", "schema-v2.db"])

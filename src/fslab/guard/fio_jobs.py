@@ -469,6 +469,22 @@ def preallocation(jobs: Iterable[Mapping[str, str | None]]) -> str:
     return ", ".join(dict.fromkeys((options.get("fallocate") or FALLOCATE_DEFAULT).lower() for options in jobs))
 
 
+def stored_preallocation(spec: Mapping[str, object]) -> str:
+    """A stored workload's `preallocation`: as recorded, or, for one stored before fslab recorded
+    it (its fio jobs then ran with fio's default unless they set fallocate), read from the job
+    stored with it, or from its options (the oldest stored no job); "" where none says (a
+    scenario of then, a job refused today)."""
+    job, options = spec.get("job"), spec.get("fio_options")
+    if "preallocation" in spec:
+        return str(spec["preallocation"] or "")
+    if isinstance(job, str):
+        try:
+            return preallocation(parse_job_file(job, "the stored job").jobs())
+        except Refused:
+            return ""
+    return preallocation([{str(k): str(v) for k, v in options.items()}]) if isinstance(options, dict) and options and not spec.get("job_file") else ""
+
+
 def preallocates(recorded: str) -> bool:
     """Whether any job of a recorded `preallocation` allocated its files' blocks before writing them."""
     return any(value.strip() in PREALLOCATING for value in recorded.split(","))

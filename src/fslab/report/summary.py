@@ -20,7 +20,7 @@ from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Filesystem
 from fslab.importer import imported_from
 from fslab.metrics import PHASE_SEPARATOR, qualified, unqualified
-from fslab.guard.fio_jobs import preallocates
+from fslab.guard.fio_jobs import preallocates, stored_preallocation
 from fslab.monitors import METRICS as MONITOR_METRICS
 from fslab.monitors.space import COMPRESSED_FROM
 from fslab.raw_reference import BeyondRaw, CachedReference, beyond_raw, cached_references, raw_references
@@ -117,7 +117,7 @@ def summarize_study_run(
     failed = Counter((f.workload, f.target) for f in failures)
     found = _run_notes(runs)
     data = {r["workload"]: r["data_pattern"] for r in runs if r["data_pattern"]}
-    preallocation = {w["name"]: w["spec"]["preallocation"] for w in stored_workloads if w["spec"].get("preallocation")}
+    preallocation = {w["name"]: recorded for w in stored_workloads if (recorded := stored_preallocation(w["spec"]))}
     flattered = _flattered(targets, runs, groups.values, preallocation)
     above = beyond_raw(groups.values, raw_references(targets), roles=groups.roles, higher_is_better=groups.higher_is_better)
     cells = [
