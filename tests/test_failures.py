@@ -25,7 +25,8 @@ from fslab.scratch import SCRATCH_IN_RAM, scratch_directory
 from fslab.workdir import Workdir
 
 # A 64 MiB ext4 image. "fill" passes the study's size check (48 MiB per job) but its four
-# 24 MiB files, written whole (io_size), need more than the filesystem has free: ENOSPC.
+# 24 MiB files, preallocated as the study asks (fslab's jobs preallocate none unless asked),
+# need more than the filesystem has free: ENOSPC.
 # "hang" writes 32 MiB at one I/O per second: it would take nine hours; its time-out is 3 s.
 FAILING = """\
 [study]
@@ -43,7 +44,7 @@ rw = "write"
 bs = "1m"
 size = "48MiB"
 runtime = "0s"
-options = { nrfiles = 4, filesize = "24MiB", io_size = "96MiB" }
+options = { nrfiles = 4, filesize = "24MiB", io_size = "96MiB", fallocate = "native" }
 
 [[workload]]
 name = "hang"
