@@ -120,6 +120,13 @@ def test_fslab_compare_judges_no_flagged_cell_of_either_study_run(tmp_path):
         table = result.stdout.split("Ratios of geometric means")[0]
         assert "ext4" in table and "xfs" in table and "btrfs" not in table, result.stdout
         assert "Left out of the comparison: btrfs · mail-server" in result.stdout
+    # the page's comparison of the two study runs, as `fslab compare`'s
+    page = fslab("report", str(older), str(newer), "-o", str(tmp_path / "page"), "--db", str(tmp_path / "r.db"))
+    assert page.returncode == 0, page.stdout + page.stderr
+    html = (tmp_path / "page" / "report.html").read_text()
+    section = html.split(f'id="compare{older}-{newer}"')[1].split("</section>")[0]
+    assert "Left out of the comparison: btrfs · mail-server" in section and "ext4" in section
+    assert "btrfs" not in section.replace("Left out of the comparison: btrfs", ""), "no row, no verdict, no chart datum of it"
 
 
 # --- item 5: no interval narrower than the tool prints ------------------------------------------

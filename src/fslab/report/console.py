@@ -23,6 +23,7 @@ from fslab.report.summary import (
     TARGET_COLUMNS,
     StudySummary,
     comparison_groups,
+    compare_left_out_line,
     comparison_rows,
     header_lines,
     method_line,
@@ -265,9 +266,8 @@ def print_comparison(
         f"{len(rows)} comparisons and a change above {threshold:.0%}. A regression is a 'slower' verdict by more than {regression:.0%}.",
         highlight=False,
     )
-    if left_out:
-        cells = "; ".join(f"{target} · {workload}" for workload, target in left_out)
-        console.print(f"Left out of the comparison: {escape(visible(cells))} — a run's figures cannot be real in either study run (IMPLAUSIBLE in its summary).", highlight=False)
+    if said := compare_left_out_line(left_out):
+        console.print(visible(said), markup=False, highlight=False)
     if regressed:
         console.print(f"[red]{len(regressed)} regression(s):[/red] " + escape("; ".join(f"{r.target} · {r.workload} · {metric_label(r.metric)} ×{r.comparison.ratio:.3f}" for r in regressed)), highlight=False)
     else:

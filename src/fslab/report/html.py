@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -36,6 +36,7 @@ from fslab.report.summary import (
     COMPARISON_COLUMNS,
     TARGET_COLUMNS,
     StudySummary,
+    compare_left_out_line,
     comparison_groups,
     comparison_rows,
     header_lines,
@@ -112,6 +113,7 @@ class ComparisonSection:
     chart: Chart | None
     table: Table
     regressions: list[str]
+    left_out: str | None = None  # the cells flagged in either study run, which it does not compare
 
 
 @dataclass(frozen=True)
@@ -177,8 +179,10 @@ def run_section(s: StudySummary, details: RunDetails, chart_prefix: str = "") ->
     )
 
 
-def comparison_section(older: dict, newer: dict, rows: list[Row], regressed: list[Row], environment: list[tuple[str, object, object]]) -> ComparisonSection:
-    """`fslab compare`'s rows of two study runs as a part of the page."""
+def comparison_section(
+    older: dict, newer: dict, rows: list[Row], regressed: list[Row], environment: list[tuple[str, object, object]], left_out: Sequence[tuple[str, str]] = ()
+) -> ComparisonSection:
+    """`fslab compare`'s rows of two study runs as a part of the page, and the cells it left out."""
     return ComparisonSection(
         anchor=f"compare{older['id']}-{newer['id']}",
         heading=f"Study run {newer['id']} against study run {older['id']}",
@@ -186,6 +190,7 @@ def comparison_section(older: dict, newer: dict, rows: list[Row], regressed: lis
         chart=comparison_chart(rows, older["id"], newer["id"]),
         table=_verdict_table(["workload", *COMPARISON_COLUMNS], [[r.workload, *cells] for r, cells in zip(rows, comparison_rows(rows))]),
         regressions=[f"{r.target} · {r.workload} · {r.metric}: ×{r.comparison.ratio:.3f}" for r in regressed],
+        left_out=compare_left_out_line(left_out),
     )
 
 

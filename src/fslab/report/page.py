@@ -60,8 +60,9 @@ def write_report(
         first = study_runs[0]
         comparisons = []
         for later, s in zip(study_runs[1:], summaries[1:]):
-            rows = compare_study_runs(summaries[0].samples, s.samples, threshold=threshold)
-            comparisons.append(comparison_section(first, later, rows, regressions(rows, regression), environment_differences(first["environment"], later["environment"])))
+            left_out = sorted(summaries[0].flagged | s.flagged)
+            rows = compare_study_runs(summaries[0].samples, s.samples, threshold=threshold, left_out=left_out)
+            comparisons.append(comparison_section(first, later, rows, regressions(rows, regression), environment_differences(first["environment"], later["environment"]), left_out))
         ids = ", ".join(str(sr["id"]) for sr in study_runs)
         title = f"{first['study']} — study run{'s' if len(study_runs) > 1 else ''} {ids}"
         page = Page(title, runs, comparisons)

@@ -11,7 +11,7 @@ import math
 import statistics
 import tomllib
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from fslab.analysis import Analysis, Row, analyse, ranking_line, resolution_of
@@ -83,6 +83,11 @@ class StudySummary:
         """A workload's cells whose figures may be judged: those of a flagged cell (`implausible`)
         are in its table, marked, and in no comparison, ranking, conclusion or chart."""
         return [c for c in self.cells_of(workload) if not c.implausible]
+
+    @property
+    def flagged(self) -> set[tuple[str, str]]:
+        """(workload, target) of every flagged cell: judged nowhere, `fslab compare` too."""
+        return {(c.workload, c.target) for c in self.cells if c.implausible}
 
     def left_out(self, workload: str) -> list[str]:
         """The targets whose cell of a workload is flagged, and so left out of every judgement."""
@@ -540,6 +545,14 @@ def workload_title(s: StudySummary, workload: str) -> str:
     io = ("buffered I/O" if workload in s.buffered else "direct I/O") + (f", memory ≤ {format_size(limit)}" if limit else "")
     parts = [io, *([f"data: {data.split(' (')[0]}"] if data else []), *([f"files preallocated (fio fallocate={recorded})"] if preallocates(recorded) else [])]
     return f"{workload} ({'; '.join(parts)})"
+
+
+def compare_left_out_line(left_out: Sequence[tuple[str, str]]) -> str | None:
+    """What a comparison of two study runs leaves out ((workload, target) flagged in either), and why."""
+    if not left_out:
+        return None
+    cells = "; ".join(f"{target} · {workload}" for workload, target in left_out)
+    return f"Left out of the comparison: {cells} — a run's figures cannot be real in either study run (IMPLAUSIBLE in its summary)."
 
 
 def left_out_line(s: StudySummary, workload: str) -> str | None:
