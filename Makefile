@@ -16,7 +16,7 @@ DEBIAN_PACKAGES := fio sysbench e2fsprogs fuse2fs xfsprogs btrfs-progs zfs-fuse 
                    mdadm cryptsetup lvm2 fdisk python3 python3-venv python3-pip \
                    qemu-system-x86 linux-image-amd64 busybox-static cpio chromium fonts-dejavu-core
 
-.PHONY: setup system-packages demo test bench clean
+.PHONY: setup system-packages demo test check bench clean
 
 setup: system-packages $(STAMP)
 
@@ -37,6 +37,12 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(VENV)/bin/fslab run quick
 	$(VENV)/bin/fslab report
+
+# The inner loop: the tests that need no root, device, guest or browser (statistics, parsing,
+# the guard's refusals, reports of stored samples), as any user, in under a minute. Python only:
+# the virtual environment, no Debian package.
+check: $(STAMP)
+	$(VENV)/bin/pytest -q -m "not root and not guest and not browser and not slow"
 
 # The OpenZFS kernel-module tests need OpenZFS built for the guest's kernel (once, a few minutes).
 test: setup

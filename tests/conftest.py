@@ -24,9 +24,26 @@ FIXTURES = Path(__file__).parent / "fixtures"
 TEST_ROOT = Path("/var/tmp/fslab-tests")  # on disk: loop images in /tmp could sit in RAM elsewhere
 
 
-def pytest_sessionstart(session: pytest.Session) -> None:
-    if os.geteuid() != 0:
-        raise pytest.UsageError("fslab's tests format and mount loop images: run them as root (make test)")
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Marks what a test's fixtures make it: a work directory (`workdir`) is root's, a `browser`
+    is chromium's, a module with a `guest_job` boots a QEMU guest. (Marks a test needs for what
+    it does itself are on the test.)"""
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        if "workdir" in fixtures:
+            item.add_marker(pytest.mark.root)
+        if "browser" in fixtures:
+            item.add_marker(pytest.mark.browser)
+        if getattr(getattr(item, "module", None), "guest_job", None) is not None:
+            item.add_marker(pytest.mark.guest)
+            item.add_marker(pytest.mark.root)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked `root` fails at once, saying why, in a session that is not root's; the rest
+    (`make check`'s lane) run as any user."""
+    if item.get_closest_marker("root") and os.geteuid() != 0:
+        pytest.fail("this test formats and mounts loop images: run it as root (make test); `make check` runs the tests that need no root", pytrace=False)
 
 
 @pytest.fixture(scope="session", autouse=True)

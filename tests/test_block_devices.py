@@ -118,6 +118,7 @@ def run(workdir, tmp_path, text: str, *flags: str) -> subprocess.CompletedProces
     return fslab("run", str(write_study(tmp_path, text)), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root), *destroy)
 
 
+@pytest.mark.root
 def test_a_named_device_is_refused_without_the_flag_that_names_it(workdir, tmp_path):
     with users_disk() as disk, users_disk() as other:
         for flags in ([], [other.device], [str(disk.image)]):
@@ -130,6 +131,7 @@ def test_a_named_device_is_refused_without_the_flag_that_names_it(workdir, tmp_p
         assert held_by(workdir.root) == []
 
 
+@pytest.mark.root
 def test_a_mounted_device_is_refused(workdir, tmp_path):
     with users_disk() as disk, disk.mounted() as where:
         result = run(workdir, tmp_path, study_on([disk.device]), disk.device)
@@ -138,6 +140,7 @@ def test_a_mounted_device_is_refused(workdir, tmp_path):
         assert (where / "file.txt").read_text() == "precious\n"
 
 
+@pytest.mark.root
 def test_a_disk_with_a_mounted_partition_is_refused_and_a_flag_on_the_disk_confirms_no_partition(workdir, tmp_path):
     with users_disk(partitioned=True) as disk:
         with disk.mounted() as where:
@@ -151,6 +154,7 @@ def test_a_disk_with_a_mounted_partition_is_refused_and_a_flag_on_the_disk_confi
         assert disk.intact()
 
 
+@pytest.mark.root
 def test_a_two_device_target_with_one_device_confirmed_is_refused(workdir, tmp_path):
     with users_disk() as first, users_disk() as second:
         result = run(workdir, tmp_path, study_on([first.device, second.device], "btrfs"), first.device)
@@ -160,6 +164,7 @@ def test_a_two_device_target_with_one_device_confirmed_is_refused(workdir, tmp_p
         assert first.intact() and second.intact(), "nothing was formatted, not even the confirmed one"
 
 
+@pytest.mark.root
 def test_a_confirmed_device_runs_the_study_and_its_own_signatures_are_not_foreign_next_time(workdir, tmp_path):
     with users_disk() as disk, alias(disk.device) as by_id:
         uuid = subprocess.run(["blkid", "-o", "value", "-s", "UUID", disk.device], capture_output=True, text=True).stdout.strip()
@@ -189,6 +194,7 @@ def docs_example(name: str) -> str:
     return next(block for block in blocks if block.startswith(f"# {name}\n"))
 
 
+@pytest.mark.root
 @needs_zram
 def test_the_zram_example_runs_as_written_and_leaves_no_zram_device(workdir, tmp_path):
     study = write_study(tmp_path, docs_example("zram-ceiling.toml"))
@@ -206,6 +212,7 @@ def test_the_zram_example_runs_as_written_and_leaves_no_zram_device(workdir, tmp
     assert held_by(workdir.root) == [] and not workdir.journal.path.exists()
 
 
+@pytest.mark.slow
 @needs_zram
 def test_a_planted_zram_entry_leaves_a_zram_device_fslab_did_not_make_alone(workdir):
     index = int(Path("/sys/class/zram-control/hot_add").read_text())
@@ -254,6 +261,7 @@ def test_a_raw_baseline_of_named_devices_is_on_those_devices():
     assert (raw2.name, raw2.named) == ("m/raw-2", ("/dev/disk/by-id/x",))
 
 
+@pytest.mark.root
 def test_a_workload_too_big_for_the_users_device_is_refused_once_its_size_is_known(workdir, tmp_path):
     with users_disk() as disk:
         result = run(workdir, tmp_path, study_on([disk.device]).replace('size = "32MiB"', 'size = "1GiB"'), disk.device)
@@ -263,6 +271,7 @@ def test_a_workload_too_big_for_the_users_device_is_refused_once_its_size_is_kno
         assert disk.intact() and held_by(workdir.root) == []
 
 
+@pytest.mark.root
 def test_a_symlink_at_the_record_of_what_fslab_wrote_is_not_written_through(workdir, tmp_path):
     precious = tmp_path / "precious.json"
     precious.write_text("mine\n")
@@ -274,6 +283,7 @@ def test_a_symlink_at_the_record_of_what_fslab_wrote_is_not_written_through(work
     assert precious.read_text() == "mine\n" and workdir.written_path.is_symlink()
 
 
+@pytest.mark.root
 def test_a_confirmed_device_replaced_at_its_number_before_the_run_is_refused_and_not_wiped(workdir, tmp_path):
     from fslab.devices.named import NamedSource, confirmed
     from fslab.errors import Refused

@@ -57,6 +57,7 @@ def btrfs_options(tmp_path_factory) -> Iterator[Ran]:  # noqa: ANN001
     yield run_builtin("btrfs-options", "0.05", tmp_path_factory.mktemp("btrfs-options"))
 
 
+@pytest.mark.root
 def test_nas_stack_skips_what_this_machine_lacks_and_says_why(nas):
     skipped = {(s["target"], s["why"]) for s in nas.study_run["settings"].get("skipped", [])}
     ran = {r["target"] for r in nas.runs}
@@ -69,6 +70,7 @@ def test_nas_stack_skips_what_this_machine_lacks_and_says_why(nas):
     assert "Skipped:" in nas.result.stdout
 
 
+@pytest.mark.root
 def test_nas_stack_runs_its_zfs_mirror_raw_baselines_and_photo_ingestion(nas):
     assert nas.runs and all(r["status"] == "ok" for r in nas.runs), [r["error"] for r in nas.runs if r["status"] != "ok"]
     cells = {(r["target"], r["workload"]) for r in nas.runs}
@@ -83,6 +85,7 @@ def test_nas_stack_runs_its_zfs_mirror_raw_baselines_and_photo_ingestion(nas):
     assert "arc_max:" in mirror["fs_details"] and "mirror" in mirror["fs_details"]
 
 
+@pytest.mark.root
 def test_btrfs_options_runs_every_target_under_fio_and_the_iozone_scenarios(btrfs_options):
     runs = btrfs_options.runs
     targets = {"btrfs", "ext4", "btrfs-opts[nodatasum]", "btrfs-opts[nodatacow]", "btrfs-opts[compress=zstd]", "btrfs-meta-single", "btrfs-two-disks"}
@@ -99,6 +102,7 @@ def test_btrfs_options_runs_every_target_under_fio_and_the_iozone_scenarios(btrf
     assert patterns["iozone-zeros"].startswith("zeros") and patterns["iozone-random"].startswith("random")
 
 
+@pytest.mark.root
 def test_btrfs_options_calls_out_zeros_on_the_compressing_target_only(btrfs_options):
     """Seed 002's point: zeros flatter compression. The compress=zstd cell of the zeros scenario
     says so (on the console and in the report files); no cell of random data, and no cell of a
@@ -109,6 +113,7 @@ def test_btrfs_options_calls_out_zeros_on_the_compressing_target_only(btrfs_opti
     assert "wrote zeros data to a compressing target, which compressed it" in " ".join(btrfs_options.result.stdout.split())
 
 
+@pytest.mark.root
 def test_btrfs_options_compresses_the_zeros_pass_and_writes_it_unlike_the_random_pass(btrfs_options):
     """Issue 20: fio preallocated the scenario's file (its default, fallocate=native) and Btrfs
     wrote the zeros into the preallocated extents in place, uncompressed: 1.00×, the full size on

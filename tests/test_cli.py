@@ -1,8 +1,10 @@
 """The commands a user types that do not run a study."""
 
+import pytest
 from conftest import fslab, write_study
 
 
+@pytest.mark.slow
 def test_doctor_reports_what_this_machine_can_do(workdir):
     result = fslab("doctor", "--workdir", str(workdir.root))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -12,6 +14,7 @@ def test_doctor_reports_what_this_machine_can_do(workdir):
     assert "device-mapper" in result.stdout and "md RAID" in result.stdout
 
 
+@pytest.mark.slow
 def test_list_names_builtin_studies_workloads_and_filesystems():
     result = fslab("list")
     assert result.returncode == 0
@@ -27,6 +30,7 @@ def test_a_bad_study_file_is_refused_with_its_line(tmp_path):
     assert not (tmp_path / "r.db").exists(), "refused before anything was opened or formatted"
 
 
+@pytest.mark.slow
 def test_history_and_summary_of_an_empty_database(tmp_path):
     db = str(tmp_path / "empty.db")
     assert fslab("history", "--db", db).returncode == 0

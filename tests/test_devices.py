@@ -24,6 +24,7 @@ def blkid_type(device: str) -> str:
     return subprocess.run(["blkid", "-o", "value", "-s", "TYPE", device], capture_output=True, text=True).stdout.strip()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fill", [True, False], ids=["filled", "sparse"])
 def test_image_attached_with_direct_io_and_gone_afterwards(workdir, fill):
     size = 256 * 2**20
@@ -81,6 +82,7 @@ def kill_midway(workdir) -> None:
     assert proc.returncode == 9
 
 
+@pytest.mark.root
 def test_cleanup_releases_what_a_killed_run_held(workdir):
     kill_midway(workdir)
     image, mountpoint = workdir.images / "killed.img", workdir.mounts / "killed"
@@ -99,6 +101,7 @@ def test_cleanup_releases_what_a_killed_run_held(workdir):
     assert "nothing to clean up" in again.stdout
 
 
+@pytest.mark.root
 def test_the_next_study_releases_what_a_killed_run_held(workdir, tmp_path):
     kill_midway(workdir)
     study = tmp_path / "s.toml"

@@ -40,6 +40,7 @@ def finished_study(tmp_path_factory):
         yield result, ResultsDB(str(db)), root, workdir
 
 
+@pytest.mark.root
 def test_study_runs_every_cell_and_stores_every_run(finished_study):
     result, db, _, workdir = finished_study
     assert result.returncode == 0, result.stdout + result.stderr
@@ -52,6 +53,7 @@ def test_study_runs_every_cell_and_stores_every_run(finished_study):
     assert not workdir.journal.path.exists(), "a finished study leaves no journal behind"
 
 
+@pytest.mark.root
 def test_runs_are_interleaved_in_blocks(finished_study):
     _, db, _, _ = finished_study
     runs = db.runs(db.study_run()["id"])
@@ -61,6 +63,7 @@ def test_runs_are_interleaved_in_blocks(finished_study):
     assert sorted(orders[0]) == sorted(orders[1]) and len(set(orders[0])) == 8
 
 
+@pytest.mark.root
 def test_metrics_and_raw_output_are_stored(finished_study):
     _, db, _, _ = finished_study
     study_run_id = db.study_run()["id"]
@@ -90,6 +93,7 @@ def test_metrics_and_raw_output_are_stored(finished_study):
             assert (target, "rand_read", name) in names
 
 
+@pytest.mark.root
 def test_targets_are_provisioned_fresh_and_recorded(finished_study):
     _, db, _, workdir = finished_study
     study_run_id = db.study_run()["id"]
@@ -129,6 +133,7 @@ def test_environment_is_recorded(finished_study):
     assert versions["xfs"].startswith("mkfs.xfs") and versions["btrfs"].startswith("mkfs.btrfs")
 
 
+@pytest.mark.root
 def test_summary_table_and_report_files(finished_study):
     result, db, root, _ = finished_study
     assert "rand_read (direct I/O; data: random): read" in result.stdout and "± 95% CI" in result.stdout
@@ -160,6 +165,7 @@ def test_summary_table_and_report_files(finished_study):
     assert missing.returncode == 2 and "no study run 999" in missing.stderr
 
 
+@pytest.mark.root
 def test_a_failing_run_is_recorded_and_the_study_goes_on(workdir, tmp_path):
     study = write_study(tmp_path, FOUR_KINDS.replace('["ext4", "xfs", "btrfs", "raw"]', '"xfs"')
                         .replace('workloads = ["rand_read", "seq_write"]', 'workloads = ["seq_write"]')
@@ -179,6 +185,7 @@ def test_a_failing_run_is_recorded_and_the_study_goes_on(workdir, tmp_path):
     assert runs["xfs"]["failure"] is None
 
 
+@pytest.mark.root
 def test_a_users_job_file_runs_unchanged_but_for_its_directory(workdir, tmp_path):
     (tmp_path / "mine.fio").write_text("[global]\ndirectory=/somewhere/else\n[mine]\nrw=randread\nbs=8k\ndirect=1\nsize=32m\nruntime=1\ntime_based=1\n")
     study = write_study(tmp_path, '[study]\nname = "jobfile"\nrepetitions = 1\nimage_size = "512MiB"\n[[target]]\nfilesystem = "xfs"\n[[workload]]\nname = "mine"\njob_file = "mine.fio"\n')
@@ -219,6 +226,7 @@ def signal_while_fio_runs(proc: subprocess.Popen, db, signum: int, runs: int) ->
     [(signal.SIGINT, False), (signal.SIGTERM, False), (signal.SIGINT, True)],
     ids=["ctrl-c", "kill", "ctrl-c-when-started-ignoring-it"],
 )
+@pytest.mark.slow
 def test_interrupt_releases_everything_and_keeps_finished_runs(workdir, tmp_path, signum, started_ignoring_sigint):
     """Also when fslab starts with SIGINT ignored (as a background job of a non-interactive shell
     does, and so every test of a suite run there): Ctrl-C still interrupts it."""
@@ -260,6 +268,7 @@ def test_ctrl_c_while_fslab_starts_ends_it_quietly():
     assert "built-in studies" not in proc.stdout, "the command did not go on"
 
 
+@pytest.mark.slow
 def test_a_study_too_big_for_the_disk_is_refused_before_anything_is_made(workdir, tmp_path):
     study = write_study(tmp_path, FOUR_KINDS.replace('image_size = "512MiB"', 'image_size = "100TiB"'))
     result = fslab("run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
@@ -274,6 +283,7 @@ def test_a_study_too_big_for_the_disk_is_refused_before_anything_is_made(workdir
 ODD_PATH = "x y\tz\nw\\q:r${HOME}/bänch ü "
 
 
+@pytest.mark.root
 def test_a_work_directory_whose_path_holds_any_character_runs_and_leaves_nothing(tmp_path):
     study = write_study(tmp_path, FOUR_KINDS.replace('["ext4", "xfs", "btrfs", "raw"]', '["ext4", "xfs"]')
                         .replace("repetitions = 2", "repetitions = 1").replace('image_size = "512MiB"', 'image_size = "320MiB"\nimage_fill = "sparse"'))

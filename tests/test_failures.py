@@ -75,6 +75,7 @@ def failing_study(tmp_path_factory):
     yield result, results, {(r["workload"], r["repetition"]): r for r in results.runs(results.study_run()["id"])}
 
 
+@pytest.mark.root
 def test_the_study_goes_on_past_failed_runs_and_exits_1(failing_study):
     result, results, runs = failing_study
     assert result.returncode == 1, result.stdout + result.stderr
@@ -84,6 +85,7 @@ def test_the_study_goes_on_past_failed_runs_and_exits_1(failing_study):
     assert runs[("fine", 1)]["failure"] is None
 
 
+@pytest.mark.root
 def test_a_hang_is_killed_at_its_time_out(failing_study):
     result, _, runs = failing_study
     for n in (1, 2):
@@ -97,6 +99,7 @@ def test_a_hang_is_killed_at_its_time_out(failing_study):
     assert "failed in workload ext4 · hang · run 1: timed out after 3 s" in " ".join(result.stdout.split())
 
 
+@pytest.mark.root
 def test_a_full_filesystem_fails_the_workload_with_fios_words(failing_study):
     _, results, runs = failing_study
     for n in (1, 2):
@@ -120,6 +123,7 @@ def _path_without(tool: str, directory: Path) -> str:
     return str(directory)
 
 
+@pytest.mark.slow
 def test_a_missing_tool_is_refused_before_anything_is_made(workdir, tmp_path):
     study = write_study(tmp_path, FAILING.replace('filesystem = "ext4"', 'filesystem = ["ext4", "xfs"]').replace('image_size = "64MiB"', 'image_size = "512MiB"'))
     db = tmp_path / "r.db"

@@ -23,6 +23,7 @@ def loops(workdir, count: int, size: int):
         yield [stack.enter_context(attached(workdir.journal, image)) for image in made]
 
 
+@pytest.mark.root
 def test_btrfs_on_two_devices_names_them_and_takes_a_read_only_snapshot(workdir):
     target = Target("b", "btrfs", ("-d", "raid1", "-m", "raid1"), "", 160 * 2**20, "sparse", devices=2)
     with loops(workdir, 2, target.image_size) as (first, second):
@@ -42,6 +43,7 @@ def test_btrfs_on_two_devices_names_them_and_takes_a_read_only_snapshot(workdir)
                 FILESYSTEMS["btrfs"].snapshot(ready, "../escape")
 
 
+@pytest.mark.root
 def test_zfs_takes_a_snapshot_of_its_dataset_destroyed_with_the_pool(workdir):
     if engine() is None:
         pytest.fail("this test needs ZFS: make test installs zfs-fuse")
@@ -157,6 +159,7 @@ def test_each_mkfs_floor_is_where_the_real_mkfs_starts_to_work(tmp_path, kind, a
     assert not formats(floor.size - step), f"mkfs made a {kind} under the floor ({floor.size - step} bytes): the floor is too high"
 
 
+@pytest.mark.root
 def test_the_zfs_floor_is_where_zpool_create_starts_to_work(workdir):
     """ZFS's floor is zpool's own (SPA_MINDEVSIZE): a pool is made, and its dataset mounted, on a
     device of the floor's size, and zpool refuses one a MiB smaller, in the engine here."""

@@ -91,6 +91,7 @@ JOB_FILE_HARMS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("line, message", JOB_FILE_HARMS.values(), ids=JOB_FILE_HARMS.keys())
 def test_a_harmful_job_file_line_is_refused_before_anything_is_attached(workdir, tmp_path, line, message):
     job = GOOD_JOB.replace("size=16m\n", f"size=16m\n{line}\n")
@@ -99,6 +100,7 @@ def test_a_harmful_job_file_line_is_refused_before_anything_is_attached(workdir,
     assert message in said
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("header", ["[a/b]", "[../x]", "[x..y]", "[ok] [evil]"])
 def test_a_job_name_that_is_not_plain_is_refused(workdir, tmp_path, header):
     said = refused_run(workdir, tmp_path, STUDY, GOOD_JOB.replace("[job1]", header))
@@ -212,6 +214,7 @@ def test_what_only_fio_knows_is_refused_before_anything_is_attached(workdir, tmp
     assert "workload 'mine' (mine.fio): fio does not accept the job: Bad option <hipri>" in said
 
 
+@pytest.mark.root
 def test_a_plain_filename_runs_in_the_target_and_fio_leaves_nothing_in_the_cwd(workdir, tmp_path, monkeypatch):
     job = GOOD_JOB.replace("rw=randread\n", "rw=randwrite\nfilename=data.1\nverify=crc32c\n")  # verify: fio writes a state file
     (tmp_path / "mine.fio").write_text(job)

@@ -38,6 +38,7 @@ def free_for_real(workdir, target: Target) -> int:  # noqa: ANN001
         ("zfs", (), 1, (128, 512, 1024)),
     ],
 )
+@pytest.mark.root
 def test_the_model_errs_low_and_close_to_what_mkfs_and_mount_leave_free(workdir, filesystem, mkfs_options, devices, sizes):  # noqa: ANN001
     if filesystem == "zfs" and engine() is None:
         pytest.fail("this test needs ZFS: make test installs zfs-fuse")

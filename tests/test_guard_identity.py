@@ -88,6 +88,7 @@ def run_study(workdir, tmp_path, text: str = STUDY) -> subprocess.CompletedProce
     return fslab("run", str(write_study(tmp_path, text)), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
 
 
+@pytest.mark.slow
 def test_a_file_at_an_image_path_is_never_deleted_or_used(workdir, tmp_path):
     workdir.images.mkdir()
     planted = workdir.images / "victim.img"
@@ -99,6 +100,7 @@ def test_a_file_at_an_image_path_is_never_deleted_or_used(workdir, tmp_path):
     assert held_by(workdir.root) == []
 
 
+@pytest.mark.root
 def test_a_symlink_at_an_image_path_does_not_reach_the_users_loop_device(workdir, tmp_path):
     with users_disk() as disk:
         workdir.images.mkdir()
@@ -109,6 +111,7 @@ def test_a_symlink_at_an_image_path_does_not_reach_the_users_loop_device(workdir
         assert os.path.islink(workdir.images / "victim.img")
 
 
+@pytest.mark.root
 def test_a_symlink_at_a_mount_point_mounts_nothing_over_the_users_directory(workdir, tmp_path):
     users_dir = tmp_path / "users-dir"
     users_dir.mkdir()
@@ -122,6 +125,7 @@ def test_a_symlink_at_a_mount_point_mounts_nothing_over_the_users_directory(work
     assert held_by(workdir.root) == []
 
 
+@pytest.mark.root
 def test_a_file_at_a_mount_point_is_neither_mounted_over_nor_removed(workdir, tmp_path):
     workdir.mounts.mkdir()
     (workdir.mounts / "victim").write_text("a user's file\n")
@@ -131,6 +135,7 @@ def test_a_file_at_a_mount_point_is_neither_mounted_over_nor_removed(workdir, tm
     assert held_by(workdir.root) == []
 
 
+@pytest.mark.slow
 def test_a_symlinked_lock_is_refused_and_its_target_untouched(workdir, tmp_path):
     precious = tmp_path / "precious.txt"
     precious.write_text("do not truncate\n")
@@ -180,6 +185,7 @@ def test_a_work_directory_an_older_fslab_made_is_still_fslabs(tmp_path):
     assert (older / MARKER).is_file()
 
 
+@pytest.mark.slow
 def test_a_work_directory_fslab_marked_is_taken_over_and_an_absent_or_empty_one_made(tmp_path):
     marked = tmp_path / "marked"
     Workdir(marked).prepare()  # absent: made, and marked
@@ -201,6 +207,7 @@ def _snapshot(root: Path) -> dict[str, tuple[bytes, int, int]]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("journal", ["my own journal\n", '{"event": "acquire", "kind": "mount", "id": "/mnt/x"}\nmy own line\n', ""], ids=["text", "partly-fslabs", "empty"])
 def test_a_directory_of_the_users_files_named_as_fslabs_is_not_a_work_directory(tmp_path, journal):
     home = tmp_path / "home"
@@ -239,6 +246,7 @@ def test_every_kind_fslab_journals_is_known_to_whichever_command_reads_the_journ
     assert fresh.stdout.split() == sorted(registering)
 
 
+@pytest.mark.root
 def test_a_planted_journal_harms_nothing(workdir, tmp_path):
     """Entries naming a user's image, loop device, mount, process, a pool and layers that are not
     fslab's, and lines that are not entries at all: all left alone and reported."""
@@ -293,6 +301,7 @@ def _proof_of(pid: int) -> dict:
     return found.proof() if found else {}
 
 
+@pytest.mark.root
 def test_kill_9_leaves_fio_running_and_cleanup_stops_it_before_unmounting(workdir, tmp_path):
     study = write_study(tmp_path, STUDY.replace('runtime = "1s"', 'runtime = "60s"'))
     proc = subprocess.Popen([sys.executable, "-m", "fslab", "run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -337,6 +346,7 @@ def _state(pid: int) -> str:
 ZFS_STUDY = short_study("zfs-turns", '[[target]]\nfilesystem = "zfs"\n')
 
 
+@pytest.mark.root
 @pytest.mark.skipif(engine() is None, reason="no ZFS engine")
 def test_two_fslab_processes_on_zfs_do_not_stop_each_others_daemon_or_pools(tmp_path):
     with fresh_workdir() as first, fresh_workdir() as second:

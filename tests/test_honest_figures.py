@@ -110,6 +110,7 @@ def test_a_flagged_cell_is_in_no_verdict_ranking_conclusion_or_chart(tmp_path):
     assert "btrfs" not in json.dumps(document["comparisons"]) + json.dumps(document["rankings"])
 
 
+@pytest.mark.slow
 def test_fslab_compare_judges_no_flagged_cell_of_either_study_run(tmp_path):
     plain = {**FLAGGED, "btrfs": [(16000.0, 0.33), (16100.0, 0.33), (15900.0, 0.34)]}
     db, older = stored(tmp_path, plain)

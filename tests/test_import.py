@@ -287,6 +287,7 @@ def test_links_in_a_loop_or_to_a_directory_outside_are_not_followed(tmp_path):
     assert not files and [s.why for s in skipped] == ["cannot be read: Too many levels of symbolic links"], "a loop named: said why"
 
 
+@pytest.mark.root
 def test_only_regular_files_of_readable_size_are_opened(tmp_path, monkeypatch):
     walked = tmp_path / "results"
     walked.mkdir()
@@ -313,6 +314,7 @@ def _import(db, *args):
     return fslab("import", "--db", str(db), *args, timeout=120)
 
 
+@pytest.mark.slow
 def test_import_skips_what_is_not_fio_output_and_imports_the_rest(tmp_path):
     results = tmp_path / "results"
     results.mkdir()
@@ -350,6 +352,7 @@ def test_import_skips_what_is_not_fio_output_and_imports_the_rest(tmp_path):
     assert "imported from 3 file(s)" in " ".join(result.stdout.split())
 
 
+@pytest.mark.slow
 def test_nothing_to_import_stores_nothing(tmp_path):
     (tmp_path / "notes.txt").write_text("no fio here\n")
     db = tmp_path / "fslab.db"
@@ -365,6 +368,7 @@ def test_names_are_checked(tmp_path):
     assert result.returncode == 2 and "--target: '../etc' is not a plain name" in result.stderr, result.stderr
 
 
+@pytest.mark.slow
 def test_an_imported_study_run_summarises_and_compares(tmp_path):
     db = tmp_path / "fslab.db"
     first = _import(db, *map(str, PLAIN), "--study", "old-results", "--target", "disk")
@@ -388,6 +392,7 @@ def test_an_imported_study_run_summarises_and_compares(tmp_path):
     assert row.split()[:2] == ["randread", "disk"] and f"{ratio:.3f}" in row, row
 
 
+@pytest.mark.slow
 def test_fslabs_own_runs_imported_again_are_the_same_runs(tmp_path):
     # schema-v7.db: written by fslab with schema version 7 from a real study run (test_results.py);
     # its ext4 runs' raw fio output, imported into that database, is the cell fslab measured
@@ -413,6 +418,7 @@ def test_fslabs_own_runs_imported_again_are_the_same_runs(tmp_path):
     assert rows and all(row[row.index("IOPS") + 1 if "IOPS" in row else row.index("latency") + 1] == "1.000" for row in rows), compared.stdout
 
 
+@pytest.mark.slow
 def test_the_examples_in_the_import_docs_run_as_written(tmp_path):
     # the files docs/import.md names, made of the fixtures: 2019 and 2024 hold the same cells
     for year, ext4, xfs in (("2019", PLAIN, JSONPLUS), ("2024", JSONPLUS, PLAIN)):

@@ -84,6 +84,7 @@ def layouts(tmp_path_factory):
         yield result, db, runs, root, workdir, daemon_before
 
 
+@pytest.mark.root
 def test_zfs_pool_and_dataset_properties_applied_and_read_back(layouts):
     _, db, runs, _, _, _ = layouts
     for recordsize in ("4k", "128k"):
@@ -99,6 +100,7 @@ def test_zfs_pool_and_dataset_properties_applied_and_read_back(layouts):
             assert "allow_other" in run["mount_options_effective"], "a FUSE mount's options"
 
 
+@pytest.mark.root
 def test_the_zfs_engine_is_recorded_with_every_result(layouts):
     _, db, runs, root, _, _ = layouts
     found = engine()
@@ -111,6 +113,7 @@ def test_the_zfs_engine_is_recorded_with_every_result(layouts):
     assert found.describe() in report
 
 
+@pytest.mark.root
 def test_zfs_mirror_of_two_images(layouts):
     _, _, runs, _, _, _ = layouts
     mirror = runs["zfs-mirror"]
@@ -119,6 +122,7 @@ def test_zfs_mirror_of_two_images(layouts):
     assert "mirror" in mirror["mkfs_command"]
 
 
+@pytest.mark.root
 def test_the_arc_cap_is_applied_and_recorded(layouts):
     _, _, runs, _, _, _ = layouts
     expected = "arc_max: 64 MiB (zfs-fuse --max-arc-size)" if engine().fuse else "arc_max: 64 MiB (zfs_arc_max = 67108864)"
@@ -133,6 +137,7 @@ def test_the_arc_cap_is_applied_and_recorded(layouts):
     ],
     ids=["zvol", "encryption"],
 )
+@pytest.mark.slow
 def test_what_the_zfs_engine_cannot_do_is_refused_before_anything_is_made(workdir, tmp_path, asked, refusal):
     if not engine().fuse:
         pytest.skip("the OpenZFS kernel module has zvols and encryption")
@@ -143,6 +148,7 @@ def test_what_the_zfs_engine_cannot_do_is_refused_before_anything_is_made(workdi
     assert not any(workdir.images.glob("*.img"))
 
 
+@pytest.mark.root
 def test_nothing_of_zfs_is_left_behind(layouts):
     _, _, _, _, workdir, daemon_before = layouts
     if not daemon_before:
@@ -152,6 +158,7 @@ def test_nothing_of_zfs_is_left_behind(layouts):
     assert held_by(workdir.root) == []
 
 
+@pytest.mark.root
 def test_btrfs_raid1_over_two_images_with_nodatacow(layouts):
     _, _, runs, _, _, _ = layouts
     raid = runs["btrfs-raid1"]
@@ -162,12 +169,14 @@ def test_btrfs_raid1_over_two_images_with_nodatacow(layouts):
     assert raid["mkfs_command"][-2:] == raid["device"].split()
 
 
+@pytest.mark.root
 def test_ext4_and_xfs_options_read_back(layouts):
     _, _, runs, _, _, _ = layouts
     assert {"noatime", "data=writeback"} <= set(runs["ext4-wb"]["mount_options_effective"].split(","))
     assert {"noatime", "logbsize=256k"} <= set(runs["xfs-log"]["mount_options_effective"].split(","))
 
 
+@pytest.mark.root
 def test_an_option_the_kernel_does_not_apply_is_reported(layouts):
     _, _, runs, root, _, _ = layouts
     both = runs["btrfs-both"]
@@ -177,6 +186,7 @@ def test_an_option_the_kernel_does_not_apply_is_reported(layouts):
     assert "| btrfs-both | btrfs | 1 | – | nodatacow,compress=zstd |" in report and "| nodatacow |" in report
 
 
+@pytest.mark.root
 def test_a_refused_option_fails_its_run_and_the_study_goes_on(layouts):
     result, _, runs, _, _, _ = layouts
     refused = runs["xfs-sunit-alone"]  # allowed (with swidth), refused by the kernel alone
@@ -185,6 +195,7 @@ def test_a_refused_option_fails_its_run_and_the_study_goes_on(layouts):
     assert sum(r["status"] == "ok" for r in runs.values()) == len(runs) - 1
 
 
+@pytest.mark.slow
 def test_a_study_needing_dm_crypt_is_refused_before_anything_is_formatted(workdir, tmp_path):
     if layers.missing("luks") is None:
         pytest.skip("this kernel has dm-crypt: test_layers_guest.py builds the layers instead")

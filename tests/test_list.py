@@ -89,6 +89,7 @@ def narrowed(word: str) -> str:
     return result.output
 
 
+@pytest.mark.slow
 def test_every_registered_name_is_listed(listed, as_json):
     registries = {
         "studies": builtin_studies(),
@@ -106,6 +107,7 @@ def test_every_registered_name_is_listed(listed, as_json):
         assert [entry["name"] for entry in as_json[section]] == list(names), section
 
 
+@pytest.mark.slow
 def test_every_accepted_option_is_listed_with_its_owner(as_json):
     by_name = {section: {entry["name"]: entry for entry in as_json[section]} for section in ("filesystems", "layers", "kinds")}
     expected = {
@@ -157,12 +159,14 @@ def test_device_sources_are_every_source_fslab_has(as_json):
     assert {source.chosen_by for source in sources} == listed
 
 
+@pytest.mark.slow
 def test_the_console_fits_its_width_and_json_has_every_section(listed, as_json):
     assert list(as_json) == SECTIONS
     too_wide = [line for line in listed.splitlines() if cell_len(line.rstrip()) > CONSOLE_WIDTH]
     assert not too_wide, too_wide[:3]
 
 
+@pytest.mark.slow
 def test_a_section_narrows_the_list_and_an_unknown_one_is_refused():
     result = fslab("list", "--json", "filesystems")
     assert result.returncode == 0 and list(json.loads(result.stdout)) == ["filesystems"]

@@ -32,6 +32,7 @@ def _failures(group: cgroups.Group) -> int:
     return int(events["max"])
 
 
+@pytest.mark.slow
 @needs_cgroups
 def test_a_buffered_read_larger_than_the_limit_stays_within_it(workdir):
     """256 MiB read through the page cache by a cgroup allowed 64 MiB: the kernel's own high-water
@@ -58,6 +59,7 @@ def test_no_limit_makes_nothing(workdir):
     assert groups_of(workdir.root) == []
 
 
+@pytest.mark.root
 @needs_cgroups
 def test_the_run_records_the_limit_and_the_summary_shows_it(workdir):
     study = write_study(workdir.root, """

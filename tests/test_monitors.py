@@ -209,6 +209,7 @@ def write_file(path: Path, data_block, size: int) -> None:
             f.write(data_block())
 
 
+@pytest.mark.root
 def test_btrfs_with_zstd_compresses_zeros_and_not_random_data(workdir):
     target = Target("zstd", "btrfs", (), "compress=zstd", 512 * MiB, "sparse")
     ratios = {}
@@ -258,6 +259,7 @@ def test_no_extent_in_a_file_holding_data_is_not_a_count():
     assert not_a_count(0, 0, size, FUSE_SUPER_MAGIC, "zfs") == Extents(0), "a sparse file holds no extent: 0 is its measure"
 
 
+@pytest.mark.root
 @pytest.mark.skipif(shutil.which("fuse2fs") is None, reason="fuse2fs is not installed (the Makefile installs it)")
 def test_extents_on_a_real_fuse_filesystem_are_not_measurable(tmp_path):
     """ext4 through FUSE (fuse2fs on an image file, no loop device): a file of data is said not
@@ -281,6 +283,7 @@ def test_extents_on_a_real_fuse_filesystem_are_not_measurable(tmp_path):
         subprocess.run(["umount", str(mountpoint)], check=True)
 
 
+@pytest.mark.root
 def test_extents_where_the_filesystem_maps_no_file_are_not_measurable_and_no_failure():
     """tmpfs has neither FIEMAP nor bmap, as OpenZFS's kernel module has neither: filefrag says
     "FIBMAP/FIEMAP unsupported" and exits non-zero; the file is not measurable, with why."""
@@ -292,6 +295,7 @@ def test_extents_where_the_filesystem_maps_no_file_are_not_measurable_and_no_fai
         assert found == {data: Extents(None, "on tmpfs (it answers neither FIEMAP nor FIBMAP: filefrag cannot map a file there)")}
 
 
+@pytest.mark.root
 def test_extents_of_a_real_file_on_btrfs_before_and_after_overwrites(workdir):
     target = Target("cow", "btrfs", (), "", 256 * MiB, "sparse")
     with image_file(workdir.journal, workdir.images, "cow", target.image_size, fill=False) as image, attached(workdir.journal, image) as loop:

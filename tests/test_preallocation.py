@@ -124,6 +124,7 @@ options = { fallocate = "native" }
 """
 
 
+@pytest.mark.root
 def test_zeros_compress_on_btrfs_unless_preallocated_and_the_notes_follow_the_ratio(tmp_path):
     with fresh_workdir() as workdir:
         result, results, study_run = ran_study(tmp_path, COMPRESSING, workdir, "--warmup", "0")

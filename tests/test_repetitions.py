@@ -1,6 +1,7 @@
 """Repetitions through `fslab run` on real targets: exact runs, warm-ups, adaptive runs; and
 `fslab compare` gating on a regression between two stored study runs."""
 
+import pytest
 from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -38,6 +39,7 @@ def run(tmp_path, workdir, *args, study=STUDY):
     return result, results, results.study_run()
 
 
+@pytest.mark.root
 def test_runs_is_exact_and_warmups_are_stored_marked_and_left_out(tmp_path, workdir):
     result, db, study_run = run(tmp_path, workdir, "--runs", "3", "--warmup", "1")
     runs = db.runs(study_run["id"])
@@ -49,6 +51,7 @@ def test_runs_is_exact_and_warmups_are_stored_marked_and_left_out(tmp_path, work
     assert "3 runs per cell, after 2 warm-up run(s) left out of the statistics" in report
 
 
+@pytest.mark.root
 def test_target_ci_adds_runs_until_narrow_or_the_limit(tmp_path, workdir):
     result, db, study_run = run(tmp_path, workdir, "--runs", "2", "--target-ci", "0.5", "--max-runs", "4")
     outcome = study_run["outcome"]
@@ -86,6 +89,7 @@ def stored_study_run(db: ResultsDB, medians: dict[str, float], owner: Owner) -> 
     return study_run
 
 
+@pytest.mark.slow
 def test_compare_gates_on_a_regression(tmp_path):
     path = tmp_path / "r.db"
     db = ResultsDB(str(path))
@@ -109,6 +113,7 @@ def test_compare_gates_on_a_regression(tmp_path):
     assert "IOPS" not in reversed_.stdout.split("regression(s):")[1], "never for the IOPS that improved"
 
 
+@pytest.mark.root
 def test_compare_refuses_runs_of_different_studies(tmp_path, workdir):
     _, db, first = run(tmp_path, workdir, "--runs", "1")
     _, _, other = run(tmp_path, workdir, "--runs", "1", study=STUDY.replace('name = "reps"', 'name = "other"'))

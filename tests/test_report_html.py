@@ -97,6 +97,7 @@ def stored(tmp_path_factory):
     return root, db, reports
 
 
+@pytest.mark.root
 def test_the_documented_commands_run_as_written(stored):
     root, _, reports = stored
     assert list(reports) == ["fslab report", "fslab report 1 -o paper-figures --figures", "fslab report 1 2"]
@@ -158,6 +159,7 @@ def open_page(browser, page_file: Path, screenshot: Path, width: int = 1280) -> 
 # --- a stored study run, through the command line ----------------------------------------------
 
 
+@pytest.mark.root
 def test_report_figures_writes_every_chart_of_the_page_as_svg_and_png(stored):
     folder = page_of(stored).parent
     page = (folder / "report.html").read_text()
@@ -195,6 +197,7 @@ class _References(HTMLParser):
         self.found += [(tag, name, value or "") for name, value in attrs if name in ("src", "href", "srcset", "action", "data")]
 
 
+@pytest.mark.root
 def test_page_is_self_contained(stored):
     page = page_of(stored).read_text()
     references = _References()
@@ -206,6 +209,7 @@ def test_page_is_self_contained(stored):
     assert page.count("vegaEmbed") >= 2 and page.count("<script") == 3, "the bundle once, the specs, the drawing"
 
 
+@pytest.mark.root
 def test_page_renders_offline_in_chromium(stored, browser, tmp_path):
     page_file = page_of(stored)
     for width, name in ((1280, "desktop"), (390, "phone")):
@@ -221,6 +225,7 @@ def test_page_renders_offline_in_chromium(stored, browser, tmp_path):
         assert (tmp_path / f"report-{name}.png").stat().st_size > 10_000
 
 
+@pytest.mark.root
 def test_page_shows_the_summarys_own_figures(stored):
     """The same rows the console and the Markdown show, from the same functions."""
     _, db, _ = stored
@@ -239,6 +244,7 @@ def test_page_shows_the_summarys_own_figures(stored):
     assert "order seed</dt><dd>3</dd>" in page and "/dev/loop" in page
 
 
+@pytest.mark.root
 def test_report_of_two_study_runs_compares_them_cell_by_cell(stored, browser, tmp_path):
     root, _, _ = stored
     out = root / "reports" / "page-1-2"
@@ -251,6 +257,7 @@ def test_report_of_two_study_runs_compares_them_cell_by_cell(stored, browser, tm
     assert all(c["svg"] > 5 for c in seen["charts"]) and any(c["name"] == "compare-1-2" for c in seen["charts"])
 
 
+@pytest.mark.root
 def test_report_errors_are_clear(stored, tmp_path):
     _, db, _ = stored
     missing = fslab("report", "99", "--db", str(db))
@@ -272,6 +279,7 @@ def test_report_errors_are_clear(stored, tmp_path):
 # --- the page's escaping (pure) --------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_every_text_is_escaped_and_no_json_closes_its_script():
     hostile = "</script><script>alert(1)</script><!--"
     page = render_page(Page(title=hostile, runs=[]))
@@ -473,6 +481,7 @@ def overlapping(boxes: list[dict]) -> list[tuple[str, str]]:
     ]
 
 
+@pytest.mark.slow
 def test_bar_labels_never_overlap_on_the_page_however_many_and_long(browser, tmp_path):
     """Twelve targets named as studies name them (options and all), every bar chart of a page
     drawn in Chromium on a desktop and a phone: no label of an axis crosses another."""

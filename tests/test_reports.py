@@ -101,6 +101,7 @@ def assert_shows(text: str, value: float, read=figure) -> None:
     assert abs(shown - value) <= tolerance, f"{text} shows {value}"
 
 
+@pytest.mark.root
 def test_the_markdown_table_iv_equals_the_database(study_run):
     root, _, study_run_id = study_run
     markdown = (root / "reports" / f"tables-{study_run_id}" / "summary.md").read_text()
@@ -133,6 +134,7 @@ def test_the_markdown_table_iv_equals_the_database(study_run):
     assert "Compared with **ext4**:" in markdown and "| raw | read IOPS |" in markdown, "and the verdict tables"
 
 
+@pytest.mark.root
 def test_every_run_is_in_runs_csv_and_runs_json_as_stored(study_run):
     root, _, study_run_id = study_run
     folder = root / "reports" / f"tables-{study_run_id}"
@@ -161,6 +163,7 @@ def test_every_run_is_in_runs_csv_and_runs_json_as_stored(study_run):
             assert run["failure"]["phase"] == "provision" and "journal_async_commit" in run["failure"]["argv"]
 
 
+@pytest.mark.root
 def test_a_summary_again_leaves_the_runs_files_that_hold_its_runs(study_run, tmp_path, monkeypatch):
     """runs.csv and runs.json change only with the runs: a summary asked for again (other options)
     rewrites the summary files alone; a run more, another state of the study run, another fslab,
@@ -209,6 +212,7 @@ def test_a_summary_again_leaves_the_runs_files_that_hold_its_runs(study_run, tmp
     assert not (tmp_path / "elsewhere.json").exists()
 
 
+@pytest.mark.root
 def test_fslab_export_writes_the_runs_and_summary_tables(study_run):
     root, db, study_run_id = study_run
     folder = root / "reports" / f"tables-{study_run_id}"
@@ -228,6 +232,7 @@ def test_fslab_export_writes_the_runs_and_summary_tables(study_run):
     assert bad.returncode == 2 and "'xlsx' is not one of" in bad.stderr
 
 
+@pytest.mark.root
 def test_the_parquet_export_holds_the_same_typed_tables(study_run):
     parquet = pytest.importorskip("pyarrow.parquet", reason="pyarrow (the parquet extra) is not installed")
     root, _, study_run_id = study_run
@@ -245,6 +250,7 @@ def test_the_parquet_export_holds_the_same_typed_tables(study_run):
     assert all(isinstance(r["n"], int) and isinstance(r["median"], float) for r in summary)
 
 
+@pytest.mark.root
 def test_without_pyarrow_parquet_is_refused_with_what_to_install(study_run, tmp_path):
     root, _, _ = study_run
     hidden = "import sys; sys.modules['pyarrow'] = None; from fslab.cli import main; sys.argv[0] = 'fslab'; main()"
@@ -285,6 +291,7 @@ def assert_fits(s: StudySummary) -> list[str]:
     return lines
 
 
+@pytest.mark.root
 def test_the_console_summary_fits_120_columns_and_says_where_the_rest_is(study_run):
     root, db, study_run_id = study_run
     s = summarize_study_run(db, study_run_id)
@@ -298,6 +305,7 @@ def test_the_console_summary_fits_120_columns_and_says_where_the_rest_is(study_r
     assert said.count("p99.9") == 1 and "| lat p99.9 |" in (root / "reports" / f"tables-{study_run_id}" / "summary.md").read_text(), "said left out, and in the file"
 
 
+@pytest.mark.root
 def test_the_console_summary_fits_whatever_the_machine_and_the_paths(study_run):
     """The header names the machine and its device, a failure the work directory's path: at
     some length a sentence wraps so that a line begins with a target's name ("ext4 (/dev/…).",
@@ -314,6 +322,7 @@ def test_the_console_summary_fits_whatever_the_machine_and_the_paths(study_run):
     assert fooled, "some length wraps a sentence so that a line begins with a target's name"
 
 
+@pytest.mark.root
 def test_long_names_failures_and_notes_still_fit(study_run):
     """Synthetic figures (fixed samples) on the real study run's cells: long target names, a
     failed run in every cell, a long note on every row."""
@@ -333,6 +342,7 @@ def test_long_names_failures_and_notes_still_fit(study_run):
     assert any(line.startswith("ext4[noatime,nobarrier]  3 (1 failed)") for line in table_rows(lines, list(names.values())))
 
 
+@pytest.mark.root
 def test_the_docs_pandas_example_runs_as_written(study_run):
     """docs/reports.md's commands and Python, run as written in the directory holding fslab.db;
     pandas (not a dependency of fslab) stood in for by csv and sqlite3."""

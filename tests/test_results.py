@@ -18,6 +18,7 @@ from fslab.results import ResultsDB
 from fslab.results.db import SCHEMA_VERSION, SchemaMismatch, schema_info
 
 
+@pytest.mark.slow
 def test_a_version_1_database_is_migrated_with_nothing_lost(tmp_path):
     # written by fslab with schema version 1 (the first release), from a real study run
     db_path = tmp_path / "old.db"
@@ -133,6 +134,7 @@ def test_a_newer_database_is_refused(tmp_path):
         ResultsDB(str(tmp_path / "new.db"))
 
 
+@pytest.mark.slow
 def test_a_version_2_database_is_migrated_and_its_interrupted_study_run_not_resumed_with_other_jobs(tmp_path, workdir):
     # written by fslab with schema version 2 (b6d6274) from a real study run (xfs, raw and a target
     # whose mount option, journal_async_commit, ext4 refuses with data=ordered; 2 runs each),
@@ -169,6 +171,7 @@ def test_a_database_in_a_missing_directory_is_refused(tmp_path):
     assert not (tmp_path / "nowhere").exists()
 
 
+@pytest.mark.root
 @pytest.mark.parametrize("kind", ["block device", "directory", "FIFO", "symbolic link"])
 def test_a_database_that_is_not_a_regular_file_is_refused(tmp_path, kind):
     path = tmp_path / "r.db"
@@ -196,6 +199,7 @@ def test_a_postgresql_url_without_its_driver_says_what_to_install(tmp_path):
     assert "secret" not in message
 
 
+@pytest.mark.slow
 def test_a_file_that_is_not_an_fslab_database_is_refused(tmp_path):
     text = tmp_path / "notes.txt"
     text.write_text("not a database\n" * 100)

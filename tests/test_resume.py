@@ -48,6 +48,7 @@ def _killed_while_fio_runs(study: Path, db: Path, workdir: Path, *args: str, aft
         time.sleep(0.1)
 
 
+@pytest.mark.root
 def test_a_killed_study_run_is_resumed_with_every_run_stored_once(workdir, tmp_path):
     study, db = write_study(tmp_path, STUDY), tmp_path / "r.db"
     _killed_while_fio_runs(study, db, workdir.root, after_runs=3)
@@ -76,6 +77,7 @@ def test_a_killed_study_run_is_resumed_with_every_run_stored_once(workdir, tmp_p
     assert again.returncode == 2 and f"study run {study_run['id']} (resumed) finished" in again.stderr and "nothing to resume" in again.stderr
 
 
+@pytest.mark.root
 def test_an_adaptive_study_run_goes_on_deciding_from_its_stored_runs(workdir, tmp_path):
     text = STUDY.replace('["rand_read", "seq_write"]', '["rand_read"]').replace('["ext4", "xfs"]', '["xfs", "raw"]')
     study, db = write_study(tmp_path, text), tmp_path / "r.db"
@@ -93,6 +95,7 @@ def test_an_adaptive_study_run_goes_on_deciding_from_its_stored_runs(workdir, tm
         assert 2 <= cell["runs"] <= 4 and cell["status"] in ("converged", "decided", "max runs")
 
 
+@pytest.mark.root
 def test_a_killed_study_run_shows_as_interrupted_once_with_how_to_resume(workdir, tmp_path):
     study, db = write_study(tmp_path, STUDY), tmp_path / "r.db"
     _killed_while_fio_runs(study, db, workdir.root, after_runs=0)
@@ -111,6 +114,7 @@ def test_a_killed_study_run_shows_as_interrupted_once_with_how_to_resume(workdir
     assert fslab("cleanup", "--workdir", str(workdir.root)).returncode == 0
 
 
+@pytest.mark.root
 def test_a_resume_is_refused_when_a_job_file_changed(workdir, tmp_path):
     (tmp_path / "mine.fio").write_text("[mine]\nrw=randread\nbs=8k\ndirect=1\nsize=16m\nruntime=1\ntime_based=1\n")
     text = STUDY.replace('workloads = ["rand_read", "seq_write"]', "") + '\n[[workload]]\nname = "mine"\njob_file = "mine.fio"\n'
@@ -136,6 +140,7 @@ def _journal_says(workdir: Path, needle: str) -> bool:
     return journal.exists() and needle in journal.read_text()
 
 
+@pytest.mark.root
 @pytest.mark.parametrize("point", ["mkfs", "teardown", "commit"])
 def test_killed_at_any_point_then_cleaned_up_and_resumed_every_run_is_stored_once(workdir, tmp_path, point):
     """SIGKILL as mkfs runs, as the run is torn down (its workload just ended), and while the run

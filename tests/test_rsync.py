@@ -135,6 +135,7 @@ def test_the_study_file_refuses_other_data_unsafe_options_and_both_sizes():
     assert isinstance(tool, RsyncIngest) and tool.files == 2 and tool.flags() == ["--fsync", "--no-inplace"]
 
 
+@pytest.mark.root
 def test_rsync_ingests_into_ext4_end_to_end_and_releases_its_source(workdir, tmp_path):
     result, results, study_run = ran_study(tmp_path, STUDY, workdir)
     runs = results.runs(study_run)

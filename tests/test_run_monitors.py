@@ -64,6 +64,7 @@ def moving(moved: Counted) -> TrafficMonitor:
     return traffic
 
 
+@pytest.mark.root
 def test_device_traffic_of_a_direct_write_on_a_raw_target_adds_up_within_2_percent(monitored_study):
     _, results, study_run = monitored_study
     raw = stored(results, study_run, "raw")
@@ -97,6 +98,7 @@ direct = true
 """
 
 
+@pytest.mark.slow
 def test_a_raw_targets_direct_write_with_a_ramp_writes_once_over_fios_own_interval(tmp_path):
     with fresh_workdir() as workdir:
         _, results, study_run = ran_study(tmp_path, RAMPED, workdir)
@@ -106,6 +108,7 @@ def test_a_raw_targets_direct_write_with_a_ramp_writes_once_over_fios_own_interv
     assert raw["device_written_bytes"] == pytest.approx(raw["write_bytes"], rel=0.02)
 
 
+@pytest.mark.root
 def test_a_run_stores_cpu_traffic_and_write_amplification_and_the_summary_shows_them(monitored_study):
     result, results, study_run = monitored_study
     ext4 = stored(results, study_run, "ext4")
@@ -233,6 +236,7 @@ options = { fallocate = "none" }
 """
 
 
+@pytest.mark.root
 def test_btrfs_random_writes_are_counted_through_its_transaction_commit(tmp_path):
     with fresh_workdir() as workdir:
         _, results, study_run = ran_study(tmp_path, BTRFS_RANDOM_WRITES, workdir)
@@ -290,6 +294,7 @@ direct = false
 """
 
 
+@pytest.mark.root
 def test_zfs_writes_are_counted_through_its_transaction_group(tmp_path):
     if engine() is None:
         pytest.skip("no ZFS here: neither the OpenZFS kernel module nor zfs-fuse")

@@ -4,6 +4,7 @@ in the header."""
 
 import json
 import subprocess
+import pytest
 from datetime import datetime
 from pathlib import Path
 
@@ -31,6 +32,7 @@ def dumpe2fs(device: str) -> dict[str, str]:
     return {k.strip(): v.strip() for k, _, v in (line.partition(":") for line in out.splitlines()) if v}
 
 
+@pytest.mark.root
 def test_a_scaled_ext4_has_the_full_sizes_4k_blocks_and_inode_ratio(workdir):
     # 1GiB × 0.25 = 256MiB: mke2fs alone would make its "small" type there (1KiB blocks, an inode every 4KiB)
     target = study('[[target]]\nfilesystem = "ext4"', 0.25).targets[0]

@@ -45,6 +45,7 @@ data = "zeros"
 """
 
 
+@pytest.mark.root
 def test_cow_ageing_stores_both_reads_and_both_extent_counts(workdir, tmp_path):
     result, results, study_run = ran_study(tmp_path, AGEING, workdir)
     groups = results.sample_groups(study_run)
@@ -66,6 +67,7 @@ def test_cow_ageing_stores_both_reads_and_both_extent_counts(workdir, tmp_path):
     assert "after.extents" in result.stdout and "overwrite.write_iops" in result.stdout
 
 
+@pytest.mark.root
 def test_snapshots_under_load_takes_and_counts_its_snapshots(workdir, tmp_path):
     study = AGEING.replace('["btrfs", "ext4"]', '"btrfs"').replace('"cow-ageing"', '"snapshots-under-load"').replace('runtime = "1s"', 'runtime = "1.5s"\nsnapshot_every = "0.4s"')
     db = tmp_path / "r.db"
@@ -196,6 +198,7 @@ dd = { bs = "1M", count = 32 }
 """
 
 
+@pytest.mark.root
 def test_a_scenario_runs_tool_phases_each_through_its_own_kind(workdir, tmp_path):
     result, results, study_run = ran_study(tmp_path, MIX, workdir)
     [run] = results.runs(study_run)

@@ -148,6 +148,7 @@ def report(root: Path, db: ResultsDB) -> Path:
     return root / "reports" / f"reading-{db.study_run()['id']}"
 
 
+@pytest.mark.root
 def test_a_btrfs_datacow_target_is_not_reported_as_not_in_effect(reading):
     result, db, root = reading
     assert result.returncode == 0, result.stdout + result.stderr
@@ -156,6 +157,7 @@ def test_a_btrfs_datacow_target_is_not_reported_as_not_in_effect(reading):
     assert "nodatacow (absent)" in rows["btrfs-overridden"], "what the kernel overrode is still said"
 
 
+@pytest.mark.root
 def test_unsupported_targets_are_skipped_recorded_and_listed(reading):
     result, db, root = reading
     study_run = db.study_run()
@@ -176,6 +178,7 @@ def test_unsupported_targets_are_skipped_recorded_and_listed(reading):
     assert json.loads((report(root, db) / "summary.json").read_text())["skipped"] == [skipped]
 
 
+@pytest.mark.root
 def test_sizes_only_scaling_keeps_runtimes_and_is_recorded(reading):
     result, db, _ = reading
     study_run = db.study_run()
@@ -187,6 +190,7 @@ def test_sizes_only_scaling_keeps_runtimes_and_is_recorded(reading):
     assert "1 workload(s) measure for less than 2s" in warning and "write (1s)" in warning and "raise their runtime" in warning
 
 
+@pytest.mark.root
 def test_bandwidth_in_the_unit_the_study_or_the_reader_chose(reading):
     result, db, root = reading
     said = " ".join(result.stdout.split())
@@ -208,6 +212,7 @@ def test_bandwidth_in_the_unit_the_study_or_the_reader_chose(reading):
     assert json.loads((report(root, db) / "summary.json").read_text())["bandwidth_unit"] == "MB/s"
 
 
+@pytest.mark.slow
 def test_a_short_scaled_study_is_warned_of_and_the_refusal_names_the_skip_flag(tmp_path, workdir):
     """Refused before anything runs (this kernel has no md), and warned first: fast."""
     if layers.missing("md-raid1") is None:
@@ -221,6 +226,7 @@ def test_a_short_scaled_study_is_warned_of_and_the_refusal_names_the_skip_flag(t
     assert said.index("warning:") < said.index("cannot run here")
 
 
+@pytest.mark.slow
 def test_skipping_never_passes_over_a_refusal(tmp_path, workdir):
     """A user's device named without --destroy-data is a refusal, not something the machine lacks."""
     study = write_study(tmp_path, STUDY + '\n[[target]]\nname = "disk"\nfilesystem = "ext4"\ndevice = "/dev/fslab-no-such-disk"\n')
@@ -247,6 +253,7 @@ def test_the_bandwidth_unit_is_one_typed_choice():
     assert bad.returncode == 2 and "GB/s" in bad.stderr
 
 
+@pytest.mark.root
 def test_a_resume_keeps_the_sizes_only_scale_and_the_skipped_targets(reading):
     """Last of the module's tests on the study run: it marks it interrupted to resume it."""
     _, db, _ = reading

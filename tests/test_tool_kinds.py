@@ -2,6 +2,7 @@
 dd on a real ext4 loop image (small files, 1 s), their metrics stored with their own roles, and
 what the study file refuses before anything is made."""
 
+import pytest
 from conftest import fslab, write_study
 from kinds_helpers import read_study, refused
 
@@ -37,6 +38,7 @@ runtime = "1s"
 """
 
 
+@pytest.mark.root
 def test_sysbench_and_dd_run_end_to_end_with_their_own_metrics_and_roles(workdir, tmp_path):
     study = write_study(tmp_path, KINDS)
     db = tmp_path / "r.db"

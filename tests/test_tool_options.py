@@ -217,6 +217,7 @@ def test_ext4s_own_extended_options_survive_the_studys():
     ],
     ids=["device", "unclosed-quote"],
 )
+@pytest.mark.slow
 def test_a_refused_study_attaches_nothing(workdir, tmp_path, body):
     study = write_study(tmp_path, HEAD + '[[target]]\nname = "fine"\nfilesystem = "ext4"\n\n' + body)
     result = fslab("run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
@@ -248,6 +249,7 @@ MOUNTABLE = {
 }
 
 
+@pytest.mark.root
 @pytest.mark.parametrize("kind", list(MOUNTABLE))
 def test_accepted_options_really_make_and_mount_the_filesystem(workdir, kind):
     mkfs, mount = MOUNTABLE[kind]

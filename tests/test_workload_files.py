@@ -89,6 +89,7 @@ def files_study(tmp_path_factory):
         yield {r["workload"]: r for r in db.runs(study_run)}, seen, db, study_run
 
 
+@pytest.mark.root
 def test_zero_data_is_written_and_recorded_as_zeros(files_study):
     runs, seen, _, _ = files_study
     run = runs["zeros"]
@@ -99,6 +100,7 @@ def test_zero_data_is_written_and_recorded_as_zeros(files_study):
     assert written == {"zeros.0.0": (8 * 2**20, True)}, "every byte fio wrote is 0"
 
 
+@pytest.mark.root
 def test_four_jobs_share_one_file_laid_out_once(files_study):
     runs, seen, db, _ = files_study
     run = runs["shared"]
@@ -111,6 +113,7 @@ def test_four_jobs_share_one_file_laid_out_once(files_study):
     assert job["read"]["total_ios"] > 0
 
 
+@pytest.mark.root
 def test_a_job_files_later_phase_reads_the_file_its_first_phase_wrote(files_study):
     runs, seen, db, _ = files_study
     run = runs["phases"]
@@ -120,6 +123,7 @@ def test_a_job_files_later_phase_reads_the_file_its_first_phase_wrote(files_stud
     assert run["data_pattern"].startswith("fio's default: random bytes filled once and reused")
 
 
+@pytest.mark.root
 def test_every_job_records_total_completion_and_submission_latency(files_study):
     runs, _, db, study_run = files_study
     for run in runs.values():

@@ -64,6 +64,7 @@ def daemon_of(run: dict) -> str:
     return lines[0]
 
 
+@pytest.mark.root
 def test_a_study_run_keeps_one_daemon_and_restarts_it_for_another_arc_cap(fuse, workdir, tmp_path):
     result = fslab("run", str(write_study(tmp_path, STUDY)), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root), "--seed", "3")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -103,6 +104,7 @@ with zfs.across_runs(wd.journal), image_file(wd.journal, wd.images, "killed", ta
 """
 
 
+@pytest.mark.root
 def test_cleanup_stops_the_kept_daemon_a_killed_fslab_left(fuse, workdir):
     killed = subprocess.run([sys.executable, "-c", textwrap.dedent(KILLED_BETWEEN_RUNS), str(workdir.root)], capture_output=True, text=True, check=False)
     assert killed.returncode == 9, killed.stderr
@@ -155,6 +157,7 @@ def users_daemon(fuse, workdir, tmp_path):
             time.sleep(0.1)
 
 
+@pytest.mark.root
 def test_a_daemon_fslab_did_not_start_is_used_and_left_alone(users_daemon, workdir, tmp_path):
     """A running zfs-fuse is someone else's: fslab's runs use it, take no pool of it for a
     leftover of theirs (even one named as theirs are), and a run asking another ARC cap — which
@@ -175,6 +178,7 @@ def test_a_daemon_fslab_did_not_start_is_used_and_left_alone(users_daemon, workd
     assert not daemon_pidfile(workdir).exists()
 
 
+@pytest.mark.slow
 def test_a_kept_daemon_that_hangs_is_stopped_and_started_again(fuse, workdir, monkeypatch):
     """A kept daemon that lives but no longer answers (stopped here with SIGSTOP) is not used for
     the next run: that one gets a daemon of its own, and the hung one is stopped. (It is let go on
