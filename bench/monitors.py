@@ -25,8 +25,8 @@ from pathlib import Path
 from fslab.devices.layers import Stack
 from fslab.devices.loop import attached, image_file, on_loops
 from fslab.filesystems import FILESYSTEMS
+from fslab.model import Target
 from fslab.monitors import Monitor, Workload, collect, for_run, measuring
-from fslab.study import Target
 from fslab.system import run
 from fslab.workdir import Workdir
 

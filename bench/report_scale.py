@@ -50,15 +50,15 @@ from fslab import environment
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Provisioned
 from fslab.guard.names import file_name
-from fslab.metrics import Metric
+from fslab.model import Metric, RawOutput, Study
 from fslab.plan import Repetitions
 from fslab.results import ResultsDB, RunRecord
 from fslab.results import db as tables
 from fslab.results.db import now
 from fslab.results.owner import Owner
-from fslab.study import Study, parse_study
+from fslab.study import parse_study
 from fslab.workloads import fio
-from fslab.workloads.base import RawOutput, tool_of
+from fslab.workloads.base import tool_of
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "fio"

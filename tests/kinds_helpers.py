@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from fslab.study import Study, StudyError, parse_study
+from fslab.model import Study
+from fslab.study import StudyError, parse_study
 
 
 def read_study(text: str, *, scale: float = 1.0) -> Study:

@@ -15,7 +15,7 @@ from fslab.devices.loop import attached, devices_backed_by, direct_io_enabled, i
 from fslab.errors import Refused
 from fslab.filesystems import FILESYSTEMS
 from fslab.guard.identity import FileId
-from fslab.study import Target
+from fslab.model import Target
 
 TARGET = Target("t", "ext4", (), "", 64 * 2**20, "sparse")
 
@@ -69,7 +69,7 @@ from fslab.devices.loop import attached, image_file, on_loops
 from fslab.errors import Refused
 from fslab.filesystems import FILESYSTEMS
 from fslab.guard.identity import FileId
-from fslab.study import Target
+from fslab.model import Target
 wd = Workdir(Path(sys.argv[1]))
 with image_file(wd.journal, wd.images, "killed", 320 * 2**20, fill=False) as image, attached(wd.journal, image) as loop:
     with FILESYSTEMS["xfs"].provision(wd.journal, Stack.on(on_loops([loop])), wd.mounts / "killed", Target("killed", "xfs", (), "noatime", 320 * 2**20, "sparse")):

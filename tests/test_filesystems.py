@@ -13,7 +13,7 @@ from fslab.filesystems import FILESYSTEMS, Provisioned
 from fslab.filesystems.base import NoSnapshots
 from fslab.filesystems.zfs_engine import engine
 from fslab.guard.names import snapshot_name
-from fslab.study import Target
+from fslab.model import Target
 
 
 @contextmanager

@@ -10,7 +10,7 @@ from fslab.devices.layers import Stack
 from fslab.devices.loop import on_loops
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.zfs_engine import engine
-from fslab.study import Target
+from fslab.model import Target
 from test_filesystems import loops
 
 MiB = 2**20

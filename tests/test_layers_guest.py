@@ -50,7 +50,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from fslab.devices import layers
 from fslab.devices.loop import attached, image_file, on_loops
-from fslab.study import Target
+from fslab.model import Target
 from fslab.workdir import Workdir
 wd = Workdir(Path(sys.argv[1]))
 wd.prepare()

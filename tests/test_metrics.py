@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 from conftest import FIXTURES
 
-from fslab.metrics import MetricKind, Roles
+from fslab.model import MetricKind, RawOutput, Roles
 from fslab.plan import Planner, Repetitions, Tally
 from fslab.report.files import to_csv, to_markdown
 from fslab.report.summary import CellSummary, StudySummary, summarize_study_run, workload_title
@@ -16,7 +16,6 @@ from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
 from fslab.study import parse_study
 from fslab.workloads import KINDS, declared_metrics, kind_of
-from fslab.workloads.base import RawOutput
 from fslab.workloads.fio import FIO, parse_metrics
 
 STUDY = """\

@@ -15,12 +15,12 @@ from conftest import FIXTURES
 from fslab.devices.layers import Stack
 from fslab.devices.loop import attached, image_file, on_loops
 from fslab.filesystems import FILESYSTEMS
+from fslab.model import Target
 from fslab.monitors.base import Found, Sample, Synced, Workload, collect, counted_from, measuring
 from fslab.monitors.cpu import CpuMonitor, CpuTimes, parse_proc_stat, summarize, use_between
 from fslab.monitors.extents import FUSE_SUPER_MAGIC, Extents, extent_counts, not_a_count, parse_filefrag
 from fslab.monitors.space import SpaceMonitor, btrfs_compression_ratio, parse_btrfs_df, parse_zfs_compressratio
 from fslab.monitors.traffic import CACHE_SERVED_BELOW, Counted, TrafficMonitor, UnknownDevice, block_name, judged, parse_block_stat, served_by_cache, write_amplification
-from fslab.study import Target
 
 MONITORS = FIXTURES / "monitors"
 MiB = 2**20

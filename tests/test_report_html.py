@@ -20,7 +20,7 @@ from conftest import FIXTURES, fresh_workdir, fslab, write_study
 
 from fslab.analysis import Row, analyse
 from fslab.guard.names import file_name
-from fslab.metrics import Roles
+from fslab.model import Roles
 from fslab.report import charts as charts_module
 from fslab.report.charts import (
     Chart,

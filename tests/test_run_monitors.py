@@ -10,6 +10,7 @@ from conftest import FIXTURES, fresh_workdir, ran_study
 
 from fslab.filesystems import FILESYSTEMS, Provisioned
 from fslab.filesystems.zfs_engine import engine
+from fslab.model import RawOutput
 from fslab.monitors import METRICS as MONITOR_METRICS
 from fslab.monitors.space import btrfs_compresses, btrfs_compression_ratio, zfs_compresses
 from fslab.monitors.base import Sample
@@ -17,7 +18,6 @@ from fslab.monitors.traffic import Counted, TrafficMonitor
 from fslab.report.summary import _run_notes
 from fslab.results import ResultsDB
 from fslab.runner import Windows
-from fslab.workloads.base import RawOutput
 from fslab.workloads.dd import DD
 from fslab.workloads.fio import FIO
 from fslab.workloads.rsync import RSYNC, measured_line

@@ -16,8 +16,9 @@ from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems import zfs_engine
 from fslab.filesystems.zfs_engine import arc_flag
 from fslab.analysis import analyse
+from fslab.model import Study
 from fslab.report.summary import StudySummary, header_lines
-from fslab.study import Study, load_study, parse_study
+from fslab.study import load_study, parse_study
 
 MiB = 2**20
 

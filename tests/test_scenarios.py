@@ -9,11 +9,9 @@ import pytest
 from conftest import ran_study, FIXTURES, fslab, write_study
 from kinds_helpers import read_study, refused
 
-from fslab.metrics import unqualified
+from fslab.model import RawOutput, Workload, unqualified
 from fslab.monitors import METRICS as MONITOR_METRICS
 from fslab.results import ResultsDB
-from fslab.study import Workload
-from fslab.workloads.base import RawOutput
 from fslab.workloads.data import DataPattern
 from fslab.workloads.dd import DD, DdOptions
 from fslab.workloads.fio import LOG_TOOL

@@ -9,7 +9,7 @@ import pytest
 from conftest import FIXTURES
 
 from fslab.guard.options import OptionRefused
-from fslab.metrics import MetricKind
+from fslab.model import MetricKind
 from fslab.workloads.sysbench import (
     METRICS,
     SysbenchOptions,

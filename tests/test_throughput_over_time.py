@@ -10,10 +10,10 @@ from dataclasses import replace
 from altair.vegalite.v6.schema.core import TopLevelSpec
 from test_report_html import W, layer, synthetic
 
+from fslab.model import RawOutput
 from fslab.report.charts import latency_percentiles_chart, study_charts, throughput_chart
 from fslab.report.details import LatencyHistogram, RunDetails, ThroughputTrace, throughput_traces
 from fslab.units import Bandwidth
-from fslab.workloads.base import RawOutput
 from fslab.workloads.fio import LOG_TOOL, Throughput, throughput_over_time
 
 

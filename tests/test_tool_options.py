@@ -12,7 +12,8 @@ from fslab.devices.loop import attached, image_file, on_loops
 from fslab.errors import Refused
 from fslab.filesystems import FILESYSTEMS
 from fslab.guard.options import OptionRefused, check_arguments, check_mount_options
-from fslab.study import StudyError, Target, builtin_studies, load_study, parse_study
+from fslab.model import Target
+from fslab.study import StudyError, builtin_studies, load_study, parse_study
 
 HEAD = """\
 [study]

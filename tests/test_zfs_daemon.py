@@ -92,7 +92,7 @@ from fslab.workdir import Workdir
 from fslab.devices.layers import Stack
 from fslab.devices.loop import attached, image_file, on_loops
 from fslab.filesystems import FILESYSTEMS
-from fslab.study import Target
+from fslab.model import Target
 wd = Workdir(Path(sys.argv[1]))
 zfs, target = FILESYSTEMS["zfs"], Target("killed", "zfs", (), "", 256 * 2**20, "sparse")
 with zfs.across_runs(wd.journal), image_file(wd.journal, wd.images, "killed", target.image_size, fill=False) as image:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from fslab.errors import FslabError
+from fslab.model import Roles
 from fslab.stats import (
     Comparison,
     Ranking,
@@ -25,7 +26,6 @@ from fslab.stats import (
     rank,
     runs_needed,
 )
-from fslab.metrics import Roles
 from fslab.workloads import declared_metrics, resolution
 
 if TYPE_CHECKING:

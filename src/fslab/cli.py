@@ -20,6 +20,7 @@ from fslab.errors import FslabError
 from fslab.guard.block_devices import DESTROY_FLAG
 from fslab.guard.names import check_name, visible
 from fslab.importer import DEFAULT_STUDY, import_files, imported_from
+from fslab.model import Study
 from fslab.report.console import CONSOLE_WIDTH, print_comparison, print_summary, print_table
 from fslab.report.files import TableFormat, export_tables, report_folder, write_reports
 from fslab.report.summary import StudySummary, flagged_cells, summarize_study_run
@@ -35,7 +36,6 @@ if TYPE_CHECKING:
     from fslab.plan import PlannedRun
     from fslab.checks import Unsupported
     from fslab.runner import RunObserver
-    from fslab.study import Study
 
 app = typer.Typer(help="fslab: a laboratory for filesystem performance on Linux.", no_args_is_help=True, add_completion=False)
 # Piped, the tables are as a 120-column terminal shows them, and a message is one line, as the

@@ -15,7 +15,7 @@ from fslab.checks import Check, Unsupported, by_target, tool_check
 from fslab.devices import layers, zram
 from fslab.environment import TOOLS, filesystem_of
 from fslab.filesystems import FILESYSTEMS
-from fslab.study import Study
+from fslab.model import Study
 from fslab.units import format_size
 
 

@@ -18,9 +18,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from fslab.analysis import Samples, compared_with, roles_of
-from fslab.metrics import Roles
+from fslab.model import Cell, Roles
 from fslab.stats import compare, projected_half_width, summarize
-from fslab.study import Cell
 
 if TYPE_CHECKING:
     from fslab.results.db import StoredRun

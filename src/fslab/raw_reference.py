@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from fslab.analysis import Samples, roles_of
 from fslab.guard.names import image_names
-from fslab.metrics import Roles, unqualified
+from fslab.model import Roles, unqualified
 from fslab.stats import Comparison, SamplePair, compare_pairs, median
 
 # A target whose 95 % interval of target / raw reference lies wholly above this is flagged.

@@ -16,11 +16,12 @@ from pathlib import Path
 
 from fslab.errors import FslabError
 from fslab.guard.fio_jobs import preallocates
+from fslab.model import Study
 from fslab.plan import Repetitions
 from fslab.results import ResultsDB
 from fslab.results.db import StoredRun
 from fslab.results.owner import Owner
-from fslab.study import Study, StudyError, parse_study
+from fslab.study import StudyError, parse_study
 
 
 class CannotResume(FslabError):

@@ -31,7 +31,7 @@ from fslab.guard.names import file_name
 from fslab.interruption import raise_if_interrupted
 from fslab.journal import Journal
 from fslab.findings import Finding
-from fslab.metrics import Metric, Roles
+from fslab.model import Metric, RawOutput, Roles, Study, Target, Workload
 from fslab.monitors import Monitor, Synced, collect, for_run, measuring
 from fslab.monitors import Workload as MovedBytes
 from fslab.monitors.space import CompressionRatio
@@ -41,11 +41,10 @@ from fslab.results.db import STDERR_LINES, RunFailure, RunKey, StoredRun, now
 from fslab.results.owner import Owner
 from fslab.resume import Resumable
 from fslab.scratch import scratch_directory
-from fslab.study import Study, Target, Workload
 from fslab.system import CommandError, joined, sync_and_drop_caches, time_limit
 from fslab.workdir import Workdir
 from fslab.workloads import kind_of, workload_problems
-from fslab.workloads.base import READ_BYTES, WRITTEN_BYTES, RawOutput, StudyScope, Window, WorkloadKind
+from fslab.workloads.base import READ_BYTES, WRITTEN_BYTES, StudyScope, Window, WorkloadKind
 
 
 class RunObserver(Protocol):

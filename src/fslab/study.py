@@ -14,7 +14,7 @@ import os
 import stat
 import tomllib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -27,13 +27,13 @@ from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Room
 from fslab.filesystems.zfs import property_text
 from fslab.guard import fio_jobs
-from fslab.guard.names import file_name, image_names
+from fslab.guard.names import file_name
 from fslab.guard.options import split_arguments
+from fslab.model import UNKNOWN_LENGTH_TIMEOUT, Study, Target, TargetsByName, Workload, study_cells
 from fslab.study_file import DdSection, FioSection, PhaseSection, RsyncSection, ScenarioSection, StudyFile, StudySection, SysbenchSection, TargetSection, WorkloadSection, allowed_fields, as_list, untagged
 from fslab.toml_errors import FieldLines, describe_error, field_path, unknown
 from fslab.units import format_duration, format_size, parse_duration, parse_size, scaled_size
 from fslab.workloads import scenario
-from fslab.workloads.base import Tool
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 from fslab.workloads.data import DataPattern, buffer_options
 from fslab.workloads.fio import NO_PREALLOCATION, FioJob, without_preallocation
@@ -55,8 +55,6 @@ FIO_DEFAULTS: dict[str, Any] = {
 # A run's time-out when the study sets none: twice the workload's length, plus five minutes for
 # fslab's own work around it (mkfs, mount, laying out what it reads, dropping caches).
 TIMEOUT_MARGIN = 300.0
-# A size-based job or a job file runs as long as the device takes: only a hang is caught.
-UNKNOWN_LENGTH_TIMEOUT = 3600.0
 
 
 def run_timeout(seconds: float, asked: str | int | float | None) -> float:
@@ -68,171 +66,6 @@ def run_timeout(seconds: float, asked: str | int | float | None) -> float:
 
 class StudyError(FslabError):
     """A study file that cannot be run, with where and why."""
-
-
-@dataclass(frozen=True)
-class Target:
-    name: str
-    filesystem: str
-    mkfs_options: tuple[str, ...]
-    mount_options: str
-    image_size: int  # of each device's image
-    image_fill: str  # "full": written once before its first run; "sparse": left sparse
-    devices: int = 1
-    vdev: str | None = None
-    pool_options: dict[str, str] = field(default_factory=dict)
-    properties: dict[str, str] = field(default_factory=dict)
-    nocow: bool = False
-    layers: tuple[str, ...] = ()
-    layer_options: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    zvol: bool = False
-    arc_max: int | None = None  # bytes
-    named: tuple[str, ...] = ()  # the user's devices, by path as the study names them
-    zram: bool = False  # fresh zram devices of image_size for every run
-    blkdiscard: bool | None = None  # discard the devices whole before each run (None: the source's default)
-    images: tuple[str, ...] = ()  # names of its devices: its loop images, or the user's device paths (a raw baseline shares its target's)
-    baseline: str | None = None  # the target it is compared with; its own name when others are compared with it (see _expand_target, resolve_baselines)
-    scaling_changed: tuple[str, ...] = ()  # what --scale changed in it that fslab could not keep (Filesystem.scaled)
-
-    def __post_init__(self) -> None:
-        if self.named:
-            object.__setattr__(self, "devices", len(self.named))
-        if not self.images:
-            object.__setattr__(self, "images", self.named or image_names(self.name, self.devices))
-
-    @property
-    def on_images(self) -> bool:
-        """Whether the target's devices are loop images in fslab's work directory."""
-        return not self.named and not self.zram
-
-    def spec(self) -> dict[str, Any]:
-        return {
-            "filesystem": self.filesystem,
-            "mkfs_options": list(self.mkfs_options),
-            "mount_options": self.mount_options,
-            "image_size": self.image_size,
-            "image_fill": self.image_fill,
-            "devices": self.devices,
-            "vdev": self.vdev,
-            "pool_options": self.pool_options,
-            "properties": self.properties,
-            "nocow": self.nocow,
-            "layers": list(self.layers),
-            "layer_options": {layer: list(args) for layer, args in self.layer_options.items()},
-            "zvol": self.zvol,
-            "arc_max": self.arc_max,
-            "named": list(self.named),
-            "zram": self.zram,
-            "blkdiscard": self.blkdiscard,
-            "images": list(self.images),
-            "baseline": self.baseline,
-            "scaling_changed": list(self.scaling_changed),
-        }
-
-
-class _TargetsByName:
-    """The targets a workload's `targets` entries name — each its own name, or its sweep's (ext4
-    names ext4[noatime] and ext4[noatime]/raw) — found without comparing every entry with every
-    target: a study of thousands of targets and workloads is expanded in time proportional to
-    its cells, not to targets × workloads."""
-
-    def __init__(self, targets: list[Target]) -> None:
-        self.targets = targets
-        self._named: dict[str, list[int]] = {}  # an entry → the indices of the targets it names
-        for index, target in enumerate(targets):
-            # its name, and each part before a '[' (its sweep's name: ext4 for ext4[noatime])
-            named_as = {target.name, *(target.name[:at] for at, char in enumerate(target.name) if char == "[")}
-            for entry in named_as:
-                self._named.setdefault(entry, []).append(index)
-
-    def names(self, entry: str) -> bool:
-        return entry in self._named
-
-    def running(self, workload: Workload) -> list[int]:
-        """The indices of the targets `workload` runs on, in the study's order."""
-        if not workload.targets:
-            return list(range(len(self.targets)))
-        return sorted({index for entry in dict.fromkeys(workload.targets) for index in self._named.get(entry, ())})
-
-
-def study_cells(targets: list[Target], workloads: list[Workload], limit: int | None = None) -> list[Cell] | None:
-    """Every target × each workload that runs on it, target by target; None when there would be
-    more than `limit`, found before they are all made."""
-    by_name = _TargetsByName(targets)
-    runs: list[list[Workload]] = [[] for _ in targets]
-    count = 0
-    for workload in workloads:
-        on = by_name.running(workload)
-        count += len(on)
-        if limit is not None and count > limit:
-            return None
-        for index in on:
-            runs[index].append(workload)
-    return [Cell(target, workload) for target, on in zip(targets, runs) for workload in on]
-
-
-@dataclass(frozen=True)
-class Workload:
-    """What runs on each target: `tool` holds what its kind runs (workloads.base.Tool: a FioJob,
-    SysbenchOptions, DdOptions, …), every value checked; the rest is what fslab needs of any kind."""
-
-    name: str
-    tool: Tool
-    seconds: float  # expected duration, for progress and time-outs; 0 = unknown
-    direct: bool  # whether it bypasses the page cache
-    timeout: float = UNKNOWN_LENGTH_TIMEOUT  # seconds a run may take, fslab's work around the tool included
-    memory_limit: int | None = None  # bytes of memory its measured run may hold, page cache included (cgroups.py)
-    targets: tuple[str, ...] = ()  # the targets it runs on, by name or by a sweep's name (none: every target)
-
-    @property
-    def kind(self) -> str:
-        """The workload kind that runs it (workloads.KINDS)."""
-        return self.tool.kind
-
-    def spec(self) -> dict[str, Any]:
-        """As stored with the study run (a fio workload's as before kinds existed)."""
-        limit = {"memory_limit": self.memory_limit} if self.memory_limit is not None else {}  # absent: as before limits existed
-        on = {"targets": list(self.targets)} if self.targets else {}
-        return self.tool.spec() | {"direct": self.direct} | ({} if self.kind == "fio" else {"kind": self.kind}) | limit | on
-
-
-@dataclass(frozen=True)
-class Cell:
-    target: Target
-    workload: Workload
-
-    @property
-    def key(self) -> tuple[str, str]:
-        """(workload, target): how samples and results are keyed everywhere."""
-        return (self.workload.name, self.target.name)
-
-
-@dataclass(frozen=True)
-class Study:
-    name: str
-    description: str
-    repetitions: int
-    warmup: int  # runs per cell before the measured ones, stored but left out of statistics
-    baseline: str | None  # the target others are compared with (default: the first)
-    seed: int | None
-    targets: list[Target]
-    workloads: list[Workload]
-    source: str  # the study file's text, stored with every study run
-    path: str
-    scale: float
-    scale_sizes_only: bool = False  # --scale-sizes-only: sizes scaled, runtimes as the study says
-
-    @functools.cached_property
-    def cells(self) -> list[Cell]:
-        return study_cells(self.targets, self.workloads)  # type: ignore[return-value]  # no limit: never None
-
-    def without(self, names: set[str]) -> Study:
-        """The study without these targets (skipped: this machine cannot run them). Every other
-        target keeps the baseline the study gave it: one compared with a skipped target is
-        compared with none, never with a substitute (the summary says why)."""
-        if not names:
-            return self
-        return replace(self, targets=[t for t in self.targets if t.name not in names])
 
 
 def builtin_studies() -> dict[str, str]:
@@ -297,7 +130,7 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0,
     builtin = len(workloads) - len(model.workload)
     workload_tables = [("study", "workloads")] * builtin + [("workload", i) for i in range(len(model.workload))]
     where.require_unique(list(zip(workload_tables, (w.name for w in workloads))), "workload")
-    by_name = _TargetsByName(targets)
+    by_name = TargetsByName(targets)
     where.refuse(
         [(wt, name) for wt, w in zip(workload_tables, workloads) for name in dict.fromkeys(w.targets) if not by_name.names(name)],
         lambda found: f"{where((*found[0], 'targets'))}: {unknown('target', found[1], names)}",

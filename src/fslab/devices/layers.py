@@ -24,10 +24,10 @@ from fslab.guard.identity import Owned, assert_ours, device_number, rests_on
 from fslab.guard.names import kernel_name, workdir_tag
 from fslab.guard.options import Flag, Integer, Matches, OneOf, Size, ToolOptions, check_arguments
 from fslab.journal import Entry, Journal, releaser
+from fslab.model import Target
 from fslab.system import kernel_has_module, run, tool_version
 
 if TYPE_CHECKING:
-    from fslab.study import Target
     from fslab.workdir import Workdir
 
 # The names kernel_name gives, with the suffixes the layers add.

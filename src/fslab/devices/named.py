@@ -19,11 +19,11 @@ from fslab.errors import Refused
 from fslab.guard.block_devices import DESTROY_FLAG, BlockDevice, confirm, describe, facts, partition_nodes, refusals, signatures
 from fslab.guard.identity import Owned, disk_proof
 from fslab.journal import Entry, Journal, releaser
+from fslab.model import Study
 from fslab.study import space_problem
 from fslab.system import run
 
 if TYPE_CHECKING:
-    from fslab.study import Study
     from fslab.workdir import Workdir
 
 

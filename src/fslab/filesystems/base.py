@@ -16,13 +16,13 @@ from fslab.filesystems.mounting import mount_point, proven
 from fslab.guard.identity import kernel_table, unescape
 from fslab.guard.options import OptionRefused, Suboptions, ToolOptions, check_arguments, check_mount_options
 from fslab.journal import Journal
+from fslab.model import Target
 from fslab.system import kernel_has_module, run, tool_version
 from fslab.units import format_size, parse_size
 
 if TYPE_CHECKING:
     from fslab.monitors.space import CompressionRatio
     from fslab.devices.layers import Stack
-    from fslab.study import Target
 
 
 @dataclass(frozen=True)

@@ -3,15 +3,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from fslab.filesystems.base import Filesystem, MountReadBack, SizeFloor, formatted_size
 from fslab.guard.options import ZERO_ONE, Flag, Integer, Matches, Maybe, OneOf, Size, Suboptions, ToolOptions, mount_options, option_value
+from fslab.model import Target
 from fslab.system import run
 from fslab.units import format_size
 
-if TYPE_CHECKING:
-    from fslab.study import Target
 
 EXTERNAL_JOURNAL = "it names another device: an external journal"
 BY_FSLAB = "fslab passes it itself"

@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 from fslab.checks import Check
 from fslab.filesystems.base import Filesystem, Provisioned, Room
 from fslab.journal import Journal
+from fslab.model import Target
 
 if TYPE_CHECKING:
     from fslab.devices.layers import Stack
-    from fslab.study import Target
 
 
 class Raw(Filesystem):

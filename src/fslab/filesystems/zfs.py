@@ -28,13 +28,13 @@ from fslab.filesystems.zfs_engine import SCALED_ARC_FLOOR, Daemon, Engine, FuseD
 from fslab.guard.names import check_snapshot_name, kernel_name, workdir_tag
 from fslab.guard.options import ON_OFF, Matches, OneOf, Size, Suboptions, check_properties
 from fslab.journal import Entry, Journal, releaser
+from fslab.model import Target
 from fslab.monitors.space import CompressionRatio, zfs_compresses, zfs_compression_ratio
 from fslab.system import CommandError, joined, run
 from fslab.units import format_size, scaled_size
 
 if TYPE_CHECKING:
     from fslab.devices.layers import Stack
-    from fslab.study import Target
     from fslab.workdir import Workdir
 
 

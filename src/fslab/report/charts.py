@@ -21,7 +21,7 @@ import altair as alt
 from altair.utils.schemapi import debug_mode
 
 from fslab.analysis import Row
-from fslab.metrics import PHASE_SEPARATOR, qualified, unqualified
+from fslab.model import PHASE_SEPARATOR, qualified, unqualified
 from fslab.raw_reference import raw_references
 from fslab.report.details import LatencyHistogram, RunDetails, ThroughputTrace
 from fslab.report.summary import (

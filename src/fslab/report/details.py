@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from fslab.model import RawOutput
 from fslab.report.summary import StudySummary
 from fslab.results import ResultsDB
-from fslab.workloads.base import RawOutput
 from fslab.workloads.fio import DIRECTIONS, LOG_TOOL, Throughput, latency_bins, throughput_over_time
 
 # Which latency's distribution is drawn: the total latency the tables show (fio keeps its bins

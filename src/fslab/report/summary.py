@@ -19,8 +19,8 @@ from fslab.checks import Unsupported, by_target
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Filesystem
 from fslab.importer import imported_from
-from fslab.metrics import PHASE_SEPARATOR, qualified, unqualified
 from fslab.guard.fio_jobs import preallocates, stored_preallocation
+from fslab.model import PHASE_SEPARATOR, qualified, unqualified
 from fslab.monitors import METRICS as MONITOR_METRICS
 from fslab.monitors.space import COMPRESSED_FROM
 from fslab.raw_reference import BeyondRaw, CachedReference, beyond_raw, cached_references, raw_references

@@ -19,10 +19,9 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 
 from fslab.errors import FslabError
+from fslab.model import Metric, RawOutput, Roles, qualified
 from fslab.results.owner import Owner
-from fslab.metrics import Metric, Roles, qualified
 from fslab.findings import Finding
-from fslab.workloads.base import RawOutput
 
 SCHEMA_VERSION = 8
 DEFAULT_DB = "fslab.db"
@@ -105,7 +104,7 @@ runs = sa.Table(
     sa.Column("source", sa.JSON),  # since version 8: where an imported run came from (its file, fio version, host: importer.py); NULL: fslab ran it
 )
 
-# Since version 5 a metric carries its phase and its roles (metrics.py); a run keeps one raw
+# Since version 5 a metric carries its phase and its roles (model.py); a run keeps one raw
 # output per phase and tool.
 metrics = sa.Table(
     "metrics",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fslab.metrics import MetricKind, unqualified
+from fslab.model import MetricKind, Study, Workload, unqualified
 from fslab.workloads.base import WorkloadKind
 from fslab.workloads.dd import DD
 from fslab.workloads.scenario import SCENARIOS
@@ -16,7 +16,6 @@ from fslab.workloads.rsync import RSYNC
 from fslab.workloads.sysbench import SYSBENCH
 
 if TYPE_CHECKING:
-    from fslab.study import Study, Workload
     from fslab.workdir import Workdir
 
 KINDS: dict[str, WorkloadKind] = {kind.name: kind for kind in (FIO, SYSBENCH, DD, RSYNC, SCENARIOS)}

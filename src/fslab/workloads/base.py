@@ -28,12 +28,12 @@ any): the bytes the monitors weigh the devices' traffic against (write amplifica
 served by a cache). Both must cover the same interval: a step whose figures begin after it
 starts (fio's ramp) says when, `Window.counted_from`, and the monitors count from there.
 
-`metrics` declares every metric the kind reports (metrics.MetricKind): its primary ones decide a
+`metrics` declares every metric the kind reports (model.MetricKind): its primary ones decide a
 cell's precision, its rank and when adaptive runs stop; its compared ones are compared between
 every pair of targets. What a run wrote (`Workload.data`, a DataPattern) is recorded for every
 kind alike.
 
-What a workload of a kind runs is its `Tool` record (fio.FioJob, sysbench.SysbenchOptions, …):
+What a workload of a kind runs is its `Tool` record (model.py: fio.FioJob, sysbench.SysbenchOptions, …):
 every value checked when the study is read, held in `Workload.tool`.
 
 Adding a kind: a module here with a class meeting `WorkloadKind` and a record meeting `Tool`,
@@ -49,25 +49,15 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from fslab.metrics import Metric, MetricKind
 from fslab.findings import Finding
+from fslab.model import Metric, MetricKind, RawOutput, Workload
 
 if TYPE_CHECKING:
     from fslab.filesystems.base import Provisioned
     from fslab.journal import Journal
-    from fslab.study import Workload
     from fslab.workdir import Workdir
-
-
-@dataclass(frozen=True)
-class RawOutput:
-    """One tool's output of one phase of a run, stored as it came (results: run_outputs)."""
-
-    phase: str  # "" for a workload of one phase
-    tool: str  # "fio", "sysbench", …
-    text: str
 
 
 # The metrics, by name, in which every kind reports the bytes a measured phase read and wrote
@@ -108,34 +98,6 @@ class Window:
 
 # Entered around each measured step of a run, named by its phase ("" for a workload of one).
 Measured = Callable[[str], AbstractContextManager[Window]]
-
-
-class Tool(Protocol):
-    """What a workload of one kind runs, every value checked when the study was read."""
-
-    kind: ClassVar[str]  # the WorkloadKind that runs it
-    needs_directory: ClassVar[bool]  # works in a filesystem's directory: refused on a raw target
-
-    @property
-    def takes_snapshots(self) -> bool:
-        """Whether it snapshots the target: refused where the target's filesystem has none."""
-        ...
-
-    def spec(self) -> dict[str, Any]:
-        """As stored with the study run (workloads.spec): a resumed study compares it."""
-        ...
-
-    def data_pattern(self) -> str:
-        """What it writes, in the words stored with every run (runs.data_pattern)."""
-        ...
-
-    def bytes_needed(self, block_device: bool) -> int:
-        """The room its files take on a target (0: unknown), `block_device` when it has no filesystem."""
-        ...
-
-    def measured_seconds(self) -> float:
-        """How long its measured window lasts (0: as long as the work takes)."""
-        ...
 
 
 class WorkloadKind(Protocol):

@@ -32,15 +32,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from fslab.guard.names import file_name
 from fslab.guard.options import Integer, Kind, accepted_values, OneOf, OptionRefused, Size, Suboptions, check_properties, value_text
 from fslab.journal import Journal
-from fslab.metrics import Metric, MetricKind
+from fslab.model import Metric, MetricKind, RawOutput, Workload
 from fslab.system import run_held
 from fslab.units import Bandwidth, parse_size
 from fslab.findings import Finding
-from fslab.workloads.base import READ_BYTES, WRITTEN_BYTES, Measured, RawOutput, StudyScope, directory_of, tool_of
+from fslab.workloads.base import READ_BYTES, WRITTEN_BYTES, Measured, StudyScope, directory_of, tool_of
 
 if TYPE_CHECKING:
     from fslab.filesystems.base import Provisioned
-    from fslab.study import Workload
     from fslab.workdir import Workdir
 
 ENV = {"LC_ALL": "C"}  # dd's words and numbers as the parser reads them
@@ -74,7 +73,7 @@ DD_ALLOWED = Suboptions(DD_OPTIONS, DD_REFUSED)
 
 @dataclass(frozen=True)
 class DdOptions:
-    """One dd workload, every value checked (workloads.base.Tool). Defaults: seed 000's 1 GiB in
+    """One dd workload, every value checked (model.Tool). Defaults: seed 000's 1 GiB in
     1 MiB blocks, direct."""
 
     kind: ClassVar[str] = "dd"

@@ -35,21 +35,20 @@ from fslab.filesystems.base import Provisioned
 from fslab.guard import fio_jobs
 from fslab.guard.fio_jobs import JobFile, fio_environment, parse_only, render, single_job
 from fslab.journal import Journal
-from fslab.metrics import Metric, MetricKind
+from fslab.model import Metric, MetricKind, RawOutput, Workload
 from fslab.system import run_held
 from fslab.units import Bandwidth
 from fslab.workloads import fio_epoch
-from fslab.workloads.base import Measured, RawOutput, StudyScope, Window, tool_of
+from fslab.workloads.base import Measured, StudyScope, Window, tool_of
 from fslab.workloads.data import DataPattern
 from fslab.findings import Finding
 
 if TYPE_CHECKING:
-    from fslab.study import Workload
     from fslab.workdir import Workdir
 
 @dataclass(frozen=True)
 class FioJob:
-    """A fio workload (workloads.base.Tool): what fio runs, every option checked — built from a
+    """A fio workload (model.Tool): what fio runs, every option checked — built from a
     study's parameters, or a user's job file parsed."""
 
     kind: ClassVar[str] = "fio"

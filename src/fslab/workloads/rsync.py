@@ -53,14 +53,13 @@ from fslab.findings import Finding
 from fslab.guard.names import file_name
 from fslab.guard.options import OneOf, accepted_values, OptionRefused, Suboptions, check_properties, value_text
 from fslab.journal import Journal
-from fslab.metrics import Metric, MetricKind
+from fslab.model import Metric, MetricKind, RawOutput, Workload
 from fslab.system import run, run_held
 from fslab.units import Bandwidth, format_size
-from fslab.workloads.base import WRITTEN_BYTES, Measured, RawOutput, StudyScope, directory_of, tool_of
+from fslab.workloads.base import WRITTEN_BYTES, Measured, StudyScope, directory_of, tool_of
 
 if TYPE_CHECKING:
     from fslab.filesystems.base import Provisioned
-    from fslab.study import Workload
     from fslab.workdir import Workdir
 
 ENV = {"LC_ALL": "C"}  # rsync's words as the parser reads them
@@ -125,7 +124,7 @@ def files_for_total(seed: int, total: int) -> int:
 
 @dataclass(frozen=True)
 class RsyncIngest:
-    """One rsync ingestion workload, every value checked (workloads.base.Tool)."""
+    """One rsync ingestion workload, every value checked (model.Tool)."""
 
     kind: ClassVar[str] = "rsync"
     needs_directory: ClassVar[bool] = True  # it copies into the target's directory

@@ -41,17 +41,16 @@ from fslab.guard.fio_jobs import JobFile, measured_seconds, parse_only, prealloc
 from fslab.guard.fio_jobs import direct as job_is_direct
 from fslab.guard.names import file_name, snapshot_name
 from fslab.journal import Journal
-from fslab.metrics import PHASE_SEPARATOR, Metric, MetricKind
+from fslab.model import Metric, MetricKind, PHASE_SEPARATOR, RawOutput, Workload
 from fslab.monitors.extents import extent_counts, parse_filefrag
 from fslab.system import sync_and_drop_caches, run
-from fslab.workloads.base import Measured, RawOutput, StudyScope, Window, WorkloadKind, directory_of, tool_of
+from fslab.workloads.base import Measured, StudyScope, Window, WorkloadKind, directory_of, tool_of
 from fslab.workloads.data import DataPattern
 from fslab.workloads.dd import DD, DdOptions
 from fslab.workloads.fio import FIXED_OPTIONS, METRICS as FIO_METRICS, NO_PREALLOCATION, log_options, parse_metrics, run_measured
 from fslab.workloads.sysbench import SYSBENCH, SysbenchOptions
 
 if TYPE_CHECKING:
-    from fslab.study import Workload
     from fslab.workdir import Workdir
 
 # The tools a phase may run, each through its own kind, by the name that is the phase's action
@@ -85,7 +84,7 @@ class Phase:
 
 @dataclass(frozen=True)
 class Scenario:
-    """A scenario workload (workloads.base.Tool): its phases over one file of `size` bytes."""
+    """A scenario workload (model.Tool): its phases over one file of `size` bytes."""
 
     kind: ClassVar[str] = "scenario"
     needs_directory: ClassVar[bool] = True  # its file lives in the target's filesystem

@@ -36,14 +36,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from fslab.guard.options import ON_OFF, Integer, Kind, accepted_values, Matches, Number, OneOf, OptionRefused, ToolOptions, check_arguments, shown, value_text
 from fslab.findings import Finding
 from fslab.journal import Journal
-from fslab.metrics import Metric, MetricKind
+from fslab.model import Metric, MetricKind, RawOutput, Workload
 from fslab.system import run_held
 from fslab.units import parse_size
-from fslab.workloads.base import READ_BYTES, WRITTEN_BYTES, Measured, RawOutput, StudyScope, directory_of, tool_of
+from fslab.workloads.base import READ_BYTES, WRITTEN_BYTES, Measured, StudyScope, directory_of, tool_of
 
 if TYPE_CHECKING:
     from fslab.filesystems.base import Provisioned
-    from fslab.study import Workload
     from fslab.workdir import Workdir
 
 BY_FSLAB = "fslab sets it itself"
@@ -107,7 +106,7 @@ DATA_PATTERNS = {
 
 @dataclass(frozen=True)
 class SysbenchOptions:
-    """One sysbench fileio workload, every value checked (workloads.base.Tool). Defaults: seed
+    """One sysbench fileio workload, every value checked (model.Tool). Defaults: seed
     000's mail server."""
 
     kind: ClassVar[str] = "sysbench"
