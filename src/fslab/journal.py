@@ -17,16 +17,13 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from fslab.errors import Refused
 from fslab.guard.identity import open_own
-
-if TYPE_CHECKING:
-    from fslab.workdir import Workdir
 
 
 @dataclass(frozen=True)
@@ -36,7 +33,19 @@ class Entry:
     proof: dict = field(default_factory=dict)  # identity, as recorded when made
 
 
-Releaser = Callable[[Entry, "Workdir"], None]
+class Home(Protocol):
+    """What a journal needs of the work directory it lives in (workdir.Workdir, which makes its
+    journal and is below nothing here): where it is, and a pass releasing several entries."""
+
+    @property
+    def root(self) -> Path: ...
+
+    def one_pass(self) -> AbstractContextManager[None]: ...
+
+
+# A kind's release function: given the entry and the journal's work directory (its Home: a
+# workdir.Workdir, whose images, mounts and owned() the function checks the proof against).
+Releaser = Callable[[Entry, Any], None]
 _RELEASERS: dict[str, Releaser] = {}
 
 
@@ -96,7 +105,7 @@ _PLAIN = re.compile(r"[^\x00]{1,4096}")
 
 
 class Journal:
-    def __init__(self, workdir: Workdir):
+    def __init__(self, workdir: Home):
         self.workdir = workdir
         self.path = workdir.root / "journal.jsonl"
 

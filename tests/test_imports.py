@@ -1,0 +1,131 @@
+"""fslab's import graph, read from its source with `ast`: no circle among its modules — a module-level,
+a TYPE_CHECKING-only or a function-local import each counts, since each says which module needs
+which — and the records a study is made of (model.py) depend on nothing of fslab but names,
+units and errors, so that any module may take them from there."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import fslab
+
+PACKAGE = Path(fslab.__file__).parent
+# What model.py may import of fslab: the guard's names (a target's image names), units, errors.
+MODEL_MAY_IMPORT = {"fslab.errors", "fslab.guard.names", "fslab.units"}
+
+
+def modules(root: Path = PACKAGE) -> dict[str, Path]:
+    """Every module of the package under `root`, by its dotted name."""
+    found = {}
+    for path in root.rglob("*.py"):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+    """The package's modules that module `name` imports anywhere in its text (a `from package
+    import name` counts as the submodule when there is one, else as the package)."""
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            candidates = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            stem = ".".join(package[: len(package) - node.level + 1] + [node.module or ""]).strip(".") if node.level else node.module or ""
+            candidates = [f"{stem}.{alias.name}" if f"{stem}.{alias.name}" in known else stem for alias in node.names]
+        else:
+            continue
+        for candidate in candidates:
+            while candidate not in known and "." in candidate:
+                candidate = candidate.rsplit(".", 1)[0]
+            if candidate in known and candidate != name:
+                found.add(candidate)
+    return found
+
+
+def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
+    known = modules(root)
+    return {name: imported(name, path, known) for name, path in known.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each circle of modules (a strongly connected component of more than one), as a path
+    through it that comes back to where it starts."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    components = []
+
+    def visit(module: str) -> None:  # Tarjan's
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for other in sorted(graph[module]):
+            if other not in index:
+                visit(other)
+                low[module] = min(low[module], low[other])
+            elif other in stack:
+                low[module] = min(low[module], index[other])
+        if low[module] == index[module]:
+            component = []
+            while (top := stack.pop()) != module:
+                component.append(top)
+            if component:
+                components.append({module, *component})
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * len(graph)))
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return [_circle(graph, component) for component in components]
+
+
+def _circle(graph: dict[str, set[str]], component: set[str]) -> list[str]:
+    """A shortest path from the component's first module back to itself, within the component."""
+    start = min(component)
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        following = []
+        for module in frontier:
+            for other in sorted(graph[module] & component):
+                if other == start:
+                    return [*paths[module], start]
+                if other not in paths:
+                    paths[other] = [*paths[module], other]
+                    following.append(other)
+        frontier = following
+    raise AssertionError(f"no circle through {start}")  # a component of more than one always has one
+
+
+def test_no_module_of_fslab_imports_itself_round_a_circle():
+    found = cycles(import_graph())
+    assert not found, "import cycles: " + "; ".join(" → ".join(circle) for circle in found)
+
+
+def test_the_walk_finds_a_circle_however_it_is_imported(tmp_path):
+    """The walk itself: a circle closed by a TYPE_CHECKING import, one closed inside a function,
+    and relative imports are each found; a package importing its own submodule is no circle."""
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("from pkg import plain\n")
+    (package / "plain.py").write_text("")
+    (package / "a.py").write_text("from pkg.b import B\n")
+    (package / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import A\n")
+    (package / "c.py").write_text("from .sub import d\n")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "sub" / "d.py").write_text("def late():\n    from ..c import C\n")
+    found = cycles(import_graph(package))
+    assert sorted(found) == [["pkg.a", "pkg.b", "pkg.a"], ["pkg.c", "pkg.sub.d", "pkg.c"]]
+
+
+def test_the_model_depends_on_nothing_of_fslab_but_names_units_and_errors():
+    graph = import_graph()
+    assert graph["fslab.model"] <= MODEL_MAY_IMPORT, f"model.py imports {sorted(graph['fslab.model'] - MODEL_MAY_IMPORT)}"
+    # and, run, loads nothing else (a package's __init__ on the way included)
+    code = "import sys, fslab.model; print(' '.join(sorted(m for m in sys.modules if m.startswith('fslab'))))"
+    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split())
+    assert loaded <= MODEL_MAY_IMPORT | {"fslab", "fslab.guard", "fslab.model"}, f"importing fslab.model loads {sorted(loaded)}"
