@@ -129,3 +129,11 @@ def test_the_model_depends_on_nothing_of_fslab_but_names_units_and_errors():
     code = "import sys, fslab.model; print(' '.join(sorted(m for m in sys.modules if m.startswith('fslab'))))"
     loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split())
     assert loaded <= MODEL_MAY_IMPORT | {"fslab", "fslab.guard", "fslab.model"}, f"importing fslab.model loads {sorted(loaded)}"
+
+
+def test_the_results_database_loads_no_workload_kind_and_no_filesystem():
+    """What `fslab summary` reads stored runs with takes their records from the model, not from
+    the kinds that made them (the rest of the summary's path: issue 21's registries)."""
+    code = "import sys, fslab.results.db; print(' '.join(sorted(m for m in sys.modules if m.startswith('fslab'))))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert not [m for m in loaded if m.startswith(("fslab.workloads", "fslab.filesystems"))], f"importing fslab.results.db loads {loaded}"
