@@ -34,8 +34,8 @@ class Entry:
 
 
 class Home(Protocol):
-    """What a journal needs of the work directory it lives in (workdir.Workdir, which makes its
-    journal and is below nothing here): where it is, and a pass releasing several entries."""
+    """What a journal needs of the work directory it lives in: where it is, and a pass releasing
+    several entries. workdir.Workdir makes its journal and reads it, so it is named here, not imported."""
 
     @property
     def root(self) -> Path: ...
