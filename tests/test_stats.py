@@ -1,5 +1,10 @@
+import math
+import subprocess
+import sys
+
 import numpy as np
 import pytest
+from scipy import special
 from scipy import stats as sps
 
 from fslab.raw_reference import beyond_raw, raw_references
@@ -43,10 +48,12 @@ from fslab.stats import (  # noqa: E402
     benjamini_hochberg,
     compare,
     compare_pairs,
+    log_welch,
     median,
     modified_z_scores,
     rank,
     runs_needed,
+    t_quantile,
 )
 
 A = [36996.0, 35120.4, 38010.9, 36550.2, 35890.7]
@@ -107,6 +114,34 @@ def test_welch_figures_of_many_pairs_match_scipy():
         assert c.p_value == pytest.approx(welch.pvalue, rel=1e-9)
         assert (c.ci_low, c.ci_high) == (pytest.approx(np.exp(low), rel=1e-12), pytest.approx(np.exp(high), rel=1e-12))
         assert c.detectable_change == pytest.approx(np.exp((sps.t.ppf(0.975, df) + sps.t.ppf(0.8, df)) * abs(se)) - 1, rel=1e-9)
+
+
+def test_t_figures_are_scipys_to_the_bit():
+    """A cell's interval, and a comparison's interval and p, from scipy's own t (special.stdtrit,
+    stdtr) at every degree of freedom a study meets: the reference users trust, not a copy of it."""
+    for df in range(1, 2000):
+        assert t_quantile(0.975, df) == special.stdtrit(df, 0.975), df
+    rng = np.random.default_rng(21)
+    pairs = [SamplePair(list(rng.lognormal(np.log(100), 0.1, rng.integers(2, 12))), list(rng.lognormal(np.log(105), 0.05, rng.integers(2, 12)))) for _ in range(200)]
+    for pair, c in zip(pairs, compare_pairs(pairs)):
+        diff, se, df = log_welch(pair.baseline, pair.other)
+        t = special.stdtrit(df, 0.975)
+        assert (c.ci_low, c.ci_high, c.p_value) == (math.exp(diff - t * se), math.exp(diff + t * se), 2 * special.stdtr(df, -abs(diff) / se))
+
+
+def test_scipy_is_loaded_only_where_a_figure_needs_it():
+    """fslab --help loads no scipy; statistics load scipy.special for a t interval, and scipy.stats
+    (seconds more) only for a rank test (7 runs a side)."""
+    help_imports = subprocess.run([sys.executable, "-X", "importtime", "-m", "fslab", "--help"], capture_output=True, text=True, check=True).stderr
+    assert "fslab.cli" in help_imports and "scipy" not in help_imports
+    code = """import sys
+from fslab.stats import compare, summarize
+loaded = lambda: sorted({m for m in sys.modules if m in ("scipy.special", "scipy.stats")})
+summarize([3.0]); print(loaded())
+compare([1.0, 1.1, 1.2], [1.3, 1.2, 1.4]); print(loaded())
+compare([1.0 + i / 10 for i in range(7)], [1.05 + i / 10 for i in range(7)]); print(loaded())"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == ["[]", "['scipy.special']", "['scipy.special', 'scipy.stats']"]
 
 
 def test_benjamini_hochberg_matches_scipy():

@@ -9,6 +9,9 @@ A figure is known only as finely as its tool prints it (its `resolution`, Metric
 value is taken as known to ± half of it, so no interval is narrower than that allows and no
 difference within it is called significant — two runs printed alike by a tool that rounds to
 0.01 ms have no spread of zero, only one below what it prints.
+
+Student's t and the Mann–Whitney U test are scipy's, imported inside the functions that use them:
+a command that computes no interval (fslab --help, run, history, …) never loads scipy.
 """
 
 from __future__ import annotations
@@ -20,12 +23,6 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
-
-from fslab.distributions import (
-    mann_whitney_two_sided_p,
-    student_t_quantile,
-    student_t_two_sided_p,
-)
 
 CONFIDENCE = 0.95
 CV_WARNING = 0.10
@@ -139,8 +136,10 @@ def figure_needs(samples: list[list[float]], half_width: float | None) -> int | 
 @lru_cache(maxsize=4096)
 def t_quantile(p: float, df: float) -> float:
     """Student's t quantile, the t with P(T ≤ t) = p, remembered: a summary asks it of the same
-    few degrees of freedom (a cell's runs − 1) thousands of times. Many at once: student_t_quantile."""
-    return float(student_t_quantile(p, df))
+    few degrees of freedom (a cell's runs − 1) thousands of times."""
+    from scipy.special import stdtrit
+
+    return float(stdtrit(df, p))
 
 
 def modified_z_scores(values: list[float]) -> list[float]:
@@ -298,11 +297,13 @@ def _welch_t_figures(welch: list[tuple[float, float | None, float | None]], floo
     tested = [i for i, (_, se, _) in enumerate(welch) if se is not None]
     found: list[tuple[float, float, float, float] | None] = [None] * len(welch)
     if tested:
+        from scipy.special import stdtr, stdtrit
+
         df = np.array([welch[i][2] for i in tested])
-        interval, power = student_t_quantile(np.array([[(1 + CONFIDENCE) / 2], [POWER]]), df).tolist()
+        interval, power = stdtrit(df, np.array([[(1 + CONFIDENCE) / 2], [POWER]])).tolist()
         se = [max(welch[i][1], floors[i] / t) for i, t in zip(tested, interval)]
         statistic = np.array([abs(welch[i][0]) / error if error else math.nan for i, error in zip(tested, se)])
-        p = student_t_two_sided_p(statistic, df).tolist()
+        p = (2 * stdtr(df, -statistic)).tolist()  # P(|T| ≥ |t|)
         for i, figures in zip(tested, zip(interval, power, p, se)):
             found[i] = figures
     return found
@@ -330,11 +331,14 @@ def _compared(pair: SamplePair, welch: tuple[float, float | None, float | None],
 
 def mann_whitney_p_values(pairs: list[SamplePair]) -> list[float | None]:
     """Each pair's two-sided Mann–Whitney U p-value (other against baseline) where both sides have
-    RANK_TEST_MIN_N runs or more, else None."""
-    return [
-        mann_whitney_two_sided_p(pair.other, pair.baseline) if min(len(pair.other), len(pair.baseline)) >= RANK_TEST_MIN_N else None
-        for pair in pairs
-    ]
+    RANK_TEST_MIN_N runs or more, else None: scipy's test, method "auto" (exact for a side of at
+    most 8 untied values, else normal with the tie and continuity corrections)."""
+    ranked = [min(len(pair.other), len(pair.baseline)) >= RANK_TEST_MIN_N for pair in pairs]
+    if not any(ranked):
+        return [None] * len(pairs)
+    from scipy.stats import mannwhitneyu  # scipy.stats loads for seconds more than scipy.special: only where a rank test is made
+
+    return [float(mannwhitneyu(pair.other, pair.baseline, alternative="two-sided").pvalue) if enough else None for pair, enough in zip(pairs, ranked)]
 
 
 def beyond(ratio: float, threshold: float) -> bool:
