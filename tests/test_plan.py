@@ -1,7 +1,15 @@
 from collections import Counter
+from datetime import datetime
 from pathlib import Path
 
+import pytest
+
+from fslab.errors import FslabError
+from fslab.model import MetricKind
 from fslab.plan import Planner, Repetitions
+from fslab.report.summary import summarize_study_run
+from fslab.results import ResultsDB, RunRecord
+from fslab.results.owner import Owner
 from fslab.study import parse_study
 
 STUDY = """\
@@ -140,3 +148,68 @@ def test_no_comparison_with_a_substitute_when_the_baseline_was_skipped():
             level = 50000 if run.cell.target.name == "xfs" else 25000  # far apart: beyond doubt at once, were they compared
             samples.setdefault(run.cell.key, {}).setdefault("read_iops", []).append(float(rng.lognormal(np.log(level), 0.05)))
     assert {o["status"] for o in planner.outcome().values()} == {"max runs"}
+
+
+BASES = """\
+[study]
+name = "bases"
+repetitions = 3
+workloads = ["rand_read", "rand_write"]
+baseline = "ext4"
+
+[[target]]
+filesystem = "ext4"
+
+[[target]]
+name = "xfs"
+filesystem = "xfs"
+mount_options = ["defaults", "noatime"]
+
+[[target]]
+name = "gone"
+filesystem = "btrfs"
+
+[[target]]
+name = "after-gone"
+filesystem = "btrfs"
+mount_options = "noatime"
+baseline = "gone"
+"""
+
+
+def _summary_bases(tmp_path: Path, study, override: str | None) -> dict[tuple[str, str], str | None]:
+    """Each cell's base as the summary of a study run of `study` (its runs synthetic) has it."""
+    kind = MetricKind("s", higher_is_better=False, primary=True, compared=True)
+    db = ResultsDB(str(tmp_path / f"{override}.db"))
+    study_run = db.begin_study_run(study, 1, {}, {}, {}, Owner.current(tmp_path))
+    for position, cell in enumerate(study.cells, start=1):
+        for repetition in (1, 2, 3):
+            db.record_run(study_run, RunRecord(
+                target=cell.target.name, workload=cell.workload.name, repetition=repetition, warmup=False, block=repetition, position=position,
+                started_at=datetime(2026, 1, 1), finished_at=datetime(2026, 1, 1), status="ok", buffered=False, metrics=[kind.of("elapsed_s", 10.0 + position + repetition / 10)],
+            ))  # fmt: skip
+    db.finish_study_run(study_run, "finished", {})
+    rows = {(r.workload, r.target): r.baseline for r in summarize_study_run(db, study_run, baseline=override).analysis.rows}
+    return {cell.key: rows.get(cell.key) for cell in study.cells}
+
+
+def test_the_plan_and_the_summary_compare_each_cell_with_the_same_base(tmp_path):
+    """One rule (analysis.compared_with) for both: the override, else the target's own (its table's,
+    the study's for its filesystem, its sweep's first), and none for a target whose baseline was skipped."""
+    study = parse_study(BASES, "s.toml", base_dir=Path(".")).without({"gone"})
+    own = {"ext4": None, "xfs[defaults]": "ext4", "xfs[noatime]": "xfs[defaults]", "after-gone": None}
+    overridden = {"ext4": "xfs[noatime]", "xfs[defaults]": "xfs[noatime]", "xfs[noatime]": None, "after-gone": "xfs[noatime]"}
+    for override, expected in [(None, own), ("xfs[noatime]", overridden)]:
+        planner = Planner(study.cells, Repetitions(runs=3), seed=1, baseline=override)
+        planned = {cell.key: None if (base := planner.base_of(cell)) is None else base.target.name for cell in study.cells}
+        assert planned == {(w, t): base for w in ("rand_read", "rand_write") for t, base in expected.items()}, override
+        assert _summary_bases(tmp_path, study, override) == planned, override
+
+
+def test_a_baseline_override_no_target_answers_is_refused_before_any_run():
+    """--baseline naming a skipped target (or none at all) was ignored by the plan, then refused by
+    the summary after the whole study had run."""
+    study = parse_study(BASES, "s.toml", base_dir=Path(".")).without({"gone"})
+    for override in ("gone", "ext5"):
+        with pytest.raises(FslabError, match=f"no target '{override}' in this study run; its targets: ext4, xfs\\[defaults\\], xfs\\[noatime\\], after-gone"):
+            Planner(study.cells, Repetitions(runs=3), seed=1, baseline=override)

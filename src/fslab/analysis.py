@@ -103,8 +103,7 @@ def analyse(
     precision and rank (default: as declared); `kinds`: each workload's kind, whose printed
     resolution bounds its intervals (default: fio's). Samples of a cell whose figures cannot be
     real are left out by the caller (summary.py)."""
-    if baseline is not None and baseline not in targets:
-        raise AnalysisError(f"no target '{baseline}' in this study run; its targets: {', '.join(targets)}")
+    check_override(baseline, targets)
     precision = threshold if precision is None else precision
     roles = roles_of(samples, roles)
     pairs: dict[PairKey, SamplePair] = {}
@@ -135,6 +134,13 @@ def compared_with(target: str, own: str | None, present: Sequence[str], override
     a skipped or failed baseline is never replaced by a substitute."""
     base = override if override in present else own if own is not None else next(iter(present), None)
     return base if base in present and base != target else None
+
+
+def check_override(override: str | None, targets: Sequence[str]) -> None:
+    """--baseline names a target of the study run, or is refused: by the plan before any run, as
+    by the summary (a skipped target is none of them)."""
+    if override is not None and override not in targets:
+        raise AnalysisError(f"no target '{override}' in this study run; its targets: {', '.join(targets)}")
 
 
 def _rows(family: Analysis, samples: Samples, roles: Roles, measured: dict[str, list[str]], baselines: dict[str, str] | None, override: str | None) -> list[Row]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from fslab.analysis import Samples, compared_with, roles_of
+from fslab.analysis import Samples, check_override, compared_with, roles_of
 from fslab.model import Cell, Roles
 from fslab.stats import compare, projected_half_width, summarize
 
@@ -80,6 +80,7 @@ class Planner:
     progress: dict[tuple[str, str], CellProgress] = field(init=False)
 
     def __post_init__(self) -> None:
+        check_override(self.baseline, list(dict.fromkeys(c.target.name for c in self.cells)))
         self._rng = random.Random(self.seed)
         self._counts: dict[tuple[tuple[str, str], bool], int] = {}
         self._warmups = self._measured = 0
@@ -136,12 +137,12 @@ class Planner:
         for cell in self.cells:  # a baseline nobody waits for is done
             state = self.progress[cell.key]
             waiting = self._compared_with[cell.key]
-            done = (self._base_of(cell) is None or self._decided(cell, samples, roles)) and not self._awaited(cell)
+            done = (self.base_of(cell) is None or self._decided(cell, samples, roles)) and not self._awaited(cell)
             if state.status == "running" and waiting and done:
                 state.status = "decided"
 
-    def _base_of(self, cell: Cell) -> Cell | None:
-        """The cell `cell` is compared with (analysis.compared_with); None for a cell compared with none."""
+    def base_of(self, cell: Cell) -> Cell | None:
+        """The cell `cell` is compared with (analysis.compared_with, as the summary's); None for a cell compared with none."""
         return self._bases[cell.key]
 
     def _find_base(self, cell: Cell) -> Cell | None:
@@ -157,7 +158,7 @@ class Planner:
         """More runs, up to max_runs, would not change the verdict of any primary metric: its
         ratio to its baseline lies, interval and all, past the threshold; or the change seen so
         far is under a third of the interval max_runs would give, so it would stay undetected."""
-        base = self._base_of(cell)
+        base = self.base_of(cell)
         if base is None:
             return False
         mine, theirs = samples.get(cell.key, {}), samples.get(base.key, {})

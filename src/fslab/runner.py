@@ -80,14 +80,15 @@ def run_study(
     study = study.without({u.target for u in skipped})
     repetitions = repetitions or Repetitions(runs=study.repetitions, warmup=study.warmup)
     study = replace(study, repetitions=repetitions.runs, warmup=repetitions.warmup)  # as stored with the study run
+    plan_seed = seed if seed is not None else study.seed if study.seed is not None else new_seed()
+    planner = Planner(study.cells, repetitions, plan_seed, baseline)  # refuses a --baseline no target answers before anything begins
     if observer:
         observer.announce(study, skipped)
-    plan_seed = seed if seed is not None else study.seed if study.seed is not None else new_seed()
     settings = repetitions.describe() | ({"baseline": baseline} if baseline else {}) | study_run_settings(study, skipped)  # all a resumed study run needs again
     versions = {kind: FILESYSTEMS[kind].version() for kind in {t.filesystem for t in study.targets}}
     with _claimed(study, workdir, observer):
         study_run_id = db.begin_study_run(study, plan_seed, environment.collect(workdir.root), versions, settings, Owner.current(workdir.root))
-        _run_blocks(study_run_id, Planner(study.cells, repetitions, plan_seed, baseline), db, workdir, named, observer, Tally())
+        _run_blocks(study_run_id, planner, db, workdir, named, observer, Tally())
     return study_run_id
 
 
