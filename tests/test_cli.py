@@ -45,3 +45,24 @@ def test_untrusted_text_reaches_the_terminal_without_control_sequences(tmp_path)
     result = fslab("run", str(study), "--db", str(tmp_path / "r.db"))
     assert result.returncode == 2
     assert "\x1b" not in result.stderr and "unknown filesystem '\\x1b[2Jext5'" in result.stderr
+
+
+@pytest.mark.slow
+def test_history_prints_each_study_run_as_text_through_the_one_table_printer(tmp_path):
+    """A stored kernel string (or study name) is text: markup in it is printed as it is, an escape
+    sequence written out, as in every other table fslab prints."""
+    from pathlib import Path
+
+    from fslab.results import ResultsDB
+    from fslab.results.owner import Owner
+    from fslab.study import parse_study
+
+    db = ResultsDB(str(tmp_path / "r.db"))
+    study = parse_study('[study]\nname = "kept"\nworkloads = ["rand_read"]\n[[target]]\nfilesystem = "ext4"\n', "s.toml", base_dir=Path("."))
+    study_run = db.begin_study_run(study, 1, {"kernel": "6.1 [red]patched[/red] \x1b[2J"}, {}, {}, Owner.current(tmp_path))
+    db.finish_study_run(study_run, "finished", {})
+    result = fslab("history", "--db", str(tmp_path / "r.db"))
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "study runs" and lines[1].rstrip() == "id  study  started (UTC)     status    runs per cell  kernel"
+    assert lines[3].split("  ")[:2] == [" 1", "kept"] and lines[3].endswith("finished              3  6.1 [red]patched[/red] \\x1b[2J")

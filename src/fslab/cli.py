@@ -13,7 +13,6 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-from rich.table import Table
 
 from fslab.analysis import compare_study_runs, regressions
 from fslab.errors import FslabError
@@ -362,11 +361,11 @@ def _figures_progress(figures: bool) -> Iterator[Callable[[int, int], None] | No
 def history(db: DbOption = None) -> None:
     """List the study runs stored in the database."""
     results = _open_db(db)
-    table = Table("id", "study", "started (UTC)", "status", "runs per cell", "kernel")
-    for sr in results.study_runs():
-        status = "imported" if imported_from(sr) else sr["status"]
-        table.add_row(str(sr["id"]), sr["study"], f"{sr['started_at']:%Y-%m-%d %H:%M}", status, str(sr["repetitions"]), sr["environment"].get("kernel", ""))
-    console.print(table)
+    rows = [
+        [str(sr["id"]), visible(sr["study"]), f"{sr['started_at']:%Y-%m-%d %H:%M}", "imported" if imported_from(sr) else sr["status"], str(sr["repetitions"]), visible(sr["environment"].get("kernel", ""))]
+        for sr in results.study_runs()
+    ]
+    print_table(console, "study runs", ["id", "study", "started (UTC)", "status", "runs per cell", "kernel"], rows, [True, False, False, False, True, False])
 
 
 @app.command("list")
@@ -394,13 +393,11 @@ def doctor(workdir: WorkdirOption = DEFAULT_WORKDIR) -> None:
     """What this machine can do: tools and versions, kernel support, root, free space."""
     from fslab import doctor as doctor_checks
 
-    table = Table("check", "status", "detail", "how to get it")
-    blocking = 0
-    for check in doctor_checks.machine_checks(workdir):
-        status = "[green]ok[/green]" if check.ok else ("[red]missing[/red]" if check.required else "[yellow]absent[/yellow]")
-        blocking += not check.ok and check.required
-        table.add_row(check.name, status, check.detail, "" if check.ok else check.fix)
-    console.print(table)
+    checks = doctor_checks.machine_checks(workdir)
+    status = [("ok", "") if c.ok else ("missing", "red") if c.required else ("absent", "yellow") for c in checks]
+    rows = [[c.name, word, visible(c.detail), "" if c.ok else visible(c.fix)] for c, (word, _) in zip(checks, status)]
+    print_table(console, "this machine", ["check", "status", "detail", "how to get it"], rows, [False] * 4, styles=[style for _, style in status])
+    blocking = sum(not c.ok and c.required for c in checks)
     if blocking:
         raise _fail(f"{blocking} required check(s) failed", code=1)
 
