@@ -1,5 +1,7 @@
 """The commands a user types that do not run a study."""
 
+import re
+
 import pytest
 from conftest import fslab, write_study
 
@@ -12,6 +14,7 @@ def test_doctor_reports_what_this_machine_can_do(workdir):
         assert line in result.stdout
     # this kernel loads no modules: device-mapper and md are reported absent, not as a crash
     assert "device-mapper" in result.stdout and "md RAID" in result.stdout
+    assert result.stdout.startswith("this machine\ncheck ") and re.search(r"^root +ok +running as root", result.stdout, re.M), "each check's status beside it, in the one table layout"
 
 
 @pytest.mark.slow
