@@ -150,7 +150,7 @@ def test_rsync_ingests_into_ext4_end_to_end_and_releases_its_source(workdir, tmp
     assert len(samples["mib_s"]) == 2 and all(v > 0 for v in samples["mib_s"])
     assert samples["bytes"] == [float(RsyncIngest(files=3).total)] * 2 and samples["files"] == [3.0, 3.0]
     assert all(v > 0 for v in samples["cpu_s"])
-    assert len(samples["write_amplification"]) == 2 and all(v >= 0 for v in samples["write_amplification"]), "device writes weighed against what rsync wrote (buffered: writeback may come after the window)"
+    assert len(samples["write_amplification"]) == 2 and all(0.98 <= v < 3 for v in samples["write_amplification"]), "device writes weighed against what rsync wrote: each file reached the device (the window ends with a sync), with ext4's metadata and journal on top"
     assert held_by(workdir.root) == [], "the source image is detached and unmounted when the study ends"
     assert not list(workdir.images.glob("*.img")), "and deleted"
 
