@@ -113,6 +113,7 @@ STUDY = """\
 name = "ingest"
 repetitions = 2
 image_size = "256MiB"
+image_fill = "sparse"
 
 [[target]]
 filesystem = "ext4"
@@ -125,7 +126,7 @@ files = 3
 
 
 def test_the_study_file_refuses_other_data_unsafe_options_and_both_sizes():
-    refused(STUDY.replace("files = 3", 'files = 3\ndata = "zeros"'), r"s.toml:13: workload\[0\].data: rsync data 'zeros' is refused: only \"random\" \(photos do not compress")
+    refused(STUDY.replace("files = 3", 'files = 3\ndata = "zeros"'), r"s.toml:14: workload\[0\].data: rsync data 'zeros' is refused: only \"random\" \(photos do not compress")
     refused(STUDY.replace("files = 3", 'options = { rsh = "ssh" }'), r"workload\[0\].options: rsync rsh=ssh is refused: it names a path or a program")
     refused(STUDY.replace("files = 3", 'options = { "remove-source-files" = true }'), r"rsync remove-source-files=true is refused: it deletes files")
     refused(STUDY.replace("files = 3", "options = { checksums = true }"), r"unknown rsync option 'checksums'.*allowed: whole-file, inplace, preallocate, fsync, sparse")

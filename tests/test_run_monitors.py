@@ -33,6 +33,7 @@ STUDY = """\
 name = "monitored"
 repetitions = 1
 image_size = "512MiB"
+image_fill = "sparse"
 
 [[target]]
 filesystem = ["ext4", "raw"]
@@ -82,6 +83,7 @@ RAMPED = """\
 name = "ramped"
 repetitions = 1
 image_size = "256MiB"
+image_fill = "sparse"
 
 [[target]]
 filesystem = "raw"
@@ -212,6 +214,7 @@ BTRFS_RANDOM_WRITES = """\
 name = "btrfs-commit"
 repetitions = 1
 image_size = "256MiB"
+image_fill = "sparse"
 
 [[target]]
 filesystem = "btrfs"
@@ -274,6 +277,7 @@ ZFS_WRITES = """\
 name = "zfs-commit"
 repetitions = 1
 image_size = "256MiB"
+image_fill = "sparse"
 
 [[target]]
 filesystem = "zfs"
