@@ -188,7 +188,7 @@ def test_a_failing_run_is_recorded_and_the_study_goes_on(workdir, tmp_path):
 @pytest.mark.root
 def test_a_users_job_file_runs_unchanged_but_for_its_directory(workdir, tmp_path):
     (tmp_path / "mine.fio").write_text("[global]\ndirectory=/somewhere/else\n[mine]\nrw=randread\nbs=8k\ndirect=1\nsize=32m\nruntime=1\ntime_based=1\n")
-    study = write_study(tmp_path, '[study]\nname = "jobfile"\nrepetitions = 1\nimage_size = "512MiB"\n[[target]]\nfilesystem = "xfs"\n[[workload]]\nname = "mine"\njob_file = "mine.fio"\n')
+    study = write_study(tmp_path, '[study]\nname = "jobfile"\nrepetitions = 1\nimage_size = "512MiB"\nimage_fill = "sparse"\n[[target]]\nfilesystem = "xfs"\n[[workload]]\nname = "mine"\njob_file = "mine.fio"\n')
     db = tmp_path / "r.db"
     result = fslab("run", str(study), "--db", str(db), "--workdir", str(workdir.root))
     assert result.returncode == 0, result.stdout + result.stderr

@@ -307,9 +307,8 @@ def test_kill_9_leaves_fio_running_and_cleanup_stops_it_before_unmounting(workdi
     proc = subprocess.Popen([sys.executable, "-m", "fslab", "run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     fio = _wait_for_measured_fio(proc.pid)
     os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    time.sleep(0.5)
-    assert Path(f"/proc/{fio}").exists(), "fio outlives fslab's kill -9 (it runs in a session of its own)"
+    proc.wait()  # fslab gone: fio reparented, any signal its parent's death sends already sent
+    assert _state(fio) not in ("Z", "X") and not _fatal_signal_pending(fio), "fio outlives fslab's kill -9 (it runs in a session of its own)"
     assert held_by(workdir.root), "the mount and loop device are still held"
     result = fslab("cleanup", "--workdir", str(workdir.root))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -334,6 +333,13 @@ def _wait_for_measured_fio(parent: int) -> int:
 def _children(pid: int) -> list[int]:
     out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True).stdout
     return [int(p) for p in out.split()]
+
+
+def _fatal_signal_pending(pid: int) -> bool:
+    """SIGHUP, SIGINT, SIGKILL or SIGTERM pending for the process (its own or its group's)."""
+    status = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":\t" in line)
+    fatal = sum(1 << (signum - 1) for signum in (signal.SIGHUP, signal.SIGINT, signal.SIGKILL, signal.SIGTERM))
+    return any(int(status[field], 16) & fatal for field in ("SigPnd", "ShdPnd"))
 
 
 def _state(pid: int) -> str:
@@ -367,9 +373,14 @@ def test_a_command_fslab_dies_before_journalling_never_runs(tmp_path):
     """fslab journals a workload's process before it runs the command: killed in between, the
     new process ends without running it, so nothing runs that clean-up would not know."""
     marker = tmp_path / "ran"
-    script = f"import os\nfrom fslab.system import run\nrun(['touch', {str(marker)!r}], on_start=lambda pid: os._exit(9))\n"
-    assert subprocess.run([sys.executable, "-c", script]).returncode == 9
-    time.sleep(1)
+    script = f"import os\nfrom fslab.system import run\nrun(['touch', {str(marker)!r}], on_start=lambda pid: (print(pid, flush=True), os._exit(9)))\n"
+    died = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert died.returncode == 9
+    command = Path(f"/proc/{int(died.stdout)}")
+    deadline = time.monotonic() + 30
+    while command.exists():  # the command's process, orphaned, ends (and is reaped) without running touch
+        assert time.monotonic() < deadline, "the command's process never ended"
+        time.sleep(0.02)
     assert not marker.exists()
     script = f"from fslab.system import run\nrun(['touch', {str(marker)!r}], on_start=lambda pid: None)\n"
     assert subprocess.run([sys.executable, "-c", script]).returncode == 0 and marker.exists(), "with the journal's go, it runs"

@@ -1,6 +1,7 @@
-"""`fslab report`: the self-contained HTML page and its figures, made from a real stored study run
-(ext4 and raw, real fio) and opened in Debian's headless Chromium with the network cut off; and the
-charts and conclusions behind the page, on synthetic summaries (pure)."""
+"""`fslab report`: the self-contained HTML page and its figures, made from a stored study run (ext4
+and raw, real fio output, stored as `fslab run` stores it: tests/synthetic.py) and opened in Debian's
+headless Chromium with the network cut off; and the charts and conclusions behind the page, on
+synthetic summaries (pure)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from pathlib import Path
 
 import pytest
 from altair.vegalite.v6.schema.core import TopLevelSpec
-from conftest import FIXTURES, fresh_workdir, fslab, write_study
+from conftest import FIXTURES, fslab
+from synthetic import stored_study
 
 from fslab.analysis import Row, analyse
 from fslab.guard.names import file_name
@@ -82,14 +84,13 @@ def documented_commands() -> list[str]:
 
 @pytest.fixture(scope="module")
 def stored(tmp_path_factory):
-    """Two study runs of one study stored by `fslab run`, then every `fslab report` command of
-    docs/report.md run as written there (the database named by FSLAB_DB), in that folder."""
+    """Two study runs of one study stored as `fslab run --seed 3` stores them, then every `fslab
+    report` command of docs/report.md run as written there (the database named by FSLAB_DB), in
+    that folder."""
     root = tmp_path_factory.mktemp("report")
     db = root / "results.db"
-    with fresh_workdir() as workdir:
-        for i, text in enumerate((STUDY, AGAIN)):
-            result = fslab("run", str(write_study(root, text, f"study{i}.toml")), "--db", str(db), "--workdir", str(workdir.root), "--seed", "3")
-            assert result.returncode == 0, result.stdout + result.stderr
+    for i, text in enumerate((STUDY, AGAIN)):
+        stored_study(root, text, ResultsDB(str(db)), name=f"study{i}.toml", seed=3, scale={"raw": 1.0, "ext4": 0.93})
     reports = {
         command: subprocess.run([sys.executable, "-m", "fslab", *shlex.split(command)[1:]], capture_output=True, text=True, timeout=300, cwd=root, env=os.environ | {"FSLAB_DB": str(db)})
         for command in documented_commands()
@@ -97,7 +98,6 @@ def stored(tmp_path_factory):
     return root, db, reports
 
 
-@pytest.mark.root
 def test_the_documented_commands_run_as_written(stored):
     root, _, reports = stored
     assert list(reports) == ["fslab report", "fslab report 1 -o paper-figures --figures", "fslab report 1 2"]
@@ -159,7 +159,6 @@ def open_page(browser, page_file: Path, screenshot: Path, width: int = 1280) -> 
 # --- a stored study run, through the command line ----------------------------------------------
 
 
-@pytest.mark.root
 def test_report_figures_writes_every_chart_of_the_page_as_svg_and_png(stored):
     folder = page_of(stored).parent
     page = (folder / "report.html").read_text()
@@ -197,7 +196,6 @@ class _References(HTMLParser):
         self.found += [(tag, name, value or "") for name, value in attrs if name in ("src", "href", "srcset", "action", "data")]
 
 
-@pytest.mark.root
 def test_page_is_self_contained(stored):
     page = page_of(stored).read_text()
     references = _References()
@@ -209,7 +207,6 @@ def test_page_is_self_contained(stored):
     assert page.count("vegaEmbed") >= 2 and page.count("<script") == 3, "the bundle once, the specs, the drawing"
 
 
-@pytest.mark.root
 def test_page_renders_offline_in_chromium(stored, browser, tmp_path):
     page_file = page_of(stored)
     for width, name in ((1280, "desktop"), (390, "phone")):
@@ -225,7 +222,6 @@ def test_page_renders_offline_in_chromium(stored, browser, tmp_path):
         assert (tmp_path / f"report-{name}.png").stat().st_size > 10_000
 
 
-@pytest.mark.root
 def test_page_shows_the_summarys_own_figures(stored):
     """The same rows the console and the Markdown show, from the same functions."""
     _, db, _ = stored
@@ -244,7 +240,6 @@ def test_page_shows_the_summarys_own_figures(stored):
     assert "order seed</dt><dd>3</dd>" in page and "/dev/loop" in page
 
 
-@pytest.mark.root
 def test_report_of_two_study_runs_compares_them_cell_by_cell(stored, browser, tmp_path):
     root, _, _ = stored
     out = root / "reports" / "page-1-2"
@@ -257,7 +252,6 @@ def test_report_of_two_study_runs_compares_them_cell_by_cell(stored, browser, tm
     assert all(c["svg"] > 5 for c in seen["charts"]) and any(c["name"] == "compare-1-2" for c in seen["charts"])
 
 
-@pytest.mark.root
 def test_report_errors_are_clear(stored, tmp_path):
     _, db, _ = stored
     missing = fslab("report", "99", "--db", str(db))

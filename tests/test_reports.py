@@ -1,5 +1,7 @@
-"""The report files and exports of a real study run, read back and checked against the database
-itself (sqlite3, not fslab's queries), and the console summary within 120 columns."""
+"""The report files and exports of a stored study run, read back and checked against the database
+itself (sqlite3, not fslab's queries), and the console summary within 120 columns. The study run is
+stored as `fslab run` stores one (tests/synthetic.py), with nothing run: what is tested here is what
+reads it."""
 
 import csv
 import io
@@ -15,9 +17,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import fresh_workdir, fslab, write_study
+from conftest import fslab
 from rich.console import Console
 from scipy import stats as sps
+from synthetic import stored_study
 
 from fslab.errors import Refused
 from fslab.report import files
@@ -25,6 +28,7 @@ from fslab.report.console import CONSOLE_WIDTH, print_summary
 from fslab.report.files import write_reports
 from fslab.report.summary import StudySummary, summarize_study_run
 from fslab.results import ResultsDB
+from fslab.results.db import RunFailure
 from fslab.stats import summarize
 
 STUDY = """\
@@ -50,16 +54,26 @@ mount_options = "journal_async_commit"  # allowed, but the kernel refuses it und
 DOCS = Path(__file__).parent.parent / "docs" / "reports.md"
 
 
+# What the kernel answered a real run of "bad" (mount refuses journal_async_commit under data=ordered).
+REFUSED = RunFailure(
+    phase="provision",
+    traceback="fslab.system.CommandError: mount -o journal_async_commit /dev/loop0 /var/tmp/fslab/mnt/bad: exit status 32",
+    argv=["mount", "-o", "journal_async_commit", "/dev/loop0", "/var/tmp/fslab/mnt/bad"],
+    exit_status=32,
+    stderr_tail="mount: /var/tmp/fslab/mnt/bad: wrong fs type, bad option, bad superblock on /dev/loop0, missing codepage or helper program, or other error.",
+)
+
+
 @pytest.fixture(scope="module")
 def study_run(tmp_path_factory):
-    """ext4 and raw, a random read and a sequential write, a warm-up and 3 runs each, through the
-    command line; and a target whose every run fails."""
+    """ext4 and raw, a random read and a sequential write, a warm-up and 3 runs each; and a target
+    whose every run fails: stored, then its files written by `fslab summary`, as `fslab run` ends."""
     root = tmp_path_factory.mktemp("reports")
-    with fresh_workdir() as workdir:
-        result = fslab("run", str(write_study(root, STUDY)), "--db", str(root / "fslab.db"), "--workdir", str(workdir.root))
-    assert result.returncode == 1 and "8 run(s) failed" in result.stderr, result.stdout + result.stderr
     db = ResultsDB(str(root / "fslab.db"))
-    return root, db, db.study_run()["id"]
+    study_run_id = stored_study(root, STUDY, db, scale={"raw": 1.0, "ext4": 0.93}, failing={"bad": (f"{' '.join(REFUSED.argv)}: exit status 32", REFUSED)})
+    result = fslab("summary", str(study_run_id), "--db", str(root / "fslab.db"))
+    assert result.returncode == 0 and "8 run(s) failed" in result.stdout, result.stdout + result.stderr
+    return root, db, study_run_id
 
 
 def stored(root: Path, study_run_id: int) -> dict[tuple[str, str, str], list[float]]:
@@ -101,7 +115,6 @@ def assert_shows(text: str, value: float, read=figure) -> None:
     assert abs(shown - value) <= tolerance, f"{text} shows {value}"
 
 
-@pytest.mark.root
 def test_the_markdown_table_iv_equals_the_database(study_run):
     root, _, study_run_id = study_run
     markdown = (root / "reports" / f"tables-{study_run_id}" / "summary.md").read_text()
@@ -134,7 +147,6 @@ def test_the_markdown_table_iv_equals_the_database(study_run):
     assert "Compared with **ext4**:" in markdown and "| raw | read IOPS |" in markdown, "and the verdict tables"
 
 
-@pytest.mark.root
 def test_every_run_is_in_runs_csv_and_runs_json_as_stored(study_run):
     root, _, study_run_id = study_run
     folder = root / "reports" / f"tables-{study_run_id}"
@@ -163,7 +175,6 @@ def test_every_run_is_in_runs_csv_and_runs_json_as_stored(study_run):
             assert run["failure"]["phase"] == "provision" and "journal_async_commit" in run["failure"]["argv"]
 
 
-@pytest.mark.root
 def test_a_summary_again_leaves_the_runs_files_that_hold_its_runs(study_run, tmp_path, monkeypatch):
     """runs.csv and runs.json change only with the runs: a summary asked for again (other options)
     rewrites the summary files alone; a run more, another state of the study run, another fslab,
@@ -212,7 +223,6 @@ def test_a_summary_again_leaves_the_runs_files_that_hold_its_runs(study_run, tmp
     assert not (tmp_path / "elsewhere.json").exists()
 
 
-@pytest.mark.root
 def test_fslab_export_writes_the_runs_and_summary_tables(study_run):
     root, db, study_run_id = study_run
     folder = root / "reports" / f"tables-{study_run_id}"
@@ -232,7 +242,6 @@ def test_fslab_export_writes_the_runs_and_summary_tables(study_run):
     assert bad.returncode == 2 and "'xlsx' is not one of" in bad.stderr
 
 
-@pytest.mark.root
 def test_the_parquet_export_holds_the_same_typed_tables(study_run):
     parquet = pytest.importorskip("pyarrow.parquet", reason="pyarrow (the parquet extra) is not installed")
     root, _, study_run_id = study_run
@@ -250,7 +259,6 @@ def test_the_parquet_export_holds_the_same_typed_tables(study_run):
     assert all(isinstance(r["n"], int) and isinstance(r["median"], float) for r in summary)
 
 
-@pytest.mark.root
 def test_without_pyarrow_parquet_is_refused_with_what_to_install(study_run, tmp_path):
     root, _, _ = study_run
     hidden = "import sys; sys.modules['pyarrow'] = None; from fslab.cli import main; sys.argv[0] = 'fslab'; main()"
@@ -291,7 +299,6 @@ def assert_fits(s: StudySummary) -> list[str]:
     return lines
 
 
-@pytest.mark.root
 def test_the_console_summary_fits_120_columns_and_says_where_the_rest_is(study_run):
     root, db, study_run_id = study_run
     s = summarize_study_run(db, study_run_id)
@@ -305,7 +312,6 @@ def test_the_console_summary_fits_120_columns_and_says_where_the_rest_is(study_r
     assert said.count("p99.9") == 1 and "| lat p99.9 |" in (root / "reports" / f"tables-{study_run_id}" / "summary.md").read_text(), "said left out, and in the file"
 
 
-@pytest.mark.root
 def test_the_console_summary_fits_whatever_the_machine_and_the_paths(study_run):
     """The header names the machine and its device, a failure the work directory's path: at
     some length a sentence wraps so that a line begins with a target's name ("ext4 (/dev/…).",
@@ -322,7 +328,6 @@ def test_the_console_summary_fits_whatever_the_machine_and_the_paths(study_run):
     assert fooled, "some length wraps a sentence so that a line begins with a target's name"
 
 
-@pytest.mark.root
 def test_long_names_failures_and_notes_still_fit(study_run):
     """Synthetic figures (fixed samples) on the real study run's cells: long target names, a
     failed run in every cell, a long note on every row."""
@@ -342,7 +347,6 @@ def test_long_names_failures_and_notes_still_fit(study_run):
     assert any(line.startswith("ext4[noatime,nobarrier]  3 (1 failed)") for line in table_rows(lines, list(names.values())))
 
 
-@pytest.mark.root
 def test_the_docs_pandas_example_runs_as_written(study_run):
     """docs/reports.md's commands and Python, run as written in the directory holding fslab.db;
     pandas (not a dependency of fslab) stood in for by csv and sqlite3."""

@@ -168,11 +168,10 @@ def test_killed_at_any_point_then_cleaned_up_and_resumed_every_run_is_stored_onc
             time.sleep(0.05)
         locked = sqlite3.connect(db, timeout=30)
         locked.execute("BEGIN EXCLUSIVE")  # the next run's commit waits on this lock
-        while not _journal_says(workdir.root, '"event": "release", "kind": "image"') and not _released_loops(workdir.root, 2):
+        while not (_journal_says(workdir.root, '"event": "release", "kind": "image"') or _released_loops(workdir.root, 2)) or not _waiting_for_the_lock(proc.pid):
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.05)
-        time.sleep(0.5)  # torn down; now waiting to commit
-        proc.kill()
+        proc.kill()  # torn down, and waiting to commit
     proc.wait()
     assert proc.returncode == -9
     if locked is not None:
@@ -192,6 +191,21 @@ def test_killed_at_any_point_then_cleaned_up_and_resumed_every_run_is_stored_onc
     assert Counter((r["target"], r["workload"], r["repetition"]) for r in after) == {key: 1 for key in EVERY_RUN if key[1] == "seq_write"}
     assert all(r["status"] == "ok" for r in after) and results.study_run()["status"] == "finished"
     assert held_by(workdir.root) == []
+
+
+def _waiting_for_the_lock(pid: int) -> bool:
+    """fslab idle, nothing of its own running: its main thread asleep in SQLite's busy handler
+    (a nanosleep between tries at the lock), with no child, seen twice 20 ms apart."""
+    def asleep() -> bool:
+        try:
+            return "nanosleep" in Path(f"/proc/{pid}/wchan").read_text() and not Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            return False
+
+    if not asleep():
+        return False
+    time.sleep(0.02)
+    return asleep()
 
 
 def _released_loops(workdir: Path, count: int) -> bool:

@@ -1,0 +1,197 @@
+"""Results databases built through fslab's own API, as `fslab run` stores a study run, with
+nothing run: for the tests of what reads a stored study run (summaries, reports, exports) and for
+bench/report_scale.py. What is tested there is the reading, not the run; a run is tested where
+the run itself is.
+
+A study run is ordered by fslab's own Planner (warm-up blocks, then measured blocks, a new order
+each, from the study run's seed) and stored run by run (ResultsDB.begin_study_run, record_run,
+finish_study_run). Each run keeps a real fio json+ output (tests/fixtures/fio, latency bins and
+all) with the metrics fio.parse_metrics reads from it, scaled per target and given a few % of
+seeded noise so cells differ; the monitors' metrics (CPU, device traffic, write amplification,
+space); fio's bandwidth and IOPS logs (tool "fio_log"); device facts, the exact job file, mount
+options read back, the filesystem's own description and the phases' timings. A target named in
+`failing` fails every run as the runner stores a failure (no metric, the failed command)."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import timedelta
+from functools import cache
+from pathlib import Path
+
+from fslab import environment
+from fslab.filesystems import FILESYSTEMS
+from fslab.filesystems.base import Provisioned
+from fslab.guard.names import file_name
+from fslab.model import Metric, RawOutput, Roles, Study
+from fslab.plan import PlannedRun, Planner, Repetitions, Tally
+from fslab.results import ResultsDB, RunRecord
+from fslab.results.db import RunFailure, now
+from fslab.results.owner import Owner
+from fslab.study import load_study
+from fslab.workloads import fio
+from fslab.workloads.base import tool_of
+
+FIO_OUTPUTS = Path(__file__).parent / "fixtures" / "fio"
+MiB = 2**20
+OTHER_SCALE = 0.9  # of a target `scale` does not name
+
+
+def fixture_for(options: dict) -> str:
+    """The real fio output of a job that moves data the way a workload does (fslab's own jobs
+    where there is one: they report the total latency's percentiles, as fslab asks fio to)."""
+    rw = options["rw"]
+    if rw in ("randrw", "rw"):
+        return "randrw-2jobs"
+    if "read" in rw:
+        return "fslab-rand_read"
+    return "buffered-randwrite" if rw.startswith("rand") else "fslab-seq_write"
+
+
+@cache
+def fio_output(name: str) -> tuple[str, tuple[Metric, ...]]:
+    """A fixture's text and the metrics fslab reads from it."""
+    text = (FIO_OUTPUTS / f"{name}.json").read_text()
+    return text, tuple(fio.parse_metrics(text))
+
+
+def noisy(metrics: list[Metric], rng: random.Random, scale: float) -> list[Metric]:
+    """fio's metrics scaled to a target (throughput by `scale`, latency by its inverse), each with
+    a few % of noise: samples of one cell differ as runs do."""
+    out = []
+    for m in metrics:
+        factor = (1 / scale if "lat" in m.name else scale) if m.unit != "%" else 1.0
+        out.append(replace(m, value=m.value * factor * rng.gauss(1.0, 0.03)))
+    return out
+
+
+def monitored(rng: random.Random, moved: dict[str, float], filesystem: str, compressing: bool) -> list[Metric]:
+    """What the runner's monitors store beside a run (runner.Windows, monitors/): host CPU, the
+    devices' traffic and write amplification, the space used."""
+    user, system, iowait = rng.uniform(2, 15), rng.uniform(5, 30), rng.uniform(10, 60)
+    written, read = moved.get("write_bytes", 0.0), moved.get("read_bytes", 0.0)
+    found = [
+        Metric("host_cpu_busy_pct", user + system, "%", False), Metric("host_cpu_busy_peak_pct", min(100.0, (user + system) * rng.uniform(1.2, 2)), "%", False),
+        Metric("host_cpu_user_pct", user, "%", False), Metric("host_cpu_system_pct", system, "%", False), Metric("host_cpu_iowait_pct", iowait, "%", False),
+        Metric("device_read_bytes", read * rng.uniform(1.0, 1.05), "B", False), Metric("device_written_bytes", written * rng.uniform(1.0, 1.4), "B", False),
+    ]  # fmt: skip
+    if written:
+        found.append(Metric("write_amplification", found[-1].value / written, "×", False))
+    if read:
+        found.append(Metric("device_read_ratio", found[-2].value / read, "×", False))
+    if filesystem != "raw":
+        used = 2 * 1024**3 * rng.uniform(1.0, 1.02)
+        found += [Metric("space_used_bytes", used, "B", False), Metric("space_grown_bytes", used * rng.uniform(0, 0.01), "B", False)]
+        if compressing:
+            found.append(Metric("compression_ratio", rng.uniform(1.0, 1.1), "×", True))
+    return found
+
+
+def fio_logs(rng: random.Random, metrics: dict[str, float], intervals: int = 100) -> str:
+    """fio's bandwidth and IOPS logs of a run (write_bw_log, write_iops_log at log_avg_msec=600),
+    in fio's own format, one line per interval and direction: "msec, value, direction, 0, 0"."""
+    files = {}
+    for unit in ("bw", "iops"):
+        lines = []
+        for i in range(1, intervals + 1):
+            for code, direction in enumerate(fio.DIRECTIONS):
+                iops = metrics.get(f"{direction}_iops")
+                if iops:
+                    value = iops if unit == "iops" else metrics[f"{direction}_mib_s"] * 1024  # KiB/s
+                    lines.append(f"{i * 600}, {round(value * rng.gauss(1.0, 0.05))}, {code}, 0, 0\n")
+        files[f"{fio.LOG_PREFIX}_{unit}.1.log"] = "".join(lines)
+    return json.dumps({"log_avg_msec": 600, "files": files})
+
+
+def device_facts(index: int, image_size: int, target: str) -> list[dict]:
+    return [{
+        "device": f"/dev/loop{index}", "kind": "loop", "size": image_size, "diskseq": 40 + index, "model": None, "serial": None, "wwn": None,
+        "firmware": None, "rotational": False, "logical_sector": 512, "physical_sector": 512, "scheduler": "none", "nr_requests": 128,
+        "queue_depth": None, "discard": True, "backing_file": f"/var/tmp/fslab/images/{target}.img",
+    }]  # fmt: skip
+
+
+FS_DETAILS = {
+    "ext4": "\n".join(f"Filesystem feature {i}:  has_journal ext_attr resize_inode dir_index filetype extent 64bit flex_bg" for i in range(30)),
+    "xfs": "\n".join(f"meta-data=/dev/loop0 isize=512 agcount=4, agsize=524288 blks  sectsz=512 attr=2 (line {i})" for i in range(12)),
+    "btrfs": "Data, single: total=2.00GiB, used=1.99GiB\nSystem, DUP: total=8.00MiB, used=16.00KiB\nMetadata, DUP: total=256.00MiB, used=2.20MiB\nGlobalReserve, single: total=5.50MiB, used=0.00B",
+}
+EFFECTIVE = {"ext4": "rw,relatime", "xfs": "rw,relatime,attr2,inode64,logbufs=8,logbsize=32k,noquota", "btrfs": "rw,relatime,ssd,discard=async,space_cache=v2,subvolid=5,subvol=/"}
+
+
+def effective_options(filesystem: str, requested: str) -> str | None:
+    if filesystem == "raw":
+        return None
+    asked = [o for o in requested.split(",") if o and o != "defaults"]
+    base = EFFECTIVE[filesystem].split(",")
+    if "noatime" in asked:
+        base = [o for o in base if o != "relatime"]
+    return ",".join(dict.fromkeys(base + asked))
+
+
+def store_study_run(
+    db: ResultsDB, study: Study, *, seed: int, rng: random.Random, scale: Mapping[str, float] = {}, failing: Mapping[str, tuple[str, RunFailure]] = {}, env: dict | None = None
+) -> int:
+    """One study run of `study` (its repetitions and warm-ups) as the runner stores it, block by
+    block in the Planner's order from `seed`, each run committed as it finishes; `failing`: the
+    error line and failure of every run of the targets it names. Returns the study run's id."""
+    repetitions = Repetitions(runs=study.repetitions, warmup=study.warmup)
+    env = environment.collect(Path(study.path).parent) if env is None else env
+    versions = {kind: FILESYSTEMS[kind].version() for kind in {t.filesystem for t in study.targets}}
+    study_run_id = db.begin_study_run(study, seed, env, versions, repetitions.describe(), Owner.current(Path.cwd()))
+    planner, tally = Planner(study.cells, repetitions, seed), Tally()
+    clock = now()
+    while block := planner.next_block(tally.samples):
+        for planned in block:
+            record = _record(planned, clock, rng, scale.get(planned.cell.target.name, OTHER_SCALE), failing.get(planned.cell.target.name))
+            clock = record.finished_at + timedelta(seconds=rng.uniform(1, 3))
+            db.record_run(study_run_id, record)
+            tally.add(planned, record.status == "ok", {m.key: m.value for m in record.metrics}, record.started_at, record.finished_at, Roles.of(planned.cell.workload.name, record.metrics))
+    db.finish_study_run(study_run_id, "finished", planner.outcome())
+    return study_run_id
+
+
+def _record(planned: PlannedRun, started, rng: random.Random, scale: float, failed: tuple[str, RunFailure] | None) -> RunRecord:  # noqa: ANN001
+    target, workload = planned.cell.target, planned.cell.workload
+    loop = planned.position % 8
+    record = RunRecord(
+        target=target.name, workload=workload.name, repetition=planned.repetition, warmup=planned.warmup, block=planned.block, position=planned.position,
+        started_at=started, finished_at=started, status="failed", buffered=not workload.direct, image_size=target.image_size,
+        mount_options_requested=target.mount_options, data_pattern=workload.tool.data_pattern(), device_facts=device_facts(loop, target.image_size, target.name),
+    )  # fmt: skip
+    if failed:
+        record.error, record.failure = failed
+        record.timings = {"provision": rng.uniform(0.3, 1.5)}
+        record.finished_at = started + timedelta(seconds=record.timings["provision"])
+        return record
+    options = tool_of(workload, fio.FioJob).fio_options
+    text, parsed = fio_output(fixture_for(options))
+    metrics = noisy(list(parsed), rng, scale)
+    values = {m.name: m.value for m in metrics}
+    seconds = workload.seconds
+    moved = {"read_bytes": values.get("read_mib_s", 0.0) * MiB * seconds, "write_bytes": values.get("write_mib_s", 0.0) * MiB * seconds}
+    fs = FILESYSTEMS[target.filesystem]
+    effective = effective_options(target.filesystem, target.mount_options)
+    directory = None if target.filesystem == "raw" else Path("/var/tmp/fslab/mnt") / file_name(target.name)
+    ready = Provisioned(top=f"/dev/loop{loop}", directory=directory, bottom=(f"/dev/loop{loop}",))
+    timings = {"provision": rng.uniform(0.3, 1.5), "layout": rng.uniform(0, 3), "drop_caches": rng.uniform(0.05, 0.2), "workload": seconds * rng.uniform(1.05, 1.08), "parse": 0.01, "teardown": rng.uniform(0.1, 0.5)}
+    details = FS_DETAILS.get(target.filesystem, "")
+    return replace(
+        record, status="ok", finished_at=started + timedelta(seconds=sum(timings.values())), job_file=fio.job_for(workload, ready),
+        outputs=[RawOutput("", "fio", text), RawOutput("", fio.LOG_TOOL, fio_logs(rng, values))], device=ready.described, direct_io_loop=True,
+        mkfs_command=None if target.filesystem == "raw" else [f"mkfs.{target.filesystem}", "-f" if target.filesystem != "ext4" else "-F", ready.top],
+        mount_options_effective=effective, fs_details=details, timings=timings,
+        metrics=metrics + monitored(rng, moved, target.filesystem, fs.compresses(effective, details)),
+    )  # fmt: skip
+
+
+def stored_study(directory: Path, text: str, db: ResultsDB, *, name: str = "study.toml", seed: int = 1, **store: object) -> int:
+    """The study `text`, written to `directory` and read as `fslab run` reads it, stored as one
+    study run in `db` (store_study_run's `scale` and `failing`; noise seeded by `seed`). Returns
+    the study run's id."""
+    path = directory / name
+    path.write_text(text)
+    return store_study_run(db, load_study(path), seed=seed, rng=random.Random(seed), **store)  # type: ignore[arg-type]
