@@ -16,7 +16,8 @@ from fslab.analysis import Row, ranking_line
 from fslab.guard.fio_jobs import preallocates
 from fslab.importer import imported_from
 from fslab.model import PHASE_SEPARATOR, qualified, unqualified
-from fslab.monitors import METRICS as MONITOR_METRICS
+from fslab.monitors import Figure, metric_names
+from fslab.monitors import figures as monitor_figures
 from fslab.report.formatting import (
     fmt,
     fmt_cv,
@@ -138,7 +139,7 @@ def shown(metric: str, units: Bandwidth = Bandwidth.MB) -> bool:
     of fio's (a scenario phase's), only what fio's own table shows — IOPS, bandwidth in the unit
     shown, p99 latency; every other metric. The files (CSV, JSON) keep them all."""
     own = unqualified(metric)
-    if own in MONITOR_METRICS:
+    if own in metric_names():
         return False
     return own not in FIO_METRICS or own.partition("_")[2] in ("iops", units.metric, "lat_p99_us")
 
@@ -204,38 +205,41 @@ def _median(cell: CellSummary, metric: str) -> float | None:
 
 def is_monitored(key: str) -> bool:
     """Whether a cell's metric is a monitor's (what the run cost), not its workload's."""
-    return unqualified(key) in MONITOR_METRICS
+    return unqualified(key) in metric_names()
 
 
 # What the monitors measured in a workload's windows (monitors/): a row per cell and measured
-# phase, each figure the median over the cell's runs. Only where some cell has them: results
-# stored before the runner ran monitors show no such table. The devices' bytes are counted
-# through the sync of the filesystem that ends each window, "synced in" how long it took ("–":
-# runs stored before, counted to the workload's end).
-MONITOR_COLUMNS = ["target", "phase", "CPU busy %", "CPU peak %", "user %", "system %", "iowait %", "device read", "device written", "write ampl.", "synced in", "space used", "compression"]
-_MONITOR_FIGURES = [
-    ("host_cpu_busy_pct", "pct"), ("host_cpu_busy_peak_pct", "pct"), ("host_cpu_user_pct", "pct"), ("host_cpu_system_pct", "pct"),
-    ("host_cpu_iowait_pct", "pct"), ("device_read_bytes", "size"), ("device_written_bytes", "size"), ("write_amplification", "ratio"),
-    ("sync_seconds", "seconds"), ("space_used_bytes", "size"), ("compression_ratio", "ratio"),
-]  # fmt: skip
+# phase, each figure the median over the cell's runs, a column per figure its monitor shows
+# (monitors.Figure). Only where some cell has them: results stored before the runner ran monitors
+# show no such table. The devices' bytes are counted through the sync of the filesystem that
+# ends each window, "synced in" how long it took ("–": runs stored before, counted to the
+# workload's end).
+def monitor_columns() -> list[str]:
+    return ["target", "phase", *(f.column for f in _monitor_figures())]
 
 
 def monitor_table(s: StudySummary, workload: str) -> tuple[list[str], list[list[str]]] | None:
     """The monitors' table of a workload, or None when none of its cells has their figures."""
     rows = [row for cell in s.cells_of(workload) for row in monitor_rows(cell)]
-    return (MONITOR_COLUMNS, rows) if rows else None
+    return (monitor_columns(), rows) if rows else None
 
 
 def monitor_rows(cell: CellSummary) -> list[list[str]]:
     phases = dict.fromkeys(key.rpartition(PHASE_SEPARATOR)[0] for key in cell.metrics if is_monitored(key))
+    columns = _monitor_figures()
     rows = []
     for phase in phases:
         figures = []
-        for name, shape in _MONITOR_FIGURES:
-            stats = cell.metrics.get(qualified(phase, name))
-            figures.append(_monitor_figure(stats.median, shape) if stats else "–")
+        for figure in columns:
+            stats = cell.metrics.get(qualified(phase, figure.name))
+            figures.append(_monitor_figure(stats.median, figure.shape) if stats else "–")
         rows.append([cell.target, phase or "–", *figures])
     return rows
+
+
+def _monitor_figures() -> list[Figure]:
+    """The monitors' values the table has a column for, in order."""
+    return [f for f in monitor_figures() if f.column]
 
 
 def _monitor_figure(value: float, shape: str) -> str:
