@@ -143,7 +143,9 @@ def test_real_write_and_read(workdir):
 
 def test_a_short_elapsed_time_prints_its_digits_in_the_tables():
     """dd's 64 MiB at a few GB/s takes hundredths of a second: shown as such, never "0.0 s"."""
-    from fslab.report.summary import CellSummary, fmt, metric_rows
+    from fslab.report.formatting import fmt
+    from fslab.report.sections import metric_rows
+    from fslab.report.summary import CellSummary
     from fslab.stats import summarize
 
     seconds = [fixture("write-64m-direct-random.txt").seconds, 0.0412, 0.0398]

@@ -124,7 +124,8 @@ def test_output_without_json_is_an_error():
 
 
 def test_the_summary_says_when_submission_dominates():
-    from fslab.report.summary import CellSummary, table_rows
+    from fslab.report.sections import table_rows
+    from fslab.report.summary import CellSummary
     from fslab.stats import summarize
 
     def cell(name: str) -> CellSummary:

@@ -19,8 +19,11 @@ from fslab.report.charts import study_charts
 from fslab.report.conclusions import conclusions
 from fslab.report.console import print_summary
 from fslab.report.details import RunDetails
-from fslab.report.files import to_json, to_markdown
-from fslab.report.summary import comparison_rows, fmt_mean_ci, metric_label, runs_text, summarize_study_run
+from fslab.report.formats.markdown import to_markdown
+from fslab.report.formats.summary_json import to_json
+from fslab.report.formatting import fmt_mean_ci, metric_label, runs_text
+from fslab.report.sections import comparison_rows
+from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
 from fslab.stats import compare, summarize

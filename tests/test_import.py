@@ -600,7 +600,7 @@ def test_the_two_servers_are_compared_like_with_like(tmp_path):
         iops = [json.loads((FIO_PLOT / s / path.name).read_text())["jobs"][0][direction]["iops"] for s in SERVERS]
         expected[(f"random-read rw={rw} iodepth={iodepth} numjobs={numjobs}", f"{direction}_iops")] = iops[1] / iops[0]
     assert len(expected) == 6 and {k: ratios[k] for k in expected} == pytest.approx(expected), "each server's file against the other's of the same options"
-    from fslab.report.summary import header_lines, method_line
+    from fslab.report.sections import header_lines, method_line
 
     assert "One run per cell, one per file." in "\n".join(header_lines(summary)) and "Up to 1 runs" not in "\n".join(header_lines(summary))
     assert summary.analysis.family_size == 0 and "one family of 0" not in method_line(summary)

@@ -10,8 +10,10 @@ from conftest import FIXTURES
 
 from fslab.model import MetricKind, RawOutput, Roles
 from fslab.plan import Planner, Repetitions, Tally
-from fslab.report.files import to_csv, to_markdown
-from fslab.report.summary import CellSummary, StudySummary, summarize_study_run, workload_title
+from fslab.report.formats.markdown import to_markdown
+from fslab.report.formats.summary_csv import to_csv
+from fslab.report.sections import workload_title
+from fslab.report.summary import CellSummary, StudySummary, summarize_study_run
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
 from fslab.study import parse_study

@@ -10,7 +10,8 @@ import pytest
 from conftest import fresh_workdir, ran_study
 
 from fslab.guard import fio_jobs
-from fslab.report.summary import summarize_study_run, workload_title
+from fslab.report.sections import workload_title
+from fslab.report.summary import summarize_study_run
 from fslab.study import StudyError, parse_study
 
 STUDY = """\

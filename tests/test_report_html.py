@@ -39,11 +39,11 @@ from fslab.report.conclusions import conclusions, ranking_conclusion, row_conclu
 from fslab.report.details import LatencyHistogram, RunDetails, cell_histograms
 from fslab.report.figures import write_figures
 from fslab.report.html import Page, RunSection, Table, WorkloadSection, _script_json, emphasis, render_page
+from fslab.report.sections import workload_table
 from fslab.report.summary import (
     CellSummary,
     StudySummary,
     summarize_study_run,
-    workload_table,
 )
 from fslab.results import ResultsDB
 from fslab.results.db import SampleGroups

@@ -23,7 +23,7 @@ from scipy import stats as sps
 from synthetic import stored_study
 
 from fslab.errors import Refused
-from fslab.report import files
+from fslab.report.formats import runs as runs_format
 from fslab.report.console import CONSOLE_WIDTH, print_summary
 from fslab.report.files import write_reports
 from fslab.report.summary import StudySummary, summarize_study_run
@@ -204,7 +204,7 @@ def test_a_summary_again_leaves_the_runs_files_that_hold_its_runs(study_run, tmp
     assert json.loads(runs_json.read_text())["study_run"]["status"] == "interrupted", "the study run changed: written again"
     write_reports(db, s, tmp_path)
 
-    monkeypatch.setattr(files, "__version__", "99.0")
+    monkeypatch.setattr(runs_format, "__version__", "99.0")
     write_reports(db, s, tmp_path)
     assert json.loads(runs_json.read_text())["fslab"] == "99.0", "another fslab's files: written again"
     monkeypatch.undo()

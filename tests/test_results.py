@@ -12,7 +12,8 @@ import pytest
 import sqlalchemy as sa
 from conftest import FIXTURES, fslab, same_document
 
-from fslab.report.files import to_json, to_markdown
+from fslab.report.formats.markdown import to_markdown
+from fslab.report.formats.summary_json import to_json
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB
 from fslab.results.db import SCHEMA_VERSION, SchemaMismatch, schema_info

@@ -17,7 +17,8 @@ from fslab.filesystems import zfs_engine
 from fslab.filesystems.zfs_engine import arc_flag
 from fslab.analysis import analyse
 from fslab.model import Study
-from fslab.report.summary import StudySummary, header_lines
+from fslab.report.sections import header_lines
+from fslab.report.summary import StudySummary
 from fslab.study import load_study, parse_study
 
 MiB = 2**20

@@ -10,7 +10,7 @@ from conftest import ran_study, FIXTURES, fslab, write_study
 from kinds_helpers import read_study, refused
 
 from fslab.model import RawOutput, Workload, unqualified
-from fslab.monitors import METRICS as MONITOR_METRICS
+from fslab.monitors import metric_names
 from fslab.results import ResultsDB
 from fslab.workloads.data import DataPattern
 from fslab.workloads.dd import DD, DdOptions
@@ -216,7 +216,7 @@ def test_a_scenario_runs_tool_phases_each_through_its_own_kind(workdir, tmp_path
     assert {(o.phase, o.tool) for o in outputs} == {("fill", "fio"), ("fill", LOG_TOOL), ("mail", "sysbench"), ("sanity.write", "dd"), ("sanity.read", "dd")}
     # The parse is pure: the stored outputs give the stored metrics again, the monitors' aside.
     parsed = {m.key: m.value for m in SCENARIOS.parse(outputs)}
-    assert parsed == {key: values[0] for key, values in cell.items() if unqualified(key) not in MONITOR_METRICS}
+    assert parsed == {key: values[0] for key, values in cell.items() if unqualified(key) not in metric_names()}
     command = run["job_file"]
     assert "# phase mail: sysbench\nsysbench fileio --file-num=8 --file-total-size=512K" in command and "--validate=off" in command
     assert "# phase sanity: dd\ndd if=/dev/zero of=" in command and "/mix-sanity bs=1048576 count=32 oflag=direct" in command

@@ -13,18 +13,11 @@ import pytest
 from fslab.analysis import analyse, ranking_line
 from fslab.checks import Unsupported
 from fslab.raw_reference import FLASH_READ_US, CachedReference, cached_references
-from fslab.report.files import to_csv, to_json
-from fslab.report.summary import (
-    CellSummary,
-    StudySummary,
-    comparison_groups,
-    comparison_rows,
-    fmt_mean_ci,
-    header_lines,
-    method_line,
-    skipped_lines,
-    stored_baselines,
-)
+from fslab.report.formats.summary_csv import to_csv
+from fslab.report.formats.summary_json import to_json
+from fslab.report.formatting import fmt_mean_ci
+from fslab.report.sections import comparison_groups, comparison_rows, header_lines, method_line, skipped_lines
+from fslab.report.summary import CellSummary, StudySummary, stored_baselines
 from fslab.results.db import SampleGroups
 from fslab.stats import INTERVAL_MIN_RUNS, compare, summarize
 from fslab.study import StudyError, load_study, parse_study

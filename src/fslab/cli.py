@@ -21,7 +21,8 @@ from fslab.guard.names import check_name, visible
 from fslab.importer import DEFAULT_STUDY, import_files, imported_from
 from fslab.model import Study
 from fslab.report.console import CONSOLE_WIDTH, print_comparison, print_summary, print_table
-from fslab.report.files import TableFormat, export_tables, report_folder, write_reports
+from fslab.report.files import export_tables, report_folder, write_reports
+from fslab.report.formats import table_form_named
 from fslab.report.summary import StudySummary, flagged_cells, summarize_study_run
 from fslab.results import ResultsDB, RunRecord, reports_dir, resolve_location
 from fslab.results.db import DEFAULT_DB, now
@@ -247,15 +248,16 @@ def summary(
 def export(
     study_run: Annotated[Optional[str], typer.Argument(help="A study run id, or a study name for its newest run. \\[default: the newest]")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="The folder to write into (made if need be, in an existing directory). \\[default: the study run's report folder]")] = None,
-    form: Annotated[TableFormat, typer.Option("--format", help="Parquet needs pyarrow: pip install 'fslab\\[parquet]'.")] = TableFormat.CSV,
+    form: Annotated[str, typer.Option("--format", metavar="FORMAT", help="csv or parquet (or a format a module of fslab.report.formats adds). Parquet needs pyarrow: pip install 'fslab\\[parquet]'.")] = "csv",
     db: DbOption = None,
 ) -> None:
     """Write a study run's tables for pandas: runs (every run, one row per metric) and summary (every cell's statistics)."""
+    chosen = table_form_named(form)
     results = _open_db(db)
     found = _find_study_run(results, study_run)
     summary = summarize_study_run(results, found["id"])
     folder = output or report_folder(summary, reports_dir(results.location))
-    for path in export_tables(results, summary, folder, form):
+    for path in export_tables(results, summary, folder, chosen):
         console.print(str(path), markup=False, highlight=False)
 
 

@@ -1,7 +1,8 @@
-"""Measurements taken around a run's measured phase: system-wide CPU (cpu.py), the traffic of the
-devices under the target (traffic.py), the space the filesystem uses and its compression
-(space.py), all behind one small protocol (base.py); and the extents of files (extents.py),
-which a scenario counts after a phase (workloads/scenario.py).
+"""Measurements taken around a run's measured phase, one monitor a module, each joining the
+registry itself (base.monitor) with the values it reports, in the order a report shows them:
+system-wide CPU (cpu.py), the traffic of the devices under the target (traffic.py), the space the
+filesystem uses and its compression (space.py); all behind one small protocol (base.py). The
+extents of files (extents.py) are a scenario's, counted after a phase (workloads/scenario.py).
 
 The runner (runner.Windows) watches every measured window of every run with them:
 
@@ -11,40 +12,56 @@ The runner (runner.Windows) watches every measured window of every run with them
     found = collect(monitors, Workload(read_bytes=..., written_bytes=...))
 
 and stores found.values as the run's metrics (of the window's phase) and found.flags as its notes.
+
+A new monitor is one module here (and its test): a Monitor, and a maker registered with
+`@monitor(name, order=..., figures=[Figure(name, column, shape), ...])`. The registry imports
+every module of this package the first time it is read.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import importlib
+import pkgutil
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from fslab.monitors.base import Found, Measured, Monitor, Synced, Workload, collect, measuring
-from fslab.monitors.cpu import CpuMonitor
-from fslab.monitors.space import CompressionRatio, SpaceMonitor
-from fslab.monitors.traffic import TrafficMonitor
+from fslab.monitors import base
+from fslab.monitors.base import Figure, Found, Measured, Monitor, MonitorKind, Synced, Watched, Workload, collect, measuring
 
-__all__ = ["METRICS", "Found", "Measured", "Monitor", "Synced", "Workload", "collect", "for_run", "measuring"]
+__all__ = ["Figure", "Found", "Measured", "Monitor", "Synced", "Workload", "collect", "figures", "for_run", "kinds", "measuring", "metric_names"]
 
-# Every value the monitors report (Measured.name), in the order a report shows them: how a
-# summary tells what a run cost (these) from what its workload measured (the kind's metrics).
-METRICS = (
-    "host_cpu_busy_pct", "host_cpu_busy_peak_pct", "host_cpu_user_pct", "host_cpu_system_pct", "host_cpu_iowait_pct",
-    "device_read_bytes", "device_written_bytes", "write_amplification", "device_read_ratio", "sync_seconds",
-    "space_used_bytes", "space_grown_bytes", "compression_ratio",
-)  # fmt: skip
+_loaded = False
+_names: tuple[tuple[int, int], frozenset[str]] = ((0, -1), frozenset())
 
 
-def for_run(devices: Sequence[str], mountpoint: Path | None, compression: CompressionRatio | None = None) -> list[Monitor]:
-    """The monitors of one measured phase.
+def kinds() -> list[MonitorKind]:
+    """Every registered monitor, in order."""
+    global _loaded
+    if not _loaded:
+        for module in pkgutil.iter_modules(__path__):
+            importlib.import_module(f"{__name__}.{module.name}")
+        _loaded = True
+    return sorted(base.KINDS.values(), key=lambda k: (k.order, k.name))
 
-    - `devices`: the block devices that reach storage under the target (its loop images' loop
-      devices, a user's disks) — not the layers above them as well, or bytes count twice;
-    - `mountpoint`: the filesystem's, None on a raw device (no space to measure);
-    - `compression`: the filesystem's way to its compression ratio (Filesystem.compression_ratio:
-      space.btrfs_compression_ratio, or space.zfs_compression_ratio of the dataset), None where
-      it does not compress.
-    """
-    monitors: list[Monitor] = [CpuMonitor(), TrafficMonitor(devices)]
-    if mountpoint is not None:
-        monitors.append(SpaceMonitor(mountpoint, compression))
-    return monitors
+
+def figures() -> list[Figure]:
+    """Every value the monitors report, in the order a report shows them."""
+    return [figure for kind in kinds() for figure in kind.figures]
+
+
+def metric_names() -> frozenset[str]:
+    """The names of every value the monitors report: how a summary tells what a run cost (these)
+    from what its workload measured (the kind's metrics). Asked of every metric of a report, so
+    kept until the registry changes."""
+    global _names
+    held = (id(base.KINDS), len(base.KINDS))
+    if _names[0] != held:
+        names = frozenset(figure.name for figure in figures())  # loads the registry first
+        _names = ((id(base.KINDS), len(base.KINDS)), names)
+    return _names[1]
+
+
+def for_run(devices: Sequence[str], mountpoint: Path | None, compression: Callable[[Path], float | None] | None = None) -> list[Monitor]:
+    """The monitors of one measured phase (base.Watched says what each argument is)."""
+    watched = Watched(devices, mountpoint, compression)
+    return [made for kind in kinds() if (made := kind.make(watched)) is not None]

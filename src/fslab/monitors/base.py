@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 from fslab.findings import Finding
@@ -96,6 +97,53 @@ class Monitor(Protocol):
     def values(self, workload: Workload, found: Found) -> None:
         """Add this monitor's values (and flags) to `found`; called after `stop`."""
         ...
+
+
+@dataclass(frozen=True)
+class Watched:
+    """What a measured window watches: the block devices that reach storage under the target
+    (not the layers above them as well, or bytes count twice), the filesystem's mount point (None
+    on a raw device), and its way to its compression ratio (Filesystem.compression_ratio; None
+    where it does not compress)."""
+
+    devices: Sequence[str]
+    mountpoint: Path | None
+    compression: Callable[[Path], float | None] | None = None
+
+
+@dataclass(frozen=True)
+class Figure:
+    """A value a monitor reports (Measured.name), as a summary shows it: its column in the
+    monitors' table and how that prints it ("pct", "size", "ratio", "seconds"); no column: kept
+    in the database and the files alone."""
+
+    name: str
+    column: str = ""
+    shape: str = ""
+
+
+@dataclass(frozen=True)
+class MonitorKind:
+    """A monitor as the registry holds it: `make` builds one for a window (None: nothing to
+    watch there, as space on a raw device), `figures` what it reports, in the order shown."""
+
+    name: str
+    order: int  # where it comes among the monitors: their figures, and their columns, in this order
+    figures: tuple[Figure, ...]
+    make: Callable[[Watched], Monitor | None]
+
+
+KINDS: dict[str, MonitorKind] = {}  # filled by each monitor's module as it is imported (monitors/__init__ reads it)
+
+
+def monitor(name: str, *, order: int, figures: Sequence[Figure]) -> Callable[[Callable[[Watched], Monitor | None]], Callable[[Watched], Monitor | None]]:
+    """Registers the function it decorates as the maker of monitor `name`, for every window."""
+
+    def register(make: Callable[[Watched], Monitor | None]) -> Callable[[Watched], Monitor | None]:
+        KINDS[name] = MonitorKind(name, order, tuple(figures), make)
+        return make
+
+    return register
 
 
 @contextmanager

@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from fslab.monitors.base import Found, Measured, Workload
+from fslab.monitors.base import Figure, Found, Measured, Watched, Workload, monitor
 from fslab.system import run
 
 CompressionRatio = Callable[[Path], "float | None"]  # the mount point → its ratio
@@ -147,3 +147,9 @@ class SpaceMonitor:
         ratio = self.ratio(self.mountpoint) if self.ratio else None
         if ratio is not None:
             found.values.append(Measured("compression_ratio", ratio, "×", True))
+
+
+@monitor("space", order=30, figures=[Figure("space_used_bytes", "space used", "size"), Figure("space_grown_bytes"), Figure("compression_ratio", "compression", "ratio")])
+def space_monitor(watched: Watched) -> SpaceMonitor | None:
+    """None on a raw device: no filesystem's space to measure."""
+    return None if watched.mountpoint is None else SpaceMonitor(watched.mountpoint, watched.compression)

@@ -30,7 +30,7 @@ from pathlib import Path
 from fslab.errors import FslabError, Refused
 from fslab.findings import Finding
 from fslab.guard.block_devices import resolve
-from fslab.monitors.base import Found, Measured, Sampler, Workload, counted_from
+from fslab.monitors.base import Figure, Found, Measured, Sampler, Watched, Workload, counted_from, monitor
 
 SYS_CLASS_BLOCK = Path("/sys/class/block")
 # Seconds between samples of the counters: the window's start falls between two of them, where
@@ -150,3 +150,14 @@ class TrafficMonitor:
             more = judged(moved, workload)
             found.values.extend(more.values)
             found.flags.extend(more.flags)
+
+
+@monitor(
+    "traffic", order=20,
+    figures=[
+        Figure("device_read_bytes", "device read", "size"), Figure("device_written_bytes", "device written", "size"),
+        Figure("write_amplification", "write ampl.", "ratio"), Figure("device_read_ratio"), Figure("sync_seconds", "synced in", "seconds"),
+    ],
+)  # fmt: skip
+def traffic_monitor(watched: Watched) -> TrafficMonitor:
+    return TrafficMonitor(watched.devices)

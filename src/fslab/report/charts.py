@@ -24,13 +24,9 @@ from fslab.analysis import Row
 from fslab.model import PHASE_SEPARATOR, qualified, unqualified
 from fslab.raw_reference import raw_references
 from fslab.report.details import LatencyHistogram, RunDetails, ThroughputTrace
-from fslab.report.summary import (
-    CellSummary,
-    StudySummary,
-    fmt_mean_ci,
-    is_monitored,
-    metric_label,
-)
+from fslab.report.formatting import fmt_mean_ci, metric_label
+from fslab.report.sections import is_monitored
+from fslab.report.summary import CellSummary, StudySummary
 from fslab.stats import Comparison, Summary
 from fslab.units import Bandwidth
 from fslab.workloads.fio import DIRECTIONS, PERCENTILES

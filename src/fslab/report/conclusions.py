@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fslab.analysis import Row
-from fslab.report.summary import StudySummary, left_out_line, metric_label, runs_text
+from fslab.report.formatting import metric_label, runs_text
+from fslab.report.sections import left_out_line
+from fslab.report.summary import StudySummary
 from fslab.stats import Comparison, Ranking, significant
 
 

@@ -18,24 +18,9 @@ from rich.text import Text
 from fslab.analysis import Row
 from fslab.guard.names import visible
 from fslab.importer import imported_from
-from fslab.report.summary import (
-    COMPARISON_COLUMNS,
-    TARGET_COLUMNS,
-    StudySummary,
-    comparison_groups,
-    compare_left_out_line,
-    comparison_rows,
-    header_lines,
-    method_line,
-    metric_label,
-    monitor_table,
-    ranking_lines,
-    skipped_lines,
-    table_columns,
-    target_rows,
-    workload_table,
-    workload_title,
-)
+from fslab.report.formatting import metric_label
+from fslab.report.sections import COMPARISON_COLUMNS, Kind, Section, compare_left_out_line, comparison_rows, sections, table_columns
+from fslab.report.summary import StudySummary
 from fslab.units import Bandwidth
 
 VERDICT_STYLE = {"faster": "green", "slower": "red"}
@@ -52,29 +37,43 @@ TEXT_COLUMNS = {"workload", "target", "dir", "metric", "phase", "verdict", "note
 
 
 def print_summary(console: Console, s: StudySummary, report: Path | None = None) -> None:
-    """The summary within CONSOLE_WIDTH columns; `report`: the file holding what it leaves out."""
-    for line in [*header_lines(s), method_line(s)]:
-        console.print(Markdown(line))
-    rows = target_rows(s)
-    _print_summary_table(console, "targets", TARGET_COLUMNS, rows, s.units, styles=["yellow" if row[TARGET_COLUMNS.index("NOT in effect")] != "–" else "" for row in rows])
-    for i, line in enumerate(skipped_lines(s)):
-        console.print(("" if i == 0 else "  ") + visible(line), style="yellow", markup=False, highlight=False)
-    for workload in s.workloads:
-        _print_summary_table(console, workload_title(s, workload), *workload_table(s, workload), s.units)
-        monitored = monitor_table(s, workload)
-        if monitored:
-            _print_summary_table(console, "measured beside it (monitors, medians)", *monitored, s.units, title_style="")
-        for baseline, compared in comparison_groups(s.analysis.rows_of(workload)):
-            rows = comparison_rows(compared)
-            _print_summary_table(console, f"compared with {baseline}", COMPARISON_COLUMNS, rows, s.units, styles=[VERDICT_STYLE.get(row[6], "") for row in rows], title_style="")
-        for line in ranking_lines(s, workload):
-            console.print(escape(line), highlight=False)
-    if s.failures:
-        console.print(f"[red]{len(s.failures)} run(s) failed:[/red]")
-        for f in s.failures:
-            console.print(f"  {f.target} · {f.workload} · run {f.repetition}" + (f" (in {f.phase})" if f.phase else "") + f": {visible(f.error or '')}", markup=False)
+    """The summary's sections (sections.py) within CONSOLE_WIDTH columns, but the fio overview
+    (the workloads' own tables show its figures); `report`: the file holding what it leaves out."""
+    for section in sections(s):
+        _print_section(console, section, s.units)
     if report is not None:
         console.print(f"To fit {CONSOLE_WIDTH} columns the console leaves out {LEFT_OUT_SAID}: they are in {report}.", markup=False, highlight=False)
+
+
+def _print_section(console: Console, section: Section, units: Bandwidth) -> None:
+    # a table's title in lower case, as a caption (a workload's is its name)
+    title = section.title if section.kind is Kind.WORKLOAD else section.title[:1].lower() + section.title[1:] + (f" {section.named}" if section.named else "")
+    match section.kind:
+        case Kind.INTRO:
+            for line in section.lines:
+                console.print(Markdown(line))
+        case Kind.TARGETS:
+            at = section.columns.index("NOT in effect")
+            _print_summary_table(console, title, section.columns, section.rows, units, styles=["yellow" if row[at] != "–" else "" for row in section.rows])
+        case Kind.SKIPPED:
+            for i, line in enumerate(section.lines):
+                console.print(("" if i == 0 else "  ") + visible(line), style="yellow", markup=False, highlight=False)
+        case Kind.WORKLOAD:
+            _print_summary_table(console, title, section.columns, section.rows, units)
+        case Kind.MONITORS:
+            _print_summary_table(console, title, section.columns, section.rows, units, title_style="")
+        case Kind.COMPARISON:
+            at = section.columns.index("verdict")
+            _print_summary_table(console, title, section.columns, section.rows, units, styles=[VERDICT_STYLE.get(row[at], "") for row in section.rows], title_style="")
+        case Kind.RANKING:
+            for line in section.lines:
+                console.print(escape(line), highlight=False)
+        case Kind.OVERVIEW:
+            pass  # its figures are the workloads' tables' own, laid out for a paper
+        case Kind.FAILURES:
+            console.print(f"[red]{len(section.rows)} run(s) failed:[/red]")
+            for target, workload, repetition, phase, error in section.rows:
+                console.print(f"  {target} · {workload} · run {repetition}" + (f" (in {phase})" if phase else "") + f": {visible(error)}", markup=False)
 
 
 def _print_summary_table(console: Console, title: str, columns: list[str], rows: list[list[str]], units: Bandwidth, *, styles: list[str] | None = None, title_style: str = "bold") -> None:

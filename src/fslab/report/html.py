@@ -1,5 +1,5 @@
 """The report page: one self-contained HTML file that works offline. Its tables are the summary's
-own rows (summary.py: the same figures the console and the Markdown show), its charts the specs of
+own rows (sections.py: the same figures the console and the Markdown show), its charts the specs of
 charts.py embedded as JSON and drawn by Vega-Lite, whose JavaScript (vega, vega-lite, vega-embed:
 vl_convert.javascript_bundle) is inlined once. No script, style, font or image is fetched: the page
 also forbids every request itself (Content-Security-Policy).
@@ -32,10 +32,9 @@ from fslab.report.charts import Chart, comparison_chart, study_charts
 from fslab.report.conclusions import Conclusion, conclusions
 from fslab.report.details import RunDetails
 from fslab.report.figures import vega_lite
-from fslab.report.summary import (
+from fslab.report.sections import (
     COMPARISON_COLUMNS,
     TARGET_COLUMNS,
-    StudySummary,
     compare_left_out_line,
     comparison_groups,
     comparison_rows,
@@ -50,6 +49,7 @@ from fslab.report.summary import (
     workload_table,
     workload_title,
 )
+from fslab.report.summary import StudySummary
 from fslab.units import format_size
 
 TEMPLATES = Path(__file__).parent / "templates"

@@ -1,15 +1,17 @@
-"""Tables as Parquet (`fslab export --format parquet`), through pyarrow: an optional extra
-(`pip install 'fslab[parquet]'`), imported only when asked for."""
+"""`fslab export --format parquet`: each table as Parquet, its columns typed, through pyarrow: an
+optional extra (`pip install 'fslab[parquet]'`), imported only when asked for."""
 
 from __future__ import annotations
 
 from fslab.errors import FslabError
+from fslab.report.formats import table_form
 
 
 class MissingExtra(FslabError):
     """An optional Python package the command needs is not installed."""
 
 
+@table_form("parquet", suffix="parquet")
 def parquet_bytes(columns: dict[str, type], rows: list[list]) -> bytes:
     """A Parquet file of `rows`, each column typed as `columns` says (a missing value: null)."""
     try:

@@ -1,0 +1,48 @@
+"""summary.md: the summary to read — the sections the console shows too (sections.py), and the
+columns and the fio overview it leaves out."""
+
+from __future__ import annotations
+
+from fslab.report.formats import Source, report_file
+from fslab.report.sections import Kind, Section, sections
+from fslab.report.summary import StudySummary
+
+
+@report_file("summary.md", order=10)
+def summary_md(source: Source) -> str:
+    return to_markdown(source.summary)
+
+
+def to_markdown(s: StudySummary) -> str:
+    out = [f"# {s.study_run['study']} — study run {s.study_run['id']}", ""]
+    for section in sections(s):
+        out += _section(section)
+    return "\n".join(out) + "\n"
+
+
+def _section(section: Section) -> list[str]:
+    """A section's lines: a heading (## …) for the study run's parts and each workload, a
+    caption for the tables beneath a workload's; a paragraph's lines ended by a line break."""
+    match section.kind:
+        case Kind.INTRO:
+            *lines, method = section.lines
+            return [*[line + "  " for line in lines], method, ""]
+        case Kind.SKIPPED:
+            first, *each = section.lines
+            return ["", f"## {section.title}", "", first, "", *[f"- {line}" for line in each]]
+        case Kind.OVERVIEW:
+            return ["", f"## {section.title}", "", *section.lines, "", *_table(section)]
+        case Kind.RANKING:
+            return ["", *[line + "  " for line in section.lines]]
+        case Kind.MONITORS | Kind.COMPARISON:
+            named = f" **{section.named}**" if section.named else ""
+            return ["", f"{section.title}{named}:", "", *_table(section)]
+        case Kind.TARGETS:  # the first heading, right after the introduction's blank line
+            return [f"## {section.title}", "", *_table(section)]
+        case _:
+            return ["", f"## {section.title}", "", *_table(section)]
+
+
+def _table(section: Section) -> list[str]:
+    columns, rows = section.columns, section.rows
+    return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)] + ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in rows]

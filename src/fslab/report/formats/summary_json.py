@@ -1,0 +1,36 @@
+"""summary.json: the whole summary — every cell's statistics, every comparison and ranking, what
+was skipped, flagged and failed — for programs."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from fslab.report.formats import Source, report_file
+from fslab.report.summary import StudySummary
+from fslab.report.tables import json_text, published, study_run_record
+
+
+@report_file("summary.json", order=30)
+def summary_json(source: Source) -> str:
+    return to_json(source.summary)
+
+
+def to_json(s: StudySummary) -> str:
+    document = {
+        "study_run": study_run_record(s),
+        "targets": s.targets,
+        "cells": [
+            {"workload": c.workload, "target": c.target, "failed_runs": c.failed, "metrics": {m: {"unit": s.metric_units[m], **published(v)} for m, v in c.metrics.items()}}
+            | ({"notes": c.notes, "implausible": c.implausible} if c.notes else {})
+            for c in s.cells
+        ],
+        "comparisons": [{"workload": r.workload, "target": r.target, "baseline": r.baseline, "metric": r.metric, **published(r.comparison)} for r in s.analysis.rows],
+        "rankings": [{"workload": w, "metric": m, "order": r.order, "tiers": r.tiers, "letters": r.letters} for (w, m), r in s.analysis.rankings.items()],
+        "family": {"corrected": "Benjamini–Hochberg", "comparisons": s.analysis.family_size, "of": "every pair of targets per workload and compared metric"},
+        "threshold": s.analysis.threshold,
+        "bandwidth_unit": s.units.value,
+        "skipped": [asdict(u) for u in s.skipped],
+        "cached_reference": [asdict(c) for c in s.cached_reference],
+        "failures": [asdict(f) for f in s.failures],
+    }
+    return json_text(document)

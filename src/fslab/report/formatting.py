@@ -1,0 +1,66 @@
+"""How a figure is printed in every table and line of a report: the console's, the files', the
+page's and the charts' tooltips alike."""
+
+from __future__ import annotations
+
+import math
+
+from fslab.stats import RUNS_NEEDED_LIMIT, Summary
+from fslab.workloads.fio import DIRECTIONS
+
+
+def fmt(value: float | None, digits: int = 1) -> str:
+    """A figure as every table prints it: no decimals from 100 on, else `digits` of them, and
+    two significant digits where those would be too few (0.04 s is "0.040", never "0.0")."""
+    if value is None:
+        return "–"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    if 0 < abs(value) < 10**-digits:
+        return f"{value:,.{1 - math.floor(math.log10(abs(value)))}f}"
+    return f"{value:,.{digits}f}"
+
+
+def fmt_latency(us: float | None) -> str:
+    if us is None:
+        return "–"
+    if us >= 1e6:
+        return f"{us / 1e6:.2f} s"
+    if us >= 1e3:
+        return f"{us / 1e3:.2f} ms"
+    return f"{us:.1f} µs"
+
+
+def runs_text(needed: int) -> str:
+    """What a figure from too few runs prints instead of itself (stats.figure_needs)."""
+    return f"needs {'≥' if needed >= RUNS_NEEDED_LIMIT else ''}{needed} runs"
+
+
+def fmt_mean_ci(s: Summary | None) -> str:
+    """The mean and its 95 % interval's half-width relative to it: "56,123 ± 1.2%"."""
+    if s is None:
+        return "–"
+    if s.needs_runs is not None:
+        return f"{fmt(s.mean)} (interval {runs_text(s.needs_runs)})"
+    if s.interval is None or not s.mean:
+        return fmt(s.mean)
+    return f"{fmt(s.mean)} ± {s.ci_half_width / abs(s.mean) * 100:.1f}%"
+
+
+def fmt_cv(s: Summary | None) -> str:
+    return "–" if s is None or s.cv is None else f"{s.cv * 100:.1f}%"
+
+
+
+def metric_label(metric: str) -> str:
+    """"read_iops" → "read IOPS", "write_lat_p99_us" → "write p99 latency", "after.read_iops" →
+    "after: read IOPS"; a metric that is not fio's per direction, as named ("elapsed_s")."""
+    phase, _, own = metric.rpartition(".")
+    direction, _, name = own.partition("_")
+    label = f"{direction} " + {"iops": "IOPS", "lat_p99_us": "p99 latency", "mb_s": "MB/s", "mib_s": "MiB/s"}.get(name, name) if direction in DIRECTIONS else own
+    return f"{phase}: {label}" if phase else label
+
+
+def fmt_p(p: float | None) -> str:
+    return "–" if p is None else ("<0.0001" if p < 1e-4 else f"{p:.4f}")
+

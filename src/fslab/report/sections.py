@@ -1,0 +1,461 @@
+"""What a summary shows, and in which order, decided once: `sections(summary)` walks a study
+run's summary into an ordered list of typed sections — a title, a table's columns and rows,
+lines of text — that the console (console.py) and Markdown (formats/markdown.py) each render
+in their own way. The rows and lines are built here, from the model (summary.py), each figure
+printed as formatting.py says.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+from fslab.analysis import Row, ranking_line
+from fslab.guard.fio_jobs import preallocates
+from fslab.importer import imported_from
+from fslab.model import PHASE_SEPARATOR, qualified, unqualified
+from fslab.monitors import Figure, metric_names
+from fslab.monitors import figures as monitor_figures
+from fslab.report.formatting import (
+    fmt,
+    fmt_cv,
+    fmt_latency,
+    fmt_mean_ci,
+    fmt_p,
+    metric_label,
+    runs_text,
+)
+from fslab.report.summary import CellSummary, StudySummary, filesystem_of
+from fslab.stats import Summary
+from fslab.units import Bandwidth, format_size
+from fslab.workloads.fio import METRICS as FIO_METRICS
+from fslab.workloads.fio import PERCENTILES
+
+
+class Kind(Enum):
+    """What a section is: how a format lays it out (a heading, a caption, a paragraph)."""
+
+    INTRO = "intro"  # the study run, the machine, how to read the figures, the method: lines
+    TARGETS = "targets"  # the targets as built: a table
+    SKIPPED = "skipped"  # targets --skip-unsupported left out: a first line, then one per target
+    OVERVIEW = "overview"  # every fio figure in Table IV's layout: a line saying so, a table
+    WORKLOAD = "workload"  # a workload's table (its title says how it ran)
+    MONITORS = "monitors"  # what the monitors measured beside a workload: a table
+    COMPARISON = "comparison"  # a workload's comparisons with one baseline: a table
+    RANKING = "ranking"  # what a workload's comparisons leave out, its rankings, the runs a precision needs: lines
+    FAILURES = "failures"  # the failed runs: a table
+
+
+@dataclass(frozen=True)
+class Section:
+    kind: Kind
+    title: str = ""  # as a heading says it ("Compared with"; a workload's: workload_title)
+    columns: list[str] = field(default_factory=list)
+    rows: list[list[str]] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)  # text (Markdown emphasis: **…**)
+    named: str = ""  # the name the title ends with (a baseline), emphasised where a format can
+    workload: str = ""  # the workload it belongs to; "" for one of the whole study run
+
+
+FAILURE_COLUMNS = ["target", "workload", "repetition", "phase", "error"]
+
+OVERVIEW_SAID = (
+    "One row per target, fio workload and direction, laid out as Table IV of Wu & Guo (2026; the built-in study "
+    "`wu-guo-2026` runs it): IOPS, bandwidth and latencies are medians over the cell's runs (latency: fio's total "
+    "latency, each run's mean and percentiles); n counts the runs; the intervals are the 95 % Student-t intervals "
+    "of the mean. The tables per workload below add the spread, P99.9 latency, warnings and the comparisons."
+)
+
+
+def sections(s: StudySummary) -> list[Section]:
+    """Everything a summary shows, in order: the introduction, the targets (and those skipped),
+    the fio overview, then per workload its table, its monitors', its comparisons (one per
+    baseline) and its rankings; the failed runs last. A section with nothing to show is left
+    out, but a workload's rankings (whose absence a format may mark)."""
+    out = [Section(Kind.INTRO, lines=[*header_lines(s), method_line(s)]), Section(Kind.TARGETS, "Targets", TARGET_COLUMNS, target_rows(s))]
+    if skipped := skipped_lines(s):
+        out.append(Section(Kind.SKIPPED, "Skipped targets", lines=skipped))
+    if overview := overview_table(s):
+        out.append(Section(Kind.OVERVIEW, "fio results", *overview, lines=[OVERVIEW_SAID]))
+    for workload in s.workloads:
+        out.append(Section(Kind.WORKLOAD, workload_title(s, workload), *workload_table(s, workload), workload=workload))
+        if monitored := monitor_table(s, workload):
+            out.append(Section(Kind.MONITORS, "Measured beside it (monitors, medians)", *monitored, workload=workload))
+        for baseline, compared in comparison_groups(s.analysis.rows_of(workload)):
+            out.append(Section(Kind.COMPARISON, "Compared with", COMPARISON_COLUMNS, comparison_rows(compared), named=baseline, workload=workload))
+        out.append(Section(Kind.RANKING, lines=ranking_lines(s, workload), workload=workload))
+    if s.failures:
+        out.append(Section(Kind.FAILURES, "Failed runs", FAILURE_COLUMNS, [[f.target, f.workload, str(f.repetition), f.phase, f.error] for f in s.failures]))
+    return out
+
+
+def target_rows(s: StudySummary) -> list[list[str]]:
+    """The targets as built: options requested and effective, what was not applied, the tool or engine."""
+    rows = []
+    for t in s.targets:
+        spec, fs = t["spec"], filesystem_of(t)
+        if fs is None:  # imported: known by name and by the fio that measured it
+            rows.append([t["name"], "–", "–", "–", "–", "–", "–", t["tool_version"] or "–"])
+            continue
+        asked = fs.requested_options(spec)
+        rows.append([
+            t["name"], t["filesystem"], " → ".join([str(spec.get("devices", 1)), *spec.get("layers", [])]), " ".join(spec["mkfs_options"]) or "–", asked,
+            s.effective_mount_options.get(t["name"], "–"), ", ".join(s.not_in_effect.get(t["name"], [])) or "–", t["tool_version"] or "–",
+        ])
+    return rows
+
+
+TARGET_COLUMNS = ["target", "filesystem", "devices → layers", "mkfs options", "requested", "mount options (effective)", "NOT in effect", "tool / engine"]
+
+
+COLUMNS = ["target", "dir", "n", "IOPS median", "IOPS mean ± 95% CI", "IOPS CV", "MB/s median", "MB/s mean ± 95% CI", "MB/s CV"] + [
+    f"lat {p.replace('_', '.')}" for p in PERCENTILES
+] + ["notes"]
+
+
+def table_columns(units: Bandwidth, columns: list[str] = COLUMNS) -> list[str]:
+    """Columns (fio's table's unless named) with the bandwidth columns titled in the unit shown."""
+    return [c.replace("MB/s", units.value) for c in columns]
+
+
+# A workload whose cells hold no fio direction (a tool reporting elapsed_s, events_per_s, …): a
+# row per metric, its primary metrics first.
+METRIC_COLUMNS = ["target", "metric", "n", "median", "mean ± 95% CI", "CV", "unit", "notes"]
+
+
+def workload_table(s: StudySummary, workload: str) -> tuple[list[str], list[list[str]]]:
+    """A workload's table, columns and rows: fio's (IOPS, bandwidth, latency per direction), or a
+    row per metric where its cells hold no fio direction."""
+    cells = s.cells_of(workload)
+    if any(c.directions() for c in cells) or not any(c.metrics for c in cells):
+        return table_columns(s.units), [row for cell in cells for row in table_rows(cell, s.units)]
+    return METRIC_COLUMNS, [row for cell in cells for row in metric_rows(cell, s.metric_units, s.units)]
+
+
+def shown(metric: str, units: Bandwidth = Bandwidth.MB) -> bool:
+    """Whether a row-per-metric table shows a metric: not a monitor's (they have their own table);
+    of fio's (a scenario phase's), only what fio's own table shows — IOPS, bandwidth in the unit
+    shown, p99 latency; every other metric. The files (CSV, JSON) keep them all."""
+    own = unqualified(metric)
+    if own in metric_names():
+        return False
+    return own not in FIO_METRICS or own.partition("_")[2] in ("iops", units.metric, "lat_p99_us")
+
+
+def metric_rows(cell: CellSummary, metric_units: dict[str, str], units: Bandwidth = Bandwidth.MB) -> list[list[str]]:
+    rows = []
+    for name in [m for m in [*cell.primary, *sorted(m for m in cell.metrics if m not in cell.primary)] if shown(m, units)]:
+        stats = cell.metrics[name]
+        rows.append([cell.target, name, runs_count(cell, stats), flagged(cell, fmt(stats.median)), fmt_mean_ci(stats), fmt_cv(stats), metric_units.get(name, ""), "; ".join([*stats.warnings, *(cell.notes if not rows else [])])])
+    return rows or [[cell.target, "–", f"0 ({cell.failed} failed)", *["–"] * (len(METRIC_COLUMNS) - 3)]]
+
+
+def table_rows(cell: CellSummary, units: Bandwidth = Bandwidth.MB) -> list[list[str]]:
+    rows = []
+    for d in cell.directions():
+        iops, mb = cell.metrics.get(f"{d}_iops"), cell.metrics.get(f"{d}_{units.metric}")
+        latencies = [fmt_latency(cell.metrics[f"{d}_lat_{p}_us"].median) if f"{d}_lat_{p}_us" in cell.metrics else "–" for p in PERCENTILES]
+        notes = "; ".join([*iops.warnings, *submission_note(cell, d), *(cell.notes if not rows else [])])
+        rows.append([cell.target, d, runs_count(cell, iops), flagged(cell, fmt(iops.median)), fmt_mean_ci(iops), fmt_cv(iops), fmt(mb.median), fmt_mean_ci(mb), fmt_cv(mb), *latencies, notes])
+    if not rows:
+        rows.append([cell.target, "–", f"0 ({cell.failed} failed)", *["–"] * (len(COLUMNS) - 3)])
+    return rows
+
+
+def runs_count(cell: CellSummary, stats: Summary) -> str:
+    """A figure's n, with the cell's failed runs beside it: "5", "4 (1 failed)"."""
+    return f"{stats.n}" + (f" ({cell.failed} failed)" if cell.failed else "")
+
+
+# Seed 000's Table IV (Wu & Guo 2026), one row per target, fio workload and direction — IOPS,
+# bandwidth, average and P50/P95/P99 total latency — with n and the 95 % intervals it lacked.
+# Every figure is the median over the cell's runs (of each run's mean or percentile), as in the
+# workload tables; the intervals are of the mean.
+OVERVIEW_COLUMNS = ["target", "workload", "dir", "IOPS", "MB/s", "avg latency", "P50", "P95", "P99", "n", "IOPS mean ± 95% CI", "MB/s mean ± 95% CI"]
+
+
+def overview_table(s: StudySummary) -> tuple[list[str], list[list[str]]] | None:
+    """Every fio figure of the study run in Table IV's layout, targets first as the seed orders
+    them, workloads in the study's order (a cell whose every run failed: a row saying so); None
+    when no workload is fio's."""
+    cells = {(c.target, c.workload): c for c in s.cells}
+    fio = [w for w in s.workloads if any(c.directions() for c in s.cells_of(w))]
+    rows = []
+    for target in s.targets:
+        for workload in fio:
+            cell = cells.get((target["name"], workload))
+            if cell is None:
+                continue
+            if not cell.directions():
+                rows.append([cell.target, workload, "–", *["–"] * 6, f"0 ({cell.failed} failed)", "–", "–"])
+            for d in cell.directions():
+                iops, bandwidth = cell.metrics[f"{d}_iops"], cell.metrics.get(f"{d}_{s.units.metric}")
+                latencies = [fmt_latency(_median(cell, f"{d}_lat_{stat}_us")) for stat in ("mean", "p50", "p95", "p99")]
+                figures = [flagged(cell, fmt(iops.median)), fmt(_median(cell, f"{d}_{s.units.metric}")), *latencies]
+                rows.append([cell.target, workload, d, *figures, runs_count(cell, iops), fmt_mean_ci(iops), fmt_mean_ci(bandwidth)])
+    return (table_columns(s.units, OVERVIEW_COLUMNS), rows) if rows else None
+
+
+def _median(cell: CellSummary, metric: str) -> float | None:
+    stats = cell.metrics.get(metric)
+    return None if stats is None else stats.median
+
+
+def is_monitored(key: str) -> bool:
+    """Whether a cell's metric is a monitor's (what the run cost), not its workload's."""
+    return unqualified(key) in metric_names()
+
+
+# What the monitors measured in a workload's windows (monitors/): a row per cell and measured
+# phase, each figure the median over the cell's runs, a column per figure its monitor shows
+# (monitors.Figure). Only where some cell has them: results stored before the runner ran monitors
+# show no such table. The devices' bytes are counted through the sync of the filesystem that
+# ends each window, "synced in" how long it took ("–": runs stored before, counted to the
+# workload's end).
+def monitor_columns() -> list[str]:
+    return ["target", "phase", *(f.column for f in _monitor_figures())]
+
+
+def monitor_table(s: StudySummary, workload: str) -> tuple[list[str], list[list[str]]] | None:
+    """The monitors' table of a workload, or None when none of its cells has their figures."""
+    rows = [row for cell in s.cells_of(workload) for row in monitor_rows(cell)]
+    return (monitor_columns(), rows) if rows else None
+
+
+def monitor_rows(cell: CellSummary) -> list[list[str]]:
+    phases = dict.fromkeys(key.rpartition(PHASE_SEPARATOR)[0] for key in cell.metrics if is_monitored(key))
+    columns = _monitor_figures()
+    rows = []
+    for phase in phases:
+        figures = []
+        for figure in columns:
+            stats = cell.metrics.get(qualified(phase, figure.name))
+            figures.append(_monitor_figure(stats.median, figure.shape) if stats else "–")
+        rows.append([cell.target, phase or "–", *figures])
+    return rows
+
+
+def _monitor_figures() -> list[Figure]:
+    """The monitors' values the table has a column for, in order."""
+    return [f for f in monitor_figures() if f.column]
+
+
+def _monitor_figure(value: float, shape: str) -> str:
+    if shape == "size":
+        return format_size(int(value))
+    if shape == "seconds":
+        return f"{fmt(value, 2)} s"
+    return fmt(value) if shape == "pct" else f"{fmt(value, 2)}×"
+
+
+def flagged(cell: CellSummary, figure: str) -> str:
+    """A figure of a cell whose runs reported what cannot be real, marked so it is never read as a plain result."""
+    return f"⚠ {figure}" if cell.implausible else figure
+
+
+def submission_note(cell: CellSummary, direction: str) -> list[str]:
+    """A note when submission (slat) is more than half of an I/O's total latency: the I/O is done
+    inside its submission (a buffered write, a synchronous filesystem path), so clat alone says
+    nearly nothing."""
+    slat, total = cell.metrics.get(f"{direction}_slat_mean_us"), cell.metrics.get(f"{direction}_lat_mean_us")
+    if slat is None or total is None or not total.mean or slat.mean <= total.mean / 2:
+        return []
+    return [
+        f"{direction}: submission takes {fmt_latency(slat.mean)} of {fmt_latency(total.mean)} per I/O "
+        "(slat dominates: the I/O is done while it is submitted; clat alone would understate the wait)"
+    ]
+
+
+
+COMPARISON_COLUMNS = ["target", "metric", "ratio", "95% CI", "p (BH)", "Mann–Whitney p", "verdict", "detectable"]
+
+
+def comparison_rows(rows: list[Row]) -> list[list[str]]:
+    """Each comparison: ratio to the baseline (for latency, below 1 is faster), interval, verdict.
+    An interval from too few runs (stats.figure_needs) is not printed: the runs it needs are."""
+    out = []
+    for r in rows:
+        c = r.comparison
+        interval = "–" if c.interval is None else "{:.3f}–{:.3f}".format(*c.interval)
+        detectable = "–" if c.detectable_change is None else f"±{c.detectable_change:.1%}"
+        if c.needs_runs is not None:
+            interval = detectable = runs_text(c.needs_runs)
+        out.append([r.target, metric_label(r.metric), f"{c.ratio:.3f}", interval, fmt_p(c.p_adjusted), fmt_p(c.mann_whitney_p), c.verdict, detectable])
+    return out
+
+
+def comparison_groups(rows: list[Row]) -> list[tuple[str, list[Row]]]:
+    """A workload's rows grouped by the baseline they are compared with, in the order met."""
+    groups: dict[str, list[Row]] = {}
+    for r in rows:
+        groups.setdefault(r.baseline, []).append(r)
+    return list(groups.items())
+
+
+def workload_title(s: StudySummary, workload: str) -> str:
+    """"seq_write (direct I/O; data: random)": how it reached the device and what it wrote, in
+    short (the whole record is stored with every run); "files preallocated" where its files
+    were, unlike fslab's default (fio.NO_PREALLOCATION)."""
+    data, limit, recorded = s.data.get(workload), s.memory_limits.get(workload), s.preallocation.get(workload, "")
+    io = ("buffered I/O" if workload in s.buffered else "direct I/O") + (f", memory ≤ {format_size(limit)}" if limit else "")
+    parts = [io, *([f"data: {data.split(' (')[0]}"] if data else []), *([f"files preallocated (fio fallocate={recorded})"] if preallocates(recorded) else [])]
+    return f"{workload} ({'; '.join(parts)})"
+
+
+def compare_left_out_line(left_out: Sequence[tuple[str, str]]) -> str | None:
+    """What a comparison of two study runs leaves out ((workload, target) flagged in either), and why."""
+    if not left_out:
+        return None
+    cells = "; ".join(f"{target} · {workload}" for workload, target in left_out)
+    return f"Left out of the comparison: {cells} — a run's figures cannot be real in either study run (IMPLAUSIBLE in its summary)."
+
+
+def left_out_line(s: StudySummary, workload: str) -> str | None:
+    """What a workload's comparisons, rankings, conclusions and charts leave out, and why."""
+    flagged = s.left_out(workload)
+    if not flagged:
+        return None
+    return (
+        f"Left out of the comparisons, rankings, conclusions and charts: {', '.join(flagged)} — "
+        "its runs reported figures that cannot be real (⚠ and IMPLAUSIBLE in the table), so nothing is judged from them."
+    )
+
+
+def ranking_lines(s: StudySummary, workload: str) -> list[str]:
+    lines = [line for line in [left_out_line(s, workload)] if line]
+    lines += [f"Ranking by {metric_label(metric)}: {ranking_line(ranking)}" for (w, metric), ranking in s.analysis.rankings.items() if w == workload]
+    needed = s.analysis.runs_needed.get(workload)
+    if needed is not None:
+        lines.append(f"Runs per cell for a ratio within ±{s.analysis.precision:.0%} at 95 %: {needed}")
+    return lines
+
+
+def method_line(s: StudySummary) -> str:
+    return (
+        "Every pair of targets is compared, per workload and metric: the ratio of geometric means with a 95 % Welch "
+        "interval on the log values. A verdict says faster or slower only when the Benjamini–Hochberg-adjusted p is below 0.05 "
+        f"and the change exceeds {s.analysis.threshold:.0%}; "
+        + (
+            f"one family of {s.analysis.family_size} comparison{'s' if s.analysis.family_size != 1 else ''} (all pairs of this study run) "
+            "was corrected, and both the tables (each target against its baseline) and the rankings are read from it. "
+            if s.analysis.family_size
+            else "no pair of this study run could be compared (a comparison needs two cells of at least 2 runs each, neither flagged). "
+        )
+        + "'detectable' is the smallest change these runs would detect (80 % power); a figure from too few runs says how many it needs. "
+        "Ranking: '>' detectably better, '=' not told apart; where that cannot be said exactly, letters: targets sharing one are not told apart."
+    )
+
+
+def repetitions_line(s: StudySummary) -> str:
+    settings = s.study_run.get("settings") or {}
+    warmup = f", after {s.warmups} warm-up run(s) left out of the statistics" if s.warmups else ""
+    if settings.get("target_ci") is None:
+        return f"{s.study_run['repetitions']} runs per cell{warmup}."
+    outcome = s.study_run.get("outcome") or {}
+    short = {cell: o for cell, o in outcome.items() if o["status"] != "converged"}
+    line = (
+        f"Adaptive: runs added block by block until each cell's 95 % interval was within ±{settings['target_ci']:.1%} "
+        f"(at most {settings['max_runs']} runs per cell{', time budget ' + str(settings['time_budget']) + ' s' if settings.get('time_budget') else ''}){warmup}; "
+        f"{len(outcome) - len(short)} of {len(outcome)} cells converged."
+    )
+    if short:
+        widths = (f"±{o['half_width']:.1%}" if o["half_width"] is not None else "no interval" for o in short.values())
+        line += " Not converged: " + "; ".join(f"{cell} ({width} after {o['runs']} runs, {o['status']})" for (cell, o), width in zip(short.items(), widths)) + "."
+    return line
+
+
+def scale_text(s: StudySummary) -> str:
+    """"scale 0.1", or "scale 0.1 (sizes only)" when --scale-sizes-only kept the runtimes."""
+    sizes_only = (s.study_run.get("settings") or {}).get("scale_sizes_only")
+    return f"scale {s.study_run['scale']:g}" + (" (sizes only)" if sizes_only else "")
+
+
+def skipped_lines(s: StudySummary) -> list[str]:
+    """The targets --skip-unsupported left out, each once with what this machine lacks for it,
+    and the targets that were to be compared with it and so are compared with none."""
+    if not s.skipped:
+        return []
+    compared = {r.target for r in s.analysis.rows} | {s.analysis.override}  # with --baseline they are compared all the same
+    waiting: dict[str, list[str]] = defaultdict(list)
+    for t in s.targets:
+        if t["name"] not in compared:
+            waiting[t["spec"].get("baseline")].append(t["name"])
+    lines = [f"Skipped: {len(s.skipped)} target(s) this machine cannot run (--skip-unsupported):"]
+    for u in s.skipped:
+        orphans = waiting.get(u.target)
+        lines.append(
+            f"{u.target}: {u.why}"
+            + (
+                f" — it is the baseline of {', '.join(orphans)}, so they are compared with none rather than with a substitute "
+                "(the rankings still order them; --baseline TARGET compares every target with one that ran)"
+                if orphans else ""
+            )
+        )
+    return lines
+
+
+def header_lines(s: StudySummary) -> list[str]:
+    sr, env = s.study_run, s.study_run["environment"]
+    tools = env.get("tools", {})
+    images = env.get("image_directory", {})
+    imported = imported_from(sr)
+    if imported:
+        lines = [
+            (
+                f"Study **{sr['study']}**, study run {sr['id']}, **imported from {len(imported['files'])} file(s)** of fio's JSON ({tools.get('fio')}) "
+                f"on {imported['at'][:19].replace('T', ' ')} UTC, measured from {sr['started_at']:%Y-%m-%d %H:%M:%S} to {sr['finished_at']:%Y-%m-%d %H:%M:%S} UTC; "
+                f"bandwidth in {s.units.describe()}. "
+                + ("One run per cell, one per file." if sr["repetitions"] == 1 else f"Up to {sr['repetitions']} runs per cell, one per file, in the order the files came.")
+            ),
+            "fslab did not run these: it knows each target by name and by fio's output alone (not its machine, filesystem or options); each fio job name is a workload, or one per set of options where its files ran it with different ones (named by those options).",
+        ]
+    else:
+        lines = [
+            (
+                f"Study **{sr['study']}**, study run {sr['id']} ({sr['status']}), started {sr['started_at']:%Y-%m-%d %H:%M:%S} UTC, "
+                f"runs in interleaved blocks (order seed {sr['plan_seed']}), {scale_text(s)}; bandwidth in {s.units.describe()}. {repetitions_line(s)}"
+            ),
+            (
+                f"Machine: {env.get('distribution')}, kernel {env.get('kernel')}, {env.get('cpu_model')} × {env.get('cpu_count')}, "
+                f"{format_size(env.get('memory_bytes', 0))} memory; {tools.get('fio')}; loop images on {images.get('fstype')} ({images.get('source')})."
+            ),
+        ]
+    return lines + [
+        (
+            "Latency is fio's total latency per I/O (submission + completion: slat + clat, what the application waits), "
+            "the median over runs of each run's percentile; clat and slat are stored as their own metrics. "
+            "mean ± x% is the mean with the half-width of its 95 % Student-t interval; CV is stdev/mean over runs."
+        ),
+    ] + scaling_lines(s) + cached_reference_lines(s)
+
+
+def scaling_lines(s: StudySummary) -> list[str]:
+    """Said once: what --scale changed in the targets that fslab could not keep as at full size
+    (Filesystem.scaled), each change with the targets it concerns."""
+    targets_of: dict[str, list[str]] = defaultdict(list)
+    for t in s.targets:
+        for change in t["spec"].get("scaling_changed") or ():
+            targets_of[change].append(t["name"])
+    if not targets_of:
+        return []
+    return [f"**Scaling changed the setup** ({scale_text(s)}): " + "; ".join(f"{', '.join(names)}: {change}" for change, names in targets_of.items()) + "."]
+
+
+def cached_reference_lines(s: StudySummary) -> list[str]:
+    """Said once each: a raw reference no disk could produce means a cache answered; one whose
+    sequential writes outrun its reads, that a volatile cache acknowledged its writes."""
+    lines = []
+    for writes_only, heading, figures in ((False, "The raw reference is cached", "Absolute figures"), (True, "The raw reference's writes are cached", "Absolute write figures")):
+        found = [c for c in s.cached_reference if c.writes_only == writes_only]
+        if found:
+            first, more = found[0], len(found) - 1
+            lines.append(
+                f"**{heading}**: {first.target} · {first.workload} {first.finding}, and {first.limit}"
+                + (f" ({more} more such figure{'s' if more > 1 else ''})" if more else "")
+                + f". {figures} here are not disk figures; ratios measured in one study run are."
+            )
+    return lines
+
+

@@ -1,0 +1,85 @@
+"""The tables every format builds on: a study run's summary (one row per cell and metric, with
+all its statistics) and its runs (one row per run and metric: long format), their columns typed
+for pandas; and the plain CSV and JSON they are written as."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import asdict
+
+from fslab.report.summary import StudySummary
+from fslab.results.db import RunMetric
+from fslab.stats import Comparison, Summary
+
+
+STAT_FIELDS = ["n", "mean", "median", "stdev", "cv", "minimum", "maximum", "ci_low", "ci_high", "needs_runs"]  # needs_runs: the interval is not worth reading until then
+
+# The tables for pandas, each column with its type (Parquet keeps it; CSV leaves a missing value empty).
+SUMMARY_COLUMNS: dict[str, type] = {
+    "study_run": int, "workload": str, "target": str, "metric": str, "unit": str,
+    "n": int, "mean": float, "median": float, "stdev": float, "cv": float, "minimum": float, "maximum": float, "ci_low": float, "ci_high": float, "needs_runs": int,
+    "warnings": str,
+}  # fmt: skip
+RUN_COLUMNS: dict[str, type] = {  # results.db.RunMetric's fields, in order
+    "study_run": int, "run_id": int, "target": str, "workload": str, "repetition": int, "block": int, "warmup": bool, "status": str,
+    "phase": str, "metric": str, "value": float, "unit": str,
+}  # fmt: skip
+
+
+def published(figure: Summary | Comparison) -> dict:
+    """A figure's fields as every output prints them: its interval only where the tables print
+    it (stats.printed_interval; needs_runs says when it will be), else none."""
+    fields = vars(figure) if isinstance(figure, Summary) else asdict(figure)  # a Summary's are plain: no deep copy
+    return fields if figure.interval is not None else fields | {"ci_low": None, "ci_high": None}
+
+
+def summary_rows(s: StudySummary) -> list[list]:
+    """Every metric of every cell, one row each, with all its statistics (SUMMARY_COLUMNS)."""
+    return [
+        [s.study_run["id"], cell.workload, cell.target, name, s.metric_units[name], *[published(stats)[f] for f in STAT_FIELDS], "; ".join([*stats.warnings, *cell.notes])]
+        for cell in s.cells
+        for name, stats in cell.metrics.items()
+    ]
+
+
+def run_rows(stored: list[RunMetric]) -> list[list]:
+    """Every run, failed runs and warm-ups too, one row per metric (RUN_COLUMNS): long format."""
+    return [list(m) for m in stored]
+
+
+def csv_text(columns: list[str], rows: list[list]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(columns)
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def study_run_record(s: StudySummary) -> dict:
+    return plain({k: v for k, v in s.study_run.items() if k != "study_source"})
+
+
+def plain(record: dict) -> dict:
+    """A stored record fit for JSON: times as ISO 8601."""
+    return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in record.items()}
+
+
+def json_text(document: dict) -> str:
+    """A JSON document with each of its keys, and each element of its lists, on a line of its
+    own: readable line by line, and written by json's C encoder (an indented document is written
+    by its pure-Python one: seconds for a few thousand runs)."""
+    return json_opening(document) + "\n}\n"
+
+
+def json_opening(document: dict) -> str:
+    """json_text's document but its closing brace: a document's first keys open it as they open any
+    document beginning with them."""
+
+    def value(v: object) -> str:
+        if isinstance(v, list) and v:
+            return "[" + ",".join("\n  " + json.dumps(item, default=str) for item in v) + "\n]"
+        return json.dumps(v, default=str)
+
+    return "{" + ",".join(f"\n{json.dumps(key)}: {value(v)}" for key, v in document.items())

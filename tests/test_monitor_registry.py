@@ -1,0 +1,58 @@
+"""Monitors are a registry: each monitor is a module that registers itself with the values it
+reports, and the runner's windows, the stored metrics and the summary's monitors table follow
+what is registered — a toy monitor added in one file (toys/monitor.py) included."""
+
+import runpy
+from pathlib import Path
+
+import pytest
+from conftest import FIXTURES
+
+from fslab import monitors
+from fslab.filesystems import Provisioned
+from fslab.model import RawOutput
+from fslab.monitors import base
+from fslab.report.sections import is_monitored, monitor_columns, monitor_rows, shown
+from fslab.report.summary import CellSummary
+from fslab.runner import Windows
+from fslab.stats import summarize
+from fslab.workloads.fio import FIO
+
+TOY = Path(__file__).parent / "toys" / "monitor.py"
+
+
+@pytest.fixture
+def toy_registered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The toy monitor registered for one test: its module run as an import runs it, into a copy
+    of the registry the test's end restores."""
+    monitors.kinds()  # the built-in monitors, loaded as the runner loads them
+    monkeypatch.setattr(base, "KINDS", dict(base.KINDS))
+    runpy.run_path(str(TOY))
+
+
+def test_the_built_in_monitors_join_the_registry_from_their_own_modules():
+    assert [k.name for k in monitors.kinds()] == ["cpu", "traffic", "space"]
+    assert monitor_columns() == [
+        "target", "phase", "CPU busy %", "CPU peak %", "user %", "system %", "iowait %", "device read", "device written", "write ampl.", "synced in", "space used", "compression",
+    ]  # fmt: skip
+    assert "toy_edges" not in monitors.metric_names() and "device_read_ratio" in monitors.metric_names(), "a value with no column is a monitor's all the same"
+    assert [m.name for m in monitors.for_run([], None)] == ["cpu", "traffic"], "no space monitor on a raw device"
+
+
+def test_a_toy_monitor_watches_a_runs_window_and_its_column_reaches_the_summary(toy_registered):
+    """A window opened and closed as a kind's run does (runner.Windows), on no device: the toy
+    is built for it beside the others, started and stopped once, and what it reports is stored
+    as the run's metrics and shown in the monitors' table, in its own column."""
+    windows = Windows(Provisioned(top="loop0", directory=None, bottom=()), None, lambda: None)
+    with windows.measured(""):
+        pass
+    assert [m.name for m in windows.watched[""]] == ["cpu", "traffic", "toy"]
+    metrics, _ = windows.found(FIO, [RawOutput("", "fio", (FIXTURES / "fio" / "randread-qd16.json").read_text())])
+    got = {m.key: m for m in metrics}
+    assert got["toy_edges"].value == 2 and got["toy_devices"].value == 0
+    assert not got["toy_edges"].primary and not got["toy_edges"].compared, "what a run cost is neither primary nor compared"
+
+    cell = CellSummary("randread", "raw", 0, {m.key: summarize([m.value], m.higher_is_better) for m in metrics})
+    assert is_monitored("toy_edges") and not shown("toy_edges"), "the monitors' table shows it, not the workload's"
+    assert monitor_columns()[-1] == "toy edges" and "toy_devices" not in " ".join(monitor_columns())
+    assert monitor_rows(cell)[0][-1] == "2.0"

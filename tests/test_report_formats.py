@@ -1,0 +1,76 @@
+"""Report formats are a registry: each format is a module that registers itself, and `fslab
+summary` and `fslab export` write whatever the registry holds — a toy format added in one file
+(toys/report_format.py) included, on a stored database (no root, no device)."""
+
+import runpy
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fslab.cli import app
+from fslab.report import formats
+from fslab.report.formats.summary_csv import to_csv
+from fslab.report.summary import summarize_study_run
+from fslab.results import ResultsDB
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TOY = Path(__file__).parent / "toys" / "report_format.py"
+
+
+@pytest.fixture
+def stored_db(tmp_path: Path) -> Path:
+    db = tmp_path / "fslab.db"
+    shutil.copy(FIXTURES / "schema-v7.db", db)  # ext4 and raw, two runs each, read as stored
+    return db
+
+
+@pytest.fixture
+def toy_registered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The toy format registered for one test: its module run as an import runs it, into a copy
+    of the registry the test's end restores."""
+    formats.report_files()  # the built-in formats, loaded as a command loads them
+    monkeypatch.setattr(formats, "_FILES", dict(formats._FILES))
+    monkeypatch.setattr(formats, "_FORMS", dict(formats._FORMS))
+    runpy.run_path(str(TOY))
+
+
+def newest_summary(db: Path):
+    results = ResultsDB(str(db))
+    return summarize_study_run(results, results.study_run(None)["id"])
+
+
+def test_the_built_in_formats_join_the_registry_from_their_own_modules():
+    assert [f.name for f in formats.report_files()] == ["summary.md", "summary.csv", "summary.json", "runs.csv", "runs.json"]
+    assert list(formats.table_forms()) == ["csv", "parquet"]
+    with pytest.raises(formats.UnknownFormat, match="'xlsx' is not one of 'csv', 'parquet'"):
+        formats.table_form_named("xlsx")
+
+
+def test_fslab_summary_writes_a_toy_report_file_registered_in_one_module(stored_db, toy_registered):
+    result = CliRunner().invoke(app, ["summary", "--db", str(stored_db)])
+    assert result.exit_code == 0, result.output
+    written = sorted(stored_db.parent.rglob("toy.txt"))
+    assert len(written) == 1, f"toy.txt written once, beside the other report files: {result.output}"
+    assert sorted(p.name for p in written[0].parent.iterdir()) == ["runs.csv", "runs.json", "summary.csv", "summary.json", "summary.md", "toy.txt"]
+    s = newest_summary(stored_db)
+    assert written[0].read_text() == "".join(f"{c.target} · {c.workload}: {len(c.metrics)} metrics\n" for c in s.cells)
+    assert written[0].read_text().count("\n") == len(s.cells) > 0
+
+
+def test_fslab_export_writes_its_tables_in_a_toy_form_registered_in_one_module(stored_db, toy_registered, tmp_path):
+    out = tmp_path / "exported"
+    result = CliRunner().invoke(app, ["export", "--db", str(stored_db), "-o", str(out), "--format", "toy"])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == ["runs.toy", "summary.toy"]
+    lines = (out / "summary.toy").read_text().splitlines()
+    as_csv = to_csv(newest_summary(stored_db)).splitlines()
+    assert len(lines) == len(as_csv) - 1, "a row per cell and metric, as summary.csv has (but its header)"
+    assert lines[0].split("\t")[:4] == [f"study_run={as_csv[1].split(',')[0]}", *[f"{k}={v}" for k, v in zip(("workload", "target", "metric"), as_csv[1].split(",")[1:4])]]
+
+
+def test_an_unknown_export_format_is_refused_naming_those_there_are(stored_db, tmp_path):
+    result = CliRunner().invoke(app, ["export", "--db", str(stored_db), "-o", str(tmp_path / "out"), "--format", "toy"])
+    assert isinstance(result.exception, formats.UnknownFormat), "the toy is registered only where a test registers it"
+    assert "'toy' is not one of 'csv', 'parquet'" in str(result.exception) and not (tmp_path / "out").exists()

@@ -1,0 +1,15 @@
+"""A toy report format, as a new one is added: one module that joins the registry itself — a
+file `fslab summary` writes (toy.txt: a line per cell) and a form `fslab export --format toy`
+writes its tables in (a line per row, "column=value" separated by tabs)."""
+
+from fslab.report.formats import Source, report_file, table_form
+
+
+@report_file("toy.txt", order=99)
+def toy_text(source: Source) -> str:
+    return "".join(f"{c.target} · {c.workload}: {len(c.metrics)} metrics\n" for c in source.summary.cells)
+
+
+@table_form("toy", suffix="toy")
+def toy_table(columns: dict[str, type], rows: list[list]) -> bytes:
+    return "".join("\t".join(f"{name}={value}" for name, value in zip(columns, row)) + "\n" for row in rows).encode()
