@@ -27,12 +27,12 @@ TEST_ROOT = Path("/var/tmp/fslab-tests")  # on disk: loop images in /tmp could s
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Marks what a test's fixtures make it: a work directory (`workdir`) is root's, a `browser`
-    is chromium's, a module with a `guest_job` boots a QEMU guest. (Marks a test needs for what
-    it does itself are on the test.)"""
+    """Marks what a test's fixtures make it: a fixture that asks for `needs_root` (a work
+    directory, a study run on loop images) is root's, a `browser` is chromium's, a module with a
+    `guest_job` boots a QEMU guest. (Marks a test needs for what it does itself are on the test.)"""
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
-        if "workdir" in fixtures:
+        if "needs_root" in fixtures:
             item.add_marker(pytest.mark.root)
         if "browser" in fixtures:
             item.add_marker(pytest.mark.browser)
@@ -79,8 +79,14 @@ def fresh_workdir(name: str = "") -> Iterator[Workdir]:
     assert not leftovers, f"the test left these attached or mounted: {leftovers}"
 
 
+@pytest.fixture(scope="session")
+def needs_root() -> None:
+    """Asked for by each fixture that attaches, formats or mounts, whatever its scope: the tests
+    that use it, however indirectly, are marked `root` (pytest_collection_modifyitems)."""
+
+
 @pytest.fixture
-def workdir() -> Iterator[Workdir]:
+def workdir(needs_root: None) -> Iterator[Workdir]:
     with fresh_workdir() as wd:
         yield wd
 
