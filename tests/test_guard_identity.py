@@ -205,6 +205,7 @@ def _snapshot(root: Path) -> dict[str, tuple[bytes, int, int]]:
     return found
 
 
+@pytest.mark.root  # fslab run refuses any other user before it looks at the work directory
 @pytest.mark.parametrize("journal", ["my own journal\n", '{"event": "acquire", "kind": "mount", "id": "/mnt/x"}\nmy own line\n', ""], ids=["text", "partly-fslabs", "empty"])
 def test_a_directory_of_the_users_files_named_as_fslabs_is_not_a_work_directory(tmp_path, journal):
     home = tmp_path / "home"
