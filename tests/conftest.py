@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import gc
+import io
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
@@ -25,12 +27,12 @@ TEST_ROOT = Path("/var/tmp/fslab-tests")  # on disk: loop images in /tmp could s
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Marks what a test's fixtures make it: a work directory (`workdir`) is root's, a `browser`
-    is chromium's, a module with a `guest_job` boots a QEMU guest. (Marks a test needs for what
-    it does itself are on the test.)"""
+    """Marks what a test's fixtures make it: a fixture that asks for `needs_root` (a work
+    directory, a study run on loop images) is root's, a `browser` is chromium's, a module with a
+    `guest_job` boots a QEMU guest. (Marks a test needs for what it does itself are on the test.)"""
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
-        if "workdir" in fixtures:
+        if "needs_root" in fixtures:
             item.add_marker(pytest.mark.root)
         if "browser" in fixtures:
             item.add_marker(pytest.mark.browser)
@@ -77,8 +79,14 @@ def fresh_workdir(name: str = "") -> Iterator[Workdir]:
     assert not leftovers, f"the test left these attached or mounted: {leftovers}"
 
 
+@pytest.fixture(scope="session")
+def needs_root() -> None:
+    """Asked for by each fixture that attaches, formats or mounts, whatever its scope: the tests
+    that use it, however indirectly, are marked `root` (pytest_collection_modifyitems)."""
+
+
 @pytest.fixture
-def workdir() -> Iterator[Workdir]:
+def workdir(needs_root: None) -> Iterator[Workdir]:
     with fresh_workdir() as wd:
         yield wd
 
@@ -131,8 +139,35 @@ def plant(journal: Journal, kind: str, path: Path, proof: dict | None = None) ->
 
 
 def fslab(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """The fslab command, as a user runs it."""
+    """The fslab command, as a user runs it: a process of its own (for what only a process shows:
+    its start, its signals, several at once, and the studies a root test runs)."""
     return subprocess.run([sys.executable, "-m", "fslab", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def fslab_in_process(*args: str) -> subprocess.CompletedProcess[str]:
+    """The fslab command run in this process, its output caught as a pipe catches it, its exit
+    status as a process's would be: what a command prints and how it ends, without the second a
+    Python's start and fslab's imports cost. Through the same `main` (one error family, caught
+    once); the consoles are made for the pipe, whatever this session's own output is."""
+    from rich.console import Console
+
+    from fslab import cli
+    from fslab.report.console import CONSOLE_WIDTH
+
+    out, err = io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, redirect_stdout(out), redirect_stderr(err):
+        patch.setattr(sys, "argv", ["fslab", *args])
+        patch.setattr(sys, "stdin", io.StringIO())  # at its end, as /dev/null is
+        patch.setattr(cli, "console", Console(file=out, width=CONSOLE_WIDTH, soft_wrap=True))  # as cli makes it for a pipe
+        patch.setattr(cli, "errors", Console(file=err))
+        try:
+            cli.main()
+            status = 0
+        except SystemExit as exit:  # how typer ends every command, and how a Python ends on sys.exit
+            status = exit.code if isinstance(exit.code, int) else 0 if exit.code is None else 1
+        finally:
+            gc.unfreeze()  # main froze what the imports made for the rest of a process: this one goes on
+    return subprocess.CompletedProcess(["fslab", *args], status, out.getvalue(), err.getvalue())
 
 
 def write_study(directory: Path, text: str, name: str = "study.toml") -> Path:

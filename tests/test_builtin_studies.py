@@ -46,14 +46,14 @@ def run_builtin(name: str, scale: str, directory) -> Ran:  # noqa: ANN001
 
 
 @pytest.fixture(scope="module")
-def nas(tmp_path_factory) -> Iterator[Ran]:  # noqa: ANN001
+def nas(tmp_path_factory, needs_root) -> Iterator[Ran]:  # noqa: ANN001
     if engine() is None:
         pytest.fail("nas-stack needs ZFS: make test installs zfs-fuse")
     yield run_builtin("nas-stack", "0.02", tmp_path_factory.mktemp("nas-stack"))
 
 
 @pytest.fixture(scope="module")
-def btrfs_options(tmp_path_factory) -> Iterator[Ran]:  # noqa: ANN001
+def btrfs_options(tmp_path_factory, needs_root) -> Iterator[Ran]:  # noqa: ANN001
     yield run_builtin("btrfs-options", "0.05", tmp_path_factory.mktemp("btrfs-options"))
 
 

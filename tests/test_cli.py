@@ -2,13 +2,11 @@
 
 import re
 
-import pytest
-from conftest import fslab, write_study
+from conftest import fslab_in_process, write_study
 
 
-@pytest.mark.slow
 def test_doctor_reports_what_this_machine_can_do(workdir):
-    result = fslab("doctor", "--workdir", str(workdir.root))
+    result = fslab_in_process("doctor", "--workdir", str(workdir.root))
     assert result.returncode == 0, result.stdout + result.stderr
     for line in ("ext4 in kernel", "xfs in kernel", "btrfs in kernel", "fio-3", "mkfs.xfs version", "running as root"):
         assert line in result.stdout
@@ -17,9 +15,8 @@ def test_doctor_reports_what_this_machine_can_do(workdir):
     assert result.stdout.startswith("this machine\ncheck ") and re.search(r"^root +ok +running as root", result.stdout, re.M), "each check's status beside it, in the one table layout"
 
 
-@pytest.mark.slow
 def test_list_names_builtin_studies_workloads_and_filesystems():
-    result = fslab("list")
+    result = fslab_in_process("list")
     assert result.returncode == 0
     for name in ("quick", "baseline-paper", "rand_write", "RND4K_Q32T1_read", "crystaldiskmark", "raw"):
         assert name in result.stdout
@@ -27,17 +24,16 @@ def test_list_names_builtin_studies_workloads_and_filesystems():
 
 def test_a_bad_study_file_is_refused_with_its_line(tmp_path):
     study = write_study(tmp_path, '[study]\nname = "x"\nworkloads = ["rand_read"]\n[[target]]\nfilesystem = "ext5"\n')
-    result = fslab("run", str(study), "--db", str(tmp_path / "r.db"))
+    result = fslab_in_process("run", str(study), "--db", str(tmp_path / "r.db"))
     assert result.returncode == 2
     assert f"{study}:5: target[0].filesystem: unknown filesystem 'ext5' (did you mean 'ext4'?)" in result.stderr.replace("\n", "")
     assert not (tmp_path / "r.db").exists(), "refused before anything was opened or formatted"
 
 
-@pytest.mark.slow
 def test_history_and_summary_of_an_empty_database(tmp_path):
     db = str(tmp_path / "empty.db")
-    assert fslab("history", "--db", db).returncode == 0
-    result = fslab("summary", "--db", db)
+    assert fslab_in_process("history", "--db", db).returncode == 0
+    result = fslab_in_process("summary", "--db", db)
     assert result.returncode == 2 and "no study run" in result.stderr
 
 
@@ -45,12 +41,11 @@ def test_untrusted_text_reaches_the_terminal_without_control_sequences(tmp_path)
     """A shared study file's values are quoted in errors: an escape sequence in one (which could
     clear the screen or retitle the window) is shown as text."""
     study = write_study(tmp_path, '[study]\nname = "x"\nworkloads = ["rand_read"]\n[[target]]\nfilesystem = "\\u001b[2Jext5"\n')
-    result = fslab("run", str(study), "--db", str(tmp_path / "r.db"))
+    result = fslab_in_process("run", str(study), "--db", str(tmp_path / "r.db"))
     assert result.returncode == 2
     assert "\x1b" not in result.stderr and "unknown filesystem '\\x1b[2Jext5'" in result.stderr
 
 
-@pytest.mark.slow
 def test_history_prints_each_study_run_as_text_through_the_one_table_printer(tmp_path):
     """A stored kernel string (or study name) is text: markup in it is printed as it is, an escape
     sequence written out, as in every other table fslab prints."""
@@ -64,7 +59,7 @@ def test_history_prints_each_study_run_as_text_through_the_one_table_printer(tmp
     study = parse_study('[study]\nname = "kept"\nworkloads = ["rand_read"]\n[[target]]\nfilesystem = "ext4"\n', "s.toml", base_dir=Path("."))
     study_run = db.begin_study_run(study, 1, {"kernel": "6.1 [red]patched[/red] \x1b[2J"}, {}, {}, Owner.current(tmp_path))
     db.finish_study_run(study_run, "finished", {})
-    result = fslab("history", "--db", str(tmp_path / "r.db"))
+    result = fslab_in_process("history", "--db", str(tmp_path / "r.db"))
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == "study runs" and lines[1].rstrip() == "id  study  started (UTC)     status    runs per cell  kernel"

@@ -30,7 +30,7 @@ filesystem = ["ext4", "xfs", "btrfs", "raw"]
 
 
 @pytest.fixture(scope="module")
-def finished_study(tmp_path_factory):
+def finished_study(tmp_path_factory, needs_root):
     """One study of ext4, XFS, Btrfs and raw, run once for all the tests that read it."""
     root = tmp_path_factory.mktemp("e2e")
     study = write_study(root, FOUR_KINDS)

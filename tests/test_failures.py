@@ -64,7 +64,7 @@ runtime = "1s"
 
 
 @pytest.fixture(scope="module")
-def failing_study(tmp_path_factory):
+def failing_study(tmp_path_factory, needs_root):
     root = tmp_path_factory.mktemp("failing")
     study, db = write_study(root, FAILING), root / "r.db"
     with fresh_workdir() as workdir:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import TEST_ROOT, fresh_workdir, fslab, held_by, write_study
+from conftest import TEST_ROOT, fresh_workdir, fslab, fslab_in_process, held_by, write_study
 from short_studies import short_study
 
 from fslab.filesystems.zfs_engine import engine
@@ -135,12 +135,11 @@ def test_a_file_at_a_mount_point_is_neither_mounted_over_nor_removed(workdir, tm
     assert held_by(workdir.root) == []
 
 
-@pytest.mark.slow
 def test_a_symlinked_lock_is_refused_and_its_target_untouched(workdir, tmp_path):
     precious = tmp_path / "precious.txt"
     precious.write_text("do not truncate\n")
     (workdir.root / "lock").symlink_to(precious)
-    result = fslab("cleanup", "--workdir", str(workdir.root))
+    result = fslab_in_process("cleanup", "--workdir", str(workdir.root))
     assert result.returncode == 2 and "never through a symlink" in result.stderr
     assert precious.read_text() == "do not truncate\n"
 
@@ -149,7 +148,7 @@ def test_a_symlinked_journal_is_neither_read_nor_written_through(workdir, tmp_pa
     precious = tmp_path / "precious.txt"
     precious.write_text('{"event": "acquire", "kind": "image", "id": "/etc/passwd"}\n')
     workdir.journal.path.symlink_to(precious)
-    result = fslab("cleanup", "--workdir", str(workdir.root))
+    result = fslab_in_process("cleanup", "--workdir", str(workdir.root))
     assert result.returncode == 2 and "never through a symlink" in result.stderr and "Traceback" not in result.stderr
     assert precious.read_text().count("\n") == 1
 
@@ -166,7 +165,7 @@ def test_reports_are_not_written_through_a_symlink(workdir, tmp_path):
 def test_a_study_file_that_is_not_text_is_refused_without_a_traceback(tmp_path):
     binary = tmp_path / "study.toml"
     binary.write_bytes(bytes(range(256)))
-    result = fslab("run", str(binary), "--db", str(tmp_path / "r.db"))
+    result = fslab_in_process("run", str(binary), "--db", str(tmp_path / "r.db"))
     assert result.returncode == 2 and "cannot be read as a study file" in result.stderr and "Traceback" not in result.stderr
 
 
@@ -180,12 +179,11 @@ def test_a_work_directory_an_older_fslab_made_is_still_fslabs(tmp_path):
     journal = Workdir(older).journal
     journal._append("acquire", "mount", str(older / "mnt" / "ext4"))
     journal._append("release", "mount", str(older / "mnt" / "ext4"))
-    result = fslab("cleanup", "--workdir", str(older))
+    result = fslab_in_process("cleanup", "--workdir", str(older))
     assert result.returncode == 0 and "nothing to clean up" in result.stdout, result.stdout + result.stderr
     assert (older / MARKER).is_file()
 
 
-@pytest.mark.slow
 def test_a_work_directory_fslab_marked_is_taken_over_and_an_absent_or_empty_one_made(tmp_path):
     marked = tmp_path / "marked"
     Workdir(marked).prepare()  # absent: made, and marked
@@ -194,7 +192,7 @@ def test_a_work_directory_fslab_marked_is_taken_over_and_an_absent_or_empty_one_
     empty = tmp_path / "empty"
     empty.mkdir(mode=0o700)
     for root in (marked, empty):
-        result = fslab("cleanup", "--workdir", str(root))
+        result = fslab_in_process("cleanup", "--workdir", str(root))
         assert result.returncode == 0 and "nothing to clean up" in result.stdout and (root / MARKER).is_file(), result.stdout + result.stderr
 
 
@@ -207,7 +205,7 @@ def _snapshot(root: Path) -> dict[str, tuple[bytes, int, int]]:
     return found
 
 
-@pytest.mark.slow
+@pytest.mark.root  # fslab run refuses any other user before it looks at the work directory
 @pytest.mark.parametrize("journal", ["my own journal\n", '{"event": "acquire", "kind": "mount", "id": "/mnt/x"}\nmy own line\n', ""], ids=["text", "partly-fslabs", "empty"])
 def test_a_directory_of_the_users_files_named_as_fslabs_is_not_a_work_directory(tmp_path, journal):
     home = tmp_path / "home"
@@ -219,12 +217,12 @@ def test_a_directory_of_the_users_files_named_as_fslabs_is_not_a_work_directory(
         (home / mine / "keep.txt").write_text(f"my {mine}\n")
     os.utime(home / "lock", ns=(10**18, 10**18))  # a past mtime: a write would change it
     before = _snapshot(home)
-    result = run_study(type("W", (), {"root": home})(), tmp_path)
+    result = fslab_in_process("run", str(write_study(tmp_path, STUDY)), "--db", str(tmp_path / "r.db"), "--workdir", str(home))
     assert result.returncode == 2 and f"{home} is not an fslab work directory" in result.stderr
     assert "journal.jsonl" in result.stderr and "lock" in result.stderr and "images" in result.stderr and "mnt" in result.stderr
     assert "Traceback" not in result.stderr
     assert _snapshot(home) == before, "nothing in the user's directory is changed, added or removed"
-    cleanup = fslab("cleanup", "--workdir", str(home))
+    cleanup = fslab_in_process("cleanup", "--workdir", str(home))
     assert cleanup.returncode == 2 and "is not an fslab work directory" in cleanup.stderr
     assert _snapshot(home) == before
 

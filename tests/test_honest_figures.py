@@ -11,7 +11,7 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
-from conftest import fslab
+from conftest import fslab_in_process
 from rich.console import Console
 
 from fslab.findings import Finding
@@ -113,19 +113,18 @@ def test_a_flagged_cell_is_in_no_verdict_ranking_conclusion_or_chart(tmp_path):
     assert "btrfs" not in json.dumps(document["comparisons"]) + json.dumps(document["rankings"])
 
 
-@pytest.mark.slow
 def test_fslab_compare_judges_no_flagged_cell_of_either_study_run(tmp_path):
     plain = {**FLAGGED, "btrfs": [(16000.0, 0.33), (16100.0, 0.33), (15900.0, 0.34)]}
     db, older = stored(tmp_path, plain)
     _, newer = stored(tmp_path, FLAGGED, flagged="btrfs")  # "faster 260×" were it judged
     for a, b in ((older, newer), (newer, older)):  # flagged in the newer, then in the older: "slower 260×", a regression were it judged
-        result = fslab("compare", str(a), str(b), "--db", str(tmp_path / "r.db"))
+        result = fslab_in_process("compare", str(a), str(b), "--db", str(tmp_path / "r.db"))
         assert result.returncode == 0 and "no regression" in result.stdout, result.stdout + result.stderr
         table = result.stdout.split("Ratios of geometric means")[0]
         assert "ext4" in table and "xfs" in table and "btrfs" not in table, result.stdout
         assert "Left out of the comparison: btrfs · mail-server" in result.stdout
     # the page's comparison of the two study runs, as `fslab compare`'s
-    page = fslab("report", str(older), str(newer), "-o", str(tmp_path / "page"), "--db", str(tmp_path / "r.db"))
+    page = fslab_in_process("report", str(older), str(newer), "-o", str(tmp_path / "page"), "--db", str(tmp_path / "r.db"))
     assert page.returncode == 0, page.stdout + page.stderr
     html = (tmp_path / "page" / "report.html").read_text()
     section = html.split(f'id="compare{older}-{newer}"')[1].split("</section>")[0]

@@ -11,13 +11,11 @@ import os
 import shutil
 import sqlite3
 import stat
-import subprocess
-import sys
 from datetime import datetime
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, fslab
+from conftest import FIXTURES, fslab_in_process
 
 from fslab.importer import (
     FioOutput,
@@ -311,10 +309,9 @@ def test_only_regular_files_of_readable_size_are_opened(tmp_path, monkeypatch):
 
 
 def _import(db, *args):
-    return fslab("import", "--db", str(db), *args, timeout=120)
+    return fslab_in_process("import", "--db", str(db), *args)
 
 
-@pytest.mark.slow
 def test_import_skips_what_is_not_fio_output_and_imports_the_rest(tmp_path):
     results = tmp_path / "results"
     results.mkdir()
@@ -352,7 +349,6 @@ def test_import_skips_what_is_not_fio_output_and_imports_the_rest(tmp_path):
     assert "imported from 3 file(s)" in " ".join(result.stdout.split())
 
 
-@pytest.mark.slow
 def test_nothing_to_import_stores_nothing(tmp_path):
     (tmp_path / "notes.txt").write_text("no fio here\n")
     db = tmp_path / "fslab.db"
@@ -368,23 +364,22 @@ def test_names_are_checked(tmp_path):
     assert result.returncode == 2 and "--target: '../etc' is not a plain name" in result.stderr, result.stderr
 
 
-@pytest.mark.slow
 def test_an_imported_study_run_summarises_and_compares(tmp_path):
     db = tmp_path / "fslab.db"
     first = _import(db, *map(str, PLAIN), "--study", "old-results", "--target", "disk")
     second = _import(db, *map(str, JSONPLUS), "--study", "old-results", "--target", "disk")
     assert first.returncode == 0 and second.returncode == 0, first.stderr + second.stderr
-    summary = fslab("summary", "1", "--db", str(db))
+    summary = fslab_in_process("summary", "1", "--db", str(db))
     assert summary.returncode == 0, summary.stderr
     text = " ".join(summary.stdout.split())
     assert "Study old-results, study run 1, imported from 3 file(s) of fio's JSON (fio-3.33)" in text
     assert "randread (direct I/O)" in text and re.search(r"target effect ─+ disk –", text)
     markdown = (tmp_path / "reports" / "old-results-1" / "summary.md").read_text()
     assert "| disk | – | – | – | – | – | – | fio-3.33 |" in markdown, "the fio version that made the imported files, in the report files (the console leaves tool versions out)"
-    history = [line for line in fslab("history", "--db", str(db)).stdout.splitlines() if "old-results" in line]
+    history = [line for line in fslab_in_process("history", "--db", str(db)).stdout.splitlines() if "old-results" in line]
     assert len(history) == 2 and all("imported" in line for line in history)
 
-    compared = fslab("compare", "1", "2", "--db", str(db))
+    compared = fslab_in_process("compare", "1", "2", "--db", str(db))
     assert compared.returncode in (0, 1) and "Traceback" not in compared.stderr, compared.stderr
     iops = [[json.loads(p.read_text())["jobs"][0]["read"]["iops"] for p in paths] for paths in (PLAIN, JSONPLUS)]
     ratio = math.exp(sum(map(math.log, iops[1])) / 3 - sum(map(math.log, iops[0])) / 3)
@@ -392,7 +387,6 @@ def test_an_imported_study_run_summarises_and_compares(tmp_path):
     assert row.split()[:2] == ["randread", "disk"] and f"{ratio:.3f}" in row, row
 
 
-@pytest.mark.slow
 def test_fslabs_own_runs_imported_again_are_the_same_runs(tmp_path):
     # schema-v7.db: written by fslab with schema version 7 from a real study run (test_results.py);
     # its ext4 runs' raw fio output, imported into that database, is the cell fslab measured
@@ -411,15 +405,14 @@ def test_fslabs_own_runs_imported_again_are_the_same_runs(tmp_path):
         assert conn.execute("SELECT COUNT(*) FROM runs WHERE source IS NULL").fetchone() == (4,), "the runs fslab made, kept"
     measured, imported = stored.sample_groups(1).values[("rand_read", "ext4")], stored.sample_groups(2).values[("rand_read", "ext4")]
     assert imported == {name: v for name, v in measured.items() if name in FIO_METRICS}, "fio's every metric as fslab stored it when it ran (its monitors' are not in fio's output)"
-    compared = fslab("compare", "1", "2", "--db", str(db))
+    compared = fslab_in_process("compare", "1", "2", "--db", str(db))
     assert compared.returncode == 0, compared.stdout + compared.stderr
     assert "Study run 2 imported from fio's JSON (fslab import): the machine that measured it is not known." in compared.stdout
     rows = [line.split() for line in compared.stdout.splitlines() if line.split()[:2] == ["rand_read", "ext4"]]
     assert rows and all(row[row.index("IOPS") + 1 if "IOPS" in row else row.index("latency") + 1] == "1.000" for row in rows), compared.stdout
 
 
-@pytest.mark.slow
-def test_the_examples_in_the_import_docs_run_as_written(tmp_path):
+def test_the_examples_in_the_import_docs_run_as_written(tmp_path, monkeypatch):
     # the files docs/import.md names, made of the fixtures: 2019 and 2024 hold the same cells
     for year, ext4, xfs in (("2019", PLAIN, JSONPLUS), ("2024", JSONPLUS, PLAIN)):
         for target, paths in (("ext4", ext4), ("xfs", xfs)):
@@ -430,8 +423,9 @@ def test_the_examples_in_the_import_docs_run_as_written(tmp_path):
     text = (Path(__file__).parent.parent / "docs" / "import.md").read_text()
     commands = [line.split("#", 1)[0].split() for block in text.split("```sh\n")[1:] for line in block.split("```", 1)[0].splitlines() if line.strip()]
     assert [c[:2] for c in commands] == [["fslab", "import"], ["fslab", "import"], ["fslab", "compare"], ["fslab", "summary"], ["fslab", "import"], ["fslab", "history"]]
+    monkeypatch.chdir(tmp_path)
     for command in commands:
-        result = subprocess.run([sys.executable, "-m", "fslab", *command[1:]], cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+        result = fslab_in_process(*command[1:])
         assert result.returncode in ((0, 1) if command[1] == "compare" else (0,)), (command, result.stdout, result.stderr)
         assert "Traceback" not in result.stderr
     targets = {r["target"] for r in ResultsDB(str(tmp_path / "fslab.db")).runs(3)}

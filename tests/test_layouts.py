@@ -70,7 +70,7 @@ def zfs_fuse_running() -> bool:
 
 
 @pytest.fixture(scope="module")
-def layouts(tmp_path_factory):
+def layouts(tmp_path_factory, needs_root):
     from conftest import fresh_workdir
 
     if engine() is None:

@@ -9,11 +9,9 @@ from importlib import import_module
 
 import pytest
 from rich.cells import cell_len
-from typer.testing import CliRunner
 
 from fslab import devices as devices_package
-from conftest import fslab
-from fslab.cli import app
+from conftest import fslab_in_process
 from fslab.devices.layers import LAYERS
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.zfs import DATASET_PROPERTIES, POOL_OPTIONS
@@ -71,25 +69,24 @@ def _first_column(output: str) -> set[str]:
 
 @pytest.fixture(scope="module")
 def listed() -> str:
-    result = fslab("list")
+    result = fslab_in_process("list")
     assert result.returncode == 0, result.stderr
     return result.stdout
 
 
 @pytest.fixture(scope="module")
 def as_json() -> dict:
-    result = fslab("list", "--json")
+    result = fslab_in_process("list", "--json")
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
 
 def narrowed(word: str) -> str:
-    result = CliRunner().invoke(app, ["list", word])
-    assert result.exit_code == 0, result.output
-    return result.output
+    result = fslab_in_process("list", word)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
 
 
-@pytest.mark.slow
 def test_every_registered_name_is_listed(listed, as_json):
     registries = {
         "studies": builtin_studies(),
@@ -107,7 +104,6 @@ def test_every_registered_name_is_listed(listed, as_json):
         assert [entry["name"] for entry in as_json[section]] == list(names), section
 
 
-@pytest.mark.slow
 def test_every_accepted_option_is_listed_with_its_owner(as_json):
     by_name = {section: {entry["name"]: entry for entry in as_json[section]} for section in ("filesystems", "layers", "kinds")}
     expected = {
@@ -159,19 +155,17 @@ def test_device_sources_are_every_source_fslab_has(as_json):
     assert {source.chosen_by for source in sources} == listed
 
 
-@pytest.mark.slow
 def test_the_console_fits_its_width_and_json_has_every_section(listed, as_json):
     assert list(as_json) == SECTIONS
     too_wide = [line for line in listed.splitlines() if cell_len(line.rstrip()) > CONSOLE_WIDTH]
     assert not too_wide, too_wide[:3]
 
 
-@pytest.mark.slow
 def test_a_section_narrows_the_list_and_an_unknown_one_is_refused():
-    result = fslab("list", "--json", "filesystems")
+    result = fslab_in_process("list", "--json", "filesystems")
     assert result.returncode == 0 and list(json.loads(result.stdout)) == ["filesystems"]
-    zfs = json.loads(fslab("list", "--json", "zfs").stdout)
+    zfs = json.loads(fslab_in_process("list", "--json", "zfs").stdout)
     assert [f["name"] for f in zfs["filesystems"]] == ["zfs"] and list(zfs) == ["filesystems"]
     assert "zfs: properties → zfs create -o" in narrowed("zfs") and "mkfs.ext4" not in narrowed("zfs")
-    refused = fslab("list", "zfz")
+    refused = fslab_in_process("list", "zfz")
     assert refused.returncode == 2 and "did you mean 'zfs'?" in refused.stderr and "Traceback" not in refused.stderr

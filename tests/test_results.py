@@ -10,7 +10,7 @@ import stat
 
 import pytest
 import sqlalchemy as sa
-from conftest import FIXTURES, fslab, same_document
+from conftest import FIXTURES, fslab_in_process, same_document
 
 from fslab.report.formats.markdown import to_markdown
 from fslab.report.formats.summary_json import to_json
@@ -19,7 +19,6 @@ from fslab.results import ResultsDB
 from fslab.results.db import SCHEMA_VERSION, SchemaMismatch, schema_info
 
 
-@pytest.mark.slow
 def test_a_version_1_database_is_migrated_with_nothing_lost(tmp_path):
     # written by fslab with schema version 1 (the first release), from a real study run
     db_path = tmp_path / "old.db"
@@ -32,7 +31,7 @@ def test_a_version_1_database_is_migrated_with_nothing_lost(tmp_path):
     runs = db.runs(study_run["id"])
     assert len(runs) == 4 and all(r["warmup"] is False for r in runs)
     assert {m.target for m in db.run_metrics(study_run["id"]) if m.metric == "read_iops"} == {"xfs", "raw"}
-    result = fslab("summary", "--db", str(db_path))
+    result = fslab_in_process("summary", "--db", str(db_path))
     assert result.returncode == 0 and "rand_read (direct I/O; data: random; files preallocated (fio fallocate=native))" in result.stdout
 
 
@@ -135,7 +134,6 @@ def test_a_newer_database_is_refused(tmp_path):
         ResultsDB(str(tmp_path / "new.db"))
 
 
-@pytest.mark.slow
 def test_a_version_2_database_is_migrated_and_its_interrupted_study_run_not_resumed_with_other_jobs(tmp_path, workdir):
     # written by fslab with schema version 2 (b6d6274) from a real study run (xfs, raw and a target
     # whose mount option, journal_async_commit, ext4 refuses with data=ordered; 2 runs each),
@@ -148,11 +146,11 @@ def test_a_version_2_database_is_migrated_and_its_interrupted_study_run_not_resu
     before = {r["id"]: r for r in db.runs(study_run["id"])}
     assert len(before) == 4 and {r["device"] for r in before.values() if r["status"] == "ok"} == {"/dev/loop1"}
     assert all(r["failure"] is None for r in before.values()), "an old failed run keeps its error, with no details"
-    assert fslab("summary", "--db", str(db_path)).returncode == 0
+    assert fslab_in_process("summary", "--db", str(db_path)).returncode == 0
 
     # its fio jobs preallocated their files (fio's default then); fslab's no longer do: the runs
     # left would not be repetitions of the runs made, so it is not resumed — and says why
-    refused = fslab("run", "--resume", "--db", str(db_path), "--workdir", str(workdir.root))
+    refused = fslab_in_process("run", "--resume", "--db", str(db_path), "--workdir", str(workdir.root))
     assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stdout + refused.stderr
     said = " ".join(refused.stderr.split())
     assert "cannot be resumed: 'rand_read' ran before fslab stopped preallocating fio's files" in said, said
@@ -161,7 +159,7 @@ def test_a_version_2_database_is_migrated_and_its_interrupted_study_run_not_resu
 
 
 def _refused(tmp_path, location: str) -> str:
-    result = fslab("history", "--db", location)
+    result = fslab_in_process("history", "--db", location)
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     return " ".join(result.stderr.split())
 
@@ -200,7 +198,6 @@ def test_a_postgresql_url_without_its_driver_says_what_to_install(tmp_path):
     assert "secret" not in message
 
 
-@pytest.mark.slow
 def test_a_file_that_is_not_an_fslab_database_is_refused(tmp_path):
     text = tmp_path / "notes.txt"
     text.write_text("not a database\n" * 100)

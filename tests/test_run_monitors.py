@@ -49,7 +49,7 @@ direct = true
 
 
 @pytest.fixture(scope="module")
-def monitored_study(tmp_path_factory):
+def monitored_study(tmp_path_factory, needs_root):
     with fresh_workdir() as workdir:
         return ran_study(tmp_path_factory.mktemp("monitored"), STUDY, workdir)
 

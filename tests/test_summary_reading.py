@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, fresh_workdir, fslab, write_study
+from conftest import FIXTURES, fresh_workdir, fslab, fslab_in_process, write_study
 
 from fslab.devices import layers
 from fslab.filesystems import FILESYSTEMS
@@ -205,20 +205,19 @@ def test_bandwidth_in_the_unit_the_study_or_the_reader_chose(reading):
 
     figure = row((report(root, db) / "summary.md").read_text())[6]
     assert float(figure.replace(",", "")) == pytest.approx(bw_bytes / 2**20, abs=0.05 if bw_bytes / 2**20 < 100 else 0.5)
-    decimal = fslab("summary", "--db", str(root / "results.db"), "--units", "MB/s")
+    decimal = fslab_in_process("summary", "--db", str(root / "results.db"), "--units", "MB/s")
     assert decimal.returncode == 0 and "bandwidth in MB/s (10^6 bytes per second)" in " ".join(decimal.stdout.split())
     markdown = (report(root, db) / "summary.md").read_text()
     assert "| MB/s median |" in markdown and float(row(markdown)[6].replace(",", "")) == pytest.approx(bw_bytes / 1e6, abs=0.05 if bw_bytes / 1e6 < 100 else 0.5)
     assert json.loads((report(root, db) / "summary.json").read_text())["bandwidth_unit"] == "MB/s"
 
 
-@pytest.mark.slow
 def test_a_short_scaled_study_is_warned_of_and_the_refusal_names_the_skip_flag(tmp_path, workdir):
     """Refused before anything runs (this kernel has no md), and warned first: fast."""
     if layers.missing("md-raid1") is None:
         pytest.skip("this kernel has md")
     study = write_study(tmp_path, SHORT)
-    result = fslab("run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root), "--scale", "0.1")
+    result = fslab_in_process("run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root), "--scale", "0.1")
     said = " ".join(result.stderr.split())
     assert result.returncode == 2 and "Traceback" not in said
     assert "warning: 1 workload(s) measure for less than 2s" in said and "write (500ms)" in said and "--scale-sizes-only" in said
@@ -226,11 +225,10 @@ def test_a_short_scaled_study_is_warned_of_and_the_refusal_names_the_skip_flag(t
     assert said.index("warning:") < said.index("cannot run here")
 
 
-@pytest.mark.slow
 def test_skipping_never_passes_over_a_refusal(tmp_path, workdir):
     """A user's device named without --destroy-data is a refusal, not something the machine lacks."""
     study = write_study(tmp_path, STUDY + '\n[[target]]\nname = "disk"\nfilesystem = "ext4"\ndevice = "/dev/fslab-no-such-disk"\n')
-    result = fslab("run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root), "--skip-unsupported")
+    result = fslab_in_process("run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root), "--skip-unsupported")
     said = " ".join(result.stderr.split())
     assert result.returncode == 2 and "cannot run here; nothing was attached or formatted" in said and "/dev/fslab-no-such-disk" in said
     assert not (tmp_path / "r.db").exists() or ResultsDB(str(tmp_path / "r.db")).study_runs() == []
@@ -249,7 +247,7 @@ def test_scale_sizes_only_keeps_runtimes():
 
 def test_the_bandwidth_unit_is_one_typed_choice():
     assert [u.value for u in Bandwidth] == ["MB/s", "MiB/s"] and Bandwidth("MiB/s").metric == "mib_s"
-    bad = fslab("summary", "--units", "GB/s", "--db", "/nonexistent/x.db")
+    bad = fslab_in_process("summary", "--units", "GB/s", "--db", "/nonexistent/x.db")
     assert bad.returncode == 2 and "GB/s" in bad.stderr
 
 

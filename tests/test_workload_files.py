@@ -65,7 +65,7 @@ rw=read
 
 
 @pytest.fixture(scope="module")
-def files_study(tmp_path_factory):
+def files_study(tmp_path_factory, needs_root):
     """The study run once, in this process, with every fio run's target directory listed after
     it: {(workload, "layout.fio" or "job.fio"): {file: (size, all bytes zero)}}."""
     root = tmp_path_factory.mktemp("files")
