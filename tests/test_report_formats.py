@@ -2,14 +2,16 @@
 summary` and `fslab export` write whatever the registry holds — a toy format added in one file
 (toys/report_format.py) included, on a stored database (no root, no device)."""
 
+import os
 import runpy
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from conftest import fslab_in_process
 
-from fslab.cli import app
 from fslab.report import formats
 from fslab.report.formats.summary_csv import to_csv
 from fslab.report.summary import summarize_study_run
@@ -49,10 +51,10 @@ def test_the_built_in_formats_join_the_registry_from_their_own_modules():
 
 
 def test_fslab_summary_writes_a_toy_report_file_registered_in_one_module(stored_db, toy_registered):
-    result = CliRunner().invoke(app, ["summary", "--db", str(stored_db)])
-    assert result.exit_code == 0, result.output
+    result = fslab_in_process("summary", "--db", str(stored_db))
+    assert result.returncode == 0, result.stdout + result.stderr
     written = sorted(stored_db.parent.rglob("toy.txt"))
-    assert len(written) == 1, f"toy.txt written once, beside the other report files: {result.output}"
+    assert len(written) == 1, f"toy.txt written once, beside the other report files: {result.stdout + result.stderr}"
     assert sorted(p.name for p in written[0].parent.iterdir()) == ["runs.csv", "runs.json", "summary.csv", "summary.json", "summary.md", "toy.txt"]
     s = newest_summary(stored_db)
     assert written[0].read_text() == "".join(f"{c.target} · {c.workload}: {len(c.metrics)} metrics\n" for c in s.cells)
@@ -61,8 +63,8 @@ def test_fslab_summary_writes_a_toy_report_file_registered_in_one_module(stored_
 
 def test_fslab_export_writes_its_tables_in_a_toy_form_registered_in_one_module(stored_db, toy_registered, tmp_path):
     out = tmp_path / "exported"
-    result = CliRunner().invoke(app, ["export", "--db", str(stored_db), "-o", str(out), "--format", "toy"])
-    assert result.exit_code == 0, result.output
+    result = fslab_in_process("export", "--db", str(stored_db), "-o", str(out), "--format", "toy")
+    assert result.returncode == 0, result.stdout + result.stderr
     assert sorted(p.name for p in out.iterdir()) == ["runs.toy", "summary.toy"]
     lines = (out / "summary.toy").read_text().splitlines()
     as_csv = to_csv(newest_summary(stored_db)).splitlines()
@@ -71,6 +73,25 @@ def test_fslab_export_writes_its_tables_in_a_toy_form_registered_in_one_module(s
 
 
 def test_an_unknown_export_format_is_refused_naming_those_there_are(stored_db, tmp_path):
-    result = CliRunner().invoke(app, ["export", "--db", str(stored_db), "-o", str(tmp_path / "out"), "--format", "toy"])
-    assert isinstance(result.exception, formats.UnknownFormat), "the toy is registered only where a test registers it"
-    assert "'toy' is not one of 'csv', 'parquet'" in str(result.exception) and not (tmp_path / "out").exists()
+    result = fslab_in_process("export", "--db", str(stored_db), "-o", str(tmp_path / "out"), "--format", "toy")
+    assert result.returncode == 2, "the toy is registered only where a test registers it"
+    assert "'toy' is not one of 'csv', 'parquet'" in result.stderr and not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow  # a Python of its own: the entry points are read at its start
+def test_an_installed_package_adds_a_format_through_its_entry_point(stored_db, tmp_path):
+    """A format from outside fslab: a package installed in fslab's Python names its module under
+    the entry-point group fslab.plugins (here a distribution's metadata on the path, as pip leaves
+    it), and fslab imports it when the registry is first read — in a process of its own."""
+    site = tmp_path / "site"
+    (site / "toy_plugin-1.0.dist-info").mkdir(parents=True)
+    (site / "toy_plugin-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-plugin\nVersion: 1.0\n")
+    (site / "toy_plugin-1.0.dist-info" / "entry_points.txt").write_text("[fslab.plugins]\ntoy = toy_format\n")
+    shutil.copy(TOY, site / "toy_format.py")
+    code = "import sys; from fslab.report import formats; print(sorted(formats.table_forms()))"
+    found = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(site)}, capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "['csv', 'parquet', 'toy']"
+    (site / "toy_format.py").write_text("raise RuntimeError('broken on purpose')\n")
+    broken = subprocess.run([sys.executable, "-m", "fslab", "export", "--db", str(stored_db), "-o", str(tmp_path / "out")], env={**os.environ, "PYTHONPATH": str(site)}, capture_output=True, text=True)
+    assert broken.returncode != 0 and "the plugin 'toy' (toy_format, entry point group fslab.plugins) failed to load: broken on purpose" in broken.stderr
+    assert "Traceback" not in broken.stderr

@@ -15,32 +15,26 @@ and stores found.values as the run's metrics (of the window's phase) and found.f
 
 A new monitor is one module here (and its test): a Monitor, and a maker registered with
 `@monitor(name, order=..., figures=[Figure(name, column, shape), ...])`. The registry imports
-every module of this package the first time it is read.
+every module of this package the first time it is read (fslab.registry).
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from fslab import registry
 from fslab.monitors import base
 from fslab.monitors.base import Figure, Found, Measured, Monitor, MonitorKind, Synced, Watched, Workload, collect, measuring
 
 __all__ = ["Figure", "Found", "Measured", "Monitor", "Synced", "Workload", "collect", "figures", "for_run", "kinds", "measuring", "metric_names"]
 
-_loaded = False
 _names: tuple[tuple[int, int], frozenset[str]] = ((0, -1), frozenset())
 
 
 def kinds() -> list[MonitorKind]:
     """Every registered monitor, in order."""
-    global _loaded
-    if not _loaded:
-        for module in pkgutil.iter_modules(__path__):
-            importlib.import_module(f"{__name__}.{module.name}")
-        _loaded = True
+    registry.load(__name__)
     return sorted(base.KINDS.values(), key=lambda k: (k.order, k.name))
 
 

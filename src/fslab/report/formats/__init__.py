@@ -13,13 +13,12 @@ report file imports none of them.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from fslab import registry
 from fslab.errors import FslabError
 from fslab.report.summary import StudySummary
 from fslab.results import ResultsDB
@@ -68,7 +67,6 @@ class UnknownFormat(FslabError):
 
 _FILES: dict[str, ReportFile] = {}
 _FORMS: dict[str, TableForm] = {}
-_loaded = False
 
 
 def report_file(name: str, *, order: int, current: Callable[[Path, Source], bool] | None = None) -> Callable[[Callable[[Source], str | bytes]], Callable[[Source], str | bytes]]:
@@ -93,12 +91,12 @@ def table_form(name: str, *, suffix: str) -> Callable[[Callable[[dict[str, type]
 
 def report_files() -> list[ReportFile]:
     """Every report file, in order."""
-    _load()
+    registry.load(__name__)
     return sorted(_FILES.values(), key=lambda f: (f.order, f.name))
 
 
 def table_forms() -> dict[str, TableForm]:
-    _load()
+    registry.load(__name__)
     return dict(sorted(_FORMS.items()))
 
 
@@ -109,11 +107,3 @@ def table_form_named(name: str) -> TableForm:
         raise UnknownFormat(f"{name!r} is not one of {', '.join(map(repr, forms))}")
     return forms[name]
 
-
-def _load() -> None:
-    """Import every module of this package once: each joins the registry as it is imported."""
-    global _loaded
-    if not _loaded:
-        for module in pkgutil.iter_modules(__path__):
-            importlib.import_module(f"{__name__}.{module.name}")
-        _loaded = True
