@@ -46,7 +46,7 @@ from fslab.report.summary import (
     summarize_study_run,
 )
 from fslab.results import ResultsDB
-from fslab.results.db import SampleGroups
+from fslab.results.records import SampleGroups
 from fslab.stats import adjust_family, compare, rank, summarize
 from fslab.workloads.fio import latency_bins
 

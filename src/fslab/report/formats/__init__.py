@@ -23,7 +23,7 @@ from pathlib import Path
 from fslab.errors import FslabError
 from fslab.report.summary import StudySummary
 from fslab.results import ResultsDB
-from fslab.results.db import RunMetric
+from fslab.results.records import RunMetric
 
 
 @dataclass
