@@ -44,7 +44,7 @@ import sqlalchemy as sa
 from fslab import environment
 from fslab.guard.names import file_name
 from fslab.results import ResultsDB
-from fslab.results import db as tables
+from fslab.results import schema as tables
 from fslab.study import parse_study
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -29,8 +29,8 @@ from fslab.guard.names import file_name
 from fslab.model import Metric, RawOutput, Roles, Study
 from fslab.plan import PlannedRun, Planner, Repetitions, Tally
 from fslab.results import ResultsDB, RunRecord
-from fslab.results.db import RunFailure, now
 from fslab.results.owner import Owner
+from fslab.results.records import RunFailure, now
 from fslab.study import load_study
 from fslab.workloads import fio
 from fslab.workloads.base import tool_of

@@ -12,6 +12,8 @@ import re
 import shlex
 import subprocess
 import sys
+from dataclasses import replace
+from datetime import datetime
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from conftest import FIXTURES, fslab
 from synthetic import stored_study
 
 from fslab.analysis import Row, analyse
+from fslab.checks import Unsupported
 from fslab.guard.names import file_name
 from fslab.model import Roles
 from fslab.report import charts as charts_module
@@ -38,15 +41,16 @@ from fslab.report.charts import (
 from fslab.report.conclusions import conclusions, ranking_conclusion, row_conclusions
 from fslab.report.details import LatencyHistogram, RunDetails, cell_histograms
 from fslab.report.figures import write_figures
-from fslab.report.html import Page, RunSection, Table, WorkloadSection, _script_json, emphasis, render_page
-from fslab.report.sections import workload_table
+from fslab.report.html import Page, RunSection, Table, WorkloadSection, _script_json, emphasis, render_page, run_section
+from fslab.report.sections import Kind, Section, sections, workload_table
 from fslab.report.summary import (
     CellSummary,
+    FailedRun,
     StudySummary,
     summarize_study_run,
 )
 from fslab.results import ResultsDB
-from fslab.results.db import SampleGroups
+from fslab.results.records import SampleGroups
 from fslab.stats import adjust_family, compare, rank, summarize
 from fslab.workloads.fio import latency_bins
 
@@ -454,6 +458,60 @@ def test_conclusions_of_a_study_follow_its_verdicts():
     assert claims and all(WORDS.search(c) for c in claims)
     assert any(c.text.startswith("raw and ext4: no detectable difference") for c in said if not c.claim)
     assert not any("raw is" in c for c in claims)
+
+
+# --- the page's tables and lines: the summary's sections (pure, a synthetic summary) ---------
+
+
+def summary_of_every_section() -> StudySummary:
+    """A synthetic summary with a section of every kind the page shows: its introduction, targets,
+    a skipped one, a workload's table, comparisons and rankings, failed runs (one stored before
+    runs recorded their phase)."""
+    def cell(iops: list[float], p99: list[float]) -> dict[str, list[float]]:
+        return {"read_iops": iops, "read_mb_s": [v / 256 for v in iops], "read_lat_p99_us": p99}
+
+    s = synthetic({"ext4": cell([100, 104, 98, 101], [90, 91, 92, 90]), "xfs": cell([150, 149, 152, 151], [80, 81, 79, 80]), "raw": cell([200, 210, 190, 205], [50, 52, 51, 50])})
+    study_run = {
+        "id": 1, "study": "synthetic", "status": "finished", "started_at": datetime(2026, 1, 2, 3, 4, 5), "finished_at": None, "plan_seed": 7,
+        "repetitions": 4, "scale": 1.0, "study_path": "study.toml", "environment": {"kernel": "6.1", "tools": {"fio": "fio-3.33"}},
+    }  # fmt: skip
+    return replace(
+        s, study_run=study_run, targets=[{**t, "spec": {"mkfs_options": [], "mount_options": "noatime"}, "tool_version": None} for t in s.targets],
+        failures=[FailedRun("xfs", W, 5, "", "mkfs failed"), FailedRun("xfs", W, 6, "provision", "mkfs failed")], skipped=[Unsupported("zfs", "no zfs module")],
+    )  # fmt: skip
+
+
+def test_the_page_lays_out_the_summarys_sections_and_follows_them(monkeypatch):
+    """What a report shows is decided once (sections.py): the page's tables and lines are the
+    sections' own (the failed runs in the page's words), and a section changed there is changed
+    on the page, the page's own conclusions kept."""
+    s = summary_of_every_section()
+    walked = {section.kind: section for section in sections(s)}
+    page = run_section(s, RunDetails())
+    intro, targets, workload, comparison, failed = (walked[k] for k in (Kind.INTRO, Kind.TARGETS, Kind.WORKLOAD, Kind.COMPARISON, Kind.FAILURES))
+    assert [*page.header, page.method] == intro.lines
+    assert (page.targets.columns, page.targets.rows, page.skipped) == (targets.columns, targets.rows, walked[Kind.SKIPPED].lines)
+    [shown] = page.workloads
+    assert (shown.title, shown.table.columns, shown.table.rows) == (workload.title, workload.columns, workload.rows)
+    assert [(baseline, t.columns, t.rows) for baseline, t in shown.comparisons] == [(comparison.named, comparison.columns, comparison.rows)]
+    assert shown.rankings == walked[Kind.RANKING].lines and shown.conclusions
+    assert page.failures is not None and page.failures.columns == ["target", "workload", "run", "phase", "error"]
+    assert page.failures.rows == [["xfs", W, "5", "–", "mkfs failed"], ["xfs", W, "6", "provision", "mkfs failed"]] == [[*r[:3], r[3] or "–", r[4]] for r in failed.rows]
+
+    def changed(summary: StudySummary) -> list[Section]:
+        """sections() with a workload's row fewer and a second comparison after its first."""
+        out = []
+        for section in sections(summary):
+            out.append(replace(section, rows=section.rows[1:]) if section.kind is Kind.WORKLOAD else section)
+            if section.kind is Kind.COMPARISON:
+                out.append(replace(section, named="raw", rows=section.rows[::-1]))
+        return out
+
+    monkeypatch.setattr("fslab.report.html.sections", changed)
+    [followed] = run_section(s, RunDetails()).workloads
+    assert followed.table.rows == workload.rows[1:]
+    assert [(baseline, t.rows) for baseline, t in followed.comparisons] == [(comparison.named, comparison.rows), ("raw", comparison.rows[::-1])]
+    assert followed.conclusions == shown.conclusions
 
 
 # --- the page as drawn: bar labels each in their own place -------------------------------------

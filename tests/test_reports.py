@@ -28,7 +28,7 @@ from fslab.report.console import CONSOLE_WIDTH, print_summary
 from fslab.report.files import write_reports
 from fslab.report.summary import StudySummary, summarize_study_run
 from fslab.results import ResultsDB
-from fslab.results.db import RunFailure
+from fslab.results.records import RunFailure
 from fslab.stats import summarize
 
 STUDY = """\

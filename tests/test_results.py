@@ -16,7 +16,7 @@ from fslab.report.formats.markdown import to_markdown
 from fslab.report.formats.summary_json import to_json
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB
-from fslab.results.db import SCHEMA_VERSION, SchemaMismatch, schema_info
+from fslab.results.schema import SCHEMA_VERSION, SchemaMismatch, schema_info
 
 
 def test_a_version_1_database_is_migrated_with_nothing_lost(tmp_path):

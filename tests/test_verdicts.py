@@ -18,7 +18,7 @@ from fslab.report.formats.summary_json import to_json
 from fslab.report.formatting import fmt_mean_ci
 from fslab.report.sections import comparison_groups, comparison_rows, header_lines, method_line, skipped_lines
 from fslab.report.summary import CellSummary, StudySummary, stored_baselines
-from fslab.results.db import SampleGroups
+from fslab.results.records import SampleGroups
 from fslab.stats import INTERVAL_MIN_RUNS, compare, summarize
 from fslab.study import StudyError, load_study, parse_study
 

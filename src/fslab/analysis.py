@@ -29,7 +29,7 @@ from fslab.stats import (
 from fslab.workloads import declared_metrics, resolution
 
 if TYPE_CHECKING:
-    from fslab.results.db import SampleGroups
+    from fslab.results.records import SampleGroups
 
 Samples = dict[tuple[str, str], dict[str, list[float]]]  # (workload, target) → metric → values in run order
 PairKey = tuple[str, str, str, str]  # (workload, metric, a, b): b against a, a before b in the study's order

@@ -25,8 +25,9 @@ from fslab.report.files import export_tables, report_folder, write_reports
 from fslab.report.formats import table_form_named
 from fslab.report.summary import StudySummary, flagged_cells, summarize_study_run
 from fslab.results import ResultsDB, RunRecord, reports_dir, resolve_location
-from fslab.results.db import DEFAULT_DB, now
+from fslab.results.location import DEFAULT_DB
 from fslab.results.owner import Owner
+from fslab.results.records import now
 from fslab.units import Bandwidth, parse_duration, parse_percent
 from fslab.workdir import DEFAULT_WORKDIR, Workdir
 

@@ -39,7 +39,7 @@ from fslab.errors import FslabError
 from fslab.guard.fio_jobs import direct_after
 from fslab.guard.names import NAME, NAME_RULE
 from fslab.model import Metric, RawOutput
-from fslab.results.db import RunRecord
+from fslab.results.records import RunRecord
 from fslab.workloads.fio import DIRECTIONS, NoJson, job_entries, job_metrics, load_json
 
 DEFAULT_STUDY = "imported"

@@ -22,7 +22,7 @@ from fslab.model import Cell, Roles
 from fslab.stats import compare, projected_half_width, summarize
 
 if TYPE_CHECKING:
-    from fslab.results.db import StoredRun
+    from fslab.results.records import StoredRun
 
 # A change smaller than this fraction of the interval max_runs would give stays undetected:
 # a cell showing no more is not run further (bench/adaptive.py measures the effect).

@@ -19,8 +19,8 @@ from fslab.guard.fio_jobs import preallocates
 from fslab.model import Study
 from fslab.plan import Repetitions
 from fslab.results import ResultsDB
-from fslab.results.db import StoredRun
 from fslab.results.owner import Owner
+from fslab.results.records import StoredRun
 from fslab.study import StudyError, parse_study
 
 

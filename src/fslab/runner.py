@@ -37,8 +37,8 @@ from fslab.monitors import Workload as MovedBytes
 from fslab.monitors.space import CompressionRatio
 from fslab.plan import PlannedRun, Planner, Repetitions, Tally, new_seed
 from fslab.results import ResultsDB, RunRecord
-from fslab.results.db import STDERR_LINES, RunFailure, RunKey, StoredRun, now
 from fslab.results.owner import Owner
+from fslab.results.records import STDERR_LINES, RunFailure, RunKey, StoredRun, now
 from fslab.resume import Resumable
 from fslab.scratch import scratch_directory
 from fslab.system import CommandError, joined, sync_and_drop_caches, time_limit

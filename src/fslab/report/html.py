@@ -1,5 +1,6 @@
-"""The report page: one self-contained HTML file that works offline. Its tables are the summary's
-own rows (sections.py: the same figures the console and the Markdown show), its charts the specs of
+"""The report page: one self-contained HTML file that works offline. It lays out the summary's
+sections (sections.py: the tables and lines the console and the Markdown show), each workload's
+in their order, adding its own conclusions, job files and devices, and its charts: the specs of
 charts.py embedded as JSON and drawn by Vega-Lite, whose JavaScript (vega, vega-lite, vega-embed:
 vl_convert.javascript_bundle) is inlined once. No script, style, font or image is fetched: the page
 also forbids every request itself (Content-Security-Policy).
@@ -32,23 +33,7 @@ from fslab.report.charts import Chart, comparison_chart, study_charts
 from fslab.report.conclusions import Conclusion, conclusions
 from fslab.report.details import RunDetails
 from fslab.report.figures import vega_lite
-from fslab.report.sections import (
-    COMPARISON_COLUMNS,
-    TARGET_COLUMNS,
-    compare_left_out_line,
-    comparison_groups,
-    comparison_rows,
-    header_lines,
-    method_line,
-    monitor_table,
-    ranking_lines,
-    repetitions_line,
-    scale_text,
-    skipped_lines,
-    target_rows,
-    workload_table,
-    workload_title,
-)
+from fslab.report.sections import COMPARISON_COLUMNS, Kind, Section, compare_left_out_line, comparison_rows, repetitions_line, scale_text, sections
 from fslab.report.summary import StudySummary
 from fslab.units import format_size
 
@@ -128,34 +113,40 @@ class Page:
 
 
 def run_section(s: StudySummary, details: RunDetails, chart_prefix: str = "") -> RunSection:
-    """A study run's part of a page: the study as run, its machine, then each workload. A page
-    of several study runs tells their charts apart by `chart_prefix`."""
+    """A study run's part of a page: the summary's sections (sections.py: what every format shows,
+    in order) laid out as a page — the study as run, its machine, then each workload — with the
+    page's own charts, conclusions, job files and devices. A page of several study runs tells
+    their charts apart by `chart_prefix`."""
     sr = s.study_run
+    header: list[str] = []
+    method = ""
+    targets = Table([], [])
+    skipped: list[str] = []
+    failures: Table | None = None
+    of_workload: dict[str, list[Section]] = {}
+    for section in sections(s):
+        match section.kind:
+            case Kind.INTRO:
+                *header, method = section.lines  # the method closes the page, under its own heading
+            case Kind.TARGETS:
+                at = section.columns.index("NOT in effect")
+                targets = Table(section.columns, section.rows, ["not-in-effect" if row[at] != "–" else "" for row in section.rows])
+            case Kind.SKIPPED:
+                skipped = section.lines
+            case Kind.OVERVIEW:
+                pass  # its figures are the workloads' tables' own, laid out for a paper
+            case Kind.FAILURES:
+                failures = _failures(section)
+            case _:
+                of_workload.setdefault(section.workload, []).append(section)
     charts = [replace(c, name=chart_prefix + c.name) for c in study_charts(s, details)]
     said = conclusions(s)
-    workloads = [
-        WorkloadSection(
-            anchor=f"run{sr['id']}-{file_name(w)}",
-            title=workload_title(s, w),
-            charts=[c for c in charts if c.workload == w],
-            table=Table(*workload_table(s, w)),
-            monitors=Table(*monitored) if (monitored := monitor_table(s, w)) else None,
-            comparisons=[(baseline, _verdict_table(COMPARISON_COLUMNS, comparison_rows(rows))) for baseline, rows in comparison_groups(s.analysis.rows_of(w))],
-            rankings=ranking_lines(s, w),
-            found=[(c.target, note) for c in s.cells_of(w) for note in c.notes],
-            conclusions=said[w],
-            job_files=[(t["name"], details.job_files[(w, t["name"])]) for t in s.targets if (w, t["name"]) in details.job_files],
-        )
-        for w in s.workloads
-    ]
-    rows = target_rows(s)
-    failures = Table(["target", "workload", "run", "phase", "error"], [[f.target, f.workload, str(f.repetition), f.phase or "–", f.error] for f in s.failures]) if s.failures else None
     return RunSection(
         id=sr["id"],
         anchor=f"run{sr['id']}",
         heading=f"{sr['study']} — study run {sr['id']}",
-        header=header_lines(s),
-        method=method_line(s),
+        header=header,
+        method=method,
         threshold=f"{s.analysis.threshold:.0%}",
         as_run=[
             ("status", sr["status"]),
@@ -168,14 +159,46 @@ def run_section(s: StudySummary, details: RunDetails, chart_prefix: str = "") ->
             ("threshold", f"{s.analysis.threshold:.0%}: the smallest change called faster or slower"),
             ("study file", sr["study_path"]),
         ],
-        targets=Table(TARGET_COLUMNS, rows, ["not-in-effect" if row[TARGET_COLUMNS.index("NOT in effect")] != "–" else "" for row in rows]),
-        skipped=skipped_lines(s),
+        targets=targets,
+        skipped=skipped,
         environment=_environment(sr["environment"]),
         tools=Table(["tool", "version"], [[name, version or "not found"] for name, version in sorted((sr["environment"].get("tools") or {}).items())]),
         devices=_devices(details.devices),
-        workloads=workloads,
+        workloads=[_workload_section(s, w, its, charts, said[w], details) for w, its in of_workload.items()],
         failures=failures,
         unreadable=details.unreadable,
+    )
+
+
+def _workload_section(s: StudySummary, workload: str, its: list[Section], charts: list[Chart], said: list[Conclusion], details: RunDetails) -> WorkloadSection:
+    """A workload's sections (its table, its monitors', its comparisons, its rankings) with what
+    the page adds: its charts (of the study run's), what was found of its runs, its conclusions
+    and job files."""
+    title, table = "", Table([], [])
+    monitors: Table | None = None
+    comparisons: list[tuple[str, Table]] = []
+    rankings: list[str] = []
+    for section in its:
+        match section.kind:
+            case Kind.WORKLOAD:
+                title, table = section.title, Table(section.columns, section.rows)
+            case Kind.MONITORS:
+                monitors = Table(section.columns, section.rows)
+            case Kind.COMPARISON:
+                comparisons.append((section.named, _verdict_table(section.columns, section.rows)))
+            case Kind.RANKING:
+                rankings = section.lines
+    return WorkloadSection(
+        anchor=f"run{s.study_run['id']}-{file_name(workload)}",
+        title=title,
+        charts=[c for c in charts if c.workload == workload],
+        table=table,
+        monitors=monitors,
+        comparisons=comparisons,
+        rankings=rankings,
+        found=[(c.target, note) for c in s.cells_of(workload) for note in c.notes],
+        conclusions=said,
+        job_files=[(t["name"], details.job_files[(workload, t["name"])]) for t in s.targets if (workload, t["name"]) in details.job_files],
     )
 
 
@@ -252,6 +275,13 @@ def _fitted(spec: dict) -> dict:
 def _verdict_table(columns: list[str], rows: list[list[str]]) -> Table:
     verdict = columns.index("verdict")
     return Table(columns, rows, [VERDICT_CLASS.get(row[verdict], "") for row in rows])
+
+
+def _failures(section: Section) -> Table:
+    """The failed runs as the page has always titled them: "run" for the repetition, "–" for a
+    phase not recorded (a run stored before schema version 3)."""
+    phase = section.columns.index("phase")
+    return Table(["run" if c == "repetition" else c for c in section.columns], [[(cell or "–") if i == phase else cell for i, cell in enumerate(row)] for row in section.rows])
 
 
 def _environment(env: dict) -> list[tuple[str, str]]:

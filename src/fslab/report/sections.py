@@ -1,7 +1,7 @@
 """What a summary shows, and in which order, decided once: `sections(summary)` walks a study
 run's summary into an ordered list of typed sections — a title, a table's columns and rows,
-lines of text — that the console (console.py) and Markdown (formats/markdown.py) each render
-in their own way. The rows and lines are built here, from the model (summary.py), each figure
+lines of text — that the console (console.py), Markdown (formats/markdown.py) and the page
+(html.py) each render in their own way. The rows and lines are built here, from the model (summary.py), each figure
 printed as formatting.py says.
 """
 

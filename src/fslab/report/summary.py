@@ -23,7 +23,7 @@ from fslab.model import unqualified
 from fslab.monitors.space import COMPRESSED_FROM
 from fslab.raw_reference import BeyondRaw, CachedReference, beyond_raw, cached_references, raw_references
 from fslab.results import ResultsDB
-from fslab.results.db import SampleGroups
+from fslab.results.records import SampleGroups
 from fslab.stats import Summary, summarize
 from fslab.units import Bandwidth
 from fslab.workloads.fio import DIRECTIONS

@@ -10,7 +10,7 @@ import json
 from dataclasses import asdict
 
 from fslab.report.summary import StudySummary
-from fslab.results.db import RunMetric
+from fslab.results.records import RunMetric
 from fslab.stats import Comparison, Summary
 
 
@@ -22,7 +22,7 @@ SUMMARY_COLUMNS: dict[str, type] = {
     "n": int, "mean": float, "median": float, "stdev": float, "cv": float, "minimum": float, "maximum": float, "ci_low": float, "ci_high": float, "needs_runs": int,
     "warnings": str,
 }  # fmt: skip
-RUN_COLUMNS: dict[str, type] = {  # results.db.RunMetric's fields, in order
+RUN_COLUMNS: dict[str, type] = {  # results.records.RunMetric's fields, in order
     "study_run": int, "run_id": int, "target": str, "workload": str, "repetition": int, "block": int, "warmup": bool, "status": str,
     "phase": str, "metric": str, "value": float, "unit": str,
 }  # fmt: skip

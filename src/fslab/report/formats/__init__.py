@@ -22,7 +22,7 @@ from fslab import registry
 from fslab.errors import FslabError
 from fslab.report.summary import StudySummary
 from fslab.results import ResultsDB
-from fslab.results.db import RunMetric
+from fslab.results.records import RunMetric
 
 
 @dataclass

@@ -1,0 +1,203 @@
+"""The results database's schema (SQLAlchemy Core, for SQLite and PostgreSQL alike) and the
+migrations that bring a database of any older version up to SCHEMA_VERSION, kept forever: no
+result is left behind."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlalchemy as sa
+
+from fslab.errors import FslabError
+
+SCHEMA_VERSION = 8
+
+metadata = sa.MetaData()
+
+schema_info = sa.Table("schema_info", metadata, sa.Column("version", sa.Integer, nullable=False))
+
+study_runs = sa.Table(
+    "study_runs",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("study", sa.String(200), nullable=False, index=True),
+    sa.Column("study_path", sa.Text, nullable=False),
+    sa.Column("study_source", sa.Text, nullable=False),
+    sa.Column("scale", sa.Float, nullable=False),
+    sa.Column("repetitions", sa.Integer, nullable=False),
+    sa.Column("plan_seed", sa.BigInteger, nullable=False),
+    sa.Column("started_at", sa.DateTime, nullable=False),
+    sa.Column("finished_at", sa.DateTime),
+    sa.Column("status", sa.String(20), nullable=False),  # running, finished, interrupted
+    sa.Column("environment", sa.JSON, nullable=False),
+    sa.Column("settings", sa.JSON),  # repetitions asked for (runs, warm-up, target precision, limits)
+    sa.Column("outcome", sa.JSON),  # per cell: runs, widest relative half-width, how it ended
+    sa.Column("owner", sa.JSON),  # the process running it (owner.Owner): pid, start time, host, work directory
+    sa.Column("fslab_version", sa.String(40), nullable=False),
+)
+
+targets = sa.Table(
+    "targets",
+    metadata,
+    sa.Column("study_run_id", sa.ForeignKey("study_runs.id"), primary_key=True),
+    sa.Column("name", sa.String(200), primary_key=True),
+    sa.Column("position", sa.Integer, nullable=False),  # order in the study file
+    sa.Column("filesystem", sa.String(40), nullable=False),
+    sa.Column("spec", sa.JSON, nullable=False),  # as requested in the study file
+    sa.Column("tool_version", sa.Text),
+)
+
+workloads = sa.Table(
+    "workloads",
+    metadata,
+    sa.Column("study_run_id", sa.ForeignKey("study_runs.id"), primary_key=True),
+    sa.Column("name", sa.String(200), primary_key=True),
+    sa.Column("position", sa.Integer, nullable=False),
+    sa.Column("spec", sa.JSON, nullable=False),
+)
+
+runs = sa.Table(
+    "runs",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("study_run_id", sa.ForeignKey("study_runs.id"), nullable=False, index=True),
+    sa.Column("target", sa.String(200), nullable=False),
+    sa.Column("workload", sa.String(200), nullable=False),
+    sa.Column("repetition", sa.Integer, nullable=False),
+    sa.Column("warmup", sa.Boolean, nullable=False, default=False),  # stored, never in the statistics
+    sa.Column("block", sa.Integer, nullable=False),
+    sa.Column("position", sa.Integer, nullable=False),
+    sa.Column("started_at", sa.DateTime, nullable=False),
+    sa.Column("finished_at", sa.DateTime, nullable=False),
+    sa.Column("status", sa.String(20), nullable=False),  # ok, failed
+    sa.Column("error", sa.Text),
+    sa.Column("job_file", sa.Text),  # what the workload ran: its fio job file, its command line
+    sa.Column("device", sa.Text),  # every device of the target's stack, bottom last
+    sa.Column("image_size", sa.BigInteger),
+    sa.Column("direct_io_loop", sa.Boolean),
+    sa.Column("mkfs_command", sa.JSON),
+    sa.Column("mount_options_requested", sa.Text),
+    sa.Column("mount_options_effective", sa.Text),
+    sa.Column("fs_details", sa.Text),
+    sa.Column("buffered", sa.Boolean, nullable=False),
+    sa.Column("data_pattern", sa.Text),
+    sa.Column("device_facts", sa.JSON),  # per device under the target: model, serial, size, sectors, queue (guard/block_devices.py)
+    sa.Column("timings", sa.JSON, nullable=False),  # seconds per phase: image (first run), provision, layout, drop_caches, workload, parse, teardown
+    sa.Column("failure", sa.JSON),  # a failed run's RunFailure: phase, command, exit status, stderr tail, traceback
+    sa.Column("notes", sa.JSON),  # since version 6: what its workload kind and monitors found of it (Finding), shown on its cell
+    sa.Column("memory_limit", sa.BigInteger),  # since version 7: bytes its measured run could hold, page cache included (cgroups.py); NULL: no limit
+    sa.Column("source", sa.JSON),  # since version 8: where an imported run came from (its file, fio version, host: importer.py); NULL: fslab ran it
+)
+
+# Since version 5 a metric carries its phase and its roles (model.py); a run keeps one raw
+# output per phase and tool.
+metrics = sa.Table(
+    "metrics",
+    metadata,
+    sa.Column("run_id", sa.ForeignKey("runs.id"), primary_key=True),
+    sa.Column("phase", sa.String(60), primary_key=True, server_default=""),  # "" for a workload of one phase
+    sa.Column("name", sa.String(60), primary_key=True),
+    sa.Column("value", sa.Float, nullable=False),
+    sa.Column("unit", sa.String(20), nullable=False),
+    sa.Column("higher_is_better", sa.Boolean, nullable=False),
+    sa.Column("primary", sa.Boolean, nullable=False, server_default=sa.false()),  # decides precision, rank, adaptive stopping
+    sa.Column("compared", sa.Boolean, nullable=False, server_default=sa.false()),  # compared between every pair of targets
+)
+
+run_outputs = sa.Table(
+    "run_outputs",
+    metadata,
+    sa.Column("run_id", sa.ForeignKey("runs.id"), primary_key=True),
+    sa.Column("phase", sa.String(60), primary_key=True),
+    sa.Column("tool", sa.String(40), primary_key=True),
+    sa.Column("output", sa.Text, nullable=False),
+)
+
+
+@dataclass(frozen=True)
+class Only:
+    """A migration statement for one database engine alone."""
+
+    dialect: str  # as SQLAlchemy names it: sqlite, postgresql
+    sql: str
+
+
+def _renamed_metric(old: str, new: str) -> str:
+    return f"UPDATE metrics SET name = '{new}' WHERE name = '{old}'"
+
+
+# Statements that bring a database from version N to N+1, kept forever: no result is left behind.
+MIGRATIONS: dict[int, list[str | Only]] = {
+    1: [
+        "ALTER TABLE study_runs ADD COLUMN settings JSON",
+        "ALTER TABLE study_runs ADD COLUMN outcome JSON",
+        "ALTER TABLE runs ADD COLUMN warmup BOOLEAN NOT NULL DEFAULT FALSE",
+    ],
+    2: [
+        "ALTER TABLE study_runs ADD COLUMN owner JSON",
+        "ALTER TABLE runs ADD COLUMN failure JSON",
+        "ALTER TABLE runs ADD COLUMN device_facts JSON",
+        # SQLite never enforced VARCHAR(100); PostgreSQL did, too short for a stack of devices.
+        Only("postgresql", "ALTER TABLE runs ALTER COLUMN device TYPE TEXT"),
+    ],
+    # Up to version 3 the latency metrics "<direction>_lat_*" were fio's completion latency: they
+    # become "<direction>_clat_*", so an old run never shows clat as the total latency it lacks.
+    3: [
+        _renamed_metric(f"{d}_lat_{stat}_us", f"{d}_clat_{stat}_us")
+        for d in ("read", "write")
+        for stat in ("mean", "p50", "p95", "p99", "p99_9")
+    ],
+    # Metrics gain their phase (in their key) and their roles: up to version 4 every metric was
+    # fio's, IOPS decided and IOPS and p99 latency were compared. fio's raw output moves from
+    # runs.raw_output to run_outputs (one per phase and tool), nothing left behind.
+    4: [
+        """CREATE TABLE metrics_v5 (
+            run_id INTEGER NOT NULL REFERENCES runs (id),
+            phase VARCHAR(60) NOT NULL DEFAULT '',
+            name VARCHAR(60) NOT NULL,
+            value FLOAT NOT NULL,
+            unit VARCHAR(20) NOT NULL,
+            higher_is_better BOOLEAN NOT NULL,
+            "primary" BOOLEAN NOT NULL DEFAULT FALSE,
+            compared BOOLEAN NOT NULL DEFAULT FALSE,
+            PRIMARY KEY (run_id, phase, name)
+        )""",
+        """INSERT INTO metrics_v5 (run_id, phase, name, value, unit, higher_is_better, "primary", compared)
+        SELECT run_id, '', name, value, unit, higher_is_better,
+            name IN ('read_iops', 'write_iops'),
+            name IN ('read_iops', 'write_iops', 'read_lat_p99_us', 'write_lat_p99_us')
+        FROM metrics""",
+        "DROP TABLE metrics",
+        "ALTER TABLE metrics_v5 RENAME TO metrics",
+        "INSERT INTO run_outputs (run_id, phase, tool, output) SELECT id, '', 'fio', raw_output FROM runs WHERE raw_output IS NOT NULL",
+        "ALTER TABLE runs DROP COLUMN raw_output",
+    ],
+    # Runs keep what was found of them: a figure that cannot be real, a note a reader needs.
+    5: ["ALTER TABLE runs ADD COLUMN notes JSON"],
+    # Runs keep the memory limit their measured run had (NULL: none, as every run before).
+    6: ["ALTER TABLE runs ADD COLUMN memory_limit BIGINT"],
+    # Runs imported from fio's JSON keep where they came from (NULL: fslab ran it, as every run before).
+    7: ["ALTER TABLE runs ADD COLUMN source JSON"],
+}
+
+
+class SchemaMismatch(FslabError):
+    pass
+
+
+def bring_up_to_date(conn: sa.Connection, location: str) -> None:
+    """Stamp a new database with SCHEMA_VERSION, or migrate an older one to it; refuse a newer one."""
+    found = conn.execute(sa.select(schema_info.c.version)).scalar()
+    if found is None:
+        conn.execute(schema_info.insert().values(version=SCHEMA_VERSION))
+        return
+    if found > SCHEMA_VERSION:
+        raise SchemaMismatch(f"{location} holds results in schema version {found}, newer than this fslab's {SCHEMA_VERSION}: upgrade fslab")
+    if found == SCHEMA_VERSION:
+        return  # nothing written: a database fslab may only read (a copy, another user's) still opens
+    for version in range(found, SCHEMA_VERSION):
+        for statement in MIGRATIONS[version]:
+            if isinstance(statement, Only) and statement.dialect != conn.dialect.name:
+                continue
+            conn.execute(sa.text(statement.sql if isinstance(statement, Only) else statement))
+    conn.execute(schema_info.update().values(version=SCHEMA_VERSION))
