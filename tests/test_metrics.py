@@ -18,7 +18,8 @@ from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
 from fslab.study import parse_study
 from fslab.workloads import KINDS, declared_metrics, kind_of
-from fslab.workloads.fio import FIO, parse_metrics
+from fslab.workloads.fio import FIO
+from fslab.workloads.fio_output import parse_metrics
 
 STUDY = """\
 [study]

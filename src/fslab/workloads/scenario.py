@@ -47,7 +47,8 @@ from fslab.system import sync_and_drop_caches, run
 from fslab.workloads.base import Measured, StudyScope, Window, WorkloadKind, directory_of, tool_of
 from fslab.workloads.data import DataPattern
 from fslab.workloads.dd import DD, DdOptions
-from fslab.workloads.fio import FIXED_OPTIONS, METRICS as FIO_METRICS, NO_PREALLOCATION, log_options, parse_metrics, run_measured
+from fslab.workloads.fio import FIXED_OPTIONS, NO_PREALLOCATION, log_options, run_measured
+from fslab.workloads.fio_output import METRICS as FIO_METRICS, parse_metrics
 from fslab.workloads.sysbench import SYSBENCH, SysbenchOptions
 
 if TYPE_CHECKING:
