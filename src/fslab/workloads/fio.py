@@ -12,25 +12,36 @@ own figures began (after its start-up and ramp_time): `run_measured`, fio_epoch.
 from __future__ import annotations
 
 import json
+import os
+import stat
 import math
 import re
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, NoReturn
+
+from pydantic import field_validator, model_validator
 
 from fslab.errors import Refused
 from fslab.filesystems.base import Provisioned
 from fslab.guard import fio_jobs
 from fslab.guard.fio_jobs import JobFile, fio_environment, parse_only, render, single_job
+from fslab.guard.names import file_name
 from fslab.journal import Journal
 from fslab.model import Metric, RawOutput, Workload
 from fslab.system import run_held
+from fslab.toml_errors import unknown
+from fslab.units import format_size, parse_duration, parse_size, scaled_size
 from fslab.workloads import fio_epoch
 from fslab.workloads.base import Measured, StudyScope, Window, tool_of
-from fslab.workloads.data import DataPattern
+from fslab.workloads.data import DataPattern, buffer_options
 from fslab.workloads.fio_output import LOG_FILE, LOG_PREFIX, LOG_TOOL, METRICS, load_json, parse_metrics
 from fslab.findings import Finding
+from fslab.workloads import Needed, register
+from fslab.workloads.builtin import BUILTIN_WORKLOADS
+from fslab.workloads.tables import FIO_RW_MODES, Building, FioSection, Name, OnTargets, run_timeout
 
 if TYPE_CHECKING:
     from fslab.workdir import Workdir
@@ -283,3 +294,175 @@ class Fio:
 
 
 FIO = Fio()
+
+
+# ---- its table in a study file, and the study's [fio] table ----------------------------------------
+
+# fslab's defaults for every fio workload, overridden by a study's [fio] table, then by the workload.
+FIO_DEFAULTS: dict[str, Any] = {
+    "bs": "4k",
+    "iodepth": 1,
+    "numjobs": 1,
+    "size": "1GiB",
+    "runtime": "10s",
+    "ramp_time": "0s",
+    "direct": True,
+    "ioengine": "libaio",
+    "randseed": 24301,
+}
+
+
+
+
+def data_pattern(fio: FioSection, workload: tuple[int, FioSection] | None, refuse: Callable[[tuple, str], NoReturn]) -> DataPattern:
+    """What a workload built from parameters writes: its `data` (else the study's [fio] data, else
+    random), or what buffer options in its options (or [fio]'s) set. Both at once is refused."""
+    index, section = workload if workload else (None, None)
+    own = section.data if section is not None else None
+    data, table = (own, ("workload", index, "data")) if own is not None else (fio.data, ("fio", "data"))
+    set_by_workload = buffer_options(section.options.items()) if section is not None else ()
+    found = buffer_options({**fio.options, **(section.options if section is not None else {})}.items())
+    if not found:
+        return DataPattern.asked(data)
+    options_where = "the workload's options" if set_by_workload else "the study's [fio] options"
+    if data is not None:
+        asked = f'"{data}"' if isinstance(data, str) else f"{{ compressible = {data['compressible']} }}"
+        listed = ", ".join(f"{name}={value}" for name, value in found)
+        refuse(
+            table,
+            f"data = {asked} and {listed} in {options_where} both set what is written; "
+            "keep one: data (random, zeros or { compressible = N }), or the buffer options alone",
+        )
+    return DataPattern.from_options("options", found, set_by=options_where)
+
+
+def fio_workload(name: str, settings: dict[str, Any], extra: dict[str, Any], scale: float, time_scale: float, data: DataPattern, *, shared_file: bool = False) -> Workload:
+    size = scaled_size(parse_size(settings["size"]), scale)
+    runtime = parse_duration(settings["runtime"]) * time_scale
+    ramp = parse_duration(settings["ramp_time"]) * time_scale
+    options = {
+        "rw": settings["rw"],
+        "bs": settings["bs"],
+        "iodepth": settings["iodepth"],
+        "numjobs": settings["numjobs"],
+        "size": size,
+        "ioengine": settings["ioengine"],
+        "direct": int(settings["direct"]),
+        "randseed": settings["randseed"],
+        **NO_PREALLOCATION,  # unless the study's options set fallocate
+    }
+    if "rwmixread" in settings:
+        options["rwmixread"] = settings["rwmixread"]
+    if runtime > 0:
+        options |= {"time_based": 1, "runtime": f"{round(runtime * 1000)}ms"}
+    if ramp > 0:
+        options["ramp_time"] = f"{round(ramp * 1000)}ms"
+    options |= extra  # checked, as fio writes them (study_file.fio_options)
+    if shared_file:  # one file for every job, named as fslab names every file (in the target's directory)
+        options["filename"] = file_name(name)
+    fio_options = {key: str(value) for key, value in options.items()}
+    job = fio_jobs.single_job(name, fio_options)
+    seconds = fio_jobs.expected_seconds(job)
+    return Workload(
+        name=name,
+        tool=FioJob(job, fio_options, None, fio_jobs.reads(job), size, settings["numjobs"], data, shared_file),
+        # from the job, as for a job file: a workload's own options may change rw, direct or runtime
+        seconds=seconds,
+        direct=fio_jobs.direct(job),
+        timeout=run_timeout(seconds, settings.get("timeout")),
+    )
+
+
+def job_file_workload(name: str, job_file: str, base_dir: Path, at: tuple, refuse: Callable[[tuple, str], NoReturn], timeout: str | int | float | None) -> Workload:
+    """A workload from a job file, parsed and checked now: a job that breaks a rule stops the
+    study before anything is formatted."""
+    try:
+        job = fio_jobs.parse_job_file(_read_job_file(base_dir / job_file), job_file)
+    except (Refused, ValueError) as exc:
+        refuse(at, str(exc))
+    data = DataPattern.from_options("job_file", (option for section in job.sections for option in section.options))
+    job = without_preallocation(job)
+    return Workload(
+        name=name,
+        tool=FioJob(job, {}, job_file, fio_jobs.reads(job), 0, 1, data),
+        seconds=(seconds := fio_jobs.expected_seconds(job)),
+        direct=fio_jobs.direct(job),
+        timeout=run_timeout(seconds, timeout),
+    )
+
+
+JOB_FILE_LIMIT = 1 << 20  # far above any real job file
+
+
+def _read_job_file(path: Path) -> str:
+    """A job file's text. Opened without blocking and refused unless a regular file, so a job_file
+    naming a FIFO or /dev/zero cannot hang or flood fslab; refused when binary or too long."""
+    try:
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise ValueError(f"{path} is not a regular file")
+            data = f.read(JOB_FILE_LIMIT + 1)
+    except OSError as exc:
+        raise ValueError(f"cannot read job_file {path}: {exc.strerror}") from None
+    if len(data) > JOB_FILE_LIMIT:
+        raise ValueError(f"{path} is longer than {format_size(JOB_FILE_LIMIT)}: not a fio job file")
+    if b"\0" in data:
+        raise ValueError(f"{path} is binary, not a fio job file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not UTF-8 text, not a fio job file") from None
+
+
+# A workload's fields that set what a job file sets itself (fslab's own timeout and memory_limit aside).
+SET_BESIDE_JOB_FILE = tuple(name for name in [*FioSection.model_fields, "shared_file"] if name not in ("timeout", "memory_limit"))
+
+
+class WorkloadSection(FioSection, OnTargets):
+    name: Name
+    kind: Literal["fio"] = "fio"
+    rw: str | None = None
+    job_file: str | None = None
+    shared_file: bool = False  # all numjobs jobs work on one file (fio filename=), laid out once
+
+    @field_validator("rw")
+    @classmethod
+    def _rw(cls, value: str | None) -> str | None:
+        if value is not None and value not in FIO_RW_MODES:
+            raise ValueError(unknown("rw mode", value, FIO_RW_MODES))
+        return value
+
+    @model_validator(mode="after")
+    def _pattern_or_file(self) -> WorkloadSection:
+        if (self.rw is None) == (self.job_file is None):
+            raise ValueError("a workload needs either rw (fio parameters) or job_file (your own fio job file), not both")
+        beside = [name for name in SET_BESIDE_JOB_FILE if name in self.model_fields_set] if self.job_file is not None else []
+        if self.job_file is not None and beside:
+            raise ValueError(f"{', '.join(beside)} beside a job_file would be ignored: put them in the job file")
+        return self
+
+def builtin_workload(name: str, building: Building) -> Workload:
+    """A built-in workload (builtin.py) the study's [study] workloads names, with the study's [fio] table."""
+    pattern = BUILTIN_WORKLOADS[name]
+    settings = {**study_defaults(building.fio), **pattern}
+    return fio_workload(name, settings, building.fio.options, building.scale, building.time_scale, building.data, shared_file=pattern.get("shared_file", False))
+
+
+def study_defaults(fio: FioSection) -> dict[str, Any]:
+    """fslab's defaults under the study's [fio] table."""
+    return {**FIO_DEFAULTS, **fio.model_dump(exclude_none=True, exclude={"options", "data"})}
+
+
+def build(section: WorkloadSection, building: Building) -> Workload:
+    """A [[workload]] of fio: its user's job file, or a job of its parameters over the study's [fio] table."""
+    if section.job_file:
+        timeout = building.fio.timeout if section.timeout is None else section.timeout
+        return job_file_workload(section.name, section.job_file, building.base_dir, (*building.table, "job_file"), building.refuse, timeout)
+    own = section.model_dump(exclude_none=True, exclude={"name", "kind", "job_file", "options", "data", "shared_file", "memory_limit"})
+    data = data_pattern(building.fio, (building.index, section), building.refuse)
+    settings = {**study_defaults(building.fio), **own}
+    return fio_workload(section.name, settings, {**building.fio.options, **section.options}, building.scale, building.time_scale, data, shared_file=section.shared_file)
+
+
+# The fio tool fslab cannot start without: every built-in study runs it.
+register(FIO, section=WorkloadSection, build=build, tool=Needed(("fio", "--version"), "fio", required=True))
