@@ -6,7 +6,7 @@ the run itself is.
 A study run is ordered by fslab's own Planner (warm-up blocks, then measured blocks, a new order
 each, from the study run's seed) and stored run by run (ResultsDB.begin_study_run, record_run,
 finish_study_run). Each run keeps a real fio json+ output (tests/fixtures/fio, latency bins and
-all) with the metrics fio.parse_metrics reads from it, scaled per target and given a few % of
+all) with the metrics fio_output.parse_metrics reads from it, scaled per target and given a few % of
 seeded noise so cells differ; the monitors' metrics (CPU, device traffic, write amplification,
 space); fio's bandwidth and IOPS logs (tool "fio_log"); device facts, the exact job file, mount
 options read back, the filesystem's own description and the phases' timings. A target named in
@@ -32,7 +32,7 @@ from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
 from fslab.results.records import RunFailure, now
 from fslab.study import load_study
-from fslab.workloads import fio
+from fslab.workloads import fio_output as fio
 from fslab.workloads.base import tool_of
 
 FIO_OUTPUTS = Path(__file__).parent / "fixtures" / "fio"

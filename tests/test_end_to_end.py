@@ -11,7 +11,7 @@ from conftest import fio_children, fresh_workdir, fslab, held_by, runs_stored, w
 
 from fslab.guard.names import file_name
 from fslab.results import ResultsDB
-from fslab.workloads.fio import LOG_TOOL, throughput_over_time
+from fslab.workloads.fio_output import LOG_TOOL, throughput_over_time
 
 FOUR_KINDS = """\
 [study]

@@ -9,7 +9,8 @@ import json
 import pytest
 from conftest import FIXTURES
 
-from fslab.workloads.fio import epoch_ms, stored_logs, taken_logs, throughput_over_time
+from fslab.workloads.fio import epoch_ms, stored_logs, taken_logs
+from fslab.workloads.fio_output import throughput_over_time
 from fslab.workloads.fio_epoch import job_epoch_ms, stamps_of
 
 EPOCH = FIXTURES / "fio" / "epoch"

@@ -7,10 +7,8 @@ import pytest
 from conftest import FIXTURES
 
 from fslab.guard.fio_jobs import option_problem
-from fslab.workloads.fio import (
-    FIXED_OPTIONS, LATENCIES, LOG_TOOL, MEASUREMENT_OPTIONS, PERCENTILES, load_json, log_interval_ms, log_options, parse_metrics, stored_logs, taken_logs, percentile_from_bins,
-    throughput_over_time,
-)
+from fslab.workloads.fio import FIXED_OPTIONS, MEASUREMENT_OPTIONS, log_interval_ms, log_options, stored_logs, taken_logs
+from fslab.workloads.fio_output import LATENCIES, LOG_TOOL, PERCENTILES, load_json, parse_metrics, percentile_from_bins, throughput_over_time
 
 FIO = FIXTURES / "fio"
 

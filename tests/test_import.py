@@ -27,14 +27,8 @@ from fslab.importer import (
     read_files,
 )
 from fslab.results import ResultsDB
-from fslab.workloads.fio import METRICS as FIO_METRICS
-from fslab.workloads.fio import (
-    PERCENTILES,
-    in_current_units,
-    job_metrics,
-    latency_bins,
-    parse_metrics,
-)
+from fslab.workloads.fio_output import METRICS as FIO_METRICS
+from fslab.workloads.fio_output import PERCENTILES, in_current_units, job_metrics, latency_bins, parse_metrics
 
 IMPORT = FIXTURES / "import"
 PLAIN = sorted((IMPORT / "plain").glob("*.json"))

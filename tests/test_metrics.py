@@ -17,8 +17,9 @@ from fslab.report.summary import CellSummary, StudySummary, summarize_study_run
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
 from fslab.study import parse_study
-from fslab.workloads import KINDS, declared_metrics, kind_of
-from fslab.workloads.fio import FIO, parse_metrics
+from fslab.workloads import declared_metrics, kind_of, registered
+from fslab.workloads.fio import FIO
+from fslab.workloads.fio_output import parse_metrics
 
 STUDY = """\
 [study]
@@ -97,7 +98,7 @@ def test_adaptive_runs_stop_on_a_primary_metric_whatever_its_name():
 def test_fio_behind_the_protocol_round_trips_through_the_database(tmp_path):
     text = (FIXTURES / "fio" / "randrw-2jobs.json").read_text()
     workload = parse_study(STUDY, "s.toml", base_dir=Path(".")).workloads[0]
-    assert kind_of(workload) is FIO and KINDS["fio"] is FIO
+    assert kind_of(workload) is FIO and registered("fio").kind is FIO
     metrics = FIO.parse([RawOutput("", "fio", text)])
     assert metrics == parse_metrics(text) and all(m.phase == "" for m in metrics)
     assert {m.name for m in metrics if m.primary} == {"read_iops", "write_iops"} == {name for name, kind in FIO.metrics.items() if kind.primary}

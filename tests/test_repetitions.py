@@ -12,7 +12,7 @@ from fslab.report.console import CONSOLE_WIDTH
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
 from fslab.study import parse_study
-from fslab.workloads.fio import metric as fio_metric
+from fslab.workloads.fio_output import metric as fio_metric
 
 STUDY = """\
 [study]

@@ -52,7 +52,7 @@ from fslab.report.summary import (
 from fslab.results import ResultsDB
 from fslab.results.records import SampleGroups
 from fslab.stats import adjust_family, compare, rank, summarize
-from fslab.workloads.fio import latency_bins
+from fslab.workloads.fio_output import latency_bins
 
 ROOT = Path(__file__).parent.parent
 CHROMIUM = "/usr/bin/chromium"  # Debian's (the Makefile installs it): playwright downloads no browser

@@ -14,7 +14,7 @@ from fslab.monitors import metric_names
 from fslab.results import ResultsDB
 from fslab.workloads.data import DataPattern
 from fslab.workloads.dd import DD, DdOptions
-from fslab.workloads.fio import LOG_TOOL
+from fslab.workloads.fio_output import LOG_TOOL
 from fslab.workloads.scenario import METRICS, SCENARIOS, Phase, Scenario, cow_ageing, scenario
 from fslab.workloads.sysbench import SYSBENCH, SysbenchOptions
 

@@ -14,7 +14,7 @@ from fslab.model import RawOutput
 from fslab.report.charts import latency_percentiles_chart, study_charts, throughput_chart
 from fslab.report.details import LatencyHistogram, RunDetails, ThroughputTrace, throughput_traces
 from fslab.units import Bandwidth
-from fslab.workloads.fio import LOG_TOOL, Throughput, throughput_over_time
+from fslab.workloads.fio_output import LOG_TOOL, Throughput, throughput_over_time
 
 
 def logs(kib_s: list[int], direction: int = 0, window_ms: int = 500, phase: str = "") -> RawOutput:

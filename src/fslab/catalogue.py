@@ -21,14 +21,14 @@ from fslab.devices.zram import ZramSource
 from fslab.errors import FslabError
 from fslab.filesystems import FILESYSTEMS
 from fslab.guard.options import accepted_values
-from fslab.study import FIO_DEFAULTS, builtin_studies
-from fslab.study_file import WORKLOAD_KINDS, ScenarioSection
+from fslab.study import builtin_studies
 from fslab.toml_errors import did_you_mean, unknown
 from fslab.units import parse_duration
-from fslab.workloads import KINDS
+from fslab import workloads
+from fslab.workloads.fio import FIO_DEFAULTS
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 from fslab.workloads.scenario import BUILTIN as BUILTIN_SCENARIOS
-from fslab.workloads.scenario import Phase, builtin_phases
+from fslab.workloads.scenario import Phase, ScenarioSection, builtin_phases
 
 # Where a target's devices come from (runner.Sources picks one by the target's fields).
 DEVICE_SOURCES = {"loop": ImageSource, "named": NamedSource, "zram": ZramSource}
@@ -149,7 +149,7 @@ def catalogue() -> Catalogue:
         studies=[Named(name, description) for name, description in builtin_studies().items()],
         workloads=[_builtin_workload(name, pattern) for name, pattern in BUILTIN_WORKLOADS.items()],
         sets=[WorkloadSet(name, list(members)) for name, members in WORKLOAD_SETS.items()],
-        kinds=[_kind(name, model) for name, model in WORKLOAD_KINDS.items()],
+        kinds=[_kind(found) for found in workloads.kinds()],
         scenarios=[_scenario(name) for name in BUILTIN_SCENARIOS],
         filesystems=[_filesystem(kind) for kind in FILESYSTEMS],
         layers=[LayerEntry(name, layer.kernel_feature, [_options("layer_options", layer.options.tool, accepted_values(layer.options.options))]) for name, layer in LAYERS.items()],
@@ -169,8 +169,8 @@ def _builtin_workload(name: str, pattern: Mapping[str, object]) -> BuiltinWorklo
     return BuiltinWorkload(name, fixed, runtime, None, defaulted="runtime" not in pattern)
 
 
-def _kind(name: str, model: type[BaseModel]) -> WorkloadKindEntry:
-    kind = KINDS[name]
+def _kind(found: workloads.Registered) -> WorkloadKindEntry:
+    name, kind, model = found.name, found.kind, found.section
     options = [_options("options", name, kind.accepted_options)] if kind.accepted_options else []
     fields = _fields(model)
     return WorkloadKindEntry(name, sorted(fields, key=lambda f: f not in ("name", "kind")), options)  # name and kind first, the rest as declared

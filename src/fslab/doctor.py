@@ -13,10 +13,11 @@ from pathlib import Path
 from fslab import cgroups
 from fslab.checks import Check, Unsupported, by_target, tool_check
 from fslab.devices import layers, zram
-from fslab.environment import TOOLS, filesystem_of
+from fslab.environment import LOSETUP, filesystem_of
 from fslab.filesystems import FILESYSTEMS
 from fslab.model import Study
 from fslab.units import format_size
+from fslab.workloads import kinds
 
 
 def _basic_checks() -> list[Check]:
@@ -25,8 +26,8 @@ def _basic_checks() -> list[Check]:
     return [
         Check("root", root, "running as root" if root else f"running as uid {os.geteuid()}", "run fslab as root (sudo): it formats and mounts loop images"),
         Check("loop devices", loop, "/dev/loop-control present" if loop else "no /dev/loop-control", "a kernel with CONFIG_BLK_DEV_LOOP"),
-        tool_check("fio", TOOLS["fio"], "fio"),
-        tool_check("losetup", TOOLS["losetup"], "util-linux"),
+        *_tool_checks(required=True),
+        tool_check("losetup", LOSETUP, "util-linux"),
     ]
 
 
@@ -36,13 +37,17 @@ def machine_checks(workdir: Path) -> list[Check]:
     for fs in FILESYSTEMS.values():
         checks += fs.machine_checks()
     checks += [
-        tool_check("sysbench", TOOLS["sysbench"], "sysbench", required=False),
-        tool_check("rsync", TOOLS["rsync"], "rsync", required=False),
+        *_tool_checks(required=False),
         *[_layer_check(name) for name in layers.LAYERS],
         _zram_check(),
         _memory_limit_check(),
     ]
     return checks + workdir_checks(workdir)
+
+
+def _tool_checks(*, required: bool) -> list[Check]:
+    """The tools the workload kinds drive, those fslab cannot start without or the others."""
+    return [tool_check(kind.tool.command, kind.tool.version_command, kind.tool.package, required) for kind in kinds() if kind.tool and kind.tool.required == required]
 
 
 def _memory_limit_check() -> Check:

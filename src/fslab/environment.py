@@ -12,14 +12,10 @@ from fslab.devices.layers import LAYERS
 from fslab.filesystems import FILESYSTEMS
 from fslab.guard.identity import mounts
 from fslab.system import tool_version
+from fslab.workloads import kinds
 
-# The tools fslab drives besides each filesystem's and layer's own (whose version commands live with them).
-TOOLS = {
-    "fio": ("fio", "--version"),
-    "sysbench": ("sysbench", "--version"),
-    "losetup": ("losetup", "--version"),
-    "rsync": ("rsync", "--version"),
-}
+# The tool fslab drives besides each workload kind's, filesystem's and layer's own (whose version commands live with them).
+LOSETUP = ("losetup", "--version")
 
 
 def os_release() -> str:
@@ -62,7 +58,8 @@ def filesystem_of(path: Path) -> dict:
 
 def tool_versions() -> dict[str, str | None]:
     """Every tool's version, the mkfs tools named by their command (mke2fs, mkfs.xfs, …)."""
-    commands = TOOLS | {fs.version_command[0]: fs.version_command for fs in FILESYSTEMS.values() if hasattr(fs, "version_command")}
+    commands = {kind.tool.command: kind.tool.version_command for kind in kinds() if kind.tool} | {LOSETUP[0]: LOSETUP}
+    commands |= {fs.version_command[0]: fs.version_command for fs in FILESYSTEMS.values() if hasattr(fs, "version_command")}
     commands |= {layer.tool[0]: layer.tool for layer in LAYERS.values()}
     return {name: tool_version(argv) for name, argv in commands.items()}
 

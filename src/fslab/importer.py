@@ -40,7 +40,7 @@ from fslab.guard.fio_jobs import direct_after
 from fslab.guard.names import NAME, NAME_RULE
 from fslab.model import Metric, RawOutput
 from fslab.results.records import RunRecord
-from fslab.workloads.fio import DIRECTIONS, NoJson, job_entries, job_metrics, load_json
+from fslab.workloads.fio_output import DIRECTIONS, NoJson, job_entries, job_metrics, load_json
 
 DEFAULT_STUDY = "imported"
 DEFAULT_TARGET = "imported"  # when a file's directory has no plain name

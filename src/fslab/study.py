@@ -10,59 +10,29 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-import os
-import stat
 import tomllib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
 from fslab.cgroups import SMALLEST_LIMIT
-from fslab.errors import FslabError, Refused
+from fslab.errors import FslabError
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Room
 from fslab.filesystems.zfs import property_text
-from fslab.guard import fio_jobs
-from fslab.guard.names import file_name
 from fslab.guard.options import split_arguments
-from fslab.model import UNKNOWN_LENGTH_TIMEOUT, Study, Target, TargetsByName, Workload, study_cells
-from fslab.study_file import DdSection, FioSection, PhaseSection, RsyncSection, ScenarioSection, StudyFile, StudySection, SysbenchSection, TargetSection, WorkloadSection, allowed_fields, as_list, untagged
+from fslab.model import Study, Target, TargetsByName, Workload, study_cells
+from fslab import workloads as kinds
+from fslab.study_file import StudyFile, StudySection, TargetSection, allowed_fields, as_list, study_file_model, untagged
 from fslab.toml_errors import FieldLines, describe_error, field_path, unknown
-from fslab.units import format_duration, format_size, parse_duration, parse_size, scaled_size
-from fslab.workloads import scenario
-from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
-from fslab.workloads.data import DataPattern, buffer_options
-from fslab.workloads.fio import NO_PREALLOCATION, FioJob, without_preallocation
-
-# fslab's defaults for every fio workload, overridden by a study's [fio] table, then by the workload.
-FIO_DEFAULTS: dict[str, Any] = {
-    "bs": "4k",
-    "iodepth": 1,
-    "numjobs": 1,
-    "size": "1GiB",
-    "runtime": "10s",
-    "ramp_time": "0s",
-    "direct": True,
-    "ioengine": "libaio",
-    "randseed": 24301,
-}
-
-
-# A run's time-out when the study sets none: twice the workload's length, plus five minutes for
-# fslab's own work around it (mkfs, mount, laying out what it reads, dropping caches).
-TIMEOUT_MARGIN = 300.0
-
-
-def run_timeout(seconds: float, asked: str | int | float | None) -> float:
-    """Seconds a run of a workload `seconds` long (0: unknown) may take, unless the study says."""
-    if asked is not None:
-        return parse_duration(asked)
-    return 2 * seconds + TIMEOUT_MARGIN if seconds else UNKNOWN_LENGTH_TIMEOUT
-
+from fslab.units import format_duration, format_size, parse_size, scaled_size
+from fslab.workloads import fio
+from fslab.workloads.builtin import WORKLOAD_SETS
+from fslab.workloads.tables import Building
 
 class StudyError(FslabError):
     """A study file that cannot be run, with where and why."""
@@ -106,7 +76,7 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0,
         raise StudyError(f"{filename}: not valid TOML: {exc}") from exc
     where = _Where(text, filename)
     try:
-        model = StudyFile.model_validate(data)
+        model = study_file_model(data).model_validate(data)
     except ValidationError as exc:
         where.refuse(exc.errors(), lambda error: describe_error(error, where.lines, filename, allowed_fields, untagged))
 
@@ -316,30 +286,22 @@ def _label(key: str, value: Any) -> str:
 
 
 def _workloads(model: StudyFile, base_dir: Path, scale: float, time_scale: float, where: _Where) -> list[Workload]:
-    defaults = {**FIO_DEFAULTS, **model.fio.model_dump(exclude_none=True, exclude={"options", "data"})}
-    shared_options = model.fio.options
+    """The built-in workloads [study] names, then each [[workload]] table built by its kind."""
+
+    def refuse(table: tuple, why: str) -> NoReturn:
+        raise StudyError(f"{where(table)}: {why}")
+
+    study_data = fio.data_pattern(model.fio, None, refuse)  # what a workload writes unless it says
+
+    def building(index: int) -> Building:
+        return Building(index, scale, time_scale, base_dir, model.fio, study_data, where, refuse)
+
     names = [n for entry in model.study.workloads for n in WORKLOAD_SETS.get(entry, [entry])]
-    study_data = _data_pattern(model.fio, None, where)  # what a workload writes unless it says
-    workloads = [
-        _limited(
-            _fio_workload(n, {**defaults, **BUILTIN_WORKLOADS[n]}, shared_options, scale, time_scale, study_data, shared_file=BUILTIN_WORKLOADS[n].get("shared_file", False)),
-            model.fio.memory_limit, ("fio", "memory_limit"), scale, where,
-        )
-        for n in names
-    ]
+    workloads = [_limited(fio.builtin_workload(n, building(-1)), model.fio.memory_limit, ("fio", "memory_limit"), scale, where) for n in names]
     for index, section in enumerate(model.workload):
-        if isinstance(section, (SysbenchSection, DdSection, RsyncSection)):
-            workload = _tool_workload(section, scale, time_scale)
-        elif isinstance(section, ScenarioSection):
-            workload = _scenario_workload(index, section, scale, time_scale, study_data if section.data is None else DataPattern.asked(section.data), where)
-        elif section.job_file:
-            workload = _job_file_workload(section.name, section.job_file, base_dir, where(("workload", index, "job_file")), model.fio.timeout if section.timeout is None else section.timeout)
-        else:
-            own = section.model_dump(exclude_none=True, exclude={"name", "kind", "job_file", "options", "data", "shared_file", "memory_limit"})
-            data = _data_pattern(model.fio, (index, section), where)
-            workload = _fio_workload(section.name, {**defaults, **own}, {**shared_options, **section.options}, scale, time_scale, data, shared_file=section.shared_file)
+        workload = kinds.registered(section.kind).build(section, building(index))  # type: ignore[union-attr]  # validated: a kind there is
         # A fio workload takes the study's [fio] limit unless it sets its own; other kinds only their own.
-        inherited = model.fio.memory_limit if isinstance(section, WorkloadSection) else None
+        inherited = model.fio.memory_limit if section.kind == "fio" else None
         table = ("workload", index, "memory_limit") if section.memory_limit is not None else ("fio", "memory_limit")
         workload = _limited(workload, section.memory_limit or inherited, table, scale, where)
         workloads.append(replace(workload, targets=tuple(section.targets)) if section.targets else workload)
@@ -361,150 +323,6 @@ def _limited(workload: Workload, asked: str | None, table: tuple, scale: float, 
     if limit < SMALLEST_LIMIT:
         raise StudyError(f"{where(table)}: memory_limit = \"{asked}\" × --scale {scale:g} is {format_size(limit)}, below the {format_size(SMALLEST_LIMIT)} a tool needs to run")
     return replace(workload, memory_limit=limit)
-
-
-def _tool_workload(section: SysbenchSection | DdSection | RsyncSection, scale: float, time_scale: float) -> Workload:
-    """A sysbench, dd or rsync workload, its sizes × `scale` and its time × `time_scale`, as its
-    tool scales them (sysbench its files and time, dd its count, rsync its file count)."""
-    tool = section.checked().scaled(scale, time_scale)
-    seconds = tool.measured_seconds()
-    return Workload(section.name, tool, seconds, tool.direct, run_timeout(seconds, section.timeout))
-
-
-def _scenario_workload(index: int, section: ScenarioSection, scale: float, time_scale: float, data: DataPattern, where: _Where) -> Workload:
-    """A scenario: a built-in one's phases, or the table's own; its file's size and its tool
-    phases' sizes × `scale`, its timed phases × `time_scale`."""
-    if section.scenario:
-        every = parse_duration(section.snapshot_every) if section.snapshot_every is not None else None
-        phases = scenario.builtin_phases(section.scenario, parse_duration(section.runtime) * time_scale, every)
-    else:
-        phases = tuple(_phase(p, data, scale, time_scale, where, ("workload", index, "phase", i)) for i, p in enumerate(section.phase))
-    try:
-        made = scenario.scenario(section.name, phases, scaled_size(parse_size(section.size), scale), data, section.scenario)
-    except (ValueError, Refused) as exc:
-        raise StudyError(f"{where(('workload', index))}: {exc}") from None
-    seconds = made.measured_seconds()
-    return Workload(section.name, made, seconds, made.direct, run_timeout(seconds, section.timeout))
-
-
-def _phase(section: PhaseSection, data: DataPattern, scale: float, time_scale: float, where: _Where, table: tuple) -> scenario.Phase:
-    """A phase of a scenario's own (its `table`); a tool phase's record checked, writing the
-    scenario's `data` (refused at the phase's tool field), and scaled as a workload of its tool's is."""
-    options = dict(section.fio or {})
-    if "runtime" in options:  # as a workload's: whole milliseconds, × time_scale, time based
-        options |= {"runtime": f"{round(parse_duration(options['runtime']) * time_scale * 1000)}ms", "time_based": "1"}
-    tool = None
-    if section.tool:
-        try:
-            tool = section.checked(scenario.tool_data(section.name, section.tool, data)).scaled(scale, time_scale)
-        except ValueError as exc:
-            raise StudyError(f"{where((*table, section.tool))}: {exc}") from None
-    return scenario.Phase(
-        name=section.name, action=section.tool or section.action or "fio", measured=section.measured, options=options,
-        seconds=parse_duration(section.seconds) * time_scale if section.seconds is not None else 0.0,
-        snapshot_every=parse_duration(section.snapshot_every) if section.snapshot_every is not None else None, extents=section.extents,
-        tool=tool,  # type: ignore[arg-type]  # sysbench's or dd's, as section.tool says
-    )  # fmt: skip
-
-
-def _data_pattern(fio: FioSection, workload: tuple[int, FioSection] | None, where: _Where) -> DataPattern:
-    """What a workload built from parameters writes: its `data` (else the study's [fio] data, else
-    random), or what buffer options in its options (or [fio]'s) set. Both at once is refused."""
-    index, section = workload if workload else (None, None)
-    own = section.data if section is not None else None
-    data, table = (own, ("workload", index, "data")) if own is not None else (fio.data, ("fio", "data"))
-    set_by_workload = buffer_options(section.options.items()) if section is not None else ()
-    found = buffer_options({**fio.options, **(section.options if section is not None else {})}.items())
-    if not found:
-        return DataPattern.asked(data)
-    options_where = "the workload's options" if set_by_workload else "the study's [fio] options"
-    if data is not None:
-        asked = f'"{data}"' if isinstance(data, str) else f"{{ compressible = {data['compressible']} }}"
-        listed = ", ".join(f"{name}={value}" for name, value in found)
-        raise StudyError(
-            f"{where(table)}: data = {asked} and {listed} in {options_where} both set what is written; "
-            "keep one: data (random, zeros or { compressible = N }), or the buffer options alone"
-        )
-    return DataPattern.from_options("options", found, set_by=options_where)
-
-
-def _fio_workload(name: str, settings: dict[str, Any], extra: dict[str, Any], scale: float, time_scale: float, data: DataPattern, *, shared_file: bool = False) -> Workload:
-    size = scaled_size(parse_size(settings["size"]), scale)
-    runtime = parse_duration(settings["runtime"]) * time_scale
-    ramp = parse_duration(settings["ramp_time"]) * time_scale
-    options = {
-        "rw": settings["rw"],
-        "bs": settings["bs"],
-        "iodepth": settings["iodepth"],
-        "numjobs": settings["numjobs"],
-        "size": size,
-        "ioengine": settings["ioengine"],
-        "direct": int(settings["direct"]),
-        "randseed": settings["randseed"],
-        **NO_PREALLOCATION,  # unless the study's options set fallocate
-    }
-    if "rwmixread" in settings:
-        options["rwmixread"] = settings["rwmixread"]
-    if runtime > 0:
-        options |= {"time_based": 1, "runtime": f"{round(runtime * 1000)}ms"}
-    if ramp > 0:
-        options["ramp_time"] = f"{round(ramp * 1000)}ms"
-    options |= extra  # checked, as fio writes them (study_file.fio_options)
-    if shared_file:  # one file for every job, named as fslab names every file (in the target's directory)
-        options["filename"] = file_name(name)
-    fio_options = {key: str(value) for key, value in options.items()}
-    job = fio_jobs.single_job(name, fio_options)
-    seconds = fio_jobs.expected_seconds(job)
-    return Workload(
-        name=name,
-        tool=FioJob(job, fio_options, None, fio_jobs.reads(job), size, settings["numjobs"], data, shared_file),
-        # from the job, as for a job file: a workload's own options may change rw, direct or runtime
-        seconds=seconds,
-        direct=fio_jobs.direct(job),
-        timeout=run_timeout(seconds, settings.get("timeout")),
-    )
-
-
-def _job_file_workload(name: str, job_file: str, base_dir: Path, where: str, timeout: str | int | float | None) -> Workload:
-    """A workload from a job file, parsed and checked now: a job that breaks a rule stops the
-    study before anything is formatted."""
-    text = _read_job_file(base_dir / job_file, where)
-    try:
-        job = fio_jobs.parse_job_file(text, job_file)
-    except Refused as exc:
-        raise StudyError(f"{where}: {exc}") from None
-    data = DataPattern.from_options("job_file", (option for section in job.sections for option in section.options))
-    job = without_preallocation(job)
-    return Workload(
-        name=name,
-        tool=FioJob(job, {}, job_file, fio_jobs.reads(job), 0, 1, data),
-        seconds=(seconds := fio_jobs.expected_seconds(job)),
-        direct=fio_jobs.direct(job),
-        timeout=run_timeout(seconds, timeout),
-    )
-
-
-JOB_FILE_LIMIT = 1 << 20  # far above any real job file
-
-
-def _read_job_file(path: Path, where: str) -> str:
-    """A job file's text. Opened without blocking and refused unless a regular file, so a job_file
-    naming a FIFO or /dev/zero cannot hang or flood fslab; refused when binary or too long."""
-    try:
-        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                raise StudyError(f"{where}: {path} is not a regular file")
-            data = f.read(JOB_FILE_LIMIT + 1)
-    except OSError as exc:
-        raise StudyError(f"{where}: cannot read job_file {path}: {exc.strerror}") from None
-    if len(data) > JOB_FILE_LIMIT:
-        raise StudyError(f"{where}: {path} is longer than {format_size(JOB_FILE_LIMIT)}: not a fio job file")
-    if b"\0" in data:
-        raise StudyError(f"{where}: {path} is binary, not a fio job file")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise StudyError(f"{where}: {path} is not UTF-8 text, not a fio job file") from None
 
 
 def cell_problem(target: Target, workload: Workload) -> str | None:

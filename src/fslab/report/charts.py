@@ -29,7 +29,7 @@ from fslab.report.sections import is_monitored
 from fslab.report.summary import CellSummary, StudySummary
 from fslab.stats import Comparison, Summary
 from fslab.units import Bandwidth
-from fslab.workloads.fio import DIRECTIONS, PERCENTILES
+from fslab.workloads.fio_output import DIRECTIONS, PERCENTILES
 
 # The Vega-Lite the specs are written for (altair's), and so the one the page inlines and the
 # figures are rendered with (vl-convert-python bundles several).

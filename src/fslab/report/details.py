@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from fslab.model import RawOutput
 from fslab.report.summary import StudySummary
 from fslab.results import ResultsDB
-from fslab.workloads.fio import DIRECTIONS, LOG_TOOL, Throughput, latency_bins, throughput_over_time
+from fslab.workloads.fio_output import DIRECTIONS, LOG_TOOL, Throughput, latency_bins, throughput_over_time
 
 # Which latency's distribution is drawn: the total latency the tables show (fio keeps its bins
 # since fslab asks for lat_percentiles), else completion latency, the bins fio always keeps.

@@ -30,8 +30,8 @@ from fslab.report.formatting import (
 from fslab.report.summary import CellSummary, StudySummary, filesystem_of
 from fslab.stats import Summary
 from fslab.units import Bandwidth, format_size
-from fslab.workloads.fio import METRICS as FIO_METRICS
-from fslab.workloads.fio import PERCENTILES
+from fslab.workloads.fio_output import METRICS as FIO_METRICS
+from fslab.workloads.fio_output import PERCENTILES
 
 
 class Kind(Enum):

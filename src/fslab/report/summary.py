@@ -26,7 +26,7 @@ from fslab.results import ResultsDB
 from fslab.results.records import SampleGroups
 from fslab.stats import Summary, summarize
 from fslab.units import Bandwidth
-from fslab.workloads.fio import DIRECTIONS
+from fslab.workloads.fio_output import DIRECTIONS
 
 
 @dataclass

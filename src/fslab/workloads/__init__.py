@@ -1,44 +1,159 @@
-"""What runs on a target: one module per workload kind behind one protocol (base.py): fio jobs,
-built from a study or a user's job file (fio.py), sysbench fileio (sysbench.py), dd (dd.py), rsync
-ingestion (rsync.py), multi-phase scenarios (scenario.py); the built-in workloads (builtin.py);
-what a fio workload writes (data.py)."""
+"""What runs on a target: workload kinds, each one module that joins this registry itself.
+
+A kind's module declares everything about it — the kind (base.WorkloadKind: how it runs, parses
+and judges), its [[workload]] table (a pydantic model, `kind = "<name>"`, with its validation),
+how a Workload is built from that table, and the tool it drives — and ends with
+
+    register(DD, section=DdSection, build=tool_workload, tool=Needed(("dd", "--version"), "coreutils"))
+
+fslab's own kinds are found through SHIPPED (name → module), imported only when one is asked
+for; so is a kind's metric declaration (its `metrics` module: fio's and the others' are light,
+so that reading stored runs loads no kind). Kinds from elsewhere come from installed packages'
+entry points, group `fslab.plugins` (each names a module, imported when a lookup misses or a
+listing is asked), or from a module imported in the process before (a test's toy) — never from
+anything a study file names: fslab runs as root.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any
 
+from fslab.errors import FslabError
 from fslab.model import MetricKind, Study, Workload, unqualified
 from fslab.workloads.base import WorkloadKind
-from fslab.workloads.dd import DD
-from fslab.workloads.scenario import SCENARIOS
-from fslab.workloads.fio import FIO
-from fslab.workloads.rsync import RSYNC
-from fslab.workloads.sysbench import SYSBENCH
 
 if TYPE_CHECKING:
-    from fslab.workdir import Workdir
+    from pydantic import BaseModel
 
-KINDS: dict[str, WorkloadKind] = {kind.name: kind for kind in (FIO, SYSBENCH, DD, RSYNC, SCENARIOS)}
+    from fslab.workdir import Workdir
+    from fslab.workloads.tables import Building
+
+
+@dataclass(frozen=True)
+class Shipped:
+    """One of fslab's own kinds: its module, and the module declaring its metrics (METRICS), light
+    where reading stored runs needs them without the kind."""
+
+    module: str
+    metrics: str
+
+
+SHIPPED: dict[str, Shipped] = {
+    "fio": Shipped("fslab.workloads.fio", "fslab.workloads.fio_output"),
+    "sysbench": Shipped("fslab.workloads.sysbench", "fslab.workloads.sysbench_metrics"),
+    "dd": Shipped("fslab.workloads.dd", "fslab.workloads.dd_metrics"),
+    "rsync": Shipped("fslab.workloads.rsync", "fslab.workloads.rsync_metrics"),
+    "scenario": Shipped("fslab.workloads.scenario", "fslab.workloads.scenario_metrics"),
+}
+PLUGINS = "fslab.plugins"  # the entry-point group of kinds (and other extensions) from installed packages
+
+
+@dataclass(frozen=True)
+class Needed:
+    """The tool a kind drives: its version command (recorded with every study run, shown by
+    `fslab doctor`), the package that has it, and whether fslab refuses to start without it
+    (else only the studies using the kind need it)."""
+
+    version_command: tuple[str, ...]
+    package: str
+    required: bool = False
+
+    @property
+    def command(self) -> str:
+        return self.version_command[0]
+
+
+@dataclass(frozen=True)
+class Registered:
+    """A workload kind as the registry holds it."""
+
+    kind: WorkloadKind
+    section: type[BaseModel]  # its [[workload]] table
+    build: Callable[[Any, Building], Workload]  # its validated table → a Workload
+    tool: Needed | None  # None: it drives nothing beyond what every Linux has
+
+    @property
+    def name(self) -> str:
+        return self.kind.name
+
+
+class UnknownKind(FslabError):
+    pass
+
+
+_REGISTERED: dict[str, Registered] = {}
+_plugins_loaded = False
+
+
+def register(kind: WorkloadKind, *, section: type[BaseModel], build: Callable[[Any, Building], Workload], tool: Needed | None = None) -> None:
+    """Called by a kind's module as it is imported: the kind joins the registry."""
+    _REGISTERED[kind.name] = Registered(kind, section, build, tool)
+
+
+def registered(name: str) -> Registered | None:
+    """The kind named `name` (loaded on first use), or None when there is none."""
+    if name not in _REGISTERED and name in SHIPPED:
+        importlib.import_module(SHIPPED[name].module)
+    if name not in _REGISTERED:
+        _load_plugins()
+    return _REGISTERED.get(name)
+
+
+def names() -> list[str]:
+    """Every kind's name: fslab's own in SHIPPED's order, then the others as they registered."""
+    _load_plugins()
+    return [*SHIPPED, *(name for name in _REGISTERED if name not in SHIPPED)]
+
+
+def kinds() -> list[Registered]:
+    """Every kind, loaded, in names()'s order."""
+    return [found for name in names() if (found := registered(name)) is not None]
 
 
 def kind_of(workload: Workload) -> WorkloadKind:
-    return KINDS[workload.kind]
+    found = registered(workload.kind)
+    if found is None:
+        raise UnknownKind(f"no workload kind {workload.kind!r} is installed")
+    return found.kind
+
+
+def _load_plugins() -> None:
+    global _plugins_loaded
+    if not _plugins_loaded:
+        _plugins_loaded = True
+        for point in entry_points(group=PLUGINS):
+            importlib.import_module(point.value)
+
+
+def metrics_of(kind: str) -> Mapping[str, MetricKind]:
+    """The metrics a kind declares: a shipped kind's from its light metrics module, any other's
+    from the kind itself; none for a kind not installed here."""
+    if kind in SHIPPED and kind not in _REGISTERED:
+        return importlib.import_module(SHIPPED[kind].metrics).METRICS
+    found = registered(kind)
+    return found.kind.metrics if found else {}
 
 
 def declared_metrics() -> dict[str, MetricKind]:
-    """Every metric a workload kind declares, by name; where kinds share a name, the first
+    """Every metric fslab's own kinds declare, by name; where kinds share a name, the first
     kind's (fio's): for samples that come without their roles, which are fio's."""
-    return {name: m for kind in reversed(KINDS.values()) for name, m in kind.metrics.items()}
+    return {name: m for kind in reversed(SHIPPED) for name, m in metrics_of(kind).items()}
 
 
 def resolution(kind: str | None, key: str) -> float:
     """The step a workload of `kind` prints a metric to (MetricKind.resolution), keyed as in
     samples (a phase's metric by its own name); of no known kind, as declared_metrics has it;
     0 for a metric no kind declares (a monitor's)."""
-    found = (KINDS[kind].metrics if kind in KINDS else declared_metrics()).get(unqualified(key))
+    declared = metrics_of(kind) if kind is not None else {}
+    found = (declared or declared_metrics()).get(unqualified(key))
     return found.resolution if found else 0.0
 
 
 def workload_problems(study: Study, workdir: Workdir) -> list[str]:
     """What each kind finds wrong with the study's workloads of that kind, before anything is made."""
-    return [p for name, kind in KINDS.items() for p in kind.problems([w for w in study.workloads if w.kind == name], workdir)]
+    used = {w.kind for w in study.workloads}
+    return [p for found in kinds() if found.name in used for p in found.kind.problems([w for w in study.workloads if w.kind == found.name], workdir)]

@@ -36,11 +36,11 @@ kind alike.
 What a workload of a kind runs is its `Tool` record (model.py: fio.FioJob, sysbench.SysbenchOptions, …):
 every value checked when the study is read, held in `Workload.tool`.
 
-Adding a kind: a module here with a class meeting `WorkloadKind` and a record meeting `Tool`,
-registered in KINDS (workloads/__init__.py), and its table in the study file: a [[workload]]
-table names it with `kind = "sysbench"` (absent: "fio", so every existing study reads as
-before), the kind's own fields validated by its own pydantic section (study_file.py) and built
-into a `Workload` (study.py).
+Adding a kind: one module with a class meeting `WorkloadKind`, a record meeting `Tool`, its
+[[workload]] table (a pydantic model from tables.py's parts, `kind = "<name>"`) and how a
+`Workload` is built from it, ending with `register(...)` (workloads/__init__.py); fslab's own
+are found through its SHIPPED table. A [[workload]] table without `kind` is fio's, so every
+existing study reads as before.
 """
 
 from __future__ import annotations

@@ -27,16 +27,19 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from fslab.guard.names import file_name
 from fslab.guard.options import Integer, Kind, accepted_values, OneOf, OptionRefused, Size, Suboptions, check_properties, value_text
 from fslab.journal import Journal
-from fslab.model import Metric, MetricKind, RawOutput, Workload
+from fslab.model import Metric, RawOutput, Workload
 from fslab.system import run_held
 from fslab.units import Bandwidth, parse_size
 from fslab.findings import Finding
-from fslab.workloads.base import READ_BYTES, WRITTEN_BYTES, Measured, StudyScope, directory_of, tool_of
+from fslab.workloads.base import Measured, StudyScope, directory_of, tool_of
+from fslab.workloads.dd_metrics import DIRECTIONS, METRICS, MOVED
+from fslab.workloads import register
+from fslab.workloads.tables import ToolWorkloadSection, tool_workload
 
 if TYPE_CHECKING:
     from fslab.filesystems.base import Provisioned
@@ -158,24 +161,6 @@ def run_step(journal: Journal, argv: list[str], *, timeout: float | None = None)
 
 # ---- the report -------------------------------------------------------------------------------
 
-DIRECTIONS = ("write", "read")
-# The bytes dd says it copied in a step, under the name every kind reports them by: what the
-# runner's traffic monitor weighs the devices' bytes against. Reported, not compared.
-MOVED = {"write": WRITTEN_BYTES, "read": READ_BYTES}
-# Every metric metric_values reports, per direction. MB/s decides a cell's precision and rank,
-# and is compared between targets, as fio's IOPS is.
-METRICS: dict[str, MetricKind] = {
-    name: kind
-    for d in DIRECTIONS
-    for name, kind in (
-        (f"{d}_mb_s", MetricKind("MB/s", True, primary=True, compared=True)),
-        (f"{d}_mib_s", MetricKind("MiB/s", True)),
-        (f"{d}_elapsed_s", MetricKind("s", False)),
-        (MOVED[d], MetricKind("B", False)),
-    )
-}
-
-
 @dataclass(frozen=True)
 class DdRun:
     """What dd reported: whole and partial records in and out, bytes copied, seconds taken."""
@@ -294,3 +279,18 @@ class Dd:
 
 
 DD = Dd()
+
+
+# ---- its table in a study file -----------------------------------------------------------------
+
+
+class DdSection(ToolWorkloadSection):
+    """dd's write then read of one file (workloads/dd.py); defaults: seed 000's 1 GiB, 1 MiB blocks, direct."""
+
+    kind: Literal["dd"]
+
+    def checked(self) -> DdOptions:
+        return dd_options(self.options, data=self.data or "random")  # type: ignore[arg-type]
+
+
+register(DD, section=DdSection, build=tool_workload)  # dd is coreutils's: on every Linux

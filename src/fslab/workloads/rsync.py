@@ -44,7 +44,9 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from pydantic import Field, ValidationInfo, field_validator
 
 from fslab.devices.loop import attached, image_file
 from fslab.filesystems import FILESYSTEMS
@@ -53,10 +55,13 @@ from fslab.findings import Finding
 from fslab.guard.names import file_name
 from fslab.guard.options import OneOf, accepted_values, OptionRefused, Suboptions, check_properties, value_text
 from fslab.journal import Journal
-from fslab.model import Metric, MetricKind, RawOutput, Workload
+from fslab.model import Metric, RawOutput, Workload
 from fslab.system import run, run_held
-from fslab.units import Bandwidth, format_size
+from fslab.units import Bandwidth, format_size, parse_size
 from fslab.workloads.base import WRITTEN_BYTES, Measured, StudyScope, directory_of, tool_of
+from fslab.workloads.rsync_metrics import METRICS
+from fslab.workloads import Needed, register
+from fslab.workloads.tables import Size, ToolWorkloadSection, tool_workload
 
 if TYPE_CHECKING:
     from fslab.filesystems.base import Provisioned
@@ -249,17 +254,6 @@ def source_problem(workloads: list[Workload], workdir: Workdir) -> str | None:
 
 # ---- the report -------------------------------------------------------------------------------
 
-METRICS: dict[str, MetricKind] = {
-    "mib_s": MetricKind("MiB/s", True, primary=True, compared=True),
-    "mb_s": MetricKind("MB/s", True),
-    "bytes": MetricKind("B", True),
-    "files": MetricKind("files", True),
-    "elapsed_s": MetricKind("s", False),
-    "cpu_s": MetricKind("s", False),  # rsync's user + system time, its children's included
-    WRITTEN_BYTES: MetricKind("B", False),  # the bytes again, under the name the monitors weigh device writes against
-}
-
-
 @dataclass(frozen=True)
 class RsyncRun:
     """What a run of rsync copied, and what fslab measured of it."""
@@ -377,3 +371,38 @@ class Rsync:
 
 
 RSYNC = Rsync()
+
+
+# ---- its table in a study file -----------------------------------------------------------------
+
+
+class RsyncSection(ToolWorkloadSection):
+    """rsync ingestion of generated photos from a source image of their own (workloads/rsync.py);
+    defaults: seed 003's 20 GiB of 17–28 MiB files. `files` or `total`, not both."""
+
+    kind: Literal["rsync"]
+    data: str | None = None  # type: ignore[assignment]  # only "random": refused with why, not by pydantic's literal
+    files: int | None = Field(None, ge=1, le=MAX_FILES)  # how many files (before --scale)
+    total: Size | None = None  # or: as many files as it takes to reach this size
+    seed: int = DEFAULT_SEED  # the set's sizes and contents are drawn from it
+
+    # Checked here too, by rsync's own checks, so that a refusal points at its own field, not at `options`.
+    @field_validator("data")
+    @classmethod
+    def _random_only(cls, value: str | None) -> str | None:
+        if value is not None:
+            check_data(value)
+        return value
+
+    @field_validator("total")
+    @classmethod
+    def _files_or_total(cls, value: str | None, info: ValidationInfo) -> str | None:
+        check_files_or_total(info.data.get("files"), value)
+        return value
+
+    def checked(self) -> RsyncIngest:
+        total = parse_size(self.total) if self.total is not None else None
+        return rsync_ingest(self.options, files=self.files, total=total, seed=self.seed, data=self.data or "random")
+
+
+register(RSYNC, section=RsyncSection, build=tool_workload, tool=Needed(("rsync", "--version"), "rsync"))

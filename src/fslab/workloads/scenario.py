@@ -31,7 +31,9 @@ from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from pydantic import field_validator, model_validator
 
 from fslab.errors import Refused
 from fslab.filesystems import FILESYSTEMS
@@ -41,14 +43,20 @@ from fslab.guard.fio_jobs import JobFile, measured_seconds, parse_only, prealloc
 from fslab.guard.fio_jobs import direct as job_is_direct
 from fslab.guard.names import file_name, snapshot_name
 from fslab.journal import Journal
-from fslab.model import Metric, MetricKind, PHASE_SEPARATOR, RawOutput, Workload
+from fslab.model import Metric, PHASE_SEPARATOR, RawOutput, Workload
 from fslab.monitors.extents import extent_counts, parse_filefrag
 from fslab.system import sync_and_drop_caches, run
+from fslab.toml_errors import FieldError
+from fslab.units import parse_duration, parse_size, scaled_size
 from fslab.workloads.base import Measured, StudyScope, Window, WorkloadKind, directory_of, tool_of
 from fslab.workloads.data import DataPattern
-from fslab.workloads.dd import DD, DdOptions
-from fslab.workloads.fio import FIXED_OPTIONS, METRICS as FIO_METRICS, NO_PREALLOCATION, log_options, parse_metrics, run_measured
-from fslab.workloads.sysbench import SYSBENCH, SysbenchOptions
+from fslab.workloads.dd import DD, DdOptions, dd_options
+from fslab.workloads.fio import FIXED_OPTIONS, NO_PREALLOCATION, log_options, run_measured
+from fslab.workloads.fio_output import parse_metrics
+from fslab.workloads.sysbench import SYSBENCH, SysbenchOptions, sysbench_options
+from fslab.workloads.scenario_metrics import METRICS
+from fslab.workloads import register
+from fslab.workloads.tables import Building, Data, Duration, Name, OnTargets, Size, Table, ToolOption, WorkloadLimits, Timeout, fio_options, run_timeout
 
 if TYPE_CHECKING:
     from fslab.workdir import Workdir
@@ -225,34 +233,6 @@ def scenario(name: str, phases: tuple[Phase, ...], size: int, data: DataPattern,
 
 
 # ---- the workload kind ------------------------------------------------------------------------
-
-
-def _declared(*declarations: Mapping[str, MetricKind]) -> dict[str, MetricKind]:
-    """Every metric a phase may report, by name. Where kinds share a name (read_mb_s: fio's,
-    sysbench's, dd's), unit and direction must agree; a name is primary or compared where any
-    phase's kind makes it so, and is known to the coarsest resolution any of them prints it to: dd's write_mb_s decides a cell, fio's does not. What is stored is
-    exact: each metric carries the role its own kind gives it, per key, phase and all (Roles)."""
-    merged: dict[str, MetricKind] = {}
-    for declared in declarations:
-        for name, kind in declared.items():
-            was = merged.get(name)
-            if was and (was.unit, was.higher_is_better) != (kind.unit, kind.higher_is_better):
-                raise ValueError(f"phase kinds declare metric {name} as {was} and as {kind}: in a scenario, one name must mean one thing")
-            merged[name] = replace(
-                kind, primary=kind.primary or bool(was and was.primary), compared=kind.compared or bool(was and was.compared),
-                resolution=max(kind.resolution, was.resolution if was else 0.0),  # the coarsest: a phase's tool is not known by name
-            )
-    return merged
-
-
-METRICS: dict[str, MetricKind] = _declared(
-    FIO_METRICS,
-    *(kind.metrics for kind in PHASE_TOOLS.values()),
-    {
-        "extents": MetricKind("extents", False, compared=True),  # fewer is better: what copy-on-write ageing scatters
-        "snapshots": MetricKind("snapshots", True),  # taken while the phase ran
-    },
-)
 
 
 class Scenarios:
@@ -436,3 +416,112 @@ def _snapshots(ready: Provisioned, every: float | None, first: int) -> Iterator[
 
 
 SCENARIOS = Scenarios()
+
+
+# ---- its table in a study file -----------------------------------------------------------------
+
+
+class PhaseSection(Table):
+    """One phase of a scenario: a fio job on the scenario's file, a tool run, or an action."""
+
+    name: Name
+    fio: dict[str, ToolOption] | None = None  # fio options (the allow-list's), on the scenario's file
+    sysbench: dict[str, ToolOption] | None = None  # a sysbench workload's options, in the target's directory
+    dd: dict[str, ToolOption] | None = None  # a dd workload's options, on a file of its own
+    action: Literal["sync", "drop_caches", "sleep"] | None = None
+    seconds: Duration | None = None  # sleep
+    measured: bool = True  # its metrics stored under its name; false: it only prepares
+    snapshot_every: Duration | None = None  # a snapshot of the target every so long while it runs (btrfs, zfs)
+    extents: bool = False  # count the file's extents after it
+
+    @field_validator("fio")
+    @classmethod
+    def _allowed_options(cls, options: dict[str, Any] | None) -> dict[str, str] | None:
+        return None if options is None else fio_options(options)
+
+    @model_validator(mode="after")
+    def _one_thing(self) -> PhaseSection:
+        given = [name for name in ("fio", "sysbench", "dd", "action") if getattr(self, name) is not None]
+        if len(given) != 1:
+            raise ValueError(
+                "a phase runs fio (fio = { rw = … }), sysbench (sysbench = { … }), dd (dd = { … }) or an action "
+                "(action = \"sync\" | \"drop_caches\" | \"sleep\"), one of them" + (f", not {' and '.join(given)}" if given else "")
+            )
+        if (self.action == "sleep") != (self.seconds is not None):
+            raise ValueError("seconds goes with action = \"sleep\", and a sleep needs it")
+        return self
+
+    @property
+    def tool(self) -> str | None:
+        """The tool a tool phase runs (its table's key: "sysbench", "dd"); None for fio and actions."""
+        return "sysbench" if self.sysbench is not None else "dd" if self.dd is not None else None
+
+    def checked(self, data: str) -> SysbenchOptions | DdOptions | None:
+        """A tool phase's record, writing `data` (the scenario's: "random" or "zeros"), through the
+        tool's allow-list as a workload of its kind (raises OptionRefused saying why); None for
+        any other phase. The scenario's data is known only once the study is read (study.py)."""
+        if self.sysbench is not None:
+            return sysbench_options(self.sysbench, data=data)
+        return None if self.dd is None else dd_options(self.dd, data=data)  # type: ignore[arg-type]
+
+
+class ScenarioSection(OnTargets, WorkloadLimits):
+    """Several phases on one target, sharing one file (workloads/scenario.py): a built-in
+    `scenario`, or its own `phase` tables."""
+
+    name: Name
+    kind: Literal["scenario"]
+    scenario: Literal[BUILTIN] | None = None  # type: ignore[valid-type]  (the built-in scenarios' names)
+    size: Size = "1GiB"  # the file's
+    runtime: Duration = "60s"  # a built-in scenario's timed phase (cow-ageing's overwrites)
+    snapshot_every: Duration | None = None  # snapshots-under-load: seconds between snapshots (default 0.33)
+    data: Data | None = None  # what every phase writes: "random" (default), "zeros" or { compressible = N }
+    timeout: Timeout | None = None
+    phase: list[PhaseSection] = []
+
+    @model_validator(mode="after")
+    def _builtin_or_phases(self) -> ScenarioSection:
+        if (self.scenario is None) == (not self.phase):
+            raise ValueError("a scenario is a built-in one (scenario = \"cow-ageing\", …) or its own [[workload.phase]] tables, one of them")
+        if self.snapshot_every is not None and self.scenario not in (None, "snapshots-under-load"):
+            raise FieldError("snapshot_every", f"{self.scenario} takes no snapshots: snapshots-under-load does")
+        return self
+
+def build(section: ScenarioSection, building: Building) -> Workload:
+    """A scenario: a built-in one's phases, or the table's own; its file's size and its tool
+    phases' sizes × `scale`, its timed phases × `time_scale`."""
+    data = building.data if section.data is None else DataPattern.asked(section.data)
+    if section.scenario:
+        every = parse_duration(section.snapshot_every) if section.snapshot_every is not None else None
+        phases = builtin_phases(section.scenario, parse_duration(section.runtime) * building.time_scale, every)
+    else:
+        phases = tuple(_phase(p, data, building, (*building.table, "phase", i)) for i, p in enumerate(section.phase))
+    try:
+        made = scenario(section.name, phases, scaled_size(parse_size(section.size), building.scale), data, section.scenario)
+    except (ValueError, Refused) as exc:
+        building.refuse(building.table, str(exc))
+    seconds = made.measured_seconds()
+    return Workload(section.name, made, seconds, made.direct, run_timeout(seconds, section.timeout))
+
+
+def _phase(section: PhaseSection, data: DataPattern, building: Building, table: tuple) -> Phase:
+    """A phase of a scenario's own (its `table`); a tool phase's record checked, writing the
+    scenario's `data` (refused at the phase's tool field), and scaled as a workload of its tool's is."""
+    options = dict(section.fio or {})
+    if "runtime" in options:  # as a workload's: whole milliseconds, × time_scale, time based
+        options |= {"runtime": f"{round(parse_duration(options['runtime']) * building.time_scale * 1000)}ms", "time_based": "1"}
+    tool = None
+    if section.tool:
+        try:
+            tool = section.checked(tool_data(section.name, section.tool, data)).scaled(building.scale, building.time_scale)
+        except ValueError as exc:
+            building.refuse((*table, section.tool), str(exc))
+    return Phase(
+        name=section.name, action=section.tool or section.action or "fio", measured=section.measured, options=options,
+        seconds=parse_duration(section.seconds) * building.time_scale if section.seconds is not None else 0.0,
+        snapshot_every=parse_duration(section.snapshot_every) if section.snapshot_every is not None else None, extents=section.extents,
+        tool=tool,  # type: ignore[arg-type]  # sysbench's or dd's, as section.tool says
+    )  # fmt: skip
+
+
+register(SCENARIOS, section=ScenarioSection, build=build)  # its phases' tools are their own kinds'

@@ -31,15 +31,18 @@ import shlex
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from fslab.guard.options import ON_OFF, Integer, Kind, accepted_values, Matches, Number, OneOf, OptionRefused, ToolOptions, check_arguments, shown, value_text
 from fslab.findings import Finding
 from fslab.journal import Journal
-from fslab.model import Metric, MetricKind, RawOutput, Workload
+from fslab.model import Metric, RawOutput, Workload
 from fslab.system import run_held
 from fslab.units import parse_size
 from fslab.workloads.base import READ_BYTES, WRITTEN_BYTES, Measured, StudyScope, directory_of, tool_of
+from fslab.workloads.sysbench_metrics import METRICS
+from fslab.workloads import Needed, register
+from fslab.workloads.tables import ToolWorkloadSection, tool_workload
 
 if TYPE_CHECKING:
     from fslab.filesystems.base import Provisioned
@@ -225,29 +228,6 @@ def run_step(journal: Journal, argv: list[str], directory: Path, *, timeout: flo
 
 # ---- the report -------------------------------------------------------------------------------
 
-# Every metric metric_values reports. events/s decides a cell's precision and rank; it and the
-# tail latency are compared between targets, as fio's IOPS and p99 are.
-# Each with its resolution as sysbench prints it (tests/fixtures/sysbench): rates and latencies to
-# 2 decimals, the total time to 4; events/s is the exact count of events ÷ that time, and
-# lat_avg_ms the latency sum (to 0.01 ms of seconds of latency) ÷ the events, resolved far finer.
-METRICS: dict[str, MetricKind] = {
-    "events_per_s": MetricKind("events/s", True, primary=True, compared=True),
-    "reads_per_s": MetricKind("reads/s", True, resolution=0.01),
-    "writes_per_s": MetricKind("writes/s", True, resolution=0.01),
-    "fsyncs_per_s": MetricKind("fsyncs/s", True, resolution=0.01),
-    "read_mib_s": MetricKind("MiB/s", True, resolution=0.01),
-    "write_mib_s": MetricKind("MiB/s", True, resolution=0.01),
-    "read_mb_s": MetricKind("MB/s", True, resolution=0.01 * 2**20 / 1e6),
-    "write_mb_s": MetricKind("MB/s", True, resolution=0.01 * 2**20 / 1e6),
-    "lat_avg_ms": MetricKind("ms", False),
-    "lat_p95_ms": MetricKind("ms", False, compared=True, resolution=0.01),
-    "lat_max_ms": MetricKind("ms", False, resolution=0.01),
-    "elapsed_s": MetricKind("s", False, resolution=0.0001),
-    # What the run read and wrote, for the runner's traffic monitor to weigh the devices' bytes
-    # against: approximate (SysbenchRun.read_bytes). Reported, not compared.
-    READ_BYTES: MetricKind("B", False),
-    WRITTEN_BYTES: MetricKind("B", False),
-}
 
 
 @dataclass(frozen=True)
@@ -454,3 +434,18 @@ class Sysbench:
 
 
 SYSBENCH = Sysbench()
+
+
+# ---- its table in a study file -----------------------------------------------------------------
+
+
+class SysbenchSection(ToolWorkloadSection):
+    """sysbench fileio (workloads/sysbench.py); defaults: seed 000's mail server."""
+
+    kind: Literal["sysbench"]
+
+    def checked(self) -> SysbenchOptions:
+        return sysbench_options(self.options, data=self.data or "random")
+
+
+register(SYSBENCH, section=SysbenchSection, build=tool_workload, tool=Needed(("sysbench", "--version"), "sysbench"))

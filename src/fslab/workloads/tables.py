@@ -1,0 +1,202 @@
+"""What every workload table of a study file is made of, whatever its kind: the field types
+(Name, Size, Duration, Timeout, Data), the fields fslab sets around any workload (WorkloadLimits,
+OnTargets), the base of a table whose tool takes its own options (ToolWorkloadSection), and the
+[fio] table, which sets every fio workload's parameters (FioSection). Each kind's own table is
+declared in its module from these; study_file.py reads them through the registry.
+
+`Building` is what a kind's `build` is given to turn its validated table into a Workload.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal, NoReturn
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from fslab.cgroups import SMALLEST_LIMIT
+from fslab.guard.fio_jobs import ALIASES, option_problem, option_text
+from fslab.guard.names import check_name
+from fslab.model import UNKNOWN_LENGTH_TIMEOUT, Workload
+from fslab.toml_errors import FieldError
+from fslab.units import format_size, parse_duration, parse_size
+from fslab.workloads.data import DataPattern
+
+FIO_RW_MODES = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw", "trim", "randtrim", "trimwrite")
+
+
+def checked(parse: Any) -> AfterValidator:
+    """A field kept as written, refused unless `parse` (which says what is wrong) accepts it."""
+
+    def check(value: Any) -> Any:
+        parse(value)
+        return value
+
+    return AfterValidator(check)
+
+
+def _fio_allows(option: str) -> Any:
+    """A check for a field that becomes fio option `option`: its value through fio's allow-list."""
+
+    def check(value: Any) -> None:
+        problem = option_problem(option, option_text(value))
+        if problem:
+            raise ValueError(problem)
+
+    return check
+
+
+def fio_options(options: dict[str, Any]) -> dict[str, str]:
+    """A study's fio option table, each option through the allow-list (ValueError says which and
+    why), under fio's main names, with values as fio writes them."""
+    checked = {}
+    for name, value in options.items():
+        _fio_allows(name)(value)
+        checked[ALIASES.get(name, name)] = option_text(value)
+    return checked
+
+
+Name = Annotated[str, checked(check_name)]  # becomes fio job names and, through file_name, file names
+Size = Annotated[str, checked(parse_size)]  # "4GiB", "512M", "10G"
+Duration = Annotated[str | int | float, checked(parse_duration)]  # "10s", "2m", seconds
+
+
+def _positive_duration(value: str | int | float) -> float:
+    seconds = parse_duration(value)
+    if seconds <= 0:
+        raise ValueError(f"a time-out must be above zero, not {value!r}")
+    return seconds
+
+
+Timeout = Annotated[str | int | float, checked(_positive_duration)]
+
+
+def _data(value: Any) -> None:
+    """A workload's `data`: "random", "zeros" or { compressible = N }."""
+    if value in ("random", "zeros"):
+        return
+    percent = value.get("compressible") if isinstance(value, dict) and set(value) == {"compressible"} else None
+    if isinstance(percent, int) and not isinstance(percent, bool) and 1 <= percent <= 99:
+        return
+    raise ValueError(
+        f'data is "random", "zeros" or {{ compressible = N }} (N: the percentage of every 4 KiB fio fills with zeros, 1 to 99), not {value!r}'
+    )
+
+
+Data = Annotated[str | dict[str, Any], checked(_data)]
+
+
+class Table(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _memory_limit(value: str) -> None:
+    if parse_size(value) < SMALLEST_LIMIT:
+        raise ValueError(f"a memory limit below {format_size(SMALLEST_LIMIT)} leaves the tool itself too little to run, not {value!r}")
+
+
+class WorkloadLimits(Table):
+    """What fslab sets around any workload, whatever its kind: the fields every workload table
+    (and [fio]) has once, from here."""
+
+    # The measured run in a cgroup with this much memory (cgroups.py), so the page cache cannot
+    # hold what a buffered workload reads: refused on direct I/O, which the cache never answers.
+    memory_limit: Annotated[str, checked(_memory_limit)] | None = None
+
+
+class FioSection(WorkloadLimits):
+    """fio parameters; the study's [fio] table sets them for every workload, a workload for itself."""
+
+    bs: Annotated[str, checked(_fio_allows("bs"))] | None = None
+    iodepth: int | None = Field(None, ge=1, le=65536)
+    numjobs: int | None = Field(None, ge=1, le=1024)
+    size: Size | None = None
+    runtime: Duration | None = None
+    ramp_time: Duration | None = None
+    direct: bool | None = None
+    ioengine: Annotated[str, checked(_fio_allows("ioengine"))] | None = None
+    rwmixread: int | None = Field(None, ge=0, le=100)
+    randseed: int | None = Field(None, ge=0)
+    timeout: Timeout | None = None  # fslab's, not fio's: a run still going after it is killed and failed
+    data: Data | None = None  # what is written: "random" (fslab's default), "zeros" or { compressible = N } (workloads/data.py)
+    options: dict[str, str | int | float | bool] = {}  # any other fio option on the allow-list (guard/fio_jobs.py)
+
+    @field_validator("options")
+    @classmethod
+    def _allowed_options(cls, options: dict[str, Any]) -> dict[str, str]:
+        return fio_options(options)
+
+
+class OnTargets(Table):
+    """What every [[workload]] table may say, whatever its kind."""
+
+    targets: list[str] = []  # the targets it runs on, by name or a sweep's name (default: every target)
+
+
+ToolOption = str | int | float | bool
+
+
+class ToolWorkloadSection(OnTargets, WorkloadLimits):
+    """A workload run by a tool other than fio: its options by the tool's own names, each
+    checked by the tool's allow-list (its module's `…_options`)."""
+
+    name: Name
+    data: Literal["random", "zeros"] | None = None  # what it writes (default: random)
+    timeout: Timeout | None = None  # fslab's: a run still going after it is killed and failed
+    options: dict[str, ToolOption] = {}
+
+    def checked(self) -> Any:
+        """The tool's record of these options (raises OptionRefused, a ValueError, saying why)."""
+        raise NotImplementedError
+
+    @model_validator(mode="after")
+    def _allowed_options(self) -> ToolWorkloadSection:
+        try:
+            self.checked()
+        except ValueError as exc:
+            raise FieldError("options" if self.options else "data", str(exc)) from None
+        return self
+
+
+# A run's time-out when the study sets none: twice the workload's length, plus five minutes for
+# fslab's own work around it (mkfs, mount, laying out what it reads, dropping caches).
+TIMEOUT_MARGIN = 300.0
+
+
+def run_timeout(seconds: float, asked: str | int | float | None) -> float:
+    """Seconds a run of a workload `seconds` long (0: unknown) may take, unless the study says."""
+    if asked is not None:
+        return parse_duration(asked)
+    return 2 * seconds + TIMEOUT_MARGIN if seconds else UNKNOWN_LENGTH_TIMEOUT
+
+
+@dataclass(frozen=True)
+class Building:
+    """What a kind's `build` is given besides its table: where the table is ([[workload]] number
+    `index`), the study's scales (sizes × `scale`, times × `time_scale`), the study file's
+    directory (a job file's is relative to it), the study's [fio] table and what its workloads
+    write unless they say (`data`); `refuse(field, why)` stops the study, pointing at that field
+    or table (("workload", 2, "job_file")) of the file."""
+
+    index: int
+    scale: float
+    time_scale: float
+    base_dir: Path
+    fio: FioSection
+    data: DataPattern
+    where: Callable[[tuple], str]
+    refuse: Callable[[tuple, str], NoReturn]
+
+    @property
+    def table(self) -> tuple:
+        return ("workload", self.index)
+
+
+def tool_workload(section: ToolWorkloadSection, building: Building) -> Workload:
+    """A workload of a tool taking its own options (sysbench, dd, rsync), its sizes × `scale` and
+    its time × `time_scale`, as its tool scales them (its record's `scaled`)."""
+    tool = section.checked().scaled(building.scale, building.time_scale)
+    seconds = tool.measured_seconds()
+    return Workload(section.name, tool, seconds, tool.direct, run_timeout(seconds, section.timeout))
