@@ -30,10 +30,10 @@ def load(package: str) -> None:
         found = importlib.import_module(package)
         for module in pkgutil.iter_modules(found.__path__):
             importlib.import_module(f"{package}.{module.name}")
-    _load_plugins()
+    load_plugins()
 
 
-def _load_plugins() -> None:
+def load_plugins() -> None:
     global _plugins_loaded
     if not _plugins_loaded:
         _plugins_loaded = True

@@ -9,7 +9,7 @@ how a Workload is built from that table, and the tool it drives — and ends wit
 fslab's own kinds are found through SHIPPED (name → module), imported only when one is asked
 for; so is a kind's metric declaration (its `metrics` module: fio's and the others' are light,
 so that reading stored runs loads no kind). Kinds from elsewhere come from installed packages'
-entry points, group `fslab.plugins` (each names a module, imported when a lookup misses or a
+entry points, group `fslab.plugins` (fslab.registry: imported when a lookup misses or a
 listing is asked), or from a module imported in the process before (a test's toy) — never from
 anything a study file names: fslab runs as root.
 """
@@ -19,9 +19,9 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
+from fslab import registry
 from fslab.errors import FslabError
 from fslab.model import MetricKind, Study, Workload, unqualified
 from fslab.workloads.base import WorkloadKind
@@ -49,7 +49,6 @@ SHIPPED: dict[str, Shipped] = {
     "rsync": Shipped("fslab.workloads.rsync", "fslab.workloads.rsync_metrics"),
     "scenario": Shipped("fslab.workloads.scenario", "fslab.workloads.scenario_metrics"),
 }
-PLUGINS = "fslab.plugins"  # the entry-point group of kinds (and other extensions) from installed packages
 
 
 @dataclass(frozen=True)
@@ -86,7 +85,6 @@ class UnknownKind(FslabError):
 
 
 _REGISTERED: dict[str, Registered] = {}
-_plugins_loaded = False
 
 
 def register(kind: WorkloadKind, *, section: type[BaseModel], build: Callable[[Any, Building], Workload], tool: Needed | None = None) -> None:
@@ -99,13 +97,13 @@ def registered(name: str) -> Registered | None:
     if name not in _REGISTERED and name in SHIPPED:
         importlib.import_module(SHIPPED[name].module)
     if name not in _REGISTERED:
-        _load_plugins()
+        registry.load_plugins()
     return _REGISTERED.get(name)
 
 
 def names() -> list[str]:
     """Every kind's name: fslab's own in SHIPPED's order, then the others as they registered."""
-    _load_plugins()
+    registry.load_plugins()
     return [*SHIPPED, *(name for name in _REGISTERED if name not in SHIPPED)]
 
 
@@ -119,14 +117,6 @@ def kind_of(workload: Workload) -> WorkloadKind:
     if found is None:
         raise UnknownKind(f"no workload kind {workload.kind!r} is installed")
     return found.kind
-
-
-def _load_plugins() -> None:
-    global _plugins_loaded
-    if not _plugins_loaded:
-        _plugins_loaded = True
-        for point in entry_points(group=PLUGINS):
-            importlib.import_module(point.value)
 
 
 def metrics_of(kind: str) -> Mapping[str, MetricKind]:
