@@ -1,6 +1,7 @@
 from collections.abc import Sequence
 from pathlib import Path
 
+from fslab.filesystems import register
 from fslab.filesystems.base import Filesystem, MountReadBack, NoSnapshots, Provisioned, SizeFloor
 from fslab.guard.names import check_snapshot_name
 from fslab.guard.options import Flag, Integer, Matches, Maybe, OneOf, Size, Suboptions, ToolOptions, mount_options, option_value
@@ -96,6 +97,7 @@ def metadata_chunk(raw: int) -> int:
     return max(32 * 2**20, raw // 20)
 
 
+@register
 class Btrfs(Filesystem):
     kind = "btrfs"
     mkfs = ("mkfs.btrfs", "-f", "-q")

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from fslab.checks import Check
 from fslab.errors import Refused
+from fslab.filesystems import register
 from fslab.filesystems.base import Filesystem, Provisioned, Room, SizeFloor, mounted_options, same_value
 from fslab.filesystems.mounting import mount_point, proven
 from fslab.filesystems.zfs_engine import SCALED_ARC_FLOOR, Daemon, Engine, FuseDaemons, NotSupported, arc_stat, daemon_answers, engine, kept_daemons, kernel_arc_max, runs_on_fuse
@@ -218,6 +219,7 @@ def check_dataset_properties(properties: dict[str, str]) -> dict[str, str]:
     return check_properties(DATASET_PROPERTIES, "zfs property", properties)
 
 
+@register
 class Zfs(Filesystem):
     kind = "zfs"
     package = "zfs-fuse"  # Debian's; OpenZFS's is zfsutils-linux with its kernel module
