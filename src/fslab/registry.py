@@ -64,6 +64,8 @@ class Registry(Mapping[str, T]):
         return self.registered[name]
 
     def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str):  # untrusted text (a journal's) may hold anything
+            return False
         if name in self.shipped or name in self.registered:
             return True
         load_plugins()
