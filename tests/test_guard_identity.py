@@ -228,9 +228,10 @@ def test_a_directory_of_the_users_files_named_as_fslabs_is_not_a_work_directory(
 
 
 def test_every_kind_fslab_journals_is_known_to_whichever_command_reads_the_journal():
-    """journal.MAKERS names every module that registers a kind's release function, and a fresh
-    fslab that imported none of them (as `fslab cleanup` does not) knows every kind: a kind it
-    did not know would be set aside as a line fslab never wrote, and what it names left behind."""
+    """journal.MAKERS names every kind with the module that registers its release function, and
+    a fresh fslab that imported none of them (as `fslab cleanup` does not) knows every kind: a
+    kind it did not know would be set aside as a line fslab never wrote, and what it names left
+    behind. Reading a journal imports the makers of the kinds it holds alone."""
     source = Path(__file__).parent.parent / "src"
     registering = {}
     for path in (source / "fslab").rglob("*.py"):
@@ -239,9 +240,11 @@ def test_every_kind_fslab_journals_is_known_to_whichever_command_reads_the_journ
     assert len(registering) >= 14, registering
     from fslab.journal import MAKERS
 
-    assert set(registering.values()) == set(MAKERS)
-    fresh = subprocess.run([sys.executable, "-c", "from fslab.journal import _known; print(' '.join(sorted(_known())))"], capture_output=True, text=True, check=True)
+    assert MAKERS == registering
+    fresh = subprocess.run([sys.executable, "-c", "from fslab.journal import RELEASERS; print(' '.join(sorted(k for k in RELEASERS if callable(RELEASERS[k]))))"], capture_output=True, text=True, check=True)
     assert fresh.stdout.split() == sorted(registering)
+    read = "from fslab.journal import Entry, RELEASERS; import sys; RELEASERS['loop']; print(' '.join(m for m in ('fslab.devices.loop', 'fslab.filesystems.zfs', 'fslab.devices.named') if m in sys.modules))"
+    assert subprocess.run([sys.executable, "-c", read], capture_output=True, text=True, check=True).stdout.split() == ["fslab.devices.loop"]
 
 
 @pytest.mark.root

@@ -11,7 +11,6 @@ or stale entry is left alone and reported, never acted on.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import re
@@ -24,6 +23,7 @@ from typing import Any, Protocol
 
 from fslab.errors import Refused
 from fslab.guard.identity import open_own
+from fslab.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -46,24 +46,19 @@ class Home(Protocol):
 # A kind's release function: given the entry and the journal's work directory (its Home: a
 # workdir.Workdir, whose images, mounts and owned() the function checks the proof against).
 Releaser = Callable[[Entry, Any], None]
-_RELEASERS: dict[str, Releaser] = {}
 
-
-# The modules that make what a journal records, each registering its kind's release function as it
-# is imported: all are imported before a journal is read (_known), so every kind fslab writes is
-# known whichever command reads it — `fslab cleanup` imports none of them itself. A test checks
-# that every module registering a kind is here.
-MAKERS = (
-    "fslab.system", "fslab.scratch", "fslab.cgroups", "fslab.filesystems.mounting", "fslab.filesystems.zfs", "fslab.filesystems.zfs_engine",
-    "fslab.devices.named", "fslab.devices.layers", "fslab.devices.loop", "fslab.devices.zram",
-)
-
-
-def _known() -> dict[str, Releaser]:
-    """Every kind's release function."""
-    for module in MAKERS:
-        importlib.import_module(module)
-    return _RELEASERS
+# Each kind fslab journals → the module that makes it, which registers the kind's release function
+# (@releaser) as it is imported: imported when an entry of that kind is first released or read,
+# so every kind fslab writes is known whichever command reads a journal (`fslab cleanup` imports
+# none of them itself) and only the kinds a journal holds are imported. A test checks that every
+# kind registered is here. (A plugin's kinds are its own: fslab.registry.)
+MAKERS = {
+    "process": "fslab.system", "scratch": "fslab.scratch", "cgroup": "fslab.cgroups", "mount": "fslab.filesystems.mounting",
+    "zpool": "fslab.filesystems.zfs", "zfs-daemon": "fslab.filesystems.zfs_engine", "arc-max": "fslab.filesystems.zfs_engine",
+    "device": "fslab.devices.named", "md": "fslab.devices.layers", "luks": "fslab.devices.layers", "lvm": "fslab.devices.layers",
+    "image": "fslab.devices.loop", "loop": "fslab.devices.loop", "zram": "fslab.devices.zram",
+}  # fmt: skip
+RELEASERS: Registry[Releaser] = Registry(MAKERS)
 
 
 def releaser(kind: str) -> Callable[[Releaser], Releaser]:
@@ -71,8 +66,7 @@ def releaser(kind: str) -> Callable[[Releaser], Releaser]:
     proof does not match what is there)."""
 
     def register(fn: Releaser) -> Releaser:
-        _RELEASERS[kind] = fn
-        return fn
+        return RELEASERS.add(kind, fn)
 
     return register
 
@@ -138,7 +132,7 @@ class Journal:
         finally:
             try:
                 if held.proof or release_unproven:
-                    _known()[kind](Entry(kind, ident, held.proof), self.workdir)
+                    RELEASERS[kind](Entry(kind, ident, held.proof), self.workdir)
             except Refused:
                 if not failed:
                     raise
@@ -157,9 +151,8 @@ class Journal:
             lines = journal.read().splitlines()
         held: dict[tuple[str, str], dict] = {}
         problems = []
-        kinds = _known()
         for number, line in enumerate(lines, start=1):
-            entry = _parse(line, kinds)
+            entry = _parse(line, RELEASERS)
             if entry is None:
                 problems.append(f"{self.path.name} line {number}")
                 continue
@@ -193,7 +186,7 @@ class Journal:
         done = []
         for entry in entries:
             try:
-                _known()[entry.kind](entry, self.workdir)
+                RELEASERS[entry.kind](entry, self.workdir)
             except Refused as exc:
                 self._append("disowned", entry.kind, entry.ident)
                 done.append(Outcome(entry.kind, entry.ident, "left alone", str(exc)))
@@ -219,7 +212,7 @@ class Journal:
             pass
 
 
-def _parse(line: str, kinds: dict[str, Releaser]) -> tuple[str, tuple[str, str], dict] | None:
+def _parse(line: str, kinds: Registry[Releaser]) -> tuple[str, tuple[str, str], dict] | None:
     """(event, (kind, id), proof) of a well-formed line of one of `kinds`, or None."""
     try:
         raw = json.loads(line)

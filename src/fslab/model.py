@@ -34,6 +34,10 @@ from fslab.guard.names import image_names
 UNKNOWN_LENGTH_TIMEOUT = 3600.0
 
 
+# The filesystems' own fields a Target has an attribute of (see Target).
+FILESYSTEM_ATTRIBUTES = ("vdev", "pool_options", "properties", "nocow", "zvol", "arc_max")
+
+
 @dataclass(frozen=True)
 class Target:
     name: str
@@ -43,6 +47,10 @@ class Target:
     image_size: int  # of each device's image
     image_fill: str  # "full": written once before its first run; "sparse": left sparse
     devices: int = 1
+    # ZFS's fields and Btrfs's (their modules declare them: Filesystem.fields) have attributes of
+    # their own (FILESYSTEM_ATTRIBUTES), in every stored spec as they were before filesystems
+    # declared their fields, so that stored targets compare equal; any other filesystem's are in
+    # `filesystem_fields`.
     vdev: str | None = None
     pool_options: dict[str, str] = field(default_factory=dict)
     properties: dict[str, str] = field(default_factory=dict)
@@ -57,6 +65,7 @@ class Target:
     images: tuple[str, ...] = ()  # names of its devices: its loop images, or the user's device paths (a raw baseline shares its target's)
     baseline: str | None = None  # the target it is compared with; its own name when others are compared with it (see _expand_target, resolve_baselines)
     scaling_changed: tuple[str, ...] = ()  # what --scale changed in it that fslab could not keep (Filesystem.scaled)
+    filesystem_fields: dict[str, Any] = field(default_factory=dict)  # its filesystem's own fields but those above
 
     def __post_init__(self) -> None:
         if self.named:
@@ -91,7 +100,7 @@ class Target:
             "images": list(self.images),
             "baseline": self.baseline,
             "scaling_changed": list(self.scaling_changed),
-        }
+        } | ({"filesystem_fields": self.filesystem_fields} if self.filesystem_fields else {})  # absent: as before filesystems declared fields
 
 
 class TargetsByName:

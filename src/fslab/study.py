@@ -23,9 +23,8 @@ from fslab.cgroups import SMALLEST_LIMIT
 from fslab.errors import FslabError
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Room
-from fslab.filesystems.zfs import property_text
 from fslab.guard.options import split_arguments
-from fslab.model import Study, Target, TargetsByName, Workload, study_cells
+from fslab.model import FILESYSTEM_ATTRIBUTES, Study, Target, TargetsByName, Workload, study_cells
 from fslab import workloads as kinds
 from fslab.study_file import StudyFile, StudySection, TargetSection, allowed_fields, as_list, study_file_model, untagged
 from fslab.toml_errors import FieldLines, describe_error, field_path, unknown
@@ -147,15 +146,17 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0,
 MAX_CELLS = 100_000
 
 
-def _dimensions(section: TargetSection, study: StudySection) -> dict[str, list]:
-    """A target table's values by field, a sweep's several."""
-    return {
+def _dimensions(section: TargetSection, study: StudySection) -> dict[str, list[tuple[str, Any]]]:
+    """A target table's values by field, a sweep's several, each with its label in a target's
+    name; then its filesystem's own sweeps (Filesystem.swept: ZFS's properties)."""
+    every_targets = {
         "filesystem": as_list(section.filesystem),
         "mkfs_options": as_list(section.mkfs_options),
         "mount_options": as_list(section.mount_options),
         "image_size": as_list(section.image_size or study.image_size),
-        **{f"property:{name}": as_list(value) for name, value in section.properties.items()},
     }
+    own = FILESYSTEMS[section.filesystem if isinstance(section.filesystem, str) else section.filesystem[0]].swept(section.own) if section.own else {}
+    return {key: [(str(value) or "defaults", value) for value in values] for key, values in every_targets.items()} | own
 
 
 def _target_count(section: TargetSection, study: StudySection) -> int:
@@ -208,10 +209,12 @@ def _expand_target(section: TargetSection, study: StudySection, scale: float) ->
     targets: list[tuple[Target, str | None]] = []
     first: dict[str, str] = {}  # filesystem → its sweep's first value
     for combination in itertools.product(*dimensions.values()):
-        values = dict(zip(dimensions, combination))
+        labelled = dict(zip(dimensions, combination))
+        values = {key: value for key, (_, value) in labelled.items()}
         full_size = parse_size(values["image_size"])
-        labels = [_label(key, values[key]) for key in swept if not (key == "filesystem" and section.name is None)]
+        labels = [labelled[key][0] for key in swept if not (key == "filesystem" and section.name is None)]
         base = section.name or values["filesystem"]
+        own = FILESYSTEMS[values["filesystem"]].target_values(section.own, values, section.count) if section.own else {}
         target = Target(
             name=f"{base}[{', '.join(labels)}]" if labels else base,
             filesystem=values["filesystem"],
@@ -220,18 +223,14 @@ def _expand_target(section: TargetSection, study: StudySection, scale: float) ->
             image_size=scaled_size(full_size, scale),
             image_fill=study.image_fill,
             devices=section.count,
-            vdev=section.vdev or FILESYSTEMS[values["filesystem"]].default_vdev(section.count),
-            pool_options={k: property_text(v) for k, v in section.pool_options.items()},
-            properties={k.removeprefix("property:"): property_text(v) for k, v in values.items() if k.startswith("property:")},
-            nocow=section.nocow,
             layers=tuple(section.layers),
             layer_options={layer: tuple(split_arguments(args)) for layer, args in section.layer_options.items()},
-            zvol=section.zvol,
-            arc_max=parse_size(section.arc_max) if section.arc_max else None,
             named=tuple(section.named),
             zram=section.zram,
             blkdiscard=section.blkdiscard,
             baseline=section.baseline,
+            **{name: value for name, value in own.items() if name in FILESYSTEM_ATTRIBUTES},
+            filesystem_fields={name: value for name, value in own.items() if name not in FILESYSTEM_ATTRIBUTES},
         )
         if scale != 1.0 and not target.named:  # the user's devices are not scaled
             target = FILESYSTEMS[target.filesystem].scaled(target, full_size, scale)
@@ -277,12 +276,6 @@ def raw_baselines(target: Target) -> list[Target]:
         )
         for name, image in zip(names, target.images)
     ]
-
-
-def _label(key: str, value: Any) -> str:
-    if key.startswith("property:"):
-        return f"{key.removeprefix('property:')}={property_text(value)}"
-    return str(value) or "defaults"
 
 
 def _workloads(model: StudyFile, base_dir: Path, scale: float, time_scale: float, where: _Where) -> list[Workload]:

@@ -8,11 +8,11 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationInfo, create_model, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, ModelWrapValidatorHandler, PrivateAttr, Tag, ValidationInfo, create_model, field_validator, model_validator
 
 from fslab.devices.layers import LAYERS
-from fslab.filesystems import FILESYSTEMS
-from fslab.filesystems.zfs import check_dataset_properties, check_pool_options, property_text
+from fslab.filesystems import FILESYSTEMS, Filesystem
+from fslab.filesystems.base import TargetFields
 from fslab.guard.options import check_arguments
 from fslab import workloads
 from fslab.toml_errors import FieldError, unknown
@@ -42,9 +42,6 @@ class StudySection(Table):
         return names
 
 
-PropertyValue = str | int | float | bool
-
-
 class TargetSection(Table):
     name: Name | None = None
     filesystem: str | list[str]
@@ -55,16 +52,45 @@ class TargetSection(Table):
     device: str | None = None  # one device of the user's, by path (confirmed with --destroy-data)
     zram: bool = False  # the devices are zram devices fslab makes (image_size each): a RAM-backed ceiling
     blkdiscard: bool | None = None  # discard each device whole before each run (default: SSDs and zram)
-    vdev: Literal["mirror", "stripe"] | None = None  # ZFS: how the devices form the pool (default: mirror)
-    pool_options: dict[str, PropertyValue] = {}  # ZFS: zpool create -o (ashift, …)
-    properties: dict[str, PropertyValue | list[PropertyValue]] = {}  # ZFS dataset properties; a list sweeps
-    nocow: bool = False  # Btrfs: chattr +C on the workload's directory (per-file No_COW)
     layers: list[str] = []  # under the filesystem, bottom first: md-raid1, luks, lvm
     layer_options: dict[str, str] = {}  # layer → extra arguments for the command that creates it
     raw_baseline: bool = False  # also measure each of the target's images as a raw device
-    zvol: bool = False  # ZFS: the workload runs on a volume (a block device), not a dataset
-    arc_max: Size | None = None  # ZFS: cap on the ARC for the run
     baseline: str | None = None  # the target this one is compared with (default: a sweep's first value, else the study's)
+    # Beside these, the fields its filesystem declares (Filesystem.fields: ZFS's properties, …),
+    # checked by that filesystem's model (_filesystem_fields).
+    _own: TargetFields | None = PrivateAttr(None)
+
+    @property
+    def own(self) -> TargetFields | None:
+        """Its filesystem's own fields, checked; None when it names no filesystem of any (or several)."""
+        return self._own
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _filesystem_fields(cls, data: Any, handler: ModelWrapValidatorHandler[TargetSection]) -> TargetSection:
+        """The fields a filesystem declares (its module's model checks them, an error pointing at
+        the field) on a target of that filesystem alone; one of another filesystem's, given a
+        value, is refused saying whose it is; any other field is unknown (pydantic's own error)."""
+        if not isinstance(data, dict):
+            return handler(data)
+        owners = _owners([name for name in data if name not in cls.model_fields], as_list(data.get("filesystem")))
+        section = handler({name: value for name, value in data.items() if name not in owners})
+        kinds = set(as_list(section.filesystem))
+        given: dict[str, dict[str, Any]] = {}  # filesystem → its fields given, in the registry's order
+        for name, fs in owners.items():
+            given.setdefault(fs.kind, {})[name] = data[name]
+        refused = []
+        for kind, fields in given.items():
+            filesystem = FILESYSTEMS[kind]
+            checked = filesystem.fields.model_validate(fields)  # type: ignore[union-attr]  # an owner has fields
+            if kinds != {kind} and any(getattr(checked, name) for name in fields):
+                refused.append(filesystem.own_fields_refusal)
+        if refused:
+            raise ValueError("; ".join(refused))
+        kind = next(iter(kinds)) if len(kinds) == 1 else None
+        own = FILESYSTEMS[kind].fields if kind else None
+        section._own = own.model_validate(given.get(kind, {})) if own else None  # type: ignore[arg-type]
+        return section
 
     @field_validator("layers")
     @classmethod
@@ -117,10 +143,6 @@ class TargetSection(Table):
     @model_validator(mode="after")
     def _fits_filesystem(self) -> TargetSection:
         kinds = set(as_list(self.filesystem))
-        # A field only one filesystem takes (its module says which) is refused on any other.
-        refused = [fs.own_fields_refusal for fs in FILESYSTEMS.values() if kinds != {fs.kind} and any(getattr(self, name) for name in fs.own_fields)]
-        if refused:
-            raise ValueError("; ".join(refused))
         for layer in self.layer_options:
             if layer not in self.layers:
                 raise ValueError(f"layer_options names {layer}, which is not in this target's layers {self.layers}")
@@ -157,20 +179,6 @@ class TargetSection(Table):
     @classmethod
     def _mount_options(cls, value: str | list[str], info: ValidationInfo) -> str | list[str]:
         _all_accepted(partial(FILESYSTEMS[kind].check_mount_options, options) for kind in _kinds_of(info) for options in as_list(value))
-        return value
-
-    @field_validator("pool_options")
-    @classmethod
-    def _pool_options(cls, value: dict[str, PropertyValue]) -> dict[str, PropertyValue]:
-        check_pool_options({name: property_text(v) for name, v in value.items()})
-        return value
-
-    @field_validator("properties")
-    @classmethod
-    def _properties(cls, value: dict[str, PropertyValue | list[PropertyValue]]) -> dict[str, PropertyValue | list[PropertyValue]]:
-        _all_accepted(partial(check_dataset_properties, {name: property_text(one)}) for name, values in value.items() for one in as_list(values))
-        if "keyformat" in value and "off" in [property_text(one) for one in as_list(value.get("encryption", "off"))]:
-            raise ValueError("keyformat goes with encryption (keyformat=raw is fslab's, and the default): set encryption = \"aes-256-gcm\" (or another cipher) on every value, or drop keyformat")
         return value
 
     @field_validator("layer_options")
@@ -270,6 +278,8 @@ def allowed_fields(loc: tuple) -> list[str]:
     if len(loc) > 1 and loc[0] == "workload":
         kind = workloads.registered(str(loc[2]) if len(loc) > 3 and _is_kind(loc[2]) else "fio")
         return list(kind.section.model_fields)  # type: ignore[union-attr]
+    if len(loc) > 1 and loc[0] == "target":  # every target's fields, then each filesystem's own
+        return list(dict.fromkeys([*TargetSection.model_fields, *(name for fs in FILESYSTEMS.values() for name in fs.own_fields)]))
     model = _TABLE_MODELS.get(str(loc[0]), StudyFile) if len(loc) > 1 else StudyFile
     return list(model.model_fields)
 
@@ -285,6 +295,18 @@ def _all_accepted(checks: Iterable[Callable[[], Any]]) -> None:
             problems += [str(exc)] if str(exc) not in problems else []
     if problems:
         raise ValueError("; ".join(problems))
+
+
+def _owners(names: list[str], kinds: list[Any]) -> dict[str, Filesystem]:
+    """The filesystem that declares each of these fields, among the target's own filesystems
+    (`kinds`, as written) when they declare them all, else among all: found without loading
+    any other filesystem when the fields are the target's."""
+    if not names:
+        return {}
+    named = [FILESYSTEMS[kind] for kind in dict.fromkeys(kinds) if isinstance(kind, str) and kind in FILESYSTEMS]
+    declared = {name for fs in named for name in fs.own_fields}
+    candidates = named if declared.issuperset(names) else list(FILESYSTEMS.values())
+    return {name: fs for fs in candidates for name in fs.own_fields if name in names}
 
 
 def _check_layer_options(layer: str, arguments: str) -> None:

@@ -1,12 +1,40 @@
-"""One module per filesystem, all behind `Filesystem` (base.py). `FILESYSTEMS` maps kind → instance."""
+"""One module per filesystem, all behind `Filesystem` (base.py), each joining `FILESYSTEMS`
+(kind → Filesystem) itself as it is imported:
+
+    @register
+    class Ext4(Filesystem):
+        kind = "ext4"
+        ...
+
+Importing this package loads no filesystem: the first lookup of a kind imports its module
+(fslab's own through the table below; others from installed packages' `fslab.plugins` entry
+points, fslab.registry).
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
 
 from fslab.filesystems.base import Filesystem, Provisioned
-from fslab.filesystems.btrfs import Btrfs
-from fslab.filesystems.ext4 import Ext4
-from fslab.filesystems.raw import Raw
-from fslab.filesystems.xfs import Xfs
-from fslab.filesystems.zfs import Zfs
+from fslab.registry import Registry
 
-FILESYSTEMS: dict[str, Filesystem] = {fs.kind: fs for fs in (Ext4(), Xfs(), Btrfs(), Zfs(), Raw())}
+FILESYSTEMS: Registry[Filesystem] = Registry(
+    {
+        "ext4": "fslab.filesystems.ext4",
+        "xfs": "fslab.filesystems.xfs",
+        "btrfs": "fslab.filesystems.btrfs",
+        "zfs": "fslab.filesystems.zfs",
+        "raw": "fslab.filesystems.raw",
+    }
+)
 
-__all__ = ["FILESYSTEMS", "Filesystem", "Provisioned"]
+F = TypeVar("F", bound=type[Filesystem])
+
+
+def register(cls: F) -> F:
+    """Registers the Filesystem class it decorates (one instance of it) under its kind."""
+    FILESYSTEMS.add(cls.kind, cls())
+    return cls
+
+
+__all__ = ["FILESYSTEMS", "Filesystem", "Provisioned", "register"]

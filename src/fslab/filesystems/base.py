@@ -10,6 +10,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel, ConfigDict
+
 from fslab.checks import Check, kernel_filesystems, tool_check
 from fslab.errors import FslabError
 from fslab.filesystems.mounting import mount_point, proven
@@ -202,6 +204,13 @@ VFS_READ_BACK = MountReadBack(
 )
 
 
+class TargetFields(BaseModel):
+    """The fields of a study's [[target]] table that one filesystem takes beyond every target's:
+    its module declares them as a subclass (types, defaults, checks), its `fields`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
 class Filesystem:
     """A filesystem made by one mkfs command and mounted with `mount -t kind`."""
 
@@ -223,15 +232,32 @@ class Filesystem:
     read_back: MountReadBack = VFS_READ_BACK  # how its mount options read back from /proc/mounts
     no_mount_options_hint: str = ""  # what to set instead, said where it takes no mount options
 
-    # Target fields only this filesystem takes (study_file refuses them on any other), and what
-    # is said then.
-    own_fields: tuple[str, ...] = ()
+    # Target fields only this filesystem takes, checked by this model when the study file is read
+    # (study_file.TargetSection); on a target of any other filesystem they are refused, saying
+    # `own_fields_refusal`.
+    fields: type[TargetFields] | None = None
     own_fields_refusal: str = ""
 
     spans_devices: bool = False  # made on several devices itself (Btrfs profiles, a ZFS pool), needing no md below
 
     # Whether snapshot() takes one; known before anything is formatted.
     supports_snapshots: bool = False
+
+    @property
+    def own_fields(self) -> tuple[str, ...]:
+        return tuple(self.fields.model_fields) if self.fields else ()
+
+    def swept(self, own: Any) -> dict[str, list[tuple[str, Any]]]:
+        """The sweeps its fields make (`own`: the target's, of `fields`): dimension → each value
+        with its label in the target's name, as ZFS's properties (a list of values sweeps them):
+        {"property:recordsize": [("recordsize=4k", "4k"), ("recordsize=128k", "128k")]}."""
+        return {}
+
+    def target_values(self, own: Any, chosen: Mapping[str, Any], devices: int) -> dict[str, Any]:
+        """What a target of its fields `own` carries (by name: a Target attribute, or one of its
+        filesystem_fields), for one value of each sweep (`chosen`: dimension → value) and its
+        number of devices."""
+        return own.model_dump()
 
     def machine_checks(self) -> list[Check]:
         """What this machine needs for the filesystem: its tools and the kernel's support."""
@@ -244,10 +270,6 @@ class Filesystem:
     def target_problems(self, target: Target) -> list[str]:
         """What one target asks of the filesystem that this machine's cannot do (beyond machine_checks)."""
         return []
-
-    def default_vdev(self, devices: int) -> str | None:
-        """How several devices form the filesystem when the study does not say (ZFS: a mirror)."""
-        return None
 
     def room(self, target: Target) -> Room:
         """Space a workload may fill on the target: what its filesystem has free right after mkfs

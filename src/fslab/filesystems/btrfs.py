@@ -1,7 +1,8 @@
 from collections.abc import Sequence
 from pathlib import Path
 
-from fslab.filesystems.base import Filesystem, MountReadBack, NoSnapshots, Provisioned, SizeFloor
+from fslab.filesystems import register
+from fslab.filesystems.base import Filesystem, MountReadBack, NoSnapshots, Provisioned, SizeFloor, TargetFields
 from fslab.guard.names import check_snapshot_name
 from fslab.guard.options import Flag, Integer, Matches, Maybe, OneOf, Size, Suboptions, ToolOptions, mount_options, option_value
 from fslab.monitors.space import CompressionRatio, btrfs_compresses, btrfs_compression_ratio
@@ -96,6 +97,13 @@ def metadata_chunk(raw: int) -> int:
     return max(32 * 2**20, raw // 20)
 
 
+class BtrfsFields(TargetFields):
+    """What a Btrfs target may set beyond every target's fields."""
+
+    nocow: bool = False  # chattr +C on the workload's directory (per-file No_COW)
+
+
+@register
 class Btrfs(Filesystem):
     kind = "btrfs"
     mkfs = ("mkfs.btrfs", "-f", "-q")
@@ -105,7 +113,7 @@ class Btrfs(Filesystem):
     accepted_mkfs_options = MKFS_OPTIONS
     accepted_mount_options = MOUNT_OPTIONS
     read_back = READ_BACK
-    own_fields = ("nocow",)
+    fields = BtrfsFields
     own_fields_refusal = "nocow (chattr +C) is for Btrfs targets"
     supports_snapshots = True
     spans_devices = True

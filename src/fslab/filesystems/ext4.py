@@ -4,6 +4,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from fslab.filesystems import register
 from fslab.filesystems.base import Filesystem, MountReadBack, SizeFloor, formatted_size
 from fslab.guard.options import ZERO_ONE, Flag, Integer, Matches, Maybe, OneOf, Size, Suboptions, ToolOptions, mount_options, option_value
 from fslab.model import Target
@@ -165,6 +166,7 @@ def _journal_bytes(blocks: int, block: int, asked: str | None, features: str) ->
     return 262144 * block
 
 
+@register
 class Ext4(Filesystem):
     kind = "ext4"
     mkfs = ("mkfs.ext4", "-F", "-q")

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fslab.checks import Check
+from fslab.filesystems import register
 from fslab.filesystems.base import Filesystem, Provisioned, Room
 from fslab.journal import Journal
 from fslab.model import Target
@@ -16,6 +17,7 @@ if TYPE_CHECKING:
     from fslab.devices.layers import Stack
 
 
+@register
 class Raw(Filesystem):
     """No filesystem: the workload runs on the block device itself, the physical reference."""
 

@@ -4,6 +4,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from fslab.filesystems import register
 from fslab.filesystems.base import Filesystem, MountReadBack, SizeFloor, formatted_size
 from fslab.guard.options import ZERO_ONE, Flag, Integer, Maybe, OneOf, Size, Suboptions, ToolOptions, mount_options, option_value
 from fslab.model import Target
@@ -124,6 +125,7 @@ def default_ag_count(device_size: int) -> int:
     return whole + (rest >= 16 * 2**20)
 
 
+@register
 class Xfs(Filesystem):
     kind = "xfs"
     mkfs = ("mkfs.xfs", "-f", "-q")

@@ -18,11 +18,14 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import AfterValidator, field_validator
 
 from fslab.checks import Check
 from fslab.errors import Refused
-from fslab.filesystems.base import Filesystem, Provisioned, Room, SizeFloor, mounted_options, same_value
+from fslab.filesystems import register
+from fslab.filesystems.base import Filesystem, Provisioned, Room, SizeFloor, TargetFields, mounted_options, same_value
 from fslab.filesystems.mounting import mount_point, proven
 from fslab.filesystems.zfs_engine import SCALED_ARC_FLOOR, Daemon, Engine, FuseDaemons, NotSupported, arc_stat, daemon_answers, engine, kept_daemons, kernel_arc_max, runs_on_fuse
 from fslab.guard.names import check_snapshot_name, kernel_name, workdir_tag
@@ -31,7 +34,7 @@ from fslab.journal import Entry, Journal, releaser
 from fslab.model import Target
 from fslab.monitors.space import CompressionRatio, zfs_compresses, zfs_compression_ratio
 from fslab.system import CommandError, joined, run
-from fslab.units import format_size, scaled_size
+from fslab.units import format_size, parse_size, scaled_size
 
 if TYPE_CHECKING:
     from fslab.devices.layers import Stack
@@ -218,13 +221,58 @@ def check_dataset_properties(properties: dict[str, str]) -> dict[str, str]:
     return check_properties(DATASET_PROPERTIES, "zfs property", properties)
 
 
+PropertyValue = str | int | float | bool
+
+
+def _size(value: str) -> str:
+    parse_size(value)  # says what is wrong
+    return value
+
+
+class ZfsFields(TargetFields):
+    """What a ZFS target may set beyond every target's fields."""
+
+    vdev: Literal["mirror", "stripe"] | None = None  # how the devices form the pool (default: a mirror of several)
+    pool_options: dict[str, PropertyValue] = {}  # zpool create -o (ashift, …)
+    properties: dict[str, PropertyValue | list[PropertyValue]] = {}  # dataset properties (zfs create -o); a list sweeps
+    zvol: bool = False  # the workload runs on a volume (a block device), not a dataset
+    arc_max: Annotated[str, AfterValidator(_size)] | None = None  # a cap on the ARC for the run
+
+    @field_validator("pool_options")
+    @classmethod
+    def _pool_options(cls, value: dict[str, PropertyValue]) -> dict[str, PropertyValue]:
+        check_pool_options({name: property_text(v) for name, v in value.items()})
+        return value
+
+    @field_validator("properties")
+    @classmethod
+    def _properties(cls, value: dict[str, PropertyValue | list[PropertyValue]]) -> dict[str, PropertyValue | list[PropertyValue]]:
+        problems: dict[str, None] = {}  # every value of every sweep checked, each refusal said once
+        for name, values in value.items():
+            for one in _as_list(values):
+                try:
+                    check_dataset_properties({name: property_text(one)})
+                except ValueError as exc:
+                    problems[str(exc)] = None
+        if problems:
+            raise ValueError("; ".join(problems))
+        if "keyformat" in value and "off" in [property_text(one) for one in _as_list(value.get("encryption", "off"))]:
+            raise ValueError("keyformat goes with encryption (keyformat=raw is fslab's, and the default): set encryption = \"aes-256-gcm\" (or another cipher) on every value, or drop keyformat")
+        return value
+
+
+def _as_list(value: Any) -> list:
+    return value if isinstance(value, list) else [value]
+
+
+@register
 class Zfs(Filesystem):
     kind = "zfs"
     package = "zfs-fuse"  # Debian's; OpenZFS's is zfsutils-linux with its kernel module
     floor = FLOOR
     no_mount_options_hint = ": set ZFS dataset properties instead"
     accepted_properties = {"pool_options": ("zpool create -o", POOL_OPTIONS), "properties": ("zfs create -o", DATASET_PROPERTIES)}
-    own_fields = ("properties", "pool_options", "vdev", "zvol", "arc_max")
+    fields = ZfsFields
     own_fields_refusal = 'properties, pool_options, vdev, zvol and arc_max are for ZFS targets (filesystem = "zfs")'
     supports_snapshots = True
     spans_devices = True
@@ -265,8 +313,17 @@ class Zfs(Filesystem):
             return []
         return [why for why, asked in ((ZVOL_ON_FUSE, target.zvol), (ENCRYPTION_ON_FUSE, encrypted(target.properties))) if asked]
 
-    def default_vdev(self, devices: int) -> str | None:
-        return "mirror" if devices > 1 else None
+    def swept(self, own: ZfsFields) -> dict[str, list[tuple[str, Any]]]:
+        return {f"property:{name}": [(f"{name}={property_text(one)}", one) for one in _as_list(values)] for name, values in own.properties.items()}
+
+    def target_values(self, own: ZfsFields, chosen: Mapping[str, Any], devices: int) -> dict[str, Any]:
+        return {
+            "vdev": own.vdev or ("mirror" if devices > 1 else None),
+            "pool_options": {name: property_text(value) for name, value in own.pool_options.items()},
+            "properties": {name: property_text(chosen[f"property:{name}"]) for name in own.properties},
+            "zvol": own.zvol,
+            "arc_max": parse_size(own.arc_max) if own.arc_max else None,
+        }
 
     def scaled(self, target: Target, full_size: int, scale: float) -> Target:
         """The ARC cap scaled with the data (arc_max × --scale, as the images and the workloads'
