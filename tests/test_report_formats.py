@@ -93,5 +93,5 @@ def test_an_installed_package_adds_a_format_through_its_entry_point(stored_db, t
     assert found.stdout.strip() == "['csv', 'parquet', 'toy']"
     (site / "toy_format.py").write_text("raise RuntimeError('broken on purpose')\n")
     broken = subprocess.run([sys.executable, "-m", "fslab", "export", "--db", str(stored_db), "-o", str(tmp_path / "out")], env={**os.environ, "PYTHONPATH": str(site)}, capture_output=True, text=True)
-    assert broken.returncode != 0 and "the plugin 'toy' (toy_format, entry point group fslab.plugins) failed to load: broken on purpose" in broken.stderr
+    assert broken.returncode != 0 and "the fslab plugin 'toy' (toy_format, entry point group fslab.plugins) cannot be imported: broken on purpose" in broken.stderr
     assert "Traceback" not in broken.stderr

@@ -42,7 +42,7 @@ def toy_registered(monkeypatch: pytest.MonkeyPatch) -> None:
     """The toy kind registered for one test: its module run as an import runs it, into a copy of
     the registry the test's end restores."""
     workloads.kinds()  # fslab's own kinds, loaded as a command loads them
-    monkeypatch.setattr(workloads, "_REGISTERED", dict(workloads._REGISTERED))
+    monkeypatch.setattr(workloads.KINDS, "registered", dict(workloads.KINDS.registered))
     runpy.run_path(str(TOY))
 
 

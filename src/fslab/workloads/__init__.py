@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fslab import registry
+from fslab.registry import Registry
 from fslab.errors import FslabError
 from fslab.model import MetricKind, Study, Workload, unqualified
 from fslab.workloads.base import WorkloadKind
@@ -84,32 +84,27 @@ class UnknownKind(FslabError):
     pass
 
 
-_REGISTERED: dict[str, Registered] = {}
+KINDS: Registry[Registered] = Registry({name: shipped.module for name, shipped in SHIPPED.items()})
 
 
 def register(kind: WorkloadKind, *, section: type[BaseModel], build: Callable[[Any, Building], Workload], tool: Needed | None = None) -> None:
     """Called by a kind's module as it is imported: the kind joins the registry."""
-    _REGISTERED[kind.name] = Registered(kind, section, build, tool)
+    KINDS.add(kind.name, Registered(kind, section, build, tool))
 
 
 def registered(name: str) -> Registered | None:
     """The kind named `name` (loaded on first use), or None when there is none."""
-    if name not in _REGISTERED and name in SHIPPED:
-        importlib.import_module(SHIPPED[name].module)
-    if name not in _REGISTERED:
-        registry.load_plugins()
-    return _REGISTERED.get(name)
+    return KINDS.get(name)
 
 
 def names() -> list[str]:
     """Every kind's name: fslab's own in SHIPPED's order, then the others as they registered."""
-    registry.load_plugins()
-    return [*SHIPPED, *(name for name in _REGISTERED if name not in SHIPPED)]
+    return list(KINDS)
 
 
 def kinds() -> list[Registered]:
     """Every kind, loaded, in names()'s order."""
-    return [found for name in names() if (found := registered(name)) is not None]
+    return list(KINDS.values())
 
 
 def kind_of(workload: Workload) -> WorkloadKind:
@@ -122,7 +117,7 @@ def kind_of(workload: Workload) -> WorkloadKind:
 def metrics_of(kind: str) -> Mapping[str, MetricKind]:
     """The metrics a kind declares: a shipped kind's from its light metrics module, any other's
     from the kind itself; none for a kind not installed here."""
-    if kind in SHIPPED and kind not in _REGISTERED:
+    if kind in SHIPPED and kind not in KINDS.registered:
         return importlib.import_module(SHIPPED[kind].metrics).METRICS
     found = registered(kind)
     return found.kind.metrics if found else {}
