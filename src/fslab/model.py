@@ -10,7 +10,7 @@ metric is *primary* — it decides a cell's precision, its rank and when adaptiv
 *compared* — every pair of targets is compared on it); its parser turns raw output into
 `Metric`s with `MetricKind.of`. A kind also declares each metric's *resolution*: the step its
 tool prints it to (sysbench's latencies 0.01 ms), below which runs cannot differ; statistics
-never claim an interval narrower than it (stats.py). Every metric is stored with its role (results/db.py), and
+never claim an interval narrower than it (stats.py). Every metric is stored with its role (results/), and
 statistics, plans and reports read the role from what is stored (`Roles`), never from a metric's
 name: a cell whose only metric is `elapsed_s` (lower is better) is summarised, compared and ranked
 as one with IOPS is.
