@@ -26,19 +26,55 @@ FIXTURES = Path(__file__).parent / "fixtures"
 TEST_ROOT = Path("/var/tmp/fslab-tests")  # on disk: loop images in /tmp could sit in RAM elsewhere
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+# zfs-fuse is one daemon for the whole machine: each module that starts it, or checks that none
+# runs, sets `pytestmark = ZFS_FUSE`, and a parallel run (`make test`: pytest-xdist, --dist
+# loadgroup) runs those modules one after another in one worker.
+ZFS_FUSE = pytest.mark.xdist_group("zfs-fuse")
+GUESTS = "guests"  # the xdist group of the modules that boot a QEMU guest (one at a time, tests/guest.py)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Marks what a test's fixtures make it: a fixture that asks for `needs_root` (a work
     directory, a study run on loop images) is root's, a `browser` is chromium's, a module with a
-    `guest_job` boots a QEMU guest. (Marks a test needs for what it does itself are on the test.)"""
+    `guest_job` boots a QEMU guest. (Marks a test needs for what it does itself are on the test.)
+
+    For a parallel run, each test joins its module's xdist group unless it has one (a module's
+    fixtures, such as a whole study run, then run in one worker only, once), and in a worker the
+    groups are ordered to be handed out (with --no-loadscope-reorder): the guests' first (their
+    boots then overlap the other worker's tests), zfs-fuse's next (the longest), then the modules
+    that need root, a browser or seconds before the quick ones (which fill the end)."""
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
         if "needs_root" in fixtures:
             item.add_marker(pytest.mark.root)
         if "browser" in fixtures:
             item.add_marker(pytest.mark.browser)
-        if getattr(getattr(item, "module", None), "guest_job", None) is not None:
+        module = getattr(item, "module", None)
+        if getattr(module, "guest_job", None) is not None:
             item.add_marker(pytest.mark.guest)
             item.add_marker(pytest.mark.root)
+            item.add_marker(pytest.mark.xdist_group(GUESTS))
+        elif item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: every worker sorts alike
+        items[:] = _in_handing_out_order(items)
+
+
+def _in_handing_out_order(items: list[pytest.Item]) -> list[pytest.Item]:
+    groups: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        mark = item.get_closest_marker("xdist_group")
+        groups.setdefault(mark.args[0] if mark.args else mark.kwargs.get("name", "default"), []).append(item)
+
+    def rank(name: str) -> int:
+        if name == GUESTS:
+            return 0
+        if name == ZFS_FUSE.args[0]:
+            return 1
+        return 2 if any(item.get_closest_marker(mark) for item in groups[name] for mark in ("root", "browser", "slow")) else 3
+
+    return [item for name in sorted(groups, key=rank) for item in groups[name]]
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -51,10 +87,12 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.fixture(scope="session", autouse=True)
 def guests_boot_meanwhile(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """The QEMU guests the selected tests need (a module's `guest_job()`) start booting now, in
-    the background, while the host's tests run (tests/guest.py)."""
+    the background, while the host's tests run (tests/guest.py). Not in a pytest-xdist worker:
+    each worker's session holds every test, and only the one handed the guests' group boots
+    them, through the modules' own fixtures, as soon as it is handed them (first)."""
     import guest
 
-    if guest.unavailable_reason() is None:
+    if guest.unavailable_reason() is None and not hasattr(request.config, "workerinput"):
         for module in dict.fromkeys(getattr(item, "module", None) for item in request.session.items):
             job = getattr(module, "guest_job", lambda: None)()
             if job is not None:

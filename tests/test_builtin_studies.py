@@ -19,10 +19,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from conftest import fresh_workdir, fslab
+from conftest import ZFS_FUSE, fresh_workdir, fslab
 
 from fslab.filesystems.zfs_engine import engine
 from fslab.results import ResultsDB
+
+pytestmark = ZFS_FUSE  # zfs-fuse: one daemon on the machine (conftest)
 
 
 @dataclass

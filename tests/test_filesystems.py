@@ -5,6 +5,7 @@ import subprocess
 from contextlib import ExitStack, contextmanager
 
 import pytest
+from conftest import ZFS_FUSE
 
 from fslab.devices.layers import Stack
 from fslab.devices.loop import attached, image_file, on_loops
@@ -14,6 +15,8 @@ from fslab.filesystems.base import NoSnapshots
 from fslab.filesystems.zfs_engine import engine
 from fslab.guard.names import snapshot_name
 from fslab.model import Target
+
+pytestmark = ZFS_FUSE  # zfs-fuse: one daemon on the machine (conftest)
 
 
 @contextmanager

@@ -5,6 +5,7 @@ fits), and not far below it (a study that fits is not refused)."""
 import os
 
 import pytest
+from conftest import ZFS_FUSE
 
 from fslab.devices.layers import Stack
 from fslab.devices.loop import on_loops
@@ -12,6 +13,8 @@ from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.zfs_engine import engine
 from fslab.model import Target
 from test_filesystems import loops
+
+pytestmark = ZFS_FUSE  # zfs-fuse: one daemon on the machine (conftest)
 
 MiB = 2**20
 

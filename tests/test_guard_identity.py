@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import TEST_ROOT, fresh_workdir, fslab, fslab_in_process, held_by, write_study
+from conftest import TEST_ROOT, ZFS_FUSE, fresh_workdir, fslab, fslab_in_process, held_by, write_study
 from short_studies import short_study
 
 from fslab.filesystems.zfs_engine import engine
@@ -28,6 +28,8 @@ from fslab.guard.identity import FileId, kernel_table, loops_backed_by, mounts_a
 from fslab.guard.names import workdir_tag
 from fslab.results import ResultsDB
 from fslab.workdir import MARKER, Workdir
+
+pytestmark = ZFS_FUSE  # zfs-fuse: one daemon on the machine (conftest)
 
 STUDY = """\
 [study]

@@ -5,11 +5,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import fslab, held_by, write_study
+from conftest import ZFS_FUSE, fslab, held_by, write_study
 
 from fslab.devices import layers
 from fslab.filesystems.zfs_engine import engine
 from fslab.results import ResultsDB
+
+pytestmark = ZFS_FUSE  # zfs-fuse: one daemon on the machine (conftest)
 
 STUDY = """\
 [study]

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, fresh_workdir, ran_study
+from conftest import FIXTURES, ZFS_FUSE, fresh_workdir, ran_study
 
 from fslab.filesystems import FILESYSTEMS, Provisioned
 from fslab.filesystems.zfs_engine import engine
@@ -22,6 +22,8 @@ from fslab.workloads.dd import DD
 from fslab.workloads.fio import FIO
 from fslab.workloads.rsync import RSYNC, measured_line
 from fslab.workloads.sysbench import SYSBENCH
+
+pytestmark = ZFS_FUSE  # zfs-fuse: one daemon on the machine (conftest)
 
 MiB = 2**20
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import fslab, held_by, write_study
+from conftest import ZFS_FUSE, fslab, held_by, write_study
 from short_studies import short_study
 
 # (its module registers the loop and image releasers: the journal reads only kinds it knows)
@@ -22,6 +22,8 @@ from fslab.filesystems.zfs_engine import daemon_pidfile, engine, kept_daemons
 from fslab.guard.identity import process
 from fslab.guard.names import workdir_tag
 from fslab.results import ResultsDB
+
+pytestmark = ZFS_FUSE  # zfs-fuse: one daemon on the machine (conftest)
 
 STUDY = short_study(
     "daemons",
