@@ -46,12 +46,12 @@ check: $(STAMP)
 	$(VENV)/bin/pytest -q -n 2 --dist loadgroup --no-loadscope-reorder -m "not root and not guest and not browser and not slow"
 
 # The OpenZFS kernel-module tests need OpenZFS built for the guest's kernel (once, a few minutes).
-# Two workers: most of the suite waits on fio's fixed runtimes and on I/O. Each test module is one
-# xdist group (its module fixtures run once), zfs-fuse's modules one group, the QEMU guests one,
-# handed out in conftest's order (hence --no-loadscope-reorder): the guests first.
+# One worker: in two (pytest -n 2 --dist loadgroup --no-loadscope-reorder: ~11 min, the groups are
+# in conftest), a Btrfs mount once failed with EBUSY on a loop device while the other worker
+# attached and formatted loop devices: until that is understood, the suite runs serially.
 test: setup
 	bash tests/openzfs/build.sh
-	$(VENV)/bin/pytest -n 2 --dist loadgroup --no-loadscope-reorder
+	$(VENV)/bin/pytest
 
 bench: setup
 	$(PYTHON) bench/fidelity.py

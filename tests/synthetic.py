@@ -32,7 +32,8 @@ from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
 from fslab.results.records import RunFailure, now
 from fslab.study import load_study
-from fslab.workloads import fio_output as fio
+from fslab.workloads import fio_output
+from fslab.workloads.fio import FioJob, job_for
 from fslab.workloads.base import tool_of
 
 FIO_OUTPUTS = Path(__file__).parent / "fixtures" / "fio"
@@ -55,7 +56,7 @@ def fixture_for(options: dict) -> str:
 def fio_output(name: str) -> tuple[str, tuple[Metric, ...]]:
     """A fixture's text and the metrics fslab reads from it."""
     text = (FIO_OUTPUTS / f"{name}.json").read_text()
-    return text, tuple(fio.parse_metrics(text))
+    return text, tuple(fio_output.parse_metrics(text))
 
 
 def noisy(metrics: list[Metric], rng: random.Random, scale: float) -> list[Metric]:
@@ -97,12 +98,12 @@ def fio_logs(rng: random.Random, metrics: dict[str, float], intervals: int = 100
     for unit in ("bw", "iops"):
         lines = []
         for i in range(1, intervals + 1):
-            for code, direction in enumerate(fio.DIRECTIONS):
+            for code, direction in enumerate(fio_output.DIRECTIONS):
                 iops = metrics.get(f"{direction}_iops")
                 if iops:
                     value = iops if unit == "iops" else metrics[f"{direction}_mib_s"] * 1024  # KiB/s
                     lines.append(f"{i * 600}, {round(value * rng.gauss(1.0, 0.05))}, {code}, 0, 0\n")
-        files[f"{fio.LOG_PREFIX}_{unit}.1.log"] = "".join(lines)
+        files[f"{fio_output.LOG_PREFIX}_{unit}.1.log"] = "".join(lines)
     return json.dumps({"log_avg_msec": 600, "files": files})
 
 
@@ -167,7 +168,7 @@ def _record(planned: PlannedRun, started, rng: random.Random, scale: float, fail
         record.timings = {"provision": rng.uniform(0.3, 1.5)}
         record.finished_at = started + timedelta(seconds=record.timings["provision"])
         return record
-    options = tool_of(workload, fio.FioJob).fio_options
+    options = tool_of(workload, FioJob).fio_options
     text, parsed = fio_output(fixture_for(options))
     metrics = noisy(list(parsed), rng, scale)
     values = {m.name: m.value for m in metrics}
@@ -180,8 +181,8 @@ def _record(planned: PlannedRun, started, rng: random.Random, scale: float, fail
     timings = {"provision": rng.uniform(0.3, 1.5), "layout": rng.uniform(0, 3), "drop_caches": rng.uniform(0.05, 0.2), "workload": seconds * rng.uniform(1.05, 1.08), "parse": 0.01, "teardown": rng.uniform(0.1, 0.5)}
     details = FS_DETAILS.get(target.filesystem, "")
     return replace(
-        record, status="ok", finished_at=started + timedelta(seconds=sum(timings.values())), job_file=fio.job_for(workload, ready),
-        outputs=[RawOutput("", "fio", text), RawOutput("", fio.LOG_TOOL, fio_logs(rng, values))], device=ready.described, direct_io_loop=True,
+        record, status="ok", finished_at=started + timedelta(seconds=sum(timings.values())), job_file=job_for(workload, ready),
+        outputs=[RawOutput("", "fio", text), RawOutput("", fio_output.LOG_TOOL, fio_logs(rng, values))], device=ready.described, direct_io_loop=True,
         mkfs_command=None if target.filesystem == "raw" else [f"mkfs.{target.filesystem}", "-f" if target.filesystem != "ext4" else "-F", ready.top],
         mount_options_effective=effective, fs_details=details, timings=timings,
         metrics=metrics + monitored(rng, moved, target.filesystem, fs.compresses(effective, details)),

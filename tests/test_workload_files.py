@@ -97,7 +97,9 @@ def test_zero_data_is_written_and_recorded_as_zeros(files_study):
     assert run["data_pattern"].startswith("zeros (fio zero_buffers")
     assert "zero_buffers=1" in run["job_file"] and "refill_buffers" not in run["job_file"]
     written = seen[("zeros", "job.fio")]
-    assert written == {"zeros.0.0": (8 * 2**20, True)}, "every byte fio wrote is 0"
+    # fio's file grows as it writes (no preallocation), for 1 s or up to its 8 MiB: a busy machine writes less
+    assert set(written) == {"zeros.0.0"} and 0 < written["zeros.0.0"][0] <= 8 * 2**20, written
+    assert written["zeros.0.0"][1], "every byte fio wrote is 0"
 
 
 @pytest.mark.root
