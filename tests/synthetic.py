@@ -6,7 +6,7 @@ the run itself is.
 A study run is ordered by fslab's own Planner (warm-up blocks, then measured blocks, a new order
 each, from the study run's seed) and stored run by run (ResultsDB.begin_study_run, record_run,
 finish_study_run). Each run keeps a real fio json+ output (tests/fixtures/fio, latency bins and
-all) with the metrics fio_output.parse_metrics reads from it, scaled per target and given a few % of
+all) with the metrics fio_parser.parse_metrics reads from it, scaled per target and given a few % of
 seeded noise so cells differ; the monitors' metrics (CPU, device traffic, write amplification,
 space); fio's bandwidth and IOPS logs (tool "fio_log"); device facts, the exact job file, mount
 options read back, the filesystem's own description and the phases' timings. A target named in
@@ -32,7 +32,7 @@ from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
 from fslab.results.records import RunFailure, now
 from fslab.study import load_study
-from fslab.workloads import fio_output
+from fslab.workloads import fio_output as fio_parser
 from fslab.workloads.fio import FioJob, job_for
 from fslab.workloads.base import tool_of
 
@@ -56,7 +56,7 @@ def fixture_for(options: dict) -> str:
 def fio_output(name: str) -> tuple[str, tuple[Metric, ...]]:
     """A fixture's text and the metrics fslab reads from it."""
     text = (FIO_OUTPUTS / f"{name}.json").read_text()
-    return text, tuple(fio_output.parse_metrics(text))
+    return text, tuple(fio_parser.parse_metrics(text))
 
 
 def noisy(metrics: list[Metric], rng: random.Random, scale: float) -> list[Metric]:
@@ -98,12 +98,12 @@ def fio_logs(rng: random.Random, metrics: dict[str, float], intervals: int = 100
     for unit in ("bw", "iops"):
         lines = []
         for i in range(1, intervals + 1):
-            for code, direction in enumerate(fio_output.DIRECTIONS):
+            for code, direction in enumerate(fio_parser.DIRECTIONS):
                 iops = metrics.get(f"{direction}_iops")
                 if iops:
                     value = iops if unit == "iops" else metrics[f"{direction}_mib_s"] * 1024  # KiB/s
                     lines.append(f"{i * 600}, {round(value * rng.gauss(1.0, 0.05))}, {code}, 0, 0\n")
-        files[f"{fio_output.LOG_PREFIX}_{unit}.1.log"] = "".join(lines)
+        files[f"{fio_parser.LOG_PREFIX}_{unit}.1.log"] = "".join(lines)
     return json.dumps({"log_avg_msec": 600, "files": files})
 
 
@@ -182,7 +182,7 @@ def _record(planned: PlannedRun, started, rng: random.Random, scale: float, fail
     details = FS_DETAILS.get(target.filesystem, "")
     return replace(
         record, status="ok", finished_at=started + timedelta(seconds=sum(timings.values())), job_file=job_for(workload, ready),
-        outputs=[RawOutput("", "fio", text), RawOutput("", fio_output.LOG_TOOL, fio_logs(rng, values))], device=ready.described, direct_io_loop=True,
+        outputs=[RawOutput("", "fio", text), RawOutput("", fio_parser.LOG_TOOL, fio_logs(rng, values))], device=ready.described, direct_io_loop=True,
         mkfs_command=None if target.filesystem == "raw" else [f"mkfs.{target.filesystem}", "-f" if target.filesystem != "ext4" else "-F", ready.top],
         mount_options_effective=effective, fs_details=details, timings=timings,
         metrics=metrics + monitored(rng, moved, target.filesystem, fs.compresses(effective, details)),
