@@ -146,7 +146,7 @@ def test_summary_table_and_report_files(finished_study):
     document = json.loads((folder / "summary.json").read_text())
     cell = next(c for c in document["cells"] if c["target"] == "xfs" and c["workload"] == "seq_write")
     written = cell["metrics"]["write_mb_s"]
-    assert written["n"] == 2 and written["ci_low"] is None and written["ci_high"] is None and written["needs_runs"] == 3, "no interval the tables do not print"
+    assert written["n"] == 2 and written["ci_low"] is None and written["ci_high"] is None and written["needs_runs"] >= 3, "no interval the tables do not print"  # 3 at least: how many more depends on the runs' noise
 
     assert "Compared with **ext4**:" in markdown and "| xfs | read IOPS |" in markdown and "Ranking by read IOPS: " in markdown
     assert "one family of 24 comparisons (all pairs of this study run)" in markdown  # 6 pairs × 2 metrics × 2 workloads
