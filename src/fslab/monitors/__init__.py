@@ -48,11 +48,11 @@ def metric_names() -> frozenset[str]:
     from what its workload measured (the kind's metrics). Asked of every metric of a report, so
     kept until the registry changes."""
     global _names
-    held = (id(base.KINDS), len(base.KINDS))
-    if _names[0] != held:
-        names = frozenset(figure.name for figure in figures())  # loads the registry first
+    names = None if _names[0] != (id(base.KINDS), len(base.KINDS)) else _names[1]
+    if names is None:
+        names = frozenset(figure.name for figure in figures())  # loads the registry first: its size is read after
         _names = ((id(base.KINDS), len(base.KINDS)), names)
-    return _names[1]
+    return names
 
 
 def for_run(devices: Sequence[str], mountpoint: Path | None, compression: Callable[[Path], float | None] | None = None) -> list[Monitor]:
