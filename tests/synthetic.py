@@ -163,8 +163,10 @@ def _record(planned: PlannedRun, started, rng: random.Random, scale: float, fail
         started_at=started, finished_at=started, status="failed", buffered=not workload.direct, image_size=target.image_size,
         mount_options_requested=target.mount_options, data_pattern=workload.tool.data_pattern(), device_facts=device_facts(loop, target.image_size, target.name),
     )  # fmt: skip
+    fs = FILESYSTEMS[target.filesystem]
     if failed:
         record.error, record.failure = failed
+        record.options_applied = fs.options_applied(target.spec(), None, "")
         record.timings = {"provision": rng.uniform(0.3, 1.5)}
         record.finished_at = started + timedelta(seconds=record.timings["provision"])
         return record
@@ -174,7 +176,6 @@ def _record(planned: PlannedRun, started, rng: random.Random, scale: float, fail
     values = {m.name: m.value for m in metrics}
     seconds = workload.seconds
     moved = {"read_bytes": values.get("read_mib_s", 0.0) * MiB * seconds, "write_bytes": values.get("write_mib_s", 0.0) * MiB * seconds}
-    fs = FILESYSTEMS[target.filesystem]
     effective = effective_options(target.filesystem, target.mount_options)
     directory = None if target.filesystem == "raw" else Path("/var/tmp/fslab/mnt") / file_name(target.name)
     ready = Provisioned(top=f"/dev/loop{loop}", directory=directory, bottom=(f"/dev/loop{loop}",))
@@ -184,7 +185,7 @@ def _record(planned: PlannedRun, started, rng: random.Random, scale: float, fail
         record, status="ok", finished_at=started + timedelta(seconds=sum(timings.values())), job_file=job_for(workload, ready),
         outputs=[RawOutput("", "fio", text), RawOutput("", fio_parser.LOG_TOOL, fio_logs(rng, values))], device=ready.described, direct_io_loop=True,
         mkfs_command=None if target.filesystem == "raw" else [f"mkfs.{target.filesystem}", "-f" if target.filesystem != "ext4" else "-F", ready.top],
-        mount_options_effective=effective, fs_details=details, timings=timings,
+        mount_options_effective=effective, fs_details=details, timings=timings, options_applied=fs.options_applied(target.spec(), effective, details),
         metrics=metrics + monitored(rng, moved, target.filesystem, fs.compresses(effective, details)),
     )  # fmt: skip
 

@@ -137,3 +137,28 @@ def test_the_results_database_loads_no_workload_kind_and_no_filesystem():
     code = "import sys, fslab.results.db; print(' '.join(sorted(m for m in sys.modules if m.startswith('fslab'))))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert not [m for m in loaded if m.startswith(("fslab.workloads", "fslab.filesystems"))], f"importing fslab.results.db loads {loaded}"
+
+
+def test_fslab_summary_of_a_study_run_loads_no_workload_kind_and_no_filesystem(tmp_path):
+    """A run stores what its filesystem made of its options (OptionsApplied), so the summary of a
+    study run reads its runs without the code that made them: no filesystem, no workload kind."""
+    from synthetic import stored_study
+
+    from fslab.results import ResultsDB
+    from fslab.workloads import SHIPPED
+
+    study = """[study]\nname = "s"\nworkloads = ["rand_read"]\nrepetitions = 3\n
+[[target]]\nname = "btrfs-zstd"\nfilesystem = "btrfs"\nmount_options = "compress=zstd"\n
+[[target]]\nname = "ext4"\nfilesystem = "ext4"\n"""
+    db = tmp_path / "results.db"
+    stored_study(tmp_path, study, ResultsDB(str(db)))
+    code = (
+        "import sys\nfrom fslab.cli import main\nsys.argv = ['fslab', 'summary', '--db', sys.argv[1]]\n"
+        "try:\n    main()\nexcept SystemExit as exit:\n    assert not exit.code, exit.code\n"
+        "print('LOADED', *sorted(m for m in sys.modules if m.startswith('fslab')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(db)], capture_output=True, text=True, check=True)
+    printed, loaded = done.stdout.split("LOADED")
+    assert "compress=zstd" in printed and "defaults" in printed, "the targets' requested options, as stored"
+    kinds = {shipped.module for shipped in SHIPPED.values()}
+    assert not [m for m in loaded.split() if m.startswith("fslab.filesystems") or m in kinds], loaded

@@ -98,7 +98,8 @@ def test_a_database_opened_read_only_is_read_and_never_written(tmp_path):
 
 
 # schema-v7.db: written by fslab with schema version 7 (commit a9f71b7) from schema-v7.toml, run
-# for real (ext4 and raw, two runs each); summaries/schema-v7.{md,json}: that fslab's report files.
+# for real (ext4 and raw, two runs each); summaries/schema-v7.{md,json}: that fslab's report files,
+# which a summary now judges from the read-back the runs stored (no options_applied before 9).
 def test_a_version_7_database_is_migrated_with_every_run_kept(tmp_path):
     db_path = tmp_path / "old.db"
     shutil.copy(FIXTURES / "schema-v7.db", db_path)
@@ -107,11 +108,11 @@ def test_a_version_7_database_is_migrated_with_every_run_kept(tmp_path):
         before = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
     db = ResultsDB(str(db_path))
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (8,)
+        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (9,)
         after = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
-        assert [column[1] for column in conn.execute("PRAGMA table_info(runs)")][-1] == "source"
-    assert len(before["runs"]) == 4 and [run[:-1] for run in after["runs"]] == before["runs"], "every run as it was, its source NULL: fslab ran it"
-    assert all(run[-1] is None for run in after["runs"])
+        assert [column[1] for column in conn.execute("PRAGMA table_info(runs)")][-2:] == ["source", "options_applied"]
+    assert len(before["runs"]) == 4 and [run[:-2] for run in after["runs"]] == before["runs"], "every run as it was"
+    assert all(run[-2:] == (None, None) for run in after["runs"]), "its source NULL: fslab ran it; what its options became: judged when read"
     assert {table: rows for table, rows in after.items() if table != "runs"} == {table: rows for table, rows in before.items() if table != "runs"}, "nothing else changed"
     summary = summarize_study_run(db, db.study_run()["id"])
     assert to_markdown(summary) == (FIXTURES / "summaries" / "schema-v7.md").read_text()

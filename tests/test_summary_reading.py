@@ -155,6 +155,10 @@ def test_a_btrfs_datacow_target_is_not_reported_as_not_in_effect(reading):
     rows = {line.split("|")[1].strip(): line for line in (report(root, db) / "summary.md").read_text().splitlines() if line.startswith("| btrfs-") and "| btrfs |" in line}
     assert "| datacow,datasum |" in rows["btrfs-cow"] and rows["btrfs-cow"].split("|")[7].strip() == "–"
     assert "nodatacow (absent)" in rows["btrfs-overridden"], "what the kernel overrode is still said"
+    stored = {r["target"]: r["options_applied"] for r in db.runs(db.study_run()["id"])}
+    assert stored["btrfs-cow"] == {"requested": "datacow,datasum", "not_in_effect": [], "compresses": False}
+    overridden = stored["btrfs-overridden"]
+    assert overridden["compresses"] and "nodatacow (absent)" in overridden["not_in_effect"], "judged when it ran, stored with the run"
 
 
 @pytest.mark.root

@@ -303,6 +303,7 @@ def execute(planned: PlannedRun, workdir: Workdir, sources: Sources) -> RunRecor
         record.status = "ok"
     except Exception as exc:  # recorded, and the study goes on with the other runs
         record.error, record.failure = failure_of(exc, clock.phase)
+    record.options_applied = FILESYSTEMS[target.filesystem].options_applied(target.spec(), record.mount_options_effective, record.fs_details or "")
     record.finished_at = now()
     record.timings = clock.phases
     return record

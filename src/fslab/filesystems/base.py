@@ -19,6 +19,7 @@ from fslab.guard.identity import kernel_table, unescape
 from fslab.guard.options import OptionRefused, Suboptions, ToolOptions, check_arguments, check_mount_options
 from fslab.journal import Journal
 from fslab.model import Target
+from fslab.results.records import OptionsApplied
 from fslab.system import kernel_has_module, run, tool_version
 from fslab.units import format_size, parse_size
 
@@ -294,6 +295,12 @@ class Filesystem:
         A model, not a measurement, so that a study is refused when it is read (`fslab run` and
         `fslab validate` alike), before anything is formatted, without root or a work directory."""
         raise NotImplementedError(f"{self.kind} has no model of its free space")
+
+    def options_applied(self, spec: Mapping, effective: str | None, details: str) -> OptionsApplied:
+        """What a run made of its target's options (`spec`, as stored), judged from its read-back:
+        stored with the run, so that a report reads it without this code."""
+        not_in_effect = self.not_in_effect(spec["mount_options"], spec.get("properties") or {}, effective, details)
+        return OptionsApplied(self.requested_options(spec), not_in_effect, self.compresses(effective, details))
 
     def requested_options(self, spec: Mapping) -> str:
         """The options a stored target asked for, as the report shows them."""

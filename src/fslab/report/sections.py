@@ -27,7 +27,7 @@ from fslab.report.formatting import (
     metric_label,
     runs_text,
 )
-from fslab.report.summary import CellSummary, StudySummary, filesystem_of
+from fslab.report.summary import CellSummary, StudySummary
 from fslab.stats import Summary
 from fslab.units import Bandwidth, format_size
 from fslab.workloads.fio_output import METRICS as FIO_METRICS
@@ -95,11 +95,11 @@ def target_rows(s: StudySummary) -> list[list[str]]:
     """The targets as built: options requested and effective, what was not applied, the tool or engine."""
     rows = []
     for t in s.targets:
-        spec, fs = t["spec"], filesystem_of(t)
-        if fs is None:  # imported: known by name and by the fio that measured it
+        spec = t["spec"]
+        if not t["filesystem"]:  # imported: known by name and by the fio that measured it
             rows.append([t["name"], "–", "–", "–", "–", "–", "–", t["tool_version"] or "–"])
             continue
-        asked = fs.requested_options(spec)
+        asked = s.requested_options.get(t["name"], "–")
         rows.append([
             t["name"], t["filesystem"], " → ".join([str(spec.get("devices", 1)), *spec.get("layers", [])]), " ".join(spec["mkfs_options"]) or "–", asked,
             s.effective_mount_options.get(t["name"], "–"), ", ".join(s.not_in_effect.get(t["name"], [])) or "–", t["tool_version"] or "–",

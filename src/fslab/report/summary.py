@@ -16,14 +16,12 @@ from dataclasses import dataclass, field, replace
 
 from fslab.analysis import Analysis, analyse, resolution_of
 from fslab.checks import Unsupported, by_target
-from fslab.filesystems import FILESYSTEMS
-from fslab.filesystems.base import Filesystem
 from fslab.guard.fio_jobs import preallocates, stored_preallocation
 from fslab.model import unqualified
 from fslab.monitors.space import COMPRESSED_FROM
 from fslab.raw_reference import BeyondRaw, CachedReference, beyond_raw, cached_references, raw_references
 from fslab.results import ResultsDB
-from fslab.results.records import SampleGroups
+from fslab.results.records import OptionsApplied, SampleGroups
 from fslab.stats import Summary, summarize
 from fslab.units import Bandwidth
 from fslab.workloads.fio_output import DIRECTIONS
@@ -64,6 +62,7 @@ class StudySummary:
     warmups: int = 0  # warm-up runs stored and left out of the statistics
     effective_mount_options: dict[str, str] = field(default_factory=dict)
     not_in_effect: dict[str, list[str]] = field(default_factory=dict)  # target → options asked for, not applied
+    requested_options: dict[str, str] = field(default_factory=dict)  # target → the options it asked for, as shown (none: imported, or no run)
     buffered: set[str] = field(default_factory=set)  # workloads run through the page cache
     data: dict[str, str] = field(default_factory=dict)  # workload → the data pattern its runs recorded
     preallocation: dict[str, str] = field(default_factory=dict)  # workload → fio's fallocate its jobs ran with (fio_jobs.preallocation)
@@ -100,7 +99,7 @@ class StudySummary:
 # What a summary reads of each run; the runs files and the page read all of it (ResultsDB.runs).
 RUN_FACTS = (
     "id", "target", "workload", "repetition", "warmup", "status", "error", "failure", "notes",
-    "data_pattern", "mount_options_effective", "fs_details", "buffered", "memory_limit",
+    "data_pattern", "mount_options_effective", "fs_details", "buffered", "memory_limit", "options_applied",
 )
 
 
@@ -121,7 +120,9 @@ def summarize_study_run(
     found = _run_notes(runs)
     data = {r["workload"]: r["data_pattern"] for r in runs if r["data_pattern"]}
     preallocation = {w["name"]: recorded for w in stored_workloads if (recorded := stored_preallocation(w["spec"]))}
-    flattered = _flattered(targets, runs, groups.values, preallocation)
+    specs = {t["name"]: t for t in targets}
+    applied = {r["id"]: _options_applied(specs[r["target"]], r) for r in runs}
+    flattered = _flattered(runs, applied, groups.values, preallocation)
     above = beyond_raw(groups.values, raw_references(targets), roles=groups.roles, higher_is_better=groups.higher_is_better)
     cells = [
         CellSummary(
@@ -135,12 +136,13 @@ def summarize_study_run(
     ]
     mounts: dict[str, Counter] = defaultdict(Counter)
     not_in_effect: dict[str, set[str]] = defaultdict(set)
-    specs = {t["name"]: t for t in targets}
-    read_back = Counter((r["target"], r["mount_options_effective"], r["fs_details"] or "") for r in runs)  # the same for most runs of a target
-    for (target, effective, details), count in read_back.items():
-        if effective:
-            mounts[target][effective] += count
-        not_in_effect[target].update(_not_in_effect(specs[target], effective, details))
+    requested: dict[str, str] = {}
+    for r in runs:
+        if r["mount_options_effective"]:
+            mounts[r["target"]][r["mount_options_effective"]] += 1
+        if (options := applied[r["id"]]) is not None:
+            not_in_effect[r["target"]].update(options.not_in_effect)
+            requested.setdefault(r["target"], options.requested)
     flagged = {(c.workload, c.target) for c in cells if c.implausible}
     analysis = analyse(
         {key: metrics for key, metrics in groups.values.items() if key not in flagged}, groups.higher_is_better, [t["name"] for t in targets], workloads,
@@ -156,6 +158,7 @@ def summarize_study_run(
         warmups=sum(1 for r in runs if r["warmup"]),
         effective_mount_options={t: " | ".join(c) for t, c in mounts.items()},
         not_in_effect={t: sorted(o) for t, o in not_in_effect.items() if o},
+        requested_options=requested,
         buffered={r["workload"] for r in runs if r["buffered"]},
         data=data,
         preallocation=preallocation,
@@ -198,19 +201,18 @@ def _run_notes(runs: list[dict]) -> dict[tuple[str, str], tuple[list[str], bool]
     }
 
 
-def _flattered(targets: list[dict], runs: list[dict], values: dict[tuple[str, str], dict[str, list[float]]], preallocation: dict[str, str]) -> dict[tuple[str, str], list[str]]:
+def _flattered(runs: list[dict], applied: dict[int, OptionsApplied | None], values: dict[tuple[str, str], dict[str, list[float]]], preallocation: dict[str, str]) -> dict[tuple[str, str], list[str]]:
     """(workload, target) → a note where a workload wrote zeros or compressible data to a target
     whose runs read back compression (what was made, not what was asked), saying what the
     compression monitor measured of its runs (the median, in the phase that compressed most): a
     ratio from COMPRESSED_FROM means the figures flatter it; a lower one, that they are those of
     uncompressed data (and why, where its files were preallocated); none, that they may."""
-    filesystems = {t["name"]: filesystem_of(t) for t in targets}
     notes = {}
     for r in runs:
         cell = (r["workload"], r["target"])
         if cell in notes or not (r["data_pattern"] or "").startswith(("zeros", "compressible")):
             continue
-        if (fs := filesystems[r["target"]]) is None or not fs.compresses(r["mount_options_effective"], r["fs_details"] or ""):
+        if (options := applied[r["id"]]) is None or not options.compresses:
             continue
         wrote = f"it wrote {r['data_pattern'].split(' (')[0]} data to a compressing target"
         ratios = [statistics.median(v) for key, v in values.get(cell, {}).items() if unqualified(key) == "compression_ratio" and v]
@@ -224,10 +226,6 @@ def _flattered(targets: list[dict], runs: list[dict], values: dict[tuple[str, st
             notes[cell] = [f"{wrote}, which stored it uncompressed ({ratio:.2f}×): {why}the figures are those of uncompressed data"]
     return notes
 
-
-def filesystem_of(target: dict) -> Filesystem | None:
-    """A stored target's filesystem, None for an imported one (fslab did not make it: importer.py)."""
-    return FILESYSTEMS.get(target["filesystem"])
 
 
 def stored_baselines(targets: list[dict], study_baseline: str | None) -> dict[str, str]:
@@ -265,13 +263,14 @@ def beyond_raw_note(found: BeyondRaw) -> str:
     )
 
 
-def _not_in_effect(target: dict, effective: str | None, fs_details: str) -> list[str]:
-    """What a target asked for that a run's read-back (mount options, the filesystem's own
-    description) contradicts: its filesystem's module knows which defaults go unreported and
-    which shown option contradicts which."""
-    spec = target["spec"]
-    fs = filesystem_of(target)
-    if fs is None:
-        return []
-    return fs.not_in_effect(spec["mount_options"], spec.get("properties") or {}, effective, fs_details)
+def _options_applied(target: dict, run: dict) -> OptionsApplied | None:
+    """What the run's filesystem made of the options asked for, as stored with the run; for a run
+    stored before fslab stored it (schema 9), judged now from its read-back by the filesystem's
+    module; None for an imported run (fslab did not make its filesystem: importer.py)."""
+    if run["options_applied"] is not None:
+        return OptionsApplied(**run["options_applied"])
+    if not target["filesystem"]:
+        return None
+    from fslab.filesystems import FILESYSTEMS  # only for runs stored before schema 9
 
+    return FILESYSTEMS[target["filesystem"]].options_applied(target["spec"], run["mount_options_effective"], run["fs_details"] or "")

@@ -27,6 +27,17 @@ class RunFailure:
 STDERR_LINES = 40
 
 
+@dataclass(frozen=True)
+class OptionsApplied:
+    """What a run's filesystem made of the options its target asked for, judged by the filesystem
+    from the run's read-back (Filesystem.options_applied) when the run is stored: a report reads it
+    without the filesystem's code."""
+
+    requested: str  # the options asked for, as the report shows them
+    not_in_effect: list[str]  # those the read-back contradicts
+    compresses: bool  # whether what was made compresses what is written
+
+
 @dataclass
 class RunRecord:
     """Everything stored about one run, whatever its outcome."""
@@ -59,6 +70,7 @@ class RunRecord:
     notes: list[Finding] = field(default_factory=list)  # what its kind and monitors found of it
     memory_limit: int | None = None  # bytes its measured run could hold, page cache included (None: no limit)
     source: dict | None = None  # an imported run's origin: its file, fio version, host (None: fslab ran it)
+    options_applied: OptionsApplied | None = None  # None: an imported run (fslab did not make its filesystem)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from fslab.errors import FslabError
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 metadata = sa.MetaData()
 
@@ -87,6 +87,7 @@ runs = sa.Table(
     sa.Column("notes", sa.JSON),  # since version 6: what its workload kind and monitors found of it (Finding), shown on its cell
     sa.Column("memory_limit", sa.BigInteger),  # since version 7: bytes its measured run could hold, page cache included (cgroups.py); NULL: no limit
     sa.Column("source", sa.JSON),  # since version 8: where an imported run came from (its file, fio version, host: importer.py); NULL: fslab ran it
+    sa.Column("options_applied", sa.JSON),  # since version 9: what its filesystem made of the options asked (records.OptionsApplied); NULL: imported, or older
 )
 
 # Since version 5 a metric carries its phase and its roles (model.py); a run keeps one raw
@@ -178,6 +179,9 @@ MIGRATIONS: dict[int, list[str | Only]] = {
     6: ["ALTER TABLE runs ADD COLUMN memory_limit BIGINT"],
     # Runs imported from fio's JSON keep where they came from (NULL: fslab ran it, as every run before).
     7: ["ALTER TABLE runs ADD COLUMN source JSON"],
+    # Runs keep what their filesystem made of the options asked for, judged when they ran (NULL
+    # before: a report judges those from the read-back they stored, with the filesystem's code).
+    8: ["ALTER TABLE runs ADD COLUMN options_applied JSON"],
 }
 
 
