@@ -30,7 +30,7 @@ TEST_ROOT = Path("/var/tmp/fslab-tests")  # on disk: loop images in /tmp could s
 # runs, sets `pytestmark = ZFS_FUSE`, and a parallel run (`make test`: pytest-xdist, --dist
 # loadgroup) runs those modules one after another in one worker.
 ZFS_FUSE = pytest.mark.xdist_group("zfs-fuse")
-GUESTS = "guests"  # the xdist group of the modules that boot a QEMU guest (one at a time, tests/guest.py)
+GUESTS = "guests"  # the xdist group of the modules that read a QEMU guest's result (tests/guest.py)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
@@ -68,11 +68,11 @@ def _in_handing_out_order(items: list[pytest.Item]) -> list[pytest.Item]:
         groups.setdefault(mark.args[0] if mark.args else mark.kwargs.get("name", "default"), []).append(item)
 
     def rank(name: str) -> int:
-        if name == GUESTS:
-            return 0
         if name == ZFS_FUSE.args[0]:
-            return 1
-        return 2 if any(item.get_closest_marker(mark) for item in groups[name] for mark in ("root", "browser", "slow")) else 3
+            return 0
+        if name == GUESTS:
+            return 3
+        return 1 if any(item.get_closest_marker(mark) for item in groups[name] for mark in ("root", "browser", "slow")) else 2
 
     return [item for name in sorted(groups, key=rank) for item in groups[name]]
 
@@ -87,16 +87,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.fixture(scope="session", autouse=True)
 def guests_boot_meanwhile(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """The QEMU guests the selected tests need (a module's `guest_job()`) start booting now, in
-    the background, while the host's tests run (tests/guest.py). Not in a pytest-xdist worker:
-    each worker's session holds every test, and only the one handed the guests' group boots
-    them, through the modules' own fixtures, as soon as it is handed them (first)."""
+    the background, while the host's tests run (tests/guest.py): in a parallel run, in the first
+    worker to start, and whichever worker is handed a guest's tests waits for its result."""
     import guest
 
-    if guest.unavailable_reason() is None and not hasattr(request.config, "workerinput"):
-        for module in dict.fromkeys(getattr(item, "module", None) for item in request.session.items):
-            job = getattr(module, "guest_job", lambda: None)()
-            if job is not None:
-                guest.start(job, tmp_path_factory)
+    if guest.unavailable_reason() is None:
+        modules = dict.fromkeys(getattr(item, "module", None) for item in request.session.items)
+        jobs = [getattr(module, "guest_job", lambda: None)() for module in modules]
+        guest.boot_meanwhile([job for job in jobs if job is not None], tmp_path_factory)
     yield
     guest.stop_waiting()
 

@@ -11,12 +11,14 @@ direct I/O).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import tempfile
+import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -186,23 +188,82 @@ class GuestJob:
     files: dict[str, str] = field(default_factory=dict)
 
 
-# A guest takes minutes of emulated CPU. conftest starts every selected module's guest when the
-# session starts (`start`), one boot at a time in this background thread, and the host's own
-# tests run meanwhile; each module's fixture then waits for its guest's result.
+# A guest takes minutes of emulated CPU. conftest boots every selected module's guest when the
+# test run starts (`boot_meanwhile`), one at a time in a background thread, and the host's own
+# tests run meanwhile; each module's fixture then waits for its guest's result (`result_of`).
+# In a parallel run (pytest-xdist) the first worker to start claims the boots, and the result
+# lands in a directory every worker of the run shares, so whichever worker is handed a guest's
+# tests reads it there.
 _BACKGROUND = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fslab-guest")
-_STARTED: dict[str, Future[GuestResult]] = {}
+_BOOTING: dict[str, Future[None]] = {}
+WAIT_PER_BOOT = 1200.0  # seconds: a boot's own limit (run_in_guest) and then some
 
 
-def start(job: GuestJob, tmp_path_factory) -> Future[GuestResult]:  # noqa: ANN001
-    """The job's guest, booting (or booted) in the background: started once per session."""
-    if job.name not in _STARTED:
-        share = tmp_path_factory.mktemp(f"{job.name}-share", numbered=True)
+def _shared(tmp_path_factory) -> Path:  # noqa: ANN001
+    """The directory of this test run's guests: the same for every worker of a parallel run."""
+    base = tmp_path_factory.getbasetemp()
+    directory = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "guests"
+    directory.mkdir(exist_ok=True)
+    return directory
+
+
+def _claim(path: Path) -> bool:
+    try:
+        path.mkdir()
+    except FileExistsError:
+        return False
+    return True
+
+
+def _boot(job: GuestJob, directory: Path) -> None:
+    """Runs the job's guest and leaves its result in `directory`/result.json, whatever happens."""
+    share = directory / "share"
+    try:
+        share.mkdir()
         for name, text in job.files.items():
             (share / name).write_text(text)
-        _STARTED[job.name] = _BACKGROUND.submit(run_in_guest, job.command, cwd=job.cwd, share=share)
-    return _STARTED[job.name]
+        result = run_in_guest(job.command, cwd=job.cwd, share=share)
+        record = {"status": result.status, "output": result.output, "console": result.console}
+    except Exception as exc:  # noqa: BLE001 - the test waiting for it reports it
+        record = {"error": f"{type(exc).__name__}: {exc}"}
+    partial = directory / "result.json.partial"
+    partial.write_text(json.dumps(record))
+    partial.replace(directory / "result.json")
+
+
+def boot_meanwhile(jobs: list[GuestJob], tmp_path_factory) -> None:  # noqa: ANN001
+    """Boots the jobs' guests in the background, one after another, unless another worker of
+    this test run already does."""
+    shared = _shared(tmp_path_factory)
+    if not jobs or not _claim(shared / "booter"):
+        return
+    for job in jobs:
+        if _claim(shared / job.name):
+            _BOOTING[job.name] = _BACKGROUND.submit(_boot, job, shared / job.name)
+
+
+def result_of(job: GuestJob, tmp_path_factory) -> GuestResult:  # noqa: ANN001
+    """The job's guest's result: waits for the boot (this process's or another worker's), or
+    boots it now if nobody has."""
+    directory = _shared(tmp_path_factory) / job.name
+    if _claim(directory):
+        _boot(job, directory)
+    elif job.name in _BOOTING:
+        _BOOTING[job.name].result()
+    result = directory / "result.json"
+    deadline = time.monotonic() + WAIT_PER_BOOT * 2  # at most one boot queued before it
+    while not result.exists():
+        if time.monotonic() > deadline:
+            raise GuestUnavailable(f"no result of the {job.name} guest in {directory} after {WAIT_PER_BOOT * 2:.0f} s")
+        time.sleep(1)
+    record = json.loads(result.read_text())
+    if "error" in record:
+        raise GuestUnavailable(f"the {job.name} guest could not run: {record['error']}")
+    return GuestResult(status=record["status"], output=record["output"], console=record["console"], share=directory / "share")
 
 
 def stop_waiting() -> None:
-    """At the session's end: guests not booted yet never will be (one booting runs to its end)."""
-    _BACKGROUND.shutdown(wait=False, cancel_futures=True)
+    """At the session's end. A parallel run's worker finishes the boots it claimed (another worker
+    may be waiting for them); a serial run leaves the guests not booted yet (one booting runs to
+    its end)."""
+    _BACKGROUND.shutdown(wait=bool(os.environ.get("PYTEST_XDIST_WORKER")), cancel_futures=not os.environ.get("PYTEST_XDIST_WORKER"))

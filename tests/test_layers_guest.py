@@ -12,7 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from guest import SCRATCH, GuestJob, start, unavailable_reason
+from guest import SCRATCH, GuestJob, result_of, unavailable_reason
 
 from fslab.results import ResultsDB
 
@@ -84,7 +84,7 @@ def guest(tmp_path_factory):
     reason = unavailable_reason()
     if reason:
         pytest.fail(f"the layer tests boot a guest kernel: {reason}; make test installs what they need")
-    result = start(guest_job(), tmp_path_factory).result()
+    result = result_of(guest_job(), tmp_path_factory)
     assert result.status == 0, f"the guest did not finish:\n{result.output[-3000:]}\n{result.console[-3000:]}"
     sections = result.output.split("--- after ")
     return result, sections

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 import pytest
-from guest import SCRATCH, GuestJob, guest_kernel, start, unavailable_reason
+from guest import SCRATCH, GuestJob, guest_kernel, result_of, unavailable_reason
 
 from fslab.results import ResultsDB
 
@@ -92,7 +92,7 @@ def guest(tmp_path_factory):
     job = guest_job()
     if job is None:
         pytest.skip(f"no OpenZFS built for the guest kernel {guest_kernel()[1].name} in {CACHE}: tests/openzfs/build.sh makes it")
-    result = start(job, tmp_path_factory).result()
+    result = result_of(job, tmp_path_factory)
     assert result.status == 0 and "study: 0" in result.output, f"{result.output[-3000:]}\n{result.console[-2000:]}"
     db = ResultsDB(str(result.share / "results.db"))
     return result, db, {(r["target"], r["workload"]): r for r in db.runs(db.study_run()["id"])}
