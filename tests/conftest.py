@@ -121,6 +121,18 @@ def needs_root() -> None:
     that use it, however indirectly, are marked `root` (pytest_collection_modifyitems)."""
 
 
+@pytest.fixture(scope="session")
+def pg_cluster(needs_root: None) -> Iterator["postgres.Cluster"]:
+    """A PostgreSQL cluster of this worker's own, on loopback (tests/postgres.py)."""
+    import postgres
+
+    reason = postgres.unavailable_reason()
+    if reason:
+        pytest.fail(f"the PostgreSQL tests start a cluster: {reason}; make test installs it", pytrace=False)
+    with postgres.cluster() as cluster:
+        yield cluster
+
+
 @pytest.fixture
 def workdir(needs_root: None) -> Iterator[Workdir]:
     with fresh_workdir() as wd:
