@@ -47,12 +47,12 @@ check: $(STAMP)
 	$(VENV)/bin/pytest -q -n 2 --dist loadgroup --no-loadscope-reorder -m "not root and not guest and not browser and not slow"
 
 # The OpenZFS kernel-module tests need OpenZFS built for the guest's kernel (once, a few minutes).
-# One worker: in two (pytest -n 2 --dist loadgroup --no-loadscope-reorder: ~11 min, the groups are
-# in conftest), a Btrfs mount once failed with EBUSY on a loop device while the other worker
-# attached and formatted loop devices: until that is understood, the suite runs serially.
+# Two workers (pytest-xdist): most of a test's time is waiting on fio, mkfs and mount, and the QEMU
+# guests boot in the background from the start; the groups (one per module, zfs-fuse's, the
+# guests') and the order they are handed out in are in tests/conftest.py.
 test: setup
 	bash tests/openzfs/build.sh
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n 2 --dist loadgroup --no-loadscope-reorder
 
 bench: setup
 	$(PYTHON) bench/fidelity.py
