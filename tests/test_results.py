@@ -6,6 +6,7 @@ import multiprocessing
 import os
 import shutil
 import sqlite3
+import sys
 import stat
 
 import pytest
@@ -108,11 +109,12 @@ def test_a_version_7_database_is_migrated_with_every_run_kept(tmp_path):
         before = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
     db = ResultsDB(str(db_path))
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (9,)
+        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (10,)
         after = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
-        assert [column[1] for column in conn.execute("PRAGMA table_info(runs)")][-2:] == ["source", "options_applied"]
-    assert len(before["runs"]) == 4 and [run[:-2] for run in after["runs"]] == before["runs"], "every run as it was"
-    assert all(run[-2:] == (None, None) for run in after["runs"]), "its source NULL: fslab ran it; what its options became: judged when read"
+        assert [column[1] for column in conn.execute("PRAGMA table_info(runs)")][-3:] == ["source", "options_applied", "host"]
+        assert conn.execute("SELECT count(*) FROM hosts").fetchone() == (0,)
+    assert len(before["runs"]) == 4 and [run[:-3] for run in after["runs"]] == before["runs"], "every run as it was"
+    assert all(run[-3:] == (None, None, None) for run in after["runs"]), "its source NULL: fslab ran it; what its options became: judged when read; its host: the study run's machine"
     assert {table: rows for table, rows in after.items() if table != "runs"} == {table: rows for table, rows in before.items() if table != "runs"}, "nothing else changed"
     summary = summarize_study_run(db, db.study_run()["id"])
     assert to_markdown(summary) == (FIXTURES / "summaries" / "schema-v7.md").read_text()
@@ -193,7 +195,9 @@ def test_a_wal_file_that_is_not_a_regular_file_is_refused(tmp_path):
     assert "r.db-wal is a symbolic link" in _refused(tmp_path, str(tmp_path / "r.db"))
 
 
-def test_a_postgresql_url_without_its_driver_says_what_to_install(tmp_path):
+def test_a_postgresql_url_without_its_driver_says_what_to_install(tmp_path, monkeypatch):
+    for module in ("psycopg", "psycopg2"):
+        monkeypatch.setitem(sys.modules, module, None)  # as where neither is installed
     message = _refused(tmp_path, "postgresql://fslab:secret@localhost/results")
     assert "needs the database driver psycopg, which is not installed: pip install 'psycopg[binary]'" in message
     assert "secret" not in message

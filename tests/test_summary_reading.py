@@ -3,11 +3,13 @@ kernel and zfs get), targets this machine cannot run skipped and listed, bandwid
 the study or the reader chose, short runs warned of before anything runs."""
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, fresh_workdir, fslab, fslab_in_process, write_study
 
+from fslab import environment
 from fslab.devices import layers
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.zfs import properties_not_in_effect
@@ -159,6 +161,14 @@ def test_a_btrfs_datacow_target_is_not_reported_as_not_in_effect(reading):
     assert stored["btrfs-cow"] == {"requested": "datacow,datasum", "not_in_effect": [], "compresses": False}
     overridden = stored["btrfs-overridden"]
     assert overridden["compresses"] and "nodatacow (absent)" in overridden["not_in_effect"], "judged when it ran, stored with the run"
+
+
+@pytest.mark.root
+def test_every_run_names_the_host_it_ran_on_and_the_host_is_kept_once(reading):
+    _, db, _ = reading
+    study_run = db.study_run()["id"]
+    assert db.hosts(study_run) == [environment.host()], "this machine, by its host name, with what tells it apart"
+    assert {r["host"] for r in db.runs(study_run)} == {socket.gethostname()}
 
 
 @pytest.mark.root

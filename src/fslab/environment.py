@@ -1,16 +1,19 @@
-"""The machine a study ran on: kernel, distribution, CPU, memory, tool versions, work directory."""
+"""The machine a study ran on: kernel, distribution, CPU, memory, tool versions, work directory;
+the host a run ran on (`host`)."""
 
 from __future__ import annotations
 
 import os
 import platform
 import shutil
+import socket
 from pathlib import Path
 
 from fslab import __version__
 from fslab.devices.layers import LAYERS
 from fslab.filesystems import FILESYSTEMS
 from fslab.guard.identity import mounts
+from fslab.model import Host
 from fslab.system import tool_version
 from fslab.workloads import kinds
 
@@ -43,6 +46,18 @@ def memory_bytes() -> int:
         if line.startswith("MemTotal:"):
             return int(line.split()[1]) * 1024
     return 0
+
+
+def machine_id() -> str | None:
+    try:
+        return Path("/etc/machine-id").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def host(name: str | None = None) -> Host:
+    """This machine, named `name` (a worker's --name), else by its host name."""
+    return Host(name or socket.gethostname(), machine_id(), platform.release(), cpu_model(), os.cpu_count() or 1, memory_bytes())
 
 
 def filesystem_of(path: Path) -> dict:

@@ -1,5 +1,5 @@
 """The plain records a study is made of, whatever reads, runs, stores or reports it: its targets,
-workloads and cells (`Study`), what a workload of a kind runs (`Tool`), a tool's raw output
+workloads and cells (`Study`), the machine a run ran on (`Host`), what a workload of a kind runs (`Tool`), a tool's raw output
 (`RawOutput`) and the metrics parsed from it (`Metric`, declared by `MetricKind`, with the roles
 `Roles` reads). Every module takes them from here; this module depends on nothing of fslab but
 names, units and errors, so any module may import it.
@@ -234,6 +234,19 @@ class Tool(Protocol):
     def measured_seconds(self) -> float:
         """How long its measured window lasts (0: as long as the work takes)."""
         ...
+
+
+@dataclass(frozen=True)
+class Host:
+    """A machine runs ran on: its name in a fleet (a worker's `--name`, else the machine's host
+    name) and what tells one machine from another in a report (environment.host reads them)."""
+
+    name: str
+    machine_id: str | None  # /etc/machine-id: the same name on another machine is another host
+    kernel: str
+    cpu_model: str
+    cpu_count: int
+    memory_bytes: int
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from fslab.guard.names import file_name
 from fslab.interruption import raise_if_interrupted
 from fslab.journal import Journal
 from fslab.findings import Finding
-from fslab.model import Metric, RawOutput, Roles, Study, Target, Workload
+from fslab.model import Host, Metric, RawOutput, Roles, Study, Target, Workload
 from fslab.monitors import Monitor, Synced, collect, for_run, measuring
 from fslab.monitors import Workload as MovedBytes
 from fslab.monitors.space import CompressionRatio
@@ -70,12 +70,14 @@ def run_study(
     observer: RunObserver | None = None,
     destroy_flags: tuple[str, ...] = (),
     skip_unsupported: bool = False,
+    host: Host | None = None,
 ) -> int:
     """Run the study (default: its own repetitions, exactly); returns the study run's id.
     `baseline` (--baseline: one target for all; default: each target's own, as settled when the study
     was read) guides adaptive runs, which stop comparisons beyond doubt.
     `destroy_flags` are the --destroy-data paths that confirm the user's devices the study names.
-    `skip_unsupported`: targets this machine cannot run are skipped (and recorded), not refused."""
+    `skip_unsupported`: targets this machine cannot run are skipped (and recorded), not refused.
+    `host`: the machine its runs are recorded as run on (default: this one, by its host name)."""
     named, skipped = _check_can_run(study, workdir, destroy_flags, skip_unsupported=skip_unsupported)
     study = study.without({u.target for u in skipped})
     repetitions = repetitions or Repetitions(runs=study.repetitions, warmup=study.warmup)
@@ -88,7 +90,7 @@ def run_study(
     versions = {kind: FILESYSTEMS[kind].version() for kind in {t.filesystem for t in study.targets}}
     with _claimed(study, workdir, observer):
         study_run_id = db.begin_study_run(study, plan_seed, environment.collect(workdir.root), versions, settings, Owner.current(workdir.root))
-        _run_blocks(study_run_id, planner, db, workdir, named, observer, Tally())
+        _run_blocks(study_run_id, planner, db, workdir, named, observer, Tally(), host=host)
     return study_run_id
 
 
@@ -100,7 +102,9 @@ def study_run_settings(study: Study, skipped: list[Unsupported]) -> dict:
     return settings
 
 
-def resume_study(resumable: Resumable, db: ResultsDB, workdir: Workdir, *, observer: RunObserver | None = None, destroy_flags: tuple[str, ...] = ()) -> int:
+def resume_study(
+    resumable: Resumable, db: ResultsDB, workdir: Workdir, *, observer: RunObserver | None = None, destroy_flags: tuple[str, ...] = (), host: Host | None = None
+) -> int:
     """Continue an interrupted study run with its own plan: the planner hands out its blocks again,
     runs already stored are taken as they are, and only the others run. Returns its id."""
     named, _ = _check_can_run(resumable.study, workdir, destroy_flags, resuming=True)
@@ -109,7 +113,7 @@ def resume_study(resumable: Resumable, db: ResultsDB, workdir: Workdir, *, obser
             raise StudyCannotRun(f"study run {resumable.study_run_id} is no longer interrupted: another fslab has resumed it")
         planner = Planner(resumable.study.cells, resumable.repetitions, resumable.seed, resumable.baseline)
         done = {run.key: run for run in resumable.stored}
-        _run_blocks(resumable.study_run_id, planner, db, workdir, named, observer, Tally(resumable.started_at), done)
+        _run_blocks(resumable.study_run_id, planner, db, workdir, named, observer, Tally(resumable.started_at), done, host=host)
         if done and observer:  # only where a time budget was judged differently on replay
             observer.notice(f"{len(done)} stored run(s) were not planned again; they stay stored")
     return resumable.study_run_id
@@ -146,11 +150,23 @@ def _claimed(study: Study, workdir: Workdir, observer: RunObserver | None) -> It
 
 
 def _run_blocks(
-    study_run_id: int, planner: Planner, db: ResultsDB, workdir: Workdir, named: dict[str, BlockDevice], observer: RunObserver | None, tally: Tally, done: dict[RunKey, StoredRun] | None = None
+    study_run_id: int,
+    planner: Planner,
+    db: ResultsDB,
+    workdir: Workdir,
+    named: dict[str, BlockDevice],
+    observer: RunObserver | None,
+    tally: Tally,
+    done: dict[RunKey, StoredRun] | None = None,
+    *,
+    host: Host | None = None,
 ) -> None:
-    """Run block after block until the planner has no more; every run is stored as it ends.
-    A planned run found in `done` (stored before a resume) is taken from there, and removed."""
+    """Run block after block until the planner has no more; every run is stored as it ends, with
+    the host it ran on. A planned run found in `done` (stored before a resume) is taken from
+    there, and removed."""
     done = {} if done is None else done
+    host = host or environment.host()
+    db.record_host(study_run_id, host)
     status = "interrupted"
     try:
         with ExitStack() as stack:
@@ -170,7 +186,7 @@ def _run_blocks(
                         observer.starting(planned, index, planner.handed_out)
                     record = execute(planned, workdir, sources)
                     raise_if_interrupted()  # a run the signal stopped is not a failed run: it is run again on resume
-                    db.record_run(study_run_id, record)
+                    db.record_run(study_run_id, replace(record, host=host.name))
                     tally.add(planned, record.status == "ok", {m.key: m.value for m in record.metrics}, record.started_at, record.finished_at, Roles.of(planned.cell.workload.name, record.metrics))
                     if observer:
                         observer.finished(planned, record)

@@ -14,11 +14,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from fslab.model import RawOutput, Roles, qualified
+from fslab.model import Host, RawOutput, Roles, qualified
 from fslab.results.location import DatabaseUnusable, engine_for, shown
 from fslab.results.owner import Owner
 from fslab.results.records import RunMetric, RunRecord, SampleGroups, StoredRun, now
-from fslab.results.schema import bring_up_to_date, metadata, metrics, run_outputs, runs, schema_info, study_runs, targets, workloads
+from fslab.results.schema import bring_up_to_date, hosts, metadata, metrics, run_outputs, runs, schema_info, study_runs, targets, workloads
 
 
 class ResultsDB:
@@ -69,6 +69,20 @@ class ResultsDB:
             for record in study.runs:
                 _insert_run(conn, study_run_id, record)
         return study_run_id
+
+    def record_host(self, study_run_id: int, host: Host) -> None:
+        """Keeps the host's facts with the study run, once (again: a resumed study run, another
+        unit of a fleet's): the first record stays."""
+        with self.engine.begin() as conn:
+            known = conn.execute(sa.select(hosts.c.name).where(hosts.c.study_run_id == study_run_id, hosts.c.name == host.name)).first()
+            if known is None:
+                conn.execute(hosts.insert().values(study_run_id=study_run_id, name=host.name, facts=asdict(host)))
+
+    def hosts(self, study_run_id: int) -> list[Host]:
+        """The hosts of a study run's runs, by name (none for a study run stored before version 10)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(hosts.c.facts).where(hosts.c.study_run_id == study_run_id).order_by(hosts.c.name))
+            return [Host(**facts) for (facts,) in rows]
 
     def record_run(self, study_run_id: int, record: RunRecord) -> int:
         with self.engine.begin() as conn:

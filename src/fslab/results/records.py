@@ -71,6 +71,7 @@ class RunRecord:
     memory_limit: int | None = None  # bytes its measured run could hold, page cache included (None: no limit)
     source: dict | None = None  # an imported run's origin: its file, fio version, host (None: fslab ran it)
     options_applied: OptionsApplied | None = None  # None: an imported run (fslab did not make its filesystem)
+    host: str | None = None  # the host it ran on (its name: ResultsDB.record_host keeps its facts)
 
 
 @dataclass(frozen=True)

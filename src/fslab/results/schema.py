@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from fslab.errors import FslabError
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 metadata = sa.MetaData()
 
@@ -88,10 +88,20 @@ runs = sa.Table(
     sa.Column("memory_limit", sa.BigInteger),  # since version 7: bytes its measured run could hold, page cache included (cgroups.py); NULL: no limit
     sa.Column("source", sa.JSON),  # since version 8: where an imported run came from (its file, fio version, host: importer.py); NULL: fslab ran it
     sa.Column("options_applied", sa.JSON),  # since version 9: what its filesystem made of the options asked (records.OptionsApplied); NULL: imported, or older
+    sa.Column("host", sa.String(200)),  # since version 10: the host it ran on (hosts.name); NULL: the study run's own machine (its environment)
 )
 
 # Since version 5 a metric carries its phase and its roles (model.py); a run keeps one raw
 # output per phase and tool.
+# Since version 10: each host runs of a study run ran on, once (a fleet's study run has several).
+hosts = sa.Table(
+    "hosts",
+    metadata,
+    sa.Column("study_run_id", sa.ForeignKey("study_runs.id"), primary_key=True),
+    sa.Column("name", sa.String(200), primary_key=True),
+    sa.Column("facts", sa.JSON, nullable=False),  # model.Host
+)
+
 metrics = sa.Table(
     "metrics",
     metadata,
@@ -182,6 +192,9 @@ MIGRATIONS: dict[int, list[str | Only]] = {
     # Runs keep what their filesystem made of the options asked for, judged when they ran (NULL
     # before: a report judges those from the read-back they stored, with the filesystem's code).
     8: ["ALTER TABLE runs ADD COLUMN options_applied JSON"],
+    # Runs name the host they ran on (NULL before: the study run's own machine, its environment);
+    # the table of hosts is new, made as every new table is (metadata.create_all).
+    9: ["ALTER TABLE runs ADD COLUMN host VARCHAR(200)"],
 }
 
 
