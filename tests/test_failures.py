@@ -27,7 +27,9 @@ from fslab.workdir import Workdir
 # A 64 MiB ext4 image. "fill" passes the study's size check (48 MiB per job) but its four
 # 24 MiB files, preallocated as the study asks (fslab's jobs preallocate none unless asked),
 # need more than the filesystem has free: ENOSPC.
-# "hang" writes 32 MiB at one I/O per second: it would take nine hours; its time-out is 3 s.
+# "hang" writes 32 MiB at one I/O per second: it would take nine hours; its time-out is 10 s,
+# from attaching its image to parsing: room for mkfs and mount on a busy machine, so that it is
+# the workload the time-out stops.
 FAILING = """\
 [study]
 name = "failing"
@@ -51,7 +53,7 @@ name = "hang"
 rw = "randwrite"
 size = "32MiB"
 runtime = "0s"
-timeout = "3s"
+timeout = "10s"
 options = { rate_iops = 1 }
 
 [[workload]]
@@ -91,12 +93,12 @@ def test_a_hang_is_killed_at_its_time_out(failing_study):
     for n in (1, 2):
         run = runs[("hang", n)]
         failure = run["failure"]
-        assert run["status"] == "failed" and run["error"].startswith("timed out after 3 s: `fio ")
+        assert run["status"] == "failed" and run["error"].startswith("timed out after 10 s: `fio ")
         assert failure["phase"] == "workload" and failure["argv"][0] == "fio" and failure["exit_status"] == -9
         assert "TimedOut" in failure["traceback"]
-        assert (run["finished_at"] - run["started_at"]).total_seconds() < 15, "killed at 3 s, then torn down"
+        assert (run["finished_at"] - run["started_at"]).total_seconds() < 25, "killed at 10 s, then torn down"
         assert "rate_iops=1" in run["job_file"]
-    assert "failed in workload ext4 · hang · run 1: timed out after 3 s" in " ".join(result.stdout.split())
+    assert "failed in workload ext4 · hang · run 1: timed out after 10 s" in " ".join(result.stdout.split())
 
 
 @pytest.mark.root
@@ -108,7 +110,7 @@ def test_a_full_filesystem_fails_the_workload_with_fios_words(failing_study):
         assert "No space left on device" in failure["stderr_tail"] and "No space left on device" in runs[("fill", n)]["error"]
         assert len(failure["stderr_tail"].splitlines()) <= 40
     summary = (Path(results.location).parent / "reports" / f"failing-{results.study_run()['id']}" / "summary.md").read_text()
-    assert "| ext4 | fill | 1 | workload | `fio " in summary and "| ext4 | hang | 2 | workload | timed out after 3 s" in summary
+    assert "| ext4 | fill | 1 | workload | `fio " in summary and "| ext4 | hang | 2 | workload | timed out after 10 s" in summary
 
 
 def _path_without(tool: str, directory: Path) -> str:
