@@ -325,7 +325,11 @@ def left_out_line(s: StudySummary, workload: str) -> str | None:
 
 def ranking_lines(s: StudySummary, workload: str) -> list[str]:
     lines = [line for line in [left_out_line(s, workload)] if line]
-    lines += [f"Ranking by {metric_label(metric)}: {ranking_line(ranking)}" for (w, metric), ranking in s.analysis.rankings.items() if w == workload]
+    lines += [
+        f"Ranking by {metric_label(metric)}{f' on {host}' if host is not None else ''}: {ranking_line(ranking)}"
+        for (w, metric, host), ranking in s.analysis.rankings.items()
+        if w == workload
+    ]
     needed = s.analysis.runs_needed.get(workload)
     if needed is not None:
         lines.append(f"Runs per cell for a ratio within ±{s.analysis.precision:.0%} at 95 %: {needed}")
