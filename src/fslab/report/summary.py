@@ -14,7 +14,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from fslab.analysis import Analysis, Hosted, analyse, host_blocks, resolution_of
+from fslab.analysis import Analysis, AnalysisError, Hosted, Row, analyse, compare_study_runs, host_blocks, resolution_of
 from fslab.checks import Unsupported, by_target
 from fslab.guard.fio_jobs import preallocates, stored_preallocation
 from fslab.model import Host, unqualified
@@ -146,6 +146,46 @@ def cell_samples(db: ResultsDB, study_run_id: int, hosts: Hosts) -> SampleGroups
     if not hosts.per_host:
         return groups
     return replace(groups, values={(w, hosts.cell_target(t, h)): metrics for (w, t, h), metrics in host_values(db, study_run_id).items()})
+
+
+@dataclass(frozen=True)
+class Compared:
+    """Cells of one side against the other's (`fslab compare`): newer/older, or host b / host a."""
+
+    rows: list[Row]
+    left_out: list[tuple[str, str]]  # (workload, target) flagged on either side: judged nowhere
+
+
+def compare_runs(db: ResultsDB, older: int, newer: int, *, threshold: float = 0.03, pool_hosts: bool = False) -> Compared:
+    """Two study runs of one study, cell by cell: per host where either spans several (a target
+    on a host against itself on that host), unless `pool_hosts` (each study run's hosts pooled
+    as blocks, analysis.host_blocks). Two study runs of one host each are compared whatever
+    their hosts' names (one machine before and after a change, or two machines)."""
+    each = [Hosts.of(db.runs(sr, ("host",))) for sr in (older, newer)]
+    several = any(len(h.names) > 1 for h in each)
+    hosts = Hosts(sorted({n for h in each for n in h.names}) if several else [], pool_hosts)
+    left_out = sorted(flagged_cells(db, older, hosts) | flagged_cells(db, newer, hosts))
+    sides = [cell_samples(db, sr, hosts) for sr in (older, newer)]
+    if hosts.pooling:
+        sides = [replace(side, values=host_blocks(host_values(db, sr))) for side, sr in zip(sides, (older, newer))]
+    return Compared(compare_study_runs(*sides, threshold=threshold, left_out=left_out), left_out)
+
+
+def compare_hosts(db: ResultsDB, study_run_id: int, baseline: str, other: str, *, threshold: float = 0.03) -> Compared:
+    """Host `other` against host `baseline` on one study run: every (workload, target) both ran,
+    the ratio other/baseline with the Welch interval and verdict a summary gives (one family, BH)."""
+    every = host_values(db, study_run_id)
+    known = sorted({h for _, _, h in every})
+    for host in (baseline, other):
+        if host not in known:
+            raise AnalysisError(f"--hosts: no measured run of study run {study_run_id} ran on host '{host}'; its hosts: {', '.join(known) or 'none'}")
+    if baseline == other:
+        raise AnalysisError(f"--hosts: name two different hosts (both are '{baseline}')")
+    groups = db.sample_groups(study_run_id)
+    side = lambda host: replace(groups, values={(w, t): metrics for (w, t, h), metrics in every.items() if h == host})  # noqa: E731
+    flagged = flagged_cells(db, study_run_id, Hosts(known, False))
+    left_out = sorted({(w, t) for w, t, _ in every if {(w, Hosted(t, baseline).name), (w, Hosted(t, other).name)} & flagged})
+    return Compared(compare_study_runs(side(baseline), side(other), threshold=threshold, left_out=left_out), left_out)
 
 
 def summarize_study_run(
