@@ -149,3 +149,25 @@ def test_cli_compare_hosts_and_pooled_summary(fleet: tuple[ResultsDB, int], tmp_
     assert refused.returncode != 0 and "Traceback" not in refused.stderr and "--hosts" in refused.stderr
     pooled = fslab("summary", str(study_run_id), "--pool-hosts", "--db", str(tmp_path / "fslab.db"))
     assert pooled.returncode == 0 and "2 hosts pooled" in pooled.stdout and "@ host-a" not in pooled.stdout
+
+
+def test_page_facets_and_hosts_facts(fleet: tuple[ResultsDB, int], tmp_path: Path) -> None:
+    from fslab.report.charts import study_charts
+    from fslab.report.details import run_details
+    from fslab.report.page import write_report
+
+    db, study_run_id = fleet
+    s = summarize_study_run(db, study_run_id)
+    details = run_details(db, s)
+    assert set(details.devices) == {"ext4 @ host-a", "xfs @ host-a", "ext4 @ host-b", "xfs @ host-b"}, "devices (model, serial, firmware) per host"
+    assert {h.target for h in details.histograms} == set(details.devices)
+    primary = [c for c in study_charts(s, details) if c.name.startswith("rand_read-read_iops")]
+    assert [c.name for c in primary] == ["rand_read-read_iops-host-a", "rand_read-read_iops-host-b"]
+    drawn = [row["target"] for row in primary[1].spec["datasets"]["rows-0"]]
+    assert drawn == ["ext4 @ host-b", "xfs @ host-b"], "a host's facet draws its own cells"
+    page = write_report(db, [db.study_run(study_run_id)], tmp_path / "page").page.read_text()
+    assert "<h3>Hosts</h3>" in page and "machine-host-b" in page and "Test CPU × 4" in page
+    single = tmp_path / "single"
+    single.mkdir()
+    alone = stored_study(single, STUDY, db, hosts={"host-a": SyntheticHost()})
+    assert "<h3>Hosts</h3>" not in write_report(db, [db.study_run(alone)], tmp_path / "page1").page.read_text()
