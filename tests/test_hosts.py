@@ -171,3 +171,24 @@ def test_page_facets_and_hosts_facts(fleet: tuple[ResultsDB, int], tmp_path: Pat
     single.mkdir()
     alone = stored_study(single, STUDY, db, hosts={"host-a": SyntheticHost()})
     assert "<h3>Hosts</h3>" not in write_report(db, [db.study_run(alone)], tmp_path / "page1").page.read_text()
+
+
+@pytest.mark.parametrize(("where", "name"), [("device/firmware_rev", "NVMe"), ("device/rev", "SCSI/SATA")])
+def test_device_facts_record_the_firmware(tmp_path: Path, where: str, name: str) -> None:
+    from dataclasses import dataclass
+
+    from fslab.guard.block_devices import BlockDevice, facts
+
+    disk = tmp_path / "sdz"
+    for path, text in {"size": "2048", "device/model": "Disk 9000", "device/serial": "S123", where: "FW1.2", "queue/rotational": "0"}.items():
+        (disk / path).parent.mkdir(parents=True, exist_ok=True)
+        (disk / path).write_text(text + "\n")
+
+    @dataclass(frozen=True)
+    class Planted(BlockDevice):
+        @property
+        def sysfs(self) -> Path:
+            return disk
+
+    found = facts(Planted("/dev/sdz", "/dev/sdz", 0))
+    assert (found.model, found.serial, found.firmware, found.size) == ("Disk 9000", "S123", "FW1.2", 2048 * 512), name
