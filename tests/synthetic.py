@@ -10,14 +10,16 @@ all) with the metrics fio_parser.parse_metrics reads from it, scaled per target 
 seeded noise so cells differ; the monitors' metrics (CPU, device traffic, write amplification,
 space); fio's bandwidth and IOPS logs (tool "fio_log"); device facts, the exact job file, mount
 options read back, the filesystem's own description and the phases' timings. A target named in
-`failing` fails every run as the runner stores a failure (no metric, the failed command)."""
+`failing` fails every run as the runner stores a failure (no metric, the failed command). A
+study run of a fleet (`hosts`) has each planned run once on each host, scaled and made noisy as
+that host's SyntheticHost says, with the host's facts recorded as the runner records them."""
 
 from __future__ import annotations
 
 import json
 import random
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from functools import cache
 from pathlib import Path
@@ -26,7 +28,7 @@ from fslab import environment
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Provisioned
 from fslab.guard.names import file_name
-from fslab.model import Metric, RawOutput, Roles, Study
+from fslab.model import Host, Metric, RawOutput, Roles, Study
 from fslab.plan import PlannedRun, Planner, Repetitions, Tally
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
@@ -59,13 +61,24 @@ def fio_output(name: str) -> tuple[str, tuple[Metric, ...]]:
     return text, tuple(fio_parser.parse_metrics(text))
 
 
-def noisy(metrics: list[Metric], rng: random.Random, scale: float) -> list[Metric]:
+@dataclass(frozen=True)
+class SyntheticHost:
+    """A host of a synthetic fleet: what its runs' throughput is multiplied by, and their noise."""
+
+    scale: float = 1.0
+    noise: float = 0.03  # the standard deviation of each figure's factor around 1
+
+    def facts(self, name: str) -> Host:
+        return Host(name, f"machine-{name}", "6.1.0-test", "Test CPU", 4, 8 * 2**30)
+
+
+def noisy(metrics: list[Metric], rng: random.Random, scale: float, noise: float = 0.03) -> list[Metric]:
     """fio's metrics scaled to a target (throughput by `scale`, latency by its inverse), each with
     a few % of noise: samples of one cell differ as runs do."""
     out = []
     for m in metrics:
         factor = (1 / scale if "lat" in m.name else scale) if m.unit != "%" else 1.0
-        out.append(replace(m, value=m.value * factor * rng.gauss(1.0, 0.03)))
+        out.append(replace(m, value=m.value * factor * rng.gauss(1.0, noise)))
     return out
 
 
@@ -134,28 +147,42 @@ def effective_options(filesystem: str, requested: str) -> str | None:
 
 
 def store_study_run(
-    db: ResultsDB, study: Study, *, seed: int, rng: random.Random, scale: Mapping[str, float] = {}, failing: Mapping[str, tuple[str, RunFailure]] = {}, env: dict | None = None
+    db: ResultsDB,
+    study: Study,
+    *,
+    seed: int,
+    rng: random.Random,
+    scale: Mapping[str, float] = {},
+    failing: Mapping[str, tuple[str, RunFailure]] = {},
+    env: dict | None = None,
+    hosts: Mapping[str, SyntheticHost] = {},
 ) -> int:
     """One study run of `study` (its repetitions and warm-ups) as the runner stores it, block by
     block in the Planner's order from `seed`, each run committed as it finishes; `failing`: the
-    error line and failure of every run of the targets it names. Returns the study run's id."""
+    error line and failure of every run of the targets it names; `hosts`: each planned run is run
+    on each of them (none: one run, stored with no host, as before schema 10). Returns the study
+    run's id."""
     repetitions = Repetitions(runs=study.repetitions, warmup=study.warmup)
     env = environment.collect(Path(study.path).parent) if env is None else env
     versions = {kind: FILESYSTEMS[kind].version() for kind in {t.filesystem for t in study.targets}}
     study_run_id = db.begin_study_run(study, seed, env, versions, repetitions.describe(), Owner.current(Path.cwd()))
     planner, tally = Planner(study.cells, repetitions, seed), Tally()
+    for name, host in hosts.items():
+        db.record_host(study_run_id, host.facts(name))
     clock = now()
     while block := planner.next_block(tally.samples):
         for planned in block:
-            record = _record(planned, clock, rng, scale.get(planned.cell.target.name, OTHER_SCALE), failing.get(planned.cell.target.name))
-            clock = record.finished_at + timedelta(seconds=rng.uniform(1, 3))
-            db.record_run(study_run_id, record)
+            for name, host in hosts.items() or [(None, SyntheticHost())]:
+                target_scale = scale.get(planned.cell.target.name, OTHER_SCALE) * host.scale
+                record = replace(_record(planned, clock, rng, target_scale, failing.get(planned.cell.target.name), host.noise), host=name)
+                clock = record.finished_at + timedelta(seconds=rng.uniform(1, 3))
+                db.record_run(study_run_id, record)
             tally.add(planned, record.status == "ok", {m.key: m.value for m in record.metrics}, record.started_at, record.finished_at, Roles.of(planned.cell.workload.name, record.metrics))
     db.finish_study_run(study_run_id, "finished", planner.outcome())
     return study_run_id
 
 
-def _record(planned: PlannedRun, started, rng: random.Random, scale: float, failed: tuple[str, RunFailure] | None) -> RunRecord:  # noqa: ANN001
+def _record(planned: PlannedRun, started, rng: random.Random, scale: float, failed: tuple[str, RunFailure] | None, noise: float = 0.03) -> RunRecord:  # noqa: ANN001
     target, workload = planned.cell.target, planned.cell.workload
     loop = planned.position % 8
     record = RunRecord(
@@ -172,7 +199,7 @@ def _record(planned: PlannedRun, started, rng: random.Random, scale: float, fail
         return record
     options = tool_of(workload, FioJob).fio_options
     text, parsed = fio_output(fixture_for(options))
-    metrics = noisy(list(parsed), rng, scale)
+    metrics = noisy(list(parsed), rng, scale, noise)
     values = {m.name: m.value for m in metrics}
     seconds = workload.seconds
     moved = {"read_bytes": values.get("read_mib_s", 0.0) * MiB * seconds, "write_bytes": values.get("write_mib_s", 0.0) * MiB * seconds}

@@ -60,7 +60,7 @@ def test_a_cell_with_only_elapsed_time_is_summarised_compared_and_ranked(tmp_pat
     assert {c.target: round(c.metrics["elapsed_s"].median) for c in s.cells} == {"ext4": 10, "xfs": 8, "btrfs": 13}
     rows = {r.target: r.comparison for r in s.analysis.rows if r.metric == "elapsed_s"}
     assert rows["xfs"].verdict == "faster" and rows["btrfs"].verdict == "slower", "lower is better: less time is faster"
-    assert s.analysis.rankings[("seq_read", "elapsed_s")].tiers == (("xfs",), ("ext4",), ("btrfs",)), "best (shortest) first"
+    assert s.analysis.rankings[("seq_read", "elapsed_s", None)].tiers == (("xfs",), ("ext4",), ("btrfs",)), "best (shortest) first"
     assert s.analysis.runs_needed["seq_read"] is not None, "the primary metric decides the runs needed"
     markdown = to_markdown(s)
     assert "| xfs | elapsed_s | 6 |" in markdown and "IOPS median" not in markdown, "a row per metric, not fio's columns"

@@ -250,7 +250,7 @@ def test_ranking_ties_what_cannot_be_told_apart():
         "raw": list(rng.lognormal(np.log(32300), 0.02, 6)),
     }
     analysis = analyse({("w", t): {"read_iops": v} for t, v in cells.items()}, {"read_iops": True}, list(cells), ["w"])
-    ranking = analysis.rankings[("w", "read_iops")]
+    ranking = analysis.rankings[("w", "read_iops", None)]
     assert ranking.tiers is not None and ranking.tiers[0] == ("ext4",) and sorted(ranking.tiers[1]) == ["raw", "xfs"] and ranking.tiers[2] == ("btrfs",)
     assert ranking_line(ranking).startswith("ext4 > ") and ranking_line(ranking).endswith(" > btrfs")
 

@@ -40,7 +40,7 @@ def contradictions(analysis) -> list[str]:
     found no difference, not told apart (or in the wrong order) when it found one."""
     found = []
     for r in analysis.rows:
-        ranking = analysis.rankings.get((r.workload, r.metric))
+        ranking = analysis.rankings.get((r.workload, r.metric, None))
         if ranking is None:
             continue
         apart = not set(ranking.letters[r.target]) & set(ranking.letters[r.baseline])
@@ -58,7 +58,7 @@ def test_the_ranking_never_contradicts_a_verdict():
     analysis = analyse(RAND_WRITE, DIRECTIONS, ["ext4", "xfs", "btrfs", "raw"], ["rand_write"])
     assert contradictions(analysis) == []
     verdicts = {r.target: r.comparison.verdict for r in analysis.rows if r.metric == "write_iops"}
-    line = ranking_line(analysis.rankings[("rand_write", "write_iops")])
+    line = ranking_line(analysis.rankings[("rand_write", "write_iops", None)])
     for target in ("xfs", "raw"):
         if verdicts[target] == "no detectable difference":
             assert not re.search(rf"{target} [>=].*> ext4|{target} > ext4", line), line
@@ -316,7 +316,7 @@ def test_a_skipped_baseline_leaves_its_targets_uncompared_and_says_why():
     baselines = stored_baselines(stored, study.baseline)
     analysis = analyse(samples, DIRECTIONS, names, ["backup-write"], baselines=baselines)
     assert analysis.rows == [], "no comparison with a substitute"
-    assert analysis.rankings[("backup-write", "write_iops")].order[0] in names[:2], "the rankings still order them"
+    assert analysis.rankings[("backup-write", "write_iops", None)].order[0] in names[:2], "the rankings still order them"
     from fslab.checks import by_target
 
     why = "it needs md-raid1, and this kernel has no md RAID1"

@@ -8,6 +8,8 @@ Pure: takes samples grouped by cell, returns comparisons. stats.py does the arit
 
 from __future__ import annotations
 
+import math
+from collections import defaultdict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
 
 Samples = dict[tuple[str, str], dict[str, list[float]]]  # (workload, target) → metric → values in run order
 PairKey = tuple[str, str, str, str]  # (workload, metric, a, b): b against a, a before b in the study's order
+RankingKey = tuple[str, str, "str | None"]  # (workload, primary metric, the host its targets ran on: None unless per host)
 
 
 class AnalysisError(FslabError):
@@ -52,7 +55,7 @@ class Row:
 class Analysis:
     rows: list[Row]  # each target against its own baseline, read from `pairs`
     pairs: dict[PairKey, Comparison]  # the one family, corrected together: every pair of targets per workload and metric
-    rankings: dict[tuple[str, str], Ranking]  # (workload, primary metric) → ranking, read from `pairs`
+    rankings: dict[RankingKey, Ranking]  # (workload, primary metric, host) → ranking, read from `pairs`
     runs_needed: dict[str, int | None]  # workload → runs per cell for a ratio within ±precision
     threshold: float
     precision: float
@@ -94,6 +97,7 @@ def analyse(
     precision: float | None = None,
     roles: Roles | None = None,
     kinds: dict[str, str] | None = None,
+    hosts: dict[str, Hosted] | None = None,
 ) -> Analysis:
     """Every pair of targets per workload and compared metric, Benjamini–Hochberg over all of
     them. Each target's rows compare it with its baseline (`compared_with`): `baseline` for every
@@ -101,9 +105,11 @@ def analyse(
     own, as the study set it), else the first target. A target that is its own baseline, or whose
     baseline was not measured, has no rows. `roles`: which metrics are compared and which decide
     precision and rank (default: as declared); `kinds`: each workload's kind, whose printed
-    resolution bounds its intervals (default: fio's). Samples of a cell whose figures cannot be
-    real are left out by the caller (summary.py)."""
-    check_override(baseline, targets)
+    resolution bounds its intervals (default: fio's); `hosts`: each target's host, where the
+    targets are a study's targets on several hosts — two are compared, and ranked together, only
+    on the same host (--baseline names a target, compared with on each host). Samples of a cell whose figures cannot be real are left out by the caller
+    (summary.py)."""
+    check_override(baseline, targets if hosts is None else list(dict.fromkeys(h.target for h in hosts.values())))
     precision = threshold if precision is None else precision
     roles = roles_of(samples, roles)
     pairs: dict[PairKey, SamplePair] = {}
@@ -116,14 +122,14 @@ def analyse(
             cells = {t: values for t in present if (values := samples[(workload, t)].get(metric)) and _positive(values)}
             names = list(cells)
             for i, a in enumerate(names):
-                for b in names[i + 1 :]:
+                for b in (b for b in names[i + 1 :] if host_of(hosts, a) == host_of(hosts, b)):
                     pairs[(workload, metric, a, b)] = SamplePair(cells[a], cells[b], higher_is_better[metric], resolution_of(kinds, workload, metric))
         primary = [samples[(workload, t)][m] for t in present for m in roles.primary_in(workload, samples[(workload, t)])]
         needed[workload] = runs_needed(primary, precision)
     tested = compare_pairs(list(pairs.values()), threshold)
     family = Analysis([], dict(zip(pairs, adjust_family(tested, threshold))), {}, needed, threshold, precision)
-    rankings = _rankings(family, samples, roles, higher_is_better, measured)
-    return replace(family, rows=_rows(family, samples, roles, measured, baselines, baseline), rankings=rankings, override=baseline)
+    rankings = _rankings(family, samples, roles, higher_is_better, measured, hosts)
+    return replace(family, rows=_rows(family, samples, roles, measured, baselines, baseline, hosts), rankings=rankings, override=baseline)
 
 
 def compared_with(target: str, own: str | None, present: Sequence[str], override: str | None = None) -> str | None:
@@ -143,11 +149,14 @@ def check_override(override: str | None, targets: Sequence[str]) -> None:
         raise AnalysisError(f"no target '{override}' in this study run; its targets: {', '.join(targets)}")
 
 
-def _rows(family: Analysis, samples: Samples, roles: Roles, measured: dict[str, list[str]], baselines: dict[str, str] | None, override: str | None) -> list[Row]:
+def _rows(
+    family: Analysis, samples: Samples, roles: Roles, measured: dict[str, list[str]], baselines: dict[str, str] | None, override: str | None, hosts: dict[str, Hosted] | None
+) -> list[Row]:
     rows = []
     for workload, present in measured.items():
         for target in present:
-            base = compared_with(target, (baselines or {}).get(target), present, override)
+            here = override if hosts is None or override is None else Hosted(override, hosts[target].host).name
+            base = compared_with(target, (baselines or {}).get(target), present, here)
             for metric in roles.compared_in(workload, samples[(workload, target)]) if base is not None else []:
                 found = family.comparison(workload, metric, base, target)
                 if found is not None:
@@ -155,21 +164,64 @@ def _rows(family: Analysis, samples: Samples, roles: Roles, measured: dict[str, 
     return rows
 
 
-def _rankings(family: Analysis, samples: Samples, roles: Roles, higher_is_better: dict[str, bool], measured: dict[str, list[str]]) -> dict[tuple[str, str], Ranking]:
-    """Per workload and primary metric, the targets by geometric mean, best first (the metric's
-    direction says which is best), told apart only where their comparison in the family says
-    they differ."""
+def _rankings(
+    family: Analysis, samples: Samples, roles: Roles, higher_is_better: dict[str, bool], measured: dict[str, list[str]], hosts: dict[str, str] | None
+) -> dict[RankingKey, Ranking]:
+    """Per workload, primary metric and host, the targets by geometric mean, best first (the
+    metric's direction says which is best), told apart only where their comparison in the family
+    says they differ."""
     rankings = {}
-    for workload, present in measured.items():
-        for metric in dict.fromkeys(m for t in present for m in roles.primary_in(workload, samples[(workload, t)])):
-            scores = {t: geometric_mean(values) for t in present if (values := samples[(workload, t)].get(metric)) and _positive(values)}
-            if len(scores) > 1:
-                def differs(a: str, b: str, workload: str = workload, metric: str = metric) -> bool:
-                    found = family.comparison(workload, metric, a, b)
-                    return found is not None and found.differs
+    for workload, every in measured.items():
+        for host in dict.fromkeys(host_of(hosts, t) for t in every):
+            present = [t for t in every if host_of(hosts, t) == host]
+            for metric in dict.fromkeys(m for t in present for m in roles.primary_in(workload, samples[(workload, t)])):
+                scores = {t: geometric_mean(values) for t in present if (values := samples[(workload, t)].get(metric)) and _positive(values)}
+                if len(scores) > 1:
+                    def differs(a: str, b: str, workload: str = workload, metric: str = metric) -> bool:
+                        found = family.comparison(workload, metric, a, b)
+                        return found is not None and found.differs
 
-                rankings[(workload, metric)] = rank(scores, differs, higher_is_better=higher_is_better[metric])
+                    rankings[(workload, metric, host)] = rank(scores, differs, higher_is_better=higher_is_better[metric])
     return rankings
+
+
+@dataclass(frozen=True)
+class Hosted:
+    """A target of a study as it ran on one of several hosts: a cell's target in a summary per host."""
+
+    target: str
+    host: str
+
+    @property
+    def name(self) -> str:
+        """As tables show it and the analysis knows it: "ext4 @ host-a"."""
+        return f"{self.target} @ {self.host}"
+
+
+def host_of(hosts: dict[str, Hosted] | None, target: str) -> str | None:
+    """The host a target of an analysis ran on; None where the analysis is not per host."""
+    return None if hosts is None else hosts[target].host
+
+
+def host_blocks(samples: dict[tuple[str, str, str], dict[str, list[float]]]) -> Samples:
+    """Samples of several hosts pooled per (workload, target), host treated as a block: each
+    host's values of a workload and metric divided by that host's level (the geometric mean of
+    all its values of them, every target's) and multiplied by the level of all hosts together,
+    so a host faster than another in everything adds no spread to a comparison of targets."""
+    logs: dict[tuple[str, str, str | None], list[float]] = defaultdict(list)  # (workload, metric, host or None: all) → log values
+    for (workload, _, host), metrics in samples.items():
+        for metric, values in metrics.items():
+            if _positive(values):
+                logs[(workload, metric, host)] += [math.log(v) for v in values]
+                logs[(workload, metric, None)] += [math.log(v) for v in values]
+    level = {key: math.fsum(values) / len(values) for key, values in logs.items()}
+    pooled: Samples = {}
+    for (workload, target, host), metrics in samples.items():
+        cell = pooled.setdefault((workload, target), {})
+        for metric, values in metrics.items():
+            shift = math.exp(level[(workload, metric, None)] - level[(workload, metric, host)]) if _positive(values) else 1.0
+            cell.setdefault(metric, []).extend(v * shift for v in values)
+    return pooled
 
 
 def compare_study_runs(older: SampleGroups, newer: SampleGroups, *, threshold: float = 0.03, left_out: Collection[tuple[str, str]] = ()) -> list[Row]:

@@ -14,16 +14,16 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from fslab.analysis import compare_study_runs, regressions
+from fslab.analysis import regressions
 from fslab.errors import FslabError
 from fslab.guard.block_devices import DESTROY_FLAG
 from fslab.guard.names import check_name, visible
 from fslab.importer import DEFAULT_STUDY, import_files, imported_from
-from fslab.model import Study
-from fslab.report.console import CONSOLE_WIDTH, print_comparison, print_summary, print_table
+from fslab.model import Host, Study
+from fslab.report.console import CONSOLE_WIDTH, print_comparison, print_host_comparison, print_summary, print_table
 from fslab.report.files import export_tables, report_folder, write_reports
 from fslab.report.formats import table_form_named
-from fslab.report.summary import StudySummary, flagged_cells, summarize_study_run
+from fslab.report.summary import StudySummary, compare_hosts, compare_runs, summarize_study_run
 from fslab.results import ResultsDB, RunRecord, reports_dir, resolve_location
 from fslab.results.location import DEFAULT_DB
 from fslab.results.owner import Owner
@@ -118,6 +118,10 @@ class _ProgressObserver:
         self.progress.advance(self.task)
 
 
+PoolHostsOption = Annotated[
+    bool,
+    typer.Option("--pool-hosts", help="Where the runs span several hosts: pool each target's runs of every host into one cell, host treated as a block (the method line says so). \\[default: a cell per target and host, compared within each host]"),
+]
 BaselineOption = Annotated[Optional[str], typer.Option("--baseline", help="One target every other is compared with, instead of each target's own baseline (docs/study-format.md). \\[default: each target's own]")]
 ThresholdOption = Annotated[float, typer.Option("--threshold", parser=parse_percent, metavar="PERCENT", help="The smallest change called faster or slower.")]
 
@@ -237,12 +241,13 @@ def summary(
     threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
     precision: Annotated[Optional[float], typer.Option("--precision", parser=parse_percent, metavar="PERCENT", help="Say how many runs a ratio within ±PERCENT would need. \\[default: the threshold]")] = None,
     units: Annotated[Optional[Bandwidth], typer.Option("--units", help="Bandwidth in decimal MB/s or binary MiB/s, in the tables and the report files. \\[default: the study's units, else MB/s]")] = None,
+    pool_hosts: PoolHostsOption = False,
     db: DbOption = None,
 ) -> None:
     """Show the summary of a stored study run (tables, comparisons, ranking) and write its report files."""
     results = _open_db(db)
     found = _find_study_run(results, study_run)
-    _show(results, found["id"], baseline=baseline, threshold=threshold, precision=precision, units=units)
+    _show(results, found["id"], baseline=baseline, threshold=threshold, precision=precision, units=units, pool_hosts=pool_hosts)
 
 
 @app.command()
@@ -271,21 +276,37 @@ def _find_study_run(results: ResultsDB, ref: str | None) -> dict:
 
 @app.command()
 def compare(
-    older: Annotated[str, typer.Argument(help="The study run to compare against (id, or study name for its newest run).")],
-    newer: Annotated[str, typer.Argument(help="The study run compared (id).")],
+    older: Annotated[str, typer.Argument(help="The study run to compare against (id, or study name for its newest run); with --hosts, the study run whose hosts are compared.")],
+    newer: Annotated[Optional[str], typer.Argument(help="The study run compared (id); none with --hosts.")] = None,
+    hosts: Annotated[
+        Optional[tuple[str, str]],
+        typer.Option("--hosts", metavar="A B", help="Compare host B with host A (the baseline) on one study run: every target and workload both ran, B/A."),
+    ] = None,
     threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
     regression: Annotated[float, typer.Option("--regression", parser=parse_percent, metavar="PERCENT", help="A cell significantly slower by more than this is a regression: exit status 1.")] = "5",  # type: ignore[assignment]
+    pool_hosts: PoolHostsOption = False,
     db: DbOption = None,
 ) -> None:
-    """Compare two study runs of one study cell by cell; exit 1 if any cell regressed (for CI gates)."""
+    """Compare two study runs of one study cell by cell, or two hosts of one study run (--hosts); exit 1 if any cell regressed (for CI gates)."""
     results = _open_db(db)
-    a, b = _find_study_run(results, older), _find_study_run(results, newer)
-    if a["study"] != b["study"]:
-        raise _fail(f"study run {a['id']} is of study '{a['study']}' and {b['id']} of '{b['study']}': compare runs of one study")
-    left_out = sorted(flagged_cells(results, a["id"]) | flagged_cells(results, b["id"]))
-    rows = compare_study_runs(results.sample_groups(a["id"]), results.sample_groups(b["id"]), threshold=threshold, left_out=left_out)
-    regressed = regressions(rows, regression)
-    print_comparison(console, a, b, rows, regressed, threshold, regression, left_out)
+    a = _find_study_run(results, older)
+    if hosts is not None:
+        if newer is not None or pool_hosts:
+            raise _fail("--hosts compares two hosts of one study run: name one study run, without --pool-hosts")
+        compared = compare_hosts(results, a["id"], *hosts, threshold=threshold)
+        facts = {h.name: h for h in results.hosts(a["id"])}
+        older_host, newer_host = (facts.get(name) or Host(name, None, "–", "–", 0, 0) for name in hosts)
+        regressed = regressions(compared.rows, regression)
+        print_host_comparison(console, a, older_host, newer_host, compared.rows, regressed, threshold, regression, compared.left_out)
+    else:
+        if newer is None:
+            raise _fail("compare needs two study runs (OLDER NEWER), or one with --hosts A B")
+        b = _find_study_run(results, newer)
+        if a["study"] != b["study"]:
+            raise _fail(f"study run {a['id']} is of study '{a['study']}' and {b['id']} of '{b['study']}': compare runs of one study")
+        compared = compare_runs(results, a["id"], b["id"], threshold=threshold, pool_hosts=pool_hosts)
+        regressed = regressions(compared.rows, regression)
+        print_comparison(console, a, b, compared.rows, regressed, threshold, regression, compared.left_out)
     if regressed:
         raise typer.Exit(1)
 
@@ -333,6 +354,7 @@ def report(
     threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
     regression: Annotated[float, typer.Option("--regression", parser=parse_percent, metavar="PERCENT", help="With several study runs: a cell significantly slower than in the first by more than this is named a regression.")] = "5",  # type: ignore[assignment]
     units: Annotated[Optional[Bandwidth], typer.Option("--units", help="Bandwidth in decimal MB/s or binary MiB/s. \\[default: the study's units, else MB/s]")] = None,
+    pool_hosts: PoolHostsOption = False,
     db: DbOption = None,
 ) -> None:
     """Write one self-contained HTML page of a study run (or several compared); with --figures, its charts also as SVG and PNG figures."""
@@ -343,7 +365,7 @@ def report(
     found = [_find_study_run(results, ref) for ref in study_runs or [None]]
     folder = output.absolute() if output is not None else default_folder(reports_dir(results.location), found)
     with _figures_progress(figures) as rendered:
-        written = write_report(results, found, folder, baseline=baseline, threshold=threshold, units=units, regression=regression, figures=figures, rendered=rendered)
+        written = write_report(results, found, folder, baseline=baseline, threshold=threshold, units=units, regression=regression, figures=figures, rendered=rendered, pool_hosts=pool_hosts)
     console.print(f"Report: {written.page}", highlight=False, soft_wrap=True)
     if figures:
         console.print(f"Figures ({len(written.figures)} files, SVG and PNG): {written.page.parent / 'figures'}", highlight=False, soft_wrap=True)

@@ -70,13 +70,13 @@ def _unchecked(build: Callable[P, R]) -> Callable[P, R]:
 @_unchecked
 def study_charts(s: StudySummary, details: RunDetails) -> list[Chart]:
     """Every chart of a study run, workload by workload, in the order the page shows them."""
-    targets = [t["name"] for t in s.targets]
+    targets = _drawn_targets(s)
     charts = []
     for workload in s.workloads:
         left_out = s.left_out(workload)
         drawn: list[Chart | None] = []
         for metric in dict.fromkeys(m for c in s.judged_cells_of(workload) for m in c.primary):
-            drawn.append(primary_chart(s, workload, metric))
+            drawn += [primary_chart(s, workload, metric, host) for host in (s.hosts.names if s.hosts.per_host else [None])]  # a facet per host
         for phase, direction in dict.fromkeys(pd for c in s.judged_cells_of(workload) for pd in _fio_directions(c)):
             drawn.append(latency_percentiles_chart(s, workload, direction, phase))
             drawn.append(latency_distribution_chart([h for h in details.histograms if (h.workload, h.phase, h.direction) == (workload, phase, direction) and h.target not in left_out], targets))
@@ -92,10 +92,11 @@ def study_charts(s: StudySummary, details: RunDetails) -> list[Chart]:
 # --- per workload -----------------------------------------------------------------------------
 
 
-def primary_chart(s: StudySummary, workload: str, metric: str) -> Chart | None:
+def primary_chart(s: StudySummary, workload: str, metric: str, host: str | None = None) -> Chart | None:
     """A primary metric per target: the mean as a bar, its 95 % interval as a whisker where the
-    summary prints one (stats.figure_needs), every run as a point."""
-    cells = [c for c in s.judged_cells_of(workload) if metric in c.metrics]
+    summary prints one (stats.figure_needs), every run as a point; of one `host`'s cells where
+    the summary is per host (a chart each, the hosts' facets)."""
+    cells = [c for c in s.judged_cells_of(workload) if metric in c.metrics and c.host == host]
     if not cells:
         return None
     label = metric_label(metric)
@@ -115,12 +116,12 @@ def primary_chart(s: StudySummary, workload: str, metric: str) -> Chart | None:
         layers.append(alt.Chart(alt.Data(values=runs)).mark_point(filled=True, size=45, color="#24292f", opacity=0.8).encode(
             x, alt.Y("value:Q", title=axis), tooltip=[alt.Tooltip("target:N"), alt.Tooltip("run:Q"), alt.Tooltip("value:Q", format=",.4~g")]
         ))
-    title = f"{workload}: {label}"
+    title = f"{workload}: {label}" + (f" — on {host}" if host is not None else "")
     caption = (
         "Bar: the mean over the cell's runs; whisker: its 95 % Student-t interval, drawn where the summary prints one "
         "(at least 3 runs and within ±100 %); dots: every measured run."
     )
-    return Chart(f"{workload}-{metric}", workload, title, caption, _sized(title, *layers))
+    return Chart(f"{workload}-{metric}" + (f"-{host}" if host is not None else ""), workload, title, caption, _sized(title, *layers))
 
 
 def latency_percentiles_chart(s: StudySummary, workload: str, direction: str, phase: str = "") -> Chart | None:
@@ -388,7 +389,13 @@ def _spec(layers: list[alt.Chart], *, config: dict, **top: object) -> dict:
 def _colours(s: StudySummary) -> alt.Scale:
     """The same colour for a target in every chart of a page."""
     measured = {c.target for c in s.cells}
-    return alt.Scale(domain=[t["name"] for t in s.targets if t["name"] in measured], scheme="tableau10")
+    return alt.Scale(domain=[t for t in _drawn_targets(s) if t in measured], scheme="tableau10")
+
+
+def _drawn_targets(s: StudySummary) -> list[str]:
+    """The targets as the charts name them, in the study's order: each on each host, where the
+    summary is per host."""
+    return list(dict.fromkeys(c.target for c in s.cells)) if s.hosts.per_host else [t["name"] for t in s.targets]
 
 
 def _interval(figure: Summary | Comparison) -> dict:

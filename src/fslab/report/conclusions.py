@@ -27,8 +27,8 @@ def conclusions(s: StudySummary) -> dict[str, list[Conclusion]]:
     """Workload → what its comparisons and rankings allow to be said, claims first."""
     out = {}
     for workload in s.workloads:
-        rankings = {metric: r for (w, metric), r in s.analysis.rankings.items() if w == workload}
-        said = [c for metric, r in rankings.items() if (c := ranking_conclusion(r, metric)) is not None]
+        rankings = [(metric, r) for (w, metric, _), r in s.analysis.rankings.items() if w == workload]  # on several hosts, the targets name theirs
+        said = [c for metric, r in rankings if (c := ranking_conclusion(r, metric)) is not None]
         said += row_conclusions(s.analysis.rows_of(workload), s.analysis.threshold)
         said = sorted(said, key=lambda c: not c.claim) or [Conclusion("Nothing to compare: fewer than two targets measured it.", False)]
         left_out = left_out_line(s, workload)

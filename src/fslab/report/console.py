@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from rich.cells import cell_len
@@ -18,6 +18,7 @@ from rich.text import Text
 from fslab.analysis import Row
 from fslab.guard.names import visible
 from fslab.importer import imported_from
+from fslab.model import Host
 from fslab.report.formatting import metric_label
 from fslab.report.sections import COMPARISON_COLUMNS, Kind, Section, compare_left_out_line, comparison_rows, sections, table_columns
 from fslab.report.summary import StudySummary
@@ -258,8 +259,24 @@ def print_comparison(
         print_table(console, "what differs", ["environment", f"study run {older['id']}", f"study run {newer['id']}"], differences, [False] * 3, title_style="")
     else:
         console.print("Same environment (kernel, distribution, CPU, memory, tool versions).")
+    _print_compared(console, f"study run {newer['id']} / study run {older['id']}", rows, regressed, threshold, regression, left_out)
+
+
+def print_host_comparison(
+    console: Console, study_run: dict, older: Host, newer: Host, rows: list[Row], regressed: list[Row], threshold: float, regression: float, left_out: list[tuple[str, str]] = ()
+) -> None:
+    """Two hosts of one study run (`fslab compare RUN --hosts A B`): their facts where they
+    differ, then every cell newer/older (B/A) but those `left_out`, which are named."""
+    console.print(f"Study [bold]{escape(study_run['study'])}[/bold], study run {study_run['id']}: host {escape(newer.name)} against host {escape(older.name)}", highlight=False)
+    changed = [[key, visible(str(a)), visible(str(b))] for key, a, b in environment_differences(asdict(older), asdict(newer)) if key != "name"]
+    if changed:
+        print_table(console, "what differs", ["host", visible(older.name), visible(newer.name)], changed, [False] * 3, title_style="")
+    _print_compared(console, f"{visible(newer.name)} / {visible(older.name)}", rows, regressed, threshold, regression, left_out)
+
+
+def _print_compared(console: Console, title: str, rows: list[Row], regressed: list[Row], threshold: float, regression: float, left_out: list[tuple[str, str]]) -> None:
     cells = [[row.workload, *compared] for row, compared in zip(rows, comparison_rows(rows))]
-    _print_summary_table(console, f"study run {newer['id']} / study run {older['id']}", ["workload", *COMPARISON_COLUMNS], cells, Bandwidth.MB, styles=[VERDICT_STYLE.get(c[7], "") for c in cells], title_style="")
+    _print_summary_table(console, title, ["workload", *COMPARISON_COLUMNS], cells, Bandwidth.MB, styles=[VERDICT_STYLE.get(c[7], "") for c in cells], title_style="")
     console.print(
         f"Ratios of geometric means with 95 % Welch intervals on log values; verdicts need Benjamini–Hochberg-adjusted p < 0.05 over "
         f"{len(rows)} comparisons and a change above {threshold:.0%}. A regression is a 'slower' verdict by more than {regression:.0%}.",

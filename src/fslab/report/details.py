@@ -20,7 +20,7 @@ from fslab.workloads.fio_output import DIRECTIONS, LOG_TOOL, Throughput, latency
 DISTRIBUTED = ("lat", "clat")
 BANDWIDTH = {f"{d}_mb_s": d for d in DIRECTIONS}  # what picks the run whose throughput over time is drawn
 # What the page reads of each run beside the summary's (summary.RUN_FACTS).
-RUN_DETAILS = ("id", "target", "workload", "repetition", "status", "warmup", "job_file", "device_facts", "source")
+RUN_DETAILS = ("id", "target", "workload", "repetition", "status", "warmup", "job_file", "device_facts", "source", "host")
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class RunDetails:
 
 def run_details(db: ResultsDB, s: StudySummary) -> RunDetails:
     """What the page adds to a summary: of its runs (as it read them), the raw outputs are read."""
-    runs = [r for r in db.runs(s.study_run["id"], RUN_DETAILS) if r["status"] == "ok" and not r["warmup"]]
+    runs = [r | {"target": s.hosts.cell_target(r["target"], r["host"])} for r in db.runs(s.study_run["id"], RUN_DETAILS) if r["status"] == "ok" and not r["warmup"]]  # each as its cell knows it
     job_files: dict[tuple[str, str], str] = {}
     devices: dict[str, list[dict]] = {}
     for r in runs:

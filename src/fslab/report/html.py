@@ -81,6 +81,7 @@ class RunSection:
     targets: Table
     skipped: list[str]
     environment: list[tuple[str, str]]
+    hosts: Table | None  # each host's facts, where the runs span several
     tools: Table
     devices: Table | None
     workloads: list[WorkloadSection]
@@ -162,6 +163,7 @@ def run_section(s: StudySummary, details: RunDetails, chart_prefix: str = "") ->
         targets=targets,
         skipped=skipped,
         environment=_environment(sr["environment"]),
+        hosts=_hosts(s),
         tools=Table(["tool", "version"], [[name, version or "not found"] for name, version in sorted((sr["environment"].get("tools") or {}).items())]),
         devices=_devices(details.devices),
         workloads=[_workload_section(s, w, its, charts, said[w], details) for w, its in of_workload.items()],
@@ -295,6 +297,14 @@ def _environment(env: dict) -> list[tuple[str, str]]:
         ("fslab", str(env.get("fslab", "–"))),
         ("Python", str(env.get("python", "–"))),
     ]
+
+
+def _hosts(s: StudySummary) -> Table | None:
+    """The hosts' facts (their devices are in the devices' table, by "target @ host")."""
+    if len(s.hosts.names) < 2:
+        return None
+    rows = [[h.name, h.kernel, f"{h.cpu_model} × {h.cpu_count}", format_size(h.memory_bytes), h.machine_id or "–"] for h in s.host_facts]
+    return Table(["host", "kernel", "CPU", "memory", "machine id"], rows) if rows else None
 
 
 def _devices(devices: dict[str, list[dict]]) -> Table | None:

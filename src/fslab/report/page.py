@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from fslab.analysis import compare_study_runs, regressions
+from fslab.analysis import regressions
 from fslab.errors import FslabError
 from fslab.guard.names import file_name
 from fslab.report.console import environment_differences
@@ -16,7 +16,7 @@ from fslab.report.details import run_details
 from fslab.report.figures import write_figures
 from fslab.report.html import Page, comparison_section, render_page, run_section, vega_bundle_meanwhile
 from fslab.report.output import own_folder, write_own
-from fslab.report.summary import summarize_study_run
+from fslab.report.summary import compare_runs, summarize_study_run
 from fslab.results import ResultsDB
 from fslab.units import Bandwidth
 
@@ -45,24 +45,27 @@ def write_report(
     regression: float = 0.05,
     figures: bool = False,
     rendered: Callable[[int, int], None] | None = None,
+    pool_hosts: bool = False,
 ) -> ReportFiles:
     """The page of `study_runs` (the database's records, in the order given) in `folder`, and
     with `figures` every chart of it as SVG and PNG (`rendered(done, total)` is told of each).
     Several study runs must be of one study: each later one is compared with the first, cell by
-    cell, as `fslab compare` does, and each is shown whole after the comparisons."""
+    cell, as `fslab compare` does, and each is shown whole after the comparisons. `pool_hosts`:
+    the runs of several hosts pooled per cell (summary.Hosts)."""
     studies = {sr["study"] for sr in study_runs}
     if len(studies) > 1:
         raise ReportRefused(f"study runs {', '.join(str(sr['id']) for sr in study_runs)} are of different studies ({', '.join(sorted(studies))}): a page compares runs of one study")
     with vega_bundle_meanwhile() as vega_bundle:
-        summaries = [summarize_study_run(db, sr["id"], baseline=baseline, threshold=threshold, units=units) for sr in study_runs]
+        summaries = [summarize_study_run(db, sr["id"], baseline=baseline, threshold=threshold, units=units, pool_hosts=pool_hosts) for sr in study_runs]
         several = len(study_runs) > 1
         runs = [run_section(s, run_details(db, s), chart_prefix=f"{s.study_run['id']}-" if several else "") for s in summaries]
         first = study_runs[0]
         comparisons = []
         for later, s in zip(study_runs[1:], summaries[1:]):
-            left_out = sorted(summaries[0].flagged | s.flagged)
-            rows = compare_study_runs(summaries[0].samples, s.samples, threshold=threshold, left_out=left_out)
-            comparisons.append(comparison_section(first, later, rows, regressions(rows, regression), environment_differences(first["environment"], later["environment"]), left_out))
+            compared = compare_runs(db, first["id"], later["id"], threshold=threshold, pool_hosts=pool_hosts)
+            comparisons.append(
+                comparison_section(first, later, compared.rows, regressions(compared.rows, regression), environment_differences(first["environment"], later["environment"]), compared.left_out)
+            )
         ids = ", ".join(str(sr["id"]) for sr in study_runs)
         title = f"{first['study']} — study run{'s' if len(study_runs) > 1 else ''} {ids}"
         page = Page(title, runs, comparisons)

@@ -325,7 +325,11 @@ def left_out_line(s: StudySummary, workload: str) -> str | None:
 
 def ranking_lines(s: StudySummary, workload: str) -> list[str]:
     lines = [line for line in [left_out_line(s, workload)] if line]
-    lines += [f"Ranking by {metric_label(metric)}: {ranking_line(ranking)}" for (w, metric), ranking in s.analysis.rankings.items() if w == workload]
+    lines += [
+        f"Ranking by {metric_label(metric)}{f' on {host}' if host is not None else ''}: {ranking_line(ranking)}"
+        for (w, metric, host), ranking in s.analysis.rankings.items()
+        if w == workload
+    ]
     needed = s.analysis.runs_needed.get(workload)
     if needed is not None:
         lines.append(f"Runs per cell for a ratio within ±{s.analysis.precision:.0%} at 95 %: {needed}")
@@ -345,7 +349,25 @@ def method_line(s: StudySummary) -> str:
         )
         + "'detectable' is the smallest change these runs would detect (80 % power); a figure from too few runs says how many it needs. "
         "Ranking: '>' detectably better, '=' not told apart; where that cannot be said exactly, letters: targets sharing one are not told apart."
+        + hosts_text(s)
     )
+
+
+def hosts_text(s: StudySummary) -> str:
+    """How the method treated the hosts the runs ran on: nothing to say of one."""
+    hosts = s.hosts
+    if hosts.per_host:
+        return (
+            f" The runs span {len(hosts.names)} hosts ({', '.join(hosts.names)}): each target on each host is a cell of its own "
+            "('target @ host'), compared with and ranked among the targets of the same host only (--pool-hosts pools them)."
+        )
+    if hosts.pooling:
+        return (
+            f" {hosts.pooling} hosts pooled ({', '.join(hosts.names)}; --pool-hosts), host treated as a block: each host's values of a workload and "
+            "metric are divided by that host's geometric mean of them (all targets) before the comparisons, so what sets one host above "
+            "another adds no spread; the tables show the pooled runs as measured."
+        )
+    return ""
 
 
 def repetitions_line(s: StudySummary) -> str:

@@ -14,10 +14,10 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from fslab.analysis import Analysis, analyse, resolution_of
+from fslab.analysis import Analysis, AnalysisError, Hosted, Row, analyse, compare_study_runs, host_blocks, resolution_of
 from fslab.checks import Unsupported, by_target
 from fslab.guard.fio_jobs import preallocates, stored_preallocation
-from fslab.model import unqualified
+from fslab.model import Host, unqualified
 from fslab.monitors.space import COMPRESSED_FROM
 from fslab.raw_reference import BeyondRaw, CachedReference, beyond_raw, cached_references, raw_references
 from fslab.results import ResultsDB
@@ -36,6 +36,7 @@ class CellSummary:
     primary: list[str] = field(default_factory=list)  # its primary metrics (stored with them), in name order
     notes: list[str] = field(default_factory=list)  # what was found of its runs (runs.notes), each once with how often
     implausible: bool = False  # a run's figures cannot be real: the cell is flagged, never a plain result
+    host: str | None = None  # the host its runs ran on, where a study run's runs span several (its target then names it: "ext4 @ host-a")
 
     def directions(self) -> list[str]:
         """The fio directions it has (a row each in fio's table)."""
@@ -72,6 +73,8 @@ class StudySummary:
     skipped: list[Unsupported] = field(default_factory=list)  # targets --skip-unsupported left out, and why
     cached_reference: list[CachedReference] = field(default_factory=list)  # raw figures no disk could produce
     runs: list[dict] = field(default_factory=list)  # every run, failed and warm-up too, with what the summary reads of it (RUN_FACTS)
+    hosts: Hosts = field(default_factory=lambda: Hosts([], False))  # the hosts its runs ran on, and whether they are pooled
+    host_facts: list[Host] = field(default_factory=list)  # each host's facts, as recorded (none before schema version 10)
 
     def cells_of(self, workload: str) -> list[CellSummary]:
         return [c for c in self.cells if c.workload == workload]
@@ -99,40 +102,134 @@ class StudySummary:
 # What a summary reads of each run; the runs files and the page read all of it (ResultsDB.runs).
 RUN_FACTS = (
     "id", "target", "workload", "repetition", "warmup", "status", "error", "failure", "notes",
-    "data_pattern", "mount_options_effective", "fs_details", "buffered", "memory_limit", "options_applied",
+    "data_pattern", "mount_options_effective", "fs_details", "buffered", "memory_limit", "options_applied", "host",
 )
+
+UNNAMED_HOST = "(unnamed)"  # a run stored with no host, in a study run whose other runs name theirs
+
+
+@dataclass(frozen=True)
+class Hosts:
+    """The hosts a study run's runs ran on, by name, and how a summary treats them: with several,
+    a target on each host is a cell of its own ("ext4 @ host-a"), compared only with the targets
+    of that host, unless `pooled` (--pool-hosts): one cell per target, host a block."""
+
+    names: list[str]
+    pooled: bool
+
+    @property
+    def per_host(self) -> bool:
+        return len(self.names) > 1 and not self.pooled
+
+    @property
+    def pooling(self) -> int:
+        """How many hosts each cell pools (0: none are)."""
+        return len(self.names) if len(self.names) > 1 and self.pooled else 0
+
+    def cell_target(self, target: str, host: str | None) -> str:
+        """The name a run's cell knows its target by."""
+        return Hosted(target, host or UNNAMED_HOST).name if self.per_host else target
+
+    @staticmethod
+    def of(runs: list[dict], pooled: bool = False) -> Hosts:
+        return Hosts(sorted({r["host"] or UNNAMED_HOST for r in runs}), pooled)
+
+
+def host_values(db: ResultsDB, study_run_id: int) -> dict[tuple[str, str, str], dict[str, list[float]]]:
+    """(workload, target, host) → metric → values: a study run's samples per host."""
+    return {(w, t, h or UNNAMED_HOST): metrics for (w, t, h), metrics in db.host_samples(study_run_id).items()}
+
+
+def cell_samples(db: ResultsDB, study_run_id: int, hosts: Hosts) -> SampleGroups:
+    """A study run's samples by cell, as its summary keys them: per host where `hosts` says so."""
+    groups = db.sample_groups(study_run_id)
+    if not hosts.per_host:
+        return groups
+    return replace(groups, values={(w, hosts.cell_target(t, h)): metrics for (w, t, h), metrics in host_values(db, study_run_id).items()})
+
+
+@dataclass(frozen=True)
+class Compared:
+    """Cells of one side against the other's (`fslab compare`): newer/older, or host b / host a."""
+
+    rows: list[Row]
+    left_out: list[tuple[str, str]]  # (workload, target) flagged on either side: judged nowhere
+
+
+def compare_runs(db: ResultsDB, older: int, newer: int, *, threshold: float = 0.03, pool_hosts: bool = False) -> Compared:
+    """Two study runs of one study, cell by cell: per host where either spans several (a target
+    on a host against itself on that host), unless `pool_hosts` (each study run's hosts pooled
+    as blocks, analysis.host_blocks). Two study runs of one host each are compared whatever
+    their hosts' names (one machine before and after a change, or two machines)."""
+    each = [Hosts.of(db.runs(sr, ("host",))) for sr in (older, newer)]
+    several = any(len(h.names) > 1 for h in each)
+    hosts = Hosts(sorted({n for h in each for n in h.names}) if several else [], pool_hosts)
+    left_out = sorted(flagged_cells(db, older, hosts) | flagged_cells(db, newer, hosts))
+    sides = [cell_samples(db, sr, hosts) for sr in (older, newer)]
+    if hosts.pooling:
+        sides = [replace(side, values=host_blocks(host_values(db, sr))) for side, sr in zip(sides, (older, newer))]
+    return Compared(compare_study_runs(*sides, threshold=threshold, left_out=left_out), left_out)
+
+
+def compare_hosts(db: ResultsDB, study_run_id: int, baseline: str, other: str, *, threshold: float = 0.03) -> Compared:
+    """Host `other` against host `baseline` on one study run: every (workload, target) both ran,
+    the ratio other/baseline with the Welch interval and verdict a summary gives (one family, BH)."""
+    every = host_values(db, study_run_id)
+    known = sorted({h for _, _, h in every})
+    for host in (baseline, other):
+        if host not in known:
+            raise AnalysisError(f"--hosts: no measured run of study run {study_run_id} ran on host '{host}'; its hosts: {', '.join(known) or 'none'}")
+    if baseline == other:
+        raise AnalysisError(f"--hosts: name two different hosts (both are '{baseline}')")
+    groups = db.sample_groups(study_run_id)
+    side = lambda host: replace(groups, values={(w, t): metrics for (w, t, h), metrics in every.items() if h == host})  # noqa: E731
+    flagged = flagged_cells(db, study_run_id, Hosts(known, False))
+    left_out = sorted({(w, t) for w, t, _ in every if {(w, Hosted(t, baseline).name), (w, Hosted(t, other).name)} & flagged})
+    return Compared(compare_study_runs(side(baseline), side(other), threshold=threshold, left_out=left_out), left_out)
 
 
 def summarize_study_run(
-    db: ResultsDB, study_run_id: int, *, baseline: str | None = None, threshold: float = 0.03, precision: float | None = None, units: Bandwidth | None = None
+    db: ResultsDB,
+    study_run_id: int,
+    *,
+    baseline: str | None = None,
+    threshold: float = 0.03,
+    precision: float | None = None,
+    units: Bandwidth | None = None,
+    pool_hosts: bool = False,
 ) -> StudySummary:
-    """`units` (default: the study file's, else MB/s) is the bandwidth shown."""
+    """`units` (default: the study file's, else MB/s) is the bandwidth shown; `pool_hosts`: the
+    runs of a target on every host are one cell, host a block (Hosts)."""
     study_run = db.study_run(study_run_id)
     chosen = tomllib.loads(study_run["study_source"]).get("study", {})
     skipped = by_target(Unsupported(**u) for u in (study_run.get("settings") or {}).get("skipped", []))  # older study runs stored one per reason
     targets = db.targets(study_run_id)
     runs = db.runs(study_run_id, RUN_FACTS)
-    groups = db.sample_groups(study_run_id)
-    stored_workloads = db.workloads(study_run_id)
-    workloads = [w["name"] for w in stored_workloads]
-    failures = [FailedRun(r["target"], r["workload"], r["repetition"], (r["failure"] or {}).get("phase", ""), r["error"] or "") for r in runs if r["status"] != "ok"]
-    failed = Counter((f.workload, f.target) for f in failures)
-    found = _run_notes(runs)
-    data = {r["workload"]: r["data_pattern"] for r in runs if r["data_pattern"]}
-    preallocation = {w["name"]: recorded for w in stored_workloads if (recorded := stored_preallocation(w["spec"]))}
+    hosts = Hosts.of(runs, pool_hosts)
     specs = {t["name"]: t for t in targets}
     applied = {r["id"]: _options_applied(specs[r["target"]], r) for r in runs}
-    flattered = _flattered(runs, applied, groups.values, preallocation)
-    above = beyond_raw(groups.values, raw_references(targets), roles=groups.roles, higher_is_better=groups.higher_is_better)
+    per_host = [replace_target(r, hosts.cell_target(r["target"], r["host"])) for r in runs] if hosts.per_host else runs  # each run as its cell knows it
+    groups = cell_samples(db, study_run_id, hosts)
+    stored_workloads = db.workloads(study_run_id)
+    workloads = [w["name"] for w in stored_workloads]
+    failures = [FailedRun(r["target"], r["workload"], r["repetition"], (r["failure"] or {}).get("phase", ""), r["error"] or "") for r in per_host if r["status"] != "ok"]
+    failed = Counter((f.workload, f.target) for f in failures)
+    found = _run_notes(per_host)
+    data = {r["workload"]: r["data_pattern"] for r in runs if r["data_pattern"]}
+    preallocation = {w["name"]: recorded for w in stored_workloads if (recorded := stored_preallocation(w["spec"]))}
+    flattered = _flattered(per_host, applied, groups.values, preallocation)
+    fio_options = {w["name"]: w["spec"].get("fio_options") or {} for w in stored_workloads}
+    above, cached = _beyond_raw(db, study_run_id, hosts, groups, targets, fio_options)
     cells = [
         CellSummary(
-            w, t["name"], failed[key], _cell_statistics(groups.values.get(key, {}), groups.higher_is_better, above.get(key, {}), lambda metric, w=w: resolution_of(groups.kinds, w, metric)),
+            w, name, failed[key], _cell_statistics(groups.values.get(key, {}), groups.higher_is_better, above.get(key, {}), lambda metric, w=w: resolution_of(groups.kinds, w, metric)),
             groups.roles.primary_in(w, groups.values.get(key, {})),
-            [*found.get(key, ([], False))[0], *flattered.get(key, [])], found.get(key, ([], False))[1],
+            [*found.get(key, ([], False))[0], *flattered.get(key, [])], found.get(key, ([], False))[1], host if hosts.per_host else None,
         )
         for w in workloads
+        for host in (hosts.names if hosts.per_host else [None])
         for t in targets
-        if (key := (w, t["name"])) in groups.values or failed[key]
+        if (key := (w, name := hosts.cell_target(t["name"], host))) in groups.values or failed[key]
     ]
     mounts: dict[str, Counter] = defaultdict(Counter)
     not_in_effect: dict[str, set[str]] = defaultdict(set)
@@ -144,9 +241,13 @@ def summarize_study_run(
             not_in_effect[r["target"]].update(options.not_in_effect)
             requested.setdefault(r["target"], options.requested)
     flagged = {(c.workload, c.target) for c in cells if c.implausible}
+    compared = host_blocks(host_values(db, study_run_id)) if hosts.pooling else groups.values
+    baselines = stored_baselines(targets, chosen.get("baseline"))
+    hosted = {(h := Hosted(t["name"], host)).name: h for host in hosts.names for t in targets} if hosts.per_host else None
     analysis = analyse(
-        {key: metrics for key, metrics in groups.values.items() if key not in flagged}, groups.higher_is_better, [t["name"] for t in targets], workloads,
-        baselines=stored_baselines(targets, chosen.get("baseline")), baseline=baseline, threshold=threshold, precision=precision, roles=groups.roles, kinds=groups.kinds,
+        {key: metrics for key, metrics in compared.items() if key not in flagged}, groups.higher_is_better, list(hosted or specs), workloads,
+        baselines=baselines if hosted is None else {name: Hosted(baselines[h.target], h.host).name for name, h in hosted.items()},
+        baseline=baseline, threshold=threshold, precision=precision, roles=groups.roles, kinds=groups.kinds, hosts=hosted,
     )
     return StudySummary(
         study_run=study_run,
@@ -166,15 +267,43 @@ def summarize_study_run(
         units=units or Bandwidth(chosen.get("units", Bandwidth.MB.value)),
         samples=groups,
         skipped=skipped,
-        cached_reference=cached_references(groups.values, targets, {w["name"]: w["spec"].get("fio_options") or {} for w in stored_workloads}),
-        runs=runs,
+        cached_reference=cached,
+        runs=per_host,
+        hosts=hosts,
+        host_facts=db.hosts(study_run_id),
     )
 
 
-def flagged_cells(db: ResultsDB, study_run_id: int) -> set[tuple[str, str]]:
+def replace_target(run: dict, target: str) -> dict:
+    return run if run["target"] == target else {**run, "target": target}
+
+
+def _beyond_raw(
+    db: ResultsDB, study_run_id: int, hosts: Hosts, groups: SampleGroups, targets: list[dict], fio_options: dict[str, dict]
+) -> tuple[dict[tuple[str, str], dict[str, BeyondRaw]], list[CachedReference]]:
+    """Each cell's figures beyond what its raw devices delivered, and the raw figures no disk could
+    produce: of the devices of the same host, where the study run is summarised per host."""
+    references = raw_references(targets)
+    if not hosts.per_host:
+        return beyond_raw(groups.values, references, roles=groups.roles, higher_is_better=groups.higher_is_better), cached_references(groups.values, targets, fio_options)
+    above, cached = {}, []
+    every = host_values(db, study_run_id)
+    for host in hosts.names:
+        own = {(w, t): metrics for (w, t, h), metrics in every.items() if h == host}
+        found = beyond_raw(own, references, roles=groups.roles, higher_is_better=groups.higher_is_better)
+        above |= {(w, hosts.cell_target(t, host)): beyond for (w, t), beyond in found.items()}
+        cached += [replace(c, target=hosts.cell_target(c.target, host)) for c in cached_references(own, targets, fio_options)]
+    return above, cached
+
+
+def flagged_cells(db: ResultsDB, study_run_id: int, hosts: Hosts | None = None) -> set[tuple[str, str]]:
     """(workload, target) of every cell of a study run a run's figures of which cannot be real:
-    judged nowhere, as its summary judges them (`fslab compare` too)."""
-    return {cell for cell, (_, implausible) in _run_notes(db.runs(study_run_id, RUN_FACTS)).items() if implausible}
+    judged nowhere, as its summary judges them (`fslab compare` too); the cells per host where
+    `hosts` says so."""
+    runs = db.runs(study_run_id, RUN_FACTS)
+    if hosts is not None and hosts.per_host:
+        runs = [replace_target(r, hosts.cell_target(r["target"], r["host"])) for r in runs]
+    return {cell for cell, (_, implausible) in _run_notes(runs).items() if implausible}
 
 
 def _run_notes(runs: list[dict]) -> dict[tuple[str, str], tuple[list[str], bool]]:

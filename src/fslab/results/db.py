@@ -243,6 +243,22 @@ class ResultsDB:
             flags.append((workload, key, primary, compared))
         return SampleGroups(values, units, higher_is_better, Roles.flagged(flags), tools)
 
+    def host_samples(self, study_run_id: int) -> dict[tuple[str, str, str | None], dict[str, list[float]]]:
+        """(workload, target, host) → metric → the values of its successful measured runs in run
+        order: sample_groups' values with the host each run ran on (NULL: the study run's own
+        machine), for a study run whose runs span several hosts."""
+        query = (
+            sa.select(runs.c.workload, runs.c.target, runs.c.host, metrics.c.phase, metrics.c.name, metrics.c.value)
+            .join(runs, metrics.c.run_id == runs.c.id)
+            .where(runs.c.study_run_id == study_run_id, runs.c.status == "ok", runs.c.warmup == sa.false())
+            .order_by(runs.c.id, metrics.c.phase, metrics.c.name)
+        )
+        values: dict[tuple[str, str, str | None], dict[str, list[float]]] = {}
+        with self.engine.connect() as conn:
+            for workload, target, host, phase, name, value in conn.execute(query):
+                values.setdefault((workload, target, host), {}).setdefault(qualified(phase, name), []).append(value)
+        return values
+
     def metric_values(self, study_run_id: int, names: Iterable[str]) -> dict[tuple[int, str, str], float]:
         """(run id, phase, name) → the value of each metric named, of every run of a study run."""
         query = sa.select(metrics.c.run_id, metrics.c.phase, metrics.c.name, metrics.c.value).join(runs, metrics.c.run_id == runs.c.id)

@@ -25,7 +25,10 @@ def to_json(s: StudySummary) -> str:
             for c in s.cells
         ],
         "comparisons": [{"workload": r.workload, "target": r.target, "baseline": r.baseline, "metric": r.metric, **published(r.comparison)} for r in s.analysis.rows],
-        "rankings": [{"workload": w, "metric": m, "order": r.order, "tiers": r.tiers, "letters": r.letters} for (w, m), r in s.analysis.rankings.items()],
+        "rankings": [
+            {"workload": w, "metric": m, **({"host": host} if host is not None else {}), "order": r.order, "tiers": r.tiers, "letters": r.letters}
+            for (w, m, host), r in s.analysis.rankings.items()
+        ],
         "family": {"corrected": "Benjamini–Hochberg", "comparisons": s.analysis.family_size, "of": "every pair of targets per workload and compared metric"},
         "threshold": s.analysis.threshold,
         "bandwidth_unit": s.units.value,
