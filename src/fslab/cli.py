@@ -421,6 +421,30 @@ def cleanup(workdir: WorkdirOption = DEFAULT_WORKDIR) -> None:
         raise typer.Exit(1)
 
 
+AllowNetworkOption = Annotated[Optional[list[str]], typer.Option("--allow-network", metavar="CIDR", help="A private network of your lab's (10.231.0.0/16) where fio's servers may listen and be reached, beside loopback; repeat for each.")]
+
+
+@app.command("fio-server")
+def fio_server(
+    address: Annotated[str, typer.Option("--address", help="The IP address of this host's that fio's server listens on (never every address): loopback, or in an --allow-network.")],
+    port: Annotated[int, typer.Option("--port", help="The TCP port it listens on (1024-65535).")] = 8765,
+    allow_network: AllowNetworkOption = None,
+    workdir: WorkdirOption = DEFAULT_WORKDIR,
+) -> None:
+    """Serve fio for shared-storage runs (clients = [...]): `fio --server` on one address, held in the journal, until Ctrl-C or SIGTERM.
+
+    A fio server runs any job a client that reaches it sends, as root: run it on a lab network only (docs/shared-storage.md)."""
+    from fslab.fio_server import Endpoint, checked_address, checked_port, networks, serve_until_stopped
+
+    where = Endpoint(checked_address(address, networks(allow_network or ()), "--address"), checked_port(port, "--port"))
+    work = Workdir(workdir)
+    try:
+        with work.claim():
+            serve_until_stopped(work.journal, where, lambda line: console.print(safe_markup(line), highlight=False))
+    except KeyboardInterrupt:
+        console.print("fio server stopped")
+
+
 def main() -> None:
     """The commands (entered through fslab.__main__, which hears signals first): every error a
     user can act on is printed here, once, without a traceback."""
