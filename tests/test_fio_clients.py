@@ -196,3 +196,46 @@ def test_cleanup_stops_a_fio_server_a_killed_fslab_left(needs_root, tmp_path):
         for line in _fio_servers():
             if "127.0.0.1,18799" in line:
                 os.kill(int(line.split()[0]), signal.SIGKILL)
+
+
+STUDY = """[study]
+name = "shared"
+[[target]]
+name = "ext4"
+filesystem = "ext4"
+image_size = "64MiB"
+[[workload]]
+name = "mixed"
+rw = "randrw"
+size = "4MiB"
+runtime = "1s"
+{clients}
+[[workload]]
+name = "alone"
+rw = "read"
+size = "4MiB"
+runtime = "1s"
+"""
+
+
+def test_a_study_names_its_workloads_clients_and_only_those_workloads_store_them(tmp_path):
+    from fslab.study import load_study
+    from fslab.workloads.fio import FioJob
+
+    path = tmp_path / "shared.toml"
+    path.write_text(STUDY.format(clients='clients = ["host-a", "host-b"]'))
+    study = load_study(path)
+    mixed, alone = study.workloads
+    assert mixed.tool.clients == ("host-a", "host-b") and mixed.tool.spec()["clients"] == ["host-a", "host-b"]
+    assert isinstance(alone.tool, FioJob) and "clients" not in alone.tool.spec(), "a workload without clients is stored as before"
+    for bad in ('clients = []', 'clients = ["a.b"]', 'clients = ["h", "h"]', 'clients = "host-a"'):
+        path.write_text(STUDY.format(clients=bad))
+        with pytest.raises(Exception, match="clients"):
+            load_study(path)
+
+
+def test_the_fio_kind_reads_a_client_runs_outputs_as_the_whole_and_each_client():
+    from fslab.workloads.fio import FIO
+
+    outputs = by_client((FIXTURES / "two-clients.json").read_text(), LOOPBACK_CLIENTS)
+    assert _by_key(FIO.parse(outputs)) == _by_key(client_metrics(outputs))

@@ -162,3 +162,17 @@ def client_metrics(outputs: Sequence[RawOutput]) -> list[Metric]:
         raise ValueError("a client's output lists no jobs")
     whole = job_metrics([job for _, jobs in parts for job in jobs])
     return whole + [replace(m, phase=name) for name, jobs in parts for m in job_metrics(jobs)]
+
+
+def run_from_clients(journal: Journal, job: JobFile, names: Sequence[str], directory_of_clients: ClientDirectory, directory: Path, scratch: Path, *, shared_files: bool, fixed: Mapping[str, str]) -> list[RawOutput]:
+    """A run of `job` from the clients `names` at once, in `directory` (the target's, on the
+    shared filesystem, which this host sees too): each client's directory made in it, each
+    client's job written to `scratch`; each client's output (by_client)."""
+    clients = clients_of(names, directory_of_clients)
+    paths = {}
+    for name, text in client_jobs(job, clients, directory, shared_files=shared_files, fixed=fixed).items():
+        if not shared_files:
+            client_directory(directory, name).mkdir(mode=0o755, exist_ok=True)
+        paths[name] = scratch / f"{file_name(name)}.fio"
+        paths[name].write_text(text)
+    return by_client(run_clients(journal, clients, paths, scratch / "clients.json"), clients)
