@@ -45,6 +45,7 @@ console = Console() if sys.stdout.isatty() else Console(width=CONSOLE_WIDTH, sof
 errors = Console(stderr=True)
 
 DbOption = Annotated[Optional[str], typer.Option("--db", envvar="FSLAB_DB", help="Results database: an SQLite file, or a database URL. \\[default: ./fslab.db]")]
+AllowNetworkOption = Annotated[Optional[list[str]], typer.Option("--allow-network", metavar="CIDR", help="A private network of your lab's (10.231.0.0/16) where fio's servers may listen and be reached, beside loopback; repeat for each.")]
 WorkdirOption = Annotated[Path, typer.Option("--workdir", envvar="FSLAB_WORKDIR", help="Where fslab keeps loop images, mount points and its journal.")]
 
 
@@ -142,6 +143,8 @@ def run(
     skip_unsupported: Annotated[bool, typer.Option("--skip-unsupported", help="Skip the targets this machine cannot run (a kernel feature or tool it lacks) and run the others; the summary lists what was skipped and why. Refusals (options, jobs, devices) still stop the study.")] = False,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Seed of the interleaved run order (default: the study's, else random; always recorded).")] = None,
     destroy_data: Annotated[Optional[list[str]], typer.Option(DESTROY_FLAG, metavar="DEVICE", help="Confirm that fslab may destroy all data on this device, which the study names (repeat for each).")] = None,
+    client: Annotated[Optional[list[str]], typer.Option("--client", metavar="HOST=ADDRESS:PORT", help="Where a host a workload's clients names serves fio (fslab fio-server there): an IP address, never a name; repeat for each.")] = None,
+    allow_network: AllowNetworkOption = None,
     db: DbOption = None,
     workdir: WorkdirOption = DEFAULT_WORKDIR,
 ) -> None:
@@ -173,10 +176,14 @@ def run(
         time_budget=time_budget,
         threshold=threshold,
     )
+    from fslab.fio_server import networks
+    from fslab.workloads.fio_clients import given_clients
+
+    clients = given_clients(client or (), networks(allow_network or ())) if client else None
     results = _open_db(db)
     flags = tuple(destroy_data or ())
     study_run_id = _with_progress(
-        lambda observer: run_study(loaded, results, Workdir(workdir), repetitions=repetitions, seed=seed, baseline=baseline, observer=observer, destroy_flags=flags, skip_unsupported=skip_unsupported),
+        lambda observer: run_study(loaded, results, Workdir(workdir), repetitions=repetitions, seed=seed, baseline=baseline, observer=observer, destroy_flags=flags, skip_unsupported=skip_unsupported, clients=clients),
         then=f", then more until ±{target_ci:.1%}" if target_ci else "",
     )
     _show_and_exit(results, study_run_id, baseline=baseline, threshold=threshold)
@@ -441,6 +448,27 @@ def cleanup(workdir: WorkdirOption = DEFAULT_WORKDIR) -> None:
         console.print(f"{safe_markup(o.kind)} {safe_markup(o.ident)}: [{colour[o.status]}]{o.status}[/{colour[o.status]}]{detail}", highlight=False)
     if any(o.status != "released" for o in outcomes):
         raise typer.Exit(1)
+
+
+@app.command("fio-server")
+def fio_server(
+    address: Annotated[str, typer.Option("--address", help="The IP address of this host's that fio's server listens on (never every address): loopback, or in an --allow-network.")],
+    port: Annotated[int, typer.Option("--port", help="The TCP port it listens on (1024-65535).")] = 8765,
+    allow_network: AllowNetworkOption = None,
+    workdir: WorkdirOption = DEFAULT_WORKDIR,
+) -> None:
+    """Serve fio for shared-storage runs (clients = [...]): `fio --server` on one address, held in the journal, until Ctrl-C or SIGTERM.
+
+    A fio server runs any job a client that reaches it sends, as root: run it on a lab network only (docs/shared-storage.md)."""
+    from fslab.fio_server import Endpoint, checked_address, checked_port, networks, serve_until_stopped
+
+    where = Endpoint(checked_address(address, networks(allow_network or ()), "--address"), checked_port(port, "--port"))
+    work = Workdir(workdir)
+    try:
+        with work.claim():
+            serve_until_stopped(work.journal, where, lambda line: console.print(safe_markup(line), highlight=False))
+    except KeyboardInterrupt:
+        console.print("fio server stopped")
 
 
 def main() -> None:

@@ -45,6 +45,7 @@ from fslab.system import CommandError, joined, sync_and_drop_caches, time_limit
 from fslab.workdir import Workdir
 from fslab.workloads import kind_of, workload_problems
 from fslab.workloads.base import READ_BYTES, WRITTEN_BYTES, StudyScope, Window, WorkloadKind
+from fslab.workloads.fio_clients import ClientDirectory
 
 
 class RunObserver(Protocol):
@@ -71,13 +72,15 @@ def run_study(
     destroy_flags: tuple[str, ...] = (),
     skip_unsupported: bool = False,
     host: Host | None = None,
+    clients: ClientDirectory | None = None,
 ) -> int:
     """Run the study (default: its own repetitions, exactly); returns the study run's id.
     `baseline` (--baseline: one target for all; default: each target's own, as settled when the study
     was read) guides adaptive runs, which stop comparisons beyond doubt.
     `destroy_flags` are the --destroy-data paths that confirm the user's devices the study names.
     `skip_unsupported`: targets this machine cannot run are skipped (and recorded), not refused.
-    `host`: the machine its runs are recorded as run on (default: this one, by its host name)."""
+    `host`: the machine its runs are recorded as run on (default: this one, by its host name).
+    `clients`: where the hosts its workloads' `clients` name serve fio (docs/shared-storage.md)."""
     named, skipped = _check_can_run(study, workdir, destroy_flags, skip_unsupported=skip_unsupported)
     study = study.without({u.target for u in skipped})
     repetitions = repetitions or Repetitions(runs=study.repetitions, warmup=study.warmup)
@@ -90,7 +93,7 @@ def run_study(
     versions = {kind: FILESYSTEMS[kind].version() for kind in {t.filesystem for t in study.targets}}
     with _claimed(study, workdir, observer):
         study_run_id = db.begin_study_run(study, plan_seed, environment.collect(workdir.root), versions, settings, Owner.current(workdir.root))
-        _run_blocks(study_run_id, planner, db, workdir, named, observer, Tally(), host=host)
+        _run_blocks(study_run_id, planner, db, workdir, named, observer, Tally(), host=host, clients=clients)
     return study_run_id
 
 
@@ -160,6 +163,7 @@ def _run_blocks(
     done: dict[RunKey, StoredRun] | None = None,
     *,
     host: Host | None = None,
+    clients: ClientDirectory | None = None,
 ) -> None:
     """Run block after block until the planner has no more; every run is stored as it ends, with
     the host it ran on. A planned run found in `done` (stored before a resume) is taken from
@@ -172,7 +176,7 @@ def _run_blocks(
         with ExitStack() as stack:
             for filesystem in FILESYSTEMS.values():  # what their runs share (zfs-fuse's daemon), until the study run ends
                 stack.enter_context(filesystem.across_runs(workdir.journal))
-            sources = Sources(workdir, stack, named, observer.notice if observer else lambda _: None)
+            sources = Sources(workdir, stack, named, observer.notice if observer else lambda _: None, clients)
             while block := planner.next_block(tally.samples, tally.elapsed(), tally.seconds_per_run(), tally.roles):
                 for planned in block:
                     index = planner.handed_out - len(block) + planned.position
@@ -237,10 +241,10 @@ class Sources:
     for each run. `scope`: what workload kinds keep until the study ends (rsync's source image),
     released with the images."""
 
-    def __init__(self, workdir: Workdir, stack: ExitStack, named: dict[str, BlockDevice], notice: Callable[[str], None]):
+    def __init__(self, workdir: Workdir, stack: ExitStack, named: dict[str, BlockDevice], notice: Callable[[str], None], clients: ClientDirectory | None = None):
         self.workdir, self.stack, self.named, self.notice = workdir, stack, named, notice
         self._made: dict[str, Image] = {}
-        self.scope = StudyScope(stack)
+        self.scope = StudyScope(stack, clients)
 
     def of(self, target: Target) -> tuple[DeviceSource, bool]:
         """The target's source, and whether any image was made just now."""

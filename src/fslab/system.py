@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -178,6 +179,36 @@ def run_held(
                 group.admit(pid)
 
         return run(argv, timeout=timeout, cwd=cwd, on_start=prove, env=env)
+
+
+@contextmanager
+def running_held(journal: Journal, argv: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None, log: Path | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """A long-lived tool (fio's server) running while the block runs: journalled with its pid and
+    start time before it runs (the gate of `run`), stopped with its children when the block ends
+    — by the "process" releaser, which signals only that very process — or by `fslab cleanup`
+    after a kill -9. Its output goes to `log` (else nowhere)."""
+    gate_read, gate_write = os.pipe()
+    proc: subprocess.Popen[bytes] | None = None
+    try:
+        with journal.holding("process", Path(argv[0]).name[:15]) as held:
+            out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 (closed below)
+            try:
+                proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _GATE, str(gate_read), *argv], stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd, env={**os.environ, **env} if env else None, pass_fds=(gate_read,))
+            finally:
+                os.close(gate_read)
+                if log:
+                    out.close()  # type: ignore[union-attr]
+            started = process(proc.pid)  # waiting at the gate: alive
+            if started is not None:
+                held.prove(**replace(started, comm=held.ident).proof())
+            os.write(gate_write, b"1")
+            yield proc
+    finally:
+        os.close(gate_write)
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()  # released above unless its proof failed; never left unreaped
+            proc.wait()
 
 
 @releaser("process")

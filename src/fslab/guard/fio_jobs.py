@@ -400,7 +400,13 @@ _AS_WRITTEN = re.compile(r"/(?:[^\x00-\x1f\x7f:$]*[^\x00-\x1f\x7f:$\s])?")
 
 
 def _directory_line(directory: Path) -> str:
-    return f"directory={directory}" if _AS_WRITTEN.fullmatch(str(directory)) else f"directory=${{{DIRECTORY_VARIABLE}}}"
+    return f"directory={directory}" if written_as_is(directory) else f"directory=${{{DIRECTORY_VARIABLE}}}"
+
+
+def written_as_is(directory: Path) -> bool:
+    """Whether `directory` can be written into a job file as it is (no ${FSLAB_DIRECTORY}): a
+    fio server on another host reads the job without fslab's environment."""
+    return bool(_AS_WRITTEN.fullmatch(str(directory)))
 
 
 def fio_environment(directory: Path | None) -> dict[str, str]:

@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from fslab.filesystems.base import Provisioned
     from fslab.journal import Journal
     from fslab.workdir import Workdir
+    from fslab.workloads.fio_clients import ClientDirectory
 
 
 # The metrics, by name, in which every kind reports the bytes a measured phase read and wrote
@@ -74,9 +75,10 @@ class StudyScope:
     run ends (or is interrupted). What it makes must be journalled like anything else fslab
     attaches or mounts: a killed fslab leaves it to `fslab cleanup`."""
 
-    def __init__(self, stack: ExitStack):
+    def __init__(self, stack: ExitStack, clients: ClientDirectory | None = None):
         self._stack = stack
         self._kept: dict[str, Any] = {}
+        self.clients = clients  # where the hosts a workload's `clients` names serve fio (fio_clients.py)
 
     def kept(self, key: str, make: Callable[[], AbstractContextManager[T]]) -> T:
         """What `make()` yields, made at the first call with `key` and the same thing after it.

@@ -35,7 +35,8 @@ from fslab.system import run_held
 from fslab.toml_errors import unknown
 from fslab.units import format_size, parse_duration, parse_size, scaled_size
 from fslab.workloads import fio_epoch
-from fslab.workloads.base import Measured, StudyScope, Window, tool_of
+from fslab.workloads import fio_clients
+from fslab.workloads.base import Measured, StudyScope, Window, directory_of, tool_of
 from fslab.workloads.data import DataPattern, buffer_options
 from fslab.workloads.fio_output import LOG_FILE, LOG_PREFIX, LOG_TOOL, METRICS, load_json, parse_metrics
 from fslab.findings import Finding
@@ -64,12 +65,13 @@ class FioJob:
     numjobs: int
     data: DataPattern = DataPattern()  # what it writes; fslab adds data.fio_options() to the jobs it builds
     shared_file: bool = False  # its jobs work on one file, fio_options' filename (built from parameters only)
+    clients: tuple[str, ...] = ()  # hosts that run it at once on the target's shared directory (fio_clients.py); none: here
 
     def spec(self) -> dict[str, Any]:
         return {
             "fio_options": self.fio_options, "job_file": self.job_file, "job": fio_jobs.job_text(self.job), "data": self.data.describe(),
             "shared_file": self.shared_file, "preallocation": fio_jobs.preallocation(self.job.jobs()),
-        }  # fmt: skip
+        } | ({"clients": list(self.clients)} if self.clients else {})  # fmt: skip  (absent: stored as before)
 
     def data_pattern(self) -> str:
         return self.data.describe()
@@ -273,6 +275,8 @@ class Fio:
         return job_for(workload, ready)
 
     def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope) -> None:
+        if tool_of(workload, FioJob).clients:
+            return  # each client's fio lays out what it reads, in its own directory, before it measures
         layout = layout_job_for(workload, ready)
         if layout:
             layout_path = scratch / "layout.fio"
@@ -280,6 +284,12 @@ class Fio:
             run_fio(journal, layout_path, directory=ready.directory, timeout=None, output_format="normal")
 
     def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path, scope: StudyScope, measured: Measured) -> list[RawOutput]:
+        fio = tool_of(workload, FioJob)
+        if fio.clients:
+            if scope.clients is None:
+                raise Refused(f"workload '{workload.name}' runs on clients {', '.join(fio.clients)}: say where each serves fio (--client HOST=ADDRESS:PORT)")
+            with measured(""):
+                return fio_clients.run_from_clients(journal, fio.job, fio.clients, scope.clients, directory_of(ready, self.name), scratch, shared_files=fio.shared_file, fixed=fslab_options(fio))
         job_path = scratch / "job.fio"
         job_path.write_text(command)
         with measured("") as window:
@@ -287,7 +297,10 @@ class Fio:
         return [RawOutput("", self.name, output), *logs]
 
     def parse(self, outputs: list[RawOutput]) -> list[Metric]:
-        return [m for output in outputs if output.tool == self.name for m in parse_metrics(output.text)]
+        ours = [output for output in outputs if output.tool == self.name]
+        if any(output.phase for output in ours):  # each client's own output (fio_clients.py)
+            return fio_clients.client_metrics(ours)
+        return [m for output in ours for m in parse_metrics(output.text)]
 
     def judge(self, workload: Workload, outputs: list[RawOutput]) -> list[Finding]:
         return []  # fio's figures are judged in the summary (raw reference, submission latency)
@@ -415,7 +428,7 @@ def _read_job_file(path: Path) -> str:
 
 
 # A workload's fields that set what a job file sets itself (fslab's own timeout and memory_limit aside).
-SET_BESIDE_JOB_FILE = tuple(name for name in [*FioSection.model_fields, "shared_file"] if name not in ("timeout", "memory_limit"))
+SET_BESIDE_JOB_FILE = tuple(name for name in [*FioSection.model_fields, "shared_file"] if name not in ("timeout", "memory_limit"))  # clients may go with one
 
 
 class WorkloadSection(FioSection, OnTargets):
@@ -424,6 +437,12 @@ class WorkloadSection(FioSection, OnTargets):
     rw: str | None = None
     job_file: str | None = None
     shared_file: bool = False  # all numjobs jobs work on one file (fio filename=), laid out once
+    clients: list[str] | None = None  # hosts that run it at once on the target's shared directory
+
+    @field_validator("clients")
+    @classmethod
+    def _clients(cls, value: list[str] | None) -> list[str] | None:
+        return None if value is None else list(fio_clients.checked_clients(value))
 
     @field_validator("rw")
     @classmethod
@@ -457,11 +476,17 @@ def build(section: WorkloadSection, building: Building) -> Workload:
     """A [[workload]] of fio: its user's job file, or a job of its parameters over the study's [fio] table."""
     if section.job_file:
         timeout = building.fio.timeout if section.timeout is None else section.timeout
-        return job_file_workload(section.name, section.job_file, building.base_dir, (*building.table, "job_file"), building.refuse, timeout)
-    own = section.model_dump(exclude_none=True, exclude={"name", "kind", "job_file", "options", "data", "shared_file", "memory_limit"})
+        workload = job_file_workload(section.name, section.job_file, building.base_dir, (*building.table, "job_file"), building.refuse, timeout)
+        return with_clients(workload, section.clients)
+    own = section.model_dump(exclude_none=True, exclude={"name", "kind", "job_file", "options", "data", "shared_file", "memory_limit", "clients"})
     data = data_pattern(building.fio, (building.index, section), building.refuse)
     settings = {**study_defaults(building.fio), **own}
-    return fio_workload(section.name, settings, {**building.fio.options, **section.options}, building.scale, building.time_scale, data, shared_file=section.shared_file)
+    workload = fio_workload(section.name, settings, {**building.fio.options, **section.options}, building.scale, building.time_scale, data, shared_file=section.shared_file)
+    return with_clients(workload, section.clients)
+
+
+def with_clients(workload: Workload, clients: list[str] | None) -> Workload:
+    return replace(workload, tool=replace(tool_of(workload, FioJob), clients=tuple(clients))) if clients else workload
 
 
 # The fio tool fslab cannot start without: every built-in study runs it.
