@@ -26,7 +26,7 @@ from fslab import environment
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Provisioned
 from fslab.guard.names import file_name
-from fslab.model import Metric, RawOutput, Roles, Study
+from fslab.model import Host, Metric, RawOutput, Roles, Study
 from fslab.plan import PlannedRun, Planner, Repetitions, Tally
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
@@ -134,20 +134,24 @@ def effective_options(filesystem: str, requested: str) -> str | None:
 
 
 def store_study_run(
-    db: ResultsDB, study: Study, *, seed: int, rng: random.Random, scale: Mapping[str, float] = {}, failing: Mapping[str, tuple[str, RunFailure]] = {}, env: dict | None = None
+    db: ResultsDB, study: Study, *, seed: int, rng: random.Random, scale: Mapping[str, float] = {}, failing: Mapping[str, tuple[str, RunFailure]] = {}, env: dict | None = None,
+    host: Host | None = None,
 ) -> int:
     """One study run of `study` (its repetitions and warm-ups) as the runner stores it, block by
     block in the Planner's order from `seed`, each run committed as it finishes; `failing`: the
-    error line and failure of every run of the targets it names. Returns the study run's id."""
+    error line and failure of every run of the targets it names; `host`: the host every run is
+    recorded as run on (default: none, as before schema version 10). Returns the study run's id."""
     repetitions = Repetitions(runs=study.repetitions, warmup=study.warmup)
     env = environment.collect(Path(study.path).parent) if env is None else env
     versions = {kind: FILESYSTEMS[kind].version() for kind in {t.filesystem for t in study.targets}}
     study_run_id = db.begin_study_run(study, seed, env, versions, repetitions.describe(), Owner.current(Path.cwd()))
+    if host is not None:
+        db.record_host(study_run_id, host)
     planner, tally = Planner(study.cells, repetitions, seed), Tally()
     clock = now()
     while block := planner.next_block(tally.samples):
         for planned in block:
-            record = _record(planned, clock, rng, scale.get(planned.cell.target.name, OTHER_SCALE), failing.get(planned.cell.target.name))
+            record = replace(_record(planned, clock, rng, scale.get(planned.cell.target.name, OTHER_SCALE), failing.get(planned.cell.target.name)), host=host and host.name)
             clock = record.finished_at + timedelta(seconds=rng.uniform(1, 3))
             db.record_run(study_run_id, record)
             tally.add(planned, record.status == "ok", {m.key: m.value for m in record.metrics}, record.started_at, record.finished_at, Roles.of(planned.cell.workload.name, record.metrics))

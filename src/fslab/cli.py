@@ -361,14 +361,42 @@ def _figures_progress(figures: bool) -> Iterator[Callable[[int, int], None] | No
 
 
 @app.command()
-def history(db: DbOption = None) -> None:
-    """List the study runs stored in the database."""
+def history(
+    study: Annotated[Optional[str], typer.Argument(metavar="[STUDY]", help="A study's name: each cell's primary metric across its study runs, per host, with every step between consecutive study runs that is a change. \\[default: list the study runs stored]")] = None,
+    host: Annotated[Optional[list[str]], typer.Option("--host", metavar="HOST", help="With STUDY: only the runs of this host (repeat for several). \\[default: every host, each its own series]")] = None,
+    metric: Annotated[Optional[list[str]], typer.Option("--metric", metavar="METRIC", help="With STUDY: this metric (e.g. read_iops, write_lat_p99_us; repeat for several) instead of each workload's primary ones.")] = None,
+    threshold: Annotated[Optional[float], typer.Option("--threshold", parser=parse_percent, metavar="PERCENT", help="With STUDY: the smallest step called a change. \\[default: the threshold its newest study run ran with, else 3 %]")] = None,
+    fail_on_regression: Annotated[bool, typer.Option("--fail-on-regression", help="With STUDY: exit with status 1 when a regression (a change the worse way) is flagged on a step into the newest study run of the hosts shown (for CI).")] = False,
+    db: DbOption = None,
+) -> None:
+    """List the study runs stored in the database; with STUDY, its history: each cell's metric over its study runs and the steps that are changes."""
     results = _open_db(db)
-    rows = [
-        [str(sr["id"]), visible(sr["study"]), f"{sr['started_at']:%Y-%m-%d %H:%M}", "imported" if imported_from(sr) else sr["status"], str(sr["repetitions"]), visible(sr["environment"].get("kernel", ""))]
-        for sr in results.study_runs()
-    ]
-    print_table(console, "study runs", ["id", "study", "started (UTC)", "status", "runs per cell", "kernel"], rows, [True, False, False, False, True, False])
+    if study is None:
+        given = [name for name, value in (("--host", host), ("--metric", metric), ("--threshold", threshold), ("--fail-on-regression", fail_on_regression or None)) if value is not None]
+        if given:
+            raise _fail(f"{', '.join(given)} go with a STUDY: name the study whose history to judge")
+        rows = [
+            [str(sr["id"]), visible(sr["study"]), f"{sr['started_at']:%Y-%m-%d %H:%M}", "imported" if imported_from(sr) else sr["status"], str(sr["repetitions"]), visible(sr["environment"].get("kernel", ""))]
+            for sr in results.study_runs()
+        ]
+        print_table(console, "study runs", ["id", "study", "started (UTC)", "status", "runs per cell", "kernel"], rows, [True, False, False, False, True, False])
+        return
+    from fslab.history_reading import read_history
+    from fslab.report import trend
+
+    found = read_history(results, study, hosts=host, metrics=metric, threshold=threshold)
+    for series in found.series:
+        rows = [[visible(cell) for cell in row] for row in trend.series_rows(series)]
+        print_table(console, visible(trend.series_title(series)), trend.SERIES_COLUMNS, rows, trend.SERIES_RIGHT, styles=[{"slower": "red", "faster": "green"}.get(c, "") for c in trend.row_classes(series)])
+    flagged = trend.flagged_lines(found)
+    console.print(f"{len(found.flagged)} step(s) flagged, {len(found.drifts)} drift(s)" + (":" if flagged else "."), highlight=False)
+    for line in flagged:
+        console.print(f"  {visible(line)}", markup=False, highlight=False, soft_wrap=True)
+    console.print(visible(trend.method_line(found)), markup=False, highlight=False, soft_wrap=True)
+    regressed = found.latest_regressions
+    if fail_on_regression and regressed:
+        errors.print(f"[red]{len(regressed)} regression(s)[/red] flagged on a step into study run {found.latest}, the newest shown", highlight=False)
+        raise typer.Exit(1)
 
 
 @app.command("list")

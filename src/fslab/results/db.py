@@ -243,6 +243,22 @@ class ResultsDB:
             flags.append((workload, key, primary, compared))
         return SampleGroups(values, units, higher_is_better, Roles.flagged(flags), tools)
 
+    def host_samples(self, study_run_id: int) -> dict[tuple[str | None, str, str], dict[str, list[float]]]:
+        """(host, workload, target) → metric → the samples of every successful measured run, in
+        run order, as sample_groups reads them but apart by the host each run ran on (None: a run
+        stored before schema version 10). A study's history reads them (history_reading.py)."""
+        query = (
+            sa.select(runs.c.host, runs.c.workload, runs.c.target, metrics.c.phase, metrics.c.name, metrics.c.value)
+            .join(runs, metrics.c.run_id == runs.c.id)
+            .where(runs.c.study_run_id == study_run_id, runs.c.status == "ok", runs.c.warmup == sa.false())
+            .order_by(runs.c.id, metrics.c.phase, metrics.c.name)
+        )
+        found: dict[tuple[str | None, str, str], dict[str, list[float]]] = {}
+        with self.engine.connect() as conn:
+            for host, workload, target, phase, name, value in conn.execute(query):
+                found.setdefault((host, workload, target), {}).setdefault(qualified(phase, name), []).append(value)
+        return found
+
     def metric_values(self, study_run_id: int, names: Iterable[str]) -> dict[tuple[int, str, str], float]:
         """(run id, phase, name) → the value of each metric named, of every run of a study run."""
         query = sa.select(metrics.c.run_id, metrics.c.phase, metrics.c.name, metrics.c.value).join(runs, metrics.c.run_id == runs.c.id)
