@@ -5,14 +5,19 @@ hosts and kernels."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
+import re
 import statistics
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
+from altair.vegalite.v6.schema.core import TopLevelSpec
 from conftest import fslab_in_process
 from synthetic import stored_study
+from test_report_html import browser, open_page  # noqa: F401  (the fixture, and how a page is opened)
 
 from fslab.history import UNRECORDED_HOST, StoredStudyRun, history
 from fslab.model import Host
@@ -206,3 +211,62 @@ def test_history_without_a_study_still_lists_the_study_runs(nightly):
     result = fslab_in_process("history", "--db", str(db))
     assert result.returncode == 0 and result.stdout.splitlines()[0] == "study runs"
     assert sum(" nightly " in line for line in result.stdout.splitlines()) == len(NIGHTS)
+
+
+# --- the trend page: `fslab report --history STUDY` ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def trend(nightly):
+    root, db = nightly
+    result = fslab_in_process("report", "--history", "nightly", "--db", str(db), "--figures")
+    assert result.returncode == 0, result.stdout + result.stderr
+    page = root / "reports" / "nightly-history" / "history.html"
+    assert f"Trend page: {page}" in result.stdout, "beside the study runs' own folders, as `fslab report` writes them"
+    return page
+
+
+def page_specs(page: Path) -> dict:
+    return json.loads(re.search(r'<script type="application/json" id="fslab-charts">(.*?)</script>', page.read_text(), re.DOTALL).group(1))
+
+
+def test_trend_page_charts_each_cell_a_facet_per_host_with_the_step_marked(trend):
+    specs = page_specs(trend)
+    assert sorted(specs) == ["history-rand_read-ext4-read_iops", "history-rand_read-raw-read_iops"]
+    for spec in specs.values():
+        TopLevelSpec.validate(spec)
+        assert spec["facet"]["row"]["field"] == "host"
+    rows = specs["history-rand_read-ext4-read_iops"]["data"]["values"]
+    assert sorted({(r["host"], r["study_run"]) for r in rows}) == [("a", 1), ("a", 3), ("a", 5), ("b", 2), ("b", 4), ("b", 6)]
+    assert [(r["host"], r["study_run"], r["flag"]) for r in rows if r["flag"]] == [("a", 5, "slower")], "the one flagged step, at the study run it leads into"
+    assert {r["run"] for r in rows if r["host"] == "a"} >= {"5 · 6.1.0-3 · " + rows[0]["fslab"]}, "kernel and fslab version on the axis"
+    assert all(r["low"] < r["mean"] < r["high"] for r in rows), "every mean's interval, from 5 runs"
+    assert not any(r["flag"] for r in page_specs(trend)["history-rand_read-raw-read_iops"]["data"]["values"])
+    text = trend.read_text()
+    assert "rand_read · ext4 · read IOPS on a: study run 3 → 5" in text and '<li class="regression">' in text
+    assert text.count("<h3>Host a</h3>") == 2 and '<tr class="slower">' in text, "the series' tables, the step's row marked"
+    assert sorted(p.name for p in (trend.parent / "figures").iterdir()) == sorted(f"{n}.{e}" for n in specs for e in ("png", "svg"))
+
+
+def test_trend_page_renders_offline_in_chromium(trend, browser, tmp_path):
+    for width, name in ((1280, "desktop"), (390, "phone")):
+        seen = open_page(browser, trend, tmp_path / f"history-{name}.png", width)
+        print(f"screenshot: {tmp_path / f'history-{name}.png'}")
+        assert seen["requests"] == [seen["url"]], "no request but the page itself"
+        assert seen["errors"] == []
+        assert sorted(c["name"] for c in seen["charts"]) == sorted(page_specs(trend))
+        for chart in seen["charts"]:
+            assert chart["svg"] > 20, chart
+            if width == 1280:
+                assert chart["width"] <= chart["container"] + 1, f"{chart['name']} wider than its place"
+        assert seen["overflow"] <= 0, f"the page is wider than a {name}'s screen: a faceted chart scrolls in its own place"
+
+
+def test_trend_page_refusals(nightly, tmp_path):
+    _, db = nightly
+    for args, said in (
+        (["1", "--history", "nightly"], "--history writes a study's trend page from all its study runs"),
+        (["--history", "nope"], "no study run of study 'nope'"),
+    ):
+        result = fslab_in_process("report", *args, "--db", str(db), "-o", str(tmp_path / "out"))
+        assert result.returncode == 2 and said in " ".join(result.stderr.split()), result.stderr

@@ -56,8 +56,9 @@ def step_line(step: Step, what: str = "") -> str:
     )
 
 
-def flagged_lines(h: History) -> list[str]:
-    return [step_line(s) for s in h.flagged] + [step_line(d, "drift over ") for d in h.drifts]
+def flagged_lines(h: History) -> list[tuple[str, bool]]:
+    """Each flagged step's line, then each drift's, with whether it is a regression."""
+    return [(step_line(s), s.regression) for s in h.flagged] + [(step_line(d, "drift over "), d.regression) for d in h.drifts]
 
 
 def method_line(h: History) -> str:
