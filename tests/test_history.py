@@ -270,3 +270,17 @@ def test_trend_page_refusals(nightly, tmp_path):
     ):
         result = fslab_in_process("report", *args, "--db", str(db), "-o", str(tmp_path / "out"))
         assert result.returncode == 2 and said in " ".join(result.stderr.split()), result.stderr
+
+
+def test_the_documented_commands_run_as_written(nightly, monkeypatch):
+    """Every command of docs/history.md, as written there, on a database named by FSLAB_DB."""
+    root, db = nightly
+    doc = (Path(__file__).parent.parent / "docs" / "history.md").read_text()
+    commands = [line.split("#", 1)[0].split() for block in doc.split("```sh\n")[1:] for line in block.split("```")[0].splitlines() if line.startswith("fslab ")]
+    assert [c[:2] for c in commands] == [["fslab", "history"]] * 3 + [["fslab", "report"]]
+    monkeypatch.setenv("FSLAB_DB", str(db))
+    monkeypatch.chdir(root)
+    for command in commands:
+        result = fslab_in_process(*command[1:])
+        assert result.returncode == 0, " ".join(command) + "\n" + result.stdout + result.stderr
+    assert (root / "reports" / "nightly-history" / "history.html").is_file()
