@@ -67,9 +67,10 @@ class SyntheticHost:
 
     scale: float = 1.0
     noise: float = 0.03  # the standard deviation of each figure's factor around 1
+    kernel: str = "6.1.0-test"
 
     def facts(self, name: str) -> Host:
-        return Host(name, f"machine-{name}", "6.1.0-test", "Test CPU", 4, 8 * 2**30)
+        return Host(name, f"machine-{name}", self.kernel, "Test CPU", 4, 8 * 2**30)
 
 
 def noisy(metrics: list[Metric], rng: random.Random, scale: float, noise: float = 0.03) -> list[Metric]:

@@ -357,23 +357,43 @@ def report(
     study_runs: Annotated[Optional[list[str]], typer.Argument(metavar="[STUDY-RUN]...", help="Study run ids, or a study name for its newest run; several (of one study) are compared with the first. \\[default: the newest]")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", metavar="DIR", help="The folder for report.html, and figures/ with --figures (made if missing). \\[default: the study run's folder beside the database, where `fslab summary` writes]")] = None,
     figures: Annotated[bool, typer.Option("--figures", help="Also write every chart as SVG and PNG, in figures/ beside the page (for papers and slides; about a tenth of a second a chart).")] = False,
+    history_of: Annotated[Optional[str], typer.Option("--history", metavar="STUDY", help="Write the study's trend page instead (history.html): each cell's primary metric across its study runs, a facet per host, flagged steps marked and listed (as `fslab history STUDY`).")] = None,
     baseline: BaselineOption = None,
-    threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
+    threshold: Annotated[Optional[float], typer.Option("--threshold", parser=parse_percent, metavar="PERCENT", help="The smallest change called faster or slower. \\[default: 3 %; with --history: the threshold the study's newest study run ran with, else 3 %]")] = None,
     regression: Annotated[float, typer.Option("--regression", parser=parse_percent, metavar="PERCENT", help="With several study runs: a cell significantly slower than in the first by more than this is named a regression.")] = "5",  # type: ignore[assignment]
     units: Annotated[Optional[Bandwidth], typer.Option("--units", help="Bandwidth in decimal MB/s or binary MiB/s. \\[default: the study's units, else MB/s]")] = None,
     pool_hosts: PoolHostsOption = False,
     db: DbOption = None,
 ) -> None:
-    """Write one self-contained HTML page of a study run (or several compared); with --figures, its charts also as SVG and PNG figures."""
+    """Write one self-contained HTML page of a study run (or several compared), or with --history the study's trend page; with --figures, its charts also as SVG and PNG figures."""
     from fslab.report.page import default_folder, write_report  # altair, vl-convert, jinja2: a quarter second no other command needs to wait for
     gc.freeze()  # as main does: the page's modules too
 
     results = _open_db(db)
+    if history_of is not None:
+        return _trend_report(results, history_of, study_runs, output, figures, baseline, threshold)
+    threshold = 0.03 if threshold is None else threshold
     found = [_find_study_run(results, ref) for ref in study_runs or [None]]
     folder = output.absolute() if output is not None else default_folder(reports_dir(results.location), found)
     with _figures_progress(figures) as rendered:
         written = write_report(results, found, folder, baseline=baseline, threshold=threshold, units=units, regression=regression, figures=figures, rendered=rendered, pool_hosts=pool_hosts)
     console.print(f"Report: {written.page}", highlight=False, soft_wrap=True)
+    if figures:
+        console.print(f"Figures ({len(written.figures)} files, SVG and PNG): {written.page.parent / 'figures'}", highlight=False, soft_wrap=True)
+
+
+def _trend_report(results: ResultsDB, study: str, study_runs: list[str] | None, output: Path | None, figures: bool, baseline: str | None, threshold: float | None) -> None:
+    """`fslab report --history STUDY`: the trend page, and with --figures its charts as files."""
+    from fslab.history_reading import read_history
+    from fslab.report.trend_page import trend_folder, write_trend
+
+    if study_runs or baseline is not None:
+        raise _fail("--history writes a study's trend page from all its study runs: give no STUDY-RUN and no --baseline with it")
+    found = read_history(results, study, threshold=threshold)
+    folder = output.absolute() if output is not None else trend_folder(reports_dir(results.location), study)
+    with _figures_progress(figures) as rendered:
+        written = write_trend(found, study, folder, figures=figures, rendered=rendered)
+    console.print(f"Trend page: {written.page}", highlight=False, soft_wrap=True)
     if figures:
         console.print(f"Figures ({len(written.figures)} files, SVG and PNG): {written.page.parent / 'figures'}", highlight=False, soft_wrap=True)
 
@@ -390,14 +410,42 @@ def _figures_progress(figures: bool) -> Iterator[Callable[[int, int], None] | No
 
 
 @app.command()
-def history(db: DbOption = None) -> None:
-    """List the study runs stored in the database."""
+def history(
+    study: Annotated[Optional[str], typer.Argument(metavar="[STUDY]", help="A study's name: each cell's primary metric across its study runs, per host, with every step between consecutive study runs that is a change. \\[default: list the study runs stored]")] = None,
+    host: Annotated[Optional[list[str]], typer.Option("--host", metavar="HOST", help="With STUDY: only the runs of this host (repeat for several). \\[default: every host, each its own series]")] = None,
+    metric: Annotated[Optional[list[str]], typer.Option("--metric", metavar="METRIC", help="With STUDY: this metric (e.g. read_iops, write_lat_p99_us; repeat for several) instead of each workload's primary ones.")] = None,
+    threshold: Annotated[Optional[float], typer.Option("--threshold", parser=parse_percent, metavar="PERCENT", help="With STUDY: the smallest step called a change. \\[default: the threshold its newest study run ran with, else 3 %]")] = None,
+    fail_on_regression: Annotated[bool, typer.Option("--fail-on-regression", help="With STUDY: exit with status 1 when a regression (a change the worse way) is flagged on a step into the newest study run of the hosts shown (for CI).")] = False,
+    db: DbOption = None,
+) -> None:
+    """List the study runs stored in the database; with STUDY, its history: each cell's metric over its study runs and the steps that are changes."""
     results = _open_db(db)
-    rows = [
-        [str(sr["id"]), visible(sr["study"]), f"{sr['started_at']:%Y-%m-%d %H:%M}", "imported" if imported_from(sr) else sr["status"], str(sr["repetitions"]), visible(sr["environment"].get("kernel", ""))]
-        for sr in results.study_runs()
-    ]
-    print_table(console, "study runs", ["id", "study", "started (UTC)", "status", "runs per cell", "kernel"], rows, [True, False, False, False, True, False])
+    if study is None:
+        given = [name for name, value in (("--host", host), ("--metric", metric), ("--threshold", threshold), ("--fail-on-regression", fail_on_regression or None)) if value is not None]
+        if given:
+            raise _fail(f"{', '.join(given)} go with a STUDY: name the study whose history to judge")
+        rows = [
+            [str(sr["id"]), visible(sr["study"]), f"{sr['started_at']:%Y-%m-%d %H:%M}", "imported" if imported_from(sr) else sr["status"], str(sr["repetitions"]), visible(sr["environment"].get("kernel", ""))]
+            for sr in results.study_runs()
+        ]
+        print_table(console, "study runs", ["id", "study", "started (UTC)", "status", "runs per cell", "kernel"], rows, [True, False, False, False, True, False])
+        return
+    from fslab.history_reading import read_history
+    from fslab.report import trend
+
+    found = read_history(results, study, hosts=host, metrics=metric, threshold=threshold)
+    for series in found.series:
+        rows = [[visible(cell) for cell in row] for row in trend.series_rows(series)]
+        print_table(console, visible(trend.series_title(series)), trend.SERIES_COLUMNS, rows, trend.SERIES_RIGHT, styles=[{"slower": "red", "faster": "green"}.get(c, "") for c in trend.row_classes(series)])
+    flagged = trend.flagged_lines(found)
+    console.print(f"{len(found.flagged)} step(s) flagged, {len(found.drifts)} drift(s)" + (":" if flagged else "."), highlight=False)
+    for line, _ in flagged:
+        console.print(f"  {visible(line)}", markup=False, highlight=False, soft_wrap=True)
+    console.print(visible(trend.method_line(found)), markup=False, highlight=False, soft_wrap=True)
+    regressed = found.latest_regressions
+    if fail_on_regression and regressed:
+        errors.print(f"[red]{len(regressed)} regression(s)[/red] flagged on a step into study run {found.latest}, the newest shown", highlight=False)
+        raise typer.Exit(1)
 
 
 @app.command("list")

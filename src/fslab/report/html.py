@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import jinja2
 import vl_convert
@@ -219,12 +220,14 @@ def comparison_section(
     )
 
 
-def render_page(page: Page, vega_bundle: Callable[[], str] | None = None) -> str:
-    """The whole page as one HTML document (`vega_bundle`: vega_bundle_meanwhile's, if begun)."""
+def render_page(page: Any, vega_bundle: Callable[[], str] | None = None, template: str = "report.html.j2") -> str:
+    """The whole page as one HTML document (`vega_bundle`: vega_bundle_meanwhile's, if begun):
+    a Page by report.html.j2, or another page with a title and charts by its own `template`
+    (the trend page's: trend_page.py)."""
     specs = {c.name: _fitted(c.spec) for c in page.charts}
     if len(specs) != len(page.charts):
         raise ReportError("two charts of the report share a name: " + ", ".join(sorted({c.name for c in page.charts if [d.name for d in page.charts].count(c.name) > 1})))
-    return _environment_of_templates().get_template("report.html.j2").render(
+    return _environment_of_templates().get_template(template).render(
         page=page, specs=_script_json(specs), vega_script=Markup((vega_bundle or _vega_bundle)()), fslab_version=__version__,
     )
 
@@ -270,7 +273,10 @@ def _script_json(value: object) -> Markup:
 
 
 def _fitted(spec: dict) -> dict:
-    """A figure's spec as the page draws it: as wide as its container (phones included)."""
+    """A figure's spec as the page draws it: as wide as its container (phones included). A
+    faceted chart keeps its plots' own width (Vega-Lite fits no facet to its container)."""
+    if "facet" in spec:
+        return spec
     return spec | {"width": "container", "autosize": {"type": "fit-x", "contains": "padding"}}
 
 

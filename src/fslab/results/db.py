@@ -246,7 +246,8 @@ class ResultsDB:
     def host_samples(self, study_run_id: int) -> dict[tuple[str, str, str | None], dict[str, list[float]]]:
         """(workload, target, host) → metric → the values of its successful measured runs in run
         order: sample_groups' values with the host each run ran on (NULL: the study run's own
-        machine), for a study run whose runs span several hosts."""
+        machine), for a study run whose runs span several hosts, and a study's history
+        (history_reading.py)."""
         query = (
             sa.select(runs.c.workload, runs.c.target, runs.c.host, metrics.c.phase, metrics.c.name, metrics.c.value)
             .join(runs, metrics.c.run_id == runs.c.id)
