@@ -47,12 +47,13 @@ class ResultsDB:
             listed = ", ".join(sorted(tables)[:5]) + (", …" if len(tables) > 5 else "")
             raise DatabaseUnusable(f"{shown(self.location)} is not an fslab results database (it holds tables {listed}); name another --db")
 
-    def begin_study_run(self, study: Any, plan_seed: int, environment: dict, tool_versions: dict[str, str | None], settings: dict, owner: Owner) -> int:
+    def begin_study_run(self, study: Any, plan_seed: int, environment: dict, tool_versions: dict[str, str | None], settings: dict, owner: Owner | None) -> int:
+        """`owner`: the process running it, None for a fleet's (its workers run it, each its share)."""
         with self.engine.begin() as conn:
             return _insert_study_run(
                 conn,
                 {"study_path": study.path, "study_source": study.source, "scale": study.scale, "repetitions": study.repetitions, "plan_seed": plan_seed,
-                 "started_at": now(), "status": "running", "owner": asdict(owner)},
+                 "started_at": now(), "status": "running", "owner": asdict(owner) if owner else None},
                 study, environment, settings, lambda target: tool_versions.get(target.filesystem),
             )
 
@@ -172,15 +173,15 @@ class ResultsDB:
             query = sa.select(*([runs.c[name] for name in columns] if columns is not None else [runs])).where(runs.c.study_run_id == study_run_id).order_by(runs.c.id)
             return [dict(r) for r in conn.execute(query).mappings()]
 
-    def stored_runs(self, study_run_id: int) -> list[StoredRun]:
-        """Every stored run of a study run with its metrics, in the order they were stored."""
+    def stored_runs(self, study_run_id: int, host: str | None = None) -> list[StoredRun]:
+        """Every stored run of a study run (or of its runs on `host`) with its metrics, in the order they were stored."""
         query = (
             sa.select(
                 runs.c.id, runs.c.target, runs.c.workload, runs.c.repetition, runs.c.warmup, runs.c.status, runs.c.started_at, runs.c.finished_at,
                 metrics.c.phase, metrics.c.name, metrics.c.value, metrics.c.primary, metrics.c.compared,
             )
             .outerjoin(metrics, metrics.c.run_id == runs.c.id)
-            .where(runs.c.study_run_id == study_run_id)
+            .where(runs.c.study_run_id == study_run_id, *([runs.c.host == host] if host is not None else []))
             .order_by(runs.c.id)
         )
         found: dict[int, tuple[StoredRun, list[tuple[str, str, bool, bool]]]] = {}
