@@ -57,3 +57,69 @@ def test_a_study_across_three_workers_and_on_a_label(needs_root, tmp_path):
         assert re.search(r"host0\s+done\s+2\s+2", shown.stdout) and re.search(r"host1\s+done\s+2\s+2", shown.stdout) and "host2" not in shown.stdout, shown.stdout
         assert [f.stop(w) for w in f.workers] == [128 + signal.SIGTERM] * 3
         assert f.pg.url(password=True).split("@")[0].split(":")[-1] not in "".join(w.output() for w in f.workers) + done.stdout + done.stderr
+
+
+def dispatched(f, tmp_path, on: str, repetitions: int) -> int:
+    queued = f.fslab("run", study_file(tmp_path, repetitions), "--on", on, "--detach")
+    assert queued.returncode == 0, queued.stderr
+    return int(queued.stdout.strip())
+
+
+def runs_of(f, study_run_id: int) -> int:
+    return int(f.sql(f"SELECT count(*) FROM runs WHERE study_run_id = {study_run_id}") or 0)
+
+
+def under_way(f, study_run_id: int, run: str):
+    return lambda: f.sql(f"SELECT current FROM fleet_units WHERE study_run_id = {study_run_id}").endswith(run)
+
+
+@pytest.mark.root
+def test_a_worker_killed_mid_run_has_its_unit_taken_again_and_every_run_stored_once(needs_root, tmp_path):
+    with fleet(1, tmp_path) as f:
+        first = f.start(0, "h")
+        f.wait("the worker", registered(f, 1))
+        study_run_id = dispatched(f, tmp_path, "h", 3)
+        f.wait("a run stored, the next under way", lambda: runs_of(f, study_run_id) == 1 and under_way(f, study_run_id, "run 2")())
+        first.stopped = True
+        first.process.kill()  # kill -9: no clean-up, its heartbeat stops
+        first.process.wait(timeout=60)
+        assert f.sql("SELECT status FROM procrastinate_jobs") == "doing", "its unit still looks taken"
+        again = f.start(0, "h", workdir=first.workdir)  # the host's next worker, on its work directory
+        f.wait("the study run finished", lambda: status_of(f, study_run_id) == "finished")
+        assert stored(f, study_run_id) == [("h", "ext4", "seq_write", str(r), "1") for r in (1, 2, 3)], "every planned run stored exactly once"
+        assert "queued again" in again.output() and "left by an interrupted fslab" in again.output(), again.output()
+        assert f.sql("SELECT status, attempts FROM procrastinate_jobs") == "succeeded|2", "taken twice, succeeded once"
+        assert f.stop(again) == 128 + signal.SIGTERM
+
+
+@pytest.mark.root
+def test_two_workers_of_one_name_race_for_one_unit_and_one_runs_it(needs_root, tmp_path):
+    with fleet(2, tmp_path) as f:
+        twins = [f.start(i, "twin") for i in range(2)]
+        f.wait("both workers", registered(f, 2))
+        study_run_id = dispatched(f, tmp_path, "twin", 2)
+        f.wait("the study run finished", lambda: status_of(f, study_run_id) == "finished")
+        assert stored(f, study_run_id) == [("twin", "ext4", "seq_write", str(r), "1") for r in (1, 2)]
+        took = [w.output().count("took unit") for w in twins]
+        assert sorted(took) == [0, 1], [w.output() for w in twins]
+        assert [f.stop(w) for w in twins] == [128 + signal.SIGTERM] * 2
+
+
+@pytest.mark.root
+def test_the_database_connection_cut_mid_run_loses_nothing(needs_root, tmp_path):
+    with fleet(1, tmp_path) as f:
+        worker = f.start(0, "h")
+        f.wait("the worker", registered(f, 1))
+        study_run_id = dispatched(f, tmp_path, "h", 3)
+        f.wait("a run stored, the next under way", lambda: runs_of(f, study_run_id) == 1 and under_way(f, study_run_id, "run 2")())
+        # Cut every connection and keep the database closed until the worker has had a run to store meanwhile.
+        f.pg.sql("ALTER DATABASE fleet ALLOW_CONNECTIONS false")
+        assert int(f.pg.sql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = 'fleet'")) > 0
+        f.wait("a run to store while the database is closed", lambda: "database connection lost" in worker.output())
+        f.pg.sql("ALTER DATABASE fleet ALLOW_CONNECTIONS true")
+        f.wait("a second cut", lambda: under_way(f, study_run_id, "run 3")())
+        assert int(f.pg.sql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = 'fleet'")) > 0
+        f.wait("the study run finished", lambda: status_of(f, study_run_id) == "finished")
+        assert stored(f, study_run_id) == [("h", "ext4", "seq_write", str(r), "1") for r in (1, 2, 3)], "nothing lost, nothing twice"
+        assert worker.process.poll() is None, "the worker carried on"
+        assert f.stop(worker) == 128 + signal.SIGTERM

@@ -21,18 +21,25 @@ from fslab.results.records import RunMetric, RunRecord, SampleGroups, StoredRun,
 from fslab.results.schema import bring_up_to_date, hosts, metadata, metrics, run_outputs, runs, schema_info, study_runs, targets, workloads
 
 
+_SCHEMA_LOCK = 0x66736C62  # PostgreSQL's advisory lock held while the schema is made or migrated
+
+
 class ResultsDB:
     def __init__(self, location: str):
         self.location = location
         self.engine = engine_for(location)
         for attempt in range(20):
             try:
-                self._refuse_foreign_tables()
-                metadata.create_all(self.engine)
-                with self.engine.begin() as conn:
-                    bring_up_to_date(conn, self.location)
+                if self.engine.dialect.name == "postgresql":
+                    self._bring_up_postgresql()
+                else:
+                    self._refuse_foreign_tables(self.engine)
+                    metadata.create_all(self.engine)
+                    with self.engine.begin() as conn:
+                        bring_up_to_date(conn, self.location)
                 break
-            except sa.exc.OperationalError as exc:
+            # PostgreSQL says so with an IntegrityError (a type of that name) or a ProgrammingError (the table)
+            except (sa.exc.OperationalError, sa.exc.IntegrityError, sa.exc.ProgrammingError) as exc:
                 if "already exists" in str(exc.orig) and attempt < 19:
                     time.sleep(0.05)  # another fslab is making the same new database: its tables will do
                     continue
@@ -40,9 +47,18 @@ class ResultsDB:
             except sa.exc.DatabaseError as exc:  # not a database at all, damaged, or unreachable
                 raise DatabaseUnusable(f"cannot use {shown(location)} as the results database: {exc.orig}; name another --db, or restore it from a backup") from None
 
-    def _refuse_foreign_tables(self) -> None:
+    def _bring_up_postgresql(self) -> None:
+        """Tables made and migrated by one fslab at a time (several workers starting on a new
+        database at once): PostgreSQL's DDL is transactional, and the lock is the transaction's."""
+        with self.engine.begin() as conn:
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK})
+            self._refuse_foreign_tables(conn)
+            metadata.create_all(conn)
+            bring_up_to_date(conn, self.location)
+
+    def _refuse_foreign_tables(self, bind: sa.Engine | sa.Connection) -> None:
         """A database with tables but no schema_info is someone else's: fslab adds nothing to it."""
-        tables = sa.inspect(self.engine).get_table_names()
+        tables = sa.inspect(bind).get_table_names()
         if tables and schema_info.name not in tables:
             listed = ", ".join(sorted(tables)[:5]) + (", …" if len(tables) > 5 else "")
             raise DatabaseUnusable(f"{shown(self.location)} is not an fslab results database (it holds tables {listed}); name another --db")
