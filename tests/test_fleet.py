@@ -7,7 +7,8 @@ import re
 import signal
 
 import pytest
-from fleet import fleet, wait_for
+from conftest import held_by
+from fleet import fleet
 from short_studies import short_study
 
 EXT4 = '[[target]]\nname = "ext4"\nfilesystem = "ext4"\n'
@@ -123,3 +124,37 @@ def test_the_database_connection_cut_mid_run_loses_nothing(needs_root, tmp_path)
         assert stored(f, study_run_id) == [("h", "ext4", "seq_write", str(r), "1") for r in (1, 2, 3)], "nothing lost, nothing twice"
         assert worker.process.poll() is None, "the worker carried on"
         assert f.stop(worker) == 128 + signal.SIGTERM
+
+
+@pytest.mark.root
+def test_ctrl_c_on_a_worker_releases_the_run_and_gives_its_unit_back(needs_root, tmp_path):
+    with fleet(1, tmp_path) as f:
+        first = f.start(0, "h")
+        f.wait("the worker", registered(f, 1))
+        study_run_id = dispatched(f, tmp_path, "h", 3)
+        f.wait("a run stored, the next under way", lambda: runs_of(f, study_run_id) == 1 and under_way(f, study_run_id, "run 2")())
+        first.stopped = True
+        first.process.send_signal(signal.SIGINT)
+        assert first.process.wait(timeout=120) == 130, first.output()
+        assert f.sql(f"SELECT state FROM fleet_units WHERE study_run_id = {study_run_id}") == "released"
+        assert f.sql("SELECT status FROM procrastinate_jobs") == "todo", "given back to the queue"
+        assert "worker stopped" in first.output() and held_by(first.workdir.root) == [], "nothing left attached or mounted"
+        again = f.start(0, "h", workdir=first.workdir)
+        f.wait("the study run finished", lambda: status_of(f, study_run_id) == "finished")
+        assert stored(f, study_run_id) == [("h", "ext4", "seq_write", str(r), "1") for r in (1, 2, 3)]
+        assert "left by an interrupted fslab" not in again.output(), "the first released all it held"
+        assert f.stop(again) == 128 + signal.SIGTERM
+
+
+def test_a_fleet_is_asked_for_plainly_or_refused_with_what_to_do(tmp_path):
+    from conftest import fslab_in_process
+
+    from fslab.fleet.units import NotSelfContained, check_self_contained
+
+    detached = fslab_in_process("run", "quick", "--detach", "--db", str(tmp_path / "r.db"))
+    assert detached.returncode == 2 and "--detach goes with --on" in detached.stderr
+    on_sqlite = fslab_in_process("run", study_file(tmp_path), "--on", "all", "--db", str(tmp_path / "r.db"))
+    assert on_sqlite.returncode == 2 and "a fleet's queue lives in PostgreSQL" in on_sqlite.stderr, on_sqlite.stderr
+    with pytest.raises(NotSelfContained, match="'mine' name a job_file"):
+        check_self_contained('[[workload]]\nname = "mine"\njob_file = "/etc/fio.job"\n', "s.toml")
+    check_self_contained(short_study("fleet", EXT4), "s.toml")  # nothing to refuse
