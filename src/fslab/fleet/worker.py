@@ -17,8 +17,9 @@ import queue as queues
 import tempfile
 import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -191,7 +192,16 @@ def run_unit(unit: Unit, db: SteadyResults, host: Host, workdir: Workdir, say: C
     planned = len(study.cells) * (share.repetitions.runs + share.repetitions.warmup)
     db.steadily(lambda: units.update(db.engine, unit.study_run_id, host.name, state="running", skipped=skipped, planned=planned, why=None))
     share = replace(share, study=study)
-    run_share(share, db, workdir, host=host, ended=partial(_ended, db, unit, say), observer=_UnitObserver(db, unit, say))
+    with unit_services(share.study, host):
+        run_share(share, db, workdir, host=host, ended=partial(_ended, db, unit, say), observer=_UnitObserver(db, unit, say))
+
+
+@contextmanager
+def unit_services(study: Study, host: Host) -> Iterator[None]:
+    """What a unit needs running on this host beside its runs, for as long as it runs — the hook
+    for shared storage from several clients (issue 22, item 5): `fio --server` bound to the
+    address this worker names, for the workloads that name this host among their clients. None yet."""
+    yield
 
 
 class UnitFailedHere(FslabError):
