@@ -6,6 +6,7 @@ the tests see what a team's server asks for."""
 
 from __future__ import annotations
 
+import ipaddress
 import shutil
 import socket
 import subprocess
@@ -83,6 +84,11 @@ def cluster(listen: Sequence[str] = ("127.0.0.1",)) -> Iterator[Cluster]:
     try:
         as_postgres(str(binaries / "initdb"), "-D", str(data), "-U", USER, f"--pwfile={password_file}", "--auth-local=trust", "--auth-host=scram-sha-256", "--no-sync")
         password_file.unlink()
+        # initdb lets in loopback alone: clients on another address's subnet (the namespaces of a
+        # bridge) are let in too, by password, as a team's server lets in its fleet
+        subnets = [f"{ipaddress.ip_network(f'{a}/24', strict=False)}" for a in listen if not ipaddress.ip_address(a).is_loopback]
+        with (data / "pg_hba.conf").open("a") as hba:
+            hba.writelines(f"host all all {subnet} scram-sha-256\n" for subnet in subnets)
         options = f"-c listen_addresses='{','.join(listen)}' -c port={port} -c unix_socket_directories='{directory}' -c fsync=off -c max_connections=200"
         as_postgres(str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(directory / "log"), "-w", "start")
         yield Cluster(directory, port, listen[0])

@@ -145,10 +145,17 @@ def run(
     destroy_data: Annotated[Optional[list[str]], typer.Option(DESTROY_FLAG, metavar="DEVICE", help="Confirm that fslab may destroy all data on this device, which the study names (repeat for each).")] = None,
     client: Annotated[Optional[list[str]], typer.Option("--client", metavar="HOST=ADDRESS:PORT", help="Where a host a workload's clients names serves fio (fslab fio-server there): an IP address, never a name; repeat for each.")] = None,
     allow_network: AllowNetworkOption = None,
+    on: Annotated[Optional[str], typer.Option("--on", metavar="HOSTS", help="Run on a fleet's workers instead of here (docs/fleet.md): HOST[,HOST…], label:LABEL (the workers carrying it) or all (every worker heard from lately). Needs --db postgresql://….")] = None,
+    detach: Annotated[bool, typer.Option("--detach", help="With --on: queue the study run and return at once, printing its id (`fslab status ID` follows it).")] = False,
     db: DbOption = None,
     workdir: WorkdirOption = DEFAULT_WORKDIR,
 ) -> None:
     """Run a study: provision every target, run every workload, store and summarise the results."""
+    if detach and on is None:
+        raise _fail("--detach goes with --on: a study run on a fleet's workers")
+    if on is not None and (resume or skip_unsupported or destroy_data or target_ci is not None):
+        given = [n for n, v in (("--resume", resume), ("--skip-unsupported", skip_unsupported), ("--destroy-data", destroy_data), ("--target-ci", target_ci is not None)) if v]
+        raise _fail(f"{', '.join(given)} cannot go with --on: each worker resumes its unit itself and skips what its host cannot run (recorded with why)")
     if resume:
         fixed = {
             "--runs": runs, "--warmup": warmup, "--target-ci": target_ci, "--max-runs": max_runs, "--time-budget": time_budget, "--baseline": baseline,
@@ -181,11 +188,28 @@ def run(
 
     clients = given_clients(client or (), networks(allow_network or ())) if client else None
     results = _open_db(db)
+    if on is not None:
+        return _run_on_fleet(results, loaded, repetitions, on=on, detach=detach, seed=seed, baseline=baseline, threshold=threshold)
     flags = tuple(destroy_data or ())
     study_run_id = _with_progress(
         lambda observer: run_study(loaded, results, Workdir(workdir), repetitions=repetitions, seed=seed, baseline=baseline, observer=observer, destroy_flags=flags, skip_unsupported=skip_unsupported, clients=clients),
         then=f", then more until ±{target_ci:.1%}" if target_ci else "",
     )
+    _show_and_exit(results, study_run_id, baseline=baseline, threshold=threshold)
+
+
+def _run_on_fleet(results: ResultsDB, study: Study, repetitions: Any, *, on: str, detach: bool, seed: int | None, baseline: str | None, threshold: float) -> None:
+    from fslab.fleet import dispatch
+
+    study_run_id = dispatch.begin(results, study, repetitions, on=on, seed=seed, baseline=baseline)
+    if detach:
+        console.print(str(study_run_id), highlight=False)
+        return
+    try:
+        dispatch.follow(results, study_run_id, console)
+    except KeyboardInterrupt:
+        errors.print(f"[yellow]stopped following[/yellow]: the workers go on; `fslab status {study_run_id}` shows where they are.")
+        raise typer.Exit(130) from None
     _show_and_exit(results, study_run_id, baseline=baseline, threshold=threshold)
 
 
@@ -446,6 +470,52 @@ def history(
     if fail_on_regression and regressed:
         errors.print(f"[red]{len(regressed)} regression(s)[/red] flagged on a step into study run {found.latest}, the newest shown", highlight=False)
         raise typer.Exit(1)
+
+
+@app.command()
+def worker(
+    name: Annotated[Optional[str], typer.Option("--name", help="The host's name in the fleet, which `fslab run --on` names. \\[default: the host name]")] = None,
+    labels: Annotated[Optional[str], typer.Option("--labels", metavar="LABEL[,LABEL…]", help="What this host has (e.g. ssd,nvme): `fslab run --on label:ssd` runs on the workers labelled ssd.")] = None,
+    heartbeat_lapse: Annotated[float, typer.Option("--heartbeat-lapse", min=1.0, metavar="SECONDS", help="How long a worker may go unheard before its unit is taken again by the next worker of its name.")] = 60.0,
+    db: DbOption = None,
+    workdir: WorkdirOption = DEFAULT_WORKDIR,
+) -> None:
+    """Serve a fleet on this host: take this host's units from the shared PostgreSQL database one at a time, run each here, store its runs there (docs/fleet.md).
+
+    Ctrl-C or SIGTERM releases the run under way and gives its unit back to be taken again; the worker then exits 130 or 143."""
+    from fslab.fleet import worker as serving
+    from fslab.fleet.roster import checked_labels
+    from fslab.interruption import exit_status
+
+    if name is not None:
+        try:
+            check_name(name)
+        except ValueError as exc:
+            raise _fail(f"--name: {exc}") from None
+    location = resolve_location(db)
+    settings = serving.WorkerSettings(location, name, checked_labels([x.strip() for x in (labels or "").split(",") if x.strip()]), workdir, heartbeat_lapse)
+    say = lambda line: console.print(visible(line), markup=False, highlight=False)  # noqa: E731
+    try:
+        serving.serve(settings, say)
+    except KeyboardInterrupt:
+        errors.print("[yellow]worker stopped[/yellow]: the run under way was released; its unit goes to the next worker of this name.")
+        raise typer.Exit(exit_status()) from None
+
+
+@app.command()
+def status(
+    study_run: Annotated[Optional[str], typer.Argument(help="A fleet's study run id, or a study name for its newest run. \\[default: the newest]")] = None,
+    db: DbOption = None,
+) -> None:
+    """Where a study run on a fleet stands: per host, its runs done of planned, the run under way, ETA."""
+    from fslab.fleet import dispatch
+
+    results = _open_db(db)
+    found = _find_study_run(results, study_run)
+    if not dispatch.units.hosts_of(results.engine, found["id"]):
+        raise _fail(f"study run {found['id']} ({found['study']}) did not run on a fleet: `fslab summary {found['id']}` shows it")
+    shown, _ = dispatch.progress_table(results, found["id"])
+    console.print(shown, crop=False)
 
 
 @app.command("list")

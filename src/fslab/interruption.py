@@ -26,3 +26,8 @@ def raise_if_interrupted() -> None:
     interruption stopped replaces the KeyboardInterrupt, and would be taken for a run's failure."""
     if _received:
         raise KeyboardInterrupt(f"signal {_received[0]}")
+
+
+def exit_status() -> int:
+    """The exit status of a process a signal ended: 128 + its number (130 for Ctrl-C)."""
+    return 128 + (_received[0] if _received else signal.SIGINT)

@@ -56,6 +56,22 @@ def resumable(db: ResultsDB, ref: str | None = None) -> Resumable:
     return Resumable(row["id"], study, repetitions, row["plan_seed"], baseline, row["started_at"], db.stored_runs(row["id"]), notes)
 
 
+def share_of(db: ResultsDB, study_run_id: int, host: str, base_dir: Path) -> Resumable:
+    """One host's share of a fleet's study run: its study as stored (untrusted text, parsed and
+    checked here as any study file; files it names are looked for in `base_dir`), its plan and
+    settings, and the runs already stored on `host` alone (the resume key includes the host)."""
+    row = db.study_run(study_run_id)
+    if row is None:
+        raise CannotResume(f"no study run {study_run_id} in {db.location}")
+    settings = dict(row["settings"] or {"runs": row["repetitions"]})
+    baseline = settings.pop("baseline", None)
+    sizes_only = settings.pop("scale_sizes_only", False)
+    settings.pop("skipped", None)  # a fleet's study run skips per host (fleet_units)
+    repetitions = Repetitions(**settings)
+    study = replace(_study_as_stored(db, row, sizes_only, set(), base_dir), repetitions=repetitions.runs, warmup=repetitions.warmup)
+    return Resumable(row["id"], study, repetitions, row["plan_seed"], baseline, row["started_at"], db.stored_runs(row["id"], host=host), [])
+
+
 def _interrupted(db: ResultsDB, ref: str | None) -> dict:
     if ref is None:
         found = [sr for sr in db.study_runs() if sr["status"] == "interrupted"]
@@ -74,11 +90,13 @@ def _interrupted(db: ResultsDB, ref: str | None) -> dict:
     return row
 
 
-def _study_as_stored(db: ResultsDB, row: dict, sizes_only: bool, skipped: set[str]) -> Study:
+def _study_as_stored(db: ResultsDB, row: dict, sizes_only: bool, skipped: set[str], base_dir: Path | None = None) -> Study:
     """The study parsed from the text stored with the study run, scaled as it was and without
-    the targets it skipped, checked against what it ran."""
+    the targets it skipped, checked against what it ran. Files it names are looked for in
+    `base_dir` (default: beside the study file, where they were)."""
     try:
-        study = parse_study(row["study_source"], row["study_path"], base_dir=Path(row["study_path"]).parent, scale=row["scale"], scale_sizes_only=sizes_only).without(skipped)
+        base_dir = base_dir if base_dir is not None else Path(row["study_path"]).parent
+        study = parse_study(row["study_source"], row["study_path"], base_dir=base_dir, scale=row["scale"], scale_sizes_only=sizes_only).without(skipped)
     except StudyError as exc:
         raise CannotResume(f"study run {row['id']} cannot be resumed: {exc}") from None
     stored_workloads, current = db.workloads(row["id"]), {w.name: w.spec() for w in study.workloads}

@@ -122,6 +122,24 @@ def resume_study(
     return resumable.study_run_id
 
 
+def run_share(share: Resumable, db: ResultsDB, workdir: Workdir, *, host: Host, ended: Callable[[str, dict], None], observer: RunObserver | None = None) -> None:
+    """One host's share of a fleet's study run (fleet/worker.py): the study run's plan on `host`,
+    of which only what `share.stored` (this host's stored runs: the resume key includes the host)
+    lacks is run. The study run is the fleet's and goes on: `ended` hears how this share ended
+    ("finished" or "interrupted") and its planner's outcome. The targets this host cannot run
+    are left out of `share.study` by the caller, who records them."""
+    named, _ = _check_can_run(share.study, workdir, (), skip_unsupported=True)
+    with _claimed(share.study, workdir, observer):
+        planner = Planner(share.study.cells, share.repetitions, share.seed, share.baseline)
+        done = {run.key: run for run in share.stored}
+        _run_blocks(share.study_run_id, planner, db, workdir, named, observer, Tally(share.started_at), done, host=host, ended=ended)
+
+
+def unsupported_here(study: Study) -> list[Unsupported]:
+    """The targets of `study` this machine cannot run (a kernel feature or tool it lacks), and why."""
+    return doctor.unsupported_targets(study)
+
+
 def _check_can_run(study: Study, workdir: Workdir, destroy_flags: tuple[str, ...], *, skip_unsupported: bool = False, resuming: bool = False) -> tuple[dict[str, BlockDevice], list[Unsupported]]:
     """Everything that can be checked before anything is attached or formatted, all at once;
     returns the user's devices the study names, confirmed, and the targets to skip. Only what
@@ -164,10 +182,12 @@ def _run_blocks(
     *,
     host: Host | None = None,
     clients: ClientDirectory | None = None,
+    ended: Callable[[str, dict], None] | None = None,
 ) -> None:
     """Run block after block until the planner has no more; every run is stored as it ends, with
     the host it ran on. A planned run found in `done` (stored before a resume) is taken from
-    there, and removed."""
+    there, and removed. How it ended ("finished", "interrupted") and the planner's outcome go to
+    `ended` (default: the study run's own row)."""
     done = {} if done is None else done
     host = host or environment.host()
     db.record_host(study_run_id, host)
@@ -196,7 +216,7 @@ def _run_blocks(
                         observer.finished(planned, record)
         status = "finished"
     finally:
-        db.finish_study_run(study_run_id, status, planner.outcome())
+        (ended or partial(db.finish_study_run, study_run_id))(status, planner.outcome())
 
 
 def run_key(planned: PlannedRun) -> RunKey:

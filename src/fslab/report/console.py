@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from rich.cells import cell_len
-from rich.console import Console, ConsoleOptions, RenderResult
+from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
 from rich.markdown import Markdown
 from rich.markup import escape
 from rich.segment import Segment
@@ -113,7 +113,12 @@ def print_table(console: Console, title: str, columns: list[str], rows: list[lis
     figures (right-aligned, never wrapped), `styles` a style for each row; title and text printed
     as they are, never read as markup (callers make control characters visible)."""
     # not cropped at the console's width: a table that cannot fit is printed whole
-    console.print(_Table(Text(title, style=title_style), columns, rows, right, styles or [""] * len(rows)), crop=False)
+    console.print(table(title, columns, rows, right, styles=styles, title_style=title_style), crop=False)
+
+
+def table(title: str, columns: list[str], rows: list[list[str]], right: list[bool], *, styles: list[str] | None = None, title_style: str = "bold") -> RenderableType:
+    """print_table's table, for what shows it again and again (a live progress table)."""
+    return _Table(Text(title, style=title_style), columns, rows, right, styles or [""] * len(rows))
 
 
 @dataclass(frozen=True)

@@ -21,18 +21,25 @@ from fslab.results.records import RunMetric, RunRecord, SampleGroups, StoredRun,
 from fslab.results.schema import bring_up_to_date, hosts, metadata, metrics, run_outputs, runs, schema_info, study_runs, targets, workloads
 
 
+_SCHEMA_LOCK = 0x66736C62  # PostgreSQL's advisory lock held while the schema is made or migrated
+
+
 class ResultsDB:
     def __init__(self, location: str):
         self.location = location
         self.engine = engine_for(location)
         for attempt in range(20):
             try:
-                self._refuse_foreign_tables()
-                metadata.create_all(self.engine)
-                with self.engine.begin() as conn:
-                    bring_up_to_date(conn, self.location)
+                if self.engine.dialect.name == "postgresql":
+                    self._bring_up_postgresql()
+                else:
+                    self._refuse_foreign_tables(self.engine)
+                    metadata.create_all(self.engine)
+                    with self.engine.begin() as conn:
+                        bring_up_to_date(conn, self.location)
                 break
-            except sa.exc.OperationalError as exc:
+            # PostgreSQL says so with an IntegrityError (a type of that name) or a ProgrammingError (the table)
+            except (sa.exc.OperationalError, sa.exc.IntegrityError, sa.exc.ProgrammingError) as exc:
                 if "already exists" in str(exc.orig) and attempt < 19:
                     time.sleep(0.05)  # another fslab is making the same new database: its tables will do
                     continue
@@ -40,19 +47,29 @@ class ResultsDB:
             except sa.exc.DatabaseError as exc:  # not a database at all, damaged, or unreachable
                 raise DatabaseUnusable(f"cannot use {shown(location)} as the results database: {exc.orig}; name another --db, or restore it from a backup") from None
 
-    def _refuse_foreign_tables(self) -> None:
+    def _bring_up_postgresql(self) -> None:
+        """Tables made and migrated by one fslab at a time (several workers starting on a new
+        database at once): PostgreSQL's DDL is transactional, and the lock is the transaction's."""
+        with self.engine.begin() as conn:
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK})
+            self._refuse_foreign_tables(conn)
+            metadata.create_all(conn)
+            bring_up_to_date(conn, self.location)
+
+    def _refuse_foreign_tables(self, bind: sa.Engine | sa.Connection) -> None:
         """A database with tables but no schema_info is someone else's: fslab adds nothing to it."""
-        tables = sa.inspect(self.engine).get_table_names()
+        tables = sa.inspect(bind).get_table_names()
         if tables and schema_info.name not in tables:
             listed = ", ".join(sorted(tables)[:5]) + (", …" if len(tables) > 5 else "")
             raise DatabaseUnusable(f"{shown(self.location)} is not an fslab results database (it holds tables {listed}); name another --db")
 
-    def begin_study_run(self, study: Any, plan_seed: int, environment: dict, tool_versions: dict[str, str | None], settings: dict, owner: Owner) -> int:
+    def begin_study_run(self, study: Any, plan_seed: int, environment: dict, tool_versions: dict[str, str | None], settings: dict, owner: Owner | None) -> int:
+        """`owner`: the process running it, None for a fleet's (its workers run it, each its share)."""
         with self.engine.begin() as conn:
             return _insert_study_run(
                 conn,
                 {"study_path": study.path, "study_source": study.source, "scale": study.scale, "repetitions": study.repetitions, "plan_seed": plan_seed,
-                 "started_at": now(), "status": "running", "owner": asdict(owner)},
+                 "started_at": now(), "status": "running", "owner": asdict(owner) if owner else None},
                 study, environment, settings, lambda target: tool_versions.get(target.filesystem),
             )
 
@@ -172,15 +189,15 @@ class ResultsDB:
             query = sa.select(*([runs.c[name] for name in columns] if columns is not None else [runs])).where(runs.c.study_run_id == study_run_id).order_by(runs.c.id)
             return [dict(r) for r in conn.execute(query).mappings()]
 
-    def stored_runs(self, study_run_id: int) -> list[StoredRun]:
-        """Every stored run of a study run with its metrics, in the order they were stored."""
+    def stored_runs(self, study_run_id: int, host: str | None = None) -> list[StoredRun]:
+        """Every stored run of a study run (or of its runs on `host`) with its metrics, in the order they were stored."""
         query = (
             sa.select(
                 runs.c.id, runs.c.target, runs.c.workload, runs.c.repetition, runs.c.warmup, runs.c.status, runs.c.started_at, runs.c.finished_at,
                 metrics.c.phase, metrics.c.name, metrics.c.value, metrics.c.primary, metrics.c.compared,
             )
             .outerjoin(metrics, metrics.c.run_id == runs.c.id)
-            .where(runs.c.study_run_id == study_run_id)
+            .where(runs.c.study_run_id == study_run_id, *([runs.c.host == host] if host is not None else []))
             .order_by(runs.c.id)
         )
         found: dict[int, tuple[StoredRun, list[tuple[str, str, bool, bool]]]] = {}

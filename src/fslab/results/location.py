@@ -46,7 +46,9 @@ def engine_for(location: str) -> sa.Engine:
 
 def _engine_of_url(location: str) -> sa.Engine:
     try:
-        return sa.create_engine(location)
+        # A server may have closed a pooled connection since its last use (restarted, or
+        # pg_terminate_backend): each is tried before it is handed out, and replaced if dead.
+        return sa.create_engine(location, pool_pre_ping=True)
     except ImportError as exc:
         hint = POSTGRESQL_DRIVER if location.startswith("postgresql") else f"install the Python package that provides {exc.name}"
         raise DatabaseUnusable(f"the results database {shown(location)} needs the database driver {exc.name}, which is not installed: {hint}") from None

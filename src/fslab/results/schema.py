@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from fslab.errors import FslabError
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 metadata = sa.MetaData()
 
@@ -100,6 +100,32 @@ hosts = sa.Table(
     sa.Column("study_run_id", sa.ForeignKey("study_runs.id"), primary_key=True),
     sa.Column("name", sa.String(200), primary_key=True),
     sa.Column("facts", sa.JSON, nullable=False),  # model.Host
+)
+
+# Since version 11: a fleet (fleet/). Each worker as it last said it was (its name, labels and
+# facts, its last heartbeat), and each host's share of a fleet's study run (a unit, handed out
+# through the queue): where it stands, what it skipped on that host and why, the run under way.
+fleet_workers = sa.Table(
+    "fleet_workers",
+    metadata,
+    sa.Column("name", sa.String(200), primary_key=True),
+    sa.Column("labels", sa.JSON, nullable=False),  # list of labels, as `fslab worker --labels` gave them
+    sa.Column("facts", sa.JSON, nullable=False),  # model.Host
+    sa.Column("seen_at", sa.DateTime, nullable=False),  # its last heartbeat (UTC)
+)
+
+fleet_units = sa.Table(
+    "fleet_units",
+    metadata,
+    sa.Column("study_run_id", sa.ForeignKey("study_runs.id"), primary_key=True),
+    sa.Column("host", sa.String(200), primary_key=True),
+    sa.Column("state", sa.String(20), nullable=False),  # queued, running, released, done, failed
+    sa.Column("planned", sa.Integer),  # runs this host's share plans (exact repetitions; adaptive: the first blocks')
+    sa.Column("skipped", sa.JSON),  # [{target, why}]: what this host cannot run, judged when it first took the unit
+    sa.Column("current", sa.Text),  # the run under way: "target · workload · run N"
+    sa.Column("why", sa.Text),  # a failed unit's error
+    sa.Column("outcome", sa.JSON),  # the planner's outcome of this host's share
+    sa.Column("updated_at", sa.DateTime, nullable=False),
 )
 
 metrics = sa.Table(
@@ -195,6 +221,8 @@ MIGRATIONS: dict[int, list[str | Only]] = {
     # Runs name the host they ran on (NULL before: the study run's own machine, its environment);
     # the table of hosts is new, made as every new table is (metadata.create_all).
     9: ["ALTER TABLE runs ADD COLUMN host VARCHAR(200)"],
+    # A fleet's workers and units: new tables, made as every new table is (metadata.create_all).
+    10: [],
 }
 
 

@@ -1,0 +1,9 @@
+"""A fleet: test hosts that each run `fslab worker` against the team's PostgreSQL, which is both
+the results database and the queue (procrastinate) that hands each host its share of a study run.
+
+  queue.py     the queue: procrastinate in the results database, units, their names and locks
+  roster.py    the workers (name, labels, facts, heartbeat) and which ones `--on` names
+  units.py     each host's share of a study run: where it stands, the progress table's rows
+  worker.py    `fslab worker`: takes its host's units one at a time, runs each through the runner
+  dispatch.py  `fslab run --on`: the study run, its units queued, their progress followed
+"""

@@ -1,0 +1,82 @@
+"""`fslab run STUDY --on …`: the fleet's study run — one row, stored before anything is queued —
+and one unit per host queued on that host's queue; then its progress across hosts, followed in a
+live table until every unit has ended (or shown once: `fslab status`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+from rich.console import Console, RenderableType
+from rich.live import Live
+
+from fslab import environment
+from fslab.errors import FslabError
+from fslab.fleet import queue, roster, units
+from fslab.guard.names import visible
+from fslab.model import Study
+from fslab.plan import Planner, Repetitions, new_seed
+from fslab.report.console import table
+from fslab.results import ResultsDB
+
+COLUMNS = ["host", "state", "runs\ndone", "runs\nplanned", "current", "ETA", "note"]
+RIGHT = [False, False, True, True, False, True, False]
+STATE_STYLES = {"queued": "", "running": "cyan", "released": "yellow", "done": "green", "failed": "red"}
+
+
+def begin(db: ResultsDB, study: Study, repetitions: Repetitions, *, on: str, seed: int | None = None, baseline: str | None = None) -> int:
+    """Store the fleet's study run and queue one unit per host `on` names; its id."""
+    from fslab.runner import study_run_settings
+
+    queue.conninfo(db.location)  # PostgreSQL, or a clear refusal, before anything is stored
+    try:
+        units.check_self_contained(study.source, study.path)
+    except units.NotSelfContained as exc:
+        raise FslabError(str(exc)) from None
+    queue.install(db.engine)
+    hosts = roster.chosen(db.engine, on)
+    plan_seed = seed if seed is not None else study.seed if study.seed is not None else new_seed()
+    Planner(study.cells, repetitions, plan_seed, baseline)  # refuses a --baseline no target answers, before anything is stored
+    study = replace(study, repetitions=repetitions.runs, warmup=repetitions.warmup)
+    settings = repetitions.describe() | ({"baseline": baseline} if baseline else {}) | study_run_settings(study, [])
+    study_run_id = db.begin_study_run(study, plan_seed, environment.collect(Path.cwd()), {}, settings, None)  # its workers own it, each its unit
+    units.queued(db.engine, study_run_id, hosts)
+    app = queue.app_for(db.location)
+    app.open()
+    try:
+        for host in hosts:
+            queue.enqueue(app, study_run_id, host)
+    finally:
+        app.close()
+    return study_run_id
+
+
+def progress_table(db: ResultsDB, study_run_id: int) -> tuple[RenderableType, bool]:
+    """The progress table of a fleet's study run, and whether every unit has ended."""
+    found = units.progress(db.engine, study_run_id)
+    rows = [
+        [visible(p.host), p.state, str(p.done), "" if p.planned is None else str(p.planned), visible(p.current), _eta(p.eta), visible(p.why)]
+        for p in found
+    ]
+    title = f"study run {study_run_id}: {sum(p.done for p in found)} run(s) stored on {len(found)} host(s)"
+    return table(title, COLUMNS, rows, RIGHT, styles=[STATE_STYLES.get(p.state, "") for p in found]), all(p.ended for p in found)
+
+
+def follow(db: ResultsDB, study_run_id: int, console: Console, every: float = 1.0, wait: Callable[[float], None] = time.sleep) -> None:
+    """The progress table, live, until every unit has ended."""
+    shown, ended = progress_table(db, study_run_id)
+    with Live(shown, console=console, auto_refresh=False) as live:
+        while not ended:
+            wait(every)
+            shown, ended = progress_table(db, study_run_id)
+            live.update(shown, refresh=True)
+
+
+def _eta(eta: timedelta | None) -> str:
+    if eta is None:
+        return ""
+    seconds = int(eta.total_seconds())
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"

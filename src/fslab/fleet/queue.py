@@ -1,0 +1,81 @@
+"""The fleet's queue: procrastinate, living in the results database itself (no broker beyond it).
+
+A unit is one host's share of a study run: one procrastinate job of the task UNIT_TASK on that
+host's own queue (QUEUE_PREFIX + name), holding the lock of (study run, host) — two workers of
+one name never run it at once — and the queueing lock of the same — it is never queued twice.
+A worker that stops heartbeating for longer than the lapse (killed, its host down) leaves its
+unit "doing": any worker finds it stalled and queues it again (requeue_stalled)."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from fslab.errors import FslabError
+from fslab.results.location import shown
+
+QUEUE_PREFIX = "fslab.host."
+UNIT_TASK = "fslab.unit"
+# Held while procrastinate's schema is installed: several workers may start on a new database at once.
+_SCHEMA_LOCK = 0x66736C61  # "fsla"
+
+
+class NotAFleetDatabase(FslabError):
+    """A fleet needs a PostgreSQL database: its queue lives there."""
+
+
+def queue_of(host: str) -> str:
+    return QUEUE_PREFIX + host
+
+
+def unit_lock(study_run_id: int, host: str) -> str:
+    return f"fslab.unit.{study_run_id}.{host}"
+
+
+def conninfo(location: str) -> str:
+    """libpq's URL for a results database's URL (SQLAlchemy's driver name dropped): what psycopg,
+    under procrastinate, connects with. Never printed (it may hold a password)."""
+    try:
+        url = sa.make_url(location)
+    except sa.exc.ArgumentError:
+        url = None
+    if url is None or url.get_backend_name() != "postgresql":
+        raise NotAFleetDatabase(f"--db {shown(location)}: a fleet's queue lives in PostgreSQL; give --db postgresql://user@host/database (or set FSLAB_DB)")
+    return url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def app_for(location: str):  # noqa: ANN201  (procrastinate.App: imported here alone)
+    """A procrastinate App on the results database (not yet open)."""
+    import procrastinate
+
+    return procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=conninfo(location), min_size=1, max_size=4))
+
+
+def install(engine: sa.Engine) -> None:
+    """Procrastinate's tables and functions, made once in the results database (the first worker
+    or dispatcher to come makes them; the others wait for it, then find them)."""
+    from procrastinate.schema import SchemaManager
+
+    with engine.begin() as conn:
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK})
+        if conn.execute(sa.text("SELECT to_regclass('procrastinate_jobs')")).scalar() is None:
+            # psycopg's own execute, with no parameters: the script's % signs stay as they are
+            conn.connection.driver_connection.execute(SchemaManager.get_schema())
+
+
+def enqueue(app, study_run_id: int, host: str) -> int | None:  # noqa: ANN001
+    """Queue `host`'s share of the study run (app open, synchronously); its job id, None if queued already."""
+    from procrastinate.exceptions import AlreadyEnqueued
+
+    lock = unit_lock(study_run_id, host)
+    try:
+        return app.configure_task(UNIT_TASK, queue=queue_of(host), lock=lock, queueing_lock=lock).defer(study_run_id=study_run_id, host=host)
+    except AlreadyEnqueued:
+        return None
+
+
+async def requeue_stalled(app, lapse: float) -> list[int]:  # noqa: ANN001
+    """Units whose worker's heartbeat lapsed over `lapse` seconds ago, queued again; their job ids."""
+    stalled = list(await app.job_manager.get_stalled_jobs(task_name=UNIT_TASK, seconds_since_heartbeat=lapse))
+    for job in stalled:
+        await app.job_manager.retry_job(job)
+    return [job.id for job in stalled]

@@ -1,0 +1,111 @@
+"""Each host's share of a fleet's study run — a unit — as the database keeps it (fleet_units,
+schema 11): queued, running, released (its worker was stopped: taken again), done, failed; what
+that host skipped and why; the run under way. And the progress table `fslab run --on` and
+`fslab status` show: host, runs done of planned, current cell, ETA, from the runs stored."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+import sqlalchemy as sa
+
+from fslab.results.records import now
+from fslab.results.schema import fleet_units, runs, study_runs
+
+ENDED = ("done", "failed")
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One host's share, as the progress table shows it."""
+
+    host: str
+    state: str
+    done: int  # runs stored
+    planned: int | None
+    current: str
+    eta: timedelta | None  # from the runs it stored so far
+    why: str  # a failed unit's error, or what the host skipped
+
+    @property
+    def ended(self) -> bool:
+        return self.state in ENDED
+
+
+def queued(engine: sa.Engine, study_run_id: int, hosts: list[str]) -> None:
+    with engine.begin() as conn:
+        conn.execute(fleet_units.insert(), [{"study_run_id": study_run_id, "host": h, "state": "queued", "updated_at": now()} for h in hosts])
+
+
+def hosts_of(engine: sa.Engine, study_run_id: int) -> list[str]:
+    with engine.connect() as conn:
+        return list(conn.execute(sa.select(fleet_units.c.host).where(fleet_units.c.study_run_id == study_run_id).order_by(fleet_units.c.host)).scalars())
+
+
+def skipped(engine: sa.Engine, study_run_id: int, host: str) -> list[dict] | None:
+    """What the host skipped when it first took the unit (None: not taken yet)."""
+    with engine.connect() as conn:
+        return conn.execute(sa.select(fleet_units.c.skipped).where(*_unit(study_run_id, host))).scalar()
+
+
+def update(engine: sa.Engine, study_run_id: int, host: str, **values: object) -> None:
+    with engine.begin() as conn:
+        conn.execute(fleet_units.update().where(*_unit(study_run_id, host)).values(updated_at=now(), **values))
+
+
+def ended(engine: sa.Engine, study_run_id: int, host: str, state: str, **values: object) -> None:
+    """The unit done or failed; the study run finished once every unit has ended (the one that
+    ends last, whichever it is, says so: the study run's row is locked while units are counted)."""
+    with engine.begin() as conn:
+        conn.execute(sa.select(study_runs.c.id).where(study_runs.c.id == study_run_id).with_for_update())
+        conn.execute(fleet_units.update().where(*_unit(study_run_id, host)).values(state=state, current=None, updated_at=now(), **values))
+        units = conn.execute(sa.select(fleet_units.c.host, fleet_units.c.state, fleet_units.c.outcome).where(fleet_units.c.study_run_id == study_run_id)).all()
+        if all(u.state in ENDED for u in units):
+            outcome = {f"{u.host} · {cell}": o for u in units for cell, o in (u.outcome or {}).items()} if len(units) > 1 else units[0].outcome or {}
+            conn.execute(study_runs.update().where(study_runs.c.id == study_run_id).values(status="finished", finished_at=now(), outcome=outcome))
+
+
+def progress(engine: sa.Engine, study_run_id: int) -> list[Progress]:
+    """Every unit of the study run, by host."""
+    counted = (
+        sa.select(runs.c.host, sa.func.count(), sa.func.min(runs.c.started_at), sa.func.max(runs.c.finished_at))
+        .where(runs.c.study_run_id == study_run_id).group_by(runs.c.host)
+    )
+    with engine.connect() as conn:
+        stored = {host: (n, first, last) for host, n, first, last in conn.execute(counted)}
+        units = conn.execute(sa.select(fleet_units).where(fleet_units.c.study_run_id == study_run_id).order_by(fleet_units.c.host)).all()
+    found = []
+    for u in units:
+        done, first, last = stored.get(u.host, (0, None, None))
+        eta = None
+        if u.planned and done and first and last and u.state not in ENDED:
+            eta = (last - first) / done * max(u.planned - done, 0)
+        why = u.why or "; ".join(f"skipped {s['target']}: {s['why']}" for s in u.skipped or [])
+        found.append(Progress(u.host, u.state, done, u.planned, u.current or "", eta, why))
+    return found
+
+
+def _unit(study_run_id: int, host: str) -> tuple:
+    return (fleet_units.c.study_run_id == study_run_id, fleet_units.c.host == host)
+
+
+class NotSelfContained(Exception):
+    pass
+
+
+def check_self_contained(source: str, where: str) -> None:
+    """A fleet's study reaches its workers as text, from the database: a file beside it (a fio
+    job_file) is not there, and a path read on a worker would be one the database chose."""
+    import tomllib
+
+    try:
+        tables = tomllib.loads(source).get("workload", [])
+    except tomllib.TOMLDecodeError:
+        return  # the study's own parser says what is wrong, and where
+    named = [w.get("name", "?") for w in tables if isinstance(tables, list) and isinstance(w, dict) and "job_file" in w]
+    if named:
+        raise NotSelfContained(
+            f"{where}: workload(s) {', '.join(map(repr, named))} name a job_file; a fleet's workers read the study from the database, "
+            "not files beside it: write the job's options in the study ([[workload]] with kind = \"fio\" and its options)"
+        )

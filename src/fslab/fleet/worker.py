@@ -1,0 +1,308 @@
+"""`fslab worker`: one test host of a fleet. It registers itself (fleet_workers), then takes the
+units of its own queue one at a time and runs each through the same runner as `fslab run` —
+guard, journal, its own work directory — storing runs with its host in the shared database.
+
+Two threads. Procrastinate's worker (asyncio: it fetches units, heartbeats, listens for new ones)
+runs in a thread of its own; each unit it takes is handed to the main thread, which runs it
+there, where Ctrl-C and `kill` are heard as `fslab run` hears them (interruption.py): the run
+under way is released cleanly, the unit is given back to the queue (UnitReleased: procrastinate
+retries it at once) and the worker exits 128 + the signal's number. A worker killed outright
+stops heartbeating: after the lapse any worker queues its unit again, and the host's next worker
+runs only what that host's share still lacks (runner.run_share)."""
+
+from __future__ import annotations
+
+import asyncio
+import queue as queues
+import tempfile
+import threading
+import traceback
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from procrastinate.retry import BaseRetryStrategy, RetryDecision
+
+from fslab import environment
+from fslab.errors import FslabError
+from fslab.fleet import queue, roster, units
+from fslab.fleet.steady import LOST, SteadyResults
+from fslab.model import Host, Study
+from fslab.workdir import Workdir
+
+# How long a worker may go unheard before its unit is taken again (procrastinate's stalled-worker
+# timeout); it heartbeats four times in that while. --heartbeat-lapse changes it (tests: seconds).
+DEFAULT_LAPSE = 60.0
+
+
+class UnitReleased(Exception):
+    """The unit was given back unfinished (its worker stopped): the queue hands it out again."""
+
+
+class UnitFailed(Exception):
+    """The unit cannot run on this host (its study refused here, or its host's every target
+    unsupported): recorded with why, not taken again."""
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    location: str  # the shared database's URL
+    name: str | None  # --name (default: the host name)
+    labels: list[str]
+    workdir: Path
+    lapse: float = DEFAULT_LAPSE
+
+    @property
+    def heartbeat(self) -> float:
+        return self.lapse / 4
+
+
+@dataclass(frozen=True)
+class Unit:
+    study_run_id: int
+    host: str
+
+
+@dataclass
+class _Handoff:
+    """Units from the queue's thread to the main thread, each with the future its task waits on."""
+
+    units: queues.Queue = field(default_factory=queues.Queue)
+    loop: asyncio.AbstractEventLoop | None = None
+    stopping: asyncio.Event | None = None
+    worker: Any = None  # procrastinate's Worker under way
+    failure: BaseException | None = None  # what ended the queue's thread, if not a stop
+
+    def take(self, unit: Unit) -> None:
+        """In procrastinate's task thread: hand the unit over, wait until it has run."""
+        done: Future = Future()
+        self.units.put((unit, done))
+        done.result()  # raises what the main thread set: UnitReleased, UnitFailed
+
+    def stop(self) -> None:
+        if self.loop is not None and self.stopping is not None:
+            self.loop.call_soon_threadsafe(self._stop_in_loop)
+
+    def _stop_in_loop(self) -> None:
+        assert self.stopping is not None
+        self.stopping.set()
+        if self.worker is not None:
+            self.worker.stop()
+
+
+class _ReleasedAgain(BaseRetryStrategy):
+    """Procrastinate's retry strategy for units: one given back is queued again at once, any
+    other end is final."""
+
+    def get_retry_decision(self, *, exception: BaseException, job: Any) -> RetryDecision | None:
+        return RetryDecision(retry_in={"seconds": 0}) if isinstance(exception, UnitReleased) else None
+
+
+def serve(settings: WorkerSettings, say: Callable[[str], None]) -> None:
+    """Run the worker until a signal stops it (KeyboardInterrupt, raised again once all is
+    released and the unit under way, if any, given back)."""
+    db = SteadyResults(settings.location, say)
+    queue.conninfo(settings.location)  # PostgreSQL, or a clear refusal
+    host = environment.host(settings.name)
+    queue.install(db.engine)
+    roster.register(db.engine, host, settings.labels)
+    handoff = _Handoff()
+    thread = threading.Thread(target=_queue_thread, args=(settings, host.name, handoff, db, say), name="fslab-queue", daemon=True)
+    thread.start()
+    say(f"worker {host.name} ({', '.join(settings.labels) or 'no labels'}) waiting for units on {queue.queue_of(host.name)}")
+    current: Future | None = None
+    try:
+        while thread.is_alive():
+            try:
+                unit, current = handoff.units.get(timeout=0.5)
+            except queues.Empty:
+                continue
+            _run_handed(unit, current, db, host, settings.workdir, say)
+            current = None
+        raise FslabError(f"worker {host.name} stopped: {handoff.failure or 'its queue ended'}")
+    except KeyboardInterrupt:
+        if current is not None and not current.done():
+            current.set_exception(UnitReleased())
+            say(f"unit given back: study run {unit.study_run_id} on {unit.host} will be taken again")
+        handoff.stop()
+        while thread.is_alive():  # a unit the queue handed out meanwhile goes back too
+            thread.join(timeout=0.2)
+            _release_waiting(handoff)
+        raise
+
+
+def _release_waiting(handoff: _Handoff) -> None:
+    while True:
+        try:
+            _, waiting = handoff.units.get_nowait()
+        except queues.Empty:
+            return
+        waiting.set_exception(UnitReleased())
+
+
+def _run_handed(unit: Unit, done: Future, db: SteadyResults, host: Host, workdir: Path, say: Callable[[str], None]) -> None:
+    """Run the unit the queue handed over (in the main thread) and settle its future: its task
+    ends, and procrastinate records the job's end."""
+    try:
+        run_unit(unit, db, host, Workdir(workdir), say)
+    except KeyboardInterrupt:
+        raise
+    except UnitFailed as exc:
+        done.set_exception(exc)
+    except BaseException as exc:  # an error of fslab's own: recorded as the unit's failure, the worker goes on
+        why = str(exc) if isinstance(exc, FslabError) else "".join(traceback.format_exception(exc))
+        say(f"unit failed: study run {unit.study_run_id} on {unit.host}: {why}")
+        _settle(db, unit, "failed", why=why)
+        done.set_exception(UnitFailed(why))
+    else:
+        done.set_result(None)
+
+
+def run_unit(unit: Unit, db: SteadyResults, host: Host, workdir: Workdir, say: Callable[[str], None]) -> None:
+    """This host's share of the study run: its study as stored (untrusted: parsed and checked as
+    any study file), less the targets this host cannot run (recorded with why, once: a unit taken
+    again skips what it skipped before), run by the runner; only what this host's share still
+    lacks runs."""
+    from fslab.errors import Refused
+    from fslab.resume import share_of
+    from fslab.runner import run_share, unsupported_here
+
+    if unit.host != host.name:
+        raise Refused(f"a unit for host {unit.host!r} was in the queue of {host.name!r}: not run")
+    say(f"took unit: study run {unit.study_run_id} on {host.name}")
+    row = db.steadily(lambda: db.study_run(unit.study_run_id))
+    if row is None:
+        raise UnitFailedHere(f"study run {unit.study_run_id} is not in the database")
+    try:
+        units.check_self_contained(row["study_source"], f"study run {unit.study_run_id}")
+    except units.NotSelfContained as exc:
+        raise UnitFailedHere(str(exc)) from None
+    with tempfile.TemporaryDirectory(prefix="fslab-fleet-") as nothing_beside:  # the study names no file: none is read
+        share = share_of(db, unit.study_run_id, host.name, Path(nothing_beside))
+    skipped = db.steadily(lambda: units.skipped(db.engine, unit.study_run_id, host.name))
+    if skipped is None:
+        skipped = [{"target": u.target, "why": u.why} for u in unsupported_here(share.study)]
+    study = share.study.without({s["target"] for s in skipped})
+    if not study.targets:
+        raise UnitFailedHere(f"{host.name} can run none of the study's targets: " + "; ".join(f"{s['target']}: {s['why']}" for s in skipped))
+    planned = len(study.cells) * (share.repetitions.runs + share.repetitions.warmup)
+    db.steadily(lambda: units.update(db.engine, unit.study_run_id, host.name, state="running", skipped=skipped, planned=planned, why=None))
+    share = replace(share, study=study)
+    with unit_services(share.study, host):
+        run_share(share, db, workdir, host=host, ended=partial(_ended, db, unit, say), observer=_UnitObserver(db, unit, say))
+
+
+@contextmanager
+def unit_services(study: Study, host: Host) -> Iterator[None]:
+    """What a unit needs running on this host beside its runs, for as long as it runs — the hook
+    for shared storage from several clients (issue 22, item 5): `fio --server` bound to the
+    address this worker names, for the workloads that name this host among their clients. None yet."""
+    yield
+
+
+class UnitFailedHere(FslabError):
+    """What stops a unit on this host, said to the user and recorded with the unit."""
+
+
+def _ended(db: SteadyResults, unit: Unit, say: Callable[[str], None], status: str, outcome: dict) -> None:
+    if status == "finished":
+        _settle(db, unit, "done", outcome=outcome)
+        say(f"unit done: study run {unit.study_run_id} on {unit.host}")
+    else:
+        db.steadily(lambda: units.update(db.engine, unit.study_run_id, unit.host, state="released", current=None))
+
+
+def _settle(db: SteadyResults, unit: Unit, state: str, **values: object) -> None:
+    db.steadily(lambda: units.ended(db.engine, unit.study_run_id, unit.host, state, **values))
+
+
+class _UnitObserver:
+    """What the runner tells: said on the worker's output, and the run under way kept with the
+    unit for the progress table (best effort: a lost connection loses only that line)."""
+
+    def __init__(self, db: SteadyResults, unit: Unit, say: Callable[[str], None]):
+        self.db, self.unit, self.say = db, unit, say
+
+    def announce(self, study: Study, skipped: list) -> None:
+        from fslab.study import describe_study
+
+        self.say(f"{study.name}: {describe_study(study)}")
+
+    def notice(self, message: str) -> None:
+        self.say(message)
+
+    def starting(self, planned: Any, index: int, total: int) -> None:
+        cell = planned.cell
+        current = f"{cell.target.name} · {cell.workload.name} · {'warm-up' if planned.warmup else 'run'} {planned.repetition}"
+        self.say(f"starting {current}")
+        try:
+            units.update(self.db.engine, self.unit.study_run_id, self.unit.host, current=current)
+        except LOST:
+            pass
+
+    def finished(self, planned: Any, record: Any) -> None:
+        self.say(f"stored {record.target} · {record.workload} · run {record.repetition}: {record.status}" + (f" ({record.error})" if record.error else ""))
+
+    def already_stored(self, planned: Any, index: int, total: int) -> None:
+        pass
+
+
+def _queue_thread(settings: WorkerSettings, name: str, handoff: _Handoff, db: SteadyResults, say: Callable[[str], None]) -> None:
+    try:
+        asyncio.run(_serve_queue(settings, name, handoff, db, say))
+    except BaseException as exc:  # noqa: BLE001  (said by the main thread, which ends the worker)
+        handoff.failure = exc
+
+
+async def _serve_queue(settings: WorkerSettings, name: str, handoff: _Handoff, db: SteadyResults, say: Callable[[str], None]) -> None:
+    """Procrastinate's worker on this host's queue, started again whenever it stops on its own
+    (its database connection lost when it needed it), until the main thread stops it."""
+    from procrastinate.worker import Worker
+
+    app = queue.app_for(settings.location)
+
+    def unit_task(study_run_id: int, host: str) -> None:
+        handoff.take(Unit(int(study_run_id), str(host)))
+
+    app.task(name=queue.UNIT_TASK, retry=_ReleasedAgain())(unit_task)
+    handoff.loop, handoff.stopping = asyncio.get_running_loop(), asyncio.Event()
+    async with app.open_async():
+        housekeeping = asyncio.create_task(_housekeeping(app, settings, name, handoff, db, say))
+        try:
+            while not handoff.stopping.is_set():
+                handoff.worker = Worker(
+                    app, queues=[queue.queue_of(name)], name=name, concurrency=1, install_signal_handlers=False,
+                    update_heartbeat_interval=settings.heartbeat, stalled_worker_timeout=settings.lapse,
+                    fetch_job_polling_interval=settings.heartbeat, abort_job_polling_interval=settings.heartbeat,
+                )  # fmt: skip
+                try:
+                    await handoff.worker.run()
+                except Exception as exc:  # noqa: BLE001  (its connection lost: started again)
+                    say(f"queue: {type(exc).__name__}: {exc}; starting again")
+                if not handoff.stopping.is_set():
+                    await asyncio.sleep(settings.heartbeat)
+        finally:
+            housekeeping.cancel()
+
+
+async def _housekeeping(app: Any, settings: WorkerSettings, name: str, handoff: _Handoff, db: SteadyResults, say: Callable[[str], None]) -> None:
+    """Every heartbeat: this worker heard from (fleet_workers, and procrastinate's own heartbeat,
+    beside its worker's: that one ends with the first error, and a worker waiting for its unit to
+    end after losing its connection must not look dead, or its unit would be handed out again
+    while it runs), and any unit whose worker's heartbeat lapsed queued again, whichever worker
+    notices first."""
+    while True:
+        try:
+            worker_id = handoff.worker.worker_id if handoff.worker is not None else None
+            if worker_id is not None:
+                await app.job_manager.update_heartbeat(worker_id)
+            await asyncio.to_thread(roster.heard_from, db.engine, name)
+            for job_id in await queue.requeue_stalled(app, settings.lapse):
+                say(f"queued again: unit (job {job_id}) of a worker whose heartbeat lapsed")
+        except (Exception, *LOST) as exc:  # noqa: BLE001  (the database away: the next beat tries again)
+            say(f"housekeeping: {type(exc).__name__}")
+        await asyncio.sleep(settings.heartbeat)

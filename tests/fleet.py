@@ -1,0 +1,118 @@
+"""A fleet on one machine for the tests: a PostgreSQL cluster listening on a bridge of the tests'
+own (tests/postgres.py, tests/netns.py) and `fslab worker`s, each in its own network namespace
+with its own work directory, its output kept in a file; every worker stopped when done."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import postgres
+from conftest import fresh_workdir
+from netns import Namespace, network
+
+from fslab.workdir import Workdir
+
+DATABASE = "fleet"
+LAPSE = "2"  # seconds a worker may go unheard (--heartbeat-lapse): short, for the tests
+
+
+@dataclass
+class Worker:
+    name: str
+    process: subprocess.Popen
+    log: Path
+    workdir: Workdir
+    stopped: bool = False  # by the test: its end is no failure
+
+    def output(self) -> str:
+        return self.log.read_text()
+
+
+@dataclass
+class Fleet:
+    pg: postgres.Cluster
+    hosts: list[Namespace]
+    directory: Path
+    undo: ExitStack
+    workers: list[Worker] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        """The database's URL without its password: PGPASSWORD gives it (env), as docs/fleet.md advises."""
+        return self.pg.url(DATABASE, password=False)
+
+    def env(self) -> dict[str, str]:
+        return {**os.environ, "PGPASSWORD": postgres.PASSWORD}
+
+    def start(self, index: int, name: str, *args: str, workdir: Workdir | None = None) -> Worker:
+        """A worker named `name` in namespace `index` (its own work directory unless given one)."""
+        workdir = workdir or self.undo.enter_context(fresh_workdir())
+        log = self.directory / f"{name}-{len(self.workers)}.log"
+        with log.open("w") as out:
+            argv = [sys.executable, "-m", "fslab", "worker", "--db", self.url, "--name", name, "--workdir", str(workdir.root), "--heartbeat-lapse", LAPSE, *args]
+            process = self.hosts[index].popen(argv, stdout=out, stderr=subprocess.STDOUT, env=self.env())
+        worker = Worker(name, process, log, workdir)
+        self.workers.append(worker)
+        return worker
+
+    def fslab(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+        """fslab on this machine (outside the namespaces), on the fleet's database."""
+        return subprocess.run([sys.executable, "-m", "fslab", *args, "--db", self.url], capture_output=True, text=True, timeout=timeout, env=self.env(), cwd=self.directory)
+
+    def sql(self, statement: str) -> str:
+        return self.pg.sql(statement, DATABASE)
+
+    def wait(self, what: str, ready: Callable[[], object], deadline: float = 240) -> object:
+        """wait_for, failing at once when a worker that should serve has ended."""
+
+        def ready_or_dead() -> object:
+            ended = [w for w in self.workers if w.process.poll() is not None and not w.stopped]
+            assert not ended, f"worker {ended[0].name} ended ({ended[0].process.returncode}):\n{ended[0].output()}"
+            return ready()
+
+        return wait_for(what, ready_or_dead, deadline)
+
+    def stop(self, worker: Worker) -> int:
+        """SIGTERM, as systemd stops it; its exit status."""
+        worker.stopped = True
+        worker.process.send_signal(signal.SIGTERM)
+        return worker.process.wait(timeout=120)
+
+
+def wait_for(what: str, ready: Callable[[], object], deadline: float = 240) -> object:
+    """Poll until `ready()` is true (a state, never a guess of how long it takes)."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        found = ready()
+        if found:
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"waited {deadline} s for {what}")
+
+
+@contextmanager
+def fleet(hosts: int, directory: Path) -> Iterator[Fleet]:
+    with ExitStack() as undo:
+        net = undo.enter_context(network(hosts))
+        pg = undo.enter_context(postgres.cluster(listen=(net.address,)))
+        pg.new_database(DATABASE)
+        found = Fleet(pg, net.hosts, directory, undo)
+        try:
+            yield found
+        finally:
+            for w in found.workers:
+                if w.process.poll() is None:
+                    w.process.kill()
+                    w.process.wait(timeout=60)
+            for w in found.workers:
+                print(f"--- worker {w.name} ({w.log.name}) ---\n{w.output()}")
+            for w in found.workers:  # what a killed one held, released as `fslab cleanup` would
+                w.workdir.journal.clean_up()

@@ -1,0 +1,160 @@
+"""A fleet for real: `fslab worker`s in network namespaces, a PostgreSQL on the bridge, studies
+run on them with `fslab run --on` (tests/fleet.py). Every wait is for a state, never a sleep."""
+
+from __future__ import annotations
+
+import re
+import signal
+
+import pytest
+from conftest import held_by
+from fleet import fleet
+from short_studies import short_study
+
+EXT4 = '[[target]]\nname = "ext4"\nfilesystem = "ext4"\n'
+
+
+def study_file(tmp_path, repetitions: int = 2):
+    path = tmp_path / "fleet.toml"
+    path.write_text(short_study("fleet", EXT4, repetitions))
+    return str(path)
+
+
+def stored(f, study_run_id: int) -> list[tuple[str, ...]]:
+    """Each (host, target, workload, repetition) stored, with how many times."""
+    rows = f.sql(f"SELECT host, target, workload, repetition, count(*) FROM runs WHERE study_run_id = {study_run_id} GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4")
+    return [tuple(line.split("|")) for line in rows.splitlines()]
+
+
+def status_of(f, study_run_id: int) -> str:
+    return f.sql(f"SELECT status FROM study_runs WHERE id = {study_run_id}")
+
+
+def registered(f, count: int):
+    return lambda: f.sql("SELECT count(*) FROM procrastinate_workers") == str(count) if f.sql("SELECT to_regclass('procrastinate_workers')") else False
+
+
+@pytest.mark.root
+def test_a_study_across_three_workers_and_on_a_label(needs_root, tmp_path):
+    with fleet(3, tmp_path) as f:
+        for i, labels in enumerate(["ssd,nvme", "ssd", "hdd"]):
+            f.start(i, f"host{i}", "--labels", labels)
+        f.wait("three workers", registered(f, 3))
+        done = f.fslab("run", study_file(tmp_path), "--on", "all")
+        assert done.returncode == 0, done.stdout + done.stderr
+        first = int(f.sql("SELECT max(id) FROM study_runs"))
+        assert stored(f, first) == [(f"host{i}", "ext4", "seq_write", str(r), "1") for i in range(3) for r in (1, 2)], "every run once, each host's named by host"
+        assert status_of(f, first) == "finished" and "seq_write" in done.stdout and "ext4" in done.stdout, "then the summary, as fslab run prints it"
+        assert f.sql(f"SELECT string_agg(name, ',' ORDER BY name) FROM hosts WHERE study_run_id = {first}") == "host0,host1,host2"
+
+        detached = f.fslab("run", study_file(tmp_path), "--on", "label:ssd", "--detach")
+        assert detached.returncode == 0, detached.stderr
+        second = int(detached.stdout.strip())
+        assert second == first + 1
+        f.wait("the labelled hosts' units done", lambda: status_of(f, second) == "finished")
+        assert [row[0] for row in stored(f, second)] == ["host0", "host0", "host1", "host1"], "only the hosts labelled ssd"
+        shown = f.fslab("status", str(second))
+        assert shown.returncode == 0, shown.stderr
+        assert re.search(r"host0\s+done\s+2\s+2", shown.stdout) and re.search(r"host1\s+done\s+2\s+2", shown.stdout) and "host2" not in shown.stdout, shown.stdout
+        assert [f.stop(w) for w in f.workers] == [128 + signal.SIGTERM] * 3
+        assert f.pg.url(password=True).split("@")[0].split(":")[-1] not in "".join(w.output() for w in f.workers) + done.stdout + done.stderr
+
+
+def dispatched(f, tmp_path, on: str, repetitions: int) -> int:
+    queued = f.fslab("run", study_file(tmp_path, repetitions), "--on", on, "--detach")
+    assert queued.returncode == 0, queued.stderr
+    return int(queued.stdout.strip())
+
+
+def runs_of(f, study_run_id: int) -> int:
+    return int(f.sql(f"SELECT count(*) FROM runs WHERE study_run_id = {study_run_id}") or 0)
+
+
+def under_way(f, study_run_id: int, run: str):
+    return lambda: f.sql(f"SELECT current FROM fleet_units WHERE study_run_id = {study_run_id}").endswith(run)
+
+
+@pytest.mark.root
+def test_a_worker_killed_mid_run_has_its_unit_taken_again_and_every_run_stored_once(needs_root, tmp_path):
+    with fleet(1, tmp_path) as f:
+        first = f.start(0, "h")
+        f.wait("the worker", registered(f, 1))
+        study_run_id = dispatched(f, tmp_path, "h", 3)
+        f.wait("a run stored, the next under way", lambda: runs_of(f, study_run_id) == 1 and under_way(f, study_run_id, "run 2")())
+        first.stopped = True
+        first.process.kill()  # kill -9: no clean-up, its heartbeat stops
+        first.process.wait(timeout=60)
+        assert f.sql("SELECT status FROM procrastinate_jobs") == "doing", "its unit still looks taken"
+        again = f.start(0, "h", workdir=first.workdir)  # the host's next worker, on its work directory
+        f.wait("the study run finished", lambda: status_of(f, study_run_id) == "finished")
+        assert stored(f, study_run_id) == [("h", "ext4", "seq_write", str(r), "1") for r in (1, 2, 3)], "every planned run stored exactly once"
+        assert "queued again" in again.output() and "left by an interrupted fslab" in again.output(), again.output()
+        assert f.sql("SELECT status, attempts FROM procrastinate_jobs") == "succeeded|2", "taken twice, succeeded once"
+        assert f.stop(again) == 128 + signal.SIGTERM
+
+
+@pytest.mark.root
+def test_two_workers_of_one_name_race_for_one_unit_and_one_runs_it(needs_root, tmp_path):
+    with fleet(2, tmp_path) as f:
+        twins = [f.start(i, "twin") for i in range(2)]
+        f.wait("both workers", registered(f, 2))
+        study_run_id = dispatched(f, tmp_path, "twin", 2)
+        f.wait("the study run finished", lambda: status_of(f, study_run_id) == "finished")
+        assert stored(f, study_run_id) == [("twin", "ext4", "seq_write", str(r), "1") for r in (1, 2)]
+        took = [w.output().count("took unit") for w in twins]
+        assert sorted(took) == [0, 1], [w.output() for w in twins]
+        assert [f.stop(w) for w in twins] == [128 + signal.SIGTERM] * 2
+
+
+@pytest.mark.root
+def test_the_database_connection_cut_mid_run_loses_nothing(needs_root, tmp_path):
+    with fleet(1, tmp_path) as f:
+        worker = f.start(0, "h")
+        f.wait("the worker", registered(f, 1))
+        study_run_id = dispatched(f, tmp_path, "h", 3)
+        f.wait("a run stored, the next under way", lambda: runs_of(f, study_run_id) == 1 and under_way(f, study_run_id, "run 2")())
+        # Cut every connection and keep the database closed until the worker has had a run to store meanwhile.
+        f.pg.sql("ALTER DATABASE fleet ALLOW_CONNECTIONS false")
+        assert int(f.pg.sql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = 'fleet'")) > 0
+        f.wait("a run to store while the database is closed", lambda: "database connection lost" in worker.output())
+        f.pg.sql("ALTER DATABASE fleet ALLOW_CONNECTIONS true")
+        f.wait("a second cut", lambda: under_way(f, study_run_id, "run 3")())
+        assert int(f.pg.sql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = 'fleet'")) > 0
+        f.wait("the study run finished", lambda: status_of(f, study_run_id) == "finished")
+        assert stored(f, study_run_id) == [("h", "ext4", "seq_write", str(r), "1") for r in (1, 2, 3)], "nothing lost, nothing twice"
+        assert worker.process.poll() is None, "the worker carried on"
+        assert f.stop(worker) == 128 + signal.SIGTERM
+
+
+@pytest.mark.root
+def test_ctrl_c_on_a_worker_releases_the_run_and_gives_its_unit_back(needs_root, tmp_path):
+    with fleet(1, tmp_path) as f:
+        first = f.start(0, "h")
+        f.wait("the worker", registered(f, 1))
+        study_run_id = dispatched(f, tmp_path, "h", 3)
+        f.wait("a run stored, the next under way", lambda: runs_of(f, study_run_id) == 1 and under_way(f, study_run_id, "run 2")())
+        first.stopped = True
+        first.process.send_signal(signal.SIGINT)
+        assert first.process.wait(timeout=120) == 130, first.output()
+        assert f.sql(f"SELECT state FROM fleet_units WHERE study_run_id = {study_run_id}") == "released"
+        assert f.sql("SELECT status FROM procrastinate_jobs") == "todo", "given back to the queue"
+        assert "worker stopped" in first.output() and held_by(first.workdir.root) == [], "nothing left attached or mounted"
+        again = f.start(0, "h", workdir=first.workdir)
+        f.wait("the study run finished", lambda: status_of(f, study_run_id) == "finished")
+        assert stored(f, study_run_id) == [("h", "ext4", "seq_write", str(r), "1") for r in (1, 2, 3)]
+        assert "left by an interrupted fslab" not in again.output(), "the first released all it held"
+        assert f.stop(again) == 128 + signal.SIGTERM
+
+
+def test_a_fleet_is_asked_for_plainly_or_refused_with_what_to_do(tmp_path):
+    from conftest import fslab_in_process
+
+    from fslab.fleet.units import NotSelfContained, check_self_contained
+
+    detached = fslab_in_process("run", "quick", "--detach", "--db", str(tmp_path / "r.db"))
+    assert detached.returncode == 2 and "--detach goes with --on" in detached.stderr
+    on_sqlite = fslab_in_process("run", study_file(tmp_path), "--on", "all", "--db", str(tmp_path / "r.db"))
+    assert on_sqlite.returncode == 2 and "a fleet's queue lives in PostgreSQL" in on_sqlite.stderr, on_sqlite.stderr
+    with pytest.raises(NotSelfContained, match="'mine' name a job_file"):
+        check_self_contained('[[workload]]\nname = "mine"\njob_file = "/etc/fio.job"\n', "s.toml")
+    check_self_contained(short_study("fleet", EXT4), "s.toml")  # nothing to refuse
