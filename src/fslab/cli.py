@@ -25,7 +25,7 @@ from fslab.report.files import export_tables, report_folder, write_reports
 from fslab.report.formats import table_form_named
 from fslab.report.summary import StudySummary, flagged_cells, summarize_study_run
 from fslab.results import ResultsDB, RunRecord, reports_dir, resolve_location
-from fslab.results.location import DEFAULT_DB
+from fslab.results.location import DEFAULT_DB, shown
 from fslab.results.owner import Owner
 from fslab.results.records import now
 from fslab.units import Bandwidth, parse_duration, parse_percent
@@ -78,7 +78,7 @@ def _resume_command(results: ResultsDB, study_run_id: int, owner: Owner | None) 
     """The command that resumes a study run, with the --db and --workdir it needs."""
     command = f"fslab run --resume {study_run_id}"
     if results.location != DEFAULT_DB:
-        command += f" --db {results.location}"
+        command += f" --db {shown(results.location)}"  # a password stays unsaid: the user has it
     if owner and owner.workdir != str(DEFAULT_WORKDIR):
         command += f" --workdir {owner.workdir}"
     return command
@@ -226,7 +226,7 @@ def _show(results: ResultsDB, study_run_id: int, **analysis: Any) -> StudySummar
     summary = summarize_study_run(results, study_run_id, **analysis)
     print_summary(console, summary, report=report_folder(summary, reports_dir(results.location)) / "summary.md")
     written = write_reports(results, summary, reports_dir(results.location))
-    console.print(f"Results in {results.location}; report files: {', '.join(str(p) for p in written)}", highlight=False)
+    console.print(f"Results in {shown(results.location)}; report files: {', '.join(str(p) for p in written)}", highlight=False)
     return summary
 
 
@@ -265,7 +265,7 @@ def export(
 def _find_study_run(results: ResultsDB, ref: str | None) -> dict:
     found = results.study_run(ref)
     if found is None:
-        raise _fail(f"no study run {ref or ''} in {results.location}".replace("  ", " "))
+        raise _fail(f"no study run {ref or ''} in {shown(results.location)}".replace("  ", " "))
     return found
 
 
