@@ -371,6 +371,35 @@ def history(db: DbOption = None) -> None:
     print_table(console, "study runs", ["id", "study", "started (UTC)", "status", "runs per cell", "kernel"], rows, [True, False, False, False, True, False])
 
 
+db_app = typer.Typer(help="The results database itself: copy its study runs into another.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+
+@db_app.command("copy")
+def db_copy(
+    source: Annotated[str, typer.Argument(metavar="SRC", help="The database copied from: an SQLite file, or a database URL.")],
+    destination: Annotated[str, typer.Argument(metavar="DST", help="The database copied into (typically the team's postgresql://…): made if new, migrated if older.")],
+) -> None:
+    """Copy every study run of SRC that DST lacks into DST, with its targets, workloads, hosts, runs, metrics and raw outputs.
+
+    Ids are DST's own; a study run is recognised by its identity, kept wherever it is copied, so copying again adds nothing. A study run still running is left for a later copy.
+    """
+    from fslab.results.copy import copy_study_runs, open_source
+
+    src, dst = open_source(source), ResultsDB(destination)
+    columns = (TextColumn("copying runs"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("copy", total=None)
+        outcome = copy_study_runs(src, dst, lambda done, total: progress.update(task, completed=done, total=total))
+    for old_id, new_id in outcome.copied.items():
+        console.print(f"study run {old_id} copied as study run {new_id}", highlight=False)
+    for old_id, why in outcome.left.items():
+        errors.print(f"[yellow]left[/yellow] study run {old_id}: {safe_markup(why)}", highlight=False)
+    console.print(
+        f"{len(outcome.copied)} study run(s), {outcome.runs} run(s) copied into {shown(destination)}; {len(outcome.already)} already there", highlight=False, soft_wrap=True
+    )
+
+
 @app.command("list")
 def list_things(
     section: Annotated[Optional[str], typer.Argument(metavar="[SECTION|NAME]", help="Show one section (studies, workloads, sets, kinds, scenarios, filesystems, layers, sources), or what is named so (zfs, luks, sysbench). \\[default: all]")] = None,
