@@ -78,7 +78,7 @@ def fill(url: str, study_run_id: int, runs: int, metrics: int) -> tuple[int, int
         conn.execute(
             sa.text("""INSERT INTO metrics (run_id, phase, name, value, unit, higher_is_better, "primary", compared)
                    SELECT f.id, m.phase, m.name, m.value * (0.9 + random() * 0.2), m.unit, m.higher_is_better, m."primary", m.compared
-                   FROM runs f JOIN runs r ON r.study_run_id = :id AND r.position = f.position
+                   FROM runs f JOIN runs r ON r.study_run_id = :id AND (r.target, r.workload, r.repetition, r.warmup) = (f.target, f.workload, f.repetition, f.warmup)
                    JOIN metrics m ON m.run_id = r.id AND m.name = ANY(:kept)
                    WHERE f.study_run_id <> :id"""),
             {"id": study_run_id, "kept": kept},
