@@ -111,11 +111,14 @@ def test_a_version_7_database_is_migrated_with_every_run_kept(tmp_path):
     with sqlite3.connect(db_path) as conn:
         assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (11,)
         after = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
+        uids = [uid for (uid,) in conn.execute("SELECT uid FROM study_runs")]
+        after["study_runs"] = [row[:-1] for row in after["study_runs"]]
         assert [column[1] for column in conn.execute("PRAGMA table_info(runs)")][-3:] == ["source", "options_applied", "host"]
         assert [conn.execute(f"SELECT count(*) FROM {table}").fetchone() for table in ("hosts", "fleet_workers", "fleet_units")] == [(0,)] * 3
     assert len(before["runs"]) == 4 and [run[:-3] for run in after["runs"]] == before["runs"], "every run as it was"
     assert all(run[-3:] == (None, None, None) for run in after["runs"]), "its source NULL: fslab ran it; what its options became: judged when read; its host: the study run's machine"
     assert {table: rows for table, rows in after.items() if table != "runs"} == {table: rows for table, rows in before.items() if table != "runs"}, "nothing else changed"
+    assert len(uids) == 1 and len(uids[0]) == 32, "each study run gains its identity across databases (fslab db copy)"
     summary = summarize_study_run(db, db.study_run()["id"])
     assert to_markdown(summary) == (FIXTURES / "summaries" / "schema-v7.md").read_text()
     same_document(json.loads(to_json(summary)), json.loads((FIXTURES / "summaries" / "schema-v7.json").read_text()))

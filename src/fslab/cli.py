@@ -25,7 +25,7 @@ from fslab.report.files import export_tables, report_folder, write_reports
 from fslab.report.formats import table_form_named
 from fslab.report.summary import StudySummary, compare_hosts, compare_runs, summarize_study_run
 from fslab.results import ResultsDB, RunRecord, reports_dir, resolve_location
-from fslab.results.location import DEFAULT_DB
+from fslab.results.location import DEFAULT_DB, shown
 from fslab.results.owner import Owner
 from fslab.results.records import now
 from fslab.units import Bandwidth, parse_duration, parse_percent
@@ -79,7 +79,7 @@ def _resume_command(results: ResultsDB, study_run_id: int, owner: Owner | None) 
     """The command that resumes a study run, with the --db and --workdir it needs."""
     command = f"fslab run --resume {study_run_id}"
     if results.location != DEFAULT_DB:
-        command += f" --db {results.location}"
+        command += f" --db {shown(results.location)}"  # a password stays unsaid: the user has it
     if owner and owner.workdir != str(DEFAULT_WORKDIR):
         command += f" --workdir {owner.workdir}"
     return command
@@ -261,7 +261,7 @@ def _show(results: ResultsDB, study_run_id: int, **analysis: Any) -> StudySummar
     summary = summarize_study_run(results, study_run_id, **analysis)
     print_summary(console, summary, report=report_folder(summary, reports_dir(results.location)) / "summary.md")
     written = write_reports(results, summary, reports_dir(results.location))
-    console.print(f"Results in {results.location}; report files: {', '.join(str(p) for p in written)}", highlight=False)
+    console.print(f"Results in {shown(results.location)}; report files: {', '.join(str(p) for p in written)}", highlight=False)
     return summary
 
 
@@ -301,7 +301,7 @@ def export(
 def _find_study_run(results: ResultsDB, ref: str | None) -> dict:
     found = results.study_run(ref)
     if found is None:
-        raise _fail(f"no study run {ref or ''} in {results.location}".replace("  ", " "))
+        raise _fail(f"no study run {ref or ''} in {shown(results.location)}".replace("  ", " "))
     return found
 
 
@@ -516,6 +516,35 @@ def status(
         raise _fail(f"study run {found['id']} ({found['study']}) did not run on a fleet: `fslab summary {found['id']}` shows it")
     shown, _ = dispatch.progress_table(results, found["id"])
     console.print(shown, crop=False)
+
+
+db_app = typer.Typer(help="The results database itself: copy its study runs into another.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+
+@db_app.command("copy")
+def db_copy(
+    source: Annotated[str, typer.Argument(metavar="SRC", help="The database copied from: an SQLite file, or a database URL.")],
+    destination: Annotated[str, typer.Argument(metavar="DST", help="The database copied into (typically the team's postgresql://…): made if new, migrated if older.")],
+) -> None:
+    """Copy every study run of SRC that DST lacks into DST, with its targets, workloads, hosts, runs, metrics and raw outputs.
+
+    Ids are DST's own; a study run is recognised by its identity, kept wherever it is copied, so copying again adds nothing. A study run still running is left for a later copy.
+    """
+    from fslab.results.copy import copy_study_runs, open_source
+
+    src, dst = open_source(source), ResultsDB(destination)
+    columns = (TextColumn("copying runs"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("copy", total=None)
+        outcome = copy_study_runs(src, dst, lambda done, total: progress.update(task, completed=done, total=total))
+    for old_id, new_id in outcome.copied.items():
+        console.print(f"study run {old_id} copied as study run {new_id}", highlight=False)
+    for old_id, why in outcome.left.items():
+        errors.print(f"[yellow]left[/yellow] study run {old_id}: {safe_markup(why)}", highlight=False)
+    console.print(
+        f"{len(outcome.copied)} study run(s), {outcome.runs} run(s) copied into {shown(destination)}; {len(outcome.already)} already there", highlight=False, soft_wrap=True
+    )
 
 
 @app.command("list")

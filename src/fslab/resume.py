@@ -19,6 +19,7 @@ from fslab.guard.fio_jobs import preallocates
 from fslab.model import Study
 from fslab.plan import Repetitions
 from fslab.results import ResultsDB
+from fslab.results.location import shown
 from fslab.results.owner import Owner
 from fslab.results.records import StoredRun
 from fslab.study import StudyError, parse_study
@@ -76,11 +77,11 @@ def _interrupted(db: ResultsDB, ref: str | None) -> dict:
     if ref is None:
         found = [sr for sr in db.study_runs() if sr["status"] == "interrupted"]
         if not found:
-            raise CannotResume(f"no interrupted study run in {db.location} to resume (see `fslab history`)")
+            raise CannotResume(f"no interrupted study run in {shown(db.location)} to resume (see `fslab history`)")
         return found[-1]
     row = db.study_run(ref)
     if row is None:
-        raise CannotResume(f"no study run {ref} in {db.location} (see `fslab history`)")
+        raise CannotResume(f"no study run {ref} in {shown(db.location)} (see `fslab history`)")
     if row["status"] == "finished":
         raise CannotResume(f"study run {row['id']} ({row['study']}) finished on {row['finished_at']:%Y-%m-%d %H:%M}: nothing to resume; `fslab run` starts a new one")
     if row["status"] == "running":

@@ -18,50 +18,65 @@ from fslab.model import Host, RawOutput, Roles, qualified
 from fslab.results.location import DatabaseUnusable, engine_for, shown
 from fslab.results.owner import Owner
 from fslab.results.records import RunMetric, RunRecord, SampleGroups, StoredRun, now
-from fslab.results.schema import bring_up_to_date, hosts, metadata, metrics, run_outputs, runs, schema_info, study_runs, targets, workloads
+from fslab.results.schema import bring_up_to_date, hosts, new_study_run_uid, metadata, metrics, run_outputs, runs, schema_info, study_runs, targets, workloads
 
 
-_SCHEMA_LOCK = 0x66736C62  # PostgreSQL's advisory lock held while the schema is made or migrated
+# Taken while a PostgreSQL database's tables are made or migrated: fslabs on several hosts may
+# meet a new (or older) database at once, and one sets it up while the others wait, then find it done.
+_SETUP_LOCK = int.from_bytes(b"fslab-db", "big") >> 1
+
+
+# What a study run reads as (summaries, reports): its identity across databases is `fslab db copy`'s alone.
+_STUDY_RUN_FIELDS = [column for column in study_runs.c if column.name != "uid"]
 
 
 class ResultsDB:
     def __init__(self, location: str):
         self.location = location
         self.engine = engine_for(location)
+        try:
+            if self.engine.dialect.name == "postgresql":
+                self._set_up_under_lock()
+            else:
+                self._set_up_sqlite()
+        except sa.exc.DBAPIError as exc:  # not a database at all, damaged, unreachable, or refused
+            raise DatabaseUnusable(f"cannot use {shown(location)} as the results database: {self._reason(exc)}; name another --db, or restore it from a backup") from None
+
+    def _set_up_under_lock(self) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_SETUP_LOCK)))
+            self._set_up(conn)
+
+    def _set_up_sqlite(self) -> None:
         for attempt in range(20):
             try:
-                if self.engine.dialect.name == "postgresql":
-                    self._bring_up_postgresql()
-                else:
-                    self._refuse_foreign_tables(self.engine)
-                    metadata.create_all(self.engine)
-                    with self.engine.begin() as conn:
-                        bring_up_to_date(conn, self.location)
-                break
-            # PostgreSQL says so with an IntegrityError (a type of that name) or a ProgrammingError (the table)
-            except (sa.exc.OperationalError, sa.exc.IntegrityError, sa.exc.ProgrammingError) as exc:
-                if "already exists" in str(exc.orig) and attempt < 19:
-                    time.sleep(0.05)  # another fslab is making the same new database: its tables will do
-                    continue
-                raise DatabaseUnusable(f"cannot use {shown(location)} as the results database: {exc.orig}; name another --db, or restore it from a backup") from None
-            except sa.exc.DatabaseError as exc:  # not a database at all, damaged, or unreachable
-                raise DatabaseUnusable(f"cannot use {shown(location)} as the results database: {exc.orig}; name another --db, or restore it from a backup") from None
+                with self.engine.begin() as conn:
+                    self._set_up(conn)
+                return
+            except sa.exc.OperationalError as exc:
+                if "already exists" not in str(exc.orig) or attempt == 19:
+                    raise
+                time.sleep(0.05)  # another fslab is making the same new database: its tables will do
 
-    def _bring_up_postgresql(self) -> None:
-        """Tables made and migrated by one fslab at a time (several workers starting on a new
-        database at once): PostgreSQL's DDL is transactional, and the lock is the transaction's."""
-        with self.engine.begin() as conn:
-            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK})
-            self._refuse_foreign_tables(conn)
-            metadata.create_all(conn)
-            bring_up_to_date(conn, self.location)
+    def _set_up(self, conn: sa.Connection) -> None:
+        """Make a new database's tables, or bring an older one up to date; a current one is only
+        read (a database fslab may only read still opens)."""
+        self._refuse_foreign_tables(conn)
+        metadata.create_all(conn)
+        bring_up_to_date(conn, shown(self.location))
 
-    def _refuse_foreign_tables(self, bind: sa.Engine | sa.Connection) -> None:
+    def _refuse_foreign_tables(self, conn: sa.Connection) -> None:
         """A database with tables but no schema_info is someone else's: fslab adds nothing to it."""
-        tables = sa.inspect(bind).get_table_names()
+        tables = [t for t in sa.inspect(conn).get_table_names() if not t.startswith("procrastinate_")]  # a fleet's queue (fleet/queue.py) shares the database
         if tables and schema_info.name not in tables:
             listed = ", ".join(sorted(tables)[:5]) + (", …" if len(tables) > 5 else "")
             raise DatabaseUnusable(f"{shown(self.location)} is not an fslab results database (it holds tables {listed}); name another --db")
+
+    def _reason(self, exc: sa.exc.DBAPIError) -> str:
+        """The driver's message, one line, without the URL's password should a driver quote it."""
+        reason = " ".join(str(exc.orig).split())
+        password = sa.make_url(self.location).password if "://" in self.location else None
+        return reason.replace(password, "***") if password else reason
 
     def begin_study_run(self, study: Any, plan_seed: int, environment: dict, tool_versions: dict[str, str | None], settings: dict, owner: Owner | None) -> int:
         """`owner`: the process running it, None for a fleet's (its workers run it, each its share)."""
@@ -158,7 +173,7 @@ class ResultsDB:
 
     def study_run(self, ref: str | int | None = None) -> dict | None:
         """A study run by id, the newest of a study by name, or the newest of all."""
-        query = sa.select(study_runs).order_by(study_runs.c.id.desc()).limit(1)
+        query = sa.select(*_STUDY_RUN_FIELDS).order_by(study_runs.c.id.desc()).limit(1)
         if ref is not None and str(ref).isdigit():
             query = query.where(study_runs.c.id == int(ref))
         elif ref is not None:
@@ -169,7 +184,7 @@ class ResultsDB:
 
     def study_runs(self) -> list[dict]:
         with self.engine.connect() as conn:
-            return [dict(r) for r in conn.execute(sa.select(study_runs).order_by(study_runs.c.id)).mappings()]
+            return [dict(r) for r in conn.execute(sa.select(*_STUDY_RUN_FIELDS).order_by(study_runs.c.id)).mappings()]
 
     def targets(self, study_run_id: int) -> list[dict]:
         return self._in_study_order(targets, study_run_id)
@@ -287,7 +302,7 @@ class ResultsDB:
 def _insert_study_run(conn: sa.Connection, values: dict, study: Any, environment: dict, settings: dict, tool_version: Any) -> int:
     """A study run's row with its targets and workloads (each with `spec()`), in study order."""
     study_run_id = conn.execute(
-        study_runs.insert().values(study=study.name, environment=environment, settings=settings, fslab_version=environment.get("fslab", ""), **values)
+        study_runs.insert().values(study=study.name, environment=environment, settings=settings, fslab_version=environment.get("fslab", ""), uid=new_study_run_uid(), **values)
     ).inserted_primary_key[0]
     conn.execute(
         targets.insert(),

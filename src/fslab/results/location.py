@@ -46,14 +46,18 @@ def engine_for(location: str) -> sa.Engine:
 
 def _engine_of_url(location: str) -> sa.Engine:
     try:
-        # A server may have closed a pooled connection since its last use (restarted, or
-        # pg_terminate_backend): each is tried before it is handed out, and replaced if dead.
-        return sa.create_engine(location, pool_pre_ping=True)
+        url = sa.make_url(location)
+        if url.drivername == "postgresql":  # psycopg 3, whichever driver this SQLAlchemy defaults to
+            url = url.set(drivername="postgresql+psycopg")
+        # A server may be restarted, or a connection cut, between two runs of a long study: a
+        # pooled connection is checked before it is used again.
+        return sa.create_engine(url, pool_pre_ping=url.get_backend_name() != "sqlite")
     except ImportError as exc:
         hint = POSTGRESQL_DRIVER if location.startswith("postgresql") else f"install the Python package that provides {exc.name}"
         raise DatabaseUnusable(f"the results database {shown(location)} needs the database driver {exc.name}, which is not installed: {hint}") from None
-    except sa.exc.ArgumentError as exc:  # a malformed URL, or an engine SQLAlchemy does not know
-        raise DatabaseUnusable(f"--db {shown(location)}: {exc}; write a file name for SQLite, or postgresql://user@host/database") from None
+    except (sa.exc.ArgumentError, ValueError) as exc:  # a malformed URL, or an engine SQLAlchemy does not know
+        why = str(exc) if isinstance(exc, sa.exc.ArgumentError) else "its port is not a number"  # a ValueError's text quotes the URL
+        raise DatabaseUnusable(f"--db {shown(location)}: {why}; write a file name for SQLite, or postgresql://user@host/database") from None
 
 
 def _sqlite_file(location: str) -> Path:
@@ -74,12 +78,16 @@ def _sqlite_file(location: str) -> Path:
 
 
 def shown(location: str) -> str:
-    """A location fit to print: a URL without its password."""
+    """A location fit to print, log or store: a URL without its password (in its user part or
+    its parameters)."""
     if "://" not in location:
         return location
     try:
-        return sa.make_url(location).render_as_string(hide_password=True)
-    except sa.exc.ArgumentError:
+        url = sa.make_url(location)
+        # libpq also takes the password as a parameter (…?password=): hidden as well
+        url = url.set(query={key: "hidden" if key.lower() == "password" else value for key, value in url.query.items()})
+        return url.render_as_string(hide_password=True)
+    except (sa.exc.ArgumentError, ValueError):  # not a URL SQLAlchemy reads (a port not a number)
         return location.split("://", 1)[0] + "://…"
 
 

@@ -4,6 +4,8 @@ result is left behind."""
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import sqlalchemy as sa
@@ -34,6 +36,9 @@ study_runs = sa.Table(
     sa.Column("outcome", sa.JSON),  # per cell: runs, widest relative half-width, how it ended
     sa.Column("owner", sa.JSON),  # the process running it (owner.Owner): pid, start time, host, work directory
     sa.Column("fslab_version", sa.String(40), nullable=False),
+    # since version 11: who it is wherever it is copied (`fslab db copy` adds it once); ids are each database's own
+    sa.Column("uid", sa.String(64)),
+    sa.Index("ix_study_runs_uid", "uid", unique=True),
 )
 
 targets = sa.Table(
@@ -159,12 +164,28 @@ class Only:
     sql: str
 
 
+# A study run stored before version 11 gets an identity made of what it is (its id, study, start
+# and seed): two copies of one old database, migrated apart, still name each study run alike.
+_LEGACY = uuid.UUID("6f1d2a8e-3c55-4b8e-9a59-1b0c6f7d2e10")
+
+
+def new_study_run_uid() -> str:
+    return uuid.uuid4().hex
+
+
+def _legacy_uids(conn: sa.Connection) -> None:
+    table = sa.table("study_runs", sa.column("id", sa.Integer), sa.column("study", sa.String), sa.column("started_at", sa.DateTime), sa.column("plan_seed", sa.BigInteger), sa.column("uid", sa.String))
+    for row in conn.execute(sa.select(table).where(table.c.uid.is_(None))).all():
+        uid = uuid.uuid5(_LEGACY, f"{row.id}\n{row.study}\n{row.started_at.isoformat()}\n{row.plan_seed}").hex
+        conn.execute(table.update().where(table.c.id == row.id).values(uid=uid))
+
+
 def _renamed_metric(old: str, new: str) -> str:
     return f"UPDATE metrics SET name = '{new}' WHERE name = '{old}'"
 
 
 # Statements that bring a database from version N to N+1, kept forever: no result is left behind.
-MIGRATIONS: dict[int, list[str | Only]] = {
+MIGRATIONS: dict[int, list[str | Only | Callable[[sa.Connection], None]]] = {
     1: [
         "ALTER TABLE study_runs ADD COLUMN settings JSON",
         "ALTER TABLE study_runs ADD COLUMN outcome JSON",
@@ -221,8 +242,16 @@ MIGRATIONS: dict[int, list[str | Only]] = {
     # Runs name the host they ran on (NULL before: the study run's own machine, its environment);
     # the table of hosts is new, made as every new table is (metadata.create_all).
     9: ["ALTER TABLE runs ADD COLUMN host VARCHAR(200)"],
-    # A fleet's workers and units: new tables, made as every new table is (metadata.create_all).
-    10: [],
+    # Study runs gain an identity of their own, kept when copied to another database (their ids
+    # are remapped there). The indexes of what a summary reads are made again where missing. A
+    # fleet's workers and units are new tables, made as every new table is (metadata.create_all).
+    10: [
+        "ALTER TABLE study_runs ADD COLUMN uid VARCHAR(64)",
+        _legacy_uids,
+        "CREATE UNIQUE INDEX ix_study_runs_uid ON study_runs (uid)",
+        "CREATE INDEX IF NOT EXISTS ix_runs_study_run_id ON runs (study_run_id)",
+        "CREATE INDEX IF NOT EXISTS ix_study_runs_study ON study_runs (study)",
+    ],
 }
 
 
@@ -243,6 +272,9 @@ def bring_up_to_date(conn: sa.Connection, location: str) -> None:
     for version in range(found, SCHEMA_VERSION):
         for statement in MIGRATIONS[version]:
             if isinstance(statement, Only) and statement.dialect != conn.dialect.name:
+                continue
+            if callable(statement):
+                statement(conn)
                 continue
             conn.execute(sa.text(statement.sql if isinstance(statement, Only) else statement))
     conn.execute(schema_info.update().values(version=SCHEMA_VERSION))

@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""The summary at a team's scale, on PostgreSQL: how long `fslab summary` of one 2,000-run study
+run takes in a database of 1,000,000 runs (issue 22's target: at most 1.5 s).
+
+A PostgreSQL cluster of the tests' own is started (tests/postgres.py: Debian's postgresql, run as
+postgres, on loopback), removed afterwards. The study run summarised is stored through fslab's
+own API, as the runner stores runs (tests/synthetic.py, the study of bench/report_scale.py: 10
+targets × 20 workloads × 10 runs); its summary is timed first on its own. Then the database is
+filled, inside the server (INSERT … SELECT from generate_series: a bench, not fslab's way), with
+other study runs of the same study — its runs again, under their own ids, with METRICS of each
+run's metrics — up to RUNS runs, and the summary is timed again, as a user runs it, in a process
+of its own. Each time, the share of it spent reading the database (ResultsDB's methods, timed
+in this process) is printed too: the rest — statistics, the runs files — is the same on SQLite.
+
+Run: .venv/bin/python bench/pg_scale.py [--runs 1000000] [--metrics 10] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import sqlalchemy as sa
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "bench")]
+import postgres  # noqa: E402  (the tests' own cluster)
+from report_scale import SCALE, line, study_text, timed  # noqa: E402
+from synthetic import store_study_run  # noqa: E402
+
+from fslab import environment  # noqa: E402
+from fslab.results import ResultsDB  # noqa: E402
+from fslab.study import parse_study  # noqa: E402
+
+
+def store_the_study_run(url: str, directory: Path) -> int:
+    study = parse_study(study_text(10, 20, 10), "scale.toml", base_dir=directory)
+    study = replace(study, path=str(directory / "scale.toml"))
+    db = ResultsDB(url)
+    study_run_id = store_study_run(db, study, seed=5, rng=random.Random(5), scale=SCALE, env=environment.collect(directory))
+    db.engine.dispose()
+    return study_run_id
+
+
+def fill(url: str, study_run_id: int, runs: int, metrics: int) -> tuple[int, int]:
+    """Other study runs of the same study up to `runs` runs in all; the runs and metrics now stored."""
+    db = ResultsDB(url)
+    with db.engine.begin() as conn:
+        own = conn.execute(sa.text("SELECT count(*) FROM runs WHERE study_run_id = :id"), {"id": study_run_id}).scalar()
+        others = max(0, (runs - own) // own)
+        conn.execute(
+            sa.text("""INSERT INTO study_runs (study, study_path, study_source, scale, repetitions, plan_seed, started_at, finished_at, status,
+                       environment, settings, outcome, owner, fslab_version, uid)
+                   SELECT study, study_path, study_source, scale, repetitions, plan_seed + g, started_at - g * interval '1 day',
+                       finished_at - g * interval '1 day', status, environment, settings, outcome, owner, fslab_version, md5(g::text)
+                   FROM study_runs, generate_series(1, :n) g WHERE id = :id"""),
+            {"n": others, "id": study_run_id},
+        )
+        for table in ("targets", "workloads"):
+            columns = [c for c in sa.inspect(conn).get_columns(table) if c["name"] != "study_run_id"]
+            names = ", ".join(c["name"] for c in columns)
+            conn.execute(sa.text(f"INSERT INTO {table} (study_run_id, {names}) SELECT s.id, {', '.join('t.' + c['name'] for c in columns)} "
+                                 f"FROM {table} t CROSS JOIN study_runs s WHERE t.study_run_id = :id AND s.id <> :id"), {"id": study_run_id})  # fmt: skip
+        # The runs' lean columns (their job files, outputs and details are not what a summary of another study run reads).
+        conn.execute(
+            sa.text("""INSERT INTO runs (study_run_id, target, workload, repetition, warmup, block, position, started_at, finished_at, status, buffered, timings)
+                   SELECT s.id, r.target, r.workload, r.repetition, r.warmup, r.block, r.position, r.started_at, r.finished_at, r.status, r.buffered, r.timings
+                   FROM runs r CROSS JOIN study_runs s WHERE r.study_run_id = :id AND s.id <> :id ORDER BY s.id, r.id"""),
+            {"id": study_run_id},
+        )
+        kept = [name for (name,) in conn.execute(sa.text("SELECT name FROM metrics GROUP BY name ORDER BY bool_or(\"primary\") DESC, bool_or(compared) DESC, name LIMIT :n"), {"n": metrics})]
+        conn.execute(
+            sa.text("""INSERT INTO metrics (run_id, phase, name, value, unit, higher_is_better, "primary", compared)
+                   SELECT f.id, m.phase, m.name, m.value * (0.9 + random() * 0.2), m.unit, m.higher_is_better, m."primary", m.compared
+                   FROM runs f JOIN runs r ON r.study_run_id = :id AND (r.target, r.workload, r.repetition, r.warmup) = (f.target, f.workload, f.repetition, f.warmup)
+                   JOIN metrics m ON m.run_id = r.id AND m.name = ANY(:kept)
+                   WHERE f.study_run_id <> :id"""),
+            {"id": study_run_id, "kept": kept},
+        )
+    with db.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(sa.text("VACUUM ANALYZE"))
+        counts = conn.execute(sa.text("SELECT (SELECT count(*) FROM runs), (SELECT count(*) FROM metrics)")).one()
+    db.engine.dispose()
+    return counts[0], counts[1]
+
+
+def database_share(url: str, study_run_id: int) -> float:
+    """Seconds a summary of the study run spends in the database's methods (reading), in this
+    process: the rest of `fslab summary` is statistics and files, the same whatever the database."""
+    from fslab.report.summary import summarize_study_run
+
+    spent = [0.0]
+    db = ResultsDB(url)
+    for name in ("study_run", "targets", "workloads", "runs", "stored_runs", "run_metrics", "sample_groups", "metric_values", "outputs_of_study_run", "hosts", "outputs"):
+        method = getattr(db, name)
+
+        def timed_method(*args, _method=method, **kwargs):  # noqa: ANN002, ANN003, ANN202
+            start = time.perf_counter()
+            try:
+                return _method(*args, **kwargs)
+            finally:
+                spent[0] += time.perf_counter() - start
+
+        setattr(db, name, timed_method)
+    summarize_study_run(db, study_run_id)
+    db.engine.dispose()
+    return spent[0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=1_000_000, help="runs in the database in all")
+    parser.add_argument("--metrics", type=int, default=10, help="metrics of each other run (the study run summarised keeps all of its own)")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    reason = postgres.unavailable_reason()
+    if reason:
+        sys.exit(f"pg_scale: {reason}")
+    with tempfile.TemporaryDirectory(prefix="fslab-pg-scale-", dir="/var/tmp") as scratch, postgres.cluster() as cluster:
+        directory = Path(scratch)
+        url = cluster.new_database("scale")
+        env = {**os.environ, "FSLAB_DB": url}
+        summary = [sys.executable, "-m", "fslab", "summary"]
+        start = time.perf_counter()
+        study_run_id = store_the_study_run(url, directory)
+        print(f"stored study run {study_run_id} (2,000 runs, through fslab's API) in {time.perf_counter() - start:.0f} s")
+        alone = [timed([*summary, str(study_run_id)], env, directory) for _ in range(args.repeat)]
+        print(line("summary, the study run alone", alone))
+        print(f"  of which reading the database: {database_share(url, study_run_id):.2f} s")
+        start = time.perf_counter()
+        runs, metrics = fill(url, study_run_id, args.runs, args.metrics)
+        print(f"filled to {runs:,} runs and {metrics:,} metrics in {time.perf_counter() - start:.0f} s")
+        among = [timed([*summary, str(study_run_id)], env, directory) for _ in range(args.repeat)]
+        print(line(f"summary, among {runs:,} runs", among, seconds=1.5))
+        print(f"  of which reading the database: {database_share(url, study_run_id):.2f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""Every migration, v1 → now, on a real PostgreSQL server: each stored fixture database (SQLite,
+written by an older fslab) is loaded into a fresh PostgreSQL database at its own old schema, then
+opened by ResultsDB, which migrates it there; its summary reads as the golden files say."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+import sqlalchemy as sa
+from conftest import FIXTURES, same_document
+
+from fslab.report.formats.markdown import to_markdown
+from fslab.report.formats.summary_json import to_json
+from fslab.report.summary import summarize_study_run
+from fslab.results import ResultsDB
+from fslab.results.schema import SCHEMA_VERSION
+
+
+def at_its_old_schema(sqlite_file, url: str) -> None:
+    """The SQLite database's tables made on PostgreSQL as that fslab declared them (reflected,
+    each column's type in its generic form), and its rows copied; each id sequence set past the
+    ids copied, as a database made there would have it."""
+    source = sa.create_engine(f"sqlite:///{sqlite_file}")
+    old = sa.MetaData()
+    old.reflect(source)
+    for table in old.tables.values():
+        for column in table.columns:
+            column.type = column.type.as_generic()
+            if isinstance(column.type, sa.Boolean) and column.server_default is not None:  # SQLite's 0 and 1
+                column.server_default = sa.DefaultClause(sa.true() if str(column.server_default.arg) == "1" else sa.false())
+    target = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    old.create_all(target)
+    with source.connect() as read, target.begin() as write:
+        for table in old.sorted_tables:
+            rows = [dict(r) for r in read.execute(sa.select(table)).mappings()]
+            if rows:
+                write.execute(table.insert(), rows)
+            if "id" in table.c and rows:
+                write.execute(sa.text(f"SELECT setval(pg_get_serial_sequence('{table.name}', 'id'), {max(r['id'] for r in rows)})"))
+    source.dispose()
+    target.dispose()
+
+
+@pytest.mark.parametrize("version", [1, 2, 4, 7])
+def test_a_fixture_database_migrated_on_postgresql_reads_as_the_golden_summary(pg_cluster, version):
+    url = pg_cluster.new_database(f"migrated_v{version}")
+    at_its_old_schema(FIXTURES / f"schema-v{version}.db", url)
+    assert pg_cluster.sql("SELECT version FROM schema_info", f"migrated_v{version}") == str(version)
+    with sqlite3.connect(FIXTURES / f"schema-v{version}.db") as conn:
+        values = sorted(conn.execute("SELECT run_id, value, unit FROM metrics"))
+        run_count = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
+        raw_outputs = conn.execute("SELECT count(*) FROM runs WHERE raw_output IS NOT NULL" if version < 5 else "SELECT count(*) FROM run_outputs").fetchone()[0]
+    db = ResultsDB(url)
+    with db.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT version FROM schema_info")).scalar() == SCHEMA_VERSION
+        assert sorted(conn.execute(sa.text("SELECT run_id, value, unit FROM metrics")).all()) == values, "every metric kept"
+        assert conn.execute(sa.text("SELECT count(*) FROM runs")).scalar() == run_count
+        assert conn.execute(sa.text("SELECT count(*) FROM run_outputs")).scalar() == raw_outputs > 0, "fio's raw outputs moved, none lost"
+        assert conn.execute(sa.text("SELECT count(DISTINCT uid) FROM study_runs WHERE uid IS NOT NULL")).scalar() == 1
+    summary = summarize_study_run(db, db.study_run()["id"])
+    assert to_markdown(summary) == (FIXTURES / "summaries" / f"schema-v{version}.md").read_text()
+    same_document(json.loads(to_json(summary)), json.loads((FIXTURES / "summaries" / f"schema-v{version}.json").read_text()))
+    db.engine.dispose()
