@@ -46,8 +46,13 @@ def register(engine: sa.Engine, host: Host, labels: list[str]) -> None:
     """The worker, as it is now (a worker of that name before is replaced: the same host, restarted)."""
     values = {"labels": labels, "facts": asdict(host), "seen_at": now()}
     with engine.begin() as conn:
-        if conn.execute(fleet_workers.update().where(fleet_workers.c.name == host.name).values(**values)).rowcount == 0:
-            conn.execute(fleet_workers.insert().values(name=host.name, **values))
+        if conn.execute(fleet_workers.update().where(fleet_workers.c.name == host.name).values(**values)).rowcount:
+            return
+        try:
+            with conn.begin_nested():
+                conn.execute(fleet_workers.insert().values(name=host.name, **values))
+        except sa.exc.IntegrityError:  # a worker of that name registered meanwhile (two started at once)
+            conn.execute(fleet_workers.update().where(fleet_workers.c.name == host.name).values(**values))
 
 
 def heard_from(engine: sa.Engine, name: str) -> None:
