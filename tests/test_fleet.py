@@ -4,11 +4,15 @@ run on them with `fslab run --on` (tests/fleet.py). Every wait is for a state, n
 from __future__ import annotations
 
 import re
+import shlex
 import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
-from conftest import held_by
-from fleet import fleet
+from conftest import fresh_workdir, held_by
+from fleet import Worker, fleet
 from short_studies import short_study
 
 EXT4 = '[[target]]\nname = "ext4"\nfilesystem = "ext4"\n'
@@ -158,3 +162,44 @@ def test_a_fleet_is_asked_for_plainly_or_refused_with_what_to_do(tmp_path):
     with pytest.raises(NotSelfContained, match="'mine' name a job_file"):
         check_self_contained('[[workload]]\nname = "mine"\njob_file = "/etc/fio.job"\n', "s.toml")
     check_self_contained(short_study("fleet", EXT4), "s.toml")  # nothing to refuse
+
+
+def readme_fleet_commands() -> list[list[str]]:
+    """The commands of the README's "Beyond one machine" block, each split as a shell would."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    block = readme.split("## Beyond one machine", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+    return [shlex.split(line, comments=True) for line in block.splitlines() if line.strip()]
+
+
+@pytest.mark.root
+def test_the_readme_fleet_commands_run_as_written_on_two_workers(needs_root, tmp_path):
+    """The README's fleet, as written but for the database's address: its URL comes as FSLAB_DB
+    (the password by PGPASSWORD, as it advises); each worker line on its own host (a namespace,
+    its own work directory); the rest here. Also issue 22's check: the quick study on two workers,
+    every run stored once, a report with a chart per host."""
+    commands = readme_fleet_commands()
+    assert commands[0][0] == "export" and commands[0][1].startswith("FSLAB_DB=postgresql://")
+    workers = [c for c in commands if c[:2] == ["fslab", "worker"]]
+    rest = [c for c in commands[1:] if c[:2] != ["fslab", "worker"]]
+    assert len(workers) == 2 and [c[1] for c in rest] == ["run", "report", "history"]
+    with fleet(2, tmp_path) as f:
+        env = f.env() | {"FSLAB_DB": f.url}
+        for index, argv in enumerate(workers):
+            workdir = f.undo.enter_context(fresh_workdir())
+            log = tmp_path / f"{argv[3]}.log"
+            with log.open("w") as out:
+                process = f.hosts[index].popen([sys.executable, "-m", *argv], stdout=out, stderr=subprocess.STDOUT, env=env | {"FSLAB_WORKDIR": str(workdir.root)})
+            f.workers.append(Worker(argv[3], process, log, workdir))
+        f.wait("two workers", registered(f, 2))
+        done = {c[1]: subprocess.run([sys.executable, "-m", *c], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900) for c in rest}
+        for command, result in done.items():
+            assert result.returncode == 0, f"fslab {command}:\n{result.stdout}\n{result.stderr}"
+        study_run = int(f.sql("SELECT max(id) FROM study_runs"))
+        counts = stored(f, study_run)
+        assert {row[0] for row in counts} == {"nvme-box", "sata-box"} and len(counts) == 2 * 4 * 4, "each host: 4 targets × 4 workloads, 1 run"
+        assert {row[4] for row in counts} == {"1"}, "every run stored once"
+        page = (tmp_path / "reports" / f"quick-{study_run}" / "report.html").read_text()
+        assert "nvme-box" in page and "sata-box" in page
+        assert "quick" in done["history"].stdout and "host nvme-box" in done["history"].stdout
+        for w in f.workers:
+            f.stop(w)

@@ -542,7 +542,10 @@ def test_bar_labels_never_overlap_on_the_page_however_many_and_long(browser, tmp
     s = synthetic({t: {"read_iops": [100.0 + i, 104.0 + i, 98.0 + i], **phases} for i, t in enumerate(MANY)}, targets=MANY)
     made = [primary_chart(s, W, "read_iops"), efficiency_chart(s, W), cpu_chart(s, W), extents_chart(s, W), write_amplification_chart(s, W)]
     section = WorkloadSection("w", W, [c for c in made if c], Table([], []), None, [], [], [], [], [])
-    run = RunSection(1, "run1", "labels", [], "", "3%", [], Table([], []), [], [], Table([], []), None, [section], None, [])
+    run = RunSection(
+        id=1, anchor="run1", heading="labels", header=[], method="", threshold="3%", as_run=[], targets=Table([], []), skipped=[], environment=[],
+        hosts=None, tools=Table([], []), devices=None, workloads=[section], failures=None, unreadable=[],
+    )
     page_file = tmp_path / "report.html"
     page_file.write_text(render_page(Page(title="labels", runs=[run])))
     assert len(section.charts) == 5
