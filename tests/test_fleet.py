@@ -199,7 +199,8 @@ def test_the_readme_fleet_commands_run_as_written_on_two_workers(needs_root, tmp
         assert {row[0] for row in counts} == {"nvme-box", "sata-box"} and len(counts) == 2 * 4 * 4, "each host: 4 targets × 4 workloads, 1 run"
         assert {row[4] for row in counts} == {"1"}, "every run stored once"
         page = (tmp_path / "reports" / f"quick-{study_run}" / "report.html").read_text()
-        assert "nvme-box" in page and "sata-box" in page
-        assert "quick" in done["history"].stdout and "host nvme-box" in done["history"].stdout
+        assert "<h3>Hosts</h3>" in page and "chart-seq_read-read_iops-nvme-box" in page and "chart-seq_read-read_iops-sata-box" in page, "a chart per host"
+        assert "ext4 @ nvme-box" in page and "ext4 @ sata-box" in page, "each host's cells"
+        assert "rand_read · ext4 · read IOPS — host nvme-box" in done["history"].stdout and "— host sata-box" in done["history"].stdout
         for w in f.workers:
             f.stop(w)
