@@ -109,7 +109,7 @@ def test_a_version_7_database_is_migrated_with_every_run_kept(tmp_path):
         before = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
     db = ResultsDB(str(db_path))
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (11,)
+        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (12,)
         after = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
         uids = [uid for (uid,) in conn.execute("SELECT uid FROM study_runs")]
         after["study_runs"] = [row[:-1] for row in after["study_runs"]]
@@ -130,6 +130,21 @@ def test_fio_metrics_of_an_older_database_get_the_roles_fio_gave_them(tmp_path):
     groups = ResultsDB(str(db_path)).sample_groups(1)
     assert {metric for _, metric in groups.roles.primary} == {"read_iops", "write_iops"}
     assert {metric for _, metric in groups.roles.compared} == {"read_iops", "write_iops", "read_lat_p99_us", "write_lat_p99_us"}
+
+
+def test_a_version_11_database_gains_the_fleet_units_times_and_the_blocks_table(tmp_path):
+    path = tmp_path / "v11.db"
+    ResultsDB(str(path)).engine.dispose()
+    with sqlite3.connect(path) as conn:  # as version 11 left it: fleet_units without its times, no fleet_blocks
+        for column in ("queued_at", "claimed_at", "started_at"):
+            conn.execute(f"ALTER TABLE fleet_units DROP COLUMN {column}")
+        conn.execute("DROP TABLE fleet_blocks")
+        conn.execute("UPDATE schema_info SET version = 11")
+    ResultsDB(str(path)).engine.dispose()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT version FROM schema_info").fetchone() == (12,)
+        assert [column[1] for column in conn.execute("PRAGMA table_info(fleet_units)")][-3:] == ["queued_at", "claimed_at", "started_at"]
+        assert "claimed_at" in [column[1] for column in conn.execute("PRAGMA table_info(fleet_blocks)")]
 
 
 def test_a_newer_database_is_refused(tmp_path):

@@ -147,12 +147,15 @@ def run(
     allow_network: AllowNetworkOption = None,
     on: Annotated[Optional[str], typer.Option("--on", metavar="HOSTS", help="Run on a fleet's workers instead of here (docs/fleet.md): HOST[,HOST…], label:LABEL (the workers carrying it) or all (every worker heard from lately). Needs --db postgresql://….")] = None,
     detach: Annotated[bool, typer.Option("--detach", help="With --on: queue the study run and return at once, printing its id (`fslab status ID` follows it).")] = False,
+    spread: Annotated[bool, typer.Option("--spread", help="With --on: divide the study run's planned runs among the hosts (identical hosts finishing one study sooner: each takes the plan's next block when free) instead of each host running them all; its summary pools the hosts, host a block.")] = False,
     db: DbOption = None,
     workdir: WorkdirOption = DEFAULT_WORKDIR,
 ) -> None:
     """Run a study: provision every target, run every workload, store and summarise the results."""
     if detach and on is None:
         raise _fail("--detach goes with --on: a study run on a fleet's workers")
+    if spread and on is None:
+        raise _fail("--spread goes with --on: it divides a study run among a fleet's workers")
     if on is not None and (resume or skip_unsupported or destroy_data or target_ci is not None):
         given = [n for n, v in (("--resume", resume), ("--skip-unsupported", skip_unsupported), ("--destroy-data", destroy_data), ("--target-ci", target_ci is not None)) if v]
         raise _fail(f"{', '.join(given)} cannot go with --on: each worker resumes its unit itself and skips what its host cannot run (recorded with why)")
@@ -189,7 +192,7 @@ def run(
     clients = given_clients(client or (), networks(allow_network or ())) if client else None
     results = _open_db(db)
     if on is not None:
-        return _run_on_fleet(results, loaded, repetitions, on=on, detach=detach, seed=seed, baseline=baseline, threshold=threshold)
+        return _run_on_fleet(results, loaded, repetitions, on=on, detach=detach, seed=seed, baseline=baseline, threshold=threshold, spread=spread)
     flags = tuple(destroy_data or ())
     study_run_id = _with_progress(
         lambda observer: run_study(loaded, results, Workdir(workdir), repetitions=repetitions, seed=seed, baseline=baseline, observer=observer, destroy_flags=flags, skip_unsupported=skip_unsupported, clients=clients),
@@ -198,10 +201,10 @@ def run(
     _show_and_exit(results, study_run_id, baseline=baseline, threshold=threshold)
 
 
-def _run_on_fleet(results: ResultsDB, study: Study, repetitions: Any, *, on: str, detach: bool, seed: int | None, baseline: str | None, threshold: float) -> None:
+def _run_on_fleet(results: ResultsDB, study: Study, repetitions: Any, *, on: str, detach: bool, seed: int | None, baseline: str | None, threshold: float, spread: bool) -> None:
     from fslab.fleet import dispatch
 
-    study_run_id = dispatch.begin(results, study, repetitions, on=on, seed=seed, baseline=baseline)
+    study_run_id = dispatch.begin(results, study, repetitions, on=on, seed=seed, baseline=baseline, spread=spread)
     if detach:
         console.print(str(study_run_id), highlight=False)
         return

@@ -13,6 +13,7 @@ import math
 import random
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -188,6 +189,37 @@ class Planner:
             runs.append(PlannedRun(self.block, position, cell, count, warmup))
         self.handed_out += len(runs)
         return runs
+
+
+class TakenBlocks:
+    """The blocks of a fixed plan, each run only when `take` hands out its number (a spread study
+    run: the fleet's queue hands each block to whichever of its hosts asks first); the blocks
+    themselves are the planner's, so every host plans alike. None from `take`: no block left."""
+
+    def __init__(self, planner: Planner, take: Callable[[], int | None]):
+        if planner.repetitions.target_ci is not None:
+            raise ValueError("an adaptive plan's blocks depend on the runs before them: it cannot be handed out by block")
+        self.blocks: list[list[PlannedRun]] = []
+        while block := planner.next_block({}):
+            self.blocks.append(block)
+        self.take = take
+        self.handed_out = 0  # the runs of the plan up to the block handed out last (its runs are numbered so)
+
+    def next_block(self, samples: Samples, elapsed: float = 0.0, seconds_per_run: float = 0.0, roles: Roles | None = None) -> list[PlannedRun]:
+        number = self.take()
+        if number is None:
+            return []
+        block = self.blocks[number - 1]
+        self.handed_out = sum(len(b) for b in self.blocks[:number])
+        return block
+
+    @property
+    def count(self) -> int:
+        return len(self.blocks)
+
+    def outcome(self) -> dict:
+        """Nothing of a share's own: its runs are a fixed plan's, whichever host ran them."""
+        return {}
 
 
 def new_seed() -> int:

@@ -50,6 +50,7 @@ def resumable(db: ResultsDB, ref: str | None = None) -> Resumable:
     baseline = settings.pop("baseline", None)
     sizes_only = settings.pop("scale_sizes_only", False)
     skipped = {s["target"] for s in settings.pop("skipped", [])}  # by --skip-unsupported: skipped again
+    settings.pop("spread", None)  # a fleet's (fleet/spread.py)
     repetitions = Repetitions(**settings)
     study = replace(_study_as_stored(db, row, sizes_only, skipped), repetitions=repetitions.runs, warmup=repetitions.warmup)
     kernel = row["environment"].get("kernel")
@@ -60,7 +61,8 @@ def resumable(db: ResultsDB, ref: str | None = None) -> Resumable:
 def share_of(db: ResultsDB, study_run_id: int, host: str, base_dir: Path) -> Resumable:
     """One host's share of a fleet's study run: its study as stored (untrusted text, parsed and
     checked here as any study file; files it names are looked for in `base_dir`), its plan and
-    settings, and the runs already stored on `host` alone (the resume key includes the host)."""
+    settings, and the runs already stored on `host` alone (the resume key includes the host) —
+    spread, on any host."""
     row = db.study_run(study_run_id)
     if row is None:
         raise CannotResume(f"no study run {study_run_id} in {db.location}")
@@ -68,9 +70,10 @@ def share_of(db: ResultsDB, study_run_id: int, host: str, base_dir: Path) -> Res
     baseline = settings.pop("baseline", None)
     sizes_only = settings.pop("scale_sizes_only", False)
     settings.pop("skipped", None)  # a fleet's study run skips per host (fleet_units)
+    spread = settings.pop("spread", False)  # its runs are divided among its hosts: a run stored by any of them is stored
     repetitions = Repetitions(**settings)
     study = replace(_study_as_stored(db, row, sizes_only, set(), base_dir), repetitions=repetitions.runs, warmup=repetitions.warmup)
-    return Resumable(row["id"], study, repetitions, row["plan_seed"], baseline, row["started_at"], db.stored_runs(row["id"], host=host), [])
+    return Resumable(row["id"], study, repetitions, row["plan_seed"], baseline, row["started_at"], db.stored_runs(row["id"], host=None if spread else host), [])
 
 
 def _interrupted(db: ResultsDB, ref: str | None) -> dict:

@@ -35,7 +35,7 @@ from fslab.model import Host, Metric, RawOutput, Roles, Study, Target, Workload
 from fslab.monitors import Monitor, Synced, collect, for_run, measuring
 from fslab.monitors import Workload as MovedBytes
 from fslab.monitors.space import CompressionRatio
-from fslab.plan import PlannedRun, Planner, Repetitions, Tally, new_seed
+from fslab.plan import PlannedRun, Planner, Repetitions, Tally, TakenBlocks, new_seed
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
 from fslab.results.records import STDERR_LINES, RunFailure, RunKey, StoredRun, now
@@ -122,16 +122,29 @@ def resume_study(
     return resumable.study_run_id
 
 
-def run_share(share: Resumable, db: ResultsDB, workdir: Workdir, *, host: Host, ended: Callable[[str, dict], None], observer: RunObserver | None = None) -> None:
+def run_share(
+    share: Resumable, db: ResultsDB, workdir: Workdir, *, host: Host, ended: Callable[[str, dict], None], observer: RunObserver | None = None, take: Callable[[], int | None] | None = None
+) -> None:
     """One host's share of a fleet's study run (fleet/worker.py): the study run's plan on `host`,
     of which only what `share.stored` (this host's stored runs: the resume key includes the host)
     lacks is run. The study run is the fleet's and goes on: `ended` hears how this share ended
     ("finished" or "interrupted") and its planner's outcome. The targets this host cannot run
-    are left out of `share.study` by the caller, who records them."""
+    are left out of `share.study` by the caller, who records them. With `take` (a spread study
+    run), only the blocks it hands out run, and a run any host stored is not run again: what the
+    other hosts stored is read afresh with each block (one may have stored part of it, then died)."""
     named, _ = _check_can_run(share.study, workdir, (), skip_unsupported=True)
     with _claimed(share.study, workdir, observer):
-        planner = Planner(share.study.cells, share.repetitions, share.seed, share.baseline)
+        planner: Planner | TakenBlocks = Planner(share.study.cells, share.repetitions, share.seed, share.baseline)
         done = {run.key: run for run in share.stored}
+        if take is not None:
+
+            def take_fresh() -> int | None:
+                number = take()
+                if number is not None:
+                    done.update((run.key, run) for run in db.stored_runs(share.study_run_id, block=number))
+                return number
+
+            planner = TakenBlocks(planner, take_fresh)
         _run_blocks(share.study_run_id, planner, db, workdir, named, observer, Tally(share.started_at), done, host=host, ended=ended)
 
 
@@ -172,7 +185,7 @@ def _claimed(study: Study, workdir: Workdir, observer: RunObserver | None) -> It
 
 def _run_blocks(
     study_run_id: int,
-    planner: Planner,
+    planner: Planner | TakenBlocks,
     db: ResultsDB,
     workdir: Workdir,
     named: dict[str, BlockDevice],

@@ -16,6 +16,7 @@ from rich.live import Live
 from fslab import environment
 from fslab.errors import FslabError
 from fslab.fleet import queue, roster, units
+from fslab.fleet import spread as spreading
 from fslab.guard.names import visible
 from fslab.model import Study
 from fslab.plan import Planner, Repetitions, new_seed
@@ -27,11 +28,14 @@ RIGHT = [False, False, True, True, False, True, False]
 STATE_STYLES = {"queued": "", "running": "cyan", "released": "yellow", "done": "green", "failed": "red"}
 
 
-def begin(db: ResultsDB, study: Study, repetitions: Repetitions, *, on: str, seed: int | None = None, baseline: str | None = None) -> int:
-    """Store the fleet's study run and queue one unit per host `on` names; its id."""
+def begin(db: ResultsDB, study: Study, repetitions: Repetitions, *, on: str, seed: int | None = None, baseline: str | None = None, spread: bool = False) -> int:
+    """Store the fleet's study run and queue one unit per host `on` names; its id. `spread`: the
+    plan's blocks are divided among those hosts (fleet/spread.py) instead of each running all."""
     from fslab.runner import study_run_settings
 
     queue.conninfo(db.location)  # PostgreSQL, or a clear refusal, before anything is stored
+    if spread:
+        spreading.check(repetitions)
     try:
         units.check_self_contained(study.source, study.path)
     except units.NotSelfContained as exc:
@@ -39,14 +43,17 @@ def begin(db: ResultsDB, study: Study, repetitions: Repetitions, *, on: str, see
     queue.install(db.engine)
     hosts = roster.chosen(db.engine, on)
     plan_seed = seed if seed is not None else study.seed if study.seed is not None else new_seed()
-    Planner(study.cells, repetitions, plan_seed, baseline)  # refuses a --baseline no target answers, before anything is stored
+    planner = Planner(study.cells, repetitions, plan_seed, baseline)  # refuses a --baseline no target answers, before anything is stored
     study = replace(study, repetitions=repetitions.runs, warmup=repetitions.warmup)
-    settings = repetitions.describe() | ({"baseline": baseline} if baseline else {}) | study_run_settings(study, [])
+    settings = repetitions.describe() | ({"baseline": baseline} if baseline else {}) | study_run_settings(study, []) | ({spreading.SETTING: True} if spread else {})
     study_run_id = db.begin_study_run(study, plan_seed, environment.collect(Path.cwd()), {}, settings, None)  # its workers own it, each its unit
     units.queued(db.engine, study_run_id, hosts)
+    blocks = spreading.block_count(planner) if spread else 0
+    spreading.queued(db.engine, study_run_id, blocks)
     app = queue.app_for(db.location)
     app.open()
     try:
+        queue.enqueue_blocks(app, study_run_id, blocks)  # before the units: a unit never finds its blocks not yet queued
         for host in hosts:
             queue.enqueue(app, study_run_id, host)
     finally:
@@ -62,7 +69,8 @@ def progress_table(db: ResultsDB, study_run_id: int) -> tuple[RenderableType, bo
         for p in found
     ]
     title = f"study run {study_run_id}: {sum(p.done for p in found)} run(s) stored on {len(found)} host(s)"
-    return table(title, COLUMNS, rows, RIGHT, styles=[STATE_STYLES.get(p.state, "") for p in found]), all(p.ended for p in found)
+    ended = all(p.ended for p in found) or units.finished(db.engine, study_run_id)  # spread: every block done, a host perhaps gone
+    return table(title, COLUMNS, rows, RIGHT, styles=[STATE_STYLES.get(p.state, "") for p in found]), ended
 
 
 def follow(db: ResultsDB, study_run_id: int, console: Console, every: float = 1.0, wait: Callable[[float], None] = time.sleep) -> None:

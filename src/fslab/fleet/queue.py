@@ -4,7 +4,14 @@ A unit is one host's share of a study run: one procrastinate job of the task UNI
 host's own queue (QUEUE_PREFIX + name), holding the lock of (study run, host) — two workers of
 one name never run it at once — and the queueing lock of the same — it is never queued twice.
 A worker that stops heartbeating for longer than the lapse (killed, its host down) leaves its
-unit "doing": any worker finds it stalled and queues it again (requeue_stalled)."""
+unit "doing": any worker finds it stalled and queues it again (requeue_stalled).
+
+A spread study run (`--spread`) queues, beside its hosts' units, one job of BLOCK_TASK per block
+of its plan on a queue of its own (spread_queue): a host's unit takes block after block from it
+(take_block: procrastinate's own fetch, so no two hosts take one block) until none is left —
+work-stealing, a faster host runs more. A block's job is never run by procrastinate's worker
+itself: it is only fetched by a unit, finished or given back by it, and taken again, like a unit,
+when its worker's heartbeat lapses."""
 
 from __future__ import annotations
 
@@ -15,6 +22,8 @@ from fslab.results.location import shown
 
 QUEUE_PREFIX = "fslab.host."
 UNIT_TASK = "fslab.unit"
+BLOCK_TASK = "fslab.block"
+SPREAD_PREFIX = "fslab.study-run."
 # Held while procrastinate's schema is installed: several workers may start on a new database at once.
 _SCHEMA_LOCK = 0x66736C61  # "fsla"
 
@@ -25,6 +34,10 @@ class NotAFleetDatabase(FslabError):
 
 def queue_of(host: str) -> str:
     return QUEUE_PREFIX + host
+
+
+def spread_queue(study_run_id: int) -> str:
+    return f"{SPREAD_PREFIX}{study_run_id}"
 
 
 def unit_lock(study_run_id: int, host: str) -> str:
@@ -73,9 +86,35 @@ def enqueue(app, study_run_id: int, host: str) -> int | None:  # noqa: ANN001
         return None
 
 
+def enqueue_blocks(app, study_run_id: int, count: int) -> None:  # noqa: ANN001
+    """Queue the blocks 1…count of a spread study run (app open, synchronously)."""
+    for block in range(1, count + 1):
+        lock = f"fslab.block.{study_run_id}.{block}"
+        app.configure_task(BLOCK_TASK, queue=spread_queue(study_run_id), queueing_lock=lock).defer(study_run_id=study_run_id, block=block)
+
+
+async def take_block(app, study_run_id: int, worker_id: int) -> tuple[int, int] | None:  # noqa: ANN001
+    """The next block of a spread study run no host has taken, now "doing" for this worker: (its job id, its block)."""
+    job = await app.job_manager.fetch_job([spread_queue(study_run_id)], worker_id)
+    return None if job is None else (job.id, int(job.task_kwargs["block"]))
+
+
+async def block_done(app, job_id: int) -> None:  # noqa: ANN001
+    from procrastinate.jobs import Status
+
+    await app.job_manager.finish_job_by_id_async(job_id, Status.SUCCEEDED, delete_job=False)
+
+
+async def give_back(app, job_id: int) -> None:  # noqa: ANN001
+    """A block (or unit) left unfinished, queued again at once for any host to take."""
+    from procrastinate import utils
+
+    await app.job_manager.retry_job_by_id_async(job_id, retry_at=utils.utcnow())
+
+
 async def requeue_stalled(app, lapse: float) -> list[int]:  # noqa: ANN001
-    """Units whose worker's heartbeat lapsed over `lapse` seconds ago, queued again; their job ids."""
-    stalled = list(await app.job_manager.get_stalled_jobs(task_name=UNIT_TASK, seconds_since_heartbeat=lapse))
+    """Units and blocks whose worker's heartbeat lapsed over `lapse` seconds ago, queued again; their job ids."""
+    stalled = [job for task in (UNIT_TASK, BLOCK_TASK) for job in await app.job_manager.get_stalled_jobs(task_name=task, seconds_since_heartbeat=lapse)]
     for job in stalled:
         await app.job_manager.retry_job(job)
     return [job.id for job in stalled]

@@ -11,7 +11,7 @@ from datetime import timedelta
 import sqlalchemy as sa
 
 from fslab.results.records import now
-from fslab.results.schema import fleet_units, runs, study_runs
+from fslab.results.schema import fleet_blocks, fleet_units, runs, study_runs
 
 ENDED = ("done", "failed")
 
@@ -35,7 +35,8 @@ class Progress:
 
 def queued(engine: sa.Engine, study_run_id: int, hosts: list[str]) -> None:
     with engine.begin() as conn:
-        conn.execute(fleet_units.insert(), [{"study_run_id": study_run_id, "host": h, "state": "queued", "updated_at": now()} for h in hosts])
+        at = now()
+        conn.execute(fleet_units.insert(), [{"study_run_id": study_run_id, "host": h, "state": "queued", "updated_at": at, "queued_at": at} for h in hosts])
 
 
 def hosts_of(engine: sa.Engine, study_run_id: int) -> list[str]:
@@ -56,14 +57,22 @@ def update(engine: sa.Engine, study_run_id: int, host: str, **values: object) ->
 
 def ended(engine: sa.Engine, study_run_id: int, host: str, state: str, **values: object) -> None:
     """The unit done or failed; the study run finished once every unit has ended (the one that
-    ends last, whichever it is, says so: the study run's row is locked while units are counted)."""
+    ends last, whichever it is, says so: the study run's row is locked while units are counted),
+    or, spread, once every block is (a host that never came back leaves its unit waiting)."""
     with engine.begin() as conn:
         conn.execute(sa.select(study_runs.c.id).where(study_runs.c.id == study_run_id).with_for_update())
         conn.execute(fleet_units.update().where(*_unit(study_run_id, host)).values(state=state, current=None, updated_at=now(), **values))
         units = conn.execute(sa.select(fleet_units.c.host, fleet_units.c.state, fleet_units.c.outcome).where(fleet_units.c.study_run_id == study_run_id)).all()
-        if all(u.state in ENDED for u in units):
+        blocks = conn.execute(sa.select(sa.func.count(), sa.func.count(fleet_blocks.c.finished_at)).where(fleet_blocks.c.study_run_id == study_run_id)).one()
+        spread_done = blocks[0] > 0 and blocks[0] == blocks[1]
+        if all(u.state in ENDED for u in units) or spread_done:
             outcome = {f"{u.host} · {cell}": o for u in units for cell, o in (u.outcome or {}).items()} if len(units) > 1 else units[0].outcome or {}
-            conn.execute(study_runs.update().where(study_runs.c.id == study_run_id).values(status="finished", finished_at=now(), outcome=outcome))
+            conn.execute(study_runs.update().where(study_runs.c.id == study_run_id, study_runs.c.status != "finished").values(status="finished", finished_at=now(), outcome=outcome))
+
+
+def finished(engine: sa.Engine, study_run_id: int) -> bool:
+    with engine.connect() as conn:
+        return conn.execute(sa.select(study_runs.c.status).where(study_runs.c.id == study_run_id)).scalar() == "finished"
 
 
 def progress(engine: sa.Engine, study_run_id: int) -> list[Progress]:

@@ -17,22 +17,26 @@ import queue as queues
 import tempfile
 import threading
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from datetime import datetime
+from typing import Any, TypeVar
 
 from procrastinate.retry import BaseRetryStrategy, RetryDecision
 
 from fslab import environment
 from fslab.errors import FslabError
-from fslab.fleet import queue, roster, units
+from fslab.fleet import queue, roster, spread, units
 from fslab.fleet.steady import LOST, SteadyResults
 from fslab.model import Host, Study
+from fslab.results.records import now
 from fslab.workdir import Workdir
+
+T = TypeVar("T")
 
 # How long a worker may go unheard before its unit is taken again (procrastinate's stalled-worker
 # timeout); it heartbeats four times in that while. --heartbeat-lapse changes it (tests: seconds).
@@ -65,6 +69,7 @@ class WorkerSettings:
 class Unit:
     study_run_id: int
     host: str
+    claimed_at: datetime | None = None  # when the queue handed it to this worker
 
 
 @dataclass
@@ -75,6 +80,7 @@ class _Handoff:
     loop: asyncio.AbstractEventLoop | None = None
     stopping: asyncio.Event | None = None
     worker: Any = None  # procrastinate's Worker under way
+    app: Any = None  # procrastinate's App, open on the queue's loop
     failure: BaseException | None = None  # what ended the queue's thread, if not a stop
 
     def take(self, unit: Unit) -> None:
@@ -82,6 +88,14 @@ class _Handoff:
         done: Future = Future()
         self.units.put((unit, done))
         done.result()  # raises what the main thread set: UnitReleased, UnitFailed
+
+    def call(self, work: Callable[[Any], Awaitable[T]]) -> T:
+        """In the main thread: `work(app)` run on the queue's loop; its result."""
+        assert self.loop is not None
+        return asyncio.run_coroutine_threadsafe(work(self.app), self.loop).result()
+
+    def worker_id(self) -> int | None:
+        return self.worker.worker_id if self.worker is not None else None
 
     def stop(self) -> None:
         if self.loop is not None and self.stopping is not None:
@@ -121,7 +135,7 @@ def serve(settings: WorkerSettings, say: Callable[[str], None]) -> None:
                 unit, current = handoff.units.get(timeout=0.5)
             except queues.Empty:
                 continue
-            _run_handed(unit, current, db, host, settings.workdir, say)
+            _run_handed(unit, current, db, host, settings.workdir, say, partial(spread.BlockTaker, db, handoff.call, handoff.worker_id, wait=settings.heartbeat / 2))
             current = None
         raise FslabError(f"worker {host.name} stopped: {handoff.failure or 'its queue ended'}")
     except KeyboardInterrupt:
@@ -144,11 +158,11 @@ def _release_waiting(handoff: _Handoff) -> None:
         waiting.set_exception(UnitReleased())
 
 
-def _run_handed(unit: Unit, done: Future, db: SteadyResults, host: Host, workdir: Path, say: Callable[[str], None]) -> None:
+def _run_handed(unit: Unit, done: Future, db: SteadyResults, host: Host, workdir: Path, say: Callable[[str], None], taker: Callable[..., spread.BlockTaker]) -> None:
     """Run the unit the queue handed over (in the main thread) and settle its future: its task
     ends, and procrastinate records the job's end."""
     try:
-        run_unit(unit, db, host, Workdir(workdir), say)
+        run_unit(unit, db, host, Workdir(workdir), say, taker)
     except KeyboardInterrupt:
         raise
     except UnitFailed as exc:
@@ -162,11 +176,11 @@ def _run_handed(unit: Unit, done: Future, db: SteadyResults, host: Host, workdir
         done.set_result(None)
 
 
-def run_unit(unit: Unit, db: SteadyResults, host: Host, workdir: Workdir, say: Callable[[str], None]) -> None:
+def run_unit(unit: Unit, db: SteadyResults, host: Host, workdir: Workdir, say: Callable[[str], None], taker: Callable[..., spread.BlockTaker] | None = None) -> None:
     """This host's share of the study run: its study as stored (untrusted: parsed and checked as
     any study file), less the targets this host cannot run (recorded with why, once: a unit taken
     again skips what it skipped before), run by the runner; only what this host's share still
-    lacks runs."""
+    lacks runs. Spread (fleet/spread.py), its share is the blocks `taker` takes from the queue."""
     from fslab.errors import Refused
     from fslab.resume import share_of
     from fslab.runner import run_share, unsupported_here
@@ -189,11 +203,19 @@ def run_unit(unit: Unit, db: SteadyResults, host: Host, workdir: Workdir, say: C
     study = share.study.without({s["target"] for s in skipped})
     if not study.targets:
         raise UnitFailedHere(f"{host.name} can run none of the study's targets: " + "; ".join(f"{s['target']}: {s['why']}" for s in skipped))
-    planned = len(study.cells) * (share.repetitions.runs + share.repetitions.warmup)
-    db.steadily(lambda: units.update(db.engine, unit.study_run_id, host.name, state="running", skipped=skipped, planned=planned, why=None))
+    spreading = taker is not None and spread.is_spread(row["settings"])
+    if spreading and skipped:
+        raise UnitFailedHere(f"{host.name} cannot run every target of a spread study run (its hosts share one plan): " + "; ".join(f"{s['target']}: {s['why']}" for s in skipped))
+    planned = None if spreading else len(study.cells) * (share.repetitions.runs + share.repetitions.warmup)  # spread: as many as it takes
+    db.steadily(lambda: units.update(db.engine, unit.study_run_id, host.name, state="running", skipped=skipped, planned=planned, why=None, claimed_at=unit.claimed_at, started_at=None))
     share = replace(share, study=study)
-    with unit_services(share.study, host):
-        run_share(share, db, workdir, host=host, ended=partial(_ended, db, unit, say), observer=_UnitObserver(db, unit, say))
+    blocks = taker(unit.study_run_id, host.name) if spreading and taker is not None else None
+    try:
+        with unit_services(share.study, host):
+            run_share(share, db, workdir, host=host, ended=partial(_ended, db, unit, say), observer=_UnitObserver(db, unit, say, blocks), take=blocks)
+    finally:
+        if blocks is not None:
+            blocks.give_back()  # a block under way when the unit stopped or failed (none once every block is done)
 
 
 @contextmanager
@@ -224,8 +246,9 @@ class _UnitObserver:
     """What the runner tells: said on the worker's output, and the run under way kept with the
     unit for the progress table (best effort: a lost connection loses only that line)."""
 
-    def __init__(self, db: SteadyResults, unit: Unit, say: Callable[[str], None]):
-        self.db, self.unit, self.say = db, unit, say
+    def __init__(self, db: SteadyResults, unit: Unit, say: Callable[[str], None], blocks: spread.BlockTaker | None = None):
+        self.db, self.unit, self.say, self.blocks = db, unit, say, blocks
+        self.started = False  # a run of this unit started: the queue's time ends there (fleet_units.started_at)
 
     def announce(self, study: Study, skipped: list) -> None:
         from fslab.study import describe_study
@@ -240,7 +263,10 @@ class _UnitObserver:
         current = f"{cell.target.name} · {cell.workload.name} · {'warm-up' if planned.warmup else 'run'} {planned.repetition}"
         self.say(f"starting {current}")
         try:
-            units.update(self.db.engine, self.unit.study_run_id, self.unit.host, current=current)
+            units.update(self.db.engine, self.unit.study_run_id, self.unit.host, current=current, **({} if self.started else {"started_at": now()}))
+            self.started = True
+            if self.blocks is not None:
+                self.blocks.started(planned.block)
         except LOST:
             pass
 
@@ -266,11 +292,12 @@ async def _serve_queue(settings: WorkerSettings, name: str, handoff: _Handoff, d
     app = queue.app_for(settings.location)
 
     def unit_task(study_run_id: int, host: str) -> None:
-        handoff.take(Unit(int(study_run_id), str(host)))
+        handoff.take(Unit(int(study_run_id), str(host), now()))
 
     app.task(name=queue.UNIT_TASK, retry=_ReleasedAgain())(unit_task)
     handoff.loop, handoff.stopping = asyncio.get_running_loop(), asyncio.Event()
     async with app.open_async():
+        handoff.app = app
         housekeeping = asyncio.create_task(_housekeeping(app, settings, name, handoff, db, say))
         try:
             while not handoff.stopping.is_set():

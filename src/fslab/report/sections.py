@@ -362,8 +362,10 @@ def hosts_text(s: StudySummary) -> str:
             "('target @ host'), compared with and ranked among the targets of the same host only (--pool-hosts pools them)."
         )
     if hosts.pooling:
+        spread = (s.study_run.get("settings") or {}).get("spread")
+        why = "the study run was spread over them (--spread: each planned run ran once, on one of them)" if spread else "--pool-hosts"
         return (
-            f" {hosts.pooling} hosts pooled ({', '.join(hosts.names)}; --pool-hosts), host treated as a block: each host's values of a workload and "
+            f" {hosts.pooling} hosts pooled ({', '.join(hosts.names)}; {why}), host treated as a block: each host's values of a workload and "
             "metric are divided by that host's geometric mean of them (all targets) before the comparisons, so what sets one host above "
             "another adds no spread; the tables show the pooled runs as measured."
         )

@@ -205,7 +205,7 @@ def summarize_study_run(
     skipped = by_target(Unsupported(**u) for u in (study_run.get("settings") or {}).get("skipped", []))  # older study runs stored one per reason
     targets = db.targets(study_run_id)
     runs = db.runs(study_run_id, RUN_FACTS)
-    hosts = Hosts.of(runs, pool_hosts)
+    hosts = Hosts.of(runs, pool_hosts or bool((study_run.get("settings") or {}).get("spread")))  # spread: its hosts divided one plan (fleet/spread.py)
     specs = {t["name"]: t for t in targets}
     applied = {r["id"]: _options_applied(specs[r["target"]], r) for r in runs}
     per_host = [replace_target(r, hosts.cell_target(r["target"], r["host"])) for r in runs] if hosts.per_host else runs  # each run as its cell knows it

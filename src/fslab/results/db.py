@@ -204,15 +204,15 @@ class ResultsDB:
             query = sa.select(*([runs.c[name] for name in columns] if columns is not None else [runs])).where(runs.c.study_run_id == study_run_id).order_by(runs.c.id)
             return [dict(r) for r in conn.execute(query).mappings()]
 
-    def stored_runs(self, study_run_id: int, host: str | None = None) -> list[StoredRun]:
-        """Every stored run of a study run (or of its runs on `host`) with its metrics, in the order they were stored."""
+    def stored_runs(self, study_run_id: int, host: str | None = None, block: int | None = None) -> list[StoredRun]:
+        """Every stored run of a study run (or of its runs on `host`, of its `block`) with its metrics, in the order they were stored."""
         query = (
             sa.select(
                 runs.c.id, runs.c.target, runs.c.workload, runs.c.repetition, runs.c.warmup, runs.c.status, runs.c.started_at, runs.c.finished_at,
                 metrics.c.phase, metrics.c.name, metrics.c.value, metrics.c.primary, metrics.c.compared,
             )
             .outerjoin(metrics, metrics.c.run_id == runs.c.id)
-            .where(runs.c.study_run_id == study_run_id, *([runs.c.host == host] if host is not None else []))
+            .where(runs.c.study_run_id == study_run_id, *([runs.c.host == host] if host is not None else []), *([runs.c.block == block] if block is not None else []))
             .order_by(runs.c.id)
         )
         found: dict[int, tuple[StoredRun, list[tuple[str, str, bool, bool]]]] = {}

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from fslab.errors import FslabError
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 metadata = sa.MetaData()
 
@@ -131,6 +131,24 @@ fleet_units = sa.Table(
     sa.Column("why", sa.Text),  # a failed unit's error
     sa.Column("outcome", sa.JSON),  # the planner's outcome of this host's share
     sa.Column("updated_at", sa.DateTime, nullable=False),
+    # The queue's own time (schema 12): queued by `fslab run --on`, claimed by a worker, its first run started (UTC).
+    sa.Column("queued_at", sa.DateTime),
+    sa.Column("claimed_at", sa.DateTime),
+    sa.Column("started_at", sa.DateTime),
+)
+
+# The blocks of a spread study run (`fslab run --on … --spread`, schema 12): each a job of the
+# study run's own queue that any of its hosts may take; who took it, and when.
+fleet_blocks = sa.Table(
+    "fleet_blocks",
+    metadata,
+    sa.Column("study_run_id", sa.ForeignKey("study_runs.id"), primary_key=True),
+    sa.Column("block", sa.Integer, primary_key=True),  # the plan's block number (1-based)
+    sa.Column("host", sa.String(200)),  # the host that took it last
+    sa.Column("queued_at", sa.DateTime, nullable=False),
+    sa.Column("claimed_at", sa.DateTime),
+    sa.Column("started_at", sa.DateTime),  # its first run started (NULL: every run was stored before it was taken)
+    sa.Column("finished_at", sa.DateTime),
 )
 
 metrics = sa.Table(
@@ -182,6 +200,15 @@ def _legacy_uids(conn: sa.Connection) -> None:
 
 def _renamed_metric(old: str, new: str) -> str:
     return f"UPDATE metrics SET name = '{new}' WHERE name = '{old}'"
+
+
+def _unit_times(conn: sa.Connection) -> None:
+    """fleet_units' times, where missing: a database older than 11 had it made whole just now (metadata.create_all)."""
+    have = {c["name"] for c in sa.inspect(conn).get_columns("fleet_units")}
+    kind = "DATETIME" if conn.dialect.name == "sqlite" else "TIMESTAMP WITHOUT TIME ZONE"
+    for column in ("queued_at", "claimed_at", "started_at"):
+        if column not in have:
+            conn.execute(sa.text(f"ALTER TABLE fleet_units ADD COLUMN {column} {kind}"))
 
 
 # Statements that bring a database from version N to N+1, kept forever: no result is left behind.
@@ -252,6 +279,9 @@ MIGRATIONS: dict[int, list[str | Only | Callable[[sa.Connection], None]]] = {
         "CREATE INDEX IF NOT EXISTS ix_runs_study_run_id ON runs (study_run_id)",
         "CREATE INDEX IF NOT EXISTS ix_study_runs_study ON study_runs (study)",
     ],
+    # A fleet's units keep when they were queued, claimed and started (the queue's own time); the
+    # blocks of a spread study run are a new table, made as every new table is (metadata.create_all).
+    11: [_unit_times],
 }
 
 

@@ -1,0 +1,115 @@
+"""A spread study run (`fslab run STUDY --on HOSTS --spread`): one study's planned runs divided
+among identical hosts, a homogeneous fleet finishing it sooner, instead of each host running all.
+
+The division is work-stealing by block: each block of the interleaved plan (every cell once, in
+its randomised order) is a job of the study run's own queue (queue.spread_queue), and each host's
+unit takes the next block no host has taken whenever it is free — a faster host runs more, and
+the interleaving holds within every block. A block is finished once every run of it is stored
+(by whichever hosts: one taken again after its host died skips what that host stored); the study
+run is finished when its last block is, even if a host never came back for its unit."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import sqlalchemy as sa
+
+from fslab.errors import FslabError
+from fslab.fleet import queue
+from fslab.fleet.steady import SteadyResults
+from fslab.plan import Planner, Repetitions, TakenBlocks
+from fslab.results.records import now
+from fslab.results.schema import fleet_blocks
+
+SETTING = "spread"  # in the study run's settings: True when it was spread
+
+
+class CannotSpread(FslabError):
+    pass
+
+
+def is_spread(settings: dict | None) -> bool:
+    return bool((settings or {}).get(SETTING))
+
+
+def check(repetitions: Repetitions) -> None:
+    """What cannot be divided among hosts, refused before anything is stored."""
+    if repetitions.target_ci is not None:
+        raise CannotSpread("--spread: an adaptive study run (--target-ci) decides each block from the runs before it; spread study runs have a fixed plan: give --runs N")
+    if repetitions.warmup:
+        raise CannotSpread(f"--spread: warm-up runs ({repetitions.warmup} per cell) warm one host, not the others the plan's runs are handed to: give --warmup 0")
+
+
+def block_count(planner: Planner) -> int:
+    return TakenBlocks(planner, lambda: None).count
+
+
+def queued(engine: sa.Engine, study_run_id: int, count: int) -> None:
+    if not count:
+        return
+    at = now()
+    with engine.begin() as conn:
+        conn.execute(fleet_blocks.insert(), [{"study_run_id": study_run_id, "block": b, "queued_at": at} for b in range(1, count + 1)])
+
+
+def unfinished(engine: sa.Engine, study_run_id: int) -> int:
+    with engine.connect() as conn:
+        return conn.execute(sa.select(sa.func.count()).where(fleet_blocks.c.study_run_id == study_run_id, fleet_blocks.c.finished_at.is_(None))).scalar_one()
+
+
+class BlockTaker:
+    """A host's unit of a spread study run taking blocks (runner.run_share's `take`), in the
+    worker's main thread: `call` runs a queue operation on the queue thread's loop. The block
+    taken before is finished when the next is asked for; with none left to take, it waits while
+    another host still holds one (that host may die: its block is then queued again)."""
+
+    def __init__(self, db: SteadyResults, call: Callable[[Callable[[Any], Awaitable[Any]]], Any], worker_id: Callable[[], int | None], study_run_id: int, host: str, wait: float):
+        self.db, self.call, self.worker_id = db, call, worker_id
+        self.study_run_id, self.host, self.wait = study_run_id, host, wait
+        self.current: tuple[int, int] | None = None  # (job id, block) taken and not yet finished
+
+    def __call__(self) -> int | None:
+        self._finish_current()
+        while True:
+            worker_id = self.worker_id()
+            taken = self.call(lambda app: queue.take_block(app, self.study_run_id, worker_id)) if worker_id is not None else None
+            if taken is not None:
+                claimed_at = now()
+                self.current = taken
+                self._record(taken[1], host=self.host, claimed_at=claimed_at, started_at=None, finished_at=None)
+                return taken[1]
+            if not self.db.steadily(lambda: unfinished(self.db.engine, self.study_run_id)):
+                return None
+            time.sleep(self.wait)
+
+    def started(self, block: int) -> None:
+        """The block's first run started here (best effort, as the progress line)."""
+        with self.db.engine.begin() as conn:
+            conn.execute(fleet_blocks.update().where(*self._row(block), fleet_blocks.c.started_at.is_(None)).values(started_at=now()))
+
+    def give_back(self) -> None:
+        """The block under way, unfinished, queued again for any host (this unit stopped or failed)."""
+        if self.current is not None:
+            job_id, _ = self.current
+            self.current = None
+            self.call(lambda app: queue.give_back(app, job_id))
+
+    def _finish_current(self) -> None:
+        if self.current is None:
+            return
+        job_id, block = self.current
+        self._record(block, finished_at=now())  # first: a block whose job ended is never thought unfinished
+        self.call(lambda app: queue.block_done(app, job_id))
+        self.current = None
+
+    def _record(self, block: int, **values: object) -> None:
+        def write() -> None:
+            with self.db.engine.begin() as conn:
+                conn.execute(fleet_blocks.update().where(*self._row(block)).values(**values))
+
+        self.db.steadily(write)
+
+    def _row(self, block: int) -> tuple:
+        return (fleet_blocks.c.study_run_id == self.study_run_id, fleet_blocks.c.block == block)
