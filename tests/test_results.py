@@ -109,7 +109,7 @@ def test_a_version_7_database_is_migrated_with_every_run_kept(tmp_path):
         before = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
     db = ResultsDB(str(db_path))
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (11,)
+        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (12,)
         after = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
         uids = [uid for (uid,) in conn.execute("SELECT uid FROM study_runs")]
         after["study_runs"] = [row[:-1] for row in after["study_runs"]]
