@@ -122,17 +122,20 @@ def resume_study(
     return resumable.study_run_id
 
 
-def run_share(share: Resumable, db: ResultsDB, workdir: Workdir, *, host: Host, ended: Callable[[str, dict], None], observer: RunObserver | None = None) -> None:
+def run_share(
+    share: Resumable, db: ResultsDB, workdir: Workdir, *, host: Host, ended: Callable[[str, dict], None], observer: RunObserver | None = None, clients: ClientDirectory | None = None
+) -> None:
     """One host's share of a fleet's study run (fleet/worker.py): the study run's plan on `host`,
     of which only what `share.stored` (this host's stored runs: the resume key includes the host)
     lacks is run. The study run is the fleet's and goes on: `ended` hears how this share ended
     ("finished" or "interrupted") and its planner's outcome. The targets this host cannot run
-    are left out of `share.study` by the caller, who records them."""
+    are left out of `share.study` by the caller, who records them. `clients`: where the hosts its
+    workloads' `clients` name serve fio (fleet/fio_service.py)."""
     named, _ = _check_can_run(share.study, workdir, (), skip_unsupported=True)
     with _claimed(share.study, workdir, observer):
         planner = Planner(share.study.cells, share.repetitions, share.seed, share.baseline)
         done = {run.key: run for run in share.stored}
-        _run_blocks(share.study_run_id, planner, db, workdir, named, observer, Tally(share.started_at), done, host=host, ended=ended)
+        _run_blocks(share.study_run_id, planner, db, workdir, named, observer, Tally(share.started_at), done, host=host, clients=clients, ended=ended)
 
 
 def unsupported_here(study: Study) -> list[Unsupported]:

@@ -4,7 +4,11 @@ A unit is one host's share of a study run: one procrastinate job of the task UNI
 host's own queue (QUEUE_PREFIX + name), holding the lock of (study run, host) — two workers of
 one name never run it at once — and the queueing lock of the same — it is never queued twice.
 A worker that stops heartbeating for longer than the lapse (killed, its host down) leaves its
-unit "doing": any worker finds it stalled and queues it again (requeue_stalled)."""
+unit "doing": any worker finds it stalled and queues it again (requeue_stalled).
+
+A client host of a shared-storage workload gets a job of SERVE_TASK on its own queue, from the
+unit that drives it: "serve fio for study run N while its units run". Its worker takes it between
+its own units (one at a time: a host serves fio only while it runs no benchmark of its own)."""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from fslab.results.location import shown
 
 QUEUE_PREFIX = "fslab.host."
 UNIT_TASK = "fslab.unit"
+SERVE_TASK = "fslab.serve_fio"
 # Held while procrastinate's schema is installed: several workers may start on a new database at once.
 _SCHEMA_LOCK = 0x66736C61  # "fsla"
 
@@ -73,9 +78,22 @@ def enqueue(app, study_run_id: int, host: str) -> int | None:  # noqa: ANN001
         return None
 
 
+def request_fio(app, study_run_id: int, host: str) -> int | None:  # noqa: ANN001
+    """Ask `host`'s worker to serve fio for the study run (app open, synchronously); the job's id,
+    None if such a request already waits there."""
+    from procrastinate.exceptions import AlreadyEnqueued
+
+    lock = f"fslab.serve_fio.{study_run_id}.{host}"
+    try:
+        return app.configure_task(SERVE_TASK, queue=queue_of(host), lock=lock, queueing_lock=lock).defer(study_run_id=study_run_id, host=host)
+    except AlreadyEnqueued:
+        return None
+
+
 async def requeue_stalled(app, lapse: float) -> list[int]:  # noqa: ANN001
-    """Units whose worker's heartbeat lapsed over `lapse` seconds ago, queued again; their job ids."""
-    stalled = list(await app.job_manager.get_stalled_jobs(task_name=UNIT_TASK, seconds_since_heartbeat=lapse))
+    """Units (and requests to serve fio) whose worker's heartbeat lapsed over `lapse` seconds ago,
+    queued again; their job ids."""
+    stalled = [job for task in (UNIT_TASK, SERVE_TASK) for job in await app.job_manager.get_stalled_jobs(task_name=task, seconds_since_heartbeat=lapse)]
     for job in stalled:
         await app.job_manager.retry_job(job)
     return [job.id for job in stalled]
