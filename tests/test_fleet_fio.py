@@ -95,11 +95,11 @@ def test_a_client_without_a_worker_or_without_fio_fails_its_run_naming_it_and_wh
         f.start(1, "a")  # no --fio-address
         f.wait("two workers", registered(f, 2))
         done = f.fslab("run", study_file(tmp_path, 1, no_fio=["a"], no_worker=["c"]), "--on", "x")
-        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.returncode == 1 and "2 run(s) failed" in done.stdout, done.stdout + done.stderr
         study_run_id = int(f.sql("SELECT max(id) FROM study_runs"))
         failed = dict(line.split("|", 2)[::2] for line in f.sql(f"SELECT workload, status, error FROM runs WHERE study_run_id = {study_run_id}").splitlines())
-        assert "client 'a''s worker serves no fio: start it again with --fio-address" in failed["no_fio"]
-        assert "client 'c' has no worker in the fleet: start `fslab worker --name c --fio-address ADDRESS`" in failed["no_worker"]
+        assert "client host 'a': its worker serves no fio; start it again with --fio-address" in failed["no_fio"]
+        assert "client host 'c' has no worker in the fleet: start `fslab worker --name c --fio-address ADDRESS`" in failed["no_worker"]
         assert f.sql(f"SELECT string_agg(status, ',') FROM runs WHERE study_run_id = {study_run_id}") == "failed,failed"
         for worker in f.workers:
             f.stop(worker)
@@ -111,7 +111,7 @@ def test_where_a_client_serves_is_checked_again_when_read_from_the_database_and_
     host = Host("a", "id", "6.1", "cpu", 2, 1 << 30)
     roster.register(db.engine, host, [])
     clients = roster.FleetClients(db.engine, 7, lab, driving="x", within=0.0, wait=lambda _: None)
-    with pytest.raises(Refused, match="'a''s worker serves no fio"):
+    with pytest.raises(Refused, match="'a': its worker serves no fio"):
         clients.endpoint_of("a")
     with pytest.raises(Refused, match="is the host running this unit"):
         clients.endpoint_of("x")

@@ -115,21 +115,21 @@ class FleetClients:
 
     def endpoint_of(self, host: str) -> Endpoint:
         if host == self.driving:
-            raise Refused(f"client {host!r} is the host running this unit: a worker serves fio only between units of its own; name other hosts as clients, or run the study on another host")
+            raise Refused(f"client host {host!r} is the host running this unit: a worker serves fio only between units of its own; name other hosts as clients, or run the study on another host")
         deadline = time.monotonic() + self.within
         while True:
             with self.engine.connect() as conn:
                 row = conn.execute(sa.select(fleet_workers.c.fio_address, fleet_workers.c.fio_serving).where(fleet_workers.c.name == host)).first()
             if row is None:
-                raise Refused(f"client {host!r} has no worker in the fleet: start `fslab worker --name {host} --fio-address ADDRESS` on that host (docs/shared-storage.md)")
+                raise Refused(f"client host {host!r} has no worker in the fleet: start `fslab worker --name {host} --fio-address ADDRESS` on that host (docs/shared-storage.md)")
             if row.fio_address is None:
-                raise Refused(f"client {host!r}'s worker serves no fio: start it again with --fio-address ADDRESS[:PORT] (an address of its on the lab's network; docs/shared-storage.md)")
+                raise Refused(f"client host {host!r}: its worker serves no fio; start it again with --fio-address ADDRESS[:PORT] (that host's address on the lab's network; docs/shared-storage.md)")
             where = endpoint(row.fio_address, self.allowed, f"client {host}'s --fio-address")
             if row.fio_serving == self.study_run_id:
                 return where
             if time.monotonic() > deadline:
                 raise Refused(
-                    f"client {host!r}'s worker did not serve fio for study run {self.study_run_id} within {self.within:.0f} s: "
+                    f"client host {host!r}: its worker did not serve fio for study run {self.study_run_id} within {self.within:.0f} s: "
                     "it is busy with a unit of its own, serving another study run, or stopped (`fslab status`, its worker's output)"
                 )
             self.wait(0.2)
