@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 import subprocess
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -50,36 +51,48 @@ def fio_servers() -> list[str]:
     return [line for line in found.splitlines() if "fio --server" in line]
 
 
+def documented_commands(lab_prefix: str) -> list[list[str]]:
+    """The commands of docs/shared-storage.md's "On a fleet", as written there, on the tests' lab
+    network (its addresses 10.0.0.N there, the bridge's here)."""
+    doc = (Path(__file__).parent.parent / "docs" / "shared-storage.md").read_text().split("## On a fleet")[1]
+    block = doc.split("```sh\n")[1].split("```")[0]
+    return [line.replace("10.0.0.", lab_prefix).split() for line in block.splitlines() if line.startswith("fslab ")]
+
+
 @pytest.mark.root
-def test_a_study_on_one_host_drives_the_fio_servers_of_its_clients_workers(needs_root, tmp_path):
+def test_a_study_on_one_host_drives_the_fio_servers_of_its_clients_workers_as_documented(needs_root, tmp_path):
     before = fio_servers()
     with fleet(3, tmp_path) as f:
-        allow = ("--allow-network", f.subnet)
-        # x mounts the target in this machine's own mount namespace: a and b see it, as clients see a shared filesystem
-        f.start(0, "x", *allow, shared_mounts=True)
-        clients = [f.start(i, name, "--fio-address", f"{f.hosts[i].address}:{18810 + i}", *allow, shared_mounts=True) for i, name in ((1, "a"), (2, "b"))]
+        prefix = f.hosts[0].address.rsplit(".", 1)[0] + "."
+        *workers, run = documented_commands(prefix)
+        assert [w[:4] for w in workers] == [["fslab", "worker", "--name", n] for n in ("host-a", "host-b", "driver")] and run[:2] == ["fslab", "run"]
+        # host-a and host-b in the namespaces of the addresses they name (.2, .3), the driver in the third; the
+        # driver mounts the target in this machine's own mount namespace: the clients see it, as a shared filesystem
+        assert [f.hosts[i].address for i in (0, 1)] == [f"{prefix}2", f"{prefix}3"]
+        clients = [f.start(i, argv[3], *argv[4:], shared_mounts=True) for i, argv in enumerate(workers[:2])]
+        f.start(2, "driver", *workers[2][4:], shared_mounts=True)
         f.wait("three workers", registered(f, 3))
-        assert f.sql("SELECT string_agg(name || '=' || coalesce(fio_address, '-'), ',' ORDER BY name) FROM fleet_workers") == (
-            f"a={f.hosts[1].address}:18811,b={f.hosts[2].address}:18812,x=-"
-        )
+        assert f.sql("SELECT string_agg(name || '=' || coalesce(fio_address, '-'), ',' ORDER BY name) FROM fleet_workers") == f"driver=-,host-a={prefix}2:8765,host-b={prefix}3:8765"
         assert fio_servers() == before, "no fio server while no study run needs one"
 
-        done = f.fslab("run", study_file(tmp_path, 2, mixed=["a", "b"]), "--on", "x")
+        path = Path(study_file(tmp_path, 2, mixed=["host-a", "host-b"]))
+        path.rename(tmp_path / run[2])
+        done = f.fslab(*run[1:])
         assert done.returncode == 0, done.stdout + done.stderr
         study_run_id = int(f.sql("SELECT max(id) FROM study_runs"))
-        assert f.sql(f"SELECT string_agg(host || ':' || status, ',' ORDER BY repetition) FROM runs WHERE study_run_id = {study_run_id}") == "x:ok,x:ok"
+        assert f.sql(f"SELECT string_agg(host || ':' || status, ',' ORDER BY repetition) FROM runs WHERE study_run_id = {study_run_id}") == "driver:ok,driver:ok"
         outputs = f.sql(f"SELECT string_agg(o.phase, ',' ORDER BY r.repetition, o.phase) FROM run_outputs o JOIN runs r ON r.id = o.run_id WHERE r.study_run_id = {study_run_id} AND o.tool = 'fio'")
-        assert outputs == "a,b,a,b", "each client's own output, for every run"
+        assert outputs == "host-a,host-b,host-a,host-b", "each client's own output, for every run"
         for repetition in (1, 2):
             found = dict(
                 line.split("|")
                 for line in f.sql(f"SELECT m.phase || '.' || m.name, m.value FROM metrics m JOIN runs r ON r.id = m.run_id WHERE r.study_run_id = {study_run_id} AND r.repetition = {repetition}").splitlines()
             )
-            whole, parts = float(found[".write_iops"]), [float(found[f"{c}.write_iops"]) for c in "ab"]
+            whole, parts = float(found[".write_iops"]), [float(found[f"{c}.write_iops"]) for c in ("host-a", "host-b")]
             assert all(p > 0 for p in parts) and whole == pytest.approx(sum(parts)), "the whole is the clients' sum"
         for client in clients:
             f.wait(f"{client.name}'s server stopped", lambda c=client: "stopped serving fio" in c.output())
-            assert f"serving fio at {f.hosts[1 + clients.index(client)].address}:{18811 + clients.index(client)} for study run {study_run_id}" in client.output()
+            assert f"for study run {study_run_id}" in client.output() and "serving fio at " in client.output()
             assert client.workdir.journal.outstanding() == [], "its fio server and scratch directory released"
         assert fio_servers() == before, "no fio server left once the study run ended"
         assert f.sql("SELECT count(*) FROM fleet_workers WHERE fio_serving IS NOT NULL") == "0"
