@@ -45,6 +45,11 @@ class Fleet:
     workers: list[Worker] = field(default_factory=list)
 
     @property
+    def subnet(self) -> str:
+        """The bridge's network, as --allow-network takes it."""
+        return self.hosts[0].address.rsplit(".", 1)[0] + ".0/24"
+
+    @property
     def url(self) -> str:
         """The database's URL without its password: PGPASSWORD gives it (env), as docs/fleet.md advises."""
         return self.pg.url(DATABASE, password=False)
@@ -52,13 +57,14 @@ class Fleet:
     def env(self) -> dict[str, str]:
         return {**os.environ, "PGPASSWORD": postgres.PASSWORD}
 
-    def start(self, index: int, name: str, *args: str, workdir: Workdir | None = None) -> Worker:
-        """A worker named `name` in namespace `index` (its own work directory unless given one)."""
+    def start(self, index: int, name: str, *args: str, workdir: Workdir | None = None, shared_mounts: bool = False) -> Worker:
+        """A worker named `name` in namespace `index` (its own work directory unless given one);
+        `shared_mounts`: what it mounts, the other workers started so see (netns.Namespace.command)."""
         workdir = workdir or self.undo.enter_context(fresh_workdir())
         log = self.directory / f"{name}-{len(self.workers)}.log"
         with log.open("w") as out:
             argv = [sys.executable, "-m", "fslab", "worker", "--db", self.url, "--name", name, "--workdir", str(workdir.root), "--heartbeat-lapse", LAPSE, *args]
-            process = self.hosts[index].popen(argv, stdout=out, stderr=subprocess.STDOUT, env=self.env())
+            process = self.hosts[index].popen(argv, stdout=out, stderr=subprocess.STDOUT, env=self.env(), shared_mounts=shared_mounts)
         worker = Worker(name, process, log, workdir)
         self.workers.append(worker)
         return worker

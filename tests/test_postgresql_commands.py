@@ -46,7 +46,7 @@ def test_a_study_runs_into_postgresql_and_every_run_is_stored(study_in_postgresq
     assert pg_cluster.sql("SELECT count(DISTINCT run_id) FROM metrics WHERE name = 'write_iops'", "commands") == "4"
     assert pg_cluster.sql("SELECT count(*) FROM run_outputs WHERE tool = 'fio'", "commands") == "4"
     assert pg_cluster.sql("SELECT status, settings->>'runs' FROM study_runs", "commands") == "finished|2"
-    assert pg_cluster.sql("SELECT version FROM schema_info", "commands") == "11"
+    assert pg_cluster.sql("SELECT version FROM schema_info", "commands") == "12"
     db = ResultsDB(url)
     assert {(r.target, r.ok) for r in db.stored_runs(1)} == {("ext4", True), ("raw", True)}
     assert all(r["warmup"] is False and r["buffered"] is False for r in db.runs(1)), "booleans read back as booleans"

@@ -480,12 +480,16 @@ def worker(
     name: Annotated[Optional[str], typer.Option("--name", help="The host's name in the fleet, which `fslab run --on` names. \\[default: the host name]")] = None,
     labels: Annotated[Optional[str], typer.Option("--labels", metavar="LABEL[,LABEL…]", help="What this host has (e.g. ssd,nvme): `fslab run --on label:ssd` runs on the workers labelled ssd.")] = None,
     heartbeat_lapse: Annotated[float, typer.Option("--heartbeat-lapse", min=1.0, metavar="SECONDS", help="How long a worker may go unheard before its unit is taken again by the next worker of its name.")] = 60.0,
+    fio_address: Annotated[Optional[str], typer.Option("--fio-address", metavar="ADDRESS[:PORT]", help="Serve fio here for the study runs whose workloads name this host among their clients, only while they run (never every address): an IP address of this host's on loopback or in an --allow-network; port 8765 by default.")] = None,
+    allow_network: AllowNetworkOption = None,
     db: DbOption = None,
     workdir: WorkdirOption = DEFAULT_WORKDIR,
 ) -> None:
     """Serve a fleet on this host: take this host's units from the shared PostgreSQL database one at a time, run each here, store its runs there (docs/fleet.md).
 
-    Ctrl-C or SIGTERM releases the run under way and gives its unit back to be taken again; the worker then exits 130 or 143."""
+    Ctrl-C or SIGTERM releases the run under way and gives its unit back to be taken again; the worker then exits 130 or 143.
+    With --fio-address it also serves fio for other hosts' shared-storage runs that name it among their clients (docs/shared-storage.md)."""
+    from fslab.fio_server import address_and_port, networks
     from fslab.fleet import worker as serving
     from fslab.fleet.roster import checked_labels
     from fslab.interruption import exit_status
@@ -496,7 +500,9 @@ def worker(
         except ValueError as exc:
             raise _fail(f"--name: {exc}") from None
     location = resolve_location(db)
-    settings = serving.WorkerSettings(location, name, checked_labels([x.strip() for x in (labels or "").split(",") if x.strip()]), workdir, heartbeat_lapse)
+    allowed = networks(allow_network or ())
+    fio = address_and_port(fio_address, allowed, "--fio-address") if fio_address is not None else None
+    settings = serving.WorkerSettings(location, name, checked_labels([x.strip() for x in (labels or "").split(",") if x.strip()]), workdir, heartbeat_lapse, fio, allowed)
     say = lambda line: console.print(visible(line), markup=False, highlight=False)  # noqa: E731
     try:
         serving.serve(settings, say)

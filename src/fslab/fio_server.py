@@ -93,6 +93,13 @@ def endpoint(text: str, allowed: Iterable[Network], what: str) -> Endpoint:
     return Endpoint(checked_address(address, allowed, what), checked_port(int(port), what))
 
 
+def address_and_port(text: str, allowed: Iterable[Network], what: str) -> Endpoint:
+    """ADDRESS or ADDRESS:PORT ([ADDRESS]:PORT for IPv6), fio's own port when none is given; checked."""
+    if text.startswith("[") or text.count(":") == 1:
+        return endpoint(text, allowed, what)
+    return Endpoint(checked_address(text, allowed, what), DEFAULT_PORT)
+
+
 def _listening(pid: int, where: Endpoint) -> bool:
     """Whether the network namespace of process `pid` has a socket listening at `where` (from
     /proc: nothing is sent to the server)."""

@@ -123,7 +123,15 @@ def resume_study(
 
 
 def run_share(
-    share: Resumable, db: ResultsDB, workdir: Workdir, *, host: Host, ended: Callable[[str, dict], None], observer: RunObserver | None = None, take: Callable[[], int | None] | None = None
+    share: Resumable,
+    db: ResultsDB,
+    workdir: Workdir,
+    *,
+    host: Host,
+    ended: Callable[[str, dict], None],
+    observer: RunObserver | None = None,
+    take: Callable[[], int | None] | None = None,
+    clients: ClientDirectory | None = None,
 ) -> None:
     """One host's share of a fleet's study run (fleet/worker.py): the study run's plan on `host`,
     of which only what `share.stored` (this host's stored runs: the resume key includes the host)
@@ -131,7 +139,8 @@ def run_share(
     ("finished" or "interrupted") and its planner's outcome. The targets this host cannot run
     are left out of `share.study` by the caller, who records them. With `take` (a spread study
     run), only the blocks it hands out run, and a run any host stored is not run again: what the
-    other hosts stored is read afresh with each block (one may have stored part of it, then died)."""
+    other hosts stored is read afresh with each block (one may have stored part of it, then died).
+    `clients`: where the hosts its workloads' `clients` name serve fio (fleet/fio_service.py)."""
     named, _ = _check_can_run(share.study, workdir, (), skip_unsupported=True)
     with _claimed(share.study, workdir, observer):
         planner: Planner | TakenBlocks = Planner(share.study.cells, share.repetitions, share.seed, share.baseline)
@@ -145,7 +154,7 @@ def run_share(
                 return number
 
             planner = TakenBlocks(planner, take_fresh)
-        _run_blocks(share.study_run_id, planner, db, workdir, named, observer, Tally(share.started_at), done, host=host, ended=ended)
+        _run_blocks(share.study_run_id, planner, db, workdir, named, observer, Tally(share.started_at), done, host=host, clients=clients, ended=ended)
 
 
 def unsupported_here(study: Study) -> list[Unsupported]:

@@ -6,4 +6,5 @@ the results database and the queue (procrastinate) that hands each host its shar
   units.py     each host's share of a study run: where it stands, the progress table's rows
   worker.py    `fslab worker`: takes its host's units one at a time, runs each through the runner
   dispatch.py  `fslab run --on`: the study run, its units queued, their progress followed
+  fio_service.py  shared storage: client hosts' workers serve fio while a study run names them
 """

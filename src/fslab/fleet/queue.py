@@ -11,7 +11,11 @@ of its plan on a queue of its own (spread_queue): a host's unit takes block afte
 (take_block: procrastinate's own fetch, so no two hosts take one block) until none is left —
 work-stealing, a faster host runs more. A block's job is never run by procrastinate's worker
 itself: it is only fetched by a unit, finished or given back by it, and taken again, like a unit,
-when its worker's heartbeat lapses."""
+when its worker's heartbeat lapses.
+
+A client host of a shared-storage workload gets a job of SERVE_TASK on its own queue, from the
+unit that drives it: "serve fio for study run N while its units run". Its worker takes it between
+its own units (one at a time: a host serves fio only while it runs no benchmark of its own)."""
 
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ QUEUE_PREFIX = "fslab.host."
 UNIT_TASK = "fslab.unit"
 BLOCK_TASK = "fslab.block"
 SPREAD_PREFIX = "fslab.study-run."
+SERVE_TASK = "fslab.serve_fio"
 # Held while procrastinate's schema is installed: several workers may start on a new database at once.
 _SCHEMA_LOCK = 0x66736C61  # "fsla"
 
@@ -112,9 +117,22 @@ async def give_back(app, job_id: int) -> None:  # noqa: ANN001
     await app.job_manager.retry_job_by_id_async(job_id, retry_at=utils.utcnow())
 
 
+def request_fio(app, study_run_id: int, host: str) -> int | None:  # noqa: ANN001
+    """Ask `host`'s worker to serve fio for the study run (app open, synchronously); the job's id,
+    None if such a request already waits there."""
+    from procrastinate.exceptions import AlreadyEnqueued
+
+    lock = f"fslab.serve_fio.{study_run_id}.{host}"
+    try:
+        return app.configure_task(SERVE_TASK, queue=queue_of(host), lock=lock, queueing_lock=lock).defer(study_run_id=study_run_id, host=host)
+    except AlreadyEnqueued:
+        return None
+
+
 async def requeue_stalled(app, lapse: float) -> list[int]:  # noqa: ANN001
-    """Units and blocks whose worker's heartbeat lapsed over `lapse` seconds ago, queued again; their job ids."""
-    stalled = [job for task in (UNIT_TASK, BLOCK_TASK) for job in await app.job_manager.get_stalled_jobs(task_name=task, seconds_since_heartbeat=lapse)]
+    """Units, blocks and requests to serve fio whose worker's heartbeat lapsed over `lapse` seconds
+    ago, queued again; their job ids."""
+    stalled = [job for task in (UNIT_TASK, BLOCK_TASK, SERVE_TASK) for job in await app.job_manager.get_stalled_jobs(task_name=task, seconds_since_heartbeat=lapse)]
     for job in stalled:
         await app.job_manager.retry_job(job)
     return [job.id for job in stalled]

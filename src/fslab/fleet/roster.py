@@ -1,15 +1,19 @@
 """The workers of a fleet as they said they were: name, labels, facts (model.Host), last heartbeat
-(fleet_workers, schema 11); and the hosts `fslab run --on` names: HOST[,HOST…], label:LABEL, all."""
+(fleet_workers, schema 11), where each serves fio and for which study run it serves now (schema
+12); the hosts `fslab run --on` names: HOST[,HOST…], label:LABEL, all; and where a study run's
+clients serve fio (FleetClients, the fleet's fio_clients.ClientDirectory)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
-from fslab.errors import FslabError
+from fslab.errors import FslabError, Refused
+from fslab.fio_server import Endpoint, Network, endpoint
 from fslab.guard.names import check_name
 from fslab.model import Host
 from fslab.results.records import now
@@ -17,6 +21,9 @@ from fslab.results.schema import fleet_workers
 
 # A worker not heard from for this long is not counted in `--on all` or `--on label:…`.
 PRESENT = timedelta(minutes=2)
+# How long a run waits for its clients' workers to serve fio: a client host busy with a unit of
+# its own serves once that unit ends.
+CLIENTS_SERVE_WITHIN = 300.0
 
 
 class NoSuchHosts(FslabError):
@@ -29,6 +36,7 @@ class Worker:
     labels: list[str]
     facts: Host
     seen_at: datetime
+    fio_address: str | None = None  # ADDRESS:PORT, as it registered it (untrusted where read)
 
 
 def checked_labels(labels: Sequence[str]) -> list[str]:
@@ -42,9 +50,9 @@ def checked_labels(labels: Sequence[str]) -> list[str]:
     return found
 
 
-def register(engine: sa.Engine, host: Host, labels: list[str]) -> None:
+def register(engine: sa.Engine, host: Host, labels: list[str], fio: Endpoint | None = None) -> None:
     """The worker, as it is now (a worker of that name before is replaced: the same host, restarted)."""
-    values = {"labels": labels, "facts": asdict(host), "seen_at": now()}
+    values = {"labels": labels, "facts": asdict(host), "seen_at": now(), "fio_address": None if fio is None else str(fio), "fio_serving": None}
     with engine.begin() as conn:
         if conn.execute(fleet_workers.update().where(fleet_workers.c.name == host.name).values(**values)).rowcount:
             return
@@ -60,10 +68,16 @@ def heard_from(engine: sa.Engine, name: str) -> None:
         conn.execute(fleet_workers.update().where(fleet_workers.c.name == name).values(seen_at=now()))
 
 
+def serving_for(engine: sa.Engine, name: str, study_run_id: int | None) -> None:
+    """Worker `name`'s fio server listens for the clients of study run `study_run_id` (None: it stopped)."""
+    with engine.begin() as conn:
+        conn.execute(fleet_workers.update().where(fleet_workers.c.name == name).values(fio_serving=study_run_id))
+
+
 def workers(engine: sa.Engine) -> list[Worker]:
     with engine.connect() as conn:
         rows = conn.execute(sa.select(fleet_workers).order_by(fleet_workers.c.name)).all()
-    return [Worker(r.name, list(r.labels), Host(**r.facts), r.seen_at) for r in rows]
+    return [Worker(r.name, list(r.labels), Host(**r.facts), r.seen_at, r.fio_address) for r in rows]
 
 
 def chosen(engine: sa.Engine, on: str) -> list[str]:
@@ -86,3 +100,36 @@ def chosen(engine: sa.Engine, on: str) -> list[str]:
 
 def _none(on: str) -> list[str]:
     raise NoSuchHosts(f"--on {on!r} names no host: give HOST[,HOST…], label:LABEL or all")
+
+
+class FleetClients:
+    """Where the client hosts of study run `study_run_id` serve fio (fio_clients.ClientDirectory):
+    the address each one's worker registered — read from the shared database, so checked again
+    here as `--client` is (an IP literal on loopback or in an `allowed` network) — once that
+    worker says its server listens for this study run. A host with no worker, one that serves no
+    fio, or the host driving (`driving`: busy with this unit, it serves none) is refused at once;
+    one that does not serve within `within` seconds, then."""
+
+    def __init__(self, engine: sa.Engine, study_run_id: int, allowed: Sequence[Network], *, driving: str, within: float = CLIENTS_SERVE_WITHIN, wait: Callable[[float], None] = time.sleep):
+        self.engine, self.study_run_id, self.allowed, self.driving, self.within, self.wait = engine, study_run_id, tuple(allowed), driving, within, wait
+
+    def endpoint_of(self, host: str) -> Endpoint:
+        if host == self.driving:
+            raise Refused(f"client host {host!r} is the host running this unit: a worker serves fio only between units of its own; name other hosts as clients, or run the study on another host")
+        deadline = time.monotonic() + self.within
+        while True:
+            with self.engine.connect() as conn:
+                row = conn.execute(sa.select(fleet_workers.c.fio_address, fleet_workers.c.fio_serving).where(fleet_workers.c.name == host)).first()
+            if row is None:
+                raise Refused(f"client host {host!r} has no worker in the fleet: start `fslab worker --name {host} --fio-address ADDRESS` on that host (docs/shared-storage.md)")
+            if row.fio_address is None:
+                raise Refused(f"client host {host!r}: its worker serves no fio; start it again with --fio-address ADDRESS[:PORT] (that host's address on the lab's network; docs/shared-storage.md)")
+            where = endpoint(row.fio_address, self.allowed, f"client {host}'s --fio-address")
+            if row.fio_serving == self.study_run_id:
+                return where
+            if time.monotonic() > deadline:
+                raise Refused(
+                    f"client host {host!r}: its worker did not serve fio for study run {self.study_run_id} within {self.within:.0f} s: "
+                    "it is busy with a unit of its own, serving another study run, or stopped (`fslab status`, its worker's output)"
+                )
+            self.wait(0.2)

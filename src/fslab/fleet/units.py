@@ -95,6 +95,12 @@ def progress(engine: sa.Engine, study_run_id: int) -> list[Progress]:
     return found
 
 
+def any_running(engine: sa.Engine, study_run_id: int) -> bool:
+    """Whether some host's unit of the study run is running now."""
+    with engine.connect() as conn:
+        return conn.execute(sa.select(fleet_units.c.host).where(fleet_units.c.study_run_id == study_run_id, fleet_units.c.state == "running").limit(1)).first() is not None
+
+
 def _unit(study_run_id: int, host: str) -> tuple:
     return (fleet_units.c.study_run_id == study_run_id, fleet_units.c.host == host)
 

@@ -8,7 +8,10 @@ there, where Ctrl-C and `kill` are heard as `fslab run` hears them (interruption
 under way is released cleanly, the unit is given back to the queue (UnitReleased: procrastinate
 retries it at once) and the worker exits 128 + the signal's number. A worker killed outright
 stops heartbeating: after the lapse any worker queues its unit again, and the host's next worker
-runs only what that host's share still lacks (runner.run_share)."""
+runs only what that host's share still lacks (runner.run_share).
+
+A worker started with --fio-address also takes requests to serve fio for the clients of another
+host's unit (fio_service.py), one at a time with its own units."""
 
 from __future__ import annotations
 
@@ -17,9 +20,8 @@ import queue as queues
 import tempfile
 import threading
 import traceback
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -30,7 +32,9 @@ from procrastinate.retry import BaseRetryStrategy, RetryDecision
 
 from fslab import environment
 from fslab.errors import FslabError
+from fslab.fio_server import Endpoint, Network
 from fslab.fleet import queue, roster, spread, units
+from fslab.fleet.fio_service import FioSettings, serve_fio_for, unit_services
 from fslab.fleet.steady import LOST, SteadyResults
 from fslab.model import Host, Study
 from fslab.results.records import now
@@ -59,6 +63,12 @@ class WorkerSettings:
     labels: list[str]
     workdir: Path
     lapse: float = DEFAULT_LAPSE
+    fio_address: Endpoint | None = None  # --fio-address: where it serves fio for other hosts' units
+    allowed: tuple[Network, ...] = ()  # --allow-network
+
+    @property
+    def fio(self) -> FioSettings:
+        return FioSettings(self.location, self.fio_address, self.allowed)
 
     @property
     def heartbeat(self) -> float:
@@ -72,6 +82,14 @@ class Unit:
     claimed_at: datetime | None = None  # when the queue handed it to this worker
 
 
+@dataclass(frozen=True)
+class ServeFio:
+    """A request to serve fio for the clients of study run `study_run_id` (fio_service.py)."""
+
+    study_run_id: int
+    host: str
+
+
 @dataclass
 class _Handoff:
     """Units from the queue's thread to the main thread, each with the future its task waits on."""
@@ -83,7 +101,7 @@ class _Handoff:
     app: Any = None  # procrastinate's App, open on the queue's loop
     failure: BaseException | None = None  # what ended the queue's thread, if not a stop
 
-    def take(self, unit: Unit) -> None:
+    def take(self, unit: Unit | ServeFio) -> None:
         """In procrastinate's task thread: hand the unit over, wait until it has run."""
         done: Future = Future()
         self.units.put((unit, done))
@@ -123,11 +141,12 @@ def serve(settings: WorkerSettings, say: Callable[[str], None]) -> None:
     queue.conninfo(settings.location)  # PostgreSQL, or a clear refusal
     host = environment.host(settings.name)
     queue.install(db.engine)
-    roster.register(db.engine, host, settings.labels)
+    roster.register(db.engine, host, settings.labels, settings.fio_address)
     handoff = _Handoff()
     thread = threading.Thread(target=_queue_thread, args=(settings, host.name, handoff, db, say), name="fslab-queue", daemon=True)
     thread.start()
-    say(f"worker {host.name} ({', '.join(settings.labels) or 'no labels'}) waiting for units on {queue.queue_of(host.name)}")
+    serves = f"; serving fio at {settings.fio_address} when asked" if settings.fio_address else ""
+    say(f"worker {host.name} ({', '.join(settings.labels) or 'no labels'}) waiting for units on {queue.queue_of(host.name)}{serves}")
     current: Future | None = None
     try:
         while thread.is_alive():
@@ -135,13 +154,14 @@ def serve(settings: WorkerSettings, say: Callable[[str], None]) -> None:
                 unit, current = handoff.units.get(timeout=0.5)
             except queues.Empty:
                 continue
-            _run_handed(unit, current, db, host, settings.workdir, say, partial(spread.BlockTaker, db, handoff.call, handoff.worker_id, wait=settings.heartbeat / 2))
+            _run_handed(unit, current, db, host, settings, say, partial(spread.BlockTaker, db, handoff.call, handoff.worker_id, wait=settings.heartbeat / 2))
             current = None
         raise FslabError(f"worker {host.name} stopped: {handoff.failure or 'its queue ended'}")
     except KeyboardInterrupt:
         if current is not None and not current.done():
             current.set_exception(UnitReleased())
-            say(f"unit given back: study run {unit.study_run_id} on {unit.host} will be taken again")
+            what = "request to serve fio" if isinstance(unit, ServeFio) else "unit"
+            say(f"{what} given back: study run {unit.study_run_id} on {unit.host} will be taken again")
         handoff.stop()
         while thread.is_alive():  # a unit the queue handed out meanwhile goes back too
             thread.join(timeout=0.2)
@@ -158,25 +178,45 @@ def _release_waiting(handoff: _Handoff) -> None:
         waiting.set_exception(UnitReleased())
 
 
-def _run_handed(unit: Unit, done: Future, db: SteadyResults, host: Host, workdir: Path, say: Callable[[str], None], taker: Callable[..., spread.BlockTaker]) -> None:
+def _run_handed(
+    unit: Unit | ServeFio, done: Future, db: SteadyResults, host: Host, settings: WorkerSettings, say: Callable[[str], None], taker: Callable[..., spread.BlockTaker]
+) -> None:
     """Run the unit the queue handed over (in the main thread) and settle its future: its task
     ends, and procrastinate records the job's end."""
     try:
-        run_unit(unit, db, host, Workdir(workdir), say, taker)
+        if isinstance(unit, ServeFio):
+            _serve_handed(unit, db, host, settings, say)
+        else:
+            run_unit(unit, db, host, Workdir(settings.workdir), say, taker, settings.fio)
     except KeyboardInterrupt:
         raise
     except UnitFailed as exc:
         done.set_exception(exc)
     except BaseException as exc:  # an error of fslab's own: recorded as the unit's failure, the worker goes on
         why = str(exc) if isinstance(exc, FslabError) else "".join(traceback.format_exception(exc))
-        say(f"unit failed: study run {unit.study_run_id} on {unit.host}: {why}")
-        _settle(db, unit, "failed", why=why)
+        say(f"{'request to serve fio' if isinstance(unit, ServeFio) else 'unit'} failed: study run {unit.study_run_id} on {unit.host}: {why}")
+        if isinstance(unit, Unit):
+            _settle(db, unit, "failed", why=why)
         done.set_exception(UnitFailed(why))
     else:
         done.set_result(None)
 
 
-def run_unit(unit: Unit, db: SteadyResults, host: Host, workdir: Workdir, say: Callable[[str], None], taker: Callable[..., spread.BlockTaker] | None = None) -> None:
+def _serve_handed(request: ServeFio, db: SteadyResults, host: Host, settings: WorkerSettings, say: Callable[[str], None]) -> None:
+    """A request to serve fio: one that fails is said and ends (never retried: the driving run
+    says which client did not serve), with no unit of this host's to record it in."""
+    if request.host != host.name:
+        raise UnitFailed(f"a request for host {request.host!r} was in the queue of {host.name!r}: not served")
+    try:
+        serve_fio_for(request.study_run_id, db, host, Workdir(settings.workdir), settings.fio, say)
+    except FslabError as exc:
+        say(f"fio not served for study run {request.study_run_id}: {exc}")
+        raise UnitFailed(str(exc)) from None
+
+
+def run_unit(
+    unit: Unit, db: SteadyResults, host: Host, workdir: Workdir, say: Callable[[str], None], taker: Callable[..., spread.BlockTaker] | None = None, fio: FioSettings | None = None
+) -> None:
     """This host's share of the study run: its study as stored (untrusted: parsed and checked as
     any study file), less the targets this host cannot run (recorded with why, once: a unit taken
     again skips what it skipped before), run by the runner; only what this host's share still
@@ -211,19 +251,11 @@ def run_unit(unit: Unit, db: SteadyResults, host: Host, workdir: Workdir, say: C
     share = replace(share, study=study)
     blocks = taker(unit.study_run_id, host.name) if spreading and taker is not None else None
     try:
-        with unit_services(share.study, host):
-            run_share(share, db, workdir, host=host, ended=partial(_ended, db, unit, say), observer=_UnitObserver(db, unit, say, blocks), take=blocks)
+        with unit_services(share.study, host, unit.study_run_id, db, fio or FioSettings(db.location, None, ())) as clients:
+            run_share(share, db, workdir, host=host, ended=partial(_ended, db, unit, say), observer=_UnitObserver(db, unit, say, blocks), take=blocks, clients=clients)
     finally:
         if blocks is not None:
             blocks.give_back()  # a block under way when the unit stopped or failed (none once every block is done)
-
-
-@contextmanager
-def unit_services(study: Study, host: Host) -> Iterator[None]:
-    """What a unit needs running on this host beside its runs, for as long as it runs — the hook
-    for shared storage from several clients (issue 22, item 5): `fio --server` bound to the
-    address this worker names, for the workloads that name this host among their clients. None yet."""
-    yield
 
 
 class UnitFailedHere(FslabError):
@@ -294,7 +326,11 @@ async def _serve_queue(settings: WorkerSettings, name: str, handoff: _Handoff, d
     def unit_task(study_run_id: int, host: str) -> None:
         handoff.take(Unit(int(study_run_id), str(host), now()))
 
+    def serve_fio_task(study_run_id: int, host: str) -> None:
+        handoff.take(ServeFio(int(study_run_id), str(host)))
+
     app.task(name=queue.UNIT_TASK, retry=_ReleasedAgain())(unit_task)
+    app.task(name=queue.SERVE_TASK, retry=_ReleasedAgain())(serve_fio_task)
     handoff.loop, handoff.stopping = asyncio.get_running_loop(), asyncio.Event()
     async with app.open_async():
         handoff.app = app

@@ -117,6 +117,10 @@ fleet_workers = sa.Table(
     sa.Column("labels", sa.JSON, nullable=False),  # list of labels, as `fslab worker --labels` gave them
     sa.Column("facts", sa.JSON, nullable=False),  # model.Host
     sa.Column("seen_at", sa.DateTime, nullable=False),  # its last heartbeat (UTC)
+    # since version 12: where it serves fio for shared-storage runs (`--fio-address`, ADDRESS:PORT;
+    # NULL: it serves none), and the study run whose clients its server listens for now (NULL: none)
+    sa.Column("fio_address", sa.String(60)),
+    sa.Column("fio_serving", sa.Integer),
 )
 
 fleet_units = sa.Table(
@@ -196,6 +200,15 @@ def _legacy_uids(conn: sa.Connection) -> None:
     for row in conn.execute(sa.select(table).where(table.c.uid.is_(None))).all():
         uid = uuid.uuid5(_LEGACY, f"{row.id}\n{row.study}\n{row.started_at.isoformat()}\n{row.plan_seed}").hex
         conn.execute(table.update().where(table.c.id == row.id).values(uid=uid))
+
+
+def _fio_columns(conn: sa.Connection) -> None:
+    """A fleet's workers name where they serve fio. The table may be new, made by create_all with
+    these columns already: only those missing are added."""
+    have = {c["name"] for c in sa.inspect(conn).get_columns("fleet_workers")}
+    for column, kind in (("fio_address", "VARCHAR(60)"), ("fio_serving", "INTEGER")):
+        if column not in have:
+            conn.execute(sa.text(f"ALTER TABLE fleet_workers ADD COLUMN {column} {kind}"))
 
 
 def _renamed_metric(old: str, new: str) -> str:
@@ -280,8 +293,9 @@ MIGRATIONS: dict[int, list[str | Only | Callable[[sa.Connection], None]]] = {
         "CREATE INDEX IF NOT EXISTS ix_study_runs_study ON study_runs (study)",
     ],
     # A fleet's units keep when they were queued, claimed and started (the queue's own time); the
-    # blocks of a spread study run are a new table, made as every new table is (metadata.create_all).
-    11: [_unit_times],
+    # blocks of a spread study run are a new table, made as every new table is (metadata.create_all);
+    # workers say where they serve fio for a study run's clients (fleet/roster.py).
+    11: [_unit_times, _fio_columns],
 }
 
 

@@ -288,8 +288,9 @@ class Fio:
         if fio.clients:
             if scope.clients is None:
                 raise Refused(f"workload '{workload.name}' runs on clients {', '.join(fio.clients)}: say where each serves fio (--client HOST=ADDRESS:PORT)")
+            clients = fio_clients.clients_of(fio.clients, scope.clients)  # a fleet's clients may need a while to serve: not in the measured window
             with measured(""):
-                return fio_clients.run_from_clients(journal, fio.job, fio.clients, scope.clients, directory_of(ready, self.name), scratch, shared_files=fio.shared_file, fixed=fslab_options(fio))
+                return fio_clients.run_from_clients(journal, fio.job, clients, directory_of(ready, self.name), scratch, shared_files=fio.shared_file, fixed=fslab_options(fio))
         job_path = scratch / "job.fio"
         job_path.write_text(command)
         with measured("") as window:

@@ -9,8 +9,8 @@ client and job, latency percentiles from the clients' histogram bins added up â€
 "All clients" figures, whose latencies are averages of averages (fio issues 610 and 1881).
 Each client's own metrics are kept beside, of its phase ("host-a.write_iops").
 
-How the run learns where each client's server listens is `ClientDirectory`: a fleet's worker
-registry answers it; on one machine a mapping the user gives (`GivenClients`: HOST=ADDRESS:PORT,
+How the run learns where each client's server listens is `ClientDirectory`: a fleet's roster
+answers it (fleet/roster.FleetClients, once each client's worker serves: fleet/fio_service.py); on one machine a mapping the user gives (`GivenClients`: HOST=ADDRESS:PORT,
 IP literals on loopback or in a network the user allows â€” no name is ever resolved).
 """
 
@@ -164,11 +164,10 @@ def client_metrics(outputs: Sequence[RawOutput]) -> list[Metric]:
     return whole + [replace(m, phase=name) for name, jobs in parts for m in job_metrics(jobs)]
 
 
-def run_from_clients(journal: Journal, job: JobFile, names: Sequence[str], directory_of_clients: ClientDirectory, directory: Path, scratch: Path, *, shared_files: bool, fixed: Mapping[str, str]) -> list[RawOutput]:
-    """A run of `job` from the clients `names` at once, in `directory` (the target's, on the
-    shared filesystem, which this host sees too): each client's directory made in it, each
-    client's job written to `scratch`; each client's output (by_client)."""
-    clients = clients_of(names, directory_of_clients)
+def run_from_clients(journal: Journal, job: JobFile, clients: Sequence[Client], directory: Path, scratch: Path, *, shared_files: bool, fixed: Mapping[str, str]) -> list[RawOutput]:
+    """A run of `job` from the `clients` at once, in `directory` (the target's, on the shared
+    filesystem, which this host sees too): each client's directory made in it, each client's job
+    written to `scratch`; each client's output (by_client)."""
     paths = {}
     for name, text in client_jobs(job, clients, directory, shared_files=shared_files, fixed=fixed).items():
         if not shared_files:
