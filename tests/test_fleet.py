@@ -78,13 +78,20 @@ def under_way(f, study_run_id: int, run: str):
     return lambda: f.sql(f"SELECT current FROM fleet_units WHERE study_run_id = {study_run_id}").endswith(run)
 
 
+def mid_run(f, tmp_path):
+    """One worker "h", a study run of 3 runs on it, waited for until its first run is stored and
+    its second under way: the worker and the study run's id."""
+    worker = f.start(0, "h")
+    f.wait("the worker", registered(f, 1))
+    study_run_id = dispatched(f, tmp_path, "h", 3)
+    f.wait("a run stored, the next under way", lambda: runs_of(f, study_run_id) == 1 and under_way(f, study_run_id, "run 2")())
+    return worker, study_run_id
+
+
 @pytest.mark.root
 def test_a_worker_killed_mid_run_has_its_unit_taken_again_and_every_run_stored_once(needs_root, tmp_path):
     with fleet(1, tmp_path) as f:
-        first = f.start(0, "h")
-        f.wait("the worker", registered(f, 1))
-        study_run_id = dispatched(f, tmp_path, "h", 3)
-        f.wait("a run stored, the next under way", lambda: runs_of(f, study_run_id) == 1 and under_way(f, study_run_id, "run 2")())
+        first, study_run_id = mid_run(f, tmp_path)
         first.stopped = True
         first.process.kill()  # kill -9: no clean-up, its heartbeat stops
         first.process.wait(timeout=60)
@@ -133,10 +140,7 @@ def test_the_database_connection_cut_mid_run_loses_nothing(needs_root, tmp_path)
 @pytest.mark.root
 def test_ctrl_c_on_a_worker_releases_the_run_and_gives_its_unit_back(needs_root, tmp_path):
     with fleet(1, tmp_path) as f:
-        first = f.start(0, "h")
-        f.wait("the worker", registered(f, 1))
-        study_run_id = dispatched(f, tmp_path, "h", 3)
-        f.wait("a run stored, the next under way", lambda: runs_of(f, study_run_id) == 1 and under_way(f, study_run_id, "run 2")())
+        first, study_run_id = mid_run(f, tmp_path)
         first.stopped = True
         first.process.send_signal(signal.SIGINT)
         assert first.process.wait(timeout=120) == 130, first.output()
