@@ -257,8 +257,8 @@ def compare_pairs(pairs: list[SamplePair], threshold: float = 0.03) -> list[Comp
     for pair in pairs:
         if min(pair.baseline + pair.other) <= 0:
             raise ValueError("ratios need positive samples")
-    welch = [_resolved(pair, log_welch(pair.baseline, pair.other)) for pair in pairs]
     floors = [resolution_half_width(pair) for pair in pairs]
+    welch = [_resolved(log_welch(pair.baseline, pair.other), floor) for pair, floor in zip(pairs, floors)]
     return [
         _compared(pair, w, t, rank_p, threshold)
         for pair, w, t, rank_p in zip(pairs, welch, _welch_t_figures(welch, floors), mann_whitney_p_values(pairs))
@@ -281,10 +281,11 @@ def resolution_half_width(pair: SamplePair) -> float:
     return max(diff - (b_low - a_high), (b_high - a_low) - diff)
 
 
-def _resolved(pair: SamplePair, welch: tuple[float, float | None, float | None]) -> tuple[float, float | None, float | None]:
+def _resolved(welch: tuple[float, float | None, float | None], floor: float) -> tuple[float, float | None, float | None]:
     """log_welch's figures, with no standard error (no interval, no test) where a value lies
-    within half its resolution of 0: a ratio to it is not known within any bound."""
-    return (welch[0], None, None) if resolution_half_width(pair) == math.inf else welch
+    within half its resolution of 0 (`floor`, resolution_half_width, infinite): a ratio to it is
+    not known within any bound."""
+    return (welch[0], None, None) if floor == math.inf else welch
 
 
 def _welch_t_figures(welch: list[tuple[float, float | None, float | None]], floors: list[float]) -> list[tuple[float, float, float, float] | None]:
