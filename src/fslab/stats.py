@@ -326,8 +326,8 @@ def _compared(pair: SamplePair, welch: tuple[float, float | None, float | None],
         detectable = math.exp((t + t_power) * se) - 1
     half = None if low is None else math.sqrt(high / low) - 1  # exp(log half-width) − 1
     needs = figure_needs([baseline, other], half)
-    result = Comparison(len(baseline), len(other), ratio, low, high, p, pair.higher_is_better, detectable, mann_whitney_p, p_adjusted=p, needs_runs=needs)
-    return with_verdict(result, threshold)
+    verdict = verdict_of(p, ratio, pair.higher_is_better, threshold)
+    return Comparison(len(baseline), len(other), ratio, low, high, p, pair.higher_is_better, detectable, mann_whitney_p, p_adjusted=p, verdict=verdict, needs_runs=needs)
 
 
 def mann_whitney_p_values(pairs: list[SamplePair]) -> list[float | None]:
@@ -371,18 +371,22 @@ def beyond(ratio: float, threshold: float) -> bool:
 
 def significant(c: Comparison) -> bool:
     """Whether the (adjusted) test rejects equality at the 95 % level."""
-    return c.p_adjusted is not None and c.p_adjusted < 1 - CONFIDENCE
+    return _rejects(c.p_adjusted)
 
 
-def with_verdict(c: Comparison, threshold: float) -> Comparison:
-    """"faster"/"slower" only when the (adjusted) test rejects equality and the change exceeds
-    the practical threshold; otherwise "no detectable difference". The threshold is symmetric on
-    the log scale (beyond 1.03 or below 1/1.03 at 3 %), so A against B and B against A say the same."""
-    verdict = "no detectable difference"
-    if significant(c) and beyond(c.ratio, threshold):
-        better = c.ratio > 1 if c.higher_is_better else c.ratio < 1
-        verdict = "faster" if better else "slower"
-    return replace(c, verdict=verdict)
+def _rejects(p: float | None) -> bool:
+    return p is not None and p < 1 - CONFIDENCE
+
+
+def verdict_of(p_adjusted: float | None, ratio: float, higher_is_better: bool, threshold: float) -> str:
+    """"faster"/"slower" only when the (adjusted) test rejects equality (significant) and the
+    change exceeds the practical threshold; otherwise "no detectable difference". The threshold is
+    symmetric on the log scale (beyond 1.03 or below 1/1.03 at 3 %), so A against B and B against
+    A say the same."""
+    if _rejects(p_adjusted) and beyond(ratio, threshold):
+        better = ratio > 1 if higher_is_better else ratio < 1
+        return "faster" if better else "slower"
+    return "no detectable difference"
 
 
 def benjamini_hochberg(p_values: list[float]) -> list[float]:
@@ -405,7 +409,8 @@ def adjust_family(comparisons: list[Comparison], threshold: float) -> list[Compa
     adjusted = benjamini_hochberg([comparisons[i].p_value for i in tested])
     result = list(comparisons)
     for i, q in zip(tested, adjusted):
-        result[i] = with_verdict(replace(comparisons[i], p_adjusted=q), threshold)
+        c = comparisons[i]
+        result[i] = replace(c, p_adjusted=q, verdict=verdict_of(q, c.ratio, c.higher_is_better, threshold))
     return result
 
 
