@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import resource
 import statistics
 import sys
 import tempfile
@@ -115,6 +116,18 @@ def database_share(url: str, study_run_id: int) -> float:
     return spent[0]
 
 
+def timed_summaries(argv: list[str], env: dict, cwd: Path, repeat: int) -> tuple[list[tuple[float, int]], float]:
+    """Each summary's wall time and peak RSS, and the median of their CPU seconds (user + system):
+    on a machine others share, the CPU a summary costs is the steadier figure."""
+    results, cpu = [], []
+    for _ in range(repeat):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        results.append(timed(argv, env, cwd))  # reaps its child: its usage is added to RUSAGE_CHILDREN
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return results, statistics.median(cpu)
+
+
 def start_up(env: dict, cwd: Path) -> float:
     """Seconds a process takes to start and load what `fslab summary` loads before it reads a
     row (fslab's modules, SQLAlchemy, numpy, and scipy.stats for the rank test): the part of the
@@ -139,15 +152,15 @@ def main() -> None:
         start = time.perf_counter()
         study_run_id = store_the_study_run(url, directory)
         print(f"stored study run {study_run_id} (2,000 runs, through fslab's API) in {time.perf_counter() - start:.0f} s")
-        alone = [timed([*summary, str(study_run_id)], env, directory) for _ in range(args.repeat)]
-        print(line("summary, the study run alone", alone))
+        alone, cpu = timed_summaries([*summary, str(study_run_id)], env, directory, args.repeat)
+        print(line("summary, the study run alone", alone) + f"; CPU median {cpu:.2f} s")
         print(f"  of which starting (Python, the modules it loads): {statistics.median(start_up(env, directory) for _ in range(args.repeat)):.2f} s")
         print(f"  of which reading the database: {database_share(url, study_run_id):.2f} s")
         start = time.perf_counter()
         runs, metrics = fill(url, study_run_id, args.runs, args.metrics)
         print(f"filled to {runs:,} runs and {metrics:,} metrics in {time.perf_counter() - start:.0f} s")
-        among = [timed([*summary, str(study_run_id)], env, directory) for _ in range(args.repeat)]
-        print(line(f"summary, among {runs:,} runs", among, seconds=1.5))
+        among, cpu = timed_summaries([*summary, str(study_run_id)], env, directory, args.repeat)
+        print(line(f"summary, among {runs:,} runs", among, seconds=1.5) + f"; CPU median {cpu:.2f} s")
         print(f"  of which starting (Python, the modules it loads): {statistics.median(start_up(env, directory) for _ in range(args.repeat)):.2f} s")
         print(f"  of which reading the database: {database_share(url, study_run_id):.2f} s")
 
