@@ -10,7 +10,8 @@ filled, inside the server (INSERT … SELECT from generate_series: a bench, not 
 other study runs of the same study — its runs again, under their own ids, with METRICS of each
 run's metrics — up to RUNS runs, and the summary is timed again, as a user runs it, in a process
 of its own. Each time, the share of it spent reading the database (ResultsDB's methods, timed
-in this process) is printed too: the rest — statistics, the runs files — is the same on SQLite.
+in this process) is printed too, and the time a process takes to start and load fslab's and
+scipy's modules: the rest — statistics, the report files — is the same on SQLite.
 
 Run: .venv/bin/python bench/pg_scale.py [--runs 1000000] [--metrics 10] [--repeat 3]
 """
@@ -20,6 +21,8 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import resource
+import statistics
 import sys
 import tempfile
 import time
@@ -113,6 +116,25 @@ def database_share(url: str, study_run_id: int) -> float:
     return spent[0]
 
 
+def timed_summaries(argv: list[str], env: dict, cwd: Path, repeat: int) -> tuple[list[tuple[float, int]], float]:
+    """Each summary's wall time and peak RSS, and the median of their CPU seconds (user + system):
+    on a machine others share, the CPU a summary costs is the steadier figure."""
+    results, cpu = [], []
+    for _ in range(repeat):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        results.append(timed(argv, env, cwd))  # reaps its child: its usage is added to RUSAGE_CHILDREN
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return results, statistics.median(cpu)
+
+
+def start_up(env: dict, cwd: Path) -> float:
+    """Seconds a process takes to start and load what `fslab summary` loads before it reads a
+    row (fslab's modules, SQLAlchemy, numpy, and scipy.stats for the rank test): the part of the
+    figure no query or statistic can shorten."""
+    return timed([sys.executable, "-c", "import fslab.cli, fslab.report.formats, scipy.special, scipy.stats"], env, cwd)[0]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=1_000_000, help="runs in the database in all")
@@ -130,14 +152,16 @@ def main() -> None:
         start = time.perf_counter()
         study_run_id = store_the_study_run(url, directory)
         print(f"stored study run {study_run_id} (2,000 runs, through fslab's API) in {time.perf_counter() - start:.0f} s")
-        alone = [timed([*summary, str(study_run_id)], env, directory) for _ in range(args.repeat)]
-        print(line("summary, the study run alone", alone))
+        alone, cpu = timed_summaries([*summary, str(study_run_id)], env, directory, args.repeat)
+        print(line("summary, the study run alone", alone) + f"; CPU median {cpu:.2f} s")
+        print(f"  of which starting (Python, the modules it loads): {statistics.median(start_up(env, directory) for _ in range(args.repeat)):.2f} s")
         print(f"  of which reading the database: {database_share(url, study_run_id):.2f} s")
         start = time.perf_counter()
         runs, metrics = fill(url, study_run_id, args.runs, args.metrics)
         print(f"filled to {runs:,} runs and {metrics:,} metrics in {time.perf_counter() - start:.0f} s")
-        among = [timed([*summary, str(study_run_id)], env, directory) for _ in range(args.repeat)]
-        print(line(f"summary, among {runs:,} runs", among, seconds=1.5))
+        among, cpu = timed_summaries([*summary, str(study_run_id)], env, directory, args.repeat)
+        print(line(f"summary, among {runs:,} runs", among, seconds=1.5) + f"; CPU median {cpu:.2f} s")
+        print(f"  of which starting (Python, the modules it loads): {statistics.median(start_up(env, directory) for _ in range(args.repeat)):.2f} s")
         print(f"  of which reading the database: {database_share(url, study_run_id):.2f} s")
 
 

@@ -49,6 +49,7 @@ from fslab.stats import (  # noqa: E402
     compare,
     compare_pairs,
     log_welch,
+    mann_whitney_p_values,
     median,
     modified_z_scores,
     rank,
@@ -98,6 +99,34 @@ def test_pairs_compared_together_give_each_pair_its_own_figures_to_the_bit():
     assert len({alone[0], alone[1], alone[-3], alone[-2]}) == 4, "7 against 7 with and without ties: the exact and the normal test"
     assert (together[-1].p_value, together[-1].ci_low, together[-1].ratio) == (1.0, 1.0, 1.0)
     assert compare_pairs([]) == []
+
+
+def test_rank_tests_of_many_pairs_at_once_are_scipys_pair_by_pair_to_the_bit():
+    """mann_whitney_p_values asks scipy once per group of pairs of the same sizes: each p must be
+    the one scipy gives that pair alone, exact (a side of at most 8 untied values) or normal, with
+    ties, identical samples, one constant value, a NaN; below 7 runs a side (n = 1, 2, 6) none."""
+    rng = np.random.default_rng(31)
+    pairs = []
+    for n_a, n_b in [(7, 7), (7, 8), (8, 8), (8, 9), (9, 9), (10, 10), (12, 7), (6, 10), (1, 1), (2, 2)]:
+        a, b = list(rng.lognormal(4, 0.1, n_a)), list(rng.lognormal(4.05, 0.1, n_b))
+        pairs += [
+            SamplePair(a, b),
+            SamplePair([*a[:-1], a[0]], b),  # a tie within one side
+            SamplePair(a, [*b[:-1], a[0]]),  # a tie across the sides
+            SamplePair(a, list(a)),  # identical samples
+            SamplePair([5.0] * n_a, [5.0] * n_b),  # one value throughout
+            SamplePair([math.nan, *a[1:]], b),
+            SamplePair(list(rng.lognormal(4, 0.1, n_a)), list(rng.lognormal(4.05, 0.1, n_b))),  # a second row of the same sizes
+        ]
+    together = mann_whitney_p_values(pairs)
+    for pair, p in zip(pairs, together):
+        if min(len(pair.baseline), len(pair.other)) < 7:
+            assert p is None
+            continue
+        alone = float(sps.mannwhitneyu(pair.other, pair.baseline, alternative="two-sided").pvalue)
+        assert p == alone or (math.isnan(p) and math.isnan(alone)), (pair, p, alone)
+    assert sum(p is not None for p in together) == 7 * 7
+    assert mann_whitney_p_values([]) == []
 
 
 def test_welch_figures_of_many_pairs_match_scipy():

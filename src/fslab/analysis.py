@@ -121,9 +121,10 @@ def analyse(
         for metric in dict.fromkeys(m for t in present for m in roles.compared_in(workload, samples[(workload, t)])):
             cells = {t: values for t in present if (values := samples[(workload, t)].get(metric)) and _positive(values)}
             names = list(cells)
+            step = resolution_of(kinds, workload, metric)
             for i, a in enumerate(names):
                 for b in (b for b in names[i + 1 :] if host_of(hosts, a) == host_of(hosts, b)):
-                    pairs[(workload, metric, a, b)] = SamplePair(cells[a], cells[b], higher_is_better[metric], resolution_of(kinds, workload, metric))
+                    pairs[(workload, metric, a, b)] = SamplePair(cells[a], cells[b], higher_is_better[metric], step)
         primary = [samples[(workload, t)][m] for t in present for m in roles.primary_in(workload, samples[(workload, t)])]
         needed[workload] = runs_needed(primary, precision)
     tested = compare_pairs(list(pairs.values()), threshold)

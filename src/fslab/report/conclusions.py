@@ -1,6 +1,6 @@
 """A study run's conclusions in words (pure): what the one family of comparisons says, worded
 with its uncertainty. A difference is claimed only where its verdict says so (significant after
-Benjamini–Hochberg and beyond the threshold: stats.with_verdict); everything else reads "no
+Benjamini–Hochberg and beyond the threshold: stats.verdict_of); everything else reads "no
 detectable difference", with the interval and the change the runs could have detected. An
 interval is said only where the tables print it (stats.printed_interval); a target whose figures
 cannot be real is in no comparison or ranking (summary.py), and said to be left out.

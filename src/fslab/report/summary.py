@@ -220,9 +220,10 @@ def summarize_study_run(
     flattered = _flattered(per_host, applied, groups.values, preallocation)
     fio_options = {w["name"]: w["spec"].get("fio_options") or {} for w in stored_workloads}
     above, cached = _beyond_raw(db, study_run_id, hosts, groups, targets, fio_options)
+    steps: dict[tuple[str, str], float] = {}  # (workload, metric) → its resolution, looked up once for all its cells
     cells = [
         CellSummary(
-            w, name, failed[key], _cell_statistics(groups.values.get(key, {}), groups.higher_is_better, above.get(key, {}), lambda metric, w=w: resolution_of(groups.kinds, w, metric)),
+            w, name, failed[key], _cell_statistics(groups.values.get(key, {}), groups.higher_is_better, above.get(key, {}), lambda metric, w=w: _step(steps, groups.kinds, w, metric)),
             groups.roles.primary_in(w, groups.values.get(key, {})),
             [*found.get(key, ([], False))[0], *flattered.get(key, [])], found.get(key, ([], False))[1], host if hosts.per_host else None,
         )
@@ -272,6 +273,12 @@ def summarize_study_run(
         hosts=hosts,
         host_facts=db.hosts(study_run_id),
     )
+
+
+def _step(steps: dict[tuple[str, str], float], kinds: dict[str, str], workload: str, metric: str) -> float:
+    if (workload, metric) not in steps:
+        steps[(workload, metric)] = resolution_of(kinds, workload, metric)
+    return steps[(workload, metric)]
 
 
 def replace_target(run: dict, target: str) -> dict:

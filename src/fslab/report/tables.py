@@ -38,9 +38,10 @@ def published(figure: Summary | Comparison) -> dict:
 def summary_rows(s: StudySummary) -> list[list]:
     """Every metric of every cell, one row each, with all its statistics (SUMMARY_COLUMNS)."""
     return [
-        [s.study_run["id"], cell.workload, cell.target, name, s.metric_units[name], *[published(stats)[f] for f in STAT_FIELDS], "; ".join([*stats.warnings, *cell.notes])]
+        [s.study_run["id"], cell.workload, cell.target, name, s.metric_units[name], *[fields[f] for f in STAT_FIELDS], "; ".join([*stats.warnings, *cell.notes])]
         for cell in s.cells
         for name, stats in cell.metrics.items()
+        for fields in (published(stats),)
     ]
 
 
