@@ -146,3 +146,33 @@ def test_a_luks_key_is_fresh_on_cryptsetups_standard_input_and_wiped_once_the_ma
         keys.append(key)
     assert keys[0] != keys[1], "a fresh key for each run"
     assert workdir.journal.outstanding() == []
+
+
+@pytest.mark.root
+def test_a_loop_device_held_open_elsewhere_is_waited_for_and_then_said_to_be_still_attached(workdir, monkeypatch):
+    """Detached while another process holds it open, a loop device stays attached until that
+    process closes it (the kernel lets go from a worker thread of its own, late on a busy
+    machine): its release waits for the kernel's word, and says so when it does not come."""
+    import threading
+
+    import fslab.devices.loop as loop_module
+
+    monkeypatch.setattr(loop_module, "DETACH_SECONDS", 0.5)
+    with image_file(workdir.journal, workdir.images, "held2", 16 * 2**20, fill=False) as made:
+        done: list[BaseException | None] = []
+        with pytest.raises(loop_module.StillAttached, match="another process holds it open"):
+            with attached(workdir.journal, made) as loop:
+                holder = subprocess.Popen([sys.executable, "-c", "import sys; f = open(sys.argv[1], 'rb'); print('open', flush=True); sys.stdin.read()", loop.device], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                assert holder.stdout.readline() == "open\n"
+        assert devices_backed_by(made.path) == [loop.device], "still attached while held"
+        monkeypatch.setattr(loop_module, "DETACH_SECONDS", 30.0)
+        waiting = threading.Thread(target=lambda: done.append(loop_module._detach_all(made.file)))
+        waiting.start()
+        waiting.join(timeout=1)
+        assert waiting.is_alive(), "the release waits while another process holds the device"
+        holder.stdin.close()
+        holder.wait(timeout=30)
+        waiting.join(timeout=60)
+        assert not waiting.is_alive() and devices_backed_by(made.path) == [], "and returns once the kernel let go"
+    assert [(o.kind, o.status) for o in workdir.journal.clean_up()] == [("loop", "released")], "the journal kept it until then"
+    assert workdir.journal.outstanding() == []

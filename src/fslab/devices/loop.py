@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -97,9 +98,28 @@ def release_loop(entry: Entry, workdir: Workdir) -> None:
         _detach_all(image.file)
 
 
+# How long a detached loop device may stay attached: the kernel lets go of it when its last user
+# closes it, from a worker thread of its own, which a busy machine runs late.
+DETACH_SECONDS = 30.0
+
+
+class StillAttached(FslabError):
+    """A loop device fslab detached that another process keeps open."""
+
+
 def _detach_all(file: FileId) -> None:
+    """Detach the image's loop devices, and wait until the kernel says none is attached to it:
+    released means released (the next study, `fslab cleanup`, a check of what is left)."""
     for device in loops_backed_by(file):
         detach_loop(device, file)
+    deadline = time.monotonic() + DETACH_SECONDS
+    while attached_still := loops_backed_by(file):
+        if time.monotonic() > deadline:
+            raise StillAttached(
+                f"{', '.join(attached_still)} detached but still attached after {DETACH_SECONDS:.0f} s: another process holds it open"
+                " (fuser -v DEVICE says which); it goes when that process closes it, and `fslab cleanup` checks again"
+            )
+        time.sleep(0.02)
 
 
 @contextmanager
