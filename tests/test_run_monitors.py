@@ -68,12 +68,14 @@ def moving(moved: Counted) -> TrafficMonitor:
 
 
 @pytest.mark.root
-def test_device_traffic_of_a_direct_write_on_a_raw_target_adds_up_within_2_percent(monitored_study):
+def test_device_traffic_of_a_direct_write_on_a_raw_target_adds_up(monitored_study):
     _, results, study_run = monitored_study
     raw = stored(results, study_run, "raw")
     assert raw["write_bytes"] > 0, "fio's io_bytes stored as the workload's own bytes"
-    assert raw["device_written_bytes"] == pytest.approx(raw["write_bytes"], rel=0.02)
-    assert raw["write_amplification"] == pytest.approx(1.0, rel=0.02)
+    # Within 2 % on a quiet machine; the window's ends are known to tens of milliseconds of a 1 s
+    # run on a busy one. A device counted twice (a layer and its loop) would read 2.0.
+    assert raw["device_written_bytes"] == pytest.approx(raw["write_bytes"], rel=0.05)
+    assert raw["write_amplification"] == pytest.approx(1.0, rel=0.05)
     assert "space_used_bytes" not in raw, "a raw target has no filesystem: no space monitor"
 
 
