@@ -236,7 +236,8 @@ def test_a_plain_filename_runs_in_the_target_and_fio_leaves_nothing_in_the_cwd(w
     study_run = run_study(study, db, workdir)
     run = db.runs(study_run)[0]
     assert run["status"] == "ok", run["error"]
-    assert seen and seen[-1].get("data.1") == 16 * 2**20, f"fio's file is in the mounted target: {seen}"
+    # the file grows as fio writes it, for its runtime or up to its 16 MiB: a busy machine writes less
+    assert seen and 0 < seen[-1].get("data.1", 0) <= 16 * 2**20, f"fio's file is in the mounted target: {seen}"
     assert f"directory={workdir.mounts / 'xfs'}\n" in run["job_file"] and "/somewhere/else" not in run["job_file"]
     assert list(cwd.iterdir()) == [], "no fio side file (verify state, …) in the current directory"
 
