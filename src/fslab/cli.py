@@ -186,10 +186,12 @@ def run(
         time_budget=time_budget,
         threshold=threshold,
     )
-    from fslab.fio_server import networks
-    from fslab.workloads.fio_clients import given_clients
+    clients = None
+    if client:  # fio's client/server: its modules only for a study that drives clients
+        from fslab.fio_server import networks
+        from fslab.workloads.fio_clients import given_clients
 
-    clients = given_clients(client or (), networks(allow_network or ())) if client else None
+        clients = given_clients(client, networks(allow_network or ()))
     results = _open_db(db)
     if on is not None:
         return _run_on_fleet(results, loaded, repetitions, on=on, detach=detach, seed=seed, baseline=baseline, threshold=threshold, spread=spread)
