@@ -22,8 +22,9 @@ STUDY = """\
 [study]
 name = "nas-stack"
 repetitions = 1
-workloads = ["seq_write", "rand_read"]
+workloads = ["rand_read"]  # one run a target: each costs seconds of emulated CPU
 image_size = "192MiB"
+image_fill = "sparse"  # filling an image with random data costs the guest ~8 s of emulated CPU
 
 [fio]
 size = "32MiB"
