@@ -24,8 +24,6 @@ from conftest import ZFS_FUSE, fresh_workdir, fslab
 from fslab.filesystems.zfs_engine import engine
 from fslab.results import ResultsDB
 
-pytestmark = ZFS_FUSE  # zfs-fuse: one daemon on the machine (conftest)
-
 
 @dataclass
 class Ran:
@@ -59,6 +57,7 @@ def btrfs_options(tmp_path_factory, needs_root) -> Iterator[Ran]:  # noqa: ANN00
     yield run_builtin("btrfs-options", "0.05", tmp_path_factory.mktemp("btrfs-options"))
 
 
+@ZFS_FUSE  # zfs-fuse: one daemon on the machine (conftest); btrfs-options needs none and runs beside
 @pytest.mark.root
 def test_nas_stack_skips_what_this_machine_lacks_and_says_why(nas):
     skipped = {(s["target"], s["why"]) for s in nas.study_run["settings"].get("skipped", [])}
@@ -72,6 +71,7 @@ def test_nas_stack_skips_what_this_machine_lacks_and_says_why(nas):
     assert "Skipped:" in nas.result.stdout
 
 
+@ZFS_FUSE  # zfs-fuse: one daemon on the machine (conftest); btrfs-options needs none and runs beside
 @pytest.mark.root
 def test_nas_stack_runs_its_zfs_mirror_raw_baselines_and_photo_ingestion(nas):
     assert nas.runs and all(r["status"] == "ok" for r in nas.runs), [r["error"] for r in nas.runs if r["status"] != "ok"]

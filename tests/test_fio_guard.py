@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import fslab, held_by, write_study
+from conftest import fslab_in_process, held_by, write_study
 
 from fslab.errors import Refused
 from fslab.guard.fio_jobs import (
@@ -42,11 +42,12 @@ GOOD_JOB = "[global]\ndirectory=/somewhere/else\nioengine=libaio\n[job1]\nrw=ran
 
 def refused_run(workdir, tmp_path: Path, study_text: str, job: str | None = None) -> str:
     """`fslab run` on a study (and its job file) that must be refused before anything is made:
-    returns what it said."""
+    returns what it said. (In this process: a refusal needs no process of its own, and each of
+    these would cost a Python's start and fslab's imports.)"""
     if job is not None:
         (tmp_path / "mine.fio").write_text(job)
     study = write_study(tmp_path, study_text)
-    result = fslab("run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
+    result = fslab_in_process("run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
     assert result.returncode == 2, result.stdout + result.stderr
     assert held_by(workdir.root) == [], "refused before any loop device was attached"
     assert not list(workdir.images.glob("*.img")), "refused before any image was made"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from altair.vegalite.v6.schema.core import TopLevelSpec
-from conftest import FIXTURES, fslab
+from conftest import FIXTURES, fslab_in_process
 from synthetic import stored_study
 
 from fslab.analysis import Row, analyse
@@ -258,18 +258,18 @@ def test_report_of_two_study_runs_compares_them_cell_by_cell(stored, browser, tm
 
 def test_report_errors_are_clear(stored, tmp_path):
     _, db, _ = stored
-    missing = fslab("report", "99", "--db", str(db))
+    missing = fslab_in_process("report", "99", "--db", str(db))
     assert missing.returncode == 2 and "no study run 99" in missing.stderr and "Traceback" not in missing.stderr
     trap = tmp_path / "elsewhere"
     trap.mkdir()
     (tmp_path / "link").symlink_to(trap)
-    refused = fslab("report", "1", "-o", str(tmp_path / "link"), "--db", str(db))
+    refused = fslab_in_process("report", "1", "-o", str(tmp_path / "link"), "--db", str(db))
     assert refused.returncode == 2 and "symlink" in refused.stderr and "Traceback" not in refused.stderr
     assert not any(trap.iterdir()), "nothing written through the symlink"
     folder = tmp_path / "out"
     folder.mkdir()
     (folder / "report.html").symlink_to(trap / "planted.html")
-    planted = fslab("report", "1", "-o", str(folder), "--db", str(db))
+    planted = fslab_in_process("report", "1", "-o", str(folder), "--db", str(db))
     assert planted.returncode == 2 and "never through a symlink" in planted.stderr
     assert not (trap / "planted.html").exists()
 
