@@ -175,12 +175,13 @@ def run(
         raise _fail("name a study file or a built-in study (see `fslab list`), or give --resume")
     if scale_sizes_only and scale is None:
         raise _fail("--scale-sizes-only goes with --scale: give the factor sizes are multiplied by (e.g. --scale 0.1)")
-    from fslab.plan import Repetitions
-    from fslab.runner import run_study
     from fslab.study import load_study
 
     loaded = load_study(study, scale=scale or 1.0, scale_sizes_only=scale_sizes_only)
     _warn_short_runs(loaded)
+    from fslab.plan import Repetitions  # after the study file is read: a refused one is told without them
+    from fslab.runner import run_study
+
     repetitions = Repetitions(
         runs=runs or loaded.repetitions,
         warmup=loaded.warmup if warmup is None else warmup,
