@@ -55,6 +55,7 @@ test: setup
 	$(VENV)/bin/pytest -n 2 --dist loadgroup --no-loadscope-reorder
 
 bench: setup
+	$(PYTHON) bench/startup.py
 	$(PYTHON) bench/fidelity.py
 	$(PYTHON) bench/overhead.py
 	$(PYTHON) bench/zfs_overhead.py --compare

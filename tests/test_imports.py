@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import fslab
 
 PACKAGE = Path(fslab.__file__).parent
@@ -162,3 +164,20 @@ def test_fslab_summary_of_a_study_run_loads_no_workload_kind_and_no_filesystem(t
     assert "compress=zstd" in printed and "defaults" in printed, "the targets' requested options, as stored"
     kinds = {shipped.module for shipped in SHIPPED.values()}
     assert not [m for m in loaded.split() if m.startswith("fslab.filesystems") or m in kinds], loaded
+
+
+# What only some commands need: a database (SQLAlchemy), statistics (numpy, scipy).
+LOADED_BY_THE_COMMANDS_THAT_USE_THEM = ("sqlalchemy", "numpy", "scipy")
+
+
+@pytest.mark.parametrize("args", [["-c", "import fslab.cli"], ["-m", "fslab", "cleanup", "--help"]], ids=["import fslab.cli", "fslab cleanup --help"])
+def test_starting_fslab_loads_no_database_and_no_statistics(args):
+    """Every fslab process pays for what starting it loads before it does anything — a fleet's
+    worker, `fslab cleanup` in the tests' emulated guests, where Python runs ~18 times slower: each
+    command imports the database and the statistics where it uses them. Run as a user runs it, in
+    a fresh Python, its imports read from `-X importtime`."""
+    done = subprocess.run([sys.executable, "-X", "importtime", *args], capture_output=True, text=True, check=True)
+    loaded = {line.rpartition("|")[2].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert "fslab.cli" in loaded, "the commands were imported"
+    heavy = sorted({m.split(".")[0] for m in loaded} & set(LOADED_BY_THE_COMMANDS_THAT_USE_THEM))
+    assert not heavy, f"python {' '.join(args)} loads {', '.join(heavy)}"

@@ -1,5 +1,5 @@
 """The `fslab` command's entry point (and `python -m fslab`): Ctrl-C and `kill` are heard from
-the first moment, before the commands' imports (a second or more on a busy machine), and one
+the first moment, before the commands' imports (seconds in an emulated guest), and one
 that comes during them ends fslab quietly: nothing is held yet."""
 
 import sys

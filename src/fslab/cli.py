@@ -1,4 +1,9 @@
-"""The fslab command line. Each command is thin: it calls one function elsewhere and prints."""
+"""The fslab command line. Each command is thin: it calls one function elsewhere and prints.
+
+Each command imports what it needs where it runs: every fslab process — `fslab cleanup`, a
+fleet's worker, each command in the tests' emulated guests — pays for what is imported here,
+before it does anything. A database (SQLAlchemy), statistics (numpy), a summary, a report and
+fio's importer load only in the commands that use them."""
 
 from __future__ import annotations
 
@@ -12,30 +17,25 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from fslab.analysis import regressions
 from fslab.errors import FslabError
 from fslab.guard.block_devices import DESTROY_FLAG
 from fslab.guard.names import check_name, visible
-from fslab.importer import DEFAULT_STUDY, import_files, imported_from
-from fslab.model import Host, Study
 from fslab.report.console import CONSOLE_WIDTH, print_comparison, print_host_comparison, print_summary, print_table
-from fslab.report.files import export_tables, report_folder, write_reports
-from fslab.report.formats import table_form_named
-from fslab.report.summary import StudySummary, compare_hosts, compare_runs, summarize_study_run
-from fslab.results import ResultsDB, RunRecord, reports_dir, resolve_location
+from fslab.results import reports_dir, resolve_location
 from fslab.results.location import DEFAULT_DB, shown
-from fslab.results.owner import Owner
-from fslab.results.records import now
 from fslab.units import Bandwidth, parse_duration, parse_percent
 from fslab.workdir import DEFAULT_WORKDIR, Workdir
 
-# What running a study needs (its file's model, the runner, the machine's checks) is imported by
-# the commands that run one: a summary, a report, a comparison need none of it, and start faster.
 if TYPE_CHECKING:
-    from fslab.plan import PlannedRun
+    from rich.progress import Progress
+
     from fslab.checks import Unsupported
+    from fslab.model import Study
+    from fslab.plan import PlannedRun
+    from fslab.report.summary import StudySummary
+    from fslab.results import ResultsDB, RunRecord
+    from fslab.results.owner import Owner
     from fslab.runner import RunObserver
 
 app = typer.Typer(help="fslab: a laboratory for filesystem performance on Linux.", no_args_is_help=True, add_completion=False)
@@ -62,6 +62,9 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 def _open_db(db: str | None) -> ResultsDB:
     """The results database; a study run whose fslab was killed is marked interrupted here,
     by whichever command opens the database first, and the user is told how to resume it."""
+    from fslab.results import ResultsDB
+    from fslab.results.owner import Owner
+
     results = ResultsDB(resolve_location(db))
     for sr in results.mark_abandoned():
         owner = Owner.from_stored(sr["owner"])
@@ -172,12 +175,13 @@ def run(
         raise _fail("name a study file or a built-in study (see `fslab list`), or give --resume")
     if scale_sizes_only and scale is None:
         raise _fail("--scale-sizes-only goes with --scale: give the factor sizes are multiplied by (e.g. --scale 0.1)")
-    from fslab.plan import Repetitions
-    from fslab.runner import run_study
     from fslab.study import load_study
 
     loaded = load_study(study, scale=scale or 1.0, scale_sizes_only=scale_sizes_only)
     _warn_short_runs(loaded)
+    from fslab.plan import Repetitions  # after the study file is read: a refused one is told without them
+    from fslab.runner import run_study
+
     repetitions = Repetitions(
         runs=runs or loaded.repetitions,
         warmup=loaded.warmup if warmup is None else warmup,
@@ -244,6 +248,8 @@ def _warn_short_runs(study: Study) -> None:
 def _with_progress(start: Callable[[RunObserver], int], then: str = "") -> int:
     """Run a study run under a progress bar; returns its id. Ctrl-C or `kill` ends it interrupted.
     `then`: what follows the runs it announces."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
     try:
         with Progress(*columns, console=console, transient=True) as progress:
@@ -263,6 +269,9 @@ def _show_and_exit(results: ResultsDB, study_run_id: int, **analysis: Any) -> No
 
 def _show(results: ResultsDB, study_run_id: int, **analysis: Any) -> StudySummary:
     """Print the summary, write its report files; the summary shown."""
+    from fslab.report.files import report_folder, write_reports
+    from fslab.report.summary import summarize_study_run
+
     summary = summarize_study_run(results, study_run_id, **analysis)
     print_summary(console, summary, report=report_folder(summary, reports_dir(results.location)) / "summary.md")
     written = write_reports(results, summary, reports_dir(results.location))
@@ -294,6 +303,10 @@ def export(
     db: DbOption = None,
 ) -> None:
     """Write a study run's tables for pandas: runs (every run, one row per metric) and summary (every cell's statistics)."""
+    from fslab.report.files import export_tables, report_folder
+    from fslab.report.formats import table_form_named
+    from fslab.report.summary import summarize_study_run
+
     chosen = table_form_named(form)
     results = _open_db(db)
     found = _find_study_run(results, study_run)
@@ -324,6 +337,10 @@ def compare(
     db: DbOption = None,
 ) -> None:
     """Compare two study runs of one study cell by cell, or two hosts of one study run (--hosts); exit 1 if any cell regressed (for CI gates)."""
+    from fslab.analysis import regressions
+    from fslab.model import Host
+    from fslab.report.summary import compare_hosts, compare_runs
+
     results = _open_db(db)
     a = _find_study_run(results, older)
     if hosts is not None:
@@ -350,7 +367,7 @@ def compare(
 @app.command("import")
 def import_results(
     paths: Annotated[list[Path], typer.Argument(metavar="PATH", help="fio JSON output files, or directories holding them (every regular file under them is tried).")],
-    study: Annotated[str, typer.Option("--study", help="The study the imported runs belong to: compare it with other study runs of that name.")] = DEFAULT_STUDY,
+    study: Annotated[str, typer.Option("--study", help="The study the imported runs belong to: compare it with other study runs of that name.")] = "imported",
     target: Annotated[Optional[str], typer.Option("--target", help="The target every imported run is of. \\[default: each file's directory name, else 'imported'; client/server output: TARGET@HOST]")] = None,
     db: DbOption = None,
 ) -> None:
@@ -360,6 +377,9 @@ def import_results(
 
     Exit status: 0 when every file was imported; 1 when some were skipped, or a job reported an error, and the rest imported; 2 when nothing could be imported.
     """
+    from fslab.importer import import_files
+    from fslab.results.records import now
+
     for name, value in (("--study", study), ("--target", target)):
         try:
             if value is not None:
@@ -433,6 +453,8 @@ def _figures_progress(figures: bool) -> Iterator[Callable[[int, int], None] | No
     if not figures or not console.is_terminal:
         yield None
         return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
     with Progress(TextColumn("figures"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=console, transient=True) as progress:
         task = progress.add_task("figures", total=None)
         yield lambda done, total: progress.update(task, completed=done, total=total)
@@ -450,6 +472,8 @@ def history(
     """List the study runs stored in the database; with STUDY, its history: each cell's metric over its study runs and the steps that are changes."""
     results = _open_db(db)
     if study is None:
+        from fslab.importer import imported_from
+
         given = [name for name, value in (("--host", host), ("--metric", metric), ("--threshold", threshold), ("--fail-on-regression", fail_on_regression or None)) if value is not None]
         if given:
             raise _fail(f"{', '.join(given)} go with a STUDY: name the study whose history to judge")
@@ -542,6 +566,9 @@ def db_copy(
 
     Ids are DST's own; a study run is recognised by its identity, kept wherever it is copied, so copying again adds nothing. A study run still running is left for a later copy.
     """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from fslab.results import ResultsDB
     from fslab.results.copy import copy_study_runs, open_source
 
     src, dst = open_source(source), ResultsDB(destination)

@@ -42,7 +42,6 @@ from fslab.model import Metric, RawOutput
 from fslab.results.records import RunRecord
 from fslab.workloads.fio_output import DIRECTIONS, NoJson, job_entries, job_metrics, load_json
 
-DEFAULT_STUDY = "imported"
 DEFAULT_TARGET = "imported"  # when a file's directory has no plain name
 MAX_BYTES = 64 * 2**20  # fio's JSON of one run is kilobytes to a few MiB; a larger file is something else
 MAX_SECONDS = 10**8  # a job's runtime beyond three years is not fio's

@@ -14,7 +14,6 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Iterator, Mapping
-from importlib.metadata import entry_points
 from typing import TypeVar
 
 from fslab.errors import FslabError
@@ -38,6 +37,8 @@ def load_plugins() -> None:
     if _plugins_loaded:
         return
     _plugins_loaded = True
+    from importlib.metadata import entry_points  # tens of milliseconds: only for a name listed or not found
+
     for point in entry_points(group=PLUGINS):
         try:
             point.load()

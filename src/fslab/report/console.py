@@ -1,4 +1,8 @@
-"""The summary in the terminal: tables laid out here (lay_out), printed through rich."""
+"""The summary in the terminal: tables laid out here (lay_out), printed through rich.
+
+The table printer alone is what most commands need (fslab list, doctor, history): the summary's
+sections (statistics, numpy) and rich's Markdown are imported by the functions that print a
+summary or a comparison, so that a command printing neither starts without them."""
 
 from __future__ import annotations
 
@@ -6,23 +10,23 @@ import re
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderableType, RenderResult
-from rich.markdown import Markdown
 from rich.markup import escape
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
-from fslab.analysis import Row
 from fslab.guard.names import visible
-from fslab.importer import imported_from
-from fslab.model import Host
-from fslab.report.formatting import metric_label
-from fslab.report.sections import COMPARISON_COLUMNS, Kind, Section, compare_left_out_line, comparison_rows, sections, table_columns
-from fslab.report.summary import StudySummary
 from fslab.units import Bandwidth
+
+if TYPE_CHECKING:
+    from fslab.analysis import Row
+    from fslab.model import Host
+    from fslab.report.sections import Section
+    from fslab.report.summary import StudySummary
 
 VERDICT_STYLE = {"faster": "green", "slower": "red"}
 
@@ -40,6 +44,8 @@ TEXT_COLUMNS = {"workload", "target", "dir", "metric", "phase", "verdict", "note
 def print_summary(console: Console, s: StudySummary, report: Path | None = None) -> None:
     """The summary's sections (sections.py) within CONSOLE_WIDTH columns, but the fio overview
     (the workloads' own tables show its figures); `report`: the file holding what it leaves out."""
+    from fslab.report.sections import sections
+
     for section in sections(s):
         _print_section(console, section, s.units)
     if report is not None:
@@ -47,6 +53,10 @@ def print_summary(console: Console, s: StudySummary, report: Path | None = None)
 
 
 def _print_section(console: Console, section: Section, units: Bandwidth) -> None:
+    from rich.markdown import Markdown
+
+    from fslab.report.sections import Kind
+
     # a table's title in lower case, as a caption (a workload's is its name)
     title = section.title if section.kind is Kind.WORKLOAD else section.title[:1].lower() + section.title[1:] + (f" {section.named}" if section.named else "")
     match section.kind:
@@ -81,6 +91,8 @@ def _print_summary_table(console: Console, title: str, columns: list[str], rows:
     """A table as the console shows it: without the columns it leaves out and those with nothing
     in them; a direction common to every row said in the title; column titles on two lines; each
     row's notes as a marker, the notes printed beneath, each once."""
+    from fslab.report.sections import table_columns
+
     left_out = set(table_columns(units, list(LEFT_OUT)))
     shown = [i for i, c in enumerate(columns) if i == 0 or c == SAID_WHEN_EMPTY or (c not in left_out and any(row[i] not in ("–", "") for row in rows))]
     directions = {row[columns.index("dir")] for row in rows} - {"–"} if "dir" in columns else set()
@@ -249,6 +261,8 @@ def print_comparison(
 ) -> None:
     """Two study runs of one study: environments side by side, then every cell newer/older but
     those `left_out` (workload, target: flagged in either), which are named."""
+    from fslab.importer import imported_from
+
     console.print(f"Study [bold]{escape(older['study'])}[/bold]: study run {newer['id']} ({newer['started_at']:%Y-%m-%d %H:%M}) against {older['id']} ({older['started_at']:%Y-%m-%d %H:%M})", highlight=False)
     imported = [sr for sr in (older, newer) if imported_from(sr)]
     changed = environment_differences(older["environment"], newer["environment"])
@@ -280,6 +294,9 @@ def print_host_comparison(
 
 
 def _print_compared(console: Console, title: str, rows: list[Row], regressed: list[Row], threshold: float, regression: float, left_out: list[tuple[str, str]]) -> None:
+    from fslab.report.formatting import metric_label
+    from fslab.report.sections import COMPARISON_COLUMNS, compare_left_out_line, comparison_rows
+
     cells = [[row.workload, *compared] for row, compared in zip(rows, comparison_rows(rows))]
     _print_summary_table(console, title, ["workload", *COMPARISON_COLUMNS], cells, Bandwidth.MB, styles=[VERDICT_STYLE.get(c[7], "") for c in cells], title_style="")
     console.print(

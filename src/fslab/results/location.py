@@ -1,17 +1,19 @@
 """Where the results database is, and whether fslab may use it: the --db value (else $FSLAB_DB,
 else fslab.db), the report folder beside it, and an engine for it — a database URL, or an SQLite
-file checked to be a regular file (or a new name) before SQLite writes its pages there."""
+file checked to be a regular file (or a new name) before SQLite writes its pages there.
+SQLAlchemy is imported by what makes an engine or reads a URL: naming a database needs none."""
 
 from __future__ import annotations
 
 import os
 import stat
 from pathlib import Path
-from typing import Any
-
-import sqlalchemy as sa
+from typing import TYPE_CHECKING, Any
 
 from fslab.errors import FslabError
+
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
 DEFAULT_DB = "fslab.db"
 DB_ENV = "FSLAB_DB"
@@ -38,6 +40,8 @@ POSTGRESQL_DRIVER = "pip install 'psycopg[binary]' (psycopg 3, what SQLAlchemy u
 
 def engine_for(location: str) -> sa.Engine:
     """An engine for a database URL, or for an SQLite file after checking it is one fslab may write."""
+    import sqlalchemy as sa
+
     engine = sa.create_engine(f"sqlite:///{_sqlite_file(location)}") if "://" not in location else _engine_of_url(location)
     if engine.dialect.name == "sqlite":
         sa.event.listen(engine, "connect", _sqlite_pragmas)
@@ -45,6 +49,8 @@ def engine_for(location: str) -> sa.Engine:
 
 
 def _engine_of_url(location: str) -> sa.Engine:
+    import sqlalchemy as sa
+
     try:
         url = sa.make_url(location)
         if url.drivername == "postgresql":  # psycopg 3, whichever driver this SQLAlchemy defaults to
@@ -82,6 +88,8 @@ def shown(location: str) -> str:
     its parameters)."""
     if "://" not in location:
         return location
+    import sqlalchemy as sa
+
     try:
         url = sa.make_url(location)
         # libpq also takes the password as a parameter (…?password=): hidden as well
