@@ -231,16 +231,16 @@ def signal_while_fio_runs(proc: subprocess.Popen, db, signum: int, runs: int) ->
 def test_interrupt_releases_everything_and_keeps_finished_runs(workdir, tmp_path, signum, started_ignoring_sigint):
     """Also when fslab starts with SIGINT ignored (as a background job of a non-interactive shell
     does, and so every test of a suite run there): Ctrl-C still interrupts it."""
-    # 2 targets × 2 repetitions, 1 s runs: fslab is stopped while the state is checked, so a
-    # second run's fio is found however short it is; sparse images, the fill is not what stops
-    study = write_study(tmp_path, FOUR_KINDS.replace('["ext4", "xfs", "btrfs", "raw"]', '["ext4", "xfs"]')
+    # 2 targets × 3 repetitions of 1 s (fio runs in 4 of them with 1 ≤ stored < runs − 1: room on
+    # a loaded machine; the runs after the signal never run, so they cost nothing); sparse images
+    study = write_study(tmp_path, FOUR_KINDS.replace('["ext4", "xfs", "btrfs", "raw"]', '["ext4", "xfs"]').replace("repetitions = 2", "repetitions = 3")
                         .replace('workloads = ["rand_read", "seq_write"]', 'workloads = ["seq_write"]').replace('image_size = "512MiB"', 'image_size = "512MiB"\nimage_fill = "sparse"'))
     db = tmp_path / "r.db"
     proc = subprocess.Popen(
         [sys.executable, "-m", "fslab", "run", str(study), "--db", str(db), "--workdir", str(workdir.root)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_ignoring_sigint if started_ignoring_sigint else None,
     )
-    stored = signal_while_fio_runs(proc, db, signum, runs=2 * 2)
+    stored = signal_while_fio_runs(proc, db, signum, runs=2 * 3)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "interrupted" in stderr, stderr
     assert held_by(workdir.root) == []
