@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import TEST_ROOT, fslab, held_by, write_study
+from conftest import TEST_ROOT, fslab, fslab_in_process, held_by, write_study
 
 from fslab.results import ResultsDB
 from fslab.study import StudyError, parse_study
@@ -114,15 +114,25 @@ filesystem = "{filesystem}"
 
 
 def run(workdir, tmp_path, text: str, *flags: str) -> subprocess.CompletedProcess[str]:
+    return fslab(*_run_args(workdir, tmp_path, text, flags))
+
+
+def refused(workdir, tmp_path, text: str, *flags: str) -> subprocess.CompletedProcess[str]:
+    """`fslab run` where it is to refuse before anything is attached: in this process (what it
+    says and how it ends are tested, not a process's start)."""
+    return fslab_in_process(*_run_args(workdir, tmp_path, text, flags))
+
+
+def _run_args(workdir, tmp_path, text: str, flags: tuple[str, ...]) -> list[str]:
     destroy = [arg for flag in flags for arg in ("--destroy-data", flag)]
-    return fslab("run", str(write_study(tmp_path, text)), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root), *destroy)
+    return ["run", str(write_study(tmp_path, text)), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root), *destroy]
 
 
 @pytest.mark.root
 def test_a_named_device_is_refused_without_the_flag_that_names_it(workdir, tmp_path):
     with users_disk() as disk, users_disk() as other:
         for flags in ([], [other.device], [str(disk.image)]):
-            result = run(workdir, tmp_path, study_on([disk.device]), *flags)
+            result = refused(workdir, tmp_path, study_on([disk.device]), *flags)
             assert result.returncode == 2, result.stdout + result.stderr
             said = " ".join(result.stderr.split())
             assert f"{disk.device}: fslab would destroy all data on it" in said
@@ -134,7 +144,7 @@ def test_a_named_device_is_refused_without_the_flag_that_names_it(workdir, tmp_p
 @pytest.mark.root
 def test_a_mounted_device_is_refused(workdir, tmp_path):
     with users_disk() as disk, disk.mounted() as where:
-        result = run(workdir, tmp_path, study_on([disk.device]), disk.device)
+        result = refused(workdir, tmp_path, study_on([disk.device]), disk.device)
         assert result.returncode == 2
         assert f"{disk.device} is mounted at {where}" in " ".join(result.stderr.split())
         assert (where / "file.txt").read_text() == "precious\n"
@@ -144,10 +154,10 @@ def test_a_mounted_device_is_refused(workdir, tmp_path):
 def test_a_disk_with_a_mounted_partition_is_refused_and_a_flag_on_the_disk_confirms_no_partition(workdir, tmp_path):
     with users_disk(partitioned=True) as disk:
         with disk.mounted() as where:
-            result = run(workdir, tmp_path, study_on([disk.device]), disk.device)
+            result = refused(workdir, tmp_path, study_on([disk.device]), disk.device)
             assert result.returncode == 2
             assert f"{disk.filesystem} is mounted at {where}" in " ".join(result.stderr.split())
-        result = run(workdir, tmp_path, study_on([disk.filesystem]), disk.device)
+        result = refused(workdir, tmp_path, study_on([disk.filesystem]), disk.device)
         assert result.returncode == 2
         said = " ".join(result.stderr.split())
         assert f"--destroy-data {disk.filesystem}" in said and "names its disk, not it" in said
@@ -157,7 +167,7 @@ def test_a_disk_with_a_mounted_partition_is_refused_and_a_flag_on_the_disk_confi
 @pytest.mark.root
 def test_a_two_device_target_with_one_device_confirmed_is_refused(workdir, tmp_path):
     with users_disk() as first, users_disk() as second:
-        result = run(workdir, tmp_path, study_on([first.device, second.device], "btrfs"), first.device)
+        result = refused(workdir, tmp_path, study_on([first.device, second.device], "btrfs"), first.device)
         assert result.returncode == 2
         said = " ".join(result.stderr.split())
         assert f"--destroy-data {second.device}" in said and f"--destroy-data {first.device}" not in said
@@ -198,14 +208,14 @@ def docs_example(name: str) -> str:
 @needs_zram
 def test_the_zram_example_runs_as_written_and_leaves_no_zram_device(workdir, tmp_path):
     study = write_study(tmp_path, docs_example("zram-ceiling.toml"))
-    result = fslab("run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root), "--scale", "0.25", "--runs", "1")
+    result = fslab("run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root), "--scale", "0.2", "--runs", "1")  # 1 s runs
     assert result.returncode == 0, result.stdout + result.stderr
     db = ResultsDB(str(tmp_path / "r.db"))
     runs = db.runs(db.study_run()["id"])
     assert len(runs) == 3 * 2 and all(r["status"] == "ok" for r in runs)
     for record in runs:
         [facts] = record["device_facts"]
-        assert facts["kind"] == "zram" and facts["size"] == 512 * 2**20 and facts["rotational"] is False
+        assert facts["kind"] == "zram" and facts["size"] == 410 * 2**20 and facts["rotational"] is False  # 2GiB × 0.2, in whole MiB
         assert "blkdiscard" in record["mkfs_command"], "zram is discarded by default"
         sysfs = Path("/sys/block") / Path(facts["device"]).name
         assert not sysfs.exists() or int((sysfs / "diskseq").read_text()) != facts["diskseq"], f"{facts['device']} was removed"
@@ -264,7 +274,7 @@ def test_a_raw_baseline_of_named_devices_is_on_those_devices():
 @pytest.mark.root
 def test_a_workload_too_big_for_the_users_device_is_refused_once_its_size_is_known(workdir, tmp_path):
     with users_disk() as disk:
-        result = run(workdir, tmp_path, study_on([disk.device]).replace('size = "32MiB"', 'size = "1GiB"'), disk.device)
+        result = refused(workdir, tmp_path, study_on([disk.device]).replace('size = "32MiB"', 'size = "1GiB"'), disk.device)
         assert result.returncode == 2, result.stdout + result.stderr
         said = " ".join(result.stderr.split())
         assert "workload 'seq_write' needs 1GiB but target 'mine' has 268.4MiB free after ext4's mkfs and mount on a device of 320MiB; a device of 1156MiB would do" in said and "nothing was attached or formatted" in said

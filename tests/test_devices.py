@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import fslab
+from conftest import fslab, fslab_in_process
 
 from fslab.devices.layers import Stack
 from fslab.devices.loop import attached, devices_backed_by, direct_io_enabled, image_file, on_loops
@@ -90,14 +90,14 @@ def test_cleanup_releases_what_a_killed_run_held(workdir):
     assert str(mountpoint) in Path("/proc/mounts").read_text()
     assert workdir.journal.outstanding() == [("mount", str(mountpoint)), ("loop", str(image)), ("image", str(image))]
 
-    result = fslab("cleanup", "--workdir", str(workdir.root))
+    result = fslab_in_process("cleanup", "--workdir", str(workdir.root))
     assert result.returncode == 0, result.stderr
     for released in (f"mount {mountpoint}", f"loop {image}", f"image {image}"):
         assert f"{released}: released" in result.stdout
     assert not devices_backed_by(image) and not image.exists()
     assert str(mountpoint) not in Path("/proc/mounts").read_text()
     assert workdir.journal.outstanding() == []
-    again = fslab("cleanup", "--workdir", str(workdir.root))
+    again = fslab_in_process("cleanup", "--workdir", str(workdir.root))
     assert "nothing to clean up" in again.stdout
 
 
@@ -105,7 +105,7 @@ def test_cleanup_releases_what_a_killed_run_held(workdir):
 def test_the_next_study_releases_what_a_killed_run_held(workdir, tmp_path):
     kill_midway(workdir)
     study = tmp_path / "s.toml"
-    study.write_text('[study]\nname = "after"\nrepetitions = 1\nworkloads = ["seq_write"]\nimage_size = "512MiB"\n[fio]\nsize = "32MiB"\nruntime = "1s"\n[[target]]\nfilesystem = "xfs"\n')
+    study.write_text('[study]\nname = "after"\nrepetitions = 1\nworkloads = ["seq_write"]\nimage_size = "512MiB"\nimage_fill = "sparse"\n[fio]\nsize = "32MiB"\nruntime = "1s"\n[[target]]\nfilesystem = "xfs"\n')
     result = fslab("run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"left by an interrupted fslab: mount {workdir.mounts / 'killed'}: released" in result.stdout
@@ -113,8 +113,8 @@ def test_the_next_study_releases_what_a_killed_run_held(workdir, tmp_path):
 
 
 def test_cleanup_waits_its_turn_while_a_study_uses_the_workdir(workdir):
-    with workdir.claim():
-        result = fslab("cleanup", "--workdir", str(workdir.root))
+    with workdir.claim():  # flock: another open of the lock conflicts, in this process too
+        result = fslab_in_process("cleanup", "--workdir", str(workdir.root))
     assert result.returncode == 2
     assert f"another fslab (pid {os.getpid()}) is using {workdir.root}" in result.stderr
 

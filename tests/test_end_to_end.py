@@ -7,7 +7,7 @@ import sys
 import time
 
 import pytest
-from conftest import fio_children, fresh_workdir, fslab, held_by, runs_stored, write_study
+from conftest import fio_children, fresh_workdir, fslab, fslab_in_process, held_by, runs_stored, write_study
 
 from fslab.guard.names import file_name
 from fslab.results import ResultsDB
@@ -154,14 +154,15 @@ def test_summary_table_and_report_files(finished_study):
     verdicts = {c["verdict"] for c in document["comparisons"]}
     assert verdicts <= {"faster", "slower", "no detectable difference"} and len(document["comparisons"]) == 12
 
-    rebased = fslab("summary", "--db", str(root / "results.db"), "--baseline", "raw", "--threshold", "10")
+    # the summaries of the stored study run, read again: in this process (what they print is tested, not a start)
+    rebased = fslab_in_process("summary", "--db", str(root / "results.db"), "--baseline", "raw", "--threshold", "10")
     assert rebased.returncode == 0 and "compared with raw" in rebased.stdout
-    unknown = fslab("summary", "--db", str(root / "results.db"), "--baseline", "ext5")
+    unknown = fslab_in_process("summary", "--db", str(root / "results.db"), "--baseline", "ext5")
     assert unknown.returncode == 2 and "no target 'ext5'" in unknown.stderr
 
-    again = fslab("summary", "--db", str(root / "results.db"))
+    again = fslab_in_process("summary", "--db", str(root / "results.db"))
     assert again.returncode == 0 and "seq_write (direct I/O; data: random)" in again.stdout
-    missing = fslab("summary", "999", "--db", str(root / "results.db"))
+    missing = fslab_in_process("summary", "999", "--db", str(root / "results.db"))
     assert missing.returncode == 2 and "no study run 999" in missing.stderr
 
 
@@ -169,7 +170,7 @@ def test_summary_table_and_report_files(finished_study):
 def test_a_failing_run_is_recorded_and_the_study_goes_on(workdir, tmp_path):
     study = write_study(tmp_path, FOUR_KINDS.replace('["ext4", "xfs", "btrfs", "raw"]', '"xfs"')
                         .replace('workloads = ["rand_read", "seq_write"]', 'workloads = ["seq_write"]')
-                        .replace("repetitions = 2", "repetitions = 1")
+                        .replace("repetitions = 2", "repetitions = 1").replace('image_size = "512MiB"', 'image_size = "512MiB"\nimage_fill = "sparse"')
                         + '\n[[target]]\nname = "bad"\nfilesystem = "ext4"\nmount_options = "journal_async_commit"\n')  # allowed, but the kernel refuses it under data=ordered
     db = tmp_path / "r.db"
     result = fslab("run", str(study), "--db", str(db), "--workdir", str(workdir.root))
@@ -230,13 +231,16 @@ def signal_while_fio_runs(proc: subprocess.Popen, db, signum: int, runs: int) ->
 def test_interrupt_releases_everything_and_keeps_finished_runs(workdir, tmp_path, signum, started_ignoring_sigint):
     """Also when fslab starts with SIGINT ignored (as a background job of a non-interactive shell
     does, and so every test of a suite run there): Ctrl-C still interrupts it."""
-    study = write_study(tmp_path, FOUR_KINDS.replace('runtime = "1s"', 'runtime = "3s"').replace('["ext4", "xfs", "btrfs", "raw"]', '["ext4", "xfs"]'))
+    # 2 targets × 3 repetitions of 1 s (fio runs in 4 of them with 1 ≤ stored < runs − 1: room on
+    # a loaded machine; the runs after the signal never run, so they cost nothing); sparse images
+    study = write_study(tmp_path, FOUR_KINDS.replace('["ext4", "xfs", "btrfs", "raw"]', '["ext4", "xfs"]').replace("repetitions = 2", "repetitions = 3")
+                        .replace('workloads = ["rand_read", "seq_write"]', 'workloads = ["seq_write"]').replace('image_size = "512MiB"', 'image_size = "512MiB"\nimage_fill = "sparse"'))
     db = tmp_path / "r.db"
     proc = subprocess.Popen(
         [sys.executable, "-m", "fslab", "run", str(study), "--db", str(db), "--workdir", str(workdir.root)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_ignoring_sigint if started_ignoring_sigint else None,
     )
-    stored = signal_while_fio_runs(proc, db, signum, runs=2 * 2 * 2)
+    stored = signal_while_fio_runs(proc, db, signum, runs=2 * 3)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "interrupted" in stderr, stderr
     assert held_by(workdir.root) == []
@@ -271,7 +275,7 @@ def test_ctrl_c_while_fslab_starts_ends_it_quietly():
 @pytest.mark.slow
 def test_a_study_too_big_for_the_disk_is_refused_before_anything_is_made(workdir, tmp_path):
     study = write_study(tmp_path, FOUR_KINDS.replace('image_size = "512MiB"', 'image_size = "100TiB"'))
-    result = fslab("run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
+    result = fslab_in_process("run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))  # a refusal
     assert result.returncode == 2
     assert "4 filled images need 400TiB" in result.stderr.replace("\n", "") and "image_fill" in result.stderr
     assert not any(workdir.images.glob("*.img"))
@@ -285,7 +289,7 @@ ODD_PATH = "x y\tz\nw\\q:r${HOME}/bänch ü "
 
 @pytest.mark.root
 def test_a_work_directory_whose_path_holds_any_character_runs_and_leaves_nothing(tmp_path):
-    study = write_study(tmp_path, FOUR_KINDS.replace('["ext4", "xfs", "btrfs", "raw"]', '["ext4", "xfs"]')
+    study = write_study(tmp_path, FOUR_KINDS.replace('["ext4", "xfs", "btrfs", "raw"]', '["ext4", "xfs"]').replace('workloads = ["rand_read", "seq_write"]', 'workloads = ["seq_write"]')
                         .replace("repetitions = 2", "repetitions = 1").replace('image_size = "512MiB"', 'image_size = "320MiB"\nimage_fill = "sparse"'))
     db = tmp_path / "r.db"
     with fresh_workdir(ODD_PATH) as workdir:
@@ -295,7 +299,8 @@ def test_a_work_directory_whose_path_holds_any_character_runs_and_leaves_nothing
         results = ResultsDB(str(db))
         runs = results.runs(results.study_run()["id"])
         assert {r["target"]: r["status"] for r in runs} == {"ext4": "ok", "xfs": "ok"}
-        assert all(m.value > 0 for m in results.run_metrics(runs[0]["study_run_id"]) if m.metric == "write_iops")
+        written = [m.value for m in results.run_metrics(runs[0]["study_run_id"]) if m.metric == "write_iops"]
+        assert len(written) == 2 and all(value > 0 for value in written), "fio wrote on both, in the odd path"
         for run in runs:  # read back from /proc/mounts and sysfs at the path as it is
             assert run["mount_options_effective"].startswith("rw,")
             assert run["device_facts"][0]["backing_file"] == str(workdir.images / f"{run['target']}.img")

@@ -4,14 +4,13 @@ killed fslab's scratch directory (in RAM) is removed by `fslab cleanup`, and onl
 
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import (
     fresh_workdir,
     fslab,
+    fslab_in_process,
     held_by,
     killed_fslab,
     plant,
@@ -126,11 +125,11 @@ def _path_without(tool: str, directory: Path) -> str:
 
 
 @pytest.mark.slow
-def test_a_missing_tool_is_refused_before_anything_is_made(workdir, tmp_path):
+def test_a_missing_tool_is_refused_before_anything_is_made(workdir, tmp_path, monkeypatch):
     study = write_study(tmp_path, FAILING.replace('filesystem = "ext4"', 'filesystem = ["ext4", "xfs"]').replace('image_size = "64MiB"', 'image_size = "512MiB"'))
     db = tmp_path / "r.db"
-    env = {**os.environ, "PATH": _path_without("mkfs.xfs", tmp_path / "bin")}
-    result = subprocess.run([sys.executable, "-m", "fslab", "run", str(study), "--db", str(db), "--workdir", str(workdir.root)], capture_output=True, text=True, env=env, timeout=120)
+    monkeypatch.setenv("PATH", _path_without("mkfs.xfs", tmp_path / "bin"))
+    result = fslab_in_process("run", str(study), "--db", str(db), "--workdir", str(workdir.root))  # a refusal: in this process, with that PATH
     assert result.returncode == 2, result.stdout + result.stderr
     message = " ".join(result.stderr.split())
     assert "the study cannot run here; nothing was attached or formatted: target 'xfs': xfs tools: not installed — apt-get install xfsprogs" in message and "Traceback" not in message

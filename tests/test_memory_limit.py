@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import fslab, groups_of, killed_fslab, plant, write_study
+from conftest import fslab, fslab_in_process, groups_of, killed_fslab, plant, write_study
 
 from fslab import cgroups
 from fslab.cgroups import memory_limited
@@ -67,6 +67,7 @@ def test_the_run_records_the_limit_and_the_summary_shows_it(workdir):
 name = "limited"
 repetitions = 1
 image_size = "512MiB"
+image_fill = "sparse"
 
 [[target]]
 filesystem = "ext4"
@@ -87,7 +88,7 @@ memory_limit = "64MiB"
     runs = results.runs(results.study_run()["id"])
     assert [(r["status"], r["memory_limit"]) for r in runs] == [("ok", LIMIT)], [r["error"] for r in runs]
     assert groups_of(workdir.root / "work") == [], "no cgroup left"
-    summary = fslab("summary", "--db", str(db))
+    summary = fslab_in_process("summary", "--db", str(db))
     assert "cached_read (buffered I/O, memory ≤ 64MiB" in summary.stdout, summary.stdout
 
 

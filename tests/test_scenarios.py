@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import replace
 
 import pytest
-from conftest import ran_study, FIXTURES, fslab, write_study
+from conftest import ran_study, FIXTURES, fslab, fslab_in_process, write_study
 from kinds_helpers import read_study, refused
 
 from fslab.model import RawOutput, Workload, unqualified
@@ -23,6 +23,7 @@ AGEING = """\
 name = "ageing"
 repetitions = 1
 image_size = "1GiB"
+image_fill = "sparse"
 
 [[target]]
 filesystem = ["btrfs", "ext4"]
@@ -40,7 +41,9 @@ kind = "scenario"
 scenario = "write-rewrite-read-reread"
 size = "32MiB"
 data = "zeros"
+targets = ["ext4"]
 """
+ONE_SCENARIO = AGEING.split('\n[[workload]]\nname = "iozone"')[0]
 
 
 @pytest.mark.root
@@ -67,7 +70,7 @@ def test_cow_ageing_stores_both_reads_and_both_extent_counts(workdir, tmp_path):
 
 @pytest.mark.root
 def test_snapshots_under_load_takes_and_counts_its_snapshots(workdir, tmp_path):
-    study = AGEING.replace('["btrfs", "ext4"]', '"btrfs"').replace('"cow-ageing"', '"snapshots-under-load"').replace('runtime = "1s"', 'runtime = "1.5s"\nsnapshot_every = "0.4s"')
+    study = ONE_SCENARIO.replace('["btrfs", "ext4"]', '"btrfs"').replace('"cow-ageing"', '"snapshots-under-load"').replace('runtime = "1s"', 'runtime = "1.5s"\nsnapshot_every = "0.4s"')
     db = tmp_path / "r.db"
     result = fslab("run", str(write_study(tmp_path, study)), "--db", str(db), "--workdir", str(workdir.root))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -82,8 +85,8 @@ def test_snapshots_under_load_takes_and_counts_its_snapshots(workdir, tmp_path):
 
 def test_a_snapshot_scenario_on_a_target_without_snapshots_is_refused_before_anything_is_made(workdir, tmp_path):
     study = AGEING.replace('"cow-ageing"', '"snapshots-under-load"')
-    refused(study, r"s.toml:9: workload\[0\]: workload 'ageing' takes snapshots, and target 'ext4' \(ext4\) has none: run it on btrfs or zfs targets")
-    result = fslab("run", str(write_study(tmp_path, study)), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
+    refused(study, r"s.toml:10: workload\[0\]: workload 'ageing' takes snapshots, and target 'ext4' \(ext4\) has none: run it on btrfs or zfs targets")
+    result = fslab_in_process("run", str(write_study(tmp_path, study)), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
     assert result.returncode != 0 and "has none" in result.stderr and not (tmp_path / "r.db").exists()
     assert not list((workdir.root / "images").glob("*")), "no image was made"
 
