@@ -133,6 +133,16 @@ def pg_cluster(needs_root: None) -> Iterator["postgres.Cluster"]:
         yield cluster
 
 
+@pytest.fixture(scope="module")
+def fleet_lab(needs_root: None) -> Iterator["fleet.Lab"]:
+    """Network namespaces on a bridge and a PostgreSQL listening there (tests/fleet.py), shared
+    by a module's fleets: each fleet on it starts on a new database."""
+    import fleet
+
+    with fleet.lab(3) as found:
+        yield found
+
+
 @pytest.fixture
 def workdir(needs_root: None) -> Iterator[Workdir]:
     with fresh_workdir() as wd:
