@@ -133,6 +133,16 @@ def pg_cluster(needs_root: None) -> Iterator["postgres.Cluster"]:
         yield cluster
 
 
+@pytest.fixture(scope="module")
+def fleet_lab(needs_root: None) -> Iterator["fleet.Lab"]:
+    """Network namespaces on a bridge and a PostgreSQL listening there (tests/fleet.py), shared
+    by a module's fleets: each fleet on it starts on a new database."""
+    import fleet
+
+    with fleet.lab(3) as found:
+        yield found
+
+
 @pytest.fixture
 def workdir(needs_root: None) -> Iterator[Workdir]:
     with fresh_workdir() as wd:
@@ -192,11 +202,12 @@ def fslab(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "fslab", *args], capture_output=True, text=True, timeout=timeout)
 
 
-def fslab_in_process(*args: str) -> subprocess.CompletedProcess[str]:
+def fslab_in_process(*args: str, cwd: Path | None = None, env: dict[str, str | None] | None = None) -> subprocess.CompletedProcess[str]:
     """The fslab command run in this process, its output caught as a pipe catches it, its exit
     status as a process's would be: what a command prints and how it ends, without the second a
     Python's start and fslab's imports cost. Through the same `main` (one error family, caught
-    once); the consoles are made for the pipe, whatever this session's own output is."""
+    once); the consoles are made for the pipe, whatever this session's own output is. `cwd`: its
+    working directory (where it writes reports); `env`: variables set for it (None: unset)."""
     from rich.console import Console
 
     from fslab import cli
@@ -204,6 +215,13 @@ def fslab_in_process(*args: str) -> subprocess.CompletedProcess[str]:
 
     out, err = io.StringIO(), io.StringIO()
     with pytest.MonkeyPatch.context() as patch, redirect_stdout(out), redirect_stderr(err):
+        if cwd is not None:
+            patch.chdir(cwd)
+        for name, value in (env or {}).items():
+            if value is None:
+                patch.delenv(name, raising=False)
+            else:
+                patch.setenv(name, value)
         patch.setattr(sys, "argv", ["fslab", *args])
         patch.setattr(sys, "stdin", io.StringIO())  # at its end, as /dev/null is
         patch.setattr(cli, "console", Console(file=out, width=CONSOLE_WIDTH, soft_wrap=True))  # as cli makes it for a pipe

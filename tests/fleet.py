@@ -1,6 +1,8 @@
 """A fleet on one machine for the tests: a PostgreSQL cluster listening on a bridge of the tests'
 own (tests/postgres.py, tests/netns.py) and `fslab worker`s, each in its own network namespace
-with its own work directory, its output kept in a file; every worker stopped when done."""
+with its own work directory, its output kept in a file; every worker stopped when done. A module
+of fleet tests may share one lab (the namespaces and the cluster): each fleet on it then starts
+from a new, empty database."""
 
 from __future__ import annotations
 
@@ -15,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import postgres
-from conftest import fresh_workdir
-from netns import Namespace, network
+from conftest import fresh_workdir, fslab_in_process
+from netns import Namespace, Network, network
 
 from fslab.workdir import Workdir
 
@@ -70,8 +72,14 @@ class Fleet:
         return worker
 
     def fslab(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-        """fslab on this machine (outside the namespaces), on the fleet's database."""
+        """fslab on this machine (outside the namespaces), on the fleet's database, as a process:
+        for a command the docs show as one."""
         return subprocess.run([sys.executable, "-m", "fslab", *args, "--db", self.url], capture_output=True, text=True, timeout=timeout, env=self.env(), cwd=self.directory)
+
+    def fslab_in_process(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """The same command run in this process (conftest.fslab_in_process): where what it queues,
+        prints and stores is tested, not its process (the workers are processes of their own)."""
+        return fslab_in_process(*args, "--db", self.url, cwd=self.directory, env={"PGPASSWORD": postgres.PASSWORD})
 
     def sql(self, statement: str) -> str:
         return self.pg.sql(statement, DATABASE)
@@ -104,11 +112,26 @@ def wait_for(what: str, ready: Callable[[], object], deadline: float = 240) -> o
     raise AssertionError(f"waited {deadline} s for {what}")
 
 
+@dataclass(frozen=True)
+class Lab:
+    """Namespaces on a bridge and a PostgreSQL cluster listening on it, for fleets one after another."""
+
+    net: Network
+    pg: postgres.Cluster
+
+
 @contextmanager
-def fleet(hosts: int, directory: Path) -> Iterator[Fleet]:
+def lab(hosts: int) -> Iterator[Lab]:
+    with network(hosts) as net, postgres.cluster(listen=(net.address,)) as pg:
+        yield Lab(net, pg)
+
+
+@contextmanager
+def fleet(hosts: int | Lab, directory: Path) -> Iterator[Fleet]:
+    """A fleet on `hosts` namespaces of its own, or on a shared lab's (a new database there)."""
     with ExitStack() as undo:
-        net = undo.enter_context(network(hosts))
-        pg = undo.enter_context(postgres.cluster(listen=(net.address,)))
+        shared = hosts if isinstance(hosts, Lab) else undo.enter_context(lab(hosts))
+        net, pg = shared.net, shared.pg
         pg.new_database(DATABASE)
         found = Fleet(pg, net.hosts, directory, undo)
         try:

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import postgres
 import pytest
 from conftest import fresh_workdir, held_by
 from fleet import Worker, fleet
@@ -38,34 +39,8 @@ def registered(f, count: int):
     return lambda: f.sql("SELECT count(*) FROM procrastinate_workers") == str(count) if f.sql("SELECT to_regclass('procrastinate_workers')") else False
 
 
-@pytest.mark.root
-def test_a_study_across_three_workers_and_on_a_label(needs_root, tmp_path):
-    with fleet(3, tmp_path) as f:
-        for i, labels in enumerate(["ssd,nvme", "ssd", "hdd"]):
-            f.start(i, f"host{i}", "--labels", labels)
-        f.wait("three workers", registered(f, 3))
-        done = f.fslab("run", study_file(tmp_path), "--on", "all")
-        assert done.returncode == 0, done.stdout + done.stderr
-        first = int(f.sql("SELECT max(id) FROM study_runs"))
-        assert stored(f, first) == [(f"host{i}", "ext4", "seq_write", str(r), "1") for i in range(3) for r in (1, 2)], "every run once, each host's named by host"
-        assert status_of(f, first) == "finished" and "seq_write" in done.stdout and "ext4" in done.stdout, "then the summary, as fslab run prints it"
-        assert f.sql(f"SELECT string_agg(name, ',' ORDER BY name) FROM hosts WHERE study_run_id = {first}") == "host0,host1,host2"
-
-        detached = f.fslab("run", study_file(tmp_path), "--on", "label:ssd", "--detach")
-        assert detached.returncode == 0, detached.stderr
-        second = int(detached.stdout.strip())
-        assert second == first + 1
-        f.wait("the labelled hosts' units done", lambda: status_of(f, second) == "finished")
-        assert [row[0] for row in stored(f, second)] == ["host0", "host0", "host1", "host1"], "only the hosts labelled ssd"
-        shown = f.fslab("status", str(second))
-        assert shown.returncode == 0, shown.stderr
-        assert re.search(r"host0\s+done\s+2\s+2", shown.stdout) and re.search(r"host1\s+done\s+2\s+2", shown.stdout) and "host2" not in shown.stdout, shown.stdout
-        assert [f.stop(w) for w in f.workers] == [128 + signal.SIGTERM] * 3
-        assert f.pg.url(password=True).split("@")[0].split(":")[-1] not in "".join(w.output() for w in f.workers) + done.stdout + done.stderr
-
-
 def dispatched(f, tmp_path, on: str, repetitions: int) -> int:
-    queued = f.fslab("run", study_file(tmp_path, repetitions), "--on", on, "--detach")
+    queued = f.fslab_in_process("run", study_file(tmp_path, repetitions), "--on", on, "--detach")
     assert queued.returncode == 0, queued.stderr
     return int(queued.stdout.strip())
 
@@ -78,59 +53,60 @@ def under_way(f, study_run_id: int, run: str):
     return lambda: f.sql(f"SELECT current FROM fleet_units WHERE study_run_id = {study_run_id}").endswith(run)
 
 
-def mid_run(f, tmp_path):
-    """One worker "h", a study run of 3 runs on it, waited for until its first run is stored and
-    its second under way: the worker and the study run's id."""
+def mid_run(f, tmp_path, runs: int):
+    """One worker "h", a study run of `runs` runs on it, waited for until its first run is stored
+    and its second under way: the worker and the study run's id."""
     worker = f.start(0, "h")
     f.wait("the worker", registered(f, 1))
-    study_run_id = dispatched(f, tmp_path, "h", 3)
+    study_run_id = dispatched(f, tmp_path, "h", runs)
     f.wait("a run stored, the next under way", lambda: runs_of(f, study_run_id) == 1 and under_way(f, study_run_id, "run 2")())
     return worker, study_run_id
 
 
 @pytest.mark.root
-def test_a_worker_killed_mid_run_has_its_unit_taken_again_and_every_run_stored_once(needs_root, tmp_path):
-    with fleet(1, tmp_path) as f:
-        first, study_run_id = mid_run(f, tmp_path)
+def test_a_worker_killed_mid_run_has_its_unit_taken_again_and_every_run_stored_once(fleet_lab, tmp_path):
+    with fleet(fleet_lab, tmp_path) as f:
+        first, study_run_id = mid_run(f, tmp_path, 2)
         first.stopped = True
         first.process.kill()  # kill -9: no clean-up, its heartbeat stops
         first.process.wait(timeout=60)
         assert f.sql("SELECT status FROM procrastinate_jobs") == "doing", "its unit still looks taken"
         again = f.start(0, "h", workdir=first.workdir)  # the host's next worker, on its work directory
         f.wait("the study run finished", lambda: status_of(f, study_run_id) == "finished")
-        assert stored(f, study_run_id) == [("h", "ext4", "seq_write", str(r), "1") for r in (1, 2, 3)], "every planned run stored exactly once"
+        assert stored(f, study_run_id) == [("h", "ext4", "seq_write", str(r), "1") for r in (1, 2)], "every planned run stored exactly once"
         assert "queued again" in again.output() and "left by an interrupted fslab" in again.output(), again.output()
         assert f.sql("SELECT status, attempts FROM procrastinate_jobs") == "succeeded|2", "taken twice, succeeded once"
         assert f.stop(again) == 128 + signal.SIGTERM
 
 
 @pytest.mark.root
-def test_two_workers_of_one_name_race_for_one_unit_and_one_runs_it(needs_root, tmp_path):
-    with fleet(2, tmp_path) as f:
+def test_two_workers_of_one_name_race_for_one_unit_and_one_runs_it(fleet_lab, tmp_path):
+    with fleet(fleet_lab, tmp_path) as f:
         twins = [f.start(i, "twin") for i in range(2)]
         f.wait("both workers", registered(f, 2))
-        study_run_id = dispatched(f, tmp_path, "twin", 2)
+        study_run_id = dispatched(f, tmp_path, "twin", 1)
         f.wait("the study run finished", lambda: status_of(f, study_run_id) == "finished")
-        assert stored(f, study_run_id) == [("twin", "ext4", "seq_write", str(r), "1") for r in (1, 2)]
+        assert stored(f, study_run_id) == [("twin", "ext4", "seq_write", "1", "1")]
         took = [w.output().count("took unit") for w in twins]
         assert sorted(took) == [0, 1], [w.output() for w in twins]
         assert [f.stop(w) for w in twins] == [128 + signal.SIGTERM] * 2
 
 
 @pytest.mark.root
-def test_the_database_connection_cut_mid_run_loses_nothing(needs_root, tmp_path):
-    with fleet(1, tmp_path) as f:
+def test_the_database_connection_cut_mid_run_loses_nothing(fleet_lab, tmp_path):
+    with fleet(fleet_lab, tmp_path) as f:
         worker = f.start(0, "h")
         f.wait("the worker", registered(f, 1))
         study_run_id = dispatched(f, tmp_path, "h", 3)
         f.wait("a run stored, the next under way", lambda: runs_of(f, study_run_id) == 1 and under_way(f, study_run_id, "run 2")())
-        # Cut every connection and keep the database closed until the worker has had a run to store meanwhile.
+        # Cut the worker's connections and keep the database closed until it has had a run to store meanwhile.
         f.pg.sql("ALTER DATABASE fleet ALLOW_CONNECTIONS false")
-        assert int(f.pg.sql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = 'fleet'")) > 0
+        cut = f"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = 'fleet' AND client_addr = '{f.hosts[0].address}'"
+        assert int(f.pg.sql(cut)) > 0
         f.wait("a run to store while the database is closed", lambda: "database connection lost" in worker.output())
         f.pg.sql("ALTER DATABASE fleet ALLOW_CONNECTIONS true")
         f.wait("a second cut", lambda: under_way(f, study_run_id, "run 3")())
-        assert int(f.pg.sql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = 'fleet'")) > 0
+        assert int(f.pg.sql(cut)) > 0
         f.wait("the study run finished", lambda: status_of(f, study_run_id) == "finished")
         assert stored(f, study_run_id) == [("h", "ext4", "seq_write", str(r), "1") for r in (1, 2, 3)], "nothing lost, nothing twice"
         assert worker.process.poll() is None, "the worker carried on"
@@ -138,9 +114,9 @@ def test_the_database_connection_cut_mid_run_loses_nothing(needs_root, tmp_path)
 
 
 @pytest.mark.root
-def test_ctrl_c_on_a_worker_releases_the_run_and_gives_its_unit_back(needs_root, tmp_path):
-    with fleet(1, tmp_path) as f:
-        first, study_run_id = mid_run(f, tmp_path)
+def test_ctrl_c_on_a_worker_releases_the_run_and_gives_its_unit_back(fleet_lab, tmp_path):
+    with fleet(fleet_lab, tmp_path) as f:
+        first, study_run_id = mid_run(f, tmp_path, 2)
         first.stopped = True
         first.process.send_signal(signal.SIGINT)
         assert first.process.wait(timeout=120) == 130, first.output()
@@ -149,7 +125,7 @@ def test_ctrl_c_on_a_worker_releases_the_run_and_gives_its_unit_back(needs_root,
         assert "worker stopped" in first.output() and held_by(first.workdir.root) == [], "nothing left attached or mounted"
         again = f.start(0, "h", workdir=first.workdir)
         f.wait("the study run finished", lambda: status_of(f, study_run_id) == "finished")
-        assert stored(f, study_run_id) == [("h", "ext4", "seq_write", str(r), "1") for r in (1, 2, 3)]
+        assert stored(f, study_run_id) == [("h", "ext4", "seq_write", str(r), "1") for r in (1, 2)]
         assert "left by an interrupted fslab" not in again.output(), "the first released all it held"
         assert f.stop(again) == 128 + signal.SIGTERM
 
@@ -176,24 +152,29 @@ def readme_fleet_commands() -> list[list[str]]:
 
 
 @pytest.mark.root
-def test_the_readme_fleet_commands_run_as_written_on_two_workers(needs_root, tmp_path):
+def test_the_readme_fleet_commands_run_as_written_then_a_study_across_three_workers_and_on_a_label(fleet_lab, tmp_path):
     """The README's fleet, as written but for the database's address: its URL comes as FSLAB_DB
     (the password by PGPASSWORD, as it advises); each worker line on its own host (a namespace,
     its own work directory); the rest here. Also issue 22's check: the quick study on two workers,
-    every run stored once, a report with a chart per host."""
+    every run stored once, a report with a chart per host. Then a third host (labelled hdd) joins
+    the README's two (both labelled ssd): a study across the three workers, and one on label:ssd."""
     commands = readme_fleet_commands()
     assert commands[0][0] == "export" and commands[0][1].startswith("FSLAB_DB=postgresql://")
     workers = [c for c in commands if c[:2] == ["fslab", "worker"]]
     rest = [c for c in commands[1:] if c[:2] != ["fslab", "worker"]]
     assert len(workers) == 2 and [c[1] for c in rest] == ["run", "report", "history"]
-    with fleet(2, tmp_path) as f:
+    with fleet(fleet_lab, tmp_path) as f:
         env = f.env() | {"FSLAB_DB": f.url}
-        for index, argv in enumerate(workers):
+
+        def start(index: int, argv: list[str]) -> None:  # as the README starts a worker: its heartbeat lapse the default
             workdir = f.undo.enter_context(fresh_workdir())
             log = tmp_path / f"{argv[3]}.log"
             with log.open("w") as out:
                 process = f.hosts[index].popen([sys.executable, "-m", *argv], stdout=out, stderr=subprocess.STDOUT, env=env | {"FSLAB_WORKDIR": str(workdir.root)})
             f.workers.append(Worker(argv[3], process, log, workdir))
+
+        for index, argv in enumerate(workers):
+            start(index, argv)
         f.wait("two workers", registered(f, 2))
         done = {c[1]: subprocess.run([sys.executable, "-m", *c], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900) for c in rest}
         for command, result in done.items():
@@ -206,8 +187,26 @@ def test_the_readme_fleet_commands_run_as_written_on_two_workers(needs_root, tmp
         assert "<h3>Hosts</h3>" in page and "chart-seq_read-read_iops-nvme-box" in page and "chart-seq_read-read_iops-sata-box" in page, "a chart per host"
         assert "ext4 @ nvme-box" in page and "ext4 @ sata-box" in page, "each host's cells"
         assert "rand_read · ext4 · read IOPS — host nvme-box" in done["history"].stdout and "— host sata-box" in done["history"].stdout
-        for w in f.workers:
-            f.stop(w)
+
+        start(2, ["fslab", "worker", "--name", "hdd-box", "--labels", "hdd"])  # as the others (one lapse: none prunes another)
+        f.wait("three workers", registered(f, 3))
+        across = f.fslab_in_process("run", study_file(tmp_path, 1), "--on", "all")
+        assert across.returncode == 0, across.stdout + across.stderr
+        first = int(f.sql("SELECT max(id) FROM study_runs"))
+        assert stored(f, first) == [(host, "ext4", "seq_write", "1", "1") for host in ("hdd-box", "nvme-box", "sata-box")], "every run once, each host's named by host"
+        assert status_of(f, first) == "finished" and "seq_write" in across.stdout and "ext4" in across.stdout, "then the summary, as fslab run prints it"
+        assert f.sql(f"SELECT string_agg(name, ',' ORDER BY name) FROM hosts WHERE study_run_id = {first}") == "hdd-box,nvme-box,sata-box"
+
+        second = dispatched(f, tmp_path, "label:ssd", 1)
+        assert second == first + 1
+        f.wait("the labelled hosts' units done", lambda: status_of(f, second) == "finished")
+        assert [row[0] for row in stored(f, second)] == ["nvme-box", "sata-box"], "only the hosts labelled ssd"
+        shown = f.fslab_in_process("status", str(second))
+        assert shown.returncode == 0, shown.stderr
+        assert re.search(r"nvme-box\s+done\s+1\s+1", shown.stdout) and re.search(r"sata-box\s+done\s+1\s+1", shown.stdout) and "hdd-box" not in shown.stdout, shown.stdout
+        assert [f.stop(w) for w in f.workers] == [128 + signal.SIGTERM] * 3
+        said = "".join(w.output() for w in f.workers) + "".join(r.stdout + r.stderr for r in (*done.values(), across, shown))
+        assert postgres.PASSWORD not in said
 
 
 TWO_EXT4 = EXT4 + '\n[[target]]\nname = "ext4-b"\nfilesystem = "ext4"\n'
@@ -216,14 +215,14 @@ TWO_EXT4 = EXT4 + '\n[[target]]\nname = "ext4-b"\nfilesystem = "ext4"\n'
 def spread_on(f, tmp_path, targets: str, repetitions: int) -> int:
     path = tmp_path / "spread.toml"
     path.write_text(short_study("spread", targets, repetitions))
-    queued = f.fslab("run", str(path), "--on", "a,b", "--spread", "--detach")
+    queued = f.fslab_in_process("run", str(path), "--on", "a,b", "--spread", "--detach")
     assert queued.returncode == 0, queued.stderr
     return int(queued.stdout.strip())
 
 
 @pytest.mark.root
-def test_a_spread_study_run_divides_its_runs_between_two_workers_and_its_summary_pools_them(needs_root, tmp_path):
-    with fleet(2, tmp_path) as f:
+def test_a_spread_study_run_divides_its_runs_between_two_workers_and_its_summary_pools_them(fleet_lab, tmp_path):
+    with fleet(fleet_lab, tmp_path) as f:
         workers = [f.start(i, name) for i, name in enumerate("ab")]
         f.wait("both workers", registered(f, 2))
         study_run_id = spread_on(f, tmp_path, EXT4, 4)
@@ -233,7 +232,7 @@ def test_a_spread_study_run_divides_its_runs_between_two_workers_and_its_summary
         assert {h for h, *_ in found} == {"a", "b"}, "both hosts ran some"
         assert f.sql(f"SELECT count(*) FROM fleet_blocks WHERE study_run_id = {study_run_id} AND host IS NOT NULL AND claimed_at <= started_at AND started_at <= finished_at") == "4"
         assert f.sql(f"SELECT count(*) FROM fleet_units WHERE study_run_id = {study_run_id} AND queued_at <= claimed_at AND claimed_at <= started_at") == "2", "the queue's own time, per unit"
-        summary = f.fslab("summary", str(study_run_id))
+        summary = f.fslab_in_process("summary", str(study_run_id))
         assert summary.returncode == 0, summary.stderr
         method = " ".join(summary.stdout.split())
         assert "2 hosts pooled (a, b; the study run was spread over them" in method and "@ a" not in summary.stdout, summary.stdout
@@ -241,8 +240,8 @@ def test_a_spread_study_run_divides_its_runs_between_two_workers_and_its_summary
 
 
 @pytest.mark.root
-def test_a_worker_killed_during_a_spread_study_run_has_its_block_taken_by_the_other(needs_root, tmp_path):
-    with fleet(2, tmp_path) as f:
+def test_a_worker_killed_during_a_spread_study_run_has_its_block_taken_by_the_other(fleet_lab, tmp_path):
+    with fleet(fleet_lab, tmp_path) as f:
         doomed, other = f.start(0, "a"), f.start(1, "b")
         f.wait("both workers", registered(f, 2))
         study_run_id = spread_on(f, tmp_path, TWO_EXT4, 4)

@@ -60,9 +60,9 @@ def documented_commands(lab_prefix: str) -> list[list[str]]:
 
 
 @pytest.mark.root
-def test_a_study_on_one_host_drives_the_fio_servers_of_its_clients_workers_as_documented(needs_root, tmp_path):
+def test_a_study_on_one_host_drives_the_fio_servers_of_its_clients_workers_as_documented(fleet_lab, tmp_path):
     before = fio_servers()
-    with fleet(3, tmp_path) as f:
+    with fleet(fleet_lab, tmp_path) as f:
         prefix = f.hosts[0].address.rsplit(".", 1)[0] + "."
         *workers, run = documented_commands(prefix)
         assert [w[:4] for w in workers] == [["fslab", "worker", "--name", n] for n in ("host-a", "host-b", "driver")] and run[:2] == ["fslab", "run"]
@@ -102,12 +102,12 @@ def test_a_study_on_one_host_drives_the_fio_servers_of_its_clients_workers_as_do
 
 
 @pytest.mark.root
-def test_a_client_without_a_worker_or_without_fio_fails_its_run_naming_it_and_what_to_do(needs_root, tmp_path):
-    with fleet(2, tmp_path) as f:
+def test_a_client_without_a_worker_or_without_fio_fails_its_run_naming_it_and_what_to_do(fleet_lab, tmp_path):
+    with fleet(fleet_lab, tmp_path) as f:
         f.start(0, "x")
         f.start(1, "a")  # no --fio-address
         f.wait("two workers", registered(f, 2))
-        done = f.fslab("run", study_file(tmp_path, 1, no_fio=["a"], no_worker=["c"]), "--on", "x")
+        done = f.fslab_in_process("run", study_file(tmp_path, 1, no_fio=["a"], no_worker=["c"]), "--on", "x")
         assert done.returncode == 1 and "2 run(s) failed" in done.stdout, done.stdout + done.stderr
         study_run_id = int(f.sql("SELECT max(id) FROM study_runs"))
         failed = dict(line.split("|", 2)[::2] for line in f.sql(f"SELECT workload, status, error FROM runs WHERE study_run_id = {study_run_id}").splitlines())

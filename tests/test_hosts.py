@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import math
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import fslab_in_process
 from synthetic import SyntheticHost, stored_study
 
 from fslab.analysis import host_blocks
@@ -133,21 +132,18 @@ def test_compare_two_fleet_study_runs_per_host(tmp_path: Path) -> None:
     assert verdicts == {"ext4 @ host-a": "no detectable difference", "xfs @ host-a": "no detectable difference", "ext4 @ host-b": "slower", "xfs @ host-b": "slower"}
 
 
-def fslab(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fslab", *args], capture_output=True, text=True, timeout=120)
-
-
 def test_cli_compare_hosts_and_pooled_summary(fleet: tuple[ResultsDB, int], tmp_path: Path) -> None:
+    """The commands in this process: what they print and how they end."""
     db, study_run_id = fleet
-    shown = fslab("compare", str(study_run_id), "--hosts", "host-a", "host-b", "--db", str(tmp_path / "fslab.db"))
+    shown = fslab_in_process("compare", str(study_run_id), "--hosts", "host-a", "host-b", "--db", str(tmp_path / "fslab.db"))
     assert shown.returncode == 0, shown.stdout + shown.stderr
     assert "host host-b against host host-a" in shown.stdout and "host-b / host-a" in shown.stdout and "faster" in shown.stdout
     assert "machine_id" in shown.stdout, "what differs between the hosts' facts"
-    regressed = fslab("compare", str(study_run_id), "--hosts", "host-b", "host-a", "--db", str(tmp_path / "fslab.db"))
+    regressed = fslab_in_process("compare", str(study_run_id), "--hosts", "host-b", "host-a", "--db", str(tmp_path / "fslab.db"))
     assert regressed.returncode == 1 and "regression" in regressed.stdout
-    refused = fslab("compare", str(study_run_id), "--db", str(tmp_path / "fslab.db"))
+    refused = fslab_in_process("compare", str(study_run_id), "--db", str(tmp_path / "fslab.db"))
     assert refused.returncode != 0 and "Traceback" not in refused.stderr and "--hosts" in refused.stderr
-    pooled = fslab("summary", str(study_run_id), "--pool-hosts", "--db", str(tmp_path / "fslab.db"))
+    pooled = fslab_in_process("summary", str(study_run_id), "--pool-hosts", "--db", str(tmp_path / "fslab.db"))
     assert pooled.returncode == 0 and "2 hosts pooled" in pooled.stdout and "@ host-a" not in pooled.stdout
 
 

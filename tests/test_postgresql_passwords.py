@@ -1,18 +1,19 @@
 """The server's password as libpq's users give it — PGPASSWORD, ~/.pgpass, a service file
 (PGSERVICEFILE, `postgresql:///?service=NAME`) — each tried for real through the `fslab` command
-on the tests' PostgreSQL (tests/postgres.py); and a wrong or missing one refused in a message
-that names the database without its password."""
+(run in this process, in the environment a user's process would have: libpq reads it as it
+connects) on the tests' PostgreSQL (tests/postgres.py); and a wrong or missing one refused in a
+message that names the database without its password."""
 
 from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import postgres
 import pytest
 import sqlalchemy as sa
+from conftest import fslab_in_process
 from synthetic import stored_study
 
 from fslab.environment import host
@@ -31,8 +32,8 @@ def team_database(pg_cluster, tmp_path_factory):
 
 def history(db: str, home: Path, **env: str) -> subprocess.CompletedProcess[str]:
     """`fslab history --db DB` as a user with HOME `home` and only these of libpq's variables."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("PG") and k != "FSLAB_DB"}
-    return subprocess.run([sys.executable, "-m", "fslab", "history", "--db", db], capture_output=True, text=True, timeout=120, cwd=home, env={**clean, "HOME": str(home), **env})
+    unset = dict.fromkeys([k for k in os.environ if k.startswith("PG")] + ["FSLAB_DB"])
+    return fslab_in_process("history", "--db", db, cwd=home, env={**unset, "HOME": str(home), **env})
 
 
 def test_without_a_password_the_server_refuses_and_fslab_says_so(team_database, tmp_path):
