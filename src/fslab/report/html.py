@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -249,19 +248,33 @@ def vega_bundle_meanwhile() -> Iterator[Callable[[], str]]:
     """vl-convert's bundle (_vega_bundle) made in a process of its own while the caller builds the
     page, given by the function yielded: it takes a second, holding the interpreter throughout,
     which a second CPU can spend instead. The process is forked before the bundle is asked for:
-    it inherits nothing running."""
+    it inherits nothing running. A process that has made it once (a second page) keeps it."""
+    if _MADE:
+        yield lambda: _MADE[0]
+        return
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork")) as pool:
         made = pool.submit(_vega_bundle)
-        yield made.result
+
+        def kept() -> str:
+            if not _MADE:
+                _MADE.append(made.result())
+            return _MADE[0]
+
+        yield kept
 
 
-@cache
+_MADE: list[str] = []  # the bundle, once this process has it (from its own call or the forked one's)
+
+
 def _vega_bundle() -> str:
     """vega, vega-lite and vega-embed as one script (vl-convert's own bundle), once per process.
     It goes inside a <script> element, which nothing may close early."""
+    if _MADE:
+        return _MADE[0]
     bundle = vl_convert.javascript_bundle(vl_version=vega_lite())
     if re.search(r"</script|<!--", bundle, re.IGNORECASE):
         raise ReportError(f"vl-convert-python {vl_convert.__version__}'s JavaScript bundle holds '</script' or '<!--' and cannot be inlined; report this to fslab")
+    _MADE.append(bundle)
     return bundle
 
 
