@@ -272,11 +272,16 @@ def _state(pid: int) -> str:
     return fields[0] if fields else "X"
 
 
+# A tool that prints its version for longer than this has hung. Generous: under software
+# emulation on a busy host (a QEMU guest without KVM), fio took over 10 s to say its version.
+VERSION_SECONDS = 60
+
+
 def tool_version(argv: Sequence[str]) -> str | None:
     """The first line a tool prints about its version, or None when it is not installed."""
     if shutil.which(argv[0]) is None:
         return None
-    proc = run(argv, check=False, timeout=10)
+    proc = run(argv, check=False, timeout=VERSION_SECONDS)
     text = (proc.stdout or proc.stderr).strip()
     return text.splitlines()[0] if proc.returncode == 0 and text else None
 
