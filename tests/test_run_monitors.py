@@ -123,7 +123,10 @@ def test_a_run_stores_cpu_traffic_and_write_amplification_and_the_summary_shows_
     for name in ("host_cpu_busy_pct", "host_cpu_busy_peak_pct", "host_cpu_user_pct", "host_cpu_system_pct", "host_cpu_iowait_pct"):
         assert 0 <= ext4[name] <= 100, name
     assert ext4["host_cpu_busy_peak_pct"] >= ext4["host_cpu_busy_pct"]
-    assert ext4["device_written_bytes"] >= ext4["write_bytes"] * 0.98, "every byte fio wrote directly reached the device"
+    # Direct I/O: what fio wrote reached the device within the window. The window's edges are
+    # known to tens of milliseconds on a busy machine: at load 5 it counted 87 % of a 1 s run's
+    # bytes (a count of another device, or none, reads near 0).
+    assert ext4["device_written_bytes"] >= ext4["write_bytes"] * 0.8, "every byte fio wrote directly reached the device"
     assert ext4["write_amplification"] == pytest.approx(ext4["device_written_bytes"] / ext4["write_bytes"])
     assert ext4["space_used_bytes"] >= 32 * MiB and 32 * MiB <= ext4["space_grown_bytes"] <= ext4["space_used_bytes"], "fio's file written within the window"
     assert "compression_ratio" not in ext4, "ext4 does not compress"
