@@ -111,9 +111,10 @@ def test_a_raw_targets_direct_write_with_a_ramp_writes_once_over_fios_own_interv
     raw = stored(results, study_run, "raw")
     assert raw["write_bytes"] > 0
     # Counting the 500 ms ramp too would read 1.25 (it writes as fast as the 2 s after it); where
-    # the window starts is known to tens of milliseconds on a busy machine, a few percent of 2 s.
-    assert raw["write_amplification"] == pytest.approx(1.0, abs=0.05), "the ramp's bytes counted by the devices alone"
-    assert raw["device_written_bytes"] == pytest.approx(raw["write_bytes"], rel=0.05)
+    # the window starts is known to tens of milliseconds on a busy machine, up to ~7 % of 2 s
+    # (1.067 seen beside a CPU hog): 12 % still tells the two apart.
+    assert raw["write_amplification"] == pytest.approx(1.0, abs=0.12), "the ramp's bytes counted by the devices alone"
+    assert raw["device_written_bytes"] == pytest.approx(raw["write_bytes"], rel=0.12)
 
 
 @pytest.mark.root
