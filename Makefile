@@ -29,10 +29,12 @@ system-packages:
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
+# --no-compile: pip would byte-compile every module of every package (half the set-up's time);
+# Python compiles what is imported, once, when it is first imported.
 $(STAMP): pyproject.toml
 	test -x $(PYTHON) || python3 -m venv $(VENV)
 	$(PYTHON) -m pip install -q --upgrade pip
-	$(PYTHON) -m pip install -q -e '.[test]'
+	$(PYTHON) -m pip install -q --no-compile -e '.[test]'
 	rm -f $(VENV)/.installed-* && touch $@
 
 demo: setup
