@@ -59,14 +59,13 @@ class Fleet:
     def env(self) -> dict[str, str]:
         return {**os.environ, "PGPASSWORD": postgres.PASSWORD}
 
-    def start(self, index: int, name: str, *args: str, workdir: Workdir | None = None, shared_mounts: bool = False) -> Worker:
-        """A worker named `name` in namespace `index` (its own work directory unless given one);
-        `shared_mounts`: what it mounts, the other workers started so see (netns.Namespace.command)."""
+    def start(self, index: int, name: str, *args: str, workdir: Workdir | None = None) -> Worker:
+        """A worker named `name` in namespace `index` (its own work directory unless given one)."""
         workdir = workdir or self.undo.enter_context(fresh_workdir())
         log = self.directory / f"{name}-{len(self.workers)}.log"
         with log.open("w") as out:
             argv = [sys.executable, "-m", "fslab", "worker", "--db", self.url, "--name", name, "--workdir", str(workdir.root), "--heartbeat-lapse", LAPSE, *args]
-            process = self.hosts[index].popen(argv, stdout=out, stderr=subprocess.STDOUT, env=self.env(), shared_mounts=shared_mounts)
+            process = self.hosts[index].popen(argv, stdout=out, stderr=subprocess.STDOUT, env=self.env())
         worker = Worker(name, process, log, workdir)
         self.workers.append(worker)
         return worker

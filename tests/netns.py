@@ -22,19 +22,18 @@ class Namespace:
     name: str  # as `ip netns` knows it
     address: str  # its own, on the bridge's subnet
 
-    def command(self, argv: Sequence[str], *, shared_mounts: bool = False) -> list[str]:
-        """`argv`, to run inside this namespace. `ip netns exec` gives each command mounts of its
-        own (what it mounts, no other process sees); `shared_mounts`: this machine's own mount
-        namespace, where what one host mounts every other sees (a shared filesystem)."""
-        if shared_mounts:
-            return ["nsenter", f"--net=/run/netns/{self.name}", *argv]
-        return ["ip", "netns", "exec", self.name, *argv]
+    def command(self, argv: Sequence[str]) -> list[str]:
+        """`argv`, to run inside this namespace's network, in this machine's own mounts. Not `ip
+        netns exec`: it gives each command a mount namespace of its own, a private copy of every
+        mount of that moment — another test's filesystem among them, whose loop device then stays
+        busy after that test unmounts it, for as long as the command lives."""
+        return ["nsenter", f"--net=/run/netns/{self.name}", *argv]
 
     def run(self, argv: Sequence[str], **kwargs) -> subprocess.CompletedProcess:  # noqa: ANN003
         return subprocess.run(self.command(argv), **{"capture_output": True, "text": True, **kwargs})
 
-    def popen(self, argv: Sequence[str], *, shared_mounts: bool = False, **kwargs) -> subprocess.Popen:  # noqa: ANN003
-        return subprocess.Popen(self.command(argv, shared_mounts=shared_mounts), **kwargs)
+    def popen(self, argv: Sequence[str], **kwargs) -> subprocess.Popen:  # noqa: ANN003
+        return subprocess.Popen(self.command(argv), **kwargs)
 
 
 @dataclass(frozen=True)

@@ -66,11 +66,11 @@ def test_a_study_on_one_host_drives_the_fio_servers_of_its_clients_workers_as_do
         prefix = f.hosts[0].address.rsplit(".", 1)[0] + "."
         *workers, run = documented_commands(prefix)
         assert [w[:4] for w in workers] == [["fslab", "worker", "--name", n] for n in ("host-a", "host-b", "driver")] and run[:2] == ["fslab", "run"]
-        # host-a and host-b in the namespaces of the addresses they name (.2, .3), the driver in the third; the
-        # driver mounts the target in this machine's own mount namespace: the clients see it, as a shared filesystem
+        # host-a and host-b in the namespaces of the addresses they name (.2, .3), the driver in the third; all
+        # in this machine's own mounts: what the driver mounts the clients see, as a shared filesystem
         assert [f.hosts[i].address for i in (0, 1)] == [f"{prefix}2", f"{prefix}3"]
-        clients = [f.start(i, argv[3], *argv[4:], shared_mounts=True) for i, argv in enumerate(workers[:2])]
-        f.start(2, "driver", *workers[2][4:], shared_mounts=True)
+        clients = [f.start(i, argv[3], *argv[4:]) for i, argv in enumerate(workers[:2])]
+        f.start(2, "driver", *workers[2][4:])
         f.wait("three workers", registered(f, 3))
         assert f.sql("SELECT string_agg(name || '=' || coalesce(fio_address, '-'), ',' ORDER BY name) FROM fleet_workers") == f"driver=-,host-a={prefix}2:8765,host-b={prefix}3:8765"
         assert fio_servers() == before, "no fio server while no study run needs one"

@@ -43,3 +43,25 @@ def test_namespaces_reach_each_other_and_the_bridge_and_no_other_address(needs_r
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     assert not [n for n in names if n in listed] and net.bridge not in links, "namespaces, veth pairs and bridge removed"
+
+
+@pytest.mark.root
+def test_a_namespaces_process_holds_no_copy_of_a_mount_this_machine_then_unmounts(needs_root, tmp_path):
+    """A host's process lives in this machine's mounts: a private copy of them (`ip netns exec`)
+    would keep another test's filesystem mounted there, its loop device busy, after that test
+    unmounted it."""
+    mounted = tmp_path / "mnt"
+    mounted.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "fslab-netns-test", str(mounted)], check=True)
+    try:
+        with network(1) as net:
+            sleeper = net.hosts[0].popen(["sleep", "60"])
+            try:
+                subprocess.run(["umount", str(mounted)], check=True)
+                seen = f"/proc/{sleeper.pid}/mountinfo"
+                assert "fslab-netns-test" not in open(seen).read(), "the mount gone for the namespace's process too"
+            finally:
+                sleeper.kill()
+                sleeper.wait()
+    finally:
+        subprocess.run(["umount", str(mounted)], capture_output=True)
