@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -278,9 +279,22 @@ VERSION_SECONDS = 60
 
 
 def tool_version(argv: Sequence[str]) -> str | None:
-    """The first line a tool prints about its version, or None when it is not installed."""
-    if shutil.which(argv[0]) is None:
+    """The first line a tool prints about its version, or None when it is not installed. Asked
+    once a process for each executable: a study run asks of each tool several times (checks,
+    support, the environment); an executable replaced meanwhile (an upgrade under a long-lived
+    worker) is another file, asked anew."""
+    found = shutil.which(argv[0])
+    if found is None:
         return None
+    try:
+        executable = os.stat(found)
+    except OSError:
+        return None
+    return _version_of(tuple(argv), (executable.st_dev, executable.st_ino, executable.st_mtime_ns))
+
+
+@functools.cache
+def _version_of(argv: tuple[str, ...], executable: tuple[int, int, int]) -> str | None:
     proc = run(argv, check=False, timeout=VERSION_SECONDS)
     text = (proc.stdout or proc.stderr).strip()
     return text.splitlines()[0] if proc.returncode == 0 and text else None
