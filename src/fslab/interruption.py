@@ -4,8 +4,13 @@ what it holds, whatever it is doing when the signal comes."""
 from __future__ import annotations
 
 import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 _received: list[int] = []  # the signals received, for what an interruption cannot be lost to
+_releasing = [0]  # how deep inside `releasing` blocks the main thread is
+_held_back: list[int] = []  # signals received inside one, acted on when it ends
 
 
 def interrupt_on_signals() -> None:
@@ -18,7 +23,31 @@ def interrupt_on_signals() -> None:
 
 def _interrupt(signum: int, frame: object) -> None:
     _received.append(signum)
+    if _releasing[0]:
+        _held_back.append(signum)
+        return
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextmanager
+def releasing() -> Iterator[None]:
+    """A block that releases something and records it (journal.holding): a signal that comes
+    meanwhile is acted on when the block has ended, not halfway through it — else the release
+    is done and never recorded, and the next fslab finds it "left by an interrupted fslab".
+    (Signals reach the main thread alone: another thread's block holds none back.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _releasing[0] += 1
+    try:
+        yield
+    finally:
+        _releasing[0] -= 1
+        held_back = list(_held_back) if not _releasing[0] else []
+        if held_back:
+            _held_back.clear()  # an error leaving the block instead: _received keeps the signal (raise_if_interrupted)
+    if held_back:
+        raise KeyboardInterrupt(f"signal {held_back[0]}")
 
 
 def raise_if_interrupted() -> None:

@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from fslab.errors import Refused
 from fslab.guard.identity import open_own
+from fslab.interruption import releasing
 from fslab.registry import Registry
 
 
@@ -130,15 +131,16 @@ class Journal:
             failed = True
             raise
         finally:
-            try:
-                if held.proof or release_unproven:
-                    RELEASERS[kind](Entry(kind, ident, held.proof), self.workdir)
-            except Refused:
-                if not failed:
-                    raise
-                # making it failed, and what is there is not what fslab made: left alone, and
-                # the error that stopped the making says what happened
-            self._append("release", kind, ident)
+            with releasing():
+                try:
+                    if held.proof or release_unproven:
+                        RELEASERS[kind](Entry(kind, ident, held.proof), self.workdir)
+                except Refused:
+                    if not failed:
+                        raise
+                    # making it failed, and what is there is not what fslab made: left alone, and
+                    # the error that stopped the making says what happened
+                self._append("release", kind, ident)
 
     def read(self) -> tuple[list[Entry], list[str]]:
         """Resources acquired and never released, newest first (the order to release them in),

@@ -1,0 +1,51 @@
+"""Ctrl-C or `kill` while fslab releases what it holds: the release is finished and recorded in
+the journal, and then fslab is interrupted (so the next fslab finds nothing "left by an
+interrupted fslab")."""
+
+import os
+import signal
+import time
+
+import pytest
+
+from fslab import interruption
+from fslab.journal import RELEASERS
+from fslab.workdir import Workdir
+
+KIND = "test-released-under-a-signal"
+
+
+@pytest.fixture
+def signals_interrupt():
+    """fslab's handlers (as its commands install them), the test's own restored afterwards."""
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    interruption.interrupt_on_signals()
+    yield
+    for s, handler in before.items():
+        signal.signal(s, handler)
+    interruption._received.clear()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_a_release_is_acted_on_once_the_release_is_recorded(tmp_path, signals_interrupt, signum):
+    workdir = Workdir(tmp_path / "wd")
+    workdir.prepare()
+    released = []
+
+    def release_under_a_signal(entry, home):  # noqa: ANN001
+        os.kill(os.getpid(), signum)  # it comes while the release is under way
+        time.sleep(0.05)  # Python runs the handler meanwhile, between two instructions
+        released.append(entry.ident)
+
+    RELEASERS.add(KIND, release_under_a_signal)
+    try:
+        with pytest.raises(KeyboardInterrupt, match=f"signal {signum}"):
+            with workdir.journal.holding(KIND, "made") as held:
+                held.prove(made=1)
+        assert released == ["made"], "the release finished"
+        assert workdir.journal.read() == ([], []), "and was recorded before the interruption"
+        with pytest.raises(KeyboardInterrupt):  # outside a release a signal interrupts at once
+            os.kill(os.getpid(), signum)
+            time.sleep(1)
+    finally:
+        del RELEASERS.registered[KIND]
