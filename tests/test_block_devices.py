@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -57,8 +58,9 @@ class UsersDisk:
 
 
 @contextmanager
-def users_disk(partitioned: bool = False) -> Iterator[UsersDisk]:
-    """The user's disk, unmounted, with ext4 and a file (in a partition when `partitioned`)."""
+def users_disk(partitioned: bool = False, at: str | None = None) -> Iterator[UsersDisk]:
+    """The user's disk, unmounted, with ext4 and a file (in a partition when `partitioned`); at
+    the loop device `at` if given, else the first free one."""
     TEST_ROOT.mkdir(parents=True, exist_ok=True)
     home = Path(tempfile.mkdtemp(prefix="user-", dir=TEST_ROOT))
     image = home / "disk.img"
@@ -66,7 +68,8 @@ def users_disk(partitioned: bool = False) -> Iterator[UsersDisk]:
         f.truncate(320 * 2**20)
     if partitioned:
         subprocess.run(["sfdisk", "--quiet", str(image)], input="label: gpt\n,,L\n", text=True, check=True, capture_output=True)
-    device = subprocess.run(["losetup", "--find", "--show", *(["--partscan"] if partitioned else []), str(image)], capture_output=True, text=True, check=True).stdout.strip()
+    where = [at] if at else ["--find"]
+    device = subprocess.run(["losetup", *where, "--show", *(["--partscan"] if partitioned else []), str(image)], capture_output=True, text=True, check=True).stdout.strip()
     disk = UsersDisk(image, device, f"{device}p1" if partitioned else device, home)
     try:
         if partitioned and not os.path.exists(disk.filesystem):  # a kernel without partition parsers: libblkid reads the table
@@ -79,8 +82,27 @@ def users_disk(partitioned: bool = False) -> Iterator[UsersDisk]:
     finally:
         for mounted in ("look", "data"):
             subprocess.run(["umount", str(home / mounted)], capture_output=True)
-        subprocess.run(["losetup", "--detach", device], capture_output=True)
+        if backing_of(device) == image:  # its number may be another test's by now
+            subprocess.run(["losetup", "--detach", device], capture_output=True)
         subprocess.run(["rm", "-rf", str(home)])
+
+
+def backing_of(device: str) -> Path | None:
+    """The file a loop device is attached to, as the kernel says; None when it is free."""
+    try:
+        return Path(Path(f"/sys/block/{Path(device).name}/loop/backing_file").read_text().strip())
+    except OSError:
+        return None
+
+
+def plug(device: str, image: Path) -> None:
+    """Attach `image` at the loop device `device` once the kernel has let go of what was there:
+    `losetup --detach` returns before it has, and a busy machine lets go later."""
+    deadline = time.monotonic() + 30
+    while backing_of(device) is not None:
+        assert time.monotonic() < deadline, f"{device} still attached to {backing_of(device)} 30 s after it was detached"
+        time.sleep(0.02)
+    subprocess.run(["losetup", device, str(image)], check=True)
 
 
 @contextmanager
@@ -293,12 +315,17 @@ def test_a_symlink_at_the_record_of_what_fslab_wrote_is_not_written_through(work
     assert precious.read_text() == "mine\n" and workdir.written_path.is_symlink()
 
 
+UNPLUGGED = "/dev/loop231"
+
+
 @pytest.mark.root
 def test_a_confirmed_device_replaced_at_its_number_before_the_run_is_refused_and_not_wiped(workdir, tmp_path):
     from fslab.devices.named import NamedSource, confirmed
     from fslab.errors import Refused
 
-    with users_disk() as disk:
+    # At a number far from those `losetup --find` hands the other tests: unplugged and plugged
+    # again here, it must not become another test's meanwhile.
+    with users_disk(at=UNPLUGGED) as disk:
         devices, problems = confirmed([disk.device], [disk.device])
         assert problems == [] and devices[disk.device].proof is not None
         other = disk.home / "other.img"
@@ -307,7 +334,7 @@ def test_a_confirmed_device_replaced_at_its_number_before_the_run_is_refused_and
         subprocess.run(["mkfs.ext4", "-q", "-L", "not-confirmed", str(other)], check=True)
         before = other.read_bytes()
         subprocess.run(["losetup", "--detach", disk.device], check=True)  # unplugged; another disk gets its number
-        subprocess.run(["losetup", disk.device, str(other)], check=True)
+        plug(disk.device, other)
         try:
             source = NamedSource(list(devices.values()), notice=lambda text: None)
             with pytest.raises(Refused, match=f"the device at {disk.device} is no longer the disk you confirmed"):
@@ -315,6 +342,6 @@ def test_a_confirmed_device_replaced_at_its_number_before_the_run_is_refused_and
                     pass
         finally:
             subprocess.run(["losetup", "--detach", disk.device], check=True)
-            subprocess.run(["losetup", disk.device, str(disk.image)], check=True)  # for users_disk to detach
+            plug(disk.device, disk.image)  # the user's disk back, to check it
         assert other.read_bytes() == before, "nothing on the disk now at that number was touched"
         assert disk.intact() and held_by(workdir.root) == [] and not workdir.journal.path.exists()
