@@ -248,33 +248,35 @@ def vega_bundle_meanwhile() -> Iterator[Callable[[], str]]:
     """vl-convert's bundle (_vega_bundle) made in a process of its own while the caller builds the
     page, given by the function yielded: it takes a second, holding the interpreter throughout,
     which a second CPU can spend instead. The process is forked before the bundle is asked for:
-    it inherits nothing running. A process that has made it once (a second page) keeps it."""
-    if _MADE:
-        yield lambda: _MADE[0]
+    it inherits nothing running. A process that has the bundle (a second page) keeps it."""
+    if _KEPT:
+        yield _vega_bundle
         return
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork")) as pool:
-        made = pool.submit(_vega_bundle)
-
-        def kept() -> str:
-            if not _MADE:
-                _MADE.append(made.result())
-            return _MADE[0]
-
-        yield kept
+        made = pool.submit(_made_bundle)
+        yield lambda: _kept(made.result)
 
 
-_MADE: list[str] = []  # the bundle, once this process has it (from its own call or the forked one's)
+_KEPT: list[str] = []  # the bundle, once this process has it (made here or by the forked process)
+
+
+def _kept(make: Callable[[], str]) -> str:
+    if not _KEPT:
+        _KEPT.append(make())
+    return _KEPT[0]
 
 
 def _vega_bundle() -> str:
-    """vega, vega-lite and vega-embed as one script (vl-convert's own bundle), once per process.
-    It goes inside a <script> element, which nothing may close early."""
-    if _MADE:
-        return _MADE[0]
+    """vl-convert's bundle, once per process."""
+    return _kept(_made_bundle)
+
+
+def _made_bundle() -> str:
+    """vega, vega-lite and vega-embed as one script (vl-convert's own bundle). It goes inside a
+    <script> element, which nothing may close early."""
     bundle = vl_convert.javascript_bundle(vl_version=vega_lite())
     if re.search(r"</script|<!--", bundle, re.IGNORECASE):
         raise ReportError(f"vl-convert-python {vl_convert.__version__}'s JavaScript bundle holds '</script' or '<!--' and cannot be inlined; report this to fslab")
-    _MADE.append(bundle)
     return bundle
 
 
