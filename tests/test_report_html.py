@@ -569,3 +569,16 @@ def test_bar_labels_never_overlap_on_the_page_however_many_and_long(browser, tmp
             assert len(labels) >= len(MANY) - 1, f"{chart['name']}: every bar labelled"
             for axis in chart["axes"]:
                 assert overlapping(axis) == [], f"{chart['name']} on a {width} px screen"
+
+
+@pytest.mark.parametrize("closing", ["</SCRIPT>", "<!--"])
+def test_a_bundle_that_would_close_its_script_element_is_refused(monkeypatch, closing):
+    """The vega bundle is inlined in a <script> element: one holding a way out of it is never
+    written into a page (made here and in the forked process alike: _made_bundle)."""
+    from fslab.report import html as page_html
+
+    monkeypatch.setattr(page_html, "_KEPT", [])
+    monkeypatch.setattr(page_html.vl_convert, "javascript_bundle", lambda vl_version: f"var a = 1; {closing} alert(1)")
+    with pytest.raises(page_html.ReportError, match="cannot be inlined"):
+        page_html._vega_bundle()
+    assert page_html._KEPT == [], "nothing kept"
