@@ -1,6 +1,7 @@
 import math
 import subprocess
 import sys
+from itertools import combinations
 
 import numpy as np
 import pytest
@@ -49,7 +50,9 @@ from fslab.stats import (  # noqa: E402
     compare,
     compare_pairs,
     log_welch,
+    _u_cumulative_counts,
     mann_whitney_p_values,
+    mann_whitney_two_sided_p,
     median,
     modified_z_scores,
     rank,
@@ -82,7 +85,7 @@ def test_mann_whitney_only_with_seven_runs_a_side():
 def test_pairs_compared_together_give_each_pair_its_own_figures_to_the_bit():
     """compare_pairs computes the t figures of all pairs at once: each comparison must be the one
     that pair gets alone, to the bit, whatever else is in the list. Small samples with and without
-    ties side by side: the rank test is scipy's, exact or normal as scipy picks per pair."""
+    ties side by side: the rank test exact or normal as scipy picks per pair."""
     rng = np.random.default_rng(11)
 
     def cell(n: int, tied: bool) -> list[float]:
@@ -101,10 +104,11 @@ def test_pairs_compared_together_give_each_pair_its_own_figures_to_the_bit():
     assert compare_pairs([]) == []
 
 
-def test_rank_tests_of_many_pairs_at_once_are_scipys_pair_by_pair_to_the_bit():
-    """mann_whitney_p_values asks scipy once per group of pairs of the same sizes: each p must be
-    the one scipy gives that pair alone, exact (a side of at most 8 untied values) or normal, with
-    ties, identical samples, one constant value, a NaN; below 7 runs a side (n = 1, 2, 6) none."""
+def test_rank_tests_are_scipys():
+    """fslab's Mann–Whitney U (its own: scipy.stats takes a second to import) gives scipy's p,
+    exact (a side of at most 8 untied values) or normal, with ties, identical samples, one
+    constant value, a NaN; below 7 runs a side (n = 1, 2, 6) none. Exact p-values are fslab's
+    counts divided once, scipy's a sum of floats: they agree to 1e-9, not to the bit."""
     rng = np.random.default_rng(31)
     pairs = []
     for n_a, n_b in [(7, 7), (7, 8), (8, 8), (8, 9), (9, 9), (10, 10), (12, 7), (6, 10), (1, 1), (2, 2)]:
@@ -116,17 +120,68 @@ def test_rank_tests_of_many_pairs_at_once_are_scipys_pair_by_pair_to_the_bit():
             SamplePair(a, list(a)),  # identical samples
             SamplePair([5.0] * n_a, [5.0] * n_b),  # one value throughout
             SamplePair([math.nan, *a[1:]], b),
-            SamplePair(list(rng.lognormal(4, 0.1, n_a)), list(rng.lognormal(4.05, 0.1, n_b))),  # a second row of the same sizes
         ]
-    together = mann_whitney_p_values(pairs)
-    for pair, p in zip(pairs, together):
+    found = mann_whitney_p_values(pairs)
+    for pair, p in zip(pairs, found):
         if min(len(pair.baseline), len(pair.other)) < 7:
             assert p is None
             continue
-        alone = float(sps.mannwhitneyu(pair.other, pair.baseline, alternative="two-sided").pvalue)
-        assert p == alone or (math.isnan(p) and math.isnan(alone)), (pair, p, alone)
-    assert sum(p is not None for p in together) == 7 * 7
+        reference = float(sps.mannwhitneyu(pair.other, pair.baseline, alternative="two-sided").pvalue)
+        assert p == pytest.approx(reference, rel=1e-9, abs=0) or (math.isnan(p) and math.isnan(reference)), (pair, p, reference)
+    assert sum(p is not None for p in found) == 7 * 6
     assert mann_whitney_p_values([]) == []
+
+
+def _scipys_method(x: list[float], y: list[float]) -> str:
+    """scipy's choice (method "auto")."""
+    return "exact" if min(len(x), len(y)) <= 8 and len(set(x) | set(y)) == len(x) + len(y) else "asymptotic"
+
+
+def test_rank_tests_of_random_samples_are_scipys_either_way_round():
+    rng = np.random.default_rng(2026)
+    pairs = []
+    for i in range(400):
+        n1, n2 = (int(n) for n in rng.integers(7, 41, 2))
+        if i % 5 == 0:
+            n1 = int(rng.integers(7, 9))  # a small side: the exact test unless tied
+        x, y = rng.normal(0, 1, n1), rng.normal(rng.uniform(-1.5, 1.5), 1, n2)
+        kind = ["untied", "tied", "untied", "tied", "separated"][i % 5]
+        if kind == "tied":
+            x, y = np.round(x, 1), np.round(y, 1)
+        if kind == "separated":
+            x = np.sort(x) - 10
+        pairs.append((kind, [float(v) for v in x], [float(v) for v in y]))
+    pairs += [("equal", [3.0] * n1, [3.0] * n2) for n1, n2 in [(7, 7), (7, 12), (20, 9), (40, 40)]]
+    pairs += [("separated", list(range(n1)), [100.0 + v for v in range(n2)]) for n1, n2 in [(7, 7), (8, 40), (7, 40), (40, 40), (40, 9)]]
+    seen = set()
+    for kind, x, y in pairs:
+        mine = mann_whitney_two_sided_p(x, y)
+        assert mine == pytest.approx(float(sps.mannwhitneyu(x, y, alternative="two-sided").pvalue), rel=1e-9, abs=0), (kind, len(x), len(y))
+        assert mann_whitney_two_sided_p(y, x) == mine, "two-sided: either way round"
+        seen.add((kind, _scipys_method(x, y)))
+    assert {("untied", "exact"), ("untied", "asymptotic"), ("tied", "asymptotic"), ("separated", "exact"), ("separated", "asymptotic"), ("equal", "asymptotic")} <= seen
+    assert ("tied", "exact") not in seen
+
+
+def test_the_exact_null_distribution_counts_every_ordering():
+    """U's counts from the Gaussian binomial coefficient are those of all C(m+n, m) orderings."""
+    for m, n in [(1, 1), (1, 5), (3, 4), (4, 4), (2, 7), (5, 6)]:
+        counts = [0] * (m * n + 1)
+        for positions in combinations(range(m + n), m):  # where the m values of x stand in the sorted whole
+            counts[sum(p - i for i, p in enumerate(positions))] += 1  # U: the y values below each x
+        cumulative = _u_cumulative_counts(m, n)
+        assert [b - a for a, b in zip((0, *cumulative), cumulative)] == counts, (m, n)
+        assert cumulative[-1] == math.comb(m + n, m)
+
+
+def test_rank_test_extremes():
+    assert mann_whitney_two_sided_p([3.0] * 7, [3.0] * 9) == 1.0, "all equal: U = mn/2"
+    assert mann_whitney_two_sided_p(list(range(8)), [100.0 + v for v in range(40)]) == 2 / math.comb(48, 8), "the smallest exact p"
+    smallest = mann_whitney_two_sided_p(list(range(40)), [100.0 + v for v in range(40)])
+    assert 0 < smallest < 1e-13
+    assert math.isnan(mann_whitney_two_sided_p([1.0, math.nan] * 4, [2.0] * 8))
+    with pytest.raises(ValueError):
+        mann_whitney_two_sided_p([], [1.0])
 
 
 def test_welch_figures_of_many_pairs_match_scipy():
@@ -159,8 +214,8 @@ def test_t_figures_are_scipys_to_the_bit():
 
 
 def test_scipy_is_loaded_only_where_a_figure_needs_it():
-    """fslab --help loads no scipy; statistics load scipy.special for a t interval, and scipy.stats
-    (seconds more) only for a rank test (7 runs a side)."""
+    """fslab --help loads no scipy; statistics load scipy.special for a t interval, and never
+    scipy.stats (a second more), not even for a rank test (7 runs a side): that one is fslab's."""
     help_imports = subprocess.run([sys.executable, "-X", "importtime", "-m", "fslab", "--help"], capture_output=True, text=True, check=True).stderr
     assert "fslab.cli" in help_imports and "scipy" not in help_imports
     code = """import sys
@@ -170,7 +225,7 @@ summarize([3.0]); print(loaded())
 compare([1.0, 1.1, 1.2], [1.3, 1.2, 1.4]); print(loaded())
 compare([1.0 + i / 10 for i in range(7)], [1.05 + i / 10 for i in range(7)]); print(loaded())"""
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.splitlines() == ["[]", "['scipy.special']", "['scipy.special', 'scipy.stats']"]
+    assert out.splitlines() == ["[]", "['scipy.special']", "['scipy.special']"]
 
 
 def test_benjamini_hochberg_matches_scipy():

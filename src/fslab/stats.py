@@ -10,8 +10,9 @@ value is taken as known to ± half of it, so no interval is narrower than that a
 difference within it is called significant — two runs printed alike by a tool that rounds to
 0.01 ms have no spread of zero, only one below what it prints.
 
-Student's t and the Mann–Whitney U test are scipy's, imported inside the functions that use them:
-a command that computes no interval (fslab --help, run, history, …) never loads scipy.
+Student's t is scipy's (scipy.special), imported inside the functions that use it: a command that
+computes no interval (fslab --help, run, history, …) never loads scipy. The Mann–Whitney U test is
+fslab's own (mann_whitney_two_sided_p says why).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from itertools import accumulate, groupby
 
 import numpy as np
 
@@ -332,34 +334,64 @@ def _compared(pair: SamplePair, welch: tuple[float, float | None, float | None],
 
 def mann_whitney_p_values(pairs: list[SamplePair]) -> list[float | None]:
     """Each pair's two-sided Mann–Whitney U p-value (other against baseline) where both sides have
-    RANK_TEST_MIN_N runs or more, else None: scipy's test, method "auto" (exact for a side of at
-    most 8 untied values, else normal with the tie and continuity corrections). One call of scipy's
-    per group of pairs of the same sizes, over arrays (axis 1): called pair by pair, scipy's
-    checking of its arguments costs a hundred times the test. Pairs with ties and pairs without are
-    asked apart, since "auto" decides exact or normal once for all the rows of a call."""
-    ranked = [i for i, pair in enumerate(pairs) if min(len(pair.other), len(pair.baseline)) >= RANK_TEST_MIN_N]
-    found: list[float | None] = [None] * len(pairs)
-    if not ranked:
-        return found
-    from scipy.stats import mannwhitneyu  # scipy.stats loads for seconds more than scipy.special: only where a rank test is made
-
-    groups: dict[tuple[int, int, bool], list[int]] = {}
-    for i in ranked:
-        other, baseline = pairs[i].other, pairs[i].baseline
-        groups.setdefault((len(other), len(baseline), _tied(other, baseline)), []).append(i)
-    for indices in groups.values():
-        other = np.array([pairs[i].other for i in indices], dtype=float)
-        baseline = np.array([pairs[i].baseline for i in indices], dtype=float)
-        p = mannwhitneyu(other, baseline, alternative="two-sided", axis=1).pvalue
-        for i, value in zip(indices, np.atleast_1d(p).tolist()):
-            found[i] = value
-    return found
+    RANK_TEST_MIN_N runs or more, else None."""
+    return [mann_whitney_two_sided_p(p.other, p.baseline) if min(len(p.other), len(p.baseline)) >= RANK_TEST_MIN_N else None for p in pairs]
 
 
-def _tied(a: list[float], b: list[float]) -> bool:
-    """Whether two samples together hold a value twice, or a NaN (asked apart too: its row's p is NaN)."""
-    values = [float(v) for v in (*a, *b)]
-    return len(set(values)) < len(values) or any(math.isnan(v) for v in values)
+# Own code, not scipy.stats.mannwhitneyu: importing scipy.stats takes a second, as long as a whole
+# summary of 2,000 runs may (issue 11); tests/test_stats.py checks it against scipy's.
+RANK_EXACT_MAX_N = 8  # scipy's rule (method "auto"): the exact null distribution when a side has at most this many values and none is tied
+
+
+def mann_whitney_two_sided_p(x: list[float], y: list[float]) -> float:
+    """The two-sided p-value of the Mann–Whitney U test of x against y, as scipy's mannwhitneyu
+    gives it (method "auto", with the continuity correction): U = max(U₁, U₂) from average
+    ranks; with a side of at most 8 values and no ties the exact null distribution (2 · P(U ≥ u)),
+    else the normal approximation with the tie correction (2 · sf(z), z = (U − mn/2 − ½)/σ); at
+    most 1. NaN where a value is NaN."""
+    n1, n2 = len(x), len(y)
+    if not n1 or not n2:
+        raise ValueError("the Mann–Whitney test needs values on both sides")
+    values = [float(v) for v in (*x, *y)]
+    if any(map(math.isnan, values)):
+        return math.nan
+    n = n1 + n2
+    ordered = sorted(values)
+    # Each value's rank, doubled (an average rank is a multiple of ½), and Σ (t³ − t) over groups of t tied values.
+    doubled_rank = dict(zip(ordered, range(2, 2 * n + 1, 2)))
+    tie_term = 0
+    if len(doubled_rank) < n:
+        doubled_rank = {}
+        for value, group in groupby(enumerate(ordered, 1), key=lambda ranked: ranked[1]):
+            ranks = [rank for rank, _ in group]
+            doubled_rank[value] = ranks[0] + ranks[-1]
+            tie_term += len(ranks) ** 3 - len(ranks)
+    u1 = (sum(map(doubled_rank.__getitem__, values[:n1])) - n1 * (n1 + 1)) / 2
+    u = max(u1, n1 * n2 - u1)
+    if min(n1, n2) <= RANK_EXACT_MAX_N and not tie_term:
+        cumulative = _u_cumulative_counts(min(n1, n2), max(n1, n2))
+        return min(1.0, 2 * cumulative[n1 * n2 - int(u)] / cumulative[-1])
+    sigma = math.sqrt(n1 * n2 / 12 * ((n + 1) - tie_term / (n * (n - 1))))  # scipy's arithmetic, step by step
+    if sigma == 0:  # every value the same: U = mn/2
+        return 1.0
+    z = (u - n1 * n2 / 2 - 0.5) / sigma
+    return min(1.0, math.erfc(z / math.sqrt(2)))  # 2 · P(Z > z)
+
+
+@lru_cache(maxsize=None)
+def _u_cumulative_counts(m: int, n: int) -> tuple[int, ...]:
+    """Exact cumulative counts of U = 0..mn over the C(m+n, m) orderings of m against n untied
+    values: U's counts are the coefficients of the Gaussian binomial coefficient
+    [m+n choose m]_q = Π_{i=1..m} (1 − q^(n+i)) / (1 − q^i), multiplied and divided out factor by
+    factor in integers, truncated at q^mn."""
+    top = m * n
+    counts = [1] + [0] * top
+    for i in range(1, m + 1):
+        for k in range(top, n + i - 1, -1):
+            counts[k] -= counts[k - n - i]
+        for k in range(i, top + 1):
+            counts[k] += counts[k - i]
+    return tuple(accumulate(counts))
 
 
 def beyond(ratio: float, threshold: float) -> bool:
