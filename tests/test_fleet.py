@@ -13,7 +13,7 @@ from pathlib import Path
 import postgres
 import pytest
 from conftest import fresh_workdir, held_by
-from fleet import Worker, fleet
+from fleet import LAPSE, Worker, fleet
 from short_studies import short_study
 
 EXT4 = '[[target]]\nname = "ext4"\nfilesystem = "ext4"\n'
@@ -188,7 +188,9 @@ def test_the_readme_fleet_commands_run_as_written_then_a_study_across_three_work
         assert "ext4 @ nvme-box" in page and "ext4 @ sata-box" in page, "each host's cells"
         assert "rand_read · ext4 · read IOPS — host nvme-box" in done["history"].stdout and "— host sata-box" in done["history"].stdout
 
-        start(2, ["fslab", "worker", "--name", "hdd-box", "--labels", "hdd"])  # as the others (one lapse: none prunes another)
+        # A quick lapse beside the README's default (60 s: a heartbeat every 15 s): each worker is
+        # judged by its own, so hdd-box never takes the others, running, for dead.
+        start(2, ["fslab", "worker", "--name", "hdd-box", "--labels", "hdd", "--heartbeat-lapse", LAPSE])
         f.wait("three workers", registered(f, 3))
         across = f.fslab_in_process("run", study_file(tmp_path, 1), "--on", "all")
         assert across.returncode == 0, across.stdout + across.stderr
@@ -207,6 +209,7 @@ def test_the_readme_fleet_commands_run_as_written_then_a_study_across_three_work
         assert [f.stop(w) for w in f.workers] == [128 + signal.SIGTERM] * 3
         said = "".join(w.output() for w in f.workers) + "".join(r.stdout + r.stderr for r in (*done.values(), across, shown))
         assert postgres.PASSWORD not in said
+        assert "queued again" not in said and f.sql("SELECT count(*) FROM procrastinate_jobs WHERE attempts <> 1") == "0", "no unit taken from a live worker"
 
 
 TWO_EXT4 = EXT4 + '\n[[target]]\nname = "ext4-b"\nfilesystem = "ext4"\n'

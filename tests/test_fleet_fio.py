@@ -18,6 +18,7 @@ from fslab.fio_server import networks
 from fslab.fleet import roster
 from fslab.model import Host
 from fslab.results import ResultsDB
+from fslab.results.schema import SCHEMA_VERSION
 
 SHARED = """[study]
 name = "shared"
@@ -122,7 +123,7 @@ def test_where_a_client_serves_is_checked_again_when_read_from_the_database_and_
     db = ResultsDB(pg_cluster.new_database("fleetfio"))
     lab = networks(["10.231.0.0/16"])
     host = Host("a", "id", "6.1", "cpu", 2, 1 << 30)
-    roster.register(db.engine, host, [])
+    roster.register(db.engine, host, [], 60.0)
     clients = roster.FleetClients(db.engine, 7, lab, driving="x", within=0.0, wait=lambda _: None)
     with pytest.raises(Refused, match="'a': its worker serves no fio"):
         clients.endpoint_of("a")
@@ -155,4 +156,20 @@ def test_a_version_11_database_gains_the_workers_fio_columns(tmp_path):
     ResultsDB(str(path))
     with sqlite3.connect(path) as conn:
         assert [c[1] for c in conn.execute("PRAGMA table_info(fleet_workers)")][-2:] == ["fio_address", "fio_serving"]
-        assert conn.execute("SELECT version FROM schema_info").fetchone() == (12,)
+        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,)
+
+
+def test_a_version_12_database_gains_the_workers_lapse_and_its_workers_have_the_default(tmp_path):
+    path = tmp_path / "v12.db"
+    db = ResultsDB(str(path))
+    roster.register(db.engine, Host("old", "id", "6.1", "cpu", 2, 1 << 30), [], 60.0)
+    db.engine.dispose()
+    with sqlite3.connect(path) as conn:  # as version 12 left it: its workers said no lapse
+        conn.execute("ALTER TABLE fleet_workers DROP COLUMN lapse")
+        conn.execute("UPDATE schema_info SET version = 12")
+    db = ResultsDB(str(path))
+    assert roster.lapses(db.engine) == {"old": None}, "judged by the default lapse (queue.requeue_stalled)"
+    roster.register(db.engine, Host("new", "id2", "6.1", "cpu", 2, 1 << 30), [], 2.5)
+    assert roster.lapses(db.engine) == {"old": None, "new": 2.5}
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (13,)

@@ -109,7 +109,7 @@ def test_a_version_7_database_is_migrated_with_every_run_kept(tmp_path):
         before = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
     db = ResultsDB(str(db_path))
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (12,)
+        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (13,)
         after = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
         uids = [uid for (uid,) in conn.execute("SELECT uid FROM study_runs")]
         after["study_runs"] = [row[:-1] for row in after["study_runs"]]
@@ -142,7 +142,7 @@ def test_a_version_11_database_gains_the_fleet_units_times_and_the_blocks_table(
         conn.execute("UPDATE schema_info SET version = 11")
     ResultsDB(str(path)).engine.dispose()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM schema_info").fetchone() == (12,)
+        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,)
         assert [column[1] for column in conn.execute("PRAGMA table_info(fleet_units)")][-3:] == ["queued_at", "claimed_at", "started_at"]
         assert "claimed_at" in [column[1] for column in conn.execute("PRAGMA table_info(fleet_blocks)")]
 

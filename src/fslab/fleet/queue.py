@@ -19,6 +19,8 @@ its own units (one at a time: a host serves fio only while it runs no benchmark 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import sqlalchemy as sa
 
 from fslab.errors import FslabError
@@ -129,10 +131,21 @@ def request_fio(app, study_run_id: int, host: str) -> int | None:  # noqa: ANN00
         return None
 
 
-async def requeue_stalled(app, lapse: float) -> list[int]:  # noqa: ANN001
-    """Units, blocks and requests to serve fio whose worker's heartbeat lapsed over `lapse` seconds
-    ago, queued again; their job ids."""
-    stalled = [job for task in (UNIT_TASK, BLOCK_TASK, SERVE_TASK) for job in await app.job_manager.get_stalled_jobs(task_name=task, seconds_since_heartbeat=lapse)]
-    for job in stalled:
-        await app.job_manager.retry_job(job)
-    return [job.id for job in stalled]
+async def requeue_stalled(app, lapses: Mapping[str, float | None], default: float) -> list[int]:  # noqa: ANN001
+    """Units, blocks and requests to serve fio whose worker's heartbeat lapsed, queued again;
+    their job ids. Each job is judged by the lapse its own worker declared (`lapses`, by host;
+    None or absent: `default`), whoever judges: a worker that may go unheard for ten minutes is
+    not taken for dead by one that may not for ten seconds. A block is its unit's worker's: the
+    same procrastinate worker holds both."""
+    own = {host: default if lapse is None else lapse for host, lapse in lapses.items()}
+    requeued: list[int] = []
+    for lapse in sorted({default, *own.values()}):
+        stalled = [job for task in (UNIT_TASK, BLOCK_TASK, SERVE_TASK) for job in await app.job_manager.get_stalled_jobs(task_name=task, seconds_since_heartbeat=lapse)]
+        hosts = {job.worker_id: job.queue.removeprefix(QUEUE_PREFIX) for job in stalled if job.queue.startswith(QUEUE_PREFIX) and job.worker_id is not None}
+        for job in stalled:
+            host = job.queue.removeprefix(QUEUE_PREFIX) if job.queue.startswith(QUEUE_PREFIX) else hosts.get(job.worker_id)
+            judged_by = own.get(host, default) if host is not None else max(own.values(), default=default)
+            if judged_by == lapse and job.id not in requeued:
+                await app.job_manager.retry_job(job)
+                requeued.append(job.id)
+    return requeued

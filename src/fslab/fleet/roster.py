@@ -50,9 +50,10 @@ def checked_labels(labels: Sequence[str]) -> list[str]:
     return found
 
 
-def register(engine: sa.Engine, host: Host, labels: list[str], fio: Endpoint | None = None) -> None:
-    """The worker, as it is now (a worker of that name before is replaced: the same host, restarted)."""
-    values = {"labels": labels, "facts": asdict(host), "seen_at": now(), "fio_address": None if fio is None else str(fio), "fio_serving": None}
+def register(engine: sa.Engine, host: Host, labels: list[str], lapse: float, fio: Endpoint | None = None) -> None:
+    """The worker, as it is now (a worker of that name before is replaced: the same host,
+    restarted); `lapse`: how long it may go unheard before its unit is taken again."""
+    values = {"labels": labels, "facts": asdict(host), "seen_at": now(), "fio_address": None if fio is None else str(fio), "fio_serving": None, "lapse": lapse}
     with engine.begin() as conn:
         if conn.execute(fleet_workers.update().where(fleet_workers.c.name == host.name).values(**values)).rowcount:
             return
@@ -72,6 +73,12 @@ def serving_for(engine: sa.Engine, name: str, study_run_id: int | None) -> None:
     """Worker `name`'s fio server listens for the clients of study run `study_run_id` (None: it stopped)."""
     with engine.begin() as conn:
         conn.execute(fleet_workers.update().where(fleet_workers.c.name == name).values(fio_serving=study_run_id))
+
+
+def lapses(engine: sa.Engine) -> dict[str, float | None]:
+    """Each worker's lapse, by name (None: a worker of an fslab before schema 13 did not say)."""
+    with engine.connect() as conn:
+        return {name: lapse for name, lapse in conn.execute(sa.select(fleet_workers.c.name, fleet_workers.c.lapse))}
 
 
 def workers(engine: sa.Engine) -> list[Worker]:

@@ -42,9 +42,14 @@ from fslab.workdir import Workdir
 
 T = TypeVar("T")
 
-# How long a worker may go unheard before its unit is taken again (procrastinate's stalled-worker
-# timeout); it heartbeats four times in that while. --heartbeat-lapse changes it (tests: seconds).
+# How long a worker may go unheard before its unit is taken again; it heartbeats four times in
+# that while. --heartbeat-lapse changes it (tests: seconds); each worker is judged by its own
+# (queue.requeue_stalled).
 DEFAULT_LAPSE = 60.0
+# When procrastinate forgets a silent worker (its stalled-worker timeout, applied by each worker
+# as it starts): never sooner than this, or a worker with a short lapse would erase one with a
+# long lapse between two of its heartbeats, and its unit, worker-less, be handed out while it runs.
+FORGOTTEN_AFTER = 86400.0
 
 
 class UnitReleased(Exception):
@@ -141,7 +146,7 @@ def serve(settings: WorkerSettings, say: Callable[[str], None]) -> None:
     queue.conninfo(settings.location)  # PostgreSQL, or a clear refusal
     host = environment.host(settings.name)
     queue.install(db.engine)
-    roster.register(db.engine, host, settings.labels, settings.fio_address)
+    roster.register(db.engine, host, settings.labels, settings.lapse, settings.fio_address)
     handoff = _Handoff()
     thread = threading.Thread(target=_queue_thread, args=(settings, host.name, handoff, db, say), name="fslab-queue", daemon=True)
     thread.start()
@@ -339,7 +344,7 @@ async def _serve_queue(settings: WorkerSettings, name: str, handoff: _Handoff, d
             while not handoff.stopping.is_set():
                 handoff.worker = Worker(
                     app, queues=[queue.queue_of(name)], name=name, concurrency=1, install_signal_handlers=False,
-                    update_heartbeat_interval=settings.heartbeat, stalled_worker_timeout=settings.lapse,
+                    update_heartbeat_interval=settings.heartbeat, stalled_worker_timeout=max(settings.lapse, FORGOTTEN_AFTER),
                     fetch_job_polling_interval=settings.heartbeat, abort_job_polling_interval=settings.heartbeat,
                 )  # fmt: skip
                 try:
@@ -364,7 +369,8 @@ async def _housekeeping(app: Any, settings: WorkerSettings, name: str, handoff: 
             if worker_id is not None:
                 await app.job_manager.update_heartbeat(worker_id)
             await asyncio.to_thread(roster.heard_from, db.engine, name)
-            for job_id in await queue.requeue_stalled(app, settings.lapse):
+            lapses = await asyncio.to_thread(roster.lapses, db.engine)
+            for job_id in await queue.requeue_stalled(app, lapses, settings.lapse):
                 say(f"queued again: unit (job {job_id}) of a worker whose heartbeat lapsed")
         except (Exception, *LOST) as exc:  # noqa: BLE001  (the database away: the next beat tries again)
             say(f"housekeeping: {type(exc).__name__}")

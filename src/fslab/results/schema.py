@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from fslab.errors import FslabError
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 metadata = sa.MetaData()
 
@@ -121,6 +121,9 @@ fleet_workers = sa.Table(
     # NULL: it serves none), and the study run whose clients its server listens for now (NULL: none)
     sa.Column("fio_address", sa.String(60)),
     sa.Column("fio_serving", sa.Integer),
+    # since version 13: how long it may go unheard before its unit is taken again (its
+    # --heartbeat-lapse, seconds; NULL: a worker of before, the default's)
+    sa.Column("lapse", sa.Float),
 )
 
 fleet_units = sa.Table(
@@ -211,6 +214,12 @@ def _fio_columns(conn: sa.Connection) -> None:
             conn.execute(sa.text(f"ALTER TABLE fleet_workers ADD COLUMN {column} {kind}"))
 
 
+def _lapse_column(conn: sa.Connection) -> None:
+    """A fleet's workers say how long they may go unheard (fleet/queue.py judges each by its own)."""
+    if "lapse" not in {c["name"] for c in sa.inspect(conn).get_columns("fleet_workers")}:
+        conn.execute(sa.text("ALTER TABLE fleet_workers ADD COLUMN lapse FLOAT"))
+
+
 def _renamed_metric(old: str, new: str) -> str:
     return f"UPDATE metrics SET name = '{new}' WHERE name = '{old}'"
 
@@ -296,6 +305,8 @@ MIGRATIONS: dict[int, list[str | Only | Callable[[sa.Connection], None]]] = {
     # blocks of a spread study run are a new table, made as every new table is (metadata.create_all);
     # workers say where they serve fio for a study run's clients (fleet/roster.py).
     11: [_unit_times, _fio_columns],
+    # Workers say how long they may go unheard: each is judged by its own lapse, not its judge's.
+    12: [_lapse_column],
 }
 
 
