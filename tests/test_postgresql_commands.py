@@ -16,6 +16,7 @@ from conftest import fresh_workdir, fslab_in_process, write_study
 from short_studies import short_study
 
 from fslab.results import ResultsDB
+from fslab.results.schema import SCHEMA_VERSION
 
 STUDY = short_study("pgrun", '[[target]]\nfilesystem = ["ext4", "raw"]\n')  # 2 cells × 2 runs of 1 s
 RAW = short_study("pgraw", '[[target]]\nfilesystem = "raw"\n', repetitions=1)  # 1 run of 1 s, no filesystem to make
@@ -48,7 +49,7 @@ def test_a_study_runs_into_postgresql_and_every_run_is_stored(study_in_postgresq
     assert pg_cluster.sql("SELECT count(DISTINCT run_id) FROM metrics WHERE name = 'write_iops'", "commands") == "4"
     assert pg_cluster.sql("SELECT count(*) FROM run_outputs WHERE tool = 'fio'", "commands") == "4"
     assert pg_cluster.sql("SELECT status, settings->>'runs' FROM study_runs", "commands") == "finished|2"
-    assert pg_cluster.sql("SELECT version FROM schema_info", "commands") == "12"
+    assert pg_cluster.sql("SELECT version FROM schema_info", "commands") == str(SCHEMA_VERSION)
     db = ResultsDB(url)
     assert {(r.target, r.ok) for r in db.stored_runs(1)} == {("ext4", True), ("raw", True)}
     assert all(r["warmup"] is False and r["buffered"] is False for r in db.runs(1)), "booleans read back as booleans"
