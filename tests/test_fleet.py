@@ -53,6 +53,13 @@ def under_way(f, study_run_id: int, run: str):
     return lambda: f.sql(f"SELECT current FROM fleet_units WHERE study_run_id = {study_run_id}").endswith(run)
 
 
+def stacks_of(f, worker: Worker) -> str:
+    """What a worker prints of its threads on SIGUSR1 (docs/fleet.md): its output once it has."""
+    worker.process.send_signal(signal.SIGUSR1)
+    f.wait("its threads' stacks", lambda: "most recent call first" in worker.output(), deadline=30)
+    return worker.output()
+
+
 def mid_run(f, tmp_path, runs: int):
     """One worker "h", a study run of `runs` runs on it, waited for until its first run is stored
     and its second under way: the worker and the study run's id."""
@@ -89,6 +96,7 @@ def test_two_workers_of_one_name_race_for_one_unit_and_one_runs_it(fleet_lab, tm
         assert stored(f, study_run_id) == [("twin", "ext4", "seq_write", "1", "1")]
         took = [w.output().count("took unit") for w in twins]
         assert sorted(took) == [0, 1], [w.output() for w in twins]
+        assert "in serve" in stacks_of(f, twins[0]), "kill -USR1: each thread's stack, and the worker goes on"
         assert [f.stop(w) for w in twins] == [128 + signal.SIGTERM] * 2
 
 
@@ -119,7 +127,11 @@ def test_ctrl_c_on_a_worker_releases_the_run_and_gives_its_unit_back(fleet_lab, 
         first, study_run_id = mid_run(f, tmp_path, 2)
         first.stopped = True
         first.process.send_signal(signal.SIGINT)
-        assert first.process.wait(timeout=120) == 130, first.output()
+        try:
+            status = first.process.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the worker did not stop; its threads:\n{stacks_of(f, first)}") from None
+        assert status == 130, first.output()
         assert f.sql(f"SELECT state FROM fleet_units WHERE study_run_id = {study_run_id}") == "released"
         assert f.sql("SELECT status FROM procrastinate_jobs") == "todo", "given back to the queue"
         assert "worker stopped" in first.output() and held_by(first.workdir.root) == [], "nothing left attached or mounted"

@@ -16,7 +16,9 @@ host's unit (fio_service.py), one at a time with its own units."""
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import queue as queues
+import signal
 import tempfile
 import threading
 import traceback
@@ -144,6 +146,7 @@ def serve(settings: WorkerSettings, say: Callable[[str], None]) -> None:
     released and the unit under way, if any, given back)."""
     db = SteadyResults(settings.location, say)
     queue.conninfo(settings.location)  # PostgreSQL, or a clear refusal
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1` a worker that seems stuck: each thread's stack on its standard error
     host = environment.host(settings.name)
     queue.install(db.engine)
     roster.register(db.engine, host, settings.labels, settings.lapse, settings.fio_address)
