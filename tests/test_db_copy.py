@@ -109,3 +109,6 @@ def test_what_cannot_be_copied_is_said(sqlite_with_two_study_runs, tmp_path):
     unreachable = fslab_in_process("db", "copy", source.location, f"postgresql://fslab:{postgres.PASSWORD}@127.0.0.1:1/x")
     assert unreachable.returncode == 2 and "cannot use postgresql://fslab:***@127.0.0.1:1/x" in unreachable.stderr
     assert postgres.PASSWORD not in unreachable.stderr + unreachable.stdout
+    assert "name another DST" in unreachable.stderr, "the argument named, not --db"
+    nowhere = fslab_in_process("db", "copy", source.location, str(tmp_path / "no" / "x.db"))
+    assert nowhere.returncode == 2 and f"DST {tmp_path / 'no' / 'x.db'}: the directory {tmp_path / 'no'} does not exist" in " ".join(nowhere.stderr.split())

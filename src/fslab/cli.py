@@ -571,7 +571,7 @@ def db_copy(
     from fslab.results import ResultsDB
     from fslab.results.copy import copy_study_runs, open_source
 
-    src, dst = open_source(source), ResultsDB(destination)
+    src, dst = open_source(source), ResultsDB(destination, named="DST")
     columns = (TextColumn("copying runs"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task("copy", total=None)

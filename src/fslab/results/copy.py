@@ -34,7 +34,7 @@ def open_source(location: str) -> ResultsDB:
     """The database copied from: one that exists (a new empty SQLite file is never made for it)."""
     if "://" not in location and not Path(location).is_file():
         raise DatabaseUnusable(f"fslab db copy: no database file {location} to copy from; name an existing SQLite file or a database URL")
-    return ResultsDB(location)
+    return ResultsDB(location, named="SRC")
 
 
 def copy_study_runs(source: ResultsDB, destination: ResultsDB, progress: Progress | None = None) -> CopyOutcome:

@@ -31,16 +31,17 @@ _STUDY_RUN_FIELDS = [column for column in study_runs.c if column.name != "uid"]
 
 
 class ResultsDB:
-    def __init__(self, location: str):
+    def __init__(self, location: str, named: str = "--db"):
+        """`named`: what the user called the database (an option, an argument), which a refusal names."""
         self.location = location
-        self.engine = engine_for(location)
+        self.engine = engine_for(location, named)
         try:
             if self.engine.dialect.name == "postgresql":
                 self._set_up_under_lock()
             else:
                 self._set_up_sqlite()
         except sa.exc.DBAPIError as exc:  # not a database at all, damaged, unreachable, or refused
-            raise DatabaseUnusable(f"cannot use {shown(location)} as the results database: {self._reason(exc)}; name another --db, or restore it from a backup") from None
+            raise DatabaseUnusable(f"cannot use {shown(location)} as the results database: {self._reason(exc)}; name another {named}, or restore it from a backup") from None
 
     def _set_up_under_lock(self) -> None:
         with self.engine.begin() as conn:

@@ -38,17 +38,18 @@ _NOT_A_FILE = {stat.S_IFBLK: "a block device", stat.S_IFCHR: "a character device
 POSTGRESQL_DRIVER = "pip install 'psycopg[binary]' (psycopg 3, what SQLAlchemy uses for postgresql:// URLs)"
 
 
-def engine_for(location: str) -> sa.Engine:
-    """An engine for a database URL, or for an SQLite file after checking it is one fslab may write."""
+def engine_for(location: str, named: str = "--db") -> sa.Engine:
+    """An engine for a database URL, or for an SQLite file after checking it is one fslab may
+    write; `named`: what the user called it (an option, an argument), which a refusal names."""
     import sqlalchemy as sa
 
-    engine = sa.create_engine(f"sqlite:///{_sqlite_file(location)}") if "://" not in location else _engine_of_url(location)
+    engine = sa.create_engine(f"sqlite:///{_sqlite_file(location, named)}") if "://" not in location else _engine_of_url(location, named)
     if engine.dialect.name == "sqlite":
         sa.event.listen(engine, "connect", _sqlite_pragmas)
     return engine
 
 
-def _engine_of_url(location: str) -> sa.Engine:
+def _engine_of_url(location: str, named: str) -> sa.Engine:
     import sqlalchemy as sa
 
     try:
@@ -63,15 +64,15 @@ def _engine_of_url(location: str) -> sa.Engine:
         raise DatabaseUnusable(f"the results database {shown(location)} needs the database driver {exc.name}, which is not installed: {hint}") from None
     except (sa.exc.ArgumentError, ValueError) as exc:  # a malformed URL, or an engine SQLAlchemy does not know
         why = str(exc) if isinstance(exc, sa.exc.ArgumentError) else "its port is not a number"  # a ValueError's text quotes the URL
-        raise DatabaseUnusable(f"--db {shown(location)}: {why}; write a file name for SQLite, or postgresql://user@host/database") from None
+        raise DatabaseUnusable(f"{named} {shown(location)}: {why}; write a file name for SQLite, or postgresql://user@host/database") from None
 
 
-def _sqlite_file(location: str) -> Path:
+def _sqlite_file(location: str, named: str) -> Path:
     """The SQLite file named: a regular file, or a new name in an existing directory. Its journal
     files beside it must be regular files too — SQLite writes them as readily as the database."""
     path = Path(location).absolute()
     if not path.parent.is_dir():
-        raise DatabaseUnusable(f"--db {location}: the directory {path.parent} does not exist; create it, or name a file in an existing directory")
+        raise DatabaseUnusable(f"{named} {location}: the directory {path.parent} does not exist; create it, or name a file in an existing directory")
     for candidate in (path, *(path.with_name(path.name + suffix) for suffix in ("-wal", "-shm", "-journal"))):
         try:
             kind = stat.S_IFMT(os.lstat(candidate).st_mode)
@@ -79,7 +80,7 @@ def _sqlite_file(location: str) -> Path:
             continue
         if kind != stat.S_IFREG:
             what = _NOT_A_FILE.get(kind, "not a regular file")
-            raise DatabaseUnusable(f"--db {location}: {candidate} is {what}, not a database file; fslab writes results only to a regular file (or a new file name)")
+            raise DatabaseUnusable(f"{named} {location}: {candidate} is {what}, not a database file; fslab writes results only to a regular file (or a new file name)")
     return path
 
 
