@@ -45,7 +45,7 @@ name = "write"
 rw = "write"
 bs = "1m"
 size = "32MiB"
-runtime = "1s"
+runtime = "20s"  # a cap the size reaches first: a tenth of a second here, ~2 s on a busy machine
 direct = true
 """
 
