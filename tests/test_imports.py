@@ -181,3 +181,10 @@ def test_starting_fslab_loads_no_database_and_no_statistics(args):
     assert "fslab.cli" in loaded, "the commands were imported"
     heavy = sorted({m.split(".")[0] for m in loaded} & set(LOADED_BY_THE_COMMANDS_THAT_USE_THEM))
     assert not heavy, f"python {' '.join(args)} loads {', '.join(heavy)}"
+
+
+def test_a_fleets_status_table_loads_no_statistics():
+    """`fslab status` reads where a fleet's study run stands: the planner, and the numpy its
+    statistics load, are for `fslab run --on` alone."""
+    code = "import sys, fslab.cli, fslab.fleet.dispatch; print(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'scipy'}))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console, RenderableType
 from rich.live import Live
@@ -19,9 +20,11 @@ from fslab.fleet import queue, roster, units
 from fslab.fleet import spread as spreading
 from fslab.guard.names import visible
 from fslab.model import Study
-from fslab.plan import Planner, Repetitions, new_seed
 from fslab.report.console import table
 from fslab.results import ResultsDB
+
+if TYPE_CHECKING:
+    from fslab.plan import Repetitions
 
 COLUMNS = ["host", "state", "runs\ndone", "runs\nplanned", "current", "ETA", "note"]
 RIGHT = [False, False, True, True, False, True, False]
@@ -31,6 +34,7 @@ STATE_STYLES = {"queued": "", "running": "cyan", "released": "yellow", "done": "
 def begin(db: ResultsDB, study: Study, repetitions: Repetitions, *, on: str, seed: int | None = None, baseline: str | None = None, spread: bool = False) -> int:
     """Store the fleet's study run and queue one unit per host `on` names; its id. `spread`: the
     plan's blocks are divided among those hosts (fleet/spread.py) instead of each running all."""
+    from fslab.plan import Planner, new_seed  # here: `fslab status` needs no planner, nor the numpy it loads
     from fslab.runner import study_run_settings
 
     queue.conninfo(db.location)  # PostgreSQL, or a clear refusal, before anything is stored

@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
 from fslab.errors import FslabError
 from fslab.fleet import queue
 from fslab.fleet.steady import SteadyResults
-from fslab.plan import Planner, Repetitions, TakenBlocks
 from fslab.results.records import now
 from fslab.results.schema import fleet_blocks
+
+if TYPE_CHECKING:
+    from fslab.plan import Planner, Repetitions
 
 SETTING = "spread"  # in the study run's settings: True when it was spread
 
@@ -43,6 +45,8 @@ def check(repetitions: Repetitions) -> None:
 
 
 def block_count(planner: Planner) -> int:
+    from fslab.plan import TakenBlocks
+
     return TakenBlocks(planner, lambda: None).count
 
 
