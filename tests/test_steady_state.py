@@ -226,6 +226,17 @@ def test_a_precondition_where_fslab_cannot_make_one_is_refused(workload, says, t
         parse_study(HEAD + '[[workload]]\nname = "w"\n' + workload, "s.toml", base_dir=tmp_path)
 
 
+def test_the_studys_fio_options_are_checked_for_the_built_in_workloads_too():
+    with pytest.raises(StudyError, match=r"s.toml:\d+: fio.options: steadystate=iops:1% without steadystate_duration"):
+        parse_study('[study]\nname = "s"\nworkloads = ["rand_write"]\n[fio]\noptions = { ss = "iops:1%" }\n[[target]]\nfilesystem = "ext4"\n', "s.toml", base_dir=Path("."))
+
+
+def test_an_unknown_field_in_a_nested_table_is_told_that_tables_fields():
+    with pytest.raises(StudyError) as refused:
+        study('kind = "scenario"\n[[workload.phase]]\nname = "a"\naction = "sync"\nbar = 2\n')
+    assert "unknown field 'bar'; allowed: name, fio, sysbench, dd, action, seconds, measured, snapshot_every, extents (in workload[0].phase[0].bar)" in str(refused.value)
+
+
 def test_numjobs_is_a_phases_own_where_the_jobs_share_one_file():
     fio = fio_of('rw = "randwrite"\nnumjobs = 4\nshared_file = true\nprecondition = [ { rw = "randwrite", numjobs = 2 }, { rw = "write" } ]\n')[1]
     many, fill = (job.jobs()[0] for job in fio.precondition.phases)
