@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator, Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from fslab.findings import Finding
 from fslab.guard.fio_jobs import SHORTEST_STEADY_WINDOW, JobFile, fio_seconds, option_problem, single_job, steadystate_problem
@@ -37,7 +37,7 @@ from fslab.model import UNKNOWN_LENGTH_TIMEOUT, RawOutput
 from fslab.toml_errors import FieldError
 from fslab.units import parse_duration
 from fslab.workloads.fio_output import PRECONDITION_PHASE, PRECONDITION_TOOL, read_precondition, steady_states
-from fslab.workloads.tables import Building, Duration, Table
+from fslab.workloads.tables import Building, Duration, Table, checked, fio_allows
 
 # What a precondition writes with: sequentially, or at random offsets.
 WRITE_MODES = ("write", "randwrite")
@@ -47,27 +47,16 @@ _AMOUNT = ("loops", "io_size", "number_ios")
 STEADY_OPTIONS = ("steadystate", "steadystate_duration", "steadystate_ramp_time")
 
 
-def _fio(option: str) -> AfterValidator:
-    """A field that becomes fio option `option`: its value through fio's allow-list."""
-
-    def check(value: str) -> str:
-        if problem := option_problem(option, value):
-            raise ValueError(problem)
-        return value
-
-    return AfterValidator(check)
-
-
 class PreconditionPhase(Table):
     """One phase of a precondition: what differs from the layout's sequential fill."""
 
     rw: str
-    bs: Annotated[str, _fio("bs")] | None = None
+    bs: Annotated[str, checked(fio_allows("bs"))] | None = None
     iodepth: int | None = Field(None, ge=1, le=65536)
     numjobs: int | None = Field(None, ge=1, le=1024)  # only where the workload's jobs share one file
     loops: int | None = Field(None, ge=1, le=1000)  # times over the region (default once)
     runtime: Duration | None = None  # for so long, over and over the region (until steady, with steadystate)
-    steadystate: Annotated[str, _fio("steadystate")] | None = None
+    steadystate: Annotated[str, checked(fio_allows("steadystate"))] | None = None
     steadystate_duration: Duration | None = None
     steadystate_ramp_time: Duration | None = None
 

@@ -37,7 +37,7 @@ def checked(parse: Any) -> AfterValidator:
     return AfterValidator(check)
 
 
-def _fio_allows(option: str) -> Any:
+def fio_allows(option: str) -> Any:
     """A check for a field that becomes fio option `option`: its value through fio's allow-list."""
 
     def check(value: Any) -> None:
@@ -53,7 +53,7 @@ def fio_options(options: dict[str, Any]) -> dict[str, str]:
     why), under fio's main names, with values as fio writes them."""
     checked = {}
     for name, value in options.items():
-        _fio_allows(name)(value)
+        fio_allows(name)(value)
         checked[ALIASES.get(name, name)] = option_text(value)
     return checked
 
@@ -117,14 +117,14 @@ class WorkloadLimits(Table):
 class FioSection(WorkloadLimits):
     """fio parameters; the study's [fio] table sets them for every workload, a workload for itself."""
 
-    bs: Annotated[str, checked(_fio_allows("bs"))] | None = None
+    bs: Annotated[str, checked(fio_allows("bs"))] | None = None
     iodepth: int | None = Field(None, ge=1, le=65536)
     numjobs: int | None = Field(None, ge=1, le=1024)
     size: Size | None = None
     runtime: Duration | None = None
     ramp_time: Duration | None = None
     direct: bool | None = None
-    ioengine: Annotated[str, checked(_fio_allows("ioengine"))] | None = None
+    ioengine: Annotated[str, checked(fio_allows("ioengine"))] | None = None
     rwmixread: int | None = Field(None, ge=0, le=100)
     randseed: int | None = Field(None, ge=0)
     timeout: Timeout | None = None  # fslab's, not fio's: a run still going after it is killed and failed
