@@ -32,7 +32,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from fslab.findings import Finding
-from fslab.guard.fio_jobs import SHORTEST_STEADY_WINDOW, JobFile, fio_seconds, option_problem, single_job, steadystate_problem
+from fslab.guard.fio_jobs import SHORTEST_STEADY_WINDOW, JobFile, fio_seconds, single_job, steadystate_problem
 from fslab.model import UNKNOWN_LENGTH_TIMEOUT, RawOutput
 from fslab.toml_errors import FieldError
 from fslab.units import parse_duration
