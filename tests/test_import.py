@@ -28,12 +28,13 @@ from fslab.importer import (
 )
 from fslab.results import ResultsDB
 from fslab.workloads.fio_output import METRICS as FIO_METRICS
-from fslab.workloads.fio_output import PERCENTILES, in_current_units, job_metrics, latency_bins, parse_metrics
+from fslab.workloads.fio_output import PERCENTILES, in_current_units, job_metrics, latency_bins, load_json, parse_metrics
 
 IMPORT = FIXTURES / "import"
 PLAIN = sorted((IMPORT / "plain").glob("*.json"))
 JSONPLUS = sorted((IMPORT / "jsonplus").glob("*.json"))
 FIO2 = ["fio-2.2.10.json", "fio-2.18-jsonplus.json", "fio-2.21-jsonplus.json"]
+FIO34 = IMPORT / "fio-3.4x"  # fio 3.41 and 3.42, built from their tags (see the README)
 
 
 def values(metrics) -> dict[str, float]:
@@ -130,6 +131,36 @@ def test_fio_2_output_is_read_in_fslabs_units(name):
     assert found["cpu_usr_pct"] == job["usr_cpu"] and "write_iops" not in found
 
 
+@pytest.mark.parametrize("version", ["3.41", "3.42"])
+def test_fio_3_4x_output_is_read_and_each_servers_global_options_are_its_own(version):
+    """fio 3.4x's JSON reads as 3.33's (new keys beside, none changed); with a client driving two
+    servers, fio 3.39 and later list each server's global options apart (an array), where one
+    server's are still one table: each host's job takes its own server's."""
+    for kind, like in (("", PLAIN[0]), ("-jsonplus", JSONPLUS[0])):
+        text = (FIO34 / f"fio-{version}{kind}.json").read_text()
+        output = parse_output(text, "t")
+        assert output.fio_version == f"fio-{version}" and not output.jobs[0].buffered
+        assert values(output.jobs[0].metrics) == values(parse_metrics(text)) and values(output.jobs[0].metrics).keys() == values(parse_metrics(like.read_text())).keys(), kind
+    one = parse_output((FIO34 / f"fio-{version}-client-server.json").read_text(), "t")
+    assert [(j.target, j.options["bs"], j.options["ioengine"], j.buffered) for j in one.jobs] == [("t@localhost", "4k", "libaio", False)]
+    text = (FIO34 / f"fio-{version}-two-servers.json").read_text()
+    assert text.startswith("<") and isinstance(load_json(text)["global options"], list), "fio's client lines first, then the options per server"
+    document = load_json(text)
+    output = parse_output(text, "t")
+    assert [(j.target, j.options["bs"], j.options["ioengine"], j.buffered) for j in output.jobs] == [("t@127.0.0.1", "8k", "libaio", False), ("t@localhost", "4k", "libaio", False)]
+    for job in output.jobs:
+        assert values(job.metrics) == values(parse_metrics(only(document, hostname=job.host, jobname="randread"))), "its own, not fio's \"All clients\" on the last host's name"
+    study = imported_study("s", [], [(FoundFile("f", text, datetime(2025, 1, 1), "t"), output)], [])
+    assert [(r.target, r.workload) for r in study.runs] == [("t@127.0.0.1", "randread bs=8k"), ("t@localhost", "randread bs=4k")]
+
+
+def test_the_import_docs_name_every_fio_version_of_the_fixtures():
+    text = " ".join((Path(__file__).parent.parent / "docs" / "import.md").read_text().split())
+    listed = re.search(r"tested on the output of fio ([0-9., and]+)", text)
+    tested = {load_json(p.read_text())["fio version"].removeprefix("fio-") for p in IMPORT.rglob("*.json")}
+    assert listed and set(re.findall(r"[0-9]+(?:\.[0-9]+)+", listed[1])) == tested, (listed, tested)
+
+
 def test_fio_2_bins_by_bucket_index_become_their_values():
     read = json.loads((IMPORT / "fio-2.18-jsonplus.json").read_text())["jobs"][0]["read"]
     assert "FIO_IO_U_PLAT_BITS" in read["clat"]["bins"], "fio 2.18 keyed its bins by bucket index"
@@ -206,6 +237,7 @@ def test_an_import_with_a_failed_job_lists_it_and_exits_1(tmp_path):
         ('{"a": ' * 100000 + "\n", "malformed JSON: nested too deeply"),
         (PLAIN[0].read_text().replace('"timestamp_ms" : ', '"timestamp_ms" : 1e300, "was" : '), "fio's timestamp 1e\\+297 is no time"),
         ('{"jobs": [{"jobname": "x", "error": "bad", "read": {}, "write": {}}]}', "'error' is not a number"),
+        ('{"client_stats": [{"jobname": "x", "hostname": "h", "port": 1}], "global options": [{"port": 1}]}', "'hostname' missing where fio writes it"),
     ],
 )
 def test_what_is_not_fio_output_says_why(text, why):

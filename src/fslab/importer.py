@@ -5,7 +5,8 @@ Three steps, kept apart. Reading (`read_files`, the one part that touches the fi
 files named and those under the directories named, every one untrusted — a symlink met in a
 directory is never followed, only regular files of readable size are read, each file once.
 Parsing (`parse_output`, pure): one file's text into the runs it holds — fio's "jobs", or its
-client/server "client_stats" (per host; fio's own "All clients" sum left out), from any fio
+client/server "client_stats" (per host, each with its server's global options; fio's own "All
+clients" sum left out), from any fio
 version (2.x's µs keys, 3.x's ns keys, plain json or json+), with whatever fio printed before the
 JSON — their metrics read by fio's own parser (workloads/fio.py), nothing read a second way.
 Mapping (`imported_study`, pure): the files into one study run — each job name a workload, each
@@ -28,7 +29,7 @@ import os
 import re
 import stat
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -120,13 +121,27 @@ def _parsed(document: dict, target: str) -> FioOutput:
     version = document.get("fio version")
     if version is not None and not isinstance(version, str):
         raise TypeError("'fio version' is not text")
-    global_options = _options(document.get("global options", {}))
+    global_options = _global_options(document.get("global options", {}))
     groups: dict[tuple[str | None, str], list[dict]] = {}
     for entry in entries:
         host = _plain(entry["hostname"], "host name") if client_server else None
         groups.setdefault((host, _plain(entry["jobname"], "job name")), []).append(entry)
-    jobs = [_job(name, f"{target}@{host}" if host else target, host, group, global_options) for (host, name), group in groups.items()]
+    jobs = [_job(name, f"{target}@{host}" if host else target, host, group, global_options(group[0])) for (host, name), group in groups.items()]
     return FioOutput(version, _timestamp(document), jobs)
+
+
+def _global_options(found: Any) -> Callable[[dict], dict[str, str]]:
+    """Each job entry's global options: fio's one table of them, or — fio 3.39 and later, a client
+    driving several servers — one per server, named by its hostname and port (a server whose job
+    file has none is not listed)."""
+    if not isinstance(found, list):
+        shared = _options(found)
+        return lambda entry: shared
+    per_server = {}
+    for table in found:
+        options = _options(table)
+        per_server[(options.pop("hostname"), options.pop("port"))] = options
+    return lambda entry: per_server.get((str(entry["hostname"]), str(entry["port"])), {})
 
 
 def _job(name: str, target: str, host: str | None, entries: list[dict], global_options: dict[str, str]) -> ImportedJob:
