@@ -446,16 +446,28 @@ def test_the_examples_in_the_import_docs_run_as_written(tmp_path, monkeypatch):
             for path in paths:
                 shutil.copy(path, tmp_path / year / target / path.name)
     shutil.copy(IMPORT / "client-server.json", tmp_path / "nas.json")
+    # bench-fio's trees, two runs of it (the fixture's, its targets a.img and b.img named md0 and md1)
+    for run, tree in (("run1", "raid"), ("run2", "raid-again")):
+        for fixture, device in (("a.img", "md0"), ("b.img", "md1")):
+            if (IMPORT / "bench-fio" / run / fixture).is_dir():
+                shutil.copytree(IMPORT / "bench-fio" / run / fixture, tmp_path / tree / device)
     text = (Path(__file__).parent.parent / "docs" / "import.md").read_text()
     commands = [line.split("#", 1)[0].split() for block in text.split("```sh\n")[1:] for line in block.split("```", 1)[0].splitlines() if line.strip()]
-    assert [c[:2] for c in commands] == [["fslab", "import"], ["fslab", "import"], ["fslab", "compare"], ["fslab", "summary"], ["fslab", "import"], ["fslab", "history"]]
+    assert [c[:2] for c in commands] == [["fslab", "import"], ["fslab", "import"], ["fslab", "compare"], ["fslab", "summary"], ["fslab", "import"], ["fslab", "history"], ["fslab", "import"], ["fslab", "summary"]]
     monkeypatch.chdir(tmp_path)
+    said = {}
     for command in commands:
         result = fslab_in_process(*command[1:])
         assert result.returncode in ((0, 1) if command[1] == "compare" else (0,)), (command, result.stdout, result.stderr)
         assert "Traceback" not in result.stderr
-    targets = {r["target"] for r in ResultsDB(str(tmp_path / "fslab.db")).runs(3)}
-    assert targets == {"nas@localhost"}
+        said[tuple(command)] = result.stdout
+    stored = ResultsDB(str(tmp_path / "fslab.db"))
+    assert {r["target"] for r in stored.runs(3)} == {"nas@localhost"}
+    bench_fio = stored.runs(4)
+    assert {r["target"] for r in bench_fio} == {"md0", "md1"} and len({r["workload"] for r in bench_fio}) == 16
+    shown = [line for block in text.split("```text\n")[1:] for line in block.split("```", 1)[0].splitlines() if line.startswith(("34 file(s)", "  fio job 'FIOJOB'", "  FIOJOB", "passed over"))]
+    printed = said[("fslab", "import", "raid/", "raid-again/", "--study", "raid")].splitlines()
+    assert len(shown) == 5 and all(line in printed for line in shown), "the docs show what the import says"
 
 
 def test_a_report_draws_an_imported_runs_latency_of_its_own_jobs_alone(tmp_path):

@@ -3,14 +3,15 @@ joins summaries and compares (`fslab import`).
 
 Three steps, kept apart. Reading (`read_files`, the one part that touches the filesystem): the
 files named and those under the directories named, every one untrusted — a symlink met in a
-directory is never followed, only regular files of readable size are read, each file once.
-Parsing (`parse_output`, pure): one file's text into the runs it holds — fio's "jobs", or its
-client/server "client_stats" (per host, each with its server's global options; fio's own "All
-clients" sum left out), from any fio
-version (2.x's µs keys, 3.x's ns keys, plain json or json+), with whatever fio printed before the
-JSON — their metrics read by fio's own parser (workloads/fio.py), nothing read a second way.
+directory is never followed, only regular files of readable size are read, each file once; fio's
+log files (FIO_LOG) passed over unopened. Parsing (`parse_output`, pure): one file's text into
+the runs it holds — fio's "jobs", or its client/server "client_stats" (per host, each with its
+server's global options; fio's own "All clients" sum left out), from any fio version (2.x's µs
+keys, 3.x's ns keys, plain json or json+), with whatever fio printed before the JSON — their
+metrics read by fio's own parser (workloads/fio.py), nothing read a second way.
 Mapping (`imported_study`, pure): the files into one study run — each job name a workload, each
-`--target` (default: the file's directory name; client/server output: `TARGET@HOST`) a target,
+`--target` (default: the file's directory name, or in bench-fio's tree its target's directory:
+bench_fio_tree.py; client/server output: `TARGET@HOST`) a target,
 several files of one cell its repetitions, each run keeping fio's JSON whole as its raw output
 and where it came from. Runs are repetitions of one workload only when fio's job options agree
 (`what_it_ran`): a job name run with different options (one file per iodepth × numjobs, as
@@ -18,7 +19,8 @@ bench-fio writes them) is one workload per set of options, named by the options 
 (`random-read iodepth=16 numjobs=32`); `ImportedStudy.grouping` says how the files were
 grouped. `import_files` does all three; storing is results/db.py's (`ResultsDB.store_imported`).
 
-A file that is not fio's JSON, or is malformed, is `Skipped` with why; the rest are imported.
+A file that is not fio's JSON, or is malformed, is `Skipped` with why; fio's logs and bench-fio's
+preconditioning runs are skipped as `passed_over` (no fault, counted); the rest are imported.
 """
 
 from __future__ import annotations
@@ -30,12 +32,13 @@ import re
 import stat
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 from fslab import __version__
+from fslab.bench_fio_tree import place
 from fslab.errors import FslabError
 from fslab.guard.fio_jobs import direct_after
 from fslab.guard.names import NAME, NAME_RULE
@@ -76,6 +79,10 @@ class FioOutput:
     finished_at: datetime | None  # fio's timestamp (UTC), None when this fio wrote none
     jobs: list[ImportedJob]
 
+    def of(self, target: str) -> FioOutput:
+        """The same runs, of another target (client/server output's: TARGET@HOST)."""
+        return replace(self, jobs=[replace(job, target=_at(target, job.host)) for job in self.jobs])
+
 
 @dataclass(frozen=True)
 class FoundFile:
@@ -91,6 +98,13 @@ class FoundFile:
 class Skipped:
     path: str
     why: str
+    passed_over: bool = False  # left out on purpose, not for a fault: fio's logs, bench-fio's preconditioning runs
+
+
+# fio's log files, as fio names them (write_bw_log, write_lat_log, write_iops_log, write_hist_log:
+# NAME_TYPE[.JOB].log, .log.fz compressed, .HOST after it from a fio client): not its JSON output,
+# passed over where they lie beside it (bench-fio writes five kinds per job)
+FIO_LOG = re.compile(r".+_(bw|iops|lat|clat|slat|clat_hist)(\.[0-9]+)?\.log(\.fz)?(\.[^/]+)?")
 
 
 # --- parsing (pure) -----------------------------------------------------------------------------
@@ -126,8 +140,13 @@ def _parsed(document: dict, target: str) -> FioOutput:
     for entry in entries:
         host = _plain(entry["hostname"], "host name") if client_server else None
         groups.setdefault((host, _plain(entry["jobname"], "job name")), []).append(entry)
-    jobs = [_job(name, f"{target}@{host}" if host else target, host, group, global_options(group[0])) for (host, name), group in groups.items()]
+    jobs = [_job(name, _at(target, host), host, group, global_options(group[0])) for (host, name), group in groups.items()]
     return FioOutput(version, _timestamp(document), jobs)
+
+
+def _at(target: str, host: str | None) -> str:
+    """The target of a run: client/server output's runs are of TARGET@HOST."""
+    return f"{target}@{host}" if host else target
 
 
 def _global_options(found: Any) -> Callable[[dict], dict[str, str]]:
@@ -271,7 +290,8 @@ class ImportedStudy:
     workloads: list[ImportedWorkload]
     runs: list[RunRecord]
     files: list[str]  # every file imported, in order
-    skipped: list[Skipped] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)  # for a fault: each is said, and the import exits 1
+    passed_over: list[Skipped] = field(default_factory=list)  # on purpose (Skipped.passed_over): counted
 
     @property
     def repetitions(self) -> int:
@@ -291,11 +311,16 @@ class ImportedStudy:
             runs[r.workload][r.target] += 1
         for workload, targets in runs.items():
             lines.append(f"  {workload}: " + ", ".join(f"{target} {n} run{'s' if n > 1 else ''}" for target, n in targets.items()))
-        return lines
+        return lines + [f"passed over {n} file(s): {why}" for why, n in self.passed_over_by_why().items()]
+
+    def passed_over_by_why(self) -> dict[str, int]:
+        return dict(Counter(s.why for s in self.passed_over))
 
     def settings(self, imported_at: datetime) -> dict:
-        """What the study run records of its import (settings["imported"]): the files, those skipped and why, when."""
-        return {"imported": {"files": self.files, "skipped": [{"file": s.path, "why": s.why} for s in self.skipped], "at": imported_at.isoformat()}}
+        """What the study run records of its import (settings["imported"]): the files, those skipped
+        and why, how many were passed over and why (a bench-fio tree holds thousands of fio's logs), when."""
+        skipped = [{"file": s.path, "why": s.why} for s in self.skipped]
+        return {"imported": {"files": self.files, "skipped": skipped, "passed_over": self.passed_over_by_why(), "at": imported_at.isoformat()}}
 
     def environment(self) -> dict:
         """What is known of where its runs were made: the fio versions alone (and the fslab importing them)."""
@@ -346,7 +371,8 @@ def imported_study(name: str, paths: Iterable[str], found: Iterable[tuple[FoundF
                     buffered=job.buffered, outputs=[RawOutput("", "fio", file.text)], metrics=job.metrics, source=source | ({"host": job.host} if job.host else {}),
                 )
             )
-    return ImportedStudy(name, list(paths), [ImportedTarget(t, v) for t, v in targets.items()], list(workloads.values()), runs, files, skipped)
+    faults, passed_over = [s for s in skipped if not s.passed_over], [s for s in skipped if s.passed_over]
+    return ImportedStudy(name, list(paths), [ImportedTarget(t, v) for t, v in targets.items()], list(workloads.values()), runs, files, faults, passed_over)
 
 
 def imported_from(study_run: dict) -> dict | None:
@@ -367,6 +393,9 @@ def read_files(paths: Iterable[Path]) -> tuple[list[FoundFile], list[Skipped]]:
     seen: set[tuple[int, int]] = set()
 
     def take(path: Path, follow: bool) -> None:
+        if FIO_LOG.fullmatch(path.name):
+            skipped.append(Skipped(str(path), "fio's log file, not its JSON output", passed_over=True))
+            return
         try:
             file = _read(path, follow, seen)
         except NotFioOutput as exc:
@@ -419,16 +448,30 @@ def _read(path: Path, follow: bool, seen: set[tuple[int, int]]) -> FoundFile | N
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise NotFioOutput("not UTF-8 text: not fio's JSON output") from None
-    parent = path.absolute().parent.name
-    return FoundFile(str(path), text, datetime.fromtimestamp(st.st_mtime, timezone.utc).replace(tzinfo=None), parent if NAME.fullmatch(parent) else DEFAULT_TARGET)
+    return FoundFile(str(path), text, datetime.fromtimestamp(st.st_mtime, timezone.utc).replace(tzinfo=None), _target_named(path.absolute().parent.name))
+
+
+def _target_named(directory: str) -> str:
+    """The target a directory's name makes: itself when plain, else DEFAULT_TARGET."""
+    return directory if NAME.fullmatch(directory) else DEFAULT_TARGET
 
 
 def parse_files(files: Iterable[FoundFile], target: str | None = None) -> tuple[list[tuple[FoundFile, FioOutput]], list[Skipped]]:
-    """Each file parsed for its target (`target`, else its directory's name); those that are not fio's output, with why."""
+    """Each file parsed for its target (`target`, else the target directory of bench-fio's tree,
+    else its directory's name); those that are not fio's output, with why, and bench-fio's
+    preconditioning runs, passed over."""
     parsed, skipped = [], []
     for file in files:
         try:
-            parsed.append((file, parse_output(file.text, target or file.target)))
+            output = parse_output(file.text, target or file.target)
         except NotFioOutput as exc:
             skipped.append(Skipped(file.path, str(exc)))
+            continue
+        if (bench_fio := place(file.path, [job.options for job in output.jobs])) is not None:
+            if bench_fio.precondition:
+                skipped.append(Skipped(file.path, "bench-fio's preconditioning run (run-N), not a measurement", passed_over=True))
+                continue
+            if target is None:
+                output = output.of(_target_named(bench_fio.target))
+        parsed.append((file, output))
     return parsed, skipped
