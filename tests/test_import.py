@@ -11,7 +11,7 @@ import os
 import shutil
 import sqlite3
 import stat
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -152,6 +152,29 @@ def test_fio_3_4x_output_is_read_and_each_servers_global_options_are_its_own(ver
         assert values(job.metrics) == values(parse_metrics(only(document, hostname=job.host, jobname="randread"))), "its own, not fio's \"All clients\" on the last host's name"
     study = imported_study("s", [], [(FoundFile("f", text, datetime(2025, 1, 1), "t"), output)], [])
     assert [(r.target, r.workload) for r in study.runs] == [("t@127.0.0.1", "randread bs=8k"), ("t@localhost", "randread bs=4k")]
+
+
+def test_a_client_servers_runs_begin_at_its_timestamp_or_at_their_job_start():
+    """fio writes its timestamp as it ends, a fio client as it starts the servers (before their
+    jobs): a client/server run begins there — from fio 3.36 on, at its job's own job_start — and
+    ends its runtime later; a run of fio's own output still ends at fio's timestamp."""
+    paths = [IMPORT / "client-server.json", FIO34 / "fio-3.42-two-servers.json", FIO34 / "fio-3.42.json"]
+    files, _ = read_files(paths)
+    runs = imported_study("s", [], parse_files(files, "t")[0], []).runs
+    documents = [load_json(p.read_text()) for p in paths]
+    utc = lambda seconds: datetime.fromtimestamp(seconds, timezone.utc).replace(tzinfo=None)  # noqa: E731
+
+    def entry(document: dict, host: str | None = None) -> dict:
+        return next(e for e in document.get("jobs") or document["client_stats"] if e["jobname"] == "randread" and host in (None, e.get("hostname")))
+
+    old, *two, local = runs
+    first = entry(documents[0])
+    assert (old.started_at, old.finished_at, old.source["finished_at_from"]) == (utc(documents[0]["timestamp"]), utc(documents[0]["timestamp"] + first["read"]["runtime"] / 1000), "fio client's start")
+    for run in two:
+        began = entry(documents[1], run.source["host"])["job_start"] / 1000
+        assert (run.started_at, run.source["finished_at_from"]) == (utc(began), "fio job_start") and began > documents[1]["timestamp"], run.source
+        assert run.finished_at == run.started_at + timedelta(seconds=entry(documents[1], run.source["host"])["read"]["runtime"] / 1000)
+    assert (local.finished_at, local.source["finished_at_from"]) == (utc(documents[2]["timestamp_ms"] / 1000), "fio") and local.started_at < local.finished_at
 
 
 def test_the_import_docs_name_every_fio_version_of_the_fixtures():

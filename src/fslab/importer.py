@@ -69,6 +69,8 @@ class ImportedJob:
     seconds: float  # how long it measured: its longest direction's runtime
     buffered: bool  # through the page cache (fio's default), unless direct=1 or buffered=0
     options: dict[str, str]  # fio's global options with the job's own over them, as fio listed them
+    started_at: datetime | None = None  # client/server output's: when it began (UTC); None: it ended at fio's timestamp
+    started_from: str | None = None  # what said when: fio's job_start, else the fio client's timestamp (its start)
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,7 @@ class FioOutput:
     """One file's fio JSON, parsed."""
 
     fio_version: str | None
-    finished_at: datetime | None  # fio's timestamp (UTC), None when this fio wrote none
+    finished_at: datetime | None  # fio's timestamp (UTC); None when this fio wrote none, or a fio client did (its start)
     jobs: list[ImportedJob]
 
     def of(self, target: str) -> FioOutput:
@@ -140,8 +142,12 @@ def _parsed(document: dict, target: str) -> FioOutput:
     for entry in entries:
         host = _plain(entry["hostname"], "host name") if client_server else None
         groups.setdefault((host, _plain(entry["jobname"], "job name")), []).append(entry)
-    jobs = [_job(name, _at(target, host), host, group, global_options(group[0])) for (host, name), group in groups.items()]
-    return FioOutput(version, _timestamp(document), jobs)
+    # fio writes its timestamp as it ends; a fio client as it starts the servers (client.c), before
+    # their jobs: their runs begin at it, or at each job's own job_start (fio 3.36 on)
+    timestamp = _timestamp(document)
+    began = timestamp if client_server else None
+    jobs = [_job(name, _at(target, host), host, group, global_options(group[0]), began) for (host, name), group in groups.items()]
+    return FioOutput(version, None if client_server else timestamp, jobs)
 
 
 def _at(target: str, host: str | None) -> str:
@@ -163,7 +169,7 @@ def _global_options(found: Any) -> Callable[[dict], dict[str, str]]:
     return lambda entry: per_server.get((str(entry["hostname"]), str(entry["port"])), {})
 
 
-def _job(name: str, target: str, host: str | None, entries: list[dict], global_options: dict[str, str]) -> ImportedJob:
+def _job(name: str, target: str, host: str | None, entries: list[dict], global_options: dict[str, str], began: datetime | None) -> ImportedJob:
     if any("mixed" in e and "read" not in e for e in entries):
         raise NotFioOutput(f"job '{name}' was reported with unified_rw_reporting (one 'mixed' direction): fslab reads reads and writes apart")
     own = _options(entries[0].get("job options", {}))
@@ -175,13 +181,25 @@ def _job(name: str, target: str, host: str | None, entries: list[dict], global_o
     seconds = max(e[d]["runtime"] for e in entries for d in DIRECTIONS) / 1000
     if not 0 <= seconds < MAX_SECONDS:
         raise ValueError(f"job '{name}' ran for {seconds} s, not a runtime fio writes")
+    started: tuple[datetime | None, str | None] = (None, None)  # a run of fio's own output ends at its timestamp
+    if began:
+        job_start = _job_start(entries, options)
+        started = (job_start, "fio job_start") if job_start else (began, "fio client's start")
     if errors:
-        return ImportedJob(name, target, host, [], f"fio reported error {', '.join(map(str, errors))} for job '{name}'", seconds, buffered, options)
+        return ImportedJob(name, target, host, [], f"fio reported error {', '.join(map(str, errors))} for job '{name}'", seconds, buffered, options, *started)
     metrics = job_metrics(entries)
     for m in metrics:
         if not (isinstance(m.value, (int, float)) and math.isfinite(m.value) and m.value >= 0):
             raise NotFioOutput(f"job '{name}': {m.name} is {m.value!r}, not a number fio writes")
-    return ImportedJob(name, target, host, metrics, None, seconds, buffered, options)
+    return ImportedJob(name, target, host, metrics, None, seconds, buffered, options, *started)
+
+
+def _job_start(entries: list[dict], options: dict[str, str]) -> datetime | None:
+    """When a job began (its first entry's): fio's job_start, in ms (fio 3.36 on), when on the
+    real-time clock (job_start_clock_id 0, fio's default); None when fio wrote none."""
+    if options.get("job_start_clock_id", "0") != "0" or not all(e.get("job_start") for e in entries):
+        return None
+    return _utc(min(e["job_start"] for e in entries) / 1000, "job_start")
 
 
 def _plain(value: Any, what: str) -> str:
@@ -206,10 +224,14 @@ def _timestamp(document: dict) -> datetime | None:
         seconds = document["timestamp"]
     else:
         return None
+    return _utc(seconds, "timestamp")
+
+
+def _utc(seconds: Any, what: str) -> datetime:
     try:
         return datetime.fromtimestamp(float(seconds), timezone.utc).replace(tzinfo=None)
     except (OverflowError, OSError) as exc:
-        raise ValueError(f"fio's timestamp {seconds!r} is no time ({exc})") from None
+        raise ValueError(f"fio's {what} {seconds!r} is no time ({exc})") from None
 
 
 def _described(exc: Exception) -> str:
@@ -353,9 +375,13 @@ def imported_study(name: str, paths: Iterable[str], found: Iterable[tuple[FoundF
     runs, files = [], []
     for file, output in found:
         files.append(file.path)
-        finished = output.finished_at or file.modified
         version = output.fio_version or "unknown"
         for job in output.jobs:
+            if job.started_at:  # client/server output
+                started, finished, when = job.started_at, job.started_at + timedelta(seconds=job.seconds), job.started_from
+            else:
+                finished = output.finished_at or file.modified
+                started, when = finished - timedelta(seconds=job.seconds), "fio" if output.finished_at else "file modification time"
             workload = named[(job.name, what_it_ran(job.options))]
             cell = (job.target, workload)
             versions = targets.setdefault(job.target, [])
@@ -363,11 +389,11 @@ def imported_study(name: str, paths: Iterable[str], found: Iterable[tuple[FoundF
                 versions.append(version)
             workloads.setdefault(workload, ImportedWorkload(workload, job.name, job.options))
             repetitions[cell] += 1
-            source = {"file": file.path, "job": job.name, "fio_version": output.fio_version, "finished_at_from": "fio" if output.finished_at else "file modification time"}
+            source = {"file": file.path, "job": job.name, "fio_version": output.fio_version, "finished_at_from": when}
             runs.append(
                 RunRecord(
                     target=job.target, workload=workload, repetition=repetitions[cell], warmup=False, block=repetitions[cell], position=len(runs),
-                    started_at=finished - timedelta(seconds=job.seconds), finished_at=finished, status="failed" if job.error else "ok", error=job.error,
+                    started_at=started, finished_at=finished, status="failed" if job.error else "ok", error=job.error,
                     buffered=job.buffered, outputs=[RawOutput("", "fio", file.text)], metrics=job.metrics, source=source | ({"host": job.host} if job.host else {}),
                 )
             )
