@@ -79,6 +79,13 @@ def test_part_of_a_tree_or_one_file_of_it_is_of_the_same_target():
     assert {r.target for r in import_files("bench", [TREE / "run1" / "b.img" / "4k"], target="nvme").runs} == {"nvme"}, "--target names every run's target"
 
 
+def test_bench_fio_driving_a_fio_server_is_of_its_target_on_that_host():
+    # bench-fio --remote host.list: fio --client output, its logs named ….log.HOST
+    study = import_files("bench", [IMPORT / "bench-fio-remote"])
+    assert [(r.target, r.workload, r.source["host"]) for r in study.runs] == [("a.img@localhost", "FIOJOB iodepth=1", "localhost"), ("a.img@localhost", "FIOJOB iodepth=8", "localhost")]
+    assert not study.skipped and study.passed_over_by_why() == {"fio's log file, not its JSON output": 10}
+
+
 def test_preconditioning_runs_are_passed_over():
     study = import_files("bench", [PRECONDITIONED])
     condition = PRECONDITIONED / "precondition" / "a.img" / "1m" / "run-1" / "write-64-1.json"
