@@ -17,15 +17,8 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, fslab_in_process
 
-from fslab.importer import (
-    FioOutput,
-    FoundFile,
-    NotFioOutput,
-    imported_study,
-    parse_files,
-    parse_output,
-    read_files,
-)
+from fslab.import_parsing import FioOutput, NotFioOutput, parse_output
+from fslab.importer import FoundFile, imported_study, parse_files, read_files
 from fslab.results import ResultsDB
 from fslab.workloads.fio_output import METRICS as FIO_METRICS
 from fslab.workloads.fio_output import PERCENTILES, in_current_units, job_metrics, latency_bins, load_json, parse_metrics
@@ -534,8 +527,6 @@ def test_a_report_draws_the_latency_of_a_job_split_by_its_options(tmp_path):
 def test_an_imported_jobs_buffering_is_read_as_fio_applies_its_options(global_options, job_options, buffered):
     """fio applies the later of direct and buffered (the job's after the global ones): the same
     rule, in one place (guard.fio_jobs.direct_after), as for fslab's own jobs."""
-    from fslab.importer import parse_output
-
     document = json.loads((IMPORT / "several-jobs.json").read_text())
     document["global options"] = global_options
     for job in document["jobs"]:
