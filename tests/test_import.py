@@ -11,29 +11,23 @@ import os
 import shutil
 import sqlite3
 import stat
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, fslab_in_process
 
-from fslab.importer import (
-    FioOutput,
-    FoundFile,
-    NotFioOutput,
-    imported_study,
-    parse_files,
-    parse_output,
-    read_files,
-)
+from fslab.import_parsing import FioOutput, NotFioOutput, parse_output
+from fslab.importer import FoundFile, imported_study, parse_files, read_files
 from fslab.results import ResultsDB
 from fslab.workloads.fio_output import METRICS as FIO_METRICS
-from fslab.workloads.fio_output import PERCENTILES, in_current_units, job_metrics, latency_bins, parse_metrics
+from fslab.workloads.fio_output import PERCENTILES, in_current_units, job_metrics, latency_bins, load_json, parse_metrics
 
 IMPORT = FIXTURES / "import"
 PLAIN = sorted((IMPORT / "plain").glob("*.json"))
 JSONPLUS = sorted((IMPORT / "jsonplus").glob("*.json"))
 FIO2 = ["fio-2.2.10.json", "fio-2.18-jsonplus.json", "fio-2.21-jsonplus.json"]
+FIO34 = IMPORT / "fio-3.4x"  # fio 3.41 and 3.42, built from their tags (see the README)
 
 
 def values(metrics) -> dict[str, float]:
@@ -130,6 +124,59 @@ def test_fio_2_output_is_read_in_fslabs_units(name):
     assert found["cpu_usr_pct"] == job["usr_cpu"] and "write_iops" not in found
 
 
+@pytest.mark.parametrize("version", ["3.41", "3.42"])
+def test_fio_3_4x_output_is_read_and_each_servers_global_options_are_its_own(version):
+    """fio 3.4x's JSON reads as 3.33's (new keys beside, none changed); with a client driving two
+    servers, fio 3.39 and later list each server's global options apart (an array), where one
+    server's are still one table: each host's job takes its own server's."""
+    for kind, like in (("", PLAIN[0]), ("-jsonplus", JSONPLUS[0])):
+        text = (FIO34 / f"fio-{version}{kind}.json").read_text()
+        output = parse_output(text, "t")
+        assert output.fio_version == f"fio-{version}" and not output.jobs[0].buffered
+        assert values(output.jobs[0].metrics) == values(parse_metrics(text)) and values(output.jobs[0].metrics).keys() == values(parse_metrics(like.read_text())).keys(), kind
+    one = parse_output((FIO34 / f"fio-{version}-client-server.json").read_text(), "t")
+    assert [(j.target, j.options["bs"], j.options["ioengine"], j.buffered) for j in one.jobs] == [("t@localhost", "4k", "libaio", False)]
+    text = (FIO34 / f"fio-{version}-two-servers.json").read_text()
+    assert text.startswith("<") and isinstance(load_json(text)["global options"], list), "fio's client lines first, then the options per server"
+    document = load_json(text)
+    output = parse_output(text, "t")
+    assert [(j.target, j.options["bs"], j.options["ioengine"], j.buffered) for j in output.jobs] == [("t@127.0.0.1", "8k", "libaio", False), ("t@localhost", "4k", "libaio", False)]
+    for job in output.jobs:
+        assert values(job.metrics) == values(parse_metrics(only(document, hostname=job.host, jobname="randread"))), "its own, not fio's \"All clients\" on the last host's name"
+    study = imported_study("s", [], [(FoundFile("f", text, datetime(2025, 1, 1), "t"), output)], [])
+    assert [(r.target, r.workload) for r in study.runs] == [("t@127.0.0.1", "randread bs=8k"), ("t@localhost", "randread bs=4k")]
+
+
+def test_a_client_servers_runs_begin_at_its_timestamp_or_at_their_job_start():
+    """fio writes its timestamp as it ends, a fio client as it starts the servers (before their
+    jobs): a client/server run begins there — from fio 3.36 on, at its job's own job_start — and
+    ends its runtime later; a run of fio's own output still ends at fio's timestamp."""
+    paths = [IMPORT / "client-server.json", FIO34 / "fio-3.42-two-servers.json", FIO34 / "fio-3.42.json"]
+    files, _ = read_files(paths)
+    runs = imported_study("s", [], parse_files(files, "t")[0], []).runs
+    documents = [load_json(p.read_text()) for p in paths]
+    utc = lambda seconds: datetime.fromtimestamp(seconds, timezone.utc).replace(tzinfo=None)  # noqa: E731
+
+    def entry(document: dict, host: str | None = None) -> dict:
+        return next(e for e in document.get("jobs") or document["client_stats"] if e["jobname"] == "randread" and host in (None, e.get("hostname")))
+
+    old, *two, local = runs
+    first = entry(documents[0])
+    assert (old.started_at, old.finished_at, old.source["finished_at_from"]) == (utc(documents[0]["timestamp"]), utc(documents[0]["timestamp"] + first["read"]["runtime"] / 1000), "fio client's start")
+    for run in two:
+        began = entry(documents[1], run.source["host"])["job_start"] / 1000
+        assert (run.started_at, run.source["finished_at_from"]) == (utc(began), "fio job_start") and began > documents[1]["timestamp"], run.source
+        assert run.finished_at == run.started_at + timedelta(seconds=entry(documents[1], run.source["host"])["read"]["runtime"] / 1000)
+    assert (local.finished_at, local.source["finished_at_from"]) == (utc(documents[2]["timestamp_ms"] / 1000), "fio") and local.started_at < local.finished_at
+
+
+def test_the_import_docs_name_every_fio_version_of_the_fixtures():
+    text = " ".join((Path(__file__).parent.parent / "docs" / "import.md").read_text().split())
+    listed = re.search(r"tested on the output of fio ([0-9., and]+)", text)
+    tested = {load_json(p.read_text())["fio version"].removeprefix("fio-") for p in IMPORT.rglob("*.json")}
+    assert listed and set(re.findall(r"[0-9]+(?:\.[0-9]+)+", listed[1])) == tested, (listed, tested)
+
+
 def test_fio_2_bins_by_bucket_index_become_their_values():
     read = json.loads((IMPORT / "fio-2.18-jsonplus.json").read_text())["jobs"][0]["read"]
     assert "FIO_IO_U_PLAT_BITS" in read["clat"]["bins"], "fio 2.18 keyed its bins by bucket index"
@@ -206,6 +253,7 @@ def test_an_import_with_a_failed_job_lists_it_and_exits_1(tmp_path):
         ('{"a": ' * 100000 + "\n", "malformed JSON: nested too deeply"),
         (PLAIN[0].read_text().replace('"timestamp_ms" : ', '"timestamp_ms" : 1e300, "was" : '), "fio's timestamp 1e\\+297 is no time"),
         ('{"jobs": [{"jobname": "x", "error": "bad", "read": {}, "write": {}}]}', "'error' is not a number"),
+        ('{"client_stats": [{"jobname": "x", "hostname": "h", "port": 1}], "global options": [{"port": 1}]}', "'hostname' missing where fio writes it"),
     ],
 )
 def test_what_is_not_fio_output_says_why(text, why):
@@ -414,16 +462,28 @@ def test_the_examples_in_the_import_docs_run_as_written(tmp_path, monkeypatch):
             for path in paths:
                 shutil.copy(path, tmp_path / year / target / path.name)
     shutil.copy(IMPORT / "client-server.json", tmp_path / "nas.json")
+    # bench-fio's trees, two runs of it (the fixture's, its targets a.img and b.img named md0 and md1)
+    for run, tree in (("run1", "raid"), ("run2", "raid-again")):
+        for fixture, device in (("a.img", "md0"), ("b.img", "md1")):
+            if (IMPORT / "bench-fio" / run / fixture).is_dir():
+                shutil.copytree(IMPORT / "bench-fio" / run / fixture, tmp_path / tree / device)
     text = (Path(__file__).parent.parent / "docs" / "import.md").read_text()
     commands = [line.split("#", 1)[0].split() for block in text.split("```sh\n")[1:] for line in block.split("```", 1)[0].splitlines() if line.strip()]
-    assert [c[:2] for c in commands] == [["fslab", "import"], ["fslab", "import"], ["fslab", "compare"], ["fslab", "summary"], ["fslab", "import"], ["fslab", "history"]]
+    assert [c[:2] for c in commands] == [["fslab", "import"], ["fslab", "import"], ["fslab", "compare"], ["fslab", "summary"], ["fslab", "import"], ["fslab", "history"], ["fslab", "import"], ["fslab", "summary"]]
     monkeypatch.chdir(tmp_path)
+    said = {}
     for command in commands:
         result = fslab_in_process(*command[1:])
         assert result.returncode in ((0, 1) if command[1] == "compare" else (0,)), (command, result.stdout, result.stderr)
         assert "Traceback" not in result.stderr
-    targets = {r["target"] for r in ResultsDB(str(tmp_path / "fslab.db")).runs(3)}
-    assert targets == {"nas@localhost"}
+        said[tuple(command)] = result.stdout
+    stored = ResultsDB(str(tmp_path / "fslab.db"))
+    assert {r["target"] for r in stored.runs(3)} == {"nas@localhost"}
+    bench_fio = stored.runs(4)
+    assert {r["target"] for r in bench_fio} == {"md0", "md1"} and len({r["workload"] for r in bench_fio}) == 16
+    shown = [line for block in text.split("```text\n")[1:] for line in block.split("```", 1)[0].splitlines() if line.startswith(("34 file(s)", "  fio job 'FIOJOB'", "  FIOJOB", "passed over"))]
+    printed = said[("fslab", "import", "raid/", "raid-again/", "--study", "raid")].splitlines()
+    assert len(shown) == 5 and all(line in printed for line in shown), "the docs show what the import says"
 
 
 def test_a_report_draws_an_imported_runs_latency_of_its_own_jobs_alone(tmp_path):
@@ -467,8 +527,6 @@ def test_a_report_draws_the_latency_of_a_job_split_by_its_options(tmp_path):
 def test_an_imported_jobs_buffering_is_read_as_fio_applies_its_options(global_options, job_options, buffered):
     """fio applies the later of direct and buffered (the job's after the global ones): the same
     rule, in one place (guard.fio_jobs.direct_after), as for fslab's own jobs."""
-    from fslab.importer import parse_output
-
     document = json.loads((IMPORT / "several-jobs.json").read_text())
     document["global options"] = global_options
     for job in document["jobs"]:

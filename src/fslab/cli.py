@@ -368,12 +368,12 @@ def compare(
 def import_results(
     paths: Annotated[list[Path], typer.Argument(metavar="PATH", help="fio JSON output files, or directories holding them (every regular file under them is tried).")],
     study: Annotated[str, typer.Option("--study", help="The study the imported runs belong to: compare it with other study runs of that name.")] = "imported",
-    target: Annotated[Optional[str], typer.Option("--target", help="The target every imported run is of. \\[default: each file's directory name, else 'imported'; client/server output: TARGET@HOST]")] = None,
+    target: Annotated[Optional[str], typer.Option("--target", help="The target every imported run is of. \\[default: each file's directory name — in bench-fio's tree, its target's —, else 'imported'; client/server output: TARGET@HOST]")] = None,
     db: DbOption = None,
 ) -> None:
-    """Import existing fio JSON output (plain json or json+, fio 2.x or 3.x, client/server too) as a study run, and show its summary.
+    """Import existing fio JSON output (plain json or json+, fio 2.x or 3.x, client/server too; bench-fio's output tree) as a study run, and show its summary.
 
-    Each fio job name becomes a workload — one per set of job options where files ran it with different ones —, each file a run of its cells (docs/import.md). A file that is not fio's JSON, or is malformed, is reported and skipped; the rest are imported.
+    Each fio job name becomes a workload — one per set of job options where files ran it with different ones —, each file a run of its cells (docs/import.md). A file that is not fio's JSON, or is malformed, is reported and skipped; fio's log files and bench-fio's preconditioning runs are passed over, counted; the rest are imported.
 
     Exit status: 0 when every file was imported; 1 when some were skipped, or a job reported an error, and the rest imported; 2 when nothing could be imported.
     """
@@ -390,7 +390,7 @@ def import_results(
     for s in imported.skipped:
         errors.print(f"[yellow]skipped[/yellow] {safe_markup(visible(s.path))}: {safe_markup(visible(s.why))}", highlight=False, soft_wrap=True)
     if not imported.runs:
-        raise _fail(f"nothing imported: no fio JSON output among {len(imported.skipped)} file(s)", code=2)
+        raise _fail(f"nothing imported: no fio JSON output among {len(imported.skipped) + len(imported.passed_over)} file(s)", code=2)
     for line in imported.grouping():
         console.print(safe_markup(line), highlight=False, soft_wrap=True)
     results = _open_db(db)

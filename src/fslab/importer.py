@@ -3,13 +3,12 @@ joins summaries and compares (`fslab import`).
 
 Three steps, kept apart. Reading (`read_files`, the one part that touches the filesystem): the
 files named and those under the directories named, every one untrusted — a symlink met in a
-directory is never followed, only regular files of readable size are read, each file once.
-Parsing (`parse_output`, pure): one file's text into the runs it holds — fio's "jobs", or its
-client/server "client_stats" (per host; fio's own "All clients" sum left out), from any fio
-version (2.x's µs keys, 3.x's ns keys, plain json or json+), with whatever fio printed before the
-JSON — their metrics read by fio's own parser (workloads/fio.py), nothing read a second way.
+directory is never followed, only regular files of readable size are read, each file once; fio's
+log files (FIO_LOG) passed over unopened. Parsing (import_parsing.py's `parse_output`, pure): one
+file's text into the runs it holds, from any fio version, client/server output too.
 Mapping (`imported_study`, pure): the files into one study run — each job name a workload, each
-`--target` (default: the file's directory name; client/server output: `TARGET@HOST`) a target,
+`--target` (default: the file's directory name, or in bench-fio's tree its target's directory:
+bench_fio_tree.py; client/server output: `TARGET@HOST`) a target,
 several files of one cell its repetitions, each run keeping fio's JSON whole as its raw output
 and where it came from. Runs are repetitions of one workload only when fio's job options agree
 (`what_it_ran`): a job name run with different options (one file per iodepth × numjobs, as
@@ -17,13 +16,13 @@ bench-fio writes them) is one workload per set of options, named by the options 
 (`random-read iodepth=16 numjobs=32`); `ImportedStudy.grouping` says how the files were
 grouped. `import_files` does all three; storing is results/db.py's (`ResultsDB.store_imported`).
 
-A file that is not fio's JSON, or is malformed, is `Skipped` with why; the rest are imported.
+A file that is not fio's JSON, or is malformed, is `Skipped` with why; fio's logs and bench-fio's
+preconditioning runs are skipped as `passed_over` (no fault, counted); the rest are imported.
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import re
 import stat
@@ -32,48 +31,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
 
 from fslab import __version__
-from fslab.errors import FslabError
-from fslab.guard.fio_jobs import direct_after
-from fslab.guard.names import NAME, NAME_RULE
-from fslab.model import Metric, RawOutput
+from fslab.bench_fio_tree import place
+from fslab.guard.names import NAME
+from fslab.import_parsing import FioOutput, NotFioOutput, parse_output
+from fslab.model import RawOutput
 from fslab.results.records import RunRecord
-from fslab.workloads.fio_output import DIRECTIONS, NoJson, job_entries, job_metrics, load_json
 
 DEFAULT_TARGET = "imported"  # when a file's directory has no plain name
 MAX_BYTES = 64 * 2**20  # fio's JSON of one run is kilobytes to a few MiB; a larger file is something else
-MAX_SECONDS = 10**8  # a job's runtime beyond three years is not fio's
-
-
-class NotFioOutput(FslabError):
-    """A file that is not fio's JSON output, or not one fslab can read: why."""
-
-
-@dataclass(frozen=True)
-class ImportedJob:
-    """One run of a file: the jobs of one name (of one host, in client/server output) taken
-    together, as fio.py takes a run's jobs together — numjobs clones, or a group under
-    group_reporting (fio names a group after its first job)."""
-
-    name: str  # fio's job name
-    target: str
-    host: str | None  # the fio server that ran it (client/server output)
-    metrics: list[Metric]
-    error: str | None  # what fio reported as the job's error; its metrics are then not imported
-    seconds: float  # how long it measured: its longest direction's runtime
-    buffered: bool  # through the page cache (fio's default), unless direct=1 or buffered=0
-    options: dict[str, str]  # fio's global options with the job's own over them, as fio listed them
-
-
-@dataclass(frozen=True)
-class FioOutput:
-    """One file's fio JSON, parsed."""
-
-    fio_version: str | None
-    finished_at: datetime | None  # fio's timestamp (UTC), None when this fio wrote none
-    jobs: list[ImportedJob]
 
 
 @dataclass(frozen=True)
@@ -90,98 +57,13 @@ class FoundFile:
 class Skipped:
     path: str
     why: str
+    passed_over: bool = False  # left out on purpose, not for a fault: fio's logs, bench-fio's preconditioning runs
 
 
-# --- parsing (pure) -----------------------------------------------------------------------------
-
-
-def parse_output(text: str, target: str) -> FioOutput:
-    """fio's JSON output (text before it tolerated) into its runs, for `target`; NotFioOutput
-    saying why when it is not fio's output or not one fslab can read."""
-    try:
-        document = load_json(text)
-    except NoJson:
-        raise NotFioOutput("no JSON in it: not fio's JSON output") from None
-    except ValueError as exc:
-        raise NotFioOutput(str(exc)) from None
-    try:
-        return _parsed(document, target)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-        raise NotFioOutput(f"not fio output as fslab reads it: {_described(exc)}") from None
-
-
-def _parsed(document: dict, target: str) -> FioOutput:
-    entries = job_entries(document)
-    if entries is None:
-        raise NotFioOutput("no 'jobs' or 'client_stats': not fio's JSON output")
-    client_server = not isinstance(document.get("jobs"), list)  # job_entries read "client_stats"
-    if not entries:
-        raise NotFioOutput("fio's output lists no jobs")
-    version = document.get("fio version")
-    if version is not None and not isinstance(version, str):
-        raise TypeError("'fio version' is not text")
-    global_options = _options(document.get("global options", {}))
-    groups: dict[tuple[str | None, str], list[dict]] = {}
-    for entry in entries:
-        host = _plain(entry["hostname"], "host name") if client_server else None
-        groups.setdefault((host, _plain(entry["jobname"], "job name")), []).append(entry)
-    jobs = [_job(name, f"{target}@{host}" if host else target, host, group, global_options) for (host, name), group in groups.items()]
-    return FioOutput(version, _timestamp(document), jobs)
-
-
-def _job(name: str, target: str, host: str | None, entries: list[dict], global_options: dict[str, str]) -> ImportedJob:
-    if any("mixed" in e and "read" not in e for e in entries):
-        raise NotFioOutput(f"job '{name}' was reported with unified_rw_reporting (one 'mixed' direction): fslab reads reads and writes apart")
-    own = _options(entries[0].get("job options", {}))
-    options = global_options | own
-    buffered = not direct_after([*global_options.items(), *own.items()])  # in fio's order: the later of direct and buffered wins
-    if not all(isinstance(e["error"], int) for e in entries):
-        raise TypeError("'error' is not a number")
-    errors = sorted({e["error"] for e in entries if e["error"]})
-    seconds = max(e[d]["runtime"] for e in entries for d in DIRECTIONS) / 1000
-    if not 0 <= seconds < MAX_SECONDS:
-        raise ValueError(f"job '{name}' ran for {seconds} s, not a runtime fio writes")
-    if errors:
-        return ImportedJob(name, target, host, [], f"fio reported error {', '.join(map(str, errors))} for job '{name}'", seconds, buffered, options)
-    metrics = job_metrics(entries)
-    for m in metrics:
-        if not (isinstance(m.value, (int, float)) and math.isfinite(m.value) and m.value >= 0):
-            raise NotFioOutput(f"job '{name}': {m.name} is {m.value!r}, not a number fio writes")
-    return ImportedJob(name, target, host, metrics, None, seconds, buffered, options)
-
-
-def _plain(value: Any, what: str) -> str:
-    """A job or host name from the file, used as a workload or target name: plain, as every name is."""
-    if not isinstance(value, str) or not NAME.fullmatch(value):
-        shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:80] + "…"  # a file may hold a name of megabytes
-        raise NotFioOutput(f"{what} {shown} is not a plain name ({NAME_RULE})")
-    return value
-
-
-def _options(found: Any) -> dict[str, str]:
-    if not isinstance(found, dict):
-        raise TypeError("fio's options are not a table")
-    return {str(k): str(v) for k, v in found.items()}
-
-
-def _timestamp(document: dict) -> datetime | None:
-    """When fio wrote its output (its end): timestamp_ms when fio wrote it, else timestamp (s)."""
-    if "timestamp_ms" in document:
-        seconds = document["timestamp_ms"] / 1000
-    elif "timestamp" in document:
-        seconds = document["timestamp"]
-    else:
-        return None
-    try:
-        return datetime.fromtimestamp(float(seconds), timezone.utc).replace(tzinfo=None)
-    except (OverflowError, OSError) as exc:
-        raise ValueError(f"fio's timestamp {seconds!r} is no time ({exc})") from None
-
-
-def _described(exc: Exception) -> str:
-    if isinstance(exc, KeyError):
-        return f"{exc.args[0]!r} missing where fio writes it"
-    return str(exc)
+# fio's log files, as fio names them (write_bw_log, write_lat_log, write_iops_log, write_hist_log:
+# NAME_TYPE[.JOB].log, .log.fz compressed, .HOST after it from a fio client): not its JSON output,
+# passed over where they lie beside it (bench-fio writes five kinds per job)
+FIO_LOG = re.compile(r".+_(bw|iops|lat|clat|slat|clat_hist)(\.[0-9]+)?\.log(\.fz)?(\.[^/]+)?")
 
 
 # --- mapping into a study run (pure) ------------------------------------------------------------
@@ -256,7 +138,8 @@ class ImportedStudy:
     workloads: list[ImportedWorkload]
     runs: list[RunRecord]
     files: list[str]  # every file imported, in order
-    skipped: list[Skipped] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)  # for a fault: each is said, and the import exits 1
+    passed_over: list[Skipped] = field(default_factory=list)  # on purpose (Skipped.passed_over): counted
 
     @property
     def repetitions(self) -> int:
@@ -276,11 +159,16 @@ class ImportedStudy:
             runs[r.workload][r.target] += 1
         for workload, targets in runs.items():
             lines.append(f"  {workload}: " + ", ".join(f"{target} {n} run{'s' if n > 1 else ''}" for target, n in targets.items()))
-        return lines
+        return lines + [f"passed over {n} file(s): {why}" for why, n in self.passed_over_by_why().items()]
+
+    def passed_over_by_why(self) -> dict[str, int]:
+        return dict(Counter(s.why for s in self.passed_over))
 
     def settings(self, imported_at: datetime) -> dict:
-        """What the study run records of its import (settings["imported"]): the files, those skipped and why, when."""
-        return {"imported": {"files": self.files, "skipped": [{"file": s.path, "why": s.why} for s in self.skipped], "at": imported_at.isoformat()}}
+        """What the study run records of its import (settings["imported"]): the files, those skipped
+        and why, how many were passed over and why (a bench-fio tree holds thousands of fio's logs), when."""
+        skipped = [{"file": s.path, "why": s.why} for s in self.skipped]
+        return {"imported": {"files": self.files, "skipped": skipped, "passed_over": self.passed_over_by_why(), "at": imported_at.isoformat()}}
 
     def environment(self) -> dict:
         """What is known of where its runs were made: the fio versions alone (and the fslab importing them)."""
@@ -313,9 +201,13 @@ def imported_study(name: str, paths: Iterable[str], found: Iterable[tuple[FoundF
     runs, files = [], []
     for file, output in found:
         files.append(file.path)
-        finished = output.finished_at or file.modified
         version = output.fio_version or "unknown"
         for job in output.jobs:
+            if job.started_at:  # client/server output
+                started, finished, when = job.started_at, job.started_at + timedelta(seconds=job.seconds), job.started_from
+            else:
+                finished = output.finished_at or file.modified
+                started, when = finished - timedelta(seconds=job.seconds), "fio" if output.finished_at else "file modification time"
             workload = named[(job.name, what_it_ran(job.options))]
             cell = (job.target, workload)
             versions = targets.setdefault(job.target, [])
@@ -323,15 +215,16 @@ def imported_study(name: str, paths: Iterable[str], found: Iterable[tuple[FoundF
                 versions.append(version)
             workloads.setdefault(workload, ImportedWorkload(workload, job.name, job.options))
             repetitions[cell] += 1
-            source = {"file": file.path, "job": job.name, "fio_version": output.fio_version, "finished_at_from": "fio" if output.finished_at else "file modification time"}
+            source = {"file": file.path, "job": job.name, "fio_version": output.fio_version, "finished_at_from": when}
             runs.append(
                 RunRecord(
                     target=job.target, workload=workload, repetition=repetitions[cell], warmup=False, block=repetitions[cell], position=len(runs),
-                    started_at=finished - timedelta(seconds=job.seconds), finished_at=finished, status="failed" if job.error else "ok", error=job.error,
+                    started_at=started, finished_at=finished, status="failed" if job.error else "ok", error=job.error,
                     buffered=job.buffered, outputs=[RawOutput("", "fio", file.text)], metrics=job.metrics, source=source | ({"host": job.host} if job.host else {}),
                 )
             )
-    return ImportedStudy(name, list(paths), [ImportedTarget(t, v) for t, v in targets.items()], list(workloads.values()), runs, files, skipped)
+    faults, passed_over = [s for s in skipped if not s.passed_over], [s for s in skipped if s.passed_over]
+    return ImportedStudy(name, list(paths), [ImportedTarget(t, v) for t, v in targets.items()], list(workloads.values()), runs, files, faults, passed_over)
 
 
 def imported_from(study_run: dict) -> dict | None:
@@ -352,6 +245,9 @@ def read_files(paths: Iterable[Path]) -> tuple[list[FoundFile], list[Skipped]]:
     seen: set[tuple[int, int]] = set()
 
     def take(path: Path, follow: bool) -> None:
+        if FIO_LOG.fullmatch(path.name):
+            skipped.append(Skipped(str(path), "fio's log file, not its JSON output", passed_over=True))
+            return
         try:
             file = _read(path, follow, seen)
         except NotFioOutput as exc:
@@ -404,16 +300,30 @@ def _read(path: Path, follow: bool, seen: set[tuple[int, int]]) -> FoundFile | N
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise NotFioOutput("not UTF-8 text: not fio's JSON output") from None
-    parent = path.absolute().parent.name
-    return FoundFile(str(path), text, datetime.fromtimestamp(st.st_mtime, timezone.utc).replace(tzinfo=None), parent if NAME.fullmatch(parent) else DEFAULT_TARGET)
+    return FoundFile(str(path), text, datetime.fromtimestamp(st.st_mtime, timezone.utc).replace(tzinfo=None), _target_named(path.absolute().parent.name))
+
+
+def _target_named(directory: str) -> str:
+    """The target a directory's name makes: itself when plain, else DEFAULT_TARGET."""
+    return directory if NAME.fullmatch(directory) else DEFAULT_TARGET
 
 
 def parse_files(files: Iterable[FoundFile], target: str | None = None) -> tuple[list[tuple[FoundFile, FioOutput]], list[Skipped]]:
-    """Each file parsed for its target (`target`, else its directory's name); those that are not fio's output, with why."""
+    """Each file parsed for its target (`target`, else the target directory of bench-fio's tree,
+    else its directory's name); those that are not fio's output, with why, and bench-fio's
+    preconditioning runs, passed over."""
     parsed, skipped = [], []
     for file in files:
         try:
-            parsed.append((file, parse_output(file.text, target or file.target)))
+            output = parse_output(file.text, target or file.target)
         except NotFioOutput as exc:
             skipped.append(Skipped(file.path, str(exc)))
+            continue
+        if (bench_fio := place(file.path, [job.options for job in output.jobs])) is not None:
+            if bench_fio.precondition:
+                skipped.append(Skipped(file.path, "bench-fio's preconditioning run (run-N), not a measurement", passed_over=True))
+                continue
+            if target is None:
+                output = output.of(_target_named(bench_fio.target))
+        parsed.append((file, output))
     return parsed, skipped
