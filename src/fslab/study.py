@@ -23,6 +23,7 @@ from fslab.cgroups import SMALLEST_LIMIT
 from fslab.errors import FslabError
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Room
+from fslab.guard.names import swept_name
 from fslab.guard.options import split_arguments
 from fslab.model import FILESYSTEM_ATTRIBUTES, Study, Target, TargetsByName, Workload, study_cells
 from fslab import workloads as kinds
@@ -93,11 +94,10 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0,
         lambda i: f"{where(('target', i, 'baseline'))}: {unknown('target', model.target[i].baseline, names)}",  # type: ignore[arg-type]
     )
     targets = resolve_baselines(targets, model.study.baseline, {t.name: first for _, t, first in expanded if first})
-    workloads = _workloads(model, base_dir, scale, 1.0 if scale_sizes_only else scale, where)
-    if not workloads:
+    tabled = _workloads(model, base_dir, scale, 1.0 if scale_sizes_only else scale, where)
+    if not tabled:
         raise StudyError(f"{filename}: the study runs no workload: list built-in ones in [study] workloads, or add [[workload]] tables")
-    builtin = len(workloads) - len(model.workload)
-    workload_tables = [("study", "workloads")] * builtin + [("workload", i) for i in range(len(model.workload))]
+    workload_tables, workloads = [table for table, _ in tabled], [workload for _, workload in tabled]
     where.require_unique(list(zip(workload_tables, (w.name for w in workloads))), "workload")
     by_name = TargetsByName(targets)
     where.refuse(
@@ -216,7 +216,7 @@ def _expand_target(section: TargetSection, study: StudySection, scale: float) ->
         base = section.name or values["filesystem"]
         own = FILESYSTEMS[values["filesystem"]].target_values(section.own, values, section.count) if section.own else {}
         target = Target(
-            name=f"{base}[{', '.join(labels)}]" if labels else base,
+            name=swept_name(base, labels),
             filesystem=values["filesystem"],
             mkfs_options=tuple(split_arguments(values["mkfs_options"])),
             mount_options=values["mount_options"],
@@ -278,8 +278,9 @@ def raw_baselines(target: Target) -> list[Target]:
     ]
 
 
-def _workloads(model: StudyFile, base_dir: Path, scale: float, time_scale: float, where: _Where) -> list[Workload]:
-    """The built-in workloads [study] names, then each [[workload]] table built by its kind."""
+def _workloads(model: StudyFile, base_dir: Path, scale: float, time_scale: float, where: _Where) -> list[tuple[tuple, Workload]]:
+    """The built-in workloads [study] names, then each [[workload]] table built by its kind (one
+    workload for each table its sweeps make, OnTargets.swept), each with the table it is of."""
 
     def refuse(table: tuple, why: str) -> NoReturn:
         raise StudyError(f"{where(table)}: {why}")
@@ -290,14 +291,17 @@ def _workloads(model: StudyFile, base_dir: Path, scale: float, time_scale: float
         return Building(index, scale, time_scale, base_dir, model.fio, study_data, where, refuse)
 
     names = [n for entry in model.study.workloads for n in WORKLOAD_SETS.get(entry, [entry])]
-    workloads = [_limited(fio.builtin_workload(n, building(-1)), model.fio.memory_limit, ("fio", "memory_limit"), scale, where) for n in names]
+    workloads: list[tuple[tuple, Workload]] = [
+        (("study", "workloads"), _limited(fio.builtin_workload(n, building(-1)), model.fio.memory_limit, ("fio", "memory_limit"), scale, where)) for n in names
+    ]
     for index, section in enumerate(model.workload):
-        workload = kinds.registered(section.kind).build(section, building(index))  # type: ignore[union-attr]  # validated: a kind there is
         # A fio workload takes the study's [fio] limit unless it sets its own; other kinds only their own.
         inherited = model.fio.memory_limit if section.kind == "fio" else None
         table = ("workload", index, "memory_limit") if section.memory_limit is not None else ("fio", "memory_limit")
-        workload = _limited(workload, section.memory_limit or inherited, table, scale, where)
-        workloads.append(replace(workload, targets=tuple(section.targets)) if section.targets else workload)
+        for one in section.swept():
+            workload = kinds.registered(section.kind).build(one, building(index))  # type: ignore[union-attr]  # validated: a kind there is
+            workload = _limited(workload, section.memory_limit or inherited, table, scale, where)
+            workloads.append((("workload", index), replace(workload, targets=tuple(section.targets)) if section.targets else workload))
     return workloads
 
 
