@@ -162,11 +162,8 @@ def test_the_workloads_own_fields_win_over_fio_which_wins_over_the_job_file(tmp_
     assert "size=64m\n" in mine.spec()["job"] and "runtime=900" not in mine.spec()["job"], "the stored job says what ran"
     scaled = study(tmp_path, 'runtime = "30s"\n', fio, scale=0.5).workloads[0].tool.job.jobs()[0]
     assert (scaled["size"], scaled["runtime"], scaled["ramp_time"]) == ("32m", "15s", "500ms"), "--scale scales what is asked too"
-
-
-def test_a_job_file_the_study_changes_nothing_in_is_stored_as_before(tmp_path):
-    mine = study(tmp_path, job="[a]\nrw=read\nsize=16m\nruntime=2\n").workloads[0]
-    assert "rewritten" not in mine.spec(), "absent: run as written, as every workload stored before"
+    as_written = study(tmp_path, job="[a]\nrw=read\nsize=16m\nruntime=2\n").workloads[0]
+    assert "rewritten" not in as_written.spec(), "nothing asked, no scale: stored as every workload before (absent: run as written)"
 
 
 def test_scale_reaches_a_job_file_and_the_short_run_warning_sees_it(tmp_path):
@@ -224,7 +221,7 @@ def test_a_workload_of_parameters_sweeps_the_same_fields(tmp_path):
 @pytest.mark.parametrize(
     "beside, says",
     [
-        ("iodepth = []\n", r"s.toml:12: workload\[0\].iodepth"),
+        ("iodepth = []\n", r"s.toml:12: workload\[0\].iodepth.*at least 1 item"),
         ("iodepth = [1, 0]\n", r"s.toml:12: workload\[0\].iodepth.*greater than or equal to 1"),
         ('bs = ["4k", "4k\\n[x]"]\n', r"s.toml:12: workload\[0\].bs.* is refused"),
         ("iodepth = [8, 8]\n", r"two workloads are named 'mine\[iodepth=8\]'"),
