@@ -38,7 +38,7 @@ from fslab.workloads import fio_epoch
 from fslab.workloads import fio_clients
 from fslab.workloads.base import Measured, StudyScope, Window, directory_of, tool_of
 from fslab.workloads.data import DataPattern, buffer_options
-from fslab.workloads.fio_rewrite import ASKED, STUDY_WIDE, Asked, Rewrite, rewritten
+from fslab.workloads.fio_rewrite import Asked, Rewrite, asked_of, refused_beside, rewritten
 from fslab.workloads.fio_output import LOG_FILE, LOG_PREFIX, LOG_TOOL, METRICS, load_json, parse_metrics
 from fslab.findings import Finding
 from fslab.workloads import Needed, register
@@ -439,27 +439,12 @@ def _read_job_file(path: Path) -> str:
         raise ValueError(f"{path} is not UTF-8 text, not a fio job file") from None
 
 
-# A workload's fields that make no sense beside a job_file, and what to do instead. The others go
-# with one: those fslab rewrites every job with (fio_rewrite.ASKED), and fslab's own (timeout,
-# memory_limit, clients, targets).
-NOT_BESIDE_JOB_FILE = {
-    "rw": "each job of a job file does the I/O it says: set rw in the job file",
-    "direct": "a job file says how each job does its I/O (direct, buffered, its engine): set direct=1 in the job file",
-    "ioengine": "a job file's engine options go with its engine: set ioengine in the job file",
-    "rwmixread": "set rwmixread in the job file's mixed jobs",
-    "randseed": "set randseed in the job file",
-    "data": "a job file's data is what its buffer options set: set refill_buffers, buffer_compress_percentage, … in the job file",
-    "shared_file": "a job file's jobs share a file by naming it: set filename= in the job file",
-    "options": "put them in the job file",
-}
-
-
 class WorkloadSection(FioSection, OnTargets):
     name: Name
     kind: Literal["fio"] = "fio"
-    bs: BlockSize | Annotated[list[BlockSize], Field(min_length=1)] | None = None  # type: ignore[assignment]  # a list sweeps
-    iodepth: IoDepth | Annotated[list[IoDepth], Field(min_length=1)] | None = None  # type: ignore[assignment]
-    numjobs: NumJobs | Annotated[list[NumJobs], Field(min_length=1)] | None = None  # type: ignore[assignment]
+    bs: BlockSize | Annotated[list[BlockSize], Field(min_length=1)] | None = None  # a list sweeps (swept_fields), here not in [fio]
+    iodepth: IoDepth | Annotated[list[IoDepth], Field(min_length=1)] | None = None
+    numjobs: NumJobs | Annotated[list[NumJobs], Field(min_length=1)] | None = None
     swept_fields: ClassVar[tuple[str, ...]] = ("bs", "iodepth", "numjobs")  # its workloads named in this order: randread[bs=4k, iodepth=8]
     rw: str | None = None
     job_file: str | None = None
@@ -481,11 +466,9 @@ class WorkloadSection(FioSection, OnTargets):
     @model_validator(mode="after")
     def _pattern_or_file(self) -> WorkloadSection:
         if (self.rw is None) == (self.job_file is None):
-            raise ValueError("a workload needs either rw (fio parameters) or job_file (your own fio job file), not both")
-        beside = [name for name in NOT_BESIDE_JOB_FILE if name in self.model_fields_set] if self.job_file is not None else []
-        if beside:
-            refused = "; ".join(f"{name} beside a job_file is refused: {NOT_BESIDE_JOB_FILE[name]}" for name in beside)
-            raise FieldError(beside[0], f"{refused} (beside one, fslab sets only {', '.join(ASKED)}, in every job)")
+            raise ValueError("a workload needs either rw (fio parameters) or job_file (your own fio job file), not both: a job file's jobs each set their own rw")
+        if self.job_file is not None and (refused := refused_beside(self.model_fields_set)):
+            raise FieldError(*refused)
         return self
 
 def builtin_workload(name: str, building: Building) -> Workload:
@@ -504,26 +487,13 @@ def build(section: WorkloadSection, building: Building) -> Workload:
     """A [[workload]] of fio: its user's job file, or a job of its parameters over the study's [fio] table."""
     if section.job_file:
         timeout = building.fio.timeout if section.timeout is None else section.timeout
-        workload = job_file_workload(section.name, section.job_file, building, asked_of_job_file(section, building.fio), timeout)
+        workload = job_file_workload(section.name, section.job_file, building, asked_of(section, building.fio), timeout)
         return with_clients(workload, section.clients)
     own = section.model_dump(exclude_none=True, exclude={"name", "kind", "job_file", "options", "data", "shared_file", "memory_limit", "clients"})
     data = data_pattern(building.fio, (building.index, section), building.refuse)
     settings = {**study_defaults(building.fio), **own}
     workload = fio_workload(section.name, settings, {**building.fio.options, **section.options}, building.scale, building.time_scale, data, shared_file=section.shared_file)
     return with_clients(workload, section.clients)
-
-
-def asked_of_job_file(section: WorkloadSection, fio: FioSection) -> dict[str, Asked]:
-    """What the study asks of every job of a workload's job file, by option: the workload's own
-    fields (one value each: its sweeps are expanded before), else the [fio] table's sizes and
-    times (fio_rewrite.STUDY_WIDE). fslab's own defaults (FIO_DEFAULTS) are not the study's: a
-    job file keeps its own values where the study gives none."""
-    asked = {}
-    for option in ASKED:
-        own, study = getattr(section, option), getattr(fio, option) if option in STUDY_WIDE else None
-        if own is not None or study is not None:
-            asked[option] = Asked(str(own), "workload") if own is not None else Asked(str(study), "[fio]")
-    return asked
 
 
 def with_clients(workload: Workload, clients: list[str] | None) -> Workload:

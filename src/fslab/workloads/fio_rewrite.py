@@ -19,7 +19,7 @@ a value: a job's own value is the last fio reads for it, so every job runs exact
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -36,6 +36,18 @@ TIMES = ("runtime", "ramp_time", "startdelay")  # × the time scale
 ASKED = ("size", "io_size", "runtime", "ramp_time", "numjobs", "iodepth", "bs")
 STUDY_WIDE = ("size", "io_size", "runtime", "ramp_time")
 REWRITTEN = (*ASKED, "offset", "offset_increment", "filesize", "number_ios", "startdelay")
+# A fio workload's fields that make no sense beside a job_file, and what to do instead (rw: a
+# workload has one or the other). The others go with one: ASKED, and fslab's own (timeout,
+# memory_limit, clients, targets).
+REFUSED_BESIDE = {
+    "direct": "a job file says how each job does its I/O (direct, buffered, its engine): set direct=1 in the job file",
+    "ioengine": "a job file's engine options go with its engine: set ioengine in the job file",
+    "rwmixread": "set rwmixread in the job file's mixed jobs",
+    "randseed": "set randseed in the job file",
+    "data": "a job file's data is what its buffer options set: set refill_buffers, buffer_compress_percentage, … in the job file",
+    "shared_file": "a job file's jobs share a file by naming it: set filename= in the job file",
+    "options": "put them in the job file",
+}
 # fio uses these instead of bs wherever a job sets them, whatever their order.
 INSTEAD_OF_BS = ("bsrange", "bssplit")
 
@@ -71,6 +83,29 @@ class Rewrite:
 
     def spec(self) -> dict[str, Any]:
         return {"option": self.option, "jobs": list(self.jobs), "was": self.was, "now": self.now, "asked": self.asked, "by": self.by, "scale": self.scale}
+
+
+def refused_beside(given: Iterable[str]) -> tuple[str, str] | None:
+    """The first of a workload's fields `given` beside a job_file that is refused, and why they
+    all are, naming each and what to do instead; None when none is."""
+    refused = [name for name in REFUSED_BESIDE if name in given]
+    if not refused:
+        return None
+    said = "; ".join(f"{name} beside a job_file is refused: {REFUSED_BESIDE[name]}" for name in refused)
+    return refused[0], f"{said} (beside one, fslab sets only {', '.join(ASKED)}, in every job)"
+
+
+def asked_of(workload: object, study: object) -> dict[str, Asked]:
+    """What a study asks of every job of a workload's job file, by option: the workload table's
+    own fields (one value each: its sweeps are expanded before), else the [fio] table's sizes and
+    times (STUDY_WIDE). fslab's own defaults for the workloads it builds are not the study's: a
+    job file keeps its own values where the study gives none."""
+    asked = {}
+    for option in ASKED:
+        own, common = getattr(workload, option), getattr(study, option) if option in STUDY_WIDE else None
+        if own is not None or common is not None:
+            asked[option] = Asked(str(own), "workload") if own is not None else Asked(str(common), "[fio]")
+    return asked
 
 
 def rewritten(job: JobFile, asked: Mapping[str, Asked], scale: float = 1.0, time_scale: float = 1.0) -> tuple[JobFile, tuple[Rewrite, ...]]:
