@@ -72,7 +72,7 @@ def test_jobs_that_set_none_get_a_value_asked_and_keep_none_when_only_scaled():
     assert described([r.spec() for r in rewrites]) == "runtime unset → 3s ([fio] runtime = 30s, scale 0.1); ramp_time unset → 200ms ([fio] ramp_time = 2s, scale 0.1)"
 
 
-def test_what_is_measured_in_bytes_and_seconds_scales_with_the_size_and_time_and_the_jobs_shape_is_kept():
+def test_what_is_measured_in_bytes_and_seconds_scales_with_the_size_and_time_and_the_jobs_shape_is_kept(tmp_path):
     text = (
         "[a]\nrw=randread\nsize=50%\nio_size=10%\noffset=1g\noffset_increment=256m\nnumber_ios=1000\nstartdelay=10s-20s\n"
         "nrfiles=100\nfilesize=4k-64k\nloops=3\nthinktime=5ms\nrate=10m\nbs=4k\n"
@@ -88,6 +88,7 @@ def test_what_is_measured_in_bytes_and_seconds_scales_with_the_size_and_time_and
         "nrfiles": "100", "filesize": "4k-64k", "loops": "3", "thinktime": "5ms", "rate": "10m", "bs": "4k",
     }, "small files stay small (never rounded up to a MiB), the count and the pace are the job's shape"  # fmt: skip
     assert (b["filesize"], b["offset"], b["io_size"]) == ("102m:205m", "25%", "205m"), "each end of a range"
+    parse_only(render(job, directory=tmp_path, device=None), directory=tmp_path)  # fio reads every value written
 
 
 def test_fios_other_names_are_rewritten_under_the_main_one():
