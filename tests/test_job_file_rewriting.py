@@ -294,3 +294,13 @@ def test_io_size_is_a_field_of_every_fio_workload_scaled_with_the_sizes(tmp_path
     text = STUDY.replace("FIO", 'io_size = "256MiB"').replace('job_file = "mine.fio"\n', 'rw = "randread"\nsize = "64MiB"\n')
     assert parse_study(text, "s.toml", base_dir=tmp_path).workloads[0].tool.fio_options["io_size"] == str(256 * 2**20)
     assert parse_study(text + 'io_size = "1GiB"\n', "s.toml", base_dir=tmp_path, scale=0.5).workloads[0].tool.fio_options["io_size"] == str(512 * 2**20)
+
+
+def test_a_workload_sweep_too_large_to_ever_run_is_refused_before_it_is_expanded(tmp_path):
+    many = lambda n: "[" + ", ".join(str(i + 1) for i in range(n)) + "]"  # noqa: E731
+    with pytest.raises(StudyError) as refused:
+        study(tmp_path, f"iodepth = {many(1000)}\nnumjobs = {many(1000)}\n")  # a million workloads: never made
+    assert str(refused.value) == (
+        "s.toml: the study's workload sweeps make 1,000,000 workloads (workload[0], line 9 makes 1,000,000), more than the 100,000 cells "
+        "a study may have, and more than could ever be run: sweep fewer values, or split it into several studies"
+    )

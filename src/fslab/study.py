@@ -81,6 +81,7 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0,
         where.refuse(exc.errors(), lambda error: describe_error(error, where.lines, filename, allowed_fields, untagged))
 
     _refuse_too_many_targets(model, where)
+    _refuse_too_many_workloads(model, where)
     expanded = [(i, t, first) for i, section in enumerate(model.target) for t, first in _expand_target(section, model.study, scale)]
     tables = [(i, t) for i, t, _ in expanded]
     targets = [t for _, t in tables]
@@ -170,6 +171,18 @@ def _refuse_too_many_targets(model: StudyFile, where: _Where) -> None:
     if sum(counts) > MAX_CELLS:
         raise StudyError(
             f"{where.filename}: the study's sweeps make {sum(counts):,} targets ({sweeps}), more than the {MAX_CELLS:,} a study "
+            "may have, and more than could ever be run: sweep fewer values, or split it into several studies"
+        )
+
+
+def _refuse_too_many_workloads(model: StudyFile, where: _Where) -> None:
+    """Workload sweeps that make more workloads than a study may have cells (each runs on a
+    target at least), refused before they are made."""
+    counts = [section.sweep_size() for section in model.workload]
+    if sum(counts) > MAX_CELLS:
+        sweeps = ", ".join(f"{where.at(('workload', i))} makes {count:,}" for i, count in enumerate(counts) if count > 1)
+        raise StudyError(
+            f"{where.filename}: the study's workload sweeps make {sum(counts):,} workloads ({sweeps}), more than the {MAX_CELLS:,} cells a study "
             "may have, and more than could ever be run: sweep fewer values, or split it into several studies"
         )
 

@@ -10,6 +10,7 @@ declared in its module from these; study_file.py reads them through the registry
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,6 +142,10 @@ class OnTargets(Table):
 
     targets: list[str] = []  # the targets it runs on, by name or a sweep's name (default: every target)
     swept_fields: ClassVar[tuple[str, ...]] = ()  # its kind's fields a list of values sweeps (its model takes the lists)
+
+    def sweep_size(self) -> int:
+        """How many tables `swept` makes, known before they are made."""
+        return math.prod(len(value) for name in self.swept_fields if isinstance(value := getattr(self, name), list))
 
     def swept(self) -> list[Self]:
         """The tables its sweeps make, each built into a workload of its own: one per combination
