@@ -304,3 +304,13 @@ def test_a_workload_sweep_too_large_to_ever_run_is_refused_before_it_is_expanded
         "s.toml: the study's workload sweeps make 1,000,000 workloads (workload[0], line 9 makes 1,000,000), more than the 100,000 cells "
         "a study may have, and more than could ever be run: sweep fewer values, or split it into several studies"
     )
+
+
+def test_a_job_files_steady_state_window_scales_with_its_runtime_and_is_judged_as_rewritten(tmp_path):
+    text = "[a]\nrw=randread\nsize=1g\ntime_based\nruntime=900\nsteadystate=iops_slope:0.3%\nsteadystate_duration=300\nsteadystate_ramp_time=60\n"
+    job, _ = rewrite(text, scale=0.01, time_scale=0.01)
+    assert [job.jobs()[0][k] for k in ("runtime", "steadystate_duration", "steadystate_ramp_time")] == ["9s", "3s", "600ms"]
+    job, _ = rewrite(text, time_scale=0.001)
+    assert job.jobs()[0]["steadystate_duration"] == "2s", "no shorter than fio can judge"
+    with pytest.raises(StudyError, match=r"workload\[0\].job_file: mine.fio: .*steadystate.*\(as the study rewrote it\)"):
+        study(tmp_path, 'runtime = "3s"\n', job=text)  # 60 s of ramp and a 300 s window in 3 s

@@ -27,3 +27,26 @@ def test_a_study_run_stored_in_postgresql_summarises_as_in_sqlite(pg_cluster, tm
     assert [started.subn("started …", s)[1] for s in summaries] == [1, 1]
     assert started.sub("started …", summaries[0]) == started.sub("started …", summaries[1])
     on_postgresql.engine.dispose()
+
+
+@pytest.mark.root
+def test_a_current_database_opens_without_waiting_for_another_fslabs_set_up(pg_cluster):
+    """A database at this fslab's schema version is opened by reading its version alone: a
+    summary on a team's PostgreSQL does not queue behind another host's fslab setting up (the
+    set-up lock), nor inspect every table each time it starts."""
+    import threading
+
+    import sqlalchemy as sa
+
+    from fslab.results import db as results_db
+
+    url = pg_cluster.new_database("current_opens")
+    ResultsDB(url).engine.dispose()  # made, at this version
+    holder = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
+    opened = threading.Event()
+    with holder.begin() as conn:
+        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(results_db._SETUP_LOCK)))
+        opener = threading.Thread(target=lambda: (ResultsDB(url).engine.dispose(), opened.set()), daemon=True)
+        opener.start()
+        assert opened.wait(60), "opening a current database waited for the set-up lock"
+    holder.dispose()

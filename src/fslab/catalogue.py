@@ -8,7 +8,6 @@ in, records and table rows out; the CLI prints them (report/console.print_table)
 
 from __future__ import annotations
 
-import typing
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 
@@ -29,6 +28,7 @@ from fslab.workloads.fio import FIO_DEFAULTS
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 from fslab.workloads.scenario import BUILTIN as BUILTIN_SCENARIOS
 from fslab.workloads.scenario import Phase, ScenarioSection, builtin_phases
+from fslab.workloads.tables import nested_table
 
 # Where a target's devices come from (runner.Sources picks one by the target's fields).
 DEVICE_SOURCES = {"loop": ImageSource, "named": NamedSource, "zram": ZramSource}
@@ -178,11 +178,12 @@ def _kind(found: workloads.Registered) -> WorkloadKindEntry:
 
 
 def _fields(model: type[BaseModel], prefix: str = "") -> list[str]:
-    """A study table's fields; a list of tables (a scenario's phase) field by field."""
+    """A study table's fields; a list of tables (a scenario's phase, a precondition's) field by
+    field, after the field itself where it says what else it takes (its description)."""
     found = []
     for name, info in model.model_fields.items():
-        inner = typing.get_args(info.annotation)
-        table = inner[0] if inner and isinstance(inner[0], type) and issubclass(inner[0], BaseModel) else None
+        table = nested_table(info.annotation)
+        found += [f"{prefix}{name} ({info.description})"] if table and info.description else []
         found += _fields(table, f"{prefix}{name}.") if table else [f"{prefix}{name}"]
     return found
 

@@ -451,17 +451,18 @@ class Windows:
 
 
 def _measure(journal: Journal, kind: WorkloadKind, workload: Workload, ready: Provisioned, command: str, scope: StudyScope, clock: _Clock, windows: Windows) -> list[RawOutput]:
-    """Prepare what the workload reads, drop caches, run it with its measured steps watched by
-    `windows`; returns its raw outputs.
+    """Prepare what the workload reads (and precondition the target), drop caches, run it with
+    its measured steps watched by `windows`; returns its raw outputs, the unmeasured ones its
+    preparing kept first.
 
     A workload's memory limit covers the measured run alone: the layout is not measured, and
     what it leaves in the page cache is dropped before the run starts in its limited cgroup."""
     with scratch_directory(journal) as scratch:
-        kind.prepare(journal, workload, ready, scratch, scope)
+        prepared = kind.prepare(journal, workload, ready, scratch, scope)
         clock.mark("layout")
         sync_and_drop_caches()
         clock.mark("drop_caches")
         with memory_limited(journal, workload.memory_limit):
             outputs = kind.run(journal, workload, ready, command, scratch, scope, windows.measured)  # within the run's time limit (execute)
         clock.mark("workload")
-    return outputs
+    return prepared + outputs

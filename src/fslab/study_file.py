@@ -18,7 +18,7 @@ from fslab import workloads
 from fslab.toml_errors import FieldError, unknown
 from fslab.units import Bandwidth, parse_size
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
-from fslab.workloads.tables import FioSection, Name, Size, Table
+from fslab.workloads.tables import FioSection, Name, Size, Table, nested_table
 
 
 class StudySection(Table):
@@ -276,8 +276,12 @@ def check_device_path(path: str) -> str:
 def allowed_fields(loc: tuple) -> list[str]:
     """The fields of the table an error's location (as pydantic gives it, kind and all) is in."""
     if len(loc) > 1 and loc[0] == "workload":
-        kind = workloads.registered(str(loc[2]) if len(loc) > 3 and _is_kind(loc[2]) else "fio")
-        return list(kind.section.model_fields)  # type: ignore[union-attr]
+        tagged = len(loc) > 3 and _is_kind(loc[2])
+        table = workloads.registered(str(loc[2]) if tagged else "fio").section  # type: ignore[union-attr]
+        for part in loc[3 if tagged else 2 : -1]:  # down to a table within it (a scenario's phase, a precondition's)
+            inner = nested_table(table.model_fields[part].annotation) if isinstance(part, str) and part in table.model_fields else None
+            table = inner or table
+        return list(table.model_fields)
     if len(loc) > 1 and loc[0] == "target":  # every target's fields, then each filesystem's own
         return list(dict.fromkeys([*TargetSection.model_fields, *(name for fs in FILESYSTEMS.values() for name in fs.own_fields)]))
     model = _TABLE_MODELS.get(str(loc[0]), StudyFile) if len(loc) > 1 else StudyFile

@@ -62,8 +62,8 @@ class TrueKind:
     def command(self, workload: Workload, ready: Any) -> str:
         return f"true × {tool_of(workload, TrueRuns).times}"
 
-    def prepare(self, journal: Journal, workload: Workload, ready: Any, scratch: Path, scope: StudyScope) -> None:
-        pass
+    def prepare(self, journal: Journal, workload: Workload, ready: Any, scratch: Path, scope: StudyScope) -> list[RawOutput]:
+        return []
 
     def run(self, journal: Journal, workload: Workload, ready: Any, command: str, scratch: Path, scope: StudyScope, measured: Measured) -> list[RawOutput]:
         times = tool_of(workload, TrueRuns).times

@@ -147,11 +147,22 @@ ALLOWED: dict[str, Kind] = {
     "force_async": count(2**31), "userspace_reap": BOOL, "nowait": BOOL,
 }  # fmt: skip
 
+# Steady state (fio's HOWTO, "Steady state"; fio 3.33 has no steadystate_check_interval): a job
+# ends once its criterion stays under its limit for steadystate_duration, sampled once a second,
+# after steadystate_ramp_time. Kept apart from ALLOWED's table so that replacing that table with
+# fio's own (branch fio-table) meets them as one small block.
+STEADYSTATE = Kind(
+    rf"(?:iops|iops_slope):{_DEC}%?|(?:bw|bw_slope):(?:{_DEC}%|{_SIZE})",
+    "a criterion and its limit: iops:N, iops_slope:N, bw:N or bw_slope:N, N a number (a size for bw) or a percentage of the mean (iops_slope:0.3%)",
+)
+ALLOWED |= {"steadystate": STEADYSTATE, "steadystate_duration": TIME, "steadystate_ramp_time": TIME}
+
 # fio's other names for allowed options; the record keeps the main name.
 ALIASES = {
     "readwrite": "rw", "blocksize": "bs", "blockalign": "ba", "blocksize_range": "bsrange", "io_limit": "io_size",
     "iodepth_batch_submit": "iodepth_batch", "iodepth_batch_complete": "iodepth_batch_complete_min",
     "ratemin": "rate_min", "ratecycle": "rate_cycle",
+    "ss": "steadystate", "ss_dur": "steadystate_duration", "ss_ramp": "steadystate_ramp_time",
 }  # fmt: skip
 
 
@@ -518,6 +529,39 @@ def measured_seconds(job: JobFile) -> float:
     job has no runtime (it ends when its size is done: unknown)."""
     runtimes = [fio_seconds(opts.get("runtime") or "0") for opts in job.jobs()]
     return 0.0 if not runtimes or 0 in runtimes else min(runtimes)
+
+
+# fio samples steady state once a second: a window of fewer than two samples judges nothing (a
+# slope of one sample is no number; one sample is always its own mean).
+SHORTEST_STEADY_WINDOW = 2.0
+
+
+def steadystate_problem(job: JobFile) -> str | None:
+    """Why a job's steady-state options cannot work as written (a sentence naming them), or None:
+    a criterion without a window, which fio never judges (steadystate_duration's default, 0, turns
+    it off); a window under SHORTEST_STEADY_WINDOW; one that its ramp and the job's runtime leave
+    no time to fill. A job file of several jobs names the job."""
+    names = [section.name for section in job.sections if section.name != GLOBAL]
+    for name, options in zip(names, job.jobs()):
+        if problem := _steadystate_problem(options):
+            return f"[{name}] {problem}" if len(names) > 1 else problem
+    return None
+
+
+def _steadystate_problem(options: Mapping[str, str | None]) -> str | None:
+    criterion, window = options.get("steadystate"), options.get("steadystate_duration")
+    seconds = fio_seconds(window or "0")
+    if criterion is not None and not seconds:
+        return f"steadystate={criterion} without steadystate_duration is never judged (fio's default window, 0, turns it off): add steadystate_duration (at least {SHORTEST_STEADY_WINDOW:g}s)"
+    if not seconds:
+        return None
+    if seconds < SHORTEST_STEADY_WINDOW:
+        return f"steadystate_duration={window} is under {SHORTEST_STEADY_WINDOW:g}s: fio samples once a second, and fewer than two samples judge nothing"
+    needed = seconds + fio_seconds(options.get("steadystate_ramp_time") or "0")
+    runtime = fio_seconds(options.get("runtime") or "0")
+    if runtime and needed > runtime:
+        return f"steadystate_ramp_time + steadystate_duration ({needed:g}s) is longer than runtime ({runtime:g}s): fio could never judge steady state; lengthen runtime or shorten the window"
+    return None
 
 
 _UNITS = {"us": 1e-6, "usec": 1e-6, "ms": 1e-3, "msec": 1e-3, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "": 1}

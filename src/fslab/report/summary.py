@@ -20,6 +20,7 @@ from fslab.guard.fio_jobs import preallocates, stored_preallocation
 from fslab.model import Host, unqualified
 from fslab.monitors.space import COMPRESSED_FROM
 from fslab.raw_reference import BeyondRaw, CachedReference, beyond_raw, cached_references, raw_references
+from fslab.report.steady_state import steady_notes
 from fslab.results import ResultsDB
 from fslab.results.records import OptionsApplied, SampleGroups
 from fslab.stats import Summary, summarize
@@ -222,13 +223,15 @@ def summarize_study_run(
     rewritten = {w["name"]: described(w["spec"]["rewritten"]) for w in stored_workloads if w["spec"].get("rewritten")}  # absent: run as written
     flattered = _flattered(per_host, applied, groups.values, preallocation)
     fio_options = {w["name"]: w["spec"].get("fio_options") or {} for w in stored_workloads}
+    specs_of = {w["name"]: w["spec"] for w in stored_workloads}
     above, cached = _beyond_raw(db, study_run_id, hosts, groups, targets, fio_options)
     steps: dict[tuple[str, str], float] = {}  # (workload, metric) → its resolution, looked up once for all its cells
     cells = [
         CellSummary(
             w, name, failed[key], _cell_statistics(groups.values.get(key, {}), groups.higher_is_better, above.get(key, {}), lambda metric, w=w: _step(steps, groups.kinds, w, metric)),
             groups.roles.primary_in(w, groups.values.get(key, {})),
-            [*found.get(key, ([], False))[0], *flattered.get(key, [])], found.get(key, ([], False))[1], host if hosts.per_host else None,
+            [*found.get(key, ([], False))[0], *flattered.get(key, []), *steady_notes(groups.values.get(key, {}), specs_of[w])],
+            found.get(key, ([], False))[1], host if hosts.per_host else None,
         )
         for w in workloads
         for host in (hosts.names if hosts.per_host else [None])

@@ -18,7 +18,7 @@ from fslab.model import Host, RawOutput, Roles, qualified
 from fslab.results.location import DatabaseUnusable, engine_for, shown
 from fslab.results.owner import Owner
 from fslab.results.records import RunMetric, RunRecord, SampleGroups, StoredRun, now
-from fslab.results.schema import bring_up_to_date, hosts, new_study_run_uid, metadata, metrics, run_outputs, runs, schema_info, study_runs, targets, workloads
+from fslab.results.schema import SCHEMA_VERSION, bring_up_to_date, hosts, new_study_run_uid, metadata, metrics, run_outputs, runs, schema_info, study_runs, targets, workloads
 
 
 # Taken while a PostgreSQL database's tables are made or migrated: fslabs on several hosts may
@@ -36,12 +36,23 @@ class ResultsDB:
         self.location = location
         self.engine = engine_for(location, named)
         try:
+            if self._current():
+                return
             if self.engine.dialect.name == "postgresql":
                 self._set_up_under_lock()
             else:
                 self._set_up_sqlite()
         except sa.exc.DBAPIError as exc:  # not a database at all, damaged, unreachable, or refused
             raise DatabaseUnusable(f"cannot use {shown(location)} as the results database: {self._reason(exc)}; name another {named}, or restore it from a backup") from None
+
+    def _current(self) -> bool:
+        """Whether the database is fslab's at this schema version already: opening it then reads one
+        row — no lock, no inspection of its tables (a summary on a team's PostgreSQL opens it once)."""
+        try:
+            with self.engine.connect() as conn:
+                return conn.execute(sa.select(schema_info.c.version)).scalar() == SCHEMA_VERSION
+        except sa.exc.DBAPIError:  # no such table (a new or foreign database), or unreadable: the set-up says why
+            return False
 
     def _set_up_under_lock(self) -> None:
         with self.engine.begin() as conn:

@@ -7,8 +7,9 @@ A run of a workload on a target (runner.execute) goes:
                                    what the tool itself refuses (fio --parse-only, …)
     command(workload, ready)       the exact job file or command line of this run: recorded with
                                    it (runs.job_file), and what `run` runs
-    prepare(…)                     lays out what the measured run reads; not measured
-                                   (what outlives the run, in the study run's `scope`)
+    prepare(…) → [RawOutput]       lays out what the measured run reads, preconditions the
+                                   target; not measured (what outlives the run, in the study
+                                   run's `scope`); the outputs a reader needs of it, if any
     — caches dropped —
     run(…) → [RawOutput]           the measured run, within the run's time limit: each tool's
                                    output of each phase, stored as it came (run_outputs)
@@ -117,8 +118,11 @@ class WorkloadKind(Protocol):
         """The exact job file or command line this run runs, recorded with it."""
         ...
 
-    def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope) -> None:
-        """Lay out what the measured run reads (files, a region of the device); not measured.
+    def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope) -> list[RawOutput]:
+        """Lay out what the measured run reads (files, a region of the device), and bring the
+        target to the state it is measured in (fio's precondition); not measured. Returns the
+        outputs of what it ran that a reader may need (a precondition's: stored with the run's,
+        each of a phase of its own, none of a measured one), usually none.
         `scratch`: a private directory for the run's side files, removed after it; `scope`: what
         outlives the run, until the study run ends."""
         ...

@@ -258,10 +258,11 @@ class Dd:
         name unknown here) is written SCRATCH_NAME; nothing ever reaches a shell."""
         return "\n".join(shlex.join(argv) for argv in self.steps(workload, ready, Path(SCRATCH_NAME)).values())
 
-    def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope) -> None:
+    def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope) -> list[RawOutput]:
         options = tool_of(workload, DdOptions)
         if options.data == "random":
             make_random_source(scratch / RANDOM_SOURCE, options.size)
+        return []
 
     def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path, scope: StudyScope, measured: Measured) -> list[RawOutput]:
         outputs = []

@@ -36,10 +36,11 @@ from fslab.toml_errors import FieldError, unknown
 from fslab.units import format_size, parse_duration, parse_size, scaled_size
 from fslab.workloads import fio_epoch
 from fslab.workloads import fio_clients
+from fslab.workloads import fio_steady
 from fslab.workloads.base import Measured, StudyScope, Window, directory_of, tool_of
 from fslab.workloads.data import DataPattern, buffer_options
 from fslab.workloads.fio_rewrite import Asked, Rewrite, asked_of, refused_beside, rewritten
-from fslab.workloads.fio_output import LOG_FILE, LOG_PREFIX, LOG_TOOL, METRICS, load_json, parse_metrics
+from fslab.workloads.fio_output import LOG_FILE, LOG_PREFIX, LOG_TOOL, METRICS, PRECONDITION_TOOL, load_json, parse_metrics, precondition_metrics, precondition_output
 from fslab.findings import Finding
 from fslab.workloads import Needed, register
 from fslab.workloads.builtin import BUILTIN_WORKLOADS
@@ -68,6 +69,7 @@ class FioJob:
     shared_file: bool = False  # its jobs work on one file, fio_options' filename (built from parameters only)
     clients: tuple[str, ...] = ()  # hosts that run it at once on the target's shared directory (fio_clients.py); none: here
     rewritten: tuple[Rewrite, ...] = ()  # what fslab rewrote in a job file's jobs, from what (fio_rewrite.py)
+    precondition: fio_steady.Precondition | None = None  # phases run unmeasured before the measured run (fio_steady.py)
 
     def spec(self) -> dict[str, Any]:
         return {
@@ -75,6 +77,8 @@ class FioJob:
             "shared_file": self.shared_file, "preallocation": fio_jobs.preallocation(self.job.jobs()),
         } | ({"clients": list(self.clients)} if self.clients else {}) | (
             {"rewritten": [r.spec() for r in self.rewritten]} if self.rewritten else {}
+        ) | (
+            {"precondition": self.precondition.spec()} if self.precondition else {}
         )  # fmt: skip  (absent: stored as before)
 
     def data_pattern(self) -> str:
@@ -118,7 +122,9 @@ def without_preallocation(job: JobFile) -> JobFile:
 # sequentially, with large direct writes — faster than fio's own buffered layout, and the same
 # on a raw device, where reading a never-written sparse image would measure nothing.
 _LAYOUT = {"rw": "write", "bs": "1m", "iodepth": "16", "direct": "1", "ioengine": "libaio"}
-_TIMING = ("time_based", "runtime", "ramp_time", "rwmixread", "rwmixwrite")
+# What the layout leaves out of the workload's options: its timing, its mix, and its steady state
+# (a layout ended by steady state would leave part of what the measured run reads unwritten).
+_TIMING = ("time_based", "runtime", "ramp_time", "rwmixread", "rwmixwrite", *fio_steady.STEADY_OPTIONS)
 
 
 # fio's bandwidth and IOPS logs of a measured run (write_bw_log, write_iops_log), each job's own
@@ -232,7 +238,7 @@ def job_problems(workloads: list[Workload], workdir: Workdir) -> list[str]:
     problems = []
     for workload in workloads:
         job_file = tool_of(workload, FioJob).job_file
-        for job in (job_for(workload, somewhere), layout_job_for(workload, somewhere)):
+        for job in (job_for(workload, somewhere), layout_job_for(workload, somewhere), *precondition_jobs_for(workload, somewhere)):
             try:
                 if job:
                     parse_only(job, directory=somewhere.directory, where=f"workload '{workload.name}'" + (f" ({job_file})" if job_file else ""))
@@ -264,6 +270,26 @@ def layout_job_for(workload: Workload, ready: Provisioned) -> str | None:
     return render(single_job(file_name(workload.name), layout_options(fio.fio_options)), **ready.fio_location, fixed=fslab_options(fio))
 
 
+def precondition_jobs_for(workload: Workload, ready: Provisioned) -> list[str]:
+    """The jobs of the workload's precondition phases, in order, on the target (none without one)."""
+    fio = tool_of(workload, FioJob)
+    phases = fio.precondition.phases if fio.precondition else ()
+    return [render(job, **ready.fio_location, fixed=fslab_options(fio)) for job in phases]
+
+
+def run_precondition(journal: Journal, workload: Workload, ready: Provisioned, scratch: Path) -> list[RawOutput]:
+    """The workload's precondition phases, one after another, unmeasured: each one's fio output
+    and how long it took (fio_output.precondition_output)."""
+    outputs = []
+    for number, job in enumerate(precondition_jobs_for(workload, ready), start=1):
+        path = scratch / f"precondition-{number}.fio"
+        path.write_text(job)
+        began = time.monotonic()
+        text = run_fio(journal, path, directory=ready.directory, output_format="json")
+        outputs.append(precondition_output(number, time.monotonic() - began, text))
+    return outputs
+
+
 class Fio:
     """fio behind the workload protocol: the measured job file is the command recorded; its
     layout job prepares; its outputs are fio's JSON, and its logs (LOG_TOOL) beside."""
@@ -278,14 +304,15 @@ class Fio:
     def command(self, workload: Workload, ready: Provisioned) -> str:
         return job_for(workload, ready)
 
-    def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope) -> None:
+    def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope) -> list[RawOutput]:
         if tool_of(workload, FioJob).clients:
-            return  # each client's fio lays out what it reads, in its own directory, before it measures
+            return []  # each client's fio lays out what it reads, in its own directory, before it measures
         layout = layout_job_for(workload, ready)
         if layout:
             layout_path = scratch / "layout.fio"
             layout_path.write_text(layout)
             run_fio(journal, layout_path, directory=ready.directory, timeout=None, output_format="normal")
+        return run_precondition(journal, workload, ready, scratch)
 
     def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path, scope: StudyScope, measured: Measured) -> list[RawOutput]:
         fio = tool_of(workload, FioJob)
@@ -303,12 +330,15 @@ class Fio:
 
     def parse(self, outputs: list[RawOutput]) -> list[Metric]:
         ours = [output for output in outputs if output.tool == self.name]
+        preconditioned = [m for output in outputs if output.tool == PRECONDITION_TOOL for m in precondition_metrics(output)]
         if any(output.phase for output in ours):  # each client's own output (fio_clients.py)
-            return fio_clients.client_metrics(ours)
-        return [m for output in ours for m in parse_metrics(output.text)]
+            return fio_clients.client_metrics(ours) + preconditioned
+        return [m for output in ours for m in parse_metrics(output.text)] + preconditioned
 
     def judge(self, workload: Workload, outputs: list[RawOutput]) -> list[Finding]:
-        return []  # fio's figures are judged in the summary (raw reference, submission latency)
+        # fio's figures are judged in the summary (raw reference, submission latency); here, a
+        # steady state fio did not reach
+        return fio_steady.not_steady(outputs)
 
 
 FIO = Fio()
@@ -377,7 +407,7 @@ def fio_workload(name: str, settings: dict[str, Any], extra: dict[str, Any], sca
         options |= {"time_based": 1, "runtime": f"{round(runtime * 1000)}ms"}
     if ramp > 0:
         options["ramp_time"] = f"{round(ramp * 1000)}ms"
-    options |= extra  # checked, as fio writes them (study_file.fio_options)
+    options |= fio_steady.scaled_steadystate({k: str(v) for k, v in extra.items()}, time_scale)  # checked, as fio writes them (study_file.fio_options)
     if shared_file:  # one file for every job, named as fslab names every file (in the target's directory)
         options["filename"] = file_name(name)
     fio_options = {key: str(value) for key, value in options.items()}
@@ -405,6 +435,8 @@ def job_file_workload(name: str, job_file: str, building: Building, asked: dict[
         job, rewrites = rewritten(job, asked, building.scale, building.time_scale)
     except Refused as exc:
         building.refuse((*building.table, "bs"), str(exc))  # the one refusal: bs beside jobs that set bssplit
+    if problem := fio_jobs.steadystate_problem(job):  # as rewritten: a runtime asked may leave its window no time
+        building.refuse((*building.table, "job_file"), f"{job_file}: {problem}" + (" (as the study rewrote it)" if rewrites else ""))
     data = DataPattern.from_options("job_file", (option for section in job.sections for option in section.options))
     job = without_preallocation(job)
     return Workload(
@@ -450,6 +482,7 @@ class WorkloadSection(FioSection, OnTargets):
     job_file: str | None = None
     shared_file: bool = False  # all numjobs jobs work on one file (fio filename=), laid out once
     clients: list[str] | None = None  # hosts that run it at once on the target's shared directory
+    precondition: fio_steady.PreconditionField | None = Field(None, description='"fill", or a list of phases')  # run unmeasured before it (fio_steady.py)
 
     @field_validator("clients")
     @classmethod
@@ -471,11 +504,20 @@ class WorkloadSection(FioSection, OnTargets):
             raise FieldError(*refused)
         return self
 
+    @model_validator(mode="after")
+    def _preconditioned_here(self) -> WorkloadSection:
+        if self.precondition is not None and self.job_file is not None:
+            raise FieldError("precondition", "fslab cannot tell which files or region a job file's jobs work on: put the precondition's jobs in the job file (stonewall), or describe the workload by its fio parameters (rw, bs, …)")
+        if self.precondition is not None and self.clients:
+            raise FieldError("precondition", "a workload run from clients lays out its files from each client, not here: precondition it in a workload of its own before it, or leave clients out")
+        return self
+
 def builtin_workload(name: str, building: Building) -> Workload:
     """A built-in workload (builtin.py) the study's [study] workloads names, with the study's [fio] table."""
     pattern = BUILTIN_WORKLOADS[name]
     settings = {**study_defaults(building.fio), **pattern}
-    return fio_workload(name, settings, building.fio.options, building.scale, building.time_scale, building.data, shared_file=pattern.get("shared_file", False))
+    workload = fio_workload(name, settings, building.fio.options, building.scale, building.time_scale, building.data, shared_file=pattern.get("shared_file", False))
+    return steady_checked(workload, building, ("fio", "options"))
 
 
 def study_defaults(fio: FioSection) -> dict[str, Any]:
@@ -489,11 +531,30 @@ def build(section: WorkloadSection, building: Building) -> Workload:
         timeout = building.fio.timeout if section.timeout is None else section.timeout
         workload = job_file_workload(section.name, section.job_file, building, asked_of(section, building.fio), timeout)
         return with_clients(workload, section.clients)
-    own = section.model_dump(exclude_none=True, exclude={"name", "kind", "job_file", "options", "data", "shared_file", "memory_limit", "clients"})
+    own = section.model_dump(exclude_none=True, exclude={"name", "kind", "job_file", "options", "data", "shared_file", "memory_limit", "clients", "precondition"})
     data = data_pattern(building.fio, (building.index, section), building.refuse)
     settings = {**study_defaults(building.fio), **own}
     workload = fio_workload(section.name, settings, {**building.fio.options, **section.options}, building.scale, building.time_scale, data, shared_file=section.shared_file)
+    workload = steady_checked(workload, building, (*building.table, "options"))
+    if section.precondition:
+        workload = preconditioned(workload, section, building)
     return with_clients(workload, section.clients)
+
+
+def steady_checked(workload: Workload, building: Building, table: tuple) -> Workload:
+    """The workload, unless its options ask for a steady state fio could never judge (refused at `table`)."""
+    if problem := fio_jobs.steadystate_problem(tool_of(workload, FioJob).job):
+        building.refuse(table, problem)
+    return workload
+
+
+def preconditioned(workload: Workload, section: WorkloadSection, building: Building) -> Workload:
+    """The workload with its precondition, which its run's time-out also covers (unless the study
+    sets the time-out itself)."""
+    fio = tool_of(workload, FioJob)
+    found = fio_steady.precondition(workload.name, section.precondition or [], layout_options(fio.fio_options), building, shared_file=fio.shared_file)
+    timeout = workload.timeout if section.timeout is not None or building.fio.timeout is not None else workload.timeout + found.timeout()
+    return replace(workload, tool=replace(fio, precondition=found), timeout=timeout)
 
 
 def with_clients(workload: Workload, clients: list[str] | None) -> Workload:

@@ -21,9 +21,9 @@ import json
 import math
 import re
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from fslab.model import Metric, MetricKind
+from fslab.model import Metric, MetricKind, RawOutput
 from fslab.units import Bandwidth
 
 DIRECTIONS = ("read", "write")  # every per-direction metric is named "<direction>_<metric>"
@@ -43,6 +43,16 @@ COMPARED = ("iops", "lat_p99_us")
 RESOLUTIONS = {"IOPS": 1e-6, "MB/s": 1e-6, "MiB/s": 2**-20, "µs": 1e-3}
 
 
+# Steady state (steady_states): whether fio judged a run's jobs steady (1) or not (0), and, when
+# it did, after how long (s); and how long a precondition phase took (fio.py runs them: s, as
+# fslab timed it). What a run was, not how fast: neither primary nor compared.
+STEADY_METRICS = {
+    "steady_state": MetricKind("", True, resolution=1.0),
+    "steady_state_s": MetricKind("s", False, resolution=1e-3),
+    "precondition_s": MetricKind("s", False),
+}
+
+
 def _kinds() -> dict[str, MetricKind]:
     per_direction = {"iops": ("IOPS", True), "mb_s": ("MB/s", True), "mib_s": ("MiB/s", True)}
     per_direction |= {f"{kind}_{stat}_us": ("µs", False) for kind in LATENCIES for stat in ("mean", *PERCENTILES)}
@@ -55,7 +65,7 @@ def _kinds() -> dict[str, MetricKind]:
     # devices' bytes against (write amplification, reads served by a cache). Neither better nor
     # worse; reported, not compared.
     kinds |= {f"{d}_bytes": MetricKind("B", False) for d in DIRECTIONS}
-    return kinds | {"cpu_usr_pct": MetricKind("%", False), "cpu_sys_pct": MetricKind("%", False)}
+    return kinds | {"cpu_usr_pct": MetricKind("%", False), "cpu_sys_pct": MetricKind("%", False)} | STEADY_METRICS
 
 
 METRICS: dict[str, MetricKind] = _kinds()  # every metric fio's parser reports
@@ -350,4 +360,99 @@ def job_metrics(jobs: list[dict]) -> list[Metric]:
     metrics = [m for direction in DIRECTIONS for m in _direction_metrics(direction, jobs)]
     metrics.append(metric("cpu_usr_pct", sum(job["usr_cpu"] for job in jobs)))
     metrics.append(metric("cpu_sys_pct", sum(job["sys_cpu"] for job in jobs)))
-    return metrics
+    return metrics + steady_metrics([s for job in jobs if (s := steady_state(job)) is not None])
+
+
+# ---- steady state ---------------------------------------------------------------------------------
+#
+# A job with fio's steadystate options (guard/fio_jobs.py) ends as soon as its criterion stays
+# under its limit over a window of steadystate_duration seconds, sampled once a second; fio's JSON
+# then holds a "steadystate" object per job (or group of jobs reported as one): the criterion as
+# set ("ss"), the window ("duration"), whether it was "attained", the value the criterion reached
+# ("criterion") and the window's samples ("data": IOPS and bytes/s). It says nowhere when: a job
+# that attained it stopped then, so its run time (its longest direction's "runtime", counted from
+# the end of ramp_time, where fio's steady-state clock starts too) is how long it took.
+
+
+@dataclass(frozen=True)
+class SteadyState:
+    """fio's judgement of steady state of one job, or one group of jobs reported as one."""
+
+    job: str
+    criterion: str  # as the job set it, in fio's words: "iops_slope:0.300000%"
+    window_s: int  # steadystate_duration, whole seconds (fio's samples: one a second)
+    attained: bool
+    seconds: float  # how long the job ran (its figures' run time): when attained, how long it took
+    reached: str  # the criterion's value over the last window fio judged: "4.015655%"
+    iops: list[int]  # the window's samples, oldest first
+    bw_bytes: list[int]  # bytes/s
+
+    @property
+    def setting(self) -> str:
+        """The criterion as a study writes it: "iops_slope:0.3%" (fio prints six decimals)."""
+        name, _, limit = self.criterion.partition(":")
+        percent = limit.endswith("%")
+        return f"{name}:{float(limit.rstrip('%')):g}{'%' if percent else ''}"
+
+
+def steady_state(entry: dict) -> SteadyState | None:
+    """A job's steady state as fio's JSON reports it (a "jobs" or "client_stats" entry), None when
+    the job had no steady-state options. ValueError when its object is not fio's."""
+    found = entry.get("steadystate")
+    if found is None:
+        return None
+    try:
+        data = found["data"]
+        runtimes = [entry[d]["runtime"] for d in (*DIRECTIONS, "trim") if isinstance(entry.get(d), dict)]
+        return SteadyState(
+            job=str(entry["jobname"]), criterion=str(found["ss"]), window_s=int(found["duration"]), attained=bool(found["attained"]),
+            seconds=max(runtimes, default=0) / 1000, reached=str(found["criterion"]),
+            iops=[int(v) for v in data["iops"]], bw_bytes=[int(v) for v in data["bw"]],
+        )  # fmt: skip
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"fio's steadystate of job {entry.get('jobname')!r} is not as fio writes it ({type(exc).__name__}: {exc})") from None
+
+
+def steady_states(text: str) -> list[SteadyState]:
+    """Every job's steady state in fio's output (pure): none when no job judged it."""
+    return [s for entry in job_entries(load_json(text)) or [] if (s := steady_state(entry)) is not None]
+
+
+def steady_metrics(states: list[SteadyState]) -> list[Metric]:
+    """Jobs' steady states as a run's metrics: steady_state 1 when every job attained it, else 0;
+    steady_state_s, when they all did, how long the slowest took. None without steady state."""
+    if not states:
+        return []
+    attained = all(s.attained for s in states)
+    return [metric("steady_state", float(attained)), *([metric("steady_state_s", max(s.seconds for s in states))] if attained else [])]
+
+
+# A workload's precondition (workloads/fio_steady.py): its phases run unmeasured before the
+# measured run, each kept as one raw output of this tool, phase "precondition-N" (N from 1): JSON
+# {"seconds": how long fslab saw the phase take, "output": fio's JSON text as it came}.
+PRECONDITION_TOOL = "fio_precondition"
+PRECONDITION_PHASE = "precondition-"
+
+
+def precondition_output(number: int, seconds: float, text: str) -> RawOutput:
+    """Phase `number`'s raw output: fio's `text`, and the `seconds` the phase took."""
+    return RawOutput(f"{PRECONDITION_PHASE}{number}", PRECONDITION_TOOL, json.dumps({"seconds": round(seconds, 3), "output": text}))
+
+
+def read_precondition(text: str) -> tuple[float, str]:
+    """A precondition phase's raw output: its seconds and fio's text. ValueError when not one."""
+    try:
+        stored = json.loads(text)
+        seconds, output = float(stored["seconds"]), stored["output"]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"no precondition phase as fslab stores one ({type(exc).__name__}: {exc})") from None
+    if not isinstance(output, str) or not math.isfinite(seconds):
+        raise ValueError("no precondition phase as fslab stores one")
+    return seconds, output
+
+
+def precondition_metrics(output: RawOutput) -> list[Metric]:
+    """A precondition phase's metrics, of its phase: how long it took, and its steady state."""
+    seconds, text = read_precondition(output.text)
+    found = [metric("precondition_s", seconds), *steady_metrics(steady_states(text))]
+    return [replace(m, phase=output.phase) for m in found]

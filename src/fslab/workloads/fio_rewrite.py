@@ -9,7 +9,8 @@ What is rewritten (docs/study-format.md, "Job files"):
   the sizes and times (STUDY_WIDE), the [fio] table's —, else the job's own;
 - then sizes × --scale, with what counts bytes or I/Os beside them, so a job keeps its shape on
   the smaller image (offset, offset_increment, filesize, number_ios); times × the time scale (1
-  under --scale-sizes-only): runtime, ramp_time, startdelay. A percentage (size=50%) is of the
+  under --scale-sizes-only): runtime, ramp_time, startdelay, and fio's steady-state window and
+  its ramp (the window no shorter than fio can judge, as a workload's). A percentage (size=50%) is of the
   target, which --scale shrank already: kept. Kept too: nrfiles, loops, time_based, rates and
   think times — a job's shape and pace, not its length.
 A rewritten option leaves every section it was in, [global] ones too, and ends each job that has
@@ -24,18 +25,20 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from fslab.errors import Refused
-from fslab.guard.fio_jobs import GLOBAL, JobFile, Section, check_option, fio_seconds
+from fslab.guard.fio_jobs import GLOBAL, SHORTEST_STEADY_WINDOW, JobFile, Section, check_option, fio_seconds
 from fslab.units import format_duration, format_size, parse_duration, parse_size, scaled_size
 
 SIZES = ("size", "io_size", "offset", "offset_increment", "filesize")  # bytes: × --scale
 COUNTS = ("number_ios",)  # I/Os: × --scale, as the bytes they add up to
-TIMES = ("runtime", "ramp_time", "startdelay")  # × the time scale
+TIMES = ("runtime", "ramp_time", "startdelay", "steadystate_duration", "steadystate_ramp_time")  # × the time scale
 # What a study may set beside a job_file, over every job: a workload's own field, and the [fio]
 # table's for STUDY_WIDE alone — numjobs, iodepth and bs say what the I/O is, which a job file
 # says job by job: a study-wide value would flatten what a workload's own field asks on purpose.
 ASKED = ("size", "io_size", "runtime", "ramp_time", "numjobs", "iodepth", "bs")
 STUDY_WIDE = ("size", "io_size", "runtime", "ramp_time")
-REWRITTEN = (*ASKED, "offset", "offset_increment", "filesize", "number_ios", "startdelay")
+REWRITTEN = (*ASKED, "offset", "offset_increment", "filesize", "number_ios", "startdelay", "steadystate_duration", "steadystate_ramp_time")
+# The least a time may be scaled to: a steady-state window fio can judge (as fio_steady scales a workload's).
+SHORTEST = {"steadystate_duration": SHORTEST_STEADY_WINDOW}
 # A fio workload's fields that make no sense beside a job_file, and what to do instead (rw: a
 # workload has one or the other). The others go with one: ASKED, and fslab's own (timeout,
 # memory_limit, clients, targets).
@@ -180,7 +183,7 @@ def _scaled(option: str, value: str | None, factor: float) -> str | None:
     if option in COUNTS:
         return str(max(1, round(int(value) * factor)))
     if option in TIMES:
-        return _TIME.sub(lambda m: fio_time(fio_seconds(m[0]) * factor) if fio_seconds(m[0]) else m[0], value)
+        return _TIME.sub(lambda m: fio_time(max(SHORTEST.get(option, 0.0), fio_seconds(m[0]) * factor)) if fio_seconds(m[0]) else m[0], value)
     return value
 
 

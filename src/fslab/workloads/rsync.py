@@ -350,8 +350,9 @@ class Rsync:
         options = tool_of(workload, RsyncIngest)
         return scope.kept(f"rsync-source:{workload.name}", lambda: source_set(journal, workload.name, options))
 
-    def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope) -> None:
+    def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope) -> list[RawOutput]:
         self._source(journal, workload, scope)  # made by the study run's first run of the workload
+        return []
 
     def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path, scope: StudyScope, measured: Measured) -> list[RawOutput]:
         copy = argv(tool_of(workload, RsyncIngest), self._source(journal, workload, scope), directory_of(ready, self.name))

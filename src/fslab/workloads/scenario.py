@@ -280,8 +280,8 @@ class Scenarios:
             parts.append(f"{head}\n{body}")
         return "\n".join(parts)
 
-    def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope) -> None:
-        pass  # a scenario's preparing phases are its own, unmeasured, in `run`
+    def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope) -> list[RawOutput]:
+        return []  # a scenario's preparing phases are its own, unmeasured, in `run`
 
     def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path, scope: StudyScope, measured: Measured) -> list[RawOutput]:
         s = tool_of(workload, Scenario)

@@ -418,8 +418,9 @@ class Sysbench:
     def command(self, workload: Workload, ready: Provisioned) -> str:
         return shlex.join(run_argv(tool_of(workload, SysbenchOptions)))  # run in the target's directory
 
-    def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope) -> None:
+    def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope) -> list[RawOutput]:
         parse_prepare(run_step(journal, prepare_argv(tool_of(workload, SysbenchOptions)), directory_of(ready, self.name)))
+        return []
 
     def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path, scope: StudyScope, measured: Measured) -> list[RawOutput]:
         with measured(""):

@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, NoReturn, Self
+from typing import Annotated, Any, ClassVar, Literal, NoReturn, Self, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -92,6 +92,14 @@ Data = Annotated[str | dict[str, Any], checked(_data)]
 
 class Table(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+def nested_table(annotation: object) -> type[BaseModel] | None:
+    """The table a field's type holds (list[Phase], list[Phase] | None, …), if any: where its
+    fields are listed (`fslab list`) and an unknown one is refused."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next((table for inner in get_args(annotation) if (table := nested_table(inner))), None)
 
 
 def _memory_limit(value: str) -> None:
