@@ -46,7 +46,7 @@ OTHER_SCALE = 0.9  # of a target `scale` does not name
 def fixture_for(options: dict) -> str:
     """The real fio output of a job that moves data the way a workload does (fslab's own jobs
     where there is one: they report the total latency's percentiles, as fslab asks fio to)."""
-    rw = options["rw"]
+    rw = options.get("rw") or "read"  # fio's default
     if rw in ("randrw", "rw"):
         return "randrw-2jobs"
     if "read" in rw:
@@ -198,8 +198,8 @@ def _record(planned: PlannedRun, started, rng: random.Random, scale: float, fail
         record.timings = {"provision": rng.uniform(0.3, 1.5)}
         record.finished_at = started + timedelta(seconds=record.timings["provision"])
         return record
-    options = tool_of(workload, FioJob).fio_options
-    text, parsed = fio_output(fixture_for(options))
+    fio = tool_of(workload, FioJob)
+    text, parsed = fio_output(fixture_for(fio.fio_options or fio.job.jobs()[0]))  # a job file's: its first job's
     metrics = noisy(list(parsed), rng, scale, noise)
     values = {m.name: m.value for m in metrics}
     seconds = workload.seconds

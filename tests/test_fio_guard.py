@@ -203,11 +203,16 @@ def test_allowed_options_reach_the_job_under_fios_main_names():
     assert {"end_fsync": "1", "bs": "8k", "percentile_list": "99:99.9"}.items() <= workload.tool.fio_options.items()
 
 
-@pytest.mark.parametrize("field", ['size = "1GiB"', 'runtime = "5s"', "iodepth = 4", "options = { end_fsync = 1 }"])
-def test_fio_fields_beside_a_job_file_are_refused_not_ignored(tmp_path, field):
+@pytest.mark.parametrize("field, option", [('size = "64MiB"', "size=64m"), ('runtime = "5s"', "runtime=5s"), ("iodepth = 4", "iodepth=4")])
+def test_fio_fields_beside_a_job_file_rewrite_its_jobs_not_ignored(tmp_path, field, option):
     (tmp_path / "mine.fio").write_text(GOOD_JOB)
-    with pytest.raises(StudyError, match=r"s.toml:10: workload\[0\]: .* beside a job_file would be ignored: put them in the job file"):
-        parse_study(STUDY + field + "\n", "s.toml", base_dir=tmp_path)
+    assert f"\n{option}\n" in parse_study(STUDY + field + "\n", "s.toml", base_dir=tmp_path).workloads[0].spec()["job"]
+
+
+def test_options_beside_a_job_file_are_refused_not_ignored(tmp_path):
+    (tmp_path / "mine.fio").write_text(GOOD_JOB)
+    with pytest.raises(StudyError, match=r"s.toml:13: workload\[0\].options: options beside a job_file is refused: put them in the job file"):
+        parse_study(STUDY + "options = { end_fsync = 1 }\n", "s.toml", base_dir=tmp_path)
 
 
 def test_what_only_fio_knows_is_refused_before_anything_is_attached(workdir, tmp_path):

@@ -387,7 +387,7 @@ def test_a_job_files_data_is_recorded_as_it_sets_it(tmp_path):
     (tmp_path / "j.fio").write_text("[a]\nrw=write\nsize=8m\n")
     said = parse_study(study, "s.toml", base_dir=tmp_path).workloads[0].tool.data.describe()
     assert said.startswith("fio's default: random bytes filled once and reused for every write") and "the job file sets no buffer option" in said
-    with pytest.raises(StudyError, match=r"data, shared_file beside a job_file would be ignored"):
+    with pytest.raises(StudyError, match=r"workload\[0\].data: data beside a job_file is refused: .*; shared_file beside a job_file is refused: "):
         parse_study(study + 'data = "zeros"\nshared_file = true\n', "s.toml", base_dir=tmp_path)
 
 

@@ -83,6 +83,7 @@ class WorkloadKindEntry:
     name: str  # [[workload]] kind = …
     fields: list[str]  # the fields its table takes (a scenario's phases' as phase.field)
     options: list[Options]
+    swept: list[str]  # the fields a list of values sweeps: a workload for each value
 
 
 @dataclass(frozen=True)
@@ -173,7 +174,7 @@ def _kind(found: workloads.Registered) -> WorkloadKindEntry:
     name, kind, model = found.name, found.kind, found.section
     options = [_options("options", name, kind.accepted_options)] if kind.accepted_options else []
     fields = _fields(model)
-    return WorkloadKindEntry(name, sorted(fields, key=lambda f: f not in ("name", "kind")), options)  # name and kind first, the rest as declared
+    return WorkloadKindEntry(name, sorted(fields, key=lambda f: f not in ("name", "kind")), options, list(getattr(model, "swept_fields", ())))  # name and kind first, the rest as declared
 
 
 def _fields(model: type[BaseModel], prefix: str = "") -> list[str]:
@@ -231,7 +232,8 @@ def tables(c: Catalogue) -> list[Table]:
     if c.sets:
         found.append(Table("workload sets ([study] workloads = [SET])", ["set", "workloads"], [[s.name, ", ".join(s.workloads)] for s in c.sets]))
     if c.kinds:
-        found.append(Table('workload kinds ([[workload]] kind = NAME)', ["kind", "fields"], [[k.name, ", ".join(k.fields)] for k in c.kinds]))
+        rows = [[k.name, ", ".join(k.fields), ", ".join(k.swept) or "–"] for k in c.kinds]
+        found.append(Table("workload kinds ([[workload]] kind = NAME)", ["kind", "fields", "a list sweeps"], rows))
     for k in c.kinds:
         found += [_options_table(f"{k.name} workload", o) for o in k.options]
     if c.scenarios:

@@ -23,6 +23,7 @@ from fslab.cgroups import SMALLEST_LIMIT
 from fslab.errors import FslabError
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Room
+from fslab.guard.names import swept_name
 from fslab.guard.options import split_arguments
 from fslab.model import FILESYSTEM_ATTRIBUTES, Study, Target, TargetsByName, Workload, study_cells
 from fslab import workloads as kinds
@@ -80,6 +81,7 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0,
         where.refuse(exc.errors(), lambda error: describe_error(error, where.lines, filename, allowed_fields, untagged))
 
     _refuse_too_many_targets(model, where)
+    _refuse_too_many_workloads(model, where)
     expanded = [(i, t, first) for i, section in enumerate(model.target) for t, first in _expand_target(section, model.study, scale)]
     tables = [(i, t) for i, t, _ in expanded]
     targets = [t for _, t in tables]
@@ -93,11 +95,10 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0,
         lambda i: f"{where(('target', i, 'baseline'))}: {unknown('target', model.target[i].baseline, names)}",  # type: ignore[arg-type]
     )
     targets = resolve_baselines(targets, model.study.baseline, {t.name: first for _, t, first in expanded if first})
-    workloads = _workloads(model, base_dir, scale, 1.0 if scale_sizes_only else scale, where)
-    if not workloads:
+    tabled = _workloads(model, base_dir, scale, 1.0 if scale_sizes_only else scale, where)
+    if not tabled:
         raise StudyError(f"{filename}: the study runs no workload: list built-in ones in [study] workloads, or add [[workload]] tables")
-    builtin = len(workloads) - len(model.workload)
-    workload_tables = [("study", "workloads")] * builtin + [("workload", i) for i in range(len(model.workload))]
+    workload_tables, workloads = [table for table, _ in tabled], [workload for _, workload in tabled]
     where.require_unique(list(zip(workload_tables, (w.name for w in workloads))), "workload")
     by_name = TargetsByName(targets)
     where.refuse(
@@ -174,6 +175,18 @@ def _refuse_too_many_targets(model: StudyFile, where: _Where) -> None:
         )
 
 
+def _refuse_too_many_workloads(model: StudyFile, where: _Where) -> None:
+    """Workload sweeps that make more workloads than a study may have cells (each runs on a
+    target at least), refused before they are made."""
+    counts = [section.sweep_size() for section in model.workload]
+    if sum(counts) > MAX_CELLS:
+        sweeps = ", ".join(f"{where.at(('workload', i))} makes {count:,}" for i, count in enumerate(counts) if count > 1)
+        raise StudyError(
+            f"{where.filename}: the study's workload sweeps make {sum(counts):,} workloads ({sweeps}), more than the {MAX_CELLS:,} cells a study "
+            "may have, and more than could ever be run: sweep fewer values, or split it into several studies"
+        )
+
+
 def _image_size_written(model: StudyFile, index: int) -> tuple | None:
     """Where the image size of target table `index` is written: its own image_size, else the
     study's; None when neither is (fslab's default)."""
@@ -216,7 +229,7 @@ def _expand_target(section: TargetSection, study: StudySection, scale: float) ->
         base = section.name or values["filesystem"]
         own = FILESYSTEMS[values["filesystem"]].target_values(section.own, values, section.count) if section.own else {}
         target = Target(
-            name=f"{base}[{', '.join(labels)}]" if labels else base,
+            name=swept_name(base, labels),
             filesystem=values["filesystem"],
             mkfs_options=tuple(split_arguments(values["mkfs_options"])),
             mount_options=values["mount_options"],
@@ -278,8 +291,9 @@ def raw_baselines(target: Target) -> list[Target]:
     ]
 
 
-def _workloads(model: StudyFile, base_dir: Path, scale: float, time_scale: float, where: _Where) -> list[Workload]:
-    """The built-in workloads [study] names, then each [[workload]] table built by its kind."""
+def _workloads(model: StudyFile, base_dir: Path, scale: float, time_scale: float, where: _Where) -> list[tuple[tuple, Workload]]:
+    """The built-in workloads [study] names, then each [[workload]] table built by its kind (one
+    workload for each table its sweeps make, OnTargets.swept), each with the table it is of."""
 
     def refuse(table: tuple, why: str) -> NoReturn:
         raise StudyError(f"{where(table)}: {why}")
@@ -290,14 +304,17 @@ def _workloads(model: StudyFile, base_dir: Path, scale: float, time_scale: float
         return Building(index, scale, time_scale, base_dir, model.fio, study_data, where, refuse)
 
     names = [n for entry in model.study.workloads for n in WORKLOAD_SETS.get(entry, [entry])]
-    workloads = [_limited(fio.builtin_workload(n, building(-1)), model.fio.memory_limit, ("fio", "memory_limit"), scale, where) for n in names]
+    workloads: list[tuple[tuple, Workload]] = [
+        (("study", "workloads"), _limited(fio.builtin_workload(n, building(-1)), model.fio.memory_limit, ("fio", "memory_limit"), scale, where)) for n in names
+    ]
     for index, section in enumerate(model.workload):
-        workload = kinds.registered(section.kind).build(section, building(index))  # type: ignore[union-attr]  # validated: a kind there is
         # A fio workload takes the study's [fio] limit unless it sets its own; other kinds only their own.
         inherited = model.fio.memory_limit if section.kind == "fio" else None
         table = ("workload", index, "memory_limit") if section.memory_limit is not None else ("fio", "memory_limit")
-        workload = _limited(workload, section.memory_limit or inherited, table, scale, where)
-        workloads.append(replace(workload, targets=tuple(section.targets)) if section.targets else workload)
+        for one in section.swept():
+            workload = kinds.registered(section.kind).build(one, building(index))  # type: ignore[union-attr]  # validated: a kind there is
+            workload = _limited(workload, section.memory_limit or inherited, table, scale, where)
+            workloads.append((("workload", index), replace(workload, targets=tuple(section.targets)) if section.targets else workload))
     return workloads
 
 

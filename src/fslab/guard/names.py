@@ -27,6 +27,13 @@ def check_name(value: str) -> str:
     return value
 
 
+def swept_name(base: str, labels: list[str]) -> str:
+    """The name of what a sweep makes — a target, a workload —: its table's name and the values
+    that make it this one (`ext4[noatime]`, `mine[iodepth=8, numjobs=4]`); the name alone when
+    nothing is swept."""
+    return f"{base}[{', '.join(labels)}]" if labels else base
+
+
 def image_names(target_name: str, devices: int) -> tuple[str, ...]:
     """The names of a target's own loop images: its name, or name-1, name-2, … for several."""
     return (target_name,) if devices == 1 else tuple(f"{target_name}-{i}" for i in range(1, devices + 1))

@@ -324,7 +324,8 @@ def left_out_line(s: StudySummary, workload: str) -> str | None:
 
 
 def ranking_lines(s: StudySummary, workload: str) -> list[str]:
-    lines = [line for line in [left_out_line(s, workload)] if line]
+    lines = [f"Its job file as fslab ran it: {s.rewritten[workload]}."] if workload in s.rewritten else []
+    lines += [line for line in [left_out_line(s, workload)] if line]
     lines += [
         f"Ranking by {metric_label(metric)}{f' on {host}' if host is not None else ''}: {ranking_line(ranking)}"
         for (w, metric, host), ranking in s.analysis.rankings.items()

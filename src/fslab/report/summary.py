@@ -26,6 +26,7 @@ from fslab.results.records import OptionsApplied, SampleGroups
 from fslab.stats import Summary, summarize
 from fslab.units import Bandwidth
 from fslab.workloads.fio_output import DIRECTIONS
+from fslab.workloads.fio_rewrite import described
 
 
 @dataclass
@@ -68,6 +69,7 @@ class StudySummary:
     buffered: set[str] = field(default_factory=set)  # workloads run through the page cache
     data: dict[str, str] = field(default_factory=dict)  # workload → the data pattern its runs recorded
     preallocation: dict[str, str] = field(default_factory=dict)  # workload → fio's fallocate its jobs ran with (fio_jobs.preallocation)
+    rewritten: dict[str, str] = field(default_factory=dict)  # workload → what fslab rewrote in its job file, from what (fio_rewrite.described)
     memory_limits: dict[str, int] = field(default_factory=dict)  # workload → the memory limit its runs recorded
     units: Bandwidth = Bandwidth.MB  # bandwidth as shown in the tables
     samples: SampleGroups = field(default_factory=lambda: SampleGroups({}, {}, {}))  # the stored samples the statistics are of
@@ -218,6 +220,7 @@ def summarize_study_run(
     found = _run_notes(per_host)
     data = {r["workload"]: r["data_pattern"] for r in runs if r["data_pattern"]}
     preallocation = {w["name"]: recorded for w in stored_workloads if (recorded := stored_preallocation(w["spec"]))}
+    rewritten = {w["name"]: described(w["spec"]["rewritten"]) for w in stored_workloads if w["spec"].get("rewritten")}  # absent: run as written
     flattered = _flattered(per_host, applied, groups.values, preallocation)
     fio_options = {w["name"]: w["spec"].get("fio_options") or {} for w in stored_workloads}
     specs_of = {w["name"]: w["spec"] for w in stored_workloads}
@@ -267,6 +270,7 @@ def summarize_study_run(
         buffered={r["workload"] for r in runs if r["buffered"]},
         data=data,
         preallocation=preallocation,
+        rewritten=rewritten,
         memory_limits={r["workload"]: r["memory_limit"] for r in runs if r.get("memory_limit")},
         units=units or Bandwidth(chosen.get("units", Bandwidth.MB.value)),
         samples=groups,

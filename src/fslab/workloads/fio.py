@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, NoReturn
 
 from pydantic import Field, field_validator, model_validator
 
@@ -39,11 +39,12 @@ from fslab.workloads import fio_clients
 from fslab.workloads import fio_steady
 from fslab.workloads.base import Measured, StudyScope, Window, directory_of, tool_of
 from fslab.workloads.data import DataPattern, buffer_options
+from fslab.workloads.fio_rewrite import Asked, Rewrite, asked_of, refused_beside, rewritten
 from fslab.workloads.fio_output import LOG_FILE, LOG_PREFIX, LOG_TOOL, METRICS, PRECONDITION_TOOL, load_json, parse_metrics, precondition_metrics, precondition_output
 from fslab.findings import Finding
 from fslab.workloads import Needed, register
 from fslab.workloads.builtin import BUILTIN_WORKLOADS
-from fslab.workloads.tables import FIO_RW_MODES, Building, FioSection, Name, OnTargets, run_timeout
+from fslab.workloads.tables import FIO_RW_MODES, BlockSize, Building, FioSection, IoDepth, Name, NumJobs, OnTargets, run_timeout
 
 if TYPE_CHECKING:
     from fslab.workdir import Workdir
@@ -67,6 +68,7 @@ class FioJob:
     data: DataPattern = DataPattern()  # what it writes; fslab adds data.fio_options() to the jobs it builds
     shared_file: bool = False  # its jobs work on one file, fio_options' filename (built from parameters only)
     clients: tuple[str, ...] = ()  # hosts that run it at once on the target's shared directory (fio_clients.py); none: here
+    rewritten: tuple[Rewrite, ...] = ()  # what fslab rewrote in a job file's jobs, from what (fio_rewrite.py)
     precondition: fio_steady.Precondition | None = None  # phases run unmeasured before the measured run (fio_steady.py)
 
     def spec(self) -> dict[str, Any]:
@@ -74,6 +76,8 @@ class FioJob:
             "fio_options": self.fio_options, "job_file": self.job_file, "job": fio_jobs.job_text(self.job), "data": self.data.describe(),
             "shared_file": self.shared_file, "preallocation": fio_jobs.preallocation(self.job.jobs()),
         } | ({"clients": list(self.clients)} if self.clients else {}) | (
+            {"rewritten": [r.spec() for r in self.rewritten]} if self.rewritten else {}
+        ) | (
             {"precondition": self.precondition.spec()} if self.precondition else {}
         )  # fmt: skip  (absent: stored as before)
 
@@ -263,7 +267,7 @@ def layout_job_for(workload: Workload, ready: Provisioned) -> str | None:
         return None
     if fio.job_file:  # fio's own layout; on a raw device the region a job file reads is unknown
         return render(fio.job, directory=ready.directory, device=None, fixed={"create_only": "1"}) if ready.directory else None
-    return render(single_job(workload.name, layout_options(fio.fio_options)), **ready.fio_location, fixed=fslab_options(fio))
+    return render(single_job(file_name(workload.name), layout_options(fio.fio_options)), **ready.fio_location, fixed=fslab_options(fio))
 
 
 def precondition_jobs_for(workload: Workload, ready: Provisioned) -> list[str]:
@@ -397,6 +401,8 @@ def fio_workload(name: str, settings: dict[str, Any], extra: dict[str, Any], sca
     }
     if "rwmixread" in settings:
         options["rwmixread"] = settings["rwmixread"]
+    if "io_size" in settings:
+        options["io_size"] = scaled_size(parse_size(settings["io_size"]), scale)
     if runtime > 0:
         options |= {"time_based": 1, "runtime": f"{round(runtime * 1000)}ms"}
     if ramp > 0:
@@ -405,7 +411,7 @@ def fio_workload(name: str, settings: dict[str, Any], extra: dict[str, Any], sca
     if shared_file:  # one file for every job, named as fslab names every file (in the target's directory)
         options["filename"] = file_name(name)
     fio_options = {key: str(value) for key, value in options.items()}
-    job = fio_jobs.single_job(name, fio_options)
+    job = fio_jobs.single_job(file_name(name), fio_options)  # a sweep's name (randread[iodepth=8]) is no job name
     seconds = fio_jobs.expected_seconds(job)
     return Workload(
         name=name,
@@ -417,20 +423,25 @@ def fio_workload(name: str, settings: dict[str, Any], extra: dict[str, Any], sca
     )
 
 
-def job_file_workload(name: str, job_file: str, base_dir: Path, at: tuple, refuse: Callable[[tuple, str], NoReturn], timeout: str | int | float | None) -> Workload:
-    """A workload from a job file, parsed and checked now: a job that breaks a rule stops the
-    study before anything is formatted."""
+def job_file_workload(name: str, job_file: str, building: Building, asked: dict[str, Asked], timeout: str | int | float | None) -> Workload:
+    """A workload from a job file, parsed and checked now (a job that breaks a rule stops the
+    study before anything is formatted), its jobs rewritten as the study asks (`asked`) and
+    scaled (fio_rewrite.py)."""
     try:
-        job = fio_jobs.parse_job_file(_read_job_file(base_dir / job_file), job_file)
+        job = fio_jobs.parse_job_file(_read_job_file(building.base_dir / job_file), job_file)
     except (Refused, ValueError) as exc:
-        refuse(at, str(exc))
-    if problem := fio_jobs.steadystate_problem(job):
-        refuse(at, f"{job_file}: {problem}")
+        building.refuse((*building.table, "job_file"), str(exc))
+    try:
+        job, rewrites = rewritten(job, asked, building.scale, building.time_scale)
+    except Refused as exc:
+        building.refuse((*building.table, "bs"), str(exc))  # the one refusal: bs beside jobs that set bssplit
+    if problem := fio_jobs.steadystate_problem(job):  # as rewritten: a runtime asked may leave its window no time
+        building.refuse((*building.table, "job_file"), f"{job_file}: {problem}" + (" (as the study rewrote it)" if rewrites else ""))
     data = DataPattern.from_options("job_file", (option for section in job.sections for option in section.options))
     job = without_preallocation(job)
     return Workload(
         name=name,
-        tool=FioJob(job, {}, job_file, fio_jobs.reads(job), 0, 1, data),
+        tool=FioJob(job, {}, job_file, fio_jobs.reads(job), 0, 1, data, rewritten=rewrites),
         seconds=(seconds := fio_jobs.expected_seconds(job)),
         direct=fio_jobs.direct(job),
         timeout=run_timeout(seconds, timeout),
@@ -460,13 +471,13 @@ def _read_job_file(path: Path) -> str:
         raise ValueError(f"{path} is not UTF-8 text, not a fio job file") from None
 
 
-# A workload's fields that set what a job file sets itself (fslab's own timeout and memory_limit aside).
-SET_BESIDE_JOB_FILE = tuple(name for name in [*FioSection.model_fields, "shared_file"] if name not in ("timeout", "memory_limit"))  # clients may go with one
-
-
 class WorkloadSection(FioSection, OnTargets):
     name: Name
     kind: Literal["fio"] = "fio"
+    bs: BlockSize | Annotated[list[BlockSize], Field(min_length=1)] | None = None  # a list sweeps (swept_fields), here not in [fio]
+    iodepth: IoDepth | Annotated[list[IoDepth], Field(min_length=1)] | None = None
+    numjobs: NumJobs | Annotated[list[NumJobs], Field(min_length=1)] | None = None
+    swept_fields: ClassVar[tuple[str, ...]] = ("bs", "iodepth", "numjobs")  # its workloads named in this order: randread[bs=4k, iodepth=8]
     rw: str | None = None
     job_file: str | None = None
     shared_file: bool = False  # all numjobs jobs work on one file (fio filename=), laid out once
@@ -488,10 +499,9 @@ class WorkloadSection(FioSection, OnTargets):
     @model_validator(mode="after")
     def _pattern_or_file(self) -> WorkloadSection:
         if (self.rw is None) == (self.job_file is None):
-            raise ValueError("a workload needs either rw (fio parameters) or job_file (your own fio job file), not both")
-        beside = [name for name in SET_BESIDE_JOB_FILE if name in self.model_fields_set] if self.job_file is not None else []
-        if self.job_file is not None and beside:
-            raise ValueError(f"{', '.join(beside)} beside a job_file would be ignored: put them in the job file")
+            raise ValueError("a workload needs either rw (fio parameters) or job_file (your own fio job file), not both: a job file's jobs each set their own rw")
+        if self.job_file is not None and (refused := refused_beside(self.model_fields_set)):
+            raise FieldError(*refused)
         return self
 
     @model_validator(mode="after")
@@ -519,7 +529,7 @@ def build(section: WorkloadSection, building: Building) -> Workload:
     """A [[workload]] of fio: its user's job file, or a job of its parameters over the study's [fio] table."""
     if section.job_file:
         timeout = building.fio.timeout if section.timeout is None else section.timeout
-        workload = job_file_workload(section.name, section.job_file, building.base_dir, (*building.table, "job_file"), building.refuse, timeout)
+        workload = job_file_workload(section.name, section.job_file, building, asked_of(section, building.fio), timeout)
         return with_clients(workload, section.clients)
     own = section.model_dump(exclude_none=True, exclude={"name", "kind", "job_file", "options", "data", "shared_file", "memory_limit", "clients", "precondition"})
     data = data_pattern(building.fio, (building.index, section), building.refuse)

@@ -37,7 +37,7 @@ from fslab.model import UNKNOWN_LENGTH_TIMEOUT, RawOutput
 from fslab.toml_errors import FieldError
 from fslab.units import parse_duration
 from fslab.workloads.fio_output import PRECONDITION_PHASE, PRECONDITION_TOOL, read_precondition, steady_states
-from fslab.workloads.tables import Building, Duration, Table, checked, fio_allows
+from fslab.workloads.tables import BlockSize, Building, Duration, Table, checked, fio_allows
 
 # What a precondition writes with: sequentially, or at random offsets.
 WRITE_MODES = ("write", "randwrite")
@@ -51,7 +51,7 @@ class PreconditionPhase(Table):
     """One phase of a precondition: what differs from the layout's sequential fill."""
 
     rw: str
-    bs: Annotated[str, checked(fio_allows("bs"))] | None = None
+    bs: BlockSize | None = None
     iodepth: int | None = Field(None, ge=1, le=65536)
     numjobs: int | None = Field(None, ge=1, le=1024)  # only where the workload's jobs share one file
     loops: int | None = Field(None, ge=1, le=1000)  # times over the region (default once)

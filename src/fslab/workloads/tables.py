@@ -9,16 +9,18 @@ declared in its module from these; study_file.py reads them through the registry
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal, NoReturn, get_args
+from typing import Annotated, Any, ClassVar, Literal, NoReturn, Self, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fslab.cgroups import SMALLEST_LIMIT
 from fslab.guard.fio_jobs import ALIASES, option_problem, option_text
-from fslab.guard.names import check_name
+from fslab.guard.names import check_name, swept_name
 from fslab.model import UNKNOWN_LENGTH_TIMEOUT, Workload
 from fslab.toml_errors import FieldError
 from fslab.units import format_size, parse_duration, parse_size
@@ -114,13 +116,19 @@ class WorkloadLimits(Table):
     memory_limit: Annotated[str, checked(_memory_limit)] | None = None
 
 
+BlockSize = Annotated[str, checked(fio_allows("bs"))]
+IoDepth = Annotated[int, Field(ge=1, le=65536)]
+NumJobs = Annotated[int, Field(ge=1, le=1024)]
+
+
 class FioSection(WorkloadLimits):
     """fio parameters; the study's [fio] table sets them for every workload, a workload for itself."""
 
-    bs: Annotated[str, checked(fio_allows("bs"))] | None = None
-    iodepth: int | None = Field(None, ge=1, le=65536)
-    numjobs: int | None = Field(None, ge=1, le=1024)
+    bs: BlockSize | None = None
+    iodepth: IoDepth | None = None
+    numjobs: NumJobs | None = None
     size: Size | None = None
+    io_size: Size | None = None  # fio's io_size: how much a job does, when not its size
     runtime: Duration | None = None
     ramp_time: Duration | None = None
     direct: bool | None = None
@@ -141,6 +149,22 @@ class OnTargets(Table):
     """What every [[workload]] table may say, whatever its kind."""
 
     targets: list[str] = []  # the targets it runs on, by name or a sweep's name (default: every target)
+    swept_fields: ClassVar[tuple[str, ...]] = ()  # its kind's fields a list of values sweeps (its model takes the lists)
+
+    def sweep_size(self) -> int:
+        """How many tables `swept` makes, known before they are made."""
+        return math.prod(len(value) for name in self.swept_fields if isinstance(value := getattr(self, name), list))
+
+    def swept(self) -> list[Self]:
+        """The tables its sweeps make, each built into a workload of its own: one per combination
+        of the values of its swept_fields given as lists, each with one value of each, named as a
+        target's sweep is (`mine[iodepth=8, numjobs=4]`); itself when it sweeps nothing."""
+        lists = {name: value for name in self.swept_fields if isinstance(value := getattr(self, name), list)}
+        made = []
+        for values in itertools.product(*lists.values()):
+            labels = [f"{name}={value}" for name, value in zip(lists, values)]
+            made.append(self.model_copy(update={**dict(zip(lists, values)), "name": swept_name(getattr(self, "name"), labels)}) if labels else self)
+        return made
 
 
 ToolOption = str | int | float | bool
