@@ -27,6 +27,7 @@ from fslab.importer import (
     read_files,
 )
 from fslab.results import ResultsDB
+from fslab.workloads.fio_hist import HIST_TOOL
 from fslab.workloads.fio_output import METRICS as FIO_METRICS
 from fslab.workloads.fio_output import PERCENTILES, in_current_units, job_metrics, latency_bins, parse_metrics
 
@@ -414,16 +415,18 @@ def test_the_examples_in_the_import_docs_run_as_written(tmp_path, monkeypatch):
             for path in paths:
                 shutil.copy(path, tmp_path / year / target / path.name)
     shutil.copy(IMPORT / "client-server.json", tmp_path / "nas.json")
+    shutil.copytree(IMPORT / "hist" / "ext4", tmp_path / "pbench" / "sample1")  # fio's JSON with its histogram logs beside it
     text = (Path(__file__).parent.parent / "docs" / "import.md").read_text()
     commands = [line.split("#", 1)[0].split() for block in text.split("```sh\n")[1:] for line in block.split("```", 1)[0].splitlines() if line.strip()]
-    assert [c[:2] for c in commands] == [["fslab", "import"], ["fslab", "import"], ["fslab", "compare"], ["fslab", "summary"], ["fslab", "import"], ["fslab", "history"]]
+    assert [c[:2] for c in commands] == [["fslab", "import"], ["fslab", "import"], ["fslab", "compare"], ["fslab", "summary"], ["fslab", "import"], ["fslab", "history"], ["fslab", "import"]]
     monkeypatch.chdir(tmp_path)
     for command in commands:
         result = fslab_in_process(*command[1:])
         assert result.returncode in ((0, 1) if command[1] == "compare" else (0,)), (command, result.stdout, result.stderr)
         assert "Traceback" not in result.stderr
-    targets = {r["target"] for r in ResultsDB(str(tmp_path / "fslab.db")).runs(3)}
-    assert targets == {"nas@localhost"}
+    stored = ResultsDB(str(tmp_path / "fslab.db"))
+    assert {r["target"] for r in stored.runs(3)} == {"nas@localhost"}
+    assert {r["target"] for r in stored.runs(4)} == {"ext4"} and {tuple(phases) for phases in stored.output_phases(4, HIST_TOOL).values()} == {("",)}, "the histogram logs, kept with the run"
 
 
 def test_a_report_draws_an_imported_runs_latency_of_its_own_jobs_alone(tmp_path):
