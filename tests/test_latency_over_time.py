@@ -20,6 +20,11 @@ from fslab.results import ResultsDB
 from fslab.workloads.fio_hist import COARSENESS, HIST_TOOL, Bins, kept, latency_over_time
 
 BINS = Bins.of_width(1856 >> COARSENESS, COARSENESS)
+
+
+def drawn_us(ns: int) -> float:
+    """A latency as the percentiles chart holds it: the value (µs, 4 digits) of the bin fio counts it in."""
+    return float(f"{BINS.value_ns(BINS.index_of(ns)) / 1e3:.4g}")
 STUDY = """\
 [study]
 name = "over-time"
@@ -93,27 +98,28 @@ def test_the_run_drawn_is_the_throughput_charts_and_only_its_logs_are_read(tmp_p
     assert len(again.latency_traces) == len(latency) - 1 and len(again.traces) == len(throughput)
 
 
-def test_the_heatmap_draws_each_windows_share_per_latency_bucket():
-    """Each window with completions: the buckets its bins fall in (by each bin's value), their
-    completions and the window's in all; none for a window without."""
-    t = trace("ext4", [[100_000] * 98 + [2_000_000] * 2, [], [100_000] * 10])
-    rows = heatmap_rows("ext4", t.latency)
-    assert [(r["from_s"], r["to_s"], r["ios"]) for r in rows] == [(0.0, 0.2, 100), (0.4, 0.6, 10)], "the empty window has no cell"
-    assert rows[0]["b"] == [latency_bucket(BINS.value_ns(BINS.index_of(v))) for v in (100_000, 2_000_000)] == [20, 33]
-    assert rows[0]["n"] == [98, 2]
+def test_the_heatmap_draws_each_windows_completions_per_latency_bucket():
+    """Each window with completions: its start, its lowest bucket (by each bin's value) and its
+    completions per bucket from there up, empty ones between included; nothing of a window
+    without; all in one row per target, for the chart to flatten."""
+    t = trace("ext4", [[100_000] * 98 + [130_000] + [2_000_000] * 2, [], [100_000] * 10])
+    row = heatmap_rows("ext4", t.latency)
+    assert (row["target"], row["w"], row["from_s"], row["b0"]) == ("ext4", 0.2, [0.0, 0.4], [20, 20]), "the empty window has no cell"
+    assert [latency_bucket(BINS.value_ns(BINS.index_of(v))) for v in (100_000, 130_000, 2_000_000)] == [20, 21, 33]
+    assert row["n"] == [[98, 1] + [0] * 11 + [2], [10]]
     assert 10 ** (20 / BUCKETS_PER_DECADE) <= 100 < 10 ** (21 / BUCKETS_PER_DECADE), "bucket 20 holds 100 µs"
-    [p] = [r for r in percentile_rows("ext4", t.latency) if r["from_s"] == 0.2]
-    assert (p["P50"], p["P99"], p["ios"]) == (None, None, 0), "a window in which nothing completed"
-    [first] = [r for r in percentile_rows("ext4", t.latency) if r["from_s"] == 0.0]
-    assert (first["P50"], first["P99"]) == (BINS.value_ns(BINS.index_of(100_000)) / 1e3, BINS.value_ns(BINS.index_of(2_000_000)) / 1e3)
+    p = percentile_rows("ext4", t.latency)
+    assert (p["to_s"], p["ios"]) == ([0.2, 0.4, 0.6], [101, 0, 10])
+    assert p["P50"] == [drawn_us(100_000), None, drawn_us(100_000)], "None: a window in which nothing completed"
+    assert p["P99"][0] == drawn_us(2_000_000)
 
 
 def test_a_long_log_is_drawn_in_at_most_fifty_windows_its_bins_added_up():
     t = trace("ext4", [[50_000 + w] for w in range(500)])
-    rows = heatmap_rows("ext4", t.latency.coarsened(LATENCY_WINDOWS))
-    assert len(rows) == LATENCY_WINDOWS and {r["ios"] for r in rows} == {10} and rows[-1]["to_s"] == 100.0
+    row = heatmap_rows("ext4", t.latency.coarsened(LATENCY_WINDOWS))
+    assert len(row["from_s"]) == LATENCY_WINDOWS and row["w"] == 2.0 and row["n"] == [[10]] * LATENCY_WINDOWS and row["from_s"][-1] == 98.0
     chart = latency_heatmap_chart([t], ["ext4"])
-    assert len(chart.spec["datasets"]["rows"]) == LATENCY_WINDOWS and "windows of 2000 ms" in chart.caption
+    assert chart.spec["datasets"]["rows"] == [row] and "windows of 2000 ms" in chart.caption
 
 
 def test_the_charts_are_named_and_valid_and_say_which_runs_they_draw():
@@ -125,10 +131,10 @@ def test_the_charts_are_named_and_valid_and_say_which_runs_they_draw():
         TopLevelSpec.validate(chart.spec)
         assert "completion latency" in chart.caption and "ext4 run 2 of 3" in chart.caption
     assert heatmap.spec["facet"]["row"]["sort"] == ["ext4", "raw"], "a row per target, in the study's order"
-    assert [r["target"] for r in heatmap.spec["datasets"]["rows"]] == ["ext4", "ext4", "raw", "raw"]
-    rows = {(r["target"], r["to_s"]): (r["P50"], r["P99"]) for r in json.loads(json.dumps(percentiles.spec["datasets"]["rows-0"]))}
-    assert rows[("raw", 0.4)] == (BINS.value_ns(BINS.index_of(3_000_000)) / 1e3,) * 2
-    assert percentiles.spec["transform"] == [{"fold": ["P50", "P99"], "as": ["percentile", "latency_us"]}]
+    assert [r["target"] for r in heatmap.spec["datasets"]["rows"]] == ["ext4", "raw"]
+    [ext4, raw] = percentiles.spec["datasets"]["rows-0"]
+    assert (raw["P99"], ext4["P50"]) == ([drawn_us(60_000), drawn_us(3_000_000)], [drawn_us(80_000), drawn_us(90_000)])
+    assert percentiles.spec["transform"][-1] == {"fold": ["P50", "P99"], "as": ["percentile", "latency_us"]}
 
 
 def test_study_charts_draw_latency_over_time_after_throughput_per_phase_and_direction():

@@ -53,31 +53,35 @@ def throughput_chart(traces: list[ThroughputTrace], targets: list[str], units: B
     return Chart(named(workload, phase, direction, "throughput"), workload, title, caption, sized(title, chart))
 
 
-def heatmap_rows(target: str, latency: LatencyOverTime) -> list[dict]:
-    """A run's windows (`latency`, as drawn: drawn_latency) as the heatmap draws them: per window
-    with completions, its latency buckets `b` (latency_bucket of each bin's value) and their
-    completions `n`, side by side, and its completions in all (`ios`): the chart makes shares."""
+def heatmap_rows(target: str, latency: LatencyOverTime) -> dict:
+    """A run's windows (`latency`, as drawn: drawn_latency) as the heatmap draws them, in one row
+    (the chart flattens it: a page holds hundreds of heatmaps): the window's length `w` (s), and
+    per window with completions its start, its lowest latency bucket (latency_bucket of each bin's
+    value) and its completions per bucket from that one up, empty buckets included."""
     import numpy as np
 
     buckets, starts = _buckets(latency.bins)
-    per_bucket = np.add.reduceat(latency.counts, starts, axis=1).tolist()  # a bin's bucket never falls: bins are in order of latency
-    rows = []
-    for start, end, counts in zip(latency.starts_s, latency.ends_s, per_bucket):
-        filled = [(b, n) for b, n in zip(buckets, counts) if n]
-        if filled:
-            rows.append({"target": target, "from_s": start, "to_s": end, "ios": sum(n for _, n in filled), "b": [b for b, _ in filled], "n": [n for _, n in filled]})
-    return rows
+    lowest = buckets[0]
+    per_bucket = np.zeros((len(latency.counts), buckets[-1] - lowest + 1), dtype=np.int64)  # every bucket, those no bin falls in too (below 1 µs)
+    per_bucket[:, [b - lowest for b in buckets]] = np.add.reduceat(latency.counts, starts, axis=1)  # a bin's bucket never falls: bins are in order of latency
+    row: dict = {"target": target, "w": latency.window_ms / 1000, "from_s": [], "b0": [], "n": []}
+    for start, counts in zip(latency.starts_s, per_bucket):
+        filled = np.flatnonzero(counts)
+        if len(filled):
+            row["from_s"].append(round(start, 3))
+            row["b0"].append(int(filled[0]) + lowest)
+            row["n"].append(counts[filled[0] : filled[-1] + 1].tolist())
+    return row
 
 
-def percentile_rows(target: str, latency: LatencyOverTime) -> list[dict]:
-    """A run's windows (`latency`, as drawn: drawn_latency) as P50 and P99 over time draws them:
-    each window's percentiles in µs, from its bins merged over the jobs; None where nothing completed."""
-    percentiles = {name: latency.percentiles(p) for name, p in DRAWN_PERCENTILES.items()}
-    ios = latency.counts.sum(axis=1).tolist()
-    return [
-        {"target": target, "from_s": start, "to_s": end, "ios": ios[i], **{name: None if v[i] is None else v[i] / 1e3 for name, v in percentiles.items()}}
-        for i, (start, end) in enumerate(zip(latency.starts_s, latency.ends_s))
-    ]
+def percentile_rows(target: str, latency: LatencyOverTime) -> dict:
+    """A run's windows (`latency`, as drawn: drawn_latency) as P50 and P99 over time draws them, in
+    one row (flattened by the chart): each window's end, completions, and percentiles in µs (to 4
+    digits: a bin is wider) from its bins merged over the jobs; None where nothing completed."""
+    row: dict = {"target": target, "w": latency.window_ms / 1000, "to_s": [round(end, 3) for end in latency.ends_s], "ios": latency.counts.sum(axis=1).tolist()}
+    for name, percent in DRAWN_PERCENTILES.items():
+        row[name] = [None if v is None else float(f"{v / 1e3:.4g}") for v in latency.percentiles(percent)]
+    return row
 
 
 def drawn_latency(traces: list[LatencyTrace]) -> dict[str, LatencyOverTime]:
@@ -101,12 +105,19 @@ def latency_heatmap_chart(traces: list[LatencyTrace], targets: list[str]) -> Cha
     workload, phase, direction = first.workload, first.phase, first.latency.direction
     drawn = [t for target in targets for t in traces if t.target == target]
     latency = drawn_latency(drawn)
-    rows = [row for t in drawn for row in heatmap_rows(t.target, latency[t.target])]
+    rows = [heatmap_rows(t.target, latency[t.target]) for t in drawn]
     axis = f"{direction} latency (µs, log scale)"
     cells = (
         alt.Chart(alt.NamedData(name="rows"))
-        .transform_flatten(["b", "n"])
-        .transform_calculate(from_us=f"pow(10, datum.b / {BUCKETS_PER_DECADE})", to_us=f"pow(10, (datum.b + 1) / {BUCKETS_PER_DECADE})", share_pct="100 * datum.n / datum.ios")
+        .transform_flatten(["from_s", "b0", "n"])  # a row per window
+        .transform_calculate(i="sequence(length(datum.n))")
+        .transform_flatten(["n", "i"])  # a row per bucket, i its place from the window's lowest
+        .transform_filter("datum.n > 0")
+        .transform_joinaggregate(ios="sum(n)", groupby=["target", "from_s"])
+        .transform_calculate(
+            to_s="datum.from_s + datum.w", from_us=f"pow(10, (datum.b0 + datum.i) / {BUCKETS_PER_DECADE})",
+            to_us=f"pow(10, (datum.b0 + datum.i + 1) / {BUCKETS_PER_DECADE})", share_pct="100 * datum.n / datum.ios",
+        )  # fmt: skip
         .mark_rect()
         .encode(
             alt.X("from_s:Q", scale=alt.Scale(round=True), title="seconds into the measured run", axis=alt.Axis(grid=False)), alt.X2("to_s:Q"),
@@ -139,10 +150,12 @@ def latency_over_time_chart(traces: list[LatencyTrace], targets: list[str]) -> C
     first = traces[0]
     workload, phase, direction = first.workload, first.phase, first.latency.direction
     latency = drawn_latency(traces)
-    rows = [row for t in traces for row in percentile_rows(t.target, latency[t.target])]
+    rows = [percentile_rows(t.target, latency[t.target]) for t in traces]
     axis = f"{direction} latency (µs, log scale)"
     chart = (
         alt.Chart(alt.Data(values=rows))
+        .transform_flatten(["to_s", "ios", *DRAWN_PERCENTILES])  # a row per window
+        .transform_calculate(from_s="datum.to_s - datum.w")
         .transform_fold(list(DRAWN_PERCENTILES), as_=["percentile", "latency_us"])
         .mark_line(interpolate="step-before", strokeWidth=1.5)
         .encode(
