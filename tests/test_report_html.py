@@ -247,10 +247,11 @@ def heatmap_cells(spec: dict) -> list[tuple[str, float, int, int]]:
 
 
 def drawn_cell(label: str) -> tuple[str, float, int, int]:
-    """The cell a heatmap's mark draws, read from what Vega says of it (its aria-label)."""
-    fields = dict(part.split(": ", 1) for part in label.split("; "))
-    bucket = round(math.log10(float(fields["from_us"])) * chart_parts.BUCKETS_PER_DECADE)
-    return fields["target"], float(fields["from s"]), bucket, int(fields["completions"])
+    """The cell a heatmap's mark draws, read from what Vega says of it (its aria-label: time_charts.CELL)."""
+    found = re.fullmatch(r"(\S+), ([\d.]+)–[\d.]+ s, ([\d,.]+)–[\d,.]+ µs: ([\d,]+) of [\d,]+ completions", label)
+    assert found, label
+    target, start, low, n = found.groups()
+    return target, float(start), round(math.log10(float(low.replace(",", ""))) * chart_parts.BUCKETS_PER_DECADE), int(n.replace(",", ""))
 
 
 def test_page_shows_the_summarys_own_figures(stored):
