@@ -467,7 +467,7 @@ def histogram_logs(parsed: Iterable[tuple[FoundFile, FioOutput]]) -> tuple[dict[
 
 def _beside(directory: Path, prefix: str) -> list[Path]:
     """The histogram logs of `prefix` in `directory`, by job number (fio's names)."""
-    named = re.compile(re.escape(prefix) + r"_clat_hist(?:\.(\d{1,6}))?\.log")
+    named = fio_hist.hist_files(prefix)
     try:
         entries = [(int(m.group(1) or 0), entry.name) for entry in os.scandir(directory) if (m := named.fullmatch(entry.name))]
     except OSError:

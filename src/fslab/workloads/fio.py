@@ -5,8 +5,8 @@ Job files themselves are parsed, checked and written in guard/fio_jobs.py.
 
 Every measured run also keeps fio's bandwidth and IOPS logs (LOG_TOOL), averaged over windows of
 log_avg_msec: its throughput over time (throughput_over_time), to see ramp-up and steady state; and
-its histogram logs of completion latency (fio_hist.HIST_TOOL), in windows as long: its latency over
-time (fio_hist.latency_over_time).
+its histogram logs of completion latency (fio_hist.HIST_TOOL), in windows of two of theirs: its
+latency over time (fio_hist.latency_over_time).
 fio stamps them on the monotonic clock, which is also how the runner's monitors learn when fio's
 own figures began (after its start-up and ramp_time): `run_measured`, fio_epoch.
 """
@@ -172,18 +172,12 @@ def stored_logs(phase: str, files: dict[str, str], interval: int, epoch: float |
     """A run's logs (`files` by name) as it keeps them: its bandwidth and IOPS logs as one raw
     output of LOG_TOOL — JSON {"log_avg_msec": …, "epoch_ms": …, "files": {name: text}}, epoch_ms
     the run's epoch on the monotonic clock (logs stored before have none: their stamps count from
-    it) —, and its histogram logs as one of fio_hist.HIST_TOOL (fio_hist.kept: compact); none of
-    a kind when fio wrote none. Its latency logs served the epoch alone."""
+    it) —, and its histogram logs as one of fio_hist.HIST_TOOL (fio_hist.stored); none of a kind
+    when fio wrote none. Its latency logs served the epoch alone."""
     kept = {name: text for name, text in files.items() if LOG_FILE.fullmatch(name)}
+    histograms = {name: text for name, text in files.items() if fio_hist.hist_files(LOG_PREFIX).fullmatch(name)}
     stored = [RawOutput(phase, LOG_TOOL, json.dumps({"log_avg_msec": interval, "epoch_ms": epoch, "files": kept}))] if kept else []
-    histograms = {name: text for name, text in files.items() if fio_hist.HIST_FILE.fullmatch(name) and text.strip()}
-    if histograms:
-        try:
-            text = fio_hist.kept(histograms, interval * HIST_WINDOWS, fio_hist.COARSENESS, epoch)
-        except ValueError as exc:  # never a run lost for it: the report says why it draws none
-            text = json.dumps({"unreadable": f"fio's histogram logs could not be read: {exc}"})
-        stored.append(RawOutput(phase, fio_hist.HIST_TOOL, text))
-    return stored
+    return stored + fio_hist.stored(phase, histograms, interval * HIST_WINDOWS, epoch)
 
 
 def epoch_ms(output: str, files: dict[str, str], interval: int, wall_less_monotonic_ms: float) -> float | None:

@@ -20,7 +20,7 @@ fio 3.x counts ns in 29 groups of bins (1856); fio 2.x counted µs in 19 (1216):
 
 fslab runs fio with 2^COARSENESS fine bins to a bin (464 bins): a bin is at most 1/16 of its latency
 wide, so a percentile read from it (its middle) is within 3.1 % of fio's own; and keeps each log
-compactly (`compact`: the same numbers, each run of empty bins written as its length).
+compactly (`compact`: the same numbers, each run of empty bins written as minus its length).
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from fslab.model import RawOutput
 from fslab.workloads.fio_output import DIRECTIONS
 
 if TYPE_CHECKING:
@@ -42,8 +43,7 @@ HIST_TOOL = "fio_hist"  # the raw output a run keeps them as (beside fio's JSON 
 COARSENESS = 2  # fslab's log_hist_coarseness: 4 of fio's bins to one
 PLAT_BITS = 6  # fio's FIO_IO_U_PLAT_BITS: 2^6 bins to every power of two
 FINE_BINS = {29 << PLAT_BITS: 1, 19 << PLAT_BITS: 1000}  # fio's FIO_IO_U_PLAT_NR → ns in its unit: fio ≥ 3.0 (ns), fio 2.x (µs)
-HIST_FILE = re.compile(r"(.{1,200})_clat_hist\.(\d{1,6})\.log|(.{1,200})_clat_hist\.log")  # <prefix>_clat_hist.<job>.log (per_job_logs=0: no job)
-MOST_WINDOWS = 20_000  # a run's log spans at most these (fslab's: about 100; an imported one: 5.5 hours of 1 s)
+MOST_WINDOWS = 20_000  # a run's log spans at most these (fslab's: about 50; an imported one: 5.5 hours of 1 s)
 ON_TIME_MS = 2  # a window closed this much before its end on the run's epoch still ends there (fio_epoch: the epoch is found to a few ms)
 
 
@@ -149,6 +149,26 @@ def compact(lines: Iterable[HistLine]) -> str:
             after = index
         out.append(" ".join([str(line.msec), str(line.direction), str(line.block_size), *tokens]))
     return "\n".join(out)
+
+
+def hist_files(prefix: str) -> re.Pattern[str]:
+    """fio's names for the histogram logs of write_hist_log=`prefix`: <prefix>_clat_hist.<job>.log,
+    or <prefix>_clat_hist.log (per_job_logs=0); group 1, the job's number."""
+    return re.compile(re.escape(prefix) + r"_clat_hist(?:\.(\d{1,6}))?\.log")
+
+
+def stored(phase: str, files: Mapping[str, str], window_ms: int, epoch_ms: float | None) -> list[RawOutput]:
+    """A measured run's histogram logs (fio's texts by name, at COARSENESS) as the raw output it
+    keeps (HIST_TOOL: `kept`); none when fio wrote no line (a run shorter than a window). Logs
+    fslab cannot read are kept as unreadable, saying why: never a run lost for them."""
+    written = {name: text for name, text in files.items() if text.strip()}
+    if not written:
+        return []
+    try:
+        text = kept(written, window_ms, COARSENESS, epoch_ms)
+    except ValueError as exc:
+        text = json.dumps({"unreadable": f"fio's histogram logs could not be read: {exc}"})
+    return [RawOutput(phase, HIST_TOOL, text)]
 
 
 def kept(files: Mapping[str, str], window_ms: int, coarseness: int, epoch_ms: float | None) -> str:
