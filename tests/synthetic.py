@@ -8,7 +8,8 @@ each, from the study run's seed) and stored run by run (ResultsDB.begin_study_ru
 finish_study_run). Each run keeps a real fio json+ output (tests/fixtures/fio, latency bins and
 all) with the metrics fio_parser.parse_metrics reads from it, scaled per target and given a few % of
 seeded noise so cells differ; the monitors' metrics (CPU, device traffic, write amplification,
-space); fio's bandwidth and IOPS logs (tool "fio_log"); device facts, the exact job file, mount
+space); fio's bandwidth and IOPS logs (tool "fio_log") and its histogram logs (tool "fio_hist",
+drawn from the fixture's own latency bins); device facts, the exact job file, mount
 options read back, the filesystem's own description and the phases' timings. A target named in
 `failing` fails every run as the runner stores a failure (no metric, the failed command). A
 study run of a fleet (`hosts`) has each planned run once on each host, scaled and made noisy as
@@ -34,6 +35,7 @@ from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
 from fslab.results.records import RunFailure, now
 from fslab.study import load_study
+from fslab.workloads import fio_hist
 from fslab.workloads import fio_output as fio_parser
 from fslab.workloads.fio import FioJob, job_for
 from fslab.workloads.base import tool_of
@@ -121,6 +123,34 @@ def fio_logs(rng: random.Random, metrics: dict[str, float], intervals: int = 100
     return json.dumps({"log_avg_msec": 600, "files": files})
 
 
+@cache
+def hist_logs(fixture: str, windows: int = 50, window_ms: int = 1200) -> str:
+    """fio's histogram logs of a run (write_hist_log at log_hist_msec=1200, two of fio_logs' windows,
+    fslab's coarseness) as a run keeps them (fio_hist.kept): per job, direction and window, the
+    completions a window of its IOPS holds, drawn (seeded, Poisson) from the fixture's own
+    completion-latency bins."""
+    import numpy as np  # the tests' and the bench's, not fslab's
+
+    document = json.loads((FIO_OUTPUTS / f"{fixture}.json").read_text())
+    rng = np.random.default_rng(sum(map(ord, fixture)))
+    bins = fio_hist.Bins.of_width(29 * 64 >> fio_hist.COARSENESS, fio_hist.COARSENESS)
+    files = {}
+    for job, entry in enumerate(document["jobs"], 1):
+        lines = []
+        for code, direction in enumerate(fio_parser.DIRECTIONS):
+            part = entry[direction]
+            found = {int(value): n for value, n in part["clat_ns"].get("bins", {}).items()}
+            if not found or not part["iops"]:
+                continue
+            shares = np.zeros(bins.count)
+            for value, n in found.items():
+                shares[bins.index_of(value)] += n
+            counts = rng.poisson(shares / shares.sum() * part["iops"] * window_ms / 1000, size=(windows, bins.count))
+            lines += [f"{(i + 1) * window_ms + int(rng.integers(0, 4))}, {code}, 4096, " + ", ".join(map(str, row)) for i, row in enumerate(counts)]
+        files[f"{fio_parser.LOG_PREFIX}_clat_hist.{job}.log"] = "\n".join(lines) + "\n"
+    return fio_hist.kept(files, window_ms, fio_hist.COARSENESS, None)
+
+
 def device_facts(index: int, image_size: int, target: str) -> list[dict]:
     return [{
         "device": f"/dev/loop{index}", "kind": "loop", "size": image_size, "diskseq": 40 + index, "model": None, "serial": None, "wwn": None,
@@ -199,7 +229,8 @@ def _record(planned: PlannedRun, started, rng: random.Random, scale: float, fail
         record.finished_at = started + timedelta(seconds=record.timings["provision"])
         return record
     fio = tool_of(workload, FioJob)
-    text, parsed = fio_output(fixture_for(fio.fio_options or fio.job.jobs()[0]))  # a job file's: its first job's
+    fixture = fixture_for(fio.fio_options or fio.job.jobs()[0])  # a job file's: its first job's
+    text, parsed = fio_output(fixture)
     metrics = noisy(list(parsed), rng, scale, noise)
     values = {m.name: m.value for m in metrics}
     seconds = workload.seconds
@@ -211,7 +242,7 @@ def _record(planned: PlannedRun, started, rng: random.Random, scale: float, fail
     details = FS_DETAILS.get(target.filesystem, "")
     return replace(
         record, status="ok", finished_at=started + timedelta(seconds=sum(timings.values())), job_file=job_for(workload, ready),
-        outputs=[RawOutput("", "fio", text), RawOutput("", fio_parser.LOG_TOOL, fio_logs(rng, values))], device=ready.described, direct_io_loop=True,
+        outputs=[RawOutput("", "fio", text), RawOutput("", fio_parser.LOG_TOOL, fio_logs(rng, values)), RawOutput("", fio_hist.HIST_TOOL, hist_logs(fixture))], device=ready.described, direct_io_loop=True,
         mkfs_command=None if target.filesystem == "raw" else [f"mkfs.{target.filesystem}", "-f" if target.filesystem != "ext4" else "-F", ready.top],
         mount_options_effective=effective, fs_details=details, timings=timings, options_applied=fs.options_applied(target.spec(), effective, details),
         metrics=metrics + monitored(rng, moved, target.filesystem, fs.compresses(effective, details)),

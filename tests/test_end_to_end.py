@@ -11,6 +11,7 @@ from conftest import fio_children, fresh_workdir, fslab, fslab_in_process, held_
 
 from fslab.guard.names import file_name
 from fslab.results import ResultsDB
+from fslab.workloads.fio_hist import HIST_TOOL, latency_over_time
 from fslab.workloads.fio_output import LOG_TOOL, throughput_over_time
 
 FOUR_KINDS = """\
@@ -75,7 +76,7 @@ def test_metrics_and_raw_output_are_stored(finished_study):
         assert (target, "seq_write", "write_mb_s") in names
     assert all(m.value > 0 for m in samples if m.metric.endswith("_iops"))
     for run in db.runs(study_run_id):
-        output, logs = db.outputs(run["id"])  # fio's JSON, as fio wrote it, and its logs
+        output, histograms, logs = db.outputs(run["id"])  # fio's JSON, as fio wrote it, its histogram logs and its other logs
         assert (output.phase, output.tool) == ("", "fio") and json.loads(output.text)["jobs"][0]["jobname"] == run["workload"]
         assert (logs.phase, logs.tool) == ("", LOG_TOOL) and "\nlog_avg_msec=100\n" in run["job_file"]
         [throughput] = throughput_over_time(logs.text)  # one direction: the job's own
@@ -85,6 +86,13 @@ def test_metrics_and_raw_output_are_stored(finished_study):
         # tenths of a second apart, and the last of them after the runtime), so only their order
         # and span are checked: from fio's epoch, within the time fio ran.
         assert throughput.seconds == sorted(throughput.seconds) and 0 <= throughput.seconds[0] and throughput.seconds[-1] <= run["timings"]["workload"]
+        # its completion latency over time, in windows of two of the bandwidth log's, from the same epoch
+        assert (histograms.phase, histograms.tool) == ("", HIST_TOOL) and "\nwrite_hist_log=fslab\nlog_hist_msec=200\nlog_hist_coarseness=2\n" in run["job_file"]
+        [latency] = latency_over_time(histograms.text)
+        assert latency.direction == throughput.direction and latency.window_ms == 200 and latency.counts.shape[1] == 464
+        logged, reported = int(latency.counts.sum()), json.loads(output.text)["jobs"][0][latency.direction]["clat_ns"]["N"]
+        assert 0 < logged <= reported, "each window's own completions (none of the last, partial window): never a running total"
+        assert 0 <= latency.starts_s[0] and latency.ends_s[-1] <= run["timings"]["workload"] + 0.2
         assert "refill_buffers=1" in run["job_file"] and "randseed=24301" in run["job_file"]
         assert "\nlat_percentiles=1\n" in run["job_file"] and run["data_pattern"].startswith("random (fio refill_buffers")
         assert run["timings"]["workload"] >= 1.0

@@ -187,7 +187,11 @@ def test_one_job_logged_alone_is_its_own_throughput(tmp_path):
 
 def test_log_windows_fit_the_run():
     assert [log_interval_ms(s) for s in (0, 1, 2, 10, 60, 61, 3600)] == [100, 100, 100, 100, 600, 700, 36000]
-    assert log_options(60) == {"write_bw_log": "fslab", "write_iops_log": "fslab", "write_lat_log": "fslab", "log_avg_msec": "600", "log_alternate_epoch": "1", "log_alternate_epoch_clock_id": "1"}
+    assert log_options(60) == {
+        "write_bw_log": "fslab", "write_iops_log": "fslab", "write_lat_log": "fslab", "log_avg_msec": "600",
+        "write_hist_log": "fslab", "log_hist_msec": "1200", "log_hist_coarseness": "2", "clat_percentiles": "1",
+        "log_alternate_epoch": "1", "log_alternate_epoch_clock_id": "1",
+    }, "histograms in windows of two of the other logs', of the bins fio keeps of completion latency"  # fmt: skip
 
 
 @pytest.mark.parametrize(

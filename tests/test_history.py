@@ -5,10 +5,8 @@ hosts and kernels."""
 
 from __future__ import annotations
 
-import json
 import math
 import random
-import re
 import statistics
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -17,7 +15,7 @@ import pytest
 from altair.vegalite.v6.schema.core import TopLevelSpec
 from conftest import fslab_in_process
 from synthetic import SyntheticHost, stored_study
-from test_report_html import browser, open_page  # noqa: F401  (the fixture, and how a page is opened)
+from test_report_html import browser, open_page, page_specs  # noqa: F401  (the fixture, and how a page is opened and read)
 
 from fslab.history import UNRECORDED_HOST, StoredStudyRun, history
 from fslab.results import ResultsDB
@@ -223,10 +221,6 @@ def trend(nightly):
     page = root / "reports" / "nightly-history" / "history.html"
     assert f"Trend page: {page}" in result.stdout, "beside the study runs' own folders, as `fslab report` writes them"
     return page
-
-
-def page_specs(page: Path) -> dict:
-    return json.loads(re.search(r'<script type="application/json" id="fslab-charts">(.*?)</script>', page.read_text(), re.DOTALL).group(1))
 
 
 def test_trend_page_charts_each_cell_a_facet_per_host_with_the_step_marked(trend):

@@ -20,6 +20,7 @@ from conftest import FIXTURES, fslab_in_process
 from fslab.import_parsing import FioOutput, NotFioOutput, parse_output
 from fslab.importer import FoundFile, imported_study, parse_files, read_files
 from fslab.results import ResultsDB
+from fslab.workloads.fio_hist import HIST_TOOL
 from fslab.workloads.fio_output import METRICS as FIO_METRICS
 from fslab.workloads.fio_output import PERCENTILES, in_current_units, job_metrics, latency_bins, load_json, parse_metrics
 
@@ -467,9 +468,10 @@ def test_the_examples_in_the_import_docs_run_as_written(tmp_path, monkeypatch):
         for fixture, device in (("a.img", "md0"), ("b.img", "md1")):
             if (IMPORT / "bench-fio" / run / fixture).is_dir():
                 shutil.copytree(IMPORT / "bench-fio" / run / fixture, tmp_path / tree / device)
+    shutil.copytree(IMPORT / "hist" / "ext4", tmp_path / "pbench" / "sample1")  # fio's JSON with its histogram logs beside it
     text = (Path(__file__).parent.parent / "docs" / "import.md").read_text()
     commands = [line.split("#", 1)[0].split() for block in text.split("```sh\n")[1:] for line in block.split("```", 1)[0].splitlines() if line.strip()]
-    assert [c[:2] for c in commands] == [["fslab", "import"], ["fslab", "import"], ["fslab", "compare"], ["fslab", "summary"], ["fslab", "import"], ["fslab", "history"], ["fslab", "import"], ["fslab", "summary"]]
+    assert [c[:2] for c in commands] == [["fslab", "import"], ["fslab", "import"], ["fslab", "compare"], ["fslab", "summary"], ["fslab", "import"], ["fslab", "history"], ["fslab", "import"], ["fslab", "summary"], ["fslab", "import"]]
     monkeypatch.chdir(tmp_path)
     said = {}
     for command in commands:
@@ -484,6 +486,7 @@ def test_the_examples_in_the_import_docs_run_as_written(tmp_path, monkeypatch):
     shown = [line for block in text.split("```text\n")[1:] for line in block.split("```", 1)[0].splitlines() if line.startswith(("34 file(s)", "  fio job 'FIOJOB'", "  FIOJOB", "passed over"))]
     printed = said[("fslab", "import", "raid/", "raid-again/", "--study", "raid")].splitlines()
     assert len(shown) == 5 and all(line in printed for line in shown), "the docs show what the import says"
+    assert {r["target"] for r in stored.runs(5)} == {"ext4"} and {tuple(phases) for phases in stored.output_phases(5, HIST_TOOL).values()} == {("",)}, "the histogram logs, kept with the run"
 
 
 def test_a_report_draws_an_imported_runs_latency_of_its_own_jobs_alone(tmp_path):

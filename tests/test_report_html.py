@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import re
 import shlex
 from dataclasses import replace
@@ -23,7 +24,7 @@ from fslab.analysis import Row, analyse
 from fslab.checks import Unsupported
 from fslab.guard.names import file_name
 from fslab.model import Roles
-from fslab.report import charts as charts_module
+from fslab.report import chart_parts
 from fslab.report.charts import (
     Chart,
     cpu_chart,
@@ -148,6 +149,7 @@ def open_page(browser, page_file: Path, screenshot: Path, width: int = 1280) -> 
                 canvas: e.querySelector('canvas') ? e.querySelector('canvas').width : 0,
                 width: e.querySelector('svg') ? e.querySelector('svg').getBoundingClientRect().width : 0,
                 container: e.clientWidth,
+                cells: Array.from(e.querySelectorAll('g.mark-rect.role-mark path[aria-label]')).map(p => p.getAttribute('aria-label')),
             }))""",
         )
         overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
@@ -160,10 +162,14 @@ def open_page(browser, page_file: Path, screenshot: Path, width: int = 1280) -> 
 # --- a stored study run, through the command line ----------------------------------------------
 
 
+def page_specs(page: Path) -> dict:
+    """A page's charts, as it embeds them: name → Vega-Lite spec."""
+    return json.loads(re.search(r'<script type="application/json" id="fslab-charts">(.*?)</script>', page.read_text(), re.DOTALL).group(1))
+
+
 def test_report_figures_writes_every_chart_of_the_page_as_svg_and_png(stored):
     folder = page_of(stored).parent
-    page = (folder / "report.html").read_text()
-    names = json.loads(re.search(r'<script type="application/json" id="fslab-charts">(.*?)</script>', page, re.DOTALL).group(1))
+    names = page_specs(folder / "report.html")
     assert {"rand_read-read_iops", "seq_write-write_iops", "rand_read-read-latency-percentiles", "rand_read-read-latency-distribution", "rand_read-efficiency", "rand_read-cpu"} <= set(names)
     assert {"rand_read-read-throughput", "seq_write-write-throughput"} <= set(names), "fio's logs, stored with every run"
     for spec in names.values():  # charts.py builds them unvalidated (the cost of most of a report): here they are
@@ -216,11 +222,36 @@ def test_page_renders_offline_in_chromium(stored, browser, tmp_path):
         assert seen["requests"] == [seen["url"]], "no request but the page itself"
         assert seen["errors"] == []
         assert len(seen["charts"]) == len(list((page_file.parent / "figures").glob("*.svg")))
+        specs = page_specs(page_file)
+        faceted = {n for n, spec in specs.items() if "facet" in spec}  # the latency heatmaps: a row of the page each
+        assert {c["name"] for c in seen["charts"] if c["name"].endswith("-latency-heatmap")} == faceted != set(), "fio's histogram logs, stored with every run"
         for chart in seen["charts"]:
             assert chart["svg"] > 5 or chart["canvas"] > 0, chart
-            assert chart["width"] <= chart["container"] + 1, f"{chart['name']} wider than its place on a {name}"
-        assert seen["overflow"] <= 0, f"the page is wider than a {name}'s screen: tables scroll inside their own box"
+            if chart["name"] in faceted:
+                assert sorted(map(drawn_cell, chart["cells"])) == heatmap_cells(specs[chart["name"]]), f"{chart['name']}: a cell for each window and latency bucket with completions"
+            if chart["name"] not in faceted or width == 1280:  # on a phone a faceted chart scrolls in its own place
+                assert chart["width"] <= chart["container"] + 1, f"{chart['name']} wider than its place on a {name}"
+        assert seen["overflow"] <= 0, f"the page is wider than a {name}'s screen: tables and faceted charts scroll inside their own box"
         assert (tmp_path / f"report-{name}.png").stat().st_size > 10_000
+
+
+def heatmap_cells(spec: dict) -> list[tuple[str, float, int, int]]:
+    """The cells a heatmap's spec holds (time_charts.heatmap_rows): (target, from s, bucket, completions)."""
+    return sorted(
+        (row["target"], start, b0 + i, n)
+        for row in spec["datasets"]["rows"]
+        for start, b0, counts in zip(row["from_s"], row["b0"], row["n"])
+        for i, n in enumerate(counts)
+        if n
+    )
+
+
+def drawn_cell(label: str) -> tuple[str, float, int, int]:
+    """The cell a heatmap's mark draws, read from what Vega says of it (its aria-label: time_charts.CELL)."""
+    found = re.fullmatch(r"(\S+), ([\d.]+)–[\d.]+ s, ([\d,.]+)–[\d,.]+ µs: ([\d,]+) of [\d,]+ completions", label)
+    assert found, label
+    target, start, low, n = found.groups()
+    return target, float(start), round(math.log10(float(low.replace(",", ""))) * chart_parts.BUCKETS_PER_DECADE), int(n.replace(",", ""))
 
 
 def test_page_shows_the_summarys_own_figures(stored):
@@ -365,7 +396,7 @@ def test_latency_distribution_buckets_fios_bins_as_shares():
     histogram = LatencyHistogram(W, "ext4", "read", "lat", {100_000: 30, 101_000: 20, 1_000_000: 50}, runs=2)
     rows = distribution_rows(histogram)
     assert [(r["from_us"], r["share_pct"]) for r in rows] == [(pytest.approx(100), 50), (pytest.approx(1000), 50)]
-    assert all(r["to_us"] == pytest.approx(r["from_us"] * 10 ** (1 / charts_module.BUCKETS_PER_DECADE)) for r in rows)
+    assert all(r["to_us"] == pytest.approx(r["from_us"] * 10 ** (1 / chart_parts.BUCKETS_PER_DECADE)) for r in rows)
     assert sum(r["share_pct"] for r in rows) == pytest.approx(100)
 
 
@@ -395,7 +426,7 @@ def test_study_charts_are_named_apart_and_valid_vega_lite():
     assert all(isinstance(c, Chart) and c.spec["$schema"].startswith("https://vega.github.io/schema/vega-lite/v") for c in made)
     for c in made:
         TopLevelSpec.validate(c.spec)
-    assert all(c.spec["width"] == charts_module.WIDTH for c in made), "figures are sized; the page fits them to their container"
+    assert all(c.spec["width"] == chart_parts.WIDTH for c in made), "figures are sized; the page fits them to their container"
 
 
 def test_figures_tell_of_each_chart_as_it_is_rendered(tmp_path):

@@ -11,8 +11,9 @@ from altair.vegalite.v6.schema.core import TopLevelSpec
 from test_report_html import W, layer, synthetic
 
 from fslab.model import RawOutput
-from fslab.report.charts import latency_percentiles_chart, study_charts, throughput_chart
-from fslab.report.details import LatencyHistogram, RunDetails, ThroughputTrace, throughput_traces
+from fslab.report.charts import latency_percentiles_chart, study_charts
+from fslab.report.details import LatencyHistogram, RunDetails, ThroughputTrace, median_runs, throughput_traces
+from fslab.report.time_charts import throughput_chart
 from fslab.units import Bandwidth
 from fslab.workloads.fio_output import LOG_TOOL, Throughput, throughput_over_time
 
@@ -38,10 +39,15 @@ def bandwidths(outputs: dict[int, list[RawOutput]], direction: str = "read") -> 
     }
 
 
+def chosen_and_read(outputs: dict[int, list[RawOutput]], runs: list[dict], stored: dict[tuple[int, str, str], float]) -> tuple[list[ThroughputTrace], list[str]]:
+    """What the report draws of these outputs: the runs chosen by the phases they have, then those read."""
+    return throughput_traces(median_runs({i: [o.phase for o in each] for i, each in outputs.items()}, runs, stored), outputs)
+
+
 def test_the_cells_median_run_is_drawn():
     runs = [run(1, 1), run(2, 2), run(3, 3), run(4, 1, "xfs"), run(5, 2, "xfs")]
     outputs = {1: [logs([100, 100])], 2: [logs([300, 300])], 3: [logs([100, 300])], 4: [logs([50, 60])], 5: [logs([70, 80])]}
-    traces, unreadable = throughput_traces(outputs, runs, bandwidths(outputs))
+    traces, unreadable = chosen_and_read(outputs, runs, bandwidths(outputs))
     assert unreadable == []
     drawn = {t.target: t for t in traces}
     assert (drawn["ext4"].repetition, drawn["ext4"].runs) == (3, 3), "mean 200 KiB/s: the median of 100, 200, 300"
@@ -57,11 +63,11 @@ def test_each_phase_and_direction_is_its_own_trace_and_a_bad_log_is_said():
     stored = bandwidths(outputs) | {(2, "after", "read_mb_s"): 0.01}
     outputs[2] = [RawOutput("after", LOG_TOOL, "{not json")]
     runs.append(run(2, 2, workload="ageing"))
-    traces, unreadable = throughput_traces(outputs, runs, stored)
+    traces, unreadable = chosen_and_read(outputs, runs, stored)
     assert sorted((t.phase, t.throughput.direction) for t in traces) == [("write", "read"), ("write", "write")]
     [said] = unreadable
     assert said.startswith("ext4 · ageing · run 2: fio's stored logs cannot be read"), "phase after: run 2 (0.01 MB/s) the lower of the middle two"
-    assert throughput_traces(outputs, runs, {})[0] == [], "no bandwidth stored, no run to draw"
+    assert chosen_and_read(outputs, runs, {})[0] == [], "no bandwidth stored, no run to draw"
 
 
 def trace(target: str, values: list[float], repetition: int = 2, phase: str = "") -> ThroughputTrace:

@@ -15,6 +15,8 @@ and where it came from. Runs are repetitions of one workload only when fio's job
 bench-fio writes them) is one workload per set of options, named by the options that differ
 (`random-read iodepth=16 numjobs=32`); `ImportedStudy.grouping` says how the files were
 grouped. `import_files` does all three; storing is results/db.py's (`ResultsDB.store_imported`).
+fio's histogram logs beside a JSON file (`<prefix>_clat_hist.<N>.log`, its jobs' write_hist_log)
+join its run as the raw output a measured run keeps them as (`histogram_logs`).
 
 A file that is not fio's JSON, or is malformed, is `Skipped` with why; fio's logs and bench-fio's
 preconditioning runs are skipped as `passed_over` (no fault, counted); the rest are imported.
@@ -35,9 +37,10 @@ from pathlib import Path
 from fslab import __version__
 from fslab.bench_fio_tree import place
 from fslab.guard.names import NAME
-from fslab.import_parsing import FioOutput, NotFioOutput, parse_output
+from fslab.import_parsing import FioOutput, ImportedJob, NotFioOutput, parse_output
 from fslab.model import RawOutput
 from fslab.results.records import RunRecord
+from fslab.workloads import fio_hist
 
 DEFAULT_TARGET = "imported"  # when a file's directory has no plain name
 MAX_BYTES = 64 * 2**20  # fio's JSON of one run is kilobytes to a few MiB; a larger file is something else
@@ -179,13 +182,15 @@ def import_files(study: str, paths: list[Path], target: str | None = None) -> Im
     """The study run these PATHs make, with the files it skipped and why (no runs: nothing to import)."""
     files, unreadable = read_files(paths)
     parsed, not_fio = parse_files(files, target)
-    return imported_study(study, [str(p) for p in paths], parsed, unreadable + not_fio)
+    histograms, refused = histogram_logs(parsed)
+    read_as_logs = {path for _, each in histograms.items() for path in each.paths} | {s.path for s in refused}
+    return imported_study(study, [str(p) for p in paths], parsed, [s for s in unreadable + not_fio if s.path not in read_as_logs] + refused, histograms)
 
 
-def imported_study(name: str, paths: Iterable[str], found: Iterable[tuple[FoundFile, FioOutput]], skipped: list[Skipped]) -> ImportedStudy:
+def imported_study(name: str, paths: Iterable[str], found: Iterable[tuple[FoundFile, FioOutput]], skipped: list[Skipped], histograms: dict[tuple[str, str], HistogramLogs] | None = None) -> ImportedStudy:
     """The study run of these parsed files: each job name a workload — one per set of options it
     ran with (workload_names) —, each target a target, a file's runs repetitions of their cells
-    in the order the files come."""
+    in the order the files come; a run keeps its histogram logs (`histograms`: by file and job name)."""
     found = list(found)
     variants: dict[str, list[tuple[tuple[str, str], ...]]] = {}  # job name → the option sets it ran with, as first met
     listed: dict[str, dict[str, None]] = {}  # job name → its options' names, in the order fio listed them
@@ -216,11 +221,13 @@ def imported_study(name: str, paths: Iterable[str], found: Iterable[tuple[FoundF
             workloads.setdefault(workload, ImportedWorkload(workload, job.name, job.options))
             repetitions[cell] += 1
             source = {"file": file.path, "job": job.name, "fio_version": output.fio_version, "finished_at_from": when}
+            logs = (histograms or {}).get((file.path, job.name)) if not job.host else None
             runs.append(
                 RunRecord(
                     target=job.target, workload=workload, repetition=repetitions[cell], warmup=False, block=repetitions[cell], position=len(runs),
                     started_at=started, finished_at=finished, status="failed" if job.error else "ok", error=job.error,
-                    buffered=job.buffered, outputs=[RawOutput("", "fio", file.text)], metrics=job.metrics, source=source | ({"host": job.host} if job.host else {}),
+                    buffered=job.buffered, outputs=[RawOutput("", "fio", file.text), *([logs.output] if logs else [])], metrics=job.metrics,
+                    source=source | ({"host": job.host} if job.host else {}) | ({"histogram_logs": logs.paths} if logs else {}),
                 )
             )
     faults, passed_over = [s for s in skipped if not s.passed_over], [s for s in skipped if s.passed_over]
@@ -327,3 +334,76 @@ def parse_files(files: Iterable[FoundFile], target: str | None = None) -> tuple[
                 output = output.of(_target_named(bench_fio.target))
         parsed.append((file, output))
     return parsed, skipped
+
+
+# --- fio's histogram logs beside a JSON file ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HistogramLogs:
+    """A run's histogram logs found beside its JSON file, as the raw output a measured run keeps."""
+
+    paths: list[str]
+    output: RawOutput
+
+
+def histogram_logs(parsed: Iterable[tuple[FoundFile, FioOutput]]) -> tuple[dict[tuple[str, str], HistogramLogs], list[Skipped]]:
+    """(file, job name) → the histogram logs fio wrote of that job beside the file: those its
+    write_hist_log names (`<prefix>_clat_hist.<N>.log`, or `<prefix>_clat_hist.log`, in the file's
+    directory whatever directory the prefix names), read as untrusted as any file here and kept as
+    fio_hist.kept keeps a run's; and the logs that could not be, with why. A prefix several jobs of
+    a file share is attached to none: which of its logs is whose, fio's JSON does not say. Client/
+    server output's logs are the hosts' own: not looked for."""
+    found: dict[tuple[str, str], HistogramLogs] = {}
+    refused: list[Skipped] = []
+    for file, output in parsed:
+        named: dict[str, list[ImportedJob]] = {}
+        for job in output.jobs:
+            if job.host is None and job.error is None and (prefix := job.options.get("write_hist_log")):
+                named.setdefault(Path(prefix).name, []).append(job)
+        for prefix, jobs in named.items():
+            paths = _beside(Path(file.path).parent, prefix)
+            if len({job.name for job in jobs}) > 1:
+                refused += [Skipped(str(p), f"a histogram log of prefix '{prefix}', which jobs {', '.join(sorted({j.name for j in jobs}))} of {file.path} share: not attached to either") for p in paths]
+            elif paths:
+                try:
+                    logs = HistogramLogs([str(p) for p in paths], RawOutput("", fio_hist.HIST_TOOL, _kept_logs(paths, jobs[0].options)))
+                except (NotFioOutput, ValueError) as exc:
+                    refused += [Skipped(str(p), f"fio's histogram log of job '{jobs[0].name}' in {file.path}, not attached: {exc}") for p in paths]
+                else:
+                    found[(file.path, jobs[0].name)] = logs
+    return found, refused
+
+
+def _beside(directory: Path, prefix: str) -> list[Path]:
+    """The histogram logs of `prefix` in `directory`, by job number (fio's names)."""
+    named = fio_hist.hist_files(prefix)
+    try:
+        entries = [(int(m.group(1) or 0), entry.name) for entry in os.scandir(directory) if (m := named.fullmatch(entry.name))]
+    except OSError:
+        return []
+    return [directory / name for _, name in sorted(entries)]
+
+
+def _kept_logs(paths: list[Path], options: dict[str, str]) -> str:
+    """Logs read (as every file here: never through a symlink, regular and of readable size) and
+    kept, in the windows and coarseness their job's options set (fio's defaults where unset); on
+    fio's default clock (ms since the job's epoch), else — log_alternate_epoch — counted from a
+    window before their first line. NotFioOutput or ValueError when they are not such logs."""
+    texts = {}
+    for path in paths:
+        read = _read(path, False, set())
+        texts[path.name] = read.text if read else ""
+    try:
+        window, coarseness = int(options.get("log_hist_msec", "0")), int(options.get("log_hist_coarseness", "0"))
+    except ValueError:
+        raise ValueError("its job's log_hist_msec or log_hist_coarseness is no whole number") from None
+    if window <= 0:
+        raise ValueError("its job sets no log_hist_msec, without which fio logs no histogram")
+    epoch = None
+    if options.get("log_alternate_epoch", "0") not in ("0", ""):
+        stamps = [line.msec for text in texts.values() for line in fio_hist.read_fio_log(text)[1]]
+        epoch = min(stamps) - window if stamps else None
+    kept = fio_hist.kept(texts, window, coarseness, epoch)
+    fio_hist.latency_over_time(kept)  # what a report reads of it, read once here: refused now, not when drawn
+    return kept

@@ -5,69 +5,36 @@ the figure files (figures.py) are rendered from the very same ones.
 Every figure drawn is one the summary already holds — a cell's mean and its 95 % interval
 (`Summary`), a comparison of the one family (`Analysis.comparison`), a monitor's median — so a
 chart never disagrees with the tables beside it. What only the stored runs have is drawn as
-stored: each run's value (a point each), fio's latency bins and its throughput logs. A cell whose
-figures cannot be real (flagged `implausible`) is drawn in no chart; its workload's captions say so.
+stored: each run's value (a point each), fio's latency bins, its throughput and histogram logs
+(time_charts.py). A cell whose figures cannot be real (flagged `implausible`) is drawn in no chart;
+its workload's captions say so.
 """
 
 from __future__ import annotations
 
-import functools
-import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import ParamSpec, TypeVar
+from dataclasses import replace
 
 import altair as alt
-from altair.utils.schemapi import debug_mode
 
 from fslab.analysis import Row
 from fslab.model import PHASE_SEPARATOR, qualified, unqualified
 from fslab.raw_reference import raw_references
-from fslab.report.details import LatencyHistogram, RunDetails, ThroughputTrace
+from fslab.report.chart_parts import BUCKETS_PER_DECADE, WIDTH, Chart, latency_bucket, named, sized, spec_of, unchecked, where
+from fslab.report.details import LatencyHistogram, RunDetails
 from fslab.report.formatting import fmt_mean_ci, metric_label
 from fslab.report.sections import is_monitored
 from fslab.report.summary import CellSummary, StudySummary
+from fslab.report.time_charts import latency_heatmap_chart, latency_over_time_chart, throughput_chart
 from fslab.stats import Comparison, Summary
-from fslab.units import Bandwidth
 from fslab.workloads.fio_output import DIRECTIONS, PERCENTILES
 
-# The Vega-Lite the specs are written for (altair's), and so the one the page inlines and the
-# figures are rendered with (vl-convert-python bundles several).
-VEGA_LITE = alt.SCHEMA_VERSION.lstrip("v").rsplit(".", 1)[0]
-WIDTH = 560  # a figure's plot area, in pixels (the page fits each chart to its container instead)
-HEIGHT = 260
-P, R = ParamSpec("P"), TypeVar("R")
-BUCKETS_PER_DECADE = 10  # the latency distribution's buckets: 10 per factor of ten
-WINDOWS_DRAWN = 200  # throughput over time: a run's windows, at most (fio's log windows, merged)
 VERDICT_COLOURS = {"faster": "#1a7f37", "slower": "#cf222e", "no detectable difference": "#8c959f"}
 RATIO_AXIS = "target ÷ raw (ratio of geometric means)"
 LATENCY_NAMES = {"lat": "total latency (submission + completion)", "clat": "completion latency"}
 
 
-@dataclass(frozen=True)
-class Chart:
-    """One chart: its Vega-Lite spec, sized for a figure file, and what the page says of it."""
-
-    name: str  # unique in a report; its figure files are named after it (guard.names.file_name)
-    workload: str  # the workload it belongs to; "" for a chart of the whole page
-    title: str
-    caption: str  # how to read it, shown under it on the page
-    spec: dict
-
-
-def _unchecked(build: Callable[P, R]) -> Callable[P, R]:
-    """Charts built without altair checking each object as it is made (its debug mode): that took
-    most of a large report's time. The tests validate every kind of chart (test_report_html.py)."""
-
-    @functools.wraps(build)
-    def unchecked(*args: P.args, **kwargs: P.kwargs) -> R:
-        with debug_mode(False):
-            return build(*args, **kwargs)
-
-    return unchecked
-
-
-@_unchecked
+@unchecked
 def study_charts(s: StudySummary, details: RunDetails) -> list[Chart]:
     """Every chart of a study run, workload by workload, in the order the page shows them."""
     targets = _drawn_targets(s)
@@ -83,6 +50,10 @@ def study_charts(s: StudySummary, details: RunDetails) -> list[Chart]:
         traces = [t for t in details.traces if t.workload == workload and t.target not in left_out]
         for phase, direction in dict.fromkeys((t.phase, t.throughput.direction) for t in traces):
             drawn.append(throughput_chart([t for t in traces if (t.phase, t.throughput.direction) == (phase, direction)], targets, s.units))
+        latency = [t for t in details.latency_traces if t.workload == workload and t.target not in left_out]
+        for phase, direction in dict.fromkeys((t.phase, t.latency.direction) for t in latency):
+            drawn_latency = [t for t in latency if (t.phase, t.latency.direction) == (phase, direction)]
+            drawn += [latency_heatmap_chart(drawn_latency, targets), latency_over_time_chart(drawn_latency, targets)]
         drawn += [efficiency_chart(s, workload), cpu_chart(s, workload), write_amplification_chart(s, workload), extents_chart(s, workload)]
         said = f" Not drawn: {', '.join(left_out)}, whose figures cannot be real (see its table)." if left_out else ""
         charts += [replace(c, caption=c.caption + said) for c in drawn if c is not None]
@@ -121,7 +92,7 @@ def primary_chart(s: StudySummary, workload: str, metric: str, host: str | None 
         "Bar: the mean over the cell's runs; whisker: its 95 % Student-t interval, drawn where the summary prints one "
         "(at least 3 runs and within ±100 %); dots: every measured run."
     )
-    return Chart(f"{workload}-{metric}" + (f"-{host}" if host is not None else ""), workload, title, caption, _sized(title, *layers))
+    return Chart(f"{workload}-{metric}" + (f"-{host}" if host is not None else ""), workload, title, caption, sized(title, *layers))
 
 
 def latency_percentiles_chart(s: StudySummary, workload: str, direction: str, phase: str = "") -> Chart | None:
@@ -141,9 +112,9 @@ def latency_percentiles_chart(s: StudySummary, workload: str, direction: str, ph
         alt.Color("target:N", scale=_colours(s), title="target"),
         tooltip=[alt.Tooltip("target:N"), alt.Tooltip("percentile:O"), alt.Tooltip("latency_us:Q", title="µs", format=",.1f")],
     )
-    title = f"{_where(workload, phase)}: {direction} latency percentiles"
+    title = f"{where(workload, phase)}: {direction} latency percentiles"
     caption = "fio's total latency per I/O (submission + completion); each point is the median over runs of each run's percentile."
-    return Chart(_named(workload, phase, direction, "latency-percentiles"), workload, title, caption, _sized(title, chart))
+    return Chart(named(workload, phase, direction, "latency-percentiles"), workload, title, caption, sized(title, chart))
 
 
 def latency_distribution_chart(histograms: list[LatencyHistogram], targets: list[str]) -> Chart | None:
@@ -160,41 +131,12 @@ def latency_distribution_chart(histograms: list[LatencyHistogram], targets: list
         alt.Color("target:N", scale=alt.Scale(domain=targets, scheme="tableau10"), title="target"),
         tooltip=[alt.Tooltip("target:N"), alt.Tooltip("from_us:Q", title="from µs", format=",.1f"), alt.Tooltip("to_us:Q", title="to µs", format=",.1f"), alt.Tooltip("share_pct:Q", title="% of I/Os", format=".2f")],
     )
-    title = f"{_where(workload, phase)}: {direction} latency distribution"
+    title = f"{where(workload, phase)}: {direction} latency distribution"
     caption = (
         f"fio's json+ latency bins ({' and '.join(latencies)}), every run of a cell added up; "
         f"{BUCKETS_PER_DECADE} buckets per factor of ten. Runs: " + ", ".join(f"{h.target} {h.runs}" for h in histograms) + "."
     )
-    return Chart(_named(workload, phase, direction, "latency-distribution"), workload, title, caption, _sized(title, chart))
-
-
-def throughput_chart(traces: list[ThroughputTrace], targets: list[str], units: Bandwidth) -> Chart:
-    """Each target's throughput over time in one workload, phase and direction: fio's bandwidth
-    log (every job added up, window by window) of the cell's median run, to see ramp-up and
-    steady state."""
-    first = traces[0]
-    workload, phase, direction = first.workload, first.phase, first.throughput.direction
-    drawn = {t.target: t.throughput.coarsened(WINDOWS_DRAWN) for t in traces}
-    rows = [
-        {"target": t.target, "seconds": second, "bandwidth": units.of(bytes_s), "iops": iops, "run": t.repetition}
-        for t in traces
-        for second, bytes_s, iops in zip(drawn[t.target].seconds, drawn[t.target].bytes_s, drawn[t.target].iops)
-    ]
-    axis = f"{direction} {units.value}"
-    chart = alt.Chart(alt.Data(values=rows)).mark_line(interpolate="step-before", strokeWidth=1.5).encode(
-        alt.X("seconds:Q", title="seconds into the measured run"),
-        alt.Y("bandwidth:Q", title=axis),
-        alt.Color("target:N", scale=alt.Scale(domain=targets, scheme="tableau10"), title="target"),
-        tooltip=[alt.Tooltip("target:N"), alt.Tooltip("run:Q"), alt.Tooltip("seconds:Q", format=".1f"), alt.Tooltip("bandwidth:Q", title=units.value, format=",.1f"), alt.Tooltip("iops:Q", title="IOPS", format=",.0f")],
-    )
-    title = f"{_where(workload, phase)}: {direction} throughput over time"
-    windows = sorted({d.window_ms for d in drawn.values()})
-    caption = (
-        f"fio's bandwidth log, every job added up, averaged over windows of {' or '.join(f'{w} ms' for w in windows)} "
-        "(each step is one window): what the run did before its steady state, and whether it held. "
-        "Per target one run, the one whose mean is the median of its runs: " + ", ".join(f"{t.target} run {t.repetition} of {t.runs}" for t in traces) + "."
-    )
-    return Chart(_named(workload, phase, direction, "throughput"), workload, title, caption, _sized(title, chart))
+    return Chart(named(workload, phase, direction, "latency-distribution"), workload, title, caption, sized(title, chart))
 
 
 def distribution_rows(h: LatencyHistogram) -> list[dict]:
@@ -202,7 +144,7 @@ def distribution_rows(h: LatencyHistogram) -> list[dict]:
     total = sum(h.bins.values())
     buckets: dict[int, int] = {}
     for ns, n in h.bins.items():
-        bucket = math.floor(math.log10(max(ns, 1) / 1e3) * BUCKETS_PER_DECADE)
+        bucket = latency_bucket(ns)
         buckets[bucket] = buckets.get(bucket, 0) + n
     if not total:
         return []
@@ -246,7 +188,7 @@ def efficiency_chart(s: StudySummary, workload: str) -> Chart | None:
         "Each target's primary metric as a ratio to the raw device under it (1 = as fast as the bare device). "
         "Colour: the comparison's verdict (grey: no detectable difference); whisker: its 95 % interval where printed."
     )
-    return Chart(f"{workload}-efficiency", workload, title, caption, _sized(title, *layers))
+    return Chart(f"{workload}-efficiency", workload, title, caption, sized(title, *layers))
 
 
 CPU_PARTS = {"host_cpu_user_pct": "user", "host_cpu_system_pct": "system", "host_cpu_iowait_pct": "iowait"}
@@ -272,7 +214,7 @@ def cpu_chart(s: StudySummary, workload: str) -> Chart | None:
     )
     title = f"{workload}: CPU while measured"
     caption = "The whole machine's CPU time during the measured phase (monitors), median over runs: busy is user + system; iowait is idle with I/O outstanding."
-    return Chart(f"{workload}-cpu", workload, title, caption, _sized(title, chart))
+    return Chart(f"{workload}-cpu", workload, title, caption, sized(title, chart))
 
 
 def write_amplification_chart(s: StudySummary, workload: str) -> Chart | None:
@@ -309,13 +251,13 @@ def _median_bars(s: StudySummary, workload: str, chosen: Callable[[str], bool], 
     if reference is not None:
         layers.append(alt.Chart(alt.Data(values=[{"one": reference}])).mark_rule(strokeDash=[4, 3], color="#57606a").encode(alt.Y("one:Q", title=axis)))
     title = f"{workload}: {axis.split(' (')[0]}"
-    return Chart(f"{workload}-{kind}", workload, title, caption, _sized(title, *layers))
+    return Chart(f"{workload}-{kind}", workload, title, caption, sized(title, *layers))
 
 
 # --- several study runs -----------------------------------------------------------------------
 
 
-@_unchecked
+@unchecked
 def comparison_chart(rows: list[Row], older: int, newer: int) -> Chart | None:
     """Every cell of two study runs: newer ÷ older (`fslab compare`'s rows), its 95 % interval
     where printed, coloured by verdict; one dot a cell and metric, log scale."""
@@ -338,7 +280,7 @@ def comparison_chart(rows: list[Row], older: int, newer: int) -> Chart | None:
         layers.insert(0, alt.Chart(alt.Data(values=[d for d in data if d["low"] is not None])).mark_errorbar(ticks=True, color="#57606a").encode(alt.X("low:Q", scale=alt.Scale(type="log", zero=False), title=x_title), alt.X2("high:Q"), y))
     title = f"study run {newer} against study run {older}, cell by cell"
     caption = "Ratio of geometric means, newer ÷ older, with its 95 % Welch interval where printed; colour: the verdict after Benjamini–Hochberg over every cell (for latency, below 1 is faster)."
-    return Chart(f"compare-{older}-{newer}", "", title, caption, _spec(layers, width=WIDTH, height=max(120, 22 * len(data)), title=title, config={"legend": {"orient": "bottom"}}))
+    return Chart(f"compare-{older}-{newer}", "", title, caption, spec_of(layers, width=WIDTH, height=max(120, 22 * len(data)), title=title, config={"legend": {"orient": "bottom"}}))
 
 
 # --- shared -----------------------------------------------------------------------------------
@@ -363,29 +305,6 @@ def _band_axis(labels: list[str]) -> alt.Axis:
 
 
 
-def _sized(title: str, *layers: alt.Chart) -> dict:
-    """The spec of a chart — several layers are drawn over one another — at the page's size."""
-    return _spec(list(layers), width=WIDTH, height=HEIGHT, title=title, config={"scale": {"bandPaddingInner": 0.35}, "legend": {"orient": "bottom"}})
-
-
-def _spec(layers: list[alt.Chart], *, config: dict, **top: object) -> dict:
-    """The Vega-Lite spec of one chart or of its layers, with `top` (size, title) and `config` set
-    on it, each layer's rows set in as they are: its inline data becomes a named dataset of the
-    spec, which altair would otherwise convert value by value. Put together here, not by altair's
-    layer(), properties() and configure_*(): each of those copies every layer whole, object by
-    object (most of a large report's time), and nor is the spec validated as it is built (see
-    _unchecked)."""
-    datasets, specs = {}, []
-    for i, part in enumerate(layers):
-        if isinstance(part.data, alt.Data) and isinstance(part.data.values, list):
-            datasets[f"rows-{i}"], part.data = part.data.values, alt.NamedData(name=f"rows-{i}")
-        specs.append(part.to_dict(validate=False))
-    schema, theme = specs[0]["$schema"], specs[0].get("config", {})
-    own = [{k: v for k, v in spec.items() if k not in ("$schema", "config")} for spec in specs]
-    body = own[0] if len(own) == 1 else {"layer": own}
-    return {"$schema": schema, "config": theme | config, **body, **top} | ({"datasets": datasets} if datasets else {})
-
-
 def _colours(s: StudySummary) -> alt.Scale:
     """The same colour for a target in every chart of a page."""
     measured = {c.target for c in s.cells}
@@ -408,16 +327,6 @@ def _interval(figure: Summary | Comparison) -> dict:
 def _fio_directions(cell: CellSummary) -> list[tuple[str, str]]:
     """(phase, direction) of each fio run a cell's runs measured: its own ("", …) or a scenario phase's."""
     return [(key.rpartition(PHASE_SEPARATOR)[0], d) for key in cell.metrics for d in DIRECTIONS if unqualified(key) == f"{d}_iops"]
-
-
-def _where(workload: str, phase: str) -> str:
-    """A workload, or one phase of a scenario, as a chart's title names it."""
-    return f"{workload} · {phase}" if phase else workload
-
-
-def _named(workload: str, phase: str, *what: str) -> str:
-    """A chart's name: of its workload, and phase when it has one."""
-    return "-".join(part for part in (workload, phase, *what) if part)
 
 
 def _percentile_name(p: str) -> str:

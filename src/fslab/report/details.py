@@ -1,6 +1,6 @@
 """What a report page shows beyond the summary's statistics, from the stored runs the summary
 read (each run's figures, a point each, are its samples: StudySummary.samples): fio's latency
-distribution, its throughput over time, the exact job files and the devices.
+distribution, its throughput and latency over time, the exact job files and the devices.
 
 The statistics themselves come from the summary (summary.py); nothing here computes one.
 """
@@ -8,17 +8,19 @@ The statistics themselves come from the summary (summary.py); nothing here compu
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from fslab.model import RawOutput
 from fslab.report.summary import StudySummary
 from fslab.results import ResultsDB
+from fslab.workloads.fio_hist import HIST_TOOL, LatencyOverTime, latency_over_time
 from fslab.workloads.fio_output import DIRECTIONS, LOG_TOOL, Throughput, latency_bins, throughput_over_time
 
 # Which latency's distribution is drawn: the total latency the tables show (fio keeps its bins
 # since fslab asks for lat_percentiles), else completion latency, the bins fio always keeps.
 DISTRIBUTED = ("lat", "clat")
-BANDWIDTH = {f"{d}_mb_s": d for d in DIRECTIONS}  # what picks the run whose throughput over time is drawn
+BANDWIDTH = {f"{d}_mb_s": d for d in DIRECTIONS}  # what picks the run whose throughput and latency over time are drawn
 # What the page reads of each run beside the summary's (summary.RUN_FACTS).
 RUN_DETAILS = ("id", "target", "workload", "repetition", "status", "warmup", "job_file", "device_facts", "source", "host")
 
@@ -50,9 +52,23 @@ class ThroughputTrace:
 
 
 @dataclass(frozen=True)
+class LatencyTrace:
+    """One cell's completion latency over time in one direction of one phase: of the same run as
+    its ThroughputTrace, fio's histogram logs (fio_hist.LatencyOverTime)."""
+
+    workload: str
+    target: str
+    phase: str
+    repetition: int
+    runs: int
+    latency: LatencyOverTime
+
+
+@dataclass(frozen=True)
 class RunDetails:
     histograms: list[LatencyHistogram] = field(default_factory=list)
     traces: list[ThroughputTrace] = field(default_factory=list)
+    latency_traces: list[LatencyTrace] = field(default_factory=list)
     job_files: dict[tuple[str, str], str] = field(default_factory=dict)  # (workload, target) → what its first measured run ran
     devices: dict[str, list[dict]] = field(default_factory=dict)  # target → facts of each device under it (its first run)
     unreadable: list[str] = field(default_factory=list)  # stored outputs whose bins could not be read, and why
@@ -70,8 +86,11 @@ def run_details(db: ResultsDB, s: StudySummary) -> RunDetails:
             devices.setdefault(r["target"], r["device_facts"])
     histograms, unreadable = _histograms(db.outputs_of_study_run(s.study_run["id"], "fio", phase=None), runs)
     bandwidths = db.metric_values(s.study_run["id"], BANDWIDTH)
-    traces, unreadable_logs = throughput_traces(db.outputs_of_study_run(s.study_run["id"], LOG_TOOL, phase=None), runs, bandwidths)
-    return RunDetails(histograms, traces, job_files, devices, unreadable + unreadable_logs)
+    drawn = {tool: median_runs(db.output_phases(s.study_run["id"], tool), runs, bandwidths) for tool in (LOG_TOOL, HIST_TOOL)}
+    outputs = {tool: db.outputs_of_study_run(s.study_run["id"], tool, phase=None, only={d.run_id for d in each.values()}) for tool, each in drawn.items()}  # only those drawn
+    traces, unreadable_logs = throughput_traces(drawn[LOG_TOOL], outputs[LOG_TOOL])
+    latency, unreadable_histograms = latency_traces(drawn[HIST_TOOL], outputs[HIST_TOOL])
+    return RunDetails(histograms, traces, latency, job_files, devices, unreadable + unreadable_logs + unreadable_histograms)
 
 
 def _histograms(outputs: dict[int, list[RawOutput]], runs: list[dict]) -> tuple[list[LatencyHistogram], list[str]]:
@@ -110,25 +129,65 @@ def cell_histograms(workload: str, target: str, each_run: list[dict[tuple[str, s
     return found
 
 
-def throughput_traces(outputs: dict[int, list[RawOutput]], runs: list[dict], bandwidths: dict[tuple[int, str, str], float]) -> tuple[list[ThroughputTrace], list[str]]:
-    """Per cell, phase and direction, the throughput over time of its median run by the
-    bandwidth stored of it (`bandwidths`: (run id, phase, "<direction>_mb_s") → its value, as fio's
-    JSON gave it: what the logs average to), from that run's fio logs of that phase (`outputs`,
-    by run id). Only the runs drawn are parsed."""
-    candidates: dict[tuple[str, str, str, str], list[tuple[float, int, RawOutput]]] = defaultdict(list)
+Key = tuple[str, str, str, str]  # a cell's workload, target, phase and direction
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """The run drawn of a cell in one phase and direction, among its runs that have what is drawn."""
+
+    run_id: int
+    repetition: int
+    runs: int  # the cell's runs it was chosen among
+
+
+def median_runs(phases: dict[int, Iterable[str]], runs: list[dict], bandwidths: dict[tuple[int, str, str], float]) -> dict[Key, Drawn]:
+    """Per cell, phase and direction, its run whose bandwidth is the median (the lower of the
+    middle two) among its runs that have an output of that phase (`phases`: run id → its phases
+    with one), by the bandwidth stored of each (`bandwidths`: (run id, phase, "<direction>_mb_s")
+    → its value, from fio's JSON: what its logs average to). Chosen before any output is read:
+    only those drawn are."""
+    candidates: dict[Key, list[tuple[float, int, int]]] = defaultdict(list)
     for r in runs:
-        for output in outputs.get(r["id"], []):
+        for phase in phases.get(r["id"], ()):
             for metric, direction in BANDWIDTH.items():
-                if (found := bandwidths.get((r["id"], output.phase, metric))) is not None:
-                    candidates[(r["workload"], r["target"], output.phase, direction)].append((found, r["repetition"], output))
+                if (found := bandwidths.get((r["id"], phase, metric))) is not None:
+                    candidates[(r["workload"], r["target"], phase, direction)].append((found, r["repetition"], r["id"]))
+    drawn = {}
+    for key, each_run in candidates.items():
+        _, repetition, run_id = sorted(each_run)[(len(each_run) - 1) // 2]
+        drawn[key] = Drawn(run_id, repetition, len(each_run))
+    return drawn
+
+
+def throughput_traces(drawn: dict[Key, Drawn], outputs: dict[int, list[RawOutput]]) -> tuple[list[ThroughputTrace], list[str]]:
+    """The throughput over time of each cell's run drawn (median_runs), in its phase and direction,
+    from that run's fio logs (`outputs`, by run id; LOG_TOOL)."""
+    return _over_time(drawn, outputs, throughput_over_time, ThroughputTrace, "logs")
+
+
+def latency_traces(drawn: dict[Key, Drawn], outputs: dict[int, list[RawOutput]]) -> tuple[list[LatencyTrace], list[str]]:
+    """The completion latency over time of each cell's run drawn (median_runs), in its phase and
+    direction, from that run's histogram logs (`outputs`, by run id; fio_hist.HIST_TOOL)."""
+    return _over_time(drawn, outputs, latency_over_time, LatencyTrace, "histogram logs")
+
+
+def _over_time(drawn: dict[Key, Drawn], outputs: dict[int, list[RawOutput]], parse: Callable[[str], list], trace: Callable, what: str) -> tuple[list, list[str]]:
+    """Each drawn run's output of its phase parsed (`parse`: per direction, each with its
+    .direction) into `trace`s of its direction; what cannot be parsed, said."""
     traces, unreadable = [], []
-    for (workload, target, phase, direction), each_run in candidates.items():
-        _, repetition, output = sorted(each_run, key=lambda e: e[:2])[(len(each_run) - 1) // 2]
-        try:
-            throughput = next((t for t in throughput_over_time(output.text) if t.direction == direction), None)
-        except ValueError as exc:
-            unreadable.append(f"{target} · {workload} · run {repetition}: fio's stored logs cannot be read ({exc})")
+    parsed: dict[tuple[int, str], list] = {}  # a run's output of a phase is parsed once, for both its directions
+    for (workload, target, phase, direction), d in drawn.items():
+        output = next((o for o in outputs.get(d.run_id, []) if o.phase == phase), None)
+        if output is None:
             continue
-        if throughput is not None:
-            traces.append(ThroughputTrace(workload, target, phase, repetition, len(each_run), throughput))
+        if (d.run_id, phase) not in parsed:
+            try:
+                parsed[(d.run_id, phase)] = parse(output.text)
+            except ValueError as exc:
+                parsed[(d.run_id, phase)] = []
+                unreadable.append(f"{target} · {workload} · run {d.repetition}: fio's stored {what} cannot be read ({exc})")
+        found = next((t for t in parsed[(d.run_id, phase)] if t.direction == direction), None)
+        if found is not None:
+            traces.append(trace(workload, target, phase, d.repetition, d.runs, found))
     return traces, unreadable

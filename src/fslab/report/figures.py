@@ -10,7 +10,7 @@ import vl_convert
 
 from fslab.errors import FslabError
 from fslab.guard.names import file_name
-from fslab.report.charts import VEGA_LITE, Chart
+from fslab.report.chart_parts import VEGA_LITE, Chart
 from fslab.report.output import write_all
 
 PNG_SCALE = 2  # pixels per CSS pixel: sharp on slides and high-density screens

@@ -29,7 +29,8 @@ from fslab import __version__
 from fslab.analysis import Row
 from fslab.errors import FslabError
 from fslab.guard.names import file_name
-from fslab.report.charts import Chart, comparison_chart, study_charts
+from fslab.report.chart_parts import Chart
+from fslab.report.charts import comparison_chart, study_charts
 from fslab.report.conclusions import Conclusion, conclusions
 from fslab.report.details import RunDetails
 from fslab.report.figures import vega_lite

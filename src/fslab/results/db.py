@@ -138,20 +138,37 @@ class ResultsDB:
         with self.engine.connect() as conn:
             return [RawOutput(r.phase, r.tool, r.output) for r in conn.execute(query)]
 
-    def outputs_of_study_run(self, study_run_id: int, tool: str, phase: str | None = "") -> dict[int, list[RawOutput]]:
+    def outputs_of_study_run(self, study_run_id: int, tool: str, phase: str | None = "", only: Iterable[int] | None = None) -> dict[int, list[RawOutput]]:
         """Run id → the raw outputs of one tool and phase (None: of every phase) of every run of a
-        study run, in one query (a report reads them all: one query per run would be thousands)."""
+        study run — of the runs `only` names, when given —, in one query (a report reads them all:
+        one query per run would be thousands)."""
         query = (
             sa.select(run_outputs)
             .join(runs, runs.c.id == run_outputs.c.run_id)
-            .where(runs.c.study_run_id == study_run_id, run_outputs.c.tool == tool, *([run_outputs.c.phase == phase] if phase is not None else []))
+            .where(*self._outputs_of(study_run_id, tool), *([run_outputs.c.phase == phase] if phase is not None else []))
             .order_by(run_outputs.c.run_id, run_outputs.c.phase)
         )
+        if only is not None:
+            query = query.where(run_outputs.c.run_id.in_(list(only)))
         found: dict[int, list[RawOutput]] = {}
         with self.engine.connect() as conn:
             for r in conn.execute(query):
                 found.setdefault(r.run_id, []).append(RawOutput(r.phase, r.tool, r.output))
         return found
+
+    def output_phases(self, study_run_id: int, tool: str) -> dict[int, list[str]]:
+        """Run id → the phases of which a run of a study run has a raw output of `tool`, none of
+        their text read: what a report chooses among before it reads only those it draws."""
+        query = sa.select(run_outputs.c.run_id, run_outputs.c.phase).join(runs, runs.c.id == run_outputs.c.run_id).where(*self._outputs_of(study_run_id, tool))
+        found: dict[int, list[str]] = {}
+        with self.engine.connect() as conn:
+            for run_id, phase in conn.execute(query.order_by(run_outputs.c.run_id, run_outputs.c.phase)):
+                found.setdefault(run_id, []).append(phase)
+        return found
+
+    @staticmethod
+    def _outputs_of(study_run_id: int, tool: str) -> tuple:
+        return runs.c.study_run_id == study_run_id, run_outputs.c.tool == tool
 
     def take_over(self, study_run_id: int, owner: Owner) -> bool:
         """Make an interrupted study run this process's, running again; False if it was not

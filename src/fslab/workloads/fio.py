@@ -4,7 +4,9 @@ output is read by fio_output.py (METRICS: the metrics, with their units, directi
 Job files themselves are parsed, checked and written in guard/fio_jobs.py.
 
 Every measured run also keeps fio's bandwidth and IOPS logs (LOG_TOOL), averaged over windows of
-log_avg_msec: its throughput over time (throughput_over_time), to see ramp-up and steady state.
+log_avg_msec: its throughput over time (throughput_over_time), to see ramp-up and steady state; and
+its histogram logs of completion latency (fio_hist.HIST_TOOL), in windows of two of theirs: its
+latency over time (fio_hist.latency_over_time).
 fio stamps them on the monotonic clock, which is also how the runner's monitors learn when fio's
 own figures began (after its start-up and ramp_time): `run_measured`, fio_epoch.
 """
@@ -34,7 +36,7 @@ from fslab.model import Metric, RawOutput, Workload
 from fslab.system import run_held
 from fslab.toml_errors import FieldError, unknown
 from fslab.units import format_size, parse_duration, parse_size, scaled_size
-from fslab.workloads import fio_epoch
+from fslab.workloads import fio_epoch, fio_hist
 from fslab.workloads import fio_clients
 from fslab.workloads import fio_steady
 from fslab.workloads.base import Measured, StudyScope, Window, directory_of, tool_of
@@ -135,8 +137,10 @@ _TIMING = ("time_based", "runtime", "ramp_time", "rwmixread", "rwmixwrite", *fio
 # fio's JSON, fio_epoch finds when fio's own figures began, which the monitors count from.
 CLOCK_MONOTONIC = 1  # Linux's clockid_t, as fio's log_alternate_epoch_clock_id takes it
 LOG_POINTS = 100  # about this many windows over a measured run: enough for a ramp, small to store
-# fio writes total, completion and submission latency logs (write_lat_log): read for the epoch alone
-_ANY_LOG = re.compile(rf"{LOG_PREFIX}_(bw|iops|lat|clat|slat)\.(\d+)\.log")
+HIST_WINDOWS = 2  # each histogram window is this many of the others': 50 over a run, as many as a report draws (histograms are the larger logs)
+# fio writes total, completion and submission latency logs (write_lat_log): read for the epoch alone;
+# and histogram logs of completion latency (write_hist_log), kept as their own raw output
+_ANY_LOG = re.compile(rf"{LOG_PREFIX}_(bw|iops|lat|clat|slat|clat_hist)\.(\d+)\.log")
 
 
 def log_interval_ms(seconds: float) -> int:
@@ -147,9 +151,14 @@ def log_interval_ms(seconds: float) -> int:
 
 
 def log_options(seconds: float) -> dict[str, str]:
-    """What makes fio write the logs of a measured job that runs `seconds` (fio_jobs.measured_seconds)."""
+    """What makes fio write the logs of a measured job that runs `seconds` (fio_jobs.measured_seconds):
+    its histogram logs in windows of HIST_WINDOWS of the others' (on their clock, from the same
+    epoch), of the completion-latency bins fio keeps unless a job file says clat_percentiles=0
+    (fslab's own options win)."""
+    interval = log_interval_ms(seconds)
     return {
-        "write_bw_log": LOG_PREFIX, "write_iops_log": LOG_PREFIX, "write_lat_log": LOG_PREFIX, "log_avg_msec": str(log_interval_ms(seconds)),
+        "write_bw_log": LOG_PREFIX, "write_iops_log": LOG_PREFIX, "write_lat_log": LOG_PREFIX, "log_avg_msec": str(interval),
+        "write_hist_log": LOG_PREFIX, "log_hist_msec": str(interval * HIST_WINDOWS), "log_hist_coarseness": str(fio_hist.COARSENESS), "clat_percentiles": "1",
         "log_alternate_epoch": "1", "log_alternate_epoch_clock_id": str(CLOCK_MONOTONIC),
     }  # fmt: skip
 
@@ -170,14 +179,15 @@ def run_measured(journal: Journal, job_path: Path, phase: str, seconds: float, w
 
 
 def stored_logs(phase: str, files: dict[str, str], interval: int, epoch: float | None) -> list[RawOutput]:
-    """A run's bandwidth and IOPS logs (`files` by name) as one raw output of LOG_TOOL: JSON
-    {"log_avg_msec": …, "epoch_ms": …, "files": {name: text}}, epoch_ms the run's epoch on the
-    monotonic clock (logs stored before have none: their stamps count from it); none when there
-    are none. Its latency logs served the epoch alone."""
+    """A run's logs (`files` by name) as it keeps them: its bandwidth and IOPS logs as one raw
+    output of LOG_TOOL — JSON {"log_avg_msec": …, "epoch_ms": …, "files": {name: text}}, epoch_ms
+    the run's epoch on the monotonic clock (logs stored before have none: their stamps count from
+    it) —, and its histogram logs as one of fio_hist.HIST_TOOL (fio_hist.stored); none of a kind
+    when fio wrote none. Its latency logs served the epoch alone."""
     kept = {name: text for name, text in files.items() if LOG_FILE.fullmatch(name)}
-    if not kept:
-        return []
-    return [RawOutput(phase, LOG_TOOL, json.dumps({"log_avg_msec": interval, "epoch_ms": epoch, "files": kept}))]
+    histograms = {name: text for name, text in files.items() if fio_hist.hist_files(LOG_PREFIX).fullmatch(name)}
+    stored = [RawOutput(phase, LOG_TOOL, json.dumps({"log_avg_msec": interval, "epoch_ms": epoch, "files": kept}))] if kept else []
+    return stored + fio_hist.stored(phase, histograms, interval * HIST_WINDOWS, epoch)
 
 
 def epoch_ms(output: str, files: dict[str, str], interval: int, wall_less_monotonic_ms: float) -> float | None:

@@ -1,0 +1,194 @@
+"""The charts of a run's course over time (pure): per workload, phase and direction, each target's
+run drawn (details.median_runs: its bandwidth the median of the cell's runs, one run for both
+kinds of chart) — its throughput from fio's bandwidth log, and its completion latency from fio's
+histogram logs: a heatmap (time × latency, colour: the share of each window's completions) and
+P50 and P99 over time, every job's bins added up window by window (fio_hist), never a mean of
+percentiles. Called by charts.study_charts.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import altair as alt
+
+from fslab.report.chart_parts import BUCKETS_PER_DECADE, WIDTH, Chart, latency_bucket, named, sized, where
+from fslab.report.details import LatencyTrace, ThroughputTrace
+from fslab.units import Bandwidth
+from fslab.workloads.fio_hist import Bins, LatencyOverTime
+
+WINDOWS_DRAWN = 200  # throughput over time: a run's windows, at most (fio's log windows, merged)
+LATENCY_WINDOWS = 50  # latency over time: a run's windows, at most (their bins added up): fslab stores 50 (fio.HIST_WINDOWS); a page of many cells stays small
+HEATMAP_ROW = 100  # px: each target's heatmap
+DRAWN_PERCENTILES = {"P50": 50.0, "P99": 99.0}
+# A heatmap cell in words: "ext4, 1.20–2.40 s, 100.0–125.9 µs: 605 of 28,170 completions"
+CELL = (
+    "datum.target + ', ' + format(datum.from_s, '.2f') + '–' + format(datum.to_s, '.2f') + ' s, ' + format(datum.from_us, ',.1f') + '–' "
+    "+ format(datum.to_us, ',.1f') + ' µs: ' + format(datum.n, ',') + ' of ' + format(datum.ios, ',') + ' completions'"
+)
+COMPLETION = "completion latency (clat: submission to completion; the tables' latency adds the submission)"
+
+
+def throughput_chart(traces: list[ThroughputTrace], targets: list[str], units: Bandwidth) -> Chart:
+    """Each target's throughput over time in one workload, phase and direction: fio's bandwidth
+    log (every job added up, window by window) of the cell's median run, to see ramp-up and
+    steady state."""
+    first = traces[0]
+    workload, phase, direction = first.workload, first.phase, first.throughput.direction
+    drawn = {t.target: t.throughput.coarsened(WINDOWS_DRAWN) for t in traces}
+    rows = [
+        {"target": t.target, "seconds": second, "bandwidth": units.of(bytes_s), "iops": iops, "run": t.repetition}
+        for t in traces
+        for second, bytes_s, iops in zip(drawn[t.target].seconds, drawn[t.target].bytes_s, drawn[t.target].iops)
+    ]
+    axis = f"{direction} {units.value}"
+    chart = alt.Chart(alt.Data(values=rows)).mark_line(interpolate="step-before", strokeWidth=1.5).encode(
+        alt.X("seconds:Q", title="seconds into the measured run"),
+        alt.Y("bandwidth:Q", title=axis),
+        alt.Color("target:N", scale=alt.Scale(domain=targets, scheme="tableau10"), title="target"),
+        tooltip=[alt.Tooltip("target:N"), alt.Tooltip("run:Q"), alt.Tooltip("seconds:Q", format=".1f"), alt.Tooltip("bandwidth:Q", title=units.value, format=",.1f"), alt.Tooltip("iops:Q", title="IOPS", format=",.0f")],
+    )
+    title = f"{where(workload, phase)}: {direction} throughput over time"
+    windows = sorted({d.window_ms for d in drawn.values()})
+    caption = (
+        f"fio's bandwidth log, every job added up, averaged over windows of {_windows(windows)} "
+        "(each step is one window): what the run did before its steady state, and whether it held. "
+        "Per target one run, the one whose mean is the median of its runs: " + _runs_drawn(traces) + "."
+    )
+    return Chart(named(workload, phase, direction, "throughput"), workload, title, caption, sized(title, chart))
+
+
+def heatmap_rows(target: str, latency: LatencyOverTime) -> dict:
+    """A run's windows (`latency`, as drawn: drawn_latency) as the heatmap draws them, in one row
+    (the chart flattens it: a page holds hundreds of heatmaps): the window's length `w` (s), and
+    per window with completions its start, its lowest latency bucket (latency_bucket of each bin's
+    value) and its completions per bucket from that one up, empty buckets included."""
+    import numpy as np
+
+    buckets, starts = _buckets(latency.bins)
+    lowest = buckets[0]
+    per_bucket = np.zeros((len(latency.counts), buckets[-1] - lowest + 1), dtype=np.int64)  # every bucket, those no bin falls in too (below 1 µs)
+    per_bucket[:, [b - lowest for b in buckets]] = np.add.reduceat(latency.counts, starts, axis=1)  # a bin's bucket never falls: bins are in order of latency
+    row: dict = {"target": target, "w": latency.window_ms / 1000, "from_s": [], "b0": [], "n": []}
+    for start, counts in zip(latency.starts_s, per_bucket):
+        filled = np.flatnonzero(counts)
+        if len(filled):
+            row["from_s"].append(round(start, 3))
+            row["b0"].append(int(filled[0]) + lowest)
+            row["n"].append(counts[filled[0] : filled[-1] + 1].tolist())
+    return row
+
+
+def percentile_rows(target: str, latency: LatencyOverTime) -> dict:
+    """A run's windows (`latency`, as drawn: drawn_latency) as P50 and P99 over time draws them, in
+    one row (flattened by the chart): each window's end, completions, and percentiles in µs (to 4
+    digits: a bin is wider) from its bins merged over the jobs; None where nothing completed."""
+    row: dict = {"target": target, "w": latency.window_ms / 1000, "to_s": [round(end, 3) for end in latency.ends_s], "ios": latency.counts.sum(axis=1).tolist()}
+    for name, percent in DRAWN_PERCENTILES.items():
+        row[name] = [None if v is None else float(f"{v / 1e3:.4g}") for v in latency.percentiles(percent)]
+    return row
+
+
+def drawn_latency(traces: list[LatencyTrace]) -> dict[str, LatencyOverTime]:
+    """Each target's run as drawn: at most LATENCY_WINDOWS windows (consecutive ones' bins added up)."""
+    return {t.target: t.latency.coarsened(LATENCY_WINDOWS) for t in traces}
+
+
+@functools.cache
+def _buckets(bins: Bins) -> tuple[list[int], list[int]]:
+    """The latency buckets a log's bins fall in (each bin by its value), and each one's first bin."""
+    each = [latency_bucket(v) for v in bins.values_ns()]
+    firsts = [i for i, b in enumerate(each) if i == 0 or b != each[i - 1]]
+    return [each[i] for i in firsts], firsts
+
+
+def latency_heatmap_chart(traces: list[LatencyTrace], targets: list[str]) -> Chart:
+    """Each target's completion latency over time in one workload, phase and direction, as a
+    heatmap a row of which is a target: time across, latency up (log), the colour of a cell the
+    share of that window's completions in that latency bucket (log scale: the tail shows)."""
+    first = traces[0]
+    workload, phase, direction = first.workload, first.phase, first.latency.direction
+    drawn = [t for target in targets for t in traces if t.target == target]
+    latency = drawn_latency(drawn)
+    rows = [heatmap_rows(t.target, latency[t.target]) for t in drawn]
+    axis = f"{direction} latency (µs, log scale)"
+    cells = (
+        alt.Chart(alt.NamedData(name="rows"))
+        .transform_flatten(["from_s", "b0", "n"])  # a row per window
+        .transform_calculate(i="sequence(length(datum.n))")
+        .transform_flatten(["n", "i"])  # a row per bucket, i its place from the window's lowest
+        .transform_filter("datum.n > 0")
+        .transform_joinaggregate(ios="sum(n)", groupby=["target", "from_s"])
+        .transform_calculate(
+            to_s="datum.from_s + datum.w", from_us=f"pow(10, (datum.b0 + datum.i) / {BUCKETS_PER_DECADE})",
+            to_us=f"pow(10, (datum.b0 + datum.i + 1) / {BUCKETS_PER_DECADE})", share_pct="100 * datum.n / datum.ios",
+        )  # fmt: skip
+        .transform_calculate(cell=CELL)
+        .mark_rect()
+        .encode(
+            alt.X("from_s:Q", scale=alt.Scale(round=True), title="seconds into the measured run", axis=alt.Axis(grid=False)), alt.X2("to_s:Q"),
+            alt.Y("from_us:Q", scale=alt.Scale(type="log", round=True), title=None, axis=alt.Axis(grid=False, tickCount=4)), alt.Y2("to_us:Q"),  # whole pixels: no seam between cells a pixel or two high
+            alt.Color("share_pct:Q", scale=alt.Scale(type="log", scheme="viridis"), title="% of the window's I/Os"),
+            alt.Description("cell:N"),  # what a cell says to a screen reader, and in a figure's SVG (the tooltip's every field would be 300 bytes a cell)
+            tooltip=[
+                alt.Tooltip("target:N"), alt.Tooltip("from_s:Q", title="from s", format=".2f"), alt.Tooltip("to_s:Q", title="to s", format=".2f"),
+                alt.Tooltip("from_us:Q", title="from µs", format=",.1f"), alt.Tooltip("to_us:Q", title="to µs", format=",.1f"),
+                alt.Tooltip("n:Q", title="completions"), alt.Tooltip("share_pct:Q", title="% of the window's", format=".2f"),
+            ],
+        )  # fmt: skip
+        .properties(width=WIDTH, height=HEATMAP_ROW)
+    )
+    faceted = cells.facet(row=alt.Row("target:N", sort=[t.target for t in drawn], title=axis, header=alt.Header(labelAngle=0, labelAlign="left", titleFontWeight="bold")))
+    spec = faceted.to_dict(validate=False)
+    title = f"{where(workload, phase)}: {direction} latency heatmap"
+    spec |= {"title": title, "datasets": {"rows": rows}, "config": spec.get("config", {}) | {"legend": {"orient": "bottom"}}}
+    caption = (
+        f"fio's histogram logs of {COMPLETION}, every job's bins added up window by window, in windows of "
+        f"{_windows(sorted({w.window_ms for w in latency.values()}))}; latency in {BUCKETS_PER_DECADE} buckets per factor of ten. "
+        "Colour: the share of the window's completions in the bucket, on a log scale, so the slowest 1 % shows; "
+        "blank: none. Per target the run of the throughput chart, the one whose bandwidth is the median of its runs: " + _runs_drawn(drawn) + "."
+    )
+    return Chart(named(workload, phase, direction, "latency-heatmap"), workload, title, caption, spec)
+
+
+def latency_over_time_chart(traces: list[LatencyTrace], targets: list[str]) -> Chart:
+    """Each target's P50 and P99 completion latency over time in one workload, phase and
+    direction: each window's, from its bins merged over the jobs (of the runs the heatmap draws)."""
+    first = traces[0]
+    workload, phase, direction = first.workload, first.phase, first.latency.direction
+    latency = drawn_latency(traces)
+    rows = [percentile_rows(t.target, latency[t.target]) for t in traces]
+    axis = f"{direction} latency (µs, log scale)"
+    chart = (
+        alt.Chart(alt.Data(values=rows))
+        .transform_flatten(["to_s", "ios", *DRAWN_PERCENTILES])  # a row per window
+        .transform_calculate(from_s="datum.to_s - datum.w")
+        .transform_fold(list(DRAWN_PERCENTILES), as_=["percentile", "latency_us"])
+        .mark_line(interpolate="step-before", strokeWidth=1.5)
+        .encode(
+            alt.X("to_s:Q", title="seconds into the measured run"),
+            alt.Y("latency_us:Q", scale=alt.Scale(type="log"), title=axis),
+            alt.Color("target:N", scale=alt.Scale(domain=targets, scheme="tableau10"), title="target"),
+            alt.StrokeDash("percentile:N", sort=list(DRAWN_PERCENTILES), scale=alt.Scale(domain=list(DRAWN_PERCENTILES), range=[[4, 3], [1, 0]]), title="percentile"),
+            tooltip=[
+                alt.Tooltip("target:N"), alt.Tooltip("percentile:N"), alt.Tooltip("from_s:Q", title="from s", format=".2f"), alt.Tooltip("to_s:Q", title="to s", format=".2f"),
+                alt.Tooltip("latency_us:Q", title="µs", format=",.1f"), alt.Tooltip("ios:Q", title="completions"),
+            ],
+        )  # fmt: skip
+    )
+    title = f"{where(workload, phase)}: {direction} latency over time"
+    windows = sorted({w.window_ms for w in latency.values()})
+    caption = (
+        f"P50 (dashed) and P99 (solid) of the {COMPLETION} of each window of {_windows(windows)} (each step is one window), "
+        "from the window's histogram bins merged over the jobs — fio's own way, each within 3 % of fio's figure —, never a mean of percentiles; "
+        "a break is a window in which nothing completed. The runs of the heatmap: " + _runs_drawn(traces) + "."
+    )
+    return Chart(named(workload, phase, direction, "latency-over-time"), workload, title, caption, sized(title, chart))
+
+
+def _windows(window_ms: list[int]) -> str:
+    return " or ".join(f"{w} ms" for w in window_ms)
+
+
+def _runs_drawn(traces: list[ThroughputTrace] | list[LatencyTrace]) -> str:
+    return ", ".join(f"{t.target} run {t.repetition} of {t.runs}" for t in traces)
