@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal, NoReturn
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fslab.cgroups import SMALLEST_LIMIT
-from fslab.guard.fio_jobs import ALIASES, option_problem, option_text
+from fslab.guard.fio_options import main_name, option_problem, option_text
 from fslab.guard.names import check_name
 from fslab.model import UNKNOWN_LENGTH_TIMEOUT, Workload
 from fslab.toml_errors import FieldError
@@ -54,7 +54,7 @@ def fio_options(options: dict[str, Any]) -> dict[str, str]:
     checked = {}
     for name, value in options.items():
         _fio_allows(name)(value)
-        checked[ALIASES.get(name, name)] = option_text(value)
+        checked[main_name(name)] = option_text(value)
     return checked
 
 
@@ -121,7 +121,7 @@ class FioSection(WorkloadLimits):
     randseed: int | None = Field(None, ge=0)
     timeout: Timeout | None = None  # fslab's, not fio's: a run still going after it is killed and failed
     data: Data | None = None  # what is written: "random" (fslab's default), "zeros" or { compressible = N } (workloads/data.py)
-    options: dict[str, str | int | float | bool] = {}  # any other fio option on the allow-list (guard/fio_jobs.py)
+    options: dict[str, str | int | float | bool] = {}  # any other fio option fio has and the guard accepts (guard/fio_options.py)
 
     @field_validator("options")
     @classmethod
