@@ -113,7 +113,7 @@ def parse_option_help(text: str, asked: str) -> FioOption:
     """--cmdhelp=NAME (or --enghelp=ENGINE,NAME): one option's record. Each line is "key: value",
     the key right-aligned in 20 columns; a valid value's further lines have an empty key."""
     lines = [line for line in text.splitlines() if line.strip()]
-    if not lines or lines[0].lstrip().startswith("No such command"):
+    if not lines or lines[0].lstrip().startswith(("No such command", "- showing closest match")):
         raise HelpError(f"fio does not know the option {asked!r}")
     name, _, help_ = lines[0].partition(": ")
     fields: dict[str, list[str]] = {}

@@ -346,6 +346,7 @@ def _describe(option: FioOption) -> str:
     if option.form in ("choice", "choices"):
         many = "one or more of (comma-separated) " if option.form == "choices" else "one of "
         tail = f", with ':' and {SUFFIXES[option.name].says}" if option.name in SUFFIXES else ""
+        tail += f" (never with ':': {_NAMES_A_FILE[option.name][1]})" if option.name in _NAMES_A_FILE else ""
         return many + ", ".join(option.values) + tail
     says = _FORM_SAYS.get(option.form, f"fio's {option.fio_type!r}")
     low, high = option.low, option.high
