@@ -311,7 +311,7 @@ def test_a_spelling_fio_does_not_read_as_an_option_is_not_one(name):
         ("donorname=../outside", "donorname='../outside' is refused: a job file may name only a plain file"),
         ("ioengine=Libaio", "ioengine=Libaio is refused"),  # fio's engine names are exact too
         ("EXEC_PRERUN=sh", "unknown fio option 'EXEC_PRERUN'"),
-        ("threads=1", "unknown fio option 'threads' (did you mean 'thread'?): fio-3.33 has no such option"),
+        ("threads=1", "unknown fio option 'threads' (did you mean 'thread'?): fio-3.33 lists no such option"),
     ],
 )
 def test_a_job_file_line_that_reaches_outside_in_any_spelling_is_refused(line, says):
@@ -387,3 +387,16 @@ def test_fslab_list_fio_shows_fios_table_and_what_it_refuses():
     assert not set(accepted) & set(refused) and set(accepted) | set(refused) == set(_fio33().spellings)
     text = fslab_in_process("list", "fio").stdout
     assert "fio workload: fio options fslab refuses" in text and "unique_filename" in text
+
+
+def test_a_newer_fios_other_name_for_a_refused_option_is_refused():
+    from conftest import fio_options_answers
+
+    from fslab.guard.fio_help import table_from_answers
+    from fslab.guard.fio_options import ENGINES
+    from fslab.guard.fio_table import given_table
+
+    answers = fio_options_answers()
+    answers["--cmdhelp=exec_prerun"] = answers["--cmdhelp=exec_prerun"].replace("\n", f"\n{'alias':>20}: before_job\n", 1)
+    with given_table(table_from_answers(answers, tuple(ENGINES))):
+        assert option_problem("before_job", "rm -rf /") == "exec_prerun is refused: it runs a shell command as root"

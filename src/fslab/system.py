@@ -233,7 +233,7 @@ def joined(commands: list[list[str]]) -> list[str]:
     return [arg for command in commands for arg in (*command, ";")][:-1]
 
 
-def _descendants(pid: int) -> list[int]:
+def descendants(pid: int) -> list[int]:
     """Every living process started, directly or not, by `pid` (from /proc)."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").glob("[0-9]*/stat"):
@@ -250,7 +250,7 @@ def _descendants(pid: int) -> list[int]:
 
 def kill_tree(pid: int, *, wait: float = 10.0) -> None:
     """SIGKILL a process and all its descendants, and wait until they are gone."""
-    victims = [pid, *_descendants(pid)]
+    victims = [pid, *descendants(pid)]
     for victim in victims:
         with contextlib.suppress(ProcessLookupError):
             os.kill(victim, signal.SIGKILL)

@@ -26,7 +26,7 @@ from fslab.guard.fio_options import (  # noqa: F401  (option_problem, option_tex
     SYNTAX,
     FioRefused,
     accepted_options,
-    character_problem,
+    forbidden_character,
     check_option,
     option_problem,
     option_text,
@@ -131,8 +131,8 @@ def _option(line: str, where: str, check: bool) -> tuple[str, str | None] | None
     key, sep, value = line.partition("=")
     key = key.strip()
     if not _KEY.fullmatch(key):
-        problem = character_problem(key) or "an option is a name, or name=value"
-        raise FioRefused(f"{where}: '{line[:40]}' is refused: {problem}", SYNTAX)
+        problem, kind = forbidden_character(key) or ("an option is a name, or name=value", SYNTAX)
+        raise FioRefused(f"{where}: '{line[:40]}' is refused: {problem}", kind)
     if key == "directory":
         return None
     value = value.strip() if sep else None

@@ -27,9 +27,13 @@ from fslab.guard.fio_table import FioUnavailable, fio_table
 from fslab.toml_errors import did_you_mean
 
 # Why an option or value is refused, in kinds: the dangers (a corpus test asserts each refusal of
-# fio's own examples names one), and the rest.
+# fio's own examples names one) — what names a path, a device, a network, a command or a library,
+# changes machine-wide state or the output fslab reads, expands '$' or would end fio's line early —
+# and the rest: fslab's own options, what fio does not list, a value not of its form, a job file's
+# structure.
 PATH, DEVICE, NETWORK, COMMAND, LIBRARY, MACHINE, OUTPUT = "path", "device", "network", "command", "library", "machine", "output"
-DANGERS = (PATH, DEVICE, NETWORK, COMMAND, LIBRARY, MACHINE, OUTPUT)
+EXPANSION, INJECTION = "expansion", "injection"
+DANGERS = (PATH, DEVICE, NETWORK, COMMAND, LIBRARY, MACHINE, OUTPUT, EXPANSION, INJECTION)
 FSLABS, UNKNOWN, VALUE, SYNTAX = "fslab's", "unknown", "value", "syntax"
 
 
@@ -198,12 +202,13 @@ _FORBIDDEN = {
 }  # fmt: skip
 
 
-def character_problem(text: str) -> str | None:
+def forbidden_character(text: str) -> tuple[str, str] | None:
+    """(why, kind) of the first character no name or value may hold, or None."""
     for char, why in _FORBIDDEN.items():
         if char in text:
-            return why
+            return why, EXPANSION if char == "$" else INJECTION
     if re.search(r"[\x00-\x1f\x7f]", text):
-        return "it holds a control character"
+        return "it holds a control character", INJECTION
     return None
 
 
@@ -246,7 +251,7 @@ def _problem(fio: FioTable, option: FioOption | None, name: str, main: str, valu
     if found := standing_problem(name, value, in_job_file=in_job_file, main=main):
         return found
     if option is None:
-        return f"unknown fio option '{name}'{did_you_mean(name, fio.spellings)}: {fio.version} has no such option (`fslab list fio` shows them)", UNKNOWN
+        return f"unknown fio option '{name}'{did_you_mean(name, fio.spellings)}: {fio.version} lists no such option (`fslab list fio` shows them)", UNKNOWN
     if main in ("ioengine", "filename", "donorname"):
         return None, ""  # checked above: an engine fslab allows, a plain file
     return _value_problem(option, value)
@@ -257,10 +262,10 @@ def standing_problem(name: str, value: str | None, *, in_job_file: bool = False,
     refused whatever their value, engines, the plain files; None when none of these refuses it.
     (A stored job is read with these alone: reading stored results asks fio nothing.)"""
     main = main or name
-    if why := character_problem(name):
-        return f"option {name[:40]!r} is refused: {why}", SYNTAX
-    if value is not None and (why := character_problem(value)):
-        return f"{name}={value[:40]!r} is refused: {why}", SYNTAX
+    if found := forbidden_character(name):
+        return f"option {name[:40]!r} is refused: {found[0]}", found[1]
+    if value is not None and (found := forbidden_character(value)):
+        return f"{name}={value[:40]!r} is refused: {found[0]}", found[1]
     if main in ("filename", "donorname") and (in_job_file or main == "donorname"):
         return None if PLAIN_FILE.fullmatch(value or "") else (_plain_file_problem(main, value or ""), DEVICE if (value or "").startswith("/dev/") else PATH)
     if refused := _refusal(name) or _refusal(main):
