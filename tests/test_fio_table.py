@@ -128,7 +128,7 @@ def test_fio_is_asked_once_per_version_and_its_answers_kept(fake, tmp_path, answ
 
 @pytest.mark.parametrize(
     "tamper",
-    ["world-writable", "not json", "another fio's", "another executable", "an answer fslab cannot read", "a symlink"],
+    ["world-writable", "another user's", "not json", "another fio's", "another executable", "an answer fslab cannot read", "a symlink"],
 )
 def test_a_kept_table_is_trusted_only_when_it_is_fslabs_own_and_of_this_fio(fake, tmp_path, tamper, answers):
     kept = _kept(tmp_path / "cache")
@@ -138,6 +138,10 @@ def test_a_kept_table_is_trusted_only_when_it_is_fslabs_own_and_of_this_fio(fake
     assert fake()[1] == ["--version"], "as fslab keeps it: trusted"
     if tamper == "world-writable":
         kept.chmod(0o666)
+    elif tamper == "another user's":
+        if os.geteuid() != 0:
+            pytest.skip("only root gives a file away")
+        os.chown(kept, 65534, 65534)  # nobody's: neither root's nor this user's
     elif tamper == "not json":
         kept.write_text(kept.read_text()[:-10])
     elif tamper == "another fio's":

@@ -4,7 +4,7 @@ Asking fio about each of its ~250 options takes seconds (one `fio --cmdhelp=NAME
 answers one question a run), so the answers are asked in parallel, once, and kept in CACHE_DIR
 (root's) under the fio's version, with the executable they came from (system.executable: device,
 inode, mtime; and its SHA-256, so that the same fio seen through another mount, a test guest's,
-is known too). A kept file is read defensively: one that is not root's own (the euid's), is
+is known too). A kept file is read defensively: one that is neither root's nor the user's, is
 writable by others, does not parse, or is of another fio is ignored and asked anew — never
 trusted blindly. The table itself is derived from the answers on load (fio_help, pure), so a
 newer fslab reads old answers with its own parser, and tests derive it from a fixture of the
@@ -124,7 +124,7 @@ def _read_kept(path: Path, fio: Executable, version: str) -> dict[str, str] | No
         return None
     with os.fdopen(fd, "rb") as f:
         found = os.fstat(f.fileno())
-        if not stat.S_ISREG(found.st_mode) or found.st_uid != os.geteuid() or found.st_mode & 0o022 or found.st_size > _LARGEST:
+        if not stat.S_ISREG(found.st_mode) or found.st_uid not in (0, os.geteuid()) or found.st_mode & 0o022 or found.st_size > _LARGEST:
             return None
         text = f.read(_LARGEST)
     try:
