@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -84,6 +85,26 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.fail("this test formats and mounts loop images: run it as root (make test); `make check` runs the tests that need no root", pytrace=False)
 
 
+FIO_OPTIONS = FIXTURES / "fio-options" / "fio-3.33.json"  # the real fio 3.33's answers (its make.py)
+
+
+def fio_options_answers() -> dict[str, str]:
+    return json.loads(FIO_OPTIONS.read_text())["answers"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fio_options_table() -> Iterator[None]:
+    """Every check of a fio option reads the real fio 3.33's table from its committed answers:
+    no test asks fio about its options (the pure lane may not keep them in /var/cache/fslab, and
+    asking takes seconds); test_fio_table checks that this machine's fio answers alike."""
+    from fslab.guard.fio_help import table_from_answers
+    from fslab.guard.fio_options import ENGINES
+    from fslab.guard.fio_table import given_table
+
+    with given_table(table_from_answers(fio_options_answers(), tuple(ENGINES))):
+        yield
+
+
 @pytest.fixture(scope="session", autouse=True)
 def guests_boot_meanwhile(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """The QEMU guests the selected tests need (a module's `guest_job()`) start booting now, in
@@ -94,6 +115,8 @@ def guests_boot_meanwhile(request: pytest.FixtureRequest, tmp_path_factory: pyte
     if guest.unavailable_reason() is None:
         modules = dict.fromkeys(getattr(item, "module", None) for item in request.session.items)
         jobs = [getattr(module, "guest_job", lambda: None)() for module in modules]
+        if any(jobs):
+            guest.keep_fio_options()
         guest.boot_meanwhile([job for job in jobs if job is not None], tmp_path_factory)
     yield
     guest.stop_waiting()

@@ -244,6 +244,20 @@ def _boot(job: GuestJob, directory: Path) -> None:
     partial.replace(directory / "result.json")
 
 
+def keep_fio_options() -> None:
+    """fslab in a guest checks fio options against the fio table the host keeps in its
+    /var/cache/fslab (the guest's root is the host's): asking fio itself, ~250 runs of it, would
+    take minutes under emulation. The guest's fio is the host's file copied up into its RAM
+    overlay (keep_in_ram), known by its bytes (guard/fio_table.py)."""
+    from fslab.guard.fio_options import ENGINES
+    from fslab.guard.fio_table import CACHE_DIR, load_table
+    from fslab.system import executable
+
+    fio = executable("fio")
+    if fio is not None:
+        load_table(fio, tuple(ENGINES), CACHE_DIR)
+
+
 def boot_meanwhile(jobs: list[GuestJob], tmp_path_factory) -> None:  # noqa: ANN001
     """Boots the jobs' guests in the background, one after another, unless another worker of
     this test run already does."""

@@ -264,3 +264,144 @@ def test_direct_io_is_read_as_fio_applies_direct_and_buffered(text, is_direct):
     from fslab.guard.fio_jobs import direct
 
     assert direct(parse_job_file(text, "j.fio")) is is_direct
+
+
+# ---- fio's own table (guard/fio_options.py): what fio reads as a dangerous option never passes ----
+
+
+def _fio33():
+    from fslab.guard.fio_options import table
+
+    return table()  # the real fio 3.33's (conftest)
+
+
+def test_every_spelling_fio_reads_as_a_refused_option_is_refused_for_the_same_reason():
+    from fslab.guard.fio_options import refused_options
+
+    fio, refused = _fio33(), refused_options()
+    assert {"exec_prerun", "filename", "read_iolog", "ioscheduler", "gtod_reduce", "disable_bw", "cgroup_weight", "lockmem"} <= set(refused)
+    for spelling, main in fio.spellings.items():
+        if main in refused:
+            assert spelling in refused, f"{spelling}: fio's other name for {main}"
+            for value in ("1", "/etc/passwd", None):
+                said = option_problem(spelling, value)
+                assert said is not None and f"{main} is refused: {refused[main]}" in said, (spelling, value, said)
+
+
+@pytest.mark.parametrize("name", ["exec_prerun", "filename", "write_iolog", "ioscheduler", "stats", "fill_fs", "ss"])
+def test_a_spelling_fio_does_not_read_as_an_option_is_not_one(name):
+    """fio finds an option by its exact name or alias (parse.c o_match: strcmp — no prefix, case
+    counts, '-' is not '_'): any other spelling is refused as no option of fio's."""
+    for spelling in {name.upper(), name.capitalize(), name.replace("_", "-"), name[:-1], name + "s", f"{name[0]}_{name[1:]}"} - {name}:
+        said = option_problem(spelling, "1")
+        assert said is not None and ("unknown fio option" in said or " is refused: " in said), (spelling, said)
+
+
+@pytest.mark.parametrize(
+    "line, says",
+    [
+        ("  exec_prerun = touch /tmp/x", "exec_prerun is refused: it runs a shell command as root"),  # fio trims the blanks: it reads exec_prerun
+        ("exec_prerun\t=sh", "exec_prerun is refused"),
+        ("exec_prerun=sh\r", "exec_prerun is refused"),
+        ("iomem=mmapshared:/etc/passwd", "mem is refused: its mmap, mmapshared and mmaphuge forms"),
+        ("mem=mmap:data", "mem is refused"),  # a plain name too: fio maps that file, wherever fio runs
+        ("include_x=1", "include is refused"),  # fio reads any line beginning "include" as an include (init.c)
+        ("includes /etc/fio.fio", "include is refused"),
+        ("include\t/etc/fio.fio", "include is refused"),
+        ("rw=read:/etc/passwd", "rw after 'read:' takes an offset or a count"),
+        ("random_distribution=zoned:a/b", "random_distribution after 'zoned:' takes numbers"),
+        ("file_service_type=random:/x", "file_service_type after 'random:' takes a number"),
+        ("rw=read,/etc", "rw=read,/etc is refused: fslab does not know what fio reads after 'read,' here"),
+        ("lockfile=readwrite:/x", "lockfile=readwrite:/x is refused: fslab does not know what fio reads after 'readwrite:' here"),
+        ("donorname=../outside", "donorname='../outside' is refused: a job file may name only a plain file"),
+        ("ioengine=Libaio", "ioengine=Libaio is refused"),  # fio's engine names are exact too
+        ("EXEC_PRERUN=sh", "unknown fio option 'EXEC_PRERUN'"),
+        ("threads=1", "unknown fio option 'threads' (did you mean 'thread'?): fio-3.33 lists no such option"),
+    ],
+)
+def test_a_job_file_line_that_reaches_outside_in_any_spelling_is_refused(line, says):
+    with pytest.raises(Refused) as refused:
+        parse_job_file(f"[a]\nrw=read\n{line}\n", "j.fio")
+    assert f"j.fio:3 [a]: {says}" in str(refused.value)
+
+
+def test_a_section_fio_would_read_as_global_is_refused():
+    with pytest.raises(Refused, match=r"j.fio:1: job name 'globalx' is refused: fio reads every section whose name begins with 'global' as \[global\]"):
+        parse_job_file("[globalx]\nrw=read\n[a]\nrw=write\n", "j.fio")
+
+
+def test_what_fio_has_and_no_danger_is_accepted():
+    """What fio's own examples use and fslab refused as unknown to its list (issue 23)."""
+    job = parse_job_file(
+        "[global]\nfill_device=1\ndedupe_mode=working_set\ndedupe_percentage=50\nss=iops_slope:0.1%\nss_dur=30s\ntimeout=60\n"
+        "[backwards]\nrw=read:-8k\nrandom_distribution=zoned:50/5:30/15:20/80\nfile_service_type=random:4\nmem=shm\n"
+        "[burn_2x50%_qsort]\nioengine=cpuio\ncpuload=50\ncpumode=qsort\n"
+        "[punch hole-fuzzer]\nioengine=falloc\nrw=randtrim\n"
+        "[defrag]\nioengine=e4defrag\ndonorname=file.def\ninplace=0\n"
+        "[others]\nioengine=ftruncate\n[s]\nioengine=splice\n[n]\nioengine=null\n",
+        "j.fio",
+    )
+    assert job.sections[0].options[0] == ("fill_device", "1") and ("steadystate", "iops_slope:0.1%") in job.sections[0].options
+    assert ("runtime", "60") in job.sections[0].options, "under fio's main names"
+    assert [s.name for s in job.sections][2:4] == ["burn_2x50%_qsort", "punch hole-fuzzer"]
+
+
+def _with_option(name: str, help_text: str) -> object:
+    """fio 3.33's table and one option more, as a newer fio would list it."""
+    from conftest import fio_options_answers
+
+    from fslab.guard.fio_help import table_from_answers
+    from fslab.guard.fio_options import ENGINES
+
+    answers = fio_options_answers()
+    answers["--cmdhelp=all"] += f"{name:<24}: A newer option\n"
+    answers[f"--cmdhelp={name}"] = f"{name:>20}: A newer option\n{'type':>20}: {help_text}\n{'default':>20}: no default\n"
+    return table_from_answers(answers, tuple(ENGINES))
+
+
+@pytest.mark.parametrize(
+    "fio_type, value, says",
+    [
+        ("string (opt=bla)", "/etc/passwd", "newopt is refused: fio takes any text here and fslab does not know what it names"),
+        ("string (opt=bla)", "plain", "newopt is refused: fio takes any text here"),
+        ("frobnicated value (opt=?)", "1", "newopt is refused: fio describes its value as 'frobnicated value (opt=?)', a form fslab does not know"),
+        ("integer value (opt=100)", "/etc/passwd", "newopt takes a number"),
+        ("integer value (opt=100)", "64k", None),
+        ("string with time postfix (opt=10s)", "10s", None),
+    ],
+)
+def test_a_newer_fios_option_is_accepted_by_its_type_and_free_text_only_once_reviewed(fio_type, value, says):
+    from fslab.guard.fio_table import given_table
+
+    with given_table(_with_option("newopt", fio_type)):
+        said = option_problem("newopt", value)
+    assert said == says if says is None else says in said
+
+
+def test_fslab_list_fio_shows_fios_table_and_what_it_refuses():
+    from conftest import fslab_in_process
+
+    listed = fslab_in_process("list", "fio", "--json")
+    assert listed.returncode == 0, listed.stderr
+    (options,) = [o for kind in __import__("json").loads(listed.stdout)["kinds"] if kind["name"] == "fio" for o in kind["options"]]
+    accepted, refused = {a["name"]: a["value"] for a in options["accepted"]}, {r["name"]: r["value"] for r in options["refused"]}
+    assert accepted["fill_fs"].startswith("0 or 1 — Write until an ENOSPC error occurs") and "fio's other name for fill_device" in accepted["fill_fs"]
+    assert accepted["rw"].startswith("one of read, write, trim") and "read:-8k" in accepted["rw"]
+    assert refused["exec_prerun"] == "it runs a shell command as root" and refused["disable_bw"].endswith("(fio's other name for disable_bw_measurement)")
+    assert "fio's other name for mem" in accepted["iomem"] and "never with ':'" in accepted["iomem"]
+    assert not set(accepted) & set(refused) and set(accepted) | set(refused) == set(_fio33().spellings)
+    text = fslab_in_process("list", "fio").stdout
+    assert "fio workload: fio options fslab refuses" in text and "unique_filename" in text
+
+
+def test_a_newer_fios_other_name_for_a_refused_option_is_refused():
+    from conftest import fio_options_answers
+
+    from fslab.guard.fio_help import table_from_answers
+    from fslab.guard.fio_options import ENGINES
+    from fslab.guard.fio_table import given_table
+
+    answers = fio_options_answers()
+    answers["--cmdhelp=exec_prerun"] = answers["--cmdhelp=exec_prerun"].replace("\n", f"\n{'alias':>20}: before_job\n", 1)
+    with given_table(table_from_answers(answers, tuple(ENGINES))):
+        assert option_problem("before_job", "rm -rf /") == "exec_prerun is refused: it runs a shell command as root"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import field as dataclass_field
 
 from pydantic import BaseModel
 
@@ -53,6 +54,7 @@ class Options:
     field: str  # the study's field: "mkfs_options", "properties", "layer_options", "options"
     tool: str  # what they reach: "mkfs.ext4", "zfs create -o"
     accepted: list[Accepted]
+    refused: list[Accepted] = dataclass_field(default_factory=list)  # options the tool has that the guard refuses, and why (fio's)
 
 
 @dataclass(frozen=True)
@@ -158,8 +160,8 @@ def catalogue() -> Catalogue:
     )
 
 
-def _options(field: str, tool: str, accepted: Mapping[str, str]) -> Options:
-    return Options(field, tool, [Accepted(name, value) for name, value in accepted.items()])
+def _options(field: str, tool: str, accepted: Mapping[str, str], refused: Mapping[str, str] | None = None) -> Options:
+    return Options(field, tool, [Accepted(name, value) for name, value in accepted.items()], [Accepted(name, why) for name, why in (refused or {}).items()])
 
 
 def _builtin_workload(name: str, pattern: Mapping[str, object]) -> BuiltinWorkload:
@@ -172,7 +174,7 @@ def _builtin_workload(name: str, pattern: Mapping[str, object]) -> BuiltinWorklo
 
 def _kind(found: workloads.Registered) -> WorkloadKindEntry:
     name, kind, model = found.name, found.kind, found.section
-    options = [_options("options", name, kind.accepted_options)] if kind.accepted_options else []
+    options = [_options("options", name, kind.accepted_options, getattr(kind, "refused_options", None))] if kind.accepted_options else []
     fields = _fields(model)
     return WorkloadKindEntry(name, sorted(fields, key=lambda f: f not in ("name", "kind")), options, list(getattr(model, "swept_fields", ())))  # name and kind first, the rest as declared
 
@@ -235,7 +237,7 @@ def tables(c: Catalogue) -> list[Table]:
         rows = [[k.name, ", ".join(k.fields), ", ".join(k.swept) or "–"] for k in c.kinds]
         found.append(Table("workload kinds ([[workload]] kind = NAME)", ["kind", "fields", "a list sweeps"], rows))
     for k in c.kinds:
-        found += [_options_table(f"{k.name} workload", o) for o in k.options]
+        found += [t for o in k.options for t in _options_table(f"{k.name} workload", o)]
     if c.scenarios:
         rows = [[s.name if i == 0 else "", p.name, p.runs + _phase_notes(p)] for s in c.scenarios for i, p in enumerate(s.phases)]
         found.append(Table('built-in scenarios ([[workload]] kind = "scenario", scenario = NAME)', ["scenario", "phase", "runs"], rows))
@@ -243,11 +245,11 @@ def tables(c: Catalogue) -> list[Table]:
         rows = [[f.name, ", ".join(o.field for o in f.options) or "none", ", ".join(f.own_fields) or "–"] for f in c.filesystems]
         found.append(Table("filesystems ([[target]] filesystem = NAME; raw: the device itself, no filesystem)", ["filesystem", "options", "fields of its own"], rows))
     for f in c.filesystems:
-        found += [_options_table(f.name, o) for o in f.options]
+        found += [t for o in f.options for t in _options_table(f.name, o)]
     if c.layers:
         found.append(Table("layers ([[target]] layers = [NAME, …], bottom first)", ["layer", "kernel needs"], [[layer.name, layer.kernel_feature] for layer in c.layers]))
     for layer in c.layers:
-        found += [_options_table(f"{layer.name} layer", o) for o in layer.options]
+        found += [t for o in layer.options for t in _options_table(f"{layer.name} layer", o)]
     if c.sources:
         found.append(Table("device sources (where a target's devices come from)", ["source", "chosen by"], [[s.name, s.description] for s in c.sources]))
     return found
@@ -263,5 +265,7 @@ def _phase_notes(p: ScenarioPhase) -> str:
     return f" ({'; '.join(notes)})" if notes else ""
 
 
-def _options_table(owner: str, options: Options) -> Table:
-    return Table(f"{owner}: {options.field} → {options.tool}", ["option", "value"], [[a.name, a.value] for a in options.accepted])
+def _options_table(owner: str, options: Options) -> list[Table]:
+    accepted = Table(f"{owner}: {options.field} → {options.tool}", ["option", "value"], [[a.name, a.value] for a in options.accepted])
+    refused = Table(f"{owner}: {options.tool} options fslab refuses", ["option", "why"], [[r.name, r.value] for r in options.refused])
+    return [accepted, refused] if options.refused else [accepted]

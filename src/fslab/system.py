@@ -233,7 +233,7 @@ def joined(commands: list[list[str]]) -> list[str]:
     return [arg for command in commands for arg in (*command, ";")][:-1]
 
 
-def _descendants(pid: int) -> list[int]:
+def descendants(pid: int) -> list[int]:
     """Every living process started, directly or not, by `pid` (from /proc)."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").glob("[0-9]*/stat"):
@@ -250,7 +250,7 @@ def _descendants(pid: int) -> list[int]:
 
 def kill_tree(pid: int, *, wait: float = 10.0) -> None:
     """SIGKILL a process and all its descendants, and wait until they are gone."""
-    victims = [pid, *_descendants(pid)]
+    victims = [pid, *descendants(pid)]
     for victim in victims:
         with contextlib.suppress(ProcessLookupError):
             os.kill(victim, signal.SIGKILL)
@@ -283,18 +283,33 @@ def tool_version(argv: Sequence[str]) -> str | None:
     once a process for each executable: a study run asks of each tool several times (checks,
     support, the environment); an executable replaced meanwhile (an upgrade under a long-lived
     worker) is another file, asked anew."""
-    found = shutil.which(argv[0])
+    found = executable(argv[0])
+    return None if found is None else _version_of(tuple(argv), found.identity)
+
+
+@dataclass(frozen=True)
+class Executable:
+    """A tool's executable as found on PATH, and what tells it from another file: its device,
+    inode and mtime (an upgrade replaces the file)."""
+
+    path: str
+    identity: tuple[int, int, int]
+
+
+def executable(name: str) -> Executable | None:
+    """The executable `name` runs, or None when it is not installed."""
+    found = shutil.which(name)
     if found is None:
         return None
     try:
-        executable = os.stat(found)
+        stat = os.stat(found)
     except OSError:
         return None
-    return _version_of(tuple(argv), (executable.st_dev, executable.st_ino, executable.st_mtime_ns))
+    return Executable(found, (stat.st_dev, stat.st_ino, stat.st_mtime_ns))
 
 
 @functools.cache
-def _version_of(argv: tuple[str, ...], executable: tuple[int, int, int]) -> str | None:
+def _version_of(argv: tuple[str, ...], identity: tuple[int, int, int]) -> str | None:
     proc = run(argv, check=False, timeout=VERSION_SECONDS)
     text = (proc.stdout or proc.stderr).strip()
     return text.splitlines()[0] if proc.returncode == 0 and text else None

@@ -306,7 +306,8 @@ class Fio:
 
     name = "fio"
     metrics = METRICS
-    accepted_options = fio_jobs.accepted_options()
+    accepted_options = fio_jobs.accepted_options()  # fio's own table, read when first listed
+    refused_options = fio_jobs.refused_options()
 
     def problems(self, workloads: list[Workload], workdir: Workdir) -> list[str]:
         return job_problems(workloads, workdir)

@@ -19,7 +19,7 @@ from typing import Annotated, Any, ClassVar, Literal, NoReturn, Self, get_args
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fslab.cgroups import SMALLEST_LIMIT
-from fslab.guard.fio_jobs import ALIASES, option_problem, option_text
+from fslab.guard.fio_options import main_name, option_problem, option_text
 from fslab.guard.names import check_name, swept_name
 from fslab.model import UNKNOWN_LENGTH_TIMEOUT, Workload
 from fslab.toml_errors import FieldError
@@ -55,8 +55,8 @@ def fio_options(options: dict[str, Any]) -> dict[str, str]:
     why), under fio's main names, with values as fio writes them."""
     checked = {}
     for name, value in options.items():
-        fio_allows(name)(value)
-        checked[ALIASES.get(name, name)] = option_text(value)
+        _fio_allows(name)(value)
+        checked[main_name(name)] = option_text(value)
     return checked
 
 
@@ -137,7 +137,7 @@ class FioSection(WorkloadLimits):
     randseed: int | None = Field(None, ge=0)
     timeout: Timeout | None = None  # fslab's, not fio's: a run still going after it is killed and failed
     data: Data | None = None  # what is written: "random" (fslab's default), "zeros" or { compressible = N } (workloads/data.py)
-    options: dict[str, str | int | float | bool] = {}  # any other fio option on the allow-list (guard/fio_jobs.py)
+    options: dict[str, str | int | float | bool] = {}  # any other fio option fio has and the guard accepts (guard/fio_options.py)
 
     @field_validator("options")
     @classmethod
