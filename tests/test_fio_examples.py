@@ -14,7 +14,9 @@ from fslab.errors import Refused
 from fslab.guard.fio_jobs import parse_job_file
 from fslab.guard.fio_options import DANGERS, OUTPUT, FioRefused
 from fslab.workdir import Workdir
+from fslab.workloads.data import DataPattern
 from fslab.workloads.fio import job_file_workload, job_problems
+from fslab.workloads.tables import Building, FioSection
 
 EXAMPLES = FIXTURES / "fio-examples"
 TABLE = tomllib.loads((EXAMPLES / "by-hand.toml").read_text())
@@ -61,7 +63,8 @@ def test_fio_itself_accepts_every_example_the_guard_accepts_but_those_the_table_
         def refuse(at: tuple, why: str) -> None:
             raise Refused(why)
 
-        workload = job_file_workload(Path(name).stem, name, EXAMPLES, (), refuse, None)
+        building = Building(index=0, scale=1.0, time_scale=1.0, base_dir=EXAMPLES, fio=FioSection(), data=DataPattern(), where=str, refuse=refuse)
+        workload = job_file_workload(Path(name).stem, name, building, {}, None)
         if job_problems([workload], Workdir(tmp_path)):
             refused_by_fio.append(name)
             assert entry["by_hand"] != "runs", f"{name} runs by hand, but fio refuses fslab's rendering of it"

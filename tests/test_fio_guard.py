@@ -338,12 +338,23 @@ def test_what_fio_has_and_no_danger_is_accepted():
         "[burn_2x50%_qsort]\nioengine=cpuio\ncpuload=50\ncpumode=qsort\n"
         "[punch hole-fuzzer]\nioengine=falloc\nrw=randtrim\n"
         "[defrag]\nioengine=e4defrag\ndonorname=file.def\ninplace=0\n"
-        "[others]\nioengine=ftruncate\n[s]\nioengine=splice\n[n]\nioengine=null\n",
+        "[others]\nioengine=ftruncate\n[s]\nioengine=splice\n",
         "j.fio",
     )
     assert job.sections[0].options[0] == ("fill_device", "1") and ("steadystate", "iops_slope:0.1%") in job.sections[0].options
     assert ("runtime", "60") in job.sections[0].options, "under fio's main names"
     assert [s.name for s in job.sections][2:4] == ["burn_2x50%_qsort", "punch hole-fuzzer"]
+
+
+def test_engines_that_do_no_io_on_the_target_measure_nothing_of_it():
+    """null does no I/O at all: refused, as it always was. cpuio loads the CPU beside jobs that do
+    I/O (fio's cpuio example): accepted there, refused as a job file's only engine."""
+    with pytest.raises(Refused, match=r"ioengine=null is refused: it does no I/O, so its numbers say nothing about the target"):
+        parse_job_file("[n]\nioengine=null\nsize=1m\n", "n.fio")
+    with pytest.raises(Refused, match=r"c.fio: no job does I/O on the target"):
+        parse_job_file("[global]\nioengine=cpuio\n[burn]\ncpuload=50\n[burn2]\ncpuload=20\n", "c.fio")
+    beside = parse_job_file("[burn]\nioengine=cpuio\ncpuload=50\n[reader]\nioengine=psync\nrw=read\nsize=1m\n", "b.fio")
+    assert [s.name for s in beside.sections] == ["burn", "reader"]
 
 
 def _with_option(name: str, help_text: str) -> object:

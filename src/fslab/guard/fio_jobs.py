@@ -22,6 +22,8 @@ from fslab.errors import Refused
 from fslab.guard.fio_options import (  # noqa: F401  (option_problem, option_text, accepted_options, refused_options: fslab's one way to check and list fio options, re-exported for the job's users)
     DEC,
     JOB_NAME,
+    NO_IO_ENGINES,
+    OUTPUT,
     REFUSED,
     SYNTAX,
     FioRefused,
@@ -111,7 +113,10 @@ def _parsed(text: str, source: str, *, check: bool) -> JobFile:
             options[-1].append(option)
     if not any(name != GLOBAL for name, _ in headers):
         raise FioRefused(f"{source}: defines no job: add a [name] section with its options", SYNTAX)
-    return JobFile(sections=tuple(Section(name, tuple(opts), line) for (name, line), opts in zip(headers, options)), source=source)
+    job = JobFile(sections=tuple(Section(name, tuple(opts), line) for (name, line), opts in zip(headers, options)), source=source)
+    if check and all((options.get("ioengine") or "") in NO_IO_ENGINES for options in job.jobs()):
+        raise FioRefused(f"{source}: no job does I/O on the target (ioengine {', '.join(sorted(NO_IO_ENGINES))} only loads the CPU): its numbers would say nothing about it; add a job that reads or writes", OUTPUT)
+    return job
 
 
 def _section_name(line: str, where: str) -> str:

@@ -128,6 +128,7 @@ SUFFIXES: dict[str, Kind] = {
     "steadystate": Kind(rf"{DEC}%|{_SIZE}", "a limit: a number, a percentage or a bandwidth (iops:10%, bw:1m)"),
     "sync_file_range": Kind(r"\d+", "a number of writes"),
 }
+TAIL_NEEDED = {"steadystate"}  # fio refuses ss=iops: "threshold must be specified in addition to criterion"
 
 # Engines: an engine is code that decides where the I/O goes, so only these local ones are
 # allowed, each for what it does (and nothing beyond the target's own files).
@@ -139,9 +140,11 @@ ENGINES: dict[str, str] = {
     "falloc": "fallocate() on the target's files: preallocation and hole punching",
     "ftruncate": "ftruncate() on the target's files",
     "e4defrag": "ext4's defragmentation ioctl on the target's files, from a donor file beside them (donorname: a plain file name)",
-    "cpuio": "burns CPU beside the jobs that do I/O: no file, device or network",
-    "null": "does no I/O: fio's own ceiling, no file touched",
+    "cpuio": "burns CPU beside the jobs that do I/O: no file, device or network (a job file needs a job that does I/O)",
 }  # fmt: skip
+# Engines that do no I/O on the target: beside jobs that do (cpuio loads the CPU while they
+# run), never alone — a job file of these alone measures nothing of the target (fio_jobs).
+NO_IO_ENGINES = {"cpuio"}
 _ENGINE_NAMES = tuple(ENGINES)
 _ENGINES_REFUSED = {
     NETWORK: ("it opens a network connection or a remote store", {
@@ -150,6 +153,7 @@ _ENGINES_REFUSED = {
     DEVICE: ("it opens a device, a library or a program rather than the target's files", {
         "sg", "io_uring_cmd", "xnvme", "spdk", "libzbc", "dev-dax", "libpmem", "pmemblk", "mtd", "libcufile", "windowsaio", "solarisaio", "guasi"}),
     COMMAND: ("it runs a program of the job's choosing, as root", {"exec"}),
+    OUTPUT: ("it does no I/O, so its numbers say nothing about the target", {"null"}),
 }  # fmt: skip
 
 _SHELL = (COMMAND, "it runs a shell command as root")
@@ -376,6 +380,8 @@ def _choice_problem(option: FioOption, value: str | None) -> tuple[str | None, s
         if word not in option.values:
             return f"{name} takes {_describe(option)}, not '{value[:40]}'", VALUE
         if not sep:
+            if name in TAIL_NEEDED:
+                return f"{name} takes a criterion and its limit after ':' ({SUFFIXES[name].says}), not '{value[:40]}' alone: fio refuses a criterion without one", VALUE
             continue
         if name in _NAMES_A_FILE:
             return f"{name} is refused: {_NAMES_A_FILE[name][1]}", _NAMES_A_FILE[name][0]

@@ -55,7 +55,7 @@ def fio_options(options: dict[str, Any]) -> dict[str, str]:
     why), under fio's main names, with values as fio writes them."""
     checked = {}
     for name, value in options.items():
-        _fio_allows(name)(value)
+        fio_allows(name)(value)
         checked[main_name(name)] = option_text(value)
     return checked
 
