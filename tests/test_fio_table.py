@@ -197,6 +197,9 @@ def test_without_fio_the_guard_says_so_and_reading_stored_jobs_asks_no_fio(no_fi
         option_problem("bs", "4k")
     assert stored_preallocation({"job": "[global]\nfallocate=posix\n[w]\nrw=write\nbs=4k\n"}) == "posix", "a summary reads stored jobs without fio"
     assert stored_preallocation({"job": "[w]\nioengine=external:/tmp/x.so\n"}) == ""
+    from fslab.report.steady_state import criteria_of
+
+    assert criteria_of({"job": "[w]\nrw=randwrite\nsteadystate=iops_slope:0.3%\nsteadystate_duration=5s\n"}) == ["iops_slope:0.3%"], "nor its steady state"
     study = write_study(tmp_path, '[study]\nname = "s"\nworkloads = ["rand_read"]\n\n[[target]]\nfilesystem = "ext4"\n')
     result = fslab_in_process("run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(tmp_path / "w"))
     assert result.returncode == 2 and "fio is not installed" in result.stderr and "Traceback" not in result.stderr

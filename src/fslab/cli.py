@@ -472,7 +472,7 @@ def history(
     """List the study runs stored in the database; with STUDY, its history: each cell's metric over its study runs and the steps that are changes."""
     results = _open_db(db)
     if study is None:
-        from fslab.importer import imported_from
+        from fslab.results.records import imported_from
 
         given = [name for name, value in (("--host", host), ("--metric", metric), ("--threshold", threshold), ("--fail-on-regression", fail_on_regression or None)) if value is not None]
         if given:

@@ -39,7 +39,7 @@ from fslab.bench_fio_tree import place
 from fslab.guard.names import NAME
 from fslab.import_parsing import FioOutput, ImportedJob, NotFioOutput, parse_output
 from fslab.model import RawOutput
-from fslab.results.records import RunRecord
+from fslab.results.records import IMPORTED, RunRecord
 from fslab.workloads import fio_hist
 
 DEFAULT_TARGET = "imported"  # when a file's directory has no plain name
@@ -171,7 +171,7 @@ class ImportedStudy:
         """What the study run records of its import (settings["imported"]): the files, those skipped
         and why, how many were passed over and why (a bench-fio tree holds thousands of fio's logs), when."""
         skipped = [{"file": s.path, "why": s.why} for s in self.skipped]
-        return {"imported": {"files": self.files, "skipped": skipped, "passed_over": self.passed_over_by_why(), "at": imported_at.isoformat()}}
+        return {IMPORTED: {"files": self.files, "skipped": skipped, "passed_over": self.passed_over_by_why(), "at": imported_at.isoformat()}}
 
     def environment(self) -> dict:
         """What is known of where its runs were made: the fio versions alone (and the fslab importing them)."""
@@ -232,11 +232,6 @@ def imported_study(name: str, paths: Iterable[str], found: Iterable[tuple[FoundF
             )
     faults, passed_over = [s for s in skipped if not s.passed_over], [s for s in skipped if s.passed_over]
     return ImportedStudy(name, list(paths), [ImportedTarget(t, v) for t, v in targets.items()], list(workloads.values()), runs, files, faults, passed_over)
-
-
-def imported_from(study_run: dict) -> dict | None:
-    """What an imported study run records of its import (files, skipped, when), None for one fslab ran."""
-    return (study_run.get("settings") or {}).get("imported")
 
 
 # --- reading the files ----------------------------------------------------------------------------

@@ -232,6 +232,13 @@ def preallocation(jobs: Iterable[Mapping[str, str | None]]) -> str:
     return ", ".join(dict.fromkeys((options.get("fallocate") or FALLOCATE_DEFAULT).lower() for options in jobs))
 
 
+def stored_job(text: str) -> JobFile:
+    """A job fslab stored with a workload (its own rendering of a checked job), read back as
+    records without fio's option table: reading stored results asks fio nothing (`fslab summary`
+    on a machine without fio, or with another fio). Refused when it is not a job file at all."""
+    return _parsed(text, "the stored job", check=False)
+
+
 def stored_preallocation(spec: Mapping[str, object]) -> str:
     """A stored workload's `preallocation`: as recorded, or, for one stored before fslab recorded
     it (its fio jobs then ran with fio's default unless they set fallocate), read from the job
@@ -242,7 +249,7 @@ def stored_preallocation(spec: Mapping[str, object]) -> str:
         return str(spec["preallocation"] or "")
     if isinstance(job, str):
         try:
-            return preallocation(_parsed(job, "the stored job", check=False).jobs())
+            return preallocation(stored_job(job).jobs())
         except Refused:
             return ""
     return preallocation([{str(k): str(v) for k, v in options.items()}]) if isinstance(options, dict) and options and not spec.get("job_file") else ""

@@ -261,7 +261,7 @@ def print_comparison(
 ) -> None:
     """Two study runs of one study: environments side by side, then every cell newer/older but
     those `left_out` (workload, target: flagged in either), which are named."""
-    from fslab.importer import imported_from
+    from fslab.results.records import imported_from
 
     console.print(f"Study [bold]{escape(older['study'])}[/bold]: study run {newer['id']} ({newer['started_at']:%Y-%m-%d %H:%M}) against {older['id']} ({older['started_at']:%Y-%m-%d %H:%M})", highlight=False)
     imported = [sr for sr in (older, newer) if imported_from(sr)]

@@ -14,7 +14,7 @@ from enum import Enum
 
 from fslab.analysis import Row, ranking_line
 from fslab.guard.fio_jobs import preallocates
-from fslab.importer import imported_from
+from fslab.results.records import imported_from
 from fslab.model import PHASE_SEPARATOR, qualified, unqualified
 from fslab.monitors import Figure, metric_names
 from fslab.monitors import figures as monitor_figures

@@ -15,7 +15,7 @@ import statistics
 from collections.abc import Mapping
 
 from fslab.errors import Refused
-from fslab.guard.fio_jobs import fio_seconds, parse_job_file
+from fslab.guard.fio_jobs import fio_seconds, stored_job
 from fslab.model import qualified
 from fslab.workloads.fio_output import PRECONDITION_PHASE
 
@@ -36,7 +36,7 @@ def steady_notes(values: Mapping[str, list[float]], spec: Mapping) -> list[str]:
 def criteria_of(spec: Mapping) -> list[str]:
     """The steady-state criteria the stored workload's jobs set, each once ("iops_slope:0.3%")."""
     try:
-        jobs = parse_job_file(spec["job"], "the stored job").jobs() if isinstance(spec.get("job"), str) else []
+        jobs = stored_job(spec["job"]).jobs() if isinstance(spec.get("job"), str) else []
     except Refused:
         return []
     return list(dict.fromkeys(c for options in jobs if (c := options.get("steadystate"))))

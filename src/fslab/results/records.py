@@ -26,6 +26,13 @@ class RunFailure:
 
 STDERR_LINES = 40
 
+IMPORTED = "imported"  # the key of a study run's settings that says what `fslab import` read (importer.py)
+
+
+def imported_from(study_run: dict) -> dict | None:
+    """What an imported study run records of its import (files, skipped, when), None for one fslab ran."""
+    return (study_run.get("settings") or {}).get(IMPORTED)
+
 
 @dataclass(frozen=True)
 class OptionsApplied:
