@@ -24,6 +24,7 @@ account (`fio --debug=parse`), which fio_jobs.parse_only checks against fslab's 
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -263,7 +264,7 @@ def _token_misread(token: str, context: str, numbers: Numbers, *, last: bool) ->
     if numbers.time:
         return f"fio 3.33 knows no time unit '{letters}'{' (its HOWTO lists sec, its code does not)' if letters == 'sec' else ''}: {reads}{instead}"
     if _TIME_TOKEN.fullmatch("1" + letters):
-        return f"this is not a time to fio but a plain number, whose m is 1024²: {reads}; write a number"
+        return f"this is not a time to fio but a plain number{' (and m is 1024²)' if 'm' in letters else ''}: {reads}; write a number"
     return f"fio knows no unit '{letters}' here: {reads}"
 
 
@@ -321,6 +322,7 @@ def seconds(value: str) -> float:
     return (fio_reading(value.strip(), SECONDS) or 0) / _SECOND
 
 
+@functools.lru_cache(maxsize=1024)  # pure: the same few values in every workload of a study
 def last_seconds(value: str) -> float:
     """A time range's last end (startdelay=1-5s: 5), as fio reads it; a single time itself."""
     ends = [found.start() for found in _tokens(value)]
@@ -347,6 +349,7 @@ def ms_text(seconds: float) -> str:
     return f"{max(1, round(seconds * 1000))}ms"
 
 
+@functools.lru_cache(maxsize=1024)
 def block_size(value: str) -> str:
     """A study's bs — its own sizes (units.parse_size), one per direction: "4KiB", "4k,64k" — as
     fio reads it as fslab does: as written where fio reads it so, else in bytes' form ("4k")."""
