@@ -354,7 +354,7 @@ def parse_all(jobs: Sequence[tuple[str, str]], *, directory: Path | None) -> lis
                 if found.file in names[start:end] and (why := fio_values.disagreement(found)):
                     problems.append(f"{jobs[names.index(found.file)][1]}: {why}")
             if failed is not None:
-                said = [line.strip() for line in (failed.stderr or "").splitlines() if line.strip()]
+                said = [line.strip() for line in (failed.stderr or output).splitlines() if line.strip() and not line.startswith("parse ")]
                 problems.append(f"{jobs[end][1]}: fio does not accept the job: {' / '.join(said[-5:]) or 'no reason given'}")
             start = end + 1
     return list(dict.fromkeys(problems))

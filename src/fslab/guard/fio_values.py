@@ -160,7 +160,7 @@ def plain_reading(token: str, numbers: Numbers) -> int | None:
     HOWTO's — k, m, g, t, p (with or without b) powers of 1024, a time in us, usec, ms, msec, s,
     m, h or d, a bare time in the option's unit, hexadecimal without a unit for a size; None
     for a form fio does not read as it says (a fraction, KiB, sec, a hexadecimal time, …)."""
-    sign, body = (-1, token[1:]) if token[:1] == "-" and numbers.signed else (1, token)
+    sign, body = (-1, token[1:]) if token[:1] == "-" and numbers.signed else (1, token[1:]) if token[:1] == "+" else (1, token)
     if _HEX.fullmatch(body):
         return None if numbers.time else (sign * int(body, 16)) & _MASK
     if numbers.time:
@@ -251,8 +251,8 @@ def _token_misread(token: str, context: str, numbers: Numbers, *, last: bool) ->
         if letters:
             return f"fio reads s, m, h and d only at the end of a value: {reads} here; write the first end in ms (1000ms-5s), or both ends bare (seconds)"
         return f"fio reads a range's bare first end in the unit of its second: {reads} here; write the unit on both ends (1ms-5ms), or on neither (seconds)"
-    if token[:1] in "+-":
-        return f"fio reads no sign here as a reader would: {reads}"
+    if token[:1] == "-":
+        return f"fio takes no negative number here: {reads}"
     if "." in token:
         return f"fio cuts a number at its '.', and its unit with it: {reads}{instead}"
     if _HEX.match(token):
