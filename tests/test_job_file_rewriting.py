@@ -74,7 +74,7 @@ def test_jobs_that_set_none_get_a_value_asked_and_keep_none_when_only_scaled():
 
 def test_what_is_measured_in_bytes_and_seconds_scales_with_the_size_and_time_and_the_jobs_shape_is_kept(tmp_path):
     text = (
-        "[a]\nrw=randread\nsize=50%\nio_size=10%\noffset=1g\noffset_increment=256m\nnumber_ios=1000\nstartdelay=10s-20s\n"
+        "[a]\nrw=randread\nsize=50%\nio_size=10%\noffset=1g\noffset_increment=256m\nnumber_ios=1000\nstartdelay=10-20\n"
         "nrfiles=100\nfilesize=4k-64k\nloops=3\nthinktime=5ms\nrate=10m\nbs=4k\n"
         "[b]\nrw=write\nfilesize=1g:2g\noffset=25%\nio_size=2g\n"
     )
@@ -82,8 +82,8 @@ def test_what_is_measured_in_bytes_and_seconds_scales_with_the_size_and_time_and
     a, b = job.jobs()
     assert {k: a[k] for k in ("size", "io_size", "offset", "offset_increment", "number_ios", "startdelay")} == {
         "size": "50%", "io_size": "10%",  # a percentage of the target, which --scale shrank already
-        "offset": "102m", "offset_increment": "26m", "number_ios": "100", "startdelay": "1s-2s",
-    }  # fmt: skip
+        "offset": "102m", "offset_increment": "26m", "number_ios": "100", "startdelay": "1000ms-2s",
+    }  # fmt: skip  (a range's first end in ms: fio reads 1s-2s as 1 µs to 2 s)
     assert {k: a[k] for k in ("nrfiles", "filesize", "loops", "thinktime", "rate", "bs")} == {
         "nrfiles": "100", "filesize": "4k-64k", "loops": "3", "thinktime": "5ms", "rate": "10m", "bs": "4k",
     }, "small files stay small (never rounded up to a MiB), the count and the pace are the job's shape"  # fmt: skip

@@ -14,13 +14,12 @@ from __future__ import annotations
 import functools
 import re
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from fslab.errors import Refused
 from fslab.guard.fio_options import (  # noqa: F401  (option_problem, option_text, accepted_options, refused_options: fslab's one way to check and list fio options, re-exported for the job's users)
-    DEC,
     JOB_NAME,
     NO_IO_ENGINES,
     OUTPUT,
@@ -35,6 +34,7 @@ from fslab.guard.fio_options import (  # noqa: F401  (option_problem, option_tex
     refused_options,
     standing_problem,
 )
+from fslab.guard import fio_values
 from fslab.system import CommandError, run
 
 GLOBAL = "global"
@@ -268,8 +268,8 @@ def expected_seconds(job: JobFile) -> float:
     for opts in job.jobs():
         if not opts.get("runtime"):
             return 0.0
-        delay = (opts.get("startdelay") or "0").split("-")[-1]
-        seconds = sum(fio_seconds(opts.get(key) or "0") for key in ("ramp_time", "runtime")) + fio_seconds(delay)
+        delay = fio_values.last_seconds(opts.get("startdelay") or "0")  # at most: fio picks one in a range
+        seconds = sum(fio_seconds(opts.get(key) or "0") for key in ("ramp_time", "runtime")) + delay
         if _on(opts, "stonewall") or opts.get("wait_for"):
             total, group = total + group, seconds
         else:
@@ -317,25 +317,51 @@ def _steadystate_problem(options: Mapping[str, str | None]) -> str | None:
     return None
 
 
-_UNITS = {"us": 1e-6, "usec": 1e-6, "ms": 1e-3, "msec": 1e-3, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400, "": 1}
-
-
 @functools.lru_cache(maxsize=1024)  # pure: the same few values in every workload of a study
 def fio_seconds(value: str) -> float:
-    """A checked time value of runtime, ramp_time or startdelay (a bare number is seconds)."""
-    number, unit = re.fullmatch(rf"({DEC})([a-z]*)", value.lower()).groups()  # type: ignore[union-attr]
-    return float(number) * _UNITS[unit]
+    """A time of runtime, ramp_time, startdelay or fio's steady-state window as fio reads it (a
+    bare number is seconds; fio_values): what fslab says of a job's length is what fio runs."""
+    return fio_values.seconds(value)
 
 
 def parse_only(text: str, *, directory: Path | None, where: str = "the job") -> None:
-    """fio's own parser on a rendered job (`fio --parse-only`, in a private directory), which
-    knows what the allow-list cannot: an engine's options under another engine, a value out of
-    range. Refused with fio's words when it does not accept the job."""
+    """fio's own parser on one rendered job (parse_all), refused with fio's words when it does not
+    accept the job, or reads a value fslab reads itself otherwise than fslab does."""
+    if problems := parse_all([(text, where)], directory=directory):
+        raise Refused(problems[0])
+
+
+def parse_all(jobs: Sequence[tuple[str, str]], *, directory: Path | None) -> list[str]:
+    """fio's own parser (`fio --parse-only`, in a private directory) on rendered jobs, each with
+    where it comes from: it knows what the allow-list cannot (an engine's options under another
+    engine, a value out of range). Every job is parsed by one fio where they all pass — a fio
+    start costs a few hundred milliseconds, far more in a QEMU guest; a --parse-only run keeps
+    nothing from one job file to the next (fio drops each job it parsed) — and by one more after
+    each refused one (fio stops at a job file it refuses). fio's account of what it read
+    (--debug=parse) is checked against fslab's reading of the values fslab reads itself
+    (fio_values.disagreement). A problem for each job refused, saying where and why."""
+    if not jobs:
+        return []
+    problems = []
     with tempfile.TemporaryDirectory(prefix="fslab-parse-") as scratch:
-        path = Path(scratch) / "job.fio"
-        path.write_text(text)
-        try:
-            run(["fio", "--parse-only", str(path)], cwd=Path(scratch), timeout=60, env=fio_environment(directory))
-        except CommandError as exc:
-            said = [line.strip() for line in (exc.stderr or exc.stdout).splitlines() if line.strip()]
-            raise Refused(f"{where}: fio does not accept the job: {' / '.join(said[-5:]) or 'no reason given'}") from None
+        names = [f"job-{number}.fio" for number in range(len(jobs))]
+        for name, (text, _) in zip(names, jobs):
+            (Path(scratch) / name).write_text(text)
+        start = 0
+        while start < len(jobs):
+            failed = None
+            try:
+                output = run(["fio", "--debug=parse", "--parse-only", *names[start:]], cwd=Path(scratch), timeout=60 + len(jobs) - start, env=fio_environment(directory)).stdout
+            except CommandError as exc:
+                output, failed = exc.stdout, exc
+            handled = fio_values.parse_debug(output)
+            parsed = fio_values.files_parsed(output)
+            end = names.index(parsed[-1]) if failed is not None and parsed and parsed[-1] in names[start:] else (start if failed is not None else len(jobs))
+            for found in handled:
+                if found.file in names[start:end] and (why := fio_values.disagreement(found)):
+                    problems.append(f"{jobs[names.index(found.file)][1]}: {why}")
+            if failed is not None:
+                said = [line.strip() for line in (failed.stderr or output).splitlines() if line.strip() and not line.startswith("parse ")]
+                problems.append(f"{jobs[end][1]}: fio does not accept the job: {' / '.join(said[-5:]) or 'no reason given'}")
+            start = end + 1
+    return list(dict.fromkeys(problems))

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from fslab.errors import Refused
 from fslab.guard.fio_help import FioOption, FioTable
 from fslab.guard.fio_table import FioUnavailable, fio_table
+from fslab.guard.fio_values import SECONDS, SIZE, Numbers, misread, misread_each, numbers_of
 from fslab.toml_errors import did_you_mean
 
 # Why an option or value is refused, in kinds: the dangers (a corpus test asserts each refusal of
@@ -48,11 +49,15 @@ class FioRefused(Refused):
 
 @dataclass(frozen=True)
 class Kind:
-    """A form fslab knows for a value: a regex it must match whole, and words for messages."""
+    """A form fslab knows for a value: a regex it must match whole, and words for messages; and
+    how fio reads the numbers in it (fio_values): the value as a whole (`numbers`), or each number
+    on its own (`each`)."""
 
     pattern: str
     says: str
     most: int | None = None  # an upper bound, for whole numbers
+    numbers: Numbers | None = None
+    each: Numbers | None = None
 
     def problem(self, value: str | None) -> str | None:
         if value is None:
@@ -63,6 +68,12 @@ class Kind:
             return f"takes {self.says}; {value} is too many"
         return None
 
+    def misread(self, name: str, value: str) -> str | None:
+        """Why fio would read a value of this form (which matches it) otherwise than it says."""
+        if self.numbers is not None:
+            return misread(name, value, self.numbers)
+        return misread_each(name, value, self.each) if self.each is not None else None
+
 
 def per_direction(part: str) -> str:
     """fio's read,write,trim triplets ("4k,64k"): one to three values, some left empty."""
@@ -71,21 +82,21 @@ def per_direction(part: str) -> str:
 
 DEC = r"\d+(?:\.\d+)?"
 _SIZE = rf"{DEC}(?:[kmgtp]i?b?|b)?"  # fio's suffixes: 4k, 4KiB, 1m, 1g, or bytes
-_TIME = rf"{DEC}(?:us|usec|ms|msec|s|sec|m|min|h|d)?"  # a bare number in the option's own unit (fio_jobs.fio_seconds)
+_TIME = rf"{DEC}(?:us|usec|ms|msec|s|sec|m|min|h|d)?"  # a bare number in the option's own unit; what fio misreads: fio_values
 _RANGE = rf"{_SIZE}(?:[-:]{_SIZE})?"
-_SPLIT = rf"{_SIZE}/(?:{DEC})?(?::{_SIZE}/(?:{DEC})?)*"
+_SPLIT = rf"{_SIZE}/(?:\d+)?(?::{_SIZE}/(?:\d+)?)*"  # fio reads a percentage with atoi: whole
 # A literal pattern only: hex, a decimal number, a "string", %o (the offset). A 'quoted' word
 # would make fio read the file of that name, so quotes ' and / never match.
 _PATTERN = r"""(?:0x[0-9a-f]+|\d+|"[^"'/\\]*"|%o)+"""
 _CPUS = r"\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*"
 _NUMBER = r"[-+]?(?:0x[0-9a-f]+|\d+(?:\.\d*)?|\.\d+)[a-z]{0,4}%?"  # with a unit: 4k, 500ms, 50%, 10z
 
-TIME = Kind(_TIME, "a time (10, 500ms, 30s, 2m)")
-TIME_RANGE = Kind(rf"{_TIME}(?:-{_TIME})?", "a time or a range of times (1s-5s)")
+TIME = Kind(_TIME, "a time (10, 500ms, 30s, 2m)", numbers=SECONDS)
+TIME_RANGE = Kind(rf"{_TIME}(?:-{_TIME})?", "a time or a range of times (1-5, 1ms-5ms)", numbers=Numbers(time=True, seconds=True, ranges=True, directions=False))
 PERCENT = Kind(r"\d+", "a whole percentage 0-100", most=100)
-SIZE = Kind(_SIZE, "a size (4k, 1m, 1GiB or bytes)")
-RANGES = Kind(per_direction(_RANGE), "a size or a range of sizes (1k-64k), or one per direction")
-SPLIT = Kind(per_direction(_SPLIT), "size/percentage pairs (4k/10:64k/90)")
+ONE_SIZE = Kind(_SIZE, "a size (4k, 1m, 1g or bytes)", numbers=Numbers(directions=False))
+SIZE_RANGE = Kind(_RANGE, "a size or a range of sizes (1k-64k)", numbers=Numbers(ranges=True, directions=False))
+SPLIT = Kind(per_direction(_SPLIT), "size/percentage pairs (4k/10:64k/90)", each=SIZE)
 JOB_NAME = Kind(r"(?!\s)(?!.*\.\.)[^\x00-\x1f\x7f/\[\];#$]{1,255}(?<!\s)", "a job name: no '/', '..', [ ] ; # $ or control character")
 TEXT = Kind(r"[^\x00-\x1f\x7f]*", "text on one line")
 PATTERN = Kind(_PATTERN, 'a literal pattern (0xdeadbeef, "text", a number, %o)')
@@ -108,13 +119,13 @@ PLAIN_FILE = re.compile(r"(?!\.\.?$)[A-Za-z0-9_.][A-Za-z0-9_.+-]{0,127}")
 # fslab bounds more tightly than fio (a job is a process of root's); the times fslab reads itself
 # (fio_jobs.expected_seconds).
 FORMS: dict[str, Kind] = {
-    "description": TEXT, "name": JOB_NAME, "wait_for": JOB_NAME, "bssplit": SPLIT, "filesize": RANGES,
+    "description": TEXT, "name": JOB_NAME, "wait_for": JOB_NAME, "bssplit": SPLIT, "filesize": SIZE_RANGE,
     "randseed": count(2**64 - 1), "number_ios": count(2**63), "verify_backlog": count(2**31), "trim_backlog": count(2**31),
     "verify_pattern": PATTERN, "buffer_pattern": PATTERN, "ignore_error": ERRORS,
-    "zonesize": SIZE, "zonecapacity": SIZE, "zonerange": SIZE,
+    "zonesize": ONE_SIZE, "zonecapacity": ONE_SIZE, "zonerange": ONE_SIZE,
     "cpus_allowed": CPUS, "numa_cpu_nodes": NODES,
     "numa_mem_policy": Kind(rf"(?:default|local|prefer|bind|interleave)(?::{_CPUS})?", "default, local, or prefer, bind or interleave with :nodes (bind:0-1)"),
-    "cmdprio_bssplit": Kind(per_direction(rf"{_SIZE}/\d+(?:/\d+/\d+)?(?::{_SIZE}/\d+(?:/\d+/\d+)?)*"), "size/percentage[/class/level] entries (64k/25/1/1:1m/0), one list per direction"),
+    "cmdprio_bssplit": Kind(per_direction(rf"{_SIZE}/\d+(?:/\d+/\d+)?(?::{_SIZE}/\d+(?:/\d+/\d+)?)*"), "size/percentage[/class/level] entries (64k/25/1/1:1m/0), one list per direction", each=SIZE),
     "numjobs": count(1024), "rwmixread": PERCENT, "rwmixwrite": PERCENT,
     "runtime": TIME, "ramp_time": TIME, "startdelay": TIME_RANGE,
 }  # fmt: skip
@@ -312,7 +323,9 @@ def _value_problem(option: FioOption, value: str | None) -> tuple[str | None, st
     name = option.name
     if name in FORMS:
         wrong = FORMS[name].problem(value)
-        return (f"{name} {wrong}", VALUE) if wrong else (None, "")
+        if wrong:
+            return f"{name} {wrong}", VALUE
+        return (misread_, VALUE) if value and (misread_ := FORMS[name].misread(name, value)) else (None, "")
     if option.form in ("choice", "choices"):
         return _choice_problem(option, value)
     if option.form == "string":
@@ -324,6 +337,9 @@ def _value_problem(option: FioOption, value: str | None) -> tuple[str | None, st
         return (None, "") if option.form == "flag" else (f"{name} needs a value: {says}", VALUE)
     if not re.fullmatch(_NUMERIC[option.form], value, re.IGNORECASE) or not _in_range(option, value):
         return f"{name} takes {says}, not '{value[:40]}'", VALUE
+    numbers = numbers_of(name, option.form, low=option.low)
+    if numbers is not None and (wrong := misread(name, value, numbers)):
+        return wrong, VALUE
     return None, ""
 
 
@@ -387,9 +403,26 @@ def _choice_problem(option: FioOption, value: str | None) -> tuple[str | None, s
             return f"{name} is refused: {_NAMES_A_FILE[name][1]}", _NAMES_A_FILE[name][0]
         if sep == "," or name not in SUFFIXES:
             return f"{name}={value[:40]} is refused: fslab does not know what fio reads after '{word}{sep}' here; {name} takes {_describe(option)}", UNKNOWN
-        if wrong := SUFFIXES[name].problem(tail):
+        if wrong := SUFFIXES[name].problem(tail) or _tail_misread(name, word, tail):
             return f"{name} after '{word}:' {wrong}", VALUE
     return None, ""
+
+
+# Tails fio reads with atoi, a whole number whose unit it would drop (rw=randread:8k is 8 I/Os),
+# and tails it reads as sizes (parse.c str_to_decimal), by option and the word before ':'.
+_TAIL_COUNTS = {("file_service_type", "random"), ("file_service_type", "roundrobin"), ("file_service_type", "sequential")}
+_TAIL_SIZES = {("steadystate", "bw"), ("steadystate", "bw_slope"), ("random_distribution", "zoned"), ("random_distribution", "zoned_abs")}
+
+
+def _tail_misread(name: str, word: str, tail: str) -> str | None:
+    """Where fio would read a choice's tail otherwise than it says (the words after the option's
+    name and word), or None."""
+    counted = (name, word) in _TAIL_COUNTS or (name == "rw" and word.startswith("rand"))  # a random rw's: I/Os before a new offset
+    if counted and not tail.isdigit():
+        return f"takes a whole number ({word}:8), not '{tail[:40]}': fio reads only its digits, with atoi"
+    sizes = (name, word) in _TAIL_SIZES and not tail.endswith("%") or (name == "rw" and not counted)
+    wrong = misread_each(f"{name}={word}:", tail, Numbers(signed=True)) if sizes else None
+    return "is refused: " + wrong.split(" is refused: ", 1)[1] if wrong else None
 
 
 def _listing() -> tuple[dict[str, str], dict[str, str]]:

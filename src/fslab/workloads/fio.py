@@ -29,7 +29,8 @@ from pydantic import Field, field_validator, model_validator
 from fslab.errors import Refused
 from fslab.filesystems.base import Provisioned
 from fslab.guard import fio_jobs
-from fslab.guard.fio_jobs import JobFile, fio_environment, parse_only, render, single_job
+from fslab.guard.fio_jobs import JobFile, fio_environment, parse_all, render, single_job
+from fslab.guard.fio_values import block_size, ms_text
 from fslab.guard.names import file_name
 from fslab.journal import Journal
 from fslab.model import Metric, RawOutput, Workload
@@ -245,16 +246,12 @@ def job_problems(workloads: list[Workload], workdir: Workdir) -> list[str]:
     """fio's own parser on every job the study will run, before anything is made: what the
     allow-list passed, fio must accept too (an engine's option under another engine, …)."""
     somewhere = Provisioned(top="", directory=workdir.mounts / "check")  # fio --parse-only makes nothing
-    problems = []
+    jobs = []
     for workload in workloads:
         job_file = tool_of(workload, FioJob).job_file
-        for job in (job_for(workload, somewhere), layout_job_for(workload, somewhere), *precondition_jobs_for(workload, somewhere)):
-            try:
-                if job:
-                    parse_only(job, directory=somewhere.directory, where=f"workload '{workload.name}'" + (f" ({job_file})" if job_file else ""))
-            except Refused as exc:
-                problems.append(str(exc))
-    return problems
+        where = f"workload '{workload.name}'" + (f" ({job_file})" if job_file else "")
+        jobs += [(job, where) for job in (job_for(workload, somewhere), layout_job_for(workload, somewhere), *precondition_jobs_for(workload, somewhere)) if job]
+    return parse_all(jobs, directory=somewhere.directory)
 
 
 def fslab_options(fio: FioJob) -> dict[str, str]:
@@ -401,7 +398,7 @@ def fio_workload(name: str, settings: dict[str, Any], extra: dict[str, Any], sca
     ramp = parse_duration(settings["ramp_time"]) * time_scale
     options = {
         "rw": settings["rw"],
-        "bs": settings["bs"],
+        "bs": block_size(settings["bs"]),  # as fio reads it as fslab does ("4KiB" → "4k")
         "iodepth": settings["iodepth"],
         "numjobs": settings["numjobs"],
         "size": size,
@@ -415,9 +412,9 @@ def fio_workload(name: str, settings: dict[str, Any], extra: dict[str, Any], sca
     if "io_size" in settings:
         options["io_size"] = scaled_size(parse_size(settings["io_size"]), scale)
     if runtime > 0:
-        options |= {"time_based": 1, "runtime": f"{round(runtime * 1000)}ms"}
+        options |= {"time_based": 1, "runtime": ms_text(runtime)}
     if ramp > 0:
-        options["ramp_time"] = f"{round(ramp * 1000)}ms"
+        options["ramp_time"] = ms_text(ramp)
     options |= fio_steady.scaled_steadystate({k: str(v) for k, v in extra.items()}, time_scale)  # checked, as fio writes them (study_file.fio_options)
     if shared_file:  # one file for every job, named as fslab names every file (in the target's directory)
         options["filename"] = file_name(name)

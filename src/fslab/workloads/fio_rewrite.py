@@ -26,6 +26,7 @@ from typing import Any
 
 from fslab.errors import Refused
 from fslab.guard.fio_jobs import GLOBAL, SHORTEST_STEADY_WINDOW, JobFile, Section, check_option, fio_seconds
+from fslab.guard.fio_values import block_size, size_bytes as fio_bytes, size_text as fio_size, time_text as fio_time  # fio's one reading and writing of its values
 from fslab.units import format_duration, format_size, parse_duration, parse_size, scaled_size
 
 SIZES = ("size", "io_size", "offset", "offset_increment", "filesize")  # bytes: × --scale
@@ -58,7 +59,6 @@ INSTEAD_OF_BS = ("bsrange", "bssplit")
 # range (1k-64k, 1s-5s) or one per direction (4k,64k) has several, each scaled.
 _SIZE = re.compile(r"(\d+)(\.\d+)?([kmgtp]i?b?|b)?", re.IGNORECASE)
 _TIME = re.compile(r"\d+(?:\.\d+)?(?:usec|us|msec|ms|sec|s|min|m|h|d)?", re.IGNORECASE)
-_POWERS = "bkmgtp"
 
 
 @dataclass(frozen=True)
@@ -171,7 +171,7 @@ def _study_value(option: str, written: str) -> str | None:
     if option in TIMES:
         seconds = parse_duration(written)
         return fio_time(seconds) if seconds else None
-    return written
+    return block_size(written) if option == "bs" else written
 
 
 def _scaled(option: str, value: str | None, factor: float) -> str | None:
@@ -182,8 +182,8 @@ def _scaled(option: str, value: str | None, factor: float) -> str | None:
         return value if "%" in value else _SIZE.sub(lambda m: fio_size(shrunk(fio_bytes(m[0]), factor)), value)
     if option in COUNTS:
         return str(max(1, round(int(value) * factor)))
-    if option in TIMES:
-        return _TIME.sub(lambda m: fio_time(max(SHORTEST.get(option, 0.0), fio_seconds(m[0]) * factor)) if fio_seconds(m[0]) else m[0], value)
+    if option in TIMES:  # a range's first end in ms: fio reads s only at a value's end
+        return _TIME.sub(lambda m: fio_time(max(SHORTEST.get(option, 0.0), fio_seconds(m[0]) * factor), last=m.end() == len(value)) if fio_seconds(m[0]) else m[0], value)
     return value
 
 
@@ -193,32 +193,6 @@ def shrunk(size: int, scale: float) -> int:
     on purpose (a 4k file stays 4k), unlike the files of a workload fslab builds."""
     scaled = scaled_size(size, scale)
     return min(size, scaled) if scale < 1 else scaled
-
-
-def fio_bytes(value: str) -> int:
-    """A size in a job file, as fio reads it by default (kb_base=1024): k, m, g… and kb, mb… are
-    powers of 1024, kib, mib… powers of 1000 (fio's "compatibility mode"); a fraction is cut, and
-    so is its unit with it — fio reads 1.5m as 1 byte."""
-    number, fraction, suffix = _SIZE.fullmatch(value.strip()).groups()  # type: ignore[union-attr]  # checked by the allow-list
-    suffix = (suffix or "").lower()
-    if fraction or not suffix:
-        return int(number)
-    return int(number) * (1000 if suffix[1:3] == "ib" else 1024) ** _POWERS.index(suffix[0])
-
-
-def fio_size(size: int) -> str:
-    """Bytes as a job file writes them, in the largest unit that holds them whole (102m)."""
-    for power in range(4, 0, -1):
-        if size and size % 1024**power == 0:
-            return f"{size // 1024**power}{_POWERS[power]}"
-    return str(size)
-
-
-def fio_time(seconds: float) -> str:
-    """Seconds as a job file writes them: whole seconds (9s), else whole milliseconds (900ms),
-    at least one. (A job fslab builds writes its runtime in milliseconds: stored jobs keep it.)"""
-    ms = max(1, round(seconds * 1000))
-    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
 
 
 def described(stored: Sequence[Mapping[str, Any]]) -> str:

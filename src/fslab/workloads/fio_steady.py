@@ -25,7 +25,6 @@ seed (the workload's + the phase's number), so the measured run does not replay 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -33,6 +32,7 @@ from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from fslab.findings import Finding
 from fslab.guard.fio_jobs import SHORTEST_STEADY_WINDOW, JobFile, fio_seconds, single_job, steadystate_problem
+from fslab.guard.fio_values import block_size, ms_text
 from fslab.model import UNKNOWN_LENGTH_TIMEOUT, RawOutput
 from fslab.toml_errors import FieldError
 from fslab.units import parse_duration
@@ -137,13 +137,13 @@ def precondition(
                 f"the workload's jobs each write a file of their own, which the phase must write: leave numjobs out (the phase runs the workload's {layout.get('numjobs', '1')} job(s)), or give the workload shared_file = true",
             )
         options = {k: v for k, v in layout.items() if k not in _AMOUNT and k not in STEADY_OPTIONS}
-        options |= {"rw": phase.rw} | {k: str(v) for k, v in (("bs", phase.bs), ("iodepth", phase.iodepth), ("numjobs", phase.numjobs), ("loops", phase.loops)) if v is not None}
+        options |= {"rw": phase.rw} | {k: str(v) for k, v in (("bs", phase.bs and block_size(phase.bs)), ("iodepth", phase.iodepth), ("numjobs", phase.numjobs), ("loops", phase.loops)) if v is not None}
         if "randseed" in options:  # its own random offsets: not the measured run's
             options["randseed"] = str(int(options["randseed"]) + number)
         if phase.runtime is not None:
-            options |= {"time_based": "1", "runtime": _ms(parse_duration(phase.runtime) * building.time_scale)}
+            options |= {"time_based": "1", "runtime": ms_text(parse_duration(phase.runtime) * building.time_scale)}
         if phase.steadystate is not None:
-            window = {k: _ms(parse_duration(v)) for k in STEADY_OPTIONS[1:] if (v := getattr(phase, k)) is not None}
+            window = {k: ms_text(parse_duration(v)) for k in STEADY_OPTIONS[1:] if (v := getattr(phase, k)) is not None}
             options |= {"steadystate": phase.steadystate} | scaled_steadystate(window, building.time_scale)
         job = single_job(name, options)
         if problem := steadystate_problem(job):
@@ -161,12 +161,8 @@ def scaled_steadystate(options: dict[str, str], time_scale: float) -> dict[str, 
     scaled = dict(options)
     for key, least in (("steadystate_duration", SHORTEST_STEADY_WINDOW), ("steadystate_ramp_time", 0.0)):
         if key in scaled:
-            scaled[key] = _ms(max(least, fio_seconds(scaled[key]) * time_scale))
+            scaled[key] = ms_text(max(least, fio_seconds(scaled[key]) * time_scale))
     return scaled
-
-
-def _ms(seconds: float) -> str:
-    return f"{math.ceil(seconds * 1000)}ms"
 
 
 # ---- what a run's outputs say of steady state (pure) ------------------------------------------------

@@ -39,7 +39,8 @@ from fslab.errors import Refused
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Provisioned
 from fslab.findings import Finding
-from fslab.guard.fio_jobs import JobFile, measured_seconds, parse_only, preallocation, render, single_job
+from fslab.guard.fio_jobs import JobFile, fio_seconds, measured_seconds, parse_all, preallocation, render, single_job
+from fslab.guard.fio_values import ms_text
 from fslab.guard.fio_jobs import direct as job_is_direct
 from fslab.guard.names import file_name, snapshot_name
 from fslab.journal import Journal
@@ -158,7 +159,7 @@ def cow_ageing(runtime: float, snapshot_every: float | None = None) -> tuple[Pha
     overwritten at random in 4 KiB blocks at QD32 for `runtime` seconds, read again (after), its
     extents counted before and after. Copy-on-write scatters what was one extent."""
     settle = (Phase("settle", "sync", measured=False), Phase("drop", "drop_caches", measured=False))
-    overwrite = {"rw": "randwrite", "bs": "4k", "iodepth": "32", "time_based": "1", "runtime": f"{round(runtime * 1000)}ms"}
+    overwrite = {"rw": "randwrite", "bs": "4k", "iodepth": "32", "time_based": "1", "runtime": ms_text(runtime)}
     return (
         Phase("write", "fio", options=SEQ_WRITE | {"end_fsync": "1"}),
         *settle,
@@ -247,14 +248,11 @@ class Scenarios:
 
     def problems(self, workloads: list[Workload], workdir: Workdir) -> list[str]:
         somewhere = workdir.mounts / "check"
-        problems = []
+        scenarios = [(workload.name, tool_of(workload, Scenario)) for workload in workloads]
+        jobs = [(self._job_text(s, phase, somewhere), f"workload '{name}' phase '{phase.name}'") for name, s in scenarios for phase in s.phases if phase.action == "fio"]
+        problems = parse_all(jobs, directory=somewhere)
         for workload in workloads:
             s = tool_of(workload, Scenario)
-            for phase in (p for p in s.phases if p.action == "fio"):
-                try:
-                    parse_only(self._job_text(s, phase, somewhere), directory=somewhere, where=f"workload '{workload.name}' phase '{phase.name}'")
-                except Refused as exc:
-                    problems.append(str(exc))
             for phase in (p for p in s.phases if p.tool):
                 problems += PHASE_TOOLS[phase.action].problems([_phase_workload(workload, phase)], workdir)
         return problems
@@ -508,8 +506,8 @@ def _phase(section: PhaseSection, data: DataPattern, building: Building, table: 
     """A phase of a scenario's own (its `table`); a tool phase's record checked, writing the
     scenario's `data` (refused at the phase's tool field), and scaled as a workload of its tool's is."""
     options = dict(section.fio or {})
-    if "runtime" in options:  # as a workload's: whole milliseconds, × time_scale, time based
-        options |= {"runtime": f"{round(parse_duration(options['runtime']) * building.time_scale * 1000)}ms", "time_based": "1"}
+    if "runtime" in options:  # as a workload's: whole milliseconds, × time_scale, time based (its value is fio's: read as fio reads it)
+        options |= {"runtime": ms_text(fio_seconds(options["runtime"]) * building.time_scale), "time_based": "1"}
     tool = None
     if section.tool:
         try:

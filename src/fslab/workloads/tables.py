@@ -20,6 +20,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from fslab.cgroups import SMALLEST_LIMIT
 from fslab.guard.fio_options import main_name, option_problem, option_text
+from fslab.guard.fio_values import block_size
 from fslab.guard.names import check_name, swept_name
 from fslab.model import UNKNOWN_LENGTH_TIMEOUT, Workload
 from fslab.toml_errors import FieldError
@@ -116,7 +117,21 @@ class WorkloadLimits(Table):
     memory_limit: Annotated[str, checked(_memory_limit)] | None = None
 
 
-BlockSize = Annotated[str, checked(fio_allows("bs"))]
+def _block_size(value: str) -> None:
+    """A study's bs: its own sizes (parse_size, "4KiB" is 4096), one per direction ("4k,64k"), each
+    at least one byte; it reaches fio as fio reads it as fslab does (fio_values.block_size)."""
+    parts = value.split(",")
+    try:
+        sizes = [parse_size(part) for part in parts if part]
+    except ValueError:
+        sizes = []
+    if len(parts) > 3 or not sizes or min(sizes) < 1:
+        fio_allows("bs")(value)  # what it holds that fio would read as more than a value, first
+        raise ValueError(f"bs takes a size (4k, 1m, 4KiB), or up to three separated by ',' (reads, writes, trims: 4k,64k), not {value!r}")
+    fio_allows("bs")(block_size(value))
+
+
+BlockSize = Annotated[str, checked(_block_size)]
 IoDepth = Annotated[int, Field(ge=1, le=65536)]
 NumJobs = Annotated[int, Field(ge=1, le=1024)]
 
