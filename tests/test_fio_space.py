@@ -79,3 +79,27 @@ def test_a_job_file_too_big_for_its_image_is_refused_before_anything_is_made_and
     with pytest.raises(StudyError, match=r"workload 'tio' needs 80MiB but target 'ext4' has .* on an image of 41MiB; .*\(every size × --scale 0.01\)"):
         parse_study(STUDY.replace("SIZE", "4GiB"), "study.toml", base_dir=EXAMPLES, scale=0.01)
     parse_study(STUDY.replace("SIZE", "16GiB"), "study.toml", base_dir=EXAMPLES, scale=0.01)
+
+
+def test_the_layout_before_a_job_file_has_the_jobs_fio_can_lay_out_alone(tmp_path):
+    """fslab lays out what a job file reads with fio's create_only (fio.layout_job_for) — but for
+    the jobs that size their files themselves: fio's surface-scan.fio reads the file its write phase
+    fills (fill_device), which neither can be laid out alone (fio asked for a size, and the run failed)."""
+    from fslab.filesystems.base import Provisioned
+    from fslab.workloads.data import DataPattern
+    from fslab.workloads.fio import job_file_workload, layout_job_for
+    from fslab.workloads.tables import Building, FioSection
+
+    def refuse(at: tuple, why: str):
+        raise AssertionError(why)
+
+    def layout(name: str, text: str | None = None) -> str | None:
+        if text is not None:
+            (tmp_path / name).write_text(text)
+        building = Building(index=0, scale=1.0, time_scale=1.0, base_dir=EXAMPLES if text is None else tmp_path, fio=FioSection(), data=DataPattern(), where=str, refuse=refuse)
+        return layout_job_for(job_file_workload("w", name, building, {}, None), Provisioned(top="", directory=tmp_path))
+
+    assert layout("surface-scan.fio") is None
+    laid = layout("mine.fio", "[global]\nbs=64k\n[w]\nrw=write\nsize=1m\nfilename=f\n[r]\nstonewall\nrw=read\nfilename=f\n[own]\nrw=read\nsize=2m\n[pct]\nrw=read\nsize=50%\n[fill]\nrw=write\nfill_device=1\n")
+    assert laid is not None and "[global]\nbs=64k\n" in laid and "create_only=1" in laid
+    assert [line for line in laid.splitlines() if line.startswith("[")] == ["[global]", "[global]", "[global]", "[w]", "[own]"], laid

@@ -273,8 +273,9 @@ def layout_job_for(workload: Workload, ready: Provisioned) -> str | None:
     fio = tool_of(workload, FioJob)
     if not fio.reads:
         return None
-    if fio.job_file:  # fio's own layout; on a raw device the region a job file reads is unknown
-        return render(fio.job, directory=ready.directory, device=None, fixed={"create_only": "1"}) if ready.directory else None
+    if fio.job_file:  # fio's own layout, of the jobs it can lay out alone; on a raw device the region a job file reads is unknown
+        laid = fio_space.laid_out(fio.job)
+        return render(laid, directory=ready.directory, device=None, fixed={"create_only": "1"}) if ready.directory and laid else None
     return render(single_job(file_name(workload.name), layout_options(fio.fio_options)), **ready.fio_location, fixed=fslab_options(fio))
 
 

@@ -1,7 +1,8 @@
 """The room a fio job's files take on a target (FioJob.bytes_needed), read from its jobs as fio
 lays them out — a job file's as rewritten and scaled, and the one job fslab builds from a
 study's parameters alike —, so a workload too big for its image is refused before anything is
-formatted (study.space_problem). Pure: the parsed jobs in, bytes out.
+formatted (study.space_problem); and which jobs fio can lay out before the run (laid_out).
+Pure: the parsed jobs in, bytes or jobs out.
 
 On a filesystem, every file once, as far as any job reaches in it:
 - a job's own files: `nrfiles` of them (default 1) for each of its `numjobs` clones, each
@@ -19,6 +20,7 @@ On a raw device every job works on the device: the furthest any job reaches.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 
 from fslab.guard.fio_jobs import GLOBAL, JobFile
 from fslab.guard.fio_jobs import _on as switched_on  # a boolean option as fio reads it
@@ -75,3 +77,27 @@ def _bytes(value: str | None, *, upper: bool = False) -> int:
 
 def _count(value: str | None) -> int:
     return int(value) if value and value.isdigit() and int(value) > 0 else 1
+
+
+def laid_out(job: JobFile) -> JobFile | None:
+    """The jobs of a job file fio can lay out before it runs (fslab's layout: fio's create_only),
+    or None when none can: those that size their files themselves (`size` or `filesize` in
+    bytes). Left out: a job that reads what an earlier job writes, sized by that file (fio's
+    surface-scan.fio reads the file its write phase filled: laid out alone, fio asks for a
+    size), a percentage (of a file not there yet), and `fill_device` (it fills what is free
+    when it runs: laid out first, it would fill the device twice)."""
+    sized = [_sized(options) for options in job.jobs()]
+    if not any(sized):
+        return None
+    kept, index = [], 0
+    for section in job.sections:
+        if section.name == GLOBAL:
+            kept.append(section)
+        else:
+            kept += [section] if sized[index] else []
+            index += 1
+    return replace(job, sections=tuple(kept))
+
+
+def _sized(options: Mapping[str, str | None]) -> bool:
+    return not switched_on(options, "fill_device") and bool(_bytes(options.get("size")) or _bytes(options.get("filesize"), upper=True))
