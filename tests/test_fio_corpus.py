@@ -7,6 +7,7 @@ times as the stored job file has them, scaled. The list comes from the table, so
 drift apart; every example that runs by hand is in it, but those whose note says why not."""
 
 import json
+import shutil
 import re
 import tomllib
 
@@ -109,3 +110,20 @@ def seconds(value: str) -> float:
 def bytes_of(value: str) -> int:
     number, unit = re.fullmatch(r"(\d+)([kmg]?)", value.lower()).groups()
     return int(number) * 1024 ** " kmg".index(unit or " ")
+
+
+def test_the_docs_example_runs_as_written(tmp_path, needs_root):
+    """docs/study-format.md, "Running fio's own examples": its study, beside fio's examples/, run
+    by the command its first line gives."""
+    docs = (FIXTURES.parents[1] / "docs" / "study-format.md").read_text()
+    example = next(block for block in re.findall(r"```toml\n(.*?)```", docs, re.S) if block.startswith("# fio-examples.toml"))
+    command = re.match(r"# fio-examples.toml: fslab (run fio-examples.toml .*)\n", example)[1].split()
+    shutil.copytree(EXAMPLES, tmp_path / "examples")
+    write_study(tmp_path, example, "fio-examples.toml")
+    db = tmp_path / "r.db"
+    with fresh_workdir() as workdir:
+        result = fslab_in_process(*command, "--db", str(db), "--workdir", str(workdir.root), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    results = ResultsDB(str(db))
+    stored = results.stored_runs(results.study_run()["id"])
+    assert sorted(run.workload for run in stored) == ["clients", "fsx", "seq-read"] and all(run.ok and run.metrics.get("read_bytes") for run in stored)
