@@ -83,6 +83,8 @@ def test_fio_ran_what_fslab_stored_scaled(corpus):
                 assert seconds(said["runtime"]) <= 2, f"{run['workload']}: {said['runtime']}"
             if "size" in said and "%" not in said["size"]:
                 assert bytes_of(said["size"]) <= 10 * 2**20, f"{run['workload']}: {said['size']}"
+        if run["workload"].startswith("fio-"):  # time_based, runtime=900ms: fio read the time as fslab wrote it (not 900 s, nor µs)
+            assert all(880 <= entry["job_runtime"] < 2000 for entry in document["jobs"]), [e["job_runtime"] for e in document["jobs"]]
     jobs = {r["workload"]: sections(r["job_file"]) for r in results.runs(study_run)}
     assert (jobs["fio-seq-read"]["file1"]["size"], jobs["fio-seq-read"]["file1"]["runtime"]) == ("10m", "900ms"), "10G and 900 s × 0.001"
     assert (jobs["fsx"]["file"]["size"], jobs["fsx"]["file"]["loops"]) == ("256k", "500"), "256k kept, its 500000 loops × 0.001"
