@@ -85,10 +85,31 @@ def test_what_is_measured_in_bytes_and_seconds_scales_with_the_size_and_time_and
         "offset": "102m", "offset_increment": "26m", "number_ios": "100", "startdelay": "1000ms-2s",
     }  # fmt: skip  (a range's first end in ms: fio reads 1s-2s as 1 µs to 2 s)
     assert {k: a[k] for k in ("nrfiles", "filesize", "loops", "thinktime", "rate", "bs")} == {
-        "nrfiles": "100", "filesize": "4k-64k", "loops": "3", "thinktime": "5ms", "rate": "10m", "bs": "4k",
-    }, "small files stay small (never rounded up to a MiB), the count and the pace are the job's shape"  # fmt: skip
+        "nrfiles": "10", "filesize": "4k-64k", "loops": "3", "thinktime": "5ms", "rate": "10m", "bs": "4k",
+    }, "small files stay small (never rounded up to a MiB): their count takes the scale; a pass of a percentage, and the pace, are the job's shape"  # fmt: skip
     assert (b["filesize"], b["offset"], b["io_size"]) == ("102m:205m", "25%", "205m"), "each end of a range"
     parse_only(render(job, directory=tmp_path, device=None), directory=tmp_path)  # fio reads every value written
+
+
+def test_counts_take_the_share_of_the_scale_that_sizes_held_at_their_floor_could_not():
+    from fslab.workloads.fio_rewrite import described
+
+    # fio's fsx.fio: 500000 passes over 256k (kept: under a MiB); filecreate-ioengine.fio: 31250 files of 4k a job
+    job, rewrites = rewrite("[file]\nrw=randrw\nsize=256k\nbs=4k\nloops=500000\n[t0]\nioengine=filecreate\nfilesize=4k\nnrfiles=31250\n", scale=0.002)
+    (fsx, files) = job.jobs()
+    assert (fsx["size"], fsx["loops"], files["filesize"], files["nrfiles"]) == ("256k", "1000", "4k", "62")
+    assert described([r.spec() for r in rewrites]) == "nrfiles 31250 → 62 (scale 0.002); loops 500000 → 1000 (scale 0.002)"
+    # held at a MiB: 2m × 0.1 is 1m, not 205k; the passes take the rest (2 × 1m = 0.1 × 10 × 2m)
+    job, _ = rewrite("[a]\nrw=read\nsize=2m\nloops=10\n", scale=0.1)
+    assert (job.jobs()[0]["size"], job.jobs()[0]["loops"]) == ("1m", "2")
+    # sizes that shrank by the scale (to whole MiB) leave the counts as written; so does no scale, or a larger one
+    for text, scale in (("[a]\nrw=read\nsize=10g\nloops=4\nnrfiles=8\n", 0.01), ("[a]\nrw=read\nsize=1536m\nloops=4\n", 0.001),
+                        ("[a]\nrw=read\nfilesize=4k\nnrfiles=100\nloops=3\n", 1.0), ("[a]\nrw=read\nfilesize=4k\nnrfiles=100\n", 2.0),
+                        ("[a]\nrw=read\nsize=50%\nloops=3\n", 0.01)):  # fmt: skip
+        job, _ = rewrite(text, scale=scale)
+        assert (job.jobs()[0].get("loops"), job.jobs()[0].get("nrfiles")) == (parse_job_file(text, "j.fio").jobs()[0].get("loops"), parse_job_file(text, "j.fio").jobs()[0].get("nrfiles")), text
+    job, _ = rewrite("[a]\nrw=read\nfilesize=4k\nnrfiles=100\n", scale=0.001)
+    assert job.jobs()[0]["nrfiles"] == "1", "at least one"
 
 
 def test_fios_other_names_are_rewritten_under_the_main_one():

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from fslab.guard.fio_jobs import single_job
 from fslab.study import StudyError, load_study, parse_study, space_problem
 
 GOOD = """\
@@ -216,7 +217,7 @@ def test_a_study_whose_video_jobs_outgrow_what_mkfs_leaves_free_is_refused_namin
     assert "target 'ext4[defaults]' has 254.8MiB free" in message, "ext4 (4KiB blocks, as at 10GB: -T default) leaves 258MiB free on 300MiB: not enough either"
     study = load_study("wu-guo-2026", scale=0.1)  # 954MiB images, to see that the size named does
     xfs, video = next(t for t in study.targets if t.name == "xfs[defaults]"), next(w for w in study.workloads if w.name == "video_write")
-    small = dataclasses.replace(video, tool=dataclasses.replace(video.tool, bytes_per_job=65 * 2**20))
+    small = dataclasses.replace(video, tool=dataclasses.replace(video.tool, job=single_job("one", {**video.tool.fio_options, "size": str(65 * 2**20)})))
     assert space_problem(dataclasses.replace(xfs, image_size=358 * 2**20), small) and not space_problem(dataclasses.replace(xfs, image_size=359 * 2**20), small)
 
 

@@ -2,6 +2,7 @@
 allow-lists (guard/options.py and the lists beside each tool): what a shared study file may not
 do is refused when it is loaded, with file, line, field and why; nothing is attached for it."""
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -272,6 +273,7 @@ ROOT = Path(__file__).parent.parent
 def test_the_study_files_in_the_docs_load(document, tmp_path):
     (tmp_path / "jobs").mkdir()
     (tmp_path / "jobs" / "my.fio").write_text("[my]\nrw=randread\nbs=4k\nsize=16m\n")
+    shutil.copytree(ROOT / "tests" / "fixtures" / "fio-examples", tmp_path / "examples")  # fio's own, as "Running fio's own examples" has them
     text = (ROOT / document).read_text()
     examples = [block.split("```", 1)[0] for block in text.split("```toml\n")[1:]]
     studies = [example for example in examples if example.lstrip().startswith(("[study]", "#"))]

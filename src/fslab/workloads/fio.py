@@ -39,7 +39,7 @@ from fslab.toml_errors import FieldError, unknown
 from fslab.units import format_size, parse_duration, parse_size, scaled_size
 from fslab.workloads import fio_epoch, fio_hist
 from fslab.workloads import fio_clients
-from fslab.workloads import fio_steady
+from fslab.workloads import fio_space, fio_steady
 from fslab.workloads.base import Measured, StudyScope, Window, directory_of, tool_of
 from fslab.workloads.data import DataPattern, buffer_options
 from fslab.workloads.fio_rewrite import Asked, Rewrite, asked_of, refused_beside, rewritten
@@ -66,8 +66,6 @@ class FioJob:
     fio_options: dict[str, str]  # the parameters `job` was built from, in order; empty for a job file
     job_file: str | None  # the job file as the study names it; None when built from parameters
     reads: bool  # needs its data laid out before the measured run
-    bytes_per_job: int  # 0 when unknown (job files)
-    numjobs: int
     data: DataPattern = DataPattern()  # what it writes; fslab adds data.fio_options() to the jobs it builds
     shared_file: bool = False  # its jobs work on one file, fio_options' filename (built from parameters only)
     clients: tuple[str, ...] = ()  # hosts that run it at once on the target's shared directory (fio_clients.py); none: here
@@ -88,8 +86,8 @@ class FioJob:
         return self.data.describe()
 
     def bytes_needed(self, block_device: bool) -> int:
-        """On a filesystem each job has its own file, unless they share one; on a block device all share the region."""
-        return self.bytes_per_job * (1 if block_device or self.shared_file else self.numjobs)
+        """The room its jobs' files take, read from the jobs themselves (fio_space.py)."""
+        return fio_space.room_needed(self.job, block_device)
 
     def measured_seconds(self) -> float:
         return fio_jobs.measured_seconds(self.job)
@@ -272,8 +270,9 @@ def layout_job_for(workload: Workload, ready: Provisioned) -> str | None:
     fio = tool_of(workload, FioJob)
     if not fio.reads:
         return None
-    if fio.job_file:  # fio's own layout; on a raw device the region a job file reads is unknown
-        return render(fio.job, directory=ready.directory, device=None, fixed={"create_only": "1"}) if ready.directory else None
+    if fio.job_file:  # fio's own layout, of the jobs it can lay out alone; on a raw device the region a job file reads is unknown
+        laid = fio_space.laid_out(fio.job)
+        return render(laid, directory=ready.directory, device=None, fixed={"create_only": "1"}) if ready.directory and laid else None
     return render(single_job(file_name(workload.name), layout_options(fio.fio_options)), **ready.fio_location, fixed=fslab_options(fio))
 
 
@@ -423,7 +422,7 @@ def fio_workload(name: str, settings: dict[str, Any], extra: dict[str, Any], sca
     seconds = fio_jobs.expected_seconds(job)
     return Workload(
         name=name,
-        tool=FioJob(job, fio_options, None, fio_jobs.reads(job), size, settings["numjobs"], data, shared_file),
+        tool=FioJob(job, fio_options, None, fio_jobs.reads(job), data, shared_file),
         # from the job, as for a job file: a workload's own options may change rw, direct or runtime
         seconds=seconds,
         direct=fio_jobs.direct(job),
@@ -449,7 +448,7 @@ def job_file_workload(name: str, job_file: str, building: Building, asked: dict[
     job = without_preallocation(job)
     return Workload(
         name=name,
-        tool=FioJob(job, {}, job_file, fio_jobs.reads(job), 0, 1, data, rewritten=rewrites),
+        tool=FioJob(job, {}, job_file, fio_jobs.reads(job), data, rewritten=rewrites),
         seconds=(seconds := fio_jobs.expected_seconds(job)),
         direct=fio_jobs.direct(job),
         timeout=run_timeout(seconds, timeout),

@@ -38,6 +38,13 @@ TIMES = ("runtime", "ramp_time", "startdelay", "steadystate_duration", "steadyst
 ASKED = ("size", "io_size", "runtime", "ramp_time", "numjobs", "iodepth", "bs")
 STUDY_WIDE = ("size", "io_size", "runtime", "ramp_time")
 REWRITTEN = (*ASKED, "offset", "offset_increment", "filesize", "number_ios", "startdelay", "steadystate_duration", "steadystate_ramp_time")
+# Counts that multiply a job's bytes: under --scale they take the share its sizes could not, when
+# those are held at their floor (files under a MiB kept, others raised to one: shrunk) — fio's
+# filecreate example's 31250 files of 4k, fsx.fio's 500000 loops over 256k. So the job's I/O is
+# the scale's share of the job file's, its files as large as written. A size that shrank whole
+# MiB as asked leaves them as written (its rounding takes at most half the scale's share: HELD).
+HELD_COUNTS = ("nrfiles", "loops")
+HELD = 0.5
 # The least a time may be scaled to: a steady-state window fio can judge (as fio_steady scales a workload's).
 SHORTEST = {"steadystate_duration": SHORTEST_STEADY_WINDOW}
 # A fio workload's fields that make no sense beside a job_file, and what to do instead (rw: a
@@ -123,17 +130,69 @@ def rewritten(job: JobFile, asked: Mapping[str, Asked], scale: float = 1.0, time
                 raise Refused(f"bs beside a job_file would change nothing in job '{name}' of {job.source}: it sets {instead}, which fio uses instead of bs; set its block sizes in the job file")
     values: dict[str, list[str | None]] = {}  # option → each job's new value
     rewrites: list[Rewrite] = []
+    before = [dict(options) for options in jobs]  # each job's values as asked, before any scale
+    after = [dict(options) for options in jobs]  # … and as rewritten
     for option in REWRITTEN:
         factor = scale if option in SIZES + COUNTS else time_scale if option in TIMES else 1.0
         wanted = asked.get(option)
         was = [options.get(option) for options in jobs]
-        now = [_scaled(option, _study_value(option, wanted.written) if wanted else own, factor) for own in was]
+        unscaled = [_study_value(option, wanted.written) if wanted else own for own in was]
+        now = [_scaled(option, value, factor) for value in unscaled]
+        for index, (value, new) in enumerate(zip(unscaled, now)):
+            before[index][option], after[index][option] = value, new
         if now != was:
             values[option] = now
             rewrites += _records(option, names, was, now, wanted, factor)
+    for option in HELD_COUNTS if scale < 1 else ():
+        was = [options.get(option) for options in jobs]
+        shares = [_unshrunk(option, scale, old, new) for old, new in zip(before, after)]
+        now = [_count_shrunk(value, share) for value, share in zip(was, shares)]
+        for index, new in enumerate(now):
+            after[index][option] = new
+        if now != was:
+            values[option] = now
+            for share in dict.fromkeys(shares):
+                changed = [(name, old, new) for name, old, new, each in zip(names, was, now, shares) if each == share]
+                rewrites += _records(option, *(list(column) for column in zip(*changed)), None, share)
     if not values:
         return job, ()
     return replace(job, sections=tuple(_sections(job, values))), tuple(rewrites)
+
+
+def _unshrunk(option: str, scale: float, before: Mapping[str, str | None], after: Mapping[str, str | None]) -> float:
+    """The share of --scale `scale` a job's bytes did not take (its values `before` and `after`
+    scaling), which its count `option` (HELD_COUNTS) takes instead: scale × bytes before / bytes
+    after, when its files (nrfiles: each file's size; loops: all a pass moves) are held at their
+    floor — a size under a MiB kept, or raised to one (shrunk) —; 1 otherwise, and where a size
+    is a percentage (of the target, which --scale shrank) or unset."""
+    was, now = (_pass_bytes(option, values) for values in (before, after))
+    if not was or not now:
+        return 1.0
+    share = scale * was / now
+    return share if share <= HELD else 1.0
+
+
+def _pass_bytes(option: str, values: Mapping[str, str | None]) -> int | None:
+    """What a job's count `option` multiplies, in bytes: each file (`filesize`, its upper end) for
+    nrfiles; for loops, what one pass moves (io_size, else size, else filesize × nrfiles). None
+    where fio reads it from the target (a percentage) or it is not set."""
+    def upper(value: str | None) -> int | None:
+        return max(fio_sizes(value), default=None) if value and "%" not in value else None
+
+    if option == "nrfiles":
+        return upper(values.get("filesize"))
+    for size in (values.get("io_size"), values.get("size")):
+        if size is not None:
+            return upper(size)
+    each, files = upper(values.get("filesize")), values.get("nrfiles") or "1"
+    return each * int(files) if each is not None and files.isdigit() else None
+
+
+def _count_shrunk(value: str | None, share: float) -> str | None:
+    """A count of the job file (nrfiles, loops) × `share`, at least one; as written when not a plain number."""
+    if value is None or share == 1.0 or not value.isdigit():
+        return value
+    return str(max(1, round(int(value) * share)))
 
 
 def _sections(job: JobFile, values: dict[str, list[str | None]]) -> Iterator[Section]:
@@ -193,6 +252,11 @@ def shrunk(size: int, scale: float) -> int:
     on purpose (a 4k file stays 4k), unlike the files of a workload fslab builds."""
     scaled = scaled_size(size, scale)
     return min(size, scaled) if scale < 1 else scaled
+
+
+def fio_sizes(value: str) -> list[int]:
+    """Each size in a value of a job file (a range's ends, one per direction), as fio reads it."""
+    return [fio_bytes(m[0]) for m in _SIZE.finditer(value)]
 
 
 def described(stored: Sequence[Mapping[str, Any]]) -> str:
