@@ -197,7 +197,7 @@ def test_a_studys_bs_reaches_fio_as_fslab_reads_it(tmp_path):
 
 
 def test_a_job_file_beside_a_studys_bs_and_times_gets_them_as_fio_reads_them(tmp_path):
-    (tmp_path / "j.fio").write_text("[a]\nrw=read\nsize=1g\nstartdelay=10-20\nruntime=30\n")
+    (tmp_path / "j.fio").write_text("[a]\nrw=read\nsize=256m\nstartdelay=10-20\nruntime=30\n")
     study = parse_study(STUDY.replace('rw = "randread"', 'job_file = "j.fio"\nbs = "4KiB"'), "s.toml", base_dir=tmp_path, scale=0.1)
     (job,) = study.workloads[0].tool.job.jobs()
     assert (job["bs"], job["startdelay"], job["runtime"]) == ("4k", "1000ms-2s", "3s"), "1s-2s would be 1 µs to 2 s to fio"
