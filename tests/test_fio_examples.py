@@ -12,7 +12,7 @@ from conftest import FIXTURES
 
 from fslab.errors import Refused
 from fslab.guard.fio_jobs import parse_job_file
-from fslab.guard.fio_options import DANGERS, OUTPUT, FioRefused
+from fslab.guard.fio_options import BROKEN, DANGERS, OUTPUT, FioRefused
 from fslab.workdir import Workdir
 from fslab.workloads.data import DataPattern
 from fslab.workloads.fio import job_file_workload, job_problems
@@ -23,7 +23,7 @@ TABLE = tomllib.loads((EXAMPLES / "by-hand.toml").read_text())
 BY_HAND = ("runs", "engine", "outside", "nosize", "other")
 # What fslab's guard may say of an example: accepted, refused for one of the harms, or refused
 # because fio has no such option ("unknown") or refuses the job itself ("fio": its --parse-only).
-OUTCOMES = ("accepted", *(f"refused: {kind}" for kind in (*DANGERS, "unknown", "fio")))
+OUTCOMES = ("accepted", *(f"refused: {kind}" for kind in (*DANGERS, "unknown", "fio", BROKEN)))
 
 
 def guarded(name: str) -> str:

@@ -416,3 +416,18 @@ def test_a_newer_fios_other_name_for_a_refused_option_is_refused():
     answers["--cmdhelp=exec_prerun"] = answers["--cmdhelp=exec_prerun"].replace("\n", f"\n{'alias':>20}: before_job\n", 1)
     with given_table(table_from_answers(answers, tuple(ENGINES))):
         assert option_problem("before_job", "rm -rf /") == "exec_prerun is refused: it runs a shell command as root"
+
+
+def test_what_the_fio_at_hand_mishandles_is_refused_on_it_alone():
+    """fio 3.33 hangs at random as a job with io_submit_mode=offload starts (fixed in 3.42): its
+    runs could not be trusted to end, so that value is refused with 3.33, and accepted with 3.42."""
+    from dataclasses import replace
+
+    from fslab.guard.fio_options import table
+    from fslab.guard.fio_table import given_table
+
+    with pytest.raises(Refused, match=r"io_submit_mode=offload is refused with fio-3\.33: fio before 3\.42 hangs at random"):
+        parse_job_file("[a]\nrw=read\nsize=1m\nio_submit_mode=offload\n", "a.fio")
+    assert option_problem("io_submit_mode", "inline") is None
+    with given_table(replace(table(), version="fio-3.42")):
+        assert option_problem("io_submit_mode", "offload") is None

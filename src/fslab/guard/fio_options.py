@@ -36,6 +36,7 @@ PATH, DEVICE, NETWORK, COMMAND, LIBRARY, MACHINE, OUTPUT = "path", "device", "ne
 EXPANSION, INJECTION = "expansion", "injection"
 DANGERS = (PATH, DEVICE, NETWORK, COMMAND, LIBRARY, MACHINE, OUTPUT, EXPANSION, INJECTION)
 FSLABS, UNKNOWN, VALUE, SYNTAX = "fslab's", "unknown", "value", "syntax"
+BROKEN = "broken"  # what the fio at hand mishandles (BROKEN_BEFORE)
 
 
 class FioRefused(Refused):
@@ -262,8 +263,28 @@ def _checked(fio: FioTable, name: str, value: str | None, in_job_file: bool) -> 
     return problem, main, kind
 
 
+# Values a fio release mishandles, refused on the releases before the one that works: (option,
+# value) → (that release, what goes wrong). Not a danger, but a run that cannot be trusted to end.
+BROKEN_BEFORE: dict[tuple[str, str], tuple[tuple[int, int], str]] = {
+    ("io_submit_mode", "offload"): ((3, 42), (
+        "fio before 3.42 hangs at random as such a job starts (workqueue_init waits for ever for a submit worker whose "
+        "start raced; fixed by fio's commit 736c2015): its run would stall until its time-out, by hand as in fslab")),
+}  # fmt: skip
+
+
+def _broken(version: str, main: str, value: str | None) -> tuple[str, str] | None:
+    """(problem, BROKEN) when this fio (`version`: "fio-3.33") mishandles `main=value`, else None."""
+    known = BROKEN_BEFORE.get((main, value or ""))
+    release = re.match(r"fio-(\d+)\.(\d+)", version)
+    if known is None or release is None or tuple(map(int, release.groups())) >= known[0]:
+        return None
+    return f"{main}={value} is refused with {version}: {known[1]}", BROKEN
+
+
 def _problem(fio: FioTable, option: FioOption | None, name: str, main: str, value: str | None, in_job_file: bool) -> tuple[str | None, str]:
     if found := standing_problem(name, value, in_job_file=in_job_file, main=main):
+        return found
+    if found := _broken(fio.version, main, value):
         return found
     if option is None:
         return f"unknown fio option '{name}'{did_you_mean(name, fio.spellings)}: {fio.version} lists no such option (`fslab list fio` shows them)", UNKNOWN
