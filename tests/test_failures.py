@@ -23,9 +23,9 @@ from fslab.results import ResultsDB
 from fslab.scratch import SCRATCH_IN_RAM, scratch_directory
 from fslab.workdir import Workdir
 
-# A 64 MiB ext4 image. "fill" passes the study's size check (48 MiB per job) but its four
-# 24 MiB files, preallocated as the study asks (fslab's jobs preallocate none unless asked),
-# need more than the filesystem has free: ENOSPC.
+# A 64 MiB ext4 image made with as few inodes as mke2fs allows (64, 53 free once mounted).
+# "fill" passes the study's size check (8 MiB) but its 100 files need more inodes than there
+# are: fio's open fails, ENOSPC — the full filesystem no estimate of bytes foresees.
 # "hang" writes 32 MiB at one I/O per second: it would take nine hours; its time-out is 10 s,
 # from attaching its image to parsing: room for mkfs and mount on a busy machine, so that it is
 # the workload the time-out stops.
@@ -38,14 +38,15 @@ seed = 3
 
 [[target]]
 filesystem = "ext4"
+mkfs_options = "-N 64"
 
 [[workload]]
 name = "fill"
 rw = "write"
 bs = "1m"
-size = "48MiB"
+size = "8MiB"
 runtime = "0s"
-options = { nrfiles = 4, filesize = "24MiB", io_size = "96MiB", fallocate = "native" }
+options = { nrfiles = 100 }
 
 [[workload]]
 name = "hang"
@@ -126,7 +127,7 @@ def _path_without(tool: str, directory: Path) -> str:
 
 @pytest.mark.slow
 def test_a_missing_tool_is_refused_before_anything_is_made(workdir, tmp_path, monkeypatch):
-    study = write_study(tmp_path, FAILING.replace('filesystem = "ext4"', 'filesystem = ["ext4", "xfs"]').replace('image_size = "64MiB"', 'image_size = "512MiB"'))
+    study = write_study(tmp_path, FAILING.replace('filesystem = "ext4"\nmkfs_options = "-N 64"', 'filesystem = ["ext4", "xfs"]').replace('image_size = "64MiB"', 'image_size = "512MiB"'))
     db = tmp_path / "r.db"
     monkeypatch.setenv("PATH", _path_without("mkfs.xfs", tmp_path / "bin"))
     result = fslab_in_process("run", str(study), "--db", str(db), "--workdir", str(workdir.root))  # a refusal: in this process, with that PATH
