@@ -191,6 +191,8 @@ def test_starting_fslab_loads_no_database_and_no_statistics(args):
     assert "fslab.cli" in loaded, "the commands were imported"
     heavy = sorted({m.split(".")[0] for m in loaded} & set(LOADED_BY_THE_COMMANDS_THAT_USE_THEM))
     assert not heavy, f"python {' '.join(args)} loads {', '.join(heavy)}"
+    # nor the checks of a user's block device, whose flag the command line names (fslab.guard)
+    assert "fslab.guard.block_devices" not in loaded, f"python {' '.join(args)} loads fslab.guard.block_devices"
 
 
 def test_a_fleets_status_table_loads_no_statistics():

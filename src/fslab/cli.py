@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from fslab.errors import FslabError
-from fslab.guard.block_devices import DESTROY_FLAG
+from fslab.guard import DESTROY_FLAG
 from fslab.guard.names import check_name, visible
 from fslab.report.console import CONSOLE_WIDTH, print_comparison, print_host_comparison, print_summary, print_table
 from fslab.results import reports_dir, resolve_location
