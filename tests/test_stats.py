@@ -213,6 +213,19 @@ def test_t_figures_are_scipys_to_the_bit():
         assert (c.ci_low, c.ci_high, c.p_value) == (math.exp(diff - t * se), math.exp(diff + t * se), 2 * special.stdtr(df, -abs(diff) / se))
 
 
+def test_cells_compared_with_every_other_give_each_pair_its_own_figures_to_the_bit():
+    """As a summary compares them: each cell's very list in many pairs (every other target),
+    and in pairs of two resolutions — compare_pairs works out a list's logs once (stats._Logs),
+    and each comparison must still be the one its pair gets alone, to the bit."""
+    rng = np.random.default_rng(5)
+    cells = [[float(v) for v in rng.lognormal(np.log(50), 0.03, 10)] for _ in range(5)]
+    pairs = [SamplePair(a, b, True, resolution) for resolution in (0.0, 4.0, 8.0) for a, b in combinations(cells, 2)]
+    together = compare_pairs(pairs)
+    assert together == [compare(p.baseline, p.other, p.higher_is_better, resolution=p.resolution) for p in pairs]
+    intervals = [[(c.ci_low, c.ci_high) for c in together[i : i + 10]] for i in (0, 10, 20)]
+    assert all(a != b for a, b in combinations(intervals, 2)), "each resolution widens the intervals its own way"
+
+
 def test_scipy_is_loaded_only_where_a_figure_needs_it():
     """fslab --help loads no scipy; statistics load scipy.special for a t interval, and never
     scipy.stats (a second more), not even for a rank test (7 runs a side): that one is fslab's."""
