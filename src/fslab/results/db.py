@@ -332,7 +332,13 @@ def _plain_rows(conn: sa.Connection, query: sa.Select) -> list[tuple]:
     """A query's rows as the database's driver gives them, plain tuples: for the reads of tens of
     thousands of rows (a study run's samples) whose columns SQLAlchemy converts nothing of — text
     and numbers, no JSON, boolean or time —, where making each a Row costs a summary of 2,000
-    runs more than its driver's reading them (0.07 s of 0.14, bench/pg_scale.py)."""
+    runs more than its driver's reading them (0.07 s of 0.14, bench/pg_scale.py). PostgreSQL's
+    are read in binary (psycopg's cursor(binary=True)): the numbers as the server holds them,
+    not as text to parse, the same values (another 0.03 s)."""
+    if conn.dialect.name == "postgresql":
+        compiled = query.compile(dialect=conn.dialect)
+        with conn.connection.driver_connection.cursor(binary=True) as cursor:
+            return cursor.execute(compiled.string, compiled.params).fetchall()
     with conn.execute(query) as result:
         return result.cursor.fetchall()
 
