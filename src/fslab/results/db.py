@@ -213,7 +213,7 @@ class ResultsDB:
 
     def study_runs(self) -> list[dict]:
         with self.engine.connect() as conn:
-            return [dict(r) for r in conn.execute(sa.select(*_STUDY_RUN_FIELDS).order_by(study_runs.c.id)).mappings()]
+            return _records(conn.execute(sa.select(*_STUDY_RUN_FIELDS).order_by(study_runs.c.id)))
 
     def targets(self, study_run_id: int) -> list[dict]:
         return self._in_study_order(targets, study_run_id)
@@ -224,14 +224,14 @@ class ResultsDB:
     def _in_study_order(self, table: sa.Table, study_run_id: int) -> list[dict]:
         query = sa.select(table).where(table.c.study_run_id == study_run_id).order_by(table.c.position)
         with self.engine.connect() as conn:
-            return [dict(r) for r in conn.execute(query).mappings()]
+            return _records(conn.execute(query))
 
     def runs(self, study_run_id: int, columns: Iterable[str] | None = None) -> list[dict]:
         """Every run of a study run as stored, in the order stored: each with all its columns, or
         with those named."""
         with self.engine.connect() as conn:
             query = sa.select(*([runs.c[name] for name in columns] if columns is not None else [runs])).where(runs.c.study_run_id == study_run_id).order_by(runs.c.id)
-            return [dict(r) for r in conn.execute(query).mappings()]
+            return _records(conn.execute(query))
 
     def stored_runs(self, study_run_id: int, host: str | None = None, block: int | None = None) -> list[StoredRun]:
         """Every stored run of a study run (or of its runs on `host`, of its `block`) with its metrics, in the order they were stored."""
@@ -326,6 +326,13 @@ class ResultsDB:
         query = sa.select(metrics.c.run_id, metrics.c.phase, metrics.c.name, metrics.c.value).join(runs, metrics.c.run_id == runs.c.id)
         with self.engine.connect() as conn:
             return {(run_id, phase, name): value for run_id, phase, name, value in conn.execute(query.where(runs.c.study_run_id == study_run_id, metrics.c.name.in_(list(names))))}
+
+
+def _records(result: sa.CursorResult) -> list[dict]:
+    """Each row a dict of its columns, by name: made from the rows' tuples (a summary reads
+    thousands of runs; a RowMapping each, then a dict of it, cost a quarter more)."""
+    keys = list(result.keys())
+    return [dict(zip(keys, row)) for row in result.all()]
 
 
 def _plain_rows(conn: sa.Connection, query: sa.Select) -> list[tuple]:
