@@ -1,5 +1,6 @@
 """The commands a user types that do not run a study."""
 
+import gc
 import re
 
 from conftest import fslab_in_process, write_study
@@ -35,6 +36,7 @@ def test_history_and_summary_of_an_empty_database(tmp_path):
     assert fslab_in_process("history", "--db", db).returncode == 0
     result = fslab_in_process("summary", "--db", db)
     assert result.returncode == 2 and "no study run" in result.stderr
+    assert gc.isenabled(), "a summary works without the cyclic collector, and gives it back as it ends"
 
 
 def test_untrusted_text_reaches_the_terminal_without_control_sequences(tmp_path):

@@ -6,6 +6,7 @@ units and errors, so that any module may take them from there."""
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -143,7 +144,11 @@ def test_the_results_database_loads_no_workload_kind_and_no_filesystem():
 
 def test_fslab_summary_of_a_study_run_loads_no_workload_kind_and_no_filesystem(tmp_path):
     """A run stores what its filesystem made of its options (OptionsApplied), so the summary of a
-    study run reads its runs without the code that made them: no filesystem, no workload kind."""
+    study run reads its runs without the code that made them: no filesystem, no workload kind;
+    nor pydantic, which reads study files (typer 0.29 builds a pydantic model of every option of
+    the command run: a tenth of a second and more before it starts, pyproject.toml). And it starts no thread pool for linear algebra: numpy and scipy each bring OpenBLAS, which
+    starts a thread per core as it loads (a tenth of a second of CPU), and fslab does none (its
+    threads counted as it ends, /proc/self/task: the main one alone)."""
     from synthetic import stored_study
 
     from fslab.results import ResultsDB
@@ -155,12 +160,17 @@ def test_fslab_summary_of_a_study_run_loads_no_workload_kind_and_no_filesystem(t
     db = tmp_path / "results.db"
     stored_study(tmp_path, study, ResultsDB(str(db)))
     code = (
-        "import sys\nfrom fslab.cli import main\nsys.argv = ['fslab', 'summary', '--db', sys.argv[1]]\n"
+        "import os, sys\nfrom fslab.__main__ import main\nsys.argv = ['fslab', 'summary', '--db', sys.argv[1]]\n"
         "try:\n    main()\nexcept SystemExit as exit:\n    assert not exit.code, exit.code\n"
-        "print('LOADED', *sorted(m for m in sys.modules if m.startswith('fslab')))"
+        "print('LOADED', *sorted(m for m in sys.modules if m.startswith('fslab')))\n"
+        "import threading\nfor t in threading.enumerate():\n    t is threading.main_thread() or t.join()\nprint('THREADS', len(os.listdir('/proc/self/task')), 'scipy.special' in sys.modules, 'pydantic' in sys.modules)"
     )
-    done = subprocess.run([sys.executable, "-c", code, str(db)], capture_output=True, text=True, check=True)
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    done = subprocess.run([sys.executable, "-c", code, str(db)], capture_output=True, text=True, check=True, env=env)
     printed, loaded = done.stdout.split("LOADED")
+    loaded, threads = loaded.split("THREADS")
+    assert threads.split()[:2] == ["1", "True"], "one thread, once scipy.special (and numpy) were loaded"
+    assert threads.split()[2] == "False", "pydantic is not loaded"
     assert "compress=zstd" in printed and "defaults" in printed, "the targets' requested options, as stored"
     kinds = {shipped.module for shipped in SHIPPED.values()}
     assert not [m for m in loaded.split() if m.startswith("fslab.filesystems") or m in kinds], loaded
@@ -181,6 +191,8 @@ def test_starting_fslab_loads_no_database_and_no_statistics(args):
     assert "fslab.cli" in loaded, "the commands were imported"
     heavy = sorted({m.split(".")[0] for m in loaded} & set(LOADED_BY_THE_COMMANDS_THAT_USE_THEM))
     assert not heavy, f"python {' '.join(args)} loads {', '.join(heavy)}"
+    # nor the checks of a user's block device, whose flag the command line names (fslab.guard)
+    assert "fslab.guard.block_devices" not in loaded, f"python {' '.join(args)} loads fslab.guard.block_devices"
 
 
 def test_a_fleets_status_table_loads_no_statistics():

@@ -213,6 +213,45 @@ def test_t_figures_are_scipys_to_the_bit():
         assert (c.ci_low, c.ci_high, c.p_value) == (math.exp(diff - t * se), math.exp(diff + t * se), 2 * special.stdtr(df, -abs(diff) / se))
 
 
+def test_cells_compared_with_every_other_give_each_pair_its_own_figures_to_the_bit():
+    """As a summary compares them: each cell's very list in many pairs (every other target),
+    and in pairs of two resolutions — compare_pairs works out a list's logs once (stats._Logs),
+    and each comparison must still be the one its pair gets alone, to the bit."""
+    rng = np.random.default_rng(5)
+    cells = [[float(v) for v in rng.lognormal(np.log(50), 0.03, 10)] for _ in range(5)]
+    pairs = [SamplePair(a, b, True, resolution) for resolution in (0.0, 4.0, 8.0) for a, b in combinations(cells, 2)]
+    together = compare_pairs(pairs)
+    assert together == [compare(p.baseline, p.other, p.higher_is_better, resolution=p.resolution) for p in pairs]
+    intervals = [[(c.ci_low, c.ci_high) for c in together[i : i + 10]] for i in (0, 10, 20)]
+    assert all(a != b for a, b in combinations(intervals, 2)), "each resolution widens the intervals its own way"
+
+
+def test_student_t_loaded_meanwhile_is_there_when_needed_and_says_nothing_when_it_cannot_be():
+    """A summary starts loading scipy.special in a thread while it reads (load_student_t_meanwhile):
+    the figures that need it find it loaded; where it cannot be loaded, the thread prints nothing
+    (no traceback of its own): the statistics' own import says why, once."""
+    code = """import sys, threading
+from fslab.stats import load_student_t_meanwhile, t_quantile
+load_student_t_meanwhile()
+print([t.name for t in threading.enumerate() if t is not threading.main_thread()])
+print(round(t_quantile(0.975, 9), 6), 'scipy.special' in sys.modules)"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    assert out[0] == "['fslab-load-scipy']" and out[1] == "2.262157 True"
+    blocked = """import sys
+class NoScipy:
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] == 'scipy':
+            raise ImportError('scipy is not installed')
+sys.meta_path.insert(0, NoScipy())
+from fslab.stats import load_student_t_meanwhile, t_quantile
+load_student_t_meanwhile()
+import threading
+[t.join() for t in threading.enumerate() if t is not threading.main_thread()]
+t_quantile(0.975, 9)"""
+    done = subprocess.run([sys.executable, "-c", blocked], capture_output=True, text=True)
+    assert done.returncode == 1 and done.stderr.count("Traceback") == 1 and "scipy is not installed" in done.stderr, done.stderr
+
+
 def test_scipy_is_loaded_only_where_a_figure_needs_it():
     """fslab --help loads no scipy; statistics load scipy.special for a t interval, and never
     scipy.stats (a second more), not even for a rank test (7 runs a side): that one is fslab's."""

@@ -12,6 +12,7 @@ import math
 from collections import defaultdict
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING
 
 from fslab.errors import FslabError
@@ -75,6 +76,12 @@ class Analysis:
             return self.pairs[(workload, metric, baseline, other)]
         found = self.pairs.get((workload, metric, other, baseline))
         return None if found is None else inverted(found)
+
+    def differ(self, workload: str, metric: str, a: str, b: str) -> bool:
+        """Whether the family tells `a` and `b` apart, whichever way round it compared them (read as
+        it is: a ranking asks it of every pair of targets, thousands of times a summary)."""
+        found = self.pairs.get((workload, metric, a, b)) or self.pairs.get((workload, metric, b, a))
+        return found is not None and found.differs
 
 
 def roles_of(samples: Samples, roles: Roles | None = None) -> Roles:
@@ -178,10 +185,7 @@ def _rankings(
             for metric in dict.fromkeys(m for t in present for m in roles.primary_in(workload, samples[(workload, t)])):
                 scores = {t: geometric_mean(values) for t in present if (values := samples[(workload, t)].get(metric)) and _positive(values)}
                 if len(scores) > 1:
-                    def differs(a: str, b: str, workload: str = workload, metric: str = metric) -> bool:
-                        found = family.comparison(workload, metric, a, b)
-                        return found is not None and found.differs
-
+                    differs = partial(family.differ, workload, metric)
                     rankings[(workload, metric, host)] = rank(scores, differs, higher_is_better=higher_is_better[metric])
     return rankings
 

@@ -17,7 +17,10 @@ fslab's own (mann_whitney_two_sided_p says why).
 
 from __future__ import annotations
 
+import contextlib
 import math
+import sys
+import threading
 from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -84,7 +87,7 @@ def summarize(values: list[float], higher_is_better: bool = True, resolution: fl
     n = len(floats)
     mean, variance = mean_and_variance(floats)
     if n < 2:
-        warnings = _warnings(floats, None, higher_is_better)
+        warnings = _warnings(floats, None, higher_is_better, ordered)
         return Summary(n, mean, _middle(ordered), None, None, ordered[0], ordered[-1], None, None, warnings, figure_needs([values], None))
     stdev = math.sqrt(variance)
     cv = stdev / mean if mean else None
@@ -92,7 +95,7 @@ def summarize(values: list[float], higher_is_better: bool = True, resolution: fl
     half = max(t_quantile((1 + CONFIDENCE) / 2, n - 1) * stdev / math.sqrt(n), resolution / 2)
     relative = half / abs(mean) if mean else None
     needs = figure_needs([values], relative)
-    warnings = _warnings(floats, cv, higher_is_better)
+    warnings = _warnings(floats, cv, higher_is_better, ordered)
     if resolution and ordered[-1] - ordered[0] < resolution:
         warnings += (f"runs within the {resolution:g} its tool prints: their spread is not resolved",)
     return Summary(n, mean, _middle(ordered), stdev, cv, ordered[0], ordered[-1], mean - half, mean + half, warnings, needs)
@@ -135,6 +138,22 @@ def figure_needs(samples: list[list[float]], half_width: float | None) -> int | 
     return max(at_least, runs_needed(samples, INTERVAL_MAX_HALF_WIDTH) or RUNS_NEEDED_LIMIT)
 
 
+def load_student_t_meanwhile() -> None:
+    """Start loading scipy.special (Student's t) in a thread of its own, for a caller that reads
+    a database before it computes an interval: the import (a fifth of a second of CPU) runs
+    while the caller waits on the database's server (PostgreSQL's query time; SQLite too lets go
+    of the interpreter as it reads), and whoever imports it next waits for this import to end,
+    the import system's own lock (bench/pg_scale.py: `fslab summary` ~0.15 s sooner among a
+    million runs). A failed import says nothing here: the caller's own import says why."""
+    if "scipy.special" not in sys.modules:
+        threading.Thread(target=_import_student_t, name="fslab-load-scipy").start()
+
+
+def _import_student_t() -> None:
+    with contextlib.suppress(ImportError):
+        import scipy.special  # noqa: F401
+
+
 @lru_cache(maxsize=4096)
 def t_quantile(p: float, df: float) -> float:
     """Student's t quantile, the t with P(T ≤ t) = p, remembered: a summary asks it of the same
@@ -144,20 +163,21 @@ def t_quantile(p: float, df: float) -> float:
     return float(stdtrit(df, p))
 
 
-def modified_z_scores(values: list[float]) -> list[float]:
+def modified_z_scores(values: list[float], ordered: list[float] | None = None) -> list[float]:
     """(x − median) / (1.4826 · MAD); all zeros when the MAD is zero. The MAD scaled to estimate a
-    normal σ (divided by NORMAL_MAD)."""
+    normal σ (divided by NORMAL_MAD). `ordered`: the values sorted, where the caller has them
+    (summarize: not sorted again for each of a summary's thousands of cells)."""
     floats = [float(v) for v in values]
-    center = median(floats)
+    center = median(floats) if ordered is None else _middle(ordered)
     mad = median([abs(x - center) for x in floats]) / NORMAL_MAD
     if mad == 0:
         return [0.0] * len(floats)
     return [(x - center) / mad for x in floats]
 
 
-def _warnings(values: list[float], cv: float | None, higher_is_better: bool) -> tuple[str, ...]:
-    """What a reader should know before trusting a cell's numbers (samples in run order), from
-    the samples and the CV summarize computed of them."""
+def _warnings(values: list[float], cv: float | None, higher_is_better: bool, ordered: list[float]) -> tuple[str, ...]:
+    """What a reader should know before trusting a cell's numbers (samples in run order, and
+    sorted), from the samples and the CV summarize computed of them."""
     n = len(values)
     warnings = []
     if n < MIN_RUNS:
@@ -165,7 +185,7 @@ def _warnings(values: list[float], cv: float | None, higher_is_better: bool) -> 
     if cv is not None and cv > CV_WARNING:
         warnings.append(f"CV {cv:.1%} above {CV_WARNING:.0%}")
     if n >= OUTLIER_MIN_N:
-        outliers = [i + 1 for i, z in enumerate(modified_z_scores(values)) if abs(z) > OUTLIER_Z]
+        outliers = [i + 1 for i, z in enumerate(modified_z_scores(values, ordered)) if abs(z) > OUTLIER_Z]
         if outliers:
             warnings.append(f"outlier run{'s' if len(outliers) > 1 else ''} {', '.join(map(str, outliers))} (modified z > {OUTLIER_Z})")
     rest = median(values[1:]) if n >= MIN_RUNS else 0.0
@@ -223,9 +243,36 @@ def inverted(c: Comparison) -> Comparison:
     )
 
 
+class _Logs:
+    """Each side's logs worked out once, however many of compare_pairs' pairs it is in (a cell of
+    a study run of ten targets is compared nine times per metric): the mean and variance of its
+    values' logs, and the mean log of its values shifted by half a resolution step. Known by the
+    list itself (its id), for one call, while the pairs hold them."""
+
+    def __init__(self) -> None:
+        self._moments: dict[int, tuple[float, float | None]] = {}
+        self._shifted: dict[tuple[int, float], float] = {}
+
+    def moments(self, values: list[float]) -> tuple[float, float | None]:
+        found = self._moments.get(id(values))
+        if found is None:
+            found = self._moments[id(values)] = mean_and_variance([math.log(x) for x in values])
+        return found
+
+    def shifted_mean(self, values: list[float], d: float) -> float:
+        found = self._shifted.get((id(values), d))
+        if found is None:
+            found = self._shifted[(id(values), d)] = math.fsum(math.log(x + d) for x in values) / len(values)
+        return found
+
+
 def log_welch(baseline: list[float], other: list[float]) -> tuple[float, float | None, float | None]:
     """Difference of mean logs (other − baseline), its standard error and Welch's degrees of freedom."""
-    (mean_a, var_a), (mean_b, var_b) = (mean_and_variance([math.log(x) for x in values]) for values in (baseline, other))
+    return _log_welch(baseline, other, _Logs())
+
+
+def _log_welch(baseline: list[float], other: list[float], logs: _Logs) -> tuple[float, float | None, float | None]:
+    (mean_a, var_a), (mean_b, var_b) = logs.moments(baseline), logs.moments(other)
     diff = mean_b - mean_a
     if var_a is None or var_b is None:
         return diff, None, None
@@ -259,8 +306,9 @@ def compare_pairs(pairs: list[SamplePair], threshold: float = 0.03) -> list[Comp
     for pair in pairs:
         if min(pair.baseline + pair.other) <= 0:
             raise ValueError("ratios need positive samples")
-    floors = [resolution_half_width(pair) for pair in pairs]
-    welch = [_resolved(log_welch(pair.baseline, pair.other), floor) for pair, floor in zip(pairs, floors)]
+    logs = _Logs()
+    floors = [_resolution_half_width(pair, logs) for pair in pairs]
+    welch = [_resolved(_log_welch(pair.baseline, pair.other, logs), floor) for pair, floor in zip(pairs, floors)]
     return [
         _compared(pair, w, t, rank_p, threshold)
         for pair, w, t, rank_p in zip(pairs, welch, _welch_t_figures(welch, floors), mann_whitney_p_values(pairs))
@@ -272,13 +320,17 @@ def resolution_half_width(pair: SamplePair) -> float:
     every value is known only to ± resolution / 2: the larger side of the box from
     gm(other − h) / gm(baseline + h) to gm(other + h) / gm(baseline − h). 0 without a resolution;
     infinite when a value is within half a step of 0 (its ratio is unbounded)."""
+    return _resolution_half_width(pair, _Logs())
+
+
+def _resolution_half_width(pair: SamplePair, logs: _Logs) -> float:
     h = pair.resolution / 2
     if not h:
         return 0.0
     if min(pair.baseline + pair.other) <= h:
         return math.inf
-    a, b = (math.fsum(map(math.log, values)) / len(values) for values in (pair.baseline, pair.other))
-    a_low, a_high, b_low, b_high = (math.fsum(math.log(x + d) for x in values) / len(values) for values, d in ((pair.baseline, -h), (pair.baseline, h), (pair.other, -h), (pair.other, h)))
+    a, b = logs.moments(pair.baseline)[0], logs.moments(pair.other)[0]  # the mean logs
+    a_low, a_high, b_low, b_high = (logs.shifted_mean(values, d) for values, d in ((pair.baseline, -h), (pair.baseline, h), (pair.other, -h), (pair.other, h)))
     diff = b - a
     return max(diff - (b_low - a_high), (b_high - a_low) - diff)
 

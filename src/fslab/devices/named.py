@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 
 from fslab.devices.source import Attached, Notice
 from fslab.errors import Refused
-from fslab.guard.block_devices import DESTROY_FLAG, BlockDevice, confirm, describe, facts, partition_nodes, refusals, signatures
+from fslab.guard import DESTROY_FLAG
+from fslab.guard.block_devices import BlockDevice, confirm, describe, facts, partition_nodes, refusals, signatures
 from fslab.guard.identity import Owned, disk_proof
 from fslab.journal import Entry, Journal, releaser
 from fslab.model import Study

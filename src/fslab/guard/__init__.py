@@ -9,3 +9,7 @@ journal — to a tool, a file, a device or a signal goes through here.
 - fio_jobs.py    fio job files: parsed, every option checked, written out again by fslab
 - block_devices.py  a user's block device: confirmed on the command line, refused when in use
 """
+
+# The flag with which a user confirms a block device of theirs may be wiped (block_devices.py): here,
+# so that the command line names it without loading the checks behind it (every command starts sooner).
+DESTROY_FLAG = "--destroy-data"

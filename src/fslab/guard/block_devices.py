@@ -19,10 +19,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from fslab.errors import Refused
+from fslab.guard import DESTROY_FLAG
 from fslab.guard.identity import backing_file, device_number, disk_proof, kernel_table, loop_backing, mounts, number_of, same_disk, sysfs_of, unescape
 from fslab.system import run
-
-DESTROY_FLAG = "--destroy-data"
 
 
 @dataclass(frozen=True)

@@ -243,6 +243,10 @@ class _Table:
 def _segments(widths: list[int], lines: list[list[str | None]], style: Style) -> Iterator[Segment]:
     last = len(widths) - 1
     for line in lines:
+        if not style:  # nothing styled: the line is one segment, as printed (rich renders a segment at a time)
+            yield Segment(LaidOut(widths, [], [])._joined(line))
+            yield Segment.line()
+            continue
         for i, (width, cell) in enumerate(zip(widths, line)):
             if i == last:
                 yield Segment(" " * width if cell is None else cell, style)

@@ -23,7 +23,7 @@ from fslab.raw_reference import BeyondRaw, CachedReference, beyond_raw, cached_r
 from fslab.report.steady_state import steady_notes
 from fslab.results import ResultsDB
 from fslab.results.records import OptionsApplied, SampleGroups
-from fslab.stats import Summary, summarize
+from fslab.stats import Summary, load_student_t_meanwhile, summarize
 from fslab.units import Bandwidth
 from fslab.workloads.fio_output import DIRECTIONS
 from fslab.workloads.fio_rewrite import described
@@ -203,6 +203,7 @@ def summarize_study_run(
 ) -> StudySummary:
     """`units` (default: the study file's, else MB/s) is the bandwidth shown; `pool_hosts`: the
     runs of a target on every host are one cell, host a block (Hosts)."""
+    load_student_t_meanwhile()  # while the runs and their samples are read
     study_run = db.study_run(study_run_id)
     chosen = tomllib.loads(study_run["study_source"]).get("study", {})
     skipped = by_target(Unsupported(**u) for u in (study_run.get("settings") or {}).get("skipped", []))  # older study runs stored one per reason
