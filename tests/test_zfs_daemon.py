@@ -18,8 +18,9 @@ from short_studies import short_study
 
 # (its module registers the loop and image releasers: the journal reads only kinds it knows)
 from fslab.devices.loop import devices_backed_by
-from fslab.filesystems.zfs_engine import daemon_pidfile, engine, kept_daemons
-from fslab.guard.identity import process
+from fslab.filesystems.zfs_engine import daemon_pidfile, engine, kept_daemons, stop_daemon
+from fslab.guard.identity import process, threads_run
+from fslab.journal import Entry
 from fslab.guard.names import workdir_tag
 from fslab.results import ResultsDB
 
@@ -129,6 +130,48 @@ def test_cleanup_stops_the_kept_daemon_a_killed_fslab_left(fuse, workdir):
     assert not daemon_pidfile(workdir).exists() and not devices_backed_by(workdir.images / "killed.img")
 
 
+# A process named zfs-fuse that, as zfs-fuse does, ends its main thread on SIGTERM while another
+# thread works on: here for 2 s more, then exits the process.
+LINGERING = """
+import ctypes, os, signal, sys, threading, time
+def linger(*_):
+    threading.Thread(target=lambda: (time.sleep(2), os._exit(0))).start()
+    ctypes.CDLL(None).pthread_exit(None)  # the main thread alone; ctypes lets the other run meanwhile
+signal.signal(signal.SIGTERM, linger)
+with open(sys.argv[1] + ".new", "w") as pidfile:
+    pidfile.write(str(os.getpid()))
+os.rename(sys.argv[1] + ".new", sys.argv[1])
+while True:
+    time.sleep(1)
+"""
+
+
+@pytest.mark.root
+def test_the_daemon_is_stopped_when_every_thread_has_exited_not_its_main_thread_alone(workdir, tmp_path):
+    """zfs-fuse's main thread exits seconds before its others, which still hold its socket: a
+    daemon started once the old one's main thread alone was gone lost its pidfile (a study run's
+    capped target failed, and its daemon was left running)."""
+    pidfile = daemon_pidfile(workdir)
+    named = tmp_path / "zfs-fuse"  # the name the kernel reports (comm) is the program's
+    named.symlink_to(sys.executable)
+    started = subprocess.Popen([str(named), "-c", LINGERING, str(pidfile)], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 20
+        while not pidfile.exists():
+            assert started.poll() is None and time.monotonic() < deadline, "the lingering process did not start"
+            time.sleep(0.05)
+        daemon = process(started.pid)
+        assert daemon is not None and daemon.comm == "zfs-fuse"
+        stop_daemon(Entry("zfs-daemon", "zfs-fuse", daemon.proof() | {"pidfile": str(pidfile)}), workdir)
+        assert process(started.pid) is None
+        assert not threads_run(daemon.proof()), "stopped: every thread of it has exited"
+        assert not pidfile.exists()
+    finally:
+        started.kill()
+        started.wait()
+        pidfile.unlink(missing_ok=True)
+
+
 @pytest.fixture
 def users_daemon(fuse, workdir, tmp_path):
     """A zfs-fuse daemon fslab did not start (its pidfile the user's), holding a pool of the
@@ -154,7 +197,7 @@ def users_daemon(fuse, workdir, tmp_path):
             subprocess.run(["zpool", "destroy", "-f", pool], capture_output=True, check=False)  # busy for a moment after use
             time.sleep(0.2)
         deadline = time.monotonic() + 30
-        while process(daemon.pid) == daemon:
+        while threads_run(daemon.proof()):  # not only its main thread: zfs-fuse's others outlive it
             os.kill(daemon.pid, signal.SIGTERM if time.monotonic() < deadline else signal.SIGKILL)
             time.sleep(0.1)
 
