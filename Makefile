@@ -45,7 +45,7 @@ demo: setup
 
 # The inner loop: the tests that need no root, device, guest or browser (statistics, parsing,
 # the guard's refusals, reports of stored samples, the commands run in-process), as any user, in
-# under a minute (~55 s here in two workers). Python only: the virtual environment,
+# under a minute (~45 s here in two workers). Python only: the virtual environment,
 # no Debian package.
 check: $(STAMP)
 	$(VENV)/bin/pytest -q -n 2 --dist loadgroup --no-loadscope-reorder -m "not root and not guest and not browser and not slow"
