@@ -209,3 +209,15 @@ def test_a_fleets_status_table_loads_no_statistics():
     statistics load, are for `fslab run --on` alone."""
     code = "import sys, fslab.cli, fslab.fleet.dispatch; print(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'scipy'}))"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
+
+
+def test_the_commands_parameters_are_read_without_evaluating_text():
+    """typer reads every command's parameters as fslab starts, whichever command is run (twice
+    each): annotations left as text (`from __future__ import annotations` in cli.py) it compiles
+    and evaluates every time, a fiftieth of a second of every start."""
+    from fslab.cli import app
+
+    callbacks = [c.callback for c in app.registered_commands] + [c.callback for g in app.registered_groups for c in g.typer_instance.registered_commands]
+    assert len(callbacks) > 10, "the commands were found"
+    as_text = sorted(f"{f.__name__}({name})" for f in callbacks for name, a in f.__annotations__.items() if isinstance(a, str))
+    assert not as_text, f"annotations left as text: {', '.join(as_text)}"
