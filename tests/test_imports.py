@@ -174,6 +174,15 @@ def test_fslab_summary_of_a_study_run_loads_no_workload_kind_and_no_filesystem(t
     assert "compress=zstd" in printed and "defaults" in printed, "the targets' requested options, as stored"
     kinds = {shipped.module for shipped in SHIPPED.values()}
     assert not [m for m in loaded.split() if m.startswith("fslab.filesystems") or m in kinds], loaded
+    unused = sorted(set(loaded.split()) & set(NOT_FOR_A_SUMMARY))
+    assert not unused, f"fslab summary loads {', '.join(unused)}"
+
+
+# What running a study needs and a summary of one does not (a few hundredths of a second of its
+# start): fio's job files and option tables (read only for a workload stored before fslab recorded
+# its preallocation, one rewritten, one steady), commands (subprocess, the journal, cgroups) and the
+# guard's checks of block devices (the monitors import them where they measure, not as they register).
+NOT_FOR_A_SUMMARY = ("fslab.guard.fio_jobs", "fslab.guard.fio_options", "fslab.workloads.fio_rewrite", "fslab.system", "fslab.guard.block_devices")
 
 
 # What only some commands need: a database (SQLAlchemy), statistics (numpy, scipy).
@@ -200,3 +209,15 @@ def test_a_fleets_status_table_loads_no_statistics():
     statistics load, are for `fslab run --on` alone."""
     code = "import sys, fslab.cli, fslab.fleet.dispatch; print(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'scipy'}))"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
+
+
+def test_the_commands_parameters_are_read_without_evaluating_text():
+    """typer reads every command's parameters as fslab starts, whichever command is run (twice
+    each): annotations left as text (`from __future__ import annotations` in cli.py) it compiles
+    and evaluates every time, a fiftieth of a second of every start."""
+    from fslab.cli import app
+
+    callbacks = [c.callback for c in app.registered_commands] + [c.callback for g in app.registered_groups for c in g.typer_instance.registered_commands]
+    assert len(callbacks) > 10, "the commands were found"
+    as_text = sorted(f"{f.__name__}({name})" for f in callbacks for name, a in f.__annotations__.items() if isinstance(a, str))
+    assert not as_text, f"annotations left as text: {', '.join(as_text)}"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import fresh_workdir, ran_study
 
-from fslab.guard import fio_jobs
+from fslab.guard import fio_jobs, fio_preallocation
 from fslab.report.sections import workload_title
 from fslab.report.summary import summarize_study_run
 from fslab.study import StudyError, parse_study
@@ -29,7 +29,7 @@ def test_a_workload_stored_before_fslab_recorded_its_preallocation_is_read_from_
     """Before fslab set fallocate=none its jobs ran with fio's default (native): a workload stored
     then says so in its title, read from its stored job, or from its options where no job was
     stored (schema 1 and 2); as recorded where it was."""
-    stored = fio_jobs.stored_preallocation
+    stored = fio_preallocation.stored_preallocation
     assert stored({"preallocation": "none", "job": "[w]\nrw=write\n"}) == "none", "as recorded"
     assert stored({"job": "[w]\nrw=write\n", "fio_options": {"rw": "write"}}) == "native"
     assert stored({"job": "[global]\nfallocate=posix\n[w]\nrw=write\n"}) == "posix"
@@ -72,7 +72,7 @@ def test_a_job_file_without_fallocate_takes_fslabs_default_and_one_with_it_is_re
     (tmp_path / "mine.fio").write_text("[a]\nrw=write\nsize=8m\nfallocate=keep\n[b]\nrw=randwrite\nsize=8m\n")
     [mine] = workloads(study, tmp_path).values()
     assert job_fallocate(mine) == ["keep", None], "as written: job b takes fio's own default"
-    assert mine.spec()["preallocation"] == "keep, native" and fio_jobs.preallocates(mine.spec()["preallocation"])
+    assert mine.spec()["preallocation"] == "keep, native" and fio_preallocation.preallocates(mine.spec()["preallocation"])
 
 
 def test_scenario_phases_do_not_preallocate_unless_a_phase_asks():
@@ -91,7 +91,7 @@ def test_scenario_phases_do_not_preallocate_unless_a_phase_asks():
 
 @pytest.mark.parametrize(("recorded", "preallocated"), [("none", False), ("0", False), ("truncate", False), ("native", True), ("1", True), ("none, keep", True), ("", False)])
 def test_what_counts_as_preallocated(recorded, preallocated):
-    assert fio_jobs.preallocates(recorded) is preallocated
+    assert fio_preallocation.preallocates(recorded) is preallocated
 
 
 # Zeros written once (size-bound) to a Btrfs that compresses: with fslab's default, and with the

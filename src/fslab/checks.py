@@ -7,8 +7,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from fslab.system import tool_version
-
 
 @dataclass(frozen=True)
 class Check:
@@ -41,6 +39,8 @@ def by_target(found: Iterable[Unsupported]) -> list[Unsupported]:
 
 
 def tool_check(name: str, argv: tuple[str, ...], package: str, required: bool = True) -> Check:
+    from fslab.system import tool_version  # subprocess and the journal: not for a summary's Unsupported
+
     version = tool_version(argv)
     return Check(name, version is not None, version or "not installed", f"apt-get install {package}", required)
 

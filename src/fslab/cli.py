@@ -3,9 +3,12 @@
 Each command imports what it needs where it runs: every fslab process — `fslab cleanup`, a
 fleet's worker, each command in the tests' emulated guests — pays for what is imported here,
 before it does anything. A database (SQLAlchemy), statistics (numpy), a summary, a report and
-fio's importer load only in the commands that use them."""
+fio's importer load only in the commands that use them.
 
-from __future__ import annotations
+No `from __future__ import annotations` here: typer reads every command's parameters as each
+command starts (twice each), and annotations kept as text it would compile and evaluate every
+time (a fiftieth of a second of every command's start); the types only a type checker imports
+are quoted instead."""
 
 import gc
 import sys
@@ -59,7 +62,7 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
-def _open_db(db: str | None) -> ResultsDB:
+def _open_db(db: str | None) -> "ResultsDB":
     """The results database; a study run whose fslab was killed is marked interrupted here,
     by whichever command opens the database first, and the user is told how to resume it."""
     from fslab.results import ResultsDB
@@ -78,7 +81,7 @@ def _open_db(db: str | None) -> ResultsDB:
     return results
 
 
-def _resume_command(results: ResultsDB, study_run_id: int, owner: Owner | None) -> str:
+def _resume_command(results: "ResultsDB", study_run_id: int, owner: "Owner | None") -> str:
     """The command that resumes a study run, with the --db and --workdir it needs."""
     command = f"fslab run --resume {study_run_id}"
     if results.location != DEFAULT_DB:
@@ -91,12 +94,12 @@ def _resume_command(results: ResultsDB, study_run_id: int, owner: Owner | None) 
 class _ProgressObserver:
     """A progress bar with ETA naming the current target, workload and repetition."""
 
-    def __init__(self, progress: Progress, then: str = ""):
+    def __init__(self, progress: "Progress", then: str = ""):
         self.progress = progress
         self.task = progress.add_task("starting", total=None)
         self.then = then  # what follows the announced runs (adaptive: more until a precision)
 
-    def announce(self, study: Study, skipped: list[Unsupported]) -> None:
+    def announce(self, study: "Study", skipped: "list[Unsupported]") -> None:
         from fslab.study import describe_study
 
         said = describe_study(study, skipped=[u.target for u in skipped]) + self.then
@@ -105,19 +108,19 @@ class _ProgressObserver:
     def notice(self, message: str) -> None:
         self.progress.console.print(visible(message), markup=False, highlight=False)
 
-    def starting(self, planned: PlannedRun, index: int, total: int) -> None:
+    def starting(self, planned: "PlannedRun", index: int, total: int) -> None:
         cell = planned.cell
         kind = "warm-up" if planned.warmup else "run"
         description = f"{cell.target.name} · {cell.workload.name} · {kind} {planned.repetition} (block {planned.block})"
         self.progress.update(self.task, total=total, description=safe_markup(description))
 
-    def finished(self, planned: PlannedRun, record: RunRecord) -> None:
+    def finished(self, planned: "PlannedRun", record: "RunRecord") -> None:
         if record.status != "ok":
             phase = f" in {record.failure.phase}" if record.failure else ""
             self.progress.console.print(f"[red]failed{phase}[/red] {safe_markup(record.target)} · {safe_markup(record.workload)} · run {record.repetition}: {safe_markup(record.error or '')}", highlight=False)
         self.progress.advance(self.task)
 
-    def already_stored(self, planned: PlannedRun, index: int, total: int) -> None:
+    def already_stored(self, planned: "PlannedRun", index: int, total: int) -> None:
         self.progress.update(self.task, total=total)
         self.progress.advance(self.task)
 
@@ -207,7 +210,7 @@ def run(
     _show_and_exit(results, study_run_id, baseline=baseline, threshold=threshold)
 
 
-def _run_on_fleet(results: ResultsDB, study: Study, repetitions: Any, *, on: str, detach: bool, seed: int | None, baseline: str | None, threshold: float, spread: bool) -> None:
+def _run_on_fleet(results: "ResultsDB", study: "Study", repetitions: Any, *, on: str, detach: bool, seed: int | None, baseline: str | None, threshold: float, spread: bool) -> None:
     from fslab.fleet import dispatch
 
     study_run_id = dispatch.begin(results, study, repetitions, on=on, seed=seed, baseline=baseline, spread=spread)
@@ -236,7 +239,7 @@ def _resume(ref: str | None, threshold: float, db: str | None, workdir: Path, de
     _show_and_exit(results, study_run_id, baseline=found.baseline, threshold=threshold)
 
 
-def _warn_short_runs(study: Study) -> None:
+def _warn_short_runs(study: "Study") -> None:
     """Said before anything runs, and not fatal: runs too short to measure much."""
     from fslab.study import short_runs
 
@@ -245,7 +248,7 @@ def _warn_short_runs(study: Study) -> None:
         errors.print(f"[yellow]warning[/yellow]: {safe_markup(warning)}", highlight=False, soft_wrap=True)
 
 
-def _with_progress(start: Callable[[RunObserver], int], then: str = "") -> int:
+def _with_progress(start: "Callable[[RunObserver], int]", then: str = "") -> int:
     """Run a study run under a progress bar; returns its id. Ctrl-C or `kill` ends it interrupted.
     `then`: what follows the runs it announces."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -259,7 +262,7 @@ def _with_progress(start: Callable[[RunObserver], int], then: str = "") -> int:
         raise typer.Exit(130) from None
 
 
-def _show_and_exit(results: ResultsDB, study_run_id: int, **analysis: Any) -> None:
+def _show_and_exit(results: "ResultsDB", study_run_id: int, **analysis: Any) -> None:
     """The summary; exit status 1 when any run of the study run failed (this session's or an earlier one's)."""
     failed = len(_show(results, study_run_id, **analysis).failures)
     if failed:
@@ -267,7 +270,7 @@ def _show_and_exit(results: ResultsDB, study_run_id: int, **analysis: Any) -> No
         raise typer.Exit(1)
 
 
-def _show(results: ResultsDB, study_run_id: int, **analysis: Any) -> StudySummary:
+def _show(results: "ResultsDB", study_run_id: int, **analysis: Any) -> "StudySummary":
     """Print the summary, write its report files; the summary shown."""
     from fslab.report.files import report_folder, write_reports
     from fslab.report.summary import summarize_study_run
@@ -334,7 +337,7 @@ def _without_cyclic_collector() -> Iterator[None]:
         gc.enable()
 
 
-def _find_study_run(results: ResultsDB, ref: str | None) -> dict:
+def _find_study_run(results: "ResultsDB", ref: str | None) -> dict:
     found = results.study_run(ref)
     if found is None:
         raise _fail(f"no study run {ref or ''} in {shown(results.location)}".replace("  ", " "))
@@ -449,7 +452,7 @@ def report(
         console.print(f"Figures ({len(written.figures)} files, SVG and PNG): {written.page.parent / 'figures'}", highlight=False, soft_wrap=True)
 
 
-def _trend_report(results: ResultsDB, study: str, study_runs: list[str] | None, output: Path | None, figures: bool, baseline: str | None, threshold: float | None) -> None:
+def _trend_report(results: "ResultsDB", study: str, study_runs: list[str] | None, output: Path | None, figures: bool, baseline: str | None, threshold: float | None) -> None:
     """`fslab report --history STUDY`: the trend page, and with --figures its charts as files."""
     from fslab.history_reading import read_history
     from fslab.report.trend_page import trend_folder, write_trend

@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 from fslab.errors import FslabError
-from fslab.guard.fio_jobs import preallocates
+from fslab.guard.fio_preallocation import preallocates
 from fslab.model import Study
 from fslab.plan import Repetitions
 from fslab.results import ResultsDB

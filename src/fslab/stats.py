@@ -107,7 +107,7 @@ def mean_and_variance(values: list[float]) -> tuple[float, float | None]:
     cell's ~10 runs, and a summary asks it of thousands of cells."""
     n = len(values)
     mean = math.fsum(values) / n
-    return mean, (math.fsum((x - mean) ** 2 for x in values) / (n - 1) if n > 1 else None)
+    return mean, (math.fsum([(x - mean) ** 2 for x in values]) / (n - 1) if n > 1 else None)  # a list: fsum reads it faster than a generator
 
 
 def median(values: list[float]) -> float:
@@ -163,16 +163,18 @@ def t_quantile(p: float, df: float) -> float:
     return float(stdtrit(df, p))
 
 
-def modified_z_scores(values: list[float], ordered: list[float] | None = None) -> list[float]:
+def modified_z_scores(values: list[float]) -> list[float]:
     """(x − median) / (1.4826 · MAD); all zeros when the MAD is zero. The MAD scaled to estimate a
-    normal σ (divided by NORMAL_MAD). `ordered`: the values sorted, where the caller has them
-    (summarize: not sorted again for each of a summary's thousands of cells)."""
+    normal σ (divided by NORMAL_MAD)."""
     floats = [float(v) for v in values]
-    center = median(floats) if ordered is None else _middle(ordered)
-    mad = median([abs(x - center) for x in floats]) / NORMAL_MAD
-    if mad == 0:
-        return [0.0] * len(floats)
-    return [(x - center) / mad for x in floats]
+    center, mad = _center_and_mad(floats, sorted(floats))
+    return [0.0] * len(floats) if mad == 0 else [(x - center) / mad for x in floats]
+
+
+def _center_and_mad(floats: list[float], ordered: list[float]) -> tuple[float, float]:
+    """The median of `floats` (`ordered`: them sorted) and their MAD divided by NORMAL_MAD."""
+    center = _middle(ordered)
+    return center, _middle(sorted([abs(x - center) for x in floats])) / NORMAL_MAD
 
 
 def _warnings(values: list[float], cv: float | None, higher_is_better: bool, ordered: list[float]) -> tuple[str, ...]:
@@ -185,10 +187,13 @@ def _warnings(values: list[float], cv: float | None, higher_is_better: bool, ord
     if cv is not None and cv > CV_WARNING:
         warnings.append(f"CV {cv:.1%} above {CV_WARNING:.0%}")
     if n >= OUTLIER_MIN_N:
-        outliers = [i + 1 for i, z in enumerate(modified_z_scores(values, ordered)) if abs(z) > OUTLIER_Z]
+        # modified_z_scores' figures, of the floats and their order summarize has (no list of z made
+        # and converted again for each of a summary's thousands of cells); a MAD of 0: every z is 0
+        center, mad = _center_and_mad(values, ordered)
+        outliers = [i for i, x in enumerate(values, 1) if abs((x - center) / mad) > OUTLIER_Z] if mad else []
         if outliers:
             warnings.append(f"outlier run{'s' if len(outliers) > 1 else ''} {', '.join(map(str, outliers))} (modified z > {OUTLIER_Z})")
-    rest = median(values[1:]) if n >= MIN_RUNS else 0.0
+    rest = _middle(sorted(values[1:])) if n >= MIN_RUNS else 0.0  # floats already
     if rest:
         worse = (rest - values[0]) / rest if higher_is_better else (values[0] - rest) / rest
         if worse > FIRST_RUN_SLOWER:

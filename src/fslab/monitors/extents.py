@@ -23,7 +23,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fslab.system import run
 from fslab.units import format_size
 
 _LINE = re.compile(r"^(.*): (\d+) extents? found$")
@@ -71,6 +70,8 @@ def extent_counts(files: Sequence[Path], filesystem: str) -> dict[Path, Extents]
     """Extents of each file (filefrag asks the filesystem with FIEMAP), or why they are not
     measurable on `filesystem` (named so in what is said); ValueError if filefrag says nothing of
     a file."""
+    from fslab.system import run  # subprocess and the journal: for a run, not for a summary reading the registry
+
     if not files:
         return {}
     asked = run(["filefrag", "--", *(str(f) for f in files)], check=False)  # non-zero where it could map no file: said per file

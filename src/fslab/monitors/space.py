@@ -25,7 +25,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from fslab.monitors.base import Figure, Found, Measured, Watched, Workload, monitor
-from fslab.system import run
 
 CompressionRatio = Callable[[Path], "float | None"]  # the mount point → its ratio
 # A ratio from which the filesystem is taken to have compressed what was written: below it,
@@ -75,6 +74,8 @@ def compression_ratio(logical: int, stored: int) -> float | None:
 
 def btrfs_compression_ratio(mountpoint: Path) -> float | None:
     """A Btrfs's ratio (see the module's doc), once synced: SpaceMonitor.values syncs first."""
+    from fslab.system import run  # subprocess and the journal: for a run, not for a summary reading the registry
+
     stored = parse_btrfs_df(run(["btrfs", "filesystem", "df", "-b", str(mountpoint)]).stdout)["Data"]
     return compression_ratio(files_allocated(mountpoint), stored)
 
@@ -119,6 +120,8 @@ def zfs_compresses(details: str) -> bool:
 
 def zfs_compression_ratio(dataset: str) -> float:
     """A dataset's compressratio as `zfs get` reports it."""
+    from fslab.system import run  # subprocess and the journal: for a run, not for a summary reading the registry
+
     return parse_zfs_compressratio(run(["zfs", "get", "-H", "compressratio", dataset]).stdout)
 
 
@@ -139,6 +142,8 @@ class SpaceMonitor:
         pass  # measured in `values`, after the window: syncing belongs to no workload
 
     def values(self, workload: Workload, found: Found) -> None:
+        from fslab.system import run  # subprocess and the journal: for a run, not for a summary reading the registry
+
         run(["sync", "-f", str(self.mountpoint)])
         after = used_bytes(self.mountpoint)
         found.values.append(Measured("space_used_bytes", after, "B", False))

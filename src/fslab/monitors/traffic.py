@@ -29,7 +29,6 @@ from pathlib import Path
 
 from fslab.errors import FslabError, Refused
 from fslab.findings import Finding
-from fslab.guard.block_devices import resolve
 from fslab.monitors.base import Figure, Found, Measured, Sampler, Watched, Workload, counted_from, monitor
 
 SYS_CLASS_BLOCK = Path("/sys/class/block")
@@ -50,6 +49,8 @@ def block_name(device: str) -> str:
     """The kernel's name of the block device at a node (`/dev/loop3`, `/dev/mapper/x` → `dm-2`),
     found by its device number as the guard finds every device (block_devices.resolve);
     UnknownDevice unless the kernel lists it under /sys/class/block."""
+    from fslab.guard.block_devices import resolve  # the guard's checks: for a run, not for a summary reading the registry
+
     try:
         name = Path(resolve(device).node).name
     except Refused as exc:

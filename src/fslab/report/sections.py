@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from fslab.analysis import Row, ranking_line
-from fslab.guard.fio_jobs import preallocates
+from fslab.guard.fio_preallocation import preallocates
 from fslab.results.records import imported_from
 from fslab.model import PHASE_SEPARATOR, qualified, unqualified
 from fslab.monitors import Figure, metric_names

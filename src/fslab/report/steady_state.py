@@ -15,7 +15,6 @@ import statistics
 from collections.abc import Mapping
 
 from fslab.errors import Refused
-from fslab.guard.fio_jobs import fio_seconds, stored_job
 from fslab.model import qualified
 from fslab.workloads.fio_output import PRECONDITION_PHASE
 
@@ -35,6 +34,8 @@ def steady_notes(values: Mapping[str, list[float]], spec: Mapping) -> list[str]:
 
 def criteria_of(spec: Mapping) -> list[str]:
     """The steady-state criteria the stored workload's jobs set, each once ("iops_slope:0.3%")."""
+    from fslab.guard.fio_jobs import stored_job  # fio's option tables: only for a cell that reached steady state, not every summary
+
     try:
         jobs = stored_job(spec["job"]).jobs() if isinstance(spec.get("job"), str) else []
     except Refused:
@@ -51,6 +52,8 @@ def describe_phase(options: Mapping[str, str | None]) -> str:
     else:
         said = f"random writes {options.get('bs')} qd{options.get('iodepth')}"
     if runtime:
+        from fslab.guard.fio_jobs import fio_seconds  # as criteria_of
+
         return f"{said} for {duration(fio_seconds(runtime))}"
     return f"{said} ×{loops}" if loops > 1 else said
 

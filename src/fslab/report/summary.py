@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from fslab.analysis import Analysis, AnalysisError, Hosted, Row, analyse, compare_study_runs, host_blocks, resolution_of
 from fslab.checks import Unsupported, by_target
-from fslab.guard.fio_jobs import preallocates, stored_preallocation
+from fslab.guard.fio_preallocation import preallocates, stored_preallocation
 from fslab.model import Host, unqualified
 from fslab.monitors.space import COMPRESSED_FROM
 from fslab.raw_reference import BeyondRaw, CachedReference, beyond_raw, cached_references, raw_references
@@ -26,7 +26,6 @@ from fslab.results.records import OptionsApplied, SampleGroups
 from fslab.stats import Summary, load_student_t_meanwhile, summarize
 from fslab.units import Bandwidth
 from fslab.workloads.fio_output import DIRECTIONS
-from fslab.workloads.fio_rewrite import described
 
 
 @dataclass
@@ -68,7 +67,7 @@ class StudySummary:
     requested_options: dict[str, str] = field(default_factory=dict)  # target → the options it asked for, as shown (none: imported, or no run)
     buffered: set[str] = field(default_factory=set)  # workloads run through the page cache
     data: dict[str, str] = field(default_factory=dict)  # workload → the data pattern its runs recorded
-    preallocation: dict[str, str] = field(default_factory=dict)  # workload → fio's fallocate its jobs ran with (fio_jobs.preallocation)
+    preallocation: dict[str, str] = field(default_factory=dict)  # workload → fio's fallocate its jobs ran with (fio_preallocation.preallocation)
     rewritten: dict[str, str] = field(default_factory=dict)  # workload → what fslab rewrote in its job file, from what (fio_rewrite.described)
     memory_limits: dict[str, int] = field(default_factory=dict)  # workload → the memory limit its runs recorded
     units: Bandwidth = Bandwidth.MB  # bandwidth as shown in the tables
@@ -221,7 +220,7 @@ def summarize_study_run(
     found = _run_notes(per_host)
     data = {r["workload"]: r["data_pattern"] for r in runs if r["data_pattern"]}
     preallocation = {w["name"]: recorded for w in stored_workloads if (recorded := stored_preallocation(w["spec"]))}
-    rewritten = {w["name"]: described(w["spec"]["rewritten"]) for w in stored_workloads if w["spec"].get("rewritten")}  # absent: run as written
+    rewritten = _rewritten(stored_workloads)
     flattered = _flattered(per_host, applied, groups.values, preallocation)
     fio_options = {w["name"]: w["spec"].get("fio_options") or {} for w in stored_workloads}
     specs_of = {w["name"]: w["spec"] for w in stored_workloads}
@@ -343,6 +342,16 @@ def _run_notes(runs: list[dict]) -> dict[tuple[str, str], tuple[list[str], bool]
         )
         for cell, notes in found.items()
     }
+
+
+def _rewritten(stored_workloads: list[dict]) -> dict[str, str]:
+    """Workload → what fslab rewrote in its job file, from what; a workload without the record was run as written."""
+    stored = {w["name"]: w["spec"]["rewritten"] for w in stored_workloads if w["spec"].get("rewritten")}
+    if not stored:
+        return {}
+    from fslab.workloads.fio_rewrite import described  # with fio's option tables: only for a study run that has a rewritten workload
+
+    return {name: described(records) for name, records in stored.items()}
 
 
 def _flattered(runs: list[dict], applied: dict[int, OptionsApplied | None], values: dict[tuple[str, str], dict[str, list[float]]], preallocation: dict[str, str]) -> dict[tuple[str, str], list[str]]:

@@ -30,6 +30,7 @@ from fslab.errors import Refused
 from fslab.filesystems.base import Provisioned
 from fslab.guard import fio_jobs
 from fslab.guard.fio_jobs import JobFile, fio_environment, parse_all, render, single_job
+from fslab.guard.fio_preallocation import preallocation
 from fslab.guard.fio_values import block_size, ms_text
 from fslab.guard.names import file_name
 from fslab.journal import Journal
@@ -75,7 +76,7 @@ class FioJob:
     def spec(self) -> dict[str, Any]:
         return {
             "fio_options": self.fio_options, "job_file": self.job_file, "job": fio_jobs.job_text(self.job), "data": self.data.describe(),
-            "shared_file": self.shared_file, "preallocation": fio_jobs.preallocation(self.job.jobs()),
+            "shared_file": self.shared_file, "preallocation": preallocation(self.job.jobs()),
         } | ({"clients": list(self.clients)} if self.clients else {}) | (
             {"rewritten": [r.spec() for r in self.rewritten]} if self.rewritten else {}
         ) | (
@@ -107,7 +108,7 @@ FIXED_OPTIONS = {"group_reporting": "1", **MEASUREMENT_OPTIONS}
 # fixed option): no preallocation, as most applications write. fio's own default preallocates
 # every file (native), and a filesystem writes into preallocated blocks in place: Btrfs then
 # neither compresses nor copies on write what the job writes. Recorded with every workload
-# (FioJob.spec, Scenario.spec: fio_jobs.preallocation).
+# (FioJob.spec, Scenario.spec: fio_preallocation.preallocation).
 NO_PREALLOCATION = {"fallocate": "none"}
 
 

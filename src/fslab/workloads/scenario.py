@@ -39,7 +39,8 @@ from fslab.errors import Refused
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Provisioned
 from fslab.findings import Finding
-from fslab.guard.fio_jobs import JobFile, fio_seconds, measured_seconds, parse_all, preallocation, render, single_job
+from fslab.guard.fio_jobs import JobFile, fio_seconds, measured_seconds, parse_all, render, single_job
+from fslab.guard.fio_preallocation import preallocation
 from fslab.guard.fio_values import ms_text
 from fslab.guard.fio_jobs import direct as job_is_direct
 from fslab.guard.names import file_name, snapshot_name
