@@ -264,11 +264,13 @@ def _merged_bins(stats: list[dict]) -> dict[str, int]:
     return bins
 
 
-def latency_bins(text: str, job: str | None = None, host: str | None = None, kinds: tuple[str, ...] = LATENCIES) -> dict[tuple[str, str], dict[int, int]]:
+def latency_bins(text: str, job: str | None = None, host: str | None = None, kinds: tuple[str, ...] = LATENCIES) -> dict[tuple[str, str], dict[str, int]]:
     """(direction, latency kind: lat, clat or slat; those of `kinds`) → fio's json+ bins merged
     over the jobs — those named `job` (of `host`, in client/server output) when given: an imported
     run's, whose file may hold others —, latency in ns → I/Os: the distribution behind the
-    percentiles, read as they are (any fio version's units). Only what fio kept bins of."""
+    percentiles, read as they are (any fio version's units), keyed as fio writes them (the ns in
+    decimal: a report adds up thousands of runs' bins, and converts a cell's keys once). Only what
+    fio kept bins of; ValueError when a bin is not a count of a latency."""
     entries = job_entries(load_json(text))
     if entries is None:
         raise ValueError("no 'jobs' or 'client_stats' in fio's output")
@@ -279,7 +281,9 @@ def latency_bins(text: str, job: str | None = None, host: str | None = None, kin
         for kind in kinds:
             bins = _merged_bins([p[f"{kind}_ns"] for p in parts if f"{kind}_ns" in p])
             if bins:
-                found[(direction, kind)] = dict(zip(map(int, bins), map(int, bins.values())))
+                if not (all(map(str.isdecimal, bins)) and set(map(type, bins.values())) == {int}):
+                    raise ValueError(f"fio's {direction} {kind} bins are not latencies in ns with their counts")
+                found[(direction, kind)] = bins
     return found
 
 
