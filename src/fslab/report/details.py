@@ -15,7 +15,7 @@ from fslab.model import RawOutput
 from fslab.report.summary import StudySummary
 from fslab.results import ResultsDB
 from fslab.workloads.fio_hist import HIST_TOOL, LatencyOverTime, latency_over_time
-from fslab.workloads.fio_output import DIRECTIONS, LOG_TOOL, Throughput, latency_bins, throughput_over_time
+from fslab.workloads.fio_output import DIRECTIONS, LOG_TOOL, Throughput, added_bins, latency_bins, throughput_over_time
 
 # Which latency's distribution is drawn: the total latency the tables show (fio keeps its bins
 # since fslab asks for lat_percentiles), else completion latency, the bins fio always keeps.
@@ -121,10 +121,7 @@ def cell_histograms(workload: str, target: str, each_run: list[dict[tuple[str, s
         latency = next((k for k in DISTRIBUTED if all((direction, k) in bins for bins in each_run)), None)
         if latency is None:
             continue
-        total: dict[str, int] = defaultdict(int)
-        for bins in each_run:
-            for value, n in bins[(direction, latency)].items():
-                total[value] += n
+        total = added_bins([bins[(direction, latency)] for bins in each_run])
         found.append(LatencyHistogram(workload, target, direction, latency, {int(value): n for value, n in total.items()}, len(each_run), phase))
     return found
 
