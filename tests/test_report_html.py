@@ -413,9 +413,16 @@ def test_fios_latency_bins_are_merged_over_its_jobs_and_its_runs():
     assert {("write", "lat"), ("write", "clat")} <= set(total)
     older = latency_bins((FIXTURES / "fio" / "seqwrite-1m.json").read_text())
     assert ("write", "clat") in older and ("write", "lat") not in older and ("read", "clat") not in older
-    [mixed] = cell_histograms(W, "ext4", [{("write", "lat"): {1000: 1}, ("write", "clat"): {900: 1}}, older])
+    [mixed] = cell_histograms(W, "ext4", [{("write", "lat"): {"1000": 1}, ("write", "clat"): {"900": 1}}, older])
     assert mixed.latency == "clat" and mixed.runs == 2, "one latency per cell: the one every run kept"
     assert sum(mixed.bins.values()) == 1 + sum(older[("write", "clat")].values())
+    assert mixed.bins[900] == 1 + older[("write", "clat")].get("900", 0), "bins keyed as fio writes them, added up, then converted"
+    assert all(isinstance(ns, str) for ns in older[("write", "clat")]), "a run's bins as fio keys them: a report converts each cell's once"
+    for bad in ({"1000": 1.5}, {"1000": "1"}, {"1e3": 1}):  # never a count of a latency in ns as fio writes one
+        document = json.loads((FIXTURES / "fio" / "buffered-randwrite.json").read_text())
+        document["jobs"] = [{**document["jobs"][0], "write": {**document["jobs"][0]["write"], "clat_ns": {**document["jobs"][0]["write"]["clat_ns"], "bins": bad}}}]  # one job: its bins as they are
+        with pytest.raises(ValueError, match="write clat bins"):
+            latency_bins(json.dumps(document))
 
 
 def test_study_charts_are_named_apart_and_valid_vega_lite():

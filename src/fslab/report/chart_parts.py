@@ -79,6 +79,7 @@ def named(workload: str, phase: str, *what: str) -> str:
     return "-".join(part for part in (workload, phase, *what) if part)
 
 
+@functools.cache  # a page buckets ~70,000 bins, of a few thousand values (fio's buckets)
 def latency_bucket(ns: float) -> int:
     """The bucket a latency (ns) is drawn in: b holds 10^(b/BUCKETS_PER_DECADE) µs up to the next."""
     return math.floor(math.log10(max(ns, 1) / 1e3) * BUCKETS_PER_DECADE)

@@ -15,7 +15,7 @@ from fslab.model import RawOutput
 from fslab.report.summary import StudySummary
 from fslab.results import ResultsDB
 from fslab.workloads.fio_hist import HIST_TOOL, LatencyOverTime, latency_over_time
-from fslab.workloads.fio_output import DIRECTIONS, LOG_TOOL, Throughput, latency_bins, throughput_over_time
+from fslab.workloads.fio_output import DIRECTIONS, LOG_TOOL, Throughput, added_bins, latency_bins, throughput_over_time
 
 # Which latency's distribution is drawn: the total latency the tables show (fio keeps its bins
 # since fslab asks for lat_percentiles), else completion latency, the bins fio always keeps.
@@ -98,7 +98,7 @@ def _histograms(outputs: dict[int, list[RawOutput]], runs: list[dict]) -> tuple[
     run of the cell kept bins of (DISTRIBUTED, in that order), from fio's outputs of every phase
     (`outputs`, by run id). An imported run's file may hold other jobs and hosts: only its own are
     read (its fio job name, which its workload's name may extend by options: importer.py)."""
-    per_cell: dict[tuple[str, str, str], list[dict[tuple[str, str], dict[int, int]]]] = defaultdict(list)
+    per_cell: dict[tuple[str, str, str], list[dict[tuple[str, str], dict[str, int]]]] = defaultdict(list)
     unreadable = []
     for r in runs:
         source = r.get("source") or {}
@@ -112,20 +112,17 @@ def _histograms(outputs: dict[int, list[RawOutput]], runs: list[dict]) -> tuple[
     return [h for (workload, target, phase), each_run in per_cell.items() for h in cell_histograms(workload, target, each_run, phase)], unreadable
 
 
-def cell_histograms(workload: str, target: str, each_run: list[dict[tuple[str, str], dict[int, int]]], phase: str = "") -> list[LatencyHistogram]:
+def cell_histograms(workload: str, target: str, each_run: list[dict[tuple[str, str], dict[str, int]]], phase: str = "") -> list[LatencyHistogram]:
     """A cell's histogram per direction (of one phase) from its runs' bins (fio.latency_bins of
-    each): of the first latency in DISTRIBUTED that every run kept bins of, so no cell mixes two
-    latencies."""
+    each, keyed as fio writes them: added up so, converted once): of the first latency in
+    DISTRIBUTED that every run kept bins of, so no cell mixes two latencies."""
     found = []
     for direction in dict.fromkeys(d for bins in each_run for d, _ in bins):
         latency = next((k for k in DISTRIBUTED if all((direction, k) in bins for bins in each_run)), None)
         if latency is None:
             continue
-        total: dict[int, int] = defaultdict(int)
-        for bins in each_run:
-            for value, n in bins[(direction, latency)].items():
-                total[value] += n
-        found.append(LatencyHistogram(workload, target, direction, latency, dict(total), len(each_run), phase))
+        total = added_bins([bins[(direction, latency)] for bins in each_run])
+        found.append(LatencyHistogram(workload, target, direction, latency, {int(value): n for value, n in total.items()}, len(each_run), phase))
     return found
 
 

@@ -133,7 +133,7 @@ def throughput_over_time(text: str) -> list[Throughput]:
         windows: dict[str, list[tuple[float, float]]] = {d: [] for d in DIRECTIONS}
         for line in log.splitlines():
             if line.strip():
-                msec, value, direction = (float(field) for field in line.split(",")[:3])
+                msec, value, direction = map(float, line.split(",", 3)[:3])
                 if direction in (0, 1) and math.isfinite(msec) and math.isfinite(value):  # not trims (2), nor what fio never writes
                     windows[DIRECTIONS[int(direction)]].append((msec, value))
         for direction, found in windows.items():
@@ -151,6 +151,8 @@ def throughput_over_time(text: str) -> list[Throughput]:
 
 def _added(jobs: list[list[tuple[float, float]]]) -> list[tuple[float, float]]:
     """Several jobs' windows added up in order: (their mean time, the sum of their values)."""
+    if len(jobs) == 1:  # one job: its windows as they are
+        return jobs[0]
     added = []
     for k in range(max((len(windows) for windows in jobs), default=0)):
         kth = [windows[k] for windows in jobs if k < len(windows)]
@@ -255,20 +257,28 @@ def _latency_metrics(prefix: str, stats: list[dict]) -> list[Metric]:
 
 def _merged_bins(stats: list[dict]) -> dict[str, int]:
     """fio's json+ histogram bins (latency in ns → I/Os) of several jobs, added up."""
-    if len(stats) == 1:  # one job: its bins as they are (a report reads thousands of runs' bins)
-        return stats[0].get("bins", {})
-    bins: dict[str, int] = {}
-    for s in stats:
-        for value, n in s.get("bins", {}).items():
+    return added_bins([s.get("bins", {}) for s in stats])
+
+
+def added_bins(each: list[dict[str, int]]) -> dict[str, int]:
+    """Histogram bins (latency in ns, as fio keys them → I/Os) added up: of several jobs, or a
+    cell's runs. One alone as it is, the first copied whole: a report adds up thousands."""
+    if len(each) == 1:
+        return each[0]
+    bins = dict(each[0]) if each else {}
+    for other in each[1:]:
+        for value, n in other.items():
             bins[value] = bins.get(value, 0) + n
     return bins
 
 
-def latency_bins(text: str, job: str | None = None, host: str | None = None, kinds: tuple[str, ...] = LATENCIES) -> dict[tuple[str, str], dict[int, int]]:
+def latency_bins(text: str, job: str | None = None, host: str | None = None, kinds: tuple[str, ...] = LATENCIES) -> dict[tuple[str, str], dict[str, int]]:
     """(direction, latency kind: lat, clat or slat; those of `kinds`) → fio's json+ bins merged
     over the jobs — those named `job` (of `host`, in client/server output) when given: an imported
     run's, whose file may hold others —, latency in ns → I/Os: the distribution behind the
-    percentiles, read as they are (any fio version's units). Only what fio kept bins of."""
+    percentiles, read as they are (any fio version's units), keyed as fio writes them (the ns in
+    decimal: a report adds up thousands of runs' bins, and converts a cell's keys once). Only what
+    fio kept bins of; ValueError when a bin is not a count of a latency."""
     entries = job_entries(load_json(text))
     if entries is None:
         raise ValueError("no 'jobs' or 'client_stats' in fio's output")
@@ -279,7 +289,9 @@ def latency_bins(text: str, job: str | None = None, host: str | None = None, kin
         for kind in kinds:
             bins = _merged_bins([p[f"{kind}_ns"] for p in parts if f"{kind}_ns" in p])
             if bins:
-                found[(direction, kind)] = dict(zip(map(int, bins), map(int, bins.values())))
+                if not (all(map(str.isdecimal, bins)) and set(map(type, bins.values())) == {int}):
+                    raise ValueError(f"fio's {direction} {kind} bins are not latencies in ns with their counts")
+                found[(direction, kind)] = bins
     return found
 
 
