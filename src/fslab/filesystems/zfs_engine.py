@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fslab.errors import FslabError, Refused
-from fslab.guard.identity import ProcessId, open_own, process, same_process, threads_run
+from fslab.guard.identity import ProcessId, open_own, process, same_process
 from fslab.guard.names import workdir_tag
 from fslab.journal import Entry, Journal, releaser
 from fslab.system import TimedOut, run
@@ -95,13 +95,9 @@ def stop_daemon(entry: Entry, workdir: Workdir) -> None:
         raise Refused(f"{entry.ident}: the journal names a process that is not zfs-fuse; not signalled")
     if same_process(proof) is not None and _pid_in(pidfile) != proof.get("pid"):
         raise Refused(f"{entry.ident}: {pidfile} does not name the process the journal names; not signalled")
-    # Until every thread has exited: its main thread exits seconds before the others, and a
-    # daemon started meanwhile finds the old one still holding its socket and pidfile.
     deadline = time.monotonic() + 30
-    while threads_run(proof):
-        if time.monotonic() > deadline + 30:
-            raise RuntimeError(f"zfs-fuse pid {proof['pid']} still runs 30 s after SIGKILL")
-        os.kill(int(proof["pid"]), signal.SIGTERM if time.monotonic() < deadline else signal.SIGKILL)
+    while (daemon := same_process(proof)) is not None:  # while any thread of it runs (identity.process)
+        os.kill(daemon.pid, signal.SIGTERM if time.monotonic() < deadline else signal.SIGKILL)
         time.sleep(0.1)
     _forget_pidfile(pidfile)
 

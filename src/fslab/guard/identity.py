@@ -349,33 +349,24 @@ class ProcessId:
         return {"pid": self.pid, "start": self.start, "comm": self.comm}
 
 
-def _stat(pid: int) -> tuple[ProcessId, str] | None:
-    """The process with this pid and its state letter (R, S, Z, …), or None: no such process."""
+def process(pid: int) -> ProcessId | None:
+    """The living process with this pid, or None: gone, or a zombie whose threads have all
+    exited. A process whose main thread has exited while others work on (zfs-fuse's, for
+    seconds after SIGTERM) still lives, and holds what it held."""
     try:
         text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
+    comm = text[text.index("(") + 1 : text.rindex(")")]
     fields = text[text.rindex(")") + 2 :].split()
-    return ProcessId(pid, int(fields[19]), text[text.index("(") + 1 : text.rindex(")")]), fields[0]
+    if fields[0] in ("Z", "X") and not _threads_besides_main(pid):
+        return None
+    return ProcessId(pid, int(fields[19]), comm)
 
 
-def process(pid: int) -> ProcessId | None:
-    """The living process with this pid, or None (gone, or a zombie)."""
-    found = _stat(pid)
-    return None if found is None or found[1] in ("Z", "X") else found[0]
-
-
-def threads_run(proof: dict) -> bool:
-    """Whether any thread of the process a proof names still runs. A process whose main thread
-    has exited is a zombie to `process` while its other threads still work and hold what it
-    held (zfs-fuse's, for seconds after SIGTERM)."""
-    found = _stat(int(proof["pid"]))
-    if found is None or found[0].start != int(proof["start"]):
-        return False  # gone (and its pid maybe another's)
-    if found[1] not in ("Z", "X"):
-        return True
+def _threads_besides_main(pid: int) -> bool:
     try:
-        return len(os.listdir(f"/proc/{found[0].pid}/task")) > 1  # the zombie main thread and others
+        return len(os.listdir(f"/proc/{pid}/task")) > 1
     except OSError:
         return False
 
