@@ -31,12 +31,16 @@ def test_a_bad_study_file_is_refused_with_its_line(tmp_path):
     assert not (tmp_path / "r.db").exists(), "refused before anything was opened or formatted"
 
 
-def test_history_and_summary_of_an_empty_database(tmp_path):
+def test_history_and_summary_of_an_empty_database(tmp_path, monkeypatch):
+    from fslab import cli
+
     db = str(tmp_path / "empty.db")
     assert fslab_in_process("history", "--db", db).returncode == 0
+    opened, open_db = [], cli._open_db
+    monkeypatch.setattr(cli, "_open_db", lambda location: (opened.append(gc.isenabled()), open_db(location))[1])
     result = fslab_in_process("summary", "--db", db)
     assert result.returncode == 2 and "no study run" in result.stderr
-    assert gc.isenabled(), "a summary works without the cyclic collector, and gives it back as it ends"
+    assert opened == [False] and gc.isenabled(), "a summary works without the cyclic collector, and gives it back as it ends"
 
 
 def test_untrusted_text_reaches_the_terminal_without_control_sequences(tmp_path):

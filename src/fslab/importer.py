@@ -41,6 +41,7 @@ from fslab.import_parsing import FioOutput, ImportedJob, NotFioOutput, parse_out
 from fslab.model import RawOutput
 from fslab.results.records import IMPORTED, RunRecord
 from fslab.workloads import fio_hist
+from fslab.workloads.fio_output import LOG_KINDS
 
 DEFAULT_TARGET = "imported"  # when a file's directory has no plain name
 MAX_BYTES = 64 * 2**20  # fio's JSON of one run is kilobytes to a few MiB; a larger file is something else
@@ -66,7 +67,7 @@ class Skipped:
 # fio's log files, as fio names them (write_bw_log, write_lat_log, write_iops_log, write_hist_log:
 # NAME_TYPE[.JOB].log, .log.fz compressed, .HOST after it from a fio client): not its JSON output,
 # passed over where they lie beside it (bench-fio writes five kinds per job)
-FIO_LOG = re.compile(r".+_(bw|iops|lat|clat|slat|clat_hist)(\.[0-9]+)?\.log(\.fz)?(\.[^/]+)?")
+FIO_LOG = re.compile(rf".+_({LOG_KINDS})(\.[0-9]+)?\.log(\.fz)?(\.[^/]+)?")
 
 
 # --- mapping into a study run (pure) ------------------------------------------------------------

@@ -163,18 +163,14 @@ def t_quantile(p: float, df: float) -> float:
     return float(stdtrit(df, p))
 
 
-def modified_z_scores(values: list[float]) -> list[float]:
+def modified_z_scores(values: list[float], ordered: list[float] | None = None) -> list[float]:
     """(x − median) / (1.4826 · MAD); all zeros when the MAD is zero. The MAD scaled to estimate a
-    normal σ (divided by NORMAL_MAD)."""
-    floats = [float(v) for v in values]
-    center, mad = _center_and_mad(floats, sorted(floats))
+    normal σ (divided by NORMAL_MAD). `ordered`: the values as floats, sorted (summarize has them:
+    nothing converted or sorted again for each of a summary's thousands of cells)."""
+    floats = [float(v) for v in values] if ordered is None else values
+    center = _middle(sorted(floats) if ordered is None else ordered)
+    mad = _middle(sorted([abs(x - center) for x in floats])) / NORMAL_MAD
     return [0.0] * len(floats) if mad == 0 else [(x - center) / mad for x in floats]
-
-
-def _center_and_mad(floats: list[float], ordered: list[float]) -> tuple[float, float]:
-    """The median of `floats` (`ordered`: them sorted) and their MAD divided by NORMAL_MAD."""
-    center = _middle(ordered)
-    return center, _middle(sorted([abs(x - center) for x in floats])) / NORMAL_MAD
 
 
 def _warnings(values: list[float], cv: float | None, higher_is_better: bool, ordered: list[float]) -> tuple[str, ...]:
@@ -187,10 +183,7 @@ def _warnings(values: list[float], cv: float | None, higher_is_better: bool, ord
     if cv is not None and cv > CV_WARNING:
         warnings.append(f"CV {cv:.1%} above {CV_WARNING:.0%}")
     if n >= OUTLIER_MIN_N:
-        # modified_z_scores' figures, of the floats and their order summarize has (no list of z made
-        # and converted again for each of a summary's thousands of cells); a MAD of 0: every z is 0
-        center, mad = _center_and_mad(values, ordered)
-        outliers = [i for i, x in enumerate(values, 1) if abs((x - center) / mad) > OUTLIER_Z] if mad else []
+        outliers = [i for i, z in enumerate(modified_z_scores(values, ordered), 1) if abs(z) > OUTLIER_Z]
         if outliers:
             warnings.append(f"outlier run{'s' if len(outliers) > 1 else ''} {', '.join(map(str, outliers))} (modified z > {OUTLIER_Z})")
     rest = _middle(sorted(values[1:])) if n >= MIN_RUNS else 0.0  # floats already
@@ -271,12 +264,10 @@ class _Logs:
         return found
 
 
-def log_welch(baseline: list[float], other: list[float]) -> tuple[float, float | None, float | None]:
-    """Difference of mean logs (other − baseline), its standard error and Welch's degrees of freedom."""
-    return _log_welch(baseline, other, _Logs())
-
-
-def _log_welch(baseline: list[float], other: list[float], logs: _Logs) -> tuple[float, float | None, float | None]:
+def log_welch(baseline: list[float], other: list[float], logs: _Logs | None = None) -> tuple[float, float | None, float | None]:
+    """Difference of mean logs (other − baseline), its standard error and Welch's degrees of
+    freedom. `logs`: each side's logs worked out once, for every pair it is in (compare_pairs)."""
+    logs = logs or _Logs()
     (mean_a, var_a), (mean_b, var_b) = logs.moments(baseline), logs.moments(other)
     diff = mean_b - mean_a
     if var_a is None or var_b is None:
@@ -312,23 +303,20 @@ def compare_pairs(pairs: list[SamplePair], threshold: float = 0.03) -> list[Comp
         if min(pair.baseline + pair.other) <= 0:
             raise ValueError("ratios need positive samples")
     logs = _Logs()
-    floors = [_resolution_half_width(pair, logs) for pair in pairs]
-    welch = [_resolved(_log_welch(pair.baseline, pair.other, logs), floor) for pair, floor in zip(pairs, floors)]
+    floors = [resolution_half_width(pair, logs) for pair in pairs]
+    welch = [_resolved(log_welch(pair.baseline, pair.other, logs), floor) for pair, floor in zip(pairs, floors)]
     return [
         _compared(pair, w, t, rank_p, threshold)
         for pair, w, t, rank_p in zip(pairs, welch, _welch_t_figures(welch, floors), mann_whitney_p_values(pairs))
     ]
 
 
-def resolution_half_width(pair: SamplePair) -> float:
+def resolution_half_width(pair: SamplePair, logs: _Logs | None = None) -> float:
     """How far, on the log scale, the ratio of geometric means may lie from the one measured when
     every value is known only to ± resolution / 2: the larger side of the box from
     gm(other − h) / gm(baseline + h) to gm(other + h) / gm(baseline − h). 0 without a resolution;
-    infinite when a value is within half a step of 0 (its ratio is unbounded)."""
-    return _resolution_half_width(pair, _Logs())
-
-
-def _resolution_half_width(pair: SamplePair, logs: _Logs) -> float:
+    infinite when a value is within half a step of 0 (its ratio is unbounded). `logs`: as log_welch's."""
+    logs = logs or _Logs()
     h = pair.resolution / 2
     if not h:
         return 0.0

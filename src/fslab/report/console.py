@@ -150,10 +150,12 @@ class LaidOut:
     def lines(self) -> list[str]:
         """As printed without colours: a rule under the column titles, two spaces between
         columns, every line as wide as the table."""
-        return [*map(self._joined, self.header), "─" * self.width, *(self._joined(line) for row in self.rows for line in row)]
+        return [*(_joined(self.widths, line) for line in self.header), "─" * self.width, *(_joined(self.widths, line) for row in self.rows for line in row)]
 
-    def _joined(self, line: list[str | None]) -> str:
-        return "  ".join(" " * width if cell is None else cell for width, cell in zip(self.widths, line))
+
+def _joined(widths: list[int], line: list[str | None]) -> str:
+    """A line of a table as printed without colours: its cells, two spaces between them."""
+    return "  ".join(" " * width if cell is None else cell for width, cell in zip(widths, line))
 
 
 def lay_out(columns: list[str], rows: list[list[str]], right: list[bool], width: int) -> LaidOut:
@@ -244,7 +246,7 @@ def _segments(widths: list[int], lines: list[list[str | None]], style: Style) ->
     last = len(widths) - 1
     for line in lines:
         if not style:  # nothing styled: the line is one segment, as printed (rich renders a segment at a time)
-            yield Segment(LaidOut(widths, [], [])._joined(line))
+            yield Segment(_joined(widths, line))
             yield Segment.line()
             continue
         for i, (width, cell) in enumerate(zip(widths, line)):

@@ -48,11 +48,11 @@ class ResultsDB:
     def _current(self) -> bool:
         """Whether the database is fslab's at this schema version already: opening it then reads one
         row — no lock, no inspection of its tables (a summary on a team's PostgreSQL opens it once)."""
-        try:
-            with self.engine.connect() as conn:
+        with self.engine.connect() as conn:  # a server it cannot reach: said once, by __init__
+            try:
                 return conn.execute(sa.select(schema_info.c.version)).scalar() == SCHEMA_VERSION
-        except sa.exc.DBAPIError:  # no such table (a new or foreign database), or unreadable: the set-up says why
-            return False
+            except sa.exc.DBAPIError:  # no such table (a new or foreign database), or unreadable: the set-up says why
+                return False
 
     def _set_up_under_lock(self) -> None:
         with self.engine.begin() as conn:

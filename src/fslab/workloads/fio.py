@@ -44,7 +44,7 @@ from fslab.workloads import fio_space, fio_steady
 from fslab.workloads.base import Measured, StudyScope, Window, directory_of, tool_of
 from fslab.workloads.data import DataPattern, buffer_options
 from fslab.workloads.fio_rewrite import Asked, Rewrite, asked_of, refused_beside, rewritten
-from fslab.workloads.fio_output import LOG_FILE, LOG_PREFIX, LOG_TOOL, METRICS, PRECONDITION_TOOL, load_json, parse_metrics, precondition_metrics, precondition_output
+from fslab.workloads.fio_output import LOG_FILE, LOG_KINDS, LOG_PREFIX, LOG_TOOL, METRICS, PRECONDITION_TOOL, load_json, parse_metrics, precondition_metrics, precondition_output
 from fslab.findings import Finding
 from fslab.workloads import Needed, register
 from fslab.workloads.builtin import BUILTIN_WORKLOADS
@@ -140,7 +140,7 @@ LOG_POINTS = 100  # about this many windows over a measured run: enough for a ra
 HIST_WINDOWS = 2  # each histogram window is this many of the others': 50 over a run, as many as a report draws (histograms are the larger logs)
 # fio writes total, completion and submission latency logs (write_lat_log): read for the epoch alone;
 # and histogram logs of completion latency (write_hist_log), kept as their own raw output
-_ANY_LOG = re.compile(rf"{LOG_PREFIX}_(bw|iops|lat|clat|slat|clat_hist)\.(\d+)\.log")
+_ANY_LOG = re.compile(rf"{LOG_PREFIX}_({LOG_KINDS})\.(\d+)\.log")
 
 
 def log_interval_ms(seconds: float) -> int:

@@ -83,6 +83,7 @@ def metric(name: str, value: float) -> Metric:
 # tool (fio.py writes and stores them).
 LOG_TOOL = "fio_log"
 LOG_PREFIX = "fslab"  # fio names the files <prefix>_bw.<job>.log and <prefix>_iops.<job>.log
+LOG_KINDS = "bw|iops|lat|clat|slat|clat_hist"  # every log fio writes: <prefix>_<kind>[.<job>].log
 LOG_FILE = re.compile(rf"{LOG_PREFIX}_(bw|iops)\.(\d+)\.log")  # the logs stored
 
 
