@@ -170,6 +170,14 @@ def test_fill_is_the_layouts_sequential_pass_over_the_workloads_own_files():
     assert FioJob.spec(fio)["precondition"] == [options]
 
 
+def test_a_swept_workloads_phases_write_the_files_it_measures():
+    """A sweep's name (w[iodepth=8]) is no file name: its jobs are named as its files are, and so
+    are its precondition's, or fill writes files the measured job never reads."""
+    for workload in study('rw = "randread"\niodepth = [1, 8]\nsize = "64MiB"\nruntime = "10s"\nprecondition = "fill"\n').workloads:
+        (phase,) = workload.tool.precondition.phases
+        assert phase.sections[0].name == workload.tool.job.sections[0].name != workload.name, workload.name
+
+
 def test_phases_are_scaled_and_seeded_apart_from_the_measured_run():
     text = """rw = "randwrite"
 size = "1GiB"

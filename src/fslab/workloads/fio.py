@@ -560,7 +560,7 @@ def preconditioned(workload: Workload, section: WorkloadSection, building: Build
     """The workload with its precondition, which its run's time-out also covers (unless the study
     sets the time-out itself)."""
     fio = tool_of(workload, FioJob)
-    found = fio_steady.precondition(workload.name, section.precondition or [], layout_options(fio.fio_options), building, shared_file=fio.shared_file)
+    found = fio_steady.precondition(file_name(workload.name), section.precondition or [], layout_options(fio.fio_options), building, shared_file=fio.shared_file)
     timeout = workload.timeout if section.timeout is not None or building.fio.timeout is not None else workload.timeout + found.timeout()
     return replace(workload, tool=replace(fio, precondition=found), timeout=timeout)
 
