@@ -215,6 +215,17 @@ def test_options_beside_a_job_file_are_refused_not_ignored(tmp_path):
         parse_study(STUDY + "options = { end_fsync = 1 }\n", "s.toml", base_dir=tmp_path)
 
 
+@pytest.mark.parametrize("job", ["ioengine=filedelete\nnrfiles=4\nfilesize=4k\n", "ioengine=e4defrag\ndonorname=donor.def\n", "donorname=donor.def\n"])
+def test_a_job_that_works_on_files_by_name_is_refused_on_a_raw_device(tmp_path, job):
+    """On a raw device every job's file is the device: filedelete would unlink its node, and
+    e4defrag's donor file would be made wherever fio runs, outside the target."""
+    (tmp_path / "mine.fio").write_text(f"[mine]\nrw=write\nsize=16m\n{job}")
+    raw = STUDY.replace('filesystem = "xfs"', 'filesystem = "raw"')
+    with pytest.raises(StudyError, match=r"workload 'mine' \(fio\) works in a filesystem's directory, and target 'raw' is a raw device"):
+        parse_study(raw, "s.toml", base_dir=tmp_path)
+    assert parse_study(STUDY, "s.toml", base_dir=tmp_path).workloads[0].tool.needs_directory, "in a filesystem's directory: as fio reads it"
+
+
 def test_what_only_fio_knows_is_refused_before_anything_is_attached(workdir, tmp_path):
     said = refused_run(workdir, tmp_path, STUDY, GOOD_JOB.replace("size=16m\n", "size=16m\nhipri\n"))
     assert "workload 'mine' (mine.fio): fio does not accept the job: Bad option <hipri>" in said

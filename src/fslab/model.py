@@ -212,7 +212,11 @@ class Tool(Protocol):
     """What a workload of one kind runs, every value checked when the study was read."""
 
     kind: ClassVar[str]  # the WorkloadKind that runs it
-    needs_directory: ClassVar[bool]  # works in a filesystem's directory: refused on a raw target
+
+    @property
+    def needs_directory(self) -> bool:
+        """Works in a filesystem's directory: refused on a raw target (a kind's, or one workload's)."""
+        ...
 
     @property
     def takes_snapshots(self) -> bool:

@@ -157,6 +157,10 @@ ENGINES: dict[str, str] = {
 # Engines that do no I/O on the target: beside jobs that do (cpuio loads the CPU while they
 # run), never alone — a job file of these alone measures nothing of the target (fio_jobs).
 NO_IO_ENGINES = {"cpuio"}
+# Engines that make, stat or delete files by name, or a donor file beside them: a job of theirs
+# needs the target's directory. On a raw device its file name is the device's (filedelete would
+# unlink the device node) and e4defrag's donor would be made wherever fio runs.
+DIRECTORY_ENGINES = {"filecreate", "filestat", "filedelete", "e4defrag"}
 _ENGINE_NAMES = tuple(ENGINES)
 _ENGINES_REFUSED = {
     NETWORK: ("it opens a network connection or a remote store", {

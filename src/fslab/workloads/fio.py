@@ -30,6 +30,7 @@ from fslab.errors import Refused
 from fslab.filesystems.base import Provisioned
 from fslab.guard import fio_jobs
 from fslab.guard.fio_jobs import JobFile, fio_environment, parse_all, render, single_job
+from fslab.guard.fio_options import DIRECTORY_ENGINES
 from fslab.guard.fio_preallocation import preallocation
 from fslab.guard.fio_values import block_size, ms_text
 from fslab.guard.names import file_name
@@ -60,7 +61,6 @@ class FioJob:
     study's parameters, or a user's job file parsed."""
 
     kind: ClassVar[str] = "fio"
-    needs_directory: ClassVar[bool] = False
     takes_snapshots: ClassVar[bool] = False
 
     job: JobFile
@@ -82,6 +82,12 @@ class FioJob:
         ) | (
             {"precondition": self.precondition.spec()} if self.precondition else {}
         )  # fmt: skip  (absent: stored as before)
+
+    @property
+    def needs_directory(self) -> bool:
+        """Whether a job of it makes, stats or deletes files by name, or a donor file
+        (fio_options.DIRECTORY_ENGINES, donorname): refused on a raw target."""
+        return any(options.get("ioengine") in DIRECTORY_ENGINES or "donorname" in options for options in self.job.jobs())
 
     def data_pattern(self) -> str:
         return self.data.describe()
