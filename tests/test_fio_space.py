@@ -32,6 +32,15 @@ def test_each_job_and_clone_has_its_own_files_unless_they_name_one():
     assert (example("tiobench-example.fio"), example("fio-rand-RW.fio"), example("ssd-test.fio"), example("aio-read.fio")) == (8 * GiB, 10 * GiB, 10 * GiB, 2 * GiB)
 
 
+def test_a_job_file_asking_for_billions_of_files_is_sized_without_counting_them():
+    """A shared job file may ask for any nrfiles and numjobs: the room is worked out, not counted
+    file by file (a dict entry a file hung the study's check, as root, before any refusal)."""
+    assert room("[a]\nrw=write\nsize=1m\nnumjobs=1024\nnrfiles=4294967295\n") == 1024 * 4294967295, "a byte a file, at least"
+    assert room("[a]\nrw=write\nfilesize=4k\nnumjobs=1000\nnrfiles=1000000000\noffset=4k\n") == 10**12 * 8192
+    clones = "[a]\nrw=write\nfilesize=1m\nnumjobs=3\nnrfiles=2\noffset=1m\noffset_increment=1m\n"
+    assert room(clones + "[a]\nrw=read\nfilesize=4m\nnrfiles=1\noffset_increment=1m\n") == 2 * (2 + 3 + 4) * MiB + (4 - 2) * MiB, "one name's files: each as far as any of its jobs reaches"
+
+
 def test_files_are_filesize_times_nrfiles_or_size_shared_out_and_offsets_lie_before_them():
     assert room("[a]\nrw=write\nnrfiles=200\nfilesize=4k\nnumjobs=2\n") == 2 * 200 * 4096
     assert room("[a]\nrw=write\nnrfiles=10\nfilesize=1m-4m\nsize=1g\n") == 40 * MiB, "a range's upper end; size then only caps the I/O"

@@ -20,7 +20,7 @@ On a raw device every job works on the device: the furthest any job reaches.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from fslab.guard.fio_jobs import GLOBAL, JobFile
 from fslab.guard.fio_jobs import _on as switched_on  # a boolean option as fio reads it
@@ -34,17 +34,47 @@ def room_needed(job: JobFile, block_device: bool) -> int:
     """Bytes the job's files take on a target: on a filesystem every file's (once, as far as any
     job reaches in it), on a raw device (`block_device`) as far as any job reaches in it."""
     names = [section.name for section in job.sections if section.name != GLOBAL]
-    files: dict[tuple[str, ...], int] = {}  # each file → the furthest byte a job reaches in it
+    files: dict[tuple[str, ...], int] = {}  # a named file, the device → the furthest byte a job reaches in it
+    own: dict[str, list[_OwnFiles]] = {}  # a section's name → its jobs' own files (sections of one name share them)
     for name, options in zip(names, job.jobs()):
-        for file, end in _files(name, options, block_device):
+        for file, end in _files(name, options, block_device, own):
             files[file] = max(files.get(file, 0), end)
-    return sum(files.values())
+    return sum(files.values()) + sum(_own_room(each) for each in own.values())
 
 
-def _files(name: str, options: Mapping[str, str | None], block_device: bool) -> Iterator[tuple[tuple[str, ...], int]]:
-    """Each file a job's clones work on, and how far into it they reach: (key, bytes). A key names
-    a file as fio does: a `filename` by its name, the job's own as fio names them (job.clone.file:
-    sections of the same name share them), the device as one."""
+@dataclass(frozen=True)
+class _OwnFiles:
+    """A job's own files, as fio names them (name.clone.number): `count` of them for each of its
+    `clones`, clone c's reaching `start + increment · c` into each."""
+
+    clones: int
+    count: int
+    start: int
+    increment: int
+
+
+def _own_room(jobs: list[_OwnFiles]) -> int:
+    """The room the own files of the sections of one name take, each file as far as any of them
+    reaches in it — worked out, not counted file by file: a job file may ask for billions. Where
+    their increments differ, the largest is taken for all (more room, never less)."""
+    increment = max(j.increment for j in jobs)
+    total, low = 0, 0
+    for high in sorted({j.clones for j in jobs}):  # the clones low..high-1 have the same jobs
+        active = sorted((j for j in jobs if j.clones >= high), key=lambda j: -j.start)
+        clones, sum_of_c = high - low, (high - 1 + low) * (high - low) // 2
+        covered = 0
+        for j in active:  # each file numbered below j.count, as far as the furthest job reaching it
+            if j.count > covered:
+                total += (j.count - covered) * (j.start * clones + increment * sum_of_c)
+                covered = j.count
+        low = high
+    return total
+
+
+def _files(name: str, options: Mapping[str, str | None], block_device: bool, own: dict[str, list[_OwnFiles]]) -> Iterator[tuple[tuple[str, ...], int]]:
+    """Each file a job's clones work on by name, and how far into it they reach: (key, bytes) — a
+    `filename` by its name, the device as one —; the job's own files (fio names them
+    job.clone.file: sections of the same name share them) added to `own`."""
     if switched_on(options, "fill_device") or (options.get("ioengine") or "") in EMPTY_FILES:
         return
     clones, count = _count(options.get("numjobs")), _count(options.get("nrfiles"))
@@ -59,9 +89,7 @@ def _files(name: str, options: Mapping[str, str | None], block_device: bool) -> 
     if named:
         yield ("file", named), furthest + per_file
     else:
-        for clone in range(clones):
-            for number in range(count):
-                yield ("job", name, str(clone), str(number)), offset + increment * clone + per_file
+        own.setdefault(name, []).append(_OwnFiles(clones, count, offset + per_file, increment))
     donor = options.get("donorname")
     if options.get("ioengine") == "e4defrag" and donor and not switched_on(options, "inplace"):
         yield ("file", donor), each or per_file
