@@ -113,7 +113,7 @@ def test_a_value_fio_reads_otherwise_than_it_says_is_refused_saying_what_fio_rea
 def test_a_value_fio_reads_as_it_says_is_accepted_and_read_by_fslab_as_fio_read_it(option, value):
     assert option_problem(option, value) is None
     read = read_of(probe_of(option, value))
-    assert (read or value == "10z") and all(plain_reading(next(fio_values._tokens(h.ptr))[0], numbers(option)) == h.out for h in read), read
+    assert (read or value == "10z") and all(plain_reading(next(fio_values.tokens(h.ptr))[0], numbers(option)) == h.out for h in read), read
 
 
 def test_every_probed_value_the_guard_accepts_reads_alike_to_fio_and_to_fslab():
@@ -124,7 +124,7 @@ def test_every_probed_value_the_guard_accepts_reads_alike_to_fio_and_to_fslab():
         if option in table().options and option_problem(option, value) is None:
             accepted += 1
             for handled in read_of(probe):
-                assert fio_reading(handled.ptr, numbers(option)) == plain_reading(next(fio_values._tokens(handled.ptr))[0], numbers(option)) == handled.out, (probe["job"], handled)
+                assert fio_reading(handled.ptr, numbers(option)) == plain_reading(next(fio_values.tokens(handled.ptr))[0], numbers(option)) == handled.out, (probe["job"], handled)
     assert accepted > 150
 
 

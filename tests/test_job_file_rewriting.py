@@ -127,6 +127,16 @@ def test_sizes_are_read_as_fio_reads_them():
     assert [fio_time(s) for s in (9, 0.9, 1.35, 0.0001)] == ["9s", "900ms", "1350ms", "1ms"]
 
 
+def test_a_hexadecimal_size_is_scaled_and_counted_as_fio_reads_it():
+    """fio reads 0x40000000 as 1 GiB: split by the guard's own reading of numbers, not a second
+    one that saw 0 and then x40000000 (the space check counted nothing, --scale wrote 0x19m)."""
+    from fslab.workloads.fio_space import room_needed
+
+    job, _ = rewrite("[a]\nrw=write\nsize=0x40000000\n", scale=0.5)
+    assert job.jobs()[0]["size"] == "512m"
+    assert room_needed(parse_job_file("[a]\nrw=write\nsize=0x40000000\n", "j.fio"), False) == 2**30
+
+
 def test_a_runtime_of_zero_asked_leaves_the_jobs_to_end_with_their_size():
     job, rewrites = rewrite("[global]\nruntime=60\n[a]\nrw=write\nsize=8m\n", {"runtime": ("0s", "workload")})
     assert "runtime" not in job.jobs()[0] and [(r.was, r.now) for r in rewrites] == [("60", None)]

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from fslab.units import parse_size
@@ -199,7 +199,7 @@ def misread(name: str, value: str, numbers: Numbers) -> str | None:
 def misread_each(name: str, value: str, numbers: Numbers = SIZE) -> str | None:
     """`misread` for a value fio reads number by number, each on its own (bssplit's sizes and
     percentages, a rw offset, zoned_abs's sizes: parse.c str_to_decimal, or atoi)."""
-    for token in _tokens(value):
+    for token in tokens(value):
         if (why := _token_misread(token[0], token[0], numbers, last=True)) is not None:
             return f"{name}={value[:40]} is refused: {why}"
     return None
@@ -210,25 +210,26 @@ def _part_misread(name: str, value: str, part: str, offset: int, numbers: Number
     takes one; each number as fio reads it with what follows it in the part."""
     if not part:
         return None  # fio's default for that direction
-    tokens = list(_tokens(part))
-    between = [part[a.end() : b.start()] for a, b in zip(tokens, tokens[1:])]
-    whole = tokens and not tokens[0].start() and tokens[-1].end() == len(part) and len(tokens) <= 2 and all(s in ("-", ":") for s in between)
+    numbers_in = list(tokens(part))
+    between = [part[a.end() : b.start()] for a, b in zip(numbers_in, numbers_in[1:])]
+    whole = numbers_in and not numbers_in[0].start() and numbers_in[-1].end() == len(part) and len(numbers_in) <= 2 and all(s in ("-", ":") for s in between)
     if not whole:
         return f"{name}={value[:40]} is refused: fio reads {'a number or a range' if numbers.ranges else 'one number'} here{' per direction' if numbers.directions else ''}, not '{part[:40]}'"
-    if len(tokens) == 2 and not numbers.ranges:
+    if len(numbers_in) == 2 and not numbers.ranges:
         return (
             f"{name}={value[:40]} is refused: {name} takes no range: fio reads '{between[0]}' here as it reads ',', between "
-            f"directions ({tokens[0][0]} for reads, {tokens[1][0]} for writes and trims); write them with ','"
+            f"directions ({numbers_in[0][0]} for reads, {numbers_in[1][0]} for writes and trims); write them with ','"
         )
-    for index, token in enumerate(tokens):
+    for index, token in enumerate(numbers_in):
         context = token[0] if numbers.ends_apart else value[offset + token.start() :]
-        if (why := _token_misread(token[0], context, numbers, last=index == len(tokens) - 1)) is not None:
+        if (why := _token_misread(token[0], context, numbers, last=index == len(numbers_in) - 1)) is not None:
             return f"{name}={value[:40]} is refused: {why}"
     return None
 
 
-def _tokens(part: str) -> Iterator[re.Match[str]]:
-    """The numbers of a value; a '-' after another character separates, it is not a sign."""
+def tokens(part: str) -> Iterator[re.Match[str]]:
+    """The numbers of a value (a range's ends, one per direction), as fio splits them: a '-'
+    after another character separates, it is not a sign."""
     position = 0
     while found := NUMBER.search(part, position):
         if found.group(0)[0] in "+-" and found.start() > 0:
@@ -310,6 +311,15 @@ def describe(value: int | None, numbers: Numbers) -> str:
 # ---- fslab's readers and writers of fio's values -------------------------------------------------
 
 
+def each_number(value: str, rewrite: Callable[[re.Match[str]], str]) -> str:
+    """`value` with each of its numbers (tokens) rewritten."""
+    parts, position = [], 0
+    for found in tokens(value):
+        parts += [value[position : found.start()], rewrite(found)]
+        position = found.end()
+    return "".join(parts) + value[position:]
+
+
 def size_bytes(value: str) -> int:
     """A size as fio reads it (k, m, … powers of 1024; kib, … of 1000; a fraction cut, and its
     unit with it: 1.5m is 1 byte); 0 where it reads none."""
@@ -325,7 +335,7 @@ def seconds(value: str) -> float:
 @functools.lru_cache(maxsize=1024)  # pure: the same few values in every workload of a study
 def last_seconds(value: str) -> float:
     """A time range's last end (startdelay=1-5s: 5), as fio reads it; a single time itself."""
-    ends = [found.start() for found in _tokens(value)]
+    ends = [found.start() for found in tokens(value)]
     return seconds(value[ends[-1] :]) if ends else 0.0
 
 
@@ -418,7 +428,7 @@ def disagreement(handled: Handled) -> str | None:
     if handled.option not in READ_BY_FSLAB or handled.out is None:
         return None
     numbers = numbers_read(handled)
-    first = next(_tokens(handled.ptr), None)
+    first = next(tokens(handled.ptr), None)
     mine = plain_reading(first[0], numbers) if first is not None and not first.start() else None
     if mine == handled.out:
         return None

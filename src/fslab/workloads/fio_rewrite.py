@@ -19,14 +19,13 @@ a value: a job's own value is the last fio reads for it, so every job runs exact
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from fslab.errors import Refused
 from fslab.guard.fio_jobs import GLOBAL, SHORTEST_STEADY_WINDOW, JobFile, Section, check_option, fio_seconds
-from fslab.guard.fio_values import block_size, size_bytes as fio_bytes, size_text as fio_size, time_text as fio_time  # fio's one reading and writing of its values
+from fslab.guard.fio_values import block_size, each_number, size_bytes as fio_bytes, size_text as fio_size, time_text as fio_time, tokens  # fio's one reading and writing of its values
 from fslab.units import format_duration, format_size, parse_duration, parse_size, scaled_size
 
 SIZES = ("size", "io_size", "offset", "offset_increment", "filesize")  # bytes: × --scale
@@ -62,10 +61,6 @@ REFUSED_BESIDE = {
 # fio uses these instead of bs wherever a job sets them, whatever their order.
 INSTEAD_OF_BS = ("bsrange", "bssplit")
 
-# One size or time in a value, as the allow-list admits them (guard/fio_jobs: SIZE, TIME): a
-# range (1k-64k, 1s-5s) or one per direction (4k,64k) has several, each scaled.
-_SIZE = re.compile(r"(\d+)(\.\d+)?([kmgtp]i?b?|b)?", re.IGNORECASE)
-_TIME = re.compile(r"\d+(?:\.\d+)?(?:usec|us|msec|ms|sec|s|min|m|h|d)?", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -238,11 +233,11 @@ def _scaled(option: str, value: str | None, factor: float) -> str | None:
     if value is None or factor == 1.0:
         return value
     if option in SIZES:
-        return value if "%" in value else _SIZE.sub(lambda m: fio_size(shrunk(fio_bytes(m[0]), factor)), value)
+        return value if "%" in value else each_number(value, lambda m: fio_size(shrunk(fio_bytes(m[0]), factor)))
     if option in COUNTS:
         return str(max(1, round(int(value) * factor)))
     if option in TIMES:  # a range's first end in ms: fio reads s only at a value's end
-        return _TIME.sub(lambda m: fio_time(max(SHORTEST.get(option, 0.0), fio_seconds(m[0]) * factor), last=m.end() == len(value)) if fio_seconds(m[0]) else m[0], value)
+        return each_number(value, lambda m: fio_time(max(SHORTEST.get(option, 0.0), fio_seconds(m[0]) * factor), last=m.end() == len(value)) if fio_seconds(m[0]) else m[0])
     return value
 
 
@@ -256,7 +251,7 @@ def shrunk(size: int, scale: float) -> int:
 
 def fio_sizes(value: str) -> list[int]:
     """Each size in a value of a job file (a range's ends, one per direction), as fio reads it."""
-    return [fio_bytes(m[0]) for m in _SIZE.finditer(value)]
+    return [fio_bytes(m[0]) for m in tokens(value)]
 
 
 def described(stored: Sequence[Mapping[str, Any]]) -> str:
@@ -284,8 +279,9 @@ def _shown(option: str, value: object, absent: str) -> str:
     if value is None:
         return absent
     text = str(value)
-    if option in SIZES and _SIZE.fullmatch(text):
+    single = [m[0] for m in tokens(text)] == [text]
+    if option in SIZES and single:
         return format_size(fio_bytes(text))
-    if option in TIMES and _TIME.fullmatch(text):
+    if option in TIMES and single:
         return format_duration(fio_seconds(text))
     return text
