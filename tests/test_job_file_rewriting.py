@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import fslab_in_process, held_by, write_study
 
-from fslab.guard.fio_jobs import job_text, parse_job_file, parse_only, render
+from fslab.guard.fio_jobs import job_text, parse_all, parse_job_file, render
 from fslab.study import StudyError, load_study, parse_study, short_runs
 
 EXAMPLES = Path(__file__).parent / "fixtures" / "fio" / "examples"
@@ -88,7 +88,7 @@ def test_what_is_measured_in_bytes_and_seconds_scales_with_the_size_and_time_and
         "nrfiles": "10", "filesize": "4k-64k", "loops": "3", "thinktime": "5ms", "rate": "10m", "bs": "4k",
     }, "small files stay small (never rounded up to a MiB): their count takes the scale; a pass of a percentage, and the pace, are the job's shape"  # fmt: skip
     assert (b["filesize"], b["offset"], b["io_size"]) == ("102m:205m", "25%", "205m"), "each end of a range"
-    parse_only(render(job, directory=tmp_path, device=None), directory=tmp_path)  # fio reads every value written
+    assert parse_all([(render(job, directory=tmp_path, device=None), "the job")], directory=tmp_path) == []  # fio reads every value written
 
 
 def test_counts_take_the_share_of_the_scale_that_sizes_held_at_their_floor_could_not():
@@ -153,7 +153,7 @@ def test_bs_asked_where_a_job_sets_what_fio_uses_instead_is_refused():
 def test_fio_reads_the_rewritten_job(tmp_path):
     job, _ = rewrite(AIO_READ, {"iodepth": ("2", "workload"), "runtime": ("1s", "[fio]")}, scale=0.01)
     rendered = render(job, directory=tmp_path, device=None)
-    parse_only(rendered, directory=tmp_path)
+    assert parse_all([(rendered, "the job")], directory=tmp_path) == []
     assert [(o["iodepth"], o["size"], o["runtime"]) for o in job.jobs()] == [("2", "5m", "1s")] * 4
 
 

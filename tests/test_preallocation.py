@@ -68,7 +68,7 @@ def test_a_job_file_without_fallocate_takes_fslabs_default_and_one_with_it_is_re
     assert job_fallocate(mine) == ["none", "none"] and mine.spec()["preallocation"] == "none"
     assert "[global]\nfallocate=none\n" in mine.spec()["job"], "the default is part of the job stored"
     rendered = fio_jobs.render(mine.tool.job, directory=tmp_path, device=None)
-    fio_jobs.parse_only(rendered, directory=tmp_path)  # fio reads fslab's [global] and the default's, in order
+    assert fio_jobs.parse_all([(rendered, "the job")], directory=tmp_path) == []  # fio reads fslab's [global] and the default's, in order
     (tmp_path / "mine.fio").write_text("[a]\nrw=write\nsize=8m\nfallocate=keep\n[b]\nrw=randwrite\nsize=8m\n")
     [mine] = workloads(study, tmp_path).values()
     assert job_fallocate(mine) == ["keep", None], "as written: job b takes fio's own default"

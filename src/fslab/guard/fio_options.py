@@ -9,7 +9,7 @@ library, that change machine-wide state, or that change the output fslab reads i
 Engines are code that decides where the I/O goes, so they stay an allow-list (ENGINES). A value
 fio takes as free text (a string without valid values) is where a path hides: such an option is
 accepted only where fslab knows its form (FORMS), so a newer fio's new string option is refused
-until it is reviewed. fio's own `--parse-only` then checks the whole job (fio_jobs.parse_only).
+until it is reviewed. fio's own `--parse-only` then checks the whole job (fio_jobs.parse_all).
 
 Pure but for the table, which fio_table keeps per fio (asked once per version).
 """

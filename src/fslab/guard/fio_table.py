@@ -148,8 +148,8 @@ def _keep(path: Path, record: Mapping[str, object]) -> None:
         with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=".fio-options-", delete=False) as f:
             json.dump(record, f, indent=1, sort_keys=True)
             f.flush()
+            os.fchmod(f.fileno(), 0o644)  # the file made, not whatever its name leads to by then
             os.fsync(f.fileno())
-        os.chmod(f.name, 0o644)
         os.replace(f.name, path)
     except OSError:
         with contextlib.suppress(OSError, NameError):

@@ -19,7 +19,7 @@ C) and a reader's (`plain_reading`, the HOWTO's units) — and refuses the rest,
 would read and what to write instead (`misread`). fslab's own readers of fio values
 (`size_bytes`, `seconds`) are fio's reading, so what fslab says of a job — its length, its sizes,
 the space it needs, what the report says ran — is what fio ran; and `parse_debug` reads fio's own
-account (`fio --debug=parse`), which fio_jobs.parse_only checks against fslab's reading.
+account (`fio --debug=parse`), which fio_jobs.parse_all checks against fslab's reading.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ _SECOND = 10**6  # fio keeps times in µs
 TIMES_IN_SECONDS = frozenset({"startdelay", "runtime", "ramp_time", "steadystate_duration", "steadystate_ramp_time", "thinktime_iotime"})
 INTEGER_TIMES = frozenset({"thinktime", "thinktime_spin", "thinktime_iotime", "max_latency"})
 # The options whose values fslab reads itself (fio_jobs, fio_rewrite, the space check): fio's own
-# account of them is checked against fslab's reading before a study runs (fio_jobs.parse_only).
+# account of them is checked against fslab's reading before a study runs (fio_jobs.parse_all).
 READ_BY_FSLAB = frozenset({"size", "io_size", "offset", "offset_increment", "filesize", "bs", "runtime", "ramp_time", "startdelay", "steadystate_duration", "steadystate_ramp_time"})
 
 _POWERS = "bkmgtp"
