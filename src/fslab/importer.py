@@ -185,7 +185,9 @@ def import_files(study: str, paths: list[Path], target: str | None = None) -> Im
     parsed, not_fio = parse_files(files, target)
     histograms, refused = histogram_logs(parsed)
     read_as_logs = {path for _, each in histograms.items() for path in each.paths} | {s.path for s in refused}
-    return imported_study(study, [str(p) for p in paths], parsed, [s for s in unreadable + not_fio if s.path not in read_as_logs] + refused, histograms)
+    # a log read with its run is not one passed over; no log reaches parsing (FIO_LOG), so not_fio holds none
+    passed_over = [s for s in unreadable if s.path not in read_as_logs]
+    return imported_study(study, [str(p) for p in paths], parsed, passed_over + not_fio + refused, histograms)
 
 
 def imported_study(name: str, paths: Iterable[str], found: Iterable[tuple[FoundFile, FioOutput]], skipped: list[Skipped], histograms: dict[tuple[str, str], HistogramLogs] | None = None) -> ImportedStudy:
