@@ -14,6 +14,7 @@ shrink and each cell runs once.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -126,3 +127,15 @@ def test_btrfs_options_compresses_the_zeros_pass_and_writes_it_unlike_the_random
     for phase in ("write", "rewrite"):
         assert zeros[f"{phase}.device_written_bytes"][0] < random[f"{phase}.device_written_bytes"][0] / 2, phase
     assert {r["workload"]: r["job_file"].count("fallocate=none") for r in btrfs_options.runs if r["target"] == "btrfs"}["iozone-zeros"] == 4, "every fio phase"
+
+
+def test_quick_refused_at_a_tiny_scale_runs_at_the_scale_its_refusal_names(tmp_path, needs_root):  # noqa: ANN001
+    """Issue 32, item 9: the refusal of `quick --scale 0.001` names the smallest scale at which
+    every image is formatted and every workload fits, and the study then runs there, every run ok."""
+    refused = fslab("run", "quick", "--scale", "0.001", "--db", str(tmp_path / "refused.db"), "--workdir", str(tmp_path / "none"))
+    assert refused.returncode == 2 and not (tmp_path / "refused.db").exists() and not (tmp_path / "none").exists()
+    scale = re.search(r"^--scale (\S+) is the smallest at which every image can be formatted and every workload fits$", refused.stderr, re.M)
+    assert scale, refused.stderr
+    ran = run_builtin("quick", scale.group(1), tmp_path)
+    assert len(ran.runs) == 16 and all(run["status"] == "ok" for run in ran.runs)
+    assert {run["image_size"] for run in ran.runs} == {round(2048 * float(scale.group(1))) * 2**20}

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from fslab.guard.fio_jobs import single_job
-from fslab.study import StudyError, load_study, parse_study, space_problem
+from fslab.study import StudyError, load_study, parse_study, smallest_scale, space_problem
 
 GOOD = """\
 [study]
@@ -213,7 +213,9 @@ def test_a_study_whose_video_jobs_outgrow_what_mkfs_leaves_free_is_refused_namin
     assert "workload 'video_write' needs 260MiB but target 'xfs[defaults]' has 201.8MiB free after xfs's mkfs and mount on an image of 300MiB; an image of 359MiB would do" in message
     assert "workload 'video_read' needs 260MiB but target 'btrfs[noatime]' has 218MiB free after btrfs's mkfs and mount on an image of 300MiB; an image of 342MiB would do" in message
     assert "seq_read" not in message, "the baseline's one 65MiB file fits"
-    assert all(line.endswith("(every size × --scale 0.0315)") for line in message.splitlines()), "the sizes named are the scaled ones: said"
+    problems, hint = message.splitlines()[:-1], message.splitlines()[-1]
+    assert all(line.endswith("(every size × --scale 0.0315)") for line in problems), "the sizes named are the scaled ones: said"
+    assert hint.startswith("--scale 0.0") and "is the smallest at which" in hint, "and the scale that fits is named"
     assert "target 'ext4[defaults]' has 254.8MiB free" in message, "ext4 (4KiB blocks, as at 10GB: -T default) leaves 258MiB free on 300MiB: not enough either"
     study = load_study("wu-guo-2026", scale=0.1)  # 954MiB images, to see that the size named does
     xfs, video = next(t for t in study.targets if t.name == "xfs[defaults]"), next(w for w in study.workloads if w.name == "video_write")
@@ -584,3 +586,44 @@ def test_only_the_listed_space_problems_search_for_the_size_that_would_do(monkey
     message = error_of(many_tables(300, "too large"))
     assert message.endswith(f"… and {300 - study_module.LISTED_PROBLEMS} more") and "would do" in message
     assert len(searched) == study_module.LISTED_PROBLEMS
+
+
+def test_a_refused_scale_names_the_smallest_at_which_every_workload_fits_and_that_scale_is_accepted():
+    """Issue 32, item 9: `quick --scale 0.001` (images below what mkfs.xfs and mkfs.btrfs format)
+    and `wu-guo-2026 --scale 0.07` (video files outgrowing XFS's room) were refused without the
+    scale that fits, the latter saying "raise image_size" to a user who had asked for a scale.
+    Fails on the old code: no scale is named."""
+    with pytest.raises(StudyError) as refused:
+        load_study("quick", scale=0.001)
+    assert str(refused.value).splitlines()[-1] == "--scale 0.147 is the smallest at which every image can be formatted and every workload fits"
+    assert len(load_study("quick", scale=0.147).cells) == 16, "that scale is accepted by the same checks"
+    with pytest.raises(StudyError, match="--scale 0.147 is the smallest"):
+        load_study("quick", scale=0.146)  # 292MiB images, below XFS's 300MiB
+    with pytest.raises(StudyError) as refused:
+        load_study("wu-guo-2026", scale=0.07)
+    message = str(refused.value)
+    assert "raise image_size" not in message, "the user asked for a scale: the fix is a scale, not an edit of the study"
+    hint = message.splitlines()[-1]
+    smallest = float(hint.split()[1])
+    assert hint.startswith(f"--scale {smallest:g} is the smallest at which every image can be formatted and every workload fits")
+    assert 0.07 < smallest < 0.08 and load_study("wu-guo-2026", scale=smallest).scale == smallest
+    assert "some scales between it and" in hint, "each size's rounding to a whole MiB makes the edge ragged: said"
+    for below in (round(smallest - 0.0001, 4), round(smallest - 0.0003, 4)):
+        with pytest.raises(StudyError):
+            load_study("wu-guo-2026", scale=below)
+
+
+def test_the_smallest_scale_is_the_lowest_that_fits_below_a_ragged_edge():
+    """Above the edge everything fits; below it a scale may fit where its neighbours do not (each
+    size rounded to a whole MiB on its own): the walk down from the edge finds the lowest."""
+    tried = []
+
+    def fits(scale: float) -> bool:
+        tried.append(scale)
+        return scale >= 0.5 or scale in (0.49, 0.485, 0.46)
+
+    assert smallest_scale(fits, 0.1) == (0.485, 0.5), "0.46 lies past RAGGED_STEPS refused in a row: not sought"
+    assert all(scale > 0.1 for scale in tried) and len(tried) < 80
+    assert smallest_scale(lambda scale: scale >= 0.5, 0.49) == (0.5, 0.5), "never at or below the scale refused"
+    assert smallest_scale(lambda scale: False, 0.1) is None, "none up to 1: none named"
+    assert smallest_scale(lambda scale: scale >= 3.14159, 2.0) == (3.15, 3.15)

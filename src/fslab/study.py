@@ -25,7 +25,7 @@ from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Room
 from fslab.guard.names import swept_name
 from fslab.guard.options import split_arguments
-from fslab.model import FILESYSTEM_ATTRIBUTES, Study, Target, TargetsByName, Workload, study_cells
+from fslab.model import FILESYSTEM_ATTRIBUTES, Cell, Study, Target, TargetsByName, Workload, study_cells
 from fslab import workloads as kinds
 from fslab.study_file import StudyFile, StudySection, TargetSection, allowed_fields, as_list, study_file_model, untagged
 from fslab.toml_errors import FieldLines, describe_error, field_path, unknown
@@ -86,7 +86,8 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0,
     tables = [(i, t) for i, t, _ in expanded]
     targets = [t for _, t in tables]
     where.require_unique([(("target", i), t.name) for i, t in tables], "target")
-    where.refuse(_floor_problems(model, tables, scale, where))
+    scaling = _Scaling(model, base_dir, scale, scale_sizes_only, where)
+    scaling.refuse(_floor_problems(model, tables, scale, where))
     names = {t.name: None for t in targets}
     if model.study.baseline is not None and model.study.baseline not in names:
         raise StudyError(f"{where(('study', 'baseline'))}: {unknown('target', model.study.baseline, names)}")
@@ -116,11 +117,11 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0,
     # A workload too large for an image is reported where that image's size is written (the
     # target's image_size, else the study's), naming where the workload is.
     size_written = {t.name: _image_size_written(model, i) for i, t in tables}
-    rooms = {t.name: FILESYSTEMS[t.filesystem].room(t) for t in targets if not t.named}  # once a target, not once a cell
-    where.refuse(
-        (c for c in cells if not c.target.named and _outgrows(c.workload, rooms[c.target.name])),
+    rooms = _rooms(targets)
+    scaling.refuse(
+        _outgrown(cells, rooms),
         lambda c: (  # only the problems listed are described: finding the size that would do takes a search
-            f"{where(size_written[c.target.name] or table_of[c.workload.name])}: {space_problem(c.target, c.workload, rooms[c.target.name])}"
+            f"{where(size_written[c.target.name] or table_of[c.workload.name])}: {space_problem(c.target, c.workload, rooms[c.target.name], scaled=scale != 1.0)}"
             + (f" ({where.at(table_of[c.workload.name])})" if size_written[c.target.name] else "")
             + (f" (every size × --scale {scale:g})" if scale != 1.0 else "")
         ),
@@ -350,10 +351,23 @@ def _outgrows(workload: Workload, room: Room) -> bool:
     return workload.tool.bytes_needed(room.block_device) > room.usable
 
 
-def space_problem(target: Target, workload: Workload, room: Room | None = None) -> str | None:
+def _rooms(targets: Iterable[Target]) -> dict[str, Room]:
+    """What each target's filesystem leaves free (Filesystem.room), once a target, not once a cell;
+    the user's devices are measured when the study runs."""
+    return {t.name: FILESYSTEMS[t.filesystem].room(t) for t in targets if not t.named}
+
+
+def _outgrown(cells: Iterable[Cell], rooms: dict[str, Room]) -> Iterator[Cell]:
+    """The cells whose workload's files outgrow what their target's image leaves free."""
+    return (c for c in cells if not c.target.named and _outgrows(c.workload, rooms[c.target.name]))
+
+
+def space_problem(target: Target, workload: Workload, room: Room | None = None, *, scaled: bool = False) -> str | None:
     """Why a workload's files cannot fit in what the target's filesystem has free right after
     mkfs and mount (its model: Filesystem.room, unless given), refused before anything is
-    formatted: with what it needs, what is free, and the image (or device) size that would do."""
+    formatted: with what it needs, what is free, and the image (or device) size that would do.
+    `scaled`: --scale made the sizes, and the scale that fits is named beside (_Scaling), not
+    a change to the study file."""
     room = room or FILESYSTEMS[target.filesystem].room(target)
     if not _outgrows(workload, room):
         return None
@@ -361,7 +375,8 @@ def space_problem(target: Target, workload: Workload, room: Room | None = None) 
     kind = "a device" if target.named else "an image"
     free = f"a volume of about {format_size(room.usable)}" if room.volume else f"{format_size(room.usable)} free" + ("" if room.block_device else f" after {target.filesystem}'s mkfs and mount")
     fits = _size_that_fits(target, needed)
-    fix = f"{kind} of {fits // 2**20}MiB would do: raise image_size, or lower the workload's size" if fits else "lower the workload's size"
+    change = "" if scaled else ": raise image_size, or lower the workload's size"
+    fix = f"{kind} of {fits // 2**20}MiB would do{change}" if fits else "lower the workload's size"
     return f"workload '{workload.name}' needs {format_size(needed)} but target '{target.name}' has {free} on {kind} of {format_size(target.image_size)}; {fix}"
 
 
@@ -380,6 +395,87 @@ def _size_that_fits(target: Target, needed: int) -> int | None:
         middle = (low + high) // 2
         low, high = (low, middle) if fits(middle * 2**20) else (middle, high)
     return high * 2**20
+
+
+@dataclass(frozen=True)
+class _Scaling:
+    """The size refusals --scale can cause (an image below what mkfs formats, a workload outgrowing
+    its image), and the smallest scale that clears them all, named when the user chose a scale."""
+
+    model: StudyFile
+    base_dir: Path
+    scale: float
+    sizes_only: bool
+    where: _Where
+
+    def refuse(self, problems: Iterable[Any], describe: Callable[[Any], str] = str) -> None:
+        try:
+            self.where.refuse(problems, describe)
+        except StudyError as exc:
+            if self.scale == 1.0:
+                raise
+            raise StudyError(f"{exc}\n{self.hint()}") from None
+
+    def hint(self) -> str:
+        """The smallest scale at which the study fits, said after the problems --scale caused."""
+        found = smallest_scale(self.fits, self.scale)
+        if found is None:
+            return f"no scale from {self.scale:g} up to {1.0 if self.scale < 1 else self.scale * 1024:g} makes every workload fit: raise image_size, or lower the workloads' sizes"
+        smallest, upper = found
+        ragged = f" (sizes are rounded to whole MiB: some scales between it and {upper:g} do not)" if upper != smallest else ""
+        return f"--scale {smallest:g} is the smallest at which every image can be formatted and every workload fits{ragged}"
+
+    def fits(self, scale: float) -> bool:
+        """Whether the study at `scale` passes the same checks parse_study refuses by."""
+        try:
+            tables = [(i, t) for i, section in enumerate(self.model.target) for t, _ in _expand_target(section, self.model.study, scale)]
+            if next(_floor_problems(self.model, tables, scale, self.where), None):
+                return False
+            made = _workloads(self.model, self.base_dir, scale, 1.0 if self.sizes_only else scale, self.where)
+        except FslabError:  # another floor at that scale (a memory limit too small): it does not fit either
+            return False
+        targets = [t for _, t in tables]
+        cells = study_cells(targets, [w for _, w in made], limit=MAX_CELLS)
+        return cells is not None and next(_outgrown(cells, _rooms(targets)), None) is None
+
+
+def smallest_scale(fits: Callable[[float], bool], refused: float, digits: int = 3) -> tuple[float, float] | None:
+    """The smallest scale of `digits` significant digits above `refused` at which `fits`, and the
+    one from which on every scale tried fits: doubled until one fits (up to 1, or 1,024 times a
+    refused scale above 1), bisected to the edge, then walked down from it. Each size is rounded to
+    a whole MiB on its own, so near the edge a scale may fit where the next one up does not (seen
+    over 2 % of wu-guo-2026's scale): the walk goes on until RAGGED_STEPS refused in a row. Every
+    scale named was checked. None when none fits."""
+    ceiling = 1.0 if refused < 1.0 else refused * 1024
+    low, high = refused, refused
+    while not fits(high := min(high * 2, ceiling)):
+        if high >= ceiling:
+            return None
+        low = high
+    while high / low > 1 + 10 ** -(digits + 1):
+        middle = math.sqrt(low * high)
+        low, high = (low, middle) if fits(middle) else (middle, high)
+    exponent = math.floor(math.log10(low)) - digits + 1  # of the last significant digit
+
+    def on_grid(whole: int) -> float:
+        return round(whole * 10**exponent, -exponent)
+
+    whole = math.floor(low / 10**exponent) + 1
+    while not fits(on_grid(whole)):  # the first of that precision above the edge: at once, mostly
+        if on_grid(whole) >= ceiling:
+            return None
+        whole += 1
+    upper = smallest = whole
+    refusals = 0
+    while refusals < RAGGED_STEPS and on_grid(whole - 1) > refused:
+        whole -= 1
+        refusals = 0 if fits(on_grid(whole)) else refusals + 1
+        smallest = whole if refusals == 0 else smallest
+    return on_grid(smallest), on_grid(upper)
+
+
+# Scales (of the precision named) refused in a row below the edge before the smallest is taken as found.
+RAGGED_STEPS = 20
 
 
 # A study file's problems are all listed up to this many; the rest are counted.
