@@ -627,17 +627,38 @@ def list_things(
 
 
 @app.command()
-def doctor(workdir: WorkdirOption = DEFAULT_WORKDIR) -> None:
-    """What this machine can do: tools and versions, kernel support, root, free space."""
+def doctor(
+    study: Annotated[Optional[str], typer.Argument(metavar="[STUDY]", help="A study file or built-in study: list what it needs that this machine lacks, exit 1 on any. \\[default: every check; exit 1 only when something fslab always needs is missing]")] = None,
+    workdir: WorkdirOption = DEFAULT_WORKDIR,
+) -> None:
+    """What this machine can do: tools and versions, kernel support, root, free space — each with what needs it."""
     from fslab import doctor as doctor_checks
 
-    checks = doctor_checks.machine_checks(workdir)
-    status = [("ok", "") if c.ok else ("missing", "red") if c.required else ("absent", "yellow") for c in checks]
-    rows = [[c.name, word, visible(c.detail), "" if c.ok else visible(c.fix)] for c, (word, _) in zip(checks, status)]
-    print_table(console, "this machine", ["check", "status", "detail", "how to get it"], rows, [False] * 4, styles=[style for _, style in status])
-    blocking = sum(not c.ok and c.required for c in checks)
+    if study is not None:
+        from fslab.study import load_study
+
+        loaded = load_study(study)
+        lacking = doctor_checks.study_needs(loaded, workdir)
+        for line in lacking:
+            console.print(f"  {visible(line)}", markup=False, highlight=False, soft_wrap=True)
+        if lacking:
+            raise _fail(f"study '{loaded.name}' needs {len(lacking)} thing(s) this machine lacks (above); `fslab run --skip-unsupported` runs the targets it can", code=1)
+        console.print(f"{visible(loaded.name)}: this machine has everything the study needs", markup=False, highlight=False)
+        return
+    needs = doctor_checks.machine_checks(workdir)
+    status = [("ok", "") if n.check.ok else ("missing", "red") if n.blocking else ("absent", "yellow") for n in needs]
+    rows = [[n.check.name, word, n.by, visible(n.check.detail), "" if n.check.ok else visible(n.check.fix)] for n, (word, _) in zip(needs, status)]
+    print_table(console, "this machine", ["check", "status", "needed by", "detail", "how to get it"], rows, [False] * 5, styles=[style for _, style in status])
+    blocking = sum(n.blocking for n in needs)
     if blocking:
-        raise _fail(f"{blocking} required check(s) failed", code=1)
+        raise _fail(f"{blocking} check(s) that fslab always needs failed", code=1)
+    absent = [n.by for n in needs if not n.check.ok and n.by != doctor_checks.ALWAYS]
+    if absent:
+        console.print(
+            f"absent here: {', '.join(dict.fromkeys(absent))}; a study using them is refused (`fslab run --skip-unsupported` skips those targets). "
+            "`fslab doctor STUDY` checks what one study needs.",
+            highlight=False, soft_wrap=True,
+        )
 
 
 @app.command()

@@ -1,13 +1,18 @@
 """What this machine can do for fslab, what is missing, and how to get it.
 
-`fslab doctor` prints every check; `fslab run` refuses to start while a check the study
-depends on fails, so a study never dies half-way for a missing tool. What one target alone
-lacks is told as `Unsupported`: `fslab run --skip-unsupported` skips that target and runs the others.
+`fslab doctor` prints every check, each with what needs it: fslab itself (root, loop devices,
+fio, losetup: without them nothing runs) or one filesystem, layer or feature a study may use
+(absent, such an entry only keeps the targets that use it from running). `fslab run` refuses to
+start while a check the study depends on fails, so a study never dies half-way for a missing
+tool; `fslab doctor STUDY` lists what one study needs that this machine lacks. What one target
+alone lacks is told as `Unsupported`: `fslab run --skip-unsupported` skips that target and runs
+the others.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from fslab import cgroups
@@ -17,7 +22,24 @@ from fslab.environment import LOSETUP, filesystem_of
 from fslab.filesystems import FILESYSTEMS
 from fslab.model import Study
 from fslab.units import format_size
-from fslab.workloads import kinds
+from fslab.workloads import Registered, kinds
+
+# What `Need.by` says of the checks fslab cannot run any study without.
+ALWAYS = "fslab"
+
+
+@dataclass(frozen=True)
+class Need:
+    """One check, and what needs it: ALWAYS, or the filesystem, layer, workload kind or feature
+    that cannot be used without it ("xfs targets", "md-raid1 layer")."""
+
+    check: Check
+    by: str
+
+    @property
+    def blocking(self) -> bool:
+        """Missing, and fslab cannot run any study without it."""
+        return self.by == ALWAYS and self.check.required and not self.check.ok
 
 
 def _basic_checks() -> list[Check]:
@@ -31,22 +53,31 @@ def _basic_checks() -> list[Check]:
     ]
 
 
-def machine_checks(workdir: Path) -> list[Check]:
-    """Every check `fslab doctor` shows."""
-    checks = _basic_checks()
-    for fs in FILESYSTEMS.values():
-        checks += fs.machine_checks()
-    checks += [
-        *_tool_checks(required=False),
-        *[_layer_check(name) for name in layers.LAYERS],
-        _zram_check(),
-        _memory_limit_check(),
-    ]
-    return checks + workdir_checks(workdir)
+def machine_checks(workdir: Path) -> list[Need]:
+    """Every check `fslab doctor` shows, with what needs it."""
+    needs = [Need(c, ALWAYS) for c in _basic_checks() + workdir_checks(workdir)]
+    for kind, fs in FILESYSTEMS.items():
+        needs += [Need(c, f"{kind} targets") for c in fs.machine_checks()]
+    needs += [Need(c, f"{kind.name} workloads") for kind, c in _optional_tools()]
+    needs += [Need(_layer_check(name), f"targets on {name}") for name in layers.LAYERS]
+    return needs + [Need(_zram_check(), "zram targets"), Need(_memory_limit_check(), "memory_limit workloads")]
+
+
+def study_needs(study: Study, workdir: Path) -> list[str]:
+    """What `study` needs that this machine lacks, each once: what fslab always needs, each
+    target's filesystem, layers and zram (its Unsupported), and its workload kinds' tools."""
+    used = {w.kind for w in study.workloads}
+    tools = [f"{c.name} (for the {kind.name} workloads): {c.detail} — {c.fix}" for kind, c in _optional_tools() if kind.name in used and not c.ok]
+    return list(dict.fromkeys(study_problems(study, workdir) + [str(u) for u in unsupported_targets(study)] + tools))
+
+
+def _optional_tools() -> list[tuple[Registered, Check]]:
+    """The tools of the workload kinds fslab can run without (sysbench, rsync), each with its kind."""
+    return [(kind, tool_check(kind.tool.command, kind.tool.version_command, kind.tool.package, False)) for kind in kinds() if kind.tool and not kind.tool.required]
 
 
 def _tool_checks(*, required: bool) -> list[Check]:
-    """The tools the workload kinds drive, those fslab cannot start without or the others."""
+    """The tools the workload kinds drive that fslab cannot start without (fio)."""
     return [tool_check(kind.tool.command, kind.tool.version_command, kind.tool.package, required) for kind in kinds() if kind.tool and kind.tool.required == required]
 
 
