@@ -132,9 +132,11 @@ def test_btrfs_options_compresses_the_zeros_pass_and_writes_it_unlike_the_random
 def test_quick_refused_at_a_tiny_scale_runs_at_the_scale_its_refusal_names(tmp_path, needs_root):  # noqa: ANN001
     """Issue 32, item 9: the refusal of `quick --scale 0.001` names the smallest scale at which
     every image is formatted and every workload fits, and the study then runs there, every run ok."""
-    refused = fslab("run", "quick", "--scale", "0.001", "--db", str(tmp_path / "refused.db"), "--workdir", str(tmp_path / "none"))
+    where = ("--db", str(tmp_path / "refused.db"), "--workdir", str(tmp_path / "none"))
+    refused = fslab("run", "quick", "--scale", "0.001", *where)
     assert refused.returncode == 2 and not (tmp_path / "refused.db").exists() and not (tmp_path / "none").exists()
-    scale = re.search(r"^--scale (\S+) is the smallest at which every image can be formatted and every workload fits$", refused.stderr, re.M)
+    fits = "is the smallest at which every image can be formatted and every workload fits"
+    scale = re.search(rf"^--scale (\S+) {fits}$", refused.stderr, re.M)
     assert scale, refused.stderr
     ran = run_builtin("quick", scale.group(1), tmp_path)
     assert len(ran.runs) == 16 and all(run["status"] == "ok" for run in ran.runs)

@@ -64,16 +64,30 @@ def machine_checks(workdir: Path) -> list[Need]:
 
 
 def study_needs(study: Study, workdir: Path) -> list[str]:
-    """What `study` needs that this machine lacks, each once: what fslab always needs, each
-    target's filesystem, layers and zram (its Unsupported), and its workload kinds' tools."""
+    """What `study` needs that this machine lacks, each once: what its runs need (machine_needs)
+    and what each target's filesystem, layers and zram need (its Unsupported)."""
+    return list(dict.fromkeys(machine_needs(study, workdir) + [str(u) for u in unsupported_targets(study)]))
+
+
+def machine_needs(study: Study, workdir: Path) -> list[str]:
+    """What every run of `study` needs that this machine lacks: what fslab always needs, a memory
+    limit it sets, and its workload kinds' tools."""
     used = {w.kind for w in study.workloads}
-    tools = [f"{c.name} (for the {kind.name} workloads): {c.detail} — {c.fix}" for kind, c in _optional_tools() if kind.name in used and not c.ok]
-    return list(dict.fromkeys(study_problems(study, workdir) + [str(u) for u in unsupported_targets(study)] + tools))
+    tools = [
+        f"{c.name} (for the {kind.name} workloads): {c.detail} — {c.fix}"
+        for kind, c in _optional_tools()
+        if kind.name in used and not c.ok
+    ]
+    return study_problems(study, workdir) + tools
 
 
 def _optional_tools() -> list[tuple[Registered, Check]]:
     """The tools of the workload kinds fslab can run without (sysbench, rsync), each with its kind."""
-    return [(kind, tool_check(kind.tool.command, kind.tool.version_command, kind.tool.package, False)) for kind in kinds() if kind.tool and not kind.tool.required]
+    return [
+        (kind, tool_check(kind.tool.command, kind.tool.version_command, kind.tool.package, False))
+        for kind in kinds()
+        if kind.tool and not kind.tool.required
+    ]
 
 
 def _tool_checks(*, required: bool) -> list[Check]:

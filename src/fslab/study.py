@@ -121,7 +121,8 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0,
     scaling.refuse(
         _outgrown(cells, rooms),
         lambda c: (  # only the problems listed are described: finding the size that would do takes a search
-            f"{where(size_written[c.target.name] or table_of[c.workload.name])}: {space_problem(c.target, c.workload, rooms[c.target.name], scaled=scale != 1.0)}"
+            f"{where(size_written[c.target.name] or table_of[c.workload.name])}: "
+            + str(space_problem(c.target, c.workload, rooms[c.target.name], scaled=scale != 1.0))
             + (f" ({where.at(table_of[c.workload.name])})" if size_written[c.target.name] else "")
             + (f" (every size × --scale {scale:g})" if scale != 1.0 else "")
         ),
@@ -420,15 +421,19 @@ class _Scaling:
         """The smallest scale at which the study fits, said after the problems --scale caused."""
         found = smallest_scale(self.fits, self.scale)
         if found is None:
-            return f"no scale from {self.scale:g} up to {1.0 if self.scale < 1 else self.scale * 1024:g} makes every workload fit: raise image_size, or lower the workloads' sizes"
+            up_to = 1.0 if self.scale < 1 else self.scale * 1024
+            fix = "raise image_size, or lower the workloads' sizes"
+            return f"no scale from {self.scale:g} up to {up_to:g} makes every workload fit: {fix}"
         smallest, upper = found
-        ragged = f" (sizes are rounded to whole MiB: some scales between it and {upper:g} do not)" if upper != smallest else ""
-        return f"--scale {smallest:g} is the smallest at which every image can be formatted and every workload fits{ragged}"
+        ragged = f" (sizes are rounded to whole MiB: some scales between it and {upper:g} do not)"
+        fits = "is the smallest at which every image can be formatted and every workload fits"
+        return f"--scale {smallest:g} {fits}{ragged if upper != smallest else ''}"
 
     def fits(self, scale: float) -> bool:
         """Whether the study at `scale` passes the same checks parse_study refuses by."""
         try:
-            tables = [(i, t) for i, section in enumerate(self.model.target) for t, _ in _expand_target(section, self.model.study, scale)]
+            sections = enumerate(self.model.target)
+            tables = [(i, t) for i, section in sections for t, _ in _expand_target(section, self.model.study, scale)]
             if next(_floor_problems(self.model, tables, scale, self.where), None):
                 return False
             made = _workloads(self.model, self.base_dir, scale, 1.0 if self.sizes_only else scale, self.where)
