@@ -154,10 +154,15 @@ def run(
     on: Annotated[Optional[str], typer.Option("--on", metavar="HOSTS", help="Run on a fleet's workers instead of here (docs/fleet.md): HOST[,HOST…], label:LABEL (the workers carrying it) or all (every worker heard from lately). Needs --db postgresql://….")] = None,
     detach: Annotated[bool, typer.Option("--detach", help="With --on: queue the study run and return at once, printing its id (`fslab status ID` follows it).")] = False,
     spread: Annotated[bool, typer.Option("--spread", help="With --on: divide the study run's planned runs among the hosts (identical hosts finishing one study sooner: each takes the plan's next block when free) instead of each host running them all; its summary pools the hosts, host a block.")] = False,
+    plan: Annotated[bool, typer.Option("--plan", help=(
+        "Print what the study would do here — targets and workloads after --scale, runs, disk space, estimated time, "
+        "what is skipped or missing — and run nothing."))] = False,
     db: DbOption = None,
     workdir: WorkdirOption = DEFAULT_WORKDIR,
 ) -> None:
     """Run a study: provision every target, run every workload, store and summarise the results."""
+    if plan and (resume or on is not None):
+        raise _fail("--plan shows a new study run on this machine: give it without --resume and --on")
     if detach and on is None:
         raise _fail("--detach goes with --on: a study run on a fleet's workers")
     if spread and on is None:
@@ -193,6 +198,8 @@ def run(
         time_budget=time_budget,
         threshold=threshold,
     )
+    if plan:
+        return _print_plan(loaded, repetitions, db, workdir, skip_unsupported)
     clients = None
     if client:  # fio's client/server: its modules only for a study that drives clients
         from fslab.fio_server import networks
@@ -208,6 +215,17 @@ def run(
         then=f", then more until ±{target_ci:.1%}" if target_ci else "",
     )
     _show_and_exit(results, study_run_id, baseline=baseline, threshold=threshold)
+
+
+def _print_plan(study: "Study", repetitions: Any, db: str | None, workdir: Path, skip_unsupported: bool) -> None:
+    """`fslab run --plan`: the plan, from this host's stored runs where it has any (read, never written)."""
+    from fslab.environment import host
+    from fslab.preview import Overhead, plan_lines
+    from fslab.results.timings import stored_timings
+
+    overhead = Overhead.of(stored_timings(resolve_location(db), host().name))
+    for line in plan_lines(study, repetitions, overhead, workdir, skip_unsupported=skip_unsupported):
+        console.print(visible(line), markup=False, highlight=False, soft_wrap=True)
 
 
 def _run_on_fleet(results: "ResultsDB", study: "Study", repetitions: Any, *, on: str, detach: bool, seed: int | None, baseline: str | None, threshold: float, spread: bool) -> None:
@@ -628,7 +646,9 @@ def list_things(
 
 @app.command()
 def doctor(
-    study: Annotated[Optional[str], typer.Argument(metavar="[STUDY]", help="A study file or built-in study: list what it needs that this machine lacks, exit 1 on any. \\[default: every check; exit 1 only when something fslab always needs is missing]")] = None,
+    study: Annotated[Optional[str], typer.Argument(metavar="[STUDY]", help=(
+        "A study file or built-in study: list what it needs that this machine lacks, exit 1 on any. "
+        "\\[default: every check; exit 1 only when something fslab always needs is missing]"))] = None,
     workdir: WorkdirOption = DEFAULT_WORKDIR,
 ) -> None:
     """What this machine can do: tools and versions, kernel support, root, free space — each with what needs it."""
@@ -642,20 +662,28 @@ def doctor(
         for line in lacking:
             console.print(f"  {visible(line)}", markup=False, highlight=False, soft_wrap=True)
         if lacking:
-            raise _fail(f"study '{loaded.name}' needs {len(lacking)} thing(s) this machine lacks (above); `fslab run --skip-unsupported` runs the targets it can", code=1)
-        console.print(f"{visible(loaded.name)}: this machine has everything the study needs", markup=False, highlight=False)
+            skip = "`fslab run --skip-unsupported` runs the targets it can"
+            needs = f"study '{loaded.name}' needs {len(lacking)} thing(s) this machine lacks (above)"
+            raise _fail(f"{needs}; {skip}", code=1)
+        said = f"{visible(loaded.name)}: this machine has everything the study needs"
+        console.print(said, markup=False, highlight=False)
         return
     needs = doctor_checks.machine_checks(workdir)
     status = [("ok", "") if n.check.ok else ("missing", "red") if n.blocking else ("absent", "yellow") for n in needs]
-    rows = [[n.check.name, word, n.by, visible(n.check.detail), "" if n.check.ok else visible(n.check.fix)] for n, (word, _) in zip(needs, status)]
-    print_table(console, "this machine", ["check", "status", "needed by", "detail", "how to get it"], rows, [False] * 5, styles=[style for _, style in status])
+    rows = [
+        [n.check.name, word, n.by, visible(n.check.detail), "" if n.check.ok else visible(n.check.fix)]
+        for n, (word, _) in zip(needs, status)
+    ]
+    columns = ["check", "status", "needed by", "detail", "how to get it"]
+    print_table(console, "this machine", columns, rows, [False] * 5, styles=[style for _, style in status])
     blocking = sum(n.blocking for n in needs)
     if blocking:
         raise _fail(f"{blocking} check(s) that fslab always needs failed", code=1)
     absent = [n.by for n in needs if not n.check.ok and n.by != doctor_checks.ALWAYS]
     if absent:
         console.print(
-            f"absent here: {', '.join(dict.fromkeys(absent))}; a study using them is refused (`fslab run --skip-unsupported` skips those targets). "
+            f"absent here: {', '.join(dict.fromkeys(absent))}; a study using them is refused "
+            "(`fslab run --skip-unsupported` skips those targets). "
             "`fslab doctor STUDY` checks what one study needs.",
             highlight=False, soft_wrap=True,
         )

@@ -246,15 +246,22 @@ def run_key(planned: PlannedRun) -> RunKey:
 
 
 def _check_image_space(study: Study, workdir: Workdir) -> None:
-    """Filled images all exist at once; sparse ones grow as far as the runs write them."""
+    needed = image_space(study)
+    if needed:
+        check_free_space(workdir.root, *needed)
+
+
+def image_space(study: Study) -> tuple[int, str] | None:
+    """The room the study's images need in the work directory, and what it is: filled images all
+    exist at once; sparse ones grow as far as the runs write them. None: it has no image."""
     on_images = [t for t in study.targets if t.on_images]
+    # a raw baseline shares its target's images
     sizes = list({image: t.image_size for t in on_images for image in t.images}.values())
     if not sizes:
-        return
+        return None
     if all(t.image_fill == "full" for t in on_images):
-        check_free_space(workdir.root, sum(sizes), f"{len(sizes)} filled images")
-    else:
-        check_free_space(workdir.root, max(sizes), "the largest image")
+        return sum(sizes), f"{len(sizes)} filled images"
+    return max(sizes), "the largest image"
 
 
 # The phase that follows each one a run marks as done: where a failure happened.
