@@ -10,7 +10,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
 
@@ -287,6 +288,18 @@ def runs_stored(db: Path) -> int:
     results = ResultsDB(str(db))
     study_run = results.study_run()
     return len(results.runs(study_run["id"])) if study_run else -1
+
+
+def wait_for(what: str, ready: Callable[[], object], deadline: float = 240, every: float = 0.2) -> object:
+    """Poll `ready()` every `every` seconds until it is true (a state, never a guess of how long
+    it takes); returns what it returned, or fails naming `what` after `deadline` seconds."""
+    end = time.monotonic() + deadline
+    while time.monotonic() < end:
+        found = ready()
+        if found:
+            return found
+        time.sleep(every)
+    raise AssertionError(f"waited {deadline} s for {what}")
 
 
 def fio_children(pid: int) -> list[int]:

@@ -10,14 +10,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import postgres
-from conftest import fresh_workdir, fslab_in_process
+from conftest import fresh_workdir, fslab_in_process, wait_for
 from netns import Namespace, Network, network
 
 from fslab.workdir import Workdir
@@ -98,17 +97,6 @@ class Fleet:
         worker.stopped = True
         worker.process.send_signal(signal.SIGTERM)
         return worker.process.wait(timeout=120)
-
-
-def wait_for(what: str, ready: Callable[[], object], deadline: float = 240) -> object:
-    """Poll until `ready()` is true (a state, never a guess of how long it takes)."""
-    end = time.monotonic() + deadline
-    while time.monotonic() < end:
-        found = ready()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"waited {deadline} s for {what}")
 
 
 @dataclass(frozen=True)

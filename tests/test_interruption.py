@@ -4,9 +4,9 @@ interrupted fslab")."""
 
 import os
 import signal
-import time
 
 import pytest
+from conftest import wait_for
 
 from fslab import interruption
 from fslab.journal import RELEASERS
@@ -34,7 +34,8 @@ def test_a_signal_during_a_release_is_acted_on_once_the_release_is_recorded(tmp_
 
     def release_under_a_signal(entry, home):  # noqa: ANN001
         os.kill(os.getpid(), signum)  # it comes while the release is under way
-        time.sleep(0.05)  # Python runs the handler meanwhile, between two instructions
+        # Python runs the handler between two instructions of this thread: it is held back
+        wait_for("the signal's handler", lambda: signum in interruption._held_back, deadline=30, every=0.001)
         released.append(entry.ident)
 
     RELEASERS.add(KIND, release_under_a_signal)
@@ -44,8 +45,9 @@ def test_a_signal_during_a_release_is_acted_on_once_the_release_is_recorded(tmp_
                 held.prove(made=1)
         assert released == ["made"], "the release finished"
         assert workdir.journal.read() == ([], []), "and was recorded before the interruption"
-        with pytest.raises(KeyboardInterrupt):  # outside a release a signal interrupts at once
+        received = len(interruption._received)
+        with pytest.raises(KeyboardInterrupt):  # outside a release a signal interrupts at once: its handler raises
             os.kill(os.getpid(), signum)
-            time.sleep(1)
+            wait_for("the signal's handler", lambda: len(interruption._received) > received, deadline=30, every=0.001)
     finally:
         del RELEASERS.registered[KIND]
