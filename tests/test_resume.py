@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -130,8 +131,10 @@ def test_a_resume_is_refused_when_a_job_file_changed(workdir, tmp_path):
 
 ONE_CELL = ONE_WORKLOAD.replace('["ext4", "xfs"]', '"ext4"')  # 2 runs: a kill in the first or the second
 KILL_ONCE = """#!/bin/sh
-# Kills the fslab that runs this tool (its parent) the first time, as a crash at that point would.
-if [ ! -e "{marker}" ]; then touch "{marker}"; kill -9 $PPID; sleep 5; fi
+# Kills the fslab that runs this tool (its parent) the first time, as a crash at that point would,
+# and ends there: a mkfs that went on could format a loop device that `fslab cleanup` had
+# detached meanwhile and the resumed run, or another fslab, had attached again.
+if [ ! -e "{marker}" ]; then touch "{marker}"; kill -9 $PPID; exit 1; fi
 exec {real} "$@"
 """
 
@@ -169,7 +172,8 @@ def test_killed_at_any_point_then_cleaned_up_and_resumed_every_run_is_stored_onc
             time.sleep(0.05)
         locked = sqlite3.connect(db, timeout=30)
         locked.execute("BEGIN EXCLUSIVE")  # the next run's commit waits on this lock
-        while not (_journal_says(workdir.root, '"event": "release", "kind": "image"') or _released_loops(workdir.root, 2)) or not _waiting_for_the_lock(proc.pid):
+        waiting = _waiting_for_the_lock(proc.pid)
+        while not (_journal_says(workdir.root, '"event": "release", "kind": "image"') or _released_loops(workdir.root, 2)) or not waiting():
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.05)
         proc.kill()  # torn down, and waiting to commit
@@ -194,19 +198,23 @@ def test_killed_at_any_point_then_cleaned_up_and_resumed_every_run_is_stored_onc
     assert held_by(workdir.root) == []
 
 
-def _waiting_for_the_lock(pid: int) -> bool:
-    """fslab idle, nothing of its own running: its main thread asleep in SQLite's busy handler
-    (a nanosleep between tries at the lock), with no child, seen twice 20 ms apart."""
+def _waiting_for_the_lock(pid: int) -> Callable[[], bool]:
+    """Whether fslab is idle, nothing of its own running: its main thread asleep in SQLite's busy
+    handler (a nanosleep between tries at the lock), with no child — seen so at two looks in a
+    row (each call a look: a poll of the caller's loop), not at one that may catch another sleep."""
+    looks = [0]
+
     def asleep() -> bool:
         try:
             return "nanosleep" in Path(f"/proc/{pid}/wchan").read_text() and not Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
         except OSError:
             return False
 
-    if not asleep():
-        return False
-    time.sleep(0.02)
-    return asleep()
+    def waiting() -> bool:
+        looks[0] = looks[0] + 1 if asleep() else 0
+        return looks[0] >= 2
+
+    return waiting
 
 
 def _released_loops(workdir: Path, count: int) -> bool:
