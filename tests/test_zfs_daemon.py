@@ -2,6 +2,7 @@
 run asks for another ARC cap, stopped when the study run ends, and stopped by `fslab cleanup`
 when a killed fslab left it. (The kernel module has no daemon: these need zfs-fuse.)"""
 
+import contextlib
 import itertools
 import os
 import signal
@@ -13,13 +14,13 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import ZFS_FUSE, fslab, held_by, write_study
+from conftest import ZFS_FUSE, fslab, held_by, wait_for, write_study
 from short_studies import short_study
 
 # (its module registers the loop and image releasers: the journal reads only kinds it knows)
 from fslab.devices.loop import devices_backed_by
 from fslab.filesystems.zfs_engine import daemon_pidfile, engine, kept_daemons, stop_daemon
-from fslab.guard.identity import process
+from fslab.guard.identity import ProcessId, process
 from fslab.guard.names import workdir_tag
 from fslab.journal import Entry
 from fslab.results import ResultsDB
@@ -131,18 +132,30 @@ def test_cleanup_stops_the_kept_daemon_a_killed_fslab_left(fuse, workdir):
 
 
 # A process named zfs-fuse that, as zfs-fuse does, ends its main thread on SIGTERM while another
-# thread works on: here for 2 s more, then exits the process.
+# thread works on: here until two more SIGTERMs have come since the main thread went (each signal's
+# number is written to a pipe by the handler, in whichever thread takes it), the stopper's proof
+# that it waits on every thread; then it exits the process (no sleep guesses how long that takes).
 LINGERING = """
-import ctypes, os, signal, sys, threading, time
-def linger(*_):
-    threading.Thread(target=lambda: (time.sleep(2), os._exit(0))).start()
-    ctypes.CDLL(None).pthread_exit(None)  # the main thread alone; ctypes lets the other run meanwhile
-signal.signal(signal.SIGTERM, linger)
+import ctypes, os, signal, sys, threading
+signals, wakeup = os.pipe()
+os.set_blocking(wakeup, False)
+signal.set_wakeup_fd(wakeup)
+def main_thread_gone():
+    with open(f"/proc/self/task/{os.getpid()}/stat") as stat:
+        return stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+def linger():
+    since = 0
+    while since < 2:
+        os.read(signals, 1)
+        since += main_thread_gone()
+    os._exit(0)
+threading.Thread(target=linger, daemon=True).start()
+signal.signal(signal.SIGTERM, lambda *_: ctypes.CDLL(None).pthread_exit(None))  # the main thread alone; ctypes lets the other run
 with open(sys.argv[1] + ".new", "w") as pidfile:
     pidfile.write(str(os.getpid()))
 os.rename(sys.argv[1] + ".new", sys.argv[1])
 while True:
-    time.sleep(1)
+    signal.pause()
 """
 
 
@@ -228,7 +241,7 @@ def test_a_daemon_fslab_did_not_start_is_used_and_left_alone(users_daemon, workd
 def test_a_kept_daemon_that_hangs_is_stopped_and_started_again(fuse, workdir, monkeypatch):
     """A kept daemon that lives but no longer answers (stopped here with SIGSTOP) is not used for
     the next run: that one gets a daemon of its own, and the hung one is stopped. (It is let go on
-    after 2 s, past the 1 s it is given here to answer, so that it can act on fslab's SIGTERM.)"""
+    once fslab's SIGTERM waits for it, so that it can act on it.)"""
     import fslab.filesystems.zfs_engine as zfs_engine
 
     monkeypatch.setattr(zfs_engine, "ANSWER_SECONDS", 1.0)
@@ -236,15 +249,35 @@ def test_a_kept_daemon_that_hangs_is_stopped_and_started_again(fuse, workdir, mo
         hung = daemons.ready(None)
         assert hung.started is not None and hung.alive()
         os.kill(hung.started.pid, signal.SIGSTOP)
-        resume = threading.Timer(2, os.kill, (hung.started.pid, signal.SIGCONT))
+        done = threading.Event()
+        resume = threading.Thread(target=let_go_once_terminated, args=(hung.started, done))
         resume.start()
         try:
             again = daemons.ready(None)
         finally:
-            resume.cancel()
+            done.set()
+            resume.join()
             if process(hung.started.pid) == hung.started:
                 os.kill(hung.started.pid, signal.SIGCONT)
         assert again.started is not None and again.started != hung.started, "a daemon of its own"
         assert process(hung.started.pid) != hung.started, "the hung one is stopped"
         assert zfs_fuse_pids() == [again.started.pid] and again.alive()
     assert zfs_fuse_pids() == [] and workdir.journal.outstanding() == []
+
+
+def let_go_once_terminated(stopped: ProcessId, done: threading.Event) -> None:
+    """SIGCONT to the process `stopped` (SIGSTOP) once a SIGTERM is pending for it (the kernel's
+    ShdPnd mask: sent to it, not yet acted on), or when `done` is set."""
+
+    def terminated() -> bool:
+        try:
+            status = Path(f"/proc/{stopped.pid}/status").read_text()
+        except OSError:
+            return False
+        pending = next(int(line.split()[1], 16) for line in status.splitlines() if line.startswith("ShdPnd:"))
+        return bool(pending & 1 << (signal.SIGTERM - 1))
+
+    with contextlib.suppress(AssertionError):
+        wait_for("fslab's SIGTERM to the hung daemon", lambda: done.is_set() or terminated(), deadline=120, every=0.05)
+    if process(stopped.pid) == stopped:
+        os.kill(stopped.pid, signal.SIGCONT)
