@@ -59,6 +59,8 @@ test: setup
 	bash tests/openzfs/build.sh
 	$(VENV)/bin/pytest -n 3 --dist loadgroup --no-loadscope-reorder
 
+# The speed and memory targets, measured (at length: not in a test). Each script's --smoke runs the
+# same code at tiny sizes in seconds and judges nothing: tests/test_bench.py runs those.
 bench: setup
 	$(PYTHON) bench/startup.py
 	$(PYTHON) bench/fidelity.py
@@ -68,6 +70,7 @@ bench: setup
 	$(PYTHON) bench/monitors.py
 	$(PYTHON) bench/report_scale.py
 	$(PYTHON) bench/study_validation.py
+	$(PYTHON) bench/parse_only.py
 	$(PYTHON) bench/fleet.py  # then bench/pg_scale.py
 
 clean:

@@ -8,6 +8,7 @@ cost, and a QEMU guest pays it many times over.
 Figures are the median of --repeat runs, in this process (fio's table already known).
 
 Run: .venv/bin/python bench/parse_only.py [--repeat 3]
+`--smoke`: studies of 1 and 2 workloads, once each: proves the script runs, in seconds.
 """
 
 from __future__ import annotations
@@ -45,13 +46,15 @@ def seconds(jobs: list[tuple[str, str]], directory: Path, *, together: bool, rep
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="1 and 2 workloads, once: the script runs")
     args = parser.parse_args()
+    sizes, repeat = ((1, 2), 1) if args.smoke else ((10, 100), args.repeat)
     print(f"{'workloads':>9}  {'jobs':>5}  {'one fio':>9}  {'a fio a job':>11}")
     with tempfile.TemporaryDirectory() as scratch:
-        for workloads in (10, 100):
+        for workloads in sizes:
             jobs = jobs_of(workloads, Path(scratch))
-            one = seconds(jobs, Path(scratch), together=True, repeat=args.repeat)
-            each = seconds(jobs, Path(scratch), together=False, repeat=args.repeat)
+            one = seconds(jobs, Path(scratch), together=True, repeat=repeat)
+            each = seconds(jobs, Path(scratch), together=False, repeat=repeat)
             print(f"{workloads:>9}  {len(jobs):>5}  {one:>7.2f} s  {each:>9.2f} s")
 
 

@@ -21,6 +21,8 @@ PNG). ID is the last study run.
 Run: .venv/bin/python bench/report_scale.py [--keep DIR] [--repeat 3] [--study-runs 5 --targets 10 --workloads 20 --runs 10]
 The database goes into a temporary directory in /var/tmp, deleted afterwards, unless --keep
 names a directory to build it in and keep it (DIR/scale.db, used as it is when it is there).
+`--smoke`: one study run of 2 targets × 1 workload × 2 runs, each command once: proves the script
+runs, in seconds; its figures are printed, not judged against the targets.
 """
 
 from __future__ import annotations
@@ -154,7 +156,10 @@ def main() -> None:
     parser.add_argument("--targets", type=int, default=10, choices=range(2, len(TARGETS) + 1))
     parser.add_argument("--workloads", type=int, default=20, choices=range(1, len(BUILTIN) + len(OWN) + 1))
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--smoke", action="store_true", help="a tiny database, each command once: the script runs; nothing judged")
     args = parser.parse_args()
+    if args.smoke:
+        args.repeat, args.study_runs, args.targets, args.workloads, args.runs = 1, 1, 2, 1, 2
     with tempfile.TemporaryDirectory(prefix="fslab-report-scale-", dir="/var/tmp") as tmp:
         root = args.keep.absolute() if args.keep else Path(tmp)
         root.mkdir(exist_ok=True)
@@ -186,9 +191,12 @@ def main() -> None:
                 (summary_files / name).unlink(missing_ok=True)
             results.append(timed(summary, env, out))
         print(line(f"fslab summary {last} (writing runs.*)", results), flush=True)
+        def target(value: float) -> float | None:
+            return None if args.smoke else value  # a smoke run judges nothing
+
         commands = [
-            (f"fslab summary {last}", summary, 1.0, None, args.repeat),
-            (f"fslab report {last}", [*fslab, "report", str(last), "-o", str(out / "page")], 3.0, 500e6, args.repeat),
+            (f"fslab summary {last}", summary, target(1.0), None, args.repeat),
+            (f"fslab report {last}", [*fslab, "report", str(last), "-o", str(out / "page")], target(3.0), target(500e6), args.repeat),
             (f"fslab report {last} --figures", [*fslab, "report", str(last), "-o", str(out / "figures"), "--figures"], None, None, 1),
         ]
         for name, argv, seconds, memory, times in commands:

@@ -7,6 +7,7 @@ little. Every fslab process pays this before it does anything — a test's, a fl
 20 times over in the tests' QEMU guests (software emulation).
 
 Run: .venv/bin/python bench/startup.py [--repeat 5]
+`--smoke`: one process per command: proves the script runs, in seconds.
 """
 
 from __future__ import annotations
@@ -38,7 +39,9 @@ def cpu_seconds(args: list[str]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="processes per command; the median is printed")
-    repeat = parser.parse_args().repeat
+    parser.add_argument("--smoke", action="store_true", help="one process per command: the script runs")
+    args = parser.parse_args()
+    repeat = 1 if args.smoke else args.repeat
     print(f"fslab start-up: CPU seconds (user + system) of a fresh process, median of {repeat} (min–max)")
     for name, args in COMMANDS.items():
         times = [cpu_seconds(args) for _ in range(repeat)]
