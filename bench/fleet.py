@@ -65,17 +65,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repetitions", type=int, default=6, help="runs per cell (one block each): 6 divides among 1, 2 and 3 workers alike")
     parser.add_argument("--skip-scale", action="store_true", help="leave out bench/pg_scale.py's 1,000,000-run summary figure")
-    parser.add_argument("--smoke", action="store_true", help="1 and 2 workers, short runs: the script runs; nothing judged")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, in seconds: the script runs; nothing judged")
     args = parser.parse_args()
-    workers, repetitions, size, runtime = ((1, 2), 2, "16MiB", "1s") if args.smoke else ((1, 2, 3), args.repetitions, "64MiB", "2s")
-    judged = not args.smoke
+    workers, repetitions, size, runtime = (1, 2, 3), args.repetitions, "64MiB", "2s"
+    if args.smoke:
+        workers, repetitions, size, runtime = (1, 2), 2, "16MiB", "1s"
+
+    def target(said: str) -> str:
+        return "smoke: not judged" if args.smoke else said
+
     reason = postgres.unavailable_reason()
     if reason:
         sys.exit(f"fleet: {reason}")
     with tempfile.TemporaryDirectory(prefix="fslab-bench-fleet-", dir="/var/tmp") as scratch:
         directory = Path(scratch)
         study = directory / "fleet-bench.toml"
-        study.write_text(STUDY.format(repetitions=repetitions, size=size, runtime=runtime) + ("" if args.smoke else SECOND_TARGET))
+        text = STUDY.format(repetitions=repetitions, size=size, runtime=runtime)
+        study.write_text(text if args.smoke else text + SECOND_TARGET)
         walls: dict[int, float] = {}
         figures: list[str] = []  # printed again once the workers' logs (tests/fleet.py prints them) are out of the way
 
@@ -96,17 +102,18 @@ def main() -> None:
                 walls[n] = seconds(f, f"SELECT extract(epoch FROM finished_at - started_at) FROM study_runs WHERE id = {study_run_id}")[0]
                 hosts = f.sql(f"SELECT string_agg(host || ':' || n, ' ') FROM (SELECT host, count(*) AS n FROM runs WHERE study_run_id = {study_run_id} GROUP BY host ORDER BY host) AS h")
                 ratio = walls[n] / (walls[1] / n)
-                say(f"{n} worker(s): {walls[n]:7.1f} s wall   ratio to 1/{n} of one worker's: {ratio:.3f}   ({'target ≤ 1.10' if judged else 'smoke: not judged'})   runs per host: {hosts}")
+                say(f"{n} worker(s): {walls[n]:7.1f} s wall   ratio to 1/{n} of one worker's: {ratio:.3f}   ({target('target ≤ 1.10')})   runs per host: {hosts}")
             blocks = seconds(f, "SELECT extract(epoch FROM started_at - claimed_at) FROM fleet_blocks WHERE started_at IS NOT NULL")
             units = seconds(f, "SELECT extract(epoch FROM started_at - claimed_at) FROM fleet_units WHERE started_at IS NOT NULL")
-            say(f"claim to start, per block ({len(blocks)}): median {statistics.median(blocks):.3f} s, max {max(blocks):.3f} s   ({'target ≤ 0.2 s' if judged else 'smoke: not judged'})")
+            say(f"claim to start, per block ({len(blocks)}): median {statistics.median(blocks):.3f} s, max {max(blocks):.3f} s   ({target('target ≤ 0.2 s')})")
             say(f"claim to start, per host's unit ({len(units)}, the study read and checked too): median {statistics.median(units):.3f} s, max {max(units):.3f} s")
             for w in f.workers:
                 f.stop(w)
         print("\n".join(["", "fleet figures:", *figures]), flush=True)
     if not args.skip_scale:
         print("the summary at a team's scale (bench/pg_scale.py):", flush=True)
-        subprocess.run([sys.executable, str(ROOT / "bench" / "pg_scale.py"), *(["--smoke"] if args.smoke else [])], check=True)
+        smoke = ["--smoke"] if args.smoke else []
+        subprocess.run([sys.executable, str(ROOT / "bench" / "pg_scale.py"), *smoke], check=True)
 
 
 if __name__ == "__main__":

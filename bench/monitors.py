@@ -73,7 +73,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pairs", type=int, default=6)
     parser.add_argument("--runtime", type=float, default=3.0)
-    parser.add_argument("--smoke", action="store_true", help="two short pairs on a small file: the script runs; nothing judged")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, in seconds: the script runs; nothing judged")
     args = parser.parse_args()
     pairs, runtime, file_size = (2, 0.5, 32 * MiB) if args.smoke else (args.pairs, args.runtime, 256 * MiB)
     iops: dict[bool, list[float]] = {False: [], True: []}

@@ -53,14 +53,18 @@ runtime = "{runtime:g}s"
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--smoke", action="store_true", help="one run per filesystem, tiny images: the script runs; nothing judged")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, in seconds: the script runs; nothing judged")
     args = parser.parse_args()
-    filesystems, image_size, size, runtime, runs = (["ext4", "btrfs"], "128MiB", "16MiB", 0.5, 1) if args.smoke else (["ext4", "xfs", "btrfs"], "4GiB", "1GiB", 2.0, args.runs)
+    filesystems, image_size, size, runtime, runs = ["ext4", "xfs", "btrfs"], "4GiB", "1GiB", 2.0, args.runs
+    if args.smoke:
+        filesystems, image_size, size, runtime, runs = ["ext4", "btrfs"], "128MiB", "16MiB", 0.5, 1
+    text = STUDY.format(filesystems=json.dumps(filesystems), image_size=image_size, size=size, runtime=runtime)
     with tempfile.TemporaryDirectory(prefix="fslab-overhead-", dir="/var/tmp") as tmp:
-        study = parse_study(STUDY.format(filesystems=json.dumps(filesystems), image_size=image_size, size=size, runtime=runtime), "overhead.toml", base_dir=Path(tmp))
+        study = parse_study(text, "overhead.toml", base_dir=Path(tmp))
         db = ResultsDB(str(Path(tmp) / "overhead.db"))
         watch = Stopwatch()
-        study_run_id = run_study(study, db, Workdir(Path(tmp) / "wd"), repetitions=Repetitions(runs=runs), seed=1, observer=watch)
+        repetitions = Repetitions(runs=runs)
+        study_run_id = run_study(study, db, Workdir(Path(tmp) / "wd"), repetitions=repetitions, seed=1, observer=watch)
         cycles = watch.cycles(time.monotonic())
         runs_stored = db.runs(study_run_id)
     beyond_fio, beyond_runtime, phases = defaultdict(list), defaultdict(list), defaultdict(lambda: defaultdict(list))

@@ -46,7 +46,7 @@ def seconds(jobs: list[tuple[str, str]], directory: Path, *, together: bool, rep
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--smoke", action="store_true", help="1 and 2 workloads, once: the script runs")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, in seconds: the script runs; nothing judged")
     args = parser.parse_args()
     sizes, repeat = ((1, 2), 1) if args.smoke else ((10, 100), args.repeat)
     print(f"{'workloads':>9}  {'jobs':>5}  {'one fio':>9}  {'a fio a job':>11}")

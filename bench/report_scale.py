@@ -156,7 +156,7 @@ def main() -> None:
     parser.add_argument("--targets", type=int, default=10, choices=range(2, len(TARGETS) + 1))
     parser.add_argument("--workloads", type=int, default=20, choices=range(1, len(BUILTIN) + len(OWN) + 1))
     parser.add_argument("--runs", type=int, default=10)
-    parser.add_argument("--smoke", action="store_true", help="a tiny database, each command once: the script runs; nothing judged")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, in seconds: the script runs; nothing judged")
     args = parser.parse_args()
     if args.smoke:
         args.repeat, args.study_runs, args.targets, args.workloads, args.runs = 1, 1, 2, 1, 2
@@ -196,7 +196,7 @@ def main() -> None:
 
         commands = [
             (f"fslab summary {last}", summary, target(1.0), None, args.repeat),
-            (f"fslab report {last}", [*fslab, "report", str(last), "-o", str(out / "page")], target(3.0), target(500e6), args.repeat),
+            (f"fslab report {last}", [*fslab, "report", str(last), "-o", str(out / "page")], target(3), target(500e6), args.repeat),
             (f"fslab report {last} --figures", [*fslab, "report", str(last), "-o", str(out / "figures"), "--figures"], None, None, 1),
         ]
         for name, argv, seconds, memory, times in commands:

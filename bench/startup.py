@@ -39,7 +39,7 @@ def cpu_seconds(args: list[str]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5, help="processes per command; the median is printed")
-    parser.add_argument("--smoke", action="store_true", help="one process per command: the script runs")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, in seconds: the script runs; nothing judged")
     args = parser.parse_args()
     repeat = 1 if args.smoke else args.repeat
     print(f"fslab start-up: CPU seconds (user + system) of a fresh process, median of {repeat} (min–max)")

@@ -34,4 +34,5 @@ class Stopwatch:
 
     def cycles(self, end: float) -> list[tuple[str, float]]:
         """Each run's target and seconds from its start to the next run's (the last: to `end`)."""
-        return [(name, nxt - start) for (start, name), nxt in zip(self.starts, [start for start, _ in self.starts[1:]] + [end])]
+        ends = [start for start, _ in self.starts[1:]] + [end]
+        return [(name, nxt - start) for (start, name), nxt in zip(self.starts, ends)]

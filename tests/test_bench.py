@@ -20,27 +20,47 @@ from conftest import ZFS_FUSE
 from fslab.runner import RunObserver
 
 BENCH = Path(__file__).parents[1] / "bench"
-VERDICTS = re.compile(r"\b(met|NOT met|MISSED|OVER|OUTSIDE|within)\b")  # what a full run says of a figure against its target
-ROOT = pytest.mark.root
+VERDICTS = re.compile(r"\b(met|NOT met|MISSED|OVER|OUTSIDE|within)\b")  # a full run's word on a figure
+N = r"-?\d+\.\d+"  # a figure
+
+# Each script's figures (lines it must print, at least): pure, then root's, then zfs-fuse's.
+FIGURES = {
+    "startup.py": [rf"^  fslab run --help +{N} s"],
+    "adaptive.py": [r"verdicts agreeing: median \d+%", rf"total runtime adaptive/fixed: median {N}"],
+    "study_validation.py": [rf"^valid +{N} s +{N} s .* accepted, 200 cells", rf"^1,000,000 targets +{N} s .*refused"],
+    "parse_only.py": [rf"^ +2 +4 +{N} s +{N} s$"],
+    "report_scale.py": [
+        r"^database: 1 study runs .* 4 runs",
+        rf"^fslab report \d+ +1×: median +{N} s",
+        rf"^fslab report \d+ --figures +1×: median +{N} s",
+    ],
+    "overhead.py": [rf"^ext4 +{N} +{N} +image", rf"^worst median overhead beyond fio: {N} s"],
+    "fidelity.py": [rf"^ +1 +[\d,]+ +[\d,]+ +{N}$", rf"^median ratio fslab/hand over 1 pair\(s\): {N}"],
+    "monitors.py": [rf"^median IOPS ratio: {N}", rf"^traffic +{N} +{N} +{N}$"],
+    "fleet.py": [rf"^2 worker\(s\): +{N} s wall", rf"^claim to start, per block \(\d+\): median {N} s"],
+    "pg_scale.py": [rf"^summary, among 40 runs +1×: median +{N} s", rf"then, in-process: reading the database {N} s"],
+    "zfs_overhead.py": [rf"^fslab's overhead per ZFS run beyond the workload: {N} s"],
+}
+AS_ROOT = {"overhead.py", "fidelity.py", "monitors.py", "fleet.py", "pg_scale.py"}  # devices, namespaces, PostgreSQL
+ARGS = {"fleet.py": ["--skip-scale"], "zfs_overhead.py": ["--compare"]}  # besides --smoke (pg_scale.py has its own)
+
+
+def marks(script: str) -> list[pytest.MarkDecorator]:
+    if script == "zfs_overhead.py":
+        return [pytest.mark.root, ZFS_FUSE]
+    return [pytest.mark.root] if script in AS_ROOT else []
+
 
 SMOKES = [
-    pytest.param("startup.py", [], [r"^  fslab run --help +\d+\.\d{3} s"], id="startup"),
-    pytest.param("adaptive.py", [], [r"verdicts agreeing: median \d+%", r"total runtime adaptive/fixed: median \d+\.\d\d"], id="adaptive"),
-    pytest.param("study_validation.py", [], [r"^valid +\d+\.\d{3} s +\d+\.\d{3} s .* accepted, 200 cells", r"^1,000,000 targets +\d+\.\d{3} s .*refused"], id="study_validation"),
-    pytest.param("parse_only.py", [], [r"^ +2 +4 +\d+\.\d\d s +\d+\.\d\d s$"], id="parse_only"),
-    pytest.param("report_scale.py", [], [r"^database: 1 study runs .* 4 runs", r"^fslab report \d+ +1×: median +\d+\.\d\d s", r"^fslab report \d+ --figures +1×: median"], id="report_scale"),
-    pytest.param("overhead.py", [], [r"^ext4 +-?\d+\.\d{3} +-?\d+\.\d{3} +image", r"^worst median overhead beyond fio: -?\d+\.\d{3} s"], marks=ROOT, id="overhead"),
-    pytest.param("fidelity.py", [], [r"^ +1 +[\d,]+ +[\d,]+ +\d+\.\d{3}$", r"^median ratio fslab/hand over 1 pair\(s\): \d+\.\d{3}"], marks=ROOT, id="fidelity"),
-    pytest.param("monitors.py", [], [r"^median IOPS ratio: \d+\.\d{4}", r"^traffic +\d+\.\d{3} +\d+\.\d{3} +\d+\.\d{3}$"], marks=ROOT, id="monitors"),
-    pytest.param("fleet.py", ["--skip-scale"], [r"^2 worker\(s\): +\d+\.\d s wall", r"^claim to start, per block \(\d+\): median \d+\.\d{3} s"], marks=ROOT, id="fleet"),
-    pytest.param("pg_scale.py", [], [r"^summary, among 40 runs +1×: median +\d+\.\d\d s", r"then, in-process: reading the database \d+\.\d\d s"], marks=ROOT, id="pg_scale"),
-    pytest.param("zfs_overhead.py", ["--compare"], [r"^fslab's overhead per ZFS run beyond the workload: -?\d+\.\d\d s"], marks=[ROOT, ZFS_FUSE], id="zfs_overhead"),
+    pytest.param(script, ARGS.get(script, []), figures, marks=marks(script), id=script.removesuffix(".py"))
+    for script, figures in FIGURES.items()
 ]
 
 
 @pytest.mark.parametrize(("script", "args", "figures"), SMOKES)
 def test_a_bench_scripts_smoke_mode_runs_and_prints_its_figures_judging_none(script, args, figures):
-    done = subprocess.run([sys.executable, str(BENCH / script), "--smoke", *args], capture_output=True, text=True, timeout=600)
+    argv = [sys.executable, str(BENCH / script), "--smoke", *args]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     for figure in figures:
         assert re.search(figure, done.stdout, re.MULTILINE), f"{script} --smoke printed no {figure!r}:\n{done.stdout}"
@@ -48,7 +68,7 @@ def test_a_bench_scripts_smoke_mode_runs_and_prints_its_figures_judging_none(scr
 
 
 def test_every_bench_script_has_its_smoke_test():
-    assert sorted(p.values[0] for p in SMOKES) == sorted(p.name for p in BENCH.glob("*.py") if p.name != "stopwatch.py")
+    assert sorted(FIGURES) == sorted(p.name for p in BENCH.glob("*.py") if p.name != "stopwatch.py")
 
 
 def bench_module(name: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
@@ -68,8 +88,9 @@ def test_the_overhead_benches_stopwatch_answers_every_call_of_the_runners_observ
     """`make bench` failed at its third script: overhead.py's Stopwatch had no `announce`, which
     run_study calls first (zfs_overhead.py's had none either)."""
     watch = bench_module(script, monkeypatch).Stopwatch
-    calls = [name for name, member in vars(RunObserver).items() if inspect.isfunction(member) and not name.startswith("_")]
+    calls = [name for name, member in vars(RunObserver).items() if inspect.isfunction(member) and name[0] != "_"]
     assert calls and "announce" in calls
     for call in calls:
         assert callable(getattr(watch, call, None)), f"bench/{script}.py's Stopwatch has no {call}"
-        assert list(inspect.signature(getattr(watch, call)).parameters) == list(inspect.signature(getattr(RunObserver, call)).parameters), call
+        wanted = inspect.signature(getattr(RunObserver, call)).parameters
+        assert list(inspect.signature(getattr(watch, call)).parameters) == list(wanted), call
