@@ -27,7 +27,7 @@ from fslab.errors import Refused
 from fslab.filesystems import register
 from fslab.filesystems.base import Filesystem, Provisioned, Room, SizeFloor, TargetFields, mounted_options, same_value
 from fslab.filesystems.mounting import mount_point, proven
-from fslab.filesystems.zfs_engine import SCALED_ARC_FLOOR, Daemon, Engine, FuseDaemons, NotSupported, arc_stat, daemon_answers, engine, kept_daemons, kernel_arc_max, runs_on_fuse
+from fslab.filesystems.zfs_engine import ARC_FLOOR_NOTE, SCALED_ARC_FLOOR, Daemon, Engine, FuseDaemons, NotSupported, arc_stat, daemon_answers, engine, kept_daemons, kernel_arc_max, runs_on_fuse
 from fslab.guard.names import check_snapshot_name, kernel_name, workdir_tag
 from fslab.guard.options import ON_OFF, Matches, OneOf, Size, Suboptions, check_properties
 from fslab.journal import Entry, Journal, releaser
@@ -335,7 +335,7 @@ class Zfs(Filesystem):
         if kept >= SCALED_ARC_FLOOR:
             return replace(target, arc_max=kept)
         changed = (
-            f"ARC cap {format_size(SCALED_ARC_FLOOR)}, the least both ZFS engines take, not {format_size(target.arc_max)} × {scale:g} = {format_size(kept)}: "
+            f"{ARC_FLOOR_NOTE}{format_size(SCALED_ARC_FLOOR)}, the least both ZFS engines take, not {format_size(target.arc_max)} × {scale:g} = {format_size(kept)}: "
             f"{SCALED_ARC_FLOOR / kept:.3g}× the full size's ARC for the data"
         )
         return replace(target, arc_max=SCALED_ARC_FLOOR, scaling_changed=(*target.scaling_changed, changed))
