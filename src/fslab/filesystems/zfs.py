@@ -27,11 +27,11 @@ from fslab.errors import Refused
 from fslab.filesystems import register
 from fslab.filesystems.base import Filesystem, Provisioned, Room, SizeFloor, TargetFields, mounted_options, same_value
 from fslab.filesystems.mounting import mount_point, proven
-from fslab.filesystems.zfs_engine import ARC_FLOOR_NOTE, SCALED_ARC_FLOOR, Daemon, Engine, FuseDaemons, NotSupported, arc_stat, daemon_answers, engine, kept_daemons, kernel_arc_max, runs_on_fuse
+from fslab.filesystems.zfs_engine import SCALED_ARC_FLOOR, Daemon, Engine, FuseDaemons, NotSupported, arc_stat, daemon_answers, engine, kept_daemons, kernel_arc_max, runs_on_fuse
 from fslab.guard.names import check_snapshot_name, kernel_name, workdir_tag
 from fslab.guard.options import ON_OFF, Matches, OneOf, Size, Suboptions, check_properties
 from fslab.journal import Entry, Held, Journal, releaser
-from fslab.model import Target
+from fslab.model import ARC_FLOOR_NOTE, Target
 from fslab.monitors.space import CompressionRatio, zfs_compresses, zfs_compression_ratio
 from fslab.scratch import scratch_directory
 from fslab.system import CommandError, joined, run

@@ -146,9 +146,6 @@ def _own_run_directory() -> None:
 # the OpenZFS module ignores a zfs_arc_max under 64MiB (and under its c_min: 1/32 of memory,
 # which kernel_arc_max checks when the run starts).
 SCALED_ARC_FLOOR = 64 * 2**20
-# How the scaling note begins where that floor kept the cap above arc_max × --scale (Zfs.scaled;
-# stored with the target, and read back by report/arc_share.py).
-ARC_FLOOR_NOTE = "ARC cap "
 
 
 def arc_flag(arc_max: int | None) -> tuple[str, ...]:

@@ -3,7 +3,7 @@ its runs stored: the ARC cap in effect (the target's `arc_max`, after --scale an
 floor) and the data its fio jobs read (the room their files take, as the stored job says).
 
 The ARC may hold the working set when its cap is at least that data, or when the engines' floor
-(zfs_engine.SCALED_ARC_FLOOR) kept the cap above the study's own share of the data at a small
+(filesystems/zfs_engine.py's SCALED_ARC_FLOOR) kept the cap above the study's own share of the data at a small
 --scale: the reads then found more of it in the ARC than the study asked them to. The figures
 are flagged, never refused.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from fslab.errors import Refused
-from fslab.filesystems.zfs_engine import ARC_FLOOR_NOTE
+from fslab.model import ARC_FLOOR_NOTE
 from fslab.units import format_size
 
 MAY_HOLD = "the ARC may hold the working set"
