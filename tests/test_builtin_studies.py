@@ -6,7 +6,8 @@ shrink and each cell runs once.
 - nas-stack (seed 003): what this machine lacks is skipped, with why (the ext4 stack needs md
   and device-mapper; ZFS encryption needs OpenZFS); the rest runs: the ZFS mirror under the
   backup, metadata and mixed fio workloads and the rsync photo ingestion, and the raw baselines
-  of the stack's two images.
+  of the stack's two images; at --scale 0.01 the ARC, kept at its 64MiB floor, may hold the
+  working set of every reading workload, and their ZFS cells say so.
 - btrfs-options (seed 002): seven Btrfs and ext4 targets under the baseline fio jobs and the
   iozone-like write/rewrite/read/reread scenario, with zeros and with random data.
 """
@@ -23,6 +24,7 @@ import pytest
 from conftest import ZFS_FUSE, fresh_workdir, fslab
 
 from fslab.filesystems.zfs_engine import engine
+from fslab.report.arc_share import MAY_HOLD
 from fslab.results import ResultsDB
 
 
@@ -50,7 +52,7 @@ def run_builtin(name: str, scale: str, directory) -> Ran:  # noqa: ANN001
 def nas(tmp_path_factory, needs_root) -> Iterator[Ran]:  # noqa: ANN001
     if engine() is None:
         pytest.fail("nas-stack needs ZFS: make test installs zfs-fuse")
-    yield run_builtin("nas-stack", "0.02", tmp_path_factory.mktemp("nas-stack"))
+    yield run_builtin("nas-stack", "0.01", tmp_path_factory.mktemp("nas-stack"))  # its ARC kept at the 64MiB floor
 
 
 @pytest.fixture(scope="module")
@@ -86,6 +88,16 @@ def test_nas_stack_runs_its_zfs_mirror_raw_baselines_and_photo_ingestion(nas):
     assert ingestion["host_cpu_busy_pct"][0] > 0, "CPU measured system-wide while rsync ran (zfs-fuse's daemon counts)"
     mirror = next(r for r in nas.runs if r["target"] == "zfs-mirror")
     assert "arc_max:" in mirror["fs_details"] and "mirror" in mirror["fs_details"]
+
+
+@ZFS_FUSE  # zfs-fuse: one daemon on the machine (conftest); btrfs-options needs none and runs beside
+@pytest.mark.root
+def test_nas_stack_says_where_the_arc_may_hold_the_working_set(nas):
+    """At --scale 0.01 the 4GiB ARC would be 41MiB; the engines' floor keeps it at 64MiB, above the
+    seed's share of every reading workload's data: their ZFS cells say so, the rest do not."""
+    said = {(c["workload"], c["target"]) for c in nas.report["cells"] if any(str(n).startswith(MAY_HOLD) for n in c.get("notes", []))}
+    assert said == {(w, "zfs-mirror") for w in ("backup-read", "metadata", "mixed-load")}
+    assert MAY_HOLD in nas.result.stdout
 
 
 @pytest.mark.root

@@ -34,6 +34,11 @@ from fslab.guard.names import image_names
 UNKNOWN_LENGTH_TIMEOUT = 3600.0
 
 
+# How a ZFS target's scaling note begins where the engines' least ARC cap kept arc_max above its
+# share of the data at --scale (filesystems/zfs.py, Zfs.scaled): read back from stored targets
+# (report/arc_share.py) by what must not load the filesystems.
+ARC_FLOOR_NOTE = "ARC cap "
+
 # The filesystems' own fields a Target has an attribute of (see Target).
 FILESYSTEM_ATTRIBUTES = ("vdev", "pool_options", "properties", "nocow", "zvol", "arc_max")
 

@@ -25,7 +25,7 @@ from fslab.devices.named import NamedSource, confirmed_devices
 from fslab.devices.source import DeviceSource, discard
 from fslab.devices.zram import ZramSource
 from fslab.errors import FslabError
-from fslab.filesystems import FILESYSTEMS, Provisioned
+from fslab.filesystems import FILESYSTEMS, Filesystem, Provisioned
 from fslab.guard.block_devices import BlockDevice, DeviceFacts, facts, resolve
 from fslab.guard.names import file_name
 from fslab.interruption import raise_if_interrupted
@@ -363,7 +363,7 @@ def execute(planned: PlannedRun, workdir: Workdir, sources: Sources) -> RunRecor
                 record.job_file = kind.command(workload, ready)
                 filesystem = FILESYSTEMS[target.filesystem]
                 windows = Windows(ready, filesystem.compression_ratio(ready), partial(filesystem.sync, ready))
-                record.outputs = _measure(workdir.journal, kind, workload, ready, record.job_file, sources.scope, clock, windows)
+                record.outputs = _measure(workdir.journal, kind, workload, ready, record.job_file, sources.scope, clock, windows, filesystem)
                 metrics, notes = kind.parse(record.outputs), kind.judge(workload, record.outputs)
                 monitored, flagged = windows.found(kind, record.outputs)  # after the workload's own figures: it needs them
                 record.metrics, record.notes = metrics + monitored, notes + flagged
@@ -457,10 +457,13 @@ class Windows:
         return metrics, findings
 
 
-def _measure(journal: Journal, kind: WorkloadKind, workload: Workload, ready: Provisioned, command: str, scope: StudyScope, clock: _Clock, windows: Windows) -> list[RawOutput]:
-    """Prepare what the workload reads (and precondition the target), drop caches, run it with
-    its measured steps watched by `windows`; returns its raw outputs, the unmeasured ones its
-    preparing kept first.
+def _measure(
+    journal: Journal, kind: WorkloadKind, workload: Workload, ready: Provisioned, command: str, scope: StudyScope, clock: _Clock, windows: Windows, filesystem: Filesystem
+) -> list[RawOutput]:
+    """Prepare what the workload reads (and precondition the target), drop caches (the page
+    cache, and what `filesystem` caches beside it: zfs-fuse's ARC), run it with its measured
+    steps watched by `windows`; returns its raw outputs, the unmeasured ones its preparing kept
+    first.
 
     A workload's memory limit covers the measured run alone: the layout is not measured, and
     what it leaves in the page cache is dropped before the run starts in its limited cgroup."""
@@ -468,6 +471,7 @@ def _measure(journal: Journal, kind: WorkloadKind, workload: Workload, ready: Pr
         prepared = kind.prepare(journal, workload, ready, scratch, scope)
         clock.mark("layout")
         sync_and_drop_caches()
+        filesystem.empty_cache(journal, ready)
         clock.mark("drop_caches")
         with memory_limited(journal, workload.memory_limit):
             outputs = kind.run(journal, workload, ready, command, scratch, scope, windows.measured)  # within the run's time limit (execute)

@@ -365,6 +365,11 @@ class Filesystem:
             raise ValueError(f"{self.kind} made no filesystem to sync: {ready.described}")
         run(["sync", "-f", str(ready.directory)])
 
+    def empty_cache(self, journal: Journal, ready: Provisioned) -> None:
+        """Empty what the filesystem caches of a workload's layout that dropping the page cache
+        leaves (runner._measure: after the layout, before the measured run). The page cache is
+        every kernel filesystem's: nothing more to empty."""
+
     def snapshot(self, ready: Provisioned, name: str) -> str:
         """Take a read-only snapshot of what the workload uses, named `name` (guard.names
         snapshot_name: fslab's, never the study's); returns what the tools call it. Snapshots

@@ -16,7 +16,7 @@ import shutil
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -30,9 +30,10 @@ from fslab.filesystems.mounting import mount_point, proven
 from fslab.filesystems.zfs_engine import SCALED_ARC_FLOOR, Daemon, Engine, FuseDaemons, NotSupported, arc_stat, daemon_answers, engine, kept_daemons, kernel_arc_max, runs_on_fuse
 from fslab.guard.names import check_snapshot_name, kernel_name, workdir_tag
 from fslab.guard.options import ON_OFF, Matches, OneOf, Size, Suboptions, check_properties
-from fslab.journal import Entry, Journal, releaser
-from fslab.model import Target
+from fslab.journal import Entry, Held, Journal, releaser
+from fslab.model import ARC_FLOOR_NOTE, Target
 from fslab.monitors.space import CompressionRatio, zfs_compresses, zfs_compression_ratio
+from fslab.scratch import scratch_directory
 from fslab.system import CommandError, joined, run
 from fslab.units import format_size, parse_size, scaled_size
 
@@ -112,6 +113,54 @@ def destroy_pool(entry: Entry, workdir: Workdir) -> None:
             raise Refused(f"pool {pool} is not the one fslab made (guid {guid}, not {entry.proof['guid']})")
         try:
             run(["zpool", "destroy", "-f", pool])
+        except CommandError as exc:
+            if "busy" not in exc.stderr or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+@dataclass(frozen=True)
+class MadePool:
+    """A pool a run made, as a run's later steps need it: its journal entry (its guid proven),
+    its dataset's mount point's (None: a volume) and the devices it was made on."""
+
+    pool: Held
+    mount: Held | None
+    devices: tuple[str, ...]
+
+
+def reimport_pool(journal: Journal, made: MadePool) -> None:
+    """Export the pool fslab made and import it again — that very pool, by the guid proven when it
+    was made, from its own devices alone (links to them in a scratch directory: `zpool import -d`
+    scans a directory) and still in no cache file. Closing a pool flushes its buffers from the
+    ARC (dsl_pool_close → arc_flush), so what the pool holds is read from its devices again.
+    The dataset is mounted again where it was, and that mount proven anew."""
+    pool, guid = made.pool.ident, str(made.pool.proof.get("guid", ""))
+    if not re.fullmatch(_POOL, pool) or not pool.startswith(workdir_tag(journal.workdir.root)):
+        raise Refused(f"{pool} is not a pool name fslab gives in {journal.workdir.root}: not exported")
+    if not guid.isdigit():
+        raise Refused(f"pool {pool}: fslab recorded no guid of it ({guid!r}): not exported")
+    if (found := pool_guid(pool)) != guid:
+        raise Refused(f"pool {pool} is not the one fslab made (guid {found}, not {guid}): not exported")
+    _while_busy(["zpool", "export", pool])
+    with scratch_directory(journal) as found:
+        for number, device in enumerate(made.devices):
+            os.symlink(device, found / f"device{number}")
+        run(["zpool", "import", "-d", str(found), "-o", "cachefile=none", guid])
+    if pool_guid(pool) != guid:
+        raise RuntimeError(f"zpool import of guid {guid} did not bring back pool {pool}")
+    if made.mount is not None:
+        proven(made.mount)
+
+
+def _while_busy(argv: list[str], seconds: float = 15) -> None:
+    """Run a zpool command, again while zfs-fuse calls the pool busy (it does for a moment after
+    its files are closed)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            run(argv)
+            return
         except CommandError as exc:
             if "busy" not in exc.stderr or time.monotonic() > deadline:
                 raise
@@ -281,6 +330,8 @@ class Zfs(Filesystem):
     # outside one, where each provision starts and stops a daemon of its own. FILESYSTEMS holds
     # one Zfs, and a fslab process runs one study run at a time.
     _kept: FuseDaemons | None = None
+    # The pools the runs under way made, by name: what empty_cache exports and imports again.
+    _made: dict[str, MadePool] = {}
 
     @contextmanager
     def across_runs(self, journal: Journal) -> Iterator[None]:
@@ -335,7 +386,7 @@ class Zfs(Filesystem):
         if kept >= SCALED_ARC_FLOOR:
             return replace(target, arc_max=kept)
         changed = (
-            f"ARC cap {format_size(SCALED_ARC_FLOOR)}, the least both ZFS engines take, not {format_size(target.arc_max)} × {scale:g} = {format_size(kept)}: "
+            f"{ARC_FLOOR_NOTE}{format_size(SCALED_ARC_FLOOR)}, the least both ZFS engines take, not {format_size(target.arc_max)} × {scale:g} = {format_size(kept)}: "
             f"{SCALED_ARC_FLOOR / kept:.3g}× the full size's ARC for the data"
         )
         return replace(target, arc_max=SCALED_ARC_FLOOR, scaling_changed=(*target.scaling_changed, changed))
@@ -364,6 +415,17 @@ class Zfs(Filesystem):
             return None
         dataset = ready.dataset
         return lambda mountpoint: zfs_compression_ratio(dataset)
+
+    def empty_cache(self, journal: Journal, ready: Provisioned) -> None:
+        """zfs-fuse's ARC, which drop_caches does not reach (it is the daemon's memory, not the
+        page cache): the run's pool exported and imported again (reimport_pool), so the measured
+        reads start from its devices. The kernel module's ARC is left to drop_caches."""
+        if ready.dataset is None or not runs_on_fuse():
+            return
+        pool = ready.dataset.partition("/")[0]
+        if (made := self._made.get(pool)) is None:
+            raise Refused(f"{pool} is not a pool this run made: not exported")
+        reimport_pool(journal, made)
 
     def snapshot(self, ready: Provisioned, name: str) -> str:
         """`zfs snapshot pool/data@name`: destroyed with the pool at the end of the run."""
@@ -415,26 +477,31 @@ class Zfs(Filesystem):
             create_pool = self.pool_command(pool, devices, target)
             run(create_pool)
             held.prove(guid=pool_guid(pool))
-            if target.zvol:
-                create_volume = self.dataset_command(pool, mountpoint, target)  # after the pool: a volume is sized from it
-                zfs_create(create_volume, target.properties)
-                commands = joined([create_pool, create_volume])
-                yield Provisioned.on(self.kind, stack, _zvol_device(f"{pool}/data"), None, mkfs_command=commands, details=self.details_of(found, daemon, pool, devices, target), dataset=f"{pool}/data")
-                return
-            with mount_point(journal, mountpoint) as mounted:
-                create_dataset = self.dataset_command(pool, mountpoint, target)
-                zfs_create(create_dataset, target.properties)  # ZFS mounts the dataset itself
-                proven(mounted)
-                yield Provisioned.on(
-                    self.kind,
-                    stack,
-                    devices[0],
-                    mountpoint,
-                    mkfs_command=joined([create_pool, create_dataset]),
-                    mount_options_effective=mounted_options(mountpoint),
-                    details=self.details_of(found, daemon, pool, devices, target),
-                    dataset=f"{pool}/data",
-                )
+            made = self._made[pool] = MadePool(held, None, tuple(devices))
+            try:
+                if target.zvol:
+                    create_volume = self.dataset_command(pool, mountpoint, target)  # after the pool: a volume is sized from it
+                    zfs_create(create_volume, target.properties)
+                    commands = joined([create_pool, create_volume])
+                    yield Provisioned.on(self.kind, stack, _zvol_device(f"{pool}/data"), None, mkfs_command=commands, details=self.details_of(found, daemon, pool, devices, target), dataset=f"{pool}/data")
+                    return
+                with mount_point(journal, mountpoint) as mounted:
+                    create_dataset = self.dataset_command(pool, mountpoint, target)
+                    zfs_create(create_dataset, target.properties)  # ZFS mounts the dataset itself
+                    proven(mounted)
+                    self._made[pool] = replace(made, mount=mounted)
+                    yield Provisioned.on(
+                        self.kind,
+                        stack,
+                        devices[0],
+                        mountpoint,
+                        mkfs_command=joined([create_pool, create_dataset]),
+                        mount_options_effective=mounted_options(mountpoint),
+                        details=self.details_of(found, daemon, pool, devices, target),
+                        dataset=f"{pool}/data",
+                    )
+            finally:
+                self._made.pop(pool, None)
 
     def details_of(self, found: Engine, daemon: Daemon | None, pool: str, devices: list[str], target: Target) -> str:
         """The engine (zfs-fuse's daemon too), its ARC cap, the pool's layout, every dataset
@@ -450,11 +517,13 @@ class Zfs(Filesystem):
         arc = ""
         if target.arc_max:
             arc = f"arc_max: {target.arc_max // 2**20} MiB (" + ("zfs-fuse --max-arc-size" if found.fuse else f"arcstats c_max = {arc_stat('c_max')}") + ")\n"
-        started = f"{daemon.describe()}\n" if daemon else ""
+        started = f"{daemon.describe()}\n{EMPTIED}\n" if daemon else ""
         key = "key: 32 random bytes fslab made for this run alone (keyformat=raw), given on zfs create's standard input, in no file\n" if encrypted(target.properties) else ""
         return f"engine: {found.describe()}\n{started}{arc}{key}{status}\n{' '.join(sorted(set(ashift)))}\n{properties}"
 
 
+# How a zfs-fuse run's measured reads start from the devices (Zfs.empty_cache), stored with it.
+EMPTIED = "ARC emptied before the measured run: the pool exported and imported again (drop_caches does not reach zfs-fuse's)"
 ENCRYPTION_ON_FUSE = "ZFS native encryption is not supported by this ZFS engine (zfs-fuse's pool version 23 predates it); it needs OpenZFS 0.8 or later with its kernel module"
 ZVOL_ON_FUSE = "zvol targets are not supported by this ZFS engine (zfs-fuse cannot present block devices); they need the OpenZFS kernel module"
 

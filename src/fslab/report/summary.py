@@ -20,6 +20,7 @@ from fslab.guard.fio_preallocation import preallocates, stored_preallocation
 from fslab.model import Host, unqualified
 from fslab.monitors.space import COMPRESSED_FROM
 from fslab.raw_reference import BeyondRaw, CachedReference, beyond_raw, cached_references, raw_references
+from fslab.report.arc_share import arc_notes
 from fslab.report.steady_state import steady_notes
 from fslab.results import ResultsDB
 from fslab.results.records import OptionsApplied, SampleGroups
@@ -230,7 +231,7 @@ def summarize_study_run(
         CellSummary(
             w, name, failed[key], _cell_statistics(groups.values.get(key, {}), groups.higher_is_better, above.get(key, {}), lambda metric, w=w: _step(steps, groups.kinds, w, metric)),
             groups.roles.primary_in(w, groups.values.get(key, {})),
-            [*found.get(key, ([], False))[0], *flattered.get(key, []), *steady_notes(groups.values.get(key, {}), specs_of[w])],
+            [*found.get(key, ([], False))[0], *flattered.get(key, []), *steady_notes(groups.values.get(key, {}), specs_of[w]), *arc_notes(t["spec"], specs_of[w])],
             found.get(key, ([], False))[1], host if hosts.per_host else None,
         )
         for w in workloads

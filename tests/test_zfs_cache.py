@@ -1,0 +1,114 @@
+"""zfs-fuse's ARC emptied between a workload's layout and its measured reads: drop_caches does not
+reach the daemon's memory, so the pool is exported and imported again (Zfs.empty_cache), and the
+measured reads come from the pool's devices — a fact the devices' own counters show, not a time."""
+
+import pytest
+from conftest import ZFS_FUSE, held_by, ran_study
+
+from fslab.errors import Refused
+from fslab.filesystems.zfs import EMPTIED, MadePool, reimport_pool
+from fslab.guard.names import kernel_name
+from fslab.journal import Held
+from fslab.filesystems.zfs_engine import engine
+
+pytestmark = ZFS_FUSE  # zfs-fuse: one daemon on the machine (conftest)
+
+# A file the ARC holds whole (32MiB under a 64MiB cap), read once after its layout wrote it.
+STUDY = """\
+[study]
+name = "zfs-cache"
+repetitions = 2
+warmup = 0
+image_size = "256MiB"
+image_fill = "sparse"
+
+[[target]]
+name = "z"
+filesystem = "zfs"
+arc_max = "64MiB"
+
+[[workload]]
+name = "reread"
+rw = "read"
+bs = "1M"
+size = "32MiB"
+runtime = "0s"
+"""
+
+
+@pytest.mark.root
+def test_the_measured_reads_come_from_the_devices_after_the_pool_was_imported_again(workdir, tmp_path):
+    found = engine()
+    if found is None or not found.fuse:
+        pytest.skip("the kernel module's ARC is left to drop_caches: this is zfs-fuse's")
+    _, db, study_run = ran_study(tmp_path, STUDY, workdir)
+    runs = db.runs(study_run)
+    assert len(runs) == 2 and all(r["status"] == "ok" for r in runs), [r["error"] for r in runs]
+    ratios = db.metric_values(study_run, ["device_read_ratio"])
+    assert len(ratios) == len(runs), ratios
+    for (run_id, _, _), ratio in ratios.items():
+        assert ratio >= 0.95, f"run {run_id}: the devices read {ratio:.0%} of what fio read: the ARC served the rest"
+    for run in runs:
+        assert not [n for n in run["notes"] or [] if "served by a cache" in str(n)], run["notes"]
+        assert EMPTIED in run["fs_details"], "how the ARC was emptied, stored with the run"
+    assert held_by(workdir.root) == [], "the pool, its mount and the links to its devices all gone"
+
+
+# A scenario's own drop_caches phase empties it too: the file its fill phase wrote is read back
+# from the devices.
+SCENARIO = """\
+[study]
+name = "zfs-cache-scenario"
+repetitions = 1
+warmup = 0
+image_size = "256MiB"
+image_fill = "sparse"
+
+[[target]]
+name = "z"
+filesystem = "zfs"
+arc_max = "64MiB"
+
+[[workload]]
+name = "fill-then-read"
+kind = "scenario"
+size = "32MiB"
+
+[[workload.phase]]
+name = "fill"
+fio = { rw = "write", bs = "1m" }
+measured = false
+
+[[workload.phase]]
+name = "drop"
+action = "drop_caches"
+measured = false
+
+[[workload.phase]]
+name = "read"
+fio = { rw = "read", bs = "1m" }
+"""
+
+
+@pytest.mark.root
+def test_a_scenarios_drop_caches_phase_empties_zfs_fuses_arc(workdir, tmp_path):
+    found = engine()
+    if found is None or not found.fuse:
+        pytest.skip("the kernel module's ARC is left to drop_caches: this is zfs-fuse's")
+    _, db, study_run = ran_study(tmp_path, SCENARIO, workdir)
+    runs = db.runs(study_run)
+    assert len(runs) == 1 and runs[0]["status"] == "ok", runs[0]["error"]
+    ratios = {phase: ratio for (_, phase, _), ratio in db.metric_values(study_run, ["device_read_ratio"]).items()}
+    assert ratios.keys() == {"read"} and ratios["read"] >= 0.95, f"the devices read {ratios} of what fio read after the drop: the ARC served the rest"
+    assert held_by(workdir.root) == []
+
+
+@pytest.mark.root
+def test_a_pool_fslab_did_not_make_here_is_neither_exported_nor_imported(workdir):
+    """What reimport_pool is given is proven before zpool is asked anything: a name this work
+    directory does not give, or a guid that is not zpool's number, refuses."""
+    journal = workdir.journal
+    ours = kernel_name(workdir.root, "z")
+    for name, guid, why in (("tank", "123", "not a pool name fslab gives"), (ours, "-f", "recorded no guid"), (ours, "", "recorded no guid")):
+        with pytest.raises(Refused, match=why):
+            reimport_pool(journal, MadePool(Held(journal, "zpool", name, {"guid": guid}), None, ("/dev/loop0",)))
