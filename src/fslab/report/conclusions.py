@@ -21,6 +21,9 @@ from fslab.stats import Comparison, Ranking, significant
 class Conclusion:
     text: str
     claim: bool  # it states a difference (a significant one: the verdict said faster or slower)
+    row: Row | None = None  # the comparison it words, as the tables show it (none: a ranking's, or nothing to compare)
+    targets: tuple[str, ...] = ()  # the targets it speaks of
+    ranked_by: str | None = None  # a ranking's metric
 
 
 def conclusions(s: StudySummary) -> dict[str, list[Conclusion]]:
@@ -29,7 +32,7 @@ def conclusions(s: StudySummary) -> dict[str, list[Conclusion]]:
     for workload in s.workloads:
         rankings = [(metric, r) for (w, metric, _), r in s.analysis.rankings.items() if w == workload]  # on several hosts, the targets name theirs
         said = [c for metric, r in rankings if (c := ranking_conclusion(r, metric)) is not None]
-        said += row_conclusions(s.analysis.rows_of(workload), s.analysis.threshold)
+        said += row_conclusions([*s.analysis.rows_of(workload), *s.analysis.between_of(workload)], s.analysis.threshold)
         said = sorted(said, key=lambda c: not c.claim) or [Conclusion("Nothing to compare: fewer than two targets measured it.", False)]
         left_out = left_out_line(s, workload)
         out[workload] = said + ([Conclusion(left_out, False)] if left_out else [])
@@ -37,17 +40,23 @@ def conclusions(s: StudySummary) -> dict[str, list[Conclusion]]:
 
 
 def row_conclusions(rows: list[Row], threshold: float) -> list[Conclusion]:
-    """One sentence per target against its baseline and metric."""
+    """One sentence per target against its baseline and metric (or, on one target, per workload
+    against the workload it is paired with)."""
     return [_row_conclusion(r, threshold) for r in rows]
 
 
 def _row_conclusion(r: Row, threshold: float) -> Conclusion:
     c, what = r.comparison, metric_label(r.metric)
+    # on one target, a workload against the one it is paired with; else a target against its baseline
+    if r.baseline_workload:
+        on, subject, baseline, targets = f"On {r.target}, ", r.workload, r.baseline_workload, (r.target,)
+    else:
+        on, subject, baseline, targets = "", r.target, r.baseline, (r.target, r.baseline)
     if c.differs:
         return Conclusion(
-            f"{r.target} is {c.verdict} than {r.baseline} in {what}: {c.ratio:.2f}× ({_interval(c)}, "
+            f"{on}{subject} is {c.verdict} than {baseline} in {what}: {c.ratio:.2f}× ({_interval(c)}, "
             f"adjusted p {_p(c.p_adjusted)}; {'higher' if c.higher_is_better else 'lower'} is better).",
-            True,
+            True, r, targets,
         )
     if c.needs_runs is not None:
         why = f"the interval {runs_text(c.needs_runs)} per cell before it says anything"
@@ -56,7 +65,7 @@ def _row_conclusion(r: Row, threshold: float) -> Conclusion:
     else:
         detectable = f"; these runs detect a change of ±{c.detectable_change:.0%}" if c.detectable_change is not None else ""
         why = f"measured {c.ratio:.2f}× ({_interval(c)}, adjusted p {_p(c.p_adjusted)}){detectable}"
-    return Conclusion(f"{r.target} and {r.baseline}: no detectable difference in {what} — {why}.", False)
+    return Conclusion(f"{on}{subject} and {baseline}: no detectable difference in {what} — {why}.", False, r, targets)
 
 
 def ranking_conclusion(ranking: Ranking, metric: str) -> Conclusion | None:
@@ -67,9 +76,11 @@ def ranking_conclusion(ranking: Ranking, metric: str) -> Conclusion | None:
         return None
     leader = ranking.order[0]
     if ranking.tiers is not None and len(ranking.tiers[0]) == 1 and len(ranking.tiers) > 1:
-        return Conclusion(f"{leader} leads in {what}, detectably ahead of every other target.", True)
+        said = f"{leader} leads in {what}, detectably ahead of every other target."
+        return Conclusion(said, True, targets=tuple(ranking.order), ranked_by=metric)
     tied = [name for name in ranking.order if set(ranking.letters[name]) & set(ranking.letters[leader])]
-    return Conclusion(f"No target leads in {what}: {', '.join(tied)} cannot be told apart.", False)
+    said = f"No target leads in {what}: {', '.join(tied)} cannot be told apart."
+    return Conclusion(said, False, targets=tuple(ranking.order), ranked_by=metric)
 
 
 def _interval(c: Comparison) -> str:
