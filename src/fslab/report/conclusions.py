@@ -3,7 +3,9 @@ with its uncertainty. A difference is claimed only where its verdict says so (si
 Benjamini–Hochberg and beyond the threshold: stats.verdict_of); everything else reads "no
 detectable difference", with the interval and the change the runs could have detected. An
 interval is said only where the tables print it (stats.printed_interval); a target whose figures
-cannot be real is in no comparison or ranking (summary.py), and said to be left out.
+cannot be real is in no comparison or ranking (summary.py), and said to be left out. What is
+said of a workload's targets is said of the cells its table shows (a test holds every built-in
+study's conclusions to its tables).
 """
 
 from __future__ import annotations
@@ -33,10 +35,30 @@ def conclusions(s: StudySummary) -> dict[str, list[Conclusion]]:
         rankings = [(metric, r) for (w, metric, _), r in s.analysis.rankings.items() if w == workload]  # on several hosts, the targets name theirs
         said = [c for metric, r in rankings if (c := ranking_conclusion(r, metric)) is not None]
         said += row_conclusions([*s.analysis.rows_of(workload), *s.analysis.between_of(workload)], s.analysis.threshold)
-        said = sorted(said, key=lambda c: not c.claim) or [Conclusion("Nothing to compare: fewer than two targets measured it.", False)]
+        said = sorted(said, key=lambda c: not c.claim) or [nothing_to_compare(s, workload)]
         left_out = left_out_line(s, workload)
         out[workload] = said + ([Conclusion(left_out, False)] if left_out else [])
     return out
+
+
+def nothing_to_compare(s: StudySummary, workload: str) -> Conclusion:
+    """Why a workload has no comparison, from the cells its table shows: the targets with
+    figures, and those of them left out (flagged)."""
+    cells = [c for c in s.cells_of(workload) if c.metrics]
+    measured, judged = [c.target for c in cells], [c.target for c in cells if not c.implausible]
+    if len(measured) < 2:
+        who = f"only {measured[0]}" if measured else "no target"
+        return Conclusion(f"Nothing to compare: {who} measured it.", False, targets=tuple(measured))
+    said = f"Nothing to compare: {len(measured)} targets measured it, and "
+    if len(judged) < 2:
+        left = len(measured) - len(judged)
+        said += f"the figures of {left} of them cannot be real (left out), which leaves {len(judged)}."
+    else:
+        said += (
+            "no compared figure of theirs could be set against another's "
+            "(a comparison needs positive values of one metric in two cells, on one host)."
+        )
+    return Conclusion(said, False, targets=tuple(judged))
 
 
 def row_conclusions(rows: list[Row], threshold: float) -> list[Conclusion]:
