@@ -154,7 +154,7 @@ def test_every_output_shows_the_workload_comparisons(tmp_path):
     assert markdown.count("Compared on each target with workload **plain**:") == 2
     assert "compared with it on each target both ran on, in the same family" in markdown
     document = json.loads(to_json(s))
-    assert len(document["workload_comparisons"]) == len(rows)
+    assert len(document["workload_comparisons"]) == len(rows) and "compare_with" in document["family"]["of"]
     listed = {(c["workload"], c["baseline_workload"], c["target"]) for c in document["workload_comparisons"]}
     assert listed == {(r.workload, r.baseline_workload, r.target) for r in rows}
     page = run_section(s, RunDetails())
@@ -165,3 +165,17 @@ def test_every_output_shows_the_workload_comparisons(tmp_path):
     said = [c.text for c in conclusions(s)["deep[iodepth=8]"]]
     worded = sum(text.startswith(("On ext4, deep[iodepth=8] ", "On xfs, deep[iodepth=8] ")) for text in said)
     assert worded == 2 * len({r.metric for r in rows}), "each target, each metric"
+
+
+def test_a_pair_compared_on_no_target_says_why(tmp_path):
+    """Random writes paired with random reads share no compared metric: said beside the rankings,
+    not left silent; and with the workload it names flagged, that no target has figures of both."""
+    db = ResultsDB(str(tmp_path / "r.db"))
+    reads = STUDY.replace('name = "plain"\nrw = "randwrite"', 'name = "plain"\nrw = "randread"')
+    s = summarize_study_run(db, stored_study(tmp_path, reads, db, env={}))
+    assert {r.workload for r in s.analysis.between} == {"deeper[iodepth=1]", "deeper[iodepth=8]"}
+    markdown = to_markdown(s)
+    unpaired = "Compared with workload plain (compare_with) on no target: "
+    assert markdown.count(unpaired + "no metric compared in both has figures on ext4, xfs.") == 2, "deep's two"
+    flagged = summarize_study_run(db, stored_study(tmp_path, STUDY, db, flagged={"plain"}, env={}, name="f.toml"))
+    assert unpaired + "no target has unflagged figures of both." in to_markdown(flagged)

@@ -66,6 +66,7 @@ class Analysis:
     override: str | None = None  # --baseline: the target every other is compared with where it was measured
     # each workload against the one it is paired with (compare_with), per target: in the family
     between: list[Row] = field(default_factory=list)
+    paired_with: dict[str, str] = field(default_factory=dict)  # workload → the workload it was to be compared with
 
     def rows_of(self, workload: str) -> list[Row]:
         return [r for r in self.rows if r.workload == workload]
@@ -153,7 +154,8 @@ def analyse(
     rankings = _rankings(family, samples, roles, higher_is_better, measured, hosts)
     rows = _rows(family, samples, roles, measured, baselines, baseline, hosts)
     paired = [Row(w, t, t, m, c, baseline_workload=other) for (w, other, t, m), c in zip(between, tested[len(pairs) :])]
-    return replace(family, rows=rows, rankings=rankings, override=baseline, between=paired)
+    found = replace(family, rows=rows, rankings=rankings, override=baseline, between=paired)
+    return replace(found, paired_with=dict(compare_with or {}))
 
 
 def _between(

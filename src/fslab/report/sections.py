@@ -328,9 +328,22 @@ def left_out_line(s: StudySummary, workload: str) -> str | None:
     )
 
 
+def unpaired_line(s: StudySummary, workload: str) -> str | None:
+    """Why a workload paired with another (compare_with) was compared with it on no target."""
+    other = s.analysis.paired_with.get(workload)
+    if other is None or s.analysis.between_of(workload):
+        return None
+    theirs = {c.target for c in s.judged_cells_of(other) if c.metrics}
+    both = [c.target for c in s.judged_cells_of(workload) if c.metrics and c.target in theirs]
+    why = "no target has unflagged figures of both"
+    if both:
+        why = f"no metric compared in both has figures on {', '.join(both)}"
+    return f"Compared with workload {other} (compare_with) on no target: {why}."
+
+
 def ranking_lines(s: StudySummary, workload: str) -> list[str]:
     lines = [f"Its job file as fslab ran it: {s.rewritten[workload]}."] if workload in s.rewritten else []
-    lines += [line for line in [left_out_line(s, workload)] if line]
+    lines += [line for line in [left_out_line(s, workload), unpaired_line(s, workload)] if line]
     lines += [
         f"Ranking by {metric_label(metric)}{f' on {host}' if host is not None else ''}: {ranking_line(ranking)}"
         for (w, metric, host), ranking in s.analysis.rankings.items()
