@@ -10,7 +10,9 @@ all) with the metrics fio_parser.parse_metrics reads from it, scaled per target 
 seeded noise so cells differ; the monitors' metrics (CPU, device traffic, write amplification,
 space); fio's bandwidth and IOPS logs (tool "fio_log") and its histogram logs (tool "fio_hist",
 drawn from the fixture's own latency bins); device facts, the exact job file, mount
-options read back, the filesystem's own description and the phases' timings. A target named in
+options read back, the filesystem's own description and the phases' timings. A workload of another
+kind (sysbench, dd, rsync, a scenario) keeps its tools' real outputs (tests/fixtures: each of its
+phases' own) and the metrics its kind's own parser reads from them, made noisy alike. A target named in
 `failing` fails every run as the runner stores a failure (no metric, the failed command). A
 study run of a fleet (`hosts`) has each planned run once on each host, scaled and made noisy as
 that host's SyntheticHost says, with the host's facts recorded as the runner records them."""
@@ -19,7 +21,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from functools import cache
@@ -28,8 +30,9 @@ from pathlib import Path
 from fslab import environment
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Provisioned
+from fslab.findings import Finding
 from fslab.guard.names import file_name
-from fslab.model import Host, Metric, RawOutput, Roles, Study
+from fslab.model import Host, Metric, RawOutput, Roles, Study, Workload
 from fslab.plan import PlannedRun, Planner, Repetitions, Tally
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
@@ -38,11 +41,16 @@ from fslab.study import load_study
 from fslab.workloads import fio_hist
 from fslab.workloads import fio_output as fio_parser
 from fslab.workloads.fio import FioJob, job_for
+from fslab.workloads import kind_of, rsync
 from fslab.workloads.base import tool_of
+from fslab.workloads.scenario import Scenario
 
-FIO_OUTPUTS = Path(__file__).parent / "fixtures" / "fio"
+FIXTURES = Path(__file__).parent / "fixtures"
+FIO_OUTPUTS = FIXTURES / "fio"
 MiB = 2**20
 OTHER_SCALE = 0.9  # of a target `scale` does not name
+# What dd's judge says of a run too short to time: a finding that flags its cell.
+FLAGGED = Finding("too_short_to_time", "dd took 0.008 s, under 0.01 s: no rate can be read from it", implausible=True)
 
 
 def fixture_for(options: dict) -> str:
@@ -168,7 +176,7 @@ EFFECTIVE = {"zfs": "rw,relatime,user_id=0,group_id=0,default_permissions,allow_
 
 
 def effective_options(filesystem: str, requested: str) -> str | None:
-    if filesystem == "raw":
+    if filesystem not in EFFECTIVE:  # raw has none; ZFS's are its properties, not mount options
         return None
     asked = [o for o in requested.split(",") if o and o != "defaults"]
     base = EFFECTIVE[filesystem].split(",")
@@ -187,12 +195,14 @@ def store_study_run(
     failing: Mapping[str, tuple[str, RunFailure]] = {},
     env: dict | None = None,
     hosts: Mapping[str, SyntheticHost] = {},
+    flagged: Collection[str] = (),
 ) -> int:
     """One study run of `study` (its repetitions and warm-ups) as the runner stores it, block by
     block in the Planner's order from `seed`, each run committed as it finishes; `failing`: the
     error line and failure of every run of the targets it names; `hosts`: each planned run is run
-    on each of them (none: one run, stored with no host, as before schema 10). Returns the study
-    run's id."""
+    on each of them (none: one run, stored with no host, as before schema 10); `flagged`: the
+    workloads every successful run of which its kind found implausible (FLAGGED: too short to
+    time, as dd's and rsync's judge). Returns the study run's id."""
     repetitions = Repetitions(runs=study.repetitions, warmup=study.warmup)
     env = environment.collect(Path(study.path).parent) if env is None else env
     versions = {kind: FILESYSTEMS[kind].version() for kind in {t.filesystem for t in study.targets}}
@@ -206,6 +216,8 @@ def store_study_run(
             for name, host in hosts.items() or [(None, SyntheticHost())]:
                 target_scale = scale.get(planned.cell.target.name, OTHER_SCALE) * host.scale
                 record = replace(_record(planned, clock, rng, target_scale, failing.get(planned.cell.target.name), host.noise), host=name)
+                if planned.cell.workload.name in flagged and record.status == "ok":
+                    record = replace(record, notes=[FLAGGED])
                 clock = record.finished_at + timedelta(seconds=rng.uniform(1, 3))
                 db.record_run(study_run_id, record)
             tally.add(planned, record.status == "ok", {m.key: m.value for m in record.metrics}, record.started_at, record.finished_at, Roles.of(planned.cell.workload.name, record.metrics))
@@ -228,6 +240,8 @@ def _record(planned: PlannedRun, started, rng: random.Random, scale: float, fail
         record.timings = {"provision": rng.uniform(0.3, 1.5)}
         record.finished_at = started + timedelta(seconds=record.timings["provision"])
         return record
+    if workload.kind != "fio":
+        return _tool_record(record, planned, rng, scale, noise)
     fio = tool_of(workload, FioJob)
     fixture = fixture_for(fio.fio_options or fio.job.jobs()[0])  # a job file's: its first job's
     text, parsed = fio_output(fixture)
@@ -256,3 +270,46 @@ def stored_study(directory: Path, text: str, db: ResultsDB, *, name: str = "stud
     path = directory / name
     path.write_text(text)
     return store_study_run(db, load_study(path), seed=seed, rng=random.Random(seed), **store)  # type: ignore[arg-type]
+
+
+def tool_outputs(workload: Workload) -> list[RawOutput]:
+    """What a run of a workload of another kind than fio's leaves, as its kind stores it: its
+    tools' real outputs (tests/fixtures), one per measured step or phase."""
+    fixture = lambda kind, name: (FIXTURES / kind / name).read_text()  # noqa: E731
+    dd = [("write", fixture("dd", "write-64m-direct-random.txt")), ("read", fixture("dd", "read-1g-direct.txt"))]
+    if workload.kind == "dd":
+        return [RawOutput(step, "dd", text) for step, text in dd]
+    if workload.kind == "sysbench":
+        return [RawOutput("", "sysbench", fixture("sysbench", "run-seed000-random.txt"))]
+    if workload.kind == "rsync":
+        return [RawOutput("", "rsync", f"{rsync.measured_line(1.2, 0.1, 0.4)}\n{fixture('rsync', 'three-files.txt')}")]
+    outputs = []
+    for phase in (p for p in tool_of(workload, Scenario).phases if p.measured):
+        if phase.action == "fio":
+            outputs.append(RawOutput(phase.name, "fio", fio_output(fixture_for(phase.options))[0]))
+        elif phase.action == "dd":
+            outputs += [RawOutput(f"{phase.name}.{step}", "dd", text) for step, text in dd]
+        elif phase.action == "sysbench":
+            outputs.append(RawOutput(phase.name, "sysbench", fixture("sysbench", "run-seed000-random.txt")))
+        if phase.extents:
+            outputs.append(RawOutput(phase.name, "filefrag", fixture("monitors", "filefrag-ext4.txt")))
+        if phase.snapshot_every:
+            outputs.append(RawOutput(phase.name, "snapshots", " ".join(f"fslab-{i}" for i in range(12))))
+    return outputs
+
+
+def _tool_record(record: RunRecord, planned: PlannedRun, rng: random.Random, scale: float, noise: float) -> RunRecord:
+    """A successful run of a workload of another kind than fio's: its tools' outputs and the
+    metrics its kind reads from them, scaled and noisy as fio's are."""
+    target, workload = planned.cell.target, planned.cell.workload
+    outputs = tool_outputs(workload)
+    metrics = noisy(kind_of(workload).parse(outputs), rng, scale, noise)
+    timings = {"provision": rng.uniform(0.3, 1.5), "workload": rng.uniform(2, 5), "teardown": rng.uniform(0.1, 0.5)}
+    effective = effective_options(target.filesystem, target.mount_options)
+    details = FS_DETAILS.get(target.filesystem, "")
+    applied = FILESYSTEMS[target.filesystem].options_applied(target.spec(), effective, details)
+    finished = record.started_at + timedelta(seconds=sum(timings.values()))
+    return replace(
+        record, status="ok", finished_at=finished, outputs=outputs, timings=timings, mount_options_effective=effective,
+        options_applied=applied, metrics=metrics,
+    )

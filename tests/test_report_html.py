@@ -528,7 +528,8 @@ def test_the_page_lays_out_the_summarys_sections_and_follows_them(monkeypatch):
     assert (page.targets.columns, page.targets.rows, page.skipped) == (targets.columns, targets.rows, walked[Kind.SKIPPED].lines)
     [shown] = page.workloads
     assert (shown.title, shown.table.columns, shown.table.rows) == (workload.title, workload.columns, workload.rows)
-    assert [(baseline, t.columns, t.rows) for baseline, t in shown.comparisons] == [(comparison.named, comparison.columns, comparison.rows)]
+    heading = f"Compared with {comparison.named}"
+    assert [(h, t.columns, t.rows) for h, t in shown.comparisons] == [(heading, comparison.columns, comparison.rows)]
     assert shown.rankings == walked[Kind.RANKING].lines and shown.conclusions
     assert page.failures is not None and page.failures.columns == ["target", "workload", "run", "phase", "error"]
     assert page.failures.rows == [["xfs", W, "5", "–", "mkfs failed"], ["xfs", W, "6", "provision", "mkfs failed"]] == [[*r[:3], r[3] or "–", r[4]] for r in failed.rows]
@@ -545,7 +546,7 @@ def test_the_page_lays_out_the_summarys_sections_and_follows_them(monkeypatch):
     monkeypatch.setattr("fslab.report.html.sections", changed)
     [followed] = run_section(s, RunDetails()).workloads
     assert followed.table.rows == workload.rows[1:]
-    assert [(baseline, t.rows) for baseline, t in followed.comparisons] == [(comparison.named, comparison.rows), ("raw", comparison.rows[::-1])]
+    assert [(h, t.rows) for h, t in followed.comparisons] == [(heading, comparison.rows), ("Compared with raw", comparison.rows[::-1])]
     assert followed.conclusions == shown.conclusions
 
 

@@ -110,6 +110,8 @@ def test_seed_studies_are_built_in():
     scenarios = {w: sorted(t for t_w, t in [(c.workload.name, c.target.name) for c in seed1.cells] if t_w == w) for w in ("in-place-writes", "snapshots")}
     assert scenarios["in-place-writes"] == sorted(t.name for t in seed1.targets if t.name.startswith(("btrfs[", "zfs["))), "every Btrfs and ZFS dataset of the seed's sweeps, not raw"
     assert scenarios["snapshots"] == ["zfs[recordsize=128k]", "zfs[recordsize=4k]"]
+    paired = {w.name: w.compare_with for w in seed1.workloads if w.compare_with}
+    assert paired == {"snapshots": "in-place-writes"}, "seed 001's table: with snapshots and without"
     seed2 = load_study("btrfs-options")
     assert {t.name: t.devices for t in seed2.targets}["btrfs-two-disks"] == 2
     tuning = load_study("tuning-paper")

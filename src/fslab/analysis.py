@@ -1,7 +1,8 @@
-"""What a study run answers: every pair of targets compared per workload and metric, with
-Benjamini–Hochberg over all of them as one family. Each target's row against its baseline and
-each workload's ranking are both read from that one family, so they never disagree. And two
-study runs, cell by cell.
+"""What a study run answers: every pair of targets compared per workload and metric, and each
+workload a study pairs with another (`compare_with`) compared with it on every target both ran
+on, with Benjamini–Hochberg over all of them as one family. Each target's row against its
+baseline and each workload's ranking are both read from that one family, so they never
+disagree. And two study runs, cell by cell.
 
 Pure: takes samples grouped by cell, returns comparisons. stats.py does the arithmetic.
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -50,6 +51,8 @@ class Row:
     baseline: str  # the target it is compared with (in `compare`: the older study run)
     metric: str
     comparison: Comparison
+    # the workload it is compared with on its own target (compare_with); None: its own workload
+    baseline_workload: str | None = None
 
 
 @dataclass(frozen=True)
@@ -61,14 +64,21 @@ class Analysis:
     threshold: float
     precision: float
     override: str | None = None  # --baseline: the target every other is compared with where it was measured
+    # each workload against the one it is paired with (compare_with), per target: in the family
+    between: list[Row] = field(default_factory=list)
+    paired_with: dict[str, str] = field(default_factory=dict)  # workload → the workload it was to be compared with
 
     def rows_of(self, workload: str) -> list[Row]:
         return [r for r in self.rows if r.workload == workload]
 
+    def between_of(self, workload: str) -> list[Row]:
+        """A workload's rows against the workload it is paired with, target by target."""
+        return [r for r in self.between if r.workload == workload]
+
     @property
     def family_size(self) -> int:
         """How many comparisons Benjamini–Hochberg corrected together."""
-        return sum(c.p_value is not None for c in self.pairs.values())
+        return sum(c.p_value is not None for c in [*self.pairs.values(), *(r.comparison for r in self.between)])
 
     def comparison(self, workload: str, metric: str, baseline: str, other: str) -> Comparison | None:
         """`other` against `baseline`, as the family has it (read the other way round if need be)."""
@@ -105,6 +115,7 @@ def analyse(
     roles: Roles | None = None,
     kinds: dict[str, str] | None = None,
     hosts: dict[str, Hosted] | None = None,
+    compare_with: dict[str, str] | None = None,
 ) -> Analysis:
     """Every pair of targets per workload and compared metric, Benjamini–Hochberg over all of
     them. Each target's rows compare it with its baseline (`compared_with`): `baseline` for every
@@ -114,7 +125,10 @@ def analyse(
     precision and rank (default: as declared); `kinds`: each workload's kind, whose printed
     resolution bounds its intervals (default: fio's); `hosts`: each target's host, where the
     targets are a study's targets on several hosts — two are compared, and ranked together, only
-    on the same host (--baseline names a target, compared with on each host). Samples of a cell whose figures cannot be real are left out by the caller
+    on the same host (--baseline names a target, compared with on each host); `compare_with`:
+    workload → the workload it is compared with on each target both measured, in every metric
+    compared in both, in the same family (Analysis.between).
+    Samples of a cell whose figures cannot be real are left out by the caller
     (summary.py)."""
     check_override(baseline, targets if hosts is None else list(dict.fromkeys(h.target for h in hosts.values())))
     precision = threshold if precision is None else precision
@@ -134,10 +148,37 @@ def analyse(
                     pairs[(workload, metric, a, b)] = SamplePair(cells[a], cells[b], higher_is_better[metric], step)
         primary = [samples[(workload, t)][m] for t in present for m in roles.primary_in(workload, samples[(workload, t)])]
         needed[workload] = runs_needed(primary, precision)
-    tested = compare_pairs(list(pairs.values()), threshold)
-    family = Analysis([], dict(zip(pairs, adjust_family(tested, threshold))), {}, needed, threshold, precision)
+    between = _between(samples, roles, higher_is_better, kinds, measured, compare_with or {})
+    tested = adjust_family(compare_pairs([*pairs.values(), *between.values()], threshold), threshold)
+    family = Analysis([], dict(zip(pairs, tested)), {}, needed, threshold, precision)
     rankings = _rankings(family, samples, roles, higher_is_better, measured, hosts)
-    return replace(family, rows=_rows(family, samples, roles, measured, baselines, baseline, hosts), rankings=rankings, override=baseline)
+    rows = _rows(family, samples, roles, measured, baselines, baseline, hosts)
+    paired = [Row(w, t, t, m, c, baseline_workload=other) for (w, other, t, m), c in zip(between, tested[len(pairs) :])]
+    found = replace(family, rows=rows, rankings=rankings, override=baseline, between=paired)
+    return replace(found, paired_with=dict(compare_with or {}))
+
+
+def _between(
+    samples: Samples,
+    roles: Roles,
+    higher_is_better: dict[str, bool],
+    kinds: dict[str, str] | None,
+    measured: dict[str, list[str]],
+    compare_with: dict[str, str],
+) -> dict[tuple[str, str, str, str], SamplePair]:
+    """(workload, the workload it is compared with, target, metric) → the pair: on each target both
+    measured, each metric compared in both (by its key, phase and all), the other workload's
+    samples the baseline; its resolution the coarser of the two workloads'."""
+    pairs = {}
+    for workload, other in compare_with.items():
+        for target in (t for t in measured.get(workload, []) if (other, t) in samples):
+            mine, theirs = samples[(workload, target)], samples[(other, target)]
+            for metric in roles.compared_in(workload, mine):
+                a, b = theirs.get(metric), mine[metric]
+                if a and b and roles.compared_in(other, [metric]) and _positive(a + b):
+                    step = max(resolution_of(kinds, workload, metric), resolution_of(kinds, other, metric))
+                    pairs[(workload, other, target, metric)] = SamplePair(a, b, higher_is_better[metric], step)
+    return pairs
 
 
 def compared_with(target: str, own: str | None, present: Sequence[str], override: str | None = None) -> str | None:

@@ -161,6 +161,7 @@ class Workload:
     timeout: float = UNKNOWN_LENGTH_TIMEOUT  # seconds a run may take, fslab's work around the tool included
     memory_limit: int | None = None  # bytes of memory its measured run may hold, page cache included (cgroups.py)
     targets: tuple[str, ...] = ()  # the targets it runs on, by name or by a sweep's name (none: every target)
+    compare_with: str | None = None  # the workload compared with it on each target both ran on (study.py)
 
     @property
     def kind(self) -> str:
@@ -171,7 +172,9 @@ class Workload:
         """As stored with the study run (a fio workload's as before kinds existed)."""
         limit = {"memory_limit": self.memory_limit} if self.memory_limit is not None else {}  # absent: as before limits existed
         on = {"targets": list(self.targets)} if self.targets else {}
-        return self.tool.spec() | {"direct": self.direct} | ({} if self.kind == "fio" else {"kind": self.kind}) | limit | on
+        paired = {"compare_with": self.compare_with} if self.compare_with is not None else {}
+        kind = {} if self.kind == "fio" else {"kind": self.kind}
+        return self.tool.spec() | {"direct": self.direct} | kind | limit | on | paired
 
 
 @dataclass(frozen=True)

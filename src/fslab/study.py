@@ -101,6 +101,7 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0,
         raise StudyError(f"{filename}: the study runs no workload: list built-in ones in [study] workloads, or add [[workload]] tables")
     workload_tables, workloads = [table for table, _ in tabled], [workload for _, workload in tabled]
     where.require_unique(list(zip(workload_tables, (w.name for w in workloads))), "workload")
+    workloads = _compared_with(model, tabled, where)
     by_name = TargetsByName(targets)
     where.refuse(
         [(wt, name) for wt, w in zip(workload_tables, workloads) for name in dict.fromkeys(w.targets) if not by_name.names(name)],
@@ -318,6 +319,42 @@ def _workloads(model: StudyFile, base_dir: Path, scale: float, time_scale: float
             workload = _limited(workload, section.memory_limit or inherited, table, scale, where)
             workloads.append((("workload", index), replace(workload, targets=tuple(section.targets)) if section.targets else workload))
     return workloads
+
+
+def _compared_with(model: StudyFile, tabled: list[tuple[tuple, Workload]], where: _Where) -> list[Workload]:
+    """The workloads, each with the workload its table's `compare_with` names, or refused there: it
+    names another workload of the study — a built-in one, another table's, or one a sweep made
+    (`mixed[iodepth=1]`). A swept table's workloads are each compared with the one named; where
+    that one's table is swept too, each with the workload of the same sweep values."""
+    names = {w.name for _, w in tabled}
+    made: dict[str, list[str]] = {}  # a table's name → the workloads it made (itself, or its sweep's)
+    for table, w in tabled:
+        if table[0] == "workload":
+            made.setdefault(model.workload[table[1]].name, []).append(w.name)
+    settled, problems = [], []
+    for table, w in tabled:
+        section = model.workload[table[1]] if table[0] == "workload" else None
+        asked = section.compare_with if section is not None else None
+        if asked is None:
+            settled.append(w)
+            continue
+        field, own = (*table, "compare_with"), section.name
+        sweep = w.name[len(own) :]  # "[iodepth=1]", or "" when its table sweeps nothing
+        if asked == own or asked in made[own]:
+            problems.append(f"{where(field)}: '{asked}' is this workload itself: name another workload of the study")
+        elif asked in names:
+            settled.append(replace(w, compare_with=asked))
+        elif asked in made and sweep and asked + sweep in made[asked]:
+            settled.append(replace(w, compare_with=asked + sweep))
+        elif asked in made:
+            problems.append(
+                f"{where(field)}: '{asked}' is swept ({', '.join(made[asked])}) and '{w.name}' has no workload of "
+                f"the same values there: name one of its workloads, or sweep '{own}' over the same values"
+            )
+        else:
+            problems.append(f"{where(field)}: {unknown('workload', asked, sorted(names - set(made[own])))}")
+    where.refuse(problems)
+    return settled
 
 
 def _limited(workload: Workload, asked: str | None, table: tuple, scale: float, where: _Where) -> Workload:

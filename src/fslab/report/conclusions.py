@@ -3,7 +3,9 @@ with its uncertainty. A difference is claimed only where its verdict says so (si
 Benjamini–Hochberg and beyond the threshold: stats.verdict_of); everything else reads "no
 detectable difference", with the interval and the change the runs could have detected. An
 interval is said only where the tables print it (stats.printed_interval); a target whose figures
-cannot be real is in no comparison or ranking (summary.py), and said to be left out.
+cannot be real is in no comparison or ranking (summary.py), and said to be left out. What is
+said of a workload's targets is said of the cells its table shows (a test holds every built-in
+study's conclusions to its tables).
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from fslab.stats import Comparison, Ranking, significant
 class Conclusion:
     text: str
     claim: bool  # it states a difference (a significant one: the verdict said faster or slower)
+    row: Row | None = None  # the comparison it words, as the tables show it (none: a ranking's, or nothing to compare)
+    targets: tuple[str, ...] = ()  # the targets it speaks of
+    ranked_by: str | None = None  # a ranking's metric
 
 
 def conclusions(s: StudySummary) -> dict[str, list[Conclusion]]:
@@ -29,25 +34,51 @@ def conclusions(s: StudySummary) -> dict[str, list[Conclusion]]:
     for workload in s.workloads:
         rankings = [(metric, r) for (w, metric, _), r in s.analysis.rankings.items() if w == workload]  # on several hosts, the targets name theirs
         said = [c for metric, r in rankings if (c := ranking_conclusion(r, metric)) is not None]
-        said += row_conclusions(s.analysis.rows_of(workload), s.analysis.threshold)
-        said = sorted(said, key=lambda c: not c.claim) or [Conclusion("Nothing to compare: fewer than two targets measured it.", False)]
+        said += row_conclusions([*s.analysis.rows_of(workload), *s.analysis.between_of(workload)], s.analysis.threshold)
+        said = sorted(said, key=lambda c: not c.claim) or [nothing_to_compare(s, workload)]
         left_out = left_out_line(s, workload)
         out[workload] = said + ([Conclusion(left_out, False)] if left_out else [])
     return out
 
 
+def nothing_to_compare(s: StudySummary, workload: str) -> Conclusion:
+    """Why a workload has no comparison, from the cells its table shows: the targets with
+    figures, and those of them left out (flagged)."""
+    cells = [c for c in s.cells_of(workload) if c.metrics]
+    measured, judged = [c.target for c in cells], [c.target for c in cells if not c.implausible]
+    if len(measured) < 2:
+        who = f"only {measured[0]}" if measured else "no target"
+        return Conclusion(f"Nothing to compare: {who} measured it.", False, targets=tuple(measured))
+    said = f"Nothing to compare: {len(measured)} targets measured it, and "
+    if len(judged) < 2:
+        left = len(measured) - len(judged)
+        said += f"the figures of {left} of them cannot be real (left out), which leaves {len(judged)}."
+    else:
+        said += (
+            "no compared figure of theirs could be set against another's "
+            "(a comparison needs positive values of one metric in two cells, on one host)."
+        )
+    return Conclusion(said, False, targets=tuple(judged))
+
+
 def row_conclusions(rows: list[Row], threshold: float) -> list[Conclusion]:
-    """One sentence per target against its baseline and metric."""
+    """One sentence per target against its baseline and metric (or, on one target, per workload
+    against the workload it is paired with)."""
     return [_row_conclusion(r, threshold) for r in rows]
 
 
 def _row_conclusion(r: Row, threshold: float) -> Conclusion:
     c, what = r.comparison, metric_label(r.metric)
+    # on one target, a workload against the one it is paired with; else a target against its baseline
+    if r.baseline_workload:
+        on, subject, baseline, targets = f"On {r.target}, ", r.workload, r.baseline_workload, (r.target,)
+    else:
+        on, subject, baseline, targets = "", r.target, r.baseline, (r.target, r.baseline)
     if c.differs:
         return Conclusion(
-            f"{r.target} is {c.verdict} than {r.baseline} in {what}: {c.ratio:.2f}× ({_interval(c)}, "
+            f"{on}{subject} is {c.verdict} than {baseline} in {what}: {c.ratio:.2f}× ({_interval(c)}, "
             f"adjusted p {_p(c.p_adjusted)}; {'higher' if c.higher_is_better else 'lower'} is better).",
-            True,
+            True, r, targets,
         )
     if c.needs_runs is not None:
         why = f"the interval {runs_text(c.needs_runs)} per cell before it says anything"
@@ -56,7 +87,7 @@ def _row_conclusion(r: Row, threshold: float) -> Conclusion:
     else:
         detectable = f"; these runs detect a change of ±{c.detectable_change:.0%}" if c.detectable_change is not None else ""
         why = f"measured {c.ratio:.2f}× ({_interval(c)}, adjusted p {_p(c.p_adjusted)}){detectable}"
-    return Conclusion(f"{r.target} and {r.baseline}: no detectable difference in {what} — {why}.", False)
+    return Conclusion(f"{on}{subject} and {baseline}: no detectable difference in {what} — {why}.", False, r, targets)
 
 
 def ranking_conclusion(ranking: Ranking, metric: str) -> Conclusion | None:
@@ -67,9 +98,11 @@ def ranking_conclusion(ranking: Ranking, metric: str) -> Conclusion | None:
         return None
     leader = ranking.order[0]
     if ranking.tiers is not None and len(ranking.tiers[0]) == 1 and len(ranking.tiers) > 1:
-        return Conclusion(f"{leader} leads in {what}, detectably ahead of every other target.", True)
+        said = f"{leader} leads in {what}, detectably ahead of every other target."
+        return Conclusion(said, True, targets=tuple(ranking.order), ranked_by=metric)
     tied = [name for name in ranking.order if set(ranking.letters[name]) & set(ranking.letters[leader])]
-    return Conclusion(f"No target leads in {what}: {', '.join(tied)} cannot be told apart.", False)
+    said = f"No target leads in {what}: {', '.join(tied)} cannot be told apart."
+    return Conclusion(said, False, targets=tuple(ranking.order), ranked_by=metric)
 
 
 def _interval(c: Comparison) -> str:

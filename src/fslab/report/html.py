@@ -61,7 +61,7 @@ class WorkloadSection:
     charts: list[Chart]
     table: Table
     monitors: Table | None
-    comparisons: list[tuple[str, Table]]  # baseline → each target against it
+    comparisons: list[tuple[str, Table]]  # its heading ("Compared with ext4") → each target against it
     rankings: list[str]
     found: list[tuple[str, str]]  # target → what was found of its runs (served by a cache, implausible figures, …)
     conclusions: list[Conclusion]
@@ -188,7 +188,7 @@ def _workload_section(s: StudySummary, workload: str, its: list[Section], charts
             case Kind.MONITORS:
                 monitors = Table(section.columns, section.rows)
             case Kind.COMPARISON:
-                comparisons.append((section.named, _verdict_table(section.columns, section.rows)))
+                comparisons.append((f"{section.title} {section.named}", _verdict_table(section.columns, section.rows)))
             case Kind.RANKING:
                 rankings = section.lines
     return WorkloadSection(

@@ -85,6 +85,10 @@ def sections(s: StudySummary) -> list[Section]:
             out.append(Section(Kind.MONITORS, "Measured beside it (monitors, medians)", *monitored, workload=workload))
         for baseline, compared in comparison_groups(s.analysis.rows_of(workload)):
             out.append(Section(Kind.COMPARISON, "Compared with", COMPARISON_COLUMNS, comparison_rows(compared), named=baseline, workload=workload))
+        if between := s.analysis.between_of(workload):  # against the workload it is paired with, target by target
+            rows, named = comparison_rows(between), between[0].baseline_workload or ""
+            paired = Section(Kind.COMPARISON, BETWEEN_TITLE, COMPARISON_COLUMNS, rows, named=named, workload=workload)
+            out.append(paired)
         out.append(Section(Kind.RANKING, lines=ranking_lines(s, workload), workload=workload))
     if s.failures:
         out.append(Section(Kind.FAILURES, "Failed runs", FAILURE_COLUMNS, [[f.target, f.workload, str(f.repetition), f.phase, f.error] for f in s.failures]))
@@ -270,6 +274,7 @@ def submission_note(cell: CellSummary, direction: str) -> list[str]:
 
 
 COMPARISON_COLUMNS = ["target", "metric", "ratio", "95% CI", "p (BH)", "Mann–Whitney p", "verdict", "detectable"]
+BETWEEN_TITLE = "Compared on each target with workload"  # a workload against the one it is paired with (compare_with)
 
 
 def comparison_rows(rows: list[Row]) -> list[list[str]]:
@@ -323,9 +328,22 @@ def left_out_line(s: StudySummary, workload: str) -> str | None:
     )
 
 
+def unpaired_line(s: StudySummary, workload: str) -> str | None:
+    """Why a workload paired with another (compare_with) was compared with it on no target."""
+    other = s.analysis.paired_with.get(workload)
+    if other is None or s.analysis.between_of(workload):
+        return None
+    theirs = {c.target for c in s.judged_cells_of(other) if c.metrics}
+    both = [c.target for c in s.judged_cells_of(workload) if c.metrics and c.target in theirs]
+    why = "no target has unflagged figures of both"
+    if both:
+        why = f"no metric compared in both has figures on {', '.join(both)}"
+    return f"Compared with workload {other} (compare_with) on no target: {why}."
+
+
 def ranking_lines(s: StudySummary, workload: str) -> list[str]:
     lines = [f"Its job file as fslab ran it: {s.rewritten[workload]}."] if workload in s.rewritten else []
-    lines += [line for line in [left_out_line(s, workload)] if line]
+    lines += [line for line in [left_out_line(s, workload), unpaired_line(s, workload)] if line]
     lines += [
         f"Ranking by {metric_label(metric)}{f' on {host}' if host is not None else ''}: {ranking_line(ranking)}"
         for (w, metric, host), ranking in s.analysis.rankings.items()
@@ -347,6 +365,11 @@ def method_line(s: StudySummary) -> str:
             "was corrected, and both the tables (each target against its baseline) and the rankings are read from it. "
             if s.analysis.family_size
             else "no pair of this study run could be compared (a comparison needs two cells of at least 2 runs each, neither flagged). "
+        )
+        + (
+            "A workload paired with another (compare_with) is compared with it on each target both ran on, "
+            "in the same family. "
+            if s.analysis.between else ""
         )
         + "'detectable' is the smallest change these runs would detect (80 % power); a figure from too few runs says how many it needs. "
         "Ranking: '>' detectably better, '=' not told apart; where that cannot be said exactly, letters: targets sharing one are not told apart."

@@ -256,6 +256,7 @@ def summarize_study_run(
         {key: metrics for key, metrics in compared.items() if key not in flagged}, groups.higher_is_better, list(hosted or specs), workloads,
         baselines=baselines if hosted is None else {name: Hosted(baselines[h.target], h.host).name for name, h in hosted.items()},
         baseline=baseline, threshold=threshold, precision=precision, roles=groups.roles, kinds=groups.kinds, hosts=hosted,
+        compare_with={w: other for w, spec in specs_of.items() if (other := spec.get("compare_with")) in specs_of},
     )
     return StudySummary(
         study_run=study_run,

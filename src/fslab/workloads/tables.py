@@ -164,6 +164,9 @@ class OnTargets(Table):
     """What every [[workload]] table may say, whatever its kind."""
 
     targets: list[str] = []  # the targets it runs on, by name or a sweep's name (default: every target)
+    # Another workload of the study it is compared with on each target both ran on (study.py
+    # checks the name and settles a sweep's: _compared_with).
+    compare_with: str | None = None
     swept_fields: ClassVar[tuple[str, ...]] = ()  # its kind's fields a list of values sweeps (its model takes the lists)
 
     def sweep_size(self) -> int:

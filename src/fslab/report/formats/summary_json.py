@@ -36,4 +36,11 @@ def to_json(s: StudySummary) -> str:
         "cached_reference": [asdict(c) for c in s.cached_reference],
         "failures": [asdict(f) for f in s.failures],
     }
+    if s.analysis.between:  # each workload against the one it is paired with (compare_with), per target; in the family
+        document["family"]["of"] += ", and each workload paired with another (compare_with) per target and metric"
+        document["workload_comparisons"] = [
+            {"workload": r.workload, "baseline_workload": r.baseline_workload, "target": r.target, "metric": r.metric}
+            | published(r.comparison)
+            for r in s.analysis.between
+        ]
     return json_text(document)
