@@ -14,6 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from fslab.errors import FslabError
 from fslab.model import Host, RawOutput, Roles, qualified
 from fslab.results.location import DatabaseUnusable, engine_for, shown
 from fslab.results.owner import Owner
@@ -28,6 +29,10 @@ _SETUP_LOCK = int.from_bytes(b"fslab-db", "big") >> 1
 
 # What a study run reads as (summaries, reports): its identity across databases is `fslab db copy`'s alone.
 _STUDY_RUN_FIELDS = [column for column in study_runs.c if column.name != "uid"]
+
+
+class AmbiguousStudyRun(FslabError):
+    """An argument that names two study runs: one by id, another by its study's name."""
 
 
 class ResultsDB:
@@ -201,14 +206,28 @@ class ResultsDB:
             conn.execute(study_runs.update().where(study_runs.c.id == study_run_id).values(**values))
 
     def study_run(self, ref: str | int | None = None) -> dict | None:
-        """A study run by id, the newest of a study by name, or the newest of all."""
+        """A study run by id (12, or "#12": always an id, since no name begins with "#"), the
+        newest of a study by name, or the newest of all. Digits that are both a study run's id
+        and a study's name (a study named "2024") are refused, naming both."""
+        if isinstance(ref, int) or ref is None:
+            return self._newest(None if ref is None else study_runs.c.id == ref)
+        if ref.startswith("#") and ref[1:].isdigit():
+            return self._newest(study_runs.c.id == int(ref[1:]))
+        by_name = self._newest(study_runs.c.study == ref)
+        if not ref.isdigit():
+            return by_name
+        by_id = self._newest(study_runs.c.id == int(ref))
+        if by_id is not None and by_name is not None and by_id["id"] != by_name["id"]:
+            raise AmbiguousStudyRun(
+                f"{ref!r} is both the id of study run {ref} ({by_id['study']}) and the name of study {ref!r} (its newest study run is "
+                f"{by_name['id']}): write #{ref} for study run {ref}, or #{by_name['id']} for study {ref!r}'s newest"
+            )
+        return by_id or by_name
+
+    def _newest(self, where: Any) -> dict | None:
         query = sa.select(*_STUDY_RUN_FIELDS).order_by(study_runs.c.id.desc()).limit(1)
-        if ref is not None and str(ref).isdigit():
-            query = query.where(study_runs.c.id == int(ref))
-        elif ref is not None:
-            query = query.where(study_runs.c.study == str(ref))
         with self.engine.connect() as conn:
-            row = conn.execute(query).mappings().first()
+            row = conn.execute(query if where is None else query.where(where)).mappings().first()
         return dict(row) if row else None
 
     def study_runs(self) -> list[dict]:
