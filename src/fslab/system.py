@@ -53,7 +53,9 @@ class CannotStart(FslabError):
         super().__init__(f"cannot run `{' '.join(argv)}`: {why}")
 
 
-_WHY_NOT = {FileNotFoundError: "does not exist", NotADirectoryError: "is not a directory", PermissionError: "may not be entered"}
+_WHY_NOT = {
+    FileNotFoundError: "does not exist", NotADirectoryError: "is not a directory", PermissionError: "may not be entered"
+}
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,8 @@ def run(
         if on_start:
             os.close(gate_write)  # no process to tell: its end of the gate would be left open
         if cwd is not None and exc.filename is not None and os.fsdecode(exc.filename) == os.fsdecode(cwd):
-            raise CannotStart(argv, f"its working directory {cwd} {_WHY_NOT.get(type(exc), exc.strerror or 'is unusable')}") from exc
+            why = _WHY_NOT.get(type(exc), exc.strerror or "is unusable")
+            raise CannotStart(argv, f"its working directory {cwd} {why}") from exc
         if isinstance(exc, FileNotFoundError):
             raise CommandError(argv, 127, "", f"{argv[0]}: command not found") from exc
         raise
