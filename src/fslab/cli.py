@@ -267,14 +267,19 @@ def _warn_short_runs(study: "Study") -> None:
 
 
 def _with_progress(start: "Callable[[RunObserver], int]", then: str = "") -> int:
-    """Run a study run under a progress bar; returns its id. Ctrl-C or `kill` ends it interrupted.
-    `then`: what follows the runs it announces."""
+    """Run a study run under a progress bar; returns its id. Ctrl-C or `kill` ends it interrupted,
+    as do runs failing alike across targets (exit status 1). `then`: what follows the runs it announces."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from fslab.runner import StudyStopped
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
     try:
         with Progress(*columns, console=console, transient=True) as progress:
             return start(_ProgressObserver(progress, then))
+    except StudyStopped as exc:  # interrupted by its own runs: said in one line, as an interruption is
+        errors.print(f"[red]stopped[/red]: {safe_markup(str(exc))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
     except KeyboardInterrupt:
         errors.print("[yellow]interrupted[/yellow]: mounts and loop devices released; the runs already done are stored. `fslab run --resume` (with the same --db and --workdir) continues it.")
         raise typer.Exit(130) from None
