@@ -16,6 +16,7 @@ from conftest import (
     fslab_in_process,
     held_by,
     killed_fslab,
+    path_without,
     plant,
     runs_stored,
     scratch_of,
@@ -119,23 +120,11 @@ def test_a_full_filesystem_fails_the_workload_with_fios_words(failing_study):
     assert "| ext4 | fill | 1 | workload | `fio " in summary and "| ext4 | hang | 2 | workload | timed out after 10 s" in summary
 
 
-def _path_without(tool: str, directory: Path) -> str:
-    """A PATH with every command of this machine but `tool`: as if its package were not installed."""
-    directory.mkdir()
-    for folder in os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin").split(":") + ["/usr/sbin", "/sbin"]:
-        for entry in Path(folder).glob("*") if Path(folder).is_dir() else []:
-            link = directory / entry.name
-            if entry.name != tool and not link.exists() and not link.is_symlink():
-                link.symlink_to(entry)
-    assert shutil.which(tool, path=str(directory)) is None
-    return str(directory)
-
-
 @pytest.mark.slow
 def test_a_missing_tool_is_refused_before_anything_is_made(workdir, tmp_path, monkeypatch):
     study = write_study(tmp_path, FAILING.replace('filesystem = "ext4"\nmkfs_options = "-N 64"', 'filesystem = ["ext4", "xfs"]').replace('image_size = "64MiB"', 'image_size = "512MiB"'))
     db = tmp_path / "r.db"
-    monkeypatch.setenv("PATH", _path_without("mkfs.xfs", tmp_path / "bin"))
+    monkeypatch.setenv("PATH", path_without("mkfs.xfs", tmp_path / "bin"))
     result = fslab_in_process("run", str(study), "--db", str(db), "--workdir", str(workdir.root))  # a refusal: in this process, with that PATH
     assert result.returncode == 2, result.stdout + result.stderr
     message = " ".join(result.stderr.split())
@@ -276,7 +265,7 @@ def test_a_tool_gone_mid_study_stops_it_in_one_line_and_a_resume_makes_the_runs_
     study = write_study(tmp_path, ALIKE.format(size="64MiB", first="ext4", second="ext4-noatime", options='mount_options = "noatime"').replace(
         'filesystem = "ext4-noatime"', 'filesystem = "ext4"'))
     db = tmp_path / "r.db"
-    bin_dir = Path(_path_without("fslab-none", tmp_path / "bin"))
+    bin_dir = Path(path_without("fslab-none", tmp_path / "bin"))
     monkeypatch.setenv("PATH", str(bin_dir))
     remover = _removed_once_a_run_is_stored(bin_dir / "fio", db)
     result = fslab("run", str(study), "--db", str(db), "--workdir", str(workdir.root))
@@ -306,7 +295,7 @@ def test_a_tool_gone_mid_study_stops_it_in_one_line_and_a_resume_makes_the_runs_
 def test_a_tool_of_one_target_gone_mid_study_skips_that_target_and_the_rest_go_on(workdir, tmp_path, monkeypatch):
     study = write_study(tmp_path, ALIKE.format(size="512MiB", first="ext4", second="xfs", options=""))
     db = tmp_path / "r.db"
-    bin_dir = Path(_path_without("fslab-none", tmp_path / "bin"))
+    bin_dir = Path(path_without("fslab-none", tmp_path / "bin"))
     monkeypatch.setenv("PATH", str(bin_dir))
     remover = _removed_once_a_run_is_stored(bin_dir / "mkfs.xfs", db)
     result = fslab("run", str(study), "--db", str(db), "--workdir", str(workdir.root))
