@@ -324,3 +324,15 @@ def same_document(actual: object, expected: object, *, rel: float = 1e-12, where
             same_document(a, e, rel=rel, where=f"{where}[{i}]")
     else:
         assert actual == expected and type(actual) is type(expected), f"{where}: {actual!r} != {expected!r}"
+
+
+def path_without(tool: str, directory: Path) -> str:
+    """A PATH with every command of this machine but `tool`: as if its package were not installed."""
+    directory.mkdir()
+    for folder in os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin").split(":") + ["/usr/sbin", "/sbin"]:
+        for entry in Path(folder).glob("*") if Path(folder).is_dir() else []:
+            link = directory / entry.name
+            if entry.name != tool and not link.exists() and not link.is_symlink():
+                link.symlink_to(entry)
+    assert shutil.which(tool, path=str(directory)) is None
+    return str(directory)

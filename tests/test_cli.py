@@ -115,3 +115,25 @@ def test_history_prints_each_study_run_as_text_through_the_one_table_printer(tmp
     lines = result.stdout.splitlines()
     assert lines[0] == "study runs" and lines[1].rstrip() == "id  study  started (UTC)     status    runs per cell  kernel"
     assert lines[3].split("  ")[:2] == [" 1", "kept"] and lines[3].endswith("finished              3  6.1 [red]patched[/red] \\x1b[2J")
+
+
+_NAMED = '[study]\nname = "{name}"\nworkloads = ["rand_read"]\nrepetitions = 2\n[[target]]\nfilesystem = "ext4"\n'
+
+
+def test_a_study_named_with_digits_is_never_taken_for_a_study_run_id(tmp_path):
+    from synthetic import stored_study
+
+    from fslab.results import ResultsDB
+
+    db = ResultsDB(str(tmp_path / "r.db"))
+    first, second = (stored_study(tmp_path, _NAMED.format(name=name), db, name=f"{name}.toml") for name in ("other", "1"))
+    assert (first, second) == (1, 2)
+    ambiguous = fslab_in_process("summary", "1", "--db", db.location)
+    assert ambiguous.returncode == 2 and "Traceback" not in ambiguous.stderr
+    said = " ".join(ambiguous.stderr.split())
+    assert "'1' is both the id of study run 1 (other) and the name of study '1' (its newest study run is 2): write #1 for study run 1, or #2" in said
+    for ref, (study, study_run) in (("#1", ("other", 1)), ("#2", ("1", 2)), ("other", ("other", 1))):
+        result = fslab_in_process("summary", ref, "--db", db.location)
+        assert result.returncode == 0 and result.stdout.startswith(f"Study {study}, study run {study_run} "), (ref, result.stdout[:200], result.stderr)
+    assert db.study_run("2")["study"] == "1", "digits that are an id alone are that id"
+    assert fslab_in_process("summary", "#9", "--db", db.location).returncode == 2

@@ -4,22 +4,29 @@ killed fslab's scratch directory (in RAM) is removed by `fslab cleanup`, and onl
 
 import os
 import shutil
+import threading
+import time
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 from conftest import (
     fresh_workdir,
     fslab,
     fslab_in_process,
     held_by,
     killed_fslab,
+    path_without,
     plant,
+    runs_stored,
     scratch_of,
     write_study,
 )
 
 from fslab.guard.names import workdir_tag
+from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB
+from fslab.results.schema import runs
 from fslab.scratch import SCRATCH_IN_RAM, scratch_directory
 from fslab.workdir import Workdir
 
@@ -113,23 +120,11 @@ def test_a_full_filesystem_fails_the_workload_with_fios_words(failing_study):
     assert "| ext4 | fill | 1 | workload | `fio " in summary and "| ext4 | hang | 2 | workload | timed out after 10 s" in summary
 
 
-def _path_without(tool: str, directory: Path) -> str:
-    """A PATH with every command of this machine but `tool`: as if its package were not installed."""
-    directory.mkdir()
-    for folder in os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin").split(":") + ["/usr/sbin", "/sbin"]:
-        for entry in Path(folder).glob("*") if Path(folder).is_dir() else []:
-            link = directory / entry.name
-            if entry.name != tool and not link.exists() and not link.is_symlink():
-                link.symlink_to(entry)
-    assert shutil.which(tool, path=str(directory)) is None
-    return str(directory)
-
-
 @pytest.mark.slow
 def test_a_missing_tool_is_refused_before_anything_is_made(workdir, tmp_path, monkeypatch):
     study = write_study(tmp_path, FAILING.replace('filesystem = "ext4"\nmkfs_options = "-N 64"', 'filesystem = ["ext4", "xfs"]').replace('image_size = "64MiB"', 'image_size = "512MiB"'))
     db = tmp_path / "r.db"
-    monkeypatch.setenv("PATH", _path_without("mkfs.xfs", tmp_path / "bin"))
+    monkeypatch.setenv("PATH", path_without("mkfs.xfs", tmp_path / "bin"))
     result = fslab_in_process("run", str(study), "--db", str(db), "--workdir", str(workdir.root))  # a refusal: in this process, with that PATH
     assert result.returncode == 2, result.stdout + result.stderr
     message = " ".join(result.stderr.split())
@@ -213,3 +208,109 @@ def test_cleanup_never_follows_a_symlink_at_a_scratch_path(workdir, tmp_path):
         assert (victim / "precious").read_text() == "kept" and path.is_symlink()
     finally:
         path.unlink()
+
+
+# --- runs failing alike (fslab.systematic) ------------------------------------------------------
+
+# Two targets, two workloads, two runs each: eight runs in blocks of four.
+ALIKE = """\
+[study]
+name = "alike"
+repetitions = 2
+image_size = "{size}"
+seed = 5
+
+[[target]]
+name = "{first}"
+filesystem = "{first}"
+
+[[target]]
+name = "{second}"
+filesystem = "{second}"
+{options}
+
+[[workload]]
+name = "w1"
+rw = "write"
+bs = "1m"
+size = "8MiB"
+runtime = "1s"
+
+[[workload]]
+name = "w2"
+rw = "read"
+bs = "1m"
+size = "8MiB"
+runtime = "1s"
+"""
+
+
+def _removed_once_a_run_is_stored(tool: Path, db: Path) -> threading.Thread:
+    """`tool` (a link in a PATH the test made) removed as soon as the study run has stored a run:
+    the tool gone from PATH mid-study, as a package removed meanwhile would leave it."""
+
+    def remove() -> None:
+        deadline = time.monotonic() + 300
+        while runs_stored(db) < 1 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        tool.unlink()
+
+    thread = threading.Thread(target=remove, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.root
+def test_a_tool_gone_mid_study_stops_it_in_one_line_and_a_resume_makes_the_runs_again(workdir, tmp_path, monkeypatch):
+    study = write_study(tmp_path, ALIKE.format(size="64MiB", first="ext4", second="ext4-noatime", options='mount_options = "noatime"').replace(
+        'filesystem = "ext4-noatime"', 'filesystem = "ext4"'))
+    db = tmp_path / "r.db"
+    bin_dir = Path(path_without("fslab-none", tmp_path / "bin"))
+    monkeypatch.setenv("PATH", str(bin_dir))
+    remover = _removed_once_a_run_is_stored(bin_dir / "fio", db)
+    result = fslab("run", str(study), "--db", str(db), "--workdir", str(workdir.root))
+    remover.join(timeout=10)
+    assert result.returncode == 1, result.stdout + result.stderr
+    said = [line for line in result.stderr.splitlines() if line.startswith("stopped:")]
+    assert len(said) == 1 and "runs in a row failed alike on 2 targets (" in said[0] and said[0].endswith(" makes them again"), result.stderr
+    assert "fio: command not found" in said[0] and "--resume 1" in said[0]
+    results = ResultsDB(str(db))
+    assert results.study_run(1)["status"] == "interrupted" and "skipped" not in (results.study_run(1)["settings"] or {})
+    with results.engine.connect() as conn:
+        statuses = [s for (s,) in conn.execute(sa.select(runs.c.status).where(runs.c.study_run_id == 1).order_by(runs.c.id))]
+    superseded = statuses.count("superseded")
+    assert superseded >= 3 and "failed" not in statuses and statuses[0] == "ok" and len(statuses) < 8, statuses
+    assert all(r["status"] == "ok" for r in results.runs(1)), "superseded runs are not read as runs"
+    assert len(results.stored_runs(1)) == len(statuses) - superseded, "a resume makes them again"
+    (bin_dir / "fio").symlink_to(shutil.which("fio", path="/usr/local/bin:/usr/bin:/bin"))
+    resumed = fslab("run", "--resume", "1", "--db", str(db), "--workdir", str(workdir.root))
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "failed" not in resumed.stderr and results.study_run(1)["status"] == "finished"
+    assert len(results.runs(1)) == 8 and all(r["status"] == "ok" for r in results.runs(1))
+    summary = summarize_study_run(results, 1)
+    assert summary.failures == [] and all(c.failed == 0 and c.metrics[c.primary[0]].n == 2 for c in summary.cells)
+
+
+@pytest.mark.root
+def test_a_tool_of_one_target_gone_mid_study_skips_that_target_and_the_rest_go_on(workdir, tmp_path, monkeypatch):
+    study = write_study(tmp_path, ALIKE.format(size="512MiB", first="ext4", second="xfs", options=""))
+    db = tmp_path / "r.db"
+    bin_dir = Path(path_without("fslab-none", tmp_path / "bin"))
+    monkeypatch.setenv("PATH", str(bin_dir))
+    remover = _removed_once_a_run_is_stored(bin_dir / "mkfs.xfs", db)
+    result = fslab("run", str(study), "--db", str(db), "--workdir", str(workdir.root))
+    remover.join(timeout=10)
+    assert result.returncode == 1, result.stdout + result.stderr  # xfs's failed runs are failures: they count
+    results = ResultsDB(str(db))
+    study_run = results.study_run(1)
+    assert study_run["status"] == "finished"
+    (skip,) = study_run["settings"]["skipped"]
+    assert skip["target"] == "xfs" and skip["why"] == "its runs failed alike (3 in a row, then skipped): `mkfs.xfs` exited 127: mkfs.xfs: command not found"
+    ext4 = [r for r in results.runs(1) if r["target"] == "ext4"]
+    xfs = [r for r in results.runs(1) if r["target"] == "xfs"]
+    assert len(ext4) == 4 and all(r["status"] == "ok" for r in ext4), "the rest went on"
+    assert [r["status"] for r in xfs].count("failed") == 3 and len(xfs) <= 4, "no xfs run after its skip"
+    said = " ".join(result.stdout.split())
+    assert "target 'xfs' skipped: its runs failed alike" in said
+    assert "Skipped: 1 target(s) this machine cannot run, or whose runs failed alike: - xfs: its runs failed alike (3 in a row, then skipped)" in " ".join(
+        (Path(results.location).parent / "reports" / "alike-1" / "summary.md").read_text().split())

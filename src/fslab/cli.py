@@ -267,14 +267,19 @@ def _warn_short_runs(study: "Study") -> None:
 
 
 def _with_progress(start: "Callable[[RunObserver], int]", then: str = "") -> int:
-    """Run a study run under a progress bar; returns its id. Ctrl-C or `kill` ends it interrupted.
-    `then`: what follows the runs it announces."""
+    """Run a study run under a progress bar; returns its id. Ctrl-C or `kill` ends it interrupted,
+    as do runs failing alike across targets (exit status 1). `then`: what follows the runs it announces."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from fslab.runner import StudyStopped
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
     try:
         with Progress(*columns, console=console, transient=True) as progress:
             return start(_ProgressObserver(progress, then))
+    except StudyStopped as exc:  # interrupted by its own runs: said in one line, as an interruption is
+        errors.print(f"[red]stopped[/red]: {safe_markup(str(exc))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
     except KeyboardInterrupt:
         errors.print("[yellow]interrupted[/yellow]: mounts and loop devices released; the runs already done are stored. `fslab run --resume` (with the same --db and --workdir) continues it.")
         raise typer.Exit(130) from None
@@ -302,7 +307,7 @@ def _show(results: "ResultsDB", study_run_id: int, **analysis: Any) -> "StudySum
 
 @app.command()
 def summary(
-    study_run: Annotated[Optional[str], typer.Argument(help="A study run id, or a study name for its newest run. \\[default: the newest]")] = None,
+    study_run: Annotated[Optional[str], typer.Argument(help="A study run id (12, or #12 where a study is named with digits), or a study name for its newest run. \\[default: the newest]")] = None,
     baseline: BaselineOption = None,
     threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
     precision: Annotated[Optional[float], typer.Option("--precision", parser=parse_percent, metavar="PERCENT", help="Say how many runs a ratio within ±PERCENT would need. \\[default: the threshold]")] = None,
@@ -319,7 +324,7 @@ def summary(
 
 @app.command()
 def export(
-    study_run: Annotated[Optional[str], typer.Argument(help="A study run id, or a study name for its newest run. \\[default: the newest]")] = None,
+    study_run: Annotated[Optional[str], typer.Argument(help="A study run id (12, or #12 where a study is named with digits), or a study name for its newest run. \\[default: the newest]")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="The folder to write into (made if need be, in an existing directory). \\[default: the study run's report folder]")] = None,
     form: Annotated[str, typer.Option("--format", metavar="FORMAT", help="csv or parquet (or a format a module of fslab.report.formats adds). Parquet needs pyarrow: pip install 'fslab\\[parquet]'.")] = "csv",
     db: DbOption = None,
@@ -364,8 +369,8 @@ def _find_study_run(results: "ResultsDB", ref: str | None) -> dict:
 
 @app.command()
 def compare(
-    older: Annotated[str, typer.Argument(help="The study run to compare against (id, or study name for its newest run); with --hosts, the study run whose hosts are compared.")],
-    newer: Annotated[Optional[str], typer.Argument(help="The study run compared (id); none with --hosts.")] = None,
+    older: Annotated[str, typer.Argument(help="The study run to compare against (id: 12 or #12; or a study name for its newest run); with --hosts, the study run whose hosts are compared.")],
+    newer: Annotated[Optional[str], typer.Argument(help="The study run compared (id: 12 or #12); none with --hosts.")] = None,
     hosts: Annotated[
         Optional[tuple[str, str]],
         typer.Option("--hosts", metavar="A B", help="Compare host B with host A (the baseline) on one study run: every target and workload both ran, B/A."),
@@ -442,7 +447,7 @@ def import_results(
 
 @app.command()
 def report(
-    study_runs: Annotated[Optional[list[str]], typer.Argument(metavar="[STUDY-RUN]...", help="Study run ids, or a study name for its newest run; several (of one study) are compared with the first. \\[default: the newest]")] = None,
+    study_runs: Annotated[Optional[list[str]], typer.Argument(metavar="[STUDY-RUN]...", help="Study run ids (12 or #12), or a study name for its newest run; several (of one study) are compared with the first. \\[default: the newest]")] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", metavar="DIR", help="The folder for report.html, and figures/ with --figures (made if missing). \\[default: the study run's folder beside the database, where `fslab summary` writes]")] = None,
     figures: Annotated[bool, typer.Option("--figures", help="Also write every chart as SVG and PNG, in figures/ beside the page (for papers and slides; about a tenth of a second a chart).")] = False,
     history_of: Annotated[Optional[str], typer.Option("--history", metavar="STUDY", help="Write the study's trend page instead (history.html): each cell's primary metric across its study runs, a facet per host, flagged steps marked and listed (as `fslab history STUDY`).")] = None,
@@ -578,7 +583,7 @@ def worker(
 
 @app.command()
 def status(
-    study_run: Annotated[Optional[str], typer.Argument(help="A fleet's study run id, or a study name for its newest run. \\[default: the newest]")] = None,
+    study_run: Annotated[Optional[str], typer.Argument(help="A fleet's study run id (12 or #12), or a study name for its newest run. \\[default: the newest]")] = None,
     db: DbOption = None,
 ) -> None:
     """Where a study run on a fleet stands: per host, its runs done of planned, the run under way, ETA."""

@@ -58,7 +58,7 @@ class Repetitions:
 class CellProgress:
     runs: int = 0
     half_width: float | None = None  # the widest relative half-width over the cell's primary metrics
-    status: str = "running"  # converged, decided, max runs, time budget, no successful run, fixed
+    status: str = "running"  # converged, decided, max runs, time budget, no successful run, fixed, skipped
 
 
 @dataclass
@@ -142,6 +142,13 @@ class Planner:
             if state.status == "running" and waiting and done:
                 state.status = "decided"
 
+    def drop(self, target: str) -> None:
+        """Run no more of a target's cells beyond the fixed blocks (whose order stays as planned:
+        the runner passes over its runs there): it is skipped (runner: a systematic failure)."""
+        for cell in self.cells:
+            if cell.target.name == target:
+                self.progress[cell.key].status = "skipped"
+
     def base_of(self, cell: Cell) -> Cell | None:
         """The cell `cell` is compared with (analysis.compared_with, as the summary's); None for a cell compared with none."""
         return self._bases[cell.key]
@@ -216,6 +223,9 @@ class TakenBlocks:
     @property
     def count(self) -> int:
         return len(self.blocks)
+
+    def drop(self, target: str) -> None:
+        """Nothing to change: a fixed plan's blocks are run as planned, a skipped target's runs passed over."""
 
     def outcome(self) -> dict:
         """Nothing of a share's own: its runs are a fixed plan's, whichever host ran them."""

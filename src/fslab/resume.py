@@ -23,6 +23,7 @@ from fslab.results.location import shown
 from fslab.results.owner import Owner
 from fslab.results.records import StoredRun
 from fslab.study import StudyError, parse_study
+from fslab.systematic import FAILED_ALIKE
 
 
 class CannotResume(FslabError):
@@ -41,6 +42,7 @@ class Resumable:
     started_at: datetime
     stored: list[StoredRun]
     notes: list[str]  # what differs from when it began (kernel), for the user to weigh
+    dropped: tuple[str, ...] = ()  # targets skipped midway, their runs having failed alike: still planned, passed over
 
 
 def resumable(db: ResultsDB, ref: str | None = None) -> Resumable:
@@ -49,13 +51,18 @@ def resumable(db: ResultsDB, ref: str | None = None) -> Resumable:
     settings = dict(row["settings"] or {"runs": row["repetitions"]})  # before schema version 2: runs only
     baseline = settings.pop("baseline", None)
     sizes_only = settings.pop("scale_sizes_only", False)
-    skipped = {s["target"] for s in settings.pop("skipped", [])}  # by --skip-unsupported: skipped again
+    recorded = settings.pop("skipped", [])
+    # skipped midway (runner._Watched): planned as before, passed over
+    dropped = tuple(s["target"] for s in recorded if s["why"].startswith(FAILED_ALIKE))
+    skipped = {s["target"] for s in recorded} - set(dropped)  # by --skip-unsupported: left out again
     settings.pop("spread", None)  # a fleet's (fleet/spread.py)
     repetitions = Repetitions(**settings)
     study = replace(_study_as_stored(db, row, sizes_only, skipped), repetitions=repetitions.runs, warmup=repetitions.warmup)
     kernel = row["environment"].get("kernel")
     notes = [f"study run {row['id']} began on kernel {kernel}; this is {platform.release()}"] if kernel and kernel != platform.release() else []
-    return Resumable(row["id"], study, repetitions, row["plan_seed"], baseline, row["started_at"], db.stored_runs(row["id"]), notes)
+    stored = db.stored_runs(row["id"])
+    seed, started = row["plan_seed"], row["started_at"]
+    return Resumable(row["id"], study, repetitions, seed, baseline, started, stored, notes, dropped)
 
 
 def share_of(db: ResultsDB, study_run_id: int, host: str, base_dir: Path) -> Resumable:

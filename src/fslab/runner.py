@@ -2,15 +2,17 @@
 → drop caches → workload (its measured windows watched by the monitors, `Windows`) → parse →
 teardown → store, each workload through its kind
 (workloads/base.py), in interleaved order. A failed run is stored with its error and the study
-goes on; an interrupted study releases what it holds and is marked interrupted, and a resumed
-one (resume.py) runs only what its plan still lacks. A run has a time limit (its workload's).
+goes on — unless runs fail alike (fslab.systematic): then their target is skipped, or, across
+targets, the study run stops (StudyStopped). An interrupted or stopped study releases what it
+holds and is marked interrupted, and a resumed one (resume.py) runs only what its plan still lacks.
+A run has a time limit (its workload's).
 """
 
 from __future__ import annotations
 
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from functools import partial
@@ -42,6 +44,7 @@ from fslab.results.records import STDERR_LINES, RunFailure, RunKey, StoredRun, n
 from fslab.resume import Resumable
 from fslab.scratch import scratch_directory
 from fslab.system import CommandError, joined, sync_and_drop_caches, time_limit
+from fslab.systematic import FailureWatch, Skip, Stop, missing_tool, signature_of
 from fslab.workdir import Workdir
 from fslab.workloads import kind_of, workload_problems
 from fslab.workloads.base import READ_BYTES, WRITTEN_BYTES, StudyScope, Window, WorkloadKind
@@ -58,6 +61,25 @@ class RunObserver(Protocol):
 
 class StudyCannotRun(FslabError):
     pass
+
+
+class StudyStopped(FslabError):
+    """Runs failed alike across targets (fslab.systematic): the study run stopped, interrupted,
+    with its failed runs superseded, to be made again by a resume once the cause is fixed."""
+
+    def __init__(self, study_run_id: int, stop: Stop, superseded: int, *, resumable: bool = True):
+        self.study_run_id, self.stop = study_run_id, stop
+        then = (
+            f"Once that is fixed, `fslab run --resume {study_run_id}` (with the same --db and --workdir) makes them again"
+            if resumable
+            else "This host's unit fails with that cause (a failed unit is not queued again)"
+        )
+        superseded_ = f"its {superseded} run(s) that failed so are superseded (not counted)"
+        super().__init__(f"study run {study_run_id} stopped: {stop.cause}; {superseded_}. {then}")
+
+
+# Told a target skipped since the study run began, and why (None: no longer skipped).
+SkipRecorder = Callable[[str, "str | None"], None]
 
 
 def run_study(
@@ -116,7 +138,10 @@ def resume_study(
             raise StudyCannotRun(f"study run {resumable.study_run_id} is no longer interrupted: another fslab has resumed it")
         planner = Planner(resumable.study.cells, resumable.repetitions, resumable.seed, resumable.baseline)
         done = {run.key: run for run in resumable.stored}
-        _run_blocks(resumable.study_run_id, planner, db, workdir, named, observer, Tally(resumable.started_at), done, host=host)
+        tally = Tally(resumable.started_at)
+        _run_blocks(
+            resumable.study_run_id, planner, db, workdir, named, observer, tally, done, host=host, dropped=resumable.dropped
+        )
         if done and observer:  # only where a time budget was judged differently on replay
             observer.notice(f"{len(done)} stored run(s) were not planned again; they stay stored")
     return resumable.study_run_id
@@ -132,6 +157,7 @@ def run_share(
     observer: RunObserver | None = None,
     take: Callable[[], int | None] | None = None,
     clients: ClientDirectory | None = None,
+    skip: SkipRecorder | None = None,
 ) -> None:
     """One host's share of a fleet's study run (fleet/worker.py): the study run's plan on `host`,
     of which only what `share.stored` (this host's stored runs: the resume key includes the host)
@@ -140,7 +166,9 @@ def run_share(
     are left out of `share.study` by the caller, who records them. With `take` (a spread study
     run), only the blocks it hands out run, and a run any host stored is not run again: what the
     other hosts stored is read afresh with each block (one may have stored part of it, then died).
-    `clients`: where the hosts its workloads' `clients` name serve fio (fleet/fio_service.py)."""
+    `clients`: where the hosts its workloads' `clients` name serve fio (fleet/fio_service.py).
+    `skip` records a target this host skips once its runs failed alike (default: nowhere but the
+    observer's notice); runs failing alike across targets stop the share (StudyStopped)."""
     named, _ = _check_can_run(share.study, workdir, (), skip_unsupported=True)
     with _claimed(share.study, workdir, observer):
         planner: Planner | TakenBlocks = Planner(share.study.cells, share.repetitions, share.seed, share.baseline)
@@ -154,7 +182,10 @@ def run_share(
                 return number
 
             planner = TakenBlocks(planner, take_fresh)
-        _run_blocks(share.study_run_id, planner, db, workdir, named, observer, Tally(share.started_at), done, host=host, clients=clients, ended=ended)
+        _run_blocks(
+            share.study_run_id, planner, db, workdir, named, observer, Tally(share.started_at), done,
+            host=host, clients=clients, ended=ended, skip=skip or (lambda target, why: None),
+        )
 
 
 def unsupported_here(study: Study) -> list[Unsupported]:
@@ -205,14 +236,20 @@ def _run_blocks(
     host: Host | None = None,
     clients: ClientDirectory | None = None,
     ended: Callable[[str, dict], None] | None = None,
+    skip: SkipRecorder | None = None,
+    dropped: Iterable[str] = (),
 ) -> None:
     """Run block after block until the planner has no more; every run is stored as it ends, with
     the host it ran on. A planned run found in `done` (stored before a resume) is taken from
     there, and removed. How it ended ("finished", "interrupted") and the planner's outcome go to
-    `ended` (default: the study run's own row)."""
+    `ended` (default: the study run's own row). Runs failing alike (fslab.systematic) skip their
+    target — recorded by `skip` (default: in the study run's settings) — or stop the study run;
+    the targets in `dropped` were skipped so before a resume: their runs are passed over."""
     done = {} if done is None else done
     host = host or environment.host()
     db.record_host(study_run_id, host)
+    skip = skip or partial(db.record_skipped, study_run_id)
+    watch = _Watched(study_run_id, db, planner, observer, skip, dropped, resumable=ended is None)
     status = "interrupted"
     try:
         with ExitStack() as stack:
@@ -228,17 +265,54 @@ def _run_blocks(
                         if observer:
                             observer.already_stored(planned, index, planner.handed_out)
                         continue
+                    if planned.cell.target.name in watch.skipped:
+                        continue
                     if observer:
                         observer.starting(planned, index, planner.handed_out)
                     record = execute(planned, workdir, sources)
                     raise_if_interrupted()  # a run the signal stopped is not a failed run: it is run again on resume
-                    db.record_run(study_run_id, replace(record, host=host.name))
+                    run_id = db.record_run(study_run_id, replace(record, host=host.name))
                     tally.add(planned, record.status == "ok", {m.key: m.value for m in record.metrics}, record.started_at, record.finished_at, Roles.of(planned.cell.workload.name, record.metrics))
                     if observer:
                         observer.finished(planned, record)
+                    watch.ended(run_id, record)
         status = "finished"
     finally:
         (ended or partial(db.finish_study_run, study_run_id))(status, planner.outcome())
+
+
+class _Watched:
+    """A study run's runs as they end, watched for failures alike (systematic.FailureWatch): a
+    target whose runs alone fail so is skipped (the planner runs no more of it, the skip is
+    recorded with why); failures alike across targets stop the study run, superseding the runs
+    that failed so — a target skipped for that same cause is no longer skipped: it was not its own."""
+
+    def __init__(
+        self, study_run_id: int, db: ResultsDB, planner: Planner | TakenBlocks, observer: RunObserver | None,
+        skip: SkipRecorder, dropped: Iterable[str], *, resumable: bool,
+    ):
+        self.study_run_id, self.db, self.planner, self.observer = study_run_id, db, planner, observer
+        self.skip, self.resumable = skip, resumable
+        self.watch = FailureWatch()
+        self.skipped = set(dropped)
+        for target in self.skipped:
+            planner.drop(target)
+
+    def ended(self, run_id: int, record: RunRecord) -> None:
+        failure = record.failure if record.status != "ok" else None
+        said = failure and signature_of(record.error or "", failure.argv, failure.exit_status, failure.stderr_tail, failure.missing_tool)
+        verdict = self.watch.observe(run_id, record.target, record.workload, *(said or (None, "")))
+        if isinstance(verdict, Skip):
+            self.skipped.add(verdict.target)
+            self.planner.drop(verdict.target)
+            self.skip(verdict.target, verdict.why)
+            if self.observer:
+                self.observer.notice(f"target '{verdict.target}' skipped: {verdict.why}")
+        elif isinstance(verdict, Stop):
+            superseded = self.db.supersede(self.study_run_id, verdict.runs)  # type: ignore[arg-type]  (the run ids)
+            for target in self.watch.skipped_for(verdict.signature):
+                self.skip(target, None)
+            raise StudyStopped(self.study_run_id, verdict, superseded, resumable=self.resumable)
 
 
 def run_key(planned: PlannedRun) -> RunKey:
@@ -393,7 +467,12 @@ def failure_of(exc: Exception, phase: str) -> tuple[str, RunFailure]:
         argv=command.argv if command else None,
         exit_status=command.returncode if command else None,
         stderr_tail="\n".join(command.stderr.splitlines()[-STDERR_LINES:]) if command else None,
+        missing_tool=getattr(first, "missing_tool", None) or _missing_in(command),
     )
+
+
+def _missing_in(command: CommandError | None) -> str | None:
+    return missing_tool(command.argv, command.returncode, command.stderr) if command else None
 
 
 def _first_error(exc: Exception) -> Exception:

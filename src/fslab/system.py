@@ -44,6 +44,20 @@ class TimedOut(CommandError):
         self.args = (f"timed out after {seconds:g} s: `{' '.join(argv)}` was killed with every process it started",)
 
 
+class CannotStart(FslabError):
+    """A command that could not be started for want of something else than the tool itself (its
+    working directory): the message says what is missing, not that the tool exited."""
+
+    def __init__(self, argv: Sequence[str], why: str):
+        self.argv = list(argv)
+        super().__init__(f"cannot run `{' '.join(argv)}`: {why}")
+
+
+_WHY_NOT = {
+    FileNotFoundError: "does not exist", NotADirectoryError: "is not a directory", PermissionError: "may not be entered"
+}
+
+
 @dataclass(frozen=True)
 class _Limit:
     seconds: float  # as set, for the message
@@ -120,8 +134,15 @@ def run(
     given = _pipe_holding(stdin) if stdin is not None else None
     try:
         proc = subprocess.Popen(command, stdin=given, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=cwd, env={**os.environ, **env} if env else None, pass_fds=(gate_read,) if on_start else ())
-    except FileNotFoundError as exc:
-        raise CommandError(argv, 127, "", f"{argv[0]}: command not found") from exc
+    except OSError as exc:
+        if on_start:
+            os.close(gate_write)  # no process to tell: its end of the gate would be left open
+        if cwd is not None and exc.filename is not None and os.fsdecode(exc.filename) == os.fsdecode(cwd):
+            why = _WHY_NOT.get(type(exc), exc.strerror or "is unusable")
+            raise CannotStart(argv, f"its working directory {cwd} {why}") from exc
+        if isinstance(exc, FileNotFoundError):
+            raise CommandError(argv, 127, "", f"{argv[0]}: command not found") from exc
+        raise
     finally:
         if on_start:
             os.close(gate_read)

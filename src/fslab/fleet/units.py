@@ -10,6 +10,7 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
+from fslab.results.db import COUNTED
 from fslab.results.records import now
 from fslab.results.schema import fleet_blocks, fleet_units, runs, study_runs
 
@@ -79,7 +80,7 @@ def progress(engine: sa.Engine, study_run_id: int) -> list[Progress]:
     """Every unit of the study run, by host."""
     counted = (
         sa.select(runs.c.host, sa.func.count(), sa.func.min(runs.c.started_at), sa.func.max(runs.c.finished_at))
-        .where(runs.c.study_run_id == study_run_id).group_by(runs.c.host)
+        .where(runs.c.study_run_id == study_run_id, COUNTED).group_by(runs.c.host)
     )
     with engine.connect() as conn:
         stored = {host: (n, first, last) for host, n, first, last in conn.execute(counted)}

@@ -260,10 +260,27 @@ def run_unit(
     blocks = taker(unit.study_run_id, host.name) if spreading and taker is not None else None
     try:
         with unit_services(share.study, host, unit.study_run_id, db, fio or FioSettings(db.location, None, ())) as clients:
-            run_share(share, db, workdir, host=host, ended=partial(_ended, db, unit, say), observer=_UnitObserver(db, unit, say, blocks), take=blocks, clients=clients)
+            run_share(
+                share, db, workdir, host=host, ended=partial(_ended, db, unit, say), observer=_UnitObserver(db, unit, say, blocks),
+                take=blocks, clients=clients, skip=partial(_skipped_midway, db, unit),
+            )
     finally:
         if blocks is not None:
             blocks.give_back()  # a block under way when the unit stopped or failed (none once every block is done)
+
+
+def _skipped_midway(db: SteadyResults, unit: Unit, target: str, why: str | None) -> None:
+    """A target this host skips since its runs failed alike (None: no longer), kept with what it
+    skipped at first: a unit taken again skips it too. (Runs failing alike across targets stop
+    the unit instead — runner.StudyStopped —, which then fails with that cause, once: a failed
+    unit is never queued again.)"""
+
+    def record() -> None:
+        kept = [s for s in units.skipped(db.engine, unit.study_run_id, unit.host) or [] if s["target"] != target]
+        now_skipped = kept + ([{"target": target, "why": why}] if why is not None else [])
+        units.update(db.engine, unit.study_run_id, unit.host, skipped=now_skipped)
+
+    db.steadily(record)
 
 
 class UnitFailedHere(FslabError):

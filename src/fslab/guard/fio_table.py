@@ -36,7 +36,12 @@ _LARGEST = 4 * 2**20  # a kept file is ~100 KiB; a larger one is not fslab's
 
 
 class FioUnavailable(FslabError):
-    """fslab cannot know fio's options: fio is not installed, or its answers cannot be read."""
+    """fslab cannot know fio's options: fio is not installed (`missing_tool`: "fio"), or its
+    answers cannot be read."""
+
+    def __init__(self, message: str, missing_tool: str | None = None):
+        super().__init__(message)
+        self.missing_tool = missing_tool
 
 
 _given: FioTable | None = None
@@ -64,7 +69,7 @@ def fio_table(engines: tuple[str, ...]) -> FioTable:
         return held[3]
     fio = executable("fio")
     if fio is None:
-        raise FioUnavailable("fio is not installed: fslab checks every fio option against fio's own description of it (`fio --cmdhelp`); install fio (Debian: apt-get install fio)")
+        raise FioUnavailable("fio is not installed: fslab checks every fio option against fio's own description of it (`fio --cmdhelp`); install fio (Debian: apt-get install fio)", "fio")
     table = held[3] if held is not None and held[1:3] == (fio, engines) else load_table(fio, engines, CACHE_DIR)
     _held = (now, fio, engines, table)
     return table

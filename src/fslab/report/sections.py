@@ -29,6 +29,7 @@ from fslab.report.formatting import (
 )
 from fslab.report.summary import CellSummary, StudySummary
 from fslab.stats import Summary
+from fslab.systematic import FAILED_ALIKE
 from fslab.units import Bandwidth, format_size
 from fslab.workloads.fio_output import METRICS as FIO_METRICS
 from fslab.workloads.fio_output import PERCENTILES
@@ -421,7 +422,8 @@ def scale_text(s: StudySummary) -> str:
 
 
 def skipped_lines(s: StudySummary) -> list[str]:
-    """The targets --skip-unsupported left out, each once with what this machine lacks for it,
+    """The targets --skip-unsupported left out, each once with what this machine lacks for it (or
+    skipped midway, their runs having failed alike: runner._Watched),
     and the targets that were to be compared with it and so are compared with none."""
     if not s.skipped:
         return []
@@ -430,7 +432,9 @@ def skipped_lines(s: StudySummary) -> list[str]:
     for t in s.targets:
         if t["name"] not in compared:
             waiting[t["spec"].get("baseline")].append(t["name"])
-    lines = [f"Skipped: {len(s.skipped)} target(s) this machine cannot run (--skip-unsupported):"]
+    midway = any(u.why.startswith(FAILED_ALIKE) for u in s.skipped)  # runner._Watched's
+    which = "this machine cannot run" + (", or whose runs failed alike:" if midway else " (--skip-unsupported):")
+    lines = [f"Skipped: {len(s.skipped)} target(s) {which}"]
     for u in s.skipped:
         orphans = waiting.get(u.target)
         lines.append(

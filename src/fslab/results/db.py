@@ -14,10 +14,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from fslab.errors import FslabError
 from fslab.model import Host, RawOutput, Roles, qualified
 from fslab.results.location import DatabaseUnusable, engine_for, shown
 from fslab.results.owner import Owner
-from fslab.results.records import RunMetric, RunRecord, SampleGroups, StoredRun, now
+from fslab.results.records import SUPERSEDED, RunMetric, RunRecord, SampleGroups, StoredRun, now
 from fslab.results.schema import SCHEMA_VERSION, bring_up_to_date, hosts, new_study_run_uid, metadata, metrics, run_outputs, runs, schema_info, study_runs, targets, workloads
 
 
@@ -26,8 +27,15 @@ from fslab.results.schema import SCHEMA_VERSION, bring_up_to_date, hosts, new_st
 _SETUP_LOCK = int.from_bytes(b"fslab-db", "big") >> 1
 
 
+# The runs every reader counts: all but those a systematic failure superseded (records.SUPERSEDED).
+COUNTED = runs.c.status != SUPERSEDED
+
 # What a study run reads as (summaries, reports): its identity across databases is `fslab db copy`'s alone.
 _STUDY_RUN_FIELDS = [column for column in study_runs.c if column.name != "uid"]
+
+
+class AmbiguousStudyRun(FslabError):
+    """An argument that names two study runs: one by id, another by its study's name."""
 
 
 class ResultsDB:
@@ -168,7 +176,7 @@ class ResultsDB:
 
     @staticmethod
     def _outputs_of(study_run_id: int, tool: str) -> tuple:
-        return runs.c.study_run_id == study_run_id, run_outputs.c.tool == tool
+        return runs.c.study_run_id == study_run_id, COUNTED, run_outputs.c.tool == tool
 
     def take_over(self, study_run_id: int, owner: Owner) -> bool:
         """Make an interrupted study run this process's, running again; False if it was not
@@ -200,15 +208,50 @@ class ResultsDB:
             values = {"status": status, "finished_at": now(), "outcome": outcome}
             conn.execute(study_runs.update().where(study_runs.c.id == study_run_id).values(**values))
 
+    def supersede(self, study_run_id: int, run_ids: Iterable[int]) -> int:
+        """Mark failed runs superseded (a systematic failure stopped their study run); how many."""
+        query = runs.update().where(
+            runs.c.study_run_id == study_run_id, runs.c.id.in_(list(run_ids)), runs.c.status == "failed"
+        )
+        with self.engine.begin() as conn:
+            return conn.execute(query.values(status=SUPERSEDED)).rowcount
+
+    def record_skipped(self, study_run_id: int, target: str, why: str | None) -> None:
+        """A target skipped since the study run began (why), or no longer (None), in its settings'
+        "skipped" as --skip-unsupported's are: a summary and a resume read them alike."""
+        with self.engine.begin() as conn:
+            stored = sa.select(study_runs.c.settings).where(study_runs.c.id == study_run_id).with_for_update()
+            settings = dict(conn.execute(stored).scalar() or {})
+            kept = [s for s in settings.get("skipped", []) if s["target"] != target]
+            settings["skipped"] = kept + ([{"target": target, "why": why}] if why is not None else [])
+            if not settings["skipped"]:
+                del settings["skipped"]
+            conn.execute(study_runs.update().where(study_runs.c.id == study_run_id).values(settings=settings))
+
     def study_run(self, ref: str | int | None = None) -> dict | None:
-        """A study run by id, the newest of a study by name, or the newest of all."""
+        """A study run by id (12, or "#12": always an id, since no name begins with "#"), the
+        newest of a study by name, or the newest of all. Digits that are both a study run's id
+        and a study's name (a study named "2024") are refused, naming both."""
+        if isinstance(ref, int) or ref is None:
+            return self._newest(None if ref is None else study_runs.c.id == ref)
+        if ref.startswith("#") and ref[1:].isdigit():
+            return self._newest(study_runs.c.id == int(ref[1:]))
+        by_name = self._newest(study_runs.c.study == ref)
+        if not ref.isdigit():
+            return by_name
+        by_id = self._newest(study_runs.c.id == int(ref))
+        if by_id is not None and by_name is not None and by_id["id"] != by_name["id"]:
+            raise AmbiguousStudyRun(
+                f"{ref!r} is both the id of study run {ref} ({by_id['study']}) and the name of study {ref!r} "
+                f"(its newest study run is {by_name['id']}): write #{ref} for study run {ref}, "
+                f"or #{by_name['id']} for study {ref!r}'s newest"
+            )
+        return by_id or by_name
+
+    def _newest(self, where: Any) -> dict | None:
         query = sa.select(*_STUDY_RUN_FIELDS).order_by(study_runs.c.id.desc()).limit(1)
-        if ref is not None and str(ref).isdigit():
-            query = query.where(study_runs.c.id == int(ref))
-        elif ref is not None:
-            query = query.where(study_runs.c.study == str(ref))
         with self.engine.connect() as conn:
-            row = conn.execute(query).mappings().first()
+            row = conn.execute(query if where is None else query.where(where)).mappings().first()
         return dict(row) if row else None
 
     def study_runs(self) -> list[dict]:
@@ -227,10 +270,10 @@ class ResultsDB:
             return _records(conn.execute(query))
 
     def runs(self, study_run_id: int, columns: Iterable[str] | None = None) -> list[dict]:
-        """Every run of a study run as stored, in the order stored: each with all its columns, or
-        with those named."""
+        """Every run of a study run as stored (but those superseded), in the order stored: each with
+        all its columns, or with those named."""
         with self.engine.connect() as conn:
-            query = sa.select(*([runs.c[name] for name in columns] if columns is not None else [runs])).where(runs.c.study_run_id == study_run_id).order_by(runs.c.id)
+            query = sa.select(*([runs.c[name] for name in columns] if columns is not None else [runs])).where(runs.c.study_run_id == study_run_id, COUNTED).order_by(runs.c.id)
             return _records(conn.execute(query))
 
     def stored_runs(self, study_run_id: int, host: str | None = None, block: int | None = None) -> list[StoredRun]:
@@ -241,7 +284,7 @@ class ResultsDB:
                 metrics.c.phase, metrics.c.name, metrics.c.value, metrics.c.primary, metrics.c.compared,
             )
             .outerjoin(metrics, metrics.c.run_id == runs.c.id)
-            .where(runs.c.study_run_id == study_run_id, *([runs.c.host == host] if host is not None else []), *([runs.c.block == block] if block is not None else []))
+            .where(runs.c.study_run_id == study_run_id, COUNTED, *([runs.c.host == host] if host is not None else []), *([runs.c.block == block] if block is not None else []))
             .order_by(runs.c.id)
         )
         found: dict[int, tuple[StoredRun, list[tuple[str, str, bool, bool]]]] = {}
@@ -263,7 +306,7 @@ class ResultsDB:
                 metrics.c.phase, metrics.c.name, metrics.c.value, metrics.c.unit,
             )
             .outerjoin(metrics, metrics.c.run_id == runs.c.id)
-            .where(runs.c.study_run_id == study_run_id)
+            .where(runs.c.study_run_id == study_run_id, COUNTED)
             .order_by(runs.c.id, metrics.c.phase, metrics.c.name)
         )
         with self.engine.connect() as conn:
@@ -325,7 +368,7 @@ class ResultsDB:
         """(run id, phase, name) → the value of each metric named, of every run of a study run."""
         query = sa.select(metrics.c.run_id, metrics.c.phase, metrics.c.name, metrics.c.value).join(runs, metrics.c.run_id == runs.c.id)
         with self.engine.connect() as conn:
-            return {(run_id, phase, name): value for run_id, phase, name, value in conn.execute(query.where(runs.c.study_run_id == study_run_id, metrics.c.name.in_(list(names))))}
+            return {(run_id, phase, name): value for run_id, phase, name, value in conn.execute(query.where(runs.c.study_run_id == study_run_id, COUNTED, metrics.c.name.in_(list(names))))}
 
 
 def _records(result: sa.CursorResult) -> list[dict]:

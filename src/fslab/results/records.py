@@ -22,9 +22,14 @@ class RunFailure:
     argv: list[str] | None = None  # the command that failed, when a command did
     exit_status: int | None = None  # negative: killed by that signal (-9 at a time-out)
     stderr_tail: str | None = None  # the last STDERR_LINES lines it wrote to stderr
+    missing_tool: str | None = None  # a tool the run found missing from PATH (its command's 127, or fslab's own check)
 
 
 STDERR_LINES = 40
+
+# A failed run's status once a systematic failure stopped its study run (fslab.systematic): it
+# failed by the study run's cause, not its cell's; no reader counts it, and a resume runs it again.
+SUPERSEDED = "superseded"
 
 IMPORTED = "imported"  # the key of a study run's settings that says what `fslab import` read (importer.py)
 

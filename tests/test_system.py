@@ -1,0 +1,47 @@
+"""Starting a command (system.run): what cannot start it is named for what it is, and nothing of
+the attempt is left open."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from fslab.system import CannotStart, CommandError, run
+
+
+def _open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.parametrize("gated", [False, True], ids=["plain", "on_start"])
+def test_a_missing_working_directory_is_named_not_taken_for_a_missing_tool(tmp_path, gated):
+    missing = tmp_path / "gone"
+    with pytest.raises(CannotStart) as caught:
+        run(["true"], cwd=missing, on_start=(lambda pid: None) if gated else None)
+    assert str(caught.value) == f"cannot run `true`: its working directory {missing} does not exist"
+    assert not isinstance(caught.value, CommandError), "no tool exited: `true` is there"
+
+
+def test_a_working_directory_that_is_a_file_is_named(tmp_path):
+    file = tmp_path / "file"
+    file.write_text("")
+    with pytest.raises(CannotStart, match=f"its working directory {file} is not a directory"):
+        run(["true"], cwd=file, on_start=lambda pid: None)
+
+
+def test_a_missing_tool_is_still_said_to_be_missing(tmp_path):
+    for gated in (None, lambda pid: None):
+        with pytest.raises(CommandError) as caught:
+            run(["fslab-no-such-tool"], cwd=tmp_path, on_start=gated)
+        assert caught.value.returncode == 127 and "fslab-no-such-tool: command not found" in caught.value.stderr
+
+
+def test_no_descriptor_is_left_open_whether_the_command_starts_or_not(tmp_path):
+    before = _open_descriptors()
+    for _ in range(3):
+        with pytest.raises(CannotStart):
+            run(["true"], cwd=tmp_path / "gone", on_start=lambda pid: None)
+        with pytest.raises(CommandError):
+            run(["fslab-no-such-tool"], on_start=lambda pid: None)
+        run(["true"], cwd=tmp_path, on_start=lambda pid: None, stdin=b"x")
+    assert _open_descriptors() == before
