@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING
@@ -300,13 +300,15 @@ def regressions(rows: list[Row], regression: float) -> list[Row]:
     return [r for r in rows if r.comparison.verdict == "slower" and beyond(r.comparison.ratio, regression)]
 
 
-def ranking_line(ranking: Ranking) -> str:
+def ranking_line(ranking: Ranking, shown: Callable[[str], str] = str) -> str:
     """"ext4 > xfs = raw > btrfs" where '>' and '=' say it exactly (every pair across tiers
     detectably different, every pair within a tier not told apart); else a compact letter display,
-    best first: "xfs (a) · raw (ab) · ext4 (b)", targets sharing a letter not told apart."""
+    best first: "xfs (a) · raw (ab) · ext4 (b)", targets sharing a letter not told apart. Each
+    target named as `shown` names it (with what goes with its figures)."""
     if ranking.tiers is not None:
-        return " > ".join(" = ".join(tier) for tier in ranking.tiers)
-    return " · ".join(f"{name} ({ranking.letters[name]})" for name in ranking.order) + " — targets sharing a letter are not told apart"
+        return " > ".join(" = ".join(map(shown, tier)) for tier in ranking.tiers)
+    lettered = " · ".join(f"{shown(name)} ({ranking.letters[name]})" for name in ranking.order)
+    return lettered + " — targets sharing a letter are not told apart"
 
 
 def _positive(values: list[float]) -> bool:

@@ -9,8 +9,11 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Finding:
     """One judgement on a run: `implausible` ones mean its figures cannot be reported as plain
-    results (they are flagged on the cell); the others are notes a reader needs."""
+    results (they are flagged on the cell); the others are notes a reader needs. A `caveat` (a few
+    words: "fsync did not reach the device") goes with the cell's figures wherever a report judges
+    them — its rankings, comparisons, conclusions and charts —, not in its notes alone."""
 
     kind: str
     says: str
     implausible: bool
+    caveat: str = ""

@@ -47,7 +47,7 @@ from fslab.system import CommandError, joined, sync_and_drop_caches, time_limit
 from fslab.systematic import FailureWatch, Skip, Stop, missing_tool, signature_of
 from fslab.workdir import Workdir
 from fslab.workloads import kind_of, workload_problems
-from fslab.workloads.base import READ_BYTES, WRITTEN_BYTES, StudyScope, Window, WorkloadKind
+from fslab.workloads.base import FSYNCS, READ_BYTES, WRITTEN_BYTES, StudyScope, Window, WorkloadKind
 from fslab.workloads.fio_clients import ClientDirectory
 
 
@@ -529,7 +529,10 @@ class Windows:
         for phase, monitors in self.watched.items():
             moved = {m.name: m.value for m in kind.parse([o for o in outputs if o.phase == phase])}
             began = self.windows.get(phase, Window()).counted_from
-            bytes_moved = MovedBytes(read_bytes=moved.get(READ_BYTES), written_bytes=moved.get(WRITTEN_BYTES), counted_from=began, synced=self.synced.get(phase))
+            bytes_moved = MovedBytes(
+                read_bytes=moved.get(READ_BYTES), written_bytes=moved.get(WRITTEN_BYTES), fsyncs=moved.get(FSYNCS),
+                counted_from=began, synced=self.synced.get(phase),
+            )
             found = collect(monitors, bytes_moved)
             metrics += [Metric(v.name, v.value, v.unit, v.higher_is_better, phase=phase) for v in found.values]
             findings += found.flags

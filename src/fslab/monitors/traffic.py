@@ -7,7 +7,9 @@ memory — a Btrfs transaction, a ZFS transaction group, dirty pages. How long t
 reported beside them (sync_seconds): a run without it (stored before) counted to the workload's end.
 
 The stat file's 3rd and 7th fields count sectors read and written; the kernel counts them in
-512-byte units whatever the device's own sector size, so bytes = sectors × 512.
+512-byte units whatever the device's own sector size, so bytes = sectors × 512. Its 16th counts
+the flushes of the device's write cache it completed (kernel 5.5 on): counted where a flush means
+something (flushes_counted), as `device_flushes`.
 
 From these and what the workload says it moved:
 - write amplification = device bytes written ÷ bytes the workload wrote (a filesystem's
@@ -15,7 +17,9 @@ From these and what the workload says it moved:
 - reads served by a cache: the devices read far fewer bytes than the workload read
   (below CACHE_SERVED_BELOW of it), so something above them — the page cache, the ARC —
   answered. A compressing filesystem also reads fewer bytes than it returns (zeros compress
-  to almost nothing): such a flag on a compressing target names compression as a cause.
+  to almost nothing): such a flag on a compressing target names compression as a cause;
+- an fsync that did not reach the device: the workload issued fsyncs (as its tool counts them),
+  and the devices completed far fewer flushes (fsync_not_flushed) — a caveat on its figures.
 
 The devices are nodes (Provisioned.bottom); each is known by its device number, its name the
 kernel's own (guard/block_devices.resolve), so no text a tool printed names a sysfs path.
@@ -39,6 +43,15 @@ TRAFFIC_PERIOD = 0.01
 SECTOR = 512  # the unit of /sys/block/*/stat, fixed by the kernel
 CACHE_SERVED_BELOW = 0.5  # device reads under half the workload's: a cache answered the rest
 SERVED_BY_CACHE = "served_by_cache"  # the finding's kind, as stored with the run (runs.notes)
+FLUSH_FIELD = 15  # the stat file's flushes completed (0-based), from kernel 5.5; 17 fields in all
+# Fewer flushes than this per fsync: not in step. Concurrent fsyncs share one (jbd2's and Btrfs's
+# log commits, the block layer's merging of flushes in flight): measured here on loop devices, 4
+# to 16 threads fsyncing on ext4, XFS, Btrfs gave 0.13–0.54 flushes per fsync, ext4 barrier=0 none,
+# Btrfs fsyncing files with nothing to write (sysbench's sweep) 0.001–0.002.
+FLUSHES_PER_FSYNC_FROM = 0.01
+FSYNCS_FROM = 10  # fewer fsyncs: too few to make a workload's speed; no claim either way
+FSYNC_NOT_FLUSHED = "fsync_not_flushed"  # the finding's kind
+FSYNC_CAVEAT = "fsync did not reach the device"
 
 
 class UnknownDevice(FslabError):
@@ -62,24 +75,55 @@ def block_name(device: str) -> str:
 
 @dataclass(frozen=True)
 class Counted:
-    """Bytes one or several devices read and wrote (since boot, or over a window)."""
+    """Bytes one or several devices read and wrote, and the flushes they completed (since boot, or
+    over a window)."""
 
     read_bytes: int
     written_bytes: int
+    flushes: int = 0
 
     def __add__(self, other: Counted) -> Counted:
-        return Counted(self.read_bytes + other.read_bytes, self.written_bytes + other.written_bytes)
+        return Counted(
+            self.read_bytes + other.read_bytes, self.written_bytes + other.written_bytes, self.flushes + other.flushes
+        )
 
     def __sub__(self, other: Counted) -> Counted:
-        return Counted(self.read_bytes - other.read_bytes, self.written_bytes - other.written_bytes)
+        return Counted(
+            self.read_bytes - other.read_bytes, self.written_bytes - other.written_bytes, self.flushes - other.flushes
+        )
 
 
 def parse_block_stat(text: str) -> Counted:
-    """One /sys/class/block/<name>/stat line: sectors read (3rd field) and written (7th), in bytes."""
+    """One /sys/class/block/<name>/stat line: sectors read (3rd field) and written (7th), in bytes,
+    and flushes completed (16th; 0 from a kernel before 5.5, which has no such field)."""
     fields = text.split()
     if len(fields) < 7:
         raise ValueError(f"a block device's stat has at least 7 fields, not {len(fields)}: {text[:80]!r}")
-    return Counted(int(fields[2]) * SECTOR, int(fields[6]) * SECTOR)
+    flushes = int(fields[FLUSH_FIELD]) if len(fields) > FLUSH_FIELD else 0
+    return Counted(int(fields[2]) * SECTOR, int(fields[6]) * SECTOR, flushes)
+
+
+def counts_flushes(stat: str, write_cache: str | None, partition: bool) -> bool:
+    """Whether a device's flush counter says whether fsyncs reached it (pure: its stat line, its
+    queue/write_cache, None where it has none): the kernel counts them (kernel 5.5 on), on a whole
+    disk (a partition's count on its disk, as every partition's: 0 on the partition), and a flush
+    has something to do — a device with no volatile write cache ("write through": zram, many
+    disks) is sent none, a write on it being durable once done."""
+    return len(stat.split()) > FLUSH_FIELD and not partition and (write_cache or "").strip() == "write back"
+
+
+def flushes_counted(name: str) -> bool:
+    """counts_flushes of the device the kernel names so, read from /sys/class/block."""
+    device = SYS_CLASS_BLOCK / name
+    cache = device / "queue" / "write_cache"
+    write_cache = cache.read_text() if cache.is_file() else None
+    return counts_flushes((device / "stat").read_text(), write_cache, (device / "partition").exists())
+
+
+def fsync_not_flushed(fsyncs: float, flushes: float) -> bool:
+    """Whether a window's flushes were not in step with its fsyncs: at least FSYNCS_FROM fsyncs,
+    and fewer than FLUSHES_PER_FSYNC_FROM flushes per fsync."""
+    return fsyncs >= FSYNCS_FROM and flushes < FLUSHES_PER_FSYNC_FROM * fsyncs
 
 
 def total(counts: Mapping[str, Counted]) -> Counted:
@@ -96,13 +140,26 @@ def served_by_cache(device_read: float, workload_read: float | None) -> bool:
     return bool(workload_read) and device_read < CACHE_SERVED_BELOW * workload_read
 
 
-def judged(moved: Counted, workload: Workload) -> Found:
-    """The traffic's values (with the sync they were counted through), and its flag when reads
-    came from a cache."""
+def judged(moved: Counted, workload: Workload, flushes: bool = False) -> Found:
+    """The traffic's values (with the sync they were counted through), and its flags: reads came
+    from a cache; fsyncs did not reach the device (where `flushes` are counted: flushes_counted)."""
     found = Found([
         Measured("device_read_bytes", moved.read_bytes, "B", False),
         Measured("device_written_bytes", moved.written_bytes, "B", False),
     ])
+    if flushes:
+        found.values.append(Measured("device_flushes", moved.flushes, "", False))
+        if workload.fsyncs is not None and fsync_not_flushed(workload.fsyncs, moved.flushes):
+            found.flags.append(Finding(
+                FSYNC_NOT_FLUSHED,
+                f"{FSYNC_CAVEAT}: the workload issued {workload.fsyncs:,.0f} fsyncs, the devices under the target "
+                f"completed {moved.flushes:,} flushes of their write cache (fewer than 1 per "
+                f"{1 / FLUSHES_PER_FSYNC_FROM:.0f}): its speed may come from writes not made durable — a mount "
+                "option such as barrier=0 or nobarrier, ZFS's sync=disabled, or fsyncs of files with nothing to "
+                "write, which Btrfs does not pass on",
+                implausible=False,  # what the run did, not a broken figure: a caveat wherever its figures are judged
+                caveat=FSYNC_CAVEAT,
+            ))  # fmt: skip
     if workload.synced is not None:
         found.values.append(Measured("sync_seconds", workload.synced.seconds, "s", False))
     amplification = write_amplification(moved.written_bytes, workload.written_bytes)
@@ -132,6 +189,7 @@ class TrafficMonitor:
 
     def __init__(self, devices: Sequence[str]):
         self.names = sorted({block_name(device) for device in devices})
+        self.flushes = bool(self.names) and all(flushes_counted(name) for name in self.names)
         self.sampler = Sampler(lambda: total(read_counts(self.names)), "fslab-traffic-monitor", TRAFFIC_PERIOD)
 
     def start(self) -> None:
@@ -148,7 +206,7 @@ class TrafficMonitor:
     def values(self, workload: Workload, found: Found) -> None:
         moved = self.moved(workload)
         if moved is not None:
-            more = judged(moved, workload)
+            more = judged(moved, workload, self.flushes)
             found.values.extend(more.values)
             found.flags.extend(more.flags)
 
@@ -158,6 +216,7 @@ class TrafficMonitor:
     figures=[
         Figure("device_read_bytes", "device read", "size"), Figure("device_written_bytes", "device written", "size"),
         Figure("write_amplification", "write ampl.", "ratio"), Figure("device_read_ratio"), Figure("sync_seconds", "synced in", "seconds"),
+        Figure("device_flushes"),
     ],
 )  # fmt: skip
 def traffic_monitor(watched: Watched) -> TrafficMonitor:

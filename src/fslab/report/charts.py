@@ -7,7 +7,7 @@ Every figure drawn is one the summary already holds — a cell's mean and its 95
 chart never disagrees with the tables beside it. What only the stored runs have is drawn as
 stored: each run's value (a point each), fio's latency bins, its throughput and histogram logs
 (time_charts.py). A cell whose figures cannot be real (flagged `implausible`) is drawn in no chart;
-its workload's captions say so.
+its workload's captions say so, as they say each caveat a cell's figures carry.
 """
 
 from __future__ import annotations
@@ -56,6 +56,8 @@ def study_charts(s: StudySummary, details: RunDetails) -> list[Chart]:
             drawn += [latency_heatmap_chart(drawn_latency, targets), latency_over_time_chart(drawn_latency, targets)]
         drawn += [efficiency_chart(s, workload), cpu_chart(s, workload), write_amplification_chart(s, workload), extents_chart(s, workload)]
         said = f" Not drawn: {', '.join(left_out)}, whose figures cannot be real (see its table)." if left_out else ""
+        caveats = s.caveats_of(workload).items()
+        said += "".join(f" {target}: {'; '.join(its)} (see its notes)." for target, its in caveats)
         charts += [replace(c, caption=c.caption + said) for c in drawn if c is not None]
     return charts
 

@@ -3,7 +3,8 @@ with its uncertainty. A difference is claimed only where its verdict says so (si
 Benjamini–Hochberg and beyond the threshold: stats.verdict_of); everything else reads "no
 detectable difference", with the interval and the change the runs could have detected. An
 interval is said only where the tables print it (stats.printed_interval); a target whose figures
-cannot be real is in no comparison or ranking (summary.py), and said to be left out. What is
+cannot be real is in no comparison or ranking (summary.py), and said to be left out; a target
+whose figures carry a caveat (an fsync that did not reach the device) is named with it. What is
 said of a workload's targets is said of the cells its table shows (a test holds every built-in
 study's conclusions to its tables).
 """
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 
 from fslab.analysis import Row
 from fslab.report.formatting import metric_label, runs_text
-from fslab.report.sections import left_out_line
+from fslab.report.sections import left_out_line, with_caveats
 from fslab.report.summary import StudySummary
 from fslab.stats import Comparison, Ranking, significant
 
@@ -33,8 +34,10 @@ def conclusions(s: StudySummary) -> dict[str, list[Conclusion]]:
     out = {}
     for workload in s.workloads:
         rankings = [(metric, r) for (w, metric, _), r in s.analysis.rankings.items() if w == workload]  # on several hosts, the targets name theirs
-        said = [c for metric, r in rankings if (c := ranking_conclusion(r, metric)) is not None]
-        said += row_conclusions([*s.analysis.rows_of(workload), *s.analysis.between_of(workload)], s.analysis.threshold)
+        caveats = s.caveats_of(workload)
+        said = [c for metric, r in rankings if (c := ranking_conclusion(r, metric, caveats)) is not None]
+        rows = [*s.analysis.rows_of(workload), *s.analysis.between_of(workload)]
+        said += row_conclusions(rows, s.analysis.threshold, caveats)
         said = sorted(said, key=lambda c: not c.claim) or [nothing_to_compare(s, workload)]
         left_out = left_out_line(s, workload)
         out[workload] = said + ([Conclusion(left_out, False)] if left_out else [])
@@ -61,19 +64,23 @@ def nothing_to_compare(s: StudySummary, workload: str) -> Conclusion:
     return Conclusion(said, False, targets=tuple(judged))
 
 
-def row_conclusions(rows: list[Row], threshold: float) -> list[Conclusion]:
+def row_conclusions(
+    rows: list[Row], threshold: float, caveats: dict[str, list[str]] | None = None
+) -> list[Conclusion]:
     """One sentence per target against its baseline and metric (or, on one target, per workload
-    against the workload it is paired with)."""
-    return [_row_conclusion(r, threshold) for r in rows]
+    against the workload it is paired with), each target named with its caveats."""
+    return [_row_conclusion(r, threshold, caveats or {}) for r in rows]
 
 
-def _row_conclusion(r: Row, threshold: float) -> Conclusion:
+def _row_conclusion(r: Row, threshold: float, caveats: dict[str, list[str]]) -> Conclusion:
     c, what = r.comparison, metric_label(r.metric)
     # on one target, a workload against the one it is paired with; else a target against its baseline
     if r.baseline_workload:
-        on, subject, baseline, targets = f"On {r.target}, ", r.workload, r.baseline_workload, (r.target,)
+        on, subject, baseline = f"On {with_caveats(r.target, caveats)}, ", r.workload, r.baseline_workload
+        targets: tuple[str, ...] = (r.target,)
     else:
-        on, subject, baseline, targets = "", r.target, r.baseline, (r.target, r.baseline)
+        subject, baseline = with_caveats(r.target, caveats), with_caveats(r.baseline, caveats)
+        on, targets = "", (r.target, r.baseline)
     if c.differs:
         return Conclusion(
             f"{on}{subject} is {c.verdict} than {baseline} in {what}: {c.ratio:.2f}× ({_interval(c)}, "
@@ -90,18 +97,18 @@ def _row_conclusion(r: Row, threshold: float) -> Conclusion:
     return Conclusion(f"{on}{subject} and {baseline}: no detectable difference in {what} — {why}.", False, r, targets)
 
 
-def ranking_conclusion(ranking: Ranking, metric: str) -> Conclusion | None:
+def ranking_conclusion(ranking: Ranking, metric: str, caveats: dict[str, list[str]] | None = None) -> Conclusion | None:
     """Who leads on a primary metric, said only where the leader differs detectably from every
-    other target; else that no target leads."""
-    what = metric_label(metric)
+    other target; else that no target leads. Each target named with its caveats."""
+    what, named = metric_label(metric), lambda target: with_caveats(target, caveats or {})
     if len(ranking.order) < 2:
         return None
     leader = ranking.order[0]
     if ranking.tiers is not None and len(ranking.tiers[0]) == 1 and len(ranking.tiers) > 1:
-        said = f"{leader} leads in {what}, detectably ahead of every other target."
+        said = f"{named(leader)} leads in {what}, detectably ahead of every other target."
         return Conclusion(said, True, targets=tuple(ranking.order), ranked_by=metric)
     tied = [name for name in ranking.order if set(ranking.letters[name]) & set(ranking.letters[leader])]
-    said = f"No target leads in {what}: {', '.join(tied)} cannot be told apart."
+    said = f"No target leads in {what}: {', '.join(map(named, tied))} cannot be told apart."
     return Conclusion(said, False, targets=tuple(ranking.order), ranked_by=metric)
 
 

@@ -84,10 +84,15 @@ def sections(s: StudySummary) -> list[Section]:
         out.append(Section(Kind.WORKLOAD, workload_title(s, workload), *workload_table(s, workload), workload=workload))
         if monitored := monitor_table(s, workload):
             out.append(Section(Kind.MONITORS, "Measured beside it (monitors, medians)", *monitored, workload=workload))
+        caveats = s.caveats_of(workload)
         for baseline, compared in comparison_groups(s.analysis.rows_of(workload)):
-            out.append(Section(Kind.COMPARISON, "Compared with", COMPARISON_COLUMNS, comparison_rows(compared), named=baseline, workload=workload))
+            rows = comparison_rows(compared, caveats)
+            named = with_caveats(baseline, caveats)
+            out.append(Section(
+                Kind.COMPARISON, "Compared with", COMPARISON_COLUMNS, rows, named=named, workload=workload
+            ))
         if between := s.analysis.between_of(workload):  # against the workload it is paired with, target by target
-            rows, named = comparison_rows(between), between[0].baseline_workload or ""
+            rows, named = comparison_rows(between, caveats), between[0].baseline_workload or ""
             paired = Section(Kind.COMPARISON, BETWEEN_TITLE, COMPARISON_COLUMNS, rows, named=named, workload=workload)
             out.append(paired)
         out.append(Section(Kind.RANKING, lines=ranking_lines(s, workload), workload=workload))
@@ -199,7 +204,9 @@ def overview_table(s: StudySummary) -> tuple[list[str], list[list[str]]] | None:
                 iops, bandwidth = cell.metrics[f"{d}_iops"], cell.metrics.get(f"{d}_{s.units.metric}")
                 latencies = [fmt_latency(_median(cell, f"{d}_lat_{stat}_us")) for stat in ("mean", "p50", "p95", "p99")]
                 figures = [flagged(cell, fmt(iops.median)), fmt(_median(cell, f"{d}_{s.units.metric}")), *latencies]
-                rows.append([cell.target, workload, d, *figures, runs_count(cell, iops), fmt_mean_ci(iops), fmt_mean_ci(bandwidth)])
+                named = with_caveats(cell.target, {cell.target: cell.caveats})
+                intervals = [fmt_mean_ci(iops), fmt_mean_ci(bandwidth)]
+                rows.append([named, workload, d, *figures, runs_count(cell, iops), *intervals])
     return (table_columns(s.units, OVERVIEW_COLUMNS), rows) if rows else None
 
 
@@ -278,9 +285,10 @@ COMPARISON_COLUMNS = ["target", "metric", "ratio", "95% CI", "p (BH)", "Mann–W
 BETWEEN_TITLE = "Compared on each target with workload"  # a workload against the one it is paired with (compare_with)
 
 
-def comparison_rows(rows: list[Row]) -> list[list[str]]:
-    """Each comparison: ratio to the baseline (for latency, below 1 is faster), interval, verdict.
-    An interval from too few runs (stats.figure_needs) is not printed: the runs it needs are."""
+def comparison_rows(rows: list[Row], caveats: dict[str, list[str]] | None = None) -> list[list[str]]:
+    """Each comparison: ratio to the baseline (for latency, below 1 is faster), interval, verdict;
+    its target with the caveats its figures carry. An interval from too few runs
+    (stats.figure_needs) is not printed: the runs it needs are."""
     out = []
     for r in rows:
         c = r.comparison
@@ -288,7 +296,9 @@ def comparison_rows(rows: list[Row]) -> list[list[str]]:
         detectable = "–" if c.detectable_change is None else f"±{c.detectable_change:.1%}"
         if c.needs_runs is not None:
             interval = detectable = runs_text(c.needs_runs)
-        out.append([r.target, metric_label(r.metric), f"{c.ratio:.3f}", interval, fmt_p(c.p_adjusted), fmt_p(c.mann_whitney_p), c.verdict, detectable])
+        target = with_caveats(r.target, caveats or {})
+        p_values = [fmt_p(c.p_adjusted), fmt_p(c.mann_whitney_p)]
+        out.append([target, metric_label(r.metric), f"{c.ratio:.3f}", interval, *p_values, c.verdict, detectable])
     return out
 
 
@@ -342,11 +352,19 @@ def unpaired_line(s: StudySummary, workload: str) -> str | None:
     return f"Compared with workload {other} (compare_with) on no target: {why}."
 
 
+def with_caveats(target: str, caveats: dict[str, list[str]]) -> str:
+    """A target as a judgement names it: with the caveats its figures carry ("ext4 (fsync did not
+    reach the device)"), so that it is never ranked or compared without them."""
+    return f"{target} ({'; '.join(caveats[target])})" if caveats.get(target) else target
+
+
 def ranking_lines(s: StudySummary, workload: str) -> list[str]:
     lines = [f"Its job file as fslab ran it: {s.rewritten[workload]}."] if workload in s.rewritten else []
     lines += [line for line in [left_out_line(s, workload), unpaired_line(s, workload)] if line]
+    caveats = s.caveats_of(workload)
+    named = lambda target: with_caveats(target, caveats)  # noqa: E731
     lines += [
-        f"Ranking by {metric_label(metric)}{f' on {host}' if host is not None else ''}: {ranking_line(ranking)}"
+        f"Ranking by {metric_label(metric)}{f' on {host}' if host is not None else ''}: {ranking_line(ranking, named)}"
         for (w, metric, host), ranking in s.analysis.rankings.items()
         if w == workload
     ]

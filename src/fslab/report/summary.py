@@ -39,6 +39,7 @@ class CellSummary:
     notes: list[str] = field(default_factory=list)  # what was found of its runs (runs.notes), each once with how often
     implausible: bool = False  # a run's figures cannot be real: the cell is flagged, never a plain result
     host: str | None = None  # the host its runs ran on, where a study run's runs span several (its target then names it: "ext4 @ host-a")
+    caveats: list[str] = field(default_factory=list)  # what goes with its figures wherever judged (Finding.caveat)
 
     def directions(self) -> list[str]:
         """The fio directions it has (a row each in fio's table)."""
@@ -91,6 +92,10 @@ class StudySummary:
     def flagged(self) -> set[tuple[str, str]]:
         """(workload, target) of every flagged cell: judged nowhere, `fslab compare` too."""
         return {(c.workload, c.target) for c in self.cells if c.implausible}
+
+    def caveats_of(self, workload: str) -> dict[str, list[str]]:
+        """Target → the caveats its cell of a workload carries (its figures go nowhere without them)."""
+        return {c.target: c.caveats for c in self.cells_of(workload) if c.caveats}
 
     def left_out(self, workload: str) -> list[str]:
         """The targets whose cell of a workload is flagged, and so left out of every judgement."""
@@ -239,6 +244,9 @@ def summarize_study_run(
         for t in targets
         if (key := (w, name := hosts.cell_target(t["name"], host))) in groups.values or failed[key]
     ]
+    caveats = _caveats(per_host)
+    for cell in cells:
+        cell.caveats = caveats.get((cell.workload, cell.target), [])
     mounts: dict[str, Counter] = defaultdict(Counter)
     not_in_effect: dict[str, set[str]] = defaultdict(set)
     requested: dict[str, str] = {}
@@ -344,6 +352,17 @@ def _run_notes(runs: list[dict]) -> dict[tuple[str, str], tuple[list[str], bool]
         )
         for cell, notes in found.items()
     }
+
+
+def _caveats(runs: list[dict]) -> dict[tuple[str, str], list[str]]:
+    """(workload, target) → the caveats its measured runs' findings carry (Finding.caveat), each once."""
+    found: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for r in runs:
+        if r["status"] == "ok" and not r["warmup"]:
+            for note in r.get("notes") or []:
+                if (caveat := note.get("caveat")) and caveat not in found[(r["workload"], r["target"])]:
+                    found[(r["workload"], r["target"])].append(caveat)
+    return found
 
 
 def _rewritten(stored_workloads: list[dict]) -> dict[str, str]:

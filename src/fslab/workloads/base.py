@@ -26,8 +26,10 @@ shared by every study run, so they keep nothing themselves.
 `Window`): the runner's monitors (CPU, device traffic, space) watch exactly those windows,
 nothing it prepares. Each phase's outputs parse to READ_BYTES and WRITTEN_BYTES (when it moved
 any): the bytes the monitors weigh the devices' traffic against (write amplification, reads
-served by a cache). Both must cover the same interval: a step whose figures begin after it
-starts (fio's ramp) says when, `Window.counted_from`, and the monitors count from there.
+served by a cache); and to FSYNCS where the tool counts the fsyncs it issued (fio, sysbench),
+which the devices' flushes are held against (an fsync that did not reach the device). Both must
+cover the same interval: a step whose figures begin after it starts (fio's ramp) says when,
+`Window.counted_from`, and the monitors count from there.
 
 `metrics` declares every metric the kind reports (model.MetricKind): its primary ones decide a
 cell's precision, its rank and when adaptive runs stop; its compared ones are compared between
@@ -63,9 +65,11 @@ if TYPE_CHECKING:
 
 
 # The metrics, by name, in which every kind reports the bytes a measured phase read and wrote
-# (unit B, neither primary nor compared).
+# (unit B, neither primary nor compared), and a kind that counts them the fsyncs it issued (fsync(2)
+# and fdatasync(2) calls: what the traffic monitor holds the devices' flushes against).
 READ_BYTES = "read_bytes"
 WRITTEN_BYTES = "write_bytes"
+FSYNCS = "fsyncs"
 
 T = TypeVar("T")
 

@@ -30,6 +30,7 @@ from fslab.model import Metric, MetricKind, RawOutput
 from fslab.units import Bandwidth
 
 DIRECTIONS = ("read", "write")  # every per-direction metric is named "<direction>_<metric>"
+FSYNCS = "fsyncs"  # the name kinds report their fsyncs under (workloads.base.FSYNCS; base imports this module)
 PERCENTILES = {"p50": 50.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9}
 # fio's latencies, each in its "<kind>_ns" object: total (the latency), completion, submission.
 LATENCIES = ("lat", "clat", "slat")
@@ -68,6 +69,7 @@ def _kinds() -> dict[str, MetricKind]:
     # devices' bytes against (write amplification, reads served by a cache). Neither better nor
     # worse; reported, not compared.
     kinds |= {f"{d}_bytes": MetricKind("B", False) for d in DIRECTIONS}
+    kinds[FSYNCS] = MetricKind("", False, resolution=1.0)  # fsync(2) calls (fsync_count), held against device flushes
     return kinds | {"cpu_usr_pct": MetricKind("%", False), "cpu_sys_pct": MetricKind("%", False)} | STEADY_METRICS
 
 
@@ -379,9 +381,20 @@ def job_metrics(jobs: list[dict]) -> list[Metric]:
     """The metrics of these jobs of fio's JSON taken together (their bins merged): fio's "jobs"
     entries, or its client/server "client_stats" entries, in any fio version's units."""
     metrics = [m for direction in DIRECTIONS for m in _direction_metrics(direction, jobs)]
+    if fsyncs := fsync_count(jobs):
+        metrics.append(metric(FSYNCS, fsyncs))
     metrics.append(metric("cpu_usr_pct", sum(job["usr_cpu"] for job in jobs)))
     metrics.append(metric("cpu_sys_pct", sum(job["sys_cpu"] for job in jobs)))
     return metrics + steady_metrics([s for job in jobs if (s := steady_state(job)) is not None])
+
+
+def fsync_count(jobs: list[dict]) -> int:
+    """The fsync(2) calls these jobs issued (fio's fsync=N; a lower bound of their syncs): the
+    "total_ios" of their JSON's "sync" part, which counts those alone. Its latency count ("N")
+    adds fdatasync(2) and sync_file_range(2) calls together — and sync_file_range flushes no
+    device cache —, and a group of jobs reported as one (group_reporting, which fslab sets) shows
+    one job's options, not each job's: so neither says how many fdatasyncs there were (fio 3.33)."""
+    return sum(int(job.get("sync", {}).get("total_ios", 0)) for job in jobs)
 
 
 # ---- steady state ---------------------------------------------------------------------------------

@@ -39,7 +39,7 @@ from fslab.journal import Journal
 from fslab.model import Metric, RawOutput, Workload
 from fslab.system import run_held
 from fslab.units import parse_size
-from fslab.workloads.base import READ_BYTES, WRITTEN_BYTES, Measured, StudyScope, directory_of, tool_of
+from fslab.workloads.base import FSYNCS, READ_BYTES, WRITTEN_BYTES, Measured, StudyScope, directory_of, tool_of
 from fslab.workloads.sysbench_metrics import METRICS
 from fslab.workloads import Needed, register
 from fslab.workloads.tables import ToolWorkloadSection, tool_workload
@@ -272,6 +272,11 @@ class SysbenchRun:
         return self.write_mib_s * 2**20 * self.total_s
 
     @property
+    def fsyncs(self) -> int:
+        """fsyncs (or fdatasyncs: --file-fsync-mode) issued over the run, approximately (as read_bytes)."""
+        return round(self.fsyncs_per_s * self.total_s)
+
+    @property
     def fsyncs_per_write(self) -> float | None:
         return self.fsyncs_per_s / self.writes_per_s if self.writes_per_s > 0 else None
 
@@ -295,6 +300,8 @@ def metric_values(result: SysbenchRun) -> list[Metric]:
     }
     if result.lat_p95_ms is not None:
         values["lat_p95_ms"] = result.lat_p95_ms
+    if result.fsyncs:
+        values[FSYNCS] = result.fsyncs
     return [METRICS[name].of(name, value) for name, value in values.items()]
 
 
