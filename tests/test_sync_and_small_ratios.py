@@ -1,5 +1,7 @@
-"""Speed from not syncing (issue 32, item 4): a window whose fsyncs the devices' flush counter did
-not follow says "fsync did not reach the device" wherever its cell is judged. The rules on synthetic numbers and stored synthetic samples;
+"""Ratios from almost nothing, speed from not syncing (issue 32, item 4): a write amplification is
+not given where the workload wrote under 64 MiB, and said why, in the tables and in the chart; a
+window whose fsyncs the devices' flush counter did not follow says "fsync did not reach the
+device" wherever its cell is judged. The rules on synthetic numbers and stored synthetic samples;
 the counters on real fio and sysbench output; one real run: ext4 with barrier=0 beside its
 defaults under an fsyncing fio job."""
 
@@ -8,6 +10,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+import vl_convert
+from altair.vegalite.v6.schema.core import TopLevelSpec
 from conftest import FIXTURES, fresh_workdir, ran_study
 
 from fslab.filesystems import Provisioned
@@ -15,15 +19,19 @@ from fslab.findings import Finding
 from fslab.model import Metric, RawOutput
 from fslab.monitors.base import Found, Sample, Workload
 from fslab.monitors.traffic import (
+    AMPLIFICATION_FROM,
     FSYNC_CAVEAT,
     FSYNC_NOT_FLUSHED,
     Counted,
     TrafficMonitor,
+    amplification_withheld,
     counts_flushes,
     fsync_not_flushed,
     judged,
     parse_block_stat,
+    withheld_amplifications,
 )
+from fslab.report.chart_parts import VEGA_LITE
 from fslab.report.charts import study_charts
 from fslab.report.conclusions import conclusions
 from fslab.report.details import RunDetails
@@ -116,6 +124,21 @@ def test_a_window_holds_its_fio_jobs_fsyncs_against_its_devices_flushes():
         assert [f.kind for f in findings] == ([FSYNC_NOT_FLUSHED] if flagged else [])
 
 
+def test_a_write_amplification_of_almost_nothing_is_not_given():
+    small = amplification_withheld([60 * MiB, 70 * MiB, 50 * MiB], [20.0, 20.0, 20.0])
+    assert small is not None and small.startswith(
+        "write amplification not given: the workload wrote 3MiB, under the 64MiB"
+    )
+    assert amplification_withheld([130 * MiB] * 3, [2.0] * 3) is None, "65 MiB written: given"
+    assert amplification_withheld([AMPLIFICATION_FROM * 1.25] * 2, [1.25] * 2) is None, "exactly 64 MiB: given"
+    assert amplification_withheld([60 * MiB, 70 * MiB], [20.0], "write") is not None, "runs not paired: the medians'"
+    assert "of sync not given" in (amplification_withheld([MiB], [4.0], "sync") or "")
+    assert amplification_withheld([], []) is None and amplification_withheld([0.0], [0.0]) is None, "nothing to go by"
+    cell = {"write_amplification": [20.0], "device_written_bytes": [60 * MiB]}
+    withheld = withheld_amplifications(cell | {"a.write_amplification": [1.1], "a.device_written_bytes": [300 * MiB]})
+    assert list(withheld) == ["write_amplification"]
+
+
 # --- the summary, its tables, rankings, conclusions and charts ------------------------------------
 
 STUDY = """\
@@ -176,6 +199,26 @@ def test_a_cell_whose_fsyncs_did_not_reach_the_device_says_so_wherever_it_is_jud
     assert f"{FSYNC_CAVEAT}: the workload issued 30,000 fsyncs" in to_markdown(s), "its notes say it in full"
     document = json.loads(to_json(s))
     assert [c.get("caveats") for c in document["cells"]] == [None, [FSYNC_CAVEAT], None]
+
+
+def test_a_write_amplification_of_a_few_kilobytes_is_absent_with_why_in_table_and_chart(tmp_path):
+    s = summarize_study_run(*stored(tmp_path))
+    for cell in s.cells:
+        assert "write_amplification" not in cell.metrics and "device_written_bytes" in cell.metrics
+        assert list(cell.withheld) == ["write_amplification"]
+        assert any(note.startswith("write amplification not given: the workload wrote 24.4KiB") for note in cell.notes)
+    [monitors] = [section for section in sections(s) if section.kind is Kind.MONITORS]
+    column = monitors.columns.index("write ampl.")
+    assert [row[column] for row in monitors.rows] == ["–"] * 3, "no 20× of 25 kB"
+    [chart] = [c for c in study_charts(s, RunDetails()) if c.name.endswith("write-amplification")]
+    assert "No bar where the workload wrote under 64MiB" in chart.caption
+    bars, absent = (chart.spec["datasets"][f"rows-{i}"] for i in (0, 1))
+    assert bars == [] and [row["label"] for row in absent] == list(EVENTS), "its place says why, for every target"
+    assert all(row["why"].startswith("write amplification not given") for row in absent)
+    assert chart.spec["layer"][1]["mark"]["text"] == "not given: wrote under 64MiB"
+    TopLevelSpec.validate(chart.spec)
+    drawn = vl_convert.vegalite_to_svg(chart.spec, vl_version=VEGA_LITE, allowed_base_urls=[])
+    assert drawn.count("not given: wrote under 64MiB") == 3 and "<path" in drawn, "a text in each place, no bar"
 
 
 def test_the_fio_results_table_names_a_cell_with_its_caveat(tmp_path):

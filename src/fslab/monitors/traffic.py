@@ -19,7 +19,9 @@ From these and what the workload says it moved:
   answered. A compressing filesystem also reads fewer bytes than it returns (zeros compress
   to almost nothing): such a flag on a compressing target names compression as a cause;
 - an fsync that did not reach the device: the workload issued fsyncs (as its tool counts them),
-  and the devices completed far fewer flushes (fsync_not_flushed) — a caveat on its figures.
+  and the devices completed far fewer flushes (fsync_not_flushed) — a caveat on its figures;
+- a ratio of almost nothing: write amplification is not given where the workload wrote less than
+  AMPLIFICATION_FROM (amplification_withheld; judged by the summary, old runs alike).
 
 The devices are nodes (Provisioned.bottom); each is known by its device number, its name the
 kernel's own (guard/block_devices.resolve), so no text a tool printed names a sysfs path.
@@ -27,13 +29,16 @@ kernel's own (guard/block_devices.resolve), so no text a tool printed names a sy
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from fslab.errors import FslabError, Refused
 from fslab.findings import Finding
+from fslab.model import PHASE_SEPARATOR, qualified, unqualified
 from fslab.monitors.base import Figure, Found, Measured, Sampler, Watched, Workload, counted_from, monitor
+from fslab.units import format_size
 
 SYS_CLASS_BLOCK = Path("/sys/class/block")
 # Seconds between samples of the counters: the window's start falls between two of them, where
@@ -52,6 +57,7 @@ FLUSHES_PER_FSYNC_FROM = 0.01
 FSYNCS_FROM = 10  # fewer fsyncs: too few to make a workload's speed; no claim either way
 FSYNC_NOT_FLUSHED = "fsync_not_flushed"  # the finding's kind
 FSYNC_CAVEAT = "fsync did not reach the device"
+AMPLIFICATION_FROM = 64 * 2**20  # a workload that wrote less: its write amplification is not given
 
 
 class UnknownDevice(FslabError):
@@ -124,6 +130,42 @@ def fsync_not_flushed(fsyncs: float, flushes: float) -> bool:
     """Whether a window's flushes were not in step with its fsyncs: at least FSYNCS_FROM fsyncs,
     and fewer than FLUSHES_PER_FSYNC_FROM flushes per fsync."""
     return fsyncs >= FSYNCS_FROM and flushes < FLUSHES_PER_FSYNC_FROM * fsyncs
+
+
+def amplification_withheld(
+    device_written: Sequence[float], ratios: Sequence[float], phase: str = ""
+) -> str | None:
+    """Why a cell's write amplification (of one phase: each run's device bytes written and its
+    ratio) is not given, or None where it is: the workload wrote under AMPLIFICATION_FROM (the
+    median over runs), and a ratio of so few bytes says nothing (the journal and metadata any sync
+    writes outweigh them: 5–68× from sysbench writing 0.005 MB/s). What the workload wrote is the
+    devices' bytes ÷ the ratio, run by run (the two are stored together), else of their medians."""
+    if ratios and len(device_written) == len(ratios) and all(r > 0 for r in ratios):
+        wrote = statistics.median(d / r for d, r in zip(device_written, ratios))
+    elif ratios and (ratio := statistics.median(ratios)) > 0 and device_written:
+        wrote = statistics.median(device_written) / ratio
+    else:
+        return None
+    if round(wrote) >= AMPLIFICATION_FROM:  # to the byte: a quotient of floats falls either side of 64 MiB
+        return None
+    return (
+        f"write amplification{f' of {phase}' if phase else ''} not given: the workload wrote "
+        f"{format_size(round(wrote))}, under the {format_size(AMPLIFICATION_FROM)} a ratio needs "
+        "(the journal and metadata any sync writes outweigh so little)"
+    )
+
+
+def withheld_amplifications(values: Mapping[str, Sequence[float]]) -> dict[str, str]:
+    """Of a cell's samples (metric key → its runs' values), each write amplification not given
+    (its key), with why (amplification_withheld)."""
+    withheld = {}
+    for key in values:
+        if unqualified(key) == "write_amplification":
+            phase = key.rpartition(PHASE_SEPARATOR)[0]
+            written = values.get(qualified(phase, "device_written_bytes"), [])
+            if (why := amplification_withheld(written, values[key], phase)) is not None:
+                withheld[key] = why
+    return withheld
 
 
 def total(counts: Mapping[str, Counted]) -> Counted:

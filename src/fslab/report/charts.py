@@ -12,13 +12,14 @@ its workload's captions say so, as they say each caveat a cell's figures carry.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import altair as alt
 
 from fslab.analysis import Row
 from fslab.model import PHASE_SEPARATOR, qualified, unqualified
+from fslab.monitors.traffic import AMPLIFICATION_FROM
 from fslab.raw_reference import raw_references
 from fslab.report.chart_parts import BUCKETS_PER_DECADE, WIDTH, Chart, latency_bucket, named, sized, spec_of, unchecked, where
 from fslab.report.details import LatencyHistogram, RunDetails
@@ -27,6 +28,7 @@ from fslab.report.sections import is_monitored
 from fslab.report.summary import CellSummary, StudySummary
 from fslab.report.time_charts import latency_heatmap_chart, latency_over_time_chart, throughput_chart
 from fslab.stats import Comparison, Summary
+from fslab.units import format_size
 from fslab.workloads.fio_output import DIRECTIONS, PERCENTILES
 
 VERDICT_COLOURS = {"faster": "#1a7f37", "slower": "#cf222e", "no detectable difference": "#8c959f"}
@@ -220,11 +222,20 @@ def cpu_chart(s: StudySummary, workload: str) -> Chart | None:
 
 
 def write_amplification_chart(s: StudySummary, workload: str) -> Chart | None:
-    """Device bytes written ÷ bytes the workload wrote, per target and measured phase (median over runs)."""
+    """Device bytes written ÷ bytes the workload wrote, per target and measured phase (median over
+    runs); where the ratio is not given (a workload that wrote too little), no bar: why, in its place."""
+    chosen = lambda key: unqualified(key) == "write_amplification"  # noqa: E731
+    absent = [(c, key, why) for c in s.judged_cells_of(workload) for key, why in c.withheld.items() if chosen(key)]
+    under = f"wrote under {format_size(AMPLIFICATION_FROM)}"
+    caption = (
+        "Bytes the devices under the target wrote ÷ bytes the workload wrote, during the measured phase and through "
+        "the sync of the filesystem that ends it (monitors), median over runs; 1 = nothing added."
+    )
+    if absent:
+        caption += f" No bar where the workload {under}: a ratio of so little says nothing (its place says so)."
     return _median_bars(
-        s, workload, lambda key: unqualified(key) == "write_amplification", "write amplification (×)", "write-amplification",
-        "Bytes the devices under the target wrote ÷ bytes the workload wrote, during the measured phase and through the sync of the filesystem that ends it (monitors), median over runs; 1 = nothing added.",
-        reference=1.0,
+        s, workload, chosen, "write amplification (×)", "write-amplification", caption,
+        reference=1.0, absent=absent, absent_text=f"not given: {under}",
     )
 
 
@@ -236,20 +247,35 @@ def extents_chart(s: StudySummary, workload: str) -> Chart | None:
     )
 
 
-def _median_bars(s: StudySummary, workload: str, chosen: Callable[[str], bool], axis: str, kind: str, caption: str, reference: float | None = None) -> Chart | None:
+def _median_bars(
+    s: StudySummary, workload: str, chosen: Callable[[str], bool], axis: str, kind: str, caption: str,
+    reference: float | None = None, absent: Sequence[tuple[CellSummary, str, str]] = (), absent_text: str = "not given",
+) -> Chart | None:
+    """A bar per cell and phase of the figures `chosen`; in the place of each `absent` one (cell,
+    key, why), `absent_text` (why, in its tooltip)."""
     rows = [
         {"label": _cell_phase(c, key.rpartition(PHASE_SEPARATOR)[0]), "target": c.target, "median": stats.median, "runs": stats.n}
         for c in s.judged_cells_of(workload)
         for key, stats in c.metrics.items()
         if chosen(key)
     ]
-    if not rows:
+    missing = [
+        {"label": _cell_phase(c, key.rpartition(PHASE_SEPARATOR)[0]), "why": why, "at": 0} for c, key, why in absent
+    ]
+    if not rows and not missing:
         return None
-    x = alt.X("label:N", sort=[r["label"] for r in rows], title=None, axis=_band_axis([r["label"] for r in rows]))
+    labels = list(dict.fromkeys(r["label"] for r in [*rows, *missing]))
+    x = alt.X("label:N", sort=labels, title=None, axis=_band_axis(labels))
     layers = [alt.Chart(alt.Data(values=rows)).mark_bar(opacity=0.75).encode(
         x, alt.Y("median:Q", title=axis), alt.Color("target:N", scale=_colours(s), legend=None),
         tooltip=[alt.Tooltip("label:N", title="target"), alt.Tooltip("median:Q", format=",.3~f"), alt.Tooltip("runs:Q")],
     )]
+    if missing:
+        text = alt.Chart(alt.Data(values=missing)).mark_text(
+            angle=270, align="left", dx=4, color="#57606a", text=absent_text
+        )
+        tooltip = [alt.Tooltip("label:N", title="target"), alt.Tooltip("why:N", title="not given")]
+        layers.append(text.encode(x, alt.Y("at:Q", title=axis), tooltip=tooltip))
     if reference is not None:
         layers.append(alt.Chart(alt.Data(values=[{"one": reference}])).mark_rule(strokeDash=[4, 3], color="#57606a").encode(alt.Y("one:Q", title=axis)))
     title = f"{workload}: {axis.split(' (')[0]}"

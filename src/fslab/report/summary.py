@@ -19,6 +19,7 @@ from fslab.checks import Unsupported, by_target
 from fslab.guard.fio_preallocation import preallocates, stored_preallocation
 from fslab.model import Host, unqualified
 from fslab.monitors.space import COMPRESSED_FROM
+from fslab.monitors.traffic import withheld_amplifications
 from fslab.raw_reference import BeyondRaw, CachedReference, beyond_raw, cached_references, raw_references
 from fslab.report.arc_share import arc_notes
 from fslab.report.steady_state import steady_notes
@@ -40,6 +41,7 @@ class CellSummary:
     implausible: bool = False  # a run's figures cannot be real: the cell is flagged, never a plain result
     host: str | None = None  # the host its runs ran on, where a study run's runs span several (its target then names it: "ext4 @ host-a")
     caveats: list[str] = field(default_factory=list)  # what goes with its figures wherever judged (Finding.caveat)
+    withheld: dict[str, str] = field(default_factory=dict)  # metric key → why it is not given (not in `metrics`)
 
     def directions(self) -> list[str]:
         """The fio directions it has (a row each in fio's table)."""
@@ -247,6 +249,7 @@ def summarize_study_run(
     caveats = _caveats(per_host)
     for cell in cells:
         cell.caveats = caveats.get((cell.workload, cell.target), [])
+        _withhold(cell, groups.values.get((cell.workload, cell.target), {}))
     mounts: dict[str, Counter] = defaultdict(Counter)
     not_in_effect: dict[str, set[str]] = defaultdict(set)
     requested: dict[str, str] = {}
@@ -363,6 +366,15 @@ def _caveats(runs: list[dict]) -> dict[tuple[str, str], list[str]]:
                 if (caveat := note.get("caveat")) and caveat not in found[(r["workload"], r["target"])]:
                     found[(r["workload"], r["target"])].append(caveat)
     return found
+
+
+def _withhold(cell: CellSummary, values: dict[str, list[float]]) -> None:
+    """A cell's figures that are not given (a write amplification of almost nothing:
+    traffic.withheld_amplifications) taken out of its statistics, why said in its notes."""
+    cell.withheld = withheld_amplifications(values)
+    for key, why in cell.withheld.items():
+        cell.metrics.pop(key, None)
+        cell.notes.append(why)
 
 
 def _rewritten(stored_workloads: list[dict]) -> dict[str, str]:

@@ -22,7 +22,7 @@ def to_json(s: StudySummary) -> str:
         "cells": [
             {"workload": c.workload, "target": c.target, "failed_runs": c.failed, "metrics": {m: {"unit": s.metric_units[m], **published(v)} for m, v in c.metrics.items()}}
             | ({"notes": c.notes, "implausible": c.implausible} if c.notes else {})
-            | ({"caveats": c.caveats} if c.caveats else {})
+            | ({"caveats": c.caveats} if c.caveats else {}) | ({"withheld": c.withheld} if c.withheld else {})
             for c in s.cells
         ],
         "comparisons": [{"workload": r.workload, "target": r.target, "baseline": r.baseline, "metric": r.metric, **published(r.comparison)} for r in s.analysis.rows],
