@@ -43,6 +43,7 @@ from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
 from fslab.runner import Windows
+from fslab.stats import summarize
 from fslab.study import parse_study
 from fslab.workloads.base import FSYNCS
 from fslab.workloads.fio import FIO
@@ -214,6 +215,12 @@ def test_a_write_amplification_of_a_few_kilobytes_is_absent_with_why_in_table_an
     assert "No bar where the workload wrote under 64MiB" in chart.caption
     bars, absent = (chart.spec["datasets"][f"rows-{i}"] for i in (0, 1))
     assert bars == [] and [row["label"] for row in absent] == list(EVENTS), "its place says why, for every target"
+    assert chart.spec["layer"][0]["encoding"]["x"]["sort"] == list(EVENTS), "in the cells' order"
+    xfs = s.cells[-1]  # had it written enough: a bar, after the two gaps
+    xfs.metrics["write_amplification"], xfs.withheld = summarize([1.2, 1.3, 1.25], higher_is_better=False), {}
+    [mixed] = [c for c in study_charts(s, RunDetails()) if c.name.endswith("write-amplification")]
+    assert [row["label"] for row in mixed.spec["datasets"]["rows-0"]] == ["xfs"]
+    assert mixed.spec["layer"][0]["encoding"]["x"]["sort"] == list(EVENTS)
     assert all(row["why"].startswith("write amplification not given") for row in absent)
     assert chart.spec["layer"][1]["mark"]["text"] == "not given: wrote under 64MiB"
     TopLevelSpec.validate(chart.spec)

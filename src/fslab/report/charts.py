@@ -260,11 +260,13 @@ def _median_bars(
         if chosen(key)
     ]
     missing = [
-        {"label": _cell_phase(c, key.rpartition(PHASE_SEPARATOR)[0]), "why": why, "at": 0} for c, key, why in absent
+        {"label": _cell_phase(c, key.rpartition(PHASE_SEPARATOR)[0]), "target": c.target, "why": why, "at": 0}
+        for c, key, why in absent
     ]
     if not rows and not missing:
         return None
-    labels = list(dict.fromkeys(r["label"] for r in [*rows, *missing]))
+    order = {c.target: i for i, c in enumerate(s.judged_cells_of(workload))}  # the cells' order, bars and gaps alike
+    labels = list(dict.fromkeys(r["label"] for r in sorted([*rows, *missing], key=lambda r: order[r["target"]])))
     x = alt.X("label:N", sort=labels, title=None, axis=_band_axis(labels))
     layers = [alt.Chart(alt.Data(values=rows)).mark_bar(opacity=0.75).encode(
         x, alt.Y("median:Q", title=axis), alt.Color("target:N", scale=_colours(s), legend=None),
