@@ -129,7 +129,7 @@ def test_the_charts_are_named_and_valid_and_say_which_runs_they_draw():
     assert (percentiles.name, percentiles.title) == ("rand_read-read-latency-over-time", "rand_read: read latency over time")
     for chart in (heatmap, percentiles):
         TopLevelSpec.validate(chart.spec)
-        assert "completion latency" in chart.caption and "ext4 run 2 of 3" in chart.caption
+        assert "completion latency" in chart.caption and "ext4 run 2 (the median of 3)" in chart.caption
     assert heatmap.spec["facet"]["row"]["sort"] == ["ext4", "raw"], "a row per target, in the study's order"
     assert [r["target"] for r in heatmap.spec["datasets"]["rows"]] == ["ext4", "raw"]
     [ext4, raw] = percentiles.spec["datasets"]["rows-0"]

@@ -5,6 +5,7 @@ scenario's fio phases, each charted as a workload of one phase is."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 
 from altair.vegalite.v6.schema.core import TopLevelSpec
@@ -55,6 +56,18 @@ def test_the_cells_median_run_is_drawn():
     assert (drawn["xfs"].repetition, drawn["xfs"].runs) == (1, 2), "two runs: the lower of the middle two"
 
 
+def test_the_caption_counts_the_runs_a_run_drawn_is_the_median_of_never_by_its_number():
+    """A cell whose run 1 failed (no logs stored): its run 2 is drawn, the one of its runs with
+    logs. The caption said "run 2 of 1", the run's number beside a count of other things."""
+    runs = [run(2, 2), run(3, 1, "xfs"), run(4, 2, "xfs"), run(5, 3, "xfs")]
+    outputs = {2: [logs([100, 100])], 3: [logs([50, 60])], 4: [logs([70, 80])], 5: [logs([90, 90])]}
+    traces, _ = chosen_and_read(outputs, runs, bandwidths(outputs))
+    assert [(t.target, t.repetition, t.runs) for t in traces] == [("ext4", 2, 1), ("xfs", 2, 3)]
+    caption = throughput_chart(traces, ["ext4", "xfs"], Bandwidth.MB).caption
+    assert "ext4 run 2 (its one run with logs), xfs run 2 (the median of 3)." in caption
+    assert not re.search(r"run \d+ of \d+", caption), caption
+
+
 def test_each_phase_and_direction_is_its_own_trace_and_a_bad_log_is_said():
     runs = [run(1, 1, workload="ageing")]
     reading, writing = (json.loads(logs(v, direction=d).text) for v, d in (([10], 0), ([20], 1)))
@@ -82,7 +95,7 @@ def test_the_chart_draws_each_targets_windows_in_the_pages_units():
     assert [(r["target"], r["seconds"], r["bandwidth"]) for r in rows if r["target"] == "ext4"] == [("ext4", 0.5, 100), ("ext4", 1.0, 200), ("ext4", 1.5, 200)]
     assert {r["run"] for r in rows if r["target"] == "xfs"} == {1}
     assert chart.spec["encoding"]["y"]["title"] == "write MB/s"
-    assert "windows of 500 ms" in chart.caption and "ext4 run 2 of 3, xfs run 1 of 3" in chart.caption
+    assert "windows of 500 ms" in chart.caption and "ext4 run 2 (the median of 3), xfs run 1 (the median of 3)" in chart.caption
     TopLevelSpec.validate(chart.spec)
     binary = throughput_chart([trace("ext4", [2**20 / 1e6])], ["ext4"], Bandwidth.MIB)
     [row] = [r for r in layer(binary.spec, "line") if r["seconds"] == 0.5]

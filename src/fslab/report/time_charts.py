@@ -191,4 +191,7 @@ def _windows(window_ms: list[int]) -> str:
 
 
 def _runs_drawn(traces: list[ThroughputTrace] | list[LatencyTrace]) -> str:
-    return ", ".join(f"{t.target} run {t.repetition} of {t.runs}" for t in traces)
+    """Each target's run drawn, by its number in its cell, and how many it is the median of: never
+    "run 2 of 1", the numbers counting different things (a cell's run 1 may have failed)."""
+    among = {t.target: "its one run with logs" if t.runs == 1 else f"the median of {t.runs}" for t in traces}
+    return ", ".join(f"{t.target} run {t.repetition} ({among[t.target]})" for t in traces)
