@@ -48,7 +48,7 @@ def unchecked(build: Callable[P, R]) -> Callable[P, R]:
 
 def sized(title: str, *layers: alt.Chart) -> dict:
     """The spec of a chart — several layers are drawn over one another — at the page's size."""
-    return spec_of(list(layers), width=WIDTH, height=HEIGHT, title=title, config={"scale": {"bandPaddingInner": 0.35}, "legend": {"orient": "bottom"}})
+    return spec_of(list(layers), width=WIDTH, height=HEIGHT, title=title, config={"scale": {"bandPaddingInner": 0.35}})
 
 
 def spec_of(layers: list[alt.Chart], *, config: dict, **top: object) -> dict:
@@ -66,7 +66,49 @@ def spec_of(layers: list[alt.Chart], *, config: dict, **top: object) -> dict:
     schema, theme = specs[0]["$schema"], specs[0].get("config", {})
     own = [{k: v for k, v in spec.items() if k not in ("$schema", "config")} for spec in specs]
     body = own[0] if len(own) == 1 else {"layer": own}
+    config = {"legend": legend_layout(legend_labels(own))} | config
     return {"$schema": schema, "config": theme | config, **body, **top} | ({"datasets": datasets} if datasets else {})
+
+
+LEGEND_CHANNELS = ("color", "fill", "stroke", "strokeDash", "shape", "opacity", "size")
+LEGEND_CHAR_PX = 7  # px: a character of a legend's label, erring wide (10 px sans-serif: 5.3 to 6.4 a name's)
+LEGEND_ENTRY_PX = 30  # px: a legend entry's symbol and the room between it, its label and the next column
+# The room a legend has under the plot, as wide as the plot: a figure's own width; on the page,
+# its container's less the axis on the left of the plot (LEFT_AXIS_PX at most). Not the page's
+# `width`, which fitting the plot to its container changes after the legends are laid out: the
+# view would keep the height of legends in another number of columns, cutting the last off.
+LEFT_AXIS_PX = 120
+LEGEND_ROOM = f"(containerSize()[0] > 0 ? containerSize()[0] - {LEFT_AXIS_PX} : width)"
+# Legends one under another (Vega's legend layout, which Vega-Lite takes as an expression only)
+STACKED = "{bottom: {anchor: 'start', direction: 'vertical'}}"
+
+
+def legend_labels(specs: list[dict]) -> list[str]:
+    """What the legends of a chart's layers list: the domain each of their channels with a legend
+    names (every chart names it: a target's colour is the same in every chart of a page)."""
+    labels = []
+    for spec in specs:
+        for name in LEGEND_CHANNELS:
+            channel = spec.get("encoding", {}).get(name)
+            if not isinstance(channel, dict) or channel.get("legend", {}) is None:
+                continue
+            if isinstance(domain := channel.get("scale", {}).get("domain"), list):
+                labels += map(str, domain)
+    return labels
+
+
+def legend_layout(labels: list[str]) -> dict:
+    """Legends under the plot, one under another, each entry shown (symbolLimit 0: no limit) and
+    none cut short: in as many columns as entries of the longest label fit across the room they
+    have, one on a phone; a label as long as that room is wide, whole."""
+    entry = max(map(len, labels), default=0) * LEGEND_CHAR_PX + LEGEND_ENTRY_PX
+    return {
+        "orient": "bottom",
+        "layout": {"expr": STACKED},
+        "columns": {"expr": f"max(1, floor({LEGEND_ROOM} / {entry}))"},
+        "symbolLimit": 0,
+        "labelLimit": {"expr": f"max({entry - LEGEND_ENTRY_PX}, {LEGEND_ROOM} - {LEGEND_ENTRY_PX})"},
+    }
 
 
 def where(workload: str, phase: str) -> str:

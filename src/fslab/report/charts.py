@@ -297,8 +297,10 @@ def comparison_chart(rows: list[Row], older: int, newer: int) -> Chart | None:
         data.append({"cell": f"{r.workload} · {r.target} · {metric_label(r.metric)}", "ratio": c.ratio, "verdict": c.verdict, **_interval(c)})
     if not data:
         return None
-    y = alt.Y("cell:N", sort=[d["cell"] for d in data], title=None, axis=alt.Axis(labelLimit=260))
-    x_title = f"study run {newer} ÷ study run {older} (log scale)"
+    # a cell's label a line each for its workload, target and metric: on a phone the plot keeps its room
+    lines = alt.Axis(labelLimit=LABEL_LIMIT, labelExpr="split(datum.label, ' · ')")
+    y = alt.Y("cell:N", sort=[d["cell"] for d in data], title=None, axis=lines)
+    x_title = [f"study run {newer} ÷ study run {older}", "(log scale)"]
     layers = [
         alt.Chart(alt.Data(values=data)).mark_point(filled=True, size=70).encode(
             alt.X("ratio:Q", scale=alt.Scale(type="log", zero=False), title=x_title), y, _verdict_colour(),
@@ -310,12 +312,13 @@ def comparison_chart(rows: list[Row], older: int, newer: int) -> Chart | None:
         layers.insert(0, alt.Chart(alt.Data(values=[d for d in data if d["low"] is not None])).mark_errorbar(ticks=True, color="#57606a").encode(alt.X("low:Q", scale=alt.Scale(type="log", zero=False), title=x_title), alt.X2("high:Q"), y))
     title = f"study run {newer} against study run {older}, cell by cell"
     caption = "Ratio of geometric means, newer ÷ older, with its 95 % Welch interval where printed; colour: the verdict after Benjamini–Hochberg over every cell (for latency, below 1 is faster)."
-    return Chart(f"compare-{older}-{newer}", "", title, caption, spec_of(layers, width=WIDTH, height=max(120, 22 * len(data)), title=title, config={"legend": {"orient": "bottom"}}))
+    spec = spec_of(layers, width=WIDTH, height=max(120, 40 * len(data)), title=title, config={})  # 40 px: 3 lines
+    return Chart(f"compare-{older}-{newer}", "", title, caption, spec)
 
 
 # --- shared -----------------------------------------------------------------------------------
 
-LABEL_LIMIT = 160  # px: a longer bar label is cut short with an ellipsis (its tooltip names it whole)
+LABEL_LIMIT = 300  # px: a longer label is cut short with an ellipsis (its tooltip names it whole); ~45 characters fit
 LABEL_FONT = 10  # px: Vega-Lite's axis labels
 CHAR_PX = 6.5  # px: a character of a label, about, at LABEL_FONT
 
