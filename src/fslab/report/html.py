@@ -32,6 +32,7 @@ from fslab.guard.names import file_name
 from fslab.report.chart_parts import Chart
 from fslab.report.charts import comparison_chart, study_charts
 from fslab.report.conclusions import Conclusion, conclusions
+from fslab.report.console import TEXT_COLUMNS
 from fslab.report.details import RunDetails
 from fslab.report.figures import vega_lite
 from fslab.report.sections import COMPARISON_COLUMNS, Kind, Section, compare_left_out_line, comparison_rows, repetitions_line, scale_text, sections
@@ -235,8 +236,19 @@ def render_page(page: Any, vega_bundle: Callable[[], str] | None = None, templat
 def _environment_of_templates() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["emphasis"] = emphasis
+    env.filters["wrapped"] = wrapped
     env.filters["chart_id"] = lambda name: "chart-" + file_name(name)
     return env
+
+
+PAGE_TEXT_COLUMNS = TEXT_COLUMNS | {"error", "version", "tool / engine"}  # the page's own tables' too
+
+
+def wrapped(column: str, cell: str) -> bool:
+    """Whether a table's cell (not its first column's) wraps at its spaces on the page, as the
+    console wraps its tables: text does; a figure is kept whole, but for words in brackets after
+    it ("21,945 (interval needs 3 runs)"), which would make its column as wide as they are long."""
+    return column in PAGE_TEXT_COLUMNS or " (" in cell
 
 
 def emphasis(text: str) -> Markup:
@@ -289,8 +301,10 @@ def _script_json(value: object) -> Markup:
 
 
 def _fitted(spec: dict) -> dict:
-    """A figure's spec as the page draws it: as wide as its container (phones included). A
-    faceted chart keeps its plots' own width (Vega-Lite fits no facet to its container)."""
+    """A figure's spec as the page draws it: its title above it, in the page's text; as wide as its
+    container (phones included). A faceted chart keeps its plots' own width (Vega-Lite fits no
+    facet to its container): it scrolls in its place."""
+    spec = {k: v for k, v in spec.items() if k != "title"}  # above it: a chart's own is cut on a phone
     if "facet" in spec:
         return spec
     return spec | {"width": "container", "autosize": {"type": "fit-x", "contains": "padding"}}
