@@ -84,7 +84,7 @@ SEEN = """() => {
     let heading = e.previousElementSibling;
     while (heading && !/^H[2-4]$/.test(heading.tagName)) heading = heading.previousElementSibling;
     const title = heading ? heading.textContent : '';
-    return {heading: title, scroll: e.scrollWidth, client: e.clientWidth, columns: texts(e, 'th')};
+    return {heading: title, scroll: e.scrollWidth, client: e.clientWidth, columns: texts(e, 'th'), ...box(e)};
   });
   const nav = Array.from(document.querySelectorAll('nav a')).map(a => ({text: a.textContent, ...box(a)}));
   return {charts, outside, tables, nav, page: document.documentElement.scrollWidth, width: innerWidth};
@@ -198,6 +198,8 @@ def test_a_workloads_tables_show_every_column_on_a_desktop(seen):
     if width == "desktop":
         cut = [t["heading"] for t in mine if t["scroll"] > t["client"]]
         assert cut == [], "their last columns (p99 latency, space used) cut"
+    else:  # wider than a phone: each scrolls in its own box, as wide as the screen at most
+        assert all(t["scroll"] > t["client"] and 0 <= t["left"] and t["right"] <= found["width"] for t in mine)
 
 
 def test_captions_count_the_runs_they_draw(seen, page_file):
