@@ -224,3 +224,32 @@ def test_captions_count_the_runs_they_draw(seen, page_file):
             assert int(repetition) in repetitions, f"{chart['name']}: {target} has no run {repetition}"
             assert (int(median_of) if median_of else 1) == len(repetitions), f"{chart['name']}: {target}'s runs"
     assert said >= 8 * 6, "each target of each chart over time"
+
+
+# --- what the layout is made of (pure) ---------------------------------------------------------
+
+
+def test_a_charts_legends_are_laid_out_for_the_labels_they_list():
+    """Every chart's legends: all entries (no symbol limit), under the plot, one under another, in
+    columns as wide as its longest label (those its channels' scales name, not a hidden one's)."""
+    from fslab.report.chart_parts import LEGEND_CHAR_PX, LEGEND_ENTRY_PX, legend_labels, legend_layout
+
+    layers = [
+        {"encoding": {"color": {"scale": {"domain": TARGETS}}, "x": {"scale": {"domain": ["a" * 90]}}}},
+        {"encoding": {"strokeDash": {"scale": {"domain": ["P50", "P99"]}}}},
+        {"encoding": {"fill": {"legend": None, "scale": {"domain": ["b" * 90]}}}},
+    ]
+    assert legend_labels(layers) == [*TARGETS, "P50", "P99"]
+    layout = legend_layout(legend_labels(layers))
+    entry = len("btrfs-two-disks-raid0") * LEGEND_CHAR_PX + LEGEND_ENTRY_PX
+    assert layout["symbolLimit"] == 0 and layout["orient"] == "bottom" and "vertical" in layout["layout"]["expr"]
+    assert layout["columns"]["expr"].endswith(f"/ {entry}))") and "containerSize()" in layout["columns"]["expr"]
+
+
+def test_a_tables_text_wraps_and_its_figures_stay_whole():
+    from fslab.report.html import wrapped
+
+    assert wrapped("notes", "only 2 runs") and wrapped("verdict", "no detectable difference")
+    assert wrapped("error", "mkfs failed")
+    assert not wrapped("lat p99", "12.14 ms") and not wrapped("IOPS mean ± 95% CI", "21,945 ± 1.2%")
+    assert wrapped("IOPS mean ± 95% CI", "21,945 (interval needs 3 runs)"), "its words in brackets, not the figure"
