@@ -148,6 +148,7 @@ def run(
     scale_sizes_only: Annotated[bool, typer.Option("--scale-sizes-only", help="With --scale: shrink image and fio sizes only, and keep the study's runtimes (a run shorter than 2 s measures mostly overhead).")] = False,
     skip_unsupported: Annotated[bool, typer.Option("--skip-unsupported", help="Skip the targets this machine cannot run (a kernel feature or tool it lacks) and run the others; the summary lists what was skipped and why. Refusals (options, jobs, devices) still stop the study.")] = False,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Seed of the interleaved run order (default: the study's, else random; always recorded).")] = None,
+    no_ceiling: Annotated[bool, typer.Option("--no-ceiling", help="Add no raw reference (the ceiling a study without a raw target is held against: docs/statistics.md); recorded with the study run.")] = False,
     destroy_data: Annotated[Optional[list[str]], typer.Option(DESTROY_FLAG, metavar="DEVICE", help="Confirm that fslab may destroy all data on this device, which the study names (repeat for each).")] = None,
     client: Annotated[Optional[list[str]], typer.Option("--client", metavar="HOST=ADDRESS:PORT", help="Where a host a workload's clients names serves fio (fslab fio-server there): an IP address, never a name; repeat for each.")] = None,
     allow_network: AllowNetworkOption = None,
@@ -174,6 +175,7 @@ def run(
         fixed = {
             "--runs": runs, "--warmup": warmup, "--target-ci": target_ci, "--max-runs": max_runs, "--time-budget": time_budget, "--baseline": baseline,
             "--scale": scale, "--scale-sizes-only": scale_sizes_only or None, "--seed": seed, "--skip-unsupported": skip_unsupported or None,
+            "--no-ceiling": no_ceiling or None,
         }
         given = [name for name, value in fixed.items() if value is not None]
         if given:
@@ -183,9 +185,10 @@ def run(
         raise _fail("name a study file or a built-in study (see `fslab list`), or give --resume")
     if scale_sizes_only and scale is None:
         raise _fail("--scale-sizes-only goes with --scale: give the factor sizes are multiplied by (e.g. --scale 0.1)")
+    from fslab.ceiling import with_ceiling
     from fslab.study import load_study
 
-    loaded = load_study(study, scale=scale or 1.0, scale_sizes_only=scale_sizes_only)
+    loaded = with_ceiling(load_study(study, scale=scale or 1.0, scale_sizes_only=scale_sizes_only), no_ceiling)  # the plan holds the ceiling's cells
     _warn_short_runs(loaded)
     from fslab.plan import Repetitions  # after the study file is read: a refused one is told without them
     from fslab.runner import run_study

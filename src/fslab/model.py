@@ -71,6 +71,7 @@ class Target:
     baseline: str | None = None  # the target it is compared with; its own name when others are compared with it (see _expand_target, resolve_baselines)
     scaling_changed: tuple[str, ...] = ()  # what --scale changed in it that fslab could not keep (Filesystem.scaled)
     filesystem_fields: dict[str, Any] = field(default_factory=dict)  # its filesystem's own fields but those above
+    ceiling: bool = False  # a raw reference fslab added (ceiling.py): runs the block workloads, judged against, never ranked
 
     def __post_init__(self) -> None:
         if self.named:
@@ -105,7 +106,9 @@ class Target:
             "images": list(self.images),
             "baseline": self.baseline,
             "scaling_changed": list(self.scaling_changed),
-        } | ({"filesystem_fields": self.filesystem_fields} if self.filesystem_fields else {})  # absent: as before filesystems declared fields
+        } | ({"filesystem_fields": self.filesystem_fields} if self.filesystem_fields else {}) | (  # absent: as before filesystems declared fields
+            {"ceiling": True} if self.ceiling else {}  # absent: a target of the study's own
+        )
 
 
 class TargetsByName:
@@ -135,18 +138,27 @@ class TargetsByName:
 
 def study_cells(targets: list[Target], workloads: list[Workload], limit: int | None = None) -> list[Cell] | None:
     """Every target × each workload that runs on it, target by target; None when there would be
-    more than `limit`, found before they are all made."""
-    by_name = TargetsByName(targets)
+    more than `limit`, found before they are all made. A ceiling target (a raw reference fslab
+    added) runs every workload a raw device can run (`on_a_block_device`), whichever targets it names."""
+    by_name = TargetsByName([t for t in targets if not t.ceiling])
+    study_targets = [i for i, t in enumerate(targets) if not t.ceiling]
+    ceilings = [i for i, t in enumerate(targets) if t.ceiling]
     runs: list[list[Workload]] = [[] for _ in targets]
     count = 0
     for workload in workloads:
-        on = by_name.running(workload)
+        on = [study_targets[i] for i in by_name.running(workload)] + (ceilings if on_a_block_device(workload) else [])
         count += len(on)
         if limit is not None and count > limit:
             return None
         for index in on:
             runs[index].append(workload)
     return [Cell(target, workload) for target, on in zip(targets, runs) for workload in on]
+
+
+def on_a_block_device(workload: Workload) -> bool:
+    """Whether a workload runs on a bare device (a raw target): it needs no filesystem's directory
+    and takes no snapshots. Only fio's jobs do; every other kind works in files."""
+    return not workload.tool.needs_directory and not workload.tool.takes_snapshots
 
 
 @dataclass(frozen=True)
@@ -202,6 +214,7 @@ class Study:
     path: str
     scale: float
     scale_sizes_only: bool = False  # --scale-sizes-only: sizes scaled, runtimes as the study says
+    no_ceiling: bool = False  # --no-ceiling: no raw reference added where the study has no raw target (ceiling.py)
 
     @functools.cached_property
     def cells(self) -> list[Cell]:

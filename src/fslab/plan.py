@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from fslab.analysis import Samples, check_override, compared_with, roles_of
+from fslab.ceiling import copies_per_block
 from fslab.model import Cell, Roles
 from fslab.stats import compare, projected_half_width, summarize
 
@@ -63,7 +64,8 @@ class CellProgress:
 
 @dataclass
 class Planner:
-    """Hands out blocks of runs.
+    """Hands out blocks of runs (a ceiling's cells, ceiling.py, more than once a block where the
+    study runs fewer than CEILING_RUNS).
 
     Adaptive mode stops adding runs to a cell when its interval is within ±target_ci
     ("converged"), or when its comparison with its baseline target is already beyond doubt: the
@@ -81,7 +83,7 @@ class Planner:
     progress: dict[tuple[str, str], CellProgress] = field(init=False)
 
     def __post_init__(self) -> None:
-        check_override(self.baseline, list(dict.fromkeys(c.target.name for c in self.cells)))
+        check_override(self.baseline, list(dict.fromkeys(c.target.name for c in self.cells if not c.target.ceiling)))  # a ceiling is nobody's baseline
         self._rng = random.Random(self.seed)
         self._counts: dict[tuple[tuple[str, str], bool], int] = {}
         self._warmups = self._measured = 0
@@ -102,7 +104,8 @@ class Planner:
             return self._block(self.cells, warmup=True)
         if self._measured < self.repetitions.runs:
             self._measured += 1
-            return self._block(self.cells)
+            copies = copies_per_block(self.repetitions.runs)  # a ceiling's cells run at least CEILING_RUNS times
+            return self._block([c for c in self.cells for _ in range(copies if c.target.ceiling else 1)])
         self._update(samples, roles_of(samples, roles))
         if self.repetitions.target_ci is None:
             return []

@@ -1,8 +1,10 @@
 """What the raw devices under a target say about its figures (pure: samples in, findings out).
 
-A study measures its devices bare (`raw` targets) as the physical reference. Two things are read
-from it: a target measured clearly beyond the raw devices under it (its figure is flagged, not
-believed), and a raw reference too fast to be a disk at all, or writing far faster than it reads
+A study measures its devices bare as the physical reference: its own `raw` targets, else the raw
+reference fslab adds (ceiling.py). Three things are read from it: each block workload's ceiling
+(`ceilings`: what the bare device did in it), a target measured above the raw devices under it
+(its figure is flagged: the whole interval of target / ceiling above 1.0, and "beyond" them
+past 1.5), and a raw reference too fast to be a disk at all, or writing far faster than it reads
 (the study's header says that the reference itself is cached, so absolute figures are not disk
 figures; ratios measured in one study run still are).
 """
@@ -14,9 +16,12 @@ from dataclasses import dataclass
 from fslab.analysis import Samples, roles_of
 from fslab.guard.names import image_names
 from fslab.model import Roles, unqualified
-from fslab.stats import Comparison, SamplePair, compare_pairs, median
+from fslab.stats import Comparison, SamplePair, Summary, compare_pairs, median, summarize
 
-# A target whose 95 % interval of target / raw reference lies wholly above this is flagged.
+# A target whose 95 % interval of target / raw reference lies wholly above CEILING is flagged
+# as above its ceiling, above BEYOND_RAW as beyond it (a workload no raw device runs is held
+# against their fastest cell, and flagged only beyond).
+CEILING = 1.0
 BEYOND_RAW = 1.5
 
 # What no disk does, judged on a raw target's stored samples (docs/statistics.md):
@@ -56,12 +61,15 @@ def raw_references(targets: list[dict]) -> dict[str, list[str]]:
 
     raws = [t for t in targets if plain_raw(t)]
     by_image = {images(t)[0]: t["name"] for t in raws}
-    plain = next((t["name"] for t in raws if images(t)[0] == t["name"]), None)
+    plains = [t for t in raws if images(t)[0] == t["name"]]
     references = {}
     for t in targets:
         if t in raws:
             continue
         own = [by_image.get(image) for image in images(t)]
+        # else one on a device of its kind (a zram target's ceiling is a zram device's), else the first
+        alike = next((p["name"] for p in plains if bool(p["spec"].get("zram")) == bool(t["spec"].get("zram"))), None)
+        plain = alike or next((p["name"] for p in plains), None)
         if all(own):
             references[t["name"]] = own
         elif plain:
@@ -81,12 +89,19 @@ class BeyondRaw:
     comparison: Comparison  # the figure / the raw reference's
     reference: str | None = None  # the raw devices' workload it was held against, when not its own
 
+    @property
+    def beyond(self) -> bool:
+        """Far beyond (its interval above BEYOND_RAW), not only above its ceiling."""
+        return self.comparison.ci_low is not None and self.comparison.ci_low > BEYOND_RAW
+
 
 def beyond_raw(
-    samples: Samples, references: dict[str, list[str]], factor: float = BEYOND_RAW, *, roles: Roles | None = None, higher_is_better: dict[str, bool] | None = None
+    samples: Samples, references: dict[str, list[str]], factor: float = BEYOND_RAW, *, ceiling: float = CEILING,
+    roles: Roles | None = None, higher_is_better: dict[str, bool] | None = None,
 ) -> dict[tuple[str, str], dict[str, BeyondRaw]]:
     """(workload, target) → metric → target / raw reference (ratio of geometric means, 95 % Welch
-    interval), where the whole interval lies above `factor`. Only a rate is judged (higher is
+    interval), where the whole interval lies above `ceiling` (the raw devices' own cell of the
+    workload) or above `factor` (their fastest cell, for a workload they did not run). Only a rate is judged (higher is
     better: `higher_is_better`, default all), since rates of several devices add up; a time does not.
 
     The reference is the raw devices' own cell of the workload, and then only the workload's
@@ -122,7 +137,7 @@ def beyond_raw(
             pairs.append(SamplePair(summed, metrics[metric]))
     found: dict[tuple[str, str], dict[str, BeyondRaw]] = {}
     for (workload, target, metric, reference), ratio in zip(judged_cells, compare_pairs(pairs)):  # compared together: their t figures come in one pass
-        if ratio.needs_runs is None and ratio.ci_low is not None and ratio.ci_low > factor:
+        if ratio.needs_runs is None and ratio.ci_low is not None and ratio.ci_low > (ceiling if reference is None else factor):
             found.setdefault((workload, target), {})[metric] = BeyondRaw(ratio, reference)
     return found
 
@@ -135,6 +150,40 @@ def _fastest(samples: Samples, raws: tuple[str, ...], metric: str) -> tuple[list
         return [None], None
     workload = max(cells)[1]
     return [samples.get((workload, raw), {}).get(metric) for raw in raws], workload
+
+
+RAW_TARGET, RAW_REFERENCE = "raw target", "raw reference"  # where a ceiling was measured: a target of the study's, or one fslab added
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """What the bare device did in a workload (a raw target's cell), or why no ceiling holds it."""
+
+    workload: str
+    source: str | None  # RAW_TARGET or RAW_REFERENCE; None: no ceiling
+    target: str | None = None  # the raw target that measured it
+    metric: str | None = None  # a primary metric of the workload
+    figure: Summary | None = None  # its statistics over the raw target's runs
+    why: str = ""  # why there is none: "no ceiling: not a block workload"
+
+
+def ceilings(samples: Samples, targets: list[dict], block: dict[str, bool], *, no_ceiling: bool = False, roles: Roles | None = None) -> list[Ceiling]:
+    """Each workload's ceilings, in the study's order: every plain raw target's primary metrics
+    in it; else why none. `block`: workload → whether a bare device can run it (fio's kind)."""
+    roles = roles_of(samples, roles)
+    raws = [t for t in targets if plain_raw(t)]
+    found = []
+    for workload, on_a_device in block.items():
+        here = [
+            Ceiling(workload, RAW_REFERENCE if t["spec"].get("ceiling") else RAW_TARGET, t["name"], metric, summarize(metrics[metric]))
+            for t in raws if (metrics := samples.get((workload, t["name"])))
+            for metric in roles.primary_in(workload, metrics)
+        ]
+        if not here:
+            why = "not a block workload" if not on_a_device else "--no-ceiling was given" if no_ceiling else "no raw device measured it"
+            here = [Ceiling(workload, None, why=f"no ceiling: {why}")]
+        found += here
+    return found
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """Resuming an interrupted study run: which one, and the study, plan and settings it ran with.
 
 Everything comes from the database — the study file's text as it was, the seed, the
-repetitions asked for, the baseline, the scale (sizes only or not), the targets it skipped —
-so the planner hands out the very blocks it handed out before. Job files are read again (they live beside the study file), and a resume is
+repetitions asked for, the baseline, the scale (sizes only or not), --no-ceiling, the targets it
+skipped — so the planner hands out the very blocks it handed out before (its ceiling's too). Job files are read again (they live beside the study file), and a resume is
 refused when they, or any workload or target, no longer match what the study run stored.
 """
 
@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
+from fslab.ceiling import with_ceiling
 from fslab.errors import FslabError
 from fslab.guard.fio_preallocation import preallocates
 from fslab.model import Study
@@ -51,13 +52,14 @@ def resumable(db: ResultsDB, ref: str | None = None) -> Resumable:
     settings = dict(row["settings"] or {"runs": row["repetitions"]})  # before schema version 2: runs only
     baseline = settings.pop("baseline", None)
     sizes_only = settings.pop("scale_sizes_only", False)
+    no_ceiling = settings.pop("no_ceiling", False)
     recorded = settings.pop("skipped", [])
     # skipped midway (runner._Watched): planned as before, passed over
     dropped = tuple(s["target"] for s in recorded if s["why"].startswith(FAILED_ALIKE))
     skipped = {s["target"] for s in recorded} - set(dropped)  # by --skip-unsupported: left out again
     settings.pop("spread", None)  # a fleet's (fleet/spread.py)
     repetitions = Repetitions(**settings)
-    study = replace(_study_as_stored(db, row, sizes_only, skipped), repetitions=repetitions.runs, warmup=repetitions.warmup)
+    study = replace(_study_as_stored(db, row, sizes_only, no_ceiling, skipped), repetitions=repetitions.runs, warmup=repetitions.warmup)
     kernel = row["environment"].get("kernel")
     notes = [f"study run {row['id']} began on kernel {kernel}; this is {platform.release()}"] if kernel and kernel != platform.release() else []
     stored = db.stored_runs(row["id"])
@@ -76,10 +78,11 @@ def share_of(db: ResultsDB, study_run_id: int, host: str, base_dir: Path) -> Res
     settings = dict(row["settings"] or {"runs": row["repetitions"]})
     baseline = settings.pop("baseline", None)
     sizes_only = settings.pop("scale_sizes_only", False)
+    no_ceiling = settings.pop("no_ceiling", False)
     settings.pop("skipped", None)  # a fleet's study run skips per host (fleet_units)
     spread = settings.pop("spread", False)  # its runs are divided among its hosts: a run stored by any of them is stored
     repetitions = Repetitions(**settings)
-    study = replace(_study_as_stored(db, row, sizes_only, set(), base_dir), repetitions=repetitions.runs, warmup=repetitions.warmup)
+    study = replace(_study_as_stored(db, row, sizes_only, no_ceiling, set(), base_dir), repetitions=repetitions.runs, warmup=repetitions.warmup)
     return Resumable(row["id"], study, repetitions, row["plan_seed"], baseline, row["started_at"], db.stored_runs(row["id"], host=None if spread else host), [])
 
 
@@ -101,15 +104,18 @@ def _interrupted(db: ResultsDB, ref: str | None) -> dict:
     return row
 
 
-def _study_as_stored(db: ResultsDB, row: dict, sizes_only: bool, skipped: set[str], base_dir: Path | None = None) -> Study:
-    """The study parsed from the text stored with the study run, scaled as it was and without
-    the targets it skipped, checked against what it ran. Files it names are looked for in
-    `base_dir` (default: beside the study file, where they were)."""
+def _study_as_stored(db: ResultsDB, row: dict, sizes_only: bool, no_ceiling: bool, skipped: set[str], base_dir: Path | None = None) -> Study:
+    """The study parsed from the text stored with the study run, scaled as it was, with the
+    ceiling it stored (none with --no-ceiling, nor for a study run stored before fslab added
+    ceilings) and without the targets it skipped, checked against what it ran. Files it names are
+    looked for in `base_dir` (default: beside the study file, where they were)."""
+    stored_targets = db.targets(row["id"])
     try:
         base_dir = base_dir if base_dir is not None else Path(row["study_path"]).parent
-        study = parse_study(row["study_source"], row["study_path"], base_dir=base_dir, scale=row["scale"], scale_sizes_only=sizes_only).without(skipped)
+        study = parse_study(row["study_source"], row["study_path"], base_dir=base_dir, scale=row["scale"], scale_sizes_only=sizes_only)
     except StudyError as exc:
         raise CannotResume(f"study run {row['id']} cannot be resumed: {exc}") from None
+    study = with_ceiling(study, no_ceiling or not any(t["spec"].get("ceiling") for t in stored_targets)).without(skipped)  # as run_study had it
     stored_workloads, current = db.workloads(row["id"]), {w.name: w.spec() for w in study.workloads}
     changed = _differing(stored_workloads, current)
     unallocated = [f"'{w['name']}'" for w in stored_workloads if f"'{w['name']}'" in changed and _preallocation_dropped(w["spec"], current.get(w["name"], {}))]
@@ -119,7 +125,7 @@ def _study_as_stored(db: ResultsDB, row: dict, sizes_only: bool, skipped: set[st
             "(fio's default, fallocate=native); fslab's jobs now write them unallocated (fallocate=none), and runs of both kinds are not "
             "repetitions of one cell. Start a new study run with `fslab run` (options = { fallocate = \"native\" } in its [fio] table measures as before)"
         )
-    changed += _differing(db.targets(row["id"]), {t.name: t.spec() for t in study.targets})
+    changed += _differing(stored_targets, {t.name: t.spec() for t in study.targets})
     if changed:
         raise CannotResume(
             f"study run {row['id']} cannot be resumed: {', '.join(changed)} no longer as it ran "

@@ -120,8 +120,9 @@ def run_study(
 
 
 def study_run_settings(study: Study, skipped: list[Unsupported]) -> dict:
-    """What the study run keeps beside its repetitions: how it was scaled, what it skipped and why."""
-    settings: dict = {"scale_sizes_only": True} if study.scale_sizes_only else {}
+    """What the study run keeps beside its repetitions: how it was scaled, whether the user
+    opted out of the ceiling (ceiling.py), what it skipped and why."""
+    settings: dict = ({"scale_sizes_only": True} if study.scale_sizes_only else {}) | ({"no_ceiling": True} if study.no_ceiling else {})
     if skipped:
         settings["skipped"] = [{"target": u.target, "why": u.why} for u in skipped]
     return settings

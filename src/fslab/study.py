@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
+from fslab.ceiling import copies_per_block
 from fslab.cgroups import SMALLEST_LIMIT
 from fslab.errors import FslabError
 from fslab.filesystems import FILESYSTEMS
@@ -590,16 +591,21 @@ def short_runs(study: Study) -> str | None:
 def describe_study(study: Study, repetitions: int | None = None, skipped: Sequence[str] = ()) -> str:
     """One line for a progress header: cells, the runs that will be made (warm-ups apart) and the
     expected time in their workloads; `study` is the study as it will run, without the targets
-    `skipped`, which are named."""
+    `skipped`, which are named; its ceiling (ceiling.py), said apart."""
     repetitions = repetitions or study.repetitions
-    cells = len(study.cells)
-    runs, warmups = cells * repetitions, cells * study.warmup
-    seconds = sum(c.workload.seconds for c in study.cells) * (repetitions + study.warmup)
+    targets = [t for t in study.targets if not t.ceiling]
+    own = [c for c in study.cells if not c.target.ceiling]
+    ceiling = [c for c in study.cells if c.target.ceiling]
+    each = repetitions * copies_per_block(repetitions)  # a ceiling's cell's runs
+    runs, warmups = len(own) * repetitions + len(ceiling) * each, len(study.cells) * study.warmup
+    seconds = sum(c.workload.seconds for c in own) * (repetitions + study.warmup) + sum(c.workload.seconds for c in ceiling) * (each + study.warmup)
     # A workload may name the targets it runs on, so cells are counted, not targets × workloads.
-    if cells == len(study.targets) * len(study.workloads):
-        shape = f"{len(study.targets)} targets × {len(study.workloads)} workloads"
+    if len(own) == len(targets) * len(study.workloads):
+        shape = f"{len(targets)} targets × {len(study.workloads)} workloads × {repetitions}"
     else:
-        shape = f"{cells} cells ({len(study.targets)} targets, {len(study.workloads)} workloads, some on named targets only)"
+        shape = f"{len(own)} cells ({len(targets)} targets, {len(study.workloads)} workloads, some on named targets only) × {repetitions}"
+    if ceiling:
+        shape += f" + a ceiling ({len(ceiling)} cells on a raw device × {each})"
     first = f" and {warmups} warm-up runs before them" if warmups else ""
     left_out = f"; {len(skipped)} target(s) skipped, this machine cannot run them: {', '.join(skipped)}" if skipped else ""
-    return f"{shape} × {repetitions} = {runs} runs{first}, about {format_duration(seconds)} of measurement{left_out}"
+    return f"{shape} = {runs} runs{first}, about {format_duration(seconds)} of measurement{left_out}"

@@ -158,7 +158,7 @@ def metric_rows(cell: CellSummary, metric_units: dict[str, str], units: Bandwidt
     rows = []
     for name in [m for m in [*cell.primary, *sorted(m for m in cell.metrics if m not in cell.primary)] if shown(m, units)]:
         stats = cell.metrics[name]
-        rows.append([cell.target, name, runs_count(cell, stats), flagged(cell, fmt(stats.median)), fmt_mean_ci(stats), fmt_cv(stats), metric_units.get(name, ""), "; ".join([*stats.warnings, *(cell.notes if not rows else [])])])
+        rows.append([cell.target, name, runs_count(cell, stats), flagged(cell, fmt(stats.median), name), fmt_mean_ci(stats), fmt_cv(stats), metric_units.get(name, ""), "; ".join([*stats.warnings, *(cell.notes if not rows else [])])])
     return rows or [[cell.target, "–", f"0 ({cell.failed} failed)", *["–"] * (len(METRIC_COLUMNS) - 3)]]
 
 
@@ -168,7 +168,7 @@ def table_rows(cell: CellSummary, units: Bandwidth = Bandwidth.MB) -> list[list[
         iops, mb = cell.metrics.get(f"{d}_iops"), cell.metrics.get(f"{d}_{units.metric}")
         latencies = [fmt_latency(cell.metrics[f"{d}_lat_{p}_us"].median) if f"{d}_lat_{p}_us" in cell.metrics else "–" for p in PERCENTILES]
         notes = "; ".join([*iops.warnings, *submission_note(cell, d), *(cell.notes if not rows else [])])
-        rows.append([cell.target, d, runs_count(cell, iops), flagged(cell, fmt(iops.median)), fmt_mean_ci(iops), fmt_cv(iops), fmt(mb.median), fmt_mean_ci(mb), fmt_cv(mb), *latencies, notes])
+        rows.append([cell.target, d, runs_count(cell, iops), flagged(cell, fmt(iops.median), f"{d}_iops"), fmt_mean_ci(iops), fmt_cv(iops), fmt(mb.median), fmt_mean_ci(mb), fmt_cv(mb), *latencies, notes])
     if not rows:
         rows.append([cell.target, "–", f"0 ({cell.failed} failed)", *["–"] * (len(COLUMNS) - 3)])
     return rows
@@ -203,7 +203,7 @@ def overview_table(s: StudySummary) -> tuple[list[str], list[list[str]]] | None:
             for d in cell.directions():
                 iops, bandwidth = cell.metrics[f"{d}_iops"], cell.metrics.get(f"{d}_{s.units.metric}")
                 latencies = [fmt_latency(_median(cell, f"{d}_lat_{stat}_us")) for stat in ("mean", "p50", "p95", "p99")]
-                figures = [flagged(cell, fmt(iops.median)), fmt(_median(cell, f"{d}_{s.units.metric}")), *latencies]
+                figures = [flagged(cell, fmt(iops.median), f"{d}_iops"), fmt(_median(cell, f"{d}_{s.units.metric}")), *latencies]
                 named = with_caveats(cell.target, {cell.target: cell.caveats})
                 intervals = [fmt_mean_ci(iops), fmt_mean_ci(bandwidth)]
                 rows.append([named, workload, d, *figures, runs_count(cell, iops), *intervals])
@@ -262,9 +262,10 @@ def _monitor_figure(value: float, shape: str) -> str:
     return fmt(value) if shape == "pct" else f"{fmt(value, 2)}×"
 
 
-def flagged(cell: CellSummary, figure: str) -> str:
-    """A figure of a cell whose runs reported what cannot be real, marked so it is never read as a plain result."""
-    return f"⚠ {figure}" if cell.implausible else figure
+def flagged(cell: CellSummary, figure: str, metric: str = "") -> str:
+    """A figure of a cell whose runs reported what cannot be real, marked so it is never read as a
+    plain result (⚠); one above its ceiling, the bare device's figure (▲, the note says by how much)."""
+    return f"⚠ {figure}" if cell.implausible else f"▲ {figure}" if metric in cell.above_ceiling else figure
 
 
 def submission_note(cell: CellSummary, direction: str) -> list[str]:
@@ -360,7 +361,7 @@ def with_caveats(target: str, caveats: dict[str, list[str]]) -> str:
 
 def ranking_lines(s: StudySummary, workload: str) -> list[str]:
     lines = [f"Its job file as fslab ran it: {s.rewritten[workload]}."] if workload in s.rewritten else []
-    lines += [line for line in [left_out_line(s, workload), unpaired_line(s, workload)] if line]
+    lines += [line for line in [left_out_line(s, workload), unpaired_line(s, workload)] if line] + ceiling_lines(s, workload)
     caveats = s.caveats_of(workload)
     named = lambda target: with_caveats(target, caveats)  # noqa: E731
     lines += [
@@ -371,6 +372,25 @@ def ranking_lines(s: StudySummary, workload: str) -> list[str]:
     needed = s.analysis.runs_needed.get(workload)
     if needed is not None:
         lines.append(f"Runs per cell for a ratio within ±{s.analysis.precision:.0%} at 95 %: {needed}")
+    return lines
+
+
+def ceiling_lines(s: StudySummary, workload: str) -> list[str]:
+    """A workload's ceiling — what the bare device did in it, where it was measured — and the
+    targets above it; or why it has none."""
+    lines = []
+    for c in (c for c in s.ceilings if c.workload == workload):
+        if c.figure is None:
+            lines.append(f"{c.why[0].upper()}{c.why[1:]}.")
+            continue
+        f = c.figure
+        interval = f"95 % CI {fmt(f.interval[0])}–{fmt(f.interval[1])}" if f.interval else runs_text(f.needs_runs or 0)
+        above = [cell.target for cell in s.cells_of(workload) if c.metric in cell.above_ceiling]
+        lines.append(
+            f"Ceiling ({c.source}: {c.target}, {f.n} runs): {metric_label(c.metric or '')} {fmt(f.mean)} ({interval})"
+            + (f"; ▲ above it (the whole 95 % interval of target / ceiling above 1): {', '.join(above)}" if above else "")
+            + "."
+        )
     return lines
 
 

@@ -86,8 +86,9 @@ class FioJob:
     @property
     def needs_directory(self) -> bool:
         """Whether a job of it makes, stats or deletes files by name, or a donor file
-        (fio_options.DIRECTORY_ENGINES, donorname): refused on a raw target."""
-        return any(options.get("ioengine") in DIRECTORY_ENGINES or "donorname" in options for options in self.job.jobs())
+        (fio_options.DIRECTORY_ENGINES, donorname), or it runs from clients on the target's shared
+        directory: refused on a raw target, and run on no ceiling (ceiling.py)."""
+        return bool(self.clients) or any(options.get("ioengine") in DIRECTORY_ENGINES or "donorname" in options for options in self.job.jobs())
 
     def data_pattern(self) -> str:
         return self.data.describe()

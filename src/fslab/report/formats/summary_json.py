@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+from fslab.raw_reference import Ceiling
 from fslab.report.formats import Source, report_file
 from fslab.report.summary import StudySummary
 from fslab.report.tables import json_text, published, study_run_record
@@ -23,6 +24,7 @@ def to_json(s: StudySummary) -> str:
             {"workload": c.workload, "target": c.target, "failed_runs": c.failed, "metrics": {m: {"unit": s.metric_units[m], **published(v)} for m, v in c.metrics.items()}}
             | ({"notes": c.notes, "implausible": c.implausible} if c.notes else {})
             | ({"caveats": c.caveats} if c.caveats else {}) | ({"withheld": c.withheld} if c.withheld else {})
+            | ({"above_ceiling": c.above_ceiling} if c.above_ceiling else {})
             for c in s.cells
         ],
         "comparisons": [{"workload": r.workload, "target": r.target, "baseline": r.baseline, "metric": r.metric, **published(r.comparison)} for r in s.analysis.rows],
@@ -35,6 +37,7 @@ def to_json(s: StudySummary) -> str:
         "bandwidth_unit": s.units.value,
         "skipped": [asdict(u) for u in s.skipped],
         "cached_reference": [asdict(c) for c in s.cached_reference],
+        "ceiling": [ceiling_record(c, s.metric_units) for c in s.ceilings],
         "failures": [asdict(f) for f in s.failures],
     }
     if s.analysis.between:  # each workload against the one it is paired with (compare_with), per target; in the family
@@ -45,3 +48,16 @@ def to_json(s: StudySummary) -> str:
             for r in s.analysis.between
         ]
     return json_text(document)
+
+
+def ceiling_record(c: Ceiling, units: dict[str, str]) -> dict:
+    """A workload's ceiling: the bare device's mean with its 95 % interval (none from too few
+    runs), its unit and where it was measured (source: "raw target" or "raw reference"); or why none."""
+    if c.figure is None:
+        return {"workload": c.workload, "source": None, "why": c.why}
+    figure = published(c.figure)
+    interval = None if figure["ci_low"] is None else [figure["ci_low"], figure["ci_high"]]
+    return {
+        "workload": c.workload, "metric": c.metric, "value": c.figure.mean, "unit": units.get(c.metric or "", ""), "interval": interval,
+        "n": c.figure.n, "source": c.source, "target": c.target,
+    }
