@@ -147,7 +147,7 @@ def refused(workdir, tmp_path, text: str, *flags: str) -> subprocess.CompletedPr
 
 def _run_args(workdir, tmp_path, text: str, flags: tuple[str, ...]) -> list[str]:
     destroy = [arg for flag in flags for arg in ("--destroy-data", flag)]
-    return ["run", str(write_study(tmp_path, text)), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root), *destroy]
+    return ["run", str(write_study(tmp_path, text)), "--no-ceiling", "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root), *destroy]
 
 
 @pytest.mark.root
@@ -230,7 +230,7 @@ def docs_example(name: str) -> str:
 @needs_zram
 def test_the_zram_example_runs_as_written_and_leaves_no_zram_device(workdir, tmp_path):
     study = write_study(tmp_path, docs_example("zram-ceiling.toml"))
-    result = fslab("run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root), "--scale", "0.2", "--runs", "1")  # 1 s runs
+    result = fslab("run", str(study), "--no-ceiling", "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root), "--scale", "0.2", "--runs", "1")  # 1 s runs
     assert result.returncode == 0, result.stdout + result.stderr
     db = ResultsDB(str(tmp_path / "r.db"))
     runs = db.runs(db.study_run()["id"])

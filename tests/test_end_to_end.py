@@ -181,7 +181,7 @@ def test_a_failing_run_is_recorded_and_the_study_goes_on(workdir, tmp_path):
                         .replace("repetitions = 2", "repetitions = 1").replace('image_size = "512MiB"', 'image_size = "512MiB"\nimage_fill = "sparse"')
                         + '\n[[target]]\nname = "bad"\nfilesystem = "ext4"\nmount_options = "journal_async_commit"\n')  # allowed, but the kernel refuses it under data=ordered
     db = tmp_path / "r.db"
-    result = fslab("run", str(study), "--db", str(db), "--workdir", str(workdir.root))
+    result = fslab("run", str(study), "--no-ceiling", "--db", str(db), "--workdir", str(workdir.root))
     assert result.returncode == 1, "a failed run makes the exit status non-zero"
     runs = {r["target"]: r for r in ResultsDB(str(db)).runs(ResultsDB(str(db)).study_run()["id"])}
     assert runs["xfs"]["status"] == "ok"
@@ -199,7 +199,7 @@ def test_a_users_job_file_runs_unchanged_but_for_its_directory(workdir, tmp_path
     (tmp_path / "mine.fio").write_text("[global]\ndirectory=/somewhere/else\n[mine]\nrw=randread\nbs=8k\ndirect=1\nsize=32m\nruntime=1\ntime_based=1\n")
     study = write_study(tmp_path, '[study]\nname = "jobfile"\nrepetitions = 1\nimage_size = "512MiB"\nimage_fill = "sparse"\n[[target]]\nfilesystem = "xfs"\n[[workload]]\nname = "mine"\njob_file = "mine.fio"\n')
     db = tmp_path / "r.db"
-    result = fslab("run", str(study), "--db", str(db), "--workdir", str(workdir.root))
+    result = fslab("run", str(study), "--no-ceiling", "--db", str(db), "--workdir", str(workdir.root))
     assert result.returncode == 0, result.stdout + result.stderr
     results = ResultsDB(str(db))
     run = results.runs(results.study_run()["id"])[0]
@@ -245,7 +245,7 @@ def test_interrupt_releases_everything_and_keeps_finished_runs(workdir, tmp_path
                         .replace('workloads = ["rand_read", "seq_write"]', 'workloads = ["seq_write"]').replace('image_size = "512MiB"', 'image_size = "512MiB"\nimage_fill = "sparse"'))
     db = tmp_path / "r.db"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "fslab", "run", str(study), "--db", str(db), "--workdir", str(workdir.root)],
+        [sys.executable, "-m", "fslab", "run", str(study), "--no-ceiling", "--db", str(db), "--workdir", str(workdir.root)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_ignoring_sigint if started_ignoring_sigint else None,
     )
     stored = signal_while_fio_runs(proc, db, signum, runs=2 * 3)
@@ -301,7 +301,7 @@ def test_a_work_directory_whose_path_holds_any_character_runs_and_leaves_nothing
                         .replace("repetitions = 2", "repetitions = 1").replace('image_size = "512MiB"', 'image_size = "320MiB"\nimage_fill = "sparse"'))
     db = tmp_path / "r.db"
     with fresh_workdir(ODD_PATH) as workdir:
-        result = fslab("run", str(study), "--db", str(db), "--workdir", str(workdir.root))
+        result = fslab("run", str(study), "--no-ceiling", "--db", str(db), "--workdir", str(workdir.root))
         assert result.returncode == 0, result.stdout + result.stderr
         assert held_by(workdir.root) == [] and not (workdir.root / "journal.jsonl").exists()
         results = ResultsDB(str(db))

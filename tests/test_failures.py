@@ -77,7 +77,7 @@ def failing_study(tmp_path_factory, needs_root):
     root = tmp_path_factory.mktemp("failing")
     study, db = write_study(root, FAILING), root / "r.db"
     with fresh_workdir() as workdir:
-        result = fslab("run", str(study), "--db", str(db), "--workdir", str(workdir.root))
+        result = fslab("run", str(study), "--no-ceiling", "--db", str(db), "--workdir", str(workdir.root))
         assert held_by(workdir.root) == [], "everything released after the failures"
         assert scratch_of(workdir.root) == [], "no run's scratch directory left in RAM"
     results = ResultsDB(str(db))

@@ -52,7 +52,7 @@ def corpus(tmp_path_factory, needs_root):
     root = tmp_path_factory.mktemp("corpus")
     db = root / "r.db"
     with fresh_workdir() as workdir:  # which fails the test if anything is left attached or mounted
-        result = fslab_in_process("run", str(write_study(root, study_text())), "--db", str(db), "--workdir", str(workdir.root), "--scale", SCALE, "--seed", "7")
+        result = fslab_in_process("run", str(write_study(root, study_text())), "--db", str(db), "--workdir", str(workdir.root), "--scale", SCALE, "--seed", "7", "--no-ceiling")
     assert result.returncode == 0, result.stdout + result.stderr
     results = ResultsDB(str(db))
     return results, results.study_run()["id"]

@@ -40,7 +40,7 @@ def registered(f, count: int):
 
 
 def dispatched(f, tmp_path, on: str, repetitions: int) -> int:
-    queued = f.fslab_in_process("run", study_file(tmp_path, repetitions), "--on", on, "--detach")
+    queued = f.fslab_in_process("run", study_file(tmp_path, repetitions), "--no-ceiling", "--on", on, "--detach")
     assert queued.returncode == 0, queued.stderr
     return int(queued.stdout.strip())
 
@@ -204,7 +204,7 @@ def test_the_readme_fleet_commands_run_as_written_then_a_study_across_three_work
         # judged by its own, so hdd-box never takes the others, running, for dead.
         start(2, ["fslab", "worker", "--name", "hdd-box", "--labels", "hdd", "--heartbeat-lapse", LAPSE])
         f.wait("three workers", registered(f, 3))
-        across = f.fslab_in_process("run", study_file(tmp_path, 1), "--on", "all")
+        across = f.fslab_in_process("run", study_file(tmp_path, 1), "--no-ceiling", "--on", "all")
         assert across.returncode == 0, across.stdout + across.stderr
         first = int(f.sql("SELECT max(id) FROM study_runs"))
         assert stored(f, first) == [(host, "ext4", "seq_write", "1", "1") for host in ("hdd-box", "nvme-box", "sata-box")], "every run once, each host's named by host"
@@ -230,7 +230,7 @@ TWO_EXT4 = EXT4 + '\n[[target]]\nname = "ext4-b"\nfilesystem = "ext4"\n'
 def spread_on(f, tmp_path, targets: str, repetitions: int) -> int:
     path = tmp_path / "spread.toml"
     path.write_text(short_study("spread", targets, repetitions))
-    queued = f.fslab_in_process("run", str(path), "--on", "a,b", "--spread", "--detach")
+    queued = f.fslab_in_process("run", str(path), "--no-ceiling", "--on", "a,b", "--spread", "--detach")
     assert queued.returncode == 0, queued.stderr
     return int(queued.stdout.strip())
 

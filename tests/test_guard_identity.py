@@ -87,7 +87,7 @@ def users_disk(mounted: bool = True) -> Iterator[UsersDisk]:
 
 
 def run_study(workdir, tmp_path, text: str = STUDY) -> subprocess.CompletedProcess[str]:
-    return fslab("run", str(write_study(tmp_path, text)), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
+    return fslab("run", str(write_study(tmp_path, text)), "--no-ceiling", "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
 
 
 @pytest.mark.slow
@@ -307,7 +307,7 @@ def _proof_of(pid: int) -> dict:
 @pytest.mark.root
 def test_kill_9_leaves_fio_running_and_cleanup_stops_it_before_unmounting(workdir, tmp_path):
     study = write_study(tmp_path, STUDY.replace('runtime = "1s"', 'runtime = "60s"'))
-    proc = subprocess.Popen([sys.executable, "-m", "fslab", "run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, "-m", "fslab", "run", str(study), "--no-ceiling", "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     fio = _wait_for_measured_fio(proc.pid)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()  # fslab gone: fio reparented, any signal its parent's death sends already sent
@@ -361,7 +361,7 @@ def test_two_fslab_processes_on_zfs_do_not_stop_each_others_daemon_or_pools(tmp_
     with fresh_workdir() as first, fresh_workdir() as second:
         study = write_study(tmp_path, ZFS_STUDY)
         procs = [
-            subprocess.Popen([sys.executable, "-m", "fslab", "run", str(study), "--db", str(tmp_path / f"{i}.db"), "--workdir", str(wd.root)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            subprocess.Popen([sys.executable, "-m", "fslab", "run", str(study), "--no-ceiling", "--db", str(tmp_path / f"{i}.db"), "--workdir", str(wd.root)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             for i, wd in enumerate((first, second))
         ]
         outputs = [proc.communicate(timeout=300)[0] for proc in procs]

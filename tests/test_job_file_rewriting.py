@@ -290,7 +290,7 @@ def test_fios_own_example_runs_scaled_and_fio_ran_what_the_stored_job_says(workd
     text = '[study]\nname = "example"\nrepetitions = 1\nimage_size = "256GiB"\nimage_fill = "sparse"\n[[target]]\nfilesystem = "xfs"\n'
     study = write_study(tmp_path, text + '[[workload]]\nname = "seq"\njob_file = "fio-seq-read.fio"\niodepth = 4\n')
     db = tmp_path / "r.db"
-    result = fslab_in_process("run", str(study), "--db", str(db), "--workdir", str(workdir.root), "--scale", "0.0015")
+    result = fslab_in_process("run", str(study), "--no-ceiling", "--db", str(db), "--workdir", str(workdir.root), "--scale", "0.0015")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "seq (1.35s)" in " ".join((result.stdout + result.stderr).split()), "the short-run warning saw the scaled job"
     from fslab.results import ResultsDB

@@ -80,7 +80,7 @@ def layouts(tmp_path_factory, needs_root):
     daemon_before = zfs_fuse_running()
     root = tmp_path_factory.mktemp("layouts")
     with fresh_workdir() as workdir:
-        result = fslab("run", str(write_study(root, STUDY)), "--db", str(root / "r.db"), "--workdir", str(workdir.root))
+        result = fslab("run", str(write_study(root, STUDY)), "--no-ceiling", "--db", str(root / "r.db"), "--workdir", str(workdir.root))
         db = ResultsDB(str(root / "r.db"))
         runs = {r["target"]: r for r in db.runs(db.study_run()["id"])}
         yield result, db, runs, root, workdir, daemon_before
@@ -144,7 +144,7 @@ def test_what_the_zfs_engine_cannot_do_is_refused_before_anything_is_made(workdi
     if not engine().fuse:
         pytest.skip("the OpenZFS kernel module has zvols and encryption")
     study = write_study(tmp_path, f'[study]\nname = "vol"\nworkloads = ["seq_write"]\nimage_size = "2GiB"\n[[target]]\nname = "asks"\nfilesystem = "zfs"\n{asked}\n')
-    result = fslab("run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
+    result = fslab("run", str(study), "--no-ceiling", "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
     assert result.returncode == 2
     assert f"target 'asks': {refusal}" in result.stderr.replace("\n", "")
     assert not any(workdir.images.glob("*.img"))
@@ -202,7 +202,7 @@ def test_a_study_needing_dm_crypt_is_refused_before_anything_is_formatted(workdi
     if layers.missing("luks") is None:
         pytest.skip("this kernel has dm-crypt: test_layers_guest.py builds the layers instead")
     study = write_study(tmp_path, '[study]\nname = "nas"\nworkloads = ["seq_write"]\n[[target]]\nname = "ext4-stack"\nfilesystem = "ext4"\ndevices = 2\nlayers = ["md-raid1", "luks", "lvm"]\n')
-    result = fslab("run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
+    result = fslab("run", str(study), "--no-ceiling", "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
     assert result.returncode == 2
     message = " ".join(result.stderr.split())
     assert message.count("target 'ext4-stack': ") == 1, "one entry per target, its reasons joined"

@@ -82,7 +82,7 @@ direct = false
 memory_limit = "64MiB"
 """)
     db = workdir.root / "results.db"
-    result = fslab("run", str(study), "--db", str(db), "--workdir", str(workdir.root / "work"))
+    result = fslab("run", str(study), "--no-ceiling", "--db", str(db), "--workdir", str(workdir.root / "work"))
     assert result.returncode == 0, result.stdout + result.stderr
     results = ResultsDB(str(db))
     runs = results.runs(results.study_run()["id"])

@@ -38,7 +38,7 @@ def study_in_postgresql(pg_cluster, tmp_path_factory, needs_root):
     root = tmp_path_factory.mktemp("pgrun")
     url = pg_cluster.new_database("commands")
     with fresh_workdir() as workdir:
-        ran = fslab("run", str(write_study(root, STUDY)), "--workdir", str(workdir.root), "--seed", "3", cwd=root, env={"FSLAB_DB": url})
+        ran = fslab("run", str(write_study(root, STUDY)), "--no-ceiling", "--workdir", str(workdir.root), "--seed", "3", cwd=root, env={"FSLAB_DB": url})
         yield ran, url, root, workdir
 
 
@@ -93,7 +93,7 @@ def test_two_runs_writing_into_one_new_database_at_once_both_complete(pg_cluster
     study = write_study(tmp_path, RAW)
     with fresh_workdir() as one, fresh_workdir() as other:
         started = [
-            subprocess.Popen([sys.executable, "-m", "fslab", "run", str(study), "--db", url, "--workdir", str(wd.root)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            subprocess.Popen([sys.executable, "-m", "fslab", "run", str(study), "--no-ceiling", "--db", url, "--workdir", str(wd.root)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             for wd in (one, other)
         ]
         done = [(*proc.communicate(timeout=600), proc.returncode) for proc in started]

@@ -38,7 +38,7 @@ EVERY_RUN = {(t, "seq_write", n): 1 for t in ("ext4", "xfs") for n in (1, 2)}
 def _killed_while_fio_runs(study: Path, db: Path, workdir: Path, *args: str, after_runs: int) -> None:
     """Start the study, SIGKILL fslab while fio runs (once `after_runs` runs are stored), and wait
     for the orphaned fio to end: it finishes its 1 s job on its own."""
-    proc = subprocess.Popen([sys.executable, "-m", "fslab", "run", str(study), "--db", str(db), "--workdir", str(workdir), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, "-m", "fslab", "run", str(study), "--no-ceiling", "--db", str(db), "--workdir", str(workdir), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while not (fio := fio_children(proc.pid)) or runs_stored(db) < after_runs:
         assert time.monotonic() < deadline and proc.poll() is None, "the study should be running fio"
@@ -158,7 +158,7 @@ def test_killed_at_any_point_then_cleaned_up_and_resumed_every_run_is_stored_onc
         (shims / "mkfs.ext4").write_text(KILL_ONCE.format(marker=tmp_path / "killed", real=shutil.which("mkfs.ext4")))
         (shims / "mkfs.ext4").chmod(0o755)
         env["PATH"] = f"{shims}:{env['PATH']}"
-    proc = subprocess.Popen([sys.executable, "-m", "fslab", "run", str(study), "--db", str(db), "--workdir", str(workdir.root)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, "-m", "fslab", "run", str(study), "--no-ceiling", "--db", str(db), "--workdir", str(workdir.root)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     locked = None
     deadline = time.monotonic() + 120
     if point == "teardown":  # the measured fio has ended and been released: the run is being torn down

@@ -142,7 +142,7 @@ def reading(tmp_path_factory):
     root = tmp_path_factory.mktemp("reading")
     db = root / "results.db"
     with fresh_workdir() as workdir:
-        result = fslab("run", str(write_study(root, STUDY)), "--db", str(db), "--workdir", str(workdir.root), "--skip-unsupported", "--scale", "0.5", "--scale-sizes-only")
+        result = fslab("run", str(write_study(root, STUDY)), "--no-ceiling", "--db", str(db), "--workdir", str(workdir.root), "--skip-unsupported", "--scale", "0.5", "--scale-sizes-only")
         yield result, ResultsDB(str(db)), root
 
 

@@ -222,7 +222,7 @@ def test_ext4s_own_extended_options_survive_the_studys():
 @pytest.mark.slow
 def test_a_refused_study_attaches_nothing(workdir, tmp_path, body):
     study = write_study(tmp_path, HEAD + '[[target]]\nname = "fine"\nfilesystem = "ext4"\n\n' + body)
-    result = fslab("run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
+    result = fslab("run", str(study), "--no-ceiling", "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
     assert result.returncode == 2, result.stdout + result.stderr
     assert "study.toml:" in result.stderr and "target[1].mkfs_options" in result.stderr and "Traceback" not in result.stderr
     assert held_by(workdir.root) == []
