@@ -42,7 +42,8 @@ def with_ceiling(study: Study, no_ceiling: bool = False) -> Study:
 def ceiling_targets(study: Study) -> list[Target]:
     """A raw target per kind of device the study's targets use, when it has no plain raw target."""
     own = [t for t in study.targets if not t.ceiling]
-    if any(t.filesystem == "raw" and not t.layers for t in own) or not any(on_a_block_device(w) for w in study.workloads):
+    has_raw = any(t.filesystem == "raw" and not t.layers for t in own)
+    if has_raw or not any(on_a_block_device(w) for w in study.workloads):
         return []
     found = []
     images = [t for t in own if t.on_images]
@@ -59,8 +60,10 @@ def ceiling_targets(study: Study) -> list[Target]:
 def _raw(name: str, like: list[Target], **device: object) -> Target:
     """A raw target on a device like those of `like` (their fill and discards, the first's size)."""
     first = like[0]
-    fields: dict = {"image_size": first.image_size, "image_fill": first.image_fill, "blkdiscard": first.blkdiscard} | device
-    return Target(name=name, filesystem="raw", mkfs_options=(), mount_options="", baseline=name, ceiling=True, **fields)
+    fields: dict = {"image_size": first.image_size, "image_fill": first.image_fill, "blkdiscard": first.blkdiscard}
+    return Target(
+        name=name, filesystem="raw", mkfs_options=(), mount_options="", baseline=name, ceiling=True, **(fields | device)
+    )
 
 
 def copies_per_block(runs: int) -> int:

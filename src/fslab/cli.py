@@ -148,7 +148,11 @@ def run(
     scale_sizes_only: Annotated[bool, typer.Option("--scale-sizes-only", help="With --scale: shrink image and fio sizes only, and keep the study's runtimes (a run shorter than 2 s measures mostly overhead).")] = False,
     skip_unsupported: Annotated[bool, typer.Option("--skip-unsupported", help="Skip the targets this machine cannot run (a kernel feature or tool it lacks) and run the others; the summary lists what was skipped and why. Refusals (options, jobs, devices) still stop the study.")] = False,
     seed: Annotated[Optional[int], typer.Option("--seed", help="Seed of the interleaved run order (default: the study's, else random; always recorded).")] = None,
-    no_ceiling: Annotated[bool, typer.Option("--no-ceiling", help="Add no raw reference (the ceiling a study without a raw target is held against: docs/statistics.md); recorded with the study run.")] = False,
+    no_ceiling: Annotated[bool, typer.Option(
+        "--no-ceiling",
+        help="Add no raw reference (the ceiling a study without a raw target is held against: docs/statistics.md); "
+        "recorded with the study run.",
+    )] = False,
     destroy_data: Annotated[Optional[list[str]], typer.Option(DESTROY_FLAG, metavar="DEVICE", help="Confirm that fslab may destroy all data on this device, which the study names (repeat for each).")] = None,
     client: Annotated[Optional[list[str]], typer.Option("--client", metavar="HOST=ADDRESS:PORT", help="Where a host a workload's clients names serves fio (fslab fio-server there): an IP address, never a name; repeat for each.")] = None,
     allow_network: AllowNetworkOption = None,
@@ -188,7 +192,8 @@ def run(
     from fslab.ceiling import with_ceiling
     from fslab.study import load_study
 
-    loaded = with_ceiling(load_study(study, scale=scale or 1.0, scale_sizes_only=scale_sizes_only), no_ceiling)  # the plan holds the ceiling's cells
+    # the plan holds the ceiling's cells, as everything that reads the study does
+    loaded = with_ceiling(load_study(study, scale=scale or 1.0, scale_sizes_only=scale_sizes_only), no_ceiling)
     _warn_short_runs(loaded)
     from fslab.plan import Repetitions  # after the study file is read: a refused one is told without them
     from fslab.runner import run_study

@@ -71,7 +71,7 @@ class Target:
     baseline: str | None = None  # the target it is compared with; its own name when others are compared with it (see _expand_target, resolve_baselines)
     scaling_changed: tuple[str, ...] = ()  # what --scale changed in it that fslab could not keep (Filesystem.scaled)
     filesystem_fields: dict[str, Any] = field(default_factory=dict)  # its filesystem's own fields but those above
-    ceiling: bool = False  # a raw reference fslab added (ceiling.py): runs the block workloads, judged against, never ranked
+    ceiling: bool = False  # a raw reference fslab added (ceiling.py): figures are held against it, it is never ranked
 
     def __post_init__(self) -> None:
         if self.named:
@@ -106,9 +106,9 @@ class Target:
             "images": list(self.images),
             "baseline": self.baseline,
             "scaling_changed": list(self.scaling_changed),
-        } | ({"filesystem_fields": self.filesystem_fields} if self.filesystem_fields else {}) | (  # absent: as before filesystems declared fields
-            {"ceiling": True} if self.ceiling else {}  # absent: a target of the study's own
-        )
+        } | (
+            {"filesystem_fields": self.filesystem_fields} if self.filesystem_fields else {}  # absent: as stored before
+        ) | ({"ceiling": True} if self.ceiling else {})  # absent: a target of the study's own
 
 
 class TargetsByName:

@@ -83,7 +83,8 @@ class Planner:
     progress: dict[tuple[str, str], CellProgress] = field(init=False)
 
     def __post_init__(self) -> None:
-        check_override(self.baseline, list(dict.fromkeys(c.target.name for c in self.cells if not c.target.ceiling)))  # a ceiling is nobody's baseline
+        own = dict.fromkeys(c.target.name for c in self.cells if not c.target.ceiling)  # a ceiling is nobody's baseline
+        check_override(self.baseline, list(own))
         self._rng = random.Random(self.seed)
         self._counts: dict[tuple[tuple[str, str], bool], int] = {}
         self._warmups = self._measured = 0

@@ -137,7 +137,8 @@ def beyond_raw(
             pairs.append(SamplePair(summed, metrics[metric]))
     found: dict[tuple[str, str], dict[str, BeyondRaw]] = {}
     for (workload, target, metric, reference), ratio in zip(judged_cells, compare_pairs(pairs)):  # compared together: their t figures come in one pass
-        if ratio.needs_runs is None and ratio.ci_low is not None and ratio.ci_low > (ceiling if reference is None else factor):
+        limit = ceiling if reference is None else factor
+        if ratio.needs_runs is None and ratio.ci_low is not None and ratio.ci_low > limit:
             found.setdefault((workload, target), {})[metric] = BeyondRaw(ratio, reference)
     return found
 
@@ -152,7 +153,8 @@ def _fastest(samples: Samples, raws: tuple[str, ...], metric: str) -> tuple[list
     return [samples.get((workload, raw), {}).get(metric) for raw in raws], workload
 
 
-RAW_TARGET, RAW_REFERENCE = "raw target", "raw reference"  # where a ceiling was measured: a target of the study's, or one fslab added
+# Where a ceiling was measured: a target of the study's, or one fslab added (ceiling.py).
+RAW_TARGET, RAW_REFERENCE = "raw target", "raw reference"
 
 
 @dataclass(frozen=True)
@@ -167,7 +169,10 @@ class Ceiling:
     why: str = ""  # why there is none: "no ceiling: not a block workload"
 
 
-def ceilings(samples: Samples, targets: list[dict], block: dict[str, bool], *, no_ceiling: bool = False, roles: Roles | None = None) -> list[Ceiling]:
+def ceilings(
+    samples: Samples, targets: list[dict], block: dict[str, bool], *, no_ceiling: bool = False,
+    roles: Roles | None = None,
+) -> list[Ceiling]:
     """Each workload's ceilings, in the study's order: every plain raw target's primary metrics
     in it; else why none. `block`: workload → whether a bare device can run it (fio's kind)."""
     roles = roles_of(samples, roles)
@@ -175,15 +180,24 @@ def ceilings(samples: Samples, targets: list[dict], block: dict[str, bool], *, n
     found = []
     for workload, on_a_device in block.items():
         here = [
-            Ceiling(workload, RAW_REFERENCE if t["spec"].get("ceiling") else RAW_TARGET, t["name"], metric, summarize(metrics[metric]))
+            Ceiling(workload, source(t), t["name"], metric, summarize(metrics[metric]))
             for t in raws if (metrics := samples.get((workload, t["name"])))
             for metric in roles.primary_in(workload, metrics)
         ]
         if not here:
-            why = "not a block workload" if not on_a_device else "--no-ceiling was given" if no_ceiling else "no raw device measured it"
+            why = "no raw device measured it"
+            if not on_a_device:
+                why = "not a block workload"
+            elif no_ceiling:
+                why = "--no-ceiling was given"
             here = [Ceiling(workload, None, why=f"no ceiling: {why}")]
         found += here
     return found
+
+
+def source(target: dict) -> str:
+    """Where a stored raw target came from: the study's own, or fslab's ceiling."""
+    return RAW_REFERENCE if target["spec"].get("ceiling") else RAW_TARGET
 
 
 @dataclass(frozen=True)

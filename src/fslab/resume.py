@@ -2,7 +2,8 @@
 
 Everything comes from the database — the study file's text as it was, the seed, the
 repetitions asked for, the baseline, the scale (sizes only or not), --no-ceiling, the targets it
-skipped — so the planner hands out the very blocks it handed out before (its ceiling's too). Job files are read again (they live beside the study file), and a resume is
+skipped — so the planner hands out the very blocks it handed out before (its ceiling's too).
+Job files are read again (they live beside the study file), and a resume is
 refused when they, or any workload or target, no longer match what the study run stored.
 """
 
@@ -59,7 +60,8 @@ def resumable(db: ResultsDB, ref: str | None = None) -> Resumable:
     skipped = {s["target"] for s in recorded} - set(dropped)  # by --skip-unsupported: left out again
     settings.pop("spread", None)  # a fleet's (fleet/spread.py)
     repetitions = Repetitions(**settings)
-    study = replace(_study_as_stored(db, row, sizes_only, no_ceiling, skipped), repetitions=repetitions.runs, warmup=repetitions.warmup)
+    study = _study_as_stored(db, row, sizes_only, no_ceiling, skipped)
+    study = replace(study, repetitions=repetitions.runs, warmup=repetitions.warmup)
     kernel = row["environment"].get("kernel")
     notes = [f"study run {row['id']} began on kernel {kernel}; this is {platform.release()}"] if kernel and kernel != platform.release() else []
     stored = db.stored_runs(row["id"])
@@ -82,7 +84,8 @@ def share_of(db: ResultsDB, study_run_id: int, host: str, base_dir: Path) -> Res
     settings.pop("skipped", None)  # a fleet's study run skips per host (fleet_units)
     spread = settings.pop("spread", False)  # its runs are divided among its hosts: a run stored by any of them is stored
     repetitions = Repetitions(**settings)
-    study = replace(_study_as_stored(db, row, sizes_only, no_ceiling, set(), base_dir), repetitions=repetitions.runs, warmup=repetitions.warmup)
+    study = _study_as_stored(db, row, sizes_only, no_ceiling, set(), base_dir)
+    study = replace(study, repetitions=repetitions.runs, warmup=repetitions.warmup)
     return Resumable(row["id"], study, repetitions, row["plan_seed"], baseline, row["started_at"], db.stored_runs(row["id"], host=None if spread else host), [])
 
 
@@ -104,7 +107,9 @@ def _interrupted(db: ResultsDB, ref: str | None) -> dict:
     return row
 
 
-def _study_as_stored(db: ResultsDB, row: dict, sizes_only: bool, no_ceiling: bool, skipped: set[str], base_dir: Path | None = None) -> Study:
+def _study_as_stored(
+    db: ResultsDB, row: dict, sizes_only: bool, no_ceiling: bool, skipped: set[str], base_dir: Path | None = None
+) -> Study:
     """The study parsed from the text stored with the study run, scaled as it was, with the
     ceiling it stored (none with --no-ceiling, nor for a study run stored before fslab added
     ceilings) and without the targets it skipped, checked against what it ran. Files it names are
@@ -115,7 +120,8 @@ def _study_as_stored(db: ResultsDB, row: dict, sizes_only: bool, no_ceiling: boo
         study = parse_study(row["study_source"], row["study_path"], base_dir=base_dir, scale=row["scale"], scale_sizes_only=sizes_only)
     except StudyError as exc:
         raise CannotResume(f"study run {row['id']} cannot be resumed: {exc}") from None
-    study = with_ceiling(study, no_ceiling or not any(t["spec"].get("ceiling") for t in stored_targets)).without(skipped)  # as run_study had it
+    stored_ceiling = any(t["spec"].get("ceiling") for t in stored_targets)
+    study = with_ceiling(study, no_ceiling or not stored_ceiling).without(skipped)  # as run_study had it
     stored_workloads, current = db.workloads(row["id"]), {w.name: w.spec() for w in study.workloads}
     changed = _differing(stored_workloads, current)
     unallocated = [f"'{w['name']}'" for w in stored_workloads if f"'{w['name']}'" in changed and _preallocation_dropped(w["spec"], current.get(w["name"], {}))]

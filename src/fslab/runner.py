@@ -122,7 +122,9 @@ def run_study(
 def study_run_settings(study: Study, skipped: list[Unsupported]) -> dict:
     """What the study run keeps beside its repetitions: how it was scaled, whether the user
     opted out of the ceiling (ceiling.py), what it skipped and why."""
-    settings: dict = ({"scale_sizes_only": True} if study.scale_sizes_only else {}) | ({"no_ceiling": True} if study.no_ceiling else {})
+    settings: dict = {"scale_sizes_only": True} if study.scale_sizes_only else {}
+    if study.no_ceiling:
+        settings["no_ceiling"] = True
     if skipped:
         settings["skipped"] = [{"target": u.target, "why": u.why} for u in skipped]
     return settings

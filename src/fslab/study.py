@@ -598,12 +598,14 @@ def describe_study(study: Study, repetitions: int | None = None, skipped: Sequen
     ceiling = [c for c in study.cells if c.target.ceiling]
     each = repetitions * copies_per_block(repetitions)  # a ceiling's cell's runs
     runs, warmups = len(own) * repetitions + len(ceiling) * each, len(study.cells) * study.warmup
-    seconds = sum(c.workload.seconds for c in own) * (repetitions + study.warmup) + sum(c.workload.seconds for c in ceiling) * (each + study.warmup)
+    seconds = sum(c.workload.seconds * (repetitions + study.warmup) for c in own)
+    seconds += sum(c.workload.seconds * (each + study.warmup) for c in ceiling)
     # A workload may name the targets it runs on, so cells are counted, not targets × workloads.
     if len(own) == len(targets) * len(study.workloads):
         shape = f"{len(targets)} targets × {len(study.workloads)} workloads × {repetitions}"
     else:
-        shape = f"{len(own)} cells ({len(targets)} targets, {len(study.workloads)} workloads, some on named targets only) × {repetitions}"
+        shape = f"{len(own)} cells ({len(targets)} targets, {len(study.workloads)} workloads, "
+        shape += f"some on named targets only) × {repetitions}"
     if ceiling:
         shape += f" + a ceiling ({len(ceiling)} cells on a raw device × {each})"
     first = f" and {warmups} warm-up runs before them" if warmups else ""

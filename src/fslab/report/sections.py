@@ -158,7 +158,8 @@ def metric_rows(cell: CellSummary, metric_units: dict[str, str], units: Bandwidt
     rows = []
     for name in [m for m in [*cell.primary, *sorted(m for m in cell.metrics if m not in cell.primary)] if shown(m, units)]:
         stats = cell.metrics[name]
-        rows.append([cell.target, name, runs_count(cell, stats), flagged(cell, fmt(stats.median), name), fmt_mean_ci(stats), fmt_cv(stats), metric_units.get(name, ""), "; ".join([*stats.warnings, *(cell.notes if not rows else [])])])
+        figure = flagged(cell, fmt(stats.median), name)
+        rows.append([cell.target, name, runs_count(cell, stats), figure, fmt_mean_ci(stats), fmt_cv(stats), metric_units.get(name, ""), "; ".join([*stats.warnings, *(cell.notes if not rows else [])])])
     return rows or [[cell.target, "–", f"0 ({cell.failed} failed)", *["–"] * (len(METRIC_COLUMNS) - 3)]]
 
 
@@ -168,7 +169,8 @@ def table_rows(cell: CellSummary, units: Bandwidth = Bandwidth.MB) -> list[list[
         iops, mb = cell.metrics.get(f"{d}_iops"), cell.metrics.get(f"{d}_{units.metric}")
         latencies = [fmt_latency(cell.metrics[f"{d}_lat_{p}_us"].median) if f"{d}_lat_{p}_us" in cell.metrics else "–" for p in PERCENTILES]
         notes = "; ".join([*iops.warnings, *submission_note(cell, d), *(cell.notes if not rows else [])])
-        rows.append([cell.target, d, runs_count(cell, iops), flagged(cell, fmt(iops.median), f"{d}_iops"), fmt_mean_ci(iops), fmt_cv(iops), fmt(mb.median), fmt_mean_ci(mb), fmt_cv(mb), *latencies, notes])
+        figure = flagged(cell, fmt(iops.median), f"{d}_iops")
+        rows.append([cell.target, d, runs_count(cell, iops), figure, fmt_mean_ci(iops), fmt_cv(iops), fmt(mb.median), fmt_mean_ci(mb), fmt_cv(mb), *latencies, notes])
     if not rows:
         rows.append([cell.target, "–", f"0 ({cell.failed} failed)", *["–"] * (len(COLUMNS) - 3)])
     return rows
@@ -203,7 +205,8 @@ def overview_table(s: StudySummary) -> tuple[list[str], list[list[str]]] | None:
             for d in cell.directions():
                 iops, bandwidth = cell.metrics[f"{d}_iops"], cell.metrics.get(f"{d}_{s.units.metric}")
                 latencies = [fmt_latency(_median(cell, f"{d}_lat_{stat}_us")) for stat in ("mean", "p50", "p95", "p99")]
-                figures = [flagged(cell, fmt(iops.median), f"{d}_iops"), fmt(_median(cell, f"{d}_{s.units.metric}")), *latencies]
+                iops_figure = flagged(cell, fmt(iops.median), f"{d}_iops")
+                figures = [iops_figure, fmt(_median(cell, f"{d}_{s.units.metric}")), *latencies]
                 named = with_caveats(cell.target, {cell.target: cell.caveats})
                 intervals = [fmt_mean_ci(iops), fmt_mean_ci(bandwidth)]
                 rows.append([named, workload, d, *figures, runs_count(cell, iops), *intervals])
@@ -384,13 +387,15 @@ def ceiling_lines(s: StudySummary, workload: str) -> list[str]:
             lines.append(f"{c.why[0].upper()}{c.why[1:]}.")
             continue
         f = c.figure
-        interval = f"95 % CI {fmt(f.interval[0])}–{fmt(f.interval[1])}" if f.interval else runs_text(f.needs_runs or 0)
-        above = [cell.target for cell in s.cells_of(workload) if c.metric in cell.above_ceiling]
-        lines.append(
-            f"Ceiling ({c.source}: {c.target}, {f.n} runs): {metric_label(c.metric or '')} {fmt(f.mean)} ({interval})"
-            + (f"; ▲ above it (the whole 95 % interval of target / ceiling above 1): {', '.join(above)}" if above else "")
-            + "."
-        )
+        interval = runs_text(f.needs_runs or 0)
+        if f.interval:
+            interval = f"95 % CI {fmt(f.interval[0])}–{fmt(f.interval[1])}"
+        above = ", ".join(cell.target for cell in s.cells_of(workload) if c.metric in cell.above_ceiling)
+        measured = f"{metric_label(c.metric or '')} {fmt(f.mean)} ({interval})"
+        said = f"Ceiling ({c.source}: {c.target}, {f.n} runs): {measured}"
+        if above:
+            said += f"; ▲ above it (the whole 95 % interval of target / ceiling above 1): {above}"
+        lines.append(f"{said}.")
     return lines
 
 

@@ -20,7 +20,15 @@ from fslab.guard.fio_preallocation import preallocates, stored_preallocation
 from fslab.model import Host, unqualified
 from fslab.monitors.space import COMPRESSED_FROM
 from fslab.monitors.traffic import withheld_amplifications
-from fslab.raw_reference import BeyondRaw, CachedReference, Ceiling, beyond_raw, cached_references, ceilings, raw_references
+from fslab.raw_reference import (
+    BeyondRaw,
+    CachedReference,
+    Ceiling,
+    beyond_raw,
+    cached_references,
+    ceilings,
+    raw_references,
+)
 from fslab.report.arc_share import arc_notes
 from fslab.report.steady_state import steady_notes
 from fslab.results import ResultsDB
@@ -42,7 +50,7 @@ class CellSummary:
     host: str | None = None  # the host its runs ran on, where a study run's runs span several (its target then names it: "ext4 @ host-a")
     caveats: list[str] = field(default_factory=list)  # what goes with its figures wherever judged (Finding.caveat)
     withheld: dict[str, str] = field(default_factory=dict)  # metric key → why it is not given (not in `metrics`)
-    above_ceiling: list[str] = field(default_factory=list)  # its metrics whose whole interval lies above the raw devices' own (raw_reference.py)
+    above_ceiling: list[str] = field(default_factory=list)  # metrics whose interval lies above its ceiling
 
     def directions(self) -> list[str]:
         """The fio directions it has (a row each in fio's table)."""
@@ -82,7 +90,7 @@ class StudySummary:
     runs: list[dict] = field(default_factory=list)  # every run, failed and warm-up too, with what the summary reads of it (RUN_FACTS)
     hosts: Hosts = field(default_factory=lambda: Hosts([], False))  # the hosts its runs ran on, and whether they are pooled
     host_facts: list[Host] = field(default_factory=list)  # each host's facts, as recorded (none before schema version 10)
-    ceilings: list[Ceiling] = field(default_factory=list)  # each workload's ceiling (the bare device's figures), or why none
+    ceilings: list[Ceiling] = field(default_factory=list)  # each workload's ceiling, or why none
 
     def cells_of(self, workload: str) -> list[CellSummary]:
         return [c for c in self.cells if c.workload == workload]
@@ -111,7 +119,10 @@ class StudySummary:
         return self.samples.units
 
 
-CEILING_NOTE = "ceiling: the bare device, a raw reference fslab added (--no-ceiling leaves it out); in no comparison, ranking or conclusion"
+CEILING_NOTE = (
+    "ceiling: the bare device, a raw reference fslab added (--no-ceiling leaves it out); "
+    "in no comparison, ranking or conclusion"
+)
 
 # What a summary reads of each run; the runs files and the page read all of it (ResultsDB.runs).
 RUN_FACTS = (
@@ -217,7 +228,8 @@ def summarize_study_run(
     load_student_t_meanwhile()  # while the runs and their samples are read
     study_run = db.study_run(study_run_id)
     chosen = tomllib.loads(study_run["study_source"]).get("study", {})
-    skipped = by_target(Unsupported(**u) for u in (study_run.get("settings") or {}).get("skipped", []))  # older study runs stored one per reason
+    settings = study_run.get("settings") or {}
+    skipped = by_target(Unsupported(**u) for u in settings.get("skipped", []))  # older study runs stored one per reason
     targets = db.targets(study_run_id)
     runs = db.runs(study_run_id, RUN_FACTS)
     hosts = Hosts.of(runs, pool_hosts or bool((study_run.get("settings") or {}).get("spread")))  # spread: its hosts divided one plan (fleet/spread.py)
@@ -237,13 +249,17 @@ def summarize_study_run(
     fio_options = {w["name"]: w["spec"].get("fio_options") or {} for w in stored_workloads}
     specs_of = {w["name"]: w["spec"] for w in stored_workloads}
     above, cached = _beyond_raw(db, study_run_id, hosts, groups, targets, fio_options)
-    ceiling_targets = {t["name"] for t in targets if t["spec"].get("ceiling")}  # fslab's raw references: shown, never judged
+    ceiling_targets = {t["name"] for t in targets if t["spec"].get("ceiling")}  # fslab's raw references: never judged
     steps: dict[tuple[str, str], float] = {}  # (workload, metric) → its resolution, looked up once for all its cells
     cells = [
         CellSummary(
             w, name, failed[key], _cell_statistics(groups.values.get(key, {}), groups.higher_is_better, above.get(key, {}), lambda metric, w=w: _step(steps, groups.kinds, w, metric)),
             groups.roles.primary_in(w, groups.values.get(key, {})),
-            [*found.get(key, ([], False))[0], *flattered.get(key, []), *steady_notes(groups.values.get(key, {}), specs_of[w]), *arc_notes(t["spec"], specs_of[w]), *([CEILING_NOTE] if t["name"] in ceiling_targets else [])],
+            [
+                *found.get(key, ([], False))[0], *flattered.get(key, []),
+                *steady_notes(groups.values.get(key, {}), specs_of[w]), *arc_notes(t["spec"], specs_of[w]),
+                *([CEILING_NOTE] if t["name"] in ceiling_targets else []),
+            ],
             found.get(key, ([], False))[1], host if hosts.per_host else None,
             above_ceiling=[m for m, b in above.get(key, {}).items() if b.reference is None],
         )
@@ -268,10 +284,13 @@ def summarize_study_run(
     flagged = {(c.workload, c.target) for c in cells if c.implausible}
     compared = host_blocks(host_values(db, study_run_id)) if hosts.pooling else groups.values
     baselines = stored_baselines(targets, chosen.get("baseline"))
-    hosted = {(h := Hosted(t["name"], host)).name: h for host in hosts.names for t in targets if t["name"] not in ceiling_targets} if hosts.per_host else None
+    judged = [t for t in targets if t["name"] not in ceiling_targets]
+    hosted = None
+    if hosts.per_host:
+        hosted = {(h := Hosted(t["name"], host)).name: h for host in hosts.names for t in judged}
     analysis = analyse(
         {key: metrics for key, metrics in compared.items() if key not in flagged}, groups.higher_is_better,
-        list(hosted or (n for n in specs if n not in ceiling_targets)), workloads,
+        list(hosted or (t["name"] for t in judged)), workloads,
         baselines=baselines if hosted is None else {name: Hosted(baselines[h.target], h.host).name for name, h in hosted.items()},
         baseline=baseline, threshold=threshold, precision=precision, roles=groups.roles, kinds=groups.kinds, hosts=hosted,
         compare_with={w: other for w, spec in specs_of.items() if (other := spec.get("compare_with")) in specs_of},
@@ -299,7 +318,7 @@ def summarize_study_run(
         runs=per_host,
         hosts=hosts,
         host_facts=db.hosts(study_run_id),
-        ceilings=_ceilings(groups, targets, hosts, stored_workloads, (study_run.get("settings") or {}).get("no_ceiling", False)),
+        ceilings=_ceilings(groups, targets, hosts, stored_workloads, bool(settings.get("no_ceiling"))),
     )
 
 
@@ -331,10 +350,14 @@ def _beyond_raw(
     return above, cached
 
 
-def _ceilings(groups: SampleGroups, targets: list[dict], hosts: Hosts, stored_workloads: list[dict], no_ceiling: bool) -> list[Ceiling]:
+def _ceilings(
+    groups: SampleGroups, targets: list[dict], hosts: Hosts, workloads: list[dict], no_ceiling: bool
+) -> list[Ceiling]:
     """Each workload's ceilings (of each host's raw devices, where the summary is per host)."""
-    block = {w["name"]: "kind" not in w["spec"] for w in stored_workloads}  # a workload of fio's kind is stored without one
-    named = [{**t, "name": hosts.cell_target(t["name"], host)} for host in hosts.names for t in targets] if hosts.per_host else targets
+    block = {w["name"]: "kind" not in w["spec"] for w in workloads}  # a workload of fio's kind is stored without one
+    named = targets
+    if hosts.per_host:
+        named = [{**t, "name": hosts.cell_target(t["name"], host)} for host in hosts.names for t in targets]
     return ceilings(groups.values, named, block, no_ceiling=no_ceiling, roles=groups.roles)
 
 
@@ -460,8 +483,8 @@ def beyond_raw_note(found: BeyondRaw) -> str:
     against = "its raw devices" if found.reference is None else f"the most its raw devices delivered in this study ({found.reference})"
     if not found.beyond:
         return (
-            f"above its ceiling: measured {c.ratio:.2f}× (95 % CI {c.ci_low:.2f}–{c.ci_high:.2f}×) {against}, faster than the bare device: "
-            "a cache, compression or a copy-on-write layout answered some of it"
+            f"above its ceiling: measured {c.ratio:.2f}× (95 % CI {c.ci_low:.2f}–{c.ci_high:.2f}×) {against}, "
+            "faster than the bare device: a cache, compression or a copy-on-write layout answered some of it"
         )
     return (
         f"measured {c.ratio:.1f}× (95 % CI {c.ci_low:.1f}–{c.ci_high:.1f}×) {against}: "

@@ -88,7 +88,8 @@ class FioJob:
         """Whether a job of it makes, stats or deletes files by name, or a donor file
         (fio_options.DIRECTORY_ENGINES, donorname), or it runs from clients on the target's shared
         directory: refused on a raw target, and run on no ceiling (ceiling.py)."""
-        return bool(self.clients) or any(options.get("ioengine") in DIRECTORY_ENGINES or "donorname" in options for options in self.job.jobs())
+        in_files = any(job.get("ioengine") in DIRECTORY_ENGINES or "donorname" in job for job in self.job.jobs())
+        return bool(self.clients) or in_files
 
     def data_pattern(self) -> str:
         return self.data.describe()

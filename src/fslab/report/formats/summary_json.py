@@ -58,6 +58,6 @@ def ceiling_record(c: Ceiling, units: dict[str, str]) -> dict:
     figure = published(c.figure)
     interval = None if figure["ci_low"] is None else [figure["ci_low"], figure["ci_high"]]
     return {
-        "workload": c.workload, "metric": c.metric, "value": c.figure.mean, "unit": units.get(c.metric or "", ""), "interval": interval,
-        "n": c.figure.n, "source": c.source, "target": c.target,
+        "workload": c.workload, "metric": c.metric, "value": c.figure.mean, "unit": units.get(c.metric or "", ""),
+        "interval": interval, "n": c.figure.n, "source": c.source, "target": c.target,
     }
