@@ -8,7 +8,8 @@ shrink and each cell runs once.
   backup, metadata and mixed fio workloads and the rsync photo ingestion, and the raw baselines
   of the stack's two images; at --scale 0.01 the ARC, kept at its 64MiB floor, may hold the
   working set of every reading workload, and their ZFS cells say so.
-- btrfs-options (seed 002): seven Btrfs and ext4 targets under the baseline fio jobs and the
+- btrfs-options (seed 002): seven Btrfs and ext4 targets (and the ceiling fslab adds: it has no
+  raw target) under the baseline fio jobs and the
   iozone-like write/rewrite/read/reread scenario, with zeros and with random data.
 """
 
@@ -104,8 +105,14 @@ def test_nas_stack_says_where_the_arc_may_hold_the_working_set(nas):
 def test_btrfs_options_runs_every_target_under_fio_and_the_iozone_scenarios(btrfs_options):
     runs = btrfs_options.runs
     targets = {"btrfs", "ext4", "btrfs-opts[nodatasum]", "btrfs-opts[nodatacow]", "btrfs-opts[compress=zstd]", "btrfs-meta-single", "btrfs-two-disks"}
-    workloads = {"seq_read", "seq_write", "rand_read", "rand_write", "iozone-zeros", "iozone-random"}
-    assert {(r["target"], r["workload"]) for r in runs} == {(t, w) for t in targets for w in workloads}
+    fio = {"seq_read", "seq_write", "rand_read", "rand_write"}
+    workloads = fio | {"iozone-zeros", "iozone-random"}
+    ceiling = {("(ceiling)", w) for w in fio}  # it has no raw target: fslab adds the bare device, the fio workloads alone
+    assert {(r["target"], r["workload"]) for r in runs} == {(t, w) for t in targets for w in workloads} | ceiling
+    assert sum(r["target"] == "(ceiling)" for r in runs) == 3 * len(fio), "three runs each at --runs 1"
+    records = {c["workload"]: c for c in btrfs_options.report["ceiling"]}
+    assert {w for w, c in records.items() if c["source"] == "raw reference" and c["n"] == 3} == fio
+    assert records["iozone-zeros"]["why"] == "no ceiling: not a block workload"
     assert all(r["status"] == "ok" for r in runs), [r["error"] for r in runs if r["status"] != "ok"]
     for target in targets:
         iozone = btrfs_options.samples[("iozone-zeros", target)]
