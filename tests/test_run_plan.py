@@ -69,7 +69,7 @@ def test_the_plan_of_a_study_says_what_it_would_do_and_makes_nothing(tmp_path):
 
 def test_the_plan_says_what_runs_and_adaptive_repetitions_and_sizes_only_change(tmp_path):
     study = write_study(tmp_path, SMALL)
-    at = ("--db", str(tmp_path / "r.db"), "--workdir", str(tmp_path / "w"))
+    at = ("--db", str(tmp_path / "r.db"), "--workdir", str(tmp_path / "w"), "--no-ceiling")  # its ceiling: the test below
     fixed = plan_of(str(study), "--runs", "5", "--warmup", "1", *at).stdout
     assert "runs: 4 cells × 5 = 20, and 4 warm-up runs (1 a cell) first" in fixed
     block = 4 * (3 + DEFAULT_OVERHEAD)  # a run of every cell: runtime 2 s + ramp 1 s, and the overhead
@@ -89,6 +89,20 @@ def test_the_plan_says_what_runs_and_adaptive_repetitions_and_sizes_only_change(
         and "  ext4: ext4, image 512MiB (full)" in sizes_only
     )
 
+
+def test_the_plan_holds_the_ceiling_a_study_without_a_raw_target_gets(tmp_path):
+    """Issue 32, item 1: the raw reference is part of the plan, its cells at least three runs each."""
+    study = write_study(tmp_path, SMALL)
+    at = ("--db", str(tmp_path / "r.db"), "--workdir", str(tmp_path / "w"))
+    shown = plan_of(str(study), "--runs", "1", *at).stdout
+    assert "targets (3):" in shown and "  (ceiling): raw, image 1GiB (full)" in shown.splitlines()
+    assert "runs: 4 cells × 1 + the ceiling's 2 cells × 3 = 10" in shown
+    block = 4 * (3 + DEFAULT_OVERHEAD) + 2 * 3 * (3 + DEFAULT_OVERHEAD)  # the ceiling's cells three times in the one block
+    assert f"time: about {round(block)} s" in shown or f"time: about {round(block / 60)} min" in shown, shown
+    adaptive = plan_of(str(study), "--target-ci", "2", "--max-runs", "12", *at).stdout
+    assert "4 cells × 2 to 12 + the ceiling's 2 cells × 4 to 12 = 16 to 72" in adaptive
+    opted_out = plan_of(str(study), "--no-ceiling", *at).stdout
+    assert "(ceiling)" not in opted_out and "runs: 4 cells × 2 = 8" in opted_out
 
 def test_the_plan_lists_what_this_machine_cannot_run_skipped_or_refused(tmp_path):
     at = ("--scale", "0.05", "--db", str(tmp_path / "r.db"), "--workdir", str(tmp_path / "w"))

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fslab import doctor
+from fslab.ceiling import copies_per_block
 from fslab.environment import filesystem_of
 from fslab.errors import FslabError
 from fslab.guard.fio_jobs import expected_seconds, stored_job
@@ -140,18 +141,23 @@ def _workload_line(workload: Workload) -> str:
 
 def _runs_lines(study: Study, repetitions: Repetitions) -> list[str]:
     cells = len(study.cells)
+    own = cells - (ceiling := sum(c.target.ceiling for c in study.cells))
+    each = repetitions.runs * copies_per_block(repetitions.runs)  # a ceiling's cell's runs (ceiling.py)
     warm = (
         f", and {cells * repetitions.warmup} warm-up runs ({repetitions.warmup} a cell) first"
         if repetitions.warmup
         else ""
     )
+    least = own * repetitions.runs + ceiling * each
     if repetitions.target_ci is None:
-        return [f"runs: {cells} cells × {repetitions.runs} = {cells * repetitions.runs}{warm}"]
+        the_ceiling = f" + the ceiling's {ceiling} cells × {each}" if ceiling else ""
+        return [f"runs: {own} cells × {repetitions.runs}{the_ceiling} = {least}{warm}"]
     budget = f", no block started that would end after {repetitions.time_budget:g} s" if repetitions.time_budget else ""
+    most = own * repetitions.max_runs + ceiling * max(each, repetitions.max_runs)
+    the_ceiling = f" + the ceiling's {ceiling} cells × {each} to {max(each, repetitions.max_runs)}" if ceiling else ""
     return [
         f"runs (adaptive, until each cell is within ±{repetitions.target_ci:.1%} or decided): "
-        f"{cells} cells × {repetitions.runs} to "
-        f"{repetitions.max_runs} = {cells * repetitions.runs} to {cells * repetitions.max_runs}{warm}{budget}"
+        f"{own} cells × {repetitions.runs} to {repetitions.max_runs}{the_ceiling} = {least} to {most}{warm}{budget}"
     ]
 
 
@@ -168,8 +174,10 @@ def _space_lines(study: Study, workdir: Path) -> list[str]:
 
 def _time_lines(study: Study, repetitions: Repetitions, overhead: Overhead) -> list[str]:
     block = sum(run_seconds(c.workload) + overhead.seconds for c in study.cells)  # one run of every cell
+    copies = copies_per_block(repetitions.runs)  # a ceiling's cell, in each of the first blocks (ceiling.py)
+    first = sum((run_seconds(c.workload) + overhead.seconds) * (copies if c.target.ceiling else 1) for c in study.cells)
     unknown = [w.name for w in study.workloads if not run_seconds(w)]
-    least = block * (repetitions.warmup + repetitions.runs)
+    least = block * repetitions.warmup + first * repetitions.runs
     if repetitions.target_ci is None:
         estimate = f"about {_duration(least)}"
     else:
