@@ -268,7 +268,7 @@ def test_a_tool_gone_mid_study_stops_it_in_one_line_and_a_resume_makes_the_runs_
     bin_dir = Path(path_without("fslab-none", tmp_path / "bin"))
     monkeypatch.setenv("PATH", str(bin_dir))
     remover = _removed_once_a_run_is_stored(bin_dir / "fio", db)
-    result = fslab("run", str(study), "--db", str(db), "--workdir", str(workdir.root))
+    result = fslab("run", str(study), "--no-ceiling", "--db", str(db), "--workdir", str(workdir.root))
     remover.join(timeout=10)
     assert result.returncode == 1, result.stdout + result.stderr
     said = [line for line in result.stderr.splitlines() if line.startswith("stopped:")]
@@ -298,7 +298,7 @@ def test_a_tool_of_one_target_gone_mid_study_skips_that_target_and_the_rest_go_o
     bin_dir = Path(path_without("fslab-none", tmp_path / "bin"))
     monkeypatch.setenv("PATH", str(bin_dir))
     remover = _removed_once_a_run_is_stored(bin_dir / "mkfs.xfs", db)
-    result = fslab("run", str(study), "--db", str(db), "--workdir", str(workdir.root))
+    result = fslab("run", str(study), "--no-ceiling", "--db", str(db), "--workdir", str(workdir.root))
     remover.join(timeout=10)
     assert result.returncode == 1, result.stdout + result.stderr  # xfs's failed runs are failures: they count
     results = ResultsDB(str(db))

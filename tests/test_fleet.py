@@ -303,7 +303,7 @@ def test_a_unit_whose_runs_fail_alike_stops_once_with_its_cause_and_is_not_taken
     with fleet(fleet_lab, tmp_path) as f:
         worker = f.start(0, "h")
         f.wait("the worker", registered(f, 1))
-        queued = f.fslab_in_process("run", str(path), "--on", "h", "--detach")
+        queued = f.fslab_in_process("run", str(path), "--no-ceiling", "--on", "h", "--detach")
         assert queued.returncode == 0, queued.stderr
         study_run_id = int(queued.stdout.strip())
         f.wait("a run stored", lambda: runs_of(f, study_run_id) >= 1)
