@@ -392,7 +392,7 @@ def ceiling_lines(s: StudySummary, workload: str) -> list[str]:
             interval = f"95 % CI {fmt(f.interval[0])}–{fmt(f.interval[1])}"
         above = ", ".join(cell.target for cell in s.cells_of(workload) if c.metric in cell.above_ceiling)
         measured = f"{metric_label(c.metric or '')} {fmt(f.mean)} ({interval})"
-        said = f"Ceiling ({c.source}: {c.target}, {f.n} runs): {measured}"
+        said = f"Ceiling ({c.source}: {c.target}, {f.n} run{'s' if f.n != 1 else ''}): {measured}"
         if above:
             said += f"; ▲ above it (the whole 95 % interval of target / ceiling above 1): {above}"
         lines.append(f"{said}.")
