@@ -364,7 +364,7 @@ def with_caveats(target: str, caveats: dict[str, list[str]]) -> str:
 
 def ranking_lines(s: StudySummary, workload: str) -> list[str]:
     lines = [f"Its job file as fslab ran it: {s.rewritten[workload]}."] if workload in s.rewritten else []
-    lines += [line for line in [left_out_line(s, workload), unpaired_line(s, workload)] if line] + ceiling_lines(s, workload)
+    lines += [line for line in [left_out_line(s, workload), unpaired_line(s, workload)] if line]
     caveats = s.caveats_of(workload)
     named = lambda target: with_caveats(target, caveats)  # noqa: E731
     lines += [
@@ -375,7 +375,7 @@ def ranking_lines(s: StudySummary, workload: str) -> list[str]:
     needed = s.analysis.runs_needed.get(workload)
     if needed is not None:
         lines.append(f"Runs per cell for a ratio within ±{s.analysis.precision:.0%} at 95 %: {needed}")
-    return lines
+    return lines + ceiling_lines(s, workload)
 
 
 def ceiling_lines(s: StudySummary, workload: str) -> list[str]:
