@@ -185,3 +185,44 @@ def ran_as_nobody(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "to install or set up first:\n  root: running as uid 65534 — run fslab as root (sudo)" in result.stdout
     assert not (tmp_path / "r.db").exists() and not (tmp_path / "w").exists()
+
+
+ON_ZRAM = """\
+[study]
+name = "on-zram"
+workloads = ["seq_read"]
+image_size = "256MiB"
+[fio]
+runtime = "2s"
+size = "64MiB"
+[[target]]
+filesystem = "ext4"
+zram = true
+"""
+
+
+def test_the_plan_of_a_zram_study_loads_no_kernel_module(tmp_path, monkeypatch):
+    """A kernel without zram-control loaded but with the zram module to load: the plan says zram
+    can be had, and asks modprobe only whether it could load it (--dry-run), never to load it —
+    loading a module changes the machine. Fails on the old code: zram.missing() loaded it."""
+    from fslab import system
+    from fslab.devices import zram
+
+    asked: list[list[str]] = []
+
+    def recorded(argv, **kwargs):  # the real run, each command kept; a module's loading kept, not done
+        asked.append(list(argv))
+        if argv[:1] == ["modprobe"] and "--dry-run" not in argv:
+            return subprocess.CompletedProcess(list(argv), 0, "", "")
+        return real_run(argv, **kwargs)
+
+    real_run = system.run
+    monkeypatch.setattr(zram, "CONTROL", tmp_path / "no-zram-control")  # as before the module is loaded
+    monkeypatch.setattr(zram, "kernel_has_module", lambda module: module == "zram")
+    monkeypatch.setattr(zram, "run", recorded)
+    monkeypatch.setattr(system, "run", recorded)
+    shown = plan_of(str(write_study(tmp_path, ON_ZRAM)), "--db", str(tmp_path / "r.db"), "--workdir", str(tmp_path / "w"))
+    assert "  ext4: ext4, zram 256MiB" in shown.stdout.splitlines(), shown.stdout
+    assert "this kernel has no zram" not in shown.stdout, "the module is there to load: zram can be had"
+    loading = [argv for argv in asked if argv[:1] == ["modprobe"] and "--dry-run" not in argv]
+    assert loading == [], f"the plan loaded a kernel module: {loading}"

@@ -112,3 +112,15 @@ def test_a_pool_fslab_did_not_make_here_is_neither_exported_nor_imported(workdir
     for name, guid, why in (("tank", "123", "not a pool name fslab gives"), (ours, "-f", "recorded no guid"), (ours, "", "recorded no guid")):
         with pytest.raises(Refused, match=why):
             reimport_pool(journal, MadePool(Held(journal, "zpool", name, {"guid": guid}), None, ("/dev/loop0",)))
+
+
+@pytest.mark.root
+def test_a_pool_another_work_directory_named_is_neither_exported_nor_imported(workdir, tmp_path, monkeypatch):
+    """A pool name of fslab's form, with a guid recorded, but given for another work directory
+    (another fslab's run), refuses by its name alone: no zpool is on PATH to be asked."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    journal = workdir.journal
+    theirs = kernel_name(tmp_path / "another-workdir", "z")
+    assert theirs != kernel_name(workdir.root, "z")
+    with pytest.raises(Refused, match="not a pool name fslab gives in"):
+        reimport_pool(journal, MadePool(Held(journal, "zpool", theirs, {"guid": "1234567890"}), None, ("/dev/loop0",)))

@@ -108,7 +108,8 @@ def _layer_check(name: str) -> Check:
 
 def _zram_check() -> Check:
     why = zram.missing()
-    return Check("zram", why is None, why or "zram-control present: zram = true targets can run", "a kernel with CONFIG_ZRAM, to use zram = true", required=False)
+    can = "zram-control present, or its module there to load: zram = true targets can run"
+    return Check("zram", why is None, why or can, "a kernel with CONFIG_ZRAM, to use zram = true", required=False)
 
 
 def workdir_checks(workdir: Path) -> list[Check]:

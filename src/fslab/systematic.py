@@ -19,7 +19,8 @@ LIMIT = 3
 FAILED_ALIKE = "its runs failed alike"  # how a target skipped for a systematic failure is said (skipped_lines)
 
 _PATH = re.compile(r"(?<![\w.])(?:\.{0,2}/[^\s:'\"`,;()\[\]]*)+")
-_NUMBER = re.compile(r"(?<![A-Za-z])[-+]?(?:0x[0-9a-fA-F]+|\d+(?:\.\d+)?)")
+# Not within a word: a name keeps its digits whole (ext4, loop12), a number after a digit is its rest.
+_NUMBER = re.compile(r"(?<!\w)[-+]?(?:0x[0-9a-fA-F]+|\d+(?:\.\d+)?)")
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from fslab.workdir import Workdir
 
 CONTROL = Path("/sys/class/zram-control")
+NO_ZRAM = "this kernel has no zram (CONFIG_ZRAM with /sys/class/zram-control)"
 
 
 class NoZram(FslabError):
@@ -32,16 +33,24 @@ class NoZram(FslabError):
 
 
 def missing() -> str | None:
-    """Why this machine cannot make zram devices, or None when it can."""
+    """Why this machine cannot make zram devices, or None when it can: the module loaded, or there
+    to load (a check, as doctor and run --plan make it, loads nothing: _loaded does, for a device)."""
+    if CONTROL.is_dir() or kernel_has_module("zram"):
+        return None
+    return NO_ZRAM
+
+
+def _loaded() -> str | None:
+    """zram's module loaded where it is not yet (without a device of its own); why not, or None."""
     if not CONTROL.is_dir() and kernel_has_module("zram"):
-        run(["modprobe", "zram", "num_devices=0"], check=False)  # loaded without a device of its own
-    return None if CONTROL.is_dir() else "this kernel has no zram (CONFIG_ZRAM with /sys/class/zram-control)"
+        run(["modprobe", "zram", "num_devices=0"], check=False)
+    return None if CONTROL.is_dir() else NO_ZRAM
 
 
 @contextmanager
 def zram_device(journal: Journal, ident: str, size: int) -> Iterator[tuple[str, int]]:
     """A new zram device of `size` bytes (its node and device number), removed afterwards."""
-    why = missing()
+    why = _loaded()
     if why:
         raise NoZram(why)
     with journal.holding("zram", ident) as held:
