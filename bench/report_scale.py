@@ -13,10 +13,11 @@ its own: wall time (median, min) and the child's peak RSS (os.wait4's ru_maxrss)
 issue 11's target —
   - `fslab summary ID`           at most 1 s,
   - `fslab report ID -o DIR`     at most 3 s and 500 MB,
+  - `fslab report ID -o DIR --figures` (every chart also as SVG and PNG) at most 10 s (issue 32),
+  - the database's room per run, every raw output, log and bin kept, at most 36 KB (issue 32);
 and, as information (no target), `fslab summary ID` with its runs files deleted first (it
 writes runs.csv and runs.json again; `fslab run` writes them as it ends, so a summary asked for
-later finds them current) and `fslab report ID -o DIR --figures` (every chart also as SVG and
-PNG). ID is the last study run.
+later finds them current). ID is the last study run.
 
 Run: .venv/bin/python bench/report_scale.py [--keep DIR] [--repeat 3] [--study-runs 5 --targets 10 --workloads 20 --runs 10]
 The database goes into a temporary directory in /var/tmp, deleted afterwards, unless --keep
@@ -82,6 +83,9 @@ OWN = {
 }
 # Target scale of throughput (latency by its inverse): targets differ as filesystems do.
 SCALE = {"raw": 1.0, "ext4": 0.93, "xfs": 0.95, "btrfs": 0.78, "ext4-noatime": 0.94, "xfs-noatime": 0.96, "btrfs-zstd": 0.7, "ext4-writeback": 0.97, "btrfs-nodatacow": 0.86, "xfs-logbufs": 0.95}
+
+
+PER_RUN = 36e3  # issue 32's target: the database's bytes per run, every raw output kept
 
 
 def study_text(targets: int, workloads: int, runs: int) -> str:
@@ -172,6 +176,9 @@ def main() -> None:
         size = sum(p.stat().st_size for p in root.glob("scale.db*"))
         shape = "" if reused else f" ({args.targets} targets × {args.workloads} workloads × {args.runs} runs each)"
         print(f"database: {study_runs} study runs{shape}, {runs} runs, {size / 1e6:.0f} MB, " + (f"reused: {path}" if reused else f"built in {built:.0f} s"))
+        per_run = size / runs
+        judged = "" if args.smoke else f"   target ≤ {PER_RUN / 1e3:g} KB: {'met' if per_run <= PER_RUN else 'OVER'}"
+        print(f"room per run (every raw output, log and bin kept): {per_run / 1e3:.1f} KB{judged}")
         env = os.environ | {"PYTHONPATH": str(ROOT / "src"), "FSLAB_DB": str(path)}
         # As an installed fslab starts: from compiled bytecode (pip compiles it as it installs;
         # without it every start compiles fslab's modules again, a tenth of a second).
@@ -197,7 +204,7 @@ def main() -> None:
         commands = [
             (f"fslab summary {last}", summary, target(1.0), None, args.repeat),
             (f"fslab report {last}", [*fslab, "report", str(last), "-o", str(out / "page")], target(3), target(500e6), args.repeat),
-            (f"fslab report {last} --figures", [*fslab, "report", str(last), "-o", str(out / "figures"), "--figures"], None, None, 1),
+            (f"fslab report {last} --figures", [*fslab, "report", str(last), "-o", str(out / "figures"), "--figures"], target(10.0), None, 1),
         ]
         for name, argv, seconds, memory, times in commands:
             results = [timed(argv, env, out) for _ in range(times)]

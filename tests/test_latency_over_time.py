@@ -88,10 +88,10 @@ def test_the_run_drawn_is_the_throughput_charts_and_only_its_logs_are_read(tmp_p
     chosen = next(t for t in details.latency_traces if (t.workload, t.target) == ("rand_read", "ext4"))
     other = runs[("rand_read", "ext4", next(k for k in (1, 2, 3) if k != chosen.repetition))]
     with sqlite3.connect(tmp_path / "results.db") as conn:
-        conn.execute("UPDATE run_outputs SET output = '{not json' WHERE run_id = ? AND tool = ?", (other, HIST_TOOL))
+        conn.execute("UPDATE run_outputs SET output = '{not json', packed = NULL WHERE run_id = ? AND tool = ?", (other, HIST_TOOL))
     assert not run_details(db, s).unreadable
     with sqlite3.connect(tmp_path / "results.db") as conn:
-        conn.execute("UPDATE run_outputs SET output = '{not json' WHERE run_id = ? AND tool = ?", (runs[("rand_read", "ext4", chosen.repetition)], HIST_TOOL))
+        conn.execute("UPDATE run_outputs SET output = '{not json', packed = NULL WHERE run_id = ? AND tool = ?", (runs[("rand_read", "ext4", chosen.repetition)], HIST_TOOL))
     again = run_details(db, s)
     [said] = again.unreadable
     assert said.startswith(f"ext4 · rand_read · run {chosen.repetition}: fio's stored histogram logs cannot be read (no fio histogram logs")
