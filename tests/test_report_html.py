@@ -16,6 +16,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+import vl_convert
 from altair.vegalite.v6.schema.core import TopLevelSpec
 from conftest import FIXTURES, fslab_in_process
 from synthetic import stored_study
@@ -38,7 +39,7 @@ from fslab.report.charts import (
 )
 from fslab.report.conclusions import conclusions, ranking_conclusion, row_conclusions
 from fslab.report.details import LatencyHistogram, RunDetails, cell_histograms
-from fslab.report.figures import write_figures
+from fslab.report.figures import PNG_SCALE, vega_lite, write_figures
 from fslab.report.html import Page, RunSection, Table, WorkloadSection, _script_json, emphasis, render_page, run_section
 from fslab.report.sections import Kind, Section, sections, workload_table
 from fslab.report.summary import (
@@ -184,6 +185,8 @@ def test_report_figures_writes_every_chart_of_the_page_as_svg_and_png(stored):
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", png
         width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
         assert width >= 600 and height >= 300, (png, width, height)
+    heatmap = next(n for n in names if n.endswith("latency-heatmap"))  # the busiest chart: drawn from its SVG, as Vega draws it
+    assert (folder / "figures" / f"{file_name(heatmap)}.png").read_bytes() == vl_convert.vegalite_to_png(names[heatmap], vl_version=vega_lite(), scale=PNG_SCALE, allowed_base_urls=[])
 
 
 def page_of(stored) -> Path:
