@@ -116,9 +116,10 @@ def build(path: Path, args: argparse.Namespace) -> int:
     return last
 
 
-def timed(argv: list[str], env: dict, cwd: Path) -> tuple[float, int]:
-    """Wall seconds and peak RSS (bytes) of one command, in a process of its own (os.wait4
-    returns that very child's resource usage)."""
+def timed(argv: list[str], env: dict, cwd: Path) -> tuple[float, int, float]:
+    """Wall seconds, peak RSS (bytes) and CPU seconds of one command, in a process of its own
+    (os.wait4 returns that very child's resource usage): on a busy machine the CPU time is the
+    steadier figure."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
         child = subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=err)
@@ -129,7 +130,7 @@ def timed(argv: list[str], env: dict, cwd: Path) -> tuple[float, int]:
             err.seek(0)
             out.seek(0)
             sys.exit(f"{' '.join(argv)} failed ({child.returncode}):\n{out.read().decode()[-2000:]}\n{err.read().decode()[-4000:]}")
-    return seconds, usage.ru_maxrss * 1024
+    return seconds, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime
 
 
 def stored(path: Path) -> tuple[int, int]:
@@ -140,11 +141,12 @@ def stored(path: Path) -> tuple[int, int]:
     return len(db.study_runs()), runs
 
 
-def line(name: str, results: list[tuple[float, int]], seconds: float | None = None, memory: float | None = None) -> str:
-    """A command's figures: wall time (median, min of the runs) and peak RSS, against its targets."""
-    times = [t for t, _ in results]
-    peak = max(r for _, r in results)
-    said = f"{name:<30} {len(results)}×: median {statistics.median(times):6.2f} s, min {min(times):6.2f} s, peak RSS {peak / 1e6:4.0f} MB"
+def line(name: str, results: list[tuple[float, int, float]], seconds: float | None = None, memory: float | None = None) -> str:
+    """A command's figures: wall time (median, min of the runs), CPU time (median) and peak RSS, against its targets."""
+    times = [t for t, _, _ in results]
+    peak = max(r for _, r, _ in results)
+    cpu = statistics.median(c for _, _, c in results)
+    said = f"{name:<30} {len(results)}×: median {statistics.median(times):6.2f} s, min {min(times):6.2f} s, CPU {cpu:6.2f} s, peak RSS {peak / 1e6:4.0f} MB"
     if seconds is not None:
         said += f"   target ≤ {seconds:g} s: {'met' if statistics.median(times) <= seconds else 'OVER'}"
     if memory is not None:
