@@ -292,9 +292,43 @@ def latency_bins(text: str, job: str | None = None, host: str | None = None, kin
         for kind in kinds:
             bins = _merged_bins([p[f"{kind}_ns"] for p in parts if f"{kind}_ns" in p])
             if bins:
-                if not (all(map(str.isdecimal, bins)) and set(map(type, bins.values())) == {int}):
-                    raise ValueError(f"fio's {direction} {kind} bins are not latencies in ns with their counts")
-                found[(direction, kind)] = bins
+                found[(direction, kind)] = _checked(direction, kind, bins)
+    return found
+
+
+def _checked(direction: str, kind: str, bins: dict[str, int]) -> dict[str, int]:
+    if not (all(map(str.isdecimal, bins)) and set(map(type, bins.values())) == {int}):
+        raise ValueError(f"fio's {direction} {kind} bins are not latencies in ns with their counts")
+    return bins
+
+
+BINS_TOOL = "fio_bins"  # a run's json+ latency bins apart from fio's JSON (stored_bins): a report reads them alone
+KEPT_APART = ("lat", "clat")  # the latencies whose distribution a report draws
+
+
+def stored_bins(phase: str, output: str) -> list[RawOutput]:
+    """fio's json+ bins of total and completion latency of a run's `output` (latency_bins, merged
+    over its jobs) as one raw output of BINS_TOOL, in columns — JSON {"<direction> <latency>":
+    [[ns, …], [I/Os, …]]} —, kept beside fio's JSON, which holds them too: a page adds up every
+    run's bins, and reads these (a few KB) instead of all of fio's JSON (tens of KB each). None
+    when fio's output has none."""
+    try:
+        bins = latency_bins(output, kinds=KEPT_APART)
+    except (ValueError, KeyError, TypeError, AttributeError):  # fio's output unreadable: parsing it says why
+        return []
+    columns = {f"{d} {kind}": [list(map(int, b)), list(b.values())] for (d, kind), b in bins.items()}
+    return [RawOutput(phase, BINS_TOOL, json.dumps(columns, separators=(",", ":")))] if bins else []
+
+
+def stored_latency_bins(text: str, kinds: tuple[str, ...] = KEPT_APART) -> dict[tuple[str, str], dict[str, int]]:
+    """What stored_bins kept, as latency_bins reads it of fio's JSON (of `kinds`), keyed as fio keys them."""
+    found = {}
+    for key, (values, counts) in load_json(text).items():
+        direction, kind = key.split(" ")
+        if kind in kinds:
+            if not (len(values) == len(counts) and set(map(type, values)) | set(map(type, counts)) <= {int}):
+                raise ValueError(f"the stored {direction} {kind} bins are not latencies in ns with their counts")
+            found[(direction, kind)] = dict(zip(map(str, values), counts))
     return found
 
 
