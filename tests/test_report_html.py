@@ -51,7 +51,7 @@ from fslab.report.summary import (
 from fslab.results import ResultsDB
 from fslab.results.records import SampleGroups
 from fslab.stats import adjust_family, compare, rank, summarize
-from fslab.workloads.fio_output import latency_bins
+from fslab.workloads.fio_output import bin_columns, latency_bins
 
 ROOT = Path(__file__).parent.parent
 CHROMIUM = "/usr/bin/chromium"  # Debian's (the Makefile installs it): playwright downloads no browser
@@ -416,10 +416,11 @@ def test_fios_latency_bins_are_merged_over_its_jobs_and_its_runs():
     assert {("write", "lat"), ("write", "clat")} <= set(total)
     older = latency_bins((FIXTURES / "fio" / "seqwrite-1m.json").read_text())
     assert ("write", "clat") in older and ("write", "lat") not in older and ("read", "clat") not in older
-    [mixed] = cell_histograms(W, "ext4", [{("write", "lat"): {"1000": 1}, ("write", "clat"): {"900": 1}}, older])
+    [mixed] = cell_histograms(W, "ext4", [{("write", "lat"): ([1000], [1]), ("write", "clat"): ([900], [1])}, {k: bin_columns(b) for k, b in older.items()}])
     assert mixed.latency == "clat" and mixed.runs == 2, "one latency per cell: the one every run kept"
     assert sum(mixed.bins.values()) == 1 + sum(older[("write", "clat")].values())
-    assert mixed.bins[900] == 1 + older[("write", "clat")].get("900", 0), "bins keyed as fio writes them, added up, then converted"
+    assert mixed.bins[900] == 1 + older[("write", "clat")].get("900", 0), "bins keyed as fio writes them, in columns, added up"
+    assert list(mixed.bins) == sorted(mixed.bins), "in order of latency"
     assert all(isinstance(ns, str) for ns in older[("write", "clat")]), "a run's bins as fio keys them: a report converts each cell's once"
     for bad in ({"1000": 1.5}, {"1000": "1"}, {"1e3": 1}):  # never a count of a latency in ns as fio writes one
         document = json.loads((FIXTURES / "fio" / "buffered-randwrite.json").read_text())

@@ -22,6 +22,7 @@ import json
 import math
 import re
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import orjson
@@ -320,16 +321,24 @@ def stored_bins(phase: str, output: str) -> list[RawOutput]:
     return [RawOutput(phase, BINS_TOOL, json.dumps(columns, separators=(",", ":")))] if bins else []
 
 
-def stored_latency_bins(text: str, kinds: tuple[str, ...] = KEPT_APART) -> dict[tuple[str, str], dict[str, int]]:
-    """What stored_bins kept, as latency_bins reads it of fio's JSON (of `kinds`), keyed as fio keys them."""
+Columns = tuple[list[int], list[int]]  # bins in columns: latency in ns, I/Os
+
+
+def stored_latency_bins(text: str, kinds: tuple[str, ...] = KEPT_APART) -> dict[tuple[str, str], Columns]:
+    """What stored_bins kept (of `kinds`), its columns as they are: a report adds up a cell's at once."""
     found = {}
     for key, (values, counts) in load_json(text).items():
         direction, kind = key.split(" ")
         if kind in kinds:
-            if not (len(values) == len(counts) and set(map(type, values)) | set(map(type, counts)) <= {int}):
-                raise ValueError(f"the stored {direction} {kind} bins are not latencies in ns with their counts")
-            found[(direction, kind)] = dict(zip(map(str, values), counts))
+            if not (isinstance(values, list) and isinstance(counts, list) and len(values) == len(counts)):
+                raise ValueError(f"the stored {direction} {kind} bins are not two columns of one length")
+            found[(direction, kind)] = (values, counts)
     return found
+
+
+def bin_columns(bins: Mapping[str, int]) -> Columns:
+    """Bins as fio keys them (latency_bins) in columns, as stored_bins keeps them."""
+    return list(map(int, bins)), list(bins.values())
 
 
 # fio's sum over the hosts of client/server output: its parts are read, never the sum beside them
