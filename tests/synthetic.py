@@ -256,7 +256,7 @@ def _record(planned: PlannedRun, started, rng: random.Random, scale: float, fail
     details = FS_DETAILS.get(target.filesystem, "")
     return replace(
         record, status="ok", finished_at=started + timedelta(seconds=sum(timings.values())), job_file=job_for(workload, ready),
-        outputs=[RawOutput("", "fio", text), RawOutput("", fio_parser.LOG_TOOL, fio_logs(rng, values)), RawOutput("", fio_hist.HIST_TOOL, hist_logs(fixture))], device=ready.described, direct_io_loop=True,
+        outputs=[RawOutput("", "fio", text), *fio_parser.stored_bins("", text), RawOutput("", fio_parser.LOG_TOOL, fio_logs(rng, values)), RawOutput("", fio_hist.HIST_TOOL, hist_logs(fixture))], device=ready.described, direct_io_loop=True,
         mkfs_command=None if target.filesystem == "raw" else [f"mkfs.{target.filesystem}", "-f" if target.filesystem != "ext4" else "-F", ready.top],
         mount_options_effective=effective, fs_details=details, timings=timings, options_applied=fs.options_applied(target.spec(), effective, details),
         metrics=metrics + monitored(rng, moved, target.filesystem, fs.compresses(effective, details)),
@@ -286,7 +286,8 @@ def tool_outputs(workload: Workload) -> list[RawOutput]:
     outputs = []
     for phase in (p for p in tool_of(workload, Scenario).phases if p.measured):
         if phase.action == "fio":
-            outputs.append(RawOutput(phase.name, "fio", fio_output(fixture_for(phase.options))[0]))
+            text = fio_output(fixture_for(phase.options))[0]
+            outputs += [RawOutput(phase.name, "fio", text), *fio_parser.stored_bins(phase.name, text)]
         elif phase.action == "dd":
             outputs += [RawOutput(f"{phase.name}.{step}", "dd", text) for step, text in dd]
         elif phase.action == "sysbench":

@@ -31,6 +31,7 @@ FIGURES = {
     "parse_only.py": [rf"^ +2 +4 +{N} s +{N} s$"],
     "report_scale.py": [
         r"^database: 1 study runs .* 4 runs",
+        rf"^room per run \(every raw output, log and bin kept\): {N} KB$",
         rf"^fslab report \d+ +1×: median +{N} s",
         rf"^fslab report \d+ --figures +1×: median +{N} s",
     ],

@@ -12,7 +12,7 @@ from conftest import fio_children, fresh_workdir, fslab, fslab_in_process, held_
 from fslab.guard.names import file_name
 from fslab.results import ResultsDB
 from fslab.workloads.fio_hist import HIST_TOOL, latency_over_time
-from fslab.workloads.fio_output import LOG_TOOL, throughput_over_time
+from fslab.workloads.fio_output import BINS_TOOL, LOG_TOOL, bin_columns, latency_bins, stored_latency_bins, throughput_over_time
 
 FOUR_KINDS = """\
 [study]
@@ -76,8 +76,9 @@ def test_metrics_and_raw_output_are_stored(finished_study):
         assert (target, "seq_write", "write_mb_s") in names
     assert all(m.value > 0 for m in samples if m.metric.endswith("_iops"))
     for run in db.runs(study_run_id):
-        output, histograms, logs = db.outputs(run["id"])  # fio's JSON, as fio wrote it, its histogram logs and its other logs
+        output, bins, histograms, logs = db.outputs(run["id"])  # fio's JSON, as fio wrote it, its bins apart, its histogram logs and its other logs
         assert (output.phase, output.tool) == ("", "fio") and json.loads(output.text)["jobs"][0]["jobname"] == run["workload"]
+        assert (bins.phase, bins.tool) == ("", BINS_TOOL) and stored_latency_bins(bins.text) == {k: bin_columns(b) for k, b in latency_bins(output.text, kinds=("lat", "clat")).items()} != {}
         assert (logs.phase, logs.tool) == ("", LOG_TOOL) and "\nlog_avg_msec=100\n" in run["job_file"]
         [throughput] = throughput_over_time(logs.text)  # one direction: the job's own
         assert throughput.direction == {"rand_read": "read", "seq_write": "write"}[run["workload"]] and max(throughput.bytes_s) > 0

@@ -8,7 +8,7 @@ from conftest import FIXTURES
 
 from fslab.guard.fio_jobs import option_problem
 from fslab.workloads.fio import FIXED_OPTIONS, MEASUREMENT_OPTIONS, log_interval_ms, log_options, stored_logs, taken_logs
-from fslab.workloads.fio_output import LATENCIES, LOG_TOOL, PERCENTILES, load_json, parse_metrics, percentile_from_bins, throughput_over_time
+from fslab.workloads.fio_output import BINS_TOOL, LATENCIES, LOG_TOOL, PERCENTILES, bin_columns, latency_bins, load_json, parse_metrics, percentile_from_bins, stored_bins, stored_latency_bins, throughput_over_time
 
 FIO = FIXTURES / "fio"
 
@@ -223,3 +223,19 @@ def test_windows_stamped_late_are_still_one_each():
         lines = [line.split(", ") for line in files["fslab_bw.1.log"].splitlines() if line.split(", ")[2] == str(column)]
         assert found[direction].bytes_s == [float(line[1]) * 1024 for line in lines]
         assert found[direction].seconds == [int(line[0]) / 1000 for line in lines]
+
+
+@pytest.mark.parametrize("name", ["fslab-rand_read.json", "fslab-seq_write.json", "buffered-randwrite.json"])
+def test_a_runs_bins_kept_apart_read_as_fios_json_holds_them(name):
+    text = (FIO / name).read_text()
+    [kept] = stored_bins("phase", text)
+    assert (kept.phase, kept.tool) == ("phase", BINS_TOOL) and len(kept.text) < len(text) / 4
+    assert stored_latency_bins(kept.text) == {k: bin_columns(b) for k, b in latency_bins(text, kinds=("lat", "clat")).items()} != {}
+    assert stored_latency_bins(kept.text, kinds=("clat",)) == {k: bin_columns(b) for k, b in latency_bins(text, kinds=("clat",)).items()}
+
+
+def test_no_bins_are_kept_of_an_output_without_them_or_unreadable():
+    assert stored_bins("", "fio: command not found") == []
+    assert stored_bins("", json.dumps({"jobs": [{"jobname": "j", "read": {"io_bytes": 0}, "write": {"io_bytes": 0}}]})) == []
+    with pytest.raises(ValueError, match="not two columns of one length"):
+        stored_latency_bins(json.dumps({"read lat": [[12, 13], [1]]}))

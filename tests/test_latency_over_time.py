@@ -18,6 +18,7 @@ from fslab.report.summary import summarize_study_run
 from fslab.report.time_charts import LATENCY_WINDOWS, heatmap_rows, latency_heatmap_chart, latency_over_time_chart, percentile_rows
 from fslab.results import ResultsDB
 from fslab.workloads.fio_hist import COARSENESS, HIST_TOOL, Bins, kept, latency_over_time
+from fslab.workloads.fio_output import BINS_TOOL
 
 BINS = Bins.of_width(1856 >> COARSENESS, COARSENESS)
 
@@ -88,10 +89,10 @@ def test_the_run_drawn_is_the_throughput_charts_and_only_its_logs_are_read(tmp_p
     chosen = next(t for t in details.latency_traces if (t.workload, t.target) == ("rand_read", "ext4"))
     other = runs[("rand_read", "ext4", next(k for k in (1, 2, 3) if k != chosen.repetition))]
     with sqlite3.connect(tmp_path / "results.db") as conn:
-        conn.execute("UPDATE run_outputs SET output = '{not json' WHERE run_id = ? AND tool = ?", (other, HIST_TOOL))
+        conn.execute("UPDATE run_outputs SET output = '{not json', packed = NULL WHERE run_id = ? AND tool = ?", (other, HIST_TOOL))
     assert not run_details(db, s).unreadable
     with sqlite3.connect(tmp_path / "results.db") as conn:
-        conn.execute("UPDATE run_outputs SET output = '{not json' WHERE run_id = ? AND tool = ?", (runs[("rand_read", "ext4", chosen.repetition)], HIST_TOOL))
+        conn.execute("UPDATE run_outputs SET output = '{not json', packed = NULL WHERE run_id = ? AND tool = ?", (runs[("rand_read", "ext4", chosen.repetition)], HIST_TOOL))
     again = run_details(db, s)
     [said] = again.unreadable
     assert said.startswith(f"ext4 · rand_read · run {chosen.repetition}: fio's stored histogram logs cannot be read (no fio histogram logs")
@@ -143,3 +144,30 @@ def test_study_charts_draw_latency_over_time_after_throughput_per_phase_and_dire
     names = [c.name for c in charts]
     assert names[-2:] == ["rand_read-after-read-latency-heatmap", "rand_read-after-read-latency-over-time"]
     assert all(c.title.startswith("rand_read · after: read latency") for c in charts[-2:])
+
+
+def test_a_pages_latency_distributions_are_read_from_each_runs_bins_not_fios_json(tmp_path, monkeypatch):
+    """Each run's json+ bins are stored apart (fio_output.stored_bins): the page adds them up
+    without reading fio's JSON. A run stored without them (before they were, imported) is read
+    from its JSON, to the same histogram."""
+    db = ResultsDB(str(tmp_path / "results.db"))
+    study_run = stored_study(tmp_path, STUDY, db, scale={"raw": 1.0, "ext4": 0.93})
+    s = summarize_study_run(db, study_run)
+    loaded = []
+    reading = db.outputs_of_study_run
+
+    def counted(study_run_id, tool, phase="", only=None):
+        found = reading(study_run_id, tool, phase, only)
+        loaded.extend((tool, run_id) for run_id in found)
+        return found
+
+    monkeypatch.setattr(db, "outputs_of_study_run", counted)
+    histograms = {(h.workload, h.target, h.direction): h for h in run_details(db, s).histograms}
+    assert histograms and not [run_id for tool, run_id in loaded if tool == "fio"], "no run's JSON read"
+    one = db.runs(study_run, ("id", "workload", "target", "warmup"))[-1]
+    with sqlite3.connect(tmp_path / "results.db") as conn:
+        conn.execute("DELETE FROM run_outputs WHERE run_id = ? AND tool = ?", (one["id"], BINS_TOOL))
+    loaded.clear()
+    again = {(h.workload, h.target, h.direction): h for h in run_details(db, s).histograms}
+    assert [run_id for tool, run_id in loaded if tool == "fio"] == [one["id"]], "that run's JSON alone"
+    assert again == histograms, "the same bins, from fio's JSON"

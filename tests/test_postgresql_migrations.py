@@ -43,7 +43,7 @@ def at_its_old_schema(sqlite_file, url: str) -> None:
     target.dispose()
 
 
-@pytest.mark.parametrize("version", [1, 2, 4, 7])
+@pytest.mark.parametrize("version", [1, 2, 4, 7, 13])
 def test_a_fixture_database_migrated_on_postgresql_reads_as_the_golden_summary(pg_cluster, version):
     url = pg_cluster.new_database(f"migrated_v{version}")
     at_its_old_schema(FIXTURES / f"schema-v{version}.db", url)

@@ -16,6 +16,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+import vl_convert
 from altair.vegalite.v6.schema.core import TopLevelSpec
 from conftest import FIXTURES, fslab_in_process
 from synthetic import stored_study
@@ -38,7 +39,7 @@ from fslab.report.charts import (
 )
 from fslab.report.conclusions import conclusions, ranking_conclusion, row_conclusions
 from fslab.report.details import LatencyHistogram, RunDetails, cell_histograms
-from fslab.report.figures import write_figures
+from fslab.report.figures import PNG_SCALE, vega_lite, write_figures
 from fslab.report.html import Page, RunSection, Table, WorkloadSection, _script_json, emphasis, render_page, run_section
 from fslab.report.sections import Kind, Section, sections, workload_table
 from fslab.report.summary import (
@@ -50,7 +51,7 @@ from fslab.report.summary import (
 from fslab.results import ResultsDB
 from fslab.results.records import SampleGroups
 from fslab.stats import adjust_family, compare, rank, summarize
-from fslab.workloads.fio_output import latency_bins
+from fslab.workloads.fio_output import bin_columns, latency_bins
 
 ROOT = Path(__file__).parent.parent
 CHROMIUM = "/usr/bin/chromium"  # Debian's (the Makefile installs it): playwright downloads no browser
@@ -184,6 +185,15 @@ def test_report_figures_writes_every_chart_of_the_page_as_svg_and_png(stored):
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", png
         width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
         assert width >= 600 and height >= 300, (png, width, height)
+
+def test_a_figures_png_is_the_one_vega_draws_though_drawn_from_its_svg(tmp_path, stored):
+    """write_figures draws each PNG from the chart's SVG (Vega runs once): byte for byte vl-convert's PNG of the spec."""
+    names = page_specs(page_of(stored).parent / "report.html")
+    heatmap = next(n for n in names if n.endswith("latency-heatmap"))  # the busiest chart
+    chart = Chart(heatmap, "rand_read", "a heatmap", "", names[heatmap])
+    written = write_figures([chart], tmp_path)
+    png = next(p for p in written if p.suffix == ".png")
+    assert png.read_bytes() == vl_convert.vegalite_to_png(chart.spec, vl_version=vega_lite(), scale=PNG_SCALE, allowed_base_urls=[])
 
 
 def page_of(stored) -> Path:
@@ -413,10 +423,11 @@ def test_fios_latency_bins_are_merged_over_its_jobs_and_its_runs():
     assert {("write", "lat"), ("write", "clat")} <= set(total)
     older = latency_bins((FIXTURES / "fio" / "seqwrite-1m.json").read_text())
     assert ("write", "clat") in older and ("write", "lat") not in older and ("read", "clat") not in older
-    [mixed] = cell_histograms(W, "ext4", [{("write", "lat"): {"1000": 1}, ("write", "clat"): {"900": 1}}, older])
+    [mixed] = cell_histograms(W, "ext4", [{("write", "lat"): ([1000], [1]), ("write", "clat"): ([900], [1])}, {k: bin_columns(b) for k, b in older.items()}])
     assert mixed.latency == "clat" and mixed.runs == 2, "one latency per cell: the one every run kept"
     assert sum(mixed.bins.values()) == 1 + sum(older[("write", "clat")].values())
-    assert mixed.bins[900] == 1 + older[("write", "clat")].get("900", 0), "bins keyed as fio writes them, added up, then converted"
+    assert mixed.bins[900] == 1 + older[("write", "clat")].get("900", 0), "bins keyed as fio writes them, in columns, added up"
+    assert list(mixed.bins) == sorted(mixed.bins), "in order of latency"
     assert all(isinstance(ns, str) for ns in older[("write", "clat")]), "a run's bins as fio keys them: a report converts each cell's once"
     for bad in ({"1000": 1.5}, {"1000": "1"}, {"1e3": 1}):  # never a count of a latency in ns as fio writes one
         document = json.loads((FIXTURES / "fio" / "buffered-randwrite.json").read_text())

@@ -378,6 +378,10 @@ def test_the_docs_pandas_example_runs_as_written(study_run):
     for cell in names["cells"]:
         measured = values[(cell["target"], cell["workload"], cell["metric"])]
         assert cell["n"] == len(measured) and cell["mean"] == pytest.approx(statistics.mean(measured), rel=1e-9)
+    db = ResultsDB(str(root / "fslab.db"))
+    its_runs = [r["id"] for r in db.runs(study_run_id, ("id",))]
+    assert names["outputs"] and names["outputs"] == {(run_id, o.phase, o.tool): o.text for run_id in its_runs for o in db.outputs(run_id)}
+    db.engine.dispose()
 
 
 def read_sql(sql: str, conn: sqlite3.Connection) -> list[dict]:

@@ -16,7 +16,9 @@ from conftest import FIXTURES, fslab_in_process, same_document
 from fslab.report.formats.markdown import to_markdown
 from fslab.report.formats.summary_json import to_json
 from fslab.report.summary import summarize_study_run
+from fslab.model import RawOutput
 from fslab.results import ResultsDB
+from fslab.results.records import RunRecord, now
 from fslab.results.schema import SCHEMA_VERSION, SchemaMismatch, schema_info
 
 
@@ -109,10 +111,12 @@ def test_a_version_7_database_is_migrated_with_every_run_kept(tmp_path):
         before = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
     db = ResultsDB(str(db_path))
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (13,)
+        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (14,)
         after = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
         uids = [uid for (uid,) in conn.execute("SELECT uid FROM study_runs")]
         after["study_runs"] = [row[:-1] for row in after["study_runs"]]
+        assert all(row[-1] is None for row in after["run_outputs"]), "outputs stored before 14 stay text"
+        after["run_outputs"] = [row[:-1] for row in after["run_outputs"]]
         assert [column[1] for column in conn.execute("PRAGMA table_info(runs)")][-3:] == ["source", "options_applied", "host"]
         assert [conn.execute(f"SELECT count(*) FROM {table}").fetchone() for table in ("hosts", "fleet_workers", "fleet_units")] == [(0,)] * 3
     assert len(before["runs"]) == 4 and [run[:-3] for run in after["runs"]] == before["runs"], "every run as it was"
@@ -122,6 +126,34 @@ def test_a_version_7_database_is_migrated_with_every_run_kept(tmp_path):
     summary = summarize_study_run(db, db.study_run()["id"])
     assert to_markdown(summary) == (FIXTURES / "summaries" / "schema-v7.md").read_text()
     same_document(json.loads(to_json(summary)), json.loads((FIXTURES / "summaries" / "schema-v7.json").read_text()))
+
+
+# schema-v13.db: written by fslab with schema version 13 (commit 559156d) from schema-v13.toml, run
+# for real (ext4 and raw, two runs each: fio's JSON, its logs and its histogram logs);
+# summaries/schema-v13.{md,json}: that fslab's report files.
+def test_a_version_13_database_keeps_its_outputs_as_text_and_stores_new_ones_packed(tmp_path):
+    db_path = tmp_path / "old.db"
+    shutil.copy(FIXTURES / "schema-v13.db", db_path)
+    with sqlite3.connect(db_path) as conn:
+        before = sorted(conn.execute("SELECT run_id, phase, tool, output FROM run_outputs"))
+    db = ResultsDB(str(db_path))
+    assert {tool for _, _, tool, _ in before} == {"fio", "fio_log", "fio_hist"}
+    assert sorted((run_id, o.phase, o.tool, o.text) for run_id in {r[0] for r in before} for o in db.outputs(run_id)) == before, "every output read as it was"
+    summary = summarize_study_run(db, db.study_run()["id"])
+    assert to_markdown(summary) == (FIXTURES / "summaries" / "schema-v13.md").read_text()
+    same_document(json.loads(to_json(summary)), json.loads((FIXTURES / "summaries" / "schema-v13.json").read_text()))
+    # a run stored now is packed, and reads back as the text it was
+    first = before[0][0]
+    again = RunRecord("ext4", "rand_read", 3, False, 3, 1, now(), now(), "ok", False, outputs=[RawOutput(phase, tool, text) for run_id, phase, tool, text in before if run_id == first])
+    new_id = db.record_run(1, again)
+    with sqlite3.connect(db_path) as conn:
+        stored = conn.execute("SELECT output, length(packed) FROM run_outputs WHERE run_id = ? AND tool = 'fio'", (new_id,)).fetchone()
+        assert conn.execute("SELECT version FROM schema_info").fetchone() == (14,)
+    fio_text = next(o.text for o in again.outputs if o.tool == "fio")
+    assert stored[0] == "" and stored[1] < len(fio_text) / 3, "fio's JSON in a third of its room, or less"
+    assert db.outputs(new_id) == sorted(again.outputs, key=lambda o: (o.phase, o.tool))
+    assert db.outputs_of_study_run(1, "fio")[new_id] == [o for o in again.outputs if o.tool == "fio"]
+    db.engine.dispose()
 
 
 def test_fio_metrics_of_an_older_database_get_the_roles_fio_gave_them(tmp_path):

@@ -15,11 +15,12 @@ from fslab.model import RawOutput
 from fslab.report.summary import StudySummary
 from fslab.results import ResultsDB
 from fslab.workloads.fio_hist import HIST_TOOL, LatencyOverTime, latency_over_time
-from fslab.workloads.fio_output import DIRECTIONS, LOG_TOOL, Throughput, added_bins, latency_bins, throughput_over_time
+from fslab.workloads.fio_output import BINS_TOOL, DIRECTIONS, KEPT_APART, LOG_TOOL, Columns, Throughput, bin_columns, latency_bins, stored_latency_bins, throughput_over_time
 
 # Which latency's distribution is drawn: the total latency the tables show (fio keeps its bins
-# since fslab asks for lat_percentiles), else completion latency, the bins fio always keeps.
-DISTRIBUTED = ("lat", "clat")
+# since fslab asks for lat_percentiles), else completion latency, the bins fio always keeps; the
+# bins each run keeps apart from fio's JSON (fio_output.stored_bins).
+DISTRIBUTED = KEPT_APART
 BANDWIDTH = {f"{d}_mb_s": d for d in DIRECTIONS}  # what picks the run whose throughput and latency over time are drawn
 # What the page reads of each run beside the summary's (summary.RUN_FACTS).
 RUN_DETAILS = ("id", "target", "workload", "repetition", "status", "warmup", "job_file", "device_facts", "source", "host")
@@ -84,7 +85,9 @@ def run_details(db: ResultsDB, s: StudySummary) -> RunDetails:
             job_files.setdefault((r["workload"], r["target"]), r["job_file"])
         if r["device_facts"]:
             devices.setdefault(r["target"], r["device_facts"])
-    histograms, unreadable = _histograms(db.outputs_of_study_run(s.study_run["id"], "fio", phase=None), runs)
+    bins = db.outputs_of_study_run(s.study_run["id"], BINS_TOOL, phase=None)
+    lacking = {r["id"] for r in runs} - set(bins)  # stored before their bins were, imported, or from fio's clients: their JSON is read
+    histograms, unreadable = _histograms(bins | (db.outputs_of_study_run(s.study_run["id"], "fio", phase=None, only=lacking) if lacking else {}), runs)
     bandwidths = db.metric_values(s.study_run["id"], BANDWIDTH)
     drawn = {tool: median_runs(db.output_phases(s.study_run["id"], tool), runs, bandwidths) for tool in (LOG_TOOL, HIST_TOOL)}
     outputs = {tool: db.outputs_of_study_run(s.study_run["id"], tool, phase=None, only={d.run_id for d in each.values()}) for tool, each in drawn.items()}  # only those drawn
@@ -95,16 +98,21 @@ def run_details(db: ResultsDB, s: StudySummary) -> RunDetails:
 
 def _histograms(outputs: dict[int, list[RawOutput]], runs: list[dict]) -> tuple[list[LatencyHistogram], list[str]]:
     """Each cell's bins per phase and direction, added up over its runs, of the one latency every
-    run of the cell kept bins of (DISTRIBUTED, in that order), from fio's outputs of every phase
-    (`outputs`, by run id). An imported run's file may hold other jobs and hosts: only its own are
-    read (its fio job name, which its workload's name may extend by options: importer.py)."""
-    per_cell: dict[tuple[str, str, str], list[dict[tuple[str, str], dict[str, int]]]] = defaultdict(list)
+    run of the cell kept bins of (DISTRIBUTED, in that order), from each run's bins of every phase
+    (`outputs`, by run id: BINS_TOOL's, else fio's JSON). An imported run's file may hold other
+    jobs and hosts: only its own are read (its fio job name, which its workload's name may extend
+    by options: importer.py)."""
+    per_cell: dict[tuple[str, str, str], list[dict[tuple[str, str], Columns]]] = defaultdict(list)
     unreadable = []
     for r in runs:
         source = r.get("source") or {}
         for output in outputs.get(r["id"], []):
             try:
-                bins = latency_bins(output.text, job=source.get("job", r["workload"]), host=source.get("host"), kinds=DISTRIBUTED) if source else latency_bins(output.text, kinds=DISTRIBUTED)
+                if output.tool == BINS_TOOL:
+                    bins = {key: _whole_numbers(c) for key, c in stored_latency_bins(output.text, kinds=DISTRIBUTED).items()}
+                else:
+                    mine = {"job": source.get("job", r["workload"]), "host": source.get("host")} if source else {}
+                    bins = {key: bin_columns(b) for key, b in latency_bins(output.text, kinds=DISTRIBUTED, **mine).items()}
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 unreadable.append(f"{r['target']} · {r['workload']} · run {r['repetition']}: fio's stored output has no readable latency bins ({type(exc).__name__}: {exc})")
                 continue
@@ -112,18 +120,43 @@ def _histograms(outputs: dict[int, list[RawOutput]], runs: list[dict]) -> tuple[
     return [h for (workload, target, phase), each_run in per_cell.items() for h in cell_histograms(workload, target, each_run, phase)], unreadable
 
 
-def cell_histograms(workload: str, target: str, each_run: list[dict[tuple[str, str], dict[str, int]]], phase: str = "") -> list[LatencyHistogram]:
-    """A cell's histogram per direction (of one phase) from its runs' bins (fio.latency_bins of
-    each, keyed as fio writes them: added up so, converted once): of the first latency in
+def cell_histograms(workload: str, target: str, each_run: list[dict[tuple[str, str], Columns]], phase: str = "") -> list[LatencyHistogram]:
+    """A cell's histogram per direction (of one phase) from its runs' bins (each run's in columns:
+    fio_output.stored_latency_bins, bin_columns), added up at once: of the first latency in
     DISTRIBUTED that every run kept bins of, so no cell mixes two latencies."""
     found = []
     for direction in dict.fromkeys(d for bins in each_run for d, _ in bins):
         latency = next((k for k in DISTRIBUTED if all((direction, k) in bins for bins in each_run)), None)
         if latency is None:
             continue
-        total = added_bins([bins[(direction, latency)] for bins in each_run])
-        found.append(LatencyHistogram(workload, target, direction, latency, {int(value): n for value, n in total.items()}, len(each_run), phase))
+        total = added_columns([bins[(direction, latency)] for bins in each_run])
+        found.append(LatencyHistogram(workload, target, direction, latency, total, len(each_run), phase))
     return found
+
+
+def _whole_numbers(columns: Columns) -> Columns:
+    """A run's stored columns as numpy arrays; ValueError when either holds anything but whole numbers."""
+    import numpy as np
+
+    values, counts = np.asarray(columns[0]), np.asarray(columns[1])
+    if values.size and (values.dtype.kind not in "iu" or counts.dtype.kind not in "iu"):
+        raise ValueError("bins that are not latencies in ns with their counts")
+    return values, counts
+
+
+def added_columns(columns: list[Columns]) -> dict[int, int]:
+    """Bins in columns (lists or arrays of whole numbers) added up: latency in ns → I/Os, in order.
+    numpy, not a dict per bin: a page adds up a hundred thousand."""
+    import numpy as np
+
+    values = np.concatenate([np.asarray(v, dtype=np.int64) for v, _ in columns] or [np.zeros(0, dtype=np.int64)])
+    counts = np.concatenate([np.asarray(c, dtype=np.int64) for _, c in columns] or [np.zeros(0, dtype=np.int64)])
+    if not values.size:
+        return {}
+    order = np.argsort(values, kind="stable")
+    values, counts = values[order], counts[order]
+    starts = np.flatnonzero(np.r_[True, values[1:] != values[:-1]])
+    return dict(zip(values[starts].tolist(), np.add.reduceat(counts, starts).tolist()))
 
 
 Key = tuple[str, str, str, str]  # a cell's workload, target, phase and direction

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from fslab.errors import FslabError
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 metadata = sa.MetaData()
 
@@ -177,7 +177,10 @@ run_outputs = sa.Table(
     sa.Column("run_id", sa.ForeignKey("runs.id"), primary_key=True),
     sa.Column("phase", sa.String(60), primary_key=True),
     sa.Column("tool", sa.String(40), primary_key=True),
-    sa.Column("output", sa.Text, nullable=False),
+    sa.Column("output", sa.Text, nullable=False),  # the output as text; "" since version 14, where it is packed
+    # since version 14: the output's UTF-8 compressed by zlib (db.pack), a fifth of its text's room
+    # in fio's JSON; NULL: stored as text (before 14)
+    sa.Column("packed", sa.LargeBinary),
 )
 
 
@@ -218,6 +221,13 @@ def _lapse_column(conn: sa.Connection) -> None:
     """A fleet's workers say how long they may go unheard (fleet/queue.py judges each by its own)."""
     if "lapse" not in {c["name"] for c in sa.inspect(conn).get_columns("fleet_workers")}:
         conn.execute(sa.text("ALTER TABLE fleet_workers ADD COLUMN lapse FLOAT"))
+
+
+def _packed_column(conn: sa.Connection) -> None:
+    """Raw outputs may be stored compressed. run_outputs may be new (made by create_all from a
+    database older than 4), with the column already."""
+    if "packed" not in {c["name"] for c in sa.inspect(conn).get_columns("run_outputs")}:
+        conn.execute(sa.text(f"ALTER TABLE run_outputs ADD COLUMN packed {'BLOB' if conn.dialect.name == 'sqlite' else 'BYTEA'}"))
 
 
 def _renamed_metric(old: str, new: str) -> str:
@@ -307,6 +317,8 @@ MIGRATIONS: dict[int, list[str | Only | Callable[[sa.Connection], None]]] = {
     11: [_unit_times, _fio_columns],
     # Workers say how long they may go unheard: each is judged by its own lapse, not its judge's.
     12: [_lapse_column],
+    # Raw outputs are stored compressed (run_outputs.packed); those stored before stay text, read as they are.
+    13: [_packed_column],
 }
 
 

@@ -45,7 +45,7 @@ from fslab.workloads import fio_space, fio_steady
 from fslab.workloads.base import Measured, StudyScope, Window, directory_of, tool_of
 from fslab.workloads.data import DataPattern, buffer_options
 from fslab.workloads.fio_rewrite import Asked, Rewrite, asked_of, refused_beside, rewritten
-from fslab.workloads.fio_output import LOG_FILE, LOG_KINDS, LOG_PREFIX, LOG_TOOL, METRICS, PRECONDITION_TOOL, load_json, parse_metrics, precondition_metrics, precondition_output
+from fslab.workloads.fio_output import LOG_FILE, LOG_KINDS, LOG_PREFIX, LOG_TOOL, METRICS, PRECONDITION_TOOL, load_json, parse_metrics, precondition_metrics, precondition_output, stored_bins
 from fslab.findings import Finding
 from fslab.workloads import Needed, register
 from fslab.workloads.builtin import BUILTIN_WORKLOADS
@@ -183,7 +183,7 @@ def run_measured(journal: Journal, job_path: Path, phase: str, seconds: float, w
     interval = log_interval_ms(seconds)
     epoch = epoch_ms(output, files, interval, wall_less_monotonic_ms)
     window.counted_from = epoch / 1000 if epoch is not None else None
-    return output, stored_logs(phase, files, interval, epoch)
+    return output, [*stored_bins(phase, output), *stored_logs(phase, files, interval, epoch)]
 
 
 def stored_logs(phase: str, files: dict[str, str], interval: int, epoch: float | None) -> list[RawOutput]:

@@ -22,6 +22,7 @@ import json
 import math
 import re
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import orjson
@@ -292,10 +293,52 @@ def latency_bins(text: str, job: str | None = None, host: str | None = None, kin
         for kind in kinds:
             bins = _merged_bins([p[f"{kind}_ns"] for p in parts if f"{kind}_ns" in p])
             if bins:
-                if not (all(map(str.isdecimal, bins)) and set(map(type, bins.values())) == {int}):
-                    raise ValueError(f"fio's {direction} {kind} bins are not latencies in ns with their counts")
-                found[(direction, kind)] = bins
+                found[(direction, kind)] = _checked(direction, kind, bins)
     return found
+
+
+def _checked(direction: str, kind: str, bins: dict[str, int]) -> dict[str, int]:
+    if not (all(map(str.isdecimal, bins)) and set(map(type, bins.values())) == {int}):
+        raise ValueError(f"fio's {direction} {kind} bins are not latencies in ns with their counts")
+    return bins
+
+
+BINS_TOOL = "fio_bins"  # a run's json+ latency bins apart from fio's JSON (stored_bins): a report reads them alone
+KEPT_APART = ("lat", "clat")  # the latencies whose distribution a report draws
+
+
+def stored_bins(phase: str, output: str) -> list[RawOutput]:
+    """fio's json+ bins of total and completion latency of a run's `output` (latency_bins, merged
+    over its jobs) as one raw output of BINS_TOOL, in columns — JSON {"<direction> <latency>":
+    [[ns, …], [I/Os, …]]} —, kept beside fio's JSON, which holds them too: a page adds up every
+    run's bins, and reads these (a few KB) instead of all of fio's JSON (tens of KB each). None
+    when fio's output has none."""
+    try:
+        bins = latency_bins(output, kinds=KEPT_APART)
+    except (ValueError, KeyError, TypeError, AttributeError):  # fio's output unreadable: parsing it says why
+        return []
+    columns = {f"{d} {kind}": [list(map(int, b)), list(b.values())] for (d, kind), b in bins.items()}
+    return [RawOutput(phase, BINS_TOOL, json.dumps(columns, separators=(",", ":")))] if bins else []
+
+
+Columns = tuple[list[int], list[int]]  # bins in columns: latency in ns, I/Os
+
+
+def stored_latency_bins(text: str, kinds: tuple[str, ...] = KEPT_APART) -> dict[tuple[str, str], Columns]:
+    """What stored_bins kept (of `kinds`), its columns as they are: a report adds up a cell's at once."""
+    found = {}
+    for key, (values, counts) in load_json(text).items():
+        direction, kind = key.split(" ")
+        if kind in kinds:
+            if not (isinstance(values, list) and isinstance(counts, list) and len(values) == len(counts)):
+                raise ValueError(f"the stored {direction} {kind} bins are not two columns of one length")
+            found[(direction, kind)] = (values, counts)
+    return found
+
+
+def bin_columns(bins: Mapping[str, int]) -> Columns:
+    """Bins as fio keys them (latency_bins) in columns, as stored_bins keeps them."""
+    return list(map(int, bins)), list(bins.values())
 
 
 # fio's sum over the hosts of client/server output: its parts are read, never the sum beside them
