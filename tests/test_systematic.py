@@ -1,7 +1,8 @@
 """Failures alike (fslab.systematic), on synthetic failures: a failure's signature, and when runs
 failing alike stop a study run or skip a target. The stop itself, for real: test_failures.py."""
 
-from fslab.systematic import FAILED_ALIKE, FailureWatch, Signature, Skip, Stop, missing_tool, normalised, signature_of
+from fslab.model import FAILED_ALIKE
+from fslab.systematic import FailureWatch, Signature, Skip, Stop, missing_tool, normalised, signature_of
 
 FIO_GONE = signature_of("`fio x.fio` exited with status 127", ["fio", "--output-format=json", "/var/tmp/fslab/jobs/a.fio"], 127, "fio: command not found\n")
 NO_SPACE = signature_of("…", ["fio", "/tmp/b.fio"], 1, "fio: io_u error on file /mnt/x/f.0.0: No space left on device: write offset=1048576, buflen=4096\n")

@@ -39,6 +39,10 @@ UNKNOWN_LENGTH_TIMEOUT = 3600.0
 # (report/arc_share.py) by what must not load the filesystems.
 ARC_FLOOR_NOTE = "ARC cap "
 
+# How a target skipped because its runs failed alike is said (systematic.py's Skip): read back from
+# a stored study run (report/sections.py, resume.py) by what must not load the running side.
+FAILED_ALIKE = "its runs failed alike"
+
 # The filesystems' own fields a Target has an attribute of (see Target).
 FILESYSTEM_ATTRIBUTES = ("vdev", "pool_options", "properties", "nocow", "zvol", "arc_max")
 

@@ -18,14 +18,13 @@ from pathlib import Path
 from fslab.ceiling import with_ceiling
 from fslab.errors import FslabError
 from fslab.guard.fio_preallocation import preallocates
-from fslab.model import Study
+from fslab.model import FAILED_ALIKE, Study
 from fslab.plan import Repetitions
 from fslab.results import ResultsDB
 from fslab.results.location import shown
 from fslab.results.owner import Owner
 from fslab.results.records import StoredRun
 from fslab.study import StudyError, parse_study
-from fslab.systematic import FAILED_ALIKE
 
 
 class CannotResume(FslabError):

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Hashable
 
+from fslab.model import FAILED_ALIKE
+
 LIMIT = 3
-FAILED_ALIKE = "its runs failed alike"  # how a target skipped for a systematic failure is said (skipped_lines)
 
 _PATH = re.compile(r"(?<![\w.])(?:\.{0,2}/[^\s:'\"`,;()\[\]]*)+")
 # Not within a word: a name keeps its digits whole (ext4, loop12), a number after a digit is its rest.

@@ -15,7 +15,7 @@ from enum import Enum
 from fslab.analysis import Row, ranking_line
 from fslab.guard.fio_preallocation import preallocates
 from fslab.results.records import imported_from
-from fslab.model import PHASE_SEPARATOR, qualified, unqualified
+from fslab.model import FAILED_ALIKE, PHASE_SEPARATOR, qualified, unqualified
 from fslab.monitors import Figure, metric_names
 from fslab.monitors import figures as monitor_figures
 from fslab.report.formatting import (
@@ -29,7 +29,6 @@ from fslab.report.formatting import (
 )
 from fslab.report.summary import CellSummary, StudySummary
 from fslab.stats import Summary
-from fslab.systematic import FAILED_ALIKE
 from fslab.units import Bandwidth, format_size
 from fslab.workloads.fio_output import METRICS as FIO_METRICS
 from fslab.workloads.fio_output import PERCENTILES
