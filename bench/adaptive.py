@@ -81,12 +81,14 @@ def main() -> None:
         agreement.append(sum(a[k] == b[k] for k in a) / len(a))
         replication.append(sum(a[k] == c[k] for k in a) / len(a))
         runtime_ratio.append(adaptive_runs / fixed_runs)
-    print(f"{studies} simulated studies of {len(TARGETS)} targets × {len(WORKLOADS)} workloads, {len(TARGETS) - 1} comparisons per workload")
+    shape = f"{len(TARGETS)} targets × {len(WORKLOADS)} workloads, {len(TARGETS) - 1} comparisons per workload"
+    print(f"{studies} simulated studies of {shape}")
     print(f"adaptive (3 runs, then blocks until ±{args.target_ci:g} %, at most 10) against fixed 10 runs:")
     print(f"  verdicts agreeing: median {statistics.median(agreement):.0%}, mean {statistics.mean(agreement):.1%}, worst study {min(agreement):.0%}")
     print(f"  for reference, a second fixed 10-run study agrees with the first: median {statistics.median(replication):.0%}, mean {statistics.mean(replication):.1%}, worst {min(replication):.0%}")
     target = "smoke: not judged" if args.smoke else "target: at most 0.50"
-    print(f"  total runtime adaptive/fixed: median {statistics.median(runtime_ratio):.2f}, worst study {max(runtime_ratio):.2f} ({target})")
+    ratio = f"median {statistics.median(runtime_ratio):.2f}, worst study {max(runtime_ratio):.2f}"
+    print(f"  total runtime adaptive/fixed: {ratio} ({target})")
 
 
 if __name__ == "__main__":

@@ -25,7 +25,8 @@ from pathlib import Path
 import sqlalchemy as sa
 
 FIO_ARGS = [
-    "--rw=randread", "--bs=4k", "--iodepth=16", "--ioengine=libaio", "--direct=1", "--randseed=24301", "--refill_buffers", "--group_reporting",
+    "--rw=randread", "--bs=4k", "--iodepth=16", "--ioengine=libaio", "--direct=1", "--randseed=24301",
+    "--refill_buffers", "--group_reporting",
 ]  # fmt: skip
 STUDY = """\
 [study]

@@ -92,7 +92,12 @@ def main() -> None:
         with fleet(max(workers), directory) as f:
             for i in range(max(workers)):
                 f.start(i, f"h{i}")
-            wait_for("the workers", lambda: f.sql("SELECT to_regclass('procrastinate_workers')") and f.sql("SELECT count(*) FROM procrastinate_workers") == str(max(workers)), 120)
+            wait_for(
+                "the workers",
+                lambda: f.sql("SELECT to_regclass('procrastinate_workers')")
+                and f.sql("SELECT count(*) FROM procrastinate_workers") == str(max(workers)),
+                120,
+            )
             for n in workers:
                 done = f.fslab("run", str(study), "--on", ",".join(f"h{i}" for i in range(n)), "--spread", "--detach")
                 if done.returncode != 0:
@@ -102,10 +107,12 @@ def main() -> None:
                 walls[n] = seconds(f, f"SELECT extract(epoch FROM finished_at - started_at) FROM study_runs WHERE id = {study_run_id}")[0]
                 hosts = f.sql(f"SELECT string_agg(host || ':' || n, ' ') FROM (SELECT host, count(*) AS n FROM runs WHERE study_run_id = {study_run_id} GROUP BY host ORDER BY host) AS h")
                 ratio = walls[n] / (walls[1] / n)
-                say(f"{n} worker(s): {walls[n]:7.1f} s wall   ratio to 1/{n} of one worker's: {ratio:.3f}   ({target('target ≤ 1.10')})   runs per host: {hosts}")
+                said = f"ratio to 1/{n} of one worker's: {ratio:.3f}   ({target('target ≤ 1.10')})"
+                say(f"{n} worker(s): {walls[n]:7.1f} s wall   {said}   runs per host: {hosts}")
             blocks = seconds(f, "SELECT extract(epoch FROM started_at - claimed_at) FROM fleet_blocks WHERE started_at IS NOT NULL")
             units = seconds(f, "SELECT extract(epoch FROM started_at - claimed_at) FROM fleet_units WHERE started_at IS NOT NULL")
-            say(f"claim to start, per block ({len(blocks)}): median {statistics.median(blocks):.3f} s, max {max(blocks):.3f} s   ({target('target ≤ 0.2 s')})")
+            took = f"median {statistics.median(blocks):.3f} s, max {max(blocks):.3f} s"
+            say(f"claim to start, per block ({len(blocks)}): {took}   ({target('target ≤ 0.2 s')})")
             say(f"claim to start, per host's unit ({len(units)}, the study read and checked too): median {statistics.median(units):.3f} s, max {max(units):.3f} s")
             for w in f.workers:
                 f.stop(w)

@@ -59,7 +59,8 @@ class Timed:
 def fio(path: Path, file_size: int, runtime: float, scratch: Path) -> dict:
     argv = [
         "fio", "--name=bench", f"--filename={path}", "--rw=randread", "--bs=4k", "--direct=1", "--ioengine=libaio",
-        "--iodepth=16", f"--size={file_size}", f"--runtime={runtime:g}", "--time_based", "--randrepeat=1", "--output-format=json",
+        "--iodepth=16", f"--size={file_size}", f"--runtime={runtime:g}", "--time_based", "--randrepeat=1",
+        "--output-format=json",
     ]
     return json.loads(run(argv, cwd=scratch).stdout)["jobs"][0]["read"]
 
@@ -89,7 +90,8 @@ def main() -> None:
         with image_file(journal, workdir.images, "bench", target.image_size, fill=False) as image, attached(journal, image) as loop:
             with FILESYSTEMS["ext4"].provision(journal, Stack.on(on_loops([loop])), workdir.mounts / "bench", target) as made:
                 path = made.directory / "bench.0"
-                run(["fio", "--name=layout", f"--filename={path}", "--rw=write", "--bs=1m", "--direct=1", f"--size={file_size}", "--output=/dev/null"], cwd=Path(tmp))
+                layout = ["fio", "--name=layout", f"--filename={path}", "--rw=write", "--bs=1m", "--direct=1"]
+                run([*layout, f"--size={file_size}", "--output=/dev/null"], cwd=Path(tmp))
                 for pair in range(pairs):
                     for monitored in (False, True) if pair % 2 == 0 else (True, False):
                         monitors = [Timed(m, seconds) for m in for_run([loop.device], made.directory, None)] if monitored else []

@@ -193,7 +193,8 @@ def main() -> None:
         start = time.perf_counter()
         study_run_id = store_the_study_run(url, directory, shape)
         its_runs = shape[0] * shape[1] * shape[2]
-        print(f"stored study run {study_run_id} ({its_runs:,} runs, through fslab's API) in {time.perf_counter() - start:.0f} s")
+        took = time.perf_counter() - start
+        print(f"stored study run {study_run_id} ({its_runs:,} runs, through fslab's API) in {took:.0f} s")
         alone, cpu = timed_summaries([*summary, str(study_run_id)], env, directory, args.repeat)
         print(line("summary, the study run alone", alone) + f"; CPU median {cpu:.2f} s")
         print_phases(env, directory, url, study_run_id, args.repeat)

@@ -205,8 +205,20 @@ def main() -> None:
 
         commands = [
             (f"fslab summary {last}", summary, target(1.0), None, args.repeat),
-            (f"fslab report {last}", [*fslab, "report", str(last), "-o", str(out / "page")], target(3), target(500e6), args.repeat),
-            (f"fslab report {last} --figures", [*fslab, "report", str(last), "-o", str(out / "figures"), "--figures"], target(10.0), None, 1),
+            (
+                f"fslab report {last}",
+                [*fslab, "report", str(last), "-o", str(out / "page")],
+                target(3),
+                target(500e6),
+                args.repeat,
+            ),
+            (
+                f"fslab report {last} --figures",
+                [*fslab, "report", str(last), "-o", str(out / "figures"), "--figures"],
+                target(10.0),
+                None,
+                1,
+            ),
         ]
         for name, argv, seconds, memory, times in commands:
             results = [timed(argv, env, out) for _ in range(times)]

@@ -131,6 +131,9 @@ PoolHostsOption = Annotated[
 ]
 BaselineOption = Annotated[Optional[str], typer.Option("--baseline", help="One target every other is compared with, instead of each target's own baseline (docs/study-format.md). \\[default: each target's own]")]
 ThresholdOption = Annotated[float, typer.Option("--threshold", parser=parse_percent, metavar="PERCENT", help="The smallest change called faster or slower.")]
+StudyRunArgument = Annotated[Optional[str], typer.Argument(help=(
+    "A study run id (12, or #12 where a study is named with digits), or a study name for its newest run. "
+    "\\[default: the newest]"))]
 
 
 @app.command()
@@ -315,7 +318,7 @@ def _show(results: "ResultsDB", study_run_id: int, **analysis: Any) -> "StudySum
 
 @app.command()
 def summary(
-    study_run: Annotated[Optional[str], typer.Argument(help="A study run id (12, or #12 where a study is named with digits), or a study name for its newest run. \\[default: the newest]")] = None,
+    study_run: StudyRunArgument = None,
     baseline: BaselineOption = None,
     threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
     precision: Annotated[Optional[float], typer.Option("--precision", parser=parse_percent, metavar="PERCENT", help="Say how many runs a ratio within ±PERCENT would need. \\[default: the threshold]")] = None,
@@ -332,7 +335,7 @@ def summary(
 
 @app.command()
 def export(
-    study_run: Annotated[Optional[str], typer.Argument(help="A study run id (12, or #12 where a study is named with digits), or a study name for its newest run. \\[default: the newest]")] = None,
+    study_run: StudyRunArgument = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="The folder to write into (made if need be, in an existing directory). \\[default: the study run's report folder]")] = None,
     form: Annotated[str, typer.Option("--format", metavar="FORMAT", help="csv or parquet (or a format a module of fslab.report.formats adds). Parquet needs pyarrow: pip install 'fslab\\[parquet]'.")] = "csv",
     db: DbOption = None,
@@ -377,8 +380,12 @@ def _find_study_run(results: "ResultsDB", ref: str | None) -> dict:
 
 @app.command()
 def compare(
-    older: Annotated[str, typer.Argument(help="The study run to compare against (id: 12 or #12; or a study name for its newest run); with --hosts, the study run whose hosts are compared.")],
-    newer: Annotated[Optional[str], typer.Argument(help="The study run compared (id: 12 or #12); none with --hosts.")] = None,
+    older: Annotated[str, typer.Argument(help=(
+        "The study run to compare against (id: 12 or #12; or a study name for its newest run); "
+        "with --hosts, the study run whose hosts are compared."))],
+    newer: Annotated[
+        Optional[str], typer.Argument(help="The study run compared (id: 12 or #12); none with --hosts.")
+    ] = None,
     hosts: Annotated[
         Optional[tuple[str, str]],
         typer.Option("--hosts", metavar="A B", help="Compare host B with host A (the baseline) on one study run: every target and workload both ran, B/A."),
@@ -455,7 +462,9 @@ def import_results(
 
 @app.command()
 def report(
-    study_runs: Annotated[Optional[list[str]], typer.Argument(metavar="[STUDY-RUN]...", help="Study run ids (12 or #12), or a study name for its newest run; several (of one study) are compared with the first. \\[default: the newest]")] = None,
+    study_runs: Annotated[Optional[list[str]], typer.Argument(metavar="[STUDY-RUN]...", help=(
+        "Study run ids (12 or #12), or a study name for its newest run; several (of one study) are compared "
+        "with the first. \\[default: the newest]"))] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", metavar="DIR", help="The folder for report.html, and figures/ with --figures (made if missing). \\[default: the study run's folder beside the database, where `fslab summary` writes]")] = None,
     figures: Annotated[bool, typer.Option("--figures", help="Also write every chart as SVG and PNG, in figures/ beside the page (for papers and slides; about a tenth of a second a chart).")] = False,
     history_of: Annotated[Optional[str], typer.Option("--history", metavar="STUDY", help="Write the study's trend page instead (history.html): each cell's primary metric across its study runs, a facet per host, flagged steps marked and listed (as `fslab history STUDY`).")] = None,
@@ -591,7 +600,8 @@ def worker(
 
 @app.command()
 def status(
-    study_run: Annotated[Optional[str], typer.Argument(help="A fleet's study run id (12 or #12), or a study name for its newest run. \\[default: the newest]")] = None,
+    study_run: Annotated[Optional[str], typer.Argument(help=(
+        "A fleet's study run id (12 or #12), or a study name for its newest run. \\[default: the newest]"))] = None,
     db: DbOption = None,
 ) -> None:
     """Where a study run on a fleet stands: per host, its runs done of planned, the run under way, ETA."""

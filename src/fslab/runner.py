@@ -70,7 +70,8 @@ class StudyStopped(FslabError):
     def __init__(self, study_run_id: int, stop: Stop, superseded: int, *, resumable: bool = True):
         self.study_run_id, self.stop = study_run_id, stop
         then = (
-            f"Once that is fixed, `fslab run --resume {study_run_id}` (with the same --db and --workdir) makes them again"
+            f"Once that is fixed, `fslab run --resume {study_run_id}` (with the same --db and --workdir) "
+            "makes them again"
             if resumable
             else "This host's unit fails with that cause (a failed unit is not queued again)"
         )
@@ -143,7 +144,8 @@ def resume_study(
         done = {run.key: run for run in resumable.stored}
         tally = Tally(resumable.started_at)
         _run_blocks(
-            resumable.study_run_id, planner, db, workdir, named, observer, tally, done, host=host, dropped=resumable.dropped
+            resumable.study_run_id, planner, db, workdir, named, observer, tally, done,
+            host=host, dropped=resumable.dropped,
         )
         if done and observer:  # only where a time budget was judged differently on replay
             observer.notice(f"{len(done)} stored run(s) were not planned again; they stay stored")
@@ -303,7 +305,9 @@ class _Watched:
 
     def ended(self, run_id: int, record: RunRecord) -> None:
         failure = record.failure if record.status != "ok" else None
-        said = failure and signature_of(record.error or "", failure.argv, failure.exit_status, failure.stderr_tail, failure.missing_tool)
+        said = failure and signature_of(
+            record.error or "", failure.argv, failure.exit_status, failure.stderr_tail, failure.missing_tool
+        )
         verdict = self.watch.observe(run_id, record.target, record.workload, *(said or (None, "")))
         if isinstance(verdict, Skip):
             self.skipped.add(verdict.target)
@@ -440,7 +444,9 @@ def execute(planned: PlannedRun, workdir: Workdir, sources: Sources) -> RunRecor
                 record.job_file = kind.command(workload, ready)
                 filesystem = FILESYSTEMS[target.filesystem]
                 windows = Windows(ready, filesystem.compression_ratio(ready), partial(filesystem.sync, ready))
-                record.outputs = _measure(workdir.journal, kind, workload, ready, record.job_file, sources.scope, clock, windows, filesystem)
+                record.outputs = _measure(
+                    workdir.journal, kind, workload, ready, record.job_file, sources.scope, clock, windows, filesystem
+                )
                 metrics, notes = kind.parse(record.outputs), kind.judge(workload, record.outputs)
                 monitored, flagged = windows.found(kind, record.outputs)  # after the workload's own figures: it needs them
                 record.metrics, record.notes = metrics + monitored, notes + flagged
@@ -543,7 +549,15 @@ class Windows:
 
 
 def _measure(
-    journal: Journal, kind: WorkloadKind, workload: Workload, ready: Provisioned, command: str, scope: StudyScope, clock: _Clock, windows: Windows, filesystem: Filesystem
+    journal: Journal,
+    kind: WorkloadKind,
+    workload: Workload,
+    ready: Provisioned,
+    command: str,
+    scope: StudyScope,
+    clock: _Clock,
+    windows: Windows,
+    filesystem: Filesystem,
 ) -> list[RawOutput]:
     """Prepare what the workload reads (and precondition the target), drop caches (the page
     cache, and what `filesystem` caches beside it: zfs-fuse's ARC), run it with its measured

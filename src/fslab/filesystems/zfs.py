@@ -386,7 +386,8 @@ class Zfs(Filesystem):
         if kept >= SCALED_ARC_FLOOR:
             return replace(target, arc_max=kept)
         changed = (
-            f"{ARC_FLOOR_NOTE}{format_size(SCALED_ARC_FLOOR)}, the least both ZFS engines take, not {format_size(target.arc_max)} × {scale:g} = {format_size(kept)}: "
+            f"{ARC_FLOOR_NOTE}{format_size(SCALED_ARC_FLOOR)}, the least both ZFS engines take, "
+            f"not {format_size(target.arc_max)} × {scale:g} = {format_size(kept)}: "
             f"{SCALED_ARC_FLOOR / kept:.3g}× the full size's ARC for the data"
         )
         return replace(target, arc_max=SCALED_ARC_FLOOR, scaling_changed=(*target.scaling_changed, changed))
@@ -480,10 +481,15 @@ class Zfs(Filesystem):
             made = self._made[pool] = MadePool(held, None, tuple(devices))
             try:
                 if target.zvol:
-                    create_volume = self.dataset_command(pool, mountpoint, target)  # after the pool: a volume is sized from it
+                    # after the pool: a volume is sized from it
+                    create_volume = self.dataset_command(pool, mountpoint, target)
                     zfs_create(create_volume, target.properties)
                     commands = joined([create_pool, create_volume])
-                    yield Provisioned.on(self.kind, stack, _zvol_device(f"{pool}/data"), None, mkfs_command=commands, details=self.details_of(found, daemon, pool, devices, target), dataset=f"{pool}/data")
+                    details = self.details_of(found, daemon, pool, devices, target)
+                    device = _zvol_device(f"{pool}/data")
+                    yield Provisioned.on(
+                        self.kind, stack, device, None, mkfs_command=commands, details=details, dataset=f"{pool}/data"
+                    )
                     return
                 with mount_point(journal, mountpoint) as mounted:
                     create_dataset = self.dataset_command(pool, mountpoint, target)
@@ -523,7 +529,10 @@ class Zfs(Filesystem):
 
 
 # How a zfs-fuse run's measured reads start from the devices (Zfs.empty_cache), stored with it.
-EMPTIED = "ARC emptied before the measured run: the pool exported and imported again (drop_caches does not reach zfs-fuse's)"
+EMPTIED = (
+    "ARC emptied before the measured run: the pool exported and imported again "
+    "(drop_caches does not reach zfs-fuse's)"
+)
 ENCRYPTION_ON_FUSE = "ZFS native encryption is not supported by this ZFS engine (zfs-fuse's pool version 23 predates it); it needs OpenZFS 0.8 or later with its kernel module"
 ZVOL_ON_FUSE = "zvol targets are not supported by this ZFS engine (zfs-fuse cannot present block devices); they need the OpenZFS kernel module"
 

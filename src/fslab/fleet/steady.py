@@ -54,7 +54,8 @@ class SteadyResults(ResultsDB):
         """The run's id if it is stored already (its host's, same cell, repetition and warm-up)."""
         query = sa.select(runs.c.id).where(
             runs.c.study_run_id == study_run_id, runs.c.host == record.host, runs.c.target == record.target,
-            runs.c.workload == record.workload, runs.c.repetition == record.repetition, runs.c.warmup == record.warmup, COUNTED,
+            runs.c.workload == record.workload, runs.c.repetition == record.repetition, runs.c.warmup == record.warmup,
+            COUNTED,
         )  # fmt: skip
         with self.engine.connect() as conn:
             return conn.execute(query).scalar()

@@ -261,8 +261,9 @@ def run_unit(
     try:
         with unit_services(share.study, host, unit.study_run_id, db, fio or FioSettings(db.location, None, ())) as clients:
             run_share(
-                share, db, workdir, host=host, ended=partial(_ended, db, unit, say), observer=_UnitObserver(db, unit, say, blocks),
-                take=blocks, clients=clients, skip=partial(_skipped_midway, db, unit),
+                share, db, workdir, host=host, ended=partial(_ended, db, unit, say),
+                observer=_UnitObserver(db, unit, say, blocks), take=blocks, clients=clients,
+                skip=partial(_skipped_midway, db, unit),
             )
     finally:
         if blocks is not None:

@@ -69,7 +69,11 @@ def fio_table(engines: tuple[str, ...]) -> FioTable:
         return held[3]
     fio = executable("fio")
     if fio is None:
-        raise FioUnavailable("fio is not installed: fslab checks every fio option against fio's own description of it (`fio --cmdhelp`); install fio (Debian: apt-get install fio)", "fio")
+        raise FioUnavailable(
+            "fio is not installed: fslab checks every fio option against fio's own description of it "
+            "(`fio --cmdhelp`); install fio (Debian: apt-get install fio)",
+            "fio",
+        )
     table = held[3] if held is not None and held[1:3] == (fio, engines) else load_table(fio, engines, CACHE_DIR)
     _held = (now, fio, engines, table)
     return table

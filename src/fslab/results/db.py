@@ -274,7 +274,8 @@ class ResultsDB:
         """Every run of a study run as stored (but those superseded), in the order stored: each with
         all its columns, or with those named."""
         with self.engine.connect() as conn:
-            query = sa.select(*([runs.c[name] for name in columns] if columns is not None else [runs])).where(runs.c.study_run_id == study_run_id, COUNTED).order_by(runs.c.id)
+            chosen = [runs.c[name] for name in columns] if columns is not None else [runs]
+            query = sa.select(*chosen).where(runs.c.study_run_id == study_run_id, COUNTED).order_by(runs.c.id)
             return _records(conn.execute(query))
 
     def stored_runs(self, study_run_id: int, host: str | None = None, block: int | None = None) -> list[StoredRun]:
@@ -285,7 +286,12 @@ class ResultsDB:
                 metrics.c.phase, metrics.c.name, metrics.c.value, metrics.c.primary, metrics.c.compared,
             )
             .outerjoin(metrics, metrics.c.run_id == runs.c.id)
-            .where(runs.c.study_run_id == study_run_id, COUNTED, *([runs.c.host == host] if host is not None else []), *([runs.c.block == block] if block is not None else []))
+            .where(
+                runs.c.study_run_id == study_run_id,
+                COUNTED,
+                *([runs.c.host == host] if host is not None else []),
+                *([runs.c.block == block] if block is not None else []),
+            )
             .order_by(runs.c.id)
         )
         found: dict[int, tuple[StoredRun, list[tuple[str, str, bool, bool]]]] = {}
@@ -369,7 +375,10 @@ class ResultsDB:
         """(run id, phase, name) → the value of each metric named, of every run of a study run."""
         query = sa.select(metrics.c.run_id, metrics.c.phase, metrics.c.name, metrics.c.value).join(runs, metrics.c.run_id == runs.c.id)
         with self.engine.connect() as conn:
-            return {(run_id, phase, name): value for run_id, phase, name, value in conn.execute(query.where(runs.c.study_run_id == study_run_id, COUNTED, metrics.c.name.in_(list(names))))}
+            found = conn.execute(
+                query.where(runs.c.study_run_id == study_run_id, COUNTED, metrics.c.name.in_(list(names)))
+            )
+            return {(run_id, phase, name): value for run_id, phase, name, value in found}
 
 
 def _records(result: sa.CursorResult) -> list[dict]:

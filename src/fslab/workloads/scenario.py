@@ -306,7 +306,8 @@ class Scenarios:
                     run(["sync"])
                 elif phase.action == "drop_caches":
                     sync_and_drop_caches()
-                    FILESYSTEMS[ready.filesystem].empty_cache(journal, ready)  # zfs-fuse's ARC, which drop_caches leaves
+                    # zfs-fuse's ARC, which drop_caches leaves
+                    FILESYSTEMS[ready.filesystem].empty_cache(journal, ready)
                 elif phase.action == "sleep":
                     time.sleep(phase.seconds)
             if phase.extents and phase.measured:
