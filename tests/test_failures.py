@@ -4,6 +4,7 @@ killed fslab's scratch directory (in RAM) is removed by `fslab cleanup`, and onl
 
 import os
 import shutil
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -260,24 +261,35 @@ def _removed_once_a_run_is_stored(tool: Path, db: Path) -> threading.Thread:
     return thread
 
 
-@pytest.mark.root
-def test_a_tool_gone_mid_study_stops_it_in_one_line_and_a_resume_makes_the_runs_again(workdir, tmp_path, monkeypatch):
-    study = write_study(tmp_path, ALIKE.format(size="64MiB", first="ext4", second="ext4-noatime", options='mount_options = "noatime"').replace(
-        'filesystem = "ext4-noatime"', 'filesystem = "ext4"'))
+def _run_as_tool_goes(
+    study: Path, tool: str, workdir: Workdir, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[subprocess.CompletedProcess, Path, Path]:
+    """`fslab run study` with a PATH of the test's own, `tool` removed from it once a run is stored:
+    its result, its database and that PATH's directory."""
     db = tmp_path / "r.db"
     bin_dir = Path(path_without("fslab-none", tmp_path / "bin"))
     monkeypatch.setenv("PATH", str(bin_dir))
-    remover = _removed_once_a_run_is_stored(bin_dir / "fio", db)
+    remover = _removed_once_a_run_is_stored(bin_dir / tool, db)
     result = fslab("run", str(study), "--no-ceiling", "--db", str(db), "--workdir", str(workdir.root))
     remover.join(timeout=10)
+    return result, db, bin_dir
+
+
+@pytest.mark.root
+def test_a_tool_gone_mid_study_stops_it_in_one_line_and_a_resume_makes_the_runs_again(workdir, tmp_path, monkeypatch):
+    text = ALIKE.format(size="64MiB", first="ext4", second="ext4-noatime", options='mount_options = "noatime"')
+    study = write_study(tmp_path, text.replace('filesystem = "ext4-noatime"', 'filesystem = "ext4"'))
+    result, db, bin_dir = _run_as_tool_goes(study, "fio", workdir, tmp_path, monkeypatch)
     assert result.returncode == 1, result.stdout + result.stderr
     said = [line for line in result.stderr.splitlines() if line.startswith("stopped:")]
-    assert len(said) == 1 and "runs in a row failed alike on 2 targets (" in said[0] and said[0].endswith(" makes them again"), result.stderr
+    assert len(said) == 1 and "runs in a row failed alike on 2 targets (" in said[0], result.stderr
+    assert said[0].endswith(" makes them again"), result.stderr
     assert "fio: command not found" in said[0] and "--resume 1" in said[0]
     results = ResultsDB(str(db))
     assert results.study_run(1)["status"] == "interrupted" and "skipped" not in (results.study_run(1)["settings"] or {})
     with results.engine.connect() as conn:
-        statuses = [s for (s,) in conn.execute(sa.select(runs.c.status).where(runs.c.study_run_id == 1).order_by(runs.c.id))]
+        query = sa.select(runs.c.status).where(runs.c.study_run_id == 1).order_by(runs.c.id)
+        statuses = [s for (s,) in conn.execute(query)]
     superseded = statuses.count("superseded")
     assert superseded >= 3 and "failed" not in statuses and statuses[0] == "ok" and len(statuses) < 8, statuses
     assert all(r["status"] == "ok" for r in results.runs(1)), "superseded runs are not read as runs"
@@ -294,23 +306,23 @@ def test_a_tool_gone_mid_study_stops_it_in_one_line_and_a_resume_makes_the_runs_
 @pytest.mark.root
 def test_a_tool_of_one_target_gone_mid_study_skips_that_target_and_the_rest_go_on(workdir, tmp_path, monkeypatch):
     study = write_study(tmp_path, ALIKE.format(size="512MiB", first="ext4", second="xfs", options=""))
-    db = tmp_path / "r.db"
-    bin_dir = Path(path_without("fslab-none", tmp_path / "bin"))
-    monkeypatch.setenv("PATH", str(bin_dir))
-    remover = _removed_once_a_run_is_stored(bin_dir / "mkfs.xfs", db)
-    result = fslab("run", str(study), "--no-ceiling", "--db", str(db), "--workdir", str(workdir.root))
-    remover.join(timeout=10)
+    result, db, _ = _run_as_tool_goes(study, "mkfs.xfs", workdir, tmp_path, monkeypatch)
     assert result.returncode == 1, result.stdout + result.stderr  # xfs's failed runs are failures: they count
     results = ResultsDB(str(db))
     study_run = results.study_run(1)
     assert study_run["status"] == "finished"
     (skip,) = study_run["settings"]["skipped"]
-    assert skip["target"] == "xfs" and skip["why"] == "its runs failed alike (3 in a row, then skipped): `mkfs.xfs` exited 127: mkfs.xfs: command not found"
+    assert skip["target"] == "xfs"
+    gone = "`mkfs.xfs` exited 127: mkfs.xfs: command not found"
+    assert skip["why"] == f"its runs failed alike (3 in a row, then skipped): {gone}"
     ext4 = [r for r in results.runs(1) if r["target"] == "ext4"]
     xfs = [r for r in results.runs(1) if r["target"] == "xfs"]
     assert len(ext4) == 4 and all(r["status"] == "ok" for r in ext4), "the rest went on"
     assert [r["status"] for r in xfs].count("failed") == 3 and len(xfs) <= 4, "no xfs run after its skip"
     said = " ".join(result.stdout.split())
     assert "target 'xfs' skipped: its runs failed alike" in said
-    assert "Skipped: 1 target(s) this machine cannot run, or whose runs failed alike: - xfs: its runs failed alike (3 in a row, then skipped)" in " ".join(
-        (Path(results.location).parent / "reports" / "alike-1" / "summary.md").read_text().split())
+    summary_md = (Path(results.location).parent / "reports" / "alike-1" / "summary.md").read_text()
+    assert (
+        "Skipped: 1 target(s) this machine cannot run, or whose runs failed alike: "
+        "- xfs: its runs failed alike (3 in a row, then skipped)"
+    ) in " ".join(summary_md.split())
