@@ -17,7 +17,8 @@ MiB, GiB = 2**20, 2**30
 
 
 def test_the_arc_may_hold_the_working_set_when_its_cap_is_the_data_or_the_floor_raised_it():
-    assert arc_note(4 * GiB, 4 * GiB, floor_raised=False) == f"{MAY_HOLD}: its cap (4GiB) is at least the 4GiB the workload reads"
+    held = arc_note(4 * GiB, 4 * GiB, floor_raised=False)
+    assert held == f"{MAY_HOLD}: its cap (4GiB) is at least the 4GiB the workload reads"
     assert arc_note(4 * GiB, 20 * GiB, floor_raised=False) is None, "a fifth of the data, as the seed asked: from disk"
     raised = arc_note(64 * MiB, 205 * MiB, floor_raised=True)
     assert raised is not None and raised.startswith(MAY_HOLD) and "31% of the 205MiB" in raised
@@ -41,23 +42,28 @@ def flagged(scale: float) -> dict[str, list[str]]:
 def test_nas_stack_keeps_the_seeds_sizes_and_the_arcs_share_of_each_workloads_data():
     full, scaled = load_study("nas-stack"), load_study("nas-stack", scale=0.05)
     sizes = {w.name: int(w.tool.fio_options["size"]) for w in full.workloads if w.kind == "fio"}
-    assert sizes == {"backup-write": 20 * GiB, "backup-read": 20 * GiB, "metadata": 4 * GiB, "mixed-load": 8 * GiB}, "seed 003's --size"
-    assert next(w for w in full.workloads if w.name == "mixed-load").tool.shared_file, "the seed's one --filename for its 4 jobs"
+    seeds = {"backup-write": 20 * GiB, "backup-read": 20 * GiB, "metadata": 4 * GiB, "mixed-load": 8 * GiB}
+    assert sizes == seeds, "seed 003's --size"
+    mixed = next(w for w in full.workloads if w.name == "mixed-load")
+    assert mixed.tool.shared_file, "the seed's one --filename for its 4 jobs"
     for study in (full, scaled):
         targets, workloads = ({t.name: t for t in study.targets}, {w.name: w for w in study.workloads})
         arc = targets["zfs-mirror"].arc_max
         data = {name: w.tool.bytes_needed(False) for name, w in workloads.items() if w.kind == "fio"}
-        assert {name: round(arc / size, 2) for name, size in data.items()} == {"backup-write": 0.2, "backup-read": 0.2, "metadata": 1.0, "mixed-load": 0.5}
+        shares = {name: round(arc / size, 2) for name, size in data.items()}
+        assert shares == {"backup-write": 0.2, "backup-read": 0.2, "metadata": 1.0, "mixed-load": 0.5}
 
 
 def test_nas_stack_says_where_the_arc_may_hold_the_working_set():
     """At 0.05 the ARC keeps the seed's share: only the metadata file, as large as the seed's ARC,
     may be held; at 0.01 the floor (64MiB, not 41MiB) holds more than the seed's share of every
     reading workload. Writes and targets without an ARC are never flagged."""
-    assert flagged(1.0) == flagged(0.05) == {"backup-write": [], "backup-read": [], "metadata": ["zfs-mirror", "zfs-mirror-encrypted"], "mixed-load": [], "photo-ingestion": []}
+    zfs = ["zfs-mirror", "zfs-mirror-encrypted"]
+    assert flagged(1.0) == flagged(0.05) == {
+        "backup-write": [], "backup-read": [], "metadata": zfs, "mixed-load": [], "photo-ingestion": [],
+    }  # fmt: skip
     assert flagged(0.01) == {
-        "backup-write": [], "backup-read": ["zfs-mirror", "zfs-mirror-encrypted"], "metadata": ["zfs-mirror", "zfs-mirror-encrypted"],
-        "mixed-load": ["zfs-mirror", "zfs-mirror-encrypted"], "photo-ingestion": [],
+        "backup-write": [], "backup-read": zfs, "metadata": zfs, "mixed-load": zfs, "photo-ingestion": [],
     }  # fmt: skip
 
 
@@ -98,9 +104,15 @@ def test_the_note_reaches_the_zfs_cells_that_read_in_a_stored_study_run(tmp_path
     path.write_text(STUDY)
     db = ResultsDB(str(tmp_path / "r.db"))
     study_run = store_study_run(db, load_study(path, scale=0.05), seed=1, rng=random.Random(1))
-    notes = {(c.workload, c.target): [n for n in c.notes if n.startswith(MAY_HOLD)] for c in summarize_study_run(db, study_run).cells}
+    cells = summarize_study_run(db, study_run).cells
+    notes = {(c.workload, c.target): [n for n in c.notes if n.startswith(MAY_HOLD)] for c in cells}
+    raised = (
+        f"{MAY_HOLD}: its cap (64MiB), the least the ZFS engines take, is 31% of the 205MiB the workload reads, "
+        "more than the study's share at full size"
+    )
     assert notes == {
-        ("reads", "zfs"): [f"{MAY_HOLD}: its cap (64MiB) is at least the 51MiB the workload reads"],  # the floor, not 51MiB
-        ("big-reads", "zfs"): [f"{MAY_HOLD}: its cap (64MiB), the least the ZFS engines take, is 31% of the 205MiB the workload reads, more than the study's share at full size"],
+        # the floor, not 51MiB
+        ("reads", "zfs"): [f"{MAY_HOLD}: its cap (64MiB) is at least the 51MiB the workload reads"],
+        ("big-reads", "zfs"): [raised],
         ("reads", "ext4"): [], ("big-reads", "ext4"): [],
     }  # fmt: skip

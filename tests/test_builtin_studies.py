@@ -96,7 +96,11 @@ def test_nas_stack_runs_its_zfs_mirror_raw_baselines_and_photo_ingestion(nas):
 def test_nas_stack_says_where_the_arc_may_hold_the_working_set(nas):
     """At --scale 0.01 the 4GiB ARC would be 41MiB; the engines' floor keeps it at 64MiB, above the
     seed's share of every reading workload's data: their ZFS cells say so, the rest do not."""
-    said = {(c["workload"], c["target"]) for c in nas.report["cells"] if any(str(n).startswith(MAY_HOLD) for n in c.get("notes", []))}
+    said = {
+        (c["workload"], c["target"])
+        for c in nas.report["cells"]
+        if any(str(n).startswith(MAY_HOLD) for n in c.get("notes", []))
+    }
     assert said == {(w, "zfs-mirror") for w in ("backup-read", "metadata", "mixed-load")}
     assert MAY_HOLD in nas.result.stdout
 

@@ -126,14 +126,20 @@ def test_a_study_named_with_digits_is_never_taken_for_a_study_run_id(tmp_path):
     from fslab.results import ResultsDB
 
     db = ResultsDB(str(tmp_path / "r.db"))
-    first, second = (stored_study(tmp_path, _NAMED.format(name=name), db, name=f"{name}.toml") for name in ("other", "1"))
+    first, second = (
+        stored_study(tmp_path, _NAMED.format(name=name), db, name=f"{name}.toml") for name in ("other", "1")
+    )
     assert (first, second) == (1, 2)
     ambiguous = fslab_in_process("summary", "1", "--db", db.location)
     assert ambiguous.returncode == 2 and "Traceback" not in ambiguous.stderr
     said = " ".join(ambiguous.stderr.split())
-    assert "'1' is both the id of study run 1 (other) and the name of study '1' (its newest study run is 2): write #1 for study run 1, or #2" in said
+    assert (
+        "'1' is both the id of study run 1 (other) and the name of study '1' (its newest study run is 2): "
+        "write #1 for study run 1, or #2"
+    ) in said
     for ref, (study, study_run) in (("#1", ("other", 1)), ("#2", ("1", 2)), ("other", ("other", 1))):
         result = fslab_in_process("summary", ref, "--db", db.location)
-        assert result.returncode == 0 and result.stdout.startswith(f"Study {study}, study run {study_run} "), (ref, result.stdout[:200], result.stderr)
+        shown = result.stdout.startswith(f"Study {study}, study run {study_run} ")
+        assert result.returncode == 0 and shown, (ref, result.stdout[:200], result.stderr)
     assert db.study_run("2")["study"] == "1", "digits that are an id alone are that id"
     assert fslab_in_process("summary", "#9", "--db", db.location).returncode == 2

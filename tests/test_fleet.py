@@ -299,7 +299,8 @@ def test_a_unit_whose_runs_fail_alike_stops_once_with_its_cause_and_is_not_taken
     bin_dir = Path(path_without("fslab-none", tmp_path / "bin"))
     monkeypatch.setenv("PATH", str(bin_dir))  # the worker's PATH (Fleet.env): fio is taken from it mid-study
     path = tmp_path / "alike.toml"
-    path.write_text(short_study("alike", EXT4 + '[[target]]\nname = "ext4-noatime"\nfilesystem = "ext4"\nmount_options = "noatime"\n', 3))
+    noatime = '[[target]]\nname = "ext4-noatime"\nfilesystem = "ext4"\nmount_options = "noatime"\n'
+    path.write_text(short_study("alike", EXT4 + noatime, 3))
     with fleet(fleet_lab, tmp_path) as f:
         worker = f.start(0, "h")
         f.wait("the worker", registered(f, 1))
@@ -308,12 +309,14 @@ def test_a_unit_whose_runs_fail_alike_stops_once_with_its_cause_and_is_not_taken
         study_run_id = int(queued.stdout.strip())
         f.wait("a run stored", lambda: runs_of(f, study_run_id) >= 1)
         (bin_dir / "fio").unlink()
-        f.wait("the unit ended", lambda: f.sql(f"SELECT state FROM fleet_units WHERE study_run_id = {study_run_id}") in ("done", "failed"))
+        state = f"SELECT state FROM fleet_units WHERE study_run_id = {study_run_id}"
+        f.wait("the unit ended", lambda: f.sql(state) in ("done", "failed"))
         why = f.sql(f"SELECT why FROM fleet_units WHERE study_run_id = {study_run_id}")
-        assert f.sql(f"SELECT state FROM fleet_units WHERE study_run_id = {study_run_id}") == "failed" and "runs in a row failed alike on 2 targets" in why, why
+        assert f.sql(state) == "failed" and "runs in a row failed alike on 2 targets" in why, why
         assert "fio: command not found" in why and "\n" not in why
         assert f.sql("SELECT status, attempts FROM procrastinate_jobs") == "failed|1", "failed once, never queued again"
-        statuses = f.sql(f"SELECT status, count(*) FROM runs WHERE study_run_id = {study_run_id} GROUP BY 1 ORDER BY 1").splitlines()
+        by_status = f"SELECT status, count(*) FROM runs WHERE study_run_id = {study_run_id} GROUP BY 1 ORDER BY 1"
+        statuses = f.sql(by_status).splitlines()
         assert statuses[0].startswith("ok|") and statuses[1].startswith("superseded|") and len(statuses) == 2, statuses
         assert status_of(f, study_run_id) == "finished" and worker.process.poll() is None, "the worker goes on"
         assert f.stop(worker) == 128 + signal.SIGTERM

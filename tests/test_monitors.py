@@ -90,7 +90,13 @@ def test_the_cpu_sampler_samples_several_times_a_second_and_stops(monkeypatch):
     assert monitor.sampler._thread is None, "the thread ends with the phase"
     assert len(monitor.sampler.samples) == proc_stat.readings >= 7, "a sample a reading, the last as it stops"
     got = values(collect([monitor]))
-    assert got == {"host_cpu_busy_pct": 60, "host_cpu_busy_peak_pct": 60, "host_cpu_user_pct": 40, "host_cpu_system_pct": 20, "host_cpu_iowait_pct": 10}
+    assert got == {
+        "host_cpu_busy_pct": 60,
+        "host_cpu_busy_peak_pct": 60,
+        "host_cpu_user_pct": 40,
+        "host_cpu_system_pct": 20,
+        "host_cpu_iowait_pct": 10,
+    }
 
 
 def test_monitors_are_stopped_when_the_phase_fails():

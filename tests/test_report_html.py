@@ -557,7 +557,8 @@ def test_the_page_lays_out_the_summarys_sections_and_follows_them(monkeypatch):
     monkeypatch.setattr("fslab.report.html.sections", changed)
     [followed] = run_section(s, RunDetails()).workloads
     assert followed.table.rows == workload.rows[1:]
-    assert [(h, t.rows) for h, t in followed.comparisons] == [(heading, comparison.rows), ("Compared with raw", comparison.rows[::-1])]
+    compared = [(heading, comparison.rows), ("Compared with raw", comparison.rows[::-1])]
+    assert [(h, t.rows) for h, t in followed.comparisons] == compared
     assert followed.conclusions == shown.conclusions
 
 

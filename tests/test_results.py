@@ -298,7 +298,10 @@ def test_fslab_processes_opening_one_new_database_at_once_all_get_it(tmp_path):
         assert [said.get() for _ in openers] == ["ok"] * 4
 
 
-_SUPERSEDING = '[study]\nname = "s"\nworkloads = ["rand_read", "seq_write"]\nrepetitions = 2\n[[target]]\nfilesystem = "ext4"\n[[target]]\nfilesystem = "xfs"\n'
+_SUPERSEDING = (
+    '[study]\nname = "s"\nworkloads = ["rand_read", "seq_write"]\nrepetitions = 2\n'
+    '[[target]]\nfilesystem = "ext4"\n[[target]]\nfilesystem = "xfs"\n'
+)
 
 
 def test_runs_a_systematic_failure_superseded_are_counted_by_no_reader(tmp_path):
@@ -307,15 +310,18 @@ def test_runs_a_systematic_failure_superseded_are_counted_by_no_reader(tmp_path)
     from fslab.results.records import RunFailure
 
     db = ResultsDB(str(tmp_path / "r.db"))
-    gone = ("`fio` exited with status 127: fio: command not found", RunFailure("workload", "Traceback …", ["fio"], 127, "fio: command not found"))
+    failure = RunFailure("workload", "Traceback …", ["fio"], 127, "fio: command not found")
+    gone = ("`fio` exited with status 127: fio: command not found", failure)
     study_run = stored_study(tmp_path, _SUPERSEDING, db, failing={"xfs": gone})
     failed = [r["id"] for r in db.runs(study_run) if r["status"] == "failed"]
     assert len(failed) == 4 and len(summarize_study_run(db, study_run).failures) == 4
     assert db.supersede(study_run, failed) == 4
     assert [r["target"] for r in db.runs(study_run)] == ["ext4"] * 4 and all(s.ok for s in db.stored_runs(study_run))
-    assert summarize_study_run(db, study_run).failures == [], "the summary, and so `fslab run`'s exit status, counts none"
+    failures = summarize_study_run(db, study_run).failures
+    assert failures == [], "the summary, and so `fslab run`'s exit status, counts none"
     assert {m.status for m in db.run_metrics(study_run)} == {"ok"}, "nor does `fslab export`"
     exported = fslab_in_process("export", f"#{study_run}", "--db", db.location, "-o", str(tmp_path / "out"))
     assert exported.returncode == 0 and "xfs" not in (tmp_path / "out" / "runs.csv").read_text()
     with db.engine.connect() as conn:
-        assert conn.execute(sa.text("select count(*) from runs where status = 'superseded'")).scalar() == 4, "kept, marked"
+        superseded = conn.execute(sa.text("select count(*) from runs where status = 'superseded'")).scalar()
+        assert superseded == 4, "kept, marked"

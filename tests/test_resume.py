@@ -173,7 +173,8 @@ def test_killed_at_any_point_then_cleaned_up_and_resumed_every_run_is_stored_onc
         locked = sqlite3.connect(db, timeout=30)
         locked.execute("BEGIN EXCLUSIVE")  # the next run's commit waits on this lock
         waiting = _waiting_for_the_lock(proc.pid)
-        while not (_journal_says(workdir.root, '"event": "release", "kind": "image"') or _released_loops(workdir.root, 2)) or not waiting():
+        image_released = '"event": "release", "kind": "image"'
+        while not (_journal_says(workdir.root, image_released) or _released_loops(workdir.root, 2)) or not waiting():
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.05)
         proc.kill()  # torn down, and waiting to commit

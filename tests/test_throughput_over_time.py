@@ -95,7 +95,8 @@ def test_the_chart_draws_each_targets_windows_in_the_pages_units():
     assert [(r["target"], r["seconds"], r["bandwidth"]) for r in rows if r["target"] == "ext4"] == [("ext4", 0.5, 100), ("ext4", 1.0, 200), ("ext4", 1.5, 200)]
     assert {r["run"] for r in rows if r["target"] == "xfs"} == {1}
     assert chart.spec["encoding"]["y"]["title"] == "write MB/s"
-    assert "windows of 500 ms" in chart.caption and "ext4 run 2 (the median of 3), xfs run 1 (the median of 3)" in chart.caption
+    assert "windows of 500 ms" in chart.caption
+    assert "ext4 run 2 (the median of 3), xfs run 1 (the median of 3)" in chart.caption
     TopLevelSpec.validate(chart.spec)
     binary = throughput_chart([trace("ext4", [2**20 / 1e6])], ["ext4"], Bandwidth.MIB)
     [row] = [r for r in layer(binary.spec, "line") if r["seconds"] == 0.5]

@@ -99,7 +99,9 @@ def test_a_scenarios_drop_caches_phase_empties_zfs_fuses_arc(workdir, tmp_path):
     runs = db.runs(study_run)
     assert len(runs) == 1 and runs[0]["status"] == "ok", runs[0]["error"]
     ratios = {phase: ratio for (_, phase, _), ratio in db.metric_values(study_run, ["device_read_ratio"]).items()}
-    assert ratios.keys() == {"read"} and ratios["read"] >= 0.95, f"the devices read {ratios} of what fio read after the drop: the ARC served the rest"
+    assert ratios.keys() == {"read"} and ratios["read"] >= 0.95, (
+        f"the devices read {ratios} of what fio read after the drop: the ARC served the rest"
+    )
     assert held_by(workdir.root) == []
 
 
@@ -109,7 +111,12 @@ def test_a_pool_fslab_did_not_make_here_is_neither_exported_nor_imported(workdir
     directory does not give, or a guid that is not zpool's number, refuses."""
     journal = workdir.journal
     ours = kernel_name(workdir.root, "z")
-    for name, guid, why in (("tank", "123", "not a pool name fslab gives"), (ours, "-f", "recorded no guid"), (ours, "", "recorded no guid")):
+    refused = (
+        ("tank", "123", "not a pool name fslab gives"),
+        (ours, "-f", "recorded no guid"),
+        (ours, "", "recorded no guid"),
+    )
+    for name, guid, why in refused:
         with pytest.raises(Refused, match=why):
             reimport_pool(journal, MadePool(Held(journal, "zpool", name, {"guid": guid}), None, ("/dev/loop0",)))
 
