@@ -14,7 +14,7 @@ from test_report_html import W, synthetic
 from fslab.report.chart_parts import BUCKETS_PER_DECADE, latency_bucket
 from fslab.report.charts import study_charts
 from fslab.report.details import LatencyTrace, RunDetails, run_details
-from fslab.report.summary import summarize_study_run
+from fslab.report.summary import StudySummary, summarize_study_run
 from fslab.report.time_charts import LATENCY_WINDOWS, heatmap_rows, latency_heatmap_chart, latency_over_time_chart, percentile_rows
 from fslab.results import ResultsDB
 from fslab.workloads.fio_hist import COARSENESS, HIST_TOOL, Bins, kept, latency_over_time
@@ -58,13 +58,13 @@ def trace(target: str, windows: list[list[int]], phase: str = "") -> LatencyTrac
     return LatencyTrace(W, target, phase, 2, 3, latency)
 
 
-def test_the_run_drawn_is_the_throughput_charts_and_only_its_logs_are_read(tmp_path, monkeypatch):
-    """Per cell and direction the run whose bandwidth is the median, the throughput chart's: its
-    histogram logs, and none other, read from the database. A run not drawn may hold anything."""
+def _stored_counting_reads(tmp_path, monkeypatch) -> tuple[ResultsDB, int, StudySummary, list[tuple[str, int]]]:
+    """STUDY stored and summarised; each raw output the database is then asked for, (tool, run id),
+    counted in the list returned."""
     db = ResultsDB(str(tmp_path / "results.db"))
     study_run = stored_study(tmp_path, STUDY, db, scale={"raw": 1.0, "ext4": 0.93})
     s = summarize_study_run(db, study_run)
-    loaded = []
+    loaded: list[tuple[str, int]] = []
     reading = db.outputs_of_study_run
 
     def counted(study_run_id, tool, phase="", only=None):
@@ -73,6 +73,13 @@ def test_the_run_drawn_is_the_throughput_charts_and_only_its_logs_are_read(tmp_p
         return found
 
     monkeypatch.setattr(db, "outputs_of_study_run", counted)
+    return db, study_run, s, loaded
+
+
+def test_the_run_drawn_is_the_throughput_charts_and_only_its_logs_are_read(tmp_path, monkeypatch):
+    """Per cell and direction the run whose bandwidth is the median, the throughput chart's: its
+    histogram logs, and none other, read from the database. A run not drawn may hold anything."""
+    db, study_run, s, loaded = _stored_counting_reads(tmp_path, monkeypatch)
     details = run_details(db, s)
     throughput = {(t.workload, t.target, t.throughput.direction): t.repetition for t in details.traces}
     latency = {(t.workload, t.target, t.latency.direction): t.repetition for t in details.latency_traces}
@@ -150,18 +157,7 @@ def test_a_pages_latency_distributions_are_read_from_each_runs_bins_not_fios_jso
     """Each run's json+ bins are stored apart (fio_output.stored_bins): the page adds them up
     without reading fio's JSON. A run stored without them (before they were, imported) is read
     from its JSON, to the same histogram."""
-    db = ResultsDB(str(tmp_path / "results.db"))
-    study_run = stored_study(tmp_path, STUDY, db, scale={"raw": 1.0, "ext4": 0.93})
-    s = summarize_study_run(db, study_run)
-    loaded = []
-    reading = db.outputs_of_study_run
-
-    def counted(study_run_id, tool, phase="", only=None):
-        found = reading(study_run_id, tool, phase, only)
-        loaded.extend((tool, run_id) for run_id in found)
-        return found
-
-    monkeypatch.setattr(db, "outputs_of_study_run", counted)
+    db, study_run, s, loaded = _stored_counting_reads(tmp_path, monkeypatch)
     histograms = {(h.workload, h.target, h.direction): h for h in run_details(db, s).histograms}
     assert histograms and not [run_id for tool, run_id in loaded if tool == "fio"], "no run's JSON read"
     one = db.runs(study_run, ("id", "workload", "target", "warmup"))[-1]
