@@ -15,7 +15,7 @@ from fslab.results import ResultsDB
 from fslab.workloads.data import DataPattern
 from fslab.workloads.dd import DD, DdOptions
 from fslab.workloads.fio_hist import HIST_TOOL
-from fslab.workloads.fio_output import LOG_TOOL
+from fslab.workloads.fio_output import BINS_TOOL, LOG_TOOL
 from fslab.workloads.scenario import METRICS, SCENARIOS, Phase, Scenario, cow_ageing, scenario
 from fslab.workloads.sysbench import SYSBENCH, SysbenchOptions
 
@@ -61,7 +61,7 @@ def test_cow_ageing_stores_both_reads_and_both_extent_counts(workdir, tmp_path):
     outputs = {(o.phase, o.tool) for o in results.outputs(runs[("ageing", "btrfs")]["id"])}
     fio_phases = ("write", "before", "overwrite", "after")  # each with its JSON and its throughput over time
     assert ("overwrite", HIST_TOOL) in outputs, "the timed phase's latency over time (fio logs no histogram of a phase quicker than a window)"
-    assert outputs - {(p, HIST_TOOL) for p in fio_phases} == {(p, tool) for p in fio_phases for tool in ("fio", LOG_TOOL)} | {("before", "filefrag"), ("after", "filefrag")}
+    assert outputs - {(p, HIST_TOOL) for p in fio_phases} == {(p, tool) for p in fio_phases for tool in ("fio", BINS_TOOL, LOG_TOOL)} | {("before", "filefrag"), ("after", "filefrag")}
     assert "# phase overwrite: fio" in runs[("ageing", "btrfs")]["job_file"] and "rw=randwrite" in runs[("ageing", "btrfs")]["job_file"]
     # seed 002's pass: every phase measured, what it wrote recorded
     iozone = groups.values[("iozone", "ext4")]
@@ -219,7 +219,7 @@ def test_a_scenario_runs_tool_phases_each_through_its_own_kind(workdir, tmp_path
     assert roles.primary_in("mix", cell) == ["fill.write_iops", "mail.events_per_s", "sanity.read_mb_s", "sanity.write_mb_s"]
     outputs = results.outputs(run["id"])
     found = {(o.phase, o.tool) for o in outputs} - {("fill", HIST_TOOL)}  # its histograms when the fill took a window or more
-    assert found == {("fill", "fio"), ("fill", LOG_TOOL), ("mail", "sysbench"), ("sanity.write", "dd"), ("sanity.read", "dd")}
+    assert found == {("fill", "fio"), ("fill", BINS_TOOL), ("fill", LOG_TOOL), ("mail", "sysbench"), ("sanity.write", "dd"), ("sanity.read", "dd")}
     # The parse is pure: the stored outputs give the stored metrics again, the monitors' aside.
     parsed = {m.key: m.value for m in SCENARIOS.parse(outputs)}
     assert parsed == {key: values[0] for key, values in cell.items() if unqualified(key) not in metric_names()}

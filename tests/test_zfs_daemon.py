@@ -70,7 +70,7 @@ def daemon_of(run: dict) -> str:
 
 @pytest.mark.root
 def test_a_study_run_keeps_one_daemon_and_restarts_it_for_another_arc_cap(fuse, workdir, tmp_path):
-    result = fslab("run", str(write_study(tmp_path, STUDY)), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root), "--seed", "3")
+    result = fslab("run", str(write_study(tmp_path, STUDY)), "--no-ceiling", "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root), "--seed", "3")
     assert result.returncode == 0, result.stdout + result.stderr
     db = ResultsDB(str(tmp_path / "r.db"))
     runs = sorted(db.runs(db.study_run()["id"]), key=lambda r: r["started_at"])
@@ -223,7 +223,7 @@ def test_a_daemon_fslab_did_not_start_is_used_and_left_alone(users_daemon, workd
     would stop and restart a daemon of fslab's own — is refused rather than stopping it."""
     daemon, pool = users_daemon
     targets = '[[target]]\nname = "z"\nfilesystem = "zfs"\n\n[[target]]\nname = "capped"\nfilesystem = "zfs"\narc_max = "64MiB"\n'
-    result = fslab("run", str(write_study(tmp_path, short_study("users-daemon", targets, repetitions=1))), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
+    result = fslab("run", str(write_study(tmp_path, short_study("users-daemon", targets, repetitions=1))), "--no-ceiling", "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
     db = ResultsDB(str(tmp_path / "r.db"))
     runs = {r["target"]: r for r in db.runs(db.study_run()["id"])}
     assert runs["z"]["status"] == "ok", (runs["z"]["error"], result.stdout + result.stderr)
