@@ -126,7 +126,7 @@ def test_a_pool_fslab_did_not_make_here_is_neither_exported_nor_imported(workdir
     )
     for name, guid, why in refused:
         with pytest.raises(Refused, match=why):
-            reimport_pool(journal, MadePool(Held(journal, "zpool", name, {"guid": guid}), None, ("/dev/loop0",)))
+            reimport_pool(journal, MadePool(Held(journal, "zpool", name, {"guid": guid}), None))
 
 
 @pytest.mark.root
@@ -138,7 +138,7 @@ def test_a_pool_another_work_directory_named_is_neither_exported_nor_imported(wo
     theirs = kernel_name(tmp_path / "another-workdir", "z")
     assert theirs != kernel_name(workdir.root, "z")
     with pytest.raises(Refused, match="not a pool name fslab gives in"):
-        reimport_pool(journal, MadePool(Held(journal, "zpool", theirs, {"guid": "1234567890"}), None, ("/dev/loop0",)))
+        reimport_pool(journal, MadePool(Held(journal, "zpool", theirs, {"guid": "1234567890"}), None))
 
 
 
@@ -179,3 +179,19 @@ def test_the_guard_refuses_to_format_a_member_of_a_zfs_fuse_pool(workdir):
     with _mirror(workdir) as (_, pool, devices):
         assert _leaf_vdevs(pool) == [device.removeprefix("/dev/") for device in devices]
         assert all(_guard_refuses(device, pool) for device in devices), [refusals(resolve(d)) for d in devices]
+
+
+@pytest.mark.root
+def test_after_a_reimport_the_pool_names_its_own_devices_and_the_guard_still_refuses_them(workdir):
+    """zpool import records each device at the path it found it by: the pool imported again still
+    names its own devices (not links removed since), so the guard against formatting a pool member
+    refuses each of them, and zfs-fuse opens a device again (zpool offline, then online).
+    Fails on the import from a scan of links (the pool then named /dev/shm/…/device0)."""
+    with _mirror(workdir) as (ready, pool, devices):
+        FILESYSTEMS["zfs"].empty_cache(workdir.journal, ready)
+        assert _leaf_vdevs(pool) == [device.removeprefix("/dev/") for device in devices], "its own devices"
+        assert all(_guard_refuses(device, pool) for device in devices), [refusals(resolve(d)) for d in devices]
+        subprocess.run(["zpool", "offline", pool, devices[1]], capture_output=True, text=True, check=True)
+        online = subprocess.run(["zpool", "online", pool, devices[1]], capture_output=True, text=True)
+        health = subprocess.run(["zpool", "status", "-x", pool], capture_output=True, text=True).stdout
+        assert online.returncode == 0 and "is healthy" in health, online.stderr + health
