@@ -2,14 +2,22 @@
 reach the daemon's memory, so the pool is exported and imported again (Zfs.empty_cache), and the
 measured reads come from the pool's devices — a fact the devices' own counters show, not a time."""
 
+import subprocess
+from contextlib import ExitStack, contextmanager
+
 import pytest
 from conftest import ZFS_FUSE, held_by, ran_study
 
+from fslab.devices.layers import Stack
+from fslab.devices.loop import attached, image_file, on_loops
 from fslab.errors import Refused
+from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.zfs import EMPTIED, MadePool, reimport_pool
+from fslab.filesystems.zfs_engine import engine
+from fslab.guard.block_devices import refusals, resolve
 from fslab.guard.names import kernel_name
 from fslab.journal import Held
-from fslab.filesystems.zfs_engine import engine
+from fslab.model import Target
 
 pytestmark = ZFS_FUSE  # zfs-fuse: one daemon on the machine (conftest)
 
@@ -118,7 +126,7 @@ def test_a_pool_fslab_did_not_make_here_is_neither_exported_nor_imported(workdir
     )
     for name, guid, why in refused:
         with pytest.raises(Refused, match=why):
-            reimport_pool(journal, MadePool(Held(journal, "zpool", name, {"guid": guid}), None, ("/dev/loop0",)))
+            reimport_pool(journal, MadePool(Held(journal, "zpool", name, {"guid": guid}), None))
 
 
 @pytest.mark.root
@@ -130,4 +138,60 @@ def test_a_pool_another_work_directory_named_is_neither_exported_nor_imported(wo
     theirs = kernel_name(tmp_path / "another-workdir", "z")
     assert theirs != kernel_name(workdir.root, "z")
     with pytest.raises(Refused, match="not a pool name fslab gives in"):
-        reimport_pool(journal, MadePool(Held(journal, "zpool", theirs, {"guid": "1234567890"}), None, ("/dev/loop0",)))
+        reimport_pool(journal, MadePool(Held(journal, "zpool", theirs, {"guid": "1234567890"}), None))
+
+
+
+
+def _leaf_vdevs(pool: str) -> list[str]:
+    """The leaf vdevs `zpool status` names in the pool's config (zfs-fuse's zpool knows no -P:
+    it names a device under /dev without "/dev/"): the rows beneath the mirror's."""
+    status = subprocess.run(["zpool", "status", pool], capture_output=True, text=True, check=True).stdout
+    return [line.split()[0] for line in status.splitlines() if line.startswith("\t    ")]
+
+
+@contextmanager
+def _mirror(workdir):
+    """A zfs-fuse pool fslab made, a mirror of two loop devices: (what provision gave, the pool,
+    the devices)."""
+    found = engine()
+    if found is None or not found.fuse:
+        pytest.skip("the pool is imported again under zfs-fuse alone")
+    target = Target("z", "zfs", (), "", 256 * 2**20, "sparse", devices=2, vdev="mirror")
+    with ExitStack() as stack:
+        journal = workdir.journal
+        made = [image_file(journal, workdir.images, name, target.image_size, fill=False) for name in ("a", "b")]
+        loops = [stack.enter_context(attached(journal, stack.enter_context(image))) for image in made]
+        made_pool = FILESYSTEMS["zfs"].provision(journal, Stack.on(on_loops(loops)), workdir.mounts / "z", target)
+        ready = stack.enter_context(made_pool)
+        yield ready, ready.dataset.partition("/")[0], [loop.device for loop in loops]
+    assert held_by(workdir.root) == [], "the pool, its mount, its devices and the scratch directory gone"
+
+
+def _guard_refuses(device: str, pool: str) -> bool:
+    return f"{device}: {device} is in ZFS pool {pool}" in refusals(resolve(device))
+
+
+@pytest.mark.root
+def test_the_guard_refuses_to_format_a_member_of_a_zfs_fuse_pool(workdir):
+    """zfs-fuse's zpool knows no `status -P`: the guard reads its `zpool status`, which names a
+    device under /dev without "/dev/". Fails on the guard that asked `-P` alone (it saw no pool)."""
+    with _mirror(workdir) as (_, pool, devices):
+        assert _leaf_vdevs(pool) == [device.removeprefix("/dev/") for device in devices]
+        assert all(_guard_refuses(device, pool) for device in devices), [refusals(resolve(d)) for d in devices]
+
+
+@pytest.mark.root
+def test_after_a_reimport_the_pool_names_its_own_devices_and_the_guard_still_refuses_them(workdir):
+    """zpool import records each device at the path it found it by: the pool imported again still
+    names its own devices (not links removed since), so the guard against formatting a pool member
+    refuses each of them, and zfs-fuse opens a device again (zpool offline, then online).
+    Fails on the import from a scan of links (the pool then named /dev/shm/…/device0)."""
+    with _mirror(workdir) as (ready, pool, devices):
+        FILESYSTEMS["zfs"].empty_cache(workdir.journal, ready)
+        assert _leaf_vdevs(pool) == [device.removeprefix("/dev/") for device in devices], "its own devices"
+        assert all(_guard_refuses(device, pool) for device in devices), [refusals(resolve(d)) for d in devices]
+        subprocess.run(["zpool", "offline", pool, devices[1]], capture_output=True, text=True, check=True)
+        online = subprocess.run(["zpool", "online", pool, devices[1]], capture_output=True, text=True)
+        health = subprocess.run(["zpool", "status", "-x", pool], capture_output=True, text=True).stdout
+        assert online.returncode == 0 and "is healthy" in health, online.stderr + health

@@ -121,20 +121,24 @@ def destroy_pool(entry: Entry, workdir: Workdir) -> None:
 
 @dataclass(frozen=True)
 class MadePool:
-    """A pool a run made, as a run's later steps need it: its journal entry (its guid proven),
-    its dataset's mount point's (None: a volume) and the devices it was made on."""
+    """A pool a run made, as a run's later steps need it: its journal entry (its guid proven) and
+    its dataset's mount point's (None: a volume)."""
 
     pool: Held
     mount: Held | None
-    devices: tuple[str, ...]
 
 
 def reimport_pool(journal: Journal, made: MadePool) -> None:
     """Export the pool fslab made and import it again — that very pool, by the guid proven when it
-    was made, from its own devices alone (links to them in a scratch directory: `zpool import -d`
-    scans a directory) and still in no cache file. Closing a pool flushes its buffers from the
-    ARC (dsl_pool_close → arc_flush), so what the pool holds is read from its devices again.
-    The dataset is mounted again where it was, and that mount proven anew."""
+    was made, and still in no cache file. Closing a pool flushes its buffers from the ARC
+    (dsl_pool_close → arc_flush), so what the pool holds is read from its devices again. The
+    dataset is mounted again where it was, and that mount proven anew.
+
+    zpool import records each device at the path it found it by, so a scan (`-d`) of links to the
+    devices would leave the pool naming links, gone once removed: `zpool status` and the guard
+    against formatting a pool member would no longer see its devices, nor could ZFS open one again.
+    The import reads the pool's configuration instead (`-c`, no scan) from a cache file it wrote
+    for this pool alone while open, in a scratch directory: the pool keeps its devices' paths."""
     pool, guid = made.pool.ident, str(made.pool.proof.get("guid", ""))
     if not re.fullmatch(_POOL, pool) or not pool.startswith(workdir_tag(journal.workdir.root)):
         raise Refused(f"{pool} is not a pool name fslab gives in {journal.workdir.root}: not exported")
@@ -142,11 +146,13 @@ def reimport_pool(journal: Journal, made: MadePool) -> None:
         raise Refused(f"pool {pool}: fslab recorded no guid of it ({guid!r}): not exported")
     if (found := pool_guid(pool)) != guid:
         raise Refused(f"pool {pool} is not the one fslab made (guid {found}, not {guid}): not exported")
-    _while_busy(["zpool", "export", pool])
-    with scratch_directory(journal) as found:
-        for number, device in enumerate(made.devices):
-            os.symlink(device, found / f"device{number}")
-        run(["zpool", "import", "-d", str(found), "-o", "cachefile=none", guid])
+    with scratch_directory(journal) as scratch:
+        written, kept = scratch / "written.cache", scratch / "pool.cache"
+        run(["zpool", "set", f"cachefile={written}", pool])
+        shutil.copyfile(written, kept)  # the pool leaves the file it is in when exported, or set to none
+        run(["zpool", "set", "cachefile=none", pool])
+        _while_busy(["zpool", "export", pool])
+        run(["zpool", "import", "-c", str(kept), "-o", "cachefile=none", guid])
     if pool_guid(pool) != guid:
         raise RuntimeError(f"zpool import of guid {guid} did not bring back pool {pool}")
     if made.mount is not None:
@@ -478,7 +484,7 @@ class Zfs(Filesystem):
             create_pool = self.pool_command(pool, devices, target)
             run(create_pool)
             held.prove(guid=pool_guid(pool))
-            made = self._made[pool] = MadePool(held, None, tuple(devices))
+            made = self._made[pool] = MadePool(held, None)
             try:
                 if target.zvol:
                     # after the pool: a volume is sized from it

@@ -138,17 +138,22 @@ def _mapped_name(holder: Path) -> str:
 
 
 def _pools(numbers: set[int]) -> list[str]:
-    """ZFS pools with a vdev on the device, where ZFS answers (`zpool status -P` names vdev paths)."""
+    """ZFS pools with a vdev on the device, where ZFS answers: `zpool status -P` names vdev paths;
+    zfs-fuse's zpool knows no -P, and its `zpool status` names a vdev under /dev without "/dev/"."""
     if shutil.which("zpool") is None:
         return []
     status = run(["zpool", "status", "-P"], check=False, timeout=20)
+    if status.returncode != 0 and "invalid option" in status.stderr:
+        status = run(["zpool", "status"], check=False, timeout=20)
     found, pool = [], ""
     for line in status.stdout.splitlines():
         words = line.split()
         if words[:1] == ["pool:"] and len(words) > 1:
             pool = words[1]
-        elif words and words[0].startswith("/") and device_number(words[0]) in numbers:
-            found.append(f"{words[0]} is in ZFS pool {pool}")
+        elif words and (words[0].startswith("/") or line.startswith("\t  ")):  # a path, or a row under the pool's
+            path = words[0] if words[0].startswith("/") else f"/dev/{words[0]}"
+            if device_number(path) in numbers:
+                found.append(f"{path} is in ZFS pool {pool}")
     return found
 
 
