@@ -2,11 +2,13 @@
 the attempt is left open."""
 
 import os
+import signal
+import threading
 from pathlib import Path
 
 import pytest
 
-from fslab.system import CannotStart, CommandError, run
+from fslab.system import CannotStart, CommandError, TimedOut, run
 
 
 def _open_descriptors() -> int:
@@ -45,3 +47,39 @@ def test_no_descriptor_is_left_open_whether_the_command_starts_or_not(tmp_path):
             run(["fslab-no-such-tool"], on_start=lambda pid: None)
         run(["true"], cwd=tmp_path, on_start=lambda pid: None, stdin=b"x")
     assert _open_descriptors() == before
+
+
+def _forking(marker: str) -> list[int]:
+    return [int(pid) for pid in os.listdir("/proc") if pid.isdigit() and marker in _cmdline(pid)]
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def test_a_command_killed_while_it_forks_leaves_no_child_behind_holding_its_output(tmp_path):
+    """A command timed out (or interrupted) while it forks, as fio forks its job processes: every
+    process of it is killed, none left to init holding the output pipes fslab reads to their end.
+    The old kill (found, then killed) let a child forked meanwhile go, and fslab waited forever."""
+    marker = "314.159"  # the children's own argument: no other process sleeps so long
+    done = threading.Event()
+    said: list[BaseException] = []
+
+    def timed_out() -> None:
+        try:
+            run(["sh", "-c", f"while :; do sleep {marker} & done"], timeout=0.5)
+        except BaseException as exc:  # noqa: BLE001 (kept for the assertion)
+            said.append(exc)
+        done.set()
+
+    threading.Thread(target=timed_out, daemon=True).start()
+    try:
+        assert done.wait(30), "run() still waits on pipes a child it did not kill holds"
+        assert isinstance(said[0], TimedOut)
+        assert _forking(f"sleep {marker}") == [], "a child of the command is left running"
+    finally:
+        for pid in _forking(f"sleep {marker}"):
+            os.kill(pid, signal.SIGKILL)

@@ -158,13 +158,24 @@ def run(
         stdout, stderr = proc.communicate(timeout=timeout)
     except BaseException as exc:
         kill_tree(proc.pid)
-        stdout, stderr = proc.communicate()
+        try:
+            stdout, stderr = proc.communicate(timeout=KILLED_OUTPUT_SECONDS)
+        except subprocess.TimeoutExpired:  # something out of the tree holds its pipes: fslab goes on without the rest
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+            proc.wait()
+            stdout, stderr = "", ""
         if isinstance(exc, subprocess.TimeoutExpired):
             raise TimedOut(argv, named or 0.0, stdout, stderr) from None
         raise
     if check and proc.returncode != 0:
         raise CommandError(argv, proc.returncode, stdout, stderr)
     return subprocess.CompletedProcess(list(argv), proc.returncode, stdout, stderr)
+
+
+# How long a killed command's output is read before fslab goes on: its pipes end as its processes do.
+KILLED_OUTPUT_SECONDS = 10.0
 
 
 def _pipe_holding(data: bytes | bytearray) -> int:
@@ -270,13 +281,27 @@ def descendants(pid: int) -> list[int]:
 
 
 def kill_tree(pid: int, *, wait: float = 10.0) -> None:
-    """SIGKILL a process and all its descendants, and wait until they are gone."""
-    victims = [pid, *descendants(pid)]
-    for victim in victims:
+    """SIGKILL a process and all its descendants, and wait until they are gone. The tree is
+    stopped first, until no new process appears in it: a process stopped forks no more, so every
+    child it made is in /proc when it is. Killed as they were found, a child forked meanwhile went
+    to init unkilled (fio's job process, holding fio's output pipes: fslab waited on them forever)."""
+    stopped: list[int] = []
+    found = [pid]
+    deadline = time.monotonic() + wait
+    while found:
+        for victim in found:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(victim, signal.SIGSTOP)
+            stopped.append(victim)
+        for victim in found:
+            while _state(victim) not in ("T", "t", "Z", "X") and time.monotonic() < deadline:
+                time.sleep(0.01)
+        found = [p for p in descendants(pid) if p not in set(stopped)]
+    for victim in stopped:
         with contextlib.suppress(ProcessLookupError):
             os.kill(victim, signal.SIGKILL)
     deadline = time.monotonic() + wait
-    for victim in victims[1:]:  # not our children: poll until the kernel has reaped them
+    for victim in stopped[1:]:  # not our children: poll until the kernel has reaped them
         while Path(f"/proc/{victim}").exists() and _state(victim) != "Z" and time.monotonic() < deadline:
             time.sleep(0.05)
 
