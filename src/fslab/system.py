@@ -296,7 +296,8 @@ def kill_tree(pid: int, *, wait: float = 10.0) -> None:
         for victim in found:
             while _state(victim) not in ("T", "t", "Z", "X") and time.monotonic() < deadline:
                 time.sleep(0.01)
-        found = [p for p in descendants(pid) if p not in set(stopped)]
+        seen = set(stopped)
+        found = [p for p in descendants(pid) if p not in seen]
     for victim in stopped:
         with contextlib.suppress(ProcessLookupError):
             os.kill(victim, signal.SIGKILL)

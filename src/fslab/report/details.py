@@ -15,7 +15,18 @@ from fslab.model import RawOutput
 from fslab.report.summary import StudySummary
 from fslab.results import ResultsDB
 from fslab.workloads.fio_hist import HIST_TOOL, LatencyOverTime, latency_over_time
-from fslab.workloads.fio_output import BINS_TOOL, DIRECTIONS, KEPT_APART, LOG_TOOL, Columns, Throughput, bin_columns, latency_bins, stored_latency_bins, throughput_over_time
+from fslab.workloads.fio_output import (
+    BINS_TOOL,
+    DIRECTIONS,
+    KEPT_APART,
+    LOG_TOOL,
+    Columns,
+    Throughput,
+    bin_columns,
+    latency_bins,
+    stored_latency_bins,
+    throughput_over_time,
+)
 
 # Which latency's distribution is drawn: the total latency the tables show (fio keeps its bins
 # since fslab asks for lat_percentiles), else completion latency, the bins fio always keeps; the
@@ -86,8 +97,11 @@ def run_details(db: ResultsDB, s: StudySummary) -> RunDetails:
         if r["device_facts"]:
             devices.setdefault(r["target"], r["device_facts"])
     bins = db.outputs_of_study_run(s.study_run["id"], BINS_TOOL, phase=None)
-    lacking = {r["id"] for r in runs} - set(bins)  # stored before their bins were, imported, or from fio's clients: their JSON is read
-    histograms, unreadable = _histograms(bins | (db.outputs_of_study_run(s.study_run["id"], "fio", phase=None, only=lacking) if lacking else {}), runs)
+    # runs stored before their bins were, imported, or from fio's clients: their JSON is read
+    lacking = {r["id"] for r in runs} - set(bins)
+    if lacking:
+        bins |= db.outputs_of_study_run(s.study_run["id"], "fio", phase=None, only=lacking)
+    histograms, unreadable = _histograms(bins, runs)
     bandwidths = db.metric_values(s.study_run["id"], BANDWIDTH)
     drawn = {tool: median_runs(db.output_phases(s.study_run["id"], tool), runs, bandwidths) for tool in (LOG_TOOL, HIST_TOOL)}
     outputs = {tool: db.outputs_of_study_run(s.study_run["id"], tool, phase=None, only={d.run_id for d in each.values()}) for tool, each in drawn.items()}  # only those drawn
@@ -109,10 +123,12 @@ def _histograms(outputs: dict[int, list[RawOutput]], runs: list[dict]) -> tuple[
         for output in outputs.get(r["id"], []):
             try:
                 if output.tool == BINS_TOOL:
-                    bins = {key: _whole_numbers(c) for key, c in stored_latency_bins(output.text, kinds=DISTRIBUTED).items()}
+                    stored = stored_latency_bins(output.text, kinds=DISTRIBUTED)
+                    bins = {key: _whole_numbers(c) for key, c in stored.items()}
                 else:
                     mine = {"job": source.get("job", r["workload"]), "host": source.get("host")} if source else {}
-                    bins = {key: bin_columns(b) for key, b in latency_bins(output.text, kinds=DISTRIBUTED, **mine).items()}
+                    read = latency_bins(output.text, kinds=DISTRIBUTED, **mine)
+                    bins = {key: bin_columns(b) for key, b in read.items()}
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 unreadable.append(f"{r['target']} · {r['workload']} · run {r['repetition']}: fio's stored output has no readable latency bins ({type(exc).__name__}: {exc})")
                 continue
@@ -120,7 +136,9 @@ def _histograms(outputs: dict[int, list[RawOutput]], runs: list[dict]) -> tuple[
     return [h for (workload, target, phase), each_run in per_cell.items() for h in cell_histograms(workload, target, each_run, phase)], unreadable
 
 
-def cell_histograms(workload: str, target: str, each_run: list[dict[tuple[str, str], Columns]], phase: str = "") -> list[LatencyHistogram]:
+def cell_histograms(
+    workload: str, target: str, each_run: list[dict[tuple[str, str], Columns]], phase: str = ""
+) -> list[LatencyHistogram]:
     """A cell's histogram per direction (of one phase) from its runs' bins (each run's in columns:
     fio_output.stored_latency_bins, bin_columns), added up at once: of the first latency in
     DISTRIBUTED that every run kept bins of, so no cell mixes two latencies."""

@@ -41,7 +41,8 @@ def write_figures(charts: list[Chart], folder: Path, rendered: Callable[[int, in
         name = file_name(chart.name)
         try:
             svg = vl_convert.vegalite_to_svg(chart.spec, vl_version=version, allowed_base_urls=[])
-            # the PNG drawn from that SVG: byte for byte what vegalite_to_png draws, without running Vega twice (40 % less CPU)
+            # the PNG drawn from that SVG: byte for byte what vegalite_to_png draws, without
+            # running Vega twice (40 % less CPU)
             files[f"{name}.svg"], files[f"{name}.png"] = svg, vl_convert.svg_to_png(svg, scale=PNG_SCALE)
         except ValueError as exc:
             raise FigureError(f"chart '{chart.title}' could not be rendered: {exc}") from None

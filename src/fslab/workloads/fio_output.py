@@ -265,8 +265,8 @@ def _merged_bins(stats: list[dict]) -> dict[str, int]:
 
 
 def added_bins(each: list[dict[str, int]]) -> dict[str, int]:
-    """Histogram bins (latency in ns, as fio keys them → I/Os) added up: of several jobs, or a
-    cell's runs. One alone as it is, the first copied whole: a report adds up thousands."""
+    """Histogram bins (latency in ns, as fio keys them → I/Os) of several jobs added up. One alone
+    as it is, the first copied whole (a cell's runs are added up in columns: details.added_columns)."""
     if len(each) == 1:
         return each[0]
     bins = dict(each[0]) if each else {}
