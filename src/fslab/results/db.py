@@ -441,9 +441,8 @@ def _insert_run(conn: sa.Connection, study_run_id: int, record: RunRecord) -> in
     values.pop("outputs")
     run_id = conn.execute(runs.insert().values(study_run_id=study_run_id, **values)).inserted_primary_key[0]
     if record.outputs:
-        packed = [
-            {"run_id": run_id, "phase": o.phase, "tool": o.tool, "output": "", "packed": pack(o.text)} for o in record.outputs
-        ]
+        packed = [{"run_id": run_id, "phase": o.phase, "tool": o.tool, "output": "", "packed": pack(o.text)}
+                  for o in record.outputs]
         conn.execute(run_outputs.insert(), packed)
     if record.metrics:
         conn.execute(metrics.insert(), [{"run_id": run_id, **asdict(m)} for m in record.metrics])
