@@ -35,6 +35,16 @@ class Namespace:
     def popen(self, argv: Sequence[str], **kwargs) -> subprocess.Popen:  # noqa: ANN003
         return subprocess.Popen(self.command(argv), **kwargs)
 
+    @contextmanager
+    def cut(self) -> Iterator[None]:
+        """Its link down, as a pulled cable: what it sends goes nowhere (its connections hang, new
+        ones fail) until the link is up again, when done."""
+        _ip("-n", self.name, "link", "set", "eth0", "down")
+        try:
+            yield
+        finally:
+            _ip("-n", self.name, "link", "set", "eth0", "up")
+
 
 @dataclass(frozen=True)
 class Network:

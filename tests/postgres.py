@@ -45,6 +45,20 @@ class Cluster:
     directory: Path
     port: int
     host: str  # the address clients reach it at
+    options: str = ""  # the server's, as pg_ctl starts it
+
+    @contextmanager
+    def away(self) -> Iterator[None]:
+        """The server stopped (its connections closed, as a restart for an upgrade closes them),
+        started again when done."""
+        _as_postgres(self.directory, str(bin_directory() / "pg_ctl"), "-D", str(self.directory / "data"), "-m", "fast", "-w", "stop")
+        try:
+            yield
+        finally:
+            self._start()
+
+    def _start(self) -> None:
+        _as_postgres(self.directory, str(bin_directory() / "pg_ctl"), "-D", str(self.directory / "data"), "-o", self.options, "-l", str(self.directory / "log"), "-w", "start")
 
     def url(self, database: str = "postgres", *, password: bool = True, host: str | None = None) -> str:
         secret = f":{PASSWORD}" if password else ""
@@ -65,6 +79,10 @@ class Cluster:
         return self.url(name)
 
 
+def _as_postgres(directory: Path, *argv: str) -> None:
+    subprocess.run(["runuser", "-u", "postgres", "--", *argv], capture_output=True, text=True, check=True, cwd=directory)
+
+
 @contextmanager
 def cluster(listen: Sequence[str] = ("127.0.0.1",)) -> Iterator[Cluster]:
     """A running cluster listening on `listen` (loopback only by default), removed afterwards."""
@@ -77,12 +95,8 @@ def cluster(listen: Sequence[str] = ("127.0.0.1",)) -> Iterator[Cluster]:
     password_file.write_text(PASSWORD + "\n")
     shutil.chown(password_file, "postgres", "postgres")
     port = _free_port()
-
-    def as_postgres(*argv: str) -> None:
-        subprocess.run(["runuser", "-u", "postgres", "--", *argv], capture_output=True, text=True, check=True, cwd=directory)
-
     try:
-        as_postgres(str(binaries / "initdb"), "-D", str(data), "-U", USER, f"--pwfile={password_file}", "--auth-local=trust", "--auth-host=scram-sha-256", "--no-sync")
+        _as_postgres(directory, str(binaries / "initdb"), "-D", str(data), "-U", USER, f"--pwfile={password_file}", "--auth-local=trust", "--auth-host=scram-sha-256", "--no-sync")
         password_file.unlink()
         # initdb lets in loopback alone: clients on another address's subnet (the namespaces of a
         # bridge) are let in too, by password, as a team's server lets in its fleet
@@ -90,8 +104,9 @@ def cluster(listen: Sequence[str] = ("127.0.0.1",)) -> Iterator[Cluster]:
         with (data / "pg_hba.conf").open("a") as hba:
             hba.writelines(f"host all all {subnet} scram-sha-256\n" for subnet in subnets)
         options = f"-c listen_addresses='{','.join(listen)}' -c port={port} -c unix_socket_directories='{directory}' -c fsync=off -c max_connections=200"
-        as_postgres(str(binaries / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(directory / "log"), "-w", "start")
-        yield Cluster(directory, port, listen[0])
+        found = Cluster(directory, port, listen[0], options)
+        found._start()
+        yield found
     finally:
         if (data / "postmaster.pid").exists():
             subprocess.run(["runuser", "-u", "postgres", "--", str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"], capture_output=True, cwd=directory)

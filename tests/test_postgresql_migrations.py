@@ -43,7 +43,7 @@ def at_its_old_schema(sqlite_file, url: str) -> None:
     target.dispose()
 
 
-@pytest.mark.parametrize("version", [1, 2, 4, 7, 13])
+@pytest.mark.parametrize("version", [1, 2, 4, 7, 13, 14])
 def test_a_fixture_database_migrated_on_postgresql_reads_as_the_golden_summary(pg_cluster, version):
     url = pg_cluster.new_database(f"migrated_v{version}")
     at_its_old_schema(FIXTURES / f"schema-v{version}.db", url)
@@ -62,4 +62,21 @@ def test_a_fixture_database_migrated_on_postgresql_reads_as_the_golden_summary(p
     summary = summarize_study_run(db, db.study_run()["id"])
     assert to_markdown(summary) == (FIXTURES / "summaries" / f"schema-v{version}.md").read_text()
     same_document(json.loads(to_json(summary)), json.loads((FIXTURES / "summaries" / f"schema-v{version}.json").read_text()))
+    db.engine.dispose()
+
+
+def test_a_version_14_database_migrated_on_postgresql_leases_its_fleet_units_and_blocks(pg_cluster):
+    """Its units and blocks start at generation 0; a take leases them from 1 on (fleet/lease.py)."""
+    from fslab.fleet import lease
+
+    url = pg_cluster.new_database("migrated_v14_leases")
+    at_its_old_schema(FIXTURES / "schema-v14.db", url)
+    db = ResultsDB(url)
+    with db.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT host, generation FROM fleet_units ORDER BY host")).all() == [("nvme-box", 0), ("sata-box", 0)]
+        assert conn.execute(sa.text("SELECT block, generation FROM fleet_blocks ORDER BY block")).all() == [(1, 0), (2, 0)]
+    first, second = lease.take_block(db.engine, 1, 2, "nvme-box"), lease.take_block(db.engine, 1, 2, "sata-box")
+    assert (first.generation, second.generation) == (1, 2)
+    assert lease.take_unit(db.engine, 1, "sata-box").generation == 1
+    assert not lease.holds(db.engine, first) and lease.holds(db.engine, second)
     db.engine.dispose()

@@ -111,7 +111,7 @@ def test_a_version_7_database_is_migrated_with_every_run_kept(tmp_path):
         before = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
     db = ResultsDB(str(db_path))
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (14,)
+        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (15,)
         after = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
         uids = [uid for (uid,) in conn.execute("SELECT uid FROM study_runs")]
         after["study_runs"] = [row[:-1] for row in after["study_runs"]]
@@ -148,11 +148,34 @@ def test_a_version_13_database_keeps_its_outputs_as_text_and_stores_new_ones_pac
     new_id = db.record_run(1, again)
     with sqlite3.connect(db_path) as conn:
         stored = conn.execute("SELECT output, length(packed) FROM run_outputs WHERE run_id = ? AND tool = 'fio'", (new_id,)).fetchone()
-        assert conn.execute("SELECT version FROM schema_info").fetchone() == (14,)
+        assert conn.execute("SELECT version FROM schema_info").fetchone() == (15,)
     fio_text = next(o.text for o in again.outputs if o.tool == "fio")
     assert stored[0] == "" and stored[1] < len(fio_text) / 3, "fio's JSON in a third of its room, or less"
     assert db.outputs(new_id) == sorted(again.outputs, key=lambda o: (o.phase, o.tool))
     assert db.outputs_of_study_run(1, "fio")[new_id] == [o for o in again.outputs if o.tool == "fio"]
+    db.engine.dispose()
+
+
+# schema-v14.db: written by fslab with schema version 14 (commit b299554) from schema-v14.toml, run
+# for real, with a fleet's units, blocks and worker beside it (written by fslab.fleet's own
+# functions); summaries/schema-v14.{md,json}: that fslab's report files.
+def test_a_version_14_database_gains_its_fleet_leases_generation_and_nothing_else_changes(tmp_path):
+    db_path = tmp_path / "old.db"
+    shutil.copy(FIXTURES / "schema-v14.db", db_path)
+    tables = ("study_runs", "targets", "workloads", "runs", "metrics", "run_outputs", "hosts", "fleet_workers", "fleet_units", "fleet_blocks")
+    with sqlite3.connect(db_path) as conn:
+        before = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
+    db = ResultsDB(str(db_path))
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (15,)
+        after = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
+    assert len(before["fleet_units"]) == len(before["fleet_blocks"]) == 2 and len(before["runs"]) == 2
+    for leased in ("fleet_units", "fleet_blocks"):
+        assert [row[:-1] for row in after[leased]] == before[leased] and {row[-1] for row in after[leased]} == {0}, f"{leased}: each row as it was, its generation 0"
+    assert {t: rows for t, rows in after.items() if not t.startswith("fleet_") or t == "fleet_workers"} == {t: rows for t, rows in before.items() if not t.startswith("fleet_") or t == "fleet_workers"}, "nothing else changed"
+    summary = summarize_study_run(db, db.study_run()["id"])
+    assert to_markdown(summary) == (FIXTURES / "summaries" / "schema-v14.md").read_text()
+    same_document(json.loads(to_json(summary)), json.loads((FIXTURES / "summaries" / "schema-v14.json").read_text()))
     db.engine.dispose()
 
 

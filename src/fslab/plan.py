@@ -202,6 +202,11 @@ class Planner:
         return runs
 
 
+class BlockWithdrawn(Exception):
+    """The block under way was handed to another host meanwhile (a fleet's, fleet/lease.py): the
+    run just measured was kept aside, and the rest of the block is that host's."""
+
+
 class TakenBlocks:
     """The blocks of a fixed plan, each run only when `take` hands out its number (a spread study
     run: the fleet's queue hands each block to whichever of its hosts asks first); the blocks

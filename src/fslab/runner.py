@@ -37,7 +37,7 @@ from fslab.model import Host, Metric, RawOutput, Roles, Study, Target, Workload
 from fslab.monitors import Monitor, Synced, collect, for_run, measuring
 from fslab.monitors import Workload as MovedBytes
 from fslab.monitors.space import CompressionRatio
-from fslab.plan import PlannedRun, Planner, Repetitions, Tally, TakenBlocks, new_seed
+from fslab.plan import BlockWithdrawn, PlannedRun, Planner, Repetitions, Tally, TakenBlocks, new_seed
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
 from fslab.results.records import STDERR_LINES, RunFailure, RunKey, StoredRun, now
@@ -276,7 +276,12 @@ def _run_blocks(
                         observer.starting(planned, index, planner.handed_out)
                     record = execute(planned, workdir, sources)
                     raise_if_interrupted()  # a run the signal stopped is not a failed run: it is run again on resume
-                    run_id = db.record_run(study_run_id, replace(record, host=host.name))
+                    try:
+                        run_id = db.record_run(study_run_id, replace(record, host=host.name))
+                    except BlockWithdrawn as withdrawn:
+                        if observer:
+                            observer.notice(str(withdrawn))
+                        break  # on to the next block this host takes
                     tally.add(planned, record.status == "ok", {m.key: m.value for m in record.metrics}, record.started_at, record.finished_at, Roles.of(planned.cell.workload.name, record.metrics))
                     if observer:
                         observer.finished(planned, record)

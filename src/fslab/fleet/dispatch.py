@@ -69,7 +69,7 @@ def progress_table(db: ResultsDB, study_run_id: int) -> tuple[RenderableType, bo
     """The progress table of a fleet's study run, and whether every unit has ended."""
     found = units.progress(db.engine, study_run_id)
     rows = [
-        [visible(p.host), p.state, str(p.done), "" if p.planned is None else str(p.planned), visible(p.current), _eta(p.eta), visible(p.why)]
+        [visible(p.host), p.state, str(p.done), "" if p.planned is None else str(p.planned), visible(p.current), _eta(p.eta), visible(_note(p))]
         for p in found
     ]
     title = f"study run {study_run_id}: {sum(p.done for p in found)} run(s) stored on {len(found)} host(s)"
@@ -85,6 +85,11 @@ def follow(db: ResultsDB, study_run_id: int, console: Console, every: float = 1.
             wait(every)
             shown, ended = progress_table(db, study_run_id)
             live.update(shown, refresh=True)
+
+
+def _note(p: units.Progress) -> str:
+    kept_aside = f"{p.superseded} run(s) superseded, not counted" if p.superseded else ""
+    return "; ".join(note for note in (p.why, kept_aside) if note)
 
 
 def _eta(eta: timedelta | None) -> str:

@@ -107,9 +107,16 @@ async def take_block(app, study_run_id: int, worker_id: int) -> tuple[int, int] 
 
 
 async def block_done(app, job_id: int) -> None:  # noqa: ANN001
+    """A block's job ended. Finished by the host it was taken from just as another took it (the
+    block was that host's still: fleet/lease.py), either host may end it: once is enough."""
+    from procrastinate.exceptions import ConnectorException
     from procrastinate.jobs import Status
 
-    await app.job_manager.finish_job_by_id_async(job_id, Status.SUCCEEDED, delete_job=False)
+    try:
+        await app.job_manager.finish_job_by_id_async(job_id, Status.SUCCEEDED, delete_job=False)
+    except ConnectorException:
+        if [job.status for job in await app.job_manager.list_jobs_async(id=job_id)] != [Status.SUCCEEDED.value]:
+            raise
 
 
 async def give_back(app, job_id: int) -> None:  # noqa: ANN001

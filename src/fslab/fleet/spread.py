@@ -5,7 +5,8 @@ The division is work-stealing by block: each block of the interleaved plan (ever
 its randomised order) is a job of the study run's own queue (queue.spread_queue), and each host's
 unit takes the next block no host has taken whenever it is free — a faster host runs more, and
 the interleaving holds within every block. A block is finished once every run of it is stored
-(by whichever hosts: one taken again after its host died skips what that host stored); the study
+(by whichever hosts: one taken again after its host went unheard skips what that host stored, and
+that host, if it was only cut off, stores nothing more of it as counted: fleet/lease.py); the study
 run is finished when its last block is, even if a host never came back for its unit."""
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from fslab.errors import FslabError
-from fslab.fleet import queue
+from fslab.fleet import lease, queue
+from fslab.fleet.lease import Lease
 from fslab.fleet.steady import SteadyResults
 from fslab.results.records import now
 from fslab.results.schema import fleet_blocks
@@ -65,14 +67,15 @@ def unfinished(engine: sa.Engine, study_run_id: int) -> int:
 
 class BlockTaker:
     """A host's unit of a spread study run taking blocks (runner.run_share's `take`), in the
-    worker's main thread: `call` runs a queue operation on the queue thread's loop. The block
-    taken before is finished when the next is asked for; with none left to take, it waits while
-    another host still holds one (that host may die: its block is then queued again)."""
+    worker's main thread: `call` runs a queue operation on the queue thread's loop. Each block is
+    leased to this host as it takes it (fleet/lease.py); the block taken before is finished when
+    the next is asked for — unless another host took it meanwhile; with none left to take, it
+    waits while another host still holds one (that host may die: its block is then queued again)."""
 
     def __init__(self, db: SteadyResults, call: Callable[[Callable[[Any], Awaitable[Any]]], Any], worker_id: Callable[[], int | None], study_run_id: int, host: str, wait: float):
         self.db, self.call, self.worker_id = db, call, worker_id
         self.study_run_id, self.host, self.wait = study_run_id, host, wait
-        self.current: tuple[int, int] | None = None  # (job id, block) taken and not yet finished
+        self.current: tuple[int, Lease] | None = None  # (job id, lease) of the block taken and not yet finished
 
     def __call__(self) -> int | None:
         self._finish_current()
@@ -80,40 +83,41 @@ class BlockTaker:
             worker_id = self.worker_id()
             taken = self.call(lambda app: queue.take_block(app, self.study_run_id, worker_id)) if worker_id is not None else None
             if taken is not None:
-                claimed_at = now()
-                self.current = taken
-                self._record(taken[1], host=self.host, claimed_at=claimed_at, started_at=None, finished_at=None)
-                return taken[1]
+                job_id, block = taken
+                held = self.db.steadily(lambda: lease.take_block(self.db.engine, self.study_run_id, block, self.host))
+                if held is None:  # finished meanwhile by the host it was taken from
+                    self.call(lambda app: queue.block_done(app, job_id))
+                    continue
+                self.current = (job_id, held)
+                return block
             if not self.db.steadily(lambda: unfinished(self.db.engine, self.study_run_id)):
                 return None
             time.sleep(self.wait)
 
+    @property
+    def holding(self) -> Lease | None:
+        """The block under way, as this host holds it (the runs of it are stored under it)."""
+        return self.current[1] if self.current is not None else None
+
     def started(self, block: int) -> None:
         """The block's first run started here (best effort, as the progress line)."""
-        with self.db.engine.begin() as conn:
-            conn.execute(fleet_blocks.update().where(*self._row(block), fleet_blocks.c.started_at.is_(None)).values(started_at=now()))
+        if self.current is not None:
+            lease.write(self.db.engine, self.current[1], fleet_blocks.c.started_at.is_(None), started_at=now())
 
     def give_back(self) -> None:
-        """The block under way, unfinished, queued again for any host (this unit stopped or failed)."""
+        """The block under way, unfinished, queued again for any host (this unit stopped or failed)
+        — unless another host took it meanwhile: it is that host's."""
         if self.current is not None:
-            job_id, _ = self.current
+            job_id, held = self.current
             self.current = None
-            self.call(lambda app: queue.give_back(app, job_id))
+            if self.db.steadily(lambda: lease.holds(self.db.engine, held)):
+                self.call(lambda app: queue.give_back(app, job_id))
 
     def _finish_current(self) -> None:
         if self.current is None:
             return
-        job_id, block = self.current
-        self._record(block, finished_at=now())  # first: a block whose job ended is never thought unfinished
-        self.call(lambda app: queue.block_done(app, job_id))
+        job_id, held = self.current
+        # first: a block whose job ended is never thought unfinished; taken by another host meanwhile, that host's to finish
+        if self.db.steadily(lambda: lease.write(self.db.engine, held, finished_at=now())):
+            self.call(lambda app: queue.block_done(app, job_id))
         self.current = None
-
-    def _record(self, block: int, **values: object) -> None:
-        def write() -> None:
-            with self.db.engine.begin() as conn:
-                conn.execute(fleet_blocks.update().where(*self._row(block)).values(**values))
-
-        self.db.steadily(write)
-
-    def _row(self, block: int) -> tuple:
-        return (fleet_blocks.c.study_run_id == self.study_run_id, fleet_blocks.c.block == block)

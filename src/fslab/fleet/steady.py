@@ -1,19 +1,23 @@
 """The results database as a worker writes it: a write cut off by a lost connection (the server
 restarted, pg_terminate_backend, the network gone a while) is tried again once the database
 answers, and a run whose commit may have been lost with the connection is looked for before it
-is stored again: every run stored exactly once."""
+is stored again: every run stored exactly once. A run is stored under its worker's lease
+(fleet/lease.py), checked in the transaction that stores it."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 import sqlalchemy as sa
 
+from fslab.fleet.lease import Lease
 from fslab.model import Host
 from fslab.results import ResultsDB, RunRecord
-from fslab.results.db import COUNTED
+from fslab.results.db import insert_run
+from fslab.results.records import SUPERSEDED
 from fslab.results.schema import runs
 
 T = TypeVar("T")
@@ -25,6 +29,7 @@ class SteadyResults(ResultsDB):
     def __init__(self, location: str, say: Callable[[str], None]):
         super().__init__(location)
         self.say = say
+        self.lease_of: Callable[[RunRecord], Lease | None] = _unleased
 
     def steadily(self, write: Callable[[], T], already: Callable[[], T | None] = lambda: None) -> T:
         """`write`, again until the database answers; after a failed try, `already` tells a write
@@ -44,18 +49,52 @@ class SteadyResults(ResultsDB):
             if found is not None:
                 return found
 
+    @contextmanager
+    def leased(self, lease_of: Callable[[RunRecord], Lease | None]) -> Iterator[None]:
+        """While it lasts, each run is stored under the lease `lease_of` names for it: its unit's,
+        or its block's (a spread study run's)."""
+        self.lease_of = lease_of
+        try:
+            yield
+        finally:
+            self.lease_of = _unleased
+
     def record_run(self, study_run_id: int, record: RunRecord) -> int:
-        return self.steadily(lambda: super(SteadyResults, self).record_run(study_run_id, record), lambda: self._stored(study_run_id, record))
+        """The run stored; under a lease taken from this worker meanwhile, stored aside (superseded,
+        not counted), then the lease's withdrawal raised (lease.Lease.withdrawn)."""
+        lease = self.lease_of(record)
+        if lease is None:
+            return self.steadily(lambda: super(SteadyResults, self).record_run(study_run_id, record), lambda: self._stored_id(study_run_id, record))
+
+        def store() -> tuple[int, bool]:
+            with self.engine.begin() as conn:
+                held = lease.held(conn)
+                return insert_run(conn, study_run_id, record if held else lease.kept_aside(record)), held
+
+        run_id, held = self.steadily(store, lambda: self._stored(study_run_id, record))
+        if not held:
+            raise lease.withdrawn()
+        return run_id
 
     def record_host(self, study_run_id: int, host: Host) -> None:
         self.steadily(lambda: super(SteadyResults, self).record_host(study_run_id, host))
 
-    def _stored(self, study_run_id: int, record: RunRecord) -> int | None:
-        """The run's id if it is stored already (its host's, same cell, repetition and warm-up)."""
-        query = sa.select(runs.c.id).where(
+    def _stored_id(self, study_run_id: int, record: RunRecord) -> int | None:
+        found = self._stored(study_run_id, record)
+        return None if found is None else found[0]
+
+    def _stored(self, study_run_id: int, record: RunRecord) -> tuple[int, bool] | None:
+        """This very run, if it is stored already (its host's, same cell, repetition, warm-up and
+        start): its id, and whether it was stored as counted."""
+        query = sa.select(runs.c.id, runs.c.status).where(
             runs.c.study_run_id == study_run_id, runs.c.host == record.host, runs.c.target == record.target,
             runs.c.workload == record.workload, runs.c.repetition == record.repetition, runs.c.warmup == record.warmup,
-            COUNTED,
+            runs.c.started_at == record.started_at,
         )  # fmt: skip
         with self.engine.connect() as conn:
-            return conn.execute(query).scalar()
+            found = conn.execute(query).first()
+        return None if found is None else (found.id, found.status != SUPERSEDED)
+
+
+def _unleased(record: RunRecord) -> Lease | None:
+    return None

@@ -11,7 +11,7 @@ from datetime import timedelta
 import sqlalchemy as sa
 
 from fslab.results.db import COUNTED
-from fslab.results.records import now
+from fslab.results.records import SUPERSEDED, now
 from fslab.results.schema import fleet_blocks, fleet_units, runs, study_runs
 
 ENDED = ("done", "failed")
@@ -28,6 +28,7 @@ class Progress:
     current: str
     eta: timedelta | None  # from the runs it stored so far
     why: str  # a failed unit's error, or what the host skipped
+    superseded: int = 0  # runs stored but not counted (records.SUPERSEDED): measured after its lease was taken, or failed by a systematic cause
 
     @property
     def ended(self) -> bool:
@@ -51,18 +52,22 @@ def skipped(engine: sa.Engine, study_run_id: int, host: str) -> list[dict] | Non
         return conn.execute(sa.select(fleet_units.c.skipped).where(*_unit(study_run_id, host))).scalar()
 
 
-def update(engine: sa.Engine, study_run_id: int, host: str, **values: object) -> None:
+def update(engine: sa.Engine, study_run_id: int, host: str, generation: int | None = None, **values: object) -> None:
+    """The unit's row; `generation`: only while the unit is leased so (fleet/lease.py): a worker
+    whose unit was taken by another writes nothing of it."""
     with engine.begin() as conn:
-        conn.execute(fleet_units.update().where(*_unit(study_run_id, host)).values(updated_at=now(), **values))
+        conn.execute(fleet_units.update().where(*_unit(study_run_id, host, generation)).values(updated_at=now(), **values))
 
 
-def ended(engine: sa.Engine, study_run_id: int, host: str, state: str, **values: object) -> None:
-    """The unit done or failed; the study run finished once every unit has ended (the one that
-    ends last, whichever it is, says so: the study run's row is locked while units are counted),
-    or, spread, once every block is (a host that never came back leaves its unit waiting)."""
+def ended(engine: sa.Engine, study_run_id: int, host: str, state: str, generation: int | None = None, **values: object) -> None:
+    """The unit done or failed (`generation`: as update's); the study run finished once every unit
+    has ended (the one that ends last, whichever it is, says so: the study run's row is locked
+    while units are counted), or, spread, once every block is (a host that never came back leaves
+    its unit waiting)."""
     with engine.begin() as conn:
         conn.execute(sa.select(study_runs.c.id).where(study_runs.c.id == study_run_id).with_for_update())
-        conn.execute(fleet_units.update().where(*_unit(study_run_id, host)).values(state=state, current=None, updated_at=now(), **values))
+        if not conn.execute(fleet_units.update().where(*_unit(study_run_id, host, generation)).values(state=state, current=None, updated_at=now(), **values)).rowcount:
+            return
         units = conn.execute(sa.select(fleet_units.c.host, fleet_units.c.state, fleet_units.c.outcome).where(fleet_units.c.study_run_id == study_run_id)).all()
         blocks = conn.execute(sa.select(sa.func.count(), sa.func.count(fleet_blocks.c.finished_at)).where(fleet_blocks.c.study_run_id == study_run_id)).one()
         spread_done = blocks[0] > 0 and blocks[0] == blocks[1]
@@ -82,8 +87,10 @@ def progress(engine: sa.Engine, study_run_id: int) -> list[Progress]:
         sa.select(runs.c.host, sa.func.count(), sa.func.min(runs.c.started_at), sa.func.max(runs.c.finished_at))
         .where(runs.c.study_run_id == study_run_id, COUNTED).group_by(runs.c.host)
     )
+    kept_aside = sa.select(runs.c.host, sa.func.count()).where(runs.c.study_run_id == study_run_id, runs.c.status == SUPERSEDED).group_by(runs.c.host)
     with engine.connect() as conn:
         stored = {host: (n, first, last) for host, n, first, last in conn.execute(counted)}
+        superseded = dict(conn.execute(kept_aside).all())
         units = conn.execute(sa.select(fleet_units).where(fleet_units.c.study_run_id == study_run_id).order_by(fleet_units.c.host)).all()
     found = []
     for u in units:
@@ -92,7 +99,7 @@ def progress(engine: sa.Engine, study_run_id: int) -> list[Progress]:
         if u.planned and done and first and last and u.state not in ENDED:
             eta = (last - first) / done * max(u.planned - done, 0)
         why = u.why or "; ".join(f"skipped {s['target']}: {s['why']}" for s in u.skipped or [])
-        found.append(Progress(u.host, u.state, done, u.planned, u.current or "", eta, why))
+        found.append(Progress(u.host, u.state, done, u.planned, u.current or "", eta, why, superseded.get(u.host, 0)))
     return found
 
 
@@ -102,8 +109,9 @@ def any_running(engine: sa.Engine, study_run_id: int) -> bool:
         return conn.execute(sa.select(fleet_units.c.host).where(fleet_units.c.study_run_id == study_run_id, fleet_units.c.state == "running").limit(1)).first() is not None
 
 
-def _unit(study_run_id: int, host: str) -> tuple:
-    return (fleet_units.c.study_run_id == study_run_id, fleet_units.c.host == host)
+def _unit(study_run_id: int, host: str, generation: int | None = None) -> tuple:
+    leased = (fleet_units.c.generation == generation,) if generation is not None else ()
+    return (fleet_units.c.study_run_id == study_run_id, fleet_units.c.host == host, *leased)
 
 
 class NotSelfContained(Exception):

@@ -8,7 +8,8 @@ there, where Ctrl-C and `kill` are heard as `fslab run` hears them (interruption
 under way is released cleanly, the unit is given back to the queue (UnitReleased: procrastinate
 retries it at once) and the worker exits 128 + the signal's number. A worker killed outright
 stops heartbeating: after the lapse any worker queues its unit again, and the host's next worker
-runs only what that host's share still lacks (runner.run_share).
+runs only what that host's share still lacks (runner.run_share). A worker only cut off that long
+finds its unit or block taken when it stores its next run: it keeps that run aside (fleet/lease.py).
 
 A worker started with --fio-address also takes requests to serve fio for the clients of another
 host's unit (fio_service.py), one at a time with its own units."""
@@ -35,8 +36,9 @@ from procrastinate.retry import BaseRetryStrategy, RetryDecision
 from fslab import environment
 from fslab.errors import FslabError
 from fslab.fio_server import Endpoint, Network
-from fslab.fleet import queue, roster, spread, units
+from fslab.fleet import lease, queue, roster, spread, units
 from fslab.fleet.fio_service import FioSettings, serve_fio_for, unit_services
+from fslab.fleet.lease import Lease, UnitWithdrawn
 from fslab.fleet.steady import LOST, SteadyResults
 from fslab.model import Host, Study
 from fslab.results.records import now
@@ -87,6 +89,11 @@ class Unit:
     study_run_id: int
     host: str
     claimed_at: datetime | None = None  # when the queue handed it to this worker
+    lease: Lease | None = None  # as this worker took it (None: not yet)
+
+    @property
+    def generation(self) -> int | None:
+        return None if self.lease is None else self.lease.generation
 
 
 @dataclass(frozen=True)
@@ -195,11 +202,15 @@ def _run_handed(
         if isinstance(unit, ServeFio):
             _serve_handed(unit, db, host, settings, say)
         else:
+            unit = _leased(unit, db, host)
             run_unit(unit, db, host, Workdir(settings.workdir), say, taker, settings.fio)
     except KeyboardInterrupt:
         raise
     except UnitFailed as exc:
         done.set_exception(exc)
+    except UnitWithdrawn as exc:  # its job and its row are the other worker's now: left as they are
+        say(f"unit withdrawn: {exc}")
+        done.set_result(None)
     except BaseException as exc:  # an error of fslab's own: recorded as the unit's failure, the worker goes on
         why = str(exc) if isinstance(exc, FslabError) else "".join(traceback.format_exception(exc))
         say(f"{'request to serve fio' if isinstance(unit, ServeFio) else 'unit'} failed: study run {unit.study_run_id} on {unit.host}: {why}")
@@ -222,19 +233,29 @@ def _serve_handed(request: ServeFio, db: SteadyResults, host: Host, settings: Wo
         raise UnitFailed(str(exc)) from None
 
 
-def run_unit(
-    unit: Unit, db: SteadyResults, host: Host, workdir: Workdir, say: Callable[[str], None], taker: Callable[..., spread.BlockTaker] | None = None, fio: FioSettings | None = None
-) -> None:
-    """This host's share of the study run: its study as stored (untrusted: parsed and checked as
-    any study file), less the targets this host cannot run (recorded with why, once: a unit taken
-    again skips what it skipped before), run by the runner; only what this host's share still
-    lacks runs. Spread (fleet/spread.py), its share is the blocks `taker` takes from the queue."""
+def _leased(unit: Unit, db: SteadyResults, host: Host) -> Unit:
+    """The unit, leased to this worker (fleet/lease.py) before anything of it is read."""
     from fslab.errors import Refused
-    from fslab.resume import share_of
-    from fslab.runner import run_share, unsupported_here
 
     if unit.host != host.name:
         raise Refused(f"a unit for host {unit.host!r} was in the queue of {host.name!r}: not run")
+    taken = db.steadily(lambda: lease.take_unit(db.engine, unit.study_run_id, unit.host))
+    if taken is None:
+        raise UnitFailedHere(f"study run {unit.study_run_id} has no unit for {host.name} in the database: not run")
+    return replace(unit, lease=taken)
+
+
+def run_unit(
+    unit: Unit, db: SteadyResults, host: Host, workdir: Workdir, say: Callable[[str], None], taker: Callable[..., spread.BlockTaker] | None = None, fio: FioSettings | None = None
+) -> None:
+    """This host's share of the study run (`unit`, leased to this worker): its study as stored
+    (untrusted: parsed and checked as any study file), less the targets this host cannot run
+    (recorded with why, once: a unit taken again skips what it skipped before), run by the runner;
+    only what this host's share still lacks runs. Spread (fleet/spread.py), its share is the blocks
+    `taker` takes from the queue. Each run is stored under the unit's lease, or its block's."""
+    from fslab.resume import share_of
+    from fslab.runner import run_share, unsupported_here
+
     say(f"took unit: study run {unit.study_run_id} on {host.name}")
     row = db.steadily(lambda: db.study_run(unit.study_run_id))
     if row is None:
@@ -255,11 +276,11 @@ def run_unit(
     if spreading and skipped:
         raise UnitFailedHere(f"{host.name} cannot run every target of a spread study run (its hosts share one plan): " + "; ".join(f"{s['target']}: {s['why']}" for s in skipped))
     planned = None if spreading else len(study.cells) * (share.repetitions.runs + share.repetitions.warmup)  # spread: as many as it takes
-    db.steadily(lambda: units.update(db.engine, unit.study_run_id, host.name, state="running", skipped=skipped, planned=planned, why=None, claimed_at=unit.claimed_at, started_at=None))
+    db.steadily(lambda: units.update(db.engine, unit.study_run_id, host.name, unit.generation, state="running", skipped=skipped, planned=planned, why=None, claimed_at=unit.claimed_at, started_at=None))
     share = replace(share, study=study)
     blocks = taker(unit.study_run_id, host.name) if spreading and taker is not None else None
     try:
-        with unit_services(share.study, host, unit.study_run_id, db, fio or FioSettings(db.location, None, ())) as clients:
+        with db.leased(lambda record: blocks.holding if blocks is not None else unit.lease), unit_services(share.study, host, unit.study_run_id, db, fio or FioSettings(db.location, None, ())) as clients:
             run_share(
                 share, db, workdir, host=host, ended=partial(_ended, db, unit, say),
                 observer=_UnitObserver(db, unit, say, blocks), take=blocks, clients=clients,
@@ -279,7 +300,7 @@ def _skipped_midway(db: SteadyResults, unit: Unit, target: str, why: str | None)
     def record() -> None:
         kept = [s for s in units.skipped(db.engine, unit.study_run_id, unit.host) or [] if s["target"] != target]
         now_skipped = kept + ([{"target": target, "why": why}] if why is not None else [])
-        units.update(db.engine, unit.study_run_id, unit.host, skipped=now_skipped)
+        units.update(db.engine, unit.study_run_id, unit.host, unit.generation, skipped=now_skipped)
 
     db.steadily(record)
 
@@ -293,11 +314,11 @@ def _ended(db: SteadyResults, unit: Unit, say: Callable[[str], None], status: st
         _settle(db, unit, "done", outcome=outcome)
         say(f"unit done: study run {unit.study_run_id} on {unit.host}")
     else:
-        db.steadily(lambda: units.update(db.engine, unit.study_run_id, unit.host, state="released", current=None))
+        db.steadily(lambda: units.update(db.engine, unit.study_run_id, unit.host, unit.generation, state="released", current=None))
 
 
 def _settle(db: SteadyResults, unit: Unit, state: str, **values: object) -> None:
-    db.steadily(lambda: units.ended(db.engine, unit.study_run_id, unit.host, state, **values))
+    db.steadily(lambda: units.ended(db.engine, unit.study_run_id, unit.host, state, unit.generation, **values))
 
 
 class _UnitObserver:
@@ -321,7 +342,7 @@ class _UnitObserver:
         current = f"{cell.target.name} · {cell.workload.name} · {'warm-up' if planned.warmup else 'run'} {planned.repetition}"
         self.say(f"starting {current}")
         try:
-            units.update(self.db.engine, self.unit.study_run_id, self.unit.host, current=current, **({} if self.started else {"started_at": now()}))
+            units.update(self.db.engine, self.unit.study_run_id, self.unit.host, self.unit.generation, current=current, **({} if self.started else {"started_at": now()}))
             self.started = True
             if self.blocks is not None:
                 self.blocks.started(planned.block)

@@ -120,7 +120,7 @@ class ResultsDB:
                 study, environment, settings, lambda target: ", ".join(target.fio_versions),
             )
             for record in study.runs:
-                _insert_run(conn, study_run_id, record)
+                insert_run(conn, study_run_id, record)
         return study_run_id
 
     def record_host(self, study_run_id: int, host: Host) -> None:
@@ -139,7 +139,7 @@ class ResultsDB:
 
     def record_run(self, study_run_id: int, record: RunRecord) -> int:
         with self.engine.begin() as conn:
-            return _insert_run(conn, study_run_id, record)
+            return insert_run(conn, study_run_id, record)
 
     def outputs(self, run_id: int) -> list[RawOutput]:
         """A run's raw outputs, by phase and tool."""
@@ -434,8 +434,9 @@ def unpacked(row: Any) -> str:
     return row.output if row.packed is None else zlib.decompress(row.packed).decode()
 
 
-def _insert_run(conn: sa.Connection, study_run_id: int, record: RunRecord) -> int:
-    """A run's row with its raw outputs and metrics."""
+def insert_run(conn: sa.Connection, study_run_id: int, record: RunRecord) -> int:
+    """A run's row with its raw outputs and metrics, in the caller's transaction (a fleet's worker
+    decides in that same transaction whether the run is still its to store: fleet/steady.py)."""
     values = asdict(record)
     values.pop("metrics")
     values.pop("outputs")

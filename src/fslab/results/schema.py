@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from fslab.errors import FslabError
 
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 
 metadata = sa.MetaData()
 
@@ -142,6 +142,8 @@ fleet_units = sa.Table(
     sa.Column("queued_at", sa.DateTime),
     sa.Column("claimed_at", sa.DateTime),
     sa.Column("started_at", sa.DateTime),
+    # since version 15: the lease's generation, bumped each time a worker takes the unit (fleet/lease.py)
+    sa.Column("generation", sa.Integer, nullable=False, server_default="0"),
 )
 
 # The blocks of a spread study run (`fslab run --on … --spread`, schema 12): each a job of the
@@ -156,6 +158,8 @@ fleet_blocks = sa.Table(
     sa.Column("claimed_at", sa.DateTime),
     sa.Column("started_at", sa.DateTime),  # its first run started (NULL: every run was stored before it was taken)
     sa.Column("finished_at", sa.DateTime),
+    # since version 15: the lease's generation, bumped each time a host takes the block (fleet/lease.py)
+    sa.Column("generation", sa.Integer, nullable=False, server_default="0"),
 )
 
 metrics = sa.Table(
@@ -228,6 +232,14 @@ def _packed_column(conn: sa.Connection) -> None:
     database older than 4), with the column already."""
     if "packed" not in {c["name"] for c in sa.inspect(conn).get_columns("run_outputs")}:
         conn.execute(sa.text(f"ALTER TABLE run_outputs ADD COLUMN packed {'BLOB' if conn.dialect.name == 'sqlite' else 'BYTEA'}"))
+
+
+def _generation_columns(conn: sa.Connection) -> None:
+    """A fleet's units and blocks carry their lease's generation (fleet/lease.py). Either table may
+    be new, made by create_all with the column already: only where missing is it added."""
+    for table in ("fleet_units", "fleet_blocks"):
+        if "generation" not in {c["name"] for c in sa.inspect(conn).get_columns(table)}:
+            conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN generation INTEGER NOT NULL DEFAULT 0"))
 
 
 def _renamed_metric(old: str, new: str) -> str:
@@ -319,6 +331,9 @@ MIGRATIONS: dict[int, list[str | Only | Callable[[sa.Connection], None]]] = {
     12: [_lapse_column],
     # Raw outputs are stored compressed (run_outputs.packed); those stored before stay text, read as they are.
     13: [_packed_column],
+    # A fleet's units and blocks are leased: a worker whose unit or block was taken again (its
+    # heartbeat lapsed) stores nothing as its own (fleet/lease.py); 0 for those stored before.
+    14: [_generation_columns],
 }
 
 

@@ -1,0 +1,175 @@
+"""A fleet under a lapse: a spread host's link cut past its heartbeat lapse, the server away past
+it (tests/fleet.py). What the unheard host held is handed to another — and the first, alive all
+along, stores nothing more of it as counted: every planned run is stored exactly once, what the
+fenced host measured kept aside as superseded (fleet/lease.py; docs/fleet.md, "Guarantees").
+Every wait is for a state, never a sleep."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+import sqlalchemy as sa
+from fleet import LAPSE, fleet
+from short_studies import short_study
+
+TARGETS = ("ext4", "ext4-b", "ext4-c")
+
+
+def spread_on(f, tmp_path, targets: int, blocks: int) -> int:
+    """A spread study run on hosts a and b: `blocks` blocks of `targets` runs (one per target)."""
+    path = tmp_path / "spread.toml"
+    path.write_text(short_study("fenced", "".join(f'[[target]]\nname = "{t}"\nfilesystem = "ext4"\n\n' for t in TARGETS[:targets]), blocks))
+    queued = f.fslab_in_process("run", str(path), "--no-ceiling", "--on", "a,b", "--spread", "--detach")
+    assert queued.returncode == 0, queued.stderr
+    return int(queued.stdout.strip())
+
+
+def counted(f, study_run_id: int) -> list[tuple[str, ...]]:
+    """Each (target, repetition) stored as counted, with how many times."""
+    rows = f.sql(f"SELECT target, repetition, count(*) FROM runs WHERE study_run_id = {study_run_id} AND status <> 'superseded' GROUP BY 1, 2 ORDER BY 1, 2")
+    return [tuple(line.split("|")) for line in rows.splitlines()]
+
+
+def planned(targets: int, blocks: int) -> list[tuple[str, ...]]:
+    return [(t, str(r), "1") for t in TARGETS[:targets] for r in range(1, blocks + 1)]
+
+
+def under_way(f, study_run_id: int, host: str) -> tuple[str, str] | None:
+    """The run `host` has under way, not yet stored by any host: (target, repetition)."""
+    current = f.sql(f"SELECT current FROM fleet_units WHERE study_run_id = {study_run_id} AND host = '{host}'")
+    found = re.fullmatch(r"(\S+) · seq_write · run (\d+)", current)
+    if found is None or stored(f, study_run_id, *found.groups()):
+        return None
+    return found[1], found[2]
+
+
+def stored(f, study_run_id: int, target: str, repetition: str, host: str | None = None) -> list[str]:
+    """The status of each run of that target and repetition stored (by `host`, if named)."""
+    by = f" AND host = '{host}'" if host else ""
+    return f.sql(f"SELECT status FROM runs WHERE study_run_id = {study_run_id} AND target = '{target}' AND repetition = {repetition}{by}").split()
+
+
+def registered(f, count: int):
+    return lambda: f.sql("SELECT to_regclass('procrastinate_workers')") and f.sql("SELECT count(*) FROM procrastinate_workers") == str(count)
+
+
+def ended(f, study_run_id: int):
+    """The study run finished and each host's unit ended: nothing more will be stored."""
+    units = f"SELECT count(*) FROM fleet_units WHERE study_run_id = {study_run_id} AND state IN ('done', 'failed')"
+    return lambda: f.sql(f"SELECT status FROM study_runs WHERE id = {study_run_id}") == "finished" and f.sql(units) == "2"
+
+
+@pytest.mark.root
+def test_a_spread_host_cut_off_past_its_lapse_stores_its_block_aside_and_every_run_is_counted_once(fleet_lab, tmp_path):
+    with fleet(fleet_lab, tmp_path) as f:
+        a, b = f.start(0, "a"), f.start(1, "b")
+        f.wait("both workers", registered(f, 2))
+        study_run_id = spread_on(f, tmp_path, targets=2, blocks=3)
+        target, repetition = f.wait("a run under way on host a", lambda: under_way(f, study_run_id, "a"))
+        with f.hosts[0].cut():
+            f.wait("host b to take a's block over and store that run", lambda: stored(f, study_run_id, target, repetition, "b"))
+        f.wait("host a, back, to store the run it had under way", lambda: stored(f, study_run_id, target, repetition, "a"))
+        f.wait("the study run and both units ended", ended(f, study_run_id))
+        assert counted(f, study_run_id) == planned(2, 3), "every planned run stored exactly once"
+        assert stored(f, study_run_id, target, repetition, "a") == ["superseded"], "a's run of the block b took over: kept aside"
+        assert "queued again" in b.output() and "was taken by another worker while this one was unheard" in a.output(), a.output()
+        shown = f.fslab_in_process("status", str(study_run_id))
+        assert shown.returncode == 0, shown.stderr
+        assert re.search(r"\ba\s+done\s.*\b1 run\(s\) superseded, not counted", shown.stdout), shown.stdout
+        for worker in (a, b):
+            f.stop(worker)
+
+
+@pytest.mark.root
+def test_the_server_away_past_the_lapse_leaves_every_planned_run_counted_once(fleet_lab, tmp_path):
+    """Host a holds the only block, host b waits for one; after the outage whichever worker is
+    heard from first judges the other: b may take a's block over (a's runs after that kept aside),
+    or a go on with it. Either way every planned run is counted once."""
+    with fleet(fleet_lab, tmp_path) as f:
+        a = f.start(0, "a")
+        f.wait("host a", registered(f, 1))
+        study_run_id = spread_on(f, tmp_path, targets=3, blocks=1)
+        f.wait("a run under way on host a", lambda: under_way(f, study_run_id, "a"))
+        b = f.start(1, "b")
+        f.wait("host b waiting for a block", lambda: f.sql(f"SELECT state FROM fleet_units WHERE study_run_id = {study_run_id} AND host = 'b'") == "running")
+        lost = a.output().count("database connection lost")
+        with f.pg.away():
+            away_since = time.monotonic()
+            f.wait("host a a run to store, and the lapse past, with the server away", lambda: a.output().count("database connection lost") > lost and time.monotonic() - away_since > float(LAPSE))
+        f.wait("the study run and both units ended", ended(f, study_run_id))
+        assert counted(f, study_run_id) == planned(3, 1), "every planned run stored exactly once"
+        kept_aside = int(f.sql(f"SELECT count(*) FROM runs WHERE study_run_id = {study_run_id} AND status = 'superseded'"))
+        assert kept_aside == a.output().count("was taken by another worker while this one was unheard") <= 1, a.output()
+        for worker in (a, b):
+            f.stop(worker)
+
+
+@pytest.fixture
+def leases(pg_cluster):
+    """A fleet's database with one study run on hosts a and b, its blocks queued; a worker's
+    SteadyResults on it."""
+    from fslab.fleet import spread, units
+    from fslab.fleet.steady import SteadyResults
+
+    db = SteadyResults(pg_cluster.new_database("leases"), print)
+    with db.engine.begin() as conn:
+        conn.execute(sa.text("INSERT INTO study_runs (study, study_path, study_source, scale, repetitions, plan_seed, started_at, status, environment, fslab_version) VALUES ('s', 's.toml', '', 1, 1, 1, now(), 'running', '{}', 'x')"))
+    units.queued(db.engine, 1, ["a", "b"])
+    spread.queued(db.engine, 1, 2)
+    yield db
+    db.engine.dispose()
+
+
+def a_run(repetition: int, block: int = 1):
+    from fslab.results.records import RunRecord, now
+
+    return RunRecord("ext4", "seq_write", repetition, False, block, 1, now(), now(), "ok", False, host="a")
+
+
+@pytest.mark.root
+def test_a_worker_whose_unit_or_block_was_taken_stores_its_run_aside_and_hears_so(leases):
+    from fslab.fleet import lease
+    from fslab.fleet.lease import UnitWithdrawn
+    from fslab.plan import BlockWithdrawn
+
+    first = lease.take_unit(leases.engine, 1, "a")
+    with leases.leased(lambda record: first):
+        kept = leases.record_run(1, a_run(1))
+    second = lease.take_unit(leases.engine, 1, "a")  # another worker of a's name took the unit
+    assert (first.generation, second.generation) == (1, 2)
+    with leases.leased(lambda record: first), pytest.raises(UnitWithdrawn, match="the unit of study run 1 on a was taken by another worker"):
+        leases.record_run(1, a_run(2))
+    block = lease.take_block(leases.engine, 1, 2, "a")
+    assert lease.take_block(leases.engine, 1, 2, "b").generation == block.generation + 1
+    with leases.leased(lambda record: block), pytest.raises(BlockWithdrawn, match="block 2 of study run 1 was taken"):
+        leases.record_run(1, a_run(3, block=2))
+    assert not lease.write(leases.engine, block, finished_at=a_run(3).finished_at), "nothing more of the block written by the host it was taken from"
+    with leases.engine.connect() as conn:
+        found = conn.execute(sa.text("SELECT id, repetition, status, error FROM runs ORDER BY id")).all()
+    assert [(r.repetition, r.status) for r in found] == [(1, "ok"), (2, "superseded"), (3, "superseded")] and found[0].id == kept
+    assert found[1].error.startswith("measured on a after the unit of study run 1 on a was taken by another worker")
+    assert [r["repetition"] for r in leases.runs(1)] == [1], "kept aside: never counted"
+
+
+@pytest.mark.root
+def test_a_blocks_job_ended_by_both_hosts_is_ended_once(leases):
+    """The host a block was taken from finishes it just as the other takes it (still its own:
+    fleet/lease.py): each then ends the block's job, and the second finds it ended."""
+    import asyncio
+
+    from fslab.fleet import queue
+
+    queue.install(leases.engine)
+    app = queue.app_for(leases.location)
+
+    async def ended_twice() -> list[str]:
+        async with app.open_async():
+            await app.configure_task(queue.BLOCK_TASK, queue=queue.spread_queue(1)).defer_async(study_run_id=1, block=1)
+            job_id, _ = await queue.take_block(app, 1, await app.job_manager.register_worker())
+            for _host in ("a", "b"):
+                await queue.block_done(app, job_id)
+            return [job.status for job in await app.job_manager.list_jobs_async(id=job_id)]
+
+    assert asyncio.run(ended_twice()) == ["succeeded"]
