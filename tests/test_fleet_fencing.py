@@ -154,9 +154,10 @@ def test_a_worker_whose_unit_or_block_was_taken_stores_its_run_aside_and_hears_s
 
 
 @pytest.mark.root
-def test_a_blocks_job_ended_by_both_hosts_is_ended_once(leases):
+def test_a_blocks_job_ended_or_given_back_twice_is_so_once(leases):
     """The host a block was taken from finishes it just as the other takes it (still its own:
-    fleet/lease.py): each then ends the block's job, and the second finds it ended."""
+    fleet/lease.py): each then ends the block's job, and the second finds it ended. A block given
+    back (its unit stopped) after it was queued again (its worker's heartbeat lapsed) is queued."""
     import asyncio
 
     from fslab.fleet import queue
@@ -164,12 +165,13 @@ def test_a_blocks_job_ended_by_both_hosts_is_ended_once(leases):
     queue.install(leases.engine)
     app = queue.app_for(leases.location)
 
-    async def ended_twice() -> list[str]:
+    async def twice(end) -> list[str]:  # noqa: ANN001
         async with app.open_async():
             await app.configure_task(queue.BLOCK_TASK, queue=queue.spread_queue(1)).defer_async(study_run_id=1, block=1)
             job_id, _ = await queue.take_block(app, 1, await app.job_manager.register_worker())
-            for _host in ("a", "b"):
-                await queue.block_done(app, job_id)
+            for _ in range(2):
+                await end(app, job_id)
             return [job.status for job in await app.job_manager.list_jobs_async(id=job_id)]
 
-    assert asyncio.run(ended_twice()) == ["succeeded"]
+    assert asyncio.run(twice(queue.block_done)) == ["succeeded"]
+    assert asyncio.run(twice(queue.give_back)) == ["todo"]

@@ -120,10 +120,17 @@ async def block_done(app, job_id: int) -> None:  # noqa: ANN001
 
 
 async def give_back(app, job_id: int) -> None:  # noqa: ANN001
-    """A block (or unit) left unfinished, queued again at once for any host to take."""
+    """A block (or unit) left unfinished, queued again at once for any host to take (or already:
+    its worker's heartbeat had lapsed, and no host has taken it yet)."""
     from procrastinate import utils
+    from procrastinate.exceptions import ConnectorException
+    from procrastinate.jobs import Status
 
-    await app.job_manager.retry_job_by_id_async(job_id, retry_at=utils.utcnow())
+    try:
+        await app.job_manager.retry_job_by_id_async(job_id, retry_at=utils.utcnow())
+    except ConnectorException:
+        if [job.status for job in await app.job_manager.list_jobs_async(id=job_id)] != [Status.TODO.value]:
+            raise
 
 
 def request_fio(app, study_run_id: int, host: str) -> int | None:  # noqa: ANN001
