@@ -69,7 +69,8 @@ def progress_table(db: ResultsDB, study_run_id: int) -> tuple[RenderableType, bo
     """The progress table of a fleet's study run, and whether every unit has ended."""
     found = units.progress(db.engine, study_run_id)
     rows = [
-        [visible(p.host), p.state, str(p.done), "" if p.planned is None else str(p.planned), visible(p.current), _eta(p.eta), visible(_note(p))]
+        [visible(p.host), p.state, str(p.done), "" if p.planned is None else str(p.planned), visible(p.current),
+         _eta(p.eta), visible(_note(p))]
         for p in found
     ]
     title = f"study run {study_run_id}: {sum(p.done for p in found)} run(s) stored on {len(found)} host(s)"

@@ -39,7 +39,9 @@ class Lease:
 
     @property
     def what(self) -> str:
-        return f"block {self.block} of study run {self.study_run_id}" if self.block is not None else f"the unit of study run {self.study_run_id} on {self.host}"
+        if self.block is not None:
+            return f"block {self.block} of study run {self.study_run_id}"
+        return f"the unit of study run {self.study_run_id} on {self.host}"
 
     def row(self) -> tuple:
         if self.block is None:
@@ -52,17 +54,20 @@ class Lease:
 
     def held(self, conn: sa.Connection) -> bool:
         """Whether the lease is still this worker's; its row locked until `conn`'s transaction ends."""
-        return conn.execute(sa.select(self.table.c.generation).where(*self.row()).with_for_update()).scalar() == self.generation
+        found = conn.execute(sa.select(self.table.c.generation).where(*self.row()).with_for_update()).scalar()
+        return found == self.generation
 
     def kept_aside(self, record: RunRecord) -> RunRecord:
         """A run measured under this lease once it was taken: stored, never counted."""
-        why = f"measured on {self.host} after {self.what} was taken by another worker (its heartbeat had lapsed): kept aside, not counted"
+        why = f"measured on {self.host} after {self.what} was taken by another worker (its heartbeat had lapsed): " \
+            "kept aside, not counted"
         return replace(record, status=SUPERSEDED, error=why + (f"; it failed: {record.error}" if record.error else ""))
 
     def withdrawn(self) -> Exception:
         """What the worker hears once its lease was taken: a block's (the runner goes on to the
         next block: plan.BlockWithdrawn) or its unit's (the unit ends here: UnitWithdrawn)."""
-        message = f"{self.what} was taken by another worker while this one was unheard; the run it had under way is kept aside (superseded, not counted)"
+        message = f"{self.what} was taken by another worker while this one was unheard; " \
+            "the run it had under way is kept aside (superseded, not counted)"
         if self.block is None:
             return UnitWithdrawn(message)
         from fslab.plan import BlockWithdrawn  # here: `fslab status` loads no planner
@@ -75,7 +80,8 @@ def take_unit(engine: sa.Engine, study_run_id: int, host: str) -> Lease | None:
     """The host's unit, leased to the worker that took it from the queue (None: no such unit)."""
     with engine.begin() as conn:
         query = fleet_units.update().where(fleet_units.c.study_run_id == study_run_id, fleet_units.c.host == host)
-        generation = conn.execute(query.values(generation=fleet_units.c.generation + 1).returning(fleet_units.c.generation)).scalar()
+        bumped = query.values(generation=fleet_units.c.generation + 1).returning(fleet_units.c.generation)
+        generation = conn.execute(bumped).scalar()
     return None if generation is None else Lease(study_run_id, host, None, generation)
 
 
@@ -83,7 +89,8 @@ def take_block(engine: sa.Engine, study_run_id: int, block: int, host: str) -> L
     """The block, leased to the host that took it from the queue and claimed by it; None if it was
     finished meanwhile (by the host it was taken from, which still held it)."""
     with engine.begin() as conn:
-        query = fleet_blocks.update().where(fleet_blocks.c.study_run_id == study_run_id, fleet_blocks.c.block == block, fleet_blocks.c.finished_at.is_(None))
+        query = fleet_blocks.update().where(fleet_blocks.c.study_run_id == study_run_id, fleet_blocks.c.block == block)
+        query = query.where(fleet_blocks.c.finished_at.is_(None))
         values = {"generation": fleet_blocks.c.generation + 1, "host": host, "claimed_at": now(), "started_at": None}
         generation = conn.execute(query.values(**values).returning(fleet_blocks.c.generation)).scalar()
     return None if generation is None else Lease(study_run_id, host, block, generation)

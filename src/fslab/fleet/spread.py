@@ -117,7 +117,8 @@ class BlockTaker:
         if self.current is None:
             return
         job_id, held = self.current
-        # first: a block whose job ended is never thought unfinished; taken by another host meanwhile, that host's to finish
+        # first: a block whose job ended is never thought unfinished; taken by another host
+        # meanwhile, it is that host's to finish
         if self.db.steadily(lambda: lease.write(self.db.engine, held, finished_at=now())):
             self.call(lambda app: queue.block_done(app, job_id))
         self.current = None

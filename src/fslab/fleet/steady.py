@@ -64,7 +64,8 @@ class SteadyResults(ResultsDB):
         not counted), then the lease's withdrawal raised (lease.Lease.withdrawn)."""
         lease = self.lease_of(record)
         if lease is None:
-            return self.steadily(lambda: super(SteadyResults, self).record_run(study_run_id, record), lambda: self._stored_id(study_run_id, record))
+            unleased = super().record_run
+            return self.steadily(lambda: unleased(study_run_id, record), lambda: self._stored_id(study_run_id, record))
 
         def store() -> tuple[int, bool]:
             with self.engine.begin() as conn:

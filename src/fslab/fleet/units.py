@@ -28,7 +28,9 @@ class Progress:
     current: str
     eta: timedelta | None  # from the runs it stored so far
     why: str  # a failed unit's error, or what the host skipped
-    superseded: int = 0  # runs stored but not counted (records.SUPERSEDED): measured after its lease was taken, or failed by a systematic cause
+    # runs stored but not counted (records.SUPERSEDED): measured after its lease was taken, or
+    # failed by a systematic cause
+    superseded: int = 0
 
     @property
     def ended(self) -> bool:
@@ -56,18 +58,22 @@ def update(engine: sa.Engine, study_run_id: int, host: str, generation: int | No
     """The unit's row; `generation`: only while the unit is leased so (fleet/lease.py): a worker
     whose unit was taken by another writes nothing of it."""
     with engine.begin() as conn:
-        conn.execute(fleet_units.update().where(*_unit(study_run_id, host, generation)).values(updated_at=now(), **values))
+        unit = fleet_units.update().where(*_unit(study_run_id, host, generation))
+        conn.execute(unit.values(updated_at=now(), **values))
 
 
-def ended(engine: sa.Engine, study_run_id: int, host: str, state: str, generation: int | None = None, **values: object) -> None:
+def ended(
+    engine: sa.Engine, study_run_id: int, host: str, state: str, generation: int | None = None, **values: object
+) -> None:
     """The unit done or failed (`generation`: as update's); the study run finished once every unit
     has ended (the one that ends last, whichever it is, says so: the study run's row is locked
     while units are counted), or, spread, once every block is (a host that never came back leaves
     its unit waiting)."""
     with engine.begin() as conn:
         conn.execute(sa.select(study_runs.c.id).where(study_runs.c.id == study_run_id).with_for_update())
-        if not conn.execute(fleet_units.update().where(*_unit(study_run_id, host, generation)).values(state=state, current=None, updated_at=now(), **values)).rowcount:
-            return
+        unit = fleet_units.update().where(*_unit(study_run_id, host, generation))
+        if not conn.execute(unit.values(state=state, current=None, updated_at=now(), **values)).rowcount:
+            return  # its lease was taken: the unit is another worker's
         units = conn.execute(sa.select(fleet_units.c.host, fleet_units.c.state, fleet_units.c.outcome).where(fleet_units.c.study_run_id == study_run_id)).all()
         blocks = conn.execute(sa.select(sa.func.count(), sa.func.count(fleet_blocks.c.finished_at)).where(fleet_blocks.c.study_run_id == study_run_id)).one()
         spread_done = blocks[0] > 0 and blocks[0] == blocks[1]
@@ -87,7 +93,10 @@ def progress(engine: sa.Engine, study_run_id: int) -> list[Progress]:
         sa.select(runs.c.host, sa.func.count(), sa.func.min(runs.c.started_at), sa.func.max(runs.c.finished_at))
         .where(runs.c.study_run_id == study_run_id, COUNTED).group_by(runs.c.host)
     )
-    kept_aside = sa.select(runs.c.host, sa.func.count()).where(runs.c.study_run_id == study_run_id, runs.c.status == SUPERSEDED).group_by(runs.c.host)
+    kept_aside = (
+        sa.select(runs.c.host, sa.func.count())
+        .where(runs.c.study_run_id == study_run_id, runs.c.status == SUPERSEDED).group_by(runs.c.host)
+    )
     with engine.connect() as conn:
         stored = {host: (n, first, last) for host, n, first, last in conn.execute(counted)}
         superseded = dict(conn.execute(kept_aside).all())

@@ -276,11 +276,17 @@ def run_unit(
     if spreading and skipped:
         raise UnitFailedHere(f"{host.name} cannot run every target of a spread study run (its hosts share one plan): " + "; ".join(f"{s['target']}: {s['why']}" for s in skipped))
     planned = None if spreading else len(study.cells) * (share.repetitions.runs + share.repetitions.warmup)  # spread: as many as it takes
-    db.steadily(lambda: units.update(db.engine, unit.study_run_id, host.name, unit.generation, state="running", skipped=skipped, planned=planned, why=None, claimed_at=unit.claimed_at, started_at=None))
+    running = {"state": "running", "skipped": skipped, "planned": planned, "why": None, "claimed_at": unit.claimed_at,
+               "started_at": None}
+    db.steadily(lambda: units.update(db.engine, unit.study_run_id, host.name, unit.generation, **running))
     share = replace(share, study=study)
     blocks = taker(unit.study_run_id, host.name) if spreading and taker is not None else None
     try:
-        with db.leased(lambda record: blocks.holding if blocks is not None else unit.lease), unit_services(share.study, host, unit.study_run_id, db, fio or FioSettings(db.location, None, ())) as clients:
+        with (
+            db.leased(lambda record: blocks.holding if blocks is not None else unit.lease),
+            unit_services(share.study, host, unit.study_run_id, db, fio or FioSettings(db.location, None, ()))
+            as clients,
+        ):
             run_share(
                 share, db, workdir, host=host, ended=partial(_ended, db, unit, say),
                 observer=_UnitObserver(db, unit, say, blocks), take=blocks, clients=clients,
@@ -314,7 +320,8 @@ def _ended(db: SteadyResults, unit: Unit, say: Callable[[str], None], status: st
         _settle(db, unit, "done", outcome=outcome)
         say(f"unit done: study run {unit.study_run_id} on {unit.host}")
     else:
-        db.steadily(lambda: units.update(db.engine, unit.study_run_id, unit.host, unit.generation, state="released", current=None))
+        db.steadily(lambda: units.update(db.engine, unit.study_run_id, unit.host, unit.generation, state="released",
+                                         current=None))
 
 
 def _settle(db: SteadyResults, unit: Unit, state: str, **values: object) -> None:
@@ -342,7 +349,9 @@ class _UnitObserver:
         current = f"{cell.target.name} · {cell.workload.name} · {'warm-up' if planned.warmup else 'run'} {planned.repetition}"
         self.say(f"starting {current}")
         try:
-            units.update(self.db.engine, self.unit.study_run_id, self.unit.host, self.unit.generation, current=current, **({} if self.started else {"started_at": now()}))
+            started = {} if self.started else {"started_at": now()}
+            units.update(self.db.engine, self.unit.study_run_id, self.unit.host, self.unit.generation,
+                         current=current, **started)
             self.started = True
             if self.blocks is not None:
                 self.blocks.started(planned.block)
