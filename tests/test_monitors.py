@@ -177,6 +177,7 @@ def test_write_amplification_and_the_cache_judgement_on_synthetic_numbers():
     found = judged(Counted(read_bytes=1 * MiB, written_bytes=150 * MiB), Workload(read_bytes=100 * MiB, written_bytes=100 * MiB))
     assert values(found) == {"device_read_bytes": MiB, "device_written_bytes": 150 * MiB, "write_amplification": 1.5, "device_read_ratio": 0.01}
     assert len(found.flags) == 1 and "served by a cache" in found.flags[0].says
+    assert "the devices read 1% of the 100MiB the workload read" in found.flags[0].says, "a size as sizes are written"
     assert found.flags[0].kind == "served_by_cache" and not found.flags[0].implausible
     assert judged(Counted(100 * MiB, 0), Workload(read_bytes=100 * MiB)).flags == []
 

@@ -213,7 +213,7 @@ def judged(moved: Counted, workload: Workload, flushes: bool = False) -> Found:
             found.flags.append(Finding(
                 SERVED_BY_CACHE,
                 f"reads were served by a cache: the devices read {moved.read_bytes / workload.read_bytes:.0%} of the "
-                f"{workload.read_bytes:.0f} bytes the workload read (page cache, ARC — or compression)",
+                f"{format_size(workload.read_bytes)} the workload read (page cache, ARC — or compression)",
                 implausible=False,  # a cache answering is a fact of the run, not a broken figure
             ))  # fmt: skip
     return found
