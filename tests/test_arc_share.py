@@ -67,6 +67,14 @@ def test_nas_stack_says_where_the_arc_may_hold_the_working_set():
     }  # fmt: skip
 
 
+def test_a_dataset_whose_arc_caches_no_data_is_never_said_to_hold_the_working_set():
+    targets, workloads = stored_specs(0.05)
+    assert arc_notes(targets["zfs-mirror"], workloads["metadata"])
+    for cache in ("metadata", "none"):
+        spec = targets["zfs-mirror"] | {"properties": targets["zfs-mirror"]["properties"] | {"primarycache": cache}}
+        assert arc_notes(spec, workloads["metadata"]) == [], f"primarycache={cache}: the ARC holds no file data"
+
+
 STUDY = """
 [study]
 name = "arc"

@@ -85,6 +85,10 @@ def test_an_arc_cap_below_what_the_engines_take_is_kept_at_their_floor_and_said(
     assert target.scaling_changed == ("ARC cap 64MiB, the least both ZFS engines take, not 1GiB × 0.05 = 51MiB: 1.25× the full size's ARC for the data",)
     default = study('[[target]]\nfilesystem = "zfs"', 0.05, "8GiB").targets[0]
     assert default.arc_max is None and "the ARC is the engine's default, not scaled" in default.scaling_changed[0]
+    # btrfs-vs-zfs's datasets: their ARC caches no file data, whatever its size (said there at 0.1 before)
+    for cache in ("metadata", "none"):
+        uncached = study(f'[[target]]\nfilesystem = "zfs"\nproperties = {{ primarycache = "{cache}" }}', 0.1, "8GiB")
+        assert uncached.targets[0].scaling_changed == ()
 
 
 def test_xfs_says_the_log_and_allocation_groups_a_large_full_size_had():

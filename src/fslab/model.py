@@ -39,6 +39,12 @@ UNKNOWN_LENGTH_TIMEOUT = 3600.0
 # (report/arc_share.py) by what must not load the filesystems.
 ARC_FLOOR_NOTE = "ARC cap "
 
+
+def arc_caches_data(properties: Mapping[str, Any]) -> bool:
+    """Whether a ZFS dataset's ARC holds its files' data: not with primarycache=metadata or none,
+    whatever the ARC's size (filesystems/zfs.py's scaling note, report/arc_share.py's)."""
+    return str(properties.get("primarycache", "all")) == "all"
+
 # How a target skipped because its runs failed alike is said (systematic.py's Skip): read back from
 # a stored study run (report/sections.py, resume.py) by what must not load the running side.
 FAILED_ALIKE = "its runs failed alike"

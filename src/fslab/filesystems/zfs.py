@@ -31,7 +31,7 @@ from fslab.filesystems.zfs_engine import SCALED_ARC_FLOOR, Daemon, Engine, FuseD
 from fslab.guard.names import check_snapshot_name, kernel_name, workdir_tag
 from fslab.guard.options import ON_OFF, Matches, OneOf, Size, Suboptions, check_properties
 from fslab.journal import Entry, Held, Journal, releaser
-from fslab.model import ARC_FLOOR_NOTE, Target
+from fslab.model import ARC_FLOOR_NOTE, Target, arc_caches_data
 from fslab.monitors.space import CompressionRatio, zfs_compresses, zfs_compression_ratio
 from fslab.scratch import scratch_directory
 from fslab.system import CommandError, joined, run
@@ -387,6 +387,8 @@ class Zfs(Filesystem):
         files), so the ARC holds the same share of it, down to SCALED_ARC_FLOOR; the cap kept
         there, or an ARC left at the engine's default (no arc_max), is said."""
         if target.arc_max is None:
+            if not arc_caches_data(target.properties):
+                return target  # an ARC of any size holds none of the data
             return replace(target, scaling_changed=(*target.scaling_changed, "the ARC is the engine's default, not scaled with the data: it holds more of it than at full size (arc_max scales with it)"))
         kept = scaled_size(target.arc_max, scale)
         if kept >= SCALED_ARC_FLOOR:

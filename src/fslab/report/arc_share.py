@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from fslab.errors import Refused
-from fslab.model import ARC_FLOOR_NOTE
+from fslab.model import ARC_FLOOR_NOTE, arc_caches_data
 from fslab.units import format_size
 
 MAY_HOLD = "the ARC may hold the working set"
@@ -37,10 +37,13 @@ def arc_note(arc_cap: int | None, data: int, *, floor_raised: bool) -> str | Non
 
 def arc_notes(target_spec: Mapping, workload_spec: Mapping) -> list[str]:
     """A cell's ARC note, from its target's and workload's stored specs: fio workloads that read,
-    on a target with an ARC cap (ZFS's alone have one)."""
+    on a target with an ARC cap (ZFS's alone have one) that caches the data (not primarycache=
+    metadata or none)."""
     arc_cap = target_spec.get("arc_max")
     job_text = workload_spec.get("job")
     if not isinstance(arc_cap, int) or not isinstance(job_text, str):
+        return []
+    if not arc_caches_data(target_spec.get("properties") or {}):
         return []
     from fslab.guard.fio_jobs import reads, stored_job  # fio's records: only for a cell on a capped ARC
     from fslab.workloads.fio_space import room_needed
