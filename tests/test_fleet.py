@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import postgres
 import pytest
+import sqlalchemy as sa
 from conftest import fresh_workdir, held_by
 from fleet import LAPSE, Worker, fleet
 from short_studies import short_study
@@ -320,3 +322,42 @@ def test_a_unit_whose_runs_fail_alike_stops_once_with_its_cause_and_is_not_taken
         assert statuses[0].startswith("ok|") and statuses[1].startswith("superseded|") and len(statuses) == 2, statuses
         assert status_of(f, study_run_id) == "finished" and worker.process.poll() is None, "the worker goes on"
         assert f.stop(worker) == 128 + signal.SIGTERM
+
+
+# schema-v14-fleet.db: a fleet's database as fslab b299554 (schema 14) left it, its worker
+# registered by that fslab's own roster.register: old-box, labelled ssd, its lapse 60 s.
+def migrated_v14_fleet_shows_its_workers_versions(db) -> None:
+    """The database of schema-v14-fleet.db, opened (so migrated) by this fslab: the old worker
+    kept, its versions unknown; one registered now says its own; `fslab status` shows both."""
+    import io
+
+    from rich.console import Console
+
+    from fslab import __version__
+    from fslab.fleet import dispatch, roster
+    from fslab.model import Host
+    from fslab.results.schema import SCHEMA_VERSION
+
+    with db.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT version FROM schema_info")).scalar() == SCHEMA_VERSION == 16
+    old = roster.workers(db.engine)
+    assert [(w.name, w.labels, w.lapse, w.fslab_version, w.schema_version) for w in old] == [("old-box", ["ssd"], 60.0, None, None)], "kept; its versions unsaid"
+    roster.register(db.engine, Host("new-box", "id", "6.1", "cpu", 2, 1 << 30), ["nvme"], 2.0)
+    assert {w.name: (w.fslab_version, w.schema_version) for w in roster.workers(db.engine)} == {"old-box": (None, None), "new-box": (__version__, 16)}
+    out = Console(file=io.StringIO(), width=160)
+    out.print(dispatch.workers_table(db))
+    shown = out.file.getvalue()
+    assert re.search(rf"new-box\s+nvme\s+{re.escape(__version__)}\s+16\s", shown) and re.search(r"old-box\s+ssd\s+\?\s+\?\s", shown), shown
+    assert "the database is at schema 16" in shown
+
+
+def test_a_version_14_fleet_database_on_sqlite_gains_the_workers_versions(tmp_path):
+    from conftest import FIXTURES
+
+    from fslab.results import ResultsDB
+
+    path = tmp_path / "v14.db"
+    shutil.copy(FIXTURES / "schema-v14-fleet.db", path)
+    db = ResultsDB(str(path))
+    migrated_v14_fleet_shows_its_workers_versions(db)
+    db.engine.dispose()

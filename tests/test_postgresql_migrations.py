@@ -80,3 +80,14 @@ def test_a_version_14_database_migrated_on_postgresql_leases_its_fleet_units_and
     assert lease.take_unit(db.engine, 1, "sata-box").generation == 1
     assert not lease.holds(db.engine, first) and lease.holds(db.engine, second)
     db.engine.dispose()
+
+
+def test_a_version_14_fleet_database_on_postgresql_gains_the_workers_versions(pg_cluster):
+    from test_fleet import migrated_v14_fleet_shows_its_workers_versions
+
+    url = pg_cluster.new_database("migrated_v14_fleet")
+    at_its_old_schema(FIXTURES / "schema-v14-fleet.db", url)
+    assert pg_cluster.sql("SELECT version FROM schema_info", "migrated_v14_fleet") == "14"
+    db = ResultsDB(url)
+    migrated_v14_fleet_shows_its_workers_versions(db)
+    db.engine.dispose()

@@ -111,7 +111,7 @@ def test_a_version_7_database_is_migrated_with_every_run_kept(tmp_path):
         before = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
     db = ResultsDB(str(db_path))
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (15,)
+        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (16,)
         after = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
         uids = [uid for (uid,) in conn.execute("SELECT uid FROM study_runs")]
         after["study_runs"] = [row[:-1] for row in after["study_runs"]]
@@ -148,7 +148,7 @@ def test_a_version_13_database_keeps_its_outputs_as_text_and_stores_new_ones_pac
     new_id = db.record_run(1, again)
     with sqlite3.connect(db_path) as conn:
         stored = conn.execute("SELECT output, length(packed) FROM run_outputs WHERE run_id = ? AND tool = 'fio'", (new_id,)).fetchone()
-        assert conn.execute("SELECT version FROM schema_info").fetchone() == (15,)
+        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,)
     fio_text = next(o.text for o in again.outputs if o.tool == "fio")
     assert stored[0] == "" and stored[1] < len(fio_text) / 3, "fio's JSON in a third of its room, or less"
     assert db.outputs(new_id) == sorted(again.outputs, key=lambda o: (o.phase, o.tool))
@@ -167,7 +167,7 @@ def test_a_version_14_database_gains_its_fleet_leases_generation_and_nothing_els
         before = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
     db = ResultsDB(str(db_path))
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (15,)
+        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (16,)
         after = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
     assert len(before["fleet_units"]) == len(before["fleet_blocks"]) == 2 and len(before["runs"]) == 2
     for leased in ("fleet_units", "fleet_blocks"):

@@ -604,7 +604,7 @@ def status(
         "A fleet's study run id (12 or #12), or a study name for its newest run. \\[default: the newest]"))] = None,
     db: DbOption = None,
 ) -> None:
-    """Where a study run on a fleet stands: per host, its runs done of planned, the run under way, ETA."""
+    """Where a study run on a fleet stands: per host, its runs done of planned, the run under way, ETA; then the fleet's workers, each with the fslab and schema it runs."""
     from fslab.fleet import dispatch
 
     results = _open_db(db)
@@ -613,6 +613,7 @@ def status(
         raise _fail(f"study run {found['id']} ({found['study']}) did not run on a fleet: `fslab summary {found['id']}` shows it")
     shown, _ = dispatch.progress_table(results, found["id"])
     console.print(shown, crop=False)
+    console.print(dispatch.workers_table(results), crop=False)
 
 
 db_app = typer.Typer(help="The results database itself: copy its study runs into another.", no_args_is_help=True)

@@ -22,13 +22,16 @@ from fslab.guard.names import visible
 from fslab.model import Study
 from fslab.report.console import table
 from fslab.results import ResultsDB
+from fslab.results.records import now
+from fslab.results.schema import SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from fslab.plan import Repetitions
 
 COLUMNS = ["host", "state", "runs\ndone", "runs\nplanned", "current", "ETA", "note"]
 RIGHT = [False, False, True, True, False, True, False]
-STATE_STYLES = {"queued": "", "running": "cyan", "released": "yellow", "done": "green", "failed": "red"}
+STATE_STYLES = {"queued": "", "running": "cyan", "released": "yellow", "refused": "yellow", "done": "green", "failed": "red"}
+WORKER_COLUMNS = ["worker", "labels", "fslab", "schema", "last heard\n(ago)"]
 
 
 def begin(db: ResultsDB, study: Study, repetitions: Repetitions, *, on: str, seed: int | None = None, baseline: str | None = None, spread: bool = False) -> int:
@@ -78,6 +81,20 @@ def progress_table(db: ResultsDB, study_run_id: int) -> tuple[RenderableType, bo
     return table(title, COLUMNS, rows, RIGHT, styles=[STATE_STYLES.get(p.state, "") for p in found]), ended
 
 
+def workers_table(db: ResultsDB) -> RenderableType:
+    """The fleet's workers as each last said it was: its labels, the fslab it runs and the schema
+    that writes (a worker of another refuses units: fleet/versions.py; "?": a worker of before
+    schema 15 did not say), how long ago it was last heard from."""
+    found = roster.workers(db.engine)
+    at = now()
+    rows = [
+        [visible(w.name), visible(", ".join(w.labels)), visible(w.fslab_version or "?"), "?" if w.schema_version is None else str(w.schema_version), _eta(at - w.seen_at)]
+        for w in found
+    ]
+    styles = ["" if w.schema_version == SCHEMA_VERSION else "yellow" for w in found]
+    return table(f"{len(found)} worker(s); the database is at schema {SCHEMA_VERSION}", WORKER_COLUMNS, rows, [False, False, False, True, True], styles=styles)
+
+
 def follow(db: ResultsDB, study_run_id: int, console: Console, every: float = 1.0, wait: Callable[[float], None] = time.sleep) -> None:
     """The progress table, live, until every unit has ended."""
     shown, ended = progress_table(db, study_run_id)
@@ -96,5 +113,5 @@ def _note(p: units.Progress) -> str:
 def _eta(eta: timedelta | None) -> str:
     if eta is None:
         return ""
-    seconds = int(eta.total_seconds())
+    seconds = max(int(eta.total_seconds()), 0)
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"

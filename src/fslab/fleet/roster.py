@@ -1,6 +1,6 @@
 """The workers of a fleet as they said they were: name, labels, facts (model.Host), last heartbeat
 (fleet_workers, schema 11), where each serves fio and for which study run it serves now (schema
-12); the hosts `fslab run --on` names: HOST[,HOST…], label:LABEL, all; and where a study run's
+12), which fslab it runs and the schema that writes (schema 15); the hosts `fslab run --on` names: HOST[,HOST…], label:LABEL, all; and where a study run's
 clients serve fio (FleetClients, the fleet's fio_clients.ClientDirectory)."""
 
 from __future__ import annotations
@@ -12,12 +12,13 @@ from datetime import datetime, timedelta
 
 import sqlalchemy as sa
 
+from fslab import __version__
 from fslab.errors import FslabError, Refused
 from fslab.fio_server import Endpoint, Network, endpoint
 from fslab.guard.names import check_name
 from fslab.model import Host
 from fslab.results.records import now
-from fslab.results.schema import fleet_workers
+from fslab.results.schema import SCHEMA_VERSION, fleet_workers
 
 # A worker not heard from for this long is not counted in `--on all` or `--on label:…`.
 PRESENT = timedelta(minutes=2)
@@ -37,6 +38,9 @@ class Worker:
     facts: Host
     seen_at: datetime
     fio_address: str | None = None  # ADDRESS:PORT, as it registered it (untrusted where read)
+    lapse: float | None = None  # how long it may go unheard (None: a worker of before schema 13 did not say)
+    fslab_version: str | None = None  # the fslab it runs (None: a worker of before schema 15 did not say)
+    schema_version: int | None = None  # the schema that fslab writes
 
 
 def checked_labels(labels: Sequence[str]) -> list[str]:
@@ -52,8 +56,12 @@ def checked_labels(labels: Sequence[str]) -> list[str]:
 
 def register(engine: sa.Engine, host: Host, labels: list[str], lapse: float, fio: Endpoint | None = None) -> None:
     """The worker, as it is now (a worker of that name before is replaced: the same host,
-    restarted); `lapse`: how long it may go unheard before its unit is taken again."""
-    values = {"labels": labels, "facts": asdict(host), "seen_at": now(), "fio_address": None if fio is None else str(fio), "fio_serving": None, "lapse": lapse}
+    restarted, perhaps upgraded); `lapse`: how long it may go unheard before its unit is taken
+    again. It runs this fslab, which writes this schema (fleet/versions.py)."""
+    values = {
+        "labels": labels, "facts": asdict(host), "seen_at": now(), "fio_address": None if fio is None else str(fio), "fio_serving": None, "lapse": lapse,
+        "fslab_version": __version__, "schema_version": SCHEMA_VERSION,
+    }
     with engine.begin() as conn:
         if conn.execute(fleet_workers.update().where(fleet_workers.c.name == host.name).values(**values)).rowcount:
             return
@@ -84,7 +92,7 @@ def lapses(engine: sa.Engine) -> dict[str, float | None]:
 def workers(engine: sa.Engine) -> list[Worker]:
     with engine.connect() as conn:
         rows = conn.execute(sa.select(fleet_workers).order_by(fleet_workers.c.name)).all()
-    return [Worker(r.name, list(r.labels), Host(**r.facts), r.seen_at, r.fio_address) for r in rows]
+    return [Worker(r.name, list(r.labels), Host(**r.facts), r.seen_at, r.fio_address, r.lapse, r.fslab_version, r.schema_version) for r in rows]
 
 
 def chosen(engine: sa.Engine, on: str) -> list[str]:

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from fslab.errors import FslabError
 
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 
 metadata = sa.MetaData()
 
@@ -124,6 +124,10 @@ fleet_workers = sa.Table(
     # since version 13: how long it may go unheard before its unit is taken again (its
     # --heartbeat-lapse, seconds; NULL: a worker of before, the default's)
     sa.Column("lapse", sa.Float),
+    # since version 16: the fslab it runs and the schema that fslab writes (fleet/versions.py;
+    # NULL: a worker of before, which did not say)
+    sa.Column("fslab_version", sa.String(40)),
+    sa.Column("schema_version", sa.Integer),
 )
 
 fleet_units = sa.Table(
@@ -242,6 +246,14 @@ def _generation_columns(conn: sa.Connection) -> None:
             conn.execute(sa.text(f"ALTER TABLE {table} ADD COLUMN generation INTEGER NOT NULL DEFAULT 0"))
 
 
+def _worker_versions(conn: sa.Connection) -> None:
+    """A fleet's workers say which fslab they run and which schema it writes (`fslab status` shows them)."""
+    have = {c["name"] for c in sa.inspect(conn).get_columns("fleet_workers")}
+    for column, kind in (("fslab_version", "VARCHAR(40)"), ("schema_version", "INTEGER")):
+        if column not in have:
+            conn.execute(sa.text(f"ALTER TABLE fleet_workers ADD COLUMN {column} {kind}"))
+
+
 def _renamed_metric(old: str, new: str) -> str:
     return f"UPDATE metrics SET name = '{new}' WHERE name = '{old}'"
 
@@ -334,6 +346,8 @@ MIGRATIONS: dict[int, list[str | Only | Callable[[sa.Connection], None]]] = {
     # A fleet's units and blocks are leased: a worker whose unit or block was taken again (its
     # heartbeat lapsed) stores nothing as its own (fleet/lease.py); 0 for those stored before.
     14: [_generation_columns],
+    # Workers say which fslab and schema they run: a worker of another refuses what it cannot run faithfully (fleet/versions.py).
+    15: [_worker_versions],
 }
 
 
