@@ -7,6 +7,8 @@ from a new, empty database."""
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -19,6 +21,7 @@ import postgres
 from conftest import fresh_workdir, fslab_in_process, wait_for
 from netns import Namespace, Network, network
 
+import fslab
 from fslab.workdir import Workdir
 
 DATABASE = "fleet"
@@ -58,13 +61,18 @@ class Fleet:
     def env(self) -> dict[str, str]:
         return {**os.environ, "PGPASSWORD": postgres.PASSWORD}
 
-    def start(self, index: int, name: str, *args: str, workdir: Workdir | None = None) -> Worker:
-        """A worker named `name` in namespace `index` (its own work directory unless given one)."""
+    def start(self, index: int, name: str, *args: str, workdir: Workdir | None = None,
+              fslab_version: str | None = None) -> Worker:
+        """A worker named `name` in namespace `index` (its own work directory unless given one);
+        `fslab_version`: run by this fslab released as that version (fslab_released_as)."""
         workdir = workdir or self.undo.enter_context(fresh_workdir())
         log = self.directory / f"{name}-{len(self.workers)}.log"
+        env = self.env()
+        if fslab_version is not None:
+            env["PYTHONPATH"] = str(fslab_released_as(fslab_version, self.directory))
         with log.open("w") as out:
             argv = [sys.executable, "-m", "fslab", "worker", "--db", self.url, "--name", name, "--workdir", str(workdir.root), "--heartbeat-lapse", LAPSE, *args]
-            process = self.hosts[index].popen(argv, stdout=out, stderr=subprocess.STDOUT, env=self.env())
+            process = self.hosts[index].popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
         worker = Worker(name, process, log, workdir)
         self.workers.append(worker)
         return worker
@@ -97,6 +105,18 @@ class Fleet:
         worker.stopped = True
         worker.process.send_signal(signal.SIGTERM)
         return worker.process.wait(timeout=120)
+
+
+def fslab_released_as(version: str, directory: Path) -> Path:
+    """Where (for PYTHONPATH) a copy of this fslab lies whose version is `version`, all else the
+    same: a fleet's worker of another fslab, as a host not yet upgraded runs one."""
+    top = directory / f"fslab-{version}"
+    if not top.exists():
+        package = Path(fslab.__file__).parent
+        shutil.copytree(package, top / "fslab", ignore=shutil.ignore_patterns("__pycache__"))
+        init = top / "fslab" / "__init__.py"
+        init.write_text(re.sub(r'__version__ = ".*"', f'__version__ = "{version}"', init.read_text()))
+    return top
 
 
 @dataclass(frozen=True)

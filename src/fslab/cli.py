@@ -604,7 +604,9 @@ def status(
         "A fleet's study run id (12 or #12), or a study name for its newest run. \\[default: the newest]"))] = None,
     db: DbOption = None,
 ) -> None:
-    """Where a study run on a fleet stands: per host, its runs done of planned, the run under way, ETA; then the fleet's workers, each with the fslab and schema it runs."""
+    """Where a study run on a fleet stands: per host, its runs done of planned, the run under way, ETA.
+
+    Then the fleet's workers, each with the fslab it runs and the schema that writes."""
     from fslab.fleet import dispatch
 
     results = _open_db(db)

@@ -30,7 +30,9 @@ if TYPE_CHECKING:
 
 COLUMNS = ["host", "state", "runs\ndone", "runs\nplanned", "current", "ETA", "note"]
 RIGHT = [False, False, True, True, False, True, False]
-STATE_STYLES = {"queued": "", "running": "cyan", "released": "yellow", "refused": "yellow", "done": "green", "failed": "red"}
+STATE_STYLES = {
+    "queued": "", "running": "cyan", "released": "yellow", "refused": "yellow", "done": "green", "failed": "red",
+}
 WORKER_COLUMNS = ["worker", "labels", "fslab", "schema", "last heard\n(ago)"]
 
 
@@ -88,11 +90,15 @@ def workers_table(db: ResultsDB) -> RenderableType:
     found = roster.workers(db.engine)
     at = now()
     rows = [
-        [visible(w.name), visible(", ".join(w.labels)), visible(w.fslab_version or "?"), "?" if w.schema_version is None else str(w.schema_version), _eta(at - w.seen_at)]
+        [
+            visible(w.name), visible(", ".join(w.labels)), visible(w.fslab_version or "?"),
+            "?" if w.schema_version is None else str(w.schema_version), _eta(at - w.seen_at),
+        ]
         for w in found
     ]
     styles = ["" if w.schema_version == SCHEMA_VERSION else "yellow" for w in found]
-    return table(f"{len(found)} worker(s); the database is at schema {SCHEMA_VERSION}", WORKER_COLUMNS, rows, [False, False, False, True, True], styles=styles)
+    title = f"{len(found)} worker(s); the database is at schema {SCHEMA_VERSION}"
+    return table(title, WORKER_COLUMNS, rows, [False, False, False, True, True], styles=styles)
 
 
 def follow(db: ResultsDB, study_run_id: int, console: Console, every: float = 1.0, wait: Callable[[float], None] = time.sleep) -> None:

@@ -1,7 +1,8 @@
 """The workers of a fleet as they said they were: name, labels, facts (model.Host), last heartbeat
 (fleet_workers, schema 11), where each serves fio and for which study run it serves now (schema
-12), which fslab it runs and the schema that writes (schema 15); the hosts `fslab run --on` names: HOST[,HOST…], label:LABEL, all; and where a study run's
-clients serve fio (FleetClients, the fleet's fio_clients.ClientDirectory)."""
+12), which fslab it runs and the schema that writes (schema 15); the hosts `fslab run --on` names:
+HOST[,HOST…], label:LABEL, all; and where a study run's clients serve fio (FleetClients, the
+fleet's fio_clients.ClientDirectory)."""
 
 from __future__ import annotations
 
@@ -59,8 +60,8 @@ def register(engine: sa.Engine, host: Host, labels: list[str], lapse: float, fio
     restarted, perhaps upgraded); `lapse`: how long it may go unheard before its unit is taken
     again. It runs this fslab, which writes this schema (fleet/versions.py)."""
     values = {
-        "labels": labels, "facts": asdict(host), "seen_at": now(), "fio_address": None if fio is None else str(fio), "fio_serving": None, "lapse": lapse,
-        "fslab_version": __version__, "schema_version": SCHEMA_VERSION,
+        "labels": labels, "facts": asdict(host), "seen_at": now(), "fio_address": None if fio is None else str(fio),
+        "fio_serving": None, "lapse": lapse, "fslab_version": __version__, "schema_version": SCHEMA_VERSION,
     }
     with engine.begin() as conn:
         if conn.execute(fleet_workers.update().where(fleet_workers.c.name == host.name).values(**values)).rowcount:
@@ -92,7 +93,11 @@ def lapses(engine: sa.Engine) -> dict[str, float | None]:
 def workers(engine: sa.Engine) -> list[Worker]:
     with engine.connect() as conn:
         rows = conn.execute(sa.select(fleet_workers).order_by(fleet_workers.c.name)).all()
-    return [Worker(r.name, list(r.labels), Host(**r.facts), r.seen_at, r.fio_address, r.lapse, r.fslab_version, r.schema_version) for r in rows]
+    return [
+        Worker(r.name, list(r.labels), Host(**r.facts), r.seen_at, r.fio_address, r.lapse, r.fslab_version,
+               r.schema_version)
+        for r in rows
+    ]
 
 
 def chosen(engine: sa.Engine, on: str) -> list[str]:

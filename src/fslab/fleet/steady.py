@@ -2,7 +2,8 @@
 restarted, pg_terminate_backend, the network gone a while) is tried again once the database
 answers, and a run whose commit may have been lost with the connection is looked for before it
 is stored again: every run stored exactly once. A run is stored under its worker's lease
-(fleet/lease.py), checked in the transaction that stores it."""
+(fleet/lease.py), and into a database at this fslab's schema (fleet/versions.py), both checked in
+the transaction that stores it."""
 
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ from fslab.fleet.lease import Lease
 from fslab.model import Host
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.db import insert_run
+from fslab.results.location import shown
 from fslab.results.records import SUPERSEDED
-from fslab.results.schema import runs
+from fslab.results.schema import check_current, runs
 
 T = TypeVar("T")
 # What a lost connection raises (psycopg's OperationalError, a connection SQLAlchemy invalidated).
@@ -69,6 +71,7 @@ class SteadyResults(ResultsDB):
 
         def store() -> tuple[int, bool]:
             with self.engine.begin() as conn:
+                check_current(conn, shown(self.location))  # first: a migration waits for it, holding nothing yet
                 held = lease.held(conn)
                 return insert_run(conn, study_run_id, record if held else lease.kept_aside(record)), held
 

@@ -12,7 +12,8 @@ runs only what that host's share still lacks (runner.run_share). A worker only c
 finds its unit or block taken when it stores its next run: it keeps that run aside (fleet/lease.py).
 
 A worker started with --fio-address also takes requests to serve fio for the clients of another
-host's unit (fio_service.py), one at a time with its own units."""
+host's unit (fio_service.py), one at a time with its own units. A unit made by another fslab, or
+on a database of another schema, it refuses (versions.py)."""
 
 from __future__ import annotations
 
@@ -33,15 +34,17 @@ from typing import Any, TypeVar
 
 from procrastinate.retry import BaseRetryStrategy, RetryDecision
 
-from fslab import environment
+from fslab import __version__, environment
 from fslab.errors import FslabError
 from fslab.fio_server import Endpoint, Network
-from fslab.fleet import lease, queue, roster, spread, units
+from fslab.fleet import lease, queue, roster, spread, units, versions
 from fslab.fleet.fio_service import FioSettings, serve_fio_for, unit_services
 from fslab.fleet.lease import Lease, UnitWithdrawn
 from fslab.fleet.steady import LOST, SteadyResults
 from fslab.model import Host, Study
+from fslab.results.location import shown
 from fslab.results.records import now
+from fslab.results.schema import SCHEMA_VERSION, SchemaChanged
 from fslab.workdir import Workdir
 
 T = TypeVar("T")
@@ -141,10 +144,15 @@ class _Handoff:
 
 
 class _ReleasedAgain(BaseRetryStrategy):
-    """Procrastinate's retry strategy for units: one given back is queued again at once, any
-    other end is final."""
+    """Procrastinate's retry strategy for units: one given back is queued again at once, one
+    refused (versions.py) after `refused_after` seconds, any other end is final."""
+
+    def __init__(self, refused_after: float):
+        self.refused_after = refused_after
 
     def get_retry_decision(self, *, exception: BaseException, job: Any) -> RetryDecision | None:
+        if isinstance(exception, versions.UnitRefused):
+            return RetryDecision(retry_in={"seconds": self.refused_after})
         return RetryDecision(retry_in={"seconds": 0}) if isinstance(exception, UnitReleased) else None
 
 
@@ -161,7 +169,9 @@ def serve(settings: WorkerSettings, say: Callable[[str], None]) -> None:
     thread = threading.Thread(target=_queue_thread, args=(settings, host.name, handoff, db, say), name="fslab-queue", daemon=True)
     thread.start()
     serves = f"; serving fio at {settings.fio_address} when asked" if settings.fio_address else ""
-    say(f"worker {host.name} ({', '.join(settings.labels) or 'no labels'}) waiting for units on {queue.queue_of(host.name)}{serves}")
+    what = f"{', '.join(settings.labels) or 'no labels'}; fslab {__version__}, schema {SCHEMA_VERSION}"
+    say(f"worker {host.name} ({what}) waiting for units on {queue.queue_of(host.name)}{serves}")
+    refused: set[str] = set()  # what it said it refused: each said once
     current: Future | None = None
     try:
         while thread.is_alive():
@@ -169,7 +179,8 @@ def serve(settings: WorkerSettings, say: Callable[[str], None]) -> None:
                 unit, current = handoff.units.get(timeout=0.5)
             except queues.Empty:
                 continue
-            _run_handed(unit, current, db, host, settings, say, partial(spread.BlockTaker, db, handoff.call, handoff.worker_id, wait=settings.heartbeat / 2))
+            taker = partial(spread.BlockTaker, db, handoff.call, handoff.worker_id, wait=settings.heartbeat / 2)
+            _run_handed(unit, current, db, host, settings, say, taker, refused)
             current = None
         raise FslabError(f"worker {host.name} stopped: {handoff.failure or 'its queue ended'}")
     except KeyboardInterrupt:
@@ -194,7 +205,8 @@ def _release_waiting(handoff: _Handoff) -> None:
 
 
 def _run_handed(
-    unit: Unit | ServeFio, done: Future, db: SteadyResults, host: Host, settings: WorkerSettings, say: Callable[[str], None], taker: Callable[..., spread.BlockTaker]
+    unit: Unit | ServeFio, done: Future, db: SteadyResults, host: Host, settings: WorkerSettings,
+    say: Callable[[str], None], taker: Callable[..., spread.BlockTaker], refused: set[str],
 ) -> None:
     """Run the unit the queue handed over (in the main thread) and settle its future: its task
     ends, and procrastinate records the job's end."""
@@ -211,6 +223,13 @@ def _run_handed(
     except UnitWithdrawn as exc:  # its job and its row are the other worker's now: left as they are
         say(f"unit withdrawn: {exc}")
         done.set_result(None)
+    except versions.UnitRefused as exc:  # left for a worker of the right versions: recorded, given back
+        said = f"unit refused: study run {unit.study_run_id} on {unit.host}: {exc}"
+        if said not in refused:
+            refused.add(said)
+            say(said)
+        _settle_refused(db, unit, str(exc))
+        done.set_exception(exc)
     except BaseException as exc:  # an error of fslab's own: recorded as the unit's failure, the worker goes on
         why = str(exc) if isinstance(exc, FslabError) else "".join(traceback.format_exception(exc))
         say(f"{'request to serve fio' if isinstance(unit, ServeFio) else 'unit'} failed: study run {unit.study_run_id} on {unit.host}: {why}")
@@ -219,6 +238,12 @@ def _run_handed(
         done.set_exception(UnitFailed(why))
     else:
         done.set_result(None)
+
+
+def _settle_refused(db: SteadyResults, unit: Unit, why: str) -> None:
+    """The unit waits for a worker of the right versions; why, for `fslab status`."""
+    values = {"state": versions.REFUSED, "why": why, "current": None}
+    db.steadily(lambda: units.update(db.engine, unit.study_run_id, unit.host, unit.generation, **values))
 
 
 def _serve_handed(request: ServeFio, db: SteadyResults, host: Host, settings: WorkerSettings, say: Callable[[str], None]) -> None:
@@ -260,6 +285,7 @@ def run_unit(
     row = db.steadily(lambda: db.study_run(unit.study_run_id))
     if row is None:
         raise UnitFailedHere(f"study run {unit.study_run_id} is not in the database")
+    db.steadily(lambda: versions.check_runnable(db.engine, shown(db.location), unit.study_run_id, row["fslab_version"]))
     try:
         units.check_self_contained(row["study_source"], f"study run {unit.study_run_id}")
     except units.NotSelfContained as exc:
@@ -292,6 +318,8 @@ def run_unit(
                 observer=_UnitObserver(db, unit, say, blocks), take=blocks, clients=clients,
                 skip=partial(_skipped_midway, db, unit),
             )
+    except SchemaChanged as exc:  # migrated beneath this unit: the run it measured is not stored
+        raise versions.UnitRefused(str(exc)) from None
     finally:
         if blocks is not None:
             blocks.give_back()  # a block under way when the unit stopped or failed (none once every block is done)
@@ -385,8 +413,8 @@ async def _serve_queue(settings: WorkerSettings, name: str, handoff: _Handoff, d
     def serve_fio_task(study_run_id: int, host: str) -> None:
         handoff.take(ServeFio(int(study_run_id), str(host)))
 
-    app.task(name=queue.UNIT_TASK, retry=_ReleasedAgain())(unit_task)
-    app.task(name=queue.SERVE_TASK, retry=_ReleasedAgain())(serve_fio_task)
+    app.task(name=queue.UNIT_TASK, retry=_ReleasedAgain(settings.lapse))(unit_task)
+    app.task(name=queue.SERVE_TASK, retry=_ReleasedAgain(settings.lapse))(serve_fio_task)
     handoff.loop, handoff.stopping = asyncio.get_running_loop(), asyncio.Event()
     async with app.open_async():
         handoff.app = app

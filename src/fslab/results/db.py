@@ -20,7 +20,10 @@ from fslab.model import Host, RawOutput, Roles, qualified
 from fslab.results.location import DatabaseUnusable, engine_for, shown
 from fslab.results.owner import Owner
 from fslab.results.records import SUPERSEDED, RunMetric, RunRecord, SampleGroups, StoredRun, now
-from fslab.results.schema import SCHEMA_VERSION, bring_up_to_date, hosts, new_study_run_uid, metadata, metrics, run_outputs, runs, schema_info, study_runs, targets, workloads
+from fslab.results.schema import (
+    SCHEMA_VERSION, bring_up_to_date, check_current, hosts, new_study_run_uid, metadata, metrics, run_outputs, runs,
+    schema_info, study_runs, targets, workloads,
+)
 
 
 # Taken while a PostgreSQL database's tables are made or migrated: fslabs on several hosts may
@@ -138,7 +141,10 @@ class ResultsDB:
             return [Host(**facts) for (facts,) in rows]
 
     def record_run(self, study_run_id: int, record: RunRecord) -> int:
+        """Store a run, if the database is still at this fslab's schema (it may have been migrated
+        since it was opened: schema.check_current)."""
         with self.engine.begin() as conn:
+            check_current(conn, shown(self.location))
             return insert_run(conn, study_run_id, record)
 
     def outputs(self, run_id: int) -> list[RawOutput]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
+from fslab import __version__
 from fslab.errors import FslabError
 
 SCHEMA_VERSION = 16
@@ -346,7 +347,8 @@ MIGRATIONS: dict[int, list[str | Only | Callable[[sa.Connection], None]]] = {
     # A fleet's units and blocks are leased: a worker whose unit or block was taken again (its
     # heartbeat lapsed) stores nothing as its own (fleet/lease.py); 0 for those stored before.
     14: [_generation_columns],
-    # Workers say which fslab and schema they run: a worker of another refuses what it cannot run faithfully (fleet/versions.py).
+    # Workers say which fslab and schema they run: one of another refuses what it cannot run
+    # faithfully (fleet/versions.py).
     15: [_worker_versions],
 }
 
@@ -355,9 +357,15 @@ class SchemaMismatch(FslabError):
     pass
 
 
+class SchemaChanged(SchemaMismatch):
+    """The database was migrated beneath a running fslab (a newer one opened it meanwhile)."""
+
+
 def bring_up_to_date(conn: sa.Connection, location: str) -> None:
-    """Stamp a new database with SCHEMA_VERSION, or migrate an older one to it; refuse a newer one."""
-    found = conn.execute(sa.select(schema_info.c.version)).scalar()
+    """Stamp a new database with SCHEMA_VERSION, or migrate an older one to it; refuse a newer one.
+    Its version is read under an update lock (PostgreSQL), taken before anything is migrated: a run
+    being stored meanwhile (check_current) is stored before the migration, or refused after it."""
+    found = conn.execute(sa.select(schema_info.c.version).with_for_update()).scalar()
     if found is None:
         conn.execute(schema_info.insert().values(version=SCHEMA_VERSION))
         return
@@ -374,3 +382,16 @@ def bring_up_to_date(conn: sa.Connection, location: str) -> None:
                 continue
             conn.execute(sa.text(statement.sql if isinstance(statement, Only) else statement))
     conn.execute(schema_info.update().values(version=SCHEMA_VERSION))
+
+
+def check_current(conn: sa.Connection, location: str) -> None:
+    """In the transaction that stores a run: the database still at this fslab's schema. A newer
+    fslab may have migrated it since this one opened it (a fleet's database, migrated by the first
+    upgraded fslab to open it): this one would write fields too few, or mean them otherwise."""
+    found = conn.execute(sa.select(schema_info.c.version).with_for_update(read=True, key_share=True)).scalar()
+    if found != SCHEMA_VERSION:
+        raise SchemaChanged(
+            f"{location} is at schema version {found} now, and this fslab {__version__} writes schema "
+            f"{SCHEMA_VERSION}: it stores nothing more there; upgrade fslab here to one that writes schema {found} "
+            '(docs/fleet.md, "Upgrading a fleet")'
+        )

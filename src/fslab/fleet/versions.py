@@ -1,0 +1,44 @@
+"""Which units a worker may run, when a fleet's fslabs differ. The one rule:
+
+A worker runs a unit only when
+  1. the database is at the schema its fslab writes (schema_info): an older worker would store
+     fields too few, a newer one finds none at start — it migrates the database as any fslab
+     does on opening it (results/schema.py), and the older workers then refuse; and
+  2. its fslab is the one that made the study run (study_runs.fslab_version, `fslab run --on`'s):
+     the study's text, its defaults and its plan mean on every host what they meant to the fslab
+     that queued it, and a unit taken again runs on as it began.
+It checks both as it takes a unit, and the schema again in the transaction of each run it stores
+(schema.check_current): a database migrated beneath a unit under way stores none of its runs.
+
+Any other unit it refuses, naming both versions: said on its output, recorded on the unit (state
+"refused", its note in `fslab status`), and given back to its host's queue, offered again after
+the worker's lapse — a worker of that name and the right versions takes it then (docs/fleet.md,
+"Upgrading a fleet"). Each worker registers its versions (fleet_workers, schema 15)."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from fslab import __version__
+from fslab.errors import FslabError
+from fslab.results.schema import SCHEMA_VERSION, SchemaChanged, check_current
+
+REFUSED = "refused"  # the unit's state while no worker of the right versions has taken it
+
+
+class UnitRefused(FslabError):
+    """A unit this worker cannot run faithfully; why, naming both versions."""
+
+
+def check_runnable(engine: sa.Engine, location: str, study_run_id: int, made_by: str) -> None:
+    """Refuse a unit of study run `study_run_id`, made by fslab `made_by`, unless this worker may run it."""
+    try:
+        with engine.begin() as conn:
+            check_current(conn, location)
+    except SchemaChanged as exc:
+        raise UnitRefused(str(exc)) from None
+    if made_by != __version__:
+        raise UnitRefused(
+            f"study run {study_run_id} was made by fslab {made_by}, and this worker runs fslab {__version__} (schema {SCHEMA_VERSION}): "
+            f"run a worker of fslab {made_by} on this host, or the study again"
+        )
