@@ -221,7 +221,10 @@ def test_the_readme_fleet_commands_run_as_written_then_a_study_across_three_work
         assert [row[0] for row in stored(f, second)] == ["nvme-box", "sata-box"], "only the hosts labelled ssd"
         shown = f.fslab_in_process("status", str(second))
         assert shown.returncode == 0, shown.stderr
-        assert re.search(r"nvme-box\s+done\s+1\s+1", shown.stdout) and re.search(r"sata-box\s+done\s+1\s+1", shown.stdout) and "hdd-box" not in shown.stdout, shown.stdout
+        hosts, workers = shown.stdout.split("3 worker(s); the database is at schema", 1)  # then every worker
+        assert re.search(r"nvme-box\s+done\s+1\s+1", hosts) and re.search(r"sata-box\s+done\s+1\s+1", hosts), hosts
+        assert "hdd-box" not in hosts, hosts
+        assert [line.split()[0] for line in workers.splitlines()[-3:]] == ["hdd-box", "nvme-box", "sata-box"], workers
         assert [f.stop(w) for w in f.workers] == [128 + signal.SIGTERM] * 3
         said = "".join(w.output() for w in f.workers) + "".join(r.stdout + r.stderr for r in (*done.values(), across, shown))
         assert postgres.PASSWORD not in said

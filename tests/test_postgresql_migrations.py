@@ -91,3 +91,50 @@ def test_a_version_14_fleet_database_on_postgresql_gains_the_workers_versions(pg
     db = ResultsDB(url)
     migrated_v14_fleet_shows_its_workers_versions(db)
     db.engine.dispose()
+
+
+# A newer fslab, as far as its migrations go: this one, its schema one higher (its new step empty).
+NEWER_FSLAB = """
+import sys
+from fslab.results import schema
+schema.SCHEMA_VERSION, schema.MIGRATIONS[15] = 16, []
+from fslab.results import ResultsDB
+ResultsDB(sys.argv[1])
+"""
+
+
+def test_a_run_stored_as_a_newer_fslab_migrates_is_stored_before_it_and_the_next_refused(pg_cluster):
+    """check_current's key-share lock and bring_up_to_date's update lock: a newer fslab's
+    migration waits for the run being stored; the run stored after it is refused, naming both."""
+    import re
+    import subprocess
+    import sys
+
+    from conftest import wait_for
+
+    from fslab import __version__
+    from fslab.model import RawOutput
+    from fslab.results.db import _insert_run
+    from fslab.results.records import RunRecord, now
+    from fslab.results.schema import SchemaChanged, check_current
+
+    url = pg_cluster.new_database("migrated_beneath")
+    at_its_old_schema(FIXTURES / "schema-v13.db", url)
+    db = ResultsDB(url)
+    run = RunRecord("ext4", "rand_read", 3, False, 3, 1, now(), now(), "ok", False,
+                    outputs=[RawOutput("", "fio", "{}")])
+    waiting = "SELECT count(*) FROM pg_stat_activity WHERE datname = 'migrated_beneath' AND wait_event_type = 'Lock'"
+    with db.engine.begin() as conn:  # a run being stored, as record_run stores it: checked, then inserted
+        check_current(conn, "the database")
+        newer = subprocess.Popen([sys.executable, "-c", NEWER_FSLAB, url], stderr=subprocess.PIPE, text=True)
+        wait_for("the newer fslab waiting to migrate", lambda: pg_cluster.sql(waiting, "migrated_beneath") == "1", 60)
+        _insert_run(conn, 1, run)
+    assert newer.wait(timeout=60) == 0, newer.stderr.read()
+    assert pg_cluster.sql("SELECT version FROM schema_info", "migrated_beneath") == "16"
+    stored = "SELECT count(*) FROM runs WHERE repetition = 3"
+    assert pg_cluster.sql(stored, "migrated_beneath") == "1", "stored before the migration"
+    refused = f"at schema version 16 now, and this fslab {re.escape(__version__)} writes schema 15"
+    with pytest.raises(SchemaChanged, match=refused):
+        db.record_run(1, run)
+    assert pg_cluster.sql(stored, "migrated_beneath") == "1", "the next not stored"
+    db.engine.dispose()

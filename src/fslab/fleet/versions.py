@@ -39,6 +39,7 @@ def check_runnable(engine: sa.Engine, location: str, study_run_id: int, made_by:
         raise UnitRefused(str(exc)) from None
     if made_by != __version__:
         raise UnitRefused(
-            f"study run {study_run_id} was made by fslab {made_by}, and this worker runs fslab {__version__} (schema {SCHEMA_VERSION}): "
+            f"study run {study_run_id} was made by fslab {made_by}, "
+            f"and this worker runs fslab {__version__} (schema {SCHEMA_VERSION}): "
             f"run a worker of fslab {made_by} on this host, or the study again"
         )

@@ -362,10 +362,8 @@ class SchemaChanged(SchemaMismatch):
 
 
 def bring_up_to_date(conn: sa.Connection, location: str) -> None:
-    """Stamp a new database with SCHEMA_VERSION, or migrate an older one to it; refuse a newer one.
-    Its version is read under an update lock (PostgreSQL), taken before anything is migrated: a run
-    being stored meanwhile (check_current) is stored before the migration, or refused after it."""
-    found = conn.execute(sa.select(schema_info.c.version).with_for_update()).scalar()
+    """Stamp a new database with SCHEMA_VERSION, or migrate an older one to it; refuse a newer one."""
+    found = conn.execute(sa.select(schema_info.c.version)).scalar()
     if found is None:
         conn.execute(schema_info.insert().values(version=SCHEMA_VERSION))
         return
@@ -373,6 +371,9 @@ def bring_up_to_date(conn: sa.Connection, location: str) -> None:
         raise SchemaMismatch(f"{location} holds results in schema version {found}, newer than this fslab's {SCHEMA_VERSION}: upgrade fslab")
     if found == SCHEMA_VERSION:
         return  # nothing written: a database fslab may only read (a copy, another user's) still opens
+    # Its version locked (PostgreSQL) before anything is migrated: a run being stored by an older
+    # fslab meanwhile (check_current) is stored before the migration, or refused after it.
+    conn.execute(sa.select(schema_info.c.version).with_for_update())
     for version in range(found, SCHEMA_VERSION):
         for statement in MIGRATIONS[version]:
             if isinstance(statement, Only) and statement.dialect != conn.dialect.name:
