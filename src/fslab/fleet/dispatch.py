@@ -85,7 +85,7 @@ def progress_table(db: ResultsDB, study_run_id: int) -> tuple[RenderableType, bo
 
 def workers_table(db: ResultsDB) -> RenderableType:
     """The fleet's workers as each last said it was: its labels, the fslab it runs and the schema
-    that writes (a worker of another refuses units: fleet/versions.py; "?": a worker of before
+    that writes (what decides which units it refuses: fleet/versions.py; "?": a worker of before
     schema 15 did not say), how long ago it was last heard from."""
     found = roster.workers(db.engine)
     at = now()
@@ -119,5 +119,5 @@ def _note(p: units.Progress) -> str:
 def _eta(eta: timedelta | None) -> str:
     if eta is None:
         return ""
-    seconds = max(int(eta.total_seconds()), 0)
+    seconds = max(int(eta.total_seconds()), 0)  # a worker's clock may run ahead of this host's
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
