@@ -136,7 +136,7 @@ fleet_units = sa.Table(
     metadata,
     sa.Column("study_run_id", sa.ForeignKey("study_runs.id"), primary_key=True),
     sa.Column("host", sa.String(200), primary_key=True),
-    sa.Column("state", sa.String(20), nullable=False),  # queued, running, released, done, failed
+    sa.Column("state", sa.String(20), nullable=False),  # queued, running, released, refused (versions.py), done, failed
     sa.Column("planned", sa.Integer),  # runs this host's share plans (exact repetitions; adaptive: the first blocks')
     sa.Column("skipped", sa.JSON),  # [{target, why}]: what this host cannot run, judged when it first took the unit
     sa.Column("current", sa.Text),  # the run under way: "target · workload · run N"
