@@ -344,7 +344,13 @@ def test_a_worker_of_another_fslab_refuses_its_unit_naming_both_until_its_host_i
         old = f.start(0, "old", fslab_version="0.0.9")  # a host not yet upgraded
         new = f.start(1, "new")
         f.wait("both workers", registered(f, 2))
-        study_run_id = dispatched(f, tmp_path, "old,new", 1)  # made by this fslab
+        queued = f.fslab_in_process("run", study_file(tmp_path, 1), "--no-ceiling", "--on", "old,new", "--detach")
+        assert queued.returncode == 0, queued.stderr
+        study_run_id = int(queued.stdout.strip())
+        told = " ".join(queued.stderr.split())
+        versions = f"worker old runs fslab 0.0.9 (schema {SCHEMA_VERSION}), and this is fslab {__version__} (schema {SCHEMA_VERSION})"
+        assert versions in told, told
+        assert "it will refuse its unit" in told and "worker new" not in told, told
 
         def states() -> tuple[str, str]:
             return unit_of(f, study_run_id, "old")[0], unit_of(f, study_run_id, "new")[0]
@@ -414,7 +420,7 @@ def migrated_v14_fleet_shows_its_workers_versions(db) -> None:
     from rich.console import Console
 
     from fslab import __version__
-    from fslab.fleet import dispatch, roster
+    from fslab.fleet import dispatch, roster, versions
     from fslab.model import Host
     from fslab.results.schema import SCHEMA_VERSION
 
@@ -426,6 +432,10 @@ def migrated_v14_fleet_shows_its_workers_versions(db) -> None:
     roster.register(db.engine, Host("new-box", "id", "6.1", "cpu", 2, 1 << 30), ["nvme"], 2.0)
     found = {w.name: (w.fslab_version, w.schema_version) for w in roster.workers(db.engine)}
     assert found == {"old-box": (None, None), "new-box": (__version__, 16)}
+    assert versions.refusers(roster.workers(db.engine)) == [
+        "worker old-box runs an fslab of before schema 16, which refuses no unit it cannot run faithfully: "
+        'stop it, and upgrade its host (docs/fleet.md, "Upgrading a fleet")'
+    ], "what `fslab run --on` says of it"
     out = Console(file=io.StringIO(), width=160)
     out.print(dispatch.workers_table(db))
     shown = out.file.getvalue()

@@ -97,7 +97,7 @@ def test_a_version_14_fleet_database_on_postgresql_gains_the_workers_versions(pg
 NEWER_FSLAB = """
 import sys
 from fslab.results import schema
-schema.SCHEMA_VERSION, schema.MIGRATIONS[15] = 16, []
+schema.MIGRATIONS[schema.SCHEMA_VERSION], schema.SCHEMA_VERSION = [], schema.SCHEMA_VERSION + 1
 from fslab.results import ResultsDB
 ResultsDB(sys.argv[1])
 """
@@ -130,10 +130,10 @@ def test_a_run_stored_as_a_newer_fslab_migrates_is_stored_before_it_and_the_next
         wait_for("the newer fslab waiting to migrate", lambda: pg_cluster.sql(waiting, "migrated_beneath") == "1", 60)
         _insert_run(conn, 1, run)
     assert newer.wait(timeout=60) == 0, newer.stderr.read()
-    assert pg_cluster.sql("SELECT version FROM schema_info", "migrated_beneath") == "16"
+    assert pg_cluster.sql("SELECT version FROM schema_info", "migrated_beneath") == str(SCHEMA_VERSION + 1)
     stored = "SELECT count(*) FROM runs WHERE repetition = 3"
     assert pg_cluster.sql(stored, "migrated_beneath") == "1", "stored before the migration"
-    refused = f"at schema version 16 now, and this fslab {re.escape(__version__)} writes schema 15"
+    refused = f"at schema version {SCHEMA_VERSION + 1} now, and this fslab {re.escape(__version__)} writes schema {SCHEMA_VERSION}"
     with pytest.raises(SchemaChanged, match=refused):
         db.record_run(1, run)
     assert pg_cluster.sql(stored, "migrated_beneath") == "1", "the next not stored"

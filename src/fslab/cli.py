@@ -243,6 +243,8 @@ def _run_on_fleet(results: "ResultsDB", study: "Study", repetitions: Any, *, on:
     from fslab.fleet import dispatch
 
     study_run_id = dispatch.begin(results, study, repetitions, on=on, seed=seed, baseline=baseline, spread=spread)
+    for note in dispatch.refusing(results, study_run_id):
+        errors.print(f"[yellow]note[/yellow]: {safe_markup(note)}", highlight=False)
     if detach:
         console.print(str(study_run_id), highlight=False)
         return

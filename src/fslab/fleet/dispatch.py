@@ -16,7 +16,7 @@ from rich.live import Live
 
 from fslab import environment
 from fslab.errors import FslabError
-from fslab.fleet import queue, roster, units
+from fslab.fleet import queue, roster, units, versions
 from fslab.fleet import spread as spreading
 from fslab.guard.names import visible
 from fslab.model import Study
@@ -70,6 +70,13 @@ def begin(db: ResultsDB, study: Study, repetitions: Repetitions, *, on: str, see
     return study_run_id
 
 
+def refusing(db: ResultsDB, study_run_id: int) -> list[str]:
+    """Of the workers of the study run's hosts, those that would refuse their units, each said with
+    both versions (fleet/versions.py; a host whose worker has not registered yet is not judged)."""
+    hosts = set(units.hosts_of(db.engine, study_run_id))
+    return [visible(line) for line in versions.refusers(w for w in roster.workers(db.engine) if w.name in hosts)]
+
+
 def progress_table(db: ResultsDB, study_run_id: int) -> tuple[RenderableType, bool]:
     """The progress table of a fleet's study run, and whether every unit has ended."""
     found = units.progress(db.engine, study_run_id)
@@ -86,7 +93,7 @@ def progress_table(db: ResultsDB, study_run_id: int) -> tuple[RenderableType, bo
 def workers_table(db: ResultsDB) -> RenderableType:
     """The fleet's workers as each last said it was: its labels, the fslab it runs and the schema
     that writes (what decides which units it refuses: fleet/versions.py; "?": a worker of before
-    schema 15 did not say), how long ago it was last heard from."""
+    schema 16 did not say), how long ago it was last heard from."""
     found = roster.workers(db.engine)
     at = now()
     rows = [

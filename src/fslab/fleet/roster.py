@@ -1,6 +1,6 @@
 """The workers of a fleet as they said they were: name, labels, facts (model.Host), last heartbeat
 (fleet_workers, schema 11), where each serves fio and for which study run it serves now (schema
-12), which fslab it runs and the schema that writes (schema 15); the hosts `fslab run --on` names:
+12), which fslab it runs and the schema that writes (schema 16); the hosts `fslab run --on` names:
 HOST[,HOST…], label:LABEL, all; and where a study run's clients serve fio (FleetClients, the
 fleet's fio_clients.ClientDirectory)."""
 
@@ -40,7 +40,7 @@ class Worker:
     seen_at: datetime
     fio_address: str | None = None  # ADDRESS:PORT, as it registered it (untrusted where read)
     lapse: float | None = None  # how long it may go unheard (None: a worker of before schema 13 did not say)
-    fslab_version: str | None = None  # the fslab it runs (None: a worker of before schema 15 did not say)
+    fslab_version: str | None = None  # the fslab it runs (None: a worker of before schema 16 did not say)
     schema_version: int | None = None  # the schema that fslab writes
 
 

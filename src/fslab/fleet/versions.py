@@ -13,15 +13,22 @@ It checks both as it takes a unit, and the schema again in the transaction of ea
 Any other unit it refuses, naming both versions: said on its output, recorded on the unit (state
 "refused", its note in `fslab status`), and given back to its host's queue, offered again after
 the worker's lapse — a worker of that name and the right versions takes it then (docs/fleet.md,
-"Upgrading a fleet"). Each worker registers its versions (fleet_workers, schema 15)."""
+"Upgrading a fleet"). Each worker registers its versions (fleet_workers, schema 16), and `fslab
+run --on` says which of the workers it queues units for would refuse them (refusers)."""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
 from fslab import __version__
 from fslab.errors import FslabError
 from fslab.results.schema import SCHEMA_VERSION, SchemaChanged, check_current
+
+if TYPE_CHECKING:
+    from fslab.fleet.roster import Worker
 
 REFUSED = "refused"  # the unit's state while no worker of the right versions has taken it
 
@@ -43,3 +50,19 @@ def check_runnable(engine: sa.Engine, location: str, study_run_id: int, made_by:
             f"and this worker runs fslab {__version__} (schema {SCHEMA_VERSION}): "
             f"run a worker of fslab {made_by} on this host, or the study again"
         )
+
+
+def refusers(workers: Iterable[Worker]) -> list[str]:
+    """Of these workers (as they registered), those that would refuse a unit this fslab queues,
+    each said with both versions; and those of an fslab before schema 16, which said no version
+    and refuse nothing."""
+    found = []
+    for w in workers:
+        if w.fslab_version is None:
+            found.append(f"worker {w.name} runs an fslab of before schema 16, which refuses no unit it cannot run "
+                         f'faithfully: stop it, and upgrade its host (docs/fleet.md, "Upgrading a fleet")')
+        elif (w.fslab_version, w.schema_version) != (__version__, SCHEMA_VERSION):
+            found.append(f"worker {w.name} runs fslab {w.fslab_version} (schema {w.schema_version}), "
+                         f"and this is fslab {__version__} (schema {SCHEMA_VERSION}): it will refuse its unit, "
+                         f'which waits for a worker of fslab {__version__} (docs/fleet.md, "Upgrading a fleet")')
+    return found
