@@ -410,11 +410,10 @@ def test_a_database_migrated_beneath_a_unit_stores_no_more_of_its_runs_and_refus
         f.stop(worker)
 
 
-# schema-v14-fleet.db: a fleet's database as fslab b299554 (schema 14) left it, its worker
-# registered by that fslab's own roster.register: old-box, labelled ssd, its lapse 60 s.
 def migrated_v14_fleet_shows_its_workers_versions(db) -> None:
-    """The database of schema-v14-fleet.db, opened (so migrated) by this fslab: the old worker
-    kept, its versions unknown; one registered now says its own; `fslab status` shows both."""
+    """The database of schema-v14.db (fslab b299554's, with a fleet's worker registered by that
+    fslab: nvme-box, labelled ssd, its lapse 60 s), opened (so migrated) by this fslab: the old
+    worker kept, its versions unknown; one registered now says its own; `fslab status` shows both."""
     import io
 
     from rich.console import Console
@@ -428,19 +427,19 @@ def migrated_v14_fleet_shows_its_workers_versions(db) -> None:
         assert conn.execute(sa.text("SELECT version FROM schema_info")).scalar() == SCHEMA_VERSION == 16
     old = roster.workers(db.engine)
     assert [(w.name, w.labels, w.lapse, w.fslab_version, w.schema_version) for w in old] == \
-        [("old-box", ["ssd"], 60.0, None, None)]
+        [("nvme-box", ["ssd"], 60.0, None, None)]
     roster.register(db.engine, Host("new-box", "id", "6.1", "cpu", 2, 1 << 30), ["nvme"], 2.0)
     found = {w.name: (w.fslab_version, w.schema_version) for w in roster.workers(db.engine)}
-    assert found == {"old-box": (None, None), "new-box": (__version__, 16)}
+    assert found == {"nvme-box": (None, None), "new-box": (__version__, 16)}
     assert versions.refusers(roster.workers(db.engine)) == [
-        "worker old-box runs an fslab of before schema 16, which refuses no unit it cannot run faithfully: "
+        "worker nvme-box runs an fslab of before schema 16, which refuses no unit it cannot run faithfully: "
         'stop it, and upgrade its host (docs/fleet.md, "Upgrading a fleet")'
     ], "what `fslab run --on` says of it"
     out = Console(file=io.StringIO(), width=160)
     out.print(dispatch.workers_table(db))
     shown = out.file.getvalue()
     assert re.search(rf"new-box\s+nvme\s+{re.escape(__version__)}\s+16\s", shown), shown
-    assert re.search(r"old-box\s+ssd\s+\?\s+\?\s", shown), "its versions unsaid"
+    assert re.search(r"nvme-box\s+ssd\s+\?\s+\?\s", shown), "its versions unsaid"
     assert "the database is at schema 16" in shown
 
 
@@ -450,7 +449,7 @@ def test_a_version_14_fleet_database_on_sqlite_gains_the_workers_versions(tmp_pa
     from fslab.results import ResultsDB
 
     path = tmp_path / "v14.db"
-    shutil.copy(FIXTURES / "schema-v14-fleet.db", path)
+    shutil.copy(FIXTURES / "schema-v14.db", path)
     db = ResultsDB(str(path))
     migrated_v14_fleet_shows_its_workers_versions(db)
     db.engine.dispose()

@@ -86,7 +86,7 @@ def test_a_version_14_fleet_database_on_postgresql_gains_the_workers_versions(pg
     from test_fleet import migrated_v14_fleet_shows_its_workers_versions
 
     url = pg_cluster.new_database("migrated_v14_fleet")
-    at_its_old_schema(FIXTURES / "schema-v14-fleet.db", url)
+    at_its_old_schema(FIXTURES / "schema-v14.db", url)
     assert pg_cluster.sql("SELECT version FROM schema_info", "migrated_v14_fleet") == "14"
     db = ResultsDB(url)
     migrated_v14_fleet_shows_its_workers_versions(db)
@@ -114,7 +114,7 @@ def test_a_run_stored_as_a_newer_fslab_migrates_is_stored_before_it_and_the_next
 
     from fslab import __version__
     from fslab.model import RawOutput
-    from fslab.results.db import _insert_run
+    from fslab.results.db import insert_run
     from fslab.results.records import RunRecord, now
     from fslab.results.schema import SchemaChanged, check_current
 
@@ -128,7 +128,7 @@ def test_a_run_stored_as_a_newer_fslab_migrates_is_stored_before_it_and_the_next
         check_current(conn, "the database")
         newer = subprocess.Popen([sys.executable, "-c", NEWER_FSLAB, url], stderr=subprocess.PIPE, text=True)
         wait_for("the newer fslab waiting to migrate", lambda: pg_cluster.sql(waiting, "migrated_beneath") == "1", 60)
-        _insert_run(conn, 1, run)
+        insert_run(conn, 1, run)
     assert newer.wait(timeout=60) == 0, newer.stderr.read()
     assert pg_cluster.sql("SELECT version FROM schema_info", "migrated_beneath") == str(SCHEMA_VERSION + 1)
     stored = "SELECT count(*) FROM runs WHERE repetition = 3"
