@@ -130,6 +130,39 @@ def test_a_long_log_is_drawn_in_at_most_fifty_windows_its_bins_added_up():
     assert chart.spec["datasets"]["rows"] == [row] and "windows of 2000 ms" in chart.caption
 
 
+def test_a_heatmap_of_many_bins_draws_at_most_2000_cells_and_says_what_it_merged_and_keeps_the_tail():
+    """Ten targets, each window's completions over four factors of ten (10 µs to 100 ms, every
+    bucket): 20,000 cells at 50 windows and 10 buckets a factor of ten, 0.75 s a figure. Drawn in
+    at most 2,000: consecutive windows and adjacent buckets merged, their completions added up,
+    the resolution said on the axes and in the caption; the one slow I/O of the run still a cell."""
+    spread = [int(10_000 * 10 ** (k / 12)) for k in range(48)]
+    windows = [spread * 3 for _ in range(50)]
+    windows[17] = windows[17] + [700_000_000]  # 0.7 s once: the tail
+    targets = [f"fs{i}" for i in range(10)]
+    chart = latency_heatmap_chart([trace(t, windows) for t in targets], targets)
+    TopLevelSpec.validate(chart.spec)
+    rows = chart.spec["datasets"]["rows"]
+    assert sum(1 for row in rows for counts in row["n"] for n in counts if n) <= 2000
+    assert [sum(map(sum, row["n"])) for row in rows] == [50 * 48 * 3 + 1] * 10, "every completion in a cell"
+    [per_decade] = {row["d"] for row in rows}
+    [width] = {row["w"] for row in rows}
+    assert per_decade < BUCKETS_PER_DECADE and width > 0.2
+    slow = [
+        n
+        for start, b0, counts in zip(rows[0]["from_s"], rows[0]["b0"], rows[0]["n"])
+        for i, n in enumerate(counts)
+        if n and 10 ** ((b0 + i) / per_decade) <= 700_000 < 10 ** ((b0 + i + 1) / per_decade) and start <= 17 * 0.2 < start + width
+    ]
+    assert slow == [1], "the slowest I/O: alone in its cell, in its window"
+    said = f"latency in {per_decade} buckets per factor of ten"
+    assert said in chart.caption and "at most 2,000 cells" in chart.caption and f"windows of {round(width * 1000)} ms" in chart.caption
+    assert f"{per_decade} buckets per factor of ten" in chart.spec["facet"]["row"]["title"]
+    assert f"windows of {round(width * 1000)} ms" in chart.spec["spec"]["encoding"]["x"]["title"]
+    few = latency_heatmap_chart([trace("ext4", [[100_000] * 3] * 50)], ["ext4"])
+    assert few.spec["datasets"]["rows"][0]["d"] == BUCKETS_PER_DECADE and len(few.spec["datasets"]["rows"][0]["from_s"]) == 50, "a heatmap within its cells: as logged"
+    assert "merged" not in few.caption
+
+
 def test_the_charts_are_named_and_valid_and_say_which_runs_they_draw():
     fast, slow = trace("ext4", [[80_000] * 50, [90_000] * 50]), trace("raw", [[60_000] * 50, [3_000_000] * 5])
     heatmap, percentiles = latency_heatmap_chart([slow, fast], ["ext4", "raw"]), latency_over_time_chart([fast, slow], ["ext4", "raw"])

@@ -238,7 +238,9 @@ def test_page_renders_offline_in_chromium(stored, browser, tmp_path):
         for chart in seen["charts"]:
             assert chart["svg"] > 5 or chart["canvas"] > 0, chart
             if chart["name"] in faceted:
-                assert sorted(map(drawn_cell, chart["cells"])) == heatmap_cells(specs[chart["name"]]), f"{chart['name']}: a cell for each window and latency bucket with completions"
+                [per_decade] = {row["d"] for row in specs[chart["name"]]["datasets"]["rows"]}
+                drawn = sorted(drawn_cell(label, per_decade) for label in chart["cells"])
+                assert drawn == heatmap_cells(specs[chart["name"]]), f"{chart['name']}: a cell for each window and latency bucket with completions"
             if chart["name"] not in faceted or width == 1280:  # on a phone a faceted chart scrolls in its own place
                 assert chart["width"] <= chart["container"] + 1, f"{chart['name']} wider than its place on a {name}"
         assert seen["overflow"] <= 0, f"the page is wider than a {name}'s screen: tables and faceted charts scroll inside their own box"
@@ -246,7 +248,7 @@ def test_page_renders_offline_in_chromium(stored, browser, tmp_path):
 
 
 def heatmap_cells(spec: dict) -> list[tuple[str, float, int, int]]:
-    """The cells a heatmap's spec holds (time_charts.heatmap_rows): (target, from s, bucket, completions)."""
+    """The cells a heatmap's spec holds (time_charts.heatmap_rows): (target, from s, bucket, completions), its bucket of the chart's own (`d` a factor of ten)."""
     return sorted(
         (row["target"], start, b0 + i, n)
         for row in spec["datasets"]["rows"]
@@ -256,12 +258,12 @@ def heatmap_cells(spec: dict) -> list[tuple[str, float, int, int]]:
     )
 
 
-def drawn_cell(label: str) -> tuple[str, float, int, int]:
-    """The cell a heatmap's mark draws, read from what Vega says of it (its aria-label: time_charts.CELL)."""
+def drawn_cell(label: str, per_decade: int) -> tuple[str, float, int, int]:
+    """The cell a heatmap's mark draws, read from what Vega says of it (its aria-label: time_charts.CELL), its bucket `per_decade` a factor of ten."""
     found = re.fullmatch(r"(\S+), ([\d.]+)–[\d.]+ s, ([\d,.]+)–[\d,.]+ µs: ([\d,]+) of [\d,]+ completions", label)
     assert found, label
     target, start, low, n = found.groups()
-    return target, float(start), round(math.log10(float(low.replace(",", ""))) * chart_parts.BUCKETS_PER_DECADE), int(n.replace(",", ""))
+    return target, float(start), round(math.log10(float(low.replace(",", ""))) * per_decade), int(n.replace(",", ""))
 
 
 def test_page_shows_the_summarys_own_figures(stored):

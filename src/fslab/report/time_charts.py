@@ -20,6 +20,13 @@ from fslab.workloads.fio_hist import Bins, LatencyOverTime
 WINDOWS_DRAWN = 200  # throughput over time: a run's windows, at most (fio's log windows, merged)
 LATENCY_WINDOWS = 50  # latency over time: a run's windows, at most (their bins added up): fslab stores 50 (fio.HIST_WINDOWS); a page of many cells stays small
 HEATMAP_ROW = 100  # px: each target's heatmap
+# A heatmap's cells at most: each is a rect Vega lays out and a figure draws (15,000 of them, 50
+# windows × 30 buckets × 10 targets, took 0.75 s of CPU a figure). Where there would be more,
+# consecutive windows and adjacent latency buckets are merged, their completions added up (nothing
+# is dropped: a tail's one slow I/O still colours its cell): the finest of HEATMAP_RESOLUTIONS,
+# (windows at most, buckets a factor of ten: a divisor of BUCKETS_PER_DECADE), that fits.
+HEATMAP_CELLS = 2000
+HEATMAP_RESOLUTIONS = ((LATENCY_WINDOWS, 10), (25, 10), (25, 5), (10, 5), (10, 2), (5, 2), (5, 1), (2, 1), (1, 1))
 DRAWN_PERCENTILES = {"P50": 50.0, "P99": 99.0}
 # A heatmap cell in words: "ext4, 1.20–2.40 s, 100.0–125.9 µs: 605 of 28,170 completions"
 CELL = (
@@ -58,18 +65,20 @@ def throughput_chart(traces: list[ThroughputTrace], targets: list[str], units: B
     return Chart(named(workload, phase, direction, "throughput"), workload, title, caption, sized(title, chart))
 
 
-def heatmap_rows(target: str, latency: LatencyOverTime) -> dict:
-    """A run's windows (`latency`, as drawn: drawn_latency) as the heatmap draws them, in one row
-    (the chart flattens it: a page holds hundreds of heatmaps): the window's length `w` (s), and
-    per window with completions its start, its lowest latency bucket (latency_bucket of each bin's
-    value) and its completions per bucket from that one up, empty buckets included."""
+def heatmap_rows(target: str, latency: LatencyOverTime, per_decade: int = BUCKETS_PER_DECADE) -> dict:
+    """A run's windows (`latency`, as drawn: drawn_heatmap) as the heatmap draws them, in one row
+    (the chart flattens it: a page holds hundreds of heatmaps): the window's length `w` (s), the
+    latency buckets a factor of ten `d` (a divisor of BUCKETS_PER_DECADE: each of its buckets
+    whole in one of these), and per window with completions its start, its lowest latency bucket
+    (latency_bucket of each bin's value) and its completions per bucket from that one up, empty
+    buckets included."""
     import numpy as np
 
-    buckets, starts = _buckets(latency.bins)
+    buckets, starts = _buckets(latency.bins, per_decade)
     lowest = buckets[0]
     per_bucket = np.zeros((len(latency.counts), buckets[-1] - lowest + 1), dtype=np.int64)  # every bucket, those no bin falls in too (below 1 µs)
     per_bucket[:, [b - lowest for b in buckets]] = np.add.reduceat(latency.counts, starts, axis=1)  # a bin's bucket never falls: bins are in order of latency
-    row: dict = {"target": target, "w": latency.window_ms / 1000, "from_s": [], "b0": [], "n": []}
+    row: dict = {"target": target, "w": latency.window_ms / 1000, "d": per_decade, "from_s": [], "b0": [], "n": []}
     for start, counts in zip(latency.starts_s, per_bucket):
         filled = np.flatnonzero(counts)
         if len(filled):
@@ -77,6 +86,22 @@ def heatmap_rows(target: str, latency: LatencyOverTime) -> dict:
             row["b0"].append(int(filled[0]) + lowest)
             row["n"].append(counts[filled[0] : filled[-1] + 1].tolist())
     return row
+
+
+def drawn_heatmap(traces: list[LatencyTrace]) -> tuple[list[dict], tuple[int, int]]:
+    """The heatmap's rows, a target's each (heatmap_rows), at the finest of HEATMAP_RESOLUTIONS
+    whose cells number HEATMAP_CELLS at most (else the coarsest), and that resolution."""
+    fits = next((r for r in HEATMAP_RESOLUTIONS if sum(_cells(t.latency, *r) for t in traces) <= HEATMAP_CELLS), HEATMAP_RESOLUTIONS[-1])
+    windows, per_decade = fits
+    return [heatmap_rows(t.target, t.latency.coarsened(windows), per_decade) for t in traces], fits
+
+
+def _cells(latency: LatencyOverTime, windows: int, per_decade: int) -> int:
+    """The cells heatmap_rows would give of `latency` in at most `windows` windows and `per_decade` buckets a factor of ten."""
+    import numpy as np
+
+    _, starts = _buckets(latency.bins, per_decade)
+    return int(np.count_nonzero(np.add.reduceat(latency.coarsened(windows).counts, starts, axis=1)))
 
 
 def percentile_rows(target: str, latency: LatencyOverTime) -> dict:
@@ -95,9 +120,11 @@ def drawn_latency(traces: list[LatencyTrace]) -> dict[str, LatencyOverTime]:
 
 
 @functools.cache
-def _buckets(bins: Bins) -> tuple[list[int], list[int]]:
-    """The latency buckets a log's bins fall in (each bin by its value), and each one's first bin."""
-    each = [latency_bucket(v) for v in bins.values_ns()]
+def _buckets(bins: Bins, per_decade: int) -> tuple[list[int], list[int]]:
+    """The latency buckets, `per_decade` a factor of ten, a log's bins fall in (each bin by its
+    value), and each one's first bin."""
+    merged = BUCKETS_PER_DECADE // per_decade  # latency_bucket's buckets in one of these
+    each = [latency_bucket(v) // merged for v in bins.values_ns()]
     firsts = [i for i, b in enumerate(each) if i == 0 or b != each[i - 1]]
     return [each[i] for i in firsts], firsts
 
@@ -109,9 +136,9 @@ def latency_heatmap_chart(traces: list[LatencyTrace], targets: list[str]) -> Cha
     first = traces[0]
     workload, phase, direction = first.workload, first.phase, first.latency.direction
     drawn = [t for target in targets for t in traces if t.target == target]
-    latency = drawn_latency(drawn)
-    rows = [heatmap_rows(t.target, latency[t.target]) for t in drawn]
-    axis = f"{direction} latency (µs, log scale)"
+    rows, resolution = drawn_heatmap(drawn)
+    per_decade, windows = resolution[1], _windows(sorted({round(row["w"] * 1000) for row in rows}))
+    axis = f"{direction} latency (µs, log scale; {per_decade} buckets per factor of ten)"
     cells = (
         alt.Chart(alt.NamedData(name="rows"))
         .transform_flatten(["from_s", "b0", "n"])  # a row per window
@@ -120,13 +147,13 @@ def latency_heatmap_chart(traces: list[LatencyTrace], targets: list[str]) -> Cha
         .transform_filter("datum.n > 0")
         .transform_joinaggregate(ios="sum(n)", groupby=["target", "from_s"])
         .transform_calculate(
-            to_s="datum.from_s + datum.w", from_us=f"pow(10, (datum.b0 + datum.i) / {BUCKETS_PER_DECADE})",
-            to_us=f"pow(10, (datum.b0 + datum.i + 1) / {BUCKETS_PER_DECADE})", share_pct="100 * datum.n / datum.ios",
+            to_s="datum.from_s + datum.w", from_us="pow(10, (datum.b0 + datum.i) / datum.d)",
+            to_us="pow(10, (datum.b0 + datum.i + 1) / datum.d)", share_pct="100 * datum.n / datum.ios",
         )  # fmt: skip
         .transform_calculate(cell=CELL)
         .mark_rect()
         .encode(
-            alt.X("from_s:Q", scale=alt.Scale(round=True), title="seconds into the measured run", axis=alt.Axis(grid=False)), alt.X2("to_s:Q"),
+            alt.X("from_s:Q", scale=alt.Scale(round=True), title=f"seconds into the measured run (windows of {windows})", axis=alt.Axis(grid=False)), alt.X2("to_s:Q"),
             alt.Y("from_us:Q", scale=alt.Scale(type="log", round=True), title=None, axis=alt.Axis(grid=False, tickCount=4)), alt.Y2("to_us:Q"),  # whole pixels: no seam between cells a pixel or two high
             alt.Color("share_pct:Q", scale=alt.Scale(type="log", scheme="viridis"), title="% of the window's I/Os"),
             alt.Description("cell:N"),  # what a cell says to a screen reader, and in a figure's SVG (the tooltip's every field would be 300 bytes a cell)
@@ -143,8 +170,8 @@ def latency_heatmap_chart(traces: list[LatencyTrace], targets: list[str]) -> Cha
     title = f"{where(workload, phase)}: {direction} latency heatmap"
     spec |= {"title": title, "datasets": {"rows": rows}, "config": spec.get("config", {}) | {"legend": {"orient": "bottom"}}}
     caption = (
-        f"fio's histogram logs of {COMPLETION}, every job's bins added up window by window, in windows of "
-        f"{_windows(sorted({w.window_ms for w in latency.values()}))}; latency in {BUCKETS_PER_DECADE} buckets per factor of ten. "
+        f"fio's histogram logs of {COMPLETION}, every job's bins added up window by window, in windows of {windows}; "
+        f"latency in {per_decade} buckets per factor of ten. {_merged(resolution)}"
         "Colour: the share of the window's completions in the bucket, on a log scale, so the slowest 1 % shows; "
         "blank: none. Per target the run of the throughput chart, the one whose bandwidth is the median of its runs: " + _runs_drawn(drawn) + "."
     )
@@ -184,6 +211,19 @@ def latency_over_time_chart(traces: list[LatencyTrace], targets: list[str]) -> C
         "a break is a window in which nothing completed. The runs of the heatmap: " + _runs_drawn(traces) + "."
     )
     return Chart(named(workload, phase, direction, "latency-over-time"), workload, title, caption, sized(title, chart))
+
+
+def _merged(resolution: tuple[int, int]) -> str:
+    """What a heatmap merged to stay within HEATMAP_CELLS, said: nothing is hidden, every
+    completion is in a cell, but a cell is coarser than the logs."""
+    if resolution == HEATMAP_RESOLUTIONS[0]:
+        return ""
+    windows, per_decade = resolution
+    return (
+        f"To draw at most {HEATMAP_CELLS:,} cells, a run's consecutive windows are merged into {windows} at most and "
+        f"the latency into {per_decade} buckets per factor of ten (from {BUCKETS_PER_DECADE}), their completions added up; "
+        f"the latency over time chart has every window. "
+    )
 
 
 def _windows(window_ms: list[int]) -> str:
