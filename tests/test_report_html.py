@@ -8,6 +8,8 @@ from __future__ import annotations
 import html
 import json
 import math
+import multiprocessing
+import os
 import re
 import shlex
 from dataclasses import replace
@@ -39,7 +41,8 @@ from fslab.report.charts import (
 )
 from fslab.report.conclusions import conclusions, ranking_conclusion, row_conclusions
 from fslab.report.details import LatencyHistogram, RunDetails, cell_histograms
-from fslab.report.figures import PNG_SCALE, vega_lite, write_figures
+from fslab.report.figures import RENDERERS, FigureError, vega_lite, write_figures
+from fslab.report.renderers import PNG_SCALE
 from fslab.report.html import Page, RunSection, Table, WorkloadSection, _script_json, emphasis, render_page, run_section
 from fslab.report.sections import Kind, Section, sections, workload_table
 from fslab.report.summary import (
@@ -457,6 +460,37 @@ def test_figures_tell_of_each_chart_as_it_is_rendered(tmp_path):
     written = write_figures(made, tmp_path / "figures", lambda done, total: told.append((done, total)))
     assert told == [(1, 2), (2, 2)]
     assert sorted(p.name for p in written) == sorted(f"{file_name(c.name)}.{ext}" for c in made for ext in ("svg", "png"))
+
+
+@pytest.mark.slow  # processes started, vl-convert readied in each: seconds
+def test_figures_are_drawn_by_processes_of_their_own_one_a_cpu_none_left_after(tmp_path):
+    """vl-convert runs Vega in one thread a process: the figures are drawn by processes started
+    for them, one a CPU (at most RENDERERS), and stopped once the figures are written."""
+    s = synthetic({"ext4": {"read_iops": [100, 104, 98]}, "raw": {"read_iops": [200, 210, 190]}}, targets=("ext4", "raw"))
+    made = [replace(chart, name=f"{chart.name}-{i}") for i in range(3) for chart in (primary_chart(s, W, "read_iops"), efficiency_chart(s, W))]
+    drawing: list[int] = []
+    written = write_figures(made, tmp_path, lambda done, total: drawing.append(len(multiprocessing.active_children())))
+    assert drawing[0] == min(RENDERERS, len(os.sched_getaffinity(0))), "the processes drawing, as the first figure is written"
+    assert multiprocessing.active_children() == [], "none left"
+    assert len(written) == 2 * len(made) and all(p.stat().st_size > 1000 for p in written)
+
+
+@pytest.mark.slow  # processes started, vl-convert readied in each: seconds
+def test_a_chart_vega_cannot_draw_is_named_and_an_interruption_stops_the_drawing(tmp_path):
+    s = synthetic({"ext4": {"read_iops": [100, 104, 98]}, "raw": {"read_iops": [200, 210, 190]}}, targets=("ext4", "raw"))
+    good = primary_chart(s, W, "read_iops")
+    broken = Chart("broken", W, "a chart of a broken expression", "", {"mark": "point", "data": {"values": [{"a": 1}]}, "transform": [{"calculate": "log(", "as": "x"}]})
+    with pytest.raises(FigureError, match=r"^chart 'a chart of a broken expression' could not be rendered: [^\n]*Error: Unexpected end of input$"):
+        write_figures([good, broken], tmp_path / "broken")
+    assert multiprocessing.active_children() == []
+
+    def interrupted(done: int, total: int) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_figures([replace(good, name=f"c{i}") for i in range(12)], tmp_path / "interrupted", interrupted)
+    assert multiprocessing.active_children() == [], "stopped, with what they had not begun left undrawn"
+    assert [p.name for p in (tmp_path / "interrupted").iterdir()] != [], "the first figure, written before the interruption"
 
 
 # --- conclusions (pure) ------------------------------------------------------------------------

@@ -468,7 +468,7 @@ def report(
         "Study run ids (12 or #12), or a study name for its newest run; several (of one study) are compared "
         "with the first. \\[default: the newest]"))] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", metavar="DIR", help="The folder for report.html, and figures/ with --figures (made if missing). \\[default: the study run's folder beside the database, where `fslab summary` writes]")] = None,
-    figures: Annotated[bool, typer.Option("--figures", help="Also write every chart as SVG and PNG, in figures/ beside the page (for papers and slides; about a tenth of a second a chart).")] = False,
+    figures: Annotated[bool, typer.Option("--figures", help="Also write every chart as SVG and PNG, in figures/ beside the page (for papers and slides; about a tenth of a second of CPU a chart, drawn on every CPU).")] = False,
     history_of: Annotated[Optional[str], typer.Option("--history", metavar="STUDY", help="Write the study's trend page instead (history.html): each cell's primary metric across its study runs, a facet per host, flagged steps marked and listed (as `fslab history STUDY`).")] = None,
     baseline: BaselineOption = None,
     threshold: Annotated[Optional[float], typer.Option("--threshold", parser=parse_percent, metavar="PERCENT", help="The smallest change called faster or slower. \\[default: 3 %; with --history: the threshold the study's newest study run ran with, else 3 %]")] = None,

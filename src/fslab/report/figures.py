@@ -1,19 +1,31 @@
 """The report's charts as figure files for papers and slides: each chart's very spec (charts.py),
-rendered without a browser by vl-convert (the Vega-Lite the page draws with), as SVG and PNG."""
+rendered without a browser by vl-convert (the Vega-Lite the page draws with), as SVG and PNG.
+
+vl-convert runs Vega in one JavaScript thread a process, so the figures are drawn in processes
+of their own (renderers.py), one a CPU: a page of 188 charts is 20 s of CPU. They are started
+(not forked: a process that has drawn before has vl-convert's thread, on which a forked child
+would wait for ever) and readied while the caller still builds its charts (figures_meanwhile)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import vl_convert
 
 from fslab.errors import FslabError
 from fslab.guard.names import file_name
+from fslab.report import renderers
 from fslab.report.chart_parts import VEGA_LITE, Chart
-from fslab.report.output import write_all
+from fslab.report.output import own_folder, write_own
 
-PNG_SCALE = 2  # pixels per CSS pixel: sharp on slides and high-density screens
+RENDERERS = 4  # processes drawing figures, at most (one a CPU): each holds its own Vega, ~150 MB
 
 
 class FigureError(FslabError):
@@ -31,21 +43,76 @@ def vega_lite() -> str:
     return VEGA_LITE
 
 
-def write_figures(charts: list[Chart], folder: Path, rendered: Callable[[int, int], None] | None = None) -> list[Path]:
-    """NAME.svg and NAME.png of every chart in `folder` (made if missing); the files written.
-    No data is fetched while rendering: every spec carries its data inline. `rendered(done,
-    total)` is told of each chart rendered (a tenth of a second each: a page has a hundred)."""
-    version = vega_lite()
-    files: dict[str, str | bytes] = {}
-    for done, chart in enumerate(charts, 1):
-        name = file_name(chart.name)
+@dataclass(frozen=True)
+class Drawing:
+    """Charts being drawn (Renderers.draw), their figures written as they come (write)."""
+
+    charts: list[Chart]
+    futures: list[Future]
+
+    def write(self, folder: Path, rendered: Callable[[int, int], None] | None = None) -> list[Path]:
+        """NAME.svg and NAME.png of every chart in `folder` (made if missing), each written as it
+        is drawn; the files, in the charts' order. `rendered(done, total)` is told of each chart
+        drawn (a tenth of a second of CPU each: a page has a hundred)."""
+        own_folder(folder)
+        chart_of = dict(zip(self.futures, self.charts))
+        written: dict[str, list[Path]] = {}
+        for done, future in enumerate(as_completed(self.futures), 1):
+            chart = chart_of[future]
+            try:
+                svg, png = future.result()
+            except ValueError as exc:  # what Vega said, without its JavaScript stack
+                said = " ".join(line.strip() for line in str(exc).splitlines() if not line.lstrip().startswith("at "))
+                raise FigureError(f"chart '{chart.title}' could not be rendered: {said}") from None
+            except BrokenProcessPool:
+                raise _ended(f"before chart '{chart.title}' was drawn") from None
+            name = file_name(chart.name)
+            written[chart.name] = [write_own(folder / f"{name}.svg", svg), write_own(folder / f"{name}.png", png)]
+            if rendered is not None:
+                rendered(done, len(self.charts))
+        return [path for chart in self.charts for path in written[chart.name]]
+
+
+@dataclass(frozen=True)
+class Renderers:
+    pool: ProcessPoolExecutor
+    vega_lite: str
+
+    def draw(self, charts: list[Chart]) -> Drawing:
+        """Every chart sent to be drawn, as SVG and PNG; `write` waits for them."""
         try:
-            svg = vl_convert.vegalite_to_svg(chart.spec, vl_version=version, allowed_base_urls=[])
-            # the PNG drawn from that SVG: byte for byte what vegalite_to_png draws, without
-            # running Vega twice (40 % less CPU)
-            files[f"{name}.svg"], files[f"{name}.png"] = svg, vl_convert.svg_to_png(svg, scale=PNG_SCALE)
-        except ValueError as exc:
-            raise FigureError(f"chart '{chart.title}' could not be rendered: {exc}") from None
-        if rendered is not None:
-            rendered(done, len(charts))
-    return write_all(folder, files)
+            return Drawing(charts, [self.pool.submit(renderers.drawn, chart.spec, self.vega_lite) for chart in charts])
+        except BrokenProcessPool:
+            raise _ended("as it started") from None
+
+
+@contextmanager
+def figures_meanwhile(wanted: bool = True) -> Iterator[Renderers | None]:
+    """Renderers started, and readied, while the caller builds its charts; None unless `wanted`.
+    They are stopped as the block ends; on an error or an interruption, with nothing more drawn."""
+    if not wanted:
+        yield None
+        return
+    version = vega_lite()
+    count = max(1, min(RENDERERS, len(os.sched_getaffinity(0))))
+    pool = ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("spawn"), initializer=renderers.ready, initargs=(version,))
+    try:
+        for _ in range(count):
+            pool.submit(renderers.started)
+        yield Renderers(pool, version)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _ended(when: str) -> FigureError:
+    return FigureError(
+        f"a process drawing the figures ended {when} (its error is above; killed, or out of memory?). "
+        "A Python script that makes figures through fslab must do its work under `if __name__ == '__main__':` (multiprocessing's rule)"
+    )
+
+
+def write_figures(charts: list[Chart], folder: Path, rendered: Callable[[int, int], None] | None = None) -> list[Path]:
+    """NAME.svg and NAME.png of every chart in `folder` (made if missing): Drawing.write."""
+    with figures_meanwhile() as drawing:
+        assert drawing is not None
+        return drawing.draw(charts).write(folder, rendered)

@@ -13,7 +13,7 @@ from fslab.errors import FslabError
 from fslab.guard.names import file_name
 from fslab.report.console import environment_differences
 from fslab.report.details import run_details
-from fslab.report.figures import write_figures
+from fslab.report.figures import figures_meanwhile
 from fslab.report.html import Page, comparison_section, render_page, run_section, vega_bundle_meanwhile
 from fslab.report.output import own_folder, write_own
 from fslab.report.summary import compare_runs, summarize_study_run
@@ -55,7 +55,7 @@ def write_report(
     studies = {sr["study"] for sr in study_runs}
     if len(studies) > 1:
         raise ReportRefused(f"study runs {', '.join(str(sr['id']) for sr in study_runs)} are of different studies ({', '.join(sorted(studies))}): a page compares runs of one study")
-    with vega_bundle_meanwhile() as vega_bundle:
+    with vega_bundle_meanwhile() as vega_bundle, figures_meanwhile(figures) as renderers:
         summaries = [summarize_study_run(db, sr["id"], baseline=baseline, threshold=threshold, units=units, pool_hosts=pool_hosts) for sr in study_runs]
         several = len(study_runs) > 1
         runs = [run_section(s, run_details(db, s), chart_prefix=f"{s.study_run['id']}-" if several else "") for s in summaries]
@@ -70,8 +70,9 @@ def write_report(
         title = f"{first['study']} — study run{'s' if len(study_runs) > 1 else ''} {ids}"
         page = Page(title, runs, comparisons)
         own_folder(folder)
-        written = write_figures(page.charts, folder / FIGURES, rendered) if figures else []
-        return ReportFiles(write_own(folder / PAGE, render_page(page, vega_bundle)), written)
+        drawing = renderers.draw(page.charts) if renderers else None  # drawn while the page is made
+        written = write_own(folder / PAGE, render_page(page, vega_bundle))
+        return ReportFiles(written, drawing.write(folder / FIGURES, rendered) if drawing else [])
 
 
 def default_folder(reports: Path, study_runs: list[dict]) -> Path:

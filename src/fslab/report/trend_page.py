@@ -17,7 +17,7 @@ from fslab.history import History, Point, Series
 from fslab.report import trend
 from fslab.report.chart_parts import WIDTH, Chart
 from fslab.report.charts import VERDICT_COLOURS
-from fslab.report.figures import write_figures
+from fslab.report.figures import figures_meanwhile
 from fslab.report.formatting import fmt_mean_ci, metric_label
 from fslab.report.html import Table, render_page, vega_bundle_meanwhile
 from fslab.report.output import own_folder, write_own
@@ -115,11 +115,12 @@ def axis_label(p: Point) -> str:
 def write_trend(db_history: History, study: str, folder: Path, *, figures: bool = False, rendered: Callable[[int, int], None] | None = None) -> ReportFiles:
     """The trend page of `study` (its history, read) in `folder` as history.html, and with
     `figures` every chart of it as SVG and PNG in figures/."""
-    with vega_bundle_meanwhile() as vega_bundle:
+    with vega_bundle_meanwhile() as vega_bundle, figures_meanwhile(figures) as renderers:
         page = trend_page(study, db_history)
         own_folder(folder)
-        written = write_figures(page.charts, folder / FIGURES, rendered) if figures else []
-        return ReportFiles(write_own(folder / PAGE, render_page(page, vega_bundle, template="history.html.j2")), written)
+        drawing = renderers.draw(page.charts) if renderers else None  # drawn while the page is made
+        written = write_own(folder / PAGE, render_page(page, vega_bundle, template="history.html.j2"))
+        return ReportFiles(written, drawing.write(folder / FIGURES, rendered) if drawing else [])
 
 
 def trend_folder(reports: Path, study: str) -> Path:
