@@ -216,14 +216,14 @@ def latency_over_time_chart(traces: list[LatencyTrace], targets: list[str]) -> C
 def _merged(resolution: tuple[int, int]) -> str:
     """What a heatmap merged to stay within HEATMAP_CELLS, said: nothing is hidden, every
     completion is in a cell, but a cell is coarser than the logs."""
-    if resolution == HEATMAP_RESOLUTIONS[0]:
-        return ""
     windows, per_decade = resolution
-    return (
-        f"To draw at most {HEATMAP_CELLS:,} cells, a run's consecutive windows are merged into {windows} at most and "
-        f"the latency into {per_decade} buckets per factor of ten (from {BUCKETS_PER_DECADE}), their completions added up; "
-        f"the latency over time chart has every window. "
+    merged = ([f"a run's consecutive windows into {windows} at most"] if windows < LATENCY_WINDOWS else []) + (
+        [f"adjacent buckets into {per_decade} per factor of ten (from {BUCKETS_PER_DECADE})"] if per_decade < BUCKETS_PER_DECADE else []
     )
+    if not merged:
+        return ""
+    finer = f"; the latency over time chart draws up to {LATENCY_WINDOWS} windows" if windows < LATENCY_WINDOWS else ""
+    return f"To draw at most {HEATMAP_CELLS:,} cells, {' and '.join(merged)} are merged, their completions added up{finer}. "
 
 
 def _windows(window_ms: list[int]) -> str:
