@@ -45,7 +45,7 @@ from fslab.resume import Resumable
 from fslab.scratch import scratch_directory
 from fslab.system import CommandError, joined, sync_and_drop_caches, time_limit
 from fslab.systematic import FailureWatch, Skip, Stop, missing_tool, signature_of
-from fslab.workdir import Workdir
+from fslab.workdir import Workdir, WorkdirBusy
 from fslab.workloads import kind_of, workload_problems
 from fslab.workloads.base import FSYNCS, READ_BYTES, WRITTEN_BYTES, StudyScope, Window, WorkloadKind
 from fslab.workloads.fio_clients import ClientDirectory
@@ -163,6 +163,7 @@ def run_share(
     take: Callable[[], int | None] | None = None,
     clients: ClientDirectory | None = None,
     skip: SkipRecorder | None = None,
+    busy: Callable[[WorkdirBusy, float], None] | None = None,
 ) -> None:
     """One host's share of a fleet's study run (fleet/worker.py): the study run's plan on `host`,
     of which only what `share.stored` (this host's stored runs: the resume key includes the host)
@@ -173,9 +174,10 @@ def run_share(
     other hosts stored is read afresh with each block (one may have stored part of it, then died).
     `clients`: where the hosts its workloads' `clients` name serve fio (fleet/fio_service.py).
     `skip` records a target this host skips once its runs failed alike (default: nowhere but the
-    observer's notice); runs failing alike across targets stop the share (StudyStopped)."""
+    observer's notice); runs failing alike across targets stop the share (StudyStopped). `busy`
+    hears why a busy work directory is waited for (default: refused, WorkdirBusy)."""
     named, _ = _check_can_run(share.study, workdir, (), skip_unsupported=True)
-    with _claimed(share.study, workdir, observer):
+    with _claimed(share.study, workdir, observer, busy):
         planner: Planner | TakenBlocks = Planner(share.study.cells, share.repetitions, share.seed, share.baseline)
         done = {run.key: run for run in share.stored}
         if take is not None:
@@ -217,9 +219,9 @@ def _check_can_run(study: Study, workdir: Workdir, destroy_flags: tuple[str, ...
 
 
 @contextmanager
-def _claimed(study: Study, workdir: Workdir, observer: RunObserver | None) -> Iterator[None]:
+def _claimed(study: Study, workdir: Workdir, observer: RunObserver | None, busy: Callable[[WorkdirBusy, float], None] | None = None) -> Iterator[None]:
     """The work directory, to this study run alone, with whatever a killed fslab left in it released first."""
-    with workdir.claim():
+    with workdir.claim(busy):
         for outcome in workdir.journal.clean_up():
             if observer:
                 observer.notice(f"left by an interrupted fslab: {outcome.kind} {outcome.ident}: {outcome.status}" + (f" ({outcome.detail})" if outcome.detail else ""))

@@ -15,10 +15,12 @@ import fcntl
 import json
 import os
 import stat
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from fslab.errors import FslabError, Refused
 from fslab.guard.identity import FileId, Owned, open_own, same_disk
@@ -34,6 +36,10 @@ HELD_DEVICES = ("device", "zram")
 
 class WorkdirBusy(FslabError):
     pass
+
+
+# The longest pause between two tries of a busy work directory (Workdir.claim with `waiting`).
+BUSY_PAUSE_LONGEST = 30.0
 
 
 @dataclass(frozen=True)
@@ -136,12 +142,32 @@ class Workdir:
             json.dump(record, f, indent=1)
 
     @contextmanager
-    def claim(self) -> Iterator[None]:
+    def claim(self, waiting: Callable[[WorkdirBusy, float], None] | None = None) -> Iterator[None]:
         """Exclusive use of the work directory: one study (or clean-up) at a time, so none
-        deletes or unmounts what another still uses."""
+        deletes or unmounts what another still uses. Busy, it is refused (WorkdirBusy), or with
+        `waiting` tried again after pauses growing to BUSY_PAUSE_LONGEST, each told to
+        `waiting(why, pause)` first: what the other fslab holds, it releases when it ends."""
+        pause = 1.0
+        while True:
+            try:
+                lock = self._locked()
+                break
+            except WorkdirBusy as exc:
+                if waiting is None:
+                    raise
+                waiting(exc, pause)
+            time.sleep(pause)  # a signal ends the wait (KeyboardInterrupt)
+            pause = min(pause * 2, BUSY_PAUSE_LONGEST)
+        with lock:
+            yield
+
+    def _locked(self) -> IO[str]:
+        """The work directory's lock file, open and locked with this process's pid in it
+        (closing it releases the lock)."""
         self.prepare()
         fd = open_own(self.root / "lock", os.O_RDWR | os.O_CREAT)
-        with os.fdopen(fd, "r+") as lock:
+        lock = os.fdopen(fd, "r+")
+        try:
             found = os.fstat(fd)
             if not stat.S_ISREG(found.st_mode) or found.st_nlink != 1:
                 raise Refused(f"{self.root / 'lock'} is not a regular file of fslab's own (another name links to it): fslab leaves it alone")
@@ -153,7 +179,10 @@ class Workdir:
             lock.truncate(0)
             lock.write(str(os.getpid()))
             lock.flush()
-            yield
+        except BaseException:
+            lock.close()
+            raise
+        return lock
 
     def prepare(self) -> None:
         """The root exists, is root's alone, and is fslab's: empty when first claimed, or proven
