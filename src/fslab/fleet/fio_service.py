@@ -4,11 +4,11 @@ hosts a workload's `clients` names serve fio, and the unit that runs the study d
 The protocol, in the queue and the roster alone:
 1. A unit whose study has workloads with `clients` asks each client host's worker, through the
    queue, to serve fio for its study run (queue.request_fio: one request per study run and host).
-2. That worker takes the request between its own units — a host serves fio only while it runs no
-   benchmark of its own —, checks that the study run names it among its clients, starts `fio
-   --server` on the address it registered (`--fio-address`; fio_server.serving: journalled,
-   proven by pid and start time before it is signalled), and says so in the roster
-   (fleet_workers.fio_serving). It stops the server as soon as no unit of that study run runs.
+2. That worker takes the request between its own units, under its host lock (hostlock.py: a fio
+   server's jobs are a benchmark on that host, so no worker of its name runs one meanwhile),
+   checks that the study run names it among its clients, starts `fio --server` on the address it
+   registered (`--fio-address`; fio_server.serving: journalled, proven by pid and start time
+   before it is signalled), and says so in the roster (fleet_workers.fio_serving). It stops the server as soon as no unit of that study run runs.
 3. The driving unit's runs wait for that (roster.FleetClients: with a deadline, a clear error)
    and drive the servers as `fslab run --client` does (workloads/fio_clients.py).
 
@@ -75,7 +75,8 @@ def unit_services(study: Study, host: Host, study_run_id: int, db: SteadyResults
 
 def serve_fio_for(study_run_id: int, db: SteadyResults, host: Host, workdir: Workdir, settings: FioSettings, say: Callable[[str], None]) -> None:
     """A request to serve fio (queue.request_fio): serve it at this worker's address while a unit
-    of the study run runs, in the worker's own work directory (claimed: no run of its own meanwhile)."""
+    of the study run runs, in the worker's own work directory (claimed: no run of its own meanwhile;
+    waited for while another fslab uses it)."""
     from fslab.resume import share_of
 
     if settings.address is None:
@@ -87,7 +88,7 @@ def serve_fio_for(study_run_id: int, db: SteadyResults, host: Host, workdir: Wor
     if not db.steadily(lambda: units.any_running(db.engine, study_run_id)):
         say(f"study run {study_run_id} has no unit running: fio not served")
         return
-    with workdir.claim():
+    with workdir.claim(lambda busy, pause: say(f"fio for study run {study_run_id} waits: {busy}; trying again in {pause:.0f} s")):
         for outcome in workdir.journal.clean_up():
             say(f"left by an interrupted fslab: {outcome.kind} {outcome.ident}: {outcome.status}")
         with serving(workdir.journal, settings.address) as server:

@@ -3,6 +3,7 @@
 A unit is one host's share of a study run: one procrastinate job of the task UNIT_TASK on that
 host's own queue (QUEUE_PREFIX + name), holding the lock of (study run, host) — two workers of
 one name never run it at once — and the queueing lock of the same — it is never queued twice.
+(Units of different study runs on one host take turns under the host lock: hostlock.py.)
 A worker that stops heartbeating for longer than the lapse (killed, its host down) leaves its
 unit "doing": any worker finds it stalled and queues it again (requeue_stalled).
 

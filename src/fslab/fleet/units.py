@@ -1,8 +1,9 @@
 """Each host's share of a fleet's study run — a unit — as the database keeps it (fleet_units,
-schema 11): queued, running, released (its worker was stopped: taken again), refused (by a worker
-of other versions: fleet/versions.py), done, failed; what that host skipped and why; the run under
-way. And the progress table `fslab run --on` and `fslab status` show: host, runs done of planned,
-current cell, ETA, from the runs stored."""
+schema 11): queued, waiting (for its host or its work directory: why), running, released (its
+worker was stopped: taken again), refused (by a worker of other versions: fleet/versions.py),
+done, failed; what that host skipped and why; the run under way. And the progress table `fslab
+run --on` and `fslab status` show: host, runs done of planned, current cell, ETA, from the runs
+stored."""
 
 from __future__ import annotations
 

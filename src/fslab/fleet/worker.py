@@ -13,7 +13,12 @@ finds its unit or block taken when it stores its next run: it keeps that run asi
 
 A worker started with --fio-address also takes requests to serve fio for the clients of another
 host's unit (fio_service.py), one at a time with its own units. A unit made by another fslab, or
-on a database of another schema, it refuses (versions.py)."""
+on a database of another schema, it refuses (versions.py).
+
+Whatever runs on the host — a unit, serving fio — runs under its host lock (hostlock.py): one
+benchmark at a time on a host, whichever worker of its name, whichever study run. A work
+directory busy with another fslab (a local `fslab run`, another worker on the same directory) is
+waited for, tried again after growing pauses (Workdir.claim), never a unit's failure."""
 
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ import threading
 import traceback
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -39,6 +45,7 @@ from fslab.errors import FslabError
 from fslab.fio_server import Endpoint, Network
 from fslab.fleet import lease, queue, roster, spread, units, versions
 from fslab.fleet.fio_service import FioSettings, serve_fio_for, unit_services
+from fslab.fleet.hostlock import HostLock, HostLockLost
 from fslab.fleet.lease import Lease, UnitWithdrawn
 from fslab.fleet.steady import LOST, SteadyResults
 from fslab.model import Host, Study
@@ -165,6 +172,10 @@ def serve(settings: WorkerSettings, say: Callable[[str], None]) -> None:
     host = environment.host(settings.name)
     queue.install(db.engine)
     roster.register(db.engine, host, settings.labels, settings.lapse, settings.fio_address)
+    hostlock = HostLock(settings.location, host.name, settings.lapse, say)
+    for other in hostlock.start():
+        say(f"warning: another worker named {host.name} is running: {other}; the two take turns, one benchmark at a "
+            f"time on {host.name}; give each host a --name of its own (docs/fleet.md)")
     handoff = _Handoff()
     thread = threading.Thread(target=_queue_thread, args=(settings, host.name, handoff, db, say), name="fslab-queue", daemon=True)
     thread.start()
@@ -180,7 +191,7 @@ def serve(settings: WorkerSettings, say: Callable[[str], None]) -> None:
             except queues.Empty:
                 continue
             taker = partial(spread.BlockTaker, db, handoff.call, handoff.worker_id, wait=settings.heartbeat / 2)
-            _run_handed(unit, current, db, host, settings, say, taker, refused)
+            _run_handed(unit, current, db, host, settings, say, taker, refused, hostlock)
             current = None
         raise FslabError(f"worker {host.name} stopped: {handoff.failure or 'its queue ended'}")
     except KeyboardInterrupt:
@@ -193,6 +204,8 @@ def serve(settings: WorkerSettings, say: Callable[[str], None]) -> None:
             thread.join(timeout=0.2)
             _release_waiting(handoff)
         raise
+    finally:
+        hostlock.stop()
 
 
 def _release_waiting(handoff: _Handoff) -> None:
@@ -206,18 +219,21 @@ def _release_waiting(handoff: _Handoff) -> None:
 
 def _run_handed(
     unit: Unit | ServeFio, done: Future, db: SteadyResults, host: Host, settings: WorkerSettings,
-    say: Callable[[str], None], taker: Callable[..., spread.BlockTaker], refused: set[str],
+    say: Callable[[str], None], taker: Callable[..., spread.BlockTaker], refused: set[str], hostlock: HostLock,
 ) -> None:
     """Run the unit the queue handed over (in the main thread) and settle its future: its task
     ends, and procrastinate records the job's end."""
     try:
         if isinstance(unit, ServeFio):
-            _serve_handed(unit, db, host, settings, say)
+            _serve_handed(unit, db, host, settings, say, hostlock)
         else:
             unit = _leased(unit, db, host)
-            run_unit(unit, db, host, Workdir(settings.workdir), say, taker, settings.fio)
+            run_unit(unit, db, host, Workdir(settings.workdir), say, taker, settings.fio, hostlock)
     except KeyboardInterrupt:
         raise
+    except HostLockLost as exc:  # given back: its next worker waits for the host lock, then runs what is missing
+        say(f"unit given back: study run {unit.study_run_id} on {unit.host}: {exc}")
+        done.set_exception(UnitReleased())
     except UnitFailed as exc:
         done.set_exception(exc)
     except UnitWithdrawn as exc:  # its job and its row are the other worker's now: left as they are
@@ -246,13 +262,22 @@ def _settle_refused(db: SteadyResults, unit: Unit, why: str) -> None:
     db.steadily(lambda: units.update(db.engine, unit.study_run_id, unit.host, unit.generation, **values))
 
 
-def _serve_handed(request: ServeFio, db: SteadyResults, host: Host, settings: WorkerSettings, say: Callable[[str], None]) -> None:
+def _serve_handed(
+    request: ServeFio, db: SteadyResults, host: Host, settings: WorkerSettings, say: Callable[[str], None],
+    hostlock: HostLock,
+) -> None:
     """A request to serve fio: one that fails is said and ends (never retried: the driving run
-    says which client did not serve), with no unit of this host's to record it in."""
+    says which client did not serve), with no unit of this host's to record it in. It is served
+    under the host lock (a benchmark's load on this host), waited for while the study run runs."""
     if request.host != host.name:
         raise UnitFailed(f"a request for host {request.host!r} was in the queue of {host.name!r}: not served")
+    running = lambda: db.steadily(lambda: units.any_running(db.engine, request.study_run_id))  # noqa: E731
     try:
-        serve_fio_for(request.study_run_id, db, host, Workdir(settings.workdir), settings.fio, say)
+        with hostlock.held(say, still_wanted=running) as held:
+            if not held:
+                say(f"study run {request.study_run_id} has no unit running any more: fio not served")
+                return
+            serve_fio_for(request.study_run_id, db, host, Workdir(settings.workdir), settings.fio, say)
     except FslabError as exc:
         say(f"fio not served for study run {request.study_run_id}: {exc}")
         raise UnitFailed(str(exc)) from None
@@ -271,13 +296,17 @@ def _leased(unit: Unit, db: SteadyResults, host: Host) -> Unit:
 
 
 def run_unit(
-    unit: Unit, db: SteadyResults, host: Host, workdir: Workdir, say: Callable[[str], None], taker: Callable[..., spread.BlockTaker] | None = None, fio: FioSettings | None = None
+    unit: Unit, db: SteadyResults, host: Host, workdir: Workdir, say: Callable[[str], None],
+    taker: Callable[..., spread.BlockTaker] | None = None, fio: FioSettings | None = None,
+    hostlock: HostLock | None = None,
 ) -> None:
     """This host's share of the study run (`unit`, leased to this worker): its study as stored
     (untrusted: parsed and checked as any study file), less the targets this host cannot run
     (recorded with why, once: a unit taken again skips what it skipped before), run by the runner;
     only what this host's share still lacks runs. Spread (fleet/spread.py), its share is the blocks
-    `taker` takes from the queue. Each run is stored under the unit's lease, or its block's."""
+    `taker` takes from the queue. Each run is stored under the unit's lease, or its block's. It
+    runs under `hostlock` (none: this process alone keeps the host), its work directory waited for
+    while another fslab uses it; meanwhile the unit is "waiting", and says why."""
     from fslab.resume import share_of
     from fslab.runner import run_share, unsupported_here
 
@@ -304,25 +333,38 @@ def run_unit(
     planned = None if spreading else len(study.cells) * (share.repetitions.runs + share.repetitions.warmup)  # spread: as many as it takes
     running = {"state": "running", "skipped": skipped, "planned": planned, "why": None, "claimed_at": unit.claimed_at,
                "started_at": None}
-    db.steadily(lambda: units.update(db.engine, unit.study_run_id, host.name, unit.generation, **running))
-    share = replace(share, study=study)
-    blocks = taker(unit.study_run_id, host.name) if spreading and taker is not None else None
+    waiting = partial(_waiting, db, unit, say)
+    with hostlock.held(waiting) if hostlock is not None else nullcontext():
+        db.steadily(lambda: units.update(db.engine, unit.study_run_id, host.name, unit.generation, **running))
+        share = replace(share, study=study)
+        blocks = taker(unit.study_run_id, host.name) if spreading and taker is not None else None
+        try:
+            with (
+                db.leased(lambda record: blocks.holding if blocks is not None else unit.lease),
+                unit_services(share.study, host, unit.study_run_id, db, fio or FioSettings(db.location, None, ()))
+                as clients,
+            ):
+                run_share(
+                    share, db, workdir, host=host, ended=partial(_ended, db, unit, say),
+                    observer=_UnitObserver(db, unit, say, blocks, hostlock), take=blocks, clients=clients,
+                    skip=partial(_skipped_midway, db, unit),
+                    busy=lambda busy, pause: waiting(f"{busy}; trying again in {pause:.0f} s"),
+                )
+        except SchemaChanged as exc:  # migrated beneath this unit: the run it measured is not stored
+            raise versions.UnitRefused(str(exc)) from None
+        finally:
+            if blocks is not None:
+                blocks.give_back()  # a block under way when the unit stopped or failed (none once every block is done)
+
+
+def _waiting(db: SteadyResults, unit: Unit, say: Callable[[str], None], why: str) -> None:
+    """The unit waits for its host (another worker of its name benchmarks there) or its work
+    directory (another fslab uses it): said, and shown by `fslab status` (best effort)."""
+    say(f"unit waits: study run {unit.study_run_id} on {unit.host}: {why}")
     try:
-        with (
-            db.leased(lambda record: blocks.holding if blocks is not None else unit.lease),
-            unit_services(share.study, host, unit.study_run_id, db, fio or FioSettings(db.location, None, ()))
-            as clients,
-        ):
-            run_share(
-                share, db, workdir, host=host, ended=partial(_ended, db, unit, say),
-                observer=_UnitObserver(db, unit, say, blocks), take=blocks, clients=clients,
-                skip=partial(_skipped_midway, db, unit),
-            )
-    except SchemaChanged as exc:  # migrated beneath this unit: the run it measured is not stored
-        raise versions.UnitRefused(str(exc)) from None
-    finally:
-        if blocks is not None:
-            blocks.give_back()  # a block under way when the unit stopped or failed (none once every block is done)
+        units.update(db.engine, unit.study_run_id, unit.host, unit.generation, state="waiting", why=why)
+    except LOST:
+        pass
 
 
 def _skipped_midway(db: SteadyResults, unit: Unit, target: str, why: str | None) -> None:
@@ -360,8 +402,11 @@ class _UnitObserver:
     """What the runner tells: said on the worker's output, and the run under way kept with the
     unit for the progress table (best effort: a lost connection loses only that line)."""
 
-    def __init__(self, db: SteadyResults, unit: Unit, say: Callable[[str], None], blocks: spread.BlockTaker | None = None):
-        self.db, self.unit, self.say, self.blocks = db, unit, say, blocks
+    def __init__(
+        self, db: SteadyResults, unit: Unit, say: Callable[[str], None], blocks: spread.BlockTaker | None = None,
+        hostlock: HostLock | None = None,
+    ):
+        self.db, self.unit, self.say, self.blocks, self.hostlock = db, unit, say, blocks, hostlock
         self.started = False  # a run of this unit started: the queue's time ends there (fleet_units.started_at)
 
     def announce(self, study: Study, skipped: list) -> None:
@@ -373,13 +418,15 @@ class _UnitObserver:
         self.say(message)
 
     def starting(self, planned: Any, index: int, total: int) -> None:
+        if self.hostlock is not None:
+            self.hostlock.check(self.say)  # HostLockLost: the unit stops here, before the run
         cell = planned.cell
         current = f"{cell.target.name} · {cell.workload.name} · {'warm-up' if planned.warmup else 'run'} {planned.repetition}"
         self.say(f"starting {current}")
         try:
-            started = {} if self.started else {"started_at": now()}
+            first = {} if self.started else {"started_at": now(), "state": "running", "why": None}  # waiting no more
             units.update(self.db.engine, self.unit.study_run_id, self.unit.host, self.unit.generation,
-                         current=current, **started)
+                         current=current, **first)
             self.started = True
             if self.blocks is not None:
                 self.blocks.started(planned.block)

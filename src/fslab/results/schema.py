@@ -136,11 +136,11 @@ fleet_units = sa.Table(
     metadata,
     sa.Column("study_run_id", sa.ForeignKey("study_runs.id"), primary_key=True),
     sa.Column("host", sa.String(200), primary_key=True),
-    sa.Column("state", sa.String(20), nullable=False),  # queued, running, released, refused (versions.py), done, failed
+    sa.Column("state", sa.String(20), nullable=False),  # queued, waiting, running, released, refused (versions.py), done, failed
     sa.Column("planned", sa.Integer),  # runs this host's share plans (exact repetitions; adaptive: the first blocks')
     sa.Column("skipped", sa.JSON),  # [{target, why}]: what this host cannot run, judged when it first took the unit
     sa.Column("current", sa.Text),  # the run under way: "target · workload · run N"
-    sa.Column("why", sa.Text),  # a failed unit's error
+    sa.Column("why", sa.Text),  # a failed unit's error, or what a waiting one waits for
     sa.Column("outcome", sa.JSON),  # the planner's outcome of this host's share
     sa.Column("updated_at", sa.DateTime, nullable=False),
     # The queue's own time (schema 12): queued by `fslab run --on`, claimed by a worker, its first run started (UTC).
