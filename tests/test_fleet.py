@@ -3,18 +3,21 @@ run on them with `fslab run --on` (tests/fleet.py). Every wait is for a state, n
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import postgres
 import pytest
 import sqlalchemy as sa
-from conftest import fresh_workdir, held_by
+from conftest import fresh_workdir, held_by, wait_for
 from fleet import LAPSE, Worker, fleet
 from short_studies import short_study
 
@@ -58,9 +61,10 @@ def under_way(f, study_run_id: int, run: str):
 
 
 def stacks_of(f, worker: Worker) -> str:
-    """What a worker prints of its threads on SIGUSR1 (docs/fleet.md): its output once it has."""
+    """What a worker prints of its threads on SIGUSR1 (docs/fleet.md): its output once it has
+    printed them all (the main thread, started by `python -m`, comes last)."""
     worker.process.send_signal(signal.SIGUSR1)
-    f.wait("its threads' stacks", lambda: "most recent call first" in worker.output(), deadline=30)
+    f.wait("its threads' stacks", lambda: "in _run_module_as_main" in worker.output(), deadline=30)
     return worker.output()
 
 
@@ -102,6 +106,120 @@ def test_two_workers_of_one_name_race_for_one_unit_and_one_runs_it(fleet_lab, tm
         assert sorted(took) == [0, 1], [w.output() for w in twins]
         assert "in serve" in stacks_of(f, twins[0]), "kill -USR1: each thread's stack, and the worker goes on"
         assert [f.stop(w) for w in twins] == [128 + signal.SIGTERM] * 2
+
+
+def overlapping(f, first: int, second: int) -> list[str]:
+    """The runs of study run `first` and of `second` that were under way at the same time (from
+    their stored start and end), one line a pair."""
+    return f.sql(
+        "SELECT a.id || ' ' || a.started_at || '..' || a.finished_at || ' overlaps ' || b.id || ' ' || b.started_at || '..' || b.finished_at "
+        f"FROM runs a JOIN runs b ON a.started_at < b.finished_at AND b.started_at < a.finished_at WHERE a.study_run_id = {first} AND b.study_run_id = {second}"
+    ).splitlines()
+
+
+@pytest.mark.root
+def test_two_workers_of_one_name_never_benchmark_at_once_across_study_runs_and_the_second_says_so(fleet_lab, tmp_path):
+    """Issue 33, item 2: two workers started with one --name (two namespaces, two work
+    directories) and a unit of each of two study runs on that host: the host lock makes them
+    take turns — no run of one study run under way while a run of the other is — and the second
+    worker says at start which other worker of its name runs, where and since when."""
+    with fleet(fleet_lab, tmp_path) as f:
+        first = f.start(0, "twin")
+        f.wait("the first worker", registered(f, 1))
+        second = f.start(1, "twin")
+        f.wait("both workers", registered(f, 2))
+        started = second.output()
+        study_runs = [dispatched(f, tmp_path, "twin", 3) for _ in range(2)]
+        f.wait("both study runs finished", lambda: all(status_of(f, s) == "finished" for s in study_runs))
+        for study_run_id in study_runs:
+            assert stored(f, study_run_id) == [("twin", "ext4", "seq_write", str(r), "1") for r in (1, 2, 3)], "every planned run stored once"
+        assert overlapping(f, *study_runs) == [], "one benchmark at a time on host twin"
+        assert sorted(w.output().count("took unit") for w in (first, second)) == [1, 1], "each worker took a unit"
+        assert "host twin is busy" in first.output() + second.output(), "one of them waited for the other's host lock"
+        said = f"warning: another worker named twin is running: fslab worker pid {first.process.pid} on {socket.gethostname()} from {f.hosts[0].address}, up since 20"
+        assert said in started, started
+        assert "another worker named" not in first.output()
+        assert [f.stop(w) for w in (first, second)] == [128 + signal.SIGTERM] * 2
+
+
+@pytest.mark.root
+def test_a_host_lock_whose_session_ends_is_taken_again_by_its_holder_or_lost_before_the_next_run(fleet_lab):
+    """The host lock of two workers of one name (hostlock.py, in this process) when the holder's
+    lock session is ended: taken again at once, before the waiting twin; and, when the holder
+    cannot connect again in time, lost — the twin has it, and the holder's next run is refused."""
+    from fslab.fleet.hostlock import HOST_LOCKS, HostLock, HostLockLost
+
+    url = fleet_lab.pg.new_database("hostlock")
+    said: list[str] = []
+    holder, twin = (HostLock(url, "twin", 4.0, lambda line, who=who: said.append(f"{who}: {line}")) for who in ("holder", "twin"))
+    holder.start()
+    assert [str(h).startswith(f"fslab worker pid {os.getpid()} on ") for h in twin.start()] == [True], "the twin finds the holder"
+    end_holders_session = (  # from the cluster's default database: this one may refuse connections
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_locks WHERE database = (SELECT oid FROM pg_database WHERE datname = 'hostlock') "
+        f"AND locktype = 'advisory' AND classid = {HOST_LOCKS} AND granted"
+    )
+    took: list[str] = []
+    leave = threading.Event()
+
+    def twin_takes_it(label: str) -> None:
+        with twin.held(lambda why: said.append(f"twin: {why}")):
+            took.append(label)
+            leave.wait(60)
+
+    def twin_waits(times: int) -> bool:
+        return sum("twin: host twin is busy" in line for line in said) == times
+
+    with holder.held(said.append):
+        waiting = threading.Thread(target=twin_takes_it, args=("at its turn",))
+        waiting.start()
+        wait_for("the twin waiting", lambda: twin_waits(1), deadline=30)
+        assert fleet_lab.pg.sql(end_holders_session) == "1"
+        wait_for("the lock taken again", lambda: "holder: host lock of twin taken again on a new database session" in said, deadline=30)
+        holder.check(said.append)
+        assert took == [], "the twin waited on"
+    wait_for("the twin's turn", lambda: took == ["at its turn"], deadline=30)
+    leave.set()
+    waiting.join(timeout=30)
+    leave.clear()
+
+    with holder.held(said.append):
+        waiting = threading.Thread(target=twin_takes_it, args=("the holder cut off",))
+        waiting.start()
+        wait_for("the twin waiting again", lambda: twin_waits(2), deadline=30)
+        fleet_lab.pg.sql("ALTER DATABASE hostlock ALLOW_CONNECTIONS false")  # the holder cannot connect again; the twin's session goes on
+        try:
+            assert fleet_lab.pg.sql(end_holders_session) == "1"
+            wait_for("the twin holding it", lambda: took == ["at its turn", "the holder cut off"], deadline=30)
+        finally:
+            fleet_lab.pg.sql("ALTER DATABASE hostlock ALLOW_CONNECTIONS true")
+        with pytest.raises(HostLockLost, match="host lock of twin lost with its database session: fslab worker pid .* holds it now"):
+            holder.check(said.append)  # waits until its session answers again, then finds the lock lost
+    leave.set()
+    waiting.join(timeout=30)
+    holder.stop()
+    twin.stop()
+
+
+@pytest.mark.root
+def test_a_busy_work_directory_delays_a_unit_and_loses_nothing(fleet_lab, tmp_path):
+    """Issue 33, item 3: a unit whose work directory another fslab holds (its lock, as a local
+    `fslab run` holds it) waits — the worker and `fslab status` say so — and runs once it is free."""
+    with fleet(fleet_lab, tmp_path) as f:
+        worker = f.start(0, "h")
+        f.wait("the worker", registered(f, 1))
+        state = "SELECT state FROM fleet_units"
+        with worker.workdir.claim():
+            study_run_id = dispatched(f, tmp_path, "h", 2)
+            f.wait("the unit taken", lambda: f.sql(state) not in ("queued", "running"))
+            assert f.sql(state) == "waiting", f.sql("SELECT state, why FROM fleet_units")
+            f.wait("a second try", lambda: worker.output().count(f"another fslab (pid {os.getpid()}) is using {worker.workdir.root}") >= 2)
+            assert "unit waits: study run" in worker.output() and "trying again in" in worker.output()
+            shown = f.fslab_in_process("status", str(study_run_id))
+            assert shown.returncode == 0 and re.search(r"\bh\s+waiting\b", shown.stdout) and "another fslab" in shown.stdout, shown.stdout
+        f.wait("the study run finished", lambda: status_of(f, study_run_id) == "finished")
+        assert stored(f, study_run_id) == [("h", "ext4", "seq_write", str(r), "1") for r in (1, 2)], "delayed, nothing lost"
+        assert f.sql("SELECT state, why FROM fleet_units") == "done|"
+        assert f.stop(worker) == 128 + signal.SIGTERM
 
 
 @pytest.mark.root
