@@ -119,6 +119,34 @@ def test_cleanup_waits_its_turn_while_a_study_uses_the_workdir(workdir):
     assert f"another fslab (pid {os.getpid()}) is using {workdir.root}" in result.stderr
 
 
+def test_a_busy_workdir_is_waited_for_after_pauses_growing_to_a_bound_when_asked(tmp_path, monkeypatch):
+    """Workdir.claim(waiting) (a fleet's unit, issue 33): busy, it is tried again, each pause
+    told first, doubling up to BUSY_PAUSE_LONGEST; claimed once the other fslab has let go."""
+    import types
+
+    from fslab import workdir as workdirs
+
+    workdir = workdirs.Workdir(tmp_path / "wd")  # its lock alone: nothing attached, any user
+
+    slept: list[float] = []
+    monkeypatch.setattr(workdirs, "time", types.SimpleNamespace(sleep=slept.append))  # the pauses, counted, not waited
+    other = workdir.claim()
+    other.__enter__()
+    told: list[tuple[str, float]] = []
+
+    def waiting(busy: Exception, pause: float) -> None:
+        told.append((str(busy), pause))
+        if len(told) == 7:
+            other.__exit__(None, None, None)  # the other fslab ends
+
+    with workdir.claim(waiting):
+        with pytest.raises(workdirs.WorkdirBusy):  # now this one holds it
+            with workdir.claim():
+                pass
+    assert [pause for _, pause in told] == slept == [1, 2, 4, 8, 16, 30, 30]
+    assert told[0][0] == f"another fslab (pid {os.getpid()}) is using {workdir.root}; wait for it, or choose another --workdir"
+
+
 def test_a_luks_key_is_fresh_on_cryptsetups_standard_input_and_wiped_once_the_mapping_is_open(monkeypatch, workdir):
     """The LUKS layer's key: 64 random bytes given to luksFormat and to open on their standard
     input (`--key-file -`), in no file and no argument; fslab's copy is overwritten as soon as the
