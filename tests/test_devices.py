@@ -144,7 +144,8 @@ def test_a_busy_workdir_is_waited_for_after_pauses_growing_to_a_bound_when_asked
             with workdir.claim():
                 pass
     assert [pause for _, pause in told] == slept == [1, 2, 4, 8, 16, 30, 30]
-    assert told[0][0] == f"another fslab (pid {os.getpid()}) is using {workdir.root}; wait for it, or choose another --workdir"
+    busy = f"another fslab (pid {os.getpid()}) is using {workdir.root}; wait for it, or choose another --workdir"
+    assert told[0][0] == busy
 
 
 def test_a_luks_key_is_fresh_on_cryptsetups_standard_input_and_wiped_once_the_mapping_is_open(monkeypatch, workdir):

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import postgres
@@ -112,8 +113,10 @@ def overlapping(f, first: int, second: int) -> list[str]:
     """The runs of study run `first` and of `second` that were under way at the same time (from
     their stored start and end), one line a pair."""
     return f.sql(
-        "SELECT a.id || ' ' || a.started_at || '..' || a.finished_at || ' overlaps ' || b.id || ' ' || b.started_at || '..' || b.finished_at "
-        f"FROM runs a JOIN runs b ON a.started_at < b.finished_at AND b.started_at < a.finished_at WHERE a.study_run_id = {first} AND b.study_run_id = {second}"
+        "SELECT a.id || ' ' || a.started_at || '..' || a.finished_at || ' overlaps ' "
+        "|| b.id || ' ' || b.started_at || '..' || b.finished_at "
+        "FROM runs a JOIN runs b ON a.started_at < b.finished_at AND b.started_at < a.finished_at "
+        f"WHERE a.study_run_id = {first} AND b.study_run_id = {second}"
     ).splitlines()
 
 
@@ -132,11 +135,13 @@ def test_two_workers_of_one_name_never_benchmark_at_once_across_study_runs_and_t
         study_runs = [dispatched(f, tmp_path, "twin", 3) for _ in range(2)]
         f.wait("both study runs finished", lambda: all(status_of(f, s) == "finished" for s in study_runs))
         for study_run_id in study_runs:
-            assert stored(f, study_run_id) == [("twin", "ext4", "seq_write", str(r), "1") for r in (1, 2, 3)], "every planned run stored once"
+            planned = [("twin", "ext4", "seq_write", str(r), "1") for r in (1, 2, 3)]
+            assert stored(f, study_run_id) == planned, "every planned run stored once"
         assert overlapping(f, *study_runs) == [], "one benchmark at a time on host twin"
         assert sorted(w.output().count("took unit") for w in (first, second)) == [1, 1], "each worker took a unit"
         assert "host twin is busy" in first.output() + second.output(), "one of them waited for the other's host lock"
-        said = f"warning: another worker named twin is running: fslab worker pid {first.process.pid} on {socket.gethostname()} from {f.hosts[0].address}, up since 20"
+        said = (f"warning: another worker named twin is running: fslab worker pid {first.process.pid} "
+                f"on {socket.gethostname()} from {f.hosts[0].address}, up since 20")
         assert said in started, started
         assert "another worker named" not in first.output()
         assert [f.stop(w) for w in (first, second)] == [128 + signal.SIGTERM] * 2
@@ -151,11 +156,16 @@ def test_a_host_lock_whose_session_ends_is_taken_again_by_its_holder_or_lost_bef
 
     url = fleet_lab.pg.new_database("hostlock")
     said: list[str] = []
-    holder, twin = (HostLock(url, "twin", 4.0, lambda line, who=who: said.append(f"{who}: {line}")) for who in ("holder", "twin"))
+    def telling(who: str) -> Callable[[str], None]:
+        return lambda line: said.append(f"{who}: {line}")
+
+    holder, twin = HostLock(url, "twin", 4.0, telling("holder")), HostLock(url, "twin", 4.0, telling("twin"))
     holder.start()
-    assert [str(h).startswith(f"fslab worker pid {os.getpid()} on ") for h in twin.start()] == [True], "the twin finds the holder"
+    found = [str(h) for h in twin.start()]
+    assert len(found) == 1 and found[0].startswith(f"fslab worker pid {os.getpid()} on "), "the twin finds the holder"
     end_holders_session = (  # from the cluster's default database: this one may refuse connections
-        "SELECT count(pg_terminate_backend(pid)) FROM pg_locks WHERE database = (SELECT oid FROM pg_database WHERE datname = 'hostlock') "
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_locks "
+        "WHERE database = (SELECT oid FROM pg_database WHERE datname = 'hostlock') "
         f"AND locktype = 'advisory' AND classid = {HOST_LOCKS} AND granted"
     )
     took: list[str] = []
@@ -174,7 +184,8 @@ def test_a_host_lock_whose_session_ends_is_taken_again_by_its_holder_or_lost_bef
         waiting.start()
         wait_for("the twin waiting", lambda: twin_waits(1), deadline=30)
         assert fleet_lab.pg.sql(end_holders_session) == "1"
-        wait_for("the lock taken again", lambda: "holder: host lock of twin taken again on a new database session" in said, deadline=30)
+        taken_again = "holder: host lock of twin taken again on a new database session"
+        wait_for("the lock taken again", lambda: taken_again in said, deadline=30)
         holder.check(said.append)
         assert took == [], "the twin waited on"
     wait_for("the twin's turn", lambda: took == ["at its turn"], deadline=30)
@@ -186,13 +197,15 @@ def test_a_host_lock_whose_session_ends_is_taken_again_by_its_holder_or_lost_bef
         waiting = threading.Thread(target=twin_takes_it, args=("the holder cut off",))
         waiting.start()
         wait_for("the twin waiting again", lambda: twin_waits(2), deadline=30)
-        fleet_lab.pg.sql("ALTER DATABASE hostlock ALLOW_CONNECTIONS false")  # the holder cannot connect again; the twin's session goes on
+        # The holder cannot connect again; the twin's session goes on.
+        fleet_lab.pg.sql("ALTER DATABASE hostlock ALLOW_CONNECTIONS false")
         try:
             assert fleet_lab.pg.sql(end_holders_session) == "1"
             wait_for("the twin holding it", lambda: took == ["at its turn", "the holder cut off"], deadline=30)
         finally:
             fleet_lab.pg.sql("ALTER DATABASE hostlock ALLOW_CONNECTIONS true")
-        with pytest.raises(HostLockLost, match="host lock of twin lost with its database session: fslab worker pid .* holds it now"):
+        lost = "host lock of twin lost with its database session: fslab worker pid .* holds it now"
+        with pytest.raises(HostLockLost, match=lost):
             holder.check(said.append)  # waits until its session answers again, then finds the lock lost
     leave.set()
     waiting.join(timeout=30)
@@ -212,12 +225,14 @@ def test_a_busy_work_directory_delays_a_unit_and_loses_nothing(fleet_lab, tmp_pa
             study_run_id = dispatched(f, tmp_path, "h", 2)
             f.wait("the unit taken", lambda: f.sql(state) not in ("queued", "running"))
             assert f.sql(state) == "waiting", f.sql("SELECT state, why FROM fleet_units")
-            f.wait("a second try", lambda: worker.output().count(f"another fslab (pid {os.getpid()}) is using {worker.workdir.root}") >= 2)
+            busy = f"another fslab (pid {os.getpid()}) is using {worker.workdir.root}"
+            f.wait("a second try", lambda: worker.output().count(busy) >= 2)
             assert "unit waits: study run" in worker.output() and "trying again in" in worker.output()
             shown = f.fslab_in_process("status", str(study_run_id))
-            assert shown.returncode == 0 and re.search(r"\bh\s+waiting\b", shown.stdout) and "another fslab" in shown.stdout, shown.stdout
+            assert shown.returncode == 0 and re.search(r"\bh\s+waiting\b", shown.stdout), shown.stdout
+            assert "another fslab" in shown.stdout, shown.stdout
         f.wait("the study run finished", lambda: status_of(f, study_run_id) == "finished")
-        assert stored(f, study_run_id) == [("h", "ext4", "seq_write", str(r), "1") for r in (1, 2)], "delayed, nothing lost"
+        assert stored(f, study_run_id) == [("h", "ext4", "seq_write", str(r), "1") for r in (1, 2)], "none lost"
         assert f.sql("SELECT state, why FROM fleet_units") == "done|"
         assert f.stop(worker) == 128 + signal.SIGTERM
 

@@ -219,7 +219,10 @@ def _check_can_run(study: Study, workdir: Workdir, destroy_flags: tuple[str, ...
 
 
 @contextmanager
-def _claimed(study: Study, workdir: Workdir, observer: RunObserver | None, busy: Callable[[WorkdirBusy, float], None] | None = None) -> Iterator[None]:
+def _claimed(
+    study: Study, workdir: Workdir, observer: RunObserver | None,
+    busy: Callable[[WorkdirBusy, float], None] | None = None,
+) -> Iterator[None]:
     """The work directory, to this study run alone, with whatever a killed fslab left in it released first."""
     with workdir.claim(busy):
         for outcome in workdir.journal.clean_up():

@@ -8,7 +8,8 @@ The protocol, in the queue and the roster alone:
    server's jobs are a benchmark on that host, so no worker of its name runs one meanwhile),
    checks that the study run names it among its clients, starts `fio --server` on the address it
    registered (`--fio-address`; fio_server.serving: journalled, proven by pid and start time
-   before it is signalled), and says so in the roster (fleet_workers.fio_serving). It stops the server as soon as no unit of that study run runs.
+   before it is signalled), and says so in the roster (fleet_workers.fio_serving). It stops the
+   server as soon as no unit of that study run runs.
 3. The driving unit's runs wait for that (roster.FleetClients: with a deadline, a clear error)
    and drive the servers as `fslab run --client` does (workloads/fio_clients.py).
 
@@ -88,7 +89,10 @@ def serve_fio_for(study_run_id: int, db: SteadyResults, host: Host, workdir: Wor
     if not db.steadily(lambda: units.any_running(db.engine, study_run_id)):
         say(f"study run {study_run_id} has no unit running: fio not served")
         return
-    with workdir.claim(lambda busy, pause: say(f"fio for study run {study_run_id} waits: {busy}; trying again in {pause:.0f} s")):
+    def busy(why: Exception, pause: float) -> None:
+        say(f"fio for study run {study_run_id} waits: {why}; trying again in {pause:.0f} s")
+
+    with workdir.claim(busy):
         for outcome in workdir.journal.clean_up():
             say(f"left by an interrupted fslab: {outcome.kind} {outcome.ident}: {outcome.status}")
         with serving(workdir.journal, settings.address) as server:

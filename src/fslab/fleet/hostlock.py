@@ -135,7 +135,8 @@ class HostLock:
                     self._changed.wait(timeout=self.beat)
                 if holders and holders != told:
                     told = holders
-                    waiting(f"host {self.name} is busy: {holders[0]} holds its host lock (another worker of this name); waiting for it")
+                    waiting(f"host {self.name} is busy: {holders[0]} holds its host lock (another worker of this "
+                            "name); waiting for it")
                 if not still_wanted():
                     yield False
                     return
@@ -160,7 +161,9 @@ class HostLock:
                 self._changed.wait(timeout=self.beat)
             if not told and time.monotonic() - self._confirmed > STALE * self.beat:
                 told = True
-                waiting(f"host lock of {self.name} not confirmed for {time.monotonic() - self._confirmed:.0f} s (the database does not answer): the next run waits")
+                unheard = time.monotonic() - self._confirmed
+                waiting(f"host lock of {self.name} not confirmed for {unheard:.0f} s (the database does not answer): "
+                        "the next run waits")
 
     # The keeper's thread: everything on the lock session happens here.
 
@@ -199,21 +202,22 @@ class HostLock:
     def _connect(self) -> None:
         import psycopg
 
-        margin = max(int(self.lapse), 1)
+        margin, probe = max(int(self.lapse), 1), max(int(self.lapse) // 4, 1)
         session = psycopg.connect(
-            self.conninfo, autocommit=True, application_name=f"fslab worker pid {os.getpid()} on {socket.gethostname()}"[:63],
-            connect_timeout=max(margin, 2), keepalives=1, keepalives_idle=margin, keepalives_interval=max(margin // 4, 1), keepalives_count=4,
-            tcp_user_timeout=4 * margin * 1000,  # the client gives up after the server, never its own session still holding the lock
+            self.conninfo, autocommit=True, connect_timeout=max(margin, 2),
+            application_name=f"fslab worker pid {os.getpid()} on {socket.gethostname()}"[:63],
+            keepalives=1, keepalives_idle=margin, keepalives_interval=probe, keepalives_count=4,
+            tcp_user_timeout=4 * margin * 1000,  # the client gives up after the server (its old session freed first)
         )  # fmt: skip
         # The server gives up on a silent session (its lock freed) after about twice the lapse.
-        session.execute(f"SET tcp_keepalives_idle = {margin}; SET tcp_keepalives_interval = {max(margin // 4, 1)}; SET tcp_keepalives_count = 4")
-        session.execute(f"SET tcp_user_timeout = {2 * margin * 1000}")
+        session.execute(f"SET tcp_keepalives_idle = {margin}; SET tcp_keepalives_interval = {probe}")
+        session.execute(f"SET tcp_keepalives_count = 4; SET tcp_user_timeout = {2 * margin * 1000}")
         session.execute("SELECT pg_advisory_lock_shared(%s, %s)", (PRESENCE, self.key))
         self._session = session  # confirming nothing yet: a lock held before is taken again first
 
     def _close(self) -> None:
         session, self._session = self._session, None
-        self._free_since = None  # a waiter looks afresh from its new session: a holder that lost its own takes it back first
+        self._free_since = None  # looked at afresh from a new session: a holder that lost its own takes it back first
         if session is not None:
             try:
                 session.close()
@@ -258,7 +262,9 @@ class HostLock:
             self._confirm()
             return
         holders = self._others(HOST_LOCKS)
-        why = f"host lock of {self.name} lost with its database session: {holders[0] if holders else 'another worker'} holds it now; the unit stops before its next run"
+        holder = holders[0] if holders else "another worker"
+        why = (f"host lock of {self.name} lost with its database session: {holder} holds it now; "
+               "the unit stops before its next run")
         self.say(why)
         with self._changed:
             self._held, self._lost = False, why
