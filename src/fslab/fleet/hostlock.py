@@ -15,7 +15,7 @@ to serve fio (a fio server's jobs load the host as a benchmark does: fio_service
   and the lock taken again at once. A waiting worker takes a free lock only once it has seen it
   free for GRACE beats in a row, so the holder that lost its session takes it back first. One
   that finds it taken by another worker has lost it: its unit stops before its next run and goes
-  back to the queue (what a run stores after a lapse is the fencing token's to refuse).
+  back to the queue (a run it stores after its unit's lease was taken is kept aside: lease.py).
 - Presence: each lock session holds a shared lock on its name for the worker's whole life, so a
   second worker of one name finds the first (pg_locks, pg_stat_activity: its process, host and
   address, since when) and says so at start.
