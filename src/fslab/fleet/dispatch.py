@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 COLUMNS = ["host", "state", "runs\ndone", "runs\nplanned", "current", "ETA", "note"]
 RIGHT = [False, False, True, True, False, True, False]
 STATE_STYLES = {
-    "queued": "", "waiting": "yellow", "running": "cyan", "released": "yellow", "refused": "yellow", "done": "green", "failed": "red",
+    "queued": "", "waiting": "yellow", "running": "cyan", "released": "yellow", "refused": "yellow", "done": "green",
+    "failed": "red",
 }
 WORKER_COLUMNS = ["worker", "labels", "fslab", "schema", "last heard\n(ago)"]
 

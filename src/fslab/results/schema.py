@@ -136,7 +136,8 @@ fleet_units = sa.Table(
     metadata,
     sa.Column("study_run_id", sa.ForeignKey("study_runs.id"), primary_key=True),
     sa.Column("host", sa.String(200), primary_key=True),
-    sa.Column("state", sa.String(20), nullable=False),  # queued, waiting, running, released, refused (versions.py), done, failed
+    # queued, waiting (hostlock.py, a busy work directory), running, released, refused (versions.py), done, failed
+    sa.Column("state", sa.String(20), nullable=False),
     sa.Column("planned", sa.Integer),  # runs this host's share plans (exact repetitions; adaptive: the first blocks')
     sa.Column("skipped", sa.JSON),  # [{target, why}]: what this host cannot run, judged when it first took the unit
     sa.Column("current", sa.Text),  # the run under way: "target · workload · run N"
