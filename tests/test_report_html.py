@@ -41,8 +41,7 @@ from fslab.report.charts import (
 )
 from fslab.report.conclusions import conclusions, ranking_conclusion, row_conclusions
 from fslab.report.details import LatencyHistogram, RunDetails, cell_histograms
-from fslab.report.figures import RENDERERS, FigureError, vega_lite, write_figures
-from fslab.report.renderers import PNG_SCALE
+from fslab.report.figures import PNG_SCALE, RENDERERS, FigureError, vega_lite, write_figures
 from fslab.report.html import Page, RunSection, Table, WorkloadSection, _script_json, emphasis, render_page, run_section
 from fslab.report.sections import Kind, Section, sections, workload_table
 from fslab.report.summary import (
@@ -184,10 +183,41 @@ def test_report_figures_writes_every_chart_of_the_page_as_svg_and_png(stored):
         text = svg.read_text()
         assert text.startswith("<svg") and text.rstrip().endswith("</svg>") and text.count("<path") + text.count("<text") > 10, svg
     for png in (p for p in figures if p.suffix == ".png"):
-        data = png.read_bytes()
-        assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", png
-        width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
-        assert width >= 600 and height >= 300, (png, width, height)
+        width, height = png_size(png)
+        assert (width, height) == svg_size(png.with_suffix(".svg")) and width >= 500 and height >= 250, "the page's CSS pixels, as it shows the chart"
+
+
+def test_png_scale_gives_a_figures_png_that_many_pixels_per_css_pixel(stored):
+    """--png-scale N: sharper PNGs (the SVG is the figure for print); 1 to 4, and only with
+    --figures, each refused otherwise, naming the option."""
+    root, db, _ = stored
+    said = fslab_in_process("report", "2", "-o", "sharper", "--figures", "--png-scale", "3", cwd=root, env={"FSLAB_DB": str(db)})
+    assert said.returncode == 0, said.stdout + said.stderr
+    pngs = sorted((root / "sharper" / "figures").glob("*.png"))
+    assert pngs
+    for png in pngs:
+        width, height = svg_size(png.with_suffix(".svg"))
+        assert png_size(png) == (3 * width, 3 * height), png.name
+    for wrong in ("0", "5", "-1"):
+        refused = fslab_in_process("report", "2", "-o", "wrong", "--figures", "--png-scale", wrong, cwd=root, env={"FSLAB_DB": str(db)})
+        assert refused.returncode == 2 and f"--png-scale {wrong}: a PNG has 1 to 4 pixels per CSS pixel" in refused.stderr, refused.stderr
+    alone = fslab_in_process("report", "2", "-o", "alone", "--png-scale", "2", cwd=root, env={"FSLAB_DB": str(db)})
+    assert alone.returncode == 2 and "--png-scale sizes the figures' PNGs: give it with --figures" in alone.stderr, alone.stderr
+    assert not (root / "wrong").exists() and not (root / "alone").exists(), "refused before anything is written"
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """A PNG's width and height in pixels, from its header (IHDR)."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", path
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def svg_size(path: Path) -> tuple[int, int]:
+    """An SVG's width and height in CSS pixels, as vl-convert writes them on its root element."""
+    found = re.match(r'<svg [^>]*\bwidth="(\d+)" height="(\d+)"', path.read_text())
+    assert found, path
+    return int(found[1]), int(found[2])
 
 def test_a_figures_png_is_the_one_vega_draws_though_drawn_from_its_svg(tmp_path, stored):
     """write_figures draws each PNG from the chart's SVG (Vega runs once): byte for byte vl-convert's PNG of the spec."""

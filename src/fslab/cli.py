@@ -469,6 +469,7 @@ def report(
         "with the first. \\[default: the newest]"))] = None,
     output: Annotated[Optional[Path], typer.Option("--output", "-o", metavar="DIR", help="The folder for report.html, and figures/ with --figures (made if missing). \\[default: the study run's folder beside the database, where `fslab summary` writes]")] = None,
     figures: Annotated[bool, typer.Option("--figures", help="Also write every chart as SVG and PNG, in figures/ beside the page (for papers and slides; about a tenth of a second of CPU a chart, drawn on every CPU).")] = False,
+    png_scale: Annotated[Optional[int], typer.Option("--png-scale", metavar="N", help="With --figures: each PNG at N pixels per CSS pixel, 1 to 4 (the SVG is the figure for print, at any size; 2 is sharp on slides and high-density screens and takes about twice the CPU). \\[default: 1, the page's size]")] = None,
     history_of: Annotated[Optional[str], typer.Option("--history", metavar="STUDY", help="Write the study's trend page instead (history.html): each cell's primary metric across its study runs, a facet per host, flagged steps marked and listed (as `fslab history STUDY`).")] = None,
     baseline: BaselineOption = None,
     threshold: Annotated[Optional[float], typer.Option("--threshold", parser=parse_percent, metavar="PERCENT", help="The smallest change called faster or slower. \\[default: 3 %; with --history: the threshold the study's newest study run ran with, else 3 %]")] = None,
@@ -481,20 +482,24 @@ def report(
     from fslab.report.page import default_folder, write_report  # altair, vl-convert, jinja2: a quarter second no other command needs to wait for
     gc.freeze()  # as main does: the page's modules too
 
+    if png_scale is not None and not figures:
+        raise _fail("--png-scale sizes the figures' PNGs: give it with --figures")
     results = _open_db(db)
     if history_of is not None:
-        return _trend_report(results, history_of, study_runs, output, figures, baseline, threshold)
+        return _trend_report(results, history_of, study_runs, output, figures, png_scale, baseline, threshold)
     threshold = 0.03 if threshold is None else threshold
     found = [_find_study_run(results, ref) for ref in study_runs or [None]]
     folder = output.absolute() if output is not None else default_folder(reports_dir(results.location), found)
     with _figures_progress(figures) as rendered:
-        written = write_report(results, found, folder, baseline=baseline, threshold=threshold, units=units, regression=regression, figures=figures, rendered=rendered, pool_hosts=pool_hosts)
+        written = write_report(results, found, folder, baseline=baseline, threshold=threshold, units=units, regression=regression, figures=figures, png_scale=png_scale, rendered=rendered, pool_hosts=pool_hosts)
     console.print(f"Report: {written.page}", highlight=False, soft_wrap=True)
     if figures:
         console.print(f"Figures ({len(written.figures)} files, SVG and PNG): {written.page.parent / 'figures'}", highlight=False, soft_wrap=True)
 
 
-def _trend_report(results: "ResultsDB", study: str, study_runs: list[str] | None, output: Path | None, figures: bool, baseline: str | None, threshold: float | None) -> None:
+def _trend_report(
+    results: "ResultsDB", study: str, study_runs: list[str] | None, output: Path | None, figures: bool, png_scale: int | None, baseline: str | None, threshold: float | None
+) -> None:
     """`fslab report --history STUDY`: the trend page, and with --figures its charts as files."""
     from fslab.history_reading import read_history
     from fslab.report.trend_page import trend_folder, write_trend
@@ -504,7 +509,7 @@ def _trend_report(results: "ResultsDB", study: str, study_runs: list[str] | None
     found = read_history(results, study, threshold=threshold)
     folder = output.absolute() if output is not None else trend_folder(reports_dir(results.location), study)
     with _figures_progress(figures) as rendered:
-        written = write_trend(found, study, folder, figures=figures, rendered=rendered)
+        written = write_trend(found, study, folder, figures=figures, png_scale=png_scale, rendered=rendered)
     console.print(f"Trend page: {written.page}", highlight=False, soft_wrap=True)
     if figures:
         console.print(f"Figures ({len(written.figures)} files, SVG and PNG): {written.page.parent / 'figures'}", highlight=False, soft_wrap=True)

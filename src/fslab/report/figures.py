@@ -4,7 +4,10 @@ rendered without a browser by vl-convert (the Vega-Lite the page draws with), as
 vl-convert runs Vega in one JavaScript thread a process, so the figures are drawn in processes
 of their own (renderers.py), one a CPU: a page of 188 charts is 20 s of CPU. They are started
 (not forked: a process that has drawn before has vl-convert's thread, on which a forked child
-would wait for ever) and readied while the caller still builds its charts (figures_meanwhile)."""
+would wait for ever) and readied while the caller still builds its charts (figures_meanwhile).
+
+A PNG has the page's CSS pixels (PNG_SCALE), as the page shows the chart: the SVG is the figure
+for print and slides, at any size; --png-scale N draws sharper PNGs (N² the pixels to rasterise)."""
 
 from __future__ import annotations
 
@@ -26,6 +29,8 @@ from fslab.report.chart_parts import VEGA_LITE, Chart
 from fslab.report.output import own_folder, write_own
 
 RENDERERS = 4  # processes drawing figures, at most (one a CPU): each holds its own Vega, ~150 MB
+PNG_SCALE = 1  # a PNG's pixels per CSS pixel, unless asked for more
+PNG_SCALES = range(1, 5)  # --png-scale: at 4, a PNG has 16 times the pixels of the page's
 
 
 class FigureError(FslabError):
@@ -77,29 +82,34 @@ class Drawing:
 class Renderers:
     pool: ProcessPoolExecutor
     vega_lite: str
+    png_scale: int
 
     def draw(self, charts: list[Chart]) -> Drawing:
         """Every chart sent to be drawn, as SVG and PNG; `write` waits for them."""
         try:
-            return Drawing(charts, [self.pool.submit(renderers.drawn, chart.spec, self.vega_lite) for chart in charts])
+            return Drawing(charts, [self.pool.submit(renderers.drawn, chart.spec, self.vega_lite, self.png_scale) for chart in charts])
         except BrokenProcessPool:
             raise _ended("as it started") from None
 
 
 @contextmanager
-def figures_meanwhile(wanted: bool = True) -> Iterator[Renderers | None]:
+def figures_meanwhile(wanted: bool = True, png_scale: int | None = None) -> Iterator[Renderers | None]:
     """Renderers started, and readied, while the caller builds its charts; None unless `wanted`.
-    They are stopped as the block ends; on an error or an interruption, with nothing more drawn."""
+    They are stopped as the block ends; on an error or an interruption, with nothing more drawn.
+    Their PNGs have `png_scale` pixels per CSS pixel (one of PNG_SCALES; None: PNG_SCALE)."""
     if not wanted:
         yield None
         return
+    png_scale = PNG_SCALE if png_scale is None else png_scale
+    if png_scale not in PNG_SCALES:
+        raise FigureError(f"--png-scale {png_scale}: a PNG has 1 to 4 pixels per CSS pixel of the page (1, the default, as the page shows it); give one of 1, 2, 3, 4")
     version = vega_lite()
     count = max(1, min(RENDERERS, len(os.sched_getaffinity(0))))
     pool = ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("spawn"), initializer=renderers.ready, initargs=(version,))
     try:
         for _ in range(count):
             pool.submit(renderers.started)
-        yield Renderers(pool, version)
+        yield Renderers(pool, version, png_scale)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
@@ -111,8 +121,8 @@ def _ended(when: str) -> FigureError:
     )
 
 
-def write_figures(charts: list[Chart], folder: Path, rendered: Callable[[int, int], None] | None = None) -> list[Path]:
+def write_figures(charts: list[Chart], folder: Path, rendered: Callable[[int, int], None] | None = None, png_scale: int | None = None) -> list[Path]:
     """NAME.svg and NAME.png of every chart in `folder` (made if missing): Drawing.write."""
-    with figures_meanwhile() as drawing:
+    with figures_meanwhile(png_scale=png_scale) as drawing:
         assert drawing is not None
         return drawing.draw(charts).write(folder, rendered)

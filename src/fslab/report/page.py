@@ -44,18 +44,20 @@ def write_report(
     units: Bandwidth | None = None,
     regression: float = 0.05,
     figures: bool = False,
+    png_scale: int | None = None,
     rendered: Callable[[int, int], None] | None = None,
     pool_hosts: bool = False,
 ) -> ReportFiles:
     """The page of `study_runs` (the database's records, in the order given) in `folder`, and
-    with `figures` every chart of it as SVG and PNG (`rendered(done, total)` is told of each).
+    with `figures` every chart of it as SVG and PNG, `png_scale` pixels a CSS pixel (`rendered(done,
+    total)` is told of each).
     Several study runs must be of one study: each later one is compared with the first, cell by
     cell, as `fslab compare` does, and each is shown whole after the comparisons. `pool_hosts`:
     the runs of several hosts pooled per cell (summary.Hosts)."""
     studies = {sr["study"] for sr in study_runs}
     if len(studies) > 1:
         raise ReportRefused(f"study runs {', '.join(str(sr['id']) for sr in study_runs)} are of different studies ({', '.join(sorted(studies))}): a page compares runs of one study")
-    with vega_bundle_meanwhile() as vega_bundle, figures_meanwhile(figures) as renderers:
+    with vega_bundle_meanwhile() as vega_bundle, figures_meanwhile(figures, png_scale) as renderers:
         summaries = [summarize_study_run(db, sr["id"], baseline=baseline, threshold=threshold, units=units, pool_hosts=pool_hosts) for sr in study_runs]
         several = len(study_runs) > 1
         runs = [run_section(s, run_details(db, s), chart_prefix=f"{s.study_run['id']}-" if several else "") for s in summaries]

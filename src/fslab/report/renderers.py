@@ -8,7 +8,6 @@ import signal
 
 import vl_convert
 
-PNG_SCALE = 2  # pixels per CSS pixel: sharp on slides and high-density screens
 # What a renderer draws as it starts, while the charts are still being built: the first drawing
 # loads vl-convert's JavaScript (half a second of CPU) and the first few of a kind run slower
 # until V8 has compiled them (a second, over a page's first twenty charts): a small chart of the
@@ -24,18 +23,21 @@ FIRST = {
     "resolve": {"scale": {"y": "independent"}},
     "config": {"legend": {"orient": "bottom"}},
 }
-def drawn(spec: dict, vega_lite: str) -> tuple[str, bytes]:
-    """A chart's SVG and its PNG drawn from that SVG: byte for byte what vegalite_to_png draws,
-    without running Vega twice (40 % less CPU). No data is fetched: every spec carries its own."""
+
+
+def drawn(spec: dict, vega_lite: str, png_scale: int) -> tuple[str, bytes]:
+    """A chart's SVG and its PNG drawn from that SVG at `png_scale` pixels per CSS pixel: byte for
+    byte what vegalite_to_png draws, without running Vega twice (40 % less CPU). No data is
+    fetched: every spec carries its own."""
     svg = vl_convert.vegalite_to_svg(spec, vl_version=vega_lite, allowed_base_urls=[])
-    return svg, vl_convert.svg_to_png(svg, scale=PNG_SCALE)
+    return svg, vl_convert.svg_to_png(svg, scale=png_scale)
 
 
 def ready(vega_lite: str) -> None:
     """A renderer made ready to draw (its process's initializer). A Ctrl-C, which the terminal
     sends every process of fslab's, is left to the process that started it, which stops it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    drawn(FIRST, vega_lite)
+    drawn(FIRST, vega_lite, 1)
 
 
 def started() -> None:

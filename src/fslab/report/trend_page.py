@@ -112,10 +112,12 @@ def axis_label(p: Point) -> str:
     return f"{p.study_run} · {p.kernel} · {p.fslab_version}"
 
 
-def write_trend(db_history: History, study: str, folder: Path, *, figures: bool = False, rendered: Callable[[int, int], None] | None = None) -> ReportFiles:
+def write_trend(
+    db_history: History, study: str, folder: Path, *, figures: bool = False, png_scale: int | None = None, rendered: Callable[[int, int], None] | None = None
+) -> ReportFiles:
     """The trend page of `study` (its history, read) in `folder` as history.html, and with
-    `figures` every chart of it as SVG and PNG in figures/."""
-    with vega_bundle_meanwhile() as vega_bundle, figures_meanwhile(figures) as renderers:
+    `figures` every chart of it as SVG and PNG (`png_scale` pixels a CSS pixel) in figures/."""
+    with vega_bundle_meanwhile() as vega_bundle, figures_meanwhile(figures, png_scale) as renderers:
         page = trend_page(study, db_history)
         own_folder(folder)
         drawing = renderers.draw(page.charts) if renderers else None  # drawn while the page is made
