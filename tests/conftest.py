@@ -107,6 +107,17 @@ def fio_options_table() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session", autouse=True)
+def cache_of_the_sessions_own(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """What fslab keeps in its cache directory (cache.py: the page's JavaScript) is kept in the
+    session's own: no test run in this process reads or writes /var/cache/fslab's."""
+    from fslab import cache
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cache, "CACHE_DIR", tmp_path_factory.mktemp("cache"))
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
 def guests_boot_meanwhile(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """The QEMU guests the selected tests need (a module's `guest_job()`) start booting now, in
     the background, while the host's tests run (tests/guest.py): in a parallel run, in the first

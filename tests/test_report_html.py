@@ -5,6 +5,7 @@ synthetic summaries (pure)."""
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
 import math
@@ -689,13 +690,96 @@ def test_bar_labels_never_overlap_on_the_page_however_many_and_long(browser, tmp
 
 
 @pytest.mark.parametrize("closing", ["</SCRIPT>", "<!--"])
-def test_a_bundle_that_would_close_its_script_element_is_refused(monkeypatch, closing):
+def test_a_bundle_that_would_close_its_script_element_is_refused(monkeypatch, tmp_path, closing):
     """The vega bundle is inlined in a <script> element: one holding a way out of it is never
-    written into a page (made here and in the forked process alike: _made_bundle)."""
-    from fslab.report import html as page_html
+    written into a page nor kept (made here and in the forked process alike: _made_and_kept)."""
+    from fslab import cache
+    from fslab.report import bundle
 
-    monkeypatch.setattr(page_html, "_KEPT", [])
-    monkeypatch.setattr(page_html.vl_convert, "javascript_bundle", lambda vl_version: f"var a = 1; {closing} alert(1)")
-    with pytest.raises(page_html.ReportError, match="cannot be inlined"):
-        page_html._vega_bundle()
-    assert page_html._KEPT == [], "nothing kept"
+    monkeypatch.setattr(cache, "CACHE_DIR", tmp_path)
+    monkeypatch.setattr(bundle, "_HELD", [])
+    monkeypatch.setattr(bundle.vl_convert, "javascript_bundle", lambda vl_version: f"var a = 1; {closing} alert(1)")
+    with pytest.raises(bundle.BundleError, match="cannot be inlined"):
+        bundle.vega_bundle()
+    assert bundle._HELD == [] and list(tmp_path.iterdir()) == [], "nothing held, nothing kept"
+
+
+def kept_bundle(cache_dir: Path) -> tuple[Path, dict]:
+    """The one bundle kept in `cache_dir`, and its record."""
+    [path] = cache_dir.iterdir()
+    return path, json.loads(path.read_text())
+
+
+def test_the_pages_javascript_is_kept_and_the_next_report_reads_it_starting_no_process(stored, tmp_path, monkeypatch):
+    """vl-convert's bundle (a second of CPU, the same for one vl-convert and Vega-Lite) is kept in
+    fslab's cache directory by the first report, under both versions with its SHA-256, and read
+    by the next: no process is started to make it."""
+    from fslab import cache
+    from fslab.report import bundle
+
+    root, db, _ = stored
+    monkeypatch.setattr(cache, "CACHE_DIR", tmp_path / "cache")
+    monkeypatch.setattr(bundle, "_HELD", [])  # as a new process has it
+    first = fslab_in_process("report", "2", "-o", "first", cwd=root, env={"FSLAB_DB": str(db)})
+    assert first.returncode == 0, first.stdout + first.stderr
+    path, record = kept_bundle(tmp_path / "cache")
+    assert path.name == f"vega-bundle-vl-convert-{vl_convert.__version__}-vega-lite-{vega_lite()}.json"
+    assert path.stat().st_mode & 0o777 == 0o644 and path.stat().st_uid == os.geteuid()
+    assert record["bundle"] == vl_convert.javascript_bundle(vl_version=vega_lite())
+    assert record["sha256"] == hashlib.sha256(record["bundle"].encode()).hexdigest()
+    assert record["bundle"] in (root / "first" / "report.html").read_text()
+
+    started: list[object] = []
+
+    def no_process(*args, **kwargs):
+        started.append(args)
+        raise RuntimeError("a process started")
+
+    monkeypatch.setattr(bundle, "_HELD", [])
+    monkeypatch.setattr(bundle, "ProcessPoolExecutor", no_process)
+    monkeypatch.setattr(bundle.vl_convert, "javascript_bundle", no_process)
+    second = fslab_in_process("report", "2", "-o", "second", cwd=root, env={"FSLAB_DB": str(db)})
+    assert second.returncode == 0 and started == [], second.stdout + second.stderr
+    assert (root / "second" / "report.html").read_text() == (root / "first" / "report.html").read_text()
+
+
+TAMPERED = "/* TAMPERED */ alert(1);"
+
+
+@pytest.mark.parametrize("tamper", ["altered", "world-writable", "group-writable", "a symlink", "closing its script element", "another vl-convert's"])
+def test_a_kept_bundle_not_fslabs_own_or_altered_is_never_served_but_made_and_kept_anew(stored, tmp_path, monkeypatch, tamper):
+    """The bundle is inlined into a page: a kept one whose file is writable by others or is a
+    symlink, whose bundle is not the one its SHA-256 was recorded of, that would close its script
+    element or is of another version is not read; it is made again and kept anew, whole."""
+    from fslab import cache
+    from fslab.report import bundle
+
+    root, db, _ = stored
+    monkeypatch.setattr(cache, "CACHE_DIR", tmp_path / "cache")
+    monkeypatch.setattr(bundle, "_HELD", [])
+    assert fslab_in_process("report", "2", "-o", "first", cwd=root, env={"FSLAB_DB": str(db)}).returncode == 0
+    path, record = kept_bundle(tmp_path / "cache")
+    made = record["bundle"]
+    planted = made + ("</script><script>" if tamper == "closing its script element" else "") + TAMPERED
+    record = record | {"bundle": planted, "sha256": hashlib.sha256(planted.encode()).hexdigest()}
+    if tamper == "altered":
+        record["sha256"] = hashlib.sha256(made.encode()).hexdigest()  # the bundle's own, as recorded
+    if tamper == "another vl-convert's":
+        record["vl_convert"] = "0.1.0"
+    if tamper == "a symlink":
+        elsewhere = tmp_path / "elsewhere.json"
+        elsewhere.write_text(json.dumps(record))
+        path.unlink()
+        path.symlink_to(elsewhere)
+    else:
+        path.write_text(json.dumps(record))
+        path.chmod({"world-writable": 0o666, "group-writable": 0o664}.get(tamper, 0o644))
+
+    monkeypatch.setattr(bundle, "_HELD", [])
+    again = fslab_in_process("report", "2", "-o", "again", cwd=root, env={"FSLAB_DB": str(db)})
+    assert again.returncode == 0, again.stdout + again.stderr
+    page = (root / "again" / "report.html").read_text()
+    assert "TAMPERED" not in page and made in page, "made again, not served"
+    path, record = kept_bundle(tmp_path / "cache")
+    assert not path.is_symlink() and path.stat().st_mode & 0o777 == 0o644, "kept anew, whole"
+    assert record["bundle"] == made and record["sha256"] == hashlib.sha256(made.encode()).hexdigest() and record["vl_convert"] == vl_convert.__version__

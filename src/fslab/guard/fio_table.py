@@ -1,12 +1,12 @@
 """The option table of the fio fslab drives, asked of that fio once per version and kept on disk.
 
 Asking fio about each of its ~250 options takes seconds (one `fio --cmdhelp=NAME` each: fio
-answers one question a run), so the answers are asked in parallel, once, and kept in CACHE_DIR
-(root's) under the fio's version, with the executable they came from (system.executable: device,
-inode, mtime; and its SHA-256, so that the same fio seen through another mount, a test guest's,
-is known too). A kept file is read defensively: one that is neither root's nor the user's, is
-writable by others, does not parse, or is of another fio is ignored and asked anew — never
-trusted blindly. The table itself is derived from the answers on load (fio_help, pure), so a
+answers one question a run), so the answers are asked in parallel, once, and kept in fslab's
+cache directory (cache.py) under the fio's version, with the executable they came from
+(system.executable: device, inode, mtime; and its SHA-256, so that the same fio seen through
+another mount, a test guest's, is known too). A kept file is read defensively: one that is not
+fslab's own (cache.read_kept), does not parse, or is of another fio is ignored and asked anew —
+never trusted blindly. The table itself is derived from the answers on load (fio_help, pure), so a
 newer fslab reads old answers with its own parser, and tests derive it from a fixture of the
 real fio's answers (`given_table`). Within a process the table is held per executable, checked
 again at most every RECHECK_SECONDS: a study checks the same options thousands of times.
@@ -19,17 +19,15 @@ import functools
 import hashlib
 import json
 import os
-import stat
-import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from fslab.cache import CACHE_DIR, keep, read_kept
 from fslab.errors import FslabError
 from fslab.guard.fio_help import VERSION, FioTable, HelpError, needed, table_from_answers
 from fslab.system import VERSION_SECONDS, Executable, executable, run, tool_version
 
-CACHE_DIR = Path("/var/cache/fslab")  # root's; tests give their own
 FORMAT = 1  # of the file kept; another is asked anew
 RECHECK_SECONDS = 1.0  # a held table is fio's of the last second: an upgrade is seen at the next study
 _LARGEST = 4 * 2**20  # a kept file is ~100 KiB; a larger one is not fslab's
@@ -127,15 +125,9 @@ def _digest(path: str) -> str:
 
 def _read_kept(path: Path, fio: Executable, version: str) -> dict[str, str] | None:
     """The answers kept at `path`, if it is fslab's own file and of this very fio; else None."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    except OSError:
+    text = read_kept(path, _LARGEST)
+    if text is None:
         return None
-    with os.fdopen(fd, "rb") as f:
-        found = os.fstat(f.fileno())
-        if not stat.S_ISREG(found.st_mode) or found.st_uid not in (0, os.geteuid()) or found.st_mode & 0o022 or found.st_size > _LARGEST:
-            return None
-        text = f.read(_LARGEST)
     try:
         record = json.loads(text)
     except ValueError:
@@ -150,16 +142,6 @@ def _read_kept(path: Path, fio: Executable, version: str) -> dict[str, str] | No
 
 
 def _keep(path: Path, record: Mapping[str, object]) -> None:
-    """Write `record` at `path` whole or not at all (a temporary file renamed over it); where
-    fslab may not write (not root), the table is kept in this process only."""
-    try:
-        path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=".fio-options-", delete=False) as f:
-            json.dump(record, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fchmod(f.fileno(), 0o644)  # the file made, not whatever its name leads to by then
-            os.fsync(f.fileno())
-        os.replace(f.name, path)
-    except OSError:
-        with contextlib.suppress(OSError, NameError):
-            os.unlink(f.name)
+    """Keep `record` at `path` (cache.keep: whole or not at all; where fslab may not write, the
+    table is kept in this process only)."""
+    keep(path, json.dumps(record, indent=1, sort_keys=True).encode())

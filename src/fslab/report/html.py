@@ -2,7 +2,7 @@
 sections (sections.py: the tables and lines the console and the Markdown show), each workload's
 in their order, adding its own conclusions, job files and devices, and its charts: the specs of
 charts.py embedded as JSON and drawn by Vega-Lite, whose JavaScript (vega, vega-lite, vega-embed:
-vl_convert.javascript_bundle) is inlined once. No script, style, font or image is fetched: the page
+vl-convert's bundle, kept on disk: bundle.py) is inlined once. No script, style, font or image is fetched: the page
 also forbids every request itself (Content-Security-Policy).
 
 Every text from a study run (names, options, job files, tool output) is escaped (jinja2 autoescape);
@@ -12,29 +12,25 @@ JSON inside a script element has its <, > and & escaped, so no text closes the e
 from __future__ import annotations
 
 import json
-import multiprocessing
 import re
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import jinja2
-import vl_convert
 from markupsafe import Markup, escape
 
 from fslab import __version__
 from fslab.analysis import Row
 from fslab.errors import FslabError
 from fslab.guard.names import file_name
+from fslab.report import bundle
 from fslab.report.chart_parts import Chart
 from fslab.report.charts import comparison_chart, study_charts
 from fslab.report.conclusions import Conclusion, conclusions
 from fslab.report.console import TEXT_COLUMNS
 from fslab.report.details import RunDetails
-from fslab.report.figures import vega_lite
 from fslab.report.sections import COMPARISON_COLUMNS, Kind, Section, compare_left_out_line, comparison_rows, repetitions_line, scale_text, sections
 from fslab.report.summary import StudySummary
 from fslab.units import format_size
@@ -222,14 +218,14 @@ def comparison_section(
 
 
 def render_page(page: Any, vega_bundle: Callable[[], str] | None = None, template: str = "report.html.j2") -> str:
-    """The whole page as one HTML document (`vega_bundle`: vega_bundle_meanwhile's, if begun):
+    """The whole page as one HTML document (`vega_bundle`: bundle.vega_bundle_meanwhile's, if begun):
     a Page by report.html.j2, or another page with a title and charts by its own `template`
     (the trend page's: trend_page.py)."""
     specs = {c.name: _fitted(c.spec) for c in page.charts}
     if len(specs) != len(page.charts):
         raise ReportError("two charts of the report share a name: " + ", ".join(sorted({c.name for c in page.charts if [d.name for d in page.charts].count(c.name) > 1})))
     return _environment_of_templates().get_template(template).render(
-        page=page, specs=_script_json(specs), vega_script=Markup((vega_bundle or _vega_bundle)()), fslab_version=__version__,
+        page=page, specs=_script_json(specs), vega_script=Markup((vega_bundle or bundle.vega_bundle)()), fslab_version=__version__,
     )
 
 
@@ -254,43 +250,6 @@ def wrapped(column: str, cell: str) -> bool:
 def emphasis(text: str) -> Markup:
     """A summary line as HTML: escaped, its **bold** kept as bold."""
     return Markup(re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", str(escape(text))))
-
-
-@contextmanager
-def vega_bundle_meanwhile() -> Iterator[Callable[[], str]]:
-    """vl-convert's bundle (_vega_bundle) made in a process of its own while the caller builds the
-    page, given by the function yielded: it takes a second, holding the interpreter throughout,
-    which a second CPU can spend instead. The process is forked before the bundle is asked for:
-    it inherits nothing running. A process that has the bundle (a second page) keeps it."""
-    if _KEPT:
-        yield _vega_bundle
-        return
-    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("fork")) as pool:
-        made = pool.submit(_made_bundle)
-        yield lambda: _kept(made.result)
-
-
-_KEPT: list[str] = []  # the bundle, once this process has it (made here or by the forked process)
-
-
-def _kept(make: Callable[[], str]) -> str:
-    if not _KEPT:
-        _KEPT.append(make())
-    return _KEPT[0]
-
-
-def _vega_bundle() -> str:
-    """vl-convert's bundle, once per process."""
-    return _kept(_made_bundle)
-
-
-def _made_bundle() -> str:
-    """vega, vega-lite and vega-embed as one script (vl-convert's own bundle). It goes inside a
-    <script> element, which nothing may close early."""
-    bundle = vl_convert.javascript_bundle(vl_version=vega_lite())
-    if re.search(r"</script|<!--", bundle, re.IGNORECASE):
-        raise ReportError(f"vl-convert-python {vl_convert.__version__}'s JavaScript bundle holds '</script' or '<!--' and cannot be inlined; report this to fslab")
-    return bundle
 
 
 def _script_json(value: object) -> Markup:

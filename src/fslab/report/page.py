@@ -11,10 +11,11 @@ from pathlib import Path
 from fslab.analysis import regressions
 from fslab.errors import FslabError
 from fslab.guard.names import file_name
+from fslab.report.bundle import vega_bundle_meanwhile
 from fslab.report.console import environment_differences
 from fslab.report.details import run_details
 from fslab.report.figures import figures_meanwhile
-from fslab.report.html import Page, comparison_section, render_page, run_section, vega_bundle_meanwhile
+from fslab.report.html import Page, comparison_section, render_page, run_section
 from fslab.report.output import own_folder, write_own
 from fslab.report.summary import compare_runs, summarize_study_run
 from fslab.results import ResultsDB

@@ -15,11 +15,12 @@ import altair as alt
 from fslab.guard.names import file_name
 from fslab.history import History, Point, Series
 from fslab.report import trend
+from fslab.report.bundle import vega_bundle_meanwhile
 from fslab.report.chart_parts import WIDTH, Chart
 from fslab.report.charts import VERDICT_COLOURS
 from fslab.report.figures import figures_meanwhile
 from fslab.report.formatting import fmt_mean_ci, metric_label
-from fslab.report.html import Table, render_page, vega_bundle_meanwhile
+from fslab.report.html import Table, render_page
 from fslab.report.output import own_folder, write_own
 from fslab.report.page import FIGURES, ReportFiles
 
