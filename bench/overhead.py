@@ -11,7 +11,7 @@ unmount, detach, storing). Prints, per filesystem, the median of
 with the median seconds of each phase fslab records.
 
 Run as root: python bench/overhead.py [--runs 5]
-`--smoke`: one run each of ext4 and Btrfs on 128 MiB images, 0.5 s of fio: proves the script
+`--smoke`: one run each of ext4 and Btrfs on 128 MiB images, 0.25 s of fio: proves the script
 runs, in seconds; its figures are printed, not judged against the target.
 """
 
@@ -57,7 +57,7 @@ def main() -> None:
     args = parser.parse_args()
     filesystems, image_size, size, runtime, runs = ["ext4", "xfs", "btrfs"], "4GiB", "1GiB", 2.0, args.runs
     if args.smoke:
-        filesystems, image_size, size, runtime, runs = ["ext4", "btrfs"], "128MiB", "16MiB", 0.5, 1
+        filesystems, image_size, size, runtime, runs = ["ext4", "btrfs"], "128MiB", "16MiB", 0.25, 1
     text = STUDY.format(filesystems=json.dumps(filesystems), image_size=image_size, size=size, runtime=runtime)
     with tempfile.TemporaryDirectory(prefix="fslab-overhead-", dir="/var/tmp") as tmp:
         study = parse_study(text, "overhead.toml", base_dir=Path(tmp))

@@ -18,8 +18,11 @@ methods), computing the statistics, printing the console's tables and writing th
 Run: .venv/bin/python bench/pg_scale.py [--runs 1000000] [--metrics 10] [--repeat 5]
 (5 times, as issue 22's figure is measured: on a machine others share, compare medians of runs
 made one after another, or the CPU time, which the others' load moves less.)
-`--smoke`: a study run of 2 targets × 1 workload × 2 runs, filled to 40 runs, each figure once:
-proves the script runs, in seconds; its figures are printed, not judged against the target.
+`--smoke`: a study run of 2 targets × 1 workload × 2 runs, filled to 40 runs, its figures once,
+among them only (the study run alone is timed by the same code): proves the script runs, in
+seconds; its figures are printed, not judged against the target.
+`--db URL`: an empty PostgreSQL database to fill instead of a cluster of its own (the tests' own
+cluster, started once for all their PostgreSQL tests); its password, if any, from PGPASSWORD.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -172,22 +177,33 @@ def print_phases(env: dict, directory: Path, url: str, study_run_id: int, repeat
     print("  then, in-process: " + ", ".join(f"{name} {seconds:.2f} s" for name, seconds in phases(url, study_run_id, directory).items()))
 
 
+@contextmanager
+def database(given: str | None) -> Iterator[str]:
+    """The URL of the database filled: `given`, else a new one in a cluster of the tests' own,
+    started for this run and removed after it."""
+    if given:
+        yield given
+        return
+    with postgres.cluster() as cluster:
+        yield cluster.new_database("scale")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=1_000_000, help="runs in the database in all")
     parser.add_argument("--metrics", type=int, default=10, help="metrics of each other run (the study run summarised keeps all of its own)")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, in seconds: the script runs; nothing judged")
+    parser.add_argument("--db", metavar="URL", help="an empty PostgreSQL database to use instead of a cluster of its own (password: PGPASSWORD)")
     args = parser.parse_args()
     shape = (10, 20, 10)  # targets, workloads, runs per cell: 2,000 runs
     if args.smoke:
         shape, args.runs, args.metrics, args.repeat = (2, 1, 2), 40, 2, 1
-    reason = postgres.unavailable_reason()
+    reason = None if args.db else postgres.unavailable_reason()
     if reason:
         sys.exit(f"pg_scale: {reason}")
-    with tempfile.TemporaryDirectory(prefix="fslab-pg-scale-", dir="/var/tmp") as scratch, postgres.cluster() as cluster:
+    with tempfile.TemporaryDirectory(prefix="fslab-pg-scale-", dir="/var/tmp") as scratch, database(args.db) as url:
         directory = Path(scratch)
-        url = cluster.new_database("scale")
         env = {**os.environ, "FSLAB_DB": url}
         summary = [sys.executable, "-m", "fslab", "summary"]
         start = time.perf_counter()
@@ -195,9 +211,10 @@ def main() -> None:
         its_runs = shape[0] * shape[1] * shape[2]
         took = time.perf_counter() - start
         print(f"stored study run {study_run_id} ({its_runs:,} runs, through fslab's API) in {took:.0f} s")
-        alone, cpu = timed_summaries([*summary, str(study_run_id)], env, directory, args.repeat)
-        print(line("summary, the study run alone", alone) + f"; CPU median {cpu:.2f} s")
-        print_phases(env, directory, url, study_run_id, args.repeat)
+        if not args.smoke:  # the same code as among the others, below: a smoke run times it there alone
+            alone, cpu = timed_summaries([*summary, str(study_run_id)], env, directory, args.repeat)
+            print(line("summary, the study run alone", alone) + f"; CPU median {cpu:.2f} s")
+            print_phases(env, directory, url, study_run_id, args.repeat)
         start = time.perf_counter()
         runs, metrics = fill(url, study_run_id, args.runs, args.metrics)
         print(f"filled to {runs:,} runs and {metrics:,} metrics in {time.perf_counter() - start:.0f} s")
