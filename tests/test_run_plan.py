@@ -120,6 +120,45 @@ def test_the_plan_lists_what_this_machine_cannot_run_skipped_or_refused(tmp_path
         assert "cannot run here" not in refused and "skipped" not in skipped
 
 
+SKIPPED_STACK = """\
+[study]
+name = "skipped-stack"
+workloads = ["rand_read"]
+image_size = "2GiB"
+
+[[target]]
+name = "stack"
+filesystem = "ext4"
+devices = 2
+layers = ["md-raid1"]
+raw_baseline = true
+
+[[target]]
+name = "plain"
+filesystem = "ext4"
+"""
+
+
+def test_a_skipped_targets_raw_baselines_are_skipped_with_it_and_the_ceiling_is_planned_for_those_that_run(tmp_path, monkeypatch):
+    """nas-stack --skip-unsupported on a kernel without md skipped ext4-stack but ran its raw
+    baselines, ranked them with zfs-mirror and took them for the study's raw target, so that no
+    ceiling was added. A machine without md, whatever this one has: the stack's raw baselines go
+    with it, said so, and the study that runs (one plain ext4) gets fslab's ceiling."""
+    monkeypatch.setattr(doctor.layers, "missing", lambda layer: "this kernel has no md RAID1 (the test's)")
+    monkeypatch.setattr(doctor.FILESYSTEMS["ext4"], "machine_checks", lambda: [])  # mkfs.ext4 or not: only md is lacking
+    study = write_study(tmp_path, SKIPPED_STACK)
+    at = ("--runs", "1", "--db", str(tmp_path / "r.db"), "--workdir", str(tmp_path / "w"))
+    shown = plan_of(str(study), "--skip-unsupported", *at).stdout.splitlines()
+    targets = shown[shown.index("targets (2):") + 1 : shown.index("workloads (1):")]
+    assert [line.split(":")[0].strip() for line in targets] == ["plain", "(ceiling)"], shown
+    skipped = shown[shown.index("skipped (--skip-unsupported), this machine cannot run them:") + 1 :]
+    assert "  target 'stack': it needs md-raid1, and this kernel has no md RAID1 (the test's)" in skipped
+    for raw in ("stack/raw-1", "stack/raw-2"):
+        assert f"  target '{raw}': it is the raw baseline of 'stack', which cannot run here: it measures that target's devices alone" in skipped
+    refused = plan_of(str(study), *at).stdout.splitlines()  # nothing skipped: the stack and its raw baselines, no ceiling (as before)
+    assert "targets (4):" in refused and not any("(ceiling)" in line for line in refused)
+
+
 def test_the_time_per_run_comes_from_this_hosts_stored_runs(tmp_path):
     """The overhead is what this host's stored runs took beyond their workload's ramp and runtime
     (fio's start and its layout included), read without writing a byte; another host's runs do

@@ -2,8 +2,9 @@
 
 A figure faster than the device under it was answered by a cache (the host's, on a virtual
 disk), compression or a copy-on-write layout, not by the device. A study with a plain `raw`
-target measures that device itself; for any other, fslab adds a raw reference to the plan
-unless the user opts out (--no-ceiling, recorded with the study run): one raw target per kind of
+target that runs measures that device itself (a target --skip-unsupported skips takes its raw
+baselines with it: doctor.with_their_raw_baselines); for any other, fslab adds a raw reference
+to the plan unless the user opts out (--no-ceiling, recorded with the study run): one raw target per kind of
 device the study's targets use — a loop image in the work directory like theirs (the largest
 of their sizes, filled as theirs), a zram device, or each of the user's own devices the study
 names (confirmed with --destroy-data: measuring it bare destroys nothing the study's runs do
@@ -18,6 +19,7 @@ Pure: a study in, a study out.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import replace
 
 from fslab.model import Study, Target, on_a_block_device
@@ -31,12 +33,14 @@ LOOP_CEILING = "(ceiling)"
 ZRAM_CEILING = "(ceiling: zram)"
 
 
-def with_ceiling(study: Study, no_ceiling: bool = False) -> Study:
+def with_ceiling(study: Study, no_ceiling: bool = False, skipped: Collection[str] = ()) -> Study:
     """The study with its raw references added (none where it measures a plain raw target, or
-    runs no workload a bare device can run), or, `no_ceiling`, as it is and marked so."""
+    runs no workload a bare device can run), or, `no_ceiling`, as it is and marked so. Decided on
+    the targets that run: those `skipped` (--skip-unsupported: doctor.unsupported_targets, a
+    skipped target's raw baselines with it) neither stand for a raw target nor size the ceiling."""
     if no_ceiling:
         return replace(study, no_ceiling=True)
-    return replace(study, targets=[*study.targets, *ceiling_targets(study)])
+    return replace(study, targets=[*study.targets, *ceiling_targets(study.without(set(skipped)))])
 
 
 def ceiling_targets(study: Study) -> list[Target]:

@@ -195,11 +195,14 @@ def run(
     from fslab.ceiling import with_ceiling
     from fslab.study import load_study
 
-    # the plan holds the ceiling's cells, as everything that reads the study does
-    loaded = with_ceiling(load_study(study, scale=scale or 1.0, scale_sizes_only=scale_sizes_only), no_ceiling)
-    _warn_short_runs(loaded)
+    loaded = load_study(study, scale=scale or 1.0, scale_sizes_only=scale_sizes_only)
     from fslab.plan import Repetitions  # after the study file is read: a refused one is told without them
-    from fslab.runner import run_study
+    from fslab.runner import run_study, unsupported_here
+
+    # the plan holds the ceiling's cells, as everything that reads the study does, decided on the targets that run
+    skipping = {u.target for u in unsupported_here(loaded)} if skip_unsupported else set()
+    loaded = with_ceiling(loaded, no_ceiling, skipping)
+    _warn_short_runs(loaded)
 
     repetitions = Repetitions(
         runs=runs or loaded.repetitions,

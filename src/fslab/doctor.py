@@ -134,10 +134,23 @@ def study_problems(study: Study, workdir: Path) -> list[str]:
 
 def unsupported_targets(study: Study) -> list[Unsupported]:
     """The study's targets this machine cannot run, each once with all it lacks: its filesystem's
-    tools or kernel support, a layer, what its filesystem lacks for it (a zvol on zfs-fuse) or zram."""
+    tools or kernel support, a layer, what its filesystem lacks for it (a zvol on zfs-fuse) or zram;
+    then the raw baselines of those targets, which go with them."""
     lacking = {kind: [f"{c.name}: {c.detail} — {c.fix}" for c in FILESYSTEMS[kind].machine_checks() if not c.ok] for kind in {t.filesystem for t in study.targets}}
     found = [Unsupported(t.name, why) for t in study.targets for why in lacking[t.filesystem]]
-    return by_target(found + layer_problems(study) + filesystem_problems(study) + zram_problems(study))
+    return with_their_raw_baselines(study, by_target(found + layer_problems(study) + filesystem_problems(study) + zram_problems(study)))
+
+
+def with_their_raw_baselines(study: Study, unsupported: list[Unsupported]) -> list[Unsupported]:
+    """`unsupported` and the raw baselines of its targets (raw_baseline = true): a raw baseline
+    measures its target's devices bare, for that target alone, so it runs only with it — left
+    in, it would be ranked with the other targets and taken for the study's own raw target, so
+    that fslab added no ceiling for them (ceiling.py)."""
+    gone = {u.target for u in unsupported}
+    return unsupported + [
+        Unsupported(t.name, f"it is the raw baseline of '{t.raw_baseline_of}', which cannot run here: it measures that target's devices alone")
+        for t in study.targets if t.raw_baseline_of in gone and t.name not in gone
+    ]
 
 
 def zram_problems(study: Study) -> list[Unsupported]:

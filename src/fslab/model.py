@@ -82,6 +82,7 @@ class Target:
     scaling_changed: tuple[str, ...] = ()  # what --scale changed in it that fslab could not keep (Filesystem.scaled)
     filesystem_fields: dict[str, Any] = field(default_factory=dict)  # its filesystem's own fields but those above
     ceiling: bool = False  # a raw reference fslab added (ceiling.py): figures are held against it, it is never ranked
+    raw_baseline_of: str | None = None  # the target whose devices it measures bare (raw_baseline = true): skipped with it
 
     def __post_init__(self) -> None:
         if self.named:

@@ -120,7 +120,7 @@ def _study_as_stored(
     except StudyError as exc:
         raise CannotResume(f"study run {row['id']} cannot be resumed: {exc}") from None
     stored_ceiling = any(t["spec"].get("ceiling") for t in stored_targets)
-    study = with_ceiling(study, no_ceiling or not stored_ceiling).without(skipped)  # as run_study had it
+    study = with_ceiling(study, no_ceiling or not stored_ceiling, skipped).without(skipped)  # as `fslab run` had it
     stored_workloads, current = db.workloads(row["id"]), {w.name: w.spec() for w in study.workloads}
     changed = _differing(stored_workloads, current)
     unallocated = [f"'{w['name']}'" for w in stored_workloads if f"'{w['name']}'" in changed and _preallocation_dropped(w["spec"], current.get(w["name"], {}))]

@@ -290,6 +290,7 @@ def raw_baselines(target: Target) -> list[Target]:
         Target(
             name=name, filesystem="raw", mkfs_options=(), mount_options="", image_size=target.image_size, image_fill=target.image_fill,
             named=(image,) if target.named else (), zram=target.zram, blkdiscard=target.blkdiscard, images=(image,),
+            raw_baseline_of=target.name,
         )
         for name, image in zip(names, target.images)
     ]
