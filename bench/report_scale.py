@@ -23,9 +23,9 @@ Run: .venv/bin/python bench/report_scale.py [--keep DIR] [--repeat 3] [--study-r
 The database goes into a temporary directory in /var/tmp, deleted afterwards, unless --keep
 names a directory to build it in and keep it (DIR/scale.db, used as it is when it is there).
 `--smoke`: one study run of 2 targets × 1 workload × 2 runs, `fslab summary` and `fslab report`
-once (neither the summary with its runs files deleted nor the figures: their drawing is
-tests/test_report_html.py's to prove): proves the script runs, in seconds; its figures are
-printed, not judged against the targets.
+once each — not the summary with its runs files deleted (no target), nor --figures (drawing
+every chart again, which tests/test_report_html.py proves): proves the script runs, in seconds;
+its figures are printed, not judged against the targets.
 """
 
 from __future__ import annotations
