@@ -9,7 +9,7 @@ that drift falls on both sides alike. Prints
     the CPU time fslab itself used while fio ran (the sampler thread's cost).
 
 Run as root: python bench/monitors.py [--pairs 6] [--runtime 3]
-`--smoke`: two pairs of 0.5 s on a 32 MiB file: proves the script runs, in seconds; its figures
+`--smoke`: two pairs of 0.25 s on a 32 MiB file: proves the script runs, in seconds; its figures
 are printed, not judged against the target.
 """
 
@@ -57,9 +57,10 @@ class Timed:
 
 
 def fio(path: Path, file_size: int, runtime: float, scratch: Path) -> dict:
+    # in ms: fio takes a bare runtime in whole seconds, and '0.5' as none (it then read the file once)
     argv = [
         "fio", "--name=bench", f"--filename={path}", "--rw=randread", "--bs=4k", "--direct=1", "--ioengine=libaio",
-        "--iodepth=16", f"--size={file_size}", f"--runtime={runtime:g}", "--time_based", "--randrepeat=1",
+        "--iodepth=16", f"--size={file_size}", f"--runtime={runtime * 1000:g}ms", "--time_based", "--randrepeat=1",
         "--output-format=json",
     ]
     return json.loads(run(argv, cwd=scratch).stdout)["jobs"][0]["read"]
@@ -76,7 +77,7 @@ def main() -> None:
     parser.add_argument("--runtime", type=float, default=3.0)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, in seconds: the script runs; nothing judged")
     args = parser.parse_args()
-    pairs, runtime, file_size = (2, 0.5, 32 * MiB) if args.smoke else (args.pairs, args.runtime, 256 * MiB)
+    pairs, runtime, file_size = (2, 0.25, 32 * MiB) if args.smoke else (args.pairs, args.runtime, 256 * MiB)
     iops: dict[bool, list[float]] = {False: [], True: []}
     cpu: dict[bool, list[float]] = {False: [], True: []}
     seconds: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
