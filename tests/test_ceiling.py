@@ -185,6 +185,44 @@ def test_no_ceiling_is_recorded_and_honoured_on_resume(tmp_path):
     assert not any(t.ceiling for t in resumable(db, str(study_run)).study.targets)
 
 
+SKIPPED_STACK = """\
+[study]
+name = "skipped-stack"
+workloads = ["rand_read"]
+[[target]]
+name = "stack"
+filesystem = "ext4"
+devices = 2
+layers = ["md-raid1"]
+raw_baseline = true
+[[target]]
+name = "plain"
+filesystem = "ext4"
+"""
+
+
+def test_a_resumed_study_run_plans_again_without_a_skipped_targets_raw_baselines_and_with_its_ceiling(tmp_path, monkeypatch):
+    """As `fslab run --skip-unsupported` planned it: the stack skipped for md, its raw baselines
+    with it, and fslab's ceiling beside the plain target, decided on what runs."""
+    from fslab import doctor
+    from fslab.resume import resumable
+    from fslab.runner import study_run_settings
+
+    monkeypatch.setattr(doctor.layers, "missing", lambda layer: "this kernel has no md RAID1 (the test's)")
+    monkeypatch.setattr(doctor.FILESYSTEMS["ext4"], "machine_checks", lambda: [])
+    parsed = parse_study(SKIPPED_STACK, "s.toml", base_dir=Path("."))
+    skipped = doctor.unsupported_targets(parsed)
+    assert [u.target for u in skipped] == ["stack", "stack/raw-1", "stack/raw-2"]
+    names = {u.target for u in skipped}
+    ran = with_ceiling(parsed, skipped=names).without(names)
+    assert [t.name for t in ran.targets] == ["plain", LOOP_CEILING]
+    db = ResultsDB(str(tmp_path / "r.db"))
+    study_run = db.begin_study_run(ran, 1, {}, {}, {"runs": 3} | study_run_settings(ran, skipped), Owner.current(tmp_path))
+    db.finish_study_run(study_run, "interrupted", {})
+    again = resumable(db, str(study_run)).study
+    assert [t.name for t in again.targets] == ["plain", LOOP_CEILING] and again.cells == ran.cells, "the same plan again"
+
+
 @pytest.mark.root
 def test_a_real_run_measures_its_ceiling_and_summary_json_carries_it(workdir, tmp_path):
     text = """\
