@@ -101,7 +101,7 @@ class Fleet:
         return wait_for(what, ready_or_dead, deadline)
 
     def stop(self, worker: Worker) -> int:
-        """SIGTERM, as systemd stops it; its exit status."""
+        """SIGTERM, as systemd stops it; its exit status (0: stopped so, a worker ends normally)."""
         worker.stopped = True
         worker.process.send_signal(signal.SIGTERM)
         return worker.process.wait(timeout=120)

@@ -11,6 +11,7 @@ time (a fiftieth of a second of every command's start); the types only a type ch
 are quoted instead."""
 
 import gc
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -584,7 +585,7 @@ def worker(
 ) -> None:
     """Serve a fleet on this host: take this host's units from the shared PostgreSQL database one at a time, run each here, store its runs there (docs/fleet.md).
 
-    Ctrl-C or SIGTERM releases the run under way and gives its unit back to be taken again; the worker then exits 130 or 143.
+    Ctrl-C or SIGTERM releases the run under way and gives its unit back to be taken again; the worker then exits 130 after Ctrl-C, 0 after SIGTERM (a service manager's stop).
     With --fio-address it also serves fio for other hosts' shared-storage runs that name it among their clients (docs/shared-storage.md)."""
     from fslab.fio_server import address_and_port, networks
     from fslab.fleet import worker as serving
@@ -605,7 +606,9 @@ def worker(
         serving.serve(settings, say)
     except KeyboardInterrupt:
         errors.print("[yellow]worker stopped[/yellow]: the run under way was released; its unit goes to the next worker of this name.")
-        raise typer.Exit(exit_status()) from None
+        # SIGTERM is how a service manager stops a service: a normal end, not a failure (143
+        # would be one to systemd); Ctrl-C ends it as an interrupted command, 130.
+        raise typer.Exit(0 if exit_status() == 128 + signal.SIGTERM else exit_status()) from None
 
 
 @app.command()

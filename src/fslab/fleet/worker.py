@@ -6,10 +6,11 @@ Two threads. Procrastinate's worker (asyncio: it fetches units, heartbeats, list
 runs in a thread of its own; each unit it takes is handed to the main thread, which runs it
 there, where Ctrl-C and `kill` are heard as `fslab run` hears them (interruption.py): the run
 under way is released cleanly, the unit is given back to the queue (UnitReleased: procrastinate
-retries it at once) and the worker exits 128 + the signal's number. A worker killed outright
-stops heartbeating: after the lapse any worker queues its unit again, and the host's next worker
-runs only what that host's share still lacks (runner.run_share). A worker only cut off that long
-finds its unit or block taken when it stores its next run: it keeps that run aside (fleet/lease.py).
+retries it at once) and the worker exits: 0 after SIGTERM (a service manager's stop), 130 after
+Ctrl-C (cli.worker). A worker killed outright stops heartbeating: after the lapse any worker
+queues its unit again, and the host's next worker runs only what that host's share still lacks
+(runner.run_share). A worker only cut off that long finds its unit or block taken when it stores
+its next run: it keeps that run aside (fleet/lease.py).
 
 A worker started with --fio-address also takes requests to serve fio for the clients of another
 host's unit (fio_service.py), one at a time with its own units. A unit made by another fslab, or
