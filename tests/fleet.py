@@ -62,16 +62,17 @@ class Fleet:
         return {**os.environ, "PGPASSWORD": postgres.PASSWORD}
 
     def start(self, index: int, name: str, *args: str, workdir: Workdir | None = None,
-              fslab_version: str | None = None) -> Worker:
+              fslab_version: str | None = None, url: str | None = None) -> Worker:
         """A worker named `name` in namespace `index` (its own work directory unless given one);
-        `fslab_version`: run by this fslab released as that version (fslab_released_as)."""
+        `fslab_version`: run by this fslab released as that version (fslab_released_as); `url`:
+        the database's (with a password perhaps) instead of the fleet's."""
         workdir = workdir or self.undo.enter_context(fresh_workdir())
         log = self.directory / f"{name}-{len(self.workers)}.log"
         env = self.env()
         if fslab_version is not None:
             env["PYTHONPATH"] = str(fslab_released_as(fslab_version, self.directory))
         with log.open("w") as out:
-            argv = [sys.executable, "-m", "fslab", "worker", "--db", self.url, "--name", name, "--workdir", str(workdir.root), "--heartbeat-lapse", LAPSE, *args]
+            argv = [sys.executable, "-m", "fslab", "worker", "--db", url or self.url, "--name", name, "--workdir", str(workdir.root), "--heartbeat-lapse", LAPSE, *args]
             process = self.hosts[index].popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
         worker = Worker(name, process, log, workdir)
         self.workers.append(worker)

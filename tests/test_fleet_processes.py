@@ -24,6 +24,47 @@ def cmdline(pid: int) -> bytes:
     return Path(f"/proc/{pid}/cmdline").read_bytes()
 
 
+@pytest.mark.root
+def test_a_password_in_the_workers_url_is_hidden_from_ps_as_it_starts_and_the_documented_ways_advised(fleet_lab, tmp_path):
+    """/proc/PID/cmdline (what `ps` shows every user) read from the moment the worker is started:
+    the password is gone before the worker does anything else — before it says a word or reaches
+    the database — and stays gone; the argument keeps its place and length (stars), the worker
+    says once how to give the password instead, and works."""
+    with fleet(fleet_lab, tmp_path) as f:
+        started = time.monotonic()
+        worker = f.start(0, "h", url=f.pg.url(DATABASE))
+        secret = postgres.PASSWORD.encode()
+        ours = b"-m\0fslab\0worker\0"  # fslab's own arguments (nsenter's before its exec carry the password too)
+        first_clean = wait_for("the password hidden from ps", lambda: ours in (seen := cmdline(worker.process.pid)) and secret not in seen and seen, every=0.005)
+        hidden_after = time.monotonic() - started
+        output_then = worker.output()
+        registered_then = registered(f, 1)()
+        print(f"the password hidden {hidden_after:.3f} s after the worker was started")
+        assert output_then == "" and not registered_then, "hidden before the worker said or did anything"
+        f.wait("the worker", registered(f, 1))
+        now = cmdline(worker.process.pid)
+        assert secret not in now and now == first_clean, "hidden for good"
+        assert f"postgresql://{postgres.USER}:{'*' * len(postgres.PASSWORD)}@".encode() in now
+        assert now.count(b"\0") == len(worker.process.args) - 2, "each argument in its place (nsenter's two gone with its exec)"
+        said = worker.output()
+        assert said.count("password") >= 1 and all(way in said for way in DOCUMENTED_WAYS), said
+        assert postgres.PASSWORD not in said
+        assert f.stop(worker) == 0
+
+
+def test_every_password_of_fslabs_arguments_is_hidden_in_place(tmp_path):
+    """A real process's own /proc/PID/cmdline, after fslab hides what it was given: each URL's
+    password (after the user, or as a query's password=) is stars of its length; the rest, each
+    argument's bounds among them, as it was."""
+    given = ["--db", "postgresql://u:s3cr3t@db:5432/x", "--db=postgresql+psycopg://u:p%40ss@db/x", "postgresql:///x?service=team&password=q&sslmode=require", "fslab.db", "postgresql://u@db/x"]
+    expected = ["--db", "postgresql://u:******@db:5432/x", "--db=postgresql+psycopg://u:******@db/x", "postgresql:///x?service=team&password=*&sslmode=require", "fslab.db", "postgresql://u@db/x"]
+    script = "import sys; from fslab.argv_passwords import hide; said = hide(); sys.stdout.buffer.write(open('/proc/self/cmdline', 'rb').read() + str(said).encode())"
+    done = subprocess.run([sys.executable, "-c", script, *given], capture_output=True, check=True)
+    assert done.stdout.split(b"\0")[3:] == [a.encode() for a in expected] + [b"True"], "python, -c, its script: then the arguments"
+    untouched = subprocess.run([sys.executable, "-c", script, "--db", "postgresql://u@db/x"], capture_output=True, check=True)
+    assert untouched.stdout.endswith(b"postgresql://u@db/x\0None"), "no password given: nothing to say"
+
+
 def unit_in_docs() -> str:
     """The systemd unit docs/fleet.md shows, as a file would hold it."""
     page = (ROOT / "docs" / "fleet.md").read_text()

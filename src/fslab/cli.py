@@ -765,10 +765,18 @@ def fio_server(
         console.print("fio server stopped")
 
 
-def main() -> None:
-    """The commands (entered through fslab.__main__, which hears signals first): every error a
+def main(password_hidden: bool | None = None) -> None:
+    """The commands (entered through fslab.__main__, which hears signals first and hides a
+    password given in a URL from `ps`: `password_hidden`, None if none was given): every error a
     user can act on is printed here, once, without a traceback."""
     gc.freeze()  # what the imports made lives as long as fslab: the collector need not walk it on every pass
+    if password_hidden is not None:
+        hidden = "fslab hid it there as it started, not before" if password_hidden else "fslab could not hide it there"
+        errors.print(
+            f"[yellow]warning[/yellow]: a password given in a database URL on the command line is for every user of this machine to read in `ps` ({hidden}): "
+            "give it by PGPASSWORD, ~/.pgpass or a service file instead (docs/fleet.md)",
+            highlight=False, soft_wrap=True,
+        )  # fmt: skip
     try:
         app(prog_name="fslab", standalone_mode=True)
     except FslabError as exc:
