@@ -25,6 +25,48 @@ def cmdline(pid: int) -> bytes:
 
 
 @pytest.mark.root
+def test_the_waiting_run_on_survives_the_server_stopped_a_while_and_reports_as_usual(fleet_lab, tmp_path):
+    """The server stopped for a few seconds while `fslab run --on` waits: it says so once, waits
+    as the workers do, and ends with the summary (exit 0); `fslab status` and `fslab summary`
+    asked meanwhile say in one line that the database cannot be reached. The follower was given
+    the password in its URL: `ps` never shows it there either."""
+    with fleet(fleet_lab, tmp_path) as f:
+        worker = f.start(0, "h")
+        f.wait("the worker", registered(f, 1))
+        log = tmp_path / "run-on.log"
+        with log.open("w") as out:
+            argv = [sys.executable, "-m", "fslab", "run", study_file(tmp_path, 4), "--no-ceiling", "--on", "h", "--db", f.pg.url(DATABASE)]
+            following = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=f.env(), cwd=tmp_path)
+        try:
+            f.wait("the study run's first run stored, the next under way", lambda: runs_of(f, 1) == 1 and under_way(f, 1, "run 2")())
+            assert following.poll() is None, log.read_text()
+            hidden = postgres.PASSWORD.encode() not in cmdline(following.pid)
+            f.pg.stop()
+            try:
+                f.wait("the follower to find the database away", lambda: "database unreachable" in log.read_text() or following.poll() is not None)
+                asked = {command: f.fslab(command, "1", timeout=120) for command in ("status", "summary")}
+            finally:
+                f.pg.start()
+            following.wait(timeout=600)
+        finally:
+            if following.poll() is None:
+                following.kill()
+                following.wait(timeout=60)
+        said = log.read_text()
+        assert following.returncode == 0 and "Traceback" not in said, said
+        assert said.count("database unreachable, retrying") == 1, said
+        assert "seq_write" in said and "ext4" in said and "Results in" in said, "the summary, as usual"
+        assert stored(f, 1) == [("h", "ext4", "seq_write", str(r), "1") for r in (1, 2, 3, 4)], "every run stored once"
+        for command, answer in asked.items():
+            assert answer.returncode == 2 and "Traceback" not in answer.stderr, f"fslab {command}:\n{answer.stderr}"
+            lines = answer.stderr.strip().splitlines()
+            assert len(lines) == 1 and f"cannot use {f.url} as the results database" in lines[0], f"fslab {command}: {answer.stderr}"
+            assert "Connection refused" in lines[0] and "check that its server is up and reachable" in lines[0], lines[0]
+        assert hidden and postgres.PASSWORD not in said, "the password neither in ps nor said"
+        assert f.stop(worker) == 0
+
+
+@pytest.mark.root
 def test_a_password_in_the_workers_url_is_hidden_from_ps_as_it_starts_and_the_documented_ways_advised(fleet_lab, tmp_path):
     """/proc/PID/cmdline (what `ps` shows every user) read from the moment the worker is started:
     the password is gone before the worker does anything else — before it says a word or reaches

@@ -253,7 +253,7 @@ def _run_on_fleet(results: "ResultsDB", study: "Study", repetitions: Any, *, on:
         console.print(str(study_run_id), highlight=False)
         return
     try:
-        dispatch.follow(results, study_run_id, console)
+        dispatch.follow(results, study_run_id, console, say=lambda line: errors.print(f"[yellow]{safe_markup(line)}[/yellow]", highlight=False, soft_wrap=True))
     except KeyboardInterrupt:
         errors.print(f"[yellow]stopped following[/yellow]: the workers go on; `fslab status {study_run_id}` shows where they are.")
         raise typer.Exit(130) from None

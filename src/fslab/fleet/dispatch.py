@@ -1,6 +1,7 @@
 """`fslab run STUDY --on …`: the fleet's study run — one row, stored before anything is queued —
 and one unit per host queued on that host's queue; then its progress across hosts, followed in a
-live table until every unit has ended (or shown once: `fslab status`)."""
+live table until every unit has ended, through any outage of the database (or shown once:
+`fslab status`)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from fslab import environment
 from fslab.errors import FslabError
 from fslab.fleet import queue, roster, units, versions
 from fslab.fleet import spread as spreading
+from fslab.fleet.steady import steadily
 from fslab.guard.names import visible
 from fslab.model import Study
 from fslab.report.console import table
@@ -109,13 +111,26 @@ def workers_table(db: ResultsDB) -> RenderableType:
     return table(title, WORKER_COLUMNS, rows, [False, False, False, True, True], styles=styles)
 
 
-def follow(db: ResultsDB, study_run_id: int, console: Console, every: float = 1.0, wait: Callable[[float], None] = time.sleep) -> None:
-    """The progress table, live, until every unit has ended."""
-    shown, ended = progress_table(db, study_run_id)
+UNREACHABLE = "database unreachable, retrying (the workers go on, and store their runs once it answers)"
+
+
+def follow(db: ResultsDB, study_run_id: int, console: Console, say: Callable[[str], None], every: float = 1.0, wait: Callable[[float], None] = time.sleep) -> None:
+    """The progress table, live, until every unit has ended. The database away a while (its
+    server restarted, the network cut) is waited for as the workers wait for it (steady.steadily),
+    and said once an outage."""
+
+    def once_an_outage(tries: int, exc: BaseException, pause: float) -> None:
+        if tries == 1:
+            say(UNREACHABLE)
+
+    def progress() -> tuple[RenderableType, bool]:
+        return steadily(lambda: progress_table(db, study_run_id), once_an_outage)
+
+    shown, ended = progress()
     with Live(shown, console=console, auto_refresh=False) as live:
         while not ended:
             wait(every)
-            shown, ended = progress_table(db, study_run_id)
+            shown, ended = progress()
             live.update(shown, refresh=True)
 
 

@@ -3,7 +3,7 @@ restarted, pg_terminate_backend, the network gone a while) is tried again once t
 answers, and a run whose commit may have been lost with the connection is looked for before it
 is stored again: every run stored exactly once. A run is stored under its worker's lease
 (fleet/lease.py), and into a database at this fslab's schema (fleet/versions.py), both checked in
-the transaction that stores it."""
+the transaction that stores it. The waiting `fslab run --on` reads by the same rule (steadily)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,28 @@ T = TypeVar("T")
 LOST = (sa.exc.OperationalError, sa.exc.InterfaceError)
 
 
+def steadily(do: Callable[[], T], lost: Callable[[int, BaseException, float], None], already: Callable[[], T | None] = lambda: None) -> T:
+    """`do`, again until the database answers: the fleet's one rule for a database away a while
+    (its workers', the waiting `fslab run --on`'s). `lost(tries, exc, pause)` is told of each try
+    that failed (tries: 1 for an outage's first); after one, `already` tells a write that took
+    effect before its connection went (its result, else None)."""
+    pause, tries = 0.2, 0
+    while True:
+        try:
+            return do()
+        except LOST as exc:
+            tries += 1
+            lost(tries, exc, pause)
+        time.sleep(pause)  # a signal ends the wait (KeyboardInterrupt), as it ends a run
+        pause = min(pause * 2, 5.0)
+        try:
+            found = already()
+        except LOST:
+            continue
+        if found is not None:
+            return found
+
+
 class SteadyResults(ResultsDB):
     def __init__(self, location: str, say: Callable[[str], None]):
         super().__init__(location)
@@ -34,22 +56,11 @@ class SteadyResults(ResultsDB):
         self.lease_of: Callable[[RunRecord], Lease | None] = _unleased
 
     def steadily(self, write: Callable[[], T], already: Callable[[], T | None] = lambda: None) -> T:
-        """`write`, again until the database answers; after a failed try, `already` tells a write
-        that took effect before its connection went (its result, else None)."""
-        pause = 0.2
-        while True:
-            try:
-                return write()
-            except LOST as exc:
-                self.say(f"database connection lost ({type(exc.orig).__name__ if hasattr(exc, 'orig') else type(exc).__name__}); trying again in {pause:.1f} s")
-            time.sleep(pause)  # a signal ends the wait (KeyboardInterrupt), as it ends a run
-            pause = min(pause * 2, 5.0)
-            try:
-                found = already()
-            except LOST:
-                continue
-            if found is not None:
-                return found
+        """`write`, again until the database answers, each failed try said (module `steadily`)."""
+        return steadily(write, self._lost, already)
+
+    def _lost(self, tries: int, exc: BaseException, pause: float) -> None:
+        self.say(f"database connection lost ({type(exc.orig).__name__ if hasattr(exc, 'orig') else type(exc).__name__}); trying again in {pause:.1f} s")
 
     @contextmanager
     def leased(self, lease_of: Callable[[RunRecord], Lease | None]) -> Iterator[None]:

@@ -55,7 +55,11 @@ class ResultsDB:
             else:
                 self._set_up_sqlite()
         except sa.exc.DBAPIError as exc:  # not a database at all, damaged, unreachable, or refused
-            raise DatabaseUnusable(f"cannot use {shown(location)} as the results database: {self._reason(exc)}; name another {named}, or restore it from a backup") from None
+            if self.engine.dialect.name == "sqlite":
+                advice = f"name another {named}, or restore it from a backup"
+            else:  # a server away (stopped, restarting, out of reach) says so in the reason
+                advice = f"check that its server is up and reachable from here, and the user's password (PGPASSWORD, ~/.pgpass), or name another {named}"
+            raise DatabaseUnusable(f"cannot use {shown(location)} as the results database: {self._reason(exc)}; {advice}") from None
 
     def _current(self) -> bool:
         """Whether the database is fslab's at this schema version already: opening it then reads one
