@@ -462,6 +462,7 @@ def test_a_unit_whose_runs_fail_alike_stops_once_with_its_cause_and_is_not_taken
         statuses = f.sql(by_status).splitlines()
         assert statuses[0].startswith("ok|") and statuses[1].startswith("superseded|") and len(statuses) == 2, statuses
         assert status_of(f, study_run_id) == "finished" and worker.process.poll() is None, "the worker goes on"
+        assert "ended with status: Error" in worker.output() and "Traceback" not in worker.output(), "procrastinate's word on the job: one line"
         assert f.stop(worker) == 0
 
 

@@ -28,8 +28,9 @@ def cmdline(pid: int) -> bytes:
 def test_the_waiting_run_on_survives_the_server_stopped_a_while_and_reports_as_usual(fleet_lab, tmp_path):
     """The server stopped for a few seconds while `fslab run --on` waits: it says so once, waits
     as the workers do, and ends with the summary (exit 0); `fslab status` and `fslab summary`
-    asked meanwhile say in one line that the database cannot be reached. The follower was given
-    the password in its URL: `ps` never shows it there either."""
+    asked meanwhile say in one line that the database cannot be reached; the worker's output has
+    no traceback either (procrastinate's and psycopg's logs: one line each). The follower was
+    given the password in its URL: `ps` never shows it there either."""
     with fleet(fleet_lab, tmp_path) as f:
         worker = f.start(0, "h")
         f.wait("the worker", registered(f, 1))
@@ -63,6 +64,7 @@ def test_the_waiting_run_on_survives_the_server_stopped_a_while_and_reports_as_u
             assert len(lines) == 1 and f"cannot use {f.url} as the results database" in lines[0], f"fslab {command}: {answer.stderr}"
             assert "Connection refused" in lines[0] and "check that its server is up and reachable" in lines[0], lines[0]
         assert hidden and postgres.PASSWORD not in said, "the password neither in ps nor said"
+        assert "database connection lost" in worker.output() and "Traceback" not in worker.output(), "the worker, too, says what it does in lines of its own"
         assert f.stop(worker) == 0
 
 

@@ -10,4 +10,6 @@ the results database and the queue (procrastinate) that hands each host its shar
   hostlock.py  one benchmark at a time on a host, whichever worker of its name: a lock in the database
   dispatch.py  `fslab run --on`: the study run, its units queued, their progress followed
   fio_service.py  shared storage: client hosts' workers serve fio while a study run names them
+  steady.py    the database away a while: tried again by one rule, every run stored once
+  logs.py      what the libraries under a worker log, said in one line each
 """

@@ -44,7 +44,7 @@ from procrastinate.retry import BaseRetryStrategy, RetryDecision
 from fslab import __version__, environment
 from fslab.errors import FslabError
 from fslab.fio_server import Endpoint, Network
-from fslab.fleet import lease, queue, roster, spread, units, versions
+from fslab.fleet import lease, logs, queue, roster, spread, units, versions
 from fslab.fleet.fio_service import FioSettings, serve_fio_for, unit_services
 from fslab.fleet.hostlock import HostLock, HostLockLost
 from fslab.fleet.lease import Lease, UnitWithdrawn
@@ -167,6 +167,7 @@ class _ReleasedAgain(BaseRetryStrategy):
 def serve(settings: WorkerSettings, say: Callable[[str], None]) -> None:
     """Run the worker until a signal stops it (KeyboardInterrupt, raised again once all is
     released and the unit under way, if any, given back)."""
+    logs.said_in_one_line(say)
     db = SteadyResults(settings.location, say)
     queue.conninfo(settings.location)  # PostgreSQL, or a clear refusal
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1` a worker that seems stuck: each thread's stack on its standard error
