@@ -1,10 +1,12 @@
 """The fleet's processes as a user and a service manager meet them (issue 33, items 4–6): the
 waiting `fslab run --on` through a server stopped a while, a password given in the URL hidden
-from `ps`, a worker stopped by SIGTERM, and the systemd unit docs/fleet.md gives. Real workers in
+from `ps`, a worker stopped by SIGTERM even when its release fails, and the systemd unit
+docs/fleet.md gives. Real workers in
 network namespaces on a real PostgreSQL (tests/fleet.py); every wait is for a state."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import time
@@ -14,7 +16,8 @@ import postgres
 import pytest
 from conftest import wait_for
 from fleet import DATABASE, fleet
-from test_fleet import registered, runs_of, stored, study_file, under_way
+from short_studies import short_study
+from test_fleet import EXT4, registered, runs_of, stored, study_file, under_way
 
 ROOT = Path(__file__).parent.parent
 DOCUMENTED_WAYS = ("PGPASSWORD", "~/.pgpass", "service file")
@@ -96,6 +99,39 @@ def test_a_password_in_the_workers_url_is_hidden_from_ps_as_it_starts_and_the_do
         assert said.count("a password given in a database URL") == 1 and all(way in said for way in DOCUMENTED_WAYS), said
         assert postgres.PASSWORD not in said
         assert f.stop(worker) == 0
+
+
+def loop_devices_of(worker) -> list[Path]:  # noqa: ANN001
+    """The loop devices attached to images under the worker's work directory."""
+    root = bytes(worker.workdir.root)
+    return [Path("/dev") / f.parent.parent.name for f in Path("/sys/block").glob("loop*/loop/backing_file") if root in f.read_bytes()]
+
+
+@pytest.mark.root
+def test_a_worker_stopped_while_another_process_holds_its_loop_device_still_stops(fleet_lab, tmp_path):
+    """SIGTERM mid-run while another process holds the run's loop device open (a shell, udev, a
+    copy of the mounts in another namespace): releasing it fails after its 30 s, and the stop still
+    ends the worker — exit 0, the unit given back, why said — instead of failing the unit and
+    serving on, deaf to the stop."""
+    path = tmp_path / "long.toml"
+    path.write_text(short_study("long", EXT4, 1).replace('runtime = "1s"', 'runtime = "20s"'))
+    with fleet(fleet_lab, tmp_path) as f:
+        worker = f.start(0, "h")
+        f.wait("the worker", registered(f, 1))
+        queued = f.fslab_in_process("run", str(path), "--no-ceiling", "--on", "h", "--detach")
+        assert queued.returncode == 0, queued.stderr
+        journal = worker.workdir.root / "journal.jsonl"
+        fio_proven = '"event": "proof", "kind": "process", "id": "fio"'
+        f.wait("fio under way on the run's loop device", lambda: journal.exists() and fio_proven in journal.read_text() and loop_devices_of(worker))
+        with loop_devices_of(worker)[0].open("rb"):  # held as another process would hold it
+            worker.stopped = True
+            worker.process.send_signal(signal.SIGTERM)
+            status = worker.process.wait(timeout=180)  # its release waits 30 s for the device
+        said = worker.output()
+        assert status == 0, said
+        assert "while stopping" in said and "still attached" in said and "unit failed" not in said, said
+        assert f.sql("SELECT state FROM fleet_units WHERE study_run_id = 1") == "released"
+        assert f.sql("SELECT status FROM procrastinate_jobs") == "todo", "given back to the queue"
 
 
 def test_every_password_of_fslabs_arguments_is_hidden_in_place(tmp_path):

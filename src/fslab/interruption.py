@@ -57,6 +57,11 @@ def raise_if_interrupted() -> None:
         raise KeyboardInterrupt(f"signal {_received[0]}")
 
 
+def interrupted() -> bool:
+    """Whether a signal came (even one an error while releasing has since replaced)."""
+    return bool(_received)
+
+
 def exit_status() -> int:
     """The exit status of a process a signal ended: 128 + its number (130 for Ctrl-C)."""
     return 128 + (_received[0] if _received else signal.SIGINT)

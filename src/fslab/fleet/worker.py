@@ -49,6 +49,7 @@ from fslab.fleet.fio_service import FioSettings, serve_fio_for, unit_services
 from fslab.fleet.hostlock import HostLock, HostLockLost
 from fslab.fleet.lease import Lease, UnitWithdrawn
 from fslab.fleet.steady import LOST, SteadyResults
+from fslab.interruption import interrupted
 from fslab.model import Host, Study
 from fslab.results.location import shown
 from fslab.results.records import now
@@ -250,6 +251,9 @@ def _run_handed(
         done.set_exception(exc)
     except BaseException as exc:  # an error of fslab's own: recorded as the unit's failure, the worker goes on
         why = str(exc) if isinstance(exc, FslabError) else "".join(traceback.format_exception(exc))
+        if interrupted():  # raised while releasing after a stop: the stop still ends the worker, its unit given back
+            say(f"while stopping: {why}")
+            raise KeyboardInterrupt from None
         say(f"{'request to serve fio' if isinstance(unit, ServeFio) else 'unit'} failed: study run {unit.study_run_id} on {unit.host}: {why}")
         if isinstance(unit, Unit):
             _settle(db, unit, "failed", why=why)
