@@ -45,12 +45,9 @@ def test_the_waiting_run_on_survives_the_server_stopped_a_while_and_reports_as_u
             f.wait("the study run's first run stored, the next under way", lambda: runs_of(f, 1) == 1 and under_way(f, 1, "run 2")())
             assert following.poll() is None, log.read_text()
             hidden = postgres.PASSWORD.encode() not in cmdline(following.pid)
-            f.pg.stop()
-            try:
+            with f.pg.away():
                 f.wait("the follower to find the database away", lambda: "database unreachable" in log.read_text() or following.poll() is not None)
                 asked = {command: f.fslab(command, "1", timeout=120) for command in ("status", "summary")}
-            finally:
-                f.pg.start()
             following.wait(timeout=600)
         finally:
             if following.poll() is None:
