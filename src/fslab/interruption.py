@@ -33,7 +33,8 @@ def _interrupt(signum: int, frame: object) -> None:
 def releasing() -> Iterator[None]:
     """A block that releases something and records it (journal.holding): a signal that comes
     meanwhile is acted on when the block has ended, not halfway through it — else the release
-    is done and never recorded, and the next fslab finds it "left by an interrupted fslab".
+    is done and never recorded, and the next fslab finds it "left by an interrupted fslab". The
+    same for a command's start (system.run): acted on once fslab has the process to kill.
     (Signals reach the main thread alone: another thread's block holds none back.)"""
     if threading.current_thread() is not threading.main_thread():
         yield

@@ -19,6 +19,7 @@ from pathlib import Path
 from fslab import cgroups
 from fslab.errors import FslabError, Refused
 from fslab.guard.identity import process, same_process
+from fslab.interruption import releasing
 from fslab.journal import Entry, Journal, releaser
 
 
@@ -132,31 +133,39 @@ def run(
     gate_read, gate_write = os.pipe() if on_start else (-1, -1)
     command = [sys.executable, "-I", "-S", "-c", _GATE, str(gate_read), *argv] if on_start else list(argv)
     given = _pipe_holding(stdin) if stdin is not None else None
+    proc = None
     try:
-        proc = subprocess.Popen(command, stdin=given, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=cwd, env={**os.environ, **env} if env else None, pass_fds=(gate_read,) if on_start else ())
-    except OSError as exc:
-        if on_start:
-            os.close(gate_write)  # no process to tell: its end of the gate would be left open
-        if cwd is not None and exc.filename is not None and os.fsdecode(exc.filename) == os.fsdecode(cwd):
-            why = _WHY_NOT.get(type(exc), exc.strerror or "is unusable")
-            raise CannotStart(argv, f"its working directory {cwd} {why}") from exc
-        if isinstance(exc, FileNotFoundError):
-            raise CommandError(argv, 127, "", f"{argv[0]}: command not found") from exc
-        raise
-    finally:
-        if on_start:
-            os.close(gate_read)
-        if given is not None:
-            os.close(given)
-    try:
+        try:
+            # A signal while the command starts (between its fork and its exec) is acted on once it
+            # has: it is then killed below. Raised inside Popen, it left the command running
+            # unwatched — a `mount` done after fslab had released its mount point, there for good.
+            with releasing():
+                proc = subprocess.Popen(command, stdin=given, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=cwd, env={**os.environ, **env} if env else None, pass_fds=(gate_read,) if on_start else ())
+        except OSError as exc:
+            if cwd is not None and exc.filename is not None and os.fsdecode(exc.filename) == os.fsdecode(cwd):
+                why = _WHY_NOT.get(type(exc), exc.strerror or "is unusable")
+                raise CannotStart(argv, f"its working directory {cwd} {why}") from exc
+            if isinstance(exc, FileNotFoundError):
+                raise CommandError(argv, 127, "", f"{argv[0]}: command not found") from exc
+            raise
+        finally:
+            if on_start:
+                os.close(gate_read)
+            if given is not None:
+                os.close(given)
         if on_start:
             try:
                 on_start(proc.pid)
                 os.write(gate_write, b"1")
             finally:
                 os.close(gate_write)
+                gate_write = -1
         stdout, stderr = proc.communicate(timeout=timeout)
     except BaseException as exc:
+        if gate_write != -1:
+            os.close(gate_write)  # the gate's command never runs: it ends as its end of the pipe closes
+        if proc is None:
+            raise
         kill_tree(proc.pid)
         try:
             stdout, stderr = proc.communicate(timeout=KILLED_OUTPUT_SECONDS)
