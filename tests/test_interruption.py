@@ -51,3 +51,39 @@ def test_a_signal_during_a_release_is_acted_on_once_the_release_is_recorded(tmp_
             wait_for("the signal's handler", lambda: len(interruption._received) > received, deadline=30, every=0.001)
     finally:
         del RELEASERS.registered[KIND]
+
+
+@pytest.mark.root
+def test_a_signal_as_a_filesystem_is_mounted_leaves_nothing_mounted(workdir, signals_interrupt):
+    """Ctrl-C (or a worker's stop) at any moment of mounting — in `mount` itself, or once it has
+    mounted and before fslab has recorded its proof: the mount point is released with whatever is
+    mounted there (its releaser asks the kernel whether it rests on fslab's image). It was taken
+    for "nothing proven, nothing made", and a mount made by then stayed, holding its loop device
+    (seen: a worker stopped as it mounted, its loop device then "still attached after 30 s")."""
+    import random
+    import threading
+
+    from fslab.devices.loop import attached, image_file
+    from fslab.filesystems.mounting import mount_point, proven
+    from fslab.guard.identity import mounts_at
+    from fslab.system import run
+
+    journal, where = workdir.journal, workdir.mounts / "ext4"
+    left = []
+    with image_file(journal, workdir.images, "ext4", 64 << 20, fill=False) as image, attached(journal, image) as loop:
+        run(["mkfs.ext4", "-q", loop.device])
+        for _ in range(40):
+            ctrl_c = threading.Timer(random.uniform(0, 0.03), os.kill, (os.getpid(), signal.SIGINT))
+            try:
+                ctrl_c.start()
+                with mount_point(journal, where) as held:
+                    run(["mount", "-t", "ext4", loop.device, str(where)])
+                    proven(held)
+                ctrl_c.join()
+            except KeyboardInterrupt:
+                ctrl_c.join()
+            interruption._received.clear()
+            if mounts_at(where):
+                left.append(mounts_at(where))
+                run(["umount", str(where)])  # for the next try, and for the loop device's release
+    assert left == [], f"{len(left)} of 40 mounts left after a signal"

@@ -23,7 +23,9 @@ def mount_point(journal: Journal, path: Path) -> Iterator[Held]:
     """An empty directory of fslab's own at `path`; the caller mounts on it and calls `proven`.
     Whatever is mounted there is unmounted afterwards (if it is what fslab mounted)."""
     journal.workdir.subdirectory(path.parent)
-    with journal.holding("mount", str(path)) as held:
+    # Released even unproven: a signal can come once `mount` has mounted and before its proof is
+    # recorded; release_mount then asks the kernel whether what is there rests on fslab's own.
+    with journal.holding("mount", str(path), release_unproven=True) as held:
         _fresh(path)
         yield held
 
