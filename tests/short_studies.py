@@ -1,5 +1,6 @@
-"""Short studies the tests of zfs-fuse share (its daemon, its turns): one 16 MiB fio write of 1 s a run, on
-256 MiB sparse images — what it takes to make a pool, run, and destroy it, and little more."""
+"""Short studies tests share: the zfs-fuse tests' (its daemon, its turns: one 16 MiB fio write of 1 s
+a run, on 256 MiB sparse images — what it takes to make a pool, run, and destroy it, and little
+more), and the plan of a stack that --skip-unsupported skips."""
 
 
 def short_study(name: str, targets: str, repetitions: int = 2) -> str:
@@ -17,3 +18,24 @@ size = "16MiB"
 runtime = "1s"
 
 {targets}"""
+
+
+# A stack on md (raw baselines beside it) and a plain target: on a machine without md, or one
+# made to look so, `--skip-unsupported` skips the stack and its raw baselines with it.
+SKIPPED_STACK = """\
+[study]
+name = "skipped-stack"
+workloads = ["rand_read"]
+image_size = "2GiB"
+
+[[target]]
+name = "stack"
+filesystem = "ext4"
+devices = 2
+layers = ["md-raid1"]
+raw_baseline = true
+
+[[target]]
+name = "plain"
+filesystem = "ext4"
+"""

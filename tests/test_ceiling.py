@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from short_studies import SKIPPED_STACK
 
 from fslab.ceiling import CEILING_RUNS, LOOP_CEILING, ZRAM_CEILING, with_ceiling
 from fslab.errors import FslabError
@@ -183,22 +184,6 @@ def test_no_ceiling_is_recorded_and_honoured_on_resume(tmp_path):
     study_run = db.begin_study_run(before, 1, {}, {}, {"runs": 3}, Owner.current(tmp_path))
     db.finish_study_run(study_run, "interrupted", {})
     assert not any(t.ceiling for t in resumable(db, str(study_run)).study.targets)
-
-
-SKIPPED_STACK = """\
-[study]
-name = "skipped-stack"
-workloads = ["rand_read"]
-[[target]]
-name = "stack"
-filesystem = "ext4"
-devices = 2
-layers = ["md-raid1"]
-raw_baseline = true
-[[target]]
-name = "plain"
-filesystem = "ext4"
-"""
 
 
 def test_a_resumed_study_run_plans_again_without_a_skipped_targets_raw_baselines_and_with_its_ceiling(tmp_path, monkeypatch):

@@ -8,6 +8,7 @@ import shutil
 import sqlite3
 import sys
 import stat
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -100,19 +101,27 @@ def test_a_database_opened_read_only_is_read_and_never_written(tmp_path):
     assert db_path.read_bytes() == before
 
 
-# schema-v7.db: written by fslab with schema version 7 (commit a9f71b7) from schema-v7.toml, run
-# for real (ext4 and raw, two runs each); summaries/schema-v7.{md,json}: that fslab's report files,
-# which a summary now judges from the read-back the runs stored (no options_applied before 9).
-def test_a_version_7_database_is_migrated_with_every_run_kept(tmp_path):
+def _migrated(tmp_path: Path, fixture: str, tables: tuple[str, ...]) -> tuple[Path, ResultsDB, dict, dict]:
+    """A copy of a stored database opened (migrated) by this fslab: its path, the open database,
+    and each table's rows before and after."""
     db_path = tmp_path / "old.db"
-    shutil.copy(FIXTURES / "schema-v7.db", db_path)
-    tables = ("study_runs", "targets", "workloads", "runs", "metrics", "run_outputs")
+    shutil.copy(FIXTURES / fixture, db_path)
     with sqlite3.connect(db_path) as conn:
         before = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
     db = ResultsDB(str(db_path))
     with sqlite3.connect(db_path) as conn:
         assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (16,)
         after = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
+    return db_path, db, before, after
+
+
+# schema-v7.db: written by fslab with schema version 7 (commit a9f71b7) from schema-v7.toml, run
+# for real (ext4 and raw, two runs each); summaries/schema-v7.{md,json}: that fslab's report files,
+# which a summary now judges from the read-back the runs stored (no options_applied before 9).
+def test_a_version_7_database_is_migrated_with_every_run_kept(tmp_path):
+    tables = ("study_runs", "targets", "workloads", "runs", "metrics", "run_outputs")
+    db_path, db, before, after = _migrated(tmp_path, "schema-v7.db", tables)
+    with sqlite3.connect(db_path) as conn:
         uids = [uid for (uid,) in conn.execute("SELECT uid FROM study_runs")]
         after["study_runs"] = [row[:-1] for row in after["study_runs"]]
         assert all(row[-1] is None for row in after["run_outputs"]), "outputs stored before 14 stay text"
@@ -160,15 +169,8 @@ def test_a_version_13_database_keeps_its_outputs_as_text_and_stores_new_ones_pac
 # for real, with a fleet's units, blocks and worker beside it (written by fslab.fleet's own
 # functions); summaries/schema-v14.{md,json}: that fslab's report files.
 def test_a_version_14_database_gains_its_fleet_leases_generation_and_nothing_else_changes(tmp_path):
-    db_path = tmp_path / "old.db"
-    shutil.copy(FIXTURES / "schema-v14.db", db_path)
     tables = ("study_runs", "targets", "workloads", "runs", "metrics", "run_outputs", "hosts", "fleet_workers", "fleet_units", "fleet_blocks")
-    with sqlite3.connect(db_path) as conn:
-        before = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
-    db = ResultsDB(str(db_path))
-    with sqlite3.connect(db_path) as conn:
-        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (16,)
-        after = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
+    _, db, before, after = _migrated(tmp_path, "schema-v14.db", tables)
     assert len(before["fleet_units"]) == len(before["fleet_blocks"]) == 2 and len(before["runs"]) == 2
     for leased in ("fleet_units", "fleet_blocks"):
         assert [row[:-1] for row in after[leased]] == before[leased] and {row[-1] for row in after[leased]} == {0}, f"{leased}: each row as it was, its generation 0"

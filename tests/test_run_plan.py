@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import fslab_in_process, write_study
+from short_studies import SKIPPED_STACK
 from synthetic import SyntheticHost, store_study_run
 
 from fslab import doctor
@@ -118,25 +119,6 @@ def test_the_plan_lists_what_this_machine_cannot_run_skipped_or_refused(tmp_path
         ), "a skipped target is not planned"
     else:
         assert "cannot run here" not in refused and "skipped" not in skipped
-
-
-SKIPPED_STACK = """\
-[study]
-name = "skipped-stack"
-workloads = ["rand_read"]
-image_size = "2GiB"
-
-[[target]]
-name = "stack"
-filesystem = "ext4"
-devices = 2
-layers = ["md-raid1"]
-raw_baseline = true
-
-[[target]]
-name = "plain"
-filesystem = "ext4"
-"""
 
 
 def test_a_skipped_targets_raw_baselines_are_skipped_with_it_and_the_ceiling_is_planned_for_those_that_run(tmp_path, monkeypatch):
