@@ -173,3 +173,35 @@ def test_a_blocks_job_ended_or_given_back_twice_is_so_once(leases):
 
     assert asyncio.run(twice(queue.block_done)) == ["succeeded"]
     assert asyncio.run(twice(queue.give_back)) == ["todo"]
+
+
+@pytest.mark.root
+def test_a_unit_that_starts_while_the_server_is_away_runs_once_it_is_back(fleet_lab, tmp_path):
+    """The server goes away just as a worker begins a unit: the worker's reads of its share (what
+    the host's share still lacks: runner.run_share) wait for it by the workers' one rule
+    (steady.steadily), and every planned run is stored exactly once. The moment is held, not
+    raced: the test locks the runs table, the worker's read of its share waits on that lock, and
+    the server is stopped then (its sessions closed, the lock's with them)."""
+    from test_fleet import dispatched, registered, stored
+
+    with fleet(fleet_lab, tmp_path) as f:
+        worker = f.start(0, "h")
+        f.wait("the worker", registered(f, 1))
+        lock = sa.create_engine(f.pg.url("fleet"), poolclass=sa.pool.NullPool)
+        held = lock.connect()
+        try:
+            held.execute(sa.text("LOCK TABLE runs IN ACCESS EXCLUSIVE MODE"))
+            study_run_id = dispatched(f, tmp_path, "h", 2)
+            blocked = "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'runs'::regclass"
+            f.wait("the worker to read its share, held by the lock", lambda: f.sql(blocked) == "1", deadline=120)
+            with f.pg.away():
+                pass
+        finally:
+            held.invalidate()  # its session ended with the server
+            lock.dispose()
+        units = f"SELECT state FROM fleet_units WHERE study_run_id = {study_run_id}"
+        f.wait("the unit to end", lambda: f.sql(units) in ("done", "failed"))
+        assert f.sql(units) == "done", worker.output()
+        assert stored(f, study_run_id) == [("h", "ext4", "seq_write", str(r), "1") for r in (1, 2)], "every run stored once"
+        assert "database connection lost" in worker.output(), worker.output()
+        f.stop(worker)

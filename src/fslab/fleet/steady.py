@@ -8,7 +8,7 @@ the transaction that stores it. The waiting `fslab run --on` reads by the same r
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
@@ -19,7 +19,7 @@ from fslab.model import Host
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.db import insert_run
 from fslab.results.location import shown
-from fslab.results.records import SUPERSEDED
+from fslab.results.records import SUPERSEDED, StoredRun
 from fslab.results.schema import check_current, runs
 
 T = TypeVar("T")
@@ -93,6 +93,16 @@ class SteadyResults(ResultsDB):
 
     def record_host(self, study_run_id: int, host: Host) -> None:
         self.steadily(lambda: super(SteadyResults, self).record_host(study_run_id, host))
+
+    def stored_runs(self, study_run_id: int, host: str | None = None, block: int | None = None) -> list[StoredRun]:
+        """Read by the same rule: what a unit's share lacks, what a block holds (runner.run_share)."""
+        return self.steadily(lambda: super(SteadyResults, self).stored_runs(study_run_id, host, block))
+
+    def supersede(self, study_run_id: int, run_ids: Iterable[int]) -> int:
+        """Runs failing alike across targets stop the unit with that cause, not a lost connection's
+        (a try whose commit was lost counts none the second time: the message says fewer)."""
+        ids = list(run_ids)
+        return self.steadily(lambda: super(SteadyResults, self).supersede(study_run_id, ids))
 
     def _stored_id(self, study_run_id: int, record: RunRecord) -> int | None:
         found = self._stored(study_run_id, record)

@@ -326,7 +326,7 @@ def run_unit(
     except units.NotSelfContained as exc:
         raise UnitFailedHere(str(exc)) from None
     with tempfile.TemporaryDirectory(prefix="fslab-fleet-") as nothing_beside:  # the study names no file: none is read
-        share = share_of(db, unit.study_run_id, host.name, Path(nothing_beside))
+        share = db.steadily(lambda: share_of(db, unit.study_run_id, host.name, Path(nothing_beside)))
     skipped = db.steadily(lambda: units.skipped(db.engine, unit.study_run_id, host.name))
     if skipped is None:
         skipped = [{"target": u.target, "why": u.why} for u in unsupported_here(share.study)]
