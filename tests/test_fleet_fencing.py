@@ -1,5 +1,5 @@
 """A fleet under a lapse: a spread host's link cut past its heartbeat lapse, the server away past
-it (tests/fleet.py). What the unheard host held is handed to another — and the first, alive all
+it, or away just as a worker begins its unit or asks for a block (tests/fleet.py). What the unheard host held is handed to another — and the first, alive all
 along, stores nothing more of it as counted: every planned run is stored exactly once, what the
 fenced host measured kept aside as superseded (fleet/lease.py; docs/fleet.md, "Guarantees").
 Every wait is for a state, never a sleep."""
@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import re
 import time
+from contextlib import contextmanager
 
 import pytest
 import sqlalchemy as sa
-from fleet import LAPSE, fleet
+from fleet import DATABASE, LAPSE, fleet
 from short_studies import short_study
 
 TARGETS = ("ext4", "ext4-b", "ext4-c")
@@ -175,33 +176,64 @@ def test_a_blocks_job_ended_or_given_back_twice_is_so_once(leases):
     assert asyncio.run(twice(queue.give_back)) == ["todo"]
 
 
+
+@contextmanager
+def held_at(f, table: str, query: str):
+    """The worker held at its first statement on `table` that `query` matches (the test locks
+    the table, the worker's statement waits on the lock), then the server stopped: the moment it
+    meets the outage is held, not raced. Its sessions closed with the server, the lock's too."""
+    engine = sa.create_engine(f.pg.url(DATABASE), poolclass=sa.pool.NullPool)
+    lock = engine.connect()
+    try:
+        lock.execute(sa.text(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"))
+        yield
+        waiting = f"SELECT query FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query ~ '{query}'"
+        f.wait(f"the worker's {query} held by the lock", lambda: f.sql(waiting), deadline=120)
+        with f.pg.away():
+            pass
+    finally:
+        lock.invalidate()
+        engine.dispose()
+
+
 @pytest.mark.root
 def test_a_unit_that_starts_while_the_server_is_away_runs_once_it_is_back(fleet_lab, tmp_path):
-    """The server goes away just as a worker begins a unit: the worker's reads of its share (what
-    the host's share still lacks: runner.run_share) wait for it by the workers' one rule
-    (steady.steadily), and every planned run is stored exactly once. The moment is held, not
-    raced: the test locks the runs table, the worker's read of its share waits on that lock, and
-    the server is stopped then (its sessions closed, the lock's with them)."""
+    """The server goes away just as a worker begins a unit, reading what the host's share still
+    lacks (runner.run_share): the worker waits for it by the workers' one rule (steady.steadily),
+    and every planned run is stored exactly once."""
     from test_fleet import dispatched, registered, stored
 
     with fleet(fleet_lab, tmp_path) as f:
         worker = f.start(0, "h")
         f.wait("the worker", registered(f, 1))
-        lock = sa.create_engine(f.pg.url("fleet"), poolclass=sa.pool.NullPool)
-        held = lock.connect()
-        try:
-            held.execute(sa.text("LOCK TABLE runs IN ACCESS EXCLUSIVE MODE"))
+        with held_at(f, "runs", "FROM runs"):
             study_run_id = dispatched(f, tmp_path, "h", 2)
-            blocked = "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'runs'::regclass"
-            f.wait("the worker to read its share, held by the lock", lambda: f.sql(blocked) == "1", deadline=120)
-            with f.pg.away():
-                pass
-        finally:
-            held.invalidate()  # its session ended with the server
-            lock.dispose()
-        units = f"SELECT state FROM fleet_units WHERE study_run_id = {study_run_id}"
-        f.wait("the unit to end", lambda: f.sql(units) in ("done", "failed"))
-        assert f.sql(units) == "done", worker.output()
+        f.wait("the unit to end", lambda: f.sql(f"SELECT state FROM fleet_units WHERE study_run_id = {study_run_id}") in ("done", "failed"))
+        assert f.sql(f"SELECT state FROM fleet_units WHERE study_run_id = {study_run_id}") == "done", worker.output()
         assert stored(f, study_run_id) == [("h", "ext4", "seq_write", str(r), "1") for r in (1, 2)], "every run stored once"
+        assert "database connection lost" in worker.output(), worker.output()
+        f.stop(worker)
+
+
+@pytest.mark.root
+def test_a_spread_unit_taking_a_block_while_the_server_is_away_takes_it_once_it_is_back(fleet_lab, tmp_path):
+    """The server goes away just as a spread host asks the queue for its next block (or ends the
+    one before): the queue's calls wait for it by the same rule, and every block runs once."""
+    from test_fleet import registered
+
+    with fleet(fleet_lab, tmp_path) as f:
+        worker = f.start(0, "h")
+        f.wait("the worker", registered(f, 1))
+        path = tmp_path / "spread.toml"
+        path.write_text(short_study("spread", '[[target]]\nname = "ext4"\nfilesystem = "ext4"\n', 3))
+        queued = f.fslab_in_process("run", str(path), "--no-ceiling", "--on", "h", "--spread", "--detach")
+        assert queued.returncode == 0, queued.stderr
+        study_run_id = int(queued.stdout.strip())
+        f.wait("the first block's run stored", lambda: counted(f, study_run_id))
+        with held_at(f, "procrastinate_jobs", "procrastinate_f"):  # procrastinate_fetch_job, procrastinate_finish_job
+            pass
+        f.wait("the study run and its unit ended", lambda: f.sql(f"SELECT state FROM fleet_units WHERE study_run_id = {study_run_id}") in ("done", "failed"))
+        assert f.sql(f"SELECT state FROM fleet_units WHERE study_run_id = {study_run_id}") == "done", worker.output()
+        assert counted(f, study_run_id) == [("ext4", str(r), "1") for r in (1, 2, 3)], "every planned run stored exactly once"
         assert "database connection lost" in worker.output(), worker.output()
         f.stop(worker)

@@ -107,6 +107,13 @@ async def take_block(app, study_run_id: int, worker_id: int) -> tuple[int, int] 
     return None if job is None else (job.id, int(job.task_kwargs["block"]))
 
 
+async def taken_by(app, study_run_id: int, worker_id: int) -> tuple[int, int] | None:  # noqa: ANN001
+    """The block of a spread study run "doing" for this worker (take_block's, its answer lost with
+    its connection): (its job id, its block)."""
+    jobs = await app.job_manager.list_jobs_async(queue=spread_queue(study_run_id), status="doing", worker_id=worker_id)
+    return next(((job.id, int(job.task_kwargs["block"])) for job in jobs), None)
+
+
 async def block_done(app, job_id: int) -> None:  # noqa: ANN001
     """A block's job ended. Finished by the host it was taken from just as another took it (the
     block was that host's still: fleet/lease.py), either host may end it: once is enough."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 
@@ -27,6 +27,7 @@ from fslab.results.schema import fleet_blocks
 if TYPE_CHECKING:
     from fslab.plan import Planner, Repetitions
 
+T = TypeVar("T")
 SETTING = "spread"  # in the study run's settings: True when it was spread
 
 
@@ -80,13 +81,12 @@ class BlockTaker:
     def __call__(self) -> int | None:
         self._finish_current()
         while True:
-            worker_id = self.worker_id()
-            taken = self.call(lambda app: queue.take_block(app, self.study_run_id, worker_id)) if worker_id is not None else None
+            taken = self._take()
             if taken is not None:
                 job_id, block = taken
                 held = self.db.steadily(lambda: lease.take_block(self.db.engine, self.study_run_id, block, self.host))
                 if held is None:  # finished meanwhile by the host it was taken from
-                    self.call(lambda app: queue.block_done(app, job_id))
+                    self._queue(lambda app: queue.block_done(app, job_id))
                     continue
                 self.current = (job_id, held)
                 return block
@@ -111,7 +111,7 @@ class BlockTaker:
             job_id, held = self.current
             self.current = None
             if self.db.steadily(lambda: lease.holds(self.db.engine, held)):
-                self.call(lambda app: queue.give_back(app, job_id))
+                self._queue(lambda app: queue.give_back(app, job_id))
 
     def _finish_current(self) -> None:
         if self.current is None:
@@ -120,5 +120,21 @@ class BlockTaker:
         # first: a block whose job ended is never thought unfinished; taken by another host
         # meanwhile, it is that host's to finish
         if self.db.steadily(lambda: lease.write(self.db.engine, held, finished_at=now())):
-            self.call(lambda app: queue.block_done(app, job_id))
+            self._queue(lambda app: queue.block_done(app, job_id))
         self.current = None
+
+    def _take(self) -> tuple[int, int] | None:
+        """The next block's job from the queue (its job id, its block), or None. A take whose
+        answer was lost with its connection is found "doing" for this worker: taken once."""
+        worker_id = self.worker_id()
+        if worker_id is None:
+            return None
+        return self._queue(
+            lambda app: queue.take_block(app, self.study_run_id, worker_id),
+            lambda app: queue.taken_by(app, self.study_run_id, worker_id),
+        )
+
+    def _queue(self, work: Callable[[Any], Awaitable[T]], already: Callable[[Any], Awaitable[T | None]] | None = None) -> T:
+        """A queue operation, by the workers' rule for a database away (block_done and give_back
+        find what an earlier try did)."""
+        return self.db.steadily(lambda: self.call(work), (lambda: self.call(already)) if already else lambda: None)

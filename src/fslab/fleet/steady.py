@@ -27,23 +27,36 @@ T = TypeVar("T")
 LOST = (sa.exc.OperationalError, sa.exc.InterfaceError)
 
 
+def connection_lost(exc: BaseException) -> bool:
+    """Whether `exc` tells a lost connection: SQLAlchemy's (LOST), or the queue's (procrastinate's
+    ConnectorException over psycopg's OperationalError: the server gone, its pool unable to connect)."""
+    import psycopg
+    from procrastinate.exceptions import ConnectorException
+
+    return isinstance(exc, LOST) or (isinstance(exc, ConnectorException) and isinstance(exc.__cause__, psycopg.OperationalError))
+
+
 def steadily(do: Callable[[], T], lost: Callable[[int, BaseException, float], None], already: Callable[[], T | None] = lambda: None) -> T:
     """`do`, again until the database answers: the fleet's one rule for a database away a while
-    (its workers', the waiting `fslab run --on`'s). `lost(tries, exc, pause)` is told of each try
+    (its workers' reads, writes and queue calls; the waiting `fslab run --on`'s). `lost(tries, exc, pause)` is told of each try
     that failed (tries: 1 for an outage's first); after one, `already` tells a write that took
     effect before its connection went (its result, else None)."""
     pause, tries = 0.2, 0
     while True:
         try:
             return do()
-        except LOST as exc:
+        except Exception as exc:
+            if not connection_lost(exc):
+                raise
             tries += 1
             lost(tries, exc, pause)
         time.sleep(pause)  # a signal ends the wait (KeyboardInterrupt), as it ends a run
         pause = min(pause * 2, 5.0)
         try:
             found = already()
-        except LOST:
+        except Exception as exc:
+            if not connection_lost(exc):
+                raise
             continue
         if found is not None:
             return found
@@ -60,7 +73,8 @@ class SteadyResults(ResultsDB):
         return steadily(write, self._lost, already)
 
     def _lost(self, tries: int, exc: BaseException, pause: float) -> None:
-        self.say(f"database connection lost ({type(exc.orig).__name__ if hasattr(exc, 'orig') else type(exc).__name__}); trying again in {pause:.1f} s")
+        cause = getattr(exc, "orig", None) or exc.__cause__ or exc
+        self.say(f"database connection lost ({type(cause).__name__}); trying again in {pause:.1f} s")
 
     @contextmanager
     def leased(self, lease_of: Callable[[RunRecord], Lease | None]) -> Iterator[None]:
