@@ -1,8 +1,9 @@
 """A fleet under a lapse: a spread host's link cut past its heartbeat lapse, the server away past
-it, or away just as a worker begins its unit or asks for a block (tests/fleet.py). What the unheard host held is handed to another — and the first, alive all
-along, stores nothing more of it as counted: every planned run is stored exactly once, what the
-fenced host measured kept aside as superseded (fleet/lease.py; docs/fleet.md, "Guarantees").
-Every wait is for a state, never a sleep."""
+it, or away just as a worker begins its unit or asks for a block (tests/fleet.py). What the
+unheard host held is handed to another — and the first, alive all along, stores nothing more of
+it as counted: every planned run is stored exactly once, what the fenced host measured kept
+aside as superseded (fleet/lease.py; docs/fleet.md, "Guarantees"). Every wait is for a state,
+never a sleep."""
 
 from __future__ import annotations
 

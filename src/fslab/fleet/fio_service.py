@@ -64,14 +64,18 @@ def unit_services(study: Study, host: Host, study_run_id: int, db: SteadyResults
     ready = {w.name for w in db.steadily(lambda: roster.workers(db.engine)) if w.fio_address is not None}
     asked = [name for name in named if name != host.name and name in ready]  # the others are refused by name when a run asks
     if asked:
-        app = queue.app_for(settings.location)
-        app.open()
-        try:
-            for name in asked:
-                queue.request_fio(app, study_run_id, name)
-        finally:
-            app.close()
-    yield roster.FleetClients(db.engine, study_run_id, settings.allowed, driving=host.name)
+        db.steadily(lambda: _request_fio(settings.location, study_run_id, asked))  # asked again: the waiting request is kept
+    yield roster.FleetClients(db.engine, study_run_id, settings.allowed, driving=host.name, steadily=db.steadily)
+
+
+def _request_fio(location: str, study_run_id: int, hosts: list[str]) -> None:
+    app = queue.app_for(location)
+    app.open()
+    try:
+        for name in hosts:
+            queue.request_fio(app, study_run_id, name)
+    finally:
+        app.close()
 
 
 def serve_fio_for(study_run_id: int, db: SteadyResults, host: Host, workdir: Workdir, settings: FioSettings, say: Callable[[str], None]) -> None:

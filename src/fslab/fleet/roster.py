@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -128,18 +129,22 @@ class FleetClients:
     here as `--client` is (an IP literal on loopback or in an `allowed` network) — once that
     worker says its server listens for this study run. A host with no worker, one that serves no
     fio, or the host driving (`driving`: busy with this unit, it serves none) is refused at once;
-    one that does not serve within `within` seconds, then."""
+    one that does not serve within `within` seconds, then. Each read goes through `steadily` (a
+    worker's: its rule for a database away, steady.steadily)."""
 
-    def __init__(self, engine: sa.Engine, study_run_id: int, allowed: Sequence[Network], *, driving: str, within: float = CLIENTS_SERVE_WITHIN, wait: Callable[[float], None] = time.sleep):
+    def __init__(
+        self, engine: sa.Engine, study_run_id: int, allowed: Sequence[Network], *, driving: str, within: float = CLIENTS_SERVE_WITHIN,
+        wait: Callable[[float], None] = time.sleep, steadily: Callable[[Callable[[], Any]], Any] = lambda read: read(),
+    ):
         self.engine, self.study_run_id, self.allowed, self.driving, self.within, self.wait = engine, study_run_id, tuple(allowed), driving, within, wait
+        self.steadily = steadily
 
     def endpoint_of(self, host: str) -> Endpoint:
         if host == self.driving:
             raise Refused(f"client host {host!r} is the host running this unit: a worker serves fio only between units of its own; name other hosts as clients, or run the study on another host")
         deadline = time.monotonic() + self.within
         while True:
-            with self.engine.connect() as conn:
-                row = conn.execute(sa.select(fleet_workers.c.fio_address, fleet_workers.c.fio_serving).where(fleet_workers.c.name == host)).first()
+            row = self.steadily(lambda: self._registered(host))
             if row is None:
                 raise Refused(f"client host {host!r} has no worker in the fleet: start `fslab worker --name {host} --fio-address ADDRESS` on that host (docs/shared-storage.md)")
             if row.fio_address is None:
@@ -153,3 +158,7 @@ class FleetClients:
                     "it is busy with a unit of its own, serving another study run, or stopped (`fslab status`, its worker's output)"
                 )
             self.wait(0.2)
+
+    def _registered(self, host: str) -> sa.Row | None:
+        with self.engine.connect() as conn:
+            return conn.execute(sa.select(fleet_workers.c.fio_address, fleet_workers.c.fio_serving).where(fleet_workers.c.name == host)).first()

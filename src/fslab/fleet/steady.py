@@ -28,12 +28,15 @@ LOST = (sa.exc.OperationalError, sa.exc.InterfaceError)
 
 
 def connection_lost(exc: BaseException) -> bool:
-    """Whether `exc` tells a lost connection: SQLAlchemy's (LOST), or the queue's (procrastinate's
-    ConnectorException over psycopg's OperationalError: the server gone, its pool unable to connect)."""
+    """Whether `exc` tells a lost connection: SQLAlchemy's (LOST), or the queue's (psycopg's
+    OperationalError — the server gone, a pool unable to connect —, bare or under procrastinate's
+    ConnectorException)."""
     import psycopg
     from procrastinate.exceptions import ConnectorException
 
-    return isinstance(exc, LOST) or (isinstance(exc, ConnectorException) and isinstance(exc.__cause__, psycopg.OperationalError))
+    if isinstance(exc, ConnectorException):
+        exc = exc.__cause__ or exc
+    return isinstance(exc, (*LOST, psycopg.OperationalError))
 
 
 def steadily(do: Callable[[], T], lost: Callable[[int, BaseException, float], None], already: Callable[[], T | None] = lambda: None) -> T:
