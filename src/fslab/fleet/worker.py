@@ -48,7 +48,7 @@ from fslab.fleet import lease, logs, queue, roster, spread, units, versions
 from fslab.fleet.fio_service import FioSettings, serve_fio_for, unit_services
 from fslab.fleet.hostlock import HostLock, HostLockLost
 from fslab.fleet.lease import Lease, UnitWithdrawn
-from fslab.fleet.steady import LOST, SteadyResults
+from fslab.fleet.steady import LOST, SteadyResults, connection_lost
 from fslab.interruption import interrupted
 from fslab.model import Host, Study
 from fslab.results.location import shown
@@ -254,6 +254,10 @@ def _run_handed(
         if interrupted():  # raised while releasing after a stop: the stop still ends the worker, its unit given back
             say(f"while stopping: {why}")
             raise KeyboardInterrupt from None
+        if connection_lost(exc):  # a call the workers' rule does not cover: given back, never failed for an outage
+            say(f"given back: study run {unit.study_run_id} on {unit.host}: database connection lost ({type(exc).__name__})")
+            done.set_exception(UnitReleased())
+            return
         say(f"{'request to serve fio' if isinstance(unit, ServeFio) else 'unit'} failed: study run {unit.study_run_id} on {unit.host}: {why}")
         if isinstance(unit, Unit):
             _settle(db, unit, "failed", why=why)
