@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import re
 import subprocess
 import tempfile
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import TEST_ROOT, fslab, fslab_in_process, held_by, write_study
+from conftest import TEST_ROOT, fslab, fslab_in_process, held_by, wait_for, write_study
 
 from fslab.results import ResultsDB
 from fslab.study import StudyError, parse_study
@@ -41,7 +42,7 @@ class UsersDisk:
         try:
             return (where / "file.txt").read_text() if (where / "file.txt").exists() else None
         finally:
-            subprocess.run(["umount", str(where)], check=True)
+            _unmount(where)
 
     def intact(self) -> bool:
         return self.read_file() == "precious\n"
@@ -54,7 +55,22 @@ class UsersDisk:
         try:
             yield where
         finally:
-            subprocess.run(["umount", str(where)], check=True)
+            _unmount(where)
+
+
+def _unmount(where: Path) -> None:
+    """The test's own mount undone. Another test's process may look into it a moment (a mount
+    just made is busy to `umount` while anything has it open, in any namespace it reached):
+    tried again until it is free, the holders named if it never is."""
+
+    def unmounted() -> bool:
+        return subprocess.run(["umount", str(where)], capture_output=True).returncode == 0 or not os.path.ismount(where)
+
+    try:
+        wait_for(f"{where} to unmount", unmounted, deadline=60, every=0.5)
+    except AssertionError as exc:
+        holders = subprocess.run(["fuser", "-vm", str(where)], capture_output=True, text=True) if shutil.which("fuser") else None
+        raise AssertionError(f"{exc}; held by:\n{holders.stdout}{holders.stderr}" if holders else f"{exc} (fuser, psmisc, names holders)") from None
 
 
 @contextmanager

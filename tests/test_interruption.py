@@ -53,6 +53,30 @@ def test_a_signal_during_a_release_is_acted_on_once_the_release_is_recorded(tmp_
         del RELEASERS.registered[KIND]
 
 
+def test_a_signal_as_a_resource_is_recorded_leaves_its_entry_closed(tmp_path, signals_interrupt, monkeypatch):
+    """A signal the moment the journal's "acquire" line is written (a worker stopped as its run
+    prepares): the block is interrupted, and its entry closed — the next fslab finds nothing left."""
+    workdir = Workdir(tmp_path / "wd")
+    workdir.prepare()
+    append = type(workdir.journal)._append
+
+    def append_then_signal(journal, event, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003
+        append(journal, event, *args, **kwargs)
+        if event == "acquire":
+            received = len(interruption._received)
+            os.kill(os.getpid(), signal.SIGINT)
+            wait_for("the signal's handler", lambda: len(interruption._received) > received, deadline=30, every=0.001)
+
+    monkeypatch.setattr(type(workdir.journal), "_append", append_then_signal)
+    RELEASERS.add(KIND, lambda entry, home: None)
+    try:
+        with pytest.raises(KeyboardInterrupt), workdir.journal.holding(KIND, "made"):
+            raise AssertionError("the block never starts: the signal came first")
+        assert workdir.journal.read() == ([], []), "its entry closed"
+    finally:
+        del RELEASERS.registered[KIND]
+
+
 @pytest.mark.root
 def test_a_signal_as_a_filesystem_is_mounted_leaves_nothing_mounted(workdir, signals_interrupt):
     """Ctrl-C (or a worker's stop) at any moment of mounting — in `mount` itself, or once it has

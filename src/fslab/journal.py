@@ -122,25 +122,30 @@ class Journal:
         proven means nothing made, so nothing is released — unless `release_unproven`: a pool,
         array or mapping is known by its name alone (one fslab gives, scoped to this work
         directory), and its releaser checks that name before it acts."""
-        self._append("acquire", kind, ident, proof)
         held = Held(self, kind, ident, proof)
-        failed = False
+        acquired = failed = False
         try:
+            # A signal as the entry is written is acted on once it is: inside this try, so that
+            # the entry is closed below — else the next fslab finds it "left by an interrupted fslab".
+            with releasing():
+                self._append("acquire", kind, ident, proof)
+                acquired = True
             yield held
         except BaseException:
             failed = True
             raise
         finally:
-            with releasing():
-                try:
-                    if held.proof or release_unproven:
-                        RELEASERS[kind](Entry(kind, ident, held.proof), self.workdir)
-                except Refused:
-                    if not failed:
-                        raise
-                    # making it failed, and what is there is not what fslab made: left alone, and
-                    # the error that stopped the making says what happened
-                self._append("release", kind, ident)
+            if acquired:
+                with releasing():
+                    try:
+                        if held.proof or release_unproven:
+                            RELEASERS[kind](Entry(kind, ident, held.proof), self.workdir)
+                    except Refused:
+                        if not failed:
+                            raise
+                        # making it failed, and what is there is not what fslab made: left alone,
+                        # and the error that stopped the making says what happened
+                    self._append("release", kind, ident)
 
     def read(self) -> tuple[list[Entry], list[str]]:
         """Resources acquired and never released, newest first (the order to release them in),
