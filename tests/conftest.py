@@ -142,11 +142,13 @@ def fresh_workdir(name: str = "") -> Iterator[Workdir]:
     top = Path(tempfile.mkdtemp(prefix="wd-", dir=TEST_ROOT))
     root = top / name
     Workdir(root).prepare()
-    yield Workdir(root)
-    leftovers = held_by(root)
-    if leftovers:
-        Workdir(root).journal.clean_up()  # release them, then fail the test that left them
-    shutil.rmtree(top, ignore_errors=True)
+    try:
+        yield Workdir(root)
+    finally:  # a failed test's directory goes too: nothing of the tests' is left in /var/tmp
+        leftovers = held_by(root)
+        if leftovers:
+            Workdir(root).journal.clean_up()  # release them, then fail the test that left them
+        shutil.rmtree(top, ignore_errors=True)
     assert not leftovers, f"the test left these attached or mounted: {leftovers}"
 
 

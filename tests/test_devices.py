@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import fslab, fslab_in_process
+from conftest import fresh_workdir, fslab, fslab_in_process
 
 from fslab.devices.layers import Stack
 from fslab.devices.loop import attached, devices_backed_by, direct_io_enabled, image_file, on_loops
@@ -205,3 +205,12 @@ def test_a_loop_device_held_open_elsewhere_is_waited_for_and_then_said_to_be_sti
         assert not waiting.is_alive() and devices_backed_by(made.path) == [], "and returns once the kernel let go"
     assert [(o.kind, o.status) for o in workdir.journal.clean_up()] == [("loop", "released")], "the journal kept it until then"
     assert workdir.journal.outstanding() == []
+
+
+@pytest.mark.root
+def test_a_failed_tests_work_directory_is_removed_as_a_passed_ones_is():
+    """The tests' own harness (conftest.fresh_workdir): nothing of a failed test stays in /var/tmp."""
+    with pytest.raises(RuntimeError, match="the test failed"), fresh_workdir() as workdir:
+        top = workdir.root
+        raise RuntimeError("the test failed")
+    assert not top.exists()
