@@ -29,7 +29,9 @@ from fslab.study import parse_study
 
 TARGETS = ["base", "t1", "t2", "t3", "t4"]
 WORKLOADS = ["seq_read", "seq_write", "rand_read", "rand_write"]
-STUDY = "[study]\nname = \"sim\"\nworkloads = [\"baseline\"]\n" + "".join(f'[[target]]\nname = "{t}"\nfilesystem = "ext4"\n' for t in TARGETS)
+STUDY = '[study]\nname = "sim"\nworkloads = ["baseline"]\n' + "".join(
+    f'[[target]]\nname = "{t}"\nfilesystem = "ext4"\n' for t in TARGETS
+)
 RATIOS = [0.70, 0.85, 0.90, 0.95, 1.00, 1.00, 1.08, 1.10, 1.20]
 NOISE = [0.01, 0.02, 0.03, 0.05, 0.07, 0.10]
 
@@ -54,13 +56,17 @@ def simulate(cells, repetitions: Repetitions, seed: int) -> tuple[dict, int]:
     while block := planner.next_block(samples):
         for run in block:
             mean, sigma = cells[run.cell.key]
-            samples.setdefault(run.cell.key, {}).setdefault("read_iops", []).append(float(rng.lognormal(np.log(mean), sigma)))
+            samples.setdefault(run.cell.key, {}).setdefault("read_iops", []).append(
+                float(rng.lognormal(np.log(mean), sigma))
+            )
             total += 1
     return samples, total
 
 
 def verdicts(samples) -> dict:
-    result = analyse(samples, {"read_iops": True}, TARGETS, WORKLOADS, baseline="base")  # one family: every pair, as in a summary
+    result = analyse(
+        samples, {"read_iops": True}, TARGETS, WORKLOADS, baseline="base"
+    )  # one family: every pair, as in a summary
     return {(r.workload, r.target): r.comparison.verdict for r in result.rows}
 
 
@@ -76,7 +82,9 @@ def main() -> None:
         cells = simulated_cells(np.random.default_rng(study))
         fixed, fixed_runs = simulate(cells, Repetitions(runs=10), seed=10_000 + study)
         again, _ = simulate(cells, Repetitions(runs=10), seed=30_000 + study)
-        adaptive, adaptive_runs = simulate(cells, Repetitions(runs=3, target_ci=args.target_ci / 100, max_runs=10), seed=20_000 + study)
+        adaptive, adaptive_runs = simulate(
+            cells, Repetitions(runs=3, target_ci=args.target_ci / 100, max_runs=10), seed=20_000 + study
+        )
         a, b, c = verdicts(fixed), verdicts(adaptive), verdicts(again)
         agreement.append(sum(a[k] == b[k] for k in a) / len(a))
         replication.append(sum(a[k] == c[k] for k in a) / len(a))
@@ -84,8 +92,12 @@ def main() -> None:
     shape = f"{len(TARGETS)} targets × {len(WORKLOADS)} workloads, {len(TARGETS) - 1} comparisons per workload"
     print(f"{studies} simulated studies of {shape}")
     print(f"adaptive (3 runs, then blocks until ±{args.target_ci:g} %, at most 10) against fixed 10 runs:")
-    print(f"  verdicts agreeing: median {statistics.median(agreement):.0%}, mean {statistics.mean(agreement):.1%}, worst study {min(agreement):.0%}")
-    print(f"  for reference, a second fixed 10-run study agrees with the first: median {statistics.median(replication):.0%}, mean {statistics.mean(replication):.1%}, worst {min(replication):.0%}")
+    print(
+        f"  verdicts agreeing: median {statistics.median(agreement):.0%}, mean {statistics.mean(agreement):.1%}, worst study {min(agreement):.0%}"
+    )
+    print(
+        f"  for reference, a second fixed 10-run study agrees with the first: median {statistics.median(replication):.0%}, mean {statistics.mean(replication):.1%}, worst {min(replication):.0%}"
+    )
     target = "smoke: not judged" if args.smoke else "target: at most 0.50"
     ratio = f"median {statistics.median(runtime_ratio):.2f}, worst study {max(runtime_ratio):.2f}"
     print(f"  total runtime adaptive/fixed: {ratio} ({target})")

@@ -80,7 +80,7 @@ def by_hand(scratch: Path, size: Size) -> float:
             Path("/proc/sys/vm/drop_caches").write_text("3\n")
             measured = [f"--runtime={size.runtime * 1000:g}ms", "--time_based", "--output-format=json"]
             out = sh("fio", "--name=rand_read", f"--directory={mnt}", *size.fio_args(), *measured)
-            return json.loads(out[out.index("{"):])["jobs"][0]["read"]["iops"]
+            return json.loads(out[out.index("{") :])["jobs"][0]["read"]["iops"]
         finally:
             sh("umount", str(mnt))
     finally:
@@ -98,10 +98,12 @@ def through_fslab(scratch: Path, size: Size, pair: int) -> float:
     subprocess.run([sys.executable, "-m", "fslab", *argv], check=True, capture_output=True)
     engine = sa.create_engine(f"sqlite:///{db}")
     with engine.connect() as conn:
-        return conn.execute(sa.text(
-            "select m.value from metrics m join runs r on r.id = m.run_id"
-            " where m.name = 'read_iops' and r.target = 'ext4' and r.study_run_id = (select max(id) from study_runs)"
-        )).scalar_one()
+        return conn.execute(
+            sa.text(
+                "select m.value from metrics m join runs r on r.id = m.run_id"
+                " where m.name = 'read_iops' and r.target = 'ext4' and r.study_run_id = (select max(id) from study_runs)"
+            )
+        ).scalar_one()
 
 
 def main() -> None:

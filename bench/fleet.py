@@ -63,8 +63,15 @@ def seconds(f, query: str) -> list[float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repetitions", type=int, default=6, help="runs per cell (one block each): 6 divides among 1, 2 and 3 workers alike")
-    parser.add_argument("--skip-scale", action="store_true", help="leave out bench/pg_scale.py's 1,000,000-run summary figure")
+    parser.add_argument(
+        "--repetitions",
+        type=int,
+        default=6,
+        help="runs per cell (one block each): 6 divides among 1, 2 and 3 workers alike",
+    )
+    parser.add_argument(
+        "--skip-scale", action="store_true", help="leave out bench/pg_scale.py's 1,000,000-run summary figure"
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, in seconds: the script runs; nothing judged")
     args = parser.parse_args()
     workers, repetitions, size, runtime = (1, 2, 3), args.repetitions, "64MiB", "2s"
@@ -94,8 +101,10 @@ def main() -> None:
                 f.start(i, f"h{i}")
             wait_for(
                 "the workers",
-                lambda: f.sql("SELECT to_regclass('procrastinate_workers')")
-                and f.sql("SELECT count(*) FROM procrastinate_workers") == str(max(workers)),
+                lambda: (
+                    f.sql("SELECT to_regclass('procrastinate_workers')")
+                    and f.sql("SELECT count(*) FROM procrastinate_workers") == str(max(workers))
+                ),
                 120,
             )
             for n in workers:
@@ -106,17 +115,31 @@ def main() -> None:
                 if done.returncode != 0:
                     sys.exit(f"fleet: fslab run failed:\n{done.stdout}{done.stderr}")
                 study_run_id = int(done.stdout.strip())
-                f.wait(f"the study run on {n} worker(s)", lambda: f.sql(f"SELECT status FROM study_runs WHERE id = {study_run_id}") == "finished", 1800)
-                walls[n] = seconds(f, f"SELECT extract(epoch FROM finished_at - started_at) FROM study_runs WHERE id = {study_run_id}")[0]
-                hosts = f.sql(f"SELECT string_agg(host || ':' || n, ' ') FROM (SELECT host, count(*) AS n FROM runs WHERE study_run_id = {study_run_id} GROUP BY host ORDER BY host) AS h")
+                f.wait(
+                    f"the study run on {n} worker(s)",
+                    lambda: f.sql(f"SELECT status FROM study_runs WHERE id = {study_run_id}") == "finished",
+                    1800,
+                )
+                walls[n] = seconds(
+                    f, f"SELECT extract(epoch FROM finished_at - started_at) FROM study_runs WHERE id = {study_run_id}"
+                )[0]
+                hosts = f.sql(
+                    f"SELECT string_agg(host || ':' || n, ' ') FROM (SELECT host, count(*) AS n FROM runs WHERE study_run_id = {study_run_id} GROUP BY host ORDER BY host) AS h"
+                )
                 ratio = walls[n] / (walls[1] / n)
                 said = f"ratio to 1/{n} of one worker's: {ratio:.3f}   ({target('target ≤ 1.10')})"
                 say(f"{n} worker(s): {walls[n]:7.1f} s wall   {said}   runs per host: {hosts}")
-            blocks = seconds(f, "SELECT extract(epoch FROM started_at - claimed_at) FROM fleet_blocks WHERE started_at IS NOT NULL")
-            units = seconds(f, "SELECT extract(epoch FROM started_at - claimed_at) FROM fleet_units WHERE started_at IS NOT NULL")
+            blocks = seconds(
+                f, "SELECT extract(epoch FROM started_at - claimed_at) FROM fleet_blocks WHERE started_at IS NOT NULL"
+            )
+            units = seconds(
+                f, "SELECT extract(epoch FROM started_at - claimed_at) FROM fleet_units WHERE started_at IS NOT NULL"
+            )
             took = f"median {statistics.median(blocks):.3f} s, max {max(blocks):.3f} s"
             say(f"claim to start, per block ({len(blocks)}): {took}   ({target('target ≤ 0.2 s')})")
-            say(f"claim to start, per host's unit ({len(units)}, the study read and checked too): median {statistics.median(units):.3f} s, max {max(units):.3f} s")
+            say(
+                f"claim to start, per host's unit ({len(units)}, the study read and checked too): median {statistics.median(units):.3f} s, max {max(units):.3f} s"
+            )
             for w in f.workers:
                 f.stop(w)
         print("\n".join(["", "fleet figures:", *figures]), flush=True)

@@ -59,8 +59,18 @@ class Timed:
 def fio(path: Path, file_size: int, runtime: float, scratch: Path) -> dict:
     # in ms: fio takes a bare runtime in whole seconds, and '0.5' as none (it then read the file once)
     argv = [
-        "fio", "--name=bench", f"--filename={path}", "--rw=randread", "--bs=4k", "--direct=1", "--ioengine=libaio",
-        "--iodepth=16", f"--size={file_size}", f"--runtime={runtime * 1000:g}ms", "--time_based", "--randrepeat=1",
+        "fio",
+        "--name=bench",
+        f"--filename={path}",
+        "--rw=randread",
+        "--bs=4k",
+        "--direct=1",
+        "--ioengine=libaio",
+        "--iodepth=16",
+        f"--size={file_size}",
+        f"--runtime={runtime * 1000:g}ms",
+        "--time_based",
+        "--randrepeat=1",
         "--output-format=json",
     ]
     return json.loads(run(argv, cwd=scratch).stdout)["jobs"][0]["read"]
@@ -88,14 +98,23 @@ def main() -> None:
         workdir.prepare()
         target = Target("bench", "ext4", (), "", 2 * file_size, "sparse")
         journal = workdir.journal
-        with image_file(journal, workdir.images, "bench", target.image_size, fill=False) as image, attached(journal, image) as loop:
-            with FILESYSTEMS["ext4"].provision(journal, Stack.on(on_loops([loop])), workdir.mounts / "bench", target) as made:
+        with (
+            image_file(journal, workdir.images, "bench", target.image_size, fill=False) as image,
+            attached(journal, image) as loop,
+        ):
+            with FILESYSTEMS["ext4"].provision(
+                journal, Stack.on(on_loops([loop])), workdir.mounts / "bench", target
+            ) as made:
                 path = made.directory / "bench.0"
                 layout = ["fio", "--name=layout", f"--filename={path}", "--rw=write", "--bs=1m", "--direct=1"]
                 run([*layout, f"--size={file_size}", "--output=/dev/null"], cwd=Path(tmp))
                 for pair in range(pairs):
                     for monitored in (False, True) if pair % 2 == 0 else (True, False):
-                        monitors = [Timed(m, seconds) for m in for_run([loop.device], made.directory, None)] if monitored else []
+                        monitors = (
+                            [Timed(m, seconds) for m in for_run([loop.device], made.directory, None)]
+                            if monitored
+                            else []
+                        )
                         before = own_cpu()
                         with measuring(monitors):
                             result = fio(path, file_size, runtime, Path(tmp))
@@ -106,20 +125,34 @@ def main() -> None:
     ratios = [on / off for on, off in zip(iops[True], iops[False])]
     median = statistics.median(ratios)
     print(f"{pairs} pairs, {runtime:g} s of 4 KiB random reads (direct, QD16) on ext4 on a loop image")
-    print(f"median IOPS without monitors {statistics.median(iops[False]):.0f}, with {statistics.median(iops[True]):.0f}")
+    print(
+        f"median IOPS without monitors {statistics.median(iops[False]):.0f}, with {statistics.median(iops[True]):.0f}"
+    )
     print(f"pair ratios (with ÷ without): {', '.join(f'{r:.4f}' for r in ratios)}")
     judged = "smoke: not judged" if args.smoke else f"{'within' if 0.99 <= median <= 1.01 else 'OUTSIDE'} 0.99–1.01"
     print(f"median IOPS ratio: {median:.4f} ({judged})")
     noise = {side: statistics.stdev(v) / statistics.mean(v) for side, v in iops.items()}
-    print(f"run-to-run CV of IOPS: {noise[False]:.1%} without monitors, {noise[True]:.1%} with; load average before {load_before}, after {Path('/proc/loadavg').read_text().split()[0]}")
+    print(
+        f"run-to-run CV of IOPS: {noise[False]:.1%} without monitors, {noise[True]:.1%} with; load average before {load_before}, after {Path('/proc/loadavg').read_text().split()[0]}"
+    )
     if noise[False] > 0.01 and not args.smoke:
-        print("the machine's own noise exceeds 1 %: the ratio cannot be judged to 1 % here; the monitors' cost below is what they take")
+        print(
+            "the machine's own noise exceeds 1 %: the ratio cannot be judged to 1 % here; the monitors' cost below is what they take"
+        )
     extra = statistics.median(cpu[True]) - statistics.median(cpu[False])
-    print(f"fslab's own CPU while fio ran: {statistics.median(cpu[False]) * 1000:.1f} ms without monitors, {statistics.median(cpu[True]) * 1000:.1f} ms with "
-          f"({extra / runtime:.2%} of one CPU)")
+    print(
+        f"fslab's own CPU while fio ran: {statistics.median(cpu[False]) * 1000:.1f} ms without monitors, {statistics.median(cpu[True]) * 1000:.1f} ms with "
+        f"({extra / runtime:.2%} of one CPU)"
+    )
     print(f"{'monitor':<8} {'start (ms)':>10} {'stop (ms)':>10} {'values (ms)':>11}")
     for name, calls in seconds.items():
-        print(f"{name:<8} " + " ".join(f"{statistics.median(calls[c]) * 1000:>{w}.3f}" for c, w in (("start", 10), ("stop", 10), ("values", 11))))
+        print(
+            f"{name:<8} "
+            + " ".join(
+                f"{statistics.median(calls[c]) * 1000:>{w}.3f}"
+                for c, w in (("start", 10), ("stop", 10), ("values", 11))
+            )
+        )
     if found_last is not None:
         print("last run's values: " + ", ".join(f"{v.name} {v.value:.4g} {v.unit}" for v in found_last.values))
         for flag in found_last.flags:

@@ -26,18 +26,27 @@ from fslab.filesystems.base import Provisioned
 from fslab.workloads.fio import job_for, layout_job_for
 from study_validation import HEAD  # bench/'s: this script runs from there
 
+
 def jobs_of(workloads: int, scratch: Path) -> list[tuple[str, str]]:
-    text = HEAD + "".join(f'\n[[workload]]\nname = "w{i}"\nrw = "randread"\nbs = "{4 * (1 + i % 4)}k"\n' for i in range(workloads))
+    text = HEAD + "".join(
+        f'\n[[workload]]\nname = "w{i}"\nrw = "randread"\nbs = "{4 * (1 + i % 4)}k"\n' for i in range(workloads)
+    )
     study = parse_study(text, "p.toml", base_dir=scratch)
     somewhere = Provisioned(top="", directory=Workdir(scratch).mounts / "check")
-    return [(job, w.name) for w in study.workloads for job in (job_for(w, somewhere), layout_job_for(w, somewhere)) if job]
+    return [
+        (job, w.name) for w in study.workloads for job in (job_for(w, somewhere), layout_job_for(w, somewhere)) if job
+    ]
 
 
 def seconds(jobs: list[tuple[str, str]], directory: Path, *, together: bool, repeat: int) -> float:
     times = []
     for _ in range(repeat):
         began = time.perf_counter()
-        problems = parse_all(jobs, directory=directory) if together else [p for job in jobs for p in parse_all([job], directory=directory)]
+        problems = (
+            parse_all(jobs, directory=directory)
+            if together
+            else [p for job in jobs for p in parse_all([job], directory=directory)]
+        )
         times.append(time.perf_counter() - began)
         assert problems == [], problems
     return statistics.median(times)

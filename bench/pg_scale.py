@@ -58,7 +58,9 @@ def store_the_study_run(url: str, directory: Path, shape: tuple[int, int, int]) 
     study = parse_study(study_text(*shape), "scale.toml", base_dir=directory)
     study = replace(study, path=str(directory / "scale.toml"))
     db = ResultsDB(url)
-    study_run_id = store_study_run(db, study, seed=5, rng=random.Random(5), scale=SCALE, env=environment.collect(directory))
+    study_run_id = store_study_run(
+        db, study, seed=5, rng=random.Random(5), scale=SCALE, env=environment.collect(directory)
+    )
     db.engine.dispose()
     return study_run_id
 
@@ -92,7 +94,15 @@ def fill(url: str, study_run_id: int, runs: int, metrics: int) -> tuple[int, int
         # The planner's figures for the runs just stored: without them it joins a million runs with
         # the study run's 2,000 in a nested loop (hours of CPU where a hash join takes seconds).
         conn.execute(sa.text("ANALYZE runs"))
-        kept = [name for (name,) in conn.execute(sa.text("SELECT name FROM metrics GROUP BY name ORDER BY bool_or(\"primary\") DESC, bool_or(compared) DESC, name LIMIT :n"), {"n": metrics})]
+        kept = [
+            name
+            for (name,) in conn.execute(
+                sa.text(
+                    'SELECT name FROM metrics GROUP BY name ORDER BY bool_or("primary") DESC, bool_or(compared) DESC, name LIMIT :n'
+                ),
+                {"n": metrics},
+            )
+        ]
         conn.execute(
             sa.text("""INSERT INTO metrics (run_id, phase, name, value, unit, higher_is_better, "primary", compared)
                    SELECT f.id, m.phase, m.name, m.value * (0.9 + random() * 0.2), m.unit, m.higher_is_better, m."primary", m.compared
@@ -123,7 +133,20 @@ def phases(url: str, study_run_id: int, directory: Path) -> dict[str, float]:
 
     db = ResultsDB(url)
     reading = [0.0]
-    for name in ("study_run", "targets", "workloads", "runs", "stored_runs", "run_metrics", "sample_groups", "host_samples", "metric_values", "outputs_of_study_run", "hosts", "outputs"):
+    for name in (
+        "study_run",
+        "targets",
+        "workloads",
+        "runs",
+        "stored_runs",
+        "run_metrics",
+        "sample_groups",
+        "host_samples",
+        "metric_values",
+        "outputs_of_study_run",
+        "hosts",
+        "outputs",
+    ):
         method = getattr(db, name)
 
         def timed_method(*args, _method=method, **kwargs):  # noqa: ANN002, ANN003, ANN202
@@ -134,7 +157,12 @@ def phases(url: str, study_run_id: int, directory: Path) -> dict[str, float]:
                 reading[0] += time.perf_counter() - start
 
         setattr(db, name, timed_method)
-    found: dict[str, list[float]] = {"reading the database": [], "statistics": [], "the console": [], "the report files": []}
+    found: dict[str, list[float]] = {
+        "reading the database": [],
+        "statistics": [],
+        "the console": [],
+        "the report files": [],
+    }
     for _ in range(3):
         reading[0] = 0.0
         start = time.perf_counter()
@@ -144,7 +172,9 @@ def phases(url: str, study_run_id: int, directory: Path) -> dict[str, float]:
         printed = time.perf_counter()
         write_reports(db, summary, directory / "phases")
         written = time.perf_counter()
-        for name, seconds in zip(found, (reading[0], computed - start - reading[0], printed - computed, written - printed)):
+        for name, seconds in zip(
+            found, (reading[0], computed - start - reading[0], printed - computed, written - printed)
+        ):
             found[name].append(seconds)
     db.engine.dispose()
     return {name: statistics.median(seconds) for name, seconds in found.items()}
@@ -173,8 +203,13 @@ def start_up(env: dict, cwd: Path) -> float:
 
 def print_phases(env: dict, directory: Path, url: str, study_run_id: int, repeat: int) -> None:
     """The figure's parts: starting (a process of its own), then the summary's phases in this one."""
-    print(f"  of which starting (Python, the modules it loads): {statistics.median(start_up(env, directory) for _ in range(repeat)):.2f} s")
-    print("  then, in-process: " + ", ".join(f"{name} {seconds:.2f} s" for name, seconds in phases(url, study_run_id, directory).items()))
+    print(
+        f"  of which starting (Python, the modules it loads): {statistics.median(start_up(env, directory) for _ in range(repeat)):.2f} s"
+    )
+    print(
+        "  then, in-process: "
+        + ", ".join(f"{name} {seconds:.2f} s" for name, seconds in phases(url, study_run_id, directory).items())
+    )
 
 
 @contextmanager
@@ -191,10 +226,19 @@ def database(given: str | None) -> Iterator[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=1_000_000, help="runs in the database in all")
-    parser.add_argument("--metrics", type=int, default=10, help="metrics of each other run (the study run summarised keeps all of its own)")
+    parser.add_argument(
+        "--metrics",
+        type=int,
+        default=10,
+        help="metrics of each other run (the study run summarised keeps all of its own)",
+    )
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, in seconds: the script runs; nothing judged")
-    parser.add_argument("--db", metavar="URL", help="an empty PostgreSQL database to use instead of a cluster of its own (password: PGPASSWORD)")
+    parser.add_argument(
+        "--db",
+        metavar="URL",
+        help="an empty PostgreSQL database to use instead of a cluster of its own (password: PGPASSWORD)",
+    )
     args = parser.parse_args()
     shape = (10, 20, 10)  # targets, workloads, runs per cell: 2,000 runs
     if args.smoke:

@@ -85,7 +85,18 @@ OWN = {
     "oltp_8k": {"rw": "randrw", "rwmixread": 70, "bs": "8k", "iodepth": 32},
 }
 # Target scale of throughput (latency by its inverse): targets differ as filesystems do.
-SCALE = {"raw": 1.0, "ext4": 0.93, "xfs": 0.95, "btrfs": 0.78, "ext4-noatime": 0.94, "xfs-noatime": 0.96, "btrfs-zstd": 0.7, "ext4-writeback": 0.97, "btrfs-nodatacow": 0.86, "xfs-logbufs": 0.95}
+SCALE = {
+    "raw": 1.0,
+    "ext4": 0.93,
+    "xfs": 0.95,
+    "btrfs": 0.78,
+    "ext4-noatime": 0.94,
+    "xfs-noatime": 0.96,
+    "btrfs-zstd": 0.7,
+    "ext4-writeback": 0.97,
+    "btrfs-nodatacow": 0.86,
+    "xfs-logbufs": 0.95,
+}
 
 
 PER_RUN = 36e3  # issue 32's target: the database's bytes per run, every raw output kept
@@ -99,7 +110,11 @@ def study_text(targets: int, workloads: int, runs: int) -> str:
         "[fio]", 'size = "2GiB"', 'runtime = "30s"', 'ramp_time = "2s"', "",
     ]  # fmt: skip
     for name, filesystem, options in TARGETS[:targets]:
-        lines += ["[[target]]", f'name = "{name}"', f'filesystem = "{filesystem}"'] + ([f'mount_options = "{options}"'] if options else []) + [""]
+        lines += (
+            ["[[target]]", f'name = "{name}"', f'filesystem = "{filesystem}"']
+            + ([f'mount_options = "{options}"'] if options else [])
+            + [""]
+        )
     for name in own:
         lines += ["[[workload]]", f'name = "{name}"'] + [f"{k} = {json.dumps(v)}" for k, v in OWN[name].items()] + [""]
     return "\n".join(lines)
@@ -132,7 +147,9 @@ def timed(argv: list[str], env: dict, cwd: Path) -> tuple[float, int, float]:
         if child.returncode != 0:
             err.seek(0)
             out.seek(0)
-            sys.exit(f"{' '.join(argv)} failed ({child.returncode}):\n{out.read().decode()[-2000:]}\n{err.read().decode()[-4000:]}")
+            sys.exit(
+                f"{' '.join(argv)} failed ({child.returncode}):\n{out.read().decode()[-2000:]}\n{err.read().decode()[-4000:]}"
+            )
     return seconds, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime
 
 
@@ -144,7 +161,9 @@ def stored(path: Path) -> tuple[int, int]:
     return len(db.study_runs()), runs
 
 
-def line(name: str, results: list[tuple[float, int, float]], seconds: float | None = None, memory: float | None = None) -> str:
+def line(
+    name: str, results: list[tuple[float, int, float]], seconds: float | None = None, memory: float | None = None
+) -> str:
     """A command's figures: wall time (median, min of the runs), CPU time (median) and peak RSS, against its targets."""
     times = [t for t, _, _ in results]
     peak = max(r for _, r, _ in results)
@@ -159,7 +178,9 @@ def line(name: str, results: list[tuple[float, int, float]], seconds: float | No
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--keep", type=Path, metavar="DIR", help="build the database in DIR and keep it (reused if it is there)")
+    parser.add_argument(
+        "--keep", type=Path, metavar="DIR", help="build the database in DIR and keep it (reused if it is there)"
+    )
     parser.add_argument("--repeat", type=int, default=3, help="runs of each command")
     parser.add_argument("--study-runs", type=int, default=5)
     parser.add_argument("--targets", type=int, default=10, choices=range(2, len(TARGETS) + 1))
@@ -180,7 +201,10 @@ def main() -> None:
         study_runs, runs = stored(path)
         size = sum(p.stat().st_size for p in root.glob("scale.db*"))
         shape = "" if reused else f" ({args.targets} targets × {args.workloads} workloads × {args.runs} runs each)"
-        print(f"database: {study_runs} study runs{shape}, {runs} runs, {size / 1e6:.0f} MB, " + (f"reused: {path}" if reused else f"built in {built:.0f} s"))
+        print(
+            f"database: {study_runs} study runs{shape}, {runs} runs, {size / 1e6:.0f} MB, "
+            + (f"reused: {path}" if reused else f"built in {built:.0f} s")
+        )
         per_run = size / runs
         judged = "" if args.smoke else f"   target ≤ {PER_RUN / 1e3:g} KB: {'met' if per_run <= PER_RUN else 'OVER'}"
         print(f"room per run (every raw output, log and bin kept): {per_run / 1e3:.1f} KB{judged}")
@@ -194,7 +218,9 @@ def main() -> None:
         summary_files = root / "reports" / file_name(f"scale-{last}")
         kept = summary_files.exists()
         summary = [*fslab, "summary", str(last)]
-        print(f"each command in a process of its own ({sys.executable} -m fslab, fslab from {ROOT / 'src'}), the last study run:")
+        print(
+            f"each command in a process of its own ({sys.executable} -m fslab, fslab from {ROOT / 'src'}), the last study run:"
+        )
         # `fslab run` writes runs.csv and runs.json as it ends, so a summary asked for later finds
         # them current and leaves them; without them (deleted), it writes them as well (no
         # target: a smoke run leaves it out).
@@ -205,6 +231,7 @@ def main() -> None:
             results.append(timed(summary, env, out))
         if results:
             print(line(f"fslab summary {last} (writing runs.*)", results), flush=True)
+
         def target(value: float) -> float | None:
             return None if args.smoke else value  # a smoke run judges nothing
 
@@ -222,7 +249,9 @@ def main() -> None:
                 [*fslab, "report", str(last), "-o", str(out / "figures"), "--figures"],
                 target(10.0),
                 None,
-                0 if args.smoke else 1,  # the page's drawing again, every chart twice more: tests/test_report_html.py proves it
+                0
+                if args.smoke
+                else 1,  # the page's drawing again, every chart twice more: tests/test_report_html.py proves it
             ),
         ]
         for name, argv, seconds, memory, times in commands:

@@ -85,7 +85,9 @@ def main() -> None:
         (small, _), (large, outcome) = (check_seconds(study_text(n, table), repeat) for n in sizes)
         size = len(study_text(sizes[1], table).encode()) / 1e6
         verdict = "smoke: not judged" if args.smoke else "met" if large <= TARGET_SECONDS else "MISSED"
-        print(f"{shape:<16} {small:>11.3f} s {large:>12.3f} s {large / small:>6.1f}  {verdict:<28}  {outcome} ({size:.1f} MB)")
+        print(
+            f"{shape:<16} {small:>11.3f} s {large:>12.3f} s {large / small:>6.1f}  {verdict:<28}  {outcome} ({size:.1f} MB)"
+        )
     seconds, outcome = check_seconds(swept_study(), repeat)
     print(f"{'1,000,000 targets':<16} {seconds:>11.3f} s  (one ext4 table sweeping 100 × 100 × 100 values: {outcome})")
 

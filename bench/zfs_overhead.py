@@ -97,21 +97,31 @@ def measure(size: Size) -> Overhead:
         stored=[sum(run["timings"].values()) - run["timings"]["workload"] for run in stored],
         cycle=[cycle - run["timings"]["workload"] for cycle, run in zip(cycles, stored, strict=True)],
         daemons=len(daemons),
-        phases={phase: [run["timings"].get(phase, 0.0) for run in stored] for phase in {p for run in stored for p in run["timings"]}},
+        phases={
+            phase: [run["timings"].get(phase, 0.0) for run in stored]
+            for phase in {p for run in stored for p in run["timings"]}
+        },
     )
 
 
 def show(label: str, overhead: Overhead) -> None:
     print(f"{label}: {len(overhead.stored)} runs, {overhead.daemons} zfs-fuse daemon(s)")
     for name, figures in (("stored", overhead.stored), ("cycle", overhead.cycle)):
-        print(f"  {name:6} overhead per run: median {statistics.median(figures):.2f} s, mean {statistics.mean(figures):.2f} s  ({' '.join(f'{x:.2f}' for x in figures)})")
-    print("  phases (median s): " + ", ".join(f"{phase} {statistics.median(figures):.2f}" for phase, figures in sorted(overhead.phases.items())))
+        print(
+            f"  {name:6} overhead per run: median {statistics.median(figures):.2f} s, mean {statistics.mean(figures):.2f} s  ({' '.join(f'{x:.2f}' for x in figures)})"
+        )
+    print(
+        "  phases (median s): "
+        + ", ".join(f"{phase} {statistics.median(figures):.2f}" for phase, figures in sorted(overhead.phases.items()))
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--compare", action="store_true", help="also measure a daemon started and stopped for every run")
+    parser.add_argument(
+        "--compare", action="store_true", help="also measure a daemon started and stopped for every run"
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, in seconds: the script runs; nothing judged")
     args = parser.parse_args()
     size = Size("256MiB", "16MiB", 0.25, 2) if args.smoke else Size("1GiB", "256MiB", 2.0, args.runs)
@@ -126,7 +136,9 @@ def main() -> None:
         with mock.patch.object(type(FILESYSTEMS["zfs"]), "across_runs", lambda self, journal: nullcontext()):
             per_run = measure(replace(size, runs=1) if args.smoke else size)
         show("a daemon per run (before)", per_run)
-        print(f"saved per run: {statistics.mean(per_run.cycle) - statistics.mean(kept.cycle):.2f} s (mean cycle overhead)")
+        print(
+            f"saved per run: {statistics.mean(per_run.cycle) - statistics.mean(kept.cycle):.2f} s (mean cycle overhead)"
+        )
     mean = statistics.mean(kept.cycle)
     judged = f"target at most {TARGET} s: {'met' if mean <= TARGET else 'NOT met'}"
     judged = "smoke: not judged" if args.smoke else judged

@@ -74,7 +74,11 @@ def _in_handing_out_order(items: list[pytest.Item]) -> list[pytest.Item]:
             return 0
         if name == GUESTS:
             return 3
-        return 1 if any(item.get_closest_marker(mark) for item in groups[name] for mark in ("root", "browser", "slow")) else 2
+        return (
+            1
+            if any(item.get_closest_marker(mark) for item in groups[name] for mark in ("root", "browser", "slow"))
+            else 2
+        )
 
     return [item for name in sorted(groups, key=rank) for item in groups[name]]
 
@@ -83,7 +87,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """A test marked `root` fails at once, saying why, in a session that is not root's; the rest
     (`make check`'s lane) run as any user."""
     if item.get_closest_marker("root") and os.geteuid() != 0:
-        pytest.fail("this test formats and mounts loop images: run it as root (make test); `make check` runs the tests that need no root", pytrace=False)
+        pytest.fail(
+            "this test formats and mounts loop images: run it as root (make test); `make check` runs the tests that need no root",
+            pytrace=False,
+        )
 
 
 FIO_OPTIONS = FIXTURES / "fio-options" / "fio-3.33.json"  # the real fio 3.33's answers (its make.py)
@@ -216,14 +223,20 @@ def scratch_of(root: Path) -> list[Path]:
 def groups_of(root: Path) -> list[str]:
     """Memory cgroups named for the work directory `root`, wherever in the memory hierarchy."""
     hierarchy = cgroups.find_hierarchy()
-    return [] if isinstance(hierarchy, str) else [str(p) for p in hierarchy.mount.rglob(f"{workdir_tag(root)}*") if p.is_dir()]
+    return (
+        []
+        if isinstance(hierarchy, str)
+        else [str(p) for p in hierarchy.mount.rglob(f"{workdir_tag(root)}*") if p.is_dir()]
+    )
 
 
 def killed_fslab(code: str, root: Path) -> str:
     """What a fslab killed while it held something printed: `code`, run by a Python of its own
     with the work directory `root` as its argument, ends in os._exit (nothing released)."""
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
-    return subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, env=env, check=True).stdout.strip()
+    return subprocess.run(
+        [sys.executable, "-c", code, str(root)], capture_output=True, text=True, env=env, check=True
+    ).stdout.strip()
 
 
 def plant(journal: Journal, kind: str, path: Path, proof: dict | None = None) -> None:
@@ -239,7 +252,9 @@ def fslab(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "fslab", *args], capture_output=True, text=True, timeout=timeout)
 
 
-def fslab_in_process(*args: str, cwd: Path | None = None, env: dict[str, str | None] | None = None) -> subprocess.CompletedProcess[str]:
+def fslab_in_process(
+    *args: str, cwd: Path | None = None, env: dict[str, str | None] | None = None
+) -> subprocess.CompletedProcess[str]:
     """The fslab command run in this process, its output caught as a pipe catches it, its exit
     status as a process's would be: what a command prints and how it ends, without the second a
     Python's start and fslab's imports cost. Through the same `main` (one error family, caught
@@ -261,7 +276,9 @@ def fslab_in_process(*args: str, cwd: Path | None = None, env: dict[str, str | N
                 patch.setenv(name, value)
         patch.setattr(sys, "argv", ["fslab", *args])
         patch.setattr(sys, "stdin", io.StringIO())  # at its end, as /dev/null is
-        patch.setattr(cli, "console", Console(file=out, width=CONSOLE_WIDTH, soft_wrap=True))  # as cli makes it for a pipe
+        patch.setattr(
+            cli, "console", Console(file=out, width=CONSOLE_WIDTH, soft_wrap=True)
+        )  # as cli makes it for a pipe
         patch.setattr(cli, "errors", Console(file=err))
         try:
             cli.main()
@@ -328,7 +345,9 @@ def same_document(actual: object, expected: object, *, rel: float = 1e-12, where
     if isinstance(expected, float) and isinstance(actual, (int, float)) and not isinstance(actual, bool):
         assert actual == pytest.approx(expected, rel=rel, abs=0, nan_ok=True), f"{where}: {actual!r} != {expected!r}"
     elif isinstance(expected, dict):
-        assert isinstance(actual, dict) and list(actual) == list(expected), f"{where}: keys {list(actual) if isinstance(actual, dict) else actual!r} != {list(expected)}"
+        assert isinstance(actual, dict) and list(actual) == list(expected), (
+            f"{where}: keys {list(actual) if isinstance(actual, dict) else actual!r} != {list(expected)}"
+        )
         for key in expected:
             same_document(actual[key], expected[key], rel=rel, where=f"{where}.{key}")
     elif isinstance(expected, list):

@@ -61,8 +61,15 @@ class Fleet:
     def env(self) -> dict[str, str]:
         return {**os.environ, "PGPASSWORD": postgres.PASSWORD}
 
-    def start(self, index: int, name: str, *args: str, workdir: Workdir | None = None,
-              fslab_version: str | None = None, url: str | None = None) -> Worker:
+    def start(
+        self,
+        index: int,
+        name: str,
+        *args: str,
+        workdir: Workdir | None = None,
+        fslab_version: str | None = None,
+        url: str | None = None,
+    ) -> Worker:
         """A worker named `name` in namespace `index` (its own work directory unless given one);
         `fslab_version`: run by this fslab released as that version (fslab_released_as); `url`:
         the database's (with a password perhaps) instead of the fleet's."""
@@ -72,7 +79,21 @@ class Fleet:
         if fslab_version is not None:
             env["PYTHONPATH"] = str(fslab_released_as(fslab_version, self.directory))
         with log.open("w") as out:
-            argv = [sys.executable, "-m", "fslab", "worker", "--db", url or self.url, "--name", name, "--workdir", str(workdir.root), "--heartbeat-lapse", LAPSE, *args]
+            argv = [
+                sys.executable,
+                "-m",
+                "fslab",
+                "worker",
+                "--db",
+                url or self.url,
+                "--name",
+                name,
+                "--workdir",
+                str(workdir.root),
+                "--heartbeat-lapse",
+                LAPSE,
+                *args,
+            ]
             process = self.hosts[index].popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env)
         worker = Worker(name, process, log, workdir)
         self.workers.append(worker)
@@ -81,7 +102,14 @@ class Fleet:
     def fslab(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         """fslab on this machine (outside the namespaces), on the fleet's database, as a process:
         for a command the docs show as one."""
-        return subprocess.run([sys.executable, "-m", "fslab", *args, "--db", self.url], capture_output=True, text=True, timeout=timeout, env=self.env(), cwd=self.directory)
+        return subprocess.run(
+            [sys.executable, "-m", "fslab", *args, "--db", self.url],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=self.env(),
+            cwd=self.directory,
+        )
 
     def fslab_in_process(self, *args: str) -> subprocess.CompletedProcess[str]:
         """The same command run in this process (conftest.fslab_in_process): where what it queues,

@@ -148,7 +148,9 @@ def _initramfs(directory: Path, modules_dir: Path) -> Path:
     return image
 
 
-def run_in_guest(command: str, *, cwd: Path, share: Path, memory_mib: int = 2048, scratch_gib: int = 4, timeout: float = 900) -> GuestResult:
+def run_in_guest(
+    command: str, *, cwd: Path, share: Path, memory_mib: int = 2048, scratch_gib: int = 4, timeout: float = 900
+) -> GuestResult:
     """Boot the guest, run `command` (bash) in `cwd` as root, power off; `share` is the guest's
     /fslab-share. Raises GuestUnavailable when this machine cannot boot one."""
     reason = unavailable_reason()
@@ -156,7 +158,9 @@ def run_in_guest(command: str, *, cwd: Path, share: Path, memory_mib: int = 2048
         raise GuestUnavailable(reason)
     kernel, modules_dir = guest_kernel()
     share.mkdir(parents=True, exist_ok=True)
-    (share / "init.sh").write_text(GUEST_INIT.format(cwd=shlex.quote(str(cwd)), command=shlex.quote(command), scratch=SCRATCH))
+    (share / "init.sh").write_text(
+        GUEST_INIT.format(cwd=shlex.quote(str(cwd)), command=shlex.quote(command), scratch=SCRATCH)
+    )
     (share / "status").unlink(missing_ok=True)
     with tempfile.TemporaryDirectory(prefix="fslab-guest-", dir="/var/tmp") as scratch:
         directory = Path(scratch)
@@ -286,11 +290,15 @@ def result_of(job: GuestJob, tmp_path_factory) -> GuestResult:  # noqa: ANN001
     record = json.loads(result.read_text())
     if "error" in record:
         raise GuestUnavailable(f"the {job.name} guest could not run: {record['error']}")
-    return GuestResult(status=record["status"], output=record["output"], console=record["console"], share=directory / "share")
+    return GuestResult(
+        status=record["status"], output=record["output"], console=record["console"], share=directory / "share"
+    )
 
 
 def stop_waiting() -> None:
     """At the session's end. A parallel run's worker finishes the boots it claimed (another worker
     may be waiting for them); a serial run leaves the guests not booted yet (one booting runs to
     its end)."""
-    _BACKGROUND.shutdown(wait=bool(os.environ.get("PYTEST_XDIST_WORKER")), cancel_futures=not os.environ.get("PYTEST_XDIST_WORKER"))
+    _BACKGROUND.shutdown(
+        wait=bool(os.environ.get("PYTEST_XDIST_WORKER")), cancel_futures=not os.environ.get("PYTEST_XDIST_WORKER")
+    )

@@ -85,7 +85,11 @@ def network(count: int) -> Iterator[Network]:
             _ip("link", "set", outside, "master", bridge)
             _ip("link", "set", outside, "up")
             address = f"{subnet}.{index + 2}"
-            for argv in (["addr", "add", f"{address}/24", "dev", "eth0"], ["link", "set", "eth0", "up"], ["link", "set", "lo", "up"]):
+            for argv in (
+                ["addr", "add", f"{address}/24", "dev", "eth0"],
+                ["link", "set", "eth0", "up"],
+                ["link", "set", "lo", "up"],
+            ):
                 _ip("-n", name, *argv)
             hosts.append(Namespace(name, address))
         yield Network(bridge, f"{subnet}.1", hosts)

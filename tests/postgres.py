@@ -22,7 +22,10 @@ PASSWORD = "pg-secret-of-the-tests"
 
 def bin_directory() -> Path | None:
     """Debian's PostgreSQL server programs (initdb, pg_ctl), newest version first; None if absent."""
-    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parent.parent.name) if p.parent.parent.name.isdigit() else 0)
+    found = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin/initdb"),
+        key=lambda p: int(p.parent.parent.name) if p.parent.parent.name.isdigit() else 0,
+    )
     return found[-1].parent if found else None
 
 
@@ -51,14 +54,34 @@ class Cluster:
     def away(self) -> Iterator[None]:
         """The server stopped (its connections closed, as a restart for an upgrade closes them),
         started again when done."""
-        _as_postgres(self.directory, str(bin_directory() / "pg_ctl"), "-D", str(self.directory / "data"), "-m", "fast", "-w", "stop")
+        _as_postgres(
+            self.directory,
+            str(bin_directory() / "pg_ctl"),
+            "-D",
+            str(self.directory / "data"),
+            "-m",
+            "fast",
+            "-w",
+            "stop",
+        )
         try:
             yield
         finally:
             self._start()
 
     def _start(self) -> None:
-        _as_postgres(self.directory, str(bin_directory() / "pg_ctl"), "-D", str(self.directory / "data"), "-o", self.options, "-l", str(self.directory / "log"), "-w", "start")
+        _as_postgres(
+            self.directory,
+            str(bin_directory() / "pg_ctl"),
+            "-D",
+            str(self.directory / "data"),
+            "-o",
+            self.options,
+            "-l",
+            str(self.directory / "log"),
+            "-w",
+            "start",
+        )
 
     def url(self, database: str = "postgres", *, password: bool = True, host: str | None = None) -> str:
         secret = f":{PASSWORD}" if password else ""
@@ -80,7 +103,9 @@ class Cluster:
 
 
 def _as_postgres(directory: Path, *argv: str) -> None:
-    subprocess.run(["runuser", "-u", "postgres", "--", *argv], capture_output=True, text=True, check=True, cwd=directory)
+    subprocess.run(
+        ["runuser", "-u", "postgres", "--", *argv], capture_output=True, text=True, check=True, cwd=directory
+    )
 
 
 @contextmanager
@@ -96,11 +121,26 @@ def cluster(listen: Sequence[str] = ("127.0.0.1",)) -> Iterator[Cluster]:
     shutil.chown(password_file, "postgres", "postgres")
     port = _free_port()
     try:
-        _as_postgres(directory, str(binaries / "initdb"), "-D", str(data), "-U", USER, f"--pwfile={password_file}", "--auth-local=trust", "--auth-host=scram-sha-256", "--no-sync")
+        _as_postgres(
+            directory,
+            str(binaries / "initdb"),
+            "-D",
+            str(data),
+            "-U",
+            USER,
+            f"--pwfile={password_file}",
+            "--auth-local=trust",
+            "--auth-host=scram-sha-256",
+            "--no-sync",
+        )
         password_file.unlink()
         # initdb lets in loopback alone: clients on another address's subnet (the namespaces of a
         # bridge) are let in too, by password, as a team's server lets in its fleet
-        subnets = [f"{ipaddress.ip_network(f'{a}/24', strict=False)}" for a in listen if not ipaddress.ip_address(a).is_loopback]
+        subnets = [
+            f"{ipaddress.ip_network(f'{a}/24', strict=False)}"
+            for a in listen
+            if not ipaddress.ip_address(a).is_loopback
+        ]
         with (data / "pg_hba.conf").open("a") as hba:
             hba.writelines(f"host all all {subnet} scram-sha-256\n" for subnet in subnets)
         options = f"-c listen_addresses='{','.join(listen)}' -c port={port} -c unix_socket_directories='{directory}' -c fsync=off -c max_connections=200"
@@ -109,5 +149,21 @@ def cluster(listen: Sequence[str] = ("127.0.0.1",)) -> Iterator[Cluster]:
         yield found
     finally:
         if (data / "postmaster.pid").exists():
-            subprocess.run(["runuser", "-u", "postgres", "--", str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"], capture_output=True, cwd=directory)
+            subprocess.run(
+                [
+                    "runuser",
+                    "-u",
+                    "postgres",
+                    "--",
+                    str(binaries / "pg_ctl"),
+                    "-D",
+                    str(data),
+                    "-m",
+                    "immediate",
+                    "-w",
+                    "stop",
+                ],
+                capture_output=True,
+                cwd=directory,
+            )
         shutil.rmtree(directory, ignore_errors=True)

@@ -109,7 +109,10 @@ def monitored(rng: random.Random, moved: dict[str, float], filesystem: str, comp
         found.append(Metric("device_read_ratio", found[-2].value / read, "×", False))
     if filesystem != "raw":
         used = 2 * 1024**3 * rng.uniform(1.0, 1.02)
-        found += [Metric("space_used_bytes", used, "B", False), Metric("space_grown_bytes", used * rng.uniform(0, 0.01), "B", False)]
+        found += [
+            Metric("space_used_bytes", used, "B", False),
+            Metric("space_grown_bytes", used * rng.uniform(0, 0.01), "B", False),
+        ]
         if compressing:
             found.append(Metric("compression_ratio", rng.uniform(1.0, 1.1), "×", True))
     return found
@@ -154,7 +157,10 @@ def hist_logs(fixture: str, windows: int = 50, window_ms: int = 1200) -> str:
             for value, n in found.items():
                 shares[bins.index_of(value)] += n
             counts = rng.poisson(shares / shares.sum() * part["iops"] * window_ms / 1000, size=(windows, bins.count))
-            lines += [f"{(i + 1) * window_ms + int(rng.integers(0, 4))}, {code}, 4096, " + ", ".join(map(str, row)) for i, row in enumerate(counts)]
+            lines += [
+                f"{(i + 1) * window_ms + int(rng.integers(0, 4))}, {code}, 4096, " + ", ".join(map(str, row))
+                for i, row in enumerate(counts)
+            ]
         files[f"{fio_parser.LOG_PREFIX}_clat_hist.{job}.log"] = "\n".join(lines) + "\n"
     return fio_hist.kept(files, window_ms, fio_hist.COARSENESS, None)
 
@@ -168,8 +174,13 @@ def device_facts(index: int, image_size: int, target: str) -> list[dict]:
 
 
 FS_DETAILS = {
-    "ext4": "\n".join(f"Filesystem feature {i}:  has_journal ext_attr resize_inode dir_index filetype extent 64bit flex_bg" for i in range(30)),
-    "xfs": "\n".join(f"meta-data=/dev/loop0 isize=512 agcount=4, agsize=524288 blks  sectsz=512 attr=2 (line {i})" for i in range(12)),
+    "ext4": "\n".join(
+        f"Filesystem feature {i}:  has_journal ext_attr resize_inode dir_index filetype extent 64bit flex_bg"
+        for i in range(30)
+    ),
+    "xfs": "\n".join(
+        f"meta-data=/dev/loop0 isize=512 agcount=4, agsize=524288 blks  sectsz=512 attr=2 (line {i})" for i in range(12)
+    ),
     "btrfs": "Data, single: total=2.00GiB, used=1.99GiB\nSystem, DUP: total=8.00MiB, used=16.00KiB\nMetadata, DUP: total=256.00MiB, used=2.20MiB\nGlobalReserve, single: total=5.50MiB, used=0.00B",
 }
 EFFECTIVE = {
@@ -220,17 +231,34 @@ def store_study_run(
         for planned in block:
             for name, host in hosts.items() or [(None, SyntheticHost())]:
                 target_scale = scale.get(planned.cell.target.name, OTHER_SCALE) * host.scale
-                record = replace(_record(planned, clock, rng, target_scale, failing.get(planned.cell.target.name), host.noise), host=name)
+                record = replace(
+                    _record(planned, clock, rng, target_scale, failing.get(planned.cell.target.name), host.noise),
+                    host=name,
+                )
                 if planned.cell.workload.name in flagged and record.status == "ok":
                     record = replace(record, notes=[FLAGGED])
                 clock = record.finished_at + timedelta(seconds=rng.uniform(1, 3))
                 db.record_run(study_run_id, record)
-            tally.add(planned, record.status == "ok", {m.key: m.value for m in record.metrics}, record.started_at, record.finished_at, Roles.of(planned.cell.workload.name, record.metrics))
+            tally.add(
+                planned,
+                record.status == "ok",
+                {m.key: m.value for m in record.metrics},
+                record.started_at,
+                record.finished_at,
+                Roles.of(planned.cell.workload.name, record.metrics),
+            )
     db.finish_study_run(study_run_id, "finished", planner.outcome())
     return study_run_id
 
 
-def _record(planned: PlannedRun, started, rng: random.Random, scale: float, failed: tuple[str, RunFailure] | None, noise: float = 0.03) -> RunRecord:  # noqa: ANN001
+def _record(
+    planned: PlannedRun,
+    started,
+    rng: random.Random,
+    scale: float,
+    failed: tuple[str, RunFailure] | None,
+    noise: float = 0.03,
+) -> RunRecord:  # noqa: ANN001
     target, workload = planned.cell.target, planned.cell.workload
     loop = planned.position % 8
     record = RunRecord(
@@ -253,11 +281,21 @@ def _record(planned: PlannedRun, started, rng: random.Random, scale: float, fail
     metrics = noisy(list(parsed), rng, scale, noise)
     values = {m.name: m.value for m in metrics}
     seconds = workload.seconds
-    moved = {"read_bytes": values.get("read_mib_s", 0.0) * MiB * seconds, "write_bytes": values.get("write_mib_s", 0.0) * MiB * seconds}
+    moved = {
+        "read_bytes": values.get("read_mib_s", 0.0) * MiB * seconds,
+        "write_bytes": values.get("write_mib_s", 0.0) * MiB * seconds,
+    }
     effective = effective_options(target.filesystem, target.mount_options)
     directory = None if target.filesystem == "raw" else Path("/var/tmp/fslab/mnt") / file_name(target.name)
     ready = Provisioned(top=f"/dev/loop{loop}", directory=directory, bottom=(f"/dev/loop{loop}",))
-    timings = {"provision": rng.uniform(0.3, 1.5), "layout": rng.uniform(0, 3), "drop_caches": rng.uniform(0.05, 0.2), "workload": seconds * rng.uniform(1.05, 1.08), "parse": 0.01, "teardown": rng.uniform(0.1, 0.5)}
+    timings = {
+        "provision": rng.uniform(0.3, 1.5),
+        "layout": rng.uniform(0, 3),
+        "drop_caches": rng.uniform(0.05, 0.2),
+        "workload": seconds * rng.uniform(1.05, 1.08),
+        "parse": 0.01,
+        "teardown": rng.uniform(0.1, 0.5),
+    }
     details = FS_DETAILS.get(target.filesystem, "")
     return replace(
         record, status="ok", finished_at=started + timedelta(seconds=sum(timings.values())), job_file=job_for(workload, ready),
@@ -268,7 +306,9 @@ def _record(planned: PlannedRun, started, rng: random.Random, scale: float, fail
     )  # fmt: skip
 
 
-def stored_study(directory: Path, text: str, db: ResultsDB, *, name: str = "study.toml", seed: int = 1, **store: object) -> int:
+def stored_study(
+    directory: Path, text: str, db: ResultsDB, *, name: str = "study.toml", seed: int = 1, **store: object
+) -> int:
     """The study `text`, written to `directory` and read as `fslab run` reads it, stored as one
     study run in `db` (store_study_run's `scale` and `failing`; noise seeded by `seed`). Returns
     the study run's id."""
@@ -316,6 +356,12 @@ def _tool_record(record: RunRecord, planned: PlannedRun, rng: random.Random, sca
     applied = FILESYSTEMS[target.filesystem].options_applied(target.spec(), effective, details)
     finished = record.started_at + timedelta(seconds=sum(timings.values()))
     return replace(
-        record, status="ok", finished_at=finished, outputs=outputs, timings=timings, mount_options_effective=effective,
-        options_applied=applied, metrics=metrics,
+        record,
+        status="ok",
+        finished_at=finished,
+        outputs=outputs,
+        timings=timings,
+        mount_options_effective=effective,
+        options_applied=applied,
+        metrics=metrics,
     )

@@ -47,9 +47,13 @@ def taken_from(example: str, code: list[str]) -> bool:
 
 def test_every_example_in_the_architecture_doc_is_taken_from_a_toy_its_test_runs():
     examples = re.findall(r"Toy: `(tests/toys/[\w.]+)`\.\n\n```python\n(.*?)```", DOC.read_text(), re.S)
-    assert {name for name, _ in examples} == {f"tests/toys/{p.name}" for p in (ROOT / "tests" / "toys").glob("*.py")}, "one example per toy"
+    assert {name for name, _ in examples} == {f"tests/toys/{p.name}" for p in (ROOT / "tests" / "toys").glob("*.py")}, (
+        "one example per toy"
+    )
     for name, shown in examples:
-        assert taken_from(shown, code_of(ROOT / name)), f"docs/architecture.md's example is not taken from {name} as it is"
+        assert taken_from(shown, code_of(ROOT / name)), (
+            f"docs/architecture.md's example is not taken from {name} as it is"
+        )
 
 
 def test_an_example_that_strays_from_its_toy_is_caught():

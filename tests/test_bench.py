@@ -42,18 +42,23 @@ FIGURES = {
     "monitors.py": [rf"^median IOPS ratio: {N}", rf"^traffic +{N} +{N} +{N}$"],
     # the study's own runs only, no ceiling beside them: 2 of its one target, spread over the workers
     "fleet.py": [
-        rf"^1 worker\(s\): +{N} s wall .* runs per host: h0:2$", rf"^2 worker\(s\): +{N} s wall .* runs per host: h0:1 h1:1$",
+        rf"^1 worker\(s\): +{N} s wall .* runs per host: h0:2$",
+        rf"^2 worker\(s\): +{N} s wall .* runs per host: h0:1 h1:1$",
         rf"^claim to start, per block \(\d+\): median {N} s",
     ],
     "pg_scale.py": [rf"^summary, among 40 runs +1×: median +{N} s", rf"then, in-process: reading the database {N} s"],
     # its two runs on one daemon kept, then (--compare) one on a daemon of its own, as before
     "zfs_overhead.py": [
-        r"^one daemon per study run: 2 runs, 1 zfs-fuse daemon", r"^a daemon per run \(before\): 1 runs, 1 zfs-fuse daemon",
+        r"^one daemon per study run: 2 runs, 1 zfs-fuse daemon",
+        r"^a daemon per run \(before\): 1 runs, 1 zfs-fuse daemon",
         rf"^fslab's overhead per ZFS run beyond the workload: {N} s",
     ],
 }
 AS_ROOT = {"overhead.py", "fidelity.py", "monitors.py", "fleet.py", "pg_scale.py"}  # devices, namespaces, PostgreSQL
-ARGS = {"fleet.py": ["--skip-scale"], "zfs_overhead.py": ["--compare"]}  # besides --smoke (and pg_scale.py's --db, below)
+ARGS = {
+    "fleet.py": ["--skip-scale"],
+    "zfs_overhead.py": ["--compare"],
+}  # besides --smoke (and pg_scale.py's --db, below)
 
 
 def marks(script: str) -> list[pytest.MarkDecorator]:
@@ -71,7 +76,9 @@ SMOKES = [
 @pytest.mark.parametrize(("script", "args", "figures"), SMOKES)
 def test_a_bench_scripts_smoke_mode_runs_and_prints_its_figures_judging_none(script, args, figures, request):
     argv, env = [sys.executable, str(BENCH / script), "--smoke", *args], dict(os.environ)
-    if script == "pg_scale.py":  # a database of the tests' cluster (one per worker, the other PostgreSQL tests' too), not a cluster of its own
+    if (
+        script == "pg_scale.py"
+    ):  # a database of the tests' cluster (one per worker, the other PostgreSQL tests' too), not a cluster of its own
         import postgres
 
         cluster = request.getfixturevalue("pg_cluster")

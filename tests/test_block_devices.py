@@ -23,7 +23,9 @@ from fslab.results import ResultsDB
 from fslab.study import StudyError, parse_study
 
 DOCS = Path(__file__).parent.parent / "docs" / "study-format.md"
-needs_zram = pytest.mark.skipif(not Path("/sys/class/zram-control").is_dir(), reason="this kernel has no zram (CONFIG_ZRAM)")
+needs_zram = pytest.mark.skipif(
+    not Path("/sys/class/zram-control").is_dir(), reason="this kernel has no zram (CONFIG_ZRAM)"
+)
 
 
 @dataclass
@@ -69,8 +71,14 @@ def _unmount(where: Path) -> None:
     try:
         wait_for(f"{where} to unmount", unmounted, deadline=60, every=0.5)
     except AssertionError as exc:
-        holders = subprocess.run(["fuser", "-vm", str(where)], capture_output=True, text=True) if shutil.which("fuser") else None
-        raise AssertionError(f"{exc}; held by:\n{holders.stdout}{holders.stderr}" if holders else f"{exc} (fuser, psmisc, names holders)") from None
+        holders = (
+            subprocess.run(["fuser", "-vm", str(where)], capture_output=True, text=True)
+            if shutil.which("fuser")
+            else None
+        )
+        raise AssertionError(
+            f"{exc}; held by:\n{holders.stdout}{holders.stderr}" if holders else f"{exc} (fuser, psmisc, names holders)"
+        ) from None
 
 
 @contextmanager
@@ -83,12 +91,21 @@ def users_disk(partitioned: bool = False, at: str | None = None) -> Iterator[Use
     with open(image, "wb") as f:
         f.truncate(320 * 2**20)
     if partitioned:
-        subprocess.run(["sfdisk", "--quiet", str(image)], input="label: gpt\n,,L\n", text=True, check=True, capture_output=True)
+        subprocess.run(
+            ["sfdisk", "--quiet", str(image)], input="label: gpt\n,,L\n", text=True, check=True, capture_output=True
+        )
     where = [at] if at else ["--find"]
-    device = subprocess.run(["losetup", *where, "--show", *(["--partscan"] if partitioned else []), str(image)], capture_output=True, text=True, check=True).stdout.strip()
+    device = subprocess.run(
+        ["losetup", *where, "--show", *(["--partscan"] if partitioned else []), str(image)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     disk = UsersDisk(image, device, f"{device}p1" if partitioned else device, home)
     try:
-        if partitioned and not os.path.exists(disk.filesystem):  # a kernel without partition parsers: libblkid reads the table
+        if partitioned and not os.path.exists(
+            disk.filesystem
+        ):  # a kernel without partition parsers: libblkid reads the table
             subprocess.run(["partx", "--add", device], check=True)
         subprocess.run(["mkfs.ext4", "-q", disk.filesystem], check=True)
         with disk.mounted() as where:
@@ -116,7 +133,9 @@ def plug(device: str, image: Path) -> None:
     `losetup --detach` returns before it has, and a busy machine lets go later."""
     deadline = time.monotonic() + 30
     while backing_of(device) is not None:
-        assert time.monotonic() < deadline, f"{device} still attached to {backing_of(device)} 30 s after it was detached"
+        assert time.monotonic() < deadline, (
+            f"{device} still attached to {backing_of(device)} 30 s after it was detached"
+        )
         time.sleep(0.02)
     subprocess.run(["losetup", device, str(image)], check=True)
 
@@ -163,7 +182,16 @@ def refused(workdir, tmp_path, text: str, *flags: str) -> subprocess.CompletedPr
 
 def _run_args(workdir, tmp_path, text: str, flags: tuple[str, ...]) -> list[str]:
     destroy = [arg for flag in flags for arg in ("--destroy-data", flag)]
-    return ["run", str(write_study(tmp_path, text)), "--no-ceiling", "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root), *destroy]
+    return [
+        "run",
+        str(write_study(tmp_path, text)),
+        "--no-ceiling",
+        "--db",
+        str(tmp_path / "r.db"),
+        "--workdir",
+        str(workdir.root),
+        *destroy,
+    ]
 
 
 @pytest.mark.root
@@ -215,7 +243,9 @@ def test_a_two_device_target_with_one_device_confirmed_is_refused(workdir, tmp_p
 @pytest.mark.root
 def test_a_confirmed_device_runs_the_study_and_its_own_signatures_are_not_foreign_next_time(workdir, tmp_path):
     with users_disk() as disk, alias(disk.device) as by_id:
-        uuid = subprocess.run(["blkid", "-o", "value", "-s", "UUID", disk.device], capture_output=True, text=True).stdout.strip()
+        uuid = subprocess.run(
+            ["blkid", "-o", "value", "-s", "UUID", disk.device], capture_output=True, text=True
+        ).stdout.strip()
         result = run(workdir, tmp_path, study_on([str(by_id)], "xfs"), disk.device)  # one device, two names
         assert result.returncode == 0, result.stdout + result.stderr
         assert f"about to destroy on {disk.device}: ext4 (UUID {uuid})" in " ".join(result.stdout.split())
@@ -246,17 +276,33 @@ def docs_example(name: str) -> str:
 @needs_zram
 def test_the_zram_example_runs_as_written_and_leaves_no_zram_device(workdir, tmp_path):
     study = write_study(tmp_path, docs_example("zram-ceiling.toml"))
-    result = fslab("run", str(study), "--no-ceiling", "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root), "--scale", "0.2", "--runs", "1")  # 1 s runs
+    result = fslab(
+        "run",
+        str(study),
+        "--no-ceiling",
+        "--db",
+        str(tmp_path / "r.db"),
+        "--workdir",
+        str(workdir.root),
+        "--scale",
+        "0.2",
+        "--runs",
+        "1",
+    )  # 1 s runs
     assert result.returncode == 0, result.stdout + result.stderr
     db = ResultsDB(str(tmp_path / "r.db"))
     runs = db.runs(db.study_run()["id"])
     assert len(runs) == 3 * 2 and all(r["status"] == "ok" for r in runs)
     for record in runs:
         [facts] = record["device_facts"]
-        assert facts["kind"] == "zram" and facts["size"] == 410 * 2**20 and facts["rotational"] is False  # 2GiB × 0.2, in whole MiB
+        assert (
+            facts["kind"] == "zram" and facts["size"] == 410 * 2**20 and facts["rotational"] is False
+        )  # 2GiB × 0.2, in whole MiB
         assert "blkdiscard" in record["mkfs_command"], "zram is discarded by default"
         sysfs = Path("/sys/block") / Path(facts["device"]).name
-        assert not sysfs.exists() or int((sysfs / "diskseq").read_text()) != facts["diskseq"], f"{facts['device']} was removed"
+        assert not sysfs.exists() or int((sysfs / "diskseq").read_text()) != facts["diskseq"], (
+            f"{facts['device']} was removed"
+        )
     assert held_by(workdir.root) == [] and not workdir.journal.path.exists()
 
 
@@ -269,10 +315,18 @@ def test_a_planted_zram_entry_leaves_a_zram_device_fslab_did_not_make_alone(work
         (device / "disksize").write_text(f"{64 * 2**20}\n")
         dev, diskseq = (device / "dev").read_text().strip(), int((device / "diskseq").read_text())
         planted = [
-            {"device": f"/dev/zram{index}", "dev": dev, "diskseq": diskseq + 1, "disksize": 64 * 2**20},  # another disk's sequence
+            {
+                "device": f"/dev/zram{index}",
+                "dev": dev,
+                "diskseq": diskseq + 1,
+                "disksize": 64 * 2**20,
+            },  # another disk's sequence
             {"device": f"/dev/zram{index}", "dev": dev, "diskseq": diskseq, "disksize": 128 * 2**20},  # another size
         ]
-        lines = [{"event": "acquire", "kind": "zram", "id": f"planted #{i}", "proof": proof} for i, proof in enumerate(planted)]
+        lines = [
+            {"event": "acquire", "kind": "zram", "id": f"planted #{i}", "proof": proof}
+            for i, proof in enumerate(planted)
+        ]
         workdir.journal.path.write_text("".join(json.dumps(line) + "\n" for line in lines))
         result = fslab("cleanup", "--workdir", str(workdir.root))
         assert result.returncode == 1, result.stdout + result.stderr
@@ -289,7 +343,11 @@ def test_a_planted_zram_entry_leaves_a_zram_device_fslab_did_not_make_alone(work
         ('devices = ["/dev/sdb", "/etc/passwd"]', "s.toml:6: target[0].devices", "'/etc/passwd' is not a device path"),
         ('device = "/dev/sdb\\n"', "s.toml:6: target[0].device", "is not a device path"),
         ('devices = ["/dev/sdb", "/dev/sdb"]', "s.toml:6: target[0].devices", "each device can appear once"),
-        ('device = "/dev/sdb"\ndevices = 2', "s.toml:4: target[0]", "name the target's devices once"),  # the table: two fields disagree
+        (
+            'device = "/dev/sdb"\ndevices = 2',
+            "s.toml:4: target[0]",
+            "name the target's devices once",
+        ),  # the table: two fields disagree
         ('devices = ["/dev/sdb"]\nzram = true', "s.toml:4: target[0]", "it names no device of yours"),
         ('devices = ["/dev/sdb", "/dev/sdc"]', "s.toml:4: target[0]", "ext4 uses one device"),
     ],
@@ -312,10 +370,16 @@ def test_a_raw_baseline_of_named_devices_is_on_those_devices():
 @pytest.mark.root
 def test_a_workload_too_big_for_the_users_device_is_refused_once_its_size_is_known(workdir, tmp_path):
     with users_disk() as disk:
-        result = refused(workdir, tmp_path, study_on([disk.device]).replace('size = "32MiB"', 'size = "1GiB"'), disk.device)
+        result = refused(
+            workdir, tmp_path, study_on([disk.device]).replace('size = "32MiB"', 'size = "1GiB"'), disk.device
+        )
         assert result.returncode == 2, result.stdout + result.stderr
         said = " ".join(result.stderr.split())
-        assert "workload 'seq_write' needs 1GiB but target 'mine' has 268.4MiB free after ext4's mkfs and mount on a device of 320MiB; a device of 1156MiB would do" in said and "nothing was attached or formatted" in said
+        assert (
+            "workload 'seq_write' needs 1GiB but target 'mine' has 268.4MiB free after ext4's mkfs and mount on a device of 320MiB; a device of 1156MiB would do"
+            in said
+            and "nothing was attached or formatted" in said
+        )
         assert disk.intact() and held_by(workdir.root) == []
 
 
@@ -326,7 +390,9 @@ def test_a_symlink_at_the_record_of_what_fslab_wrote_is_not_written_through(work
     workdir.written_path.symlink_to(precious)
     with users_disk() as disk:
         result = run(workdir, tmp_path, study_on([disk.device]), disk.device)
-        assert result.returncode == 1 and "never through a symlink" in " ".join(result.stdout.split()), result.stdout + result.stderr
+        assert result.returncode == 1 and "never through a symlink" in " ".join(result.stdout.split()), (
+            result.stdout + result.stderr
+        )
         assert held_by(workdir.root) == []
     assert precious.read_text() == "mine\n" and workdir.written_path.is_symlink()
 

@@ -42,7 +42,22 @@ class Ran:
 def run_builtin(name: str, scale: str, directory) -> Ran:  # noqa: ANN001
     with fresh_workdir() as workdir:  # checked afterwards for anything left attached or mounted
         db_path = directory / "results.db"
-        result = fslab("run", name, "--scale", scale, "--runs", "1", "--warmup", "0", "--skip-unsupported", "--db", str(db_path), "--workdir", str(workdir.root), timeout=900)
+        result = fslab(
+            "run",
+            name,
+            "--scale",
+            scale,
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "--skip-unsupported",
+            "--db",
+            str(db_path),
+            "--workdir",
+            str(workdir.root),
+            timeout=900,
+        )
     assert result.returncode == 0, result.stderr[-3000:]
     db = ResultsDB(str(db_path))
     study_run = db.study_run()
@@ -71,10 +86,16 @@ def test_nas_stack_skips_what_this_machine_lacks_and_says_why(nas):
         assert any("md" in why for target, why in skipped if target == "ext4-stack")
         assert "ext4-stack" not in ran
         for raw in ("ext4-stack/raw-1", "ext4-stack/raw-2"):  # its raw baselines with it, said so
-            assert (raw, "it is the raw baseline of 'ext4-stack', which cannot run here: it measures that target's devices alone") in skipped
+            assert (
+                raw,
+                "it is the raw baseline of 'ext4-stack', which cannot run here: it measures that target's devices alone",
+            ) in skipped
             assert raw not in ran
     if engine().fuse:
-        assert ("zfs-mirror-encrypted", "ZFS native encryption is not supported by this ZFS engine (zfs-fuse's pool version 23 predates it); it needs OpenZFS 0.8 or later with its kernel module") in skipped
+        assert (
+            "zfs-mirror-encrypted",
+            "ZFS native encryption is not supported by this ZFS engine (zfs-fuse's pool version 23 predates it); it needs OpenZFS 0.8 or later with its kernel module",
+        ) in skipped
         assert "zfs-mirror-encrypted" not in ran
     assert "Skipped:" in nas.result.stdout
 
@@ -82,15 +103,23 @@ def test_nas_stack_skips_what_this_machine_lacks_and_says_why(nas):
 @ZFS_FUSE  # zfs-fuse: one daemon on the machine (conftest); btrfs-options needs none and runs beside
 @pytest.mark.root
 def test_nas_stack_runs_its_zfs_mirror_raw_baselines_and_photo_ingestion(nas):
-    assert nas.runs and all(r["status"] == "ok" for r in nas.runs), [r["error"] for r in nas.runs if r["status"] != "ok"]
+    assert nas.runs and all(r["status"] == "ok" for r in nas.runs), [
+        r["error"] for r in nas.runs if r["status"] != "ok"
+    ]
     cells = {(r["target"], r["workload"]) for r in nas.runs}
     fio_workloads = {"backup-write", "backup-read", "metadata", "mixed-load"}
     assert {("zfs-mirror", w) for w in fio_workloads | {"photo-ingestion"}} <= cells
     if "ext4-stack" in {t for t, _ in cells}:
-        assert {(f"ext4-stack/raw-{i}", w) for i in (1, 2) for w in fio_workloads} <= cells, "the stack's images measured bare"
+        assert {(f"ext4-stack/raw-{i}", w) for i in (1, 2) for w in fio_workloads} <= cells, (
+            "the stack's images measured bare"
+        )
     else:  # skipped, its raw baselines with it: the bare device is the ceiling's
-        assert {("(ceiling)", w) for w in fio_workloads} <= cells and not any(t.startswith("ext4-stack/raw") for t, _ in cells)
-    assert not any(w == "photo-ingestion" and t.startswith("ext4-stack/raw") for t, w in cells), "rsync needs a filesystem: not on raw targets"
+        assert {("(ceiling)", w) for w in fio_workloads} <= cells and not any(
+            t.startswith("ext4-stack/raw") for t, _ in cells
+        )
+    assert not any(w == "photo-ingestion" and t.startswith("ext4-stack/raw") for t, w in cells), (
+        "rsync needs a filesystem: not on raw targets"
+    )
     ingestion = nas.samples[("photo-ingestion", "zfs-mirror")]
     assert ingestion["mib_s"][0] > 0 and ingestion["files"][0] >= 1 and ingestion["cpu_s"][0] > 0
     assert ingestion["host_cpu_busy_pct"][0] > 0, "CPU measured system-wide while rsync ran (zfs-fuse's daemon counts)"
@@ -115,10 +144,20 @@ def test_nas_stack_says_where_the_arc_may_hold_the_working_set(nas):
 @pytest.mark.root
 def test_btrfs_options_runs_every_target_under_fio_and_the_iozone_scenarios(btrfs_options):
     runs = btrfs_options.runs
-    targets = {"btrfs", "ext4", "btrfs-opts[nodatasum]", "btrfs-opts[nodatacow]", "btrfs-opts[compress=zstd]", "btrfs-meta-single", "btrfs-two-disks"}
+    targets = {
+        "btrfs",
+        "ext4",
+        "btrfs-opts[nodatasum]",
+        "btrfs-opts[nodatacow]",
+        "btrfs-opts[compress=zstd]",
+        "btrfs-meta-single",
+        "btrfs-two-disks",
+    }
     fio = {"seq_read", "seq_write", "rand_read", "rand_write"}
     workloads = fio | {"iozone-zeros", "iozone-random"}
-    ceiling = {("(ceiling)", w) for w in fio}  # it has no raw target: fslab adds the bare device, the fio workloads alone
+    ceiling = {
+        ("(ceiling)", w) for w in fio
+    }  # it has no raw target: fslab adds the bare device, the fio workloads alone
     assert {(r["target"], r["workload"]) for r in runs} == {(t, w) for t in targets for w in workloads} | ceiling
     assert sum(r["target"] == "(ceiling)" for r in runs) == 3 * len(fio), "three runs each at --runs 1"
     records = {c["workload"]: c for c in btrfs_options.report["ceiling"]}
@@ -141,9 +180,15 @@ def test_btrfs_options_calls_out_zeros_on_the_compressing_target_only(btrfs_opti
     says so (on the console and in the report files); no cell of random data, and no cell of a
     target that does not compress, does."""
     notes = {(c["workload"], c["target"]): c.get("notes", []) for c in btrfs_options.report["cells"]}
-    flattered = {cell for cell, said in notes.items() if any("wrote zeros data to a compressing target" in note and "flatter it" in note for note in said)}
+    flattered = {
+        cell
+        for cell, said in notes.items()
+        if any("wrote zeros data to a compressing target" in note and "flatter it" in note for note in said)
+    }
     assert flattered == {("iozone-zeros", "btrfs-opts[compress=zstd]")}
-    assert "wrote zeros data to a compressing target, which compressed it" in " ".join(btrfs_options.result.stdout.split())
+    assert "wrote zeros data to a compressing target, which compressed it" in " ".join(
+        btrfs_options.result.stdout.split()
+    )
 
 
 @pytest.mark.root
@@ -152,11 +197,15 @@ def test_btrfs_options_compresses_the_zeros_pass_and_writes_it_unlike_the_random
     wrote the zeros into the preallocated extents in place, uncompressed: 1.00×, the full size on
     the device. fslab's jobs do not preallocate: the zeros compress, and reach the device as a
     fraction of what the random pass writes."""
-    zeros, random = (btrfs_options.samples[(pass_, "btrfs-opts[compress=zstd]")] for pass_ in ("iozone-zeros", "iozone-random"))
+    zeros, random = (
+        btrfs_options.samples[(pass_, "btrfs-opts[compress=zstd]")] for pass_ in ("iozone-zeros", "iozone-random")
+    )
     assert zeros["write.compression_ratio"][0] > 1.5 and random["write.compression_ratio"][0] < 1.1
     for phase in ("write", "rewrite"):
         assert zeros[f"{phase}.device_written_bytes"][0] < random[f"{phase}.device_written_bytes"][0] / 2, phase
-    assert {r["workload"]: r["job_file"].count("fallocate=none") for r in btrfs_options.runs if r["target"] == "btrfs"}["iozone-zeros"] == 4, "every fio phase"
+    assert {r["workload"]: r["job_file"].count("fallocate=none") for r in btrfs_options.runs if r["target"] == "btrfs"}[
+        "iozone-zeros"
+    ] == 4, "every fio phase"
 
 
 def test_quick_refused_at_a_tiny_scale_runs_at_the_scale_its_refusal_names(tmp_path, needs_root):  # noqa: ANN001

@@ -62,10 +62,18 @@ def plan(cells, runs: int, seed: int = 3) -> list:  # noqa: ANN001
 def test_a_study_without_a_raw_target_plans_a_ceiling_for_each_block_workload():
     s = study()
     ceiling = [t for t in s.targets if t.ceiling]
-    assert [t.name for t in ceiling] == [LOOP_CEILING] and ceiling[0].filesystem == "raw" and ceiling[0].image_size == 2**30
-    assert ceiling[0].spec()["ceiling"] is True and "ceiling" not in s.targets[0].spec(), "stored with the study run, absent from the study's own"
+    assert (
+        [t.name for t in ceiling] == [LOOP_CEILING]
+        and ceiling[0].filesystem == "raw"
+        and ceiling[0].image_size == 2**30
+    )
+    assert ceiling[0].spec()["ceiling"] is True and "ceiling" not in s.targets[0].spec(), (
+        "stored with the study run, absent from the study's own"
+    )
     cells = sorted(c.workload.name for c in s.cells if c.target.ceiling)
-    assert cells == ["rand_write", "seq_read"], "fio's workloads with their own rw/bs/iodepth; sysbench needs a filesystem"
+    assert cells == ["rand_write", "seq_read"], (
+        "fio's workloads with their own rw/bs/iodepth; sysbench needs a filesystem"
+    )
     assert {c.target.name for c in s.cells if c.workload.name == "mail"} == {"ext4", "xfs", "two"}
 
 
@@ -84,7 +92,9 @@ def test_a_ceiling_runs_at_least_three_times_shuffled_among_the_study_s_runs():
 
 
 def test_no_ceiling_where_the_study_measures_a_raw_target_or_the_user_opts_out():
-    with_raw = NO_RAW.split("[[workload]]")[0].replace('filesystem = ["ext4", "xfs"]', 'filesystem = ["ext4", "xfs", "raw"]')
+    with_raw = NO_RAW.split("[[workload]]")[0].replace(
+        'filesystem = ["ext4", "xfs"]', 'filesystem = ["ext4", "xfs", "raw"]'
+    )
     assert not any(t.ceiling for t in study(with_raw).targets)
     out = study(no_ceiling=True)
     assert out.no_ceiling and not any(t.ceiling for t in out.targets)
@@ -93,12 +103,24 @@ def test_no_ceiling_where_the_study_measures_a_raw_target_or_the_user_opts_out()
 
 
 def test_a_ceiling_is_on_a_device_of_the_same_kind():
-    zram = study(NO_RAW.replace('name = "two"\nfilesystem = "btrfs"\ndevices = 2', 'name = "two"\nfilesystem = "btrfs"\nzram = true'))
+    zram = study(
+        NO_RAW.replace(
+            'name = "two"\nfilesystem = "btrfs"\ndevices = 2', 'name = "two"\nfilesystem = "btrfs"\nzram = true'
+        )
+    )
     assert [(t.name, t.zram) for t in zram.targets if t.ceiling] == [(LOOP_CEILING, False), (ZRAM_CEILING, True)]
-    named = study(NO_RAW.replace('devices = 2', 'device = "/dev/vdx"').replace('filesystem = ["ext4", "xfs"]', 'filesystem = "ext4"\ndevice = "/dev/vdx"'))
+    named = study(
+        NO_RAW.replace("devices = 2", 'device = "/dev/vdx"').replace(
+            'filesystem = ["ext4", "xfs"]', 'filesystem = "ext4"\ndevice = "/dev/vdx"'
+        )
+    )
     ceiling = [t for t in named.targets if t.ceiling]
-    assert [(t.name, t.named, t.images) for t in ceiling] == [("(ceiling: /dev/vdx)", ("/dev/vdx",), ("/dev/vdx",))], "the device the user confirmed"
-    assert raw_references([{"name": t.name, "filesystem": t.filesystem, "spec": t.spec()} for t in named.targets])["ext4"] == ["(ceiling: /dev/vdx)"]
+    assert [(t.name, t.named, t.images) for t in ceiling] == [("(ceiling: /dev/vdx)", ("/dev/vdx",), ("/dev/vdx",))], (
+        "the device the user confirmed"
+    )
+    assert raw_references([{"name": t.name, "filesystem": t.filesystem, "spec": t.spec()} for t in named.targets])[
+        "ext4"
+    ] == ["(ceiling: /dev/vdx)"]
 
 
 def test_the_ceiling_is_nobody_s_baseline():
@@ -128,10 +150,18 @@ def test_a_figure_whose_whole_interval_lies_above_its_ceiling_is_flagged():
 
 
 def test_each_workload_says_its_ceiling_or_why_none():
-    targets = [{"name": "ext4", "filesystem": "ext4", "spec": {}}, {"name": LOOP_CEILING, "filesystem": "raw", "spec": {"ceiling": True, "layers": []}}]
-    samples = {("r", LOOP_CEILING): {"read_iops": [1000.0, 1010.0, 990.0]}, ("r", "ext4"): {"read_iops": [900.0, 950.0, 920.0]}}
+    targets = [
+        {"name": "ext4", "filesystem": "ext4", "spec": {}},
+        {"name": LOOP_CEILING, "filesystem": "raw", "spec": {"ceiling": True, "layers": []}},
+    ]
+    samples = {
+        ("r", LOOP_CEILING): {"read_iops": [1000.0, 1010.0, 990.0]},
+        ("r", "ext4"): {"read_iops": [900.0, 950.0, 920.0]},
+    }
     found = ceilings(samples, targets, {"r": True, "mail": False, "files": True})
-    assert [(c.workload, c.source, c.target, c.metric) for c in found[:1]] == [("r", "raw reference", LOOP_CEILING, "read_iops")]
+    assert [(c.workload, c.source, c.target, c.metric) for c in found[:1]] == [
+        ("r", "raw reference", LOOP_CEILING, "read_iops")
+    ]
     assert found[0].figure.n == 3 and found[0].figure.mean == pytest.approx(1000.0)
     assert [c.why for c in found[1:]] == ["no ceiling: not a block workload", "no ceiling: no raw device measured it"]
     assert ceilings({}, targets[:1], {"r": True}, no_ceiling=True)[0].why == "no ceiling: --no-ceiling was given"
@@ -139,7 +169,9 @@ def test_each_workload_says_its_ceiling_or_why_none():
     assert ceilings({("r", "raw"): samples[("r", LOOP_CEILING)]}, own, {"r": True})[0].source == "raw target"
 
 
-SUMMARISED = NO_RAW.replace('[[target]]\nname = "two"\nfilesystem = "btrfs"\ndevices = 2\n', "").split("[[workload]]")[0]
+SUMMARISED = NO_RAW.replace('[[target]]\nname = "two"\nfilesystem = "btrfs"\ndevices = 2\n', "").split("[[workload]]")[
+    0
+]
 
 
 def test_the_summary_shows_the_ceiling_and_flags_figures_above_it_out_of_every_judgement(tmp_path):
@@ -147,7 +179,13 @@ def test_the_summary_shows_the_ceiling_and_flags_figures_above_it_out_of_every_j
     path.write_text(SUMMARISED)
     db = ResultsDB(str(tmp_path / "r.db"))
     # the ceiling at half the fixture's figures; xfs a fifth above it; ext4 below
-    store_study_run(db, with_ceiling(load_study(path)), seed=2, rng=random.Random(2), scale={LOOP_CEILING: 0.5, "xfs": 0.6, "ext4": 0.45})
+    store_study_run(
+        db,
+        with_ceiling(load_study(path)),
+        seed=2,
+        rng=random.Random(2),
+        scale={LOOP_CEILING: 0.5, "xfs": 0.6, "ext4": 0.45},
+    )
     s = summarize_study_run(db, db.study_run()["id"])
     assert LOOP_CEILING not in {t for r in s.analysis.rows for t in (r.target, r.baseline)}
     assert all(LOOP_CEILING not in r.order for r in s.analysis.rankings.values()), "out of the rankings"
@@ -157,14 +195,25 @@ def test_the_summary_shows_the_ceiling_and_flags_figures_above_it_out_of_every_j
     assert any("ceiling: the bare device" in n for n in cells[("seq_read", LOOP_CEILING)].notes)
     lines = ranking_lines(s, "seq_read")
     ceiling_line = next(line for line in lines if line.startswith("Ceiling"))
-    assert ceiling_line.startswith(f"Ceiling (raw reference: {LOOP_CEILING}, 3 runs): read IOPS ") and "above it" in ceiling_line and "xfs" in ceiling_line
+    assert (
+        ceiling_line.startswith(f"Ceiling (raw reference: {LOOP_CEILING}, 3 runs): read IOPS ")
+        and "above it" in ceiling_line
+        and "xfs" in ceiling_line
+    )
     rows = {(r[0], r[1]): r for r in workload_table(s, "seq_read")[1]}
     assert rows[("xfs", "read")][3].startswith("▲ ") and not rows[("ext4", "read")][3].startswith("▲")
     document = json.loads(to_json(s))
     record = next(c for c in document["ceiling"] if c["workload"] == "seq_read")
-    assert record["source"] == "raw reference" and record["target"] == LOOP_CEILING and record["unit"] == "IOPS" and record["n"] == 3
+    assert (
+        record["source"] == "raw reference"
+        and record["target"] == LOOP_CEILING
+        and record["unit"] == "IOPS"
+        and record["n"] == 3
+    )
     assert record["interval"][0] < record["value"] < record["interval"][1]
-    assert next(c for c in document["cells"] if c["target"] == "xfs" and c["workload"] == "seq_read")["above_ceiling"] == ["read_iops"]
+    assert next(c for c in document["cells"] if c["target"] == "xfs" and c["workload"] == "seq_read")[
+        "above_ceiling"
+    ] == ["read_iops"]
 
 
 def test_no_ceiling_is_recorded_and_honoured_on_resume(tmp_path):
@@ -179,14 +228,18 @@ def test_no_ceiling_is_recorded_and_honoured_on_resume(tmp_path):
         study_run = db.begin_study_run(s, 1, {}, {}, settings, Owner.current(tmp_path))
         db.finish_study_run(study_run, "interrupted", {})
         again = resumable(db, str(study_run)).study
-        assert [t.name for t in again.targets] == [t.name for t in s.targets] and again.cells == s.cells, "the same plan again"
+        assert [t.name for t in again.targets] == [t.name for t in s.targets] and again.cells == s.cells, (
+            "the same plan again"
+        )
     before = parse_study(NO_RAW, "s.toml", base_dir=Path("."))  # stored before fslab added ceilings
     study_run = db.begin_study_run(before, 1, {}, {}, {"runs": 3}, Owner.current(tmp_path))
     db.finish_study_run(study_run, "interrupted", {})
     assert not any(t.ceiling for t in resumable(db, str(study_run)).study.targets)
 
 
-def test_a_resumed_study_run_plans_again_without_a_skipped_targets_raw_baselines_and_with_its_ceiling(tmp_path, monkeypatch):
+def test_a_resumed_study_run_plans_again_without_a_skipped_targets_raw_baselines_and_with_its_ceiling(
+    tmp_path, monkeypatch
+):
     """As `fslab run --skip-unsupported` planned it: the stack skipped for md, its raw baselines
     with it, and fslab's ceiling beside the plain target, decided on what runs."""
     from fslab import doctor
@@ -202,10 +255,14 @@ def test_a_resumed_study_run_plans_again_without_a_skipped_targets_raw_baselines
     ran = with_ceiling(parsed, skipped=names).without(names)
     assert [t.name for t in ran.targets] == ["plain", LOOP_CEILING]
     db = ResultsDB(str(tmp_path / "r.db"))
-    study_run = db.begin_study_run(ran, 1, {}, {}, {"runs": 3} | study_run_settings(ran, skipped), Owner.current(tmp_path))
+    study_run = db.begin_study_run(
+        ran, 1, {}, {}, {"runs": 3} | study_run_settings(ran, skipped), Owner.current(tmp_path)
+    )
     db.finish_study_run(study_run, "interrupted", {})
     again = resumable(db, str(study_run)).study
-    assert [t.name for t in again.targets] == ["plain", LOOP_CEILING] and again.cells == ran.cells, "the same plan again"
+    assert [t.name for t in again.targets] == ["plain", LOOP_CEILING] and again.cells == ran.cells, (
+        "the same plan again"
+    )
 
 
 @pytest.mark.root
@@ -235,6 +292,9 @@ filesystem = "ext4"
 def test_a_workload_run_from_clients_has_no_ceiling():
     """Its clients work in the target's shared directory, which a bare device has not: before,
     the ceiling would have run it, and the run would have failed."""
-    text = NO_RAW.split("[[workload]]")[0] + '[[workload]]\nname = "shared"\nrw = "randread"\nsize = "4MiB"\nclients = ["host-a"]\n'
+    text = (
+        NO_RAW.split("[[workload]]")[0]
+        + '[[workload]]\nname = "shared"\nrw = "randread"\nsize = "4MiB"\nclients = ["host-a"]\n'
+    )
     s = study(text)
     assert sorted(c.workload.name for c in s.cells if c.target.ceiling) == ["rand_write", "seq_read"]

@@ -72,7 +72,10 @@ def test_a_bad_study_file_is_refused_with_its_line(tmp_path):
     study = write_study(tmp_path, '[study]\nname = "x"\nworkloads = ["rand_read"]\n[[target]]\nfilesystem = "ext5"\n')
     result = fslab_in_process("run", str(study), "--db", str(tmp_path / "r.db"))
     assert result.returncode == 2
-    assert f"{study}:5: target[0].filesystem: unknown filesystem 'ext5' (did you mean 'ext4'?)" in result.stderr.replace("\n", "")
+    assert (
+        f"{study}:5: target[0].filesystem: unknown filesystem 'ext5' (did you mean 'ext4'?)"
+        in result.stderr.replace("\n", "")
+    )
     assert not (tmp_path / "r.db").exists(), "refused before anything was opened or formatted"
 
 
@@ -85,13 +88,17 @@ def test_history_and_summary_of_an_empty_database(tmp_path, monkeypatch):
     monkeypatch.setattr(cli, "_open_db", lambda location: (opened.append(gc.isenabled()), open_db(location))[1])
     result = fslab_in_process("summary", "--db", db)
     assert result.returncode == 2 and "no study run" in result.stderr
-    assert opened == [False] and gc.isenabled(), "a summary works without the cyclic collector, and gives it back as it ends"
+    assert opened == [False] and gc.isenabled(), (
+        "a summary works without the cyclic collector, and gives it back as it ends"
+    )
 
 
 def test_untrusted_text_reaches_the_terminal_without_control_sequences(tmp_path):
     """A shared study file's values are quoted in errors: an escape sequence in one (which could
     clear the screen or retitle the window) is shown as text."""
-    study = write_study(tmp_path, '[study]\nname = "x"\nworkloads = ["rand_read"]\n[[target]]\nfilesystem = "\\u001b[2Jext5"\n')
+    study = write_study(
+        tmp_path, '[study]\nname = "x"\nworkloads = ["rand_read"]\n[[target]]\nfilesystem = "\\u001b[2Jext5"\n'
+    )
     result = fslab_in_process("run", str(study), "--db", str(tmp_path / "r.db"))
     assert result.returncode == 2
     assert "\x1b" not in result.stderr and "unknown filesystem '\\x1b[2Jext5'" in result.stderr
@@ -107,14 +114,24 @@ def test_history_prints_each_study_run_as_text_through_the_one_table_printer(tmp
     from fslab.study import parse_study
 
     db = ResultsDB(str(tmp_path / "r.db"))
-    study = parse_study('[study]\nname = "kept"\nworkloads = ["rand_read"]\n[[target]]\nfilesystem = "ext4"\n', "s.toml", base_dir=Path("."))
-    study_run = db.begin_study_run(study, 1, {"kernel": "6.1 [red]patched[/red] \x1b[2J"}, {}, {}, Owner.current(tmp_path))
+    study = parse_study(
+        '[study]\nname = "kept"\nworkloads = ["rand_read"]\n[[target]]\nfilesystem = "ext4"\n',
+        "s.toml",
+        base_dir=Path("."),
+    )
+    study_run = db.begin_study_run(
+        study, 1, {"kernel": "6.1 [red]patched[/red] \x1b[2J"}, {}, {}, Owner.current(tmp_path)
+    )
     db.finish_study_run(study_run, "finished", {})
     result = fslab_in_process("history", "--db", str(tmp_path / "r.db"))
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0] == "study runs" and lines[1].rstrip() == "id  study  started (UTC)     status    runs per cell  kernel"
-    assert lines[3].split("  ")[:2] == [" 1", "kept"] and lines[3].endswith("finished              3  6.1 [red]patched[/red] \\x1b[2J")
+    assert (
+        lines[0] == "study runs" and lines[1].rstrip() == "id  study  started (UTC)     status    runs per cell  kernel"
+    )
+    assert lines[3].split("  ")[:2] == [" 1", "kept"] and lines[3].endswith(
+        "finished              3  6.1 [red]patched[/red] \\x1b[2J"
+    )
 
 
 _NAMED = '[study]\nname = "{name}"\nworkloads = ["rand_read"]\nrepetitions = 2\n[[target]]\nfilesystem = "ext4"\n'

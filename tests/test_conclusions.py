@@ -74,7 +74,7 @@ def _as_shown(c: Conclusion, shown: dict[tuple[str, str, str, str], list[str]]) 
 
 
 def _counted(c: Conclusion, measured: list[str], flagged: set[str]) -> None:
-    """"Nothing to compare" counts the targets the table shows with figures, and those flagged."""
+    """ "Nothing to compare" counts the targets the table shows with figures, and those flagged."""
     judged = [t for t in measured if t not in flagged]
     if len(measured) < 2:
         assert c.text == f"Nothing to compare: {f'only {measured[0]}' if measured else 'no target'} measured it."

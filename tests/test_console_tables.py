@@ -41,9 +41,27 @@ def printed(show: Callable[[Console], None], width: int, mode: str) -> str:
     return console.file.getvalue()
 
 
-def rich_printed(console: Console, title: str, columns: list[str], rows: list[list[str]], right: list[bool], *, styles: list[str] | None = None, title_style: str = "bold") -> None:
+def rich_printed(
+    console: Console,
+    title: str,
+    columns: list[str],
+    rows: list[list[str]],
+    right: list[bool],
+    *,
+    styles: list[str] | None = None,
+    title_style: str = "bold",
+) -> None:
     """The table as console.py had rich's Table print it."""
-    table = Table(title=escape(title), title_justify="left", title_style=title_style, box=box.SIMPLE_HEAD, padding=(0, 1), collapse_padding=True, pad_edge=False, show_edge=False)
+    table = Table(
+        title=escape(title),
+        title_justify="left",
+        title_style=title_style,
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1),
+        collapse_padding=True,
+        pad_edge=False,
+        show_edge=False,
+    )
     for i, column in enumerate(columns):
         table.add_column(column, justify="right" if right[i] else "left", no_wrap=i == 0)
     for row, style in zip(rows, styles or [""] * len(rows)):
@@ -55,7 +73,12 @@ def rich_printed(console: Console, title: str, columns: list[str], rows: list[li
 
 
 def test_columns_are_as_wide_as_their_widest_line_text_left_figures_right():
-    laid = lay_out(["target", "IOPS\nmedian", "notes"], [["ext4", "1,234", "(1)"], ["raw-reference", "56", ""]], [False, True, False], 120)
+    laid = lay_out(
+        ["target", "IOPS\nmedian", "notes"],
+        [["ext4", "1,234", "(1)"], ["raw-reference", "56", ""]],
+        [False, True, False],
+        120,
+    )
     assert laid.widths == [13, 6, 5]
     assert laid.lines() == [
         "                 IOPS       ",
@@ -67,7 +90,12 @@ def test_columns_are_as_wide_as_their_widest_line_text_left_figures_right():
 
 
 def test_a_taller_cell_leaves_blank_lines_below_the_others_and_text_is_measured_as_printed():
-    laid = lay_out(["target", "mkfs\noptions", "n"], [["ext4", "-O ^has_journal\n-E lazy_itable_init=0", "3"], ["ファイル", "a\tb", "10"]], [False, False, True], 120)
+    laid = lay_out(
+        ["target", "mkfs\noptions", "n"],
+        [["ext4", "-O ^has_journal\n-E lazy_itable_init=0", "3"], ["ファイル", "a\tb", "10"]],
+        [False, False, True],
+        120,
+    )
     assert laid.lines() == [
         "          mkfs                     ",
         "target    options                 n",
@@ -76,13 +104,17 @@ def test_a_taller_cell_leaves_blank_lines_below_the_others_and_text_is_measured_
         "          -E lazy_itable_init=0    ",
         "ファイル  a       b              10",
     ], "a wide character takes two columns; a tab its tab stop"
-    assert laid.rows[0][1] == [None, "-E lazy_itable_init=0", None], "the blanks beside a taller cell are marked: rich prints each as one"
+    assert laid.rows[0][1] == [None, "-E lazy_itable_init=0", None], (
+        "the blanks beside a taller cell are marked: rich prints each as one"
+    )
 
 
 def test_a_table_too_wide_wraps_its_widest_text_column_at_words():
     columns, right = ["target", "mount options", "IOPS\nmedian"], [False, False, True]
     rows = [["ext4-writeback", "noatime data=writeback commit=60", "74,146"], ["raw", "defaults", "76,952"]]
-    assert lay_out(columns, rows, right, 56).lines()[3] == "ext4-writeback  noatime data=writeback commit=60  74,146", "56 columns: it fits"
+    assert lay_out(columns, rows, right, 56).lines()[3] == "ext4-writeback  noatime data=writeback commit=60  74,146", (
+        "56 columns: it fits"
+    )
     assert lay_out(columns, rows, right, 40).lines() == [
         "                                    IOPS",
         "target          mount options     median",
@@ -121,7 +153,9 @@ def test_a_figure_is_never_cut_a_table_that_cannot_fit_without_is_left_whole():
     assert lay_out(columns, rows, right, 44) == whole, "44 columns: wrapping the metric is not enough"
     assert whole.lines()[-1] == "ext4-noatime  read IOPS  0.888–0.942       ±4.2%"
     out = printed(lambda console: print_table(console, "compared with raw", columns, rows, right), 44, "terminal")
-    assert "\next4-noatime  read IOPS  0.888–0.942       ±4.2%\n" in out, "printed whole, not cropped at the terminal's width: it wraps the line"
+    assert "\next4-noatime  read IOPS  0.888–0.942       ±4.2%\n" in out, (
+        "printed whole, not cropped at the terminal's width: it wraps the line"
+    )
 
 
 # --- printed: as rich's Table printed it -----------------------------------------------------
@@ -139,8 +173,11 @@ ROWS = [
 @pytest.mark.parametrize("width", [CONSOLE_WIDTH, 72])
 def test_a_table_prints_byte_for_byte_as_richs_table(mode, width):
     """At 72 columns the verdicts wrap, as rich wraps them."""
+
     def show(table: Callable[..., None]) -> Callable[[Console], None]:
-        return lambda console: table(console, "rand_read (direct I/O; data: random)", TITLES, ROWS, RIGHT, styles=["green", "", "red"])
+        return lambda console: table(
+            console, "rand_read (direct I/O; data: random)", TITLES, ROWS, RIGHT, styles=["green", "", "red"]
+        )
 
     ours = printed(show(print_table), width, mode)
     assert ours == printed(show(rich_printed), width, mode)
@@ -166,12 +203,21 @@ def test_a_stored_study_runs_summary_prints_as_rich_printed_it(stored, mode, wid
     ours = printed(show, width, mode)
     monkeypatch.setattr(console_module, "print_table", rich_printed)
     assert ours == printed(show, width, mode)
-    assert sum(set(line) == {"─"} for line in ours.splitlines()) == 5, "the targets, and per workload its table and its comparison with xfs"
+    assert sum(set(line) == {"─"} for line in ours.splitlines()) == 5, (
+        "the targets, and per workload its table and its comparison with xfs"
+    )
 
 
 def test_text_is_printed_as_it_is_never_read_as_markup():
     def show(console: Console) -> None:
-        print_table(console, "[bold]title[/bold] :smile:", ["target", "notes"], [["[red]x[/red]", ":thumbs_up: [/]"]], [False, False], title_style="")
+        print_table(
+            console,
+            "[bold]title[/bold] :smile:",
+            ["target", "notes"],
+            [["[red]x[/red]", ":thumbs_up: [/]"]],
+            [False, False],
+            title_style="",
+        )
 
     out = printed(show, CONSOLE_WIDTH, "terminal")
     assert "[bold]title[/bold] :smile:" in out and "[red]x[/red]  :thumbs_up: [/]" in out
@@ -179,7 +225,13 @@ def test_text_is_printed_as_it_is_never_read_as_markup():
 
 
 def test_the_comparisons_environment_table_goes_through_the_same_printer_its_values_made_visible():
-    older = {"id": 1, "study": "reps", "started_at": datetime(2026, 1, 1, 9, 0), "environment": {"kernel": "6.1.0", "tools": {"fio": "fio-3.33"}}, "settings": {}}
+    older = {
+        "id": 1,
+        "study": "reps",
+        "started_at": datetime(2026, 1, 1, 9, 0),
+        "environment": {"kernel": "6.1.0", "tools": {"fio": "fio-3.33"}},
+        "settings": {},
+    }
     newer = older | {"id": 2, "environment": {"kernel": "6.1.0\x1b[2J", "tools": {"fio": "fio-3.35"}}}
     out = printed(lambda console: print_comparison(console, older, newer, [], [], 0.03, 0.05), CONSOLE_WIDTH, "piped")
     assert out.splitlines()[1:6] == [

@@ -44,7 +44,14 @@ def sqlite_with_two_study_runs(tmp_path):
     first = stored_study(tmp_path, STUDY.format(name="one"), db, seed=3)
     db.record_host(first, host())
     db.record_host(first, Host("other-host", "0" * 32, "6.1.0", "a CPU", 4, 2**33))
-    second = stored_study(tmp_path, STUDY.format(name="two"), db, seed=4, name="two.toml", failing={"ext4": ("mkfs failed", RunFailure("provision", "Traceback …", ["mkfs.ext4"], 1, "bad"))})
+    second = stored_study(
+        tmp_path,
+        STUDY.format(name="two"),
+        db,
+        seed=4,
+        name="two.toml",
+        failing={"ext4": ("mkfs failed", RunFailure("provision", "Traceback …", ["mkfs.ext4"], 1, "bad"))},
+    )
     running = stored_study(tmp_path, STUDY.format(name="three"), db, seed=5, name="three.toml")
     with db.engine.begin() as conn:
         conn.execute(study_runs.update().where(study_runs.c.id == running).values(status="running", owner=None))
@@ -54,25 +61,36 @@ def sqlite_with_two_study_runs(tmp_path):
 def check_copied(source: ResultsDB, destination: ResultsDB, copied: dict[int, int]) -> None:
     for old_id, new_id in copied.items():
         assert everything_of(destination, new_id) == everything_of(source, old_id)
-        renumbered = to_markdown(summarize_study_run(destination, new_id)).replace(f"study run {new_id}", f"study run {old_id}")
+        renumbered = to_markdown(summarize_study_run(destination, new_id)).replace(
+            f"study run {new_id}", f"study run {old_id}"
+        )
         assert renumbered == to_markdown(summarize_study_run(source, old_id)), "the same summary, under its new id"
 
 
-def test_a_sqlite_database_is_copied_into_postgresql_with_nothing_lost_and_once(pg_cluster, sqlite_with_two_study_runs, tmp_path):
+def test_a_sqlite_database_is_copied_into_postgresql_with_nothing_lost_and_once(
+    pg_cluster, sqlite_with_two_study_runs, tmp_path
+):
     source, (first, second), running = sqlite_with_two_study_runs
     url = pg_cluster.new_database("team")
     team = ResultsDB(url)
-    stored_study(tmp_path, STUDY.format(name="theirs"), team, seed=9, name="theirs.toml")  # ids 1 and up are taken there
+    stored_study(
+        tmp_path, STUDY.format(name="theirs"), team, seed=9, name="theirs.toml"
+    )  # ids 1 and up are taken there
     seen = []
     outcome = copy_study_runs(source, team, lambda done, total: seen.append((done, total)))
-    assert list(outcome.copied) == [first, second] and list(outcome.copied.values()) == [2, 3], "ids remapped past the destination's own"
+    assert list(outcome.copied) == [first, second] and list(outcome.copied.values()) == [2, 3], (
+        "ids remapped past the destination's own"
+    )
     assert outcome.left == {running: "still running: copy it once it has finished (or been interrupted)"}
     assert outcome.runs == 24 and seen[-1] == (24, 24) and seen == sorted(seen)
     check_copied(source, team, outcome.copied)
     assert pg_cluster.sql("SELECT count(*) FROM runs", "team") == "36"
     again = copy_study_runs(source, team)
     assert again.copied == {} and again.already == {first: 2, second: 3} and again.runs == 0
-    assert pg_cluster.sql("SELECT count(*) FROM study_runs", "team") == "3" and pg_cluster.sql("SELECT count(*) FROM runs", "team") == "36"
+    assert (
+        pg_cluster.sql("SELECT count(*) FROM study_runs", "team") == "3"
+        and pg_cluster.sql("SELECT count(*) FROM runs", "team") == "36"
+    )
     later = RunRecord("raw", "rand_read", 4, False, 9, 99, now(), now(), "ok", False)
     assert team.record_run(2, later) == 37, "the id sequence goes on past the copied runs"
     team.engine.dispose()
@@ -83,11 +101,21 @@ def test_the_command_copies_into_sqlite_and_says_what_it_did(sqlite_with_two_stu
     destination = tmp_path / "archive.db"
     result = fslab_in_process("db", "copy", source.location, str(destination))
     assert result.returncode == 0, result.stderr
-    assert f"study run {first} copied as study run 1" in result.stdout and f"study run {second} copied as study run 2" in result.stdout
-    assert "2 study run(s), 24 run(s) copied into" in result.stdout and f"left study run {running}: still running" in result.stderr
+    assert (
+        f"study run {first} copied as study run 1" in result.stdout
+        and f"study run {second} copied as study run 2" in result.stdout
+    )
+    assert (
+        "2 study run(s), 24 run(s) copied into" in result.stdout
+        and f"left study run {running}: still running" in result.stderr
+    )
     check_copied(source, ResultsDB(str(destination)), {first: 1, second: 2})
     again = fslab_in_process("db", "copy", source.location, str(destination))
-    assert again.returncode == 0 and "0 study run(s), 0 run(s) copied" in again.stdout and "2 already there" in again.stdout
+    assert (
+        again.returncode == 0
+        and "0 study run(s), 0 run(s) copied" in again.stdout
+        and "2 already there" in again.stdout
+    )
 
 
 def test_a_copy_of_a_database_copied_again_adds_nothing(sqlite_with_two_study_runs, tmp_path):
@@ -106,9 +134,15 @@ def test_what_cannot_be_copied_is_said(sqlite_with_two_study_runs, tmp_path):
     assert not (tmp_path / "nowhere.db").exists()
     itself = fslab_in_process("db", "copy", source.location, source.location)
     assert itself.returncode == 2 and "both the source and the destination" in itself.stderr
-    unreachable = fslab_in_process("db", "copy", source.location, f"postgresql://fslab:{postgres.PASSWORD}@127.0.0.1:1/x")
+    unreachable = fslab_in_process(
+        "db", "copy", source.location, f"postgresql://fslab:{postgres.PASSWORD}@127.0.0.1:1/x"
+    )
     assert unreachable.returncode == 2 and "cannot use postgresql://fslab:***@127.0.0.1:1/x" in unreachable.stderr
     assert postgres.PASSWORD not in unreachable.stderr + unreachable.stdout
     assert "name another DST" in unreachable.stderr, "the argument named, not --db"
     nowhere = fslab_in_process("db", "copy", source.location, str(tmp_path / "no" / "x.db"))
-    assert nowhere.returncode == 2 and f"DST {tmp_path / 'no' / 'x.db'}: the directory {tmp_path / 'no'} does not exist" in " ".join(nowhere.stderr.split())
+    assert (
+        nowhere.returncode == 2
+        and f"DST {tmp_path / 'no' / 'x.db'}: the directory {tmp_path / 'no'} does not exist"
+        in " ".join(nowhere.stderr.split())
+    )

@@ -45,7 +45,13 @@ def test_defaults_are_seed_000s():
 
 def test_options_and_file_names():
     options = dd_options({"bs": "4k", "count": 16, "direct": False, "conv": "fsync"})
-    assert (options.block_size, options.count, options.direct, options.conv, options.size) == (4096, 16, False, "fsync", 65536)
+    assert (options.block_size, options.count, options.direct, options.conv, options.size) == (
+        4096,
+        16,
+        False,
+        "fsync",
+        65536,
+    )
     assert write_argv(options, Path("/t/f"), Path("/s"))[-1] == "conv=fsync"
     assert read_argv(options, Path("/t/f"))[-1] == "count=16", "buffered: no iflag"
     assert target_file(Path("/t"), "ext4[noatime]").parent == Path("/t"), "a decorated name stays in the directory"
@@ -82,7 +88,12 @@ def test_seed_write_and_read_parsed():
     assert (write.records_in, write.records_out, write.copied, write.seconds) == ((1024, 0), (1024, 0), 2**30, 0.81105)
     metrics = metric_values(write, "write")
     values = {m.name: m.value for m in metrics}
-    assert len(metrics) == 4 and values == {"write_mb_s": pytest.approx(2**30 / 0.81105 / 1e6), "write_mib_s": pytest.approx(1024 / 0.81105), "write_elapsed_s": 0.81105, "write_bytes": 2**30}
+    assert len(metrics) == 4 and values == {
+        "write_mb_s": pytest.approx(2**30 / 0.81105 / 1e6),
+        "write_mib_s": pytest.approx(1024 / 0.81105),
+        "write_elapsed_s": 0.81105,
+        "write_bytes": 2**30,
+    }
     assert round(values["write_mb_s"] / 1000, 1) == 1.3, "what dd printed, rounded"
     read = fixture("read-1g-direct.txt")
     assert {m.name: m.value for m in metric_values(read, "read")}["read_mib_s"] == pytest.approx(1024 / 0.971051)
@@ -111,13 +122,17 @@ def test_small_and_odd_reports():
     with pytest.raises(ValueError, match="dd reported no copy.*No space left on device"):
         parse("dd: error writing '/mnt/t/dd': No space left on device\n")
     with pytest.raises(ValueError, match="LC_ALL=C"):
-        parse("1024+0 registros leídos\n1024+0 registros escritos\n1073741824 bytes (1,1 GB, 1,0 GiB) copiados, 0,8 s, 1,3 GB/s\n")
+        parse(
+            "1024+0 registros leídos\n1024+0 registros escritos\n1073741824 bytes (1,1 GB, 1,0 GiB) copiados, 0,8 s, 1,3 GB/s\n"
+        )
 
 
 def test_judgements():
     short = fixture("write-short-source.txt")
     assert [f.kind for f in judge(short, dd_options({"count": 128}))] == ["short_copy"]
-    assert [f.kind for f in judge(DdRun((1, 0), (1, 0), 2**20, 0.001), dd_options({"count": 1}))] == ["too_short_to_time"]
+    assert [f.kind for f in judge(DdRun((1, 0), (1, 0), 2**20, 0.001), dd_options({"count": 1}))] == [
+        "too_short_to_time"
+    ]
     partial = DdRun((1023, 1), (1023, 1), 2**30, 1.0)
     assert [f.kind for f in judge(partial, DdOptions())] == ["short_copy"]
     buffered = judge(DdRun((1024, 0), (1024, 0), 2**30, 1.0), dd_options({"direct": False}))
@@ -137,7 +152,10 @@ def test_real_write_and_read(workdir):
     assert file.read_bytes() == source.read_bytes(), "what was written is the random source"
     read = parse(run_step(workdir.journal, read_argv(options, file), timeout=30))
     for result, direction in ((write, "write"), (read, "read")):
-        assert result.copied == 16 * 2**20 and {m.name: m.value for m in metric_values(result, direction)}[f"{direction}_mb_s"] > 0
+        assert (
+            result.copied == 16 * 2**20
+            and {m.name: m.value for m in metric_values(result, direction)}[f"{direction}_mb_s"] > 0
+        )
         assert [f.kind for f in judge(result, options)] in ([], ["too_short_to_time"])
 
 
@@ -151,6 +169,19 @@ def test_a_short_elapsed_time_prints_its_digits_in_the_tables():
     seconds = [fixture("write-64m-direct-random.txt").seconds, 0.0412, 0.0398]
     cell = CellSummary("dd", "ext4", 0, {"write_elapsed_s": summarize(seconds, False)})
     [row] = metric_rows(cell, {"write_elapsed_s": "s"})
-    assert row[3] == fmt(sorted(seconds)[1]) and row[3].startswith("0.0") and row[3] != "0.0" and len(row[3].strip("0.")) == 2, row
+    assert (
+        row[3] == fmt(sorted(seconds)[1])
+        and row[3].startswith("0.0")
+        and row[3] != "0.0"
+        and len(row[3].strip("0.")) == 2
+    ), row
     assert row[4].startswith(fmt(sum(seconds) / 3) + " ") and fmt(sum(seconds) / 3) == "0.055" and row[6] == "s"
-    assert [fmt(v) for v in (0.5, 12.34, 0.04, 0.00123, -0.051, 0.0, 250.7)] == ["0.5", "12.3", "0.040", "0.0012", "-0.051", "0.0", "251"]
+    assert [fmt(v) for v in (0.5, 12.34, 0.04, 0.00123, -0.051, 0.0, 250.7)] == [
+        "0.5",
+        "12.3",
+        "0.040",
+        "0.0012",
+        "-0.051",
+        "0.0",
+        "251",
+    ]

@@ -44,7 +44,10 @@ def test_image_attached_with_direct_io_and_gone_afterwards(workdir, fill):
 
 
 def test_refuses_to_format_a_device_that_is_not_its_image(workdir):
-    with image_file(workdir.journal, workdir.images, "mine", 64 * 2**20, fill=False) as image, attached(workdir.journal, image) as loop:
+    with (
+        image_file(workdir.journal, workdir.images, "mine", 64 * 2**20, fill=False) as image,
+        attached(workdir.journal, image) as loop,
+    ):
         for device in ("/dev/zero", "/dev/loop-control"):
             impostor = Stack(devices=[device], owned=on_loops([loop]).owned)
             with pytest.raises(Refused, match=f"refusing to format {device}"):
@@ -52,10 +55,20 @@ def test_refuses_to_format_a_device_that_is_not_its_image(workdir):
                     pass
         elsewhere = replace(loop, image=replace(image, file=FileId((0, 0), 1)))  # another file's identity
         with pytest.raises(Refused, match="does not show it resting on fslab's own images"):
-            with FILESYSTEMS["xfs"].provision(workdir.journal, Stack(devices=[loop.device], owned=on_loops([elsewhere]).owned), workdir.mounts / "x", TARGET):
+            with FILESYSTEMS["xfs"].provision(
+                workdir.journal,
+                Stack(devices=[loop.device], owned=on_loops([elsewhere]).owned),
+                workdir.mounts / "x",
+                TARGET,
+            ):
                 pass
         with pytest.raises(Refused, match=f"refusing to format {loop.device}"):
-            with FILESYSTEMS["raw"].provision(workdir.journal, Stack(devices=[loop.device], owned=on_loops([elsewhere]).owned), workdir.mounts / "x", TARGET):
+            with FILESYSTEMS["raw"].provision(
+                workdir.journal,
+                Stack(devices=[loop.device], owned=on_loops([elsewhere]).owned),
+                workdir.mounts / "x",
+                TARGET,
+            ):
                 pass
         assert blkid_type(loop.device) == "", "nothing was formatted"
 
@@ -105,7 +118,9 @@ def test_cleanup_releases_what_a_killed_run_held(workdir):
 def test_the_next_study_releases_what_a_killed_run_held(workdir, tmp_path):
     kill_midway(workdir)
     study = tmp_path / "s.toml"
-    study.write_text('[study]\nname = "after"\nrepetitions = 1\nworkloads = ["seq_write"]\nimage_size = "512MiB"\nimage_fill = "sparse"\n[fio]\nsize = "32MiB"\nruntime = "1s"\n[[target]]\nfilesystem = "xfs"\n')
+    study.write_text(
+        '[study]\nname = "after"\nrepetitions = 1\nworkloads = ["seq_write"]\nimage_size = "512MiB"\nimage_fill = "sparse"\n[fio]\nsize = "32MiB"\nruntime = "1s"\n[[target]]\nfilesystem = "xfs"\n'
+    )
     result = fslab("run", str(study), "--no-ceiling", "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"left by an interrupted fslab: mount {workdir.mounts / 'killed'}: released" in result.stdout
@@ -191,7 +206,17 @@ def test_a_loop_device_held_open_elsewhere_is_waited_for_and_then_said_to_be_sti
         done: list[BaseException | None] = []
         with pytest.raises(loop_module.StillAttached, match="another process holds it open"):
             with attached(workdir.journal, made) as loop:
-                holder = subprocess.Popen([sys.executable, "-c", "import sys; f = open(sys.argv[1], 'rb'); print('open', flush=True); sys.stdin.read()", loop.device], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                holder = subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-c",
+                        "import sys; f = open(sys.argv[1], 'rb'); print('open', flush=True); sys.stdin.read()",
+                        loop.device,
+                    ],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
                 assert holder.stdout.readline() == "open\n"
         assert devices_backed_by(made.path) == [loop.device], "still attached while held"
         monkeypatch.setattr(loop_module, "DETACH_SECONDS", 30.0)
@@ -203,7 +228,9 @@ def test_a_loop_device_held_open_elsewhere_is_waited_for_and_then_said_to_be_sti
         holder.wait(timeout=30)
         waiting.join(timeout=60)
         assert not waiting.is_alive() and devices_backed_by(made.path) == [], "and returns once the kernel let go"
-    assert [(o.kind, o.status) for o in workdir.journal.clean_up()] == [("loop", "released")], "the journal kept it until then"
+    assert [(o.kind, o.status) for o in workdir.journal.clean_up()] == [("loop", "released")], (
+        "the journal kept it until then"
+    )
     assert workdir.journal.outstanding() == []
 
 

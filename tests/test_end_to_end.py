@@ -12,7 +12,14 @@ from conftest import fio_children, fresh_workdir, fslab, fslab_in_process, held_
 from fslab.guard.names import file_name
 from fslab.results import ResultsDB
 from fslab.workloads.fio_hist import HIST_TOOL, latency_over_time
-from fslab.workloads.fio_output import BINS_TOOL, LOG_TOOL, bin_columns, latency_bins, stored_latency_bins, throughput_over_time
+from fslab.workloads.fio_output import (
+    BINS_TOOL,
+    LOG_TOOL,
+    bin_columns,
+    latency_bins,
+    stored_latency_bins,
+    throughput_over_time,
+)
 
 FOUR_KINDS = """\
 [study]
@@ -71,34 +78,74 @@ def test_metrics_and_raw_output_are_stored(finished_study):
     samples = db.run_metrics(study_run_id)  # every run measured: no warm-ups, none failed
     names = {(m.target, m.workload, m.metric) for m in samples}
     for target in ("ext4", "xfs", "btrfs", "raw"):
-        for name in ("read_iops", "read_mb_s", "read_mib_s", "read_lat_mean_us", "read_lat_p50_us", "read_lat_p95_us", "read_lat_p99_us", "read_lat_p99_9_us", "cpu_usr_pct", "cpu_sys_pct"):
+        for name in (
+            "read_iops",
+            "read_mb_s",
+            "read_mib_s",
+            "read_lat_mean_us",
+            "read_lat_p50_us",
+            "read_lat_p95_us",
+            "read_lat_p99_us",
+            "read_lat_p99_9_us",
+            "cpu_usr_pct",
+            "cpu_sys_pct",
+        ):
             assert (target, "rand_read", name) in names
         assert (target, "seq_write", "write_mb_s") in names
     assert all(m.value > 0 for m in samples if m.metric.endswith("_iops"))
     for run in db.runs(study_run_id):
-        output, bins, histograms, logs = db.outputs(run["id"])  # fio's JSON, as fio wrote it, its bins apart, its histogram logs and its other logs
-        assert (output.phase, output.tool) == ("", "fio") and json.loads(output.text)["jobs"][0]["jobname"] == run["workload"]
-        assert (bins.phase, bins.tool) == ("", BINS_TOOL) and stored_latency_bins(bins.text) == {k: bin_columns(b) for k, b in latency_bins(output.text, kinds=("lat", "clat")).items()} != {}
+        output, bins, histograms, logs = db.outputs(
+            run["id"]
+        )  # fio's JSON, as fio wrote it, its bins apart, its histogram logs and its other logs
+        assert (output.phase, output.tool) == ("", "fio") and json.loads(output.text)["jobs"][0]["jobname"] == run[
+            "workload"
+        ]
+        assert (bins.phase, bins.tool) == ("", BINS_TOOL) and stored_latency_bins(bins.text) == {
+            k: bin_columns(b) for k, b in latency_bins(output.text, kinds=("lat", "clat")).items()
+        } != {}
         assert (logs.phase, logs.tool) == ("", LOG_TOOL) and "\nlog_avg_msec=100\n" in run["job_file"]
         [throughput] = throughput_over_time(logs.text)  # one direction: the job's own
-        assert throughput.direction == {"rand_read": "read", "seq_write": "write"}[run["workload"]] and max(throughput.bytes_s) > 0
+        assert (
+            throughput.direction == {"rand_read": "read", "seq_write": "write"}[run["workload"]]
+            and max(throughput.bytes_s) > 0
+        )
         # fio logs a window only when an I/O completed in it: how many windows a 1 s run has
         # depends on the device's speed (Btrfs's QD16 1 MiB writes here complete in bursts a few
         # tenths of a second apart, and the last of them after the runtime), so only their order
         # and span are checked: from fio's epoch, within the time fio ran.
-        assert throughput.seconds == sorted(throughput.seconds) and 0 <= throughput.seconds[0] and throughput.seconds[-1] <= run["timings"]["workload"]
+        assert (
+            throughput.seconds == sorted(throughput.seconds)
+            and 0 <= throughput.seconds[0]
+            and throughput.seconds[-1] <= run["timings"]["workload"]
+        )
         # its completion latency over time, in windows of two of the bandwidth log's, from the same epoch
-        assert (histograms.phase, histograms.tool) == ("", HIST_TOOL) and "\nwrite_hist_log=fslab\nlog_hist_msec=200\nlog_hist_coarseness=2\n" in run["job_file"]
+        assert (histograms.phase, histograms.tool) == (
+            "",
+            HIST_TOOL,
+        ) and "\nwrite_hist_log=fslab\nlog_hist_msec=200\nlog_hist_coarseness=2\n" in run["job_file"]
         [latency] = latency_over_time(histograms.text)
         assert latency.direction == throughput.direction and latency.window_ms == 200 and latency.counts.shape[1] == 464
-        logged, reported = int(latency.counts.sum()), json.loads(output.text)["jobs"][0][latency.direction]["clat_ns"]["N"]
-        assert 0 < logged <= reported, "each window's own completions (none of the last, partial window): never a running total"
+        logged, reported = (
+            int(latency.counts.sum()),
+            json.loads(output.text)["jobs"][0][latency.direction]["clat_ns"]["N"],
+        )
+        assert 0 < logged <= reported, (
+            "each window's own completions (none of the last, partial window): never a running total"
+        )
         assert 0 <= latency.starts_s[0] and latency.ends_s[-1] <= run["timings"]["workload"] + 0.2
         assert "refill_buffers=1" in run["job_file"] and "randseed=24301" in run["job_file"]
-        assert "\nlat_percentiles=1\n" in run["job_file"] and run["data_pattern"].startswith("random (fio refill_buffers")
+        assert "\nlat_percentiles=1\n" in run["job_file"] and run["data_pattern"].startswith(
+            "random (fio refill_buffers"
+        )
         assert run["timings"]["workload"] >= 1.0
     for target in ("ext4", "xfs", "btrfs", "raw"):  # total latency, and its two parts on their own
-        for name in ("read_lat_p99_us", "read_clat_mean_us", "read_clat_p99_us", "read_slat_mean_us", "read_slat_p99_us"):
+        for name in (
+            "read_lat_p99_us",
+            "read_clat_mean_us",
+            "read_clat_p99_us",
+            "read_slat_mean_us",
+            "read_slat_p99_us",
+        ):
             assert (target, "rand_read", name) in names
 
 
@@ -108,7 +155,13 @@ def test_targets_are_provisioned_fresh_and_recorded(finished_study):
     study_run_id = db.study_run()["id"]
     runs = {(r["target"], r["workload"], r["repetition"]): r for r in db.runs(study_run_id)}
     ext4 = runs[("ext4", "rand_read", 1)]
-    assert ext4["mkfs_command"][:5] == ["mkfs.ext4", "-F", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0,nodiscard"]
+    assert ext4["mkfs_command"][:5] == [
+        "mkfs.ext4",
+        "-F",
+        "-q",
+        "-E",
+        "lazy_itable_init=0,lazy_journal_init=0,nodiscard",
+    ]
     assert "Filesystem features:" in ext4["fs_details"]
     assert ext4["mount_options_effective"].startswith("rw,")
     assert f"directory={workdir.mounts / file_name('ext4')}" in ext4["job_file"]
@@ -155,9 +208,15 @@ def test_summary_table_and_report_files(finished_study):
     document = json.loads((folder / "summary.json").read_text())
     cell = next(c for c in document["cells"] if c["target"] == "xfs" and c["workload"] == "seq_write")
     written = cell["metrics"]["write_mb_s"]
-    assert written["n"] == 2 and written["ci_low"] is None and written["ci_high"] is None and written["needs_runs"] >= 3, "no interval the tables do not print"  # 3 at least: how many more depends on the runs' noise
+    assert (
+        written["n"] == 2 and written["ci_low"] is None and written["ci_high"] is None and written["needs_runs"] >= 3
+    ), "no interval the tables do not print"  # 3 at least: how many more depends on the runs' noise
 
-    assert "Compared with **ext4**:" in markdown and "| xfs | read IOPS |" in markdown and "Ranking by read IOPS: " in markdown
+    assert (
+        "Compared with **ext4**:" in markdown
+        and "| xfs | read IOPS |" in markdown
+        and "Ranking by read IOPS: " in markdown
+    )
     assert "one family of 24 comparisons (all pairs of this study run)" in markdown  # 6 pairs × 2 metrics × 2 workloads
     assert "interval needs " in markdown, "2 runs: no interval printed, the runs it needs instead"
     verdicts = {c["verdict"] for c in document["comparisons"]}
@@ -177,34 +236,60 @@ def test_summary_table_and_report_files(finished_study):
 
 @pytest.mark.root
 def test_a_failing_run_is_recorded_and_the_study_goes_on(workdir, tmp_path):
-    study = write_study(tmp_path, FOUR_KINDS.replace('["ext4", "xfs", "btrfs", "raw"]', '"xfs"')
-                        .replace('workloads = ["rand_read", "seq_write"]', 'workloads = ["seq_write"]')
-                        .replace("repetitions = 2", "repetitions = 1").replace('image_size = "512MiB"', 'image_size = "512MiB"\nimage_fill = "sparse"')
-                        + '\n[[target]]\nname = "bad"\nfilesystem = "ext4"\nmount_options = "journal_async_commit"\n')  # allowed, but the kernel refuses it under data=ordered
+    study = write_study(
+        tmp_path,
+        FOUR_KINDS.replace('["ext4", "xfs", "btrfs", "raw"]', '"xfs"')
+        .replace('workloads = ["rand_read", "seq_write"]', 'workloads = ["seq_write"]')
+        .replace("repetitions = 2", "repetitions = 1")
+        .replace('image_size = "512MiB"', 'image_size = "512MiB"\nimage_fill = "sparse"')
+        + '\n[[target]]\nname = "bad"\nfilesystem = "ext4"\nmount_options = "journal_async_commit"\n',
+    )  # allowed, but the kernel refuses it under data=ordered
     db = tmp_path / "r.db"
     result = fslab("run", str(study), "--no-ceiling", "--db", str(db), "--workdir", str(workdir.root))
     assert result.returncode == 1, "a failed run makes the exit status non-zero"
     runs = {r["target"]: r for r in ResultsDB(str(db)).runs(ResultsDB(str(db)).study_run()["id"])}
     assert runs["xfs"]["status"] == "ok"
-    assert runs["bad"]["status"] == "failed" and "mount" in runs["bad"]["error"] and "exited with status" in runs["bad"]["error"]
-    assert runs["bad"]["mount_options_requested"] == "journal_async_commit" and "failed in provision bad · seq_write · run 1" in result.stdout
+    assert (
+        runs["bad"]["status"] == "failed"
+        and "mount" in runs["bad"]["error"]
+        and "exited with status" in runs["bad"]["error"]
+    )
+    assert (
+        runs["bad"]["mount_options_requested"] == "journal_async_commit"
+        and "failed in provision bad · seq_write · run 1" in result.stdout
+    )
     assert "1 run(s) failed" in result.stderr
     failure = runs["bad"]["failure"]
-    assert failure["phase"] == "provision" and failure["argv"][:4] == ["mount", "-t", "ext4", "-o"] and "journal_async_commit" in failure["argv"]
-    assert failure["exit_status"] == 32 and "wrong fs type, bad option" in failure["stderr_tail"] and "CommandError" in failure["traceback"]
+    assert (
+        failure["phase"] == "provision"
+        and failure["argv"][:4] == ["mount", "-t", "ext4", "-o"]
+        and "journal_async_commit" in failure["argv"]
+    )
+    assert (
+        failure["exit_status"] == 32
+        and "wrong fs type, bad option" in failure["stderr_tail"]
+        and "CommandError" in failure["traceback"]
+    )
     assert runs["xfs"]["failure"] is None
 
 
 @pytest.mark.root
 def test_a_users_job_file_runs_unchanged_but_for_its_directory(workdir, tmp_path):
-    (tmp_path / "mine.fio").write_text("[global]\ndirectory=/somewhere/else\n[mine]\nrw=randread\nbs=8k\ndirect=1\nsize=32m\nruntime=1\ntime_based=1\n")
-    study = write_study(tmp_path, '[study]\nname = "jobfile"\nrepetitions = 1\nimage_size = "512MiB"\nimage_fill = "sparse"\n[[target]]\nfilesystem = "xfs"\n[[workload]]\nname = "mine"\njob_file = "mine.fio"\n')
+    (tmp_path / "mine.fio").write_text(
+        "[global]\ndirectory=/somewhere/else\n[mine]\nrw=randread\nbs=8k\ndirect=1\nsize=32m\nruntime=1\ntime_based=1\n"
+    )
+    study = write_study(
+        tmp_path,
+        '[study]\nname = "jobfile"\nrepetitions = 1\nimage_size = "512MiB"\nimage_fill = "sparse"\n[[target]]\nfilesystem = "xfs"\n[[workload]]\nname = "mine"\njob_file = "mine.fio"\n',
+    )
     db = tmp_path / "r.db"
     result = fslab("run", str(study), "--no-ceiling", "--db", str(db), "--workdir", str(workdir.root))
     assert result.returncode == 0, result.stdout + result.stderr
     results = ResultsDB(str(db))
     run = results.runs(results.study_run()["id"])[0]
-    assert "/somewhere/else" not in run["job_file"] and f"directory={workdir.mounts / file_name('xfs')}" in run["job_file"]
+    assert (
+        "/somewhere/else" not in run["job_file"] and f"directory={workdir.mounts / file_name('xfs')}" in run["job_file"]
+    )
     assert "[mine]\nrw=randread\nbs=8k" in run["job_file"]
     assert any(m.metric == "read_iops" and m.value > 0 for m in results.run_metrics(run["study_run_id"]))
 
@@ -242,12 +327,31 @@ def test_interrupt_releases_everything_and_keeps_finished_runs(workdir, tmp_path
     does, and so every test of a suite run there): Ctrl-C still interrupts it."""
     # 2 targets × 3 repetitions of 1 s (fio runs in 4 of them with 1 ≤ stored < runs − 1: room on
     # a loaded machine; the runs after the signal never run, so they cost nothing); sparse images
-    study = write_study(tmp_path, FOUR_KINDS.replace('["ext4", "xfs", "btrfs", "raw"]', '["ext4", "xfs"]').replace("repetitions = 2", "repetitions = 3")
-                        .replace('workloads = ["rand_read", "seq_write"]', 'workloads = ["seq_write"]').replace('image_size = "512MiB"', 'image_size = "512MiB"\nimage_fill = "sparse"'))
+    study = write_study(
+        tmp_path,
+        FOUR_KINDS.replace('["ext4", "xfs", "btrfs", "raw"]', '["ext4", "xfs"]')
+        .replace("repetitions = 2", "repetitions = 3")
+        .replace('workloads = ["rand_read", "seq_write"]', 'workloads = ["seq_write"]')
+        .replace('image_size = "512MiB"', 'image_size = "512MiB"\nimage_fill = "sparse"'),
+    )
     db = tmp_path / "r.db"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "fslab", "run", str(study), "--no-ceiling", "--db", str(db), "--workdir", str(workdir.root)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_ignoring_sigint if started_ignoring_sigint else None,
+        [
+            sys.executable,
+            "-m",
+            "fslab",
+            "run",
+            str(study),
+            "--no-ceiling",
+            "--db",
+            str(db),
+            "--workdir",
+            str(workdir.root),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_ignoring_sigint if started_ignoring_sigint else None,
     )
     stored = signal_while_fio_runs(proc, db, signum, runs=2 * 3)
     _, stderr = proc.communicate(timeout=60)
@@ -255,7 +359,9 @@ def test_interrupt_releases_everything_and_keeps_finished_runs(workdir, tmp_path
     assert held_by(workdir.root) == []
     results = ResultsDB(str(db))
     assert results.study_run()["status"] == "interrupted"
-    assert len(results.runs(results.study_run()["id"])) == stored, "the runs finished before are kept; the one interrupted is not stored"
+    assert len(results.runs(results.study_run()["id"])) == stored, (
+        "the runs finished before are kept; the one interrupted is not stored"
+    )
 
 
 # fslab's entry point, with a Ctrl-C arriving the moment it starts importing its commands (which
@@ -284,7 +390,9 @@ def test_ctrl_c_while_fslab_starts_ends_it_quietly():
 @pytest.mark.slow
 def test_a_study_too_big_for_the_disk_is_refused_before_anything_is_made(workdir, tmp_path):
     study = write_study(tmp_path, FOUR_KINDS.replace('image_size = "512MiB"', 'image_size = "100TiB"'))
-    result = fslab_in_process("run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))  # a refusal
+    result = fslab_in_process(
+        "run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root)
+    )  # a refusal
     assert result.returncode == 2
     assert "4 filled images need 400TiB" in result.stderr.replace("\n", "") and "image_fill" in result.stderr
     assert not any(workdir.images.glob("*.img"))
@@ -298,8 +406,13 @@ ODD_PATH = "x y\tz\nw\\q:r${HOME}/bänch ü "
 
 @pytest.mark.root
 def test_a_work_directory_whose_path_holds_any_character_runs_and_leaves_nothing(tmp_path):
-    study = write_study(tmp_path, FOUR_KINDS.replace('["ext4", "xfs", "btrfs", "raw"]', '["ext4", "xfs"]').replace('workloads = ["rand_read", "seq_write"]', 'workloads = ["seq_write"]')
-                        .replace("repetitions = 2", "repetitions = 1").replace('image_size = "512MiB"', 'image_size = "320MiB"\nimage_fill = "sparse"'))
+    study = write_study(
+        tmp_path,
+        FOUR_KINDS.replace('["ext4", "xfs", "btrfs", "raw"]', '["ext4", "xfs"]')
+        .replace('workloads = ["rand_read", "seq_write"]', 'workloads = ["seq_write"]')
+        .replace("repetitions = 2", "repetitions = 1")
+        .replace('image_size = "512MiB"', 'image_size = "320MiB"\nimage_fill = "sparse"'),
+    )
     db = tmp_path / "r.db"
     with fresh_workdir(ODD_PATH) as workdir:
         result = fslab("run", str(study), "--no-ceiling", "--db", str(db), "--workdir", str(workdir.root))

@@ -115,21 +115,40 @@ def test_a_full_filesystem_fails_the_workload_with_fios_words(failing_study):
     for n in (1, 2):
         failure = runs[("fill", n)]["failure"]
         assert failure["phase"] == "workload" and failure["argv"][0] == "fio" and failure["exit_status"] == 1
-        assert "No space left on device" in failure["stderr_tail"] and "No space left on device" in runs[("fill", n)]["error"]
+        assert (
+            "No space left on device" in failure["stderr_tail"]
+            and "No space left on device" in runs[("fill", n)]["error"]
+        )
         assert len(failure["stderr_tail"].splitlines()) <= 40
-    summary = (Path(results.location).parent / "reports" / f"failing-{results.study_run()['id']}" / "summary.md").read_text()
-    assert "| ext4 | fill | 1 | workload | `fio " in summary and "| ext4 | hang | 2 | workload | timed out after 10 s" in summary
+    summary = (
+        Path(results.location).parent / "reports" / f"failing-{results.study_run()['id']}" / "summary.md"
+    ).read_text()
+    assert (
+        "| ext4 | fill | 1 | workload | `fio " in summary
+        and "| ext4 | hang | 2 | workload | timed out after 10 s" in summary
+    )
 
 
 @pytest.mark.slow
 def test_a_missing_tool_is_refused_before_anything_is_made(workdir, tmp_path, monkeypatch):
-    study = write_study(tmp_path, FAILING.replace('filesystem = "ext4"\nmkfs_options = "-N 64"', 'filesystem = ["ext4", "xfs"]').replace('image_size = "64MiB"', 'image_size = "512MiB"'))
+    study = write_study(
+        tmp_path,
+        FAILING.replace('filesystem = "ext4"\nmkfs_options = "-N 64"', 'filesystem = ["ext4", "xfs"]').replace(
+            'image_size = "64MiB"', 'image_size = "512MiB"'
+        ),
+    )
     db = tmp_path / "r.db"
     monkeypatch.setenv("PATH", path_without("mkfs.xfs", tmp_path / "bin"))
-    result = fslab_in_process("run", str(study), "--db", str(db), "--workdir", str(workdir.root))  # a refusal: in this process, with that PATH
+    result = fslab_in_process(
+        "run", str(study), "--db", str(db), "--workdir", str(workdir.root)
+    )  # a refusal: in this process, with that PATH
     assert result.returncode == 2, result.stdout + result.stderr
     message = " ".join(result.stderr.split())
-    assert "the study cannot run here; nothing was attached or formatted: target 'xfs': xfs tools: not installed — apt-get install xfsprogs" in message and "Traceback" not in message
+    assert (
+        "the study cannot run here; nothing was attached or formatted: target 'xfs': xfs tools: not installed — apt-get install xfsprogs"
+        in message
+        and "Traceback" not in message
+    )
     assert not any(workdir.images.glob("*.img")) and ResultsDB(str(db)).study_runs() == []
 
 
@@ -177,7 +196,9 @@ def test_cleanup_leaves_a_scratch_directory_fslab_did_not_make(workdir, tmp_path
     shutil.rmtree(path)
     path.mkdir()  # same name, not the directory fslab made
     (path / "theirs").write_text("kept")
-    elsewhere = workdir.root / f"{workdir_tag(workdir.root)}job1_1"  # this work directory's name, not where scratch goes
+    elsewhere = (
+        workdir.root / f"{workdir_tag(workdir.root)}job1_1"
+    )  # this work directory's name, not where scratch goes
     other = SCRATCH_IN_RAM / "fslab_00000_job1_1"  # where scratch goes, another work directory's tag
     escaping = SCRATCH_IN_RAM / f"{workdir_tag(workdir.root)}job1_1" / ".." / tmp_path.name
     for planted in (elsewhere, other):
@@ -189,7 +210,10 @@ def test_cleanup_leaves_a_scratch_directory_fslab_did_not_make(workdir, tmp_path
         outcomes = {o.ident: o for o in workdir.journal.clean_up()}
         assert outcomes[str(path)].status == "left alone" and "identity differs" in outcomes[str(path)].detail
         for planted in (elsewhere, other, escaping):
-            assert outcomes[str(planted)].status == "left alone" and "not a scratch directory fslab makes" in outcomes[str(planted)].detail
+            assert (
+                outcomes[str(planted)].status == "left alone"
+                and "not a scratch directory fslab makes" in outcomes[str(planted)].detail
+            )
         assert all((p / "theirs").read_text() == "kept" for p in (path, elsewhere, other))
     finally:
         shutil.rmtree(path)

@@ -37,18 +37,30 @@ def loaded_after(code: str) -> list[str]:
 
 
 def test_the_registry_loads_a_filesystem_only_when_it_is_asked_for():
-    assert loaded_after("from fslab.filesystems import FILESYSTEMS; kinds = list(FILESYSTEMS)") == ["fslab.filesystems.base", "fslab.filesystems.mounting"]
+    assert loaded_after("from fslab.filesystems import FILESYSTEMS; kinds = list(FILESYSTEMS)") == [
+        "fslab.filesystems.base",
+        "fslab.filesystems.mounting",
+    ]
     assert "fslab.filesystems.ext4" in loaded_after("from fslab.filesystems import FILESYSTEMS; FILESYSTEMS['ext4']")
     study = '[study]\nname = "s"\nworkloads = ["seq_read"]\n[[target]]\nfilesystem = "ext4"\n'
-    loaded = loaded_after(f"from pathlib import Path\nfrom fslab.study import parse_study\nparse_study({study!r}, 's.toml', base_dir=Path('.'))")
-    assert {"fslab.filesystems.ext4"} <= set(loaded) and not {"fslab.filesystems.zfs", "fslab.filesystems.btrfs", "fslab.filesystems.xfs"} & set(loaded), loaded
+    loaded = loaded_after(
+        f"from pathlib import Path\nfrom fslab.study import parse_study\nparse_study({study!r}, 's.toml', base_dir=Path('.'))"
+    )
+    assert {"fslab.filesystems.ext4"} <= set(loaded) and not {
+        "fslab.filesystems.zfs",
+        "fslab.filesystems.btrfs",
+        "fslab.filesystems.xfs",
+    } & set(loaded), loaded
 
 
 def test_each_of_fslabs_filesystems_is_registered_by_the_module_its_table_names():
     assert list(FILESYSTEMS.shipped) == ["ext4", "xfs", "btrfs", "zfs", "raw"]
     for kind, module in FILESYSTEMS.shipped.items():
         registered = FILESYSTEMS[kind]
-        assert registered.kind == kind and type(registered).__module__ == module == importlib.import_module(module).__name__
+        assert (
+            registered.kind == kind
+            and type(registered).__module__ == module == importlib.import_module(module).__name__
+        )
 
 
 def test_a_filesystem_declares_its_own_target_fields_and_another_filesystems_are_refused(toy_registered):
@@ -61,11 +73,19 @@ def test_a_filesystem_declares_its_own_target_fields_and_another_filesystems_are
 
     [target] = parse_study(head + 'filesystem = "ext2"\nreserved = 1\n', "s.toml", base_dir=Path(".")).targets
     assert target.filesystem_fields == {"reserved": 1} and target.spec()["filesystem_fields"] == {"reserved": 1}
-    assert refusal('filesystem = "ext2"\nreserved = 60\n') == "s.toml:8: target[0].reserved: Input should be less than or equal to 50"
+    assert (
+        refusal('filesystem = "ext2"\nreserved = 60\n')
+        == "s.toml:8: target[0].reserved: Input should be less than or equal to 50"
+    )
     assert refusal('filesystem = "ext4"\nreserved = 1\n') == "s.toml:6: target[0]: reserved is for ext2 targets"
-    assert refusal('filesystem = "ext2"\nnocow = true\n') == "s.toml:6: target[0]: nocow (chattr +C) is for Btrfs targets"
+    assert (
+        refusal('filesystem = "ext2"\nnocow = true\n') == "s.toml:6: target[0]: nocow (chattr +C) is for Btrfs targets"
+    )
     assert "allowed: ext4, xfs, btrfs, zfs, raw, ext2" in refusal('filesystem = "ext3"\n')
-    assert re.search(r"unknown field 'reserve' \(did you mean 'reserved'\?\); allowed: .*, arc_max, reserved \(in target\[0\]\.reserve\)", refusal('filesystem = "ext2"\nreserve = 1\n'))
+    assert re.search(
+        r"unknown field 'reserve' \(did you mean 'reserved'\?\); allowed: .*, arc_max, reserved \(in target\[0\]\.reserve\)",
+        refusal('filesystem = "ext2"\nreserve = 1\n'),
+    )
     [ext4] = parse_study(head + 'filesystem = "ext4"\n', "s.toml", base_dir=Path(".")).targets
     assert "filesystem_fields" not in ext4.spec(), "a target of fslab's own filesystems is stored as before"
 
@@ -94,7 +114,10 @@ def test_a_toy_filesystem_registered_in_one_module_runs_end_to_end(toy_registere
     """Study file → `fslab run` (the CLI app in this process, where the toy is registered) →
     stored → `fslab summary`: the toy made the target, with its own field applied."""
     db = tmp_path / "r.db"
-    ran = CliRunner().invoke(app, ["run", str(write_study(tmp_path, TOY_STUDY)), "--no-ceiling", "--db", str(db), "--workdir", str(workdir.root)])
+    ran = CliRunner().invoke(
+        app,
+        ["run", str(write_study(tmp_path, TOY_STUDY)), "--no-ceiling", "--db", str(db), "--workdir", str(workdir.root)],
+    )
     assert ran.exit_code == 0, ran.output
     results = ResultsDB(str(db))
     study_run = results.study_run()["id"]
@@ -102,7 +125,10 @@ def test_a_toy_filesystem_registered_in_one_module_runs_end_to_end(toy_registere
     assert target["filesystem"] == "ext2" and target["spec"]["filesystem_fields"] == {"reserved": 1}
     [run] = results.runs(study_run)
     assert run["mkfs_command"][:3] == ["mkfs.ext2", "-F", "-q"], run["mkfs_command"]
-    blocks, reserved = (int(re.search(rf"^{name}:\s+(\d+)$", run["fs_details"], re.M).group(1)) for name in ("Block count", "Reserved block count"))
+    blocks, reserved = (
+        int(re.search(rf"^{name}:\s+(\d+)$", run["fs_details"], re.M).group(1))
+        for name in ("Block count", "Reserved block count")
+    )
     assert reserved == blocks // 100, f"tune2fs -m 1 applied: {run['fs_details']}"
     assert results.sample_groups(study_run).values[("write", "ext2")]["write_iops"][0] > 0
 

@@ -22,7 +22,10 @@ pytestmark = ZFS_FUSE  # zfs-fuse: one daemon on the machine (conftest)
 @contextmanager
 def loops(workdir, count: int, size: int):
     with ExitStack() as stack:
-        made = [stack.enter_context(image_file(workdir.journal, workdir.images, f"img-{i}", size, fill=False)) for i in range(count)]
+        made = [
+            stack.enter_context(image_file(workdir.journal, workdir.images, f"img-{i}", size, fill=False))
+            for i in range(count)
+        ]
         yield [stack.enter_context(attached(workdir.journal, image)) for image in made]
 
 
@@ -30,7 +33,9 @@ def loops(workdir, count: int, size: int):
 def test_btrfs_on_two_devices_names_them_and_takes_a_read_only_snapshot(workdir):
     target = Target("b", "btrfs", ("-d", "raid1", "-m", "raid1"), "", 160 * 2**20, "sparse", devices=2)
     with loops(workdir, 2, target.image_size) as (first, second):
-        with FILESYSTEMS["btrfs"].provision(workdir.journal, Stack.on(on_loops([first, second])), workdir.mounts / "b", target) as ready:
+        with FILESYSTEMS["btrfs"].provision(
+            workdir.journal, Stack.on(on_loops([first, second])), workdir.mounts / "b", target
+        ) as ready:
             assert (ready.top, ready.bottom, ready.between) == (first.device, (first.device, second.device), ())
             assert ready.top in ready.bottom, "Btrfs is mounted from the first of its own devices"
             assert ready.filesystem == "btrfs", "what made it says so itself: its snapshots are its own"
@@ -39,7 +44,9 @@ def test_btrfs_on_two_devices_names_them_and_takes_a_read_only_snapshot(workdir)
             taken = FILESYSTEMS["btrfs"].snapshot(ready, snapshot_name(1))
             (ready.directory / "data").write_text("after\n")
             assert taken == str(ready.directory / ".snapshots" / "fslab-1")
-            shown = subprocess.run(["btrfs", "subvolume", "show", taken], capture_output=True, text=True, check=True).stdout
+            shown = subprocess.run(
+                ["btrfs", "subvolume", "show", taken], capture_output=True, text=True, check=True
+            ).stdout
             assert "readonly" in shown.split("Flags:")[1].splitlines()[0]
             assert (ready.directory / ".snapshots" / "fslab-1" / "data").read_text() == "before\n"
             with pytest.raises(Refused, match="not a snapshot name fslab gives"):
@@ -52,12 +59,16 @@ def test_zfs_takes_a_snapshot_of_its_dataset_destroyed_with_the_pool(workdir):
         pytest.fail("this test needs ZFS: make test installs zfs-fuse")
     target = Target("z", "zfs", (), "", 256 * 2**20, "sparse")
     with loops(workdir, 1, target.image_size) as (loop,):
-        with FILESYSTEMS["zfs"].provision(workdir.journal, Stack.on(on_loops([loop])), workdir.mounts / "z", target) as ready:
+        with FILESYSTEMS["zfs"].provision(
+            workdir.journal, Stack.on(on_loops([loop])), workdir.mounts / "z", target
+        ) as ready:
             assert (ready.top, ready.bottom, ready.described) == (loop.device, (loop.device,), loop.device)
             assert ready.filesystem == "zfs"
             taken = FILESYSTEMS["zfs"].snapshot(ready, snapshot_name(7))
             assert taken == f"{ready.dataset}@fslab-7"
-            listed = subprocess.run(["zfs", "list", "-H", "-t", "snapshot", "-o", "name"], capture_output=True, text=True, check=True).stdout
+            listed = subprocess.run(
+                ["zfs", "list", "-H", "-t", "snapshot", "-o", "name"], capture_output=True, text=True, check=True
+            ).stdout
             assert taken in listed.split()
     assert workdir.journal.outstanding() == [], "the pool, and its snapshot with it, are gone"
 
@@ -106,7 +117,9 @@ def test_an_encrypted_datasets_key_is_fresh_on_zfss_standard_input_and_wiped_aft
         zfs.zfs_create(["zfs", "create", "fail"], encrypted)
     zfs.zfs_create(["zfs", "create", "pool/data"], {"encryption": "off"})
     keys = [seen for _, _, seen in given[:3]]
-    assert all(seen is not None and len(seen) == 32 for seen in keys) and len(set(keys)) == 3, "a fresh 32-byte key each time"
+    assert all(seen is not None and len(seen) == 32 for seen in keys) and len(set(keys)) == 3, (
+        "a fresh 32-byte key each time"
+    )
     assert all(buffer == bytes(32) for _, buffer, _ in given[:3]), "fslab's copy overwritten, the failed one's too"
     assert all(str(seen) not in " ".join(argv) for argv, _, seen in given[:3])
     assert given[3][1] is None, "no key for a dataset that is not encrypted"
@@ -123,7 +136,12 @@ def test_a_filesystem_without_snapshots_says_so_before_anything_is_made(kind):
 
 def test_a_layered_stack_names_its_bottom_devices_and_the_layers_between():
     # md and dm are missing from this kernel: the stack the layers build is written out here.
-    stack = Stack(devices=["/dev/mapper/x_crypt"], owned=None, bottom=["/dev/loop3", "/dev/loop4"], between=["/dev/md127", "/dev/mapper/x_crypt"])
+    stack = Stack(
+        devices=["/dev/mapper/x_crypt"],
+        owned=None,
+        bottom=["/dev/loop3", "/dev/loop4"],
+        between=["/dev/md127", "/dev/mapper/x_crypt"],
+    )
     ready = Provisioned.on("raw", stack, "/dev/mapper/x_crypt", None)
     assert ready.bottom == ("/dev/loop3", "/dev/loop4") and ready.between == ("/dev/md127",)
     assert ready.top not in (*ready.bottom, *ready.between), "the top is named once, as top"
@@ -156,10 +174,17 @@ def test_each_mkfs_floor_is_where_the_real_mkfs_starts_to_work(tmp_path, kind, a
         for image in images:
             with image.open("wb") as sparse:
                 sparse.truncate(size)
-        return subprocess.run(fs.mkfs_command([str(i) for i in images], list(arguments)), capture_output=True, check=False).returncode == 0
+        return (
+            subprocess.run(
+                fs.mkfs_command([str(i) for i in images], list(arguments)), capture_output=True, check=False
+            ).returncode
+            == 0
+        )
 
     assert formats(floor.size), f"{fs.mkfs_command(['…'], list(arguments))} on {floor.size} bytes"
-    assert not formats(floor.size - step), f"mkfs made a {kind} under the floor ({floor.size - step} bytes): the floor is too high"
+    assert not formats(floor.size - step), (
+        f"mkfs made a {kind} under the floor ({floor.size - step} bytes): the floor is too high"
+    )
 
 
 @pytest.mark.root
@@ -176,12 +201,19 @@ def test_the_zfs_floor_is_where_zpool_create_starts_to_work(workdir):
     def provisions(size: int) -> bool:
         target = Target("z", "zfs", (), "", size, "sparse")
         try:
-            with loops(workdir, 1, size) as (loop,), FILESYSTEMS["zfs"].provision(workdir.journal, Stack.on(on_loops([loop])), workdir.mounts / "z", target) as ready:
+            with (
+                loops(workdir, 1, size) as (loop,),
+                FILESYSTEMS["zfs"].provision(
+                    workdir.journal, Stack.on(on_loops([loop])), workdir.mounts / "z", target
+                ) as ready,
+            ):
                 return ready.directory is not None and ready.directory.is_dir()
         except CommandError as exc:
             assert "zpool create" in str(exc), exc
             return False
 
     assert provisions(floor.size), f"no pool on {floor.size} bytes"
-    assert not provisions(floor.size - 2**20), f"zpool made a pool under the floor ({floor.size - 2**20} bytes): the floor is too high"
+    assert not provisions(floor.size - 2**20), (
+        f"zpool made a pool under the floor ({floor.size - 2**20} bytes): the floor is too high"
+    )
     assert workdir.journal.outstanding() == []

@@ -26,7 +26,10 @@ from fslab.workloads.fio_clients import (
 from fslab.workloads.fio_output import latency_bins, percentile_from_bins
 
 FIXTURES = Path(__file__).parent / "fixtures" / "fio" / "clients"
-LOOPBACK_CLIENTS = [Client("host-a", Endpoint(ipaddress.ip_address("127.0.0.1"), 18781)), Client("host-b", Endpoint(ipaddress.ip_address("127.0.0.2"), 18782))]
+LOOPBACK_CLIENTS = [
+    Client("host-a", Endpoint(ipaddress.ip_address("127.0.0.1"), 18781)),
+    Client("host-b", Endpoint(ipaddress.ip_address("127.0.0.2"), 18782)),
+]
 
 
 def _by_key(metrics):
@@ -48,7 +51,9 @@ def test_each_client_keeps_its_own_output_and_the_whole_sums_throughput_and_merg
             # the whole's percentiles are those of the clients' bins added up, not a mean of theirs
             p99 = percentile_from_bins(merged, 99.0) / 1e3
             assert found[f"{direction}_{kind}_p99_us"] == pytest.approx(p99)
-            mean_of_clients = (found[f"host-a.{direction}_{kind}_p99_us"] + found[f"host-b.{direction}_{kind}_p99_us"]) / 2
+            mean_of_clients = (
+                found[f"host-a.{direction}_{kind}_p99_us"] + found[f"host-b.{direction}_{kind}_p99_us"]
+            ) / 2
             assert found[f"{direction}_{kind}_p99_us"] != pytest.approx(mean_of_clients)
 
 
@@ -58,7 +63,9 @@ def test_the_whole_is_not_fios_all_clients_average():
 
     document = json.loads(_json_part())
     fios_sum = next(e for e in document["client_stats"] if e["jobname"] == "All clients")
-    assert not fios_sum["write"]["lat_ns"].get("bins"), "fio keeps no bins for its sum: its percentiles cannot be merged ones"
+    assert not fios_sum["write"]["lat_ns"].get("bins"), (
+        "fio keeps no bins for its sum: its percentiles cannot be merged ones"
+    )
     found = _by_key(client_metrics(by_client((FIXTURES / "two-clients.json").read_text(), LOOPBACK_CLIENTS)))
     # fio's sum divides all I/Os by its longest runtime; fslab's is the sum of every client's IOPS
     clients = [e["write"]["iops"] for e in document["client_stats"] if e["jobname"] != "All clients"]
@@ -78,14 +85,22 @@ def test_a_client_missing_from_the_output_is_an_error_not_a_smaller_whole():
 
 def test_clients_are_host_names_between_1_and_64_each_once():
     assert checked_clients(["host-a", "host-b"]) == ("host-a", "host-b")
-    for bad, said in (([], "1 to 64"), ([f"h{i}" for i in range(65)], "1 to 64"), (["a.b"], "not a host name"), (["../x"], "not a host name"), (["a", "a"], "more than once")):
+    for bad, said in (
+        ([], "1 to 64"),
+        ([f"h{i}" for i in range(65)], "1 to 64"),
+        (["a.b"], "not a host name"),
+        (["../x"], "not a host name"),
+        (["a", "a"], "more than once"),
+    ):
         with pytest.raises(ValueError, match=said):
             checked_clients(bad)
 
 
 def test_addresses_are_ip_literals_on_loopback_or_an_allowed_private_network():
     lab = networks(["10.231.0.0/16"])
-    assert given_clients(["host-a=10.231.7.2:8765", "host-b=[::1]:9000"], lab).endpoint_of("host-b") == Endpoint(ipaddress.ip_address("::1"), 9000)
+    assert given_clients(["host-a=10.231.7.2:8765", "host-b=[::1]:9000"], lab).endpoint_of("host-b") == Endpoint(
+        ipaddress.ip_address("::1"), 9000
+    )
     refused = {
         "host-a=localhost:8765": "not an IP address", "host-a=0.0.0.0:8765": "not one address", "host-a=192.168.1.2:8765": "neither loopback",
         "host-a=127.0.0.1": "not ADDRESS:PORT", "host-a=127.0.0.1:80": "between 1024", "a.b=127.0.0.1:8765": "host name",
@@ -109,16 +124,27 @@ def test_the_guard_refuses_a_jobs_unsafe_options_for_client_runs_as_for_local_on
     with pytest.raises(Refused, match="exec_prerun"):
         client_jobs(planted, LOOPBACK_CLIENTS, Path("/mnt/shared"), shared_files=False, fixed={})
     with pytest.raises(Refused, match="ioengine=net"):
-        client_jobs(JobFile((Section("j", (("ioengine", "net"),), 1),), "planted"), LOOPBACK_CLIENTS, Path("/mnt/shared"), shared_files=False, fixed={})
+        client_jobs(
+            JobFile((Section("j", (("ioengine", "net"),), 1),), "planted"),
+            LOOPBACK_CLIENTS,
+            Path("/mnt/shared"),
+            shared_files=False,
+            fixed={},
+        )
     # a path fio on another host would read otherwise than written (fio expands $ there)
     with pytest.raises(Refused, match="plainer path"):
-        client_jobs(single_job("j", {"rw": "write"}), LOOPBACK_CLIENTS, Path("/mnt/$HOME"), shared_files=False, fixed={})
+        client_jobs(
+            single_job("j", {"rw": "write"}), LOOPBACK_CLIENTS, Path("/mnt/$HOME"), shared_files=False, fixed={}
+        )
 
 
 def test_each_client_writes_in_its_own_directory_unless_they_share_files():
     job = single_job("j", {"rw": "write", "size": "1m"})
     own = client_jobs(job, LOOPBACK_CLIENTS, Path("/mnt/shared/run1"), shared_files=False, fixed=FIXED_OPTIONS)
-    assert "directory=/mnt/shared/run1/host-a\n" in own["host-a"] and "directory=/mnt/shared/run1/host-b\n" in own["host-b"]
+    assert (
+        "directory=/mnt/shared/run1/host-a\n" in own["host-a"]
+        and "directory=/mnt/shared/run1/host-b\n" in own["host-b"]
+    )
     shared = client_jobs(job, LOOPBACK_CLIENTS, Path("/mnt/shared/run1"), shared_files=True, fixed=FIXED_OPTIONS)
     assert shared["host-a"] == shared["host-b"] and "directory=/mnt/shared/run1\n" in shared["host-a"]
 
@@ -141,7 +167,20 @@ def test_two_clients_in_namespaces_load_one_shared_directory(needs_root, tmp_pat
             servers, clients = [], []
             for index, host in enumerate(net.hosts):
                 name, port = f"host-{'ab'[index]}", 18790 + index
-                argv = [sys.executable, "-m", "fslab", "fio-server", "--address", host.address, "--port", str(port), "--allow-network", subnet, "--workdir", str(base / f"wd-{name}")]
+                argv = [
+                    sys.executable,
+                    "-m",
+                    "fslab",
+                    "fio-server",
+                    "--address",
+                    host.address,
+                    "--port",
+                    str(port),
+                    "--allow-network",
+                    subnet,
+                    "--workdir",
+                    str(base / f"wd-{name}"),
+                ]
                 servers.append(host.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
                 clients.append(Client(name, endpoint(f"{host.address}:{port}", networks([subnet]), name)))
             try:
@@ -149,7 +188,18 @@ def test_two_clients_in_namespaces_load_one_shared_directory(needs_root, tmp_pat
                     assert "fio server listening" in server.stdout.readline()
                 work = Workdir(tmp_path / "driver")
                 work.prepare()
-                job = single_job("mixed", {"rw": "randrw", "bs": "4k", "size": "4m", "ioengine": "libaio", "direct": "1", "time_based": "1", "runtime": "1s"})
+                job = single_job(
+                    "mixed",
+                    {
+                        "rw": "randrw",
+                        "bs": "4k",
+                        "size": "4m",
+                        "ioengine": "libaio",
+                        "direct": "1",
+                        "time_based": "1",
+                        "runtime": "1s",
+                    },
+                )
                 for client in clients:
                     client_directory(shared, client.name).mkdir()
                 paths = {}
@@ -162,8 +212,12 @@ def test_two_clients_in_namespaces_load_one_shared_directory(needs_root, tmp_pat
                 assert found["write_iops"] == pytest.approx(found["host-a.write_iops"] + found["host-b.write_iops"])
                 assert found["host-a.write_iops"] > 0 and found["host-b.write_iops"] > 0
                 # each client wrote its own files, named by fio with the address it was reached at
-                assert sorted(p.name for p in client_directory(shared, "host-a").iterdir()) == [f"{net.hosts[0].address}.mixed.0.0"]
-                assert sorted(p.name for p in client_directory(shared, "host-b").iterdir()) == [f"{net.hosts[1].address}.mixed.0.0"]
+                assert sorted(p.name for p in client_directory(shared, "host-a").iterdir()) == [
+                    f"{net.hosts[0].address}.mixed.0.0"
+                ]
+                assert sorted(p.name for p in client_directory(shared, "host-b").iterdir()) == [
+                    f"{net.hosts[1].address}.mixed.0.0"
+                ]
                 assert work.journal.outstanding() == []
             finally:
                 for server in servers:
@@ -172,7 +226,9 @@ def test_two_clients_in_namespaces_load_one_shared_directory(needs_root, tmp_pat
             assert [s.returncode for s in servers] == [0, 0], said
             assert all("fio server stopped" in out for out, _ in said)
             for client in clients:
-                assert Workdir(base / f"wd-{client.name}").journal.outstanding() == [], "each server's process and scratch released"
+                assert Workdir(base / f"wd-{client.name}").journal.outstanding() == [], (
+                    "each server's process and scratch released"
+                )
         assert _fio_servers() == before, "no fio server left running"
     finally:
         subprocess.run(["rm", "-rf", "--one-file-system", str(base)], check=False)
@@ -180,7 +236,18 @@ def test_two_clients_in_namespaces_load_one_shared_directory(needs_root, tmp_pat
 
 @pytest.mark.root
 def test_cleanup_stops_a_fio_server_a_killed_fslab_left(needs_root, tmp_path):
-    argv = [sys.executable, "-m", "fslab", "fio-server", "--address", "127.0.0.1", "--port", "18799", "--workdir", str(tmp_path / "wd")]
+    argv = [
+        sys.executable,
+        "-m",
+        "fslab",
+        "fio-server",
+        "--address",
+        "127.0.0.1",
+        "--port",
+        "18799",
+        "--workdir",
+        str(tmp_path / "wd"),
+    ]
     server = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
     try:
         assert "fio server listening" in server.stdout.readline()
@@ -188,7 +255,11 @@ def test_cleanup_stops_a_fio_server_a_killed_fslab_left(needs_root, tmp_path):
         server.wait(timeout=10)
         left = [line for line in _fio_servers() if "127.0.0.1,18799" in line]
         assert left, "the killed fslab's fio server outlives it"
-        cleaned = subprocess.run([sys.executable, "-m", "fslab", "cleanup", "--workdir", str(tmp_path / "wd")], capture_output=True, text=True)
+        cleaned = subprocess.run(
+            [sys.executable, "-m", "fslab", "cleanup", "--workdir", str(tmp_path / "wd")],
+            capture_output=True,
+            text=True,
+        )
         assert cleaned.returncode == 0, cleaned.stdout + cleaned.stderr
         assert "process fio: released" in cleaned.stdout
         assert not [line for line in _fio_servers() if "127.0.0.1,18799" in line]
@@ -227,8 +298,10 @@ def test_a_study_names_its_workloads_clients_and_only_those_workloads_store_them
     study = load_study(path)
     mixed, alone = study.workloads
     assert mixed.tool.clients == ("host-a", "host-b") and mixed.tool.spec()["clients"] == ["host-a", "host-b"]
-    assert isinstance(alone.tool, FioJob) and "clients" not in alone.tool.spec(), "a workload without clients is stored as before"
-    for bad in ('clients = []', 'clients = ["a.b"]', 'clients = ["h", "h"]', 'clients = "host-a"'):
+    assert isinstance(alone.tool, FioJob) and "clients" not in alone.tool.spec(), (
+        "a workload without clients is stored as before"
+    )
+    for bad in ("clients = []", 'clients = ["a.b"]', 'clients = ["h", "h"]', 'clients = "host-a"'):
         path.write_text(STUDY.format(clients=bad))
         with pytest.raises(Exception, match="clients"):
             load_study(path)

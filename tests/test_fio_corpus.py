@@ -28,14 +28,33 @@ SCALE = "0.001"
 # minutes); a second each, as asked here, shows the pace.
 BESIDE = {"1mbs_clients.fio": {"runtime": "1000s", "size": "64KiB"}}
 # What fio reports of a job's options that fslab rewrites (fio_rewrite.REWRITTEN) or adds
-CHECKED = ("size", "io_size", "runtime", "ramp_time", "startdelay", "offset", "filesize", "nrfiles", "loops", "number_ios")
+CHECKED = (
+    "size",
+    "io_size",
+    "runtime",
+    "ramp_time",
+    "startdelay",
+    "offset",
+    "filesize",
+    "nrfiles",
+    "loops",
+    "number_ios",
+)
 
 
 def test_every_example_that_runs_by_hand_runs_in_fslab_but_those_the_table_says_why_not():
-    assert len(ACCEPTED) == 24 and len(RUN) == 21, "an example dropped from the run, or one more the table says fslab cannot run"
-    assert all(name in ACCEPTED for name, entry in TABLE.items() if "fslab" in entry), "a note on an example the guard refuses says nothing"
-    assert [name for name in ACCEPTED if name not in RUN and TABLE[name]["by_hand"] == "runs"] == [], "every example that runs by hand runs in fslab"
-    assert all(TABLE[name]["by_hand"] == "other" for name in ACCEPTED if name not in RUN), "those left out fail by hand too"
+    assert len(ACCEPTED) == 24 and len(RUN) == 21, (
+        "an example dropped from the run, or one more the table says fslab cannot run"
+    )
+    assert all(name in ACCEPTED for name, entry in TABLE.items() if "fslab" in entry), (
+        "a note on an example the guard refuses says nothing"
+    )
+    assert [name for name in ACCEPTED if name not in RUN and TABLE[name]["by_hand"] == "runs"] == [], (
+        "every example that runs by hand runs in fslab"
+    )
+    assert all(TABLE[name]["by_hand"] == "other" for name in ACCEPTED if name not in RUN), (
+        "those left out fail by hand too"
+    )
     assert set(BESIDE) <= set(RUN)
 
 
@@ -53,7 +72,19 @@ def corpus(tmp_path_factory, needs_root):
     root = tmp_path_factory.mktemp("corpus")
     db = root / "r.db"
     with fresh_workdir() as workdir:  # which fails the test if anything is left attached or mounted
-        result = fslab_in_process("run", str(write_study(root, study_text())), "--db", str(db), "--workdir", str(workdir.root), "--scale", SCALE, "--seed", "7", "--no-ceiling")
+        result = fslab_in_process(
+            "run",
+            str(write_study(root, study_text())),
+            "--db",
+            str(db),
+            "--workdir",
+            str(workdir.root),
+            "--scale",
+            SCALE,
+            "--seed",
+            "7",
+            "--no-ceiling",
+        )
     assert result.returncode == 0, result.stdout + result.stderr
     results = ResultsDB(str(db))
     return results, results.study_run()["id"]
@@ -74,20 +105,30 @@ def test_fio_ran_what_fslab_stored_scaled(corpus):
     for run in results.runs(study_run):
         stored = sections(run["job_file"])
         fio = next(o.text for o in results.outputs(run["id"]) if o.tool == "fio")
-        document = json.loads(fio[fio.index("{"):])
+        document = json.loads(fio[fio.index("{") :])
         for entry in document["jobs"]:
             ran = {**document.get("global options", {}), **entry["job options"]}
             said = stored[entry["jobname"]]
-            assert {k: ran.get(k) for k in CHECKED} == {k: said.get(k) for k in CHECKED}, f"{run['workload']} [{entry['jobname']}]"
+            assert {k: ran.get(k) for k in CHECKED} == {k: said.get(k) for k in CHECKED}, (
+                f"{run['workload']} [{entry['jobname']}]"
+            )
             if "runtime" in said:
                 assert seconds(said["runtime"]) <= 2, f"{run['workload']}: {said['runtime']}"
             if "size" in said and "%" not in said["size"]:
                 assert bytes_of(said["size"]) <= 10 * 2**20, f"{run['workload']}: {said['size']}"
-        if run["workload"].startswith("fio-"):  # time_based, runtime=900ms: fio read the time as fslab wrote it (not 900 s, nor µs)
-            assert all(880 <= entry["job_runtime"] < 2000 for entry in document["jobs"]), [e["job_runtime"] for e in document["jobs"]]
+        if run["workload"].startswith(
+            "fio-"
+        ):  # time_based, runtime=900ms: fio read the time as fslab wrote it (not 900 s, nor µs)
+            assert all(880 <= entry["job_runtime"] < 2000 for entry in document["jobs"]), [
+                e["job_runtime"] for e in document["jobs"]
+            ]
     jobs = {r["workload"]: sections(r["job_file"]) for r in results.runs(study_run)}
-    assert (jobs["fio-seq-read"]["file1"]["size"], jobs["fio-seq-read"]["file1"]["runtime"]) == ("10m", "900ms"), "10G and 900 s × 0.001"
-    assert (jobs["fsx"]["file"]["size"], jobs["fsx"]["file"]["loops"]) == ("256k", "500"), "256k kept, its 500000 loops × 0.001"
+    assert (jobs["fio-seq-read"]["file1"]["size"], jobs["fio-seq-read"]["file1"]["runtime"]) == ("10m", "900ms"), (
+        "10G and 900 s × 0.001"
+    )
+    assert (jobs["fsx"]["file"]["size"], jobs["fsx"]["file"]["loops"]) == ("256k", "500"), (
+        "256k kept, its 500000 loops × 0.001"
+    )
     assert (jobs["filecreate-ioengine"]["t0"]["filesize"], jobs["filecreate-ioengine"]["t0"]["nrfiles"]) == ("4k", "31")
     assert (jobs["1mbs_clients"]["file32"]["runtime"], jobs["1mbs_clients"]["file32"]["startdelay"]) == ("1s", "124ms")
 
@@ -118,7 +159,9 @@ def test_the_docs_example_runs_as_written(tmp_path, needs_root):
     """docs/study-format.md, "Running fio's own examples": its study, beside fio's examples/, run
     by the command its first line gives."""
     docs = (FIXTURES.parents[1] / "docs" / "study-format.md").read_text()
-    example = next(block for block in re.findall(r"```toml\n(.*?)```", docs, re.S) if block.startswith("# fio-examples.toml"))
+    example = next(
+        block for block in re.findall(r"```toml\n(.*?)```", docs, re.S) if block.startswith("# fio-examples.toml")
+    )
     command = re.match(r"# fio-examples.toml: fslab (run fio-examples.toml .*)\n", example)[1].split()
     shutil.copytree(EXAMPLES, tmp_path / "examples")
     write_study(tmp_path, example, "fio-examples.toml")
@@ -128,5 +171,9 @@ def test_the_docs_example_runs_as_written(tmp_path, needs_root):
     assert result.returncode == 0, result.stdout + result.stderr
     results = ResultsDB(str(db))
     stored = results.stored_runs(results.study_run()["id"])
-    own = [run for run in stored if run.target != LOOP_CEILING]  # the raw reference beside it runs the block workloads bare
-    assert sorted(run.workload for run in own) == ["clients", "fsx", "seq-read"] and all(run.ok and run.metrics.get("read_bytes") for run in stored)
+    own = [
+        run for run in stored if run.target != LOOP_CEILING
+    ]  # the raw reference beside it runs the block workloads bare
+    assert sorted(run.workload for run in own) == ["clients", "fsx", "seq-read"] and all(
+        run.ok and run.metrics.get("read_bytes") for run in stored
+    )

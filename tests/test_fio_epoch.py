@@ -39,14 +39,20 @@ def test_the_epoch_is_the_last_stamp_less_the_run_time_on_the_windows_grid():
 
 def shifted(job: int, ms: int) -> dict[str, str]:
     """The fixture's logs with job `job`'s stamps `ms` later, as if it had begun then."""
+
     def later(text: str) -> str:
         return "".join(f"{int(line.split(',')[0]) + ms},{line.split(',', 1)[1]}\n" for line in text.splitlines())
+
     return {name: later(text) if f".{job}." in name else text for name, text in FILES.items()}
 
 
 def test_the_run_counts_from_its_earliest_job():
-    assert epoch_ms(OUTPUT, shifted(2, 300), 100, WALL_LESS_MONOTONIC_MS) == job_epoch_ms(job_stamps(1), 100, RUN_TIME_MS)
-    assert epoch_ms(OUTPUT, shifted(1, 300), 100, WALL_LESS_MONOTONIC_MS) == job_epoch_ms(job_stamps(2), 100, RUN_TIME_MS)
+    assert epoch_ms(OUTPUT, shifted(2, 300), 100, WALL_LESS_MONOTONIC_MS) == job_epoch_ms(
+        job_stamps(1), 100, RUN_TIME_MS
+    )
+    assert epoch_ms(OUTPUT, shifted(1, 300), 100, WALL_LESS_MONOTONIC_MS) == job_epoch_ms(
+        job_stamps(2), 100, RUN_TIME_MS
+    )
 
 
 def test_a_job_that_logged_nothing_falls_back_on_fios_report():
@@ -58,7 +64,9 @@ def test_a_job_that_logged_nothing_falls_back_on_fios_report():
     logged = epoch_ms(OUTPUT, FILES, 100, WALL_LESS_MONOTONIC_MS)
     assert logged <= fallback < logged + 500
     one = {name: ("" if ".2." in name else text) for name, text in FILES.items()}
-    assert epoch_ms(OUTPUT, one, 100, WALL_LESS_MONOTONIC_MS) == min(job_epoch_ms(job_stamps(1), 100, RUN_TIME_MS), fallback), "the jobs still two"
+    assert epoch_ms(OUTPUT, one, 100, WALL_LESS_MONOTONIC_MS) == min(
+        job_epoch_ms(job_stamps(1), 100, RUN_TIME_MS), fallback
+    ), "the jobs still two"
     assert epoch_ms("fio: no JSON at all", FILES, 100, WALL_LESS_MONOTONIC_MS) is None
 
 
@@ -69,7 +77,9 @@ def test_windows_fio_skipped_or_logged_late_are_seen_through():
     stamps = [10_300, 10_399, 10_500, 10_647, 10_700, 10_801, 10_900, 10_990 + 43, 11_100, 11_163]
     assert job_epoch_ms(stamps, 100, 1_163) == 10_000
     assert job_epoch_ms(stamps, 100, 1_163 + 2) == 10_000, "its run time measured a ms or two before"
-    assert job_epoch_ms(stamps, 100, None) == 10_200, "without its run time: the first window logged taken for the first"
+    assert job_epoch_ms(stamps, 100, None) == 10_200, (
+        "without its run time: the first window logged taken for the first"
+    )
     assert job_epoch_ms([], 100, 1_000) is None
 
 
@@ -80,8 +90,17 @@ def test_stored_logs_chart_from_the_epoch_and_logs_stored_before_from_their_own_
     assert list(tmp_path.iterdir()) == [], "every log taken, the latency logs too"
     epoch = epoch_ms(OUTPUT, files, 100, WALL_LESS_MONOTONIC_MS)
     [output] = stored_logs("", files, 100, epoch)
-    assert sorted(json.loads(output.text)["files"]) == ["fslab_bw.1.log", "fslab_bw.2.log", "fslab_iops.1.log", "fslab_iops.2.log"]
+    assert sorted(json.loads(output.text)["files"]) == [
+        "fslab_bw.1.log",
+        "fslab_bw.2.log",
+        "fslab_iops.1.log",
+        "fslab_iops.2.log",
+    ]
     [write] = throughput_over_time(output.text)
-    assert 0.1 <= write.seconds[0] < 0.2 and write.seconds[-1] == pytest.approx(1.0, abs=0.1), "windows from fio's epoch"
-    before = json.dumps({"log_avg_msec": 100, "files": {"fslab_bw.1.log": "100, 4, 1, 0, 0\n200, 4, 1, 0, 0\n"}})  # no epoch_ms
+    assert 0.1 <= write.seconds[0] < 0.2 and write.seconds[-1] == pytest.approx(1.0, abs=0.1), (
+        "windows from fio's epoch"
+    )
+    before = json.dumps(
+        {"log_avg_msec": 100, "files": {"fslab_bw.1.log": "100, 4, 1, 0, 0\n200, 4, 1, 0, 0\n"}}
+    )  # no epoch_ms
     assert throughput_over_time(before)[0].seconds == [0.1, 0.2]

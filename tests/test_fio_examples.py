@@ -45,7 +45,9 @@ def test_the_table_says_how_every_example_fares():
 def test_an_example_is_accepted_or_refused_for_the_harm_the_table_names(name):
     entry = TABLE[name]
     said = guarded(name)
-    assert said == ("accepted" if entry["guard"] == "refused: fio" else entry["guard"]), f"{name}: {entry['by_hand']} by hand ({entry['why']})"
+    assert said == ("accepted" if entry["guard"] == "refused: fio" else entry["guard"]), (
+        f"{name}: {entry['by_hand']} by hand ({entry['why']})"
+    )
     if entry["by_hand"] == "runs":  # accepted, unless it changes the output fslab reads: no run by hand shows that
         assert said in ("accepted", f"refused: {OUTPUT}"), f"{name} runs by hand on ext4"
     if said in ("refused: unknown",):
@@ -63,7 +65,16 @@ def test_fio_itself_accepts_every_example_the_guard_accepts_but_those_the_table_
         def refuse(at: tuple, why: str) -> None:
             raise Refused(why)
 
-        building = Building(index=0, scale=1.0, time_scale=1.0, base_dir=EXAMPLES, fio=FioSection(), data=DataPattern(), where=str, refuse=refuse)
+        building = Building(
+            index=0,
+            scale=1.0,
+            time_scale=1.0,
+            base_dir=EXAMPLES,
+            fio=FioSection(),
+            data=DataPattern(),
+            where=str,
+            refuse=refuse,
+        )
         workload = job_file_workload(Path(name).stem, name, building, {}, None)
         if job_problems([workload], Workdir(tmp_path)):
             refused_by_fio.append(name)

@@ -62,20 +62,32 @@ JOB_FILE_HARMS = {
     "absolute": ("filename=/var/tmp/x", "filename='/var/tmp/x' is refused: a job file may name only a plain file"),
     "dot-dot": ("filename=..", "filename='..' is refused"),
     "stdout": ("filename=-", "filename='-' is refused"),
-    "filename_format": ("filename_format=/etc/x", "filename_format is refused: it makes fio name files at paths of the job's choosing"),
+    "filename_format": (
+        "filename_format=/etc/x",
+        "filename_format is refused: it makes fio name files at paths of the job's choosing",
+    ),
     "opendir": ("opendir=/etc", "opendir is refused: it makes fio use every file under a directory"),
     "include": ("include /etc/other.fio", "include is refused: it makes fio read another file"),
     "exec_prerun": ("exec_prerun=rm -rf /", "exec_prerun is refused: it runs a shell command as root"),
     "exec_postrun": ("exec_postrun=sh", "exec_postrun is refused: it runs a shell command as root"),
-    "write_iolog": ("write_iolog=/etc/cron.d/x", "write_iolog is refused: it writes a file at a path of the job's choosing"),
+    "write_iolog": (
+        "write_iolog=/etc/cron.d/x",
+        "write_iolog is refused: it writes a file at a path of the job's choosing",
+    ),
     "read_iolog": ("read_iolog=/etc/shadow", "read_iolog is refused: it reads a file at a path of the job's choosing"),
     "write_bw_log": ("write_bw_log=/root/x", "write_bw_log is refused: it writes log files"),
     "write_iops_log": ("write_iops_log=../../etc/x", "write_iops_log is refused: it writes log files"),
-    "log_avg_msec": ("log_avg_msec=1", "log_avg_msec is refused: it writes log files"),  # fslab sets it: a window of its choosing
+    "log_avg_msec": (
+        "log_avg_msec=1",
+        "log_avg_msec is refused: it writes log files",
+    ),  # fslab sets it: a window of its choosing
     "per_job_logs": ("per_job_logs=0", "per_job_logs is refused: it writes log files"),
     "write_lat_log": ("write_lat_log=x", "write_lat_log is refused: it writes log files"),
     "write_hist_log": ("write_hist_log=x", "write_hist_log is refused: it writes log files"),
-    "verify_state_save": ("verify_state_save=1", "verify_state_save is refused: it writes a state file outside the target"),
+    "verify_state_save": (
+        "verify_state_save=1",
+        "verify_state_save is refused: it writes a state file outside the target",
+    ),
     "verify_state_load": ("verify_state_load=1", "verify_state_load is refused"),
     "trigger": ("trigger_cmd=reboot", "trigger_cmd is refused: it runs a command"),
     "cgroup": ("cgroup=x", "cgroup is refused"),
@@ -83,7 +95,10 @@ JOB_FILE_HARMS = {
     "mem": ("mem=mmapshared:/etc/passwd", "mem is refused"),
     "net": ("ioengine=net", "ioengine=net is refused: it opens a network connection"),
     "sg": ("ioengine=sg", "ioengine=sg is refused: it opens a device"),
-    "external": ("ioengine=external:/tmp/evil.so", "ioengine=external:/tmp/evil.so is refused: it loads a library of the job's choosing"),
+    "external": (
+        "ioengine=external:/tmp/evil.so",
+        "ioengine=external:/tmp/evil.so is refused: it loads a library of the job's choosing",
+    ),
     "pattern file": ("buffer_pattern='/etc/shadow'", "buffer_pattern takes a literal pattern"),
     "bracket": ("bs=4k]", "bs='4k]' is refused: fio reads [ and ] as a section header"),
     "variable": ("description=${HOME}", "is refused: fio replaces $ncpus, $mb_memory and ${VARIABLE}"),
@@ -132,15 +147,26 @@ def test_job_file_rules_without_fio():
 
 
 def test_render_points_the_checked_job_at_the_target():
-    job = parse_job_file("[global]\ndirectory=/elsewhere\n[a]\nfilename=data.1\nrw=write\nruntime=2s\n[b]\nstonewall\nruntime=1\nramp_time=500ms\n", "j.fio")
+    job = parse_job_file(
+        "[global]\ndirectory=/elsewhere\n[a]\nfilename=data.1\nrw=write\nruntime=2s\n[b]\nstonewall\nruntime=1\nramp_time=500ms\n",
+        "j.fio",
+    )
     text = render(job, directory=Path("/mnt/t"), device=None, fixed={"group_reporting": "1"})
-    assert text == "[global]\ndirectory=/mnt/t\n[global]\n[a]\nfilename=data.1\nrw=write\nruntime=2s\ngroup_reporting=1\n[b]\nstonewall\nruntime=1\nramp_time=500ms\ngroup_reporting=1\n"
+    assert (
+        text
+        == "[global]\ndirectory=/mnt/t\n[global]\n[a]\nfilename=data.1\nrw=write\nruntime=2s\ngroup_reporting=1\n[b]\nstonewall\nruntime=1\nramp_time=500ms\ngroup_reporting=1\n"
+    )
     on_device = render(job, directory=None, device="/dev/loop7")
-    assert "filename=/dev/loop7" in on_device and "data.1" not in on_device, "on a raw device every job works on the device"
+    assert "filename=/dev/loop7" in on_device and "data.1" not in on_device, (
+        "on a raw device every job works on the device"
+    )
     assert expected_seconds(job) == 3.5, "b starts after a (stonewall): 2 s + 0.5 + 1"
 
 
-@pytest.mark.parametrize("value", ["sub/data", "../data", "/dev/sda", "/mnt/data", ".", "..", "-", "-x", "a:b", "a b", "a\\:b", "~/x", "$HOME"])
+@pytest.mark.parametrize(
+    "value",
+    ["sub/data", "../data", "/dev/sda", "/mnt/data", ".", "..", "-", "-x", "a:b", "a b", "a\\:b", "~/x", "$HOME"],
+)
 def test_a_filename_that_would_leave_the_targets_directory_is_refused(value):
     assert option_problem("filename", value, in_job_file=True).startswith(f"filename={value!r} is refused")
     assert option_problem("filename", value).startswith("filename") and "refused" in option_problem("filename", value)
@@ -151,7 +177,9 @@ def test_a_shared_file_is_a_plain_file_whatever_the_workload_is_named():
         assert option_problem("filename", file_name(name), in_job_file=True) is None
     job = single_job("a+b", {"rw": "randread", "filename": file_name("a+b")})
     assert "filename=a+b\n" in render(job, directory=Path("/mnt/t"), device=None)
-    assert "a+b" not in render(job, directory=None, device="/dev/loop7").replace("[a+b]", ""), "on a raw device the jobs work on the device"
+    assert "a+b" not in render(job, directory=None, device="/dev/loop7").replace("[a+b]", ""), (
+        "on a raw device the jobs work on the device"
+    )
     with pytest.raises(Refused, match="filename='../x' is refused"):
         single_job("w", {"filename": "../x"})
 
@@ -171,7 +199,10 @@ filesystem = "xfs"
 STUDY_OPTION_HARMS = {
     "filename": ('filename = "/dev/sda"', "filename is refused: fslab points fio at the target's files"),
     "directory": ('directory = "/etc"', "directory is refused: fslab points fio at the target's directory"),
-    "newline": ('description = "x\\n[evil]\\nexec_prerun=sh"', "description='x\\n[evil]\\nexec_prerun=sh' is refused: a newline would start a new line"),
+    "newline": (
+        'description = "x\\n[evil]\\nexec_prerun=sh"',
+        "description='x\\n[evil]\\nexec_prerun=sh' is refused: a newline would start a new line",
+    ),
     "bracket": ('bs = "4k]"', "bs='4k]' is refused: fio reads [ and ] as a section header"),
     "comment": ('description = "a;b"', "description='a;b' is refused: fio reads the rest of the line as a comment"),
     "exec_prerun": ('exec_prerun = "sh"', "exec_prerun is refused: it runs a shell command as root"),
@@ -188,8 +219,13 @@ def test_a_harmful_fio_table_option_is_refused_before_anything_is_attached(workd
 
 
 def test_a_harmful_workload_option_names_its_workload_and_line():
-    text = STUDY_OPTIONS.replace("options = { OPTION }", "") + '[[workload]]\nname = "w"\nrw = "read"\noptions = { write_iolog = "/root/x" }\n'
-    with pytest.raises(StudyError, match=r"^s.toml:13: workload\[0\].options: write_iolog is refused: it writes a file at a path"):
+    text = (
+        STUDY_OPTIONS.replace("options = { OPTION }", "")
+        + '[[workload]]\nname = "w"\nrw = "read"\noptions = { write_iolog = "/root/x" }\n'
+    )
+    with pytest.raises(
+        StudyError, match=r"^s.toml:13: workload\[0\].options: write_iolog is refused: it writes a file at a path"
+    ):
         parse_study(text, "s.toml", base_dir=Path("."))
     for field, value in (("ioengine", '"external:/x.so"'), ("bs", '"4k\\n[x]"')):
         text = STUDY_OPTIONS.replace("options = { OPTION }", f"{field} = {value}")
@@ -203,7 +239,9 @@ def test_allowed_options_reach_the_job_under_fios_main_names():
     assert {"end_fsync": "1", "bs": "8k", "percentile_list": "99:99.9"}.items() <= workload.tool.fio_options.items()
 
 
-@pytest.mark.parametrize("field, option", [('size = "64MiB"', "size=64m"), ('runtime = "5s"', "runtime=5s"), ("iodepth = 4", "iodepth=4")])
+@pytest.mark.parametrize(
+    "field, option", [('size = "64MiB"', "size=64m"), ('runtime = "5s"', "runtime=5s"), ("iodepth = 4", "iodepth=4")]
+)
 def test_fio_fields_beside_a_job_file_rewrite_its_jobs_not_ignored(tmp_path, field, option):
     (tmp_path / "mine.fio").write_text(GOOD_JOB)
     assert f"\n{option}\n" in parse_study(STUDY + field + "\n", "s.toml", base_dir=tmp_path).workloads[0].spec()["job"]
@@ -211,19 +249,33 @@ def test_fio_fields_beside_a_job_file_rewrite_its_jobs_not_ignored(tmp_path, fie
 
 def test_options_beside_a_job_file_are_refused_not_ignored(tmp_path):
     (tmp_path / "mine.fio").write_text(GOOD_JOB)
-    with pytest.raises(StudyError, match=r"s.toml:13: workload\[0\].options: options beside a job_file is refused: put them in the job file"):
+    with pytest.raises(
+        StudyError,
+        match=r"s.toml:13: workload\[0\].options: options beside a job_file is refused: put them in the job file",
+    ):
         parse_study(STUDY + "options = { end_fsync = 1 }\n", "s.toml", base_dir=tmp_path)
 
 
-@pytest.mark.parametrize("job", ["ioengine=filedelete\nnrfiles=4\nfilesize=4k\n", "ioengine=e4defrag\ndonorname=donor.def\n", "donorname=donor.def\n"])
+@pytest.mark.parametrize(
+    "job",
+    [
+        "ioengine=filedelete\nnrfiles=4\nfilesize=4k\n",
+        "ioengine=e4defrag\ndonorname=donor.def\n",
+        "donorname=donor.def\n",
+    ],
+)
 def test_a_job_that_works_on_files_by_name_is_refused_on_a_raw_device(tmp_path, job):
     """On a raw device every job's file is the device: filedelete would unlink its node, and
     e4defrag's donor file would be made wherever fio runs, outside the target."""
     (tmp_path / "mine.fio").write_text(f"[mine]\nrw=write\nsize=16m\n{job}")
     raw = STUDY.replace('filesystem = "xfs"', 'filesystem = "raw"')
-    with pytest.raises(StudyError, match=r"workload 'mine' \(fio\) works in a filesystem's directory, and target 'raw' is a raw device"):
+    with pytest.raises(
+        StudyError, match=r"workload 'mine' \(fio\) works in a filesystem's directory, and target 'raw' is a raw device"
+    ):
         parse_study(raw, "s.toml", base_dir=tmp_path)
-    assert parse_study(STUDY, "s.toml", base_dir=tmp_path).workloads[0].tool.needs_directory, "in a filesystem's directory: as fio reads it"
+    assert parse_study(STUDY, "s.toml", base_dir=tmp_path).workloads[0].tool.needs_directory, (
+        "in a filesystem's directory: as fio reads it"
+    )
 
 
 def test_what_only_fio_knows_is_refused_before_anything_is_attached(workdir, tmp_path):
@@ -233,7 +285,9 @@ def test_what_only_fio_knows_is_refused_before_anything_is_attached(workdir, tmp
 
 @pytest.mark.root
 def test_a_plain_filename_runs_in_the_target_and_fio_leaves_nothing_in_the_cwd(workdir, tmp_path, monkeypatch):
-    job = GOOD_JOB.replace("rw=randread\n", "rw=randwrite\nfilename=data.1\nverify=crc32c\n")  # verify: fio writes a state file
+    job = GOOD_JOB.replace(
+        "rw=randread\n", "rw=randwrite\nfilename=data.1\nverify=crc32c\n"
+    )  # verify: fio writes a state file
     (tmp_path / "mine.fio").write_text(job)
     study = load_study(write_study(tmp_path, STUDY))
     cwd = tmp_path / "cwd"
@@ -243,7 +297,9 @@ def test_a_plain_filename_runs_in_the_target_and_fio_leaves_nothing_in_the_cwd(w
 
     def run_and_look(journal, job_path: Path, **kw):
         output = real_run_fio(journal, job_path, **kw)
-        directory = next(line.split("=", 1)[1] for line in job_path.read_text().splitlines() if line.startswith("directory="))
+        directory = next(
+            line.split("=", 1)[1] for line in job_path.read_text().splitlines() if line.startswith("directory=")
+        )
         seen.append({path.name: path.stat().st_size for path in Path(directory).iterdir()})
         return output
 
@@ -290,7 +346,16 @@ def test_every_spelling_fio_reads_as_a_refused_option_is_refused_for_the_same_re
     from fslab.guard.fio_options import refused_options
 
     fio, refused = _fio33(), refused_options()
-    assert {"exec_prerun", "filename", "read_iolog", "ioscheduler", "gtod_reduce", "disable_bw", "cgroup_weight", "lockmem"} <= set(refused)
+    assert {
+        "exec_prerun",
+        "filename",
+        "read_iolog",
+        "ioscheduler",
+        "gtod_reduce",
+        "disable_bw",
+        "cgroup_weight",
+        "lockmem",
+    } <= set(refused)
     for spelling, main in fio.spellings.items():
         if main in refused:
             assert spelling in refused, f"{spelling}: fio's other name for {main}"
@@ -303,7 +368,14 @@ def test_every_spelling_fio_reads_as_a_refused_option_is_refused_for_the_same_re
 def test_a_spelling_fio_does_not_read_as_an_option_is_not_one(name):
     """fio finds an option by its exact name or alias (parse.c o_match: strcmp — no prefix, case
     counts, '-' is not '_'): any other spelling is refused as no option of fio's."""
-    for spelling in {name.upper(), name.capitalize(), name.replace("_", "-"), name[:-1], name + "s", f"{name[0]}_{name[1:]}"} - {name}:
+    for spelling in {
+        name.upper(),
+        name.capitalize(),
+        name.replace("_", "-"),
+        name[:-1],
+        name + "s",
+        f"{name[0]}_{name[1:]}",
+    } - {name}:
         said = option_problem(spelling, "1")
         assert said is not None and ("unknown fio option" in said or " is refused: " in said), (spelling, said)
 
@@ -311,7 +383,10 @@ def test_a_spelling_fio_does_not_read_as_an_option_is_not_one(name):
 @pytest.mark.parametrize(
     "line, says",
     [
-        ("  exec_prerun = touch /tmp/x", "exec_prerun is refused: it runs a shell command as root"),  # fio trims the blanks: it reads exec_prerun
+        (
+            "  exec_prerun = touch /tmp/x",
+            "exec_prerun is refused: it runs a shell command as root",
+        ),  # fio trims the blanks: it reads exec_prerun
         ("exec_prerun\t=sh", "exec_prerun is refused"),
         ("exec_prerun=sh\r", "exec_prerun is refused"),
         ("iomem=mmapshared:/etc/passwd", "mem is refused: its mmap, mmapshared and mmaphuge forms"),
@@ -323,7 +398,10 @@ def test_a_spelling_fio_does_not_read_as_an_option_is_not_one(name):
         ("random_distribution=zoned:a/b", "random_distribution after 'zoned:' takes numbers"),
         ("file_service_type=random:/x", "file_service_type after 'random:' takes a number"),
         ("rw=read,/etc", "rw=read,/etc is refused: fslab does not know what fio reads after 'read,' here"),
-        ("lockfile=readwrite:/x", "lockfile=readwrite:/x is refused: fslab does not know what fio reads after 'readwrite:' here"),
+        (
+            "lockfile=readwrite:/x",
+            "lockfile=readwrite:/x is refused: fslab does not know what fio reads after 'readwrite:' here",
+        ),
         ("donorname=../outside", "donorname='../outside' is refused: a job file may name only a plain file"),
         ("ioengine=Libaio", "ioengine=Libaio is refused"),  # fio's engine names are exact too
         ("EXEC_PRERUN=sh", "unknown fio option 'EXEC_PRERUN'"),
@@ -337,7 +415,10 @@ def test_a_job_file_line_that_reaches_outside_in_any_spelling_is_refused(line, s
 
 
 def test_a_section_fio_would_read_as_global_is_refused():
-    with pytest.raises(Refused, match=r"j.fio:1: job name 'globalx' is refused: fio reads every section whose name begins with 'global' as \[global\]"):
+    with pytest.raises(
+        Refused,
+        match=r"j.fio:1: job name 'globalx' is refused: fio reads every section whose name begins with 'global' as \[global\]",
+    ):
         parse_job_file("[globalx]\nrw=read\n[a]\nrw=write\n", "j.fio")
 
 
@@ -352,7 +433,10 @@ def test_what_fio_has_and_no_danger_is_accepted():
         "[others]\nioengine=ftruncate\n[s]\nioengine=splice\n",
         "j.fio",
     )
-    assert job.sections[0].options[0] == ("fill_device", "1") and ("steadystate", "iops_slope:0.1%") in job.sections[0].options
+    assert (
+        job.sections[0].options[0] == ("fill_device", "1")
+        and ("steadystate", "iops_slope:0.1%") in job.sections[0].options
+    )
     assert ("runtime", "60") in job.sections[0].options, "under fio's main names"
     assert [s.name for s in job.sections][2:4] == ["burn_2x50%_qsort", "punch hole-fuzzer"]
 
@@ -360,7 +444,9 @@ def test_what_fio_has_and_no_danger_is_accepted():
 def test_engines_that_do_no_io_on_the_target_measure_nothing_of_it():
     """null does no I/O at all: refused, as it always was. cpuio loads the CPU beside jobs that do
     I/O (fio's cpuio example): accepted there, refused as a job file's only engine."""
-    with pytest.raises(Refused, match=r"ioengine=null is refused: it does no I/O, so its numbers say nothing about the target"):
+    with pytest.raises(
+        Refused, match=r"ioengine=null is refused: it does no I/O, so its numbers say nothing about the target"
+    ):
         parse_job_file("[n]\nioengine=null\nsize=1m\n", "n.fio")
     with pytest.raises(Refused, match=r"c.fio: no job does I/O on the target"):
         parse_job_file("[global]\nioengine=cpuio\n[burn]\ncpuload=50\n[burn2]\ncpuload=20\n", "c.fio")
@@ -377,16 +463,26 @@ def _with_option(name: str, help_text: str) -> object:
 
     answers = fio_options_answers()
     answers["--cmdhelp=all"] += f"{name:<24}: A newer option\n"
-    answers[f"--cmdhelp={name}"] = f"{name:>20}: A newer option\n{'type':>20}: {help_text}\n{'default':>20}: no default\n"
+    answers[f"--cmdhelp={name}"] = (
+        f"{name:>20}: A newer option\n{'type':>20}: {help_text}\n{'default':>20}: no default\n"
+    )
     return table_from_answers(answers, tuple(ENGINES))
 
 
 @pytest.mark.parametrize(
     "fio_type, value, says",
     [
-        ("string (opt=bla)", "/etc/passwd", "newopt is refused: fio takes any text here and fslab does not know what it names"),
+        (
+            "string (opt=bla)",
+            "/etc/passwd",
+            "newopt is refused: fio takes any text here and fslab does not know what it names",
+        ),
         ("string (opt=bla)", "plain", "newopt is refused: fio takes any text here"),
-        ("frobnicated value (opt=?)", "1", "newopt is refused: fio describes its value as 'frobnicated value (opt=?)', a form fslab does not know"),
+        (
+            "frobnicated value (opt=?)",
+            "1",
+            "newopt is refused: fio describes its value as 'frobnicated value (opt=?)', a form fslab does not know",
+        ),
         ("integer value (opt=100)", "/etc/passwd", "newopt takes a number"),
         ("integer value (opt=100)", "64k", None),
         ("string with time postfix (opt=10s)", "10s", None),
@@ -405,11 +501,21 @@ def test_fslab_list_fio_shows_fios_table_and_what_it_refuses():
 
     listed = fslab_in_process("list", "fio", "--json")
     assert listed.returncode == 0, listed.stderr
-    (options,) = [o for kind in __import__("json").loads(listed.stdout)["kinds"] if kind["name"] == "fio" for o in kind["options"]]
-    accepted, refused = {a["name"]: a["value"] for a in options["accepted"]}, {r["name"]: r["value"] for r in options["refused"]}
-    assert accepted["fill_fs"].startswith("0 or 1 — Write until an ENOSPC error occurs") and "fio's other name for fill_device" in accepted["fill_fs"]
+    (options,) = [
+        o for kind in __import__("json").loads(listed.stdout)["kinds"] if kind["name"] == "fio" for o in kind["options"]
+    ]
+    accepted, refused = (
+        {a["name"]: a["value"] for a in options["accepted"]},
+        {r["name"]: r["value"] for r in options["refused"]},
+    )
+    assert (
+        accepted["fill_fs"].startswith("0 or 1 — Write until an ENOSPC error occurs")
+        and "fio's other name for fill_device" in accepted["fill_fs"]
+    )
     assert accepted["rw"].startswith("one of read, write, trim") and "read:-8k" in accepted["rw"]
-    assert refused["exec_prerun"] == "it runs a shell command as root" and refused["disable_bw"].endswith("(fio's other name for disable_bw_measurement)")
+    assert refused["exec_prerun"] == "it runs a shell command as root" and refused["disable_bw"].endswith(
+        "(fio's other name for disable_bw_measurement)"
+    )
     assert "fio's other name for mem" in accepted["iomem"] and "never with ':'" in accepted["iomem"]
     assert not set(accepted) & set(refused) and set(accepted) | set(refused) == set(_fio33().spellings)
     text = fslab_in_process("list", "fio").stdout
@@ -424,7 +530,9 @@ def test_a_newer_fios_other_name_for_a_refused_option_is_refused():
     from fslab.guard.fio_table import given_table
 
     answers = fio_options_answers()
-    answers["--cmdhelp=exec_prerun"] = answers["--cmdhelp=exec_prerun"].replace("\n", f"\n{'alias':>20}: before_job\n", 1)
+    answers["--cmdhelp=exec_prerun"] = answers["--cmdhelp=exec_prerun"].replace(
+        "\n", f"\n{'alias':>20}: before_job\n", 1
+    )
     with given_table(table_from_answers(answers, tuple(ENGINES))):
         assert option_problem("before_job", "rm -rf /") == "exec_prerun is refused: it runs a shell command as root"
 
@@ -437,7 +545,9 @@ def test_what_the_fio_at_hand_mishandles_is_refused_on_it_alone():
     from fslab.guard.fio_options import table
     from fslab.guard.fio_table import given_table
 
-    with pytest.raises(Refused, match=r"io_submit_mode=offload is refused with fio-3\.33: fio before 3\.42 hangs at random"):
+    with pytest.raises(
+        Refused, match=r"io_submit_mode=offload is refused with fio-3\.33: fio before 3\.42 hangs at random"
+    ):
         parse_job_file("[a]\nrw=read\nsize=1m\nio_submit_mode=offload\n", "a.fio")
     assert option_problem("io_submit_mode", "inline") is None
     with given_table(replace(table(), version="fio-3.42")):

@@ -14,7 +14,16 @@ import pytest
 from conftest import FIXTURES
 
 from fslab.workloads.fio import epoch_ms, stored_logs
-from fslab.workloads.fio_hist import COARSENESS, HIST_TOOL, MOST_WINDOWS, Bins, compact, kept, latency_over_time, read_fio_log
+from fslab.workloads.fio_hist import (
+    COARSENESS,
+    HIST_TOOL,
+    MOST_WINDOWS,
+    Bins,
+    compact,
+    kept,
+    latency_over_time,
+    read_fio_log,
+)
 from fslab.workloads.fio_output import percentile_from_bins
 
 HIST = FIXTURES / "fio" / "hist"
@@ -33,10 +42,14 @@ def fixture_logs() -> dict[str, str]:
 def kept_fixture() -> str:
     """The fixture's logs as a measured run keeps them: fio.stored_logs, from the epoch fio_epoch finds."""
     files = fixture_logs()
-    epoch = epoch_ms((HIST / "randrw-2jobs-hist.json").read_text(), files, 100, float((HIST / "wall_less_monotonic_ms").read_text()))
+    epoch = epoch_ms(
+        (HIST / "randrw-2jobs-hist.json").read_text(), files, 100, float((HIST / "wall_less_monotonic_ms").read_text())
+    )
     [output] = [o for o in stored_logs("", files, 100, epoch) if o.tool == HIST_TOOL]
     document = json.loads(output.text)
-    document["log_hist_msec"] = 100  # the fixture's job ran windows of 100 ms (fslab now asks for twice the bandwidth log's)
+    document["log_hist_msec"] = (
+        100  # the fixture's job ran windows of 100 ms (fslab now asks for twice the bandwidth log's)
+    )
     return json.dumps(document)
 
 
@@ -46,7 +59,13 @@ def kept_fixture() -> str:
 def test_every_bin_fio_reported_is_where_fio_counts_it_and_worth_what_fio_says():
     """fio's json+ bins are keyed by plat_idx_to_val of their index: each value found again as the
     value of the bin plat_val_to_idx counts it in, inside that bin's edges."""
-    values = [int(v) for job in fio_json()["jobs"] for d in ("read", "write") for k in ("clat_ns", "lat_ns", "slat_ns") for v in job[d][k]["bins"]]
+    values = [
+        int(v)
+        for job in fio_json()["jobs"]
+        for d in ("read", "write")
+        for k in ("clat_ns", "lat_ns", "slat_ns")
+        for v in job[d][k]["bins"]
+    ]
     assert len(values) > 300
     for value in values:
         index = FIO3.index_of(value)
@@ -105,11 +124,17 @@ def test_the_compact_form_is_fios_numbers_and_a_fraction_of_fios_text():
     assert (stored["bins"], stored["coarseness"], stored["log_hist_msec"]) == (OURS.count, COARSENESS, 100)
     for name, text in logs.items():
         _, lines = read_fio_log(text)
-        expanded = [f"{line.msec}, {line.direction}, {line.block_size}, " + ", ".join(str(line.bins.get(i, 0)) for i in range(OURS.count)) for line in lines]
+        expanded = [
+            f"{line.msec}, {line.direction}, {line.block_size}, "
+            + ", ".join(str(line.bins.get(i, 0)) for i in range(OURS.count))
+            for line in lines
+        ]
         assert expanded == text.splitlines(), "fio's text, line for line"
         assert len(stored["files"][name]) < len(text) / 3
         first = stored["files"][name].splitlines()[0].split(" ")
-        assert first[:3] == [str(lines[0].msec), str(lines[0].direction), str(lines[0].block_size)] and int(first[3]) < 0, "empty bins as minus their count"
+        assert (
+            first[:3] == [str(lines[0].msec), str(lines[0].direction), str(lines[0].block_size)] and int(first[3]) < 0
+        ), "empty bins as minus their count"
     assert compact([read_fio_log("5, 1, 4096, 0, 0, 3, 4, 0, 1, 0, 0\n")[1][0]]) == "5 1 4096 -2 3 4 -1 1"
 
 
@@ -129,7 +154,9 @@ def test_the_jobs_are_merged_window_by_window_from_the_run_epoch():
         expected = np.zeros_like(t.counts)
         for text in (t for name, t in fixture_logs().items() if "_clat_hist." in name):
             for k, line in enumerate(line for line in read_fio_log(text)[1] if line.direction == code):
-                assert math.floor((line.msec - epoch + 2) / 100) - 1 == k, "each job's k-th line closes the run's k-th window"
+                assert math.floor((line.msec - epoch + 2) / 100) - 1 == k, (
+                    "each job's k-th line closes the run's k-th window"
+                )
                 for index, n in line.bins.items():
                     expected[k, index] += n
         assert (t.counts == expected).all()
@@ -165,23 +192,34 @@ def test_each_windows_percentiles_are_those_of_every_jobs_completions_together()
             low, high = OURS.range_ns(OURS.index_of(int(truth)))
             assert found == OURS.value_ns(OURS.index_of(int(truth))) and low <= truth < high
             assert abs(found / truth - 1) <= 1 / 32 + 1e-9, "within 3.1 %"
-            assert found == percentile_from_bins({OURS.value_ns(i): n for i, n in t.window_bins(w - 1).items()}, p), "fio_output's rule"
+            assert found == percentile_from_bins({OURS.value_ns(i): n for i, n in t.window_bins(w - 1).items()}, p), (
+                "fio_output's rule"
+            )
     whole = t.coarsened(1)
     assert whole.window_ms == 1000 and (whole.starts_s, whole.ends_s) == ((0.0,), (1.0,))
     everything = [s for each in samples.values() for s in each]
-    assert whole.percentiles(99) == [OURS.value_ns(OURS.index_of(int(np.percentile(everything, 99, method="inverted_cdf"))))], "coarser windows: their bins added up"
+    assert whole.percentiles(99) == [
+        OURS.value_ns(OURS.index_of(int(np.percentile(everything, 99, method="inverted_cdf"))))
+    ], "coarser windows: their bins added up"
 
 
 def test_a_stall_leaves_its_windows_empty_and_a_window_closed_early_stays_its_own():
     """After a stall fio closes one window per completion until it catches up, the lines a moment
     apart: their completions are of the window they came in. A line stamped up to 2 ms before its
     window's end (the epoch is found to a few ms) is still that window's."""
-    lines = [binned_line(1000 + 200, 1, [50_000] * 10), binned_line(1000 + 399, 1, [60_000] * 5)]  # windows 1 and 2 (the second a ms early)
-    lines += [binned_line(1000 + 1210 + k, 1, [9_000_000]) for k in range(4)]  # a stall: nothing in windows 3 to 5, 4 lines at 1.21 s
+    lines = [
+        binned_line(1000 + 200, 1, [50_000] * 10),
+        binned_line(1000 + 399, 1, [60_000] * 5),
+    ]  # windows 1 and 2 (the second a ms early)
+    lines += [
+        binned_line(1000 + 1210 + k, 1, [9_000_000]) for k in range(4)
+    ]  # a stall: nothing in windows 3 to 5, 4 lines at 1.21 s
     [t] = latency_over_time(kept({"fslab_clat_hist.1.log": "\n".join(lines)}, 200, COARSENESS, 1000.0))
     assert t.direction == "write" and len(t.ends_s) == 6
     assert t.counts.sum(axis=1).tolist() == [10, 5, 0, 0, 0, 4]
-    assert t.percentiles(99)[2:5] == [None, None, None] and t.percentiles(50)[5] == OURS.value_ns(OURS.index_of(9_000_000))
+    assert t.percentiles(99)[2:5] == [None, None, None] and t.percentiles(50)[5] == OURS.value_ns(
+        OURS.index_of(9_000_000)
+    )
 
 
 def test_coarser_windows_add_the_bins_up_and_the_last_group_may_be_shorter():
@@ -201,10 +239,29 @@ def test_coarser_windows_add_the_bins_up_and_the_last_group_may_be_shorter():
         (json.dumps({"log_hist_msec": 0, "coarseness": 2, "bins": 464, "files": {}}), "no window"),
         (json.dumps({"log_hist_msec": 100, "coarseness": 2, "bins": 500, "files": {}}), "not a histogram fio writes"),
         (json.dumps({"log_hist_msec": 100, "coarseness": 2, "bins": 464, "epoch_ms": "x", "files": {}}), "no moment"),
-        (json.dumps({"log_hist_msec": 100, "coarseness": 2, "bins": 464, "files": {"a": "100 0 4096 -463 1 2"}}), "beyond the log's 464 bins"),
-        (json.dumps({"log_hist_msec": 100, "coarseness": 2, "bins": 464, "files": {"a": "100 0 4096 1.5"}}), "whole numbers"),
-        (json.dumps({"log_hist_msec": 100, "coarseness": 2, "bins": 464, "files": {"a": "100 0"}}), "msec, direction, block size first"),
-        (json.dumps({"log_hist_msec": 100, "coarseness": 2, "bins": 464, "files": {"a": f"100 0 4096 1\n{100 * (MOST_WINDOWS + 1)} 0 4096 1"}}), "no run's log"),
+        (
+            json.dumps({"log_hist_msec": 100, "coarseness": 2, "bins": 464, "files": {"a": "100 0 4096 -463 1 2"}}),
+            "beyond the log's 464 bins",
+        ),
+        (
+            json.dumps({"log_hist_msec": 100, "coarseness": 2, "bins": 464, "files": {"a": "100 0 4096 1.5"}}),
+            "whole numbers",
+        ),
+        (
+            json.dumps({"log_hist_msec": 100, "coarseness": 2, "bins": 464, "files": {"a": "100 0"}}),
+            "msec, direction, block size first",
+        ),
+        (
+            json.dumps(
+                {
+                    "log_hist_msec": 100,
+                    "coarseness": 2,
+                    "bins": 464,
+                    "files": {"a": f"100 0 4096 1\n{100 * (MOST_WINDOWS + 1)} 0 4096 1"},
+                }
+            ),
+            "no run's log",
+        ),
         (json.dumps({"log_hist_msec": 100, "coarseness": 2, "bins": 464, "files": {"a": 5}}), "no histogram log"),
         (json.dumps({"unreadable": "fio's histogram logs could not be read: line 3 has 2 bins"}), "line 3 has 2 bins"),
     ],
@@ -222,4 +279,6 @@ def test_a_log_that_is_not_fios_is_refused_as_it_is_kept():
     with pytest.raises(ValueError, match="not a histogram fio writes"):
         kept({"x": "100, 0, 4096, 1, 2, 3\n"}, 100, 0, None)
     [output] = stored_logs("", {"fslab_clat_hist.1.log": "100, 0, 4096, 1\n"}, 100, None)
-    assert output.tool == HIST_TOOL and "could not be read" in json.loads(output.text)["unreadable"], "kept as unreadable, the run not lost"
+    assert output.tool == HIST_TOOL and "could not be read" in json.loads(output.text)["unreadable"], (
+        "kept as unreadable, the run not lost"
+    )

@@ -7,8 +7,28 @@ import pytest
 from conftest import FIXTURES
 
 from fslab.guard.fio_jobs import option_problem
-from fslab.workloads.fio import FIXED_OPTIONS, MEASUREMENT_OPTIONS, log_interval_ms, log_options, stored_logs, taken_logs
-from fslab.workloads.fio_output import BINS_TOOL, LATENCIES, LOG_TOOL, PERCENTILES, bin_columns, latency_bins, load_json, parse_metrics, percentile_from_bins, stored_bins, stored_latency_bins, throughput_over_time
+from fslab.workloads.fio import (
+    FIXED_OPTIONS,
+    MEASUREMENT_OPTIONS,
+    log_interval_ms,
+    log_options,
+    stored_logs,
+    taken_logs,
+)
+from fslab.workloads.fio_output import (
+    BINS_TOOL,
+    LATENCIES,
+    LOG_TOOL,
+    PERCENTILES,
+    bin_columns,
+    latency_bins,
+    load_json,
+    parse_metrics,
+    percentile_from_bins,
+    stored_bins,
+    stored_latency_bins,
+    throughput_over_time,
+)
 
 FIO = FIXTURES / "fio"
 
@@ -51,7 +71,12 @@ def test_percentiles_from_bins_reproduce_fios_own():
                     if not stats["N"] or "bins" not in stats:
                         continue
                     for percent in PERCENTILES.values():
-                        assert percentile_from_bins(stats["bins"], percent) == fio_percentile(stats, percent), (name, direction, kind, percent)
+                        assert percentile_from_bins(stats["bins"], percent) == fio_percentile(stats, percent), (
+                            name,
+                            direction,
+                            kind,
+                            percent,
+                        )
 
 
 def test_units_and_directions():
@@ -68,15 +93,23 @@ def test_latency_is_total_latency_where_submission_dominates():
     text, raw = fixture("buffered-randwrite")
     jobs = raw["jobs"]
     metrics = {name: m.value for name, m in by_name(parse_metrics(text)).items()}
-    assert metrics["write_lat_mean_us"] == pytest.approx(metrics["write_slat_mean_us"] + metrics["write_clat_mean_us"], rel=0.01)
-    assert metrics["write_slat_mean_us"] > 2 * metrics["write_clat_mean_us"], "the fixture is one where submission dominates"
+    assert metrics["write_lat_mean_us"] == pytest.approx(
+        metrics["write_slat_mean_us"] + metrics["write_clat_mean_us"], rel=0.01
+    )
+    assert metrics["write_slat_mean_us"] > 2 * metrics["write_clat_mean_us"], (
+        "the fixture is one where submission dominates"
+    )
     for name, percent in PERCENTILES.items():
         merged: dict[str, int] = {}
         for job in jobs:
             for value, n in job["write"]["lat_ns"]["bins"].items():
                 merged[value] = merged.get(value, 0) + n
-        assert metrics[f"write_lat_{name}_us"] == percentile_from_bins(merged, percent) / 1e3, "total-latency percentiles come from lat bins"
-    assert metrics["write_lat_p99_us"] > 3 * metrics["write_clat_p99_us"], "clat's p99 would understate what the application waits"
+        assert metrics[f"write_lat_{name}_us"] == percentile_from_bins(merged, percent) / 1e3, (
+            "total-latency percentiles come from lat bins"
+        )
+    assert metrics["write_lat_p99_us"] > 3 * metrics["write_clat_p99_us"], (
+        "clat's p99 would understate what the application waits"
+    )
     assert metrics["write_slat_p99_us"] > metrics["write_clat_p99_us"]
 
 
@@ -87,7 +120,9 @@ def test_a_run_without_total_latency_bins_has_no_total_latency_percentiles():
     metrics = by_name(parse_metrics(text))
     assert metrics["write_lat_mean_us"].value == pytest.approx(raw["jobs"][0]["write"]["lat_ns"]["mean"] / 1e3)
     assert "write_clat_p99_us" in metrics
-    assert not [name for name in metrics if name.startswith("write_lat_p")], "never clat's percentiles in total latency's place"
+    assert not [name for name in metrics if name.startswith("write_lat_p")], (
+        "never clat's percentiles in total latency's place"
+    )
 
 
 def test_fslabs_own_options_are_on_the_allow_list():
@@ -131,10 +166,15 @@ def test_the_summary_says_when_submission_dominates():
         return CellSummary("w", "t", 0, {m.name: summarize([m.value, m.value], m.higher_is_better) for m in metrics})
 
     buffered = table_rows(cell("buffered-randwrite"))[0]
-    assert "write: submission takes" in buffered[-1] and "(slat dominates: the I/O is done while it is submitted" in buffered[-1]
+    assert (
+        "write: submission takes" in buffered[-1]
+        and "(slat dominates: the I/O is done while it is submitted" in buffered[-1]
+    )
     assert buffered[-5:-1] != ["–"] * 4, "total-latency percentiles shown"
     assert "submission" not in table_rows(cell("randread-qd16"))[0][-1], "direct reads at QD16 wait in completion"
-    assert table_rows(cell("randread-qd16"))[0][-5:-1] == ["–"] * 4, "a run without lat bins shows no total-latency percentile, not clat's"
+    assert table_rows(cell("randread-qd16"))[0][-5:-1] == ["–"] * 4, (
+        "a run without lat bins shows no total-latency percentile, not clat's"
+    )
 
 
 # --- throughput over time: fio's bandwidth and IOPS logs -------------------------------------
@@ -170,11 +210,15 @@ def test_throughput_over_time_adds_the_jobs_up_window_by_window(tmp_path):
     found = {t.direction: t for t in throughput_over_time(output.text)}
     assert set(found) == {"read", "write"}
     for direction, t in found.items():
-        assert len(t.seconds) >= 15 and all(abs(second - 0.1 * k) < 0.01 for k, second in enumerate(t.seconds, 1)), "100 ms windows, stamped a little late"
+        assert len(t.seconds) >= 15 and all(abs(second - 0.1 * k) < 0.01 for k, second in enumerate(t.seconds, 1)), (
+            "100 ms windows, stamped a little late"
+        )
         mean_iops, mean_bytes_s = sum(t.iops) / len(t.iops), sum(t.bytes_s) / len(t.bytes_s)
         assert mean_iops == pytest.approx(job[direction]["iops"], rel=0.03), "the windows average to fio's own figure"
         assert mean_bytes_s == pytest.approx(job[direction]["bw_bytes"], rel=0.03)
-    first = {name: (FIO / "logs" / name).read_text().splitlines()[0] for name in ("fslab_iops.1.log", "fslab_iops.2.log")}
+    first = {
+        name: (FIO / "logs" / name).read_text().splitlines()[0] for name in ("fslab_iops.1.log", "fslab_iops.2.log")
+    }
     assert found["read"].iops[0] == sum(float(line.split(",")[1]) for line in first.values()), "both jobs' first window"
 
 
@@ -220,7 +264,9 @@ def test_windows_stamped_late_are_still_one_each():
     files = {p.name: p.read_text() for p in (FIO / "logs-late").glob("*.log")}
     found = {t.direction: t for t in throughput_over_time(json.dumps({"log_avg_msec": 100, "files": files}))}
     for direction, column in (("read", 0), ("write", 1)):
-        lines = [line.split(", ") for line in files["fslab_bw.1.log"].splitlines() if line.split(", ")[2] == str(column)]
+        lines = [
+            line.split(", ") for line in files["fslab_bw.1.log"].splitlines() if line.split(", ")[2] == str(column)
+        ]
         assert found[direction].bytes_s == [float(line[1]) * 1024 for line in lines]
         assert found[direction].seconds == [int(line[0]) / 1000 for line in lines]
 
@@ -230,12 +276,21 @@ def test_a_runs_bins_kept_apart_read_as_fios_json_holds_them(name):
     text = (FIO / name).read_text()
     [kept] = stored_bins("phase", text)
     assert (kept.phase, kept.tool) == ("phase", BINS_TOOL) and len(kept.text) < len(text) / 4
-    assert stored_latency_bins(kept.text) == {k: bin_columns(b) for k, b in latency_bins(text, kinds=("lat", "clat")).items()} != {}
-    assert stored_latency_bins(kept.text, kinds=("clat",)) == {k: bin_columns(b) for k, b in latency_bins(text, kinds=("clat",)).items()}
+    assert (
+        stored_latency_bins(kept.text)
+        == {k: bin_columns(b) for k, b in latency_bins(text, kinds=("lat", "clat")).items()}
+        != {}
+    )
+    assert stored_latency_bins(kept.text, kinds=("clat",)) == {
+        k: bin_columns(b) for k, b in latency_bins(text, kinds=("clat",)).items()
+    }
 
 
 def test_no_bins_are_kept_of_an_output_without_them_or_unreadable():
     assert stored_bins("", "fio: command not found") == []
-    assert stored_bins("", json.dumps({"jobs": [{"jobname": "j", "read": {"io_bytes": 0}, "write": {"io_bytes": 0}}]})) == []
+    assert (
+        stored_bins("", json.dumps({"jobs": [{"jobname": "j", "read": {"io_bytes": 0}, "write": {"io_bytes": 0}}]}))
+        == []
+    )
     with pytest.raises(ValueError, match="not two columns of one length"):
         stored_latency_bins(json.dumps({"read lat": [[12, 13], [1]]}))

@@ -31,17 +31,30 @@ def test_fio_3_33s_answers_are_its_table(answers):
     table = table_from_answers(answers, ENGINE_NAMES)
     assert table.version == "fio-3.33" and len(table.options) == 241 and len(table.spellings) == 261
     rw, bs, size = table.options["rw"], table.options["bs"], table.options["size"]
-    assert (rw.form, rw.aliases, rw.default, rw.values[:3]) == ("choice", ("readwrite",), "read", ("read", "write", "trim"))
-    assert (bs.form, bs.low, bs.high, bs.parent) == ("int", 1, None, "rw"), "max=-1 is fio's UINT_MAX: no bound; bs is indented under rw"
+    assert (rw.form, rw.aliases, rw.default, rw.values[:3]) == (
+        "choice",
+        ("readwrite",),
+        "read",
+        ("read", "write", "trim"),
+    )
+    assert (bs.form, bs.low, bs.high, bs.parent) == ("int", 1, None, "rw"), (
+        "max=-1 is fio's UINT_MAX: no bound; bs is indented under rw"
+    )
     assert (size.form, size.fio_type) == ("size", "(null)"), "fio 3.33 prints no words for FIO_OPT_STR_VAL_ZONE"
     assert table.find("fill_fs") is table.options["fill_device"] and table.find("ss") is table.options["steadystate"]
-    assert table.find("Fill_fs") is None and table.find("fill-fs") is None and table.find("fill_f") is None, "fio matches exactly (parse.c o_match)"
+    assert table.find("Fill_fs") is None and table.find("fill-fs") is None and table.find("fill_f") is None, (
+        "fio matches exactly (parse.c o_match)"
+    )
     assert table.options["time_based"].form == "flag" and table.options["direct"].form == "bool"
     assert table.options["percentile_list"].form == "floats" and table.options["bsrange"].form == "range"
     assert table.options["sync_file_range"].form == "choices" and table.options["description"].free_text
     assert (table.options["lockfile"].parent, table.options["trim_backlog"].parent) == ("filename", "trim_percentage")
-    assert table.options["hipri"].engines == ("pvsync2", "io_uring") and table.options["donorname"].engines == ("e4defrag",)
-    assert {"io_uring", "libaio", "falloc", "e4defrag", "exec", "net"} <= set(table.engines) and "dircreate" not in table.engines
+    assert table.options["hipri"].engines == ("pvsync2", "io_uring") and table.options["donorname"].engines == (
+        "e4defrag",
+    )
+    assert {"io_uring", "libaio", "falloc", "e4defrag", "exec", "net"} <= set(
+        table.engines
+    ) and "dircreate" not in table.engines
     assert not [o.name for o in table.options.values() if o.form == "unknown"]
 
 
@@ -65,7 +78,12 @@ def test_the_questions_come_in_three_rounds(answers):
     assert needed({}, ENGINE_NAMES) == ["--version", "--cmdhelp=all", "--enghelp"]
     first = {q: answers[q] for q in ("--version", "--cmdhelp=all", "--enghelp")}
     second = needed(first, ENGINE_NAMES)
-    assert len(second) == 217 + 17 and "--enghelp=io_uring" in second and "--enghelp=exec" not in second and "--enghelp=null" not in second, "only the engines fslab allows"
+    assert (
+        len(second) == 217 + 17
+        and "--enghelp=io_uring" in second
+        and "--enghelp=exec" not in second
+        and "--enghelp=null" not in second
+    ), "only the engines fslab allows"
     third = needed(first | {q: answers[q] for q in second}, ENGINE_NAMES)
     assert "--enghelp=io_uring,hipri" in third and len(third) == len(answers) - 3 - len(second)
 
@@ -81,7 +99,7 @@ def test_two_engines_that_describe_one_option_apart_leave_it_unknown(answers):
 def _fake_fio(bin_dir: Path, calls: Path, answers: dict[str, str], version: str = "fio-3.33") -> Path:
     """A fio that answers each question as the real fio 3.33 did (or says `version`), writing each
     question it is asked to `calls`."""
-    lines = ["#!/bin/sh", f"echo \"$1\" >> {shlex.quote(str(calls))}", 'case "$1" in']
+    lines = ["#!/bin/sh", f'echo "$1" >> {shlex.quote(str(calls))}', 'case "$1" in']
     for question, answer in (answers | {"--version": version}).items():
         lines += [f"  {shlex.quote(question)}) printf '%s' {shlex.quote(answer)} ;;"]
     lines += ['  *) echo "No such command: $1" >&2; exit 1 ;;', "esac", ""]
@@ -121,19 +139,34 @@ def test_fio_is_asked_once_per_version_and_its_answers_kept(fake, tmp_path, answ
     record = json.loads(kept.read_text())
     assert record["answers"].keys() == answers.keys() and record["version"] == "fio-3.33"
     assert record["executable"]["path"] == str(tmp_path / "bin" / "fio") and len(record["executable"]["sha256"]) == 64
-    assert kept.stat().st_mode & 0o777 == 0o644 and [p.name for p in kept.parent.iterdir()] == [kept.name], "written whole: no temporary left"
+    assert kept.stat().st_mode & 0o777 == 0o644 and [p.name for p in kept.parent.iterdir()] == [kept.name], (
+        "written whole: no temporary left"
+    )
     again, asked = fake()
     assert asked == [] and again.options == table.options, "read back, nothing asked"
 
 
 @pytest.mark.parametrize(
     "tamper",
-    ["world-writable", "another user's", "not json", "another fio's", "another executable", "an answer fslab cannot read", "a symlink"],
+    [
+        "world-writable",
+        "another user's",
+        "not json",
+        "another fio's",
+        "another executable",
+        "an answer fslab cannot read",
+        "a symlink",
+    ],
 )
 def test_a_kept_table_is_trusted_only_when_it_is_fslabs_own_and_of_this_fio(fake, tmp_path, tamper, answers):
     kept = _kept(tmp_path / "cache")
     kept.parent.mkdir()
-    record = {"format": fio_table.FORMAT, "version": "fio-3.33", "answers": answers, "executable": fio_table._described(executable("fio"))}
+    record = {
+        "format": fio_table.FORMAT,
+        "version": "fio-3.33",
+        "answers": answers,
+        "executable": fio_table._described(executable("fio")),
+    }
     kept.write_text(json.dumps(record))
     assert fake()[1] == ["--version"], "as fslab keeps it: trusted"
     if tamper == "world-writable":
@@ -149,28 +182,38 @@ def test_a_kept_table_is_trusted_only_when_it_is_fslabs_own_and_of_this_fio(fake
     elif tamper == "another executable":
         kept.write_text(json.dumps(record | {"executable": {"identity": [1, 2, 3], "sha256": "0" * 64}}))
     elif tamper == "an answer fslab cannot read":
-        kept.write_text(json.dumps(record | {"answers": record["answers"] | {"--cmdhelp=rw": "rw: IO direction\nbanner\n"}}))
+        kept.write_text(
+            json.dumps(record | {"answers": record["answers"] | {"--cmdhelp=rw": "rw: IO direction\nbanner\n"}})
+        )
     else:
         (tmp_path / "elsewhere.json").write_text(kept.read_text())
         kept.unlink()
         kept.symlink_to(tmp_path / "elsewhere.json")
     table, asked = fake()
     assert len(asked) == len(answers) - 1, f"{tamper}: not trusted, asked anew ({len(asked)} questions)"
-    assert table.options["rw"].form == "choice" and json.loads(kept.read_text())["answers"] == json.loads(json.dumps(answers))
+    assert table.options["rw"].form == "choice" and json.loads(kept.read_text())["answers"] == json.loads(
+        json.dumps(answers)
+    )
 
 
 def test_what_a_kept_table_lacks_is_asked_and_the_same_fio_elsewhere_is_known_by_its_bytes(fake, tmp_path, answers):
     fake()
     kept = _kept(tmp_path / "cache")
     record = json.loads(kept.read_text())
-    kept.write_text(json.dumps(record | {"answers": {k: v for k, v in record["answers"].items() if k != "--enghelp=io_uring,hipri"}}))
+    kept.write_text(
+        json.dumps(
+            record | {"answers": {k: v for k, v in record["answers"].items() if k != "--enghelp=io_uring,hipri"}}
+        )
+    )
     _, asked = fake()
     assert asked == ["--enghelp=io_uring,hipri"], "only what it lacks (a newer fslab asks about a new engine)"
     copy = tmp_path / "bin" / "fio.copy"
     shutil.copy2(tmp_path / "bin" / "fio", copy)
     copy.replace(tmp_path / "bin" / "fio")  # another inode, the same bytes: a test guest's copy-up
     table, asked = fake()
-    assert asked == ["--version"] and table.version == "fio-3.33", "its version asked of the new file (tool_version), nothing else"
+    assert asked == ["--version"] and table.version == "fio-3.33", (
+        "its version asked of the new file (tool_version), nothing else"
+    )
 
 
 def test_an_upgraded_fio_is_asked_anew_and_an_unwritable_cache_costs_only_time(fake, tmp_path, answers):
@@ -193,13 +236,20 @@ def no_fio(tmp_path, monkeypatch):
 
 
 def test_without_fio_the_guard_says_so_and_reading_stored_jobs_asks_no_fio(no_fio, tmp_path):
-    with pytest.raises(FioUnavailable, match=r"fio is not installed: fslab checks every fio option against fio's own description of it .*apt-get install fio"):
+    with pytest.raises(
+        FioUnavailable,
+        match=r"fio is not installed: fslab checks every fio option against fio's own description of it .*apt-get install fio",
+    ):
         option_problem("bs", "4k")
-    assert stored_preallocation({"job": "[global]\nfallocate=posix\n[w]\nrw=write\nbs=4k\n"}) == "posix", "a summary reads stored jobs without fio"
+    assert stored_preallocation({"job": "[global]\nfallocate=posix\n[w]\nrw=write\nbs=4k\n"}) == "posix", (
+        "a summary reads stored jobs without fio"
+    )
     assert stored_preallocation({"job": "[w]\nioengine=external:/tmp/x.so\n"}) == ""
     from fslab.report.steady_state import criteria_of
 
-    assert criteria_of({"job": "[w]\nrw=randwrite\nsteadystate=iops_slope:0.3%\nsteadystate_duration=5s\n"}) == ["iops_slope:0.3%"], "nor its steady state"
+    assert criteria_of({"job": "[w]\nrw=randwrite\nsteadystate=iops_slope:0.3%\nsteadystate_duration=5s\n"}) == [
+        "iops_slope:0.3%"
+    ], "nor its steady state"
     study = write_study(tmp_path, '[study]\nname = "s"\nworkloads = ["rand_read"]\n\n[[target]]\nfilesystem = "ext4"\n')
     result = fslab_in_process("run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(tmp_path / "w"))
     assert result.returncode == 2 and "fio is not installed" in result.stderr and "Traceback" not in result.stderr

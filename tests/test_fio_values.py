@@ -41,7 +41,9 @@ def probed(option: str, value: str) -> list[int]:
 
 def numbers(option: str) -> fio_values.Numbers:
     found = table().options[option]
-    return numbers_of(found.name, found.form, low=found.low) or SIZE  # a "string" of fio's table: filesize, zonesize (STR_VAL)
+    return (
+        numbers_of(found.name, found.form, low=found.low) or SIZE
+    )  # a "string" of fio's table: filesize, zonesize (STR_VAL)
 
 
 def test_fslabs_port_of_fios_reading_prints_what_fio_printed_of_every_probe():
@@ -68,7 +70,9 @@ def test_which_options_are_times_and_which_unit_a_bare_one_has_is_fios_own():
         elif read.time:
             assert outs[0] == (10**6 if read.seconds else 1), option
         checked.add(option)
-    assert {"runtime", "thinktime", "max_latency", "thinktime_iotime", "bs", "size", "bwavgtime"} <= checked and len(checked) > 80
+    assert {"runtime", "thinktime", "max_latency", "thinktime_iotime", "bs", "size", "bwavgtime"} <= checked and len(
+        checked
+    ) > 80
 
 
 @pytest.mark.parametrize(
@@ -108,12 +112,22 @@ def test_a_value_fio_reads_otherwise_than_it_says_is_refused_saying_what_fio_rea
     + [("startdelay", v) for v in ("1-5s", "1-5", "1000ms-5s", "1ms-5ms", "1000ms-2s")]
     + [("size", v) for v in ("4kb", "4KB", "4kB", "4k", "4K", "1g", "10%", "4b", "1048576", "0x10", "10z")]
     + [("bs", v) for v in ("4k", "4k,64k", ",4k", "512")]
-    + [("steadystate_duration", "30s"), ("thinktime", "1s"), ("thinktime", "500us"), ("max_latency", "1s,2ms"), ("nice", "-10"), ("filesize", "1k-4k"), ("zonesize", "256M")],
+    + [
+        ("steadystate_duration", "30s"),
+        ("thinktime", "1s"),
+        ("thinktime", "500us"),
+        ("max_latency", "1s,2ms"),
+        ("nice", "-10"),
+        ("filesize", "1k-4k"),
+        ("zonesize", "256M"),
+    ],
 )
 def test_a_value_fio_reads_as_it_says_is_accepted_and_read_by_fslab_as_fio_read_it(option, value):
     assert option_problem(option, value) is None
     read = read_of(probe_of(option, value))
-    assert (read or value == "10z") and all(plain_reading(next(fio_values.tokens(h.ptr))[0], numbers(option)) == h.out for h in read), read
+    assert (read or value == "10z") and all(
+        plain_reading(next(fio_values.tokens(h.ptr))[0], numbers(option)) == h.out for h in read
+    ), read
 
 
 def test_every_probed_value_the_guard_accepts_reads_alike_to_fio_and_to_fslab():
@@ -124,7 +138,11 @@ def test_every_probed_value_the_guard_accepts_reads_alike_to_fio_and_to_fslab():
         if option in table().options and option_problem(option, value) is None:
             accepted += 1
             for handled in read_of(probe):
-                assert fio_reading(handled.ptr, numbers(option)) == plain_reading(next(fio_values.tokens(handled.ptr))[0], numbers(option)) == handled.out, (probe["job"], handled)
+                assert (
+                    fio_reading(handled.ptr, numbers(option))
+                    == plain_reading(next(fio_values.tokens(handled.ptr))[0], numbers(option))
+                    == handled.out
+                ), (probe["job"], handled)
     assert accepted > 150
 
 
@@ -167,7 +185,13 @@ def test_a_job_file_line_fio_misreads_is_refused_naming_file_line_and_option():
 def test_fslabs_readers_of_fio_times_and_sizes_are_fios_reading():
     """A stored job (read without the guard) is said to have run what fio ran."""
     assert [fio_seconds(v) for v in ("2sec", "1.5s", "1.5", "1m", "1500ms", "2")] == [2e-6, 1.0, 1.0, 60.0, 1.5, 2.0]
-    assert [fio_values.size_bytes(v) for v in ("1.5m", "4KiB", "4kb", "1mi", "10G")] == [1, 4000, 4096, 2**20, 10 * 2**30]
+    assert [fio_values.size_bytes(v) for v in ("1.5m", "4KiB", "4kb", "1mi", "10G")] == [
+        1,
+        4000,
+        4096,
+        2**20,
+        10 * 2**30,
+    ]
     stored = fio_jobs._parsed("[a]\nruntime=2sec\n[b]\nruntime=3\nstartdelay=1-5ms\n", "stored", check=False)
     assert expected_seconds(stored) == pytest.approx(3.005), "jobs run together: the longer is b's 5 ms delay and 3 s"
 
@@ -189,25 +213,35 @@ rw = "randread"
 
 def test_a_studys_bs_reaches_fio_as_fslab_reads_it(tmp_path):
     """A study file's sizes are fslab's (KiB is 1024): its bs reaches fio in a form fio reads so."""
-    study = parse_study(STUDY + 'bs = ["4KiB", "4k,64KiB", "1M"]\nsize = "64MiB"\nruntime = "1500ms"\n', "s.toml", base_dir=tmp_path)
+    study = parse_study(
+        STUDY + 'bs = ["4KiB", "4k,64KiB", "1M"]\nsize = "64MiB"\nruntime = "1500ms"\n', "s.toml", base_dir=tmp_path
+    )
     written = {w.name: w.tool.job.jobs()[0] for w in study.workloads}
-    assert [job["bs"] for job in written.values()] == ["4k", "4k,64k", "1M"], "as written where fio reads it as fslab does"
+    assert [job["bs"] for job in written.values()] == ["4k", "4k,64k", "1M"], (
+        "as written where fio reads it as fslab does"
+    )
     assert list(written) == ["w[bs=4KiB]", "w[bs=4k,64KiB]", "w[bs=1M]"], "the names say what the study says"
     assert {job["runtime"] for job in written.values()} == {"1500ms"} and study.workloads[0].seconds == 1.5
 
 
 def test_a_job_file_beside_a_studys_bs_and_times_gets_them_as_fio_reads_them(tmp_path):
     (tmp_path / "j.fio").write_text("[a]\nrw=read\nsize=256m\nstartdelay=10-20\nruntime=30\n")
-    study = parse_study(STUDY.replace('rw = "randread"', 'job_file = "j.fio"\nbs = "4KiB"'), "s.toml", base_dir=tmp_path, scale=0.1)
+    study = parse_study(
+        STUDY.replace('rw = "randread"', 'job_file = "j.fio"\nbs = "4KiB"'), "s.toml", base_dir=tmp_path, scale=0.1
+    )
     (job,) = study.workloads[0].tool.job.jobs()
-    assert (job["bs"], job["startdelay"], job["runtime"]) == ("4k", "1000ms-2s", "3s"), "1s-2s would be 1 µs to 2 s to fio"
+    assert (job["bs"], job["startdelay"], job["runtime"]) == ("4k", "1000ms-2s", "3s"), (
+        "1s-2s would be 1 µs to 2 s to fio"
+    )
     assert study.workloads[0].seconds == pytest.approx(2 + 3)
 
 
 def test_a_study_option_fio_misreads_is_refused_at_its_line(tmp_path):
     with pytest.raises(StudyError) as refused:
         parse_study(STUDY + 'options = { thinktime = "1.5ms" }\n', "s.toml", base_dir=tmp_path)
-    assert "s.toml:12: workload[0].options: thinktime=1.5ms is refused: fio cuts a number at its '.'" in str(refused.value)
+    assert "s.toml:12: workload[0].options: thinktime=1.5ms is refused: fio cuts a number at its '.'" in str(
+        refused.value
+    )
     with pytest.raises(StudyError) as refused:
         parse_study(STUDY + 'bs = "4k;x"\n', "s.toml", base_dir=tmp_path)
     assert "comment" in str(refused.value), "what the guard refuses in it is said first"
@@ -222,25 +256,43 @@ def test_fio_parses_every_job_at_once_and_once_more_after_each_it_refuses(tmp_pa
     started = []
     real_run = fio_jobs.run
     monkeypatch.setattr(fio_jobs, "run", lambda argv, **kw: started.append(argv) or real_run(argv, **kw))
-    jobs = [(GOOD, "one"), (GOOD + "iodepth=0\n", "two"), (GOOD, "three"), (GOOD, "four"), (GOOD + "hipri\n", "five"), (GOOD, "six")]
+    jobs = [
+        (GOOD, "one"),
+        (GOOD + "iodepth=0\n", "two"),
+        (GOOD, "three"),
+        (GOOD, "four"),
+        (GOOD + "hipri\n", "five"),
+        (GOOD, "six"),
+    ]
     problems = parse_all(jobs, directory=tmp_path)
     assert [p.split(":")[0] for p in problems] == ["two", "five"], problems
     assert "iodepth: min value out of range" in problems[0] and "Bad option <hipri>" in problems[1]
-    assert [len([a for a in argv if a.endswith(".fio")]) for argv in started] == [6, 4, 1], "one fio, then one after each refusal"
+    assert [len([a for a in argv if a.endswith(".fio")]) for argv in started] == [6, 4, 1], (
+        "one fio, then one after each refusal"
+    )
     assert parse_all([(GOOD, "one"), (GOOD, "two")], directory=tmp_path) == []
 
 
 def test_a_fio_that_reads_a_value_otherwise_than_fslab_is_caught_before_the_study_runs(tmp_path, monkeypatch):
     """As a newer fio reading runtime otherwise would be: here fslab's reading is made to differ."""
     real = fio_values.plain_reading
-    monkeypatch.setattr(fio_values, "plain_reading", lambda token, numbers: real(token, numbers) * 2 if numbers.time else real(token, numbers))
+    monkeypatch.setattr(
+        fio_values,
+        "plain_reading",
+        lambda token, numbers: real(token, numbers) * 2 if numbers.time else real(token, numbers),
+    )
     problems = parse_all([(GOOD, "workload 'w'")], directory=tmp_path)
-    assert problems == ["workload 'w': this fio reads runtime=2 as 2 s, fslab as 4 s: fslab's figures would not be what fio ran (fslab reads fio's values as fio 3.33 does)"]
+    assert problems == [
+        "workload 'w': this fio reads runtime=2 as 2 s, fslab as 4 s: fslab's figures would not be what fio ran (fslab reads fio's values as fio 3.33 does)"
+    ]
 
 
 def test_fios_account_is_read_from_its_debug_output():
     text = next(p for p in PROBES if p["job"] == "[probe]\nstartdelay=1s-5s\n")["stdout"]
-    assert parse_debug(text) == [Handled("probe.fio", "startdelay", "OPT_STR_VAL_TIME", "1s-5s", 1), Handled("probe.fio", "startdelay", "OPT_STR_VAL_TIME", "5s", 5 * 10**6)]
+    assert parse_debug(text) == [
+        Handled("probe.fio", "startdelay", "OPT_STR_VAL_TIME", "1s-5s", 1),
+        Handled("probe.fio", "startdelay", "OPT_STR_VAL_TIME", "5s", 5 * 10**6),
+    ]
     assert "fslab as 1 s" in disagreement(parse_debug(text)[0]) and disagreement(parse_debug(text)[1]) is None
 
 
@@ -258,7 +310,11 @@ def test_every_job_of_a_study_fslab_renders_reads_alike_to_fio_and_fslab(tmp_pat
     study = parse_study(text, "s.toml", base_dir=tmp_path, scale=0.1)
     assert job_problems(list(study.workloads), Workdir(tmp_path)) == []
     rendered = render(study.workloads[0].tool.job, directory=tmp_path, device=None)
-    assert re.search(r"^bs=4k$", rendered, re.M) and re.search(r"^size=\d+$", rendered, re.M) and "runtime=3150ms" in rendered
+    assert (
+        re.search(r"^bs=4k$", rendered, re.M)
+        and re.search(r"^size=\d+$", rendered, re.M)
+        and "runtime=3150ms" in rendered
+    )
 
 
 # ---- a real run: what fio ran is what fslab says ------------------------------------------------
@@ -293,7 +349,9 @@ def test_the_block_size_and_runtime_fio_ran_are_those_fslab_says(workdir, tmp_pa
     from fslab.results import ResultsDB
     from fslab.runner import run_study
 
-    (tmp_path / "mine.fio").write_text("[a]\nrw=randwrite\nioengine=libaio\ndirect=1\nbs=4k\nsize=16m\ntime_based\nruntime=1500ms\n")
+    (tmp_path / "mine.fio").write_text(
+        "[a]\nrw=randwrite\nioengine=libaio\ndirect=1\nbs=4k\nsize=16m\ntime_based\nruntime=1500ms\n"
+    )
     study = load_study(write_study(tmp_path, RUN))
     assert [w.seconds for w in study.workloads] == [1.5, 1.5]
     db = ResultsDB(str(tmp_path / "r.db"))
@@ -307,9 +365,13 @@ def test_the_block_size_and_runtime_fio_ran_are_those_fslab_says(workdir, tmp_pa
 
 def test_the_refusal_docs_study_format_shows_is_fslabs_own(tmp_path):
     docs = (Path(__file__).parent.parent / "docs" / "study-format.md").read_text()
-    shown = next(line for line in docs.split("## Sizes and durations", 1)[1].splitlines() if line.startswith("study.toml:"))
+    shown = next(
+        line for line in docs.split("## Sizes and durations", 1)[1].splitlines() if line.startswith("study.toml:")
+    )
     (tmp_path / "mine.fio").write_text("[global]\nioengine=libaio\n[a]\nrw=read\nruntime=2sec\n")
-    study = STUDY.replace('rw = "randread"', 'job_file = "mine.fio"').replace('image_size = "512MiB"', 'image_size = "512MiB"\nimage_fill = "sparse"')
+    study = STUDY.replace('rw = "randread"', 'job_file = "mine.fio"').replace(
+        'image_size = "512MiB"', 'image_size = "512MiB"\nimage_fill = "sparse"'
+    )
     with pytest.raises(StudyError) as refused:
         parse_study(study, "study.toml", base_dir=tmp_path)
     assert str(refused.value) == shown

@@ -35,7 +35,9 @@ def study_file(tmp_path, repetitions: int = 2):
 
 def stored(f, study_run_id: int) -> list[tuple[str, ...]]:
     """Each (host, target, workload, repetition) stored, with how many times."""
-    rows = f.sql(f"SELECT host, target, workload, repetition, count(*) FROM runs WHERE study_run_id = {study_run_id} GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4")
+    rows = f.sql(
+        f"SELECT host, target, workload, repetition, count(*) FROM runs WHERE study_run_id = {study_run_id} GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"
+    )
     return [tuple(line.split("|")) for line in rows.splitlines()]
 
 
@@ -44,7 +46,11 @@ def status_of(f, study_run_id: int) -> str:
 
 
 def registered(f, count: int):
-    return lambda: f.sql("SELECT count(*) FROM procrastinate_workers") == str(count) if f.sql("SELECT to_regclass('procrastinate_workers')") else False
+    return lambda: (
+        f.sql("SELECT count(*) FROM procrastinate_workers") == str(count)
+        if f.sql("SELECT to_regclass('procrastinate_workers')")
+        else False
+    )
 
 
 def dispatched(f, tmp_path, on: str, repetitions: int) -> int:
@@ -75,7 +81,10 @@ def mid_run(f, tmp_path, runs: int):
     worker = f.start(0, "h")
     f.wait("the worker", registered(f, 1))
     study_run_id = dispatched(f, tmp_path, "h", runs)
-    f.wait("a run stored, the next under way", lambda: runs_of(f, study_run_id) == 1 and under_way(f, study_run_id, "run 2")())
+    f.wait(
+        "a run stored, the next under way",
+        lambda: runs_of(f, study_run_id) == 1 and under_way(f, study_run_id, "run 2")(),
+    )
     return worker, study_run_id
 
 
@@ -89,7 +98,9 @@ def test_a_worker_killed_mid_run_has_its_unit_taken_again_and_every_run_stored_o
         assert f.sql("SELECT status FROM procrastinate_jobs") == "doing", "its unit still looks taken"
         again = f.start(0, "h", workdir=first.workdir)  # the host's next worker, on its work directory
         f.wait("the study run finished", lambda: status_of(f, study_run_id) == "finished")
-        assert stored(f, study_run_id) == [("h", "ext4", "seq_write", str(r), "1") for r in (1, 2)], "every planned run stored exactly once"
+        assert stored(f, study_run_id) == [("h", "ext4", "seq_write", str(r), "1") for r in (1, 2)], (
+            "every planned run stored exactly once"
+        )
         assert "queued again" in again.output() and "left by an interrupted fslab" in again.output(), again.output()
         assert f.sql("SELECT status, attempts FROM procrastinate_jobs") == "succeeded|2", "taken twice, succeeded once"
         assert f.stop(again) == 0
@@ -140,8 +151,10 @@ def test_two_workers_of_one_name_never_benchmark_at_once_across_study_runs_and_t
         assert overlapping(f, *study_runs) == [], "one benchmark at a time on host twin"
         assert sorted(w.output().count("took unit") for w in (first, second)) == [1, 1], "each worker took a unit"
         assert "host twin is busy" in first.output() + second.output(), "one of them waited for the other's host lock"
-        said = (f"warning: another worker named twin is running: fslab worker pid {first.process.pid} "
-                f"on {socket.gethostname()} from {f.hosts[0].address}, up since 20")
+        said = (
+            f"warning: another worker named twin is running: fslab worker pid {first.process.pid} "
+            f"on {socket.gethostname()} from {f.hosts[0].address}, up since 20"
+        )
         assert said in started, started
         assert "another worker named" not in first.output()
         assert [f.stop(w) for w in (first, second)] == [0] * 2
@@ -156,6 +169,7 @@ def test_a_host_lock_whose_session_ends_is_taken_again_by_its_holder_or_lost_bef
 
     url = fleet_lab.pg.new_database("hostlock")
     said: list[str] = []
+
     def telling(who: str) -> Callable[[str], None]:
         return lambda line: said.append(f"{who}: {line}")
 
@@ -243,7 +257,10 @@ def test_the_database_connection_cut_mid_run_loses_nothing(fleet_lab, tmp_path):
         worker = f.start(0, "h")
         f.wait("the worker", registered(f, 1))
         study_run_id = dispatched(f, tmp_path, "h", 3)
-        f.wait("a run stored, the next under way", lambda: runs_of(f, study_run_id) == 1 and under_way(f, study_run_id, "run 2")())
+        f.wait(
+            "a run stored, the next under way",
+            lambda: runs_of(f, study_run_id) == 1 and under_way(f, study_run_id, "run 2")(),
+        )
         # Cut the worker's connections and keep the database closed until it has had a run to store meanwhile.
         f.pg.sql("ALTER DATABASE fleet ALLOW_CONNECTIONS false")
         cut = f"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = 'fleet' AND client_addr = '{f.hosts[0].address}'"
@@ -253,13 +270,17 @@ def test_the_database_connection_cut_mid_run_loses_nothing(fleet_lab, tmp_path):
         f.wait("a second cut", lambda: under_way(f, study_run_id, "run 3")())
         assert int(f.pg.sql(cut)) > 0
         f.wait("the study run finished", lambda: status_of(f, study_run_id) == "finished")
-        assert stored(f, study_run_id) == [("h", "ext4", "seq_write", str(r), "1") for r in (1, 2, 3)], "nothing lost, nothing twice"
+        assert stored(f, study_run_id) == [("h", "ext4", "seq_write", str(r), "1") for r in (1, 2, 3)], (
+            "nothing lost, nothing twice"
+        )
         assert worker.process.poll() is None, "the worker carried on"
         assert f.stop(worker) == 0
 
 
 @pytest.mark.root
-@pytest.mark.parametrize(("signum", "exit_status"), [(signal.SIGINT, 130), (signal.SIGTERM, 0)], ids=["ctrl-c", "systemctl-stop"])
+@pytest.mark.parametrize(
+    ("signum", "exit_status"), [(signal.SIGINT, 130), (signal.SIGTERM, 0)], ids=["ctrl-c", "systemctl-stop"]
+)
 def test_a_worker_stopped_mid_run_releases_the_run_and_gives_its_unit_back(fleet_lab, tmp_path, signum, exit_status):
     """Ctrl-C ends it as an interrupted command (130); SIGTERM, a service manager's stop, ends it
     normally (0: systemd would report 143 as a failure). Either way nothing is lost."""
@@ -274,7 +295,9 @@ def test_a_worker_stopped_mid_run_releases_the_run_and_gives_its_unit_back(fleet
         assert status == exit_status, first.output()
         assert f.sql(f"SELECT state FROM fleet_units WHERE study_run_id = {study_run_id}") == "released"
         assert f.sql("SELECT status FROM procrastinate_jobs") == "todo", "given back to the queue"
-        assert "worker stopped" in first.output() and held_by(first.workdir.root) == [], "nothing left attached or mounted"
+        assert "worker stopped" in first.output() and held_by(first.workdir.root) == [], (
+            "nothing left attached or mounted"
+        )
         again = f.start(0, "h", workdir=first.workdir)
         f.wait("the study run finished", lambda: status_of(f, study_run_id) == "finished")
         assert stored(f, study_run_id) == [("h", "ext4", "seq_write", str(r), "1") for r in (1, 2)]
@@ -318,27 +341,48 @@ def test_the_readme_fleet_commands_run_as_written_then_a_study_across_three_work
     with fleet(fleet_lab, tmp_path) as f:
         env = f.env() | {"FSLAB_DB": f.url}
 
-        def start(index: int, argv: list[str]) -> None:  # as the README starts a worker: its heartbeat lapse the default
+        def start(
+            index: int, argv: list[str]
+        ) -> None:  # as the README starts a worker: its heartbeat lapse the default
             workdir = f.undo.enter_context(fresh_workdir())
             log = tmp_path / f"{argv[3]}.log"
             with log.open("w") as out:
-                process = f.hosts[index].popen([sys.executable, "-m", *argv], stdout=out, stderr=subprocess.STDOUT, env=env | {"FSLAB_WORKDIR": str(workdir.root)})
+                process = f.hosts[index].popen(
+                    [sys.executable, "-m", *argv],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=env | {"FSLAB_WORKDIR": str(workdir.root)},
+                )
             f.workers.append(Worker(argv[3], process, log, workdir))
 
         for index, argv in enumerate(workers):
             start(index, argv)
         f.wait("two workers", registered(f, 2))
-        done = {c[1]: subprocess.run([sys.executable, "-m", *c], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900) for c in rest}
+        done = {
+            c[1]: subprocess.run(
+                [sys.executable, "-m", *c], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900
+            )
+            for c in rest
+        }
         for command, result in done.items():
             assert result.returncode == 0, f"fslab {command}:\n{result.stdout}\n{result.stderr}"
         study_run = int(f.sql("SELECT max(id) FROM study_runs"))
         counts = stored(f, study_run)
-        assert {row[0] for row in counts} == {"nvme-box", "sata-box"} and len(counts) == 2 * 4 * 4, "each host: 4 targets × 4 workloads, 1 run"
+        assert {row[0] for row in counts} == {"nvme-box", "sata-box"} and len(counts) == 2 * 4 * 4, (
+            "each host: 4 targets × 4 workloads, 1 run"
+        )
         assert {row[4] for row in counts} == {"1"}, "every run stored once"
         page = (tmp_path / "reports" / f"quick-{study_run}" / "report.html").read_text()
-        assert "<h3>Hosts</h3>" in page and "chart-seq_read-read_iops-nvme-box" in page and "chart-seq_read-read_iops-sata-box" in page, "a chart per host"
+        assert (
+            "<h3>Hosts</h3>" in page
+            and "chart-seq_read-read_iops-nvme-box" in page
+            and "chart-seq_read-read_iops-sata-box" in page
+        ), "a chart per host"
         assert "ext4 @ nvme-box" in page and "ext4 @ sata-box" in page, "each host's cells"
-        assert "rand_read · ext4 · read IOPS — host nvme-box" in done["history"].stdout and "— host sata-box" in done["history"].stdout
+        assert (
+            "rand_read · ext4 · read IOPS — host nvme-box" in done["history"].stdout
+            and "— host sata-box" in done["history"].stdout
+        )
 
         # A quick lapse beside the README's default (60 s: a heartbeat every 15 s): each worker is
         # judged by its own, so hdd-box never takes the others, running, for dead.
@@ -347,9 +391,16 @@ def test_the_readme_fleet_commands_run_as_written_then_a_study_across_three_work
         across = f.fslab_in_process("run", study_file(tmp_path, 1), "--no-ceiling", "--on", "all")
         assert across.returncode == 0, across.stdout + across.stderr
         first = int(f.sql("SELECT max(id) FROM study_runs"))
-        assert stored(f, first) == [(host, "ext4", "seq_write", "1", "1") for host in ("hdd-box", "nvme-box", "sata-box")], "every run once, each host's named by host"
-        assert status_of(f, first) == "finished" and "seq_write" in across.stdout and "ext4" in across.stdout, "then the summary, as fslab run prints it"
-        assert f.sql(f"SELECT string_agg(name, ',' ORDER BY name) FROM hosts WHERE study_run_id = {first}") == "hdd-box,nvme-box,sata-box"
+        assert stored(f, first) == [
+            (host, "ext4", "seq_write", "1", "1") for host in ("hdd-box", "nvme-box", "sata-box")
+        ], "every run once, each host's named by host"
+        assert status_of(f, first) == "finished" and "seq_write" in across.stdout and "ext4" in across.stdout, (
+            "then the summary, as fslab run prints it"
+        )
+        assert (
+            f.sql(f"SELECT string_agg(name, ',' ORDER BY name) FROM hosts WHERE study_run_id = {first}")
+            == "hdd-box,nvme-box,sata-box"
+        )
 
         second = dispatched(f, tmp_path, "label:ssd", 1)
         assert second == first + 1
@@ -362,9 +413,13 @@ def test_the_readme_fleet_commands_run_as_written_then_a_study_across_three_work
         assert "hdd-box" not in hosts, hosts
         assert [line.split()[0] for line in workers.splitlines()[-3:]] == ["hdd-box", "nvme-box", "sata-box"], workers
         assert [f.stop(w) for w in f.workers] == [0] * 3
-        said = "".join(w.output() for w in f.workers) + "".join(r.stdout + r.stderr for r in (*done.values(), across, shown))
+        said = "".join(w.output() for w in f.workers) + "".join(
+            r.stdout + r.stderr for r in (*done.values(), across, shown)
+        )
         assert postgres.PASSWORD not in said
-        assert "queued again" not in said and f.sql("SELECT count(*) FROM procrastinate_jobs WHERE attempts <> 1") == "0", "no unit taken from a live worker"
+        assert (
+            "queued again" not in said and f.sql("SELECT count(*) FROM procrastinate_jobs WHERE attempts <> 1") == "0"
+        ), "no unit taken from a live worker"
 
 
 TWO_EXT4 = EXT4 + '\n[[target]]\nname = "ext4-b"\nfilesystem = "ext4"\n'
@@ -386,14 +441,28 @@ def test_a_spread_study_run_divides_its_runs_between_two_workers_and_its_summary
         study_run_id = spread_on(f, tmp_path, EXT4, 4)
         f.wait("the study run finished", lambda: status_of(f, study_run_id) == "finished")
         found = stored(f, study_run_id)
-        assert sorted((t, w, r, n) for _, t, w, r, n in found) == [("ext4", "seq_write", str(r), "1") for r in (1, 2, 3, 4)], "every planned run stored once, on one host"
+        assert sorted((t, w, r, n) for _, t, w, r, n in found) == [
+            ("ext4", "seq_write", str(r), "1") for r in (1, 2, 3, 4)
+        ], "every planned run stored once, on one host"
         assert {h for h, *_ in found} == {"a", "b"}, "both hosts ran some"
-        assert f.sql(f"SELECT count(*) FROM fleet_blocks WHERE study_run_id = {study_run_id} AND host IS NOT NULL AND claimed_at <= started_at AND started_at <= finished_at") == "4"
-        assert f.sql(f"SELECT count(*) FROM fleet_units WHERE study_run_id = {study_run_id} AND queued_at <= claimed_at AND claimed_at <= started_at") == "2", "the queue's own time, per unit"
+        assert (
+            f.sql(
+                f"SELECT count(*) FROM fleet_blocks WHERE study_run_id = {study_run_id} AND host IS NOT NULL AND claimed_at <= started_at AND started_at <= finished_at"
+            )
+            == "4"
+        )
+        assert (
+            f.sql(
+                f"SELECT count(*) FROM fleet_units WHERE study_run_id = {study_run_id} AND queued_at <= claimed_at AND claimed_at <= started_at"
+            )
+            == "2"
+        ), "the queue's own time, per unit"
         summary = f.fslab_in_process("summary", str(study_run_id))
         assert summary.returncode == 0, summary.stderr
         method = " ".join(summary.stdout.split())
-        assert "2 hosts pooled (a, b; the study run was spread over them" in method and "@ a" not in summary.stdout, summary.stdout
+        assert "2 hosts pooled (a, b; the study run was spread over them" in method and "@ a" not in summary.stdout, (
+            summary.stdout
+        )
         assert [f.stop(w) for w in workers] == [0] * 2
 
 
@@ -406,7 +475,10 @@ def test_a_worker_killed_during_a_spread_study_run_has_its_block_taken_by_the_ot
 
         def mid_block() -> bool:  # host a stored the first run of a block (of two) and runs the second
             done = int(f.sql(f"SELECT count(*) FROM runs WHERE study_run_id = {study_run_id} AND host = 'a'"))
-            return done % 2 == 1 and f.sql(f"SELECT current FROM fleet_units WHERE study_run_id = {study_run_id} AND host = 'a'") != ""
+            return (
+                done % 2 == 1
+                and f.sql(f"SELECT current FROM fleet_units WHERE study_run_id = {study_run_id} AND host = 'a'") != ""
+            )
 
         f.wait("host a in the middle of a block", mid_block)
         doomed.stopped = True
@@ -414,9 +486,14 @@ def test_a_worker_killed_during_a_spread_study_run_has_its_block_taken_by_the_ot
         doomed.process.wait(timeout=60)
         f.wait("the study run finished without host a", lambda: status_of(f, study_run_id) == "finished")
         found = stored(f, study_run_id)
-        assert sorted((t, w, r, n) for _, t, w, r, n in found) == [(t, "seq_write", str(r), "1") for t in ("ext4", "ext4-b") for r in (1, 2, 3, 4)], "every planned run stored exactly once"
+        assert sorted((t, w, r, n) for _, t, w, r, n in found) == [
+            (t, "seq_write", str(r), "1") for t in ("ext4", "ext4-b") for r in (1, 2, 3, 4)
+        ], "every planned run stored exactly once"
         assert "queued again" in other.output(), other.output()
-        assert f.sql(f"SELECT count(*) FROM fleet_blocks WHERE study_run_id = {study_run_id} AND finished_at IS NULL") == "0"
+        assert (
+            f.sql(f"SELECT count(*) FROM fleet_blocks WHERE study_run_id = {study_run_id} AND finished_at IS NULL")
+            == "0"
+        )
         assert f.stop(other) == 0
 
 
@@ -436,7 +513,9 @@ def test_spread_refuses_what_cannot_be_divided(tmp_path):
 
 
 @pytest.mark.root
-def test_a_unit_whose_runs_fail_alike_stops_once_with_its_cause_and_is_not_taken_again(fleet_lab, tmp_path, monkeypatch):
+def test_a_unit_whose_runs_fail_alike_stops_once_with_its_cause_and_is_not_taken_again(
+    fleet_lab, tmp_path, monkeypatch
+):
     from conftest import path_without
 
     bin_dir = Path(path_without("fslab-none", tmp_path / "bin"))
@@ -462,7 +541,9 @@ def test_a_unit_whose_runs_fail_alike_stops_once_with_its_cause_and_is_not_taken
         statuses = f.sql(by_status).splitlines()
         assert statuses[0].startswith("ok|") and statuses[1].startswith("superseded|") and len(statuses) == 2, statuses
         assert status_of(f, study_run_id) == "finished" and worker.process.poll() is None, "the worker goes on"
-        assert "ended with status: Error" in worker.output() and "Traceback" not in worker.output(), "procrastinate's word on the job: one line"
+        assert "ended with status: Error" in worker.output() and "Traceback" not in worker.output(), (
+            "procrastinate's word on the job: one line"
+        )
         assert f.stop(worker) == 0
 
 
@@ -526,7 +607,9 @@ def test_a_database_migrated_beneath_a_unit_stores_no_more_of_its_runs_and_refus
 
     with fleet(fleet_lab, tmp_path) as f:
         worker, study_run_id = mid_run(f, tmp_path, 3)
-        f.sql(f"UPDATE schema_info SET version = {SCHEMA_VERSION + 1}")  # as a newer fslab leaves it, migrated on opening
+        f.sql(
+            f"UPDATE schema_info SET version = {SCHEMA_VERSION + 1}"
+        )  # as a newer fslab leaves it, migrated on opening
         f.wait("the unit refused", lambda: unit_of(f, study_run_id, "h")[0] == "refused")
         kept = runs_of(f, study_run_id)
         why = unit_of(f, study_run_id, "h")[1]
@@ -563,8 +646,9 @@ def migrated_v14_fleet_shows_its_workers_versions(db) -> None:
     with db.engine.connect() as conn:
         assert conn.execute(sa.text("SELECT version FROM schema_info")).scalar() == SCHEMA_VERSION == 16
     old = roster.workers(db.engine)
-    assert [(w.name, w.labels, w.lapse, w.fslab_version, w.schema_version) for w in old] == \
-        [("nvme-box", ["ssd"], 60.0, None, None)]
+    assert [(w.name, w.labels, w.lapse, w.fslab_version, w.schema_version) for w in old] == [
+        ("nvme-box", ["ssd"], 60.0, None, None)
+    ]
     roster.register(db.engine, Host("new-box", "id", "6.1", "cpu", 2, 1 << 30), ["nvme"], 2.0)
     found = {w.name: (w.fslab_version, w.schema_version) for w in roster.workers(db.engine)}
     assert found == {"nvme-box": (None, None), "new-box": (__version__, 16)}

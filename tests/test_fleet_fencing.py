@@ -22,7 +22,11 @@ TARGETS = ("ext4", "ext4-b", "ext4-c")
 def spread_on(f, tmp_path, targets: int, blocks: int) -> int:
     """A spread study run on hosts a and b: `blocks` blocks of `targets` runs (one per target)."""
     path = tmp_path / "spread.toml"
-    path.write_text(short_study("fenced", "".join(f'[[target]]\nname = "{t}"\nfilesystem = "ext4"\n\n' for t in TARGETS[:targets]), blocks))
+    path.write_text(
+        short_study(
+            "fenced", "".join(f'[[target]]\nname = "{t}"\nfilesystem = "ext4"\n\n' for t in TARGETS[:targets]), blocks
+        )
+    )
     queued = f.fslab_in_process("run", str(path), "--no-ceiling", "--on", "a,b", "--spread", "--detach")
     assert queued.returncode == 0, queued.stderr
     return int(queued.stdout.strip())
@@ -30,7 +34,9 @@ def spread_on(f, tmp_path, targets: int, blocks: int) -> int:
 
 def counted(f, study_run_id: int) -> list[tuple[str, ...]]:
     """Each (target, repetition) stored as counted, with how many times."""
-    rows = f.sql(f"SELECT target, repetition, count(*) FROM runs WHERE study_run_id = {study_run_id} AND status <> 'superseded' GROUP BY 1, 2 ORDER BY 1, 2")
+    rows = f.sql(
+        f"SELECT target, repetition, count(*) FROM runs WHERE study_run_id = {study_run_id} AND status <> 'superseded' GROUP BY 1, 2 ORDER BY 1, 2"
+    )
     return [tuple(line.split("|")) for line in rows.splitlines()]
 
 
@@ -50,21 +56,30 @@ def under_way(f, study_run_id: int, host: str) -> tuple[str, str] | None:
 def stored(f, study_run_id: int, target: str, repetition: str, host: str | None = None) -> list[str]:
     """The status of each run of that target and repetition stored (by `host`, if named)."""
     by = f" AND host = '{host}'" if host else ""
-    return f.sql(f"SELECT status FROM runs WHERE study_run_id = {study_run_id} AND target = '{target}' AND repetition = {repetition}{by}").split()
+    return f.sql(
+        f"SELECT status FROM runs WHERE study_run_id = {study_run_id} AND target = '{target}' AND repetition = {repetition}{by}"
+    ).split()
 
 
 def registered(f, count: int):
-    return lambda: f.sql("SELECT to_regclass('procrastinate_workers')") and f.sql("SELECT count(*) FROM procrastinate_workers") == str(count)
+    return lambda: (
+        f.sql("SELECT to_regclass('procrastinate_workers')")
+        and f.sql("SELECT count(*) FROM procrastinate_workers") == str(count)
+    )
 
 
 def ended(f, study_run_id: int):
     """The study run finished and each host's unit ended: nothing more will be stored."""
     units = f"SELECT count(*) FROM fleet_units WHERE study_run_id = {study_run_id} AND state IN ('done', 'failed')"
-    return lambda: f.sql(f"SELECT status FROM study_runs WHERE id = {study_run_id}") == "finished" and f.sql(units) == "2"
+    return lambda: (
+        f.sql(f"SELECT status FROM study_runs WHERE id = {study_run_id}") == "finished" and f.sql(units) == "2"
+    )
 
 
 @pytest.mark.root
-def test_a_spread_host_cut_off_or_the_server_away_past_the_lapse_leaves_every_planned_run_counted_once(fleet_lab, tmp_path):
+def test_a_spread_host_cut_off_or_the_server_away_past_the_lapse_leaves_every_planned_run_counted_once(
+    fleet_lab, tmp_path
+):
     with fleet(fleet_lab, tmp_path) as f:
         workers = {"a": f.start(0, "a"), "b": f.start(1, "b")}
         f.wait("both workers", registered(f, 2))
@@ -73,11 +88,18 @@ def test_a_spread_host_cut_off_or_the_server_away_past_the_lapse_leaves_every_pl
         study_run_id = spread_on(f, tmp_path, targets=2, blocks=3)
         target, repetition = f.wait("a run under way on host a", lambda: under_way(f, study_run_id, "a"))
         with f.hosts[0].cut():
-            f.wait("host b to take a's block over and store that run", lambda: stored(f, study_run_id, target, repetition, "b"))
-        f.wait("host a, back, to store the run it had under way", lambda: stored(f, study_run_id, target, repetition, "a"))
+            f.wait(
+                "host b to take a's block over and store that run",
+                lambda: stored(f, study_run_id, target, repetition, "b"),
+            )
+        f.wait(
+            "host a, back, to store the run it had under way", lambda: stored(f, study_run_id, target, repetition, "a")
+        )
         f.wait("the study run and both units ended", ended(f, study_run_id))
         assert counted(f, study_run_id) == planned(2, 3), "every planned run stored exactly once"
-        assert stored(f, study_run_id, target, repetition, "a") == ["superseded"], "a's run of the block b took over: kept aside"
+        assert stored(f, study_run_id, target, repetition, "a") == ["superseded"], (
+            "a's run of the block b took over: kept aside"
+        )
         assert "queued again" in workers["b"].output(), workers["b"].output()
         assert "was taken by another worker while this one was unheard" in workers["a"].output(), workers["a"].output()
         shown = f.fslab_in_process("status", str(study_run_id))
@@ -88,15 +110,26 @@ def test_a_spread_host_cut_off_or_the_server_away_past_the_lapse_leaves_every_pl
         # is back, whichever worker is heard from first judges the other: the waiting host may take
         # the block over (the other's run after that kept aside), or the holder go on with it.
         second = spread_on(f, tmp_path, targets=3, blocks=1)
-        holder = f.wait("a host running the only block", lambda: next((h for h in "ab" if under_way(f, second, h)), None))
+        holder = f.wait(
+            "a host running the only block", lambda: next((h for h in "ab" if under_way(f, second, h)), None)
+        )
         waiting = "b" if holder == "a" else "a"
-        f.wait("the other host waiting for a block", lambda: f.sql(f"SELECT state FROM fleet_units WHERE study_run_id = {second} AND host = '{waiting}'") == "running")
+        f.wait(
+            "the other host waiting for a block",
+            lambda: (
+                f.sql(f"SELECT state FROM fleet_units WHERE study_run_id = {second} AND host = '{waiting}'")
+                == "running"
+            ),
+        )
         lost = workers[holder].output().count("database connection lost")
         with f.pg.away():
             away_since = time.monotonic()
             f.wait(
                 "the holder a run to store, and the lapse past, with the server away",
-                lambda: workers[holder].output().count("database connection lost") > lost and time.monotonic() - away_since > float(LAPSE),
+                lambda: (
+                    workers[holder].output().count("database connection lost") > lost
+                    and time.monotonic() - away_since > float(LAPSE)
+                ),
             )
         f.wait("the study run and both units ended", ended(f, second))
         assert counted(f, second) == planned(3, 1), "every planned run stored exactly once"
@@ -115,7 +148,11 @@ def leases(pg_cluster):
 
     db = SteadyResults(pg_cluster.new_database("leases"), print)
     with db.engine.begin() as conn:
-        conn.execute(sa.text("INSERT INTO study_runs (study, study_path, study_source, scale, repetitions, plan_seed, started_at, status, environment, fslab_version) VALUES ('s', 's.toml', '', 1, 1, 1, now(), 'running', '{}', 'x')"))
+        conn.execute(
+            sa.text(
+                "INSERT INTO study_runs (study, study_path, study_source, scale, repetitions, plan_seed, started_at, status, environment, fslab_version) VALUES ('s', 's.toml', '', 1, 1, 1, now(), 'running', '{}', 'x')"
+            )
+        )
     units.queued(db.engine, 1, ["a", "b"])
     spread.queued(db.engine, 1, 2)
     yield db
@@ -139,16 +176,23 @@ def test_a_worker_whose_unit_or_block_was_taken_stores_its_run_aside_and_hears_s
         kept = leases.record_run(1, a_run(1))
     second = lease.take_unit(leases.engine, 1, "a")  # another worker of a's name took the unit
     assert (first.generation, second.generation) == (1, 2)
-    with leases.leased(lambda record: first), pytest.raises(UnitWithdrawn, match="the unit of study run 1 on a was taken by another worker"):
+    with (
+        leases.leased(lambda record: first),
+        pytest.raises(UnitWithdrawn, match="the unit of study run 1 on a was taken by another worker"),
+    ):
         leases.record_run(1, a_run(2))
     block = lease.take_block(leases.engine, 1, 2, "a")
     assert lease.take_block(leases.engine, 1, 2, "b").generation == block.generation + 1
     with leases.leased(lambda record: block), pytest.raises(BlockWithdrawn, match="block 2 of study run 1 was taken"):
         leases.record_run(1, a_run(3, block=2))
-    assert not lease.write(leases.engine, block, finished_at=a_run(3).finished_at), "nothing more of the block written by the host it was taken from"
+    assert not lease.write(leases.engine, block, finished_at=a_run(3).finished_at), (
+        "nothing more of the block written by the host it was taken from"
+    )
     with leases.engine.connect() as conn:
         found = conn.execute(sa.text("SELECT id, repetition, status, error FROM runs ORDER BY id")).all()
-    assert [(r.repetition, r.status) for r in found] == [(1, "ok"), (2, "superseded"), (3, "superseded")] and found[0].id == kept
+    assert [(r.repetition, r.status) for r in found] == [(1, "ok"), (2, "superseded"), (3, "superseded")] and found[
+        0
+    ].id == kept
     assert found[1].error.startswith("measured on a after the unit of study run 1 on a was taken by another worker")
     assert [r["repetition"] for r in leases.runs(1)] == [1], "kept aside: never counted"
 
@@ -175,7 +219,6 @@ def test_a_blocks_job_ended_or_given_back_twice_is_so_once(leases):
 
     assert asyncio.run(twice(queue.block_done)) == ["succeeded"]
     assert asyncio.run(twice(queue.give_back)) == ["todo"]
-
 
 
 @contextmanager
@@ -209,9 +252,14 @@ def test_a_unit_that_starts_while_the_server_is_away_runs_once_it_is_back(fleet_
         f.wait("the worker", registered(f, 1))
         with held_at(f, "runs", "FROM runs"):
             study_run_id = dispatched(f, tmp_path, "h", 2)
-        f.wait("the unit to end", lambda: f.sql(f"SELECT state FROM fleet_units WHERE study_run_id = {study_run_id}") in ("done", "failed"))
+        f.wait(
+            "the unit to end",
+            lambda: f.sql(f"SELECT state FROM fleet_units WHERE study_run_id = {study_run_id}") in ("done", "failed"),
+        )
         assert f.sql(f"SELECT state FROM fleet_units WHERE study_run_id = {study_run_id}") == "done", worker.output()
-        assert stored(f, study_run_id) == [("h", "ext4", "seq_write", str(r), "1") for r in (1, 2)], "every run stored once"
+        assert stored(f, study_run_id) == [("h", "ext4", "seq_write", str(r), "1") for r in (1, 2)], (
+            "every run stored once"
+        )
         assert "database connection lost" in worker.output(), worker.output()
         f.stop(worker)
 
@@ -233,8 +281,13 @@ def test_a_spread_unit_taking_a_block_while_the_server_is_away_takes_it_once_it_
         f.wait("the first block's run stored", lambda: counted(f, study_run_id))
         with held_at(f, "procrastinate_jobs", "procrastinate_f"):  # procrastinate_fetch_job, procrastinate_finish_job
             pass
-        f.wait("the study run and its unit ended", lambda: f.sql(f"SELECT state FROM fleet_units WHERE study_run_id = {study_run_id}") in ("done", "failed"))
+        f.wait(
+            "the study run and its unit ended",
+            lambda: f.sql(f"SELECT state FROM fleet_units WHERE study_run_id = {study_run_id}") in ("done", "failed"),
+        )
         assert f.sql(f"SELECT state FROM fleet_units WHERE study_run_id = {study_run_id}") == "done", worker.output()
-        assert counted(f, study_run_id) == [("ext4", str(r), "1") for r in (1, 2, 3)], "every planned run stored exactly once"
+        assert counted(f, study_run_id) == [("ext4", str(r), "1") for r in (1, 2, 3)], (
+            "every planned run stored exactly once"
+        )
         assert "database connection lost" in worker.output(), worker.output()
         f.stop(worker)

@@ -42,7 +42,9 @@ clients = {clients}
 
 def study_file(tmp_path, repetitions: int, **clients: list[str]) -> str:
     path = tmp_path / "shared.toml"
-    workloads = "".join(MIXED.format(name=name, clients=str(hosts).replace("'", '"')) for name, hosts in clients.items())
+    workloads = "".join(
+        MIXED.format(name=name, clients=str(hosts).replace("'", '"')) for name, hosts in clients.items()
+    )
     path.write_text(SHARED.format(repetitions=repetitions, workloads=workloads))
     return str(path)
 
@@ -66,14 +68,19 @@ def test_a_study_on_one_host_drives_the_fio_servers_of_its_clients_workers_as_do
     with fleet(fleet_lab, tmp_path) as f:
         prefix = f.hosts[0].address.rsplit(".", 1)[0] + "."
         *workers, run = documented_commands(prefix)
-        assert [w[:4] for w in workers] == [["fslab", "worker", "--name", n] for n in ("host-a", "host-b", "driver")] and run[:2] == ["fslab", "run"]
+        assert [w[:4] for w in workers] == [
+            ["fslab", "worker", "--name", n] for n in ("host-a", "host-b", "driver")
+        ] and run[:2] == ["fslab", "run"]
         # host-a and host-b in the namespaces of the addresses they name (.2, .3), the driver in the third; all
         # in this machine's own mounts: what the driver mounts the clients see, as a shared filesystem
         assert [f.hosts[i].address for i in (0, 1)] == [f"{prefix}2", f"{prefix}3"]
         clients = [f.start(i, argv[3], *argv[4:]) for i, argv in enumerate(workers[:2])]
         f.start(2, "driver", *workers[2][4:])
         f.wait("three workers", registered(f, 3))
-        assert f.sql("SELECT string_agg(name || '=' || coalesce(fio_address, '-'), ',' ORDER BY name) FROM fleet_workers") == f"driver=-,host-a={prefix}2:8765,host-b={prefix}3:8765"
+        assert (
+            f.sql("SELECT string_agg(name || '=' || coalesce(fio_address, '-'), ',' ORDER BY name) FROM fleet_workers")
+            == f"driver=-,host-a={prefix}2:8765,host-b={prefix}3:8765"
+        )
         assert fio_servers() == before, "no fio server while no study run needs one"
 
         path = Path(study_file(tmp_path, 2, mixed=["host-a", "host-b"]))
@@ -81,13 +88,22 @@ def test_a_study_on_one_host_drives_the_fio_servers_of_its_clients_workers_as_do
         done = f.fslab(*run[1:])
         assert done.returncode == 0, done.stdout + done.stderr
         study_run_id = int(f.sql("SELECT max(id) FROM study_runs"))
-        assert f.sql(f"SELECT string_agg(host || ':' || status, ',' ORDER BY repetition) FROM runs WHERE study_run_id = {study_run_id}") == "driver:ok,driver:ok"
-        outputs = f.sql(f"SELECT string_agg(o.phase, ',' ORDER BY r.repetition, o.phase) FROM run_outputs o JOIN runs r ON r.id = o.run_id WHERE r.study_run_id = {study_run_id} AND o.tool = 'fio'")
+        assert (
+            f.sql(
+                f"SELECT string_agg(host || ':' || status, ',' ORDER BY repetition) FROM runs WHERE study_run_id = {study_run_id}"
+            )
+            == "driver:ok,driver:ok"
+        )
+        outputs = f.sql(
+            f"SELECT string_agg(o.phase, ',' ORDER BY r.repetition, o.phase) FROM run_outputs o JOIN runs r ON r.id = o.run_id WHERE r.study_run_id = {study_run_id} AND o.tool = 'fio'"
+        )
         assert outputs == "host-a,host-b,host-a,host-b", "each client's own output, for every run"
         for repetition in (1, 2):
             found = dict(
                 line.split("|")
-                for line in f.sql(f"SELECT m.phase || '.' || m.name, m.value FROM metrics m JOIN runs r ON r.id = m.run_id WHERE r.study_run_id = {study_run_id} AND r.repetition = {repetition}").splitlines()
+                for line in f.sql(
+                    f"SELECT m.phase || '.' || m.name, m.value FROM metrics m JOIN runs r ON r.id = m.run_id WHERE r.study_run_id = {study_run_id} AND r.repetition = {repetition}"
+                ).splitlines()
             )
             whole, parts = float(found[".write_iops"]), [float(found[f"{c}.write_iops"]) for c in ("host-a", "host-b")]
             assert all(p > 0 for p in parts) and whole == pytest.approx(sum(parts)), "the whole is the clients' sum"
@@ -111,9 +127,17 @@ def test_a_client_without_a_worker_or_without_fio_fails_its_run_naming_it_and_wh
         done = f.fslab_in_process("run", study_file(tmp_path, 1, no_fio=["a"], no_worker=["c"]), "--on", "x")
         assert done.returncode == 1 and "2 run(s) failed" in done.stdout, done.stdout + done.stderr
         study_run_id = int(f.sql("SELECT max(id) FROM study_runs"))
-        failed = dict(line.split("|", 2)[::2] for line in f.sql(f"SELECT workload, status, error FROM runs WHERE study_run_id = {study_run_id}").splitlines())
+        failed = dict(
+            line.split("|", 2)[::2]
+            for line in f.sql(
+                f"SELECT workload, status, error FROM runs WHERE study_run_id = {study_run_id}"
+            ).splitlines()
+        )
         assert "client host 'a': its worker serves no fio; start it again with --fio-address" in failed["no_fio"]
-        assert "client host 'c' has no worker in the fleet: start `fslab worker --name c --fio-address ADDRESS`" in failed["no_worker"]
+        assert (
+            "client host 'c' has no worker in the fleet: start `fslab worker --name c --fio-address ADDRESS`"
+            in failed["no_worker"]
+        )
         assert f.sql(f"SELECT string_agg(status, ',') FROM runs WHERE study_run_id = {study_run_id}") == "failed,failed"
         for worker in f.workers:
             f.stop(worker)
@@ -129,7 +153,11 @@ def test_where_a_client_serves_is_checked_again_when_read_from_the_database_and_
         clients.endpoint_of("a")
     with pytest.raises(Refused, match="is the host running this unit"):
         clients.endpoint_of("x")
-    for planted, said in (("0.0.0.0:8765", "not one address"), ("192.168.7.2:8765", "neither loopback"), ("a.example:8765", "not an IP address")):
+    for planted, said in (
+        ("0.0.0.0:8765", "not one address"),
+        ("192.168.7.2:8765", "neither loopback"),
+        ("a.example:8765", "not an IP address"),
+    ):
         with db.engine.begin() as conn:
             conn.execute(sa.text("UPDATE fleet_workers SET fio_address = :a, fio_serving = 7"), {"a": planted})
         with pytest.raises(Refused, match=said):
@@ -142,7 +170,9 @@ def test_where_a_client_serves_is_checked_again_when_read_from_the_database_and_
     assert str(clients.endpoint_of("a")) == "10.231.4.2:8765"
     # waited for, until its worker serves this study run
     roster.serving_for(db.engine, "a", None)
-    patient = roster.FleetClients(db.engine, 7, lab, driving="x", within=60.0, wait=lambda _: roster.serving_for(db.engine, "a", 7))
+    patient = roster.FleetClients(
+        db.engine, 7, lab, driving="x", within=60.0, wait=lambda _: roster.serving_for(db.engine, "a", 7)
+    )
     assert str(patient.endpoint_of("a")) == "10.231.4.2:8765"
 
 

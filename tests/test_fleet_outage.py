@@ -36,8 +36,13 @@ def test_a_lost_connection_is_told_from_other_errors_whichever_client_raised_it(
     assert not connection_lost(FslabError("study run 1 is not in the database"))
 
 
-@pytest.mark.parametrize("lost", [sa.exc.OperationalError("SELECT 1", {}, Exception("server closed the connection")),
-                                  raised(psycopg.errors.AdminShutdown("terminating connection"))])
+@pytest.mark.parametrize(
+    "lost",
+    [
+        sa.exc.OperationalError("SELECT 1", {}, Exception("server closed the connection")),
+        raised(psycopg.errors.AdminShutdown("terminating connection")),
+    ],
+)
 def test_a_unit_meeting_a_lost_connection_outside_the_rule_is_given_back_not_failed(monkeypatch, tmp_path, lost):
     from fslab.fleet import worker
 
@@ -50,8 +55,17 @@ def test_a_unit_meeting_a_lost_connection_outside_the_rule_is_given_back_not_fai
     db = SimpleNamespace(steadily=settled.append)  # what _settle would write: the unit's end
     done: Future = Future()
     said: list[str] = []
-    worker._run_handed(worker.Unit(1, "h"), done, db, SimpleNamespace(name="h"), SimpleNamespace(workdir=tmp_path, fio=None),
-                       said.append, None, set(), None)  # type: ignore[arg-type]
+    worker._run_handed(
+        worker.Unit(1, "h"),
+        done,
+        db,
+        SimpleNamespace(name="h"),
+        SimpleNamespace(workdir=tmp_path, fio=None),
+        said.append,
+        None,
+        set(),
+        None,
+    )  # type: ignore[arg-type]
     assert isinstance(done.exception(), worker.UnitReleased), said
     assert not settled, "nothing written of the unit: not failed"
     assert said == [f"given back: study run 1 on h: database connection lost ({type(lost).__name__})"]

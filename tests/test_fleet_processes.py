@@ -39,14 +39,31 @@ def test_the_waiting_run_on_survives_the_server_stopped_a_while_and_reports_as_u
         f.wait("the worker", registered(f, 1))
         log = tmp_path / "run-on.log"
         with log.open("w") as out:
-            argv = [sys.executable, "-m", "fslab", "run", study_file(tmp_path, 4), "--no-ceiling", "--on", "h", "--db", f.pg.url(DATABASE)]
+            argv = [
+                sys.executable,
+                "-m",
+                "fslab",
+                "run",
+                study_file(tmp_path, 4),
+                "--no-ceiling",
+                "--on",
+                "h",
+                "--db",
+                f.pg.url(DATABASE),
+            ]
             following = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=f.env(), cwd=tmp_path)
         try:
-            f.wait("the study run's first run stored, the next under way", lambda: runs_of(f, 1) == 1 and under_way(f, 1, "run 2")())
+            f.wait(
+                "the study run's first run stored, the next under way",
+                lambda: runs_of(f, 1) == 1 and under_way(f, 1, "run 2")(),
+            )
             assert following.poll() is None, log.read_text()
             hidden = postgres.PASSWORD.encode() not in cmdline(following.pid)
             with f.pg.away():
-                f.wait("the follower to find the database away", lambda: "database unreachable" in log.read_text() or following.poll() is not None)
+                f.wait(
+                    "the follower to find the database away",
+                    lambda: "database unreachable" in log.read_text() or following.poll() is not None,
+                )
                 asked = {command: f.fslab(command, "1", timeout=120) for command in ("status", "summary")}
             following.wait(timeout=600)
         finally:
@@ -61,15 +78,23 @@ def test_the_waiting_run_on_survives_the_server_stopped_a_while_and_reports_as_u
         for command, answer in asked.items():
             assert answer.returncode == 2 and "Traceback" not in answer.stderr, f"fslab {command}:\n{answer.stderr}"
             lines = answer.stderr.strip().splitlines()
-            assert len(lines) == 1 and f"cannot use {f.url} as the results database" in lines[0], f"fslab {command}: {answer.stderr}"
-            assert "Connection refused" in lines[0] and "check that its server is up and reachable" in lines[0], lines[0]
+            assert len(lines) == 1 and f"cannot use {f.url} as the results database" in lines[0], (
+                f"fslab {command}: {answer.stderr}"
+            )
+            assert "Connection refused" in lines[0] and "check that its server is up and reachable" in lines[0], lines[
+                0
+            ]
         assert hidden and postgres.PASSWORD not in said, "the password neither in ps nor said"
-        assert "database connection lost" in worker.output() and "Traceback" not in worker.output(), "the worker, too, says what it does in lines of its own"
+        assert "database connection lost" in worker.output() and "Traceback" not in worker.output(), (
+            "the worker, too, says what it does in lines of its own"
+        )
         assert f.stop(worker) == 0
 
 
 @pytest.mark.root
-def test_a_password_in_the_workers_url_is_hidden_from_ps_as_it_starts_and_the_documented_ways_advised(fleet_lab, tmp_path):
+def test_a_password_in_the_workers_url_is_hidden_from_ps_as_it_starts_and_the_documented_ways_advised(
+    fleet_lab, tmp_path
+):
     """/proc/PID/cmdline (what `ps` shows every user) read from the moment the worker is started:
     the password is gone before the worker says a word, and stays gone; the argument keeps its
     place and length (stars), the worker says once how to give the password instead, and works."""
@@ -82,7 +107,9 @@ def test_a_password_in_the_workers_url_is_hidden_from_ps_as_it_starts_and_the_do
         def hidden_yet() -> bytes | None:
             said_by_then = worker.output()  # read first: had it spoken, the password read next must be gone
             seen = cmdline(worker.process.pid)
-            assert not (said_by_then and secret in seen), f"the worker spoke before its password was hidden: {said_by_then}"
+            assert not (said_by_then and secret in seen), (
+                f"the worker spoke before its password was hidden: {said_by_then}"
+            )
             return seen if ours in seen and secret not in seen else None
 
         first_clean = wait_for("the password hidden from ps", hidden_yet, every=0.005)
@@ -91,9 +118,13 @@ def test_a_password_in_the_workers_url_is_hidden_from_ps_as_it_starts_and_the_do
         now = cmdline(worker.process.pid)
         assert secret not in now and now == first_clean, "hidden for good"
         assert f"postgresql://{postgres.USER}:{'*' * len(postgres.PASSWORD)}@".encode() in now
-        assert now.count(b"\0") == len(worker.process.args) - 2, "each argument in its place (nsenter's two gone with its exec)"
+        assert now.count(b"\0") == len(worker.process.args) - 2, (
+            "each argument in its place (nsenter's two gone with its exec)"
+        )
         said = worker.output()
-        assert said.count("a password given in a database URL") == 1 and all(way in said for way in DOCUMENTED_WAYS), said
+        assert said.count("a password given in a database URL") == 1 and all(way in said for way in DOCUMENTED_WAYS), (
+            said
+        )
         assert postgres.PASSWORD not in said
         assert f.stop(worker) == 0
 
@@ -101,7 +132,11 @@ def test_a_password_in_the_workers_url_is_hidden_from_ps_as_it_starts_and_the_do
 def loop_devices_of(worker) -> list[Path]:  # noqa: ANN001
     """The loop devices attached to images under the worker's work directory."""
     root = bytes(worker.workdir.root)
-    return [Path("/dev") / f.parent.parent.name for f in Path("/sys/block").glob("loop*/loop/backing_file") if root in f.read_bytes()]
+    return [
+        Path("/dev") / f.parent.parent.name
+        for f in Path("/sys/block").glob("loop*/loop/backing_file")
+        if root in f.read_bytes()
+    ]
 
 
 @pytest.mark.root
@@ -119,7 +154,10 @@ def test_a_worker_stopped_while_another_process_holds_its_loop_device_still_stop
         assert queued.returncode == 0, queued.stderr
         journal = worker.workdir.root / "journal.jsonl"
         fio_proven = '"event": "proof", "kind": "process", "id": "fio"'
-        f.wait("fio under way on the run's loop device", lambda: journal.exists() and fio_proven in journal.read_text() and loop_devices_of(worker))
+        f.wait(
+            "fio under way on the run's loop device",
+            lambda: journal.exists() and fio_proven in journal.read_text() and loop_devices_of(worker),
+        )
         with loop_devices_of(worker)[0].open("rb"):  # held as another process would hold it
             worker.stopped = True
             worker.process.send_signal(signal.SIGTERM)
@@ -135,12 +173,30 @@ def test_every_password_of_fslabs_arguments_is_hidden_in_place(tmp_path):
     """A real process's own /proc/PID/cmdline, after fslab hides what it was given: each URL's
     password (after the user, or as a query's password=) is stars of its length; the rest, each
     argument's bounds among them, as it was."""
-    given = ["--db", "postgresql://u:s3cr3t@db:5432/x", "--db=postgresql+psycopg://u:p%40ss@db/x", "postgresql:///x?service=team&password=q&sslmode=require", "fslab.db", "postgresql://u@db/x"]
-    expected = ["--db", "postgresql://u:******@db:5432/x", "--db=postgresql+psycopg://u:******@db/x", "postgresql:///x?service=team&password=*&sslmode=require", "fslab.db", "postgresql://u@db/x"]
+    given = [
+        "--db",
+        "postgresql://u:s3cr3t@db:5432/x",
+        "--db=postgresql+psycopg://u:p%40ss@db/x",
+        "postgresql:///x?service=team&password=q&sslmode=require",
+        "fslab.db",
+        "postgresql://u@db/x",
+    ]
+    expected = [
+        "--db",
+        "postgresql://u:******@db:5432/x",
+        "--db=postgresql+psycopg://u:******@db/x",
+        "postgresql:///x?service=team&password=*&sslmode=require",
+        "fslab.db",
+        "postgresql://u@db/x",
+    ]
     script = "import sys; from fslab.argv_passwords import hide; said = hide(); sys.stdout.buffer.write(open('/proc/self/cmdline', 'rb').read() + str(said).encode())"
     done = subprocess.run([sys.executable, "-c", script, *given], capture_output=True, check=True)
-    assert done.stdout.split(b"\0")[3:] == [a.encode() for a in expected] + [b"True"], "python, -c, its script: then the arguments"
-    untouched = subprocess.run([sys.executable, "-c", script, "--db", "postgresql://u@db/x"], capture_output=True, check=True)
+    assert done.stdout.split(b"\0")[3:] == [a.encode() for a in expected] + [b"True"], (
+        "python, -c, its script: then the arguments"
+    )
+    untouched = subprocess.run(
+        [sys.executable, "-c", script, "--db", "postgresql://u@db/x"], capture_output=True, check=True
+    )
     assert untouched.stdout.endswith(b"postgresql://u@db/x\0None"), "no password given: nothing to say"
 
 
@@ -153,8 +209,12 @@ def unit_in_docs() -> str:
 def test_the_docs_give_the_systemd_unit_contrib_ships_and_a_stop_is_no_failure(tmp_path):
     shipped = (ROOT / "contrib" / "fslab-worker.service").read_text()
     assert unit_in_docs() == shipped, "docs/fleet.md shows contrib/fslab-worker.service as it is"
-    assert "SuccessExitStatus" not in shipped and "KillSignal=SIGTERM" in shipped, "a stopped worker exits 0: nothing to excuse"
-    assert "FSLAB_DB=postgresql://fslab@" in shipped and "PGPASSWORD" in shipped, "the password beside the URL, never in it"
+    assert "SuccessExitStatus" not in shipped and "KillSignal=SIGTERM" in shipped, (
+        "a stopped worker exits 0: nothing to excuse"
+    )
+    assert "FSLAB_DB=postgresql://fslab@" in shipped and "PGPASSWORD" in shipped, (
+        "the password beside the URL, never in it"
+    )
     # systemd's own reading of it (with an fslab that is there: the unit's is where pip puts it)
     unit = tmp_path / "fslab-worker.service"
     unit.write_text(shipped.replace("/usr/local/bin/fslab", str(Path(sys.executable).with_name("fslab"))))

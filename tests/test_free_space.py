@@ -21,7 +21,9 @@ MiB = 2**20
 
 def free_for_real(workdir, target: Target) -> int:  # noqa: ANN001
     with loops(workdir, target.devices, target.image_size) as attached:
-        with FILESYSTEMS[target.filesystem].provision(workdir.journal, Stack.on(on_loops(attached)), workdir.mounts / "t", target) as ready:
+        with FILESYSTEMS[target.filesystem].provision(
+            workdir.journal, Stack.on(on_loops(attached)), workdir.mounts / "t", target
+        ) as ready:
             found = os.statvfs(ready.directory)
             return found.f_bavail * found.f_frsize
 
@@ -42,7 +44,9 @@ def free_for_real(workdir, target: Target) -> int:  # noqa: ANN001
     ],
 )
 @pytest.mark.root
-def test_the_model_errs_low_and_close_to_what_mkfs_and_mount_leave_free(workdir, filesystem, mkfs_options, devices, sizes):  # noqa: ANN001
+def test_the_model_errs_low_and_close_to_what_mkfs_and_mount_leave_free(
+    workdir, filesystem, mkfs_options, devices, sizes
+):  # noqa: ANN001
     if filesystem == "zfs" and engine() is None:
         pytest.fail("this test needs ZFS: make test installs zfs-fuse")
     for size in sizes:
@@ -50,6 +54,10 @@ def test_the_model_errs_low_and_close_to_what_mkfs_and_mount_leave_free(workdir,
         model = FILESYSTEMS[filesystem].room(target).usable
         real = free_for_real(workdir, target)
         print(filesystem, mkfs_options, size, model / MiB, real / MiB)
-        assert model <= real, f"{filesystem} {' '.join(mkfs_options)} on {size}MiB: the model says {model / MiB:.1f}MiB free, mkfs and mount leave {real / MiB:.1f}MiB"
-        assert model >= real - max(devices * size * MiB * 6 // 100, 4 * MiB), f"{filesystem} {' '.join(mkfs_options)} on {size}MiB: the model says {model / MiB:.1f}MiB free, far below the {real / MiB:.1f}MiB mkfs and mount leave"
+        assert model <= real, (
+            f"{filesystem} {' '.join(mkfs_options)} on {size}MiB: the model says {model / MiB:.1f}MiB free, mkfs and mount leave {real / MiB:.1f}MiB"
+        )
+        assert model >= real - max(devices * size * MiB * 6 // 100, 4 * MiB), (
+            f"{filesystem} {' '.join(mkfs_options)} on {size}MiB: the model says {model / MiB:.1f}MiB free, far below the {real / MiB:.1f}MiB mkfs and mount leave"
+        )
     assert workdir.journal.outstanding() == []

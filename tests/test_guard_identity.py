@@ -68,7 +68,9 @@ def users_disk(mounted: bool = True) -> Iterator[UsersDisk]:
     image, mountpoint = home / "disk.img", home / "data"
     with open(image, "wb") as f:
         f.truncate(64 * 2**20)
-    device = subprocess.run(["losetup", "--find", "--show", str(image)], capture_output=True, text=True, check=True).stdout.strip()
+    device = subprocess.run(
+        ["losetup", "--find", "--show", str(image)], capture_output=True, text=True, check=True
+    ).stdout.strip()
     mountpoint.mkdir()
     try:
         subprocess.run(["mkfs.ext4", "-q", device], check=True)
@@ -87,7 +89,15 @@ def users_disk(mounted: bool = True) -> Iterator[UsersDisk]:
 
 
 def run_study(workdir, tmp_path, text: str = STUDY) -> subprocess.CompletedProcess[str]:
-    return fslab("run", str(write_study(tmp_path, text)), "--no-ceiling", "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
+    return fslab(
+        "run",
+        str(write_study(tmp_path, text)),
+        "--no-ceiling",
+        "--db",
+        str(tmp_path / "r.db"),
+        "--workdir",
+        str(workdir.root),
+    )
 
 
 @pytest.mark.slow
@@ -168,7 +178,11 @@ def test_a_study_file_that_is_not_text_is_refused_without_a_traceback(tmp_path):
     binary = tmp_path / "study.toml"
     binary.write_bytes(bytes(range(256)))
     result = fslab_in_process("run", str(binary), "--db", str(tmp_path / "r.db"))
-    assert result.returncode == 2 and "cannot be read as a study file" in result.stderr and "Traceback" not in result.stderr
+    assert (
+        result.returncode == 2
+        and "cannot be read as a study file" in result.stderr
+        and "Traceback" not in result.stderr
+    )
 
 
 def test_a_work_directory_an_older_fslab_made_is_still_fslabs(tmp_path):
@@ -195,7 +209,9 @@ def test_a_work_directory_fslab_marked_is_taken_over_and_an_absent_or_empty_one_
     empty.mkdir(mode=0o700)
     for root in (marked, empty):
         result = fslab_in_process("cleanup", "--workdir", str(root))
-        assert result.returncode == 0 and "nothing to clean up" in result.stdout and (root / MARKER).is_file(), result.stdout + result.stderr
+        assert result.returncode == 0 and "nothing to clean up" in result.stdout and (root / MARKER).is_file(), (
+            result.stdout + result.stderr
+        )
 
 
 def _snapshot(root: Path) -> dict[str, tuple[bytes, int, int]]:
@@ -208,7 +224,11 @@ def _snapshot(root: Path) -> dict[str, tuple[bytes, int, int]]:
 
 
 @pytest.mark.root  # fslab run refuses any other user before it looks at the work directory
-@pytest.mark.parametrize("journal", ["my own journal\n", '{"event": "acquire", "kind": "mount", "id": "/mnt/x"}\nmy own line\n', ""], ids=["text", "partly-fslabs", "empty"])
+@pytest.mark.parametrize(
+    "journal",
+    ["my own journal\n", '{"event": "acquire", "kind": "mount", "id": "/mnt/x"}\nmy own line\n', ""],
+    ids=["text", "partly-fslabs", "empty"],
+)
 def test_a_directory_of_the_users_files_named_as_fslabs_is_not_a_work_directory(tmp_path, journal):
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
@@ -219,9 +239,16 @@ def test_a_directory_of_the_users_files_named_as_fslabs_is_not_a_work_directory(
         (home / mine / "keep.txt").write_text(f"my {mine}\n")
     os.utime(home / "lock", ns=(10**18, 10**18))  # a past mtime: a write would change it
     before = _snapshot(home)
-    result = fslab_in_process("run", str(write_study(tmp_path, STUDY)), "--db", str(tmp_path / "r.db"), "--workdir", str(home))
+    result = fslab_in_process(
+        "run", str(write_study(tmp_path, STUDY)), "--db", str(tmp_path / "r.db"), "--workdir", str(home)
+    )
     assert result.returncode == 2 and f"{home} is not an fslab work directory" in result.stderr
-    assert "journal.jsonl" in result.stderr and "lock" in result.stderr and "images" in result.stderr and "mnt" in result.stderr
+    assert (
+        "journal.jsonl" in result.stderr
+        and "lock" in result.stderr
+        and "images" in result.stderr
+        and "mnt" in result.stderr
+    )
     assert "Traceback" not in result.stderr
     assert _snapshot(home) == before, "nothing in the user's directory is changed, added or removed"
     cleanup = fslab_in_process("cleanup", "--workdir", str(home))
@@ -243,10 +270,21 @@ def test_every_kind_fslab_journals_is_known_to_whichever_command_reads_the_journ
     from fslab.journal import MAKERS
 
     assert MAKERS == registering
-    fresh = subprocess.run([sys.executable, "-c", "from fslab.journal import RELEASERS; print(' '.join(sorted(k for k in RELEASERS if callable(RELEASERS[k]))))"], capture_output=True, text=True, check=True)
+    fresh = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from fslab.journal import RELEASERS; print(' '.join(sorted(k for k in RELEASERS if callable(RELEASERS[k]))))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert fresh.stdout.split() == sorted(registering)
     read = "from fslab.journal import Entry, RELEASERS; import sys; RELEASERS['loop']; print(' '.join(m for m in ('fslab.devices.loop', 'fslab.filesystems.zfs', 'fslab.devices.named') if m in sys.modules))"
-    assert subprocess.run([sys.executable, "-c", read], capture_output=True, text=True, check=True).stdout.split() == ["fslab.devices.loop"]
+    assert subprocess.run([sys.executable, "-c", read], capture_output=True, text=True, check=True).stdout.split() == [
+        "fslab.devices.loop"
+    ]
 
 
 @pytest.mark.root
@@ -266,17 +304,40 @@ def test_a_planted_journal_harms_nothing(workdir, tmp_path):
                 {"event": "acquire", "kind": "loop", "id": str(disk.image), "proof": identity},
                 {"event": "acquire", "kind": "image", "id": str(workdir.images / "../../etc.img"), "proof": identity},
                 {"event": "acquire", "kind": "mount", "id": str(disk.mountpoint)},
-                {"event": "acquire", "kind": "process", "id": "sleep", "proof": {"pid": sleeper.pid, "start": 1, "comm": "sleep"}},
+                {
+                    "event": "acquire",
+                    "kind": "process",
+                    "id": "sleep",
+                    "proof": {"pid": sleeper.pid, "start": 1, "comm": "sleep"},
+                },
                 {"event": "acquire", "kind": "process", "id": "fio", "proof": _proof_of(sleeper.pid)},
-                {"event": "acquire", "kind": "zfs-daemon", "id": "zfs-fuse", "proof": _proof_of(daemon.pid) | {"pidfile": f"/run/fslab/zfs-fuse-{workdir_tag(tmp_path)}pid"}},
-                {"event": "acquire", "kind": "zfs-daemon", "id": "zfs-fuse-2", "proof": _proof_of(daemon.pid) | {"pidfile": f"/run/fslab/zfs-fuse-{tag}pid"}},
+                {
+                    "event": "acquire",
+                    "kind": "zfs-daemon",
+                    "id": "zfs-fuse",
+                    "proof": _proof_of(daemon.pid) | {"pidfile": f"/run/fslab/zfs-fuse-{workdir_tag(tmp_path)}pid"},
+                },
+                {
+                    "event": "acquire",
+                    "kind": "zfs-daemon",
+                    "id": "zfs-fuse-2",
+                    "proof": _proof_of(daemon.pid) | {"pidfile": f"/run/fslab/zfs-fuse-{tag}pid"},
+                },
                 {"event": "acquire", "kind": "zpool", "id": "tank"},
                 {"event": "acquire", "kind": "md", "id": "md0"},
                 {"event": "acquire", "kind": "luks", "id": "cryptroot"},
                 {"event": "acquire", "kind": "lvm", "id": f"{tag}00000000_vg on /etc/passwd"},
-                {"event": "acquire", "kind": "arc-max", "id": "zfs_arc_max", "proof": {"parameter": "1; reboot", "c_max": 1}},
+                {
+                    "event": "acquire",
+                    "kind": "arc-max",
+                    "id": "zfs_arc_max",
+                    "proof": {"parameter": "1; reboot", "c_max": 1},
+                },
             ]
-            text = "\n".join(json.dumps(line) for line in lines) + '\nnot json at all\n{"event": "acquire", "kind": "shell", "id": "rm -rf /"}\n'
+            text = (
+                "\n".join(json.dumps(line) for line in lines)
+                + '\nnot json at all\n{"event": "acquire", "kind": "shell", "id": "rm -rf /"}\n'
+            )
             workdir.journal.path.write_text(text)
             result = fslab("cleanup", "--workdir", str(workdir.root))
             assert result.returncode == 1, result.stdout + result.stderr
@@ -288,7 +349,9 @@ def test_a_planted_journal_harms_nothing(workdir, tmp_path):
             assert daemon.poll() is None, "a zfs-fuse daemon not this work directory's was not signalled"
             assert disk.image.exists()
             aside = list(workdir.root.glob("journal-set-aside-*.jsonl"))
-            assert "set aside as journal-set-aside-" in out and len(aside) == 1 and aside[0].read_text().startswith(text), "kept, not deleted"
+            assert (
+                "set aside as journal-set-aside-" in out and len(aside) == 1 and aside[0].read_text().startswith(text)
+            ), "kept, not deleted"
             again = fslab("cleanup", "--workdir", str(workdir.root))
             assert "nothing to clean up" in again.stdout, "left alone once, reported once"
         finally:
@@ -307,11 +370,28 @@ def _proof_of(pid: int) -> dict:
 @pytest.mark.root
 def test_kill_9_leaves_fio_running_and_cleanup_stops_it_before_unmounting(workdir, tmp_path):
     study = write_study(tmp_path, STUDY.replace('runtime = "1s"', 'runtime = "60s"'))
-    proc = subprocess.Popen([sys.executable, "-m", "fslab", "run", str(study), "--no-ceiling", "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fslab",
+            "run",
+            str(study),
+            "--no-ceiling",
+            "--db",
+            str(tmp_path / "r.db"),
+            "--workdir",
+            str(workdir.root),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     fio = _wait_for_measured_fio(proc.pid)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()  # fslab gone: fio reparented, any signal its parent's death sends already sent
-    assert _state(fio) not in ("Z", "X") and not _fatal_signal_pending(fio), "fio outlives fslab's kill -9 (it runs in a session of its own)"
+    assert _state(fio) not in ("Z", "X") and not _fatal_signal_pending(fio), (
+        "fio outlives fslab's kill -9 (it runs in a session of its own)"
+    )
     assert held_by(workdir.root), "the mount and loop device are still held"
     result = fslab("cleanup", "--workdir", str(workdir.root))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -327,7 +407,10 @@ def _wait_for_measured_fio(parent: int) -> int:
     while time.monotonic() < deadline:
         for pid in _children(parent):
             with contextlib.suppress(OSError):  # a short-lived child may be gone already
-                if Path(f"/proc/{pid}/comm").read_text().strip() == "fio" and "--output-format=json+" in Path(f"/proc/{pid}/cmdline").read_text():
+                if (
+                    Path(f"/proc/{pid}/comm").read_text().strip() == "fio"
+                    and "--output-format=json+" in Path(f"/proc/{pid}/cmdline").read_text()
+                ):
                     return pid
         time.sleep(0.1)
     raise AssertionError("the measured fio never started")
@@ -340,7 +423,9 @@ def _children(pid: int) -> list[int]:
 
 def _fatal_signal_pending(pid: int) -> bool:
     """SIGHUP, SIGINT, SIGKILL or SIGTERM pending for the process (its own or its group's)."""
-    status = dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":\t" in line)
+    status = dict(
+        line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":\t" in line
+    )
     fatal = sum(1 << (signum - 1) for signum in (signal.SIGHUP, signal.SIGINT, signal.SIGKILL, signal.SIGTERM))
     return any(int(status[field], 16) & fatal for field in ("SigPnd", "ShdPnd"))
 
@@ -361,7 +446,23 @@ def test_two_fslab_processes_on_zfs_do_not_stop_each_others_daemon_or_pools(tmp_
     with fresh_workdir() as first, fresh_workdir() as second:
         study = write_study(tmp_path, ZFS_STUDY)
         procs = [
-            subprocess.Popen([sys.executable, "-m", "fslab", "run", str(study), "--no-ceiling", "--db", str(tmp_path / f"{i}.db"), "--workdir", str(wd.root)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "fslab",
+                    "run",
+                    str(study),
+                    "--no-ceiling",
+                    "--db",
+                    str(tmp_path / f"{i}.db"),
+                    "--workdir",
+                    str(wd.root),
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
             for i, wd in enumerate((first, second))
         ]
         outputs = [proc.communicate(timeout=300)[0] for proc in procs]
@@ -386,7 +487,9 @@ def test_a_command_fslab_dies_before_journalling_never_runs(tmp_path):
         time.sleep(0.02)
     assert not marker.exists()
     script = f"from fslab.system import run\nrun(['touch', {str(marker)!r}], on_start=lambda pid: None)\n"
-    assert subprocess.run([sys.executable, "-c", script]).returncode == 0 and marker.exists(), "with the journal's go, it runs"
+    assert subprocess.run([sys.executable, "-c", script]).returncode == 0 and marker.exists(), (
+        "with the journal's go, it runs"
+    )
 
 
 def test_a_secret_given_on_standard_input_reaches_the_command_and_no_file(tmp_path):
@@ -400,7 +503,9 @@ def test_a_secret_given_on_standard_input_reaches_the_command_and_no_file(tmp_pa
     assert copy.read_bytes() == bytes(key)
     assert "pipe:" in done.stdout, done.stdout
     assert str(bytes(key)) not in " ".join(done.args) and "sh" == done.args[0]
-    assert run(["wc", "-c"], stdin=b"").stdout.strip() == "0", "nothing given: the command reads an empty input, never fslab's"
+    assert run(["wc", "-c"], stdin=b"").stdout.strip() == "0", (
+        "nothing given: the command reads an empty input, never fslab's"
+    )
 
 
 def test_the_kernels_octal_escapes_are_undone_on_the_bytes_of_a_path():

@@ -23,7 +23,16 @@ from fslab.results import ResultsDB
 START = datetime(2026, 1, 1)
 
 
-def study_runs(means: list[float], *, n: int = 5, noise: float = 0.03, seed: int = 0, host: str | None = "a", higher_is_better: bool = True, metric: str = "read_iops") -> list[StoredStudyRun]:
+def study_runs(
+    means: list[float],
+    *,
+    n: int = 5,
+    noise: float = 0.03,
+    seed: int = 0,
+    host: str | None = "a",
+    higher_is_better: bool = True,
+    metric: str = "read_iops",
+) -> list[StoredStudyRun]:
     """One cell's study runs, a day apart, each of `n` runs around its mean with log-normal noise
     of `noise` (its sd on the log scale), seeded."""
     rng = random.Random(seed)
@@ -58,7 +67,9 @@ def test_a_step_into_the_newest_study_run_is_what_fail_on_regression_reads():
     found = history(study_runs([100, 100, 100, 90]))
     assert [(s.older.study_run, s.newer.study_run) for s in found.latest_regressions] == [(3, 4)]
     better = history(study_runs([100, 100, 100, 110]))
-    assert steps_of(better) == [(3, 4, "faster")] and better.latest_regressions == [], "a change the better way is no regression"
+    assert steps_of(better) == [(3, 4, "faster")] and better.latest_regressions == [], (
+        "a change the better way is no regression"
+    )
 
 
 def test_a_regression_follows_the_metrics_direction():
@@ -89,7 +100,9 @@ def test_noise_alone_flags_no_more_series_than_the_stated_rate():
         unadjusted += any(t.comparison.p_value < 0.05 for s in found.series for t in [*s.steps, s.span])
         at_threshold = history(runs)
         flagged_at_threshold += bool(at_threshold.flagged or at_threshold.drifts)
-    print(f"noise-only series flagged: {flagged} of 1000 at threshold 0, {flagged_at_threshold} at 3 %; unadjusted p < 0.05: {unadjusted}")
+    print(
+        f"noise-only series flagged: {flagged} of 1000 at threshold 0, {flagged_at_threshold} at 3 %; unadjusted p < 0.05: {unadjusted}"
+    )
     assert flagged <= 50
     assert flagged_at_threshold <= flagged
     assert unadjusted > 100, "the correction is what holds the rate"
@@ -111,7 +124,12 @@ def test_each_host_is_its_own_series_and_a_study_run_of_no_recorded_host_is_one_
     """Hosts in one study run are series apart (a step on one is not the other's); runs stored
     before schema 10 (host NULL) are the host of the fslab that ran them, else UNRECORDED_HOST."""
     a, b = study_runs([100, 100, 100], host="a", seed=1), study_runs([100, 100, 80], host="b", seed=2)
-    both = [sr.__class__(**{**sr.__dict__, "values": sr.values | other.values, "host_kernels": {"a": "6.1-a", "b": "6.1-b"}}) for sr, other in zip(a, b)]
+    both = [
+        sr.__class__(
+            **{**sr.__dict__, "values": sr.values | other.values, "host_kernels": {"a": "6.1-a", "b": "6.1-b"}}
+        )
+        for sr, other in zip(a, b)
+    ]
     found = history(both)
     assert [s.key.host for s in found.series] == ["a", "b"]
     assert [(s.key.host, s.newer.study_run) for s in found.flagged] == [("b", 3)]
@@ -121,7 +139,9 @@ def test_each_host_is_its_own_series_and_a_study_run_of_no_recorded_host_is_one_
     assert [s.key.host for s in history(legacy).series] == [UNRECORDED_HOST]
     owned = [sr.__class__(**{**sr.__dict__, "owner_host": "lab1"}) for sr in legacy]
     assert [s.key.host for s in history(owned).series] == ["lab1"]
-    assert [p.kernel for p in history(owned).series[0].points] == ["6.1.0", "6.1.1"], "the study run's environment's kernel"
+    assert [p.kernel for p in history(owned).series[0].points] == ["6.1.0", "6.1.1"], (
+        "the study run's environment's kernel"
+    )
 
 
 def test_a_step_from_too_few_runs_prints_no_interval_and_judges_nothing():
@@ -150,7 +170,14 @@ filesystem = ["ext4", "raw"]
 """
 # (ext4's scale, host, kernel) of each study run, oldest first: ext4 loses 15 % on host a with
 # kernel 6.1.0-3 (study run 5); host b, on the same kernel, does not.
-NIGHTS = [(0.93, "a", "6.1.0-1"), (0.93, "b", "6.1.0-1"), (0.94, "a", "6.1.0-2"), (0.94, "b", "6.1.0-2"), (0.80, "a", "6.1.0-3"), (0.93, "b", "6.1.0-3")]
+NIGHTS = [
+    (0.93, "a", "6.1.0-1"),
+    (0.93, "b", "6.1.0-1"),
+    (0.94, "a", "6.1.0-2"),
+    (0.94, "b", "6.1.0-2"),
+    (0.80, "a", "6.1.0-3"),
+    (0.93, "b", "6.1.0-3"),
+]
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +185,15 @@ def nightly(tmp_path_factory):
     root = tmp_path_factory.mktemp("history")
     db = ResultsDB(str(root / "results.db"))
     for i, (scale, host, kernel) in enumerate(NIGHTS):
-        stored_study(root, STUDY, db, name=f"night{i}.toml", seed=10 + i, scale={"raw": 1.0, "ext4": scale}, hosts={host: SyntheticHost(kernel=kernel)})
+        stored_study(
+            root,
+            STUDY,
+            db,
+            name=f"night{i}.toml",
+            seed=10 + i,
+            scale={"raw": 1.0, "ext4": scale},
+            hosts={host: SyntheticHost(kernel=kernel)},
+        )
     return root, root / "results.db"
 
 
@@ -168,11 +203,18 @@ def test_history_of_a_study_shows_each_cell_per_host_and_flags_the_step(nightly)
     assert result.returncode == 0, result.stderr
     out = result.stdout
     titles = [line for line in out.splitlines() if " — host " in line]
-    assert titles == [f"rand_read · {t} · read IOPS — host {h}" for h in "ab" for t in ("ext4", "raw")], "primary metrics only, host by host"
+    assert titles == [f"rand_read · {t} · read IOPS — host {h}" for h in "ab" for t in ("ext4", "raw")], (
+        "primary metrics only, host by host"
+    )
     assert "1 step(s) flagged, 0 drift(s):" in out
-    assert "rand_read · ext4 · read IOPS on a: study run 3 → 5 (kernel 6.1.0-2 → 6.1.0-3, fslab" in out and "slower, a regression" in out
+    assert (
+        "rand_read · ext4 · read IOPS on a: study run 3 → 5 (kernel 6.1.0-2 → 6.1.0-3, fslab" in out
+        and "slower, a regression" in out
+    )
     ext4_a = out.split("rand_read · ext4 · read IOPS — host a")[1].split(" — host ")[0]
-    assert [line.split()[2] for line in ext4_a.splitlines() if line[:4].isdigit()] == ["1", "3", "5"], "host a's study runs, oldest first"
+    assert [line.split()[2] for line in ext4_a.splitlines() if line[:4].isdigit()] == ["1", "3", "5"], (
+        "host a's study runs, oldest first"
+    )
     assert "6.1.0-3" in ext4_a and "×0.8" in ext4_a and "over the 12 tests of this history" in out
 
 
@@ -190,7 +232,8 @@ def test_history_of_one_metric_and_its_refusals(nightly):
     _, db = nightly
     latency = fslab_in_process("history", "nightly", "--db", str(db), "--metric", "read_lat_p99_us", "--host", "b")
     assert latency.returncode == 0 and [line for line in latency.stdout.splitlines() if " — host " in line] == [
-        "rand_read · ext4 · read p99 latency — host b", "rand_read · raw · read p99 latency — host b"
+        "rand_read · ext4 · read p99 latency — host b",
+        "rand_read · raw · read p99 latency — host b",
     ]
     for args, said in (
         (["nope"], "no study run of study 'nope' in the database; its studies: nightly"),
@@ -230,15 +273,30 @@ def test_trend_page_charts_each_cell_a_facet_per_host_with_the_step_marked(trend
         TopLevelSpec.validate(spec)
         assert spec["facet"]["row"]["field"] == "host"
     rows = specs["history-rand_read-ext4-read_iops"]["data"]["values"]
-    assert sorted({(r["host"], r["study_run"]) for r in rows}) == [("a", 1), ("a", 3), ("a", 5), ("b", 2), ("b", 4), ("b", 6)]
-    assert [(r["host"], r["study_run"], r["flag"]) for r in rows if r["flag"]] == [("a", 5, "slower")], "the one flagged step, at the study run it leads into"
-    assert {r["run"] for r in rows if r["host"] == "a"} >= {"5 · 6.1.0-3 · " + rows[0]["fslab"]}, "kernel and fslab version on the axis"
+    assert sorted({(r["host"], r["study_run"]) for r in rows}) == [
+        ("a", 1),
+        ("a", 3),
+        ("a", 5),
+        ("b", 2),
+        ("b", 4),
+        ("b", 6),
+    ]
+    assert [(r["host"], r["study_run"], r["flag"]) for r in rows if r["flag"]] == [("a", 5, "slower")], (
+        "the one flagged step, at the study run it leads into"
+    )
+    assert {r["run"] for r in rows if r["host"] == "a"} >= {"5 · 6.1.0-3 · " + rows[0]["fslab"]}, (
+        "kernel and fslab version on the axis"
+    )
     assert all(r["low"] < r["mean"] < r["high"] for r in rows), "every mean's interval, from 5 runs"
     assert not any(r["flag"] for r in page_specs(trend)["history-rand_read-raw-read_iops"]["data"]["values"])
     text = trend.read_text()
     assert "rand_read · ext4 · read IOPS on a: study run 3 → 5" in text and '<li class="regression">' in text
-    assert text.count("<h3>Host a</h3>") == 2 and '<tr class="slower">' in text, "the series' tables, the step's row marked"
-    assert sorted(p.name for p in (trend.parent / "figures").iterdir()) == sorted(f"{n}.{e}" for n in specs for e in ("png", "svg"))
+    assert text.count("<h3>Host a</h3>") == 2 and '<tr class="slower">' in text, (
+        "the series' tables, the step's row marked"
+    )
+    assert sorted(p.name for p in (trend.parent / "figures").iterdir()) == sorted(
+        f"{n}.{e}" for n in specs for e in ("png", "svg")
+    )
 
 
 def test_trend_page_renders_offline_in_chromium(trend, browser, tmp_path):
@@ -252,7 +310,9 @@ def test_trend_page_renders_offline_in_chromium(trend, browser, tmp_path):
             assert chart["svg"] > 20, chart
             if width == 1280:
                 assert chart["width"] <= chart["container"] + 1, f"{chart['name']} wider than its place"
-        assert seen["overflow"] <= 0, f"the page is wider than a {name}'s screen: a faceted chart scrolls in its own place"
+        assert seen["overflow"] <= 0, (
+            f"the page is wider than a {name}'s screen: a faceted chart scrolls in its own place"
+        )
 
 
 def test_trend_page_refusals(nightly, tmp_path):
@@ -269,7 +329,12 @@ def test_the_documented_commands_run_as_written(nightly, monkeypatch):
     """Every command of docs/history.md, as written there, on a database named by FSLAB_DB."""
     root, db = nightly
     doc = (Path(__file__).parent.parent / "docs" / "history.md").read_text()
-    commands = [line.split("#", 1)[0].split() for block in doc.split("```sh\n")[1:] for line in block.split("```")[0].splitlines() if line.startswith("fslab ")]
+    commands = [
+        line.split("#", 1)[0].split()
+        for block in doc.split("```sh\n")[1:]
+        for line in block.split("```")[0].splitlines()
+        if line.startswith("fslab ")
+    ]
     assert [c[:2] for c in commands] == [["fslab", "history"]] * 3 + [["fslab", "report"]]
     monkeypatch.setenv("FSLAB_DB", str(db))
     monkeypatch.chdir(root)

@@ -44,7 +44,9 @@ options = {{ "file-num" = 100, "file-total-size" = "4000K", "file-test-mode" = "
 W = "mail-server"
 
 
-def stored(tmp_path: Path, figures: dict[str, list[tuple[float, float]]], flagged: str | None = None) -> tuple[ResultsDB, int]:
+def stored(
+    tmp_path: Path, figures: dict[str, list[tuple[float, float]]], flagged: str | None = None
+) -> tuple[ResultsDB, int]:
     """A sysbench study run whose target's runs report (events/s, p95 ms) as `figures` give them,
     each run of `flagged` judged implausible as sysbench.judge judges 4.2 M events/s."""
     runs = len(next(iter(figures.values())))
@@ -55,7 +57,11 @@ def stored(tmp_path: Path, figures: dict[str, list[tuple[float, float]]], flagge
     for repetition in range(runs):
         for position, (target, values) in enumerate(figures.items(), start=1):
             events, p95 = values[repetition]
-            notes = [Finding("events_too_fast", "1050000 events/s per thread: not events that ran", implausible=True)] if target == flagged else []
+            notes = (
+                [Finding("events_too_fast", "1050000 events/s per thread: not events that ran", implausible=True)]
+                if target == flagged
+                else []
+            )
             db.record_run(study_run, RunRecord(
                 target=target, workload=W, repetition=repetition + 1, warmup=False, block=repetition + 1, position=position,
                 started_at=start, finished_at=start + timedelta(seconds=5), status="ok", buffered=True, notes=notes,
@@ -117,19 +123,26 @@ def test_fslab_compare_judges_no_flagged_cell_of_either_study_run(tmp_path):
     plain = {**FLAGGED, "btrfs": [(16000.0, 0.33), (16100.0, 0.33), (15900.0, 0.34)]}
     db, older = stored(tmp_path, plain)
     _, newer = stored(tmp_path, FLAGGED, flagged="btrfs")  # "faster 260×" were it judged
-    for a, b in ((older, newer), (newer, older)):  # flagged in the newer, then in the older: "slower 260×", a regression were it judged
+    for a, b in (
+        (older, newer),
+        (newer, older),
+    ):  # flagged in the newer, then in the older: "slower 260×", a regression were it judged
         result = fslab_in_process("compare", str(a), str(b), "--db", str(tmp_path / "r.db"))
         assert result.returncode == 0 and "no regression" in result.stdout, result.stdout + result.stderr
         table = result.stdout.split("Ratios of geometric means")[0]
         assert "ext4" in table and "xfs" in table and "btrfs" not in table, result.stdout
         assert "Left out of the comparison: btrfs · mail-server" in result.stdout
     # the page's comparison of the two study runs, as `fslab compare`'s
-    page = fslab_in_process("report", str(older), str(newer), "-o", str(tmp_path / "page"), "--db", str(tmp_path / "r.db"))
+    page = fslab_in_process(
+        "report", str(older), str(newer), "-o", str(tmp_path / "page"), "--db", str(tmp_path / "r.db")
+    )
     assert page.returncode == 0, page.stdout + page.stderr
     html = (tmp_path / "page" / "report.html").read_text()
     section = html.split(f'id="compare{older}-{newer}"')[1].split("</section>")[0]
     assert "Left out of the comparison: btrfs · mail-server" in section and "ext4" in section
-    assert "btrfs" not in section.replace("Left out of the comparison: btrfs", ""), "no row, no verdict, no chart datum of it"
+    assert "btrfs" not in section.replace("Left out of the comparison: btrfs", ""), (
+        "no row, no verdict, no chart datum of it"
+    )
 
 
 # --- item 5: no interval narrower than the tool prints ------------------------------------------
@@ -152,7 +165,9 @@ def test_a_difference_within_the_resolution_is_never_significant(runs):
     within = compare([0.13] * runs, [0.12] * runs, higher_is_better=False, resolution=0.01)
     assert within.verdict == "no detectable difference" and within.p_value >= 0.05
     assert within.ci_low <= 1 <= within.ci_high
-    assert within.ci_low <= (0.115 / 0.135) * (1 + 1e-9) and within.ci_high >= 1 - 1e-9, "the interval covers every ratio the printed values allow"
+    assert within.ci_low <= (0.115 / 0.135) * (1 + 1e-9) and within.ci_high >= 1 - 1e-9, (
+        "the interval covers every ratio the printed values allow"
+    )
     before = compare([0.13] * runs, [0.12] * runs, higher_is_better=False)
     assert before.p_value == 0.0 and before.ci_low == before.ci_high, "without a resolution: zero variance, certainty"
 
@@ -173,7 +188,14 @@ def test_a_value_within_half_a_step_of_zero_is_not_compared():
 def test_the_stored_sysbench_latency_is_judged_at_its_printed_resolution(tmp_path):
     """Two equal runs of sysbench's p95, 0.12 against 0.13 ms, from the database: no verdict, CV
     0 % said to be below what sysbench prints, and the interval as wide as its 0.01 ms."""
-    db, study_run = stored(tmp_path, {"ext4": [(16000.0, 0.13), (16100.0, 0.13)], "xfs": [(16050.0, 0.12), (16020.0, 0.12)], "btrfs": [(16010.0, 0.13), (16090.0, 0.13)]})
+    db, study_run = stored(
+        tmp_path,
+        {
+            "ext4": [(16000.0, 0.13), (16100.0, 0.13)],
+            "xfs": [(16050.0, 0.12), (16020.0, 0.12)],
+            "btrfs": [(16010.0, 0.13), (16090.0, 0.13)],
+        },
+    )
     assert db.sample_groups(study_run).kinds == {W: "sysbench"}
     s = summarize_study_run(db, study_run)
     [row] = [r for r in s.analysis.rows if r.target == "xfs" and r.metric == "lat_p95_ms"]
@@ -189,7 +211,11 @@ def test_the_stored_sysbench_latency_is_judged_at_its_printed_resolution(tmp_pat
 def test_every_output_prints_an_interval_only_where_the_tables_do(tmp_path):
     """A 2-run study run: every table says its intervals need 3 runs; so do the conclusions (also
     of a verdict), the charts draw no whisker, and the JSON carries the same needs_runs."""
-    two = {"ext4": [(16500.0, 0.31), (16800.0, 0.30)], "xfs": [(12000.0, 0.45), (12100.0, 0.46)], "btrfs": [(16600.0, 0.31), (16700.0, 0.33)]}
+    two = {
+        "ext4": [(16500.0, 0.31), (16800.0, 0.30)],
+        "xfs": [(12000.0, 0.45), (12100.0, 0.46)],
+        "btrfs": [(16600.0, 0.31), (16700.0, 0.33)],
+    }
     db, study_run = stored(tmp_path, two)
     s = summarize_study_run(db, study_run)
     assert any(r.comparison.differs for r in s.analysis.rows), "a verdict from 2 runs, whose interval is not printed"
@@ -201,7 +227,9 @@ def test_every_output_prints_an_interval_only_where_the_tables_do(tmp_path):
         assert c.needs_runs == 3 and c.interval is None
         [table_row] = comparison_rows([r])
         assert table_row[3] == runs_text(3)
-        [sentence] = [x.text for x in conclusions(s)[W] if x.text.startswith(f"{r.target} ") and metric_label(r.metric) in x.text]
+        [sentence] = [
+            x.text for x in conclusions(s)[W] if x.text.startswith(f"{r.target} ") and metric_label(r.metric) in x.text
+        ]
         assert f"interval {runs_text(3)}" in sentence, sentence
         [stored_row] = [d for d in document["comparisons"] if (d["target"], d["metric"]) == (r.target, r.metric)]
         assert stored_row["needs_runs"] == 3

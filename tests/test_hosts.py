@@ -48,13 +48,25 @@ def test_a_cell_per_target_and_host_compared_within_each_host(fleet: tuple[Resul
     db, study_run_id = fleet
     s = summarize_study_run(db, study_run_id)
     assert s.hosts.per_host and s.hosts.names == ["host-a", "host-b"]
-    assert [(c.target, c.host) for c in s.cells] == [("ext4 @ host-a", "host-a"), ("xfs @ host-a", "host-a"), ("ext4 @ host-b", "host-b"), ("xfs @ host-b", "host-b")]
+    assert [(c.target, c.host) for c in s.cells] == [
+        ("ext4 @ host-a", "host-a"),
+        ("xfs @ host-a", "host-a"),
+        ("ext4 @ host-b", "host-b"),
+        ("xfs @ host-b", "host-b"),
+    ]
     assert all(c.metrics["read_iops"].n == 4 for c in s.cells)
     pairs = {(a, b) for (_, _, a, b) in s.analysis.pairs}
-    assert pairs == {("ext4 @ host-a", "xfs @ host-a"), ("ext4 @ host-b", "xfs @ host-b")}, "never a target of one host against one of another"
+    assert pairs == {("ext4 @ host-a", "xfs @ host-a"), ("ext4 @ host-b", "xfs @ host-b")}, (
+        "never a target of one host against one of another"
+    )
     rows = [r for r in s.analysis.rows if r.metric == "read_iops"]
-    assert {(r.target, r.baseline) for r in rows} == {("xfs @ host-a", "ext4 @ host-a"), ("xfs @ host-b", "ext4 @ host-b")}
-    assert all(r.comparison.verdict == "slower" and 0.7 < r.comparison.ratio < 0.9 for r in rows), "xfs at 0.8 of ext4 on each host"
+    assert {(r.target, r.baseline) for r in rows} == {
+        ("xfs @ host-a", "ext4 @ host-a"),
+        ("xfs @ host-b", "ext4 @ host-b"),
+    }
+    assert all(r.comparison.verdict == "slower" and 0.7 < r.comparison.ratio < 0.9 for r in rows), (
+        "xfs at 0.8 of ext4 on each host"
+    )
     assert {host for (_, _, host) in s.analysis.rankings} == {"host-a", "host-b"}
     assert all(r.order[0].startswith("ext4 @ ") for r in s.analysis.rankings.values())
     walked = sections(s)
@@ -91,7 +103,9 @@ def test_host_blocks_take_out_what_sets_one_host_above_another() -> None:
     assert spread(pooled[("w", "ext4")]["iops"]) < 1.1, "host b's level (3×) is divided out"
     naive = samples[("w", "ext4", "a")]["iops"] + samples[("w", "ext4", "b")]["iops"]
     assert spread(naive) > 2.5
-    ratio = math.exp(sum(map(math.log, pooled[("w", "xfs")]["iops"])) / 10 - sum(map(math.log, pooled[("w", "ext4")]["iops"])) / 10)
+    ratio = math.exp(
+        sum(map(math.log, pooled[("w", "xfs")]["iops"])) / 10 - sum(map(math.log, pooled[("w", "ext4")]["iops"])) / 10
+    )
     assert ratio == pytest.approx(0.9, rel=0.02), "the targets' ratio is kept"
 
 
@@ -112,7 +126,9 @@ def test_compare_hosts_b_against_a(fleet: tuple[ResultsDB, int]) -> None:
     compared = compare_hosts(db, study_run_id, "host-a", "host-b")
     iops = [r for r in compared.rows if r.metric == "read_iops"]
     assert {r.target for r in iops} == {"ext4", "xfs"} and not compared.left_out
-    assert all(r.comparison.verdict == "faster" and 1.8 < r.comparison.ratio < 2.2 for r in iops), "host b at twice host a"
+    assert all(r.comparison.verdict == "faster" and 1.8 < r.comparison.ratio < 2.2 for r in iops), (
+        "host b at twice host a"
+    )
     reverse = compare_hosts(db, study_run_id, "host-b", "host-a")
     assert all(r.comparison.verdict == "slower" for r in reverse.rows if r.metric == "read_iops")
 
@@ -126,20 +142,35 @@ def test_compare_hosts_refuses_a_host_it_has_not(fleet: tuple[ResultsDB, int]) -
 def test_compare_two_fleet_study_runs_per_host(tmp_path: Path) -> None:
     db = ResultsDB(str(tmp_path / "fslab.db"))
     older = stored_study(tmp_path, STUDY, db, hosts=FLEET)
-    newer = stored_study(tmp_path, STUDY, db, seed=2, hosts={"host-a": SyntheticHost(1.0, 0.02), "host-b": SyntheticHost(1.4, 0.02)})
+    newer = stored_study(
+        tmp_path, STUDY, db, seed=2, hosts={"host-a": SyntheticHost(1.0, 0.02), "host-b": SyntheticHost(1.4, 0.02)}
+    )
     rows = [r for r in compare_runs(db, older, newer).rows if r.metric == "read_iops"]
     verdicts = {r.target: r.comparison.verdict for r in rows}
-    assert verdicts == {"ext4 @ host-a": "no detectable difference", "xfs @ host-a": "no detectable difference", "ext4 @ host-b": "slower", "xfs @ host-b": "slower"}
+    assert verdicts == {
+        "ext4 @ host-a": "no detectable difference",
+        "xfs @ host-a": "no detectable difference",
+        "ext4 @ host-b": "slower",
+        "xfs @ host-b": "slower",
+    }
 
 
 def test_cli_compare_hosts_and_pooled_summary(fleet: tuple[ResultsDB, int], tmp_path: Path) -> None:
     """The commands in this process: what they print and how they end."""
     db, study_run_id = fleet
-    shown = fslab_in_process("compare", str(study_run_id), "--hosts", "host-a", "host-b", "--db", str(tmp_path / "fslab.db"))
+    shown = fslab_in_process(
+        "compare", str(study_run_id), "--hosts", "host-a", "host-b", "--db", str(tmp_path / "fslab.db")
+    )
     assert shown.returncode == 0, shown.stdout + shown.stderr
-    assert "host host-b against host host-a" in shown.stdout and "host-b / host-a" in shown.stdout and "faster" in shown.stdout
+    assert (
+        "host host-b against host host-a" in shown.stdout
+        and "host-b / host-a" in shown.stdout
+        and "faster" in shown.stdout
+    )
     assert "machine_id" in shown.stdout, "what differs between the hosts' facts"
-    regressed = fslab_in_process("compare", str(study_run_id), "--hosts", "host-b", "host-a", "--db", str(tmp_path / "fslab.db"))
+    regressed = fslab_in_process(
+        "compare", str(study_run_id), "--hosts", "host-b", "host-a", "--db", str(tmp_path / "fslab.db")
+    )
     assert regressed.returncode == 1 and "regression" in regressed.stdout
     refused = fslab_in_process("compare", str(study_run_id), "--db", str(tmp_path / "fslab.db"))
     assert refused.returncode != 0 and "Traceback" not in refused.stderr and "--hosts" in refused.stderr
@@ -155,7 +186,9 @@ def test_page_facets_and_hosts_facts(fleet: tuple[ResultsDB, int], tmp_path: Pat
     db, study_run_id = fleet
     s = summarize_study_run(db, study_run_id)
     details = run_details(db, s)
-    assert set(details.devices) == {"ext4 @ host-a", "xfs @ host-a", "ext4 @ host-b", "xfs @ host-b"}, "devices (model, serial, firmware) per host"
+    assert set(details.devices) == {"ext4 @ host-a", "xfs @ host-a", "ext4 @ host-b", "xfs @ host-b"}, (
+        "devices (model, serial, firmware) per host"
+    )
     assert {h.target for h in details.histograms} == set(details.devices)
     primary = [c for c in study_charts(s, details) if c.name.startswith("rand_read-read_iops")]
     assert [c.name for c in primary] == ["rand_read-read_iops-host-a", "rand_read-read_iops-host-b"]
@@ -176,7 +209,13 @@ def test_device_facts_record_the_firmware(tmp_path: Path, where: str, name: str)
     from fslab.guard.block_devices import BlockDevice, facts
 
     disk = tmp_path / "sdz"
-    for path, text in {"size": "2048", "device/model": "Disk 9000", "device/serial": "S123", where: "FW1.2", "queue/rotational": "0"}.items():
+    for path, text in {
+        "size": "2048",
+        "device/model": "Disk 9000",
+        "device/serial": "S123",
+        where: "FW1.2",
+        "queue/rotational": "0",
+    }.items():
         (disk / path).parent.mkdir(parents=True, exist_ok=True)
         (disk / path).write_text(text + "\n")
 

@@ -22,7 +22,14 @@ from fslab.importer import FoundFile, imported_study, parse_files, read_files
 from fslab.results import ResultsDB
 from fslab.workloads.fio_hist import HIST_TOOL
 from fslab.workloads.fio_output import METRICS as FIO_METRICS
-from fslab.workloads.fio_output import PERCENTILES, in_current_units, job_metrics, latency_bins, load_json, parse_metrics
+from fslab.workloads.fio_output import (
+    PERCENTILES,
+    in_current_units,
+    job_metrics,
+    latency_bins,
+    load_json,
+    parse_metrics,
+)
 
 IMPORT = FIXTURES / "import"
 PLAIN = sorted((IMPORT / "plain").glob("*.json"))
@@ -41,11 +48,17 @@ def only(document: dict, **keep) -> str:
     return json.dumps({"jobs": [e for e in entries if all(e.get(k) == v for k, v in keep.items())]})
 
 
-@pytest.mark.parametrize("path", [*PLAIN, *JSONPLUS, IMPORT / "notice-before-json.json", IMPORT / "group-reporting.json"], ids=lambda p: f"{p.parent.name}/{p.name}")
+@pytest.mark.parametrize(
+    "path",
+    [*PLAIN, *JSONPLUS, IMPORT / "notice-before-json.json", IMPORT / "group-reporting.json"],
+    ids=lambda p: f"{p.parent.name}/{p.name}",
+)
 def test_a_file_of_one_job_imports_as_fio_py_parses_it(path):
     text = path.read_text()
     output = parse_output(text, "t")
-    assert [(j.name, j.target, j.host, j.error) for j in output.jobs] == [(json.loads(text[text.index("{"):])["jobs"][0]["jobname"], "t", None, None)]
+    assert [(j.name, j.target, j.host, j.error) for j in output.jobs] == [
+        (json.loads(text[text.index("{") :])["jobs"][0]["jobname"], "t", None, None)
+    ]
     assert values(output.jobs[0].metrics) == values(parse_metrics(text))
     assert output.fio_version == "fio-3.33"
 
@@ -58,10 +71,16 @@ def test_plain_json_has_fios_own_percentiles_and_json_plus_its_bins():
         found = values(parse_output(text, "t").jobs[0].metrics)
         for name, pct in PERCENTILES.items():
             for kind in ("clat", "lat", "slat"):
-                assert found[f"read_{kind}_{name}_us"] == read[f"{kind}_ns"]["percentile"][f"{pct:.6f}"] / 1e3, (path.name, kind, name)
+                assert found[f"read_{kind}_{name}_us"] == read[f"{kind}_ns"]["percentile"][f"{pct:.6f}"] / 1e3, (
+                    path.name,
+                    kind,
+                    name,
+                )
     for path in JSONPLUS:
         read = json.loads(path.read_text())["jobs"][0]["read"]
-        assert all("bins" in read[f"{kind}_ns"] for kind in ("clat", "lat", "slat")), "json+ with the bins fslab asks for"
+        assert all("bins" in read[f"{kind}_ns"] for kind in ("clat", "lat", "slat")), (
+            "json+ with the bins fslab asks for"
+        )
 
 
 def test_several_jobs_are_one_run_per_job_name():
@@ -73,7 +92,9 @@ def test_several_jobs_are_one_run_per_job_name():
     assert values(seq_read.metrics) == values(parse_metrics(only(document, jobname="seq-read")))
     assert values(rand_write.metrics) == values(parse_metrics(only(document, jobname="rand-write")))
     clones = [j["read"]["iops"] for j in document["jobs"] if j["jobname"] == "seq-read"]
-    assert len(clones) == 2 and values(seq_read.metrics)["read_iops"] == pytest.approx(sum(clones)), "numjobs=2: both clones, one run"
+    assert len(clones) == 2 and values(seq_read.metrics)["read_iops"] == pytest.approx(sum(clones)), (
+        "numjobs=2: both clones, one run"
+    )
     assert "write_iops" not in values(seq_read.metrics) and "read_iops" not in values(rand_write.metrics)
 
 
@@ -81,7 +102,9 @@ def test_group_reporting_is_one_run_of_the_group():
     document = json.loads((IMPORT / "group-reporting.json").read_text())
     assert len(document["jobs"]) == 1 and document["jobs"][0]["job options"]["numjobs"] == "4"
     found = values(parse_output(json.dumps(document), "t").jobs[0].metrics)
-    assert found["read_iops"] == pytest.approx(document["jobs"][0]["read"]["iops"]) and found["write_iops"] == pytest.approx(document["jobs"][0]["write"]["iops"])
+    assert found["read_iops"] == pytest.approx(document["jobs"][0]["read"]["iops"]) and found[
+        "write_iops"
+    ] == pytest.approx(document["jobs"][0]["write"]["iops"])
 
 
 def test_client_server_output_is_imported_per_host():
@@ -114,8 +137,12 @@ def test_fio_2_output_is_read_in_fslabs_units(name):
     found = values(output.jobs[0].metrics)
     kib = 1024
     assert found["read_iops"] == read["iops"]
-    assert found["read_mb_s"] == read["bw"] * kib / 1e6 and found["read_mib_s"] == read["bw"] * kib / 2**20, "2.x: bandwidth in KiB/s"
-    assert found["read_bytes"] == (read["io_bytes"] if "io_kbytes" in read else read["io_bytes"] * kib), "io_bytes: KiB before 2.19"
+    assert found["read_mb_s"] == read["bw"] * kib / 1e6 and found["read_mib_s"] == read["bw"] * kib / 2**20, (
+        "2.x: bandwidth in KiB/s"
+    )
+    assert found["read_bytes"] == (read["io_bytes"] if "io_kbytes" in read else read["io_bytes"] * kib), (
+        "io_bytes: KiB before 2.19"
+    )
     for kind in ("clat", "lat", "slat"):
         assert found[f"read_{kind}_mean_us"] == pytest.approx(read[kind]["mean"]), f"2.x: {kind} in µs"
     for name_, pct in PERCENTILES.items():
@@ -134,18 +161,33 @@ def test_fio_3_4x_output_is_read_and_each_servers_global_options_are_its_own(ver
         text = (FIO34 / f"fio-{version}{kind}.json").read_text()
         output = parse_output(text, "t")
         assert output.fio_version == f"fio-{version}" and not output.jobs[0].buffered
-        assert values(output.jobs[0].metrics) == values(parse_metrics(text)) and values(output.jobs[0].metrics).keys() == values(parse_metrics(like.read_text())).keys(), kind
+        assert (
+            values(output.jobs[0].metrics) == values(parse_metrics(text))
+            and values(output.jobs[0].metrics).keys() == values(parse_metrics(like.read_text())).keys()
+        ), kind
     one = parse_output((FIO34 / f"fio-{version}-client-server.json").read_text(), "t")
-    assert [(j.target, j.options["bs"], j.options["ioengine"], j.buffered) for j in one.jobs] == [("t@localhost", "4k", "libaio", False)]
+    assert [(j.target, j.options["bs"], j.options["ioengine"], j.buffered) for j in one.jobs] == [
+        ("t@localhost", "4k", "libaio", False)
+    ]
     text = (FIO34 / f"fio-{version}-two-servers.json").read_text()
-    assert text.startswith("<") and isinstance(load_json(text)["global options"], list), "fio's client lines first, then the options per server"
+    assert text.startswith("<") and isinstance(load_json(text)["global options"], list), (
+        "fio's client lines first, then the options per server"
+    )
     document = load_json(text)
     output = parse_output(text, "t")
-    assert [(j.target, j.options["bs"], j.options["ioengine"], j.buffered) for j in output.jobs] == [("t@127.0.0.1", "8k", "libaio", False), ("t@localhost", "4k", "libaio", False)]
+    assert [(j.target, j.options["bs"], j.options["ioengine"], j.buffered) for j in output.jobs] == [
+        ("t@127.0.0.1", "8k", "libaio", False),
+        ("t@localhost", "4k", "libaio", False),
+    ]
     for job in output.jobs:
-        assert values(job.metrics) == values(parse_metrics(only(document, hostname=job.host, jobname="randread"))), "its own, not fio's \"All clients\" on the last host's name"
+        assert values(job.metrics) == values(parse_metrics(only(document, hostname=job.host, jobname="randread"))), (
+            "its own, not fio's \"All clients\" on the last host's name"
+        )
     study = imported_study("s", [], [(FoundFile("f", text, datetime(2025, 1, 1), "t"), output)], [])
-    assert [(r.target, r.workload) for r in study.runs] == [("t@127.0.0.1", "randread bs=8k"), ("t@localhost", "randread bs=4k")]
+    assert [(r.target, r.workload) for r in study.runs] == [
+        ("t@127.0.0.1", "randread bs=8k"),
+        ("t@localhost", "randread bs=4k"),
+    ]
 
 
 def test_a_client_servers_runs_begin_at_its_timestamp_or_at_their_job_start():
@@ -159,16 +201,31 @@ def test_a_client_servers_runs_begin_at_its_timestamp_or_at_their_job_start():
     utc = lambda seconds: datetime.fromtimestamp(seconds, timezone.utc).replace(tzinfo=None)  # noqa: E731
 
     def entry(document: dict, host: str | None = None) -> dict:
-        return next(e for e in document.get("jobs") or document["client_stats"] if e["jobname"] == "randread" and host in (None, e.get("hostname")))
+        return next(
+            e
+            for e in document.get("jobs") or document["client_stats"]
+            if e["jobname"] == "randread" and host in (None, e.get("hostname"))
+        )
 
     old, *two, local = runs
     first = entry(documents[0])
-    assert (old.started_at, old.finished_at, old.source["finished_at_from"]) == (utc(documents[0]["timestamp"]), utc(documents[0]["timestamp"] + first["read"]["runtime"] / 1000), "fio client's start")
+    assert (old.started_at, old.finished_at, old.source["finished_at_from"]) == (
+        utc(documents[0]["timestamp"]),
+        utc(documents[0]["timestamp"] + first["read"]["runtime"] / 1000),
+        "fio client's start",
+    )
     for run in two:
         began = entry(documents[1], run.source["host"])["job_start"] / 1000
-        assert (run.started_at, run.source["finished_at_from"]) == (utc(began), "fio job_start") and began > documents[1]["timestamp"], run.source
-        assert run.finished_at == run.started_at + timedelta(seconds=entry(documents[1], run.source["host"])["read"]["runtime"] / 1000)
-    assert (local.finished_at, local.source["finished_at_from"]) == (utc(documents[2]["timestamp_ms"] / 1000), "fio") and local.started_at < local.finished_at
+        assert (run.started_at, run.source["finished_at_from"]) == (utc(began), "fio job_start") and began > documents[
+            1
+        ]["timestamp"], run.source
+        assert run.finished_at == run.started_at + timedelta(
+            seconds=entry(documents[1], run.source["host"])["read"]["runtime"] / 1000
+        )
+    assert (local.finished_at, local.source["finished_at_from"]) == (
+        utc(documents[2]["timestamp_ms"] / 1000),
+        "fio",
+    ) and local.started_at < local.finished_at
 
 
 def test_the_import_docs_name_every_fio_version_of_the_fixtures():
@@ -183,7 +240,9 @@ def test_fio_2_bins_by_bucket_index_become_their_values():
     assert "FIO_IO_U_PLAT_BITS" in read["clat"]["bins"], "fio 2.18 keyed its bins by bucket index"
     bins = in_current_units(read)["clat_ns"]["bins"]
     assert sum(bins.values()) == read["total_ios"] and not any(key.startswith("FIO_") for key in bins)
-    assert read["clat"]["min"] * 1000 <= min(map(int, bins)) and max(map(int, bins)) <= read["clat"]["max"] * 1000 * 1.02, "bucket values, in ns, within what fio saw"
+    assert (
+        read["clat"]["min"] * 1000 <= min(map(int, bins)) and max(map(int, bins)) <= read["clat"]["max"] * 1000 * 1.02
+    ), "bucket values, in ns, within what fio saw"
 
 
 def test_an_imported_runs_latency_bins_are_of_its_own_jobs_in_current_units():
@@ -194,17 +253,29 @@ def test_an_imported_runs_latency_bins_are_of_its_own_jobs_in_current_units():
     for name, direction in (("seq-read", "read"), ("rand-write", "write")):
         bins = latency_bins(text, job=name)
         assert bins == latency_bins(only(document, jobname=name)) and {d for d, _ in bins} == {direction}, name
-    assert latency_bins(text).keys() == latency_bins(text, job="seq-read").keys() | latency_bins(text, job="rand-write").keys()
+    assert (
+        latency_bins(text).keys()
+        == latency_bins(text, job="seq-read").keys() | latency_bins(text, job="rand-write").keys()
+    )
     # client/server json+ (the fixture is plain json, without bins): two hosts and fio's sum of them
     first, second = (json.loads(p.read_text())["jobs"][0] for p in JSONPLUS[:2])
-    hosts = [{**first, "hostname": "a"}, {**second, "hostname": "b"}, {**first, "hostname": "a", "jobname": "All clients"}]
+    hosts = [
+        {**first, "hostname": "a"},
+        {**second, "hostname": "b"},
+        {**first, "hostname": "a", "jobname": "All clients"},
+    ]
     client_server = json.dumps({"fio version": "fio-3.33", "client_stats": hosts})
     for host, path in (("a", JSONPLUS[0]), ("b", JSONPLUS[1])):
         assert latency_bins(client_server, job="randread", host=host) == latency_bins(path.read_text()), host
-    assert sum(latency_bins(client_server)[("read", "clat")].values()) == first["read"]["total_ios"] + second["read"]["total_ios"], "each host's, never fio's sum"
+    assert (
+        sum(latency_bins(client_server)[("read", "clat")].values())
+        == first["read"]["total_ios"] + second["read"]["total_ios"]
+    ), "each host's, never fio's sum"
     for name in FIO2[1:]:  # json+
         read = json.loads((IMPORT / name).read_text())["jobs"][0]["read"]
-        assert latency_bins((IMPORT / name).read_text()) == {("read", "clat"): in_current_units(read)["clat_ns"]["bins"]}, name
+        assert latency_bins((IMPORT / name).read_text()) == {
+            ("read", "clat"): in_current_units(read)["clat_ns"]["bins"]
+        }, name
 
 
 def test_3x_output_before_sample_counts_is_weighted_by_its_ios():
@@ -212,10 +283,18 @@ def test_3x_output_before_sample_counts_is_weighted_by_its_ios():
     document = json.loads(JSONPLUS[0].read_text())
     read = document["jobs"][0]["read"]
     older = {k: v for k, v in read.items() if k != "bw_bytes"}
-    older |= {f"{kind}_ns": {k: v for k, v in read[f"{kind}_ns"].items() if k != "N"} for kind in ("clat", "lat", "slat")}
-    found, expected = values(job_metrics([{**document["jobs"][0], "read": older}])), values(job_metrics(document["jobs"]))
+    older |= {
+        f"{kind}_ns": {k: v for k, v in read[f"{kind}_ns"].items() if k != "N"} for kind in ("clat", "lat", "slat")
+    }
+    found, expected = (
+        values(job_metrics([{**document["jobs"][0], "read": older}])),
+        values(job_metrics(document["jobs"])),
+    )
     assert found.keys() == expected.keys()
-    assert found["read_mb_s"] == pytest.approx(expected["read_mb_s"], rel=1e-3) and found["read_clat_mean_us"] == expected["read_clat_mean_us"]
+    assert (
+        found["read_mb_s"] == pytest.approx(expected["read_mb_s"], rel=1e-3)
+        and found["read_clat_mean_us"] == expected["read_clat_mean_us"]
+    )
 
 
 def test_text_before_and_after_the_json_is_tolerated():
@@ -230,13 +309,17 @@ def test_a_job_fio_reported_an_error_for_is_a_failed_run():
     assert text.startswith("fio: pid=") and "err=22" in text.splitlines()[0], "fio's error line precedes its JSON"
     document = json.loads(text[text.index("\n{") :])
     ran, failed = parse_output(text, "t").jobs
-    assert (ran.name, ran.error) == ("ok-read", None) and values(ran.metrics) == values(parse_metrics(only(document, jobname="ok-read")))
+    assert (ran.name, ran.error) == ("ok-read", None) and values(ran.metrics) == values(
+        parse_metrics(only(document, jobname="ok-read"))
+    )
     assert (failed.name, failed.error, failed.metrics) == ("unaligned", "fio reported error 22 for job 'unaligned'", [])
 
 
 def test_an_import_with_a_failed_job_lists_it_and_exits_1(tmp_path):
     result = _import(tmp_path / "fslab.db", str(IMPORT / "job-error.json"), "--target", "ext4")
-    assert result.returncode == 1 and not [line for line in result.stderr.splitlines() if line.startswith("skipped")], result.stderr
+    assert result.returncode == 1 and not [line for line in result.stderr.splitlines() if line.startswith("skipped")], (
+        result.stderr
+    )
     assert "ext4 · unaligned · run 1: fio reported error 22 for job 'unaligned'" in result.stdout
     runs = ResultsDB(str(tmp_path / "fslab.db")).runs(1)
     assert [(r["workload"], r["status"]) for r in runs] == [("ok-read", "ok"), ("unaligned", "failed")]
@@ -249,12 +332,24 @@ def test_an_import_with_a_failed_job_lists_it_and_exits_1(tmp_path):
         ('{"name": "not fio", "jobs": 3}\n', "no 'jobs' or 'client_stats'"),
         ('{"fio version": "fio-3.33", "jobs": []}\n', "lists no jobs"),
         ('{"fio version": "fio-3.33", "jobs": [{"jobname": "x"}]}\n', "'error' missing where fio writes it"),
-        ('{"fio version": "fio-3.33", "jobs": [{"jobname": "../x", "error": 0}]}\n', "job name '../x' is not a plain name"),
-        ('{"fio version": "fio-3.33", "jobs": [{"jobname": "x", "error": 0, "read": NaN}]}\n', "malformed JSON: NaN is no number fio writes"),
+        (
+            '{"fio version": "fio-3.33", "jobs": [{"jobname": "../x", "error": 0}]}\n',
+            "job name '../x' is not a plain name",
+        ),
+        (
+            '{"fio version": "fio-3.33", "jobs": [{"jobname": "x", "error": 0, "read": NaN}]}\n',
+            "malformed JSON: NaN is no number fio writes",
+        ),
         ('{"a": ' * 100000 + "\n", "malformed JSON: nested too deeply"),
-        (PLAIN[0].read_text().replace('"timestamp_ms" : ', '"timestamp_ms" : 1e300, "was" : '), "fio's timestamp 1e\\+297 is no time"),
+        (
+            PLAIN[0].read_text().replace('"timestamp_ms" : ', '"timestamp_ms" : 1e300, "was" : '),
+            "fio's timestamp 1e\\+297 is no time",
+        ),
         ('{"jobs": [{"jobname": "x", "error": "bad", "read": {}, "write": {}}]}', "'error' is not a number"),
-        ('{"client_stats": [{"jobname": "x", "hostname": "h", "port": 1}], "global options": [{"port": 1}]}', "'hostname' missing where fio writes it"),
+        (
+            '{"client_stats": [{"jobname": "x", "hostname": "h", "port": 1}], "global options": [{"port": 1}]}',
+            "'hostname' missing where fio writes it",
+        ),
     ],
 )
 def test_what_is_not_fio_output_says_why(text, why):
@@ -271,9 +366,9 @@ def test_a_truncated_file_is_malformed(before):
         json.loads(cut)
     with pytest.raises(NotFioOutput) as found:
         parse_output(before + cut, "t")
-    assert str(found.value) == f"malformed JSON: {expected.value}".replace(f"(char {expected.value.pos})", f"(char {expected.value.pos + len(before)})").replace(
-        f"line {expected.value.lineno} ", f"line {expected.value.lineno + before.count(chr(10))} "
-    )
+    assert str(found.value) == f"malformed JSON: {expected.value}".replace(
+        f"(char {expected.value.pos})", f"(char {expected.value.pos + len(before)})"
+    ).replace(f"line {expected.value.lineno} ", f"line {expected.value.lineno + before.count(chr(10))} ")
 
 
 def test_files_of_one_cell_are_its_repetitions(tmp_path):
@@ -286,11 +381,22 @@ def test_files_of_one_cell_are_its_repetitions(tmp_path):
     parsed, not_fio = parse_files(files)
     study = imported_study("s", [str(tmp_path)], parsed, skipped + not_fio)
     assert not skipped and not not_fio
-    assert [(r.target, r.workload, r.repetition) for r in study.runs] == [("ext4", "randread", 1), ("ext4", "randread", 2), ("ext4", "randread", 3), ("xfs", "randread", 1)]
+    assert [(r.target, r.workload, r.repetition) for r in study.runs] == [
+        ("ext4", "randread", 1),
+        ("ext4", "randread", 2),
+        ("ext4", "randread", 3),
+        ("xfs", "randread", 1),
+    ]
     assert [t.name for t in study.targets] == ["ext4", "xfs"] and study.repetitions == 3
-    assert [r.source["file"] for r in study.runs] == [str(tmp_path / "ext4" / p.name) for p in PLAIN] + [str(tmp_path / "xfs" / "run.json")]
-    assert all(r.outputs[0].text == p.read_text() for r, p in zip(study.runs, PLAIN)), "fio's JSON kept whole as the run's raw output"
-    assert [t.name for t in imported_study("s", [], parse_files(files, "zfs")[0], []).targets] == ["zfs"], "--target names every run's target"
+    assert [r.source["file"] for r in study.runs] == [str(tmp_path / "ext4" / p.name) for p in PLAIN] + [
+        str(tmp_path / "xfs" / "run.json")
+    ]
+    assert all(r.outputs[0].text == p.read_text() for r, p in zip(study.runs, PLAIN)), (
+        "fio's JSON kept whole as the run's raw output"
+    )
+    assert [t.name for t in imported_study("s", [], parse_files(files, "zfs")[0], []).targets] == ["zfs"], (
+        "--target names every run's target"
+    )
 
 
 def test_a_symlink_out_of_a_directory_is_not_followed(tmp_path):
@@ -304,9 +410,14 @@ def test_a_symlink_out_of_a_directory_is_not_followed(tmp_path):
     os.mkfifo(walked / "fifo")
     files, skipped = read_files([walked])
     assert [f.path for f in files] == [str(walked / "a.json")], "the file inside, once"
-    assert [(s.path, s.why) for s in skipped] == [(str(walked / "fifo"), "not a regular file"), (str(walked / "out.json"), f"a symbolic link out of {walked}: not followed")]
+    assert [(s.path, s.why) for s in skipped] == [
+        (str(walked / "fifo"), "not a regular file"),
+        (str(walked / "out.json"), f"a symbolic link out of {walked}: not followed"),
+    ]
     named, _ = read_files([walked / "out.json"])
-    assert [f.text for f in named] == [outside.read_text()], "a file named on the command line is read through its symlink"
+    assert [f.text for f in named] == [outside.read_text()], (
+        "a file named on the command line is read through its symlink"
+    )
 
 
 def test_links_in_a_loop_or_to_a_directory_outside_are_not_followed(tmp_path):
@@ -323,9 +434,13 @@ def test_links_in_a_loop_or_to_a_directory_outside_are_not_followed(tmp_path):
     (walked / "again").symlink_to("inner", target_is_directory=True)
     files, skipped = read_files([walked])
     assert [f.path for f in files] == [str(walked / "inner" / "a.json")], "the file inside, where it is"
-    assert [(s.path, s.why) for s in skipped] == [(str(walked / "out"), f"a symbolic link out of {walked}: not followed")]
+    assert [(s.path, s.why) for s in skipped] == [
+        (str(walked / "out"), f"a symbolic link out of {walked}: not followed")
+    ]
     files, skipped = read_files([walked / "loop"])
-    assert not files and [s.why for s in skipped] == ["cannot be read: Too many levels of symbolic links"], "a loop named: said why"
+    assert not files and [s.why for s in skipped] == ["cannot be read: Too many levels of symbolic links"], (
+        "a loop named: said why"
+    )
 
 
 @pytest.mark.root
@@ -339,7 +454,9 @@ def test_only_regular_files_of_readable_size_are_opened(tmp_path, monkeypatch):
         huge.truncate(64 * 2**20 + 1)  # sparse: nothing written
     opened = []
     real_open = os.open
-    monkeypatch.setattr(os, "open", lambda path, *args, **kwargs: opened.append(Path(path).name) or real_open(path, *args, **kwargs))
+    monkeypatch.setattr(
+        os, "open", lambda path, *args, **kwargs: opened.append(Path(path).name) or real_open(path, *args, **kwargs)
+    )
     files, skipped = read_files([walked, walked / "device"])
     assert [f.path for f in files] == [str(walked / "a.json")]
     assert [(Path(s.path).name, s.why) for s in skipped] == [
@@ -348,7 +465,9 @@ def test_only_regular_files_of_readable_size_are_opened(tmp_path, monkeypatch):
         ("huge.json", f"{64 * 2**20 + 1} bytes, larger than fio's JSON of a run (64 MiB at most here)"),
         ("device", "not a regular file"),
     ]
-    assert "device" not in opened and "fifo" not in opened, "a device or FIFO is never opened: opening one may act on it"
+    assert "device" not in opened and "fifo" not in opened, (
+        "a device or FIFO is never opened: opening one may act on it"
+    )
 
 
 def _import(db, *args):
@@ -381,13 +500,22 @@ def test_import_skips_what_is_not_fio_output_and_imports_the_rest(tmp_path):
     stored = ResultsDB(str(db))
     study_run = stored.study_run("old")
     assert study_run["settings"]["imported"]["files"] == [str(results / p.name) for p in PLAIN]
-    assert [s["file"] for s in study_run["settings"]["imported"]["skipped"]] == [str(results / n) for n in ("binary.dat", "notes.txt", "other.json", "truncated.json")]
+    assert [s["file"] for s in study_run["settings"]["imported"]["skipped"]] == [
+        str(results / n) for n in ("binary.dat", "notes.txt", "other.json", "truncated.json")
+    ]
     runs = stored.runs(study_run["id"])
-    assert [(r["target"], r["workload"], r["repetition"], r["status"], r["buffered"]) for r in runs] == [("ext4", "randread", n, "ok", False) for n in (1, 2, 3)]
-    assert [r["source"] for r in runs] == [{"file": str(results / p.name), "job": "randread", "fio_version": "fio-3.33", "finished_at_from": "fio"} for p in PLAIN]
+    assert [(r["target"], r["workload"], r["repetition"], r["status"], r["buffered"]) for r in runs] == [
+        ("ext4", "randread", n, "ok", False) for n in (1, 2, 3)
+    ]
+    assert [r["source"] for r in runs] == [
+        {"file": str(results / p.name), "job": "randread", "fio_version": "fio-3.33", "finished_at_from": "fio"}
+        for p in PLAIN
+    ]
     for run, path in zip(runs, PLAIN):
         assert [(o.tool, o.text) for o in stored.outputs(run["id"])] == [("fio", path.read_text())]
-    stored_metrics = [{m.metric: m.value for m in stored.run_metrics(study_run["id"]) if m.repetition == n} for n in (1, 2, 3)]
+    stored_metrics = [
+        {m.metric: m.value for m in stored.run_metrics(study_run["id"]) if m.repetition == n} for n in (1, 2, 3)
+    ]
     assert stored_metrics == [values(parse_metrics(p.read_text())) for p in PLAIN], "stored as fio.py parses each file"
     assert "imported from 3 file(s)" in " ".join(result.stdout.split())
 
@@ -418,8 +546,12 @@ def test_an_imported_study_run_summarises_and_compares(tmp_path):
     assert "Study old-results, study run 1, imported from 3 file(s) of fio's JSON (fio-3.33)" in text
     assert "randread (direct I/O)" in text and re.search(r"target effect ─+ disk –", text)
     markdown = (tmp_path / "reports" / "old-results-1" / "summary.md").read_text()
-    assert "| disk | – | – | – | – | – | – | fio-3.33 |" in markdown, "the fio version that made the imported files, in the report files (the console leaves tool versions out)"
-    history = [line for line in fslab_in_process("history", "--db", str(db)).stdout.splitlines() if "old-results" in line]
+    assert "| disk | – | – | – | – | – | – | fio-3.33 |" in markdown, (
+        "the fio version that made the imported files, in the report files (the console leaves tool versions out)"
+    )
+    history = [
+        line for line in fslab_in_process("history", "--db", str(db)).stdout.splitlines() if "old-results" in line
+    ]
     assert len(history) == 2 and all("imported" in line for line in history)
 
     compared = fslab_in_process("compare", "1", "2", "--db", str(db))
@@ -438,21 +570,35 @@ def test_fslabs_own_runs_imported_again_are_the_same_runs(tmp_path):
     exported = tmp_path / "ext4"
     exported.mkdir()
     with sqlite3.connect(db) as conn:
-        outputs = conn.execute("SELECT o.output FROM runs r JOIN run_outputs o ON o.run_id = r.id WHERE r.target = 'ext4' ORDER BY r.id").fetchall()
+        outputs = conn.execute(
+            "SELECT o.output FROM runs r JOIN run_outputs o ON o.run_id = r.id WHERE r.target = 'ext4' ORDER BY r.id"
+        ).fetchall()
     for n, (text,) in enumerate(outputs, 1):
         (exported / f"run-{n}.json").write_text(text)
     result = _import(db, str(exported), "--study", "v7")
     assert result.returncode == 0, result.stderr
     stored = ResultsDB(str(db))
     with sqlite3.connect(db) as conn:
-        assert conn.execute("SELECT COUNT(*) FROM runs WHERE source IS NULL").fetchone() == (4,), "the runs fslab made, kept"
-    measured, imported = stored.sample_groups(1).values[("rand_read", "ext4")], stored.sample_groups(2).values[("rand_read", "ext4")]
-    assert imported == {name: v for name, v in measured.items() if name in FIO_METRICS}, "fio's every metric as fslab stored it when it ran (its monitors' are not in fio's output)"
+        assert conn.execute("SELECT COUNT(*) FROM runs WHERE source IS NULL").fetchone() == (4,), (
+            "the runs fslab made, kept"
+        )
+    measured, imported = (
+        stored.sample_groups(1).values[("rand_read", "ext4")],
+        stored.sample_groups(2).values[("rand_read", "ext4")],
+    )
+    assert imported == {name: v for name, v in measured.items() if name in FIO_METRICS}, (
+        "fio's every metric as fslab stored it when it ran (its monitors' are not in fio's output)"
+    )
     compared = fslab_in_process("compare", "1", "2", "--db", str(db))
     assert compared.returncode == 0, compared.stdout + compared.stderr
-    assert "Study run 2 imported from fio's JSON (fslab import): the machine that measured it is not known." in compared.stdout
+    assert (
+        "Study run 2 imported from fio's JSON (fslab import): the machine that measured it is not known."
+        in compared.stdout
+    )
     rows = [line.split() for line in compared.stdout.splitlines() if line.split()[:2] == ["rand_read", "ext4"]]
-    assert rows and all(row[row.index("IOPS") + 1 if "IOPS" in row else row.index("latency") + 1] == "1.000" for row in rows), compared.stdout
+    assert rows and all(
+        row[row.index("IOPS") + 1 if "IOPS" in row else row.index("latency") + 1] == "1.000" for row in rows
+    ), compared.stdout
 
 
 def test_the_examples_in_the_import_docs_run_as_written(tmp_path, monkeypatch):
@@ -468,25 +614,53 @@ def test_the_examples_in_the_import_docs_run_as_written(tmp_path, monkeypatch):
         for fixture, device in (("a.img", "md0"), ("b.img", "md1")):
             if (IMPORT / "bench-fio" / run / fixture).is_dir():
                 shutil.copytree(IMPORT / "bench-fio" / run / fixture, tmp_path / tree / device)
-    shutil.copytree(IMPORT / "hist" / "ext4", tmp_path / "pbench" / "sample1")  # fio's JSON with its histogram logs beside it
+    shutil.copytree(
+        IMPORT / "hist" / "ext4", tmp_path / "pbench" / "sample1"
+    )  # fio's JSON with its histogram logs beside it
     text = (Path(__file__).parent.parent / "docs" / "import.md").read_text()
-    commands = [line.split("#", 1)[0].split() for block in text.split("```sh\n")[1:] for line in block.split("```", 1)[0].splitlines() if line.strip()]
-    assert [c[:2] for c in commands] == [["fslab", "import"], ["fslab", "import"], ["fslab", "compare"], ["fslab", "summary"], ["fslab", "import"], ["fslab", "history"], ["fslab", "import"], ["fslab", "summary"], ["fslab", "import"]]
+    commands = [
+        line.split("#", 1)[0].split()
+        for block in text.split("```sh\n")[1:]
+        for line in block.split("```", 1)[0].splitlines()
+        if line.strip()
+    ]
+    assert [c[:2] for c in commands] == [
+        ["fslab", "import"],
+        ["fslab", "import"],
+        ["fslab", "compare"],
+        ["fslab", "summary"],
+        ["fslab", "import"],
+        ["fslab", "history"],
+        ["fslab", "import"],
+        ["fslab", "summary"],
+        ["fslab", "import"],
+    ]
     monkeypatch.chdir(tmp_path)
     said = {}
     for command in commands:
         result = fslab_in_process(*command[1:])
-        assert result.returncode in ((0, 1) if command[1] == "compare" else (0,)), (command, result.stdout, result.stderr)
+        assert result.returncode in ((0, 1) if command[1] == "compare" else (0,)), (
+            command,
+            result.stdout,
+            result.stderr,
+        )
         assert "Traceback" not in result.stderr
         said[tuple(command)] = result.stdout
     stored = ResultsDB(str(tmp_path / "fslab.db"))
     assert {r["target"] for r in stored.runs(3)} == {"nas@localhost"}
     bench_fio = stored.runs(4)
     assert {r["target"] for r in bench_fio} == {"md0", "md1"} and len({r["workload"] for r in bench_fio}) == 16
-    shown = [line for block in text.split("```text\n")[1:] for line in block.split("```", 1)[0].splitlines() if line.startswith(("34 file(s)", "  fio job 'FIOJOB'", "  FIOJOB", "passed over"))]
+    shown = [
+        line
+        for block in text.split("```text\n")[1:]
+        for line in block.split("```", 1)[0].splitlines()
+        if line.startswith(("34 file(s)", "  fio job 'FIOJOB'", "  FIOJOB", "passed over"))
+    ]
     printed = said[("fslab", "import", "raid/", "raid-again/", "--study", "raid")].splitlines()
     assert len(shown) == 5 and all(line in printed for line in shown), "the docs show what the import says"
-    assert {r["target"] for r in stored.runs(5)} == {"ext4"} and {tuple(phases) for phases in stored.output_phases(5, HIST_TOOL).values()} == {("",)}, "the histogram logs, kept with the run"
+    assert {r["target"] for r in stored.runs(5)} == {"ext4"} and {
+        tuple(phases) for phases in stored.output_phases(5, HIST_TOOL).values()
+    } == {("",)}, "the histogram logs, kept with the run"
 
 
 def test_a_report_draws_an_imported_runs_latency_of_its_own_jobs_alone(tmp_path):
@@ -520,12 +694,19 @@ def test_a_report_draws_the_latency_of_a_job_split_by_its_options(tmp_path):
     drawn = {h.workload: h for h in details.histograms if h.direction == "read"}
     assert drawn.keys() == {"randread iodepth=8", "randread iodepth=16"} and not details.unreadable
     deepest = drawn["randread iodepth=16"]
-    assert deepest.bins == {int(ns): n for ns, n in latency_bins(json.dumps(deeper))[("read", deepest.latency)].items()}, "its own file's bins"
+    assert deepest.bins == {
+        int(ns): n for ns, n in latency_bins(json.dumps(deeper))[("read", deepest.latency)].items()
+    }, "its own file's bins"
 
 
 @pytest.mark.parametrize(
     ("global_options", "job_options", "buffered"),
-    [({}, {"direct": "1"}, False), ({"direct": "1"}, {"buffered": "1"}, True), ({"buffered": "1"}, {"direct": "1"}, False), ({}, {}, True)],
+    [
+        ({}, {"direct": "1"}, False),
+        ({"direct": "1"}, {"buffered": "1"}, True),
+        ({"buffered": "1"}, {"direct": "1"}, False),
+        ({}, {}, True),
+    ],
 )
 def test_an_imported_jobs_buffering_is_read_as_fio_applies_its_options(global_options, job_options, buffered):
     """fio applies the later of direct and buffered (the job's after the global ones): the same
@@ -533,7 +714,9 @@ def test_an_imported_jobs_buffering_is_read_as_fio_applies_its_options(global_op
     document = json.loads((IMPORT / "several-jobs.json").read_text())
     document["global options"] = global_options
     for job in document["jobs"]:
-        job["job options"] = {k: v for k, v in job["job options"].items() if k not in ("direct", "buffered")} | job_options
+        job["job options"] = {
+            k: v for k, v in job["job options"].items() if k not in ("direct", "buffered")
+        } | job_options
     assert {job.buffered for job in parse_output(json.dumps(document), "disk").jobs} == {buffered}
 
 
@@ -570,11 +753,15 @@ def test_files_whose_job_options_differ_are_never_pooled():
     assert {json.loads(f.text)["jobs"][0]["jobname"] for f in files} == {"random-read"}, "one job name in every file"
     for workload in {r.workload for r in study.runs}:
         runs = [r for r in study.runs if r.workload == workload]
-        assert len({_what_it_did(Path(r.source["file"])) for r in runs}) == 1, f"{workload}: files of different options pooled"
+        assert len({_what_it_did(Path(r.source["file"])) for r in runs}) == 1, (
+            f"{workload}: files of different options pooled"
+        )
         assert sorted(r.target for r in runs) == list(SERVERS), f"{workload}: one run of each server"
     assert study.repetitions == 1
     names = {_what_it_did(Path(r.source["file"])): r.workload for r in study.runs}
-    assert names[("randread", "16", "32")] == "random-read rw=randread iodepth=16 numjobs=32", "named by the options that differ, as fio lists them"
+    assert names[("randread", "16", "32")] == "random-read rw=randread iodepth=16 numjobs=32", (
+        "named by the options that differ, as fio lists them"
+    )
     assert names[("randwrite", "1", "1")] == "random-read rw=randwrite iodepth=1 numjobs=1"
     assert len(set(names.values())) == 6 and all(r.source["job"] == "random-read" for r in study.runs)
 
@@ -583,10 +770,16 @@ def test_files_of_one_job_run_again_are_its_repetitions():
     # the same bench-fio job run twice on one disk (RUN1, RUN2): options equal but for nothing
     runs = sorted((FIO_PLOT / "WD740GD").glob("*/randread-1-1.json"))
     assert [p.parent.name for p in runs] == ["RUN1", "RUN2"]
-    assert json.loads(runs[0].read_text())["jobs"][0]["job options"] == json.loads(runs[1].read_text())["jobs"][0]["job options"]
+    assert (
+        json.loads(runs[0].read_text())["jobs"][0]["job options"]
+        == json.loads(runs[1].read_text())["jobs"][0]["job options"]
+    )
     files, _ = read_files(runs)
     study = imported_study("s", [], parse_files(files, "wd740gd")[0], [])
-    assert [(r.target, r.workload, r.repetition) for r in study.runs] == [("wd740gd", "random-read", 1), ("wd740gd", "random-read", 2)]
+    assert [(r.target, r.workload, r.repetition) for r in study.runs] == [
+        ("wd740gd", "random-read", 1),
+        ("wd740gd", "random-read", 2),
+    ]
     # and with the servers' files of the same options: the job name alone names none of them
     files, _ = read_files([*runs, FIO_PLOT / SERVERS[0]])
     study = imported_study("s", [], parse_files(files)[0], [])
@@ -614,7 +807,14 @@ def test_where_a_job_ran_and_what_it_logged_do_not_split_a_workload():
         found = [(FoundFile(f"f{n}", "", datetime(2024, 1, 1), "t"), output) for n, output in enumerate(outputs)]
         return [r.workload for r in imported_study("s", [], found, []).runs]
 
-    same = variant(filename="/dev/md0", write_bw_log="other", log_avg_msec="1000", lat_percentiles="1", group_reporting=None, directory="/mnt")
+    same = variant(
+        filename="/dev/md0",
+        write_bw_log="other",
+        log_avg_msec="1000",
+        lat_percentiles="1",
+        group_reporting=None,
+        directory="/mnt",
+    )
     assert workloads(variant(), same) == ["random-read", "random-read"]
     assert workloads(variant(), variant(bs="8k")) == ["random-read bs=4k", "random-read bs=8k"]
     assert workloads(variant(), variant(direct=None)) == ["random-read direct=1", "random-read direct=(unset)"]
@@ -627,7 +827,9 @@ def test_the_import_says_how_it_grouped_the_files(tmp_path):
     result = _import(tmp_path / "fslab.db", *(str(FIO_PLOT / s) for s in SERVERS), "--study", "fio-plot")
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0].startswith("12 file(s) → 6 workload(s); runs of one workload agree on every fio job option but where they ran and what they logged")
+    assert lines[0].startswith(
+        "12 file(s) → 6 workload(s); runs of one workload agree on every fio job option but where they ran and what they logged"
+    )
     assert "  fio job 'random-read' ran with different options: 6 workloads, named by the options that differ" in lines
     assert f"  random-read rw=randread iodepth=16 numjobs=32: {SERVERS[0]} 1 run, {SERVERS[1]} 1 run" in lines
     assert sum(line.startswith("  random-read rw=") for line in lines) == 6
@@ -641,16 +843,22 @@ def test_the_two_servers_are_compared_like_with_like(tmp_path):
     assert _import(db, *(str(FIO_PLOT / s) for s in SERVERS), "--study", "fio-plot").returncode == 0
     results = ResultsDB(str(db))
     summary = summarize_study_run(results, results.study_run()["id"])
-    ratios = {(r.workload, r.metric): r.comparison.ratio for r in summary.analysis.rows if (r.baseline, r.target) == SERVERS}
+    ratios = {
+        (r.workload, r.metric): r.comparison.ratio for r in summary.analysis.rows if (r.baseline, r.target) == SERVERS
+    }
     expected = {}
     for path in sorted((FIO_PLOT / SERVERS[0]).glob("*.json")):
         rw, iodepth, numjobs = _what_it_did(path)
         direction = "read" if rw == "randread" else "write"
         iops = [json.loads((FIO_PLOT / s / path.name).read_text())["jobs"][0][direction]["iops"] for s in SERVERS]
         expected[(f"random-read rw={rw} iodepth={iodepth} numjobs={numjobs}", f"{direction}_iops")] = iops[1] / iops[0]
-    assert len(expected) == 6 and {k: ratios[k] for k in expected} == pytest.approx(expected), "each server's file against the other's of the same options"
+    assert len(expected) == 6 and {k: ratios[k] for k in expected} == pytest.approx(expected), (
+        "each server's file against the other's of the same options"
+    )
     from fslab.report.sections import header_lines, method_line
 
-    assert "One run per cell, one per file." in "\n".join(header_lines(summary)) and "Up to 1 runs" not in "\n".join(header_lines(summary))
+    assert "One run per cell, one per file." in "\n".join(header_lines(summary)) and "Up to 1 runs" not in "\n".join(
+        header_lines(summary)
+    )
     assert summary.analysis.family_size == 0 and "one family of 0" not in method_line(summary)
     assert "no pair of this study run could be compared" in method_line(summary)

@@ -37,19 +37,28 @@ def _device_directory(path: Path) -> str:
 def test_a_bench_fio_tree_is_one_study_run_of_its_targets_and_its_dimensions():
     assert len(JSON) == 34 and len(LOGS) == 250, "the fixture: bench-fio's JSON and fio's logs beside it"
     assert (TREE / "run1" / "b.img" / "randrw75" / "64k" / "randrw-8-2.json").is_file(), "a mixed mode's directory"
-    assert {json.loads(p.read_text())["jobs"][0]["jobname"] for p in JSON} == {"FIOJOB"}, "bench-fio names every job alike"
+    assert {json.loads(p.read_text())["jobs"][0]["jobname"] for p in JSON} == {"FIOJOB"}, (
+        "bench-fio names every job alike"
+    )
     study = import_files("bench", [TREE])
     assert not study.skipped
-    assert [t.name for t in study.targets] == ["a.img", "b.img"], "the target directories, not the block sizes' or the modes'"
+    assert [t.name for t in study.targets] == ["a.img", "b.img"], (
+        "the target directories, not the block sizes' or the modes'"
+    )
     assert study.files == [str(p) for p in JSON] and len(study.runs) == 34
     assert len(study.workloads) == 16, "2 modes × 2 block sizes × 2 iodepths × 2 numjobs"
     for run in study.runs:
         path = Path(run.source["file"])
         options = _options(path)
         assert run.target == _device_directory(path)
-        assert run.workload == "FIOJOB " + " ".join(f"{k}={options[k]}" for k in DIMENSIONS), "named by bench-fio's dimensions, as fio lists them"
+        assert run.workload == "FIOJOB " + " ".join(f"{k}={options[k]}" for k in DIMENSIONS), (
+            "named by bench-fio's dimensions, as fio lists them"
+        )
     again = [(r.target, r.workload, r.repetition) for r in study.runs if r.repetition > 1]
-    assert again == [("a.img", "FIOJOB rw=randread bs=4k iodepth=1 numjobs=1", 2), ("a.img", "FIOJOB rw=randrw bs=4k iodepth=1 numjobs=1", 2)], "run2: bench-fio run again"
+    assert again == [
+        ("a.img", "FIOJOB rw=randread bs=4k iodepth=1 numjobs=1", 2),
+        ("a.img", "FIOJOB rw=randrw bs=4k iodepth=1 numjobs=1", 2),
+    ], "run2: bench-fio run again"
     assert study.repetitions == 2
     assert sorted(s.path for s in study.passed_over) == sorted(map(str, LOGS))
     assert {s.why for s in study.passed_over} == {"fio's log file, not its JSON output"}
@@ -67,8 +76,12 @@ def test_importing_a_bench_fio_tree_says_how_and_exits_0(tmp_path):
     assert "skipped" not in result.stderr, "fio's logs are no fault of the tree"
     stored = ResultsDB(str(db))
     study_run = stored.study_run("bench")
-    assert study_run["settings"]["imported"]["skipped"] == [] and study_run["settings"]["imported"]["passed_over"] == {"fio's log file, not its JSON output": 250}
-    assert {(r["target"], r["workload"]) for r in stored.runs(study_run["id"])} >= {("b.img", "FIOJOB rw=randrw bs=64k iodepth=8 numjobs=2")}
+    assert study_run["settings"]["imported"]["skipped"] == [] and study_run["settings"]["imported"]["passed_over"] == {
+        "fio's log file, not its JSON output": 250
+    }
+    assert {(r["target"], r["workload"]) for r in stored.runs(study_run["id"])} >= {
+        ("b.img", "FIOJOB rw=randrw bs=64k iodepth=8 numjobs=2")
+    }
 
 
 def test_part_of_a_tree_or_one_file_of_it_is_of_the_same_target():
@@ -76,22 +89,31 @@ def test_part_of_a_tree_or_one_file_of_it_is_of_the_same_target():
     for named in (TREE / "run1" / "b.img" / "4k", TREE / "run1" / "b.img" / "randrw75" / "64k" / "randrw-8-2.json"):
         study = import_files("bench", [named])
         assert {r.target for r in study.runs} == {"b.img"}, named
-    assert {r.target for r in import_files("bench", [TREE / "run1" / "b.img" / "4k"], target="nvme").runs} == {"nvme"}, "--target names every run's target"
+    assert {r.target for r in import_files("bench", [TREE / "run1" / "b.img" / "4k"], target="nvme").runs} == {
+        "nvme"
+    }, "--target names every run's target"
 
 
 def test_bench_fio_driving_a_fio_server_is_of_its_target_on_that_host():
     # bench-fio --remote host.list: fio --client output, its logs named ….log.HOST
     study = import_files("bench", [IMPORT / "bench-fio-remote"])
-    assert [(r.target, r.workload, r.source["host"]) for r in study.runs] == [("a.img@localhost", "FIOJOB iodepth=1", "localhost"), ("a.img@localhost", "FIOJOB iodepth=8", "localhost")]
+    assert [(r.target, r.workload, r.source["host"]) for r in study.runs] == [
+        ("a.img@localhost", "FIOJOB iodepth=1", "localhost"),
+        ("a.img@localhost", "FIOJOB iodepth=8", "localhost"),
+    ]
     assert not study.skipped and study.passed_over_by_why() == {"fio's log file, not its JSON output": 10}
 
 
 def test_preconditioning_runs_are_passed_over():
     study = import_files("bench", [PRECONDITIONED])
     condition = PRECONDITIONED / "precondition" / "a.img" / "1m" / "run-1" / "write-64-1.json"
-    assert json.loads(condition.read_text())["jobs"][0]["jobname"] == "precondition", "bench-fio's own job, before the benchmark"
+    assert json.loads(condition.read_text())["jobs"][0]["jobname"] == "precondition", (
+        "bench-fio's own job, before the benchmark"
+    )
     assert [(r.target, r.workload) for r in study.runs] == [("a.img", "FIOJOB")] and not study.skipped
-    assert [(s.path, s.why) for s in study.passed_over if not FIO_LOG.fullmatch(Path(s.path).name)] == [(str(condition), "bench-fio's preconditioning run (run-N), not a measurement")]
+    assert [(s.path, s.why) for s in study.passed_over if not FIO_LOG.fullmatch(Path(s.path).name)] == [
+        (str(condition), "bench-fio's preconditioning run (run-N), not a measurement")
+    ]
 
 
 def test_a_malformed_part_of_a_tree_is_skipped_saying_why_and_the_rest_imported(tmp_path):
@@ -118,17 +140,35 @@ def test_a_malformed_part_of_a_tree_is_skipped_saying_why_and_the_rest_imported(
     stored = ResultsDB(str(tmp_path / "fslab.db"))
     runs = stored.runs(stored.study_run("bench")["id"])
     assert len(runs) == 31 and {r["target"] for r in runs} == {"a.img", "b.img", "64k"}
-    assert [(r["target"], r["source"]["file"]) for r in runs if r["target"] == "64k"] == [("64k", str(renamed))], "not bench-fio's as named: its directory's name, the importer's rule"
+    assert [(r["target"], r["source"]["file"]) for r in runs if r["target"] == "64k"] == [("64k", str(renamed))], (
+        "not bench-fio's as named: its directory's name, the importer's rule"
+    )
 
 
 @pytest.mark.parametrize(
     ("path", "options", "expected"),
     [
-        ("/o/md0/4k/randread-1-8.json", {"rw": "randread", "bs": "4k", "iodepth": "1", "numjobs": "8"}, Place("md0", False)),
-        ("/o/md0/randrw75/4k/randrw-16-8.json", {"rw": "randrw", "bs": "4k", "iodepth": "16", "numjobs": "8", "rwmixread": "75"}, Place("md0", False)),
-        ("/o/md0/1m/run-3/write-64-1.json", {"rw": "write", "bs": "1m", "iodepth": "64", "numjobs": "1"}, Place("md0", True)),
+        (
+            "/o/md0/4k/randread-1-8.json",
+            {"rw": "randread", "bs": "4k", "iodepth": "1", "numjobs": "8"},
+            Place("md0", False),
+        ),
+        (
+            "/o/md0/randrw75/4k/randrw-16-8.json",
+            {"rw": "randrw", "bs": "4k", "iodepth": "16", "numjobs": "8", "rwmixread": "75"},
+            Place("md0", False),
+        ),
+        (
+            "/o/md0/1m/run-3/write-64-1.json",
+            {"rw": "write", "bs": "1m", "iodepth": "64", "numjobs": "1"},
+            Place("md0", True),
+        ),
         # fio-plot's published data: bench-fio's older tree, no block-size directory
-        ("/data/MX200/randread-4-8.json", {"rw": "randread", "bs": "4k", "iodepth": "4", "numjobs": "8"}, Place("MX200", False)),
+        (
+            "/data/MX200/randread-4-8.json",
+            {"rw": "randread", "bs": "4k", "iodepth": "4", "numjobs": "8"},
+            Place("MX200", False),
+        ),
         ("/o/md0/4k/randread-1-8.json", {"rw": "randread", "bs": "4k", "iodepth": "2", "numjobs": "8"}, None),
         ("/o/md0/4k/randread-1-8.json", {"rw": "randwrite", "bs": "4k", "iodepth": "1", "numjobs": "8"}, None),
         ("/o/md0/4k/run.json", {"rw": "randread", "bs": "4k", "iodepth": "1", "numjobs": "8"}, None),
@@ -141,7 +181,14 @@ def test_a_file_is_bench_fios_only_when_its_name_and_its_options_agree(path, opt
 
 
 def test_fio_log_files_are_known_by_the_names_fio_gives_them():
-    for name in ("randread-iodepth-1-numjobs-2_clat.2.log", "job_bw.log", "job_clat_hist.1.log", "job_lat.1.log.fz", "job_iops.1.log.localhost", "x-read_bw.log"):
+    for name in (
+        "randread-iodepth-1-numjobs-2_clat.2.log",
+        "job_bw.log",
+        "job_clat_hist.1.log",
+        "job_lat.1.log.fz",
+        "job_iops.1.log.localhost",
+        "x-read_bw.log",
+    ):
         assert FIO_LOG.fullmatch(name), name
     for name in ("randread-1-1.json", "fio.log", "bw.1.log", "notes_bw.txt"):
         assert not FIO_LOG.fullmatch(name), name

@@ -34,9 +34,14 @@ def hist_of(run) -> str | None:
 def test_a_runs_logs_are_kept_with_it_as_fio_wrote_them(tmp_path):
     directory = copied(tmp_path)
     imported = import_files("disks", [tmp_path])
-    assert imported.skipped == [] and imported.files == [str(directory / "fio-result.json")], "the logs are the run's, not files skipped"
+    assert imported.skipped == [] and imported.files == [str(directory / "fio-result.json")], (
+        "the logs are the run's, not files skipped"
+    )
     [run] = imported.runs
-    assert run.source["histogram_logs"] == [str(directory / "fio_clat_hist.1.log"), str(directory / "fio_clat_hist.2.log")]
+    assert run.source["histogram_logs"] == [
+        str(directory / "fio_clat_hist.1.log"),
+        str(directory / "fio_clat_hist.2.log"),
+    ]
     found = {t.direction: t for t in latency_over_time(hist_of(run))}
     bins = Bins.of_width(928, 1)  # the job's log_hist_coarseness=1
     for code, direction in enumerate(("read", "write")):
@@ -59,7 +64,10 @@ def test_an_imported_runs_report_draws_its_latency_over_time(tmp_path):
     results = ResultsDB(str(db))
     s = summarize_study_run(results, 1)
     details = run_details(results, s)
-    assert {(t.workload, t.target, t.latency.direction) for t in details.latency_traces} == {("mix", "ext4", "read"), ("mix", "ext4", "write")}
+    assert {(t.workload, t.target, t.latency.direction) for t in details.latency_traces} == {
+        ("mix", "ext4", "read"),
+        ("mix", "ext4", "write"),
+    }
     names = {c.name for c in study_charts(s, details)}
     assert {"mix-read-latency-heatmap", "mix-read-latency-over-time", "mix-write-latency-heatmap"} <= names
 
@@ -69,16 +77,23 @@ def test_logs_on_another_clock_count_from_a_window_before_their_first():
     [run] = import_files("mine", [FIXTURES / "fio" / "hist" / "randrw-2jobs-hist.json"]).runs
     assert [Path(p).name for p in run.source["histogram_logs"]] == ["fslab_clat_hist.1.log", "fslab_clat_hist.2.log"]
     for t in latency_over_time(hist_of(run)):
-        assert t.window_ms == 100 and t.ends_s[0] == 0.1 and t.ends_s[-1] <= 2.1, "the run's 2 s, not the machine's uptime"
+        assert t.window_ms == 100 and t.ends_s[0] == 0.1 and t.ends_s[-1] <= 2.1, (
+            "the run's 2 s, not the machine's uptime"
+        )
 
 
 def test_a_log_that_cannot_be_attached_is_skipped_saying_why(tmp_path):
     directory = copied(tmp_path)
     (directory / "fio_clat_hist.2.log").write_text("not, a, log\n")
     imported = import_files("disks", [directory])
-    assert [s.path for s in imported.skipped] == [str(directory / "fio_clat_hist.1.log"), str(directory / "fio_clat_hist.2.log")], "a job's logs together or not at all"
+    assert [s.path for s in imported.skipped] == [
+        str(directory / "fio_clat_hist.1.log"),
+        str(directory / "fio_clat_hist.2.log"),
+    ], "a job's logs together or not at all"
     for skipped in imported.skipped:
-        assert skipped.why.startswith(f"fio's histogram log of job 'mix' in {directory / 'fio-result.json'}, not attached: fio_clat_hist.2.log: line 1 is not")
+        assert skipped.why.startswith(
+            f"fio's histogram log of job 'mix' in {directory / 'fio-result.json'}, not attached: fio_clat_hist.2.log: line 1 is not"
+        )
     assert len(imported.runs) == 1 and hist_of(imported.runs[0]) is None, "the run imported, without logs"
     done = fslab_in_process("import", str(directory), "--db", str(tmp_path / "fslab.db"))
     assert done.returncode == 1 and "fio_clat_hist" in done.stderr and "Traceback" not in done.stderr
@@ -103,7 +118,10 @@ def test_a_prefix_two_jobs_share_and_a_job_without_windows_attach_nothing(tmp_pa
     document["jobs"].append(other)  # a second job name, its write_hist_log the same (a [global] option)
     (directory / "fio-result.json").write_text(json.dumps(document))
     imported = import_files("disks", [directory])
-    assert {s.path for s in imported.skipped} == {str(directory / "fio_clat_hist.1.log"), str(directory / "fio_clat_hist.2.log")}
+    assert {s.path for s in imported.skipped} == {
+        str(directory / "fio_clat_hist.1.log"),
+        str(directory / "fio_clat_hist.2.log"),
+    }
     assert all("which jobs mix, other of" in s.why for s in imported.skipped)
     assert [hist_of(r) for r in imported.runs] == [None, None]
     del document["jobs"][2]

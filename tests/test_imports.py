@@ -38,7 +38,11 @@ def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
         if isinstance(node, ast.Import):
             candidates = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
-            stem = ".".join(package[: len(package) - node.level + 1] + [node.module or ""]).strip(".") if node.level else node.module or ""
+            stem = (
+                ".".join(package[: len(package) - node.level + 1] + [node.module or ""]).strip(".")
+                if node.level
+                else node.module or ""
+            )
             candidates = [f"{stem}.{alias.name}" if f"{stem}.{alias.name}" in known else stem for alias in node.names]
         else:
             continue
@@ -127,11 +131,17 @@ def test_the_walk_finds_a_circle_however_it_is_imported(tmp_path):
 
 def test_the_model_depends_on_nothing_of_fslab_but_names_units_and_errors():
     graph = import_graph()
-    assert graph["fslab.model"] <= MODEL_MAY_IMPORT, f"model.py imports {sorted(graph['fslab.model'] - MODEL_MAY_IMPORT)}"
+    assert graph["fslab.model"] <= MODEL_MAY_IMPORT, (
+        f"model.py imports {sorted(graph['fslab.model'] - MODEL_MAY_IMPORT)}"
+    )
     # and, run, loads nothing else (a package's __init__ on the way included)
     code = "import sys, fslab.model; print(' '.join(sorted(m for m in sys.modules if m.startswith('fslab'))))"
-    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split())
-    assert loaded <= MODEL_MAY_IMPORT | {"fslab", "fslab.guard", "fslab.model"}, f"importing fslab.model loads {sorted(loaded)}"
+    loaded = set(
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    )
+    assert loaded <= MODEL_MAY_IMPORT | {"fslab", "fslab.guard", "fslab.model"}, (
+        f"importing fslab.model loads {sorted(loaded)}"
+    )
 
 
 def test_the_results_database_loads_no_workload_kind_and_no_filesystem():
@@ -139,7 +149,9 @@ def test_the_results_database_loads_no_workload_kind_and_no_filesystem():
     the kinds that made them (the rest of the summary's path: issue 21's registries)."""
     code = "import sys, fslab.results.db; print(' '.join(sorted(m for m in sys.modules if m.startswith('fslab'))))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    assert not [m for m in loaded if m.startswith(("fslab.workloads", "fslab.filesystems"))], f"importing fslab.results.db loads {loaded}"
+    assert not [m for m in loaded if m.startswith(("fslab.workloads", "fslab.filesystems"))], (
+        f"importing fslab.results.db loads {loaded}"
+    )
 
 
 def test_fslab_summary_of_a_study_run_loads_no_workload_kind_and_no_filesystem(tmp_path):
@@ -197,7 +209,11 @@ NOT_FOR_A_SUMMARY = (
 LOADED_BY_THE_COMMANDS_THAT_USE_THEM = ("sqlalchemy", "numpy", "scipy")
 
 
-@pytest.mark.parametrize("args", [["-c", "import fslab.cli"], ["-m", "fslab", "cleanup", "--help"]], ids=["import fslab.cli", "fslab cleanup --help"])
+@pytest.mark.parametrize(
+    "args",
+    [["-c", "import fslab.cli"], ["-m", "fslab", "cleanup", "--help"]],
+    ids=["import fslab.cli", "fslab cleanup --help"],
+)
 def test_starting_fslab_loads_no_database_and_no_statistics(args):
     """Every fslab process pays for what starting it loads before it does anything — a fleet's
     worker, `fslab cleanup` in the tests' emulated guests, where Python runs ~18 times slower: each
@@ -216,7 +232,9 @@ def test_a_fleets_status_table_loads_no_statistics():
     """`fslab status` reads where a fleet's study run stands: the planner, and the numpy its
     statistics load, are for `fslab run --on` alone."""
     code = "import sys, fslab.cli, fslab.fleet.dispatch; print(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'scipy'}))"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
+    assert (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
+    )
 
 
 def test_the_commands_parameters_are_read_without_evaluating_text():
@@ -225,7 +243,11 @@ def test_the_commands_parameters_are_read_without_evaluating_text():
     and evaluates every time, a fiftieth of a second of every start."""
     from fslab.cli import app
 
-    callbacks = [c.callback for c in app.registered_commands] + [c.callback for g in app.registered_groups for c in g.typer_instance.registered_commands]
+    callbacks = [c.callback for c in app.registered_commands] + [
+        c.callback for g in app.registered_groups for c in g.typer_instance.registered_commands
+    ]
     assert len(callbacks) > 10, "the commands were found"
-    as_text = sorted(f"{f.__name__}({name})" for f in callbacks for name, a in f.__annotations__.items() if isinstance(a, str))
+    as_text = sorted(
+        f"{f.__name__}({name})" for f in callbacks for name, a in f.__annotations__.items() if isinstance(a, str)
+    )
     assert not as_text, f"annotations left as text: {', '.join(as_text)}"

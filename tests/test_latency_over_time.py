@@ -15,7 +15,13 @@ from fslab.report.chart_parts import BUCKETS_PER_DECADE, latency_bucket
 from fslab.report.charts import study_charts
 from fslab.report.details import LatencyTrace, RunDetails, run_details
 from fslab.report.summary import StudySummary, summarize_study_run
-from fslab.report.time_charts import LATENCY_WINDOWS, heatmap_rows, latency_heatmap_chart, latency_over_time_chart, percentile_rows
+from fslab.report.time_charts import (
+    LATENCY_WINDOWS,
+    heatmap_rows,
+    latency_heatmap_chart,
+    latency_over_time_chart,
+    percentile_rows,
+)
 from fslab.results import ResultsDB
 from fslab.workloads.fio_hist import COARSENESS, HIST_TOOL, Bins, kept, latency_over_time
 from fslab.workloads.fio_output import BINS_TOOL
@@ -26,6 +32,8 @@ BINS = Bins.of_width(1856 >> COARSENESS, COARSENESS)
 def drawn_us(ns: int) -> float:
     """A latency as the percentiles chart holds it: the value (µs, 4 digits) of the bin fio counts it in."""
     return float(f"{BINS.value_ns(BINS.index_of(ns)) / 1e3:.4g}")
+
+
 STUDY = """\
 [study]
 name = "over-time"
@@ -85,7 +93,11 @@ def test_the_run_drawn_is_the_throughput_charts_and_only_its_logs_are_read(tmp_p
     latency = {(t.workload, t.target, t.latency.direction): t.repetition for t in details.latency_traces}
     assert latency == throughput and len(latency) == 2 * 3, "rand_read reads, nas_mixed reads and writes; ext4 and raw"
     assert {t.runs for t in details.latency_traces} == {3} and not details.unreadable
-    drawn = {r["id"] for r in db.runs(study_run) if (r["workload"], r["target"]) in {(w, t) for w, t, _ in latency} and r["repetition"] in latency.values()}
+    drawn = {
+        r["id"]
+        for r in db.runs(study_run)
+        if (r["workload"], r["target"]) in {(w, t) for w, t, _ in latency} and r["repetition"] in latency.values()
+    }
     hist_read = [run_id for tool, run_id in loaded if tool == HIST_TOOL]
     assert len(hist_read) == len(set(hist_read)) <= len(latency) and set(hist_read) <= drawn, "only the runs drawn"
     for t in details.latency_traces:
@@ -96,13 +108,21 @@ def test_the_run_drawn_is_the_throughput_charts_and_only_its_logs_are_read(tmp_p
     chosen = next(t for t in details.latency_traces if (t.workload, t.target) == ("rand_read", "ext4"))
     other = runs[("rand_read", "ext4", next(k for k in (1, 2, 3) if k != chosen.repetition))]
     with sqlite3.connect(tmp_path / "results.db") as conn:
-        conn.execute("UPDATE run_outputs SET output = '{not json', packed = NULL WHERE run_id = ? AND tool = ?", (other, HIST_TOOL))
+        conn.execute(
+            "UPDATE run_outputs SET output = '{not json', packed = NULL WHERE run_id = ? AND tool = ?",
+            (other, HIST_TOOL),
+        )
     assert not run_details(db, s).unreadable
     with sqlite3.connect(tmp_path / "results.db") as conn:
-        conn.execute("UPDATE run_outputs SET output = '{not json', packed = NULL WHERE run_id = ? AND tool = ?", (runs[("rand_read", "ext4", chosen.repetition)], HIST_TOOL))
+        conn.execute(
+            "UPDATE run_outputs SET output = '{not json', packed = NULL WHERE run_id = ? AND tool = ?",
+            (runs[("rand_read", "ext4", chosen.repetition)], HIST_TOOL),
+        )
     again = run_details(db, s)
     [said] = again.unreadable
-    assert said.startswith(f"ext4 · rand_read · run {chosen.repetition}: fio's stored histogram logs cannot be read (no fio histogram logs")
+    assert said.startswith(
+        f"ext4 · rand_read · run {chosen.repetition}: fio's stored histogram logs cannot be read (no fio histogram logs"
+    )
     assert len(again.latency_traces) == len(latency) - 1 and len(again.traces) == len(throughput)
 
 
@@ -112,7 +132,9 @@ def test_the_heatmap_draws_each_windows_completions_per_latency_bucket():
     without; all in one row per target, for the chart to flatten."""
     t = trace("ext4", [[100_000] * 98 + [130_000] + [2_000_000] * 2, [], [100_000] * 10])
     row = heatmap_rows("ext4", t.latency)
-    assert (row["target"], row["w"], row["from_s"], row["b0"]) == ("ext4", 0.2, [0.0, 0.4], [20, 20]), "the empty window has no cell"
+    assert (row["target"], row["w"], row["from_s"], row["b0"]) == ("ext4", 0.2, [0.0, 0.4], [20, 20]), (
+        "the empty window has no cell"
+    )
     assert [latency_bucket(BINS.value_ns(BINS.index_of(v))) for v in (100_000, 130_000, 2_000_000)] == [20, 21, 33]
     assert row["n"] == [[98, 1] + [0] * 11 + [2], [10]]
     assert 10 ** (20 / BUCKETS_PER_DECADE) <= 100 < 10 ** (21 / BUCKETS_PER_DECADE), "bucket 20 holds 100 µs"
@@ -125,7 +147,12 @@ def test_the_heatmap_draws_each_windows_completions_per_latency_bucket():
 def test_a_long_log_is_drawn_in_at_most_fifty_windows_its_bins_added_up():
     t = trace("ext4", [[50_000 + w] for w in range(500)])
     row = heatmap_rows("ext4", t.latency.coarsened(LATENCY_WINDOWS))
-    assert len(row["from_s"]) == LATENCY_WINDOWS and row["w"] == 2.0 and row["n"] == [[10]] * LATENCY_WINDOWS and row["from_s"][-1] == 98.0
+    assert (
+        len(row["from_s"]) == LATENCY_WINDOWS
+        and row["w"] == 2.0
+        and row["n"] == [[10]] * LATENCY_WINDOWS
+        and row["from_s"][-1] == 98.0
+    )
     chart = latency_heatmap_chart([t], ["ext4"])
     assert chart.spec["datasets"]["rows"] == [row] and "windows of 2000 ms" in chart.caption
 
@@ -151,23 +178,38 @@ def test_a_heatmap_of_many_bins_draws_at_most_2000_cells_and_says_what_it_merged
         n
         for start, b0, counts in zip(rows[0]["from_s"], rows[0]["b0"], rows[0]["n"])
         for i, n in enumerate(counts)
-        if n and 10 ** ((b0 + i) / per_decade) <= 700_000 < 10 ** ((b0 + i + 1) / per_decade) and start <= 17 * 0.2 < start + width
+        if n
+        and 10 ** ((b0 + i) / per_decade) <= 700_000 < 10 ** ((b0 + i + 1) / per_decade)
+        and start <= 17 * 0.2 < start + width
     ]
     assert slow == [1], "the slowest I/O: alone in its cell, in its window"
     said = f"latency in {per_decade} buckets per factor of ten"
-    assert said in chart.caption and "at most 2,000 cells" in chart.caption and f"windows of {round(width * 1000)} ms" in chart.caption
+    assert (
+        said in chart.caption
+        and "at most 2,000 cells" in chart.caption
+        and f"windows of {round(width * 1000)} ms" in chart.caption
+    )
     assert f"{per_decade} buckets per factor of ten" in chart.spec["facet"]["row"]["title"]
     assert f"windows of {round(width * 1000)} ms" in chart.spec["spec"]["encoding"]["x"]["title"]
     few = latency_heatmap_chart([trace("ext4", [[100_000] * 3] * 50)], ["ext4"])
-    assert few.spec["datasets"]["rows"][0]["d"] == BUCKETS_PER_DECADE and len(few.spec["datasets"]["rows"][0]["from_s"]) == 50, "a heatmap within its cells: as logged"
+    assert (
+        few.spec["datasets"]["rows"][0]["d"] == BUCKETS_PER_DECADE
+        and len(few.spec["datasets"]["rows"][0]["from_s"]) == 50
+    ), "a heatmap within its cells: as logged"
     assert "merged" not in few.caption
 
 
 def test_the_charts_are_named_and_valid_and_say_which_runs_they_draw():
     fast, slow = trace("ext4", [[80_000] * 50, [90_000] * 50]), trace("raw", [[60_000] * 50, [3_000_000] * 5])
-    heatmap, percentiles = latency_heatmap_chart([slow, fast], ["ext4", "raw"]), latency_over_time_chart([fast, slow], ["ext4", "raw"])
+    heatmap, percentiles = (
+        latency_heatmap_chart([slow, fast], ["ext4", "raw"]),
+        latency_over_time_chart([fast, slow], ["ext4", "raw"]),
+    )
     assert (heatmap.name, heatmap.title) == ("rand_read-read-latency-heatmap", "rand_read: read latency heatmap")
-    assert (percentiles.name, percentiles.title) == ("rand_read-read-latency-over-time", "rand_read: read latency over time")
+    assert (percentiles.name, percentiles.title) == (
+        "rand_read-read-latency-over-time",
+        "rand_read: read latency over time",
+    )
     for chart in (heatmap, percentiles):
         TopLevelSpec.validate(chart.spec)
         assert "completion latency" in chart.caption and "ext4 run 2 (the median of 3)" in chart.caption

@@ -77,7 +77,12 @@ echo "--- after the study"; ls /dev/mapper; cat /proc/mdstat; losetup -a; ls {sc
 
 def guest_job() -> GuestJob:
     """The boot these tests need (conftest starts it early)."""
-    return GuestJob("layers", IN_GUEST.format(scratch=SCRATCH), REPO, {"study.toml": STUDY, "killed.py": textwrap.dedent(KILLED_WITH_A_STACK)})
+    return GuestJob(
+        "layers",
+        IN_GUEST.format(scratch=SCRATCH),
+        REPO,
+        {"study.toml": STUDY, "killed.py": textwrap.dedent(KILLED_WITH_A_STACK)},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +101,9 @@ def test_cleanup_takes_down_the_stack_a_killed_run_left(guest):
     before, after_cleanup = sections[0], sections[1]
     assert "built /dev/mapper/fslab_" in before and "killed: 9" in before
     assert "_vg-data" in before and "active raid1" in before, "the killed process held the whole stack"
-    released = [line.split()[0] for line in before.split("fslab cleanup")[-1].splitlines() if line.endswith(": released")]
+    released = [
+        line.split()[0] for line in before.split("fslab cleanup")[-1].splitlines() if line.endswith(": released")
+    ]
     assert released == ["lvm", "luks", "md", "loop", "image", "loop", "image"], "top of the stack first"
     assert "fslab_" not in after_cleanup.split("fslab run")[0], "no mapping, array or loop device left"
     assert "active" not in after_cleanup.split("fslab run")[0]
@@ -111,20 +118,37 @@ def test_seed_003_stack_is_built_measured_and_recorded(guest):
     assert all(r["status"] == "ok" for r in runs), [r["error"] for r in runs if r["error"]]
     nas = next(r for r in runs if r["target"] == "nas")
     commands = " ".join(nas["mkfs_command"])
-    for step in ("mdadm --create", "--level=1 --raid-devices=2", "cryptsetup luksFormat --type luks2", "--key-size 256", "lvm lvcreate", "mkfs.ext4"):
+    for step in (
+        "mdadm --create",
+        "--level=1 --raid-devices=2",
+        "cryptsetup luksFormat --type luks2",
+        "--key-size 256",
+        "lvm lvcreate",
+        "mkfs.ext4",
+    ):
         assert step in commands
-    assert commands.index("mdadm") < commands.index("luksFormat") < commands.index("lvcreate") < commands.index("mkfs.ext4")
+    assert (
+        commands.index("mdadm")
+        < commands.index("luksFormat")
+        < commands.index("lvcreate")
+        < commands.index("mkfs.ext4")
+    )
     details = nas["fs_details"]
     assert "Raid Level : raid1" in details and "Raid Devices : 2" in details
     assert "cipher:  aes-xts-plain64" in details and "keysize: 256 bits" in details
     assert "_vg" in details and "linear" in details
     assert "noatime" in nas["mount_options_effective"]
-    assert nas["device"].startswith("/dev/mapper/fslab_") and nas["device"].count("/dev/loop") == 2, "the volume, on two loop devices"
+    assert nas["device"].startswith("/dev/mapper/fslab_") and nas["device"].count("/dev/loop") == 2, (
+        "the volume, on two loop devices"
+    )
     crypt = next(r for r in runs if r["target"] == "crypt")
     assert "cryptsetup open" in " ".join(crypt["mkfs_command"]) and "/dev/mapper/fslab_" in crypt["job_file"]
     samples = db.sample_groups(db.study_run()["id"]).values
     for target in ("nas", "nas/raw-1", "nas/raw-2", "crypt"):
-        assert len(samples[("rand_read", target)]["read_iops"]) == 1 and min(samples[("rand_read", target)]["read_iops"]) > 0
+        assert (
+            len(samples[("rand_read", target)]["read_iops"]) == 1
+            and min(samples[("rand_read", target)]["read_iops"]) > 0
+        )
 
 
 def test_nothing_is_left_in_the_guest_after_the_study(guest):

@@ -80,7 +80,15 @@ def layouts(tmp_path_factory, needs_root):
     daemon_before = zfs_fuse_running()
     root = tmp_path_factory.mktemp("layouts")
     with fresh_workdir() as workdir:
-        result = fslab("run", str(write_study(root, STUDY)), "--no-ceiling", "--db", str(root / "r.db"), "--workdir", str(workdir.root))
+        result = fslab(
+            "run",
+            str(write_study(root, STUDY)),
+            "--no-ceiling",
+            "--db",
+            str(root / "r.db"),
+            "--workdir",
+            str(workdir.root),
+        )
         db = ResultsDB(str(root / "r.db"))
         runs = {r["target"]: r for r in db.runs(db.study_run()["id"])}
         yield result, db, runs, root, workdir, daemon_before
@@ -127,15 +135,23 @@ def test_zfs_mirror_of_two_images(layouts):
 @pytest.mark.root
 def test_the_arc_cap_is_applied_and_recorded(layouts):
     _, _, runs, _, _, _ = layouts
-    expected = "arc_max: 64 MiB (zfs-fuse --max-arc-size)" if engine().fuse else "arc_max: 64 MiB (zfs_arc_max = 67108864)"
+    expected = (
+        "arc_max: 64 MiB (zfs-fuse --max-arc-size)" if engine().fuse else "arc_max: 64 MiB (zfs_arc_max = 67108864)"
+    )
     assert expected in runs["zfs-mirror"]["fs_details"]
 
 
 @pytest.mark.parametrize(
     ("asked", "refusal"),
     [
-        ('zvol = true\nproperties = { volblocksize = "16k" }', "zvol targets are not supported by this ZFS engine (zfs-fuse"),
-        ('properties = { encryption = "aes-256-gcm" }', "ZFS native encryption is not supported by this ZFS engine (zfs-fuse's pool version 23"),
+        (
+            'zvol = true\nproperties = { volblocksize = "16k" }',
+            "zvol targets are not supported by this ZFS engine (zfs-fuse",
+        ),
+        (
+            'properties = { encryption = "aes-256-gcm" }',
+            "ZFS native encryption is not supported by this ZFS engine (zfs-fuse's pool version 23",
+        ),
     ],
     ids=["zvol", "encryption"],
 )
@@ -143,7 +159,10 @@ def test_the_arc_cap_is_applied_and_recorded(layouts):
 def test_what_the_zfs_engine_cannot_do_is_refused_before_anything_is_made(workdir, tmp_path, asked, refusal):
     if not engine().fuse:
         pytest.skip("the OpenZFS kernel module has zvols and encryption")
-    study = write_study(tmp_path, f'[study]\nname = "vol"\nworkloads = ["seq_write"]\nimage_size = "2GiB"\n[[target]]\nname = "asks"\nfilesystem = "zfs"\n{asked}\n')
+    study = write_study(
+        tmp_path,
+        f'[study]\nname = "vol"\nworkloads = ["seq_write"]\nimage_size = "2GiB"\n[[target]]\nname = "asks"\nfilesystem = "zfs"\n{asked}\n',
+    )
     result = fslab("run", str(study), "--no-ceiling", "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
     assert result.returncode == 2
     assert f"target 'asks': {refusal}" in result.stderr.replace("\n", "")
@@ -201,10 +220,16 @@ def test_a_refused_option_fails_its_run_and_the_study_goes_on(layouts):
 def test_a_study_needing_dm_crypt_is_refused_before_anything_is_formatted(workdir, tmp_path):
     if layers.missing("luks") is None:
         pytest.skip("this kernel has dm-crypt: test_layers_guest.py builds the layers instead")
-    study = write_study(tmp_path, '[study]\nname = "nas"\nworkloads = ["seq_write"]\n[[target]]\nname = "ext4-stack"\nfilesystem = "ext4"\ndevices = 2\nlayers = ["md-raid1", "luks", "lvm"]\n')
+    study = write_study(
+        tmp_path,
+        '[study]\nname = "nas"\nworkloads = ["seq_write"]\n[[target]]\nname = "ext4-stack"\nfilesystem = "ext4"\ndevices = 2\nlayers = ["md-raid1", "luks", "lvm"]\n',
+    )
     result = fslab("run", str(study), "--no-ceiling", "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
     assert result.returncode == 2
     message = " ".join(result.stderr.split())
     assert message.count("target 'ext4-stack': ") == 1, "one entry per target, its reasons joined"
-    assert "it needs luks, and this kernel has no dm-crypt (CONFIG_BLK_DEV_DM, CONFIG_DM_CRYPT)" in message.split("target 'ext4-stack': ")[1]
+    assert (
+        "it needs luks, and this kernel has no dm-crypt (CONFIG_BLK_DEV_DM, CONFIG_DM_CRYPT)"
+        in message.split("target 'ext4-stack': ")[1]
+    )
     assert not any(workdir.images.glob("*.img"))

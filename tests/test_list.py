@@ -104,7 +104,9 @@ def test_every_registered_name_is_listed(listed, as_json):
         "filesystems": FILESYSTEMS,
         "layers": LAYERS,
     }
-    assert all(registered(kind).name == kind for kind in KINDS), "every kind fslab ships joins the registry under its name"
+    assert all(registered(kind).name == kind for kind in KINDS), (
+        "every kind fslab ships joins the registry under its name"
+    )
     shown = _first_column(listed)
     for section, names in registries.items():
         assert set(names) <= shown, f"{section}: {set(names) - shown} not in `fslab list`"
@@ -112,11 +114,16 @@ def test_every_registered_name_is_listed(listed, as_json):
 
 
 def test_every_accepted_option_is_listed_with_its_owner(as_json):
-    by_name = {section: {entry["name"]: entry for entry in as_json[section]} for section in ("filesystems", "layers", "kinds")}
+    by_name = {
+        section: {entry["name"]: entry for entry in as_json[section]} for section in ("filesystems", "layers", "kinds")
+    }
     expected = {
         "filesystems": {kind: _filesystem_options(kind) for kind in FILESYSTEMS},
         "layers": {name: {"layer_options": set(_names(layer.options.options))} for name, layer in LAYERS.items()},
-        "kinds": {name: {"options": names} if names else {} for name, names in (KIND_OPTIONS | {"fio": fio_accepted()}).items()},
+        "kinds": {
+            name: {"options": names} if names else {}
+            for name, names in (KIND_OPTIONS | {"fio": fio_accepted()}).items()
+        },
     }
     assert set(KIND_OPTIONS) == set(KINDS)
     for section, owners in expected.items():
@@ -126,20 +133,34 @@ def test_every_accepted_option_is_listed_with_its_owner(as_json):
             shown = _first_column(narrowed(owner))
             for field, names in fields.items():
                 assert names <= shown, f"`fslab list {owner}` leaves out {field} {sorted(names - shown)}"
-    assert all(a["value"] for o in by_name["filesystems"]["ext4"]["options"] for a in o["accepted"]), "each with its value's form"
+    assert all(a["value"] for o in by_name["filesystems"]["ext4"]["options"] for a in o["accepted"]), (
+        "each with its value's form"
+    )
 
 
 def test_scenarios_are_listed_with_their_phases(as_json):
-    assert typing.get_args(ScenarioSection.model_fields["scenario"].annotation)[0] == typing.Literal[BUILTIN_SCENARIOS], "the study file takes the scenarios scenario.py has"
+    assert (
+        typing.get_args(ScenarioSection.model_fields["scenario"].annotation)[0] == typing.Literal[BUILTIN_SCENARIOS]
+    ), "the study file takes the scenarios scenario.py has"
     for entry in as_json["scenarios"]:
         assert [p["name"] for p in entry["phases"]] == [p.name for p in builtin_phases(entry["name"], 60.0, None)]
-    overwrite = next(p for s in as_json["scenarios"] if s["name"] == "snapshots-under-load" for p in s["phases"] if p["name"] == "overwrite")
+    overwrite = next(
+        p
+        for s in as_json["scenarios"]
+        if s["name"] == "snapshots-under-load"
+        for p in s["phases"]
+        if p["name"] == "overwrite"
+    )
     assert overwrite["snapshot_every"] and overwrite["runs"].startswith("fio rw=randwrite")
     assert "a snapshot every 0.33s" in " ".join(narrowed("snapshots-under-load").split())
 
 
 def test_a_size_based_workload_shows_its_size_not_a_zero_runtime(as_json):
-    size_based = [name for name, pattern in BUILTIN_WORKLOADS.items() if parse_duration(pattern.get("runtime", FIO_DEFAULTS["runtime"])) == 0]
+    size_based = [
+        name
+        for name, pattern in BUILTIN_WORKLOADS.items()
+        if parse_duration(pattern.get("runtime", FIO_DEFAULTS["runtime"])) == 0
+    ]
     assert size_based, "the NAS backups run until their size is written"
     records = {w["name"]: w for w in as_json["workloads"]}
     for name in size_based:
@@ -154,7 +175,9 @@ def test_device_sources_are_every_source_fslab_has(as_json):
         obj
         for info in pkgutil.iter_modules(devices_package.__path__)
         for _, obj in inspect.getmembers(import_module(f"fslab.devices.{info.name}"), inspect.isclass)
-        if hasattr(obj, "discards_by_default") and hasattr(obj, "attach") and obj.__module__.startswith("fslab.devices.")
+        if hasattr(obj, "discards_by_default")
+        and hasattr(obj, "attach")
+        and obj.__module__.startswith("fslab.devices.")
         and not getattr(obj, "_is_protocol", False)
     }
     assert len(sources) == 3

@@ -38,15 +38,34 @@ def test_a_buffered_read_larger_than_the_limit_stays_within_it(workdir):
     """256 MiB read through the page cache by a cgroup allowed 64 MiB: the kernel's own high-water
     mark of the group (page cache included) never passes the limit, though the limit was reached."""
     file = workdir.root / "big"
-    run_held(workdir.journal, ["fio", "--name=layout", f"--filename={file}", "--rw=write", "--bs=1M", "--size=256M", "--output-format=terse"], cwd=workdir.root)
+    run_held(
+        workdir.journal,
+        ["fio", "--name=layout", f"--filename={file}", "--rw=write", "--bs=1M", "--size=256M", "--output-format=terse"],
+        cwd=workdir.root,
+    )
     sync_and_drop_caches()
     with memory_limited(workdir.journal, LIMIT) as group:
         assert group is not None and group.path.is_dir() and group.path.name.startswith(workdir_tag(workdir.root))
         assert int((group.path / group.hierarchy.limit_file).read_text()) == LIMIT
-        run_held(workdir.journal, ["fio", "--name=read", f"--filename={file}", "--rw=read", "--bs=1M", "--size=256M", "--direct=0", "--output-format=terse"], cwd=workdir.root)
+        run_held(
+            workdir.journal,
+            [
+                "fio",
+                "--name=read",
+                f"--filename={file}",
+                "--rw=read",
+                "--bs=1M",
+                "--size=256M",
+                "--direct=0",
+                "--output-format=terse",
+            ],
+            cwd=workdir.root,
+        )
         peak = group.peak()
         assert peak is not None, f"the kernel reports no {group.hierarchy.peak_file}"
-        assert LIMIT // 2 < peak <= LIMIT, f"peak {peak} bytes: the page cache was charged to the group and held to its limit"
+        assert LIMIT // 2 < peak <= LIMIT, (
+            f"peak {peak} bytes: the page cache was charged to the group and held to its limit"
+        )
         assert _failures(group) > 0, "the read met the limit: what it read did not all stay cached"
     assert not group.path.exists(), "the cgroup is removed after the run"
 
@@ -62,7 +81,9 @@ def test_no_limit_makes_nothing(workdir):
 @pytest.mark.root
 @needs_cgroups
 def test_the_run_records_the_limit_and_the_summary_shows_it(workdir):
-    study = write_study(workdir.root, """
+    study = write_study(
+        workdir.root,
+        """
 [study]
 name = "limited"
 repetitions = 1
@@ -80,7 +101,8 @@ size = "192MiB"
 runtime = "1s"
 direct = false
 memory_limit = "64MiB"
-""")
+""",
+    )
     db = workdir.root / "results.db"
     result = fslab("run", str(study), "--no-ceiling", "--db", str(db), "--workdir", str(workdir.root / "work"))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -131,7 +153,10 @@ def test_cleanup_leaves_a_group_fslab_did_not_make(workdir):
         plant(workdir.journal, "cgroup", other, {"dev": "0:0", "ino": os.lstat(other).st_ino})
         outcomes = {o.ident: o for o in workdir.journal.clean_up()}
         assert outcomes[str(path)].status == "left alone" and "identity differs" in outcomes[str(path)].detail
-        assert outcomes[str(other)].status == "left alone" and "not a cgroup fslab names for this work directory" in outcomes[str(other)].detail
+        assert (
+            outcomes[str(other)].status == "left alone"
+            and "not a cgroup fslab names for this work directory" in outcomes[str(other)].detail
+        )
         assert path.is_dir() and other.is_dir()
     finally:
         os.rmdir(path)
@@ -191,18 +216,40 @@ memory_limit = "512MiB"
     limits = {w.name: w.memory_limit for w in study.workloads}
     assert limits == {"r": 1 << 30, "own": 256 << 20, "mail": 512 << 20}
     assert study.workloads[0].spec()["memory_limit"] == 1 << 30
-    assert "memory_limit" not in parse('[[workload]]\nname = "r"\nrw = "read"\n').workloads[0].spec(), "a workload without one is stored as before"
-    assert parse('[fio]\nmemory_limit = "1GiB"\n[[workload]]\nname = "r"\nrw = "read"\ndirect = false\n', scale=0.5).workloads[0].memory_limit == 512 << 20
+    assert "memory_limit" not in parse('[[workload]]\nname = "r"\nrw = "read"\n').workloads[0].spec(), (
+        "a workload without one is stored as before"
+    )
+    assert (
+        parse('[fio]\nmemory_limit = "1GiB"\n[[workload]]\nname = "r"\nrw = "read"\ndirect = false\n', scale=0.5)
+        .workloads[0]
+        .memory_limit
+        == 512 << 20
+    )
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ('[[workload]]\nname = "w"\nrw = "read"\ndirect = true\nmemory_limit = "1GiB"\n', r"study.toml:1\d: workload\[0\].memory_limit: .*'w' uses direct I/O"),
-        ('[fio]\nmemory_limit = "1GiB"\n[[workload]]\nname = "w"\nrw = "read"\n', r"study.toml:\d+: fio.memory_limit: .*'w' uses direct I/O"),
-        ('[[workload]]\nname = "d"\nkind = "dd"\nmemory_limit = "1GiB"\n', r"workload\[0\].memory_limit: .*'d' uses direct I/O"),
-        ('[[workload]]\nname = "w"\nrw = "read"\ndirect = false\nmemory_limit = "lots"\n', r"workload\[0\].memory_limit"),
-        ('[[workload]]\nname = "w"\nrw = "read"\ndirect = false\nmemory_limit = "1MiB"\n', r"workload\[0\].memory_limit.*below 16MiB"),
+        (
+            '[[workload]]\nname = "w"\nrw = "read"\ndirect = true\nmemory_limit = "1GiB"\n',
+            r"study.toml:1\d: workload\[0\].memory_limit: .*'w' uses direct I/O",
+        ),
+        (
+            '[fio]\nmemory_limit = "1GiB"\n[[workload]]\nname = "w"\nrw = "read"\n',
+            r"study.toml:\d+: fio.memory_limit: .*'w' uses direct I/O",
+        ),
+        (
+            '[[workload]]\nname = "d"\nkind = "dd"\nmemory_limit = "1GiB"\n',
+            r"workload\[0\].memory_limit: .*'d' uses direct I/O",
+        ),
+        (
+            '[[workload]]\nname = "w"\nrw = "read"\ndirect = false\nmemory_limit = "lots"\n',
+            r"workload\[0\].memory_limit",
+        ),
+        (
+            '[[workload]]\nname = "w"\nrw = "read"\ndirect = false\nmemory_limit = "1MiB"\n',
+            r"workload\[0\].memory_limit.*below 16MiB",
+        ),
     ],
 )
 def test_refused_limits_are_located(text, message):
@@ -243,4 +290,6 @@ def test_cgroup_v2_without_memory_falls_back_to_v1_or_says_why(monkeypatch, tmp_
     (v2 / "cgroup.controllers").write_text("cpu memory\n")
     (v2 / "cgroup.subtree_control").write_text("cpu\n")
     why = _hierarchy_with(monkeypatch, [(v2, "cgroup2", {"rw"}), (v1, "cgroup", {"rw", "memory"})])
-    assert isinstance(why, str) and "not enabled for the children" in why and "+memory" in why, "v2 holds memory but will not give it: said, not v1"
+    assert isinstance(why, str) and "not enabled for the children" in why and "+memory" in why, (
+        "v2 holds memory but will not give it: said, not v1"
+    )

@@ -29,7 +29,9 @@ workloads = ["seq_read"]
 [[target]]
 filesystem = ["ext4", "xfs", "btrfs"]
 """
-ELAPSED = MetricKind("s", higher_is_better=False, primary=True, compared=True)  # as a tool timing a copy would declare it
+ELAPSED = MetricKind(
+    "s", higher_is_better=False, primary=True, compared=True
+)  # as a tool timing a copy would declare it
 MEDIANS = {"ext4": 10.0, "xfs": 8.0, "btrfs": 13.0}  # seconds: xfs fastest
 
 
@@ -60,10 +62,14 @@ def test_a_cell_with_only_elapsed_time_is_summarised_compared_and_ranked(tmp_pat
     assert {c.target: round(c.metrics["elapsed_s"].median) for c in s.cells} == {"ext4": 10, "xfs": 8, "btrfs": 13}
     rows = {r.target: r.comparison for r in s.analysis.rows if r.metric == "elapsed_s"}
     assert rows["xfs"].verdict == "faster" and rows["btrfs"].verdict == "slower", "lower is better: less time is faster"
-    assert s.analysis.rankings[("seq_read", "elapsed_s", None)].tiers == (("xfs",), ("ext4",), ("btrfs",)), "best (shortest) first"
+    assert s.analysis.rankings[("seq_read", "elapsed_s", None)].tiers == (("xfs",), ("ext4",), ("btrfs",)), (
+        "best (shortest) first"
+    )
     assert s.analysis.runs_needed["seq_read"] is not None, "the primary metric decides the runs needed"
     markdown = to_markdown(s)
-    assert "| xfs | elapsed_s | 6 |" in markdown and "IOPS median" not in markdown, "a row per metric, not fio's columns"
+    assert "| xfs | elapsed_s | 6 |" in markdown and "IOPS median" not in markdown, (
+        "a row per metric, not fio's columns"
+    )
     assert "Ranking by elapsed_s: xfs > ext4 > btrfs" in markdown
     assert "elapsed_s,s," in to_csv(s)
 
@@ -76,10 +82,17 @@ def test_a_metric_neither_primary_nor_compared_is_only_summarised(tmp_path):
 
 
 def test_a_phase_keys_its_metrics_and_they_keep_their_roles(tmp_path):
-    db, study_run = stored(tmp_path, lambda target, rep: [ELAPSED.of("elapsed_s", MEDIANS[target] + rep / 100, phase=phase) for phase in ("before", "after")])
+    db, study_run = stored(
+        tmp_path,
+        lambda target, rep: [
+            ELAPSED.of("elapsed_s", MEDIANS[target] + rep / 100, phase=phase) for phase in ("before", "after")
+        ],
+    )
     groups = db.sample_groups(study_run)
     assert set(groups.values[("seq_read", "xfs")]) == {"before.elapsed_s", "after.elapsed_s"}
-    assert groups.roles.primary == {("seq_read", "before.elapsed_s"), ("seq_read", "after.elapsed_s")}, "roles are per workload"
+    assert groups.roles.primary == {("seq_read", "before.elapsed_s"), ("seq_read", "after.elapsed_s")}, (
+        "roles are per workload"
+    )
     s = summarize_study_run(db, study_run)
     assert {r.metric for r in s.analysis.rows} == {"before.elapsed_s", "after.elapsed_s"}
 
@@ -91,8 +104,17 @@ def test_adaptive_runs_stop_on_a_primary_metric_whatever_its_name():
     while block := planner.next_block(tally.samples, roles=tally.roles):
         for planned in block:
             [m] = elapsed(planned.cell.target.name, planned.repetition)
-            tally.add(planned, True, {m.key: m.value}, datetime(2026, 1, 1), datetime(2026, 1, 1), Roles.of(planned.cell.workload.name, [m]))
-    assert {p.status for p in planner.progress.values()} == {"converged"} and all(p.runs == 3 for p in planner.progress.values())
+            tally.add(
+                planned,
+                True,
+                {m.key: m.value},
+                datetime(2026, 1, 1),
+                datetime(2026, 1, 1),
+                Roles.of(planned.cell.workload.name, [m]),
+            )
+    assert {p.status for p in planner.progress.values()} == {"converged"} and all(
+        p.runs == 3 for p in planner.progress.values()
+    )
 
 
 def test_fio_behind_the_protocol_round_trips_through_the_database(tmp_path):
@@ -101,9 +123,20 @@ def test_fio_behind_the_protocol_round_trips_through_the_database(tmp_path):
     assert kind_of(workload) is FIO and registered("fio").kind is FIO
     metrics = FIO.parse([RawOutput("", "fio", text)])
     assert metrics == parse_metrics(text) and all(m.phase == "" for m in metrics)
-    assert {m.name for m in metrics if m.primary} == {"read_iops", "write_iops"} == {name for name, kind in FIO.metrics.items() if kind.primary}
-    assert {name for name, kind in FIO.metrics.items() if kind.compared} == {"read_iops", "write_iops", "read_lat_p99_us", "write_lat_p99_us"}
-    assert {m.name for m in metrics if m.compared} == {"read_iops", "write_iops"}, "this fixture's fio kept no total-latency bins"
+    assert (
+        {m.name for m in metrics if m.primary}
+        == {"read_iops", "write_iops"}
+        == {name for name, kind in FIO.metrics.items() if kind.primary}
+    )
+    assert {name for name, kind in FIO.metrics.items() if kind.compared} == {
+        "read_iops",
+        "write_iops",
+        "read_lat_p99_us",
+        "write_lat_p99_us",
+    }
+    assert {m.name for m in metrics if m.compared} == {"read_iops", "write_iops"}, (
+        "this fixture's fio kept no total-latency bins"
+    )
     assert declared_metrics()["read_iops"] == FIO.metrics["read_iops"]
 
     db, study_run = stored(tmp_path, lambda target, rep: metrics)
@@ -119,18 +152,28 @@ def test_fio_behind_the_protocol_round_trips_through_the_database(tmp_path):
     assert outputs == [RawOutput("", "fio", text)], "the raw output as fio wrote it"
     assert FIO.parse(outputs) == metrics, "parsed again from what is stored: the same metrics"
     [stored_run] = db2.stored_runs(1)
-    assert stored_run.metrics == {m.key: m.value for m in metrics} and stored_run.roles == Roles.of(stored_run.workload, metrics)
+    assert stored_run.metrics == {m.key: m.value for m in metrics} and stored_run.roles == Roles.of(
+        stored_run.workload, metrics
+    )
 
 
 # As /proc/mounts showed them on 6.18: what the summary reads compression from.
-EFFECTIVE = {"ext4": "rw,relatime", "btrfs": "rw,relatime,compress=zstd:3,discard=async,space_cache=v2,subvolid=5,subvol=/"}
+EFFECTIVE = {
+    "ext4": "rw,relatime",
+    "btrfs": "rw,relatime,compress=zstd:3,discard=async,space_cache=v2,subvolid=5,subvol=/",
+}
 
 
-COMPRESSING = STUDY.replace('filesystem = ["ext4", "xfs", "btrfs"]', 'filesystem = "ext4"\n[[target]]\nfilesystem = "btrfs"\nmount_options = "compress=zstd"')
+COMPRESSING = STUDY.replace(
+    'filesystem = ["ext4", "xfs", "btrfs"]',
+    'filesystem = "ext4"\n[[target]]\nfilesystem = "btrfs"\nmount_options = "compress=zstd"',
+)
 RATIO = MetricKind("×", higher_is_better=True)  # as the space monitor stores compression_ratio
 
 
-def compressing(tmp_path: Path, ratios: list[float], study_text: str = COMPRESSING, notes_of=lambda target, repetition: []) -> StudySummary:
+def compressing(
+    tmp_path: Path, ratios: list[float], study_text: str = COMPRESSING, notes_of=lambda target, repetition: []
+) -> StudySummary:
     """Stored runs of zeros, two per target, the Btrfs ones with the compression ratios given
     (the space monitor's, by repetition): their summary."""
     from fslab.workloads.data import DataPattern
@@ -154,7 +197,9 @@ def compressing(tmp_path: Path, ratios: list[float], study_text: str = COMPRESSI
     return summarize_study_run(db, study_run)
 
 
-def compressing_cells(tmp_path: Path, ratios: list[float], study_text: str = COMPRESSING, notes_of=lambda target, repetition: []) -> dict[str, CellSummary]:
+def compressing_cells(
+    tmp_path: Path, ratios: list[float], study_text: str = COMPRESSING, notes_of=lambda target, repetition: []
+) -> dict[str, CellSummary]:
     return {c.target: c for c in compressing(tmp_path, ratios, study_text, notes_of).cells}
 
 
@@ -164,7 +209,11 @@ def test_zeros_on_a_compressing_target_and_what_runs_found_are_noted_on_the_cell
     implausible finding flags the cell."""
     from fslab.findings import Finding
 
-    implausible = lambda target, repetition: [Finding("sanity", "it read more than it wrote", implausible=True)] if (target, repetition) == ("btrfs", 2) else []  # noqa: E731
+    implausible = lambda target, repetition: (
+        [Finding("sanity", "it read more than it wrote", implausible=True)]
+        if (target, repetition) == ("btrfs", 2)
+        else []
+    )  # noqa: E731
     cells = compressing_cells(tmp_path, [30.0, 32.0], notes_of=implausible)
     assert cells["ext4"].notes == [] and not cells["ext4"].implausible
     assert cells["btrfs"].notes == [
@@ -181,7 +230,9 @@ def test_the_flattery_note_follows_the_compression_measured(tmp_path):
     were preallocated (as the workload's record says); unmeasured, it says they may."""
     preallocating = COMPRESSING.replace("[[target]]", '[fio]\noptions = { fallocate = "native" }\n[[target]]', 1)
     s = compressing(tmp_path / "native", [1.0, 1.02], preallocating)
-    assert workload_title(s, "seq_read") == "seq_read (direct I/O; data: zeros; files preallocated (fio fallocate=native))"
+    assert (
+        workload_title(s, "seq_read") == "seq_read (direct I/O; data: zeros; files preallocated (fio fallocate=native))"
+    )
     [uncompressed] = {c.target: c for c in s.cells}["btrfs"].notes
     assert "flatter" not in uncompressed
     assert uncompressed == (
@@ -189,10 +240,18 @@ def test_the_flattery_note_follows_the_compression_measured(tmp_path):
         "and preallocated blocks are written in place, uncompressed; the figures are those of uncompressed data"
     )
     s = compressing(tmp_path / "none", [1.0, 1.0])
-    assert workload_title(s, "seq_read") == "seq_read (direct I/O; data: zeros)", "fslab's default, no preallocation, goes without saying"
+    assert workload_title(s, "seq_read") == "seq_read (direct I/O; data: zeros)", (
+        "fslab's default, no preallocation, goes without saying"
+    )
     [not_preallocated] = {c.target: c for c in s.cells}["btrfs"].notes
-    assert not_preallocated == "it wrote zeros data to a compressing target, which stored it uncompressed (1.00×): the figures are those of uncompressed data"
+    assert (
+        not_preallocated
+        == "it wrote zeros data to a compressing target, which stored it uncompressed (1.00×): the figures are those of uncompressed data"
+    )
     [compressed] = compressing_cells(tmp_path / "some", [1.05, 1.2])["btrfs"].notes
     assert "which compressed it 1.12×: the figures flatter it" in compressed, "the median of its runs"
     [unmeasured] = compressing_cells(tmp_path / "unmeasured", [])["btrfs"].notes
-    assert unmeasured == "it wrote zeros data to a compressing target, and no compression ratio was measured: the figures may flatter it, as real data would not"
+    assert (
+        unmeasured
+        == "it wrote zeros data to a compressing target, and no compression ratio was measured: the figures may flatter it, as real data would not"
+    )

@@ -35,7 +35,9 @@ def test_the_built_in_monitors_join_the_registry_from_their_own_modules():
     assert monitor_columns() == [
         "target", "phase", "CPU busy %", "CPU peak %", "user %", "system %", "iowait %", "device read", "device written", "write ampl.", "synced in", "space used", "compression",
     ]  # fmt: skip
-    assert "toy_edges" not in monitors.metric_names() and "device_read_ratio" in monitors.metric_names(), "a value with no column is a monitor's all the same"
+    assert "toy_edges" not in monitors.metric_names() and "device_read_ratio" in monitors.metric_names(), (
+        "a value with no column is a monitor's all the same"
+    )
     assert [m.name for m in monitors.for_run([], None)] == ["cpu", "traffic"], "no space monitor on a raw device"
 
 
@@ -50,7 +52,9 @@ def test_a_toy_monitor_watches_a_runs_window_and_its_column_reaches_the_summary(
     metrics, _ = windows.found(FIO, [RawOutput("", "fio", (FIXTURES / "fio" / "randread-qd16.json").read_text())])
     got = {m.key: m for m in metrics}
     assert got["toy_edges"].value == 2 and got["toy_devices"].value == 0
-    assert not got["toy_edges"].primary and not got["toy_edges"].compared, "what a run cost is neither primary nor compared"
+    assert not got["toy_edges"].primary and not got["toy_edges"].compared, (
+        "what a run cost is neither primary nor compared"
+    )
 
     cell = CellSummary("randread", "raw", 0, {m.key: summarize([m.value], m.higher_is_better) for m in metrics})
     assert is_monitored("toy_edges") and not shown("toy_edges"), "the monitors' table shows it, not the workload's"

@@ -20,7 +20,17 @@ from fslab.monitors.base import Found, Sample, Synced, Workload, collect, counte
 from fslab.monitors.cpu import CpuMonitor, CpuTimes, parse_proc_stat, summarize, use_between
 from fslab.monitors.extents import FUSE_SUPER_MAGIC, Extents, extent_counts, not_a_count, parse_filefrag
 from fslab.monitors.space import SpaceMonitor, btrfs_compression_ratio, parse_btrfs_df, parse_zfs_compressratio
-from fslab.monitors.traffic import CACHE_SERVED_BELOW, Counted, TrafficMonitor, UnknownDevice, block_name, judged, parse_block_stat, served_by_cache, write_amplification
+from fslab.monitors.traffic import (
+    CACHE_SERVED_BELOW,
+    Counted,
+    TrafficMonitor,
+    UnknownDevice,
+    block_name,
+    judged,
+    parse_block_stat,
+    served_by_cache,
+    write_amplification,
+)
 
 MONITORS = FIXTURES / "monitors"
 MiB = 2**20
@@ -51,7 +61,11 @@ def test_user_system_iowait_split_and_peak_on_synthetic_samples():
     def t(user, system, idle, iowait, irq=0, softirq=0, nice=0):
         return CpuTimes(user, nice, system, idle, iowait, irq, softirq, 0)
 
-    samples = [t(0, 0, 0, 0), t(10, 10, 80, 0), t(90, 10, 80, 20, irq=5, softirq=5, nice=10)]  # second interval: busy but for iowait
+    samples = [
+        t(0, 0, 0, 0),
+        t(10, 10, 80, 0),
+        t(90, 10, 80, 20, irq=5, softirq=5, nice=10),
+    ]  # second interval: busy but for iowait
     summary = summarize(samples)
     # whole window: 220 ticks; user+nice 100, system+irq+softirq 20, iowait 20
     assert summary.average.user == pytest.approx(100 * 100 / 220)
@@ -112,7 +126,9 @@ def test_monitors_are_stopped_when_the_phase_fails():
 def test_a_window_counts_from_the_moment_the_workload_began_interpolated_between_samples():
     """Synthetic samples of a device writing 100 bytes a second from t=10 (fio's start-up and
     ramp before that, 50 bytes a second): counted from 10.5, the ramp's bytes are left out."""
-    samples = [Sample(t, Counted(0, round(50 * min(t, 10) + 100 * max(t - 10, 0)))) for t in (9.0, 9.8, 10.2, 11.0, 12.0)]
+    samples = [
+        Sample(t, Counted(0, round(50 * min(t, 10) + 100 * max(t - 10, 0)))) for t in (9.0, 9.8, 10.2, 11.0, 12.0)
+    ]
     readings = counted_from(samples, 10.5)
     assert readings[0] == Counted(0, 550), "between the samples at 10.2 and 11.0, as the counter stood at 10.5"
     assert readings[-1] - readings[0] == Counted(0, 150)
@@ -126,21 +142,37 @@ def test_traffic_and_cpu_are_counted_from_the_workloads_start():
     traffic, cpu = TrafficMonitor([]), CpuMonitor()
     traffic.sampler.samples = [Sample(0.0, Counted(0, 0)), Sample(1.0, Counted(0, 500)), Sample(3.0, Counted(0, 2500))]
     # 1 s idle (100 ticks), then 2 s half busy (100 system, 100 idle)
-    cpu.sampler.samples = [Sample(0.0, CpuTimes(0, 0, 0, 0, 0, 0, 0, 0)), Sample(1.0, CpuTimes(0, 0, 0, 100, 0, 0, 0, 0)), Sample(3.0, CpuTimes(0, 0, 100, 200, 0, 0, 0, 0))]
+    cpu.sampler.samples = [
+        Sample(0.0, CpuTimes(0, 0, 0, 0, 0, 0, 0, 0)),
+        Sample(1.0, CpuTimes(0, 0, 0, 100, 0, 0, 0, 0)),
+        Sample(3.0, CpuTimes(0, 0, 100, 200, 0, 0, 0, 0)),
+    ]
     got = values(collect([traffic, cpu], Workload(written_bytes=2000, counted_from=1.0)))
     assert got["device_written_bytes"] == 2000 and got["write_amplification"] == 1.0
     assert got["host_cpu_busy_pct"] == 50.0, "the idle start-up left out"
     got = values(collect([traffic, cpu], Workload(written_bytes=2000)))
-    assert got["write_amplification"] == 1.25 and got["host_cpu_busy_pct"] == pytest.approx(100 / 3), "without it: the whole window"
+    assert got["write_amplification"] == 1.25 and got["host_cpu_busy_pct"] == pytest.approx(100 / 3), (
+        "without it: the whole window"
+    )
 
 
 def test_a_window_counted_until_a_moment_ends_with_the_counters_as_they_stood_then():
     """The same device, a sync beginning at 11.5: counted from 10.5 until it, interpolated at both ends."""
-    samples = [Sample(t, Counted(0, round(50 * min(t, 10) + 100 * max(t - 10, 0)))) for t in (9.0, 9.8, 10.2, 11.0, 12.0)]
+    samples = [
+        Sample(t, Counted(0, round(50 * min(t, 10) + 100 * max(t - 10, 0)))) for t in (9.0, 9.8, 10.2, 11.0, 12.0)
+    ]
     readings = counted_from(samples, 10.5, until=11.5)
-    assert readings == [Counted(0, 550), Counted(0, 600), Counted(0, 650)], "the sample at 11.0 kept, the counter at 11.5 interpolated"
-    assert counted_from(samples, None, until=10.6) == [*(s.reading for s in samples[:3]), Counted(0, 560)], "from the window's start"
-    assert counted_from(samples, 10.5, until=12.0) == counted_from(samples, 10.5) == counted_from(samples, 10.5, until=13.0), "at or after the last sample: to the end"
+    assert readings == [Counted(0, 550), Counted(0, 600), Counted(0, 650)], (
+        "the sample at 11.0 kept, the counter at 11.5 interpolated"
+    )
+    assert counted_from(samples, None, until=10.6) == [*(s.reading for s in samples[:3]), Counted(0, 560)], (
+        "from the window's start"
+    )
+    assert (
+        counted_from(samples, 10.5, until=12.0)
+        == counted_from(samples, 10.5)
+        == counted_from(samples, 10.5, until=13.0)
+    ), "at or after the last sample: to the end"
     assert counted_from(samples, None, until=8.0) == [samples[0].reading], "before the first sample: nothing to count"
     assert counted_from([], None, until=8.0) == []
 
@@ -149,13 +181,29 @@ def test_the_sync_that_ends_a_window_counts_for_the_devices_bytes_and_not_for_cp
     """fio from 1 s to 3 s, then a sync of the filesystem to 4 s that writes 1000 more bytes with
     the CPUs idle: the devices' bytes are counted through it, CPU until it began."""
     traffic, cpu = TrafficMonitor([]), CpuMonitor()
-    traffic.sampler.samples = [Sample(0.0, Counted(0, 0)), Sample(1.0, Counted(0, 500)), Sample(3.0, Counted(0, 2500)), Sample(4.0, Counted(0, 3500))]
-    cpu.sampler.samples = [Sample(0.0, CpuTimes(0, 0, 0, 0, 0, 0, 0, 0)), Sample(1.0, CpuTimes(0, 0, 0, 100, 0, 0, 0, 0)), Sample(3.0, CpuTimes(0, 0, 100, 200, 0, 0, 0, 0)), Sample(4.0, CpuTimes(0, 0, 100, 300, 0, 0, 0, 0))]
-    got = values(collect([traffic, cpu], Workload(written_bytes=2000, counted_from=1.0, synced=Synced(began=3.0, seconds=1.0))))
-    assert got["device_written_bytes"] == 3000 and got["write_amplification"] == 1.5, "what the sync wrote is the workload's"
+    traffic.sampler.samples = [
+        Sample(0.0, Counted(0, 0)),
+        Sample(1.0, Counted(0, 500)),
+        Sample(3.0, Counted(0, 2500)),
+        Sample(4.0, Counted(0, 3500)),
+    ]
+    cpu.sampler.samples = [
+        Sample(0.0, CpuTimes(0, 0, 0, 0, 0, 0, 0, 0)),
+        Sample(1.0, CpuTimes(0, 0, 0, 100, 0, 0, 0, 0)),
+        Sample(3.0, CpuTimes(0, 0, 100, 200, 0, 0, 0, 0)),
+        Sample(4.0, CpuTimes(0, 0, 100, 300, 0, 0, 0, 0)),
+    ]
+    got = values(
+        collect([traffic, cpu], Workload(written_bytes=2000, counted_from=1.0, synced=Synced(began=3.0, seconds=1.0)))
+    )
+    assert got["device_written_bytes"] == 3000 and got["write_amplification"] == 1.5, (
+        "what the sync wrote is the workload's"
+    )
     assert got["sync_seconds"] == 1.0
     assert got["host_cpu_busy_pct"] == 50.0, "the sync's idle second left out, as the start-up is"
-    assert "sync_seconds" not in values(collect([traffic, cpu], Workload(written_bytes=2000, counted_from=1.0))), "no sync: none said"
+    assert "sync_seconds" not in values(collect([traffic, cpu], Workload(written_bytes=2000, counted_from=1.0))), (
+        "no sync: none said"
+    )
 
 
 # --- device traffic -----------------------------------------------------------------------------
@@ -174,15 +222,24 @@ def test_write_amplification_and_the_cache_judgement_on_synthetic_numbers():
     assert served_by_cache(0, 100 * MiB) and served_by_cache(CACHE_SERVED_BELOW * 100 * MiB - 1, 100 * MiB)
     assert not served_by_cache(CACHE_SERVED_BELOW * 100 * MiB, 100 * MiB) and not served_by_cache(120 * MiB, 100 * MiB)
     assert not served_by_cache(0, 0) and not served_by_cache(0, None)
-    found = judged(Counted(read_bytes=1 * MiB, written_bytes=150 * MiB), Workload(read_bytes=100 * MiB, written_bytes=100 * MiB))
-    assert values(found) == {"device_read_bytes": MiB, "device_written_bytes": 150 * MiB, "write_amplification": 1.5, "device_read_ratio": 0.01}
+    found = judged(
+        Counted(read_bytes=1 * MiB, written_bytes=150 * MiB), Workload(read_bytes=100 * MiB, written_bytes=100 * MiB)
+    )
+    assert values(found) == {
+        "device_read_bytes": MiB,
+        "device_written_bytes": 150 * MiB,
+        "write_amplification": 1.5,
+        "device_read_ratio": 0.01,
+    }
     assert len(found.flags) == 1 and "served by a cache" in found.flags[0].says
     assert "the devices read 1% of the 100MiB the workload read" in found.flags[0].says, "a size as sizes are written"
     assert found.flags[0].kind == "served_by_cache" and not found.flags[0].implausible
     assert judged(Counted(100 * MiB, 0), Workload(read_bytes=100 * MiB)).flags == []
 
 
-@pytest.mark.parametrize("name", ["../sda", "loop0/../../x", "no-such-device", "", "/dev/../etc/passwd", "a\nb", "/dev/null"])
+@pytest.mark.parametrize(
+    "name", ["../sda", "loop0/../../x", "no-such-device", "", "/dev/../etc/passwd", "a\nb", "/dev/null"]
+)
 def test_a_device_name_the_kernel_does_not_list_is_refused(name):
     with pytest.raises(UnknownDevice):
         block_name(name)
@@ -190,11 +247,25 @@ def test_a_device_name_the_kernel_does_not_list_is_refused(name):
 
 def test_device_traffic_adds_up_for_a_known_direct_write(workdir):
     size = 64 * MiB
-    with image_file(workdir.journal, workdir.images, "traffic", 128 * MiB, fill=False) as image, attached(workdir.journal, image) as loop:
+    with (
+        image_file(workdir.journal, workdir.images, "traffic", 128 * MiB, fill=False) as image,
+        attached(workdir.journal, image) as loop,
+    ):
         assert block_name(loop.device) == Path(loop.device).name
         monitor = TrafficMonitor([loop.device])
         with measuring([monitor]):
-            subprocess.run(["dd", "if=/dev/zero", f"of={loop.device}", "bs=1M", f"count={size // MiB}", "oflag=direct", "status=none"], check=True)
+            subprocess.run(
+                [
+                    "dd",
+                    "if=/dev/zero",
+                    f"of={loop.device}",
+                    "bs=1M",
+                    f"count={size // MiB}",
+                    "oflag=direct",
+                    "status=none",
+                ],
+                check=True,
+            )
         got = values(collect([monitor], Workload(written_bytes=size)))
     assert got["device_written_bytes"] == pytest.approx(size, rel=0.02)
     assert got["write_amplification"] == pytest.approx(1.0, rel=0.02)
@@ -214,7 +285,9 @@ def test_btrfs_df_and_zfs_compressratio_parsed():
     assert parse_btrfs_df(BTRFS_DF) == {"Data": 2162688, "System": 16384, "Metadata": 196608, "GlobalReserve": 0}
     assert parse_btrfs_df("Data, single: total=1, used=1\nData, RAID1: total=9, used=2\n")["Data"] == 3
     # the form zfs(8) documents, and the scripted one (-H -p)
-    assert parse_zfs_compressratio("NAME       PROPERTY       VALUE  SOURCE\ntank/data  compressratio  2.13x  -\n") == 2.13
+    assert (
+        parse_zfs_compressratio("NAME       PROPERTY       VALUE  SOURCE\ntank/data  compressratio  2.13x  -\n") == 2.13
+    )
     assert parse_zfs_compressratio("tank\tcompressratio\t1.00\t-\n") == 1.0
     for bad in ("", "tank  compressratio  -  -"):
         with pytest.raises(ValueError):
@@ -231,17 +304,27 @@ def write_file(path: Path, data_block, size: int) -> None:
 def test_btrfs_with_zstd_compresses_zeros_and_not_random_data(workdir):
     target = Target("zstd", "btrfs", (), "compress=zstd", 512 * MiB, "sparse")
     ratios = {}
-    with image_file(workdir.journal, workdir.images, "zstd", target.image_size, fill=False) as image, attached(workdir.journal, image) as loop:
+    with (
+        image_file(workdir.journal, workdir.images, "zstd", target.image_size, fill=False) as image,
+        attached(workdir.journal, image) as loop,
+    ):
         for pattern, block in (("zeros", lambda: bytes(MiB)), ("random", lambda: os.urandom(MiB))):
-            with FILESYSTEMS["btrfs"].provision(workdir.journal, Stack.on(on_loops([loop])), workdir.mounts / "zstd", target) as made:
+            with FILESYSTEMS["btrfs"].provision(
+                workdir.journal, Stack.on(on_loops([loop])), workdir.mounts / "zstd", target
+            ) as made:
                 monitor = SpaceMonitor(made.directory, btrfs_compression_ratio)
                 with measuring([monitor]):
                     write_file(made.directory / "data", block, 64 * MiB)
                 got = values(collect([monitor]))
                 ratios[pattern] = got["compression_ratio"]
-                assert 0 < got["space_grown_bytes"] <= 1.1 * 64 * MiB and got["space_used_bytes"] > got["space_grown_bytes"], "the file's extents, at most its size"
+                assert (
+                    0 < got["space_grown_bytes"] <= 1.1 * 64 * MiB
+                    and got["space_used_bytes"] > got["space_grown_bytes"]
+                ), "the file's extents, at most its size"
                 if pattern == "random":
-                    assert got["space_grown_bytes"] == pytest.approx(64 * MiB, rel=0.1), "random data takes its own size"
+                    assert got["space_grown_bytes"] == pytest.approx(64 * MiB, rel=0.1), (
+                        "random data takes its own size"
+                    )
     assert ratios["zeros"] > 10, ratios
     assert ratios["random"] == pytest.approx(1.0, abs=0.05), ratios
 
@@ -259,8 +342,15 @@ def test_a_filesystem_that_does_not_compress_has_no_ratio(tmp_path):
 
 def test_filefrag_output_parsed_even_with_odd_paths():
     text = "/mnt/a: 1 extent found\n/mnt/b: c: 12 extents found\n/mnt/empty: 0 extents found\n/mnt/z: extents not measurable: on zfs (why)\n"
-    assert parse_filefrag(text) == {"/mnt/a": Extents(1), "/mnt/b: c": Extents(12), "/mnt/empty": Extents(0), "/mnt/z": Extents(None, "on zfs (why)")}
-    assert "".join(e.line(path) for path, e in parse_filefrag(text).items()) == text.replace("1 extent found", "1 extents found")
+    assert parse_filefrag(text) == {
+        "/mnt/a": Extents(1),
+        "/mnt/b: c": Extents(12),
+        "/mnt/empty": Extents(0),
+        "/mnt/z": Extents(None, "on zfs (why)"),
+    }
+    assert "".join(e.line(path) for path, e in parse_filefrag(text).items()) == text.replace(
+        "1 extent found", "1 extents found"
+    )
 
 
 def test_no_extent_in_a_file_holding_data_is_not_a_count():
@@ -271,10 +361,16 @@ def test_no_extent_in_a_file_holding_data_is_not_a_count():
     assert parse_filefrag(fuse) == {"file": Extents(0)} and parse_filefrag(ext4) == {"file": Extents(1)}
     assert f"Filesystem type is: {FUSE_SUPER_MAGIC}" in verbose
     unmeasured = not_a_count(0, held, size, FUSE_SUPER_MAGIC, "zfs")
-    assert unmeasured == Extents(None, "on zfs (FUSE gives no FIEMAP: filefrag found 0 extents in a file of 31MiB holding 31MiB)")
-    assert not_a_count(0, held, size, "ef53", "ext4").why.startswith("on ext4 (its filesystem answered filefrag with no extent")
+    assert unmeasured == Extents(
+        None, "on zfs (FUSE gives no FIEMAP: filefrag found 0 extents in a file of 31MiB holding 31MiB)"
+    )
+    assert not_a_count(0, held, size, "ef53", "ext4").why.startswith(
+        "on ext4 (its filesystem answered filefrag with no extent"
+    )
     assert not_a_count(1, held, size, "ef53", "ext4") == Extents(1), "a count is a count"
-    assert not_a_count(0, 0, size, FUSE_SUPER_MAGIC, "zfs") == Extents(0), "a sparse file holds no extent: 0 is its measure"
+    assert not_a_count(0, 0, size, FUSE_SUPER_MAGIC, "zfs") == Extents(0), (
+        "a sparse file holds no extent: 0 is its measure"
+    )
 
 
 @pytest.mark.root
@@ -296,7 +392,11 @@ def test_extents_on_a_real_fuse_filesystem_are_not_measurable(tmp_path):
         os.sync()
         found = extent_counts([data, sparse], "ext4-fuse")
         assert found[sparse] == Extents(0)
-        assert found[data].count is None and found[data].why == "on ext4-fuse (FUSE gives no FIEMAP: filefrag found 0 extents in a file of 4MiB holding 4MiB)"
+        assert (
+            found[data].count is None
+            and found[data].why
+            == "on ext4-fuse (FUSE gives no FIEMAP: filefrag found 0 extents in a file of 4MiB holding 4MiB)"
+        )
     finally:
         subprocess.run(["umount", str(mountpoint)], check=True)
 
@@ -308,16 +408,25 @@ def test_extents_where_the_filesystem_maps_no_file_are_not_measurable_and_no_fai
     with tempfile.TemporaryDirectory(dir="/dev/shm") as directory:
         data = Path(directory) / "data: a file"
         data.write_bytes(os.urandom(MiB))
-        assert subprocess.run(["filefrag", str(data)], capture_output=True, check=False).returncode != 0, "as filefrag answers there"
+        assert subprocess.run(["filefrag", str(data)], capture_output=True, check=False).returncode != 0, (
+            "as filefrag answers there"
+        )
         found = extent_counts([data], "tmpfs")
-        assert found == {data: Extents(None, "on tmpfs (it answers neither FIEMAP nor FIBMAP: filefrag cannot map a file there)")}
+        assert found == {
+            data: Extents(None, "on tmpfs (it answers neither FIEMAP nor FIBMAP: filefrag cannot map a file there)")
+        }
 
 
 @pytest.mark.root
 def test_extents_of_a_real_file_on_btrfs_before_and_after_overwrites(workdir):
     target = Target("cow", "btrfs", (), "", 256 * MiB, "sparse")
-    with image_file(workdir.journal, workdir.images, "cow", target.image_size, fill=False) as image, attached(workdir.journal, image) as loop:
-        with FILESYSTEMS["btrfs"].provision(workdir.journal, Stack.on(on_loops([loop])), workdir.mounts / "cow", target) as made:
+    with (
+        image_file(workdir.journal, workdir.images, "cow", target.image_size, fill=False) as image,
+        attached(workdir.journal, image) as loop,
+    ):
+        with FILESYSTEMS["btrfs"].provision(
+            workdir.journal, Stack.on(on_loops([loop])), workdir.mounts / "cow", target
+        ) as made:
             path = made.directory / "file"
             write_file(path, lambda: os.urandom(MiB), MiB)
             os.sync()

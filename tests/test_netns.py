@@ -35,14 +35,18 @@ def test_namespaces_reach_each_other_and_the_bridge_and_no_other_address(needs_r
         server.wait(timeout=10)
         here = subprocess.Popen([sys.executable, "-c", ECHO, net.address, "7002"], stdout=subprocess.PIPE, text=True)
         assert here.stdout.readline() == "ready\n"
-        assert b.run([sys.executable, "-c", SEND, net.address, "7002"]).stdout == "balsf\n", "b reaches this machine's bridge address"
+        assert b.run([sys.executable, "-c", SEND, net.address, "7002"]).stdout == "balsf\n", (
+            "b reaches this machine's bridge address"
+        )
         here.wait(timeout=10)
         # TEST-NET-1: no route leads there from a namespace, so nothing is sent
         assert a.run([sys.executable, "-c", SEND, "192.0.2.1", "7003"]).stdout == "OSError 101\n"
         names = [h.name for h in net.hosts]
     listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
-    assert not [n for n in names if n in listed] and net.bridge not in links, "namespaces, veth pairs and bridge removed"
+    assert not [n for n in names if n in listed] and net.bridge not in links, (
+        "namespaces, veth pairs and bridge removed"
+    )
 
 
 @pytest.mark.root

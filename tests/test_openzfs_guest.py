@@ -88,7 +88,12 @@ def guest_job() -> GuestJob | None:
     """The boot these tests need (conftest starts it early); None without OpenZFS built."""
     if unavailable_reason() or not (CACHE / f"ready-{guest_kernel()[1].name}").exists():
         return None
-    return GuestJob("openzfs", IN_GUEST.format(cache=CACHE, scratch=SCRATCH, modules=" ".join(load_order(CACHE / "modules", "zfs"))), REPO, {"study.toml": STUDY})
+    return GuestJob(
+        "openzfs",
+        IN_GUEST.format(cache=CACHE, scratch=SCRATCH, modules=" ".join(load_order(CACHE / "modules", "zfs"))),
+        REPO,
+        {"study.toml": STUDY},
+    )
 
 
 def load_order(modules: Path, top: str) -> list[str]:
@@ -101,7 +106,9 @@ def load_order(modules: Path, top: str) -> list[str]:
         if module in order:
             return
         if (modules / f"{module}.ko").exists():
-            depends = subprocess.run(["modinfo", "-F", "depends", str(modules / f"{module}.ko")], capture_output=True, text=True, check=True).stdout
+            depends = subprocess.run(
+                ["modinfo", "-F", "depends", str(modules / f"{module}.ko")], capture_output=True, text=True, check=True
+            ).stdout
             for dependency in filter(None, depends.strip().split(",")):
                 visit(dependency)
         order.append(module)
@@ -117,7 +124,9 @@ def guest(tmp_path_factory):
         pytest.fail(f"the OpenZFS tests boot a guest kernel: {reason}")
     job = guest_job()
     if job is None:
-        pytest.skip(f"no OpenZFS built for the guest kernel {guest_kernel()[1].name} in {CACHE}: tests/openzfs/build.sh makes it")
+        pytest.skip(
+            f"no OpenZFS built for the guest kernel {guest_kernel()[1].name} in {CACHE}: tests/openzfs/build.sh makes it"
+        )
     result = result_of(job, tmp_path_factory)
     assert result.status == 0 and "study: 0" in result.output, f"{result.output[-3000:]}\n{result.console[-2000:]}"
     db = ResultsDB(str(result.share / "results.db"))
@@ -154,7 +163,13 @@ def test_an_encrypted_dataset_runs_with_a_key_fslab_made_and_kept_in_no_file(gue
     run = runs[("encrypted", "seq_write")]
     assert run["status"] == "ok", run["error"]
     details = run["fs_details"]
-    for line in ("encryption\taes-256-gcm\t", "keyformat\traw\t", "keystatus\tavailable\t", "keylocation\tprompt\tlocal", "encryptionroot\tfslab_"):
+    for line in (
+        "encryption\taes-256-gcm\t",
+        "keyformat\traw\t",
+        "keystatus\tavailable\t",
+        "keylocation\tprompt\tlocal",
+        "encryptionroot\tfslab_",
+    ):
         assert line in details, line  # zfs read the key on its standard input: no file named
     assert "key: 32 random bytes fslab made for this run alone" in details
     assert "keyformat=raw" in run["mkfs_command"] and not any("keylocation" in arg for arg in run["mkfs_command"])

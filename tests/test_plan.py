@@ -77,7 +77,12 @@ filesystem = ["ext4", "xfs"]
 """
 
 
-def simulate(study: str, repetitions: Repetitions, cells: dict[tuple[str, str], tuple[float, float]], seconds_per_run: float = 0.0):
+def simulate(
+    study: str,
+    repetitions: Repetitions,
+    cells: dict[tuple[str, str], tuple[float, float]],
+    seconds_per_run: float = 0.0,
+):
     """Feeds the planner samples drawn for each cell from (mean, log-normal sigma); returns the
     planner and its plan."""
     import numpy as np
@@ -90,7 +95,9 @@ def simulate(study: str, repetitions: Repetitions, cells: dict[tuple[str, str], 
             plan.append(run)
             elapsed += seconds_per_run
             mean, sigma = cells[run.cell.key]
-            samples.setdefault(run.cell.key, {}).setdefault("read_iops", []).append(float(rng.lognormal(np.log(mean), sigma)))
+            samples.setdefault(run.cell.key, {}).setdefault("read_iops", []).append(
+                float(rng.lognormal(np.log(mean), sigma))
+            )
     return planner, plan
 
 
@@ -100,7 +107,9 @@ def test_target_ci_stops_a_low_noise_cell_before_a_high_noise_one():
     quiet, noisy = planner.outcome()["ext4 · rand_read"], planner.outcome()["ext4 · rand_write"]
     assert quiet["status"] == "converged" and quiet["runs"] == 3, "±1 % noise is within ±3 % after the first runs"
     assert noisy["status"] == "converged" and noisy["runs"] > quiet["runs"] and noisy["half_width"] <= 0.03
-    assert [p.cell.workload.name for p in plan[6:]] == ["rand_write"] * (noisy["runs"] - 3), "only the wide cell runs on"
+    assert [p.cell.workload.name for p in plan[6:]] == ["rand_write"] * (noisy["runs"] - 3), (
+        "only the wide cell runs on"
+    )
 
 
 def test_target_ci_gives_up_at_max_runs_and_says_so():
@@ -122,7 +131,9 @@ def test_a_comparison_beyond_doubt_needs_no_more_runs():
 
 def test_time_budget_stops_adding_blocks():
     cells = {("rand_read", "ext4"): (50000, 0.2), ("rand_write", "ext4"): (40000, 0.2)}
-    planner, plan = simulate(ONE_TARGET, Repetitions(runs=3, target_ci=0.01, max_runs=100, time_budget=100), cells, seconds_per_run=10)
+    planner, plan = simulate(
+        ONE_TARGET, Repetitions(runs=3, target_ci=0.01, max_runs=100, time_budget=100), cells, seconds_per_run=10
+    )
     assert len(plan) * 10 <= 100
     assert {o["status"] for o in planner.outcome().values()} == {"time budget"}
 
@@ -138,15 +149,25 @@ def test_no_comparison_with_a_substitute_when_the_baseline_was_skipped():
     stopped as "decided" against the other (the first target left) as if it were the baseline."""
     import numpy as np
 
-    study = parse_study(STUDY.replace('name = "plan"', 'name = "plan"\nbaseline = "ext4"'), "s.toml", base_dir=Path(".")).without({"ext4"})
+    study = parse_study(
+        STUDY.replace('name = "plan"', 'name = "plan"\nbaseline = "ext4"'), "s.toml", base_dir=Path(".")
+    ).without({"ext4"})
     assert [t.name for t in study.targets] == ["xfs", "btrfs"]
     rng = np.random.default_rng(5)
-    planner = Planner([c for c in study.cells if c.workload.name == "rand_read"], Repetitions(runs=3, target_ci=0.001, max_runs=8), seed=3)
+    planner = Planner(
+        [c for c in study.cells if c.workload.name == "rand_read"],
+        Repetitions(runs=3, target_ci=0.001, max_runs=8),
+        seed=3,
+    )
     samples: dict = {}
     while block := planner.next_block(samples):
         for run in block:
-            level = 50000 if run.cell.target.name == "xfs" else 25000  # far apart: beyond doubt at once, were they compared
-            samples.setdefault(run.cell.key, {}).setdefault("read_iops", []).append(float(rng.lognormal(np.log(level), 0.05)))
+            level = (
+                50000 if run.cell.target.name == "xfs" else 25000
+            )  # far apart: beyond doubt at once, were they compared
+            samples.setdefault(run.cell.key, {}).setdefault("read_iops", []).append(
+                float(rng.lognormal(np.log(level), 0.05))
+            )
     assert {o["status"] for o in planner.outcome().values()} == {"max runs"}
 
 
@@ -189,7 +210,9 @@ def _summary_bases(tmp_path: Path, study, override: str | None) -> dict[tuple[st
                 started_at=datetime(2026, 1, 1), finished_at=datetime(2026, 1, 1), status="ok", buffered=False, metrics=[kind.of("elapsed_s", 10.0 + position + repetition / 10)],
             ))  # fmt: skip
     db.finish_study_run(study_run, "finished", {})
-    rows = {(r.workload, r.target): r.baseline for r in summarize_study_run(db, study_run, baseline=override).analysis.rows}
+    rows = {
+        (r.workload, r.target): r.baseline for r in summarize_study_run(db, study_run, baseline=override).analysis.rows
+    }
     return {cell.key: rows.get(cell.key) for cell in study.cells}
 
 
@@ -198,10 +221,17 @@ def test_the_plan_and_the_summary_compare_each_cell_with_the_same_base(tmp_path)
     the study's for its filesystem, its sweep's first), and none for a target whose baseline was skipped."""
     study = parse_study(BASES, "s.toml", base_dir=Path(".")).without({"gone"})
     own = {"ext4": None, "xfs[defaults]": "ext4", "xfs[noatime]": "xfs[defaults]", "after-gone": None}
-    overridden = {"ext4": "xfs[noatime]", "xfs[defaults]": "xfs[noatime]", "xfs[noatime]": None, "after-gone": "xfs[noatime]"}
+    overridden = {
+        "ext4": "xfs[noatime]",
+        "xfs[defaults]": "xfs[noatime]",
+        "xfs[noatime]": None,
+        "after-gone": "xfs[noatime]",
+    }
     for override, expected in [(None, own), ("xfs[noatime]", overridden)]:
         planner = Planner(study.cells, Repetitions(runs=3), seed=1, baseline=override)
-        planned = {cell.key: None if (base := planner.base_of(cell)) is None else base.target.name for cell in study.cells}
+        planned = {
+            cell.key: None if (base := planner.base_of(cell)) is None else base.target.name for cell in study.cells
+        }
         assert planned == {(w, t): base for w in ("rand_read", "rand_write") for t, base in expected.items()}, override
         assert _summary_bases(tmp_path, study, override) == planned, override
 
@@ -211,5 +241,8 @@ def test_a_baseline_override_no_target_answers_is_refused_before_any_run():
     the summary after the whole study had run."""
     study = parse_study(BASES, "s.toml", base_dir=Path(".")).without({"gone"})
     for override in ("gone", "ext5"):
-        with pytest.raises(FslabError, match=f"no target '{override}' in this study run; its targets: ext4, xfs\\[defaults\\], xfs\\[noatime\\], after-gone"):
+        with pytest.raises(
+            FslabError,
+            match=f"no target '{override}' in this study run; its targets: ext4, xfs\\[defaults\\], xfs\\[noatime\\], after-gone",
+        ):
             Planner(study.cells, Repetitions(runs=3), seed=1, baseline=override)

@@ -23,12 +23,29 @@ RAW = short_study("pgraw", '[[target]]\nfilesystem = "raw"\n', repetitions=1)  #
 
 
 def fslab(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "fslab", *args], capture_output=True, text=True, timeout=600, cwd=cwd, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "fslab", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def database_dump(cluster: postgres.Cluster, database: str) -> str:
     """Everything the database holds, as text (pg_dump: every table's rows)."""
-    dump = [str(postgres.bin_directory() / "pg_dump"), "-h", str(cluster.directory), "-p", str(cluster.port), "-U", postgres.USER, "--data-only", database]
+    dump = [
+        str(postgres.bin_directory() / "pg_dump"),
+        "-h",
+        str(cluster.directory),
+        "-p",
+        str(cluster.port),
+        "-U",
+        postgres.USER,
+        "--data-only",
+        database,
+    ]
     return subprocess.run(dump, capture_output=True, text=True, check=True).stdout
 
 
@@ -38,14 +55,29 @@ def study_in_postgresql(pg_cluster, tmp_path_factory, needs_root):
     root = tmp_path_factory.mktemp("pgrun")
     url = pg_cluster.new_database("commands")
     with fresh_workdir() as workdir:
-        ran = fslab("run", str(write_study(root, STUDY)), "--no-ceiling", "--workdir", str(workdir.root), "--seed", "3", cwd=root, env={"FSLAB_DB": url})
+        ran = fslab(
+            "run",
+            str(write_study(root, STUDY)),
+            "--no-ceiling",
+            "--workdir",
+            str(workdir.root),
+            "--seed",
+            "3",
+            cwd=root,
+            env={"FSLAB_DB": url},
+        )
         yield ran, url, root, workdir
 
 
 def test_a_study_runs_into_postgresql_and_every_run_is_stored(study_in_postgresql, pg_cluster):
     ran, url, _, _ = study_in_postgresql
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    assert pg_cluster.sql("SELECT count(*), count(DISTINCT id) FROM runs WHERE status = 'ok' AND warmup = false", "commands") == "4|4"
+    assert (
+        pg_cluster.sql(
+            "SELECT count(*), count(DISTINCT id) FROM runs WHERE status = 'ok' AND warmup = false", "commands"
+        )
+        == "4|4"
+    )
     assert pg_cluster.sql("SELECT count(DISTINCT run_id) FROM metrics WHERE name = 'write_iops'", "commands") == "4"
     assert pg_cluster.sql("SELECT count(*) FROM run_outputs WHERE tool = 'fio'", "commands") == "4"
     assert pg_cluster.sql("SELECT status, settings->>'runs' FROM study_runs", "commands") == "finished|2"
@@ -80,9 +112,13 @@ def test_the_password_is_never_printed_stored_or_written(study_in_postgresql, pg
     assert postgres.PASSWORD in url
     said = ran.stdout + ran.stderr + fslab_in_process("summary", "--db", url, cwd=root).stdout
     assert "postgresql://fslab:***@127.0.0.1" in said and postgres.PASSWORD not in said
-    assert postgres.PASSWORD not in database_dump(pg_cluster, "commands"), "not in the settings, environment or owner stored"
+    assert postgres.PASSWORD not in database_dump(pg_cluster, "commands"), (
+        "not in the settings, environment or owner stored"
+    )
     written = [path for path in [*root.rglob("*"), *workdir.root.rglob("*")] if path.is_file()]
-    assert written and not [path for path in written if postgres.PASSWORD.encode() in path.read_bytes()], "not in a report, runs file or the journal"
+    assert written and not [path for path in written if postgres.PASSWORD.encode() in path.read_bytes()], (
+        "not in a report, runs file or the journal"
+    )
 
 
 def test_two_runs_writing_into_one_new_database_at_once_both_complete(pg_cluster, tmp_path, needs_root):
@@ -93,15 +129,44 @@ def test_two_runs_writing_into_one_new_database_at_once_both_complete(pg_cluster
     study = write_study(tmp_path, RAW)
     with fresh_workdir() as one, fresh_workdir() as other:
         started = [
-            subprocess.Popen([sys.executable, "-m", "fslab", "run", str(study), "--no-ceiling", "--db", url, "--workdir", str(wd.root)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "fslab",
+                    "run",
+                    str(study),
+                    "--no-ceiling",
+                    "--db",
+                    url,
+                    "--workdir",
+                    str(wd.root),
+                ],
+                cwd=tmp_path,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
             for wd in (one, other)
         ]
         done = [(*proc.communicate(timeout=600), proc.returncode) for proc in started]
     assert [status for _, _, status in done] == [0, 0], done
-    assert pg_cluster.sql("SELECT string_agg(status, ',' ORDER BY id) FROM study_runs", "two_writers") == "finished,finished"
-    per_study_run = pg_cluster.sql("SELECT string_agg(n::text, ',' ORDER BY study_run_id) FROM (SELECT study_run_id, count(*) n FROM runs GROUP BY study_run_id) c", "two_writers")
+    assert (
+        pg_cluster.sql("SELECT string_agg(status, ',' ORDER BY id) FROM study_runs", "two_writers")
+        == "finished,finished"
+    )
+    per_study_run = pg_cluster.sql(
+        "SELECT string_agg(n::text, ',' ORDER BY study_run_id) FROM (SELECT study_run_id, count(*) n FROM runs GROUP BY study_run_id) c",
+        "two_writers",
+    )
     assert per_study_run == "1,1"
-    assert pg_cluster.sql("SELECT count(*) FROM runs r WHERE NOT EXISTS (SELECT 1 FROM metrics m WHERE m.run_id = r.id AND m.name = 'write_iops')", "two_writers") == "0"
+    assert (
+        pg_cluster.sql(
+            "SELECT count(*) FROM runs r WHERE NOT EXISTS (SELECT 1 FROM metrics m WHERE m.run_id = r.id AND m.name = 'write_iops')",
+            "two_writers",
+        )
+        == "0"
+    )
     assert pg_cluster.sql("SELECT count(DISTINCT uid) FROM study_runs", "two_writers") == "2"
     db = ResultsDB(url)
     assert [len(db.stored_runs(sr["id"])) for sr in db.study_runs()] == [1, 1]

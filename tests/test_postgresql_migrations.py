@@ -29,7 +29,9 @@ def at_its_old_schema(sqlite_file, url: str) -> None:
         for column in table.columns:
             column.type = column.type.as_generic()
             if isinstance(column.type, sa.Boolean) and column.server_default is not None:  # SQLite's 0 and 1
-                column.server_default = sa.DefaultClause(sa.true() if str(column.server_default.arg) == "1" else sa.false())
+                column.server_default = sa.DefaultClause(
+                    sa.true() if str(column.server_default.arg) == "1" else sa.false()
+                )
     target = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://"))
     old.create_all(target)
     with source.connect() as read, target.begin() as write:
@@ -38,7 +40,11 @@ def at_its_old_schema(sqlite_file, url: str) -> None:
             if rows:
                 write.execute(table.insert(), rows)
             if "id" in table.c and rows:
-                write.execute(sa.text(f"SELECT setval(pg_get_serial_sequence('{table.name}', 'id'), {max(r['id'] for r in rows)})"))
+                write.execute(
+                    sa.text(
+                        f"SELECT setval(pg_get_serial_sequence('{table.name}', 'id'), {max(r['id'] for r in rows)})"
+                    )
+                )
     source.dispose()
     target.dispose()
 
@@ -51,17 +57,27 @@ def test_a_fixture_database_migrated_on_postgresql_reads_as_the_golden_summary(p
     with sqlite3.connect(FIXTURES / f"schema-v{version}.db") as conn:
         values = sorted(conn.execute("SELECT run_id, value, unit FROM metrics"))
         run_count = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
-        raw_outputs = conn.execute("SELECT count(*) FROM runs WHERE raw_output IS NOT NULL" if version < 5 else "SELECT count(*) FROM run_outputs").fetchone()[0]
+        raw_outputs = conn.execute(
+            "SELECT count(*) FROM runs WHERE raw_output IS NOT NULL"
+            if version < 5
+            else "SELECT count(*) FROM run_outputs"
+        ).fetchone()[0]
     db = ResultsDB(url)
     with db.engine.connect() as conn:
         assert conn.execute(sa.text("SELECT version FROM schema_info")).scalar() == SCHEMA_VERSION
-        assert sorted(conn.execute(sa.text("SELECT run_id, value, unit FROM metrics")).all()) == values, "every metric kept"
+        assert sorted(conn.execute(sa.text("SELECT run_id, value, unit FROM metrics")).all()) == values, (
+            "every metric kept"
+        )
         assert conn.execute(sa.text("SELECT count(*) FROM runs")).scalar() == run_count
-        assert conn.execute(sa.text("SELECT count(*) FROM run_outputs")).scalar() == raw_outputs > 0, "fio's raw outputs moved, none lost"
+        assert conn.execute(sa.text("SELECT count(*) FROM run_outputs")).scalar() == raw_outputs > 0, (
+            "fio's raw outputs moved, none lost"
+        )
         assert conn.execute(sa.text("SELECT count(DISTINCT uid) FROM study_runs WHERE uid IS NOT NULL")).scalar() == 1
     summary = summarize_study_run(db, db.study_run()["id"])
     assert to_markdown(summary) == (FIXTURES / "summaries" / f"schema-v{version}.md").read_text()
-    same_document(json.loads(to_json(summary)), json.loads((FIXTURES / "summaries" / f"schema-v{version}.json").read_text()))
+    same_document(
+        json.loads(to_json(summary)), json.loads((FIXTURES / "summaries" / f"schema-v{version}.json").read_text())
+    )
     db.engine.dispose()
 
 
@@ -73,8 +89,14 @@ def test_a_version_14_database_migrated_on_postgresql_leases_its_fleet_units_and
     at_its_old_schema(FIXTURES / "schema-v14.db", url)
     db = ResultsDB(url)
     with db.engine.connect() as conn:
-        assert conn.execute(sa.text("SELECT host, generation FROM fleet_units ORDER BY host")).all() == [("nvme-box", 0), ("sata-box", 0)]
-        assert conn.execute(sa.text("SELECT block, generation FROM fleet_blocks ORDER BY block")).all() == [(1, 0), (2, 0)]
+        assert conn.execute(sa.text("SELECT host, generation FROM fleet_units ORDER BY host")).all() == [
+            ("nvme-box", 0),
+            ("sata-box", 0),
+        ]
+        assert conn.execute(sa.text("SELECT block, generation FROM fleet_blocks ORDER BY block")).all() == [
+            (1, 0),
+            (2, 0),
+        ]
     first, second = lease.take_block(db.engine, 1, 2, "nvme-box"), lease.take_block(db.engine, 1, 2, "sata-box")
     assert (first.generation, second.generation) == (1, 2)
     assert lease.take_unit(db.engine, 1, "sata-box").generation == 1
@@ -121,8 +143,9 @@ def test_a_run_stored_as_a_newer_fslab_migrates_is_stored_before_it_and_the_next
     url = pg_cluster.new_database("migrated_beneath")
     at_its_old_schema(FIXTURES / "schema-v13.db", url)
     db = ResultsDB(url)
-    run = RunRecord("ext4", "rand_read", 3, False, 3, 1, now(), now(), "ok", False,
-                    outputs=[RawOutput("", "fio", "{}")])
+    run = RunRecord(
+        "ext4", "rand_read", 3, False, 3, 1, now(), now(), "ok", False, outputs=[RawOutput("", "fio", "{}")]
+    )
     waiting = "SELECT count(*) FROM pg_stat_activity WHERE datname = 'migrated_beneath' AND wait_event_type = 'Lock'"
     with db.engine.begin() as conn:  # a run being stored, as record_run stores it: checked, then inserted
         check_current(conn, "the database")

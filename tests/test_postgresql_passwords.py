@@ -25,7 +25,11 @@ from fslab.results import ResultsDB
 def team_database(pg_cluster, tmp_path_factory):
     """A database with one study run (stored through fslab with the password in its URL)."""
     db = ResultsDB(pg_cluster.new_database("passwords"))
-    stored_study(tmp_path_factory.mktemp("study"), '[study]\nname = "locked"\nworkloads = ["rand_read"]\n[[target]]\nfilesystem = "raw"\n', db)
+    stored_study(
+        tmp_path_factory.mktemp("study"),
+        '[study]\nname = "locked"\nworkloads = ["rand_read"]\n[[target]]\nfilesystem = "raw"\n',
+        db,
+    )
     db.engine.dispose()
     return pg_cluster
 
@@ -62,7 +66,9 @@ def test_the_users_pgpass_is_used(team_database, tmp_path):
 
 def test_a_service_file_names_the_server_and_pgpass_its_password(team_database, tmp_path):
     services = tmp_path / "services.conf"
-    services.write_text(f"[team]\nhost={team_database.host}\nport={team_database.port}\ndbname=passwords\nuser={postgres.USER}\n")
+    services.write_text(
+        f"[team]\nhost={team_database.host}\nport={team_database.port}\ndbname=passwords\nuser={postgres.USER}\n"
+    )
     pgpass = tmp_path / ".pgpass"
     pgpass.write_text(f"*:*:*:{postgres.USER}:{postgres.PASSWORD}\n")
     pgpass.chmod(0o600)

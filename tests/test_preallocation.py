@@ -56,8 +56,14 @@ def test_fslabs_fio_jobs_do_not_preallocate_unless_the_study_asks():
     asked = workloads(own.replace("[[target]]", '[fio]\noptions = { fallocate = "native" }\n[[target]]', 1))
     assert {name: w.spec()["preallocation"] for name, w in asked.items()} == {"seq_write": "native", "mine": "native"}
     own_asks = workloads(own + 'options = { fallocate = "posix" }\n')
-    assert (own_asks["seq_write"].spec()["preallocation"], own_asks["mine"].spec()["preallocation"]) == ("none", "posix")
-    with pytest.raises(StudyError, match=r"s.toml:\d+: workload\[0\].options: fallocate takes one of none, native, posix, keep, truncate, 0, 1, not 'always'"):
+    assert (own_asks["seq_write"].spec()["preallocation"], own_asks["mine"].spec()["preallocation"]) == (
+        "none",
+        "posix",
+    )
+    with pytest.raises(
+        StudyError,
+        match=r"s.toml:\d+: workload\[0\].options: fallocate takes one of none, native, posix, keep, truncate, 0, 1, not 'always'",
+    ):
         workloads(own + 'options = { fallocate = "always" }\n')
 
 
@@ -68,17 +74,26 @@ def test_a_job_file_without_fallocate_takes_fslabs_default_and_one_with_it_is_re
     assert job_fallocate(mine) == ["none", "none"] and mine.spec()["preallocation"] == "none"
     assert "[global]\nfallocate=none\n" in mine.spec()["job"], "the default is part of the job stored"
     rendered = fio_jobs.render(mine.tool.job, directory=tmp_path, device=None)
-    assert fio_jobs.parse_all([(rendered, "the job")], directory=tmp_path) == []  # fio reads fslab's [global] and the default's, in order
+    assert (
+        fio_jobs.parse_all([(rendered, "the job")], directory=tmp_path) == []
+    )  # fio reads fslab's [global] and the default's, in order
     (tmp_path / "mine.fio").write_text("[a]\nrw=write\nsize=8m\nfallocate=keep\n[b]\nrw=randwrite\nsize=8m\n")
     [mine] = workloads(study, tmp_path).values()
     assert job_fallocate(mine) == ["keep", None], "as written: job b takes fio's own default"
-    assert mine.spec()["preallocation"] == "keep, native" and fio_preallocation.preallocates(mine.spec()["preallocation"])
+    assert mine.spec()["preallocation"] == "keep, native" and fio_preallocation.preallocates(
+        mine.spec()["preallocation"]
+    )
 
 
 def test_scenario_phases_do_not_preallocate_unless_a_phase_asks():
-    scenario = STUDY.replace('workloads = ["seq_write"]\n', "") + '[[workload]]\nname = "iozone"\nkind = "scenario"\nscenario = "write-rewrite-read-reread"\nsize = "64MiB"\n'
+    scenario = (
+        STUDY.replace('workloads = ["seq_write"]\n', "")
+        + '[[workload]]\nname = "iozone"\nkind = "scenario"\nscenario = "write-rewrite-read-reread"\nsize = "64MiB"\n'
+    )
     [iozone] = workloads(scenario).values()
-    assert {o.get("fallocate") for p in iozone.tool.phases if p.action == "fio" for o in iozone.tool.job(p).jobs()} == {"none"}
+    assert {o.get("fallocate") for p in iozone.tool.phases if p.action == "fio" for o in iozone.tool.job(p).jobs()} == {
+        "none"
+    }
     assert iozone.spec()["preallocation"] == "none"
     own = STUDY.replace('workloads = ["seq_write"]\n', "") + (
         '[[workload]]\nname = "own"\nkind = "scenario"\nsize = "64MiB"\n'
@@ -89,7 +104,18 @@ def test_scenario_phases_do_not_preallocate_unless_a_phase_asks():
     assert mine.spec()["preallocation"] == "native, none"
 
 
-@pytest.mark.parametrize(("recorded", "preallocated"), [("none", False), ("0", False), ("truncate", False), ("native", True), ("1", True), ("none, keep", True), ("", False)])
+@pytest.mark.parametrize(
+    ("recorded", "preallocated"),
+    [
+        ("none", False),
+        ("0", False),
+        ("truncate", False),
+        ("native", True),
+        ("1", True),
+        ("none, keep", True),
+        ("", False),
+    ],
+)
 def test_what_counts_as_preallocated(recorded, preallocated):
     assert fio_preallocation.preallocates(recorded) is preallocated
 
@@ -133,12 +159,17 @@ def test_zeros_compress_on_btrfs_unless_preallocated_and_the_notes_follow_the_ra
     default, preallocated = values[("zeros", "zstd")], values[("zeros-preallocated", "zstd")]
     assert default["write_bytes"] == preallocated["write_bytes"] == [48 * 2**20], "one pass over the file each"
     assert default["compression_ratio"][0] > 1.5, "not preallocated: Btrfs compresses the zeros"
-    assert preallocated["compression_ratio"][0] == pytest.approx(1.0, abs=0.1), "preallocated extents written in place, uncompressed"
+    assert preallocated["compression_ratio"][0] == pytest.approx(1.0, abs=0.1), (
+        "preallocated extents written in place, uncompressed"
+    )
     jobs = {r["workload"]: r["job_file"] for r in results.runs(study_run)}
     assert "fallocate=none\n" in jobs["zeros"] and "fallocate=native\n" in jobs["zeros-preallocated"]
     s = summarize_study_run(results, study_run)
     assert workload_title(s, "zeros") == "zeros (direct I/O; data: zeros)"
-    assert workload_title(s, "zeros-preallocated") == "zeros-preallocated (direct I/O; data: zeros; files preallocated (fio fallocate=native))"
+    assert (
+        workload_title(s, "zeros-preallocated")
+        == "zeros-preallocated (direct I/O; data: zeros; files preallocated (fio fallocate=native))"
+    )
     notes = {c.workload: " ".join(c.notes) for c in s.cells}
     assert "which compressed it" in notes["zeros"] and "the figures flatter it" in notes["zeros"]
     assert "stored it uncompressed" in notes["zeros-preallocated"] and "flatter" not in notes["zeros-preallocated"]

@@ -43,9 +43,17 @@ def run(tmp_path, workdir, *args):
 def test_runs_is_exact_and_warmups_are_stored_marked_and_left_out(tmp_path, workdir):
     result, db, study_run = run(tmp_path, workdir, "--runs", "1", "--warmup", "1")  # the study says 2
     runs = db.runs(study_run["id"])
-    assert Counter((r["target"], r["warmup"]) for r in runs) == {("xfs", True): 1, ("raw", True): 1, ("xfs", False): 1, ("raw", False): 1}
+    assert Counter((r["target"], r["warmup"]) for r in runs) == {
+        ("xfs", True): 1,
+        ("raw", True): 1,
+        ("xfs", False): 1,
+        ("raw", False): 1,
+    }
     assert all(r["block"] == 1 for r in runs if r["warmup"]), "warm-ups run first"
-    assert Counter(m.target for m in db.run_metrics(study_run["id"]) if m.metric == "read_iops" and not m.warmup) == {"xfs": 1, "raw": 1}
+    assert Counter(m.target for m in db.run_metrics(study_run["id"]) if m.metric == "read_iops" and not m.warmup) == {
+        "xfs": 1,
+        "raw": 1,
+    }
     assert study_run["settings"] == {"runs": 1, "warmup": 1, "max_runs": 30, "threshold": 0.03}
     report = (tmp_path / "reports" / f"reps-{study_run['id']}" / "summary.md").read_text()
     assert "1 runs per cell, after 2 warm-up run(s) left out of the statistics" in report
@@ -103,7 +111,9 @@ def test_compare_gates_on_a_regression(tmp_path):
     table = regressed.stdout.split("Ratios of geometric means")[0]
     assert max(len(line) for line in table.splitlines()) <= CONSOLE_WIDTH, "as a 120-column terminal shows it"
     [said] = [line for line in regressed.stdout.splitlines() if line.startswith("Ratios of geometric means")]
-    assert len(said) > CONSOLE_WIDTH and said.endswith("by more than 5%."), "a message stays one line: the terminal wraps it"
+    assert len(said) > CONSOLE_WIDTH and said.endswith("by more than 5%."), (
+        "a message stays one line: the terminal wraps it"
+    )
     same = fslab_in_process("compare", str(fast), str(fast), "--db", str(path))
     assert same.returncode == 0 and "no regression" in same.stdout, same.stdout + same.stderr
     # uncapped QD16 reads are faster, and their queues make the p99 latency longer: both are said
@@ -120,5 +130,7 @@ def test_compare_refuses_runs_of_different_studies(tmp_path):
     other = stored_study_run(db, UNCAPPED, owner, STUDY.replace('name = "reps"', 'name = "other"'))
     result = fslab_in_process("compare", str(first), str(other), "--db", str(path))
     assert result.returncode == 2 and "compare runs of one study" in result.stderr
-    same = fslab_in_process("compare", str(first), str(first), "--db", str(path))  # the same samples: no verdict of speed
+    same = fslab_in_process(
+        "compare", str(first), str(first), "--db", str(path)
+    )  # the same samples: no verdict of speed
     assert same.returncode == 0 and "no regression" in same.stdout, same.stdout + same.stderr

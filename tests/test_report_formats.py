@@ -44,7 +44,13 @@ def newest_summary(db: Path):
 
 
 def test_the_built_in_formats_join_the_registry_from_their_own_modules():
-    assert [f.name for f in formats.report_files()] == ["summary.md", "summary.csv", "summary.json", "runs.csv", "runs.json"]
+    assert [f.name for f in formats.report_files()] == [
+        "summary.md",
+        "summary.csv",
+        "summary.json",
+        "runs.csv",
+        "runs.json",
+    ]
     assert list(formats.table_forms()) == ["csv", "parquet"]
     with pytest.raises(formats.UnknownFormat, match="'xlsx' is not one of 'csv', 'parquet'"):
         formats.table_form_named("xlsx")
@@ -55,7 +61,14 @@ def test_fslab_summary_writes_a_toy_report_file_registered_in_one_module(stored_
     assert result.returncode == 0, result.stdout + result.stderr
     written = sorted(stored_db.parent.rglob("toy.txt"))
     assert len(written) == 1, f"toy.txt written once, beside the other report files: {result.stdout + result.stderr}"
-    assert sorted(p.name for p in written[0].parent.iterdir()) == ["runs.csv", "runs.json", "summary.csv", "summary.json", "summary.md", "toy.txt"]
+    assert sorted(p.name for p in written[0].parent.iterdir()) == [
+        "runs.csv",
+        "runs.json",
+        "summary.csv",
+        "summary.json",
+        "summary.md",
+        "toy.txt",
+    ]
     s = newest_summary(stored_db)
     assert written[0].read_text() == "".join(f"{c.target} · {c.workload}: {len(c.metrics)} metrics\n" for c in s.cells)
     assert written[0].read_text().count("\n") == len(s.cells) > 0
@@ -69,7 +82,10 @@ def test_fslab_export_writes_its_tables_in_a_toy_form_registered_in_one_module(s
     lines = (out / "summary.toy").read_text().splitlines()
     as_csv = to_csv(newest_summary(stored_db)).splitlines()
     assert len(lines) == len(as_csv) - 1, "a row per cell and metric, as summary.csv has (but its header)"
-    assert lines[0].split("\t")[:4] == [f"study_run={as_csv[1].split(',')[0]}", *[f"{k}={v}" for k, v in zip(("workload", "target", "metric"), as_csv[1].split(",")[1:4])]]
+    assert lines[0].split("\t")[:4] == [
+        f"study_run={as_csv[1].split(',')[0]}",
+        *[f"{k}={v}" for k, v in zip(("workload", "target", "metric"), as_csv[1].split(",")[1:4])],
+    ]
 
 
 def test_an_unknown_export_format_is_refused_naming_those_there_are(stored_db, tmp_path):
@@ -85,13 +101,30 @@ def test_an_installed_package_adds_a_format_through_its_entry_point(stored_db, t
     it), and fslab imports it when the registry is first read — in a process of its own."""
     site = tmp_path / "site"
     (site / "toy_plugin-1.0.dist-info").mkdir(parents=True)
-    (site / "toy_plugin-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: toy-plugin\nVersion: 1.0\n")
+    (site / "toy_plugin-1.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: toy-plugin\nVersion: 1.0\n"
+    )
     (site / "toy_plugin-1.0.dist-info" / "entry_points.txt").write_text("[fslab.plugins]\ntoy = toy_format\n")
     shutil.copy(TOY, site / "toy_format.py")
     code = "import sys; from fslab.report import formats; print(sorted(formats.table_forms()))"
-    found = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(site)}, capture_output=True, text=True, check=True)
+    found = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert found.stdout.strip() == "['csv', 'parquet', 'toy']"
     (site / "toy_format.py").write_text("raise RuntimeError('broken on purpose')\n")
-    broken = subprocess.run([sys.executable, "-m", "fslab", "export", "--db", str(stored_db), "-o", str(tmp_path / "out")], env={**os.environ, "PYTHONPATH": str(site)}, capture_output=True, text=True)
-    assert broken.returncode != 0 and "the fslab plugin 'toy' (toy_format, entry point group fslab.plugins) cannot be imported: broken on purpose" in broken.stderr
+    broken = subprocess.run(
+        [sys.executable, "-m", "fslab", "export", "--db", str(stored_db), "-o", str(tmp_path / "out")],
+        env={**os.environ, "PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+    )
+    assert (
+        broken.returncode != 0
+        and "the fslab plugin 'toy' (toy_format, entry point group fslab.plugins) cannot be imported: broken on purpose"
+        in broken.stderr
+    )
     assert "Traceback" not in broken.stderr

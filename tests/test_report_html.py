@@ -85,7 +85,12 @@ DOCUMENTED = ROOT / "docs" / "report.md"
 def documented_commands() -> list[str]:
     """The `fslab report` commands of docs/report.md, as written (comments dropped)."""
     blocks = [block.split("```", 1)[0] for block in DOCUMENTED.read_text().split("```sh\n")[1:]]
-    return [line.split("#", 1)[0].strip() for block in blocks for line in block.splitlines() if line.startswith("fslab report")]
+    return [
+        line.split("#", 1)[0].strip()
+        for block in blocks
+        for line in block.splitlines()
+        if line.startswith("fslab report")
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +103,9 @@ def stored(tmp_path_factory):
     for i, text in enumerate((STUDY, AGAIN)):
         stored_study(root, text, ResultsDB(str(db)), name=f"study{i}.toml", seed=3, scale={"raw": 1.0, "ext4": 0.93})
     reports = {
-        command: fslab_in_process(*shlex.split(command)[1:], cwd=root, env={"FSLAB_DB": str(db)})  # as written, in this process: each a second's start saved
+        command: fslab_in_process(
+            *shlex.split(command)[1:], cwd=root, env={"FSLAB_DB": str(db)}
+        )  # as written, in this process: each a second's start saved
         for command in documented_commands()
     }
     return root, db, reports
@@ -109,10 +116,20 @@ def test_the_documented_commands_run_as_written(stored):
     assert list(reports) == ["fslab report", "fslab report 1 -o paper-figures --figures", "fslab report 1 2"]
     for command, result in reports.items():
         assert result.returncode == 0, command + "\n" + result.stdout + result.stderr
-    assert f"Report: {root / 'reports' / 'page-2' / 'report.html'}" in reports["fslab report"].stdout, "the newest, where `fslab summary` writes its files"
-    assert "Figures" not in reports["fslab report"].stdout and not (root / "reports" / "page-2" / "figures").exists(), "figures only when asked for"
-    assert f"Report: {root / 'paper-figures' / 'report.html'}" in reports["fslab report 1 -o paper-figures --figures"].stdout
-    assert f"SVG and PNG): {root / 'paper-figures' / 'figures'}" in reports["fslab report 1 -o paper-figures --figures"].stdout
+    assert f"Report: {root / 'reports' / 'page-2' / 'report.html'}" in reports["fslab report"].stdout, (
+        "the newest, where `fslab summary` writes its files"
+    )
+    assert "Figures" not in reports["fslab report"].stdout and not (root / "reports" / "page-2" / "figures").exists(), (
+        "figures only when asked for"
+    )
+    assert (
+        f"Report: {root / 'paper-figures' / 'report.html'}"
+        in reports["fslab report 1 -o paper-figures --figures"].stdout
+    )
+    assert (
+        f"SVG and PNG): {root / 'paper-figures' / 'figures'}"
+        in reports["fslab report 1 -o paper-figures --figures"].stdout
+    )
     assert f"Report: {root / 'reports' / 'page-1-2' / 'report.html'}" in reports["fslab report 1 2"].stdout
 
 
@@ -168,31 +185,54 @@ def open_page(browser, page_file: Path, screenshot: Path, width: int = 1280) -> 
 
 def page_specs(page: Path) -> dict:
     """A page's charts, as it embeds them: name → Vega-Lite spec."""
-    return json.loads(re.search(r'<script type="application/json" id="fslab-charts">(.*?)</script>', page.read_text(), re.DOTALL).group(1))
+    return json.loads(
+        re.search(
+            r'<script type="application/json" id="fslab-charts">(.*?)</script>', page.read_text(), re.DOTALL
+        ).group(1)
+    )
 
 
 def test_report_figures_writes_every_chart_of_the_page_as_svg_and_png(stored):
     folder = page_of(stored).parent
     names = page_specs(folder / "report.html")
-    assert {"rand_read-read_iops", "seq_write-write_iops", "rand_read-read-latency-percentiles", "rand_read-read-latency-distribution", "rand_read-efficiency", "rand_read-cpu"} <= set(names)
-    assert {"rand_read-read-throughput", "seq_write-write-throughput"} <= set(names), "fio's logs, stored with every run"
+    assert {
+        "rand_read-read_iops",
+        "seq_write-write_iops",
+        "rand_read-read-latency-percentiles",
+        "rand_read-read-latency-distribution",
+        "rand_read-efficiency",
+        "rand_read-cpu",
+    } <= set(names)
+    assert {"rand_read-read-throughput", "seq_write-write-throughput"} <= set(names), (
+        "fio's logs, stored with every run"
+    )
     for spec in names.values():  # charts.py builds them unvalidated (the cost of most of a report): here they are
         TopLevelSpec.validate(spec)
     figures = sorted((folder / "figures").iterdir())
-    assert sorted(p.name for p in figures) == sorted(f"{file_name(n)}.{ext}" for n in names for ext in ("svg", "png")), "the page's charts, each as a figure"
+    assert sorted(p.name for p in figures) == sorted(
+        f"{file_name(n)}.{ext}" for n in names for ext in ("svg", "png")
+    ), "the page's charts, each as a figure"
     for svg in (p for p in figures if p.suffix == ".svg"):
         text = svg.read_text()
-        assert text.startswith("<svg") and text.rstrip().endswith("</svg>") and text.count("<path") + text.count("<text") > 10, svg
+        assert (
+            text.startswith("<svg")
+            and text.rstrip().endswith("</svg>")
+            and text.count("<path") + text.count("<text") > 10
+        ), svg
     for png in (p for p in figures if p.suffix == ".png"):
         width, height = png_size(png)
-        assert (width, height) == svg_size(png.with_suffix(".svg")) and width >= 500 and height >= 250, "the page's CSS pixels, as it shows the chart"
+        assert (width, height) == svg_size(png.with_suffix(".svg")) and width >= 500 and height >= 250, (
+            "the page's CSS pixels, as it shows the chart"
+        )
 
 
 def test_png_scale_gives_a_figures_png_that_many_pixels_per_css_pixel(stored):
     """--png-scale N: sharper PNGs (the SVG is the figure for print); 1 to 4, and only with
     --figures, each refused otherwise, naming the option."""
     root, db, _ = stored
-    said = fslab_in_process("report", "2", "-o", "sharper", "--figures", "--png-scale", "3", cwd=root, env={"FSLAB_DB": str(db)})
+    said = fslab_in_process(
+        "report", "2", "-o", "sharper", "--figures", "--png-scale", "3", cwd=root, env={"FSLAB_DB": str(db)}
+    )
     assert said.returncode == 0, said.stdout + said.stderr
     pngs = sorted((root / "sharper" / "figures").glob("*.png"))
     assert pngs
@@ -200,10 +240,16 @@ def test_png_scale_gives_a_figures_png_that_many_pixels_per_css_pixel(stored):
         width, height = svg_size(png.with_suffix(".svg"))
         assert png_size(png) == (3 * width, 3 * height), png.name
     for wrong in ("0", "5", "-1"):
-        refused = fslab_in_process("report", "2", "-o", "wrong", "--figures", "--png-scale", wrong, cwd=root, env={"FSLAB_DB": str(db)})
-        assert refused.returncode == 2 and f"--png-scale {wrong}: a PNG has 1 to 4 pixels per CSS pixel" in refused.stderr, refused.stderr
+        refused = fslab_in_process(
+            "report", "2", "-o", "wrong", "--figures", "--png-scale", wrong, cwd=root, env={"FSLAB_DB": str(db)}
+        )
+        assert (
+            refused.returncode == 2 and f"--png-scale {wrong}: a PNG has 1 to 4 pixels per CSS pixel" in refused.stderr
+        ), refused.stderr
     alone = fslab_in_process("report", "2", "-o", "alone", "--png-scale", "2", cwd=root, env={"FSLAB_DB": str(db)})
-    assert alone.returncode == 2 and "--png-scale sizes the figures' PNGs: give it with --figures" in alone.stderr, alone.stderr
+    assert alone.returncode == 2 and "--png-scale sizes the figures' PNGs: give it with --figures" in alone.stderr, (
+        alone.stderr
+    )
     assert not (root / "wrong").exists() and not (root / "alone").exists(), "refused before anything is written"
 
 
@@ -220,6 +266,7 @@ def svg_size(path: Path) -> tuple[int, int]:
     assert found, path
     return int(found[1]), int(found[2])
 
+
 def test_a_figures_png_is_the_one_vega_draws_though_drawn_from_its_svg(tmp_path, stored):
     """write_figures draws each PNG from the chart's SVG (Vega runs once): byte for byte vl-convert's PNG of the spec."""
     names = page_specs(page_of(stored).parent / "report.html")
@@ -227,7 +274,9 @@ def test_a_figures_png_is_the_one_vega_draws_though_drawn_from_its_svg(tmp_path,
     chart = Chart(heatmap, "rand_read", "a heatmap", "", names[heatmap])
     written = write_figures([chart], tmp_path)
     png = next(p for p in written if p.suffix == ".png")
-    assert png.read_bytes() == vl_convert.vegalite_to_png(chart.spec, vl_version=vega_lite(), scale=PNG_SCALE, allowed_base_urls=[])
+    assert png.read_bytes() == vl_convert.vegalite_to_png(
+        chart.spec, vl_version=vega_lite(), scale=PNG_SCALE, allowed_base_urls=[]
+    )
 
 
 def page_of(stored) -> Path:
@@ -244,7 +293,9 @@ class _References(HTMLParser):
         self.found: list[tuple[str, str, str]] = []
 
     def handle_starttag(self, tag, attrs):
-        self.found += [(tag, name, value or "") for name, value in attrs if name in ("src", "href", "srcset", "action", "data")]
+        self.found += [
+            (tag, name, value or "") for name, value in attrs if name in ("src", "href", "srcset", "action", "data")
+        ]
 
 
 def test_page_is_self_contained(stored):
@@ -252,8 +303,12 @@ def test_page_is_self_contained(stored):
     references = _References()
     references.feed(page)
     assert references.found, "the page's table of contents links within it"
-    assert all(value.startswith("#") for _, _, value in references.found), [r for r in references.found if not r[2].startswith("#")]
-    assert not re.search(r"<(script|link|img|iframe)\b[^>]*\b(src|href)\s*=\s*[\"']?\s*(https?:)?//", page, re.IGNORECASE)
+    assert all(value.startswith("#") for _, _, value in references.found), [
+        r for r in references.found if not r[2].startswith("#")
+    ]
+    assert not re.search(
+        r"<(script|link|img|iframe)\b[^>]*\b(src|href)\s*=\s*[\"']?\s*(https?:)?//", page, re.IGNORECASE
+    )
     assert "Content-Security-Policy" in page and "default-src 'none'" in page and "connect-src 'none'" in page
     assert page.count("vegaEmbed") >= 2 and page.count("<script") == 3, "the bundle once, the specs, the drawing"
 
@@ -268,16 +323,22 @@ def test_page_renders_offline_in_chromium(stored, browser, tmp_path):
         assert len(seen["charts"]) == len(list((page_file.parent / "figures").glob("*.svg")))
         specs = page_specs(page_file)
         faceted = {n for n, spec in specs.items() if "facet" in spec}  # the latency heatmaps: a row of the page each
-        assert {c["name"] for c in seen["charts"] if c["name"].endswith("-latency-heatmap")} == faceted != set(), "fio's histogram logs, stored with every run"
+        assert {c["name"] for c in seen["charts"] if c["name"].endswith("-latency-heatmap")} == faceted != set(), (
+            "fio's histogram logs, stored with every run"
+        )
         for chart in seen["charts"]:
             assert chart["svg"] > 5 or chart["canvas"] > 0, chart
             if chart["name"] in faceted:
                 [per_decade] = {row["d"] for row in specs[chart["name"]]["datasets"]["rows"]}
                 drawn = sorted(drawn_cell(label, per_decade) for label in chart["cells"])
-                assert drawn == heatmap_cells(specs[chart["name"]]), f"{chart['name']}: a cell for each window and latency bucket with completions"
+                assert drawn == heatmap_cells(specs[chart["name"]]), (
+                    f"{chart['name']}: a cell for each window and latency bucket with completions"
+                )
             if chart["name"] not in faceted or width == 1280:  # on a phone a faceted chart scrolls in its own place
                 assert chart["width"] <= chart["container"] + 1, f"{chart['name']} wider than its place on a {name}"
-        assert seen["overflow"] <= 0, f"the page is wider than a {name}'s screen: tables and faceted charts scroll inside their own box"
+        assert seen["overflow"] <= 0, (
+            f"the page is wider than a {name}'s screen: tables and faceted charts scroll inside their own box"
+        )
         assert (tmp_path / f"report-{name}.png").stat().st_size > 10_000
 
 
@@ -322,7 +383,9 @@ def test_report_of_two_study_runs_compares_them_cell_by_cell(stored, browser, tm
     root, _, _ = stored
     out = root / "reports" / "page-1-2"
     page = (out / "report.html").read_text()
-    assert "Study run 2 against study run 1" in page and page.count("<td>rand_read</td>") >= 4  # ext4 and raw, IOPS and p99
+    assert (
+        "Study run 2 against study run 1" in page and page.count("<td>rand_read</td>") >= 4
+    )  # ext4 and raw, IOPS and p99
     assert "<td>seq_write</td>" not in page.split('id="run1"')[0], "only the cells both study runs have are compared"
     assert not (out / "figures").exists(), "no figures unless asked for"
     seen = open_page(browser, out / "report.html", tmp_path / "report-two-runs.png")
@@ -367,16 +430,29 @@ W = "rand_read"
 HIGHER = {"read_iops": True, "read_lat_p99_us": False, **{f"read_lat_{p}_us": False for p in ("p50", "p95", "p99_9")}}
 
 
-def synthetic(cells: dict[str, dict[str, list[float]]], targets: tuple[str, ...] = ("ext4", "xfs", "raw")) -> StudySummary:
+def synthetic(
+    cells: dict[str, dict[str, list[float]]], targets: tuple[str, ...] = ("ext4", "xfs", "raw")
+) -> StudySummary:
     """A summary built as summarize_study_run builds one, from samples given here."""
     samples = {(W, t): metrics for t, metrics in cells.items()}
-    roles = Roles.flagged([(W, m, m == "read_iops", m in ("read_iops", "read_lat_p99_us")) for metrics in cells.values() for m in metrics])
+    roles = Roles.flagged(
+        [(W, m, m == "read_iops", m in ("read_iops", "read_lat_p99_us")) for metrics in cells.values() for m in metrics]
+    )
     analysis = analyse(samples, HIGHER, list(targets), [W], baselines={t: targets[0] for t in targets}, roles=roles)
     return StudySummary(
         study_run={"id": 1, "study": "synthetic"},
         targets=[{"name": t, "filesystem": "raw" if t == "raw" else "ext4", "spec": {}} for t in targets],
         workloads=[W],
-        cells=[CellSummary(W, t, 0, {m: summarize(v, HIGHER.get(m, False)) for m, v in metrics.items()}, roles.primary_in(W, metrics)) for t, metrics in cells.items()],
+        cells=[
+            CellSummary(
+                W,
+                t,
+                0,
+                {m: summarize(v, HIGHER.get(m, False)) for m, v in metrics.items()},
+                roles.primary_in(W, metrics),
+            )
+            for t, metrics in cells.items()
+        ],
         analysis=analysis,
         samples=SampleGroups(samples, {m: "IOPS" if m == "read_iops" else "µs" for m in HIGHER}, HIGHER, roles),
     )
@@ -384,28 +460,45 @@ def synthetic(cells: dict[str, dict[str, list[float]]], targets: tuple[str, ...]
 
 def layer(spec: dict, mark: str) -> list[dict]:
     """The data of the chart's layer drawn with `mark`."""
-    found = [part for part in spec.get("layer", [spec]) if (part["mark"]["type"] if isinstance(part["mark"], dict) else part["mark"]) == mark]
+    found = [
+        part
+        for part in spec.get("layer", [spec])
+        if (part["mark"]["type"] if isinstance(part["mark"], dict) else part["mark"]) == mark
+    ]
     assert len(found) == 1, f"one {mark} layer"
     data = found[0].get("data", spec.get("data"))  # a layer's own data, else the data all its layers share
     return data["values"] if "values" in data else spec["datasets"][data["name"]]
 
 
 def test_primary_chart_draws_the_summarys_mean_and_interval_and_every_run():
-    s = synthetic({"ext4": {"read_iops": [100, 104, 98, 101]}, "xfs": {"read_iops": [150, 149]}, "raw": {"read_iops": [200, 210, 190]}})
+    s = synthetic(
+        {
+            "ext4": {"read_iops": [100, 104, 98, 101]},
+            "xfs": {"read_iops": [150, 149]},
+            "raw": {"read_iops": [200, 210, 190]},
+        }
+    )
     chart = primary_chart(s, W, "read_iops")
     bars = {b["target"]: b for b in layer(chart.spec, "bar")}
     cells = {c.target: c.metrics["read_iops"] for c in s.cells}
     assert {t: b["mean"] for t, b in bars.items()} == {t: c.mean for t, c in cells.items()}
     whiskers = {w["target"]: (w["low"], w["high"]) for w in layer(chart.spec, "errorbar")}
-    assert whiskers == {"ext4": (cells["ext4"].ci_low, cells["ext4"].ci_high), "raw": (cells["raw"].ci_low, cells["raw"].ci_high)}, "no whisker where the summary prints none (2 runs)"
+    assert whiskers == {
+        "ext4": (cells["ext4"].ci_low, cells["ext4"].ci_high),
+        "raw": (cells["raw"].ci_low, cells["raw"].ci_high),
+    }, "no whisker where the summary prints none (2 runs)"
     points = layer(chart.spec, "point")
-    assert sorted((p["target"], p["value"]) for p in points) == sorted((t, v) for (_, t), m in s.samples.values.items() for v in m["read_iops"])
+    assert sorted((p["target"], p["value"]) for p in points) == sorted(
+        (t, v) for (_, t), m in s.samples.values.items() for v in m["read_iops"]
+    )
     assert chart.spec["layer"][0]["encoding"]["y"]["title"] == "read IOPS"
 
 
 def test_efficiency_is_the_familys_comparison_with_the_raw_device():
     fast, slow = [100.0, 101.0, 99.0, 100.0], [50.0, 51.0, 49.0, 50.0]
-    s = synthetic({"ext4": {"read_iops": slow}, "xfs": {"read_iops": [99.0, 101.0, 100.0, 100.5]}, "raw": {"read_iops": fast}})
+    s = synthetic(
+        {"ext4": {"read_iops": slow}, "xfs": {"read_iops": [99.0, 101.0, 100.0, 100.5]}, "raw": {"read_iops": fast}}
+    )
     rows = {r["target"]: r for r in layer(efficiency_chart(s, W).spec, "bar")}
     assert set(rows) == {"ext4", "xfs"}, "raw is the reference itself"
     for target in rows:
@@ -416,10 +509,21 @@ def test_efficiency_is_the_familys_comparison_with_the_raw_device():
 
 
 def test_latency_percentiles_are_the_cells_medians():
-    latencies = {"read_iops": [100, 100, 100], "read_lat_p50_us": [10, 12, 11], "read_lat_p95_us": [20, 22, 21], "read_lat_p99_us": [40, 41, 60], "read_lat_p99_9_us": [90, 80, 100]}
+    latencies = {
+        "read_iops": [100, 100, 100],
+        "read_lat_p50_us": [10, 12, 11],
+        "read_lat_p95_us": [20, 22, 21],
+        "read_lat_p99_us": [40, 41, 60],
+        "read_lat_p99_9_us": [90, 80, 100],
+    }
     s = synthetic({"ext4": latencies, "raw": latencies}, targets=("ext4", "raw"))
     rows = layer(latency_percentiles_chart(s, W, "read").spec, "line")
-    assert {(r["target"], r["percentile"]): r["latency_us"] for r in rows if r["target"] == "ext4"} == {("ext4", "P50"): 11, ("ext4", "P95"): 21, ("ext4", "P99"): 41, ("ext4", "P99.9"): 90}
+    assert {(r["target"], r["percentile"]): r["latency_us"] for r in rows if r["target"] == "ext4"} == {
+        ("ext4", "P50"): 11,
+        ("ext4", "P95"): 21,
+        ("ext4", "P99"): 41,
+        ("ext4", "P99.9"): 90,
+    }
 
 
 def test_what_runs_cost_and_scenario_extents_are_the_cells_medians_per_phase():
@@ -435,7 +539,9 @@ def test_what_runs_cost_and_scenario_extents_are_the_cells_medians_per_phase():
     assert cpu == {"user": 22, "system": 6, "iowait": 2}
     assert [r["median"] for r in layer(write_amplification_chart(s, W).spec, "bar")] == [1.2]
     s = synthetic({"ext4": {"read_iops": [1, 2, 3]}}, targets=("ext4",))
-    assert (extents_chart(s, W), cpu_chart(s, W), write_amplification_chart(s, W)) == (None, None, None), "no chart without its figures"
+    assert (extents_chart(s, W), cpu_chart(s, W), write_amplification_chart(s, W)) == (None, None, None), (
+        "no chart without its figures"
+    )
 
 
 def test_latency_distribution_buckets_fios_bins_as_shares():
@@ -455,63 +561,117 @@ def test_fios_latency_bins_are_merged_over_its_jobs_and_its_runs():
     assert set(bins) == {("read", "clat"), ("write", "clat")}
     for direction in ("read", "write"):
         assert sum(bins[(direction, "clat")].values()) == sum(j[direction]["clat_ns"]["N"] for j in jobs)
-    total = latency_bins((FIXTURES / "fio" / "buffered-randwrite.json").read_text())  # run with lat_percentiles, as fslab runs fio
+    total = latency_bins(
+        (FIXTURES / "fio" / "buffered-randwrite.json").read_text()
+    )  # run with lat_percentiles, as fslab runs fio
     assert {("write", "lat"), ("write", "clat")} <= set(total)
     older = latency_bins((FIXTURES / "fio" / "seqwrite-1m.json").read_text())
     assert ("write", "clat") in older and ("write", "lat") not in older and ("read", "clat") not in older
-    [mixed] = cell_histograms(W, "ext4", [{("write", "lat"): ([1000], [1]), ("write", "clat"): ([900], [1])}, {k: bin_columns(b) for k, b in older.items()}])
+    [mixed] = cell_histograms(
+        W,
+        "ext4",
+        [
+            {("write", "lat"): ([1000], [1]), ("write", "clat"): ([900], [1])},
+            {k: bin_columns(b) for k, b in older.items()},
+        ],
+    )
     assert mixed.latency == "clat" and mixed.runs == 2, "one latency per cell: the one every run kept"
     assert sum(mixed.bins.values()) == 1 + sum(older[("write", "clat")].values())
-    assert mixed.bins[900] == 1 + older[("write", "clat")].get("900", 0), "bins keyed as fio writes them, in columns, added up"
+    assert mixed.bins[900] == 1 + older[("write", "clat")].get("900", 0), (
+        "bins keyed as fio writes them, in columns, added up"
+    )
     assert list(mixed.bins) == sorted(mixed.bins), "in order of latency"
-    assert all(isinstance(ns, str) for ns in older[("write", "clat")]), "a run's bins as fio keys them: a report converts each cell's once"
+    assert all(isinstance(ns, str) for ns in older[("write", "clat")]), (
+        "a run's bins as fio keys them: a report converts each cell's once"
+    )
     for bad in ({"1000": 1.5}, {"1000": "1"}, {"1e3": 1}):  # never a count of a latency in ns as fio writes one
         document = json.loads((FIXTURES / "fio" / "buffered-randwrite.json").read_text())
-        document["jobs"] = [{**document["jobs"][0], "write": {**document["jobs"][0]["write"], "clat_ns": {**document["jobs"][0]["write"]["clat_ns"], "bins": bad}}}]  # one job: its bins as they are
+        document["jobs"] = [
+            {
+                **document["jobs"][0],
+                "write": {
+                    **document["jobs"][0]["write"],
+                    "clat_ns": {**document["jobs"][0]["write"]["clat_ns"], "bins": bad},
+                },
+            }
+        ]  # one job: its bins as they are
         with pytest.raises(ValueError, match="write clat bins"):
             latency_bins(json.dumps(document))
 
 
 def test_study_charts_are_named_apart_and_valid_vega_lite():
-    s = synthetic({"ext4": {"read_iops": [100, 104, 98]}, "raw": {"read_iops": [200, 210, 190]}}, targets=("ext4", "raw"))
+    s = synthetic(
+        {"ext4": {"read_iops": [100, 104, 98]}, "raw": {"read_iops": [200, 210, 190]}}, targets=("ext4", "raw")
+    )
     details = RunDetails([LatencyHistogram(W, t, "read", "lat", {50_000: 5, 80_000: 5}, 3) for t in ("ext4", "raw")])
     made = study_charts(s, details)
-    assert [c.name for c in made] == ["rand_read-read_iops", "rand_read-read-latency-distribution", "rand_read-efficiency"]
-    assert all(isinstance(c, Chart) and c.spec["$schema"].startswith("https://vega.github.io/schema/vega-lite/v") for c in made)
+    assert [c.name for c in made] == [
+        "rand_read-read_iops",
+        "rand_read-read-latency-distribution",
+        "rand_read-efficiency",
+    ]
+    assert all(
+        isinstance(c, Chart) and c.spec["$schema"].startswith("https://vega.github.io/schema/vega-lite/v") for c in made
+    )
     for c in made:
         TopLevelSpec.validate(c.spec)
-    assert all(c.spec["width"] == chart_parts.WIDTH for c in made), "figures are sized; the page fits them to their container"
+    assert all(c.spec["width"] == chart_parts.WIDTH for c in made), (
+        "figures are sized; the page fits them to their container"
+    )
 
 
 def test_figures_tell_of_each_chart_as_it_is_rendered(tmp_path):
     """What `fslab report --figures` shows its progress by: a call per chart rendered."""
-    s = synthetic({"ext4": {"read_iops": [100, 104, 98]}, "raw": {"read_iops": [200, 210, 190]}}, targets=("ext4", "raw"))
+    s = synthetic(
+        {"ext4": {"read_iops": [100, 104, 98]}, "raw": {"read_iops": [200, 210, 190]}}, targets=("ext4", "raw")
+    )
     made = [primary_chart(s, W, "read_iops"), efficiency_chart(s, W)]
     told: list[tuple[int, int]] = []
     written = write_figures(made, tmp_path / "figures", lambda done, total: told.append((done, total)))
     assert told == [(1, 2), (2, 2)]
-    assert sorted(p.name for p in written) == sorted(f"{file_name(c.name)}.{ext}" for c in made for ext in ("svg", "png"))
+    assert sorted(p.name for p in written) == sorted(
+        f"{file_name(c.name)}.{ext}" for c in made for ext in ("svg", "png")
+    )
 
 
 @pytest.mark.slow  # processes started, vl-convert readied in each: seconds
 def test_figures_are_drawn_by_processes_of_their_own_one_a_cpu_none_left_after(tmp_path):
     """vl-convert runs Vega in one thread a process: the figures are drawn by processes started
     for them, one a CPU (at most RENDERERS), and stopped once the figures are written."""
-    s = synthetic({"ext4": {"read_iops": [100, 104, 98]}, "raw": {"read_iops": [200, 210, 190]}}, targets=("ext4", "raw"))
-    made = [replace(chart, name=f"{chart.name}-{i}") for i in range(3) for chart in (primary_chart(s, W, "read_iops"), efficiency_chart(s, W))]
+    s = synthetic(
+        {"ext4": {"read_iops": [100, 104, 98]}, "raw": {"read_iops": [200, 210, 190]}}, targets=("ext4", "raw")
+    )
+    made = [
+        replace(chart, name=f"{chart.name}-{i}")
+        for i in range(3)
+        for chart in (primary_chart(s, W, "read_iops"), efficiency_chart(s, W))
+    ]
     drawing: list[int] = []
     written = write_figures(made, tmp_path, lambda done, total: drawing.append(len(multiprocessing.active_children())))
-    assert drawing[0] == min(RENDERERS, len(os.sched_getaffinity(0))), "the processes drawing, as the first figure is written"
+    assert drawing[0] == min(RENDERERS, len(os.sched_getaffinity(0))), (
+        "the processes drawing, as the first figure is written"
+    )
     assert multiprocessing.active_children() == [], "none left"
     assert len(written) == 2 * len(made) and all(p.stat().st_size > 1000 for p in written)
 
 
 @pytest.mark.slow  # processes started, vl-convert readied in each: seconds
 def test_a_chart_vega_cannot_draw_is_named_and_an_interruption_stops_the_drawing(tmp_path):
-    s = synthetic({"ext4": {"read_iops": [100, 104, 98]}, "raw": {"read_iops": [200, 210, 190]}}, targets=("ext4", "raw"))
+    s = synthetic(
+        {"ext4": {"read_iops": [100, 104, 98]}, "raw": {"read_iops": [200, 210, 190]}}, targets=("ext4", "raw")
+    )
     good = primary_chart(s, W, "read_iops")
-    broken = Chart("broken", W, "a chart of a broken expression", "", {"mark": "point", "data": {"values": [{"a": 1}]}, "transform": [{"calculate": "log(", "as": "x"}]})
-    with pytest.raises(FigureError, match=r"^chart 'a chart of a broken expression' could not be rendered: [^\n]*Error: Unexpected end of input$"):
+    broken = Chart(
+        "broken",
+        W,
+        "a chart of a broken expression",
+        "",
+        {"mark": "point", "data": {"values": [{"a": 1}]}, "transform": [{"calculate": "log(", "as": "x"}]},
+    )
+    with pytest.raises(
+        FigureError,
+        match=r"^chart 'a chart of a broken expression' could not be rendered: [^\n]*Error: Unexpected end of input$",
+    ):
         write_figures([good, broken], tmp_path / "broken")
     assert multiprocessing.active_children() == []
 
@@ -521,7 +681,9 @@ def test_a_chart_vega_cannot_draw_is_named_and_an_interruption_stops_the_drawing
     with pytest.raises(KeyboardInterrupt):
         write_figures([replace(good, name=f"c{i}") for i in range(12)], tmp_path / "interrupted", interrupted)
     assert multiprocessing.active_children() == [], "stopped, with what they had not begun left undrawn"
-    assert [p.name for p in (tmp_path / "interrupted").iterdir()] != [], "the first figure, written before the interruption"
+    assert [p.name for p in (tmp_path / "interrupted").iterdir()] != [], (
+        "the first figure, written before the interruption"
+    )
 
 
 # --- conclusions (pure) ------------------------------------------------------------------------
@@ -539,7 +701,9 @@ WORDS = re.compile(r"\b(faster|slower|leads|better than|worse than)\b")
 
 def test_a_significant_difference_is_claimed():
     [said] = row_conclusions(rows_of((BASE, [130.0, 131.0, 129.0, 130.5, 129.5])), 0.03)
-    assert said.claim and said.text.startswith("t0 is faster than base in read IOPS: 1.30×") and "adjusted p" in said.text
+    assert (
+        said.claim and said.text.startswith("t0 is faster than base in read IOPS: 1.30×") and "adjusted p" in said.text
+    )
 
 
 def test_no_significant_difference_is_never_called_faster():
@@ -550,7 +714,9 @@ def test_no_significant_difference_is_never_called_faster():
     said = row_conclusions(rows_of((BASE, noisy), (steady, small), (BASE, two_runs)), 0.03)
     assert not any(s.claim for s in said)
     for s in said:
-        assert "no detectable difference" in s.text and not WORDS.search(s.text.replace("no detectable difference", "")), s.text
+        assert "no detectable difference" in s.text and not WORDS.search(
+            s.text.replace("no detectable difference", "")
+        ), s.text
     assert "these runs detect a change of ±" in said[0].text
     assert "within the 3% threshold" in said[1].text
     assert "interval needs" in said[2].text
@@ -558,14 +724,23 @@ def test_no_significant_difference_is_never_called_faster():
 
 def test_a_leader_is_named_only_when_it_differs_from_every_other():
     alone = rank({"a": 3.0, "b": 2.0, "c": 1.0}, lambda x, y: "a" in (x, y))
-    assert ranking_conclusion(alone, "read_iops").claim and "a leads in read IOPS" in ranking_conclusion(alone, "read_iops").text
+    assert (
+        ranking_conclusion(alone, "read_iops").claim
+        and "a leads in read IOPS" in ranking_conclusion(alone, "read_iops").text
+    )
     tied = rank({"a": 3.0, "b": 2.9, "c": 1.0}, lambda x, y: "c" in (x, y))
     said = ranking_conclusion(tied, "read_iops")
     assert not said.claim and said.text == "No target leads in read IOPS: a, b cannot be told apart."
 
 
 def test_conclusions_of_a_study_follow_its_verdicts():
-    s = synthetic({"ext4": {"read_iops": BASE}, "xfs": {"read_iops": [v * 1.3 for v in BASE]}, "raw": {"read_iops": [v * 1.005 for v in BASE]}})
+    s = synthetic(
+        {
+            "ext4": {"read_iops": BASE},
+            "xfs": {"read_iops": [v * 1.3 for v in BASE]},
+            "raw": {"read_iops": [v * 1.005 for v in BASE]},
+        }
+    )
     said = conclusions(s)[W]
     claims = [c.text for c in said if c.claim]
     assert claims and all(WORDS.search(c) for c in claims)
@@ -580,10 +755,17 @@ def summary_of_every_section() -> StudySummary:
     """A synthetic summary with a section of every kind the page shows: its introduction, targets,
     a skipped one, a workload's table, comparisons and rankings, failed runs (one stored before
     runs recorded their phase)."""
+
     def cell(iops: list[float], p99: list[float]) -> dict[str, list[float]]:
         return {"read_iops": iops, "read_mb_s": [v / 256 for v in iops], "read_lat_p99_us": p99}
 
-    s = synthetic({"ext4": cell([100, 104, 98, 101], [90, 91, 92, 90]), "xfs": cell([150, 149, 152, 151], [80, 81, 79, 80]), "raw": cell([200, 210, 190, 205], [50, 52, 51, 50])})
+    s = synthetic(
+        {
+            "ext4": cell([100, 104, 98, 101], [90, 91, 92, 90]),
+            "xfs": cell([150, 149, 152, 151], [80, 81, 79, 80]),
+            "raw": cell([200, 210, 190, 205], [50, 52, 51, 50]),
+        }
+    )
     study_run = {
         "id": 1, "study": "synthetic", "status": "finished", "started_at": datetime(2026, 1, 2, 3, 4, 5), "finished_at": None, "plan_seed": 7,
         "repetitions": 4, "scale": 1.0, "study_path": "study.toml", "environment": {"kernel": "6.1", "tools": {"fio": "fio-3.33"}},
@@ -601,16 +783,26 @@ def test_the_page_lays_out_the_summarys_sections_and_follows_them(monkeypatch):
     s = summary_of_every_section()
     walked = {section.kind: section for section in sections(s)}
     page = run_section(s, RunDetails())
-    intro, targets, workload, comparison, failed = (walked[k] for k in (Kind.INTRO, Kind.TARGETS, Kind.WORKLOAD, Kind.COMPARISON, Kind.FAILURES))
+    intro, targets, workload, comparison, failed = (
+        walked[k] for k in (Kind.INTRO, Kind.TARGETS, Kind.WORKLOAD, Kind.COMPARISON, Kind.FAILURES)
+    )
     assert [*page.header, page.method] == intro.lines
-    assert (page.targets.columns, page.targets.rows, page.skipped) == (targets.columns, targets.rows, walked[Kind.SKIPPED].lines)
+    assert (page.targets.columns, page.targets.rows, page.skipped) == (
+        targets.columns,
+        targets.rows,
+        walked[Kind.SKIPPED].lines,
+    )
     [shown] = page.workloads
     assert (shown.title, shown.table.columns, shown.table.rows) == (workload.title, workload.columns, workload.rows)
     heading = f"Compared with {comparison.named}"
     assert [(h, t.columns, t.rows) for h, t in shown.comparisons] == [(heading, comparison.columns, comparison.rows)]
     assert shown.rankings == walked[Kind.RANKING].lines and shown.conclusions
     assert page.failures is not None and page.failures.columns == ["target", "workload", "run", "phase", "error"]
-    assert page.failures.rows == [["xfs", W, "5", "–", "mkfs failed"], ["xfs", W, "6", "provision", "mkfs failed"]] == [[*r[:3], r[3] or "–", r[4]] for r in failed.rows]
+    assert (
+        page.failures.rows
+        == [["xfs", W, "5", "–", "mkfs failed"], ["xfs", W, "6", "provision", "mkfs failed"]]
+        == [[*r[:3], r[3] or "–", r[4]] for r in failed.rows]
+    )
 
     def changed(summary: StudySummary) -> list[Section]:
         """sections() with a workload's row fewer and a second comparison after its first."""
@@ -644,7 +836,8 @@ def overlapping(boxes: list[dict]) -> list[tuple[str, str]]:
         (a["text"], b["text"])
         for i, a in enumerate(boxes)
         for b in boxes[i + 1 :]
-        if min(a["right"], b["right"]) - max(a["left"], b["left"]) > 1 and min(a["bottom"], b["bottom"]) - max(a["top"], b["top"]) > 1
+        if min(a["right"], b["right"]) - max(a["left"], b["left"]) > 1
+        and min(a["bottom"], b["bottom"]) - max(a["top"], b["top"]) > 1
     ]
 
 
@@ -654,12 +847,34 @@ def test_bar_labels_never_overlap_on_the_page_however_many_and_long(browser, tmp
     drawn in Chromium on a desktop and a phone: no label of an axis crosses another."""
     phases = {"before.extents": [1, 1, 1], "after.extents": [40, 52, 45], "after.write_amplification": [1.1, 1.2, 1.5],
               "after.host_cpu_user_pct": [20, 22, 30], "after.host_cpu_system_pct": [5, 6, 7], "after.host_cpu_iowait_pct": [1, 2, 3]}  # fmt: skip
-    s = synthetic({t: {"read_iops": [100.0 + i, 104.0 + i, 98.0 + i], **phases} for i, t in enumerate(MANY)}, targets=MANY)
-    made = [primary_chart(s, W, "read_iops"), efficiency_chart(s, W), cpu_chart(s, W), extents_chart(s, W), write_amplification_chart(s, W)]
+    s = synthetic(
+        {t: {"read_iops": [100.0 + i, 104.0 + i, 98.0 + i], **phases} for i, t in enumerate(MANY)}, targets=MANY
+    )
+    made = [
+        primary_chart(s, W, "read_iops"),
+        efficiency_chart(s, W),
+        cpu_chart(s, W),
+        extents_chart(s, W),
+        write_amplification_chart(s, W),
+    ]
     section = WorkloadSection("w", W, [c for c in made if c], Table([], []), None, [], [], [], [], [])
     run = RunSection(
-        id=1, anchor="run1", heading="labels", header=[], method="", threshold="3%", as_run=[], targets=Table([], []), skipped=[], environment=[],
-        hosts=None, tools=Table([], []), devices=None, workloads=[section], failures=None, unreadable=[],
+        id=1,
+        anchor="run1",
+        heading="labels",
+        header=[],
+        method="",
+        threshold="3%",
+        as_run=[],
+        targets=Table([], []),
+        skipped=[],
+        environment=[],
+        hosts=None,
+        tools=Table([], []),
+        devices=None,
+        workloads=[section],
+        failures=None,
+        unreadable=[],
     )
     page_file = tmp_path / "report.html"
     page_file.write_text(render_page(Page(title="labels", runs=[run])))
@@ -759,8 +974,13 @@ def kept_record(tmp_path_factory) -> str:
         return kept_bundle(cache.CACHE_DIR)[0].read_text()
 
 
-@pytest.mark.parametrize("tamper", ["altered", "world-writable", "group-writable", "a symlink", "closing its script element", "another vl-convert's"])
-def test_a_kept_bundle_not_fslabs_own_or_altered_is_never_served_but_made_and_kept_anew(stored, kept_record, tmp_path, monkeypatch, tamper):
+@pytest.mark.parametrize(
+    "tamper",
+    ["altered", "world-writable", "group-writable", "a symlink", "closing its script element", "another vl-convert's"],
+)
+def test_a_kept_bundle_not_fslabs_own_or_altered_is_never_served_but_made_and_kept_anew(
+    stored, kept_record, tmp_path, monkeypatch, tamper
+):
     """The bundle is inlined into a page: a kept one whose file is writable by others or is a
     symlink, whose bundle is not the one its SHA-256 was recorded of, that would close its script
     element or is of another version is not read; it is made again and kept anew, whole."""
@@ -794,4 +1014,8 @@ def test_a_kept_bundle_not_fslabs_own_or_altered_is_never_served_but_made_and_ke
     assert "TAMPERED" not in page and made in page, "made again, not served"
     path, record = kept_bundle(tmp_path / "cache")
     assert not path.is_symlink() and path.stat().st_mode & 0o777 == 0o644, "kept anew, whole"
-    assert record["bundle"] == made and record["sha256"] == hashlib.sha256(made.encode()).hexdigest() and record["vl_convert"] == vl_convert.__version__
+    assert (
+        record["bundle"] == made
+        and record["sha256"] == hashlib.sha256(made.encode()).hexdigest()
+        and record["vl_convert"] == vl_convert.__version__
+    )

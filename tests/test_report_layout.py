@@ -44,9 +44,7 @@ kind = "fio"
 rw = "randrw"
 bs = "4k"
 iodepth = 8
-""" + "".join(
-    f'\n[[target]]\nname = "{t}"\nfilesystem = "{t.split("-")[0]}"\n{OPTIONS.get(t, "")}\n' for t in TARGETS
-)
+""" + "".join(f'\n[[target]]\nname = "{t}"\nfilesystem = "{t.split("-")[0]}"\n{OPTIONS.get(t, "")}\n' for t in TARGETS)
 WIDTHS = {"desktop": 1280, "phone": 390}
 
 # What the page shows of itself, read from the DOM of each Vega view and of the page.
@@ -127,8 +125,12 @@ def within(inner: dict, outer: dict) -> bool:
 
 def overlap(a: dict, b: dict) -> dict:
     """The box two boxes share."""
-    return {"left": max(a["left"], b["left"]), "top": max(a["top"], b["top"]),
-            "right": min(a["right"], b["right"]), "bottom": min(a["bottom"], b["bottom"])}
+    return {
+        "left": max(a["left"], b["left"]),
+        "top": max(a["top"], b["top"]),
+        "right": min(a["right"], b["right"]),
+        "bottom": min(a["bottom"], b["bottom"]),
+    }
 
 
 def drawn_targets(spec: dict) -> set[str]:

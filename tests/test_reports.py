@@ -70,7 +70,13 @@ def study_run(tmp_path_factory):
     whose every run fails: stored, then its files written by `fslab summary`, as `fslab run` ends."""
     root = tmp_path_factory.mktemp("reports")
     db = ResultsDB(str(root / "fslab.db"))
-    study_run_id = stored_study(root, STUDY, db, scale={"raw": 1.0, "ext4": 0.93}, failing={"bad": (f"{' '.join(REFUSED.argv)}: exit status 32", REFUSED)})
+    study_run_id = stored_study(
+        root,
+        STUDY,
+        db,
+        scale={"raw": 1.0, "ext4": 0.93},
+        failing={"bad": (f"{' '.join(REFUSED.argv)}: exit status 32", REFUSED)},
+    )
     result = fslab("summary", str(study_run_id), "--db", str(root / "fslab.db"))
     assert result.returncode == 0 and "8 run(s) failed" in result.stdout, result.stdout + result.stderr
     return root, db, study_run_id
@@ -119,18 +125,42 @@ def test_the_markdown_table_iv_equals_the_database(study_run):
     root, _, study_run_id = study_run
     markdown = (root / "reports" / f"tables-{study_run_id}" / "summary.md").read_text()
     rows = markdown_table(markdown, "## fio results")
-    assert list(rows[0]) == ["target", "workload", "dir", "IOPS", "MB/s", "avg latency", "P50", "P95", "P99", "n", "IOPS mean ± 95% CI", "MB/s mean ± 95% CI"]
+    assert list(rows[0]) == [
+        "target",
+        "workload",
+        "dir",
+        "IOPS",
+        "MB/s",
+        "avg latency",
+        "P50",
+        "P95",
+        "P99",
+        "n",
+        "IOPS mean ± 95% CI",
+        "MB/s mean ± 95% CI",
+    ]
     assert [(r["target"], r["workload"], r["dir"]) for r in rows] == [
-        ("ext4", "rand_read", "read"), ("ext4", "seq_write", "write"), ("raw", "rand_read", "read"), ("raw", "seq_write", "write"),
-        ("bad", "rand_read", "–"), ("bad", "seq_write", "–"),
+        ("ext4", "rand_read", "read"),
+        ("ext4", "seq_write", "write"),
+        ("raw", "rand_read", "read"),
+        ("raw", "seq_write", "write"),
+        ("bad", "rand_read", "–"),
+        ("bad", "seq_write", "–"),
     ], "the seed's order: filesystem first, then workload"
-    assert [r["n"] for r in rows[4:]] == ["0 (4 failed)"] * 2 and {r["IOPS"] for r in rows[4:]} == {"–"}, "warm-up included: every run failed"
+    assert [r["n"] for r in rows[4:]] == ["0 (4 failed)"] * 2 and {r["IOPS"] for r in rows[4:]} == {"–"}, (
+        "warm-up included: every run failed"
+    )
     values = stored(root, study_run_id)
     for row in rows[:4]:
         cell = lambda name: values[(row["target"], row["workload"], f"{row['dir']}_{name}")]  # noqa: E731
         assert_shows(row["IOPS"], statistics.median(cell("iops")))
         assert_shows(row["MB/s"], statistics.median(cell("mb_s")))
-        for column, name in (("avg latency", "lat_mean_us"), ("P50", "lat_p50_us"), ("P95", "lat_p95_us"), ("P99", "lat_p99_us")):
+        for column, name in (
+            ("avg latency", "lat_mean_us"),
+            ("P50", "lat_p50_us"),
+            ("P95", "lat_p95_us"),
+            ("P99", "lat_p99_us"),
+        ):
             assert_shows(row[column], statistics.median(cell(name)), read=latency)
         assert row["n"] == "3" == str(len(cell("iops")))
         for column, name in (("IOPS mean ± 95% CI", "iops"), ("MB/s mean ± 95% CI", "mb_s")):
@@ -143,7 +173,9 @@ def test_the_markdown_table_iv_equals_the_database(study_run):
                 printed_mean, printed_half = shown.split(" ± ")
                 assert_shows(printed_mean, mean)
                 assert_shows(printed_half.rstrip("%"), half)
-    assert "| ext4 | read | 3 |" in markdown and "| lat p99.9 |" in markdown, "the tables per workload stay, every column"
+    assert "| ext4 | read | 3 |" in markdown and "| lat p99.9 |" in markdown, (
+        "the tables per workload stay, every column"
+    )
     assert "Compared with **ext4**:" in markdown and "| raw | read IOPS |" in markdown, "and the verdict tables"
 
 
@@ -151,24 +183,56 @@ def test_every_run_is_in_runs_csv_and_runs_json_as_stored(study_run):
     root, _, study_run_id = study_run
     folder = root / "reports" / f"tables-{study_run_id}"
     with sqlite3.connect(root / "fslab.db") as conn:
-        runs = conn.execute("SELECT id, target, workload, repetition, block, status FROM runs WHERE study_run_id = ?", (study_run_id,)).fetchall()
-        metrics = conn.execute("SELECT run_id, phase, name, value, unit FROM metrics JOIN runs ON runs.id = metrics.run_id WHERE study_run_id = ?", (study_run_id,)).fetchall()
+        runs = conn.execute(
+            "SELECT id, target, workload, repetition, block, status FROM runs WHERE study_run_id = ?", (study_run_id,)
+        ).fetchall()
+        metrics = conn.execute(
+            "SELECT run_id, phase, name, value, unit FROM metrics JOIN runs ON runs.id = metrics.run_id WHERE study_run_id = ?",
+            (study_run_id,),
+        ).fetchall()
     rows = list(csv.DictReader(io.StringIO((folder / "runs.csv").read_text())))
-    assert list(rows[0]) == ["study_run", "run_id", "target", "workload", "repetition", "block", "warmup", "status", "phase", "metric", "value", "unit"]
-    facts = {int(r["run_id"]): (r["target"], r["workload"], int(r["repetition"]), int(r["block"]), r["status"]) for r in rows}
-    assert facts == {run_id: tuple(rest) for run_id, *rest in runs} and len(runs) == 3 * 2 * (1 + 3), "every run, warm-ups and failed runs too"
+    assert list(rows[0]) == [
+        "study_run",
+        "run_id",
+        "target",
+        "workload",
+        "repetition",
+        "block",
+        "warmup",
+        "status",
+        "phase",
+        "metric",
+        "value",
+        "unit",
+    ]
+    facts = {
+        int(r["run_id"]): (r["target"], r["workload"], int(r["repetition"]), int(r["block"]), r["status"]) for r in rows
+    }
+    assert facts == {run_id: tuple(rest) for run_id, *rest in runs} and len(runs) == 3 * 2 * (1 + 3), (
+        "every run, warm-ups and failed runs too"
+    )
     measured = [r for r in rows if r["status"] == "ok"]
-    assert sorted((int(r["run_id"]), r["phase"], r["metric"], float(r["value"]), r["unit"]) for r in measured) == sorted(metrics), "every metric, exactly"
+    assert sorted(
+        (int(r["run_id"]), r["phase"], r["metric"], float(r["value"]), r["unit"]) for r in measured
+    ) == sorted(metrics), "every metric, exactly"
     failed = [r for r in rows if r["status"] == "failed"]
-    assert len(failed) == 8 and {r["target"] for r in failed} == {"bad"} and {(r["phase"], r["metric"], r["value"], r["unit"]) for r in failed} == {("", "", "", "")}
+    assert (
+        len(failed) == 8
+        and {r["target"] for r in failed} == {"bad"}
+        and {(r["phase"], r["metric"], r["value"], r["unit"]) for r in failed} == {("", "", "", "")}
+    )
     assert {r["study_run"] for r in rows} == {str(study_run_id)}
-    assert {r["warmup"] for r in rows if r["block"] == "1"} == {"True"} and {r["warmup"] for r in rows if r["block"] != "1"} == {"False"}, "the warm-up block first"
+    assert {r["warmup"] for r in rows if r["block"] == "1"} == {"True"} and {
+        r["warmup"] for r in rows if r["block"] != "1"
+    } == {"False"}, "the warm-up block first"
 
     document = json.loads((folder / "runs.json").read_text())
     assert document["study_run"]["id"] == study_run_id and "study_source" not in document["study_run"]
     assert {r["id"] for r in document["runs"]} == {run_id for run_id, *_ in runs}
     for run in document["runs"]:
-        assert sorted((m["phase"], m["name"], m["value"], m["unit"]) for m in run["metrics"]) == sorted(m[1:] for m in metrics if m[0] == run["id"])
+        assert sorted((m["phase"], m["name"], m["value"], m["unit"]) for m in run["metrics"]) == sorted(
+            m[1:] for m in metrics if m[0] == run["id"]
+        )
         if run["status"] == "ok":
             assert run["job_file"].startswith("[global]") and run["timings"]["workload"] > 0
         else:
@@ -189,9 +253,13 @@ def test_a_summary_again_leaves_the_runs_files_that_hold_its_runs(study_run, tmp
 
     before = runs_files()
     again = summarize_study_run(db, study_run_id, threshold=0.2)
-    assert write_reports(db, again, tmp_path) == [folder / name for name in ("summary.md", "summary.csv", "summary.json", "runs.csv", "runs.json")]
+    assert write_reports(db, again, tmp_path) == [
+        folder / name for name in ("summary.md", "summary.csv", "summary.json", "runs.csv", "runs.json")
+    ]
     assert runs_files() == before, "the same runs: the same files, untouched"
-    assert json.loads((folder / "summary.json").read_text())["threshold"] == 0.2, "the summary files are the new summary's"
+    assert json.loads((folder / "summary.json").read_text())["threshold"] == 0.2, (
+        "the summary files are the new summary's"
+    )
 
     last = s.runs[-1]["id"]
     # as runs.json opened when it was written before the last run was stored
@@ -201,7 +269,9 @@ def test_a_summary_again_leaves_the_runs_files_that_hold_its_runs(study_run, tmp
 
     interrupted = replace(s, study_run=s.study_run | {"status": "interrupted"})
     write_reports(db, interrupted, tmp_path)
-    assert json.loads(runs_json.read_text())["study_run"]["status"] == "interrupted", "the study run changed: written again"
+    assert json.loads(runs_json.read_text())["study_run"]["status"] == "interrupted", (
+        "the study run changed: written again"
+    )
     write_reports(db, s, tmp_path)
 
     monkeypatch.setattr(runs_format, "__version__", "99.0")
@@ -228,7 +298,10 @@ def test_fslab_export_writes_the_runs_and_summary_tables(study_run):
     folder = root / "reports" / f"tables-{study_run_id}"
     result = fslab("export", "tables", "--db", str(root / "fslab.db"), "-o", str(root / "exported" / "csv"))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.split() == [str(root / "exported" / "csv" / "runs.csv"), str(root / "exported" / "csv" / "summary.csv")]
+    assert result.stdout.split() == [
+        str(root / "exported" / "csv" / "runs.csv"),
+        str(root / "exported" / "csv" / "summary.csv"),
+    ]
     assert (root / "exported" / "csv" / "runs.csv").read_text() == (folder / "runs.csv").read_text()
     summary = list(csv.DictReader(io.StringIO((root / "exported" / "csv" / "summary.csv").read_text())))
     values = stored(root, study_run_id)
@@ -245,14 +318,37 @@ def test_fslab_export_writes_the_runs_and_summary_tables(study_run):
 def test_the_parquet_export_holds_the_same_typed_tables(study_run):
     parquet = pytest.importorskip("pyarrow.parquet", reason="pyarrow (the parquet extra) is not installed")
     root, _, study_run_id = study_run
-    result = fslab("export", str(study_run_id), "--db", str(root / "fslab.db"), "-o", str(root / "exported" / "parquet"), "--format", "parquet")
+    result = fslab(
+        "export",
+        str(study_run_id),
+        "--db",
+        str(root / "fslab.db"),
+        "-o",
+        str(root / "exported" / "parquet"),
+        "--format",
+        "parquet",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     runs = parquet.read_table(root / "exported" / "parquet" / "runs.parquet")
-    assert [str(t) for t in runs.schema.types] == ["int64", "int64", "string", "string", "int64", "int64", "bool", "string", "string", "string", "double", "string"]
+    assert [str(t) for t in runs.schema.types] == [
+        "int64",
+        "int64",
+        "string",
+        "string",
+        "int64",
+        "int64",
+        "bool",
+        "string",
+        "string",
+        "string",
+        "double",
+        "string",
+    ]
     as_csv = list(csv.DictReader(io.StringIO((root / "reports" / f"tables-{study_run_id}" / "runs.csv").read_text())))
     assert runs.num_rows == len(as_csv)
     assert [(r["run_id"], r["warmup"], r["metric"], r["value"]) for r in runs.to_pylist()] == [
-        (int(r["run_id"]), r["warmup"] == "True", r["metric"] or None, float(r["value"]) if r["value"] else None) for r in as_csv
+        (int(r["run_id"]), r["warmup"] == "True", r["metric"] or None, float(r["value"]) if r["value"] else None)
+        for r in as_csv
     ], "a failed run's missing metric is null"
     summary = parquet.read_table(root / "exported" / "parquet" / "summary.parquet").to_pylist()
     assert {(r["target"], r["workload"], r["metric"]) for r in summary} == set(stored(root, study_run_id))
@@ -262,10 +358,28 @@ def test_the_parquet_export_holds_the_same_typed_tables(study_run):
 def test_without_pyarrow_parquet_is_refused_with_what_to_install(study_run, tmp_path):
     root, _, _ = study_run
     hidden = "import sys; sys.modules['pyarrow'] = None; from fslab.cli import main; sys.argv[0] = 'fslab'; main()"
-    result = subprocess.run([sys.executable, "-c", hidden, "export", "--db", str(root / "fslab.db"), "-o", str(tmp_path / "out"), "--format", "parquet"], capture_output=True, text=True)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            hidden,
+            "export",
+            "--db",
+            str(root / "fslab.db"),
+            "-o",
+            str(tmp_path / "out"),
+            "--format",
+            "parquet",
+        ],
+        capture_output=True,
+        text=True,
+    )
     said = " ".join(result.stderr.split())
     assert result.returncode == 2 and "Traceback" not in said
-    assert "Parquet needs pyarrow, which is not installed: pip install 'fslab[parquet]'" in said and not (tmp_path / "out").exists()
+    assert (
+        "Parquet needs pyarrow, which is not installed: pip install 'fslab[parquet]'" in said
+        and not (tmp_path / "out").exists()
+    )
 
 
 def rendered(s: StudySummary, width: int) -> list[str]:
@@ -304,12 +418,22 @@ def test_the_console_summary_fits_120_columns_and_says_where_the_rest_is(study_r
     s = summarize_study_run(db, study_run_id)
     lines = assert_fits(s)
     said = " ".join(" ".join(lines).split())
-    assert "To fit 120 columns the console leaves out the bandwidth's mean, interval and CV, p99.9 latency" in said and "they are in reports/tables-1/summary.md." in said
+    assert (
+        "To fit 120 columns the console leaves out the bandwidth's mean, interval and CV, p99.9 latency" in said
+        and "they are in reports/tables-1/summary.md." in said
+    )
     ext4 = next(line for line in table_rows(lines, ["ext4"]) if "µs" in line).split()
     cell = next(c for c in s.cells if c.target == "ext4" and c.workload == "rand_read")
-    assert ext4[:3] == ["ext4", "3", f"{cell.metrics['read_iops'].median:,.0f}"], "n and the IOPS median, read as printed"
-    assert not [line for line in lines if re.fullmatch(r"  \(\d+\) –?", line)], "a marker for every note, none for a row without"
-    assert said.count("p99.9") == 1 and "| lat p99.9 |" in (root / "reports" / f"tables-{study_run_id}" / "summary.md").read_text(), "said left out, and in the file"
+    assert ext4[:3] == ["ext4", "3", f"{cell.metrics['read_iops'].median:,.0f}"], (
+        "n and the IOPS median, read as printed"
+    )
+    assert not [line for line in lines if re.fullmatch(r"  \(\d+\) –?", line)], (
+        "a marker for every note, none for a row without"
+    )
+    assert (
+        said.count("p99.9") == 1
+        and "| lat p99.9 |" in (root / "reports" / f"tables-{study_run_id}" / "summary.md").read_text()
+    ), "said left out, and in the file"
 
 
 def test_the_console_summary_fits_whatever_the_machine_and_the_paths(study_run):
@@ -322,7 +446,10 @@ def test_the_console_summary_fits_whatever_the_machine_and_the_paths(study_run):
     fooled = 0
     for n in range(0, 120, 3):
         environment = s.study_run["environment"] | {"image_directory": {"fstype": "ext4", "source": "/dev/" + "d" * n}}
-        failures = [replace(f, error=f"mount -o journal_async_commit /dev/loop0 /{'p' * n}/mnt/bad: bad option, raw ext4 bad") for f in s.failures]
+        failures = [
+            replace(f, error=f"mount -o journal_async_commit /dev/loop0 /{'p' * n}/mnt/bad: bad option, raw ext4 bad")
+            for f in s.failures
+        ]
         lines = assert_fits(replace(s, study_run=s.study_run | {"environment": environment}, failures=failures))
         fooled += len([line for line in lines if line.split(" ", 1)[0] in names]) > len(table_rows(lines, names))
     assert fooled, "some length wraps a sentence so that a line begins with a target's name"
@@ -337,14 +464,24 @@ def test_long_names_failures_and_notes_still_fit(study_run):
     note = "measured 3.1× (95 % CI 2.8–3.4×) its raw devices: a cache, compression or a copy-on-write layout may have answered, not the device"
     samples = [51_154.0, 52_021.0, 50_310.0]
     cells = [
-        replace(c, target=names[c.target], failed=1, notes=[note], metrics={m: summarize([v * (1 + i % 7) for v in samples]) for i, m in enumerate(c.metrics)})
+        replace(
+            c,
+            target=names[c.target],
+            failed=1,
+            notes=[note],
+            metrics={m: summarize([v * (1 + i % 7) for v in samples]) for i, m in enumerate(c.metrics)},
+        )
         for c in s.cells
     ]
     targets = [t | {"name": names[t["name"]]} for t in s.targets]
     lines = assert_fits(replace(s, cells=cells, targets=targets, effective_mount_options={}, not_in_effect={}))
     said = " ".join(" ".join(lines).split())
-    assert any(line.startswith("  (1) ") for line in lines) and note in said.split("(1) ", 1)[1], "notes too long for a column are printed beneath their table, whole"
-    assert any(line.startswith("ext4[noatime,nobarrier]  3 (1 failed)") for line in table_rows(lines, list(names.values())))
+    assert any(line.startswith("  (1) ") for line in lines) and note in said.split("(1) ", 1)[1], (
+        "notes too long for a column are printed beneath their table, whole"
+    )
+    assert any(
+        line.startswith("ext4[noatime,nobarrier]  3 (1 failed)") for line in table_rows(lines, list(names.values()))
+    )
 
 
 def test_the_docs_pandas_example_runs_as_written(study_run):
@@ -352,7 +489,12 @@ def test_the_docs_pandas_example_runs_as_written(study_run):
     pandas (not a dependency of fslab) stood in for by csv and sqlite3."""
     root, _, study_run_id = study_run
     text = DOCS.read_text()
-    commands = [shlex.split(line.split("#")[0]) for block in re.findall(r"```sh\n(.*?)```", text, re.S) for line in block.splitlines() if line.startswith("fslab export")]
+    commands = [
+        shlex.split(line.split("#")[0])
+        for block in re.findall(r"```sh\n(.*?)```", text, re.S)
+        for line in block.splitlines()
+        if line.startswith("fslab export")
+    ]
     assert commands
     for command in commands:
         if "parquet" in command and not _has_pyarrow():
@@ -370,17 +512,24 @@ def test_the_docs_pandas_example_runs_as_written(study_run):
         exec(compile(example, str(DOCS), "exec"), names)
     values = stored(root, study_run_id)
     with sqlite3.connect(root / "fslab.db") as conn:
-        [[every]] = conn.execute("SELECT COUNT(*) FROM runs LEFT JOIN metrics ON metrics.run_id = runs.id WHERE study_run_id = ?", (study_run_id,)).fetchall()
+        [[every]] = conn.execute(
+            "SELECT COUNT(*) FROM runs LEFT JOIN metrics ON metrics.run_id = runs.id WHERE study_run_id = ?",
+            (study_run_id,),
+        ).fetchall()
     assert len(names["runs"]) == every, "every metric of every run, warm-ups and failed runs too"
     assert {(r["target"], r["workload"], r["metric"]) for r in names["summary"]} == set(values)
     samples = names["samples"]
-    assert sorted((r["target"], r["workload"], r["metric"], r["value"]) for r in samples) == sorted((t, w, m, v) for (t, w, m), vs in values.items() for v in vs)
+    assert sorted((r["target"], r["workload"], r["metric"], r["value"]) for r in samples) == sorted(
+        (t, w, m, v) for (t, w, m), vs in values.items() for v in vs
+    )
     for cell in names["cells"]:
         measured = values[(cell["target"], cell["workload"], cell["metric"])]
         assert cell["n"] == len(measured) and cell["mean"] == pytest.approx(statistics.mean(measured), rel=1e-9)
     db = ResultsDB(str(root / "fslab.db"))
     its_runs = [r["id"] for r in db.runs(study_run_id, ("id",))]
-    assert names["outputs"] and names["outputs"] == {(run_id, o.phase, o.tool): o.text for run_id in its_runs for o in db.outputs(run_id)}
+    assert names["outputs"] and names["outputs"] == {
+        (run_id, o.phase, o.tool): o.text for run_id in its_runs for o in db.outputs(run_id)
+    }
     db.engine.dispose()
 
 

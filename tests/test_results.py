@@ -36,7 +36,10 @@ def test_a_version_1_database_is_migrated_with_nothing_lost(tmp_path):
     assert len(runs) == 4 and all(r["warmup"] is False for r in runs)
     assert {m.target for m in db.run_metrics(study_run["id"]) if m.metric == "read_iops"} == {"xfs", "raw"}
     result = fslab_in_process("summary", "--db", str(db_path))
-    assert result.returncode == 0 and "rand_read (direct I/O; data: random; files preallocated (fio fallocate=native))" in result.stdout
+    assert (
+        result.returncode == 0
+        and "rand_read (direct I/O; data: random; files preallocated (fio fallocate=native))" in result.stdout
+    )
 
 
 @pytest.mark.parametrize("fixture", ["schema-v1.db", "schema-v2.db"])
@@ -54,7 +57,9 @@ def test_latency_stored_before_version_4_becomes_clat_not_total_latency(tmp_path
     assert after == renamed, "every latency value kept, under its clat name; nothing else changed"
     names = {m.metric for m in db.run_metrics(db.study_run()["id"])}
     assert {"read_clat_p99_us", "read_clat_mean_us"} <= names
-    assert not any("_lat_" in name for name in names if name), "no total latency where fio's total latency was never stored"
+    assert not any("_lat_" in name for name in names if name), (
+        "no total latency where fio's total latency was never stored"
+    )
 
 
 # schema-v4.db: written by fslab with schema version 4 (commit 0981218) from schema-v4.toml, run
@@ -69,21 +74,33 @@ def test_a_migrated_database_reads_as_its_own_fslab_read_it(tmp_path, version):
         values = sorted(conn.execute("SELECT run_id, value, unit, higher_is_better FROM metrics"))
     db = ResultsDB(str(db_path))
     with sqlite3.connect(db_path) as conn:
-        assert sorted(conn.execute("SELECT run_id, value, unit, higher_is_better FROM metrics")) == values, "every metric kept"
+        assert sorted(conn.execute("SELECT run_id, value, unit, higher_is_better FROM metrics")) == values, (
+            "every metric kept"
+        )
         assert {phase for (phase,) in conn.execute("SELECT phase FROM metrics")} == {""}
-        assert "raw_output" not in {row[1] for row in conn.execute("PRAGMA table_info(runs)")}, "one raw output, one place"
-    assert raw and {run_id: [(o.phase, o.tool, o.text) for o in db.outputs(run_id)] for run_id in raw} == {run_id: [("", "fio", text)] for run_id, text in raw.items()}
+        assert "raw_output" not in {row[1] for row in conn.execute("PRAGMA table_info(runs)")}, (
+            "one raw output, one place"
+        )
+    assert raw and {run_id: [(o.phase, o.tool, o.text) for o in db.outputs(run_id)] for run_id in raw} == {
+        run_id: [("", "fio", text)] for run_id, text in raw.items()
+    }
     summary = summarize_study_run(db, db.study_run()["id"])
     assert to_markdown(summary) == (FIXTURES / "summaries" / f"schema-v{version}.md").read_text()
-    same_document(json.loads(to_json(summary)), json.loads((FIXTURES / "summaries" / f"schema-v{version}.json").read_text()))
+    same_document(
+        json.loads(to_json(summary)), json.loads((FIXTURES / "summaries" / f"schema-v{version}.json").read_text())
+    )
 
 
 def test_golden_documents_are_compared_to_the_last_bits_that_vary_and_no_further():
     golden = json.loads((FIXTURES / "summaries" / "schema-v4.json").read_text())
     assert "0.6962726887040422" in json.dumps(golden), "a ratio of geometric means: an exp of numpy's"
-    same_document(json.loads(json.dumps(golden).replace("0.6962726887040422", "0.6962726887040425")), golden)  # 3 ulps: numpy's exp on another CPU
+    same_document(
+        json.loads(json.dumps(golden).replace("0.6962726887040422", "0.6962726887040425")), golden
+    )  # 3 ulps: numpy's exp on another CPU
     for changed in ("0.6962726887040422", '"no detectable difference"'):
-        other = json.dumps(golden).replace(changed, {"0.6962726887040422": "0.6962726887", '"no detectable difference"': '"faster"'}[changed], 1)
+        other = json.dumps(golden).replace(
+            changed, {"0.6962726887040422": "0.6962726887", '"no detectable difference"': '"faster"'}[changed], 1
+        )
         with pytest.raises(AssertionError):
             same_document(json.loads(other), golden)
 
@@ -126,11 +143,22 @@ def test_a_version_7_database_is_migrated_with_every_run_kept(tmp_path):
         after["study_runs"] = [row[:-1] for row in after["study_runs"]]
         assert all(row[-1] is None for row in after["run_outputs"]), "outputs stored before 14 stay text"
         after["run_outputs"] = [row[:-1] for row in after["run_outputs"]]
-        assert [column[1] for column in conn.execute("PRAGMA table_info(runs)")][-3:] == ["source", "options_applied", "host"]
-        assert [conn.execute(f"SELECT count(*) FROM {table}").fetchone() for table in ("hosts", "fleet_workers", "fleet_units")] == [(0,)] * 3
+        assert [column[1] for column in conn.execute("PRAGMA table_info(runs)")][-3:] == [
+            "source",
+            "options_applied",
+            "host",
+        ]
+        assert [
+            conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+            for table in ("hosts", "fleet_workers", "fleet_units")
+        ] == [(0,)] * 3
     assert len(before["runs"]) == 4 and [run[:-3] for run in after["runs"]] == before["runs"], "every run as it was"
-    assert all(run[-3:] == (None, None, None) for run in after["runs"]), "its source NULL: fslab ran it; what its options became: judged when read; its host: the study run's machine"
-    assert {table: rows for table, rows in after.items() if table != "runs"} == {table: rows for table, rows in before.items() if table != "runs"}, "nothing else changed"
+    assert all(run[-3:] == (None, None, None) for run in after["runs"]), (
+        "its source NULL: fslab ran it; what its options became: judged when read; its host: the study run's machine"
+    )
+    assert {table: rows for table, rows in after.items() if table != "runs"} == {
+        table: rows for table, rows in before.items() if table != "runs"
+    }, "nothing else changed"
     assert len(uids) == 1 and len(uids[0]) == 32, "each study run gains its identity across databases (fslab db copy)"
     summary = summarize_study_run(db, db.study_run()["id"])
     assert to_markdown(summary) == (FIXTURES / "summaries" / "schema-v7.md").read_text()
@@ -147,16 +175,33 @@ def test_a_version_13_database_keeps_its_outputs_as_text_and_stores_new_ones_pac
         before = sorted(conn.execute("SELECT run_id, phase, tool, output FROM run_outputs"))
     db = ResultsDB(str(db_path))
     assert {tool for _, _, tool, _ in before} == {"fio", "fio_log", "fio_hist"}
-    assert sorted((run_id, o.phase, o.tool, o.text) for run_id in {r[0] for r in before} for o in db.outputs(run_id)) == before, "every output read as it was"
+    assert (
+        sorted((run_id, o.phase, o.tool, o.text) for run_id in {r[0] for r in before} for o in db.outputs(run_id))
+        == before
+    ), "every output read as it was"
     summary = summarize_study_run(db, db.study_run()["id"])
     assert to_markdown(summary) == (FIXTURES / "summaries" / "schema-v13.md").read_text()
     same_document(json.loads(to_json(summary)), json.loads((FIXTURES / "summaries" / "schema-v13.json").read_text()))
     # a run stored now is packed, and reads back as the text it was
     first = before[0][0]
-    again = RunRecord("ext4", "rand_read", 3, False, 3, 1, now(), now(), "ok", False, outputs=[RawOutput(phase, tool, text) for run_id, phase, tool, text in before if run_id == first])
+    again = RunRecord(
+        "ext4",
+        "rand_read",
+        3,
+        False,
+        3,
+        1,
+        now(),
+        now(),
+        "ok",
+        False,
+        outputs=[RawOutput(phase, tool, text) for run_id, phase, tool, text in before if run_id == first],
+    )
     new_id = db.record_run(1, again)
     with sqlite3.connect(db_path) as conn:
-        stored = conn.execute("SELECT output, length(packed) FROM run_outputs WHERE run_id = ? AND tool = 'fio'", (new_id,)).fetchone()
+        stored = conn.execute(
+            "SELECT output, length(packed) FROM run_outputs WHERE run_id = ? AND tool = 'fio'", (new_id,)
+        ).fetchone()
         assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,)
     fio_text = next(o.text for o in again.outputs if o.tool == "fio")
     assert stored[0] == "" and stored[1] < len(fio_text) / 3, "fio's JSON in a third of its room, or less"
@@ -169,11 +214,24 @@ def test_a_version_13_database_keeps_its_outputs_as_text_and_stores_new_ones_pac
 # for real, with a fleet's units, blocks and worker beside it (written by fslab.fleet's own
 # functions); summaries/schema-v14.{md,json}: that fslab's report files.
 def test_a_version_14_database_gains_its_fleet_leases_generation_and_nothing_else_changes(tmp_path):
-    tables = ("study_runs", "targets", "workloads", "runs", "metrics", "run_outputs", "hosts", "fleet_workers", "fleet_units", "fleet_blocks")
+    tables = (
+        "study_runs",
+        "targets",
+        "workloads",
+        "runs",
+        "metrics",
+        "run_outputs",
+        "hosts",
+        "fleet_workers",
+        "fleet_units",
+        "fleet_blocks",
+    )
     _, db, before, after = _migrated(tmp_path, "schema-v14.db", tables)
     assert len(before["fleet_units"]) == len(before["fleet_blocks"]) == 2 and len(before["runs"]) == 2
     for leased in ("fleet_units", "fleet_blocks"):
-        assert [row[:-1] for row in after[leased]] == before[leased] and {row[-1] for row in after[leased]} == {0}, f"{leased}: each row as it was, its generation 0"
+        assert [row[:-1] for row in after[leased]] == before[leased] and {row[-1] for row in after[leased]} == {0}, (
+            f"{leased}: each row as it was, its generation 0"
+        )
     workers = after["fleet_workers"]
     assert [row[:-2] for row in workers] == before["fleet_workers"], "its worker as it was"
     assert {row[-2:] for row in workers} == {(None, None)}, "its versions unsaid (schema 16)"
@@ -190,7 +248,12 @@ def test_fio_metrics_of_an_older_database_get_the_roles_fio_gave_them(tmp_path):
     shutil.copy(FIXTURES / "schema-v4.db", db_path)
     groups = ResultsDB(str(db_path)).sample_groups(1)
     assert {metric for _, metric in groups.roles.primary} == {"read_iops", "write_iops"}
-    assert {metric for _, metric in groups.roles.compared} == {"read_iops", "write_iops", "read_lat_p99_us", "write_lat_p99_us"}
+    assert {metric for _, metric in groups.roles.compared} == {
+        "read_iops",
+        "write_iops",
+        "read_lat_p99_us",
+        "write_lat_p99_us",
+    }
 
 
 def test_a_version_11_database_gains_the_fleet_units_times_and_the_blocks_table(tmp_path):
@@ -204,7 +267,11 @@ def test_a_version_11_database_gains_the_fleet_units_times_and_the_blocks_table(
     ResultsDB(str(path)).engine.dispose()
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,)
-        assert [column[1] for column in conn.execute("PRAGMA table_info(fleet_units)")][-3:] == ["queued_at", "claimed_at", "started_at"]
+        assert [column[1] for column in conn.execute("PRAGMA table_info(fleet_units)")][-3:] == [
+            "queued_at",
+            "claimed_at",
+            "started_at",
+        ]
         assert "claimed_at" in [column[1] for column in conn.execute("PRAGMA table_info(fleet_blocks)")]
 
 
@@ -237,7 +304,9 @@ def test_a_version_2_database_is_migrated_and_its_interrupted_study_run_not_resu
     said = " ".join(refused.stderr.split())
     assert "cannot be resumed: 'rand_read' ran before fslab stopped preallocating fio's files" in said, said
     assert 'options = { fallocate = "native" } in its [fio] table measures as before' in said
-    assert {r["id"]: r for r in db.runs(study_run["id"])} == before and db.study_run()["status"] == "interrupted", "nothing run, nothing changed"
+    assert {r["id"]: r for r in db.runs(study_run["id"])} == before and db.study_run()["status"] == "interrupted", (
+        "nothing run, nothing changed"
+    )
 
 
 def _refused(tmp_path, location: str) -> str:
@@ -319,7 +388,9 @@ def test_fslab_processes_opening_one_new_database_at_once_all_get_it(tmp_path):
     context = multiprocessing.get_context("fork")
     for attempt in range(10):
         said = context.Queue()
-        openers = [context.Process(target=_open_database, args=(str(tmp_path / f"{attempt}.db"), said)) for _ in range(4)]
+        openers = [
+            context.Process(target=_open_database, args=(str(tmp_path / f"{attempt}.db"), said)) for _ in range(4)
+        ]
         for opener in openers:
             opener.start()
         for opener in openers:

@@ -31,14 +31,32 @@ runtime = "1s"
 [[target]]
 filesystem = ["ext4", "xfs"]
 """
-ONE_WORKLOAD = STUDY.replace('["rand_read", "seq_write"]', '["seq_write"]')  # 2 targets × 2 repetitions: 2 blocks of 2 runs
+ONE_WORKLOAD = STUDY.replace(
+    '["rand_read", "seq_write"]', '["seq_write"]'
+)  # 2 targets × 2 repetitions: 2 blocks of 2 runs
 EVERY_RUN = {(t, "seq_write", n): 1 for t in ("ext4", "xfs") for n in (1, 2)}
 
 
 def _killed_while_fio_runs(study: Path, db: Path, workdir: Path, *args: str, after_runs: int) -> None:
     """Start the study, SIGKILL fslab while fio runs (once `after_runs` runs are stored), and wait
     for the orphaned fio to end: it finishes its 1 s job on its own."""
-    proc = subprocess.Popen([sys.executable, "-m", "fslab", "run", str(study), "--no-ceiling", "--db", str(db), "--workdir", str(workdir), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fslab",
+            "run",
+            str(study),
+            "--no-ceiling",
+            "--db",
+            str(db),
+            "--workdir",
+            str(workdir),
+            *args,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 120
     while not (fio := fio_children(proc.pid)) or runs_stored(db) < after_runs:
         assert time.monotonic() < deadline and proc.poll() is None, "the study should be running fio"
@@ -71,19 +89,29 @@ def test_a_killed_study_run_is_resumed_with_every_run_stored_once(workdir, tmp_p
     assert all(before[r["id"]] == r for r in after if r["id"] in before), "the stored runs are kept as they were"
     assert [r["block"] for r in after] == sorted(r["block"] for r in after), "block 2 only once block 1 is complete"
     finished = results.study_run()
-    assert finished["id"] == study_run["id"] and finished["status"] == "finished" and finished["plan_seed"] == study_run["plan_seed"]
+    assert (
+        finished["id"] == study_run["id"]
+        and finished["status"] == "finished"
+        and finished["plan_seed"] == study_run["plan_seed"]
+    )
     assert results.study_runs() == [finished], "no new study run"
     assert held_by(workdir.root) == []
 
     again = fslab_in_process("run", "--resume", str(study_run["id"]), "--db", str(db), "--workdir", str(workdir.root))
-    assert again.returncode == 2 and f"study run {study_run['id']} (resumed) finished" in again.stderr and "nothing to resume" in again.stderr
+    assert (
+        again.returncode == 2
+        and f"study run {study_run['id']} (resumed) finished" in again.stderr
+        and "nothing to resume" in again.stderr
+    )
 
 
 @pytest.mark.root
 def test_an_adaptive_study_run_goes_on_deciding_from_its_stored_runs(workdir, tmp_path):
     text = STUDY.replace('["rand_read", "seq_write"]', '["rand_read"]').replace('["ext4", "xfs"]', '["xfs", "raw"]')
     study, db = write_study(tmp_path, text), tmp_path / "r.db"
-    _killed_while_fio_runs(study, db, workdir.root, "--runs", "2", "--target-ci", "0.5", "--max-runs", "3", after_runs=3)
+    _killed_while_fio_runs(
+        study, db, workdir.root, "--runs", "2", "--target-ci", "0.5", "--max-runs", "3", after_runs=3
+    )
     assert fslab_in_process("cleanup", "--workdir", str(workdir.root)).returncode == 0
     result = fslab("run", "--resume", "--db", str(db), "--workdir", str(workdir.root))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -119,13 +147,18 @@ def test_a_killed_study_run_shows_as_interrupted_once_with_how_to_resume(workdir
 @pytest.mark.root
 def test_a_resume_is_refused_when_a_job_file_changed(workdir, tmp_path):
     (tmp_path / "mine.fio").write_text("[mine]\nrw=randread\nbs=8k\ndirect=1\nsize=16m\nruntime=1\ntime_based=1\n")
-    text = STUDY.replace('workloads = ["rand_read", "seq_write"]', "") + '\n[[workload]]\nname = "mine"\njob_file = "mine.fio"\n'
+    text = (
+        STUDY.replace('workloads = ["rand_read", "seq_write"]', "")
+        + '\n[[workload]]\nname = "mine"\njob_file = "mine.fio"\n'
+    )
     study, db = write_study(tmp_path, text.replace('["ext4", "xfs"]', '"xfs"')), tmp_path / "r.db"
     _killed_while_fio_runs(study, db, workdir.root, after_runs=0)
     (tmp_path / "mine.fio").write_text("[mine]\nrw=randread\nbs=64k\ndirect=1\nsize=16m\nruntime=1\ntime_based=1\n")
     result = fslab_in_process("run", "--resume", "--db", str(db), "--workdir", str(workdir.root))
     assert result.returncode == 2
-    assert "cannot be resumed: 'mine' no longer as it ran (a job file or fslab's defaults changed since)" in " ".join(result.stderr.split())
+    assert "cannot be resumed: 'mine' no longer as it ran (a job file or fslab's defaults changed since)" in " ".join(
+        result.stderr.split()
+    )
     assert fslab_in_process("cleanup", "--workdir", str(workdir.root)).returncode == 0
 
 
@@ -158,7 +191,23 @@ def test_killed_at_any_point_then_cleaned_up_and_resumed_every_run_is_stored_onc
         (shims / "mkfs.ext4").write_text(KILL_ONCE.format(marker=tmp_path / "killed", real=shutil.which("mkfs.ext4")))
         (shims / "mkfs.ext4").chmod(0o755)
         env["PATH"] = f"{shims}:{env['PATH']}"
-    proc = subprocess.Popen([sys.executable, "-m", "fslab", "run", str(study), "--no-ceiling", "--db", str(db), "--workdir", str(workdir.root)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fslab",
+            "run",
+            str(study),
+            "--no-ceiling",
+            "--db",
+            str(db),
+            "--workdir",
+            str(workdir.root),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     locked = None
     deadline = time.monotonic() + 120
     if point == "teardown":  # the measured fio has ended and been released: the run is being torn down
@@ -194,7 +243,9 @@ def test_killed_at_any_point_then_cleaned_up_and_resumed_every_run_is_stored_onc
     assert result.returncode == 0, result.stdout + result.stderr
     after = results.runs(study_run["id"])
     assert len(after) == 2 and before < 2
-    assert Counter((r["target"], r["workload"], r["repetition"]) for r in after) == {key: 1 for key in EVERY_RUN if key[0] == "ext4"}
+    assert Counter((r["target"], r["workload"], r["repetition"]) for r in after) == {
+        key: 1 for key in EVERY_RUN if key[0] == "ext4"
+    }
     assert all(r["status"] == "ok" for r in after) and results.study_run()["status"] == "finished"
     assert held_by(workdir.root) == []
 
@@ -207,7 +258,10 @@ def _waiting_for_the_lock(pid: int) -> Callable[[], bool]:
 
     def asleep() -> bool:
         try:
-            return "nanosleep" in Path(f"/proc/{pid}/wchan").read_text() and not Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            return (
+                "nanosleep" in Path(f"/proc/{pid}/wchan").read_text()
+                and not Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            )
         except OSError:
             return False
 
@@ -236,7 +290,9 @@ def test_a_resource_known_by_name_alone_is_released_only_when_the_holder_says_so
     assert released == [Entry("test-named", "by-name", {})]
     workdir.journal.forget()
     # a journal an older fslab wrote, with its placeholder proof: read, and released as before
-    workdir.journal.path.write_text('{"event": "acquire", "kind": "test-named", "id": "old", "proof": {"named": "by fslab"}}\n')
+    workdir.journal.path.write_text(
+        '{"event": "acquire", "kind": "test-named", "id": "old", "proof": {"named": "by fslab"}}\n'
+    )
     assert [(o.ident, o.status) for o in workdir.journal.clean_up()] == [("old", "released")]
 
 
@@ -249,7 +305,9 @@ def test_a_clean_up_pass_finds_what_the_work_directory_owns_once(workdir, monkey
     monkeypatch.setattr(Workdir, "_owned", lambda self: found.append(1) or real(self))
     seen = []
     releaser("test-owner")(lambda entry, wd: seen.append(wd.owned()))
-    workdir.journal.path.write_text("".join(f'{{"event": "acquire", "kind": "test-owner", "id": "e{n}"}}\n' for n in range(20)))
+    workdir.journal.path.write_text(
+        "".join(f'{{"event": "acquire", "kind": "test-owner", "id": "e{n}"}}\n' for n in range(20))
+    )
     assert all(o.status == "released" for o in workdir.journal.clean_up())
     assert len(seen) == 20 and len(found) == 1, "once a pass, not once an entry"
     workdir.owned()

@@ -61,8 +61,12 @@ def test_a_copy_of_nothing_or_too_short_is_no_plain_result():
     assert [f.kind for f in judge(parse(stored("up-to-date.txt")), 3, SET)] == ["short_copy"]
     assert [f.kind for f in judge(parse(stored("three-files.txt", 0.5)), 3, SET + 1024)] == ["short_copy"]
     found = judge(parse(stored("three-files.txt", 0.01)), 3, SET)
-    assert [f.kind for f in found] == ["too_short_to_time"] and all(isinstance(f, Finding) and f.implausible for f in found)
-    assert judge(parse(stored("three-files.txt", 0.5)), 3, SET) == [], "the whole set copied, long enough: a plain result"
+    assert [f.kind for f in found] == ["too_short_to_time"] and all(
+        isinstance(f, Finding) and f.implausible for f in found
+    )
+    assert judge(parse(stored("three-files.txt", 0.5)), 3, SET) == [], (
+        "the whole set copied, long enough: a plain result"
+    )
 
 
 def test_what_a_study_run_keeps_is_made_once_and_released_when_it_ends():
@@ -88,7 +92,9 @@ def test_the_sets_sizes_lie_in_17_to_28_mib_most_near_21_and_follow_the_seed():
     assert 20 <= mode <= 21, "the most common whole MiB is next to 21"
     assert sum(19 * MIB <= s <= 23 * MIB for s in sizes) > sum(24 * MIB <= s <= 28 * MIB for s in sizes)
     assert statistics.median(sizes) == pytest.approx(22 * MIB, rel=0.03)
-    assert file_sizes(3, 5000) == sizes and file_sizes(3, 10) == sizes[:10], "the same seed, the same set; a larger one only adds"
+    assert file_sizes(3, 5000) == sizes and file_sizes(3, 10) == sizes[:10], (
+        "the same seed, the same set; a larger one only adds"
+    )
     assert file_sizes(4, 10) != sizes[:10]
 
 
@@ -126,13 +132,35 @@ files = 3
 
 
 def test_the_study_file_refuses_other_data_unsafe_options_and_both_sizes():
-    refused(STUDY.replace("files = 3", 'files = 3\ndata = "zeros"'), r"s.toml:14: workload\[0\].data: rsync data 'zeros' is refused: only \"random\" \(photos do not compress")
-    refused(STUDY.replace("files = 3", 'options = { rsh = "ssh" }'), r"workload\[0\].options: rsync rsh=ssh is refused: it names a path or a program")
-    refused(STUDY.replace("files = 3", 'options = { "remove-source-files" = true }'), r"rsync remove-source-files=true is refused: it deletes files")
-    refused(STUDY.replace("files = 3", "options = { checksums = true }"), r"unknown rsync option 'checksums'.*allowed: whole-file, inplace, preallocate, fsync, sparse")
-    refused(STUDY.replace("files = 3", 'files = 3\ntotal = "1GiB"'), r"workload\[0\].total: rsync takes `files` or `total`, not both")
-    refused(STUDY.replace("files = 3", "files = 30"), r"workload 'photos' needs .* but target 'ext4' has .* free after ext4's mkfs and mount on an image of 256MiB; an image of .* would do")
-    tool = read_study(STUDY.replace("files = 3", "files = 4\noptions = { fsync = true, inplace = false }"), scale=0.5).workloads[0].tool
+    refused(
+        STUDY.replace("files = 3", 'files = 3\ndata = "zeros"'),
+        r"s.toml:14: workload\[0\].data: rsync data 'zeros' is refused: only \"random\" \(photos do not compress",
+    )
+    refused(
+        STUDY.replace("files = 3", 'options = { rsh = "ssh" }'),
+        r"workload\[0\].options: rsync rsh=ssh is refused: it names a path or a program",
+    )
+    refused(
+        STUDY.replace("files = 3", 'options = { "remove-source-files" = true }'),
+        r"rsync remove-source-files=true is refused: it deletes files",
+    )
+    refused(
+        STUDY.replace("files = 3", "options = { checksums = true }"),
+        r"unknown rsync option 'checksums'.*allowed: whole-file, inplace, preallocate, fsync, sparse",
+    )
+    refused(
+        STUDY.replace("files = 3", 'files = 3\ntotal = "1GiB"'),
+        r"workload\[0\].total: rsync takes `files` or `total`, not both",
+    )
+    refused(
+        STUDY.replace("files = 3", "files = 30"),
+        r"workload 'photos' needs .* but target 'ext4' has .* free after ext4's mkfs and mount on an image of 256MiB; an image of .* would do",
+    )
+    tool = (
+        read_study(STUDY.replace("files = 3", "files = 4\noptions = { fsync = true, inplace = false }"), scale=0.5)
+        .workloads[0]
+        .tool
+    )
     assert isinstance(tool, RsyncIngest) and tool.files == 2 and tool.flags() == ["--fsync", "--no-inplace"]
 
 
@@ -141,17 +169,25 @@ def test_rsync_ingests_into_ext4_end_to_end_and_releases_its_source(workdir, tmp
     result, results, study_run = ran_study(tmp_path, STUDY, workdir)
     runs = results.runs(study_run)
     assert [r["status"] for r in runs] == ["ok", "ok"], [r["error"] for r in runs]
-    assert all(r["job_file"].startswith("rsync -a --stats --no-human-readable '$SOURCE/' ") and r["job_file"].endswith("/ingest/") for r in runs)
+    assert all(
+        r["job_file"].startswith("rsync -a --stats --no-human-readable '$SOURCE/' ")
+        and r["job_file"].endswith("/ingest/")
+        for r in runs
+    )
     assert runs[0]["data_pattern"].startswith("random (incompressible generated files")
     # the whole set copied, each time (how long it took is this machine's: too_short_to_time is judged on synthetic runs above)
-    assert all(not [n for n in r["notes"] if n["kind"] != "too_short_to_time"] for r in runs), [r["notes"] for r in runs]
+    assert all(not [n for n in r["notes"] if n["kind"] != "too_short_to_time"] for r in runs), [
+        r["notes"] for r in runs
+    ]
     text = results.outputs(runs[0]["id"])[0].text
     assert text.startswith("fslab-measured wall_s=") and "Number of regular files transferred: 3" in text
     samples = results.sample_groups(study_run).values[("photos", "ext4")]
     assert len(samples["mib_s"]) == 2 and all(v > 0 for v in samples["mib_s"])
     assert samples["bytes"] == [float(RsyncIngest(files=3).total)] * 2 and samples["files"] == [3.0, 3.0]
     assert all(v > 0 for v in samples["cpu_s"])
-    assert len(samples["write_amplification"]) == 2 and all(0.98 <= v < 3 for v in samples["write_amplification"]), "device writes weighed against what rsync wrote: each file reached the device (the window ends with a sync), with ext4's metadata and journal on top"
+    assert len(samples["write_amplification"]) == 2 and all(0.98 <= v < 3 for v in samples["write_amplification"]), (
+        "device writes weighed against what rsync wrote: each file reached the device (the window ends with a sync), with ext4's metadata and journal on top"
+    )
     assert held_by(workdir.root) == [], "the source image is detached and unmounted when the study ends"
     assert not list(workdir.images.glob("*.img")), "and deleted"
 

@@ -121,7 +121,13 @@ def test_a_raw_targets_direct_write_with_a_ramp_writes_once_over_fios_own_interv
 def test_a_run_stores_cpu_traffic_and_write_amplification_and_the_summary_shows_them(monitored_study):
     result, results, study_run = monitored_study
     ext4 = stored(results, study_run, "ext4")
-    for name in ("host_cpu_busy_pct", "host_cpu_busy_peak_pct", "host_cpu_user_pct", "host_cpu_system_pct", "host_cpu_iowait_pct"):
+    for name in (
+        "host_cpu_busy_pct",
+        "host_cpu_busy_peak_pct",
+        "host_cpu_user_pct",
+        "host_cpu_system_pct",
+        "host_cpu_iowait_pct",
+    ):
         assert 0 <= ext4[name] <= 100, name
     assert ext4["host_cpu_busy_peak_pct"] >= ext4["host_cpu_busy_pct"]
     # Direct I/O: what fio wrote reached the device within the window. The window's edges are
@@ -133,7 +139,9 @@ def test_a_run_stores_cpu_traffic_and_write_amplification_and_the_summary_shows_
     assert 64 * MiB <= ext4["space_grown_bytes"] <= ext4["space_used_bytes"]
     assert "compression_ratio" not in ext4, "ext4 does not compress"
     groups = results.sample_groups(study_run)
-    assert not any(m in metric_names() for m in groups.roles.compared_in("write", ext4)), "what a run cost is not compared"
+    assert not any(m in metric_names() for m in groups.roles.compared_in("write", ext4)), (
+        "what a run cost is not compared"
+    )
     assert not any(m in metric_names() for m in groups.roles.primary_in("write", ext4))
     assert "measured beside it" in result.stdout and "ampl." in result.stdout  # "write ampl.", its title on two lines
     table = result.stdout[result.stdout.index("measured beside it") :]
@@ -152,12 +160,31 @@ def test_a_buffered_read_served_by_the_page_cache_is_a_note_on_its_cell():
     assert {m.key: m.value for m in metrics}["device_read_ratio"] == pytest.approx(MiB / read)
     assert all(not m.primary and not m.compared and m.phase == "" for m in metrics)
     assert [f.kind for f in findings] == ["served_by_cache"] and not findings[0].implausible
-    runs = [{"status": "ok", "warmup": False, "workload": "buffered-read", "target": "ext4", "notes": [vars(f) for f in findings]}]
+    runs = [
+        {
+            "status": "ok",
+            "warmup": False,
+            "workload": "buffered-read",
+            "target": "ext4",
+            "notes": [vars(f) for f in findings],
+        }
+    ]
     notes, implausible = _run_notes(runs)[("buffered-read", "ext4")]
-    assert len(notes) == 1 and notes[0].startswith("reads were served by a cache: the devices read 0% of the") and notes[0].endswith("(1 of 1 runs)")
+    assert (
+        len(notes) == 1
+        and notes[0].startswith("reads were served by a cache: the devices read 0% of the")
+        and notes[0].endswith("(1 of 1 runs)")
+    )
     assert not implausible, "a cache answering is a note, not a figure that cannot be real"
-    two_phases = [{**runs[0], "notes": [vars(f) | {"says": f"{phase}: {f.says}"} for phase in ("read", "reread") for f in findings]}]  # as a scenario's phases say it
-    assert _run_notes(two_phases)[("buffered-read", "ext4")][0][0].endswith("(1 of 1 runs)"), "a run is counted once, not once per phase that said it"
+    two_phases = [
+        {
+            **runs[0],
+            "notes": [vars(f) | {"says": f"{phase}: {f.says}"} for phase in ("read", "reread") for f in findings],
+        }
+    ]  # as a scenario's phases say it
+    assert _run_notes(two_phases)[("buffered-read", "ext4")][0][0].endswith("(1 of 1 runs)"), (
+        "a run is counted once, not once per phase that said it"
+    )
     windows.watched[""] = [moving(Counted(read_bytes=read, written_bytes=0))]
     assert windows.found(FIO, [RawOutput("", "fio", text)])[1] == [], "devices that read it all: no note"
 
@@ -181,28 +208,63 @@ def test_each_kind_reports_the_bytes_it_moved():
     text = (FIXTURES / "fio" / "buffered-randwrite.json").read_text()
     jobs = json.loads(text)["jobs"]
     fio = {m.name: m.value for m in FIO.parse([RawOutput("", "fio", text)])}
-    assert len(jobs) > 1 and fio["write_bytes"] == sum(job["write"]["io_bytes"] for job in jobs), "fio's io_bytes, summed over its jobs"
+    assert len(jobs) > 1 and fio["write_bytes"] == sum(job["write"]["io_bytes"] for job in jobs), (
+        "fio's io_bytes, summed over its jobs"
+    )
     assert "read_bytes" not in fio, "no direction that moved nothing"
-    sysbench = {m.name: m.value for m in SYSBENCH.parse([RawOutput("", "sysbench", (FIXTURES / "sysbench" / "run-16k-nofsync.txt").read_text())])}
-    assert sysbench["read_bytes"] == pytest.approx(396.66 * MiB * 3.2328) and sysbench["write_bytes"] == pytest.approx(264.43 * MiB * 3.2328)
-    rsync = {m.name: m.value for m in RSYNC.parse([RawOutput("", "rsync", measured_line(0.5, 0.02, 0.05) + "\n" + (FIXTURES / "rsync" / "three-files.txt").read_text())])}
+    sysbench = {
+        m.name: m.value
+        for m in SYSBENCH.parse(
+            [RawOutput("", "sysbench", (FIXTURES / "sysbench" / "run-16k-nofsync.txt").read_text())]
+        )
+    }
+    assert sysbench["read_bytes"] == pytest.approx(396.66 * MiB * 3.2328) and sysbench["write_bytes"] == pytest.approx(
+        264.43 * MiB * 3.2328
+    )
+    rsync = {
+        m.name: m.value
+        for m in RSYNC.parse(
+            [
+                RawOutput(
+                    "",
+                    "rsync",
+                    measured_line(0.5, 0.02, 0.05) + "\n" + (FIXTURES / "rsync" / "three-files.txt").read_text(),
+                )
+            ]
+        )
+    }
     assert rsync["write_bytes"] == rsync["bytes"] > 0, "what rsync copied in is what it wrote"
     for kind in (FIO, DD, SYSBENCH):
-        assert kind.metrics["read_bytes"].unit == "B" and not kind.metrics["write_bytes"].primary and not kind.metrics["write_bytes"].compared
+        assert (
+            kind.metrics["read_bytes"].unit == "B"
+            and not kind.metrics["write_bytes"].primary
+            and not kind.metrics["write_bytes"].compared
+        )
     assert not RSYNC.metrics["write_bytes"].primary and not RSYNC.metrics["write_bytes"].compared
 
 
 def test_which_filesystems_compress_is_read_from_what_was_made():
     assert btrfs_compresses("rw,relatime,compress=zstd:3,space_cache=v2") and btrfs_compresses("rw,compress-force=lzo")
-    assert not btrfs_compresses("rw,relatime,space_cache=v2") and not btrfs_compresses("compress=no") and not btrfs_compresses(None)
-    made = Provisioned(top="loop0", directory=Path("/mnt/x"), bottom=("loop0",), mount_options_effective="rw,compress=zstd:3")
+    assert (
+        not btrfs_compresses("rw,relatime,space_cache=v2")
+        and not btrfs_compresses("compress=no")
+        and not btrfs_compresses(None)
+    )
+    made = Provisioned(
+        top="loop0", directory=Path("/mnt/x"), bottom=("loop0",), mount_options_effective="rw,compress=zstd:3"
+    )
     assert FILESYSTEMS["btrfs"].compression_ratio(made) is btrfs_compression_ratio
     assert FILESYSTEMS["ext4"].compression_ratio(made) is None
     details = "engine: zfs-fuse\ncompressratio\t1.00x\t-\ncompression\tlz4\tlocal\n"
     assert zfs_compresses(details) and not zfs_compresses(details.replace("lz4", "off")) and not zfs_compresses("")
     zfs = Provisioned(top="loop0", directory=Path("/mnt/x"), bottom=("loop0",), details=details, dataset="pool/data")
     assert FILESYSTEMS["zfs"].compression_ratio(zfs) is not None
-    assert FILESYSTEMS["zfs"].compression_ratio(Provisioned(top="zd0", directory=None, details=details, dataset="pool/data")) is None, "a zvol: no space monitor"
+    assert (
+        FILESYSTEMS["zfs"].compression_ratio(
+            Provisioned(top="zd0", directory=None, details=details, dataset="pool/data")
+        )
+        is None
+    ), "a zvol: no space monitor"
 
 
 def test_a_phase_measured_twice_is_refused():
@@ -255,13 +317,19 @@ def test_btrfs_random_writes_are_counted_through_its_transaction_commit(tmp_path
     with fresh_workdir() as workdir:
         _, results, study_run = ran_study(tmp_path, BTRFS_RANDOM_WRITES, workdir, "--no-ceiling")
     samples = results.sample_groups(study_run).values
-    direct, buffered = ({key: values[0] for key, values in samples[(workload, "btrfs")].items()} for workload in ("direct", "buffered"))
+    direct, buffered = (
+        {key: values[0] for key, values in samples[(workload, "btrfs")].items()} for workload in ("direct", "buffered")
+    )
     assert direct["write_bytes"] == buffered["write_bytes"] == 16 * MiB, "each block written once"
-    assert direct["write_amplification"] > 1.05, "the metadata of 4,096 new extents, written at the commit (measured: 1.25)"
+    assert direct["write_amplification"] > 1.05, (
+        "the metadata of 4,096 new extents, written at the commit (measured: 1.25)"
+    )
     assert buffered["write_amplification"] > 1.05, "the data the page cache held, and its metadata (measured: 2.2)"
     lasted = {r["workload"]: (r["finished_at"] - r["started_at"]).total_seconds() for r in results.runs(study_run)}
     for name, run in (("direct", direct), ("buffered", buffered)):
-        assert 0 < run["sync_seconds"] < lasted[name], f"{name}: counted through a sync of the filesystem, its time kept (within its run's)"
+        assert 0 < run["sync_seconds"] < lasted[name], (
+            f"{name}: counted through a sync of the filesystem, its time kept (within its run's)"
+        )
 
 
 def test_each_window_ends_with_a_sync_of_the_filesystem_inside_it():
@@ -275,7 +343,9 @@ def test_each_window_ends_with_a_sync_of_the_filesystem_inside_it():
     traffic = windows.watched["x"][1]
     assert isinstance(traffic, TrafficMonitor) and steps == ["step", "sync"]
     synced = windows.synced["x"]
-    assert synced.seconds > 0 and synced.began + synced.seconds <= traffic.sampler.samples[-1].at, "the monitors stopped after the sync"
+    assert synced.seconds > 0 and synced.began + synced.seconds <= traffic.sampler.samples[-1].at, (
+        "the monitors stopped after the sync"
+    )
     with pytest.raises(RuntimeError), windows.measured("y"):
         raise RuntimeError("the step failed")
     assert steps == ["step", "sync"] and "y" not in windows.synced
@@ -321,5 +391,7 @@ def test_zfs_writes_are_counted_through_its_transaction_group(tmp_path):
     lasted = {r["workload"]: (r["finished_at"] - r["started_at"]).total_seconds() for r in results.runs(study_run)}
     for workload in ("sequential", "random"):
         zfs = {key: values[0] for key, values in samples[(workload, "zfs")].items()}
-        assert zfs["write_amplification"] >= 1.0, f"{workload}: every byte written once at least, through the pool's sync (measured: 1.05×, 1.48×)"
+        assert zfs["write_amplification"] >= 1.0, (
+            f"{workload}: every byte written once at least, through the pool's sync (measured: 1.05×, 1.48×)"
+        )
         assert 0 < zfs["sync_seconds"] < lasted[workload], f"{workload}: the pool's sync timed, within its run"

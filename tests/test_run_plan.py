@@ -53,9 +53,9 @@ def test_the_plan_of_a_study_says_what_it_would_do_and_makes_nothing(tmp_path):
     lines = shown.splitlines()
     assert lines[0] == "quick: the plan (nothing is attached, formatted, locked or stored)"
     assert "scale: 0.5 × the study file's image sizes, file sizes and runtimes" in lines
-    assert (
-        "  xfs: xfs, image 1GiB (full)" in lines and "  raw: raw, image 1GiB (full)" in lines
-    ), "each target with its image after --scale"
+    assert "  xfs: xfs, image 1GiB (full)" in lines and "  raw: raw, image 1GiB (full)" in lines, (
+        "each target with its image after --scale"
+    )
     assert "  seq_read: fio, 256MiB of files, 1.25 s a run, direct I/O" in lines, "runtime 2 s and ramp 500 ms × 0.5"
     assert "runs: 16 cells × 3 = 48" in lines and "disk: 4GiB for 4 filled images in " + str(workdir) in shown
     # 48 runs × (1.25 s + the default overhead), said to be a default: this database holds no run
@@ -70,7 +70,13 @@ def test_the_plan_of_a_study_says_what_it_would_do_and_makes_nothing(tmp_path):
 
 def test_the_plan_says_what_runs_and_adaptive_repetitions_and_sizes_only_change(tmp_path):
     study = write_study(tmp_path, SMALL)
-    at = ("--db", str(tmp_path / "r.db"), "--workdir", str(tmp_path / "w"), "--no-ceiling")  # its ceiling: the test below
+    at = (
+        "--db",
+        str(tmp_path / "r.db"),
+        "--workdir",
+        str(tmp_path / "w"),
+        "--no-ceiling",
+    )  # its ceiling: the test below
     fixed = plan_of(str(study), "--runs", "5", "--warmup", "1", *at).stdout
     assert "runs: 4 cells × 5 = 20, and 4 warm-up runs (1 a cell) first" in fixed
     block = 4 * (3 + DEFAULT_OVERHEAD)  # a run of every cell: runtime 2 s + ramp 1 s, and the overhead
@@ -98,12 +104,15 @@ def test_the_plan_holds_the_ceiling_a_study_without_a_raw_target_gets(tmp_path):
     shown = plan_of(str(study), "--runs", "1", *at).stdout
     assert "targets (3):" in shown and "  (ceiling): raw, image 1GiB (full)" in shown.splitlines()
     assert "runs: 4 cells × 1 + the ceiling's 2 cells × 3 = 10" in shown
-    block = 4 * (3 + DEFAULT_OVERHEAD) + 2 * 3 * (3 + DEFAULT_OVERHEAD)  # the ceiling's cells three times in the one block
+    block = 4 * (3 + DEFAULT_OVERHEAD) + 2 * 3 * (
+        3 + DEFAULT_OVERHEAD
+    )  # the ceiling's cells three times in the one block
     assert f"time: about {round(block)} s" in shown or f"time: about {round(block / 60)} min" in shown, shown
     adaptive = plan_of(str(study), "--target-ci", "2", "--max-runs", "12", *at).stdout
     assert "4 cells × 2 to 12 + the ceiling's 2 cells × 4 to 12 = 16 to 72" in adaptive
     opted_out = plan_of(str(study), "--no-ceiling", *at).stdout
     assert "(ceiling)" not in opted_out and "runs: 4 cells × 2 = 8" in opted_out
+
 
 def test_the_plan_lists_what_this_machine_cannot_run_skipped_or_refused(tmp_path):
     at = ("--scale", "0.05", "--db", str(tmp_path / "r.db"), "--workdir", str(tmp_path / "w"))
@@ -114,20 +123,24 @@ def test_the_plan_lists_what_this_machine_cannot_run_skipped_or_refused(tmp_path
     if unsupported:
         assert "cannot run here — `fslab run` refuses the study unless --skip-unsupported skips them:" in refused
         assert "skipped (--skip-unsupported), this machine cannot run them:" in skipped
-        assert (
-            f"  {unsupported[0].target}: " in refused and f"  {unsupported[0].target}: " not in skipped
-        ), "a skipped target is not planned"
+        assert f"  {unsupported[0].target}: " in refused and f"  {unsupported[0].target}: " not in skipped, (
+            "a skipped target is not planned"
+        )
     else:
         assert "cannot run here" not in refused and "skipped" not in skipped
 
 
-def test_a_skipped_targets_raw_baselines_are_skipped_with_it_and_the_ceiling_is_planned_for_those_that_run(tmp_path, monkeypatch):
+def test_a_skipped_targets_raw_baselines_are_skipped_with_it_and_the_ceiling_is_planned_for_those_that_run(
+    tmp_path, monkeypatch
+):
     """nas-stack --skip-unsupported on a kernel without md skipped ext4-stack but ran its raw
     baselines, ranked them with zfs-mirror and took them for the study's raw target, so that no
     ceiling was added. A machine without md, whatever this one has: the stack's raw baselines go
     with it, said so, and the study that runs (one plain ext4) gets fslab's ceiling."""
     monkeypatch.setattr(doctor.layers, "missing", lambda layer: "this kernel has no md RAID1 (the test's)")
-    monkeypatch.setattr(doctor.FILESYSTEMS["ext4"], "machine_checks", lambda: [])  # mkfs.ext4 or not: only md is lacking
+    monkeypatch.setattr(
+        doctor.FILESYSTEMS["ext4"], "machine_checks", lambda: []
+    )  # mkfs.ext4 or not: only md is lacking
     study = write_study(tmp_path, SKIPPED_STACK)
     at = ("--runs", "1", "--db", str(tmp_path / "r.db"), "--workdir", str(tmp_path / "w"))
     shown = plan_of(str(study), "--skip-unsupported", *at).stdout.splitlines()
@@ -136,8 +149,13 @@ def test_a_skipped_targets_raw_baselines_are_skipped_with_it_and_the_ceiling_is_
     skipped = shown[shown.index("skipped (--skip-unsupported), this machine cannot run them:") + 1 :]
     assert "  target 'stack': it needs md-raid1, and this kernel has no md RAID1 (the test's)" in skipped
     for raw in ("stack/raw-1", "stack/raw-2"):
-        assert f"  target '{raw}': it is the raw baseline of 'stack', which cannot run here: it measures that target's devices alone" in skipped
-    refused = plan_of(str(study), *at).stdout.splitlines()  # nothing skipped: the stack and its raw baselines, no ceiling (as before)
+        assert (
+            f"  target '{raw}': it is the raw baseline of 'stack', which cannot run here: it measures that target's devices alone"
+            in skipped
+        )
+    refused = plan_of(
+        str(study), *at
+    ).stdout.splitlines()  # nothing skipped: the stack and its raw baselines, no ceiling (as before)
     assert "targets (4):" in refused and not any("(ceiling)" in line for line in refused)
 
 
@@ -242,7 +260,9 @@ def test_the_plan_of_a_zram_study_loads_no_kernel_module(tmp_path, monkeypatch):
     monkeypatch.setattr(zram, "kernel_has_module", lambda module: module == "zram")
     monkeypatch.setattr(zram, "run", recorded)
     monkeypatch.setattr(system, "run", recorded)
-    shown = plan_of(str(write_study(tmp_path, ON_ZRAM)), "--db", str(tmp_path / "r.db"), "--workdir", str(tmp_path / "w"))
+    shown = plan_of(
+        str(write_study(tmp_path, ON_ZRAM)), "--db", str(tmp_path / "r.db"), "--workdir", str(tmp_path / "w")
+    )
     assert "  ext4: ext4, zram 256MiB" in shown.stdout.splitlines(), shown.stdout
     assert "this kernel has no zram" not in shown.stdout, "the module is there to load: zram can be had"
     loading = [argv for argv in asked if argv[:1] == ["modprobe"] and "--dry-run" not in argv]

@@ -25,7 +25,9 @@ MiB = 2**20
 
 
 def study(targets: str, scale: float, image_size: str = "1GiB") -> Study:
-    text = f'[study]\nname = "s"\nimage_size = "{image_size}"\nworkloads = ["seq_read"]\n[fio]\nsize = "8MiB"\n{targets}'
+    text = (
+        f'[study]\nname = "s"\nimage_size = "{image_size}"\nworkloads = ["seq_read"]\n[fio]\nsize = "8MiB"\n{targets}'
+    )
     return parse_study(text, "s.toml", base_dir=Path("."), scale=scale)
 
 
@@ -40,7 +42,9 @@ def test_a_scaled_ext4_has_the_full_sizes_4k_blocks_and_inode_ratio(workdir):
     target = study('[[target]]\nfilesystem = "ext4"', 0.25).targets[0]
     assert target.image_size == 256 * MiB
     with loops(workdir, 1, target.image_size) as attached:
-        with FILESYSTEMS["ext4"].provision(workdir.journal, Stack.on(on_loops(attached)), workdir.mounts / "t", target) as ready:
+        with FILESYSTEMS["ext4"].provision(
+            workdir.journal, Stack.on(on_loops(attached)), workdir.mounts / "t", target
+        ) as ready:
             found = dumpe2fs(ready.top)
     assert found["Block size"] == "4096"
     assert int(found["Block count"]) * 4096 // int(found["Inode count"]) == 16384
@@ -51,9 +55,22 @@ def test_a_scaled_ext4_has_the_full_sizes_4k_blocks_and_inode_ratio(workdir):
 def test_ext4_is_left_to_mke2fs_where_its_full_size_makes_the_same_or_the_study_chose():
     assert study('[[target]]\nfilesystem = "ext4"', 0.5, "400MiB").targets[0].mkfs_options == ()  # small at either size
     assert study('[[target]]\nfilesystem = "ext4"', 0.5, "4GiB").targets[0].mkfs_options == ()  # default at either size
-    assert study('[[target]]\nfilesystem = "ext4"\nmkfs_options = "-T news"', 0.1).targets[0].mkfs_options == ("-T", "news")
-    assert study('[[target]]\nfilesystem = "ext4"\nmkfs_options = "-b 1024 -i 4096"', 0.1).targets[0].mkfs_options == ("-b", "1024", "-i", "4096")
-    assert study('[[target]]\nfilesystem = "ext4"\nmkfs_options = "-b 4096"', 0.1).targets[0].mkfs_options == ("-b", "4096", "-T", "default")
+    assert study('[[target]]\nfilesystem = "ext4"\nmkfs_options = "-T news"', 0.1).targets[0].mkfs_options == (
+        "-T",
+        "news",
+    )
+    assert study('[[target]]\nfilesystem = "ext4"\nmkfs_options = "-b 1024 -i 4096"', 0.1).targets[0].mkfs_options == (
+        "-b",
+        "1024",
+        "-i",
+        "4096",
+    )
+    assert study('[[target]]\nfilesystem = "ext4"\nmkfs_options = "-b 4096"', 0.1).targets[0].mkfs_options == (
+        "-b",
+        "4096",
+        "-T",
+        "default",
+    )
     # the type is the one for the device the layers leave: 540MiB less their 32MiB is under 512MiB at full size too
     layered = '[[target]]\nfilesystem = "ext4"\ndevices = 2\nlayers = ["md-raid1"]'
     assert study(layered, 0.5, "540MiB").targets[0].mkfs_options == ()
@@ -66,7 +83,9 @@ def test_ext4_is_left_to_mke2fs_where_its_full_size_makes_the_same_or_the_study_
 def test_a_journal_scaling_leaves_out_is_said():
     tiny = study('[[target]]\nfilesystem = "ext4"', 0.0005, "8GiB").targets[0]  # 4MiB: 1024 blocks of 4KiB
     assert tiny.mkfs_options == ("-T", "default")
-    assert tiny.scaling_changed == ("no journal: mkfs.ext4 makes none on 1024 blocks of 4KiB (under 2048), and the full size's 8GiB has one",)
+    assert tiny.scaling_changed == (
+        "no journal: mkfs.ext4 makes none on 1024 blocks of 4KiB (under 2048), and the full size's 8GiB has one",
+    )
 
 
 def test_the_arc_cap_is_scaled_with_the_data():
@@ -82,7 +101,9 @@ def test_the_arc_cap_is_scaled_with_the_data():
 def test_an_arc_cap_below_what_the_engines_take_is_kept_at_their_floor_and_said():
     target = study('[[target]]\nfilesystem = "zfs"\narc_max = "1GiB"', 0.05, "8GiB").targets[0]  # 1GiB × 0.05 = 51MiB
     assert target.arc_max == zfs_engine.SCALED_ARC_FLOOR == 64 * MiB
-    assert target.scaling_changed == ("ARC cap 64MiB, the least both ZFS engines take, not 1GiB × 0.05 = 51MiB: 1.25× the full size's ARC for the data",)
+    assert target.scaling_changed == (
+        "ARC cap 64MiB, the least both ZFS engines take, not 1GiB × 0.05 = 51MiB: 1.25× the full size's ARC for the data",
+    )
     default = study('[[target]]\nfilesystem = "zfs"', 0.05, "8GiB").targets[0]
     assert default.arc_max is None and "the ARC is the engine's default, not scaled" in default.scaling_changed[0]
     # btrfs-vs-zfs's datasets: their ARC caches no file data, whatever its size (said there at 0.1 before)
@@ -92,10 +113,20 @@ def test_an_arc_cap_below_what_the_engines_take_is_kept_at_their_floor_and_said(
 
 
 def test_xfs_says_the_log_and_allocation_groups_a_large_full_size_had():
-    assert study('[[target]]\nfilesystem = "xfs"', 0.1, "100GiB").targets[0].scaling_changed == ()  # a 64MiB log either way
+    assert (
+        study('[[target]]\nfilesystem = "xfs"', 0.1, "100GiB").targets[0].scaling_changed == ()
+    )  # a 64MiB log either way
     big = study('[[target]]\nfilesystem = "xfs"', 0.001, "8TiB").targets[0]
-    assert big.scaling_changed == ("a log of 64MiB, not the full size's 2.0GiB", "4 allocation groups, not the full size's 8")
-    assert study('[[target]]\nfilesystem = "xfs"\nmkfs_options = "-l size=64m -d agcount=4"', 0.001, "8TiB").targets[0].scaling_changed == ()
+    assert big.scaling_changed == (
+        "a log of 64MiB, not the full size's 2.0GiB",
+        "4 allocation groups, not the full size's 8",
+    )
+    assert (
+        study('[[target]]\nfilesystem = "xfs"\nmkfs_options = "-l size=64m -d agcount=4"', 0.001, "8TiB")
+        .targets[0]
+        .scaling_changed
+        == ()
+    )
 
 
 def test_what_scaling_changed_is_said_once_in_the_header_naming_the_targets():
@@ -103,13 +134,29 @@ def test_what_scaling_changed_is_said_once_in_the_header_naming_the_targets():
     scaled = study(targets, 0.05, "8GiB")
     summary = StudySummary(
         study_run={
-            "study": "s", "id": 1, "status": "finished", "started_at": datetime(2026, 1, 1), "plan_seed": 1, "scale": 0.05,
-            "repetitions": 2, "settings": {}, "environment": {"tools": {}, "image_directory": {}},
+            "study": "s",
+            "id": 1,
+            "status": "finished",
+            "started_at": datetime(2026, 1, 1),
+            "plan_seed": 1,
+            "scale": 0.05,
+            "repetitions": 2,
+            "settings": {},
+            "environment": {"tools": {}, "image_directory": {}},
         },
-        targets=[{"name": t.name, "filesystem": t.filesystem, "spec": json.loads(json.dumps(t.spec()))} for t in scaled.targets],  # as stored
-        workloads=[], cells=[], analysis=analyse({}, {}, ["a"], []),
+        targets=[
+            {"name": t.name, "filesystem": t.filesystem, "spec": json.loads(json.dumps(t.spec()))}
+            for t in scaled.targets
+        ],  # as stored
+        workloads=[],
+        cells=[],
+        analysis=analyse({}, {}, ["a"], []),
     )
     said = [line for line in header_lines(summary) if "Scaling changed" in line]
-    assert said == ["**Scaling changed the setup** (scale 0.05): a, b: the ARC is the engine's default, not scaled with the data: it holds more of it than at full size (arc_max scales with it)."]
+    assert said == [
+        "**Scaling changed the setup** (scale 0.05): a, b: the ARC is the engine's default, not scaled with the data: it holds more of it than at full size (arc_max scales with it)."
+    ]
     summary.targets = [t for t in summary.targets if t["name"] == "e"]
-    assert not [line for line in header_lines(summary) if "Scaling" in line], "nothing said where scaling kept everything"
+    assert not [line for line in header_lines(summary) if "Scaling" in line], (
+        "nothing said where scaling kept everything"
+    )

@@ -81,7 +81,6 @@ def test_mann_whitney_only_with_seven_runs_a_side():
     assert c.mann_whitney_p == pytest.approx(sps.mannwhitneyu(b, a, alternative="two-sided").pvalue)
 
 
-
 def test_pairs_compared_together_give_each_pair_its_own_figures_to_the_bit():
     """compare_pairs computes the t figures of all pairs at once: each comparison must be the one
     that pair gets alone, to the bit, whatever else is in the list. Small samples with and without
@@ -93,13 +92,24 @@ def test_pairs_compared_together_give_each_pair_its_own_figures_to_the_bit():
         return [*values[:-1], values[0]] if tied else values
 
     sizes = [(7, 7), (10, 10), (7, 8), (5, 5), (12, 9), (10, 10), (8, 7), (7, 7)]
-    pairs = [SamplePair(cell(n_a, tied), cell(n_b, False), higher_is_better=i % 3 != 0) for i, (n_a, n_b) in enumerate(sizes) for tied in (False, True)]
+    pairs = [
+        SamplePair(cell(n_a, tied), cell(n_b, False), higher_is_better=i % 3 != 0)
+        for i, (n_a, n_b) in enumerate(sizes)
+        for tied in (False, True)
+    ]
     pairs.append(SamplePair([100.0, 100.0, 100.0], [100.0, 100.0, 100.0]))  # no spread: p 1, no t statistic
     together = compare_pairs(pairs)
     assert together == [compare(p.baseline, p.other, p.higher_is_better) for p in pairs]
-    alone = [float(sps.mannwhitneyu(p.other, p.baseline, alternative="two-sided").pvalue) if min(len(p.baseline), len(p.other)) >= 7 else None for p in pairs]
+    alone = [
+        float(sps.mannwhitneyu(p.other, p.baseline, alternative="two-sided").pvalue)
+        if min(len(p.baseline), len(p.other)) >= 7
+        else None
+        for p in pairs
+    ]
     assert [c.mann_whitney_p for c in together] == [None if p is None else pytest.approx(p, rel=1e-9) for p in alone]
-    assert len({alone[0], alone[1], alone[-3], alone[-2]}) == 4, "7 against 7 with and without ties: the exact and the normal test"
+    assert len({alone[0], alone[1], alone[-3], alone[-2]}) == 4, (
+        "7 against 7 with and without ties: the exact and the normal test"
+    )
     assert (together[-1].p_value, together[-1].ci_low, together[-1].ratio) == (1.0, 1.0, 1.0)
     assert compare_pairs([]) == []
 
@@ -127,7 +137,11 @@ def test_rank_tests_are_scipys():
             assert p is None
             continue
         reference = float(sps.mannwhitneyu(pair.other, pair.baseline, alternative="two-sided").pvalue)
-        assert p == pytest.approx(reference, rel=1e-9, abs=0) or (math.isnan(p) and math.isnan(reference)), (pair, p, reference)
+        assert p == pytest.approx(reference, rel=1e-9, abs=0) or (math.isnan(p) and math.isnan(reference)), (
+            pair,
+            p,
+            reference,
+        )
     assert sum(p is not None for p in found) == 7 * 6
     assert mann_whitney_p_values([]) == []
 
@@ -152,14 +166,28 @@ def test_rank_tests_of_random_samples_are_scipys_either_way_round():
             x = np.sort(x) - 10
         pairs.append((kind, [float(v) for v in x], [float(v) for v in y]))
     pairs += [("equal", [3.0] * n1, [3.0] * n2) for n1, n2 in [(7, 7), (7, 12), (20, 9), (40, 40)]]
-    pairs += [("separated", list(range(n1)), [100.0 + v for v in range(n2)]) for n1, n2 in [(7, 7), (8, 40), (7, 40), (40, 40), (40, 9)]]
+    pairs += [
+        ("separated", list(range(n1)), [100.0 + v for v in range(n2)])
+        for n1, n2 in [(7, 7), (8, 40), (7, 40), (40, 40), (40, 9)]
+    ]
     seen = set()
     for kind, x, y in pairs:
         mine = mann_whitney_two_sided_p(x, y)
-        assert mine == pytest.approx(float(sps.mannwhitneyu(x, y, alternative="two-sided").pvalue), rel=1e-9, abs=0), (kind, len(x), len(y))
+        assert mine == pytest.approx(float(sps.mannwhitneyu(x, y, alternative="two-sided").pvalue), rel=1e-9, abs=0), (
+            kind,
+            len(x),
+            len(y),
+        )
         assert mann_whitney_two_sided_p(y, x) == mine, "two-sided: either way round"
         seen.add((kind, _scipys_method(x, y)))
-    assert {("untied", "exact"), ("untied", "asymptotic"), ("tied", "asymptotic"), ("separated", "exact"), ("separated", "asymptotic"), ("equal", "asymptotic")} <= seen
+    assert {
+        ("untied", "exact"),
+        ("untied", "asymptotic"),
+        ("tied", "asymptotic"),
+        ("separated", "exact"),
+        ("separated", "asymptotic"),
+        ("equal", "asymptotic"),
+    } <= seen
     assert ("tied", "exact") not in seen
 
 
@@ -176,7 +204,9 @@ def test_the_exact_null_distribution_counts_every_ordering():
 
 def test_rank_test_extremes():
     assert mann_whitney_two_sided_p([3.0] * 7, [3.0] * 9) == 1.0, "all equal: U = mn/2"
-    assert mann_whitney_two_sided_p(list(range(8)), [100.0 + v for v in range(40)]) == 2 / math.comb(48, 8), "the smallest exact p"
+    assert mann_whitney_two_sided_p(list(range(8)), [100.0 + v for v in range(40)]) == 2 / math.comb(48, 8), (
+        "the smallest exact p"
+    )
     smallest = mann_whitney_two_sided_p(list(range(40)), [100.0 + v for v in range(40)])
     assert 0 < smallest < 1e-13
     assert math.isnan(mann_whitney_two_sided_p([1.0, math.nan] * 4, [2.0] * 8))
@@ -188,7 +218,13 @@ def test_welch_figures_of_many_pairs_match_scipy():
     """The interval, p and detectable change of pairs of every size and spread, against scipy's
     Welch test and t quantiles."""
     rng = np.random.default_rng(12)
-    pairs = [SamplePair(list(rng.lognormal(np.log(100), rng.uniform(0.005, 0.3), rng.integers(2, 15))), list(rng.lognormal(np.log(100 * rng.uniform(0.8, 1.25)), rng.uniform(0.005, 0.3), rng.integers(2, 15)))) for _ in range(300)]
+    pairs = [
+        SamplePair(
+            list(rng.lognormal(np.log(100), rng.uniform(0.005, 0.3), rng.integers(2, 15))),
+            list(rng.lognormal(np.log(100 * rng.uniform(0.8, 1.25)), rng.uniform(0.005, 0.3), rng.integers(2, 15))),
+        )
+        for _ in range(300)
+    ]
     for pair, c in zip(pairs, compare_pairs(pairs)):
         a, b = np.log(pair.baseline), np.log(pair.other)
         welch = sps.ttest_ind(b, a, equal_var=False)
@@ -197,7 +233,9 @@ def test_welch_figures_of_many_pairs_match_scipy():
         se = (b.mean() - a.mean()) / welch.statistic
         assert c.p_value == pytest.approx(welch.pvalue, rel=1e-9)
         assert (c.ci_low, c.ci_high) == (pytest.approx(np.exp(low), rel=1e-12), pytest.approx(np.exp(high), rel=1e-12))
-        assert c.detectable_change == pytest.approx(np.exp((sps.t.ppf(0.975, df) + sps.t.ppf(0.8, df)) * abs(se)) - 1, rel=1e-9)
+        assert c.detectable_change == pytest.approx(
+            np.exp((sps.t.ppf(0.975, df) + sps.t.ppf(0.8, df)) * abs(se)) - 1, rel=1e-9
+        )
 
 
 def test_t_figures_are_scipys_to_the_bit():
@@ -206,11 +244,21 @@ def test_t_figures_are_scipys_to_the_bit():
     for df in range(1, 2000):
         assert t_quantile(0.975, df) == special.stdtrit(df, 0.975), df
     rng = np.random.default_rng(21)
-    pairs = [SamplePair(list(rng.lognormal(np.log(100), 0.1, rng.integers(2, 12))), list(rng.lognormal(np.log(105), 0.05, rng.integers(2, 12)))) for _ in range(200)]
+    pairs = [
+        SamplePair(
+            list(rng.lognormal(np.log(100), 0.1, rng.integers(2, 12))),
+            list(rng.lognormal(np.log(105), 0.05, rng.integers(2, 12))),
+        )
+        for _ in range(200)
+    ]
     for pair, c in zip(pairs, compare_pairs(pairs)):
         diff, se, df = log_welch(pair.baseline, pair.other)
         t = special.stdtrit(df, 0.975)
-        assert (c.ci_low, c.ci_high, c.p_value) == (math.exp(diff - t * se), math.exp(diff + t * se), 2 * special.stdtr(df, -abs(diff) / se))
+        assert (c.ci_low, c.ci_high, c.p_value) == (
+            math.exp(diff - t * se),
+            math.exp(diff + t * se),
+            2 * special.stdtr(df, -abs(diff) / se),
+        )
 
 
 def test_cells_compared_with_every_other_give_each_pair_its_own_figures_to_the_bit():
@@ -249,13 +297,17 @@ import threading
 [t.join() for t in threading.enumerate() if t is not threading.main_thread()]
 t_quantile(0.975, 9)"""
     done = subprocess.run([sys.executable, "-c", blocked], capture_output=True, text=True)
-    assert done.returncode == 1 and done.stderr.count("Traceback") == 1 and "scipy is not installed" in done.stderr, done.stderr
+    assert done.returncode == 1 and done.stderr.count("Traceback") == 1 and "scipy is not installed" in done.stderr, (
+        done.stderr
+    )
 
 
 def test_scipy_is_loaded_only_where_a_figure_needs_it():
     """fslab --help loads no scipy; statistics load scipy.special for a t interval, and never
     scipy.stats (a second more), not even for a rank test (7 runs a side): that one is fslab's."""
-    help_imports = subprocess.run([sys.executable, "-X", "importtime", "-m", "fslab", "--help"], capture_output=True, text=True, check=True).stderr
+    help_imports = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "fslab", "--help"], capture_output=True, text=True, check=True
+    ).stderr
     assert "fslab.cli" in help_imports and "scipy" not in help_imports
     code = """import sys
 from fslab.stats import compare, summarize
@@ -276,7 +328,12 @@ def test_benjamini_hochberg_matches_scipy():
 def test_correction_can_turn_a_marginal_verdict_into_no_difference():
     rng = np.random.default_rng(11)
     base = list(rng.lognormal(np.log(100), 0.05, 5))
-    marginal = next(c for seed in range(500) for c in [compare(base, list(np.random.default_rng(seed).lognormal(np.log(107), 0.05, 5)))] if 0.02 < c.p_value < 0.05)
+    marginal = next(
+        c
+        for seed in range(500)
+        for c in [compare(base, list(np.random.default_rng(seed).lognormal(np.log(107), 0.05, 5)))]
+        if 0.02 < c.p_value < 0.05
+    )
     nulls = [compare(base, list(np.random.default_rng(1000 + i).lognormal(np.log(100), 0.05, 5))) for i in range(9)]
     adjusted = adjust_family([marginal, *nulls], threshold=0.03)
     assert marginal.verdict == "faster" and adjusted[0].verdict == "no detectable difference"
@@ -285,7 +342,12 @@ def test_correction_can_turn_a_marginal_verdict_into_no_difference():
 
 @pytest.mark.parametrize(
     "ratio, sigma, expected",
-    [(1.00, 0.02, "no detectable difference"), (1.10, 0.02, "faster"), (0.90, 0.02, "slower"), (1.10, 0.60, "no detectable difference")],
+    [
+        (1.00, 0.02, "no detectable difference"),
+        (1.10, 0.02, "faster"),
+        (0.90, 0.02, "slower"),
+        (1.10, 0.60, "no detectable difference"),
+    ],
     ids=["equal", "10%-faster-low-noise", "10%-slower-low-noise", "10%-apart-huge-noise"],
 )
 def test_verdicts_on_constructed_data(ratio, sigma, expected):
@@ -340,7 +402,9 @@ def test_median_and_summary_are_numpys_to_the_bit():
         assert median(values) == s.median == float(np.median(data)), values
         assert (s.minimum, s.maximum) == (float(data.min()), float(data.max()))
         mad = float(np.median(np.abs(data - np.median(data)))) / NORMAL_MAD
-        assert modified_z_scores(values) == ([0.0] * len(data) if mad == 0 else [float(z) for z in (data - np.median(data)) / mad])
+        assert modified_z_scores(values) == (
+            [0.0] * len(data) if mad == 0 else [float(z) for z in (data - np.median(data)) / mad]
+        )
 
 
 def test_warnings_flag_but_never_drop():
@@ -350,7 +414,9 @@ def test_warnings_flag_but_never_drop():
     assert any("outlier run 6" in w for w in list(summarize(outlier).warnings))
     assert summarize(outlier).n == 6, "the outlier stays in the statistics"
     assert any("first run 30% slower" in w for w in list(summarize([70.0, 100.0, 101.0, 99.0]).warnings))
-    assert any("first run" in w for w in list(summarize([130.0, 100.0, 101.0, 99.0], higher_is_better=False).warnings)), "slower latency is higher"
+    assert any(
+        "first run" in w for w in list(summarize([130.0, 100.0, 101.0, 99.0], higher_is_better=False).warnings)
+    ), "slower latency is higher"
     assert list(summarize([100.0, 100.5, 99.5, 100.2]).warnings) == []
 
 
@@ -374,7 +440,12 @@ def test_ranking_ties_what_cannot_be_told_apart():
     }
     analysis = analyse({("w", t): {"read_iops": v} for t, v in cells.items()}, {"read_iops": True}, list(cells), ["w"])
     ranking = analysis.rankings[("w", "read_iops", None)]
-    assert ranking.tiers is not None and ranking.tiers[0] == ("ext4",) and sorted(ranking.tiers[1]) == ["raw", "xfs"] and ranking.tiers[2] == ("btrfs",)
+    assert (
+        ranking.tiers is not None
+        and ranking.tiers[0] == ("ext4",)
+        and sorted(ranking.tiers[1]) == ["raw", "xfs"]
+        and ranking.tiers[2] == ("btrfs",)
+    )
     assert ranking_line(ranking).startswith("ext4 > ") and ranking_line(ranking).endswith(" > btrfs")
 
 
@@ -402,7 +473,12 @@ def test_each_target_is_checked_against_the_raw_devices_under_it():
         _target("crypt", "raw", images=["crypt"], layers=["luks"]),
         _target("old", "xfs", devices=2),  # stored before images were: named from devices
     ]
-    assert raw_references(targets) == {"ext4": ["raw"], "b": ["b/raw-1", "b/raw-2"], "crypt": ["raw"], "old": ["raw", "raw"]}
+    assert raw_references(targets) == {
+        "ext4": ["raw"],
+        "b": ["b/raw-1", "b/raw-2"],
+        "crypt": ["raw"],
+        "old": ["raw", "raw"],
+    }
     samples = {
         ("r", "raw"): {"read_iops": [100.0, 110.0, 90.0]},
         ("r", "ext4"): {"read_iops": [300.0, 310.0, 290.0]},  # a cache answered
@@ -412,7 +488,9 @@ def test_each_target_is_checked_against_the_raw_devices_under_it():
         ("r", "crypt"): {"read_iops": [140.0]},
     }
     found = beyond_raw(samples, raw_references(targets))
-    assert list(found) == [("r", "ext4")] and found[("r", "ext4")]["read_iops"].comparison.ratio == pytest.approx(3.0, rel=0.01)
+    assert list(found) == [("r", "ext4")] and found[("r", "ext4")]["read_iops"].comparison.ratio == pytest.approx(
+        3.0, rel=0.01
+    )
     assert found[("r", "ext4")]["read_iops"].comparison.ci_low > 1.5
     assert beyond_raw(samples, {}) == {}
 
@@ -423,7 +501,10 @@ def test_beyond_raw_needs_the_interval_not_a_median_ratio():
     refs = {"xfs": ["raw"]}
     noisy = {("seq_read", "raw"): {"read_iops": [2900.0, 3400.0]}, ("seq_read", "xfs"): {"read_iops": [5600.0, 5750.0]}}
     assert beyond_raw(noisy, refs) == {}
-    clear = {("seq_read", "raw"): {"read_iops": [3100.0, 3150.0, 3080.0, 3120.0, 3140.0]}, ("seq_read", "xfs"): {"read_iops": [5600.0, 5650.0, 5580.0, 5620.0, 5610.0]}}
+    clear = {
+        ("seq_read", "raw"): {"read_iops": [3100.0, 3150.0, 3080.0, 3120.0, 3140.0]},
+        ("seq_read", "xfs"): {"read_iops": [5600.0, 5650.0, 5580.0, 5620.0, 5610.0]},
+    }
     flagged = beyond_raw(clear, refs)[("seq_read", "xfs")]["read_iops"]
     assert 1.5 < flagged.comparison.ci_low < flagged.comparison.ratio < flagged.comparison.ci_high
     note = beyond_raw_note(flagged)
@@ -438,7 +519,11 @@ def test_a_workload_no_raw_device_runs_is_held_against_the_most_they_delivered()
         ("seq_read", "raw"): {"read_mb_s": [1000.0, 1010.0, 990.0], "read_iops": [1000.0, 1010.0, 990.0]},
         ("rand_read", "raw"): {"read_mb_s": [60.0, 61.0, 59.0]},
         ("seq_write", "raw"): {"write_mb_s": [900.0, 910.0, 890.0]},
-        ("mail", "ext4"): {"read_mb_s": [3000.0, 3100.0, 2950.0], "write_mb_s": [400.0, 410.0, 390.0], "events_per_s": [9e5, 9.1e5, 8.9e5]},
+        ("mail", "ext4"): {
+            "read_mb_s": [3000.0, 3100.0, 2950.0],
+            "write_mb_s": [400.0, 410.0, 390.0],
+            "events_per_s": [9e5, 9.1e5, 8.9e5],
+        },
         ("cow", "ext4"): {"after.read_mb_s": [2400.0, 2500.0, 2450.0], "before.read_mb_s": [950.0, 990.0, 970.0]},
         ("seq_read", "b/raw-1"): {"read_mb_s": [1000.0, 1010.0, 990.0]},
         ("seq_read", "b/raw-2"): {"read_mb_s": [1000.0, 990.0, 1005.0]},
@@ -448,10 +533,15 @@ def test_a_workload_no_raw_device_runs_is_held_against_the_most_they_delivered()
     assert set(found) == {("mail", "ext4"), ("cow", "ext4")}
     mail = found[("mail", "ext4")]
     assert list(mail) == ["read_mb_s"], "writes at 400 MB/s and a rate of events are not judged against bandwidth"
-    assert mail["read_mb_s"].reference == "seq_read" and mail["read_mb_s"].comparison.ratio == pytest.approx(3.04, rel=0.01)
+    assert mail["read_mb_s"].reference == "seq_read" and mail["read_mb_s"].comparison.ratio == pytest.approx(
+        3.04, rel=0.01
+    )
     assert list(found[("cow", "ext4")]) == ["after.read_mb_s"], "a scenario phase: by its metric's own name"
     note = beyond_raw_note(mail["read_mb_s"])
-    assert note.startswith("measured 3.0× (95 % CI") and "the most its raw devices delivered in this study (seq_read)" in note, note
+    assert (
+        note.startswith("measured 3.0× (95 % CI")
+        and "the most its raw devices delivered in this study (seq_read)" in note
+    ), note
 
 
 def test_a_regression_is_judged_on_the_log_scale_like_every_verdict():
@@ -461,7 +551,13 @@ def test_a_regression_is_judged_on_the_log_scale_like_every_verdict():
     from fslab.stats import Comparison, beyond
 
     def slower(ratio: float, higher_is_better: bool) -> Row:
-        return Row("w", "t", "t", "m", Comparison(10, 10, ratio, None, None, 0.001, higher_is_better, None, p_adjusted=0.001, verdict="slower"))
+        return Row(
+            "w",
+            "t",
+            "t",
+            "m",
+            Comparison(10, 10, ratio, None, None, 0.001, higher_is_better, None, p_adjusted=0.001, verdict="slower"),
+        )
 
     throughput, latency = slower(0.951, True), slower(1 / 0.951, False)
     assert regressions([throughput, latency], 0.05) == [throughput, latency]

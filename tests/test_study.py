@@ -95,20 +95,43 @@ def test_builtin_studies_load():
     paper = load_study("baseline-paper")
     assert paper.targets[0].image_size == 10 * 10**9
     assert {w.tool.fio_options["runtime"] for w in paper.workloads} == {"30000ms"}
-    assert {(w.tool.fio_options["bs"], w.tool.fio_options["iodepth"], w.tool.fio_options["direct"]) for w in paper.workloads} == {("1m", "16", "1"), ("4k", "16", "1")}
+    assert {
+        (w.tool.fio_options["bs"], w.tool.fio_options["iodepth"], w.tool.fio_options["direct"]) for w in paper.workloads
+    } == {("1m", "16", "1"), ("4k", "16", "1")}
 
 
 def test_seed_studies_are_built_in():
     seed1 = load_study("btrfs-vs-zfs")
     assert [t.name for t in seed1.targets] == [
-        "raw", "btrfs[datacow,noatime]", "btrfs[nodatacow,noatime]", "btrfs[datacow,noatime,autodefrag]", "zfs[recordsize=128k]", "zfs[recordsize=4k]", "zfs-16k", "zvol-16k"
+        "raw",
+        "btrfs[datacow,noatime]",
+        "btrfs[nodatacow,noatime]",
+        "btrfs[datacow,noatime,autodefrag]",
+        "zfs[recordsize=128k]",
+        "zfs[recordsize=4k]",
+        "zfs-16k",
+        "zvol-16k",
     ]
     by_name = {t.name: t for t in seed1.targets}
-    assert by_name["zfs[recordsize=4k]"].properties == {"recordsize": "4k", "atime": "off", "primarycache": "metadata", "compression": "off"}
-    assert by_name["zvol-16k"].zvol and by_name["zvol-16k"].baseline == "zfs-16k" and by_name["zfs-16k"].properties["recordsize"] == "16k", "seed 001's dataset against a volume"
+    assert by_name["zfs[recordsize=4k]"].properties == {
+        "recordsize": "4k",
+        "atime": "off",
+        "primarycache": "metadata",
+        "compression": "off",
+    }
+    assert (
+        by_name["zvol-16k"].zvol
+        and by_name["zvol-16k"].baseline == "zfs-16k"
+        and by_name["zfs-16k"].properties["recordsize"] == "16k"
+    ), "seed 001's dataset against a volume"
     assert len(seed1.workloads) == 10 and seed1.baseline == "raw"
-    scenarios = {w: sorted(t for t_w, t in [(c.workload.name, c.target.name) for c in seed1.cells] if t_w == w) for w in ("in-place-writes", "snapshots")}
-    assert scenarios["in-place-writes"] == sorted(t.name for t in seed1.targets if t.name.startswith(("btrfs[", "zfs["))), "every Btrfs and ZFS dataset of the seed's sweeps, not raw"
+    scenarios = {
+        w: sorted(t for t_w, t in [(c.workload.name, c.target.name) for c in seed1.cells] if t_w == w)
+        for w in ("in-place-writes", "snapshots")
+    }
+    assert scenarios["in-place-writes"] == sorted(
+        t.name for t in seed1.targets if t.name.startswith(("btrfs[", "zfs["))
+    ), "every Btrfs and ZFS dataset of the seed's sweeps, not raw"
     assert scenarios["snapshots"] == ["zfs[recordsize=128k]", "zfs[recordsize=4k]"]
     paired = {w.name: w.compare_with for w in seed1.workloads if w.compare_with}
     assert paired == {"snapshots": "in-place-writes"}, "seed 001's table: with snapshots and without"
@@ -117,20 +140,49 @@ def test_seed_studies_are_built_in():
     tuning = load_study("tuning-paper")
     assert "ext4[barrier=0]" in [t.name for t in tuning.targets]
     seed3 = load_study("nas-stack")
-    assert [t.name for t in seed3.targets] == ["ext4-stack", "ext4-stack/raw-1", "ext4-stack/raw-2", "zfs-mirror", "zfs-mirror-encrypted"]
-    assert seed3.targets[4].properties["encryption"] == "aes-256-gcm" and seed3.targets[4].properties["compression"] == seed3.targets[3].properties["compression"]
+    assert [t.name for t in seed3.targets] == [
+        "ext4-stack",
+        "ext4-stack/raw-1",
+        "ext4-stack/raw-2",
+        "zfs-mirror",
+        "zfs-mirror-encrypted",
+    ]
+    assert (
+        seed3.targets[4].properties["encryption"] == "aes-256-gcm"
+        and seed3.targets[4].properties["compression"] == seed3.targets[3].properties["compression"]
+    )
     assert seed3.targets[0].layers == ("md-raid1", "luks", "lvm") and seed3.targets[3].arc_max == 4 * 2**30
-    assert [w.name for w in seed3.workloads] == ["backup-write", "backup-read", "metadata", "mixed-load", "photo-ingestion"] and seed3.warmup == 1
-    assert sorted(c.target.name for c in seed3.cells if c.workload.name == "photo-ingestion") == ["ext4-stack", "zfs-mirror", "zfs-mirror-encrypted"], "not the raw devices"
+    assert [w.name for w in seed3.workloads] == [
+        "backup-write",
+        "backup-read",
+        "metadata",
+        "mixed-load",
+        "photo-ingestion",
+    ] and seed3.warmup == 1
+    assert sorted(c.target.name for c in seed3.cells if c.workload.name == "photo-ingestion") == [
+        "ext4-stack",
+        "zfs-mirror",
+        "zfs-mirror-encrypted",
+    ], "not the raw devices"
     seed0 = load_study("wu-guo-2026")
     assert [w.kind for w in seed0.workloads] == ["fio"] * 6 + ["sysbench", "dd"] and len(seed0.cells) == 8 * 8
-    assert {w.name: w.tool.fio_options["numjobs"] for w in seed0.workloads[4:6]} == {"video_read": "4", "video_write": "4"}
-    assert seed0.workloads[4].seconds == 45.0 and seed0.workloads[6].tool.files == 10_000 and seed0.workloads[6].tool.fsync_freq == 1
+    assert {w.name: w.tool.fio_options["numjobs"] for w in seed0.workloads[4:6]} == {
+        "video_read": "4",
+        "video_write": "4",
+    }
+    assert (
+        seed0.workloads[4].seconds == 45.0
+        and seed0.workloads[6].tool.files == 10_000
+        and seed0.workloads[6].tool.fsync_freq == 1
+    )
     assert {w.name for w in load_study("btrfs-options").workloads} >= {"iozone-zeros", "iozone-random"}
 
 
 def test_unknown_study_lists_the_builtin_ones():
-    with pytest.raises(StudyError, match="no study file 'nope'.*built-in studies: baseline-paper, btrfs-options, btrfs-vs-zfs, nas-stack, quick, tuning-paper, wu-guo-2026"):
+    with pytest.raises(
+        StudyError,
+        match="no study file 'nope'.*built-in studies: baseline-paper, btrfs-options, btrfs-vs-zfs, nas-stack, quick, tuning-paper, wu-guo-2026",
+    ):
         load_study("nope")
 
 
@@ -193,16 +245,25 @@ def test_workload_too_big_for_the_image_is_refused_where_the_image_size_is_writt
     # The study's image_size, inherited by every target: refused at [study]'s line, naming the
     # target and where the workload is.
     message = error_of(GOOD.replace('image_size = "2GiB"', 'image_size = "512MiB"'))
-    assert "study.toml:5: study.image_size: workload 'mixed' needs 512MiB but target 'ext4' has 447.6MiB free after ext4's mkfs and mount on an image of 512MiB; an image of 583MiB would do" in message
+    assert (
+        "study.toml:5: study.image_size: workload 'mixed' needs 512MiB but target 'ext4' has 447.6MiB free after ext4's mkfs and mount on an image of 512MiB; an image of 583MiB would do"
+        in message
+    )
     assert "lower the workload's size (workload[0], line 20)" in message
-    assert "target 'xfs' has 412.2MiB free after xfs's mkfs and mount on an image of 512MiB" in message, "every target it does not fit is listed"
+    assert "target 'xfs' has 412.2MiB free after xfs's mkfs and mount on an image of 512MiB" in message, (
+        "every target it does not fit is listed"
+    )
     # A target's own image_size: refused at that line.
     own = GOOD.replace('filesystem = ["ext4", "xfs"]', 'filesystem = ["ext4", "xfs"]\nimage_size = "512MiB"')
     line = own.splitlines().index('image_size = "512MiB"') + 1
-    assert error_of(own).startswith(f"study.toml:{line}: target[0].image_size: workload 'mixed' needs 512MiB but target 'ext4' has 447.6MiB free after ext4's mkfs and mount on an image of 512MiB")
+    assert error_of(own).startswith(
+        f"study.toml:{line}: target[0].image_size: workload 'mixed' needs 512MiB but target 'ext4' has 447.6MiB free after ext4's mkfs and mount on an image of 512MiB"
+    )
     # fslab's default image_size, written nowhere: at the workload, as before.
     default = GOOD.replace('image_size = "2GiB"\n', "").replace('size = "256MiB"', 'size = "5GiB"')
-    assert error_of(default).startswith("study.toml:4: study.workloads: workload 'rand_write' needs 5GiB but target 'ext4' has 3.6GiB free after ext4's mkfs and mount on an image of 4GiB")
+    assert error_of(default).startswith(
+        "study.toml:4: study.workloads: workload 'rand_write' needs 5GiB but target 'ext4' has 3.6GiB free after ext4's mkfs and mount on an image of 4GiB"
+    )
 
 
 def test_a_study_whose_video_jobs_outgrow_what_mkfs_leaves_free_is_refused_naming_the_size_that_would_do():
@@ -212,18 +273,36 @@ def test_a_study_whose_video_jobs_outgrow_what_mkfs_leaves_free_is_refused_namin
     with pytest.raises(StudyError) as refused:
         load_study("wu-guo-2026", scale=0.0315)
     message = str(refused.value)
-    assert "workload 'video_write' needs 260MiB but target 'xfs[defaults]' has 201.8MiB free after xfs's mkfs and mount on an image of 300MiB; an image of 359MiB would do" in message
-    assert "workload 'video_read' needs 260MiB but target 'btrfs[noatime]' has 218MiB free after btrfs's mkfs and mount on an image of 300MiB; an image of 342MiB would do" in message
+    assert (
+        "workload 'video_write' needs 260MiB but target 'xfs[defaults]' has 201.8MiB free after xfs's mkfs and mount on an image of 300MiB; an image of 359MiB would do"
+        in message
+    )
+    assert (
+        "workload 'video_read' needs 260MiB but target 'btrfs[noatime]' has 218MiB free after btrfs's mkfs and mount on an image of 300MiB; an image of 342MiB would do"
+        in message
+    )
     assert "seq_read" not in message, "the baseline's one 65MiB file fits"
     problems, hint = message.splitlines()[:-1], message.splitlines()[-1]
     scaled = all(line.endswith("(every size × --scale 0.0315)") for line in problems)
     assert scaled, "the sizes named are the scaled ones: said"
     assert hint.startswith("--scale 0.0") and "is the smallest at which" in hint, "and the scale that fits is named"
-    assert "target 'ext4[defaults]' has 254.8MiB free" in message, "ext4 (4KiB blocks, as at 10GB: -T default) leaves 258MiB free on 300MiB: not enough either"
+    assert "target 'ext4[defaults]' has 254.8MiB free" in message, (
+        "ext4 (4KiB blocks, as at 10GB: -T default) leaves 258MiB free on 300MiB: not enough either"
+    )
     study = load_study("wu-guo-2026", scale=0.1)  # 954MiB images, to see that the size named does
-    xfs, video = next(t for t in study.targets if t.name == "xfs[defaults]"), next(w for w in study.workloads if w.name == "video_write")
-    small = dataclasses.replace(video, tool=dataclasses.replace(video.tool, job=single_job("one", {**video.tool.fio_options, "size": str(65 * 2**20)})))
-    assert space_problem(dataclasses.replace(xfs, image_size=358 * 2**20), small) and not space_problem(dataclasses.replace(xfs, image_size=359 * 2**20), small)
+    xfs, video = (
+        next(t for t in study.targets if t.name == "xfs[defaults]"),
+        next(w for w in study.workloads if w.name == "video_write"),
+    )
+    small = dataclasses.replace(
+        video,
+        tool=dataclasses.replace(
+            video.tool, job=single_job("one", {**video.tool.fio_options, "size": str(65 * 2**20)})
+        ),
+    )
+    assert space_problem(dataclasses.replace(xfs, image_size=358 * 2**20), small) and not space_problem(
+        dataclasses.replace(xfs, image_size=359 * 2**20), small
+    )
 
 
 JUST_FITS = """
@@ -242,9 +321,14 @@ size = "SIZE"
 
 
 def test_a_study_that_just_fits_what_btrfs_leaves_free_is_accepted_and_one_mebibyte_more_is_not():
-    assert parse(JUST_FITS.replace("SIZE", "225MiB")).workloads[0].tool.bytes_needed(False) == 900 * 2**20  # 903.6MiB free (904.6MiB for real)
+    assert (
+        parse(JUST_FITS.replace("SIZE", "225MiB")).workloads[0].tool.bytes_needed(False) == 900 * 2**20
+    )  # 903.6MiB free (904.6MiB for real)
     message = error_of(JUST_FITS.replace("SIZE", "226MiB"))
-    assert "workload 'w' needs 904MiB but target 'b' has 903.6MiB free after btrfs's mkfs and mount on an image of 1GiB; an image of 1025MiB would do" in message
+    assert (
+        "workload 'w' needs 904MiB but target 'b' has 903.6MiB free after btrfs's mkfs and mount on an image of 1GiB; an image of 1025MiB would do"
+        in message
+    )
 
 
 def test_study_without_workloads():
@@ -258,7 +342,9 @@ def test_job_file_workload(tmp_path):
     study = parse_study(study_text, "s.toml", base_dir=tmp_path)
     mine = {w.name: w for w in study.workloads}["mine"]
     assert mine.tool.job_file == "mine.fio" and mine.tool.reads and mine.direct and mine.seconds == 3.0
-    assert mine.tool.job.sections[-1].options[:2] == (("rw", "randread"), ("bs", "8k")), "after fslab's [global] fallocate=none"
+    assert mine.tool.job.sections[-1].options[:2] == (("rw", "randread"), ("bs", "8k")), (
+        "after fslab's [global] fallocate=none"
+    )
     missing = study_text.replace("mine.fio", "gone.fio")
     with pytest.raises(StudyError, match=r"s.toml:2\d: workload\[0\].job_file: cannot read job_file .*gone.fio"):
         parse_study(missing, "s.toml", base_dir=tmp_path)
@@ -278,7 +364,9 @@ def test_baseline_must_name_a_target():
     assert "study.toml:3: study.baseline: unknown target 'xfz' (did you mean 'xfs'?)" in message
 
 
-STACK = GOOD.split("[[target]]")[0] + """
+STACK = (
+    GOOD.split("[[target]]")[0]
+    + """
 [[target]]
 name = "nas"
 filesystem = "ext4"
@@ -287,6 +375,7 @@ layers = ["md-raid1", "luks", "lvm"]
 layer_options = { luks = "--cipher aes-xts-plain64 --key-size 256" }
 raw_baseline = true
 """
+)
 
 
 def test_layers_and_a_raw_baseline_on_each_image():
@@ -303,13 +392,19 @@ def test_layers_and_a_raw_baseline_on_each_image():
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (('devices = 2', 'devices = 1'), "md-raid1 mirrors two or more devices: set devices = 2"),
+        (("devices = 2", "devices = 1"), "md-raid1 mirrors two or more devices: set devices = 2"),
         (('["md-raid1", "luks", "lvm"]', '["luks", "md-raid1"]'), "md-raid1 goes first (bottom)"),
-        (('["md-raid1", "luks", "lvm"]', '["luks", "lvm"]'), "luks is built on one device: put md-raid1 below it, or set devices = 1"),
+        (
+            ('["md-raid1", "luks", "lvm"]', '["luks", "lvm"]'),
+            "luks is built on one device: put md-raid1 below it, or set devices = 1",
+        ),
         (('["md-raid1", "luks", "lvm"]', '["md-raid1", "lvm", "lvm"]'), "each layer can appear once"),
         (('["md-raid1", "luks", "lvm"]', '["md-raid1", "dm-crypt"]'), "unknown layer 'dm-crypt'"),
-        (('{ luks =', '{ lvm = "", luks ='), None),
-        (('["md-raid1", "luks", "lvm"]', '["md-raid1", "lvm"]'), "layer_options names luks, which is not in this target's layers"),
+        (("{ luks =", '{ lvm = "", luks ='), None),
+        (
+            ('["md-raid1", "luks", "lvm"]', '["md-raid1", "lvm"]'),
+            "layer_options names luks, which is not in this target's layers",
+        ),
     ],
 )
 def test_layer_mistakes_are_explained(change, message):
@@ -324,7 +419,9 @@ def test_a_named_device_is_not_held_to_the_image_size_floor():
     # The study's image_size is no measure of the user's device: its size is known only when the
     # study runs. An image of that size is still refused.
     small = DATA.replace('"512MiB"', '"256MiB"')
-    assert error_of(small).startswith("study.toml:3: study.image_size: 256MiB is too small for target 'xfs' (xfs, target[0], line 5): below 300MiB")
+    assert error_of(small).startswith(
+        "study.toml:3: study.image_size: 256MiB is too small for target 'xfs' (xfs, target[0], line 5): below 300MiB"
+    )
     named = parse(small.replace('filesystem = "xfs"', 'filesystem = "xfs"\ndevice = "/dev/sdb"'))
     assert named.targets[0].named == ("/dev/sdb",)
 
@@ -352,31 +449,58 @@ def fio_added(workload):
 
 def test_data_is_random_unless_asked_and_recorded_as_asked():
     random = parse_study(DATA, "s.toml", base_dir=Path(".")).workloads[0]
-    assert random.tool.data.describe().startswith("random (fio refill_buffers") and fio_added(random)["refill_buffers"] == "1"
+    assert (
+        random.tool.data.describe().startswith("random (fio refill_buffers")
+        and fio_added(random)["refill_buffers"] == "1"
+    )
     zeros = parse_study(DATA + 'data = "zeros"\n', "s.toml", base_dir=Path(".")).workloads[0]
-    assert zeros.tool.data.describe().startswith("zeros (fio zero_buffers") and zeros.spec()["data"] == zeros.tool.data.describe()
+    assert (
+        zeros.tool.data.describe().startswith("zeros (fio zero_buffers")
+        and zeros.spec()["data"] == zeros.tool.data.describe()
+    )
     assert fio_added(zeros)["zero_buffers"] == "1" and "refill_buffers" not in fio_added(zeros)
     squeezable = parse_study(DATA + "data = { compressible = 60 }\n", "s.toml", base_dir=Path(".")).workloads[0]
     assert squeezable.tool.data.describe().startswith("compressible 60% (fio buffer_compress_percentage=60")
-    assert {"buffer_compress_percentage": "60", "buffer_compress_chunk": "4k", "refill_buffers": "1"}.items() <= fio_added(squeezable).items()
-    shared = parse_study(DATA.replace('[[target]]', '[fio]\ndata = "zeros"\n\n[[target]]'), "s.toml", base_dir=Path(".")).workloads[0]
+    assert {
+        "buffer_compress_percentage": "60",
+        "buffer_compress_chunk": "4k",
+        "refill_buffers": "1",
+    }.items() <= fio_added(squeezable).items()
+    shared = parse_study(
+        DATA.replace("[[target]]", '[fio]\ndata = "zeros"\n\n[[target]]'), "s.toml", base_dir=Path(".")
+    ).workloads[0]
     assert shared.tool.data.kind == "zeros", "the study's [fio] data applies to every workload"
 
 
 def test_buffer_options_are_recorded_as_set_by_the_workload():
-    workload = parse_study(DATA + "options = { zero_buffers = true, end_fsync = 1 }\n", "s.toml", base_dir=Path(".")).workloads[0]
+    workload = parse_study(
+        DATA + "options = { zero_buffers = true, end_fsync = 1 }\n", "s.toml", base_dir=Path(".")
+    ).workloads[0]
     assert workload.tool.data.describe() == "set by the workload's options: zero_buffers=1"
     assert "refill_buffers" not in fio_added(workload), "fslab adds no data option of its own over the workload's"
-    text = DATA.replace('image_size', 'workloads = ["rand_write"]\nimage_size').replace("[[target]]", '[fio]\nsize = "64MiB"\noptions = { buffer_pattern = "0xdeadbeef" }\n\n[[target]]')
-    assert {w.tool.data.describe() for w in parse_study(text, "s.toml", base_dir=Path(".")).workloads} == {"set by the study's [fio] options: buffer_pattern=0xdeadbeef"}
+    text = DATA.replace("image_size", 'workloads = ["rand_write"]\nimage_size').replace(
+        "[[target]]", '[fio]\nsize = "64MiB"\noptions = { buffer_pattern = "0xdeadbeef" }\n\n[[target]]'
+    )
+    assert {w.tool.data.describe() for w in parse_study(text, "s.toml", base_dir=Path(".")).workloads} == {
+        "set by the study's [fio] options: buffer_pattern=0xdeadbeef"
+    }
 
 
 @pytest.mark.parametrize(
     "change, message",
     [
-        ('data = "zeros"\noptions = { zero_buffers = 1 }\n', r"^s.toml:12: workload\[0\].data: data = \"zeros\" and zero_buffers=1 in the workload's options both set what is written; keep one"),
-        ("options = { refill_buffers = 1 }\ndata = { compressible = 50 }\n", r"^s.toml:13: workload\[0\].data: data = \{ compressible = 50 \} and refill_buffers=1 in the workload's options"),
-        ('data = "random"\n[fio]\noptions = { scramble_buffers = 0 }\n', r"^s.toml:12: workload\[0\].data: data = \"random\" and scramble_buffers=0 in the study's \[fio\] options"),
+        (
+            'data = "zeros"\noptions = { zero_buffers = 1 }\n',
+            r"^s.toml:12: workload\[0\].data: data = \"zeros\" and zero_buffers=1 in the workload's options both set what is written; keep one",
+        ),
+        (
+            "options = { refill_buffers = 1 }\ndata = { compressible = 50 }\n",
+            r"^s.toml:13: workload\[0\].data: data = \{ compressible = 50 \} and refill_buffers=1 in the workload's options",
+        ),
+        (
+            'data = "random"\n[fio]\noptions = { scramble_buffers = 0 }\n',
+            r"^s.toml:12: workload\[0\].data: data = \"random\" and scramble_buffers=0 in the study's \[fio\] options",
+        ),
         ('data = "zero"\n', r"^s.toml:12: workload\[0\].data: data is \"random\", \"zeros\" or \{ compressible = N \}"),
         ("data = { compressible = 100 }\n", r"^s.toml:12: workload\[0\].data: data is .* 1 to 99"),
     ],
@@ -388,17 +512,30 @@ def test_data_beside_buffer_options_or_unknown_is_refused_where_it_is_written(ch
 
 def test_a_job_files_data_is_recorded_as_it_sets_it(tmp_path):
     study = DATA.replace('rw = "write"\nsize = "64MiB"\n', 'job_file = "j.fio"\n')
-    (tmp_path / "j.fio").write_text("[global]\nzero_buffers\n[a]\nrw=write\nsize=8m\n[b]\nrw=write\nscramble_buffers=0\n")
-    assert parse_study(study, "s.toml", base_dir=tmp_path).workloads[0].tool.data.describe() == "as the job file sets it: zero_buffers, scramble_buffers=0"
+    (tmp_path / "j.fio").write_text(
+        "[global]\nzero_buffers\n[a]\nrw=write\nsize=8m\n[b]\nrw=write\nscramble_buffers=0\n"
+    )
+    assert (
+        parse_study(study, "s.toml", base_dir=tmp_path).workloads[0].tool.data.describe()
+        == "as the job file sets it: zero_buffers, scramble_buffers=0"
+    )
     (tmp_path / "j.fio").write_text("[a]\nrw=write\nsize=8m\n")
     said = parse_study(study, "s.toml", base_dir=tmp_path).workloads[0].tool.data.describe()
-    assert said.startswith("fio's default: random bytes filled once and reused for every write") and "the job file sets no buffer option" in said
-    with pytest.raises(StudyError, match=r"workload\[0\].data: data beside a job_file is refused: .*; shared_file beside a job_file is refused: "):
+    assert (
+        said.startswith("fio's default: random bytes filled once and reused for every write")
+        and "the job file sets no buffer option" in said
+    )
+    with pytest.raises(
+        StudyError,
+        match=r"workload\[0\].data: data beside a job_file is refused: .*; shared_file beside a job_file is refused: ",
+    ):
         parse_study(study + 'data = "zeros"\nshared_file = true\n', "s.toml", base_dir=tmp_path)
 
 
 def test_a_shared_file_is_one_file_for_every_job_and_counted_once():
-    shared = DATA.replace('rw = "write"\nsize = "64MiB"\n', 'rw = "randread"\nsize = "400MiB"\nnumjobs = 4\nshared_file = true\n')
+    shared = DATA.replace(
+        'rw = "write"\nsize = "64MiB"\n', 'rw = "randread"\nsize = "400MiB"\nnumjobs = 4\nshared_file = true\n'
+    )
     workload = parse_study(shared, "s.toml", base_dir=Path(".")).workloads[0]
     assert workload.tool.shared_file and workload.tool.fio_options["filename"] == "w"
     assert fio_layout(workload)["numjobs"] == "1", "laid out once, by one job"
@@ -417,9 +554,16 @@ def test_describe_study_counts_cells_when_a_workload_names_its_targets():
 
     every = parse(GOOD)
     assert describe_study(every).startswith("5 targets × 3 workloads × 2 = 30 runs")
-    only_xfs = parse(GOOD.replace('options = { end_fsync = 1, norandommap = true }\n', 'options = { end_fsync = 1, norandommap = true }\ntargets = ["xfs"]\n'))
+    only_xfs = parse(
+        GOOD.replace(
+            "options = { end_fsync = 1, norandommap = true }\n",
+            'options = { end_fsync = 1, norandommap = true }\ntargets = ["xfs"]\n',
+        )
+    )
     assert len(only_xfs.cells) == 11
-    assert describe_study(only_xfs).startswith("11 cells (5 targets, 3 workloads, some on named targets only) × 2 = 22 runs")
+    assert describe_study(only_xfs).startswith(
+        "11 cells (5 targets, 3 workloads, some on named targets only) × 2 = 22 runs"
+    )
 
 
 def test_the_announced_runs_are_those_that_will_be_made():
@@ -433,7 +577,9 @@ def test_the_announced_runs_are_those_that_will_be_made():
     assert said.startswith("63 cells (7 targets, 10 workloads, some on named targets only) × 2 = 126 runs, about ")
     assert said.endswith("; 1 target(s) skipped, this machine cannot run them: zvol-16k")
     nas = dataclasses.replace(load_study("nas-stack"), repetitions=2)
-    assert describe_study(nas).startswith(f"{len(nas.cells)} cells (5 targets, 5 workloads, some on named targets only) × 2 = {2 * len(nas.cells)} runs and {len(nas.cells)} warm-up runs before them, about ")
+    assert describe_study(nas).startswith(
+        f"{len(nas.cells)} cells (5 targets, 5 workloads, some on named targets only) × 2 = {2 * len(nas.cells)} runs and {len(nas.cells)} warm-up runs before them, about "
+    )
 
 
 def test_locate_counts_nested_array_tables_within_their_own_parent():
@@ -468,7 +614,10 @@ seconds = 2
     lines = text.splitlines()
     assert lines[FieldLines(text).line(("workload", 0, "phase", 1, "seconds")) - 1] == "seconds = 1"
     assert lines[FieldLines(text).line(("workload", 1, "phase", 1, "seconds")) - 1] == "seconds = 2"
-    assert lines[FieldLines(text).line(("workload", 1, "phase", 0)) - 1] == "[[workload.phase]]" and FieldLines(text).line(("workload", 1, "phase", 0)) == 17
+    assert (
+        lines[FieldLines(text).line(("workload", 1, "phase", 0)) - 1] == "[[workload.phase]]"
+        and FieldLines(text).line(("workload", 1, "phase", 0)) == 17
+    )
     assert lines[FieldLines(text).line(("workload", 1, "name")) - 1] == 'name = "b"'
 
 
@@ -494,11 +643,14 @@ fio = { rw = "read", bs = "1m" }
 """
 
 
-@pytest.mark.parametrize(("read_options", "direct"), [
-    ("", True),  # fslab's phase default: direct
-    (', direct = 0', False),
-    (', buffered = 0', True),
-])
+@pytest.mark.parametrize(
+    ("read_options", "direct"),
+    [
+        ("", True),  # fslab's phase default: direct
+        (", direct = 0", False),
+        (", buffered = 0", True),
+    ],
+)
 def test_a_scenario_is_direct_only_when_every_fio_phase_is(read_options, direct):
     text = SCENARIO.replace('fio = { rw = "read", bs = "1m" }', f'fio = {{ rw = "read", bs = "1m"{read_options} }}')
     [workload] = parse(text).workloads
@@ -555,12 +707,17 @@ def test_every_problem_is_listed_up_to_a_cap_and_the_rest_counted(shape):
     assert all(line.startswith("study.toml:") for line in lines[:-1])
     assert len(set(lines)) == len(lines), "each problem once"
     few = error_of(many_tables(3, shape)).splitlines()
-    assert len(few) == 3 - (shape == "same name") and "more" not in few[-1], "a few problems are all listed, with nothing counted"
+    assert len(few) == 3 - (shape == "same name") and "more" not in few[-1], (
+        "a few problems are all listed, with nothing counted"
+    )
 
 
 def test_a_sweep_too_large_to_ever_run_is_refused_before_it_is_expanded():
     values = lambda pattern, n: "[" + ", ".join(f'"{pattern.format(i + 1)}"' for i in range(n)) + "]"  # noqa: E731
-    swept = MANY_HEAD.replace('filesystem = "ext4"', f'filesystem = "ext4"\nmount_options = {values("commit={}", 50)}\nmkfs_options = {values("-E stride={}", 50)}\nimage_size = {values("{}GiB", 41)}')
+    swept = MANY_HEAD.replace(
+        'filesystem = "ext4"',
+        f'filesystem = "ext4"\nmount_options = {values("commit={}", 50)}\nmkfs_options = {values("-E stride={}", 50)}\nimage_size = {values("{}GiB", 41)}',
+    )
     message = error_of(swept + '\n[[workload]]\nname = "w"\nrw = "write"\n')
     assert message == (
         "study.toml: the study's sweeps make 102,500 targets (target[0], line 8 makes 102,500), more than the 100,000 a study may have, "
@@ -569,13 +726,24 @@ def test_a_sweep_too_large_to_ever_run_is_refused_before_it_is_expanded():
 
 
 def test_a_study_of_more_cells_than_could_ever_run_is_refused():
-    targets = MANY_HEAD.replace('filesystem = "ext4"', 'filesystem = "ext4"\nmount_options = [' + ", ".join(f'"commit={i + 1}"' for i in range(400)) + "]")
+    targets = MANY_HEAD.replace(
+        'filesystem = "ext4"',
+        'filesystem = "ext4"\nmount_options = [' + ", ".join(f'"commit={i + 1}"' for i in range(400)) + "]",
+    )
     message = error_of(targets + "".join(f'\n[[workload]]\nname = "w{i}"\nrw = "write"\n' for i in range(300)))
-    assert message == "study.toml: the study makes more than 100,000 cells (each target × each workload that runs on it: 400 targets, 300 workloads), more than could ever be run: split it into several studies"
+    assert (
+        message
+        == "study.toml: the study makes more than 100,000 cells (each target × each workload that runs on it: 400 targets, 300 workloads), more than could ever be run: split it into several studies"
+    )
     # As many targets and workloads, each workload on one target alone: 300 cells, accepted.
-    named = "".join(f'\n[[workload]]\nname = "w{i}"\nrw = "write"\ntargets = ["ext4[commit={i + 1}]"]\n' for i in range(300))
+    named = "".join(
+        f'\n[[workload]]\nname = "w{i}"\nrw = "write"\ntargets = ["ext4[commit={i + 1}]"]\n' for i in range(300)
+    )
     study = parse(targets + named)
-    assert len(study.cells) == 300 and [c.key for c in study.cells[:2]] == [("w0", "ext4[commit=1]"), ("w1", "ext4[commit=2]")]
+    assert len(study.cells) == 300 and [c.key for c in study.cells[:2]] == [
+        ("w0", "ext4[commit=1]"),
+        ("w1", "ext4[commit=2]"),
+    ]
 
 
 def test_only_the_listed_space_problems_search_for_the_size_that_would_do(monkeypatch):
@@ -585,7 +753,9 @@ def test_only_the_listed_space_problems_search_for_the_size_that_would_do(monkey
 
     searched = []
     search = study_module._size_that_fits
-    monkeypatch.setattr(study_module, "_size_that_fits", lambda target, needed: searched.append(needed) or search(target, needed))
+    monkeypatch.setattr(
+        study_module, "_size_that_fits", lambda target, needed: searched.append(needed) or search(target, needed)
+    )
     message = error_of(many_tables(300, "too large"))
     assert message.endswith(f"… and {300 - study_module.LISTED_PROBLEMS} more") and "would do" in message
     assert len(searched) == study_module.LISTED_PROBLEMS

@@ -30,33 +30,56 @@ def not_in_effect(kind: str, requested: str, effective: str) -> list[str]:
     return FILESYSTEMS[kind].not_in_effect(requested, {}, effective, "")
 
 
-@pytest.mark.parametrize(("kind", "requested", "effective"), [
-    ("btrfs", "datacow", BTRFS_DEFAULTS),
-    ("btrfs", "datacow,datasum,barrier,treelog,acl,commit=30,noautodefrag", BTRFS_DEFAULTS),
-    ("btrfs", "nodiscard,compress=no,max_inline=2048", "rw,relatime,space_cache=v2,subvolid=5,subvol=/"),
-    ("btrfs", "compress=zstd,noatime", "rw,noatime,compress=zstd:3,discard=async,space_cache=v2,subvolid=5,subvol=/"),
-    ("btrfs", "nodatacow", BTRFS_NODATACOW),
-    ("ext4", "data=ordered,barrier=1,delalloc,commit=5,errors=continue,auto_da_alloc,journal_ioprio=5,nodiscard", EXT4_DEFAULTS),
-    ("ext4", "barrier=0,dioread_lock", "rw,relatime,nobarrier,nodioread_nolock"),
-    ("xfs", "inode64,logbufs=8,logbsize=32768,nodiscard,nolargeio,allocsize=4096", "rw,relatime,inode64,allocsize=4k,logbufs=8,logbsize=32k,noquota"),
-    ("ext4", "atime,nostrictatime,diratime,defaults,rw", EXT4_DEFAULTS),
-])
+@pytest.mark.parametrize(
+    ("kind", "requested", "effective"),
+    [
+        ("btrfs", "datacow", BTRFS_DEFAULTS),
+        ("btrfs", "datacow,datasum,barrier,treelog,acl,commit=30,noautodefrag", BTRFS_DEFAULTS),
+        ("btrfs", "nodiscard,compress=no,max_inline=2048", "rw,relatime,space_cache=v2,subvolid=5,subvol=/"),
+        (
+            "btrfs",
+            "compress=zstd,noatime",
+            "rw,noatime,compress=zstd:3,discard=async,space_cache=v2,subvolid=5,subvol=/",
+        ),
+        ("btrfs", "nodatacow", BTRFS_NODATACOW),
+        (
+            "ext4",
+            "data=ordered,barrier=1,delalloc,commit=5,errors=continue,auto_da_alloc,journal_ioprio=5,nodiscard",
+            EXT4_DEFAULTS,
+        ),
+        ("ext4", "barrier=0,dioread_lock", "rw,relatime,nobarrier,nodioread_nolock"),
+        (
+            "xfs",
+            "inode64,logbufs=8,logbsize=32768,nodiscard,nolargeio,allocsize=4096",
+            "rw,relatime,inode64,allocsize=4k,logbufs=8,logbsize=32k,noquota",
+        ),
+        ("ext4", "atime,nostrictatime,diratime,defaults,rw", EXT4_DEFAULTS),
+    ],
+)
 def test_defaults_the_kernel_does_not_echo_are_in_effect(kind, requested, effective):
     assert not_in_effect(kind, requested, effective) == []
 
 
-@pytest.mark.parametrize(("kind", "requested", "effective", "expected"), [
-    ("btrfs", "datacow", BTRFS_NODATACOW, ["datacow (is nodatacow)"]),
-    ("btrfs", "datasum", BTRFS_NODATACOW, ["datasum (is nodatasum)"]),
-    ("btrfs", "nodiscard", BTRFS_DEFAULTS, ["nodiscard (is discard=async)"]),
-    ("btrfs", "nodatacow,compress=zstd", "rw,relatime,compress=zstd:3,discard=async,space_cache=v2,subvolid=5,subvol=/", ["nodatacow (absent)"]),
-    ("ext4", "data=ordered", "rw,relatime,data=journal", ["data=ordered (is data=journal)"]),
-    ("ext4", "barrier", "rw,relatime,nobarrier", ["barrier (is nobarrier)"]),
-    ("ext4", "norelatime", EXT4_DEFAULTS, ["norelatime (is relatime)"]),
-    ("ext4", "noatime", EXT4_DEFAULTS, ["noatime (is relatime)"]),
-    ("xfs", "inode32", XFS_DEFAULTS, ["inode32 (absent)"]),
-    ("xfs", "logbufs=4", XFS_DEFAULTS, ["logbufs=4 (is logbufs=8)"]),
-])
+@pytest.mark.parametrize(
+    ("kind", "requested", "effective", "expected"),
+    [
+        ("btrfs", "datacow", BTRFS_NODATACOW, ["datacow (is nodatacow)"]),
+        ("btrfs", "datasum", BTRFS_NODATACOW, ["datasum (is nodatasum)"]),
+        ("btrfs", "nodiscard", BTRFS_DEFAULTS, ["nodiscard (is discard=async)"]),
+        (
+            "btrfs",
+            "nodatacow,compress=zstd",
+            "rw,relatime,compress=zstd:3,discard=async,space_cache=v2,subvolid=5,subvol=/",
+            ["nodatacow (absent)"],
+        ),
+        ("ext4", "data=ordered", "rw,relatime,data=journal", ["data=ordered (is data=journal)"]),
+        ("ext4", "barrier", "rw,relatime,nobarrier", ["barrier (is nobarrier)"]),
+        ("ext4", "norelatime", EXT4_DEFAULTS, ["norelatime (is relatime)"]),
+        ("ext4", "noatime", EXT4_DEFAULTS, ["noatime (is relatime)"]),
+        ("xfs", "inode32", XFS_DEFAULTS, ["inode32 (absent)"]),
+        ("xfs", "logbufs=4", XFS_DEFAULTS, ["logbufs=4 (is logbufs=8)"]),
+    ],
+)
 def test_what_the_read_back_contradicts_is_not_in_effect(kind, requested, effective, expected):
     assert not_in_effect(kind, requested, effective) == expected
 
@@ -66,11 +89,30 @@ def test_zfs_properties_at_their_default_and_in_zfs_forms_are_in_effect():
     recordsize=131072 compression=on atime=on checksum=on copies=1 primarycache=all xattr=on
     dedup=off asked for)."""
     details = (FIXTURES / "zfs" / "zfs-fuse-details.txt").read_text()
-    asked = {"recordsize": "131072", "compression": "on", "atime": "on", "checksum": "on", "copies": "1", "primarycache": "all", "xattr": "on", "dedup": "off"}
+    asked = {
+        "recordsize": "131072",
+        "compression": "on",
+        "atime": "on",
+        "checksum": "on",
+        "copies": "1",
+        "primarycache": "all",
+        "xattr": "on",
+        "dedup": "off",
+    }
     assert properties_not_in_effect(asked, details) == []
-    assert properties_not_in_effect({"recordsize": "128k", "secondarycache": "all", "logbias": "latency", "sync": "always"}, details) == [], "defaults and what zfs get leaves out"
-    assert properties_not_in_effect({"recordsize": "64k", "compression": "gzip-1"}, details) == ["recordsize=64k (is 128K)", "compression=gzip-1 (is on)"]
-    assert FILESYSTEMS["zfs"].not_in_effect("", {"atime": "off"}, "rw,relatime,user_id=0,group_id=0", details) == ["atime=off (is on)"]
+    assert (
+        properties_not_in_effect(
+            {"recordsize": "128k", "secondarycache": "all", "logbias": "latency", "sync": "always"}, details
+        )
+        == []
+    ), "defaults and what zfs get leaves out"
+    assert properties_not_in_effect({"recordsize": "64k", "compression": "gzip-1"}, details) == [
+        "recordsize=64k (is 128K)",
+        "compression=gzip-1 (is on)",
+    ]
+    assert FILESYSTEMS["zfs"].not_in_effect("", {"atime": "off"}, "rw,relatime,user_id=0,group_id=0", details) == [
+        "atime=off (is on)"
+    ]
 
 
 STUDY = """\
@@ -142,7 +184,19 @@ def reading(tmp_path_factory):
     root = tmp_path_factory.mktemp("reading")
     db = root / "results.db"
     with fresh_workdir() as workdir:
-        result = fslab("run", str(write_study(root, STUDY)), "--no-ceiling", "--db", str(db), "--workdir", str(workdir.root), "--skip-unsupported", "--scale", "0.5", "--scale-sizes-only")
+        result = fslab(
+            "run",
+            str(write_study(root, STUDY)),
+            "--no-ceiling",
+            "--db",
+            str(db),
+            "--workdir",
+            str(workdir.root),
+            "--skip-unsupported",
+            "--scale",
+            "0.5",
+            "--scale-sizes-only",
+        )
         yield result, ResultsDB(str(db)), root
 
 
@@ -154,13 +208,19 @@ def report(root: Path, db: ResultsDB) -> Path:
 def test_a_btrfs_datacow_target_is_not_reported_as_not_in_effect(reading):
     result, db, root = reading
     assert result.returncode == 0, result.stdout + result.stderr
-    rows = {line.split("|")[1].strip(): line for line in (report(root, db) / "summary.md").read_text().splitlines() if line.startswith("| btrfs-") and "| btrfs |" in line}
+    rows = {
+        line.split("|")[1].strip(): line
+        for line in (report(root, db) / "summary.md").read_text().splitlines()
+        if line.startswith("| btrfs-") and "| btrfs |" in line
+    }
     assert "| datacow,datasum |" in rows["btrfs-cow"] and rows["btrfs-cow"].split("|")[7].strip() == "–"
     assert "nodatacow (absent)" in rows["btrfs-overridden"], "what the kernel overrode is still said"
     stored = {r["target"]: r["options_applied"] for r in db.runs(db.study_run()["id"])}
     assert stored["btrfs-cow"] == {"requested": "datacow,datasum", "not_in_effect": [], "compresses": False}
     overridden = stored["btrfs-overridden"]
-    assert overridden["compresses"] and "nodatacow (absent)" in overridden["not_in_effect"], "judged when it ran, stored with the run"
+    assert overridden["compresses"] and "nodatacow (absent)" in overridden["not_in_effect"], (
+        "judged when it ran, stored with the run"
+    )
 
 
 @pytest.mark.root
@@ -183,9 +243,15 @@ def test_unsupported_targets_are_skipped_recorded_and_listed(reading):
     said = " ".join(result.stdout.split())
     assert "reading: 2 targets × 1 workloads × 1 = 2 runs, about " in said, "the runs that are made are announced"
     assert "; 1 target(s) skipped, this machine cannot run them: ext4-md" in said
-    assert "Skipped: 1 target(s) this machine cannot run (--skip-unsupported):" in said and f"ext4-md: {skipped['why']}" in said
+    assert (
+        "Skipped: 1 target(s) this machine cannot run (--skip-unsupported):" in said
+        and f"ext4-md: {skipped['why']}" in said
+    )
     # the study's baseline skipped: its targets are compared with none, not with a substitute
-    assert f"ext4-md: {skipped['why']} — it is the baseline of btrfs-cow, btrfs-overridden, so they are compared with none" in said
+    assert (
+        f"ext4-md: {skipped['why']} — it is the baseline of btrfs-cow, btrfs-overridden, so they are compared with none"
+        in said
+    )
     assert "compared with btrfs-cow" not in said and not summarize_study_run(db, study_run["id"]).analysis.rows
     markdown = (report(root, db) / "summary.md").read_text()
     assert "## Skipped targets" in markdown and f"- ext4-md: {skipped['why']}" in markdown
@@ -201,7 +267,11 @@ def test_sizes_only_scaling_keeps_runtimes_and_is_recorded(reading):
     assert "runtime=1000ms" in run["job_file"] and f"size={16 * 2**20}" in run["job_file"]
     assert "scale 0.5 (sizes only)" in " ".join(result.stdout.split())
     warning = " ".join(result.stderr.split())
-    assert "1 workload(s) measure for less than 2s" in warning and "write (1s)" in warning and "raise their runtime" in warning
+    assert (
+        "1 workload(s) measure for less than 2s" in warning
+        and "write (1s)" in warning
+        and "raise their runtime" in warning
+    )
 
 
 @pytest.mark.root
@@ -218,11 +288,15 @@ def test_bandwidth_in_the_unit_the_study_or_the_reader_chose(reading):
         return next(line for line in table.splitlines() if line.startswith("| btrfs-cow | write |")).split(" | ")
 
     figure = row((report(root, db) / "summary.md").read_text())[6]
-    assert float(figure.replace(",", "")) == pytest.approx(bw_bytes / 2**20, abs=0.05 if bw_bytes / 2**20 < 100 else 0.5)
+    assert float(figure.replace(",", "")) == pytest.approx(
+        bw_bytes / 2**20, abs=0.05 if bw_bytes / 2**20 < 100 else 0.5
+    )
     decimal = fslab_in_process("summary", "--db", str(root / "results.db"), "--units", "MB/s")
     assert decimal.returncode == 0 and "bandwidth in MB/s (10^6 bytes per second)" in " ".join(decimal.stdout.split())
     markdown = (report(root, db) / "summary.md").read_text()
-    assert "| MB/s median |" in markdown and float(row(markdown)[6].replace(",", "")) == pytest.approx(bw_bytes / 1e6, abs=0.05 if bw_bytes / 1e6 < 100 else 0.5)
+    assert "| MB/s median |" in markdown and float(row(markdown)[6].replace(",", "")) == pytest.approx(
+        bw_bytes / 1e6, abs=0.05 if bw_bytes / 1e6 < 100 else 0.5
+    )
     assert json.loads((report(root, db) / "summary.json").read_text())["bandwidth_unit"] == "MB/s"
 
 
@@ -231,31 +305,55 @@ def test_a_short_scaled_study_is_warned_of_and_the_refusal_names_the_skip_flag(t
     if layers.missing("md-raid1") is None:
         pytest.skip("this kernel has md")
     study = write_study(tmp_path, SHORT)
-    result = fslab_in_process("run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root), "--scale", "0.1")
+    result = fslab_in_process(
+        "run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root), "--scale", "0.1"
+    )
     said = " ".join(result.stderr.split())
     assert result.returncode == 2 and "Traceback" not in said
-    assert "warning: 1 workload(s) measure for less than 2s" in said and "write (500ms)" in said and "--scale-sizes-only" in said
-    assert "target 'ext4-md': it needs md-raid1" in said and "`fslab run --skip-unsupported` skips the targets this machine cannot run" in said
+    assert (
+        "warning: 1 workload(s) measure for less than 2s" in said
+        and "write (500ms)" in said
+        and "--scale-sizes-only" in said
+    )
+    assert (
+        "target 'ext4-md': it needs md-raid1" in said
+        and "`fslab run --skip-unsupported` skips the targets this machine cannot run" in said
+    )
     assert said.index("warning:") < said.index("cannot run here")
 
 
 def test_skipping_never_passes_over_a_refusal(tmp_path, workdir):
     """A user's device named without --destroy-data is a refusal, not something the machine lacks."""
-    study = write_study(tmp_path, STUDY + '\n[[target]]\nname = "disk"\nfilesystem = "ext4"\ndevice = "/dev/fslab-no-such-disk"\n')
-    result = fslab_in_process("run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root), "--skip-unsupported")
+    study = write_study(
+        tmp_path, STUDY + '\n[[target]]\nname = "disk"\nfilesystem = "ext4"\ndevice = "/dev/fslab-no-such-disk"\n'
+    )
+    result = fslab_in_process(
+        "run", str(study), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root), "--skip-unsupported"
+    )
     said = " ".join(result.stderr.split())
-    assert result.returncode == 2 and "cannot run here; nothing was attached or formatted" in said and "/dev/fslab-no-such-disk" in said
+    assert (
+        result.returncode == 2
+        and "cannot run here; nothing was attached or formatted" in said
+        and "/dev/fslab-no-such-disk" in said
+    )
     assert not (tmp_path / "r.db").exists() or ResultsDB(str(tmp_path / "r.db")).study_runs() == []
 
 
 def test_scale_sizes_only_keeps_runtimes():
     study = parse_study(SHORT, "s.toml", base_dir=Path("."), scale=0.1, scale_sizes_only=True)
     write = study.workloads[0]
-    assert (write.tool.fio_options["runtime"], write.tool.fio_options["ramp_time"], write.tool.fio_options["size"]) == ("5000ms", "1000ms", str(6 * 2**20))
+    assert (write.tool.fio_options["runtime"], write.tool.fio_options["ramp_time"], write.tool.fio_options["size"]) == (
+        "5000ms",
+        "1000ms",
+        str(6 * 2**20),
+    )
     assert study.targets[0].image_size == 102 * 2**20 and study.scale_sizes_only
     assert short_runs(study) is None
     shrunk = parse_study(SHORT, "s.toml", base_dir=Path("."), scale=0.1)
-    assert (shrunk.workloads[0].tool.fio_options["runtime"], shrunk.workloads[0].tool.fio_options["ramp_time"]) == ("500ms", "100ms")
+    assert (shrunk.workloads[0].tool.fio_options["runtime"], shrunk.workloads[0].tool.fio_options["ramp_time"]) == (
+        "500ms",
+        "100ms",
+    )
     assert "write (500ms)" in short_runs(shrunk), "the measured window: runtime, ramp excluded"
 
 

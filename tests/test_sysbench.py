@@ -61,7 +61,13 @@ def test_options_become_typed_fields_and_checked_tuning():
          "file-fsync-all": True, "file-extra-flags": "direct", "file-rw-ratio": 2.5},
         data="zeros",
     )  # fmt: skip
-    assert (options.files, options.total_size, options.block_size, options.threads, options.seconds) == (8, "16M", "16k", 2, 1)
+    assert (options.files, options.total_size, options.block_size, options.threads, options.seconds) == (
+        8,
+        "16M",
+        "16k",
+        2,
+        1,
+    )
     assert options.tuning == (("--file-fsync-all", "on"), ("--file-extra-flags", "direct"), ("--file-rw-ratio", "2.5"))
     assert options.direct and not SysbenchOptions().direct
     argv = run_argv(options)
@@ -113,7 +119,13 @@ def test_seed_run_parsed():
     assert (run.reads_per_s, run.writes_per_s, run.fsyncs_per_s) == (5.10, 3.36, 34290.93)
     assert (run.read_mib_s, run.write_mib_s) == (0.02, 0.01)
     assert (run.total_s, run.events, run.threads) == (46.1147, 1541748, 4)
-    assert (run.lat_min_ms, run.lat_avg_ms, run.lat_max_ms, run.lat_p95_ms, run.lat_sum_ms) == (0.01, 0.12, 12.44, 0.15, 179618.97)
+    assert (run.lat_min_ms, run.lat_avg_ms, run.lat_max_ms, run.lat_p95_ms, run.lat_sum_ms) == (
+        0.01,
+        0.12,
+        12.44,
+        0.15,
+        179618.97,
+    )
     metrics = metric_values(run)
     values = {m.name: m.value for m in metrics}
     assert values["events_per_s"] == pytest.approx(1541748 / 46.1147)
@@ -172,7 +184,9 @@ def test_plausible_run_has_no_findings():
 
 def test_zero_latency_with_huge_counts():
     # seed 000's Btrfs anomaly: latencies 0.00 and counts no thread could run
-    run = dataclasses.replace(PLAUSIBLE, events=200_000_000, lat_min_ms=0, lat_avg_ms=0, lat_p95_ms=0, lat_max_ms=0, lat_sum_ms=0)
+    run = dataclasses.replace(
+        PLAUSIBLE, events=200_000_000, lat_min_ms=0, lat_avg_ms=0, lat_p95_ms=0, lat_max_ms=0, lat_sum_ms=0
+    )
     assert kinds(run) == {"latency_unresolved": True, "events_too_fast": True}
 
 

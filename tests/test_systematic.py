@@ -119,7 +119,10 @@ def test_a_words_digits_stay_whole_however_many_they_are():
     """A name's digits are not cut in two: `xfs12` was `xfs1N`, `loop12` `loop1N` while `loop3`
     stayed, so one cause read on loop10 and loop11 was alike and on loop9 and loop10 was not.
     Fails on the old code."""
-    assert normalised("buffer I/O error on dev loop12, logical block 4096") == "buffer I/O error on dev loop12, logical block N"
+    assert (
+        normalised("buffer I/O error on dev loop12, logical block 4096")
+        == "buffer I/O error on dev loop12, logical block N"
+    )
     assert normalised("ext4 and xfs12 on md127") == "ext4 and xfs12 on md127"
     assert normalised("x86_64 job12") == "x86_64 job12"
     assert normalised("fio-3.33 took 1.5s, pid=1234, -5") == "fio-N took Ns, pid=N, N"

@@ -5,13 +5,24 @@ from fslab.units import format_size, parse_duration, parse_size
 
 @pytest.mark.parametrize(
     "text, expected",
-    [("4GiB", 4 * 2**30), ("4G", 4 * 2**30), ("4g", 4 * 2**30), ("10GB", 10 * 10**9), ("512MiB", 512 * 2**20), ("4k", 4096), ("1234", 1234), ("1.5GiB", 3 * 2**29)],
+    [
+        ("4GiB", 4 * 2**30),
+        ("4G", 4 * 2**30),
+        ("4g", 4 * 2**30),
+        ("10GB", 10 * 10**9),
+        ("512MiB", 512 * 2**20),
+        ("4k", 4096),
+        ("1234", 1234),
+        ("1.5GiB", 3 * 2**29),
+    ],
 )
 def test_sizes_binary_unless_written_in_decimal(text, expected):
     assert parse_size(text) == expected
 
 
-@pytest.mark.parametrize("text, expected", [("30s", 30.0), ("500ms", 0.5), ("2m", 120.0), ("1h", 3600.0), ("7", 7.0), (3, 3.0)])
+@pytest.mark.parametrize(
+    "text, expected", [("30s", 30.0), ("500ms", 0.5), ("2m", 120.0), ("1h", 3600.0), ("7", 7.0), (3, 3.0)]
+)
 def test_durations_in_seconds(text, expected):
     assert parse_duration(text) == expected
 

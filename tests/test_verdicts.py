@@ -46,7 +46,9 @@ def contradictions(analysis) -> list[str]:
         apart = not set(ranking.letters[r.target]) & set(ranking.letters[r.baseline])
         ahead = ranking.order.index(r.target) < ranking.order.index(r.baseline)
         if apart != r.comparison.differs or (apart and ahead != (r.comparison.verdict == "faster")):
-            found.append(f"{r.workload} {r.target} vs {r.baseline}: {r.comparison.verdict}, ranking {ranking_line(ranking)}")
+            found.append(
+                f"{r.workload} {r.target} vs {r.baseline}: {r.comparison.verdict}, ranking {ranking_line(ranking)}"
+            )
         if ranking.tiers is not None:  # '>' and '=' must say the same as the letters
             tier = {name: i for i, names in enumerate(ranking.tiers) for name in names}
             if (tier[r.target] != tier[r.baseline]) != apart:
@@ -87,10 +89,26 @@ def test_rankings_and_verdicts_agree_on_random_studies(seed):
 
 def _summary(**fields) -> StudySummary:
     study_run = {
-        "study": "s", "id": 1, "status": "finished", "started_at": datetime(2026, 1, 1), "plan_seed": 1, "scale": 1.0,
-        "repetitions": 2, "settings": {}, "environment": {"tools": {}, "image_directory": {}},
+        "study": "s",
+        "id": 1,
+        "status": "finished",
+        "started_at": datetime(2026, 1, 1),
+        "plan_seed": 1,
+        "scale": 1.0,
+        "repetitions": 2,
+        "settings": {},
+        "environment": {"tools": {}, "image_directory": {}},
     }
-    return StudySummary(**{"study_run": study_run, "targets": [], "workloads": [], "cells": [], "analysis": analyse({}, {}, ["x"], []), **fields})
+    return StudySummary(
+        **{
+            "study_run": study_run,
+            "targets": [],
+            "workloads": [],
+            "cells": [],
+            "analysis": analyse({}, {}, ["x"], []),
+            **fields,
+        }
+    )
 
 
 def test_the_method_line_names_the_family_it_corrected():
@@ -113,20 +131,35 @@ def test_a_raw_reference_too_fast_for_a_disk_is_named_once_in_the_header():
     # this machine's host cache, as stored: 50–64k 4 KiB reads at queue depth 1, ~3 GB/s writes
     cached = {
         ("RND4K_Q1T1_read", "raw"): {"read_iops": [50210.0, 63950.0, 58800.0]},
-        ("RND4K_Q1T1_write", "raw"): {"write_iops": [52000.0, 61000.0, 57500.0]},  # an SSD's write cache acknowledges this fast
-        ("SEQ1M_Q8T1_write", "raw"): {"write_iops": [2900.0, 3050.0, 2990.0], "write_mb_s": [3041.0, 3198.0, 3135.0]},  # an NVMe disk does this
+        ("RND4K_Q1T1_write", "raw"): {
+            "write_iops": [52000.0, 61000.0, 57500.0]
+        },  # an SSD's write cache acknowledges this fast
+        ("SEQ1M_Q8T1_write", "raw"): {
+            "write_iops": [2900.0, 3050.0, 2990.0],
+            "write_mb_s": [3041.0, 3198.0, 3135.0],
+        },  # an NVMe disk does this
         ("rand_read", "raw"): {"read_iops": [64000.0, 60000.0, 66000.0]},  # 16 in flight: 250 µs each, a disk's pace
         ("RND4K_Q1T1_read", "xfs"): {"read_iops": [90000.0, 95000.0, 93000.0]},  # not a raw reference
     }
     found = cached_references(cached, targets, workloads)
     assert [(c.target, c.workload) for c in found] == [("raw", "RND4K_Q1T1_read")]
-    assert "answered random reads in 17 µs each" in found[0].finding and f"at least {FLASH_READ_US:g} µs" in found[0].limit
+    assert (
+        "answered random reads in 17 µs each" in found[0].finding and f"at least {FLASH_READ_US:g} µs" in found[0].limit
+    )
     lines = [line for line in header_lines(_summary(cached_reference=found)) if "cached" in line]
-    assert len(lines) == 1 and "Absolute figures here are not disk figures; ratios measured in one study run are." in lines[0]
-    disk = {("RND4K_Q1T1_read", "raw"): {"read_iops": [14800.0, 15100.0, 14950.0]}, ("SEQ1M_Q8T1_write", "raw"): {"write_mb_s": [3100.0, 3150.0]}}
+    assert (
+        len(lines) == 1
+        and "Absolute figures here are not disk figures; ratios measured in one study run are." in lines[0]
+    )
+    disk = {
+        ("RND4K_Q1T1_read", "raw"): {"read_iops": [14800.0, 15100.0, 14950.0]},
+        ("SEQ1M_Q8T1_write", "raw"): {"write_mb_s": [3100.0, 3150.0]},
+    }
     assert cached_references(disk, targets, workloads) == []
     assert not [line for line in header_lines(_summary()) if "cached" in line]
-    assert cached_references({("x", "raw"): {"read_mb_s": [21000.0, 22000.0]}}, targets, {"x": {}})[0].limit.startswith("beyond a PCIe 5.0 x4")
+    assert cached_references({("x", "raw"): {"read_mb_s": [21000.0, 22000.0]}}, targets, {"x": {}})[0].limit.startswith(
+        "beyond a PCIe 5.0 x4"
+    )
 
 
 def test_a_raw_reference_writing_far_faster_than_it_reads_is_said_to_cache_its_writes():
@@ -153,14 +186,22 @@ def test_a_raw_reference_writing_far_faster_than_it_reads_is_said_to_cache_its_w
     assert "5,830 MB/s, 2.5× its sequential reads (2,355 MB/s, SEQ1M_Q8T1_read)" in found[0].finding
     [line] = [line for line in header_lines(_summary(cached_reference=found)) if "cached" in line]
     assert line.startswith("**The raw reference's writes are cached**: raw · SEQ1M_Q8T1_write wrote sequentially")
-    assert "a volatile cache below acknowledged the writes" in line and "Absolute write figures here are not disk figures" in line
+    assert (
+        "a volatile cache below acknowledged the writes" in line
+        and "Absolute write figures here are not disk figures" in line
+    )
     # a disk: writes at most as fast as its reads, or a little over (1.5× is the line)
     disk = cached | {("SEQ1M_Q8T1_write", "raw"): {"write_mb_s": [3400.0, 3500.0, 3530.0]}}
     assert cached_references(disk, targets, workloads) == []
     # beside a read no disk could answer: each said on its own line
-    both = found + [CachedReference("raw", "RND4K_Q1T1_read", "answered random reads in 17 µs each", "a disk takes at least 25 µs")]
+    both = found + [
+        CachedReference("raw", "RND4K_Q1T1_read", "answered random reads in 17 µs each", "a disk takes at least 25 µs")
+    ]
     lines = [line for line in header_lines(_summary(cached_reference=both)) if "cached" in line]
-    assert [line.split("**")[1] for line in lines] == ["The raw reference is cached", "The raw reference's writes are cached"]
+    assert [line.split("**")[1] for line in lines] == [
+        "The raw reference is cached",
+        "The raw reference's writes are cached",
+    ]
 
 
 # --- no absurd figure from two runs --------------------------------------------------------------
@@ -174,7 +215,9 @@ def test_a_two_run_cell_says_how_many_runs_it_needs_not_an_absurd_figure():
     assert fmt_mean_ci(cell) == f"18,600 (interval needs {cell.needs_runs} runs)"
     c = compare(base, other)
     assert c.needs_runs is not None and c.needs_runs >= INTERVAL_MIN_RUNS
-    analysis = analyse({("w", "a"): {"read_iops": base}, ("w", "b"): {"read_iops": other}}, DIRECTIONS, ["a", "b"], ["w"])
+    analysis = analyse(
+        {("w", "a"): {"read_iops": base}, ("w", "b"): {"read_iops": other}}, DIRECTIONS, ["a", "b"], ["w"]
+    )
     row = comparison_rows(analysis.rows)[0]
     assert row[3] == row[7] == f"needs {analysis.rows[0].comparison.needs_runs} runs"
     assert not re.search(r"\d{5,}|\d+\.\d+–\d{4,}", " ".join(row)), row
@@ -185,7 +228,9 @@ def test_a_two_run_cell_says_how_many_runs_it_needs_not_an_absurd_figure():
     wide = compare([1000.0, 1400.0, 2000.0], [700.0, 720.0, 710.0])  # Welch: 1 noisy side, t with ~2 df
     assert wide.needs_runs is not None and wide.needs_runs > 3, wide
     # machine formats keep the numbers and carry the flag
-    s = _summary(cells=[CellSummary("w", "a", 0, {"read_iops": cell})], samples=SampleGroups({}, {"read_iops": "IOPS"}, {}))
+    s = _summary(
+        cells=[CellSummary("w", "a", 0, {"read_iops": cell})], samples=SampleGroups({}, {"read_iops": "IOPS"}, {})
+    )
     s.analysis = analysis
     assert to_csv(s).splitlines()[0].endswith("ci_high,needs_runs,warnings")
     document = json.loads(to_json(s))
@@ -213,7 +258,9 @@ def test_tuning_paper_compares_each_filesystem_with_its_own_defaults():
     groups = dict(comparison_groups(analysis.rows))
     assert [r.target for r in groups["xfs[defaults]"]] == ["xfs[noatime]"]
     # --baseline overrides every target's own
-    overridden = analyse(samples, DIRECTIONS, names, ["rand_write"], baselines=stored_baselines(stored, None), baseline="xfs[defaults]")
+    overridden = analyse(
+        samples, DIRECTIONS, names, ["rand_write"], baselines=stored_baselines(stored, None), baseline="xfs[defaults]"
+    )
     assert {r.baseline for r in overridden.rows} == {"xfs[defaults]"}
 
 
@@ -255,15 +302,21 @@ def test_btrfs_options_compares_every_option_with_default_btrfs():
     study = load_study("btrfs-options")
     by_name = {t.name: t for t in study.targets}
     default = by_name["btrfs"]
-    assert (default.filesystem, default.mkfs_options, default.mount_options, default.devices) == ("btrfs", (), "", 1), "default Btrfs is a target"
-    assert study.baseline == "btrfs" and default.baseline == "btrfs", "compared with none: the others are compared with it"
+    assert (default.filesystem, default.mkfs_options, default.mount_options, default.devices) == ("btrfs", (), "", 1), (
+        "default Btrfs is a target"
+    )
+    assert study.baseline == "btrfs" and default.baseline == "btrfs", (
+        "compared with none: the others are compared with it"
+    )
     swept = [n for n in by_name if n.startswith("btrfs-opts[")]
     assert swept == ["btrfs-opts[nodatasum]", "btrfs-opts[nodatacow]", "btrfs-opts[compress=zstd]"]
     assert {n: t.baseline for n, t in by_name.items() if n != "btrfs"} == {n: "btrfs" for n in by_name if n != "btrfs"}
     rng = np.random.default_rng(2)
     samples = {("rand_write", n): {"write_iops": list(rng.lognormal(np.log(1000), 0.02, 3))} for n in by_name}
     stored = [{"name": t.name, "filesystem": t.filesystem, "spec": t.spec()} for t in study.targets]
-    analysis = analyse(samples, DIRECTIONS, list(by_name), ["rand_write"], baselines=stored_baselines(stored, study.baseline))
+    analysis = analyse(
+        samples, DIRECTIONS, list(by_name), ["rand_write"], baselines=stored_baselines(stored, study.baseline)
+    )
     assert {r.target: r.baseline for r in analysis.rows} == {n: "btrfs" for n in by_name if n != "btrfs"}
 
 
@@ -296,9 +349,12 @@ baseline = "ext4-tuned[noatime]"
     targets = {t.name: t.baseline for t in parse_study(study, "s.toml", base_dir=Path(".")).targets}
     assert targets == {
         "ext4": "ext4",
-        "ext4-tuned[noatime]": "ext4", "ext4-tuned[data=writeback]": "ext4",  # the reference the study declared for ext4
-        "xfs[defaults]": "ext4", "xfs[noatime]": "xfs[defaults]",  # no XFS is declared: XFS against its own defaults
-        "ext4-named[noatime]": "ext4-tuned[noatime]", "ext4-named[nodiratime]": "ext4-tuned[noatime]",  # a table's own wins over both
+        "ext4-tuned[noatime]": "ext4",
+        "ext4-tuned[data=writeback]": "ext4",  # the reference the study declared for ext4
+        "xfs[defaults]": "ext4",
+        "xfs[noatime]": "xfs[defaults]",  # no XFS is declared: XFS against its own defaults
+        "ext4-named[noatime]": "ext4-tuned[noatime]",
+        "ext4-named[nodiratime]": "ext4-tuned[noatime]",  # a table's own wins over both
     }
 
 
@@ -311,24 +367,43 @@ def test_a_skipped_baseline_leaves_its_targets_uncompared_and_says_why():
     assert names == ["ext4-stack/raw-1", "ext4-stack/raw-2", "zfs-mirror", "zfs-mirror-encrypted"]
     assert {t.baseline for t in study.targets} == {"ext4-stack"}, "the baseline the study gave them, kept"
     rng = np.random.default_rng(3)
-    samples = {("backup-write", n): {"write_iops": list(rng.lognormal(np.log(level), 0.02, 3))} for n, level in zip(names, (900, 950, 400, 300))}
+    samples = {
+        ("backup-write", n): {"write_iops": list(rng.lognormal(np.log(level), 0.02, 3))}
+        for n, level in zip(names, (900, 950, 400, 300))
+    }
     stored = [{"name": t.name, "filesystem": t.filesystem, "spec": t.spec()} for t in study.targets]
     baselines = stored_baselines(stored, study.baseline)
     analysis = analyse(samples, DIRECTIONS, names, ["backup-write"], baselines=baselines)
     assert analysis.rows == [], "no comparison with a substitute"
-    assert analysis.rankings[("backup-write", "write_iops", None)].order[0] in names[:2], "the rankings still order them"
+    assert analysis.rankings[("backup-write", "write_iops", None)].order[0] in names[:2], (
+        "the rankings still order them"
+    )
     from fslab.checks import by_target
 
     why = "it needs md-raid1, and this kernel has no md RAID1"
-    skipped = [Unsupported("ext4-stack", why), Unsupported("ext4-stack", "it needs luks, and no dm-crypt"), Unsupported("ext4-stack", why), Unsupported("zfs-mirror-encrypted", "encryption needs OpenZFS")]
-    s = _summary(targets=stored[:3], skipped=by_target(skipped), analysis=analyse(samples, DIRECTIONS, names[:3], ["backup-write"], baselines=baselines))
+    skipped = [
+        Unsupported("ext4-stack", why),
+        Unsupported("ext4-stack", "it needs luks, and no dm-crypt"),
+        Unsupported("ext4-stack", why),
+        Unsupported("zfs-mirror-encrypted", "encryption needs OpenZFS"),
+    ]
+    s = _summary(
+        targets=stored[:3],
+        skipped=by_target(skipped),
+        analysis=analyse(samples, DIRECTIONS, names[:3], ["backup-write"], baselines=baselines),
+    )
     lines = skipped_lines(s)
     assert lines[0] == "Skipped: 2 target(s) this machine cannot run (--skip-unsupported):" and len(lines) == 3
-    assert lines[1].startswith(f"ext4-stack: {why}; it needs luks, and no dm-crypt — it is the baseline of ext4-stack/raw-1, ext4-stack/raw-2, zfs-mirror, so they are compared with none")
+    assert lines[1].startswith(
+        f"ext4-stack: {why}; it needs luks, and no dm-crypt — it is the baseline of ext4-stack/raw-1, ext4-stack/raw-2, zfs-mirror, so they are compared with none"
+    )
     assert lines[2] == "zfs-mirror-encrypted: encryption needs OpenZFS"
     # --baseline compares every target with one that ran, and then nothing is said to be uncompared
     s.analysis = analyse(samples, DIRECTIONS, names[:3], ["backup-write"], baselines=baselines, baseline="zfs-mirror")
-    assert {r.target for r in s.analysis.rows} == {"ext4-stack/raw-1", "ext4-stack/raw-2"} and "baseline of" not in " ".join(skipped_lines(s))
+    assert {r.target for r in s.analysis.rows} == {
+        "ext4-stack/raw-1",
+        "ext4-stack/raw-2",
+    } and "baseline of" not in " ".join(skipped_lines(s))
 
 
 def test_one_rule_says_who_is_compared_with_whom():
@@ -338,6 +413,10 @@ def test_one_rule_says_who_is_compared_with_whom():
     assert compared_with("b", "a", present) == "a"
     assert compared_with("a", "a", present) is None, "its own baseline: compared with none"
     assert compared_with("b", "gone", present) is None, "a baseline not measured here: none, not a substitute"
-    assert compared_with("b", "a", present, override="c") == "c" and compared_with("c", "a", present, override="c") is None
-    assert compared_with("b", "a", present, override="gone") == "a", "--baseline where it was measured, else each target's own"
+    assert (
+        compared_with("b", "a", present, override="c") == "c" and compared_with("c", "a", present, override="c") is None
+    )
+    assert compared_with("b", "a", present, override="gone") == "a", (
+        "--baseline where it was measured, else each target's own"
+    )
     assert compared_with("b", None, present) == "a", "stored without one: the first"

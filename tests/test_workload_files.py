@@ -78,8 +78,12 @@ def files_study(tmp_path_factory, needs_root):
         output = real_run_fio(journal, job_path, **kw)
         text = job_path.read_text()
         directory = Path(next(line.split("=", 1)[1] for line in text.splitlines() if line.startswith("directory=")))
-        workload = next(w.name for w in study.workloads if f"[{w.name}]" in text or (w.tool.job_file and "[read]" in text))
-        seen[(workload, job_path.name)] = {p.name: (p.stat().st_size, not any(p.read_bytes())) for p in directory.iterdir() if p.is_file()}
+        workload = next(
+            w.name for w in study.workloads if f"[{w.name}]" in text or (w.tool.job_file and "[read]" in text)
+        )
+        seen[(workload, job_path.name)] = {
+            p.name: (p.stat().st_size, not any(p.read_bytes())) for p in directory.iterdir() if p.is_file()
+        }
         return output
 
     with pytest.MonkeyPatch.context() as patch, fresh_workdir() as workdir:
@@ -129,7 +133,15 @@ def test_a_job_files_later_phase_reads_the_file_its_first_phase_wrote(files_stud
 def test_every_job_records_total_completion_and_submission_latency(files_study):
     runs, _, db, study_run = files_study
     for run in runs.values():
-        assert run["job_file"].count("\nlat_percentiles=1\n") == len([s for s in run["job_file"].split("\n[")[1:] if not s.startswith("global]")])
+        assert run["job_file"].count("\nlat_percentiles=1\n") == len(
+            [s for s in run["job_file"].split("\n[")[1:] if not s.startswith("global]")]
+        )
     names = {m.metric for m in db.run_metrics(study_run) if m.workload == "phases"}
     for direction in ("read", "write"):
-        assert {f"{direction}_lat_mean_us", f"{direction}_lat_p99_us", f"{direction}_clat_p99_us", f"{direction}_slat_mean_us", f"{direction}_slat_p99_us"} <= names
+        assert {
+            f"{direction}_lat_mean_us",
+            f"{direction}_lat_p99_us",
+            f"{direction}_clat_p99_us",
+            f"{direction}_slat_mean_us",
+            f"{direction}_slat_p99_us",
+        } <= names

@@ -104,8 +104,9 @@ def test_paired_workloads_are_compared_per_target_in_the_targets_family():
         ("in-place-writes", "zfs-128k"): 90.0, ("snapshots", "zfs-128k"): 72.0,  # 20 % slower with snapshots
         ("in-place-writes", "zfs-4k"): 10.0, ("snapshots", "zfs-4k"): 10.0,
     }  # fmt: skip
-    samples = {cell: {m: [mean * rng.gauss(1, 0.02) for _ in range(5)] for m in SCENARIO}
-               for cell, mean in level.items()}
+    samples = {
+        cell: {m: [mean * rng.gauss(1, 0.02) for _ in range(5)] for m in SCENARIO} for cell, mean in level.items()
+    }
     higher = dict.fromkeys(SCENARIO, True)
     workloads, targets = ["in-place-writes", "snapshots"], ["zfs-128k", "zfs-4k"]
     kinds = dict.fromkeys(workloads, "scenario")
@@ -124,8 +125,9 @@ def test_paired_workloads_are_compared_per_target_in_the_targets_family():
     # the same statistics: the pairs of stats.compare_pairs, adjusted with every pair of targets
     a, b = targets
     pairs = [SamplePair(samples[(w, a)][m], samples[(w, b)][m]) for w in workloads for m in SCENARIO]
-    pairs += [SamplePair(samples[("in-place-writes", t)][m], samples[("snapshots", t)][m]) for t in targets
-              for m in SCENARIO]
+    pairs += [
+        SamplePair(samples[("in-place-writes", t)][m], samples[("snapshots", t)][m]) for t in targets for m in SCENARIO
+    ]
     family = adjust_family(compare_pairs(pairs), 0.03)
     assert [r.comparison for r in paired.between] == family[4:]
     assert paired.between_of("snapshots")[0].comparison.ratio == pytest.approx(0.8, rel=0.05)

@@ -52,27 +52,42 @@ def test_importing_the_registry_loads_no_kind_and_asking_for_one_loads_it_alone(
         "w.registered('dd'); after = sorted(m for m in sys.modules if m.startswith('fslab.workloads.'));"
         "print(' '.join(before)); print(' '.join(after))"
     )
-    before, after = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    before, after = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
     assert not set(before.split()) & {shipped.module for shipped in workloads.SHIPPED.values()}, before
-    assert "fslab.workloads.dd" in after.split() and not set(after.split()) & {"fslab.workloads.fio", "fslab.workloads.rsync", "fslab.workloads.scenario"}, after
+    assert "fslab.workloads.dd" in after.split() and not set(after.split()) & {
+        "fslab.workloads.fio",
+        "fslab.workloads.rsync",
+        "fslab.workloads.scenario",
+    }, after
 
 
 def test_fslabs_own_kinds_join_the_registry_from_their_own_modules():
     assert [k.name for k in workloads.kinds()] == ["fio", "sysbench", "dd", "rsync", "scenario"]
-    assert [(k.name, k.tool.command, k.tool.required) for k in workloads.kinds() if k.tool] == [("fio", "fio", True), ("sysbench", "sysbench", False), ("rsync", "rsync", False)]
+    assert [(k.name, k.tool.command, k.tool.required) for k in workloads.kinds() if k.tool] == [
+        ("fio", "fio", True),
+        ("sysbench", "sysbench", False),
+        ("rsync", "rsync", False),
+    ]
     for name, shipped in workloads.SHIPPED.items():
-        assert workloads.metrics_of(name) == workloads.registered(name).kind.metrics, f"{shipped.metrics} declares what {name} reports"
+        assert workloads.metrics_of(name) == workloads.registered(name).kind.metrics, (
+            f"{shipped.metrics} declares what {name} reports"
+        )
 
 
 def test_a_toy_kind_is_read_from_a_study_file_with_its_own_fields(toy_registered):
     study = read_study(TRUTH)
     assert [(w.name, w.kind, w.tool.spec()) for w in study.workloads] == [("truth", "true", {"times": 3})]
     refused(TRUTH.replace("times = 3", "times = 0"), r"s.toml:13: workload\[0\].times: .*greater than or equal to 1")
-    refused(TRUTH.replace("times = 3", "rw = \"read\""), r"unknown field 'rw'.* \(in workload\[0\].rw\)")
+    refused(TRUTH.replace("times = 3", 'rw = "read"'), r"unknown field 'rw'.* \(in workload\[0\].rw\)")
 
 
 def test_a_kind_not_registered_is_refused_naming_those_there_are():
-    refused(TRUTH, r"s.toml:12: workload\[0\].kind: unknown workload kind 'true'; allowed: fio, sysbench, dd, rsync, scenario")
+    refused(
+        TRUTH,
+        r"s.toml:12: workload\[0\].kind: unknown workload kind 'true'; allowed: fio, sysbench, dd, rsync, scenario",
+    )
 
 
 @pytest.mark.root
@@ -89,7 +104,9 @@ def test_a_toy_kind_runs_end_to_end_and_its_metric_reaches_the_summary(toy_regis
     assert [(r["workload"], r["target"], r["job_file"]) for r in runs] == [("truth", "ext4", "true × 3")] * 2
     assert [o.tool for o in results.outputs(runs[0]["id"])] == ["true"]
     groups = results.sample_groups(study_run)
-    assert len(groups.values[("truth", "ext4")]["true_ms"]) == 2 and all(v > 0 for v in groups.values[("truth", "ext4")]["true_ms"])
+    assert len(groups.values[("truth", "ext4")]["true_ms"]) == 2 and all(
+        v > 0 for v in groups.values[("truth", "ext4")]["true_ms"]
+    )
     assert groups.roles.primary_in("truth", groups.values[("truth", "ext4")]) == ["true_ms"]
     summary = CliRunner().invoke(app, ["summary", "--db", str(db)])
     assert summary.exit_code == 0, summary.output
@@ -110,5 +127,7 @@ def test_fslab_summary_loads_no_workload_kind(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     loaded = out.rpartition("LOADED ")[2].split()
     assert "fslab.report.summary" in loaded, "the summary was made"
-    kinds = [m for m in loaded if m in {f"fslab.workloads.{kind}" for kind in ("fio", "sysbench", "dd", "rsync", "scenario")}]
+    kinds = [
+        m for m in loaded if m in {f"fslab.workloads.{kind}" for kind in ("fio", "sysbench", "dd", "rsync", "scenario")}
+    ]
     assert not kinds, f"fslab summary loads workload kinds {kinds}"

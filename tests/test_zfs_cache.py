@@ -141,8 +141,6 @@ def test_a_pool_another_work_directory_named_is_neither_exported_nor_imported(wo
         reimport_pool(journal, MadePool(Held(journal, "zpool", theirs, {"guid": "1234567890"}), None))
 
 
-
-
 def _leaf_vdevs(pool: str) -> list[str]:
     """The leaf vdevs `zpool status` names in the pool's config (zfs-fuse's zpool knows no -P:
     it names a device under /dev without "/dev/"): the rows beneath the mirror's."""

@@ -70,17 +70,33 @@ def daemon_of(run: dict) -> str:
 
 @pytest.mark.root
 def test_a_study_run_keeps_one_daemon_and_restarts_it_for_another_arc_cap(fuse, workdir, tmp_path):
-    result = fslab("run", str(write_study(tmp_path, STUDY)), "--no-ceiling", "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root), "--seed", "3")
+    result = fslab(
+        "run",
+        str(write_study(tmp_path, STUDY)),
+        "--no-ceiling",
+        "--db",
+        str(tmp_path / "r.db"),
+        "--workdir",
+        str(workdir.root),
+        "--seed",
+        "3",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     db = ResultsDB(str(tmp_path / "r.db"))
     runs = sorted(db.runs(db.study_run()["id"]), key=lambda r: r["started_at"])
     assert len(runs) == 6 and all(r["status"] == "ok" for r in runs), [r["error"] for r in runs]
-    assert all(r["fs_details"].startswith(f"engine: {engine().describe()}") for r in runs), "the engine, recorded with every run as before"
+    assert all(r["fs_details"].startswith(f"engine: {engine().describe()}") for r in runs), (
+        "the engine, recorded with every run as before"
+    )
     for before, after in itertools.pairwise(runs):
         same_cap = (before["target"] == "capped") == (after["target"] == "capped")
-        assert (daemon_of(before) == daemon_of(after)) == same_cap, f"{before['target']} → {after['target']}: {daemon_of(before)} / {daemon_of(after)}"
+        assert (daemon_of(before) == daemon_of(after)) == same_cap, (
+            f"{before['target']} → {after['target']}: {daemon_of(before)} / {daemon_of(after)}"
+        )
     assert all("--max-arc-size 64" in daemon_of(r) for r in runs if r["target"] == "capped")
-    assert len({daemon_of(r) for r in runs}) < len(runs), "four uncapped runs among six: at least two in a row share a daemon"
+    assert len({daemon_of(r) for r in runs}) < len(runs), (
+        "four uncapped runs among six: at least two in a row share a daemon"
+    )
     # nothing left: no daemon, no pool in its cache, no loop device or mount, nothing in the journal
     assert zfs_fuse_pids() == [], "the daemon is stopped when the study run ends"
     cache = Path("/var/lib/zfs/zpool.cache")
@@ -110,18 +126,29 @@ with zfs.across_runs(wd.journal), image_file(wd.journal, wd.images, "killed", ta
 
 @pytest.mark.root
 def test_cleanup_stops_the_kept_daemon_a_killed_fslab_left(fuse, workdir):
-    killed = subprocess.run([sys.executable, "-c", textwrap.dedent(KILLED_BETWEEN_RUNS), str(workdir.root)], capture_output=True, text=True, check=False)
+    killed = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(KILLED_BETWEEN_RUNS), str(workdir.root)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert killed.returncode == 9, killed.stderr
     first, second = killed.stdout.splitlines()
     assert first == second and first.startswith("daemon: zfs-fuse pid "), "both runs used the one daemon"
     assert len(zfs_fuse_pids()) == 1
     kinds = [kind for kind, _ in workdir.journal.outstanding()]
     assert kinds == ["mount", "zpool", "loop", "zfs-daemon", "image"], kinds
-    pools = subprocess.run(["zpool", "list", "-H", "-o", "name"], capture_output=True, text=True, check=True).stdout.split()
+    pools = subprocess.run(
+        ["zpool", "list", "-H", "-o", "name"], capture_output=True, text=True, check=True
+    ).stdout.split()
     left = [pool for pool in pools if pool.startswith(workdir_tag(workdir.root))]
     assert len(left) == 1
-    cachefile = subprocess.run(["zpool", "get", "cachefile", left[0]], capture_output=True, text=True, check=True).stdout  # zfs-fuse's has no -H, -o
-    assert cachefile.splitlines()[1].split()[:3] == [left[0], "cachefile", "none"], "a pool a killed fslab left is in no cache file: nothing imports it again"
+    cachefile = subprocess.run(
+        ["zpool", "get", "cachefile", left[0]], capture_output=True, text=True, check=True
+    ).stdout  # zfs-fuse's has no -H, -o
+    assert cachefile.splitlines()[1].split()[:3] == [left[0], "cachefile", "none"], (
+        "a pool a killed fslab left is in no cache file: nothing imports it again"
+    )
     result = fslab("cleanup", "--workdir", str(workdir.root))
     assert result.returncode == 0, result.stdout + result.stderr
     for released in ("mount", "zpool", "loop", "zfs-daemon", "image"):
@@ -207,8 +234,13 @@ def users_daemon(fuse, workdir, tmp_path):
         yield daemon, pool
     finally:
         deadline = time.monotonic() + 15
-        while subprocess.run(["zpool", "list", "-H", pool], capture_output=True, check=False).returncode == 0 and time.monotonic() < deadline:
-            subprocess.run(["zpool", "destroy", "-f", pool], capture_output=True, check=False)  # busy for a moment after use
+        while (
+            subprocess.run(["zpool", "list", "-H", pool], capture_output=True, check=False).returncode == 0
+            and time.monotonic() < deadline
+        ):
+            subprocess.run(
+                ["zpool", "destroy", "-f", pool], capture_output=True, check=False
+            )  # busy for a moment after use
             time.sleep(0.2)
         deadline = time.monotonic() + 30
         while process(daemon.pid) == daemon:
@@ -223,15 +255,28 @@ def test_a_daemon_fslab_did_not_start_is_used_and_left_alone(users_daemon, workd
     would stop and restart a daemon of fslab's own — is refused rather than stopping it."""
     daemon, pool = users_daemon
     targets = '[[target]]\nname = "z"\nfilesystem = "zfs"\n\n[[target]]\nname = "capped"\nfilesystem = "zfs"\narc_max = "64MiB"\n'
-    result = fslab("run", str(write_study(tmp_path, short_study("users-daemon", targets, repetitions=1))), "--no-ceiling", "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
+    result = fslab(
+        "run",
+        str(write_study(tmp_path, short_study("users-daemon", targets, repetitions=1))),
+        "--no-ceiling",
+        "--db",
+        str(tmp_path / "r.db"),
+        "--workdir",
+        str(workdir.root),
+    )
     db = ResultsDB(str(tmp_path / "r.db"))
     runs = {r["target"]: r for r in db.runs(db.study_run()["id"])}
     assert runs["z"]["status"] == "ok", (runs["z"]["error"], result.stdout + result.stderr)
     assert daemon_of(runs["z"]) == "daemon: a zfs-fuse fslab did not start"
-    assert runs["capped"]["status"] != "ok" and "arc_max needs a zfs-fuse daemon fslab starts itself" in runs["capped"]["error"]
+    assert (
+        runs["capped"]["status"] != "ok"
+        and "arc_max needs a zfs-fuse daemon fslab starts itself" in runs["capped"]["error"]
+    )
     assert process(daemon.pid) == daemon, "the user's daemon, that very process, still runs"
     assert zfs_fuse_pids() == [daemon.pid], "and fslab started none beside it"
-    listed = subprocess.run(["zpool", "list", "-H", "-o", "name"], capture_output=True, text=True, check=True).stdout.split()
+    listed = subprocess.run(
+        ["zpool", "list", "-H", "-o", "name"], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert listed == [pool], "the user's pool stays; fslab's own is gone"
     assert held_by(workdir.root) == [] and workdir.journal.outstanding() == []
     assert not daemon_pidfile(workdir).exists()

@@ -37,7 +37,9 @@ if TYPE_CHECKING:
 
 Samples = dict[tuple[str, str], dict[str, list[float]]]  # (workload, target) → metric → values in run order
 PairKey = tuple[str, str, str, str]  # (workload, metric, a, b): b against a, a before b in the study's order
-RankingKey = tuple[str, str, "str | None"]  # (workload, primary metric, the host its targets ran on: None unless per host)
+RankingKey = tuple[
+    str, str, "str | None"
+]  # (workload, primary metric, the host its targets ran on: None unless per host)
 
 
 class AnalysisError(FslabError):
@@ -58,7 +60,9 @@ class Row:
 @dataclass(frozen=True)
 class Analysis:
     rows: list[Row]  # each target against its own baseline, read from `pairs`
-    pairs: dict[PairKey, Comparison]  # the one family, corrected together: every pair of targets per workload and metric
+    pairs: dict[
+        PairKey, Comparison
+    ]  # the one family, corrected together: every pair of targets per workload and metric
     rankings: dict[RankingKey, Ranking]  # (workload, primary metric, host) → ranking, read from `pairs`
     runs_needed: dict[str, int | None]  # workload → runs per cell for a ratio within ±precision
     threshold: float
@@ -99,7 +103,9 @@ def roles_of(samples: Samples, roles: Roles | None = None) -> Roles:
     them (samples that come without their roles: synthetic ones)."""
     if roles is not None:
         return roles
-    return Roles.declared({(workload, m) for (workload, _), metrics in samples.items() for m in metrics}, declared_metrics())
+    return Roles.declared(
+        {(workload, m) for (workload, _), metrics in samples.items() for m in metrics}, declared_metrics()
+    )
 
 
 def analyse(
@@ -146,7 +152,9 @@ def analyse(
             for i, a in enumerate(names):
                 for b in (b for b in names[i + 1 :] if host_of(hosts, a) == host_of(hosts, b)):
                     pairs[(workload, metric, a, b)] = SamplePair(cells[a], cells[b], higher_is_better[metric], step)
-        primary = [samples[(workload, t)][m] for t in present for m in roles.primary_in(workload, samples[(workload, t)])]
+        primary = [
+            samples[(workload, t)][m] for t in present for m in roles.primary_in(workload, samples[(workload, t)])
+        ]
         needed[workload] = runs_needed(primary, precision)
     between = _between(samples, roles, higher_is_better, kinds, measured, compare_with or {})
     tested = adjust_family(compare_pairs([*pairs.values(), *between.values()], threshold), threshold)
@@ -199,7 +207,13 @@ def check_override(override: str | None, targets: Sequence[str]) -> None:
 
 
 def _rows(
-    family: Analysis, samples: Samples, roles: Roles, measured: dict[str, list[str]], baselines: dict[str, str] | None, override: str | None, hosts: dict[str, Hosted] | None
+    family: Analysis,
+    samples: Samples,
+    roles: Roles,
+    measured: dict[str, list[str]],
+    baselines: dict[str, str] | None,
+    override: str | None,
+    hosts: dict[str, Hosted] | None,
 ) -> list[Row]:
     rows = []
     for workload, present in measured.items():
@@ -214,7 +228,12 @@ def _rows(
 
 
 def _rankings(
-    family: Analysis, samples: Samples, roles: Roles, higher_is_better: dict[str, bool], measured: dict[str, list[str]], hosts: dict[str, str] | None
+    family: Analysis,
+    samples: Samples,
+    roles: Roles,
+    higher_is_better: dict[str, bool],
+    measured: dict[str, list[str]],
+    hosts: dict[str, str] | None,
 ) -> dict[RankingKey, Ranking]:
     """Per workload, primary metric and host, the targets by geometric mean, best first (the
     metric's direction says which is best), told apart only where their comparison in the family
@@ -224,10 +243,16 @@ def _rankings(
         for host in dict.fromkeys(host_of(hosts, t) for t in every):
             present = [t for t in every if host_of(hosts, t) == host]
             for metric in dict.fromkeys(m for t in present for m in roles.primary_in(workload, samples[(workload, t)])):
-                scores = {t: geometric_mean(values) for t in present if (values := samples[(workload, t)].get(metric)) and _positive(values)}
+                scores = {
+                    t: geometric_mean(values)
+                    for t in present
+                    if (values := samples[(workload, t)].get(metric)) and _positive(values)
+                }
                 if len(scores) > 1:
                     differs = partial(family.differ, workload, metric)
-                    rankings[(workload, metric, host)] = rank(scores, differs, higher_is_better=higher_is_better[metric])
+                    rankings[(workload, metric, host)] = rank(
+                        scores, differs, higher_is_better=higher_is_better[metric]
+                    )
     return rankings
 
 
@@ -254,7 +279,9 @@ def host_blocks(samples: dict[tuple[str, str, str], dict[str, list[float]]]) -> 
     host's values of a workload and metric divided by that host's level (the geometric mean of
     all its values of them, every target's) and multiplied by the level of all hosts together,
     so a host faster than another in everything adds no spread to a comparison of targets."""
-    logs: dict[tuple[str, str, str | None], list[float]] = defaultdict(list)  # (workload, metric, host or None: all) → log values
+    logs: dict[tuple[str, str, str | None], list[float]] = defaultdict(
+        list
+    )  # (workload, metric, host or None: all) → log values
     for (workload, _, host), metrics in samples.items():
         for metric, values in metrics.items():
             if _positive(values):
@@ -265,16 +292,26 @@ def host_blocks(samples: dict[tuple[str, str, str], dict[str, list[float]]]) -> 
     for (workload, target, host), metrics in samples.items():
         cell = pooled.setdefault((workload, target), {})
         for metric, values in metrics.items():
-            shift = math.exp(level[(workload, metric, None)] - level[(workload, metric, host)]) if _positive(values) else 1.0
+            shift = (
+                math.exp(level[(workload, metric, None)] - level[(workload, metric, host)])
+                if _positive(values)
+                else 1.0
+            )
             cell.setdefault(metric, []).extend(v * shift for v in values)
     return pooled
 
 
-def compare_study_runs(older: SampleGroups, newer: SampleGroups, *, threshold: float = 0.03, left_out: Collection[tuple[str, str]] = ()) -> list[Row]:
+def compare_study_runs(
+    older: SampleGroups, newer: SampleGroups, *, threshold: float = 0.03, left_out: Collection[tuple[str, str]] = ()
+) -> list[Row]:
     """Every cell present in both study runs' stored samples but those `left_out` ((workload,
     target) flagged in either: figures that cannot be real are judged nowhere): newer against
     older, BH over all of them; each metric's direction and roles as either study run stored them."""
-    higher_is_better, roles, kinds = {**older.higher_is_better, **newer.higher_is_better}, older.roles | newer.roles, older.kinds | newer.kinds
+    higher_is_better, roles, kinds = (
+        {**older.higher_is_better, **newer.higher_is_better},
+        older.roles | newer.roles,
+        older.kinds | newer.kinds,
+    )
     cells, pairs = [], []
     for (workload, target), metrics in older.values.items():
         if (workload, target) not in newer.values or (workload, target) in left_out:
@@ -301,7 +338,7 @@ def regressions(rows: list[Row], regression: float) -> list[Row]:
 
 
 def ranking_line(ranking: Ranking, shown: Callable[[str], str] = str) -> str:
-    """"ext4 > xfs = raw > btrfs" where '>' and '=' say it exactly (every pair across tiers
+    """ "ext4 > xfs = raw > btrfs" where '>' and '=' say it exactly (every pair across tiers
     detectably different, every pair within a tier not told apart); else a compact letter display,
     best first: "xfs (a) · raw (ab) · ext4 (b)", targets sharing a letter not told apart. Each
     target named as `shown` names it (with what goes with its figures)."""

@@ -44,7 +44,11 @@ def place(path: str, jobs: Iterable[Mapping[str, str]]) -> Place | None:
     parts = PurePath(path).parts
     named = FILE_NAME.fullmatch(parts[-1])
     jobs = list(jobs)
-    if not named or not jobs or any({k: options.get(k) for k in named.groupdict()} != named.groupdict() for options in jobs):
+    if (
+        not named
+        or not jobs
+        or any({k: options.get(k) for k in named.groupdict()} != named.groupdict() for options in jobs)
+    ):
         return None
     above = list(reversed(parts[:-1]))  # the file's directory first, then the one above it, …
     precondition = bool(above) and PRECONDITION.fullmatch(above[0]) is not None
@@ -52,7 +56,11 @@ def place(path: str, jobs: Iterable[Mapping[str, str]]) -> Place | None:
         above = above[1:]
     if len(above) >= 2 and all(options.get("bs") == above[0] for options in jobs):
         above = above[1:]  # past the block size's directory
-        if named["rw"] in MIXED and len(above) >= 2 and all(named["rw"] + options.get("rwmixread", "") == above[0] for options in jobs):
+        if (
+            named["rw"] in MIXED
+            and len(above) >= 2
+            and all(named["rw"] + options.get("rwmixread", "") == above[0] for options in jobs)
+        ):
             above = above[1:]  # past the read share's
     elif precondition or not above:
         return None  # a preconditioning run is always in its block size's directory

@@ -27,7 +27,12 @@ def read_kept(path: Path, largest: int) -> bytes | None:
         return None
     with os.fdopen(fd, "rb") as f:
         found = os.fstat(f.fileno())
-        if not stat.S_ISREG(found.st_mode) or not _own(found) or found.st_size > largest or not _own_directory(path.parent):
+        if (
+            not stat.S_ISREG(found.st_mode)
+            or not _own(found)
+            or found.st_size > largest
+            or not _own_directory(path.parent)
+        ):
             return None
         return f.read(largest)
 

@@ -54,7 +54,9 @@ class Options:
     field: str  # the study's field: "mkfs_options", "properties", "layer_options", "options"
     tool: str  # what they reach: "mkfs.ext4", "zfs create -o"
     accepted: list[Accepted]
-    refused: list[Accepted] = dataclass_field(default_factory=list)  # options the tool has that the guard refuses, and why (fio's)
+    refused: list[Accepted] = dataclass_field(
+        default_factory=list
+    )  # options the tool has that the guard refuses, and why (fio's)
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,9 @@ class Catalogue:
 
     def as_json(self) -> dict[str, list[dict]]:
         """The sections that have entries, as plain data (stable keys: the records' fields)."""
-        return {f.name: [asdict(entry) for entry in getattr(self, f.name)] for f in fields(self) if getattr(self, f.name)}
+        return {
+            f.name: [asdict(entry) for entry in getattr(self, f.name)] for f in fields(self) if getattr(self, f.name)
+        }
 
     def narrowed(self, word: str) -> Catalogue:
         """One section (`filesystems`), or every entry named `word` (`zfs`) in its section."""
@@ -142,7 +146,9 @@ class Catalogue:
         kept = {name: [entry for entry in getattr(self, name) if entry.name == word] for name in sections}
         if not any(kept.values()):
             names = [entry.name for name in sections for entry in getattr(self, name)]
-            raise UnknownSection(f"{unknown('section', word, sections)}; or a name `fslab list` shows{did_you_mean(word, names)}")
+            raise UnknownSection(
+                f"{unknown('section', word, sections)}; or a name `fslab list` shows{did_you_mean(word, names)}"
+            )
         return replace(self, **kept)
 
 
@@ -155,13 +161,25 @@ def catalogue() -> Catalogue:
         kinds=[_kind(found) for found in workloads.kinds()],
         scenarios=[_scenario(name) for name in BUILTIN_SCENARIOS],
         filesystems=[_filesystem(kind) for kind in FILESYSTEMS],
-        layers=[LayerEntry(name, layer.kernel_feature, [_options("layer_options", layer.options.tool, accepted_values(layer.options.options))]) for name, layer in LAYERS.items()],
+        layers=[
+            LayerEntry(
+                name,
+                layer.kernel_feature,
+                [_options("layer_options", layer.options.tool, accepted_values(layer.options.options))],
+            )
+            for name, layer in LAYERS.items()
+        ],
         sources=[Named(name, source.chosen_by) for name, source in DEVICE_SOURCES.items()],
     )
 
 
 def _options(field: str, tool: str, accepted: Mapping[str, str], refused: Mapping[str, str] | None = None) -> Options:
-    return Options(field, tool, [Accepted(name, value) for name, value in accepted.items()], [Accepted(name, why) for name, why in (refused or {}).items()])
+    return Options(
+        field,
+        tool,
+        [Accepted(name, value) for name, value in accepted.items()],
+        [Accepted(name, why) for name, why in (refused or {}).items()],
+    )
 
 
 def _builtin_workload(name: str, pattern: Mapping[str, object]) -> BuiltinWorkload:
@@ -174,9 +192,15 @@ def _builtin_workload(name: str, pattern: Mapping[str, object]) -> BuiltinWorklo
 
 def _kind(found: workloads.Registered) -> WorkloadKindEntry:
     name, kind, model = found.name, found.kind, found.section
-    options = [_options("options", name, kind.accepted_options, getattr(kind, "refused_options", None))] if kind.accepted_options else []
+    options = (
+        [_options("options", name, kind.accepted_options, getattr(kind, "refused_options", None))]
+        if kind.accepted_options
+        else []
+    )
     fields = _fields(model)
-    return WorkloadKindEntry(name, sorted(fields, key=lambda f: f not in ("name", "kind")), options, list(getattr(model, "swept_fields", ())))  # name and kind first, the rest as declared
+    return WorkloadKindEntry(
+        name, sorted(fields, key=lambda f: f not in ("name", "kind")), options, list(getattr(model, "swept_fields", ()))
+    )  # name and kind first, the rest as declared
 
 
 def _fields(model: type[BaseModel], prefix: str = "") -> list[str]:
@@ -196,7 +220,10 @@ def _scenario(name: str) -> ScenarioEntry:
 
 
 def _phase(phase: Phase) -> ScenarioPhase:
-    runs = " ".join([phase.action, *(f"{k}={v}" for k, v in phase.options.items())] + ([f"{phase.seconds:g}s"] if phase.action == "sleep" else []))
+    runs = " ".join(
+        [phase.action, *(f"{k}={v}" for k, v in phase.options.items())]
+        + ([f"{phase.seconds:g}s"] if phase.action == "sleep" else [])
+    )
     return ScenarioPhase(phase.name, runs, phase.measured, phase.snapshot_every, phase.extents)
 
 
@@ -204,10 +231,17 @@ def _filesystem(kind: str) -> FilesystemEntry:
     fs = FILESYSTEMS[kind]
     options = []
     if fs.accepted_mkfs_options is not None:
-        options.append(_options("mkfs_options", fs.accepted_mkfs_options.tool, accepted_values(fs.accepted_mkfs_options.options)))
+        options.append(
+            _options("mkfs_options", fs.accepted_mkfs_options.tool, accepted_values(fs.accepted_mkfs_options.options))
+        )
     if fs.accepted_mount_options is not None:
-        options.append(_options("mount_options", f"mount -t {kind} -o", accepted_values(fs.accepted_mount_options.keys)))
-    options += [_options(field, tool, accepted_values(allowed.keys)) for field, (tool, allowed) in fs.accepted_properties.items()]
+        options.append(
+            _options("mount_options", f"mount -t {kind} -o", accepted_values(fs.accepted_mount_options.keys))
+        )
+    options += [
+        _options(field, tool, accepted_values(allowed.keys))
+        for field, (tool, allowed) in fs.accepted_properties.items()
+    ]
     return FilesystemEntry(kind, list(fs.own_fields), options)
 
 
@@ -227,31 +261,80 @@ def tables(c: Catalogue) -> list[Table]:
     """The catalogue's tables, in its sections' order; a section without entries has none."""
     found = []
     if c.studies:
-        found.append(Table("built-in studies (fslab run NAME)", ["study", "description"], [[s.name, s.description] for s in c.studies]))
+        found.append(
+            Table(
+                "built-in studies (fslab run NAME)",
+                ["study", "description"],
+                [[s.name, s.description] for s in c.studies],
+            )
+        )
     if c.workloads:
         rows = [[w.name, " ".join(f"{k}={v}" for k, v in w.pattern.items()), _length(w)] for w in c.workloads]
-        found.append(Table("built-in fio workloads ([study] workloads = [NAME]; * the study's [fio] runtime or size, else this)", ["workload", "fio pattern", "runs"], rows))
+        found.append(
+            Table(
+                "built-in fio workloads ([study] workloads = [NAME]; * the study's [fio] runtime or size, else this)",
+                ["workload", "fio pattern", "runs"],
+                rows,
+            )
+        )
     if c.sets:
-        found.append(Table("workload sets ([study] workloads = [SET])", ["set", "workloads"], [[s.name, ", ".join(s.workloads)] for s in c.sets]))
+        found.append(
+            Table(
+                "workload sets ([study] workloads = [SET])",
+                ["set", "workloads"],
+                [[s.name, ", ".join(s.workloads)] for s in c.sets],
+            )
+        )
     if c.kinds:
         rows = [[k.name, ", ".join(k.fields), ", ".join(k.swept) or "–"] for k in c.kinds]
         found.append(Table("workload kinds ([[workload]] kind = NAME)", ["kind", "fields", "a list sweeps"], rows))
     for k in c.kinds:
         found += [t for o in k.options for t in _options_table(f"{k.name} workload", o)]
     if c.scenarios:
-        rows = [[s.name if i == 0 else "", p.name, p.runs + _phase_notes(p)] for s in c.scenarios for i, p in enumerate(s.phases)]
-        found.append(Table('built-in scenarios ([[workload]] kind = "scenario", scenario = NAME)', ["scenario", "phase", "runs"], rows))
+        rows = [
+            [s.name if i == 0 else "", p.name, p.runs + _phase_notes(p)]
+            for s in c.scenarios
+            for i, p in enumerate(s.phases)
+        ]
+        found.append(
+            Table(
+                'built-in scenarios ([[workload]] kind = "scenario", scenario = NAME)',
+                ["scenario", "phase", "runs"],
+                rows,
+            )
+        )
     if c.filesystems:
-        rows = [[f.name, ", ".join(o.field for o in f.options) or "none", ", ".join(f.own_fields) or "–"] for f in c.filesystems]
-        found.append(Table("filesystems ([[target]] filesystem = NAME; raw: the device itself, no filesystem)", ["filesystem", "options", "fields of its own"], rows))
+        rows = [
+            [f.name, ", ".join(o.field for o in f.options) or "none", ", ".join(f.own_fields) or "–"]
+            for f in c.filesystems
+        ]
+        found.append(
+            Table(
+                "filesystems ([[target]] filesystem = NAME; raw: the device itself, no filesystem)",
+                ["filesystem", "options", "fields of its own"],
+                rows,
+            )
+        )
     for f in c.filesystems:
         found += [t for o in f.options for t in _options_table(f.name, o)]
     if c.layers:
-        found.append(Table("layers ([[target]] layers = [NAME, …], bottom first)", ["layer", "kernel needs"], [[layer.name, layer.kernel_feature] for layer in c.layers]))
+        found.append(
+            Table(
+                "layers ([[target]] layers = [NAME, …], bottom first)",
+                ["layer", "kernel needs"],
+                [[layer.name, layer.kernel_feature] for layer in c.layers],
+            )
+        )
     for layer in c.layers:
         found += [t for o in layer.options for t in _options_table(f"{layer.name} layer", o)]
     if c.sources:
-        found.append(Table("device sources (where a target's devices come from)", ["source", "chosen by"], [[s.name, s.description] for s in c.sources]))
+        found.append(
+            Table(
+                "device sources (where a target's devices come from)",
+                ["source", "chosen by"],
+                [[s.name, s.description] for s in c.sources],
+            )
+        )
     return found
 
 
@@ -261,11 +344,21 @@ def _length(w: BuiltinWorkload) -> str:
 
 
 def _phase_notes(p: ScenarioPhase) -> str:
-    notes = [*(["not measured"] if not p.measured else []), *([f"a snapshot every {p.snapshot_every:g}s"] if p.snapshot_every else []), *(["extents counted after"] if p.extents else [])]
+    notes = [
+        *(["not measured"] if not p.measured else []),
+        *([f"a snapshot every {p.snapshot_every:g}s"] if p.snapshot_every else []),
+        *(["extents counted after"] if p.extents else []),
+    ]
     return f" ({'; '.join(notes)})" if notes else ""
 
 
 def _options_table(owner: str, options: Options) -> list[Table]:
-    accepted = Table(f"{owner}: {options.field} → {options.tool}", ["option", "value"], [[a.name, a.value] for a in options.accepted])
-    refused = Table(f"{owner}: {options.tool} options fslab refuses", ["option", "why"], [[r.name, r.value] for r in options.refused])
+    accepted = Table(
+        f"{owner}: {options.field} → {options.tool}", ["option", "value"], [[a.name, a.value] for a in options.accepted]
+    )
+    refused = Table(
+        f"{owner}: {options.tool} options fslab refuses",
+        ["option", "why"],
+        [[r.name, r.value] for r in options.refused],
+    )
     return [accepted, refused] if options.refused else [accepted]

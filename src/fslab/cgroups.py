@@ -192,13 +192,20 @@ def remove_group(entry: Entry, workdir: Workdir) -> None:
     directory, in a memory hierarchy, with the recorded (device, inode); and empty (the
     processes it held are released before it, being journalled after it)."""
     path = Path(entry.ident)
-    if not path.is_absolute() or ".." in path.parts or not path.name.startswith(workdir_tag(workdir.root)) or not _under_memory_hierarchy(path):
+    if (
+        not path.is_absolute()
+        or ".." in path.parts
+        or not path.name.startswith(workdir_tag(workdir.root))
+        or not _under_memory_hierarchy(path)
+    ):
         raise Refused(f"{path} is not a cgroup fslab names for this work directory; left alone")
     if not own_directory(path, entry.proof, "cgroup"):
         return  # removed already
     procs = (path / "cgroup.procs").read_text().split()
     if procs:
-        raise Refused(f"cgroup {path} still holds processes {', '.join(procs[:10])}, which fslab did not end; left in place")
+        raise Refused(
+            f"cgroup {path} still holds processes {', '.join(procs[:10])}, which fslab did not end; left in place"
+        )
     for attempt in range(50):  # an exited process leaves a cgroup a moment after it is reaped
         try:
             os.rmdir(path)

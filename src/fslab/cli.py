@@ -42,15 +42,34 @@ if TYPE_CHECKING:
     from fslab.results.owner import Owner
     from fslab.runner import RunObserver
 
-app = typer.Typer(help="fslab: a laboratory for filesystem performance on Linux.", no_args_is_help=True, add_completion=False)
+app = typer.Typer(
+    help="fslab: a laboratory for filesystem performance on Linux.", no_args_is_help=True, add_completion=False
+)
 # Piped, the tables are as a 120-column terminal shows them, and a message is one line, as the
 # terminal would wrap it (a log stays greppable).
 console = Console() if sys.stdout.isatty() else Console(width=CONSOLE_WIDTH, soft_wrap=True)
 errors = Console(stderr=True)
 
-DbOption = Annotated[Optional[str], typer.Option("--db", envvar="FSLAB_DB", help="Results database: an SQLite file, or a database URL. \\[default: ./fslab.db]")]
-AllowNetworkOption = Annotated[Optional[list[str]], typer.Option("--allow-network", metavar="CIDR", help="A private network of your lab's (10.231.0.0/16) where fio's servers may listen and be reached, beside loopback; repeat for each.")]
-WorkdirOption = Annotated[Path, typer.Option("--workdir", envvar="FSLAB_WORKDIR", help="Where fslab keeps loop images, mount points and its journal.")]
+DbOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--db", envvar="FSLAB_DB", help="Results database: an SQLite file, or a database URL. \\[default: ./fslab.db]"
+    ),
+]
+AllowNetworkOption = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--allow-network",
+        metavar="CIDR",
+        help="A private network of your lab's (10.231.0.0/16) where fio's servers may listen and be reached, beside loopback; repeat for each.",
+    ),
+]
+WorkdirOption = Annotated[
+    Path,
+    typer.Option(
+        "--workdir", envvar="FSLAB_WORKDIR", help="Where fslab keeps loop images, mount points and its journal."
+    ),
+]
 
 
 def safe_markup(text: str) -> str:
@@ -118,7 +137,10 @@ class _ProgressObserver:
     def finished(self, planned: "PlannedRun", record: "RunRecord") -> None:
         if record.status != "ok":
             phase = f" in {record.failure.phase}" if record.failure else ""
-            self.progress.console.print(f"[red]failed{phase}[/red] {safe_markup(record.target)} · {safe_markup(record.workload)} · run {record.repetition}: {safe_markup(record.error or '')}", highlight=False)
+            self.progress.console.print(
+                f"[red]failed{phase}[/red] {safe_markup(record.target)} · {safe_markup(record.workload)} · run {record.repetition}: {safe_markup(record.error or '')}",
+                highlight=False,
+            )
         self.progress.advance(self.task)
 
     def already_stored(self, planned: "PlannedRun", index: int, total: int) -> None:
@@ -128,44 +150,173 @@ class _ProgressObserver:
 
 PoolHostsOption = Annotated[
     bool,
-    typer.Option("--pool-hosts", help="Where the runs span several hosts: pool each target's runs of every host into one cell, host treated as a block (the method line says so). \\[default: a cell per target and host, compared within each host]"),
+    typer.Option(
+        "--pool-hosts",
+        help="Where the runs span several hosts: pool each target's runs of every host into one cell, host treated as a block (the method line says so). \\[default: a cell per target and host, compared within each host]",
+    ),
 ]
-BaselineOption = Annotated[Optional[str], typer.Option("--baseline", help="One target every other is compared with, instead of each target's own baseline (docs/study-format.md). \\[default: each target's own]")]
-ThresholdOption = Annotated[float, typer.Option("--threshold", parser=parse_percent, metavar="PERCENT", help="The smallest change called faster or slower.")]
-StudyRunArgument = Annotated[Optional[str], typer.Argument(help=(
-    "A study run id (12, or #12 where a study is named with digits), or a study name for its newest run. "
-    "\\[default: the newest]"))]
+BaselineOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--baseline",
+        help="One target every other is compared with, instead of each target's own baseline (docs/study-format.md). \\[default: each target's own]",
+    ),
+]
+ThresholdOption = Annotated[
+    float,
+    typer.Option(
+        "--threshold", parser=parse_percent, metavar="PERCENT", help="The smallest change called faster or slower."
+    ),
+]
+StudyRunArgument = Annotated[
+    Optional[str],
+    typer.Argument(
+        help=(
+            "A study run id (12, or #12 where a study is named with digits), or a study name for its newest run. "
+            "\\[default: the newest]"
+        )
+    ),
+]
 
 
 @app.command()
 def run(
-    study: Annotated[Optional[str], typer.Argument(help="A study file, or the name of a built-in study (see `fslab list`); with --resume, the study run to resume (its id). \\[default with --resume: the newest interrupted]")] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted study run with its own plan, seed and settings; runs already stored are not run again.")] = False,
-    runs: Annotated[Optional[int], typer.Option("--runs", min=1, help="Runs per cell, exactly (overrides the study's repetitions); with --target-ci, the runs before the first check.")] = None,
-    warmup: Annotated[Optional[int], typer.Option("--warmup", min=0, help="Warm-up runs per cell first: stored, marked, left out of the statistics. \\[default: the study's, else 0]")] = None,
-    target_ci: Annotated[Optional[float], typer.Option("--target-ci", parser=parse_percent, metavar="PERCENT", help="Add interleaved runs until every cell's 95 % interval is within ±PERCENT of its mean.")] = None,
-    max_runs: Annotated[Optional[int], typer.Option("--max-runs", min=2, help="With --target-ci: at most this many runs per cell. \\[default: 30]")] = None,
-    time_budget: Annotated[Optional[float], typer.Option("--time-budget", parser=parse_duration, metavar="DURATION", help="With --target-ci: add no block that would end after this long (e.g. 30m).")] = None,
+    study: Annotated[
+        Optional[str],
+        typer.Argument(
+            help="A study file, or the name of a built-in study (see `fslab list`); with --resume, the study run to resume (its id). \\[default with --resume: the newest interrupted]"
+        ),
+    ] = None,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="Continue an interrupted study run with its own plan, seed and settings; runs already stored are not run again.",
+        ),
+    ] = False,
+    runs: Annotated[
+        Optional[int],
+        typer.Option(
+            "--runs",
+            min=1,
+            help="Runs per cell, exactly (overrides the study's repetitions); with --target-ci, the runs before the first check.",
+        ),
+    ] = None,
+    warmup: Annotated[
+        Optional[int],
+        typer.Option(
+            "--warmup",
+            min=0,
+            help="Warm-up runs per cell first: stored, marked, left out of the statistics. \\[default: the study's, else 0]",
+        ),
+    ] = None,
+    target_ci: Annotated[
+        Optional[float],
+        typer.Option(
+            "--target-ci",
+            parser=parse_percent,
+            metavar="PERCENT",
+            help="Add interleaved runs until every cell's 95 % interval is within ±PERCENT of its mean.",
+        ),
+    ] = None,
+    max_runs: Annotated[
+        Optional[int],
+        typer.Option("--max-runs", min=2, help="With --target-ci: at most this many runs per cell. \\[default: 30]"),
+    ] = None,
+    time_budget: Annotated[
+        Optional[float],
+        typer.Option(
+            "--time-budget",
+            parser=parse_duration,
+            metavar="DURATION",
+            help="With --target-ci: add no block that would end after this long (e.g. 30m).",
+        ),
+    ] = None,
     baseline: BaselineOption = None,
     threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
-    scale: Annotated[Optional[float], typer.Option("--scale", help="Multiply image sizes, fio sizes and runtimes (e.g. 0.1 on a small machine). \\[default: 1]")] = None,
-    scale_sizes_only: Annotated[bool, typer.Option("--scale-sizes-only", help="With --scale: shrink image and fio sizes only, and keep the study's runtimes (a run shorter than 2 s measures mostly overhead).")] = False,
-    skip_unsupported: Annotated[bool, typer.Option("--skip-unsupported", help="Skip the targets this machine cannot run (a kernel feature or tool it lacks) and run the others; the summary lists what was skipped and why. Refusals (options, jobs, devices) still stop the study.")] = False,
-    seed: Annotated[Optional[int], typer.Option("--seed", help="Seed of the interleaved run order (default: the study's, else random; always recorded).")] = None,
-    no_ceiling: Annotated[bool, typer.Option(
-        "--no-ceiling",
-        help="Add no raw reference (the ceiling a study without a raw target is held against: docs/statistics.md); "
-        "recorded with the study run.",
-    )] = False,
-    destroy_data: Annotated[Optional[list[str]], typer.Option(DESTROY_FLAG, metavar="DEVICE", help="Confirm that fslab may destroy all data on this device, which the study names (repeat for each).")] = None,
-    client: Annotated[Optional[list[str]], typer.Option("--client", metavar="HOST=ADDRESS:PORT", help="Where a host a workload's clients names serves fio (fslab fio-server there): an IP address, never a name; repeat for each.")] = None,
+    scale: Annotated[
+        Optional[float],
+        typer.Option(
+            "--scale", help="Multiply image sizes, fio sizes and runtimes (e.g. 0.1 on a small machine). \\[default: 1]"
+        ),
+    ] = None,
+    scale_sizes_only: Annotated[
+        bool,
+        typer.Option(
+            "--scale-sizes-only",
+            help="With --scale: shrink image and fio sizes only, and keep the study's runtimes (a run shorter than 2 s measures mostly overhead).",
+        ),
+    ] = False,
+    skip_unsupported: Annotated[
+        bool,
+        typer.Option(
+            "--skip-unsupported",
+            help="Skip the targets this machine cannot run (a kernel feature or tool it lacks) and run the others; the summary lists what was skipped and why. Refusals (options, jobs, devices) still stop the study.",
+        ),
+    ] = False,
+    seed: Annotated[
+        Optional[int],
+        typer.Option(
+            "--seed", help="Seed of the interleaved run order (default: the study's, else random; always recorded)."
+        ),
+    ] = None,
+    no_ceiling: Annotated[
+        bool,
+        typer.Option(
+            "--no-ceiling",
+            help="Add no raw reference (the ceiling a study without a raw target is held against: docs/statistics.md); "
+            "recorded with the study run.",
+        ),
+    ] = False,
+    destroy_data: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            DESTROY_FLAG,
+            metavar="DEVICE",
+            help="Confirm that fslab may destroy all data on this device, which the study names (repeat for each).",
+        ),
+    ] = None,
+    client: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--client",
+            metavar="HOST=ADDRESS:PORT",
+            help="Where a host a workload's clients names serves fio (fslab fio-server there): an IP address, never a name; repeat for each.",
+        ),
+    ] = None,
     allow_network: AllowNetworkOption = None,
-    on: Annotated[Optional[str], typer.Option("--on", metavar="HOSTS", help="Run on a fleet's workers instead of here (docs/fleet.md): HOST[,HOST…], label:LABEL (the workers carrying it) or all (every worker heard from lately). Needs --db postgresql://….")] = None,
-    detach: Annotated[bool, typer.Option("--detach", help="With --on: queue the study run and return at once, printing its id (`fslab status ID` follows it).")] = False,
-    spread: Annotated[bool, typer.Option("--spread", help="With --on: divide the study run's planned runs among the hosts (identical hosts finishing one study sooner: each takes the plan's next block when free) instead of each host running them all; its summary pools the hosts, host a block.")] = False,
-    plan: Annotated[bool, typer.Option("--plan", help=(
-        "Print what the study would do here — targets and workloads after --scale, runs, disk space, estimated time, "
-        "what is skipped or missing — and run nothing."))] = False,
+    on: Annotated[
+        Optional[str],
+        typer.Option(
+            "--on",
+            metavar="HOSTS",
+            help="Run on a fleet's workers instead of here (docs/fleet.md): HOST[,HOST…], label:LABEL (the workers carrying it) or all (every worker heard from lately). Needs --db postgresql://….",
+        ),
+    ] = None,
+    detach: Annotated[
+        bool,
+        typer.Option(
+            "--detach",
+            help="With --on: queue the study run and return at once, printing its id (`fslab status ID` follows it).",
+        ),
+    ] = False,
+    spread: Annotated[
+        bool,
+        typer.Option(
+            "--spread",
+            help="With --on: divide the study run's planned runs among the hosts (identical hosts finishing one study sooner: each takes the plan's next block when free) instead of each host running them all; its summary pools the hosts, host a block.",
+        ),
+    ] = False,
+    plan: Annotated[
+        bool,
+        typer.Option(
+            "--plan",
+            help=(
+                "Print what the study would do here — targets and workloads after --scale, runs, disk space, estimated time, "
+                "what is skipped or missing — and run nothing."
+            ),
+        ),
+    ] = False,
     db: DbOption = None,
     workdir: WorkdirOption = DEFAULT_WORKDIR,
 ) -> None:
@@ -177,17 +328,38 @@ def run(
     if spread and on is None:
         raise _fail("--spread goes with --on: it divides a study run among a fleet's workers")
     if on is not None and (resume or skip_unsupported or destroy_data or target_ci is not None):
-        given = [n for n, v in (("--resume", resume), ("--skip-unsupported", skip_unsupported), ("--destroy-data", destroy_data), ("--target-ci", target_ci is not None)) if v]
-        raise _fail(f"{', '.join(given)} cannot go with --on: each worker resumes its unit itself and skips what its host cannot run (recorded with why)")
+        given = [
+            n
+            for n, v in (
+                ("--resume", resume),
+                ("--skip-unsupported", skip_unsupported),
+                ("--destroy-data", destroy_data),
+                ("--target-ci", target_ci is not None),
+            )
+            if v
+        ]
+        raise _fail(
+            f"{', '.join(given)} cannot go with --on: each worker resumes its unit itself and skips what its host cannot run (recorded with why)"
+        )
     if resume:
         fixed = {
-            "--runs": runs, "--warmup": warmup, "--target-ci": target_ci, "--max-runs": max_runs, "--time-budget": time_budget, "--baseline": baseline,
-            "--scale": scale, "--scale-sizes-only": scale_sizes_only or None, "--seed": seed, "--skip-unsupported": skip_unsupported or None,
+            "--runs": runs,
+            "--warmup": warmup,
+            "--target-ci": target_ci,
+            "--max-runs": max_runs,
+            "--time-budget": time_budget,
+            "--baseline": baseline,
+            "--scale": scale,
+            "--scale-sizes-only": scale_sizes_only or None,
+            "--seed": seed,
+            "--skip-unsupported": skip_unsupported or None,
             "--no-ceiling": no_ceiling or None,
         }
         given = [name for name, value in fixed.items() if value is not None]
         if given:
-            raise _fail(f"{', '.join(given)} cannot change a resumed study run: it goes on with the settings it began with")
+            raise _fail(
+                f"{', '.join(given)} cannot change a resumed study run: it goes on with the settings it began with"
+            )
         return _resume(study, threshold, db, workdir, tuple(destroy_data or ()))
     if study is None:
         raise _fail("name a study file or a built-in study (see `fslab list`), or give --resume")
@@ -223,10 +395,31 @@ def run(
         clients = given_clients(client, networks(allow_network or ()))
     results = _open_db(db)
     if on is not None:
-        return _run_on_fleet(results, loaded, repetitions, on=on, detach=detach, seed=seed, baseline=baseline, threshold=threshold, spread=spread)
+        return _run_on_fleet(
+            results,
+            loaded,
+            repetitions,
+            on=on,
+            detach=detach,
+            seed=seed,
+            baseline=baseline,
+            threshold=threshold,
+            spread=spread,
+        )
     flags = tuple(destroy_data or ())
     study_run_id = _with_progress(
-        lambda observer: run_study(loaded, results, Workdir(workdir), repetitions=repetitions, seed=seed, baseline=baseline, observer=observer, destroy_flags=flags, skip_unsupported=skip_unsupported, clients=clients),
+        lambda observer: run_study(
+            loaded,
+            results,
+            Workdir(workdir),
+            repetitions=repetitions,
+            seed=seed,
+            baseline=baseline,
+            observer=observer,
+            destroy_flags=flags,
+            skip_unsupported=skip_unsupported,
+            clients=clients,
+        ),
         then=f", then more until ±{target_ci:.1%}" if target_ci else "",
     )
     _show_and_exit(results, study_run_id, baseline=baseline, threshold=threshold)
@@ -243,7 +436,18 @@ def _print_plan(study: "Study", repetitions: Any, db: str | None, workdir: Path,
         console.print(visible(line), markup=False, highlight=False, soft_wrap=True)
 
 
-def _run_on_fleet(results: "ResultsDB", study: "Study", repetitions: Any, *, on: str, detach: bool, seed: int | None, baseline: str | None, threshold: float, spread: bool) -> None:
+def _run_on_fleet(
+    results: "ResultsDB",
+    study: "Study",
+    repetitions: Any,
+    *,
+    on: str,
+    detach: bool,
+    seed: int | None,
+    baseline: str | None,
+    threshold: float,
+    spread: bool,
+) -> None:
     from fslab.fleet import dispatch
 
     study_run_id = dispatch.begin(results, study, repetitions, on=on, seed=seed, baseline=baseline, spread=spread)
@@ -253,9 +457,16 @@ def _run_on_fleet(results: "ResultsDB", study: "Study", repetitions: Any, *, on:
         console.print(str(study_run_id), highlight=False)
         return
     try:
-        dispatch.follow(results, study_run_id, console, say=lambda line: errors.print(f"[yellow]{safe_markup(line)}[/yellow]", highlight=False, soft_wrap=True))
+        dispatch.follow(
+            results,
+            study_run_id,
+            console,
+            say=lambda line: errors.print(f"[yellow]{safe_markup(line)}[/yellow]", highlight=False, soft_wrap=True),
+        )
     except KeyboardInterrupt:
-        errors.print(f"[yellow]stopped following[/yellow]: the workers go on; `fslab status {study_run_id}` shows where they are.")
+        errors.print(
+            f"[yellow]stopped following[/yellow]: the workers go on; `fslab status {study_run_id}` shows where they are."
+        )
         raise typer.Exit(130) from None
     _show_and_exit(results, study_run_id, baseline=baseline, threshold=threshold)
 
@@ -266,11 +477,16 @@ def _resume(ref: str | None, threshold: float, db: str | None, workdir: Path, de
 
     results = _open_db(db)
     found = resumable(results, ref)
-    console.print(f"[bold]{safe_markup(found.study.name)}[/bold]: resuming study run {found.study_run_id}, {len(found.stored)} run(s) already stored", highlight=False)
+    console.print(
+        f"[bold]{safe_markup(found.study.name)}[/bold]: resuming study run {found.study_run_id}, {len(found.stored)} run(s) already stored",
+        highlight=False,
+    )
     for note in found.notes:
         errors.print(f"[yellow]note[/yellow]: {safe_markup(note)}", highlight=False)
     _warn_short_runs(found.study)
-    study_run_id = _with_progress(lambda observer: resume_study(found, results, Workdir(workdir), observer=observer, destroy_flags=destroy_flags))
+    study_run_id = _with_progress(
+        lambda observer: resume_study(found, results, Workdir(workdir), observer=observer, destroy_flags=destroy_flags)
+    )
     _show_and_exit(results, study_run_id, baseline=found.baseline, threshold=threshold)
 
 
@@ -286,11 +502,25 @@ def _warn_short_runs(study: "Study") -> None:
 def _with_progress(start: "Callable[[RunObserver], int]", then: str = "") -> int:
     """Run a study run under a progress bar; returns its id. Ctrl-C or `kill` ends it interrupted,
     as do runs failing alike across targets (exit status 1). `then`: what follows the runs it announces."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from fslab.runner import StudyStopped
 
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn())
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
     try:
         with Progress(*columns, console=console, transient=True) as progress:
             return start(_ProgressObserver(progress, then))
@@ -298,7 +528,9 @@ def _with_progress(start: "Callable[[RunObserver], int]", then: str = "") -> int
         errors.print(f"[red]stopped[/red]: {safe_markup(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
-        errors.print("[yellow]interrupted[/yellow]: mounts and loop devices released; the runs already done are stored. `fslab run --resume` (with the same --db and --workdir) continues it.")
+        errors.print(
+            "[yellow]interrupted[/yellow]: mounts and loop devices released; the runs already done are stored. `fslab run --resume` (with the same --db and --workdir) continues it."
+        )
         raise typer.Exit(130) from None
 
 
@@ -318,7 +550,9 @@ def _show(results: "ResultsDB", study_run_id: int, **analysis: Any) -> "StudySum
     summary = summarize_study_run(results, study_run_id, **analysis)
     print_summary(console, summary, report=report_folder(summary, reports_dir(results.location)) / "summary.md")
     written = write_reports(results, summary, reports_dir(results.location))
-    console.print(f"Results in {shown(results.location)}; report files: {', '.join(str(p) for p in written)}", highlight=False)
+    console.print(
+        f"Results in {shown(results.location)}; report files: {', '.join(str(p) for p in written)}", highlight=False
+    )
     return summary
 
 
@@ -327,8 +561,22 @@ def summary(
     study_run: StudyRunArgument = None,
     baseline: BaselineOption = None,
     threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
-    precision: Annotated[Optional[float], typer.Option("--precision", parser=parse_percent, metavar="PERCENT", help="Say how many runs a ratio within ±PERCENT would need. \\[default: the threshold]")] = None,
-    units: Annotated[Optional[Bandwidth], typer.Option("--units", help="Bandwidth in decimal MB/s or binary MiB/s, in the tables and the report files. \\[default: the study's units, else MB/s]")] = None,
+    precision: Annotated[
+        Optional[float],
+        typer.Option(
+            "--precision",
+            parser=parse_percent,
+            metavar="PERCENT",
+            help="Say how many runs a ratio within ±PERCENT would need. \\[default: the threshold]",
+        ),
+    ] = None,
+    units: Annotated[
+        Optional[Bandwidth],
+        typer.Option(
+            "--units",
+            help="Bandwidth in decimal MB/s or binary MiB/s, in the tables and the report files. \\[default: the study's units, else MB/s]",
+        ),
+    ] = None,
     pool_hosts: PoolHostsOption = False,
     db: DbOption = None,
 ) -> None:
@@ -336,14 +584,36 @@ def summary(
     with _without_cyclic_collector():
         results = _open_db(db)
         found = _find_study_run(results, study_run)
-        _show(results, found["id"], baseline=baseline, threshold=threshold, precision=precision, units=units, pool_hosts=pool_hosts)
+        _show(
+            results,
+            found["id"],
+            baseline=baseline,
+            threshold=threshold,
+            precision=precision,
+            units=units,
+            pool_hosts=pool_hosts,
+        )
 
 
 @app.command()
 def export(
     study_run: StudyRunArgument = None,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="The folder to write into (made if need be, in an existing directory). \\[default: the study run's report folder]")] = None,
-    form: Annotated[str, typer.Option("--format", metavar="FORMAT", help="csv or parquet (or a format a module of fslab.report.formats adds). Parquet needs pyarrow: pip install 'fslab\\[parquet]'.")] = "csv",
+    output: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--output",
+            "-o",
+            help="The folder to write into (made if need be, in an existing directory). \\[default: the study run's report folder]",
+        ),
+    ] = None,
+    form: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            metavar="FORMAT",
+            help="csv or parquet (or a format a module of fslab.report.formats adds). Parquet needs pyarrow: pip install 'fslab\\[parquet]'.",
+        ),
+    ] = "csv",
     db: DbOption = None,
 ) -> None:
     """Write a study run's tables for pandas: runs (every run, one row per metric) and summary (every cell's statistics)."""
@@ -386,18 +656,36 @@ def _find_study_run(results: "ResultsDB", ref: str | None) -> dict:
 
 @app.command()
 def compare(
-    older: Annotated[str, typer.Argument(help=(
-        "The study run to compare against (id: 12 or #12; or a study name for its newest run); "
-        "with --hosts, the study run whose hosts are compared."))],
+    older: Annotated[
+        str,
+        typer.Argument(
+            help=(
+                "The study run to compare against (id: 12 or #12; or a study name for its newest run); "
+                "with --hosts, the study run whose hosts are compared."
+            )
+        ),
+    ],
     newer: Annotated[
         Optional[str], typer.Argument(help="The study run compared (id: 12 or #12); none with --hosts.")
     ] = None,
     hosts: Annotated[
         Optional[tuple[str, str]],
-        typer.Option("--hosts", metavar="A B", help="Compare host B with host A (the baseline) on one study run: every target and workload both ran, B/A."),
+        typer.Option(
+            "--hosts",
+            metavar="A B",
+            help="Compare host B with host A (the baseline) on one study run: every target and workload both ran, B/A.",
+        ),
     ] = None,
     threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
-    regression: Annotated[float, typer.Option("--regression", parser=parse_percent, metavar="PERCENT", help="A cell significantly slower by more than this is a regression: exit status 1.")] = "5",  # type: ignore[assignment]
+    regression: Annotated[
+        float,
+        typer.Option(
+            "--regression",
+            parser=parse_percent,
+            metavar="PERCENT",
+            help="A cell significantly slower by more than this is a regression: exit status 1.",
+        ),
+    ] = "5",  # type: ignore[assignment]
     pool_hosts: PoolHostsOption = False,
     db: DbOption = None,
 ) -> None:
@@ -415,13 +703,17 @@ def compare(
         facts = {h.name: h for h in results.hosts(a["id"])}
         older_host, newer_host = (facts.get(name) or Host(name, None, "–", "–", 0, 0) for name in hosts)
         regressed = regressions(compared.rows, regression)
-        print_host_comparison(console, a, older_host, newer_host, compared.rows, regressed, threshold, regression, compared.left_out)
+        print_host_comparison(
+            console, a, older_host, newer_host, compared.rows, regressed, threshold, regression, compared.left_out
+        )
     else:
         if newer is None:
             raise _fail("compare needs two study runs (OLDER NEWER), or one with --hosts A B")
         b = _find_study_run(results, newer)
         if a["study"] != b["study"]:
-            raise _fail(f"study run {a['id']} is of study '{a['study']}' and {b['id']} of '{b['study']}': compare runs of one study")
+            raise _fail(
+                f"study run {a['id']} is of study '{a['study']}' and {b['id']} of '{b['study']}': compare runs of one study"
+            )
         compared = compare_runs(results, a["id"], b["id"], threshold=threshold, pool_hosts=pool_hosts)
         regressed = regressions(compared.rows, regression)
         print_comparison(console, a, b, compared.rows, regressed, threshold, regression, compared.left_out)
@@ -431,9 +723,26 @@ def compare(
 
 @app.command("import")
 def import_results(
-    paths: Annotated[list[Path], typer.Argument(metavar="PATH", help="fio JSON output files, or directories holding them (every regular file under them is tried).")],
-    study: Annotated[str, typer.Option("--study", help="The study the imported runs belong to: compare it with other study runs of that name.")] = "imported",
-    target: Annotated[Optional[str], typer.Option("--target", help="The target every imported run is of. \\[default: each file's directory name — in bench-fio's tree, its target's —, else 'imported'; client/server output: TARGET@HOST]")] = None,
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="PATH",
+            help="fio JSON output files, or directories holding them (every regular file under them is tried).",
+        ),
+    ],
+    study: Annotated[
+        str,
+        typer.Option(
+            "--study", help="The study the imported runs belong to: compare it with other study runs of that name."
+        ),
+    ] = "imported",
+    target: Annotated[
+        Optional[str],
+        typer.Option(
+            "--target",
+            help="The target every imported run is of. \\[default: each file's directory name — in bench-fio's tree, its target's —, else 'imported'; client/server output: TARGET@HOST]",
+        ),
+    ] = None,
     db: DbOption = None,
 ) -> None:
     """Import existing fio JSON output (plain json or json+, fio 2.x or 3.x, client/server too; bench-fio's output tree) as a study run, and show its summary.
@@ -453,14 +762,24 @@ def import_results(
             raise _fail(f"{name}: {exc}") from None
     imported = import_files(study, paths, target)
     for s in imported.skipped:
-        errors.print(f"[yellow]skipped[/yellow] {safe_markup(visible(s.path))}: {safe_markup(visible(s.why))}", highlight=False, soft_wrap=True)
+        errors.print(
+            f"[yellow]skipped[/yellow] {safe_markup(visible(s.path))}: {safe_markup(visible(s.why))}",
+            highlight=False,
+            soft_wrap=True,
+        )
     if not imported.runs:
-        raise _fail(f"nothing imported: no fio JSON output among {len(imported.skipped) + len(imported.passed_over)} file(s)", code=2)
+        raise _fail(
+            f"nothing imported: no fio JSON output among {len(imported.skipped) + len(imported.passed_over)} file(s)",
+            code=2,
+        )
     for line in imported.grouping():
         console.print(safe_markup(line), highlight=False, soft_wrap=True)
     results = _open_db(db)
     study_run_id = results.store_imported(imported, imported.environment(), imported.settings(now()))
-    console.print(f"imported {len(imported.files)} file(s), {len(imported.runs)} run(s), as study run {study_run_id} of study {safe_markup(study)}", highlight=False)
+    console.print(
+        f"imported {len(imported.files)} file(s), {len(imported.runs)} run(s), as study run {study_run_id} of study {safe_markup(study)}",
+        highlight=False,
+    )
     failed = len(_show(results, study_run_id).failures)
     if imported.skipped or failed:
         raise typer.Exit(1)
@@ -468,22 +787,82 @@ def import_results(
 
 @app.command()
 def report(
-    study_runs: Annotated[Optional[list[str]], typer.Argument(metavar="[STUDY-RUN]...", help=(
-        "Study run ids (12 or #12), or a study name for its newest run; several (of one study) are compared "
-        "with the first. \\[default: the newest]"))] = None,
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", metavar="DIR", help="The folder for report.html, and figures/ with --figures (made if missing). \\[default: the study run's folder beside the database, where `fslab summary` writes]")] = None,
-    figures: Annotated[bool, typer.Option("--figures", help="Also write every chart as SVG and PNG, in figures/ beside the page (for papers and slides; about a tenth of a second of CPU a chart, drawn on every CPU).")] = False,
-    png_scale: Annotated[Optional[int], typer.Option("--png-scale", metavar="N", help="With --figures: each PNG at N pixels per CSS pixel, 1 to 4 (the SVG is the figure for print, at any size; 2 is sharp on slides and high-density screens and takes about twice the CPU). \\[default: 1, the page's size]")] = None,
-    history_of: Annotated[Optional[str], typer.Option("--history", metavar="STUDY", help="Write the study's trend page instead (history.html): each cell's primary metric across its study runs, a facet per host, flagged steps marked and listed (as `fslab history STUDY`).")] = None,
+    study_runs: Annotated[
+        Optional[list[str]],
+        typer.Argument(
+            metavar="[STUDY-RUN]...",
+            help=(
+                "Study run ids (12 or #12), or a study name for its newest run; several (of one study) are compared "
+                "with the first. \\[default: the newest]"
+            ),
+        ),
+    ] = None,
+    output: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="DIR",
+            help="The folder for report.html, and figures/ with --figures (made if missing). \\[default: the study run's folder beside the database, where `fslab summary` writes]",
+        ),
+    ] = None,
+    figures: Annotated[
+        bool,
+        typer.Option(
+            "--figures",
+            help="Also write every chart as SVG and PNG, in figures/ beside the page (for papers and slides; about a tenth of a second of CPU a chart, drawn on every CPU).",
+        ),
+    ] = False,
+    png_scale: Annotated[
+        Optional[int],
+        typer.Option(
+            "--png-scale",
+            metavar="N",
+            help="With --figures: each PNG at N pixels per CSS pixel, 1 to 4 (the SVG is the figure for print, at any size; 2 is sharp on slides and high-density screens and takes about twice the CPU). \\[default: 1, the page's size]",
+        ),
+    ] = None,
+    history_of: Annotated[
+        Optional[str],
+        typer.Option(
+            "--history",
+            metavar="STUDY",
+            help="Write the study's trend page instead (history.html): each cell's primary metric across its study runs, a facet per host, flagged steps marked and listed (as `fslab history STUDY`).",
+        ),
+    ] = None,
     baseline: BaselineOption = None,
-    threshold: Annotated[Optional[float], typer.Option("--threshold", parser=parse_percent, metavar="PERCENT", help="The smallest change called faster or slower. \\[default: 3 %; with --history: the threshold the study's newest study run ran with, else 3 %]")] = None,
-    regression: Annotated[float, typer.Option("--regression", parser=parse_percent, metavar="PERCENT", help="With several study runs: a cell significantly slower than in the first by more than this is named a regression.")] = "5",  # type: ignore[assignment]
-    units: Annotated[Optional[Bandwidth], typer.Option("--units", help="Bandwidth in decimal MB/s or binary MiB/s. \\[default: the study's units, else MB/s]")] = None,
+    threshold: Annotated[
+        Optional[float],
+        typer.Option(
+            "--threshold",
+            parser=parse_percent,
+            metavar="PERCENT",
+            help="The smallest change called faster or slower. \\[default: 3 %; with --history: the threshold the study's newest study run ran with, else 3 %]",
+        ),
+    ] = None,
+    regression: Annotated[
+        float,
+        typer.Option(
+            "--regression",
+            parser=parse_percent,
+            metavar="PERCENT",
+            help="With several study runs: a cell significantly slower than in the first by more than this is named a regression.",
+        ),
+    ] = "5",  # type: ignore[assignment]
+    units: Annotated[
+        Optional[Bandwidth],
+        typer.Option(
+            "--units", help="Bandwidth in decimal MB/s or binary MiB/s. \\[default: the study's units, else MB/s]"
+        ),
+    ] = None,
     pool_hosts: PoolHostsOption = False,
     db: DbOption = None,
 ) -> None:
     """Write one self-contained HTML page of a study run (or several compared), or with --history the study's trend page; with --figures, its charts also as SVG and PNG figures."""
-    from fslab.report.page import default_folder, write_report  # altair, vl-convert, jinja2: a quarter second no other command needs to wait for
+    from fslab.report.page import (
+        default_folder,
+        write_report,
+    )  # altair, vl-convert, jinja2: a quarter second no other command needs to wait for
+
     gc.freeze()  # as main does: the page's modules too
 
     if png_scale is not None and not figures:
@@ -495,28 +874,57 @@ def report(
     found = [_find_study_run(results, ref) for ref in study_runs or [None]]
     folder = output.absolute() if output is not None else default_folder(reports_dir(results.location), found)
     with _figures_progress(figures) as rendered:
-        written = write_report(results, found, folder, baseline=baseline, threshold=threshold, units=units, regression=regression, figures=figures, png_scale=png_scale, rendered=rendered, pool_hosts=pool_hosts)
+        written = write_report(
+            results,
+            found,
+            folder,
+            baseline=baseline,
+            threshold=threshold,
+            units=units,
+            regression=regression,
+            figures=figures,
+            png_scale=png_scale,
+            rendered=rendered,
+            pool_hosts=pool_hosts,
+        )
     console.print(f"Report: {written.page}", highlight=False, soft_wrap=True)
     if figures:
-        console.print(f"Figures ({len(written.figures)} files, SVG and PNG): {written.page.parent / 'figures'}", highlight=False, soft_wrap=True)
+        console.print(
+            f"Figures ({len(written.figures)} files, SVG and PNG): {written.page.parent / 'figures'}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _trend_report(
-    results: "ResultsDB", study: str, study_runs: list[str] | None, output: Path | None, figures: bool, png_scale: int | None, baseline: str | None, threshold: float | None
+    results: "ResultsDB",
+    study: str,
+    study_runs: list[str] | None,
+    output: Path | None,
+    figures: bool,
+    png_scale: int | None,
+    baseline: str | None,
+    threshold: float | None,
 ) -> None:
     """`fslab report --history STUDY`: the trend page, and with --figures its charts as files."""
     from fslab.history_reading import read_history
     from fslab.report.trend_page import trend_folder, write_trend
 
     if study_runs or baseline is not None:
-        raise _fail("--history writes a study's trend page from all its study runs: give no STUDY-RUN and no --baseline with it")
+        raise _fail(
+            "--history writes a study's trend page from all its study runs: give no STUDY-RUN and no --baseline with it"
+        )
     found = read_history(results, study, threshold=threshold)
     folder = output.absolute() if output is not None else trend_folder(reports_dir(results.location), study)
     with _figures_progress(figures) as rendered:
         written = write_trend(found, study, folder, figures=figures, png_scale=png_scale, rendered=rendered)
     console.print(f"Trend page: {written.page}", highlight=False, soft_wrap=True)
     if figures:
-        console.print(f"Figures ({len(written.figures)} files, SVG and PNG): {written.page.parent / 'figures'}", highlight=False, soft_wrap=True)
+        console.print(
+            f"Figures ({len(written.figures)} files, SVG and PNG): {written.page.parent / 'figures'}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @contextmanager
@@ -527,18 +935,54 @@ def _figures_progress(figures: bool) -> Iterator[Callable[[int, int], None] | No
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    with Progress(TextColumn("figures"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=console, transient=True) as progress:
+    with Progress(
+        TextColumn("figures"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=console, transient=True
+    ) as progress:
         task = progress.add_task("figures", total=None)
         yield lambda done, total: progress.update(task, completed=done, total=total)
 
 
 @app.command()
 def history(
-    study: Annotated[Optional[str], typer.Argument(metavar="[STUDY]", help="A study's name: each cell's primary metric across its study runs, per host, with every step between consecutive study runs that is a change. \\[default: list the study runs stored]")] = None,
-    host: Annotated[Optional[list[str]], typer.Option("--host", metavar="HOST", help="With STUDY: only the runs of this host (repeat for several). \\[default: every host, each its own series]")] = None,
-    metric: Annotated[Optional[list[str]], typer.Option("--metric", metavar="METRIC", help="With STUDY: this metric (e.g. read_iops, write_lat_p99_us; repeat for several) instead of each workload's primary ones.")] = None,
-    threshold: Annotated[Optional[float], typer.Option("--threshold", parser=parse_percent, metavar="PERCENT", help="With STUDY: the smallest step called a change. \\[default: the threshold its newest study run ran with, else 3 %]")] = None,
-    fail_on_regression: Annotated[bool, typer.Option("--fail-on-regression", help="With STUDY: exit with status 1 when a regression (a change the worse way) is flagged on a step into the newest study run of the hosts shown (for CI).")] = False,
+    study: Annotated[
+        Optional[str],
+        typer.Argument(
+            metavar="[STUDY]",
+            help="A study's name: each cell's primary metric across its study runs, per host, with every step between consecutive study runs that is a change. \\[default: list the study runs stored]",
+        ),
+    ] = None,
+    host: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--host",
+            metavar="HOST",
+            help="With STUDY: only the runs of this host (repeat for several). \\[default: every host, each its own series]",
+        ),
+    ] = None,
+    metric: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--metric",
+            metavar="METRIC",
+            help="With STUDY: this metric (e.g. read_iops, write_lat_p99_us; repeat for several) instead of each workload's primary ones.",
+        ),
+    ] = None,
+    threshold: Annotated[
+        Optional[float],
+        typer.Option(
+            "--threshold",
+            parser=parse_percent,
+            metavar="PERCENT",
+            help="With STUDY: the smallest step called a change. \\[default: the threshold its newest study run ran with, else 3 %]",
+        ),
+    ] = None,
+    fail_on_regression: Annotated[
+        bool,
+        typer.Option(
+            "--fail-on-regression",
+            help="With STUDY: exit with status 1 when a regression (a change the worse way) is flagged on a step into the newest study run of the hosts shown (for CI).",
+        ),
+    ] = False,
     db: DbOption = None,
 ) -> None:
     """List the study runs stored in the database; with STUDY, its history: each cell's metric over its study runs and the steps that are changes."""
@@ -546,14 +990,36 @@ def history(
     if study is None:
         from fslab.results.records import imported_from
 
-        given = [name for name, value in (("--host", host), ("--metric", metric), ("--threshold", threshold), ("--fail-on-regression", fail_on_regression or None)) if value is not None]
+        given = [
+            name
+            for name, value in (
+                ("--host", host),
+                ("--metric", metric),
+                ("--threshold", threshold),
+                ("--fail-on-regression", fail_on_regression or None),
+            )
+            if value is not None
+        ]
         if given:
             raise _fail(f"{', '.join(given)} go with a STUDY: name the study whose history to judge")
         rows = [
-            [str(sr["id"]), visible(sr["study"]), f"{sr['started_at']:%Y-%m-%d %H:%M}", "imported" if imported_from(sr) else sr["status"], str(sr["repetitions"]), visible(sr["environment"].get("kernel", ""))]
+            [
+                str(sr["id"]),
+                visible(sr["study"]),
+                f"{sr['started_at']:%Y-%m-%d %H:%M}",
+                "imported" if imported_from(sr) else sr["status"],
+                str(sr["repetitions"]),
+                visible(sr["environment"].get("kernel", "")),
+            ]
             for sr in results.study_runs()
         ]
-        print_table(console, "study runs", ["id", "study", "started (UTC)", "status", "runs per cell", "kernel"], rows, [True, False, False, False, True, False])
+        print_table(
+            console,
+            "study runs",
+            ["id", "study", "started (UTC)", "status", "runs per cell", "kernel"],
+            rows,
+            [True, False, False, False, True, False],
+        )
         return
     from fslab.history_reading import read_history
     from fslab.report import trend
@@ -561,24 +1027,64 @@ def history(
     found = read_history(results, study, hosts=host, metrics=metric, threshold=threshold)
     for series in found.series:
         rows = [[visible(cell) for cell in row] for row in trend.series_rows(series)]
-        print_table(console, visible(trend.series_title(series)), trend.SERIES_COLUMNS, rows, trend.SERIES_RIGHT, styles=[{"slower": "red", "faster": "green"}.get(c, "") for c in trend.row_classes(series)])
+        print_table(
+            console,
+            visible(trend.series_title(series)),
+            trend.SERIES_COLUMNS,
+            rows,
+            trend.SERIES_RIGHT,
+            styles=[{"slower": "red", "faster": "green"}.get(c, "") for c in trend.row_classes(series)],
+        )
     flagged = trend.flagged_lines(found)
-    console.print(f"{len(found.flagged)} step(s) flagged, {len(found.drifts)} drift(s)" + (":" if flagged else "."), highlight=False)
+    console.print(
+        f"{len(found.flagged)} step(s) flagged, {len(found.drifts)} drift(s)" + (":" if flagged else "."),
+        highlight=False,
+    )
     for line, _ in flagged:
         console.print(f"  {visible(line)}", markup=False, highlight=False, soft_wrap=True)
     console.print(visible(trend.method_line(found)), markup=False, highlight=False, soft_wrap=True)
     regressed = found.latest_regressions
     if fail_on_regression and regressed:
-        errors.print(f"[red]{len(regressed)} regression(s)[/red] flagged on a step into study run {found.latest}, the newest shown", highlight=False)
+        errors.print(
+            f"[red]{len(regressed)} regression(s)[/red] flagged on a step into study run {found.latest}, the newest shown",
+            highlight=False,
+        )
         raise typer.Exit(1)
 
 
 @app.command()
 def worker(
-    name: Annotated[Optional[str], typer.Option("--name", help="The host's name in the fleet, which `fslab run --on` names. \\[default: the host name]")] = None,
-    labels: Annotated[Optional[str], typer.Option("--labels", metavar="LABEL[,LABEL…]", help="What this host has (e.g. ssd,nvme): `fslab run --on label:ssd` runs on the workers labelled ssd.")] = None,
-    heartbeat_lapse: Annotated[float, typer.Option("--heartbeat-lapse", min=1.0, metavar="SECONDS", help="How long a worker may go unheard before its unit is taken again by the next worker of its name.")] = 60.0,
-    fio_address: Annotated[Optional[str], typer.Option("--fio-address", metavar="ADDRESS[:PORT]", help="Serve fio here for the study runs whose workloads name this host among their clients, only while they run (never every address): an IP address of this host's on loopback or in an --allow-network; port 8765 by default.")] = None,
+    name: Annotated[
+        Optional[str],
+        typer.Option(
+            "--name", help="The host's name in the fleet, which `fslab run --on` names. \\[default: the host name]"
+        ),
+    ] = None,
+    labels: Annotated[
+        Optional[str],
+        typer.Option(
+            "--labels",
+            metavar="LABEL[,LABEL…]",
+            help="What this host has (e.g. ssd,nvme): `fslab run --on label:ssd` runs on the workers labelled ssd.",
+        ),
+    ] = None,
+    heartbeat_lapse: Annotated[
+        float,
+        typer.Option(
+            "--heartbeat-lapse",
+            min=1.0,
+            metavar="SECONDS",
+            help="How long a worker may go unheard before its unit is taken again by the next worker of its name.",
+        ),
+    ] = 60.0,
+    fio_address: Annotated[
+        Optional[str],
+        typer.Option(
+            "--fio-address",
+            metavar="ADDRESS[:PORT]",
+            help="Serve fio here for the study runs whose workloads name this host among their clients, only while they run (never every address): an IP address of this host's on loopback or in an --allow-network; port 8765 by default.",
+        ),
+    ] = None,
     allow_network: AllowNetworkOption = None,
     db: DbOption = None,
     workdir: WorkdirOption = DEFAULT_WORKDIR,
@@ -600,12 +1106,22 @@ def worker(
     location = resolve_location(db)
     allowed = networks(allow_network or ())
     fio = address_and_port(fio_address, allowed, "--fio-address") if fio_address is not None else None
-    settings = serving.WorkerSettings(location, name, checked_labels([x.strip() for x in (labels or "").split(",") if x.strip()]), workdir, heartbeat_lapse, fio, allowed)
+    settings = serving.WorkerSettings(
+        location,
+        name,
+        checked_labels([x.strip() for x in (labels or "").split(",") if x.strip()]),
+        workdir,
+        heartbeat_lapse,
+        fio,
+        allowed,
+    )
     say = lambda line: console.print(visible(line), markup=False, highlight=False)  # noqa: E731
     try:
         serving.serve(settings, say)
     except KeyboardInterrupt:
-        errors.print("[yellow]worker stopped[/yellow]: the run under way was released; its unit goes to the next worker of this name.")
+        errors.print(
+            "[yellow]worker stopped[/yellow]: the run under way was released; its unit goes to the next worker of this name."
+        )
         # SIGTERM is how a service manager stops a service: a normal end, not a failure (143
         # would be one to systemd); Ctrl-C ends it as an interrupted command, 130.
         raise typer.Exit(0 if exit_status() == 128 + signal.SIGTERM else exit_status()) from None
@@ -613,8 +1129,12 @@ def worker(
 
 @app.command()
 def status(
-    study_run: Annotated[Optional[str], typer.Argument(help=(
-        "A fleet's study run id (12 or #12), or a study name for its newest run. \\[default: the newest]"))] = None,
+    study_run: Annotated[
+        Optional[str],
+        typer.Argument(
+            help=("A fleet's study run id (12 or #12), or a study name for its newest run. \\[default: the newest]")
+        ),
+    ] = None,
     db: DbOption = None,
 ) -> None:
     """Where a study run on a fleet stands: per host, its runs done of planned, the run under way, ETA.
@@ -625,7 +1145,9 @@ def status(
     results = _open_db(db)
     found = _find_study_run(results, study_run)
     if not dispatch.units.hosts_of(results.engine, found["id"]):
-        raise _fail(f"study run {found['id']} ({found['study']}) did not run on a fleet: `fslab summary {found['id']}` shows it")
+        raise _fail(
+            f"study run {found['id']} ({found['study']}) did not run on a fleet: `fslab summary {found['id']}` shows it"
+        )
     shown, _ = dispatch.progress_table(results, found["id"])
     console.print(shown, crop=False)
     console.print(dispatch.workers_table(results), crop=False)
@@ -637,8 +1159,16 @@ app.add_typer(db_app, name="db")
 
 @db_app.command("copy")
 def db_copy(
-    source: Annotated[str, typer.Argument(metavar="SRC", help="The database copied from: an SQLite file, or a database URL.")],
-    destination: Annotated[str, typer.Argument(metavar="DST", help="The database copied into (typically the team's postgresql://…): made if new, migrated if older.")],
+    source: Annotated[
+        str, typer.Argument(metavar="SRC", help="The database copied from: an SQLite file, or a database URL.")
+    ],
+    destination: Annotated[
+        str,
+        typer.Argument(
+            metavar="DST",
+            help="The database copied into (typically the team's postgresql://…): made if new, migrated if older.",
+        ),
+    ],
 ) -> None:
     """Copy every study run of SRC that DST lacks into DST, with its targets, workloads, hosts, runs, metrics and raw outputs.
 
@@ -659,14 +1189,24 @@ def db_copy(
     for old_id, why in outcome.left.items():
         errors.print(f"[yellow]left[/yellow] study run {old_id}: {safe_markup(why)}", highlight=False)
     console.print(
-        f"{len(outcome.copied)} study run(s), {outcome.runs} run(s) copied into {shown(destination)}; {len(outcome.already)} already there", highlight=False, soft_wrap=True
+        f"{len(outcome.copied)} study run(s), {outcome.runs} run(s) copied into {shown(destination)}; {len(outcome.already)} already there",
+        highlight=False,
+        soft_wrap=True,
     )
 
 
 @app.command("list")
 def list_things(
-    section: Annotated[Optional[str], typer.Argument(metavar="[SECTION|NAME]", help="Show one section (studies, workloads, sets, kinds, scenarios, filesystems, layers, sources), or what is named so (zfs, luks, sysbench). \\[default: all]")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document, a key per section, for scripts.")] = False,
+    section: Annotated[
+        Optional[str],
+        typer.Argument(
+            metavar="[SECTION|NAME]",
+            help="Show one section (studies, workloads, sets, kinds, scenarios, filesystems, layers, sources), or what is named so (zfs, luks, sysbench). \\[default: all]",
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON document, a key per section, for scripts.")
+    ] = False,
 ) -> None:
     """What fslab can do: built-in studies and workloads, workload kinds, scenarios, filesystems, layers, device sources, and every option a study may give them."""
     import json
@@ -685,9 +1225,16 @@ def list_things(
 
 @app.command()
 def doctor(
-    study: Annotated[Optional[str], typer.Argument(metavar="[STUDY]", help=(
-        "A study file or built-in study: list what it needs that this machine lacks, exit 1 on any. "
-        "\\[default: every check; exit 1 only when something fslab always needs is missing]"))] = None,
+    study: Annotated[
+        Optional[str],
+        typer.Argument(
+            metavar="[STUDY]",
+            help=(
+                "A study file or built-in study: list what it needs that this machine lacks, exit 1 on any. "
+                "\\[default: every check; exit 1 only when something fslab always needs is missing]"
+            ),
+        ),
+    ] = None,
     workdir: WorkdirOption = DEFAULT_WORKDIR,
 ) -> None:
     """What this machine can do: tools and versions, kernel support, root, free space — each with what needs it."""
@@ -724,7 +1271,8 @@ def doctor(
             f"absent here: {', '.join(dict.fromkeys(absent))}; a study using them is refused "
             "(`fslab run --skip-unsupported` skips those targets). "
             "`fslab doctor STUDY` checks what one study needs.",
-            highlight=False, soft_wrap=True,
+            highlight=False,
+            soft_wrap=True,
         )
 
 
@@ -739,14 +1287,23 @@ def cleanup(workdir: WorkdirOption = DEFAULT_WORKDIR) -> None:
     colour = {"released": "green", "left alone": "yellow", "failed": "red"}
     for o in outcomes:
         detail = f": {safe_markup(o.detail)}" if o.detail else ""
-        console.print(f"{safe_markup(o.kind)} {safe_markup(o.ident)}: [{colour[o.status]}]{o.status}[/{colour[o.status]}]{detail}", highlight=False)
+        console.print(
+            f"{safe_markup(o.kind)} {safe_markup(o.ident)}: [{colour[o.status]}]{o.status}[/{colour[o.status]}]{detail}",
+            highlight=False,
+        )
     if any(o.status != "released" for o in outcomes):
         raise typer.Exit(1)
 
 
 @app.command("fio-server")
 def fio_server(
-    address: Annotated[str, typer.Option("--address", help="The IP address of this host's that fio's server listens on (never every address): loopback, or in an --allow-network.")],
+    address: Annotated[
+        str,
+        typer.Option(
+            "--address",
+            help="The IP address of this host's that fio's server listens on (never every address): loopback, or in an --allow-network.",
+        ),
+    ],
     port: Annotated[int, typer.Option("--port", help="The TCP port it listens on (1024-65535).")] = 8765,
     allow_network: AllowNetworkOption = None,
     workdir: WorkdirOption = DEFAULT_WORKDIR,

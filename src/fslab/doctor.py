@@ -46,8 +46,18 @@ def _basic_checks() -> list[Check]:
     root = os.geteuid() == 0
     loop = Path("/dev/loop-control").exists()
     return [
-        Check("root", root, "running as root" if root else f"running as uid {os.geteuid()}", "run fslab as root (sudo): it formats and mounts loop images"),
-        Check("loop devices", loop, "/dev/loop-control present" if loop else "no /dev/loop-control", "a kernel with CONFIG_BLK_DEV_LOOP"),
+        Check(
+            "root",
+            root,
+            "running as root" if root else f"running as uid {os.geteuid()}",
+            "run fslab as root (sudo): it formats and mounts loop images",
+        ),
+        Check(
+            "loop devices",
+            loop,
+            "/dev/loop-control present" if loop else "no /dev/loop-control",
+            "a kernel with CONFIG_BLK_DEV_LOOP",
+        ),
         *_tool_checks(required=True),
         tool_check("losetup", LOSETUP, "util-linux"),
     ]
@@ -92,18 +102,34 @@ def _optional_tools() -> list[tuple[Registered, Check]]:
 
 def _tool_checks(*, required: bool) -> list[Check]:
     """The tools the workload kinds drive that fslab cannot start without (fio)."""
-    return [tool_check(kind.tool.command, kind.tool.version_command, kind.tool.package, required) for kind in kinds() if kind.tool and kind.tool.required == required]
+    return [
+        tool_check(kind.tool.command, kind.tool.version_command, kind.tool.package, required)
+        for kind in kinds()
+        if kind.tool and kind.tool.required == required
+    ]
 
 
 def _memory_limit_check() -> Check:
     found = cgroups.find_hierarchy()
     ok = not isinstance(found, str)
-    return Check("memory limits", ok, f"{found}: memory_limit workloads can run" if ok else str(found), "a kernel with CONFIG_MEMCG and its memory controller mounted, to use memory_limit", required=False)
+    return Check(
+        "memory limits",
+        ok,
+        f"{found}: memory_limit workloads can run" if ok else str(found),
+        "a kernel with CONFIG_MEMCG and its memory controller mounted, to use memory_limit",
+        required=False,
+    )
 
 
 def _layer_check(name: str) -> Check:
     why = layers.missing(name)
-    return Check(f"{name} layer", why is None, why or "kernel support and tools present", "a kernel with it and its tools, to use it in a study", required=False)
+    return Check(
+        f"{name} layer",
+        why is None,
+        why or "kernel support and tools present",
+        "a kernel with it and its tools, to use it in a study",
+        required=False,
+    )
 
 
 def _zram_check() -> Check:
@@ -116,15 +142,29 @@ def workdir_checks(workdir: Path) -> list[Check]:
     where = filesystem_of(workdir / "images")
     in_ram = where["fstype"] in ("tmpfs", "ramfs")
     return [
-        Check("work directory", not in_ram, f"{where['path']} on {where['fstype']} ({where['source']})", "choose a --workdir on a disk: loop images in RAM measure memory, not storage", required=False),
-        Check("free space", where["free_bytes"] > 2**30, f"{format_size(where['free_bytes'])} free", "free space in the work directory or choose another --workdir", required=False),
+        Check(
+            "work directory",
+            not in_ram,
+            f"{where['path']} on {where['fstype']} ({where['source']})",
+            "choose a --workdir on a disk: loop images in RAM measure memory, not storage",
+            required=False,
+        ),
+        Check(
+            "free space",
+            where["free_bytes"] > 2**30,
+            f"{format_size(where['free_bytes'])} free",
+            "free space in the work directory or choose another --workdir",
+            required=False,
+        ),
     ]
 
 
 def study_problems(study: Study, workdir: Path) -> list[str]:
     """What stops the whole study on this machine (root, loop devices, fio, a memory limit it
     cannot set); empty when nothing does."""
-    problems = [f"{c.name}: {c.detail} — {c.fix}" for c in _basic_checks() + workdir_checks(workdir) if not c.ok and c.required]
+    problems = [
+        f"{c.name}: {c.detail} — {c.fix}" for c in _basic_checks() + workdir_checks(workdir) if not c.ok and c.required
+    ]
     limited = [w.name for w in study.workloads if w.memory_limit is not None]
     why = cgroups.missing() if limited else None
     if why:  # every target runs the workload: nothing of the study could be skipped instead
@@ -136,9 +176,14 @@ def unsupported_targets(study: Study) -> list[Unsupported]:
     """The study's targets this machine cannot run, each once with all it lacks: its filesystem's
     tools or kernel support, a layer, what its filesystem lacks for it (a zvol on zfs-fuse) or zram;
     then the raw baselines of those targets, which go with them."""
-    lacking = {kind: [f"{c.name}: {c.detail} — {c.fix}" for c in FILESYSTEMS[kind].machine_checks() if not c.ok] for kind in {t.filesystem for t in study.targets}}
+    lacking = {
+        kind: [f"{c.name}: {c.detail} — {c.fix}" for c in FILESYSTEMS[kind].machine_checks() if not c.ok]
+        for kind in {t.filesystem for t in study.targets}
+    }
     found = [Unsupported(t.name, why) for t in study.targets for why in lacking[t.filesystem]]
-    return with_their_raw_baselines(study, by_target(found + layer_problems(study) + filesystem_problems(study) + zram_problems(study)))
+    return with_their_raw_baselines(
+        study, by_target(found + layer_problems(study) + filesystem_problems(study) + zram_problems(study))
+    )
 
 
 def with_their_raw_baselines(study: Study, unsupported: list[Unsupported]) -> list[Unsupported]:
@@ -148,8 +193,12 @@ def with_their_raw_baselines(study: Study, unsupported: list[Unsupported]) -> li
     that fslab added no ceiling for them (ceiling.py)."""
     gone = {u.target for u in unsupported}
     return unsupported + [
-        Unsupported(t.name, f"it is the raw baseline of '{t.raw_baseline_of}', which cannot run here: it measures that target's devices alone")
-        for t in study.targets if t.raw_baseline_of in gone and t.name not in gone
+        Unsupported(
+            t.name,
+            f"it is the raw baseline of '{t.raw_baseline_of}', which cannot run here: it measures that target's devices alone",
+        )
+        for t in study.targets
+        if t.raw_baseline_of in gone and t.name not in gone
     ]
 
 
@@ -161,7 +210,12 @@ def zram_problems(study: Study) -> list[Unsupported]:
     for t in study.targets:
         needed = t.image_size * t.devices
         if t.zram and needed > available * 0.8:
-            problems.append(Unsupported(t.name, f"it needs {format_size(needed)} of zram, and this machine has {format_size(available)} of memory available: lower image_size"))
+            problems.append(
+                Unsupported(
+                    t.name,
+                    f"it needs {format_size(needed)} of zram, and this machine has {format_size(available)} of memory available: lower image_size",
+                )
+            )
     return problems
 
 
@@ -180,4 +234,9 @@ def filesystem_problems(study: Study) -> list[Unsupported]:
 def layer_problems(study: Study) -> list[Unsupported]:
     """Layers under a filesystem (md RAID, LUKS, LVM) this kernel or its tools lack."""
     missing = {layer: layers.missing(layer) for target in study.targets for layer in target.layers}
-    return [Unsupported(t.name, f"it needs {layer}, and {missing[layer]}") for t in study.targets for layer in t.layers if missing[layer]]
+    return [
+        Unsupported(t.name, f"it needs {layer}, and {missing[layer]}")
+        for t in study.targets
+        for layer in t.layers
+        if missing[layer]
+    ]

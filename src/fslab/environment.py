@@ -57,7 +57,9 @@ def machine_id() -> str | None:
 
 def host(name: str | None = None) -> Host:
     """This machine, named `name` (a worker's --name), else by its host name."""
-    return Host(name or socket.gethostname(), machine_id(), platform.release(), cpu_model(), os.cpu_count() or 1, memory_bytes())
+    return Host(
+        name or socket.gethostname(), machine_id(), platform.release(), cpu_model(), os.cpu_count() or 1, memory_bytes()
+    )
 
 
 def filesystem_of(path: Path) -> dict:
@@ -66,15 +68,26 @@ def filesystem_of(path: Path) -> dict:
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     where = os.path.realpath(existing)
-    holding = [m for m in mounts() if m.mountpoint == "/" or where == m.mountpoint or where.startswith(m.mountpoint + "/")]
-    top = sorted(holding, key=lambda m: len(m.mountpoint))[-1] if holding else None  # the deepest, the last mounted there
-    return {"path": str(path), "fstype": top.fstype if top else "unknown", "source": top.source if top else "unknown", "free_bytes": shutil.disk_usage(existing).free}
+    holding = [
+        m for m in mounts() if m.mountpoint == "/" or where == m.mountpoint or where.startswith(m.mountpoint + "/")
+    ]
+    top = (
+        sorted(holding, key=lambda m: len(m.mountpoint))[-1] if holding else None
+    )  # the deepest, the last mounted there
+    return {
+        "path": str(path),
+        "fstype": top.fstype if top else "unknown",
+        "source": top.source if top else "unknown",
+        "free_bytes": shutil.disk_usage(existing).free,
+    }
 
 
 def tool_versions() -> dict[str, str | None]:
     """Every tool's version, the mkfs tools named by their command (mke2fs, mkfs.xfs, …)."""
     commands = {kind.tool.command: kind.tool.version_command for kind in kinds() if kind.tool} | {LOSETUP[0]: LOSETUP}
-    commands |= {fs.version_command[0]: fs.version_command for fs in FILESYSTEMS.values() if hasattr(fs, "version_command")}
+    commands |= {
+        fs.version_command[0]: fs.version_command for fs in FILESYSTEMS.values() if hasattr(fs, "version_command")
+    }
     commands |= {layer.tool[0]: layer.tool for layer in LAYERS.values()}
     return {name: tool_version(argv) for name, argv in commands.items()}
 

@@ -58,7 +58,9 @@ def networks(named: Iterable[str]) -> tuple[Network, ...]:
         except ValueError:
             raise Refused(f"--allow-network {text[:60]!r} is not a network in CIDR form (10.231.0.0/16)") from None
         if not network.is_private or network.is_unspecified or network.prefixlen == 0:
-            raise Refused(f"--allow-network {network} is not a private network: a fio server runs any job it is sent, as root; allow only a lab's own network")
+            raise Refused(
+                f"--allow-network {network} is not a private network: a fio server runs any job it is sent, as root; allow only a lab's own network"
+            )
         found.append(network)
     return tuple(found)
 
@@ -69,13 +71,17 @@ def checked_address(text: str, allowed: Iterable[Network], what: str) -> IPAddre
     try:
         address = ipaddress.ip_address(text.strip("[]"))
     except ValueError:
-        raise Refused(f"{what} {text[:60]!r} is not an IP address; give the address itself (127.0.0.1, 10.0.0.2): fslab resolves no names") from None
+        raise Refused(
+            f"{what} {text[:60]!r} is not an IP address; give the address itself (127.0.0.1, 10.0.0.2): fslab resolves no names"
+        ) from None
     if address.is_unspecified or address.is_multicast:
         raise Refused(f"{what} {address} is not one address: a fio server listens on the one address its host names")
     allowed = tuple(allowed)
     if not address.is_loopback and not any(address in network for network in allowed):
         named = ", ".join(map(str, allowed)) or "none"
-        raise Refused(f"{what} {address} is neither loopback nor in a network allowed with --allow-network (allowed: {named})")
+        raise Refused(
+            f"{what} {address} is neither loopback nor in a network allowed with --allow-network (allowed: {named})"
+        )
     return address
 
 
@@ -138,7 +144,12 @@ class FioServer:
 def serving(journal: Journal, where: Endpoint) -> Iterator[FioServer]:
     """fio's server listening at `where` while the block runs, its current directory and log in a
     scratch directory of the work directory's: held, and stopped when the block ends."""
-    with scratch_directory(journal) as directory, running_held(journal, ["fio", f"--server={where.fio_argument}"], cwd=directory, log=directory / "fio-server.log") as process:
+    with (
+        scratch_directory(journal) as directory,
+        running_held(
+            journal, ["fio", f"--server={where.fio_argument}"], cwd=directory, log=directory / "fio-server.log"
+        ) as process,
+    ):
         log = directory / "fio-server.log"
         deadline = time.monotonic() + READY_WITHIN
         while not _listening(process.pid, where):

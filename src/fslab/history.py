@@ -43,7 +43,9 @@ class StoredStudyRun:
     kernel: str  # the study run's environment's
     owner_host: str | None  # the host of the process that ran it (results.owner), where recorded
     host_kernels: dict[str, str]  # host → its kernel, as the hosts table keeps it (schema 10 on)
-    values: dict[tuple[str | None, str, str], dict[str, list[float]]]  # (host, workload, target) → metric → values in run order
+    values: dict[
+        tuple[str | None, str, str], dict[str, list[float]]
+    ]  # (host, workload, target) → metric → values in run order
     higher_is_better: dict[str, bool]
     kinds: dict[str, str]  # workload → its kind: what printed its figures (their resolution)
 
@@ -100,7 +102,9 @@ class Series:
     @property
     def drift(self) -> Step | None:
         """The span, when it is a change and no step is: what added up over small steps."""
-        return self.span if self.span is not None and self.span.change and not any(s.change for s in self.steps) else None
+        return (
+            self.span if self.span is not None and self.span.change and not any(s.change for s in self.steps) else None
+        )
 
 
 @dataclass(frozen=True)
@@ -131,7 +135,9 @@ def host_of(run_host: str | None, study_run: StoredStudyRun) -> str:
     return run_host or study_run.owner_host or UNRECORDED_HOST
 
 
-def series_points(study_runs: Iterable[StoredStudyRun], *, hosts: Iterable[str] | None = None, metrics: Iterable[str] | None = None) -> dict[SeriesKey, tuple[bool, list[Point]]]:
+def series_points(
+    study_runs: Iterable[StoredStudyRun], *, hosts: Iterable[str] | None = None, metrics: Iterable[str] | None = None
+) -> dict[SeriesKey, tuple[bool, list[Point]]]:
     """The one grouping by host: each (host, workload, target, metric)'s points, oldest study run
     first, with the metric's direction; only the hosts and metrics named, when named."""
     chosen_hosts, chosen_metrics = (None if hosts is None else set(hosts)), (None if metrics is None else set(metrics))
@@ -146,12 +152,25 @@ def series_points(study_runs: Iterable[StoredStudyRun], *, hosts: Iterable[str] 
                     continue
                 higher = sr.higher_is_better.get(metric, True)
                 kernel = sr.host_kernels.get(host, sr.kernel)
-                point = Point(sr.id, sr.started_at, kernel, sr.fslab_version, tuple(values), summarize(values, higher, resolution_of(sr.kinds, workload, metric)))
+                point = Point(
+                    sr.id,
+                    sr.started_at,
+                    kernel,
+                    sr.fslab_version,
+                    tuple(values),
+                    summarize(values, higher, resolution_of(sr.kinds, workload, metric)),
+                )
                 found.setdefault(SeriesKey(host, workload, target, metric), (higher, []))[1].append(point)
     return found
 
 
-def history(study_runs: list[StoredStudyRun], *, threshold: float = DEFAULT_THRESHOLD, hosts: Iterable[str] | None = None, metrics: Iterable[str] | None = None) -> History:
+def history(
+    study_runs: list[StoredStudyRun],
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    hosts: Iterable[str] | None = None,
+    metrics: Iterable[str] | None = None,
+) -> History:
     """Every series of `study_runs` (those of `hosts` and `metrics` when named), each step and span
     compared, Benjamini–Hochberg over all of them together."""
     points = series_points(study_runs, hosts=hosts, metrics=metrics)
@@ -159,17 +178,34 @@ def history(study_runs: list[StoredStudyRun], *, threshold: float = DEFAULT_THRE
     tests: list[tuple[SeriesKey, Point, Point]] = []
     pairs: list[SamplePair] = []
     for key, (higher, found) in points.items():
-        ends = [(found[i], found[i + 1]) for i in range(len(found) - 1)] + ([(found[0], found[-1])] if len(found) >= 3 else [])
+        ends = [(found[i], found[i + 1]) for i in range(len(found) - 1)] + (
+            [(found[0], found[-1])] if len(found) >= 3 else []
+        )
         for older, newer in ends:
             if min(older.samples + newer.samples) > 0:  # a ratio needs positive samples
                 tests.append((key, older, newer))
-                pairs.append(SamplePair(list(older.samples), list(newer.samples), higher, resolution_of(kinds, key.workload, key.metric)))
+                pairs.append(
+                    SamplePair(
+                        list(older.samples), list(newer.samples), higher, resolution_of(kinds, key.workload, key.metric)
+                    )
+                )
     compared = adjust_family(compare_pairs(pairs, threshold), threshold)
-    judged = {(key, older.study_run, newer.study_run): Step(key, older, newer, c) for (key, older, newer), c in zip(tests, compared)}
+    judged = {
+        (key, older.study_run, newer.study_run): Step(key, older, newer, c)
+        for (key, older, newer), c in zip(tests, compared)
+    }
     series = []
     for key, (higher, found) in sorted(points.items()):
-        steps = [s for i in range(len(found) - 1) if (s := judged.get((key, found[i].study_run, found[i + 1].study_run))) is not None]
+        steps = [
+            s
+            for i in range(len(found) - 1)
+            if (s := judged.get((key, found[i].study_run, found[i + 1].study_run))) is not None
+        ]
         span = judged.get((key, found[0].study_run, found[-1].study_run)) if len(found) >= 3 else None
         series.append(Series(key, higher, found, steps, span))
-    newest = max((p for _, found in points.values() for p in found), key=lambda p: (p.started_at, p.study_run), default=None)
-    return History(series, threshold, sum(c.p_value is not None for c in compared), None if newest is None else newest.study_run)
+    newest = max(
+        (p for _, found in points.values() for p in found), key=lambda p: (p.started_at, p.study_run), default=None
+    )
+    return History(
+        series, threshold, sum(c.p_value is not None for c in compared), None if newest is None else newest.study_run
+    )

@@ -15,7 +15,12 @@ class HistoryError(FslabError):
 
 
 def read_history(
-    db: ResultsDB, study: str, *, hosts: Iterable[str] | None = None, metrics: Iterable[str] | None = None, threshold: float | None = None
+    db: ResultsDB,
+    study: str,
+    *,
+    hosts: Iterable[str] | None = None,
+    metrics: Iterable[str] | None = None,
+    threshold: float | None = None,
 ) -> History:
     """The history of `study`: its primary metrics (or those `metrics` names), on every host (or
     those `hosts` names), judged at `threshold` (default: the one its newest study run was run
@@ -23,7 +28,9 @@ def read_history(
     found = [sr for sr in db.study_runs() if sr["study"] == study]
     if not found:
         studies = sorted({sr["study"] for sr in db.study_runs()})
-        raise HistoryError(f"no study run of study '{study}' in the database; its studies: {', '.join(studies) or 'none'}")
+        raise HistoryError(
+            f"no study run of study '{study}' in the database; its studies: {', '.join(studies) or 'none'}"
+        )
     chosen = None if metrics is None else list(metrics)
     stored = [_stored(db, sr, chosen) for sr in found]
     if chosen is not None:
@@ -31,7 +38,9 @@ def read_history(
         missing = [m for m in chosen if m not in measured]
         if missing:
             every = sorted({m for sr in found for cell in db.host_samples(sr["id"]).values() for m in cell})
-            raise HistoryError(f"--metric {', '.join(missing)}: no run of study '{study}' measured it; its metrics: {', '.join(every)}")
+            raise HistoryError(
+                f"--metric {', '.join(missing)}: no run of study '{study}' measured it; its metrics: {', '.join(every)}"
+            )
     if threshold is None:
         threshold = (found[-1].get("settings") or {}).get("threshold", DEFAULT_THRESHOLD)
     if hosts is not None:
@@ -39,7 +48,9 @@ def read_history(
         present = {key.host for key in series_points(stored)}
         unknown = [h for h in hosts if h not in present]
         if unknown:
-            raise HistoryError(f"--host {', '.join(unknown)}: no run of study '{study}' ran there; its hosts: {', '.join(sorted(present))}")
+            raise HistoryError(
+                f"--host {', '.join(unknown)}: no run of study '{study}' ran there; its hosts: {', '.join(sorted(present))}"
+            )
     return history(stored, threshold=threshold, hosts=hosts)
 
 
@@ -47,7 +58,11 @@ def _stored(db: ResultsDB, sr: dict, metrics: list[str] | None) -> StoredStudyRu
     """One study run as history.py reads it: its primary metrics (stored with their roles), or those named."""
     groups = db.sample_groups(sr["id"])
     values = {
-        (host, workload, target): {m: v for m, v in cell.items() if (m in metrics if metrics is not None else m in groups.roles.primary_in(workload, cell))}
+        (host, workload, target): {
+            m: v
+            for m, v in cell.items()
+            if (m in metrics if metrics is not None else m in groups.roles.primary_in(workload, cell))
+        }
         for (workload, target, host), cell in db.host_samples(sr["id"]).items()
     }
     owner = sr.get("owner") or {}

@@ -50,7 +50,9 @@ class FioOutput:
     """One file's fio JSON, parsed."""
 
     fio_version: str | None
-    finished_at: datetime | None  # fio's timestamp (UTC); None when this fio wrote none, or a fio client did (its start)
+    finished_at: (
+        datetime | None
+    )  # fio's timestamp (UTC); None when this fio wrote none, or a fio client did (its start)
     jobs: list[ImportedJob]
 
     def of(self, target: str) -> FioOutput:
@@ -92,7 +94,10 @@ def _parsed(document: dict, target: str) -> FioOutput:
     # their jobs: their runs begin at it, or at each job's own job_start (fio 3.36 on)
     timestamp = _timestamp(document)
     began = timestamp if client_server else None
-    jobs = [_job(name, _at(target, host), host, group, global_options(group[0]), began) for (host, name), group in groups.items()]
+    jobs = [
+        _job(name, _at(target, host), host, group, global_options(group[0]), began)
+        for (host, name), group in groups.items()
+    ]
     return FioOutput(version, None if client_server else timestamp, jobs)
 
 
@@ -115,12 +120,23 @@ def _global_options(found: Any) -> Callable[[dict], dict[str, str]]:
     return lambda entry: per_server.get((str(entry["hostname"]), str(entry["port"])), {})
 
 
-def _job(name: str, target: str, host: str | None, entries: list[dict], global_options: dict[str, str], began: datetime | None) -> ImportedJob:
+def _job(
+    name: str,
+    target: str,
+    host: str | None,
+    entries: list[dict],
+    global_options: dict[str, str],
+    began: datetime | None,
+) -> ImportedJob:
     if any("mixed" in e and "read" not in e for e in entries):
-        raise NotFioOutput(f"job '{name}' was reported with unified_rw_reporting (one 'mixed' direction): fslab reads reads and writes apart")
+        raise NotFioOutput(
+            f"job '{name}' was reported with unified_rw_reporting (one 'mixed' direction): fslab reads reads and writes apart"
+        )
     own = _options(entries[0].get("job options", {}))
     options = global_options | own
-    buffered = not direct_after([*global_options.items(), *own.items()])  # in fio's order: the later of direct and buffered wins
+    buffered = not direct_after(
+        [*global_options.items(), *own.items()]
+    )  # in fio's order: the later of direct and buffered wins
     if not all(isinstance(e["error"], int) for e in entries):
         raise TypeError("'error' is not a number")
     errors = sorted({e["error"] for e in entries if e["error"]})
@@ -132,7 +148,17 @@ def _job(name: str, target: str, host: str | None, entries: list[dict], global_o
         job_start = _job_start(entries, options)
         started = (job_start, "fio job_start") if job_start else (began, "fio client's start")
     if errors:
-        return ImportedJob(name, target, host, [], f"fio reported error {', '.join(map(str, errors))} for job '{name}'", seconds, buffered, options, *started)
+        return ImportedJob(
+            name,
+            target,
+            host,
+            [],
+            f"fio reported error {', '.join(map(str, errors))} for job '{name}'",
+            seconds,
+            buffered,
+            options,
+            *started,
+        )
     metrics = job_metrics(entries)
     for m in metrics:
         if not (isinstance(m.value, (int, float)) and math.isfinite(m.value) and m.value >= 0):

@@ -87,11 +87,25 @@ class ImportedTarget:
 # fio options that say where a job ran, or what it logged and how it reported, not what it did:
 # runs that differ in these alone are repetitions of one workload (two servers' /dev/sdb and
 # /dev/md0; each run's own log names). Every other option, and every option's absence, counts.
-WHERE_AND_WHAT_LOGGED = frozenset({
-    "filename", "directory", "filename_format", "description", "group_reporting",
-    "write_bw_log", "write_iops_log", "write_lat_log", "write_hist_log", "write_iolog", "per_job_logs",
-    "lat_percentiles", "clat_percentiles", "slat_percentiles", "percentile_list",
-})  # and every log_* option (log_avg_msec, log_offset, …)
+WHERE_AND_WHAT_LOGGED = frozenset(
+    {
+        "filename",
+        "directory",
+        "filename_format",
+        "description",
+        "group_reporting",
+        "write_bw_log",
+        "write_iops_log",
+        "write_lat_log",
+        "write_hist_log",
+        "write_iolog",
+        "per_job_logs",
+        "lat_percentiles",
+        "clat_percentiles",
+        "slat_percentiles",
+        "percentile_list",
+    }
+)  # and every log_* option (log_avg_msec, log_offset, …)
 SHOWN_VALUE = re.compile(r"[A-Za-z0-9_.+:/,%-]{1,32}")  # an option's value shown as it is in a workload's name
 UNSET = "(unset)"  # an option one run's job set and another's did not: fio's default, whatever it was
 
@@ -99,10 +113,14 @@ UNSET = "(unset)"  # an option one run's job set and another's did not: fio's de
 def what_it_ran(options: dict[str, str]) -> tuple[tuple[str, str], ...]:
     """A job's options that make it the workload it is: those two runs must agree on to be
     repetitions of one workload (every option but WHERE_AND_WHAT_LOGGED and log_*)."""
-    return tuple(sorted((k, v) for k, v in options.items() if k not in WHERE_AND_WHAT_LOGGED and not k.startswith("log_")))
+    return tuple(
+        sorted((k, v) for k, v in options.items() if k not in WHERE_AND_WHAT_LOGGED and not k.startswith("log_"))
+    )
 
 
-def workload_names(job: str, variants: list[tuple[tuple[str, str], ...]], listed: Iterable[str] = ()) -> dict[tuple[tuple[str, str], ...], str]:
+def workload_names(
+    job: str, variants: list[tuple[tuple[str, str], ...]], listed: Iterable[str] = ()
+) -> dict[tuple[tuple[str, str], ...], str]:
     """The workload name of each set of options (what_it_ran) one job name ran with: the job's
     name when it ran with one; else the name followed by each option the sets differ in, in the
     order fio listed them (`listed`; any other after them, by name): `random-read rw=randread
@@ -113,7 +131,9 @@ def workload_names(job: str, variants: list[tuple[tuple[str, str], ...]], listed
     tables = [dict(v) for v in variants]
     keys = dict.fromkeys([*listed, *sorted(k for table in tables for k in table)])
     differing = [k for k in keys if len({table.get(k) for table in tables}) > 1]
-    return {v: " ".join([job, *(f"{k}={_shown(table.get(k))}" for k in differing)]) for v, table in zip(variants, tables)}
+    return {
+        v: " ".join([job, *(f"{k}={_shown(table.get(k))}" for k in differing)]) for v, table in zip(variants, tables)
+    }
 
 
 def _shown(value: str | None) -> str:
@@ -153,16 +173,23 @@ class ImportedStudy:
     def grouping(self) -> list[str]:
         """How the files became workloads, to be said as they are imported: how many of each,
         each workload with its runs per target, and each job name split by the options it ran with."""
-        lines = [f"{len(self.files)} file(s) → {len(self.workloads)} workload(s); runs of one workload agree on every fio job option but where they ran and what they logged:"]
+        lines = [
+            f"{len(self.files)} file(s) → {len(self.workloads)} workload(s); runs of one workload agree on every fio job option but where they ran and what they logged:"
+        ]
         split = Counter(w.job for w in self.workloads)
         for job, n in split.items():
             if n > 1:
-                lines.append(f"  fio job '{job}' ran with different options: {n} workloads, named by the options that differ")
+                lines.append(
+                    f"  fio job '{job}' ran with different options: {n} workloads, named by the options that differ"
+                )
         runs: dict[str, Counter] = {w.name: Counter() for w in self.workloads}  # workload → target → its runs
         for r in self.runs:
             runs[r.workload][r.target] += 1
         for workload, targets in runs.items():
-            lines.append(f"  {workload}: " + ", ".join(f"{target} {n} run{'s' if n > 1 else ''}" for target, n in targets.items()))
+            lines.append(
+                f"  {workload}: "
+                + ", ".join(f"{target} {n} run{'s' if n > 1 else ''}" for target, n in targets.items())
+            )
         return lines + [f"passed over {n} file(s): {why}" for why, n in self.passed_over_by_why().items()]
 
     def passed_over_by_why(self) -> dict[str, int]:
@@ -172,11 +199,21 @@ class ImportedStudy:
         """What the study run records of its import (settings["imported"]): the files, those skipped
         and why, how many were passed over and why (a bench-fio tree holds thousands of fio's logs), when."""
         skipped = [{"file": s.path, "why": s.why} for s in self.skipped]
-        return {IMPORTED: {"files": self.files, "skipped": skipped, "passed_over": self.passed_over_by_why(), "at": imported_at.isoformat()}}
+        return {
+            IMPORTED: {
+                "files": self.files,
+                "skipped": skipped,
+                "passed_over": self.passed_over_by_why(),
+                "at": imported_at.isoformat(),
+            }
+        }
 
     def environment(self) -> dict:
         """What is known of where its runs were made: the fio versions alone (and the fslab importing them)."""
-        return {"fslab": __version__, "tools": {"fio": ", ".join(sorted({v for t in self.targets for v in t.fio_versions}))}}
+        return {
+            "fslab": __version__,
+            "tools": {"fio": ", ".join(sorted({v for t in self.targets for v in t.fio_versions}))},
+        }
 
 
 def import_files(study: str, paths: list[Path], target: str | None = None) -> ImportedStudy:
@@ -190,7 +227,13 @@ def import_files(study: str, paths: list[Path], target: str | None = None) -> Im
     return imported_study(study, [str(p) for p in paths], parsed, passed_over + not_fio + refused, histograms)
 
 
-def imported_study(name: str, paths: Iterable[str], found: Iterable[tuple[FoundFile, FioOutput]], skipped: list[Skipped], histograms: dict[tuple[str, str], HistogramLogs] | None = None) -> ImportedStudy:
+def imported_study(
+    name: str,
+    paths: Iterable[str],
+    found: Iterable[tuple[FoundFile, FioOutput]],
+    skipped: list[Skipped],
+    histograms: dict[tuple[str, str], HistogramLogs] | None = None,
+) -> ImportedStudy:
     """The study run of these parsed files: each job name a workload — one per set of options it
     ran with (workload_names) —, each target a target, a file's runs repetitions of their cells
     in the order the files come; a run keeps its histogram logs (`histograms`: by file and job name)."""
@@ -202,7 +245,11 @@ def imported_study(name: str, paths: Iterable[str], found: Iterable[tuple[FoundF
             if (ran := what_it_ran(job.options)) not in (seen := variants.setdefault(job.name, [])):
                 seen.append(ran)
             listed.setdefault(job.name, {}).update(dict.fromkeys(job.options))
-    named = {(job, ran): workload for job, each in variants.items() for ran, workload in workload_names(job, each, listed[job]).items()}
+    named = {
+        (job, ran): workload
+        for job, each in variants.items()
+        for ran, workload in workload_names(job, each, listed[job]).items()
+    }
     targets: dict[str, list[str]] = {}
     workloads: dict[str, ImportedWorkload] = {}
     repetitions: Counter = Counter()
@@ -212,10 +259,17 @@ def imported_study(name: str, paths: Iterable[str], found: Iterable[tuple[FoundF
         version = output.fio_version or "unknown"
         for job in output.jobs:
             if job.started_at:  # client/server output
-                started, finished, when = job.started_at, job.started_at + timedelta(seconds=job.seconds), job.started_from
+                started, finished, when = (
+                    job.started_at,
+                    job.started_at + timedelta(seconds=job.seconds),
+                    job.started_from,
+                )
             else:
                 finished = output.finished_at or file.modified
-                started, when = finished - timedelta(seconds=job.seconds), "fio" if output.finished_at else "file modification time"
+                started, when = (
+                    finished - timedelta(seconds=job.seconds),
+                    "fio" if output.finished_at else "file modification time",
+                )
             workload = named[(job.name, what_it_ran(job.options))]
             cell = (job.target, workload)
             versions = targets.setdefault(job.target, [])
@@ -227,14 +281,35 @@ def imported_study(name: str, paths: Iterable[str], found: Iterable[tuple[FoundF
             logs = (histograms or {}).get((file.path, job.name)) if not job.host else None
             runs.append(
                 RunRecord(
-                    target=job.target, workload=workload, repetition=repetitions[cell], warmup=False, block=repetitions[cell], position=len(runs),
-                    started_at=started, finished_at=finished, status="failed" if job.error else "ok", error=job.error,
-                    buffered=job.buffered, outputs=[RawOutput("", "fio", file.text), *([logs.output] if logs else [])], metrics=job.metrics,
-                    source=source | ({"host": job.host} if job.host else {}) | ({"histogram_logs": logs.paths} if logs else {}),
+                    target=job.target,
+                    workload=workload,
+                    repetition=repetitions[cell],
+                    warmup=False,
+                    block=repetitions[cell],
+                    position=len(runs),
+                    started_at=started,
+                    finished_at=finished,
+                    status="failed" if job.error else "ok",
+                    error=job.error,
+                    buffered=job.buffered,
+                    outputs=[RawOutput("", "fio", file.text), *([logs.output] if logs else [])],
+                    metrics=job.metrics,
+                    source=source
+                    | ({"host": job.host} if job.host else {})
+                    | ({"histogram_logs": logs.paths} if logs else {}),
                 )
             )
     faults, passed_over = [s for s in skipped if not s.passed_over], [s for s in skipped if s.passed_over]
-    return ImportedStudy(name, list(paths), [ImportedTarget(t, v) for t, v in targets.items()], list(workloads.values()), runs, files, faults, passed_over)
+    return ImportedStudy(
+        name,
+        list(paths),
+        [ImportedTarget(t, v) for t, v in targets.items()],
+        list(workloads.values()),
+        runs,
+        files,
+        faults,
+        passed_over,
+    )
 
 
 # --- reading the files ----------------------------------------------------------------------------
@@ -267,7 +342,9 @@ def read_files(paths: Iterable[Path]) -> tuple[list[FoundFile], list[Skipped]]:
             take(path, follow=True)
             continue
         root = path.resolve()
-        for directory, subdirectories, names in os.walk(path, onerror=lambda exc: skipped.append(Skipped(str(exc.filename), f"cannot be read: {exc.strerror}"))):
+        for directory, subdirectories, names in os.walk(
+            path, onerror=lambda exc: skipped.append(Skipped(str(exc.filename), f"cannot be read: {exc.strerror}"))
+        ):
             subdirectories.sort()
             here = Path(directory)
             for name in sorted(names) + [d for d in subdirectories if (here / d).is_symlink()]:
@@ -299,13 +376,20 @@ def _read(path: Path, follow: bool, seen: set[tuple[int, int]]) -> FoundFile | N
             return None
         seen.add((st.st_dev, st.st_ino))
         if st.st_size > MAX_BYTES:
-            raise NotFioOutput(f"{st.st_size} bytes, larger than fio's JSON of a run ({MAX_BYTES // 2**20} MiB at most here)")
+            raise NotFioOutput(
+                f"{st.st_size} bytes, larger than fio's JSON of a run ({MAX_BYTES // 2**20} MiB at most here)"
+            )
         data = f.read(MAX_BYTES + 1)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise NotFioOutput("not UTF-8 text: not fio's JSON output") from None
-    return FoundFile(str(path), text, datetime.fromtimestamp(st.st_mtime, timezone.utc).replace(tzinfo=None), _target_named(path.absolute().parent.name))
+    return FoundFile(
+        str(path),
+        text,
+        datetime.fromtimestamp(st.st_mtime, timezone.utc).replace(tzinfo=None),
+        _target_named(path.absolute().parent.name),
+    )
 
 
 def _target_named(directory: str) -> str:
@@ -313,7 +397,9 @@ def _target_named(directory: str) -> str:
     return directory if NAME.fullmatch(directory) else DEFAULT_TARGET
 
 
-def parse_files(files: Iterable[FoundFile], target: str | None = None) -> tuple[list[tuple[FoundFile, FioOutput]], list[Skipped]]:
+def parse_files(
+    files: Iterable[FoundFile], target: str | None = None
+) -> tuple[list[tuple[FoundFile, FioOutput]], list[Skipped]]:
     """Each file parsed for its target (`target`, else the target directory of bench-fio's tree,
     else its directory's name); those that are not fio's output, with why, and bench-fio's
     preconditioning runs, passed over."""
@@ -326,7 +412,9 @@ def parse_files(files: Iterable[FoundFile], target: str | None = None) -> tuple[
             continue
         if (bench_fio := place(file.path, [job.options for job in output.jobs])) is not None:
             if bench_fio.precondition:
-                skipped.append(Skipped(file.path, "bench-fio's preconditioning run (run-N), not a measurement", passed_over=True))
+                skipped.append(
+                    Skipped(file.path, "bench-fio's preconditioning run (run-N), not a measurement", passed_over=True)
+                )
                 continue
             if target is None:
                 output = output.of(_target_named(bench_fio.target))
@@ -345,7 +433,9 @@ class HistogramLogs:
     output: RawOutput
 
 
-def histogram_logs(parsed: Iterable[tuple[FoundFile, FioOutput]]) -> tuple[dict[tuple[str, str], HistogramLogs], list[Skipped]]:
+def histogram_logs(
+    parsed: Iterable[tuple[FoundFile, FioOutput]],
+) -> tuple[dict[tuple[str, str], HistogramLogs], list[Skipped]]:
     """(file, job name) → the histogram logs fio wrote of that job beside the file: those its
     write_hist_log names (`<prefix>_clat_hist.<N>.log`, or `<prefix>_clat_hist.log`, in the file's
     directory whatever directory the prefix names), read as untrusted as any file here and kept as
@@ -362,12 +452,25 @@ def histogram_logs(parsed: Iterable[tuple[FoundFile, FioOutput]]) -> tuple[dict[
         for prefix, jobs in named.items():
             paths = _beside(Path(file.path).parent, prefix)
             if len({job.name for job in jobs}) > 1:
-                refused += [Skipped(str(p), f"a histogram log of prefix '{prefix}', which jobs {', '.join(sorted({j.name for j in jobs}))} of {file.path} share: not attached to either") for p in paths]
+                refused += [
+                    Skipped(
+                        str(p),
+                        f"a histogram log of prefix '{prefix}', which jobs {', '.join(sorted({j.name for j in jobs}))} of {file.path} share: not attached to either",
+                    )
+                    for p in paths
+                ]
             elif paths:
                 try:
-                    logs = HistogramLogs([str(p) for p in paths], RawOutput("", fio_hist.HIST_TOOL, _kept_logs(paths, jobs[0].options)))
+                    logs = HistogramLogs(
+                        [str(p) for p in paths], RawOutput("", fio_hist.HIST_TOOL, _kept_logs(paths, jobs[0].options))
+                    )
                 except (NotFioOutput, ValueError) as exc:
-                    refused += [Skipped(str(p), f"fio's histogram log of job '{jobs[0].name}' in {file.path}, not attached: {exc}") for p in paths]
+                    refused += [
+                        Skipped(
+                            str(p), f"fio's histogram log of job '{jobs[0].name}' in {file.path}, not attached: {exc}"
+                        )
+                        for p in paths
+                    ]
                 else:
                     found[(file.path, jobs[0].name)] = logs
     return found, refused
@@ -377,7 +480,9 @@ def _beside(directory: Path, prefix: str) -> list[Path]:
     """The histogram logs of `prefix` in `directory`, by job number (fio's names)."""
     named = fio_hist.hist_files(prefix)
     try:
-        entries = [(int(m.group(1) or 0), entry.name) for entry in os.scandir(directory) if (m := named.fullmatch(entry.name))]
+        entries = [
+            (int(m.group(1) or 0), entry.name) for entry in os.scandir(directory) if (m := named.fullmatch(entry.name))
+        ]
     except OSError:
         return []
     return [directory / name for _, name in sorted(entries)]

@@ -230,6 +230,9 @@ def _parse(line: str, kinds: Registry[Releaser]) -> tuple[str, tuple[str, str], 
     event, kind, ident, proof = raw.get("event"), raw.get("kind"), raw.get("id"), raw.get("proof", {})
     if event not in _EVENTS or kind not in kinds or not isinstance(ident, str) or not _PLAIN.fullmatch(ident):
         return None
-    if not isinstance(proof, dict) or not all(isinstance(k, str) and (isinstance(v, int) or (isinstance(v, str) and _PLAIN.fullmatch(v))) for k, v in proof.items()):
+    if not isinstance(proof, dict) or not all(
+        isinstance(k, str) and (isinstance(v, int) or (isinstance(v, str) and _PLAIN.fullmatch(v)))
+        for k, v in proof.items()
+    ):
         return None
     return event, (kind, ident), proof

@@ -45,6 +45,7 @@ def arc_caches_data(properties: Mapping[str, Any]) -> bool:
     whatever the ARC's size (filesystems/zfs.py's scaling note, report/arc_share.py's)."""
     return str(properties.get("primarycache", "all")) == "all"
 
+
 # How a target skipped because its runs failed alike is said (systematic.py's Skip): read back from
 # a stored study run (report/sections.py, resume.py) by what must not load the running side.
 FAILED_ALIKE = "its runs failed alike"
@@ -77,12 +78,18 @@ class Target:
     named: tuple[str, ...] = ()  # the user's devices, by path as the study names them
     zram: bool = False  # fresh zram devices of image_size for every run
     blkdiscard: bool | None = None  # discard the devices whole before each run (None: the source's default)
-    images: tuple[str, ...] = ()  # names of its devices: its loop images, or the user's device paths (a raw baseline shares its target's)
-    baseline: str | None = None  # the target it is compared with; its own name when others are compared with it (see _expand_target, resolve_baselines)
+    images: tuple[
+        str, ...
+    ] = ()  # names of its devices: its loop images, or the user's device paths (a raw baseline shares its target's)
+    baseline: str | None = (
+        None  # the target it is compared with; its own name when others are compared with it (see _expand_target, resolve_baselines)
+    )
     scaling_changed: tuple[str, ...] = ()  # what --scale changed in it that fslab could not keep (Filesystem.scaled)
     filesystem_fields: dict[str, Any] = field(default_factory=dict)  # its filesystem's own fields but those above
     ceiling: bool = False  # a raw reference fslab added (ceiling.py): figures are held against it, it is never ranked
-    raw_baseline_of: str | None = None  # the target whose devices it measures bare (raw_baseline = true): skipped with it
+    raw_baseline_of: str | None = (
+        None  # the target whose devices it measures bare (raw_baseline = true): skipped with it
+    )
 
     def __post_init__(self) -> None:
         if self.named:
@@ -96,30 +103,36 @@ class Target:
         return not self.named and not self.zram
 
     def spec(self) -> dict[str, Any]:
-        return {
-            "filesystem": self.filesystem,
-            "mkfs_options": list(self.mkfs_options),
-            "mount_options": self.mount_options,
-            "image_size": self.image_size,
-            "image_fill": self.image_fill,
-            "devices": self.devices,
-            "vdev": self.vdev,
-            "pool_options": self.pool_options,
-            "properties": self.properties,
-            "nocow": self.nocow,
-            "layers": list(self.layers),
-            "layer_options": {layer: list(args) for layer, args in self.layer_options.items()},
-            "zvol": self.zvol,
-            "arc_max": self.arc_max,
-            "named": list(self.named),
-            "zram": self.zram,
-            "blkdiscard": self.blkdiscard,
-            "images": list(self.images),
-            "baseline": self.baseline,
-            "scaling_changed": list(self.scaling_changed),
-        } | (
-            {"filesystem_fields": self.filesystem_fields} if self.filesystem_fields else {}  # absent: as stored before
-        ) | ({"ceiling": True} if self.ceiling else {})  # absent: a target of the study's own
+        return (
+            {
+                "filesystem": self.filesystem,
+                "mkfs_options": list(self.mkfs_options),
+                "mount_options": self.mount_options,
+                "image_size": self.image_size,
+                "image_fill": self.image_fill,
+                "devices": self.devices,
+                "vdev": self.vdev,
+                "pool_options": self.pool_options,
+                "properties": self.properties,
+                "nocow": self.nocow,
+                "layers": list(self.layers),
+                "layer_options": {layer: list(args) for layer, args in self.layer_options.items()},
+                "zvol": self.zvol,
+                "arc_max": self.arc_max,
+                "named": list(self.named),
+                "zram": self.zram,
+                "blkdiscard": self.blkdiscard,
+                "images": list(self.images),
+                "baseline": self.baseline,
+                "scaling_changed": list(self.scaling_changed),
+            }
+            | (
+                {"filesystem_fields": self.filesystem_fields}
+                if self.filesystem_fields
+                else {}  # absent: as stored before
+            )
+            | ({"ceiling": True} if self.ceiling else {})
+        )  # absent: a target of the study's own
 
 
 class TargetsByName:
@@ -193,7 +206,9 @@ class Workload:
 
     def spec(self) -> dict[str, Any]:
         """As stored with the study run (a fio workload's as before kinds existed)."""
-        limit = {"memory_limit": self.memory_limit} if self.memory_limit is not None else {}  # absent: as before limits existed
+        limit = (
+            {"memory_limit": self.memory_limit} if self.memory_limit is not None else {}
+        )  # absent: as before limits existed
         on = {"targets": list(self.targets)} if self.targets else {}
         paired = {"compare_with": self.compare_with} if self.compare_with is not None else {}
         kind = {} if self.kind == "fio" else {"kind": self.kind}
@@ -355,14 +370,20 @@ class Roles:
     def flagged(cls, rows: Iterable[tuple[str, str, bool, bool]]) -> Roles:
         """From (workload, key, primary, compared) rows: metrics as the database stores them."""
         found = list(rows)
-        return cls(frozenset((w, key) for w, key, primary, _ in found if primary), frozenset((w, key) for w, key, _, compared in found if compared))
+        return cls(
+            frozenset((w, key) for w, key, primary, _ in found if primary),
+            frozenset((w, key) for w, key, _, compared in found if compared),
+        )
 
     @classmethod
     def declared(cls, keys: Iterable[tuple[str, str]], kinds: Mapping[str, MetricKind]) -> Roles:
         """The roles `kinds` declare for these (workload, key) (each looked up by its own name,
         without its phase): for samples that come without stored roles."""
         found = [(key, kinds.get(unqualified(key[1]))) for key in keys]
-        return cls(frozenset(k for k, kind in found if kind and kind.primary), frozenset(k for k, kind in found if kind and kind.compared))
+        return cls(
+            frozenset(k for k, kind in found if kind and kind.primary),
+            frozenset(k for k, kind in found if kind and kind.compared),
+        )
 
     def __or__(self, other: Roles) -> Roles:
         return Roles(self.primary | other.primary, self.compared | other.compared)

@@ -97,7 +97,9 @@ class Planner:
             if base is not None:
                 self._compared_with[base.key].append(c)
 
-    def next_block(self, samples: Samples, elapsed: float = 0.0, seconds_per_run: float = 0.0, roles: Roles | None = None) -> list[PlannedRun]:
+    def next_block(
+        self, samples: Samples, elapsed: float = 0.0, seconds_per_run: float = 0.0, roles: Roles | None = None
+    ) -> list[PlannedRun]:
         """The next block to run, given the samples so far and which of their metrics are primary
         (`roles`: as the runs reported them; default: as declared); empty when the study run is done."""
         if self._warmups < self.repetitions.warmup:
@@ -174,7 +176,9 @@ class Planner:
         if base is None:
             return False
         mine, theirs = samples.get(cell.key, {}), samples.get(base.key, {})
-        metrics = [m for m in roles.primary_in(cell.workload.name, mine) if len(theirs.get(m, [])) >= 2 and len(mine[m]) >= 2]
+        metrics = [
+            m for m in roles.primary_in(cell.workload.name, mine) if len(theirs.get(m, [])) >= 2 and len(mine[m]) >= 2
+        ]
         if not metrics:
             return False
         limit, most = self.repetitions.threshold, self.repetitions.max_runs
@@ -188,7 +192,10 @@ class Planner:
 
     def outcome(self) -> dict:
         """Per cell ("target · workload"): runs, widest relative half-width, and how it ended."""
-        return {f"{t} · {w}": {"runs": p.runs, "half_width": p.half_width, "status": p.status} for (w, t), p in self.progress.items()}
+        return {
+            f"{t} · {w}": {"runs": p.runs, "half_width": p.half_width, "status": p.status}
+            for (w, t), p in self.progress.items()
+        }
 
     def _block(self, cells: list[Cell], warmup: bool = False) -> list[PlannedRun]:
         self.block += 1
@@ -214,14 +221,18 @@ class TakenBlocks:
 
     def __init__(self, planner: Planner, take: Callable[[], int | None]):
         if planner.repetitions.target_ci is not None:
-            raise ValueError("an adaptive plan's blocks depend on the runs before them: it cannot be handed out by block")
+            raise ValueError(
+                "an adaptive plan's blocks depend on the runs before them: it cannot be handed out by block"
+            )
         self.blocks: list[list[PlannedRun]] = []
         while block := planner.next_block({}):
             self.blocks.append(block)
         self.take = take
         self.handed_out = 0  # the runs of the plan up to the block handed out last (its runs are numbered so)
 
-    def next_block(self, samples: Samples, elapsed: float = 0.0, seconds_per_run: float = 0.0, roles: Roles | None = None) -> list[PlannedRun]:
+    def next_block(
+        self, samples: Samples, elapsed: float = 0.0, seconds_per_run: float = 0.0, roles: Roles | None = None
+    ) -> list[PlannedRun]:
         number = self.take()
         if number is None:
             return []
@@ -257,7 +268,15 @@ class Tally:
         self.study_started = study_started
         self.before, self.since = 0.0, time.monotonic()  # seconds spent by earlier sessions; this one's start
 
-    def add(self, planned: PlannedRun, ok: bool, metrics: dict[str, float], started: datetime, finished: datetime, roles: Roles = Roles()) -> None:
+    def add(
+        self,
+        planned: PlannedRun,
+        ok: bool,
+        metrics: dict[str, float],
+        started: datetime,
+        finished: datetime,
+        roles: Roles = Roles(),
+    ) -> None:
         self.durations.append((finished - started).total_seconds())
         if ok and not planned.warmup:
             for name, value in metrics.items():
@@ -268,7 +287,10 @@ class Tally:
         """A run stored by an earlier session: the clock reads what it read when that run ended."""
         self.add(planned, stored.ok, stored.metrics, stored.started_at, stored.finished_at, stored.roles)
         if self.study_started is not None:
-            self.before, self.since = max(self.before, (stored.finished_at - self.study_started).total_seconds()), time.monotonic()
+            self.before, self.since = (
+                max(self.before, (stored.finished_at - self.study_started).total_seconds()),
+                time.monotonic(),
+            )
 
     def elapsed(self) -> float:
         return self.before + time.monotonic() - self.since

@@ -121,7 +121,9 @@ def _target_line(target: Target) -> str:
     device = (
         f"the user's {', '.join(target.named)}"
         if target.named
-        else f"zram {where}" if target.zram else f"image {where} ({target.image_fill})"
+        else f"zram {where}"
+        if target.zram
+        else f"image {where} ({target.image_fill})"
     )
     options = [
         f"mkfs {' '.join(target.mkfs_options)}" if target.mkfs_options else "",

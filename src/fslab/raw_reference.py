@@ -56,6 +56,7 @@ def raw_references(targets: list[dict]) -> dict[str, list[str]]:
     A target's own raw baselines (raw targets on its images) when the study measured them,
     else the study's first plain raw target once per device. Plain raw targets get none.
     """
+
     def images(t: dict) -> list[str]:  # targets stored before images were are named from their devices
         return t["spec"].get("images") or list(image_names(t["name"], t["spec"].get("devices", 1)))
 
@@ -96,8 +97,13 @@ class BeyondRaw:
 
 
 def beyond_raw(
-    samples: Samples, references: dict[str, list[str]], factor: float = BEYOND_RAW, *, ceiling: float = CEILING,
-    roles: Roles | None = None, higher_is_better: dict[str, bool] | None = None,
+    samples: Samples,
+    references: dict[str, list[str]],
+    factor: float = BEYOND_RAW,
+    *,
+    ceiling: float = CEILING,
+    roles: Roles | None = None,
+    higher_is_better: dict[str, bool] | None = None,
 ) -> dict[tuple[str, str], dict[str, BeyondRaw]]:
     """(workload, target) → metric → target / raw reference (ratio of geometric means, 95 % Welch
     interval), where the whole interval lies above `ceiling` (the raw devices' own cell of the
@@ -113,18 +119,31 @@ def beyond_raw(
     (measured in the same interleaved block) added up, as if they had been driven together, so
     the reference keeps the runs' own spread instead of pretending to a single number."""
     roles = roles_of(samples, roles)
-    judged_cells: list[tuple[str, str, str, str | None]] = []  # (workload, target, metric, the reference's workload when not its own)
+    judged_cells: list[
+        tuple[str, str, str, str | None]
+    ] = []  # (workload, target, metric, the reference's workload when not its own)
     pairs: list[SamplePair] = []
     # once per set of raw devices and direction, not once per cell: the cells they could not run share it
-    fastest = {(raws, name): _fastest(samples, raws, name) for raws in {tuple(r) for r in references.values() if r} for name in BANDWIDTHS}
+    fastest = {
+        (raws, name): _fastest(samples, raws, name)
+        for raws in {tuple(r) for r in references.values() if r}
+        for name in BANDWIDTHS
+    }
     for (workload, target), metrics in samples.items():
         raws = references.get(target, [])
         if not raws:
             continue
         if all((workload, raw) in samples for raw in raws):
-            judged = {metric: ([samples[(workload, raw)].get(metric) for raw in raws], None) for metric in roles.primary_in(workload, metrics)}
+            judged = {
+                metric: ([samples[(workload, raw)].get(metric) for raw in raws], None)
+                for metric in roles.primary_in(workload, metrics)
+            }
         elif not any((workload, raw) in samples for raw in raws):
-            judged = {metric: fastest[(tuple(raws), unqualified(metric))] for metric in metrics if unqualified(metric) in BANDWIDTHS}
+            judged = {
+                metric: fastest[(tuple(raws), unqualified(metric))]
+                for metric in metrics
+                if unqualified(metric) in BANDWIDTHS
+            }
         else:
             continue  # some of its raw devices ran it and some failed: no sum to hold it against
         for metric, (raw_runs, reference) in judged.items():
@@ -136,7 +155,9 @@ def beyond_raw(
             judged_cells.append((workload, target, metric, reference))
             pairs.append(SamplePair(summed, metrics[metric]))
     found: dict[tuple[str, str], dict[str, BeyondRaw]] = {}
-    for (workload, target, metric, reference), ratio in zip(judged_cells, compare_pairs(pairs)):  # compared together: their t figures come in one pass
+    for (workload, target, metric, reference), ratio in zip(
+        judged_cells, compare_pairs(pairs)
+    ):  # compared together: their t figures come in one pass
         limit = ceiling if reference is None else factor
         if ratio.needs_runs is None and ratio.ci_low is not None and ratio.ci_low > limit:
             found.setdefault((workload, target), {})[metric] = BeyondRaw(ratio, reference)
@@ -146,7 +167,11 @@ def beyond_raw(
 def _fastest(samples: Samples, raws: tuple[str, ...], metric: str) -> tuple[list[list[float] | None], str | None]:
     """Each raw device's runs of `metric` in the workload where the first device delivered the
     most (highest median), and that workload: the most the raw devices did in this study run."""
-    cells = [(median(m[metric]), workload) for (workload, target), m in samples.items() if target == raws[0] and m.get(metric)]
+    cells = [
+        (median(m[metric]), workload)
+        for (workload, target), m in samples.items()
+        if target == raws[0] and m.get(metric)
+    ]
     if not cells:
         return [None], None
     workload = max(cells)[1]
@@ -170,7 +195,11 @@ class Ceiling:
 
 
 def ceilings(
-    samples: Samples, targets: list[dict], block: dict[str, bool], *, no_ceiling: bool = False,
+    samples: Samples,
+    targets: list[dict],
+    block: dict[str, bool],
+    *,
+    no_ceiling: bool = False,
     roles: Roles | None = None,
 ) -> list[Ceiling]:
     """Each workload's ceilings, in the study's order: every plain raw target's primary metrics
@@ -181,7 +210,8 @@ def ceilings(
     for workload, on_a_device in block.items():
         here = [
             Ceiling(workload, source(t), t["name"], metric, summarize(metrics[metric]))
-            for t in raws if (metrics := samples.get((workload, t["name"])))
+            for t in raws
+            if (metrics := samples.get((workload, t["name"])))
             for metric in roles.primary_in(workload, metrics)
         ]
         if not here:
@@ -211,7 +241,9 @@ class CachedReference:
     writes_only: bool = False  # only its writes are a cache's (sequential writes far beyond its reads)
 
 
-def cached_references(samples: Samples, targets: list[dict], workloads: dict[str, dict[str, str]]) -> list[CachedReference]:
+def cached_references(
+    samples: Samples, targets: list[dict], workloads: dict[str, dict[str, str]]
+) -> list[CachedReference]:
     """Every plain raw target's cell whose median is beyond what a disk does (the thresholds
     above). `workloads`: workload → the fio options it was built from (a job file has none, and is
     judged on bandwidth alone)."""
@@ -221,7 +253,10 @@ def cached_references(samples: Samples, targets: list[dict], workloads: dict[str
             continue
         for workload, options in workloads.items():
             metrics = samples.get((workload, t["name"]), {})
-            found += [CachedReference(t["name"], workload, finding, limit) for finding, limit in _beyond_a_disk(metrics, options)]
+            found += [
+                CachedReference(t["name"], workload, finding, limit)
+                for finding, limit in _beyond_a_disk(metrics, options)
+            ]
         found += _writes_beyond_reads(samples, t["name"], workloads)
     return found
 
@@ -229,10 +264,15 @@ def cached_references(samples: Samples, targets: list[dict], workloads: dict[str
 def _writes_beyond_reads(samples: Samples, target: str, workloads: dict[str, dict[str, str]]) -> list[CachedReference]:
     """A raw target's sequential writes more than WRITES_OVER_READS times faster than its
     sequential reads of the same shape (bs, iodepth, numjobs), medians of MB/s."""
+
     def shape(options: dict[str, str]) -> tuple[str, ...]:
         return tuple(str(options.get(k, d)) for k, d in (("bs", "4k"), ("iodepth", 1), ("numjobs", 1)))
 
-    reads = {shape(o): w for w, o in workloads.items() if o.get("rw") == "read" and samples.get((w, target), {}).get("read_mb_s")}
+    reads = {
+        shape(o): w
+        for w, o in workloads.items()
+        if o.get("rw") == "read" and samples.get((w, target), {}).get("read_mb_s")
+    }
     found = []
     for workload, options in workloads.items():
         writes = samples.get((workload, target), {}).get("write_mb_s")
@@ -257,15 +297,25 @@ def _beyond_a_disk(metrics: dict[str, list[float]], options: dict[str, str]) -> 
         in_flight = int(options.get("iodepth", 1)) * int(options.get("numjobs", 1))
     except ValueError:
         in_flight = 0
-    for direction, kinds, limit in (("read", RANDOM_READS, FLASH_READ_US), ("write", RANDOM_WRITES, DEVICE_WRITE_ACK_US)):
+    for direction, kinds, limit in (
+        ("read", RANDOM_READS, FLASH_READ_US),
+        ("write", RANDOM_WRITES, DEVICE_WRITE_ACK_US),
+    ):
         iops = median_of(f"{direction}_iops")
         if in_flight and options.get("rw") in kinds and iops:
             each = in_flight / iops * 1e6
             if each < limit:
                 verb = "answered random reads" if direction == "read" else "acknowledged random writes"
-                out.append((f"{verb} in {each:.0f} µs each ({in_flight} in flight, {iops:,.0f} IOPS)", f"a disk takes at least {limit:g} µs"))
+                out.append(
+                    (
+                        f"{verb} in {each:.0f} µs each ({in_flight} in flight, {iops:,.0f} IOPS)",
+                        f"a disk takes at least {limit:g} µs",
+                    )
+                )
     for direction in ("read", "write"):
         mb_s = median_of(f"{direction}_mb_s")
         if mb_s and mb_s * 1e6 > PCIE_X4_BYTES_S:
-            out.append((f"{direction} {mb_s / 1e3:.1f} GB/s", f"beyond a PCIe 5.0 x4 link's {PCIE_X4_BYTES_S / 1e9:.2f} GB/s"))
+            out.append(
+                (f"{direction} {mb_s / 1e3:.1f} GB/s", f"beyond a PCIe 5.0 x4 link's {PCIE_X4_BYTES_S / 1e9:.2f} GB/s")
+            )
     return out

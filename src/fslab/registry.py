@@ -43,7 +43,9 @@ def load_plugins() -> None:
         try:
             point.load()
         except Exception as exc:  # a broken plugin is named, not a traceback
-            raise PluginFailed(f"the fslab plugin {point.name!r} ({point.value}, entry point group {PLUGINS}) cannot be imported: {exc}: fix or uninstall it") from exc
+            raise PluginFailed(
+                f"the fslab plugin {point.name!r} ({point.value}, entry point group {PLUGINS}) cannot be imported: {exc}: fix or uninstall it"
+            ) from exc
 
 
 def load(package: str) -> None:

@@ -62,7 +62,11 @@ def resumable(db: ResultsDB, ref: str | None = None) -> Resumable:
     study = _study_as_stored(db, row, sizes_only, no_ceiling, skipped)
     study = replace(study, repetitions=repetitions.runs, warmup=repetitions.warmup)
     kernel = row["environment"].get("kernel")
-    notes = [f"study run {row['id']} began on kernel {kernel}; this is {platform.release()}"] if kernel and kernel != platform.release() else []
+    notes = (
+        [f"study run {row['id']} began on kernel {kernel}; this is {platform.release()}"]
+        if kernel and kernel != platform.release()
+        else []
+    )
     stored = db.stored_runs(row["id"])
     seed, started = row["plan_seed"], row["started_at"]
     return Resumable(row["id"], study, repetitions, seed, baseline, started, stored, notes, dropped)
@@ -81,11 +85,22 @@ def share_of(db: ResultsDB, study_run_id: int, host: str, base_dir: Path) -> Res
     sizes_only = settings.pop("scale_sizes_only", False)
     no_ceiling = settings.pop("no_ceiling", False)
     settings.pop("skipped", None)  # a fleet's study run skips per host (fleet_units)
-    spread = settings.pop("spread", False)  # its runs are divided among its hosts: a run stored by any of them is stored
+    spread = settings.pop(
+        "spread", False
+    )  # its runs are divided among its hosts: a run stored by any of them is stored
     repetitions = Repetitions(**settings)
     study = _study_as_stored(db, row, sizes_only, no_ceiling, set(), base_dir)
     study = replace(study, repetitions=repetitions.runs, warmup=repetitions.warmup)
-    return Resumable(row["id"], study, repetitions, row["plan_seed"], baseline, row["started_at"], db.stored_runs(row["id"], host=None if spread else host), [])
+    return Resumable(
+        row["id"],
+        study,
+        repetitions,
+        row["plan_seed"],
+        baseline,
+        row["started_at"],
+        db.stored_runs(row["id"], host=None if spread else host),
+        [],
+    )
 
 
 def _interrupted(db: ResultsDB, ref: str | None) -> dict:
@@ -98,7 +113,9 @@ def _interrupted(db: ResultsDB, ref: str | None) -> dict:
     if row is None:
         raise CannotResume(f"no study run {ref} in {shown(db.location)} (see `fslab history`)")
     if row["status"] == "finished":
-        raise CannotResume(f"study run {row['id']} ({row['study']}) finished on {row['finished_at']:%Y-%m-%d %H:%M}: nothing to resume; `fslab run` starts a new one")
+        raise CannotResume(
+            f"study run {row['id']} ({row['study']}) finished on {row['finished_at']:%Y-%m-%d %H:%M}: nothing to resume; `fslab run` starts a new one"
+        )
     if row["status"] == "running":
         owner = Owner.from_stored(row["owner"])
         where = f" (pid {owner.pid} on {owner.hostname})" if owner else ""
@@ -116,19 +133,25 @@ def _study_as_stored(
     stored_targets = db.targets(row["id"])
     try:
         base_dir = base_dir if base_dir is not None else Path(row["study_path"]).parent
-        study = parse_study(row["study_source"], row["study_path"], base_dir=base_dir, scale=row["scale"], scale_sizes_only=sizes_only)
+        study = parse_study(
+            row["study_source"], row["study_path"], base_dir=base_dir, scale=row["scale"], scale_sizes_only=sizes_only
+        )
     except StudyError as exc:
         raise CannotResume(f"study run {row['id']} cannot be resumed: {exc}") from None
     stored_ceiling = any(t["spec"].get("ceiling") for t in stored_targets)
     study = with_ceiling(study, no_ceiling or not stored_ceiling, skipped).without(skipped)  # as `fslab run` had it
     stored_workloads, current = db.workloads(row["id"]), {w.name: w.spec() for w in study.workloads}
     changed = _differing(stored_workloads, current)
-    unallocated = [f"'{w['name']}'" for w in stored_workloads if f"'{w['name']}'" in changed and _preallocation_dropped(w["spec"], current.get(w["name"], {}))]
+    unallocated = [
+        f"'{w['name']}'"
+        for w in stored_workloads
+        if f"'{w['name']}'" in changed and _preallocation_dropped(w["spec"], current.get(w["name"], {}))
+    ]
     if unallocated:
         raise CannotResume(
             f"study run {row['id']} cannot be resumed: {', '.join(unallocated)} ran before fslab stopped preallocating fio's files "
             "(fio's default, fallocate=native); fslab's jobs now write them unallocated (fallocate=none), and runs of both kinds are not "
-            "repetitions of one cell. Start a new study run with `fslab run` (options = { fallocate = \"native\" } in its [fio] table measures as before)"
+            'repetitions of one cell. Start a new study run with `fslab run` (options = { fallocate = "native" } in its [fio] table measures as before)'
         )
     changed += _differing(stored_targets, {t.name: t.spec() for t in study.targets})
     if changed:
@@ -152,4 +175,10 @@ def _differing(stored: list[dict], current: dict[str, dict]) -> list[str]:
     then = {row["name"]: row["spec"] for row in stored}
     now = {name: json.loads(json.dumps(spec)) for name, spec in current.items()}
     names = [*then, *(n for n in now if n not in then)]
-    return [f"'{name}'" for name in names if name not in then or name not in now or any(now[name].get(k) != v for k, v in then[name].items() if k in now[name])]
+    return [
+        f"'{name}'"
+        for name in names
+        if name not in then
+        or name not in now
+        or any(now[name].get(k) != v for k, v in then[name].items() if k in now[name])
+    ]

@@ -52,7 +52,9 @@ from fslab.workloads.fio_clients import ClientDirectory
 
 
 class RunObserver(Protocol):
-    def announce(self, study: Study, skipped: list[Unsupported]) -> None: ...  # the study as it will run, before anything is made
+    def announce(
+        self, study: Study, skipped: list[Unsupported]
+    ) -> None: ...  # the study as it will run, before anything is made
     def notice(self, message: str) -> None: ...
     def starting(self, planned: PlannedRun, index: int, total: int) -> None: ...
     def finished(self, planned: PlannedRun, record: RunRecord) -> None: ...
@@ -109,13 +111,19 @@ def run_study(
     repetitions = repetitions or Repetitions(runs=study.repetitions, warmup=study.warmup)
     study = replace(study, repetitions=repetitions.runs, warmup=repetitions.warmup)  # as stored with the study run
     plan_seed = seed if seed is not None else study.seed if study.seed is not None else new_seed()
-    planner = Planner(study.cells, repetitions, plan_seed, baseline)  # refuses a --baseline no target answers before anything begins
+    planner = Planner(
+        study.cells, repetitions, plan_seed, baseline
+    )  # refuses a --baseline no target answers before anything begins
     if observer:
         observer.announce(study, skipped)
-    settings = repetitions.describe() | ({"baseline": baseline} if baseline else {}) | study_run_settings(study, skipped)  # all a resumed study run needs again
+    settings = (
+        repetitions.describe() | ({"baseline": baseline} if baseline else {}) | study_run_settings(study, skipped)
+    )  # all a resumed study run needs again
     versions = {kind: FILESYSTEMS[kind].version() for kind in {t.filesystem for t in study.targets}}
     with _claimed(study, workdir, observer):
-        study_run_id = db.begin_study_run(study, plan_seed, environment.collect(workdir.root), versions, settings, Owner.current(workdir.root))
+        study_run_id = db.begin_study_run(
+            study, plan_seed, environment.collect(workdir.root), versions, settings, Owner.current(workdir.root)
+        )
         _run_blocks(study_run_id, planner, db, workdir, named, observer, Tally(), host=host, clients=clients)
     return study_run_id
 
@@ -132,20 +140,36 @@ def study_run_settings(study: Study, skipped: list[Unsupported]) -> dict:
 
 
 def resume_study(
-    resumable: Resumable, db: ResultsDB, workdir: Workdir, *, observer: RunObserver | None = None, destroy_flags: tuple[str, ...] = (), host: Host | None = None
+    resumable: Resumable,
+    db: ResultsDB,
+    workdir: Workdir,
+    *,
+    observer: RunObserver | None = None,
+    destroy_flags: tuple[str, ...] = (),
+    host: Host | None = None,
 ) -> int:
     """Continue an interrupted study run with its own plan: the planner hands out its blocks again,
     runs already stored are taken as they are, and only the others run. Returns its id."""
     named, _ = _check_can_run(resumable.study, workdir, destroy_flags, resuming=True)
     with _claimed(resumable.study, workdir, observer):
         if not db.take_over(resumable.study_run_id, Owner.current(workdir.root)):
-            raise StudyCannotRun(f"study run {resumable.study_run_id} is no longer interrupted: another fslab has resumed it")
+            raise StudyCannotRun(
+                f"study run {resumable.study_run_id} is no longer interrupted: another fslab has resumed it"
+            )
         planner = Planner(resumable.study.cells, resumable.repetitions, resumable.seed, resumable.baseline)
         done = {run.key: run for run in resumable.stored}
         tally = Tally(resumable.started_at)
         _run_blocks(
-            resumable.study_run_id, planner, db, workdir, named, observer, tally, done,
-            host=host, dropped=resumable.dropped,
+            resumable.study_run_id,
+            planner,
+            db,
+            workdir,
+            named,
+            observer,
+            tally,
+            done,
+            host=host,
+            dropped=resumable.dropped,
         )
         if done and observer:  # only where a time budget was judged differently on replay
             observer.notice(f"{len(done)} stored run(s) were not planned again; they stay stored")
@@ -190,8 +214,18 @@ def run_share(
 
             planner = TakenBlocks(planner, take_fresh)
         _run_blocks(
-            share.study_run_id, planner, db, workdir, named, observer, Tally(share.started_at), done,
-            host=host, clients=clients, ended=ended, skip=skip or (lambda target, why: None),
+            share.study_run_id,
+            planner,
+            db,
+            workdir,
+            named,
+            observer,
+            Tally(share.started_at),
+            done,
+            host=host,
+            clients=clients,
+            ended=ended,
+            skip=skip or (lambda target, why: None),
         )
 
 
@@ -200,7 +234,14 @@ def unsupported_here(study: Study) -> list[Unsupported]:
     return doctor.unsupported_targets(study)
 
 
-def _check_can_run(study: Study, workdir: Workdir, destroy_flags: tuple[str, ...], *, skip_unsupported: bool = False, resuming: bool = False) -> tuple[dict[str, BlockDevice], list[Unsupported]]:
+def _check_can_run(
+    study: Study,
+    workdir: Workdir,
+    destroy_flags: tuple[str, ...],
+    *,
+    skip_unsupported: bool = False,
+    resuming: bool = False,
+) -> tuple[dict[str, BlockDevice], list[Unsupported]]:
     """Everything that can be checked before anything is attached or formatted, all at once;
     returns the user's devices the study names, confirmed, and the targets to skip. Only what
     the machine lacks for one target is skipped, never a refusal: a refused option, job or
@@ -213,21 +254,34 @@ def _check_can_run(study: Study, workdir: Workdir, destroy_flags: tuple[str, ...
     elif {u.target for u in unsupported} >= {t.name for t in study.targets}:
         problems[:0] = [f"{u} (every target is unsupported here: nothing would run)" for u in unsupported]
     if problems:
-        hint = "" if skip_unsupported or resuming or not unsupported else "\n`fslab run --skip-unsupported` skips the targets this machine cannot run and runs the others"
-        raise StudyCannotRun("the study cannot run here; nothing was attached or formatted:\n  " + "\n  ".join(dict.fromkeys(problems)) + hint)
+        hint = (
+            ""
+            if skip_unsupported or resuming or not unsupported
+            else "\n`fslab run --skip-unsupported` skips the targets this machine cannot run and runs the others"
+        )
+        raise StudyCannotRun(
+            "the study cannot run here; nothing was attached or formatted:\n  "
+            + "\n  ".join(dict.fromkeys(problems))
+            + hint
+        )
     return named, unsupported if skip_unsupported else []
 
 
 @contextmanager
 def _claimed(
-    study: Study, workdir: Workdir, observer: RunObserver | None,
+    study: Study,
+    workdir: Workdir,
+    observer: RunObserver | None,
     busy: Callable[[WorkdirBusy, float], None] | None = None,
 ) -> Iterator[None]:
     """The work directory, to this study run alone, with whatever a killed fslab left in it released first."""
     with workdir.claim(busy):
         for outcome in workdir.journal.clean_up():
             if observer:
-                observer.notice(f"left by an interrupted fslab: {outcome.kind} {outcome.ident}: {outcome.status}" + (f" ({outcome.detail})" if outcome.detail else ""))
+                observer.notice(
+                    f"left by an interrupted fslab: {outcome.kind} {outcome.ident}: {outcome.status}"
+                    + (f" ({outcome.detail})" if outcome.detail else "")
+                )
         _check_image_space(study, workdir)
         yield
         workdir.journal.clean_up()  # all released by now: the journal starts afresh
@@ -263,7 +317,9 @@ def _run_blocks(
     status = "interrupted"
     try:
         with ExitStack() as stack:
-            for filesystem in FILESYSTEMS.values():  # what their runs share (zfs-fuse's daemon), until the study run ends
+            for (
+                filesystem
+            ) in FILESYSTEMS.values():  # what their runs share (zfs-fuse's daemon), until the study run ends
                 stack.enter_context(filesystem.across_runs(workdir.journal))
             sources = Sources(workdir, stack, named, observer.notice if observer else lambda _: None, clients)
             while block := planner.next_block(tally.samples, tally.elapsed(), tally.seconds_per_run(), tally.roles):
@@ -287,7 +343,14 @@ def _run_blocks(
                         if observer:
                             observer.notice(str(withdrawn))
                         break  # on to the next block this host takes
-                    tally.add(planned, record.status == "ok", {m.key: m.value for m in record.metrics}, record.started_at, record.finished_at, Roles.of(planned.cell.workload.name, record.metrics))
+                    tally.add(
+                        planned,
+                        record.status == "ok",
+                        {m.key: m.value for m in record.metrics},
+                        record.started_at,
+                        record.finished_at,
+                        Roles.of(planned.cell.workload.name, record.metrics),
+                    )
                     if observer:
                         observer.finished(planned, record)
                     watch.ended(run_id, record)
@@ -303,8 +366,15 @@ class _Watched:
     that failed so — a target skipped for that same cause is no longer skipped: it was not its own."""
 
     def __init__(
-        self, study_run_id: int, db: ResultsDB, planner: Planner | TakenBlocks, observer: RunObserver | None,
-        skip: SkipRecorder, dropped: Iterable[str], *, resumable: bool,
+        self,
+        study_run_id: int,
+        db: ResultsDB,
+        planner: Planner | TakenBlocks,
+        observer: RunObserver | None,
+        skip: SkipRecorder,
+        dropped: Iterable[str],
+        *,
+        resumable: bool,
     ):
         self.study_run_id, self.db, self.planner, self.observer = study_run_id, db, planner, observer
         self.skip, self.resumable = skip, resumable
@@ -356,7 +426,15 @@ def image_space(study: Study) -> tuple[int, str] | None:
 
 
 # The phase that follows each one a run marks as done: where a failure happened.
-_NEXT_PHASE = {"image": "provision", "provision": "layout", "layout": "drop_caches", "drop_caches": "workload", "workload": "parse", "parse": "teardown", "teardown": "teardown"}
+_NEXT_PHASE = {
+    "image": "provision",
+    "provision": "layout",
+    "layout": "drop_caches",
+    "drop_caches": "workload",
+    "workload": "parse",
+    "parse": "teardown",
+    "teardown": "teardown",
+}
 
 
 class _Clock:
@@ -381,7 +459,14 @@ class Sources:
     for each run. `scope`: what workload kinds keep until the study ends (rsync's source image),
     released with the images."""
 
-    def __init__(self, workdir: Workdir, stack: ExitStack, named: dict[str, BlockDevice], notice: Callable[[str], None], clients: ClientDirectory | None = None):
+    def __init__(
+        self,
+        workdir: Workdir,
+        stack: ExitStack,
+        named: dict[str, BlockDevice],
+        notice: Callable[[str], None],
+        clients: ClientDirectory | None = None,
+    ):
         self.workdir, self.stack, self.named, self.notice = workdir, stack, named, notice
         self._made: dict[str, Image] = {}
         self.scope = StudyScope(stack, clients)
@@ -395,7 +480,13 @@ class Sources:
         new = [name for name in target.images if name not in self._made]
         for name in new:
             self._made[name] = self.stack.enter_context(
-                image_file(self.workdir.journal, self.workdir.images, file_name(name), target.image_size, fill=target.image_fill == "full")
+                image_file(
+                    self.workdir.journal,
+                    self.workdir.images,
+                    file_name(name),
+                    target.image_size,
+                    fill=target.image_fill == "full",
+                )
             )
         return ImageSource([self._made[name] for name in target.images]), bool(new)
 
@@ -444,11 +535,16 @@ def execute(planned: PlannedRun, workdir: Workdir, sources: Sources) -> RunRecor
                     discard(attached)
                 layered = stack.enter_context(layers.built(workdir.journal, attached, target))
                 mountpoint = workdir.mounts / file_name(target.name)
-                ready = stack.enter_context(FILESYSTEMS[target.filesystem].provision(workdir.journal, layered, mountpoint, target))
+                ready = stack.enter_context(
+                    FILESYSTEMS[target.filesystem].provision(workdir.journal, layered, mountpoint, target)
+                )
                 record.device = ready.described
                 record.direct_io_loop = attached.direct_io
                 record.mkfs_command = joined([c for c in (*layered.commands, ready.mkfs_command) if c])
-                record.mount_options_effective, record.fs_details = ready.mount_options_effective, layered.details + ready.details
+                record.mount_options_effective, record.fs_details = (
+                    ready.mount_options_effective,
+                    layered.details + ready.details,
+                )
                 clock.mark("provision")
                 kind = kind_of(workload)
                 record.job_file = kind.command(workload, ready)
@@ -458,14 +554,18 @@ def execute(planned: PlannedRun, workdir: Workdir, sources: Sources) -> RunRecor
                     workdir.journal, kind, workload, ready, record.job_file, sources.scope, clock, windows, filesystem
                 )
                 metrics, notes = kind.parse(record.outputs), kind.judge(workload, record.outputs)
-                monitored, flagged = windows.found(kind, record.outputs)  # after the workload's own figures: it needs them
+                monitored, flagged = windows.found(
+                    kind, record.outputs
+                )  # after the workload's own figures: it needs them
                 record.metrics, record.notes = metrics + monitored, notes + flagged
                 clock.mark("parse")
         clock.mark("teardown")
         record.status = "ok"
     except Exception as exc:  # recorded, and the study goes on with the other runs
         record.error, record.failure = failure_of(exc, clock.phase)
-    record.options_applied = FILESYSTEMS[target.filesystem].options_applied(target.spec(), record.mount_options_effective, record.fs_details or "")
+    record.options_applied = FILESYSTEMS[target.filesystem].options_applied(
+        target.spec(), record.mount_options_effective, record.fs_details or ""
+    )
     record.finished_at = now()
     record.timings = clock.phases
     return record
@@ -527,7 +627,9 @@ class Windows:
     @contextmanager
     def measured(self, phase: str) -> Iterator[Window]:
         if phase in self.watched:  # its metrics would be keyed alike
-            raise ValueError(f"phase {phase!r} was measured twice in one run: each measured step needs a phase of its own")
+            raise ValueError(
+                f"phase {phase!r} was measured twice in one run: each measured step needs a phase of its own"
+            )
         monitors = for_run(self.ready.bottom, self.ready.directory, self.compression)  # built before the window opens
         self.watched[phase] = monitors
         window = self.windows[phase] = Window()
@@ -549,8 +651,11 @@ class Windows:
             moved = {m.name: m.value for m in kind.parse([o for o in outputs if o.phase == phase])}
             began = self.windows.get(phase, Window()).counted_from
             bytes_moved = MovedBytes(
-                read_bytes=moved.get(READ_BYTES), written_bytes=moved.get(WRITTEN_BYTES), fsyncs=moved.get(FSYNCS),
-                counted_from=began, synced=self.synced.get(phase),
+                read_bytes=moved.get(READ_BYTES),
+                written_bytes=moved.get(WRITTEN_BYTES),
+                fsyncs=moved.get(FSYNCS),
+                counted_from=began,
+                synced=self.synced.get(phase),
             )
             found = collect(monitors, bytes_moved)
             metrics += [Metric(v.name, v.value, v.unit, v.higher_is_better, phase=phase) for v in found.values]
@@ -583,6 +688,8 @@ def _measure(
         filesystem.empty_cache(journal, ready)
         clock.mark("drop_caches")
         with memory_limited(journal, workload.memory_limit):
-            outputs = kind.run(journal, workload, ready, command, scratch, scope, windows.measured)  # within the run's time limit (execute)
+            outputs = kind.run(
+                journal, workload, ready, command, scratch, scope, windows.measured
+            )  # within the run's time limit (execute)
         clock.mark("workload")
     return prepared + outputs

@@ -49,7 +49,11 @@ def remove_scratch(entry: Entry, workdir: Workdir) -> None:
     makes them, named for this work directory, a directory (not a symlink) with the recorded
     (device, inode). Its contents are fslab's side files; rmtree follows no symlink in them."""
     path = Path(entry.ident)
-    if path.parent != _scratch_parent() or path.name in (".", "..") or not path.name.startswith(workdir_tag(workdir.root)):
+    if (
+        path.parent != _scratch_parent()
+        or path.name in (".", "..")
+        or not path.name.startswith(workdir_tag(workdir.root))
+    ):
         raise Refused(f"{path} is not a scratch directory fslab makes for this work directory; left alone")
     if own_directory(path, entry.proof, "scratch directory"):
         shutil.rmtree(path)

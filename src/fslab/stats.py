@@ -59,7 +59,9 @@ class Summary:
     ci_low: float | None  # 95 % Student-t interval for the mean
     ci_high: float | None
     warnings: tuple[str, ...] = ()
-    needs_runs: int | None = None  # runs per cell its interval needs before it is printed (figure_needs); None: it has them
+    needs_runs: int | None = (
+        None  # runs per cell its interval needs before it is printed (figure_needs); None: it has them
+    )
 
     @property
     def interval(self) -> tuple[float, float] | None:
@@ -88,7 +90,19 @@ def summarize(values: list[float], higher_is_better: bool = True, resolution: fl
     mean, variance = mean_and_variance(floats)
     if n < 2:
         warnings = _warnings(floats, None, higher_is_better, ordered)
-        return Summary(n, mean, _middle(ordered), None, None, ordered[0], ordered[-1], None, None, warnings, figure_needs([values], None))
+        return Summary(
+            n,
+            mean,
+            _middle(ordered),
+            None,
+            None,
+            ordered[0],
+            ordered[-1],
+            None,
+            None,
+            warnings,
+            figure_needs([values], None),
+        )
     stdev = math.sqrt(variance)
     cv = stdev / mean if mean else None
     # Each value known to ± resolution / 2, so is their mean: the interval covers at least that.
@@ -98,7 +112,9 @@ def summarize(values: list[float], higher_is_better: bool = True, resolution: fl
     warnings = _warnings(floats, cv, higher_is_better, ordered)
     if resolution and ordered[-1] - ordered[0] < resolution:
         warnings += (f"runs within the {resolution:g} its tool prints: their spread is not resolved",)
-    return Summary(n, mean, _middle(ordered), stdev, cv, ordered[0], ordered[-1], mean - half, mean + half, warnings, needs)
+    return Summary(
+        n, mean, _middle(ordered), stdev, cv, ordered[0], ordered[-1], mean - half, mean + half, warnings, needs
+    )
 
 
 def mean_and_variance(values: list[float]) -> tuple[float, float | None]:
@@ -107,7 +123,9 @@ def mean_and_variance(values: list[float]) -> tuple[float, float | None]:
     cell's ~10 runs, and a summary asks it of thousands of cells."""
     n = len(values)
     mean = math.fsum(values) / n
-    return mean, (math.fsum([(x - mean) ** 2 for x in values]) / (n - 1) if n > 1 else None)  # a list: fsum reads it faster than a generator
+    return mean, (
+        math.fsum([(x - mean) ** 2 for x in values]) / (n - 1) if n > 1 else None
+    )  # a list: fsum reads it faster than a generator
 
 
 def median(values: list[float]) -> float:
@@ -128,7 +146,11 @@ def figure_needs(samples: list[list[float]], half_width: float | None) -> int | 
     on the log scale, minus 1) is within INTERVAL_MAX_HALF_WIDTH. Otherwise the runs per cell it
     needs to be printed: at least INTERVAL_MIN_RUNS, more when the spread seen so far keeps the
     interval wider than that (RUNS_NEEDED_LIMIT: that many or more)."""
-    if min(len(s) for s in samples) >= INTERVAL_MIN_RUNS and half_width is not None and half_width <= INTERVAL_MAX_HALF_WIDTH:
+    if (
+        min(len(s) for s in samples) >= INTERVAL_MIN_RUNS
+        and half_width is not None
+        and half_width <= INTERVAL_MAX_HALF_WIDTH
+    ):
         return None
     # Always more than it has: Welch's interval (fewer degrees of freedom when the spreads
     # differ) can stay too wide where the pooled estimate says enough.
@@ -185,7 +207,9 @@ def _warnings(values: list[float], cv: float | None, higher_is_better: bool, ord
     if n >= OUTLIER_MIN_N:
         outliers = [i for i, z in enumerate(modified_z_scores(values, ordered), 1) if abs(z) > OUTLIER_Z]
         if outliers:
-            warnings.append(f"outlier run{'s' if len(outliers) > 1 else ''} {', '.join(map(str, outliers))} (modified z > {OUTLIER_Z})")
+            warnings.append(
+                f"outlier run{'s' if len(outliers) > 1 else ''} {', '.join(map(str, outliers))} (modified z > {OUTLIER_Z})"
+            )
     rest = _middle(sorted(values[1:])) if n >= MIN_RUNS else 0.0  # floats already
     if rest:
         worse = (rest - values[0]) / rest if higher_is_better else (values[0] - rest) / rest
@@ -212,7 +236,9 @@ class Comparison:
     mann_whitney_p: float | None = None  # only where both sides have at least 7 runs
     p_adjusted: float | None = None  # after Benjamini–Hochberg over the family of comparisons
     verdict: str = "no detectable difference"
-    needs_runs: int | None = None  # runs per cell its interval and detectable change need before they are printed; None: they have them
+    needs_runs: int | None = (
+        None  # runs per cell its interval and detectable change need before they are printed; None: they have them
+    )
 
     @property
     def interval(self) -> tuple[float, float] | None:
@@ -235,8 +261,12 @@ def inverted(c: Comparison) -> Comparison:
     same test, p and verdict, the ratio and its interval inverted, faster and slower swapped."""
     flip = {"faster": "slower", "slower": "faster"}
     return replace(
-        c, n_baseline=c.n_other, n_other=c.n_baseline, ratio=1 / c.ratio,
-        ci_low=None if c.ci_high is None else 1 / c.ci_high, ci_high=None if c.ci_low is None else 1 / c.ci_low,
+        c,
+        n_baseline=c.n_other,
+        n_other=c.n_baseline,
+        ratio=1 / c.ratio,
+        ci_low=None if c.ci_high is None else 1 / c.ci_high,
+        ci_high=None if c.ci_low is None else 1 / c.ci_low,
         verdict=flip.get(c.verdict, c.verdict),
     )
 
@@ -264,7 +294,9 @@ class _Logs:
         return found
 
 
-def log_welch(baseline: list[float], other: list[float], logs: _Logs | None = None) -> tuple[float, float | None, float | None]:
+def log_welch(
+    baseline: list[float], other: list[float], logs: _Logs | None = None
+) -> tuple[float, float | None, float | None]:
     """Difference of mean logs (other − baseline), its standard error and Welch's degrees of
     freedom. `logs`: each side's logs worked out once, for every pair it is in (compare_pairs)."""
     logs = logs or _Logs()
@@ -291,7 +323,13 @@ class SamplePair:
     resolution: float = 0.0  # the step the tool prints both sides' values to (MetricKind.resolution)
 
 
-def compare(baseline: list[float], other: list[float], higher_is_better: bool = True, threshold: float = 0.03, resolution: float = 0.0) -> Comparison:
+def compare(
+    baseline: list[float],
+    other: list[float],
+    higher_is_better: bool = True,
+    threshold: float = 0.03,
+    resolution: float = 0.0,
+) -> Comparison:
     """Ratio other/baseline with its 95 % Welch interval on the log scale, unadjusted verdict."""
     return compare_pairs([SamplePair(baseline, other, higher_is_better, resolution)], threshold)[0]
 
@@ -323,19 +361,26 @@ def resolution_half_width(pair: SamplePair, logs: _Logs | None = None) -> float:
     if min(pair.baseline + pair.other) <= h:
         return math.inf
     a, b = logs.moments(pair.baseline)[0], logs.moments(pair.other)[0]  # the mean logs
-    a_low, a_high, b_low, b_high = (logs.shifted_mean(values, d) for values, d in ((pair.baseline, -h), (pair.baseline, h), (pair.other, -h), (pair.other, h)))
+    a_low, a_high, b_low, b_high = (
+        logs.shifted_mean(values, d)
+        for values, d in ((pair.baseline, -h), (pair.baseline, h), (pair.other, -h), (pair.other, h))
+    )
     diff = b - a
     return max(diff - (b_low - a_high), (b_high - a_low) - diff)
 
 
-def _resolved(welch: tuple[float, float | None, float | None], floor: float) -> tuple[float, float | None, float | None]:
+def _resolved(
+    welch: tuple[float, float | None, float | None], floor: float
+) -> tuple[float, float | None, float | None]:
     """log_welch's figures, with no standard error (no interval, no test) where a value lies
     within half its resolution of 0 (`floor`, resolution_half_width, infinite): a ratio to it is
     not known within any bound."""
     return (welch[0], None, None) if floor == math.inf else welch
 
 
-def _welch_t_figures(welch: list[tuple[float, float | None, float | None]], floors: list[float]) -> list[tuple[float, float, float, float] | None]:
+def _welch_t_figures(
+    welch: list[tuple[float, float | None, float | None]], floors: list[float]
+) -> list[tuple[float, float, float, float] | None]:
     """For each log_welch result with a standard error: the t quantiles of the interval and of the
     power at its degrees of freedom, the two-sided p of its t statistic (where the error is 0:
     NaN, unused) and the standard error they are of — Welch's, raised where the pair's resolution
@@ -357,7 +402,13 @@ def _welch_t_figures(welch: list[tuple[float, float | None, float | None]], floo
     return found
 
 
-def _compared(pair: SamplePair, welch: tuple[float, float | None, float | None], t_figures: tuple[float, float, float, float] | None, mann_whitney_p: float | None, threshold: float) -> Comparison:
+def _compared(
+    pair: SamplePair,
+    welch: tuple[float, float | None, float | None],
+    t_figures: tuple[float, float, float, float] | None,
+    mann_whitney_p: float | None,
+    threshold: float,
+) -> Comparison:
     baseline, other = pair.baseline, pair.other
     diff, se, _ = welch
     ratio = math.exp(diff)
@@ -374,13 +425,29 @@ def _compared(pair: SamplePair, welch: tuple[float, float | None, float | None],
     half = None if low is None else math.sqrt(high / low) - 1  # exp(log half-width) − 1
     needs = figure_needs([baseline, other], half)
     verdict = verdict_of(p, ratio, pair.higher_is_better, threshold)
-    return Comparison(len(baseline), len(other), ratio, low, high, p, pair.higher_is_better, detectable, mann_whitney_p, p_adjusted=p, verdict=verdict, needs_runs=needs)
+    return Comparison(
+        len(baseline),
+        len(other),
+        ratio,
+        low,
+        high,
+        p,
+        pair.higher_is_better,
+        detectable,
+        mann_whitney_p,
+        p_adjusted=p,
+        verdict=verdict,
+        needs_runs=needs,
+    )
 
 
 def mann_whitney_p_values(pairs: list[SamplePair]) -> list[float | None]:
     """Each pair's two-sided Mann–Whitney U p-value (other against baseline) where both sides have
     RANK_TEST_MIN_N runs or more, else None."""
-    return [mann_whitney_two_sided_p(p.other, p.baseline) if min(len(p.other), len(p.baseline)) >= RANK_TEST_MIN_N else None for p in pairs]
+    return [
+        mann_whitney_two_sided_p(p.other, p.baseline) if min(len(p.other), len(p.baseline)) >= RANK_TEST_MIN_N else None
+        for p in pairs
+    ]
 
 
 # Own code, not scipy.stats.mannwhitneyu: importing scipy.stats takes a second, as long as a whole
@@ -456,7 +523,7 @@ def _rejects(p: float | None) -> bool:
 
 
 def verdict_of(p_adjusted: float | None, ratio: float, higher_is_better: bool, threshold: float) -> str:
-    """"faster"/"slower" only when the (adjusted) test rejects equality (significant) and the
+    """ "faster"/"slower" only when the (adjusted) test rejects equality (significant) and the
     change exceeds the practical threshold; otherwise "no detectable difference". The threshold is
     symmetric on the log scale (beyond 1.03 or below 1/1.03 at 3 %), so A against B and B against
     A say the same."""
@@ -550,7 +617,9 @@ def rank(scores: dict[str, float], differs: Callable[[str, str], bool], higher_i
     comparison) the letters and, where they say it exactly, the tiers."""
     order = sorted(scores, key=lambda name: scores[name], reverse=higher_is_better)
     position = {name: i for i, name in enumerate(order)}
-    groups = sorted(_maximal_cliques(order, lambda a, b: not differs(a, b)), key=lambda g: sorted(position[n] for n in g))
+    groups = sorted(
+        _maximal_cliques(order, lambda a, b: not differs(a, b)), key=lambda g: sorted(position[n] for n in g)
+    )
     letters = {name: "".join(_letter(i) for i, g in enumerate(groups) if name in g) for name in order}
     disjoint = sum(len(g) for g in groups) == len(order)
     contiguous = all(max(position[n] for n in g) - min(position[n] for n in g) == len(g) - 1 for g in groups)
@@ -566,7 +635,11 @@ def _maximal_cliques(names: list[str], together: Callable[[str, str], bool]) -> 
         if not candidates and not excluded:
             found.append(frozenset(clique))
         for name in list(candidates):
-            extend(clique | {name}, [n for n in candidates if n != name and together(name, n)], [n for n in excluded if together(name, n)])
+            extend(
+                clique | {name},
+                [n for n in candidates if n != name and together(name, n)],
+                [n for n in excluded if together(name, n)],
+            )
             candidates = [n for n in candidates if n != name]
             excluded = [*excluded, name]
 

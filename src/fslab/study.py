@@ -35,6 +35,7 @@ from fslab.workloads import fio
 from fslab.workloads.builtin import WORKLOAD_SETS
 from fslab.workloads.tables import Building
 
+
 class StudyError(FslabError):
     """A study file that cannot be run, with where and why."""
 
@@ -56,17 +57,27 @@ def load_study(name_or_path: str | Path, *, scale: float = 1.0, scale_sizes_only
         try:
             text = path.read_text()
         except (OSError, UnicodeDecodeError) as exc:
-            raise StudyError(f"{path}: cannot be read as a study file (TOML text): {getattr(exc, 'strerror', None) or exc}") from None
+            raise StudyError(
+                f"{path}: cannot be read as a study file (TOML text): {getattr(exc, 'strerror', None) or exc}"
+            ) from None
         return parse_study(text, str(path), base_dir=path.parent, scale=scale, scale_sizes_only=scale_sizes_only)
     builtin = resources.files("fslab.studies") / f"{name_or_path}.toml"
     if builtin.is_file():
-        return parse_study(builtin.read_text(), f"built-in study '{name_or_path}'", base_dir=Path.cwd(), scale=scale, scale_sizes_only=scale_sizes_only)
+        return parse_study(
+            builtin.read_text(),
+            f"built-in study '{name_or_path}'",
+            base_dir=Path.cwd(),
+            scale=scale,
+            scale_sizes_only=scale_sizes_only,
+        )
     raise StudyError(
         f"no study file '{name_or_path}' and no built-in study of that name; built-in studies: {', '.join(builtin_studies())}"
     )
 
 
-def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0, scale_sizes_only: bool = False) -> Study:
+def parse_study(
+    text: str, filename: str, *, base_dir: Path, scale: float = 1.0, scale_sizes_only: bool = False
+) -> Study:
     """The study in `text`; `scale` multiplies image sizes, fio sizes and (unless
     `scale_sizes_only`) runtimes."""
     if scale <= 0:
@@ -83,7 +94,11 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0,
 
     _refuse_too_many_targets(model, where)
     _refuse_too_many_workloads(model, where)
-    expanded = [(i, t, first) for i, section in enumerate(model.target) for t, first in _expand_target(section, model.study, scale)]
+    expanded = [
+        (i, t, first)
+        for i, section in enumerate(model.target)
+        for t, first in _expand_target(section, model.study, scale)
+    ]
     tables = [(i, t) for i, t, _ in expanded]
     targets = [t for _, t in tables]
     where.require_unique([(("target", i), t.name) for i, t in tables], "target")
@@ -99,13 +114,20 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0,
     targets = resolve_baselines(targets, model.study.baseline, {t.name: first for _, t, first in expanded if first})
     tabled = _workloads(model, base_dir, scale, 1.0 if scale_sizes_only else scale, where)
     if not tabled:
-        raise StudyError(f"{filename}: the study runs no workload: list built-in ones in [study] workloads, or add [[workload]] tables")
+        raise StudyError(
+            f"{filename}: the study runs no workload: list built-in ones in [study] workloads, or add [[workload]] tables"
+        )
     workload_tables, workloads = [table for table, _ in tabled], [workload for _, workload in tabled]
     where.require_unique(list(zip(workload_tables, (w.name for w in workloads))), "workload")
     workloads = _compared_with(model, tabled, where)
     by_name = TargetsByName(targets)
     where.refuse(
-        [(wt, name) for wt, w in zip(workload_tables, workloads) for name in dict.fromkeys(w.targets) if not by_name.names(name)],
+        [
+            (wt, name)
+            for wt, w in zip(workload_tables, workloads)
+            for name in dict.fromkeys(w.targets)
+            if not by_name.names(name)
+        ],
         lambda found: f"{where((*found[0], 'targets'))}: {unknown('target', found[1], names)}",
     )
     cells = study_cells(targets, workloads, limit=MAX_CELLS)
@@ -115,7 +137,11 @@ def parse_study(text: str, filename: str, *, base_dir: Path, scale: float = 1.0,
             f"{len(targets):,} targets, {len(workloads):,} workloads), more than could ever be run: split it into several studies"
         )
     table_of = dict(zip((w.name for w in workloads), workload_tables))
-    where.refuse(f"{where(table_of[c.workload.name])}: {problem}" for c in cells if (problem := cell_problem(c.target, c.workload)))
+    where.refuse(
+        f"{where(table_of[c.workload.name])}: {problem}"
+        for c in cells
+        if (problem := cell_problem(c.target, c.workload))
+    )
     # A workload too large for an image is reported where that image's size is written (the
     # target's image_size, else the study's), naming where the workload is.
     size_written = {t.name: _image_size_written(model, i) for i, t in tables}
@@ -160,13 +186,21 @@ def _dimensions(section: TargetSection, study: StudySection) -> dict[str, list[t
         "mount_options": as_list(section.mount_options),
         "image_size": as_list(section.image_size or study.image_size),
     }
-    own = FILESYSTEMS[section.filesystem if isinstance(section.filesystem, str) else section.filesystem[0]].swept(section.own) if section.own else {}
+    own = (
+        FILESYSTEMS[section.filesystem if isinstance(section.filesystem, str) else section.filesystem[0]].swept(
+            section.own
+        )
+        if section.own
+        else {}
+    )
     return {key: [(str(value) or "defaults", value) for value in values] for key, values in every_targets.items()} | own
 
 
 def _target_count(section: TargetSection, study: StudySection) -> int:
     """How many targets a table makes: one per combination of its sweeps' values, and its raw baselines."""
-    return math.prod(len(values) for values in _dimensions(section, study).values()) * (1 + section.count * section.raw_baseline)
+    return math.prod(len(values) for values in _dimensions(section, study).values()) * (
+        1 + section.count * section.raw_baseline
+    )
 
 
 def _refuse_too_many_targets(model: StudyFile, where: _Where) -> None:
@@ -184,7 +218,9 @@ def _refuse_too_many_workloads(model: StudyFile, where: _Where) -> None:
     target at least), refused before they are made."""
     counts = [section.sweep_size() for section in model.workload]
     if sum(counts) > MAX_CELLS:
-        sweeps = ", ".join(f"{where.at(('workload', i))} makes {count:,}" for i, count in enumerate(counts) if count > 1)
+        sweeps = ", ".join(
+            f"{where.at(('workload', i))} makes {count:,}" for i, count in enumerate(counts) if count > 1
+        )
         raise StudyError(
             f"{where.filename}: the study's workload sweeps make {sum(counts):,} workloads ({sweeps}), more than the {MAX_CELLS:,} cells a study "
             "may have, and more than could ever be run: sweep fewer values, or split it into several studies"
@@ -204,13 +240,19 @@ def _floor_problems(model: StudyFile, tables: list[tuple[int, Target]], scale: f
     written (the target's image_size, else the study's) and naming the target. A target on the
     user's devices is not checked here: their size is known only when the study runs."""
     for index, target in tables:
-        floor = None if target.named else FILESYSTEMS[target.filesystem].size_floor(list(target.mkfs_options), target.devices)
+        floor = (
+            None
+            if target.named
+            else FILESYSTEMS[target.filesystem].size_floor(list(target.mkfs_options), target.devices)
+        )
         problem = floor and floor.problem(target.image_size)
         if not problem:
             continue
         at = _image_size_written(model, index) or ("target", index)
         own = model.target[index].image_size
-        written = next(v for v in as_list(own or model.study.image_size) if scaled_size(parse_size(v), scale) == target.image_size)
+        written = next(
+            v for v in as_list(own or model.study.image_size) if scaled_size(parse_size(v), scale) == target.image_size
+        )
         size = written + (f" × --scale {scale:g} = {format_size(target.image_size)}" if scale != 1.0 else "")
         whose = target.filesystem if at[0] == "target" else f"{target.filesystem}, {where.at(('target', index))}"
         yield f"{where(at)}: {size} is too small for target '{target.name}' ({whose}): {problem}"
@@ -285,18 +327,32 @@ def resolve_baselines(targets: list[Target], study_baseline: str | None, sweep_f
 def raw_baselines(target: Target) -> list[Target]:
     """A raw target on each of the target's own devices (its images, the very devices of the user's
     it names, or a zram device like its own): what its devices deliver without it."""
-    names = [f"{target.name}/raw"] if len(target.images) == 1 else [f"{target.name}/raw-{i}" for i in range(1, len(target.images) + 1)]
+    names = (
+        [f"{target.name}/raw"]
+        if len(target.images) == 1
+        else [f"{target.name}/raw-{i}" for i in range(1, len(target.images) + 1)]
+    )
     return [
         Target(
-            name=name, filesystem="raw", mkfs_options=(), mount_options="", image_size=target.image_size, image_fill=target.image_fill,
-            named=(image,) if target.named else (), zram=target.zram, blkdiscard=target.blkdiscard, images=(image,),
+            name=name,
+            filesystem="raw",
+            mkfs_options=(),
+            mount_options="",
+            image_size=target.image_size,
+            image_fill=target.image_fill,
+            named=(image,) if target.named else (),
+            zram=target.zram,
+            blkdiscard=target.blkdiscard,
+            images=(image,),
             raw_baseline_of=target.name,
         )
         for name, image in zip(names, target.images)
     ]
 
 
-def _workloads(model: StudyFile, base_dir: Path, scale: float, time_scale: float, where: _Where) -> list[tuple[tuple, Workload]]:
+def _workloads(
+    model: StudyFile, base_dir: Path, scale: float, time_scale: float, where: _Where
+) -> list[tuple[tuple, Workload]]:
     """The built-in workloads [study] names, then each [[workload]] table built by its kind (one
     workload for each table its sweeps make, OnTargets.swept), each with the table it is of."""
 
@@ -310,7 +366,13 @@ def _workloads(model: StudyFile, base_dir: Path, scale: float, time_scale: float
 
     names = [n for entry in model.study.workloads for n in WORKLOAD_SETS.get(entry, [entry])]
     workloads: list[tuple[tuple, Workload]] = [
-        (("study", "workloads"), _limited(fio.builtin_workload(n, building(-1)), model.fio.memory_limit, ("fio", "memory_limit"), scale, where)) for n in names
+        (
+            ("study", "workloads"),
+            _limited(
+                fio.builtin_workload(n, building(-1)), model.fio.memory_limit, ("fio", "memory_limit"), scale, where
+            ),
+        )
+        for n in names
     ]
     for index, section in enumerate(model.workload):
         # A fio workload takes the study's [fio] limit unless it sets its own; other kinds only their own.
@@ -319,7 +381,12 @@ def _workloads(model: StudyFile, base_dir: Path, scale: float, time_scale: float
         for one in section.swept():
             workload = kinds.registered(section.kind).build(one, building(index))  # type: ignore[union-attr]  # validated: a kind there is
             workload = _limited(workload, section.memory_limit or inherited, table, scale, where)
-            workloads.append((("workload", index), replace(workload, targets=tuple(section.targets)) if section.targets else workload))
+            workloads.append(
+                (
+                    ("workload", index),
+                    replace(workload, targets=tuple(section.targets)) if section.targets else workload,
+                )
+            )
     return workloads
 
 
@@ -372,7 +439,9 @@ def _limited(workload: Workload, asked: str | None, table: tuple, scale: float, 
         )
     limit = scaled_size(parse_size(asked), scale)
     if limit < SMALLEST_LIMIT:
-        raise StudyError(f"{where(table)}: memory_limit = \"{asked}\" × --scale {scale:g} is {format_size(limit)}, below the {format_size(SMALLEST_LIMIT)} a tool needs to run")
+        raise StudyError(
+            f'{where(table)}: memory_limit = "{asked}" × --scale {scale:g} is {format_size(limit)}, below the {format_size(SMALLEST_LIMIT)} a tool needs to run'
+        )
     return replace(workload, memory_limit=limit)
 
 
@@ -413,7 +482,12 @@ def space_problem(target: Target, workload: Workload, room: Room | None = None, 
         return None
     needed = workload.tool.bytes_needed(room.block_device)
     kind = "a device" if target.named else "an image"
-    free = f"a volume of about {format_size(room.usable)}" if room.volume else f"{format_size(room.usable)} free" + ("" if room.block_device else f" after {target.filesystem}'s mkfs and mount")
+    free = (
+        f"a volume of about {format_size(room.usable)}"
+        if room.volume
+        else f"{format_size(room.usable)} free"
+        + ("" if room.block_device else f" after {target.filesystem}'s mkfs and mount")
+    )
     fits = _size_that_fits(target, needed)
     change = "" if scaled else ": raise image_size, or lower the workload's size"
     fix = f"{kind} of {fits // 2**20}MiB would do{change}" if fits else "lower the workload's size"
@@ -423,6 +497,7 @@ def space_problem(target: Target, workload: Workload, room: Room | None = None, 
 def _size_that_fits(target: Target, needed: int) -> int | None:
     """A size of the target's images (whole MiB) whose room holds `needed` bytes: the first found
     growing by 1/64 at a time, narrowed down to the MiB. None past 1PiB."""
+
     def fits(size: int) -> bool:
         return FILESYSTEMS[target.filesystem].room(replace(target, image_size=size)).usable >= needed
 
@@ -610,5 +685,7 @@ def describe_study(study: Study, repetitions: int | None = None, skipped: Sequen
     if ceiling:
         shape += f" + a ceiling ({len(ceiling)} cells on a raw device × {each})"
     first = f" and {warmups} warm-up runs before them" if warmups else ""
-    left_out = f"; {len(skipped)} target(s) skipped, this machine cannot run them: {', '.join(skipped)}" if skipped else ""
+    left_out = (
+        f"; {len(skipped)} target(s) skipped, this machine cannot run them: {', '.join(skipped)}" if skipped else ""
+    )
     return f"{shape} = {runs} runs{first}, about {format_duration(seconds)} of measurement{left_out}"

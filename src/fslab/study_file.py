@@ -8,7 +8,19 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, ModelWrapValidatorHandler, PrivateAttr, Tag, ValidationInfo, create_model, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    ModelWrapValidatorHandler,
+    PrivateAttr,
+    Tag,
+    ValidationInfo,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from fslab.devices.layers import LAYERS
 from fslab.filesystems import FILESYSTEMS, Filesystem
@@ -48,14 +60,18 @@ class TargetSection(Table):
     mkfs_options: str | list[str] = ""
     mount_options: str | list[str] = ""
     image_size: str | list[str] | None = None
-    devices: int | list[str] = 1  # a count of loop images (Btrfs raid profiles, a ZFS mirror), or the user's devices by path
+    devices: int | list[str] = (
+        1  # a count of loop images (Btrfs raid profiles, a ZFS mirror), or the user's devices by path
+    )
     device: str | None = None  # one device of the user's, by path (confirmed with --destroy-data)
     zram: bool = False  # the devices are zram devices fslab makes (image_size each): a RAM-backed ceiling
     blkdiscard: bool | None = None  # discard each device whole before each run (default: SSDs and zram)
     layers: list[str] = []  # under the filesystem, bottom first: md-raid1, luks, lvm
     layer_options: dict[str, str] = {}  # layer → extra arguments for the command that creates it
     raw_baseline: bool = False  # also measure each of the target's images as a raw device
-    baseline: str | None = None  # the target this one is compared with (default: a sweep's first value, else the study's)
+    baseline: str | None = (
+        None  # the target this one is compared with (default: a sweep's first value, else the study's)
+    )
     # Beside these, the fields its filesystem declares (Filesystem.fields: ZFS's properties, …),
     # checked by that filesystem's model (_filesystem_fields).
     _own: TargetFields | None = PrivateAttr(None)
@@ -135,9 +151,11 @@ class TargetSection(Table):
     @model_validator(mode="after")
     def _one_way_to_name_devices(self) -> TargetSection:
         if self.device and self.devices != 1:
-            raise ValueError("name the target's devices once: device = \"/dev/…\" or devices = [\"/dev/…\", …]")
+            raise ValueError('name the target\'s devices once: device = "/dev/…" or devices = ["/dev/…", …]')
         if self.zram and self.named:
-            raise ValueError("zram = true makes fslab's own zram devices: it names no device of yours (set devices to a count)")
+            raise ValueError(
+                "zram = true makes fslab's own zram devices: it names no device of yours (set devices to a count)"
+            )
         return self
 
     @model_validator(mode="after")
@@ -172,13 +190,21 @@ class TargetSection(Table):
     @field_validator("mkfs_options")
     @classmethod
     def _mkfs_options(cls, value: str | list[str], info: ValidationInfo) -> str | list[str]:
-        _all_accepted(partial(FILESYSTEMS[kind].check_mkfs_options, options) for kind in _kinds_of(info) for options in as_list(value))
+        _all_accepted(
+            partial(FILESYSTEMS[kind].check_mkfs_options, options)
+            for kind in _kinds_of(info)
+            for options in as_list(value)
+        )
         return value
 
     @field_validator("mount_options")
     @classmethod
     def _mount_options(cls, value: str | list[str], info: ValidationInfo) -> str | list[str]:
-        _all_accepted(partial(FILESYSTEMS[kind].check_mount_options, options) for kind in _kinds_of(info) for options in as_list(value))
+        _all_accepted(
+            partial(FILESYSTEMS[kind].check_mount_options, options)
+            for kind in _kinds_of(info)
+            for options in as_list(value)
+        )
         return value
 
     @field_validator("layer_options")
@@ -245,14 +271,18 @@ def study_file_model(data: dict) -> type[StudyFile]:
     """The model of this study file (TOML as read): StudyFile, its [[workload]] tables each read by
     its kind's model (the registry's: only the kinds it names are loaded)."""
     tables = data.get("workload") if isinstance(data, dict) else None
-    named = {table.get("kind", "fio") for table in tables if isinstance(table, dict)} if isinstance(tables, list) else set()
+    named = (
+        {table.get("kind", "fio") for table in tables if isinstance(table, dict)} if isinstance(tables, list) else set()
+    )
     return _with_kinds(frozenset(kind for kind in named if _is_kind(kind)))
 
 
 @functools.cache
 def _with_kinds(kinds: frozenset[str]) -> type[StudyFile]:
     sections = [Annotated[workloads.registered(kind).section, Tag(kind)] for kind in sorted(kinds)]  # type: ignore[union-attr]
-    table = Annotated[Union[tuple([*sections, Annotated[_UnknownKind, Tag("unknown")]])], Discriminator(_kind_of_table(kinds))]  # type: ignore[misc]
+    table = Annotated[
+        Union[tuple([*sections, Annotated[_UnknownKind, Tag("unknown")]])], Discriminator(_kind_of_table(kinds))
+    ]  # type: ignore[misc]
     return create_model("StudyFile", __base__=StudyFile, workload=(list[table], []))  # type: ignore[valid-type]
 
 
@@ -268,8 +298,15 @@ def check_device_path(path: str) -> str:
     """A device path as a study may name it: absolute, under /dev (symlinks such as
     /dev/disk/by-id/… are resolved when the study runs), plain text. Whether it is a block device
     of the user's, confirmed on the command line, is checked then (guard/block_devices.py)."""
-    if not path.startswith("/dev/") or ".." in path.split("/") or any(ord(c) < 32 or ord(c) == 127 for c in path) or len(path) > 1024:
-        raise ValueError(f"{path!r} is not a device path: give an absolute /dev path such as /dev/sdb or /dev/disk/by-id/…")
+    if (
+        not path.startswith("/dev/")
+        or ".." in path.split("/")
+        or any(ord(c) < 32 or ord(c) == 127 for c in path)
+        or len(path) > 1024
+    ):
+        raise ValueError(
+            f"{path!r} is not a device path: give an absolute /dev path such as /dev/sdb or /dev/disk/by-id/…"
+        )
     return path
 
 
@@ -279,11 +316,19 @@ def allowed_fields(loc: tuple) -> list[str]:
         tagged = len(loc) > 3 and _is_kind(loc[2])
         table = workloads.registered(str(loc[2]) if tagged else "fio").section  # type: ignore[union-attr]
         for part in loc[3 if tagged else 2 : -1]:  # down to a table within it (a scenario's phase, a precondition's)
-            inner = nested_table(table.model_fields[part].annotation) if isinstance(part, str) and part in table.model_fields else None
+            inner = (
+                nested_table(table.model_fields[part].annotation)
+                if isinstance(part, str) and part in table.model_fields
+                else None
+            )
             table = inner or table
         return list(table.model_fields)
     if len(loc) > 1 and loc[0] == "target":  # every target's fields, then each filesystem's own
-        return list(dict.fromkeys([*TargetSection.model_fields, *(name for fs in FILESYSTEMS.values() for name in fs.own_fields)]))
+        return list(
+            dict.fromkeys(
+                [*TargetSection.model_fields, *(name for fs in FILESYSTEMS.values() for name in fs.own_fields)]
+            )
+        )
     model = _TABLE_MODELS.get(str(loc[0]), StudyFile) if len(loc) > 1 else StudyFile
     return list(model.model_fields)
 

@@ -55,7 +55,9 @@ class CannotStart(FslabError):
 
 
 _WHY_NOT = {
-    FileNotFoundError: "does not exist", NotADirectoryError: "is not a directory", PermissionError: "may not be entered"
+    FileNotFoundError: "does not exist",
+    NotADirectoryError: "is not a directory",
+    PermissionError: "may not be entered",
 }
 
 
@@ -105,8 +107,14 @@ except FileNotFoundError:
 
 
 def run(
-    argv: Sequence[str], *, check: bool = True, timeout: float | None = None, cwd: Path | None = None,
-    on_start: Callable[[int], None] | None = None, env: Mapping[str, str] | None = None, stdin: bytes | bytearray | None = None,
+    argv: Sequence[str],
+    *,
+    check: bool = True,
+    timeout: float | None = None,
+    cwd: Path | None = None,
+    on_start: Callable[[int], None] | None = None,
+    env: Mapping[str, str] | None = None,
+    stdin: bytes | bytearray | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run a command to completion and capture its output; in `cwd` when given (fio writes
     side files such as verify state into its current directory: fslab gives it a private one).
@@ -140,7 +148,17 @@ def run(
             # has: it is then killed below. Raised inside Popen, it left the command running
             # unwatched — a `mount` done after fslab had released its mount point, there for good.
             with releasing():
-                proc = subprocess.Popen(command, stdin=given, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=cwd, env={**os.environ, **env} if env else None, pass_fds=(gate_read,) if on_start else ())
+                proc = subprocess.Popen(
+                    command,
+                    stdin=given,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    start_new_session=True,
+                    cwd=cwd,
+                    env={**os.environ, **env} if env else None,
+                    pass_fds=(gate_read,) if on_start else (),
+                )
         except OSError as exc:
             if cwd is not None and exc.filename is not None and os.fsdecode(exc.filename) == os.fsdecode(cwd):
                 why = _WHY_NOT.get(type(exc), exc.strerror or "is unusable")
@@ -202,7 +220,12 @@ def _pipe_holding(data: bytes | bytearray) -> int:
 
 
 def run_held(
-    journal: Journal, argv: Sequence[str], *, timeout: float | None = None, cwd: Path | None = None, env: Mapping[str, str] | None = None
+    journal: Journal,
+    argv: Sequence[str],
+    *,
+    timeout: float | None = None,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run a tool that works on fslab's mounts and devices (a workload, a layout or fill job),
     recorded in the journal with its pid and start time: `fslab cleanup` after a kill -9 stops
@@ -224,7 +247,14 @@ def run_held(
 
 
 @contextmanager
-def running_held(journal: Journal, argv: Sequence[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None, log: Path | None = None) -> Iterator[subprocess.Popen[bytes]]:
+def running_held(
+    journal: Journal,
+    argv: Sequence[str],
+    *,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    log: Path | None = None,
+) -> Iterator[subprocess.Popen[bytes]]:
     """A long-lived tool (fio's server) running while the block runs: journalled with its pid and
     start time before it runs (the gate of `run`), stopped with its children when the block ends
     — by the "process" releaser, which signals only that very process — or by `fslab cleanup`
@@ -235,7 +265,16 @@ def running_held(journal: Journal, argv: Sequence[str], *, cwd: Path | None = No
         with journal.holding("process", Path(argv[0]).name[:15]) as held:
             out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 (closed below)
             try:
-                proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _GATE, str(gate_read), *argv], stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd, env={**os.environ, **env} if env else None, pass_fds=(gate_read,))
+                proc = subprocess.Popen(
+                    [sys.executable, "-I", "-S", "-c", _GATE, str(gate_read), *argv],
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    cwd=cwd,
+                    env={**os.environ, **env} if env else None,
+                    pass_fds=(gate_read,),
+                )
             finally:
                 os.close(gate_read)
                 if log:
@@ -260,13 +299,18 @@ def stop_process(entry: Entry, workdir: object) -> None:
     if living is None:
         return  # gone
     if same_process(entry.proof) is None or living.comm != entry.ident:
-        raise Refused(f"process {living.pid} ({living.comm}) is not the {entry.ident} fslab started (its start time or name differs); not signalled")
+        raise Refused(
+            f"process {living.pid} ({living.comm}) is not the {entry.ident} fslab started (its start time or name differs); not signalled"
+        )
     kill_tree(living.pid)
 
 
 def kernel_has_module(module: str) -> bool:
     """Whether the running kernel has a module: loaded, built in, or loadable."""
-    return Path(f"/sys/module/{module}").exists() or run(["modprobe", "--dry-run", "--quiet", module], check=False).returncode == 0
+    return (
+        Path(f"/sys/module/{module}").exists()
+        or run(["modprobe", "--dry-run", "--quiet", module], check=False).returncode == 0
+    )
 
 
 def joined(commands: list[list[str]]) -> list[str]:

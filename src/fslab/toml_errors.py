@@ -9,13 +9,13 @@ from collections.abc import Callable, Iterable
 
 
 def unknown(what: str, value: str, allowed: Iterable[str]) -> str:
-    """"unknown filesystem 'xfz' (did you mean 'xfs'?); allowed: ext4, xfs, …"."""
+    """ "unknown filesystem 'xfz' (did you mean 'xfs'?); allowed: ext4, xfs, …"."""
     allowed = list(allowed)
     return f"unknown {what} '{value}'{did_you_mean(value, allowed)}; allowed: {', '.join(allowed)}"
 
 
 def did_you_mean(value: str, allowed: Iterable[str]) -> str:
-    """" (did you mean 'xfs'?)" when one allowed name is close to `value`, else ""."""
+    """ " (did you mean 'xfs'?)" when one allowed name is close to `value`, else ""."""
     return _closest(value, tuple(allowed))
 
 
@@ -37,7 +37,11 @@ class FieldError(ValueError):
 
 
 def describe_error(
-    error: dict, lines: FieldLines, filename: str, allowed_fields: Callable[[tuple], list[str]], untagged: Callable[[tuple], tuple] = lambda loc: loc
+    error: dict,
+    lines: FieldLines,
+    filename: str,
+    allowed_fields: Callable[[tuple], list[str]],
+    untagged: Callable[[tuple], tuple] = lambda loc: loc,
 ) -> str:
     """One pydantic error as "file:line: field: message"; `allowed_fields(loc)` names the
     fields of the table an unknown field was met in; `untagged(loc)` drops what pydantic adds to

@@ -112,7 +112,11 @@ class Workdir:
         if not os.path.lexists(self.images):
             return Owned(devices=frozenset(devices))
         _check_own_directory(self.images)
-        files = {FileId.of(e.stat(follow_symlinks=False)) for e in os.scandir(self.images) if e.name.endswith(".img") and e.is_file(follow_symlinks=False)}
+        files = {
+            FileId.of(e.stat(follow_symlinks=False))
+            for e in os.scandir(self.images)
+            if e.name.endswith(".img") and e.is_file(follow_symlinks=False)
+        }
         return Owned(files=frozenset(files), devices=frozenset(devices))
 
     @property
@@ -170,12 +174,16 @@ class Workdir:
         try:
             found = os.fstat(fd)
             if not stat.S_ISREG(found.st_mode) or found.st_nlink != 1:
-                raise Refused(f"{self.root / 'lock'} is not a regular file of fslab's own (another name links to it): fslab leaves it alone")
+                raise Refused(
+                    f"{self.root / 'lock'} is not a regular file of fslab's own (another name links to it): fslab leaves it alone"
+                )
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 holder = lock.read().strip() or "unknown"
-                raise WorkdirBusy(f"another fslab (pid {holder}) is using {self.root}; wait for it, or choose another --workdir") from None
+                raise WorkdirBusy(
+                    f"another fslab (pid {holder}) is using {self.root}; wait for it, or choose another --workdir"
+                ) from None
             lock.truncate(0)
             lock.write(str(os.getpid()))
             lock.flush()
@@ -227,7 +235,9 @@ class Workdir:
             return f"no {MARKER} marker, and no journal of fslab's"
         problems = self.journal.read()[1]
         if problems or not os.path.getsize(self.journal.path):
-            return f"no {MARKER} marker, and journal.jsonl holds {'lines fslab never writes' if problems else 'nothing'}"
+            return (
+                f"no {MARKER} marker, and journal.jsonl holds {'lines fslab never writes' if problems else 'nothing'}"
+            )
         return None
 
 
@@ -256,4 +266,6 @@ def _check_own_directory(path: Path) -> None:
     if not stat.S_ISDIR(st.st_mode):
         raise Refused(f"{path} is not a directory (a symlink or a file is there): fslab does not follow or replace it")
     if st.st_uid != os.geteuid() or st.st_mode & 0o022:
-        raise Refused(f"{path} is owned by uid {st.st_uid} or writable by others (mode {stat.filemode(st.st_mode)}): fslab keeps its images and mounts only in a directory of its own")
+        raise Refused(
+            f"{path} is owned by uid {st.st_uid} or writable by others (mode {stat.filemode(st.st_mode)}): fslab keeps its images and mounts only in a directory of its own"
+        )

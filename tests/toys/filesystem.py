@@ -35,7 +35,11 @@ class Ext2(Filesystem):
         run(["tune2fs", "-m", str(target.filesystem_fields["reserved"]), devices[0]])
 
     def details(self, device: str, mountpoint: Path) -> str:
-        return "".join(line + "\n" for line in run(["dumpe2fs", "-h", device]).stdout.splitlines() if line.startswith(("Block count", "Reserved block count")))
+        return "".join(
+            line + "\n"
+            for line in run(["dumpe2fs", "-h", device]).stdout.splitlines()
+            if line.startswith(("Block count", "Reserved block count"))
+        )
 
     def requested_options(self, spec: Mapping) -> str:
         return f"reserved={spec['filesystem_fields']['reserved']}%"

@@ -62,10 +62,21 @@ class TrueKind:
     def command(self, workload: Workload, ready: Any) -> str:
         return f"true × {tool_of(workload, TrueRuns).times}"
 
-    def prepare(self, journal: Journal, workload: Workload, ready: Any, scratch: Path, scope: StudyScope) -> list[RawOutput]:
+    def prepare(
+        self, journal: Journal, workload: Workload, ready: Any, scratch: Path, scope: StudyScope
+    ) -> list[RawOutput]:
         return []
 
-    def run(self, journal: Journal, workload: Workload, ready: Any, command: str, scratch: Path, scope: StudyScope, measured: Measured) -> list[RawOutput]:
+    def run(
+        self,
+        journal: Journal,
+        workload: Workload,
+        ready: Any,
+        command: str,
+        scratch: Path,
+        scope: StudyScope,
+        measured: Measured,
+    ) -> list[RawOutput]:
         times = tool_of(workload, TrueRuns).times
         with measured(""):
             began = time.monotonic()

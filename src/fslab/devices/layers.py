@@ -52,22 +52,30 @@ BITMAP = OneOf(("internal", "none"))  # a file name would put the bitmap outside
 MDADM_OPTIONS = ToolOptions(
     "mdadm --create",
     {
-        "--bitmap": BITMAP, "-b": BITMAP,
+        "--bitmap": BITMAP,
+        "-b": BITMAP,
         "--bitmap-chunk": Size(4096, 2**30, units="kmg"),
         "--consistency-policy": OneOf(("resync", "bitmap")),
         "--data-offset": Size(0, 2**40, units="kmg", power_of_two=False),
     },
     refused={
         "--write-journal": "it names another device: a journal device",
-        "--spare-devices": "it adds devices that are not the target's", "-x": "it adds devices that are not the target's",
+        "--spare-devices": "it adds devices that are not the target's",
+        "-x": "it adds devices that are not the target's",
         "--config": NAMES_A_FILE,
         "--backup-file": NAMES_A_FILE,
-        "--chunk": "RAID1 has no chunks: mdadm refuses it at level 1", "-c": "RAID1 has no chunks: mdadm refuses it at level 1",
-        "--layout": "RAID1 has no layout: mdadm refuses it at level 1", "-p": "RAID1 has no layout: mdadm refuses it at level 1",
-        "--metadata": "fslab passes --metadata=1.2 itself", "-e": "fslab passes --metadata=1.2 itself",
-        "--level": "the layer says the level", "-l": "the layer says the level",
-        "--raid-devices": "the target's devices say how many", "-n": "the target's devices say how many",
-        "--assume-clean": BY_FSLAB, "--run": BY_FSLAB,
+        "--chunk": "RAID1 has no chunks: mdadm refuses it at level 1",
+        "-c": "RAID1 has no chunks: mdadm refuses it at level 1",
+        "--layout": "RAID1 has no layout: mdadm refuses it at level 1",
+        "-p": "RAID1 has no layout: mdadm refuses it at level 1",
+        "--metadata": "fslab passes --metadata=1.2 itself",
+        "-e": "fslab passes --metadata=1.2 itself",
+        "--level": "the layer says the level",
+        "-l": "the layer says the level",
+        "--raid-devices": "the target's devices say how many",
+        "-n": "the target's devices say how many",
+        "--assume-clean": BY_FSLAB,
+        "--run": BY_FSLAB,
     },
 )
 
@@ -82,9 +90,12 @@ HASH = Matches(r"[a-z0-9]+(-[a-z0-9]+)*", "a hash such as sha256")
 CRYPTSETUP_OPTIONS = ToolOptions(
     "cryptsetup luksFormat",
     {
-        "--cipher": CIPHER, "-c": CIPHER,
-        "--key-size": KEY_SIZE, "-s": KEY_SIZE,
-        "--hash": HASH, "-h": HASH,
+        "--cipher": CIPHER,
+        "-c": CIPHER,
+        "--key-size": KEY_SIZE,
+        "-s": KEY_SIZE,
+        "--hash": HASH,
+        "-h": HASH,
         "--sector-size": OneOf(("512", "1024", "2048", "4096")),
         "--integrity": OneOf(("hmac-sha256", "hmac-sha512", "poly1305", "aead")),
         "--use-urandom": Flag(),
@@ -94,14 +105,42 @@ CRYPTSETUP_OPTIONS = ToolOptions(
         "--luks2-keyslots-size": Size(4096, 128 * 2**20, units="km", power_of_two=False),
     },
     refused={
-        **{flag: KEY_DERIVATION for flag in ("--pbkdf", "--pbkdf-force-iterations", "--pbkdf-memory", "--pbkdf-parallel", "--iter-time", "-i")},
-        **{flag: FSLABS_KEY for flag in ("--key-file", "-d", "--keyfile-size", "-l", "--keyfile-offset", "--key-slot", "-S", "--key-description")},
+        **{
+            flag: KEY_DERIVATION
+            for flag in (
+                "--pbkdf",
+                "--pbkdf-force-iterations",
+                "--pbkdf-memory",
+                "--pbkdf-parallel",
+                "--iter-time",
+                "-i",
+            )
+        },
+        **{
+            flag: FSLABS_KEY
+            for flag in (
+                "--key-file",
+                "-d",
+                "--keyfile-size",
+                "-l",
+                "--keyfile-offset",
+                "--key-slot",
+                "-S",
+                "--key-description",
+            )
+        },
         "--header": "it names a file: a detached header",
         "--header-backup-file": NAMES_A_FILE,
-        "--master-key-file": NAMES_A_FILE, "--volume-key-file": NAMES_A_FILE,
-        **{flag: "it reads a key from a token or the keyring" for flag in ("--token-id", "--token-only", "--token-type", "--token-replace", "--external-tokens-path")},
-        "--type": "fslab formats LUKS2 (--type luks2)", "-M": "fslab formats LUKS2 (--type luks2)",
-        "--batch-mode": BY_FSLAB, "-q": BY_FSLAB,
+        "--master-key-file": NAMES_A_FILE,
+        "--volume-key-file": NAMES_A_FILE,
+        **{
+            flag: "it reads a key from a token or the keyring"
+            for flag in ("--token-id", "--token-only", "--token-type", "--token-replace", "--external-tokens-path")
+        },
+        "--type": "fslab formats LUKS2 (--type luks2)",
+        "-M": "fslab formats LUKS2 (--type luks2)",
+        "--batch-mode": BY_FSLAB,
+        "-q": BY_FSLAB,
         "--offset": "it moves the data inside the device; fslab gives the whole device",
         "--integrity-no-wipe": "unwritten sectors would fail their integrity check when a workload reads them",
     },
@@ -116,13 +155,19 @@ STRIPE_SIZE = Size(4096, 2**30, units="km")
 LVCREATE_OPTIONS = ToolOptions(
     "lvcreate",
     {
-        "--stripes": STRIPES, "-i": STRIPES,
-        "--stripesize": STRIPE_SIZE, "-I": STRIPE_SIZE,
+        "--stripes": STRIPES,
+        "-i": STRIPES,
+        "--stripesize": STRIPE_SIZE,
+        "-I": STRIPE_SIZE,
         "--type": OneOf(("linear", "striped")),
-        "--readahead": READAHEAD, "-r": READAHEAD,
-        "--contiguous": YES_NO, "-C": YES_NO,
-        "--zero": YES_NO, "-Z": YES_NO,
-        "--wipesignatures": YES_NO, "-W": YES_NO,
+        "--readahead": READAHEAD,
+        "-r": READAHEAD,
+        "--contiguous": YES_NO,
+        "-C": YES_NO,
+        "--zero": YES_NO,
+        "-Z": YES_NO,
+        "--wipesignatures": YES_NO,
+        "-W": YES_NO,
         "--alloc": OneOf(("contiguous", "cling", "normal", "anywhere", "inherit")),
     },
     refused={
@@ -130,14 +175,28 @@ LVCREATE_OPTIONS = ToolOptions(
         **{flag: "it names other devices or a file" for flag in ("--devices", "--devicesfile")},
         **{flag: "it names a profile file" for flag in ("--profile", "--commandprofile", "--metadataprofile")},
         **{flag: "fslab gives the volume the whole group" for flag in ("--extents", "-l", "--size", "-L")},
-        "--name": "fslab names the volume", "-n": "fslab names the volume",
-        "--yes": BY_FSLAB, "-y": BY_FSLAB,
+        "--name": "fslab names the volume",
+        "-n": "fslab names the volume",
+        "--yes": BY_FSLAB,
+        "-y": BY_FSLAB,
     },
 )
 
 LAYERS = {
-    "md-raid1": Layer("md RAID1 (CONFIG_BLK_DEV_MD, CONFIG_MD_RAID1)", ("md_mod", "raid1"), ("mdadm", "--version"), "mdadm", MDADM_OPTIONS),
-    "luks": Layer("dm-crypt (CONFIG_BLK_DEV_DM, CONFIG_DM_CRYPT)", ("dm_mod", "dm_crypt"), ("cryptsetup", "--version"), "cryptsetup", CRYPTSETUP_OPTIONS),
+    "md-raid1": Layer(
+        "md RAID1 (CONFIG_BLK_DEV_MD, CONFIG_MD_RAID1)",
+        ("md_mod", "raid1"),
+        ("mdadm", "--version"),
+        "mdadm",
+        MDADM_OPTIONS,
+    ),
+    "luks": Layer(
+        "dm-crypt (CONFIG_BLK_DEV_DM, CONFIG_DM_CRYPT)",
+        ("dm_mod", "dm_crypt"),
+        ("cryptsetup", "--version"),
+        "cryptsetup",
+        CRYPTSETUP_OPTIONS,
+    ),
     "lvm": Layer("device-mapper (CONFIG_BLK_DEV_DM)", ("dm_mod",), ("lvm", "version"), "lvm2", LVCREATE_OPTIONS),
 }
 
@@ -173,7 +232,12 @@ class Stack:
     @classmethod
     def on(cls, attached: Attached) -> Stack:
         """The bare devices, before any layer."""
-        return cls(devices=list(attached.devices), owned=attached.owned, commands=list(attached.commands), details=attached.details)
+        return cls(
+            devices=list(attached.devices),
+            owned=attached.owned,
+            commands=list(attached.commands),
+            details=attached.details,
+        )
 
     def assert_ours(self) -> None:
         """Refuse unless every device rests on the target's own devices only."""
@@ -210,7 +274,9 @@ def _running(entry: Entry, workdir: Workdir, node: str) -> bool:
     if number is None:
         return False
     if not rests_on(number, workdir.owned()):
-        raise Refused(f"{node} does not rest on fslab's images or the devices it holds in {workdir.root} only; left as it is")
+        raise Refused(
+            f"{node} does not rest on fslab's images or the devices it holds in {workdir.root} only; left as it is"
+        )
     return True
 
 
@@ -228,10 +294,23 @@ def stop_array(entry: Entry, workdir: Workdir) -> None:
 
 
 @contextmanager
-def _md_raid1(journal: Journal, devices: list[str], name: str, extra: list[str]) -> Iterator[tuple[str, list[list[str]], str]]:
+def _md_raid1(
+    journal: Journal, devices: list[str], name: str, extra: list[str]
+) -> Iterator[tuple[str, list[list[str]], str]]:
     # --assume-clean: no initial resync competing with the workload; the halves differ only
     # where nothing was ever written, which no benchmark reads back.
-    command = ["mdadm", "--create", f"/dev/md/{name}", "--run", "--level=1", f"--raid-devices={len(devices)}", "--metadata=1.2", "--assume-clean", *extra, *devices]
+    command = [
+        "mdadm",
+        "--create",
+        f"/dev/md/{name}",
+        "--run",
+        "--level=1",
+        f"--raid-devices={len(devices)}",
+        "--metadata=1.2",
+        "--assume-clean",
+        *extra,
+        *devices,
+    ]
     with journal.holding("md", name, release_unproven=True):
         run(command)
         device = os.path.realpath(f"/dev/md/{name}")
@@ -245,14 +324,30 @@ def close_luks(entry: Entry, workdir: Workdir) -> None:
 
 
 @contextmanager
-def _luks(journal: Journal, devices: list[str], name: str, extra: list[str]) -> Iterator[tuple[str, list[list[str]], str]]:
+def _luks(
+    journal: Journal, devices: list[str], name: str, extra: list[str]
+) -> Iterator[tuple[str, list[list[str]], str]]:
     # A random key used once, given on cryptsetup's standard input (`--key-file -`: read whole, to
     # its end), so no file ever holds it and nothing outlives the run that could open the device
     # again; a fast key derivation, since the key protects nothing here.
     mapped = f"{name}_crypt"
     key = bytearray(secrets.token_bytes(64))
     try:
-        format_command = ["cryptsetup", "luksFormat", "--type", "luks2", "--batch-mode", "--key-file", "-", "--pbkdf", "pbkdf2", "--pbkdf-force-iterations", "1000", *extra, devices[0]]
+        format_command = [
+            "cryptsetup",
+            "luksFormat",
+            "--type",
+            "luks2",
+            "--batch-mode",
+            "--key-file",
+            "-",
+            "--pbkdf",
+            "pbkdf2",
+            "--pbkdf-force-iterations",
+            "1000",
+            *extra,
+            devices[0],
+        ]
         open_command = ["cryptsetup", "open", "--key-file", "-", devices[0], mapped]
         run(format_command, stdin=key)
         with journal.holding("luks", mapped, release_unproven=True):
@@ -279,7 +374,9 @@ def remove_volume_group(entry: Entry, workdir: Workdir) -> None:
 
 
 @contextmanager
-def _lvm(journal: Journal, devices: list[str], name: str, extra: list[str]) -> Iterator[tuple[str, list[list[str]], str]]:
+def _lvm(
+    journal: Journal, devices: list[str], name: str, extra: list[str]
+) -> Iterator[tuple[str, list[list[str]], str]]:
     device, group = devices[0], f"{name}_vg"
     commands = [
         _lvm_command("pvcreate", device, "--force", "--yes", device),
@@ -289,5 +386,7 @@ def _lvm(journal: Journal, devices: list[str], name: str, extra: list[str]) -> I
     with journal.holding("lvm", f"{group} on {device}", release_unproven=True):
         for command in commands:
             run(command)
-        volumes = run(_lvm_command("lvs", device, "-o", "lv_name,vg_name,lv_size,seg_type,stripes,devices"), check=False).stdout
+        volumes = run(
+            _lvm_command("lvs", device, "-o", "lv_name,vg_name,lv_size,seg_type,stripes,devices"), check=False
+        ).stdout
         yield f"/dev/mapper/{group}-data", commands, f"lvs:\n{volumes}\n"

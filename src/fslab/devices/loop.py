@@ -65,7 +65,7 @@ def check_free_space(directory: Path, needed: int, what: str) -> None:
     if free < needed:
         raise NotEnoughSpace(
             f"{directory} has {format_size(free)} free but {what} need {format_size(needed)}; free some space, "
-            "choose another --workdir, or shrink the study (image_size, --scale, or image_fill = \"sparse\")"
+            'choose another --workdir, or shrink the study (image_size, --scale, or image_fill = "sparse")'
         )
 
 
@@ -140,16 +140,34 @@ def image_file(journal: Journal, image_dir: Path, name: str, size: int, *, fill:
         image = Image(path, FileId.of(os.fstat(fd)))
         with journal.holding("image", str(path), **image.file.proof()):
             try:  # a directory fd makes os.link call linkat, which follows /proc's link to the file
-                os.link(f"/proc/self/fd/{fd}", path.name, src_dir_fd=directory, dst_dir_fd=directory, follow_symlinks=True)
+                os.link(
+                    f"/proc/self/fd/{fd}", path.name, src_dir_fd=directory, dst_dir_fd=directory, follow_symlinks=True
+                )
             except FileExistsError:
-                raise Refused(f"{path} already exists: fslab makes its images anew and never takes over a file it did not make (`fslab cleanup` releases what a killed fslab left)") from None
+                raise Refused(
+                    f"{path} already exists: fslab makes its images anew and never takes over a file it did not make (`fslab cleanup` releases what a killed fslab left)"
+                ) from None
             os.ftruncate(fd, size)
             os.close(fd)
             fd = -1
             if fill:
                 # fio runs in a private directory of its own: it writes side files into its current one
                 with attached(journal, image) as loop, scratch_directory(journal) as scratch:
-                    run_held(journal, ["fio", "--name=fill", f"--filename={loop.device}", "--rw=write", "--bs=1m", "--iodepth=16", "--direct=1", "--ioengine=libaio", "--output=/dev/null"], cwd=scratch)
+                    run_held(
+                        journal,
+                        [
+                            "fio",
+                            "--name=fill",
+                            f"--filename={loop.device}",
+                            "--rw=write",
+                            "--bs=1m",
+                            "--iodepth=16",
+                            "--direct=1",
+                            "--ioengine=libaio",
+                            "--output=/dev/null",
+                        ],
+                        cwd=scratch,
+                    )
             yield image
     finally:
         if fd >= 0:
@@ -167,7 +185,9 @@ def attached(journal: Journal, image: Image) -> Iterator[LoopDevice]:
         if device not in loops_backed_by(image.file):
             raise Refused(f"{device} is not attached to fslab's image {image.path} after losetup")
         held.prove(device=device)
-        yield LoopDevice(image=image, device=device, size=os.stat(image.path).st_size, direct_io=direct_io_enabled(device))
+        yield LoopDevice(
+            image=image, device=device, size=os.stat(image.path).st_size, direct_io=direct_io_enabled(device)
+        )
 
 
 def on_loops(loops: list[LoopDevice]) -> Attached:

@@ -78,11 +78,15 @@ class NamedSource:
     def attach(self, journal: Journal) -> Iterator[Attached]:
         for device in self.devices:  # its number alone proves nothing: another disk may have it now
             if not device.still_confirmed():
-                raise Refused(f"the device at {device.node} is no longer the disk you confirmed with {DESTROY_FLAG} (it was detached or replaced since); nothing was wiped: run again")
+                raise Refused(
+                    f"the device at {device.node} is no longer the disk you confirmed with {DESTROY_FLAG} (it was detached or replaced since); nothing was wiped: run again"
+                )
         problems = [problem for device in self.devices for problem in refusals(device)]
         if problems:
             raise Refused("refusing the target's devices:\n  " + "\n  ".join(problems))
-        attached = Attached(devices=[d.node for d in self.devices], owned=Owned(devices=frozenset(d.number for d in self.devices)))
+        attached = Attached(
+            devices=[d.node for d in self.devices], owned=Owned(devices=frozenset(d.number for d in self.devices))
+        )
         with ExitStack() as stack:
             for device in self.devices:
                 stack.enter_context(self._wiped(journal, device, attached))

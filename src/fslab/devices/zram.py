@@ -70,8 +70,12 @@ def remove_zram(entry: Entry, workdir: Workdir) -> None:
     sysfs = Path("/sys/block") / Path(device).name
     if not device.startswith("/dev/zram") or not sysfs.exists():
         return  # gone
-    if same_disk(entry.proof) is None or (sysfs / "disksize").read_text().strip() != str(entry.proof.get("disksize", 0)):
-        raise Refused(f"{device} is not the zram device fslab made (its device number, diskseq or size differ); left as it is")
+    if same_disk(entry.proof) is None or (sysfs / "disksize").read_text().strip() != str(
+        entry.proof.get("disksize", 0)
+    ):
+        raise Refused(
+            f"{device} is not the zram device fslab made (its device number, diskseq or size differ); left as it is"
+        )
     in_use = refusals(resolve(device))
     if in_use:
         raise Refused(f"{device} is in use ({'; '.join(in_use)}); left as it is")
@@ -90,5 +94,10 @@ class ZramSource:
     @contextmanager
     def attach(self, journal: Journal) -> Iterator[Attached]:
         with ExitStack() as stack:
-            made = [stack.enter_context(zram_device(journal, f"{self.name} #{i}", self.size)) for i in range(1, self.count + 1)]
-            yield Attached(devices=[device for device, _ in made], owned=Owned(devices=frozenset(number for _, number in made)))
+            made = [
+                stack.enter_context(zram_device(journal, f"{self.name} #{i}", self.size))
+                for i in range(1, self.count + 1)
+            ]
+            yield Attached(
+                devices=[device for device, _ in made], owned=Owned(devices=frozenset(number for _, number in made))
+            )

@@ -51,7 +51,14 @@ class Provisioned:
     @classmethod
     def on(cls, filesystem: str, stack: Stack, top: str, directory: Path | None, **made: Any) -> Provisioned:
         """What a filesystem (its kind) made on a stack of devices, `top` the device it is used through."""
-        return cls(top=top, directory=directory, bottom=tuple(stack.bottom), between=tuple(d for d in stack.between if d != top), filesystem=filesystem, **made)
+        return cls(
+            top=top,
+            directory=directory,
+            bottom=tuple(stack.bottom),
+            between=tuple(d for d in stack.between if d != top),
+            filesystem=filesystem,
+            **made,
+        )
 
     @property
     def described(self) -> str:
@@ -149,7 +156,11 @@ class MountReadBack:
             against = self._contradiction(option, name, shown)
             if against:
                 missing.append(f"{option} (is {against})")
-            elif not any(_same(name, s) for s in shown) and name not in self.silent and _name(name) not in self.silent_names:
+            elif (
+                not any(_same(name, s) for s in shown)
+                and name not in self.silent
+                and _name(name) not in self.silent_names
+            ):
                 missing.append(f"{option} (absent)")
         return missing
 
@@ -161,7 +172,9 @@ class MountReadBack:
                 s in self.contradicted_by.get(option, ())
                 or s_key == f"no{key}"  # datacow ↔ nodatacow shown
                 or (key.startswith("no") and s_key == key[2:])  # nodiscard ↔ discard=async shown
-                or (equals and s_equals and s_key == key and not _same_mount_value(value, s_value))  # data=ordered ↔ data=journal
+                or (
+                    equals and s_equals and s_key == key and not _same_mount_value(value, s_value)
+                )  # data=ordered ↔ data=journal
             ):
                 return s
         return None
@@ -200,8 +213,29 @@ def same_value(value: str, shown: str, *, fold_case: bool = False) -> bool:
 
 # The generic options (guard.options.VFS_MOUNT_OPTIONS), measured with ext4, XFS and Btrfs alike.
 VFS_READ_BACK = MountReadBack(
-    silent=frozenset({"", "defaults", "rw", "auto", "async", "dev", "exec", "suid", "nouser", "atime", "diratime", "nolazytime", "nostrictatime", "strictatime"}),
-    contradicted_by={"strictatime": frozenset({"relatime", "noatime"}), "noatime": frozenset({"relatime"}), "relatime": frozenset({"noatime"})},
+    silent=frozenset(
+        {
+            "",
+            "defaults",
+            "rw",
+            "auto",
+            "async",
+            "dev",
+            "exec",
+            "suid",
+            "nouser",
+            "atime",
+            "diratime",
+            "nolazytime",
+            "nostrictatime",
+            "strictatime",
+        }
+    ),
+    contradicted_by={
+        "strictatime": frozenset({"relatime", "noatime"}),
+        "noatime": frozenset({"relatime"}),
+        "relatime": frozenset({"noatime"}),
+    },
 )
 
 
@@ -265,7 +299,12 @@ class Filesystem:
         in_kernel = self.kind in kernel_filesystems() or kernel_has_module(self.kind)
         return [
             tool_check(f"{self.kind} tools", self.version_command, self.package),
-            Check(f"{self.kind} in kernel", in_kernel, "supported" if in_kernel else "not in /proc/filesystems and no module", f"a kernel with {self.kind} (CONFIG_{self.kind.upper()}_FS)"),
+            Check(
+                f"{self.kind} in kernel",
+                in_kernel,
+                "supported" if in_kernel else "not in /proc/filesystems and no module",
+                f"a kernel with {self.kind} (CONFIG_{self.kind.upper()}_FS)",
+            ),
         ]
 
     def target_problems(self, target: Target) -> list[str]:
@@ -276,7 +315,9 @@ class Filesystem:
         """Space a workload may fill on the target: what its filesystem has free right after mkfs
         and mount (free_after_mkfs), on the device its layers leave it."""
         size = formatted_size(target, target.image_size)
-        devices = target.devices if self.spans_devices and "md-raid1" not in target.layers else 1  # md makes one device of them
+        devices = (
+            target.devices if self.spans_devices and "md-raid1" not in target.layers else 1
+        )  # md makes one device of them
         return Room(self.free_after_mkfs(size, devices, target.mkfs_options))
 
     def scaled(self, target: Target, full_size: int, scale: float) -> Target:
@@ -316,7 +357,9 @@ class Filesystem:
         """The study's mkfs arguments, split and checked against the allow-list (OptionRefused)."""
         if self.accepted_mkfs_options is None:
             if arguments:
-                raise OptionRefused(f"{self.kind} targets take no mkfs_options: only ext4, xfs and btrfs are made by mkfs")
+                raise OptionRefused(
+                    f"{self.kind} targets take no mkfs_options: only ext4, xfs and btrfs are made by mkfs"
+                )
             return []
         return check_arguments(self.accepted_mkfs_options, arguments)
 
@@ -343,7 +386,9 @@ class Filesystem:
     def details(self, device: str, mountpoint: Path) -> str:
         return ""
 
-    def not_in_effect(self, mount_options: str, properties: dict[str, str], effective: str | None, details: str) -> list[str]:
+    def not_in_effect(
+        self, mount_options: str, properties: dict[str, str], effective: str | None, details: str
+    ) -> list[str]:
         """What a run asked for that its read-back (/proc/mounts, or the stored details) contradicts."""
         return self.read_back.with_vfs.not_in_effect(mount_options, effective)
 

@@ -4,7 +4,18 @@ from pathlib import Path
 from fslab.filesystems import register
 from fslab.filesystems.base import Filesystem, MountReadBack, NoSnapshots, Provisioned, SizeFloor, TargetFields
 from fslab.guard.names import check_snapshot_name
-from fslab.guard.options import Flag, Integer, Matches, Maybe, OneOf, Size, Suboptions, ToolOptions, mount_options, option_value
+from fslab.guard.options import (
+    Flag,
+    Integer,
+    Matches,
+    Maybe,
+    OneOf,
+    Size,
+    Suboptions,
+    ToolOptions,
+    mount_options,
+    option_value,
+)
 from fslab.monitors.space import CompressionRatio, btrfs_compresses, btrfs_compression_ratio
 from fslab.system import run
 
@@ -13,7 +24,20 @@ SNAPSHOTS = ".snapshots"  # in the mount point: where snapshot() puts them
 PROFILES = ("single", "dup", "raid0", "raid1", "raid1c3", "raid1c4", "raid10", "raid5", "raid6")
 PROFILE = OneOf(PROFILES)
 FEATURES = Suboptions(
-    {name: Flag() for name in ("mixed-bg", "extref", "raid56", "skinny-metadata", "no-holes", "raid1c34", "free-space-tree", "block-group-tree", "quota")},
+    {
+        name: Flag()
+        for name in (
+            "mixed-bg",
+            "extref",
+            "raid56",
+            "skinny-metadata",
+            "no-holes",
+            "raid1c34",
+            "free-space-tree",
+            "block-group-tree",
+            "quota",
+        )
+    },
     refused={"zoned": "it needs a zoned device"},
     negatable=True,
 )
@@ -23,31 +47,69 @@ CHECKSUM = OneOf(("crc32c", "xxhash", "sha256", "blake2"))
 MKFS_OPTIONS = ToolOptions(
     "mkfs.btrfs",
     {
-        "-d": PROFILE, "--data": PROFILE,
-        "-m": PROFILE, "--metadata": PROFILE,
-        "-M": Flag(), "--mixed": Flag(),
-        "--csum": CHECKSUM, "--checksum": CHECKSUM,
-        "-n": Size(4096, 65536), "--nodesize": Size(4096, 65536),
-        "-s": Size(4096, 65536), "--sectorsize": Size(4096, 65536),
-        "-O": FEATURES, "--features": FEATURES,
-        "-R": RUNTIME_FEATURES, "--runtime-features": RUNTIME_FEATURES,
+        "-d": PROFILE,
+        "--data": PROFILE,
+        "-m": PROFILE,
+        "--metadata": PROFILE,
+        "-M": Flag(),
+        "--mixed": Flag(),
+        "--csum": CHECKSUM,
+        "--checksum": CHECKSUM,
+        "-n": Size(4096, 65536),
+        "--nodesize": Size(4096, 65536),
+        "-s": Size(4096, 65536),
+        "--sectorsize": Size(4096, 65536),
+        "-O": FEATURES,
+        "--features": FEATURES,
+        "-R": RUNTIME_FEATURES,
+        "--runtime-features": RUNTIME_FEATURES,
     },
     refused={
-        "-f": BY_FSLAB, "--force": BY_FSLAB, "-q": BY_FSLAB, "--quiet": BY_FSLAB, "-K": BY_FSLAB, "--nodiscard": BY_FSLAB,
-        "-r": "it names a directory to copy in", "--rootdir": "it names a directory to copy in",
-        "-b": "fslab's image size is the device's size", "--byte-count": "fslab's image size is the device's size",
-        "-U": "a fixed UUID can collide with another filesystem's", "--uuid": "a fixed UUID can collide with another filesystem's",
+        "-f": BY_FSLAB,
+        "--force": BY_FSLAB,
+        "-q": BY_FSLAB,
+        "--quiet": BY_FSLAB,
+        "-K": BY_FSLAB,
+        "--nodiscard": BY_FSLAB,
+        "-r": "it names a directory to copy in",
+        "--rootdir": "it names a directory to copy in",
+        "-b": "fslab's image size is the device's size",
+        "--byte-count": "fslab's image size is the device's size",
+        "-U": "a fixed UUID can collide with another filesystem's",
+        "--uuid": "a fixed UUID can collide with another filesystem's",
     },
 )
 
-COMPRESSION = Matches(r"(zlib(:[1-9])?|lzo|zstd(:(1[0-5]|[1-9]))?|no|none)", "zlib, zlib:1 … zlib:9, lzo, zstd, zstd:1 … zstd:15 or no")
+COMPRESSION = Matches(
+    r"(zlib(:[1-9])?|lzo|zstd(:(1[0-5]|[1-9]))?|no|none)", "zlib, zlib:1 … zlib:9, lzo, zstd, zstd:1 … zstd:15 or no"
+)
 
 MOUNT_OPTIONS = mount_options(
     {
-        **{name: Flag() for name in (
-            "acl", "noacl", "autodefrag", "noautodefrag", "barrier", "nobarrier", "datacow", "nodatacow", "datasum", "nodatasum",
-            "nodiscard", "flushoncommit", "noflushoncommit", "ssd", "ssd_spread", "nossd", "nossd_spread", "treelog", "notreelog",
-        )},
+        **{
+            name: Flag()
+            for name in (
+                "acl",
+                "noacl",
+                "autodefrag",
+                "noautodefrag",
+                "barrier",
+                "nobarrier",
+                "datacow",
+                "nodatacow",
+                "datasum",
+                "nodatasum",
+                "nodiscard",
+                "flushoncommit",
+                "noflushoncommit",
+                "ssd",
+                "ssd_spread",
+                "nossd",
+                "nossd_spread",
+                "treelog",
+                "notreelog",
+            )
+        },
         "commit": Integer(1, 86400),  # seconds
         "compress": Maybe(COMPRESSION),
         "compress-force": Maybe(COMPRESSION),
@@ -69,11 +131,29 @@ MOUNT_OPTIONS = mount_options(
 # are the defaults, never echoed; nodatacow shows with nodatasum, and is dropped (absent) when
 # compress follows it, as compress is when nodatacow follows.
 READ_BACK = MountReadBack(
-    silent=frozenset({
-        "acl", "noautodefrag", "barrier", "datacow", "datasum", "nodiscard", "noflushoncommit", "nossd_spread", "treelog",
-        "commit=30", "compress=no", "compress=none", "compress-force=no", "compress-force=none", "max_inline=2048", "metadata_ratio=0",
-    }),
-    silent_names=frozenset({"thread_pool"}),  # echoed only when not min(CPUs + 2, 8): the default depends on the machine
+    silent=frozenset(
+        {
+            "acl",
+            "noautodefrag",
+            "barrier",
+            "datacow",
+            "datasum",
+            "nodiscard",
+            "noflushoncommit",
+            "nossd_spread",
+            "treelog",
+            "commit=30",
+            "compress=no",
+            "compress=none",
+            "compress-force=no",
+            "compress-force=none",
+            "max_inline=2048",
+            "metadata_ratio=0",
+        }
+    ),
+    silent_names=frozenset(
+        {"thread_pool"}
+    ),  # echoed only when not min(CPUs + 2, 8): the default depends on the machine
     reported_as={"discard=sync": "discard"},
 )
 
@@ -84,7 +164,15 @@ FLOOR_RAID = SizeFloor(125 * 2**20, "mkfs.btrfs needs that much on each device f
 FLOOR_DUP = SizeFloor(229 * 2**20, "mkfs.btrfs needs that much for the dup data profile")
 
 
-COPIES = {"single": 1, "raid0": 1, "dup": 2, "raid1": 2, "raid10": 2, "raid1c3": 3, "raid1c4": 4}  # of each block, by profile
+COPIES = {
+    "single": 1,
+    "raid0": 1,
+    "dup": 2,
+    "raid1": 2,
+    "raid10": 2,
+    "raid1c3": 3,
+    "raid1c4": 4,
+}  # of each block, by profile
 
 
 def metadata_chunk(raw: int) -> int:
@@ -129,7 +217,9 @@ class Btrfs(Filesystem):
         raw = devices * device_size
         data = option_value(mkfs_options, "-d", "--data") or "single"
         metadata = option_value(mkfs_options, "-m", "--metadata") or ("dup" if devices == 1 else "raid1")
-        mixed = any(a in ("-M", "--mixed") for a in mkfs_options) or "mixed-bg" in (option_value(mkfs_options, "-O", "--features") or "").split(",")
+        mixed = any(a in ("-M", "--mixed") for a in mkfs_options) or "mixed-bg" in (
+            option_value(mkfs_options, "-O", "--features") or ""
+        ).split(",")
         copies = 0 if mixed else COPIES.get(metadata, 2)
         share = {"raid5": (devices - 1) / devices, "raid6": (devices - 2) / devices}.get(data, 1 / COPIES.get(data, 1))
         return max(0, int((raw - 18 * 2**20 - copies * metadata_chunk(raw)) * share))
@@ -148,7 +238,11 @@ class Btrfs(Filesystem):
         return btrfs_compresses(mount_options_effective)
 
     def compression_ratio(self, ready: Provisioned) -> CompressionRatio | None:
-        return btrfs_compression_ratio if ready.directory and self.compresses(ready.mount_options_effective, ready.details) else None
+        return (
+            btrfs_compression_ratio
+            if ready.directory and self.compresses(ready.mount_options_effective, ready.details)
+            else None
+        )
 
     def snapshot(self, ready: Provisioned, name: str) -> str:
         """A read-only snapshot of the top-level subvolume (where the workload's files are) in

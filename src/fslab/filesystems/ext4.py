@@ -6,7 +6,19 @@ from pathlib import Path
 
 from fslab.filesystems import register
 from fslab.filesystems.base import Filesystem, MountReadBack, SizeFloor, formatted_size
-from fslab.guard.options import ZERO_ONE, Flag, Integer, Matches, Maybe, OneOf, Size, Suboptions, ToolOptions, mount_options, option_value
+from fslab.guard.options import (
+    ZERO_ONE,
+    Flag,
+    Integer,
+    Matches,
+    Maybe,
+    OneOf,
+    Size,
+    Suboptions,
+    ToolOptions,
+    mount_options,
+    option_value,
+)
 from fslab.model import Target
 from fslab.system import run
 from fslab.units import format_size
@@ -20,10 +32,34 @@ FEATURES = Suboptions(
     {
         name: Flag()
         for name in (
-            "64bit", "bigalloc", "dir_index", "dir_nlink", "ea_inode", "ext_attr", "extent", "extents", "extra_isize",
-            "fast_commit", "filetype", "flex_bg", "has_journal", "huge_file", "inline_data", "large_dir", "large_file",
-            "meta_bg", "metadata_csum", "metadata_csum_seed", "mmp", "orphan_file", "project", "quota", "resize_inode",
-            "sparse_super", "sparse_super2", "uninit_bg",
+            "64bit",
+            "bigalloc",
+            "dir_index",
+            "dir_nlink",
+            "ea_inode",
+            "ext_attr",
+            "extent",
+            "extents",
+            "extra_isize",
+            "fast_commit",
+            "filetype",
+            "flex_bg",
+            "has_journal",
+            "huge_file",
+            "inline_data",
+            "large_dir",
+            "large_file",
+            "meta_bg",
+            "metadata_csum",
+            "metadata_csum_seed",
+            "mmp",
+            "orphan_file",
+            "project",
+            "quota",
+            "resize_inode",
+            "sparse_super",
+            "sparse_super2",
+            "uninit_bg",
         )
     },
     refused={"journal_dev": "it makes an external journal device, not a filesystem"},
@@ -47,7 +83,9 @@ MKFS_OPTIONS = ToolOptions(
                 "num_backup_sb": OneOf(("0", "1", "2")),
                 "mmp_update_interval": Integer(1, 300),
                 "orphan_file_size": Size(4096, 2**30, power_of_two=False),
-                "quotatype": Matches(r"(usr|grp|prj)quota(:(usr|grp|prj)quota){0,2}", "usrquota, grpquota or prjquota, joined by ':'"),
+                "quotatype": Matches(
+                    r"(usr|grp|prj)quota(:(usr|grp|prj)quota){0,2}", "usrquota, grpquota or prjquota, joined by ':'"
+                ),
                 "discard": Flag(),
                 "nodiscard": Flag(),
             },
@@ -60,7 +98,10 @@ MKFS_OPTIONS = ToolOptions(
         "-g": Integer(256, 65528),  # blocks per group
         "-i": Integer(1024, 2**26),  # bytes per inode
         "-I": OneOf(("128", "256", "512", "1024")),  # inode size
-        "-J": Suboptions({"size": Integer(1, 10240000), "fast_commit_size": Integer(1, 10240000)}, refused={"device": EXTERNAL_JOURNAL, "location": "fslab leaves the journal where mkfs puts it"}),
+        "-J": Suboptions(
+            {"size": Integer(1, 10240000), "fast_commit_size": Integer(1, 10240000)},
+            refused={"device": EXTERNAL_JOURNAL, "location": "fslab leaves the journal where mkfs puts it"},
+        ),
         "-j": Flag(),
         "-m": Integer(0, 50),  # reserved blocks, percent
         "-N": Integer(16, 2**32 - 1),  # number of inodes
@@ -69,7 +110,8 @@ MKFS_OPTIONS = ToolOptions(
         "-e": OneOf(("continue", "remount-ro"), refused={"panic": "an error would panic the host"}),
     },
     refused={
-        "-F": BY_FSLAB, "-q": BY_FSLAB,
+        "-F": BY_FSLAB,
+        "-q": BY_FSLAB,
         "-t": "the target's filesystem field says what is made",
         "-d": "it names a directory to copy in",
         "-l": "it names a file (a bad-block list)",
@@ -131,21 +173,63 @@ MOUNT_OPTIONS = mount_options(
 
 # Measured on Linux 6.18: mount with each option alone, read /proc/mounts.
 READ_BACK = MountReadBack(
-    silent=frozenset({
-        "barrier", "delalloc", "journal_checksum", "auto_da_alloc", "block_validity", "dioread_nolock", "acl", "user_xattr",
-        "commit=5", "commit=0", "errors=continue", "data_err=ignore", "init_itable", "init_itable=10", "nodiscard",
-        "mb_optimize_scan=1", "prefetch_block_bitmaps", "max_batch_time=15000", "min_batch_time=0", "inode_readahead_blks=32",
-        "stripe=0", "max_dir_size_kb=0", "data=ordered",  # data=ordered is echoed when asked for; the default either way
-    }),
+    silent=frozenset(
+        {
+            "barrier",
+            "delalloc",
+            "journal_checksum",
+            "auto_da_alloc",
+            "block_validity",
+            "dioread_nolock",
+            "acl",
+            "user_xattr",
+            "commit=5",
+            "commit=0",
+            "errors=continue",
+            "data_err=ignore",
+            "init_itable",
+            "init_itable=10",
+            "nodiscard",
+            "mb_optimize_scan=1",
+            "prefetch_block_bitmaps",
+            "max_batch_time=15000",
+            "min_batch_time=0",
+            "inode_readahead_blks=32",
+            "stripe=0",
+            "max_dir_size_kb=0",
+            "data=ordered",  # data=ordered is echoed when asked for; the default either way
+        }
+    ),
     silent_names=frozenset({"journal_ioprio"}),
-    reported_as={"barrier=0": "nobarrier", "barrier=1": "barrier", "auto_da_alloc=0": "noauto_da_alloc", "auto_da_alloc=1": "auto_da_alloc", "dioread_lock": "nodioread_nolock"},
+    reported_as={
+        "barrier=0": "nobarrier",
+        "barrier=1": "barrier",
+        "auto_da_alloc=0": "noauto_da_alloc",
+        "auto_da_alloc=1": "auto_da_alloc",
+        "dioread_lock": "nodioread_nolock",
+    },
 )
 
 
 # The usage type mke2fs picks by the filesystem's size when -T does not name one (man mke2fs),
 # and each type's block size and bytes per inode (/etc/mke2fs.conf, e2fsprogs 1.47).
-USAGE_TYPES = ((3 * 2**20, "floppy"), (512 * 2**20, "small"), (4 * 2**40, "default"), (16 * 2**40, "big"), (2**63, "huge"))
-TYPES = {"floppy": (1024, 8192), "small": (1024, 4096), "default": (4096, 16384), "news": (4096, 4096), "largefile": (4096, 2**20), "largefile4": (4096, 4 * 2**20), "big": (4096, 32768), "huge": (4096, 65536)}
+USAGE_TYPES = (
+    (3 * 2**20, "floppy"),
+    (512 * 2**20, "small"),
+    (4 * 2**40, "default"),
+    (16 * 2**40, "big"),
+    (2**63, "huge"),
+)
+TYPES = {
+    "floppy": (1024, 8192),
+    "small": (1024, 4096),
+    "default": (4096, 16384),
+    "news": (4096, 4096),
+    "largefile": (4096, 2**20),
+    "largefile4": (4096, 4 * 2**20),
+    "big": (4096, 32768),
+    "huge": (4096, 65536),
+}
 
 
 def usage_type(device_size: int, mkfs_options: Sequence[str]) -> str:
@@ -160,7 +244,16 @@ def _journal_bytes(blocks: int, block: int, asked: str | None, features: str) ->
         return 0
     if asked and asked.startswith("size="):
         return int(asked.split(",")[0].removeprefix("size=")) * 2**20
-    for limit, journal in ((2048, 0), (32768, 1024), (256 * 1024, 4096), (512 * 1024, 8192), (4096 * 1024, 16384), (8192 * 1024, 32768), (16384 * 1024, 65536), (32768 * 1024, 131072)):
+    for limit, journal in (
+        (2048, 0),
+        (32768, 1024),
+        (256 * 1024, 4096),
+        (512 * 1024, 8192),
+        (4096 * 1024, 16384),
+        (8192 * 1024, 32768),
+        (16384 * 1024, 65536),
+        (32768 * 1024, 131072),
+    ):
         if blocks < limit:
             return journal * block
     return 262144 * block
@@ -186,9 +279,13 @@ class Ext4(Filesystem):
         block, inode_ratio = TYPES[usage_type(device_size, mkfs_options)]
         block = int(option_value(mkfs_options, "-b") or block)
         blocks = device_size // block
-        inodes = int(option_value(mkfs_options, "-N") or device_size // int(option_value(mkfs_options, "-i") or inode_ratio))
+        inodes = int(
+            option_value(mkfs_options, "-N") or device_size // int(option_value(mkfs_options, "-i") or inode_ratio)
+        )
         inode_tables = inodes * int(option_value(mkfs_options, "-I") or 256)
-        journal = _journal_bytes(blocks, block, option_value(mkfs_options, "-J"), option_value(mkfs_options, "-O") or "")
+        journal = _journal_bytes(
+            blocks, block, option_value(mkfs_options, "-J"), option_value(mkfs_options, "-O") or ""
+        )
         reserved = blocks * int(option_value(mkfs_options, "-m") or 5) // 100 * block
         held_back = min(blocks // 50, 4096) * block
         return max(0, device_size - inode_tables - journal - reserved - held_back - device_size // 200 - 2 * 2**20)
@@ -206,8 +303,14 @@ class Ext4(Filesystem):
         block = int(option_value(options, "-b") or TYPES[usage_type(size, options)][0])
         journal_asked, features = option_value(options, "-J"), option_value(options, "-O") or ""
         changed: tuple[str, ...] = ()
-        if _journal_bytes(size // block, block, journal_asked, features) == 0 < _journal_bytes(full // block, block, journal_asked, features):
-            changed = (f"no journal: mkfs.ext4 makes none on {size // block} blocks of {format_size(block)} (under 2048), and the full size's {format_size(full)} has one",)
+        if (
+            _journal_bytes(size // block, block, journal_asked, features)
+            == 0
+            < _journal_bytes(full // block, block, journal_asked, features)
+        ):
+            changed = (
+                f"no journal: mkfs.ext4 makes none on {size // block} blocks of {format_size(block)} (under 2048), and the full size's {format_size(full)} has one",
+            )
         return replace(target, mkfs_options=options, scaling_changed=(*target.scaling_changed, *changed))
 
     def default_mkfs_options(self, requested: list[str]) -> list[str]:

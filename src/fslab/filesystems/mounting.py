@@ -42,7 +42,9 @@ def _fresh(path: Path) -> None:
     except FileExistsError:
         pass
     if os.path.islink(path) or not os.path.isdir(path):
-        raise Refused(f"{path} is not a directory fslab made (a symlink or a file is there): fslab mounts nothing on it")
+        raise Refused(
+            f"{path} is not a directory fslab made (a symlink or a file is there): fslab mounts nothing on it"
+        )
     if mounts_at(path) or os.listdir(path):
         raise Refused(f"{path} is in use (something is mounted on it or it holds files): fslab mounts nothing on it")
 

@@ -6,7 +6,18 @@ from pathlib import Path
 
 from fslab.filesystems import register
 from fslab.filesystems.base import Filesystem, MountReadBack, SizeFloor, formatted_size
-from fslab.guard.options import ZERO_ONE, Flag, Integer, Maybe, OneOf, Size, Suboptions, ToolOptions, mount_options, option_value
+from fslab.guard.options import (
+    ZERO_ONE,
+    Flag,
+    Integer,
+    Maybe,
+    OneOf,
+    Size,
+    Suboptions,
+    ToolOptions,
+    mount_options,
+    option_value,
+)
 from fslab.model import Target
 from fslab.system import run
 from fslab.units import format_size, parse_size
@@ -60,11 +71,16 @@ MKFS_OPTIONS = ToolOptions(
             refused={"uuid": "a fixed UUID can collide with another filesystem's"},
         ),
         "-n": Suboptions({"size": Size(512, 65536), "version": OneOf(("2", "ci")), "ftype": ZERO_ONE}),
-        "-r": Suboptions({"extsize": Size(4096, 2**30, power_of_two=False)}, refused={"rtdev": "it names another device: a realtime device"}),
+        "-r": Suboptions(
+            {"extsize": Size(4096, 2**30, power_of_two=False)},
+            refused={"rtdev": "it names another device: a realtime device"},
+        ),
         "-s": Suboptions({"size": Size(512, 32768)}),
     },
     refused={
-        "-f": BY_FSLAB, "-q": BY_FSLAB, "-K": BY_FSLAB,
+        "-f": BY_FSLAB,
+        "-q": BY_FSLAB,
+        "-K": BY_FSLAB,
         "-c": "it names a file (a configuration file)",
         "-p": "it names a file (a prototype file)",
         "-N": "it makes nothing (a dry run), and the run would fail at mount",
@@ -155,7 +171,9 @@ class Xfs(Filesystem):
         data = dict(o.partition("=")[::2] for o in (option_value(target.mkfs_options, "-d") or "").split(","))
         changed = []
         if not log.get("size") and default_log_bytes(size) != default_log_bytes(full):
-            changed.append(f"a log of {format_size(default_log_bytes(size))}, not the full size's {format_size(default_log_bytes(full))}")
+            changed.append(
+                f"a log of {format_size(default_log_bytes(size))}, not the full size's {format_size(default_log_bytes(full))}"
+            )
         if not data.keys() & {"agcount", "agsize"} and default_ag_count(size) != default_ag_count(full):
             changed.append(f"{default_ag_count(size)} allocation groups, not the full size's {default_ag_count(full)}")
         return replace(target, scaling_changed=(*target.scaling_changed, *changed))

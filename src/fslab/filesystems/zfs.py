@@ -27,7 +27,19 @@ from fslab.errors import Refused
 from fslab.filesystems import register
 from fslab.filesystems.base import Filesystem, Provisioned, Room, SizeFloor, TargetFields, mounted_options, same_value
 from fslab.filesystems.mounting import mount_point, proven
-from fslab.filesystems.zfs_engine import SCALED_ARC_FLOOR, Daemon, Engine, FuseDaemons, NotSupported, arc_stat, daemon_answers, engine, kept_daemons, kernel_arc_max, runs_on_fuse
+from fslab.filesystems.zfs_engine import (
+    SCALED_ARC_FLOOR,
+    Daemon,
+    Engine,
+    FuseDaemons,
+    NotSupported,
+    arc_stat,
+    daemon_answers,
+    engine,
+    kept_daemons,
+    kernel_arc_max,
+    runs_on_fuse,
+)
 from fslab.guard.names import check_snapshot_name, kernel_name, workdir_tag
 from fslab.guard.options import ON_OFF, Matches, OneOf, Size, Suboptions, check_properties
 from fslab.journal import Entry, Held, Journal, releaser
@@ -42,9 +54,10 @@ if TYPE_CHECKING:
     from fslab.workdir import Workdir
 
 
-
 @contextmanager
-def _engine_ready(found: Engine, journal: Journal, arc_max: int | None, kept: FuseDaemons | None) -> Iterator[Daemon | None]:
+def _engine_ready(
+    found: Engine, journal: Journal, arc_max: int | None, kept: FuseDaemons | None
+) -> Iterator[Daemon | None]:
     """The engine ready for one run: the kernel module's ARC capped, or zfs-fuse to this fslab
     alone — the daemon the study run keeps (`kept`), else one started for this run alone.
     Yields the zfs-fuse daemon (None for the kernel module)."""
@@ -87,7 +100,9 @@ def sync_pool(pool: str) -> None:
     if runs_on_fuse():
         failmode = pool_property(pool, "failmode")
         if failmode not in ("wait", "continue", "panic"):  # zpool's own answer, checked all the same before it is set
-            raise Refused(f"zpool get failmode {pool} answered {failmode!r}, not a failmode: fslab does not set it, and cannot sync the pool")
+            raise Refused(
+                f"zpool get failmode {pool} answered {failmode!r}, not a failmode: fslab does not set it, and cannot sync the pool"
+            )
         run(["zpool", "set", f"failmode={failmode}", pool])
     else:
         run(["zpool", "sync", pool])
@@ -209,7 +224,10 @@ DATASET_PROPERTIES = Suboptions(
             "on, off, lzjb, zle, lz4, gzip, gzip-1 … gzip-9, zstd, zstd-1 … zstd-19 or zstd-fast[-N]",
         ),
         "checksum": OneOf(("on", "off", "fletcher2", "fletcher4", "sha256", "sha512", "skein", "edonr", "blake3")),
-        "dedup": Matches(r"on|off|verify|(sha256|sha512|skein|edonr|blake3)(,verify)?", "on, off, verify, or a checksum (sha256, …) with an optional ',verify'"),
+        "dedup": Matches(
+            r"on|off|verify|(sha256|sha512|skein|edonr|blake3)(,verify)?",
+            "on, off, verify, or a checksum (sha256, …) with an optional ',verify'",
+        ),
         "atime": ON_OFF,
         "relatime": ON_OFF,
         "sync": OneOf(("standard", "always", "disabled")),
@@ -301,7 +319,9 @@ class ZfsFields(TargetFields):
 
     @field_validator("properties")
     @classmethod
-    def _properties(cls, value: dict[str, PropertyValue | list[PropertyValue]]) -> dict[str, PropertyValue | list[PropertyValue]]:
+    def _properties(
+        cls, value: dict[str, PropertyValue | list[PropertyValue]]
+    ) -> dict[str, PropertyValue | list[PropertyValue]]:
         problems: dict[str, None] = {}  # every value of every sweep checked, each refusal said once
         for name, values in value.items():
             for one in _as_list(values):
@@ -312,7 +332,9 @@ class ZfsFields(TargetFields):
         if problems:
             raise ValueError("; ".join(problems))
         if "keyformat" in value and "off" in [property_text(one) for one in _as_list(value.get("encryption", "off"))]:
-            raise ValueError("keyformat goes with encryption (keyformat=raw is fslab's, and the default): set encryption = \"aes-256-gcm\" (or another cipher) on every value, or drop keyformat")
+            raise ValueError(
+                'keyformat goes with encryption (keyformat=raw is fslab\'s, and the default): set encryption = "aes-256-gcm" (or another cipher) on every value, or drop keyformat'
+            )
         return value
 
 
@@ -326,7 +348,10 @@ class Zfs(Filesystem):
     package = "zfs-fuse"  # Debian's; OpenZFS's is zfsutils-linux with its kernel module
     floor = FLOOR
     no_mount_options_hint = ": set ZFS dataset properties instead"
-    accepted_properties = {"pool_options": ("zpool create -o", POOL_OPTIONS), "properties": ("zfs create -o", DATASET_PROPERTIES)}
+    accepted_properties = {
+        "pool_options": ("zpool create -o", POOL_OPTIONS),
+        "properties": ("zfs create -o", DATASET_PROPERTIES),
+    }
     fields = ZfsFields
     own_fields_refusal = 'properties, pool_options, vdev, zvol and arc_max are for ZFS targets (filesystem = "zfs")'
     supports_snapshots = True
@@ -361,17 +386,32 @@ class Zfs(Filesystem):
         if found is None:
             return [Check("zfs engine", False, "no OpenZFS kernel module and no zfs-fuse", fix, required=False)]
         if found.fuse and not Path("/dev/fuse").exists():
-            return [Check("zfs engine", False, f"{found.describe()}, but no /dev/fuse", "a kernel with FUSE (CONFIG_FUSE_FS)", required=False)]
+            return [
+                Check(
+                    "zfs engine",
+                    False,
+                    f"{found.describe()}, but no /dev/fuse",
+                    "a kernel with FUSE (CONFIG_FUSE_FS)",
+                    required=False,
+                )
+            ]
         return [Check("zfs engine", True, found.describe(), required=False)]
 
     def target_problems(self, target: Target) -> list[str]:
         found = engine()
         if found is None or not found.fuse:
             return []
-        return [why for why, asked in ((ZVOL_ON_FUSE, target.zvol), (ENCRYPTION_ON_FUSE, encrypted(target.properties))) if asked]
+        return [
+            why
+            for why, asked in ((ZVOL_ON_FUSE, target.zvol), (ENCRYPTION_ON_FUSE, encrypted(target.properties)))
+            if asked
+        ]
 
     def swept(self, own: ZfsFields) -> dict[str, list[tuple[str, Any]]]:
-        return {f"property:{name}": [(f"{name}={property_text(one)}", one) for one in _as_list(values)] for name, values in own.properties.items()}
+        return {
+            f"property:{name}": [(f"{name}={property_text(one)}", one) for one in _as_list(values)]
+            for name, values in own.properties.items()
+        }
 
     def target_values(self, own: ZfsFields, chosen: Mapping[str, Any], devices: int) -> dict[str, Any]:
         return {
@@ -389,7 +429,13 @@ class Zfs(Filesystem):
         if target.arc_max is None:
             if not arc_caches_data(target.properties):
                 return target  # an ARC of any size holds none of the data
-            return replace(target, scaling_changed=(*target.scaling_changed, "the ARC is the engine's default, not scaled with the data: it holds more of it than at full size (arc_max scales with it)"))
+            return replace(
+                target,
+                scaling_changed=(
+                    *target.scaling_changed,
+                    "the ARC is the engine's default, not scaled with the data: it holds more of it than at full size (arc_max scales with it)",
+                ),
+            )
         kept = scaled_size(target.arc_max, scale)
         if kept >= SCALED_ARC_FLOOR:
             return replace(target, arc_max=kept)
@@ -401,7 +447,9 @@ class Zfs(Filesystem):
         return replace(target, arc_max=SCALED_ARC_FLOOR, scaling_changed=(*target.scaling_changed, changed))
 
     def room(self, target: Target) -> Room:
-        room = super().room(replace(target, devices=1) if target.vdev == "mirror" else target)  # a mirror holds one device's worth
+        room = super().room(
+            replace(target, devices=1) if target.vdev == "mirror" else target
+        )  # a mirror holds one device's worth
         return Room(zvol_size(room.usable), block_device=True, volume=True) if target.zvol else room
 
     def free_after_mkfs(self, device_size: int, devices: int, mkfs_options: Sequence[str]) -> int:
@@ -410,7 +458,11 @@ class Zfs(Filesystem):
         return fuse_available(pool) if runs_on_fuse() else expected_available(pool)
 
     def requested_options(self, spec: Mapping) -> str:
-        return " ".join(f"{k}={v}" for k, v in spec["properties"].items()) if spec.get("properties") else super().requested_options(spec)
+        return (
+            " ".join(f"{k}={v}" for k, v in spec["properties"].items())
+            if spec.get("properties")
+            else super().requested_options(spec)
+        )
 
     def compresses(self, mount_options_effective: str | None, details: str) -> bool:
         """`zfs get` (the run's stored details) shows the dataset's compression other than off:
@@ -420,7 +472,11 @@ class Zfs(Filesystem):
     def compression_ratio(self, ready: Provisioned) -> CompressionRatio | None:
         """A dataset compresses when `zfs get` (the run's stored details) shows its compression
         property other than off; its ratio is then the dataset's compressratio."""
-        if ready.directory is None or ready.dataset is None or not self.compresses(ready.mount_options_effective, ready.details):
+        if (
+            ready.directory is None
+            or ready.dataset is None
+            or not self.compresses(ready.mount_options_effective, ready.details)
+        ):
             return None
         dataset = ready.dataset
         return lambda mountpoint: zfs_compression_ratio(dataset)
@@ -450,15 +506,31 @@ class Zfs(Filesystem):
             raise Refused(f"{ready.dataset!r} is not a dataset fslab made: its pool not synced")
         sync_pool(ready.dataset.partition("/")[0])
 
-    def not_in_effect(self, mount_options: str, properties: dict[str, str], effective: str | None, details: str) -> list[str]:
+    def not_in_effect(
+        self, mount_options: str, properties: dict[str, str], effective: str | None, details: str
+    ) -> list[str]:
         return properties_not_in_effect(properties, details)
 
     def pool_command(self, pool: str, devices: list[str], target: Target) -> list[str]:
-        options = [arg for name, value in check_pool_options(target.pool_options).items() for arg in ("-o", f"{name}={value}")]
+        options = [
+            arg for name, value in check_pool_options(target.pool_options).items() for arg in ("-o", f"{name}={value}")
+        ]
         layout = [target.vdev] if len(devices) > 1 and target.vdev == "mirror" else []
         # cachefile=none: a pool a killed fslab left is imported again by nothing (a restarted
         # daemon or boot) but `fslab cleanup`, which destroys it
-        return ["zpool", "create", "-f", *options, "-o", "cachefile=none", "-O", "mountpoint=none", pool, *layout, *devices]
+        return [
+            "zpool",
+            "create",
+            "-f",
+            *options,
+            "-o",
+            "cachefile=none",
+            "-O",
+            "mountpoint=none",
+            pool,
+            *layout,
+            *devices,
+        ]
 
     def dataset_command(self, pool: str, mountpoint: Path, target: Target) -> list[str]:
         """`zfs create` of the one dataset (or volume); an encrypted one reads its key, raw, on
@@ -482,7 +554,10 @@ class Zfs(Filesystem):
         stack.assert_ours()
         devices = stack.devices
         pool = kernel_name(journal.workdir.root, target.name)
-        with _engine_ready(found, journal, target.arc_max, self._kept) as daemon, journal.holding("zpool", pool, release_unproven=True) as held:
+        with (
+            _engine_ready(found, journal, target.arc_max, self._kept) as daemon,
+            journal.holding("zpool", pool, release_unproven=True) as held,
+        ):
             create_pool = self.pool_command(pool, devices, target)
             run(create_pool)
             held.prove(guid=pool_guid(pool))
@@ -527,19 +602,31 @@ class Zfs(Filesystem):
         # labels on the devices given. OpenZFS may partition a whole disk, so its labels are
         # not there: the kernel module's pool config, as before.
         configs = [["zdb", "-l", device] for device in devices] if found.fuse else [["zdb", "-C", pool]]
-        ashift = [line.strip() for command in configs for line in run(command, check=False).stdout.splitlines() if "ashift" in line]
+        ashift = [
+            line.strip()
+            for command in configs
+            for line in run(command, check=False).stdout.splitlines()
+            if "ashift" in line
+        ]
         arc = ""
         if target.arc_max:
-            arc = f"arc_max: {target.arc_max // 2**20} MiB (" + ("zfs-fuse --max-arc-size" if found.fuse else f"arcstats c_max = {arc_stat('c_max')}") + ")\n"
+            arc = (
+                f"arc_max: {target.arc_max // 2**20} MiB ("
+                + ("zfs-fuse --max-arc-size" if found.fuse else f"arcstats c_max = {arc_stat('c_max')}")
+                + ")\n"
+            )
         started = f"{daemon.describe()}\n{EMPTIED}\n" if daemon else ""
-        key = "key: 32 random bytes fslab made for this run alone (keyformat=raw), given on zfs create's standard input, in no file\n" if encrypted(target.properties) else ""
+        key = (
+            "key: 32 random bytes fslab made for this run alone (keyformat=raw), given on zfs create's standard input, in no file\n"
+            if encrypted(target.properties)
+            else ""
+        )
         return f"engine: {found.describe()}\n{started}{arc}{key}{status}\n{' '.join(sorted(set(ashift)))}\n{properties}"
 
 
 # How a zfs-fuse run's measured reads start from the devices (Zfs.empty_cache), stored with it.
 EMPTIED = (
-    "ARC emptied before the measured run: the pool exported and imported again "
-    "(drop_caches does not reach zfs-fuse's)"
+    "ARC emptied before the measured run: the pool exported and imported again (drop_caches does not reach zfs-fuse's)"
 )
 ENCRYPTION_ON_FUSE = "ZFS native encryption is not supported by this ZFS engine (zfs-fuse's pool version 23 predates it); it needs OpenZFS 0.8 or later with its kernel module"
 ZVOL_ON_FUSE = "zvol targets are not supported by this ZFS engine (zfs-fuse cannot present block devices); they need the OpenZFS kernel module"
@@ -585,7 +672,9 @@ def _zvol_device(volume: str) -> str:
             if _zvol_name(f"/dev/{entry.name}") == volume:
                 return f"/dev/{entry.name}"
         time.sleep(0.1)
-    raise RuntimeError(f"no block device for {volume} appeared after zfs create -V (neither {link} nor a /dev/zd* device)")
+    raise RuntimeError(
+        f"no block device for {volume} appeared after zfs create -V (neither {link} nor a /dev/zd* device)"
+    )
 
 
 def _zvol_name(device: str) -> str | None:
@@ -611,4 +700,8 @@ def properties_not_in_effect(requested: dict[str, str], details: str) -> list[st
         fields = line.split("\t")
         if len(fields) == 3:
             reported[fields[0]] = fields[1]
-    return [f"{name}={value} (is {reported[name]})" for name, value in requested.items() if name in reported and not same_value(value, reported[name], fold_case=True)]
+    return [
+        f"{name}={value} (is {reported[name]})"
+        for name, value in requested.items()
+        if name in reported and not same_value(value, reported[name], fold_case=True)
+    ]

@@ -84,7 +84,9 @@ def stop_daemon(entry: Entry, workdir: Workdir) -> None:
     proof = dict(entry.proof)
     pidfile = daemon_pidfile(workdir)
     if Path(str(proof.get("pidfile", ""))) != pidfile:  # another work directory's daemon, or a planted line
-        raise Refused(f"{entry.ident}: the journal names a pidfile that is not this work directory's ({pidfile}); not signalled")
+        raise Refused(
+            f"{entry.ident}: the journal names a pidfile that is not this work directory's ({pidfile}); not signalled"
+        )
     if "pid" not in proof:  # killed before the pid was recorded: its pidfile (fslab's own) says it
         started = process(_pid_in(Path(str(proof.get("pidfile", "")))) or 0)
         if started is None or started.comm != "zfs-fuse":
@@ -139,7 +141,9 @@ def _own_run_directory() -> None:
     PIDFILE_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
     st = os.lstat(PIDFILE_DIR)
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
-        raise Refused(f"{PIDFILE_DIR} is not a directory of fslab's own (a symlink, another owner, or writable by others)")
+        raise Refused(
+            f"{PIDFILE_DIR} is not a directory of fslab's own (a symlink, another owner, or writable by others)"
+        )
 
 
 # The smallest ARC cap both engines take: zfs-fuse's --max-arc-size from 16MiB (its --help);
@@ -171,7 +175,9 @@ class Daemon:
         """Stored with each run: which runs shared a daemon, and which had one of their own."""
         if self.started is None:
             return "daemon: a zfs-fuse fslab did not start"
-        return f"daemon: zfs-fuse pid {self.started.pid}, started {self.started.start} ticks after boot" + (f" ({' '.join(self.cap)})" if self.cap else "")
+        return f"daemon: zfs-fuse pid {self.started.pid}, started {self.started.start} ticks after boot" + (
+            f" ({' '.join(self.cap)})" if self.cap else ""
+        )
 
 
 @contextmanager
@@ -289,7 +295,7 @@ def kernel_arc_max(journal: Journal, arc_max: int | None) -> Iterator[None]:
         ARC_MAX.write_text(f"{arc_max}\n")
         in_force = arc_stat("c_max")
         if in_force != arc_max:  # the module ignores a cap below its floor, silently
-            raise NotSupported(f"the OpenZFS module did not take zfs_arc_max = {arc_max}: the ARC's cap in force is {in_force} and its floor (c_min) {arc_stat('c_min')}")
+            raise NotSupported(
+                f"the OpenZFS module did not take zfs_arc_max = {arc_max}: the ARC's cap in force is {in_force} and its floor (c_min) {arc_stat('c_min')}"
+            )
         yield
-
-

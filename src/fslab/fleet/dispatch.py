@@ -33,13 +33,27 @@ if TYPE_CHECKING:
 COLUMNS = ["host", "state", "runs\ndone", "runs\nplanned", "current", "ETA", "note"]
 RIGHT = [False, False, True, True, False, True, False]
 STATE_STYLES = {
-    "queued": "", "waiting": "yellow", "running": "cyan", "released": "yellow", "refused": "yellow", "done": "green",
+    "queued": "",
+    "waiting": "yellow",
+    "running": "cyan",
+    "released": "yellow",
+    "refused": "yellow",
+    "done": "green",
     "failed": "red",
 }
 WORKER_COLUMNS = ["worker", "labels", "fslab", "schema", "last heard\n(ago)"]
 
 
-def begin(db: ResultsDB, study: Study, repetitions: Repetitions, *, on: str, seed: int | None = None, baseline: str | None = None, spread: bool = False) -> int:
+def begin(
+    db: ResultsDB,
+    study: Study,
+    repetitions: Repetitions,
+    *,
+    on: str,
+    seed: int | None = None,
+    baseline: str | None = None,
+    spread: bool = False,
+) -> int:
     """Store the fleet's study run and queue one unit per host `on` names; its id. `spread`: the
     plan's blocks are divided among those hosts (fleet/spread.py) instead of each running all."""
     from fslab.plan import Planner, new_seed  # here: `fslab status` needs no planner, nor the numpy it loads
@@ -55,17 +69,28 @@ def begin(db: ResultsDB, study: Study, repetitions: Repetitions, *, on: str, see
     queue.install(db.engine)
     hosts = roster.chosen(db.engine, on)
     plan_seed = seed if seed is not None else study.seed if study.seed is not None else new_seed()
-    planner = Planner(study.cells, repetitions, plan_seed, baseline)  # refuses a --baseline no target answers, before anything is stored
+    planner = Planner(
+        study.cells, repetitions, plan_seed, baseline
+    )  # refuses a --baseline no target answers, before anything is stored
     study = replace(study, repetitions=repetitions.runs, warmup=repetitions.warmup)
-    settings = repetitions.describe() | ({"baseline": baseline} if baseline else {}) | study_run_settings(study, []) | ({spreading.SETTING: True} if spread else {})
-    study_run_id = db.begin_study_run(study, plan_seed, environment.collect(Path.cwd()), {}, settings, None)  # its workers own it, each its unit
+    settings = (
+        repetitions.describe()
+        | ({"baseline": baseline} if baseline else {})
+        | study_run_settings(study, [])
+        | ({spreading.SETTING: True} if spread else {})
+    )
+    study_run_id = db.begin_study_run(
+        study, plan_seed, environment.collect(Path.cwd()), {}, settings, None
+    )  # its workers own it, each its unit
     units.queued(db.engine, study_run_id, hosts)
     blocks = spreading.block_count(planner) if spread else 0
     spreading.queued(db.engine, study_run_id, blocks)
     app = queue.app_for(db.location)
     app.open()
     try:
-        queue.enqueue_blocks(app, study_run_id, blocks)  # before the units: a unit never finds its blocks not yet queued
+        queue.enqueue_blocks(
+            app, study_run_id, blocks
+        )  # before the units: a unit never finds its blocks not yet queued
         for host in hosts:
             queue.enqueue(app, study_run_id, host)
     finally:
@@ -84,12 +109,21 @@ def progress_table(db: ResultsDB, study_run_id: int) -> tuple[RenderableType, bo
     """The progress table of a fleet's study run, and whether every unit has ended."""
     found = units.progress(db.engine, study_run_id)
     rows = [
-        [visible(p.host), p.state, str(p.done), "" if p.planned is None else str(p.planned), visible(p.current),
-         _eta(p.eta), visible(_note(p))]
+        [
+            visible(p.host),
+            p.state,
+            str(p.done),
+            "" if p.planned is None else str(p.planned),
+            visible(p.current),
+            _eta(p.eta),
+            visible(_note(p)),
+        ]
         for p in found
     ]
     title = f"study run {study_run_id}: {sum(p.done for p in found)} run(s) stored on {len(found)} host(s)"
-    ended = all(p.ended for p in found) or units.finished(db.engine, study_run_id)  # spread: every block done, a host perhaps gone
+    ended = all(p.ended for p in found) or units.finished(
+        db.engine, study_run_id
+    )  # spread: every block done, a host perhaps gone
     return table(title, COLUMNS, rows, RIGHT, styles=[STATE_STYLES.get(p.state, "") for p in found]), ended
 
 
@@ -101,8 +135,11 @@ def workers_table(db: ResultsDB) -> RenderableType:
     at = now()
     rows = [
         [
-            visible(w.name), visible(", ".join(w.labels)), visible(w.fslab_version or "?"),
-            "?" if w.schema_version is None else str(w.schema_version), _eta(at - w.seen_at),
+            visible(w.name),
+            visible(", ".join(w.labels)),
+            visible(w.fslab_version or "?"),
+            "?" if w.schema_version is None else str(w.schema_version),
+            _eta(at - w.seen_at),
         ]
         for w in found
     ]
@@ -114,7 +151,14 @@ def workers_table(db: ResultsDB) -> RenderableType:
 UNREACHABLE = "database unreachable, retrying (the workers go on, and store their runs once it answers)"
 
 
-def follow(db: ResultsDB, study_run_id: int, console: Console, say: Callable[[str], None], every: float = 1.0, wait: Callable[[float], None] = time.sleep) -> None:
+def follow(
+    db: ResultsDB,
+    study_run_id: int,
+    console: Console,
+    say: Callable[[str], None],
+    every: float = 1.0,
+    wait: Callable[[float], None] = time.sleep,
+) -> None:
     """The progress table, live, until every unit has ended. The database away a while (its
     server restarted, the network cut) is waited for as the workers wait for it (steady.steadily),
     and said once an outage."""

@@ -54,7 +54,9 @@ def clients_named(study: Study) -> list[str]:
 
 
 @contextmanager
-def unit_services(study: Study, host: Host, study_run_id: int, db: SteadyResults, settings: FioSettings) -> Iterator[ClientDirectory | None]:
+def unit_services(
+    study: Study, host: Host, study_run_id: int, db: SteadyResults, settings: FioSettings
+) -> Iterator[ClientDirectory | None]:
     """For a unit of `study` on `host`: where its workloads' clients serve fio (None: it names
     none), each client host's worker asked to serve for the study run first."""
     named = clients_named(study)
@@ -62,9 +64,13 @@ def unit_services(study: Study, host: Host, study_run_id: int, db: SteadyResults
         yield None
         return
     ready = {w.name for w in db.steadily(lambda: roster.workers(db.engine)) if w.fio_address is not None}
-    asked = [name for name in named if name != host.name and name in ready]  # the others are refused by name when a run asks
+    asked = [
+        name for name in named if name != host.name and name in ready
+    ]  # the others are refused by name when a run asks
     if asked:
-        db.steadily(lambda: _request_fio(settings.location, study_run_id, asked))  # asked again: the waiting request is kept
+        db.steadily(
+            lambda: _request_fio(settings.location, study_run_id, asked)
+        )  # asked again: the waiting request is kept
     yield roster.FleetClients(db.engine, study_run_id, settings.allowed, driving=host.name, steadily=db.steadily)
 
 
@@ -78,21 +84,33 @@ def _request_fio(location: str, study_run_id: int, hosts: list[str]) -> None:
         app.close()
 
 
-def serve_fio_for(study_run_id: int, db: SteadyResults, host: Host, workdir: Workdir, settings: FioSettings, say: Callable[[str], None]) -> None:
+def serve_fio_for(
+    study_run_id: int,
+    db: SteadyResults,
+    host: Host,
+    workdir: Workdir,
+    settings: FioSettings,
+    say: Callable[[str], None],
+) -> None:
     """A request to serve fio (queue.request_fio): serve it at this worker's address while a unit
     of the study run runs, in the worker's own work directory (claimed: no run of its own meanwhile;
     waited for while another fslab uses it)."""
     from fslab.resume import share_of
 
     if settings.address is None:
-        raise FslabError(f"asked to serve fio for study run {study_run_id}, but this worker was started without --fio-address: not served")
-    with tempfile.TemporaryDirectory(prefix="fslab-fleet-") as nothing_beside:  # the study as stored: untrusted, checked as any study file
+        raise FslabError(
+            f"asked to serve fio for study run {study_run_id}, but this worker was started without --fio-address: not served"
+        )
+    with tempfile.TemporaryDirectory(
+        prefix="fslab-fleet-"
+    ) as nothing_beside:  # the study as stored: untrusted, checked as any study file
         study = db.steadily(lambda: share_of(db, study_run_id, host.name, Path(nothing_beside))).study
     if host.name not in clients_named(study):
         raise FslabError(f"study run {study_run_id} names no workload with client {host.name}: fio not served")
     if not db.steadily(lambda: units.any_running(db.engine, study_run_id)):
         say(f"study run {study_run_id} has no unit running: fio not served")
         return
+
     def busy(why: Exception, pause: float) -> None:
         say(f"fio for study run {study_run_id} waits: {why}; trying again in {pause:.0f} s")
 
@@ -105,7 +123,9 @@ def serve_fio_for(study_run_id: int, db: SteadyResults, host: Host, workdir: Wor
             try:
                 while db.steadily(lambda: units.any_running(db.engine, study_run_id)):
                     if not server.running:
-                        raise FslabError(f"fio --server at {settings.address} ended by itself (exit status {server.process.returncode})")
+                        raise FslabError(
+                            f"fio --server at {settings.address} ended by itself (exit status {server.process.returncode})"
+                        )
                     time.sleep(POLL)
             finally:
                 try:

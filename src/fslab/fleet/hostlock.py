@@ -135,8 +135,10 @@ class HostLock:
                     self._changed.wait(timeout=self.beat)
                 if holders and holders != told:
                     told = holders
-                    waiting(f"host {self.name} is busy: {holders[0]} holds its host lock (another worker of this "
-                            "name); waiting for it")
+                    waiting(
+                        f"host {self.name} is busy: {holders[0]} holds its host lock (another worker of this "
+                        "name); waiting for it"
+                    )
                 if not still_wanted():
                     yield False
                     return
@@ -162,8 +164,10 @@ class HostLock:
             if not told and time.monotonic() - self._confirmed > STALE * self.beat:
                 told = True
                 unheard = time.monotonic() - self._confirmed
-                waiting(f"host lock of {self.name} not confirmed for {unheard:.0f} s (the database does not answer): "
-                        "the next run waits")
+                waiting(
+                    f"host lock of {self.name} not confirmed for {unheard:.0f} s (the database does not answer): "
+                    "the next run waits"
+                )
 
     # The keeper's thread: everything on the lock session happens here.
 
@@ -263,8 +267,10 @@ class HostLock:
             return
         holders = self._others(HOST_LOCKS)
         holder = holders[0] if holders else "another worker"
-        why = (f"host lock of {self.name} lost with its database session: {holder} holds it now; "
-               "the unit stops before its next run")
+        why = (
+            f"host lock of {self.name} lost with its database session: {holder} holds it now; "
+            "the unit stops before its next run"
+        )
         self.say(why)
         with self._changed:
             self._held, self._lost = False, why

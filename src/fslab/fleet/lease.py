@@ -59,21 +59,24 @@ class Lease:
 
     def kept_aside(self, record: RunRecord) -> RunRecord:
         """A run measured under this lease once it was taken: stored, never counted."""
-        why = f"measured on {self.host} after {self.what} was taken by another worker (its heartbeat had lapsed): " \
+        why = (
+            f"measured on {self.host} after {self.what} was taken by another worker (its heartbeat had lapsed): "
             "kept aside, not counted"
+        )
         return replace(record, status=SUPERSEDED, error=why + (f"; it failed: {record.error}" if record.error else ""))
 
     def withdrawn(self) -> Exception:
         """What the worker hears once its lease was taken: a block's (the runner goes on to the
         next block: plan.BlockWithdrawn) or its unit's (the unit ends here: UnitWithdrawn)."""
-        message = f"{self.what} was taken by another worker while this one was unheard; " \
+        message = (
+            f"{self.what} was taken by another worker while this one was unheard; "
             "the run it had under way is kept aside (superseded, not counted)"
+        )
         if self.block is None:
             return UnitWithdrawn(message)
         from fslab.plan import BlockWithdrawn  # here: `fslab status` loads no planner
 
         return BlockWithdrawn(message)
-
 
 
 def take_unit(engine: sa.Engine, study_run_id: int, host: str) -> Lease | None:

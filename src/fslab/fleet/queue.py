@@ -60,7 +60,9 @@ def conninfo(location: str) -> str:
     except sa.exc.ArgumentError:
         url = None
     if url is None or url.get_backend_name() != "postgresql":
-        raise NotAFleetDatabase(f"--db {shown(location)}: a fleet's queue lives in PostgreSQL; give --db postgresql://user@host/database (or set FSLAB_DB)")
+        raise NotAFleetDatabase(
+            f"--db {shown(location)}: a fleet's queue lives in PostgreSQL; give --db postgresql://user@host/database (or set FSLAB_DB)"
+        )
     return url.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
@@ -68,7 +70,9 @@ def app_for(location: str):  # noqa: ANN201  (procrastinate.App: imported here a
     """A procrastinate App on the results database (not yet open)."""
     import procrastinate
 
-    return procrastinate.App(connector=procrastinate.PsycopgConnector(conninfo=conninfo(location), min_size=1, max_size=4))
+    return procrastinate.App(
+        connector=procrastinate.PsycopgConnector(conninfo=conninfo(location), min_size=1, max_size=4)
+    )
 
 
 def install(engine: sa.Engine) -> None:
@@ -89,7 +93,9 @@ def enqueue(app, study_run_id: int, host: str) -> int | None:  # noqa: ANN001
 
     lock = unit_lock(study_run_id, host)
     try:
-        return app.configure_task(UNIT_TASK, queue=queue_of(host), lock=lock, queueing_lock=lock).defer(study_run_id=study_run_id, host=host)
+        return app.configure_task(UNIT_TASK, queue=queue_of(host), lock=lock, queueing_lock=lock).defer(
+            study_run_id=study_run_id, host=host
+        )
     except AlreadyEnqueued:
         return None
 
@@ -98,7 +104,9 @@ def enqueue_blocks(app, study_run_id: int, count: int) -> None:  # noqa: ANN001
     """Queue the blocks 1…count of a spread study run (app open, synchronously)."""
     for block in range(1, count + 1):
         lock = f"fslab.block.{study_run_id}.{block}"
-        app.configure_task(BLOCK_TASK, queue=spread_queue(study_run_id), queueing_lock=lock).defer(study_run_id=study_run_id, block=block)
+        app.configure_task(BLOCK_TASK, queue=spread_queue(study_run_id), queueing_lock=lock).defer(
+            study_run_id=study_run_id, block=block
+        )
 
 
 async def take_block(app, study_run_id: int, worker_id: int) -> tuple[int, int] | None:  # noqa: ANN001
@@ -148,7 +156,9 @@ def request_fio(app, study_run_id: int, host: str) -> int | None:  # noqa: ANN00
 
     lock = f"fslab.serve_fio.{study_run_id}.{host}"
     try:
-        return app.configure_task(SERVE_TASK, queue=queue_of(host), lock=lock, queueing_lock=lock).defer(study_run_id=study_run_id, host=host)
+        return app.configure_task(SERVE_TASK, queue=queue_of(host), lock=lock, queueing_lock=lock).defer(
+            study_run_id=study_run_id, host=host
+        )
     except AlreadyEnqueued:
         return None
 
@@ -162,10 +172,20 @@ async def requeue_stalled(app, lapses: Mapping[str, float | None], default: floa
     own = {host: default if lapse is None else lapse for host, lapse in lapses.items()}
     requeued: list[int] = []
     for lapse in sorted({default, *own.values()}):
-        stalled = [job for task in (UNIT_TASK, BLOCK_TASK, SERVE_TASK) for job in await app.job_manager.get_stalled_jobs(task_name=task, seconds_since_heartbeat=lapse)]
-        hosts = {job.worker_id: job.queue.removeprefix(QUEUE_PREFIX) for job in stalled if job.queue.startswith(QUEUE_PREFIX) and job.worker_id is not None}
+        stalled = [
+            job
+            for task in (UNIT_TASK, BLOCK_TASK, SERVE_TASK)
+            for job in await app.job_manager.get_stalled_jobs(task_name=task, seconds_since_heartbeat=lapse)
+        ]
+        hosts = {
+            job.worker_id: job.queue.removeprefix(QUEUE_PREFIX)
+            for job in stalled
+            if job.queue.startswith(QUEUE_PREFIX) and job.worker_id is not None
+        }
         for job in stalled:
-            host = job.queue.removeprefix(QUEUE_PREFIX) if job.queue.startswith(QUEUE_PREFIX) else hosts.get(job.worker_id)
+            host = (
+                job.queue.removeprefix(QUEUE_PREFIX) if job.queue.startswith(QUEUE_PREFIX) else hosts.get(job.worker_id)
+            )
             judged_by = own.get(host, default) if host is not None else max(own.values(), default=default)
             if judged_by == lapse and job.id not in requeued:
                 await app.job_manager.retry_job(job)

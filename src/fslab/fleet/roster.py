@@ -61,8 +61,14 @@ def register(engine: sa.Engine, host: Host, labels: list[str], lapse: float, fio
     restarted, perhaps upgraded); `lapse`: how long it may go unheard before its unit is taken
     again. It runs this fslab, which writes this schema (fleet/versions.py)."""
     values = {
-        "labels": labels, "facts": asdict(host), "seen_at": now(), "fio_address": None if fio is None else str(fio),
-        "fio_serving": None, "lapse": lapse, "fslab_version": __version__, "schema_version": SCHEMA_VERSION,
+        "labels": labels,
+        "facts": asdict(host),
+        "seen_at": now(),
+        "fio_address": None if fio is None else str(fio),
+        "fio_serving": None,
+        "lapse": lapse,
+        "fslab_version": __version__,
+        "schema_version": SCHEMA_VERSION,
     }
     with engine.begin() as conn:
         if conn.execute(fleet_workers.update().where(fleet_workers.c.name == host.name).values(**values)).rowcount:
@@ -95,8 +101,16 @@ def workers(engine: sa.Engine) -> list[Worker]:
     with engine.connect() as conn:
         rows = conn.execute(sa.select(fleet_workers).order_by(fleet_workers.c.name)).all()
     return [
-        Worker(r.name, list(r.labels), Host(**r.facts), r.seen_at, r.fio_address, r.lapse, r.fslab_version,
-               r.schema_version)
+        Worker(
+            r.name,
+            list(r.labels),
+            Host(**r.facts),
+            r.seen_at,
+            r.fio_address,
+            r.lapse,
+            r.fslab_version,
+            r.schema_version,
+        )
         for r in rows
     ]
 
@@ -110,7 +124,9 @@ def chosen(engine: sa.Engine, on: str) -> list[str]:
         names = [w.name for w in present if label is None or label in w.labels]
         if not names:
             which = "no worker" if label is None else f"no worker labelled {label!r}"
-            raise NoSuchHosts(f"--on {on}: {which} has been heard from in the last {PRESENT.seconds // 60} minutes; start `fslab worker` on the hosts first (docs/fleet.md)")
+            raise NoSuchHosts(
+                f"--on {on}: {which} has been heard from in the last {PRESENT.seconds // 60} minutes; start `fslab worker` on the hosts first (docs/fleet.md)"
+            )
         return names
     names = [name.strip() for name in on.split(",") if name.strip()]
     try:
@@ -133,22 +149,42 @@ class FleetClients:
     worker's: its rule for a database away, steady.steadily)."""
 
     def __init__(
-        self, engine: sa.Engine, study_run_id: int, allowed: Sequence[Network], *, driving: str, within: float = CLIENTS_SERVE_WITHIN,
-        wait: Callable[[float], None] = time.sleep, steadily: Callable[[Callable[[], Any]], Any] = lambda read: read(),
+        self,
+        engine: sa.Engine,
+        study_run_id: int,
+        allowed: Sequence[Network],
+        *,
+        driving: str,
+        within: float = CLIENTS_SERVE_WITHIN,
+        wait: Callable[[float], None] = time.sleep,
+        steadily: Callable[[Callable[[], Any]], Any] = lambda read: read(),
     ):
-        self.engine, self.study_run_id, self.allowed, self.driving, self.within, self.wait = engine, study_run_id, tuple(allowed), driving, within, wait
+        self.engine, self.study_run_id, self.allowed, self.driving, self.within, self.wait = (
+            engine,
+            study_run_id,
+            tuple(allowed),
+            driving,
+            within,
+            wait,
+        )
         self.steadily = steadily
 
     def endpoint_of(self, host: str) -> Endpoint:
         if host == self.driving:
-            raise Refused(f"client host {host!r} is the host running this unit: a worker serves fio only between units of its own; name other hosts as clients, or run the study on another host")
+            raise Refused(
+                f"client host {host!r} is the host running this unit: a worker serves fio only between units of its own; name other hosts as clients, or run the study on another host"
+            )
         deadline = time.monotonic() + self.within
         while True:
             row = self.steadily(lambda: self._registered(host))
             if row is None:
-                raise Refused(f"client host {host!r} has no worker in the fleet: start `fslab worker --name {host} --fio-address ADDRESS` on that host (docs/shared-storage.md)")
+                raise Refused(
+                    f"client host {host!r} has no worker in the fleet: start `fslab worker --name {host} --fio-address ADDRESS` on that host (docs/shared-storage.md)"
+                )
             if row.fio_address is None:
-                raise Refused(f"client host {host!r}: its worker serves no fio; start it again with --fio-address ADDRESS[:PORT] (that host's address on the lab's network; docs/shared-storage.md)")
+                raise Refused(
+                    f"client host {host!r}: its worker serves no fio; start it again with --fio-address ADDRESS[:PORT] (that host's address on the lab's network; docs/shared-storage.md)"
+                )
             where = endpoint(row.fio_address, self.allowed, f"client {host}'s --fio-address")
             if row.fio_serving == self.study_run_id:
                 return where
@@ -161,4 +197,6 @@ class FleetClients:
 
     def _registered(self, host: str) -> sa.Row | None:
         with self.engine.connect() as conn:
-            return conn.execute(sa.select(fleet_workers.c.fio_address, fleet_workers.c.fio_serving).where(fleet_workers.c.name == host)).first()
+            return conn.execute(
+                sa.select(fleet_workers.c.fio_address, fleet_workers.c.fio_serving).where(fleet_workers.c.name == host)
+            ).first()

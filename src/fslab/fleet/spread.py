@@ -42,9 +42,13 @@ def is_spread(settings: dict | None) -> bool:
 def check(repetitions: Repetitions) -> None:
     """What cannot be divided among hosts, refused before anything is stored."""
     if repetitions.target_ci is not None:
-        raise CannotSpread("--spread: an adaptive study run (--target-ci) decides each block from the runs before it; spread study runs have a fixed plan: give --runs N")
+        raise CannotSpread(
+            "--spread: an adaptive study run (--target-ci) decides each block from the runs before it; spread study runs have a fixed plan: give --runs N"
+        )
     if repetitions.warmup:
-        raise CannotSpread(f"--spread: warm-up runs ({repetitions.warmup} per cell) warm one host, not the others the plan's runs are handed to: give --warmup 0")
+        raise CannotSpread(
+            f"--spread: warm-up runs ({repetitions.warmup} per cell) warm one host, not the others the plan's runs are handed to: give --warmup 0"
+        )
 
 
 def block_count(planner: Planner) -> int:
@@ -58,12 +62,19 @@ def queued(engine: sa.Engine, study_run_id: int, count: int) -> None:
         return
     at = now()
     with engine.begin() as conn:
-        conn.execute(fleet_blocks.insert(), [{"study_run_id": study_run_id, "block": b, "queued_at": at} for b in range(1, count + 1)])
+        conn.execute(
+            fleet_blocks.insert(),
+            [{"study_run_id": study_run_id, "block": b, "queued_at": at} for b in range(1, count + 1)],
+        )
 
 
 def unfinished(engine: sa.Engine, study_run_id: int) -> int:
     with engine.connect() as conn:
-        return conn.execute(sa.select(sa.func.count()).where(fleet_blocks.c.study_run_id == study_run_id, fleet_blocks.c.finished_at.is_(None))).scalar_one()
+        return conn.execute(
+            sa.select(sa.func.count()).where(
+                fleet_blocks.c.study_run_id == study_run_id, fleet_blocks.c.finished_at.is_(None)
+            )
+        ).scalar_one()
 
 
 class BlockTaker:
@@ -73,7 +84,15 @@ class BlockTaker:
     the next is asked for — unless another host took it meanwhile; with none left to take, it
     waits while another host still holds one (that host may die: its block is then queued again)."""
 
-    def __init__(self, db: SteadyResults, call: Callable[[Callable[[Any], Awaitable[Any]]], Any], worker_id: Callable[[], int | None], study_run_id: int, host: str, wait: float):
+    def __init__(
+        self,
+        db: SteadyResults,
+        call: Callable[[Callable[[Any], Awaitable[Any]]], Any],
+        worker_id: Callable[[], int | None],
+        study_run_id: int,
+        host: str,
+        wait: float,
+    ):
         self.db, self.call, self.worker_id = db, call, worker_id
         self.study_run_id, self.host, self.wait = study_run_id, host, wait
         self.current: tuple[int, Lease] | None = None  # (job id, lease) of the block taken and not yet finished
@@ -134,7 +153,9 @@ class BlockTaker:
             lambda app: queue.taken_by(app, self.study_run_id, worker_id),
         )
 
-    def _queue(self, work: Callable[[Any], Awaitable[T]], already: Callable[[Any], Awaitable[T | None]] | None = None) -> T:
+    def _queue(
+        self, work: Callable[[Any], Awaitable[T]], already: Callable[[Any], Awaitable[T | None]] | None = None
+    ) -> T:
         """A queue operation, by the workers' rule for a database away (block_done and give_back
         find what an earlier try did)."""
         return self.db.steadily(lambda: self.call(work), (lambda: self.call(already)) if already else lambda: None)

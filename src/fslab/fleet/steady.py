@@ -39,7 +39,11 @@ def connection_lost(exc: BaseException) -> bool:
     return isinstance(exc, (*LOST, psycopg.OperationalError))
 
 
-def steadily(do: Callable[[], T], lost: Callable[[int, BaseException, float], None], already: Callable[[], T | None] = lambda: None) -> T:
+def steadily(
+    do: Callable[[], T],
+    lost: Callable[[int, BaseException, float], None],
+    already: Callable[[], T | None] = lambda: None,
+) -> T:
     """`do`, again until the database answers: the fleet's one rule for a database away a while
     (its workers' reads, writes and queue calls; the waiting `fslab run --on`'s). `lost(tries, exc, pause)` is told of each try
     that failed (tries: 1 for an outage's first); after one, `already` tells a write that took

@@ -42,12 +42,24 @@ class Progress:
 def queued(engine: sa.Engine, study_run_id: int, hosts: list[str]) -> None:
     with engine.begin() as conn:
         at = now()
-        conn.execute(fleet_units.insert(), [{"study_run_id": study_run_id, "host": h, "state": "queued", "updated_at": at, "queued_at": at} for h in hosts])
+        conn.execute(
+            fleet_units.insert(),
+            [
+                {"study_run_id": study_run_id, "host": h, "state": "queued", "updated_at": at, "queued_at": at}
+                for h in hosts
+            ],
+        )
 
 
 def hosts_of(engine: sa.Engine, study_run_id: int) -> list[str]:
     with engine.connect() as conn:
-        return list(conn.execute(sa.select(fleet_units.c.host).where(fleet_units.c.study_run_id == study_run_id).order_by(fleet_units.c.host)).scalars())
+        return list(
+            conn.execute(
+                sa.select(fleet_units.c.host)
+                .where(fleet_units.c.study_run_id == study_run_id)
+                .order_by(fleet_units.c.host)
+            ).scalars()
+        )
 
 
 def skipped(engine: sa.Engine, study_run_id: int, host: str) -> list[dict] | None:
@@ -76,33 +88,55 @@ def ended(
         unit = fleet_units.update().where(*_unit(study_run_id, host, generation))
         if not conn.execute(unit.values(state=state, current=None, updated_at=now(), **values)).rowcount:
             return  # its lease was taken: the unit is another worker's
-        units = conn.execute(sa.select(fleet_units.c.host, fleet_units.c.state, fleet_units.c.outcome).where(fleet_units.c.study_run_id == study_run_id)).all()
-        blocks = conn.execute(sa.select(sa.func.count(), sa.func.count(fleet_blocks.c.finished_at)).where(fleet_blocks.c.study_run_id == study_run_id)).one()
+        units = conn.execute(
+            sa.select(fleet_units.c.host, fleet_units.c.state, fleet_units.c.outcome).where(
+                fleet_units.c.study_run_id == study_run_id
+            )
+        ).all()
+        blocks = conn.execute(
+            sa.select(sa.func.count(), sa.func.count(fleet_blocks.c.finished_at)).where(
+                fleet_blocks.c.study_run_id == study_run_id
+            )
+        ).one()
         spread_done = blocks[0] > 0 and blocks[0] == blocks[1]
         if all(u.state in ENDED for u in units) or spread_done:
-            outcome = {f"{u.host} · {cell}": o for u in units for cell, o in (u.outcome or {}).items()} if len(units) > 1 else units[0].outcome or {}
-            conn.execute(study_runs.update().where(study_runs.c.id == study_run_id, study_runs.c.status != "finished").values(status="finished", finished_at=now(), outcome=outcome))
+            outcome = (
+                {f"{u.host} · {cell}": o for u in units for cell, o in (u.outcome or {}).items()}
+                if len(units) > 1
+                else units[0].outcome or {}
+            )
+            conn.execute(
+                study_runs.update()
+                .where(study_runs.c.id == study_run_id, study_runs.c.status != "finished")
+                .values(status="finished", finished_at=now(), outcome=outcome)
+            )
 
 
 def finished(engine: sa.Engine, study_run_id: int) -> bool:
     with engine.connect() as conn:
-        return conn.execute(sa.select(study_runs.c.status).where(study_runs.c.id == study_run_id)).scalar() == "finished"
+        return (
+            conn.execute(sa.select(study_runs.c.status).where(study_runs.c.id == study_run_id)).scalar() == "finished"
+        )
 
 
 def progress(engine: sa.Engine, study_run_id: int) -> list[Progress]:
     """Every unit of the study run, by host."""
     counted = (
         sa.select(runs.c.host, sa.func.count(), sa.func.min(runs.c.started_at), sa.func.max(runs.c.finished_at))
-        .where(runs.c.study_run_id == study_run_id, COUNTED).group_by(runs.c.host)
+        .where(runs.c.study_run_id == study_run_id, COUNTED)
+        .group_by(runs.c.host)
     )
     kept_aside = (
         sa.select(runs.c.host, sa.func.count())
-        .where(runs.c.study_run_id == study_run_id, runs.c.status == SUPERSEDED).group_by(runs.c.host)
+        .where(runs.c.study_run_id == study_run_id, runs.c.status == SUPERSEDED)
+        .group_by(runs.c.host)
     )
     with engine.connect() as conn:
         stored = {host: (n, first, last) for host, n, first, last in conn.execute(counted)}
         superseded = dict(conn.execute(kept_aside).all())
-        units = conn.execute(sa.select(fleet_units).where(fleet_units.c.study_run_id == study_run_id).order_by(fleet_units.c.host)).all()
+        units = conn.execute(
+            sa.select(fleet_units).where(fleet_units.c.study_run_id == study_run_id).order_by(fleet_units.c.host)
+        ).all()
     found = []
     for u in units:
         done, first, last = stored.get(u.host, (0, None, None))
@@ -117,7 +151,14 @@ def progress(engine: sa.Engine, study_run_id: int) -> list[Progress]:
 def any_running(engine: sa.Engine, study_run_id: int) -> bool:
     """Whether some host's unit of the study run is running now."""
     with engine.connect() as conn:
-        return conn.execute(sa.select(fleet_units.c.host).where(fleet_units.c.study_run_id == study_run_id, fleet_units.c.state == "running").limit(1)).first() is not None
+        return (
+            conn.execute(
+                sa.select(fleet_units.c.host)
+                .where(fleet_units.c.study_run_id == study_run_id, fleet_units.c.state == "running")
+                .limit(1)
+            ).first()
+            is not None
+        )
 
 
 def _unit(study_run_id: int, host: str, generation: int | None = None) -> tuple:
@@ -142,5 +183,5 @@ def check_self_contained(source: str, where: str) -> None:
     if named:
         raise NotSelfContained(
             f"{where}: workload(s) {', '.join(map(repr, named))} name a job_file; a fleet's workers read the study from the database, "
-            "not files beside it: write the job's options in the study ([[workload]] with kind = \"fio\" and its options)"
+            'not files beside it: write the job\'s options in the study ([[workload]] with kind = "fio" and its options)'
         )

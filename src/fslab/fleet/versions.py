@@ -59,10 +59,14 @@ def refusers(workers: Iterable[Worker]) -> list[str]:
     found = []
     for w in workers:
         if w.fslab_version is None:
-            found.append(f"worker {w.name} runs an fslab of before schema 16, which refuses no unit it cannot run "
-                         f'faithfully: stop it, and upgrade its host (docs/fleet.md, "Upgrading a fleet")')
+            found.append(
+                f"worker {w.name} runs an fslab of before schema 16, which refuses no unit it cannot run "
+                f'faithfully: stop it, and upgrade its host (docs/fleet.md, "Upgrading a fleet")'
+            )
         elif (w.fslab_version, w.schema_version) != (__version__, SCHEMA_VERSION):
-            found.append(f"worker {w.name} runs fslab {w.fslab_version} (schema {w.schema_version}), "
-                         f"and this is fslab {__version__} (schema {SCHEMA_VERSION}): it will refuse its unit, "
-                         f'which waits for a worker of fslab {__version__} (docs/fleet.md, "Upgrading a fleet")')
+            found.append(
+                f"worker {w.name} runs fslab {w.fslab_version} (schema {w.schema_version}), "
+                f"and this is fslab {__version__} (schema {SCHEMA_VERSION}): it will refuse its unit, "
+                f'which waits for a worker of fslab {__version__} (docs/fleet.md, "Upgrading a fleet")'
+            )
     return found

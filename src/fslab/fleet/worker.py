@@ -171,16 +171,22 @@ def serve(settings: WorkerSettings, say: Callable[[str], None]) -> None:
     logs.said_in_one_line(say)
     db = SteadyResults(settings.location, say)
     queue.conninfo(settings.location)  # PostgreSQL, or a clear refusal
-    faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1` a worker that seems stuck: each thread's stack on its standard error
+    faulthandler.register(
+        signal.SIGUSR1, all_threads=True
+    )  # `kill -USR1` a worker that seems stuck: each thread's stack on its standard error
     host = environment.host(settings.name)
     queue.install(db.engine)
     roster.register(db.engine, host, settings.labels, settings.lapse, settings.fio_address)
     hostlock = HostLock(settings.location, host.name, settings.lapse, say)
     for other in hostlock.start():
-        say(f"warning: another worker named {host.name} is running: {other}; the two take turns, one benchmark at a "
-            f"time on {host.name}; give each host a --name of its own (docs/fleet.md)")
+        say(
+            f"warning: another worker named {host.name} is running: {other}; the two take turns, one benchmark at a "
+            f"time on {host.name}; give each host a --name of its own (docs/fleet.md)"
+        )
     handoff = _Handoff()
-    thread = threading.Thread(target=_queue_thread, args=(settings, host.name, handoff, db, say), name="fslab-queue", daemon=True)
+    thread = threading.Thread(
+        target=_queue_thread, args=(settings, host.name, handoff, db, say), name="fslab-queue", daemon=True
+    )
     thread.start()
     serves = f"; serving fio at {settings.fio_address} when asked" if settings.fio_address else ""
     what = f"{', '.join(settings.labels) or 'no labels'}; fslab {__version__}, schema {SCHEMA_VERSION}"
@@ -221,8 +227,15 @@ def _release_waiting(handoff: _Handoff) -> None:
 
 
 def _run_handed(
-    unit: Unit | ServeFio, done: Future, db: SteadyResults, host: Host, settings: WorkerSettings,
-    say: Callable[[str], None], taker: Callable[..., spread.BlockTaker], refused: set[str], hostlock: HostLock,
+    unit: Unit | ServeFio,
+    done: Future,
+    db: SteadyResults,
+    host: Host,
+    settings: WorkerSettings,
+    say: Callable[[str], None],
+    taker: Callable[..., spread.BlockTaker],
+    refused: set[str],
+    hostlock: HostLock,
 ) -> None:
     """Run the unit the queue handed over (in the main thread) and settle its future: its task
     ends, and procrastinate records the job's end."""
@@ -255,10 +268,14 @@ def _run_handed(
             say(f"while stopping: {why}")
             raise KeyboardInterrupt from None
         if connection_lost(exc):  # a call the workers' rule does not cover: given back, never failed for an outage
-            say(f"given back: study run {unit.study_run_id} on {unit.host}: database connection lost ({type(exc).__name__})")
+            say(
+                f"given back: study run {unit.study_run_id} on {unit.host}: database connection lost ({type(exc).__name__})"
+            )
             done.set_exception(UnitReleased())
             return
-        say(f"{'request to serve fio' if isinstance(unit, ServeFio) else 'unit'} failed: study run {unit.study_run_id} on {unit.host}: {why}")
+        say(
+            f"{'request to serve fio' if isinstance(unit, ServeFio) else 'unit'} failed: study run {unit.study_run_id} on {unit.host}: {why}"
+        )
         if isinstance(unit, Unit):
             _settle(db, unit, "failed", why=why)
         done.set_exception(UnitFailed(why))
@@ -273,7 +290,11 @@ def _settle_refused(db: SteadyResults, unit: Unit, why: str) -> None:
 
 
 def _serve_handed(
-    request: ServeFio, db: SteadyResults, host: Host, settings: WorkerSettings, say: Callable[[str], None],
+    request: ServeFio,
+    db: SteadyResults,
+    host: Host,
+    settings: WorkerSettings,
+    say: Callable[[str], None],
     hostlock: HostLock,
 ) -> None:
     """A request to serve fio: one that fails is said and ends (never retried: the driving run
@@ -306,8 +327,13 @@ def _leased(unit: Unit, db: SteadyResults, host: Host) -> Unit:
 
 
 def run_unit(
-    unit: Unit, db: SteadyResults, host: Host, workdir: Workdir, say: Callable[[str], None],
-    taker: Callable[..., spread.BlockTaker] | None = None, fio: FioSettings | None = None,
+    unit: Unit,
+    db: SteadyResults,
+    host: Host,
+    workdir: Workdir,
+    say: Callable[[str], None],
+    taker: Callable[..., spread.BlockTaker] | None = None,
+    fio: FioSettings | None = None,
     hostlock: HostLock | None = None,
 ) -> None:
     """This host's share of the study run (`unit`, leased to this worker): its study as stored
@@ -336,13 +362,27 @@ def run_unit(
         skipped = [{"target": u.target, "why": u.why} for u in unsupported_here(share.study)]
     study = share.study.without({s["target"] for s in skipped})
     if not study.targets:
-        raise UnitFailedHere(f"{host.name} can run none of the study's targets: " + "; ".join(f"{s['target']}: {s['why']}" for s in skipped))
+        raise UnitFailedHere(
+            f"{host.name} can run none of the study's targets: "
+            + "; ".join(f"{s['target']}: {s['why']}" for s in skipped)
+        )
     spreading = taker is not None and spread.is_spread(row["settings"])
     if spreading and skipped:
-        raise UnitFailedHere(f"{host.name} cannot run every target of a spread study run (its hosts share one plan): " + "; ".join(f"{s['target']}: {s['why']}" for s in skipped))
-    planned = None if spreading else len(study.cells) * (share.repetitions.runs + share.repetitions.warmup)  # spread: as many as it takes
-    running = {"state": "running", "skipped": skipped, "planned": planned, "why": None, "claimed_at": unit.claimed_at,
-               "started_at": None}
+        raise UnitFailedHere(
+            f"{host.name} cannot run every target of a spread study run (its hosts share one plan): "
+            + "; ".join(f"{s['target']}: {s['why']}" for s in skipped)
+        )
+    planned = (
+        None if spreading else len(study.cells) * (share.repetitions.runs + share.repetitions.warmup)
+    )  # spread: as many as it takes
+    running = {
+        "state": "running",
+        "skipped": skipped,
+        "planned": planned,
+        "why": None,
+        "claimed_at": unit.claimed_at,
+        "started_at": None,
+    }
     waiting = partial(_waiting, db, unit, say)
     with hostlock.held(waiting) if hostlock is not None else nullcontext():
         db.steadily(lambda: units.update(db.engine, unit.study_run_id, host.name, unit.generation, **running))
@@ -351,12 +391,19 @@ def run_unit(
         try:
             with (
                 db.leased(lambda record: blocks.holding if blocks is not None else unit.lease),
-                unit_services(share.study, host, unit.study_run_id, db, fio or FioSettings(db.location, None, ()))
-                as clients,
+                unit_services(
+                    share.study, host, unit.study_run_id, db, fio or FioSettings(db.location, None, ())
+                ) as clients,
             ):
                 run_share(
-                    share, db, workdir, host=host, ended=partial(_ended, db, unit, say),
-                    observer=_UnitObserver(db, unit, say, blocks, hostlock), take=blocks, clients=clients,
+                    share,
+                    db,
+                    workdir,
+                    host=host,
+                    ended=partial(_ended, db, unit, say),
+                    observer=_UnitObserver(db, unit, say, blocks, hostlock),
+                    take=blocks,
+                    clients=clients,
                     skip=partial(_skipped_midway, db, unit),
                     busy=lambda busy, pause: waiting(f"{busy}; trying again in {pause:.0f} s"),
                 )
@@ -400,8 +447,11 @@ def _ended(db: SteadyResults, unit: Unit, say: Callable[[str], None], status: st
         _settle(db, unit, "done", outcome=outcome)
         say(f"unit done: study run {unit.study_run_id} on {unit.host}")
     else:
-        db.steadily(lambda: units.update(db.engine, unit.study_run_id, unit.host, unit.generation, state="released",
-                                         current=None))
+        db.steadily(
+            lambda: units.update(
+                db.engine, unit.study_run_id, unit.host, unit.generation, state="released", current=None
+            )
+        )
 
 
 def _settle(db: SteadyResults, unit: Unit, state: str, **values: object) -> None:
@@ -413,7 +463,11 @@ class _UnitObserver:
     unit for the progress table (best effort: a lost connection loses only that line)."""
 
     def __init__(
-        self, db: SteadyResults, unit: Unit, say: Callable[[str], None], blocks: spread.BlockTaker | None = None,
+        self,
+        db: SteadyResults,
+        unit: Unit,
+        say: Callable[[str], None],
+        blocks: spread.BlockTaker | None = None,
         hostlock: HostLock | None = None,
     ):
         self.db, self.unit, self.say, self.blocks, self.hostlock = db, unit, say, blocks, hostlock
@@ -431,12 +485,15 @@ class _UnitObserver:
         if self.hostlock is not None:
             self.hostlock.check(self.say)  # HostLockLost: the unit stops here, before the run
         cell = planned.cell
-        current = f"{cell.target.name} · {cell.workload.name} · {'warm-up' if planned.warmup else 'run'} {planned.repetition}"
+        current = (
+            f"{cell.target.name} · {cell.workload.name} · {'warm-up' if planned.warmup else 'run'} {planned.repetition}"
+        )
         self.say(f"starting {current}")
         try:
             first = {} if self.started else {"started_at": now(), "state": "running", "why": None}  # waiting no more
-            units.update(self.db.engine, self.unit.study_run_id, self.unit.host, self.unit.generation,
-                         current=current, **first)
+            units.update(
+                self.db.engine, self.unit.study_run_id, self.unit.host, self.unit.generation, current=current, **first
+            )
             self.started = True
             if self.blocks is not None:
                 self.blocks.started(planned.block)
@@ -444,20 +501,27 @@ class _UnitObserver:
             pass
 
     def finished(self, planned: Any, record: Any) -> None:
-        self.say(f"stored {record.target} · {record.workload} · run {record.repetition}: {record.status}" + (f" ({record.error})" if record.error else ""))
+        self.say(
+            f"stored {record.target} · {record.workload} · run {record.repetition}: {record.status}"
+            + (f" ({record.error})" if record.error else "")
+        )
 
     def already_stored(self, planned: Any, index: int, total: int) -> None:
         pass
 
 
-def _queue_thread(settings: WorkerSettings, name: str, handoff: _Handoff, db: SteadyResults, say: Callable[[str], None]) -> None:
+def _queue_thread(
+    settings: WorkerSettings, name: str, handoff: _Handoff, db: SteadyResults, say: Callable[[str], None]
+) -> None:
     try:
         asyncio.run(_serve_queue(settings, name, handoff, db, say))
     except BaseException as exc:  # noqa: BLE001  (said by the main thread, which ends the worker)
         handoff.failure = exc
 
 
-async def _serve_queue(settings: WorkerSettings, name: str, handoff: _Handoff, db: SteadyResults, say: Callable[[str], None]) -> None:
+async def _serve_queue(
+    settings: WorkerSettings, name: str, handoff: _Handoff, db: SteadyResults, say: Callable[[str], None]
+) -> None:
     """Procrastinate's worker on this host's queue, started again whenever it stops on its own
     (its database connection lost when it needed it), until the main thread stops it."""
     from procrastinate.worker import Worker
@@ -493,7 +557,9 @@ async def _serve_queue(settings: WorkerSettings, name: str, handoff: _Handoff, d
             housekeeping.cancel()
 
 
-async def _housekeeping(app: Any, settings: WorkerSettings, name: str, handoff: _Handoff, db: SteadyResults, say: Callable[[str], None]) -> None:
+async def _housekeeping(
+    app: Any, settings: WorkerSettings, name: str, handoff: _Handoff, db: SteadyResults, say: Callable[[str], None]
+) -> None:
     """Every heartbeat: this worker heard from (fleet_workers, and procrastinate's own heartbeat,
     beside its worker's: that one ends with the first error, and a worker waiting for its unit to
     end after losing its connection must not look dead, or its unit would be handed out again

@@ -20,7 +20,18 @@ from pathlib import Path
 
 from fslab.errors import Refused
 from fslab.guard import DESTROY_FLAG
-from fslab.guard.identity import backing_file, device_number, disk_proof, kernel_table, loop_backing, mounts, number_of, same_disk, sysfs_of, unescape
+from fslab.guard.identity import (
+    backing_file,
+    device_number,
+    disk_proof,
+    kernel_table,
+    loop_backing,
+    mounts,
+    number_of,
+    same_disk,
+    sysfs_of,
+    unescape,
+)
 from fslab.system import run
 
 
@@ -81,8 +92,17 @@ def confirm(path: str, destroy_flags: Sequence[str]) -> BlockDevice:
     if device.number in confirmed:
         return replace(device, proof=disk_proof(device.number))
     alias = f" (named {path} in the study)" if path != device.node else ""
-    near = [flag for flag in destroy_flags if (n := device_number(flag)) is not None and (n in device.partitions() or device.is_partition and n == number_of(device.disk))]
-    hint = f"; {', '.join(near)} names {'its disk' if device.is_partition else 'a partition of it'}, not it" if near else ""
+    near = [
+        flag
+        for flag in destroy_flags
+        if (n := device_number(flag)) is not None
+        and (n in device.partitions() or device.is_partition and n == number_of(device.disk))
+    ]
+    hint = (
+        f"; {', '.join(near)} names {'its disk' if device.is_partition else 'a partition of it'}, not it"
+        if near
+        else ""
+    )
     raise Refused(
         f"{device.node}{alias}: fslab would destroy all data on it; it formats a device of yours only when "
         f"you confirm that very device: {DESTROY_FLAG} {device.node}{hint}"
@@ -95,7 +115,14 @@ def confirm(path: str, destroy_flags: Sequence[str]) -> BlockDevice:
 def refusals(device: BlockDevice) -> list[str]:
     """Everything that uses the device or one of its partitions now; empty when fslab may take it."""
     numbers, mounted = device.numbers(), _mountinfo()
-    found = [*_mounted(numbers, mounted), *_holders(device), *_pools(numbers), *_loops_on(numbers, device), *_root(numbers, mounted), *_swap(numbers)]
+    found = [
+        *_mounted(numbers, mounted),
+        *_holders(device),
+        *_pools(numbers),
+        *_loops_on(numbers, device),
+        *_root(numbers, mounted),
+        *_swap(numbers),
+    ]
     return [f"{device.node}: {problem}" for problem in found]
 
 
@@ -223,7 +250,11 @@ class Signature:
     label: str = ""
 
     def __str__(self) -> str:
-        named = ", ".join(part for part in (f"UUID {self.uuid}" if self.uuid else "", f"label {self.label}" if self.label else "") if part)
+        named = ", ".join(
+            part
+            for part in (f"UUID {self.uuid}" if self.uuid else "", f"label {self.label}" if self.label else "")
+            if part
+        )
         kind = f"{self.type} partition table" if self.type in ("gpt", "dos", "PMBR") else self.type
         return f"{kind} ({named})" if named else kind
 
@@ -236,8 +267,15 @@ def signatures(device: BlockDevice) -> list[Signature]:
     found = []
     for node in [device.node, *partition_nodes(device)]:
         listing = run(["wipefs", "--json", "--output", "DEVICE,TYPE,UUID,LABEL", node], check=False).stdout
-        for entry in (json.loads(listing).get("signatures", []) if listing.strip() else []):
-            found.append(Signature(node, str(entry.get("type") or "unknown"), str(entry.get("uuid") or ""), str(entry.get("label") or "")))
+        for entry in json.loads(listing).get("signatures", []) if listing.strip() else []:
+            found.append(
+                Signature(
+                    node,
+                    str(entry.get("type") or "unknown"),
+                    str(entry.get("uuid") or ""),
+                    str(entry.get("label") or ""),
+                )
+            )
     return list(dict.fromkeys(found))  # wipefs lists one signature at each of its copies
 
 
@@ -291,7 +329,15 @@ def facts(device: BlockDevice) -> DeviceFacts:
     rotational = value("queue/rotational")
     scheduler = value("queue/scheduler") or ""
     in_use = scheduler[scheduler.find("[") + 1 : scheduler.find("]")] if "[" in scheduler else scheduler or None
-    kind = "partition" if device.is_partition else "loop" if disk.name.startswith("loop") else "zram" if disk.name.startswith("zram") else "disk"
+    kind = (
+        "partition"
+        if device.is_partition
+        else "loop"
+        if disk.name.startswith("loop")
+        else "zram"
+        if disk.name.startswith("zram")
+        else "disk"
+    )
     size = _read(own / "size")
     return DeviceFacts(
         device=device.node,

@@ -203,7 +203,9 @@ def _add_engine_option(options: dict[str, FioOption], option: FioOption, engine:
     elif known.engines and (known.form, known.values, known.aliases) == (option.form, option.values, option.aliases):
         options[option.name] = replace(known, engines=(*known.engines, engine))
     elif known.engines:
-        options[option.name] = replace(known, form="unknown", fio_type="differs between engines", engines=(*known.engines, engine))
+        options[option.name] = replace(
+            known, form="unknown", fio_type="differs between engines", engines=(*known.engines, engine)
+        )
 
 
 def _version(text: str) -> str:

@@ -76,7 +76,10 @@ def single_job(name: str, options: Mapping[str, str]) -> JobFile:
     """A one-job JobFile from checked-here options (a study's parameters and fslab's own). Its
     `filename`, when it has one, is the file its jobs share, checked as a job file's: a plain name
     in the target's directory (a study's `options` may not set it: study_file.fio_options)."""
-    checked = tuple(check_option(key, value, where=f"workload '{name}'", in_job_file=key == "filename") for key, value in options.items())
+    checked = tuple(
+        check_option(key, value, where=f"workload '{name}'", in_job_file=key == "filename")
+        for key, value in options.items()
+    )
     return JobFile(sections=(Section(name=name, options=checked, line=0),), source=f"workload '{name}'")
 
 
@@ -107,14 +110,21 @@ def _parsed(text: str, source: str, *, check: bool) -> JobFile:
             headers.append((_section_name(line, f"{source}:{number}"), number))
             options.append([])
         elif not headers:
-            raise FioRefused(f"{where}: '{line[:40]}' comes before any [section]; fio's options go under [global] or a [job]", SYNTAX)
+            raise FioRefused(
+                f"{where}: '{line[:40]}' comes before any [section]; fio's options go under [global] or a [job]", SYNTAX
+            )
         elif option := _option(line, where, check):
             options[-1].append(option)
     if not any(name != GLOBAL for name, _ in headers):
         raise FioRefused(f"{source}: defines no job: add a [name] section with its options", SYNTAX)
-    job = JobFile(sections=tuple(Section(name, tuple(opts), line) for (name, line), opts in zip(headers, options)), source=source)
+    job = JobFile(
+        sections=tuple(Section(name, tuple(opts), line) for (name, line), opts in zip(headers, options)), source=source
+    )
     if check and all((options.get("ioengine") or "") in NO_IO_ENGINES for options in job.jobs()):
-        raise FioRefused(f"{source}: no job does I/O on the target (ioengine {', '.join(sorted(NO_IO_ENGINES))} only loads the CPU): its numbers would say nothing about it; add a job that reads or writes", OUTPUT)
+        raise FioRefused(
+            f"{source}: no job does I/O on the target (ioengine {', '.join(sorted(NO_IO_ENGINES))} only loads the CPU): its numbers would say nothing about it; add a job that reads or writes",
+            OUTPUT,
+        )
     return job
 
 
@@ -124,9 +134,14 @@ def _section_name(line: str, where: str) -> str:
         raise FioRefused(f"{where}: '{line[:40]}' is not a section header [name]", SYNTAX)
     name = header.group(1).strip()
     if name != GLOBAL and name.startswith(GLOBAL):
-        raise FioRefused(f"{where}: job name '{name[:40]}' is refused: fio reads every section whose name begins with 'global' as [global]", SYNTAX)
+        raise FioRefused(
+            f"{where}: job name '{name[:40]}' is refused: fio reads every section whose name begins with 'global' as [global]",
+            SYNTAX,
+        )
     if name != GLOBAL and JOB_NAME.problem(name):
-        raise FioRefused(f"{where}: job name '{name[:40]}' is refused: fio makes files named after it; use {JOB_NAME.says}", SYNTAX)
+        raise FioRefused(
+            f"{where}: job name '{name[:40]}' is refused: fio makes files named after it; use {JOB_NAME.says}", SYNTAX
+        )
     return name
 
 
@@ -199,7 +214,10 @@ def _on(options: Mapping[str, str | None], name: str) -> bool:
 
 def reads(job: JobFile) -> bool:
     """Whether a job reads data (fio's default rw is read), so it must be laid out first."""
-    return any((opts.get("rw") or "read").split(":")[0].lower() in READING_MODES or _on(opts, "verify_only") for opts in job.jobs())
+    return any(
+        (opts.get("rw") or "read").split(":")[0].lower() in READING_MODES or _on(opts, "verify_only")
+        for opts in job.jobs()
+    )
 
 
 def direct(job: JobFile) -> bool:
@@ -308,17 +326,32 @@ def parse_all(jobs: Sequence[tuple[str, str]], *, directory: Path | None) -> lis
         while start < len(jobs):
             failed = None
             try:
-                output = run(["fio", "--debug=parse", "--parse-only", *names[start:]], cwd=Path(scratch), timeout=60 + len(jobs) - start, env=fio_environment(directory)).stdout
+                output = run(
+                    ["fio", "--debug=parse", "--parse-only", *names[start:]],
+                    cwd=Path(scratch),
+                    timeout=60 + len(jobs) - start,
+                    env=fio_environment(directory),
+                ).stdout
             except CommandError as exc:
                 output, failed = exc.stdout, exc
             handled = fio_values.parse_debug(output)
             parsed = fio_values.files_parsed(output)
-            end = names.index(parsed[-1]) if failed is not None and parsed and parsed[-1] in names[start:] else (start if failed is not None else len(jobs))
+            end = (
+                names.index(parsed[-1])
+                if failed is not None and parsed and parsed[-1] in names[start:]
+                else (start if failed is not None else len(jobs))
+            )
             for found in handled:
                 if found.file in names[start:end] and (why := fio_values.disagreement(found)):
                     problems.append(f"{jobs[names.index(found.file)][1]}: {why}")
             if failed is not None:
-                said = [line.strip() for line in (failed.stderr or output).splitlines() if line.strip() and not line.startswith("parse ")]
-                problems.append(f"{jobs[end][1]}: fio does not accept the job: {' / '.join(said[-5:]) or 'no reason given'}")
+                said = [
+                    line.strip()
+                    for line in (failed.stderr or output).splitlines()
+                    if line.strip() and not line.startswith("parse ")
+                ]
+                problems.append(
+                    f"{jobs[end][1]}: fio does not accept the job: {' / '.join(said[-5:]) or 'no reason given'}"
+                )
             start = end + 1
     return list(dict.fromkeys(problems))

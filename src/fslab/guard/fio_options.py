@@ -32,7 +32,15 @@ from fslab.toml_errors import did_you_mean
 # changes machine-wide state or the output fslab reads, expands '$' or would end fio's line early —
 # and the rest: fslab's own options, what fio does not list, a value not of its form, a job file's
 # structure.
-PATH, DEVICE, NETWORK, COMMAND, LIBRARY, MACHINE, OUTPUT = "path", "device", "network", "command", "library", "machine", "output"
+PATH, DEVICE, NETWORK, COMMAND, LIBRARY, MACHINE, OUTPUT = (
+    "path",
+    "device",
+    "network",
+    "command",
+    "library",
+    "machine",
+    "output",
+)
 EXPANSION, INJECTION = "expansion", "injection"
 DANGERS = (PATH, DEVICE, NETWORK, COMMAND, LIBRARY, MACHINE, OUTPUT, EXPANSION, INJECTION)
 FSLABS, UNKNOWN, VALUE, SYNTAX = "fslab's", "unknown", "value", "syntax"
@@ -93,17 +101,26 @@ _CPUS = r"\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*"
 _NUMBER = r"[-+]?(?:0x[0-9a-f]+|\d+(?:\.\d*)?|\.\d+)[a-z]{0,4}%?"  # with a unit: 4k, 500ms, 50%, 10z
 
 TIME = Kind(_TIME, "a time (10, 500ms, 30s, 2m)", numbers=SECONDS)
-TIME_RANGE = Kind(rf"{_TIME}(?:-{_TIME})?", "a time or a range of times (1-5, 1ms-5ms)", numbers=Numbers(time=True, seconds=True, ranges=True, directions=False))
+TIME_RANGE = Kind(
+    rf"{_TIME}(?:-{_TIME})?",
+    "a time or a range of times (1-5, 1ms-5ms)",
+    numbers=Numbers(time=True, seconds=True, ranges=True, directions=False),
+)
 PERCENT = Kind(r"\d+", "a whole percentage 0-100", most=100)
 ONE_SIZE = Kind(_SIZE, "a size (4k, 1m, 1g or bytes)", numbers=Numbers(directions=False))
 SIZE_RANGE = Kind(_RANGE, "a size or a range of sizes (1k-64k)", numbers=Numbers(ranges=True, directions=False))
 SPLIT = Kind(per_direction(_SPLIT), "size/percentage pairs (4k/10:64k/90)", each=SIZE)
-JOB_NAME = Kind(r"(?!\s)(?!.*\.\.)[^\x00-\x1f\x7f/\[\];#$]{1,255}(?<!\s)", "a job name: no '/', '..', [ ] ; # $ or control character")
+JOB_NAME = Kind(
+    r"(?!\s)(?!.*\.\.)[^\x00-\x1f\x7f/\[\];#$]{1,255}(?<!\s)",
+    "a job name: no '/', '..', [ ] ; # $ or control character",
+)
 TEXT = Kind(r"[^\x00-\x1f\x7f]*", "text on one line")
 PATTERN = Kind(_PATTERN, 'a literal pattern (0xdeadbeef, "text", a number, %o)')
 CPUS = Kind(_CPUS, "a list of CPUs (0-3,6)")
 NODES = Kind(rf"all|{_CPUS}", "all, or a list of NUMA nodes (0-1,3)")
-ERRORS = Kind(r"[A-Z0-9_]*(?:[,:][A-Z0-9_]*)*", "errors by name or number, a list per read:write:verify (EIO,ENOSPC:EILSEQ)")
+ERRORS = Kind(
+    r"[A-Z0-9_]*(?:[,:][A-Z0-9_]*)*", "errors by name or number, a list per read:write:verify (EIO,ENOSPC:EILSEQ)"
+)
 
 
 def count(most: int) -> Kind:
@@ -135,7 +152,9 @@ FORMS: dict[str, Kind] = {
 # only. A choice whose tail fslab does not know is taken without one.
 SUFFIXES: dict[str, Kind] = {
     "rw": Kind(rf"[+-]?{_SIZE}", "an offset or a count (read:-8k, randread:8)"),
-    "random_distribution": Kind(r"(?:[0-9.:/,%]|[kmgtp]i?b?)+", "numbers (zipf:1.2, zoned:50/5:50/95, zoned_abs:60/20g:40/100g)"),
+    "random_distribution": Kind(
+        r"(?:[0-9.:/,%]|[kmgtp]i?b?)+", "numbers (zipf:1.2, zoned:50/5:50/95, zoned_abs:60/20g:40/100g)"
+    ),
     "file_service_type": Kind(rf"{DEC}(?::{DEC})?", "a number (random:4, zipf:1.2)"),
     "steadystate": Kind(rf"{DEC}%|{_SIZE}", "a limit: a number, a percentage or a bandwidth (iops:10%, bw:1m)"),
     "sync_file_range": Kind(r"\d+", "a number of writes"),
@@ -208,7 +227,9 @@ _REFUSED_PREFIXES = {
     "disable_": _CHANGES_OUTPUT,
 }  # fmt: skip
 # A choice whose tail after ':' names a file: mem=mmapshared:/path maps that file.
-_NAMES_A_FILE = {"mem": (PATH, "its mmap, mmapshared and mmaphuge forms with ':' map a file at a path of the job's choosing")}
+_NAMES_A_FILE = {
+    "mem": (PATH, "its mmap, mmapshared and mmaphuge forms with ':' map a file at a path of the job's choosing")
+}
 
 # Characters no name or value may hold: each would change how fio reads the job file.
 _FORBIDDEN = {
@@ -285,19 +306,26 @@ def _broken(version: str, main: str, value: str | None) -> tuple[str, str] | Non
     return f"{main}={value} is refused with {version}: {known[1]}", BROKEN
 
 
-def _problem(fio: FioTable, option: FioOption | None, name: str, main: str, value: str | None, in_job_file: bool) -> tuple[str | None, str]:
+def _problem(
+    fio: FioTable, option: FioOption | None, name: str, main: str, value: str | None, in_job_file: bool
+) -> tuple[str | None, str]:
     if found := standing_problem(name, value, in_job_file=in_job_file, main=main):
         return found
     if found := _broken(fio.version, main, value):
         return found
     if option is None:
-        return f"unknown fio option '{name}'{did_you_mean(name, fio.spellings)}: {fio.version} lists no such option (`fslab list fio` shows them)", UNKNOWN
+        return (
+            f"unknown fio option '{name}'{did_you_mean(name, fio.spellings)}: {fio.version} lists no such option (`fslab list fio` shows them)",
+            UNKNOWN,
+        )
     if main in ("ioengine", "filename", "donorname"):
         return None, ""  # checked above: an engine fslab allows, a plain file
     return _value_problem(option, value)
 
 
-def standing_problem(name: str, value: str | None, *, in_job_file: bool = False, main: str | None = None) -> tuple[str, str] | None:
+def standing_problem(
+    name: str, value: str | None, *, in_job_file: bool = False, main: str | None = None
+) -> tuple[str, str] | None:
     """(problem, kind) of what the guard refuses without fio's table: characters, the options
     refused whatever their value, engines, the plain files; None when none of these refuses it.
     (A stored job is read with these alone: reading stored results asks fio nothing.)"""
@@ -307,11 +335,19 @@ def standing_problem(name: str, value: str | None, *, in_job_file: bool = False,
     if value is not None and (found := forbidden_character(value)):
         return f"{name}={value[:40]!r} is refused: {found[0]}", found[1]
     if main in ("filename", "donorname") and (in_job_file or main == "donorname"):
-        return None if PLAIN_FILE.fullmatch(value or "") else (_plain_file_problem(main, value or ""), DEVICE if (value or "").startswith("/dev/") else PATH)
+        return (
+            None
+            if PLAIN_FILE.fullmatch(value or "")
+            else (_plain_file_problem(main, value or ""), DEVICE if (value or "").startswith("/dev/") else PATH)
+        )
     if refused := _refusal(name) or _refusal(main):
         return f"{main} is refused: {refused[1]}", refused[0]
     if main == "ioengine":
-        return _engine_problem(value) if value is not None else (f"ioengine needs a value: one of {', '.join(ENGINES)}", VALUE)
+        return (
+            _engine_problem(value)
+            if value is not None
+            else (f"ioengine needs a value: one of {', '.join(ENGINES)}", VALUE)
+        )
     return None
 
 
@@ -369,7 +405,15 @@ def _value_problem(option: FioOption, value: str | None) -> tuple[str | None, st
 
 
 _NUMBERS = rf"(?=.*\d)(?:{_NUMBER})?(?:[,:-](?:{_NUMBER})?)*"  # one per direction, or a range
-_NUMERIC = {"bool": "[01]", "flag": "[01]", "int": _NUMBERS, "time": _NUMBERS, "range": _NUMBERS, "floats": _NUMBERS, "size": _NUMBERS}
+_NUMERIC = {
+    "bool": "[01]",
+    "flag": "[01]",
+    "int": _NUMBERS,
+    "time": _NUMBERS,
+    "range": _NUMBERS,
+    "floats": _NUMBERS,
+    "size": _NUMBERS,
+}
 _FORM_SAYS = {
     "bool": "0 or 1", "flag": "0 or 1, or nothing (means 1)",
     "int": "a number (4k, 1m for a size), or one per direction (4k,64k)",
@@ -422,12 +466,18 @@ def _choice_problem(option: FioOption, value: str | None) -> tuple[str | None, s
             return f"{name} takes {_describe(option)}, not '{value[:40]}'", VALUE
         if not sep:
             if name in TAIL_NEEDED:
-                return f"{name} takes a criterion and its limit after ':' ({SUFFIXES[name].says}), not '{value[:40]}' alone: fio refuses a criterion without one", VALUE
+                return (
+                    f"{name} takes a criterion and its limit after ':' ({SUFFIXES[name].says}), not '{value[:40]}' alone: fio refuses a criterion without one",
+                    VALUE,
+                )
             continue
         if name in _NAMES_A_FILE:
             return f"{name} is refused: {_NAMES_A_FILE[name][1]}", _NAMES_A_FILE[name][0]
         if sep == "," or name not in SUFFIXES:
-            return f"{name}={value[:40]} is refused: fslab does not know what fio reads after '{word}{sep}' here; {name} takes {_describe(option)}", UNKNOWN
+            return (
+                f"{name}={value[:40]} is refused: fslab does not know what fio reads after '{word}{sep}' here; {name} takes {_describe(option)}",
+                UNKNOWN,
+            )
         if wrong := SUFFIXES[name].problem(tail) or _tail_misread(name, word, tail):
             return f"{name} after '{word}:' {wrong}", VALUE
     return None, ""
@@ -435,14 +485,25 @@ def _choice_problem(option: FioOption, value: str | None) -> tuple[str | None, s
 
 # Tails fio reads with atoi, a whole number whose unit it would drop (rw=randread:8k is 8 I/Os),
 # and tails it reads as sizes (parse.c str_to_decimal), by option and the word before ':'.
-_TAIL_COUNTS = {("file_service_type", "random"), ("file_service_type", "roundrobin"), ("file_service_type", "sequential")}
-_TAIL_SIZES = {("steadystate", "bw"), ("steadystate", "bw_slope"), ("random_distribution", "zoned"), ("random_distribution", "zoned_abs")}
+_TAIL_COUNTS = {
+    ("file_service_type", "random"),
+    ("file_service_type", "roundrobin"),
+    ("file_service_type", "sequential"),
+}
+_TAIL_SIZES = {
+    ("steadystate", "bw"),
+    ("steadystate", "bw_slope"),
+    ("random_distribution", "zoned"),
+    ("random_distribution", "zoned_abs"),
+}
 
 
 def _tail_misread(name: str, word: str, tail: str) -> str | None:
     """Where fio would read a choice's tail otherwise than it says (the words after the option's
     name and word), or None."""
-    counted = (name, word) in _TAIL_COUNTS or (name == "rw" and word.startswith("rand"))  # a random rw's: I/Os before a new offset
+    counted = (name, word) in _TAIL_COUNTS or (
+        name == "rw" and word.startswith("rand")
+    )  # a random rw's: I/Os before a new offset
     if counted and not tail.isdigit():
         return f"takes a whole number ({word}:8), not '{tail[:40]}': fio reads only its digits, with atoi"
     sizes = (name, word) in _TAIL_SIZES and not tail.endswith("%") or (name == "rw" and not counted)

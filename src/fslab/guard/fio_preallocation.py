@@ -31,13 +31,19 @@ def stored_preallocation(spec: Mapping[str, object]) -> str:
     if "preallocation" in spec:
         return str(spec["preallocation"] or "")
     if isinstance(job, str):
-        from fslab.guard.fio_jobs import stored_job  # fio's option tables and the parser: only for a workload stored before
+        from fslab.guard.fio_jobs import (
+            stored_job,
+        )  # fio's option tables and the parser: only for a workload stored before
 
         try:
             return preallocation(stored_job(job).jobs())
         except Refused:
             return ""
-    return preallocation([{str(k): str(v) for k, v in options.items()}]) if isinstance(options, dict) and options and not spec.get("job_file") else ""
+    return (
+        preallocation([{str(k): str(v) for k, v in options.items()}])
+        if isinstance(options, dict) and options and not spec.get("job_file")
+        else ""
+    )
 
 
 def preallocates(recorded: str) -> bool:

@@ -94,7 +94,9 @@ def load_table(fio: Executable, engines: tuple[str, ...], cache_dir: Path) -> Fi
     raise FioUnavailable(f"fslab cannot read fio {version}'s description of its options: {problem}")
 
 
-def _completed(answers: dict[str, str], fio: Executable, version: str, engines: tuple[str, ...], path: Path) -> FioTable:
+def _completed(
+    answers: dict[str, str], fio: Executable, version: str, engines: tuple[str, ...], path: Path
+) -> FioTable:
     answers = {**answers, VERSION: version}
     asked = False
     while questions := needed(answers, engines):
@@ -111,7 +113,12 @@ def ask(fio: str, questions: list[str]) -> dict[str, str]:
     from concurrent.futures import ThreadPoolExecutor  # only where fio is asked: reading results loads none
 
     with ThreadPoolExecutor(max_workers=min(8, 2 * (os.cpu_count() or 1))) as pool:
-        return dict(zip(questions, pool.map(lambda question: run([fio, question], check=False, timeout=VERSION_SECONDS).stdout, questions)))
+        return dict(
+            zip(
+                questions,
+                pool.map(lambda question: run([fio, question], check=False, timeout=VERSION_SECONDS).stdout, questions),
+            )
+        )
 
 
 def _described(fio: Executable) -> dict[str, object]:
@@ -135,7 +142,11 @@ def _read_kept(path: Path, fio: Executable, version: str) -> dict[str, str] | No
     if not isinstance(record, dict) or record.get("format") != FORMAT or record.get("version") != version:
         return None
     answers, made_by = record.get("answers"), record.get("executable")
-    if not isinstance(answers, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in answers.items()) or not isinstance(made_by, dict):
+    if (
+        not isinstance(answers, dict)
+        or not all(isinstance(k, str) and isinstance(v, str) for k, v in answers.items())
+        or not isinstance(made_by, dict)
+    ):
         return None
     same = made_by.get("identity") == list(fio.identity) or made_by.get("sha256") == _digest(fio.path)
     return answers if same else None

@@ -38,14 +38,39 @@ _SECOND = 10**6  # fio keeps times in µs
 # number is seconds (.is_seconds; else µs). Options of type "string with time postfix" are times
 # whatever their name; these four are "integer value"s to `fio --cmdhelp`. The fixture of fio's
 # own --debug=parse (tests/fixtures/fio-parse) holds every numeric option's reading of 1 and 1m.
-TIMES_IN_SECONDS = frozenset({"startdelay", "runtime", "ramp_time", "steadystate_duration", "steadystate_ramp_time", "thinktime_iotime"})
+TIMES_IN_SECONDS = frozenset(
+    {"startdelay", "runtime", "ramp_time", "steadystate_duration", "steadystate_ramp_time", "thinktime_iotime"}
+)
 INTEGER_TIMES = frozenset({"thinktime", "thinktime_spin", "thinktime_iotime", "max_latency"})
 # The options whose values fslab reads itself (fio_jobs, fio_rewrite, the space check): fio's own
 # account of them is checked against fslab's reading before a study runs (fio_jobs.parse_all).
-READ_BY_FSLAB = frozenset({"size", "io_size", "offset", "offset_increment", "filesize", "bs", "runtime", "ramp_time", "startdelay", "steadystate_duration", "steadystate_ramp_time"})
+READ_BY_FSLAB = frozenset(
+    {
+        "size",
+        "io_size",
+        "offset",
+        "offset_increment",
+        "filesize",
+        "bs",
+        "runtime",
+        "ramp_time",
+        "startdelay",
+        "steadystate_duration",
+        "steadystate_ramp_time",
+    }
+)
 
 _POWERS = "bkmgtp"
-_TIME_UNITS = {"us": 1, "usec": 1, "ms": 1000, "msec": 1000, "s": _SECOND, "m": 60 * _SECOND, "h": 3600 * _SECOND, "d": 86400 * _SECOND}
+_TIME_UNITS = {
+    "us": 1,
+    "usec": 1,
+    "ms": 1000,
+    "msec": 1000,
+    "s": _SECOND,
+    "m": 60 * _SECOND,
+    "h": 3600 * _SECOND,
+    "d": 86400 * _SECOND,
+}
 
 
 @dataclass(frozen=True)
@@ -101,7 +126,9 @@ def _strtoll(text: str) -> int | None:
     """C's strtoll as fio calls it: base 16 wherever "0x" appears, else 10; digits up to the first
     other character; None for none, or an overflow (fio's error)."""
     hexadecimal = "0x" in text or "0X" in text
-    found = re.match(r"\s*([+-]?)(?:0[xX](?=[0-9a-fA-F]))?([0-9a-fA-F]+)" if hexadecimal else r"\s*([+-]?)([0-9]+)", text)
+    found = re.match(
+        r"\s*([+-]?)(?:0[xX](?=[0-9a-fA-F]))?([0-9a-fA-F]+)" if hexadecimal else r"\s*([+-]?)([0-9]+)", text
+    )
     if not found:
         return None
     value = int(found.group(2), 16 if hexadecimal else 10) * (-1 if found.group(1) == "-" else 1)
@@ -111,7 +138,9 @@ def _strtoll(text: str) -> int | None:
 def _after_digits(text: str, *, sign_after_digit_stops: bool) -> str:
     """What follows fio's walk over the digits (and + and -) that begin `text`."""
     position, seen = 0, False
-    while position < len(text) and (text[position].isdigit() or (text[position] in "+-" and not (sign_after_digit_stops and seen))):
+    while position < len(text) and (
+        text[position].isdigit() or (text[position] in "+-" and not (sign_after_digit_stops and seen))
+    ):
         seen |= text[position].isdigit()
         position += 1
     return text[position:]
@@ -160,7 +189,9 @@ def plain_reading(token: str, numbers: Numbers) -> int | None:
     HOWTO's — k, m, g, t, p (with or without b) powers of 1024, a time in us, usec, ms, msec, s,
     m, h or d, a bare time in the option's unit, hexadecimal without a unit for a size; None
     for a form fio does not read as it says (a fraction, KiB, sec, a hexadecimal time, …)."""
-    sign, body = (-1, token[1:]) if token[:1] == "-" and numbers.signed else (1, token[1:]) if token[:1] == "+" else (1, token)
+    sign, body = (
+        (-1, token[1:]) if token[:1] == "-" and numbers.signed else (1, token[1:]) if token[:1] == "+" else (1, token)
+    )
     if _HEX.fullmatch(body):
         return None if numbers.time else (sign * int(body, 16)) & _MASK
     if numbers.time:
@@ -170,7 +201,11 @@ def plain_reading(token: str, numbers: Numbers) -> int | None:
     if numbers.zoned and re.fullmatch(r"\d+%", body):
         return (-1 - int(body[:-1])) & _MASK
     found = _SIZE_TOKEN.fullmatch(body)
-    return (sign * int(found.group(1)) * 1024 ** _POWERS.index((found.group(2) or "b")[0].lower())) & _MASK if found else None
+    return (
+        (sign * int(found.group(1)) * 1024 ** _POWERS.index((found.group(2) or "b")[0].lower())) & _MASK
+        if found
+        else None
+    )
 
 
 def _bare(numbers: Numbers) -> int:
@@ -187,7 +222,9 @@ def misread(name: str, value: str, numbers: Numbers) -> str | None:
         return None  # a number of zones: fio's own form
     parts = value.split(",")
     if len(parts) > 1 and not numbers.directions:
-        return f"{name}={value[:40]} is refused: {name} takes one value, not one per direction (fio reads up to the ',')"
+        return (
+            f"{name}={value[:40]} is refused: {name} takes one value, not one per direction (fio reads up to the ',')"
+        )
     offset = 0
     for part in parts:
         if problem := _part_misread(name, value, part, offset, numbers):
@@ -212,7 +249,13 @@ def _part_misread(name: str, value: str, part: str, offset: int, numbers: Number
         return None  # fio's default for that direction
     numbers_in = list(tokens(part))
     between = [part[a.end() : b.start()] for a, b in zip(numbers_in, numbers_in[1:])]
-    whole = numbers_in and not numbers_in[0].start() and numbers_in[-1].end() == len(part) and len(numbers_in) <= 2 and all(s in ("-", ":") for s in between)
+    whole = (
+        numbers_in
+        and not numbers_in[0].start()
+        and numbers_in[-1].end() == len(part)
+        and len(numbers_in) <= 2
+        and all(s in ("-", ":") for s in between)
+    )
     if not whole:
         return f"{name}={value[:40]} is refused: fio reads {'a number or a range' if numbers.ranges else 'one number'} here{' per direction' if numbers.directions else ''}, not '{part[:40]}'"
     if len(numbers_in) == 2 and not numbers.ranges:
@@ -412,7 +455,11 @@ def parse_debug(text: str) -> list[Handled]:
 def files_parsed(text: str) -> list[str]:
     """The job files fio began to parse, in order, from its `--debug=parse` output: when it stops
     at one it refuses, the last."""
-    return [m.group(1) for line in text.splitlines() if (p := _PREFIX.match(line)) and (m := _FILE.fullmatch(line[p.end() :]))]
+    return [
+        m.group(1)
+        for line in text.splitlines()
+        if (p := _PREFIX.match(line)) and (m := _FILE.fullmatch(line[p.end() :]))
+    ]
 
 
 def numbers_read(handled: Handled) -> Numbers:

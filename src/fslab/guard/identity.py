@@ -226,7 +226,9 @@ def assert_ours(device: str, owned: Owned, action: str = "format") -> int:
     """The device's number, or Refused unless it rests on what fslab owns only."""
     number = device_number(device)
     if number is None or not rests_on(number, owned):
-        raise Refused(f"refusing to {action} {device}: the kernel does not show it resting on fslab's own images or devices only")
+        raise Refused(
+            f"refusing to {action} {device}: the kernel does not show it resting on fslab's own images or devices only"
+        )
     return number
 
 
@@ -289,7 +291,9 @@ def kernel_table(path: str) -> list[list[bytes]]:
             text = table.read()
     except OSError:
         return []
-    return [[field for field in re.split(rb"[ \t]+", line) if field] for line in text.split(b"\n") if line.strip(b" \t")]
+    return [
+        [field for field in re.split(rb"[ \t]+", line) if field] for line in text.split(b"\n") if line.strip(b" \t")
+    ]
 
 
 def mounts() -> list[Mount]:
@@ -318,7 +322,9 @@ def unmount(path: Path, dev: str) -> None:
         if not mounted:
             return
         if mounted[-1].dev != dev:
-            raise Refused(f"{path}: the filesystem mounted there ({mounted[-1].source}, {mounted[-1].dev}) is not the one fslab mounted ({dev}); left mounted")
+            raise Refused(
+                f"{path}: the filesystem mounted there ({mounted[-1].source}, {mounted[-1].dev}) is not the one fslab mounted ({dev}); left mounted"
+            )
         if libc.umount2(str(path).encode(), UMOUNT_NOFOLLOW) == 0:
             continue
         code = ctypes.get_errno()

@@ -216,7 +216,9 @@ def accepted_values(options: Mapping[str, Kind], *, negatable: bool = False) -> 
     accepted: dict[str, str] = {}
     for name, kind in options.items():
         if isinstance(kind, Suboptions):
-            accepted |= {f"{name} {key}": form for key, form in accepted_values(kind.keys, negatable=kind.negatable).items()}
+            accepted |= {
+                f"{name} {key}": form for key, form in accepted_values(kind.keys, negatable=kind.negatable).items()
+            }
         elif negatable and isinstance(kind, Flag):
             accepted[name] = f"no value (^{name} turns it off)"
         else:
@@ -244,7 +246,9 @@ def split_arguments(text: str) -> list[str]:
     try:
         return shlex.split(text)
     except ValueError as exc:  # shlex says "No closing quotation" or "No escaped character"
-        raise OptionRefused(f"{shown(text)} cannot be split into arguments: {str(exc).lower()} (an unclosed quote?)") from None
+        raise OptionRefused(
+            f"{shown(text)} cannot be split into arguments: {str(exc).lower()} (an unclosed quote?)"
+        ) from None
 
 
 def check_arguments(allowed: ToolOptions, arguments: str | Sequence[str]) -> list[str]:
@@ -265,7 +269,9 @@ def _argument_problems(allowed: ToolOptions, args: list[str], i: int) -> tuple[l
     """Why the option at args[i] is refused (nothing when it is not), and how many arguments it used."""
     arg = args[i]
     if not arg.startswith("-") or arg in ("-", "--"):
-        return [f"{shown(arg)} is refused: a positional argument names a device or a file, and those are fslab's to give"], 1
+        return [
+            f"{shown(arg)} is refused: a positional argument names a device or a file, and those are fslab's to give"
+        ], 1
     name, equals, attached = arg.partition("=") if arg.startswith("--") else (arg, "", "")
     following = args[i + 1] if i + 1 < len(args) and not equals else None
     used = 2 if following is not None and not following.startswith("-") else 1  # if it has a value
@@ -300,9 +306,27 @@ def option_value(arguments: Sequence[str], *names: str) -> str | None:
 VFS_MOUNT_OPTIONS: dict[str, Kind] = {
     name: Flag()
     for name in (
-        "defaults", "rw", "atime", "noatime", "relatime", "norelatime", "strictatime", "nostrictatime",
-        "diratime", "nodiratime", "lazytime", "nolazytime", "sync", "async", "dirsync",
-        "dev", "nodev", "suid", "nosuid", "exec", "noexec",
+        "defaults",
+        "rw",
+        "atime",
+        "noatime",
+        "relatime",
+        "norelatime",
+        "strictatime",
+        "nostrictatime",
+        "diratime",
+        "nodiratime",
+        "lazytime",
+        "nolazytime",
+        "sync",
+        "async",
+        "dirsync",
+        "dev",
+        "nodev",
+        "suid",
+        "nosuid",
+        "exec",
+        "noexec",
     )
 }
 VFS_REFUSED_MOUNT_OPTIONS = {
@@ -331,7 +355,9 @@ def check_mount_options(allowed: Suboptions, kind: str, text: str) -> str:
     return text
 
 
-def check_properties(allowed: Suboptions, label: str, properties: Mapping[str, str], noun: str | None = None) -> dict[str, str]:
+def check_properties(
+    allowed: Suboptions, label: str, properties: Mapping[str, str], noun: str | None = None
+) -> dict[str, str]:
     """name → value (as the tool is given them: `zfs create -o name=value`, dd's `bs=1M`), when
     each is on the list with a fitting value; else OptionRefused naming every one that is not.
     `label` is e.g. "zfs property"; `noun` names an unknown one ("dd option"; else `label`)."""

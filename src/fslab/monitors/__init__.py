@@ -25,9 +25,33 @@ from pathlib import Path
 
 from fslab import registry
 from fslab.monitors import base
-from fslab.monitors.base import Figure, Found, Measured, Monitor, MonitorKind, Synced, Watched, Workload, collect, measuring
+from fslab.monitors.base import (
+    Figure,
+    Found,
+    Measured,
+    Monitor,
+    MonitorKind,
+    Synced,
+    Watched,
+    Workload,
+    collect,
+    measuring,
+)
 
-__all__ = ["Figure", "Found", "Measured", "Monitor", "Synced", "Workload", "collect", "figures", "for_run", "kinds", "measuring", "metric_names"]
+__all__ = [
+    "Figure",
+    "Found",
+    "Measured",
+    "Monitor",
+    "Synced",
+    "Workload",
+    "collect",
+    "figures",
+    "for_run",
+    "kinds",
+    "measuring",
+    "metric_names",
+]
 
 _names: tuple[tuple[int, int], frozenset[str]] = ((0, -1), frozenset())
 
@@ -55,7 +79,9 @@ def metric_names() -> frozenset[str]:
     return names
 
 
-def for_run(devices: Sequence[str], mountpoint: Path | None, compression: Callable[[Path], float | None] | None = None) -> list[Monitor]:
+def for_run(
+    devices: Sequence[str], mountpoint: Path | None, compression: Callable[[Path], float | None] | None = None
+) -> list[Monitor]:
     """The monitors of one measured phase (base.Watched says what each argument is)."""
     watched = Watched(devices, mountpoint, compression)
     return [made for kind in kinds() if (made := kind.make(watched)) is not None]

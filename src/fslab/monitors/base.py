@@ -138,7 +138,9 @@ class MonitorKind:
 KINDS: dict[str, MonitorKind] = {}  # filled by each monitor's module as it is imported (monitors/__init__ reads it)
 
 
-def monitor(name: str, *, order: int, figures: Sequence[Figure]) -> Callable[[Callable[[Watched], Monitor | None]], Callable[[Watched], Monitor | None]]:
+def monitor(
+    name: str, *, order: int, figures: Sequence[Figure]
+) -> Callable[[Callable[[Watched], Monitor | None]], Callable[[Watched], Monitor | None]]:
     """Registers the function it decorates as the maker of monitor `name`, for every window."""
 
     def register(make: Callable[[Watched], Monitor | None]) -> Callable[[Watched], Monitor | None]:
@@ -248,10 +250,15 @@ def _cut_at(samples: Sequence[Sample[R]], until: float) -> list[Sample[R]]:
     if not earlier:
         return [samples[0]]
     before, after = earlier[-1], samples[len(earlier)]
-    return [*earlier, Sample(until, interpolated(before.reading, after.reading, (until - before.at) / (after.at - before.at)))]
+    return [
+        *earlier,
+        Sample(until, interpolated(before.reading, after.reading, (until - before.at) / (after.at - before.at))),
+    ]
 
 
 def interpolated(a: R, b: R, fraction: float) -> R:
     """Counters `fraction` of the way from reading `a` to reading `b`, field by field, rounded."""
-    values: dict[str, Any] = {f.name: round(getattr(a, f.name) + (getattr(b, f.name) - getattr(a, f.name)) * fraction) for f in fields(a)}  # type: ignore[arg-type]
+    values: dict[str, Any] = {
+        f.name: round(getattr(a, f.name) + (getattr(b, f.name) - getattr(a, f.name)) * fraction) for f in fields(a)
+    }  # type: ignore[arg-type]
     return type(a)(**values)

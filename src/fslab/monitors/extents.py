@@ -41,7 +41,11 @@ class Extents:
 
     def line(self, path: str) -> str:
         """As stored: filefrag's own line, or fslab's saying why there is no count."""
-        return f"{path}: {self.count} extents found\n" if self.count is not None else f"{path}: extents not measurable: {self.why}\n"
+        return (
+            f"{path}: {self.count} extents found\n"
+            if self.count is not None
+            else f"{path}: extents not measurable: {self.why}\n"
+        )
 
 
 def parse_filefrag(text: str) -> dict[str, Extents]:
@@ -62,8 +66,15 @@ def not_a_count(count: int, allocated: int, size: int, filesystem_type: str | No
     blocks, why it is none (`filesystem_type`: filefrag -v's hex magic; `filesystem`: fslab's name)."""
     if count or not allocated:
         return Extents(count)
-    how = "FUSE gives no FIEMAP" if filesystem_type == FUSE_SUPER_MAGIC else "its filesystem answered filefrag with no extent"
-    return Extents(None, f"on {filesystem} ({how}: filefrag found 0 extents in a file of {format_size(size)} holding {format_size(allocated)})")
+    how = (
+        "FUSE gives no FIEMAP"
+        if filesystem_type == FUSE_SUPER_MAGIC
+        else "its filesystem answered filefrag with no extent"
+    )
+    return Extents(
+        None,
+        f"on {filesystem} ({how}: filefrag found 0 extents in a file of {format_size(size)} holding {format_size(allocated)})",
+    )
 
 
 def extent_counts(files: Sequence[Path], filesystem: str) -> dict[Path, Extents]:
@@ -74,20 +85,29 @@ def extent_counts(files: Sequence[Path], filesystem: str) -> dict[Path, Extents]
 
     if not files:
         return {}
-    asked = run(["filefrag", "--", *(str(f) for f in files)], check=False)  # non-zero where it could map no file: said per file
+    asked = run(
+        ["filefrag", "--", *(str(f) for f in files)], check=False
+    )  # non-zero where it could map no file: said per file
     counts = parse_filefrag(asked.stdout)
     for path in _UNSUPPORTED.findall(asked.stderr):
-        counts.setdefault(path, Extents(None, f"on {filesystem} (it answers neither FIEMAP nor FIBMAP: filefrag cannot map a file there)"))
+        counts.setdefault(
+            path,
+            Extents(None, f"on {filesystem} (it answers neither FIEMAP nor FIBMAP: filefrag cannot map a file there)"),
+        )
     missing = [str(f) for f in files if str(f) not in counts]
     if missing:
-        raise ValueError(f"filefrag reported no extent count for {', '.join(missing)}: {asked.stderr.strip() or 'it said nothing'}")
+        raise ValueError(
+            f"filefrag reported no extent count for {', '.join(missing)}: {asked.stderr.strip() or 'it said nothing'}"
+        )
     found = {}
     for f in files:
         counted, held, kind = counts[str(f)], os.stat(f), None
         if counted.count is None:
             found[f] = counted
             continue
-        if counted.count == 0 and held.st_blocks:  # which filesystem answered: filefrag -v names it first (no extent follows)
+        if (
+            counted.count == 0 and held.st_blocks
+        ):  # which filesystem answered: filefrag -v names it first (no extent follows)
             kind = next(iter(_FILESYSTEM_TYPE.findall(run(["filefrag", "-v", "--", str(f)]).stdout)), None)
         found[f] = not_a_count(counted.count, held.st_blocks * 512, held.st_size, kind, filesystem)
     return found

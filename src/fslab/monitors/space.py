@@ -154,7 +154,15 @@ class SpaceMonitor:
             found.values.append(Measured("compression_ratio", ratio, "×", True))
 
 
-@monitor("space", order=30, figures=[Figure("space_used_bytes", "space used", "size"), Figure("space_grown_bytes"), Figure("compression_ratio", "compression", "ratio")])
+@monitor(
+    "space",
+    order=30,
+    figures=[
+        Figure("space_used_bytes", "space used", "size"),
+        Figure("space_grown_bytes"),
+        Figure("compression_ratio", "compression", "ratio"),
+    ],
+)
 def space_monitor(watched: Watched) -> SpaceMonitor | None:
     """None on a raw device: no filesystem's space to measure."""
     return None if watched.mountpoint is None else SpaceMonitor(watched.mountpoint, watched.compression)

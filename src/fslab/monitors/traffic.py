@@ -68,7 +68,9 @@ def block_name(device: str) -> str:
     """The kernel's name of the block device at a node (`/dev/loop3`, `/dev/mapper/x` → `dm-2`),
     found by its device number as the guard finds every device (block_devices.resolve);
     UnknownDevice unless the kernel lists it under /sys/class/block."""
-    from fslab.guard.block_devices import resolve  # the guard's checks: for a run, not for a summary reading the registry
+    from fslab.guard.block_devices import (
+        resolve,
+    )  # the guard's checks: for a run, not for a summary reading the registry
 
     try:
         name = Path(resolve(device).node).name
@@ -132,9 +134,7 @@ def fsync_not_flushed(fsyncs: float, flushes: float) -> bool:
     return fsyncs >= FSYNCS_FROM and flushes < FLUSHES_PER_FSYNC_FROM * fsyncs
 
 
-def amplification_withheld(
-    device_written: Sequence[float], ratios: Sequence[float], phase: str = ""
-) -> str | None:
+def amplification_withheld(device_written: Sequence[float], ratios: Sequence[float], phase: str = "") -> str | None:
     """Why a cell's write amplification (of one phase: each run's device bytes written and its
     ratio) is not given, or None where it is: the workload wrote under AMPLIFICATION_FROM (the
     median over runs), and a ratio of so few bytes says nothing (the journal and metadata any sync
@@ -185,10 +185,12 @@ def served_by_cache(device_read: float, workload_read: float | None) -> bool:
 def judged(moved: Counted, workload: Workload, flushes: bool = False) -> Found:
     """The traffic's values (with the sync they were counted through), and its flags: reads came
     from a cache; fsyncs did not reach the device (where `flushes` are counted: flushes_counted)."""
-    found = Found([
-        Measured("device_read_bytes", moved.read_bytes, "B", False),
-        Measured("device_written_bytes", moved.written_bytes, "B", False),
-    ])
+    found = Found(
+        [
+            Measured("device_read_bytes", moved.read_bytes, "B", False),
+            Measured("device_written_bytes", moved.written_bytes, "B", False),
+        ]
+    )
     if flushes:
         found.values.append(Measured("device_flushes", moved.flushes, "", False))
         if workload.fsyncs is not None and fsync_not_flushed(workload.fsyncs, moved.flushes):

@@ -77,7 +77,11 @@ def _read_kept() -> str | None:
         record = json.loads(data)
     except ValueError:
         return None
-    if not isinstance(record, dict) or [record.get(k) for k in ("format", "vl_convert", "vega_lite")] != [FORMAT, vl_convert.__version__, vega_lite()]:
+    if not isinstance(record, dict) or [record.get(k) for k in ("format", "vl_convert", "vega_lite")] != [
+        FORMAT,
+        vl_convert.__version__,
+        vega_lite(),
+    ]:
         return None
     bundle, digest = record.get("bundle"), record.get("sha256")
     if not isinstance(bundle, str) or digest != _sha256(bundle) or not _inlinable(bundle):
@@ -89,10 +93,18 @@ def _made_and_kept() -> str:
     """The bundle made by vl-convert, and kept (where fslab may write: root)."""
     bundle = vl_convert.javascript_bundle(vl_version=vega_lite())
     if not _inlinable(bundle):
-        raise BundleError(f"vl-convert-python {vl_convert.__version__}'s JavaScript bundle holds '</script' or '<!--' and cannot be inlined; report this to fslab")
+        raise BundleError(
+            f"vl-convert-python {vl_convert.__version__}'s JavaScript bundle holds '</script' or '<!--' and cannot be inlined; report this to fslab"
+        )
     path = _kept_path()
     if path is not None:
-        record = {"format": FORMAT, "vl_convert": vl_convert.__version__, "vega_lite": vega_lite(), "sha256": _sha256(bundle), "bundle": bundle}
+        record = {
+            "format": FORMAT,
+            "vl_convert": vl_convert.__version__,
+            "vega_lite": vega_lite(),
+            "sha256": _sha256(bundle),
+            "bundle": bundle,
+        }
         cache.keep(path, json.dumps(record).encode())
     return bundle
 

@@ -21,7 +21,17 @@ from fslab.analysis import Row
 from fslab.model import PHASE_SEPARATOR, qualified, unqualified
 from fslab.monitors.traffic import AMPLIFICATION_FROM
 from fslab.raw_reference import raw_references
-from fslab.report.chart_parts import BUCKETS_PER_DECADE, WIDTH, Chart, latency_bucket, named, sized, spec_of, unchecked, where
+from fslab.report.chart_parts import (
+    BUCKETS_PER_DECADE,
+    WIDTH,
+    Chart,
+    latency_bucket,
+    named,
+    sized,
+    spec_of,
+    unchecked,
+    where,
+)
 from fslab.report.details import LatencyHistogram, RunDetails
 from fslab.report.formatting import fmt_mean_ci, metric_label
 from fslab.report.sections import is_monitored
@@ -45,18 +55,39 @@ def study_charts(s: StudySummary, details: RunDetails) -> list[Chart]:
         left_out = s.left_out(workload)
         drawn: list[Chart | None] = []
         for metric in dict.fromkeys(m for c in s.judged_cells_of(workload) for m in c.primary):
-            drawn += [primary_chart(s, workload, metric, host) for host in (s.hosts.names if s.hosts.per_host else [None])]  # a facet per host
+            drawn += [
+                primary_chart(s, workload, metric, host) for host in (s.hosts.names if s.hosts.per_host else [None])
+            ]  # a facet per host
         for phase, direction in dict.fromkeys(pd for c in s.judged_cells_of(workload) for pd in _fio_directions(c)):
             drawn.append(latency_percentiles_chart(s, workload, direction, phase))
-            drawn.append(latency_distribution_chart([h for h in details.histograms if (h.workload, h.phase, h.direction) == (workload, phase, direction) and h.target not in left_out], targets))
+            drawn.append(
+                latency_distribution_chart(
+                    [
+                        h
+                        for h in details.histograms
+                        if (h.workload, h.phase, h.direction) == (workload, phase, direction)
+                        and h.target not in left_out
+                    ],
+                    targets,
+                )
+            )
         traces = [t for t in details.traces if t.workload == workload and t.target not in left_out]
         for phase, direction in dict.fromkeys((t.phase, t.throughput.direction) for t in traces):
-            drawn.append(throughput_chart([t for t in traces if (t.phase, t.throughput.direction) == (phase, direction)], targets, s.units))
+            drawn.append(
+                throughput_chart(
+                    [t for t in traces if (t.phase, t.throughput.direction) == (phase, direction)], targets, s.units
+                )
+            )
         latency = [t for t in details.latency_traces if t.workload == workload and t.target not in left_out]
         for phase, direction in dict.fromkeys((t.phase, t.latency.direction) for t in latency):
             drawn_latency = [t for t in latency if (t.phase, t.latency.direction) == (phase, direction)]
             drawn += [latency_heatmap_chart(drawn_latency, targets), latency_over_time_chart(drawn_latency, targets)]
-        drawn += [efficiency_chart(s, workload), cpu_chart(s, workload), write_amplification_chart(s, workload), extents_chart(s, workload)]
+        drawn += [
+            efficiency_chart(s, workload),
+            cpu_chart(s, workload),
+            write_amplification_chart(s, workload),
+            extents_chart(s, workload),
+        ]
         said = f" Not drawn: {', '.join(left_out)}, whose figures cannot be real (see its table)." if left_out else ""
         caveats = s.caveats_of(workload).items()
         said += "".join(f" {target}: {'; '.join(its)} (see its notes)." for target, its in caveats)
@@ -76,27 +107,66 @@ def primary_chart(s: StudySummary, workload: str, metric: str, host: str | None 
         return None
     label = metric_label(metric)
     unit = s.metric_units.get(metric, "")
-    means = [{"target": c.target, "mean": c.metrics[metric].mean, "n": c.metrics[metric].n, "interval": fmt_mean_ci(c.metrics[metric]), **_interval(c.metrics[metric])} for c in cells]
-    runs = [{"target": c.target, "run": i + 1, "value": v} for c in cells for i, v in enumerate(s.samples.values.get((workload, c.target), {}).get(metric, []))]
+    means = [
+        {
+            "target": c.target,
+            "mean": c.metrics[metric].mean,
+            "n": c.metrics[metric].n,
+            "interval": fmt_mean_ci(c.metrics[metric]),
+            **_interval(c.metrics[metric]),
+        }
+        for c in cells
+    ]
+    runs = [
+        {"target": c.target, "run": i + 1, "value": v}
+        for c in cells
+        for i, v in enumerate(s.samples.values.get((workload, c.target), {}).get(metric, []))
+    ]
     axis = label if not unit or label.endswith(unit) else f"{label} ({unit})"
     x = alt.X("target:N", sort=[m["target"] for m in means], title=None, axis=_band_axis([m["target"] for m in means]))
-    bars = alt.Chart(alt.Data(values=means)).mark_bar(opacity=0.6).encode(
-        x, alt.Y("mean:Q", title=axis), alt.Color("target:N", scale=_colours(s), legend=None),
-        tooltip=[alt.Tooltip("target:N"), alt.Tooltip("n:Q", title="runs"), alt.Tooltip("interval:N", title="mean ± 95 % CI")],
+    bars = (
+        alt.Chart(alt.Data(values=means))
+        .mark_bar(opacity=0.6)
+        .encode(
+            x,
+            alt.Y("mean:Q", title=axis),
+            alt.Color("target:N", scale=_colours(s), legend=None),
+            tooltip=[
+                alt.Tooltip("target:N"),
+                alt.Tooltip("n:Q", title="runs"),
+                alt.Tooltip("interval:N", title="mean ± 95 % CI"),
+            ],
+        )
     )
     layers = [bars]
     if any(m["low"] is not None for m in means):
-        layers.append(alt.Chart(alt.Data(values=[m for m in means if m["low"] is not None])).mark_errorbar(ticks=True, thickness=2, color="#24292f").encode(x, alt.Y("low:Q", title=axis), alt.Y2("high:Q")))
+        layers.append(
+            alt.Chart(alt.Data(values=[m for m in means if m["low"] is not None]))
+            .mark_errorbar(ticks=True, thickness=2, color="#24292f")
+            .encode(x, alt.Y("low:Q", title=axis), alt.Y2("high:Q"))
+        )
     if runs:
-        layers.append(alt.Chart(alt.Data(values=runs)).mark_point(filled=True, size=45, color="#24292f", opacity=0.8).encode(
-            x, alt.Y("value:Q", title=axis), tooltip=[alt.Tooltip("target:N"), alt.Tooltip("run:Q"), alt.Tooltip("value:Q", format=",.4~g")]
-        ))
+        layers.append(
+            alt.Chart(alt.Data(values=runs))
+            .mark_point(filled=True, size=45, color="#24292f", opacity=0.8)
+            .encode(
+                x,
+                alt.Y("value:Q", title=axis),
+                tooltip=[alt.Tooltip("target:N"), alt.Tooltip("run:Q"), alt.Tooltip("value:Q", format=",.4~g")],
+            )
+        )
     title = f"{workload}: {label}" + (f" — on {host}" if host is not None else "")
     caption = (
         "Bar: the mean over the cell's runs; whisker: its 95 % Student-t interval, drawn where the summary prints one "
         "(at least 3 runs and within ±100 %); dots: every measured run."
     )
-    return Chart(f"{workload}-{metric}" + (f"-{host}" if host is not None else ""), workload, title, caption, sized(title, *layers))
+    return Chart(
+        f"{workload}-{metric}" + (f"-{host}" if host is not None else ""),
+        workload,
+        title,
+        caption,
+        sized(title, *layers),
+    )
 
 
 def latency_percentiles_chart(s: StudySummary, workload: str, direction: str, phase: str = "") -> Chart | None:
@@ -110,15 +180,27 @@ def latency_percentiles_chart(s: StudySummary, workload: str, direction: str, ph
     ]
     if not rows:
         return None
-    chart = alt.Chart(alt.Data(values=rows)).mark_line(point=True).encode(
-        alt.X("percentile:O", sort=[_percentile_name(p) for p in PERCENTILES], title=None, axis=alt.Axis(labelAngle=0)),
-        alt.Y("latency_us:Q", scale=alt.Scale(type="log"), title=f"{direction} latency (µs, log scale)"),
-        alt.Color("target:N", scale=_colours(s), title="target"),
-        tooltip=[alt.Tooltip("target:N"), alt.Tooltip("percentile:O"), alt.Tooltip("latency_us:Q", title="µs", format=",.1f")],
+    chart = (
+        alt.Chart(alt.Data(values=rows))
+        .mark_line(point=True)
+        .encode(
+            alt.X(
+                "percentile:O", sort=[_percentile_name(p) for p in PERCENTILES], title=None, axis=alt.Axis(labelAngle=0)
+            ),
+            alt.Y("latency_us:Q", scale=alt.Scale(type="log"), title=f"{direction} latency (µs, log scale)"),
+            alt.Color("target:N", scale=_colours(s), title="target"),
+            tooltip=[
+                alt.Tooltip("target:N"),
+                alt.Tooltip("percentile:O"),
+                alt.Tooltip("latency_us:Q", title="µs", format=",.1f"),
+            ],
+        )
     )
     title = f"{where(workload, phase)}: {direction} latency percentiles"
     caption = "fio's total latency per I/O (submission + completion); each point is the median over runs of each run's percentile."
-    return Chart(named(workload, phase, direction, "latency-percentiles"), workload, title, caption, sized(title, chart))
+    return Chart(
+        named(workload, phase, direction, "latency-percentiles"), workload, title, caption, sized(title, chart)
+    )
 
 
 def latency_distribution_chart(histograms: list[LatencyHistogram], targets: list[str]) -> Chart | None:
@@ -129,18 +211,31 @@ def latency_distribution_chart(histograms: list[LatencyHistogram], targets: list
     workload, phase, direction = histograms[0].workload, histograms[0].phase, histograms[0].direction
     rows = [row for h in histograms for row in distribution_rows(h)]
     latencies = sorted({LATENCY_NAMES[h.latency] for h in histograms})
-    chart = alt.Chart(alt.Data(values=rows)).mark_line(interpolate="step-after", point=alt.OverlayMarkDef(size=12)).encode(
-        alt.X("from_us:Q", scale=alt.Scale(type="log"), title=f"{direction} latency (µs, log scale)"),
-        alt.Y("share_pct:Q", title="share of I/Os (%)"),
-        alt.Color("target:N", scale=alt.Scale(domain=targets, scheme="tableau10"), title="target"),
-        tooltip=[alt.Tooltip("target:N"), alt.Tooltip("from_us:Q", title="from µs", format=",.1f"), alt.Tooltip("to_us:Q", title="to µs", format=",.1f"), alt.Tooltip("share_pct:Q", title="% of I/Os", format=".2f")],
+    chart = (
+        alt.Chart(alt.Data(values=rows))
+        .mark_line(interpolate="step-after", point=alt.OverlayMarkDef(size=12))
+        .encode(
+            alt.X("from_us:Q", scale=alt.Scale(type="log"), title=f"{direction} latency (µs, log scale)"),
+            alt.Y("share_pct:Q", title="share of I/Os (%)"),
+            alt.Color("target:N", scale=alt.Scale(domain=targets, scheme="tableau10"), title="target"),
+            tooltip=[
+                alt.Tooltip("target:N"),
+                alt.Tooltip("from_us:Q", title="from µs", format=",.1f"),
+                alt.Tooltip("to_us:Q", title="to µs", format=",.1f"),
+                alt.Tooltip("share_pct:Q", title="% of I/Os", format=".2f"),
+            ],
+        )
     )
     title = f"{where(workload, phase)}: {direction} latency distribution"
     caption = (
         f"fio's json+ latency bins ({' and '.join(latencies)}), every run of a cell added up; "
-        f"{BUCKETS_PER_DECADE} buckets per factor of ten. Runs: " + ", ".join(f"{h.target} {h.runs}" for h in histograms) + "."
+        f"{BUCKETS_PER_DECADE} buckets per factor of ten. Runs: "
+        + ", ".join(f"{h.target} {h.runs}" for h in histograms)
+        + "."
     )
-    return Chart(named(workload, phase, direction, "latency-distribution"), workload, title, caption, sized(title, chart))
+    return Chart(
+        named(workload, phase, direction, "latency-distribution"), workload, title, caption, sized(title, chart)
+    )
 
 
 def distribution_rows(h: LatencyHistogram) -> list[dict]:
@@ -153,7 +248,12 @@ def distribution_rows(h: LatencyHistogram) -> list[dict]:
     if not total:
         return []
     return [
-        {"target": h.target, "from_us": 10 ** (b / BUCKETS_PER_DECADE), "to_us": 10 ** ((b + 1) / BUCKETS_PER_DECADE), "share_pct": n / total * 100}
+        {
+            "target": h.target,
+            "from_us": 10 ** (b / BUCKETS_PER_DECADE),
+            "to_us": 10 ** ((b + 1) / BUCKETS_PER_DECADE),
+            "share_pct": n / total * 100,
+        }
         for b, n in sorted(buckets.items())
     ]
 
@@ -171,7 +271,16 @@ def efficiency_chart(s: StudySummary, workload: str) -> Chart | None:
         for metric in cell.primary:
             c = s.analysis.comparison(workload, metric, raws[0], cell.target)
             if c is not None:
-                rows.append({"target": cell.target, "metric": metric_label(metric), "raw": raws[0], "ratio": c.ratio, "verdict": c.verdict, **_interval(c)})
+                rows.append(
+                    {
+                        "target": cell.target,
+                        "metric": metric_label(metric),
+                        "raw": raws[0],
+                        "ratio": c.ratio,
+                        "verdict": c.verdict,
+                        **_interval(c),
+                    }
+                )
     if not rows:
         return None
     several = len({r["metric"] for r in rows}) > 1
@@ -179,14 +288,30 @@ def efficiency_chart(s: StudySummary, workload: str) -> Chart | None:
         r["label"] = f"{r['target']} · {r['metric']}" if several else r["target"]
     x = alt.X("label:N", sort=[r["label"] for r in rows], title=None, axis=_band_axis([r["label"] for r in rows]))
     layers = [
-        alt.Chart(alt.Data(values=rows)).mark_bar(opacity=0.75).encode(
-            x, alt.Y("ratio:Q", title=RATIO_AXIS), _verdict_colour(),
-            tooltip=[alt.Tooltip("target:N"), alt.Tooltip("metric:N"), alt.Tooltip("raw:N", title="against"), alt.Tooltip("ratio:Q", format=".3f"), alt.Tooltip("verdict:N")],
+        alt.Chart(alt.Data(values=rows))
+        .mark_bar(opacity=0.75)
+        .encode(
+            x,
+            alt.Y("ratio:Q", title=RATIO_AXIS),
+            _verdict_colour(),
+            tooltip=[
+                alt.Tooltip("target:N"),
+                alt.Tooltip("metric:N"),
+                alt.Tooltip("raw:N", title="against"),
+                alt.Tooltip("ratio:Q", format=".3f"),
+                alt.Tooltip("verdict:N"),
+            ],
         ),
-        alt.Chart(alt.Data(values=[{"one": 1}])).mark_rule(strokeDash=[4, 3], color="#57606a").encode(alt.Y("one:Q", title=RATIO_AXIS)),
+        alt.Chart(alt.Data(values=[{"one": 1}]))
+        .mark_rule(strokeDash=[4, 3], color="#57606a")
+        .encode(alt.Y("one:Q", title=RATIO_AXIS)),
     ]
     if any(r["low"] is not None for r in rows):
-        layers.append(alt.Chart(alt.Data(values=[r for r in rows if r["low"] is not None])).mark_errorbar(ticks=True, thickness=2, color="#24292f").encode(x, alt.Y("low:Q", title=RATIO_AXIS), alt.Y2("high:Q")))
+        layers.append(
+            alt.Chart(alt.Data(values=[r for r in rows if r["low"] is not None]))
+            .mark_errorbar(ticks=True, thickness=2, color="#24292f")
+            .encode(x, alt.Y("low:Q", title=RATIO_AXIS), alt.Y2("high:Q"))
+        )
     title = f"{workload}: efficiency against the raw device"
     caption = (
         "Each target's primary metric as a ratio to the raw device under it (1 = as fast as the bare device). "
@@ -209,12 +334,30 @@ def cpu_chart(s: StudySummary, workload: str) -> Chart | None:
     ]
     if not rows:
         return None
-    chart = alt.Chart(alt.Data(values=rows)).mark_bar().encode(
-        alt.X("label:N", sort=(labels := list(dict.fromkeys(r["label"] for r in rows))), title=None, axis=_band_axis(labels)),
-        alt.Y("pct:Q", stack="zero", title="CPU (% of all CPUs)"),
-        alt.Color("part:N", sort=list(CPU_PARTS.values()), scale=alt.Scale(domain=list(CPU_PARTS.values()), range=["#0969da", "#bf8700", "#8c959f"]), title="CPU time"),
-        alt.Order("order:Q"),
-        tooltip=[alt.Tooltip("label:N", title="target"), alt.Tooltip("part:N"), alt.Tooltip("pct:Q", title="%", format=".1f")],
+    chart = (
+        alt.Chart(alt.Data(values=rows))
+        .mark_bar()
+        .encode(
+            alt.X(
+                "label:N",
+                sort=(labels := list(dict.fromkeys(r["label"] for r in rows))),
+                title=None,
+                axis=_band_axis(labels),
+            ),
+            alt.Y("pct:Q", stack="zero", title="CPU (% of all CPUs)"),
+            alt.Color(
+                "part:N",
+                sort=list(CPU_PARTS.values()),
+                scale=alt.Scale(domain=list(CPU_PARTS.values()), range=["#0969da", "#bf8700", "#8c959f"]),
+                title="CPU time",
+            ),
+            alt.Order("order:Q"),
+            tooltip=[
+                alt.Tooltip("label:N", title="target"),
+                alt.Tooltip("part:N"),
+                alt.Tooltip("pct:Q", title="%", format=".1f"),
+            ],
+        )
     )
     title = f"{workload}: CPU while measured"
     caption = "The whole machine's CPU time during the measured phase (monitors), median over runs: busy is user + system; iowait is idle with I/O outstanding."
@@ -234,27 +377,50 @@ def write_amplification_chart(s: StudySummary, workload: str) -> Chart | None:
     if absent:
         caption += f" No bar where the workload {under}: a ratio of so little says nothing (its place says so)."
     return _median_bars(
-        s, workload, chosen, "write amplification (×)", "write-amplification", caption,
-        reference=1.0, absent=absent, absent_text=f"not given: {under}",
+        s,
+        workload,
+        chosen,
+        "write amplification (×)",
+        "write-amplification",
+        caption,
+        reference=1.0,
+        absent=absent,
+        absent_text=f"not given: {under}",
     )
 
 
 def extents_chart(s: StudySummary, workload: str) -> Chart | None:
     """A scenario's file extents after each phase that counts them (filefrag), median over runs."""
     return _median_bars(
-        s, workload, lambda key: unqualified(key) == "extents", "extents (filefrag)", "extents",
+        s,
+        workload,
+        lambda key: unqualified(key) == "extents",
+        "extents (filefrag)",
+        "extents",
         "The scenario file's extents after each phase that counts them (filefrag), median over runs: copy-on-write scatters what was one extent.",
     )
 
 
 def _median_bars(
-    s: StudySummary, workload: str, chosen: Callable[[str], bool], axis: str, kind: str, caption: str,
-    reference: float | None = None, absent: Sequence[tuple[CellSummary, str, str]] = (), absent_text: str = "not given",
+    s: StudySummary,
+    workload: str,
+    chosen: Callable[[str], bool],
+    axis: str,
+    kind: str,
+    caption: str,
+    reference: float | None = None,
+    absent: Sequence[tuple[CellSummary, str, str]] = (),
+    absent_text: str = "not given",
 ) -> Chart | None:
     """A bar per cell and phase of the figures `chosen`; in the place of each `absent` one (cell,
     key, why), `absent_text` (why, in its tooltip)."""
     rows = [
-        {"label": _cell_phase(c, key.rpartition(PHASE_SEPARATOR)[0]), "target": c.target, "median": stats.median, "runs": stats.n}
+        {
+            "label": _cell_phase(c, key.rpartition(PHASE_SEPARATOR)[0]),
+            "target": c.target,
+            "median": stats.median,
+            "runs": stats.n,
+        }
         for c in s.judged_cells_of(workload)
         for key, stats in c.metrics.items()
         if chosen(key)
@@ -268,10 +434,20 @@ def _median_bars(
     order = {c.target: i for i, c in enumerate(s.judged_cells_of(workload))}  # the cells' order, bars and gaps alike
     labels = list(dict.fromkeys(r["label"] for r in sorted([*rows, *missing], key=lambda r: order[r["target"]])))
     x = alt.X("label:N", sort=labels, title=None, axis=_band_axis(labels))
-    layers = [alt.Chart(alt.Data(values=rows)).mark_bar(opacity=0.75).encode(
-        x, alt.Y("median:Q", title=axis), alt.Color("target:N", scale=_colours(s), legend=None),
-        tooltip=[alt.Tooltip("label:N", title="target"), alt.Tooltip("median:Q", format=",.3~f"), alt.Tooltip("runs:Q")],
-    )]
+    layers = [
+        alt.Chart(alt.Data(values=rows))
+        .mark_bar(opacity=0.75)
+        .encode(
+            x,
+            alt.Y("median:Q", title=axis),
+            alt.Color("target:N", scale=_colours(s), legend=None),
+            tooltip=[
+                alt.Tooltip("label:N", title="target"),
+                alt.Tooltip("median:Q", format=",.3~f"),
+                alt.Tooltip("runs:Q"),
+            ],
+        )
+    ]
     if missing:
         text = alt.Chart(alt.Data(values=missing)).mark_text(
             angle=270, align="left", dx=4, color="#57606a", text=absent_text
@@ -279,7 +455,11 @@ def _median_bars(
         tooltip = [alt.Tooltip("label:N", title="target"), alt.Tooltip("why:N", title="not given")]
         layers.append(text.encode(x, alt.Y("at:Q", title=axis), tooltip=tooltip))
     if reference is not None:
-        layers.append(alt.Chart(alt.Data(values=[{"one": reference}])).mark_rule(strokeDash=[4, 3], color="#57606a").encode(alt.Y("one:Q", title=axis)))
+        layers.append(
+            alt.Chart(alt.Data(values=[{"one": reference}]))
+            .mark_rule(strokeDash=[4, 3], color="#57606a")
+            .encode(alt.Y("one:Q", title=axis))
+        )
     title = f"{workload}: {axis.split(' (')[0]}"
     return Chart(f"{workload}-{kind}", workload, title, caption, sized(title, *layers))
 
@@ -294,7 +474,14 @@ def comparison_chart(rows: list[Row], older: int, newer: int) -> Chart | None:
     data = []
     for r in rows:
         c = r.comparison
-        data.append({"cell": f"{r.workload} · {r.target} · {metric_label(r.metric)}", "ratio": c.ratio, "verdict": c.verdict, **_interval(c)})
+        data.append(
+            {
+                "cell": f"{r.workload} · {r.target} · {metric_label(r.metric)}",
+                "ratio": c.ratio,
+                "verdict": c.verdict,
+                **_interval(c),
+            }
+        )
     if not data:
         return None
     # a cell's label a line each for its workload, target and metric: on a phone the plot keeps its room
@@ -302,14 +489,25 @@ def comparison_chart(rows: list[Row], older: int, newer: int) -> Chart | None:
     y = alt.Y("cell:N", sort=[d["cell"] for d in data], title=None, axis=lines)
     x_title = [f"study run {newer} ÷ study run {older}", "(log scale)"]
     layers = [
-        alt.Chart(alt.Data(values=data)).mark_point(filled=True, size=70).encode(
-            alt.X("ratio:Q", scale=alt.Scale(type="log", zero=False), title=x_title), y, _verdict_colour(),
+        alt.Chart(alt.Data(values=data))
+        .mark_point(filled=True, size=70)
+        .encode(
+            alt.X("ratio:Q", scale=alt.Scale(type="log", zero=False), title=x_title),
+            y,
+            _verdict_colour(),
             tooltip=[alt.Tooltip("cell:N"), alt.Tooltip("ratio:Q", format=".3f"), alt.Tooltip("verdict:N")],
         ),
-        alt.Chart(alt.Data(values=[{"one": 1}])).mark_rule(strokeDash=[4, 3], color="#57606a").encode(alt.X("one:Q", scale=alt.Scale(type="log", zero=False), title=x_title)),
+        alt.Chart(alt.Data(values=[{"one": 1}]))
+        .mark_rule(strokeDash=[4, 3], color="#57606a")
+        .encode(alt.X("one:Q", scale=alt.Scale(type="log", zero=False), title=x_title)),
     ]
     if any(d["low"] is not None for d in data):
-        layers.insert(0, alt.Chart(alt.Data(values=[d for d in data if d["low"] is not None])).mark_errorbar(ticks=True, color="#57606a").encode(alt.X("low:Q", scale=alt.Scale(type="log", zero=False), title=x_title), alt.X2("high:Q"), y))
+        layers.insert(
+            0,
+            alt.Chart(alt.Data(values=[d for d in data if d["low"] is not None]))
+            .mark_errorbar(ticks=True, color="#57606a")
+            .encode(alt.X("low:Q", scale=alt.Scale(type="log", zero=False), title=x_title), alt.X2("high:Q"), y),
+        )
     title = f"study run {newer} against study run {older}, cell by cell"
     caption = "Ratio of geometric means, newer ÷ older, with its 95 % Welch interval where printed; colour: the verdict after Benjamini–Hochberg over every cell (for latency, below 1 is faster)."
     spec = spec_of(layers, width=WIDTH, height=max(120, 40 * len(data)), title=title, config={})  # 40 px: 3 lines
@@ -337,7 +535,6 @@ def _band_axis(labels: list[str]) -> alt.Axis:
     )
 
 
-
 def _colours(s: StudySummary) -> alt.Scale:
     """The same colour for a target in every chart of a page."""
     measured = {c.target for c in s.cells}
@@ -359,7 +556,12 @@ def _interval(figure: Summary | Comparison) -> dict:
 
 def _fio_directions(cell: CellSummary) -> list[tuple[str, str]]:
     """(phase, direction) of each fio run a cell's runs measured: its own ("", …) or a scenario phase's."""
-    return [(key.rpartition(PHASE_SEPARATOR)[0], d) for key in cell.metrics for d in DIRECTIONS if unqualified(key) == f"{d}_iops"]
+    return [
+        (key.rpartition(PHASE_SEPARATOR)[0], d)
+        for key in cell.metrics
+        for d in DIRECTIONS
+        if unqualified(key) == f"{d}_iops"
+    ]
 
 
 def _percentile_name(p: str) -> str:
@@ -375,4 +577,8 @@ def _cell_phase(cell: CellSummary, phase: str) -> str:
 
 
 def _verdict_colour() -> alt.Color:
-    return alt.Color("verdict:N", scale=alt.Scale(domain=list(VERDICT_COLOURS), range=list(VERDICT_COLOURS.values())), title="verdict")
+    return alt.Color(
+        "verdict:N",
+        scale=alt.Scale(domain=list(VERDICT_COLOURS), range=list(VERDICT_COLOURS.values())),
+        title="verdict",
+    )

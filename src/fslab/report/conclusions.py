@@ -33,7 +33,9 @@ def conclusions(s: StudySummary) -> dict[str, list[Conclusion]]:
     """Workload → what its comparisons and rankings allow to be said, claims first."""
     out = {}
     for workload in s.workloads:
-        rankings = [(metric, r) for (w, metric, _), r in s.analysis.rankings.items() if w == workload]  # on several hosts, the targets name theirs
+        rankings = [
+            (metric, r) for (w, metric, _), r in s.analysis.rankings.items() if w == workload
+        ]  # on several hosts, the targets name theirs
         caveats = s.caveats_of(workload)
         said = [c for metric, r in rankings if (c := ranking_conclusion(r, metric, caveats)) is not None]
         rows = [*s.analysis.rows_of(workload), *s.analysis.between_of(workload)]
@@ -64,9 +66,7 @@ def nothing_to_compare(s: StudySummary, workload: str) -> Conclusion:
     return Conclusion(said, False, targets=tuple(judged))
 
 
-def row_conclusions(
-    rows: list[Row], threshold: float, caveats: dict[str, list[str]] | None = None
-) -> list[Conclusion]:
+def row_conclusions(rows: list[Row], threshold: float, caveats: dict[str, list[str]] | None = None) -> list[Conclusion]:
     """One sentence per target against its baseline and metric (or, on one target, per workload
     against the workload it is paired with), each target named with its caveats."""
     return [_row_conclusion(r, threshold, caveats or {}) for r in rows]
@@ -85,14 +85,18 @@ def _row_conclusion(r: Row, threshold: float, caveats: dict[str, list[str]]) -> 
         return Conclusion(
             f"{on}{subject} is {c.verdict} than {baseline} in {what}: {c.ratio:.2f}× ({_interval(c)}, "
             f"adjusted p {_p(c.p_adjusted)}; {'higher' if c.higher_is_better else 'lower'} is better).",
-            True, r, targets,
+            True,
+            r,
+            targets,
         )
     if c.needs_runs is not None:
         why = f"the interval {runs_text(c.needs_runs)} per cell before it says anything"
     elif significant(c):
         why = f"measured {c.ratio:.2f}× ({_interval(c)}), a change within the {threshold:.0%} threshold"
     else:
-        detectable = f"; these runs detect a change of ±{c.detectable_change:.0%}" if c.detectable_change is not None else ""
+        detectable = (
+            f"; these runs detect a change of ±{c.detectable_change:.0%}" if c.detectable_change is not None else ""
+        )
         why = f"measured {c.ratio:.2f}× ({_interval(c)}, adjusted p {_p(c.p_adjusted)}){detectable}"
     return Conclusion(f"{on}{subject} and {baseline}: no detectable difference in {what} — {why}.", False, r, targets)
 

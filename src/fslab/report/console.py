@@ -38,7 +38,21 @@ LEFT_OUT_SAID = "the bandwidth's mean, interval and CV, p99.9 latency, the effec
 # A column with nothing in it is left out too, but for this one: its "–" says all is in effect.
 SAID_WHEN_EMPTY = "NOT in effect"
 # Columns of text, left-aligned; the rest are figures.
-TEXT_COLUMNS = {"workload", "target", "dir", "metric", "phase", "verdict", "notes", "unit", "filesystem", "devices → layers", "mkfs options", "requested", "NOT in effect"}
+TEXT_COLUMNS = {
+    "workload",
+    "target",
+    "dir",
+    "metric",
+    "phase",
+    "verdict",
+    "notes",
+    "unit",
+    "filesystem",
+    "devices → layers",
+    "mkfs options",
+    "requested",
+    "NOT in effect",
+}
 
 
 def print_summary(console: Console, s: StudySummary, report: Path | None = None) -> None:
@@ -49,7 +63,11 @@ def print_summary(console: Console, s: StudySummary, report: Path | None = None)
     for section in sections(s):
         _print_section(console, section, s.units)
     if report is not None:
-        console.print(f"To fit {CONSOLE_WIDTH} columns the console leaves out {LEFT_OUT_SAID}: they are in {report}.", markup=False, highlight=False)
+        console.print(
+            f"To fit {CONSOLE_WIDTH} columns the console leaves out {LEFT_OUT_SAID}: they are in {report}.",
+            markup=False,
+            highlight=False,
+        )
 
 
 def _print_section(console: Console, section: Section, units: Bandwidth) -> None:
@@ -58,14 +76,25 @@ def _print_section(console: Console, section: Section, units: Bandwidth) -> None
     from fslab.report.sections import Kind
 
     # a table's title in lower case, as a caption (a workload's is its name)
-    title = section.title if section.kind is Kind.WORKLOAD else section.title[:1].lower() + section.title[1:] + (f" {section.named}" if section.named else "")
+    title = (
+        section.title
+        if section.kind is Kind.WORKLOAD
+        else section.title[:1].lower() + section.title[1:] + (f" {section.named}" if section.named else "")
+    )
     match section.kind:
         case Kind.INTRO:
             for line in section.lines:
                 console.print(Markdown(line))
         case Kind.TARGETS:
             at = section.columns.index("NOT in effect")
-            _print_summary_table(console, title, section.columns, section.rows, units, styles=["yellow" if row[at] != "–" else "" for row in section.rows])
+            _print_summary_table(
+                console,
+                title,
+                section.columns,
+                section.rows,
+                units,
+                styles=["yellow" if row[at] != "–" else "" for row in section.rows],
+            )
         case Kind.SKIPPED:
             for i, line in enumerate(section.lines):
                 console.print(("" if i == 0 else "  ") + visible(line), style="yellow", markup=False, highlight=False)
@@ -75,7 +104,15 @@ def _print_section(console: Console, section: Section, units: Bandwidth) -> None
             _print_summary_table(console, title, section.columns, section.rows, units, title_style="")
         case Kind.COMPARISON:
             at = section.columns.index("verdict")
-            _print_summary_table(console, title, section.columns, section.rows, units, styles=[VERDICT_STYLE.get(row[at], "") for row in section.rows], title_style="")
+            _print_summary_table(
+                console,
+                title,
+                section.columns,
+                section.rows,
+                units,
+                styles=[VERDICT_STYLE.get(row[at], "") for row in section.rows],
+                title_style="",
+            )
         case Kind.RANKING:
             for line in section.lines:
                 console.print(escape(line), highlight=False)
@@ -84,17 +121,35 @@ def _print_section(console: Console, section: Section, units: Bandwidth) -> None
         case Kind.FAILURES:
             console.print(f"[red]{len(section.rows)} run(s) failed:[/red]")
             for target, workload, repetition, phase, error in section.rows:
-                console.print(f"  {target} · {workload} · run {repetition}" + (f" (in {phase})" if phase else "") + f": {visible(error)}", markup=False)
+                console.print(
+                    f"  {target} · {workload} · run {repetition}"
+                    + (f" (in {phase})" if phase else "")
+                    + f": {visible(error)}",
+                    markup=False,
+                )
 
 
-def _print_summary_table(console: Console, title: str, columns: list[str], rows: list[list[str]], units: Bandwidth, *, styles: list[str] | None = None, title_style: str = "bold") -> None:
+def _print_summary_table(
+    console: Console,
+    title: str,
+    columns: list[str],
+    rows: list[list[str]],
+    units: Bandwidth,
+    *,
+    styles: list[str] | None = None,
+    title_style: str = "bold",
+) -> None:
     """A table as the console shows it: without the columns it leaves out and those with nothing
     in them; a direction common to every row said in the title; column titles on two lines; each
     row's notes as a marker, the notes printed beneath, each once."""
     from fslab.report.sections import table_columns
 
     left_out = set(table_columns(units, list(LEFT_OUT)))
-    shown = [i for i, c in enumerate(columns) if i == 0 or c == SAID_WHEN_EMPTY or (c not in left_out and any(row[i] not in ("–", "") for row in rows))]
+    shown = [
+        i
+        for i, c in enumerate(columns)
+        if i == 0 or c == SAID_WHEN_EMPTY or (c not in left_out and any(row[i] not in ("–", "") for row in rows))
+    ]
     directions = {row[columns.index("dir")] for row in rows} - {"–"} if "dir" in columns else set()
     if len(directions) == 1:
         title += f": {directions.pop()}"
@@ -103,9 +158,19 @@ def _print_summary_table(console: Console, title: str, columns: list[str], rows:
     if "notes" in columns and columns.index("notes") in shown:
         at = columns.index("notes")
         notes = list(dict.fromkeys(row[at] for row in rows if row[at] not in ("–", "")))
-        rows = [[*row[:at], f"({notes.index(row[at]) + 1})" if row[at] in notes else "", *row[at + 1:]] for row in rows]
+        rows = [
+            [*row[:at], f"({notes.index(row[at]) + 1})" if row[at] in notes else "", *row[at + 1 :]] for row in rows
+        ]
     cells = [[row[i] for i in shown] for row in rows]
-    print_table(console, title, [_two_lines(columns[i]) for i in shown], cells, [columns[i] not in TEXT_COLUMNS for i in shown], styles=styles, title_style=title_style)
+    print_table(
+        console,
+        title,
+        [_two_lines(columns[i]) for i in shown],
+        cells,
+        [columns[i] not in TEXT_COLUMNS for i in shown],
+        styles=styles,
+        title_style=title_style,
+    )
     for number, note in enumerate(notes, 1):
         console.print(f"  ({number}) {visible(note)}", markup=False, highlight=False)
 
@@ -117,10 +182,19 @@ def _two_lines(title: str) -> str:
     if len(title) <= 6 or not spaces:
         return title
     at = min(spaces, key=lambda i: abs(i - len(title) / 2))
-    return title[:at] + "\n" + title[at + 1:]
+    return title[:at] + "\n" + title[at + 1 :]
 
 
-def print_table(console: Console, title: str, columns: list[str], rows: list[list[str]], right: list[bool], *, styles: list[str] | None = None, title_style: str = "bold") -> None:
+def print_table(
+    console: Console,
+    title: str,
+    columns: list[str],
+    rows: list[list[str]],
+    right: list[bool],
+    *,
+    styles: list[str] | None = None,
+    title_style: str = "bold",
+) -> None:
     """The one table printer: `columns` their titles (a line each "\\n"), `right` those of
     figures (right-aligned, never wrapped), `styles` a style for each row; title and text printed
     as they are, never read as markup (callers make control characters visible)."""
@@ -128,7 +202,15 @@ def print_table(console: Console, title: str, columns: list[str], rows: list[lis
     console.print(table(title, columns, rows, right, styles=styles, title_style=title_style), crop=False)
 
 
-def table(title: str, columns: list[str], rows: list[list[str]], right: list[bool], *, styles: list[str] | None = None, title_style: str = "bold") -> RenderableType:
+def table(
+    title: str,
+    columns: list[str],
+    rows: list[list[str]],
+    right: list[bool],
+    *,
+    styles: list[str] | None = None,
+    title_style: str = "bold",
+) -> RenderableType:
     """print_table's table, for what shows it again and again (a live progress table)."""
     return _Table(Text(title, style=title_style), columns, rows, right, styles or [""] * len(rows))
 
@@ -150,7 +232,11 @@ class LaidOut:
     def lines(self) -> list[str]:
         """As printed without colours: a rule under the column titles, two spaces between
         columns, every line as wide as the table."""
-        return [*(_joined(self.widths, line) for line in self.header), "─" * self.width, *(_joined(self.widths, line) for row in self.rows for line in row)]
+        return [
+            *(_joined(self.widths, line) for line in self.header),
+            "─" * self.width,
+            *(_joined(self.widths, line) for row in self.rows for line in row),
+        ]
 
 
 def _joined(widths: list[int], line: list[str | None]) -> str:
@@ -171,13 +257,23 @@ def lay_out(columns: list[str], rows: list[list[str]], right: list[bool], width:
     widths = [_widest(title, *(row[i] for row in cells)) for i, title in enumerate(titles)]
     excess = sum(widths) + 2 * (len(widths) - 1) - width
     if excess > 0:
-        least = [widths[0], *(max(_widest(titles[i], wrapped=True), *(_widest(row[i], wrapped=not right[i]) for row in cells)) for i in range(1, len(widths)))]
+        least = [
+            widths[0],
+            *(
+                max(_widest(titles[i], wrapped=True), *(_widest(row[i], wrapped=not right[i]) for row in cells))
+                for i in range(1, len(widths))
+            ),
+        ]
         if sum(widths) - sum(least) >= excess:
             for _ in range(excess):
                 widths[max((i for i in range(len(widths)) if widths[i] > least[i]), key=widths.__getitem__)] -= 1
             titles = [title if i == 0 else _wrap(title, widths[i]) for i, title in enumerate(titles)]
-            cells = [[cell if i == 0 or right[i] else _wrap(cell, widths[i]) for i, cell in enumerate(row)] for row in cells]
-    return LaidOut(widths, _aligned(titles, widths, right, top=False), [_aligned(row, widths, right, top=True) for row in cells])
+            cells = [
+                [cell if i == 0 or right[i] else _wrap(cell, widths[i]) for i, cell in enumerate(row)] for row in cells
+            ]
+    return LaidOut(
+        widths, _aligned(titles, widths, right, top=False), [_aligned(row, widths, right, top=True) for row in cells]
+    )
 
 
 def _lines(text: str) -> list[str]:
@@ -186,7 +282,9 @@ def _lines(text: str) -> list[str]:
 
 def _widest(*cells: list[str], wrapped: bool = False) -> int:
     """The widest line of `cells`; its widest word if `wrapped`."""
-    return max(cell_len(part) for lines in cells for line in lines for part in (line.split() if wrapped else [line]) or [""])
+    return max(
+        cell_len(part) for lines in cells for line in lines for part in (line.split() if wrapped else [line]) or [""]
+    )
 
 
 WORD = re.compile(r"\s*\S+\s*")
@@ -214,7 +312,12 @@ def _aligned(cells: list[list[str]], widths: list[int], right: list[bool], *, to
     height = max(map(len, cells))
     columns = []
     for lines, width, is_right in zip(cells, widths, right):
-        justified = [" " * (width - cell_len(line.rstrip())) + line.rstrip() if is_right else line + " " * (width - cell_len(line)) for line in lines]
+        justified = [
+            " " * (width - cell_len(line.rstrip())) + line.rstrip()
+            if is_right
+            else line + " " * (width - cell_len(line))
+            for line in lines
+        ]
         blank: list[str | None] = [None] * (height - len(lines))
         columns.append(justified + blank if top else blank + justified)
     return [list(line) for line in zip(*columns)]
@@ -234,7 +337,9 @@ class _Table:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         laid = lay_out(self.columns, self.rows, self.right, options.max_width)
-        yield from console.render(self.title, options.update(width=laid.width, justify="left", highlight=False, height=None))
+        yield from console.render(
+            self.title, options.update(width=laid.width, justify="left", highlight=False, height=None)
+        )
         yield from _segments(laid.widths, laid.header, console.get_style("table.header"))
         yield Segment(("-" if options.ascii_only else "─") * laid.width)  # where the terminal's encoding has no "─"
         yield Segment.line()
@@ -263,13 +368,23 @@ def _segments(widths: list[int], lines: list[list[str | None]], style: Style) ->
 
 
 def print_comparison(
-    console: Console, older: dict, newer: dict, rows: list[Row], regressed: list[Row], threshold: float, regression: float, left_out: list[tuple[str, str]] = ()
+    console: Console,
+    older: dict,
+    newer: dict,
+    rows: list[Row],
+    regressed: list[Row],
+    threshold: float,
+    regression: float,
+    left_out: list[tuple[str, str]] = (),
 ) -> None:
     """Two study runs of one study: environments side by side, then every cell newer/older but
     those `left_out` (workload, target: flagged in either), which are named."""
     from fslab.results.records import imported_from
 
-    console.print(f"Study [bold]{escape(older['study'])}[/bold]: study run {newer['id']} ({newer['started_at']:%Y-%m-%d %H:%M}) against {older['id']} ({older['started_at']:%Y-%m-%d %H:%M})", highlight=False)
+    console.print(
+        f"Study [bold]{escape(older['study'])}[/bold]: study run {newer['id']} ({newer['started_at']:%Y-%m-%d %H:%M}) against {older['id']} ({older['started_at']:%Y-%m-%d %H:%M})",
+        highlight=False,
+    )
     imported = [sr for sr in (older, newer) if imported_from(sr)]
     changed = environment_differences(older["environment"], newer["environment"])
     if imported:  # its machine is not known: every fact of the other would show as differing
@@ -281,30 +396,79 @@ def print_comparison(
         )
     elif changed:
         differences = [[visible(key), visible(str(a)), visible(str(b))] for key, a, b in changed]
-        print_table(console, "what differs", ["environment", f"study run {older['id']}", f"study run {newer['id']}"], differences, [False] * 3, title_style="")
+        print_table(
+            console,
+            "what differs",
+            ["environment", f"study run {older['id']}", f"study run {newer['id']}"],
+            differences,
+            [False] * 3,
+            title_style="",
+        )
     else:
         console.print("Same environment (kernel, distribution, CPU, memory, tool versions).")
-    _print_compared(console, f"study run {newer['id']} / study run {older['id']}", rows, regressed, threshold, regression, left_out)
+    _print_compared(
+        console, f"study run {newer['id']} / study run {older['id']}", rows, regressed, threshold, regression, left_out
+    )
 
 
 def print_host_comparison(
-    console: Console, study_run: dict, older: Host, newer: Host, rows: list[Row], regressed: list[Row], threshold: float, regression: float, left_out: list[tuple[str, str]] = ()
+    console: Console,
+    study_run: dict,
+    older: Host,
+    newer: Host,
+    rows: list[Row],
+    regressed: list[Row],
+    threshold: float,
+    regression: float,
+    left_out: list[tuple[str, str]] = (),
 ) -> None:
     """Two hosts of one study run (`fslab compare RUN --hosts A B`): their facts where they
     differ, then every cell newer/older (B/A) but those `left_out`, which are named."""
-    console.print(f"Study [bold]{escape(study_run['study'])}[/bold], study run {study_run['id']}: host {escape(newer.name)} against host {escape(older.name)}", highlight=False)
-    changed = [[key, visible(str(a)), visible(str(b))] for key, a, b in environment_differences(asdict(older), asdict(newer)) if key != "name"]
+    console.print(
+        f"Study [bold]{escape(study_run['study'])}[/bold], study run {study_run['id']}: host {escape(newer.name)} against host {escape(older.name)}",
+        highlight=False,
+    )
+    changed = [
+        [key, visible(str(a)), visible(str(b))]
+        for key, a, b in environment_differences(asdict(older), asdict(newer))
+        if key != "name"
+    ]
     if changed:
-        print_table(console, "what differs", ["host", visible(older.name), visible(newer.name)], changed, [False] * 3, title_style="")
-    _print_compared(console, f"{visible(newer.name)} / {visible(older.name)}", rows, regressed, threshold, regression, left_out)
+        print_table(
+            console,
+            "what differs",
+            ["host", visible(older.name), visible(newer.name)],
+            changed,
+            [False] * 3,
+            title_style="",
+        )
+    _print_compared(
+        console, f"{visible(newer.name)} / {visible(older.name)}", rows, regressed, threshold, regression, left_out
+    )
 
 
-def _print_compared(console: Console, title: str, rows: list[Row], regressed: list[Row], threshold: float, regression: float, left_out: list[tuple[str, str]]) -> None:
+def _print_compared(
+    console: Console,
+    title: str,
+    rows: list[Row],
+    regressed: list[Row],
+    threshold: float,
+    regression: float,
+    left_out: list[tuple[str, str]],
+) -> None:
     from fslab.report.formatting import metric_label
     from fslab.report.sections import COMPARISON_COLUMNS, compare_left_out_line, comparison_rows
 
     cells = [[row.workload, *compared] for row, compared in zip(rows, comparison_rows(rows))]
-    _print_summary_table(console, title, ["workload", *COMPARISON_COLUMNS], cells, Bandwidth.MB, styles=[VERDICT_STYLE.get(c[7], "") for c in cells], title_style="")
+    _print_summary_table(
+        console,
+        title,
+        ["workload", *COMPARISON_COLUMNS],
+        cells,
+        Bandwidth.MB,
+        styles=[VERDICT_STYLE.get(c[7], "") for c in cells],
+        title_style="",
+    )
     console.print(
         f"Ratios of geometric means with 95 % Welch intervals on log values; verdicts need Benjamini–Hochberg-adjusted p < 0.05 over "
         f"{len(rows)} comparisons and a change above {threshold:.0%}. A regression is a 'slower' verdict by more than {regression:.0%}.",
@@ -313,7 +477,15 @@ def _print_compared(console: Console, title: str, rows: list[Row], regressed: li
     if said := compare_left_out_line(left_out):
         console.print(visible(said), markup=False, highlight=False)
     if regressed:
-        console.print(f"[red]{len(regressed)} regression(s):[/red] " + escape("; ".join(f"{r.target} · {r.workload} · {metric_label(r.metric)} ×{r.comparison.ratio:.3f}" for r in regressed)), highlight=False)
+        console.print(
+            f"[red]{len(regressed)} regression(s):[/red] "
+            + escape(
+                "; ".join(
+                    f"{r.target} · {r.workload} · {metric_label(r.metric)} ×{r.comparison.ratio:.3f}" for r in regressed
+                )
+            ),
+            highlight=False,
+        )
     else:
         console.print("[green]no regression[/green]")
 
@@ -321,7 +493,11 @@ def _print_compared(console: Console, title: str, rows: list[Row], regressed: li
 def environment_differences(a: dict, b: dict) -> list[tuple[str, object, object]]:
     """(key, a, b) for every environment fact that differs, nested facts as "tools.fio"."""
     flat_a, flat_b = _flatten(a), _flatten(b)
-    return [(k, flat_a.get(k, "–"), flat_b.get(k, "–")) for k in sorted(flat_a.keys() | flat_b.keys()) if flat_a.get(k) != flat_b.get(k) and not k.endswith("free_bytes")]
+    return [
+        (k, flat_a.get(k, "–"), flat_b.get(k, "–"))
+        for k in sorted(flat_a.keys() | flat_b.keys())
+        if flat_a.get(k) != flat_b.get(k) and not k.endswith("free_bytes")
+    ]
 
 
 def _flatten(d: dict, prefix: str = "") -> dict:

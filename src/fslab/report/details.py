@@ -34,7 +34,18 @@ from fslab.workloads.fio_output import (
 DISTRIBUTED = KEPT_APART
 BANDWIDTH = {f"{d}_mb_s": d for d in DIRECTIONS}  # what picks the run whose throughput and latency over time are drawn
 # What the page reads of each run beside the summary's (summary.RUN_FACTS).
-RUN_DETAILS = ("id", "target", "workload", "repetition", "status", "warmup", "job_file", "device_facts", "source", "host")
+RUN_DETAILS = (
+    "id",
+    "target",
+    "workload",
+    "repetition",
+    "status",
+    "warmup",
+    "job_file",
+    "device_facts",
+    "source",
+    "host",
+)
 
 
 @dataclass(frozen=True)
@@ -81,14 +92,22 @@ class RunDetails:
     histograms: list[LatencyHistogram] = field(default_factory=list)
     traces: list[ThroughputTrace] = field(default_factory=list)
     latency_traces: list[LatencyTrace] = field(default_factory=list)
-    job_files: dict[tuple[str, str], str] = field(default_factory=dict)  # (workload, target) → what its first measured run ran
-    devices: dict[str, list[dict]] = field(default_factory=dict)  # target → facts of each device under it (its first run)
+    job_files: dict[tuple[str, str], str] = field(
+        default_factory=dict
+    )  # (workload, target) → what its first measured run ran
+    devices: dict[str, list[dict]] = field(
+        default_factory=dict
+    )  # target → facts of each device under it (its first run)
     unreadable: list[str] = field(default_factory=list)  # stored outputs whose bins could not be read, and why
 
 
 def run_details(db: ResultsDB, s: StudySummary) -> RunDetails:
     """What the page adds to a summary: of its runs (as it read them), the raw outputs are read."""
-    runs = [r | {"target": s.hosts.cell_target(r["target"], r["host"])} for r in db.runs(s.study_run["id"], RUN_DETAILS) if r["status"] == "ok" and not r["warmup"]]  # each as its cell knows it
+    runs = [
+        r | {"target": s.hosts.cell_target(r["target"], r["host"])}
+        for r in db.runs(s.study_run["id"], RUN_DETAILS)
+        if r["status"] == "ok" and not r["warmup"]
+    ]  # each as its cell knows it
     job_files: dict[tuple[str, str], str] = {}
     devices: dict[str, list[dict]] = {}
     for r in runs:
@@ -103,11 +122,18 @@ def run_details(db: ResultsDB, s: StudySummary) -> RunDetails:
         bins |= db.outputs_of_study_run(s.study_run["id"], "fio", phase=None, only=lacking)
     histograms, unreadable = _histograms(bins, runs)
     bandwidths = db.metric_values(s.study_run["id"], BANDWIDTH)
-    drawn = {tool: median_runs(db.output_phases(s.study_run["id"], tool), runs, bandwidths) for tool in (LOG_TOOL, HIST_TOOL)}
-    outputs = {tool: db.outputs_of_study_run(s.study_run["id"], tool, phase=None, only={d.run_id for d in each.values()}) for tool, each in drawn.items()}  # only those drawn
+    drawn = {
+        tool: median_runs(db.output_phases(s.study_run["id"], tool), runs, bandwidths) for tool in (LOG_TOOL, HIST_TOOL)
+    }
+    outputs = {
+        tool: db.outputs_of_study_run(s.study_run["id"], tool, phase=None, only={d.run_id for d in each.values()})
+        for tool, each in drawn.items()
+    }  # only those drawn
     traces, unreadable_logs = throughput_traces(drawn[LOG_TOOL], outputs[LOG_TOOL])
     latency, unreadable_histograms = latency_traces(drawn[HIST_TOOL], outputs[HIST_TOOL])
-    return RunDetails(histograms, traces, latency, job_files, devices, unreadable + unreadable_logs + unreadable_histograms)
+    return RunDetails(
+        histograms, traces, latency, job_files, devices, unreadable + unreadable_logs + unreadable_histograms
+    )
 
 
 def _histograms(outputs: dict[int, list[RawOutput]], runs: list[dict]) -> tuple[list[LatencyHistogram], list[str]]:
@@ -130,10 +156,16 @@ def _histograms(outputs: dict[int, list[RawOutput]], runs: list[dict]) -> tuple[
                     read = latency_bins(output.text, kinds=DISTRIBUTED, **mine)
                     bins = {key: bin_columns(b) for key, b in read.items()}
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                unreadable.append(f"{r['target']} · {r['workload']} · run {r['repetition']}: fio's stored output has no readable latency bins ({type(exc).__name__}: {exc})")
+                unreadable.append(
+                    f"{r['target']} · {r['workload']} · run {r['repetition']}: fio's stored output has no readable latency bins ({type(exc).__name__}: {exc})"
+                )
                 continue
             per_cell[(r["workload"], r["target"], output.phase)].append(bins)
-    return [h for (workload, target, phase), each_run in per_cell.items() for h in cell_histograms(workload, target, each_run, phase)], unreadable
+    return [
+        h
+        for (workload, target, phase), each_run in per_cell.items()
+        for h in cell_histograms(workload, target, each_run, phase)
+    ], unreadable
 
 
 def cell_histograms(
@@ -189,7 +221,9 @@ class Drawn:
     runs: int  # the cell's runs it was chosen among
 
 
-def median_runs(phases: dict[int, Iterable[str]], runs: list[dict], bandwidths: dict[tuple[int, str, str], float]) -> dict[Key, Drawn]:
+def median_runs(
+    phases: dict[int, Iterable[str]], runs: list[dict], bandwidths: dict[tuple[int, str, str], float]
+) -> dict[Key, Drawn]:
     """Per cell, phase and direction, its run whose bandwidth is the median (the lower of the
     middle two) among its runs that have an output of that phase (`phases`: run id → its phases
     with one), by the bandwidth stored of each (`bandwidths`: (run id, phase, "<direction>_mb_s")
@@ -208,19 +242,29 @@ def median_runs(phases: dict[int, Iterable[str]], runs: list[dict], bandwidths: 
     return drawn
 
 
-def throughput_traces(drawn: dict[Key, Drawn], outputs: dict[int, list[RawOutput]]) -> tuple[list[ThroughputTrace], list[str]]:
+def throughput_traces(
+    drawn: dict[Key, Drawn], outputs: dict[int, list[RawOutput]]
+) -> tuple[list[ThroughputTrace], list[str]]:
     """The throughput over time of each cell's run drawn (median_runs), in its phase and direction,
     from that run's fio logs (`outputs`, by run id; LOG_TOOL)."""
     return _over_time(drawn, outputs, throughput_over_time, ThroughputTrace, "logs")
 
 
-def latency_traces(drawn: dict[Key, Drawn], outputs: dict[int, list[RawOutput]]) -> tuple[list[LatencyTrace], list[str]]:
+def latency_traces(
+    drawn: dict[Key, Drawn], outputs: dict[int, list[RawOutput]]
+) -> tuple[list[LatencyTrace], list[str]]:
     """The completion latency over time of each cell's run drawn (median_runs), in its phase and
     direction, from that run's histogram logs (`outputs`, by run id; fio_hist.HIST_TOOL)."""
     return _over_time(drawn, outputs, latency_over_time, LatencyTrace, "histogram logs")
 
 
-def _over_time(drawn: dict[Key, Drawn], outputs: dict[int, list[RawOutput]], parse: Callable[[str], list], trace: Callable, what: str) -> tuple[list, list[str]]:
+def _over_time(
+    drawn: dict[Key, Drawn],
+    outputs: dict[int, list[RawOutput]],
+    parse: Callable[[str], list],
+    trace: Callable,
+    what: str,
+) -> tuple[list, list[str]]:
     """Each drawn run's output of its phase parsed (`parse`: per direction, each with its
     .direction) into `trace`s of its direction; what cannot be parsed, said."""
     traces, unreadable = [], []
@@ -234,7 +278,9 @@ def _over_time(drawn: dict[Key, Drawn], outputs: dict[int, list[RawOutput]], par
                 parsed[(d.run_id, phase)] = parse(output.text)
             except ValueError as exc:
                 parsed[(d.run_id, phase)] = []
-                unreadable.append(f"{target} · {workload} · run {d.repetition}: fio's stored {what} cannot be read ({exc})")
+                unreadable.append(
+                    f"{target} · {workload} · run {d.repetition}: fio's stored {what} cannot be read ({exc})"
+                )
         found = next((t for t in parsed[(d.run_id, phase)] if t.direction == direction), None)
         if found is not None:
             traces.append(trace(workload, target, phase, d.repetition, d.runs, found))

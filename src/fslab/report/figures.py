@@ -87,7 +87,10 @@ class Renderers:
     def draw(self, charts: list[Chart]) -> Drawing:
         """Every chart sent to be drawn, as SVG and PNG; `write` waits for them."""
         try:
-            return Drawing(charts, [self.pool.submit(renderers.drawn, chart.spec, self.vega_lite, self.png_scale) for chart in charts])
+            return Drawing(
+                charts,
+                [self.pool.submit(renderers.drawn, chart.spec, self.vega_lite, self.png_scale) for chart in charts],
+            )
         except BrokenProcessPool:
             raise _ended("as it started") from None
 
@@ -102,10 +105,14 @@ def figures_meanwhile(wanted: bool = True, png_scale: int | None = None) -> Iter
         return
     png_scale = PNG_SCALE if png_scale is None else png_scale
     if png_scale not in PNG_SCALES:
-        raise FigureError(f"--png-scale {png_scale}: a PNG has 1 to 4 pixels per CSS pixel of the page (1, the default, as the page shows it); give one of 1, 2, 3, 4")
+        raise FigureError(
+            f"--png-scale {png_scale}: a PNG has 1 to 4 pixels per CSS pixel of the page (1, the default, as the page shows it); give one of 1, 2, 3, 4"
+        )
     version = vega_lite()
     count = max(1, min(RENDERERS, len(os.sched_getaffinity(0))))
-    pool = ProcessPoolExecutor(count, mp_context=multiprocessing.get_context("spawn"), initializer=renderers.ready, initargs=(version,))
+    pool = ProcessPoolExecutor(
+        count, mp_context=multiprocessing.get_context("spawn"), initializer=renderers.ready, initargs=(version,)
+    )
     try:
         for _ in range(count):
             pool.submit(renderers.started)
@@ -121,7 +128,9 @@ def _ended(when: str) -> FigureError:
     )
 
 
-def write_figures(charts: list[Chart], folder: Path, rendered: Callable[[int, int], None] | None = None, png_scale: int | None = None) -> list[Path]:
+def write_figures(
+    charts: list[Chart], folder: Path, rendered: Callable[[int, int], None] | None = None, png_scale: int | None = None
+) -> list[Path]:
     """NAME.svg and NAME.png of every chart in `folder` (made if missing): Drawing.write."""
     with figures_meanwhile(png_scale=png_scale) as drawing:
         assert drawing is not None

@@ -29,7 +29,9 @@ def write_reports(db: ResultsDB, s: StudySummary, directory: Path) -> list[Path]
     own_folder(directory)
     own_folder(folder)
     registered = report_files()
-    stale = [f for f in registered if f.current is None or not f.current(folder, source)]  # all judged before any is written
+    stale = [
+        f for f in registered if f.current is None or not f.current(folder, source)
+    ]  # all judged before any is written
     write_all(folder, {f.name: f.render(source) for f in stale})
     return [folder / f.name for f in registered]
 
@@ -37,7 +39,10 @@ def write_reports(db: ResultsDB, s: StudySummary, directory: Path) -> list[Path]
 def export_tables(db: ResultsDB, s: StudySummary, folder: Path, form: TableForm) -> list[Path]:
     """`fslab export`: the runs table (every run, long format) and the summary table (every
     cell's statistics) in `folder`, for pandas, in `form` (formats.table_form_named)."""
-    tables = {"runs": (RUN_COLUMNS, run_rows(db.run_metrics(s.study_run["id"]))), "summary": (SUMMARY_COLUMNS, summary_rows(s))}
+    tables = {
+        "runs": (RUN_COLUMNS, run_rows(db.run_metrics(s.study_run["id"]))),
+        "summary": (SUMMARY_COLUMNS, summary_rows(s)),
+    }
     written = {f"{name}.{form.suffix}": form.encode(columns, rows) for name, (columns, rows) in tables.items()}
     own_folder(folder.parent)
     return write_all(folder, written)

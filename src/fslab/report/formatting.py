@@ -51,16 +51,19 @@ def fmt_cv(s: Summary | None) -> str:
     return "–" if s is None or s.cv is None else f"{s.cv * 100:.1f}%"
 
 
-
 def metric_label(metric: str) -> str:
-    """"read_iops" → "read IOPS", "write_lat_p99_us" → "write p99 latency", "after.read_iops" →
+    """ "read_iops" → "read IOPS", "write_lat_p99_us" → "write p99 latency", "after.read_iops" →
     "after: read IOPS"; a metric that is not fio's per direction, as named ("elapsed_s")."""
     phase, _, own = metric.rpartition(".")
     direction, _, name = own.partition("_")
-    label = f"{direction} " + {"iops": "IOPS", "lat_p99_us": "p99 latency", "mb_s": "MB/s", "mib_s": "MiB/s"}.get(name, name) if direction in DIRECTIONS else own
+    label = (
+        f"{direction} "
+        + {"iops": "IOPS", "lat_p99_us": "p99 latency", "mb_s": "MB/s", "mib_s": "MiB/s"}.get(name, name)
+        if direction in DIRECTIONS
+        else own
+    )
     return f"{phase}: {label}" if phase else label
 
 
 def fmt_p(p: float | None) -> str:
     return "–" if p is None else ("<0.0001" if p < 1e-4 else f"{p:.4f}")
-

@@ -31,13 +31,37 @@ from fslab.report.charts import comparison_chart, study_charts
 from fslab.report.conclusions import Conclusion, conclusions
 from fslab.report.console import TEXT_COLUMNS
 from fslab.report.details import RunDetails
-from fslab.report.sections import COMPARISON_COLUMNS, Kind, Section, compare_left_out_line, comparison_rows, repetitions_line, scale_text, sections
+from fslab.report.sections import (
+    COMPARISON_COLUMNS,
+    Kind,
+    Section,
+    compare_left_out_line,
+    comparison_rows,
+    repetitions_line,
+    scale_text,
+    sections,
+)
 from fslab.report.summary import StudySummary
 from fslab.units import format_size
 
 TEMPLATES = Path(__file__).parent / "templates"
 VERDICT_CLASS = {"faster": "faster", "slower": "slower"}  # rows coloured only where a difference is significant
-DEVICE_FACTS = ["device", "kind", "size", "model", "serial", "firmware", "rotational", "logical_sector", "physical_sector", "scheduler", "nr_requests", "queue_depth", "discard", "backing_file"]
+DEVICE_FACTS = [
+    "device",
+    "kind",
+    "size",
+    "model",
+    "serial",
+    "firmware",
+    "rotational",
+    "logical_sector",
+    "physical_sector",
+    "scheduler",
+    "nr_requests",
+    "queue_depth",
+    "discard",
+    "backing_file",
+]
 
 
 class ReportError(FslabError):
@@ -108,7 +132,9 @@ class Page:
 
     @property
     def charts(self) -> list[Chart]:
-        return [c for s in self.comparisons if s.chart for c in [s.chart]] + [c for r in self.runs for w in r.workloads for c in w.charts]
+        return [c for s in self.comparisons if s.chart for c in [s.chart]] + [
+            c for r in self.runs for w in r.workloads for c in w.charts
+        ]
 
 
 def run_section(s: StudySummary, details: RunDetails, chart_prefix: str = "") -> RunSection:
@@ -129,7 +155,9 @@ def run_section(s: StudySummary, details: RunDetails, chart_prefix: str = "") ->
                 *header, method = section.lines  # the method closes the page, under its own heading
             case Kind.TARGETS:
                 at = section.columns.index("NOT in effect")
-                targets = Table(section.columns, section.rows, ["not-in-effect" if row[at] != "–" else "" for row in section.rows])
+                targets = Table(
+                    section.columns, section.rows, ["not-in-effect" if row[at] != "–" else "" for row in section.rows]
+                )
             case Kind.SKIPPED:
                 skipped = section.lines
             case Kind.OVERVIEW:
@@ -162,7 +190,13 @@ def run_section(s: StudySummary, details: RunDetails, chart_prefix: str = "") ->
         skipped=skipped,
         environment=_environment(sr["environment"]),
         hosts=_hosts(s),
-        tools=Table(["tool", "version"], [[name, version or "not found"] for name, version in sorted((sr["environment"].get("tools") or {}).items())]),
+        tools=Table(
+            ["tool", "version"],
+            [
+                [name, version or "not found"]
+                for name, version in sorted((sr["environment"].get("tools") or {}).items())
+            ],
+        ),
         devices=_devices(details.devices),
         workloads=[_workload_section(s, w, its, charts, said[w], details) for w, its in of_workload.items()],
         failures=failures,
@@ -170,7 +204,9 @@ def run_section(s: StudySummary, details: RunDetails, chart_prefix: str = "") ->
     )
 
 
-def _workload_section(s: StudySummary, workload: str, its: list[Section], charts: list[Chart], said: list[Conclusion], details: RunDetails) -> WorkloadSection:
+def _workload_section(
+    s: StudySummary, workload: str, its: list[Section], charts: list[Chart], said: list[Conclusion], details: RunDetails
+) -> WorkloadSection:
     """A workload's sections (its table, its monitors', its comparisons, its rankings) with what
     the page adds: its charts (of the study run's), what was found of its runs, its conclusions
     and job files."""
@@ -198,20 +234,36 @@ def _workload_section(s: StudySummary, workload: str, its: list[Section], charts
         rankings=rankings,
         found=[(c.target, note) for c in s.cells_of(workload) for note in c.notes],
         conclusions=said,
-        job_files=[(t["name"], details.job_files[(workload, t["name"])]) for t in s.targets if (workload, t["name"]) in details.job_files],
+        job_files=[
+            (t["name"], details.job_files[(workload, t["name"])])
+            for t in s.targets
+            if (workload, t["name"]) in details.job_files
+        ],
     )
 
 
 def comparison_section(
-    older: dict, newer: dict, rows: list[Row], regressed: list[Row], environment: list[tuple[str, object, object]], left_out: Sequence[tuple[str, str]] = ()
+    older: dict,
+    newer: dict,
+    rows: list[Row],
+    regressed: list[Row],
+    environment: list[tuple[str, object, object]],
+    left_out: Sequence[tuple[str, str]] = (),
 ) -> ComparisonSection:
     """`fslab compare`'s rows of two study runs as a part of the page, and the cells it left out."""
     return ComparisonSection(
         anchor=f"compare{older['id']}-{newer['id']}",
         heading=f"Study run {newer['id']} against study run {older['id']}",
-        environment=Table(["environment", f"study run {older['id']}", f"study run {newer['id']}"], [[k, str(a), str(b)] for k, a, b in environment]) if environment else None,
+        environment=Table(
+            ["environment", f"study run {older['id']}", f"study run {newer['id']}"],
+            [[k, str(a), str(b)] for k, a, b in environment],
+        )
+        if environment
+        else None,
         chart=comparison_chart(rows, older["id"], newer["id"]),
-        table=_verdict_table(["workload", *COMPARISON_COLUMNS], [[r.workload, *cells] for r, cells in zip(rows, comparison_rows(rows))]),
+        table=_verdict_table(
+            ["workload", *COMPARISON_COLUMNS], [[r.workload, *cells] for r, cells in zip(rows, comparison_rows(rows))]
+        ),
         regressions=[f"{r.target} · {r.workload} · {r.metric}: ×{r.comparison.ratio:.3f}" for r in regressed],
         left_out=compare_left_out_line(left_out),
     )
@@ -223,14 +275,30 @@ def render_page(page: Any, vega_bundle: Callable[[], str] | None = None, templat
     (the trend page's: trend_page.py)."""
     specs = {c.name: _fitted(c.spec) for c in page.charts}
     if len(specs) != len(page.charts):
-        raise ReportError("two charts of the report share a name: " + ", ".join(sorted({c.name for c in page.charts if [d.name for d in page.charts].count(c.name) > 1})))
-    return _environment_of_templates().get_template(template).render(
-        page=page, specs=_script_json(specs), vega_script=Markup((vega_bundle or bundle.vega_bundle)()), fslab_version=__version__,
+        raise ReportError(
+            "two charts of the report share a name: "
+            + ", ".join(sorted({c.name for c in page.charts if [d.name for d in page.charts].count(c.name) > 1}))
+        )
+    return (
+        _environment_of_templates()
+        .get_template(template)
+        .render(
+            page=page,
+            specs=_script_json(specs),
+            vega_script=Markup((vega_bundle or bundle.vega_bundle)()),
+            fslab_version=__version__,
+        )
     )
 
 
 def _environment_of_templates() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
     env.filters["emphasis"] = emphasis
     env.filters["wrapped"] = wrapped
     env.filters["chart_id"] = lambda name: "chart-" + file_name(name)
@@ -257,7 +325,13 @@ def _script_json(value: object) -> Markup:
     (a target's name, a title) can end the element or open a comment. orjson: a page of 188
     charts is 4 MB of JSON, a tenth of a second of json's, a hundredth of orjson's."""
     text = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
-    return Markup(text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+    return Markup(
+        text.replace("&", "\\u0026")
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
 
 
 def _fitted(spec: dict) -> dict:
@@ -279,7 +353,10 @@ def _failures(section: Section) -> Table:
     """The failed runs as the page has always titled them: "run" for the repetition, "–" for a
     phase not recorded (a run stored before schema version 3)."""
     phase = section.columns.index("phase")
-    return Table(["run" if c == "repetition" else c for c in section.columns], [[(cell or "–") if i == phase else cell for i, cell in enumerate(row)] for row in section.rows])
+    return Table(
+        ["run" if c == "repetition" else c for c in section.columns],
+        [[(cell or "–") if i == phase else cell for i, cell in enumerate(row)] for row in section.rows],
+    )
 
 
 def _environment(env: dict) -> list[tuple[str, str]]:
@@ -299,12 +376,19 @@ def _hosts(s: StudySummary) -> Table | None:
     """The hosts' facts (their devices are in the devices' table, by "target @ host")."""
     if len(s.hosts.names) < 2:
         return None
-    rows = [[h.name, h.kernel, f"{h.cpu_model} × {h.cpu_count}", format_size(h.memory_bytes), h.machine_id or "–"] for h in s.host_facts]
+    rows = [
+        [h.name, h.kernel, f"{h.cpu_model} × {h.cpu_count}", format_size(h.memory_bytes), h.machine_id or "–"]
+        for h in s.host_facts
+    ]
     return Table(["host", "kernel", "CPU", "memory", "machine id"], rows) if rows else None
 
 
 def _devices(devices: dict[str, list[dict]]) -> Table | None:
-    rows = [[target, *(_fact(name, facts.get(name)) for name in DEVICE_FACTS)] for target, each in devices.items() for facts in each]
+    rows = [
+        [target, *(_fact(name, facts.get(name)) for name in DEVICE_FACTS)]
+        for target, each in devices.items()
+        for facts in each
+    ]
     return Table(["target", *(name.replace("_", " ") for name in DEVICE_FACTS)], rows) if rows else None
 
 

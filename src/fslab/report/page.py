@@ -57,17 +57,34 @@ def write_report(
     the runs of several hosts pooled per cell (summary.Hosts)."""
     studies = {sr["study"] for sr in study_runs}
     if len(studies) > 1:
-        raise ReportRefused(f"study runs {', '.join(str(sr['id']) for sr in study_runs)} are of different studies ({', '.join(sorted(studies))}): a page compares runs of one study")
+        raise ReportRefused(
+            f"study runs {', '.join(str(sr['id']) for sr in study_runs)} are of different studies ({', '.join(sorted(studies))}): a page compares runs of one study"
+        )
     with vega_bundle_meanwhile() as vega_bundle, figures_meanwhile(figures, png_scale) as renderers:
-        summaries = [summarize_study_run(db, sr["id"], baseline=baseline, threshold=threshold, units=units, pool_hosts=pool_hosts) for sr in study_runs]
+        summaries = [
+            summarize_study_run(
+                db, sr["id"], baseline=baseline, threshold=threshold, units=units, pool_hosts=pool_hosts
+            )
+            for sr in study_runs
+        ]
         several = len(study_runs) > 1
-        runs = [run_section(s, run_details(db, s), chart_prefix=f"{s.study_run['id']}-" if several else "") for s in summaries]
+        runs = [
+            run_section(s, run_details(db, s), chart_prefix=f"{s.study_run['id']}-" if several else "")
+            for s in summaries
+        ]
         first = study_runs[0]
         comparisons = []
         for later, s in zip(study_runs[1:], summaries[1:]):
             compared = compare_runs(db, first["id"], later["id"], threshold=threshold, pool_hosts=pool_hosts)
             comparisons.append(
-                comparison_section(first, later, compared.rows, regressions(compared.rows, regression), environment_differences(first["environment"], later["environment"]), compared.left_out)
+                comparison_section(
+                    first,
+                    later,
+                    compared.rows,
+                    regressions(compared.rows, regression),
+                    environment_differences(first["environment"], later["environment"]),
+                    compared.left_out,
+                )
             )
         ids = ", ".join(str(sr["id"]) for sr in study_runs)
         title = f"{first['study']} — study run{'s' if len(study_runs) > 1 else ''} {ids}"

@@ -16,9 +16,29 @@ ROWS = [{"target": t, "value": v, "low": v * 0.9, "high": v * 1.1} for t, v in (
 FIRST = {
     "data": {"values": ROWS},
     "layer": [
-        {"mark": "bar", "encoding": {"x": {"field": "target", "type": "nominal"}, "y": {"field": "value", "type": "quantitative"}, "color": {"field": "target", "type": "nominal"}}},
-        {"mark": {"type": "errorbar", "ticks": True}, "encoding": {"x": {"field": "target", "type": "nominal"}, "y": {"field": "low", "type": "quantitative"}, "y2": {"field": "high"}}},
-        {"mark": {"type": "line", "point": True}, "encoding": {"x": {"field": "target", "type": "nominal"}, "y": {"field": "high", "type": "quantitative", "scale": {"type": "log"}}}},
+        {
+            "mark": "bar",
+            "encoding": {
+                "x": {"field": "target", "type": "nominal"},
+                "y": {"field": "value", "type": "quantitative"},
+                "color": {"field": "target", "type": "nominal"},
+            },
+        },
+        {
+            "mark": {"type": "errorbar", "ticks": True},
+            "encoding": {
+                "x": {"field": "target", "type": "nominal"},
+                "y": {"field": "low", "type": "quantitative"},
+                "y2": {"field": "high"},
+            },
+        },
+        {
+            "mark": {"type": "line", "point": True},
+            "encoding": {
+                "x": {"field": "target", "type": "nominal"},
+                "y": {"field": "high", "type": "quantitative", "scale": {"type": "log"}},
+            },
+        },
     ],
     "resolve": {"scale": {"y": "independent"}},
     "config": {"legend": {"orient": "bottom"}},

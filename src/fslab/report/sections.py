@@ -74,7 +74,10 @@ def sections(s: StudySummary) -> list[Section]:
     the fio overview, then per workload its table, its monitors', its comparisons (one per
     baseline) and its rankings; the failed runs last. A section with nothing to show is left
     out, but a workload's rankings (whose absence a format may mark)."""
-    out = [Section(Kind.INTRO, lines=[*header_lines(s), method_line(s)]), Section(Kind.TARGETS, "Targets", TARGET_COLUMNS, target_rows(s))]
+    out = [
+        Section(Kind.INTRO, lines=[*header_lines(s), method_line(s)]),
+        Section(Kind.TARGETS, "Targets", TARGET_COLUMNS, target_rows(s)),
+    ]
     if skipped := skipped_lines(s):
         out.append(Section(Kind.SKIPPED, "Skipped targets", lines=skipped))
     if overview := overview_table(s):
@@ -87,16 +90,23 @@ def sections(s: StudySummary) -> list[Section]:
         for baseline, compared in comparison_groups(s.analysis.rows_of(workload)):
             rows = comparison_rows(compared, caveats)
             named = with_caveats(baseline, caveats)
-            out.append(Section(
-                Kind.COMPARISON, "Compared with", COMPARISON_COLUMNS, rows, named=named, workload=workload
-            ))
+            out.append(
+                Section(Kind.COMPARISON, "Compared with", COMPARISON_COLUMNS, rows, named=named, workload=workload)
+            )
         if between := s.analysis.between_of(workload):  # against the workload it is paired with, target by target
             rows, named = comparison_rows(between, caveats), between[0].baseline_workload or ""
             paired = Section(Kind.COMPARISON, BETWEEN_TITLE, COMPARISON_COLUMNS, rows, named=named, workload=workload)
             out.append(paired)
         out.append(Section(Kind.RANKING, lines=ranking_lines(s, workload), workload=workload))
     if s.failures:
-        out.append(Section(Kind.FAILURES, "Failed runs", FAILURE_COLUMNS, [[f.target, f.workload, str(f.repetition), f.phase, f.error] for f in s.failures]))
+        out.append(
+            Section(
+                Kind.FAILURES,
+                "Failed runs",
+                FAILURE_COLUMNS,
+                [[f.target, f.workload, str(f.repetition), f.phase, f.error] for f in s.failures],
+            )
+        )
     return out
 
 
@@ -109,19 +119,48 @@ def target_rows(s: StudySummary) -> list[list[str]]:
             rows.append([t["name"], "–", "–", "–", "–", "–", "–", t["tool_version"] or "–"])
             continue
         asked = s.requested_options.get(t["name"], "–")
-        rows.append([
-            t["name"], t["filesystem"], " → ".join([str(spec.get("devices", 1)), *spec.get("layers", [])]), " ".join(spec["mkfs_options"]) or "–", asked,
-            s.effective_mount_options.get(t["name"], "–"), ", ".join(s.not_in_effect.get(t["name"], [])) or "–", t["tool_version"] or "–",
-        ])
+        rows.append(
+            [
+                t["name"],
+                t["filesystem"],
+                " → ".join([str(spec.get("devices", 1)), *spec.get("layers", [])]),
+                " ".join(spec["mkfs_options"]) or "–",
+                asked,
+                s.effective_mount_options.get(t["name"], "–"),
+                ", ".join(s.not_in_effect.get(t["name"], [])) or "–",
+                t["tool_version"] or "–",
+            ]
+        )
     return rows
 
 
-TARGET_COLUMNS = ["target", "filesystem", "devices → layers", "mkfs options", "requested", "mount options (effective)", "NOT in effect", "tool / engine"]
+TARGET_COLUMNS = [
+    "target",
+    "filesystem",
+    "devices → layers",
+    "mkfs options",
+    "requested",
+    "mount options (effective)",
+    "NOT in effect",
+    "tool / engine",
+]
 
 
-COLUMNS = ["target", "dir", "n", "IOPS median", "IOPS mean ± 95% CI", "IOPS CV", "MB/s median", "MB/s mean ± 95% CI", "MB/s CV"] + [
-    f"lat {p.replace('_', '.')}" for p in PERCENTILES
-] + ["notes"]
+COLUMNS = (
+    [
+        "target",
+        "dir",
+        "n",
+        "IOPS median",
+        "IOPS mean ± 95% CI",
+        "IOPS CV",
+        "MB/s median",
+        "MB/s mean ± 95% CI",
+        "MB/s CV",
+    ]
+    + [f"lat {p.replace('_', '.')}" for p in PERCENTILES]
+    + ["notes"]
+)
 
 
 def table_columns(units: Bandwidth, columns: list[str] = COLUMNS) -> list[str]:
@@ -155,10 +194,23 @@ def shown(metric: str, units: Bandwidth = Bandwidth.MB) -> bool:
 
 def metric_rows(cell: CellSummary, metric_units: dict[str, str], units: Bandwidth = Bandwidth.MB) -> list[list[str]]:
     rows = []
-    for name in [m for m in [*cell.primary, *sorted(m for m in cell.metrics if m not in cell.primary)] if shown(m, units)]:
+    for name in [
+        m for m in [*cell.primary, *sorted(m for m in cell.metrics if m not in cell.primary)] if shown(m, units)
+    ]:
         stats = cell.metrics[name]
         figure = flagged(cell, fmt(stats.median), name)
-        rows.append([cell.target, name, runs_count(cell, stats), figure, fmt_mean_ci(stats), fmt_cv(stats), metric_units.get(name, ""), "; ".join([*stats.warnings, *(cell.notes if not rows else [])])])
+        rows.append(
+            [
+                cell.target,
+                name,
+                runs_count(cell, stats),
+                figure,
+                fmt_mean_ci(stats),
+                fmt_cv(stats),
+                metric_units.get(name, ""),
+                "; ".join([*stats.warnings, *(cell.notes if not rows else [])]),
+            ]
+        )
     return rows or [[cell.target, "–", f"0 ({cell.failed} failed)", *["–"] * (len(METRIC_COLUMNS) - 3)]]
 
 
@@ -166,10 +218,27 @@ def table_rows(cell: CellSummary, units: Bandwidth = Bandwidth.MB) -> list[list[
     rows = []
     for d in cell.directions():
         iops, mb = cell.metrics.get(f"{d}_iops"), cell.metrics.get(f"{d}_{units.metric}")
-        latencies = [fmt_latency(cell.metrics[f"{d}_lat_{p}_us"].median) if f"{d}_lat_{p}_us" in cell.metrics else "–" for p in PERCENTILES]
+        latencies = [
+            fmt_latency(cell.metrics[f"{d}_lat_{p}_us"].median) if f"{d}_lat_{p}_us" in cell.metrics else "–"
+            for p in PERCENTILES
+        ]
         notes = "; ".join([*iops.warnings, *submission_note(cell, d), *(cell.notes if not rows else [])])
         figure = flagged(cell, fmt(iops.median), f"{d}_iops")
-        rows.append([cell.target, d, runs_count(cell, iops), figure, fmt_mean_ci(iops), fmt_cv(iops), fmt(mb.median), fmt_mean_ci(mb), fmt_cv(mb), *latencies, notes])
+        rows.append(
+            [
+                cell.target,
+                d,
+                runs_count(cell, iops),
+                figure,
+                fmt_mean_ci(iops),
+                fmt_cv(iops),
+                fmt(mb.median),
+                fmt_mean_ci(mb),
+                fmt_cv(mb),
+                *latencies,
+                notes,
+            ]
+        )
     if not rows:
         rows.append([cell.target, "–", f"0 ({cell.failed} failed)", *["–"] * (len(COLUMNS) - 3)])
     return rows
@@ -184,7 +253,20 @@ def runs_count(cell: CellSummary, stats: Summary) -> str:
 # bandwidth, average and P50/P95/P99 total latency — with n and the 95 % intervals it lacked.
 # Every figure is the median over the cell's runs (of each run's mean or percentile), as in the
 # workload tables; the intervals are of the mean.
-OVERVIEW_COLUMNS = ["target", "workload", "dir", "IOPS", "MB/s", "avg latency", "P50", "P95", "P99", "n", "IOPS mean ± 95% CI", "MB/s mean ± 95% CI"]
+OVERVIEW_COLUMNS = [
+    "target",
+    "workload",
+    "dir",
+    "IOPS",
+    "MB/s",
+    "avg latency",
+    "P50",
+    "P95",
+    "P99",
+    "n",
+    "IOPS mean ± 95% CI",
+    "MB/s mean ± 95% CI",
+]
 
 
 def overview_table(s: StudySummary) -> tuple[list[str], list[list[str]]] | None:
@@ -283,7 +365,6 @@ def submission_note(cell: CellSummary, direction: str) -> list[str]:
     ]
 
 
-
 COMPARISON_COLUMNS = ["target", "metric", "ratio", "95% CI", "p (BH)", "Mann–Whitney p", "verdict", "detectable"]
 BETWEEN_TITLE = "Compared on each target with workload"  # a workload against the one it is paired with (compare_with)
 
@@ -314,12 +395,18 @@ def comparison_groups(rows: list[Row]) -> list[tuple[str, list[Row]]]:
 
 
 def workload_title(s: StudySummary, workload: str) -> str:
-    """"seq_write (direct I/O; data: random)": how it reached the device and what it wrote, in
+    """ "seq_write (direct I/O; data: random)": how it reached the device and what it wrote, in
     short (the whole record is stored with every run); "files preallocated" where its files
     were, unlike fslab's default (fio.NO_PREALLOCATION)."""
     data, limit, recorded = s.data.get(workload), s.memory_limits.get(workload), s.preallocation.get(workload, "")
-    io = ("buffered I/O" if workload in s.buffered else "direct I/O") + (f", memory ≤ {format_size(limit)}" if limit else "")
-    parts = [io, *([f"data: {data.split(' (')[0]}"] if data else []), *([f"files preallocated (fio fallocate={recorded})"] if preallocates(recorded) else [])]
+    io = ("buffered I/O" if workload in s.buffered else "direct I/O") + (
+        f", memory ≤ {format_size(limit)}" if limit else ""
+    )
+    parts = [
+        io,
+        *([f"data: {data.split(' (')[0]}"] if data else []),
+        *([f"files preallocated (fio fallocate={recorded})"] if preallocates(recorded) else []),
+    ]
     return f"{workload} ({'; '.join(parts)})"
 
 
@@ -412,7 +499,8 @@ def method_line(s: StudySummary) -> str:
         + (
             "A workload paired with another (compare_with) is compared with it on each target both ran on, "
             "in the same family. "
-            if s.analysis.between else ""
+            if s.analysis.between
+            else ""
         )
         + "'detectable' is the smallest change these runs would detect (80 % power); a figure from too few runs says how many it needs. "
         "Ranking: '>' detectably better, '=' not told apart; where that cannot be said exactly, letters: targets sharing one are not told apart."
@@ -430,7 +518,11 @@ def hosts_text(s: StudySummary) -> str:
         )
     if hosts.pooling:
         spread = (s.study_run.get("settings") or {}).get("spread")
-        why = "the study run was spread over them (--spread: each planned run ran once, on one of them)" if spread else "--pool-hosts"
+        why = (
+            "the study run was spread over them (--spread: each planned run ran once, on one of them)"
+            if spread
+            else "--pool-hosts"
+        )
         return (
             f" {hosts.pooling} hosts pooled ({', '.join(hosts.names)}; {why}), host treated as a block: each host's values of a workload and "
             "metric are divided by that host's geometric mean of them (all targets) before the comparisons, so what sets one host above "
@@ -453,12 +545,19 @@ def repetitions_line(s: StudySummary) -> str:
     )
     if short:
         widths = (f"±{o['half_width']:.1%}" if o["half_width"] is not None else "no interval" for o in short.values())
-        line += " Not converged: " + "; ".join(f"{cell} ({width} after {o['runs']} runs, {o['status']})" for (cell, o), width in zip(short.items(), widths)) + "."
+        line += (
+            " Not converged: "
+            + "; ".join(
+                f"{cell} ({width} after {o['runs']} runs, {o['status']})"
+                for (cell, o), width in zip(short.items(), widths)
+            )
+            + "."
+        )
     return line
 
 
 def scale_text(s: StudySummary) -> str:
-    """"scale 0.1", or "scale 0.1 (sizes only)" when --scale-sizes-only kept the runtimes."""
+    """ "scale 0.1", or "scale 0.1 (sizes only)" when --scale-sizes-only kept the runtimes."""
     sizes_only = (s.study_run.get("settings") or {}).get("scale_sizes_only")
     return f"scale {s.study_run['scale']:g}" + (" (sizes only)" if sizes_only else "")
 
@@ -469,7 +568,9 @@ def skipped_lines(s: StudySummary) -> list[str]:
     and the targets that were to be compared with it and so are compared with none."""
     if not s.skipped:
         return []
-    compared = {r.target for r in s.analysis.rows} | {s.analysis.override}  # with --baseline they are compared all the same
+    compared = {r.target for r in s.analysis.rows} | {
+        s.analysis.override
+    }  # with --baseline they are compared all the same
     waiting: dict[str, list[str]] = defaultdict(list)
     for t in s.targets:
         if t["name"] not in compared:
@@ -484,7 +585,8 @@ def skipped_lines(s: StudySummary) -> list[str]:
             + (
                 f" — it is the baseline of {', '.join(orphans)}, so they are compared with none rather than with a substitute "
                 "(the rankings still order them; --baseline TARGET compares every target with one that ran)"
-                if orphans else ""
+                if orphans
+                else ""
             )
         )
     return lines
@@ -501,7 +603,11 @@ def header_lines(s: StudySummary) -> list[str]:
                 f"Study **{sr['study']}**, study run {sr['id']}, **imported from {len(imported['files'])} file(s)** of fio's JSON ({tools.get('fio')}) "
                 f"on {imported['at'][:19].replace('T', ' ')} UTC, measured from {sr['started_at']:%Y-%m-%d %H:%M:%S} to {sr['finished_at']:%Y-%m-%d %H:%M:%S} UTC; "
                 f"bandwidth in {s.units.describe()}. "
-                + ("One run per cell, one per file." if sr["repetitions"] == 1 else f"Up to {sr['repetitions']} runs per cell, one per file, in the order the files came.")
+                + (
+                    "One run per cell, one per file."
+                    if sr["repetitions"] == 1
+                    else f"Up to {sr['repetitions']} runs per cell, one per file, in the order the files came."
+                )
             ),
             "fslab did not run these: it knows each target by name and by fio's output alone (not its machine, filesystem or options); each fio job name is a workload, or one per set of options where its files ran it with different ones (named by those options).",
         ]
@@ -516,13 +622,18 @@ def header_lines(s: StudySummary) -> list[str]:
                 f"{format_size(env.get('memory_bytes', 0))} memory; {tools.get('fio')}; loop images on {images.get('fstype')} ({images.get('source')})."
             ),
         ]
-    return lines + [
-        (
-            "Latency is fio's total latency per I/O (submission + completion: slat + clat, what the application waits), "
-            "the median over runs of each run's percentile; clat and slat are stored as their own metrics. "
-            "mean ± x% is the mean with the half-width of its 95 % Student-t interval; CV is stdev/mean over runs."
-        ),
-    ] + scaling_lines(s) + cached_reference_lines(s)
+    return (
+        lines
+        + [
+            (
+                "Latency is fio's total latency per I/O (submission + completion: slat + clat, what the application waits), "
+                "the median over runs of each run's percentile; clat and slat are stored as their own metrics. "
+                "mean ± x% is the mean with the half-width of its 95 % Student-t interval; CV is stdev/mean over runs."
+            ),
+        ]
+        + scaling_lines(s)
+        + cached_reference_lines(s)
+    )
 
 
 def scaling_lines(s: StudySummary) -> list[str]:
@@ -534,14 +645,21 @@ def scaling_lines(s: StudySummary) -> list[str]:
             targets_of[change].append(t["name"])
     if not targets_of:
         return []
-    return [f"**Scaling changed the setup** ({scale_text(s)}): " + "; ".join(f"{', '.join(names)}: {change}" for change, names in targets_of.items()) + "."]
+    return [
+        f"**Scaling changed the setup** ({scale_text(s)}): "
+        + "; ".join(f"{', '.join(names)}: {change}" for change, names in targets_of.items())
+        + "."
+    ]
 
 
 def cached_reference_lines(s: StudySummary) -> list[str]:
     """Said once each: a raw reference no disk could produce means a cache answered; one whose
     sequential writes outrun its reads, that a volatile cache acknowledged its writes."""
     lines = []
-    for writes_only, heading, figures in ((False, "The raw reference is cached", "Absolute figures"), (True, "The raw reference's writes are cached", "Absolute write figures")):
+    for writes_only, heading, figures in (
+        (False, "The raw reference is cached", "Absolute figures"),
+        (True, "The raw reference's writes are cached", "Absolute write figures"),
+    ):
         found = [c for c in s.cached_reference if c.writes_only == writes_only]
         if found:
             first, more = found[0], len(found) - 1
@@ -551,5 +669,3 @@ def cached_reference_lines(s: StudySummary) -> list[str]:
                 + f". {figures} here are not disk figures; ratios measured in one study run are."
             )
     return lines
-
-

@@ -25,7 +25,10 @@ def steady_notes(values: Mapping[str, list[float]], spec: Mapping) -> list[str]:
     notes = []
     if attained := values.get("steady_state"):
         criteria = ", ".join(criteria_of(spec)) or "fio's criterion"
-        notes.append(f"steady state ({criteria}): {_count(attained)}" + (f", after {_spread(values['steady_state_s'])}" if values.get("steady_state_s") else ""))
+        notes.append(
+            f"steady state ({criteria}): {_count(attained)}"
+            + (f", after {_spread(values['steady_state_s'])}" if values.get("steady_state_s") else "")
+        )
     phases = [_phase(values, number, options) for number, options in enumerate(spec.get("precondition") or [], start=1)]
     if phases:
         notes.append("preconditioned: " + "; ".join(phases))
@@ -34,7 +37,9 @@ def steady_notes(values: Mapping[str, list[float]], spec: Mapping) -> list[str]:
 
 def criteria_of(spec: Mapping) -> list[str]:
     """The steady-state criteria the stored workload's jobs set, each once ("iops_slope:0.3%")."""
-    from fslab.guard.fio_jobs import stored_job  # fio's option tables: only for a cell that reached steady state, not every summary
+    from fslab.guard.fio_jobs import (
+        stored_job,
+    )  # fio's option tables: only for a cell that reached steady state, not every summary
 
     try:
         jobs = stored_job(spec["job"]).jobs() if isinstance(spec.get("job"), str) else []
@@ -68,7 +73,11 @@ def _phase(values: Mapping[str, list[float]], number: int, options: Mapping[str,
     criterion = options.get("steadystate")
     after = values.get(qualified(phase, "steady_state_s"))
     if not any(attained):
-        return f"{said}: not steady after {duration(statistics.median(took))} ({criterion})" if took else f"{said}: not steady ({criterion})"
+        return (
+            f"{said}: not steady after {duration(statistics.median(took))} ({criterion})"
+            if took
+            else f"{said}: not steady ({criterion})"
+        )
     steady = f"steady after {duration(statistics.median(after))}" if after else "steady"
     return f"{said}: {steady} ({criterion})" + ("" if all(attained) else f" in {_count(attained)}")
 
@@ -78,14 +87,14 @@ def _count(attained: list[float]) -> str:
 
 
 def _spread(seconds: list[float]) -> str:
-    """"12 s (median; 8–20 s)", or "12 s" of one run."""
+    """ "12 s (median; 8–20 s)", or "12 s" of one run."""
     if len(seconds) == 1:
         return duration(seconds[0])
     return f"{duration(statistics.median(seconds))} (median; {duration(min(seconds))}–{duration(max(seconds))})"
 
 
 def duration(seconds: float) -> str:
-    """"41 s", "2.5 s", "30 min", "1.5 h": as a reader says a phase's length."""
+    """ "41 s", "2.5 s", "30 min", "1.5 h": as a reader says a phase's length."""
     if seconds >= 3 * 3600:
         return f"{seconds / 3600:.1f} h".replace(".0 h", " h")
     if seconds >= 180:

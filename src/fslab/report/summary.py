@@ -47,7 +47,9 @@ class CellSummary:
     primary: list[str] = field(default_factory=list)  # its primary metrics (stored with them), in name order
     notes: list[str] = field(default_factory=list)  # what was found of its runs (runs.notes), each once with how often
     implausible: bool = False  # a run's figures cannot be real: the cell is flagged, never a plain result
-    host: str | None = None  # the host its runs ran on, where a study run's runs span several (its target then names it: "ext4 @ host-a")
+    host: str | None = (
+        None  # the host its runs ran on, where a study run's runs span several (its target then names it: "ext4 @ host-a")
+    )
     caveats: list[str] = field(default_factory=list)  # what goes with its figures wherever judged (Finding.caveat)
     withheld: dict[str, str] = field(default_factory=dict)  # metric key → why it is not given (not in `metrics`)
     above_ceiling: list[str] = field(default_factory=list)  # metrics whose interval lies above its ceiling
@@ -77,19 +79,33 @@ class StudySummary:
     warmups: int = 0  # warm-up runs stored and left out of the statistics
     effective_mount_options: dict[str, str] = field(default_factory=dict)
     not_in_effect: dict[str, list[str]] = field(default_factory=dict)  # target → options asked for, not applied
-    requested_options: dict[str, str] = field(default_factory=dict)  # target → the options it asked for, as shown (none: imported, or no run)
+    requested_options: dict[str, str] = field(
+        default_factory=dict
+    )  # target → the options it asked for, as shown (none: imported, or no run)
     buffered: set[str] = field(default_factory=set)  # workloads run through the page cache
     data: dict[str, str] = field(default_factory=dict)  # workload → the data pattern its runs recorded
-    preallocation: dict[str, str] = field(default_factory=dict)  # workload → fio's fallocate its jobs ran with (fio_preallocation.preallocation)
-    rewritten: dict[str, str] = field(default_factory=dict)  # workload → what fslab rewrote in its job file, from what (fio_rewrite.described)
+    preallocation: dict[str, str] = field(
+        default_factory=dict
+    )  # workload → fio's fallocate its jobs ran with (fio_preallocation.preallocation)
+    rewritten: dict[str, str] = field(
+        default_factory=dict
+    )  # workload → what fslab rewrote in its job file, from what (fio_rewrite.described)
     memory_limits: dict[str, int] = field(default_factory=dict)  # workload → the memory limit its runs recorded
     units: Bandwidth = Bandwidth.MB  # bandwidth as shown in the tables
-    samples: SampleGroups = field(default_factory=lambda: SampleGroups({}, {}, {}))  # the stored samples the statistics are of
+    samples: SampleGroups = field(
+        default_factory=lambda: SampleGroups({}, {}, {})
+    )  # the stored samples the statistics are of
     skipped: list[Unsupported] = field(default_factory=list)  # targets --skip-unsupported left out, and why
     cached_reference: list[CachedReference] = field(default_factory=list)  # raw figures no disk could produce
-    runs: list[dict] = field(default_factory=list)  # every run, failed and warm-up too, with what the summary reads of it (RUN_FACTS)
-    hosts: Hosts = field(default_factory=lambda: Hosts([], False))  # the hosts its runs ran on, and whether they are pooled
-    host_facts: list[Host] = field(default_factory=list)  # each host's facts, as recorded (none before schema version 10)
+    runs: list[dict] = field(
+        default_factory=list
+    )  # every run, failed and warm-up too, with what the summary reads of it (RUN_FACTS)
+    hosts: Hosts = field(
+        default_factory=lambda: Hosts([], False)
+    )  # the hosts its runs ran on, and whether they are pooled
+    host_facts: list[Host] = field(
+        default_factory=list
+    )  # each host's facts, as recorded (none before schema version 10)
     ceilings: list[Ceiling] = field(default_factory=list)  # each workload's ceiling, or why none
 
     def cells_of(self, workload: str) -> list[CellSummary]:
@@ -126,8 +142,22 @@ CEILING_NOTE = (
 
 # What a summary reads of each run; the runs files and the page read all of it (ResultsDB.runs).
 RUN_FACTS = (
-    "id", "target", "workload", "repetition", "warmup", "status", "error", "failure", "notes",
-    "data_pattern", "mount_options_effective", "fs_details", "buffered", "memory_limit", "options_applied", "host",
+    "id",
+    "target",
+    "workload",
+    "repetition",
+    "warmup",
+    "status",
+    "error",
+    "failure",
+    "notes",
+    "data_pattern",
+    "mount_options_effective",
+    "fs_details",
+    "buffered",
+    "memory_limit",
+    "options_applied",
+    "host",
 )
 
 UNNAMED_HOST = "(unnamed)"  # a run stored with no host, in a study run whose other runs name theirs
@@ -170,7 +200,10 @@ def cell_samples(db: ResultsDB, study_run_id: int, hosts: Hosts) -> SampleGroups
     groups = db.sample_groups(study_run_id)
     if not hosts.per_host:
         return groups
-    return replace(groups, values={(w, hosts.cell_target(t, h)): metrics for (w, t, h), metrics in host_values(db, study_run_id).items()})
+    return replace(
+        groups,
+        values={(w, hosts.cell_target(t, h)): metrics for (w, t, h), metrics in host_values(db, study_run_id).items()},
+    )
 
 
 @dataclass(frozen=True)
@@ -181,7 +214,9 @@ class Compared:
     left_out: list[tuple[str, str]]  # (workload, target) flagged on either side: judged nowhere
 
 
-def compare_runs(db: ResultsDB, older: int, newer: int, *, threshold: float = 0.03, pool_hosts: bool = False) -> Compared:
+def compare_runs(
+    db: ResultsDB, older: int, newer: int, *, threshold: float = 0.03, pool_hosts: bool = False
+) -> Compared:
     """Two study runs of one study, cell by cell: per host where either spans several (a target
     on a host against itself on that host), unless `pool_hosts` (each study run's hosts pooled
     as blocks, analysis.host_blocks). Two study runs of one host each are compared whatever
@@ -203,13 +238,17 @@ def compare_hosts(db: ResultsDB, study_run_id: int, baseline: str, other: str, *
     known = sorted({h for _, _, h in every})
     for host in (baseline, other):
         if host not in known:
-            raise AnalysisError(f"--hosts: no measured run of study run {study_run_id} ran on host '{host}'; its hosts: {', '.join(known) or 'none'}")
+            raise AnalysisError(
+                f"--hosts: no measured run of study run {study_run_id} ran on host '{host}'; its hosts: {', '.join(known) or 'none'}"
+            )
     if baseline == other:
         raise AnalysisError(f"--hosts: name two different hosts (both are '{baseline}')")
     groups = db.sample_groups(study_run_id)
     side = lambda host: replace(groups, values={(w, t): metrics for (w, t, h), metrics in every.items() if h == host})  # noqa: E731
     flagged = flagged_cells(db, study_run_id, Hosts(known, False))
-    left_out = sorted({(w, t) for w, t, _ in every if {(w, Hosted(t, baseline).name), (w, Hosted(t, other).name)} & flagged})
+    left_out = sorted(
+        {(w, t) for w, t, _ in every if {(w, Hosted(t, baseline).name), (w, Hosted(t, other).name)} & flagged}
+    )
     return Compared(compare_study_runs(side(baseline), side(other), threshold=threshold, left_out=left_out), left_out)
 
 
@@ -232,14 +271,22 @@ def summarize_study_run(
     skipped = by_target(Unsupported(**u) for u in settings.get("skipped", []))  # older study runs stored one per reason
     targets = db.targets(study_run_id)
     runs = db.runs(study_run_id, RUN_FACTS)
-    hosts = Hosts.of(runs, pool_hosts or bool((study_run.get("settings") or {}).get("spread")))  # spread: its hosts divided one plan (fleet/spread.py)
+    hosts = Hosts.of(
+        runs, pool_hosts or bool((study_run.get("settings") or {}).get("spread"))
+    )  # spread: its hosts divided one plan (fleet/spread.py)
     specs = {t["name"]: t for t in targets}
     applied = {r["id"]: _options_applied(specs[r["target"]], r) for r in runs}
-    per_host = [replace_target(r, hosts.cell_target(r["target"], r["host"])) for r in runs] if hosts.per_host else runs  # each run as its cell knows it
+    per_host = (
+        [replace_target(r, hosts.cell_target(r["target"], r["host"])) for r in runs] if hosts.per_host else runs
+    )  # each run as its cell knows it
     groups = cell_samples(db, study_run_id, hosts)
     stored_workloads = db.workloads(study_run_id)
     workloads = [w["name"] for w in stored_workloads]
-    failures = [FailedRun(r["target"], r["workload"], r["repetition"], (r["failure"] or {}).get("phase", ""), r["error"] or "") for r in per_host if r["status"] != "ok"]
+    failures = [
+        FailedRun(r["target"], r["workload"], r["repetition"], (r["failure"] or {}).get("phase", ""), r["error"] or "")
+        for r in per_host
+        if r["status"] != "ok"
+    ]
     failed = Counter((f.workload, f.target) for f in failures)
     found = _run_notes(per_host)
     data = {r["workload"]: r["data_pattern"] for r in runs if r["data_pattern"]}
@@ -253,14 +300,25 @@ def summarize_study_run(
     steps: dict[tuple[str, str], float] = {}  # (workload, metric) → its resolution, looked up once for all its cells
     cells = [
         CellSummary(
-            w, name, failed[key], _cell_statistics(groups.values.get(key, {}), groups.higher_is_better, above.get(key, {}), lambda metric, w=w: _step(steps, groups.kinds, w, metric)),
+            w,
+            name,
+            failed[key],
+            _cell_statistics(
+                groups.values.get(key, {}),
+                groups.higher_is_better,
+                above.get(key, {}),
+                lambda metric, w=w: _step(steps, groups.kinds, w, metric),
+            ),
             groups.roles.primary_in(w, groups.values.get(key, {})),
             [
-                *found.get(key, ([], False))[0], *flattered.get(key, []),
-                *steady_notes(groups.values.get(key, {}), specs_of[w]), *arc_notes(t["spec"], specs_of[w]),
+                *found.get(key, ([], False))[0],
+                *flattered.get(key, []),
+                *steady_notes(groups.values.get(key, {}), specs_of[w]),
+                *arc_notes(t["spec"], specs_of[w]),
                 *([CEILING_NOTE] if t["name"] in ceiling_targets else []),
             ],
-            found.get(key, ([], False))[1], host if hosts.per_host else None,
+            found.get(key, ([], False))[1],
+            host if hosts.per_host else None,
             above_ceiling=[m for m, b in above.get(key, {}).items() if b.reference is None],
         )
         for w in workloads
@@ -289,10 +347,19 @@ def summarize_study_run(
     if hosts.per_host:
         hosted = {(h := Hosted(t["name"], host)).name: h for host in hosts.names for t in judged}
     analysis = analyse(
-        {key: metrics for key, metrics in compared.items() if key not in flagged}, groups.higher_is_better,
-        list(hosted or (t["name"] for t in judged)), workloads,
-        baselines=baselines if hosted is None else {name: Hosted(baselines[h.target], h.host).name for name, h in hosted.items()},
-        baseline=baseline, threshold=threshold, precision=precision, roles=groups.roles, kinds=groups.kinds, hosts=hosted,
+        {key: metrics for key, metrics in compared.items() if key not in flagged},
+        groups.higher_is_better,
+        list(hosted or (t["name"] for t in judged)),
+        workloads,
+        baselines=baselines
+        if hosted is None
+        else {name: Hosted(baselines[h.target], h.host).name for name, h in hosted.items()},
+        baseline=baseline,
+        threshold=threshold,
+        precision=precision,
+        roles=groups.roles,
+        kinds=groups.kinds,
+        hosts=hosted,
         compare_with={w: other for w, spec in specs_of.items() if (other := spec.get("compare_with")) in specs_of},
     )
     return StudySummary(
@@ -333,20 +400,29 @@ def replace_target(run: dict, target: str) -> dict:
 
 
 def _beyond_raw(
-    db: ResultsDB, study_run_id: int, hosts: Hosts, groups: SampleGroups, targets: list[dict], fio_options: dict[str, dict]
+    db: ResultsDB,
+    study_run_id: int,
+    hosts: Hosts,
+    groups: SampleGroups,
+    targets: list[dict],
+    fio_options: dict[str, dict],
 ) -> tuple[dict[tuple[str, str], dict[str, BeyondRaw]], list[CachedReference]]:
     """Each cell's figures beyond what its raw devices delivered, and the raw figures no disk could
     produce: of the devices of the same host, where the study run is summarised per host."""
     references = raw_references(targets)
     if not hosts.per_host:
-        return beyond_raw(groups.values, references, roles=groups.roles, higher_is_better=groups.higher_is_better), cached_references(groups.values, targets, fio_options)
+        return beyond_raw(
+            groups.values, references, roles=groups.roles, higher_is_better=groups.higher_is_better
+        ), cached_references(groups.values, targets, fio_options)
     above, cached = {}, []
     every = host_values(db, study_run_id)
     for host in hosts.names:
         own = {(w, t): metrics for (w, t, h), metrics in every.items() if h == host}
         found = beyond_raw(own, references, roles=groups.roles, higher_is_better=groups.higher_is_better)
         above |= {(w, hosts.cell_target(t, host)): beyond for (w, t), beyond in found.items()}
-        cached += [replace(c, target=hosts.cell_target(c.target, host)) for c in cached_references(own, targets, fio_options)]
+        cached += [
+            replace(c, target=hosts.cell_target(c.target, host)) for c in cached_references(own, targets, fio_options)
+        ]
     return above, cached
 
 
@@ -388,7 +464,10 @@ def _run_notes(runs: list[dict]) -> dict[tuple[str, str], tuple[list[str], bool]
                 found[cell].setdefault(kind, []).append(says)
     return {
         cell: (
-            [("IMPLAUSIBLE: " if not plausible else "") + f"{said[0]} ({len(said)} of {totals[cell]} runs)" for (plausible, _), said in sorted(notes.items())],
+            [
+                ("IMPLAUSIBLE: " if not plausible else "") + f"{said[0]} ({len(said)} of {totals[cell]} runs)"
+                for (plausible, _), said in sorted(notes.items())
+            ],
             any(not plausible for plausible, _ in notes),
         )
         for cell, notes in found.items()
@@ -420,12 +499,19 @@ def _rewritten(stored_workloads: list[dict]) -> dict[str, str]:
     stored = {w["name"]: w["spec"]["rewritten"] for w in stored_workloads if w["spec"].get("rewritten")}
     if not stored:
         return {}
-    from fslab.workloads.fio_rewrite import described  # with fio's option tables: only for a study run that has a rewritten workload
+    from fslab.workloads.fio_rewrite import (
+        described,
+    )  # with fio's option tables: only for a study run that has a rewritten workload
 
     return {name: described(records) for name, records in stored.items()}
 
 
-def _flattered(runs: list[dict], applied: dict[int, OptionsApplied | None], values: dict[tuple[str, str], dict[str, list[float]]], preallocation: dict[str, str]) -> dict[tuple[str, str], list[str]]:
+def _flattered(
+    runs: list[dict],
+    applied: dict[int, OptionsApplied | None],
+    values: dict[tuple[str, str], dict[str, list[float]]],
+    preallocation: dict[str, str],
+) -> dict[tuple[str, str], list[str]]:
     """(workload, target) → a note where a workload wrote zeros or compressible data to a target
     whose runs read back compression (what was made, not what was asked), saying what the
     compression monitor measured of its runs (the median, in the phase that compressed most): a
@@ -439,17 +525,28 @@ def _flattered(runs: list[dict], applied: dict[int, OptionsApplied | None], valu
         if (options := applied[r["id"]]) is None or not options.compresses:
             continue
         wrote = f"it wrote {r['data_pattern'].split(' (')[0]} data to a compressing target"
-        ratios = [statistics.median(v) for key, v in values.get(cell, {}).items() if unqualified(key) == "compression_ratio" and v]
+        ratios = [
+            statistics.median(v)
+            for key, v in values.get(cell, {}).items()
+            if unqualified(key) == "compression_ratio" and v
+        ]
         if not ratios:
-            notes[cell] = [f"{wrote}, and no compression ratio was measured: the figures may flatter it, as real data would not"]
+            notes[cell] = [
+                f"{wrote}, and no compression ratio was measured: the figures may flatter it, as real data would not"
+            ]
         elif (ratio := max(ratios)) >= COMPRESSED_FROM:
             notes[cell] = [f"{wrote}, which compressed it {ratio:.2f}×: the figures flatter it, as real data would not"]
         else:
             recorded = preallocation.get(r["workload"], "")
-            why = f"its files were preallocated (fio fallocate={recorded}), and preallocated blocks are written in place, uncompressed; " if preallocates(recorded) else ""
-            notes[cell] = [f"{wrote}, which stored it uncompressed ({ratio:.2f}×): {why}the figures are those of uncompressed data"]
+            why = (
+                f"its files were preallocated (fio fallocate={recorded}), and preallocated blocks are written in place, uncompressed; "
+                if preallocates(recorded)
+                else ""
+            )
+            notes[cell] = [
+                f"{wrote}, which stored it uncompressed ({ratio:.2f}×): {why}the figures are those of uncompressed data"
+            ]
     return notes
-
 
 
 def stored_baselines(targets: list[dict], study_baseline: str | None) -> dict[str, str]:
@@ -464,7 +561,10 @@ def stored_baselines(targets: list[dict], study_baseline: str | None) -> dict[st
 
 
 def _cell_statistics(
-    metrics: dict[str, list[float]], higher_is_better: dict[str, bool], above_raw: dict[str, BeyondRaw], resolution: Callable[[str], float]
+    metrics: dict[str, list[float]],
+    higher_is_better: dict[str, bool],
+    above_raw: dict[str, BeyondRaw],
+    resolution: Callable[[str], float],
 ) -> dict[str, Summary]:
     """Each metric's statistics, its interval no narrower than the `resolution` its tool prints
     it to, warned where it is clearly beyond what the raw devices delivered."""
@@ -480,7 +580,11 @@ def _cell_statistics(
 def beyond_raw_note(found: BeyondRaw) -> str:
     """An observation with its possible causes, never a cause stated as fact."""
     c = found.comparison
-    against = "its raw devices" if found.reference is None else f"the most its raw devices delivered in this study ({found.reference})"
+    against = (
+        "its raw devices"
+        if found.reference is None
+        else f"the most its raw devices delivered in this study ({found.reference})"
+    )
     if not found.beyond:
         return (
             f"above its ceiling: measured {c.ratio:.2f}× (95 % CI {c.ci_low:.2f}–{c.ci_high:.2f}×) {against}, "
@@ -502,4 +606,6 @@ def _options_applied(target: dict, run: dict) -> OptionsApplied | None:
         return None
     from fslab.filesystems import FILESYSTEMS  # only for runs stored before schema 9
 
-    return FILESYSTEMS[target["filesystem"]].options_applied(target["spec"], run["mount_options_effective"], run["fs_details"] or "")
+    return FILESYSTEMS[target["filesystem"]].options_applied(
+        target["spec"], run["mount_options_effective"], run["fs_details"] or ""
+    )

@@ -13,7 +13,18 @@ from fslab.results.records import RunMetric
 from fslab.stats import Comparison, Summary
 
 
-STAT_FIELDS = ["n", "mean", "median", "stdev", "cv", "minimum", "maximum", "ci_low", "ci_high", "needs_runs"]  # needs_runs: the interval is not worth reading until then
+STAT_FIELDS = [
+    "n",
+    "mean",
+    "median",
+    "stdev",
+    "cv",
+    "minimum",
+    "maximum",
+    "ci_low",
+    "ci_high",
+    "needs_runs",
+]  # needs_runs: the interval is not worth reading until then
 
 # The tables for pandas, each column with its type (Parquet keeps it; CSV leaves a missing value empty).
 SUMMARY_COLUMNS: dict[str, type] = {
@@ -30,14 +41,24 @@ RUN_COLUMNS: dict[str, type] = {  # results.records.RunMetric's fields, in order
 def published(figure: Summary | Comparison) -> dict:
     """A figure's fields as every output prints them: its interval only where the tables print
     it (stats.printed_interval; needs_runs says when it will be), else none."""
-    fields = vars(figure)  # its fields are numbers, text and a tuple of text: read, never changed: no copy (asdict's deep copy took a 2,000-run summary.json 0.02 s)
+    fields = vars(
+        figure
+    )  # its fields are numbers, text and a tuple of text: read, never changed: no copy (asdict's deep copy took a 2,000-run summary.json 0.02 s)
     return fields if figure.interval is not None else fields | {"ci_low": None, "ci_high": None}
 
 
 def summary_rows(s: StudySummary) -> list[list]:
     """Every metric of every cell, one row each, with all its statistics (SUMMARY_COLUMNS)."""
     return [
-        [s.study_run["id"], cell.workload, cell.target, name, s.metric_units[name], *[fields[f] for f in STAT_FIELDS], "; ".join([*stats.warnings, *cell.notes])]
+        [
+            s.study_run["id"],
+            cell.workload,
+            cell.target,
+            name,
+            s.metric_units[name],
+            *[fields[f] for f in STAT_FIELDS],
+            "; ".join([*stats.warnings, *cell.notes]),
+        ]
         for cell in s.cells
         for name, stats in cell.metrics.items()
         for fields in (published(stats),)

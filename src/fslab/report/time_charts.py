@@ -49,11 +49,21 @@ def throughput_chart(traces: list[ThroughputTrace], targets: list[str], units: B
         for second, bytes_s, iops in zip(drawn[t.target].seconds, drawn[t.target].bytes_s, drawn[t.target].iops)
     ]
     axis = f"{direction} {units.value}"
-    chart = alt.Chart(alt.Data(values=rows)).mark_line(interpolate="step-before", strokeWidth=1.5).encode(
-        alt.X("seconds:Q", title="seconds into the measured run"),
-        alt.Y("bandwidth:Q", title=axis),
-        alt.Color("target:N", scale=alt.Scale(domain=targets, scheme="tableau10"), title="target"),
-        tooltip=[alt.Tooltip("target:N"), alt.Tooltip("run:Q"), alt.Tooltip("seconds:Q", format=".1f"), alt.Tooltip("bandwidth:Q", title=units.value, format=",.1f"), alt.Tooltip("iops:Q", title="IOPS", format=",.0f")],
+    chart = (
+        alt.Chart(alt.Data(values=rows))
+        .mark_line(interpolate="step-before", strokeWidth=1.5)
+        .encode(
+            alt.X("seconds:Q", title="seconds into the measured run"),
+            alt.Y("bandwidth:Q", title=axis),
+            alt.Color("target:N", scale=alt.Scale(domain=targets, scheme="tableau10"), title="target"),
+            tooltip=[
+                alt.Tooltip("target:N"),
+                alt.Tooltip("run:Q"),
+                alt.Tooltip("seconds:Q", format=".1f"),
+                alt.Tooltip("bandwidth:Q", title=units.value, format=",.1f"),
+                alt.Tooltip("iops:Q", title="IOPS", format=",.0f"),
+            ],
+        )
     )
     title = f"{where(workload, phase)}: {direction} throughput over time"
     windows = sorted({d.window_ms for d in drawn.values()})
@@ -76,8 +86,12 @@ def heatmap_rows(target: str, latency: LatencyOverTime, per_decade: int = BUCKET
 
     buckets, starts = _buckets(latency.bins, per_decade)
     lowest = buckets[0]
-    per_bucket = np.zeros((len(latency.counts), buckets[-1] - lowest + 1), dtype=np.int64)  # every bucket, those no bin falls in too (below 1 µs)
-    per_bucket[:, [b - lowest for b in buckets]] = np.add.reduceat(latency.counts, starts, axis=1)  # a bin's bucket never falls: bins are in order of latency
+    per_bucket = np.zeros(
+        (len(latency.counts), buckets[-1] - lowest + 1), dtype=np.int64
+    )  # every bucket, those no bin falls in too (below 1 µs)
+    per_bucket[:, [b - lowest for b in buckets]] = np.add.reduceat(
+        latency.counts, starts, axis=1
+    )  # a bin's bucket never falls: bins are in order of latency
     row: dict = {"target": target, "w": latency.window_ms / 1000, "d": per_decade, "from_s": [], "b0": [], "n": []}
     for start, counts in zip(latency.starts_s, per_bucket):
         filled = np.flatnonzero(counts)
@@ -91,7 +105,10 @@ def heatmap_rows(target: str, latency: LatencyOverTime, per_decade: int = BUCKET
 def drawn_heatmap(traces: list[LatencyTrace]) -> tuple[list[dict], tuple[int, int]]:
     """The heatmap's rows, a target's each (heatmap_rows), at the finest of HEATMAP_RESOLUTIONS
     whose cells number HEATMAP_CELLS at most (else the coarsest), and that resolution."""
-    fits = next((r for r in HEATMAP_RESOLUTIONS if sum(_cells(t.latency, *r) for t in traces) <= HEATMAP_CELLS), HEATMAP_RESOLUTIONS[-1])
+    fits = next(
+        (r for r in HEATMAP_RESOLUTIONS if sum(_cells(t.latency, *r) for t in traces) <= HEATMAP_CELLS),
+        HEATMAP_RESOLUTIONS[-1],
+    )
     windows, per_decade = fits
     return [heatmap_rows(t.target, t.latency.coarsened(windows), per_decade) for t in traces], fits
 
@@ -108,7 +125,12 @@ def percentile_rows(target: str, latency: LatencyOverTime) -> dict:
     """A run's windows (`latency`, as drawn: drawn_latency) as P50 and P99 over time draws them, in
     one row (flattened by the chart): each window's end, completions, and percentiles in µs (to 4
     digits: a bin is wider) from its bins merged over the jobs; None where nothing completed."""
-    row: dict = {"target": target, "w": latency.window_ms / 1000, "to_s": [round(end, 3) for end in latency.ends_s], "ios": latency.counts.sum(axis=1).tolist()}
+    row: dict = {
+        "target": target,
+        "w": latency.window_ms / 1000,
+        "to_s": [round(end, 3) for end in latency.ends_s],
+        "ios": latency.counts.sum(axis=1).tolist(),
+    }
     for name, percent in DRAWN_PERCENTILES.items():
         row[name] = [None if v is None else float(f"{v / 1e3:.4g}") for v in latency.percentiles(percent)]
     return row
@@ -147,33 +169,63 @@ def latency_heatmap_chart(traces: list[LatencyTrace], targets: list[str]) -> Cha
         .transform_filter("datum.n > 0")
         .transform_joinaggregate(ios="sum(n)", groupby=["target", "from_s"])
         .transform_calculate(
-            to_s="datum.from_s + datum.w", from_us="pow(10, (datum.b0 + datum.i) / datum.d)",
-            to_us="pow(10, (datum.b0 + datum.i + 1) / datum.d)", share_pct="100 * datum.n / datum.ios",
+            to_s="datum.from_s + datum.w",
+            from_us="pow(10, (datum.b0 + datum.i) / datum.d)",
+            to_us="pow(10, (datum.b0 + datum.i + 1) / datum.d)",
+            share_pct="100 * datum.n / datum.ios",
         )  # fmt: skip
         .transform_calculate(cell=CELL)
         .mark_rect()
         .encode(
-            alt.X("from_s:Q", scale=alt.Scale(round=True), title=f"seconds into the measured run (windows of {windows})", axis=alt.Axis(grid=False)), alt.X2("to_s:Q"),
-            alt.Y("from_us:Q", scale=alt.Scale(type="log", round=True), title=None, axis=alt.Axis(grid=False, tickCount=4)), alt.Y2("to_us:Q"),  # whole pixels: no seam between cells a pixel or two high
+            alt.X(
+                "from_s:Q",
+                scale=alt.Scale(round=True),
+                title=f"seconds into the measured run (windows of {windows})",
+                axis=alt.Axis(grid=False),
+            ),
+            alt.X2("to_s:Q"),
+            alt.Y(
+                "from_us:Q", scale=alt.Scale(type="log", round=True), title=None, axis=alt.Axis(grid=False, tickCount=4)
+            ),
+            alt.Y2("to_us:Q"),  # whole pixels: no seam between cells a pixel or two high
             alt.Color("share_pct:Q", scale=alt.Scale(type="log", scheme="viridis"), title="% of the window's I/Os"),
-            alt.Description("cell:N"),  # what a cell says to a screen reader, and in a figure's SVG (the tooltip's every field would be 300 bytes a cell)
+            alt.Description(
+                "cell:N"
+            ),  # what a cell says to a screen reader, and in a figure's SVG (the tooltip's every field would be 300 bytes a cell)
             tooltip=[
-                alt.Tooltip("target:N"), alt.Tooltip("from_s:Q", title="from s", format=".2f"), alt.Tooltip("to_s:Q", title="to s", format=".2f"),
-                alt.Tooltip("from_us:Q", title="from µs", format=",.1f"), alt.Tooltip("to_us:Q", title="to µs", format=",.1f"),
-                alt.Tooltip("n:Q", title="completions"), alt.Tooltip("share_pct:Q", title="% of the window's", format=".2f"),
+                alt.Tooltip("target:N"),
+                alt.Tooltip("from_s:Q", title="from s", format=".2f"),
+                alt.Tooltip("to_s:Q", title="to s", format=".2f"),
+                alt.Tooltip("from_us:Q", title="from µs", format=",.1f"),
+                alt.Tooltip("to_us:Q", title="to µs", format=",.1f"),
+                alt.Tooltip("n:Q", title="completions"),
+                alt.Tooltip("share_pct:Q", title="% of the window's", format=".2f"),
             ],
         )  # fmt: skip
         .properties(width=WIDTH, height=HEATMAP_ROW)
     )
-    faceted = cells.facet(row=alt.Row("target:N", sort=[t.target for t in drawn], title=axis, header=alt.Header(labelAngle=0, labelAlign="left", titleFontWeight="bold")))
+    faceted = cells.facet(
+        row=alt.Row(
+            "target:N",
+            sort=[t.target for t in drawn],
+            title=axis,
+            header=alt.Header(labelAngle=0, labelAlign="left", titleFontWeight="bold"),
+        )
+    )
     spec = faceted.to_dict(validate=False)
     title = f"{where(workload, phase)}: {direction} latency heatmap"
-    spec |= {"title": title, "datasets": {"rows": rows}, "config": spec.get("config", {}) | {"legend": {"orient": "bottom"}}}
+    spec |= {
+        "title": title,
+        "datasets": {"rows": rows},
+        "config": spec.get("config", {}) | {"legend": {"orient": "bottom"}},
+    }
     caption = (
         f"fio's histogram logs of {COMPLETION}, every job's bins added up window by window, in windows of {windows}; "
         f"latency in {per_decade} buckets per factor of ten. {_merged(resolution)}"
         "Colour: the share of the window's completions in the bucket, on a log scale, so the slowest 1 % shows; "
-        "blank: none. Per target the run of the throughput chart, the one whose bandwidth is the median of its runs: " + _runs_drawn(drawn) + "."
+        "blank: none. Per target the run of the throughput chart, the one whose bandwidth is the median of its runs: "
+        + _runs_drawn(drawn)
+        + "."
     )
     return Chart(named(workload, phase, direction, "latency-heatmap"), workload, title, caption, spec)
 
@@ -196,10 +248,19 @@ def latency_over_time_chart(traces: list[LatencyTrace], targets: list[str]) -> C
             alt.X("to_s:Q", title="seconds into the measured run"),
             alt.Y("latency_us:Q", scale=alt.Scale(type="log"), title=axis),
             alt.Color("target:N", scale=alt.Scale(domain=targets, scheme="tableau10"), title="target"),
-            alt.StrokeDash("percentile:N", sort=list(DRAWN_PERCENTILES), scale=alt.Scale(domain=list(DRAWN_PERCENTILES), range=[[4, 3], [1, 0]]), title="percentile"),
+            alt.StrokeDash(
+                "percentile:N",
+                sort=list(DRAWN_PERCENTILES),
+                scale=alt.Scale(domain=list(DRAWN_PERCENTILES), range=[[4, 3], [1, 0]]),
+                title="percentile",
+            ),
             tooltip=[
-                alt.Tooltip("target:N"), alt.Tooltip("percentile:N"), alt.Tooltip("from_s:Q", title="from s", format=".2f"), alt.Tooltip("to_s:Q", title="to s", format=".2f"),
-                alt.Tooltip("latency_us:Q", title="µs", format=",.1f"), alt.Tooltip("ios:Q", title="completions"),
+                alt.Tooltip("target:N"),
+                alt.Tooltip("percentile:N"),
+                alt.Tooltip("from_s:Q", title="from s", format=".2f"),
+                alt.Tooltip("to_s:Q", title="to s", format=".2f"),
+                alt.Tooltip("latency_us:Q", title="µs", format=",.1f"),
+                alt.Tooltip("ios:Q", title="completions"),
             ],
         )  # fmt: skip
     )
@@ -218,7 +279,9 @@ def _merged(resolution: tuple[int, int]) -> str:
     completion is in a cell, but a cell is coarser than the logs."""
     windows, per_decade = resolution
     merged = ([f"a run's consecutive windows into {windows} at most"] if windows < LATENCY_WINDOWS else []) + (
-        [f"adjacent buckets into {per_decade} per factor of ten (from {BUCKETS_PER_DECADE})"] if per_decade < BUCKETS_PER_DECADE else []
+        [f"adjacent buckets into {per_decade} per factor of ten (from {BUCKETS_PER_DECADE})"]
+        if per_decade < BUCKETS_PER_DECADE
+        else []
     )
     if not merged:
         return ""

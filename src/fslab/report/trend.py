@@ -6,7 +6,18 @@ from __future__ import annotations
 from fslab.history import History, Series, Step
 from fslab.report.formatting import fmt_mean_ci, fmt_p, metric_label, runs_text
 
-SERIES_COLUMNS = ["started (UTC)", "study run", "kernel", "fslab", "n", "mean ± 95% CI", "step", "95% CI", "p (BH)", "verdict"]
+SERIES_COLUMNS = [
+    "started (UTC)",
+    "study run",
+    "kernel",
+    "fslab",
+    "n",
+    "mean ± 95% CI",
+    "step",
+    "95% CI",
+    "p (BH)",
+    "verdict",
+]
 SERIES_RIGHT = [False, True, False, False, True, True, True, True, True, False]
 
 
@@ -32,7 +43,10 @@ def series_rows(series: Series) -> list[list[str]]:
 def row_classes(series: Series) -> list[str]:
     """Each row's class on the page: the verdict of the step into it, where it is a change."""
     steps = {step.newer.study_run: step for step in series.steps}
-    return [steps[p.study_run].comparison.verdict if p.study_run in steps and steps[p.study_run].change else "" for p in series.points]
+    return [
+        steps[p.study_run].comparison.verdict if p.study_run in steps and steps[p.study_run].change else ""
+        for p in series.points
+    ]
 
 
 def _step_cells(step: Step) -> list[str]:
@@ -58,7 +72,9 @@ def step_line(step: Step, what: str = "") -> str:
 
 def flagged_lines(h: History) -> list[tuple[str, bool]]:
     """Each flagged step's line, then each drift's, with whether it is a regression."""
-    return [(step_line(s), s.regression) for s in h.flagged] + [(step_line(d, "drift over "), d.regression) for d in h.drifts]
+    return [(step_line(s), s.regression) for s in h.flagged] + [
+        (step_line(d, "drift over "), d.regression) for d in h.drifts
+    ]
 
 
 def method_line(h: History) -> str:

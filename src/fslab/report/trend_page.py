@@ -61,7 +61,12 @@ def trend_page(study: str, h: History) -> TrendPage:
             anchor=file_name(name), title=f"{workload} · {target} · {metric_label(metric)}", chart=trend_chart(name, its),
             tables=[(s.key.host, Table(trend.SERIES_COLUMNS, trend.series_rows(s), trend.row_classes(s))) for s in its],
         ))  # fmt: skip
-    return TrendPage(f"{study} — history of {len({p.study_run for s in h.series for p in s.points})} study runs", trend.method_line(h), trend.flagged_lines(h), sections)
+    return TrendPage(
+        f"{study} — history of {len({p.study_run for s in h.series for p in s.points})} study runs",
+        trend.method_line(h),
+        trend.flagged_lines(h),
+        sections,
+    )
 
 
 def trend_chart(name: str, series: list[Series]) -> Chart:
@@ -82,24 +87,47 @@ def trend_chart(name: str, series: list[Series]) -> Chart:
             })  # fmt: skip
     label = metric_label(key.metric)
     order = [row["run"] for row in sorted(points, key=lambda row: (row["started"], row["study_run"]))]
-    x = alt.X("run:O", sort=list(dict.fromkeys(order)), title="study run · kernel · fslab (oldest first)", axis=alt.Axis(labelAngle=-30, labelLimit=220))
+    x = alt.X(
+        "run:O",
+        sort=list(dict.fromkeys(order)),
+        title="study run · kernel · fslab (oldest first)",
+        axis=alt.Axis(labelAngle=-30, labelLimit=220),
+    )
     y = alt.Y("mean:Q", title=label, scale=alt.Scale(zero=False))
     tooltip = [alt.Tooltip("study_run:Q", title="study run"), alt.Tooltip("started:N", title="started (UTC)"), alt.Tooltip("kernel:N"), alt.Tooltip("fslab:N"),
                alt.Tooltip("n:Q", title="runs"), alt.Tooltip("interval:N", title="mean ± 95 % CI")]  # fmt: skip
     layers = [
         alt.Chart().mark_line(color="#8c959f").encode(x, y),
-        alt.Chart().transform_filter("datum.low != null").mark_rule(strokeWidth=2, color="#24292f").encode(x, alt.Y("low:Q", title=label, scale=alt.Scale(zero=False)), alt.Y2("high:Q")),
+        alt.Chart()
+        .transform_filter("datum.low != null")
+        .mark_rule(strokeWidth=2, color="#24292f")
+        .encode(x, alt.Y("low:Q", title=label, scale=alt.Scale(zero=False)), alt.Y2("high:Q")),
         alt.Chart().mark_point(filled=True, size=50, color="#24292f").encode(x, y, tooltip=tooltip),
     ]
     if any(row["flag"] for row in points):
-        layers.append(alt.Chart().transform_filter("datum.flag != null").mark_point(shape="diamond", size=260, filled=False, strokeWidth=2.5).encode(
-            x, y, alt.Color("flag:N", scale=alt.Scale(domain=["faster", "slower"], range=[VERDICT_COLOURS["faster"], VERDICT_COLOURS["slower"]]), title="flagged step"),
-            tooltip=[alt.Tooltip("step:N", title="flagged step")],
-        ))
+        layers.append(
+            alt.Chart()
+            .transform_filter("datum.flag != null")
+            .mark_point(shape="diamond", size=260, filled=False, strokeWidth=2.5)
+            .encode(
+                x,
+                y,
+                alt.Color(
+                    "flag:N",
+                    scale=alt.Scale(
+                        domain=["faster", "slower"], range=[VERDICT_COLOURS["faster"], VERDICT_COLOURS["slower"]]
+                    ),
+                    title="flagged step",
+                ),
+                tooltip=[alt.Tooltip("step:N", title="flagged step")],
+            )
+        )
     hosts = [s.key.host for s in series]
     body = alt.layer(*layers, data=alt.Data(values=points)).properties(width=WIDTH, height=FACET_HEIGHT)
     faceted = body.facet(row=alt.Row("host:N", sort=hosts, title="host")).resolve_scale(x="independent")
-    spec = faceted.properties(title=f"{key.workload} · {key.target}: {label} over its study runs").to_dict(validate=False)
+    spec = faceted.properties(title=f"{key.workload} · {key.target}: {label} over its study runs").to_dict(
+        validate=False
+    )
     caption = (
         "Each study run's mean (point, with its 95 % Student-t interval as a whisker where printed), one row per host, "
         "oldest first; the axis names each study run, its kernel and fslab version. A ringed point ends a step flagged as a change "
@@ -114,7 +142,13 @@ def axis_label(p: Point) -> str:
 
 
 def write_trend(
-    db_history: History, study: str, folder: Path, *, figures: bool = False, png_scale: int | None = None, rendered: Callable[[int, int], None] | None = None
+    db_history: History,
+    study: str,
+    folder: Path,
+    *,
+    figures: bool = False,
+    png_scale: int | None = None,
+    rendered: Callable[[int, int], None] | None = None,
 ) -> ReportFiles:
     """The trend page of `study` (its history, read) in `folder` as history.html, and with
     `figures` every chart of it as SVG and PNG (`png_scale` pixels a CSS pixel) in figures/."""

@@ -33,19 +33,29 @@ Progress = Callable[[int, int], None]  # runs copied so far, runs to copy
 def open_source(location: str) -> ResultsDB:
     """The database copied from: one that exists (a new empty SQLite file is never made for it)."""
     if "://" not in location and not Path(location).is_file():
-        raise DatabaseUnusable(f"fslab db copy: no database file {location} to copy from; name an existing SQLite file or a database URL")
+        raise DatabaseUnusable(
+            f"fslab db copy: no database file {location} to copy from; name an existing SQLite file or a database URL"
+        )
     return ResultsDB(location, named="SRC")
 
 
 def copy_study_runs(source: ResultsDB, destination: ResultsDB, progress: Progress | None = None) -> CopyOutcome:
     """Every study run of `source` the destination lacks, copied in one transaction each."""
     if shown(source.location) == shown(destination.location) or _same_file(source.location, destination.location):
-        raise DatabaseUnusable(f"fslab db copy: {shown(source.location)} is both the source and the destination; name another destination")
+        raise DatabaseUnusable(
+            f"fslab db copy: {shown(source.location)} is both the source and the destination; name another destination"
+        )
     with source.engine.connect() as conn:
-        listed = conn.execute(sa.select(study_runs.c.id, study_runs.c.uid, study_runs.c.status).order_by(study_runs.c.id)).all()
+        listed = conn.execute(
+            sa.select(study_runs.c.id, study_runs.c.uid, study_runs.c.status).order_by(study_runs.c.id)
+        ).all()
         counts = dict(conn.execute(sa.select(runs.c.study_run_id, sa.func.count()).group_by(runs.c.study_run_id)).all())
     with destination.engine.connect() as conn:
-        known = dict(conn.execute(sa.select(study_runs.c.uid, study_runs.c.id).where(study_runs.c.uid.in_([uid for _, uid, _ in listed]))).all())
+        known = dict(
+            conn.execute(
+                sa.select(study_runs.c.uid, study_runs.c.id).where(study_runs.c.uid.in_([uid for _, uid, _ in listed]))
+            ).all()
+        )
     outcome = CopyOutcome()
     todo = [sr for sr in listed if sr.uid not in known and sr.status != "running"]
     total = sum(counts.get(sr.id, 0) for sr in todo)
@@ -54,6 +64,7 @@ def copy_study_runs(source: ResultsDB, destination: ResultsDB, progress: Progres
             outcome.already[sr.id] = known[sr.uid]
         elif sr.status == "running":
             outcome.left[sr.id] = "still running: copy it once it has finished (or been interrupted)"
+
     def told(done_in_this_one: int) -> None:
         if progress is not None:
             progress(outcome.runs + done_in_this_one, total)
@@ -64,7 +75,9 @@ def copy_study_runs(source: ResultsDB, destination: ResultsDB, progress: Progres
             outcome.runs += counts.get(sr.id, 0)
         except sa.exc.IntegrityError:  # another copy stored it meanwhile (its uid is unique there)
             with destination.engine.connect() as conn:
-                outcome.already[sr.id] = conn.execute(sa.select(study_runs.c.id).where(study_runs.c.uid == sr.uid)).scalar_one()
+                outcome.already[sr.id] = conn.execute(
+                    sa.select(study_runs.c.id).where(study_runs.c.uid == sr.uid)
+                ).scalar_one()
     return outcome
 
 
@@ -72,7 +85,9 @@ def _same_file(a: str, b: str) -> bool:
     return "://" not in a and "://" not in b and Path(b).exists() and Path(a).resolve() == Path(b).resolve()
 
 
-def _rows(conn: sa.Connection, table: sa.Table, where: sa.ColumnElement[bool], order: sa.Column | None = None) -> list[dict]:
+def _rows(
+    conn: sa.Connection, table: sa.Table, where: sa.ColumnElement[bool], order: sa.Column | None = None
+) -> list[dict]:
     query = sa.select(table).where(where)
     return [dict(r) for r in conn.execute(query.order_by(order) if order is not None else query).mappings()]
 
@@ -91,7 +106,10 @@ def _copy_one(source: ResultsDB, destination: ResultsDB, study_run_id: int, copi
         for start in range(0, len(its_runs), RUNS_PER_BATCH):
             batch = its_runs[start : start + RUNS_PER_BATCH]
             old_ids = [r.pop("id") for r in batch]
-            inserted = write.execute(runs.insert().returning(runs.c.id, sort_by_parameter_order=True), [r | {"study_run_id": new_id} for r in batch])
+            inserted = write.execute(
+                runs.insert().returning(runs.c.id, sort_by_parameter_order=True),
+                [r | {"study_run_id": new_id} for r in batch],
+            )
             new_ids = dict(zip(old_ids, inserted.scalars().all()))
             for table in (metrics, run_outputs):
                 rows = _rows(read, table, table.c.run_id.in_(old_ids))

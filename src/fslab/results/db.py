@@ -21,8 +21,19 @@ from fslab.results.location import DatabaseUnusable, engine_for, shown
 from fslab.results.owner import Owner
 from fslab.results.records import SUPERSEDED, RunMetric, RunRecord, SampleGroups, StoredRun, now
 from fslab.results.schema import (
-    SCHEMA_VERSION, bring_up_to_date, check_current, hosts, new_study_run_uid, metadata, metrics, run_outputs, runs,
-    schema_info, study_runs, targets, workloads,
+    SCHEMA_VERSION,
+    bring_up_to_date,
+    check_current,
+    hosts,
+    new_study_run_uid,
+    metadata,
+    metrics,
+    run_outputs,
+    runs,
+    schema_info,
+    study_runs,
+    targets,
+    workloads,
 )
 
 
@@ -59,7 +70,9 @@ class ResultsDB:
                 advice = f"name another {named}, or restore it from a backup"
             else:  # a server away (stopped, restarting, out of reach) says so in the reason
                 advice = f"check that its server is up and reachable from here, and the user's password (PGPASSWORD, ~/.pgpass), or name another {named}"
-            raise DatabaseUnusable(f"cannot use {shown(location)} as the results database: {self._reason(exc)}; {advice}") from None
+            raise DatabaseUnusable(
+                f"cannot use {shown(location)} as the results database: {self._reason(exc)}; {advice}"
+            ) from None
 
     def _current(self) -> bool:
         """Whether the database is fslab's at this schema version already: opening it then reads one
@@ -95,10 +108,14 @@ class ResultsDB:
 
     def _refuse_foreign_tables(self, conn: sa.Connection) -> None:
         """A database with tables but no schema_info is someone else's: fslab adds nothing to it."""
-        tables = [t for t in sa.inspect(conn).get_table_names() if not t.startswith("procrastinate_")]  # a fleet's queue (fleet/queue.py) shares the database
+        tables = [
+            t for t in sa.inspect(conn).get_table_names() if not t.startswith("procrastinate_")
+        ]  # a fleet's queue (fleet/queue.py) shares the database
         if tables and schema_info.name not in tables:
             listed = ", ".join(sorted(tables)[:5]) + (", …" if len(tables) > 5 else "")
-            raise DatabaseUnusable(f"{shown(self.location)} is not an fslab results database (it holds tables {listed}); name another --db")
+            raise DatabaseUnusable(
+                f"{shown(self.location)} is not an fslab results database (it holds tables {listed}); name another --db"
+            )
 
     def _reason(self, exc: sa.exc.DBAPIError) -> str:
         """The driver's message, one line, without the URL's password should a driver quote it."""
@@ -106,14 +123,33 @@ class ResultsDB:
         password = sa.make_url(self.location).password if "://" in self.location else None
         return reason.replace(password, "***") if password else reason
 
-    def begin_study_run(self, study: Any, plan_seed: int, environment: dict, tool_versions: dict[str, str | None], settings: dict, owner: Owner | None) -> int:
+    def begin_study_run(
+        self,
+        study: Any,
+        plan_seed: int,
+        environment: dict,
+        tool_versions: dict[str, str | None],
+        settings: dict,
+        owner: Owner | None,
+    ) -> int:
         """`owner`: the process running it, None for a fleet's (its workers run it, each its share)."""
         with self.engine.begin() as conn:
             return _insert_study_run(
                 conn,
-                {"study_path": study.path, "study_source": study.source, "scale": study.scale, "repetitions": study.repetitions, "plan_seed": plan_seed,
-                 "started_at": now(), "status": "running", "owner": asdict(owner) if owner else None},
-                study, environment, settings, lambda target: tool_versions.get(target.filesystem),
+                {
+                    "study_path": study.path,
+                    "study_source": study.source,
+                    "scale": study.scale,
+                    "repetitions": study.repetitions,
+                    "plan_seed": plan_seed,
+                    "started_at": now(),
+                    "status": "running",
+                    "owner": asdict(owner) if owner else None,
+                },
+                study,
+                environment,
+                settings,
+                lambda target: tool_versions.get(target.filesystem),
             )
 
     def store_imported(self, study: Any, environment: dict, settings: dict) -> int:
@@ -122,9 +158,20 @@ class ResultsDB:
         with self.engine.begin() as conn:
             study_run_id = _insert_study_run(
                 conn,
-                {"study_path": "\n".join(study.paths), "study_source": "", "scale": 1.0, "repetitions": study.repetitions, "plan_seed": 0, "status": "finished",
-                 "started_at": min(r.started_at for r in study.runs), "finished_at": max(r.finished_at for r in study.runs)},
-                study, environment, settings, lambda target: ", ".join(target.fio_versions),
+                {
+                    "study_path": "\n".join(study.paths),
+                    "study_source": "",
+                    "scale": 1.0,
+                    "repetitions": study.repetitions,
+                    "plan_seed": 0,
+                    "status": "finished",
+                    "started_at": min(r.started_at for r in study.runs),
+                    "finished_at": max(r.finished_at for r in study.runs),
+                },
+                study,
+                environment,
+                settings,
+                lambda target: ", ".join(target.fio_versions),
             )
             for record in study.runs:
                 insert_run(conn, study_run_id, record)
@@ -134,14 +181,18 @@ class ResultsDB:
         """Keeps the host's facts with the study run, once (again: a resumed study run, another
         unit of a fleet's): the first record stays."""
         with self.engine.begin() as conn:
-            known = conn.execute(sa.select(hosts.c.name).where(hosts.c.study_run_id == study_run_id, hosts.c.name == host.name)).first()
+            known = conn.execute(
+                sa.select(hosts.c.name).where(hosts.c.study_run_id == study_run_id, hosts.c.name == host.name)
+            ).first()
             if known is None:
                 conn.execute(hosts.insert().values(study_run_id=study_run_id, name=host.name, facts=asdict(host)))
 
     def hosts(self, study_run_id: int) -> list[Host]:
         """The hosts of a study run's runs, by name (none for a study run stored before version 10)."""
         with self.engine.connect() as conn:
-            rows = conn.execute(sa.select(hosts.c.facts).where(hosts.c.study_run_id == study_run_id).order_by(hosts.c.name))
+            rows = conn.execute(
+                sa.select(hosts.c.facts).where(hosts.c.study_run_id == study_run_id).order_by(hosts.c.name)
+            )
             return [Host(**facts) for (facts,) in rows]
 
     def record_run(self, study_run_id: int, record: RunRecord) -> int:
@@ -153,18 +204,26 @@ class ResultsDB:
 
     def outputs(self, run_id: int) -> list[RawOutput]:
         """A run's raw outputs, by phase and tool."""
-        query = sa.select(run_outputs).where(run_outputs.c.run_id == run_id).order_by(run_outputs.c.phase, run_outputs.c.tool)
+        query = (
+            sa.select(run_outputs)
+            .where(run_outputs.c.run_id == run_id)
+            .order_by(run_outputs.c.phase, run_outputs.c.tool)
+        )
         with self.engine.connect() as conn:
             return [RawOutput(r.phase, r.tool, unpacked(r)) for r in conn.execute(query)]
 
-    def outputs_of_study_run(self, study_run_id: int, tool: str, phase: str | None = "", only: Iterable[int] | None = None) -> dict[int, list[RawOutput]]:
+    def outputs_of_study_run(
+        self, study_run_id: int, tool: str, phase: str | None = "", only: Iterable[int] | None = None
+    ) -> dict[int, list[RawOutput]]:
         """Run id → the raw outputs of one tool and phase (None: of every phase) of every run of a
         study run — of the runs `only` names, when given —, in one query (a report reads them all:
         one query per run would be thousands)."""
         query = (
             sa.select(run_outputs)
             .join(runs, runs.c.id == run_outputs.c.run_id)
-            .where(*self._outputs_of(study_run_id, tool), *([run_outputs.c.phase == phase] if phase is not None else []))
+            .where(
+                *self._outputs_of(study_run_id, tool), *([run_outputs.c.phase == phase] if phase is not None else [])
+            )
             .order_by(run_outputs.c.run_id, run_outputs.c.phase)
         )
         if only is not None:
@@ -178,7 +237,11 @@ class ResultsDB:
     def output_phases(self, study_run_id: int, tool: str) -> dict[int, list[str]]:
         """Run id → the phases of which a run of a study run has a raw output of `tool`, none of
         their text read: what a report chooses among before it reads only those it draws."""
-        query = sa.select(run_outputs.c.run_id, run_outputs.c.phase).join(runs, runs.c.id == run_outputs.c.run_id).where(*self._outputs_of(study_run_id, tool))
+        query = (
+            sa.select(run_outputs.c.run_id, run_outputs.c.phase)
+            .join(runs, runs.c.id == run_outputs.c.run_id)
+            .where(*self._outputs_of(study_run_id, tool))
+        )
         found: dict[int, list[str]] = {}
         with self.engine.connect() as conn:
             for run_id, phase in conn.execute(query.order_by(run_outputs.c.run_id, run_outputs.c.phase)):
@@ -292,8 +355,19 @@ class ResultsDB:
         """Every stored run of a study run (or of its runs on `host`, of its `block`) with its metrics, in the order they were stored."""
         query = (
             sa.select(
-                runs.c.id, runs.c.target, runs.c.workload, runs.c.repetition, runs.c.warmup, runs.c.status, runs.c.started_at, runs.c.finished_at,
-                metrics.c.phase, metrics.c.name, metrics.c.value, metrics.c.primary, metrics.c.compared,
+                runs.c.id,
+                runs.c.target,
+                runs.c.workload,
+                runs.c.repetition,
+                runs.c.warmup,
+                runs.c.status,
+                runs.c.started_at,
+                runs.c.finished_at,
+                metrics.c.phase,
+                metrics.c.name,
+                metrics.c.value,
+                metrics.c.primary,
+                metrics.c.compared,
             )
             .outerjoin(metrics, metrics.c.run_id == runs.c.id)
             .where(
@@ -307,7 +381,22 @@ class ResultsDB:
         found: dict[int, tuple[StoredRun, list[tuple[str, str, bool, bool]]]] = {}
         with self.engine.connect() as conn:
             for r in conn.execute(query):
-                run, flags = found.setdefault(r.id, (StoredRun(r.target, r.workload, r.repetition, r.warmup, r.status == "ok", r.started_at, r.finished_at, {}), []))
+                run, flags = found.setdefault(
+                    r.id,
+                    (
+                        StoredRun(
+                            r.target,
+                            r.workload,
+                            r.repetition,
+                            r.warmup,
+                            r.status == "ok",
+                            r.started_at,
+                            r.finished_at,
+                            {},
+                        ),
+                        [],
+                    ),
+                )
                 if r.name is not None:
                     key = qualified(r.phase, r.name)
                     run.metrics[key] = r.value
@@ -319,8 +408,18 @@ class ResultsDB:
         the order the runs were stored: what runs.csv and runs.json list, and `fslab export`."""
         query = (
             sa.select(
-                runs.c.study_run_id, runs.c.id, runs.c.target, runs.c.workload, runs.c.repetition, runs.c.block, runs.c.warmup, runs.c.status,
-                metrics.c.phase, metrics.c.name, metrics.c.value, metrics.c.unit,
+                runs.c.study_run_id,
+                runs.c.id,
+                runs.c.target,
+                runs.c.workload,
+                runs.c.repetition,
+                runs.c.block,
+                runs.c.warmup,
+                runs.c.status,
+                metrics.c.phase,
+                metrics.c.name,
+                metrics.c.value,
+                metrics.c.unit,
             )
             .outerjoin(metrics, metrics.c.run_id == runs.c.id)
             .where(runs.c.study_run_id == study_run_id, COUNTED)
@@ -337,11 +436,23 @@ class ResultsDB:
         measured = (runs.c.study_run_id == study_run_id, runs.c.status == "ok", runs.c.warmup == sa.false())
         values_query = (
             sa.select(runs.c.workload, runs.c.target, metrics.c.phase, metrics.c.name, metrics.c.value)
-            .join(runs, metrics.c.run_id == runs.c.id).where(*measured).order_by(runs.c.id, metrics.c.phase, metrics.c.name)
+            .join(runs, metrics.c.run_id == runs.c.id)
+            .where(*measured)
+            .order_by(runs.c.id, metrics.c.phase, metrics.c.name)
         )
         kinds_query = (
-            sa.select(runs.c.workload, metrics.c.phase, metrics.c.name, metrics.c.unit, metrics.c.higher_is_better, metrics.c.primary, metrics.c.compared)
-            .distinct().join(runs, metrics.c.run_id == runs.c.id).where(*measured)
+            sa.select(
+                runs.c.workload,
+                metrics.c.phase,
+                metrics.c.name,
+                metrics.c.unit,
+                metrics.c.higher_is_better,
+                metrics.c.primary,
+                metrics.c.compared,
+            )
+            .distinct()
+            .join(runs, metrics.c.run_id == runs.c.id)
+            .where(*measured)
         )
         workload_kinds = sa.select(workloads.c.name, workloads.c.spec).where(workloads.c.study_run_id == study_run_id)
         with self.engine.connect() as conn:
@@ -383,7 +494,9 @@ class ResultsDB:
 
     def metric_values(self, study_run_id: int, names: Iterable[str]) -> dict[tuple[int, str, str], float]:
         """(run id, phase, name) → the value of each metric named, of every run of a study run."""
-        query = sa.select(metrics.c.run_id, metrics.c.phase, metrics.c.name, metrics.c.value).join(runs, metrics.c.run_id == runs.c.id)
+        query = sa.select(metrics.c.run_id, metrics.c.phase, metrics.c.name, metrics.c.value).join(
+            runs, metrics.c.run_id == runs.c.id
+        )
         with self.engine.connect() as conn:
             found = conn.execute(
                 query.where(runs.c.study_run_id == study_run_id, COUNTED, metrics.c.name.in_(list(names)))
@@ -413,19 +526,41 @@ def _plain_rows(conn: sa.Connection, query: sa.Select) -> list[tuple]:
         return result.cursor.fetchall()
 
 
-def _insert_study_run(conn: sa.Connection, values: dict, study: Any, environment: dict, settings: dict, tool_version: Any) -> int:
+def _insert_study_run(
+    conn: sa.Connection, values: dict, study: Any, environment: dict, settings: dict, tool_version: Any
+) -> int:
     """A study run's row with its targets and workloads (each with `spec()`), in study order."""
     study_run_id = conn.execute(
-        study_runs.insert().values(study=study.name, environment=environment, settings=settings, fslab_version=environment.get("fslab", ""), uid=new_study_run_uid(), **values)
+        study_runs.insert().values(
+            study=study.name,
+            environment=environment,
+            settings=settings,
+            fslab_version=environment.get("fslab", ""),
+            uid=new_study_run_uid(),
+            **values,
+        )
     ).inserted_primary_key[0]
     conn.execute(
         targets.insert(),
         [
-            {"study_run_id": study_run_id, "name": t.name, "position": i, "filesystem": t.filesystem, "spec": t.spec(), "tool_version": tool_version(t)}
+            {
+                "study_run_id": study_run_id,
+                "name": t.name,
+                "position": i,
+                "filesystem": t.filesystem,
+                "spec": t.spec(),
+                "tool_version": tool_version(t),
+            }
             for i, t in enumerate(study.targets)
         ],
     )
-    conn.execute(workloads.insert(), [{"study_run_id": study_run_id, "name": w.name, "position": i, "spec": w.spec()} for i, w in enumerate(study.workloads)])
+    conn.execute(
+        workloads.insert(),
+        [
+            {"study_run_id": study_run_id, "name": w.name, "position": i, "spec": w.spec()}
+            for i, w in enumerate(study.workloads)
+        ],
+    )
     return study_run_id
 
 
@@ -452,8 +587,10 @@ def insert_run(conn: sa.Connection, study_run_id: int, record: RunRecord) -> int
     values.pop("outputs")
     run_id = conn.execute(runs.insert().values(study_run_id=study_run_id, **values)).inserted_primary_key[0]
     if record.outputs:
-        packed = [{"run_id": run_id, "phase": o.phase, "tool": o.tool, "output": "", "packed": pack(o.text)}
-                  for o in record.outputs]
+        packed = [
+            {"run_id": run_id, "phase": o.phase, "tool": o.tool, "output": "", "packed": pack(o.text)}
+            for o in record.outputs
+        ]
         conn.execute(run_outputs.insert(), packed)
     if record.metrics:
         conn.execute(metrics.insert(), [{"run_id": run_id, **asdict(m)} for m in record.metrics])

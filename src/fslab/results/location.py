@@ -34,7 +34,14 @@ def reports_dir(location: str) -> Path:
 
 
 # What the results database may not be: SQLite would write its pages over whatever is there.
-_NOT_A_FILE = {stat.S_IFBLK: "a block device", stat.S_IFCHR: "a character device", stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFLNK: "a symbolic link"}
+_NOT_A_FILE = {
+    stat.S_IFBLK: "a block device",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFDIR: "a directory",
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFLNK: "a symbolic link",
+}
 POSTGRESQL_DRIVER = "pip install 'psycopg[binary]' (psycopg 3, what SQLAlchemy uses for postgresql:// URLs)"
 
 
@@ -43,7 +50,11 @@ def engine_for(location: str, named: str = "--db") -> sa.Engine:
     write; `named`: what the user called it (an option, an argument), which a refusal names."""
     import sqlalchemy as sa
 
-    engine = sa.create_engine(f"sqlite:///{_sqlite_file(location, named)}") if "://" not in location else _engine_of_url(location, named)
+    engine = (
+        sa.create_engine(f"sqlite:///{_sqlite_file(location, named)}")
+        if "://" not in location
+        else _engine_of_url(location, named)
+    )
     if engine.dialect.name == "sqlite":
         sa.event.listen(engine, "connect", _sqlite_pragmas)
     return engine
@@ -60,11 +71,21 @@ def _engine_of_url(location: str, named: str) -> sa.Engine:
         # pooled connection is checked before it is used again.
         return sa.create_engine(url, pool_pre_ping=url.get_backend_name() != "sqlite")
     except ImportError as exc:
-        hint = POSTGRESQL_DRIVER if location.startswith("postgresql") else f"install the Python package that provides {exc.name}"
-        raise DatabaseUnusable(f"the results database {shown(location)} needs the database driver {exc.name}, which is not installed: {hint}") from None
+        hint = (
+            POSTGRESQL_DRIVER
+            if location.startswith("postgresql")
+            else f"install the Python package that provides {exc.name}"
+        )
+        raise DatabaseUnusable(
+            f"the results database {shown(location)} needs the database driver {exc.name}, which is not installed: {hint}"
+        ) from None
     except (sa.exc.ArgumentError, ValueError) as exc:  # a malformed URL, or an engine SQLAlchemy does not know
-        why = str(exc) if isinstance(exc, sa.exc.ArgumentError) else "its port is not a number"  # a ValueError's text quotes the URL
-        raise DatabaseUnusable(f"{named} {shown(location)}: {why}; write a file name for SQLite, or postgresql://user@host/database") from None
+        why = (
+            str(exc) if isinstance(exc, sa.exc.ArgumentError) else "its port is not a number"
+        )  # a ValueError's text quotes the URL
+        raise DatabaseUnusable(
+            f"{named} {shown(location)}: {why}; write a file name for SQLite, or postgresql://user@host/database"
+        ) from None
 
 
 def _sqlite_file(location: str, named: str) -> Path:
@@ -72,7 +93,9 @@ def _sqlite_file(location: str, named: str) -> Path:
     files beside it must be regular files too — SQLite writes them as readily as the database."""
     path = Path(location).absolute()
     if not path.parent.is_dir():
-        raise DatabaseUnusable(f"{named} {location}: the directory {path.parent} does not exist; create it, or name a file in an existing directory")
+        raise DatabaseUnusable(
+            f"{named} {location}: the directory {path.parent} does not exist; create it, or name a file in an existing directory"
+        )
     for candidate in (path, *(path.with_name(path.name + suffix) for suffix in ("-wal", "-shm", "-journal"))):
         try:
             kind = stat.S_IFMT(os.lstat(candidate).st_mode)
@@ -80,7 +103,9 @@ def _sqlite_file(location: str, named: str) -> Path:
             continue
         if kind != stat.S_IFREG:
             what = _NOT_A_FILE.get(kind, "not a regular file")
-            raise DatabaseUnusable(f"{named} {location}: {candidate} is {what}, not a database file; fslab writes results only to a regular file (or a new file name)")
+            raise DatabaseUnusable(
+                f"{named} {location}: {candidate} is {what}, not a database file; fslab writes results only to a regular file (or a new file name)"
+            )
     return path
 
 

@@ -136,7 +136,9 @@ class SampleGroups:
     units: dict[str, str]
     higher_is_better: dict[str, bool]
     roles: Roles = Roles()
-    kinds: dict[str, str] = field(default_factory=dict)  # workload → its kind ("fio", "sysbench", …): what printed its figures, and so their resolution
+    kinds: dict[str, str] = field(
+        default_factory=dict
+    )  # workload → its kind ("fio", "sysbench", …): what printed its figures, and so their resolution
 
 
 def now() -> datetime:

@@ -87,14 +87,28 @@ runs = sa.Table(
     sa.Column("fs_details", sa.Text),
     sa.Column("buffered", sa.Boolean, nullable=False),
     sa.Column("data_pattern", sa.Text),
-    sa.Column("device_facts", sa.JSON),  # per device under the target: model, serial, size, sectors, queue (guard/block_devices.py)
-    sa.Column("timings", sa.JSON, nullable=False),  # seconds per phase: image (first run), provision, layout, drop_caches, workload, parse, teardown
+    sa.Column(
+        "device_facts", sa.JSON
+    ),  # per device under the target: model, serial, size, sectors, queue (guard/block_devices.py)
+    sa.Column(
+        "timings", sa.JSON, nullable=False
+    ),  # seconds per phase: image (first run), provision, layout, drop_caches, workload, parse, teardown
     sa.Column("failure", sa.JSON),  # a failed run's RunFailure: phase, command, exit status, stderr tail, traceback
-    sa.Column("notes", sa.JSON),  # since version 6: what its workload kind and monitors found of it (Finding), shown on its cell
-    sa.Column("memory_limit", sa.BigInteger),  # since version 7: bytes its measured run could hold, page cache included (cgroups.py); NULL: no limit
-    sa.Column("source", sa.JSON),  # since version 8: where an imported run came from (its file, fio version, host: importer.py); NULL: fslab ran it
-    sa.Column("options_applied", sa.JSON),  # since version 9: what its filesystem made of the options asked (records.OptionsApplied); NULL: imported, or older
-    sa.Column("host", sa.String(200)),  # since version 10: the host it ran on (hosts.name); NULL: the study run's own machine (its environment)
+    sa.Column(
+        "notes", sa.JSON
+    ),  # since version 6: what its workload kind and monitors found of it (Finding), shown on its cell
+    sa.Column(
+        "memory_limit", sa.BigInteger
+    ),  # since version 7: bytes its measured run could hold, page cache included (cgroups.py); NULL: no limit
+    sa.Column(
+        "source", sa.JSON
+    ),  # since version 8: where an imported run came from (its file, fio version, host: importer.py); NULL: fslab ran it
+    sa.Column(
+        "options_applied", sa.JSON
+    ),  # since version 9: what its filesystem made of the options asked (records.OptionsApplied); NULL: imported, or older
+    sa.Column(
+        "host", sa.String(200)
+    ),  # since version 10: the host it ran on (hosts.name); NULL: the study run's own machine (its environment)
 )
 
 # Since version 5 a metric carries its phase and its roles (model.py); a run keeps one raw
@@ -177,8 +191,12 @@ metrics = sa.Table(
     sa.Column("value", sa.Float, nullable=False),
     sa.Column("unit", sa.String(20), nullable=False),
     sa.Column("higher_is_better", sa.Boolean, nullable=False),
-    sa.Column("primary", sa.Boolean, nullable=False, server_default=sa.false()),  # decides precision, rank, adaptive stopping
-    sa.Column("compared", sa.Boolean, nullable=False, server_default=sa.false()),  # compared between every pair of targets
+    sa.Column(
+        "primary", sa.Boolean, nullable=False, server_default=sa.false()
+    ),  # decides precision, rank, adaptive stopping
+    sa.Column(
+        "compared", sa.Boolean, nullable=False, server_default=sa.false()
+    ),  # compared between every pair of targets
 )
 
 run_outputs = sa.Table(
@@ -212,7 +230,14 @@ def new_study_run_uid() -> str:
 
 
 def _legacy_uids(conn: sa.Connection) -> None:
-    table = sa.table("study_runs", sa.column("id", sa.Integer), sa.column("study", sa.String), sa.column("started_at", sa.DateTime), sa.column("plan_seed", sa.BigInteger), sa.column("uid", sa.String))
+    table = sa.table(
+        "study_runs",
+        sa.column("id", sa.Integer),
+        sa.column("study", sa.String),
+        sa.column("started_at", sa.DateTime),
+        sa.column("plan_seed", sa.BigInteger),
+        sa.column("uid", sa.String),
+    )
     for row in conn.execute(sa.select(table).where(table.c.uid.is_(None))).all():
         uid = uuid.uuid5(_LEGACY, f"{row.id}\n{row.study}\n{row.started_at.isoformat()}\n{row.plan_seed}").hex
         conn.execute(table.update().where(table.c.id == row.id).values(uid=uid))
@@ -237,7 +262,9 @@ def _packed_column(conn: sa.Connection) -> None:
     """Raw outputs may be stored compressed. run_outputs may be new (made by create_all from a
     database older than 4), with the column already."""
     if "packed" not in {c["name"] for c in sa.inspect(conn).get_columns("run_outputs")}:
-        conn.execute(sa.text(f"ALTER TABLE run_outputs ADD COLUMN packed {'BLOB' if conn.dialect.name == 'sqlite' else 'BYTEA'}"))
+        conn.execute(
+            sa.text(f"ALTER TABLE run_outputs ADD COLUMN packed {'BLOB' if conn.dialect.name == 'sqlite' else 'BYTEA'}")
+        )
 
 
 def _generation_columns(conn: sa.Connection) -> None:
@@ -369,7 +396,9 @@ def bring_up_to_date(conn: sa.Connection, location: str) -> None:
         conn.execute(schema_info.insert().values(version=SCHEMA_VERSION))
         return
     if found > SCHEMA_VERSION:
-        raise SchemaMismatch(f"{location} holds results in schema version {found}, newer than this fslab's {SCHEMA_VERSION}: upgrade fslab")
+        raise SchemaMismatch(
+            f"{location} holds results in schema version {found}, newer than this fslab's {SCHEMA_VERSION}: upgrade fslab"
+        )
     if found == SCHEMA_VERSION:
         return  # nothing written: a database fslab may only read (a copy, another user's) still opens
     # Its version locked (PostgreSQL) before anything is migrated: a run being stored by an older

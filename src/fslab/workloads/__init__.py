@@ -87,7 +87,13 @@ class UnknownKind(FslabError):
 KINDS: Registry[Registered] = Registry({name: shipped.module for name, shipped in SHIPPED.items()})
 
 
-def register(kind: WorkloadKind, *, section: type[BaseModel], build: Callable[[Any, Building], Workload], tool: Needed | None = None) -> None:
+def register(
+    kind: WorkloadKind,
+    *,
+    section: type[BaseModel],
+    build: Callable[[Any, Building], Workload],
+    tool: Needed | None = None,
+) -> None:
     """Called by a kind's module as it is imported: the kind joins the registry."""
     KINDS.add(kind.name, Registered(kind, section, build, tool))
 
@@ -141,4 +147,9 @@ def resolution(kind: str | None, key: str) -> float:
 def workload_problems(study: Study, workdir: Workdir) -> list[str]:
     """What each kind finds wrong with the study's workloads of that kind, before anything is made."""
     used = {w.kind for w in study.workloads}
-    return [p for found in kinds() if found.name in used for p in found.kind.problems([w for w in study.workloads if w.kind == found.name], workdir)]
+    return [
+        p
+        for found in kinds()
+        if found.name in used
+        for p in found.kind.problems([w for w in study.workloads if w.kind == found.name], workdir)
+    ]

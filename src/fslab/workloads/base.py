@@ -122,7 +122,9 @@ class WorkloadKind(Protocol):
         """The exact job file or command line this run runs, recorded with it."""
         ...
 
-    def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope) -> list[RawOutput]:
+    def prepare(
+        self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope
+    ) -> list[RawOutput]:
         """Lay out what the measured run reads (files, a region of the device), and bring the
         target to the state it is measured in (fio's precondition); not measured. Returns the
         outputs of what it ran that a reader may need (a precondition's: stored with the run's,
@@ -131,7 +133,16 @@ class WorkloadKind(Protocol):
         outlives the run, until the study run ends."""
         ...
 
-    def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path, scope: StudyScope, measured: Measured) -> list[RawOutput]:
+    def run(
+        self,
+        journal: Journal,
+        workload: Workload,
+        ready: Provisioned,
+        command: str,
+        scratch: Path,
+        scope: StudyScope,
+        measured: Measured,
+    ) -> list[RawOutput]:
         """The measured run of `command` (what `command` returned), each measured step inside
         `measured(phase)`; every process journalled."""
         ...

@@ -56,7 +56,11 @@ class DataPattern:
         if self.kind == "zeros":
             return {"zero_buffers": "1"}
         if self.kind == "compressible":
-            return {"buffer_compress_percentage": str(self.percent), "buffer_compress_chunk": COMPRESS_CHUNK, "refill_buffers": "1"}
+            return {
+                "buffer_compress_percentage": str(self.percent),
+                "buffer_compress_chunk": COMPRESS_CHUNK,
+                "refill_buffers": "1",
+            }
         return {}
 
     def describe(self) -> str:
@@ -73,7 +77,11 @@ class DataPattern:
             )
         if self.kind == "options":
             return f"set by {self.set_by}: {listed}"
-        return f"as the job file sets it: {listed}" if self.options else f"{FIO_DEFAULT} (the job file sets no buffer option)"
+        return (
+            f"as the job file sets it: {listed}"
+            if self.options
+            else f"{FIO_DEFAULT} (the job file sets no buffer option)"
+        )
 
 
 def buffer_options(options: Iterable[tuple[str, str | None]]) -> tuple[tuple[str, str | None], ...]:

@@ -30,7 +30,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from fslab.guard.names import file_name
-from fslab.guard.options import Integer, Kind, accepted_values, OneOf, OptionRefused, Size, Suboptions, check_properties, value_text
+from fslab.guard.options import (
+    Integer,
+    Kind,
+    accepted_values,
+    OneOf,
+    OptionRefused,
+    Size,
+    Suboptions,
+    check_properties,
+    value_text,
+)
 from fslab.journal import Journal
 from fslab.model import Metric, RawOutput, Workload
 from fslab.system import run_held
@@ -116,7 +126,9 @@ def dd_options(options: Mapping[str, str | int | bool], *, data: str = "random")
     OptionRefused names every one refused and why."""
     if data not in DATA:
         raise OptionRefused(f"dd data {data!r} is not one of {', '.join(DATA)}")
-    fields = check_properties(DD_ALLOWED, "dd", {name: value_text(raw, "true", "false") for name, raw in options.items()}, "dd option")
+    fields = check_properties(
+        DD_ALLOWED, "dd", {name: value_text(raw, "true", "false") for name, raw in options.items()}, "dd option"
+    )
     return DdOptions(
         block_size=parse_size(fields["bs"]) if "bs" in fields else DdOptions.block_size,  # K, M, G binary, as dd's
         count=int(fields.get("count", DdOptions.count)),
@@ -144,7 +156,14 @@ def write_argv(options: DdOptions, file: Path, source: Path | None = None) -> li
 
 def read_argv(options: DdOptions, file: Path) -> list[str]:
     """The measured read of what the write left."""
-    return ["dd", f"if={file}", "of=/dev/null", f"bs={options.block_size}", f"count={options.count}", *(["iflag=direct"] if options.direct else [])]
+    return [
+        "dd",
+        f"if={file}",
+        "of=/dev/null",
+        f"bs={options.block_size}",
+        f"count={options.count}",
+        *(["iflag=direct"] if options.direct else []),
+    ]
 
 
 def make_random_source(path: Path, size: int, *, chunk: int = 2**20) -> None:
@@ -160,6 +179,7 @@ def run_step(journal: Journal, argv: list[str], *, timeout: float | None = None)
 
 
 # ---- the report -------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class DdRun:
@@ -180,7 +200,11 @@ def metric_values(result: DdRun, direction: str) -> list[Metric]:
     if direction not in DIRECTIONS:
         raise ValueError(f"dd's direction is write or read, not {direction!r}")
     rate = result.bytes_per_s
-    values = {**{f"{direction}_{unit.metric}": unit.of(rate) for unit in Bandwidth}, f"{direction}_elapsed_s": result.seconds, MOVED[direction]: result.copied}
+    values = {
+        **{f"{direction}_{unit.metric}": unit.of(rate) for unit in Bandwidth},
+        f"{direction}_elapsed_s": result.seconds,
+        MOVED[direction]: result.copied,
+    }
     return [METRICS[name].of(name, value) for name, value in values.items()]
 
 
@@ -225,7 +249,11 @@ def judge(result: DdRun, options: DdOptions) -> list[Finding]:
             implausible=True,
         ))  # fmt: skip
     if not options.direct and not options.conv:
-        found.append(Finding("buffered", "buffered without conv=fsync: the page cache answers, not the device", implausible=False))
+        found.append(
+            Finding(
+                "buffered", "buffered without conv=fsync: the page cache answers, not the device", implausible=False
+            )
+        )
     return found
 
 
@@ -258,13 +286,24 @@ class Dd:
         name unknown here) is written SCRATCH_NAME; nothing ever reaches a shell."""
         return "\n".join(shlex.join(argv) for argv in self.steps(workload, ready, Path(SCRATCH_NAME)).values())
 
-    def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope) -> list[RawOutput]:
+    def prepare(
+        self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope
+    ) -> list[RawOutput]:
         options = tool_of(workload, DdOptions)
         if options.data == "random":
             make_random_source(scratch / RANDOM_SOURCE, options.size)
         return []
 
-    def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path, scope: StudyScope, measured: Measured) -> list[RawOutput]:
+    def run(
+        self,
+        journal: Journal,
+        workload: Workload,
+        ready: Provisioned,
+        command: str,
+        scratch: Path,
+        scope: StudyScope,
+        measured: Measured,
+    ) -> list[RawOutput]:
         outputs = []
         for step, argv in self.steps(workload, ready, scratch).items():
             with measured(step):

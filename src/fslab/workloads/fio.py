@@ -45,11 +45,33 @@ from fslab.workloads import fio_space, fio_steady
 from fslab.workloads.base import Measured, StudyScope, Window, directory_of, tool_of
 from fslab.workloads.data import DataPattern, buffer_options
 from fslab.workloads.fio_rewrite import Asked, Rewrite, asked_of, refused_beside, rewritten
-from fslab.workloads.fio_output import LOG_FILE, LOG_KINDS, LOG_PREFIX, LOG_TOOL, METRICS, PRECONDITION_TOOL, load_json, parse_metrics, precondition_metrics, precondition_output, stored_bins
+from fslab.workloads.fio_output import (
+    LOG_FILE,
+    LOG_KINDS,
+    LOG_PREFIX,
+    LOG_TOOL,
+    METRICS,
+    PRECONDITION_TOOL,
+    load_json,
+    parse_metrics,
+    precondition_metrics,
+    precondition_output,
+    stored_bins,
+)
 from fslab.findings import Finding
 from fslab.workloads import Needed, register
 from fslab.workloads.builtin import BUILTIN_WORKLOADS
-from fslab.workloads.tables import FIO_RW_MODES, BlockSize, Building, FioSection, IoDepth, Name, NumJobs, OnTargets, run_timeout
+from fslab.workloads.tables import (
+    FIO_RW_MODES,
+    BlockSize,
+    Building,
+    FioSection,
+    IoDepth,
+    Name,
+    NumJobs,
+    OnTargets,
+    run_timeout,
+)
 
 if TYPE_CHECKING:
     from fslab.workdir import Workdir
@@ -69,18 +91,25 @@ class FioJob:
     reads: bool  # needs its data laid out before the measured run
     data: DataPattern = DataPattern()  # what it writes; fslab adds data.fio_options() to the jobs it builds
     shared_file: bool = False  # its jobs work on one file, fio_options' filename (built from parameters only)
-    clients: tuple[str, ...] = ()  # hosts that run it at once on the target's shared directory (fio_clients.py); none: here
+    clients: tuple[
+        str, ...
+    ] = ()  # hosts that run it at once on the target's shared directory (fio_clients.py); none: here
     rewritten: tuple[Rewrite, ...] = ()  # what fslab rewrote in a job file's jobs, from what (fio_rewrite.py)
     precondition: fio_steady.Precondition | None = None  # phases run unmeasured before the measured run (fio_steady.py)
 
     def spec(self) -> dict[str, Any]:
-        return {
-            "fio_options": self.fio_options, "job_file": self.job_file, "job": fio_jobs.job_text(self.job), "data": self.data.describe(),
-            "shared_file": self.shared_file, "preallocation": preallocation(self.job.jobs()),
-        } | ({"clients": list(self.clients)} if self.clients else {}) | (
-            {"rewritten": [r.spec() for r in self.rewritten]} if self.rewritten else {}
-        ) | (
-            {"precondition": self.precondition.spec()} if self.precondition else {}
+        return (
+            {
+                "fio_options": self.fio_options,
+                "job_file": self.job_file,
+                "job": fio_jobs.job_text(self.job),
+                "data": self.data.describe(),
+                "shared_file": self.shared_file,
+                "preallocation": preallocation(self.job.jobs()),
+            }
+            | ({"clients": list(self.clients)} if self.clients else {})
+            | ({"rewritten": [r.spec() for r in self.rewritten]} if self.rewritten else {})
+            | ({"precondition": self.precondition.spec()} if self.precondition else {})
         )  # fmt: skip  (absent: stored as before)
 
     @property
@@ -128,6 +157,7 @@ def without_preallocation(job: JobFile) -> JobFile:
     default = fio_jobs.Section(fio_jobs.GLOBAL, tuple(NO_PREALLOCATION.items()), line=0)
     return replace(job, sections=(default, *job.sections))
 
+
 # Laying out what a workload will read: the same job (same files, same region) written once,
 # sequentially, with large direct writes — faster than fio's own buffered layout, and the same
 # on a raw device, where reading a never-written sparse image would measure nothing.
@@ -171,7 +201,9 @@ def log_options(seconds: float) -> dict[str, str]:
     }  # fmt: skip
 
 
-def run_measured(journal: Journal, job_path: Path, phase: str, seconds: float, window: Window, *, directory: Path | None) -> tuple[str, list[RawOutput]]:
+def run_measured(
+    journal: Journal, job_path: Path, phase: str, seconds: float, window: Window, *, directory: Path | None
+) -> tuple[str, list[RawOutput]]:
     """Run a measured job (`seconds` long, fio_jobs.measured_seconds) inside its window: fio's
     JSON, and its logs of `phase` (LOG_TOOL) when it wrote any. Tells the window when fio's own
     figures began, after its start-up and ramp_time (fio_epoch): what fio counts and what the
@@ -194,7 +226,11 @@ def stored_logs(phase: str, files: dict[str, str], interval: int, epoch: float |
     when fio wrote none. Its latency logs served the epoch alone."""
     kept = {name: text for name, text in files.items() if LOG_FILE.fullmatch(name)}
     histograms = {name: text for name, text in files.items() if fio_hist.hist_files(LOG_PREFIX).fullmatch(name)}
-    stored = [RawOutput(phase, LOG_TOOL, json.dumps({"log_avg_msec": interval, "epoch_ms": epoch, "files": kept}))] if kept else []
+    stored = (
+        [RawOutput(phase, LOG_TOOL, json.dumps({"log_avg_msec": interval, "epoch_ms": epoch, "files": kept}))]
+        if kept
+        else []
+    )
     return stored + fio_hist.stored(phase, histograms, interval * HIST_WINDOWS, epoch)
 
 
@@ -215,7 +251,11 @@ def epoch_ms(output: str, files: dict[str, str], interval: int, wall_less_monoto
     run_times = fio_epoch.jobs_run_times_ms(entries, jobs)
     reported = document.get("timestamp_ms")
     # fio's report is stamped on the wall clock once it has reaped its jobs: tens of ms late
-    fallback = {job: reported - wall_less_monotonic_ms - t for job, t in run_times.items()} if isinstance(reported, (int, float)) else {}
+    fallback = (
+        {job: reported - wall_less_monotonic_ms - t for job, t in run_times.items()}
+        if isinstance(reported, (int, float))
+        else {}
+    )
     return fio_epoch.run_epoch_ms(logs, interval, run_times, fallback)
 
 
@@ -224,7 +264,9 @@ def taken_logs(directory: Path) -> dict[str, str]:
     scratch directory), each as fio wrote it, by name — by kind, then by job. The files are
     removed: a later fio of the run writes its own."""
     files = {}
-    for _, _, path in sorted((m.group(1), int(m.group(2)), path) for path in directory.iterdir() if (m := _ANY_LOG.fullmatch(path.name))):
+    for _, _, path in sorted(
+        (m.group(1), int(m.group(2)), path) for path in directory.iterdir() if (m := _ANY_LOG.fullmatch(path.name))
+    ):
         files[path.name] = path.read_text()
         path.unlink()
     return files
@@ -239,7 +281,14 @@ def layout_options(options: dict[str, str]) -> dict[str, str]:
     return laid
 
 
-def run_fio(journal: Journal, job_path: Path, *, directory: Path | None, timeout: float | None = None, output_format: str = "json+") -> str:
+def run_fio(
+    journal: Journal,
+    job_path: Path,
+    *,
+    directory: Path | None,
+    timeout: float | None = None,
+    output_format: str = "json+",
+) -> str:
     """Run one job file (journalled: clean-up stops it); returns fio's output text. fio's current
     directory is the job's own (fslab's private scratch directory): fio writes side files there,
     such as verify state. `directory`: the target's, which the job was rendered for."""
@@ -257,7 +306,15 @@ def job_problems(workloads: list[Workload], workdir: Workdir) -> list[str]:
     for workload in workloads:
         job_file = tool_of(workload, FioJob).job_file
         where = f"workload '{workload.name}'" + (f" ({job_file})" if job_file else "")
-        jobs += [(job, where) for job in (job_for(workload, somewhere), layout_job_for(workload, somewhere), *precondition_jobs_for(workload, somewhere)) if job]
+        jobs += [
+            (job, where)
+            for job in (
+                job_for(workload, somewhere),
+                layout_job_for(workload, somewhere),
+                *precondition_jobs_for(workload, somewhere),
+            )
+            if job
+        ]
     return parse_all(jobs, directory=somewhere.directory)
 
 
@@ -279,10 +336,20 @@ def layout_job_for(workload: Workload, ready: Provisioned) -> str | None:
     fio = tool_of(workload, FioJob)
     if not fio.reads:
         return None
-    if fio.job_file:  # fio's own layout, of the jobs it can lay out alone; on a raw device the region a job file reads is unknown
+    if (
+        fio.job_file
+    ):  # fio's own layout, of the jobs it can lay out alone; on a raw device the region a job file reads is unknown
         laid = fio_space.laid_out(fio.job)
-        return render(laid, directory=ready.directory, device=None, fixed={"create_only": "1"}) if ready.directory and laid else None
-    return render(single_job(file_name(workload.name), layout_options(fio.fio_options)), **ready.fio_location, fixed=fslab_options(fio))
+        return (
+            render(laid, directory=ready.directory, device=None, fixed={"create_only": "1"})
+            if ready.directory and laid
+            else None
+        )
+    return render(
+        single_job(file_name(workload.name), layout_options(fio.fio_options)),
+        **ready.fio_location,
+        fixed=fslab_options(fio),
+    )
 
 
 def precondition_jobs_for(workload: Workload, ready: Provisioned) -> list[str]:
@@ -320,7 +387,9 @@ class Fio:
     def command(self, workload: Workload, ready: Provisioned) -> str:
         return job_for(workload, ready)
 
-    def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope) -> list[RawOutput]:
+    def prepare(
+        self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope
+    ) -> list[RawOutput]:
         if tool_of(workload, FioJob).clients:
             return []  # each client's fio lays out what it reads, in its own directory, before it measures
         layout = layout_job_for(workload, ready)
@@ -330,23 +399,48 @@ class Fio:
             run_fio(journal, layout_path, directory=ready.directory, timeout=None, output_format="normal")
         return run_precondition(journal, workload, ready, scratch)
 
-    def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path, scope: StudyScope, measured: Measured) -> list[RawOutput]:
+    def run(
+        self,
+        journal: Journal,
+        workload: Workload,
+        ready: Provisioned,
+        command: str,
+        scratch: Path,
+        scope: StudyScope,
+        measured: Measured,
+    ) -> list[RawOutput]:
         fio = tool_of(workload, FioJob)
         if fio.clients:
             if scope.clients is None:
-                raise Refused(f"workload '{workload.name}' runs on clients {', '.join(fio.clients)}: say where each serves fio (--client HOST=ADDRESS:PORT)")
-            clients = fio_clients.clients_of(fio.clients, scope.clients)  # a fleet's clients may need a while to serve: not in the measured window
+                raise Refused(
+                    f"workload '{workload.name}' runs on clients {', '.join(fio.clients)}: say where each serves fio (--client HOST=ADDRESS:PORT)"
+                )
+            clients = fio_clients.clients_of(
+                fio.clients, scope.clients
+            )  # a fleet's clients may need a while to serve: not in the measured window
             with measured(""):
-                return fio_clients.run_from_clients(journal, fio.job, clients, directory_of(ready, self.name), scratch, shared_files=fio.shared_file, fixed=fslab_options(fio))
+                return fio_clients.run_from_clients(
+                    journal,
+                    fio.job,
+                    clients,
+                    directory_of(ready, self.name),
+                    scratch,
+                    shared_files=fio.shared_file,
+                    fixed=fslab_options(fio),
+                )
         job_path = scratch / "job.fio"
         job_path.write_text(command)
         with measured("") as window:
-            output, logs = run_measured(journal, job_path, "", tool_of(workload, FioJob).measured_seconds(), window, directory=ready.directory)
+            output, logs = run_measured(
+                journal, job_path, "", tool_of(workload, FioJob).measured_seconds(), window, directory=ready.directory
+            )
         return [RawOutput("", self.name, output), *logs]
 
     def parse(self, outputs: list[RawOutput]) -> list[Metric]:
         ours = [output for output in outputs if output.tool == self.name]
-        preconditioned = [m for output in outputs if output.tool == PRECONDITION_TOOL for m in precondition_metrics(output)]
+        preconditioned = [
+            m for output in outputs if output.tool == PRECONDITION_TOOL for m in precondition_metrics(output)
+        ]
         if any(output.phase for output in ours):  # each client's own output (fio_clients.py)
             return fio_clients.client_metrics(ours) + preconditioned
         return [m for output in ours for m in parse_metrics(output.text)] + preconditioned
@@ -376,9 +470,9 @@ FIO_DEFAULTS: dict[str, Any] = {
 }
 
 
-
-
-def data_pattern(fio: FioSection, workload: tuple[int, FioSection] | None, refuse: Callable[[tuple, str], NoReturn]) -> DataPattern:
+def data_pattern(
+    fio: FioSection, workload: tuple[int, FioSection] | None, refuse: Callable[[tuple, str], NoReturn]
+) -> DataPattern:
     """What a workload built from parameters writes: its `data` (else the study's [fio] data, else
     random), or what buffer options in its options (or [fio]'s) set. Both at once is refused."""
     index, section = workload if workload else (None, None)
@@ -400,7 +494,16 @@ def data_pattern(fio: FioSection, workload: tuple[int, FioSection] | None, refus
     return DataPattern.from_options("options", found, set_by=options_where)
 
 
-def fio_workload(name: str, settings: dict[str, Any], extra: dict[str, Any], scale: float, time_scale: float, data: DataPattern, *, shared_file: bool = False) -> Workload:
+def fio_workload(
+    name: str,
+    settings: dict[str, Any],
+    extra: dict[str, Any],
+    scale: float,
+    time_scale: float,
+    data: DataPattern,
+    *,
+    shared_file: bool = False,
+) -> Workload:
     size = scaled_size(parse_size(settings["size"]), scale)
     runtime = parse_duration(settings["runtime"]) * time_scale
     ramp = parse_duration(settings["ramp_time"]) * time_scale
@@ -423,7 +526,9 @@ def fio_workload(name: str, settings: dict[str, Any], extra: dict[str, Any], sca
         options |= {"time_based": 1, "runtime": ms_text(runtime)}
     if ramp > 0:
         options["ramp_time"] = ms_text(ramp)
-    options |= fio_steady.scaled_steadystate({k: str(v) for k, v in extra.items()}, time_scale)  # checked, as fio writes them (study_file.fio_options)
+    options |= fio_steady.scaled_steadystate(
+        {k: str(v) for k, v in extra.items()}, time_scale
+    )  # checked, as fio writes them (study_file.fio_options)
     if shared_file:  # one file for every job, named as fslab names every file (in the target's directory)
         options["filename"] = file_name(name)
     fio_options = {key: str(value) for key, value in options.items()}
@@ -439,7 +544,9 @@ def fio_workload(name: str, settings: dict[str, Any], extra: dict[str, Any], sca
     )
 
 
-def job_file_workload(name: str, job_file: str, building: Building, asked: dict[str, Asked], timeout: str | int | float | None) -> Workload:
+def job_file_workload(
+    name: str, job_file: str, building: Building, asked: dict[str, Asked], timeout: str | int | float | None
+) -> Workload:
     """A workload from a job file, parsed and checked now (a job that breaks a rule stops the
     study before anything is formatted), its jobs rewritten as the study asks (`asked`) and
     scaled (fio_rewrite.py)."""
@@ -452,7 +559,9 @@ def job_file_workload(name: str, job_file: str, building: Building, asked: dict[
     except Refused as exc:
         building.refuse((*building.table, "bs"), str(exc))  # the one refusal: bs beside jobs that set bssplit
     if problem := fio_jobs.steadystate_problem(job):  # as rewritten: a runtime asked may leave its window no time
-        building.refuse((*building.table, "job_file"), f"{job_file}: {problem}" + (" (as the study rewrote it)" if rewrites else ""))
+        building.refuse(
+            (*building.table, "job_file"), f"{job_file}: {problem}" + (" (as the study rewrote it)" if rewrites else "")
+        )
     data = DataPattern.from_options("job_file", (option for section in job.sections for option in section.options))
     job = without_preallocation(job)
     return Workload(
@@ -490,15 +599,23 @@ def _read_job_file(path: Path) -> str:
 class WorkloadSection(FioSection, OnTargets):
     name: Name
     kind: Literal["fio"] = "fio"
-    bs: BlockSize | Annotated[list[BlockSize], Field(min_length=1)] | None = None  # a list sweeps (swept_fields), here not in [fio]
+    bs: BlockSize | Annotated[list[BlockSize], Field(min_length=1)] | None = (
+        None  # a list sweeps (swept_fields), here not in [fio]
+    )
     iodepth: IoDepth | Annotated[list[IoDepth], Field(min_length=1)] | None = None
     numjobs: NumJobs | Annotated[list[NumJobs], Field(min_length=1)] | None = None
-    swept_fields: ClassVar[tuple[str, ...]] = ("bs", "iodepth", "numjobs")  # its workloads named in this order: randread[bs=4k, iodepth=8]
+    swept_fields: ClassVar[tuple[str, ...]] = (
+        "bs",
+        "iodepth",
+        "numjobs",
+    )  # its workloads named in this order: randread[bs=4k, iodepth=8]
     rw: str | None = None
     job_file: str | None = None
     shared_file: bool = False  # all numjobs jobs work on one file (fio filename=), laid out once
     clients: list[str] | None = None  # hosts that run it at once on the target's shared directory
-    precondition: fio_steady.PreconditionField | None = Field(None, description='"fill", or a list of phases')  # run unmeasured before it (fio_steady.py)
+    precondition: fio_steady.PreconditionField | None = Field(
+        None, description='"fill", or a list of phases'
+    )  # run unmeasured before it (fio_steady.py)
 
     @field_validator("clients")
     @classmethod
@@ -515,7 +632,9 @@ class WorkloadSection(FioSection, OnTargets):
     @model_validator(mode="after")
     def _pattern_or_file(self) -> WorkloadSection:
         if (self.rw is None) == (self.job_file is None):
-            raise ValueError("a workload needs either rw (fio parameters) or job_file (your own fio job file), not both: a job file's jobs each set their own rw")
+            raise ValueError(
+                "a workload needs either rw (fio parameters) or job_file (your own fio job file), not both: a job file's jobs each set their own rw"
+            )
         if self.job_file is not None and (refused := refused_beside(self.model_fields_set)):
             raise FieldError(*refused)
         return self
@@ -523,16 +642,31 @@ class WorkloadSection(FioSection, OnTargets):
     @model_validator(mode="after")
     def _preconditioned_here(self) -> WorkloadSection:
         if self.precondition is not None and self.job_file is not None:
-            raise FieldError("precondition", "fslab cannot tell which files or region a job file's jobs work on: put the precondition's jobs in the job file (stonewall), or describe the workload by its fio parameters (rw, bs, …)")
+            raise FieldError(
+                "precondition",
+                "fslab cannot tell which files or region a job file's jobs work on: put the precondition's jobs in the job file (stonewall), or describe the workload by its fio parameters (rw, bs, …)",
+            )
         if self.precondition is not None and self.clients:
-            raise FieldError("precondition", "a workload run from clients lays out its files from each client, not here: precondition it in a workload of its own before it, or leave clients out")
+            raise FieldError(
+                "precondition",
+                "a workload run from clients lays out its files from each client, not here: precondition it in a workload of its own before it, or leave clients out",
+            )
         return self
+
 
 def builtin_workload(name: str, building: Building) -> Workload:
     """A built-in workload (builtin.py) the study's [study] workloads names, with the study's [fio] table."""
     pattern = BUILTIN_WORKLOADS[name]
     settings = {**study_defaults(building.fio), **pattern}
-    workload = fio_workload(name, settings, building.fio.options, building.scale, building.time_scale, building.data, shared_file=pattern.get("shared_file", False))
+    workload = fio_workload(
+        name,
+        settings,
+        building.fio.options,
+        building.scale,
+        building.time_scale,
+        building.data,
+        shared_file=pattern.get("shared_file", False),
+    )
     return steady_checked(workload, building, ("fio", "options"))
 
 
@@ -547,10 +681,31 @@ def build(section: WorkloadSection, building: Building) -> Workload:
         timeout = building.fio.timeout if section.timeout is None else section.timeout
         workload = job_file_workload(section.name, section.job_file, building, asked_of(section, building.fio), timeout)
         return with_clients(workload, section.clients)
-    own = section.model_dump(exclude_none=True, exclude={"name", "kind", "job_file", "options", "data", "shared_file", "memory_limit", "clients", "precondition"})
+    own = section.model_dump(
+        exclude_none=True,
+        exclude={
+            "name",
+            "kind",
+            "job_file",
+            "options",
+            "data",
+            "shared_file",
+            "memory_limit",
+            "clients",
+            "precondition",
+        },
+    )
     data = data_pattern(building.fio, (building.index, section), building.refuse)
     settings = {**study_defaults(building.fio), **own}
-    workload = fio_workload(section.name, settings, {**building.fio.options, **section.options}, building.scale, building.time_scale, data, shared_file=section.shared_file)
+    workload = fio_workload(
+        section.name,
+        settings,
+        {**building.fio.options, **section.options},
+        building.scale,
+        building.time_scale,
+        data,
+        shared_file=section.shared_file,
+    )
     workload = steady_checked(workload, building, (*building.table, "options"))
     if section.precondition:
         workload = preconditioned(workload, section, building)
@@ -568,8 +723,18 @@ def preconditioned(workload: Workload, section: WorkloadSection, building: Build
     """The workload with its precondition, which its run's time-out also covers (unless the study
     sets the time-out itself)."""
     fio = tool_of(workload, FioJob)
-    found = fio_steady.precondition(file_name(workload.name), section.precondition or [], layout_options(fio.fio_options), building, shared_file=fio.shared_file)
-    timeout = workload.timeout if section.timeout is not None or building.fio.timeout is not None else workload.timeout + found.timeout()
+    found = fio_steady.precondition(
+        file_name(workload.name),
+        section.precondition or [],
+        layout_options(fio.fio_options),
+        building,
+        shared_file=fio.shared_file,
+    )
+    timeout = (
+        workload.timeout
+        if section.timeout is not None or building.fio.timeout is not None
+        else workload.timeout + found.timeout()
+    )
     return replace(workload, tool=replace(fio, precondition=found), timeout=timeout)
 
 

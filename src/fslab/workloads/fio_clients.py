@@ -98,7 +98,9 @@ def clients_of(names: Sequence[str], directory: ClientDirectory) -> list[Client]
     return [Client(name, directory.endpoint_of(name)) for name in names]
 
 
-def client_jobs(job: JobFile, clients: Sequence[Client], directory: Path, *, shared_files: bool, fixed: Mapping[str, str]) -> dict[str, str]:
+def client_jobs(
+    job: JobFile, clients: Sequence[Client], directory: Path, *, shared_files: bool, fixed: Mapping[str, str]
+) -> dict[str, str]:
     """Each client's job file (by client name): the same job, checked again option by option (it
     goes to a root process on another host), in `directory` on the shared filesystem — each
     client in its own subdirectory (client_directory) so that none clobbers another's files,
@@ -110,7 +112,9 @@ def client_jobs(job: JobFile, clients: Sequence[Client], directory: Path, *, sha
     for client in clients:
         where = directory if shared_files else client_directory(directory, client.name)
         if not fio_jobs.written_as_is(where):
-            raise Refused(f"{where} cannot be written into a job file a fio server reads as is (it holds ':', '$', a control character or ends in a blank): choose a plainer path")
+            raise Refused(
+                f"{where} cannot be written into a job file a fio server reads as is (it holds ':', '$', a control character or ends in a blank): choose a plainer path"
+            )
         rendered[client.name] = fio_jobs.render(job, directory=where, device=None, fixed=fixed)
     return rendered
 
@@ -119,7 +123,14 @@ def client_directory(directory: Path, client: str) -> Path:
     return directory / file_name(client)
 
 
-def run_clients(journal: Journal, clients: Sequence[Client], job_paths: Mapping[str, Path], output: Path, *, timeout: float | None = None) -> str:
+def run_clients(
+    journal: Journal,
+    clients: Sequence[Client],
+    job_paths: Mapping[str, Path],
+    output: Path,
+    *,
+    timeout: float | None = None,
+) -> str:
     """One `fio --client` driving every client's server with its own job file (journalled: clean-up
     stops it); fio's json+ output."""
     argv = ["fio", "--output-format=json+", f"--output={output}"]
@@ -164,7 +175,16 @@ def client_metrics(outputs: Sequence[RawOutput]) -> list[Metric]:
     return whole + [replace(m, phase=name) for name, jobs in parts for m in job_metrics(jobs)]
 
 
-def run_from_clients(journal: Journal, job: JobFile, clients: Sequence[Client], directory: Path, scratch: Path, *, shared_files: bool, fixed: Mapping[str, str]) -> list[RawOutput]:
+def run_from_clients(
+    journal: Journal,
+    job: JobFile,
+    clients: Sequence[Client],
+    directory: Path,
+    scratch: Path,
+    *,
+    shared_files: bool,
+    fixed: Mapping[str, str],
+) -> list[RawOutput]:
     """A run of `job` from the `clients` at once, in `directory` (the target's, on the shared
     filesystem, which this host sees too): each client's directory made in it, each client's job
     written to `scratch`; each client's output (by_client)."""

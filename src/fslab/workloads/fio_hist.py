@@ -42,7 +42,10 @@ if TYPE_CHECKING:
 HIST_TOOL = "fio_hist"  # the raw output a run keeps them as (beside fio's JSON and its LOG_TOOL logs)
 COARSENESS = 2  # fslab's log_hist_coarseness: 4 of fio's bins to one
 PLAT_BITS = 6  # fio's FIO_IO_U_PLAT_BITS: 2^6 bins to every power of two
-FINE_BINS = {29 << PLAT_BITS: 1, 19 << PLAT_BITS: 1000}  # fio's FIO_IO_U_PLAT_NR → ns in its unit: fio ≥ 3.0 (ns), fio 2.x (µs)
+FINE_BINS = {
+    29 << PLAT_BITS: 1,
+    19 << PLAT_BITS: 1000,
+}  # fio's FIO_IO_U_PLAT_NR → ns in its unit: fio ≥ 3.0 (ns), fio 2.x (µs)
 MOST_WINDOWS = 20_000  # a run's log spans at most these (fslab's: about 50; an imported one: 5.5 hours of 1 s)
 ON_TIME_MS = 2  # a window closed this much before its end on the run's epoch still ends there (fio_epoch: the epoch is found to a few ms)
 
@@ -69,7 +72,9 @@ class Bins:
     def of_width(cls, width: int, coarseness: int) -> Bins:
         """The bins of a log whose lines hold `width` bins at `coarseness`; ValueError when fio writes no such line."""
         if not 0 <= coarseness <= 6 or width << coarseness not in FINE_BINS:
-            raise ValueError(f"{width} bins at coarseness {coarseness} is not a histogram fio writes ({' or '.join(map(str, FINE_BINS))} of its bins)")
+            raise ValueError(
+                f"{width} bins at coarseness {coarseness} is not a histogram fio writes ({' or '.join(map(str, FINE_BINS))} of its bins)"
+            )
         return cls(coarseness, width, FINE_BINS[width << coarseness])
 
     def range_ns(self, index: int) -> tuple[int, int]:
@@ -95,7 +100,10 @@ class Bins:
             fine = value
         else:
             error_bits = value.bit_length() - 1 - PLAT_BITS
-            fine = min(((error_bits + 1) << PLAT_BITS) + ((value >> error_bits) & ((1 << PLAT_BITS) - 1)), (self.count << self.coarseness) - 1)
+            fine = min(
+                ((error_bits + 1) << PLAT_BITS) + ((value >> error_bits) & ((1 << PLAT_BITS) - 1)),
+                (self.count << self.coarseness) - 1,
+            )
         return fine >> self.coarseness
 
 
@@ -127,7 +135,9 @@ def read_fio_log(text: str) -> tuple[int, list[HistLine]]:
         try:
             fields = [int(field) for field in line.split(",")]
         except ValueError:
-            raise ValueError(f"line {number} is not fio's histogram log line (whole numbers separated by commas)") from None
+            raise ValueError(
+                f"line {number} is not fio's histogram log line (whole numbers separated by commas)"
+            ) from None
         width = width or len(fields) - 3
         if len(fields) - 3 != width or width <= 0 or min(fields) < 0:
             raise ValueError(f"line {number} has {len(fields) - 3} bins where the log's first has {width}")
@@ -188,7 +198,9 @@ def kept(files: Mapping[str, str], window_ms: int, coarseness: int, epoch_ms: fl
         found[name] = compact(lines)
     if width:
         Bins.of_width(width, coarseness)
-    return json.dumps({"log_hist_msec": window_ms, "coarseness": coarseness, "bins": width, "epoch_ms": epoch_ms, "files": found})
+    return json.dumps(
+        {"log_hist_msec": window_ms, "coarseness": coarseness, "bins": width, "epoch_ms": epoch_ms, "files": found}
+    )
 
 
 # --- the jobs merged, window by window -------------------------------------------------------------
@@ -238,7 +250,9 @@ class LatencyOverTime:
         padded[: len(self.ends_s)] = self.counts
         counts = padded.reshape(len(firsts), k, self.bins.count).sum(axis=1)
         ends = tuple(self.ends_s[min(i + k, len(self.ends_s)) - 1] for i in firsts)  # the last group may be shorter
-        return LatencyOverTime(self.direction, self.window_ms * k, self.bins, tuple(self.starts_s[i] for i in firsts), ends, counts)
+        return LatencyOverTime(
+            self.direction, self.window_ms * k, self.bins, tuple(self.starts_s[i] for i in firsts), ends, counts
+        )
 
 
 def latency_over_time(text: str) -> list[LatencyOverTime]:
@@ -253,7 +267,12 @@ def latency_over_time(text: str) -> list[LatencyOverTime]:
         document = json.loads(text)
         if "unreadable" in document:  # what fio.stored_logs could not keep, and why
             raise ValueError(str(document["unreadable"]))
-        window, coarseness, width, files = document["log_hist_msec"], document["coarseness"], document["bins"], dict(document["files"])
+        window, coarseness, width, files = (
+            document["log_hist_msec"],
+            document["coarseness"],
+            document["bins"],
+            dict(document["files"]),
+        )
         origin = document.get("epoch_ms") or 0
     except (KeyError, TypeError, AttributeError, json.JSONDecodeError) as exc:
         raise ValueError(f"no fio histogram logs as fslab keeps them ({type(exc).__name__}: {exc})") from None
@@ -272,7 +291,9 @@ def latency_over_time(text: str) -> list[LatencyOverTime]:
             raise ValueError(f"{name!r} is no histogram log")
         msec, directions, line_of, bin_index, counts = _read_compact(log, width)
         line_of = line_of + sum(len(m) for m in lines)
-        lines.append(np.maximum(1, np.floor((msec - origin + ON_TIME_MS) / window)).astype(np.int64))  # the window each line closed
+        lines.append(
+            np.maximum(1, np.floor((msec - origin + ON_TIME_MS) / window)).astype(np.int64)
+        )  # the window each line closed
         direction_of.append(directions)
         index.append(bin_index)
         completions.append(counts)
@@ -280,7 +301,9 @@ def latency_over_time(text: str) -> list[LatencyOverTime]:
     over_time = []
     if not lines:
         return over_time
-    slot, direction_of, index, completions, line_of = (np.concatenate(a) for a in (lines, direction_of, index, completions, line_ids))
+    slot, direction_of, index, completions, line_of = (
+        np.concatenate(a) for a in (lines, direction_of, index, completions, line_ids)
+    )
     for code, direction in enumerate(DIRECTIONS):  # trims (2) aside
         mine = direction_of[line_of] == code
         if not mine.any():
@@ -288,11 +311,19 @@ def latency_over_time(text: str) -> list[LatencyOverTime]:
         windows = slot[line_of[mine]]
         first, last = int(windows.min()), int(windows.max())
         if last - first >= MOST_WINDOWS:
-            raise ValueError(f"its {direction} lines span {last - first + 1} windows of {window} ms: more than {MOST_WINDOWS} is no run's log")
-        counts = np.bincount((windows - first) * width + index[mine], weights=completions[mine], minlength=(last - first + 1) * width)
+            raise ValueError(
+                f"its {direction} lines span {last - first + 1} windows of {window} ms: more than {MOST_WINDOWS} is no run's log"
+            )
+        counts = np.bincount(
+            (windows - first) * width + index[mine], weights=completions[mine], minlength=(last - first + 1) * width
+        )
         numbers = range(first, last + 1)
         starts, ends = tuple((n - 1) * window / 1000 for n in numbers), tuple(n * window / 1000 for n in numbers)
-        over_time.append(LatencyOverTime(direction, window, bins, starts, ends, counts.reshape(last - first + 1, width).astype(np.int64)))
+        over_time.append(
+            LatencyOverTime(
+                direction, window, bins, starts, ends, counts.reshape(last - first + 1, width).astype(np.int64)
+            )
+        )
     return over_time
 
 
@@ -311,7 +342,9 @@ def _read_compact(text: str, width: int) -> tuple[np.ndarray, np.ndarray, np.nda
     if values is None or len(values) != lengths.sum():
         raise ValueError("not histogram lines as fslab keeps them (whole numbers separated by single spaces)")
     if len(lines) and lengths.min() < 3:
-        raise ValueError(f"line {int(np.argmax(lengths < 3)) + 1} is not a histogram line as fslab keeps it (msec, direction, block size first)")
+        raise ValueError(
+            f"line {int(np.argmax(lengths < 3)) + 1} is not a histogram line as fslab keeps it (msec, direction, block size first)"
+        )
     first = np.cumsum(lengths) - lengths  # each line's first token
     line_of = np.repeat(np.arange(len(lines)), lengths)
     position = np.arange(len(values)) - first[line_of]
@@ -325,5 +358,7 @@ def _read_compact(text: str, width: int) -> tuple[np.ndarray, np.ndarray, np.nda
     index = reached - before[line_of] - 1
     filled = tokens > 0
     if filled.any() and index[filled].max() >= width:
-        raise ValueError(f"line {int(line_of[filled][np.argmax(index[filled] >= width)]) + 1} reaches beyond the log's {width} bins")
+        raise ValueError(
+            f"line {int(line_of[filled][np.argmax(index[filled] >= width)]) + 1} reaches beyond the log's {width} bins"
+        )
     return values[first], values[first + 1], line_of[filled], index[filled], tokens[filled]

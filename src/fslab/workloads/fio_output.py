@@ -62,7 +62,9 @@ def _kinds() -> dict[str, MetricKind]:
     per_direction = {"iops": ("IOPS", True), "mb_s": ("MB/s", True), "mib_s": ("MiB/s", True)}
     per_direction |= {f"{kind}_{stat}_us": ("µs", False) for kind in LATENCIES for stat in ("mean", *PERCENTILES)}
     kinds = {
-        f"{d}_{name}": MetricKind(unit, higher, primary=name in PRIMARY, compared=name in COMPARED, resolution=RESOLUTIONS[unit])
+        f"{d}_{name}": MetricKind(
+            unit, higher, primary=name in PRIMARY, compared=name in COMPARED, resolution=RESOLUTIONS[unit]
+        )
         for d in DIRECTIONS
         for name, (unit, higher) in per_direction.items()
     }
@@ -79,7 +81,6 @@ METRICS: dict[str, MetricKind] = _kinds()  # every metric fio's parser reports
 
 def metric(name: str, value: float) -> Metric:
     return METRICS[name].of(name, value)
-
 
 
 # fio's bandwidth and IOPS logs of a measured run, as the runner keeps them: one raw output of this
@@ -108,8 +109,11 @@ class Throughput:
             return self
         groups = range(0, len(self.seconds), k)
         return Throughput(
-            self.direction, self.window_ms * k, [self.seconds[min(i + k, len(self.seconds)) - 1] for i in groups],
-            [statistics.fmean(self.bytes_s[i : i + k]) for i in groups], [statistics.fmean(self.iops[i : i + k]) for i in groups],
+            self.direction,
+            self.window_ms * k,
+            [self.seconds[min(i + k, len(self.seconds)) - 1] for i in groups],
+            [statistics.fmean(self.bytes_s[i : i + k]) for i in groups],
+            [statistics.fmean(self.iops[i : i + k]) for i in groups],
         )
 
 
@@ -129,7 +133,9 @@ def throughput_over_time(text: str) -> list[Throughput]:
         raise ValueError(f"log_avg_msec {interval!r} is no window")
     if not isinstance(origin, (int, float)) or not math.isfinite(origin):
         raise ValueError(f"epoch_ms {origin!r} is no moment")
-    jobs: dict[tuple[str, str], list[list[tuple[float, float]]]] = {}  # (direction, log) → each job's windows: (msec, value)
+    jobs: dict[
+        tuple[str, str], list[list[tuple[float, float]]]
+    ] = {}  # (direction, log) → each job's windows: (msec, value)
     for name, log in files.items():
         matched = LOG_FILE.fullmatch(name)
         if not matched or not isinstance(log, str):
@@ -138,7 +144,9 @@ def throughput_over_time(text: str) -> list[Throughput]:
         for line in log.splitlines():
             if line.strip():
                 msec, value, direction = map(float, line.split(",", 3)[:3])
-                if direction in (0, 1) and math.isfinite(msec) and math.isfinite(value):  # not trims (2), nor what fio never writes
+                if (
+                    direction in (0, 1) and math.isfinite(msec) and math.isfinite(value)
+                ):  # not trims (2), nor what fio never writes
                     windows[DIRECTIONS[int(direction)]].append((msec, value))
         for direction, found in windows.items():
             if found:
@@ -149,7 +157,15 @@ def throughput_over_time(text: str) -> list[Throughput]:
         stamps = max(bw, iops, key=len)
         if stamps:
             pad = [(0.0, 0.0)] * len(stamps)
-            throughput.append(Throughput(direction, interval, [(msec - origin) / 1000 for msec, _ in stamps], [v * 1024 for _, v in (bw + pad)[: len(stamps)]], [v for _, v in (iops + pad)[: len(stamps)]]))
+            throughput.append(
+                Throughput(
+                    direction,
+                    interval,
+                    [(msec - origin) / 1000 for msec, _ in stamps],
+                    [v * 1024 for _, v in (bw + pad)[: len(stamps)]],
+                    [v for _, v in (iops + pad)[: len(stamps)]],
+                )
+            )
     return throughput
 
 
@@ -252,10 +268,16 @@ def _latency_metrics(prefix: str, stats: list[dict]) -> list[Metric]:
     metrics = [metric(f"{prefix}_mean_us", sum(s["mean"] * s["N"] for s in stats) / count / 1e3)]
     bins = _merged_bins(stats)
     if bins:
-        metrics += [metric(f"{prefix}_{name}_us", percentile_from_bins(bins, pct) / 1e3) for name, pct in PERCENTILES.items()]
+        metrics += [
+            metric(f"{prefix}_{name}_us", percentile_from_bins(bins, pct) / 1e3) for name, pct in PERCENTILES.items()
+        ]
     elif len(stats) == 1:
         own = stats[0].get("percentile", {})
-        metrics += [metric(f"{prefix}_{name}_us", own[key] / 1e3) for name, pct in PERCENTILES.items() if (key := f"{pct:.6f}") in own]
+        metrics += [
+            metric(f"{prefix}_{name}_us", own[key] / 1e3)
+            for name, pct in PERCENTILES.items()
+            if (key := f"{pct:.6f}") in own
+        ]
     return metrics
 
 
@@ -276,7 +298,9 @@ def added_bins(each: list[dict[str, int]]) -> dict[str, int]:
     return bins
 
 
-def latency_bins(text: str, job: str | None = None, host: str | None = None, kinds: tuple[str, ...] = LATENCIES) -> dict[tuple[str, str], dict[str, int]]:
+def latency_bins(
+    text: str, job: str | None = None, host: str | None = None, kinds: tuple[str, ...] = LATENCIES
+) -> dict[tuple[str, str], dict[str, int]]:
     """(direction, latency kind: lat, clat or slat; those of `kinds`) → fio's json+ bins merged
     over the jobs — those named `job` (of `host`, in client/server output) when given: an imported
     run's, whose file may hold others —, latency in ns → I/Os: the distribution behind the
@@ -391,12 +415,20 @@ def _microseconds_as_ns(stats: dict) -> dict:
     """A fio 2.x latency (µs) in 3.x's units (ns): mean and percentiles scaled, bins keyed by
     value in ns (fio 2.x before 2.21 keyed them by bucket index: turned into the bucket's value
     as fio itself computed it)."""
-    found = {**stats, "mean": stats["mean"] * 1e3, "percentile": {key: value * 1000 for key, value in stats.get("percentile", {}).items()}}
+    found = {
+        **stats,
+        "mean": stats["mean"] * 1e3,
+        "percentile": {key: value * 1000 for key, value in stats.get("percentile", {}).items()},
+    }
     bins = stats.get("bins")
     if bins is not None:
         if "FIO_IO_U_PLAT_BITS" in bins:
             bits, per_group = bins["FIO_IO_U_PLAT_BITS"], bins["FIO_IO_U_PLAT_VAL"]
-            bins = {str(_bucket_value(int(index), bits, per_group)): n for index, n in bins.items() if not index.startswith("FIO_") and n}
+            bins = {
+                str(_bucket_value(int(index), bits, per_group)): n
+                for index, n in bins.items()
+                if not index.startswith("FIO_") and n
+            }
         found["bins"] = {str(int(value) * 1000): n for value, n in bins.items()}
     return found
 
@@ -487,7 +519,9 @@ def steady_state(entry: dict) -> SteadyState | None:
             iops=[int(v) for v in data["iops"]], bw_bytes=[int(v) for v in data["bw"]],
         )  # fmt: skip
     except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"fio's steadystate of job {entry.get('jobname')!r} is not as fio writes it ({type(exc).__name__}: {exc})") from None
+        raise ValueError(
+            f"fio's steadystate of job {entry.get('jobname')!r} is not as fio writes it ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 def steady_states(text: str) -> list[SteadyState]:
@@ -501,7 +535,10 @@ def steady_metrics(states: list[SteadyState]) -> list[Metric]:
     if not states:
         return []
     attained = all(s.attained for s in states)
-    return [metric("steady_state", float(attained)), *([metric("steady_state_s", max(s.seconds for s in states))] if attained else [])]
+    return [
+        metric("steady_state", float(attained)),
+        *([metric("steady_state_s", max(s.seconds for s in states))] if attained else []),
+    ]
 
 
 # A workload's precondition (workloads/fio_steady.py): its phases run unmeasured before the
@@ -513,7 +550,9 @@ PRECONDITION_PHASE = "precondition-"
 
 def precondition_output(number: int, seconds: float, text: str) -> RawOutput:
     """Phase `number`'s raw output: fio's `text`, and the `seconds` the phase took."""
-    return RawOutput(f"{PRECONDITION_PHASE}{number}", PRECONDITION_TOOL, json.dumps({"seconds": round(seconds, 3), "output": text}))
+    return RawOutput(
+        f"{PRECONDITION_PHASE}{number}", PRECONDITION_TOOL, json.dumps({"seconds": round(seconds, 3), "output": text})
+    )
 
 
 def read_precondition(text: str) -> tuple[float, str]:

@@ -25,7 +25,14 @@ from typing import Any
 
 from fslab.errors import Refused
 from fslab.guard.fio_jobs import GLOBAL, SHORTEST_STEADY_WINDOW, JobFile, Section, check_option, fio_seconds
-from fslab.guard.fio_values import block_size, each_number, size_bytes as fio_bytes, size_text as fio_size, time_text as fio_time, tokens  # fio's one reading and writing of its values
+from fslab.guard.fio_values import (
+    block_size,
+    each_number,
+    size_bytes as fio_bytes,
+    size_text as fio_size,
+    time_text as fio_time,
+    tokens,
+)  # fio's one reading and writing of its values
 from fslab.units import format_duration, format_size, parse_duration, parse_size, scaled_size
 
 SIZES = ("size", "io_size", "offset", "offset_increment", "filesize")  # bytes: × --scale
@@ -36,7 +43,16 @@ TIMES = ("runtime", "ramp_time", "startdelay", "steadystate_duration", "steadyst
 # says job by job: a study-wide value would flatten what a workload's own field asks on purpose.
 ASKED = ("size", "io_size", "runtime", "ramp_time", "numjobs", "iodepth", "bs")
 STUDY_WIDE = ("size", "io_size", "runtime", "ramp_time")
-REWRITTEN = (*ASKED, "offset", "offset_increment", "filesize", "number_ios", "startdelay", "steadystate_duration", "steadystate_ramp_time")
+REWRITTEN = (
+    *ASKED,
+    "offset",
+    "offset_increment",
+    "filesize",
+    "number_ios",
+    "startdelay",
+    "steadystate_duration",
+    "steadystate_ramp_time",
+)
 # Counts that multiply a job's bytes: under --scale they take the share its sizes could not, when
 # those are held at their floor (files under a MiB kept, others raised to one: shrunk) — fio's
 # filecreate example's 31250 files of 4k, fsx.fio's 500000 loops over 256k. So the job's I/O is
@@ -60,7 +76,6 @@ REFUSED_BESIDE = {
 }
 # fio uses these instead of bs wherever a job sets them, whatever their order.
 INSTEAD_OF_BS = ("bsrange", "bssplit")
-
 
 
 @dataclass(frozen=True)
@@ -87,7 +102,15 @@ class Rewrite:
     scale: float | None = None
 
     def spec(self) -> dict[str, Any]:
-        return {"option": self.option, "jobs": list(self.jobs), "was": self.was, "now": self.now, "asked": self.asked, "by": self.by, "scale": self.scale}
+        return {
+            "option": self.option,
+            "jobs": list(self.jobs),
+            "was": self.was,
+            "now": self.now,
+            "asked": self.asked,
+            "by": self.by,
+            "scale": self.scale,
+        }
 
 
 def refused_beside(given: Iterable[str]) -> tuple[str, str] | None:
@@ -113,7 +136,9 @@ def asked_of(workload: object, study: object) -> dict[str, Asked]:
     return asked
 
 
-def rewritten(job: JobFile, asked: Mapping[str, Asked], scale: float = 1.0, time_scale: float = 1.0) -> tuple[JobFile, tuple[Rewrite, ...]]:
+def rewritten(
+    job: JobFile, asked: Mapping[str, Asked], scale: float = 1.0, time_scale: float = 1.0
+) -> tuple[JobFile, tuple[Rewrite, ...]]:
     """`job` with every job's REWRITTEN options as the study asks (`asked`, by option) and scaled,
     and what changed; `job` itself when nothing did. Refused when a job sets what fio uses
     instead of an option asked (bssplit for bs)."""
@@ -122,7 +147,9 @@ def rewritten(job: JobFile, asked: Mapping[str, Asked], scale: float = 1.0, time
     if "bs" in asked:
         for name, options in zip(names, jobs):
             if instead := next((o for o in INSTEAD_OF_BS if o in options), None):
-                raise Refused(f"bs beside a job_file would change nothing in job '{name}' of {job.source}: it sets {instead}, which fio uses instead of bs; set its block sizes in the job file")
+                raise Refused(
+                    f"bs beside a job_file would change nothing in job '{name}' of {job.source}: it sets {instead}, which fio uses instead of bs; set its block sizes in the job file"
+                )
     values: dict[str, list[str | None]] = {}  # option → each job's new value
     rewrites: list[Rewrite] = []
     before = [dict(options) for options in jobs]  # each job's values as asked, before any scale
@@ -171,6 +198,7 @@ def _pass_bytes(option: str, values: Mapping[str, str | None]) -> int | None:
     """What a job's count `option` multiplies, in bytes: each file (`filesize`, its upper end) for
     nrfiles; for loops, what one pass moves (io_size, else size, else filesize × nrfiles). None
     where fio reads it from the target (a percentage) or it is not set."""
+
     def upper(value: str | None) -> int | None:
         return max(fio_sizes(value), default=None) if value and "%" not in value else None
 
@@ -198,12 +226,16 @@ def _sections(job: JobFile, values: dict[str, list[str | None]]) -> Iterator[Sec
         options = tuple(option for option in section.options if option[0] not in values)
         if section.name != GLOBAL:
             where = f"{job.source} [{section.name}], as rewritten"
-            options += tuple(check_option(name, each[index], where=where) for name, each in values.items() if each[index] is not None)
+            options += tuple(
+                check_option(name, each[index], where=where) for name, each in values.items() if each[index] is not None
+            )
             index += 1
         yield replace(section, options=options)
 
 
-def _records(option: str, names: list[str], was: list[str | None], now: list[str | None], wanted: Asked | None, factor: float) -> list[Rewrite]:
+def _records(
+    option: str, names: list[str], was: list[str | None], now: list[str | None], wanted: Asked | None, factor: float
+) -> list[Rewrite]:
     """The jobs whose value changed, grouped by what it was and is."""
     grouped: dict[tuple[str | None, str | None], list[str]] = {}
     for name, before, after in zip(names, was, now):
@@ -211,7 +243,9 @@ def _records(option: str, names: list[str], was: list[str | None], now: list[str
             grouped.setdefault((before, after), []).append(name)
     scale = factor if factor != 1.0 else None
     return [
-        Rewrite(option, tuple(jobs), before, after, wanted.written if wanted else None, wanted.by if wanted else None, scale)
+        Rewrite(
+            option, tuple(jobs), before, after, wanted.written if wanted else None, wanted.by if wanted else None, scale
+        )
         for (before, after), jobs in grouped.items()
     ]
 
@@ -237,7 +271,14 @@ def _scaled(option: str, value: str | None, factor: float) -> str | None:
     if option in COUNTS:
         return str(max(1, round(int(value) * factor)))
     if option in TIMES:  # a range's first end in ms: fio reads s only at a value's end
-        return each_number(value, lambda m: fio_time(max(SHORTEST.get(option, 0.0), fio_seconds(m[0]) * factor), last=m.end() == len(value)) if fio_seconds(m[0]) else m[0])
+        return each_number(
+            value,
+            lambda m: (
+                fio_time(max(SHORTEST.get(option, 0.0), fio_seconds(m[0]) * factor), last=m.end() == len(value))
+                if fio_seconds(m[0])
+                else m[0]
+            ),
+        )
     return value
 
 
@@ -266,7 +307,10 @@ def described(stored: Sequence[Mapping[str, Any]]) -> str:
         why = [f"{_whose(record.get('by'))} {option} = {record.get('asked')}" if record.get("asked") is not None else "",
                f"scale {record['scale']:g}" if record.get("scale") is not None else ""]  # fmt: skip
         because = ", ".join(part for part in why if part)
-        said.append(f"{option} {_shown(option, record.get('was'), 'unset')} → {_shown(option, record.get('now'), 'none')}{jobs}" + (f" ({because})" if because else ""))
+        said.append(
+            f"{option} {_shown(option, record.get('was'), 'unset')} → {_shown(option, record.get('now'), 'none')}{jobs}"
+            + (f" ({because})" if because else "")
+        )
     return "; ".join(said)
 
 

@@ -71,7 +71,9 @@ def _own_room(jobs: list[_OwnFiles]) -> int:
     return total
 
 
-def _files(name: str, options: Mapping[str, str | None], block_device: bool, own: dict[str, list[_OwnFiles]]) -> Iterator[tuple[tuple[str, ...], int]]:
+def _files(
+    name: str, options: Mapping[str, str | None], block_device: bool, own: dict[str, list[_OwnFiles]]
+) -> Iterator[tuple[tuple[str, ...], int]]:
     """Each file a job's clones work on by name, and how far into it they reach: (key, bytes) — a
     `filename` by its name, the device as one —; the job's own files (fio names them
     job.clone.file: sections of the same name share them) added to `own`."""
@@ -128,4 +130,6 @@ def laid_out(job: JobFile) -> JobFile | None:
 
 
 def _sized(options: Mapping[str, str | None]) -> bool:
-    return not switched_on(options, "fill_device") and bool(_bytes(options.get("size")) or _bytes(options.get("filesize"), upper=True))
+    return not switched_on(options, "fill_device") and bool(
+        _bytes(options.get("size")) or _bytes(options.get("filesize"), upper=True)
+    )

@@ -64,7 +64,7 @@ class PreconditionPhase(Table):
     @classmethod
     def _writes(cls, value: str) -> str:
         if value not in WRITE_MODES:
-            raise ValueError(f"a precondition phase writes: rw = \"write\" (sequential) or \"randwrite\", not {value!r}")
+            raise ValueError(f'a precondition phase writes: rw = "write" (sequential) or "randwrite", not {value!r}')
         return value
 
     @model_validator(mode="after")
@@ -72,21 +72,34 @@ class PreconditionPhase(Table):
         if self.loops is not None and self.runtime is not None:
             raise FieldError("loops", "a phase runs loops times over the region or for runtime, not both: keep one")
         if (self.steadystate is None) != (self.steadystate_duration is None):
-            given, missing = ("steadystate", "steadystate_duration") if self.steadystate is not None else ("steadystate_duration", "steadystate")
-            raise FieldError(given, f"{given} goes with {missing}: the criterion (steadystate = \"iops_slope:0.3%\") and the window it must hold for (steadystate_duration = \"5m\")")
+            given, missing = (
+                ("steadystate", "steadystate_duration")
+                if self.steadystate is not None
+                else ("steadystate_duration", "steadystate")
+            )
+            raise FieldError(
+                given,
+                f'{given} goes with {missing}: the criterion (steadystate = "iops_slope:0.3%") and the window it must hold for (steadystate_duration = "5m")',
+            )
         if self.steadystate_ramp_time is not None and self.steadystate is None:
-            raise FieldError("steadystate_ramp_time", "steadystate_ramp_time goes with steadystate and steadystate_duration")
+            raise FieldError(
+                "steadystate_ramp_time", "steadystate_ramp_time goes with steadystate and steadystate_duration"
+            )
         return self
 
 
 def _parse_precondition(value: Any) -> Any:
-    """"fill", the shorthand for one sequential pass; a list of phases as it is (pydantic reads it)."""
+    """ "fill", the shorthand for one sequential pass; a list of phases as it is (pydantic reads it)."""
     if isinstance(value, str):
         if value != "fill":
-            raise ValueError(f'precondition is "fill" (the region written sequentially once) or a list of phases [{{ rw = "write", … }}, …], not {value!r}')
+            raise ValueError(
+                f'precondition is "fill" (the region written sequentially once) or a list of phases [{{ rw = "write", … }}, …], not {value!r}'
+            )
         return [{"rw": "write"}]
     if isinstance(value, list) and not value:
-        raise ValueError('precondition = [] preconditions nothing: leave it out, or give it phases ("fill", or [{ rw = "write", … }, …])')
+        raise ValueError(
+            'precondition = [] preconditions nothing: leave it out, or give it phases ("fill", or [{ rw = "write", … }, …])'
+        )
     return value
 
 
@@ -137,7 +150,16 @@ def precondition(
                 f"the workload's jobs each write a file of their own, which the phase must write: leave numjobs out (the phase runs the workload's {layout.get('numjobs', '1')} job(s)), or give the workload shared_file = true",
             )
         options = {k: v for k, v in layout.items() if k not in _AMOUNT and k not in STEADY_OPTIONS}
-        options |= {"rw": phase.rw} | {k: str(v) for k, v in (("bs", phase.bs and block_size(phase.bs)), ("iodepth", phase.iodepth), ("numjobs", phase.numjobs), ("loops", phase.loops)) if v is not None}
+        options |= {"rw": phase.rw} | {
+            k: str(v)
+            for k, v in (
+                ("bs", phase.bs and block_size(phase.bs)),
+                ("iodepth", phase.iodepth),
+                ("numjobs", phase.numjobs),
+                ("loops", phase.loops),
+            )
+            if v is not None
+        }
         if "randseed" in options:  # its own random offsets: not the measured run's
             options["randseed"] = str(int(options["randseed"]) + number)
         if phase.runtime is not None:
@@ -189,6 +211,16 @@ def not_steady(outputs: list[RawOutput]) -> list[Finding]:
         for state in states:
             if not state.attained:
                 kind = "not_steady" if output.tool == "fio" else f"{output.phase}_not_steady"
-                then = "its figures are of a target still changing" if output.tool == "fio" else "the measured run began on a target still changing"
-                found.append(Finding(kind, f"{where} never reached steady state ({state.setting} over {state.window_s} s) in its {state.seconds:.0f} s: {then}", implausible=False))
+                then = (
+                    "its figures are of a target still changing"
+                    if output.tool == "fio"
+                    else "the measured run began on a target still changing"
+                )
+                found.append(
+                    Finding(
+                        kind,
+                        f"{where} never reached steady state ({state.setting} over {state.window_s} s) in its {state.seconds:.0f} s: {then}",
+                        implausible=False,
+                    )
+                )
     return found

@@ -173,7 +173,9 @@ class RsyncIngest:
 
 def check_data(data: str) -> None:
     if data not in DATA:
-        raise OptionRefused(f"rsync data {data!r} is refused: only \"random\" (photos do not compress, and zeros would measure a filesystem's compression, not an ingestion)")
+        raise OptionRefused(
+            f'rsync data {data!r} is refused: only "random" (photos do not compress, and zeros would measure a filesystem\'s compression, not an ingestion)'
+        )
 
 
 def check_files_or_total(files: int | None, total: object) -> None:
@@ -181,7 +183,14 @@ def check_files_or_total(files: int | None, total: object) -> None:
         raise OptionRefused("rsync takes `files` or `total`, not both")
 
 
-def rsync_ingest(options: Mapping[str, str | int | bool], *, files: int | None = None, total: int | None = None, seed: int = DEFAULT_SEED, data: str = "random") -> RsyncIngest:
+def rsync_ingest(
+    options: Mapping[str, str | int | bool],
+    *,
+    files: int | None = None,
+    total: int | None = None,
+    seed: int = DEFAULT_SEED,
+    data: str = "random",
+) -> RsyncIngest:
     """A study's rsync workload: `files` or a `total` (default: seed 003's 20 GiB), its seed and its
     options, each checked; OptionRefused names every one refused and why."""
     check_data(data)
@@ -190,12 +199,20 @@ def rsync_ingest(options: Mapping[str, str | int | bool], *, files: int | None =
         raise OptionRefused(f"rsync files {files} is not a whole number from 1 to {MAX_FILES}")
     if total is not None and total < 1:
         raise OptionRefused("rsync total must be more than 0 bytes")
-    fields = check_properties(RSYNC_ALLOWED, "rsync", {name: value_text(raw, "true", "false") for name, raw in options.items()}, "rsync option")
+    fields = check_properties(
+        RSYNC_ALLOWED,
+        "rsync",
+        {name: value_text(raw, "true", "false") for name, raw in options.items()},
+        "rsync option",
+    )
     count = files if files is not None else files_for_total(seed, DEFAULT_TOTAL if total is None else total)
-    return RsyncIngest(files=count, seed=seed, options=tuple((name, value == "true") for name, value in fields.items()), data=data)
+    return RsyncIngest(
+        files=count, seed=seed, options=tuple((name, value == "true") for name, value in fields.items()), data=data
+    )
 
 
 # ---- the source -------------------------------------------------------------------------------
+
 
 def source_name(workload: str) -> str:
     """The source image's and mount point's name (workdir.inside takes only plain names). With
@@ -228,7 +245,10 @@ def source_set(journal: Journal, name: str, options: RsyncIngest) -> Iterator[Pa
     """The workload's source set on an image of its own, mounted read-only; released afterwards."""
     workdir = journal.workdir
     stem = source_name(name)
-    with image_file(journal, workdir.images, stem, source_image_size(options), fill=False) as image, attached(journal, image) as loop:
+    with (
+        image_file(journal, workdir.images, stem, source_image_size(options), fill=False) as image,
+        attached(journal, image) as loop,
+    ):
         run(FILESYSTEMS["ext4"].mkfs_command([loop.device], []))
         mountpoint = workdir.mounts / stem
         with mount_point(journal, mountpoint) as held:
@@ -253,6 +273,7 @@ def source_problem(workloads: list[Workload], workdir: Workdir) -> str | None:
 
 
 # ---- the report -------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class RsyncRun:
@@ -298,7 +319,14 @@ def parse(text: str) -> RsyncRun:
 
 def metric_values(result: RsyncRun) -> list[Metric]:
     rate = result.bytes / result.wall_s if result.wall_s > 0 else math.inf
-    values = {**{unit.metric: unit.of(rate) for unit in (Bandwidth.MIB, Bandwidth.MB)}, "bytes": result.bytes, "files": result.files, "elapsed_s": result.wall_s, "cpu_s": result.cpu_s, WRITTEN_BYTES: result.bytes}
+    values = {
+        **{unit.metric: unit.of(rate) for unit in (Bandwidth.MIB, Bandwidth.MB)},
+        "bytes": result.bytes,
+        "files": result.files,
+        "elapsed_s": result.wall_s,
+        "cpu_s": result.cpu_s,
+        WRITTEN_BYTES: result.bytes,
+    }
     return [METRICS[name].of(name, float(value)) for name, value in values.items()]
 
 
@@ -316,7 +344,13 @@ def judge(result: RsyncRun, files: int, total: int) -> list[Finding]:
             implausible=True,
         ))  # fmt: skip
     if result.wall_s < MIN_SECONDS:
-        found.append(Finding("too_short_to_time", f"rsync took {result.wall_s:g} s, under {MIN_SECONDS:g} s: no rate can be read from it", implausible=True))
+        found.append(
+            Finding(
+                "too_short_to_time",
+                f"rsync took {result.wall_s:g} s, under {MIN_SECONDS:g} s: no rate can be read from it",
+                implausible=True,
+            )
+        )
     return found
 
 
@@ -350,12 +384,25 @@ class Rsync:
         options = tool_of(workload, RsyncIngest)
         return scope.kept(f"rsync-source:{workload.name}", lambda: source_set(journal, workload.name, options))
 
-    def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope) -> list[RawOutput]:
+    def prepare(
+        self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope
+    ) -> list[RawOutput]:
         self._source(journal, workload, scope)  # made by the study run's first run of the workload
         return []
 
-    def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path, scope: StudyScope, measured: Measured) -> list[RawOutput]:
-        copy = argv(tool_of(workload, RsyncIngest), self._source(journal, workload, scope), directory_of(ready, self.name))
+    def run(
+        self,
+        journal: Journal,
+        workload: Workload,
+        ready: Provisioned,
+        command: str,
+        scratch: Path,
+        scope: StudyScope,
+        measured: Measured,
+    ) -> list[RawOutput]:
+        copy = argv(
+            tool_of(workload, RsyncIngest), self._source(journal, workload, scope), directory_of(ready, self.name)
+        )
         with measured(""):
             before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
             out = run_held(journal, copy, env=ENV).stdout

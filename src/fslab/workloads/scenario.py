@@ -58,7 +58,20 @@ from fslab.workloads.fio_output import parse_metrics
 from fslab.workloads.sysbench import SYSBENCH, SysbenchOptions, sysbench_options
 from fslab.workloads.scenario_metrics import METRICS
 from fslab.workloads import register
-from fslab.workloads.tables import Building, Data, Duration, Name, OnTargets, Size, Table, ToolOption, WorkloadLimits, Timeout, fio_options, run_timeout
+from fslab.workloads.tables import (
+    Building,
+    Data,
+    Duration,
+    Name,
+    OnTargets,
+    Size,
+    Table,
+    ToolOption,
+    WorkloadLimits,
+    Timeout,
+    fio_options,
+    run_timeout,
+)
 
 if TYPE_CHECKING:
     from fslab.workdir import Workdir
@@ -132,7 +145,9 @@ class Scenario:
     def direct(self) -> bool:
         """Whether every phase that reads or writes bypasses the page cache: a fio phase as its
         job says (as a fio workload's is read), a tool phase as its tool's record says."""
-        return all(p.tool.direct if p.tool else job_is_direct(self.job(p)) for p in self.phases if p.tool or p.action == "fio")
+        return all(
+            p.tool.direct if p.tool else job_is_direct(self.job(p)) for p in self.phases if p.tool or p.action == "fio"
+        )
 
     def phase_seconds(self, phase: Phase) -> float:
         """How long a phase lasts: a sleep's seconds, a fio phase's runtime as fio reads it (its
@@ -204,33 +219,51 @@ def tool_data(phase: str, tool: str, data: DataPattern) -> str:
     if data.kind not in ("random", "zeros"):
         raise ValueError(
             f"phase '{phase}' runs {tool}, which writes random bytes or zeros and cannot write the scenario's data, {data.describe()}; "
-            f"give the workload data = \"random\" or \"zeros\", or make '{phase}' a fio phase"
+            f'give the workload data = "random" or "zeros", or make \'{phase}\' a fio phase'
         )
     return data.kind
 
 
-def scenario(name: str, phases: tuple[Phase, ...], size: int, data: DataPattern, builtin: str | None = None) -> Scenario:
+def scenario(
+    name: str, phases: tuple[Phase, ...], size: int, data: DataPattern, builtin: str | None = None
+) -> Scenario:
     """A scenario over the file fslab names after the workload; ValueError naming the phase that
     cannot be one of it (a repeated name, fio's options on another phase, a tool phase's name)."""
     names = [p.name for p in phases]
     if len(set(names)) < len(names):
-        raise ValueError(f"phase names must differ: {', '.join(sorted({n for n in names if names.count(n) > 1}))} repeated")
+        raise ValueError(
+            f"phase names must differ: {', '.join(sorted({n for n in names if names.count(n) > 1}))} repeated"
+        )
     if not any(p.measured for p in phases):
         raise ValueError("no phase is measured: mark at least one measured = true")
     for p in phases:
         if (p.tool.kind if p.tool else None) != (p.action if p.action in PHASE_TOOLS else None):
-            raise ValueError(f"phase '{p.name}' runs {p.action} and holds {f'a {p.tool.kind} record' if p.tool else 'no tool record'}: a tool phase holds its own tool's, and only it")
+            raise ValueError(
+                f"phase '{p.name}' runs {p.action} and holds {f'a {p.tool.kind} record' if p.tool else 'no tool record'}: a tool phase holds its own tool's, and only it"
+            )
         if p.action == "fio" and "rw" not in p.options:
             raise ValueError(f"phase '{p.name}' runs fio: give its rw")
         if p.action != "fio" and (p.options or p.snapshot_every or p.extents):
-            files = f" (extents count the scenario's file, not {p.action}'s files); make them a phase of their own" if p.tool else ""
-            raise ValueError(f"phase '{p.name}' {'runs' if p.tool else 'is a'} {p.action}: fio options, snapshot_every and extents belong to fio phases{files}")
+            files = (
+                f" (extents count the scenario's file, not {p.action}'s files); make them a phase of their own"
+                if p.tool
+                else ""
+            )
+            raise ValueError(
+                f"phase '{p.name}' {'runs' if p.tool else 'is a'} {p.action}: fio options, snapshot_every and extents belong to fio phases{files}"
+            )
         if p.tool and p.tool.data != tool_data(p.name, p.action, data):
-            raise ValueError(f"phase '{p.name}' runs {p.action} writing {p.tool.data} data, and the scenario writes {data.kind}")
+            raise ValueError(
+                f"phase '{p.name}' runs {p.action} writing {p.tool.data} data, and the scenario writes {data.kind}"
+            )
         if p.tool and PHASE_SEPARATOR in p.name:
-            raise ValueError(f"phase '{p.name}' runs {p.action}: its name holds no '{PHASE_SEPARATOR}', which fslab puts between it and the tool's steps ({p.name}.write)")
+            raise ValueError(
+                f"phase '{p.name}' runs {p.action}: its name holds no '{PHASE_SEPARATOR}', which fslab puts between it and the tool's steps ({p.name}.write)"
+            )
         if p.tool and (under := [n for n in names if n.startswith(p.name + PHASE_SEPARATOR)]):
-            raise ValueError(f"phase '{under[0]}' is named as a step of phase '{p.name}', which runs {p.action} (its steps are '{p.name}.<step>'): rename it")
+            raise ValueError(
+                f"phase '{under[0]}' is named as a step of phase '{p.name}', which runs {p.action} (its steps are '{p.name}.<step>'): rename it"
+            )
     return Scenario(phases, file_name(name), size, data, builtin)
 
 
@@ -250,7 +283,12 @@ class Scenarios:
     def problems(self, workloads: list[Workload], workdir: Workdir) -> list[str]:
         somewhere = workdir.mounts / "check"
         scenarios = [(workload.name, tool_of(workload, Scenario)) for workload in workloads]
-        jobs = [(self._job_text(s, phase, somewhere), f"workload '{name}' phase '{phase.name}'") for name, s in scenarios for phase in s.phases if phase.action == "fio"]
+        jobs = [
+            (self._job_text(s, phase, somewhere), f"workload '{name}' phase '{phase.name}'")
+            for name, s in scenarios
+            for phase in s.phases
+            if phase.action == "fio"
+        ]
         problems = parse_all(jobs, directory=somewhere)
         for workload in workloads:
             s = tool_of(workload, Scenario)
@@ -279,10 +317,21 @@ class Scenarios:
             parts.append(f"{head}\n{body}")
         return "\n".join(parts)
 
-    def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope) -> list[RawOutput]:
+    def prepare(
+        self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope
+    ) -> list[RawOutput]:
         return []  # a scenario's preparing phases are its own, unmeasured, in `run`
 
-    def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path, scope: StudyScope, measured: Measured) -> list[RawOutput]:
+    def run(
+        self,
+        journal: Journal,
+        workload: Workload,
+        ready: Provisioned,
+        command: str,
+        scratch: Path,
+        scope: StudyScope,
+        measured: Measured,
+    ) -> list[RawOutput]:
         s = tool_of(workload, Scenario)
         directory = directory_of(ready, self.name)
         outputs: list[RawOutput] = []
@@ -296,7 +345,9 @@ class Scenarios:
                     job = scratch / f"{file_name(phase.name)}.fio"
                     job.write_text(self._job_text(s, phase, directory))
                     with _snapshots(ready, phase.snapshot_every, taken) as snapshots:
-                        text, logs = run_measured(journal, job, phase.name, s.phase_seconds(phase), window, directory=directory)
+                        text, logs = run_measured(
+                            journal, job, phase.name, s.phase_seconds(phase), window, directory=directory
+                        )
                     taken += len(snapshots)
                     if phase.measured:
                         outputs += [RawOutput(phase.name, "fio", text), *logs]
@@ -312,10 +363,23 @@ class Scenarios:
                     time.sleep(phase.seconds)
             if phase.extents and phase.measured:
                 counts = extent_counts([directory / s.file], ready.filesystem)
-                outputs.append(RawOutput(phase.name, "filefrag", "".join(extents.line(str(path)) for path, extents in counts.items())))
+                outputs.append(
+                    RawOutput(
+                        phase.name, "filefrag", "".join(extents.line(str(path)) for path, extents in counts.items())
+                    )
+                )
         return outputs
 
-    def _run_tool(self, journal: Journal, workload: Workload, phase: Phase, ready: Provisioned, scratch: Path, scope: StudyScope, measured: Measured) -> list[RawOutput]:
+    def _run_tool(
+        self,
+        journal: Journal,
+        workload: Workload,
+        phase: Phase,
+        ready: Provisioned,
+        scratch: Path,
+        scope: StudyScope,
+        measured: Measured,
+    ) -> list[RawOutput]:
         """A tool phase, as its tool's kind runs a workload: prepared (not measured), then run,
         each step the tool measures in a window named after the phase (`sanity.write`), its
         outputs named alike."""
@@ -339,7 +403,9 @@ class Scenarios:
             elif output.tool == "filefrag":
                 counts = [e.count for e in parse_filefrag(output.text).values()]
                 if None not in counts:  # a count that cannot be measured is absent, never 0 (judge says why)
-                    found.append(METRICS["extents"].of("extents", sum(c for c in counts if c is not None), output.phase))
+                    found.append(
+                        METRICS["extents"].of("extents", sum(c for c in counts if c is not None), output.phase)
+                    )
             elif output.tool == "snapshots":
                 found.append(METRICS["snapshots"].of("snapshots", len(output.text.split()), output.phase))
         return found
@@ -356,11 +422,24 @@ class Scenarios:
             taken = len(output.text.split())
             expected = s.phase_seconds(phase) / (phase.snapshot_every or 1)
             if expected >= 2 and taken < expected / 2:
-                found.append(Finding("few_snapshots", f"{output.phase}: {taken} snapshots taken, not the ~{expected:.0f} asked (one every {phase.snapshot_every:g} s): each took longer", implausible=False))
+                found.append(
+                    Finding(
+                        "few_snapshots",
+                        f"{output.phase}: {taken} snapshots taken, not the ~{expected:.0f} asked (one every {phase.snapshot_every:g} s): each took longer",
+                        implausible=False,
+                    )
+                )
         for phase in (p for p in s.phases if p.tool):
-            own = [o for name, o in map(_as_tool_named, (o for o in outputs if o.tool == phase.action)) if name == phase.name]
+            own = [
+                o
+                for name, o in map(_as_tool_named, (o for o in outputs if o.tool == phase.action))
+                if name == phase.name
+            ]
             if own:  # what its tool's kind finds in them, said of the phase
-                found += [replace(f, says=f"{phase.name}: {f.says}") for f in PHASE_TOOLS[phase.action].judge(_phase_workload(workload, phase), own)]
+                found += [
+                    replace(f, says=f"{phase.name}: {f.says}")
+                    for f in PHASE_TOOLS[phase.action].judge(_phase_workload(workload, phase), own)
+                ]
         return found
 
 
@@ -446,10 +525,11 @@ class PhaseSection(Table):
         if len(given) != 1:
             raise ValueError(
                 "a phase runs fio (fio = { rw = … }), sysbench (sysbench = { … }), dd (dd = { … }) or an action "
-                "(action = \"sync\" | \"drop_caches\" | \"sleep\"), one of them" + (f", not {' and '.join(given)}" if given else "")
+                '(action = "sync" | "drop_caches" | "sleep"), one of them'
+                + (f", not {' and '.join(given)}" if given else "")
             )
         if (self.action == "sleep") != (self.seconds is not None):
-            raise ValueError("seconds goes with action = \"sleep\", and a sleep needs it")
+            raise ValueError('seconds goes with action = "sleep", and a sleep needs it')
         return self
 
     @property
@@ -483,10 +563,13 @@ class ScenarioSection(OnTargets, WorkloadLimits):
     @model_validator(mode="after")
     def _builtin_or_phases(self) -> ScenarioSection:
         if (self.scenario is None) == (not self.phase):
-            raise ValueError("a scenario is a built-in one (scenario = \"cow-ageing\", …) or its own [[workload.phase]] tables, one of them")
+            raise ValueError(
+                'a scenario is a built-in one (scenario = "cow-ageing", …) or its own [[workload.phase]] tables, one of them'
+            )
         if self.snapshot_every is not None and self.scenario not in (None, "snapshots-under-load"):
             raise FieldError("snapshot_every", f"{self.scenario} takes no snapshots: snapshots-under-load does")
         return self
+
 
 def build(section: ScenarioSection, building: Building) -> Workload:
     """A scenario: a built-in one's phases, or the table's own; its file's size and its tool
@@ -498,7 +581,9 @@ def build(section: ScenarioSection, building: Building) -> Workload:
     else:
         phases = tuple(_phase(p, data, building, (*building.table, "phase", i)) for i, p in enumerate(section.phase))
     try:
-        made = scenario(section.name, phases, scaled_size(parse_size(section.size), building.scale), data, section.scenario)
+        made = scenario(
+            section.name, phases, scaled_size(parse_size(section.size), building.scale), data, section.scenario
+        )
     except (ValueError, Refused) as exc:
         building.refuse(building.table, str(exc))
     seconds = made.measured_seconds()
@@ -509,12 +594,16 @@ def _phase(section: PhaseSection, data: DataPattern, building: Building, table: 
     """A phase of a scenario's own (its `table`); a tool phase's record checked, writing the
     scenario's `data` (refused at the phase's tool field), and scaled as a workload of its tool's is."""
     options = dict(section.fio or {})
-    if "runtime" in options:  # as a workload's: whole milliseconds, × time_scale, time based (its value is fio's: read as fio reads it)
+    if (
+        "runtime" in options
+    ):  # as a workload's: whole milliseconds, × time_scale, time based (its value is fio's: read as fio reads it)
         options |= {"runtime": ms_text(fio_seconds(options["runtime"]) * building.time_scale), "time_based": "1"}
     tool = None
     if section.tool:
         try:
-            tool = section.checked(tool_data(section.name, section.tool, data)).scaled(building.scale, building.time_scale)
+            tool = section.checked(tool_data(section.name, section.tool, data)).scaled(
+                building.scale, building.time_scale
+            )
         except ValueError as exc:
             building.refuse((*table, section.tool), str(exc))
     return Phase(

@@ -22,10 +22,16 @@ def _declared(*declarations: Mapping[str, MetricKind]) -> dict[str, MetricKind]:
         for name, kind in declared.items():
             was = merged.get(name)
             if was and (was.unit, was.higher_is_better) != (kind.unit, kind.higher_is_better):
-                raise ValueError(f"phase kinds declare metric {name} as {was} and as {kind}: in a scenario, one name must mean one thing")
+                raise ValueError(
+                    f"phase kinds declare metric {name} as {was} and as {kind}: in a scenario, one name must mean one thing"
+                )
             merged[name] = replace(
-                kind, primary=kind.primary or bool(was and was.primary), compared=kind.compared or bool(was and was.compared),
-                resolution=max(kind.resolution, was.resolution if was else 0.0),  # the coarsest: a phase's tool is not known by name
+                kind,
+                primary=kind.primary or bool(was and was.primary),
+                compared=kind.compared or bool(was and was.compared),
+                resolution=max(
+                    kind.resolution, was.resolution if was else 0.0
+                ),  # the coarsest: a phase's tool is not known by name
             )
     return merged
 

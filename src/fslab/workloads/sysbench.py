@@ -33,7 +33,20 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from fslab.guard.options import ON_OFF, Integer, Kind, accepted_values, Matches, Number, OneOf, OptionRefused, ToolOptions, check_arguments, shown, value_text
+from fslab.guard.options import (
+    ON_OFF,
+    Integer,
+    Kind,
+    accepted_values,
+    Matches,
+    Number,
+    OneOf,
+    OptionRefused,
+    ToolOptions,
+    check_arguments,
+    shown,
+    value_text,
+)
 from fslab.findings import Finding
 from fslab.journal import Journal
 from fslab.model import Metric, RawOutput, Workload
@@ -129,7 +142,11 @@ class SysbenchOptions:
 
     def geometry(self) -> list[str]:
         """What prepare, run and cleanup must agree on: the files."""
-        return [f"--file-num={self.files}", f"--file-total-size={self.total_size}", f"--file-block-size={self.block_size}"]
+        return [
+            f"--file-num={self.files}",
+            f"--file-total-size={self.total_size}",
+            f"--file-block-size={self.block_size}",
+        ]
 
     def validate(self) -> str:
         return f"--validate={'on' if self.data == 'random' else 'off'}"
@@ -161,7 +178,9 @@ class SysbenchOptions:
         """Each file's size × `scale`, kept a whole number of blocks (at least one, so that random
         data's checksums still hold); the time × `time_scale` (whole seconds, at least 1)."""
         block = parse_size(self.block_size)
-        size = self.total_size if scale == 1.0 else str(self.files * block * max(1, round(self.file_size * scale / block)))
+        size = (
+            self.total_size if scale == 1.0 else str(self.files * block * max(1, round(self.file_size * scale / block)))
+        )
         return replace(self, total_size=size, seconds=max(1, round(self.seconds * time_scale)))
 
 
@@ -170,10 +189,17 @@ def sysbench_options(options: Mapping[str, str | int | float | bool], *, data: s
     as on/off) over seed 000's defaults, each checked against SYSBENCH_OPTIONS; OptionRefused
     names every one refused and why. `data`: "random" or "zeros"."""
     if data not in DATA:
-        raise OptionRefused(f"sysbench data {data!r} is not one of {', '.join(DATA)}: sysbench writes zeros or, validating, random bytes; nothing else")
+        raise OptionRefused(
+            f"sysbench data {data!r} is not one of {', '.join(DATA)}: sysbench writes zeros or, validating, random bytes; nothing else"
+        )
     names = [name.removeprefix("--") for name in options]
     if bad := [name for name in names if not re.fullmatch(r"[a-z0-9]+(?:-[a-z0-9]+)*", name)]:
-        raise OptionRefused("; ".join(f"sysbench option name {shown(name)} is refused: a name is lowercase words joined by '-'" for name in bad))
+        raise OptionRefused(
+            "; ".join(
+                f"sysbench option name {shown(name)} is refused: a name is lowercase words joined by '-'"
+                for name in bad
+            )
+        )
     args = [f"--{name}={value_text(value, 'on', 'off')}" for name, value in zip(names, options.values())]
     check_arguments(SYSBENCH_OPTIONS, args)
     fields: dict[str, str | int] = {}
@@ -188,7 +214,7 @@ def sysbench_options(options: Mapping[str, str | int | float | bool], *, data: s
     options = SysbenchOptions(**fields, data=data, tuning=tuple(tuning))  # type: ignore[arg-type]
     if data == "random" and options.file_size % parse_size(options.block_size):
         raise OptionRefused(
-            f"sysbench data \"random\" checks every block it reads (--validate=on), which fails unless each file is a whole number of blocks: "
+            f'sysbench data "random" checks every block it reads (--validate=on), which fails unless each file is a whole number of blocks: '
             f"{options.total_size} over {options.files} files is {options.file_size} bytes a file, not a multiple of --file-block-size {options.block_size}; "
             "make --file-total-size a multiple of --file-num × --file-block-size"
         )
@@ -227,7 +253,6 @@ def run_step(journal: Journal, argv: list[str], directory: Path, *, timeout: flo
 
 
 # ---- the report -------------------------------------------------------------------------------
-
 
 
 @dataclass(frozen=True)
@@ -328,7 +353,9 @@ def parse_run(text: str) -> SysbenchRun:
             missing.append(label.rstrip(":"))
     if missing:
         fatal = [line.strip() for line in text.splitlines() if "FATAL" in line or "error" in line.lower()]
-        raise ValueError(f"sysbench's report lacks {', '.join(missing)}" + (f": {' / '.join(fatal[-3:])}" if fatal else ""))
+        raise ValueError(
+            f"sysbench's report lacks {', '.join(missing)}" + (f": {' / '.join(fatal[-3:])}" if fatal else "")
+        )
     p95 = re.search(rf"^\s*{PERCENTILE}th percentile:\s+{_NUMBER}\s*$", text, re.MULTILINE)
     return SysbenchRun(
         **{k: v for k, v in found.items() if k not in ("events", "threads")},
@@ -417,7 +444,9 @@ class Sysbench:
 
     name = "sysbench"
     metrics = METRICS
-    accepted_options = {name.removeprefix("--"): form for name, form in accepted_values(SYSBENCH_OPTIONS.options).items()}  # a study writes them with or without --
+    accepted_options = {
+        name.removeprefix("--"): form for name, form in accepted_values(SYSBENCH_OPTIONS.options).items()
+    }  # a study writes them with or without --
 
     def problems(self, workloads: list[Workload], workdir: Workdir) -> list[str]:
         return []  # every option was checked when the study was read
@@ -425,11 +454,24 @@ class Sysbench:
     def command(self, workload: Workload, ready: Provisioned) -> str:
         return shlex.join(run_argv(tool_of(workload, SysbenchOptions)))  # run in the target's directory
 
-    def prepare(self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope) -> list[RawOutput]:
-        parse_prepare(run_step(journal, prepare_argv(tool_of(workload, SysbenchOptions)), directory_of(ready, self.name)))
+    def prepare(
+        self, journal: Journal, workload: Workload, ready: Provisioned, scratch: Path, scope: StudyScope
+    ) -> list[RawOutput]:
+        parse_prepare(
+            run_step(journal, prepare_argv(tool_of(workload, SysbenchOptions)), directory_of(ready, self.name))
+        )
         return []
 
-    def run(self, journal: Journal, workload: Workload, ready: Provisioned, command: str, scratch: Path, scope: StudyScope, measured: Measured) -> list[RawOutput]:
+    def run(
+        self,
+        journal: Journal,
+        workload: Workload,
+        ready: Provisioned,
+        command: str,
+        scratch: Path,
+        scope: StudyScope,
+        measured: Measured,
+    ) -> list[RawOutput]:
         with measured(""):
             text = run_step(journal, run_argv(tool_of(workload, SysbenchOptions)), directory_of(ready, self.name))
         return [RawOutput("", self.name, text)]

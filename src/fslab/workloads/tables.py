@@ -105,7 +105,9 @@ def nested_table(annotation: object) -> type[BaseModel] | None:
 
 def _memory_limit(value: str) -> None:
     if parse_size(value) < SMALLEST_LIMIT:
-        raise ValueError(f"a memory limit below {format_size(SMALLEST_LIMIT)} leaves the tool itself too little to run, not {value!r}")
+        raise ValueError(
+            f"a memory limit below {format_size(SMALLEST_LIMIT)} leaves the tool itself too little to run, not {value!r}"
+        )
 
 
 class WorkloadLimits(Table):
@@ -127,7 +129,9 @@ def _block_size(value: str) -> None:
         sizes = []
     if len(parts) > 3 or not sizes or min(sizes) < 1:
         fio_allows("bs")(value)  # what it holds that fio would read as more than a value, first
-        raise ValueError(f"bs takes a size (4k, 1m, 4KiB), or up to three separated by ',' (reads, writes, trims: 4k,64k), not {value!r}")
+        raise ValueError(
+            f"bs takes a size (4k, 1m, 4KiB), or up to three separated by ',' (reads, writes, trims: 4k,64k), not {value!r}"
+        )
     fio_allows("bs")(block_size(value))
 
 
@@ -151,8 +155,12 @@ class FioSection(WorkloadLimits):
     rwmixread: int | None = Field(None, ge=0, le=100)
     randseed: int | None = Field(None, ge=0)
     timeout: Timeout | None = None  # fslab's, not fio's: a run still going after it is killed and failed
-    data: Data | None = None  # what is written: "random" (fslab's default), "zeros" or { compressible = N } (workloads/data.py)
-    options: dict[str, str | int | float | bool] = {}  # any other fio option fio has and the guard accepts (guard/fio_options.py)
+    data: Data | None = (
+        None  # what is written: "random" (fslab's default), "zeros" or { compressible = N } (workloads/data.py)
+    )
+    options: dict[
+        str, str | int | float | bool
+    ] = {}  # any other fio option fio has and the guard accepts (guard/fio_options.py)
 
     @field_validator("options")
     @classmethod
@@ -167,7 +175,9 @@ class OnTargets(Table):
     # Another workload of the study it is compared with on each target both ran on (study.py
     # checks the name and settles a sweep's: _compared_with).
     compare_with: str | None = None
-    swept_fields: ClassVar[tuple[str, ...]] = ()  # its kind's fields a list of values sweeps (its model takes the lists)
+    swept_fields: ClassVar[
+        tuple[str, ...]
+    ] = ()  # its kind's fields a list of values sweeps (its model takes the lists)
 
     def sweep_size(self) -> int:
         """How many tables `swept` makes, known before they are made."""
@@ -181,7 +191,11 @@ class OnTargets(Table):
         made = []
         for values in itertools.product(*lists.values()):
             labels = [f"{name}={value}" for name, value in zip(lists, values)]
-            made.append(self.model_copy(update={**dict(zip(lists, values)), "name": swept_name(getattr(self, "name"), labels)}) if labels else self)
+            made.append(
+                self.model_copy(update={**dict(zip(lists, values)), "name": swept_name(getattr(self, "name"), labels)})
+                if labels
+                else self
+            )
         return made
 
 

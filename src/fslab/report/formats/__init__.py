@@ -49,7 +49,9 @@ class ReportFile:
     name: str  # its file name
     order: int  # where it comes among the files written (and said)
     render: Callable[[Source], str | bytes]
-    current: Callable[[Path, Source], bool] | None = None  # whether the folder's file holds what would be written (then left as it is)
+    current: Callable[[Path, Source], bool] | None = (
+        None  # whether the folder's file holds what would be written (then left as it is)
+    )
 
 
 @dataclass(frozen=True)
@@ -69,7 +71,9 @@ _FILES: dict[str, ReportFile] = {}
 _FORMS: dict[str, TableForm] = {}
 
 
-def report_file(name: str, *, order: int, current: Callable[[Path, Source], bool] | None = None) -> Callable[[Callable[[Source], str | bytes]], Callable[[Source], str | bytes]]:
+def report_file(
+    name: str, *, order: int, current: Callable[[Path, Source], bool] | None = None
+) -> Callable[[Callable[[Source], str | bytes]], Callable[[Source], str | bytes]]:
     """Registers the function it decorates as the renderer of the report file `name`."""
 
     def register(render: Callable[[Source], str | bytes]) -> Callable[[Source], str | bytes]:
@@ -79,10 +83,14 @@ def report_file(name: str, *, order: int, current: Callable[[Path, Source], bool
     return register
 
 
-def table_form(name: str, *, suffix: str) -> Callable[[Callable[[dict[str, type], list[list]], bytes]], Callable[[dict[str, type], list[list]], bytes]]:
+def table_form(
+    name: str, *, suffix: str
+) -> Callable[[Callable[[dict[str, type], list[list]], bytes]], Callable[[dict[str, type], list[list]], bytes]]:
     """Registers the function it decorates as the encoder of `fslab export --format name`."""
 
-    def register(encode: Callable[[dict[str, type], list[list]], bytes]) -> Callable[[dict[str, type], list[list]], bytes]:
+    def register(
+        encode: Callable[[dict[str, type], list[list]], bytes],
+    ) -> Callable[[dict[str, type], list[list]], bytes]:
         _FORMS[name] = TableForm(name, suffix, encode)
         return encode
 
@@ -106,4 +114,3 @@ def table_form_named(name: str) -> TableForm:
     if name not in forms:
         raise UnknownFormat(f"{name!r} is not one of {', '.join(map(repr, forms))}")
     return forms[name]
-

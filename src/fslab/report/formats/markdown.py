@@ -45,4 +45,6 @@ def _section(section: Section) -> list[str]:
 
 def _table(section: Section) -> list[str]:
     columns, rows = section.columns, section.rows
-    return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)] + ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in rows]
+    return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)] + [
+        "| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in rows
+    ]

@@ -53,7 +53,9 @@ def runs_json(s: StudySummary, runs: list[dict], stored: list[RunMetric]) -> str
     metrics: dict[int, list[dict]] = {}
     for m in stored:
         if m.metric is not None:
-            metrics.setdefault(m.run_id, []).append({"phase": m.phase, "name": m.metric, "value": m.value, "unit": m.unit})
+            metrics.setdefault(m.run_id, []).append(
+                {"phase": m.phase, "name": m.metric, "value": m.value, "unit": m.unit}
+            )
     return json_text(_runs_held(s) | {"runs": [plain(run) | {"metrics": metrics.get(run["id"], [])} for run in runs]})
 
 
@@ -61,4 +63,9 @@ def _runs_held(s: StudySummary) -> dict:
     """What runs.json opens with: the fslab that wrote it, the study run as stored, how many runs
     it had and the last one's id. Runs are only ever added to a study run, never changed, so
     runs files that open with this hold what would be written again."""
-    return {"fslab": __version__, "study_run": study_run_record(s), "runs_count": len(s.runs), "last_run_id": max((r["id"] for r in s.runs), default=None)}
+    return {
+        "fslab": __version__,
+        "study_run": study_run_record(s),
+        "runs_count": len(s.runs),
+        "last_run_id": max((r["id"] for r in s.runs), default=None),
+    }

@@ -21,18 +21,44 @@ def to_json(s: StudySummary) -> str:
         "study_run": study_run_record(s),
         "targets": s.targets,
         "cells": [
-            {"workload": c.workload, "target": c.target, "failed_runs": c.failed, "metrics": {m: {"unit": s.metric_units[m], **published(v)} for m, v in c.metrics.items()}}
+            {
+                "workload": c.workload,
+                "target": c.target,
+                "failed_runs": c.failed,
+                "metrics": {m: {"unit": s.metric_units[m], **published(v)} for m, v in c.metrics.items()},
+            }
             | ({"notes": c.notes, "implausible": c.implausible} if c.notes else {})
-            | ({"caveats": c.caveats} if c.caveats else {}) | ({"withheld": c.withheld} if c.withheld else {})
+            | ({"caveats": c.caveats} if c.caveats else {})
+            | ({"withheld": c.withheld} if c.withheld else {})
             | ({"above_ceiling": c.above_ceiling} if c.above_ceiling else {})
             for c in s.cells
         ],
-        "comparisons": [{"workload": r.workload, "target": r.target, "baseline": r.baseline, "metric": r.metric, **published(r.comparison)} for r in s.analysis.rows],
+        "comparisons": [
+            {
+                "workload": r.workload,
+                "target": r.target,
+                "baseline": r.baseline,
+                "metric": r.metric,
+                **published(r.comparison),
+            }
+            for r in s.analysis.rows
+        ],
         "rankings": [
-            {"workload": w, "metric": m, **({"host": host} if host is not None else {}), "order": r.order, "tiers": r.tiers, "letters": r.letters}
+            {
+                "workload": w,
+                "metric": m,
+                **({"host": host} if host is not None else {}),
+                "order": r.order,
+                "tiers": r.tiers,
+                "letters": r.letters,
+            }
             for (w, m, host), r in s.analysis.rankings.items()
         ],
-        "family": {"corrected": "Benjamini–Hochberg", "comparisons": s.analysis.family_size, "of": "every pair of targets per workload and compared metric"},
+        "family": {
+            "corrected": "Benjamini–Hochberg",
+            "comparisons": s.analysis.family_size,
+            "of": "every pair of targets per workload and compared metric",
+        },
         "threshold": s.analysis.threshold,
         "bandwidth_unit": s.units.value,
         "skipped": [asdict(u) for u in s.skipped],
@@ -58,6 +84,12 @@ def ceiling_record(c: Ceiling, units: dict[str, str]) -> dict:
     figure = published(c.figure)
     interval = None if figure["ci_low"] is None else [figure["ci_low"], figure["ci_high"]]
     return {
-        "workload": c.workload, "metric": c.metric, "value": c.figure.mean, "unit": units.get(c.metric or "", ""),
-        "interval": interval, "n": c.figure.n, "source": c.source, "target": c.target,
+        "workload": c.workload,
+        "metric": c.metric,
+        "value": c.figure.mean,
+        "unit": units.get(c.metric or "", ""),
+        "interval": interval,
+        "n": c.figure.n,
+        "source": c.source,
+        "target": c.target,
     }
