@@ -19,10 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from fslab.filesystems.base import Provisioned
 from fslab.guard.fio_jobs import parse_all
 from fslab.study import parse_study
 from fslab.workdir import Workdir
-from fslab.filesystems.base import Provisioned
 from fslab.workloads.fio import job_for, layout_job_for
 from study_validation import HEAD  # bench/'s: this script runs from there
 

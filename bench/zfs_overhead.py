@@ -31,8 +31,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from unittest import mock
 
-from stopwatch import Stopwatch  # bench/'s: this script runs from there
-
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.zfs_engine import engine
 from fslab.plan import Repetitions
@@ -40,6 +38,7 @@ from fslab.results import ResultsDB
 from fslab.runner import run_study
 from fslab.study import parse_study
 from fslab.workdir import Workdir
+from stopwatch import Stopwatch  # bench/'s: this script runs from there
 
 TARGET = 1.5  # seconds of overhead per ZFS run, at most
 STUDY = """\

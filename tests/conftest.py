@@ -166,7 +166,7 @@ def needs_root() -> None:
 
 
 @pytest.fixture(scope="session")
-def pg_cluster(needs_root: None) -> Iterator["postgres.Cluster"]:
+def pg_cluster(needs_root: None) -> Iterator[postgres.Cluster]:
     """A PostgreSQL cluster of this worker's own, on loopback (tests/postgres.py)."""
     import postgres
 
@@ -178,7 +178,7 @@ def pg_cluster(needs_root: None) -> Iterator["postgres.Cluster"]:
 
 
 @pytest.fixture(scope="module")
-def fleet_lab(needs_root: None) -> Iterator["fleet.Lab"]:
+def fleet_lab(needs_root: None) -> Iterator[fleet.Lab]:
     """Network namespaces on a bridge and a PostgreSQL listening there (tests/fleet.py), shared
     by a module's fleets: each fleet on it starts on a new database."""
     import fleet

@@ -17,12 +17,11 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import fslab
 import postgres
 from conftest import fresh_workdir, fslab_in_process, wait_for
-from netns import Namespace, Network, network
-
-import fslab
 from fslab.workdir import Workdir
+from netns import Namespace, Network, network
 
 DATABASE = "fleet"
 LAPSE = "2"  # seconds a worker may go unheard (--heartbeat-lapse): short, for the tests

@@ -38,11 +38,10 @@ from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
 from fslab.results.records import RunFailure, now
 from fslab.study import load_study
-from fslab.workloads import fio_hist
+from fslab.workloads import fio_hist, kind_of, rsync
 from fslab.workloads import fio_output as fio_parser
-from fslab.workloads.fio import FioJob, job_for
-from fslab.workloads import kind_of, rsync
 from fslab.workloads.base import tool_of
+from fslab.workloads.fio import FioJob, job_for
 from fslab.workloads.scenario import Scenario
 
 FIXTURES = Path(__file__).parent / "fixtures"

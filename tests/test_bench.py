@@ -16,8 +16,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import ZFS_FUSE
 
+from conftest import ZFS_FUSE
 from fslab.results import ResultsDB
 from fslab.runner import RunObserver
 

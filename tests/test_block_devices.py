@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import re
+import shutil
 import subprocess
 import tempfile
 import time
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import TEST_ROOT, fslab, fslab_in_process, held_by, wait_for, write_study
 
+from conftest import TEST_ROOT, fslab, fslab_in_process, held_by, wait_for, write_study
 from fslab.results import ResultsDB
 from fslab.study import StudyError, parse_study
 

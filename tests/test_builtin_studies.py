@@ -23,8 +23,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from conftest import ZFS_FUSE, fresh_workdir, fslab
 
+from conftest import ZFS_FUSE, fresh_workdir, fslab
 from fslab.filesystems.zfs_engine import engine
 from fslab.report.arc_share import MAY_HOLD
 from fslab.results import ResultsDB

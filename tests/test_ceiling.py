@@ -11,8 +11,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from short_studies import SKIPPED_STACK
 
+from conftest import ran_study
 from fslab.ceiling import CEILING_RUNS, LOOP_CEILING, ZRAM_CEILING, with_ceiling
 from fslab.errors import FslabError
 from fslab.plan import Planner, Repetitions
@@ -23,7 +23,7 @@ from fslab.report.summary import beyond_raw_note, summarize_study_run
 from fslab.results import ResultsDB
 from fslab.results.owner import Owner
 from fslab.study import load_study, parse_study
-from conftest import ran_study
+from short_studies import SKIPPED_STACK
 from synthetic import store_study_run
 
 NO_RAW = """\

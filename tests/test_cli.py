@@ -138,9 +138,8 @@ _NAMED = '[study]\nname = "{name}"\nworkloads = ["rand_read"]\nrepetitions = 2\n
 
 
 def test_a_study_named_with_digits_is_never_taken_for_a_study_run_id(tmp_path):
-    from synthetic import stored_study
-
     from fslab.results import ResultsDB
+    from synthetic import stored_study
 
     db = ResultsDB(str(tmp_path / "r.db"))
     first, second = (

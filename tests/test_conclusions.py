@@ -10,7 +10,6 @@ import re
 from dataclasses import replace
 
 import pytest
-from synthetic import store_study_run, stored_study
 
 from fslab.report.conclusions import Conclusion, conclusions
 from fslab.report.formatting import metric_label
@@ -18,6 +17,7 @@ from fslab.report.sections import BETWEEN_TITLE, Kind, sections
 from fslab.report.summary import StudySummary, summarize_study_run
 from fslab.results import ResultsDB
 from fslab.study import builtin_studies, load_study
+from synthetic import store_study_run, stored_study
 
 RATIO = re.compile(r"(\d+\.\d+)×")
 ENV = {

@@ -9,12 +9,12 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
 from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from conftest import FIXTURES
 from fslab.report import console as console_module
 from fslab.report.console import (
     CONSOLE_WIDTH,

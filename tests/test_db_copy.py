@@ -4,11 +4,10 @@ stored of them, ids remapped, nothing lost, and nothing added by a second copy."
 
 from __future__ import annotations
 
-import postgres
 import pytest
-from conftest import fslab_in_process
-from synthetic import stored_study
 
+import postgres
+from conftest import fslab_in_process
 from fslab.environment import host
 from fslab.model import Host
 from fslab.report.formats.markdown import to_markdown
@@ -17,6 +16,7 @@ from fslab.results import ResultsDB
 from fslab.results.copy import copy_study_runs
 from fslab.results.records import RunFailure, RunRecord, now
 from fslab.results.schema import study_runs
+from synthetic import stored_study
 
 STUDY = """[study]\nname = "{name}"\nworkloads = ["rand_read", "seq_write"]\nrepetitions = 3\n
 [[target]]\nname = "raw"\nfilesystem = "raw"\n

@@ -5,8 +5,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
 
+from conftest import FIXTURES
 from fslab.guard.options import OptionRefused
 from fslab.model import MetricKind
 from fslab.workloads.dd import (

@@ -8,8 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import fresh_workdir, fslab, fslab_in_process
 
+from conftest import fresh_workdir, fslab, fslab_in_process
 from fslab.devices.layers import Stack
 from fslab.devices.loop import attached, devices_backed_by, direct_io_enabled, image_file, on_loops
 from fslab.errors import Refused

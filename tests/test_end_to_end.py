@@ -7,8 +7,8 @@ import sys
 import time
 
 import pytest
-from conftest import fio_children, fresh_workdir, fslab, fslab_in_process, held_by, runs_stored, write_study
 
+from conftest import fio_children, fresh_workdir, fslab, fslab_in_process, held_by, runs_stored, write_study
 from fslab.guard.names import file_name
 from fslab.results import ResultsDB
 from fslab.workloads.fio_hist import HIST_TOOL, latency_over_time

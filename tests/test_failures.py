@@ -2,7 +2,6 @@
 to diagnose them, and the study goes on; a missing tool is refused before anything is made; a
 killed fslab's scratch directory (in RAM) is removed by `fslab cleanup`, and only that very one."""
 
-import os
 import shutil
 import subprocess
 import threading
@@ -11,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+
 from conftest import (
     fresh_workdir,
     fslab,
@@ -23,7 +23,6 @@ from conftest import (
     scratch_of,
     write_study,
 )
-
 from fslab.guard.names import workdir_tag
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB

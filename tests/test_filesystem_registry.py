@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import write_study
 from typer.testing import CliRunner
 
+from conftest import write_study
 from fslab.cli import app
 from fslab.filesystems import FILESYSTEMS
 from fslab.results import ResultsDB

@@ -5,8 +5,8 @@ import subprocess
 from contextlib import ExitStack, contextmanager
 
 import pytest
-from conftest import ZFS_FUSE
 
+from conftest import ZFS_FUSE
 from fslab.devices.layers import Stack
 from fslab.devices.loop import attached, image_file, on_loops
 from fslab.errors import Refused

@@ -13,7 +13,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from netns import network
 
 from fslab.errors import Refused
 from fslab.fio_server import Endpoint, checked_address, endpoint, networks
@@ -21,9 +20,17 @@ from fslab.guard.fio_jobs import JobFile, Section, parse_job_file, single_job
 from fslab.workdir import Workdir
 from fslab.workloads.fio import FIXED_OPTIONS
 from fslab.workloads.fio_clients import (
-    Client, by_client, checked_clients, client_directory, client_jobs, client_metrics, given_clients, run_clients,
+    Client,
+    by_client,
+    checked_clients,
+    client_directory,
+    client_jobs,
+    client_metrics,
+    given_clients,
+    run_clients,
 )  # fmt: skip
 from fslab.workloads.fio_output import latency_bins, percentile_from_bins
+from netns import network
 
 FIXTURES = Path(__file__).parent / "fixtures" / "fio" / "clients"
 LOOPBACK_CLIENTS = [

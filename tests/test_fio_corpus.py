@@ -7,13 +7,13 @@ times as the stored job file has them, scaled. The list comes from the table, so
 drift apart; every example that runs by hand is in it, but those whose note says why not."""
 
 import json
-import shutil
 import re
+import shutil
 import tomllib
 
 import pytest
-from conftest import FIXTURES, fresh_workdir, fslab_in_process, write_study
 
+from conftest import FIXTURES, fresh_workdir, fslab_in_process, write_study
 from fslab.ceiling import LOOP_CEILING
 from fslab.results import ResultsDB
 from fslab.workloads.fio_output import DIRECTIONS

@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import FIXTURES
 
+from conftest import FIXTURES
 from fslab.workloads.fio import epoch_ms, stored_logs, taken_logs
-from fslab.workloads.fio_output import throughput_over_time
 from fslab.workloads.fio_epoch import job_epoch_ms, stamps_of
+from fslab.workloads.fio_output import throughput_over_time
 
 EPOCH = FIXTURES / "fio" / "epoch"
 OUTPUT = (EPOCH / "ramped-2jobs.json").read_text()

@@ -8,8 +8,8 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
 
+from conftest import FIXTURES
 from fslab.errors import Refused
 from fslab.guard.fio_jobs import parse_job_file
 from fslab.guard.fio_options import BROKEN, DANGERS, OUTPUT, FioRefused

@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import fslab_in_process, held_by, write_study
 
+from conftest import fslab_in_process, held_by, write_study
 from fslab.errors import Refused
 from fslab.guard.fio_jobs import (
     expected_seconds,
@@ -457,7 +457,6 @@ def test_engines_that_do_no_io_on_the_target_measure_nothing_of_it():
 def _with_option(name: str, help_text: str) -> object:
     """fio 3.33's table and one option more, as a newer fio would list it."""
     from conftest import fio_options_answers
-
     from fslab.guard.fio_help import table_from_answers
     from fslab.guard.fio_options import ENGINES
 
@@ -524,7 +523,6 @@ def test_fslab_list_fio_shows_fios_table_and_what_it_refuses():
 
 def test_a_newer_fios_other_name_for_a_refused_option_is_refused():
     from conftest import fio_options_answers
-
     from fslab.guard.fio_help import table_from_answers
     from fslab.guard.fio_options import ENGINES
     from fslab.guard.fio_table import given_table

@@ -11,8 +11,8 @@ import random
 
 import numpy as np
 import pytest
-from conftest import FIXTURES
 
+from conftest import FIXTURES
 from fslab.workloads.fio import epoch_ms, stored_logs
 from fslab.workloads.fio_hist import (
     COARSENESS,

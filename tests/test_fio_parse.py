@@ -4,8 +4,8 @@ import json
 import shutil
 
 import pytest
-from conftest import FIXTURES
 
+from conftest import FIXTURES
 from fslab.guard.fio_jobs import option_problem
 from fslab.workloads.fio import (
     FIXED_OPTIONS,

@@ -10,12 +10,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import FIO_OPTIONS, fio_options_answers, fslab_in_process, write_study
 
+from conftest import FIO_OPTIONS, fio_options_answers, fslab_in_process, write_study
 from fslab.guard import fio_table
 from fslab.guard.fio_help import HelpError, needed, parse_option_help, parse_option_list, table_from_answers
-from fslab.guard.fio_preallocation import stored_preallocation
 from fslab.guard.fio_options import ENGINES, option_problem
+from fslab.guard.fio_preallocation import stored_preallocation
 from fslab.guard.fio_table import FioUnavailable, load_table
 from fslab.system import executable
 

@@ -9,8 +9,8 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, write_study
 
+from conftest import FIXTURES, write_study
 from fslab.guard import fio_jobs, fio_values
 from fslab.guard.fio_jobs import expected_seconds, fio_seconds, parse_all, parse_job_file, render
 from fslab.guard.fio_options import FioRefused, option_problem, table

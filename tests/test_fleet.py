@@ -15,14 +15,14 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-import postgres
 import pytest
 import sqlalchemy as sa
+
+import postgres
 from conftest import fresh_workdir, held_by, wait_for
 from fleet import LAPSE, Worker, fleet
-from short_studies import short_study
-
 from fslab.results.schema import SCHEMA_VERSION
+from short_studies import short_study
 
 EXT4 = '[[target]]\nname = "ext4"\nfilesystem = "ext4"\n'
 
@@ -307,7 +307,6 @@ def test_a_worker_stopped_mid_run_releases_the_run_and_gives_its_unit_back(fleet
 
 def test_a_fleet_is_asked_for_plainly_or_refused_with_what_to_do(tmp_path):
     from conftest import fslab_in_process
-
     from fslab.fleet.units import NotSelfContained, check_self_contained
 
     detached = fslab_in_process("run", "quick", "--detach", "--db", str(tmp_path / "r.db"))
@@ -498,10 +497,9 @@ def test_a_worker_killed_during_a_spread_study_run_has_its_block_taken_by_the_ot
 
 
 def test_spread_refuses_what_cannot_be_divided(tmp_path):
+    from conftest import fslab_in_process
     from fslab.fleet.spread import CannotSpread, check
     from fslab.plan import Repetitions
-
-    from conftest import fslab_in_process
 
     alone = fslab_in_process("run", "quick", "--spread", "--db", str(tmp_path / "r.db"))
     assert alone.returncode == 2 and "--spread goes with --on" in alone.stderr
@@ -666,7 +664,6 @@ def migrated_v14_fleet_shows_its_workers_versions(db) -> None:
 
 def test_a_version_14_fleet_database_on_sqlite_gains_the_workers_versions(tmp_path):
     from conftest import FIXTURES
-
     from fslab.results import ResultsDB
 
     path = tmp_path / "v14.db"

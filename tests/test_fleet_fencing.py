@@ -13,6 +13,7 @@ from contextlib import contextmanager
 
 import pytest
 import sqlalchemy as sa
+
 from fleet import DATABASE, LAPSE, fleet
 from short_studies import short_study
 

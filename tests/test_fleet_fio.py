@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from fleet import fleet
-from test_fleet import registered
 
+from fleet import fleet
 from fslab.errors import Refused
 from fslab.fio_server import networks
 from fslab.fleet import roster
 from fslab.model import Host
 from fslab.results import ResultsDB
 from fslab.results.schema import SCHEMA_VERSION
+from test_fleet import registered
 
 SHARED = """[study]
 name = "shared"

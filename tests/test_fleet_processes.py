@@ -12,8 +12,9 @@ import sys
 import time
 from pathlib import Path
 
-import postgres
 import pytest
+
+import postgres
 from conftest import wait_for
 from fleet import DATABASE, fleet
 from short_studies import short_study

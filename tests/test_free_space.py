@@ -5,8 +5,8 @@ fits), and not far below it (a study that fits is not refused)."""
 import os
 
 import pytest
-from conftest import ZFS_FUSE
 
+from conftest import ZFS_FUSE
 from fslab.devices.layers import Stack
 from fslab.devices.loop import on_loops
 from fslab.filesystems import FILESYSTEMS

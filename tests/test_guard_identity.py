@@ -20,14 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import TEST_ROOT, ZFS_FUSE, fresh_workdir, fslab, fslab_in_process, held_by, write_study
-from short_studies import short_study
 
+from conftest import TEST_ROOT, ZFS_FUSE, fresh_workdir, fslab, fslab_in_process, held_by, write_study
 from fslab.filesystems.zfs_engine import engine
 from fslab.guard.identity import FileId, kernel_table, loops_backed_by, mounts_at, regular_file, unescape
 from fslab.guard.names import workdir_tag
 from fslab.results import ResultsDB
 from fslab.workdir import MARKER, Workdir
+from short_studies import short_study
 
 pytestmark = ZFS_FUSE  # zfs-fuse: one daemon on the machine (conftest)
 

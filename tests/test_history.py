@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 from altair.vegalite.v6.schema.core import TopLevelSpec
-from conftest import fslab_in_process
-from synthetic import SyntheticHost, stored_study
-from test_report_html import browser, open_page, page_specs  # noqa: F401  (the fixture, and how a page is opened and read)
 
+from conftest import fslab_in_process
 from fslab.history import UNRECORDED_HOST, StoredStudyRun, history
 from fslab.results import ResultsDB
+from synthetic import SyntheticHost, stored_study
+from test_report_html import browser, open_page, page_specs  # noqa: F401  (the fixture, and how a page is opened and read)
 
 START = datetime(2026, 1, 1)
 

@@ -11,9 +11,9 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
-from conftest import fslab_in_process
 from rich.console import Console
 
+from conftest import fslab_in_process
 from fslab.findings import Finding
 from fslab.report.charts import study_charts
 from fslab.report.conclusions import conclusions

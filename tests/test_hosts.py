@@ -10,15 +10,15 @@ import random
 from pathlib import Path
 
 import pytest
-from conftest import fslab_in_process
-from synthetic import SyntheticHost, stored_study
 
+from conftest import fslab_in_process
 from fslab.analysis import host_blocks
 from fslab.report.formats.markdown import to_markdown
 from fslab.report.formats.summary_json import to_json
 from fslab.report.sections import Kind, sections
 from fslab.report.summary import compare_hosts, compare_runs, summarize_study_run
 from fslab.results import ResultsDB
+from synthetic import SyntheticHost, stored_study
 
 STUDY = """\
 [study]

@@ -5,18 +5,18 @@ compares like any other; files that are not fio's output reported one by one and
 from __future__ import annotations
 
 import json
-import re
 import math
 import os
+import re
 import shutil
 import sqlite3
 import stat
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, fslab_in_process
 
+from conftest import FIXTURES, fslab_in_process
 from fslab.import_parsing import FioOutput, NotFioOutput, parse_output
 from fslab.importer import FoundFile, imported_study, parse_files, read_files
 from fslab.results import ResultsDB
@@ -198,7 +198,7 @@ def test_a_client_servers_runs_begin_at_its_timestamp_or_at_their_job_start():
     files, _ = read_files(paths)
     runs = imported_study("s", [], parse_files(files, "t")[0], []).runs
     documents = [load_json(p.read_text()) for p in paths]
-    utc = lambda seconds: datetime.fromtimestamp(seconds, timezone.utc).replace(tzinfo=None)  # noqa: E731
+    utc = lambda seconds: datetime.fromtimestamp(seconds, UTC).replace(tzinfo=None)  # noqa: E731
 
     def entry(document: dict, host: str | None = None) -> dict:
         return next(

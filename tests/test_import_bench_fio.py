@@ -11,8 +11,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, fslab_in_process
 
+from conftest import FIXTURES, fslab_in_process
 from fslab.bench_fio_tree import Place, place
 from fslab.importer import FIO_LOG, import_files
 from fslab.results import ResultsDB

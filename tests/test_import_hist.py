@@ -10,8 +10,8 @@ import shutil
 from pathlib import Path
 
 import numpy as np
-from conftest import FIXTURES, fslab_in_process
 
+from conftest import FIXTURES, fslab_in_process
 from fslab.importer import import_files
 from fslab.report.charts import study_charts
 from fslab.report.details import run_details

@@ -161,10 +161,9 @@ def test_fslab_summary_of_a_study_run_loads_no_workload_kind_and_no_filesystem(t
     the command run: a tenth of a second and more before it starts, pyproject.toml). And it starts no thread pool for linear algebra: numpy and scipy each bring OpenBLAS, which
     starts a thread per core as it loads (a tenth of a second of CPU), and fslab does none (its
     threads counted as it ends, /proc/self/task: the main one alone)."""
-    from synthetic import stored_study
-
     from fslab.results import ResultsDB
     from fslab.workloads import SHIPPED
+    from synthetic import stored_study
 
     study = """[study]\nname = "s"\nworkloads = ["rand_read"]\nrepetitions = 3\n
 [[target]]\nname = "btrfs-zstd"\nfilesystem = "btrfs"\nmount_options = "compress=zstd"\n

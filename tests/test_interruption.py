@@ -6,8 +6,8 @@ import os
 import signal
 
 import pytest
-from conftest import wait_for
 
+from conftest import wait_for
 from fslab import interruption
 from fslab.journal import RELEASERS
 from fslab.workdir import Workdir

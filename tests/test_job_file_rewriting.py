@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import fslab_in_process, held_by, write_study
 
+from conftest import fslab_in_process, held_by, write_study
 from fslab.guard.fio_jobs import job_text, parse_all, parse_job_file, render
-from fslab.study import StudyError, load_study, parse_study, short_runs
+from fslab.study import StudyError, parse_study, short_runs
 
 EXAMPLES = Path(__file__).parent / "fixtures" / "fio" / "examples"
 SEQ_READ = (EXAMPLES / "fio-seq-read.fio").read_text()  # [global] runtime=900, [file1] size=10G
@@ -373,9 +373,8 @@ def test_bs_beside_a_job_file_whose_job_sets_bssplit_is_refused_at_bs(tmp_path):
 
 
 def test_the_summary_says_what_was_rewritten_from_what(tmp_path):
-    from synthetic import stored_study
-
     from fslab.results import ResultsDB
+    from synthetic import stored_study
 
     (tmp_path / "mine.fio").write_text(SEQ_READ)
     db = tmp_path / "r.db"

@@ -4,12 +4,9 @@ them (pure, on logs binned as fio bins them). The page's drawing is test_report_
 
 from __future__ import annotations
 
-import json
 import sqlite3
 
 from altair.vegalite.v6.schema.core import TopLevelSpec
-from synthetic import stored_study
-from test_report_html import W, synthetic
 
 from fslab.report.chart_parts import BUCKETS_PER_DECADE, latency_bucket
 from fslab.report.charts import study_charts
@@ -25,6 +22,8 @@ from fslab.report.time_charts import (
 from fslab.results import ResultsDB
 from fslab.workloads.fio_hist import COARSENESS, HIST_TOOL, Bins, kept, latency_over_time
 from fslab.workloads.fio_output import BINS_TOOL
+from synthetic import stored_study
+from test_report_html import W, synthetic
 
 BINS = Bins.of_width(1856 >> COARSENESS, COARSENESS)
 

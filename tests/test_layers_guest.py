@@ -12,9 +12,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from guest import SCRATCH, GuestJob, result_of, unavailable_reason
 
 from fslab.results import ResultsDB
+from guest import SCRATCH, GuestJob, result_of, unavailable_reason
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -5,8 +5,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import ZFS_FUSE, fslab, held_by, write_study
 
+from conftest import ZFS_FUSE, fslab, held_by, write_study
 from fslab.devices import layers
 from fslab.filesystems.zfs_engine import engine
 from fslab.results import ResultsDB

@@ -10,8 +10,8 @@ from importlib import import_module
 import pytest
 from rich.cells import cell_len
 
-from fslab import devices as devices_package
 from conftest import fslab_in_process
+from fslab import devices as devices_package
 from fslab.devices.layers import LAYERS
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.zfs import DATASET_PROPERTIES, POOL_OPTIONS
@@ -22,13 +22,12 @@ from fslab.study import builtin_studies
 from fslab.units import parse_duration
 from fslab.workloads import SHIPPED as KINDS
 from fslab.workloads import registered
-from fslab.workloads.fio import FIO_DEFAULTS
-from fslab.workloads.scenario import ScenarioSection
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 from fslab.workloads.dd import DD_OPTIONS
+from fslab.workloads.fio import FIO_DEFAULTS
 from fslab.workloads.rsync import RSYNC_OPTIONS
 from fslab.workloads.scenario import BUILTIN as BUILTIN_SCENARIOS
-from fslab.workloads.scenario import builtin_phases
+from fslab.workloads.scenario import ScenarioSection, builtin_phases
 from fslab.workloads.sysbench import SYSBENCH_OPTIONS
 
 SECTIONS = ["studies", "workloads", "sets", "kinds", "scenarios", "filesystems", "layers", "sources"]

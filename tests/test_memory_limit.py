@@ -9,8 +9,8 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import fslab, fslab_in_process, groups_of, killed_fslab, plant, write_study
 
+from conftest import fslab, fslab_in_process, groups_of, killed_fslab, plant, write_study
 from fslab import cgroups
 from fslab.cgroups import memory_limited
 from fslab.guard.names import workdir_tag

@@ -6,8 +6,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
-from conftest import FIXTURES
 
+from conftest import FIXTURES
 from fslab.model import MetricKind, RawOutput, Roles
 from fslab.plan import Planner, Repetitions, Tally
 from fslab.report.formats.markdown import to_markdown

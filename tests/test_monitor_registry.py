@@ -6,8 +6,8 @@ import runpy
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES
 
+from conftest import FIXTURES
 from fslab import monitors
 from fslab.filesystems import Provisioned
 from fslab.model import RawOutput

@@ -9,8 +9,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, wait_for
 
+from conftest import FIXTURES, wait_for
 from fslab.devices.layers import Stack
 from fslab.devices.loop import attached, image_file, on_loops
 from fslab.filesystems import FILESYSTEMS

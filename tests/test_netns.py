@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+
 from netns import network
 
 # Listens on the namespace's address, answers one connection with what it was sent, reversed.

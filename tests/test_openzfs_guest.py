@@ -15,9 +15,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from guest import SCRATCH, GuestJob, guest_kernel, result_of, unavailable_reason
 
 from fslab.results import ResultsDB
+from guest import SCRATCH, GuestJob, guest_kernel, result_of, unavailable_reason
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("FSLAB_OPENZFS", "/var/cache/fslab/openzfs"))

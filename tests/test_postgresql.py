@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 
 import pytest
-from synthetic import stored_study
 
 from fslab.report.formats.markdown import to_markdown
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB
+from synthetic import stored_study
 
 STUDY = """[study]\nname = "s"\nworkloads = ["rand_read", "seq_write"]\nrepetitions = 3\n
 [[target]]\nname = "raw"\nfilesystem = "raw"\n

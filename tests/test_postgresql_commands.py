@@ -10,13 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import postgres
 import pytest
-from conftest import fresh_workdir, fslab_in_process, write_study
-from short_studies import short_study
 
+import postgres
+from conftest import fresh_workdir, fslab_in_process, write_study
 from fslab.results import ResultsDB
 from fslab.results.schema import SCHEMA_VERSION
+from short_studies import short_study
 
 STUDY = short_study("pgrun", '[[target]]\nfilesystem = ["ext4", "raw"]\n')  # 2 cells × 2 runs of 1 s
 RAW = short_study("pgraw", '[[target]]\nfilesystem = "raw"\n', repetitions=1)  # 1 run of 1 s, no filesystem to make

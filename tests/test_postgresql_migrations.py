@@ -9,8 +9,8 @@ import sqlite3
 
 import pytest
 import sqlalchemy as sa
-from conftest import FIXTURES, same_document
 
+from conftest import FIXTURES, same_document
 from fslab.report.formats.markdown import to_markdown
 from fslab.report.formats.summary_json import to_json
 from fslab.report.summary import summarize_study_run
@@ -133,7 +133,6 @@ def test_a_run_stored_as_a_newer_fslab_migrates_is_stored_before_it_and_the_next
     import sys
 
     from conftest import wait_for
-
     from fslab import __version__
     from fslab.model import RawOutput
     from fslab.results.db import insert_run

@@ -10,15 +10,15 @@ import os
 import subprocess
 from pathlib import Path
 
-import postgres
 import pytest
 import sqlalchemy as sa
-from conftest import fslab_in_process
-from synthetic import stored_study
 
+import postgres
+from conftest import fslab_in_process
 from fslab.environment import host
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB
+from synthetic import stored_study
 
 
 @pytest.fixture(scope="module")

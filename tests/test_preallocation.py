@@ -7,8 +7,8 @@ Btrfs shows the difference."""
 from pathlib import Path
 
 import pytest
-from conftest import fresh_workdir, ran_study
 
+from conftest import fresh_workdir, ran_study
 from fslab.guard import fio_jobs, fio_preallocation
 from fslab.report.sections import workload_title
 from fslab.report.summary import summarize_study_run

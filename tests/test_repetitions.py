@@ -1,13 +1,13 @@
 """Repetitions through `fslab run` on real targets: exact runs, warm-ups, adaptive runs; and
 `fslab compare` gating on a regression between two stored study runs."""
 
-import pytest
 from collections import Counter
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from conftest import fslab, fslab_in_process, write_study
+import pytest
 
+from conftest import fslab, fslab_in_process, write_study
 from fslab.report.console import CONSOLE_WIDTH
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner

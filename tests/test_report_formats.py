@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import fslab_in_process
 
+from conftest import fslab_in_process
 from fslab.report import formats
 from fslab.report.formats.summary_csv import to_csv
 from fslab.report.summary import summarize_study_run

@@ -21,9 +21,8 @@ from pathlib import Path
 import pytest
 import vl_convert
 from altair.vegalite.v6.schema.core import TopLevelSpec
-from conftest import FIXTURES, fslab_in_process
-from synthetic import stored_study
 
+from conftest import FIXTURES, fslab_in_process
 from fslab.analysis import Row, analyse
 from fslab.checks import Unsupported
 from fslab.guard.names import file_name
@@ -55,6 +54,7 @@ from fslab.results import ResultsDB
 from fslab.results.records import SampleGroups
 from fslab.stats import adjust_family, compare, rank, summarize
 from fslab.workloads.fio_output import bin_columns, latency_bins
+from synthetic import stored_study
 
 ROOT = Path(__file__).parent.parent
 CHROMIUM = "/usr/bin/chromium"  # Debian's (the Makefile installs it): playwright downloads no browser

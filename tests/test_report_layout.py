@@ -9,12 +9,11 @@ from __future__ import annotations
 import re
 
 import pytest
-from synthetic import stored_study
-from test_report_html import browser, page_specs  # noqa: F401 (the fixture, shared)
 
 from fslab.report.page import write_report
 from fslab.results import ResultsDB
-
+from synthetic import stored_study
+from test_report_html import browser, page_specs  # noqa: F401 (the fixture, shared)
 
 TARGETS = [
     "btrfs-default", "ext4-default-journal", "btrfs-nodatasum", "btrfs-nodatacow",

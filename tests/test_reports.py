@@ -17,19 +17,19 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import fslab
 from rich.console import Console
 from scipy import stats as sps
-from synthetic import stored_study
 
+from conftest import fslab
 from fslab.errors import Refused
-from fslab.report.formats import runs as runs_format
 from fslab.report.console import CONSOLE_WIDTH, print_summary
 from fslab.report.files import write_reports
+from fslab.report.formats import runs as runs_format
 from fslab.report.summary import StudySummary, summarize_study_run
 from fslab.results import ResultsDB
 from fslab.results.records import RunFailure
 from fslab.stats import summarize
+from synthetic import stored_study
 
 STUDY = """\
 [study]

@@ -6,18 +6,18 @@ import multiprocessing
 import os
 import shutil
 import sqlite3
-import sys
 import stat
+import sys
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
-from conftest import FIXTURES, fslab_in_process, same_document
 
+from conftest import FIXTURES, fslab_in_process, same_document
+from fslab.model import RawOutput
 from fslab.report.formats.markdown import to_markdown
 from fslab.report.formats.summary_json import to_json
 from fslab.report.summary import summarize_study_run
-from fslab.model import RawOutput
 from fslab.results import ResultsDB
 from fslab.results.records import RunRecord, now
 from fslab.results.schema import SCHEMA_VERSION, SchemaMismatch, schema_info
@@ -405,9 +405,8 @@ _SUPERSEDING = (
 
 
 def test_runs_a_systematic_failure_superseded_are_counted_by_no_reader(tmp_path):
-    from synthetic import stored_study
-
     from fslab.results.records import RunFailure
+    from synthetic import stored_study
 
     db = ResultsDB(str(tmp_path / "r.db"))
     failure = RunFailure("workload", "Traceback …", ["fio"], 127, "fio: command not found")

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import fio_children, fslab, fslab_in_process, held_by, runs_stored, write_study
 
+from conftest import fio_children, fslab, fslab_in_process, held_by, runs_stored, write_study
 from fslab.results import ResultsDB
 
 STUDY = """\
@@ -319,8 +319,8 @@ def test_a_resumed_study_run_compares_each_target_with_its_own_baseline(tmp_path
     """The study's `baseline` is folded into each target's own when the study is read (a sweep's
     values compare with its first); a resumed study run overrides them only with a --baseline
     given on the command line, never with the study's, as the run that began did."""
-    from fslab.resume import resumable
     from fslab.results.owner import Owner
+    from fslab.resume import resumable
     from fslab.study import parse_study
 
     text = '[study]\nname = "b"\nworkloads = ["rand_read"]\nbaseline = "xfs"\n[[target]]\nfilesystem = "xfs"\n[[target]]\nname = "e"\nfilesystem = "ext4"\nmount_options = ["defaults", "noatime"]\n'

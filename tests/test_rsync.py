@@ -7,9 +7,8 @@ import zlib
 from contextlib import ExitStack, contextmanager
 
 import pytest
-from conftest import ran_study, FIXTURES, held_by
-from kinds_helpers import read_study, refused
 
+from conftest import FIXTURES, held_by, ran_study
 from fslab.errors import Refused
 from fslab.findings import Finding
 from fslab.workloads.base import StudyScope
@@ -27,6 +26,7 @@ from fslab.workloads.rsync import (
     source_set,
     write_set,
 )
+from kinds_helpers import read_study, refused
 
 FIXTURE = FIXTURES / "rsync"
 SET = 22020096 + 18874368 + 26214400  # the fixtures' three files

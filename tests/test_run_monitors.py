@@ -6,14 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, ZFS_FUSE, fresh_workdir, ran_study
 
+from conftest import FIXTURES, ZFS_FUSE, fresh_workdir, ran_study
 from fslab.filesystems import FILESYSTEMS, Provisioned
 from fslab.filesystems.zfs_engine import engine
 from fslab.model import RawOutput
 from fslab.monitors import metric_names
-from fslab.monitors.space import btrfs_compresses, btrfs_compression_ratio, zfs_compresses
 from fslab.monitors.base import Sample
+from fslab.monitors.space import btrfs_compresses, btrfs_compression_ratio, zfs_compresses
 from fslab.monitors.traffic import Counted, TrafficMonitor
 from fslab.report.summary import _run_notes
 from fslab.results import ResultsDB

@@ -14,15 +14,15 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import fslab_in_process, write_study
-from short_studies import SKIPPED_STACK
-from synthetic import SyntheticHost, store_study_run
 
+from conftest import fslab_in_process, write_study
 from fslab import doctor
 from fslab.preview import DEFAULT_OVERHEAD, Overhead
 from fslab.results import ResultsDB
 from fslab.results.timings import stored_timings
 from fslab.study import load_study
+from short_studies import SKIPPED_STACK
+from synthetic import SyntheticHost, store_study_run
 
 SMALL = """\
 [study]

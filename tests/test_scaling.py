@@ -4,22 +4,21 @@ in the header."""
 
 import json
 import subprocess
-import pytest
 from datetime import datetime
 from pathlib import Path
 
-from test_filesystems import loops
+import pytest
 
+from fslab.analysis import analyse
 from fslab.devices.layers import Stack
 from fslab.devices.loop import on_loops
-from fslab.filesystems import FILESYSTEMS
-from fslab.filesystems import zfs_engine
+from fslab.filesystems import FILESYSTEMS, zfs_engine
 from fslab.filesystems.zfs_engine import arc_flag
-from fslab.analysis import analyse
 from fslab.model import Study
 from fslab.report.sections import header_lines
 from fslab.report.summary import StudySummary
 from fslab.study import load_study, parse_study
+from test_filesystems import loops
 
 MiB = 2**20
 

@@ -6,9 +6,8 @@ from collections import Counter
 from dataclasses import replace
 
 import pytest
-from conftest import ran_study, FIXTURES, fslab, fslab_in_process, write_study
-from kinds_helpers import read_study, refused
 
+from conftest import FIXTURES, fslab, fslab_in_process, ran_study, write_study
 from fslab.model import RawOutput, Workload, unqualified
 from fslab.monitors import metric_names
 from fslab.results import ResultsDB
@@ -18,6 +17,7 @@ from fslab.workloads.fio_hist import HIST_TOOL
 from fslab.workloads.fio_output import BINS_TOOL, LOG_TOOL
 from fslab.workloads.scenario import METRICS, SCENARIOS, Phase, Scenario, cow_ageing, scenario
 from fslab.workloads.sysbench import SYSBENCH, SysbenchOptions
+from kinds_helpers import read_study, refused
 
 AGEING = """\
 [study]

@@ -45,12 +45,12 @@ from fslab.analysis import analyse, ranking_line
 from fslab.stats import (  # noqa: E402
     NORMAL_MAD,
     SamplePair,
+    _u_cumulative_counts,
     adjust_family,
     benjamini_hochberg,
     compare,
     compare_pairs,
     log_welch,
-    _u_cumulative_counts,
     mann_whitney_p_values,
     mann_whitney_two_sided_p,
     median,

@@ -10,9 +10,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, fresh_workdir, fslab_in_process, ran_study
 
-from fslab.findings import Finding
+from conftest import FIXTURES, fslab_in_process, ran_study
 from fslab.guard.fio_jobs import option_problem, parse_job_file, single_job, steadystate_problem
 from fslab.model import RawOutput
 from fslab.report.steady_state import steady_notes

@@ -7,8 +7,8 @@ import socket
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, fresh_workdir, fslab, fslab_in_process, write_study
 
+from conftest import FIXTURES, fresh_workdir, fslab, fslab_in_process, write_study
 from fslab import environment
 from fslab.devices import layers
 from fslab.filesystems import FILESYSTEMS

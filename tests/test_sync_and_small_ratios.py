@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import vl_convert
 from altair.vegalite.v6.schema.core import TopLevelSpec
-from conftest import FIXTURES, fresh_workdir, ran_study
 
+from conftest import FIXTURES, fresh_workdir, ran_study
 from fslab.filesystems import Provisioned
 from fslab.findings import Finding
 from fslab.model import Metric, RawOutput

@@ -6,8 +6,8 @@ import dataclasses
 import shutil
 
 import pytest
-from conftest import FIXTURES
 
+from conftest import FIXTURES
 from fslab.guard.options import OptionRefused
 from fslab.model import MetricKind
 from fslab.workloads.sysbench import (

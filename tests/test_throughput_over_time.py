@@ -9,7 +9,6 @@ import re
 from dataclasses import replace
 
 from altair.vegalite.v6.schema.core import TopLevelSpec
-from test_report_html import W, layer, synthetic
 
 from fslab.model import RawOutput
 from fslab.report.charts import latency_percentiles_chart, study_charts
@@ -17,6 +16,7 @@ from fslab.report.details import LatencyHistogram, RunDetails, ThroughputTrace, 
 from fslab.report.time_charts import throughput_chart
 from fslab.units import Bandwidth
 from fslab.workloads.fio_output import LOG_TOOL, Throughput, throughput_over_time
+from test_report_html import W, layer, synthetic
 
 
 def logs(kib_s: list[int], direction: int = 0, window_ms: int = 500, phase: str = "") -> RawOutput:

@@ -3,12 +3,12 @@ dd on a real ext4 loop image (small files, 1 s), their metrics stored with their
 what the study file refuses before anything is made."""
 
 import pytest
-from conftest import fslab, write_study
-from kinds_helpers import read_study, refused
 
+from conftest import fslab, write_study
 from fslab.results import ResultsDB
 from fslab.workloads.dd import DdOptions
 from fslab.workloads.sysbench import SysbenchOptions
+from kinds_helpers import read_study, refused
 
 KINDS = """\
 [study]

@@ -6,8 +6,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import fslab, held_by, write_study
 
+from conftest import fslab, held_by, write_study
 from fslab.devices.layers import LAYERS, Stack
 from fslab.devices.loop import attached, image_file, on_loops
 from fslab.errors import Refused

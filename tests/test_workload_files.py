@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import fresh_workdir, write_study
 
+from conftest import fresh_workdir, write_study
 from fslab.results import ResultsDB
 from fslab.runner import run_study
 from fslab.study import load_study

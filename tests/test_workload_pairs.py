@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 from rich.console import Console
-from synthetic import stored_study
 
 from fslab.analysis import analyse
 from fslab.report.conclusions import conclusions
@@ -22,8 +21,9 @@ from fslab.report.html import Page, render_page, run_section
 from fslab.report.sections import BETWEEN_TITLE
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB
-from fslab.stats import adjust_family, compare_pairs, SamplePair
+from fslab.stats import SamplePair, adjust_family, compare_pairs
 from fslab.study import StudyError, parse_study
+from synthetic import stored_study
 
 STUDY = """\
 [study]

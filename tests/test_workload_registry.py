@@ -10,13 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import write_study
-from kinds_helpers import read_study, refused
 from typer.testing import CliRunner
 
+from conftest import write_study
 from fslab import workloads
 from fslab.cli import app
 from fslab.results import ResultsDB
+from kinds_helpers import read_study, refused
 
 TOY = Path(__file__).parent / "toys" / "workload_kind.py"
 

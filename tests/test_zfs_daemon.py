@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+
 from conftest import ZFS_FUSE, fslab, held_by, wait_for, write_study
-from short_studies import short_study
 
 # (its module registers the loop and image releasers: the journal reads only kinds it knows)
 from fslab.devices.loop import devices_backed_by
@@ -24,6 +24,7 @@ from fslab.guard.identity import ProcessId, process
 from fslab.guard.names import workdir_tag
 from fslab.journal import Entry
 from fslab.results import ResultsDB
+from short_studies import short_study
 
 pytestmark = ZFS_FUSE  # zfs-fuse: one daemon on the machine (conftest)
 

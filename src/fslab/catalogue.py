@@ -14,6 +14,7 @@ from dataclasses import field as dataclass_field
 
 from pydantic import BaseModel
 
+from fslab import workloads
 from fslab.devices.layers import LAYERS
 from fslab.devices.loop import ImageSource
 from fslab.devices.named import NamedSource
@@ -24,9 +25,8 @@ from fslab.guard.options import accepted_values
 from fslab.study import builtin_studies
 from fslab.toml_errors import did_you_mean, unknown
 from fslab.units import parse_duration
-from fslab import workloads
-from fslab.workloads.fio import FIO_DEFAULTS
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
+from fslab.workloads.fio import FIO_DEFAULTS
 from fslab.workloads.scenario import BUILTIN as BUILTIN_SCENARIOS
 from fslab.workloads.scenario import Phase, ScenarioSection, builtin_phases
 from fslab.workloads.tables import nested_table

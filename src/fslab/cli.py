@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -51,13 +51,13 @@ console = Console() if sys.stdout.isatty() else Console(width=CONSOLE_WIDTH, sof
 errors = Console(stderr=True)
 
 DbOption = Annotated[
-    Optional[str],
+    str | None,
     typer.Option(
         "--db", envvar="FSLAB_DB", help="Results database: an SQLite file, or a database URL. \\[default: ./fslab.db]"
     ),
 ]
 AllowNetworkOption = Annotated[
-    Optional[list[str]],
+    list[str] | None,
     typer.Option(
         "--allow-network",
         metavar="CIDR",
@@ -156,7 +156,7 @@ PoolHostsOption = Annotated[
     ),
 ]
 BaselineOption = Annotated[
-    Optional[str],
+    str | None,
     typer.Option(
         "--baseline",
         help="One target every other is compared with, instead of each target's own baseline (docs/study-format.md). \\[default: each target's own]",
@@ -169,7 +169,7 @@ ThresholdOption = Annotated[
     ),
 ]
 StudyRunArgument = Annotated[
-    Optional[str],
+    str | None,
     typer.Argument(
         help=(
             "A study run id (12, or #12 where a study is named with digits), or a study name for its newest run. "
@@ -182,7 +182,7 @@ StudyRunArgument = Annotated[
 @app.command()
 def run(
     study: Annotated[
-        Optional[str],
+        str | None,
         typer.Argument(
             help="A study file, or the name of a built-in study (see `fslab list`); with --resume, the study run to resume (its id). \\[default with --resume: the newest interrupted]"
         ),
@@ -195,7 +195,7 @@ def run(
         ),
     ] = False,
     runs: Annotated[
-        Optional[int],
+        int | None,
         typer.Option(
             "--runs",
             min=1,
@@ -203,7 +203,7 @@ def run(
         ),
     ] = None,
     warmup: Annotated[
-        Optional[int],
+        int | None,
         typer.Option(
             "--warmup",
             min=0,
@@ -211,7 +211,7 @@ def run(
         ),
     ] = None,
     target_ci: Annotated[
-        Optional[float],
+        float | None,
         typer.Option(
             "--target-ci",
             parser=parse_percent,
@@ -220,11 +220,11 @@ def run(
         ),
     ] = None,
     max_runs: Annotated[
-        Optional[int],
+        int | None,
         typer.Option("--max-runs", min=2, help="With --target-ci: at most this many runs per cell. \\[default: 30]"),
     ] = None,
     time_budget: Annotated[
-        Optional[float],
+        float | None,
         typer.Option(
             "--time-budget",
             parser=parse_duration,
@@ -235,7 +235,7 @@ def run(
     baseline: BaselineOption = None,
     threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
     scale: Annotated[
-        Optional[float],
+        float | None,
         typer.Option(
             "--scale", help="Multiply image sizes, fio sizes and runtimes (e.g. 0.1 on a small machine). \\[default: 1]"
         ),
@@ -255,7 +255,7 @@ def run(
         ),
     ] = False,
     seed: Annotated[
-        Optional[int],
+        int | None,
         typer.Option(
             "--seed", help="Seed of the interleaved run order (default: the study's, else random; always recorded)."
         ),
@@ -269,7 +269,7 @@ def run(
         ),
     ] = False,
     destroy_data: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option(
             DESTROY_FLAG,
             metavar="DEVICE",
@@ -277,7 +277,7 @@ def run(
         ),
     ] = None,
     client: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option(
             "--client",
             metavar="HOST=ADDRESS:PORT",
@@ -286,7 +286,7 @@ def run(
     ] = None,
     allow_network: AllowNetworkOption = None,
     on: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--on",
             metavar="HOSTS",
@@ -562,7 +562,7 @@ def summary(
     baseline: BaselineOption = None,
     threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
     precision: Annotated[
-        Optional[float],
+        float | None,
         typer.Option(
             "--precision",
             parser=parse_percent,
@@ -571,7 +571,7 @@ def summary(
         ),
     ] = None,
     units: Annotated[
-        Optional[Bandwidth],
+        Bandwidth | None,
         typer.Option(
             "--units",
             help="Bandwidth in decimal MB/s or binary MiB/s, in the tables and the report files. \\[default: the study's units, else MB/s]",
@@ -599,7 +599,7 @@ def summary(
 def export(
     study_run: StudyRunArgument = None,
     output: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--output",
             "-o",
@@ -666,10 +666,10 @@ def compare(
         ),
     ],
     newer: Annotated[
-        Optional[str], typer.Argument(help="The study run compared (id: 12 or #12); none with --hosts.")
+        str | None, typer.Argument(help="The study run compared (id: 12 or #12); none with --hosts.")
     ] = None,
     hosts: Annotated[
-        Optional[tuple[str, str]],
+        tuple[str, str] | None,
         typer.Option(
             "--hosts",
             metavar="A B",
@@ -737,7 +737,7 @@ def import_results(
         ),
     ] = "imported",
     target: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--target",
             help="The target every imported run is of. \\[default: each file's directory name — in bench-fio's tree, its target's —, else 'imported'; client/server output: TARGET@HOST]",
@@ -788,7 +788,7 @@ def import_results(
 @app.command()
 def report(
     study_runs: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Argument(
             metavar="[STUDY-RUN]...",
             help=(
@@ -798,7 +798,7 @@ def report(
         ),
     ] = None,
     output: Annotated[
-        Optional[Path],
+        Path | None,
         typer.Option(
             "--output",
             "-o",
@@ -814,7 +814,7 @@ def report(
         ),
     ] = False,
     png_scale: Annotated[
-        Optional[int],
+        int | None,
         typer.Option(
             "--png-scale",
             metavar="N",
@@ -822,7 +822,7 @@ def report(
         ),
     ] = None,
     history_of: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--history",
             metavar="STUDY",
@@ -831,7 +831,7 @@ def report(
     ] = None,
     baseline: BaselineOption = None,
     threshold: Annotated[
-        Optional[float],
+        float | None,
         typer.Option(
             "--threshold",
             parser=parse_percent,
@@ -849,7 +849,7 @@ def report(
         ),
     ] = "5",  # type: ignore[assignment]
     units: Annotated[
-        Optional[Bandwidth],
+        Bandwidth | None,
         typer.Option(
             "--units", help="Bandwidth in decimal MB/s or binary MiB/s. \\[default: the study's units, else MB/s]"
         ),
@@ -945,14 +945,14 @@ def _figures_progress(figures: bool) -> Iterator[Callable[[int, int], None] | No
 @app.command()
 def history(
     study: Annotated[
-        Optional[str],
+        str | None,
         typer.Argument(
             metavar="[STUDY]",
             help="A study's name: each cell's primary metric across its study runs, per host, with every step between consecutive study runs that is a change. \\[default: list the study runs stored]",
         ),
     ] = None,
     host: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option(
             "--host",
             metavar="HOST",
@@ -960,7 +960,7 @@ def history(
         ),
     ] = None,
     metric: Annotated[
-        Optional[list[str]],
+        list[str] | None,
         typer.Option(
             "--metric",
             metavar="METRIC",
@@ -968,7 +968,7 @@ def history(
         ),
     ] = None,
     threshold: Annotated[
-        Optional[float],
+        float | None,
         typer.Option(
             "--threshold",
             parser=parse_percent,
@@ -1055,13 +1055,13 @@ def history(
 @app.command()
 def worker(
     name: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--name", help="The host's name in the fleet, which `fslab run --on` names. \\[default: the host name]"
         ),
     ] = None,
     labels: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--labels",
             metavar="LABEL[,LABEL…]",
@@ -1078,7 +1078,7 @@ def worker(
         ),
     ] = 60.0,
     fio_address: Annotated[
-        Optional[str],
+        str | None,
         typer.Option(
             "--fio-address",
             metavar="ADDRESS[:PORT]",
@@ -1130,7 +1130,7 @@ def worker(
 @app.command()
 def status(
     study_run: Annotated[
-        Optional[str],
+        str | None,
         typer.Argument(
             help=("A fleet's study run id (12 or #12), or a study name for its newest run. \\[default: the newest]")
         ),
@@ -1198,7 +1198,7 @@ def db_copy(
 @app.command("list")
 def list_things(
     section: Annotated[
-        Optional[str],
+        str | None,
         typer.Argument(
             metavar="[SECTION|NAME]",
             help="Show one section (studies, workloads, sets, kinds, scenarios, filesystems, layers, sources), or what is named so (zfs, luks, sysbench). \\[default: all]",
@@ -1226,7 +1226,7 @@ def list_things(
 @app.command()
 def doctor(
     study: Annotated[
-        Optional[str],
+        str | None,
         typer.Argument(
             metavar="[STUDY]",
             help=(

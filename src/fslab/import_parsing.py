@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from fslab.errors import FslabError
@@ -201,7 +201,7 @@ def _timestamp(document: dict) -> datetime | None:
 
 def _utc(seconds: Any, what: str) -> datetime:
     try:
-        return datetime.fromtimestamp(float(seconds), timezone.utc).replace(tzinfo=None)
+        return datetime.fromtimestamp(float(seconds), UTC).replace(tzinfo=None)
     except (OverflowError, OSError) as exc:
         raise ValueError(f"fio's {what} {seconds!r} is no time ({exc})") from None
 

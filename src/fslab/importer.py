@@ -31,7 +31,7 @@ import stat
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from fslab import __version__
@@ -387,7 +387,7 @@ def _read(path: Path, follow: bool, seen: set[tuple[int, int]]) -> FoundFile | N
     return FoundFile(
         str(path),
         text,
-        datetime.fromtimestamp(st.st_mtime, timezone.utc).replace(tzinfo=None),
+        datetime.fromtimestamp(st.st_mtime, UTC).replace(tzinfo=None),
         _target_named(path.absolute().parent.name),
     )
 

@@ -28,16 +28,16 @@ from fslab.devices.source import DeviceSource, discard
 from fslab.devices.zram import ZramSource
 from fslab.errors import FslabError
 from fslab.filesystems import FILESYSTEMS, Filesystem, Provisioned
+from fslab.findings import Finding
 from fslab.guard.block_devices import BlockDevice, DeviceFacts, facts, resolve
 from fslab.guard.names import file_name
 from fslab.interruption import raise_if_interrupted
 from fslab.journal import Journal
-from fslab.findings import Finding
 from fslab.model import Host, Metric, RawOutput, Roles, Study, Target, Workload
 from fslab.monitors import Monitor, Synced, collect, for_run, measuring
 from fslab.monitors import Workload as MovedBytes
 from fslab.monitors.space import CompressionRatio
-from fslab.plan import BlockWithdrawn, PlannedRun, Planner, Repetitions, Tally, TakenBlocks, new_seed
+from fslab.plan import BlockWithdrawn, PlannedRun, Planner, Repetitions, TakenBlocks, Tally, new_seed
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
 from fslab.results.records import STDERR_LINES, RunFailure, RunKey, StoredRun, now

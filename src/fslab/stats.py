@@ -24,7 +24,7 @@ import threading
 from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cache, lru_cache
 from itertools import accumulate, groupby
 
 import numpy as np
@@ -490,7 +490,7 @@ def mann_whitney_two_sided_p(x: list[float], y: list[float]) -> float:
     return min(1.0, math.erfc(z / math.sqrt(2)))  # 2 · P(Z > z)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _u_cumulative_counts(m: int, n: int) -> tuple[int, ...]:
     """Exact cumulative counts of U = 0..mn over the C(m+n, m) orderings of m against n untied
     values: U's counts are the coefficients of the Gaussian binomial coefficient

@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
+from fslab import workloads as kinds
 from fslab.ceiling import copies_per_block
 from fslab.cgroups import SMALLEST_LIMIT
 from fslab.errors import FslabError
@@ -27,7 +28,6 @@ from fslab.filesystems.base import Room
 from fslab.guard.names import swept_name
 from fslab.guard.options import split_arguments
 from fslab.model import FILESYSTEM_ATTRIBUTES, Cell, Study, Target, TargetsByName, Workload, study_cells
-from fslab import workloads as kinds
 from fslab.study_file import StudyFile, StudySection, TargetSection, allowed_fields, as_list, study_file_model, untagged
 from fslab.toml_errors import FieldLines, describe_error, field_path, unknown
 from fslab.units import format_duration, format_size, parse_size, scaled_size

@@ -11,9 +11,9 @@ or more (its other runs interleaved with other targets' that went well). Pure: d
 from __future__ import annotations
 
 import re
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from pathlib import PurePath
-from typing import Hashable
 
 from fslab.model import FAILED_ALIKE
 

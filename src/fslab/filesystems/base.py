@@ -24,8 +24,8 @@ from fslab.system import kernel_has_module, run, tool_version
 from fslab.units import format_size, parse_size
 
 if TYPE_CHECKING:
-    from fslab.monitors.space import CompressionRatio
     from fslab.devices.layers import Stack
+    from fslab.monitors.space import CompressionRatio
 
 
 @dataclass(frozen=True)

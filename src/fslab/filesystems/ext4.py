@@ -23,7 +23,6 @@ from fslab.model import Target
 from fslab.system import run
 from fslab.units import format_size
 
-
 EXTERNAL_JOURNAL = "it names another device: an external journal"
 BY_FSLAB = "fslab passes it itself"
 

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import os
-
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path

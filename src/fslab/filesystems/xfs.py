@@ -22,7 +22,6 @@ from fslab.model import Target
 from fslab.system import run
 from fslab.units import format_size, parse_size
 
-
 BY_FSLAB = "fslab passes it itself"
 
 # mkfs.xfs sizes take a unit (k, m, g; s for sectors and b for blocks are left out) or bytes.

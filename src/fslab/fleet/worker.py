@@ -34,9 +34,9 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from functools import partial
 from pathlib import Path
-from datetime import datetime
 from typing import Any, TypeVar
 
 from procrastinate.retry import BaseRetryStrategy, RetryDecision

@@ -14,10 +14,11 @@ from __future__ import annotations
 import functools
 import re
 import tempfile
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from fslab.guard import fio_values
 from fslab.guard.fio_options import (  # noqa: F401  (option_problem, option_text, accepted_options, refused_options: fslab's one way to check and list fio options, re-exported for the job's users)
     JOB_NAME,
     NO_IO_ENGINES,
@@ -26,14 +27,13 @@ from fslab.guard.fio_options import (  # noqa: F401  (option_problem, option_tex
     SYNTAX,
     FioRefused,
     accepted_options,
-    forbidden_character,
     check_option,
+    forbidden_character,
     option_problem,
     option_text,
     refused_options,
     standing_problem,
 )
-from fslab.guard import fio_values
 from fslab.system import CommandError, run
 
 GLOBAL = "global"

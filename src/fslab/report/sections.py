@@ -14,7 +14,6 @@ from enum import Enum
 
 from fslab.analysis import Row, ranking_line
 from fslab.guard.fio_preallocation import preallocates
-from fslab.results.records import imported_from
 from fslab.model import FAILED_ALIKE, PHASE_SEPARATOR, qualified, unqualified
 from fslab.monitors import Figure, metric_names
 from fslab.monitors import figures as monitor_figures
@@ -28,6 +27,7 @@ from fslab.report.formatting import (
     runs_text,
 )
 from fslab.report.summary import CellSummary, StudySummary
+from fslab.results.records import imported_from
 from fslab.stats import Summary
 from fslab.units import Bandwidth, format_size
 from fslab.workloads.fio_output import METRICS as FIO_METRICS

@@ -12,7 +12,6 @@ from fslab.report.summary import StudySummary
 from fslab.results.records import RunMetric
 from fslab.stats import Comparison, Summary
 
-
 STAT_FIELDS = [
     "n",
     "mean",

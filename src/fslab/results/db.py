@@ -25,9 +25,9 @@ from fslab.results.schema import (
     bring_up_to_date,
     check_current,
     hosts,
-    new_study_run_uid,
     metadata,
     metrics,
+    new_study_run_uid,
     run_outputs,
     runs,
     schema_info,
@@ -35,7 +35,6 @@ from fslab.results.schema import (
     targets,
     workloads,
 )
-
 
 # Taken while a PostgreSQL database's tables are made or migrated: fslabs on several hosts may
 # meet a new (or older) database at once, and one sets it up while the others wait, then find it done.

@@ -6,7 +6,7 @@ metrics in long format (RunMetric) and a study run's samples as the statistics r
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import NamedTuple
 
 from fslab.findings import Finding
@@ -143,4 +143,4 @@ class SampleGroups:
 
 def now() -> datetime:
     """The time as every record holds it: UTC, without a time zone (as the database stores it)."""
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    return datetime.now(UTC).replace(tzinfo=None)

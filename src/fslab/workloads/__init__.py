@@ -21,9 +21,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fslab.registry import Registry
 from fslab.errors import FslabError
 from fslab.model import MetricKind, Study, Workload, unqualified
+from fslab.registry import Registry
 from fslab.workloads.base import WorkloadKind
 
 if TYPE_CHECKING:

@@ -29,15 +29,16 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from fslab.findings import Finding
 from fslab.guard.names import file_name
 from fslab.guard.options import (
     Integer,
     Kind,
-    accepted_values,
     OneOf,
     OptionRefused,
     Size,
     Suboptions,
+    accepted_values,
     check_properties,
     value_text,
 )
@@ -45,10 +46,9 @@ from fslab.journal import Journal
 from fslab.model import Metric, RawOutput, Workload
 from fslab.system import run_held
 from fslab.units import Bandwidth, parse_size
-from fslab.findings import Finding
+from fslab.workloads import register
 from fslab.workloads.base import Measured, StudyScope, directory_of, tool_of
 from fslab.workloads.dd_metrics import DIRECTIONS, METRICS, MOVED
-from fslab.workloads import register
 from fslab.workloads.tables import ToolWorkloadSection, tool_workload
 
 if TYPE_CHECKING:

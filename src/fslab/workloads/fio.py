@@ -14,20 +14,21 @@ own figures began (after its start-up and ramp_time): `run_measured`, fio_epoch.
 from __future__ import annotations
 
 import json
-import os
-import stat
 import math
+import os
 import re
+import stat
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, NoReturn
 
 from pydantic import Field, field_validator, model_validator
 
 from fslab.errors import Refused
 from fslab.filesystems.base import Provisioned
+from fslab.findings import Finding
 from fslab.guard import fio_jobs
 from fslab.guard.fio_jobs import JobFile, fio_environment, parse_all, render, single_job
 from fslab.guard.fio_options import DIRECTORY_ENGINES
@@ -39,12 +40,10 @@ from fslab.model import Metric, RawOutput, Workload
 from fslab.system import run_held
 from fslab.toml_errors import FieldError, unknown
 from fslab.units import format_size, parse_duration, parse_size, scaled_size
-from fslab.workloads import fio_epoch, fio_hist
-from fslab.workloads import fio_clients
-from fslab.workloads import fio_space, fio_steady
+from fslab.workloads import Needed, fio_clients, fio_epoch, fio_hist, fio_space, fio_steady, register
 from fslab.workloads.base import Measured, StudyScope, Window, directory_of, tool_of
+from fslab.workloads.builtin import BUILTIN_WORKLOADS
 from fslab.workloads.data import DataPattern, buffer_options
-from fslab.workloads.fio_rewrite import Asked, Rewrite, asked_of, refused_beside, rewritten
 from fslab.workloads.fio_output import (
     LOG_FILE,
     LOG_KINDS,
@@ -58,9 +57,7 @@ from fslab.workloads.fio_output import (
     precondition_output,
     stored_bins,
 )
-from fslab.findings import Finding
-from fslab.workloads import Needed, register
-from fslab.workloads.builtin import BUILTIN_WORKLOADS
+from fslab.workloads.fio_rewrite import Asked, Rewrite, asked_of, refused_beside, rewritten
 from fslab.workloads.tables import (
     FIO_RW_MODES,
     BlockSize,

@@ -29,7 +29,7 @@ import functools
 import json
 import math
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -229,7 +229,6 @@ class LatencyOverTime:
         """Each window's percentile (ns), fio's way from its bins (as fio_output.percentile_from_bins:
         the value of the first bin at which the running count reaches percent·N); None where
         nothing completed."""
-        import numpy as np
 
         running = self.counts.cumsum(axis=1)
         totals = running[:, -1]

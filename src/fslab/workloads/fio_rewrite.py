@@ -28,11 +28,17 @@ from fslab.guard.fio_jobs import GLOBAL, SHORTEST_STEADY_WINDOW, JobFile, Sectio
 from fslab.guard.fio_values import (
     block_size,
     each_number,
-    size_bytes as fio_bytes,
-    size_text as fio_size,
-    time_text as fio_time,
     tokens,
 )  # fio's one reading and writing of its values
+from fslab.guard.fio_values import (
+    size_bytes as fio_bytes,
+)
+from fslab.guard.fio_values import (
+    size_text as fio_size,
+)
+from fslab.guard.fio_values import (
+    time_text as fio_time,
+)
 from fslab.units import format_duration, format_size, parse_duration, parse_size, scaled_size
 
 SIZES = ("size", "io_size", "offset", "offset_increment", "filesize")  # bytes: × --scale

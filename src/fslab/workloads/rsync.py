@@ -53,14 +53,14 @@ from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.mounting import mount_point, proven
 from fslab.findings import Finding
 from fslab.guard.names import file_name
-from fslab.guard.options import OneOf, accepted_values, OptionRefused, Suboptions, check_properties, value_text
+from fslab.guard.options import OneOf, OptionRefused, Suboptions, accepted_values, check_properties, value_text
 from fslab.journal import Journal
 from fslab.model import Metric, RawOutput, Workload
 from fslab.system import run, run_held
 from fslab.units import Bandwidth, format_size, parse_size
+from fslab.workloads import Needed, register
 from fslab.workloads.base import WRITTEN_BYTES, Measured, StudyScope, directory_of, tool_of
 from fslab.workloads.rsync_metrics import METRICS
-from fslab.workloads import Needed, register
 from fslab.workloads.tables import Size, ToolWorkloadSection, tool_workload
 
 if TYPE_CHECKING:

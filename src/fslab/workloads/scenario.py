@@ -40,24 +40,24 @@ from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Provisioned
 from fslab.findings import Finding
 from fslab.guard.fio_jobs import JobFile, fio_seconds, measured_seconds, parse_all, render, single_job
+from fslab.guard.fio_jobs import direct as job_is_direct
 from fslab.guard.fio_preallocation import preallocation
 from fslab.guard.fio_values import ms_text
-from fslab.guard.fio_jobs import direct as job_is_direct
 from fslab.guard.names import file_name, snapshot_name
 from fslab.journal import Journal
-from fslab.model import Metric, PHASE_SEPARATOR, RawOutput, Workload
+from fslab.model import PHASE_SEPARATOR, Metric, RawOutput, Workload
 from fslab.monitors.extents import extent_counts, parse_filefrag
-from fslab.system import sync_and_drop_caches, run
+from fslab.system import run, sync_and_drop_caches
 from fslab.toml_errors import FieldError
 from fslab.units import parse_duration, parse_size, scaled_size
+from fslab.workloads import register
 from fslab.workloads.base import Measured, StudyScope, Window, WorkloadKind, directory_of, tool_of
 from fslab.workloads.data import DataPattern
 from fslab.workloads.dd import DD, DdOptions, dd_options
 from fslab.workloads.fio import FIXED_OPTIONS, NO_PREALLOCATION, log_options, run_measured
 from fslab.workloads.fio_output import parse_metrics
-from fslab.workloads.sysbench import SYSBENCH, SysbenchOptions, sysbench_options
 from fslab.workloads.scenario_metrics import METRICS
-from fslab.workloads import register
+from fslab.workloads.sysbench import SYSBENCH, SysbenchOptions, sysbench_options
 from fslab.workloads.tables import (
     Building,
     Data,
@@ -66,9 +66,9 @@ from fslab.workloads.tables import (
     OnTargets,
     Size,
     Table,
+    Timeout,
     ToolOption,
     WorkloadLimits,
-    Timeout,
     fio_options,
     run_timeout,
 )

@@ -33,28 +33,28 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from fslab.findings import Finding
 from fslab.guard.options import (
     ON_OFF,
     Integer,
     Kind,
-    accepted_values,
     Matches,
     Number,
     OneOf,
     OptionRefused,
     ToolOptions,
+    accepted_values,
     check_arguments,
     shown,
     value_text,
 )
-from fslab.findings import Finding
 from fslab.journal import Journal
 from fslab.model import Metric, RawOutput, Workload
 from fslab.system import run_held
 from fslab.units import parse_size
+from fslab.workloads import Needed, register
 from fslab.workloads.base import FSYNCS, READ_BYTES, WRITTEN_BYTES, Measured, StudyScope, directory_of, tool_of
 from fslab.workloads.sysbench_metrics import METRICS
-from fslab.workloads import Needed, register
 from fslab.workloads.tables import ToolWorkloadSection, tool_workload
 
 if TYPE_CHECKING:

@@ -192,7 +192,7 @@ class OnTargets(Table):
         for values in itertools.product(*lists.values()):
             labels = [f"{name}={value}" for name, value in zip(lists, values)]
             made.append(
-                self.model_copy(update={**dict(zip(lists, values)), "name": swept_name(getattr(self, "name"), labels)})
+                self.model_copy(update={**dict(zip(lists, values)), "name": swept_name(self.name, labels)})
                 if labels
                 else self
             )
