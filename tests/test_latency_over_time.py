@@ -8,9 +8,10 @@ import sqlite3
 
 from altair.vegalite.v6.schema.core import TopLevelSpec
 
+from fslab.model import RawOutput
 from fslab.report.chart_parts import BUCKETS_PER_DECADE, latency_bucket
 from fslab.report.charts import study_charts
-from fslab.report.details import LatencyTrace, RunDetails, run_details
+from fslab.report.details import RunDetails, run_details
 from fslab.report.summary import StudySummary, summarize_study_run
 from fslab.report.time_charts import (
     LATENCY_WINDOWS,
@@ -20,8 +21,10 @@ from fslab.report.time_charts import (
     percentile_rows,
 )
 from fslab.results import ResultsDB
-from fslab.workloads.fio_hist import COARSENESS, HIST_TOOL, Bins, kept, latency_over_time
+from fslab.workloads.fio_hist import COARSENESS, HIST_TOOL, Bins, kept
 from fslab.workloads.fio_output import BINS_TOOL
+from fslab.workloads.fio_report import latency_traces
+from fslab.workloads.offered import Drawn, LatencyTrace
 from synthetic import stored_study
 from test_report_html import W, synthetic
 
@@ -61,8 +64,11 @@ def log_of(windows: list[list[int]], window_ms: int = 200, direction: int = 0) -
 
 
 def trace(target: str, windows: list[list[int]], phase: str = "") -> LatencyTrace:
-    [latency] = latency_over_time(log_of(windows))
-    return LatencyTrace(W, target, phase, 2, 3, latency)
+    """A trace as fio's report hook offers it (its captions' words included)."""
+    [found], _ = latency_traces(
+        {(W, target, phase, "read"): Drawn(1, 2, 3)}, {1: [RawOutput(phase, HIST_TOOL, log_of(windows))]}
+    )
+    return found
 
 
 def _stored_counting_reads(tmp_path, monkeypatch) -> tuple[ResultsDB, int, StudySummary, list[tuple[str, int]]]:

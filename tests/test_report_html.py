@@ -40,7 +40,7 @@ from fslab.report.charts import (
     write_amplification_chart,
 )
 from fslab.report.conclusions import conclusions, ranking_conclusion, row_conclusions
-from fslab.report.details import LatencyHistogram, RunDetails, cell_histograms
+from fslab.report.details import RunDetails
 from fslab.report.figures import PNG_SCALE, RENDERERS, FigureError, vega_lite, write_figures
 from fslab.report.html import Page, RunSection, Table, WorkloadSection, _script_json, emphasis, render_page, run_section
 from fslab.report.sections import Kind, Section, sections, workload_table
@@ -54,6 +54,8 @@ from fslab.results import ResultsDB
 from fslab.results.records import SampleGroups
 from fslab.stats import adjust_family, compare, rank, summarize
 from fslab.workloads.fio_output import bin_columns, latency_bins
+from fslab.workloads.fio_report import LATENCY_NAMES, PERCENTILE_METRICS, cell_histograms
+from fslab.workloads.offered import LatencyHistogram
 from synthetic import stored_study
 
 ROOT = Path(__file__).parent.parent
@@ -517,7 +519,7 @@ def test_latency_percentiles_are_the_cells_medians():
         "read_lat_p99_9_us": [90, 80, 100],
     }
     s = synthetic({"ext4": latencies, "raw": latencies}, targets=("ext4", "raw"))
-    rows = layer(latency_percentiles_chart(s, W, "read").spec, "line")
+    rows = layer(latency_percentiles_chart(s, W, PERCENTILE_METRICS[0]).spec, "line")
     assert {(r["target"], r["percentile"]): r["latency_us"] for r in rows if r["target"] == "ext4"} == {
         ("ext4", "P50"): 11,
         ("ext4", "P95"): 21,
@@ -545,7 +547,9 @@ def test_what_runs_cost_and_scenario_extents_are_the_cells_medians_per_phase():
 
 
 def test_latency_distribution_buckets_fios_bins_as_shares():
-    histogram = LatencyHistogram(W, "ext4", "read", "lat", {100_000: 30, 101_000: 20, 1_000_000: 50}, runs=2)
+    histogram = LatencyHistogram(
+        W, "ext4", "read", "total latency", {100_000: 30, 101_000: 20, 1_000_000: 50}, runs=2, source="bins"
+    )
     rows = distribution_rows(histogram)
     assert [(r["from_us"], r["share_pct"]) for r in rows] == [(pytest.approx(100), 50), (pytest.approx(1000), 50)]
     assert all(r["to_us"] == pytest.approx(r["from_us"] * 10 ** (1 / chart_parts.BUCKETS_PER_DECADE)) for r in rows)
@@ -575,7 +579,7 @@ def test_fios_latency_bins_are_merged_over_its_jobs_and_its_runs():
             {k: bin_columns(b) for k, b in older.items()},
         ],
     )
-    assert mixed.latency == "clat" and mixed.runs == 2, "one latency per cell: the one every run kept"
+    assert mixed.latency == LATENCY_NAMES["clat"] and mixed.runs == 2, "one latency per cell: the one every run kept"
     assert sum(mixed.bins.values()) == 1 + sum(older[("write", "clat")].values())
     assert mixed.bins[900] == 1 + older[("write", "clat")].get("900", 0), (
         "bins keyed as fio writes them, in columns, added up"
@@ -603,7 +607,10 @@ def test_study_charts_are_named_apart_and_valid_vega_lite():
     s = synthetic(
         {"ext4": {"read_iops": [100, 104, 98]}, "raw": {"read_iops": [200, 210, 190]}}, targets=("ext4", "raw")
     )
-    details = RunDetails([LatencyHistogram(W, t, "read", "lat", {50_000: 5, 80_000: 5}, 3) for t in ("ext4", "raw")])
+    details = RunDetails(
+        [LatencyHistogram(W, t, "read", "lat", {50_000: 5, 80_000: 5}, 3, source="bins") for t in ("ext4", "raw")],
+        percentiles={W: PERCENTILE_METRICS},
+    )
     made = study_charts(s, details)
     assert [c.name for c in made] == [
         "rand_read-read_iops",

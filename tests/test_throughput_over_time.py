@@ -12,10 +12,12 @@ from altair.vegalite.v6.schema.core import TopLevelSpec
 
 from fslab.model import RawOutput
 from fslab.report.charts import latency_percentiles_chart, study_charts
-from fslab.report.details import LatencyHistogram, RunDetails, ThroughputTrace, median_runs, throughput_traces
+from fslab.report.details import RunDetails
 from fslab.report.time_charts import throughput_chart
 from fslab.units import Bandwidth
-from fslab.workloads.fio_output import LOG_TOOL, Throughput, throughput_over_time
+from fslab.workloads.fio_output import LOG_TOOL, throughput_over_time
+from fslab.workloads.fio_report import BANDWIDTH, PERCENTILE_METRICS, throughput_traces
+from fslab.workloads.offered import LatencyHistogram, Throughput, ThroughputTrace, median_runs
 from test_report_html import W, layer, synthetic
 
 
@@ -49,7 +51,7 @@ def chosen_and_read(
 ) -> tuple[list[ThroughputTrace], list[str]]:
     """What the report draws of these outputs: the runs chosen by the phases they have, then those read."""
     return throughput_traces(
-        median_runs({i: [o.phase for o in each] for i, each in outputs.items()}, runs, stored), outputs
+        median_runs({i: [o.phase for o in each] for i, each in outputs.items()}, runs, stored, BANDWIDTH), outputs
     )
 
 
@@ -102,6 +104,10 @@ def test_each_phase_and_direction_is_its_own_trace_and_a_bad_log_is_said():
     assert chosen_and_read(outputs, runs, {})[0] == [], "no bandwidth stored, no run to draw"
 
 
+FIO_LOG = "fio's bandwidth log, every job added up"
+READ = PERCENTILE_METRICS[0]  # fio's read latency percentiles
+
+
 def trace(target: str, values: list[float], repetition: int = 2, phase: str = "") -> ThroughputTrace:
     seconds = [0.5 * (i + 1) for i in range(len(values))]
     return ThroughputTrace(
@@ -111,6 +117,7 @@ def trace(target: str, values: list[float], repetition: int = 2, phase: str = ""
         repetition,
         3,
         Throughput("write", 500, seconds, [v * 1e6 for v in values], [v * 250 for v in values]),
+        FIO_LOG,
     )
 
 
@@ -151,8 +158,9 @@ def test_a_scenarios_fio_phases_each_get_their_latency_and_throughput_charts():
         },
         targets=("ext4",),
     )
-    histograms = [LatencyHistogram(W, "ext4", "read", "lat", {50_000: 5}, 3, phase="after")]
-    charts = study_charts(s, RunDetails(histograms, [replace(trace("ext4", [1, 2], phase="after"), workload=W)]))
+    histograms = [LatencyHistogram(W, "ext4", "read", "total latency", {50_000: 5}, 3, phase="after", source="bins")]
+    traces = [replace(trace("ext4", [1, 2], phase="after"), workload=W)]
+    charts = study_charts(s, RunDetails(histograms, traces, percentiles={W: PERCENTILE_METRICS}))
     names = [c.name for c in charts]
     assert names[:2] == ["rand_read-fill-write-latency-percentiles", "rand_read-after-read-latency-percentiles"]
     assert "rand_read-after-read-latency-distribution" in names and "rand_read-after-write-throughput" in names
@@ -161,11 +169,11 @@ def test_a_scenarios_fio_phases_each_get_their_latency_and_throughput_charts():
         for c in charts
         if c.name.endswith(("percentiles", "distribution", "throughput"))
     )
-    rows = layer(latency_percentiles_chart(s, W, "read", "after").spec, "line")
+    rows = layer(latency_percentiles_chart(s, W, READ, "after").spec, "line")
     assert [(r["percentile"], r["latency_us"]) for r in rows] == [("P99", 60)], (
         "the phase's own figures, nothing of another phase"
     )
-    assert latency_percentiles_chart(s, W, "read") is None, "no phase-less figures in a scenario"
+    assert latency_percentiles_chart(s, W, READ) is None, "no phase-less figures in a scenario"
 
 
 def test_a_long_run_is_drawn_in_coarser_windows():
@@ -177,5 +185,5 @@ def test_a_long_run_is_drawn_in_coarser_windows():
         "the last, shorter group: its own mean"
     )
     assert set(drawn.iops) == {2.0} and long.coarsened(2000) is long
-    chart = throughput_chart([ThroughputTrace("seq", "ext4", "", 1, 1, long)], ["ext4"], Bandwidth.MB)
+    chart = throughput_chart([ThroughputTrace("seq", "ext4", "", 1, 1, long, FIO_LOG)], ["ext4"], Bandwidth.MB)
     assert len(layer(chart.spec, "line")) == 167 and "windows of 600 ms" in chart.caption

@@ -116,6 +116,11 @@ def where(workload: str, phase: str) -> str:
     return f"{workload} · {phase}" if phase else workload
 
 
+def spaced(*words: str) -> str:
+    """Words joined by spaces, an empty one left out (a kind's latency of no direction: sysbench's)."""
+    return " ".join(w for w in words if w)
+
+
 def named(workload: str, phase: str, *what: str) -> str:
     """A chart's name: of its workload, and phase when it has one."""
     return "-".join(part for part in (workload, phase, *what) if part)

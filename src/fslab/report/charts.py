@@ -5,9 +5,10 @@ the figure files (figures.py) are rendered from the very same ones.
 Every figure drawn is one the summary already holds — a cell's mean and its 95 % interval
 (`Summary`), a comparison of the one family (`Analysis.comparison`), a monitor's median — so a
 chart never disagrees with the tables beside it. What only the stored runs have is drawn as
-stored: each run's value (a point each), fio's latency bins, its throughput and histogram logs
-(time_charts.py). A cell whose figures cannot be real (flagged `implausible`) is drawn in no chart;
-its workload's captions say so, as they say each caveat a cell's figures carry.
+stored: each run's value (a point each), and what its workload's kind offers (details.py: the
+kind's report hook) — latency percentiles and histograms, series over time (time_charts.py). A
+cell whose figures cannot be real (flagged `implausible`) is drawn in no chart; its workload's
+captions say so, as they say each caveat a cell's figures carry.
 """
 
 from __future__ import annotations
@@ -28,22 +29,22 @@ from fslab.report.chart_parts import (
     latency_bucket,
     named,
     sized,
+    spaced,
     spec_of,
     unchecked,
     where,
 )
-from fslab.report.details import LatencyHistogram, RunDetails
+from fslab.report.details import RunDetails
 from fslab.report.formatting import fmt_mean_ci, metric_label
 from fslab.report.sections import is_monitored
 from fslab.report.summary import CellSummary, StudySummary
 from fslab.report.time_charts import latency_heatmap_chart, latency_over_time_chart, throughput_chart
 from fslab.stats import Comparison, Summary
 from fslab.units import format_size
-from fslab.workloads.fio_output import DIRECTIONS, PERCENTILES
+from fslab.workloads.offered import LatencyHistogram, Percentiles
 
 VERDICT_COLOURS = {"faster": "#1a7f37", "slower": "#cf222e", "no detectable difference": "#8c959f"}
 RATIO_AXIS = "target ÷ raw (ratio of geometric means)"
-LATENCY_NAMES = {"lat": "total latency (submission + completion)", "clat": "completion latency"}
 
 
 @unchecked
@@ -58,14 +59,17 @@ def study_charts(s: StudySummary, details: RunDetails) -> list[Chart]:
             drawn += [
                 primary_chart(s, workload, metric, host) for host in (s.hosts.names if s.hosts.per_host else [None])
             ]  # a facet per host
-        for phase, direction in dict.fromkeys(pd for c in s.judged_cells_of(workload) for pd in _fio_directions(c)):
-            drawn.append(latency_percentiles_chart(s, workload, direction, phase))
+        offered = details.percentiles.get(workload, [])
+        for phase, percentiles in dict.fromkeys(
+            pp for c in s.judged_cells_of(workload) for pp in _measured(c, offered)
+        ):
+            drawn.append(latency_percentiles_chart(s, workload, percentiles, phase))
             drawn.append(
                 latency_distribution_chart(
                     [
                         h
                         for h in details.histograms
-                        if (h.workload, h.phase, h.direction) == (workload, phase, direction)
+                        if (h.workload, h.phase, h.direction) == (workload, phase, percentiles.direction)
                         and h.target not in left_out
                     ],
                     targets,
@@ -169,25 +173,27 @@ def primary_chart(s: StudySummary, workload: str, metric: str, host: str | None 
     )
 
 
-def latency_percentiles_chart(s: StudySummary, workload: str, direction: str, phase: str = "") -> Chart | None:
-    """Total latency P50, P95, P99 and P99.9 per target (each the median over runs of each run's
-    percentile, as the tables show it), on a log scale; of one phase of a scenario."""
+def latency_percentiles_chart(
+    s: StudySummary, workload: str, percentiles: Percentiles, phase: str = ""
+) -> Chart | None:
+    """The latency percentiles a kind offers (fio's P50, P95, P99 and P99.9 of a direction) per
+    target, each the median over runs of each run's percentile, as the tables show it, on a log
+    scale; of one phase of a scenario."""
     rows = [
-        {"target": c.target, "percentile": _percentile_name(p), "latency_us": c.metrics[key].median}
+        {"target": c.target, "percentile": name, "latency_us": c.metrics[key].median * percentiles.to_us}
         for c in s.judged_cells_of(workload)
-        for p in PERCENTILES
-        if (key := qualified(phase, f"{direction}_lat_{p}_us")) in c.metrics and c.metrics[key].median > 0
+        for name, metric in percentiles.metrics.items()
+        if (key := qualified(phase, metric)) in c.metrics and c.metrics[key].median > 0
     ]
     if not rows:
         return None
+    direction = percentiles.direction
     chart = (
         alt.Chart(alt.Data(values=rows))
         .mark_line(point=True)
         .encode(
-            alt.X(
-                "percentile:O", sort=[_percentile_name(p) for p in PERCENTILES], title=None, axis=alt.Axis(labelAngle=0)
-            ),
-            alt.Y("latency_us:Q", scale=alt.Scale(type="log"), title=f"{direction} latency (µs, log scale)"),
+            alt.X("percentile:O", sort=list(percentiles.metrics), title=None, axis=alt.Axis(labelAngle=0)),
+            alt.Y("latency_us:Q", scale=alt.Scale(type="log"), title=spaced(direction, "latency (µs, log scale)")),
             alt.Color("target:N", scale=_colours(s), title="target"),
             tooltip=[
                 alt.Tooltip("target:N"),
@@ -196,8 +202,8 @@ def latency_percentiles_chart(s: StudySummary, workload: str, direction: str, ph
             ],
         )
     )
-    title = f"{where(workload, phase)}: {direction} latency percentiles"
-    caption = "fio's total latency per I/O (submission + completion); each point is the median over runs of each run's percentile."
+    title = f"{where(workload, phase)}: {spaced(direction, 'latency percentiles')}"
+    caption = f"{percentiles.latency_is}; each point is the median over runs of each run's percentile."
     return Chart(
         named(workload, phase, direction, "latency-percentiles"), workload, title, caption, sized(title, chart)
     )
@@ -205,12 +211,13 @@ def latency_percentiles_chart(s: StudySummary, workload: str, direction: str, ph
 
 def latency_distribution_chart(histograms: list[LatencyHistogram], targets: list[str]) -> Chart | None:
     """Each target's latency distribution in one workload and direction: the share of its I/Os in
-    each bucket (BUCKETS_PER_DECADE a decade, log scale), from fio's json+ bins over all its runs."""
+    each bucket (BUCKETS_PER_DECADE a decade, log scale), from its kind's bins (fio's json+) over
+    all its runs."""
     if not histograms:
         return None
     workload, phase, direction = histograms[0].workload, histograms[0].phase, histograms[0].direction
     rows = [row for h in histograms for row in distribution_rows(h)]
-    latencies = sorted({LATENCY_NAMES[h.latency] for h in histograms})
+    latencies = sorted({h.latency for h in histograms})
     chart = (
         alt.Chart(alt.Data(values=rows))
         .mark_line(interpolate="step-after", point=alt.OverlayMarkDef(size=12))
@@ -226,9 +233,10 @@ def latency_distribution_chart(histograms: list[LatencyHistogram], targets: list
             ],
         )
     )
-    title = f"{where(workload, phase)}: {direction} latency distribution"
+    title = f"{where(workload, phase)}: {spaced(direction, 'latency distribution')}"
     caption = (
-        f"fio's json+ latency bins ({' and '.join(latencies)}), every run of a cell added up; "
+        f"{' and '.join(sorted({h.source for h in histograms}))} ({' and '.join(latencies)}), "
+        "every run of a cell added up; "
         f"{BUCKETS_PER_DECADE} buckets per factor of ten. Runs: "
         + ", ".join(f"{h.target} {h.runs}" for h in histograms)
         + "."
@@ -554,18 +562,15 @@ def _interval(figure: Summary | Comparison) -> dict:
     return {"low": low, "high": high}
 
 
-def _fio_directions(cell: CellSummary) -> list[tuple[str, str]]:
-    """(phase, direction) of each fio run a cell's runs measured: its own ("", …) or a scenario phase's."""
+def _measured(cell: CellSummary, offered: list[Percentiles]) -> list[tuple[str, Percentiles]]:
+    """(phase, percentiles) of each direction a cell's runs measured whose percentiles its kind
+    offers: its own ("", …) or a scenario phase's."""
     return [
-        (key.rpartition(PHASE_SEPARATOR)[0], d)
+        (key.rpartition(PHASE_SEPARATOR)[0], p)
         for key in cell.metrics
-        for d in DIRECTIONS
-        if unqualified(key) == f"{d}_iops"
+        for p in offered
+        if unqualified(key) == p.measured_by
     ]
-
-
-def _percentile_name(p: str) -> str:
-    return "P" + p[1:].replace("_", ".")
 
 
 def _monitored_phases(cell: CellSummary) -> list[str]:

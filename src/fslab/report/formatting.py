@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from fslab.stats import RUNS_NEEDED_LIMIT, Summary
-from fslab.workloads.fio_output import DIRECTIONS
+from fslab.workloads.offered import DIRECTIONS
 
 
 def fmt(value: float | None, digits: int = 1) -> str:

@@ -1,9 +1,10 @@
-"""The charts of a run's course over time (pure): per workload, phase and direction, each target's
-run drawn (details.median_runs: its bandwidth the median of the cell's runs, one run for both
-kinds of chart) — its throughput from fio's bandwidth log, and its completion latency from fio's
-histogram logs: a heatmap (time × latency, colour: the share of each window's completions) and
-P50 and P99 over time, every job's bins added up window by window (fio_hist), never a mean of
-percentiles. Called by charts.study_charts.
+"""The charts of a run's course over time (pure), as a workload's kind offers it (its report
+hook: workloads/offered.py): per workload, phase and direction, each target's run drawn (the
+kind's median run, offered.median_runs) — its throughput, and its latency: where the kind offers
+bins per window (fio's histogram logs), a heatmap (time × latency, colour: the share of each
+window's completions) and percentiles over time from the window's bins added up, never a mean of
+percentiles; where it offers the tool's own percentile of each window (sysbench's), that.
+Called by charts.study_charts.
 """
 
 from __future__ import annotations
@@ -12,10 +13,9 @@ import functools
 
 import altair as alt
 
-from fslab.report.chart_parts import BUCKETS_PER_DECADE, WIDTH, Chart, latency_bucket, named, sized, where
-from fslab.report.details import LatencyTrace, ThroughputTrace
+from fslab.report.chart_parts import BUCKETS_PER_DECADE, WIDTH, Chart, latency_bucket, named, sized, spaced, where
 from fslab.units import Bandwidth
-from fslab.workloads.fio_hist import Bins, LatencyOverTime
+from fslab.workloads.offered import BinLayout, LatencyOverTime, LatencyTrace, PercentilesOverTime, ThroughputTrace
 
 WINDOWS_DRAWN = 200  # throughput over time: a run's windows, at most (fio's log windows, merged)
 LATENCY_WINDOWS = 50  # latency over time: a run's windows, at most (their bins added up): fslab stores 50 (fio.HIST_WINDOWS); a page of many cells stays small
@@ -27,26 +27,30 @@ HEATMAP_ROW = 100  # px: each target's heatmap
 # (windows at most, buckets a factor of ten: a divisor of BUCKETS_PER_DECADE), that fits.
 HEATMAP_CELLS = 2000
 HEATMAP_RESOLUTIONS = ((LATENCY_WINDOWS, 10), (25, 10), (25, 5), (10, 5), (10, 2), (5, 2), (5, 1), (2, 1), (1, 1))
-DRAWN_PERCENTILES = {"P50": 50.0, "P99": 99.0}
+DRAWN_PERCENTILES = {"P50": 50.0, "P99": 99.0}  # of a kind's bins per window
 # A heatmap cell in words: "ext4, 1.20–2.40 s, 100.0–125.9 µs: 605 of 28,170 completions"
 CELL = (
     "datum.target + ', ' + format(datum.from_s, '.2f') + '–' + format(datum.to_s, '.2f') + ' s, ' + format(datum.from_us, ',.1f') + '–' "
     "+ format(datum.to_us, ',.1f') + ' µs: ' + format(datum.n, ',') + ' of ' + format(datum.ios, ',') + ' completions'"
 )
-COMPLETION = "completion latency (clat: submission to completion; the tables' latency adds the submission)"
 
 
 def throughput_chart(traces: list[ThroughputTrace], targets: list[str], units: Bandwidth) -> Chart:
-    """Each target's throughput over time in one workload, phase and direction: fio's bandwidth
-    log (every job added up, window by window) of the cell's median run, to see ramp-up and
-    steady state."""
+    """Each target's throughput over time in one workload, phase and direction, as its kind offers
+    it (fio's bandwidth log, every job added up, window by window) of the cell's median run, to
+    see ramp-up and steady state."""
     first = traces[0]
     workload, phase, direction = first.workload, first.phase, first.throughput.direction
     drawn = {t.target: t.throughput.coarsened(WINDOWS_DRAWN) for t in traces}
+    iops = all(d.iops is not None for d in drawn.values())  # a kind's whose tool counts I/Os per window
     rows = [
-        {"target": t.target, "seconds": second, "bandwidth": units.of(bytes_s), "iops": iops, "run": t.repetition}
+        {"target": t.target, "seconds": second, "bandwidth": units.of(bytes_s)}
+        | ({"iops": each} if iops else {})
+        | {"run": t.repetition}
         for t in traces
-        for second, bytes_s, iops in zip(drawn[t.target].seconds, drawn[t.target].bytes_s, drawn[t.target].iops)
+        for second, bytes_s, each in zip(
+            drawn[t.target].seconds, drawn[t.target].bytes_s, drawn[t.target].iops or drawn[t.target].seconds
+        )
     ]
     axis = f"{direction} {units.value}"
     chart = (
@@ -61,14 +65,14 @@ def throughput_chart(traces: list[ThroughputTrace], targets: list[str], units: B
                 alt.Tooltip("run:Q"),
                 alt.Tooltip("seconds:Q", format=".1f"),
                 alt.Tooltip("bandwidth:Q", title=units.value, format=",.1f"),
-                alt.Tooltip("iops:Q", title="IOPS", format=",.0f"),
+                *([alt.Tooltip("iops:Q", title="IOPS", format=",.0f")] if iops else []),
             ],
         )
     )
     title = f"{where(workload, phase)}: {direction} throughput over time"
     windows = sorted({d.window_ms for d in drawn.values()})
     caption = (
-        f"fio's bandwidth log, every job added up, averaged over windows of {_windows(windows)} "
+        f"{' and '.join(dict.fromkeys(t.source for t in traces))}, averaged over windows of {_windows(windows)} "
         "(each step is one window): what the run did before its steady state, and whether it held. "
         "Per target one run, the one whose mean is the median of its runs: " + _runs_drawn(traces) + "."
     )
@@ -105,12 +109,19 @@ def heatmap_rows(target: str, latency: LatencyOverTime, per_decade: int = BUCKET
 def drawn_heatmap(traces: list[LatencyTrace]) -> tuple[list[dict], tuple[int, int]]:
     """The heatmap's rows, a target's each (heatmap_rows), at the finest of HEATMAP_RESOLUTIONS
     whose cells number HEATMAP_CELLS at most (else the coarsest), and that resolution."""
+    latency = {t.target: _binned(t) for t in traces}
     fits = next(
-        (r for r in HEATMAP_RESOLUTIONS if sum(_cells(t.latency, *r) for t in traces) <= HEATMAP_CELLS),
+        (r for r in HEATMAP_RESOLUTIONS if sum(_cells(each, *r) for each in latency.values()) <= HEATMAP_CELLS),
         HEATMAP_RESOLUTIONS[-1],
     )
     windows, per_decade = fits
-    return [heatmap_rows(t.target, t.latency.coarsened(windows), per_decade) for t in traces], fits
+    return [heatmap_rows(t.target, latency[t.target].coarsened(windows), per_decade) for t in traces], fits
+
+
+def _binned(trace: LatencyTrace) -> LatencyOverTime:
+    """A trace's bins per window: of a heatmap's traces (latency_heatmap_chart draws no other)."""
+    assert isinstance(trace.latency, LatencyOverTime), "only bins per window are drawn as a heatmap"
+    return trace.latency
 
 
 def _cells(latency: LatencyOverTime, windows: int, per_decade: int) -> int:
@@ -121,10 +132,13 @@ def _cells(latency: LatencyOverTime, windows: int, per_decade: int) -> int:
     return int(np.count_nonzero(np.add.reduceat(latency.coarsened(windows).counts, starts, axis=1)))
 
 
-def percentile_rows(target: str, latency: LatencyOverTime) -> dict:
-    """A run's windows (`latency`, as drawn: drawn_latency) as P50 and P99 over time draws them, in
-    one row (flattened by the chart): each window's end, completions, and percentiles in µs (to 4
-    digits: a bin is wider) from its bins merged over the jobs; None where nothing completed."""
+def percentile_rows(target: str, latency: LatencyOverTime | PercentilesOverTime) -> dict:
+    """A run's windows (`latency`, as drawn: drawn_latency) as percentiles over time draws them, in
+    one row (flattened by the chart): each window's end, completions, and P50 and P99 in µs (to 4
+    digits: a bin is wider) from its bins merged over the jobs; None where nothing completed. Of
+    a kind that offers the tool's own percentiles per window, each window's end and those."""
+    if isinstance(latency, PercentilesOverTime):
+        return {"target": target, "w": latency.window_ms / 1000, "to_s": list(latency.ends_s)} | latency.percentiles_us
     row: dict = {
         "target": target,
         "w": latency.window_ms / 1000,
@@ -136,13 +150,21 @@ def percentile_rows(target: str, latency: LatencyOverTime) -> dict:
     return row
 
 
-def drawn_latency(traces: list[LatencyTrace]) -> dict[str, LatencyOverTime]:
-    """Each target's run as drawn: at most LATENCY_WINDOWS windows (consecutive ones' bins added up)."""
-    return {t.target: t.latency.coarsened(LATENCY_WINDOWS) for t in traces}
+def drawn_latency(traces: list[LatencyTrace]) -> dict[str, LatencyOverTime | PercentilesOverTime]:
+    """Each target's run as drawn: of bins per window, at most LATENCY_WINDOWS windows
+    (consecutive ones' bins added up); a tool's own percentiles per window, as they are."""
+    return {
+        t.target: t.latency.coarsened(LATENCY_WINDOWS) if isinstance(t.latency, LatencyOverTime) else t.latency
+        for t in traces
+    }
+
+
+def _drawn_percentiles(latency: LatencyOverTime | PercentilesOverTime) -> list[str]:
+    return list(DRAWN_PERCENTILES) if isinstance(latency, LatencyOverTime) else list(latency.percentiles_us)
 
 
 @functools.cache
-def _buckets(bins: Bins, per_decade: int) -> tuple[list[int], list[int]]:
+def _buckets(bins: BinLayout, per_decade: int) -> tuple[list[int], list[int]]:
     """The latency buckets, `per_decade` a factor of ten, a log's bins fall in (each bin by its
     value), and each one's first bin."""
     merged = BUCKETS_PER_DECADE // per_decade  # latency_bucket's buckets in one of these
@@ -151,10 +173,13 @@ def _buckets(bins: Bins, per_decade: int) -> tuple[list[int], list[int]]:
     return [each[i] for i in firsts], firsts
 
 
-def latency_heatmap_chart(traces: list[LatencyTrace], targets: list[str]) -> Chart:
-    """Each target's completion latency over time in one workload, phase and direction, as a
-    heatmap a row of which is a target: time across, latency up (log), the colour of a cell the
-    share of that window's completions in that latency bucket (log scale: the tail shows)."""
+def latency_heatmap_chart(traces: list[LatencyTrace], targets: list[str]) -> Chart | None:
+    """Each target's latency over time in one workload, phase and direction, as a heatmap a row of
+    which is a target: time across, latency up (log), the colour of a cell the share of that
+    window's completions in that latency bucket (log scale: the tail shows). Of bins per window
+    alone (fio's histogram logs): None where the kind offers none."""
+    if not all(isinstance(t.latency, LatencyOverTime) for t in traces):
+        return None
     first = traces[0]
     workload, phase, direction = first.workload, first.phase, first.latency.direction
     drawn = [t for target in targets for t in traces if t.target == target]
@@ -220,7 +245,7 @@ def latency_heatmap_chart(traces: list[LatencyTrace], targets: list[str]) -> Cha
         "config": spec.get("config", {}) | {"legend": {"orient": "bottom"}},
     }
     caption = (
-        f"fio's histogram logs of {COMPLETION}, every job's bins added up window by window, in windows of {windows}; "
+        f"{' and '.join(dict.fromkeys(t.bins_are for t in drawn))}, in windows of {windows}; "
         f"latency in {per_decade} buckets per factor of ten. {_merged(resolution)}"
         "Colour: the share of the window's completions in the bucket, on a log scale, so the slowest 1 % shows; "
         "blank: none. Per target the run of the throughput chart, the one whose bandwidth is the median of its runs: "
@@ -231,18 +256,22 @@ def latency_heatmap_chart(traces: list[LatencyTrace], targets: list[str]) -> Cha
 
 
 def latency_over_time_chart(traces: list[LatencyTrace], targets: list[str]) -> Chart:
-    """Each target's P50 and P99 completion latency over time in one workload, phase and
-    direction: each window's, from its bins merged over the jobs (of the runs the heatmap draws)."""
+    """Each target's latency percentiles over time in one workload, phase and direction: each
+    window's P50 and P99 from its bins merged over the jobs (of the runs the heatmap draws), or
+    the tool's own percentile of each window, as the kind offers them."""
     first = traces[0]
     workload, phase, direction = first.workload, first.phase, first.latency.direction
     latency = drawn_latency(traces)
     rows = [percentile_rows(t.target, latency[t.target]) for t in traces]
-    axis = f"{direction} latency (µs, log scale)"
+    names = list(dict.fromkeys(n for each in latency.values() for n in _drawn_percentiles(each)))
+    binned = all(isinstance(each, LatencyOverTime) for each in latency.values())  # its completions are counted
+    counted = ["ios"] if binned else []
+    axis = f"{spaced(direction, 'latency')} (µs, log scale)"
     chart = (
         alt.Chart(alt.Data(values=rows))
-        .transform_flatten(["to_s", "ios", *DRAWN_PERCENTILES])  # a row per window
+        .transform_flatten(["to_s", *counted, *names])  # a row per window
         .transform_calculate(from_s="datum.to_s - datum.w")
-        .transform_fold(list(DRAWN_PERCENTILES), as_=["percentile", "latency_us"])
+        .transform_fold(names, as_=["percentile", "latency_us"])
         .mark_line(interpolate="step-before", strokeWidth=1.5)
         .encode(
             alt.X("to_s:Q", title="seconds into the measured run"),
@@ -250,8 +279,8 @@ def latency_over_time_chart(traces: list[LatencyTrace], targets: list[str]) -> C
             alt.Color("target:N", scale=alt.Scale(domain=targets, scheme="tableau10"), title="target"),
             alt.StrokeDash(
                 "percentile:N",
-                sort=list(DRAWN_PERCENTILES),
-                scale=alt.Scale(domain=list(DRAWN_PERCENTILES), range=[[4, 3], [1, 0]]),
+                sort=names,
+                scale=alt.Scale(domain=names, range=[*[[4, 3]] * (len(names) - 1), [1, 0]]),
                 title="percentile",
             ),
             tooltip=[
@@ -260,16 +289,20 @@ def latency_over_time_chart(traces: list[LatencyTrace], targets: list[str]) -> C
                 alt.Tooltip("from_s:Q", title="from s", format=".2f"),
                 alt.Tooltip("to_s:Q", title="to s", format=".2f"),
                 alt.Tooltip("latency_us:Q", title="µs", format=",.1f"),
-                alt.Tooltip("ios:Q", title="completions"),
+                *([alt.Tooltip("ios:Q", title="completions")] if binned else []),
             ],
         )  # fmt: skip
     )
-    title = f"{where(workload, phase)}: {direction} latency over time"
+    title = f"{where(workload, phase)}: {spaced(direction, 'latency over time')}"
     windows = sorted({w.window_ms for w in latency.values()})
+    dashes = " and ".join(f"{n} ({'solid' if i == len(names) - 1 else 'dashed'})" for i, n in enumerate(names))
+    latency_is = " and ".join(dict.fromkeys(t.latency_is for t in traces))
     caption = (
-        f"P50 (dashed) and P99 (solid) of the {COMPLETION} of each window of {_windows(windows)} (each step is one window), "
-        "from the window's histogram bins merged over the jobs — fio's own way, each within 3 % of fio's figure —, never a mean of percentiles; "
-        "a break is a window in which nothing completed. The runs of the heatmap: " + _runs_drawn(traces) + "."
+        f"{dashes} of the {latency_is} of each window of {_windows(windows)} (each step is one window), "
+        f"{' and '.join(dict.fromkeys(t.percentiles_from for t in traces))}; "
+        f"a break is a window in which nothing completed. {'The runs of the heatmap' if binned else 'The runs drawn'}: "
+        + _runs_drawn(traces)
+        + "."
     )
     return Chart(named(workload, phase, direction, "latency-over-time"), workload, title, caption, sized(title, chart))
 

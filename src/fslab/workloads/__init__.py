@@ -7,11 +7,11 @@ how a Workload is built from that table, and the tool it drives — and ends wit
     register(DD, section=DdSection, build=tool_workload, tool=Needed(("dd", "--version"), "coreutils"))
 
 fslab's own kinds are found through SHIPPED (name → module), imported only when one is asked
-for; so is a kind's metric declaration (its `metrics` module: fio's and the others' are light,
-so that reading stored runs loads no kind). Kinds from elsewhere come from installed packages'
-entry points, group `fslab.plugins` (fslab.registry: imported when a lookup misses or a
-listing is asked), or from a module imported in the process before (a test's toy) — never from
-anything a study file names: fslab runs as root.
+for; so are a kind's metric declaration (its `metrics` module) and its report hook (its `report`
+module, offered.py): fio's and the others' are light, so that reading stored runs loads no kind.
+Kinds from elsewhere come from installed packages' entry points, group `fslab.plugins`
+(fslab.registry: imported when a lookup misses or a listing is asked), or from a module imported
+in the process before (a test's toy) — never from anything a study file names: fslab runs as root.
 """
 
 from __future__ import annotations
@@ -30,24 +30,30 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from fslab.workdir import Workdir
+    from fslab.workloads.offered import KindReport
     from fslab.workloads.tables import Building
 
 
 @dataclass(frozen=True)
 class Shipped:
-    """One of fslab's own kinds: its module, and the module declaring its metrics (METRICS), light
-    where reading stored runs needs them without the kind."""
+    """One of fslab's own kinds: its module, the module declaring its metrics (METRICS) and the
+    one holding its report hook (REPORT), light where reading stored runs needs them without the kind."""
 
     module: str
     metrics: str
+    report: str
 
 
 SHIPPED: dict[str, Shipped] = {
-    "fio": Shipped("fslab.workloads.fio", "fslab.workloads.fio_output"),
-    "sysbench": Shipped("fslab.workloads.sysbench", "fslab.workloads.sysbench_metrics"),
-    "dd": Shipped("fslab.workloads.dd", "fslab.workloads.dd_metrics"),
-    "rsync": Shipped("fslab.workloads.rsync", "fslab.workloads.rsync_metrics"),
-    "scenario": Shipped("fslab.workloads.scenario", "fslab.workloads.scenario_metrics"),
+    "fio": Shipped("fslab.workloads.fio", "fslab.workloads.fio_output", "fslab.workloads.fio_report"),
+    "sysbench": Shipped(
+        "fslab.workloads.sysbench", "fslab.workloads.sysbench_metrics", "fslab.workloads.sysbench_report"
+    ),
+    "dd": Shipped("fslab.workloads.dd", "fslab.workloads.dd_metrics", "fslab.workloads.dd_report"),
+    "rsync": Shipped("fslab.workloads.rsync", "fslab.workloads.rsync_metrics", "fslab.workloads.offered"),
+    "scenario": Shipped(
+        "fslab.workloads.scenario", "fslab.workloads.scenario_metrics", "fslab.workloads.scenario_report"
+    ),
 }
 
 
@@ -127,6 +133,15 @@ def metrics_of(kind: str) -> Mapping[str, MetricKind]:
         return importlib.import_module(SHIPPED[kind].metrics).METRICS
     found = registered(kind)
     return found.kind.metrics if found else {}
+
+
+def report_of(kind: str) -> KindReport | None:
+    """A kind's report hook (offered.KindReport): a shipped kind's from its light report module
+    (REPORT), any other's from the kind itself; None for a kind not installed here."""
+    if kind in SHIPPED and kind not in KINDS.registered:
+        return importlib.import_module(SHIPPED[kind].report).REPORT
+    found = registered(kind)
+    return found.kind.report if found else None
 
 
 def declared_metrics() -> dict[str, MetricKind]:

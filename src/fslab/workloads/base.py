@@ -31,6 +31,10 @@ which the devices' flushes are held against (an fsync that did not reach the dev
 cover the same interval: a step whose figures begin after it starts (fio's ramp) says when,
 `Window.counted_from`, and the monitors count from there.
 
+`report` is its report hook (offered.py): what its runs offer a report beyond their metrics — series
+over time, latency distributions, per-run tables —, as typed records the report draws whatever
+kind offers them.
+
 `metrics` declares every metric the kind reports (model.MetricKind): its primary ones decide a
 cell's precision, its rank and when adaptive runs stop; its compared ones are compared between
 every pair of targets. What a run wrote (`Workload.data`, a DataPattern) is recorded for every
@@ -56,6 +60,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from fslab.findings import Finding
 from fslab.model import Metric, MetricKind, RawOutput, Workload
+from fslab.workloads.offered import KindReport
 
 if TYPE_CHECKING:
     from fslab.filesystems.base import Provisioned
@@ -113,6 +118,7 @@ class WorkloadKind(Protocol):
     # What a workload's `options` table may give the tool: name → the form of its value, from
     # the tool's own allow-list (guard.options.accepted_values); `fslab list` shows them.
     accepted_options: Mapping[str, str]
+    report: KindReport  # what its runs offer a report: series, distributions, per-run tables (offered.py)
 
     def problems(self, workloads: list[Workload], workdir: Workdir) -> list[str]:
         """What is wrong with these workloads (all of this kind), found before anything is made."""

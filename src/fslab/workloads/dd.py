@@ -49,6 +49,7 @@ from fslab.units import Bandwidth, parse_size
 from fslab.workloads import register
 from fslab.workloads.base import Measured, StudyScope, directory_of, tool_of
 from fslab.workloads.dd_metrics import DIRECTIONS, METRICS, MOVED
+from fslab.workloads.dd_report import DD_REPORT
 from fslab.workloads.tables import ToolWorkloadSection, tool_workload
 
 if TYPE_CHECKING:
@@ -271,6 +272,7 @@ class Dd:
 
     name = "dd"
     metrics = METRICS
+    report = DD_REPORT
     accepted_options = accepted_values(DD_OPTIONS)
 
     def problems(self, workloads: list[Workload], workdir: Workdir) -> list[str]:

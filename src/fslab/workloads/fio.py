@@ -57,6 +57,7 @@ from fslab.workloads.fio_output import (
     precondition_output,
     stored_bins,
 )
+from fslab.workloads.fio_report import FIO_REPORT
 from fslab.workloads.fio_rewrite import Asked, Rewrite, asked_of, refused_beside, rewritten
 from fslab.workloads.tables import (
     FIO_RW_MODES,
@@ -375,6 +376,7 @@ class Fio:
 
     name = "fio"
     metrics = METRICS
+    report = FIO_REPORT
     accepted_options = fio_jobs.accepted_options()  # fio's own table, read when first listed
     refused_options = fio_jobs.refused_options()
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from fslab.model import RawOutput
-from fslab.workloads.fio_output import DIRECTIONS
+from fslab.workloads.offered import DIRECTIONS, LatencyOverTime
 
 if TYPE_CHECKING:
     import numpy as np  # imported where a log is read (the report), not by the fio kind that writes one
@@ -204,54 +204,6 @@ def kept(files: Mapping[str, str], window_ms: int, coarseness: int, epoch_ms: fl
 
 
 # --- the jobs merged, window by window -------------------------------------------------------------
-
-
-@dataclass(frozen=True, eq=False)
-class LatencyOverTime:
-    """A run's completion latency over time in one direction: its jobs' histogram logs added up
-    window by window, consecutive windows from the first with completions to the last."""
-
-    direction: str
-    window_ms: int
-    bins: Bins
-    starts_s: tuple[float, ...]  # each window's start, from the run's epoch
-    ends_s: tuple[float, ...]  # and its end
-    counts: np.ndarray  # windows × bins: completions, every job's added up
-
-    def window_bins(self, window: int) -> dict[int, int]:
-        """One window's bins with completions: index → completions."""
-        import numpy as np
-
-        row = self.counts[window]
-        return {int(i): int(row[i]) for i in np.flatnonzero(row)}
-
-    def percentiles(self, percent: float) -> list[float | None]:
-        """Each window's percentile (ns), fio's way from its bins (as fio_output.percentile_from_bins:
-        the value of the first bin at which the running count reaches percent·N); None where
-        nothing completed."""
-
-        running = self.counts.cumsum(axis=1)
-        totals = running[:, -1]
-        first = (running >= (percent / 100.0 * totals)[:, None]).argmax(axis=1)
-        values = self.bins.values_ns()
-        return [float(values[i]) if n else None for i, n in zip(first, totals)]
-
-    def coarsened(self, most: int) -> LatencyOverTime:
-        """At most `most` windows: each run of k consecutive ones as one, their bins added up (its
-        percentiles are those of all its completions, never a mean of percentiles)."""
-        import numpy as np
-
-        k = math.ceil(len(self.ends_s) / most)
-        if k <= 1:
-            return self
-        firsts = range(0, len(self.ends_s), k)
-        padded = np.zeros((len(firsts) * k, self.bins.count), dtype=self.counts.dtype)
-        padded[: len(self.ends_s)] = self.counts
-        counts = padded.reshape(len(firsts), k, self.bins.count).sum(axis=1)
-        ends = tuple(self.ends_s[min(i + k, len(self.ends_s)) - 1] for i in firsts)  # the last group may be shorter
-        return LatencyOverTime(
-            self.direction, self.window_ms * k, self.bins, tuple(self.starts_s[i] for i in firsts), ends, counts
-        )
 
 
 def latency_over_time(text: str) -> list[LatencyOverTime]:

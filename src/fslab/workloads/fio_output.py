@@ -21,7 +21,6 @@ import contextlib
 import json
 import math
 import re
-import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -29,8 +28,8 @@ import orjson
 
 from fslab.model import Metric, MetricKind, RawOutput
 from fslab.units import Bandwidth
+from fslab.workloads.offered import DIRECTIONS, Throughput
 
-DIRECTIONS = ("read", "write")  # every per-direction metric is named "<direction>_<metric>"
 FSYNCS = "fsyncs"  # the name kinds report their fsyncs under (workloads.base.FSYNCS; base imports this module)
 PERCENTILES = {"p50": 50.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9}
 # fio's latencies, each in its "<kind>_ns" object: total (the latency), completion, submission.
@@ -89,32 +88,6 @@ LOG_TOOL = "fio_log"
 LOG_PREFIX = "fslab"  # fio names the files <prefix>_bw.<job>.log and <prefix>_iops.<job>.log
 LOG_KINDS = "bw|iops|lat|clat|slat|clat_hist"  # every log fio writes: <prefix>_<kind>[.<job>].log
 LOG_FILE = re.compile(rf"{LOG_PREFIX}_(bw|iops)\.(\d+)\.log")  # the logs stored
-
-
-@dataclass(frozen=True)
-class Throughput:
-    """A measured run's throughput over time in one direction: its jobs' logs added up window by
-    window (fio's log_avg_msec)."""
-
-    direction: str
-    window_ms: int  # fio's log_avg_msec
-    seconds: list[float]  # each window's end, from the start of the measured run
-    bytes_s: list[float]
-    iops: list[float]
-
-    def coarsened(self, most: int) -> Throughput:
-        """At most `most` windows: each run of k consecutive windows as one, their mean, at the last one's time."""
-        k = math.ceil(len(self.seconds) / most)
-        if k <= 1:
-            return self
-        groups = range(0, len(self.seconds), k)
-        return Throughput(
-            self.direction,
-            self.window_ms * k,
-            [self.seconds[min(i + k, len(self.seconds)) - 1] for i in groups],
-            [statistics.fmean(self.bytes_s[i : i + k]) for i in groups],
-            [statistics.fmean(self.iops[i : i + k]) for i in groups],
-        )
 
 
 def throughput_over_time(text: str) -> list[Throughput]:

@@ -60,6 +60,7 @@ from fslab.system import run, run_held
 from fslab.units import Bandwidth, format_size, parse_size
 from fslab.workloads import Needed, register
 from fslab.workloads.base import WRITTEN_BYTES, Measured, StudyScope, directory_of, tool_of
+from fslab.workloads.offered import NOTHING
 from fslab.workloads.rsync_metrics import METRICS
 from fslab.workloads.tables import Size, ToolWorkloadSection, tool_workload
 
@@ -371,6 +372,7 @@ class Rsync:
 
     name = "rsync"
     metrics = METRICS
+    report = NOTHING  # one copy: its figures are its metrics
     accepted_options = accepted_values(RSYNC_OPTIONS)
 
     def problems(self, workloads: list[Workload], workdir: Workdir) -> list[str]:

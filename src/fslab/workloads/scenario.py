@@ -57,6 +57,7 @@ from fslab.workloads.dd import DD, DdOptions, dd_options
 from fslab.workloads.fio import FIXED_OPTIONS, NO_PREALLOCATION, log_options, run_measured
 from fslab.workloads.fio_output import parse_metrics
 from fslab.workloads.scenario_metrics import METRICS
+from fslab.workloads.scenario_report import SCENARIO_REPORT
 from fslab.workloads.sysbench import SYSBENCH, SysbenchOptions, sysbench_options
 from fslab.workloads.tables import (
     Building,
@@ -278,6 +279,7 @@ class Scenarios:
 
     name = "scenario"
     metrics = METRICS
+    report = SCENARIO_REPORT
     accepted_options: Mapping[str, str] = {}  # none of its own: its phases' are fio's, sysbench's and dd's
 
     def problems(self, workloads: list[Workload], workdir: Workdir) -> list[str]:

@@ -55,6 +55,7 @@ from fslab.units import parse_size
 from fslab.workloads import Needed, register
 from fslab.workloads.base import FSYNCS, READ_BYTES, WRITTEN_BYTES, Measured, StudyScope, directory_of, tool_of
 from fslab.workloads.sysbench_metrics import METRICS
+from fslab.workloads.sysbench_report import SYSBENCH_REPORT
 from fslab.workloads.tables import ToolWorkloadSection, tool_workload
 
 if TYPE_CHECKING:
@@ -444,6 +445,7 @@ class Sysbench:
 
     name = "sysbench"
     metrics = METRICS
+    report = SYSBENCH_REPORT
     accepted_options = {
         name.removeprefix("--"): form for name, form in accepted_values(SYSBENCH_OPTIONS.options).items()
     }  # a study writes them with or without --

@@ -1,0 +1,23 @@
+"""What a scenario's runs offer a report (the scenario kind's report hook, offered.KindReport): what
+its phases' tools offer — fio's, sysbench's and dd's hooks, each reading its own tool's outputs of
+the scenario's runs, phase by phase (stored under the phase's name) —, put together. Light, as
+scenario_metrics is.
+"""
+
+from __future__ import annotations
+
+from fslab.workloads.dd_report import DD_REPORT
+from fslab.workloads.fio_report import FIO_REPORT
+from fslab.workloads.offered import Offered, Stored
+from fslab.workloads.sysbench_report import SYSBENCH_REPORT
+
+PHASE_REPORTS = (FIO_REPORT, SYSBENCH_REPORT, DD_REPORT)  # the hooks of the tools a phase may run (scenario.ACTIONS)
+
+
+class ScenarioReport:
+    def offered(self, stored: Stored) -> Offered:
+        return sum((hook.offered(stored) for hook in PHASE_REPORTS), Offered())
+
+
+SCENARIO_REPORT = ScenarioReport()
+REPORT = SCENARIO_REPORT  # as the registry finds a shipped kind's (workloads.report_of)
