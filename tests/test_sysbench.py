@@ -3,6 +3,7 @@ real output (tests/fixtures/sysbench, see its README), the judgement on impossib
 a short real run in a temporary directory."""
 
 import dataclasses
+import re
 import shutil
 
 import pytest
@@ -24,6 +25,7 @@ from fslab.workloads.sysbench import (
     run_step,
     sysbench_options,
 )
+from fslab.workloads.sysbench_report import intervals
 
 SYSBENCH = FIXTURES / "sysbench"
 
@@ -47,7 +49,7 @@ def test_defaults_are_seed_000s_mail_server_as_the_fixtures_ran_it():
     assert prepare_argv(seed) == ["sysbench", "fileio", *geometry, "--validate=on", "prepare"]
     assert run_argv(seed) == [
         "sysbench", "fileio", *geometry, "--file-test-mode=rndrw", "--file-fsync-freq=1", "--threads=4",
-        "--time=45", "--rand-seed=1", "--percentile=95", "--validate=on", "run",
+        "--time=45", "--rand-seed=1", "--percentile=95", "--report-interval=1", "--validate=on", "run",
     ]  # fmt: skip
     assert cleanup_argv(seed) == ["sysbench", "fileio", *geometry, "cleanup"]
     assert sysbench_options({}) == seed
@@ -71,7 +73,9 @@ def test_options_become_typed_fields_and_checked_tuning():
     assert options.tuning == (("--file-fsync-all", "on"), ("--file-extra-flags", "direct"), ("--file-rw-ratio", "2.5"))
     assert options.direct and not SysbenchOptions().direct
     argv = run_argv(options)
-    assert argv[-3:] == ["--percentile=95", "--validate=off", "run"], "fslab's own options come last"
+    assert argv[-4:] == ["--percentile=95", "--report-interval=1", "--validate=off", "run"], (
+        "fslab's own options come last"
+    )
     assert "--file-fsync-all=on" in argv and "zeros" in options.data_pattern()
     assert "random" in SysbenchOptions().data_pattern()
 
@@ -83,7 +87,7 @@ REFUSED = {
     "a lua command": ({"luajit-cmd": "off"}, "is refused: it runs a LuaJIT command"),
     "validate is the data's": ({"validate": True}, "is refused: fslab sets it from the workload's data"),
     "percentile is fslab's": ({"percentile": 99}, "fslab reads the 95th percentile"),
-    "report interval": ({"report-interval": 1}, "it changes the report fslab reads"),
+    "report interval": ({"report-interval": 1}, "fslab sets it itself"),
     "a newline": ({"file-test-mode": "rndrw\n--config-file=x"}, "holds a control character"),
     "a value that is an option": ({"file-test-mode": "--config-file"}, "starts with '-'"),
     "a control character": ({"file-rw-ratio": "1\x1b[2J"}, "holds a control character"),
@@ -199,6 +203,29 @@ def test_avg_below_resolution_resolved_from_the_sum():
 def test_busy_longer_than_the_run():
     assert kinds(dataclasses.replace(PLAUSIBLE, lat_sum_ms=41_000)) == {"busy_beyond_time": True}
     assert kinds(dataclasses.replace(PLAUSIBLE, lat_sum_ms=40_500)) == {}, "within BUSY_SLACK"
+
+
+# ---- each interval, for a report ---------------------------------------------------------------
+
+
+def test_each_interval_sysbench_reports_is_a_series_beside_totals_read_as_before():
+    text = fixture("run-intervals.txt")
+    result = parse_run(text)
+    assert (result.events, result.lat_p95_ms, result.read_mib_s) == (18063, 3.25, 8.04), "the totals, as ever"
+    read, write, latency = intervals(text)
+    assert (read.direction, write.direction, read.window_ms) == ("read", "write", 1000)
+    assert read.seconds == [1, 2, 3, 4, 5] and read.iops is None, "sysbench counts no I/Os per interval"
+    assert read.bytes_s[0] == 8.73 * 2**20 and write.bytes_s[-1] == 5.69 * 2**20
+    assert latency.direction == "" and latency.ends_s == (1, 2, 3, 4, 5)
+    assert latency.percentiles_us == {"P95": pytest.approx([3187, 3425, 4028, 2347, 2710])}
+    assert intervals(fixture("run-seed000-random.txt")) == [], "a run stored before fslab asked: no series"
+    quiet = text.replace(
+        "[ 2s ] reads: 6.95 MiB/s writes: 4.65 MiB/s fsyncs: 2374.97/s",
+        "[ 2s ] reads: 0.00 MiB/s writes: 0.00 MiB/s fsyncs: 0.00/s",
+    )
+    assert intervals(quiet)[2].percentiles_us["P95"][1] is None, "no event in a second: no latency of it"
+    reads_only = re.sub(r"writes: [\d.]+ MiB/s", "writes: 0.00 MiB/s", text)
+    assert [t.direction for t in intervals(reads_only)] == ["read", ""], "a direction that moved nothing: no series"
 
 
 # ---- a real run -------------------------------------------------------------------------------

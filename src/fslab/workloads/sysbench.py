@@ -55,7 +55,7 @@ from fslab.units import parse_size
 from fslab.workloads import Needed, register
 from fslab.workloads.base import FSYNCS, READ_BYTES, WRITTEN_BYTES, Measured, StudyScope, directory_of, tool_of
 from fslab.workloads.sysbench_metrics import METRICS
-from fslab.workloads.sysbench_report import SYSBENCH_REPORT
+from fslab.workloads.sysbench_report import REPORT_INTERVAL_S, SYSBENCH_REPORT
 from fslab.workloads.tables import ToolWorkloadSection, tool_workload
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ SYSBENCH_OPTIONS = ToolOptions(
     refused={
         "--validate": "fslab sets it from the workload's data (random: on, zeros: off)",
         "--percentile": f"fslab reads the {PERCENTILE}th percentile",
-        "--report-interval": _CHANGES_OUTPUT, "--report-checkpoints": _CHANGES_OUTPUT, "--histogram": _CHANGES_OUTPUT,
+        "--report-interval": BY_FSLAB, "--report-checkpoints": _CHANGES_OUTPUT, "--histogram": _CHANGES_OUTPUT,
         "--verbosity": _CHANGES_OUTPUT, "--debug": _CHANGES_OUTPUT, "--help": _CHANGES_OUTPUT, "--version": _CHANGES_OUTPUT,
         "--config-file": "it reads options from a file of the study's choosing",
         "--luajit-cmd": "it runs a LuaJIT command inside sysbench",
@@ -232,13 +232,14 @@ def prepare_argv(options: SysbenchOptions) -> list[str]:
 
 
 def run_argv(options: SysbenchOptions) -> list[str]:
-    """The measured run: the study's options, then fslab's own (which win)."""
+    """The measured run: the study's options, then fslab's own (which win); each interval reported
+    too (sysbench_report: a report's series), beside the totals, which it leaves as they are."""
     return [
         "sysbench", "fileio", *options.geometry(),
         f"--file-test-mode={options.mode}", f"--file-fsync-freq={options.fsync_freq}",
         f"--threads={options.threads}", f"--time={options.seconds}", f"--rand-seed={options.seed}",
         *(f"{name}={value}" for name, value in options.tuning),
-        f"--percentile={PERCENTILE}", options.validate(), "run",
+        f"--percentile={PERCENTILE}", f"--report-interval={REPORT_INTERVAL_S}", options.validate(), "run",
     ]  # fmt: skip
 
 
