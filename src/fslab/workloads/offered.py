@@ -217,13 +217,13 @@ class LatencyHistogram:
 
 @dataclass(frozen=True)
 class RunTable:
-    """One cell's runs, a row each, in one step or phase: what its tool reported of each."""
+    """A workload's runs, a row each (its target's first), in one step or phase: what its tool
+    reported of each, as the page shows it."""
 
     workload: str
-    target: str
     phase: str
     title: str
-    columns: list[str]
+    columns: list[str]  # "target" first
     rows: list[list[str]]
 
 
