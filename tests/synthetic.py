@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from functools import cache
@@ -316,9 +316,16 @@ def stored_study(
     return store_study_run(db, load_study(path), seed=seed, rng=random.Random(seed), **store)  # type: ignore[arg-type]
 
 
+# What a run of a kind leaves, by kind, in place of what tool_outputs gives: a test's toy kind, or a
+# test's other fixture (monkeypatch.setitem: for that test alone).
+OUTPUTS: dict[str, Callable[[Workload], list[RawOutput]]] = {}
+
+
 def tool_outputs(workload: Workload) -> list[RawOutput]:
     """What a run of a workload of another kind than fio's leaves, as its kind stores it: its
-    tools' real outputs (tests/fixtures), one per measured step or phase."""
+    tools' real outputs (tests/fixtures), one per measured step or phase (OUTPUTS' where given)."""
+    if workload.kind in OUTPUTS:
+        return OUTPUTS[workload.kind](workload)
     fixture = lambda kind, name: (FIXTURES / kind / name).read_text()  # noqa: E731
     dd = [("write", fixture("dd", "write-64m-direct-random.txt")), ("read", fixture("dd", "read-1g-direct.txt"))]
     if workload.kind == "dd":

@@ -93,7 +93,8 @@ def test_a_kind_not_registered_is_refused_naming_those_there_are():
 @pytest.mark.root
 def test_a_toy_kind_runs_end_to_end_and_its_metric_reaches_the_summary(toy_registered, workdir, tmp_path):
     """`fslab run` of a study using the toy kind, in this process: each run is stored with the
-    toy's raw output and its metric, with the role the toy declares; `fslab summary` shows it."""
+    toy's raw outputs and its metric, with the role the toy declares; `fslab summary` shows it.
+    (Its series reaching the page: test_report_hook.py.)"""
     study = write_study(tmp_path, TRUTH)
     db = tmp_path / "r.db"
     ran = CliRunner().invoke(app, ["run", str(study), "--db", str(db), "--workdir", str(workdir.root)])
@@ -102,7 +103,10 @@ def test_a_toy_kind_runs_end_to_end_and_its_metric_reaches_the_summary(toy_regis
     study_run = results.study_run()["id"]
     runs = results.runs(study_run)
     assert [(r["workload"], r["target"], r["job_file"]) for r in runs] == [("truth", "ext4", "true × 3")] * 2
-    assert [o.tool for o in results.outputs(runs[0]["id"])] == ["true"]
+    outputs = results.outputs(runs[0]["id"])
+    assert [o.tool for o in outputs] == ["true", "true_calls"]
+    ends = [float(line.split()[0]) for line in outputs[1].text.splitlines()]
+    assert len(ends) == 3 and ends == sorted(ends), "each call, at its end: the series its report hook offers"
     groups = results.sample_groups(study_run)
     assert len(groups.values[("truth", "ext4")]["true_ms"]) == 2 and all(
         v > 0 for v in groups.values[("truth", "ext4")]["true_ms"]

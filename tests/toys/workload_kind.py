@@ -1,6 +1,7 @@
 """A toy workload kind, as a new one is added: one module that declares its table in a study file,
 its tool record, how it runs and what it reports, and joins the registry itself. It runs `true`
-`times` times in the target's directory and reports how long each took on average.
+`times` times in the target's directory and reports how long each took on average; and, through
+its report hook, how long each took over the run (a Series the page draws).
 
     [[workload]]
     name = "truth"
@@ -23,9 +24,11 @@ from fslab.model import Metric, MetricKind, RawOutput, Workload
 from fslab.system import run_held
 from fslab.workloads import Needed, register
 from fslab.workloads.base import Measured, StudyScope, directory_of, tool_of
+from fslab.workloads.offered import Offered, Series, SeriesTrace, Stored, median_runs, over_time
 from fslab.workloads.tables import Building, Name, OnTargets, WorkloadLimits, run_timeout
 
 METRICS = {"true_ms": MetricKind("ms", False, primary=True, compared=True)}
+CALLS = "true_calls"  # the raw output of each call's end (s) and time (ms), a line each
 
 
 @dataclass(frozen=True)
@@ -51,9 +54,29 @@ class TrueRuns:
         return 0.0
 
 
+def each_call(text: str) -> list[Series]:
+    """The calls' output (CALLS) as a series: each call's time at its end."""
+    ends, took = zip(*(map(float, line.split()) for line in text.splitlines())) if text else ((), ())
+    return [Series("time per call", "ms", "", tuple(ends), tuple(took))]
+
+
+class TrueReport:
+    """What the toy's runs offer a report: of each cell's median run, each call's time over the run."""
+
+    def offered(self, stored: Stored) -> Offered:
+        drawn = median_runs(stored.phases(CALLS), stored.runs, stored.values(METRICS), {"true_ms": ""})
+        outputs = stored.outputs(CALLS, only={d.run_id for d in drawn.values()})
+        series, unreadable = over_time(drawn, outputs, each_call, self.trace, "true's stored calls")
+        return Offered(series=series, unreadable=unreadable)
+
+    def trace(self, workload: str, target: str, phase: str, repetition: int, runs: int, found: Series) -> SeriesTrace:
+        return SeriesTrace(workload, target, phase, repetition, runs, found, "each call of true, timed by fslab")
+
+
 class TrueKind:
     name = "true"
     metrics = METRICS
+    report = TrueReport()
     accepted_options: dict[str, str] = {}
 
     def problems(self, workloads: list[Workload], workdir: Any) -> list[str]:
@@ -77,16 +100,19 @@ class TrueKind:
         scope: StudyScope,
         measured: Measured,
     ) -> list[RawOutput]:
-        times = tool_of(workload, TrueRuns).times
+        times, calls = tool_of(workload, TrueRuns).times, []
         with measured(""):
-            began = time.monotonic()
+            began = last = time.monotonic()
             for _ in range(times):
                 run_held(journal, ["true"], cwd=directory_of(ready, self.name))
+                now = time.monotonic()
+                calls.append(f"{now - began:.6f} {(now - last) * 1000:.6f}\n")  # its end (s), its time (ms)
+                last = now
             took = time.monotonic() - began
-        return [RawOutput("", self.name, f"{took * 1000 / times:.6f}")]
+        return [RawOutput("", self.name, f"{took * 1000 / times:.6f}"), RawOutput("", CALLS, "".join(calls))]
 
     def parse(self, outputs: list[RawOutput]) -> list[Metric]:
-        return [METRICS["true_ms"].of("true_ms", float(output.text)) for output in outputs]
+        return [METRICS["true_ms"].of("true_ms", float(o.text)) for o in outputs if o.tool == self.name]
 
     def judge(self, workload: Workload, outputs: list[RawOutput]) -> list[Finding]:
         return []

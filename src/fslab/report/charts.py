@@ -38,7 +38,7 @@ from fslab.report.details import RunDetails
 from fslab.report.formatting import fmt_mean_ci, metric_label
 from fslab.report.sections import is_monitored
 from fslab.report.summary import CellSummary, StudySummary
-from fslab.report.time_charts import latency_heatmap_chart, latency_over_time_chart, throughput_chart
+from fslab.report.time_charts import latency_heatmap_chart, latency_over_time_chart, series_chart, throughput_chart
 from fslab.stats import Comparison, Summary
 from fslab.units import format_size
 from fslab.workloads.offered import LatencyHistogram, Percentiles
@@ -86,6 +86,11 @@ def study_charts(s: StudySummary, details: RunDetails) -> list[Chart]:
         for phase, direction in dict.fromkeys((t.phase, t.latency.direction) for t in latency):
             drawn_latency = [t for t in latency if (t.phase, t.latency.direction) == (phase, direction)]
             drawn += [latency_heatmap_chart(drawn_latency, targets), latency_over_time_chart(drawn_latency, targets)]
+        series = [t for t in details.series if t.workload == workload and t.target not in left_out]
+        for each in dict.fromkeys((t.phase, t.series.direction, t.series.quantity) for t in series):
+            drawn.append(
+                series_chart([t for t in series if (t.phase, t.series.direction, t.series.quantity) == each], targets)
+            )
         drawn += [
             efficiency_chart(s, workload),
             cpu_chart(s, workload),

@@ -21,6 +21,7 @@ from fslab.workloads.offered import (
     Offered,
     Percentiles,
     RunTable,
+    SeriesTrace,
     ThroughputTrace,
 )
 
@@ -55,6 +56,7 @@ class RunDetails:
         default_factory=dict
     )  # workload → which of its metrics are latency percentiles (its kind's)
     tables: list[RunTable] = field(default_factory=list)
+    series: list[SeriesTrace] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -114,4 +116,5 @@ def run_details(db: ResultsDB, s: StudySummary) -> RunDetails:
         offered.unreadable,
         percentiles,
         offered.tables,
+        offered.series,
     )

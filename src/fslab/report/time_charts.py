@@ -15,7 +15,14 @@ import altair as alt
 
 from fslab.report.chart_parts import BUCKETS_PER_DECADE, WIDTH, Chart, latency_bucket, named, sized, spaced, where
 from fslab.units import Bandwidth
-from fslab.workloads.offered import BinLayout, LatencyOverTime, LatencyTrace, PercentilesOverTime, ThroughputTrace
+from fslab.workloads.offered import (
+    BinLayout,
+    LatencyOverTime,
+    LatencyTrace,
+    PercentilesOverTime,
+    SeriesTrace,
+    ThroughputTrace,
+)
 
 WINDOWS_DRAWN = 200  # throughput over time: a run's windows, at most (fio's log windows, merged)
 LATENCY_WINDOWS = 50  # latency over time: a run's windows, at most (their bins added up): fslab stores 50 (fio.HIST_WINDOWS); a page of many cells stays small
@@ -307,6 +314,42 @@ def latency_over_time_chart(traces: list[LatencyTrace], targets: list[str]) -> C
     return Chart(named(workload, phase, direction, "latency-over-time"), workload, title, caption, sized(title, chart))
 
 
+def series_chart(traces: list[SeriesTrace], targets: list[str]) -> Chart:
+    """Each target's values of one quantity over time in one workload, phase and direction (a
+    kind's Series: what else its tool reports of a run's course), of the cell's run drawn."""
+    first = traces[0]
+    workload, phase, direction, quantity = first.workload, first.phase, first.series.direction, first.series.quantity
+    unit = first.series.unit
+    rows = [
+        {"target": t.target, "seconds": second, "value": value, "run": t.repetition}
+        for t in traces
+        for second, value in zip(t.series.ends_s, t.series.values)
+    ]
+    axis = spaced(direction, quantity) + (f" ({unit})" if unit else "")
+    chart = (
+        alt.Chart(alt.Data(values=rows))
+        .mark_line(point=alt.OverlayMarkDef(size=12), strokeWidth=1.5)
+        .encode(
+            alt.X("seconds:Q", title="seconds into the measured run"),
+            alt.Y("value:Q", title=axis),
+            alt.Color("target:N", scale=alt.Scale(domain=targets, scheme="tableau10"), title="target"),
+            tooltip=[
+                alt.Tooltip("target:N"),
+                alt.Tooltip("run:Q"),
+                alt.Tooltip("seconds:Q", format=".2f"),
+                alt.Tooltip("value:Q", title=unit or quantity, format=",.4~g"),
+            ],
+        )
+    )
+    title = f"{where(workload, phase)}: {spaced(direction, quantity)} over time"
+    caption = (
+        f"{' and '.join(dict.fromkeys(t.source for t in traces))}; a break is a moment with nothing to tell. "
+        "Per target one run, the median of its runs: " + _runs_drawn(traces) + "."
+    )
+    name = named(workload, phase, direction, *quantity.split(), "over-time")
+    return Chart(name, workload, title, caption, sized(title, chart))
+
+
 def _merged(resolution: tuple[int, int]) -> str:
     """What a heatmap merged to stay within HEATMAP_CELLS, said: nothing is hidden, every
     completion is in a cell, but a cell is coarser than the logs."""
@@ -326,7 +369,7 @@ def _windows(window_ms: list[int]) -> str:
     return " or ".join(f"{w} ms" for w in window_ms)
 
 
-def _runs_drawn(traces: list[ThroughputTrace] | list[LatencyTrace]) -> str:
+def _runs_drawn(traces: list[ThroughputTrace] | list[LatencyTrace] | list[SeriesTrace]) -> str:
     """Each target's run drawn, by its number in its cell, and how many it is the median of: never
     "run 2 of 1", the numbers counting different things (a cell's run 1 may have failed)."""
     among = {t.target: "its one run with logs" if t.runs == 1 else f"the median of {t.runs}" for t in traces}

@@ -2,8 +2,9 @@
 protocol (base.WorkloadKind.report), and the typed records it answers in. The report draws what a
 kind offers and knows no kind; a kind says what it has, from what its runs stored:
 
-    series          a run's course over time (Throughput, LatencyOverTime, PercentilesOverTime),
-                    of each cell the run whose figure is the median of its runs (median_runs)
+    series          a run's course over time (Throughput, LatencyOverTime, PercentilesOverTime, or
+                    any other quantity: Series), of each cell the run whose figure is the median
+                    of its runs (median_runs)
     distributions   which of its metrics are latency percentiles (Percentiles), and latency
                     histograms added up over a cell's runs (LatencyHistogram)
     tables          per-run tables (RunTable): each run's figures of one step, as stored
@@ -151,6 +152,30 @@ class PercentilesOverTime:
 
 
 @dataclass(frozen=True)
+class Series:
+    """Any other quantity of a run over time, as its tool reports it: a value at each moment."""
+
+    quantity: str  # what it is, as a chart's axis names it ("time per call")
+    unit: str
+    direction: str  # "" for a quantity of no direction
+    ends_s: tuple[float, ...]  # each value's moment (the end of its window), from the start of the measured run
+    values: tuple[float | None, ...]  # None: nothing to tell of that moment
+
+
+@dataclass(frozen=True)
+class SeriesTrace:
+    """One cell's Series in one phase, of its run drawn (median_runs)."""
+
+    workload: str
+    target: str
+    phase: str
+    repetition: int
+    runs: int
+    series: Series
+    source: str  # what the figures are, as a caption says it
+
+
+@dataclass(frozen=True)
 class ThroughputTrace:
     """One cell's throughput over time in one direction of one phase: of its run whose bandwidth
     is the cell's median (median_runs)."""
@@ -236,6 +261,7 @@ class Offered:
     histograms: list[LatencyHistogram] = field(default_factory=list)
     traces: list[ThroughputTrace] = field(default_factory=list)
     latency_traces: list[LatencyTrace] = field(default_factory=list)
+    series: list[SeriesTrace] = field(default_factory=list)
     tables: list[RunTable] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)  # stored outputs that could not be read, and why
 
@@ -245,6 +271,7 @@ class Offered:
             self.histograms + other.histograms,
             self.traces + other.traces,
             self.latency_traces + other.latency_traces,
+            self.series + other.series,
             self.tables + other.tables,
             self.unreadable + other.unreadable,
         )
