@@ -35,7 +35,7 @@ from fslab.results import ResultsDB
 from fslab.results.records import OptionsApplied, SampleGroups
 from fslab.stats import Summary, load_student_t_meanwhile, summarize
 from fslab.units import Bandwidth
-from fslab.workloads.fio_output import DIRECTIONS
+from fslab.workloads.offered import DIRECTIONS
 
 
 @dataclass
