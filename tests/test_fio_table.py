@@ -245,7 +245,7 @@ def test_without_fio_the_guard_says_so_and_reading_stored_jobs_asks_no_fio(no_fi
         "a summary reads stored jobs without fio"
     )
     assert stored_preallocation({"job": "[w]\nioengine=external:/tmp/x.so\n"}) == ""
-    from fslab.report.steady_state import criteria_of
+    from fslab.workloads.fio_steady_notes import criteria_of
 
     assert criteria_of({"job": "[w]\nrw=randwrite\nsteadystate=iops_slope:0.3%\nsteadystate_duration=5s\n"}) == [
         "iops_slope:0.3%"

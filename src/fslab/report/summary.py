@@ -30,11 +30,11 @@ from fslab.raw_reference import (
     raw_references,
 )
 from fslab.report.arc_share import arc_notes
-from fslab.report.steady_state import steady_notes
 from fslab.results import ResultsDB
 from fslab.results.records import OptionsApplied, SampleGroups
 from fslab.stats import Summary, load_student_t_meanwhile, summarize
 from fslab.units import Bandwidth
+from fslab.workloads.fio_steady_notes import steady_notes
 from fslab.workloads.offered import DIRECTIONS
 
 
