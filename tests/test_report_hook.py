@@ -1,7 +1,7 @@
 """The report hook of the workload-kind protocol (workloads/offered.py): each kind offers its series,
 distributions and per-run tables as records, and the page draws what is offered — a toy kind's
 series (toys/workload_kind.py), sysbench's intervals and percentiles, dd's per-run tables —, all
-on stored study runs (tests/synthetic.py: no root, no device)."""
+on stored study runs (tests/synthetic.py: no root, no device); and report/ imports no kind."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB
 from fslab.workloads import SHIPPED, report_of
 from synthetic import OUTPUTS, stored_study
+from test_imports import import_graph
 from test_workload_registry import TRUTH, toy_registered  # noqa: F401 (a fixture)
 
 ROOT = Path(__file__).parent.parent
@@ -116,3 +117,18 @@ def test_every_shipped_kind_and_its_report_hook_agree():
         from fslab.workloads import registered
 
         assert report_of(name) is registered(name).kind.report, f"{shipped.report} holds what {name} offers"
+
+
+def test_the_report_imports_no_workload_kind():
+    """report/ draws what the hook offers: it imports the protocol, its records and the registry,
+    never a kind's module (nor fio's policy)."""
+    kinds = tuple(
+        name for shipped in SHIPPED.values() for name in (shipped.module, shipped.metrics, shipped.report)
+    ) + ("fslab.workloads.fio_", "fslab.guard.fio_", "fslab.fio")
+    graph = import_graph()
+    found = {
+        module: sorted(m for m in imported if m.startswith(kinds) and m != "fslab.workloads.offered")
+        for module, imported in graph.items()
+        if module.startswith("fslab.report.")
+    }
+    assert {m: i for m, i in found.items() if i} == {}

@@ -24,7 +24,7 @@ from fslab.model import Metric, MetricKind, RawOutput, Workload
 from fslab.system import run_held
 from fslab.workloads import Needed, register
 from fslab.workloads.base import Measured, StudyScope, directory_of, tool_of
-from fslab.workloads.offered import Offered, Series, SeriesTrace, Stored, median_runs, over_time
+from fslab.workloads.offered import KindReport, Offered, Series, SeriesTrace, Stored, median_runs, over_time
 from fslab.workloads.tables import Building, Name, OnTargets, WorkloadLimits, run_timeout
 
 METRICS = {"true_ms": MetricKind("ms", False, primary=True, compared=True)}
@@ -60,7 +60,7 @@ def each_call(text: str) -> list[Series]:
     return [Series("time per call", "ms", "", tuple(ends), tuple(took))]
 
 
-class TrueReport:
+class TrueReport(KindReport):
     """What the toy's runs offer a report: of each cell's median run, each call's time over the run."""
 
     def offered(self, stored: Stored) -> Offered:

@@ -1,6 +1,7 @@
 """Whether a ZFS cell's read figures may come from the ARC rather than the disks (pure), from what
 its runs stored: the ARC cap in effect (the target's `arc_max`, after --scale and the engines'
-floor) and the data its fio jobs read (the room their files take, as the stored job says).
+floor) and the data its runs read (as its kind says of the stored workload: fio's, the room its
+jobs' files take).
 
 The ARC may hold the working set when its cap is at least that data, or when the engines' floor
 (filesystems/zfs_engine.py's SCALED_ARC_FLOOR) kept the cap above the study's own share of the data at a small
@@ -10,9 +11,8 @@ are flagged, never refused.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
-from fslab.errors import Refused
 from fslab.model import ARC_FLOOR_NOTE, arc_caches_data
 from fslab.units import format_size
 
@@ -35,25 +35,14 @@ def arc_note(arc_cap: int | None, data: int, *, floor_raised: bool) -> str | Non
     return None
 
 
-def arc_notes(target_spec: Mapping, workload_spec: Mapping) -> list[str]:
-    """A cell's ARC note, from its target's and workload's stored specs: fio workloads that read,
-    on a target with an ARC cap (ZFS's alone have one) that caches the data (not primarycache=
+def arc_notes(target_spec: Mapping, data_read: Callable[[bool], int]) -> list[str]:
+    """A cell's ARC note, from its target's stored spec and the data its workload reads
+    (`data_read(zvol)`: its kind's word, KindReport.data_read; 0 for one that only writes): on a
+    target with an ARC cap (ZFS's alone have one) that caches the data (not primarycache=
     metadata or none)."""
     arc_cap = target_spec.get("arc_max")
-    job_text = workload_spec.get("job")
-    if not isinstance(arc_cap, int) or not isinstance(job_text, str):
-        return []
-    if not arc_caches_data(target_spec.get("properties") or {}):
-        return []
-    from fslab.guard.fio_jobs import reads, stored_job  # fio's records: only for a cell on a capped ARC
-    from fslab.workloads.fio_space import room_needed
-
-    try:
-        job = stored_job(job_text)
-    except Refused:
-        return []
-    if not reads(job):
+    if not isinstance(arc_cap, int) or not arc_caches_data(target_spec.get("properties") or {}):
         return []
     floor_raised = any(str(said).startswith(ARC_FLOOR_NOTE) for said in target_spec.get("scaling_changed") or [])
-    note = arc_note(arc_cap, room_needed(job, bool(target_spec.get("zvol"))), floor_raised=floor_raised)
+    note = arc_note(arc_cap, data_read(bool(target_spec.get("zvol"))), floor_raised=floor_raised)
     return [note] if note else []

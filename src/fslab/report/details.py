@@ -104,9 +104,8 @@ def run_details(db: ResultsDB, s: StudySummary) -> RunDetails:
         if hook is None:
             continue
         workloads = {w for w in s.workloads if kinds.get(w) == kind}
-        of_kind = hook.offered(StoredOfKind(db, s.study_run["id"], [r for r in runs if r["workload"] in workloads]))
-        offered += of_kind
-        percentiles |= {w: of_kind.percentiles for w in workloads}
+        offered += hook.offered(StoredOfKind(db, s.study_run["id"], [r for r in runs if r["workload"] in workloads]))
+        percentiles |= {w: list(hook.percentiles) for w in workloads}
     return RunDetails(
         offered.histograms,
         offered.traces,

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from fslab.analysis import Row, ranking_line
-from fslab.guard.fio_preallocation import preallocates
 from fslab.model import FAILED_ALIKE, PHASE_SEPARATOR, qualified, unqualified
 from fslab.monitors import Figure, metric_names
 from fslab.monitors import figures as monitor_figures
@@ -30,8 +29,8 @@ from fslab.report.summary import CellSummary, StudySummary
 from fslab.results.records import imported_from
 from fslab.stats import Summary
 from fslab.units import Bandwidth, format_size
-from fslab.workloads.fio_output import METRICS as FIO_METRICS
-from fslab.workloads.fio_output import PERCENTILES
+from fslab.workloads import metrics_of, report_of
+from fslab.workloads.offered import Percentiles
 
 
 class Kind(Enum):
@@ -146,26 +145,37 @@ TARGET_COLUMNS = [
 ]
 
 
-COLUMNS = (
-    [
-        "target",
-        "dir",
-        "n",
-        "IOPS median",
-        "IOPS mean ± 95% CI",
-        "IOPS CV",
-        "MB/s median",
-        "MB/s mean ± 95% CI",
-        "MB/s CV",
-    ]
-    + [f"lat {p.replace('_', '.')}" for p in PERCENTILES]
-    + ["notes"]
-)
+# A workload whose cells hold directions (fio's: a row per direction), its latency percentiles
+# after these, a column each, as its kind declares them (KindReport.percentiles), then its notes.
+DIRECTION_COLUMNS = [
+    "target",
+    "dir",
+    "n",
+    "IOPS median",
+    "IOPS mean ± 95% CI",
+    "IOPS CV",
+    "MB/s median",
+    "MB/s mean ± 95% CI",
+    "MB/s CV",
+]
 
 
-def table_columns(units: Bandwidth, columns: list[str] = COLUMNS) -> list[str]:
-    """Columns (fio's table's unless named) with the bandwidth columns titled in the unit shown."""
+def direction_columns(percentiles: Sequence[Percentiles]) -> list[str]:
+    """The columns of a table a row per direction: of its kind's first direction's percentiles."""
+    names = next((list(p.metrics) for p in percentiles if p.direction), [])
+    return [*DIRECTION_COLUMNS, *(f"lat {name.lower()}" for name in names), "notes"]
+
+
+def table_columns(units: Bandwidth, columns: list[str]) -> list[str]:
+    """Columns with the bandwidth columns titled in the unit shown."""
     return [c.replace("MB/s", units.value) for c in columns]
+
+
+def kind_percentiles(s: StudySummary | None, workload: str) -> Sequence[Percentiles]:
+    """The latency percentiles the workload's kind declares (one stored without a kind is fio's,
+    as one read from a summary alone: `s` None)."""
+    hook = report_of(s.samples.kinds.get(workload, "fio") if s else "fio")
+    return hook.percentiles if hook else ()
 
 
 # A workload whose cells hold no fio direction (a tool reporting elapsed_s, events_per_s, …): a
@@ -178,7 +188,10 @@ def workload_table(s: StudySummary, workload: str) -> tuple[list[str], list[list
     row per metric where its cells hold no fio direction."""
     cells = s.cells_of(workload)
     if any(c.directions() for c in cells) or not any(c.metrics for c in cells):
-        return table_columns(s.units), [row for cell in cells for row in table_rows(cell, s.units)]
+        percentiles = kind_percentiles(s, workload)
+        return table_columns(s.units, direction_columns(percentiles)), [
+            row for cell in cells for row in table_rows(cell, s.units, percentiles)
+        ]
     return METRIC_COLUMNS, [row for cell in cells for row in metric_rows(cell, s.metric_units, s.units)]
 
 
@@ -189,7 +202,7 @@ def shown(metric: str, units: Bandwidth = Bandwidth.MB) -> bool:
     own = unqualified(metric)
     if own in metric_names():
         return False
-    return own not in FIO_METRICS or own.partition("_")[2] in ("iops", units.metric, "lat_p99_us")
+    return own not in metrics_of("fio") or own.partition("_")[2] in ("iops", units.metric, "lat_p99_us")
 
 
 def metric_rows(cell: CellSummary, metric_units: dict[str, str], units: Bandwidth = Bandwidth.MB) -> list[list[str]]:
@@ -214,13 +227,20 @@ def metric_rows(cell: CellSummary, metric_units: dict[str, str], units: Bandwidt
     return rows or [[cell.target, "–", f"0 ({cell.failed} failed)", *["–"] * (len(METRIC_COLUMNS) - 3)]]
 
 
-def table_rows(cell: CellSummary, units: Bandwidth = Bandwidth.MB) -> list[list[str]]:
+def table_rows(
+    cell: CellSummary, units: Bandwidth = Bandwidth.MB, percentiles: Sequence[Percentiles] | None = None
+) -> list[list[str]]:
+    """A row per direction of the cell: IOPS, bandwidth, and each latency percentile its kind
+    declares (`percentiles`; None: those of a workload stored without a kind)."""
     rows = []
+    percentiles = kind_percentiles(None, cell.workload) if percentiles is None else percentiles
+    columns = direction_columns(percentiles)
     for d in cell.directions():
         iops, mb = cell.metrics.get(f"{d}_iops"), cell.metrics.get(f"{d}_{units.metric}")
+        declared = next((p for p in percentiles if p.direction == d), None)
         latencies = [
-            fmt_latency(cell.metrics[f"{d}_lat_{p}_us"].median) if f"{d}_lat_{p}_us" in cell.metrics else "–"
-            for p in PERCENTILES
+            fmt_latency(cell.metrics[metric].median * declared.to_us) if metric in cell.metrics else "–"
+            for metric in (declared.metrics.values() if declared else ())
         ]
         notes = "; ".join([*iops.warnings, *submission_note(cell, d), *(cell.notes if not rows else [])])
         figure = flagged(cell, fmt(iops.median), f"{d}_iops")
@@ -240,7 +260,7 @@ def table_rows(cell: CellSummary, units: Bandwidth = Bandwidth.MB) -> list[list[
             ]
         )
     if not rows:
-        rows.append([cell.target, "–", f"0 ({cell.failed} failed)", *["–"] * (len(COLUMNS) - 3)])
+        rows.append([cell.target, "–", f"0 ({cell.failed} failed)", *["–"] * (len(columns) - 3)])
     return rows
 
 
@@ -398,14 +418,14 @@ def workload_title(s: StudySummary, workload: str) -> str:
     """ "seq_write (direct I/O; data: random)": how it reached the device and what it wrote, in
     short (the whole record is stored with every run); "files preallocated" where its files
     were, unlike fslab's default (fio.NO_PREALLOCATION)."""
-    data, limit, recorded = s.data.get(workload), s.memory_limits.get(workload), s.preallocation.get(workload, "")
+    data, limit, preallocated = s.data.get(workload), s.memory_limits.get(workload), s.preallocation.get(workload)
     io = ("buffered I/O" if workload in s.buffered else "direct I/O") + (
         f", memory ≤ {format_size(limit)}" if limit else ""
     )
     parts = [
         io,
         *([f"data: {data.split(' (')[0]}"] if data else []),
-        *([f"files preallocated (fio fallocate={recorded})"] if preallocates(recorded) else []),
+        *([f"files preallocated ({preallocated})"] if preallocated else []),
     ]
     return f"{workload} ({'; '.join(parts)})"
 

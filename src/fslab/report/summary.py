@@ -16,7 +16,6 @@ from dataclasses import dataclass, field, replace
 
 from fslab.analysis import Analysis, AnalysisError, Hosted, Row, analyse, compare_study_runs, host_blocks, resolution_of
 from fslab.checks import Unsupported, by_target
-from fslab.guard.fio_preallocation import preallocates, stored_preallocation
 from fslab.model import Host, unqualified
 from fslab.monitors.space import COMPRESSED_FROM
 from fslab.monitors.traffic import withheld_amplifications
@@ -34,8 +33,8 @@ from fslab.results import ResultsDB
 from fslab.results.records import OptionsApplied, SampleGroups
 from fslab.stats import Summary, load_student_t_meanwhile, summarize
 from fslab.units import Bandwidth
-from fslab.workloads.fio_steady_notes import steady_notes
-from fslab.workloads.offered import DIRECTIONS
+from fslab.workloads import report_of
+from fslab.workloads.offered import DIRECTIONS, NOTHING
 
 
 @dataclass
@@ -86,10 +85,10 @@ class StudySummary:
     data: dict[str, str] = field(default_factory=dict)  # workload → the data pattern its runs recorded
     preallocation: dict[str, str] = field(
         default_factory=dict
-    )  # workload → fio's fallocate its jobs ran with (fio_preallocation.preallocation)
+    )  # workload → how its files were preallocated, as its kind says it (KindReport.preallocated); only those that were
     rewritten: dict[str, str] = field(
         default_factory=dict
-    )  # workload → what fslab rewrote in its job file, from what (fio_rewrite.described)
+    )  # workload → what fslab rewrote of its command, from what, as its kind says it (KindReport.rewritten)
     memory_limits: dict[str, int] = field(default_factory=dict)  # workload → the memory limit its runs recorded
     units: Bandwidth = Bandwidth.MB  # bandwidth as shown in the tables
     samples: SampleGroups = field(
@@ -290,8 +289,9 @@ def summarize_study_run(
     failed = Counter((f.workload, f.target) for f in failures)
     found = _run_notes(per_host)
     data = {r["workload"]: r["data_pattern"] for r in runs if r["data_pattern"]}
-    preallocation = {w["name"]: recorded for w in stored_workloads if (recorded := stored_preallocation(w["spec"]))}
-    rewritten = _rewritten(stored_workloads)
+    hooks = {w["name"]: report_of(w["spec"].get("kind", "fio")) or NOTHING for w in stored_workloads}  # each kind's
+    preallocation = {w["name"]: said for w in stored_workloads if (said := hooks[w["name"]].preallocated(w["spec"]))}
+    rewritten = {w["name"]: said for w in stored_workloads if (said := hooks[w["name"]].rewritten(w["spec"]))}
     flattered = _flattered(per_host, applied, groups.values, preallocation)
     fio_options = {w["name"]: w["spec"].get("fio_options") or {} for w in stored_workloads}
     specs_of = {w["name"]: w["spec"] for w in stored_workloads}
@@ -313,8 +313,8 @@ def summarize_study_run(
             [
                 *found.get(key, ([], False))[0],
                 *flattered.get(key, []),
-                *steady_notes(groups.values.get(key, {}), specs_of[w]),
-                *arc_notes(t["spec"], specs_of[w]),
+                *hooks[w].cell_notes(specs_of[w], groups.values.get(key, {})),
+                *arc_notes(t["spec"], lambda zvol, w=w: hooks[w].data_read(specs_of[w], zvol)),
                 *([CEILING_NOTE] if t["name"] in ceiling_targets else []),
             ],
             found.get(key, ([], False))[1],
@@ -494,18 +494,6 @@ def _withhold(cell: CellSummary, values: dict[str, list[float]]) -> None:
         cell.notes.append(why)
 
 
-def _rewritten(stored_workloads: list[dict]) -> dict[str, str]:
-    """Workload → what fslab rewrote in its job file, from what; a workload without the record was run as written."""
-    stored = {w["name"]: w["spec"]["rewritten"] for w in stored_workloads if w["spec"].get("rewritten")}
-    if not stored:
-        return {}
-    from fslab.workloads.fio_rewrite import (
-        described,
-    )  # with fio's option tables: only for a study run that has a rewritten workload
-
-    return {name: described(records) for name, records in stored.items()}
-
-
 def _flattered(
     runs: list[dict],
     applied: dict[int, OptionsApplied | None],
@@ -516,7 +504,8 @@ def _flattered(
     whose runs read back compression (what was made, not what was asked), saying what the
     compression monitor measured of its runs (the median, in the phase that compressed most): a
     ratio from COMPRESSED_FROM means the figures flatter it; a lower one, that they are those of
-    uncompressed data (and why, where its files were preallocated); none, that they may."""
+    uncompressed data (and why, where its files were preallocated: `preallocation`, as its kind
+    says it); none, that they may."""
     notes = {}
     for r in runs:
         cell = (r["workload"], r["target"])
@@ -537,10 +526,10 @@ def _flattered(
         elif (ratio := max(ratios)) >= COMPRESSED_FROM:
             notes[cell] = [f"{wrote}, which compressed it {ratio:.2f}×: the figures flatter it, as real data would not"]
         else:
-            recorded = preallocation.get(r["workload"], "")
+            said = preallocation.get(r["workload"], "")
             why = (
-                f"its files were preallocated (fio fallocate={recorded}), and preallocated blocks are written in place, uncompressed; "
-                if preallocates(recorded)
+                f"its files were preallocated ({said}), and preallocated blocks are written in place, uncompressed; "
+                if said
                 else ""
             )
             notes[cell] = [

@@ -13,12 +13,12 @@ from collections import defaultdict
 from fslab.model import PHASE_SEPARATOR
 from fslab.units import format_size
 from fslab.workloads.dd_metrics import DIRECTIONS, MOVED
-from fslab.workloads.offered import Offered, RunTable, Stored
+from fslab.workloads.offered import KindReport, Offered, RunTable, Stored
 
 COLUMNS = ["target", "run", "copied", "seconds", "MB/s"]
 
 
-class DdReport:
+class DdReport(KindReport):
     def offered(self, stored: Stored) -> Offered:
         names = {f"{d}_{what}": d for d in DIRECTIONS for what in ("mb_s", "elapsed_s")} | {
             moved: d for d, moved in MOVED.items()

@@ -1,13 +1,19 @@
 """What fio's runs offer a report (the fio kind's report hook, offered.KindReport): its latency
 percentiles per direction, its json+ latency bins added up per cell, and of each cell's median
 run its throughput over time (its bandwidth and IOPS logs) and its completion latency over time
-(its histogram logs). Light, as fio_output is: a page of stored runs loads no kind.
+(its histogram logs); to the summary, of a workload as stored: its cells' steady state and
+preconditioning (fio_steady_notes), the data its jobs read, its files' preallocation (fio's
+fallocate) and what fslab rewrote in its job file. Light, as fio_output is: reading stored runs
+loads no kind (fio's job parser and option tables only where a stored workload needs them).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 
+from fslab.errors import Refused
+from fslab.guard.fio_preallocation import preallocates, stored_preallocation
 from fslab.model import RawOutput
 from fslab.workloads.fio_hist import HIST_TOOL, latency_over_time
 from fslab.workloads.fio_output import (
@@ -22,9 +28,11 @@ from fslab.workloads.fio_output import (
     stored_latency_bins,
     throughput_over_time,
 )
+from fslab.workloads.fio_steady_notes import steady_notes
 from fslab.workloads.offered import (
     Drawn,
     Key,
+    KindReport,
     LatencyHistogram,
     LatencyTrace,
     Offered,
@@ -55,7 +63,9 @@ PERCENTILE_METRICS = [
 ]
 
 
-class FioReport:
+class FioReport(KindReport):
+    percentiles = PERCENTILE_METRICS
+
     def offered(self, stored: Stored) -> Offered:
         """Of a study run's fio runs (each as its cell knows it), the raw outputs are read: every
         run's bins, and of each cell's median run its logs."""
@@ -74,12 +84,41 @@ class FioReport:
         traces, unreadable_logs = throughput_traces(drawn[LOG_TOOL], outputs[LOG_TOOL])
         latency, unreadable_histograms = latency_traces(drawn[HIST_TOOL], outputs[HIST_TOOL])
         return Offered(
-            percentiles=PERCENTILE_METRICS,
             histograms=histograms,
             traces=traces,
             latency_traces=latency,
             unreadable=unreadable + unreadable_logs + unreadable_histograms,
         )
+
+    def cell_notes(self, workload: Mapping, values: Mapping[str, list[float]]) -> list[str]:
+        return steady_notes(values, workload)
+
+    def data_read(self, workload: Mapping, zvol: bool) -> int:
+        """The room the stored job's files take where any of its jobs reads; 0 for a job that only writes."""
+        job_text = workload.get("job")
+        if not isinstance(job_text, str):
+            return 0
+        from fslab.guard.fio_jobs import reads, stored_job  # fio's records: only for a cell on a capped ARC
+        from fslab.workloads.fio_space import room_needed
+
+        try:
+            job = stored_job(job_text)
+        except Refused:
+            return 0
+        return room_needed(job, zvol) if reads(job) else 0
+
+    def preallocated(self, workload: Mapping) -> str:
+        recorded = stored_preallocation(workload)
+        return f"fio fallocate={recorded}" if preallocates(recorded) else ""
+
+    def rewritten(self, workload: Mapping) -> str:
+        if not (records := workload.get("rewritten")):
+            return ""
+        from fslab.workloads.fio_rewrite import (
+            described,
+        )  # with fio's option tables: only for a study run that has a rewritten workload
+
+        return described(records)
 
 
 FIO_REPORT = FioReport()

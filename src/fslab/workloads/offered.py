@@ -11,9 +11,11 @@ kind offers and knows no kind; a kind says what it has, from what its runs store
 
 `KindReport.offered(stored)` gets the kind's measured runs of a study run and a reader of what they
 stored (`Stored`, over the results database: this floor reads no database itself); it is pure
-otherwise, and says what it cannot read rather than failing (`Offered.unreadable`). A kind's hook
-lives apart from the kind, in a module as light as its metrics (registry.report_of), so that a
-page of stored runs loads no kind.
+otherwise, and says what it cannot read rather than failing (`Offered.unreadable`). The summary
+asks the hook too, of a workload as stored: what its cells' tables say beside their figures
+(cell_notes), the data its runs read (data_read: whether a cache may hold it), how its files were
+preallocated and what fslab rewrote of its command. A kind's hook lives apart from the kind, in a
+module as light as its metrics (workloads.report_of), so that reading stored runs loads no kind.
 """
 
 from __future__ import annotations
@@ -257,7 +259,6 @@ class RunTable:
 
 @dataclass(frozen=True)
 class Offered:
-    percentiles: list[Percentiles] = field(default_factory=list)
     histograms: list[LatencyHistogram] = field(default_factory=list)
     traces: list[ThroughputTrace] = field(default_factory=list)
     latency_traces: list[LatencyTrace] = field(default_factory=list)
@@ -267,7 +268,6 @@ class Offered:
 
     def __add__(self, other: Offered) -> Offered:
         return Offered(
-            [*self.percentiles, *(p for p in other.percentiles if p not in self.percentiles)],
             self.histograms + other.histograms,
             self.traces + other.traces,
             self.latency_traces + other.latency_traces,
@@ -277,20 +277,38 @@ class Offered:
         )
 
 
-class KindReport(Protocol):
-    """The report hook: what a kind's runs of one study run offer a report."""
+class KindReport:
+    """The report hook: what a kind offers a report beyond its metrics. A kind's hook overrides
+    what it has; each default offers nothing. All pure but `offered`, which reads what it needs."""
 
-    def offered(self, stored: Stored) -> Offered: ...
-
-
-class NothingOffered:
-    """The hook of a kind with nothing beyond its metrics."""
+    # Which of its metrics are latency percentiles, per direction: drawn per cell, and the columns
+    # of the summary's table of a workload measured per direction.
+    percentiles: Sequence[Percentiles] = ()
 
     def offered(self, stored: Stored) -> Offered:
+        """What a kind's runs of one study run offer the page (`stored`: them, and their outputs)."""
         return Offered()
 
+    def cell_notes(self, workload: Mapping, values: Mapping[str, list[float]]) -> list[str]:
+        """What a cell's table says beside its figures (fio's steady state), from its workload's
+        stored spec and its runs' values by key."""
+        return []
 
-NOTHING = NothingOffered()
+    def data_read(self, workload: Mapping, zvol: bool) -> int:
+        """The bytes a measured run of the stored workload reads (what a cache may hold; 0: none
+        or not known); `zvol`: on a ZFS volume."""
+        return 0
+
+    def preallocated(self, workload: Mapping) -> str:
+        """How the stored workload's files were preallocated, as a note says it ("fio fallocate=native"); "" when not."""
+        return ""
+
+    def rewritten(self, workload: Mapping) -> str:
+        """What fslab rewrote of the stored workload's command, from what, in words; "" when nothing."""
+        return ""
+
+
+NOTHING = KindReport()
 REPORT = NOTHING  # the hook of a shipped kind that offers nothing else (rsync: one copy, its figures its metrics)
 
 

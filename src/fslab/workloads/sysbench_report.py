@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 
 from fslab.workloads.offered import (
+    KindReport,
     LatencyTrace,
     Offered,
     Percentiles,
@@ -71,7 +72,9 @@ def intervals(text: str) -> list[Throughput | PercentilesOverTime]:
     return found
 
 
-class SysbenchReport:
+class SysbenchReport(KindReport):
+    percentiles = PERCENTILE_METRICS
+
     def offered(self, stored: Stored) -> Offered:
         drawn = median_runs(stored.phases(TOOL), stored.runs, stored.values(MEDIAN_OF), MEDIAN_OF)
         outputs = stored.outputs(TOOL, only={d.run_id for d in drawn.values()})
@@ -79,7 +82,7 @@ class SysbenchReport:
             {key: d for key, d in drawn.items() if key[3]}, outputs, intervals, _throughput, "sysbench's report"
         )
         latency, _ = over_time({key: d for key, d in drawn.items() if not key[3]}, outputs, intervals, _latency, "")
-        return Offered(percentiles=PERCENTILE_METRICS, traces=throughput, latency_traces=latency, unreadable=unreadable)
+        return Offered(traces=throughput, latency_traces=latency, unreadable=unreadable)
 
 
 def _throughput(
