@@ -105,9 +105,9 @@ def fio_options_table() -> Iterator[None]:
     """Every check of a fio option reads the real fio 3.33's table from its committed answers:
     no test asks fio about its options (the pure lane may not keep them in /var/cache/fslab, and
     asking takes seconds); test_fio_table checks that this machine's fio answers alike."""
-    from fslab.guard.fio_help import table_from_answers
-    from fslab.guard.fio_options import ENGINES
-    from fslab.guard.fio_table import given_table
+    from fslab.fio.help import table_from_answers
+    from fslab.fio.options import ENGINES
+    from fslab.fio.table import given_table
 
     with given_table(table_from_answers(fio_options_answers(), tuple(ENGINES))):
         yield

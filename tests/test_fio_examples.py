@@ -11,11 +11,11 @@ import pytest
 
 from conftest import FIXTURES
 from fslab.errors import Refused
-from fslab.guard.fio_jobs import parse_job_file
-from fslab.guard.fio_options import BROKEN, DANGERS, OUTPUT, FioRefused
+from fslab.fio.jobs import parse_job_file
+from fslab.fio.options import BROKEN, DANGERS, OUTPUT, FioRefused
+from fslab.fio.workload import job_file_workload, job_problems
 from fslab.workdir import Workdir
 from fslab.workloads.data import DataPattern
-from fslab.workloads.fio import job_file_workload, job_problems
 from fslab.workloads.tables import Building, FioSection
 
 EXAMPLES = FIXTURES / "fio-examples"

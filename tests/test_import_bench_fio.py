@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, fslab_in_process
-from fslab.bench_fio_tree import Place, place
+from fslab.fio.bench_tree import Place, place
 from fslab.importer import FIO_LOG, import_files
 from fslab.results import ResultsDB
 

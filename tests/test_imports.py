@@ -195,9 +195,9 @@ def test_fslab_summary_of_a_study_run_loads_no_workload_kind_and_no_filesystem(t
 # guard's checks of block devices (the monitors import them where they measure, not as they register),
 # the watch on failures alike (systematic.py: a summary reads only how a skip is said, from model.py).
 NOT_FOR_A_SUMMARY = (
-    "fslab.guard.fio_jobs",
-    "fslab.guard.fio_options",
-    "fslab.workloads.fio_rewrite",
+    "fslab.fio.jobs",
+    "fslab.fio.options",
+    "fslab.fio.rewrite",
     "fslab.system",
     "fslab.guard.block_devices",
     "fslab.systematic",

@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from conftest import FIXTURES
+from fslab.fio.output import parse_metrics
+from fslab.fio.workload import FIO
 from fslab.model import MetricKind, RawOutput, Roles
 from fslab.plan import Planner, Repetitions, Tally
 from fslab.report.formats.markdown import to_markdown
@@ -18,8 +20,6 @@ from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
 from fslab.study import parse_study
 from fslab.workloads import declared_metrics, kind_of, registered
-from fslab.workloads.fio import FIO
-from fslab.workloads.fio_output import parse_metrics
 
 STUDY = """\
 [study]

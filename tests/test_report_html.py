@@ -25,6 +25,7 @@ from altair.vegalite.v6.schema.core import TopLevelSpec
 from conftest import FIXTURES, fslab_in_process
 from fslab.analysis import Row, analyse
 from fslab.checks import Unsupported
+from fslab.fio.output import bin_columns, latency_bins
 from fslab.guard.names import file_name
 from fslab.model import Roles
 from fslab.report import chart_parts
@@ -53,7 +54,6 @@ from fslab.report.summary import (
 from fslab.results import ResultsDB
 from fslab.results.records import SampleGroups
 from fslab.stats import adjust_family, compare, rank, summarize
-from fslab.workloads.fio_output import bin_columns, latency_bins
 from synthetic import stored_study
 
 ROOT = Path(__file__).parent.parent

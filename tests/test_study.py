@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from fslab.guard.fio_jobs import single_job
+from fslab.fio.jobs import single_job
 from fslab.study import StudyError, load_study, parse_study, smallest_scale, space_problem
 
 GOOD = """\
@@ -442,7 +442,7 @@ size = "64MiB"
 
 
 def fio_added(workload):
-    from fslab.workloads.fio import fslab_options
+    from fslab.fio.workload import fslab_options
 
     return fslab_options(workload.tool)
 
@@ -544,7 +544,7 @@ def test_a_shared_file_is_one_file_for_every_job_and_counted_once():
 
 
 def fio_layout(workload):
-    from fslab.workloads.fio import layout_options
+    from fslab.fio.workload import layout_options
 
     return layout_options(workload.tool.fio_options)
 

@@ -16,6 +16,7 @@ from altair.vegalite.v6.schema.core import TopLevelSpec
 from conftest import FIXTURES, fresh_workdir, ran_study
 from fslab.filesystems import Provisioned
 from fslab.findings import Finding
+from fslab.fio.workload import FIO
 from fslab.model import Metric, RawOutput
 from fslab.monitors.base import Found, Sample, Workload
 from fslab.monitors.traffic import (
@@ -46,7 +47,6 @@ from fslab.runner import Windows
 from fslab.stats import summarize
 from fslab.study import parse_study
 from fslab.workloads.base import FSYNCS
-from fslab.workloads.fio import FIO
 from fslab.workloads.sysbench import METRICS, SYSBENCH
 
 MiB = 2**20

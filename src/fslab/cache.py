@@ -1,5 +1,5 @@
 """fslab's cache directory (CACHE_DIR, root's): what takes seconds to make and is the same for
-the same versions of a tool — fio's answers about its options (guard/fio_table.py), vl-convert's
+the same versions of a tool — fio's answers about its options (fio/table.py), vl-convert's
 JavaScript bundle (report/bundle.py).
 
 A kept file is written whole or not at all (a temporary file renamed over its name), and read

@@ -21,12 +21,12 @@ from fslab.devices.named import NamedSource
 from fslab.devices.zram import ZramSource
 from fslab.errors import FslabError
 from fslab.filesystems import FILESYSTEMS
+from fslab.fio.workload import FIO_DEFAULTS
 from fslab.guard.options import accepted_values
 from fslab.study import builtin_studies
 from fslab.toml_errors import did_you_mean, unknown
 from fslab.units import parse_duration
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
-from fslab.workloads.fio import FIO_DEFAULTS
 from fslab.workloads.scenario import BUILTIN as BUILTIN_SCENARIOS
 from fslab.workloads.scenario import Phase, ScenarioSection, builtin_phases
 from fslab.workloads.tables import nested_table

@@ -2,7 +2,7 @@
 fio's "jobs", or its client/server "client_stats" (per host, each with its server's global
 options; fio's own "All clients" sum left out), from any fio version (2.x's µs keys, 3.x's ns
 keys, plain json or json+), with whatever fio printed before the JSON — their metrics read by
-fio's own parser (workloads/fio_output.py), nothing read a second way. NotFioOutput says why a
+fio's own parser (fio/output.py), nothing read a second way. NotFioOutput says why a
 text is not fio's output, or not one fslab can read.
 """
 
@@ -15,10 +15,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from fslab.errors import FslabError
-from fslab.guard.fio_jobs import direct_after
+from fslab.fio.jobs import direct_after
+from fslab.fio.output import DIRECTIONS, NoJson, job_entries, job_metrics, load_json
 from fslab.guard.names import NAME, NAME_RULE
 from fslab.model import Metric
-from fslab.workloads.fio_output import DIRECTIONS, NoJson, job_entries, job_metrics, load_json
 
 MAX_SECONDS = 10**8  # a job's runtime beyond three years is not fio's
 

@@ -8,7 +8,7 @@ log files (FIO_LOG) passed over unopened. Parsing (import_parsing.py's `parse_ou
 file's text into the runs it holds, from any fio version, client/server output too.
 Mapping (`imported_study`, pure): the files into one study run — each job name a workload, each
 `--target` (default: the file's directory name, or in bench-fio's tree its target's directory:
-bench_fio_tree.py; client/server output: `TARGET@HOST`) a target,
+fio/bench_tree.py; client/server output: `TARGET@HOST`) a target,
 several files of one cell its repetitions, each run keeping fio's JSON whole as its raw output
 and where it came from. Runs are repetitions of one workload only when fio's job options agree
 (`what_it_ran`): a job name run with different options (one file per iodepth × numjobs, as
@@ -35,13 +35,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from fslab import __version__
-from fslab.bench_fio_tree import place
+from fslab.fio import hist as fio_hist
+from fslab.fio.bench_tree import place
+from fslab.fio.output import LOG_KINDS
 from fslab.guard.names import NAME
 from fslab.import_parsing import FioOutput, ImportedJob, NotFioOutput, parse_output
 from fslab.model import RawOutput
 from fslab.results.records import IMPORTED, RunRecord
-from fslab.workloads import fio_hist
-from fslab.workloads.fio_output import LOG_KINDS
 
 DEFAULT_TARGET = "imported"  # when a file's directory has no plain name
 MAX_BYTES = 64 * 2**20  # fio's JSON of one run is kilobytes to a few MiB; a larger file is something else

@@ -17,7 +17,7 @@ from fslab import doctor
 from fslab.ceiling import copies_per_block
 from fslab.environment import filesystem_of
 from fslab.errors import FslabError
-from fslab.guard.fio_jobs import expected_seconds, stored_job
+from fslab.fio.jobs import expected_seconds, stored_job
 from fslab.model import Study, Target, Workload
 from fslab.plan import Repetitions
 from fslab.results.timings import RunTiming

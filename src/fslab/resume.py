@@ -17,7 +17,7 @@ from pathlib import Path
 
 from fslab.ceiling import with_ceiling
 from fslab.errors import FslabError
-from fslab.guard.fio_preallocation import preallocates
+from fslab.fio.preallocation import preallocates
 from fslab.model import FAILED_ALIKE, Study
 from fslab.plan import Repetitions
 from fslab.results import ResultsDB

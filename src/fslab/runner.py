@@ -29,6 +29,7 @@ from fslab.devices.zram import ZramSource
 from fslab.errors import FslabError
 from fslab.filesystems import FILESYSTEMS, Filesystem, Provisioned
 from fslab.findings import Finding
+from fslab.fio.clients import ClientDirectory
 from fslab.guard.block_devices import BlockDevice, DeviceFacts, facts, resolve
 from fslab.guard.names import file_name
 from fslab.interruption import raise_if_interrupted
@@ -48,7 +49,6 @@ from fslab.systematic import FailureWatch, Skip, Stop, missing_tool, signature_o
 from fslab.workdir import Workdir, WorkdirBusy
 from fslab.workloads import kind_of, workload_problems
 from fslab.workloads.base import FSYNCS, READ_BYTES, WRITTEN_BYTES, StudyScope, Window, WorkloadKind
-from fslab.workloads.fio_clients import ClientDirectory
 
 
 class RunObserver(Protocol):

@@ -25,13 +25,13 @@ from fslab.cgroups import SMALLEST_LIMIT
 from fslab.errors import FslabError
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Room
+from fslab.fio import workload as fio
 from fslab.guard.names import swept_name
 from fslab.guard.options import split_arguments
 from fslab.model import FILESYSTEM_ATTRIBUTES, Cell, Study, Target, TargetsByName, Workload, study_cells
 from fslab.study_file import StudyFile, StudySection, TargetSection, allowed_fields, as_list, study_file_model, untagged
 from fslab.toml_errors import FieldLines, describe_error, field_path, unknown
 from fslab.units import format_duration, format_size, parse_size, scaled_size
-from fslab.workloads import fio
 from fslab.workloads.builtin import WORKLOAD_SETS
 from fslab.workloads.tables import Building
 

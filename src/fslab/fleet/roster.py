@@ -16,7 +16,7 @@ import sqlalchemy as sa
 
 from fslab import __version__
 from fslab.errors import FslabError, Refused
-from fslab.fio_server import Endpoint, Network, endpoint
+from fslab.fio.server import Endpoint, Network, endpoint
 from fslab.guard.names import check_name
 from fslab.model import Host
 from fslab.results.records import now

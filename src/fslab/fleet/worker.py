@@ -43,7 +43,7 @@ from procrastinate.retry import BaseRetryStrategy, RetryDecision
 
 from fslab import __version__, environment
 from fslab.errors import FslabError
-from fslab.fio_server import Endpoint, Network
+from fslab.fio.server import Endpoint, Network
 from fslab.fleet import lease, logs, queue, roster, spread, units, versions
 from fslab.fleet.fio_service import FioSettings, serve_fio_for, unit_services
 from fslab.fleet.hostlock import HostLock, HostLockLost

@@ -18,6 +18,7 @@ from dataclasses import replace
 import altair as alt
 
 from fslab.analysis import Row
+from fslab.fio.output import DIRECTIONS, PERCENTILES
 from fslab.model import PHASE_SEPARATOR, qualified, unqualified
 from fslab.monitors.traffic import AMPLIFICATION_FROM
 from fslab.raw_reference import raw_references
@@ -39,7 +40,6 @@ from fslab.report.summary import CellSummary, StudySummary
 from fslab.report.time_charts import latency_heatmap_chart, latency_over_time_chart, throughput_chart
 from fslab.stats import Comparison, Summary
 from fslab.units import format_size
-from fslab.workloads.fio_output import DIRECTIONS, PERCENTILES
 
 VERDICT_COLOURS = {"faster": "#1a7f37", "slower": "#cf222e", "no detectable difference": "#8c959f"}
 RATIO_AXIS = "target ÷ raw (ratio of geometric means)"

@@ -11,11 +11,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from fslab.model import RawOutput
-from fslab.report.summary import StudySummary
-from fslab.results import ResultsDB
-from fslab.workloads.fio_hist import HIST_TOOL, LatencyOverTime, latency_over_time
-from fslab.workloads.fio_output import (
+from fslab.fio.hist import HIST_TOOL, LatencyOverTime, latency_over_time
+from fslab.fio.output import (
     BINS_TOOL,
     DIRECTIONS,
     KEPT_APART,
@@ -27,6 +24,9 @@ from fslab.workloads.fio_output import (
     stored_latency_bins,
     throughput_over_time,
 )
+from fslab.model import RawOutput
+from fslab.report.summary import StudySummary
+from fslab.results import ResultsDB
 
 # Which latency's distribution is drawn: the total latency the tables show (fio keeps its bins
 # since fslab asks for lat_percentiles), else completion latency, the bins fio always keeps; the

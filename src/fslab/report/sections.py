@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from fslab.analysis import Row, ranking_line
-from fslab.guard.fio_preallocation import preallocates
+from fslab.fio.output import METRICS as FIO_METRICS
+from fslab.fio.output import PERCENTILES
+from fslab.fio.preallocation import preallocates
 from fslab.model import FAILED_ALIKE, PHASE_SEPARATOR, qualified, unqualified
 from fslab.monitors import Figure, metric_names
 from fslab.monitors import figures as monitor_figures
@@ -30,8 +32,6 @@ from fslab.report.summary import CellSummary, StudySummary
 from fslab.results.records import imported_from
 from fslab.stats import Summary
 from fslab.units import Bandwidth, format_size
-from fslab.workloads.fio_output import METRICS as FIO_METRICS
-from fslab.workloads.fio_output import PERCENTILES
 
 
 class Kind(Enum):

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, replace
 
 from fslab.analysis import Analysis, AnalysisError, Hosted, Row, analyse, compare_study_runs, host_blocks, resolution_of
 from fslab.checks import Unsupported, by_target
-from fslab.guard.fio_preallocation import preallocates, stored_preallocation
+from fslab.fio.output import DIRECTIONS
+from fslab.fio.preallocation import preallocates, stored_preallocation
 from fslab.model import Host, unqualified
 from fslab.monitors.space import COMPRESSED_FROM
 from fslab.monitors.traffic import withheld_amplifications
@@ -35,7 +36,6 @@ from fslab.results import ResultsDB
 from fslab.results.records import OptionsApplied, SampleGroups
 from fslab.stats import Summary, load_student_t_meanwhile, summarize
 from fslab.units import Bandwidth
-from fslab.workloads.fio_output import DIRECTIONS
 
 
 @dataclass
@@ -499,7 +499,7 @@ def _rewritten(stored_workloads: list[dict]) -> dict[str, str]:
     stored = {w["name"]: w["spec"]["rewritten"] for w in stored_workloads if w["spec"].get("rewritten")}
     if not stored:
         return {}
-    from fslab.workloads.fio_rewrite import (
+    from fslab.fio.rewrite import (
         described,
     )  # with fio's option tables: only for a study run that has a rewritten workload
 

@@ -43,7 +43,7 @@ class Shipped:
 
 
 SHIPPED: dict[str, Shipped] = {
-    "fio": Shipped("fslab.workloads.fio", "fslab.workloads.fio_output"),
+    "fio": Shipped("fslab.fio.workload", "fslab.fio.output"),
     "sysbench": Shipped("fslab.workloads.sysbench", "fslab.workloads.sysbench_metrics"),
     "dd": Shipped("fslab.workloads.dd", "fslab.workloads.dd_metrics"),
     "rsync": Shipped("fslab.workloads.rsync", "fslab.workloads.rsync_metrics"),

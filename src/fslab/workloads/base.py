@@ -1,5 +1,5 @@
 """The workload protocol: what a workload kind offers fslab, so that fio, sysbench, dd, rsync and
-multi-phase scenarios each live in one module behind it (workloads/fio.py is the first).
+multi-phase scenarios each live in one module behind it (fio/workload.py is the first).
 
 A run of a workload on a target (runner.execute) goes:
 
@@ -59,9 +59,9 @@ from fslab.model import Metric, MetricKind, RawOutput, Workload
 
 if TYPE_CHECKING:
     from fslab.filesystems.base import Provisioned
+    from fslab.fio.clients import ClientDirectory
     from fslab.journal import Journal
     from fslab.workdir import Workdir
-    from fslab.workloads.fio_clients import ClientDirectory
 
 
 # The metrics, by name, in which every kind reports the bytes a measured phase read and wrote
@@ -83,7 +83,7 @@ class StudyScope:
     def __init__(self, stack: ExitStack, clients: ClientDirectory | None = None):
         self._stack = stack
         self._kept: dict[str, Any] = {}
-        self.clients = clients  # where the hosts a workload's `clients` names serve fio (fio_clients.py)
+        self.clients = clients  # where the hosts a workload's `clients` names serve fio (fio/clients.py)
 
     def kept(self, key: str, make: Callable[[], AbstractContextManager[T]]) -> T:
         """What `make()` yields, made at the first call with `key` and the same thing after it.

@@ -39,10 +39,12 @@ from fslab.errors import Refused
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Provisioned
 from fslab.findings import Finding
-from fslab.guard.fio_jobs import JobFile, fio_seconds, measured_seconds, parse_all, render, single_job
-from fslab.guard.fio_jobs import direct as job_is_direct
-from fslab.guard.fio_preallocation import preallocation
-from fslab.guard.fio_values import ms_text
+from fslab.fio.jobs import JobFile, fio_seconds, measured_seconds, parse_all, render, single_job
+from fslab.fio.jobs import direct as job_is_direct
+from fslab.fio.output import parse_metrics
+from fslab.fio.preallocation import preallocation
+from fslab.fio.values import ms_text
+from fslab.fio.workload import FIXED_OPTIONS, NO_PREALLOCATION, log_options, run_measured
 from fslab.guard.names import file_name, snapshot_name
 from fslab.journal import Journal
 from fslab.model import PHASE_SEPARATOR, Metric, RawOutput, Workload
@@ -54,8 +56,6 @@ from fslab.workloads import register
 from fslab.workloads.base import Measured, StudyScope, Window, WorkloadKind, directory_of, tool_of
 from fslab.workloads.data import DataPattern
 from fslab.workloads.dd import DD, DdOptions, dd_options
-from fslab.workloads.fio import FIXED_OPTIONS, NO_PREALLOCATION, log_options, run_measured
-from fslab.workloads.fio_output import parse_metrics
 from fslab.workloads.scenario_metrics import METRICS
 from fslab.workloads.sysbench import SYSBENCH, SysbenchOptions, sysbench_options
 from fslab.workloads.tables import (

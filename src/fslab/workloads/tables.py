@@ -19,8 +19,8 @@ from typing import Annotated, Any, ClassVar, Literal, NoReturn, Self, get_args
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fslab.cgroups import SMALLEST_LIMIT
-from fslab.guard.fio_options import main_name, option_problem, option_text
-from fslab.guard.fio_values import block_size
+from fslab.fio.options import main_name, option_problem, option_text
+from fslab.fio.values import block_size
 from fslab.guard.names import check_name, swept_name
 from fslab.model import UNKNOWN_LENGTH_TIMEOUT, Workload
 from fslab.toml_errors import FieldError
@@ -160,7 +160,7 @@ class FioSection(WorkloadLimits):
     )
     options: dict[
         str, str | int | float | bool
-    ] = {}  # any other fio option fio has and the guard accepts (guard/fio_options.py)
+    ] = {}  # any other fio option fio has and the guard accepts (fio/options.py)
 
     @field_validator("options")
     @classmethod

@@ -474,7 +474,7 @@ def fsync_count(jobs: list[dict]) -> int:
 
 # ---- steady state ---------------------------------------------------------------------------------
 #
-# A job with fio's steadystate options (guard/fio_jobs.py) ends as soon as its criterion stays
+# A job with fio's steadystate options (fio/jobs.py) ends as soon as its criterion stays
 # under its limit over a window of steadystate_duration seconds, sampled once a second; fio's JSON
 # then holds a "steadystate" object per job (or group of jobs reported as one): the criterion as
 # set ("ss"), the window ("duration"), whether it was "attained", the value the criterion reached
@@ -541,7 +541,7 @@ def steady_metrics(states: list[SteadyState]) -> list[Metric]:
     ]
 
 
-# A workload's precondition (workloads/fio_steady.py): its phases run unmeasured before the
+# A workload's precondition (fio/steady.py): its phases run unmeasured before the
 # measured run, each kept as one raw output of this tool, phase "precondition-N" (N from 1): JSON
 # {"seconds": how long fslab saw the phase take, "output": fio's JSON text as it came}.
 PRECONDITION_TOOL = "fio_precondition"

@@ -1,5 +1,5 @@
 """How fio lays out a workload's files (its `fallocate`): recorded with each workload as it runs,
-read back by a summary. Apart from the job files (fio_jobs.py), whose parser and option tables a
+read back by a summary. Apart from the job files (jobs.py), whose parser and option tables a
 summary needs only for a workload stored before fslab recorded it."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def stored_preallocation(spec: Mapping[str, object]) -> str:
     if "preallocation" in spec:
         return str(spec["preallocation"] or "")
     if isinstance(job, str):
-        from fslab.guard.fio_jobs import (
+        from fslab.fio.jobs import (
             stored_job,
         )  # fio's option tables and the parser: only for a workload stored before
 

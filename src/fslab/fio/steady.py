@@ -31,12 +31,12 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from fslab.findings import Finding
-from fslab.guard.fio_jobs import SHORTEST_STEADY_WINDOW, JobFile, fio_seconds, single_job, steadystate_problem
-from fslab.guard.fio_values import block_size, ms_text
+from fslab.fio.jobs import SHORTEST_STEADY_WINDOW, JobFile, fio_seconds, single_job, steadystate_problem
+from fslab.fio.output import PRECONDITION_PHASE, PRECONDITION_TOOL, read_precondition, steady_states
+from fslab.fio.values import block_size, ms_text
 from fslab.model import UNKNOWN_LENGTH_TIMEOUT, RawOutput
 from fslab.toml_errors import FieldError
 from fslab.units import parse_duration
-from fslab.workloads.fio_output import PRECONDITION_PHASE, PRECONDITION_TOOL, read_precondition, steady_states
 from fslab.workloads.tables import BlockSize, Building, Duration, Table, checked, fio_allows
 
 # What a precondition writes with: sequentially, or at random offsets.

@@ -22,9 +22,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 
-from fslab.guard.fio_jobs import GLOBAL, JobFile
-from fslab.guard.fio_jobs import _on as switched_on  # a boolean option as fio reads it
-from fslab.workloads.fio_rewrite import fio_sizes
+from fslab.fio.jobs import GLOBAL, JobFile
+from fslab.fio.jobs import _on as switched_on  # a boolean option as fio reads it
+from fslab.fio.rewrite import fio_sizes
 
 DEVICE = ("the device",)
 EMPTY_FILES = ("filecreate",)  # engines whose files are made empty (fio's FIO_DISKLESSIO ones fslab allows)

@@ -33,8 +33,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from fslab.fio.output import DIRECTIONS
 from fslab.model import RawOutput
-from fslab.workloads.fio_output import DIRECTIONS
 
 if TYPE_CHECKING:
     import numpy as np  # imported where a log is read (the report), not by the fio kind that writes one

@@ -1,6 +1,6 @@
 """A fio workload run from several client hosts at once on one shared directory (a workload's
 `clients = ["host-a", "host-b"]`; docs/shared-storage.md): fio's own client/server. Each client
-host serves fio (fio_server.py, started by its worker or `fslab fio-server`); one `fio --client`
+host serves fio (fio/server.py, started by its worker or `fslab fio-server`); one `fio --client`
 here drives them all, each with its own job file rendered from the same guarded job.
 
 What is kept: each client's part of fio's json+ output as a raw output of its own (tool "fio",
@@ -25,14 +25,14 @@ from pathlib import Path
 from typing import Protocol
 
 from fslab.errors import Refused
-from fslab.fio_server import Endpoint, Network, endpoint
-from fslab.guard import fio_jobs
-from fslab.guard.fio_jobs import JobFile
+from fslab.fio import jobs as fio_jobs
+from fslab.fio.jobs import JobFile
+from fslab.fio.output import job_entries, job_metrics, load_json
+from fslab.fio.server import Endpoint, Network, endpoint
 from fslab.guard.names import NAME_RULE, file_name
 from fslab.journal import Journal
 from fslab.model import Metric, RawOutput
 from fslab.system import run_held
-from fslab.workloads.fio_output import job_entries, job_metrics, load_json
 
 MOST_CLIENTS = 64
 # A client's name: a host's, as its worker names itself; its metrics are keyed "<name>.<metric>",

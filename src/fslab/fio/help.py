@@ -1,6 +1,6 @@
 """fio's option table, read from fio's own words: what `fio --cmdhelp` and `fio --enghelp` print,
 parsed into typed records (FioTable). Pure: the answers (each question's text) in, records out;
-guard/fio_table.py asks fio and keeps the answers, tests read the real fio's answers from a fixture.
+fio/table.py asks fio and keeps the answers, tests read the real fio's answers from a fixture.
 
 The questions (`needed` says which are still to ask, given those answered):
   --version, --cmdhelp=all (every option, a child indented under its parent), --enghelp (the

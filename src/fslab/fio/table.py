@@ -25,7 +25,7 @@ from pathlib import Path
 
 from fslab.cache import CACHE_DIR, keep, read_kept
 from fslab.errors import FslabError
-from fslab.guard.fio_help import VERSION, FioTable, HelpError, needed, table_from_answers
+from fslab.fio.help import VERSION, FioTable, HelpError, needed, table_from_answers
 from fslab.system import VERSION_SECONDS, Executable, executable, run, tool_version
 
 FORMAT = 1  # of the file kept; another is asked anew

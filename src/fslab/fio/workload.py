@@ -1,7 +1,7 @@
 """fio, the first workload kind (workloads/base.py): the options fslab adds to the jobs it
 builds, the job files of a run (the measured job, the layout before it), the command it runs; its
-output is read by fio_output.py (METRICS: the metrics, with their units, directions and roles).
-Job files themselves are parsed, checked and written in guard/fio_jobs.py.
+output is read by output.py (METRICS: the metrics, with their units, directions and roles).
+Job files themselves are parsed, checked and written in fio/jobs.py.
 
 Every measured run also keeps fio's bandwidth and IOPS logs (LOG_TOOL), averaged over windows of
 log_avg_msec: its throughput over time (throughput_over_time), to see ramp-up and steady state; and
@@ -29,22 +29,25 @@ from pydantic import Field, field_validator, model_validator
 from fslab.errors import Refused
 from fslab.filesystems.base import Provisioned
 from fslab.findings import Finding
-from fslab.guard import fio_jobs
-from fslab.guard.fio_jobs import JobFile, fio_environment, parse_all, render, single_job
-from fslab.guard.fio_options import DIRECTORY_ENGINES
-from fslab.guard.fio_preallocation import preallocation
-from fslab.guard.fio_values import block_size, ms_text
-from fslab.guard.names import file_name
-from fslab.journal import Journal
-from fslab.model import Metric, RawOutput, Workload
-from fslab.system import run_held
-from fslab.toml_errors import FieldError, unknown
-from fslab.units import format_size, parse_duration, parse_size, scaled_size
-from fslab.workloads import Needed, fio_clients, fio_epoch, fio_hist, fio_space, fio_steady, register
-from fslab.workloads.base import Measured, StudyScope, Window, directory_of, tool_of
-from fslab.workloads.builtin import BUILTIN_WORKLOADS
-from fslab.workloads.data import DataPattern, buffer_options
-from fslab.workloads.fio_output import (
+from fslab.fio import (
+    clients as fio_clients,
+)
+from fslab.fio import (
+    epoch as fio_epoch,
+)
+from fslab.fio import (
+    hist as fio_hist,
+)
+from fslab.fio import jobs as fio_jobs
+from fslab.fio import (
+    space as fio_space,
+)
+from fslab.fio import (
+    steady as fio_steady,
+)
+from fslab.fio.jobs import JobFile, fio_environment, parse_all, render, single_job
+from fslab.fio.options import DIRECTORY_ENGINES
+from fslab.fio.output import (
     LOG_FILE,
     LOG_KINDS,
     LOG_PREFIX,
@@ -57,7 +60,19 @@ from fslab.workloads.fio_output import (
     precondition_output,
     stored_bins,
 )
-from fslab.workloads.fio_rewrite import Asked, Rewrite, asked_of, refused_beside, rewritten
+from fslab.fio.preallocation import preallocation
+from fslab.fio.rewrite import Asked, Rewrite, asked_of, refused_beside, rewritten
+from fslab.fio.values import block_size, ms_text
+from fslab.guard.names import file_name
+from fslab.journal import Journal
+from fslab.model import Metric, RawOutput, Workload
+from fslab.system import run_held
+from fslab.toml_errors import FieldError, unknown
+from fslab.units import format_size, parse_duration, parse_size, scaled_size
+from fslab.workloads import Needed, register
+from fslab.workloads.base import Measured, StudyScope, Window, directory_of, tool_of
+from fslab.workloads.builtin import BUILTIN_WORKLOADS
+from fslab.workloads.data import DataPattern, buffer_options
 from fslab.workloads.tables import (
     FIO_RW_MODES,
     BlockSize,
@@ -88,11 +103,9 @@ class FioJob:
     reads: bool  # needs its data laid out before the measured run
     data: DataPattern = DataPattern()  # what it writes; fslab adds data.fio_options() to the jobs it builds
     shared_file: bool = False  # its jobs work on one file, fio_options' filename (built from parameters only)
-    clients: tuple[
-        str, ...
-    ] = ()  # hosts that run it at once on the target's shared directory (fio_clients.py); none: here
-    rewritten: tuple[Rewrite, ...] = ()  # what fslab rewrote in a job file's jobs, from what (fio_rewrite.py)
-    precondition: fio_steady.Precondition | None = None  # phases run unmeasured before the measured run (fio_steady.py)
+    clients: tuple[str, ...] = ()  # hosts that run it at once on the target's shared directory (clients.py); none: here
+    rewritten: tuple[Rewrite, ...] = ()  # what fslab rewrote in a job file's jobs, from what (rewrite.py)
+    precondition: fio_steady.Precondition | None = None  # phases run unmeasured before the measured run (steady.py)
 
     def spec(self) -> dict[str, Any]:
         return (
@@ -121,7 +134,7 @@ class FioJob:
         return self.data.describe()
 
     def bytes_needed(self, block_device: bool) -> int:
-        """The room its jobs' files take, read from the jobs themselves (fio_space.py)."""
+        """The room its jobs' files take, read from the jobs themselves (space.py)."""
         return fio_space.room_needed(self.job, block_device)
 
     def measured_seconds(self) -> float:
@@ -438,7 +451,7 @@ class Fio:
         preconditioned = [
             m for output in outputs if output.tool == PRECONDITION_TOOL for m in precondition_metrics(output)
         ]
-        if any(output.phase for output in ours):  # each client's own output (fio_clients.py)
+        if any(output.phase for output in ours):  # each client's own output (clients.py)
             return fio_clients.client_metrics(ours) + preconditioned
         return [m for output in ours for m in parse_metrics(output.text)] + preconditioned
 
@@ -546,7 +559,7 @@ def job_file_workload(
 ) -> Workload:
     """A workload from a job file, parsed and checked now (a job that breaks a rule stops the
     study before anything is formatted), its jobs rewritten as the study asks (`asked`) and
-    scaled (fio_rewrite.py)."""
+    scaled (rewrite.py)."""
     try:
         job = fio_jobs.parse_job_file(_read_job_file(building.base_dir / job_file), job_file)
     except (Refused, ValueError) as exc:
@@ -612,7 +625,7 @@ class WorkloadSection(FioSection, OnTargets):
     clients: list[str] | None = None  # hosts that run it at once on the target's shared directory
     precondition: fio_steady.PreconditionField | None = Field(
         None, description='"fill", or a list of phases'
-    )  # run unmeasured before it (fio_steady.py)
+    )  # run unmeasured before it (steady.py)
 
     @field_validator("clients")
     @classmethod

@@ -6,7 +6,7 @@ runs, signalled only while that proof matches, released by `fslab cleanup` after
 A fio server runs whatever job a client that reaches it sends, as root, and asks no password:
 so it listens only on an address checked here (an IP literal on loopback, or in a private network
 the user names: a lab's own), and only while a unit runs. What reaches it over that network is
-the one thing fslab does not guard; the job fslab sends is guarded (guard/fio_jobs.py).
+the one thing fslab does not guard; the job fslab sends is guarded (fio/jobs.py).
 
 `serving` is what a fleet's worker calls ("serve fio for this unit on this address");
 `fslab fio-server` runs one by hand until it is stopped.

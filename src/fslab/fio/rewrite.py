@@ -1,5 +1,5 @@
 """A user's fio job file fitted to its study: every job rewritten through the parsed records
-(guard/fio_jobs: JobFile, Section), never its text — the sizes and times the study asks for, the
+(fio/jobs: JobFile, Section), never its text — the sizes and times the study asks for, the
 numjobs, iodepth and bs a workload sets (or sweeps), and --scale. Pure: a JobFile in, a new
 JobFile and what was rewritten from what out (Rewrite: stored with the workload, and said in its
 report by `described`).
@@ -24,19 +24,19 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from fslab.errors import Refused
-from fslab.guard.fio_jobs import GLOBAL, SHORTEST_STEADY_WINDOW, JobFile, Section, check_option, fio_seconds
-from fslab.guard.fio_values import (
+from fslab.fio.jobs import GLOBAL, SHORTEST_STEADY_WINDOW, JobFile, Section, check_option, fio_seconds
+from fslab.fio.values import (
     block_size,
     each_number,
     tokens,
 )  # fio's one reading and writing of its values
-from fslab.guard.fio_values import (
+from fslab.fio.values import (
     size_bytes as fio_bytes,
 )
-from fslab.guard.fio_values import (
+from fslab.fio.values import (
     size_text as fio_size,
 )
-from fslab.guard.fio_values import (
+from fslab.fio.values import (
     time_text as fio_time,
 )
 from fslab.units import format_duration, format_size, parse_duration, parse_size, scaled_size

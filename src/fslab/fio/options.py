@@ -1,4 +1,4 @@
-"""fio options from a study or a job file, checked against fio's own table (guard/fio_table.py).
+"""fio options from a study or a job file, checked against fio's own table (fio/table.py).
 
 fio runs as root, and a study's options and job files travel between people, so every option is
 untrusted. What fio knows comes from the fio fslab drives: an option fio does not have is refused,
@@ -22,9 +22,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 from fslab.errors import Refused
-from fslab.guard.fio_help import FioOption, FioTable
-from fslab.guard.fio_table import FioUnavailable, fio_table
-from fslab.guard.fio_values import SECONDS, SIZE, Numbers, misread, misread_each, numbers_of
+from fslab.fio.help import FioOption, FioTable
+from fslab.fio.table import FioUnavailable, fio_table
+from fslab.fio.values import SECONDS, SIZE, Numbers, misread, misread_each, numbers_of
 from fslab.toml_errors import did_you_mean
 
 # Why an option or value is refused, in kinds: the dangers (a corpus test asserts each refusal of

@@ -1,4 +1,4 @@
-"""fio job files from a study: parsed into records, every option checked (guard/fio_options.py,
+"""fio job files from a study: parsed into records, every option checked (fio/options.py,
 against fio's own table), and written out again by fslab.
 
 A study sets fio options three ways — `[fio] options`, a workload's `options`, a job file —
@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fslab.guard import fio_values
-from fslab.guard.fio_options import (  # noqa: F401  (option_problem, option_text, accepted_options, refused_options: fslab's one way to check and list fio options, re-exported for the job's users)
+from fslab.fio import values as fio_values
+from fslab.fio.options import (  # noqa: F401  (option_problem, option_text, accepted_options, refused_options: fslab's one way to check and list fio options, re-exported for the job's users)
     JOB_NAME,
     NO_IO_ENGINES,
     OUTPUT,
