@@ -19,11 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from fslab.core.workdir import Workdir
 from fslab.filesystems.base import Provisioned
 from fslab.fio.jobs import parse_all
 from fslab.fio.workload import job_for, layout_job_for
 from fslab.study import parse_study
-from fslab.workdir import Workdir
 from study_validation import HEAD  # bench/'s: this script runs from there
 
 

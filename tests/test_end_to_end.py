@@ -9,6 +9,7 @@ import time
 import pytest
 
 from conftest import fio_children, fresh_workdir, fslab, fslab_in_process, held_by, runs_stored, write_study
+from fslab.core.names import file_name
 from fslab.fio.hist import HIST_TOOL, latency_over_time
 from fslab.fio.output import (
     BINS_TOOL,
@@ -18,7 +19,6 @@ from fslab.fio.output import (
     stored_latency_bins,
     throughput_over_time,
 )
-from fslab.guard.names import file_name
 from fslab.results import ResultsDB
 
 FOUR_KINDS = """\

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from fslab.errors import Refused
+from fslab.core.errors import Refused
+from fslab.core.workdir import Workdir
 from fslab.fio.clients import (
     Client,
     by_client,
@@ -29,7 +30,6 @@ from fslab.fio.jobs import JobFile, Section, parse_job_file, single_job
 from fslab.fio.output import latency_bins, percentile_from_bins
 from fslab.fio.server import Endpoint, checked_address, endpoint, networks
 from fslab.fio.workload import FIXED_OPTIONS
-from fslab.workdir import Workdir
 from netns import network
 
 FIXTURES = Path(__file__).parent / "fixtures" / "fio" / "clients"

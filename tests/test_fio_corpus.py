@@ -14,8 +14,8 @@ import tomllib
 import pytest
 
 from conftest import FIXTURES, fresh_workdir, fslab_in_process, write_study
-from fslab.ceiling import LOOP_CEILING
 from fslab.fio.output import DIRECTIONS
+from fslab.model.ceiling import LOOP_CEILING
 from fslab.results import ResultsDB
 
 EXAMPLES = FIXTURES / "fio-examples"

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES
-from fslab.errors import Refused
+from fslab.core.errors import Refused
+from fslab.core.workdir import Workdir
 from fslab.fio.jobs import parse_job_file
 from fslab.fio.options import BROKEN, DANGERS, OUTPUT, FioRefused
 from fslab.fio.workload import job_file_workload, job_problems
-from fslab.workdir import Workdir
 from fslab.workloads.data import DataPattern
 from fslab.workloads.tables import Building, FioSection
 

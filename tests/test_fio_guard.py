@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from conftest import fslab_in_process, held_by, write_study
-from fslab.errors import Refused
+from fslab.core.errors import Refused
+from fslab.core.names import file_name
 from fslab.fio import workload as fio
 from fslab.fio.jobs import (
     expected_seconds,
@@ -17,9 +18,8 @@ from fslab.fio.jobs import (
     render,
     single_job,
 )
-from fslab.guard.names import file_name
 from fslab.results import ResultsDB
-from fslab.runner import run_study
+from fslab.running.runner import run_study
 from fslab.study import StudyError, load_study, parse_study
 
 STUDY = """\

@@ -159,7 +159,7 @@ def test_output_without_json_is_an_error():
 def test_the_summary_says_when_submission_dominates():
     from fslab.report.sections import table_rows
     from fslab.report.summary import CellSummary
-    from fslab.stats import summarize
+    from fslab.statistics.stats import summarize
 
     def cell(name: str) -> CellSummary:
         metrics = parse_metrics(fixture(name)[0])

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from conftest import FIO_OPTIONS, fio_options_answers, fslab_in_process, write_study
+from fslab.core.system import executable
 from fslab.fio import table as fio_table
 from fslab.fio.help import HelpError, needed, parse_option_help, parse_option_list, table_from_answers
 from fslab.fio.options import ENGINES, option_problem
 from fslab.fio.preallocation import stored_preallocation
 from fslab.fio.table import FioUnavailable, load_table
-from fslab.system import executable
 
 ENGINE_NAMES = tuple(ENGINES)
 

@@ -300,8 +300,8 @@ def test_fios_account_is_read_from_its_debug_output():
 def test_every_job_of_a_study_fslab_renders_reads_alike_to_fio_and_fslab(tmp_path):
     """Through `fslab run`'s check (job_problems): the values fslab writes itself — sizes in bytes,
     runtimes in ms, scaled steady-state windows, a precondition's — agree with fio's account."""
+    from fslab.core.workdir import Workdir
     from fslab.fio.workload import job_problems
-    from fslab.workdir import Workdir
 
     text = STUDY + (
         'bs = "4KiB"\nsize = "15.5MiB"\nruntime = "31.5s"\nramp_time = "2.5s"\n'
@@ -348,7 +348,7 @@ def test_the_block_size_and_runtime_fio_ran_are_those_fslab_says(workdir, tmp_pa
     """A study's bs = "4KiB" is 4096-byte blocks to fio (4000 would fail direct I/O), and both
     workloads — built, and a job file — run as long as fslab says they do."""
     from fslab.results import ResultsDB
-    from fslab.runner import run_study
+    from fslab.running.runner import run_study
 
     (tmp_path / "mine.fio").write_text(
         "[a]\nrw=randwrite\nioengine=libaio\ndirect=1\nbs=4k\nsize=16m\ntime_based\nruntime=1500ms\n"

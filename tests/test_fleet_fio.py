@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from fleet import fleet
-from fslab.errors import Refused
+from fslab.core.errors import Refused
 from fslab.fio.server import networks
 from fslab.fleet import roster
 from fslab.model import Host

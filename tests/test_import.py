@@ -27,9 +27,9 @@ from fslab.fio.output import (
     load_json,
     parse_metrics,
 )
-from fslab.import_parsing import FioOutput, NotFioOutput, parse_output
-from fslab.importer import FoundFile, imported_study, parse_files, read_files
 from fslab.results import ResultsDB
+from fslab.results.import_parsing import FioOutput, NotFioOutput, parse_output
+from fslab.results.importer import FoundFile, imported_study, parse_files, read_files
 
 IMPORT = FIXTURES / "import"
 PLAIN = sorted((IMPORT / "plain").glob("*.json"))

@@ -190,7 +190,7 @@ def test_a_runtime_of_zero_asked_leaves_the_jobs_to_end_with_their_size():
 
 
 def test_bs_asked_where_a_job_sets_what_fio_uses_instead_is_refused():
-    from fslab.errors import Refused
+    from fslab.core.errors import Refused
 
     for other in ("bssplit=4k/50:64k/50", "bsrange=4k-64k"):
         with pytest.raises(
@@ -343,7 +343,7 @@ def test_a_workload_of_parameters_sweeps_the_same_fields(tmp_path):
         ("64k", "1"),
         ("64k", "16"),
     ]
-    from fslab.guard.names import NAME
+    from fslab.core.names import NAME
 
     assert all(NAME.fullmatch(section.name) for w in swept for section in w.tool.job.sections), (
         "fio's job names stay plain"
@@ -429,7 +429,7 @@ def test_fios_own_example_runs_scaled_and_fio_ran_what_the_stored_job_says(workd
 
 
 def test_fslab_list_says_which_fields_sweep_and_each_does(tmp_path):
-    from fslab.catalogue import catalogue
+    from fslab.cli.catalogue import catalogue
 
     listed = {entry.name: entry.swept for entry in catalogue().kinds}
     assert listed["fio"] == ["bs", "iodepth", "numjobs"] and listed["dd"] == []

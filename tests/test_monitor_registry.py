@@ -15,8 +15,8 @@ from fslab.model import RawOutput
 from fslab.monitors import base
 from fslab.report.sections import is_monitored, monitor_columns, monitor_rows, shown
 from fslab.report.summary import CellSummary
-from fslab.runner import Windows
-from fslab.stats import summarize
+from fslab.running.runner import Windows
+from fslab.statistics.stats import summarize
 
 TOY = Path(__file__).parent / "toys" / "monitor.py"
 

@@ -18,7 +18,7 @@ from fslab.monitors.space import btrfs_compresses, btrfs_compression_ratio, zfs_
 from fslab.monitors.traffic import Counted, TrafficMonitor
 from fslab.report.summary import _run_notes
 from fslab.results import ResultsDB
-from fslab.runner import Windows
+from fslab.running.runner import Windows
 from fslab.workloads.dd import DD
 from fslab.workloads.rsync import RSYNC, measured_line
 from fslab.workloads.sysbench import SYSBENCH

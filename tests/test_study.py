@@ -585,7 +585,7 @@ def test_the_announced_runs_are_those_that_will_be_made():
 def test_locate_counts_nested_array_tables_within_their_own_parent():
     """[[workload.phase]] tables are numbered afresh in each [[workload]]: the second workload's
     second phase is found at its own line, not at the first workload's."""
-    from fslab.toml_errors import FieldLines
+    from fslab.core.toml_errors import FieldLines
 
     text = """\
 [study]

@@ -59,7 +59,7 @@ def test_importing_the_registry_loads_no_kind_and_asking_for_one_loads_it_alone(
     assert "fslab.workloads.dd" in after.split() and not set(after.split()) & {
         "fslab.fio.workload",
         "fslab.workloads.rsync",
-        "fslab.workloads.scenario",
+        "fslab.scenarios.kind",
     }, after
 
 

@@ -1,5 +1,5 @@
 """A user's own block devices as a target's devices: named in the study, confirmed with
---destroy-data on the command line (guard/block_devices.py), checked again before every run.
+--destroy-data on the command line (core/block_devices.py), checked again before every run.
 
 Before each run fslab checks that nothing uses the devices (the state may have changed since the
 study began), shows the user the signatures it is about to destroy — unless they are exactly
@@ -14,18 +14,18 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from fslab.core import DESTROY_FLAG
+from fslab.core.block_devices import BlockDevice, confirm, describe, facts, partition_nodes, refusals, signatures
+from fslab.core.errors import Refused
+from fslab.core.identity import Owned, disk_proof
+from fslab.core.journal import Entry, Journal, releaser
+from fslab.core.system import run
 from fslab.devices.source import Attached, Notice
-from fslab.errors import Refused
-from fslab.guard import DESTROY_FLAG
-from fslab.guard.block_devices import BlockDevice, confirm, describe, facts, partition_nodes, refusals, signatures
-from fslab.guard.identity import Owned, disk_proof
-from fslab.journal import Entry, Journal, releaser
 from fslab.model import Study
 from fslab.study import space_problem
-from fslab.system import run
 
 if TYPE_CHECKING:
-    from fslab.workdir import Workdir
+    from fslab.core.workdir import Workdir
 
 
 def confirmed(paths: Sequence[str], destroy_flags: Sequence[str]) -> tuple[dict[str, BlockDevice], list[str]]:

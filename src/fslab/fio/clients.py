@@ -24,15 +24,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
-from fslab.errors import Refused
+from fslab.core.errors import Refused
+from fslab.core.journal import Journal
+from fslab.core.names import NAME_RULE, file_name
+from fslab.core.system import run_held
 from fslab.fio import jobs as fio_jobs
 from fslab.fio.jobs import JobFile
 from fslab.fio.output import job_entries, job_metrics, load_json
 from fslab.fio.server import Endpoint, Network, endpoint
-from fslab.guard.names import NAME_RULE, file_name
-from fslab.journal import Journal
 from fslab.model import Metric, RawOutput
-from fslab.system import run_held
 
 MOST_CLIENTS = 64
 # A client's name: a host's, as its worker names itself; its metrics are keyed "<name>.<metric>",

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from fslab.core.system import CommandError, run
 from fslab.fio import values as fio_values
 from fslab.fio.options import (  # noqa: F401  (option_problem, option_text, accepted_options, refused_options: fslab's one way to check and list fio options, re-exported for the job's users)
     JOB_NAME,
@@ -34,7 +35,6 @@ from fslab.fio.options import (  # noqa: F401  (option_problem, option_text, acc
     refused_options,
     standing_problem,
 )
-from fslab.system import CommandError, run
 
 GLOBAL = "global"
 READING_MODES = {"read", "randread", "rw", "readwrite", "randrw"}

@@ -21,11 +21,11 @@ import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from fslab.errors import Refused
+from fslab.core.errors import Refused
+from fslab.core.toml_errors import did_you_mean
 from fslab.fio.help import FioOption, FioTable
 from fslab.fio.table import FioUnavailable, fio_table
 from fslab.fio.values import SECONDS, SIZE, Numbers, misread, misread_each, numbers_of
-from fslab.toml_errors import did_you_mean
 
 # Why an option or value is refused, in kinds: the dangers (a corpus test asserts each refusal of
 # fio's own examples names one) — what names a path, a device, a network, a command or a library,

@@ -10,7 +10,7 @@ Parsing is tested on output produced by real fio (tests/fixtures). Latency is fi
 bins merged over all jobs — fio's own method — so jobs without group_reporting aggregate
 correctly. fio keeps total- and submission-latency bins only when asked (fio.MEASUREMENT_OPTIONS);
 a run without them (stored before) has no such percentiles, never clat's in their place. The same
-parser reads results fslab did not make (importer.py): fio's plain json (one job's percentiles are
+parser reads results fslab did not make (results/importer.py): fio's plain json (one job's percentiles are
 then fio's own), its client/server output, and fio 2.x's units, each converted to 3.x's
 (in_current_units).
 """
@@ -27,8 +27,8 @@ from dataclasses import dataclass, replace
 
 import orjson
 
+from fslab.core.units import Bandwidth
 from fslab.model import Metric, MetricKind, RawOutput
-from fslab.units import Bandwidth
 
 DIRECTIONS = ("read", "write")  # every per-direction metric is named "<direction>_<metric>"
 FSYNCS = "fsyncs"  # the name kinds report their fsyncs under (workloads.base.FSYNCS; base imports this module)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from fslab.errors import Refused
+from fslab.core.errors import Refused
 
 # fio's `fallocate` where a job sets none (HOWTO: native wherever the platform preallocates), and
 # the values that allocate a file's blocks before the job writes them ("1" is posix; "truncate"

@@ -23,7 +23,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from fslab.errors import Refused
+from fslab.core.errors import Refused
+from fslab.core.units import format_duration, format_size, parse_duration, parse_size, scaled_size
 from fslab.fio.jobs import GLOBAL, SHORTEST_STEADY_WINDOW, JobFile, Section, check_option, fio_seconds
 from fslab.fio.values import (
     block_size,
@@ -39,7 +40,6 @@ from fslab.fio.values import (
 from fslab.fio.values import (
     time_text as fio_time,
 )
-from fslab.units import format_duration, format_size, parse_duration, parse_size, scaled_size
 
 SIZES = ("size", "io_size", "offset", "offset_increment", "filesize")  # bytes: × --scale
 COUNTS = ("number_ios",)  # I/Os: × --scale, as the bytes they add up to
@@ -258,7 +258,7 @@ def _records(
 
 def _study_value(option: str, written: str) -> str | None:
     """A study's value as fio reads it: sizes and times written as a study file writes them
-    (units.py: 64MiB, 30s), the rest as fio's own (checked by the allow-list). A time of 0 is
+    (core/units.py: 64MiB, 30s), the rest as fio's own (checked by the allow-list). A time of 0 is
     none: the job runs until its size is done, as a workload of parameters with runtime "0s"."""
     if option in SIZES:
         return fio_size(parse_size(written))

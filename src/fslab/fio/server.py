@@ -22,10 +22,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from fslab.errors import FslabError, Refused
-from fslab.journal import Journal
-from fslab.scratch import scratch_directory
-from fslab.system import running_held
+from fslab.core.errors import FslabError, Refused
+from fslab.core.journal import Journal
+from fslab.core.scratch import scratch_directory
+from fslab.core.system import running_held
 
 DEFAULT_PORT = 8765  # fio's own
 READY_WITHIN = 10.0  # seconds for fio to listen once started
@@ -161,7 +161,7 @@ def serving(journal: Journal, where: Endpoint) -> Iterator[FioServer]:
 
 
 def serve_until_stopped(journal: Journal, where: Endpoint, said: Callable[[str], None]) -> None:
-    """`serving` until fslab is interrupted (Ctrl-C, SIGTERM: fslab.interruption) or the server
+    """`serving` until fslab is interrupted (Ctrl-C, SIGTERM: fslab.core.interruption) or the server
     ends by itself (FslabError): `fslab fio-server`."""
     with serving(journal, where) as server:
         said(f"fio server listening at {where}; Ctrl-C stops it")

@@ -30,13 +30,13 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
-from fslab.findings import Finding
+from fslab.core.toml_errors import FieldError
+from fslab.core.units import parse_duration
 from fslab.fio.jobs import SHORTEST_STEADY_WINDOW, JobFile, fio_seconds, single_job, steadystate_problem
 from fslab.fio.output import PRECONDITION_PHASE, PRECONDITION_TOOL, read_precondition, steady_states
 from fslab.fio.values import block_size, ms_text
 from fslab.model import UNKNOWN_LENGTH_TIMEOUT, RawOutput
-from fslab.toml_errors import FieldError
-from fslab.units import parse_duration
+from fslab.model.findings import Finding
 from fslab.workloads.tables import BlockSize, Building, Duration, Table, checked, fio_allows
 
 # What a precondition writes with: sequentially, or at random offsets.

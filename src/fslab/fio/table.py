@@ -2,7 +2,7 @@
 
 Asking fio about each of its ~250 options takes seconds (one `fio --cmdhelp=NAME` each: fio
 answers one question a run), so the answers are asked in parallel, once, and kept in fslab's
-cache directory (cache.py) under the fio's version, with the executable they came from
+cache directory (core/cache.py) under the fio's version, with the executable they came from
 (system.executable: device, inode, mtime; and its SHA-256, so that the same fio seen through
 another mount, a test guest's, is known too). A kept file is read defensively: one that is not
 fslab's own (cache.read_kept), does not parse, or is of another fio is ignored and asked anew —
@@ -23,10 +23,10 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from fslab.cache import CACHE_DIR, keep, read_kept
-from fslab.errors import FslabError
+from fslab.core.cache import CACHE_DIR, keep, read_kept
+from fslab.core.errors import FslabError
+from fslab.core.system import VERSION_SECONDS, Executable, executable, run, tool_version
 from fslab.fio.help import VERSION, FioTable, HelpError, needed, table_from_answers
-from fslab.system import VERSION_SECONDS, Executable, executable, run, tool_version
 
 FORMAT = 1  # of the file kept; another is asked anew
 RECHECK_SECONDS = 1.0  # a held table is fio's of the last second: an upgrade is seen at the next study

@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
-from fslab.units import parse_size
+from fslab.core.units import parse_size
 
 _MASK = 2**64 - 1  # fio prints what it read as an unsigned 64-bit number (%llu)
 _SECOND = 10**6  # fio keeps times in µs

@@ -26,9 +26,13 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, NoReturn
 
 from pydantic import Field, field_validator, model_validator
 
-from fslab.errors import Refused
+from fslab.core.errors import Refused
+from fslab.core.journal import Journal
+from fslab.core.names import file_name
+from fslab.core.system import run_held
+from fslab.core.toml_errors import FieldError, unknown
+from fslab.core.units import format_size, parse_duration, parse_size, scaled_size
 from fslab.filesystems.base import Provisioned
-from fslab.findings import Finding
 from fslab.fio import (
     clients as fio_clients,
 )
@@ -63,12 +67,8 @@ from fslab.fio.output import (
 from fslab.fio.preallocation import preallocation
 from fslab.fio.rewrite import Asked, Rewrite, asked_of, refused_beside, rewritten
 from fslab.fio.values import block_size, ms_text
-from fslab.guard.names import file_name
-from fslab.journal import Journal
 from fslab.model import Metric, RawOutput, Workload
-from fslab.system import run_held
-from fslab.toml_errors import FieldError, unknown
-from fslab.units import format_size, parse_duration, parse_size, scaled_size
+from fslab.model.findings import Finding
 from fslab.workloads import Needed, register
 from fslab.workloads.base import Measured, StudyScope, Window, directory_of, tool_of
 from fslab.workloads.builtin import BUILTIN_WORKLOADS
@@ -86,7 +86,7 @@ from fslab.workloads.tables import (
 )
 
 if TYPE_CHECKING:
-    from fslab.workdir import Workdir
+    from fslab.core.workdir import Workdir
 
 
 @dataclass(frozen=True)
@@ -126,7 +126,7 @@ class FioJob:
     def needs_directory(self) -> bool:
         """Whether a job of it makes, stats or deletes files by name, or a donor file
         (fio_options.DIRECTORY_ENGINES, donorname), or it runs from clients on the target's shared
-        directory: refused on a raw target, and run on no ceiling (ceiling.py)."""
+        directory: refused on a raw target, and run on no ceiling (model/ceiling.py)."""
         in_files = any(job.get("ioengine") in DIRECTORY_ENGINES or "donorname" in job for job in self.job.jobs())
         return bool(self.clients) or in_files
 

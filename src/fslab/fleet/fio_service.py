@@ -26,13 +26,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from fslab.errors import FslabError
+from fslab.core.errors import FslabError
+from fslab.core.workdir import Workdir
 from fslab.fio.clients import ClientDirectory
 from fslab.fio.server import Endpoint, Network, serving
 from fslab.fleet import queue, roster, units
 from fslab.fleet.steady import LOST, SteadyResults
 from fslab.model import Host, Study
-from fslab.workdir import Workdir
 
 POLL = 1.0  # seconds between looks at whether the study run served still runs
 
@@ -95,7 +95,7 @@ def serve_fio_for(
     """A request to serve fio (queue.request_fio): serve it at this worker's address while a unit
     of the study run runs, in the worker's own work directory (claimed: no run of its own meanwhile;
     waited for while another fslab uses it)."""
-    from fslab.resume import share_of
+    from fslab.running.resume import share_of
 
     if settings.address is None:
         raise FslabError(

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from fslab.errors import Refused
+from fslab.core.errors import Refused
+from fslab.core.units import format_size
 from fslab.model import ARC_FLOOR_NOTE, arc_caches_data
-from fslab.units import format_size
 
 MAY_HOLD = "the ARC may hold the working set"
 

@@ -141,7 +141,7 @@ def _histograms(outputs: dict[int, list[RawOutput]], runs: list[dict]) -> tuple[
     run of the cell kept bins of (DISTRIBUTED, in that order), from each run's bins of every phase
     (`outputs`, by run id: BINS_TOOL's, else fio's JSON). An imported run's file may hold other
     jobs and hosts: only its own are read (its fio job name, which its workload's name may extend
-    by options: importer.py)."""
+    by options: results/importer.py)."""
     per_cell: dict[tuple[str, str, str], list[dict[tuple[str, str], Columns]]] = defaultdict(list)
     unreadable = []
     for r in runs:

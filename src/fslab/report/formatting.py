@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from fslab.fio.output import DIRECTIONS
-from fslab.stats import RUNS_NEEDED_LIMIT, Summary
+from fslab.statistics.stats import RUNS_NEEDED_LIMIT, Summary
 
 
 def fmt(value: float | None, digits: int = 1) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping
 
-from fslab.errors import Refused
+from fslab.core.errors import Refused
 from fslab.fio.output import PRECONDITION_PHASE
 from fslab.model import qualified
 

@@ -36,7 +36,7 @@ cell's precision, its rank and when adaptive runs stop; its compared ones are co
 every pair of targets. What a run wrote (`Workload.data`, a DataPattern) is recorded for every
 kind alike.
 
-What a workload of a kind runs is its `Tool` record (model.py: fio.FioJob, sysbench.SysbenchOptions, …):
+What a workload of a kind runs is its `Tool` record (model/__init__.py: fio.FioJob, sysbench.SysbenchOptions, …):
 every value checked when the study is read, held in `Workload.tool`.
 
 Adding a kind: one module with a class meeting `WorkloadKind`, a record meeting `Tool`, its
@@ -54,14 +54,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from fslab.findings import Finding
 from fslab.model import Metric, MetricKind, RawOutput, Workload
+from fslab.model.findings import Finding
 
 if TYPE_CHECKING:
+    from fslab.core.journal import Journal
+    from fslab.core.workdir import Workdir
     from fslab.filesystems.base import Provisioned
     from fslab.fio.clients import ClientDirectory
-    from fslab.journal import Journal
-    from fslab.workdir import Workdir
 
 
 # The metrics, by name, in which every kind reports the bytes a measured phase read and wrote

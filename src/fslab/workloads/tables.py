@@ -2,7 +2,7 @@
 (Name, Size, Duration, Timeout, Data), the fields fslab sets around any workload (WorkloadLimits,
 OnTargets), the base of a table whose tool takes its own options (ToolWorkloadSection), and the
 [fio] table, which sets every fio workload's parameters (FioSection). Each kind's own table is
-declared in its module from these; study_file.py reads them through the registry.
+declared in its module from these; study/file.py reads them through the registry.
 
 `Building` is what a kind's `build` is given to turn its validated table into a Workload.
 """
@@ -18,13 +18,13 @@ from typing import Annotated, Any, ClassVar, Literal, NoReturn, Self, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from fslab.cgroups import SMALLEST_LIMIT
+from fslab.core.cgroups import SMALLEST_LIMIT
+from fslab.core.names import check_name, swept_name
+from fslab.core.toml_errors import FieldError
+from fslab.core.units import format_size, parse_duration, parse_size
 from fslab.fio.options import main_name, option_problem, option_text
 from fslab.fio.values import block_size
-from fslab.guard.names import check_name, swept_name
 from fslab.model import UNKNOWN_LENGTH_TIMEOUT, Workload
-from fslab.toml_errors import FieldError
-from fslab.units import format_size, parse_duration, parse_size
 from fslab.workloads.data import DataPattern
 
 FIO_RW_MODES = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw", "trim", "randtrim", "trimwrite")
@@ -114,7 +114,7 @@ class WorkloadLimits(Table):
     """What fslab sets around any workload, whatever its kind: the fields every workload table
     (and [fio]) has once, from here."""
 
-    # The measured run in a cgroup with this much memory (cgroups.py), so the page cache cannot
+    # The measured run in a cgroup with this much memory (core/cgroups.py), so the page cache cannot
     # hold what a buffered workload reads: refused on direct I/O, which the cache never answers.
     memory_limit: Annotated[str, checked(_memory_limit)] | None = None
 
@@ -172,7 +172,7 @@ class OnTargets(Table):
     """What every [[workload]] table may say, whatever its kind."""
 
     targets: list[str] = []  # the targets it runs on, by name or a sweep's name (default: every target)
-    # Another workload of the study it is compared with on each target both ran on (study.py
+    # Another workload of the study it is compared with on each target both ran on (study/__init__.py
     # checks the name and settles a sweep's: _compared_with).
     compare_with: str | None = None
     swept_fields: ClassVar[
