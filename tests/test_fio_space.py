@@ -120,9 +120,10 @@ def test_the_layout_before_a_job_file_has_the_jobs_fio_can_lay_out_alone(tmp_pat
     the jobs that size their files themselves: fio's surface-scan.fio reads the file its write phase
     fills (fill_device), which neither can be laid out alone (fio asked for a size, and the run failed)."""
     from fslab.filesystems.base import Provisioned
+    from fslab.fio.section import FioSection
     from fslab.fio.workload import job_file_workload, layout_job_for
     from fslab.workloads.data import DataPattern
-    from fslab.workloads.tables import Building, FioSection
+    from fslab.workloads.tables import Building
 
     def refuse(at: tuple, why: str):
         raise AssertionError(why)

@@ -22,7 +22,6 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Protocol
 
 from fslab.core.errors import Refused
 from fslab.core.journal import Journal
@@ -33,6 +32,7 @@ from fslab.fio.jobs import JobFile
 from fslab.fio.output import job_entries, job_metrics, load_json
 from fslab.fio.server import Endpoint, Network, endpoint
 from fslab.model import Metric, RawOutput
+from fslab.workloads.base import ClientDirectory
 
 MOST_CLIENTS = 64
 # A client's name: a host's, as its worker names itself; its metrics are keyed "<name>.<metric>",
@@ -58,12 +58,6 @@ def checked_clients(names: Sequence[str]) -> tuple[str, ...]:
 class Client:
     name: str
     endpoint: Endpoint
-
-
-class ClientDirectory(Protocol):
-    """Where each client host's fio server listens, by host name (a fleet's worker registry)."""
-
-    def endpoint_of(self, host: str) -> Endpoint: ...
 
 
 @dataclass(frozen=True)

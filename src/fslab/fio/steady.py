@@ -34,10 +34,11 @@ from fslab.core.toml_errors import FieldError
 from fslab.core.units import parse_duration
 from fslab.fio.jobs import SHORTEST_STEADY_WINDOW, JobFile, fio_seconds, single_job, steadystate_problem
 from fslab.fio.output import PRECONDITION_PHASE, PRECONDITION_TOOL, read_precondition, steady_states
+from fslab.fio.section import BlockSize, fio_allows
 from fslab.fio.values import block_size, ms_text
 from fslab.model import UNKNOWN_LENGTH_TIMEOUT, RawOutput
 from fslab.model.findings import Finding
-from fslab.workloads.tables import BlockSize, Building, Duration, Table, checked, fio_allows
+from fslab.workloads.tables import Building, Duration, Table, checked
 
 # What a precondition writes with: sequentially, or at random offsets.
 WRITE_MODES = ("write", "randwrite")

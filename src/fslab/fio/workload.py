@@ -66,6 +66,7 @@ from fslab.fio.output import (
 )
 from fslab.fio.preallocation import preallocation
 from fslab.fio.rewrite import Asked, Rewrite, asked_of, refused_beside, rewritten
+from fslab.fio.section import FIO_RW_MODES, BlockSize, FioSection, IoDepth, NumJobs, study_fio
 from fslab.fio.values import block_size, ms_text
 from fslab.model import Metric, RawOutput, Workload
 from fslab.model.findings import Finding
@@ -73,17 +74,7 @@ from fslab.workloads import Needed, register
 from fslab.workloads.base import Measured, StudyScope, Window, directory_of, tool_of
 from fslab.workloads.builtin import BUILTIN_WORKLOADS
 from fslab.workloads.data import DataPattern, buffer_options
-from fslab.workloads.tables import (
-    FIO_RW_MODES,
-    BlockSize,
-    Building,
-    FioSection,
-    IoDepth,
-    Name,
-    NumJobs,
-    OnTargets,
-    run_timeout,
-)
+from fslab.workloads.tables import Building, Name, OnTargets, run_timeout
 
 if TYPE_CHECKING:
     from fslab.core.workdir import Workdir
@@ -666,12 +657,12 @@ class WorkloadSection(FioSection, OnTargets):
 
 def builtin_workload(name: str, building: Building) -> Workload:
     """A built-in workload (builtin.py) the study's [study] workloads names, with the study's [fio] table."""
-    pattern = BUILTIN_WORKLOADS[name]
-    settings = {**study_defaults(building.fio), **pattern}
+    pattern, study = BUILTIN_WORKLOADS[name], study_fio(building)
+    settings = {**study_defaults(study), **pattern}
     workload = fio_workload(
         name,
         settings,
-        building.fio.options,
+        study.options,
         building.scale,
         building.time_scale,
         building.data,
@@ -687,9 +678,10 @@ def study_defaults(fio: FioSection) -> dict[str, Any]:
 
 def build(section: WorkloadSection, building: Building) -> Workload:
     """A [[workload]] of fio: its user's job file, or a job of its parameters over the study's [fio] table."""
+    study = study_fio(building)
     if section.job_file:
-        timeout = building.fio.timeout if section.timeout is None else section.timeout
-        workload = job_file_workload(section.name, section.job_file, building, asked_of(section, building.fio), timeout)
+        timeout = study.timeout if section.timeout is None else section.timeout
+        workload = job_file_workload(section.name, section.job_file, building, asked_of(section, study), timeout)
         return with_clients(workload, section.clients)
     own = section.model_dump(
         exclude_none=True,
@@ -705,12 +697,12 @@ def build(section: WorkloadSection, building: Building) -> Workload:
             "precondition",
         },
     )
-    data = data_pattern(building.fio, (building.index, section), building.refuse)
-    settings = {**study_defaults(building.fio), **own}
+    data = data_pattern(study, (building.index, section), building.refuse)
+    settings = {**study_defaults(study), **own}
     workload = fio_workload(
         section.name,
         settings,
-        {**building.fio.options, **section.options},
+        {**study.options, **section.options},
         building.scale,
         building.time_scale,
         data,
@@ -742,7 +734,7 @@ def preconditioned(workload: Workload, section: WorkloadSection, building: Build
     )
     timeout = (
         workload.timeout
-        if section.timeout is not None or building.fio.timeout is not None
+        if section.timeout is not None or study_fio(building).timeout is not None
         else workload.timeout + found.timeout()
     )
     return replace(workload, tool=replace(fio, precondition=found), timeout=timeout)

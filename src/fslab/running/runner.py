@@ -47,6 +47,7 @@ from fslab.running import doctor, environment
 from fslab.running.plan import BlockWithdrawn, PlannedRun, Planner, Repetitions, TakenBlocks, Tally, new_seed
 from fslab.running.resume import Resumable
 from fslab.running.systematic import FailureWatch, Skip, Stop, missing_tool, signature_of
+from fslab.study import space_problem
 from fslab.workloads import kind_of, workload_problems
 from fslab.workloads.base import FSYNCS, READ_BYTES, WRITTEN_BYTES, StudyScope, Window, WorkloadKind
 
@@ -246,7 +247,7 @@ def _check_can_run(
     returns the user's devices the study names, confirmed, and the targets to skip. Only what
     the machine lacks for one target is skipped, never a refusal: a refused option, job or
     device stops the whole study, skipping or not."""
-    named, refused = confirmed_devices(study, destroy_flags)
+    named, refused = confirmed_devices(study, destroy_flags, space_problem)
     unsupported = doctor.unsupported_targets(study)
     problems = doctor.study_problems(study, workdir.root) + workload_problems(study, workdir) + refused
     if not skip_unsupported:

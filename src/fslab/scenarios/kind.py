@@ -47,6 +47,7 @@ from fslab.fio.jobs import JobFile, fio_seconds, measured_seconds, parse_all, re
 from fslab.fio.jobs import direct as job_is_direct
 from fslab.fio.output import parse_metrics
 from fslab.fio.preallocation import preallocation
+from fslab.fio.section import fio_options
 from fslab.fio.values import ms_text
 from fslab.fio.workload import FIXED_OPTIONS, NO_PREALLOCATION, log_options, run_measured
 from fslab.model import PHASE_SEPARATOR, Metric, RawOutput, Workload
@@ -69,7 +70,6 @@ from fslab.workloads.tables import (
     Timeout,
     ToolOption,
     WorkloadLimits,
-    fio_options,
     run_timeout,
 )
 

@@ -61,7 +61,6 @@ if TYPE_CHECKING:
     from fslab.core.journal import Journal
     from fslab.core.workdir import Workdir
     from fslab.filesystems.base import Provisioned
-    from fslab.fio.clients import ClientDirectory
 
 
 # The metrics, by name, in which every kind reports the bytes a measured phase read and wrote
@@ -72,6 +71,14 @@ WRITTEN_BYTES = "write_bytes"
 FSYNCS = "fsyncs"
 
 T = TypeVar("T")
+
+
+class ClientDirectory(Protocol):
+    """Where each client host a workload names serves its tool, by host name: a fleet's roster, or
+    the user's own mapping (--client). fio's clients are the ones today (fio/clients.py): what
+    it answers is a fio.server.Endpoint."""
+
+    def endpoint_of(self, host: str) -> Any: ...
 
 
 class StudyScope:
