@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""fio's own check of a study's jobs before it runs (`fslab run`: workloads/fio.job_problems →
+"""fio's own check of a study's jobs before it runs (`fslab run`: fio/workload.job_problems →
 fio/jobs.parse_all): how long `fio --debug=parse --parse-only` takes on every job of
 studies of 10 and 100 fio workloads (each a measured job and a layout job), all of a study's jobs
 in one fio (as fslab does) and one fio a job (as it did): fio's start, not the parsing, is the
