@@ -19,7 +19,7 @@ import pytest
 
 from conftest import ZFS_FUSE
 from fslab.results import ResultsDB
-from fslab.runner import RunObserver
+from fslab.running.runner import RunObserver
 
 BENCH = Path(__file__).parents[1] / "bench"
 VERDICTS = re.compile(r"\b(met|NOT met|MISSED|OVER|OUTSIDE|within)\b")  # a full run's word on a figure
