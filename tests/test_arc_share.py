@@ -8,11 +8,11 @@ import json
 import random
 from collections.abc import Callable
 
+from fslab.fio.report import FIO_REPORT
 from fslab.report.arc_share import MAY_HOLD, arc_note, arc_notes
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB
 from fslab.study import load_study
-from fslab.workloads.fio_report import FIO_REPORT
 from synthetic import store_study_run
 
 MiB, GiB = 2**20, 2**30

@@ -17,12 +17,9 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, fslab_in_process
-from fslab.import_parsing import FioOutput, NotFioOutput, parse_output
-from fslab.importer import FoundFile, imported_study, parse_files, read_files
-from fslab.results import ResultsDB
-from fslab.workloads.fio_hist import HIST_TOOL
-from fslab.workloads.fio_output import METRICS as FIO_METRICS
-from fslab.workloads.fio_output import (
+from fslab.fio.hist import HIST_TOOL
+from fslab.fio.output import METRICS as FIO_METRICS
+from fslab.fio.output import (
     PERCENTILES,
     in_current_units,
     job_metrics,
@@ -30,6 +27,9 @@ from fslab.workloads.fio_output import (
     load_json,
     parse_metrics,
 )
+from fslab.results import ResultsDB
+from fslab.results.import_parsing import FioOutput, NotFioOutput, parse_output
+from fslab.results.importer import FoundFile, imported_study, parse_files, read_files
 
 IMPORT = FIXTURES / "import"
 PLAIN = sorted((IMPORT / "plain").glob("*.json"))
@@ -681,9 +681,9 @@ def test_a_report_draws_an_imported_runs_latency_of_its_own_jobs_alone(tmp_path)
 def test_a_report_draws_the_latency_of_a_job_split_by_its_options(tmp_path):
     """A workload named by the options its files differ in (`randread iodepth=16`) is still
     fio's job `randread` in the file each run keeps: the page reads that job's bins."""
+    from fslab.fio.report import LATENCY_NAMES
     from fslab.report.details import run_details
     from fslab.report.summary import summarize_study_run
-    from fslab.workloads.fio_report import LATENCY_NAMES
 
     deeper = json.loads(JSONPLUS[1].read_text())
     deeper["jobs"][0]["job options"]["iodepth"] = "16"

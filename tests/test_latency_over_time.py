@@ -8,6 +8,9 @@ import sqlite3
 
 from altair.vegalite.v6.schema.core import TopLevelSpec
 
+from fslab.fio.hist import COARSENESS, HIST_TOOL, Bins, kept
+from fslab.fio.output import BINS_TOOL
+from fslab.fio.report import latency_traces
 from fslab.model import RawOutput
 from fslab.report.chart_parts import BUCKETS_PER_DECADE, latency_bucket
 from fslab.report.charts import study_charts
@@ -21,9 +24,6 @@ from fslab.report.time_charts import (
     percentile_rows,
 )
 from fslab.results import ResultsDB
-from fslab.workloads.fio_hist import COARSENESS, HIST_TOOL, Bins, kept
-from fslab.workloads.fio_output import BINS_TOOL
-from fslab.workloads.fio_report import latency_traces
 from fslab.workloads.offered import Drawn, LatencyTrace
 from synthetic import stored_study
 from test_report_html import W, synthetic

@@ -23,10 +23,12 @@ import vl_convert
 from altair.vegalite.v6.schema.core import TopLevelSpec
 
 from conftest import FIXTURES, fslab_in_process
-from fslab.analysis import Row, analyse
-from fslab.checks import Unsupported
-from fslab.guard.names import file_name
+from fslab.core.checks import Unsupported
+from fslab.core.names import file_name
+from fslab.fio.output import bin_columns, latency_bins
+from fslab.fio.report import LATENCY_NAMES, PERCENTILE_METRICS, cell_histograms
 from fslab.model import Roles
+from fslab.model.records import SampleGroups
 from fslab.report import chart_parts
 from fslab.report.charts import (
     Chart,
@@ -51,10 +53,8 @@ from fslab.report.summary import (
     summarize_study_run,
 )
 from fslab.results import ResultsDB
-from fslab.results.records import SampleGroups
-from fslab.stats import adjust_family, compare, rank, summarize
-from fslab.workloads.fio_output import bin_columns, latency_bins
-from fslab.workloads.fio_report import LATENCY_NAMES, PERCENTILE_METRICS, cell_histograms
+from fslab.statistics.analysis import Row, analyse
+from fslab.statistics.stats import adjust_family, compare, rank, summarize
 from fslab.workloads.offered import LatencyHistogram
 from synthetic import stored_study
 
@@ -115,7 +115,7 @@ def stored(tmp_path_factory):
 
 def test_the_documented_commands_run_as_written(stored):
     root, _, reports = stored
-    assert list(reports) == ["fslab report", "fslab report 1 -o paper-figures --figures", "fslab report 1 2"]
+    assert list(reports) == ["fslab report", "fslab report 1 -o paper-figures --png", "fslab report 1 2"]
     for command, result in reports.items():
         assert result.returncode == 0, command + "\n" + result.stdout + result.stderr
     assert f"Report: {root / 'reports' / 'page-2' / 'report.html'}" in reports["fslab report"].stdout, (
@@ -125,12 +125,10 @@ def test_the_documented_commands_run_as_written(stored):
         "figures only when asked for"
     )
     assert (
-        f"Report: {root / 'paper-figures' / 'report.html'}"
-        in reports["fslab report 1 -o paper-figures --figures"].stdout
+        f"Report: {root / 'paper-figures' / 'report.html'}" in reports["fslab report 1 -o paper-figures --png"].stdout
     )
     assert (
-        f"SVG and PNG): {root / 'paper-figures' / 'figures'}"
-        in reports["fslab report 1 -o paper-figures --figures"].stdout
+        f"SVG and PNG): {root / 'paper-figures' / 'figures'}" in reports["fslab report 1 -o paper-figures --png"].stdout
     )
     assert f"Report: {root / 'reports' / 'page-1-2' / 'report.html'}" in reports["fslab report 1 2"].stdout
 
@@ -228,13 +226,15 @@ def test_report_figures_writes_every_chart_of_the_page_as_svg_and_png(stored):
         )
 
 
-def test_png_scale_gives_a_figures_png_that_many_pixels_per_css_pixel(stored):
-    """--png-scale N: sharper PNGs (the SVG is the figure for print); 1 to 4, and only with
-    --figures, each refused otherwise, naming the option."""
+def test_figures_alone_are_svgs_and_png_scale_gives_a_png_that_many_pixels_per_css_pixel(stored):
+    """--figures: SVGs only (a PNG costs half as much CPU again); --png-scale N: sharper PNGs,
+    1 to 4, implying --png and --figures, refused otherwise, naming the option."""
     root, db, _ = stored
-    said = fslab_in_process(
-        "report", "2", "-o", "sharper", "--figures", "--png-scale", "3", cwd=root, env={"FSLAB_DB": str(db)}
-    )
+    svgs = fslab_in_process("report", "2", "-o", "svgs", "--figures", cwd=root, env={"FSLAB_DB": str(db)})
+    assert svgs.returncode == 0 and "SVG):" in svgs.stdout, svgs.stdout + svgs.stderr
+    drawn = sorted((root / "svgs" / "figures").iterdir())
+    assert drawn and {p.suffix for p in drawn} == {".svg"}, "no PNG unless asked for"
+    said = fslab_in_process("report", "2", "-o", "sharper", "--png-scale", "3", cwd=root, env={"FSLAB_DB": str(db)})
     assert said.returncode == 0, said.stdout + said.stderr
     pngs = sorted((root / "sharper" / "figures").glob("*.png"))
     assert pngs
@@ -248,11 +248,8 @@ def test_png_scale_gives_a_figures_png_that_many_pixels_per_css_pixel(stored):
         assert (
             refused.returncode == 2 and f"--png-scale {wrong}: a PNG has 1 to 4 pixels per CSS pixel" in refused.stderr
         ), refused.stderr
-    alone = fslab_in_process("report", "2", "-o", "alone", "--png-scale", "2", cwd=root, env={"FSLAB_DB": str(db)})
-    assert alone.returncode == 2 and "--png-scale sizes the figures' PNGs: give it with --figures" in alone.stderr, (
-        alone.stderr
-    )
-    assert not (root / "wrong").exists() and not (root / "alone").exists(), "refused before anything is written"
+    assert not (root / "wrong").exists(), "refused before anything is written"
+    assert sorted(p.stem for p in pngs) == sorted(p.stem for p in drawn), "--png-scale: every figure as SVG and PNG"
 
 
 def png_size(path: Path) -> tuple[int, int]:
@@ -915,7 +912,7 @@ def test_bar_labels_never_overlap_on_the_page_however_many_and_long(browser, tmp
 def test_a_bundle_that_would_close_its_script_element_is_refused(monkeypatch, tmp_path, closing):
     """The vega bundle is inlined in a <script> element: one holding a way out of it is never
     written into a page nor kept (made here and in the forked process alike: _made_and_kept)."""
-    from fslab import cache
+    from fslab.core import cache
     from fslab.report import bundle
 
     monkeypatch.setattr(cache, "CACHE_DIR", tmp_path)
@@ -936,7 +933,7 @@ def test_the_pages_javascript_is_kept_and_the_next_report_reads_it_starting_no_p
     """vl-convert's bundle (a second of CPU, the same for one vl-convert and Vega-Lite) is kept in
     fslab's cache directory by the first report, under both versions with its SHA-256, and read
     by the next: no process is started to make it."""
-    from fslab import cache
+    from fslab.core import cache
     from fslab.report import bundle
 
     root, db, _ = stored
@@ -971,7 +968,7 @@ TAMPERED = "/* TAMPERED */ alert(1);"
 @pytest.fixture(scope="module")
 def kept_record(tmp_path_factory) -> str:
     """The file a report keeps its bundle in, as it writes it."""
-    from fslab import cache
+    from fslab.core import cache
     from fslab.report import bundle
 
     with pytest.MonkeyPatch.context() as patch:
@@ -991,7 +988,7 @@ def test_a_kept_bundle_not_fslabs_own_or_altered_is_never_served_but_made_and_ke
     """The bundle is inlined into a page: a kept one whose file is writable by others or is a
     symlink, whose bundle is not the one its SHA-256 was recorded of, that would close its script
     element or is of another version is not read; it is made again and kept anew, whole."""
-    from fslab import cache
+    from fslab.core import cache
     from fslab.report import bundle
 
     root, db, _ = stored

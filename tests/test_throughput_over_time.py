@@ -10,13 +10,13 @@ from dataclasses import replace
 
 from altair.vegalite.v6.schema.core import TopLevelSpec
 
+from fslab.core.units import Bandwidth
+from fslab.fio.output import LOG_TOOL, throughput_over_time
+from fslab.fio.report import BANDWIDTH, PERCENTILE_METRICS, throughput_traces
 from fslab.model import RawOutput
 from fslab.report.charts import latency_percentiles_chart, study_charts
 from fslab.report.details import RunDetails
 from fslab.report.time_charts import throughput_chart
-from fslab.units import Bandwidth
-from fslab.workloads.fio_output import LOG_TOOL, throughput_over_time
-from fslab.workloads.fio_report import BANDWIDTH, PERCENTILE_METRICS, throughput_traces
 from fslab.workloads.offered import LatencyHistogram, Throughput, ThroughputTrace, median_runs
 from test_report_html import W, layer, synthetic
 

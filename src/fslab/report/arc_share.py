@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from fslab.core.units import format_size
 from fslab.model import ARC_FLOOR_NOTE, arc_caches_data
-from fslab.units import format_size
 
 MAY_HOLD = "the ARC may hold the working set"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from fslab.stats import RUNS_NEEDED_LIMIT, Summary
+from fslab.statistics.stats import RUNS_NEEDED_LIMIT, Summary
 from fslab.workloads.offered import DIRECTIONS
 
 

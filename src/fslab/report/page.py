@@ -8,9 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from fslab.analysis import regressions
-from fslab.errors import FslabError
-from fslab.guard.names import file_name
+from fslab.core.errors import FslabError
+from fslab.core.names import file_name
+from fslab.core.units import Bandwidth
 from fslab.report.bundle import vega_bundle_meanwhile
 from fslab.report.console import environment_differences
 from fslab.report.details import run_details
@@ -19,7 +19,7 @@ from fslab.report.html import Page, comparison_section, render_page, run_section
 from fslab.report.output import own_folder, write_own
 from fslab.report.summary import compare_runs, summarize_study_run
 from fslab.results import ResultsDB
-from fslab.units import Bandwidth
+from fslab.statistics.analysis import regressions
 
 PAGE = "report.html"
 FIGURES = "figures"
@@ -32,7 +32,7 @@ class ReportRefused(FslabError):
 @dataclass(frozen=True)
 class ReportFiles:
     page: Path
-    figures: list[Path]  # NAME.svg and NAME.png of every chart, in FIGURES beside the page; none unless asked for
+    figures: list[Path]  # NAME.svg (and NAME.png) of every chart, in FIGURES beside the page; none unless asked for
 
 
 def write_report(
@@ -50,8 +50,8 @@ def write_report(
     pool_hosts: bool = False,
 ) -> ReportFiles:
     """The page of `study_runs` (the database's records, in the order given) in `folder`, and
-    with `figures` every chart of it as SVG and PNG, `png_scale` pixels a CSS pixel (`rendered(done,
-    total)` is told of each).
+    with `figures` every chart of it as SVG, and as PNG of `png_scale` pixels a CSS pixel unless
+    None (`rendered(done, total)` is told of each).
     Several study runs must be of one study: each later one is compared with the first, cell by
     cell, as `fslab compare` does, and each is shown whole after the comparisons. `pool_hosts`:
     the runs of several hosts pooled per cell (summary.Hosts)."""

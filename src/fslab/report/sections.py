@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
-from fslab.analysis import Row, ranking_line
+from fslab.core.units import Bandwidth, format_size
 from fslab.model import FAILED_ALIKE, PHASE_SEPARATOR, qualified, unqualified
+from fslab.model.records import imported_from
 from fslab.monitors import Figure, metric_names
 from fslab.monitors import figures as monitor_figures
 from fslab.report.formatting import (
@@ -26,9 +27,8 @@ from fslab.report.formatting import (
     runs_text,
 )
 from fslab.report.summary import CellSummary, StudySummary
-from fslab.results.records import imported_from
-from fslab.stats import Summary
-from fslab.units import Bandwidth, format_size
+from fslab.statistics.analysis import Row, ranking_line
+from fslab.statistics.stats import Summary
 from fslab.workloads import metrics_of, report_of
 from fslab.workloads.offered import Percentiles
 

@@ -14,12 +14,25 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from fslab.analysis import Analysis, AnalysisError, Hosted, Row, analyse, compare_study_runs, host_blocks, resolution_of
-from fslab.checks import Unsupported, by_target
+from fslab.core.checks import Unsupported, by_target
+from fslab.core.units import Bandwidth
 from fslab.model import Host, unqualified
+from fslab.model.records import OptionsApplied, SampleGroups
 from fslab.monitors.space import COMPRESSED_FROM
 from fslab.monitors.traffic import withheld_amplifications
-from fslab.raw_reference import (
+from fslab.report.arc_share import arc_notes
+from fslab.results import ResultsDB
+from fslab.statistics.analysis import (
+    Analysis,
+    AnalysisError,
+    Hosted,
+    Row,
+    analyse,
+    compare_study_runs,
+    host_blocks,
+    resolution_of,
+)
+from fslab.statistics.raw_reference import (
     BeyondRaw,
     CachedReference,
     Ceiling,
@@ -28,11 +41,7 @@ from fslab.raw_reference import (
     ceilings,
     raw_references,
 )
-from fslab.report.arc_share import arc_notes
-from fslab.results import ResultsDB
-from fslab.results.records import OptionsApplied, SampleGroups
-from fslab.stats import Summary, load_student_t_meanwhile, summarize
-from fslab.units import Bandwidth
+from fslab.statistics.stats import Summary, load_student_t_meanwhile, summarize
 from fslab.workloads import report_of
 from fslab.workloads.offered import DIRECTIONS, NOTHING
 
@@ -588,7 +597,7 @@ def beyond_raw_note(found: BeyondRaw) -> str:
 def _options_applied(target: dict, run: dict) -> OptionsApplied | None:
     """What the run's filesystem made of the options asked for, as stored with the run; for a run
     stored before fslab stored it (schema 9), judged now from its read-back by the filesystem's
-    module; None for an imported run (fslab did not make its filesystem: importer.py)."""
+    module; None for an imported run (fslab did not make its filesystem: results/importer.py)."""
     if run["options_applied"] is not None:
         return OptionsApplied(**run["options_applied"])
     if not target["filesystem"]:

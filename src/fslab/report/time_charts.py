@@ -13,8 +13,8 @@ import functools
 
 import altair as alt
 
+from fslab.core.units import Bandwidth
 from fslab.report.chart_parts import BUCKETS_PER_DECADE, WIDTH, Chart, latency_bucket, named, sized, spaced, where
-from fslab.units import Bandwidth
 from fslab.workloads.offered import (
     BinLayout,
     LatencyOverTime,

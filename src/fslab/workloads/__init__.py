@@ -10,8 +10,9 @@ fslab's own kinds are found through SHIPPED (name → module), imported only whe
 for; so are a kind's metric declaration (its `metrics` module) and its report hook (its `report`
 module, offered.py): fio's and the others' are light, so that reading stored runs loads no kind.
 Kinds from elsewhere come from installed packages' entry points, group `fslab.plugins`
-(fslab.registry: imported when a lookup misses or a listing is asked), or from a module imported
-in the process before (a test's toy) — never from anything a study file names: fslab runs as root.
+(fslab.core.registry: imported when a lookup misses or a listing is asked), or from a module
+imported in the process before (a test's toy) — never from anything a study file names: fslab runs
+as root.
 """
 
 from __future__ import annotations
@@ -21,15 +22,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fslab.errors import FslabError
+from fslab.core.errors import FslabError
+from fslab.core.registry import Registry
 from fslab.model import MetricKind, Study, Workload, unqualified
-from fslab.registry import Registry
 from fslab.workloads.base import WorkloadKind
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from fslab.workdir import Workdir
+    from fslab.core.workdir import Workdir
     from fslab.workloads.offered import KindReport
     from fslab.workloads.tables import Building
 
@@ -45,15 +46,13 @@ class Shipped:
 
 
 SHIPPED: dict[str, Shipped] = {
-    "fio": Shipped("fslab.workloads.fio", "fslab.workloads.fio_output", "fslab.workloads.fio_report"),
+    "fio": Shipped("fslab.fio.workload", "fslab.fio.output", "fslab.fio.report"),
     "sysbench": Shipped(
         "fslab.workloads.sysbench", "fslab.workloads.sysbench_metrics", "fslab.workloads.sysbench_report"
     ),
     "dd": Shipped("fslab.workloads.dd", "fslab.workloads.dd_metrics", "fslab.workloads.dd_report"),
     "rsync": Shipped("fslab.workloads.rsync", "fslab.workloads.rsync_metrics", "fslab.workloads.offered"),
-    "scenario": Shipped(
-        "fslab.workloads.scenario", "fslab.workloads.scenario_metrics", "fslab.workloads.scenario_report"
-    ),
+    "scenario": Shipped("fslab.scenarios.kind", "fslab.scenarios.metrics", "fslab.scenarios.report"),
 }
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from fslab.core.units import format_size
 from fslab.model import PHASE_SEPARATOR
-from fslab.units import format_size
 from fslab.workloads.dd_metrics import DIRECTIONS, MOVED
 from fslab.workloads.offered import KindReport, Offered, RunTable, Stored
 
