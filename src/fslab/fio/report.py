@@ -10,7 +10,7 @@ loads no kind (fio's job parser and option tables only where a stored workload n
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from fslab.core.errors import Refused
 from fslab.fio.hist import HIST_TOOL, latency_over_time
@@ -125,7 +125,7 @@ FIO_REPORT = FioReport()
 REPORT = FIO_REPORT  # as the registry finds a shipped kind's (workloads.report_of)
 
 
-def _histograms(outputs: dict[int, list[RawOutput]], runs: list[dict]) -> tuple[list[LatencyHistogram], list[str]]:
+def _histograms(outputs: dict[int, list[RawOutput]], runs: Sequence[dict]) -> tuple[list[LatencyHistogram], list[str]]:
     """Each cell's bins per phase and direction, added up over its runs, of the one latency every
     run of the cell kept bins of (DISTRIBUTED, in that order), from each run's bins of every phase
     (`outputs`, by run id: BINS_TOOL's, else fio's JSON). An imported run's file may hold other

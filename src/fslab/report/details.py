@@ -98,7 +98,8 @@ def run_details(db: ResultsDB, s: StudySummary) -> RunDetails:
         if r["device_facts"]:
             devices.setdefault(r["target"], r["device_facts"])
     kinds = s.samples.kinds
-    offered, percentiles = Offered(), {}
+    offered = Offered()
+    percentiles: dict[str, list[Percentiles]] = {}  # workload → its kind's
     for kind in dict.fromkeys(kinds[w] for w in s.workloads if w in kinds):
         hook = report_of(kind)
         if hook is None:

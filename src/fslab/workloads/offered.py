@@ -300,7 +300,8 @@ class KindReport:
         return 0
 
     def preallocated(self, workload: Mapping) -> str:
-        """How the stored workload's files were preallocated, as a note says it ("fio fallocate=native"); "" when not."""
+        """How the stored workload's files were preallocated, as a note says it ("fio fallocate=native");
+        "" when they were not."""
         return ""
 
     def rewritten(self, workload: Mapping) -> str:
