@@ -18,7 +18,7 @@ from fslab.report.details import run_details
 from fslab.report.html import Page, render_page, run_section
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB
-from fslab.workloads import SHIPPED, report_of
+from fslab.workloads import SHIPPED, registered, report_of
 from synthetic import OUTPUTS, stored_study
 from test_imports import import_graph
 from test_workload_registry import TRUTH, toy_registered  # noqa: F401 (a fixture)
@@ -112,10 +112,46 @@ def test_sysbench_offers_its_intervals_and_percentiles_and_dd_its_runs(tmp_path,
     assert html.count("<td>ext4</td>") >= 6 and html.count("<td>xfs</td>") >= 6, "each run of each target, a row"
 
 
+MIX = """\
+[study]
+name = "mix"
+repetitions = 2
+image_size = "512MiB"
+
+[[target]]
+filesystem = "ext4"
+
+[[workload]]
+name = "mix"
+kind = "scenario"
+size = "32MiB"
+data = "zeros"
+
+[[workload.phase]]
+name = "fill"
+fio = { rw = "write", bs = "1m", end_fsync = 1 }
+
+[[workload.phase]]
+name = "mail"
+sysbench = { "file-num" = 8, "file-total-size" = "512K", time = 1 }
+
+[[workload.phase]]
+name = "sanity"
+dd = { bs = "1M", count = 32 }
+"""
+
+
+def test_a_scenarios_phases_offer_what_their_tools_offer(tmp_path):
+    db = ResultsDB(str(tmp_path / "results.db"))
+    html, charts = page_of(db, stored_study(tmp_path, MIX, db))
+    assert {"mix-fill-write-latency-percentiles", "mix-mail-latency-percentiles"} <= set(charts), (
+        "fio's phase by fio's hook, sysbench's by sysbench's"
+    )
+    assert re.findall(r"<h3>Each run&#39;s dd ([\w.]+)</h3>", html) == ["sanity.write", "sanity.read"]
+
+
 def test_every_shipped_kind_and_its_report_hook_agree():
     for name, shipped in SHIPPED.items():
-        from fslab.workloads import registered
-
         assert report_of(name) is registered(name).kind.report, f"{shipped.report} holds what {name} offers"
 
 
