@@ -77,6 +77,11 @@ def test_the_readmes_commands_are_the_clis_own_in_its_order():
     assert listed == clis, "README.md's table of commands: one line for each command `fslab --help` lists"
 
 
+def test_the_readme_leads_to_every_page_of_the_docs():
+    linked = {(ROOT / link.partition("#")[0]).resolve() for link in links(README)}
+    assert [page.name for page in DOCUMENTS[1:] if page not in linked] == []
+
+
 @pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_relative_link_leads_to_a_file_and_heading_that_are_there(document):
     for link in links(document):
