@@ -1,0 +1,402 @@
+"""What every stored fixture database renders to, kept as it rendered before the second storey's
+redesign (issue 34), and the page's DOM diff that tells an added chart section from a change.
+
+A fixture is each tests/fixtures/schema-v*.db (written by an older fslab, run for real) and
+tests/fixtures/baseline/kinds.db (fio, sysbench, dd and a scenario, a failing target and a flagged
+workload: stored by tests/synthetic.py, kept as a file so it cannot move under the tests). What is
+kept of each, in tests/fixtures/baseline/<fixture>/, is what the commands write, read through the
+commands themselves (nothing here imports a module that may move):
+
+    console.txt                                  `fslab summary`'s console
+    summary.md, summary.csv, summary.json,       the report files `fslab summary` writes
+    runs.csv, runs.json
+    page.txt                                     `fslab report`'s page as an outline of its DOM
+    charts.json                                  the page's chart specifications, by chart
+
+What legitimately varies is normalised: the folder it was rendered in, fslab's version on the page,
+the inlined JavaScript bundle (left out). `python tests/baseline.py` writes the baseline again (with
+--kinds, kinds.db first): only when a change of what fslab shows is meant, and said in its commit.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+
+TESTS = Path(__file__).parent
+FIXTURES = TESTS / "fixtures"
+BASELINE = FIXTURES / "baseline"
+REPORT_FILES = ("summary.md", "summary.csv", "summary.json", "runs.csv", "runs.json")
+RENDERED = ("console.txt", *REPORT_FILES, "page.txt", "charts.json")
+
+
+def fixture_databases() -> dict[str, Path]:
+    """Every stored fixture database, by the name its baseline folder has."""
+    found = {path.stem: path for path in sorted(FIXTURES.glob("schema-v*.db"))}
+    return found | {"kinds": BASELINE / "kinds.db"}
+
+
+def render(database: Path, folder: Path) -> dict[str, str]:
+    """What this fslab renders of a fixture database (a copy of it, in `folder`), normalised."""
+    from conftest import fslab_in_process
+
+    folder.mkdir(parents=True, exist_ok=True)
+    db = folder / "fslab.db"
+    shutil.copy(database, db)
+    summary = fslab_in_process("summary", "--db", str(db), cwd=folder)
+    assert summary.returncode == 0, summary.stdout + summary.stderr
+    page = fslab_in_process("report", "--db", str(db), "--output", str(folder / "page"), cwd=folder)
+    assert page.returncode == 0, page.stdout + page.stderr
+    (reports,) = (folder / "reports").iterdir()
+    rendered = {"console.txt": summary.stdout} | {name: (reports / name).read_text() for name in REPORT_FILES}
+    outline, charts = page_outline((folder / "page" / "report.html").read_text())
+    rendered |= {"page.txt": outline, "charts.json": charts_text(charts)}
+    return {name: text.replace(str(folder), "<folder>") for name, text in rendered.items()}
+
+
+def charts_text(charts: dict) -> str:
+    """The charts' specifications as a JSON object, a chart a line (a diff names the chart)."""
+    lines = (
+        f"{json.dumps(key)}: {json.dumps(spec, sort_keys=True, separators=(',', ':'))}" for key, spec in charts.items()
+    )
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
+def stored(fixture: str) -> dict[str, str]:
+    return {name: (BASELINE / fixture / name).read_text() for name in RENDERED}
+
+
+# --- the page as an outline of its DOM -----------------------------------------------------------
+
+INLINE = {"a", "abbr", "b", "br", "code", "em", "i", "kbd", "mark", "small", "span", "strong", "sub", "sup", "time"}
+VOID = {"br", "img", "input", "link", "meta", "hr", "wbr"}
+KEPT_ATTRIBUTES = ("id", "class", "data-chart", "href", "scope", "open")
+ONE_LINE = {"tr"}  # a table's row: its cells on one line, as the table reads
+BLOCKS = {"nav"}  # inline children, each kept on a line of its own (a link added is told apart)
+
+
+@dataclass
+class Node:
+    tag: str
+    attributes: dict[str, str | None]
+    children: list[Node | str] = field(default_factory=list)
+
+    @property
+    def header(self) -> str:
+        shown = "".join(
+            f"#{value}" if name == "id" else "".join(f".{c}" for c in (value or "").split()) if name == "class"
+            else f"[{name}]" if value is None else f"[{name}={value}]"
+            for name, value in self.attributes.items()
+        )  # fmt: skip
+        return self.tag + shown
+
+    def inline(self) -> str:
+        """The element written back as HTML with its whitespace collapsed (a paragraph, a cell)."""
+        inner = "".join(c if isinstance(c, str) else f"<{c.header}>{c.inline()}</{c.tag}>" for c in self.children)
+        return inner if self.tag == "pre" else re.sub(r"\s+", " ", inner)
+
+
+class _Tree(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.root = Node("document", {})
+        self.open = [self.root]
+        self.scripts: list[tuple[dict[str, str | None], str]] = []
+        self.in_script: dict[str, str | None] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "script":
+            self.in_script = dict(attrs)
+            return
+        node = Node(tag, {name: value for name, value in attrs if name in KEPT_ATTRIBUTES})
+        self.open[-1].children.append(node)
+        if tag not in VOID:
+            self.open.append(node)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "script":
+            self.in_script = None
+            return
+        while len(self.open) > 1 and self.open.pop().tag != tag:
+            pass
+
+    def handle_data(self, data: str) -> None:
+        if self.in_script is not None:
+            self.scripts.append((self.in_script, data))
+        else:
+            self.open[-1].children.append(data)
+
+
+def _block(node: Node) -> bool:
+    return (
+        node.tag in BLOCKS
+        or node.tag not in INLINE
+        and any(isinstance(c, Node) and (c.tag not in INLINE or _block(c)) for c in node.children)
+    )
+
+
+def _lines(node: Node, depth: int) -> list[str]:
+    indent = "  " * depth
+    if node.tag in ONE_LINE:
+        cells = [c for c in node.children if isinstance(c, Node)]
+        return [f"{indent}{node.header}: " + " ¦ ".join(f"{c.header} {c.inline().strip()}" for c in cells)]
+    if node.tag == "pre":
+        return [f"{indent}{node.header}:"] + [f"{indent}  | {line}" for line in node.inline().split("\n")]
+    if not _block(node):
+        text = node.inline().strip()
+        return [f"{indent}{node.header}" + (f": {text}" if text else "")]
+    lines = [f"{indent}{node.header}"]
+    for child in node.children:
+        if isinstance(child, Node):
+            lines += _lines(child, depth + 1)
+        elif child.strip():
+            lines.append(f"{indent}  | " + re.sub(r"\s+", " ", child.strip()))
+    return lines
+
+
+def page_outline(page: str) -> tuple[str, dict]:
+    """The page's <body> as an outline (an element a line, indented by depth; a paragraph, a
+    cell, a heading with its text; a table row on one line) and its charts' specifications; the
+    title kept, the head's style and the inlined scripts left out, fslab's version normalised."""
+    from fslab import __version__
+
+    tree = _Tree()
+    tree.feed(page)
+    charts = next(json.loads(text) for attrs, text in tree.scripts if attrs.get("id") == "fslab-charts")
+    html = next(c for c in tree.root.children if isinstance(c, Node) and c.tag == "html")
+    head, body = (next(c for c in html.children if isinstance(c, Node) and c.tag == tag) for tag in ("head", "body"))
+    title = next(c for c in head.children if isinstance(c, Node) and c.tag == "title")
+    text = "\n".join([f"title: {title.inline()}", *_lines(body, 0)]) + "\n"
+    return text.replace(f"fslab {__version__}", "fslab <version>"), charts
+
+
+# --- the DOM diff ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Line:
+    """An outline's line read back: its element (or text) and what it holds, as a tree."""
+
+    text: str
+    children: list[Line] = field(default_factory=list)
+
+    @property
+    def header(self) -> str:
+        return self.text.split(":", 1)[0] if not self.text.startswith("| ") else self.text
+
+    def chart_names(self) -> list[str]:
+        """The names of the charts within it (each figure's title, else its chart's key)."""
+        names = []
+        if self.header.startswith("figure"):
+            titles = [c.text.split(": ", 1)[1] for c in self.children if c.header.startswith("p.chart-title")]
+            keys = [re.search(r"\[data-chart=([^\]]+)\]", c.header) for c in self.children]
+            names += titles or [k.group(1) for k in keys if k]
+        for child in self.children:
+            names += child.chart_names()
+        return names
+
+    def ids(self) -> set[str]:
+        found = set(re.findall(r"#([^.\[:\s]+)", self.header))
+        for child in self.children:
+            found |= child.ids()
+        return found
+
+    def only_charts(self) -> bool:
+        """Whether all it shows is charts: figures, the grid they sit in, headings over them."""
+        if self.header.startswith(("figure", "h2", "h3", "h4")):
+            return True
+        return self.header.startswith(("div.charts", "section", "div")) and all(c.only_charts() for c in self.children)
+
+
+def read_outline(text: str) -> Line:
+    root, stack = Line("document"), [(-1, None)]
+    stack = [(-1, root)]
+    for raw in text.splitlines():
+        depth = (len(raw) - len(raw.lstrip(" "))) // 2
+        line = Line(raw.strip())
+        while stack[-1][0] >= depth:
+            stack.pop()
+        stack[-1][1].children.append(line)
+        stack.append((depth, line))
+    return root
+
+
+@dataclass
+class PageDiff:
+    added: list[str] = field(default_factory=list)  # the names of the chart sections added
+    changes: list[str] = field(default_factory=list)  # everything else that differs: each a failure
+
+
+def diff_pages(before: str, after: str, charts_before: dict, charts_after: dict) -> PageDiff:
+    """The page `after` against `before` (outlines, and their charts' specifications): the chart
+    sections added, by name, and every other difference (removed or changed elements, text,
+    cells, numbers; a chart whose specification changed)."""
+    diff = PageDiff()
+    links: list[tuple[str, str]] = []
+    added_ids: set[str] = set()
+
+    def compare(old: Line, new: Line, where: str) -> None:
+        if old.text != new.text:
+            diff.changes.append(f"{where}: changed: {old.text!r} → {new.text!r}")
+            return
+        matcher = difflib.SequenceMatcher(
+            None, [c.header for c in old.children], [c.header for c in new.children], autojunk=False
+        )
+        for op, i1, i2, j1, j2 in matcher.get_opcodes():
+            if op == "equal":
+                for a, b in zip(old.children[i1:i2], new.children[j1:j2]):
+                    compare(a, b, f"{where} > {a.header}")
+                continue
+            for a in old.children[i1:i2]:
+                diff.changes.append(
+                    f"{where}: removed: {a.text!r}" + (f" (and {len(a.children)} within)" if a.children else "")
+                )
+            inserted = new.children[j1:j2]
+            if old.header == "nav" and all(b.header.startswith("a[href=#") for b in inserted):
+                links.extend((where, b.header.split("#", 1)[1].rstrip("]")) for b in inserted)
+            elif inserted and all(b.only_charts() for b in inserted) and any(b.chart_names() for b in inserted):
+                for b in inserted:
+                    diff.added += b.chart_names()
+                    added_ids.update(b.ids())
+            else:
+                diff.changes += [f"{where}: added, not a chart section: {b.text!r}" for b in inserted]
+
+    compare(read_outline(before), read_outline(after), "page")
+    diff.changes += [
+        f"{where}: a link added to no added section: #{target}" for where, target in links if target not in added_ids
+    ]
+    for key, spec in charts_before.items():
+        if key not in charts_after:
+            diff.changes.append(f"chart {key}: removed")
+        elif _numbers_alike(charts_after[key]) != _numbers_alike(spec):
+            diff.changes.append(f"chart {key}: its specification changed")
+    drawn = {name for name in re.findall(r"\[data-chart=([^\]]+)\]", after)}
+    diff.changes += [
+        f"chart {key}: added with no figure on the page" for key in charts_after.keys() - charts_before.keys() - drawn
+    ]
+    return diff
+
+
+def _numbers_alike(value: object) -> object:
+    """A chart's specification with its floats to 12 significant digits (numpy's exp and log differ
+    in their last bits between CPUs, as conftest.same_document allows)."""
+    if isinstance(value, float):
+        return float(f"{value:.12g}")
+    if isinstance(value, dict):
+        return {k: _numbers_alike(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_numbers_alike(v) for v in value]
+    return value
+
+
+# The study of kinds.db, stored once by tests/synthetic.py (seed 5) with `write_kinds_database`:
+# fio, sysbench, dd and a scenario of two tools' phases; a target whose every run fails (the kernel
+# refuses its mount option) and a workload every run of which its kind found implausible.
+KINDS_STUDY = """\
+[study]
+name = "kinds"
+repetitions = 3
+workloads = ["rand_read"]
+image_size = "512MiB"
+image_fill = "sparse"
+
+[fio]
+size = "32MiB"
+runtime = "1s"
+
+[[target]]
+filesystem = ["ext4", "xfs", "raw"]
+
+[[target]]
+name = "bad"
+filesystem = "ext4"
+mount_options = "journal_async_commit"
+
+[[workload]]
+name = "mail"
+kind = "sysbench"
+options = { "file-num" = 100, "file-total-size" = "400K", time = 1 }
+targets = ["ext4", "xfs"]
+
+[[workload]]
+name = "sanity"
+kind = "dd"
+data = "zeros"
+options = { bs = "1M", count = 32 }
+targets = ["ext4", "xfs", "bad"]
+
+[[workload]]
+name = "mix"
+kind = "scenario"
+size = "32MiB"
+data = "zeros"
+targets = ["ext4", "xfs"]
+
+[[workload.phase]]
+name = "fill"
+fio = { rw = "write", bs = "1m", end_fsync = 1 }
+
+[[workload.phase]]
+name = "mail"
+sysbench = { "file-num" = 8, "file-total-size" = "512K", time = 1 }
+"""
+
+
+def write_kinds_database(path: Path) -> None:
+    """kinds.db written again (only to change what it holds: the baseline is rendered from it)."""
+    import sqlite3
+
+    from fslab.results import ResultsDB
+    from fslab.results.records import RunFailure
+    from synthetic import stored_study
+
+    argv = ["mount", "-o", "journal_async_commit", "/dev/loop0", "/var/tmp/fslab/mnt/bad"]
+    refused = RunFailure(
+        phase="provision",
+        traceback=f"fslab.system.CommandError: {' '.join(argv)}: exit status 32",
+        argv=argv,
+        exit_status=32,
+        stderr_tail="mount: /var/tmp/fslab/mnt/bad: wrong fs type, bad option",
+    )
+    path.unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory() as folder:
+        db = ResultsDB(str(path))
+        stored_study(
+            Path(folder),
+            KINDS_STUDY,
+            db,
+            name="kinds.toml",
+            seed=5,
+            scale={"raw": 1.0, "ext4": 0.93, "xfs": 0.9},
+            failing={"bad": (f"{' '.join(argv)}: exit status 32", refused)},
+            flagged={"sanity"},
+        )
+        db.engine.dispose()
+    with sqlite3.connect(path) as conn:
+        conn.execute("VACUUM")
+
+
+def write_baseline() -> None:
+    """Renders every fixture with this fslab into tests/fixtures/baseline/<fixture>/."""
+    sys.path.insert(0, str(TESTS))
+    with tempfile.TemporaryDirectory() as scratch:
+        for fixture, database in fixture_databases().items():
+            rendered = render(database, Path(scratch) / fixture)
+            (BASELINE / fixture).mkdir(parents=True, exist_ok=True)
+            for name, text in rendered.items():
+                (BASELINE / fixture / name).write_text(text)
+            print(fixture, {name: len(text) for name, text in rendered.items()})
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--kinds"]:
+        sys.path.insert(0, str(TESTS))
+        write_kinds_database(BASELINE / "kinds.db")
+    write_baseline()
