@@ -77,7 +77,7 @@ def stored(fixture: str) -> dict[str, str]:
 
 INLINE = {"a", "abbr", "b", "br", "code", "em", "i", "kbd", "mark", "small", "span", "strong", "sub", "sup", "time"}
 VOID = {"br", "img", "input", "link", "meta", "hr", "wbr"}
-KEPT_ATTRIBUTES = ("id", "class", "data-chart", "href", "scope", "open")
+KEPT_ATTRIBUTES = ("id", "class", "data-chart", "href", "scope", "open", "hidden")
 ONE_LINE = {"tr"}  # a table's row: its cells on one line, as the table reads
 BLOCKS = {"nav"}  # inline children, each kept on a line of its own (a link added is told apart)
 
@@ -182,47 +182,41 @@ def page_outline(page: str) -> tuple[str, dict]:
 
 @dataclass
 class Line:
-    """An outline's line read back: its element (or text) and what it holds, as a tree."""
+    """An outline's line read back, with the lines indented under it: an element and what it holds."""
 
     text: str
     children: list[Line] = field(default_factory=list)
 
     @property
     def header(self) -> str:
-        return self.text.split(":", 1)[0] if not self.text.startswith("| ") else self.text
+        """The element with its attributes, without its text (a text line is all header)."""
+        return self.text if self.text.startswith("| ") else self.text.split(": ", 1)[0]
 
-    def chart_names(self) -> list[str]:
-        """The names of the charts within it (each figure's title, else its chart's key)."""
-        names = []
-        if self.header.startswith("figure"):
-            titles = [c.text.split(": ", 1)[1] for c in self.children if c.header.startswith("p.chart-title")]
-            keys = [re.search(r"\[data-chart=([^\]]+)\]", c.header) for c in self.children]
-            names += titles or [k.group(1) for k in keys if k]
-        for child in self.children:
-            names += child.chart_names()
-        return names
+    def charts(self) -> list[str]:
+        """The names of the charts within it: each figure's title, else its chart's key."""
+        keys = re.findall(r"\[data-chart=([^\]]+)\]", self.header)
+        titles = [c.text.split(": ", 1)[1] for c in self.children if c.header == "p.chart-title"]
+        if self.header.startswith("figure") and titles:
+            return titles
+        return keys + [name for child in self.children for name in child.charts()]
 
     def ids(self) -> set[str]:
-        found = set(re.findall(r"#([^.\[:\s]+)", self.header))
-        for child in self.children:
-            found |= child.ids()
-        return found
+        return set(re.findall(r"#([^.\[]+)", self.header)).union(*(c.ids() for c in self.children))
 
-    def only_charts(self) -> bool:
-        """Whether all it shows is charts: figures, the grid they sit in, headings over them."""
-        if self.header.startswith(("figure", "h2", "h3", "h4")):
-            return True
-        return self.header.startswith(("div.charts", "section", "div")) and all(c.only_charts() for c in self.children)
+    def heading(self) -> str | None:
+        """The heading it opens with, if any (a section's name)."""
+        first = self.children[0] if self.children else None
+        return first.text.split(": ", 1)[1] if first and re.match(r"h[1-6]\b", first.header) else None
 
 
 def read_outline(text: str) -> Line:
-    root, stack = Line("document"), [(-1, None)]
+    root = Line("document")
     stack = [(-1, root)]
     for raw in text.splitlines():
         depth = (len(raw) - len(raw.lstrip(" "))) // 2
-        line = Line(raw.strip())
         while stack[-1][0] >= depth:
             stack.pop()
+        line = Line(raw.strip())
         stack[-1][1].children.append(line)
         stack.append((depth, line))
     return root
@@ -230,70 +224,74 @@ def read_outline(text: str) -> Line:
 
 @dataclass
 class PageDiff:
-    added: list[str] = field(default_factory=list)  # the names of the chart sections added
-    changes: list[str] = field(default_factory=list)  # everything else that differs: each a failure
+    added: list[str] = field(default_factory=list)  # each chart section added: its name and its charts'
+    changes: list[str] = field(default_factory=list)  # every other difference: each one a failure
 
 
 def diff_pages(before: str, after: str, charts_before: dict, charts_after: dict) -> PageDiff:
-    """The page `after` against `before` (outlines, and their charts' specifications): the chart
-    sections added, by name, and every other difference (removed or changed elements, text,
-    cells, numbers; a chart whose specification changed)."""
-    diff = PageDiff()
-    links: list[tuple[str, str]] = []
-    added_ids: set[str] = set()
+    """The page `after` against `before` (their outlines and their charts' specifications): the
+    chart sections added, by name, and every other difference — an element removed, changed or
+    added that holds no chart; a row's cell, a number, a word; a chart's specification changed or
+    gone. An added chart section is a run of elements added side by side that holds a chart (a
+    figure in a chart grid; a section or heading with its grid), and a link to it in the nav."""
+    from conftest import same_document
+
+    diff, links, added_ids = PageDiff(), [], set()
 
     def compare(old: Line, new: Line, where: str) -> None:
-        if old.text != new.text:
-            diff.changes.append(f"{where}: changed: {old.text!r} → {new.text!r}")
-            return
         matcher = difflib.SequenceMatcher(
-            None, [c.header for c in old.children], [c.header for c in new.children], autojunk=False
+            None, [c.text for c in old.children], [c.text for c in new.children], autojunk=False
         )
         for op, i1, i2, j1, j2 in matcher.get_opcodes():
+            olds, news = old.children[i1:i2], new.children[j1:j2]
             if op == "equal":
-                for a, b in zip(old.children[i1:i2], new.children[j1:j2]):
+                for a, b in zip(olds, news):
                     compare(a, b, f"{where} > {a.header}")
                 continue
-            for a in old.children[i1:i2]:
-                diff.changes.append(
-                    f"{where}: removed: {a.text!r}" + (f" (and {len(a.children)} within)" if a.children else "")
+            while olds and news and olds[0].header == news[0].header:  # the same element, its text changed
+                diff.changes.append(f"{where}: changed: {olds[0].text!r} → {news[0].text!r}")
+                olds, news = olds[1:], news[1:]
+            diff.changes += [f"{where}: removed: {_described(a)}" for a in olds]
+            if news and old.header == "nav" and all(b.header.startswith("a[href=#") for b in news):
+                links.extend((where, b.header.split("#", 1)[1].rstrip("]")) for b in news)
+            elif news and any(b.charts() for b in news) and not any("table" in _all_headers(b) for b in news):
+                name = next((h for h in (b.heading() for b in news) if h), None) or next(
+                    (b.text.split(": ", 1)[1] for b in news if re.match(r"h[1-6]\b", b.header)), None
                 )
-            inserted = new.children[j1:j2]
-            if old.header == "nav" and all(b.header.startswith("a[href=#") for b in inserted):
-                links.extend((where, b.header.split("#", 1)[1].rstrip("]")) for b in inserted)
-            elif inserted and all(b.only_charts() for b in inserted) and any(b.chart_names() for b in inserted):
-                for b in inserted:
-                    diff.added += b.chart_names()
-                    added_ids.update(b.ids())
+                charts = [c for b in news for c in b.charts()]
+                diff.added.append(f"{name}: {', '.join(charts)}" if name else ", ".join(charts))
+                added_ids.update(*(b.ids() for b in news))
             else:
-                diff.changes += [f"{where}: added, not a chart section: {b.text!r}" for b in inserted]
+                diff.changes += [f"{where}: added, holding no chart: {b.text!r}" for b in news]
 
     compare(read_outline(before), read_outline(after), "page")
     diff.changes += [
-        f"{where}: a link added to no added section: #{target}" for where, target in links if target not in added_ids
+        f"{where}: a link to no added section: #{target}" for where, target in links if target not in added_ids
     ]
     for key, spec in charts_before.items():
-        if key not in charts_after:
-            diff.changes.append(f"chart {key}: removed")
-        elif _numbers_alike(charts_after[key]) != _numbers_alike(spec):
-            diff.changes.append(f"chart {key}: its specification changed")
-    drawn = {name for name in re.findall(r"\[data-chart=([^\]]+)\]", after)}
-    diff.changes += [
-        f"chart {key}: added with no figure on the page" for key in charts_after.keys() - charts_before.keys() - drawn
-    ]
+        try:
+            same_document(charts_after.get(key), spec)
+        except AssertionError as error:
+            diff.changes.append(
+                f"chart {key}: " + ("gone" if key not in charts_after else f"its specification changed ({error})")
+            )
+    drawn = set(re.findall(r"\[data-chart=([^\]]+)\]", after))
+    diff.changes += [f"chart {key}: specified, on no figure" for key in charts_after.keys() - drawn]
     return diff
 
 
-def _numbers_alike(value: object) -> object:
-    """A chart's specification with its floats to 12 significant digits (numpy's exp and log differ
-    in their last bits between CPUs, as conftest.same_document allows)."""
-    if isinstance(value, float):
-        return float(f"{value:.12g}")
-    if isinstance(value, dict):
-        return {k: _numbers_alike(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_numbers_alike(v) for v in value]
-    return value
+def _described(line: Line) -> str:
+    """A line, with what names what it holds (its heading, its charts) and how much it holds."""
+    named = line.heading() or ", ".join(line.charts())
+    return (
+        repr(line.text)
+        + (f" ({named})" if named else "")
+        + (f" and {len(line.children)} within" if line.children else "")
+    )
+
+
+def _all_headers(line: Line) -> list[str]:
+    return [line.header.split(".")[0].split("#")[0]] + [h for c in line.children for h in _all_headers(c)]
 
 
 # The study of kinds.db, stored once by tests/synthetic.py (seed 5) with `write_kinds_database`:
