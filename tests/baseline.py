@@ -15,7 +15,8 @@ commands themselves (nothing here imports a module that may move):
 
 What legitimately varies is normalised: the folder it was rendered in, fslab's version on the page,
 the inlined JavaScript bundle (left out). `python tests/baseline.py` writes the baseline again (with
---kinds, kinds.db first): only when a change of what fslab shows is meant, and said in its commit.
+--databases, kinds.db and layout.db first; with --golden, the layout's golden files of
+tests/fixtures/golden instead): only when a change of what fslab shows is meant, said in its commit.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ FIXTURES = TESTS / "fixtures"
 BASELINE = FIXTURES / "baseline"
 REPORT_FILES = ("summary.md", "summary.csv", "summary.json", "runs.csv", "runs.json")
 RENDERED = ("console.txt", *REPORT_FILES, "page.txt", "charts.json")
+GOLDEN = FIXTURES / "golden"  # one file per format, of layout.db: where layout is the subject
+GOLDEN_FILES = RENDERED[:-1]  # the charts' specifications are no layout (the baseline keeps them)
 
 
 def fixture_databases() -> dict[str, Path]:
@@ -294,7 +297,7 @@ def _all_headers(line: Line) -> list[str]:
     return [line.header.split(".")[0].split("#")[0]] + [h for c in line.children for h in _all_headers(c)]
 
 
-# The study of kinds.db, stored once by tests/synthetic.py (seed 5) with `write_kinds_database`:
+# The study of kinds.db, stored once by tests/synthetic.py (seed 5) with `write_database`:
 # fio, sysbench, dd and a scenario of two tools' phases; a target whose every run fails (the kernel
 # refuses its mount option) and a workload every run of which its kind found implausible.
 KINDS_STUDY = """\
@@ -347,8 +350,40 @@ sysbench = { "file-num" = 8, "file-total-size" = "512K", time = 1 }
 """
 
 
-def write_kinds_database(path: Path) -> None:
-    """kinds.db written again (only to change what it holds: the baseline is rendered from it)."""
+# The study of tests/fixtures/golden/layout.db, stored alike: as small as shows every part of each
+# format's layout (a fio workload's tables, a tool's, a flagged figure, a failed target).
+LAYOUT_STUDY = """\
+[study]
+name = "layout"
+repetitions = 3
+workloads = ["rand_read"]
+image_size = "512MiB"
+image_fill = "sparse"
+
+[fio]
+size = "32MiB"
+runtime = "1s"
+
+[[target]]
+filesystem = ["ext4", "raw"]
+
+[[target]]
+name = "bad"
+filesystem = "ext4"
+mount_options = "journal_async_commit"
+
+[[workload]]
+name = "sanity"
+kind = "dd"
+data = "zeros"
+options = { bs = "1M", count = 32 }
+targets = ["ext4", "bad"]
+"""
+
+
+def write_database(path: Path, study: str = KINDS_STUDY) -> None:
+    """kinds.db (or layout.db) written again: only to change what it holds, as the files rendered
+    from it are kept."""
     import sqlite3
 
     from fslab.results import ResultsDB
@@ -368,9 +403,9 @@ def write_kinds_database(path: Path) -> None:
         db = ResultsDB(str(path))
         stored_study(
             Path(folder),
-            KINDS_STUDY,
+            study,
             db,
-            name="kinds.toml",
+            name=f"{path.stem}.toml",
             seed=5,
             scale={"raw": 1.0, "ext4": 0.93, "xfs": 0.9},
             failing={"bad": (f"{' '.join(argv)}: exit status 32", refused)},
@@ -381,20 +416,23 @@ def write_kinds_database(path: Path) -> None:
         conn.execute("VACUUM")
 
 
-def write_baseline() -> None:
-    """Renders every fixture with this fslab into tests/fixtures/baseline/<fixture>/."""
-    sys.path.insert(0, str(TESTS))
+def write_rendered(database: Path, into: Path, names: tuple[str, ...] = RENDERED) -> None:
+    """What this fslab renders of a database, written into a folder (made if missing)."""
     with tempfile.TemporaryDirectory() as scratch:
-        for fixture, database in fixture_databases().items():
-            rendered = render(database, Path(scratch) / fixture)
-            (BASELINE / fixture).mkdir(parents=True, exist_ok=True)
-            for name, text in rendered.items():
-                (BASELINE / fixture / name).write_text(text)
-            print(fixture, {name: len(text) for name, text in rendered.items()})
+        rendered = render(database, Path(scratch))
+    into.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        (into / name).write_text(rendered[name])
+    print(into, {name: len(rendered[name]) for name in names})
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--kinds"]:
-        sys.path.insert(0, str(TESTS))
-        write_kinds_database(BASELINE / "kinds.db")
-    write_baseline()
+    sys.path.insert(0, str(TESTS))
+    if "--databases" in sys.argv:  # what they hold changed: written again first
+        write_database(BASELINE / "kinds.db")
+        write_database(GOLDEN / "layout.db", LAYOUT_STUDY)
+    if "--golden" in sys.argv:  # a format's layout changed, on purpose
+        write_rendered(GOLDEN / "layout.db", GOLDEN, GOLDEN_FILES)
+    else:
+        for fixture, database in fixture_databases().items():
+            write_rendered(database, BASELINE / fixture)
