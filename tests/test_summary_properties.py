@@ -128,6 +128,25 @@ def every_cell_appears(db: Path, files: dict[str, str]) -> None:
         assert f"tr: td {target} ¦" in page_section, f"the page: {target} in {workload}'s section"
 
 
+@pytest.mark.parametrize("fixture", FIXTURES)
+def test_every_target_shows_the_mount_options_its_runs_read_back(rendered, fixture):
+    every_target_shows_its_read_back(*rendered[fixture])
+
+
+def every_target_shows_its_read_back(db: Path, files: dict[str, str]) -> None:
+    """Judged from what the runs stored, in a database of any schema (options_applied is stored
+    from schema 9 on; before, the summary judges the read-back itself)."""
+    with sqlite3.connect(db) as conn:
+        read_back = dict(conn.execute("SELECT target, max(mount_options_effective) FROM runs GROUP BY target"))
+    targets = {row["target"]: row for row in tables(sections(files["summary.md"])["Targets"])[0]}
+    assert targets.keys() == read_back.keys()
+    for target, effective in read_back.items():
+        row = targets[target]
+        assert row["mount options (effective)"] == (effective or "–"), target
+        if row["requested"] == "defaults":
+            assert row["NOT in effect"] == "–", f"{target}: defaults are in effect"
+
+
 # --- every flagged figure is marked -----------------------------------------------------------------
 
 
@@ -301,6 +320,7 @@ def replaced(files: dict[str, str], name: str, old: str, new: str) -> dict[str, 
             every_cell_appears,
             lambda f: replaced(f, "console.txt", "\nxfs                3  21,243", "\n                   3  21,243"),
         ),
+        (every_target_shows_its_read_back, lambda f: replaced(f, "summary.md", "| defaults | rw,", "| defaults | ro,")),
         (every_flagged_figure_is_marked, lambda f: replaced(f, "summary.md", "| ⚠ ", "| ")),
         (every_flagged_figure_is_marked, lambda f: replaced(f, "console.txt", "  3  ⚠ ", "  3    ")),
         (every_flagged_figure_is_marked, lambda f: replaced(f, "summary.md", " | 3 | 31,", " | 3 | ⚠ 31,")),
