@@ -5,6 +5,7 @@ added, a chart's data). The baseline: tests/fixtures/baseline (tests/baseline.py
 
 from __future__ import annotations
 
+import difflib
 import json
 import shutil
 
@@ -26,7 +27,12 @@ def test_a_stored_fixture_renders_as_before_but_for_chart_sections_added(fixture
     now, before = render(FIXTURES[fixture], tmp_path), stored(fixture)
     assert set(now) == set(RENDERED)
     for name in ("console.txt", "summary.md", "summary.csv", "runs.csv"):
-        assert now[name] == before[name], f"{fixture}: {name} differs from tests/fixtures/baseline/{fixture}/{name}"
+        changed = difflib.unified_diff(
+            before[name].splitlines(), now[name].splitlines(), "baseline", "now", lineterm=""
+        )
+        assert now[name] == before[name], f"{fixture}/{name} differs from its baseline:\n" + "\n".join(
+            list(changed)[:40]
+        )
     for name in ("summary.json", "runs.json"):
         same_document(json.loads(now[name]), json.loads(before[name]), where=f"{fixture}/{name}")
     diff = diff_pages(
