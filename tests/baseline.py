@@ -386,8 +386,8 @@ def write_database(path: Path, study: str = KINDS_STUDY) -> None:
     from it are kept."""
     import sqlite3
 
+    from fslab.model.records import RunFailure
     from fslab.results import ResultsDB
-    from fslab.results.records import RunFailure
     from synthetic import stored_study
 
     argv = ["mount", "-o", "journal_async_commit", "/dev/loop0", "/var/tmp/fslab/mnt/bad"]
