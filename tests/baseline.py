@@ -61,6 +61,10 @@ def render(database: Path, folder: Path) -> dict[str, str]:
     rendered = {"console.txt": summary.stdout} | {name: (reports / name).read_text() for name in REPORT_FILES}
     outline, charts = page_outline((folder / "page" / "report.html").read_text())
     rendered |= {"page.txt": outline, "charts.json": charts_text(charts)}
+    # the version of the fslab that wrote runs.json (the one a run was stored by is the database's)
+    rendered["runs.json"] = re.sub(
+        r'^"fslab": ".*",$', '"fslab": "<version>",', rendered["runs.json"], count=1, flags=re.M
+    )
     return {name: text.replace(str(folder), "<folder>") for name, text in rendered.items()}
 
 
