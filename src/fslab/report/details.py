@@ -1,7 +1,7 @@
 """What a report page shows beyond the summary's statistics, from the stored runs the summary
 read (each run's figures, a point each, are its samples: StudySummary.samples): what each
 workload's kind offers through its report hook (workloads/offered.py: latency distributions,
-series over time, per-run tables), the exact job files and the devices.
+series over time), the exact job files and the devices.
 
 The statistics themselves come from the summary (summary.py); nothing here computes one.
 """
@@ -20,7 +20,6 @@ from fslab.workloads.offered import (
     LatencyTrace,
     Offered,
     Percentiles,
-    RunTable,
     SeriesTrace,
     ThroughputTrace,
 )
@@ -55,7 +54,6 @@ class RunDetails:
     percentiles: dict[str, list[Percentiles]] = field(
         default_factory=dict
     )  # workload → which of its metrics are latency percentiles (its kind's)
-    tables: list[RunTable] = field(default_factory=list)
     series: list[SeriesTrace] = field(default_factory=list)
 
 
@@ -115,6 +113,5 @@ def run_details(db: ResultsDB, s: StudySummary) -> RunDetails:
         devices,
         offered.unreadable,
         percentiles,
-        offered.tables,
         offered.series,
     )

@@ -43,7 +43,6 @@ from fslab.report.sections import (
 )
 from fslab.report.summary import StudySummary
 from fslab.statistics.analysis import Row
-from fslab.workloads.offered import RunTable
 
 TEMPLATES = Path(__file__).parent / "templates"
 VERDICT_CLASS = {"faster": "faster", "slower": "slower"}  # rows coloured only where a difference is significant
@@ -88,7 +87,6 @@ class WorkloadSection:
     found: list[tuple[str, str]]  # target → what was found of its runs (served by a cache, implausible figures, …)
     conclusions: list[Conclusion]
     job_files: list[tuple[str, str]]  # target → the exact job file its first measured run ran
-    run_tables: list[tuple[str, Table]] = field(default_factory=list)  # its kind's per-run tables, each headed
 
 
 @dataclass(frozen=True)
@@ -241,14 +239,7 @@ def _workload_section(
             for t in s.targets
             if (workload, t["name"]) in details.job_files
         ],
-        run_tables=[(t.title, _in_target_order(s, t)) for t in details.tables if t.workload == workload],
     )
-
-
-def _in_target_order(s: StudySummary, t: RunTable) -> Table:
-    """A kind's per-run table, its rows in the order of the study's targets (its first column)."""
-    order = {c.target: i for i, c in enumerate(s.cells)}
-    return Table(t.columns, sorted(t.rows, key=lambda row: order.get(row[0], len(order))))
 
 
 def comparison_section(

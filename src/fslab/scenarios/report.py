@@ -1,5 +1,5 @@
 """What a scenario's runs offer a report (the scenario kind's report hook, offered.KindReport): what
-its phases' tools offer — fio's, sysbench's and dd's hooks, each reading its own tool's outputs of
+its phases' tools offer — fio's and sysbench's hooks, each reading its own tool's outputs of
 the scenario's runs, phase by phase (stored under the phase's name) —, put together; of a scenario
 as stored, what fio's hook says of it (its fio phases' preallocation and rewriting). Light, as
 scenario_metrics is.
@@ -10,11 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from fslab.fio.report import FIO_REPORT
-from fslab.workloads.dd_report import DD_REPORT
 from fslab.workloads.offered import KindReport, Offered, Stored
 from fslab.workloads.sysbench_report import SYSBENCH_REPORT
 
-PHASE_REPORTS = (FIO_REPORT, SYSBENCH_REPORT, DD_REPORT)  # the hooks of the tools a phase may run (scenario.ACTIONS)
+PHASE_REPORTS = (FIO_REPORT, SYSBENCH_REPORT)  # the hooks of the tools a phase may run that offer any (dd offers none)
 
 
 class ScenarioReport(KindReport):

@@ -50,7 +50,7 @@ SHIPPED: dict[str, Shipped] = {
     "sysbench": Shipped(
         "fslab.workloads.sysbench", "fslab.workloads.sysbench_metrics", "fslab.workloads.sysbench_report"
     ),
-    "dd": Shipped("fslab.workloads.dd", "fslab.workloads.dd_metrics", "fslab.workloads.dd_report"),
+    "dd": Shipped("fslab.workloads.dd", "fslab.workloads.dd_metrics", "fslab.workloads.offered"),
     "rsync": Shipped("fslab.workloads.rsync", "fslab.workloads.rsync_metrics", "fslab.workloads.offered"),
     "scenario": Shipped("fslab.scenarios.kind", "fslab.scenarios.metrics", "fslab.scenarios.report"),
 }

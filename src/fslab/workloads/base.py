@@ -32,7 +32,7 @@ cover the same interval: a step whose figures begin after it starts (fio's ramp)
 `Window.counted_from`, and the monitors count from there.
 
 `report` is its report hook (offered.py): what its runs offer a report beyond their metrics — series
-over time, latency distributions, per-run tables —, as typed records the report draws whatever
+over time, latency distributions, what its cells' tables say —, as typed records the report draws whatever
 kind offers them.
 
 `metrics` declares every metric the kind reports (model.MetricKind): its primary ones decide a
@@ -125,7 +125,7 @@ class WorkloadKind(Protocol):
     # What a workload's `options` table may give the tool: name → the form of its value, from
     # the tool's own allow-list (guard.options.accepted_values); `fslab list` shows them.
     accepted_options: Mapping[str, str]
-    report: KindReport  # what its runs offer a report: series, distributions, per-run tables (offered.py)
+    report: KindReport  # what its runs offer a report: series, distributions, cell notes (offered.py)
 
     def problems(self, workloads: list[Workload], workdir: Workdir) -> list[str]:
         """What is wrong with these workloads (all of this kind), found before anything is made."""

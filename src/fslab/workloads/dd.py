@@ -49,7 +49,7 @@ from fslab.model.options import (
 from fslab.workloads import register
 from fslab.workloads.base import Measured, StudyScope, directory_of, tool_of
 from fslab.workloads.dd_metrics import DIRECTIONS, METRICS, MOVED
-from fslab.workloads.dd_report import DD_REPORT
+from fslab.workloads.offered import NOTHING
 from fslab.workloads.tables import ToolWorkloadSection, tool_workload
 
 if TYPE_CHECKING:
@@ -272,7 +272,10 @@ class Dd:
 
     name = "dd"
     metrics = METRICS
-    report = DD_REPORT
+    # One copy per step, one line of dd at its end: no series (status=progress prints a running
+    # total once a second, a handful of points over a copy of a second or two), no distribution;
+    # every run's figure is already a dot of its primary chart.
+    report = NOTHING
     accepted_options = accepted_values(DD_OPTIONS)
 
     def problems(self, workloads: list[Workload], workdir: Workdir) -> list[str]:

@@ -7,7 +7,11 @@ kind offers and knows no kind; a kind says what it has, from what its runs store
                     of its runs (median_runs)
     distributions   which of its metrics are latency percentiles (Percentiles), and latency
                     histograms added up over a cell's runs (LatencyHistogram)
-    tables          per-run tables (RunTable): each run's figures of one step, as stored
+    per-run notes   what a cell's table says beside its figures (cell_notes, below)
+
+The page adds charts alone to what it shows of a study run (its sections, tables and words stay as
+they are: tests/test_baseline.py), so a kind offers no table of its own: what its runs say goes
+into the summary's tables and notes, where every format shows it.
 
 `KindReport.offered(stored)` gets the kind's measured runs of a study run and a reader of what they
 stored (`Stored`, over the results database: this floor reads no database itself); it is pure
@@ -239,21 +243,6 @@ class LatencyHistogram:
     source: str = field(kw_only=True)  # what the bins are, as a caption says it ("fio's json+ latency bins")
 
 
-# --- per-run tables ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RunTable:
-    """A workload's runs, a row each (its target's first), in one step or phase: what its tool
-    reported of each, as the page shows it."""
-
-    workload: str
-    phase: str
-    title: str
-    columns: list[str]  # "target" first
-    rows: list[list[str]]
-
-
 # --- what a kind offers ----------------------------------------------------------------------------
 
 
@@ -263,7 +252,6 @@ class Offered:
     traces: list[ThroughputTrace] = field(default_factory=list)
     latency_traces: list[LatencyTrace] = field(default_factory=list)
     series: list[SeriesTrace] = field(default_factory=list)
-    tables: list[RunTable] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)  # stored outputs that could not be read, and why
 
     def __add__(self, other: Offered) -> Offered:
@@ -272,7 +260,6 @@ class Offered:
             self.traces + other.traces,
             self.latency_traces + other.latency_traces,
             self.series + other.series,
-            self.tables + other.tables,
             self.unreadable + other.unreadable,
         )
 
