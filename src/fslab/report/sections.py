@@ -237,10 +237,11 @@ def table_rows(
     columns = direction_columns(percentiles)
     for d in cell.directions():
         iops, mb = cell.metrics.get(f"{d}_iops"), cell.metrics.get(f"{d}_{units.metric}")
-        declared = next((p for p in percentiles if p.direction == d), None)
+        declared = [p for p in percentiles if p.direction == d][:1]  # its kind's, if any
         latencies = [
-            fmt_latency(cell.metrics[metric].median * declared.to_us) if metric in cell.metrics else "–"
-            for metric in (declared.metrics.values() if declared else ())
+            fmt_latency(cell.metrics[metric].median * p.to_us) if metric in cell.metrics else "–"
+            for p in declared
+            for metric in p.metrics.values()
         ]
         notes = "; ".join([*iops.warnings, *submission_note(cell, d), *(cell.notes if not rows else [])])
         figure = flagged(cell, fmt(iops.median), f"{d}_iops")

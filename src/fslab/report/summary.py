@@ -8,6 +8,7 @@ read it as they need.
 
 from __future__ import annotations
 
+import functools
 import statistics
 import tomllib
 from collections import Counter, defaultdict
@@ -323,7 +324,7 @@ def summarize_study_run(
                 *found.get(key, ([], False))[0],
                 *flattered.get(key, []),
                 *hooks[w].cell_notes(specs_of[w], groups.values.get(key, {})),
-                *arc_notes(t["spec"], lambda zvol, w=w: hooks[w].data_read(specs_of[w], zvol)),
+                *arc_notes(t["spec"], functools.partial(hooks[w].data_read, specs_of[w])),
                 *([CEILING_NOTE] if t["name"] in ceiling_targets else []),
             ],
             found.get(key, ([], False))[1],

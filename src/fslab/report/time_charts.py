@@ -10,6 +10,7 @@ Called by charts.study_charts.
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import altair as alt
 
@@ -270,7 +271,7 @@ def latency_over_time_chart(traces: list[LatencyTrace], targets: list[str]) -> C
     workload, phase, direction = first.workload, first.phase, first.latency.direction
     latency = drawn_latency(traces)
     rows = [percentile_rows(t.target, latency[t.target]) for t in traces]
-    names = list(dict.fromkeys(n for each in latency.values() for n in _drawn_percentiles(each)))
+    names: list[Any] = list(dict.fromkeys(n for each in latency.values() for n in _drawn_percentiles(each)))
     binned = all(isinstance(each, LatencyOverTime) for each in latency.values())  # its completions are counted
     counted = ["ios"] if binned else []
     axis = f"{spaced(direction, 'latency')} (µs, log scale)"
