@@ -61,7 +61,8 @@ AllowNetworkOption = Annotated[
     typer.Option(
         "--allow-network",
         metavar="CIDR",
-        help="A private network of your lab's (10.231.0.0/16) where fio's servers may listen and be reached, beside loopback; repeat for each.",
+        help="A private network of your lab's (10.231.0.0/16) where fio's servers "
+        "may listen and be reached, beside loopback; repeat for each.",
     ),
 ]
 WorkdirOption = Annotated[
@@ -93,7 +94,8 @@ def _open_db(db: str | None) -> "ResultsDB":
         owner = Owner.from_stored(sr["owner"])
         stored = len(results.stored_runs(sr["id"]))
         errors.print(
-            f"[yellow]study run {sr['id']} ({safe_markup(sr['study'])}) was interrupted[/yellow]: its fslab (pid {owner.pid if owner else '?'}) is gone, "
+            f"[yellow]study run {sr['id']} ({safe_markup(sr['study'])}) was "
+            f"interrupted[/yellow]: its fslab (pid {owner.pid if owner else '?'}) is gone, "
             f"{stored} run(s) stored. `{safe_markup(_resume_command(results, sr['id'], owner))}` continues it.",
             highlight=False,
             soft_wrap=True,
@@ -138,7 +140,8 @@ class _ProgressObserver:
         if record.status != "ok":
             phase = f" in {record.failure.phase}" if record.failure else ""
             self.progress.console.print(
-                f"[red]failed{phase}[/red] {safe_markup(record.target)} · {safe_markup(record.workload)} · run {record.repetition}: {safe_markup(record.error or '')}",
+                f"[red]failed{phase}[/red] {safe_markup(record.target)} · {safe_markup(record.workload)} "
+                f"· run {record.repetition}: {safe_markup(record.error or '')}",
                 highlight=False,
             )
         self.progress.advance(self.task)
@@ -152,14 +155,17 @@ PoolHostsOption = Annotated[
     bool,
     typer.Option(
         "--pool-hosts",
-        help="Where the runs span several hosts: pool each target's runs of every host into one cell, host treated as a block (the method line says so). \\[default: a cell per target and host, compared within each host]",
+        help="Where the runs span several hosts: pool each target's runs of every "
+        "host into one cell, host treated as a block (the method line says so). "
+        "\\[default: a cell per target and host, compared within each host]",
     ),
 ]
 BaselineOption = Annotated[
     str | None,
     typer.Option(
         "--baseline",
-        help="One target every other is compared with, instead of each target's own baseline (docs/study-format.md). \\[default: each target's own]",
+        help="One target every other is compared with, instead of each target's "
+        "own baseline (docs/study-format.md). \\[default: each target's own]",
     ),
 ]
 ThresholdOption = Annotated[
@@ -184,14 +190,16 @@ def run(
     study: Annotated[
         str | None,
         typer.Argument(
-            help="A study file, or the name of a built-in study (see `fslab list`); with --resume, the study run to resume (its id). \\[default with --resume: the newest interrupted]"
+            help="A study file, or the name of a built-in study (see `fslab list`); with --resume, "
+            "the study run to resume (its id). \\[default with --resume: the newest interrupted]"
         ),
     ] = None,
     resume: Annotated[
         bool,
         typer.Option(
             "--resume",
-            help="Continue an interrupted study run with its own plan, seed and settings; runs already stored are not run again.",
+            help="Continue an interrupted study run with its own plan, "
+            "seed and settings; runs already stored are not run again.",
         ),
     ] = False,
     runs: Annotated[
@@ -199,7 +207,8 @@ def run(
         typer.Option(
             "--runs",
             min=1,
-            help="Runs per cell, exactly (overrides the study's repetitions); with --target-ci, the runs before the first check.",
+            help="Runs per cell, exactly (overrides the study's repetitions); "
+            "with --target-ci, the runs before the first check.",
         ),
     ] = None,
     warmup: Annotated[
@@ -207,7 +216,8 @@ def run(
         typer.Option(
             "--warmup",
             min=0,
-            help="Warm-up runs per cell first: stored, marked, left out of the statistics. \\[default: the study's, else 0]",
+            help="Warm-up runs per cell first: stored, marked, left out "
+            "of the statistics. \\[default: the study's, else 0]",
         ),
     ] = None,
     target_ci: Annotated[
@@ -244,14 +254,17 @@ def run(
         bool,
         typer.Option(
             "--scale-sizes-only",
-            help="With --scale: shrink image and fio sizes only, and keep the study's runtimes (a run shorter than 2 s measures mostly overhead).",
+            help="With --scale: shrink image and fio sizes only, and keep the "
+            "study's runtimes (a run shorter than 2 s measures mostly overhead).",
         ),
     ] = False,
     skip_unsupported: Annotated[
         bool,
         typer.Option(
             "--skip-unsupported",
-            help="Skip the targets this machine cannot run (a kernel feature or tool it lacks) and run the others; the summary lists what was skipped and why. Refusals (options, jobs, devices) still stop the study.",
+            help="Skip the targets this machine cannot run (a kernel feature or tool "
+            "it lacks) and run the others; the summary lists what was skipped "
+            "and why. Refusals (options, jobs, devices) still stop the study.",
         ),
     ] = False,
     seed: Annotated[
@@ -281,7 +294,8 @@ def run(
         typer.Option(
             "--client",
             metavar="HOST=ADDRESS:PORT",
-            help="Where a host a workload's clients names serves fio (fslab fio-server there): an IP address, never a name; repeat for each.",
+            help="Where a host a workload's clients names serves fio (fslab "
+            "fio-server there): an IP address, never a name; repeat for each.",
         ),
     ] = None,
     allow_network: AllowNetworkOption = None,
@@ -290,7 +304,8 @@ def run(
         typer.Option(
             "--on",
             metavar="HOSTS",
-            help="Run on a fleet's workers instead of here (docs/fleet.md): HOST[,HOST…], label:LABEL (the workers carrying it) or all (every worker heard from lately). Needs --db postgresql://….",
+            help="Run on a fleet's workers instead of here (docs/fleet.md): HOST[,HOST…], label:LABEL (the "
+            "workers carrying it) or all (every worker heard from lately). Needs --db postgresql://….",
         ),
     ] = None,
     detach: Annotated[
@@ -304,7 +319,9 @@ def run(
         bool,
         typer.Option(
             "--spread",
-            help="With --on: divide the study run's planned runs among the hosts (identical hosts finishing one study sooner: each takes the plan's next block when free) instead of each host running them all; its summary pools the hosts, host a block.",
+            help="With --on: divide the study run's planned runs among the hosts (identical hosts "
+            "finishing one study sooner: each takes the plan's next block when free) instead "
+            "of each host running them all; its summary pools the hosts, host a block.",
         ),
     ] = False,
     plan: Annotated[
@@ -312,7 +329,8 @@ def run(
         typer.Option(
             "--plan",
             help=(
-                "Print what the study would do here — targets and workloads after --scale, runs, disk space, estimated time, "
+                "Print what the study would do here — targets and workloads "
+                "after --scale, runs, disk space, estimated time, "
                 "what is skipped or missing — and run nothing."
             ),
         ),
@@ -339,7 +357,8 @@ def run(
             if v
         ]
         raise _fail(
-            f"{', '.join(given)} cannot go with --on: each worker resumes its unit itself and skips what its host cannot run (recorded with why)"
+            f"{', '.join(given)} cannot go with --on: each worker resumes its "
+            "unit itself and skips what its host cannot run (recorded with why)"
         )
     if resume:
         fixed = {
@@ -465,7 +484,8 @@ def _run_on_fleet(
         )
     except KeyboardInterrupt:
         errors.print(
-            f"[yellow]stopped following[/yellow]: the workers go on; `fslab status {study_run_id}` shows where they are."
+            "[yellow]stopped following[/yellow]: the workers go on; "
+            f"`fslab status {study_run_id}` shows where they are."
         )
         raise typer.Exit(130) from None
     _show_and_exit(results, study_run_id, baseline=baseline, threshold=threshold)
@@ -478,7 +498,8 @@ def _resume(ref: str | None, threshold: float, db: str | None, workdir: Path, de
     results = _open_db(db)
     found = resumable(results, ref)
     console.print(
-        f"[bold]{safe_markup(found.study.name)}[/bold]: resuming study run {found.study_run_id}, {len(found.stored)} run(s) already stored",
+        f"[bold]{safe_markup(found.study.name)}[/bold]: resuming study run "
+        f"{found.study_run_id}, {len(found.stored)} run(s) already stored",
         highlight=False,
     )
     for note in found.notes:
@@ -529,7 +550,8 @@ def _with_progress(start: "Callable[[RunObserver], int]", then: str = "") -> int
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         errors.print(
-            "[yellow]interrupted[/yellow]: mounts and loop devices released; the runs already done are stored. `fslab run --resume` (with the same --db and --workdir) continues it."
+            "[yellow]interrupted[/yellow]: mounts and loop devices released; the runs already done "
+            "are stored. `fslab run --resume` (with the same --db and --workdir) continues it."
         )
         raise typer.Exit(130) from None
 
@@ -574,7 +596,8 @@ def summary(
         Bandwidth | None,
         typer.Option(
             "--units",
-            help="Bandwidth in decimal MB/s or binary MiB/s, in the tables and the report files. \\[default: the study's units, else MB/s]",
+            help="Bandwidth in decimal MB/s or binary MiB/s, in the tables and "
+            "the report files. \\[default: the study's units, else MB/s]",
         ),
     ] = None,
     pool_hosts: PoolHostsOption = False,
@@ -603,7 +626,8 @@ def export(
         typer.Option(
             "--output",
             "-o",
-            help="The folder to write into (made if need be, in an existing directory). \\[default: the study run's report folder]",
+            help="The folder to write into (made if need be, in an existing "
+            "directory). \\[default: the study run's report folder]",
         ),
     ] = None,
     form: Annotated[
@@ -611,7 +635,8 @@ def export(
         typer.Option(
             "--format",
             metavar="FORMAT",
-            help="csv or parquet (or a format a module of fslab.report.formats adds). Parquet needs pyarrow: pip install 'fslab\\[parquet]'.",
+            help="csv or parquet (or a format a module of fslab.report.formats "
+            "adds). Parquet needs pyarrow: pip install 'fslab\\[parquet]'.",
         ),
     ] = "csv",
     db: DbOption = None,
@@ -712,7 +737,8 @@ def compare(
         b = _find_study_run(results, newer)
         if a["study"] != b["study"]:
             raise _fail(
-                f"study run {a['id']} is of study '{a['study']}' and {b['id']} of '{b['study']}': compare runs of one study"
+                f"study run {a['id']} is of study '{a['study']}' and "
+                f"{b['id']} of '{b['study']}': compare runs of one study"
             )
         compared = compare_runs(results, a["id"], b["id"], threshold=threshold, pool_hosts=pool_hosts)
         regressed = regressions(compared.rows, regression)
@@ -740,7 +766,8 @@ def import_results(
         str | None,
         typer.Option(
             "--target",
-            help="The target every imported run is of. \\[default: each file's directory name — in bench-fio's tree, its target's —, else 'imported'; client/server output: TARGET@HOST]",
+            help="The target every imported run is of. \\[default: each file's directory name — in "
+            "bench-fio's tree, its target's —, else 'imported'; client/server output: TARGET@HOST]",
         ),
     ] = None,
     db: DbOption = None,
@@ -777,7 +804,8 @@ def import_results(
     results = _open_db(db)
     study_run_id = results.store_imported(imported, imported.environment(), imported.settings(now()))
     console.print(
-        f"imported {len(imported.files)} file(s), {len(imported.runs)} run(s), as study run {study_run_id} of study {safe_markup(study)}",
+        f"imported {len(imported.files)} file(s), {len(imported.runs)} "
+        f"run(s), as study run {study_run_id} of study {safe_markup(study)}",
         highlight=False,
     )
     failed = len(_show(results, study_run_id).failures)
@@ -803,14 +831,16 @@ def report(
             "--output",
             "-o",
             metavar="DIR",
-            help="The folder for report.html, and figures/ with --figures (made if missing). \\[default: the study run's folder beside the database, where `fslab summary` writes]",
+            help="The folder for report.html, and figures/ with --figures (made if missing). "
+            "\\[default: the study run's folder beside the database, where `fslab summary` writes]",
         ),
     ] = None,
     figures: Annotated[
         bool,
         typer.Option(
             "--figures",
-            help="Also write every chart as SVG and PNG, in figures/ beside the page (for papers and slides; about a tenth of a second of CPU a chart, drawn on every CPU).",
+            help="Also write every chart as SVG and PNG, in figures/ beside the page (for papers "
+            "and slides; about a tenth of a second of CPU a chart, drawn on every CPU).",
         ),
     ] = False,
     png_scale: Annotated[
@@ -818,7 +848,9 @@ def report(
         typer.Option(
             "--png-scale",
             metavar="N",
-            help="With --figures: each PNG at N pixels per CSS pixel, 1 to 4 (the SVG is the figure for print, at any size; 2 is sharp on slides and high-density screens and takes about twice the CPU). \\[default: 1, the page's size]",
+            help="With --figures: each PNG at N pixels per CSS pixel, 1 to 4 (the SVG is "
+            "the figure for print, at any size; 2 is sharp on slides and high-density "
+            "screens and takes about twice the CPU). \\[default: 1, the page's size]",
         ),
     ] = None,
     history_of: Annotated[
@@ -826,7 +858,8 @@ def report(
         typer.Option(
             "--history",
             metavar="STUDY",
-            help="Write the study's trend page instead (history.html): each cell's primary metric across its study runs, a facet per host, flagged steps marked and listed (as `fslab history STUDY`).",
+            help="Write the study's trend page instead (history.html): each cell's primary metric across its "
+            "study runs, a facet per host, flagged steps marked and listed (as `fslab history STUDY`).",
         ),
     ] = None,
     baseline: BaselineOption = None,
@@ -836,7 +869,8 @@ def report(
             "--threshold",
             parser=parse_percent,
             metavar="PERCENT",
-            help="The smallest change called faster or slower. \\[default: 3 %; with --history: the threshold the study's newest study run ran with, else 3 %]",
+            help="The smallest change called faster or slower. \\[default: 3 %; with "
+            "--history: the threshold the study's newest study run ran with, else 3 %]",
         ),
     ] = None,
     regression: Annotated[
@@ -845,7 +879,8 @@ def report(
             "--regression",
             parser=parse_percent,
             metavar="PERCENT",
-            help="With several study runs: a cell significantly slower than in the first by more than this is named a regression.",
+            help="With several study runs: a cell significantly slower than "
+            "in the first by more than this is named a regression.",
         ),
     ] = "5",  # type: ignore[assignment]
     units: Annotated[
@@ -948,7 +983,8 @@ def history(
         str | None,
         typer.Argument(
             metavar="[STUDY]",
-            help="A study's name: each cell's primary metric across its study runs, per host, with every step between consecutive study runs that is a change. \\[default: list the study runs stored]",
+            help="A study's name: each cell's primary metric across its study runs, per host, with every step "
+            "between consecutive study runs that is a change. \\[default: list the study runs stored]",
         ),
     ] = None,
     host: Annotated[
@@ -956,7 +992,8 @@ def history(
         typer.Option(
             "--host",
             metavar="HOST",
-            help="With STUDY: only the runs of this host (repeat for several). \\[default: every host, each its own series]",
+            help="With STUDY: only the runs of this host (repeat for "
+            "several). \\[default: every host, each its own series]",
         ),
     ] = None,
     metric: Annotated[
@@ -964,7 +1001,8 @@ def history(
         typer.Option(
             "--metric",
             metavar="METRIC",
-            help="With STUDY: this metric (e.g. read_iops, write_lat_p99_us; repeat for several) instead of each workload's primary ones.",
+            help="With STUDY: this metric (e.g. read_iops, write_lat_p99_us; "
+            "repeat for several) instead of each workload's primary ones.",
         ),
     ] = None,
     threshold: Annotated[
@@ -973,14 +1011,16 @@ def history(
             "--threshold",
             parser=parse_percent,
             metavar="PERCENT",
-            help="With STUDY: the smallest step called a change. \\[default: the threshold its newest study run ran with, else 3 %]",
+            help="With STUDY: the smallest step called a change. \\[default: "
+            "the threshold its newest study run ran with, else 3 %]",
         ),
     ] = None,
     fail_on_regression: Annotated[
         bool,
         typer.Option(
             "--fail-on-regression",
-            help="With STUDY: exit with status 1 when a regression (a change the worse way) is flagged on a step into the newest study run of the hosts shown (for CI).",
+            help="With STUDY: exit with status 1 when a regression (a change the worse way) "
+            "is flagged on a step into the newest study run of the hosts shown (for CI).",
         ),
     ] = False,
     db: DbOption = None,
@@ -1046,7 +1086,8 @@ def history(
     regressed = found.latest_regressions
     if fail_on_regression and regressed:
         errors.print(
-            f"[red]{len(regressed)} regression(s)[/red] flagged on a step into study run {found.latest}, the newest shown",
+            f"[red]{len(regressed)} regression(s)[/red] flagged on "
+            f"a step into study run {found.latest}, the newest shown",
             highlight=False,
         )
         raise typer.Exit(1)
@@ -1082,7 +1123,9 @@ def worker(
         typer.Option(
             "--fio-address",
             metavar="ADDRESS[:PORT]",
-            help="Serve fio here for the study runs whose workloads name this host among their clients, only while they run (never every address): an IP address of this host's on loopback or in an --allow-network; port 8765 by default.",
+            help="Serve fio here for the study runs whose workloads name this host among "
+            "their clients, only while they run (never every address): an IP address "
+            "of this host's on loopback or in an --allow-network; port 8765 by default.",
         ),
     ] = None,
     allow_network: AllowNetworkOption = None,
@@ -1120,7 +1163,8 @@ def worker(
         serving.serve(settings, say)
     except KeyboardInterrupt:
         errors.print(
-            "[yellow]worker stopped[/yellow]: the run under way was released; its unit goes to the next worker of this name."
+            "[yellow]worker stopped[/yellow]: the run under way was "
+            "released; its unit goes to the next worker of this name."
         )
         # SIGTERM is how a service manager stops a service: a normal end, not a failure (143
         # would be one to systemd); Ctrl-C ends it as an interrupted command, 130.
@@ -1189,7 +1233,8 @@ def db_copy(
     for old_id, why in outcome.left.items():
         errors.print(f"[yellow]left[/yellow] study run {old_id}: {safe_markup(why)}", highlight=False)
     console.print(
-        f"{len(outcome.copied)} study run(s), {outcome.runs} run(s) copied into {shown(destination)}; {len(outcome.already)} already there",
+        f"{len(outcome.copied)} study run(s), {outcome.runs} run(s) copied "
+        f"into {shown(destination)}; {len(outcome.already)} already there",
         highlight=False,
         soft_wrap=True,
     )
@@ -1201,7 +1246,8 @@ def list_things(
         str | None,
         typer.Argument(
             metavar="[SECTION|NAME]",
-            help="Show one section (studies, workloads, sets, kinds, scenarios, filesystems, layers, sources), or what is named so (zfs, luks, sysbench). \\[default: all]",
+            help="Show one section (studies, workloads, sets, kinds, scenarios, filesystems, "
+            "layers, sources), or what is named so (zfs, luks, sysbench). \\[default: all]",
         ),
     ] = None,
     as_json: Annotated[
@@ -1288,7 +1334,8 @@ def cleanup(workdir: WorkdirOption = DEFAULT_WORKDIR) -> None:
     for o in outcomes:
         detail = f": {safe_markup(o.detail)}" if o.detail else ""
         console.print(
-            f"{safe_markup(o.kind)} {safe_markup(o.ident)}: [{colour[o.status]}]{o.status}[/{colour[o.status]}]{detail}",
+            f"{safe_markup(o.kind)} {safe_markup(o.ident)}: "
+            f"[{colour[o.status]}]{o.status}[/{colour[o.status]}]{detail}",
             highlight=False,
         )
     if any(o.status != "released" for o in outcomes):
@@ -1301,7 +1348,8 @@ def fio_server(
         str,
         typer.Option(
             "--address",
-            help="The IP address of this host's that fio's server listens on (never every address): loopback, or in an --allow-network.",
+            help="The IP address of this host's that fio's server listens on "
+            "(never every address): loopback, or in an --allow-network.",
         ),
     ],
     port: Annotated[int, typer.Option("--port", help="The TCP port it listens on (1024-65535).")] = 8765,

@@ -208,7 +208,8 @@ def _warnings(values: list[float], cv: float | None, higher_is_better: bool, ord
         outliers = [i for i, z in enumerate(modified_z_scores(values, ordered), 1) if abs(z) > OUTLIER_Z]
         if outliers:
             warnings.append(
-                f"outlier run{'s' if len(outliers) > 1 else ''} {', '.join(map(str, outliers))} (modified z > {OUTLIER_Z})"
+                f"outlier run{'s' if len(outliers) > 1 else ''} "
+                f"{', '.join(map(str, outliers))} (modified z > {OUTLIER_Z})"
             )
     rest = _middle(sorted(values[1:])) if n >= MIN_RUNS else 0.0  # floats already
     if rest:

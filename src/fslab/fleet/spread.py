@@ -43,11 +43,13 @@ def check(repetitions: Repetitions) -> None:
     """What cannot be divided among hosts, refused before anything is stored."""
     if repetitions.target_ci is not None:
         raise CannotSpread(
-            "--spread: an adaptive study run (--target-ci) decides each block from the runs before it; spread study runs have a fixed plan: give --runs N"
+            "--spread: an adaptive study run (--target-ci) decides each block from "
+            "the runs before it; spread study runs have a fixed plan: give --runs N"
         )
     if repetitions.warmup:
         raise CannotSpread(
-            f"--spread: warm-up runs ({repetitions.warmup} per cell) warm one host, not the others the plan's runs are handed to: give --warmup 0"
+            f"--spread: warm-up runs ({repetitions.warmup} per cell) warm one "
+            "host, not the others the plan's runs are handed to: give --warmup 0"
         )
 
 

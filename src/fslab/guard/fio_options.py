@@ -315,7 +315,8 @@ def _problem(
         return found
     if option is None:
         return (
-            f"unknown fio option '{name}'{did_you_mean(name, fio.spellings)}: {fio.version} lists no such option (`fslab list fio` shows them)",
+            f"unknown fio option '{name}'{did_you_mean(name, fio.spellings)}: "
+            f"{fio.version} lists no such option (`fslab list fio` shows them)",
             UNKNOWN,
         )
     if main in ("ioengine", "filename", "donorname"):
@@ -467,7 +468,8 @@ def _choice_problem(option: FioOption, value: str | None) -> tuple[str | None, s
         if not sep:
             if name in TAIL_NEEDED:
                 return (
-                    f"{name} takes a criterion and its limit after ':' ({SUFFIXES[name].says}), not '{value[:40]}' alone: fio refuses a criterion without one",
+                    f"{name} takes a criterion and its limit after ':' ({SUFFIXES[name].says}), "
+                    f"not '{value[:40]}' alone: fio refuses a criterion without one",
                     VALUE,
                 )
             continue
@@ -475,7 +477,8 @@ def _choice_problem(option: FioOption, value: str | None) -> tuple[str | None, s
             return f"{name} is refused: {_NAMES_A_FILE[name][1]}", _NAMES_A_FILE[name][0]
         if sep == "," or name not in SUFFIXES:
             return (
-                f"{name}={value[:40]} is refused: fslab does not know what fio reads after '{word}{sep}' here; {name} takes {_describe(option)}",
+                f"{name}={value[:40]} is refused: fslab does not know what fio "
+                f"reads after '{word}{sep}' here; {name} takes {_describe(option)}",
                 UNKNOWN,
             )
         if wrong := SUFFIXES[name].problem(tail) or _tail_misread(name, word, tail):

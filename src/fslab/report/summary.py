@@ -239,7 +239,8 @@ def compare_hosts(db: ResultsDB, study_run_id: int, baseline: str, other: str, *
     for host in (baseline, other):
         if host not in known:
             raise AnalysisError(
-                f"--hosts: no measured run of study run {study_run_id} ran on host '{host}'; its hosts: {', '.join(known) or 'none'}"
+                f"--hosts: no measured run of study run {study_run_id} ran "
+                f"on host '{host}'; its hosts: {', '.join(known) or 'none'}"
             )
     if baseline == other:
         raise AnalysisError(f"--hosts: name two different hosts (both are '{baseline}')")
@@ -539,7 +540,8 @@ def _flattered(
         else:
             recorded = preallocation.get(r["workload"], "")
             why = (
-                f"its files were preallocated (fio fallocate={recorded}), and preallocated blocks are written in place, uncompressed; "
+                f"its files were preallocated (fio fallocate={recorded}), "
+                "and preallocated blocks are written in place, uncompressed; "
                 if preallocates(recorded)
                 else ""
             )

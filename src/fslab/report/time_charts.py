@@ -30,7 +30,8 @@ HEATMAP_RESOLUTIONS = ((LATENCY_WINDOWS, 10), (25, 10), (25, 5), (10, 5), (10, 2
 DRAWN_PERCENTILES = {"P50": 50.0, "P99": 99.0}
 # A heatmap cell in words: "ext4, 1.20–2.40 s, 100.0–125.9 µs: 605 of 28,170 completions"
 CELL = (
-    "datum.target + ', ' + format(datum.from_s, '.2f') + '–' + format(datum.to_s, '.2f') + ' s, ' + format(datum.from_us, ',.1f') + '–' "
+    "datum.target + ', ' + format(datum.from_s, '.2f') + '–' + "
+    "format(datum.to_s, '.2f') + ' s, ' + format(datum.from_us, ',.1f') + '–' "
     "+ format(datum.to_us, ',.1f') + ' µs: ' + format(datum.n, ',') + ' of ' + format(datum.ios, ',') + ' completions'"
 )
 COMPLETION = "completion latency (clat: submission to completion; the tables' latency adds the submission)"
@@ -267,8 +268,10 @@ def latency_over_time_chart(traces: list[LatencyTrace], targets: list[str]) -> C
     title = f"{where(workload, phase)}: {direction} latency over time"
     windows = sorted({w.window_ms for w in latency.values()})
     caption = (
-        f"P50 (dashed) and P99 (solid) of the {COMPLETION} of each window of {_windows(windows)} (each step is one window), "
-        "from the window's histogram bins merged over the jobs — fio's own way, each within 3 % of fio's figure —, never a mean of percentiles; "
+        f"P50 (dashed) and P99 (solid) of the {COMPLETION} of each "
+        f"window of {_windows(windows)} (each step is one window), "
+        "from the window's histogram bins merged over the jobs — fio's own "
+        "way, each within 3 % of fio's figure —, never a mean of percentiles; "
         "a break is a window in which nothing completed. The runs of the heatmap: " + _runs_drawn(traces) + "."
     )
     return Chart(named(workload, phase, direction, "latency-over-time"), workload, title, caption, sized(title, chart))
@@ -286,7 +289,10 @@ def _merged(resolution: tuple[int, int]) -> str:
     if not merged:
         return ""
     finer = f"; the latency over time chart draws up to {LATENCY_WINDOWS} windows" if windows < LATENCY_WINDOWS else ""
-    return f"To draw at most {HEATMAP_CELLS:,} cells, {' and '.join(merged)} are merged, their completions added up{finer}. "
+    return (
+        f"To draw at most {HEATMAP_CELLS:,} cells, {' and '.join(merged)} "
+        f"are merged, their completions added up{finer}. "
+    )
 
 
 def _windows(window_ms: list[int]) -> str:

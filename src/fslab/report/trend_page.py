@@ -130,7 +130,8 @@ def trend_chart(name: str, series: list[Series]) -> Chart:
     )
     caption = (
         "Each study run's mean (point, with its 95 % Student-t interval as a whisker where printed), one row per host, "
-        "oldest first; the axis names each study run, its kernel and fslab version. A ringed point ends a step flagged as a change "
+        "oldest first; the axis names each study run, its kernel and "
+        "fslab version. A ringed point ends a step flagged as a change "
         "(red: slower, green: faster), as listed above."
     )
     return Chart(name, key.workload, spec["title"], caption, spec)

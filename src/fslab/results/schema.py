@@ -339,7 +339,8 @@ MIGRATIONS: dict[int, list[str | Only | Callable[[sa.Connection], None]]] = {
         FROM metrics""",
         "DROP TABLE metrics",
         "ALTER TABLE metrics_v5 RENAME TO metrics",
-        "INSERT INTO run_outputs (run_id, phase, tool, output) SELECT id, '', 'fio', raw_output FROM runs WHERE raw_output IS NOT NULL",
+        "INSERT INTO run_outputs (run_id, phase, tool, output) SELECT "
+        "id, '', 'fio', raw_output FROM runs WHERE raw_output IS NOT NULL",
         "ALTER TABLE runs DROP COLUMN raw_output",
     ],
     # Runs keep what was found of them: a figure that cannot be real, a note a reader needs.
@@ -397,7 +398,8 @@ def bring_up_to_date(conn: sa.Connection, location: str) -> None:
         return
     if found > SCHEMA_VERSION:
         raise SchemaMismatch(
-            f"{location} holds results in schema version {found}, newer than this fslab's {SCHEMA_VERSION}: upgrade fslab"
+            f"{location} holds results in schema version {found}, "
+            f"newer than this fslab's {SCHEMA_VERSION}: upgrade fslab"
         )
     if found == SCHEMA_VERSION:
         return  # nothing written: a database fslab may only read (a copy, another user's) still opens

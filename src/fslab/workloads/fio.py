@@ -410,7 +410,8 @@ class Fio:
         if fio.clients:
             if scope.clients is None:
                 raise Refused(
-                    f"workload '{workload.name}' runs on clients {', '.join(fio.clients)}: say where each serves fio (--client HOST=ADDRESS:PORT)"
+                    f"workload '{workload.name}' runs on clients {', '.join(fio.clients)}: "
+                    "say where each serves fio (--client HOST=ADDRESS:PORT)"
                 )
             clients = fio_clients.clients_of(
                 fio.clients, scope.clients
@@ -630,7 +631,8 @@ class WorkloadSection(FioSection, OnTargets):
     def _pattern_or_file(self) -> WorkloadSection:
         if (self.rw is None) == (self.job_file is None):
             raise ValueError(
-                "a workload needs either rw (fio parameters) or job_file (your own fio job file), not both: a job file's jobs each set their own rw"
+                "a workload needs either rw (fio parameters) or job_file (your own "
+                "fio job file), not both: a job file's jobs each set their own rw"
             )
         if self.job_file is not None and (refused := refused_beside(self.model_fields_set)):
             raise FieldError(*refused)
@@ -641,12 +643,14 @@ class WorkloadSection(FioSection, OnTargets):
         if self.precondition is not None and self.job_file is not None:
             raise FieldError(
                 "precondition",
-                "fslab cannot tell which files or region a job file's jobs work on: put the precondition's jobs in the job file (stonewall), or describe the workload by its fio parameters (rw, bs, …)",
+                "fslab cannot tell which files or region a job file's jobs work on: put the precondition's "
+                "jobs in the job file (stonewall), or describe the workload by its fio parameters (rw, bs, …)",
             )
         if self.precondition is not None and self.clients:
             raise FieldError(
                 "precondition",
-                "a workload run from clients lays out its files from each client, not here: precondition it in a workload of its own before it, or leave clients out",
+                "a workload run from clients lays out its files from each client, not here: "
+                "precondition it in a workload of its own before it, or leave clients out",
             )
         return self
 

@@ -113,7 +113,8 @@ def client_jobs(
         where = directory if shared_files else client_directory(directory, client.name)
         if not fio_jobs.written_as_is(where):
             raise Refused(
-                f"{where} cannot be written into a job file a fio server reads as is (it holds ':', '$', a control character or ends in a blank): choose a plainer path"
+                f"{where} cannot be written into a job file a fio server reads as is (it holds "
+                "':', '$', a control character or ends in a blank): choose a plainer path"
             )
         rendered[client.name] = fio_jobs.render(job, directory=where, device=None, fixed=fixed)
     return rendered

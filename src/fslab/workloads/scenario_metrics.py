@@ -23,7 +23,8 @@ def _declared(*declarations: Mapping[str, MetricKind]) -> dict[str, MetricKind]:
             was = merged.get(name)
             if was and (was.unit, was.higher_is_better) != (kind.unit, kind.higher_is_better):
                 raise ValueError(
-                    f"phase kinds declare metric {name} as {was} and as {kind}: in a scenario, one name must mean one thing"
+                    f"phase kinds declare metric {name} as {was} and as "
+                    f"{kind}: in a scenario, one name must mean one thing"
                 )
             merged[name] = replace(
                 kind,

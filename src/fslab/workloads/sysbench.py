@@ -190,7 +190,8 @@ def sysbench_options(options: Mapping[str, str | int | float | bool], *, data: s
     names every one refused and why. `data`: "random" or "zeros"."""
     if data not in DATA:
         raise OptionRefused(
-            f"sysbench data {data!r} is not one of {', '.join(DATA)}: sysbench writes zeros or, validating, random bytes; nothing else"
+            f"sysbench data {data!r} is not one of {', '.join(DATA)}: "
+            "sysbench writes zeros or, validating, random bytes; nothing else"
         )
     names = [name.removeprefix("--") for name in options]
     if bad := [name for name in names if not re.fullmatch(r"[a-z0-9]+(?:-[a-z0-9]+)*", name)]:
@@ -214,8 +215,10 @@ def sysbench_options(options: Mapping[str, str | int | float | bool], *, data: s
     options = SysbenchOptions(**fields, data=data, tuning=tuple(tuning))  # type: ignore[arg-type]
     if data == "random" and options.file_size % parse_size(options.block_size):
         raise OptionRefused(
-            f'sysbench data "random" checks every block it reads (--validate=on), which fails unless each file is a whole number of blocks: '
-            f"{options.total_size} over {options.files} files is {options.file_size} bytes a file, not a multiple of --file-block-size {options.block_size}; "
+            'sysbench data "random" checks every block it reads (--validate=on), '
+            "which fails unless each file is a whole number of blocks: "
+            f"{options.total_size} over {options.files} files is {options.file_size} "
+            f"bytes a file, not a multiple of --file-block-size {options.block_size}; "
             "make --file-total-size a multiple of --file-num × --file-block-size"
         )
     return options

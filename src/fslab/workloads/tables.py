@@ -84,7 +84,8 @@ def _data(value: Any) -> None:
     if isinstance(percent, int) and not isinstance(percent, bool) and 1 <= percent <= 99:
         return
     raise ValueError(
-        f'data is "random", "zeros" or {{ compressible = N }} (N: the percentage of every 4 KiB fio fills with zeros, 1 to 99), not {value!r}'
+        'data is "random", "zeros" or { compressible = N } (N: the percentage '
+        f"of every 4 KiB fio fills with zeros, 1 to 99), not {value!r}"
     )
 
 
@@ -106,7 +107,8 @@ def nested_table(annotation: object) -> type[BaseModel] | None:
 def _memory_limit(value: str) -> None:
     if parse_size(value) < SMALLEST_LIMIT:
         raise ValueError(
-            f"a memory limit below {format_size(SMALLEST_LIMIT)} leaves the tool itself too little to run, not {value!r}"
+            f"a memory limit below {format_size(SMALLEST_LIMIT)} "
+            f"leaves the tool itself too little to run, not {value!r}"
         )
 
 
@@ -130,7 +132,8 @@ def _block_size(value: str) -> None:
     if len(parts) > 3 or not sizes or min(sizes) < 1:
         fio_allows("bs")(value)  # what it holds that fio would read as more than a value, first
         raise ValueError(
-            f"bs takes a size (4k, 1m, 4KiB), or up to three separated by ',' (reads, writes, trims: 4k,64k), not {value!r}"
+            "bs takes a size (4k, 1m, 4KiB), or up to three separated "
+            f"by ',' (reads, writes, trims: 4k,64k), not {value!r}"
         )
     fio_allows("bs")(block_size(value))
 
