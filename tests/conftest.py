@@ -88,7 +88,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     (`make check`'s lane) run as any user."""
     if item.get_closest_marker("root") and os.geteuid() != 0:
         pytest.fail(
-            "this test formats and mounts loop images: run it as root (make test); `make check` runs the tests that need no root",
+            "this test formats and mounts loop images: run it as root "
+            "(make test); `make check` runs the tests that need no root",
             pytrace=False,
         )
 

@@ -143,7 +143,10 @@ def cluster(listen: Sequence[str] = ("127.0.0.1",)) -> Iterator[Cluster]:
         ]
         with (data / "pg_hba.conf").open("a") as hba:
             hba.writelines(f"host all all {subnet} scram-sha-256\n" for subnet in subnets)
-        options = f"-c listen_addresses='{','.join(listen)}' -c port={port} -c unix_socket_directories='{directory}' -c fsync=off -c max_connections=200"
+        options = (
+            f"-c listen_addresses='{','.join(listen)}' -c port={port} -c "
+            f"unix_socket_directories='{directory}' -c fsync=off -c max_connections=200"
+        )
         found = Cluster(directory, port, listen[0], options)
         found._start()
         yield found

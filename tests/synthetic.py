@@ -180,7 +180,8 @@ FS_DETAILS = {
     "xfs": "\n".join(
         f"meta-data=/dev/loop0 isize=512 agcount=4, agsize=524288 blks  sectsz=512 attr=2 (line {i})" for i in range(12)
     ),
-    "btrfs": "Data, single: total=2.00GiB, used=1.99GiB\nSystem, DUP: total=8.00MiB, used=16.00KiB\nMetadata, DUP: total=256.00MiB, used=2.20MiB\nGlobalReserve, single: total=5.50MiB, used=0.00B",
+    "btrfs": "Data, single: total=2.00GiB, used=1.99GiB\nSystem, DUP: total=8.00MiB, used=16.00KiB\n"
+    "Metadata, DUP: total=256.00MiB, used=2.20MiB\nGlobalReserve, single: total=5.50MiB, used=0.00B",
 }
 EFFECTIVE = {
     "zfs": "rw,relatime,user_id=0,group_id=0,default_permissions,allow_other",

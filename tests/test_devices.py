@@ -119,7 +119,8 @@ def test_the_next_study_releases_what_a_killed_run_held(workdir, tmp_path):
     kill_midway(workdir)
     study = tmp_path / "s.toml"
     study.write_text(
-        '[study]\nname = "after"\nrepetitions = 1\nworkloads = ["seq_write"]\nimage_size = "512MiB"\nimage_fill = "sparse"\n[fio]\nsize = "32MiB"\nruntime = "1s"\n[[target]]\nfilesystem = "xfs"\n'
+        '[study]\nname = "after"\nrepetitions = 1\nworkloads = ["seq_write"]\nimage_size = "512MiB"\n'
+        'image_fill = "sparse"\n[fio]\nsize = "32MiB"\nruntime = "1s"\n[[target]]\nfilesystem = "xfs"\n'
     )
     result = fslab("run", str(study), "--no-ceiling", "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
     assert result.returncode == 0, result.stdout + result.stderr

@@ -101,7 +101,8 @@ def test_noise_alone_flags_no_more_series_than_the_stated_rate():
         at_threshold = history(runs)
         flagged_at_threshold += bool(at_threshold.flagged or at_threshold.drifts)
     print(
-        f"noise-only series flagged: {flagged} of 1000 at threshold 0, {flagged_at_threshold} at 3 %; unadjusted p < 0.05: {unadjusted}"
+        f"noise-only series flagged: {flagged} of 1000 at threshold 0, "
+        f"{flagged_at_threshold} at 3 %; unadjusted p < 0.05: {unadjusted}"
     )
     assert flagged <= 50
     assert flagged_at_threshold <= flagged

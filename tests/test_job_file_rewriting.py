@@ -51,7 +51,10 @@ def test_fios_900s_example_is_scaled_in_its_job_and_its_global_keeps_the_rest():
 
 
 def test_a_value_asked_reaches_every_job_over_its_own_and_its_globals():
-    text = "[global]\nsize=1g\nruntime=60\ntime_based\n[a]\nsize=2g\nruntime=10\n[b]\nrw=write\n[global]\niodepth=4\n[c]\nrw=read\n"
+    text = (
+        "[global]\nsize=1g\nruntime=60\ntime_based\n[a]\nsize=2g\n"
+        "runtime=10\n[b]\nrw=write\n[global]\niodepth=4\n[c]\nrw=read\n"
+    )
     job, rewrites = rewrite(text, {"runtime": ("5s", "workload"), "iodepth": ("8", "workload")})
     assert sections_of(job) == [
         ("global", [("size", "1g"), ("time_based", None)]),  # what every job now sets leaves both [global]s
@@ -84,8 +87,8 @@ def test_jobs_that_set_none_get_a_value_asked_and_keep_none_when_only_scaled():
     from fslab.workloads.fio_rewrite import described
 
     assert (
-        described([r.spec() for r in rewrites])
-        == "runtime unset → 3s ([fio] runtime = 30s, scale 0.1); ramp_time unset → 200ms ([fio] ramp_time = 2s, scale 0.1)"
+        described([r.spec() for r in rewrites]) == "runtime unset → 3s ([fio] runtime = 30s, scale 0.1); "
+        "ramp_time unset → 200ms ([fio] ramp_time = 2s, scale 0.1)"
     )
 
 
@@ -367,7 +370,8 @@ def test_a_sweep_that_cannot_be_run_is_refused_where_it_is_written(tmp_path, bes
 def test_bs_beside_a_job_file_whose_job_sets_bssplit_is_refused_at_bs(tmp_path):
     with pytest.raises(
         StudyError,
-        match=r"^s.toml:12: workload\[0\].bs: bs beside a job_file would change nothing in job 'a' of mine.fio: it sets bssplit",
+        match=r"^s.toml:12: workload\[0\].bs: bs beside a job_file would "
+        r"change nothing in job 'a' of mine.fio: it sets bssplit",
     ):
         study(tmp_path, 'bs = "8k"\n', job="[a]\nrw=read\nsize=8m\nbssplit=4k/50:64k/50\n")
 
@@ -383,8 +387,8 @@ def test_the_summary_says_what_was_rewritten_from_what(tmp_path):
     )
     said = " ".join(fslab_in_process("summary", "--db", str(db)).stdout.split())
     assert (
-        "Its job file as fslab ran it: size 10GiB → 64MiB ([fio] size = 64MiB); runtime 900s → 3s (the workload's runtime = 3s); iodepth 16 → 4 (the workload's iodepth = 4)."
-        in said
+        "Its job file as fslab ran it: size 10GiB → 64MiB ([fio] size = 64MiB); runtime 900s "
+        "→ 3s (the workload's runtime = 3s); iodepth 16 → 4 (the workload's iodepth = 4)." in said
     )
 
 
@@ -394,7 +398,10 @@ def test_the_summary_says_what_was_rewritten_from_what(tmp_path):
 @pytest.mark.root
 def test_fios_own_example_runs_scaled_and_fio_ran_what_the_stored_job_says(workdir, tmp_path):
     (tmp_path / "fio-seq-read.fio").write_text(SEQ_READ)
-    text = '[study]\nname = "example"\nrepetitions = 1\nimage_size = "256GiB"\nimage_fill = "sparse"\n[[target]]\nfilesystem = "xfs"\n'
+    text = (
+        '[study]\nname = "example"\nrepetitions = 1\nimage_size = '
+        '"256GiB"\nimage_fill = "sparse"\n[[target]]\nfilesystem = "xfs"\n'
+    )
     study = write_study(tmp_path, text + '[[workload]]\nname = "seq"\njob_file = "fio-seq-read.fio"\niodepth = 4\n')
     db = tmp_path / "r.db"
     result = fslab_in_process(
@@ -455,13 +462,17 @@ def test_a_workload_sweep_too_large_to_ever_run_is_refused_before_it_is_expanded
     with pytest.raises(StudyError) as refused:
         study(tmp_path, f"iodepth = {many(1000)}\nnumjobs = {many(1000)}\n")  # a million workloads: never made
     assert str(refused.value) == (
-        "s.toml: the study's workload sweeps make 1,000,000 workloads (workload[0], line 9 makes 1,000,000), more than the 100,000 cells "
+        "s.toml: the study's workload sweeps make 1,000,000 workloads "
+        "(workload[0], line 9 makes 1,000,000), more than the 100,000 cells "
         "a study may have, and more than could ever be run: sweep fewer values, or split it into several studies"
     )
 
 
 def test_a_job_files_steady_state_window_scales_with_its_runtime_and_is_judged_as_rewritten(tmp_path):
-    text = "[a]\nrw=randread\nsize=1g\ntime_based\nruntime=900\nsteadystate=iops_slope:0.3%\nsteadystate_duration=300\nsteadystate_ramp_time=60\n"
+    text = (
+        "[a]\nrw=randread\nsize=1g\ntime_based\nruntime=900\nsteadystate=iops_slope:0.3%\n"
+        "steadystate_duration=300\nsteadystate_ramp_time=60\n"
+    )
     job, _ = rewrite(text, scale=0.01, time_scale=0.01)
     assert [job.jobs()[0][k] for k in ("runtime", "steadystate_duration", "steadystate_ramp_time")] == [
         "9s",

@@ -218,7 +218,8 @@ def test_zeros_on_a_compressing_target_and_what_runs_found_are_noted_on_the_cell
     assert cells["ext4"].notes == [] and not cells["ext4"].implausible
     assert cells["btrfs"].notes == [
         "IMPLAUSIBLE: it read more than it wrote (1 of 2 runs)",
-        "it wrote zeros data to a compressing target, which compressed it 31.00×: the figures flatter it, as real data would not",
+        "it wrote zeros data to a compressing target, which compressed "
+        "it 31.00×: the figures flatter it, as real data would not",
     ]
     assert cells["btrfs"].implausible
 
@@ -236,7 +237,8 @@ def test_the_flattery_note_follows_the_compression_measured(tmp_path):
     [uncompressed] = {c.target: c for c in s.cells}["btrfs"].notes
     assert "flatter" not in uncompressed
     assert uncompressed == (
-        "it wrote zeros data to a compressing target, which stored it uncompressed (1.01×): its files were preallocated (fio fallocate=native), "
+        "it wrote zeros data to a compressing target, which stored it uncompressed "
+        "(1.01×): its files were preallocated (fio fallocate=native), "
         "and preallocated blocks are written in place, uncompressed; the figures are those of uncompressed data"
     )
     s = compressing(tmp_path / "none", [1.0, 1.0])
@@ -245,13 +247,13 @@ def test_the_flattery_note_follows_the_compression_measured(tmp_path):
     )
     [not_preallocated] = {c.target: c for c in s.cells}["btrfs"].notes
     assert (
-        not_preallocated
-        == "it wrote zeros data to a compressing target, which stored it uncompressed (1.00×): the figures are those of uncompressed data"
+        not_preallocated == "it wrote zeros data to a compressing target, which stored it "
+        "uncompressed (1.00×): the figures are those of uncompressed data"
     )
     [compressed] = compressing_cells(tmp_path / "some", [1.05, 1.2])["btrfs"].notes
     assert "which compressed it 1.12×: the figures flatter it" in compressed, "the median of its runs"
     [unmeasured] = compressing_cells(tmp_path / "unmeasured", [])["btrfs"].notes
     assert (
-        unmeasured
-        == "it wrote zeros data to a compressing target, and no compression ratio was measured: the figures may flatter it, as real data would not"
+        unmeasured == "it wrote zeros data to a compressing target, and no compression ratio "
+        "was measured: the figures may flatter it, as real data would not"
     )

@@ -125,7 +125,8 @@ def guest(tmp_path_factory):
     job = guest_job()
     if job is None:
         pytest.skip(
-            f"no OpenZFS built for the guest kernel {guest_kernel()[1].name} in {CACHE}: tests/openzfs/build.sh makes it"
+            f"no OpenZFS built for the guest kernel {guest_kernel()[1].name} "
+            f"in {CACHE}: tests/openzfs/build.sh makes it"
         )
     result = result_of(job, tmp_path_factory)
     assert result.status == 0 and "study: 0" in result.output, f"{result.output[-3000:]}\n{result.console[-2000:]}"

@@ -243,6 +243,7 @@ def test_a_baseline_override_no_target_answers_is_refused_before_any_run():
     for override in ("gone", "ext5"):
         with pytest.raises(
             FslabError,
-            match=f"no target '{override}' in this study run; its targets: ext4, xfs\\[defaults\\], xfs\\[noatime\\], after-gone",
+            match=f"no target '{override}' in this study run; its targets: "
+            "ext4, xfs\\[defaults\\], xfs\\[noatime\\], after-gone",
         ):
             Planner(study.cells, Repetitions(runs=3), seed=1, baseline=override)

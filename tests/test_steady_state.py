@@ -327,7 +327,8 @@ def test_a_precondition_where_fslab_cannot_make_one_is_refused(workload, says, t
 def test_the_studys_fio_options_are_checked_for_the_built_in_workloads_too():
     with pytest.raises(StudyError, match=r"s.toml:\d+: fio.options: steadystate=iops:1% without steadystate_duration"):
         parse_study(
-            '[study]\nname = "s"\nworkloads = ["rand_write"]\n[fio]\noptions = { ss = "iops:1%" }\n[[target]]\nfilesystem = "ext4"\n',
+            '[study]\nname = "s"\nworkloads = ["rand_write"]\n[fio]\n'
+            'options = { ss = "iops:1%" }\n[[target]]\nfilesystem = "ext4"\n',
             "s.toml",
             base_dir=Path("."),
         )
@@ -337,14 +338,15 @@ def test_an_unknown_field_in_a_nested_table_is_told_that_tables_fields():
     with pytest.raises(StudyError) as refused:
         study('kind = "scenario"\n[[workload.phase]]\nname = "a"\naction = "sync"\nbar = 2\n')
     assert (
-        "unknown field 'bar'; allowed: name, fio, sysbench, dd, action, seconds, measured, snapshot_every, extents (in workload[0].phase[0].bar)"
-        in str(refused.value)
+        "unknown field 'bar'; allowed: name, fio, sysbench, dd, action, seconds, "
+        "measured, snapshot_every, extents (in workload[0].phase[0].bar)" in str(refused.value)
     )
 
 
 def test_numjobs_is_a_phases_own_where_the_jobs_share_one_file():
     fio = fio_of(
-        'rw = "randwrite"\nnumjobs = 4\nshared_file = true\nprecondition = [ { rw = "randwrite", numjobs = 2 }, { rw = "write" } ]\n'
+        'rw = "randwrite"\nnumjobs = 4\nshared_file = true\nprecondition '
+        '= [ { rw = "randwrite", numjobs = 2 }, { rw = "write" } ]\n'
     )[1]
     many, fill = (job.jobs()[0] for job in fio.precondition.phases)
     assert many["numjobs"] == "2" and many["filename"] == fill["filename"] == fio.fio_options["filename"]
@@ -379,7 +381,8 @@ def test_the_cells_note_says_how_it_was_preconditioned():
     steady = {"precondition-1.precondition_s": [40.0, 42.0], "precondition-2.precondition_s": [330.0, 310.0],
               "precondition-2.steady_state": [1.0, 1.0], "precondition-2.steady_state_s": [320.0, 300.0]}  # fmt: skip
     assert steady_notes(steady, spec) == [
-        "preconditioned: fill ×2 (41 s); random writes 4k qd32 for 30 min (5.3 min): steady after 5.2 min (iops_slope:0.3%)"
+        "preconditioned: fill ×2 (41 s); random writes 4k qd32 for "
+        "30 min (5.3 min): steady after 5.2 min (iops_slope:0.3%)"
     ]
     never = steady | {"precondition-2.precondition_s": [1800.0, 1801.0], "precondition-2.steady_state": [0.0, 0.0]}
     assert steady_notes(never, spec)[0].endswith(

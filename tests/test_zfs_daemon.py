@@ -255,7 +255,10 @@ def test_a_daemon_fslab_did_not_start_is_used_and_left_alone(users_daemon, workd
     leftover of theirs (even one named as theirs are), and a run asking another ARC cap — which
     would stop and restart a daemon of fslab's own — is refused rather than stopping it."""
     daemon, pool = users_daemon
-    targets = '[[target]]\nname = "z"\nfilesystem = "zfs"\n\n[[target]]\nname = "capped"\nfilesystem = "zfs"\narc_max = "64MiB"\n'
+    targets = (
+        '[[target]]\nname = "z"\nfilesystem = "zfs"\n\n[[target]]\n'
+        'name = "capped"\nfilesystem = "zfs"\narc_max = "64MiB"\n'
+    )
     result = fslab(
         "run",
         str(write_study(tmp_path, short_study("users-daemon", targets, repetitions=1))),
