@@ -156,11 +156,12 @@ def test_the_results_database_loads_no_workload_kind_and_no_filesystem():
 
 def test_fslab_summary_of_a_study_run_loads_no_workload_kind_and_no_filesystem(tmp_path):
     """A run stores what its filesystem made of its options (OptionsApplied), so the summary of a
-    study run reads its runs without the code that made them: no filesystem, no workload kind;
-    nor pydantic, which reads study files (typer 0.29 builds a pydantic model of every option of
-    the command run: a tenth of a second and more before it starts, pyproject.toml). And it starts no thread pool for linear algebra: numpy and scipy each bring OpenBLAS, which
-    starts a thread per core as it loads (a tenth of a second of CPU), and fslab does none (its
-    threads counted as it ends, /proc/self/task: the main one alone)."""
+    study run reads its runs without the code that made them: no filesystem, no workload kind; nor
+    pydantic, which reads study files (typer 0.29 builds a pydantic model of every option of the
+    command run: a tenth of a second and more before it starts, pyproject.toml). And it starts no
+    thread pool for linear algebra: numpy and scipy each bring OpenBLAS, which starts a thread per
+    core as it loads (a tenth of a second of CPU), and fslab does none (its threads counted as it
+    ends, /proc/self/task: the main one alone)."""
     from fslab.results import ResultsDB
     from fslab.workloads import SHIPPED
     from synthetic import stored_study

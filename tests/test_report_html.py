@@ -268,7 +268,8 @@ def svg_size(path: Path) -> tuple[int, int]:
 
 
 def test_a_figures_png_is_the_one_vega_draws_though_drawn_from_its_svg(tmp_path, stored):
-    """write_figures draws each PNG from the chart's SVG (Vega runs once): byte for byte vl-convert's PNG of the spec."""
+    """write_figures draws each PNG from the chart's SVG (Vega runs once): byte for byte
+    vl-convert's PNG of the spec."""
     names = page_specs(page_of(stored).parent / "report.html")
     heatmap = next(n for n in names if n.endswith("latency-heatmap"))  # the busiest chart
     chart = Chart(heatmap, "rand_read", "a heatmap", "", names[heatmap])
@@ -343,7 +344,8 @@ def test_page_renders_offline_in_chromium(stored, browser, tmp_path):
 
 
 def heatmap_cells(spec: dict) -> list[tuple[str, float, int, int]]:
-    """The cells a heatmap's spec holds (time_charts.heatmap_rows): (target, from s, bucket, completions), its bucket of the chart's own (`d` a factor of ten)."""
+    """The cells a heatmap's spec holds (time_charts.heatmap_rows): (target, from s, bucket,
+    completions), its bucket of the chart's own (`d` a factor of ten)."""
     return sorted(
         (row["target"], start, b0 + i, n)
         for row in spec["datasets"]["rows"]
@@ -354,7 +356,8 @@ def heatmap_cells(spec: dict) -> list[tuple[str, float, int, int]]:
 
 
 def drawn_cell(label: str, per_decade: int) -> tuple[str, float, int, int]:
-    """The cell a heatmap's mark draws, read from what Vega says of it (its aria-label: time_charts.CELL), its bucket `per_decade` a factor of ten."""
+    """The cell a heatmap's mark draws, read from what Vega says of it (its aria-label:
+    time_charts.CELL), its bucket `per_decade` a factor of ten."""
     found = re.fullmatch(r"(\S+), ([\d.]+)–[\d.]+ s, ([\d,.]+)–[\d,.]+ µs: ([\d,]+) of [\d,]+ completions", label)
     assert found, label
     target, start, low, n = found.groups()

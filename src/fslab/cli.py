@@ -11,6 +11,7 @@ time (a fiftieth of a second of every command's start); the types only a type ch
 are quoted instead."""
 
 import gc
+import inspect
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -641,7 +642,8 @@ def export(
     ] = "csv",
     db: DbOption = None,
 ) -> None:
-    """Write a study run's tables for pandas: runs (every run, one row per metric) and summary (every cell's statistics)."""
+    """Write a study run's tables for pandas: runs (every run, one row per metric) and summary
+    (every cell's statistics)."""
     from fslab.report.files import export_tables, report_folder
     from fslab.report.formats import table_form_named
     from fslab.report.summary import summarize_study_run
@@ -714,7 +716,8 @@ def compare(
     pool_hosts: PoolHostsOption = False,
     db: DbOption = None,
 ) -> None:
-    """Compare two study runs of one study cell by cell, or two hosts of one study run (--hosts); exit 1 if any cell regressed (for CI gates)."""
+    """Compare two study runs of one study cell by cell, or two hosts of one study run (--hosts);
+    exit 1 if any cell regressed (for CI gates)."""
     from fslab.analysis import regressions
     from fslab.model import Host
     from fslab.report.summary import compare_hosts, compare_runs
@@ -772,11 +775,16 @@ def import_results(
     ] = None,
     db: DbOption = None,
 ) -> None:
-    """Import existing fio JSON output (plain json or json+, fio 2.x or 3.x, client/server too; bench-fio's output tree) as a study run, and show its summary.
+    """Import existing fio JSON output (plain json or json+, fio 2.x or 3.x, client/server too;
+    bench-fio's output tree) as a study run, and show its summary.
 
-    Each fio job name becomes a workload — one per set of job options where files ran it with different ones —, each file a run of its cells (docs/import.md). A file that is not fio's JSON, or is malformed, is reported and skipped; fio's log files and bench-fio's preconditioning runs are passed over, counted; the rest are imported.
+    Each fio job name becomes a workload — one per set of job options where files ran it with
+    different ones —, each file a run of its cells (docs/import.md). A file that is not fio's JSON,
+    or is malformed, is reported and skipped; fio's log files and bench-fio's preconditioning runs
+    are passed over, counted; the rest are imported.
 
-    Exit status: 0 when every file was imported; 1 when some were skipped, or a job reported an error, and the rest imported; 2 when nothing could be imported.
+    Exit status: 0 when every file was imported; 1 when some were skipped, or a job reported an
+    error, and the rest imported; 2 when nothing could be imported.
     """
     from fslab.importer import import_files
     from fslab.results.records import now
@@ -892,7 +900,8 @@ def report(
     pool_hosts: PoolHostsOption = False,
     db: DbOption = None,
 ) -> None:
-    """Write one self-contained HTML page of a study run (or several compared), or with --history the study's trend page; with --figures, its charts also as SVG and PNG figures."""
+    """Write one self-contained HTML page of a study run (or several compared), or with --history
+    the study's trend page; with --figures, its charts also as SVG and PNG figures."""
     from fslab.report.page import (
         default_folder,
         write_report,
@@ -1025,7 +1034,8 @@ def history(
     ] = False,
     db: DbOption = None,
 ) -> None:
-    """List the study runs stored in the database; with STUDY, its history: each cell's metric over its study runs and the steps that are changes."""
+    """List the study runs stored in the database; with STUDY, its history: each cell's metric over
+    its study runs and the steps that are changes."""
     results = _open_db(db)
     if study is None:
         from fslab.results.records import imported_from
@@ -1132,10 +1142,14 @@ def worker(
     db: DbOption = None,
     workdir: WorkdirOption = DEFAULT_WORKDIR,
 ) -> None:
-    """Serve a fleet on this host: take this host's units from the shared PostgreSQL database one at a time, run each here, store its runs there (docs/fleet.md).
+    """Serve a fleet on this host: take this host's units from the shared PostgreSQL database one at
+    a time, run each here, store its runs there (docs/fleet.md).
 
-    Ctrl-C or SIGTERM releases the run under way and gives its unit back to be taken again; the worker then exits 130 after Ctrl-C, 0 after SIGTERM (a service manager's stop).
-    With --fio-address it also serves fio for other hosts' shared-storage runs that name it among their clients (docs/shared-storage.md)."""
+    Ctrl-C or SIGTERM releases the run under way and gives its unit back to be taken again; the
+    worker then exits 130 after Ctrl-C, 0 after SIGTERM (a service manager's stop).
+
+    With --fio-address it also serves fio for other hosts' shared-storage runs that name it among
+    their clients (docs/shared-storage.md)."""
     from fslab.fio_server import address_and_port, networks
     from fslab.fleet import worker as serving
     from fslab.fleet.roster import checked_labels
@@ -1214,9 +1228,11 @@ def db_copy(
         ),
     ],
 ) -> None:
-    """Copy every study run of SRC that DST lacks into DST, with its targets, workloads, hosts, runs, metrics and raw outputs.
+    """Copy every study run of SRC that DST lacks into DST, with its targets, workloads, hosts,
+    runs, metrics and raw outputs.
 
-    Ids are DST's own; a study run is recognised by its identity, kept wherever it is copied, so copying again adds nothing. A study run still running is left for a later copy.
+    Ids are DST's own; a study run is recognised by its identity, kept wherever it is copied, so
+    copying again adds nothing. A study run still running is left for a later copy.
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -1254,7 +1270,8 @@ def list_things(
         bool, typer.Option("--json", help="Print one JSON document, a key per section, for scripts.")
     ] = False,
 ) -> None:
-    """What fslab can do: built-in studies and workloads, workload kinds, scenarios, filesystems, layers, device sources, and every option a study may give them."""
+    """What fslab can do: built-in studies and workloads, workload kinds, scenarios, filesystems,
+    layers, device sources, and every option a study may give them."""
     import json
 
     from fslab.catalogue import catalogue, tables
@@ -1356,9 +1373,11 @@ def fio_server(
     allow_network: AllowNetworkOption = None,
     workdir: WorkdirOption = DEFAULT_WORKDIR,
 ) -> None:
-    """Serve fio for shared-storage runs (clients = [...]): `fio --server` on one address, held in the journal, until Ctrl-C or SIGTERM.
+    """Serve fio for shared-storage runs (clients = [...]): `fio --server` on one address, held in
+    the journal, until Ctrl-C or SIGTERM.
 
-    A fio server runs any job a client that reaches it sends, as root: run it on a lab network only (docs/shared-storage.md)."""
+    A fio server runs any job a client that reaches it sends, as root: run it on a lab network only
+    (docs/shared-storage.md)."""
     from fslab.fio_server import Endpoint, checked_address, checked_port, networks, serve_until_stopped
 
     where = Endpoint(checked_address(address, networks(allow_network or ()), "--address"), checked_port(port, "--port"))
@@ -1368,6 +1387,18 @@ def fio_server(
             serve_until_stopped(work.journal, where, lambda line: console.print(safe_markup(line), highlight=False))
     except KeyboardInterrupt:
         console.print("fio server stopped")
+
+
+def _help_of(doc: str | None) -> str | None:
+    """A command's help from its docstring: each paragraph's lines joined into one, which the
+    terminal wraps to its own width (typer's help keeps a docstring's line breaks as they are)."""
+    if doc is None:
+        return None
+    return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in inspect.cleandoc(doc).split("\n\n"))
+
+
+for _command in (*app.registered_commands, *db_app.registered_commands):
+    _command.help = _command.help or _help_of(_command.callback.__doc__ if _command.callback else None)
 
 
 def main(password_hidden: bool | None = None) -> None:

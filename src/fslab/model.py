@@ -1,8 +1,8 @@
 """The plain records a study is made of, whatever reads, runs, stores or reports it: its targets,
-workloads and cells (`Study`), the machine a run ran on (`Host`), what a workload of a kind runs (`Tool`), a tool's raw output
-(`RawOutput`) and the metrics parsed from it (`Metric`, declared by `MetricKind`, with the roles
-`Roles` reads). Every module takes them from here; this module depends on nothing of fslab but
-names, units and errors, so any module may import it.
+workloads and cells (`Study`), the machine a run ran on (`Host`), what a workload of a kind runs
+(`Tool`), a tool's raw output (`RawOutput`) and the metrics parsed from it (`Metric`, declared by
+`MetricKind`, with the roles `Roles` reads). Every module takes them from here; this module depends
+on nothing of fslab but names, units and errors, so any module may import it.
 
 Metrics: named numbers with a unit, a direction and a role, whatever tool measured them. A
 workload kind declares the metrics it reports (`MetricKind`: unit, direction, and whether a

@@ -626,7 +626,8 @@ class _Where:
 
     @functools.cached_property
     def lines(self) -> FieldLines:
-        """The file's lines of tables and fields, read at the first error (a file without any is never read for them)."""
+        """The file's lines of tables and fields, read at the first error (a file without any is
+        never read for them)."""
         return FieldLines(self.text)
 
     def __call__(self, table: tuple) -> str:

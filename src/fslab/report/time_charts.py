@@ -115,7 +115,8 @@ def drawn_heatmap(traces: list[LatencyTrace]) -> tuple[list[dict], tuple[int, in
 
 
 def _cells(latency: LatencyOverTime, windows: int, per_decade: int) -> int:
-    """The cells heatmap_rows would give of `latency` in at most `windows` windows and `per_decade` buckets a factor of ten."""
+    """The cells heatmap_rows would give of `latency` in at most `windows` windows and `per_decade`
+    buckets a factor of ten."""
     import numpy as np
 
     _, starts = _buckets(latency.bins, per_decade)

@@ -354,7 +354,8 @@ class ResultsDB:
             return _records(conn.execute(query))
 
     def stored_runs(self, study_run_id: int, host: str | None = None, block: int | None = None) -> list[StoredRun]:
-        """Every stored run of a study run (or of its runs on `host`, of its `block`) with its metrics, in the order they were stored."""
+        """Every stored run of a study run (or of its runs on `host`, of its `block`) with its
+        metrics, in the order they were stored."""
         query = (
             sa.select(
                 runs.c.id,
