@@ -75,7 +75,7 @@ def write_report(
         ]
         first = study_runs[0]
         comparisons = []
-        for later, s in zip(study_runs[1:], summaries[1:]):
+        for later in study_runs[1:]:
             compared = compare_runs(db, first["id"], later["id"], threshold=threshold, pool_hosts=pool_hosts)
             comparisons.append(
                 comparison_section(
