@@ -1409,7 +1409,8 @@ def main(password_hidden: bool | None = None) -> None:
     if password_hidden is not None:
         hidden = "fslab hid it there as it started, not before" if password_hidden else "fslab could not hide it there"
         errors.print(
-            f"[yellow]warning[/yellow]: a password given in a database URL on the command line is for every user of this machine to read in `ps` ({hidden}): "
+            "[yellow]warning[/yellow]: a password given in a database URL on the command line is for every user "
+            f"of this machine to read in `ps` ({hidden}): "
             "give it by PGPASSWORD, ~/.pgpass or a service file instead (docs/fleet.md)",
             highlight=False, soft_wrap=True,
         )  # fmt: skip

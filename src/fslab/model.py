@@ -81,9 +81,9 @@ class Target:
     images: tuple[
         str, ...
     ] = ()  # names of its devices: its loop images, or the user's device paths (a raw baseline shares its target's)
-    baseline: str | None = (
-        None  # the target it is compared with; its own name when others are compared with it (see _expand_target, resolve_baselines)
-    )
+    # the target it is compared with; its own name when others are compared with it (see _expand_target,
+    # resolve_baselines)
+    baseline: str | None = None
     scaling_changed: tuple[str, ...] = ()  # what --scale changed in it that fslab could not keep (Filesystem.scaled)
     filesystem_fields: dict[str, Any] = field(default_factory=dict)  # its filesystem's own fields but those above
     ceiling: bool = False  # a raw reference fslab added (ceiling.py): figures are held against it, it is never ranked

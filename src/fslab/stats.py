@@ -453,7 +453,9 @@ def mann_whitney_p_values(pairs: list[SamplePair]) -> list[float | None]:
 
 # Own code, not scipy.stats.mannwhitneyu: importing scipy.stats takes a second, as long as a whole
 # summary of 2,000 runs may (issue 11); tests/test_stats.py checks it against scipy's.
-RANK_EXACT_MAX_N = 8  # scipy's rule (method "auto"): the exact null distribution when a side has at most this many values and none is tied
+# scipy's rule (method "auto"): the exact null distribution when a side has at most this many values
+# and none is tied.
+RANK_EXACT_MAX_N = 8
 
 
 def mann_whitney_two_sided_p(x: list[float], y: list[float]) -> float:

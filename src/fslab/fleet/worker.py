@@ -546,7 +546,8 @@ async def _serve_queue(
             while not handoff.stopping.is_set():
                 handoff.worker = Worker(
                     app, queues=[queue.queue_of(name)], name=name, concurrency=1, install_signal_handlers=False,
-                    update_heartbeat_interval=settings.heartbeat, stalled_worker_timeout=max(settings.lapse, FORGOTTEN_AFTER),
+                    update_heartbeat_interval=settings.heartbeat,
+                    stalled_worker_timeout=max(settings.lapse, FORGOTTEN_AFTER),
                     fetch_job_polling_interval=settings.heartbeat, abort_job_polling_interval=settings.heartbeat,
                 )  # fmt: skip
                 try:

@@ -550,9 +550,10 @@ def repetitions_line(s: StudySummary) -> str:
         return f"{s.study_run['repetitions']} runs per cell{warmup}."
     outcome = s.study_run.get("outcome") or {}
     short = {cell: o for cell, o in outcome.items() if o["status"] != "converged"}
+    budget = f", time budget {settings['time_budget']} s" if settings.get("time_budget") else ""
     line = (
         f"Adaptive: runs added block by block until each cell's 95 % interval was within ±{settings['target_ci']:.1%} "
-        f"(at most {settings['max_runs']} runs per cell{', time budget ' + str(settings['time_budget']) + ' s' if settings.get('time_budget') else ''}){warmup}; "
+        f"(at most {settings['max_runs']} runs per cell{budget}){warmup}; "
         f"{len(outcome) - len(short)} of {len(outcome)} cells converged."
     )
     if short:

@@ -47,9 +47,8 @@ class CellSummary:
     primary: list[str] = field(default_factory=list)  # its primary metrics (stored with them), in name order
     notes: list[str] = field(default_factory=list)  # what was found of its runs (runs.notes), each once with how often
     implausible: bool = False  # a run's figures cannot be real: the cell is flagged, never a plain result
-    host: str | None = (
-        None  # the host its runs ran on, where a study run's runs span several (its target then names it: "ext4 @ host-a")
-    )
+    # the host its runs ran on, where a study run's runs span several (its target then names it: "ext4 @ host-a")
+    host: str | None = None
     caveats: list[str] = field(default_factory=list)  # what goes with its figures wherever judged (Finding.caveat)
     withheld: dict[str, str] = field(default_factory=dict)  # metric key → why it is not given (not in `metrics`)
     above_ceiling: list[str] = field(default_factory=list)  # metrics whose interval lies above its ceiling

@@ -18,7 +18,9 @@ from fslab.units import Bandwidth
 from fslab.workloads.fio_hist import Bins, LatencyOverTime
 
 WINDOWS_DRAWN = 200  # throughput over time: a run's windows, at most (fio's log windows, merged)
-LATENCY_WINDOWS = 50  # latency over time: a run's windows, at most (their bins added up): fslab stores 50 (fio.HIST_WINDOWS); a page of many cells stays small
+# Latency over time: a run's windows, at most (their bins added up): fslab stores 50 (fio.HIST_WINDOWS);
+# a page of many cells stays small.
+LATENCY_WINDOWS = 50
 HEATMAP_ROW = 100  # px: each target's heatmap
 # A heatmap's cells at most: each is a rect Vega lays out and a figure draws (15,000 of them, 50
 # windows × 30 buckets × 10 targets, took 0.75 s of CPU a figure). Where there would be more,
@@ -191,9 +193,9 @@ def latency_heatmap_chart(traces: list[LatencyTrace], targets: list[str]) -> Cha
             ),
             alt.Y2("to_us:Q"),  # whole pixels: no seam between cells a pixel or two high
             alt.Color("share_pct:Q", scale=alt.Scale(type="log", scheme="viridis"), title="% of the window's I/Os"),
-            alt.Description(
-                "cell:N"
-            ),  # what a cell says to a screen reader, and in a figure's SVG (the tooltip's every field would be 300 bytes a cell)
+            # what a cell says to a screen reader, and in a figure's SVG (the tooltip's every field would
+            # be 300 bytes a cell)
+            alt.Description("cell:N"),
             tooltip=[
                 alt.Tooltip("target:N"),
                 alt.Tooltip("from_s:Q", title="from s", format=".2f"),

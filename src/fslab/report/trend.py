@@ -34,7 +34,8 @@ def series_rows(series: Series) -> list[list[str]]:
     for point in series.points:
         step = steps.get(point.study_run)
         rows.append([
-            f"{point.started_at:%Y-%m-%d %H:%M}", str(point.study_run), point.kernel, point.fslab_version, str(point.summary.n), fmt_mean_ci(point.summary),
+            f"{point.started_at:%Y-%m-%d %H:%M}", str(point.study_run), point.kernel, point.fslab_version,
+            str(point.summary.n), fmt_mean_ci(point.summary),
             *(_step_cells(step) if step is not None else ["–", "–", "–", "–"]),
         ])  # fmt: skip
     return rows

@@ -172,7 +172,9 @@ _TIMING = ("time_based", "runtime", "ramp_time", "rwmixread", "rwmixwrite", *fio
 # fio's JSON, fio_epoch finds when fio's own figures began, which the monitors count from.
 CLOCK_MONOTONIC = 1  # Linux's clockid_t, as fio's log_alternate_epoch_clock_id takes it
 LOG_POINTS = 100  # about this many windows over a measured run: enough for a ramp, small to store
-HIST_WINDOWS = 2  # each histogram window is this many of the others': 50 over a run, as many as a report draws (histograms are the larger logs)
+# Each histogram window is this many of the others': 50 over a run, as many as a report draws
+# (histograms are the larger logs).
+HIST_WINDOWS = 2
 # fio writes total, completion and submission latency logs (write_lat_log): read for the epoch alone;
 # and histogram logs of completion latency (write_hist_log), kept as their own raw output
 _ANY_LOG = re.compile(rf"{LOG_PREFIX}_({LOG_KINDS})\.(\d+)\.log")
@@ -192,8 +194,9 @@ def log_options(seconds: float) -> dict[str, str]:
     (fslab's own options win)."""
     interval = log_interval_ms(seconds)
     return {
-        "write_bw_log": LOG_PREFIX, "write_iops_log": LOG_PREFIX, "write_lat_log": LOG_PREFIX, "log_avg_msec": str(interval),
-        "write_hist_log": LOG_PREFIX, "log_hist_msec": str(interval * HIST_WINDOWS), "log_hist_coarseness": str(fio_hist.COARSENESS), "clat_percentiles": "1",
+        "write_bw_log": LOG_PREFIX, "write_iops_log": LOG_PREFIX, "write_lat_log": LOG_PREFIX,
+        "log_avg_msec": str(interval), "write_hist_log": LOG_PREFIX, "log_hist_msec": str(interval * HIST_WINDOWS),
+        "log_hist_coarseness": str(fio_hist.COARSENESS), "clat_percentiles": "1",
         "log_alternate_epoch": "1", "log_alternate_epoch_clock_id": str(CLOCK_MONOTONIC),
     }  # fmt: skip
 

@@ -47,7 +47,9 @@ FINE_BINS = {
     19 << PLAT_BITS: 1000,
 }  # fio's FIO_IO_U_PLAT_NR → ns in its unit: fio ≥ 3.0 (ns), fio 2.x (µs)
 MOST_WINDOWS = 20_000  # a run's log spans at most these (fslab's: about 50; an imported one: 5.5 hours of 1 s)
-ON_TIME_MS = 2  # a window closed this much before its end on the run's epoch still ends there (fio_epoch: the epoch is found to a few ms)
+# A window closed this much before its end on the run's epoch still ends there (fio_epoch: the epoch
+# is found to a few ms).
+ON_TIME_MS = 2
 
 
 @dataclass(frozen=True)

@@ -312,7 +312,8 @@ def described(stored: Sequence[Mapping[str, Any]]) -> str:
     for record in stored:
         option = str(record.get("option"))
         jobs = f" in {', '.join(record.get('jobs') or [])}" if options.count(option) > 1 else ""
-        why = [f"{_whose(record.get('by'))} {option} = {record.get('asked')}" if record.get("asked") is not None else "",
+        why = [f"{_whose(record.get('by'))} {option} = {record.get('asked')}"
+               if record.get("asked") is not None else "",
                f"scale {record['scale']:g}" if record.get("scale") is not None else ""]  # fmt: skip
         because = ", ".join(part for part in why if part)
         said.append(

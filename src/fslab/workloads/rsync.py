@@ -344,7 +344,8 @@ def judge(result: RsyncRun, files: int, total: int) -> list[Finding]:
     if result.files != files or result.bytes != total:
         found.append(Finding(
             "short_copy",
-            f"rsync copied {result.files} files, {result.bytes} bytes, not the set's {files} files, {total} bytes: its rate is for another amount of data",
+            f"rsync copied {result.files} files, {result.bytes} bytes, not the set's {files} files, {total} bytes: "
+            "its rate is for another amount of data",
             implausible=True,
         ))  # fmt: skip
     if result.wall_s < MIN_SECONDS:

@@ -102,7 +102,8 @@ class Phase:
     def spec(self) -> dict[str, Any]:
         tool = {"tool": self.tool.spec()} if self.tool else {}  # absent from other phases: their specs as before tools
         return {"name": self.name, "action": self.action, "measured": self.measured, "options": self.options,
-                "seconds": self.seconds, "snapshot_every": self.snapshot_every, "extents": self.extents} | tool  # fmt: skip
+                "seconds": self.seconds, "snapshot_every": self.snapshot_every,
+                "extents": self.extents} | tool  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -125,8 +126,11 @@ class Scenario:
 
     def spec(self) -> dict[str, Any]:
         return {
-            "builtin": self.builtin, "file": self.file, "size": self.size, "data": self.data.describe(), "phases": [p.spec() for p in self.phases],
-            "preallocation": preallocation(options for p in self.phases if p.action == "fio" for options in self.job(p).jobs()),
+            "builtin": self.builtin, "file": self.file, "size": self.size, "data": self.data.describe(),
+            "phases": [p.spec() for p in self.phases],
+            "preallocation": preallocation(
+                options for p in self.phases if p.action == "fio" for options in self.job(p).jobs()
+            ),
         }  # fmt: skip
 
     def data_pattern(self) -> str:
@@ -419,7 +423,9 @@ class Scenarios:
     def judge(self, workload: Workload, outputs: list[RawOutput]) -> list[Finding]:
         s = tool_of(workload, Scenario)
         found = [
-            Finding("extents_not_measurable", f"{output.phase}: extents not measurable {extents.why}", implausible=False)
+            Finding(
+                "extents_not_measurable", f"{output.phase}: extents not measurable {extents.why}", implausible=False
+            )
             for output in outputs if output.tool == "filefrag"
             for extents in parse_filefrag(output.text).values() if extents.count is None
         ]  # fmt: skip
@@ -617,7 +623,8 @@ def _phase(section: PhaseSection, data: DataPattern, building: Building, table: 
     return Phase(
         name=section.name, action=section.tool or section.action or "fio", measured=section.measured, options=options,
         seconds=parse_duration(section.seconds) * building.time_scale if section.seconds is not None else 0.0,
-        snapshot_every=parse_duration(section.snapshot_every) if section.snapshot_every is not None else None, extents=section.extents,
+        snapshot_every=parse_duration(section.snapshot_every) if section.snapshot_every is not None else None,
+        extents=section.extents,
         tool=tool,  # type: ignore[arg-type]  # sysbench's or dd's, as section.tool says
     )  # fmt: skip
 
