@@ -90,7 +90,8 @@ class Cluster:
     def sql(self, statement: str, database: str = "postgres") -> str:
         """Runs one statement through psql on the cluster's socket; its output, unaligned."""
         done = subprocess.run(
-            [str(bin_directory() / "psql"), "-h", str(self.directory), "-p", str(self.port), "-U", USER, "-d", database, "-At", "-v", "ON_ERROR_STOP=1", "-c", statement],
+            [str(bin_directory() / "psql"), "-h", str(self.directory), "-p", str(self.port), "-U", USER, "-d", database,
+             "-At", "-v", "ON_ERROR_STOP=1", "-c", statement],
             capture_output=True, text=True, check=True,
         )  # fmt: skip
         return done.stdout.strip()

@@ -85,7 +85,8 @@ from fslab.guard.identity import FileId
 from fslab.model import Target
 wd = Workdir(Path(sys.argv[1]))
 with image_file(wd.journal, wd.images, "killed", 320 * 2**20, fill=False) as image, attached(wd.journal, image) as loop:
-    with FILESYSTEMS["xfs"].provision(wd.journal, Stack.on(on_loops([loop])), wd.mounts / "killed", Target("killed", "xfs", (), "noatime", 320 * 2**20, "sparse")):
+    target = Target("killed", "xfs", (), "noatime", 320 * 2**20, "sparse")
+    with FILESYSTEMS["xfs"].provision(wd.journal, Stack.on(on_loops([loop])), wd.mounts / "killed", target):
         os._exit(9)  # dies holding a loop device and a mount, as a killed fslab would
 """
 

@@ -74,7 +74,8 @@ def test_what_fio_says_of_an_option_it_does_not_have_is_no_option(answers):
     with pytest.raises(HelpError, match="not a line of fio's option list"):
         parse_option_list("rw : IO direction\n      bs : too deep\n")
     assert parse_option_list("rw : IO\n  bs : Block\n    x : deeper\n  ba : Align\nsize : Size\n") == [
-        ("rw", "IO", None), ("bs", "Block", "rw"), ("x", "deeper", "bs"), ("ba", "Align", "rw"), ("size", "Size", None)]  # fmt: skip
+        ("rw", "IO", None), ("bs", "Block", "rw"), ("x", "deeper", "bs"), ("ba", "Align", "rw"),
+        ("size", "Size", None)]  # fmt: skip
 
 
 def test_the_questions_come_in_three_rounds(answers):

@@ -69,7 +69,8 @@ def test_a_value_asked_reaches_every_job_over_its_own_and_its_globals():
         ("5s", "8", "1g"),
     ]
     assert [(r.option, r.jobs, r.was, r.now) for r in rewrites] == [
-        ("runtime", ("a",), "10", "5s"), ("runtime", ("b", "c"), "60", "5s"), ("iodepth", ("a", "b"), None, "8"), ("iodepth", ("c",), "4", "8"),
+        ("runtime", ("a",), "10", "5s"), ("runtime", ("b", "c"), "60", "5s"), ("iodepth", ("a", "b"), None, "8"),
+        ("iodepth", ("c",), "4", "8"),
     ]  # fmt: skip
 
 
@@ -110,7 +111,8 @@ def test_what_is_measured_in_bytes_and_seconds_scales_with_the_size_and_time_and
     }  # fmt: skip  (a range's first end in ms: fio reads 1s-2s as 1 µs to 2 s)
     assert {k: a[k] for k in ("nrfiles", "filesize", "loops", "thinktime", "rate", "bs")} == {
         "nrfiles": "10", "filesize": "4k-64k", "loops": "3", "thinktime": "5ms", "rate": "10m", "bs": "4k",
-    }, "small files stay small (never rounded up to a MiB): their count takes the scale; a pass of a percentage, and the pace, are the job's shape"  # fmt: skip
+    }, ("small files stay small (never rounded up to a MiB): their count takes the scale; "
+        "a pass of a percentage, and the pace, are the job's shape")  # fmt: skip
     assert (b["filesize"], b["offset"], b["io_size"]) == ("102m:205m", "25%", "205m"), "each end of a range"
     assert (
         parse_all([(render(job, directory=tmp_path, device=None), "the job")], directory=tmp_path) == []
@@ -134,8 +136,10 @@ def test_counts_take_the_share_of_the_scale_that_sizes_held_at_their_floor_could
     job, _ = rewrite("[a]\nrw=read\nsize=2m\nloops=10\n", scale=0.1)
     assert (job.jobs()[0]["size"], job.jobs()[0]["loops"]) == ("1m", "2")
     # sizes that shrank by the scale (to whole MiB) leave the counts as written; so does no scale, or a larger one
-    for text, scale in (("[a]\nrw=read\nsize=10g\nloops=4\nnrfiles=8\n", 0.01), ("[a]\nrw=read\nsize=1536m\nloops=4\n", 0.001),
-                        ("[a]\nrw=read\nfilesize=4k\nnrfiles=100\nloops=3\n", 1.0), ("[a]\nrw=read\nfilesize=4k\nnrfiles=100\n", 2.0),
+    for text, scale in (("[a]\nrw=read\nsize=10g\nloops=4\nnrfiles=8\n", 0.01),
+                        ("[a]\nrw=read\nsize=1536m\nloops=4\n", 0.001),
+                        ("[a]\nrw=read\nfilesize=4k\nnrfiles=100\nloops=3\n", 1.0),
+                        ("[a]\nrw=read\nfilesize=4k\nnrfiles=100\n", 2.0),
                         ("[a]\nrw=read\nsize=50%\nloops=3\n", 0.01)):  # fmt: skip
         job, _ = rewrite(text, scale=scale)
         assert (job.jobs()[0].get("loops"), job.jobs()[0].get("nrfiles")) == (
@@ -237,7 +241,8 @@ def test_the_workloads_own_fields_win_over_fio_which_wins_over_the_job_file(tmp_
     options = mine.tool.job.jobs()[0]
     assert {k: options[k] for k in ("size", "runtime", "ramp_time", "io_size", "bs", "iodepth", "numjobs")} == {
         "size": "64m", "runtime": "30s", "ramp_time": "1s", "io_size": "128m", "bs": "64k",
-        "iodepth": "16", "numjobs": "1",  # [fio]'s iodepth, bs and numjobs are the parameter workloads': a job file says its own
+        # [fio]'s iodepth, bs and numjobs are the parameter workloads': a job file says its own
+        "iodepth": "16", "numjobs": "1",
     }  # fmt: skip
     assert mine.seconds == 31 and mine.tool.measured_seconds() == 30
     rewritten = {r["option"]: r for r in mine.spec()["rewritten"]}

@@ -77,7 +77,8 @@ export PATH={cache}/root/sbin:{cache}/root/usr/sbin:$PATH LD_LIBRARY_PATH={cache
 keep_in_ram zfs zpool  # run at each target's teardown, after a measured run's dropped cache
 c_max() {{ awk '$1=="c_max" {{print $3}}' /proc/spl/kstat/zfs/arcstats; }}
 echo "c_max before: $(c_max)"
-.venv/bin/fslab run /fslab-share/study.toml --no-ceiling --db {scratch}/results.db --workdir {scratch}/fslab; echo "study: $?"
+.venv/bin/fslab run /fslab-share/study.toml --no-ceiling --db {scratch}/results.db --workdir {scratch}/fslab
+echo "study: $?"
 echo "c_max after: $(c_max)"
 echo "pools: $(zpool list -H | wc -l)"
 cp {scratch}/results.db* /fslab-share/

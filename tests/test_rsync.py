@@ -176,7 +176,8 @@ def test_rsync_ingests_into_ext4_end_to_end_and_releases_its_source(workdir, tmp
         for r in runs
     )
     assert runs[0]["data_pattern"].startswith("random (incompressible generated files")
-    # the whole set copied, each time (how long it took is this machine's: too_short_to_time is judged on synthetic runs above)
+    # the whole set copied, each time (how long it took is this machine's: too_short_to_time is judged
+    # on synthetic runs above)
     assert all(not [n for n in r["notes"] if n["kind"] != "too_short_to_time"] for r in runs), [
         r["notes"] for r in runs
     ]

@@ -176,7 +176,8 @@ def test_a_scenario_of_its_own_phases_is_checked_and_scaled():
 
 
 def test_a_phases_time_is_its_runtime_as_fio_reads_it_and_too_few_snapshots_are_noted():
-    # fio reads a runtime in any of its units: a phase written "3s" lasts 3 s, as one a study scaled to "1500ms" lasts 1.5
+    # fio reads a runtime in any of its units: a phase written "3s" lasts 3 s, as one a study scaled to
+    # "1500ms" lasts 1.5
     timed = {"rw": "randwrite", "time_based": "1"}
     phases = (
         Phase("fill", "fio", options={"rw": "write"}),
@@ -262,7 +263,8 @@ def test_a_scenario_runs_tool_phases_each_through_its_own_kind(workdir, tmp_path
         and cell["sanity.write_mb_s"][0] > 0
         and cell["sanity.read_mb_s"][0] > 0
     )
-    # Each measured step is a window of its own, its monitors' figures under its name: dd's two steps after their phase's.
+    # Each measured step is a window of its own, its monitors' figures under its name: dd's two steps
+    # after their phase's.
     for window in ("fill", "mail", "sanity.write", "sanity.read"):
         assert cell[f"{window}.host_cpu_busy_pct"] and cell[f"{window}.device_written_bytes"], window
     assert cell["sanity.write.device_written_bytes"][0] >= 32 * 2**20, (

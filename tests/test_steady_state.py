@@ -237,8 +237,20 @@ def test_phases_are_scaled_and_seeded_apart_from_the_measured_run():
     text = """rw = "randwrite"
 size = "1GiB"
 runtime = "60s"
-precondition = [ { rw = "write", bs = "128k", loops = 2 },
-                 { rw = "randwrite", bs = "4k", iodepth = 32, runtime = "30m", steadystate = "iops_slope:0.3%", steadystate_duration = "5m", steadystate_ramp_time = "1m" } ]
+
+[[workload.precondition]]
+rw = "write"
+bs = "128k"
+loops = 2
+
+[[workload.precondition]]
+rw = "randwrite"
+bs = "4k"
+iodepth = 32
+runtime = "30m"
+steadystate = "iops_slope:0.3%"
+steadystate_duration = "5m"
+steadystate_ramp_time = "1m"
 """
     workload, fio = fio_of(text, scale=0.01)
     fill, random = (job.jobs()[0] for job in fio.precondition.phases)
@@ -257,7 +269,7 @@ precondition = [ { rw = "write", bs = "128k", loops = 2 },
     seeds = [int(fio.fio_options["randseed"]), int(fill["randseed"]), int(random["randseed"])]
     assert len(set(seeds)) == 3, "each phase's offsets its own"
     assert workload.timeout == pytest.approx(2 * 0.6 + 300 + 2 * 18 + 3600)
-    explicit = fio_of(text + 'timeout = "2h"\n')[0]
+    explicit = fio_of('timeout = "2h"\n' + text)[0]
     assert explicit.timeout == 7200, "a study's own time-out is taken as it is"
 
 
@@ -420,9 +432,9 @@ def test_the_summary_shows_steady_state_and_the_runs_that_missed_it(tmp_path):
             precondition_output(1, 12.0, (FIXTURES / "fio" / "seqwrite-1m.json").read_text()),
         ]
         db.record_run(study_run, RunRecord(
-            target="raw", workload="w", repetition=repetition, warmup=False, block=repetition, position=1, started_at=start,
-            finished_at=start + timedelta(seconds=9), status="ok", buffered=False, outputs=outputs, metrics=FIO.parse(outputs),
-            notes=FIO.judge(parsed.workloads[0], outputs),
+            target="raw", workload="w", repetition=repetition, warmup=False, block=repetition, position=1,
+            started_at=start, finished_at=start + timedelta(seconds=9), status="ok", buffered=False, outputs=outputs,
+            metrics=FIO.parse(outputs), notes=FIO.judge(parsed.workloads[0], outputs),
         ))  # fmt: skip
     db.finish_study_run(study_run, "finished", {})
     (cell,) = summarize_study_run(db, study_run).cells
@@ -460,8 +472,18 @@ name = "read"
 rw = "randread"
 size = "16MiB"
 runtime = "1s"
-precondition = [ { rw = "write", loops = 2 },
-                 { rw = "randwrite", bs = "4k", iodepth = 8, runtime = "30s", steadystate = "iops:90%", steadystate_duration = "2s" } ]
+
+[[workload.precondition]]
+rw = "write"
+loops = 2
+
+[[workload.precondition]]
+rw = "randwrite"
+bs = "4k"
+iodepth = 8
+runtime = "30s"
+steadystate = "iops:90%"
+steadystate_duration = "2s"
 """
 
 
