@@ -18,7 +18,7 @@ from conftest import fslab_in_process
 from fslab.history import UNRECORDED_HOST, StoredStudyRun, history
 from fslab.results import ResultsDB
 from synthetic import SyntheticHost, stored_study
-from test_report_html import browser, open_page, page_specs  # noqa: F401  (the fixture, and how a page is opened and read)
+from test_report_html import open_page, page_specs
 
 START = datetime(2026, 1, 1)
 
@@ -38,7 +38,8 @@ def study_runs(
     rng = random.Random(seed)
     return [
         StoredStudyRun(
-            id=i + 1, started_at=START + timedelta(days=i), fslab_version="0.1", kernel=f"6.1.{i}", owner_host=None, host_kernels={},
+            id=i + 1, started_at=START + timedelta(days=i), fslab_version="0.1", kernel=f"6.1.{i}", owner_host=None,
+            host_kernels={},
             values={(host, "rand_read", "ext4"): {metric: [mean * rng.lognormvariate(0, noise) for _ in range(n)]}},
             higher_is_better={metric: higher_is_better}, kinds={"rand_read": "fio"},
         )

@@ -86,8 +86,10 @@ def study_run(tmp_path_factory):
 
 def stored(root: Path, study_run_id: int) -> dict[tuple[str, str, str], list[float]]:
     """(target, workload, metric) → its values over the measured runs, read with sqlite3 alone."""
-    query = """SELECT runs.target, runs.workload, metrics.name, metrics.value FROM runs JOIN metrics ON metrics.run_id = runs.id
-               WHERE runs.study_run_id = ? AND runs.status = 'ok' AND NOT runs.warmup AND metrics.phase = '' ORDER BY runs.id"""
+    query = """SELECT runs.target, runs.workload, metrics.name, metrics.value
+               FROM runs JOIN metrics ON metrics.run_id = runs.id
+               WHERE runs.study_run_id = ? AND runs.status = 'ok' AND NOT runs.warmup AND metrics.phase = ''
+               ORDER BY runs.id"""
     values: dict[tuple[str, str, str], list[float]] = {}
     with sqlite3.connect(root / "fslab.db") as conn:
         for target, workload, name, value in conn.execute(query, (study_run_id,)):
@@ -154,7 +156,7 @@ def test_the_markdown_table_iv_equals_the_database(study_run):
     )
     values = stored(root, study_run_id)
     for row in rows[:4]:
-        cell = lambda name: values[(row["target"], row["workload"], f"{row['dir']}_{name}")]  # noqa: E731
+        cell = lambda name, row=row: values[(row["target"], row["workload"], f"{row['dir']}_{name}")]  # noqa: E731
         assert_shows(row["IOPS"], statistics.median(cell("iops")))
         assert_shows(row["MB/s"], statistics.median(cell("mb_s")))
         for column, name in (
