@@ -261,7 +261,7 @@ def test_history_without_a_study_still_lists_the_study_runs(nightly):
 @pytest.fixture(scope="module")
 def trend(nightly):
     root, db = nightly
-    result = fslab_in_process("report", "--history", "nightly", "--db", str(db), "--figures")
+    result = fslab_in_process("report", "--history", "nightly", "--db", str(db), "--png")
     assert result.returncode == 0, result.stdout + result.stderr
     page = root / "reports" / "nightly-history" / "history.html"
     assert f"Trend page: {page}" in result.stdout, "beside the study runs' own folders, as `fslab report` writes them"

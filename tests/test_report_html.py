@@ -112,7 +112,7 @@ def stored(tmp_path_factory):
 
 def test_the_documented_commands_run_as_written(stored):
     root, _, reports = stored
-    assert list(reports) == ["fslab report", "fslab report 1 -o paper-figures --figures", "fslab report 1 2"]
+    assert list(reports) == ["fslab report", "fslab report 1 -o paper-figures --png", "fslab report 1 2"]
     for command, result in reports.items():
         assert result.returncode == 0, command + "\n" + result.stdout + result.stderr
     assert f"Report: {root / 'reports' / 'page-2' / 'report.html'}" in reports["fslab report"].stdout, (
@@ -122,12 +122,10 @@ def test_the_documented_commands_run_as_written(stored):
         "figures only when asked for"
     )
     assert (
-        f"Report: {root / 'paper-figures' / 'report.html'}"
-        in reports["fslab report 1 -o paper-figures --figures"].stdout
+        f"Report: {root / 'paper-figures' / 'report.html'}" in reports["fslab report 1 -o paper-figures --png"].stdout
     )
     assert (
-        f"SVG and PNG): {root / 'paper-figures' / 'figures'}"
-        in reports["fslab report 1 -o paper-figures --figures"].stdout
+        f"SVG and PNG): {root / 'paper-figures' / 'figures'}" in reports["fslab report 1 -o paper-figures --png"].stdout
     )
     assert f"Report: {root / 'reports' / 'page-1-2' / 'report.html'}" in reports["fslab report 1 2"].stdout
 
@@ -215,13 +213,15 @@ def test_report_figures_writes_every_chart_of_the_page_as_svg_and_png(stored):
         )
 
 
-def test_png_scale_gives_a_figures_png_that_many_pixels_per_css_pixel(stored):
-    """--png-scale N: sharper PNGs (the SVG is the figure for print); 1 to 4, and only with
-    --figures, each refused otherwise, naming the option."""
+def test_figures_alone_are_svgs_and_png_scale_gives_a_png_that_many_pixels_per_css_pixel(stored):
+    """--figures: SVGs only (a PNG costs half as much CPU again); --png-scale N: sharper PNGs,
+    1 to 4, implying --png and --figures, refused otherwise, naming the option."""
     root, db, _ = stored
-    said = fslab_in_process(
-        "report", "2", "-o", "sharper", "--figures", "--png-scale", "3", cwd=root, env={"FSLAB_DB": str(db)}
-    )
+    svgs = fslab_in_process("report", "2", "-o", "svgs", "--figures", cwd=root, env={"FSLAB_DB": str(db)})
+    assert svgs.returncode == 0 and "SVG):" in svgs.stdout, svgs.stdout + svgs.stderr
+    drawn = sorted((root / "svgs" / "figures").iterdir())
+    assert drawn and {p.suffix for p in drawn} == {".svg"}, "no PNG unless asked for"
+    said = fslab_in_process("report", "2", "-o", "sharper", "--png-scale", "3", cwd=root, env={"FSLAB_DB": str(db)})
     assert said.returncode == 0, said.stdout + said.stderr
     pngs = sorted((root / "sharper" / "figures").glob("*.png"))
     assert pngs
@@ -235,11 +235,8 @@ def test_png_scale_gives_a_figures_png_that_many_pixels_per_css_pixel(stored):
         assert (
             refused.returncode == 2 and f"--png-scale {wrong}: a PNG has 1 to 4 pixels per CSS pixel" in refused.stderr
         ), refused.stderr
-    alone = fslab_in_process("report", "2", "-o", "alone", "--png-scale", "2", cwd=root, env={"FSLAB_DB": str(db)})
-    assert alone.returncode == 2 and "--png-scale sizes the figures' PNGs: give it with --figures" in alone.stderr, (
-        alone.stderr
-    )
-    assert not (root / "wrong").exists() and not (root / "alone").exists(), "refused before anything is written"
+    assert not (root / "wrong").exists(), "refused before anything is written"
+    assert sorted(p.stem for p in pngs) == sorted(p.stem for p in drawn), "--png-scale: every figure as SVG and PNG"
 
 
 def png_size(path: Path) -> tuple[int, int]:

@@ -847,8 +847,15 @@ def report(
         bool,
         typer.Option(
             "--figures",
-            help="Also write every chart as SVG and PNG, in figures/ beside the page (for papers "
-            "and slides; about a tenth of a second of CPU a chart, drawn on every CPU).",
+            help="Also write every chart as an SVG figure, in figures/ beside the page (for papers "
+            "and slides, sharp at any size; about 60 ms of CPU a chart, drawn on every CPU).",
+        ),
+    ] = False,
+    png: Annotated[
+        bool,
+        typer.Option(
+            "--png",
+            help="Also write each figure as PNG (implies --figures; half as much CPU again as the SVGs).",
         ),
     ] = False,
     png_scale: Annotated[
@@ -856,9 +863,8 @@ def report(
         typer.Option(
             "--png-scale",
             metavar="N",
-            help="With --figures: each PNG at N pixels per CSS pixel, 1 to 4 (the SVG is "
-            "the figure for print, at any size; 2 is sharp on slides and high-density "
-            "screens and takes about twice the CPU). \\[default: 1, the page's size]",
+            help="Each PNG at N pixels per CSS pixel, 1 to 4 (implies --png; 2 is sharp on slides and "
+            "high-density screens and takes about twice the CPU). \\[default: 1, the page's size]",
         ),
     ] = None,
     history_of: Annotated[
@@ -901,16 +907,15 @@ def report(
     db: DbOption = None,
 ) -> None:
     """Write one self-contained HTML page of a study run (or several compared), or with --history
-    the study's trend page; with --figures, its charts also as SVG and PNG figures."""
-    from fslab.report.page import (
-        default_folder,
-        write_report,
-    )  # altair, vl-convert, jinja2: a quarter second no other command needs to wait for
+    the study's trend page; with --figures, its charts also as SVG figures (--png: and PNG)."""
+    # altair, vl-convert, jinja2: a quarter second no other command needs to wait for
+    from fslab.report.figures import PNG_SCALE
+    from fslab.report.page import default_folder, write_report
 
     gc.freeze()  # as main does: the page's modules too
 
-    if png_scale is not None and not figures:
-        raise _fail("--png-scale sizes the figures' PNGs: give it with --figures")
+    if png or png_scale is not None:  # a PNG is a figure's other file
+        figures, png_scale = True, PNG_SCALE if png_scale is None else png_scale
     results = _open_db(db)
     if history_of is not None:
         return _trend_report(results, history_of, study_runs, output, figures, png_scale, baseline, threshold)
@@ -934,7 +939,8 @@ def report(
     console.print(f"Report: {written.page}", highlight=False, soft_wrap=True)
     if figures:
         console.print(
-            f"Figures ({len(written.figures)} files, SVG and PNG): {written.page.parent / 'figures'}",
+            f"Figures ({len(written.figures)} files, "
+            f"{'SVG and PNG' if png_scale else 'SVG'}): {written.page.parent / 'figures'}",
             highlight=False,
             soft_wrap=True,
         )
@@ -965,7 +971,8 @@ def _trend_report(
     console.print(f"Trend page: {written.page}", highlight=False, soft_wrap=True)
     if figures:
         console.print(
-            f"Figures ({len(written.figures)} files, SVG and PNG): {written.page.parent / 'figures'}",
+            f"Figures ({len(written.figures)} files, "
+            f"{'SVG and PNG' if png_scale else 'SVG'}): {written.page.parent / 'figures'}",
             highlight=False,
             soft_wrap=True,
         )

@@ -1,13 +1,16 @@
 """The report's charts as figure files for papers and slides: each chart's very spec (charts.py),
-rendered without a browser by vl-convert (the Vega-Lite the page draws with), as SVG and PNG.
+rendered without a browser by vl-convert (the Vega-Lite the page draws with), as SVG, and as PNG
+when asked for.
 
 vl-convert runs Vega in one JavaScript thread a process, so the figures are drawn in processes
-of their own (renderers.py), one a CPU: a page of 188 charts is 20 s of CPU. They are started
+of their own (renderers.py), one a CPU. They are started
 (not forked: a process that has drawn before has vl-convert's thread, on which a forked child
 would wait for ever) and readied while the caller still builds its charts (figures_meanwhile).
 
-A PNG has the page's CSS pixels (PNG_SCALE), as the page shows the chart: the SVG is the figure
-for print and slides, at any size; --png-scale N draws sharper PNGs (N² the pixels to rasterise)."""
+The SVG is the figure for print and slides, at any size. A PNG (--png) costs half as much CPU
+again as its SVG (a page of 188 charts: 11 s of CPU for the SVGs, 5 s more for the PNGs), so it
+is drawn only when asked for: at the page's CSS pixels (PNG_SCALE), as the page shows the chart,
+or sharper with --png-scale N (N² the pixels to rasterise)."""
 
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ from fslab.report.chart_parts import VEGA_LITE, Chart
 from fslab.report.output import own_folder, write_own
 
 RENDERERS = 4  # processes drawing figures, at most (one a CPU): each holds its own Vega, ~150 MB
-PNG_SCALE = 1  # a PNG's pixels per CSS pixel, unless asked for more
+PNG_SCALE = 1  # a PNG's pixels per CSS pixel with --png, unless asked for more
 PNG_SCALES = range(1, 5)  # --png-scale: at 4, a PNG has 16 times the pixels of the page's
 
 
@@ -57,9 +60,10 @@ class Drawing:
     futures: list[Future]
 
     def write(self, folder: Path, rendered: Callable[[int, int], None] | None = None) -> list[Path]:
-        """NAME.svg and NAME.png of every chart in `folder` (made if missing), each written as it
-        is drawn; the files, in the charts' order. `rendered(done, total)` is told of each chart
-        drawn (a tenth of a second of CPU each: a page has a hundred)."""
+        """NAME.svg (and NAME.png when PNGs were asked for) of every chart in `folder` (made if
+        missing), each written as it is drawn; the files, in the charts' order.
+        `rendered(done, total)` is told of each chart drawn (a tenth of a second of CPU each: a page
+        has a hundred)."""
         own_folder(folder)
         chart_of = dict(zip(self.futures, self.charts))
         written: dict[str, list[Path]] = {}
@@ -73,7 +77,9 @@ class Drawing:
             except BrokenProcessPool:
                 raise _ended(f"before chart '{chart.title}' was drawn") from None
             name = file_name(chart.name)
-            written[chart.name] = [write_own(folder / f"{name}.svg", svg), write_own(folder / f"{name}.png", png)]
+            written[chart.name] = [write_own(folder / f"{name}.svg", svg)]
+            if png is not None:
+                written[chart.name].append(write_own(folder / f"{name}.png", png))
             if rendered is not None:
                 rendered(done, len(self.charts))
         return [path for chart in self.charts for path in written[chart.name]]
@@ -83,10 +89,10 @@ class Drawing:
 class Renderers:
     pool: ProcessPoolExecutor
     vega_lite: str
-    png_scale: int
+    png_scale: int | None  # None: no PNG
 
     def draw(self, charts: list[Chart]) -> Drawing:
-        """Every chart sent to be drawn, as SVG and PNG; `write` waits for them."""
+        """Every chart sent to be drawn, as SVG (and PNG); `write` waits for them."""
         try:
             return Drawing(
                 charts,
@@ -100,12 +106,12 @@ class Renderers:
 def figures_meanwhile(wanted: bool = True, png_scale: int | None = None) -> Iterator[Renderers | None]:
     """Renderers started, and readied, while the caller builds its charts; None unless `wanted`.
     They are stopped as the block ends; on an error or an interruption, with nothing more drawn.
-    Their PNGs have `png_scale` pixels per CSS pixel (one of PNG_SCALES; None: PNG_SCALE)."""
+    They draw SVGs, and PNGs of `png_scale` pixels per CSS pixel (one of PNG_SCALES) unless it is
+    None."""
     if not wanted:
         yield None
         return
-    png_scale = PNG_SCALE if png_scale is None else png_scale
-    if png_scale not in PNG_SCALES:
+    if png_scale is not None and png_scale not in PNG_SCALES:
         raise FigureError(
             f"--png-scale {png_scale}: a PNG has 1 to 4 pixels per CSS pixel of the "
             "page (1, the default, as the page shows it); give one of 1, 2, 3, 4"
@@ -132,9 +138,13 @@ def _ended(when: str) -> FigureError:
 
 
 def write_figures(
-    charts: list[Chart], folder: Path, rendered: Callable[[int, int], None] | None = None, png_scale: int | None = None
+    charts: list[Chart],
+    folder: Path,
+    rendered: Callable[[int, int], None] | None = None,
+    png_scale: int | None = PNG_SCALE,
 ) -> list[Path]:
-    """NAME.svg and NAME.png of every chart in `folder` (made if missing): Drawing.write."""
+    """NAME.svg and, unless `png_scale` is None, NAME.png of every chart in `folder` (made if
+    missing): Drawing.write."""
     with figures_meanwhile(png_scale=png_scale) as drawing:
         assert drawing is not None
         return drawing.draw(charts).write(folder, rendered)

@@ -32,7 +32,7 @@ class ReportRefused(FslabError):
 @dataclass(frozen=True)
 class ReportFiles:
     page: Path
-    figures: list[Path]  # NAME.svg and NAME.png of every chart, in FIGURES beside the page; none unless asked for
+    figures: list[Path]  # NAME.svg (and NAME.png) of every chart, in FIGURES beside the page; none unless asked for
 
 
 def write_report(
@@ -50,8 +50,8 @@ def write_report(
     pool_hosts: bool = False,
 ) -> ReportFiles:
     """The page of `study_runs` (the database's records, in the order given) in `folder`, and
-    with `figures` every chart of it as SVG and PNG, `png_scale` pixels a CSS pixel (`rendered(done,
-    total)` is told of each).
+    with `figures` every chart of it as SVG, and as PNG of `png_scale` pixels a CSS pixel unless
+    None (`rendered(done, total)` is told of each).
     Several study runs must be of one study: each later one is compared with the first, cell by
     cell, as `fslab compare` does, and each is shown whole after the comparisons. `pool_hosts`:
     the runs of several hosts pooled per cell (summary.Hosts)."""

@@ -156,7 +156,7 @@ def write_trend(
     rendered: Callable[[int, int], None] | None = None,
 ) -> ReportFiles:
     """The trend page of `study` (its history, read) in `folder` as history.html, and with
-    `figures` every chart of it as SVG and PNG (`png_scale` pixels a CSS pixel) in figures/."""
+    `figures` every chart of it as SVG, and PNG of `png_scale` pixels a CSS pixel unless None, in figures/."""
     with vega_bundle_meanwhile() as vega_bundle, figures_meanwhile(figures, png_scale) as renderers:
         page = trend_page(study, db_history)
         own_folder(folder)

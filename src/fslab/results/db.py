@@ -16,7 +16,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from fslab.errors import FslabError
-from fslab.model import Host, RawOutput, Roles, qualified
+from fslab.model import PHASE_SEPARATOR, Host, RawOutput, Roles, qualified
 from fslab.results.location import DatabaseUnusable, engine_for, shown
 from fslab.results.owner import Owner
 from fslab.results.records import SUPERSEDED, RunMetric, RunRecord, SampleGroups, StoredRun, now
@@ -434,14 +434,18 @@ class ResultsDB:
     def sample_groups(self, study_run_id: int) -> SampleGroups:
         """The samples of every successful measured run (no warm-ups), grouped by cell in run
         order, with each metric's unit, direction and roles. Read as the statistics need them and
-        no more — the values, then each metric's kind once — (a summary of thousands of runs
-        spends a tenth of a second less than reading them all as run_metrics)."""
+        no more: each run's cell once, then its values keyed as samples are (phase.name, joined by
+        the database), then each metric's kind once — not a cell's two names and a metric's two
+        on every value's row (a summary of 2,000 runs, 63,000 values: a third of the time)."""
         measured = (runs.c.study_run_id == study_run_id, runs.c.status == "ok", runs.c.warmup == sa.false())
+        cells_query = sa.select(runs.c.id, runs.c.workload, runs.c.target).where(*measured)
+        key = sa.case(
+            (metrics.c.phase == "", metrics.c.name), else_=metrics.c.phase + PHASE_SEPARATOR + metrics.c.name
+        )  # model.qualified, in SQL
         values_query = (
-            sa.select(runs.c.workload, runs.c.target, metrics.c.phase, metrics.c.name, metrics.c.value)
-            .join(runs, metrics.c.run_id == runs.c.id)
-            .where(*measured)
-            .order_by(runs.c.id, metrics.c.phase, metrics.c.name)
+            sa.select(metrics.c.run_id, key, metrics.c.value)
+            .where(metrics.c.run_id.in_(sa.select(runs.c.id).where(*measured)))
+            .order_by(metrics.c.run_id, metrics.c.phase, metrics.c.name)
         )
         kinds_query = (
             sa.select(
@@ -459,17 +463,18 @@ class ResultsDB:
         )
         workload_kinds = sa.select(workloads.c.name, workloads.c.spec).where(workloads.c.study_run_id == study_run_id)
         with self.engine.connect() as conn:
+            cell_of = {run_id: (workload, target) for run_id, workload, target in _plain_rows(conn, cells_query)}
             found, kinds = _plain_rows(conn, values_query), conn.execute(kinds_query).all()
             tools = {name: spec.get("kind", "fio") for name, spec in conn.execute(workload_kinds)}
         values: dict[tuple[str, str], dict[str, list[float]]] = {}
-        for workload, target, phase, name, value in found:
-            key = qualified(phase, name)
-            cell = values.get((workload, target))
-            if cell is None:
-                cell = values[(workload, target)] = {}
-            samples = cell.get(key)
+        cell: dict[str, list[float]] = {}
+        last = None
+        for run_id, key_, value in found:
+            if run_id != last:  # a run's values come together
+                last, cell = run_id, values.setdefault(cell_of[run_id], {})
+            samples = cell.get(key_)
             if samples is None:
-                samples = cell[key] = []
+                samples = cell[key_] = []
             samples.append(value)
         units, higher_is_better, flags = {}, {}, []
         for workload, phase, name, unit, higher, primary, compared in kinds:
