@@ -57,10 +57,10 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from fslab import environment
-from fslab.guard.names import file_name
+from fslab.core.names import file_name
 from fslab.results import ResultsDB
 from fslab.results import schema as tables
+from fslab.running import environment
 from fslab.study import parse_study
 
 ROOT = Path(__file__).resolve().parent.parent

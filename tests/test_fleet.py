@@ -505,7 +505,7 @@ def test_a_worker_killed_during_a_spread_study_run_has_its_block_taken_by_the_ot
 def test_spread_refuses_what_cannot_be_divided(tmp_path):
     from conftest import fslab_in_process
     from fslab.fleet.spread import CannotSpread, check
-    from fslab.plan import Repetitions
+    from fslab.running.plan import Repetitions
 
     alone = fslab_in_process("run", "quick", "--spread", "--db", str(tmp_path / "r.db"))
     assert alone.returncode == 2 and "--spread goes with --on" in alone.stderr

@@ -191,7 +191,7 @@ def test_every_password_of_fslabs_arguments_is_hidden_in_place(tmp_path):
         "postgresql://u@db/x",
     ]
     script = (
-        "import sys; from fslab.argv_passwords import hide; said = hide(); "
+        "import sys; from fslab.core.argv_passwords import hide; said = hide(); "
         "sys.stdout.buffer.write(open('/proc/self/cmdline', 'rb').read() + str(said).encode())"
     )
     done = subprocess.run([sys.executable, "-c", script, *given], capture_output=True, check=True)

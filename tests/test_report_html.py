@@ -23,10 +23,11 @@ import vl_convert
 from altair.vegalite.v6.schema.core import TopLevelSpec
 
 from conftest import FIXTURES, fslab_in_process
-from fslab.analysis import Row, analyse
-from fslab.checks import Unsupported
-from fslab.guard.names import file_name
+from fslab.core.checks import Unsupported
+from fslab.core.names import file_name
+from fslab.fio.output import bin_columns, latency_bins
 from fslab.model import Roles
+from fslab.model.records import SampleGroups
 from fslab.report import chart_parts
 from fslab.report.charts import (
     Chart,
@@ -51,9 +52,8 @@ from fslab.report.summary import (
     summarize_study_run,
 )
 from fslab.results import ResultsDB
-from fslab.results.records import SampleGroups
-from fslab.stats import adjust_family, compare, rank, summarize
-from fslab.workloads.fio_output import bin_columns, latency_bins
+from fslab.statistics.analysis import Row, analyse
+from fslab.statistics.stats import adjust_family, compare, rank, summarize
 from synthetic import stored_study
 
 ROOT = Path(__file__).parent.parent
@@ -904,7 +904,7 @@ def test_bar_labels_never_overlap_on_the_page_however_many_and_long(browser, tmp
 def test_a_bundle_that_would_close_its_script_element_is_refused(monkeypatch, tmp_path, closing):
     """The vega bundle is inlined in a <script> element: one holding a way out of it is never
     written into a page nor kept (made here and in the forked process alike: _made_and_kept)."""
-    from fslab import cache
+    from fslab.core import cache
     from fslab.report import bundle
 
     monkeypatch.setattr(cache, "CACHE_DIR", tmp_path)
@@ -925,7 +925,7 @@ def test_the_pages_javascript_is_kept_and_the_next_report_reads_it_starting_no_p
     """vl-convert's bundle (a second of CPU, the same for one vl-convert and Vega-Lite) is kept in
     fslab's cache directory by the first report, under both versions with its SHA-256, and read
     by the next: no process is started to make it."""
-    from fslab import cache
+    from fslab.core import cache
     from fslab.report import bundle
 
     root, db, _ = stored
@@ -960,7 +960,7 @@ TAMPERED = "/* TAMPERED */ alert(1);"
 @pytest.fixture(scope="module")
 def kept_record(tmp_path_factory) -> str:
     """The file a report keeps its bundle in, as it writes it."""
-    from fslab import cache
+    from fslab.core import cache
     from fslab.report import bundle
 
     with pytest.MonkeyPatch.context() as patch:
@@ -980,7 +980,7 @@ def test_a_kept_bundle_not_fslabs_own_or_altered_is_never_served_but_made_and_ke
     """The bundle is inlined into a page: a kept one whose file is writable by others or is a
     symlink, whose bundle is not the one its SHA-256 was recorded of, that would close its script
     element or is of another version is not read; it is made again and kept anew, whole."""
-    from fslab import cache
+    from fslab.core import cache
     from fslab.report import bundle
 
     root, db, _ = stored

@@ -57,9 +57,9 @@ def test_importing_the_registry_loads_no_kind_and_asking_for_one_loads_it_alone(
     ).stdout.splitlines()
     assert not set(before.split()) & {shipped.module for shipped in workloads.SHIPPED.values()}, before
     assert "fslab.workloads.dd" in after.split() and not set(after.split()) & {
-        "fslab.workloads.fio",
+        "fslab.fio.workload",
         "fslab.workloads.rsync",
-        "fslab.workloads.scenario",
+        "fslab.scenarios.kind",
     }, after
 
 

@@ -11,9 +11,9 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from fslab.guard.identity import Owned, assert_ours
-from fslab.journal import Journal
-from fslab.system import run
+from fslab.core.identity import Owned, assert_ours
+from fslab.core.journal import Journal
+from fslab.core.system import run
 
 Notice = Callable[[str], None]  # tells the user something before it happens
 

@@ -8,15 +8,15 @@
 
 Importing this package loads no filesystem: the first lookup of a kind imports its module
 (fslab's own through the table below; others from installed packages' `fslab.plugins` entry
-points, fslab.registry).
+points, fslab.core.registry).
 """
 
 from __future__ import annotations
 
 from typing import TypeVar
 
+from fslab.core.registry import Registry
 from fslab.filesystems.base import Filesystem, Provisioned
-from fslab.registry import Registry
 
 FILESYSTEMS: Registry[Filesystem] = Registry(
     {

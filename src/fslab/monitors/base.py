@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
-from fslab.findings import Finding
+from fslab.model.findings import Finding
 
 
 @dataclass(frozen=True)
