@@ -26,7 +26,9 @@ from fslab.workloads.offered import (
 )
 
 WINDOWS_DRAWN = 200  # throughput over time: a run's windows, at most (fio's log windows, merged)
-LATENCY_WINDOWS = 50  # latency over time: a run's windows, at most (their bins added up): fslab stores 50 (fio.HIST_WINDOWS); a page of many cells stays small
+# Latency over time: a run's windows, at most (their bins added up): fslab stores 50 (fio.HIST_WINDOWS);
+# a page of many cells stays small.
+LATENCY_WINDOWS = 50
 HEATMAP_ROW = 100  # px: each target's heatmap
 # A heatmap's cells at most: each is a rect Vega lays out and a figure draws (15,000 of them, 50
 # windows × 30 buckets × 10 targets, took 0.75 s of CPU a figure). Where there would be more,
@@ -38,7 +40,8 @@ HEATMAP_RESOLUTIONS = ((LATENCY_WINDOWS, 10), (25, 10), (25, 5), (10, 5), (10, 2
 DRAWN_PERCENTILES = {"P50": 50.0, "P99": 99.0}  # of a kind's bins per window
 # A heatmap cell in words: "ext4, 1.20–2.40 s, 100.0–125.9 µs: 605 of 28,170 completions"
 CELL = (
-    "datum.target + ', ' + format(datum.from_s, '.2f') + '–' + format(datum.to_s, '.2f') + ' s, ' + format(datum.from_us, ',.1f') + '–' "
+    "datum.target + ', ' + format(datum.from_s, '.2f') + '–' + "
+    "format(datum.to_s, '.2f') + ' s, ' + format(datum.from_us, ',.1f') + '–' "
     "+ format(datum.to_us, ',.1f') + ' µs: ' + format(datum.n, ',') + ' of ' + format(datum.ios, ',') + ' completions'"
 )
 
@@ -133,7 +136,8 @@ def _binned(trace: LatencyTrace) -> LatencyOverTime:
 
 
 def _cells(latency: LatencyOverTime, windows: int, per_decade: int) -> int:
-    """The cells heatmap_rows would give of `latency` in at most `windows` windows and `per_decade` buckets a factor of ten."""
+    """The cells heatmap_rows would give of `latency` in at most `windows` windows and `per_decade`
+    buckets a factor of ten."""
     import numpy as np
 
     _, starts = _buckets(latency.bins, per_decade)
@@ -222,9 +226,9 @@ def latency_heatmap_chart(traces: list[LatencyTrace], targets: list[str]) -> Cha
             ),
             alt.Y2("to_us:Q"),  # whole pixels: no seam between cells a pixel or two high
             alt.Color("share_pct:Q", scale=alt.Scale(type="log", scheme="viridis"), title="% of the window's I/Os"),
-            alt.Description(
-                "cell:N"
-            ),  # what a cell says to a screen reader, and in a figure's SVG (the tooltip's every field would be 300 bytes a cell)
+            # what a cell says to a screen reader, and in a figure's SVG (the tooltip's every field would
+            # be 300 bytes a cell)
+            alt.Description("cell:N"),
             tooltip=[
                 alt.Tooltip("target:N"),
                 alt.Tooltip("from_s:Q", title="from s", format=".2f"),
@@ -308,7 +312,8 @@ def latency_over_time_chart(traces: list[LatencyTrace], targets: list[str]) -> C
     caption = (
         f"{dashes} of the {latency_is} of each window of {_windows(windows)} (each step is one window), "
         f"{' and '.join(dict.fromkeys(t.percentiles_from for t in traces))}; "
-        f"a break is a window in which nothing completed. {'The runs of the heatmap' if binned else 'The runs drawn'}: "
+        "a break is a window in which nothing completed. "
+        + ("The runs of the heatmap: " if binned else "The runs drawn: ")
         + _runs_drawn(traces)
         + "."
     )
@@ -363,7 +368,10 @@ def _merged(resolution: tuple[int, int]) -> str:
     if not merged:
         return ""
     finer = f"; the latency over time chart draws up to {LATENCY_WINDOWS} windows" if windows < LATENCY_WINDOWS else ""
-    return f"To draw at most {HEATMAP_CELLS:,} cells, {' and '.join(merged)} are merged, their completions added up{finer}. "
+    return (
+        f"To draw at most {HEATMAP_CELLS:,} cells, {' and '.join(merged)} "
+        f"are merged, their completions added up{finer}. "
+    )
 
 
 def _windows(window_ms: list[int]) -> str:
