@@ -41,7 +41,7 @@ def test_no_samples_is_an_error():
 
 # --- comparisons ------------------------------------------------------------------------------
 
-from fslab.statistics.analysis import analyse, ranking_line
+from fslab.statistics.analysis import analyse, ranking_line  # noqa: E402
 from fslab.statistics.stats import (  # noqa: E402
     NORMAL_MAD,
     SamplePair,

@@ -389,8 +389,7 @@ def run(
         return _print_plan(loaded, repetitions, db, workdir, skip_unsupported)
     clients = None
     if client:  # fio's client/server: its modules only for a study that drives clients
-        from fslab.fio.clients import given_clients
-        from fslab.fio.server import networks
+        from fslab.fio import given_clients, networks
 
         clients = given_clients(client, networks(allow_network or ()))
     results = _open_db(db)
@@ -1100,7 +1099,7 @@ def worker(
     Ctrl-C or SIGTERM releases the run under way and gives its unit back to be taken again; the worker then exits 130 after Ctrl-C, 0 after SIGTERM (a service manager's stop).
     With --fio-address it also serves fio for other hosts' shared-storage runs that name it among their clients (docs/shared-storage.md)."""
     from fslab.core.interruption import exit_status
-    from fslab.fio.server import address_and_port, networks
+    from fslab.fio import address_and_port, networks
     from fslab.fleet import worker as serving
     from fslab.fleet.roster import checked_labels
 
@@ -1317,7 +1316,7 @@ def fio_server(
     """Serve fio for shared-storage runs (clients = [...]): `fio --server` on one address, held in the journal, until Ctrl-C or SIGTERM.
 
     A fio server runs any job a client that reaches it sends, as root: run it on a lab network only (docs/shared-storage.md)."""
-    from fslab.fio.server import Endpoint, checked_address, checked_port, networks, serve_until_stopped
+    from fslab.fio import Endpoint, checked_address, checked_port, networks, serve_until_stopped
 
     where = Endpoint(checked_address(address, networks(allow_network or ()), "--address"), checked_port(port, "--port"))
     work = Workdir(workdir)

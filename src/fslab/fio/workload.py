@@ -64,7 +64,7 @@ from fslab.fio.output import (
     precondition_output,
     stored_bins,
 )
-from fslab.fio.preallocation import preallocation
+from fslab.fio.preallocation import preallocation_of
 from fslab.fio.rewrite import Asked, Rewrite, asked_of, refused_beside, rewritten
 from fslab.fio.section import FIO_RW_MODES, BlockSize, FioSection, IoDepth, NumJobs, study_fio
 from fslab.fio.values import block_size, ms_text
@@ -106,7 +106,7 @@ class FioJob:
                 "job": fio_jobs.job_text(self.job),
                 "data": self.data.describe(),
                 "shared_file": self.shared_file,
-                "preallocation": preallocation(self.job.jobs()),
+                "preallocation": preallocation_of(self.job.jobs()),
             }
             | ({"clients": list(self.clients)} if self.clients else {})
             | ({"rewritten": [r.spec() for r in self.rewritten]} if self.rewritten else {})
