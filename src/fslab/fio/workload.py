@@ -33,22 +33,12 @@ from fslab.core.system import run_held
 from fslab.core.toml_errors import FieldError, unknown
 from fslab.core.units import format_size, parse_duration, parse_size, scaled_size
 from fslab.filesystems.base import Provisioned
-from fslab.fio import (
-    clients as fio_clients,
-)
-from fslab.fio import (
-    epoch as fio_epoch,
-)
-from fslab.fio import (
-    hist as fio_hist,
-)
+from fslab.fio import clients as fio_clients
+from fslab.fio import epoch as fio_epoch
+from fslab.fio import hist as fio_hist
 from fslab.fio import jobs as fio_jobs
-from fslab.fio import (
-    space as fio_space,
-)
-from fslab.fio import (
-    steady as fio_steady,
-)
+from fslab.fio import space as fio_space
+from fslab.fio import steady as fio_steady
 from fslab.fio.jobs import JobFile, fio_environment, parse_all, render, single_job
 from fslab.fio.options import DIRECTORY_ENGINES
 from fslab.fio.output import (
@@ -362,7 +352,7 @@ def precondition_jobs_for(workload: Workload, ready: Provisioned) -> list[str]:
 
 def run_precondition(journal: Journal, workload: Workload, ready: Provisioned, scratch: Path) -> list[RawOutput]:
     """The workload's precondition phases, one after another, unmeasured: each one's fio output
-    and how long it took (fio_output.precondition_output)."""
+    and how long it took (output.precondition_output)."""
     outputs = []
     for number, job in enumerate(precondition_jobs_for(workload, ready), start=1):
         path = scratch / f"precondition-{number}.fio"
@@ -529,7 +519,7 @@ def fio_workload(
         options["ramp_time"] = ms_text(ramp)
     options |= fio_steady.scaled_steadystate(
         {k: str(v) for k, v in extra.items()}, time_scale
-    )  # checked, as fio writes them (study_file.fio_options)
+    )  # checked, as fio writes them (section.fio_options)
     if shared_file:  # one file for every job, named as fslab names every file (in the target's directory)
         options["filename"] = file_name(name)
     fio_options = {key: str(value) for key, value in options.items()}
