@@ -36,6 +36,8 @@ FIGURES = {
         rf"^room per run \(every raw output, log and bin kept\): {N} KB$",
         rf"^fslab report \d+ +1×: median +{N} s",
         r"^fslab report \d+ --figures +left out: a smoke run draws no figures",
+        r"^a team's database: 12 runs, \d+ MB, copied in \d+ s",
+        rf"^  fslab summary 3 +1×: median +{N} s",
     ],
     "overhead.py": [rf"^ext4 +{N} +{N} +image", rf"^worst median overhead beyond fio: {N} s"],
     "fidelity.py": [rf"^ +1 +[\d,]+ +[\d,]+ +{N}$", rf"^median ratio fslab/hand over 1 pair\(s\): {N}"],
