@@ -33,7 +33,8 @@ def toy_registered(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_built_in_monitors_join_the_registry_from_their_own_modules():
     assert [k.name for k in monitors.kinds()] == ["cpu", "traffic", "space"]
     assert monitor_columns() == [
-        "target", "phase", "CPU busy %", "CPU peak %", "user %", "system %", "iowait %", "device read", "device written", "write ampl.", "synced in", "space used", "compression",
+        "target", "phase", "CPU busy %", "CPU peak %", "user %", "system %", "iowait %", "device read",
+        "device written", "write ampl.", "synced in", "space used", "compression",
     ]  # fmt: skip
     assert "toy_edges" not in monitors.metric_names() and "device_read_ratio" in monitors.metric_names(), (
         "a value with no column is a monitor's all the same"

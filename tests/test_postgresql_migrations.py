@@ -159,7 +159,10 @@ def test_a_run_stored_as_a_newer_fslab_migrates_is_stored_before_it_and_the_next
     assert pg_cluster.sql("SELECT version FROM schema_info", "migrated_beneath") == str(SCHEMA_VERSION + 1)
     stored = "SELECT count(*) FROM runs WHERE repetition = 3"
     assert pg_cluster.sql(stored, "migrated_beneath") == "1", "stored before the migration"
-    refused = f"at schema version {SCHEMA_VERSION + 1} now, and this fslab {re.escape(__version__)} writes schema {SCHEMA_VERSION}"
+    refused = (
+        f"at schema version {SCHEMA_VERSION + 1} now, and this fslab "
+        f"{re.escape(__version__)} writes schema {SCHEMA_VERSION}"
+    )
     with pytest.raises(SchemaChanged, match=refused):
         db.record_run(1, run)
     assert pg_cluster.sql(stored, "migrated_beneath") == "1", "the next not stored"

@@ -149,7 +149,8 @@ class CpuMonitor:
 @monitor(
     "cpu", order=10,
     figures=[
-        Figure("host_cpu_busy_pct", "CPU busy %", "pct"), Figure("host_cpu_busy_peak_pct", "CPU peak %", "pct"), Figure("host_cpu_user_pct", "user %", "pct"),
+        Figure("host_cpu_busy_pct", "CPU busy %", "pct"), Figure("host_cpu_busy_peak_pct", "CPU peak %", "pct"),
+        Figure("host_cpu_user_pct", "user %", "pct"),
         Figure("host_cpu_system_pct", "system %", "pct"), Figure("host_cpu_iowait_pct", "iowait %", "pct"),
     ],
 )  # fmt: skip

@@ -259,7 +259,8 @@ class TrafficMonitor:
     "traffic", order=20,
     figures=[
         Figure("device_read_bytes", "device read", "size"), Figure("device_written_bytes", "device written", "size"),
-        Figure("write_amplification", "write ampl.", "ratio"), Figure("device_read_ratio"), Figure("sync_seconds", "synced in", "seconds"),
+        Figure("write_amplification", "write ampl.", "ratio"), Figure("device_read_ratio"),
+        Figure("sync_seconds", "synced in", "seconds"),
         Figure("device_flushes"),
     ],
 )  # fmt: skip
