@@ -23,7 +23,7 @@ from fslab.devices.loop import ImageSource
 from fslab.devices.named import NamedSource
 from fslab.devices.zram import ZramSource
 from fslab.filesystems import FILESYSTEMS
-from fslab.fio.workload import FIO_DEFAULTS
+from fslab.fio import FIO_DEFAULTS
 from fslab.model.options import accepted_values
 from fslab.scenarios.kind import BUILTIN as BUILTIN_SCENARIOS
 from fslab.scenarios.kind import Phase, ScenarioSection, builtin_phases

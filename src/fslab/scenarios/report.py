@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from fslab.fio.report import FIO_REPORT
+from fslab.fio import FIO_REPORT
 from fslab.workloads.offered import KindReport, Offered, Stored
 from fslab.workloads.sysbench_report import SYSBENCH_REPORT
 
