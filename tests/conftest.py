@@ -6,6 +6,7 @@ import gc
 import io
 import json
 import os
+import runpy
 import shutil
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from fslab import cgroups
+from fslab import cgroups, registry
 from fslab.guard.identity import FileId
 from fslab.guard.names import workdir_tag
 from fslab.journal import Journal
@@ -25,6 +26,7 @@ from fslab.scratch import SCRATCH_IN_RAM
 from fslab.workdir import Workdir
 
 FIXTURES = Path(__file__).parent / "fixtures"
+TOYS = Path(__file__).parent / "toys"  # one module each, as a new filesystem, kind, monitor or format is added
 TEST_ROOT = Path("/var/tmp/fslab-tests")  # on disk: loop images in /tmp could sit in RAM elsewhere
 
 
@@ -157,6 +159,20 @@ def fresh_workdir(name: str = "") -> Iterator[Workdir]:
             Workdir(root).journal.clean_up()  # release them, then fail the test that left them
         shutil.rmtree(top, ignore_errors=True)
     assert not leftovers, f"the test left these attached or mounted: {leftovers}"
+
+
+@pytest.fixture
+def toys() -> Iterator[Callable[..., None]]:
+    """Registers toys for one test: `toys("filesystem", "monitor")` runs tests/toys/filesystem.py
+    and monitor.py as an import would (each joins its registry itself), and every registry is as
+    it was again at the test's end (fslab.registry.scoped)."""
+
+    def register(*names: str) -> None:
+        for name in names:
+            runpy.run_path(str(TOYS / f"{name}.py"))
+
+    with registry.scoped():
+        yield register
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,6 @@ declares, loaded only when a study asks for it — and a toy filesystem added in
 
 import importlib
 import re
-import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -18,16 +17,11 @@ from fslab.filesystems import FILESYSTEMS
 from fslab.results import ResultsDB
 from fslab.study import StudyError, parse_study
 
-TOY = Path(__file__).parent / "toys" / "filesystem.py"
-
 
 @pytest.fixture
-def toy_registered(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The toy filesystem registered for one test: its module run as an import runs it, into a
-    copy of the registry the test's end restores."""
-    list(FILESYSTEMS.values())  # fslab's own, loaded as a study of each would load them
-    monkeypatch.setattr(FILESYSTEMS, "registered", dict(FILESYSTEMS.registered))
-    runpy.run_path(str(TOY))
+def toy_registered(toys) -> None:  # noqa: ANN001
+    """The toy registered for one test (conftest.toys)."""
+    toys("filesystem")
 
 
 def loaded_after(code: str) -> list[str]:

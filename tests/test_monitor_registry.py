@@ -2,32 +2,23 @@
 reports, and the runner's windows, the stored metrics and the summary's monitors table follow
 what is registered — a toy monitor added in one file (toys/monitor.py) included."""
 
-import runpy
-from pathlib import Path
-
 import pytest
 
 from conftest import FIXTURES
 from fslab import monitors
 from fslab.filesystems import Provisioned
 from fslab.model import RawOutput
-from fslab.monitors import base
 from fslab.report.sections import is_monitored, monitor_columns, monitor_rows, shown
 from fslab.report.summary import CellSummary
 from fslab.runner import Windows
 from fslab.stats import summarize
 from fslab.workloads.fio import FIO
 
-TOY = Path(__file__).parent / "toys" / "monitor.py"
-
 
 @pytest.fixture
-def toy_registered(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The toy monitor registered for one test: its module run as an import runs it, into a copy
-    of the registry the test's end restores."""
-    monitors.kinds()  # the built-in monitors, loaded as the runner loads them
-    monkeypatch.setattr(base, "KINDS", dict(base.KINDS))
-    runpy.run_path(str(TOY))
+def toy_registered(toys) -> None:  # noqa: ANN001
+    """The toy registered for one test (conftest.toys)."""
+    toys("monitor")
 
 
 def test_the_built_in_monitors_join_the_registry_from_their_own_modules():

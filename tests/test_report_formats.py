@@ -3,7 +3,6 @@ summary` and `fslab export` write whatever the registry holds — a toy format a
 (toys/report_format.py) included, on a stored database (no root, no device)."""
 
 import os
-import runpy
 import shutil
 import subprocess
 import sys
@@ -29,13 +28,9 @@ def stored_db(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def toy_registered(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The toy format registered for one test: its module run as an import runs it, into a copy
-    of the registry the test's end restores."""
-    formats.report_files()  # the built-in formats, loaded as a command loads them
-    monkeypatch.setattr(formats, "_FILES", dict(formats._FILES))
-    monkeypatch.setattr(formats, "_FORMS", dict(formats._FORMS))
-    runpy.run_path(str(TOY))
+def toy_registered(toys) -> None:  # noqa: ANN001
+    """The toy registered for one test (conftest.toys)."""
+    toys("report_format")
 
 
 def newest_summary(db: Path):

@@ -3,7 +3,6 @@ study file, how a workload is built from it and the tool it drives; the study fi
 `fslab doctor` and `fslab list` follow what is registered — a toy kind added in one file
 (toys/workload_kind.py) included, run end to end."""
 
-import runpy
 import shutil
 import subprocess
 import sys
@@ -17,8 +16,6 @@ from fslab import workloads
 from fslab.cli import app
 from fslab.results import ResultsDB
 from kinds_helpers import read_study, refused
-
-TOY = Path(__file__).parent / "toys" / "workload_kind.py"
 
 TRUTH = """\
 [study]
@@ -38,12 +35,9 @@ times = 3
 
 
 @pytest.fixture
-def toy_registered(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The toy kind registered for one test: its module run as an import runs it, into a copy of
-    the registry the test's end restores."""
-    workloads.kinds()  # fslab's own kinds, loaded as a command loads them
-    monkeypatch.setattr(workloads.KINDS, "registered", dict(workloads.KINDS.registered))
-    runpy.run_path(str(TOY))
+def toy_registered(toys) -> None:  # noqa: ANN001
+    """The toy registered for one test (conftest.toys)."""
+    toys("workload_kind")
 
 
 def test_importing_the_registry_loads_no_kind_and_asking_for_one_loads_it_alone():

@@ -59,7 +59,17 @@ MAKERS = {
     "device": "fslab.devices.named", "md": "fslab.devices.layers", "luks": "fslab.devices.layers", "lvm": "fslab.devices.layers",
     "image": "fslab.devices.loop", "loop": "fslab.devices.loop", "zram": "fslab.devices.zram",
 }  # fmt: skip
-RELEASERS: Registry[Releaser] = Registry(MAKERS)
+
+
+@dataclass(frozen=True)
+class Releasing:
+    """How resources of one kind are released, as the registry holds it."""
+
+    name: str  # the kind
+    release: Releaser
+
+
+RELEASERS: Registry[Releasing] = Registry(MAKERS)
 
 
 def releaser(kind: str) -> Callable[[Releaser], Releaser]:
@@ -67,7 +77,8 @@ def releaser(kind: str) -> Callable[[Releaser], Releaser]:
     proof does not match what is there)."""
 
     def register(fn: Releaser) -> Releaser:
-        return RELEASERS.add(kind, fn)
+        RELEASERS.add(Releasing(kind, fn))
+        return fn
 
     return register
 
@@ -139,7 +150,7 @@ class Journal:
                 with releasing():
                     try:
                         if held.proof or release_unproven:
-                            RELEASERS[kind](Entry(kind, ident, held.proof), self.workdir)
+                            RELEASERS[kind].release(Entry(kind, ident, held.proof), self.workdir)
                     except Refused:
                         if not failed:
                             raise
@@ -193,7 +204,7 @@ class Journal:
         done = []
         for entry in entries:
             try:
-                RELEASERS[entry.kind](entry, self.workdir)
+                RELEASERS[entry.kind].release(entry, self.workdir)
             except Refused as exc:
                 self._append("disowned", entry.kind, entry.ident)
                 done.append(Outcome(entry.kind, entry.ident, "left alone", str(exc)))
@@ -219,7 +230,7 @@ class Journal:
             pass
 
 
-def _parse(line: str, kinds: Registry[Releaser]) -> tuple[str, tuple[str, str], dict] | None:
+def _parse(line: str, kinds: Registry[Releasing]) -> tuple[str, tuple[str, str], dict] | None:
     """(event, (kind, id), proof) of a well-formed line of one of `kinds`, or None."""
     try:
         raw = json.loads(line)

@@ -1,10 +1,11 @@
 """One module per filesystem, all behind `Filesystem` (base.py), each joining `FILESYSTEMS`
-(kind → Filesystem) itself as it is imported:
+(kind → Filesystem) itself as it is imported (fslab.registry):
 
-    @register
     class Ext4(Filesystem):
         kind = "ext4"
         ...
+
+    FILESYSTEMS.add(Ext4())
 
 Importing this package loads no filesystem: the first lookup of a kind imports its module
 (fslab's own through the table below; others from installed packages' `fslab.plugins` entry
@@ -12,8 +13,6 @@ points, fslab.registry).
 """
 
 from __future__ import annotations
-
-from typing import TypeVar
 
 from fslab.filesystems.base import Filesystem, Provisioned
 from fslab.registry import Registry
@@ -28,13 +27,4 @@ FILESYSTEMS: Registry[Filesystem] = Registry(
     }
 )
 
-F = TypeVar("F", bound=type[Filesystem])
-
-
-def register(cls: F) -> F:
-    """Registers the Filesystem class it decorates (one instance of it) under its kind."""
-    FILESYSTEMS.add(cls.kind, cls())
-    return cls
-
-
-__all__ = ["FILESYSTEMS", "Filesystem", "Provisioned", "register"]
+__all__ = ["FILESYSTEMS", "Filesystem", "Provisioned"]

@@ -249,7 +249,7 @@ class TargetFields(BaseModel):
 class Filesystem:
     """A filesystem made by one mkfs command and mounted with `mount -t kind`."""
 
-    kind: str
+    kind: str  # its name in a study (`filesystem = "ext4"`) and in `mount -t`
     mkfs: tuple[str, ...]  # the command and the flags fslab always passes (force, quiet)
     version_command: tuple[str, ...]  # prints the mkfs tool's version
     package: str  # the Debian package that provides the tools
@@ -277,6 +277,11 @@ class Filesystem:
 
     # Whether snapshot() takes one; known before anything is formatted.
     supports_snapshots: bool = False
+
+    @property
+    def name(self) -> str:
+        """What the registry holds it under: its kind."""
+        return self.kind
 
     @property
     def own_fields(self) -> tuple[str, ...]:

@@ -1,7 +1,7 @@
 from collections.abc import Sequence
 from pathlib import Path
 
-from fslab.filesystems import register
+from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Filesystem, MountReadBack, NoSnapshots, Provisioned, SizeFloor, TargetFields
 from fslab.guard.names import check_snapshot_name
 from fslab.guard.options import (
@@ -191,7 +191,6 @@ class BtrfsFields(TargetFields):
     nocow: bool = False  # chattr +C on the workload's directory (per-file No_COW)
 
 
-@register
 class Btrfs(Filesystem):
     kind = "btrfs"
     mkfs = ("mkfs.btrfs", "-f", "-q")
@@ -259,3 +258,6 @@ class Btrfs(Filesystem):
         usage = run(["btrfs", "filesystem", "df", str(mountpoint)], check=False).stdout
         attributes = run(["lsattr", "-d", str(mountpoint)], check=False).stdout
         return f"{usage}\nlsattr -d {mountpoint}: {attributes.split()[0] if attributes else '?'}\n"
+
+
+FILESYSTEMS.add(Btrfs())

@@ -4,7 +4,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from fslab.filesystems import register
+from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Filesystem, MountReadBack, SizeFloor, formatted_size
 from fslab.guard.options import (
     ZERO_ONE,
@@ -258,7 +258,6 @@ def _journal_bytes(blocks: int, block: int, asked: str | None, features: str) ->
     return 262144 * block
 
 
-@register
 class Ext4(Filesystem):
     kind = "ext4"
     mkfs = ("mkfs.ext4", "-F", "-q")
@@ -333,3 +332,6 @@ class Ext4(Filesystem):
 
     def details(self, device: str, mountpoint: Path) -> str:
         return run(["dumpe2fs", "-h", device], check=False).stdout
+
+
+FILESYSTEMS.add(Ext4())

@@ -4,7 +4,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from fslab.filesystems import register
+from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Filesystem, MountReadBack, SizeFloor, formatted_size
 from fslab.guard.options import (
     ZERO_ONE,
@@ -140,7 +140,6 @@ def default_ag_count(device_size: int) -> int:
     return whole + (rest >= 16 * 2**20)
 
 
-@register
 class Xfs(Filesystem):
     kind = "xfs"
     mkfs = ("mkfs.xfs", "-f", "-q")
@@ -179,3 +178,6 @@ class Xfs(Filesystem):
 
     def details(self, device: str, mountpoint: Path) -> str:
         return run(["xfs_info", str(mountpoint)], check=False).stdout
+
+
+FILESYSTEMS.add(Xfs())

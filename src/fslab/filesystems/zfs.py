@@ -24,7 +24,7 @@ from pydantic import AfterValidator, field_validator
 
 from fslab.checks import Check
 from fslab.errors import Refused
-from fslab.filesystems import register
+from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Filesystem, Provisioned, Room, SizeFloor, TargetFields, mounted_options, same_value
 from fslab.filesystems.mounting import mount_point, proven
 from fslab.filesystems.zfs_engine import (
@@ -342,7 +342,6 @@ def _as_list(value: Any) -> list:
     return value if isinstance(value, list) else [value]
 
 
-@register
 class Zfs(Filesystem):
     kind = "zfs"
     package = "zfs-fuse"  # Debian's; OpenZFS's is zfsutils-linux with its kernel module
@@ -705,3 +704,6 @@ def properties_not_in_effect(requested: dict[str, str], details: str) -> list[st
         for name, value in requested.items()
         if name in reported and not same_value(value, reported[name], fold_case=True)
     ]
+
+
+FILESYSTEMS.add(Zfs())

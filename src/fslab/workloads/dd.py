@@ -46,7 +46,7 @@ from fslab.journal import Journal
 from fslab.model import Metric, RawOutput, Workload
 from fslab.system import run_held
 from fslab.units import Bandwidth, parse_size
-from fslab.workloads import register
+from fslab.workloads import KINDS, Registered
 from fslab.workloads.base import Measured, StudyScope, directory_of, tool_of
 from fslab.workloads.dd_metrics import DIRECTIONS, METRICS, MOVED
 from fslab.workloads.tables import ToolWorkloadSection, tool_workload
@@ -333,4 +333,4 @@ class DdSection(ToolWorkloadSection):
         return dd_options(self.options, data=self.data or "random")  # type: ignore[arg-type]
 
 
-register(DD, section=DdSection, build=tool_workload)  # dd is coreutils's: on every Linux
+KINDS.add(Registered(DD, section=DdSection, build=tool_workload))  # dd is coreutils's: on every Linux

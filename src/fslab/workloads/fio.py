@@ -40,7 +40,7 @@ from fslab.model import Metric, RawOutput, Workload
 from fslab.system import run_held
 from fslab.toml_errors import FieldError, unknown
 from fslab.units import format_size, parse_duration, parse_size, scaled_size
-from fslab.workloads import Needed, fio_clients, fio_epoch, fio_hist, fio_space, fio_steady, register
+from fslab.workloads import KINDS, Needed, Registered, fio_clients, fio_epoch, fio_hist, fio_space, fio_steady
 from fslab.workloads.base import Measured, StudyScope, Window, directory_of, tool_of
 from fslab.workloads.builtin import BUILTIN_WORKLOADS
 from fslab.workloads.data import DataPattern, buffer_options
@@ -740,4 +740,6 @@ def with_clients(workload: Workload, clients: list[str] | None) -> Workload:
 
 
 # The fio tool fslab cannot start without: every built-in study runs it.
-register(FIO, section=WorkloadSection, build=build, tool=Needed(("fio", "--version"), "fio", required=True))
+KINDS.add(
+    Registered(FIO, section=WorkloadSection, build=build, tool=Needed(("fio", "--version"), "fio", required=True))
+)

@@ -58,7 +58,7 @@ from fslab.journal import Journal
 from fslab.model import Metric, RawOutput, Workload
 from fslab.system import run, run_held
 from fslab.units import Bandwidth, format_size, parse_size
-from fslab.workloads import Needed, register
+from fslab.workloads import KINDS, Needed, Registered
 from fslab.workloads.base import WRITTEN_BYTES, Measured, StudyScope, directory_of, tool_of
 from fslab.workloads.rsync_metrics import METRICS
 from fslab.workloads.tables import Size, ToolWorkloadSection, tool_workload
@@ -453,4 +453,4 @@ class RsyncSection(ToolWorkloadSection):
         return rsync_ingest(self.options, files=self.files, total=total, seed=self.seed, data=self.data or "random")
 
 
-register(RSYNC, section=RsyncSection, build=tool_workload, tool=Needed(("rsync", "--version"), "rsync"))
+KINDS.add(Registered(RSYNC, section=RsyncSection, build=tool_workload, tool=Needed(("rsync", "--version"), "rsync")))

@@ -50,7 +50,7 @@ from fslab.monitors.extents import extent_counts, parse_filefrag
 from fslab.system import run, sync_and_drop_caches
 from fslab.toml_errors import FieldError
 from fslab.units import parse_duration, parse_size, scaled_size
-from fslab.workloads import register
+from fslab.workloads import KINDS, Registered
 from fslab.workloads.base import Measured, StudyScope, Window, WorkloadKind, directory_of, tool_of
 from fslab.workloads.data import DataPattern
 from fslab.workloads.dd import DD, DdOptions, dd_options
@@ -614,4 +614,4 @@ def _phase(section: PhaseSection, data: DataPattern, building: Building, table: 
     )  # fmt: skip
 
 
-register(SCENARIOS, section=ScenarioSection, build=build)  # its phases' tools are their own kinds'
+KINDS.add(Registered(SCENARIOS, section=ScenarioSection, build=build))  # its phases' tools are their own kinds'

@@ -52,7 +52,7 @@ from fslab.journal import Journal
 from fslab.model import Metric, RawOutput, Workload
 from fslab.system import run_held
 from fslab.units import parse_size
-from fslab.workloads import Needed, register
+from fslab.workloads import KINDS, Needed, Registered
 from fslab.workloads.base import FSYNCS, READ_BYTES, WRITTEN_BYTES, Measured, StudyScope, directory_of, tool_of
 from fslab.workloads.sysbench_metrics import METRICS
 from fslab.workloads.tables import ToolWorkloadSection, tool_workload
@@ -498,4 +498,8 @@ class SysbenchSection(ToolWorkloadSection):
         return sysbench_options(self.options, data=self.data or "random")
 
 
-register(SYSBENCH, section=SysbenchSection, build=tool_workload, tool=Needed(("sysbench", "--version"), "sysbench"))
+KINDS.add(
+    Registered(
+        SYSBENCH, section=SysbenchSection, build=tool_workload, tool=Needed(("sysbench", "--version"), "sysbench")
+    )
+)
