@@ -23,7 +23,7 @@ from fslab import workloads as kinds
 from fslab.ceiling import copies_per_block
 from fslab.cgroups import SMALLEST_LIMIT
 from fslab.errors import FslabError
-from fslab.filesystems import FILESYSTEMS
+from fslab.filesystems import FILESYSTEMS, kinds_that
 from fslab.filesystems.base import Room
 from fslab.guard.names import swept_name
 from fslab.guard.options import split_arguments
@@ -450,7 +450,8 @@ def cell_problem(target: Target, workload: Workload) -> str | None:
     target's filesystem has none of, or works in a directory a raw target has not."""
     filesystem = FILESYSTEMS[target.filesystem]
     if workload.tool.takes_snapshots and not filesystem.supports_snapshots:
-        return f"workload '{workload.name}' takes snapshots, and target '{target.name}' ({target.filesystem}) has none: run it on btrfs or zfs targets"
+        snapshotting = kinds_that(lambda fs: fs.supports_snapshots, last="or")
+        return f"workload '{workload.name}' takes snapshots, and target '{target.name}' ({target.filesystem}) has none: run it on {snapshotting} targets"
     if workload.tool.needs_directory and filesystem.room(target).block_device:
         return f"workload '{workload.name}' ({workload.kind}) works in a filesystem's directory, and target '{target.name}' is a raw device: leave it out of this study (raw_baseline adds one)"
     return None

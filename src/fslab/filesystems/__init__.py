@@ -14,6 +14,8 @@ points, fslab.registry).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from fslab.filesystems.base import Filesystem, Provisioned
 from fslab.registry import Registry
 
@@ -27,4 +29,12 @@ FILESYSTEMS: Registry[Filesystem] = Registry(
     }
 )
 
-__all__ = ["FILESYSTEMS", "Filesystem", "Provisioned"]
+
+def kinds_that(can: Callable[[Filesystem], bool], last: str = "and") -> str:
+    """The kinds of the filesystems registered that `can` (each loaded), as a message names them:
+    "btrfs and zfs" — never a list written out that a filesystem added would make wrong."""
+    kinds = [kind for kind, filesystem in FILESYSTEMS.items() if can(filesystem)]
+    return f" {last} ".join([", ".join(kinds[:-1]), kinds[-1]] if len(kinds) > 1 else kinds)
+
+
+__all__ = ["FILESYSTEMS", "Filesystem", "Provisioned", "kinds_that"]

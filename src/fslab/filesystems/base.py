@@ -274,6 +274,7 @@ class Filesystem:
     own_fields_refusal: str = ""
 
     spans_devices: bool = False  # made on several devices itself (Btrfs profiles, a ZFS pool), needing no md below
+    spans_devices_with: str = ""  # what in a study spreads it over them, as a message says it
 
     # Whether snapshot() takes one; known before anything is formatted.
     supports_snapshots: bool = False
@@ -362,9 +363,10 @@ class Filesystem:
         """The study's mkfs arguments, split and checked against the allow-list (OptionRefused)."""
         if self.accepted_mkfs_options is None:
             if arguments:
-                raise OptionRefused(
-                    f"{self.kind} targets take no mkfs_options: only ext4, xfs and btrfs are made by mkfs"
-                )
+                from fslab.filesystems import kinds_that  # the package imports this module first
+
+                made_by_mkfs = kinds_that(lambda fs: fs.accepted_mkfs_options is not None)
+                raise OptionRefused(f"{self.kind} targets take no mkfs_options: only {made_by_mkfs} are made by mkfs")
             return []
         return check_arguments(self.accepted_mkfs_options, arguments)
 
@@ -425,7 +427,11 @@ class Filesystem:
         snapshot_name: fslab's, never the study's); returns what the tools call it. Snapshots
         live inside the filesystem, and go with it when the next run formats its devices or the
         pool is destroyed: none outlives the run that took it."""
-        raise NoSnapshots(f"{self.kind} targets have no snapshots: btrfs and zfs targets do")
+        from fslab.filesystems import kinds_that  # the package imports this module first
+
+        raise NoSnapshots(
+            f"{self.kind} targets have no snapshots: {kinds_that(lambda fs: fs.supports_snapshots)} targets do"
+        )
 
     def mkfs_command(self, devices: list[str], options: list[str]) -> list[str]:
         # Checked again here, where the command is built: no other way must lead to mkfs.

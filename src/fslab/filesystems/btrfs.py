@@ -204,6 +204,7 @@ class Btrfs(Filesystem):
     own_fields_refusal = "nocow (chattr +C) is for Btrfs targets"
     supports_snapshots = True
     spans_devices = True
+    spans_devices_with = "with -d/-m profiles"
 
     def size_floor(self, mkfs_arguments: Sequence[str], devices: int) -> SizeFloor:
         data = option_value(mkfs_arguments, "-d", "--data") or ""
