@@ -1,6 +1,7 @@
 """`fslab list`: everything fslab can do, read from the registries and allow-lists the study file
 is checked against, so that adding a kind, scenario, filesystem, layer or option cannot leave it out."""
 
+import dataclasses
 import inspect
 import json
 import pkgutil
@@ -12,12 +13,15 @@ from rich.cells import cell_len
 
 from conftest import fslab_in_process
 from fslab import devices as devices_package
+from fslab import monitors
+from fslab.catalogue import Catalogue
 from fslab.devices.layers import LAYERS
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.zfs import DATASET_PROPERTIES, POOL_OPTIONS
 from fslab.guard import fio_options
 from fslab.guard.options import Suboptions
 from fslab.report.console import CONSOLE_WIDTH
+from fslab.report.formats import report_files, table_forms
 from fslab.study import builtin_studies
 from fslab.units import parse_duration
 from fslab.workloads import SHIPPED as KINDS
@@ -30,7 +34,7 @@ from fslab.workloads.scenario import BUILTIN as BUILTIN_SCENARIOS
 from fslab.workloads.scenario import ScenarioSection, builtin_phases
 from fslab.workloads.sysbench import SYSBENCH_OPTIONS
 
-SECTIONS = ["studies", "workloads", "sets", "kinds", "scenarios", "filesystems", "layers", "sources"]
+SECTIONS = [f.name for f in dataclasses.fields(Catalogue)]  # each the catalogue reads from a registry or allow-list
 
 
 def _names(options) -> set[str]:
@@ -102,6 +106,8 @@ def test_every_registered_name_is_listed(listed, as_json):
         "scenarios": BUILTIN_SCENARIOS,
         "filesystems": FILESYSTEMS,
         "layers": LAYERS,
+        "monitors": [kind.name for kind in monitors.kinds()],
+        "formats": [*(f.name for f in report_files()), *table_forms()],
     }
     assert all(registered(kind).name == kind for kind in KINDS), (
         "every kind fslab ships joins the registry under its name"

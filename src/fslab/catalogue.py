@@ -1,5 +1,6 @@
 """What fslab can do, as `fslab list` shows it: built-in studies and workloads, workload kinds,
-scenarios, filesystems, layers and device sources, each with the options a study may give them.
+scenarios, filesystems, layers and device sources, each with the options a study may give them,
+and the monitors that watch every run and the report formats fslab writes.
 
 Every record is read from the registry or allow-list the study file is checked against (the
 guard's own lists, never a copy), so what `fslab list` shows is what a study may say. Pure: data
@@ -14,7 +15,7 @@ from dataclasses import field as dataclass_field
 
 from pydantic import BaseModel
 
-from fslab import workloads
+from fslab import monitors, workloads
 from fslab.devices.layers import LAYERS
 from fslab.devices.loop import ImageSource
 from fslab.devices.named import NamedSource
@@ -22,6 +23,7 @@ from fslab.devices.zram import ZramSource
 from fslab.errors import FslabError
 from fslab.filesystems import FILESYSTEMS
 from fslab.guard.options import accepted_values
+from fslab.report.formats import report_files, table_forms
 from fslab.study import builtin_studies
 from fslab.toml_errors import did_you_mean, unknown
 from fslab.units import parse_duration
@@ -120,6 +122,18 @@ class LayerEntry:
 
 
 @dataclass(frozen=True)
+class MonitorEntry:
+    name: str
+    values: list[str]  # what it reports, each with its column in the monitors' table where it has one
+
+
+@dataclass(frozen=True)
+class FormatEntry:
+    name: str  # a report file's name, or an export form's
+    written_by: str  # "fslab summary", "fslab export --format csv"
+
+
+@dataclass(frozen=True)
 class Catalogue:
     """Everything `fslab list` shows, a section per field (`fslab list SECTION`; --json: these keys)."""
 
@@ -131,6 +145,8 @@ class Catalogue:
     filesystems: list[FilesystemEntry]
     layers: list[LayerEntry]
     sources: list[Named]
+    monitors: list[MonitorEntry]
+    formats: list[FormatEntry]
 
     def as_json(self) -> dict[str, list[dict]]:
         """The sections that have entries, as plain data (stable keys: the records' fields)."""
@@ -170,6 +186,12 @@ def catalogue() -> Catalogue:
             for name, layer in LAYERS.items()
         ],
         sources=[Named(name, source.chosen_by) for name, source in DEVICE_SOURCES.items()],
+        monitors=[
+            MonitorEntry(kind.name, [f"{f.name} ({f.column})" if f.column else f.name for f in kind.figures])
+            for kind in monitors.kinds()
+        ],
+        formats=[FormatEntry(f.name, "fslab summary") for f in report_files()]
+        + [FormatEntry(name, f"fslab export --format {name}") for name in table_forms()],
     )
 
 
@@ -335,6 +357,16 @@ def tables(c: Catalogue) -> list[Table]:
                 [[s.name, s.description] for s in c.sources],
             )
         )
+    if c.monitors:
+        found.append(
+            Table(
+                "monitors (watch every measured window; values (their column in the summary))",
+                ["monitor", "values"],
+                [[m.name, ", ".join(m.values)] for m in c.monitors],
+            )
+        )
+    if c.formats:
+        found.append(Table("report formats", ["format", "written by"], [[f.name, f.written_by] for f in c.formats]))
     return found
 
 

@@ -1207,14 +1207,14 @@ def list_things(
         str | None,
         typer.Argument(
             metavar="[SECTION|NAME]",
-            help="Show one section (studies, workloads, sets, kinds, scenarios, filesystems, layers, sources), or what is named so (zfs, luks, sysbench). \\[default: all]",
+            help="Show one section (studies, workloads, sets, kinds, scenarios, filesystems, layers, sources, monitors, formats), or what is named so (zfs, luks, sysbench). \\[default: all]",
         ),
     ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON document, a key per section, for scripts.")
     ] = False,
 ) -> None:
-    """What fslab can do: built-in studies and workloads, workload kinds, scenarios, filesystems, layers, device sources, and every option a study may give them."""
+    """What fslab can do: built-in studies and workloads, workload kinds, scenarios, filesystems, layers, device sources, and every option a study may give them; the monitors and report formats."""
     import json
 
     from fslab.catalogue import catalogue, tables
