@@ -23,7 +23,7 @@ from fslab.devices.zram import ZramSource
 from fslab.errors import FslabError
 from fslab.filesystems import FILESYSTEMS
 from fslab.guard.options import accepted_values
-from fslab.report.formats import report_files, table_forms
+from fslab.report.formats import REPORT_FILES, TABLE_FORMS, report_files, table_forms
 from fslab.study import builtin_studies
 from fslab.toml_errors import did_you_mean, unknown
 from fslab.units import parse_duration
@@ -193,6 +193,13 @@ def catalogue() -> Catalogue:
         formats=[FormatEntry(f.name, "fslab summary") for f in report_files()]
         + [FormatEntry(name, f"fslab export --format {name}") for name in table_forms()],
     )
+
+
+def from_outside() -> list[str]:
+    """What this fslab is extended with from outside it (installed packages' plugins), each as
+    "filesystem ext2": `fslab doctor` says so."""
+    registries = (FILESYSTEMS, workloads.KINDS, monitors.MONITORS, REPORT_FILES, TABLE_FORMS)
+    return [f"{registry.what} {name}" for registry in registries for name in registry.added()]
 
 
 def _options(field: str, tool: str, accepted: Mapping[str, str], refused: Mapping[str, str] | None = None) -> Options:

@@ -1268,6 +1268,12 @@ def doctor(
     ]
     columns = ["check", "status", "needed by", "detail", "how to get it"]
     print_table(console, "this machine", columns, rows, [False] * 5, styles=[style for _, style in status])
+    from fslab.catalogue import from_outside
+
+    if extended := from_outside():
+        console.print(
+            f"extended here with: {visible(', '.join(extended))}", markup=False, highlight=False, soft_wrap=True
+        )
     blocking = sum(n.blocking for n in needs)
     if blocking:
         raise _fail(f"{blocking} check(s) that fslab always needs failed", code=1)

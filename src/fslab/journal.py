@@ -69,7 +69,7 @@ class Releasing:
     release: Releaser
 
 
-RELEASERS: Registry[Releasing] = Registry(MAKERS)
+RELEASERS: Registry[Releasing] = Registry("journalled kind", MAKERS)
 
 
 def releaser(kind: str) -> Callable[[Releaser], Releaser]:

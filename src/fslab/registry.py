@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from typing import Protocol, TypeVar
@@ -76,10 +77,12 @@ class Registry(Mapping[str, T]):
     module (their names are known), only the plugins. Names keep their order: fslab's own first,
     as `shipped` lists them (or as the package's modules registered them), then the others."""
 
-    def __init__(self, shipped: Mapping[str, str] | None = None, *, package: str | None = None) -> None:
+    def __init__(self, what: str, shipped: Mapping[str, str] | None = None, *, package: str | None = None) -> None:
+        self.what = what  # what an entry is, as a message names it: "filesystem", "monitor"
         self.shipped = dict(shipped or {})  # name → the module of fslab's that registers it
         self.package = package  # fslab's package whose every module registers an entry
         self.registered: dict[str, T] = {}
+        self.from_outside: set[str] = set()  # the names a module not of fslab's registered (a plugin's, a toy's)
         self.version = 0  # changes whenever an entry is added or removed: what a cache of a listing keys on
         self._package_loaded = False
         _ALL.append(self)
@@ -87,8 +90,18 @@ class Registry(Mapping[str, T]):
     def add(self, entry: T) -> T:
         """Called by an implementation's module as it is imported: the entry joins under its name."""
         self.registered[entry.name] = entry
+        by = sys._getframe(1).f_globals.get("__name__", "")  # the module calling: fslab's, or from outside
+        if by.split(".")[0] == "fslab":
+            self.from_outside.discard(entry.name)
+        else:
+            self.from_outside.add(entry.name)
         self.version += 1
         return entry
+
+    def added(self) -> list[str]:
+        """The names registered from outside fslab (an installed package's plugin, a test's toy),
+        in order: what `fslab doctor` says this fslab is extended with."""
+        return [name for name in self if name in self.from_outside]
 
     def _load_package(self) -> None:
         if self.package is not None and not self._package_loaded:
@@ -128,11 +141,11 @@ class Registry(Mapping[str, T]):
         is gone after. Every entry of fslab's own is loaded first, so that one whose module the
         block imports is not lost with the block's."""
         list(self.values())
-        before = dict(self.registered)
+        before, outside = dict(self.registered), set(self.from_outside)
         try:
             yield self
         finally:
-            self.registered = before
+            self.registered, self.from_outside = before, outside
             self.version += 1
 
 

@@ -20,13 +20,14 @@ from fslab.filesystems.base import Filesystem, Provisioned
 from fslab.registry import Registry
 
 FILESYSTEMS: Registry[Filesystem] = Registry(
+    "filesystem",
     {
         "ext4": "fslab.filesystems.ext4",
         "xfs": "fslab.filesystems.xfs",
         "btrfs": "fslab.filesystems.btrfs",
         "zfs": "fslab.filesystems.zfs",
         "raw": "fslab.filesystems.raw",
-    }
+    },
 )
 
 

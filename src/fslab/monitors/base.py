@@ -137,7 +137,7 @@ class MonitorKind:
 
 
 # Every monitor, each joining as its module (of this package) is imported; reading it imports them all.
-MONITORS: Registry[MonitorKind] = Registry(package="fslab.monitors")
+MONITORS: Registry[MonitorKind] = Registry("monitor", package="fslab.monitors")
 
 
 @contextmanager

@@ -84,7 +84,7 @@ class UnknownKind(FslabError):
     pass
 
 
-KINDS: Registry[Registered] = Registry({name: shipped.module for name, shipped in SHIPPED.items()})
+KINDS: Registry[Registered] = Registry("workload kind", {name: shipped.module for name, shipped in SHIPPED.items()})
 
 
 def registered(name: str) -> Registered | None:

@@ -67,8 +67,8 @@ class UnknownFormat(FslabError):
     pass
 
 
-REPORT_FILES: Registry[ReportFile] = Registry(package=__name__)
-TABLE_FORMS: Registry[TableForm] = Registry(package=__name__)
+REPORT_FILES: Registry[ReportFile] = Registry("report file", package=__name__)
+TABLE_FORMS: Registry[TableForm] = Registry("export form", package=__name__)
 
 
 def report_files() -> list[ReportFile]:
