@@ -30,8 +30,7 @@ from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 from fslab.workloads.dd import DD_OPTIONS
 from fslab.workloads.fio import FIO_DEFAULTS
 from fslab.workloads.rsync import RSYNC_OPTIONS
-from fslab.workloads.scenario import BUILTIN as BUILTIN_SCENARIOS
-from fslab.workloads.scenario import ScenarioSection, builtin_phases
+from fslab.workloads.scenario import BUILTIN, BUILTIN_SCENARIOS, ScenarioSection
 from fslab.workloads.sysbench import SYSBENCH_OPTIONS
 
 SECTIONS = [f.name for f in dataclasses.fields(Catalogue)]  # each the catalogue reads from a registry or allow-list
@@ -144,11 +143,13 @@ def test_every_accepted_option_is_listed_with_its_owner(as_json):
 
 
 def test_scenarios_are_listed_with_their_phases(as_json):
-    assert (
-        typing.get_args(ScenarioSection.model_fields["scenario"].annotation)[0] == typing.Literal[BUILTIN_SCENARIOS]
-    ), "the study file takes the scenarios scenario.py has"
+    assert typing.get_args(ScenarioSection.model_fields["scenario"].annotation)[0] == typing.Literal[BUILTIN], (
+        "the study file takes the scenarios scenario.py has"
+    )
     for entry in as_json["scenarios"]:
-        assert [p["name"] for p in entry["phases"]] == [p.name for p in builtin_phases(entry["name"], 60.0, None)]
+        assert [p["name"] for p in entry["phases"]] == [
+            p.name for p in BUILTIN_SCENARIOS[entry["name"]].phases(60.0, None)
+        ]
     overwrite = next(
         p
         for s in as_json["scenarios"]

@@ -17,9 +17,7 @@ from pydantic import BaseModel
 
 from fslab import monitors, workloads
 from fslab.devices.layers import LAYERS
-from fslab.devices.loop import ImageSource
-from fslab.devices.named import NamedSource
-from fslab.devices.zram import ZramSource
+from fslab.devices.source import SOURCES
 from fslab.errors import FslabError
 from fslab.filesystems import FILESYSTEMS
 from fslab.guard.options import accepted_values
@@ -29,12 +27,8 @@ from fslab.toml_errors import did_you_mean, unknown
 from fslab.units import parse_duration
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 from fslab.workloads.fio import FIO_DEFAULTS
-from fslab.workloads.scenario import BUILTIN as BUILTIN_SCENARIOS
-from fslab.workloads.scenario import Phase, ScenarioSection, builtin_phases
+from fslab.workloads.scenario import BUILTIN_SCENARIOS, BuiltinScenario, Phase, ScenarioSection
 from fslab.workloads.tables import nested_table
-
-# Where a target's devices come from (runner.Sources picks one by the target's fields).
-DEVICE_SOURCES = {"loop": ImageSource, "named": NamedSource, "zram": ZramSource}
 
 
 class UnknownSection(FslabError):
@@ -175,7 +169,7 @@ def catalogue() -> Catalogue:
         workloads=[_builtin_workload(name, pattern) for name, pattern in BUILTIN_WORKLOADS.items()],
         sets=[WorkloadSet(name, list(members)) for name, members in WORKLOAD_SETS.items()],
         kinds=[_kind(found) for found in workloads.kinds()],
-        scenarios=[_scenario(name) for name in BUILTIN_SCENARIOS],
+        scenarios=[_scenario(scenario) for scenario in BUILTIN_SCENARIOS.values()],
         filesystems=[_filesystem(kind) for kind in FILESYSTEMS],
         layers=[
             LayerEntry(
@@ -185,7 +179,7 @@ def catalogue() -> Catalogue:
             )
             for name, layer in LAYERS.items()
         ],
-        sources=[Named(name, source.chosen_by) for name, source in DEVICE_SOURCES.items()],
+        sources=[Named(name, source.chosen_by) for name, source in SOURCES.items()],
         monitors=[
             MonitorEntry(kind.name, [f"{f.name} ({f.column})" if f.column else f.name for f in kind.figures])
             for kind in monitors.kinds()
@@ -198,7 +192,16 @@ def catalogue() -> Catalogue:
 def from_outside() -> list[str]:
     """What this fslab is extended with from outside it (installed packages' plugins), each as
     "filesystem ext2": `fslab doctor` says so."""
-    registries = (FILESYSTEMS, workloads.KINDS, monitors.MONITORS, REPORT_FILES, TABLE_FORMS)
+    registries = (
+        FILESYSTEMS,
+        LAYERS,
+        SOURCES,
+        workloads.KINDS,
+        BUILTIN_SCENARIOS,
+        monitors.MONITORS,
+        REPORT_FILES,
+        TABLE_FORMS,
+    )
     return [f"{registry.what} {name}" for registry in registries for name in registry.added()]
 
 
@@ -243,9 +246,9 @@ def _fields(model: type[BaseModel], prefix: str = "") -> list[str]:
     return found
 
 
-def _scenario(name: str) -> ScenarioEntry:
+def _scenario(scenario: BuiltinScenario) -> ScenarioEntry:
     runtime = parse_duration(ScenarioSection.model_fields["runtime"].default)
-    return ScenarioEntry(name, [_phase(p) for p in builtin_phases(name, runtime, None)])
+    return ScenarioEntry(scenario.name, [_phase(p) for p in scenario.phases(runtime, None)])
 
 
 def _phase(phase: Phase) -> ScenarioPhase:

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from fslab.guard.identity import Owned, assert_ours
 from fslab.journal import Journal
+from fslab.registry import Registry
 from fslab.system import run
 
 Notice = Callable[[str], None]  # tells the user something before it happens
@@ -30,6 +31,7 @@ class Attached:
 
 
 class DeviceSource(Protocol):
+    name: str  # as `fslab list sources` names it
     # Whether a whole-device discard before each run is the default (an image would lose its fill).
     discards_by_default: bool
     chosen_by: str  # what in a target's table makes it the target's source (`fslab list sources`)
@@ -46,3 +48,10 @@ def discard(attached: Attached) -> None:
         command = ["blkdiscard", device]
         run(command)
         attached.commands.append(command)
+
+
+# Every source (its class: the runner makes one for each target, runner.Sources), each joining from
+# its own module; read by `fslab list sources`.
+SOURCES: Registry[type[DeviceSource]] = Registry(
+    "device source", {"loop": "fslab.devices.loop", "named": "fslab.devices.named", "zram": "fslab.devices.zram"}
+)

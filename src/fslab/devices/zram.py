@@ -14,7 +14,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fslab.devices.source import Attached
+from fslab.devices.source import SOURCES, Attached
 from fslab.errors import FslabError, Refused
 from fslab.guard.block_devices import refusals, resolve
 from fslab.guard.identity import Owned, disk_proof, same_disk
@@ -85,6 +85,7 @@ def remove_zram(entry: Entry, workdir: Workdir) -> None:
 class ZramSource:
     """A target on zram: `count` fresh devices of `size` bytes for every run."""
 
+    name = "zram"
     discards_by_default = True  # frees the pages a previous run left (a fresh device has none)
     chosen_by = "zram = true: devices = N zram devices of image_size, made fresh for every run (a RAM-backed ceiling)"
 
@@ -101,3 +102,6 @@ class ZramSource:
             yield Attached(
                 devices=[device for device, _ in made], owned=Owned(devices=frozenset(number for _, number in made))
             )
+
+
+SOURCES.add(ZramSource)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -19,6 +19,7 @@ from fslab.guard.identity import kernel_table, unescape
 from fslab.guard.options import OptionRefused, Suboptions, ToolOptions, check_arguments, check_mount_options
 from fslab.journal import Journal
 from fslab.model import Target
+from fslab.registry import Registry
 from fslab.results.records import OptionsApplied
 from fslab.system import kernel_has_module, run, tool_version
 from fslab.units import format_size, parse_size
@@ -363,8 +364,6 @@ class Filesystem:
         """The study's mkfs arguments, split and checked against the allow-list (OptionRefused)."""
         if self.accepted_mkfs_options is None:
             if arguments:
-                from fslab.filesystems import kinds_that  # the package imports this module first
-
                 made_by_mkfs = kinds_that(lambda fs: fs.accepted_mkfs_options is not None)
                 raise OptionRefused(f"{self.kind} targets take no mkfs_options: only {made_by_mkfs} are made by mkfs")
             return []
@@ -427,8 +426,6 @@ class Filesystem:
         snapshot_name: fslab's, never the study's); returns what the tools call it. Snapshots
         live inside the filesystem, and go with it when the next run formats its devices or the
         pool is destroyed: none outlives the run that took it."""
-        from fslab.filesystems import kinds_that  # the package imports this module first
-
         raise NoSnapshots(
             f"{self.kind} targets have no snapshots: {kinds_that(lambda fs: fs.supports_snapshots)} targets do"
         )
@@ -469,3 +466,22 @@ class Filesystem:
                 mount_options_effective=mounted_options(mountpoint),
                 details=self.details(devices[0], mountpoint),
             )
+
+
+FILESYSTEMS: Registry[Filesystem] = Registry(
+    "filesystem",
+    {
+        "ext4": "fslab.filesystems.ext4",
+        "xfs": "fslab.filesystems.xfs",
+        "btrfs": "fslab.filesystems.btrfs",
+        "zfs": "fslab.filesystems.zfs",
+        "raw": "fslab.filesystems.raw",
+    },
+)
+
+
+def kinds_that(can: Callable[[Filesystem], bool], last: str = "and") -> str:
+    """The kinds of the filesystems registered that `can` (each loaded), as a message names them:
+    "btrfs and zfs" — never a list written out that a filesystem added would make wrong."""
+    kinds = [kind for kind, filesystem in FILESYSTEMS.items() if can(filesystem)]
+    return f" {last} ".join([", ".join(kinds[:-1]), kinds[-1]] if len(kinds) > 1 else kinds)
