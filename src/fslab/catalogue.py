@@ -179,7 +179,7 @@ def catalogue() -> Catalogue:
             )
             for name, layer in LAYERS.items()
         ],
-        sources=[Named(name, source.chosen_by) for name, source in SOURCES.items()],
+        sources=[Named(name, kind.source.chosen_by) for name, kind in SOURCES.items()],
         monitors=[
             MonitorEntry(kind.name, [f"{f.name} ({f.column})" if f.column else f.name for f in kind.figures])
             for kind in monitors.kinds()

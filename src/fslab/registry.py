@@ -26,7 +26,7 @@ import pkgutil
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from fslab.errors import FslabError
 
@@ -68,7 +68,7 @@ def load_plugins() -> None:
             ) from exc
 
 
-_ALL: list[Registry] = []  # every registry (each made once, by the module it belongs to), for scoped()
+_ALL: list[Registry[Any]] = []  # every registry (each made once, by the module it belongs to), for scoped()
 
 
 class Registry(Mapping[str, T]):

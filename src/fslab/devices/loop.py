@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fslab.devices.source import SOURCES, Attached
+from fslab.devices.source import SOURCES, Attached, SourceKind
 from fslab.errors import FslabError, Refused
 from fslab.guard.identity import FileId, Owned, detach_loop, loops_backed_by, regular_file
 from fslab.journal import Entry, Journal, releaser
@@ -202,7 +202,6 @@ def on_loops(loops: list[LoopDevice]) -> Attached:
 class ImageSource:
     """A target's loop images (made once per study run by the runner), attached for each run."""
 
-    name = "loop"
     discards_by_default = False  # a discard punches holes in the image: it would lose its fill
     chosen_by = "a target's default: devices = N image files of image_size (image_fill full or sparse) in fslab's work directory"
 
@@ -215,4 +214,4 @@ class ImageSource:
             yield on_loops([stack.enter_context(attached(journal, image)) for image in self.images])
 
 
-SOURCES.add(ImageSource)
+SOURCES.add(SourceKind("loop", ImageSource))

@@ -14,7 +14,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from fslab.devices.source import SOURCES, Attached, Notice
+from fslab.devices.source import SOURCES, Attached, Notice, SourceKind
 from fslab.errors import Refused
 from fslab.guard import DESTROY_FLAG
 from fslab.guard.block_devices import BlockDevice, confirm, describe, facts, partition_nodes, refusals, signatures
@@ -68,7 +68,6 @@ def let_go(entry: Entry, workdir: Workdir) -> None:
 class NamedSource:
     """A target on the user's own devices, confirmed before the study began."""
 
-    name = "named"
     discards_by_default = True  # where the device accepts discards and does not spin
     chosen_by = 'device = "/dev/…" or devices = ["/dev/…", …]: your own, each confirmed with --destroy-data DEVICE'
 
@@ -115,4 +114,4 @@ class NamedSource:
                     journal.workdir.record_written(identity, [s.key() for s in signatures(device)])
 
 
-SOURCES.add(NamedSource)
+SOURCES.add(SourceKind("named", NamedSource))

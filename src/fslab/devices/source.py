@@ -31,7 +31,6 @@ class Attached:
 
 
 class DeviceSource(Protocol):
-    name: str  # as `fslab list sources` names it
     # Whether a whole-device discard before each run is the default (an image would lose its fill).
     discards_by_default: bool
     chosen_by: str  # what in a target's table makes it the target's source (`fslab list sources`)
@@ -50,8 +49,16 @@ def discard(attached: Attached) -> None:
         attached.commands.append(command)
 
 
-# Every source (its class: the runner makes one for each target, runner.Sources), each joining from
-# its own module; read by `fslab list sources`.
-SOURCES: Registry[type[DeviceSource]] = Registry(
+@dataclass(frozen=True)
+class SourceKind:
+    """A device source as the registry holds it: its name (`fslab list sources`) and its class,
+    of which the runner makes one for each target (runner.Sources)."""
+
+    name: str
+    source: type[DeviceSource]
+
+
+# Every source, each joining from its own module; read by `fslab list sources`.
+SOURCES: Registry[SourceKind] = Registry(
     "device source", {"loop": "fslab.devices.loop", "named": "fslab.devices.named", "zram": "fslab.devices.zram"}
 )

@@ -14,7 +14,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fslab.devices.source import SOURCES, Attached
+from fslab.devices.source import SOURCES, Attached, SourceKind
 from fslab.errors import FslabError, Refused
 from fslab.guard.block_devices import refusals, resolve
 from fslab.guard.identity import Owned, disk_proof, same_disk
@@ -85,7 +85,6 @@ def remove_zram(entry: Entry, workdir: Workdir) -> None:
 class ZramSource:
     """A target on zram: `count` fresh devices of `size` bytes for every run."""
 
-    name = "zram"
     discards_by_default = True  # frees the pages a previous run left (a fresh device has none)
     chosen_by = "zram = true: devices = N zram devices of image_size, made fresh for every run (a RAM-backed ceiling)"
 
@@ -104,4 +103,4 @@ class ZramSource:
             )
 
 
-SOURCES.add(ZramSource)
+SOURCES.add(SourceKind("zram", ZramSource))
