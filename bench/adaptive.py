@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fslab.analysis import analyse
-from fslab.plan import Planner, Repetitions
+from fslab.running.plan import Planner, Repetitions
+from fslab.statistics.analysis import analyse
 from fslab.study import parse_study
 
 TARGETS = ["base", "t1", "t2", "t3", "t4"]

@@ -24,13 +24,13 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from fslab.core.system import run
+from fslab.core.workdir import Workdir
 from fslab.devices.layers import Stack
 from fslab.devices.loop import attached, image_file, on_loops
 from fslab.filesystems import FILESYSTEMS
 from fslab.model import Target
 from fslab.monitors import Monitor, Workload, collect, for_run, measuring
-from fslab.system import run
-from fslab.workdir import Workdir
 
 MiB = 2**20
 

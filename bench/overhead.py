@@ -25,11 +25,11 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from fslab.plan import Repetitions
+from fslab.core.workdir import Workdir
 from fslab.results import ResultsDB
-from fslab.runner import run_study
+from fslab.running.plan import Repetitions
+from fslab.running.runner import run_study
 from fslab.study import parse_study
-from fslab.workdir import Workdir
 from stopwatch import Stopwatch  # bench/'s: this script runs from there
 
 TARGET = 1.5  # seconds of overhead beyond fio per run, at most

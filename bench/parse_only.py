@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""fio's own check of a study's jobs before it runs (`fslab run`: workloads/fio.job_problems →
-guard/fio_jobs.parse_all): how long `fio --debug=parse --parse-only` takes on every job of
+"""fio's own check of a study's jobs before it runs (`fslab run`: fio/workload.job_problems →
+fio/jobs.parse_all): how long `fio --debug=parse --parse-only` takes on every job of
 studies of 10 and 100 fio workloads (each a measured job and a layout job), all of a study's jobs
 in one fio (as fslab does) and one fio a job (as it did): fio's start, not the parsing, is the
 cost, and a QEMU guest pays it many times over.
@@ -19,11 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from fslab.core.workdir import Workdir
 from fslab.filesystems.base import Provisioned
-from fslab.guard.fio_jobs import parse_all
+from fslab.fio.jobs import parse_all
+from fslab.fio.workload import job_for, layout_job_for
 from fslab.study import parse_study
-from fslab.workdir import Workdir
-from fslab.workloads.fio import job_for, layout_job_for
 from study_validation import HEAD  # bench/'s: this script runs from there
 
 

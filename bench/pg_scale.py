@@ -45,8 +45,8 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "bench")]
 import postgres  # noqa: E402  (the tests' own cluster)
-from fslab import environment  # noqa: E402
 from fslab.results import ResultsDB  # noqa: E402
+from fslab.running import environment
 from fslab.study import parse_study  # noqa: E402
 from report_scale import SCALE, line, study_text, timed  # noqa: E402
 from synthetic import store_study_run  # noqa: E402

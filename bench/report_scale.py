@@ -15,16 +15,22 @@ issue 11's target —
   - `fslab report ID -o DIR`     at most 3 s and 500 MB,
   - `fslab report ID -o DIR --figures` (every chart also as an SVG figure) at most 10 s (issue 32),
   - the database's room per run, every raw output, log and bin kept, at most 36 KB (issue 32);
-and, as information (no target), `fslab summary ID` with its runs files deleted first (it
+Then a team's database (--team, 100,000 runs unless told; 0: left out): the same database with
+its study runs copied in it, by SQL, until it holds that many runs, where the newest study run's
+`fslab summary` and `fslab report` must still meet their targets, and `fslab history` (the list of
+study runs) is timed as information. It is built beside the first (team.db) and deleted after,
+unless --keep.
+And, as information (no target), `fslab summary ID` with its runs files deleted first (it
 writes runs.csv and runs.json again; `fslab run` writes them as it ends, so a summary asked for
 later finds them current), and `fslab report ID --png` (each figure as PNG too). ID is the last
 study run.
 
-Run: .venv/bin/python bench/report_scale.py [--keep DIR] [--repeat 3] [--study-runs 5 --targets 10 --workloads 20 --runs 10]
+Run: .venv/bin/python bench/report_scale.py [--keep DIR] [--repeat 3] [--team RUNS]
+                                            [--study-runs 5 --targets 10 --workloads 20 --runs 10]
 The database goes into a temporary directory in /var/tmp, deleted afterwards, unless --keep
 names a directory to build it in and keep it (DIR/scale.db, used as it is when it is there).
-`--smoke`: one study run of 2 targets × 1 workload × 2 runs, `fslab summary` and `fslab report`
-once each — not the summary with its runs files deleted (no target), nor --figures or --png (drawing
+`--smoke`: one study run of 2 targets × 1 workload × 2 runs (a team's database of 3 copies of it),
+`fslab summary` and `fslab report` once each — not the summary with its runs files deleted (no target), nor --figures or --png (drawing
 every chart again, which tests/test_report_html.py proves): proves the script runs, in seconds;
 its figures are printed, not judged against the targets.
 """
@@ -35,9 +41,11 @@ import argparse
 import compileall
 import contextlib
 import json
+import math
 import os
 import random
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -48,10 +56,10 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from fslab import environment
-from fslab.guard.names import file_name
+from fslab.core.names import file_name
 from fslab.results import ResultsDB
 from fslab.results import schema as tables
+from fslab.running import environment
 from fslab.study import parse_study
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -135,6 +143,72 @@ def build(path: Path, args: argparse.Namespace) -> int:
     return last
 
 
+# What a copy of a study run shifts, by table: its id and every id that points at one (a study
+# run's, a run's), and its uid (unique). Every table of the schema but schema_info is here: a
+# table added without a line here fails the copy (grown_team).
+SHIFTED = {
+    "study_runs": {"id": "study_run", "uid": "uid"},
+    "targets": {"study_run_id": "study_run"},
+    "workloads": {"study_run_id": "study_run"},
+    "hosts": {"study_run_id": "study_run"},
+    "runs": {"id": "run", "study_run_id": "study_run"},
+    "metrics": {"run_id": "run"},
+    "run_outputs": {"run_id": "run"},
+    "fleet_units": {"study_run_id": "study_run"},
+    "fleet_blocks": {"study_run_id": "study_run"},
+    "fleet_workers": {},
+}
+
+
+def grown_team(source: Path, team: Path, runs_wanted: int) -> tuple[int, int]:
+    """`team`: `source` (an SQLite results database) with its study runs copied into it, shifted
+    past the last, until it holds at least `runs_wanted` runs; its newest study run's id and its
+    runs. By SQL in the database itself (INSERT … SELECT): storing 100,000 runs through the API
+    would take most of an hour, and the copies are the same rows a run stores."""
+    team.unlink(missing_ok=True)
+    with sqlite3.connect(source) as src, sqlite3.connect(team) as dst:
+        src.backup(dst)
+    con = sqlite3.connect(team)
+    try:
+        left = set(tables.metadata.tables) - set(SHIFTED) - {"schema_info"}
+        if left:
+            sys.exit(f"bench/report_scale.py: SHIFTED says nothing of table(s) {', '.join(sorted(left))}: add them")
+        last_study_run, last_run, runs = con.execute(
+            "SELECT (SELECT max(id) FROM study_runs), (SELECT max(id) FROM runs), (SELECT count(*) FROM runs)"
+        ).fetchone()
+        for copy in range(1, math.ceil(runs_wanted / runs)):
+            shift = {"study_run": last_study_run * copy, "run": last_run * copy}
+            for name, shifted in SHIFTED.items():
+                columns = [c.name for c in tables.metadata.tables[name].columns]
+                chosen = [
+                    f"uid || '-{copy}'"
+                    if shifted.get(c) == "uid"
+                    else f'"{c}" + {shift[shifted[c]]}'
+                    if c in shifted
+                    else f'"{c}"'
+                    for c in columns
+                ]
+                listed = ", ".join(f'"{c}"' for c in columns)
+                con.execute(
+                    f'INSERT INTO "{name}" ({listed}) SELECT {", ".join(chosen)} FROM "{name}" '
+                    f"WHERE {_originals(name, shifted, last_study_run, last_run)}"
+                )
+            con.commit()
+        newest, total = con.execute("SELECT max(id), (SELECT count(*) FROM runs) FROM study_runs").fetchone()
+    finally:
+        con.close()
+    return newest, total
+
+
+def _originals(table: str, shifted: dict[str, str], last_study_run: int, last_run: int) -> str:
+    """The rows of the source's own study runs (the copies are copied from them, not copied again)."""
+    if "study_run_id" in shifted or table == "study_runs":
+        return f"{'id' if table == 'study_runs' else 'study_run_id'} <= {last_study_run}"
+    if "run_id" in shifted:
+        return f"run_id <= {last_run}"
+    return "0"  # fleet_workers: a worker's row is its host's, not a study run's
+
+
 def timed(argv: list[str], env: dict, cwd: Path) -> tuple[float, int, float]:
     """Wall seconds, peak RSS (bytes) and CPU seconds of one command, in a process of its own
     (os.wait4 returns that very child's resource usage): on a busy machine the CPU time is the
@@ -187,10 +261,13 @@ def main() -> None:
     parser.add_argument("--targets", type=int, default=10, choices=range(2, len(TARGETS) + 1))
     parser.add_argument("--workloads", type=int, default=20, choices=range(1, len(BUILTIN) + len(OWN) + 1))
     parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument(
+        "--team", type=int, default=100_000, metavar="RUNS", help="runs in the team's database (0: left out)"
+    )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, in seconds: the script runs; nothing judged")
     args = parser.parse_args()
     if args.smoke:
-        args.repeat, args.study_runs, args.targets, args.workloads, args.runs = 1, 1, 2, 1, 2
+        args.repeat, args.study_runs, args.targets, args.workloads, args.runs, args.team = 1, 1, 2, 1, 2, 12
     with tempfile.TemporaryDirectory(prefix="fslab-report-scale-", dir="/var/tmp") as tmp:
         root = args.keep.absolute() if args.keep else Path(tmp)
         root.mkdir(exist_ok=True)
@@ -272,6 +349,48 @@ def main() -> None:
             shutil.rmtree(summary_files, ignore_errors=True)
             with contextlib.suppress(OSError):
                 (root / "reports").rmdir()
+        if args.team:
+            team_database(root, args, fslab, env, out, target)
+
+
+def team_database(root: Path, args: argparse.Namespace, fslab: list[str], env: dict, out: Path, target) -> None:
+    """The newest study run's summary and page in a team's database of args.team runs (grown_team)."""
+    team = root / "team.db"
+    start = time.perf_counter()
+    reused = args.keep and team.exists() and stored(team)[1] >= args.team
+    newest, runs = (
+        (ResultsDB(str(team)).study_run()["id"], stored(team)[1])
+        if reused
+        else grown_team(root / "scale.db", team, args.team)
+    )
+    size = sum(p.stat().st_size for p in root.glob("team.db*"))
+    print(
+        f"a team's database: {runs} runs, {size / 1e6:.0f} MB, "
+        + (f"reused: {team}; " if reused else f"copied in {time.perf_counter() - start:.0f} s; ")
+        + "its newest study run:"
+    )
+    env = env | {"FSLAB_DB": str(team)}
+    try:
+        commands = [  # the first summary writes the runs files, as `fslab run` does as it ends
+            (f"fslab summary {newest} (writing runs.*)", [*fslab, "summary", str(newest)], None, None),
+            (f"fslab summary {newest}", [*fslab, "summary", str(newest)], target(1.0), None),
+            ("fslab history", [*fslab, "history"], None, None),
+            (
+                f"fslab report {newest}",
+                [*fslab, "report", str(newest), "-o", str(out / "team")],
+                target(3),
+                target(500e6),
+            ),
+        ]
+        for name, argv, seconds, memory in commands[:2] if args.smoke else commands:  # smoke: the copy, in seconds
+            print(line(f"  {name}", [timed(argv, env, out) for _ in range(args.repeat)], seconds, memory), flush=True)
+    finally:
+        if not args.keep:
+            for path in root.glob("team.db*"):
+                path.unlink()
+        shutil.rmtree(root / "reports" / file_name(f"scale-{newest}"), ignore_errors=True)
+        with contextlib.suppress(OSError):
+            (root / "reports").rmdir()
 
 
 if __name__ == "__main__":

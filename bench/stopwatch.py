@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import time
 
-from fslab.checks import Unsupported
+from fslab.core.checks import Unsupported
 from fslab.model import Study
-from fslab.plan import PlannedRun
 from fslab.results import RunRecord
+from fslab.running.plan import PlannedRun
 from fslab.study import describe_study
 
 

@@ -31,13 +31,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from unittest import mock
 
+from fslab.core.workdir import Workdir
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.zfs_engine import engine
-from fslab.plan import Repetitions
 from fslab.results import ResultsDB
-from fslab.runner import run_study
+from fslab.running.plan import Repetitions
+from fslab.running.runner import run_study
 from fslab.study import parse_study
-from fslab.workdir import Workdir
 from stopwatch import Stopwatch  # bench/'s: this script runs from there
 
 TARGET = 1.5  # seconds of overhead per ZFS run, at most

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from fslab import cgroups, registry
-from fslab.guard.identity import FileId
-from fslab.guard.names import workdir_tag
-from fslab.journal import Journal
-from fslab.scratch import SCRATCH_IN_RAM
-from fslab.workdir import Workdir
+from fslab.core import cgroups, registry
+from fslab.core.identity import FileId
+from fslab.core.journal import Journal
+from fslab.core.names import workdir_tag
+from fslab.core.scratch import SCRATCH_IN_RAM
+from fslab.core.workdir import Workdir
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TOYS = Path(__file__).parent / "toys"  # one module each, as a new filesystem, kind, monitor or format is added
@@ -107,9 +107,9 @@ def fio_options_table() -> Iterator[None]:
     """Every check of a fio option reads the real fio 3.33's table from its committed answers:
     no test asks fio about its options (the pure lane may not keep them in /var/cache/fslab, and
     asking takes seconds); test_fio_table checks that this machine's fio answers alike."""
-    from fslab.guard.fio_help import table_from_answers
-    from fslab.guard.fio_options import ENGINES
-    from fslab.guard.fio_table import given_table
+    from fslab.fio.help import table_from_answers
+    from fslab.fio.options import ENGINES
+    from fslab.fio.table import given_table
 
     with given_table(table_from_answers(fio_options_answers(), tuple(ENGINES))):
         yield
@@ -117,9 +117,9 @@ def fio_options_table() -> Iterator[None]:
 
 @pytest.fixture(scope="session", autouse=True)
 def cache_of_the_sessions_own(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """What fslab keeps in its cache directory (cache.py: the page's JavaScript) is kept in the
+    """What fslab keeps in its cache directory (core/cache.py: the page's JavaScript) is kept in the
     session's own: no test run in this process reads or writes /var/cache/fslab's."""
-    from fslab import cache
+    from fslab.core import cache
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(cache, "CACHE_DIR", tmp_path_factory.mktemp("cache"))

@@ -20,7 +20,7 @@ from pathlib import Path
 import fslab
 import postgres
 from conftest import fresh_workdir, fslab_in_process, wait_for
-from fslab.workdir import Workdir
+from fslab.core.workdir import Workdir
 from netns import Namespace, Network, network
 
 DATABASE = "fleet"

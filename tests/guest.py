@@ -252,10 +252,10 @@ def keep_fio_options() -> None:
     """fslab in a guest checks fio options against the fio table the host keeps in its
     /var/cache/fslab (the guest's root is the host's): asking fio itself, ~250 runs of it, would
     take minutes under emulation. The guest's fio is the host's file copied up into its RAM
-    overlay (keep_in_ram), known by its bytes (guard/fio_table.py)."""
-    from fslab.guard.fio_options import ENGINES
-    from fslab.guard.fio_table import CACHE_DIR, load_table
-    from fslab.system import executable
+    overlay (keep_in_ram), known by its bytes (fio/table.py)."""
+    from fslab.core.system import executable
+    from fslab.fio.options import ENGINES
+    from fslab.fio.table import CACHE_DIR, load_table
 
     fio = executable("fio")
     if fio is not None:

@@ -27,22 +27,23 @@ from datetime import timedelta
 from functools import cache
 from pathlib import Path
 
-from fslab import environment
+from fslab.core.names import file_name
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Provisioned
-from fslab.findings import Finding
-from fslab.guard.names import file_name
+from fslab.fio import hist as fio_hist
+from fslab.fio import output as fio_parser
+from fslab.fio.workload import FioJob, job_for
 from fslab.model import Host, Metric, RawOutput, Roles, Study, Workload
-from fslab.plan import PlannedRun, Planner, Repetitions, Tally
+from fslab.model.findings import Finding
+from fslab.model.records import RunFailure, now
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
-from fslab.results.records import RunFailure, now
+from fslab.running import environment
+from fslab.running.plan import PlannedRun, Planner, Repetitions, Tally
+from fslab.scenarios.kind import Scenario
 from fslab.study import load_study
-from fslab.workloads import fio_hist, kind_of, rsync
-from fslab.workloads import fio_output as fio_parser
+from fslab.workloads import kind_of, rsync
 from fslab.workloads.base import tool_of
-from fslab.workloads.fio import FioJob, job_for
-from fslab.workloads.scenario import Scenario
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FIO_OUTPUTS = FIXTURES / "fio"

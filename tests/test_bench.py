@@ -19,7 +19,7 @@ import pytest
 
 from conftest import ZFS_FUSE
 from fslab.results import ResultsDB
-from fslab.runner import RunObserver
+from fslab.running.runner import RunObserver
 
 BENCH = Path(__file__).parents[1] / "bench"
 VERDICTS = re.compile(r"\b(met|NOT met|MISSED|OVER|OUTSIDE|within)\b")  # a full run's word on a figure
@@ -36,6 +36,8 @@ FIGURES = {
         rf"^room per run \(every raw output, log and bin kept\): {N} KB$",
         rf"^fslab report \d+ +1×: median +{N} s",
         r"^fslab report \d+ --figures +left out: a smoke run draws no figures",
+        r"^a team's database: 12 runs, \d+ MB, copied in \d+ s",
+        rf"^  fslab summary 3 +1×: median +{N} s",
     ],
     "overhead.py": [rf"^ext4 +{N} +{N} +image", rf"^worst median overhead beyond fio: {N} s"],
     "fidelity.py": [rf"^ +1 +[\d,]+ +[\d,]+ +{N}$", rf"^median ratio fslab/hand over 1 pair\(s\): {N}"],

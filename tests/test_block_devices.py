@@ -402,8 +402,8 @@ UNPLUGGED = "/dev/loop231"
 
 @pytest.mark.root
 def test_a_confirmed_device_replaced_at_its_number_before_the_run_is_refused_and_not_wiped(workdir, tmp_path):
+    from fslab.core.errors import Refused
     from fslab.devices.named import NamedSource, confirmed
-    from fslab.errors import Refused
 
     # At a number far from those `losetup --find` hands the other tests: unplugged and plugged
     # again here, it must not become another test's meanwhile.

@@ -1,6 +1,6 @@
 """The ceiling (issue 32, item 1): a study without a raw target gets a raw reference in its plan
-(ceiling.py), a figure whose whole interval of target / ceiling lies above 1 is flagged
-(raw_reference.py), and the summary shows each workload's ceiling, out of every judgement.
+(model/ceiling.py), a figure whose whole interval of target / ceiling lies above 1 is flagged
+(statistics/raw_reference.py), and the summary shows each workload's ceiling, out of every judgement.
 Judged on synthetic samples; one real short run shows the ceiling reach summary.json."""
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 
 from conftest import ran_study
-from fslab.ceiling import CEILING_RUNS, LOOP_CEILING, ZRAM_CEILING, with_ceiling
-from fslab.errors import FslabError
-from fslab.plan import Planner, Repetitions
-from fslab.raw_reference import beyond_raw, ceilings, raw_references
+from fslab.core.errors import FslabError
+from fslab.model.ceiling import CEILING_RUNS, LOOP_CEILING, ZRAM_CEILING, with_ceiling
 from fslab.report.formats.summary_json import to_json
 from fslab.report.sections import ranking_lines, workload_table
 from fslab.report.summary import beyond_raw_note, summarize_study_run
 from fslab.results import ResultsDB
 from fslab.results.owner import Owner
+from fslab.running.plan import Planner, Repetitions
+from fslab.statistics.raw_reference import beyond_raw, ceilings, raw_references
 from fslab.study import load_study, parse_study
 from short_studies import SKIPPED_STACK
 from synthetic import store_study_run
@@ -217,8 +217,8 @@ def test_the_summary_shows_the_ceiling_and_flags_figures_above_it_out_of_every_j
 
 
 def test_no_ceiling_is_recorded_and_honoured_on_resume(tmp_path):
-    from fslab.resume import resumable
-    from fslab.runner import study_run_settings
+    from fslab.running.resume import resumable
+    from fslab.running.runner import study_run_settings
 
     db = ResultsDB(str(tmp_path / "r.db"))
     for no_ceiling in (False, True):
@@ -242,9 +242,9 @@ def test_a_resumed_study_run_plans_again_without_a_skipped_targets_raw_baselines
 ):
     """As `fslab run --skip-unsupported` planned it: the stack skipped for md, its raw baselines
     with it, and fslab's ceiling beside the plain target, decided on what runs."""
-    from fslab import doctor
-    from fslab.resume import resumable
-    from fslab.runner import study_run_settings
+    from fslab.running import doctor
+    from fslab.running.resume import resumable
+    from fslab.running.runner import study_run_settings
 
     monkeypatch.setattr(doctor.layers, "missing", lambda layer: "this kernel has no md RAID1 (the test's)")
     monkeypatch.setattr(doctor.FILESYSTEMS["ext4"], "machine_checks", lambda: [])

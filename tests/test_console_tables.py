@@ -26,7 +26,7 @@ from fslab.report.console import (
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB
 
-# cli.py's console when its output is piped; a terminal's, which wraps instead; and a terminal's
+# cli/__init__.py's console when its output is piped; a terminal's, which wraps instead; and a terminal's
 # told to soft-wrap: the title is wrapped and padded to the table's width by the second only.
 MODES = {
     "piped": {"soft_wrap": True},

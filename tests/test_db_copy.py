@@ -8,14 +8,14 @@ import pytest
 
 import postgres
 from conftest import fslab_in_process
-from fslab.environment import host
 from fslab.model import Host
+from fslab.model.records import RunFailure, RunRecord, now
 from fslab.report.formats.markdown import to_markdown
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB
 from fslab.results.copy import copy_study_runs
-from fslab.results.records import RunFailure, RunRecord, now
 from fslab.results.schema import study_runs
+from fslab.running.environment import host
 from synthetic import stored_study
 
 STUDY = """[study]\nname = "{name}"\nworkloads = ["rand_read", "seq_write"]\nrepetitions = 3\n

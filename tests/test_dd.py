@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES
-from fslab.guard.options import OptionRefused
 from fslab.model import MetricKind
+from fslab.model.options import OptionRefused
 from fslab.workloads.dd import (
     METRICS,
     DdOptions,
@@ -164,7 +164,7 @@ def test_a_short_elapsed_time_prints_its_digits_in_the_tables():
     from fslab.report.formatting import fmt
     from fslab.report.sections import metric_rows
     from fslab.report.summary import CellSummary
-    from fslab.stats import summarize
+    from fslab.statistics.stats import summarize
 
     seconds = [fixture("write-64m-direct-random.txt").seconds, 0.0412, 0.0398]
     cell = CellSummary("dd", "ext4", 0, {"write_elapsed_s": summarize(seconds, False)})

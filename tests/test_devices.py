@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from conftest import fresh_workdir, fslab, fslab_in_process
+from fslab.core.errors import Refused
+from fslab.core.identity import FileId
 from fslab.devices.layers import Stack
 from fslab.devices.loop import attached, devices_backed_by, direct_io_enabled, image_file, on_loops
-from fslab.errors import Refused
 from fslab.filesystems import FILESYSTEMS
-from fslab.guard.identity import FileId
 from fslab.model import Target
 
 TARGET = Target("t", "ext4", (), "", 64 * 2**20, "sparse")
@@ -76,12 +76,12 @@ def test_refuses_to_format_a_device_that_is_not_its_image(workdir):
 KILLED_MIDWAY = """
 import os, sys
 from pathlib import Path
-from fslab.workdir import Workdir
+from fslab.core.workdir import Workdir
 from fslab.devices.layers import Stack
 from fslab.devices.loop import attached, image_file, on_loops
-from fslab.errors import Refused
+from fslab.core.errors import Refused
 from fslab.filesystems import FILESYSTEMS
-from fslab.guard.identity import FileId
+from fslab.core.identity import FileId
 from fslab.model import Target
 wd = Workdir(Path(sys.argv[1]))
 with image_file(wd.journal, wd.images, "killed", 320 * 2**20, fill=False) as image, attached(wd.journal, image) as loop:
@@ -139,7 +139,7 @@ def test_a_busy_workdir_is_waited_for_after_pauses_growing_to_a_bound_when_asked
     told first, doubling up to BUSY_PAUSE_LONGEST; claimed once the other fslab has let go."""
     import types
 
-    from fslab import workdir as workdirs
+    from fslab.core import workdir as workdirs
 
     workdir = workdirs.Workdir(tmp_path / "wd")  # its lock alone: nothing attached, any user
 
@@ -167,8 +167,8 @@ def test_a_luks_key_is_fresh_on_cryptsetups_standard_input_and_wiped_once_the_ma
     """The LUKS layer's key: 64 random bytes given to luksFormat and to open on their standard
     input (`--key-file -`), in no file and no argument; fslab's copy is overwritten as soon as the
     mapping is open, not kept for the run. (The real cryptsetup reads it in the layers guest.)"""
+    from fslab.core.names import kernel_name
     from fslab.devices import layers
-    from fslab.guard.names import kernel_name
 
     given: list[tuple[list[str], bytearray | None, bytes | None]] = []
 

@@ -9,10 +9,9 @@ import time
 import pytest
 
 from conftest import fio_children, fresh_workdir, fslab, fslab_in_process, held_by, runs_stored, write_study
-from fslab.guard.names import file_name
-from fslab.results import ResultsDB
-from fslab.workloads.fio_hist import HIST_TOOL, latency_over_time
-from fslab.workloads.fio_output import (
+from fslab.core.names import file_name
+from fslab.fio.hist import HIST_TOOL, latency_over_time
+from fslab.fio.output import (
     BINS_TOOL,
     LOG_TOOL,
     bin_columns,
@@ -20,6 +19,7 @@ from fslab.workloads.fio_output import (
     stored_latency_bins,
     throughput_over_time,
 )
+from fslab.results import ResultsDB
 
 FOUR_KINDS = """\
 [study]

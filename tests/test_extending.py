@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import fslab_in_process, write_study
-from fslab import registry
+from fslab.core import registry
 from fslab.results import ResultsDB
 from test_extending_doc import doc_modules
 

@@ -23,12 +23,12 @@ from conftest import (
     scratch_of,
     write_study,
 )
-from fslab.guard.names import workdir_tag
+from fslab.core.names import workdir_tag
+from fslab.core.scratch import SCRATCH_IN_RAM, scratch_directory
+from fslab.core.workdir import Workdir
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB
 from fslab.results.schema import runs
-from fslab.scratch import SCRATCH_IN_RAM, scratch_directory
-from fslab.workdir import Workdir
 
 # A 64 MiB ext4 image made with as few inodes as mke2fs allows (64, 53 free once mounted).
 # "fill" passes the study's size check (8 MiB) but its 100 files need more inodes than there
@@ -164,8 +164,8 @@ def test_a_runs_scratch_is_in_ram_and_removed_after_it(workdir):
 _KILLED = """
 import os, sys
 from pathlib import Path
-from fslab.scratch import scratch_directory
-from fslab.workdir import Workdir
+from fslab.core.scratch import scratch_directory
+from fslab.core.workdir import Workdir
 made = scratch_directory(Workdir(Path(sys.argv[1])).journal)  # held: a context manager dropped would close
 scratch = made.__enter__()
 (scratch / "random-source").write_bytes(os.urandom(1 << 20))
@@ -234,7 +234,7 @@ def test_cleanup_never_follows_a_symlink_at_a_scratch_path(workdir, tmp_path):
         path.unlink()
 
 
-# --- runs failing alike (fslab.systematic) ------------------------------------------------------
+# --- runs failing alike (fslab.running.systematic) ------------------------------------------------------
 
 # Two targets, two workloads, two runs each: eight runs in blocks of four.
 ALIKE = """\

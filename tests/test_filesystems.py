@@ -7,13 +7,13 @@ from contextlib import ExitStack, contextmanager
 import pytest
 
 from conftest import ZFS_FUSE
+from fslab.core.errors import Refused
+from fslab.core.names import snapshot_name
 from fslab.devices.layers import Stack
 from fslab.devices.loop import attached, image_file, on_loops
-from fslab.errors import Refused
 from fslab.filesystems import FILESYSTEMS, Provisioned
 from fslab.filesystems.base import NoSnapshots
 from fslab.filesystems.zfs_engine import engine
-from fslab.guard.names import snapshot_name
 from fslab.model import Target
 
 pytestmark = ZFS_FUSE  # zfs-fuse: one daemon on the machine (conftest)
@@ -84,14 +84,14 @@ def test_zfs_takes_a_snapshot_of_its_dataset_destroyed_with_the_pool(workdir):
     ],
 )
 def test_zfs_refuses_a_snapshot_fslab_would_not_name_before_any_command(monkeypatch, dataset, name, message):
+    import fslab.core.system
     import fslab.filesystems.zfs as zfs
-    import fslab.system
 
     def no_command(*args, **kwargs):
         pytest.fail(f"a command ran: {args}")
 
     monkeypatch.setattr(zfs, "run", no_command)
-    monkeypatch.setattr(fslab.system, "run", no_command)
+    monkeypatch.setattr(fslab.core.system, "run", no_command)
     with pytest.raises(Refused, match=message):
         FILESYSTEMS["zfs"].snapshot(Provisioned(top="/dev/null", directory=None, dataset=dataset), name)
 
@@ -193,7 +193,7 @@ def test_the_zfs_floor_is_where_zpool_create_starts_to_work(workdir):
     device of the floor's size, and zpool refuses one a MiB smaller, in the engine here."""
     if engine() is None:
         pytest.fail("this test needs ZFS: make test installs zfs-fuse")
-    from fslab.system import CommandError
+    from fslab.core.system import CommandError
 
     floor = FILESYSTEMS["zfs"].size_floor([], 1)
     assert floor is not None

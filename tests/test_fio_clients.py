@@ -1,4 +1,4 @@
-"""Shared storage from several clients (workloads/fio_clients.py, fio_server.py): each client's
+"""Shared storage from several clients (fio/clients.py, fio/server.py): each client's
 json+ kept, the whole as merged bins and summed throughput; the guard on every client's job; fio
 servers in network namespaces driven over a bridge on a plain shared directory, and nothing left."""
 
@@ -14,12 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from fslab.errors import Refused
-from fslab.fio_server import Endpoint, checked_address, endpoint, networks
-from fslab.guard.fio_jobs import JobFile, Section, parse_job_file, single_job
-from fslab.workdir import Workdir
-from fslab.workloads.fio import FIXED_OPTIONS
-from fslab.workloads.fio_clients import (
+from fslab.core.errors import Refused
+from fslab.core.workdir import Workdir
+from fslab.fio.clients import (
     Client,
     by_client,
     checked_clients,
@@ -29,7 +26,10 @@ from fslab.workloads.fio_clients import (
     given_clients,
     run_clients,
 )  # fmt: skip
-from fslab.workloads.fio_output import latency_bins, percentile_from_bins
+from fslab.fio.jobs import JobFile, Section, parse_job_file, single_job
+from fslab.fio.output import latency_bins, percentile_from_bins
+from fslab.fio.server import Endpoint, checked_address, endpoint, networks
+from fslab.fio.workload import FIXED_OPTIONS
 from netns import network
 
 FIXTURES = Path(__file__).parent / "fixtures" / "fio" / "clients"
@@ -297,8 +297,8 @@ runtime = "1s"
 
 
 def test_a_study_names_its_workloads_clients_and_only_those_workloads_store_them(tmp_path):
+    from fslab.fio.workload import FioJob
     from fslab.study import load_study
-    from fslab.workloads.fio import FioJob
 
     path = tmp_path / "shared.toml"
     path.write_text(STUDY.format(clients='clients = ["host-a", "host-b"]'))
@@ -315,7 +315,7 @@ def test_a_study_names_its_workloads_clients_and_only_those_workloads_store_them
 
 
 def test_the_fio_kind_reads_a_client_runs_outputs_as_the_whole_and_each_client():
-    from fslab.workloads.fio import FIO
+    from fslab.fio.workload import FIO
 
     outputs = by_client((FIXTURES / "two-clients.json").read_text(), LOOPBACK_CLIENTS)
     assert _by_key(FIO.parse(outputs)) == _by_key(client_metrics(outputs))

@@ -14,9 +14,9 @@ import tomllib
 import pytest
 
 from conftest import FIXTURES, fresh_workdir, fslab_in_process, write_study
-from fslab.ceiling import LOOP_CEILING
+from fslab.fio.output import DIRECTIONS
+from fslab.model.ceiling import LOOP_CEILING
 from fslab.results import ResultsDB
-from fslab.workloads.fio_output import DIRECTIONS
 
 EXAMPLES = FIXTURES / "fio-examples"
 TABLE = tomllib.loads((EXAMPLES / "by-hand.toml").read_text())

@@ -9,9 +9,9 @@ import json
 import pytest
 
 from conftest import FIXTURES
-from fslab.workloads.fio import epoch_ms, stored_logs, taken_logs
-from fslab.workloads.fio_epoch import job_epoch_ms, stamps_of
-from fslab.workloads.fio_output import throughput_over_time
+from fslab.fio.epoch import job_epoch_ms, stamps_of
+from fslab.fio.output import throughput_over_time
+from fslab.fio.workload import epoch_ms, stored_logs, taken_logs
 
 EPOCH = FIXTURES / "fio" / "epoch"
 OUTPUT = (EPOCH / "ramped-2jobs.json").read_text()

@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES
-from fslab.errors import Refused
-from fslab.guard.fio_jobs import parse_job_file
-from fslab.guard.fio_options import BROKEN, DANGERS, OUTPUT, FioRefused
-from fslab.workdir import Workdir
+from fslab.core.errors import Refused
+from fslab.core.workdir import Workdir
+from fslab.fio.jobs import parse_job_file
+from fslab.fio.options import BROKEN, DANGERS, OUTPUT, FioRefused
+from fslab.fio.section import FioSection
+from fslab.fio.workload import job_file_workload, job_problems
 from fslab.workloads.data import DataPattern
-from fslab.workloads.fio import job_file_workload, job_problems
-from fslab.workloads.tables import Building, FioSection
+from fslab.workloads.tables import Building
 
 EXAMPLES = FIXTURES / "fio-examples"
 TABLE = tomllib.loads((EXAMPLES / "by-hand.toml").read_text())

@@ -1,4 +1,4 @@
-"""fio options and job files through the guard (guard/fio_jobs.py): every kind of harm a shared
+"""fio options and job files through the guard (fio/jobs.py): every kind of harm a shared
 study file or job file could carry is refused, with where and why, before anything is attached;
 a job file that keeps to the rules runs for real, in the target."""
 
@@ -8,19 +8,19 @@ from pathlib import Path
 import pytest
 
 from conftest import fslab_in_process, held_by, write_study
-from fslab.errors import Refused
-from fslab.guard.fio_jobs import (
+from fslab.core.errors import Refused
+from fslab.core.names import file_name
+from fslab.fio import workload as fio
+from fslab.fio.jobs import (
     expected_seconds,
     option_problem,
     parse_job_file,
     render,
     single_job,
 )
-from fslab.guard.names import file_name
 from fslab.results import ResultsDB
-from fslab.runner import run_study
+from fslab.running.runner import run_study
 from fslab.study import StudyError, load_study, parse_study
-from fslab.workloads import fio
 
 STUDY = """\
 [study]
@@ -328,22 +328,22 @@ def test_a_plain_filename_runs_in_the_target_and_fio_leaves_nothing_in_the_cwd(w
     ],
 )
 def test_direct_io_is_read_as_fio_applies_direct_and_buffered(text, is_direct):
-    from fslab.guard.fio_jobs import direct
+    from fslab.fio.jobs import direct
 
     assert direct(parse_job_file(text, "j.fio")) is is_direct
 
 
-# ---- fio's own table (guard/fio_options.py): what fio reads as a dangerous option never passes ----
+# ---- fio's own table (fio/options.py): what fio reads as a dangerous option never passes ----
 
 
 def _fio33():
-    from fslab.guard.fio_options import table
+    from fslab.fio.options import table
 
     return table()  # the real fio 3.33's (conftest)
 
 
 def test_every_spelling_fio_reads_as_a_refused_option_is_refused_for_the_same_reason():
-    from fslab.guard.fio_options import refused_options
+    from fslab.fio.options import refused_options
 
     fio, refused = _fio33(), refused_options()
     assert {
@@ -457,8 +457,8 @@ def test_engines_that_do_no_io_on_the_target_measure_nothing_of_it():
 def _with_option(name: str, help_text: str) -> object:
     """fio 3.33's table and one option more, as a newer fio would list it."""
     from conftest import fio_options_answers
-    from fslab.guard.fio_help import table_from_answers
-    from fslab.guard.fio_options import ENGINES
+    from fslab.fio.help import table_from_answers
+    from fslab.fio.options import ENGINES
 
     answers = fio_options_answers()
     answers["--cmdhelp=all"] += f"{name:<24}: A newer option\n"
@@ -488,7 +488,7 @@ def _with_option(name: str, help_text: str) -> object:
     ],
 )
 def test_a_newer_fios_option_is_accepted_by_its_type_and_free_text_only_once_reviewed(fio_type, value, says):
-    from fslab.guard.fio_table import given_table
+    from fslab.fio.table import given_table
 
     with given_table(_with_option("newopt", fio_type)):
         said = option_problem("newopt", value)
@@ -523,9 +523,9 @@ def test_fslab_list_fio_shows_fios_table_and_what_it_refuses():
 
 def test_a_newer_fios_other_name_for_a_refused_option_is_refused():
     from conftest import fio_options_answers
-    from fslab.guard.fio_help import table_from_answers
-    from fslab.guard.fio_options import ENGINES
-    from fslab.guard.fio_table import given_table
+    from fslab.fio.help import table_from_answers
+    from fslab.fio.options import ENGINES
+    from fslab.fio.table import given_table
 
     answers = fio_options_answers()
     answers["--cmdhelp=exec_prerun"] = answers["--cmdhelp=exec_prerun"].replace(
@@ -540,8 +540,8 @@ def test_what_the_fio_at_hand_mishandles_is_refused_on_it_alone():
     runs could not be trusted to end, so that value is refused with 3.33, and accepted with 3.42."""
     from dataclasses import replace
 
-    from fslab.guard.fio_options import table
-    from fslab.guard.fio_table import given_table
+    from fslab.fio.options import table
+    from fslab.fio.table import given_table
 
     with pytest.raises(
         Refused, match=r"io_submit_mode=offload is refused with fio-3\.33: fio before 3\.42 hangs at random"

@@ -1,4 +1,4 @@
-"""fio's histogram logs (workloads/fio_hist.py, pure): fio's bins and their edges, what a log
+"""fio's histogram logs (fio/hist.py, pure): fio's bins and their edges, what a log
 line holds, the compact form a run keeps, and the jobs merged window by window — on the logs of a
 real fio run (tests/fixtures/fio/hist: regenerate.sh there made them, with fslab's log options)
 and on synthetic latencies binned as fio bins them, against numpy on the samples themselves."""
@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 
 from conftest import FIXTURES
-from fslab.workloads.fio import epoch_ms, stored_logs
-from fslab.workloads.fio_hist import (
+from fslab.fio.hist import (
     COARSENESS,
     HIST_TOOL,
     MOST_WINDOWS,
@@ -24,7 +23,8 @@ from fslab.workloads.fio_hist import (
     latency_over_time,
     read_fio_log,
 )
-from fslab.workloads.fio_output import percentile_from_bins
+from fslab.fio.output import percentile_from_bins
+from fslab.fio.workload import epoch_ms, stored_logs
 
 HIST = FIXTURES / "fio" / "hist"
 FIO3 = Bins.of_width(1856, 0)  # fio 3.x's own bins: 29 groups of 64

@@ -6,16 +6,8 @@ import shutil
 import pytest
 
 from conftest import FIXTURES
-from fslab.guard.fio_jobs import option_problem
-from fslab.workloads.fio import (
-    FIXED_OPTIONS,
-    MEASUREMENT_OPTIONS,
-    log_interval_ms,
-    log_options,
-    stored_logs,
-    taken_logs,
-)
-from fslab.workloads.fio_output import (
+from fslab.fio.jobs import option_problem
+from fslab.fio.output import (
     BINS_TOOL,
     LATENCIES,
     LOG_TOOL,
@@ -28,6 +20,14 @@ from fslab.workloads.fio_output import (
     stored_bins,
     stored_latency_bins,
     throughput_over_time,
+)
+from fslab.fio.workload import (
+    FIXED_OPTIONS,
+    MEASUREMENT_OPTIONS,
+    log_interval_ms,
+    log_options,
+    stored_logs,
+    taken_logs,
 )
 
 FIO = FIXTURES / "fio"
@@ -159,7 +159,7 @@ def test_output_without_json_is_an_error():
 def test_the_summary_says_when_submission_dominates():
     from fslab.report.sections import table_rows
     from fslab.report.summary import CellSummary
-    from fslab.stats import summarize
+    from fslab.statistics.stats import summarize
 
     def cell(name: str) -> CellSummary:
         metrics = parse_metrics(fixture(name)[0])

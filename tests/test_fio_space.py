@@ -1,4 +1,4 @@
-"""The room a fio job file's jobs take (workloads/fio_space.py), read from its jobs as rewritten
+"""The room a fio job file's jobs take (fio/space.py), read from its jobs as rewritten
 and scaled, so a job file too big for its image is refused before anything is formatted, as a
 workload of parameters is (study.space_problem). Pure."""
 
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from fslab.guard.fio_jobs import parse_job_file
+from fslab.fio.jobs import parse_job_file
+from fslab.fio.space import room_needed
 from fslab.study import StudyError, parse_study
-from fslab.workloads.fio_space import room_needed
 
 EXAMPLES = Path(__file__).parent / "fixtures" / "fio-examples"
 MiB, GiB = 2**20, 2**30
@@ -120,9 +120,10 @@ def test_the_layout_before_a_job_file_has_the_jobs_fio_can_lay_out_alone(tmp_pat
     the jobs that size their files themselves: fio's surface-scan.fio reads the file its write phase
     fills (fill_device), which neither can be laid out alone (fio asked for a size, and the run failed)."""
     from fslab.filesystems.base import Provisioned
+    from fslab.fio.section import FioSection
+    from fslab.fio.workload import job_file_workload, layout_job_for
     from fslab.workloads.data import DataPattern
-    from fslab.workloads.fio import job_file_workload, layout_job_for
-    from fslab.workloads.tables import Building, FioSection
+    from fslab.workloads.tables import Building
 
     def refuse(at: tuple, why: str):
         raise AssertionError(why)

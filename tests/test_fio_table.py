@@ -1,6 +1,6 @@
-"""fio's option table: read from what fio itself prints (guard/fio_help.py, pure, tested on the real
+"""fio's option table: read from what fio itself prints (fio/help.py, pure, tested on the real
 fio 3.33's answers in tests/fixtures/fio-options), and kept per fio version on disk, read back
-defensively (guard/fio_table.py, tested with a fake fio that answers as 3.33 did and counts the
+defensively (fio/table.py, tested with a fake fio that answers as 3.33 did and counts the
 questions, and once with the real fio)."""
 
 import json
@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from conftest import FIO_OPTIONS, fio_options_answers, fslab_in_process, write_study
-from fslab.guard import fio_table
-from fslab.guard.fio_help import HelpError, needed, parse_option_help, parse_option_list, table_from_answers
-from fslab.guard.fio_options import ENGINES, option_problem
-from fslab.guard.fio_preallocation import stored_preallocation
-from fslab.guard.fio_table import FioUnavailable, load_table
-from fslab.system import executable
+from fslab.core.system import executable
+from fslab.fio import table as fio_table
+from fslab.fio.help import HelpError, needed, parse_option_help, parse_option_list, table_from_answers
+from fslab.fio.options import ENGINES, option_problem
+from fslab.fio.preallocation import stored_preallocation
+from fslab.fio.table import FioUnavailable, load_table
 
 ENGINE_NAMES = tuple(ENGINES)
 

@@ -1,4 +1,4 @@
-"""fio's values — sizes and times — mean to fio what they mean to fslab (guard/fio_values.py):
+"""fio's values — sizes and times — mean to fio what they mean to fslab (fio/values.py):
 fslab's port of fio's reading prints what fio 3.33 printed of every probe in
 tests/fixtures/fio-parse (`fio --debug=parse`, its make.py), a value fio reads otherwise than its
 text says is refused naming what fio reads, the values fslab writes itself are read by fio as
@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, write_study
-from fslab.guard import fio_jobs, fio_values
-from fslab.guard.fio_jobs import expected_seconds, fio_seconds, parse_all, parse_job_file, render
-from fslab.guard.fio_options import FioRefused, option_problem, table
-from fslab.guard.fio_values import SIZE, Handled, disagreement, fio_reading, numbers_of, parse_debug, plain_reading
+from fslab.fio import jobs as fio_jobs
+from fslab.fio import values as fio_values
+from fslab.fio.jobs import expected_seconds, fio_seconds, parse_all, parse_job_file, render
+from fslab.fio.options import FioRefused, option_problem, table
+from fslab.fio.values import SIZE, Handled, disagreement, fio_reading, numbers_of, parse_debug, plain_reading
 from fslab.study import StudyError, load_study, parse_study
 
 PROBES = json.loads((FIXTURES / "fio-parse" / "fio-3.33.json").read_text())["probes"]
@@ -299,8 +300,8 @@ def test_fios_account_is_read_from_its_debug_output():
 def test_every_job_of_a_study_fslab_renders_reads_alike_to_fio_and_fslab(tmp_path):
     """Through `fslab run`'s check (job_problems): the values fslab writes itself — sizes in bytes,
     runtimes in ms, scaled steady-state windows, a precondition's — agree with fio's account."""
-    from fslab.workdir import Workdir
-    from fslab.workloads.fio import job_problems
+    from fslab.core.workdir import Workdir
+    from fslab.fio.workload import job_problems
 
     text = STUDY + (
         'bs = "4KiB"\nsize = "15.5MiB"\nruntime = "31.5s"\nramp_time = "2.5s"\n'
@@ -347,7 +348,7 @@ def test_the_block_size_and_runtime_fio_ran_are_those_fslab_says(workdir, tmp_pa
     """A study's bs = "4KiB" is 4096-byte blocks to fio (4000 would fail direct I/O), and both
     workloads — built, and a job file — run as long as fslab says they do."""
     from fslab.results import ResultsDB
-    from fslab.runner import run_study
+    from fslab.running.runner import run_study
 
     (tmp_path / "mine.fio").write_text(
         "[a]\nrw=randwrite\nioengine=libaio\ndirect=1\nbs=4k\nsize=16m\ntime_based\nruntime=1500ms\n"

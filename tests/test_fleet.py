@@ -318,21 +318,21 @@ def test_a_fleet_is_asked_for_plainly_or_refused_with_what_to_do(tmp_path):
     check_self_contained(short_study("fleet", EXT4), "s.toml")  # nothing to refuse
 
 
-def readme_fleet_commands() -> list[list[str]]:
-    """The commands of the README's "Beyond one machine" block, each split as a shell would."""
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    block = readme.split("## Beyond one machine", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
+def documented_fleet_commands() -> list[list[str]]:
+    """The commands of docs/fleet.md's "In short" block, each split as a shell would."""
+    document = (Path(__file__).parent.parent / "docs" / "fleet.md").read_text()
+    block = document.split("## In short: two hosts, one study", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
     return [shlex.split(line, comments=True) for line in block.splitlines() if line.strip()]
 
 
 @pytest.mark.root
-def test_the_readme_fleet_commands_run_as_written_then_a_study_across_three_workers_and_on_a_label(fleet_lab, tmp_path):
-    """The README's fleet, as written but for the database's address: its URL comes as FSLAB_DB
+def test_the_documented_fleet_commands_run_then_a_study_across_three_workers_and_on_a_label(fleet_lab, tmp_path):
+    """docs/fleet.md's fleet in short, as written but for the database's address: its URL comes as FSLAB_DB
     (the password by PGPASSWORD, as it advises); each worker line on its own host (a namespace,
     its own work directory); the rest here. Also issue 22's check: the quick study on two workers,
     every run stored once, a report with a chart per host. Then a third host (labelled hdd) joins
-    the README's two (both labelled ssd): a study across the three workers, and one on label:ssd."""
-    commands = readme_fleet_commands()
+    its two (both labelled ssd): a study across the three workers, and one on label:ssd."""
+    commands = documented_fleet_commands()
     assert commands[0][0] == "export" and commands[0][1].startswith("FSLAB_DB=postgresql://")
     workers = [c for c in commands if c[:2] == ["fslab", "worker"]]
     rest = [c for c in commands[1:] if c[:2] != ["fslab", "worker"]]
@@ -342,7 +342,7 @@ def test_the_readme_fleet_commands_run_as_written_then_a_study_across_three_work
 
         def start(
             index: int, argv: list[str]
-        ) -> None:  # as the README starts a worker: its heartbeat lapse the default
+        ) -> None:  # as docs/fleet.md starts a worker: its heartbeat lapse the default
             workdir = f.undo.enter_context(fresh_workdir())
             log = tmp_path / f"{argv[3]}.log"
             with log.open("w") as out:
@@ -383,7 +383,7 @@ def test_the_readme_fleet_commands_run_as_written_then_a_study_across_three_work
             and "— host sata-box" in done["history"].stdout
         )
 
-        # A quick lapse beside the README's default (60 s: a heartbeat every 15 s): each worker is
+        # A quick lapse beside the documented default (60 s: a heartbeat every 15 s): each worker is
         # judged by its own, so hdd-box never takes the others, running, for dead.
         start(2, ["fslab", "worker", "--name", "hdd-box", "--labels", "hdd", "--heartbeat-lapse", LAPSE])
         f.wait("three workers", registered(f, 3))
@@ -499,7 +499,7 @@ def test_a_worker_killed_during_a_spread_study_run_has_its_block_taken_by_the_ot
 def test_spread_refuses_what_cannot_be_divided(tmp_path):
     from conftest import fslab_in_process
     from fslab.fleet.spread import CannotSpread, check
-    from fslab.plan import Repetitions
+    from fslab.running.plan import Repetitions
 
     alone = fslab_in_process("run", "quick", "--spread", "--db", str(tmp_path / "r.db"))
     assert alone.returncode == 2 and "--spread goes with --on" in alone.stderr

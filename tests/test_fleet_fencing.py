@@ -161,7 +161,7 @@ def leases(pg_cluster):
 
 
 def a_run(repetition: int, block: int = 1):
-    from fslab.results.records import RunRecord, now
+    from fslab.model.records import RunRecord, now
 
     return RunRecord("ext4", "seq_write", repetition, False, block, 1, now(), now(), "ok", False, host="a")
 
@@ -170,7 +170,7 @@ def a_run(repetition: int, block: int = 1):
 def test_a_worker_whose_unit_or_block_was_taken_stores_its_run_aside_and_hears_so(leases):
     from fslab.fleet import lease
     from fslab.fleet.lease import UnitWithdrawn
-    from fslab.plan import BlockWithdrawn
+    from fslab.running.plan import BlockWithdrawn
 
     first = lease.take_unit(leases.engine, 1, "a")
     with leases.leased(lambda record: first):

@@ -12,8 +12,8 @@ import pytest
 import sqlalchemy as sa
 
 from fleet import fleet
-from fslab.errors import Refused
-from fslab.fio_server import networks
+from fslab.core.errors import Refused
+from fslab.fio.server import networks
 from fslab.fleet import roster
 from fslab.model import Host
 from fslab.results import ResultsDB

@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 from procrastinate.exceptions import ConnectorException
 
-from fslab.errors import FslabError
+from fslab.core.errors import FslabError
 
 
 def raised(cause: BaseException) -> ConnectorException:

@@ -22,11 +22,11 @@ from pathlib import Path
 import pytest
 
 from conftest import TEST_ROOT, ZFS_FUSE, fresh_workdir, fslab, fslab_in_process, held_by, write_study
+from fslab.core.identity import FileId, kernel_table, loops_backed_by, mounts_at, regular_file, unescape
+from fslab.core.names import workdir_tag
+from fslab.core.workdir import MARKER, Workdir
 from fslab.filesystems.zfs_engine import engine
-from fslab.guard.identity import FileId, kernel_table, loops_backed_by, mounts_at, regular_file, unescape
-from fslab.guard.names import workdir_tag
 from fslab.results import ResultsDB
-from fslab.workdir import MARKER, Workdir
 from short_studies import short_study
 
 pytestmark = ZFS_FUSE  # zfs-fuse: one daemon on the machine (conftest)
@@ -267,21 +267,21 @@ def test_every_kind_fslab_journals_is_known_to_whichever_command_reads_the_journ
         for kind in re.findall(r'^@releaser\("([^"]+)"\)', path.read_text(), flags=re.MULTILINE):
             registering[kind] = ".".join(path.relative_to(source).with_suffix("").parts)
     assert len(registering) >= 14, registering
-    from fslab.journal import MAKERS
+    from fslab.core.journal import MAKERS
 
     assert MAKERS == registering
     fresh = subprocess.run(
         [
             sys.executable,
             "-c",
-            "from fslab.journal import RELEASERS; print(' '.join(sorted(k for k in RELEASERS if callable(RELEASERS[k].release))))",
+            "from fslab.core.journal import RELEASERS; print(' '.join(sorted(k for k in RELEASERS if callable(RELEASERS[k].release))))",
         ],
         capture_output=True,
         text=True,
         check=True,
     )
     assert fresh.stdout.split() == sorted(registering)
-    read = "from fslab.journal import Entry, RELEASERS; import sys; RELEASERS['loop']; print(' '.join(m for m in ('fslab.devices.loop', 'fslab.filesystems.zfs', 'fslab.devices.named') if m in sys.modules))"
+    read = "from fslab.core.journal import Entry, RELEASERS; import sys; RELEASERS['loop']; print(' '.join(m for m in ('fslab.devices.loop', 'fslab.filesystems.zfs', 'fslab.devices.named') if m in sys.modules))"
     assert subprocess.run([sys.executable, "-c", read], capture_output=True, text=True, check=True).stdout.split() == [
         "fslab.devices.loop"
     ]
@@ -361,7 +361,7 @@ def test_a_planted_journal_harms_nothing(workdir, tmp_path):
 
 
 def _proof_of(pid: int) -> dict:
-    from fslab.guard.identity import process
+    from fslab.core.identity import process
 
     found = process(pid)
     return found.proof() if found else {}
@@ -477,7 +477,7 @@ def test_a_command_fslab_dies_before_journalling_never_runs(tmp_path):
     """fslab journals a workload's process before it runs the command: killed in between, the
     new process ends without running it, so nothing runs that clean-up would not know."""
     marker = tmp_path / "ran"
-    script = f"import os\nfrom fslab.system import run\nrun(['touch', {str(marker)!r}], on_start=lambda pid: (print(pid, flush=True), os._exit(9)))\n"
+    script = f"import os\nfrom fslab.core.system import run\nrun(['touch', {str(marker)!r}], on_start=lambda pid: (print(pid, flush=True), os._exit(9)))\n"
     died = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert died.returncode == 9
     command = Path(f"/proc/{int(died.stdout)}")
@@ -486,7 +486,7 @@ def test_a_command_fslab_dies_before_journalling_never_runs(tmp_path):
         assert time.monotonic() < deadline, "the command's process never ended"
         time.sleep(0.02)
     assert not marker.exists()
-    script = f"from fslab.system import run\nrun(['touch', {str(marker)!r}], on_start=lambda pid: None)\n"
+    script = f"from fslab.core.system import run\nrun(['touch', {str(marker)!r}], on_start=lambda pid: None)\n"
     assert subprocess.run([sys.executable, "-c", script]).returncode == 0 and marker.exists(), (
         "with the journal's go, it runs"
     )
@@ -495,7 +495,7 @@ def test_a_command_fslab_dies_before_journalling_never_runs(tmp_path):
 def test_a_secret_given_on_standard_input_reaches_the_command_and_no_file(tmp_path):
     """How fslab hands zfs an encryption key: bytes on a pipe (any bytes, newlines and NULs too),
     read whole by the command, in no argument list; the command's standard input ends after them."""
-    from fslab.system import run
+    from fslab.core.system import run
 
     key = bytearray(range(256))[:32]
     copy = tmp_path / "copy"

@@ -1,4 +1,4 @@
-"""A study's history (history.py): change detection on synthetic series — a step, a drift, noise
+"""A study's history (statistics/history.py): change detection on synthetic series — a step, a drift, noise
 alone over 1,000 series, and what fsperf's mean ± 1.96 sd misses — then `fslab history STUDY` and
 the trend page on study runs stored as `fslab run` stores them (tests/synthetic.py), on several
 hosts and kernels."""
@@ -15,8 +15,8 @@ import pytest
 from altair.vegalite.v6.schema.core import TopLevelSpec
 
 from conftest import fslab_in_process
-from fslab.history import UNRECORDED_HOST, StoredStudyRun, history
 from fslab.results import ResultsDB
+from fslab.statistics.history import UNRECORDED_HOST, StoredStudyRun, history
 from synthetic import SyntheticHost, stored_study
 from test_report_html import browser, open_page, page_specs  # noqa: F401  (the fixture, and how a page is opened and read)
 

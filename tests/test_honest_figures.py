@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 from conftest import fslab_in_process
-from fslab.findings import Finding
+from fslab.model.findings import Finding
 from fslab.report.charts import study_charts
 from fslab.report.conclusions import conclusions
 from fslab.report.console import print_summary
@@ -26,7 +26,7 @@ from fslab.report.sections import comparison_rows
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
-from fslab.stats import compare, summarize
+from fslab.statistics.stats import compare, summarize
 from fslab.study import parse_study
 from fslab.workloads.sysbench import METRICS
 

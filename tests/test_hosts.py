@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from conftest import fslab_in_process
-from fslab.analysis import host_blocks
 from fslab.report.formats.markdown import to_markdown
 from fslab.report.formats.summary_json import to_json
 from fslab.report.sections import Kind, sections
 from fslab.report.summary import compare_hosts, compare_runs, summarize_study_run
 from fslab.results import ResultsDB
+from fslab.statistics.analysis import host_blocks
 from synthetic import SyntheticHost, stored_study
 
 STUDY = """\
@@ -206,7 +206,7 @@ def test_page_facets_and_hosts_facts(fleet: tuple[ResultsDB, int], tmp_path: Pat
 def test_device_facts_record_the_firmware(tmp_path: Path, where: str, name: str) -> None:
     from dataclasses import dataclass
 
-    from fslab.guard.block_devices import BlockDevice, facts
+    from fslab.core.block_devices import BlockDevice, facts
 
     disk = tmp_path / "sdz"
     for path, text in {

@@ -17,12 +17,9 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, fslab_in_process
-from fslab.import_parsing import FioOutput, NotFioOutput, parse_output
-from fslab.importer import FoundFile, imported_study, parse_files, read_files
-from fslab.results import ResultsDB
-from fslab.workloads.fio_hist import HIST_TOOL
-from fslab.workloads.fio_output import METRICS as FIO_METRICS
-from fslab.workloads.fio_output import (
+from fslab.fio.hist import HIST_TOOL
+from fslab.fio.output import METRICS as FIO_METRICS
+from fslab.fio.output import (
     PERCENTILES,
     in_current_units,
     job_metrics,
@@ -30,6 +27,9 @@ from fslab.workloads.fio_output import (
     load_json,
     parse_metrics,
 )
+from fslab.results import ResultsDB
+from fslab.results.import_parsing import FioOutput, NotFioOutput, parse_output
+from fslab.results.importer import FoundFile, imported_study, parse_files, read_files
 
 IMPORT = FIXTURES / "import"
 PLAIN = sorted((IMPORT / "plain").glob("*.json"))

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, fslab_in_process
-from fslab.bench_fio_tree import Place, place
-from fslab.importer import FIO_LOG, import_files
+from fslab.fio.bench_tree import Place, place
 from fslab.results import ResultsDB
+from fslab.results.importer import FIO_LOG, import_files
 
 IMPORT = FIXTURES / "import"
 TREE = IMPORT / "bench-fio"  # run1/: the whole matrix on a.img and b.img; run2/: two of a.img's cells again

@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 
 from conftest import FIXTURES, fslab_in_process
-from fslab.importer import import_files
+from fslab.fio.hist import HIST_TOOL, Bins, latency_over_time, read_fio_log
 from fslab.report.charts import study_charts
 from fslab.report.details import run_details
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB
-from fslab.workloads.fio_hist import HIST_TOOL, Bins, latency_over_time, read_fio_log
+from fslab.results.importer import import_files
 
 PBENCH = FIXTURES / "import" / "hist" / "ext4"  # fio-result.json, fio_clat_hist.1.log, fio_clat_hist.2.log
 

@@ -1,6 +1,6 @@
 """fslab's import graph, read from its source with `ast`: no circle among its modules — a module-level,
 a TYPE_CHECKING-only or a function-local import each counts, since each says which module needs
-which — and the records a study is made of (model.py) depend on nothing of fslab but names,
+which — and the records a study is made of (model/__init__.py) depend on nothing of fslab but names,
 units and errors, so that any module may take them from there."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import pytest
 import fslab
 
 PACKAGE = Path(fslab.__file__).parent
-# What model.py may import of fslab: the guard's names (a target's image names), units, errors.
-MODEL_MAY_IMPORT = {"fslab.errors", "fslab.guard.names", "fslab.units"}
+# What model/__init__.py may import of fslab: the guard's names (a target's image names), units, errors.
+MODEL_MAY_IMPORT = {"fslab.core.errors", "fslab.core.names", "fslab.core.units"}
 
 
 def modules(root: Path = PACKAGE) -> dict[str, Path]:
@@ -132,14 +132,14 @@ def test_the_walk_finds_a_circle_however_it_is_imported(tmp_path):
 def test_the_model_depends_on_nothing_of_fslab_but_names_units_and_errors():
     graph = import_graph()
     assert graph["fslab.model"] <= MODEL_MAY_IMPORT, (
-        f"model.py imports {sorted(graph['fslab.model'] - MODEL_MAY_IMPORT)}"
+        f"model/__init__.py imports {sorted(graph['fslab.model'] - MODEL_MAY_IMPORT)}"
     )
     # and, run, loads nothing else (a package's __init__ on the way included)
     code = "import sys, fslab.model; print(' '.join(sorted(m for m in sys.modules if m.startswith('fslab'))))"
     loaded = set(
         subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     )
-    assert loaded <= MODEL_MAY_IMPORT | {"fslab", "fslab.guard", "fslab.model"}, (
+    assert loaded <= MODEL_MAY_IMPORT | {"fslab", "fslab.core", "fslab.model"}, (
         f"importing fslab.model loads {sorted(loaded)}"
     )
 
@@ -193,14 +193,14 @@ def test_fslab_summary_of_a_study_run_loads_no_workload_kind_and_no_filesystem(t
 # start): fio's job files and option tables (read only for a workload stored before fslab recorded
 # its preallocation, one rewritten, one steady), commands (subprocess, the journal, cgroups) and the
 # guard's checks of block devices (the monitors import them where they measure, not as they register),
-# the watch on failures alike (systematic.py: a summary reads only how a skip is said, from model.py).
+# the watch on failures alike (running/systematic.py: a summary reads only how a skip is said, from model/__init__.py).
 NOT_FOR_A_SUMMARY = (
-    "fslab.guard.fio_jobs",
-    "fslab.guard.fio_options",
-    "fslab.workloads.fio_rewrite",
-    "fslab.system",
-    "fslab.guard.block_devices",
-    "fslab.systematic",
+    "fslab.fio.jobs",
+    "fslab.fio.options",
+    "fslab.fio.rewrite",
+    "fslab.core.system",
+    "fslab.core.block_devices",
+    "fslab.running.systematic",
 )
 
 
@@ -223,8 +223,8 @@ def test_starting_fslab_loads_no_database_and_no_statistics(args):
     assert "fslab.cli" in loaded, "the commands were imported"
     heavy = sorted({m.split(".")[0] for m in loaded} & set(LOADED_BY_THE_COMMANDS_THAT_USE_THEM))
     assert not heavy, f"python {' '.join(args)} loads {', '.join(heavy)}"
-    # nor the checks of a user's block device, whose flag the command line names (fslab.guard)
-    assert "fslab.guard.block_devices" not in loaded, f"python {' '.join(args)} loads fslab.guard.block_devices"
+    # nor the checks of a user's block device, whose flag the command line names (fslab.core)
+    assert "fslab.core.block_devices" not in loaded, f"python {' '.join(args)} loads fslab.core.block_devices"
 
 
 def test_a_fleets_status_table_loads_no_statistics():
@@ -238,7 +238,7 @@ def test_a_fleets_status_table_loads_no_statistics():
 
 def test_the_commands_parameters_are_read_without_evaluating_text():
     """typer reads every command's parameters as fslab starts, whichever command is run (twice
-    each): annotations left as text (`from __future__ import annotations` in cli.py) it compiles
+    each): annotations left as text (`from __future__ import annotations` in cli/__init__.py) it compiles
     and evaluates every time, a fiftieth of a second of every start."""
     from fslab.cli import app
 

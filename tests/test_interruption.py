@@ -8,9 +8,9 @@ import signal
 import pytest
 
 from conftest import wait_for
-from fslab import interruption
-from fslab.journal import RELEASERS, Releasing
-from fslab.workdir import Workdir
+from fslab.core import interruption
+from fslab.core.journal import RELEASERS, Releasing
+from fslab.core.workdir import Workdir
 
 KIND = "test-released-under-a-signal"
 
@@ -87,10 +87,10 @@ def test_a_signal_as_a_filesystem_is_mounted_leaves_nothing_mounted(workdir, sig
     import random
     import threading
 
+    from fslab.core.identity import mounts_at
+    from fslab.core.system import run
     from fslab.devices.loop import attached, image_file
     from fslab.filesystems.mounting import mount_point, proven
-    from fslab.guard.identity import mounts_at
-    from fslab.system import run
 
     journal, where = workdir.journal, workdir.mounts / "ext4"
     left = []

@@ -1,4 +1,4 @@
-"""A user's fio job file fitted to its study (workloads/fio_rewrite.py): the sizes and times the
+"""A user's fio job file fitted to its study (fio/rewrite.py): the sizes and times the
 study asks for, numjobs/iodepth/bs set or swept beside a job_file, and --scale, every job
 rewritten through the parsed records; the stored job says what ran and the workload from what.
 fio's own examples (tests/fixtures/fio/examples: 900 s on 10 GiB) run small under --scale."""
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import fslab_in_process, held_by, write_study
-from fslab.guard.fio_jobs import job_text, parse_all, parse_job_file, render
+from fslab.fio.jobs import job_text, parse_all, parse_job_file, render
 from fslab.study import StudyError, parse_study, short_runs
 
 EXAMPLES = Path(__file__).parent / "fixtures" / "fio" / "examples"
@@ -18,7 +18,7 @@ AIO_READ = (EXAMPLES / "aio-read.fio").read_text()  # [global] size=512m, four j
 
 
 def rewrite(text: str, asked: dict[str, tuple[str, str]] | None = None, scale: float = 1.0, time_scale: float = 1.0):
-    from fslab.workloads.fio_rewrite import Asked, rewritten
+    from fslab.fio.rewrite import Asked, rewritten
 
     job = parse_job_file(text, "j.fio")
     return rewritten(job, {option: Asked(*value) for option, value in (asked or {}).items()}, scale, time_scale)
@@ -37,7 +37,7 @@ def test_fios_900s_example_is_scaled_in_its_job_and_its_global_keeps_the_rest():
         "[global]\nname=fio-seq-reads\nfilename=fio-seq-reads\nrw=read\nbs=256K\ndirect=1\nnumjobs=1\ntime_based\n"
         "[file1]\nioengine=libaio\niodepth=16\nsize=102m\nruntime=9s\n"
     ), "runtime leaves [global] for the job, time_based stays as the job file set it"
-    from fslab.workloads.fio_rewrite import described
+    from fslab.fio.rewrite import described
 
     assert described([r.spec() for r in rewrites]) == "size 10GiB → 102MiB (scale 0.01); runtime 900s → 9s (scale 0.01)"
     sizes_only, _ = rewrite(
@@ -81,7 +81,7 @@ def test_jobs_that_set_none_get_a_value_asked_and_keep_none_when_only_scaled():
     assert (job.jobs()[0]["runtime"], job.jobs()[0]["ramp_time"]) == ("3s", "200ms") and "time_based" not in job.jobs()[
         0
     ]
-    from fslab.workloads.fio_rewrite import described
+    from fslab.fio.rewrite import described
 
     assert (
         described([r.spec() for r in rewrites])
@@ -115,7 +115,7 @@ def test_what_is_measured_in_bytes_and_seconds_scales_with_the_size_and_time_and
 
 
 def test_counts_take_the_share_of_the_scale_that_sizes_held_at_their_floor_could_not():
-    from fslab.workloads.fio_rewrite import described
+    from fslab.fio.rewrite import described
 
     # fio's fsx.fio: 500000 passes over 256k (kept: under a MiB); filecreate-ioengine.fio: 31250 files of 4k a job
     job, rewrites = rewrite(
@@ -156,7 +156,7 @@ def test_fios_other_names_are_rewritten_under_the_main_one():
 
 
 def test_sizes_are_read_as_fio_reads_them():
-    from fslab.workloads.fio_rewrite import fio_bytes, fio_size, fio_time
+    from fslab.fio.rewrite import fio_bytes, fio_size, fio_time
 
     # fio's default kb_base=1024: k/m/g and kb/mb are binary, kib/mib decimal; a fraction is cut with its unit
     assert [fio_bytes(v) for v in ("4k", "4K", "1m", "1mb", "1mi", "1MiB", "10G", "4096", "1.5m")] == [
@@ -177,7 +177,7 @@ def test_sizes_are_read_as_fio_reads_them():
 def test_a_hexadecimal_size_is_scaled_and_counted_as_fio_reads_it():
     """fio reads 0x40000000 as 1 GiB: split by the guard's own reading of numbers, not a second
     one that saw 0 and then x40000000 (the space check counted nothing, --scale wrote 0x19m)."""
-    from fslab.workloads.fio_space import room_needed
+    from fslab.fio.space import room_needed
 
     job, _ = rewrite("[a]\nrw=write\nsize=0x40000000\n", scale=0.5)
     assert job.jobs()[0]["size"] == "512m"
@@ -190,7 +190,7 @@ def test_a_runtime_of_zero_asked_leaves_the_jobs_to_end_with_their_size():
 
 
 def test_bs_asked_where_a_job_sets_what_fio_uses_instead_is_refused():
-    from fslab.errors import Refused
+    from fslab.core.errors import Refused
 
     for other in ("bssplit=4k/50:64k/50", "bsrange=4k-64k"):
         with pytest.raises(
@@ -343,7 +343,7 @@ def test_a_workload_of_parameters_sweeps_the_same_fields(tmp_path):
         ("64k", "1"),
         ("64k", "16"),
     ]
-    from fslab.guard.names import NAME
+    from fslab.core.names import NAME
 
     assert all(NAME.fullmatch(section.name) for w in swept for section in w.tool.job.sections), (
         "fio's job names stay plain"
@@ -429,7 +429,7 @@ def test_fios_own_example_runs_scaled_and_fio_ran_what_the_stored_job_says(workd
 
 
 def test_fslab_list_says_which_fields_sweep_and_each_does(tmp_path):
-    from fslab.catalogue import catalogue
+    from fslab.cli.catalogue import catalogue
 
     listed = {entry.name: entry.swept for entry in catalogue().kinds}
     assert listed["fio"] == ["bs", "iodepth", "numjobs"] and listed["dd"] == []

@@ -8,6 +8,8 @@ import sqlite3
 
 from altair.vegalite.v6.schema.core import TopLevelSpec
 
+from fslab.fio.hist import COARSENESS, HIST_TOOL, Bins, kept, latency_over_time
+from fslab.fio.output import BINS_TOOL
 from fslab.report.chart_parts import BUCKETS_PER_DECADE, latency_bucket
 from fslab.report.charts import study_charts
 from fslab.report.details import LatencyTrace, RunDetails, run_details
@@ -20,8 +22,6 @@ from fslab.report.time_charts import (
     percentile_rows,
 )
 from fslab.results import ResultsDB
-from fslab.workloads.fio_hist import COARSENESS, HIST_TOOL, Bins, kept, latency_over_time
-from fslab.workloads.fio_output import BINS_TOOL
 from synthetic import stored_study
 from test_report_html import W, synthetic
 

@@ -52,7 +52,7 @@ from pathlib import Path
 from fslab.devices import layers
 from fslab.devices.loop import attached, image_file, on_loops
 from fslab.model import Target
-from fslab.workdir import Workdir
+from fslab.core.workdir import Workdir
 wd = Workdir(Path(sys.argv[1]))
 wd.prepare()
 target = Target("killed", "ext4", (), "", 64 * 2**20, "sparse", devices=2, layers=("md-raid1", "luks", "lvm"))

@@ -14,23 +14,23 @@ from rich.cells import cell_len
 from conftest import fslab_in_process
 from fslab import devices as devices_package
 from fslab import monitors
-from fslab.catalogue import Catalogue
+from fslab.cli.catalogue import Catalogue
+from fslab.core.units import parse_duration
 from fslab.devices.layers import LAYERS
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.zfs import DATASET_PROPERTIES, POOL_OPTIONS
-from fslab.guard import fio_options
-from fslab.guard.options import Suboptions
+from fslab.fio import options as fio_options
+from fslab.fio.workload import FIO_DEFAULTS
+from fslab.model.options import Suboptions
 from fslab.report.console import CONSOLE_WIDTH
 from fslab.report.formats import report_files, table_forms
+from fslab.scenarios.kind import BUILTIN, BUILTIN_SCENARIOS, ScenarioSection
 from fslab.study import builtin_studies
-from fslab.units import parse_duration
 from fslab.workloads import SHIPPED as KINDS
 from fslab.workloads import registered
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 from fslab.workloads.dd import DD_OPTIONS
-from fslab.workloads.fio import FIO_DEFAULTS
 from fslab.workloads.rsync import RSYNC_OPTIONS
-from fslab.workloads.scenario import BUILTIN, BUILTIN_SCENARIOS, ScenarioSection
 from fslab.workloads.sysbench import SYSBENCH_OPTIONS
 
 SECTIONS = [f.name for f in dataclasses.fields(Catalogue)]  # each the catalogue reads from a registry or allow-list

@@ -1,4 +1,4 @@
-"""Memory limits (cgroups.py): a buffered workload's measured run in a cgroup of its own, held to
+"""Memory limits (core/cgroups.py): a buffered workload's measured run in a cgroup of its own, held to
 its limit by the kernel's own accounting, recorded with the run, removed afterwards, and removed
 by `fslab cleanup` after a kill only when it is the very cgroup fslab made."""
 
@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from conftest import fslab, fslab_in_process, groups_of, killed_fslab, plant, write_study
-from fslab import cgroups
-from fslab.cgroups import memory_limited
-from fslab.guard.names import workdir_tag
+from fslab.core import cgroups
+from fslab.core.cgroups import memory_limited
+from fslab.core.names import workdir_tag
+from fslab.core.system import run_held, sync_and_drop_caches
+from fslab.core.workdir import Workdir
 from fslab.results import ResultsDB
 from fslab.study import StudyError, parse_study
-from fslab.system import run_held, sync_and_drop_caches
-from fslab.workdir import Workdir
 
 LIMIT = 64 << 20
 HIERARCHY = cgroups.find_hierarchy()
@@ -117,8 +117,8 @@ memory_limit = "64MiB"
 _KILLED = """
 import os, sys
 from pathlib import Path
-from fslab.cgroups import memory_limited
-from fslab.workdir import Workdir
+from fslab.core.cgroups import memory_limited
+from fslab.core.workdir import Workdir
 limited = memory_limited(Workdir(Path(sys.argv[1])).journal, 64 << 20)
 group = limited.__enter__()
 print(group.path, flush=True)

@@ -8,18 +8,18 @@ from pathlib import Path
 import numpy as np
 
 from conftest import FIXTURES
+from fslab.fio.output import parse_metrics
+from fslab.fio.workload import FIO
 from fslab.model import MetricKind, RawOutput, Roles
-from fslab.plan import Planner, Repetitions, Tally
 from fslab.report.formats.markdown import to_markdown
 from fslab.report.formats.summary_csv import to_csv
 from fslab.report.sections import workload_title
 from fslab.report.summary import CellSummary, StudySummary, summarize_study_run
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
+from fslab.running.plan import Planner, Repetitions, Tally
 from fslab.study import parse_study
 from fslab.workloads import declared_metrics, kind_of, registered
-from fslab.workloads.fio import FIO
-from fslab.workloads.fio_output import parse_metrics
 
 STUDY = """\
 [study]
@@ -207,7 +207,7 @@ def test_zeros_on_a_compressing_target_and_what_runs_found_are_noted_on_the_cell
     """Stored runs alone: zeros written to a Btrfs that compressed them (the monitor's ratio)
     flatter it (said after what its runs found); the same data on ext4 is not called out; an
     implausible finding flags the cell."""
-    from fslab.findings import Finding
+    from fslab.model.findings import Finding
 
     implausible = lambda target, repetition: (
         [Finding("sanity", "it read more than it wrote", implausible=True)]

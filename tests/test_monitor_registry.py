@@ -7,12 +7,12 @@ import pytest
 from conftest import FIXTURES
 from fslab import monitors
 from fslab.filesystems import Provisioned
+from fslab.fio.workload import FIO
 from fslab.model import RawOutput
 from fslab.report.sections import is_monitored, monitor_columns, monitor_rows, shown
 from fslab.report.summary import CellSummary
-from fslab.runner import Windows
-from fslab.stats import summarize
-from fslab.workloads.fio import FIO
+from fslab.running.runner import Windows
+from fslab.statistics.stats import summarize
 
 
 @pytest.fixture

@@ -4,12 +4,12 @@ from pathlib import Path
 
 import pytest
 
-from fslab.errors import FslabError
+from fslab.core.errors import FslabError
 from fslab.model import MetricKind
-from fslab.plan import Planner, Repetitions
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
+from fslab.running.plan import Planner, Repetitions
 from fslab.study import parse_study
 
 STUDY = """\

@@ -135,8 +135,8 @@ def test_a_run_stored_as_a_newer_fslab_migrates_is_stored_before_it_and_the_next
     from conftest import wait_for
     from fslab import __version__
     from fslab.model import RawOutput
+    from fslab.model.records import RunRecord, now
     from fslab.results.db import insert_run
-    from fslab.results.records import RunRecord, now
     from fslab.results.schema import SchemaChanged, check_current
 
     url = pg_cluster.new_database("migrated_beneath")

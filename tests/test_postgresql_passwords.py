@@ -15,9 +15,9 @@ import sqlalchemy as sa
 
 import postgres
 from conftest import fslab_in_process
-from fslab.environment import host
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB
+from fslab.running.environment import host
 from synthetic import stored_study
 
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from conftest import fslab, fslab_in_process, write_study
+from fslab.fio.output import metric as fio_metric
 from fslab.report.console import CONSOLE_WIDTH
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
 from fslab.study import parse_study
-from fslab.workloads.fio_output import metric as fio_metric
 
 STUDY = """\
 [study]

@@ -1,7 +1,8 @@
 """`fslab report`: the self-contained HTML page and its figures, made from a stored study run (ext4
 and raw, real fio output, stored as `fslab run` stores it: tests/synthetic.py) and opened in Debian's
-headless Chromium with the network cut off; and the charts and conclusions behind the page, on
-synthetic summaries (pure)."""
+headless Chromium with the network cut off; the README's picture of the page (docs/images/), taken
+again when what it shows changes; and the charts and conclusions behind the page, on synthetic
+summaries (pure)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import multiprocessing
 import os
 import re
 import shlex
+import shutil
 from dataclasses import replace
 from datetime import datetime
 from html.parser import HTMLParser
@@ -23,10 +25,11 @@ import vl_convert
 from altair.vegalite.v6.schema.core import TopLevelSpec
 
 from conftest import FIXTURES, fslab_in_process
-from fslab.analysis import Row, analyse
-from fslab.checks import Unsupported
-from fslab.guard.names import file_name
+from fslab.core.checks import Unsupported
+from fslab.core.names import file_name
+from fslab.fio.output import bin_columns, latency_bins
 from fslab.model import Roles
+from fslab.model.records import SampleGroups
 from fslab.report import chart_parts
 from fslab.report.charts import (
     Chart,
@@ -51,9 +54,8 @@ from fslab.report.summary import (
     summarize_study_run,
 )
 from fslab.results import ResultsDB
-from fslab.results.records import SampleGroups
-from fslab.stats import adjust_family, compare, rank, summarize
-from fslab.workloads.fio_output import bin_columns, latency_bins
+from fslab.statistics.analysis import Row, analyse
+from fslab.statistics.stats import adjust_family, compare, rank, summarize
 from synthetic import stored_study
 
 ROOT = Path(__file__).parent.parent
@@ -388,6 +390,78 @@ def test_report_of_two_study_runs_compares_them_cell_by_cell(stored, browser, tm
     seen = open_page(browser, out / "report.html", tmp_path / "report-two-runs.png")
     assert seen["requests"] == [seen["url"]] and seen["errors"] == []
     assert all(c["svg"] > 5 for c in seen["charts"]) and any(c["name"] == "compare-1-2" for c in seen["charts"])
+
+
+# --- the README's picture of the page --------------------------------------------------------
+
+PICTURE = ROOT / "docs" / "images" / "report.png"
+PICTURE_SOURCE = PICTURE.with_suffix(".json")  # what the picture was taken of (picture_source)
+PICTURED = FIXTURES / "schema-v13.db"  # a stored study run of ext4 and raw, with fio's logs
+RETAKE = "make setup, then as root: .venv/bin/pytest tests/test_report_html.py -k picture; commit docs/images/"
+
+
+def pictured_page(folder: Path) -> Path:
+    """The page the README's picture is taken of: `fslab report` of the stored study run (a copy:
+    a report migrates an older database in place)."""
+    db = folder / "pictured.db"
+    shutil.copyfile(PICTURED, db)
+    made = fslab_in_process("report", "1", "--db", str(db), "-o", str(folder / "pictured"))
+    assert made.returncode == 0, made.stdout + made.stderr
+    return folder / "pictured" / "report.html"
+
+
+def picture_source(page: Path) -> dict:
+    """What the picture shows, read from the page's HTML: its first workload's section, that
+    section's charts (their specs) and the page's style. The picture is stale when one of them
+    changes, never for a font's or a renderer's pixels."""
+    text = page.read_text()
+    section, html_ = re.search(r'<section id="(run1-[^"]+)">(.*?)</section>', text, re.DOTALL).groups()
+    specs = page_specs(page)
+    shown = {name: specs[name] for name in re.findall(r'data-chart="([^"]+)"', html_)}
+    style = re.search(r"<style>(.*?)</style>", text, re.DOTALL).group(1)
+    digest = hashlib.sha256(json.dumps([style, html_, shown], sort_keys=True).encode()).hexdigest()
+    return {"page": f"fslab report of {PICTURED.relative_to(ROOT)}", "section": section, "sha256": digest}
+
+
+def take_picture(browser, page_file: Path, section: str, picture: Path) -> None:
+    """A screen (1280 × 900 CSS pixels) of the page, from just above the section on."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.goto(page_file.as_uri())
+        page.wait_for_selector("body[data-charts=done]", timeout=60_000)
+        top = page.eval_on_selector(f"#{section}", "e => e.getBoundingClientRect().top + window.scrollY - 24")
+        page.screenshot(path=str(picture), clip={"x": 0, "y": top, "width": 1280, "height": 900}, full_page=True)
+    finally:
+        page.close()
+
+
+def test_the_readmes_picture_is_of_the_page_as_it_is(tmp_path):
+    """docs/images/report.png shows the page today's code makes: the README's picture is stale
+    when what it shows of the page has changed since it was taken (the browser test below takes
+    it again)."""
+    assert PICTURE.exists() and PICTURE_SOURCE.exists(), f"no picture of the page: {RETAKE}"
+    recorded = json.loads(PICTURE_SOURCE.read_text())
+    assert png_size(PICTURE) == (recorded["width"], recorded["height"]), f"{PICTURE} altered: {RETAKE}"
+    source = picture_source(pictured_page(tmp_path))
+    assert {k: recorded[k] for k in source} == source, f"the page has changed since its picture was taken: {RETAKE}"
+
+
+def test_the_readmes_picture_is_taken_again_when_the_page_has_changed(browser, tmp_path):
+    """The picture in Chromium, written to docs/images/ (with what it shows) when it is missing or
+    what it shows has changed; then this test fails, for the new picture to be committed."""
+    page_file = pictured_page(tmp_path)
+    source = picture_source(page_file)
+    taken = tmp_path / "report.png"
+    take_picture(browser, page_file, source["section"], taken)
+    width, height = png_size(taken)
+    assert (width, height) == (1280, 900) and taken.stat().st_size > 20_000, "a screen of charts, drawn"
+    recorded = json.loads(PICTURE_SOURCE.read_text()) if PICTURE_SOURCE.exists() else {}
+    if PICTURE.exists() and {k: recorded.get(k) for k in source} == source:
+        return
+    PICTURE.parent.mkdir(exist_ok=True)
+    shutil.copyfile(taken, PICTURE)
+    PICTURE_SOURCE.write_text(json.dumps(source | {"width": width, "height": height}, indent=2) + "\n")
+    pytest.fail(f"{PICTURE.relative_to(ROOT)} was missing or stale: taken again; commit docs/images/")
 
 
 def test_report_errors_are_clear(stored, tmp_path):
@@ -905,7 +979,7 @@ def test_bar_labels_never_overlap_on_the_page_however_many_and_long(browser, tmp
 def test_a_bundle_that_would_close_its_script_element_is_refused(monkeypatch, tmp_path, closing):
     """The vega bundle is inlined in a <script> element: one holding a way out of it is never
     written into a page nor kept (made here and in the forked process alike: _made_and_kept)."""
-    from fslab import cache
+    from fslab.core import cache
     from fslab.report import bundle
 
     monkeypatch.setattr(cache, "CACHE_DIR", tmp_path)
@@ -926,7 +1000,7 @@ def test_the_pages_javascript_is_kept_and_the_next_report_reads_it_starting_no_p
     """vl-convert's bundle (a second of CPU, the same for one vl-convert and Vega-Lite) is kept in
     fslab's cache directory by the first report, under both versions with its SHA-256, and read
     by the next: no process is started to make it."""
-    from fslab import cache
+    from fslab.core import cache
     from fslab.report import bundle
 
     root, db, _ = stored
@@ -961,7 +1035,7 @@ TAMPERED = "/* TAMPERED */ alert(1);"
 @pytest.fixture(scope="module")
 def kept_record(tmp_path_factory) -> str:
     """The file a report keeps its bundle in, as it writes it."""
-    from fslab import cache
+    from fslab.core import cache
     from fslab.report import bundle
 
     with pytest.MonkeyPatch.context() as patch:
@@ -981,7 +1055,7 @@ def test_a_kept_bundle_not_fslabs_own_or_altered_is_never_served_but_made_and_ke
     """The bundle is inlined into a page: a kept one whose file is writable by others or is a
     symlink, whose bundle is not the one its SHA-256 was recorded of, that would close its script
     element or is of another version is not read; it is made again and kept anew, whole."""
-    from fslab import cache
+    from fslab.core import cache
     from fslab.report import bundle
 
     root, db, _ = stored

@@ -21,15 +21,15 @@ from rich.console import Console
 from scipy import stats as sps
 
 from conftest import fslab
-from fslab.errors import Refused
+from fslab.core.errors import Refused
+from fslab.model.records import RunFailure
 from fslab.report.console import CONSOLE_WIDTH, print_summary
 from fslab.report.files import write_reports
 from fslab.report.formats import report_files
 from fslab.report.formats import runs as runs_format
 from fslab.report.summary import StudySummary, summarize_study_run
 from fslab.results import ResultsDB
-from fslab.results.records import RunFailure
-from fslab.stats import summarize
+from fslab.statistics.stats import summarize
 from synthetic import stored_study
 
 STUDY = """\
@@ -58,7 +58,7 @@ DOCS = Path(__file__).parent.parent / "docs" / "reports.md"
 # What the kernel answered a real run of "bad" (mount refuses journal_async_commit under data=ordered).
 REFUSED = RunFailure(
     phase="provision",
-    traceback="fslab.system.CommandError: mount -o journal_async_commit /dev/loop0 /var/tmp/fslab/mnt/bad: exit status 32",
+    traceback="fslab.core.system.CommandError: mount -o journal_async_commit /dev/loop0 /var/tmp/fslab/mnt/bad: exit status 32",
     argv=["mount", "-o", "journal_async_commit", "/dev/loop0", "/var/tmp/fslab/mnt/bad"],
     exit_status=32,
     stderr_tail="mount: /var/tmp/fslab/mnt/bad: wrong fs type, bad option, bad superblock on /dev/loop0, missing codepage or helper program, or other error.",

@@ -15,11 +15,11 @@ import sqlalchemy as sa
 
 from conftest import FIXTURES, fslab_in_process, same_document
 from fslab.model import RawOutput
+from fslab.model.records import RunRecord, now
 from fslab.report.formats.markdown import to_markdown
 from fslab.report.formats.summary_json import to_json
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB
-from fslab.results.records import RunRecord, now
 from fslab.results.schema import SCHEMA_VERSION, SchemaMismatch, schema_info
 
 
@@ -405,7 +405,7 @@ _SUPERSEDING = (
 
 
 def test_runs_a_systematic_failure_superseded_are_counted_by_no_reader(tmp_path):
-    from fslab.results.records import RunFailure
+    from fslab.model.records import RunFailure
     from synthetic import stored_study
 
     db = ResultsDB(str(tmp_path / "r.db"))

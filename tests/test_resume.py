@@ -278,7 +278,7 @@ def _released_loops(workdir: Path, count: int) -> bool:
 
 
 def test_a_resource_known_by_name_alone_is_released_only_when_the_holder_says_so(workdir):
-    from fslab.journal import Entry, releaser
+    from fslab.core.journal import Entry, releaser
 
     released: list[Entry] = []
     releaser("test-named")(lambda entry, wd: released.append(entry))
@@ -297,8 +297,8 @@ def test_a_resource_known_by_name_alone_is_released_only_when_the_holder_says_so
 
 
 def test_a_clean_up_pass_finds_what_the_work_directory_owns_once(workdir, monkeypatch):
-    from fslab.journal import releaser
-    from fslab.workdir import Workdir
+    from fslab.core.journal import releaser
+    from fslab.core.workdir import Workdir
 
     found = []
     real = Workdir._owned
@@ -320,7 +320,7 @@ def test_a_resumed_study_run_compares_each_target_with_its_own_baseline(tmp_path
     values compare with its first); a resumed study run overrides them only with a --baseline
     given on the command line, never with the study's, as the run that began did."""
     from fslab.results.owner import Owner
-    from fslab.resume import resumable
+    from fslab.running.resume import resumable
     from fslab.study import parse_study
 
     text = '[study]\nname = "b"\nworkloads = ["rand_read"]\nbaseline = "xfs"\n[[target]]\nfilesystem = "xfs"\n[[target]]\nname = "e"\nfilesystem = "ext4"\nmount_options = ["defaults", "noatime"]\n'

@@ -9,8 +9,8 @@ from contextlib import ExitStack, contextmanager
 import pytest
 
 from conftest import FIXTURES, held_by, ran_study
-from fslab.errors import Refused
-from fslab.findings import Finding
+from fslab.core.errors import Refused
+from fslab.model.findings import Finding
 from fslab.workloads.base import StudyScope
 from fslab.workloads.rsync import (
     MIB,

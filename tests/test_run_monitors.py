@@ -10,6 +10,7 @@ import pytest
 from conftest import FIXTURES, ZFS_FUSE, fresh_workdir, ran_study
 from fslab.filesystems import FILESYSTEMS, Provisioned
 from fslab.filesystems.zfs_engine import engine
+from fslab.fio.workload import FIO
 from fslab.model import RawOutput
 from fslab.monitors import metric_names
 from fslab.monitors.base import Sample
@@ -17,9 +18,8 @@ from fslab.monitors.space import btrfs_compresses, btrfs_compression_ratio, zfs_
 from fslab.monitors.traffic import Counted, TrafficMonitor
 from fslab.report.summary import _run_notes
 from fslab.results import ResultsDB
-from fslab.runner import Windows
+from fslab.running.runner import Windows
 from fslab.workloads.dd import DD
-from fslab.workloads.fio import FIO
 from fslab.workloads.rsync import RSYNC, measured_line
 from fslab.workloads.sysbench import SYSBENCH
 

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from conftest import fslab_in_process, write_study
-from fslab import doctor
-from fslab.preview import DEFAULT_OVERHEAD, Overhead
 from fslab.results import ResultsDB
 from fslab.results.timings import stored_timings
+from fslab.running import doctor
+from fslab.running.preview import DEFAULT_OVERHEAD, Overhead
 from fslab.study import load_study
 from short_studies import SKIPPED_STACK
 from synthetic import SyntheticHost, store_study_run
@@ -244,7 +244,7 @@ def test_the_plan_of_a_zram_study_loads_no_kernel_module(tmp_path, monkeypatch):
     """A kernel without zram-control loaded but with the zram module to load: the plan says zram
     can be had, and asks modprobe only whether it could load it (--dry-run), never to load it —
     loading a module changes the machine. Fails on the old code: zram.missing() loaded it."""
-    from fslab import system
+    from fslab.core import system
     from fslab.devices import zram
 
     asked: list[list[str]] = []

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from fslab.analysis import analyse
 from fslab.devices.layers import Stack
 from fslab.devices.loop import on_loops
 from fslab.filesystems import FILESYSTEMS, zfs_engine
@@ -17,6 +16,7 @@ from fslab.filesystems.zfs_engine import arc_flag
 from fslab.model import Study
 from fslab.report.sections import header_lines
 from fslab.report.summary import StudySummary
+from fslab.statistics.analysis import analyse
 from fslab.study import load_study, parse_study
 from test_filesystems import loops
 

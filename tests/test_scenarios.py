@@ -8,14 +8,14 @@ from dataclasses import replace
 import pytest
 
 from conftest import FIXTURES, fslab, fslab_in_process, ran_study, write_study
+from fslab.fio.hist import HIST_TOOL
+from fslab.fio.output import BINS_TOOL, LOG_TOOL
 from fslab.model import RawOutput, Workload, unqualified
 from fslab.monitors import metric_names
 from fslab.results import ResultsDB
+from fslab.scenarios.kind import METRICS, SCENARIOS, Phase, Scenario, cow_ageing, scenario
 from fslab.workloads.data import DataPattern
 from fslab.workloads.dd import DD, DdOptions
-from fslab.workloads.fio_hist import HIST_TOOL
-from fslab.workloads.fio_output import BINS_TOOL, LOG_TOOL
-from fslab.workloads.scenario import METRICS, SCENARIOS, Phase, Scenario, cow_ageing, scenario
 from fslab.workloads.sysbench import SYSBENCH, SysbenchOptions
 from kinds_helpers import read_study, refused
 

@@ -8,9 +8,9 @@ import pytest
 from scipy import special
 from scipy import stats as sps
 
-from fslab.raw_reference import beyond_raw, raw_references
 from fslab.report.summary import beyond_raw_note
-from fslab.stats import summarize
+from fslab.statistics.raw_reference import beyond_raw, raw_references
+from fslab.statistics.stats import summarize
 
 SAMPLES = [51154.0, 49870.5, 53021.2, 50500.0, 47950.8, 52210.3, 50011.1]
 
@@ -41,8 +41,8 @@ def test_no_samples_is_an_error():
 
 # --- comparisons ------------------------------------------------------------------------------
 
-from fslab.analysis import analyse, ranking_line
-from fslab.stats import (  # noqa: E402
+from fslab.statistics.analysis import analyse, ranking_line
+from fslab.statistics.stats import (  # noqa: E402
     NORMAL_MAD,
     SamplePair,
     _u_cumulative_counts,
@@ -279,7 +279,7 @@ def test_student_t_loaded_meanwhile_is_there_when_needed_and_says_nothing_when_i
     the figures that need it find it loaded; where it cannot be loaded, the thread prints nothing
     (no traceback of its own): the statistics' own import says why, once."""
     code = """import sys, threading
-from fslab.stats import load_student_t_meanwhile, t_quantile
+from fslab.statistics.stats import load_student_t_meanwhile, t_quantile
 load_student_t_meanwhile()
 print([t.name for t in threading.enumerate() if t is not threading.main_thread()])
 print(round(t_quantile(0.975, 9), 6), 'scipy.special' in sys.modules)"""
@@ -291,7 +291,7 @@ class NoScipy:
         if name.split('.')[0] == 'scipy':
             raise ImportError('scipy is not installed')
 sys.meta_path.insert(0, NoScipy())
-from fslab.stats import load_student_t_meanwhile, t_quantile
+from fslab.statistics.stats import load_student_t_meanwhile, t_quantile
 load_student_t_meanwhile()
 import threading
 [t.join() for t in threading.enumerate() if t is not threading.main_thread()]
@@ -310,7 +310,7 @@ def test_scipy_is_loaded_only_where_a_figure_needs_it():
     ).stderr
     assert "fslab.cli" in help_imports and "scipy" not in help_imports
     code = """import sys
-from fslab.stats import compare, summarize
+from fslab.statistics.stats import compare, summarize
 loaded = lambda: sorted({m for m in sys.modules if m in ("scipy.special", "scipy.stats")})
 summarize([3.0]); print(loaded())
 compare([1.0, 1.1, 1.2], [1.3, 1.2, 1.4]); print(loaded())
@@ -547,8 +547,8 @@ def test_a_workload_no_raw_device_runs_is_held_against_the_most_they_delivered()
 def test_a_regression_is_judged_on_the_log_scale_like_every_verdict():
     """Throughput falling to 0.951 (1/1.0515) is the same change as latency rising to 1.0515: both
     beyond 5 %, and neither is missed because one is read as 1 − 0.951 = 4.9 %."""
-    from fslab.analysis import Row, regressions
-    from fslab.stats import Comparison, beyond
+    from fslab.statistics.analysis import Row, regressions
+    from fslab.statistics.stats import Comparison, beyond
 
     def slower(ratio: float, higher_is_better: bool) -> Row:
         return Row(

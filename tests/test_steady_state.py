@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, fslab_in_process, ran_study
-from fslab.guard.fio_jobs import option_problem, parse_job_file, single_job, steadystate_problem
+from fslab.fio.jobs import option_problem, parse_job_file, single_job, steadystate_problem
+from fslab.fio.output import METRICS, PRECONDITION_TOOL, parse_metrics, precondition_output, steady_states
+from fslab.fio.steady import not_steady
+from fslab.fio.workload import FIO, FioJob, layout_options
 from fslab.model import RawOutput
 from fslab.report.steady_state import steady_notes
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
 from fslab.study import StudyError, parse_study
-from fslab.workloads.fio import FIO, FioJob, layout_options
-from fslab.workloads.fio_output import METRICS, PRECONDITION_TOOL, parse_metrics, precondition_output, steady_states
-from fslab.workloads.fio_steady import not_steady
 
 STEADY = FIXTURES / "fio" / "steadystate"
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from fslab.filesystems import FILESYSTEMS
-from fslab.guard.fio_jobs import single_job
+from fslab.fio.jobs import single_job
 from fslab.study import StudyError, load_study, parse_study, smallest_scale, space_problem
 
 GOOD = """\
@@ -443,7 +443,7 @@ size = "64MiB"
 
 
 def fio_added(workload):
-    from fslab.workloads.fio import fslab_options
+    from fslab.fio.workload import fslab_options
 
     return fslab_options(workload.tool)
 
@@ -545,7 +545,7 @@ def test_a_shared_file_is_one_file_for_every_job_and_counted_once():
 
 
 def fio_layout(workload):
-    from fslab.workloads.fio import layout_options
+    from fslab.fio.workload import layout_options
 
     return layout_options(workload.tool.fio_options)
 
@@ -586,7 +586,7 @@ def test_the_announced_runs_are_those_that_will_be_made():
 def test_locate_counts_nested_array_tables_within_their_own_parent():
     """[[workload.phase]] tables are numbered afresh in each [[workload]]: the second workload's
     second phase is found at its own line, not at the first workload's."""
-    from fslab.toml_errors import FieldLines
+    from fslab.core.toml_errors import FieldLines
 
     text = """\
 [study]

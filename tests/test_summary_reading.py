@@ -9,15 +9,15 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, fresh_workdir, fslab, fslab_in_process, write_study
-from fslab import environment
+from fslab.core.units import Bandwidth
 from fslab.devices import layers
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.zfs import properties_not_in_effect
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB
-from fslab.resume import resumable
+from fslab.running import environment
+from fslab.running.resume import resumable
 from fslab.study import parse_study, short_runs
-from fslab.units import Bandwidth
 
 # /proc/mounts as Linux 6.18 shows each filesystem mounted with these options (measured).
 BTRFS_DEFAULTS = "rw,relatime,discard=async,space_cache=v2,subvolid=5,subvol=/"

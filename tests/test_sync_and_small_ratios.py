@@ -15,8 +15,9 @@ from altair.vegalite.v6.schema.core import TopLevelSpec
 
 from conftest import FIXTURES, fresh_workdir, ran_study
 from fslab.filesystems import Provisioned
-from fslab.findings import Finding
+from fslab.fio.workload import FIO
 from fslab.model import Metric, RawOutput
+from fslab.model.findings import Finding
 from fslab.monitors.base import Found, Sample, Workload
 from fslab.monitors.traffic import (
     AMPLIFICATION_FROM,
@@ -42,11 +43,10 @@ from fslab.report.sections import Kind, sections
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
-from fslab.runner import Windows
-from fslab.stats import summarize
+from fslab.running.runner import Windows
+from fslab.statistics.stats import summarize
 from fslab.study import parse_study
 from fslab.workloads.base import FSYNCS
-from fslab.workloads.fio import FIO
 from fslab.workloads.sysbench import METRICS, SYSBENCH
 
 MiB = 2**20

@@ -8,8 +8,8 @@ import shutil
 import pytest
 
 from conftest import FIXTURES
-from fslab.guard.options import OptionRefused
 from fslab.model import MetricKind
+from fslab.model.options import OptionRefused
 from fslab.workloads.sysbench import (
     METRICS,
     SysbenchOptions,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fslab.system import CannotStart, CommandError, TimedOut, run
+from fslab.core.system import CannotStart, CommandError, TimedOut, run
 
 
 def _open_descriptors() -> int:
@@ -89,8 +89,8 @@ def test_a_command_killed_while_it_forks_leaves_no_child_behind_holding_its_outp
 # command `sleep MARKER`, run again after each, its survivors counted (and killed).
 _INTERRUPTED_AS_IT_STARTS = """
 import os, random, signal, sys, threading
-from fslab.interruption import interrupt_on_signals
-from fslab.system import run
+from fslab.core.interruption import interrupt_on_signals
+from fslab.core.system import run
 
 interrupt_on_signals()
 for _ in range(int(sys.argv[2])):

@@ -1,8 +1,8 @@
-"""Failures alike (fslab.systematic), on synthetic failures: a failure's signature, and when runs
+"""Failures alike (fslab.running.systematic), on synthetic failures: a failure's signature, and when runs
 failing alike stop a study run or skip a target. The stop itself, for real: test_failures.py."""
 
 from fslab.model import FAILED_ALIKE
-from fslab.systematic import FailureWatch, Signature, Skip, Stop, missing_tool, normalised, signature_of
+from fslab.running.systematic import FailureWatch, Signature, Skip, Stop, missing_tool, normalised, signature_of
 
 FIO_GONE = signature_of(
     "`fio x.fio` exited with status 127",

@@ -10,12 +10,12 @@ from dataclasses import replace
 
 from altair.vegalite.v6.schema.core import TopLevelSpec
 
+from fslab.core.units import Bandwidth
+from fslab.fio.output import LOG_TOOL, Throughput, throughput_over_time
 from fslab.model import RawOutput
 from fslab.report.charts import latency_percentiles_chart, study_charts
 from fslab.report.details import LatencyHistogram, RunDetails, ThroughputTrace, median_runs, throughput_traces
 from fslab.report.time_charts import throughput_chart
-from fslab.units import Bandwidth
-from fslab.workloads.fio_output import LOG_TOOL, Throughput, throughput_over_time
 from test_report_html import W, layer, synthetic
 
 

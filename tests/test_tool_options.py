@@ -1,5 +1,5 @@
 """Options reach mkfs, mount, zpool/zfs, mdadm, cryptsetup and lvcreate only through the
-allow-lists (guard/options.py and the lists beside each tool): what a shared study file may not
+allow-lists (model/options.py and the lists beside each tool): what a shared study file may not
 do is refused when it is loaded, with file, line, field and why; nothing is attached for it."""
 
 import shutil
@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from conftest import fslab, held_by, write_study
+from fslab.core.errors import Refused
 from fslab.devices.layers import LAYERS, Stack
 from fslab.devices.loop import attached, image_file, on_loops
-from fslab.errors import Refused
 from fslab.filesystems import FILESYSTEMS
-from fslab.guard.options import OptionRefused, check_arguments, check_mount_options
 from fslab.model import Target
+from fslab.model.options import OptionRefused, check_arguments, check_mount_options
 from fslab.study import StudyError, builtin_studies, load_study, parse_study
 
 HEAD = """\
@@ -543,8 +543,8 @@ def test_the_study_files_in_the_docs_load(document, tmp_path):
 
 
 def test_a_c1_control_character_is_refused_in_a_value_and_escaped_when_shown():
-    from fslab.guard.names import visible
-    from fslab.guard.options import plain_value_problem
+    from fslab.core.names import visible
+    from fslab.model.options import plain_value_problem
 
     assert plain_value_problem("a\x9b2J") == "holds a control character (a newline?)"
     assert plain_value_problem("a\nb") == "holds a control character (a newline?)"

@@ -3,7 +3,7 @@ the executable is replaced (an upgrade under a long-lived worker)."""
 
 import os
 
-from fslab.system import tool_version
+from fslab.core.system import tool_version
 
 FAKE = """#!/bin/sh
 echo asked >> "{calls}"

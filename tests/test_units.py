@@ -1,6 +1,6 @@
 import pytest
 
-from fslab.units import format_size, parse_duration, parse_size
+from fslab.core.units import format_size, parse_duration, parse_size
 
 
 @pytest.mark.parametrize(

@@ -10,16 +10,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fslab.analysis import analyse, ranking_line
-from fslab.checks import Unsupported
-from fslab.raw_reference import FLASH_READ_US, CachedReference, cached_references
+from fslab.core.checks import Unsupported
+from fslab.model.records import SampleGroups
 from fslab.report.formats.summary_csv import to_csv
 from fslab.report.formats.summary_json import to_json
 from fslab.report.formatting import fmt_mean_ci
 from fslab.report.sections import comparison_groups, comparison_rows, header_lines, method_line, skipped_lines
 from fslab.report.summary import CellSummary, StudySummary, stored_baselines
-from fslab.results.records import SampleGroups
-from fslab.stats import INTERVAL_MIN_RUNS, compare, summarize
+from fslab.statistics.analysis import analyse, ranking_line
+from fslab.statistics.raw_reference import FLASH_READ_US, CachedReference, cached_references
+from fslab.statistics.stats import INTERVAL_MIN_RUNS, compare, summarize
 from fslab.study import StudyError, load_study, parse_study
 
 DIRECTIONS = {"write_iops": True, "write_lat_p99_us": False, "read_iops": True, "read_lat_p99_us": False}
@@ -378,7 +378,7 @@ def test_a_skipped_baseline_leaves_its_targets_uncompared_and_says_why():
     assert analysis.rankings[("backup-write", "write_iops", None)].order[0] in names[:2], (
         "the rankings still order them"
     )
-    from fslab.checks import by_target
+    from fslab.core.checks import by_target
 
     why = "it needs md-raid1, and this kernel has no md RAID1"
     skipped = [
@@ -407,7 +407,7 @@ def test_a_skipped_baseline_leaves_its_targets_uncompared_and_says_why():
 
 
 def test_one_rule_says_who_is_compared_with_whom():
-    from fslab.analysis import compared_with
+    from fslab.statistics.analysis import compared_with
 
     present = ["a", "b", "c"]
     assert compared_with("b", "a", present) == "a"

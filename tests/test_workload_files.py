@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from conftest import fresh_workdir, write_study
+from fslab.fio import workload as fio
 from fslab.results import ResultsDB
-from fslab.runner import run_study
+from fslab.running.runner import run_study
 from fslab.study import load_study
-from fslab.workloads import fio
 
 STUDY = """\
 [study]

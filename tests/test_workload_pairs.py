@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from fslab.analysis import analyse
 from fslab.report.conclusions import conclusions
 from fslab.report.console import print_summary
 from fslab.report.details import RunDetails
@@ -21,7 +20,8 @@ from fslab.report.html import Page, render_page, run_section
 from fslab.report.sections import BETWEEN_TITLE
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB
-from fslab.stats import SamplePair, adjust_family, compare_pairs
+from fslab.statistics.analysis import analyse
+from fslab.statistics.stats import SamplePair, adjust_family, compare_pairs
 from fslab.study import StudyError, parse_study
 from synthetic import stored_study
 

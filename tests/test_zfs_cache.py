@@ -8,15 +8,15 @@ from contextlib import ExitStack, contextmanager
 import pytest
 
 from conftest import ZFS_FUSE, held_by, ran_study
+from fslab.core.block_devices import refusals, resolve
+from fslab.core.errors import Refused
+from fslab.core.journal import Held
+from fslab.core.names import kernel_name
 from fslab.devices.layers import Stack
 from fslab.devices.loop import attached, image_file, on_loops
-from fslab.errors import Refused
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.zfs import EMPTIED, MadePool, reimport_pool
 from fslab.filesystems.zfs_engine import engine
-from fslab.guard.block_devices import refusals, resolve
-from fslab.guard.names import kernel_name
-from fslab.journal import Held
 from fslab.model import Target
 
 pytestmark = ZFS_FUSE  # zfs-fuse: one daemon on the machine (conftest)

@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 
 from conftest import ZFS_FUSE, fslab, held_by, wait_for, write_study
+from fslab.core.identity import ProcessId, process
+from fslab.core.journal import Entry
+from fslab.core.names import workdir_tag
 
 # (its module registers the loop and image releasers: the journal reads only kinds it knows)
 from fslab.devices.loop import devices_backed_by
 from fslab.filesystems.zfs_engine import daemon_pidfile, engine, kept_daemons, stop_daemon
-from fslab.guard.identity import ProcessId, process
-from fslab.guard.names import workdir_tag
-from fslab.journal import Entry
 from fslab.results import ResultsDB
 from short_studies import short_study
 
@@ -109,7 +109,7 @@ def test_a_study_run_keeps_one_daemon_and_restarts_it_for_another_arc_cap(fuse, 
 KILLED_BETWEEN_RUNS = """
 import os, sys
 from pathlib import Path
-from fslab.workdir import Workdir
+from fslab.core.workdir import Workdir
 from fslab.devices.layers import Stack
 from fslab.devices.loop import attached, image_file, on_loops
 from fslab.filesystems import FILESYSTEMS

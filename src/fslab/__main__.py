@@ -1,13 +1,13 @@
 """The `fslab` command's entry point (and `python -m fslab`): Ctrl-C and `kill` are heard from
 the first moment, before the commands' imports (seconds in an emulated guest), and one
 that comes during them ends fslab quietly: nothing is held yet. A password given in a URL is
-hidden from `ps` as soon (argv_passwords.py)."""
+hidden from `ps` as soon (core/argv_passwords.py)."""
 
 import os
 import sys
 
-from fslab.argv_passwords import hide as hide_passwords
-from fslab.interruption import interrupt_on_signals
+from fslab.core.argv_passwords import hide as hide_passwords
+from fslab.core.interruption import interrupt_on_signals
 
 
 def main() -> None:

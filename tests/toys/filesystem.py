@@ -8,10 +8,10 @@ from pathlib import Path
 
 from pydantic import Field
 
+from fslab.core.system import run
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Filesystem, SizeFloor, TargetFields
 from fslab.model import Target
-from fslab.system import run
 
 
 class Ext2Fields(TargetFields):

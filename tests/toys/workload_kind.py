@@ -17,10 +17,10 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from fslab.findings import Finding
-from fslab.journal import Journal
+from fslab.core.journal import Journal
+from fslab.core.system import run_held
 from fslab.model import Metric, MetricKind, RawOutput, Workload
-from fslab.system import run_held
+from fslab.model.findings import Finding
 from fslab.workloads import KINDS, Needed, Registered
 from fslab.workloads.base import Measured, StudyScope, directory_of, tool_of
 from fslab.workloads.tables import Building, Name, OnTargets, WorkloadLimits, run_timeout

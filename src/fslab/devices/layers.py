@@ -18,18 +18,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fslab.core.errors import Refused
+from fslab.core.identity import Owned, assert_ours, device_number, rests_on
+from fslab.core.journal import Entry, Journal, releaser
+from fslab.core.names import kernel_name, workdir_tag
+from fslab.core.registry import Registry
+from fslab.core.system import kernel_has_module, run, tool_version
 from fslab.devices.source import Attached
-from fslab.errors import Refused
-from fslab.guard.identity import Owned, assert_ours, device_number, rests_on
-from fslab.guard.names import kernel_name, workdir_tag
-from fslab.guard.options import Flag, Integer, Matches, OneOf, Size, ToolOptions, check_arguments
-from fslab.journal import Entry, Journal, releaser
 from fslab.model import Target
-from fslab.registry import Registry
-from fslab.system import kernel_has_module, run, tool_version
+from fslab.model.options import Flag, Integer, Matches, OneOf, Size, ToolOptions, check_arguments
 
 if TYPE_CHECKING:
-    from fslab.workdir import Workdir
+    from fslab.core.workdir import Workdir
 
 # The names kernel_name gives, with the suffixes the layers add.
 _KERNEL_NAME = re.compile(r"fslab_[0-9a-f]{5}_[0-9a-f]{8}(_crypt|_vg)?")

@@ -3,7 +3,7 @@
 One image per target lives through a study run; each run attaches it, makes a fresh
 filesystem on it and detaches it. An image is made anew by fslab (never a file found at its
 path) and known from then on by its identity (device, inode); a loop device is fslab's when the
-kernel's own record says it is attached to that very file (guard/identity.py).
+kernel's own record says it is attached to that very file (core/identity.py).
 """
 
 from __future__ import annotations
@@ -17,16 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fslab.core.errors import FslabError, Refused
+from fslab.core.identity import FileId, Owned, detach_loop, loops_backed_by, regular_file
+from fslab.core.journal import Entry, Journal, releaser
+from fslab.core.scratch import scratch_directory
+from fslab.core.system import run, run_held
+from fslab.core.units import format_size
 from fslab.devices.source import SOURCES, Attached, SourceKind
-from fslab.errors import FslabError, Refused
-from fslab.guard.identity import FileId, Owned, detach_loop, loops_backed_by, regular_file
-from fslab.journal import Entry, Journal, releaser
-from fslab.scratch import scratch_directory
-from fslab.system import run, run_held
-from fslab.units import format_size
 
 if TYPE_CHECKING:
-    from fslab.workdir import Workdir
+    from fslab.core.workdir import Workdir
 
 
 @dataclass(frozen=True)

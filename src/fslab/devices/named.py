@@ -1,5 +1,5 @@
 """A user's own block devices as a target's devices: named in the study, confirmed with
---destroy-data on the command line (guard/block_devices.py), checked again before every run.
+--destroy-data on the command line (core/block_devices.py), checked again before every run.
 
 Before each run fslab checks that nothing uses the devices (the state may have changed since the
 study began), shows the user the signatures it is about to destroy — unless they are exactly
@@ -9,23 +9,22 @@ with its proof (device number, diskseq) while the run holds it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from fslab.core import DESTROY_FLAG
+from fslab.core.block_devices import BlockDevice, confirm, describe, facts, partition_nodes, refusals, signatures
+from fslab.core.errors import Refused
+from fslab.core.identity import Owned, disk_proof
+from fslab.core.journal import Entry, Journal, releaser
+from fslab.core.system import run
 from fslab.devices.source import SOURCES, Attached, Notice, SourceKind
-from fslab.errors import Refused
-from fslab.guard import DESTROY_FLAG
-from fslab.guard.block_devices import BlockDevice, confirm, describe, facts, partition_nodes, refusals, signatures
-from fslab.guard.identity import Owned, disk_proof
-from fslab.journal import Entry, Journal, releaser
-from fslab.model import Study
-from fslab.study import space_problem
-from fslab.system import run
+from fslab.model import Study, Target, Workload
 
 if TYPE_CHECKING:
-    from fslab.workdir import Workdir
+    from fslab.core.workdir import Workdir
 
 
 def confirmed(paths: Sequence[str], destroy_flags: Sequence[str]) -> tuple[dict[str, BlockDevice], list[str]]:
@@ -43,9 +42,12 @@ def confirmed(paths: Sequence[str], destroy_flags: Sequence[str]) -> tuple[dict[
     return devices, problems
 
 
-def confirmed_devices(study: Study, destroy_flags: tuple[str, ...]) -> tuple[dict[str, BlockDevice], list[str]]:
+def confirmed_devices(
+    study: Study, destroy_flags: tuple[str, ...], space_problem: Callable[[Target, Workload], str | None]
+) -> tuple[dict[str, BlockDevice], list[str]]:
     """The user's devices the study names, each confirmed on the command line and unused, by the
-    path the study names it by; and every problem found with them."""
+    path the study names it by; and every problem found with them. `space_problem`: why a workload
+    does not fit a target (study.space_problem: it asks the target's filesystem, a floor above)."""
     found: dict[str, BlockDevice] = {}
     problems: list[str] = []
     for target in study.targets:

@@ -11,10 +11,10 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from fslab.guard.identity import Owned, assert_ours
-from fslab.journal import Journal
-from fslab.registry import Registry
-from fslab.system import run
+from fslab.core.identity import Owned, assert_ours
+from fslab.core.journal import Journal
+from fslab.core.registry import Registry
+from fslab.core.system import run
 
 Notice = Callable[[str], None]  # tells the user something before it happens
 

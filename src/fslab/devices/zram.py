@@ -14,15 +14,15 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fslab.core.block_devices import refusals, resolve
+from fslab.core.errors import FslabError, Refused
+from fslab.core.identity import Owned, disk_proof, same_disk
+from fslab.core.journal import Entry, Journal, releaser
+from fslab.core.system import kernel_has_module, run
 from fslab.devices.source import SOURCES, Attached, SourceKind
-from fslab.errors import FslabError, Refused
-from fslab.guard.block_devices import refusals, resolve
-from fslab.guard.identity import Owned, disk_proof, same_disk
-from fslab.journal import Entry, Journal, releaser
-from fslab.system import kernel_has_module, run
 
 if TYPE_CHECKING:
-    from fslab.workdir import Workdir
+    from fslab.core.workdir import Workdir
 
 CONTROL = Path("/sys/class/zram-control")
 NO_ZRAM = "this kernel has no zram (CONFIG_ZRAM with /sys/class/zram-control)"

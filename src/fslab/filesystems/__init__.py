@@ -9,7 +9,7 @@
 
 Importing this package loads no filesystem: the first lookup of a kind imports its module
 (fslab's own through the table beside the protocol, in base.py; others from installed packages'
-`fslab.plugins` entry points, fslab.registry).
+`fslab.plugins` entry points, fslab.core.registry).
 """
 
 from __future__ import annotations

@@ -12,17 +12,17 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from fslab.checks import Check, kernel_filesystems, tool_check
-from fslab.errors import FslabError
+from fslab.core.checks import Check, kernel_filesystems, tool_check
+from fslab.core.errors import FslabError
+from fslab.core.identity import kernel_table, unescape
+from fslab.core.journal import Journal
+from fslab.core.registry import Registry
+from fslab.core.system import kernel_has_module, run, tool_version
+from fslab.core.units import format_size, parse_size
 from fslab.filesystems.mounting import mount_point, proven
-from fslab.guard.identity import kernel_table, unescape
-from fslab.guard.options import OptionRefused, Suboptions, ToolOptions, check_arguments, check_mount_options
-from fslab.journal import Journal
 from fslab.model import Target
-from fslab.registry import Registry
-from fslab.results.records import OptionsApplied
-from fslab.system import kernel_has_module, run, tool_version
-from fslab.units import format_size, parse_size
+from fslab.model.options import OptionRefused, Suboptions, ToolOptions, check_arguments, check_mount_options
+from fslab.model.records import OptionsApplied
 
 if TYPE_CHECKING:
     from fslab.devices.layers import Stack
@@ -257,7 +257,7 @@ class Filesystem:
 
     nodiscard: tuple[str, ...] = ()  # mkfs's flag not to discard the device
 
-    # What a study may ask for, checked when the study file is loaded (guard/options.py);
+    # What a study may ask for, checked when the study file is loaded (model/options.py);
     # None: the filesystem takes no such options.
     accepted_mkfs_options: ToolOptions | None = None
     accepted_mount_options: Suboptions | None = None

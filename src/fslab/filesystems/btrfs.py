@@ -1,10 +1,11 @@
 from collections.abc import Sequence
 from pathlib import Path
 
+from fslab.core.names import check_snapshot_name
+from fslab.core.system import run
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Filesystem, MountReadBack, NoSnapshots, Provisioned, SizeFloor, TargetFields
-from fslab.guard.names import check_snapshot_name
-from fslab.guard.options import (
+from fslab.model.options import (
     Flag,
     Integer,
     Matches,
@@ -17,7 +18,6 @@ from fslab.guard.options import (
     option_value,
 )
 from fslab.monitors.space import CompressionRatio, btrfs_compresses, btrfs_compression_ratio
-from fslab.system import run
 
 BY_FSLAB = "fslab passes it itself"
 SNAPSHOTS = ".snapshots"  # in the mount point: where snapshot() puts them

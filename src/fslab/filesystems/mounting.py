@@ -9,13 +9,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fslab.errors import Refused
-from fslab.guard.identity import mount_proof, mounts_at, rests_on, unmount
-from fslab.guard.names import workdir_tag
-from fslab.journal import Entry, Held, Journal, releaser
+from fslab.core.errors import Refused
+from fslab.core.identity import mount_proof, mounts_at, rests_on, unmount
+from fslab.core.journal import Entry, Held, Journal, releaser
+from fslab.core.names import workdir_tag
 
 if TYPE_CHECKING:
-    from fslab.workdir import Workdir
+    from fslab.core.workdir import Workdir
 
 
 @contextmanager

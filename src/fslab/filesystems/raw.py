@@ -6,10 +6,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fslab.checks import Check
+from fslab.core.checks import Check
+from fslab.core.journal import Journal
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Filesystem, Provisioned, Room
-from fslab.journal import Journal
 from fslab.model import Target
 
 if TYPE_CHECKING:

@@ -4,9 +4,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from fslab.core.system import run
+from fslab.core.units import format_size, parse_size
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Filesystem, MountReadBack, SizeFloor, formatted_size
-from fslab.guard.options import (
+from fslab.model import Target
+from fslab.model.options import (
     ZERO_ONE,
     Flag,
     Integer,
@@ -18,9 +21,6 @@ from fslab.guard.options import (
     mount_options,
     option_value,
 )
-from fslab.model import Target
-from fslab.system import run
-from fslab.units import format_size, parse_size
 
 BY_FSLAB = "fslab passes it itself"
 

@@ -22,8 +22,13 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import AfterValidator, field_validator
 
-from fslab.checks import Check
-from fslab.errors import Refused
+from fslab.core.checks import Check
+from fslab.core.errors import Refused
+from fslab.core.journal import Entry, Held, Journal, releaser
+from fslab.core.names import check_snapshot_name, kernel_name, workdir_tag
+from fslab.core.scratch import scratch_directory
+from fslab.core.system import CommandError, joined, run
+from fslab.core.units import format_size, parse_size, scaled_size
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Filesystem, Provisioned, Room, SizeFloor, TargetFields, mounted_options, same_value
 from fslab.filesystems.mounting import mount_point, proven
@@ -40,18 +45,13 @@ from fslab.filesystems.zfs_engine import (
     kernel_arc_max,
     runs_on_fuse,
 )
-from fslab.guard.names import check_snapshot_name, kernel_name, workdir_tag
-from fslab.guard.options import ON_OFF, Matches, OneOf, Size, Suboptions, check_properties
-from fslab.journal import Entry, Held, Journal, releaser
 from fslab.model import ARC_FLOOR_NOTE, Target, arc_caches_data
+from fslab.model.options import ON_OFF, Matches, OneOf, Size, Suboptions, check_properties
 from fslab.monitors.space import CompressionRatio, zfs_compresses, zfs_compression_ratio
-from fslab.scratch import scratch_directory
-from fslab.system import CommandError, joined, run
-from fslab.units import format_size, parse_size, scaled_size
 
 if TYPE_CHECKING:
+    from fslab.core.workdir import Workdir
     from fslab.devices.layers import Stack
-    from fslab.workdir import Workdir
 
 
 @contextmanager

@@ -23,14 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from fslab.errors import FslabError, Refused
-from fslab.guard.identity import ProcessId, open_own, process, same_process
-from fslab.guard.names import workdir_tag
-from fslab.journal import Entry, Journal, releaser
-from fslab.system import TimedOut, run
+from fslab.core.errors import FslabError, Refused
+from fslab.core.identity import ProcessId, open_own, process, same_process
+from fslab.core.journal import Entry, Journal, releaser
+from fslab.core.names import workdir_tag
+from fslab.core.system import TimedOut, run
 
 if TYPE_CHECKING:
-    from fslab.workdir import Workdir
+    from fslab.core.workdir import Workdir
 
 KERNEL_MODULE = Path("/sys/module/zfs")
 PIDFILE_DIR = Path("/run/fslab")

@@ -3,7 +3,7 @@ the results database and the queue (procrastinate) that hands each host its shar
 
   queue.py     the queue: procrastinate in the results database, units, their names and locks
   roster.py    the workers (name, labels, facts, heartbeat) and which ones `--on` names
-  units.py     each host's share of a study run: where it stands, the progress table's rows
+  core/units.py     each host's share of a study run: where it stands, the progress table's rows
   lease.py     a unit or block as the worker that took it holds it: a run stored only under it
   worker.py    `fslab worker`: takes its host's units one at a time, runs each through the runner
   versions.py  which units a worker may run when a fleet's fslabs differ: the rule, and its refusal

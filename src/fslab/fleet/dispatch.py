@@ -15,20 +15,20 @@ from typing import TYPE_CHECKING
 from rich.console import Console, RenderableType
 from rich.live import Live
 
-from fslab import environment
-from fslab.errors import FslabError
+from fslab.core.errors import FslabError
+from fslab.core.names import visible
 from fslab.fleet import queue, roster, units, versions
 from fslab.fleet import spread as spreading
 from fslab.fleet.steady import steadily
-from fslab.guard.names import visible
 from fslab.model import Study
+from fslab.model.records import now
 from fslab.report.console import table
 from fslab.results import ResultsDB
-from fslab.results.records import now
 from fslab.results.schema import SCHEMA_VERSION
+from fslab.running import environment
 
 if TYPE_CHECKING:
-    from fslab.plan import Repetitions
+    from fslab.running.plan import Repetitions
 
 COLUMNS = ["host", "state", "runs\ndone", "runs\nplanned", "current", "ETA", "note"]
 RIGHT = [False, False, True, True, False, True, False]
@@ -56,8 +56,8 @@ def begin(
 ) -> int:
     """Store the fleet's study run and queue one unit per host `on` names; its id. `spread`: the
     plan's blocks are divided among those hosts (fleet/spread.py) instead of each running all."""
-    from fslab.plan import Planner, new_seed  # here: `fslab status` needs no planner, nor the numpy it loads
-    from fslab.runner import study_run_settings
+    from fslab.running.plan import Planner, new_seed  # here: `fslab status` needs no planner, nor the numpy it loads
+    from fslab.running.runner import study_run_settings
 
     queue.conninfo(db.location)  # PostgreSQL, or a clear refusal, before anything is stored
     if spread:

@@ -7,11 +7,11 @@ The protocol, in the queue and the roster alone:
 2. That worker takes the request between its own units, under its host lock (hostlock.py: a fio
    server's jobs are a benchmark on that host, so no worker of its name runs one meanwhile),
    checks that the study run names it among its clients, starts `fio --server` on the address it
-   registered (`--fio-address`; fio_server.serving: journalled, proven by pid and start time
+   registered (`--fio-address`; fio.server.serving: journalled, proven by pid and start time
    before it is signalled), and says so in the roster (fleet_workers.fio_serving). It stops the
    server as soon as no unit of that study run runs.
 3. The driving unit's runs wait for that (roster.FleetClients: with a deadline, a clear error)
-   and drive the servers as `fslab run --client` does (workloads/fio_clients.py).
+   and drive the servers as `fslab run --client` does (fio/clients.py).
 
 Why not serve for as long as the worker runs (simpler): a fio server runs any job that reaches
 it, as root, with no password. Served only while a study run that names the host runs, it is
@@ -26,13 +26,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from fslab.errors import FslabError
-from fslab.fio_server import Endpoint, Network, serving
+from fslab.core.errors import FslabError
+from fslab.core.workdir import Workdir
+from fslab.fio.clients import ClientDirectory
+from fslab.fio.server import Endpoint, Network, serving
 from fslab.fleet import queue, roster, units
 from fslab.fleet.steady import LOST, SteadyResults
 from fslab.model import Host, Study
-from fslab.workdir import Workdir
-from fslab.workloads.fio_clients import ClientDirectory
 
 POLL = 1.0  # seconds between looks at whether the study run served still runs
 
@@ -48,7 +48,7 @@ class FioSettings:
 
 def clients_named(study: Study) -> list[str]:
     """Every host the study's workloads name among their clients."""
-    from fslab.workloads.fio import FioJob
+    from fslab.fio.workload import FioJob
 
     return sorted({name for w in study.workloads if isinstance(w.tool, FioJob) for name in w.tool.clients})
 
@@ -95,7 +95,7 @@ def serve_fio_for(
     """A request to serve fio (queue.request_fio): serve it at this worker's address while a unit
     of the study run runs, in the worker's own work directory (claimed: no run of its own meanwhile;
     waited for while another fslab uses it)."""
-    from fslab.resume import share_of
+    from fslab.running.resume import share_of
 
     if settings.address is None:
         raise FslabError(

@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
-from fslab.errors import FslabError
+from fslab.core.errors import FslabError
 from fslab.fleet import queue
 
 # The advisory locks' first key (pg_locks.classid): "fslh", the host lock; "fslw", a worker's presence.

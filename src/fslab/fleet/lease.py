@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 import sqlalchemy as sa
 
-from fslab.results.records import SUPERSEDED, RunRecord, now
+from fslab.model.records import SUPERSEDED, RunRecord, now
 from fslab.results.schema import fleet_blocks, fleet_units
 
 
@@ -74,7 +74,7 @@ class Lease:
         )
         if self.block is None:
             return UnitWithdrawn(message)
-        from fslab.plan import BlockWithdrawn  # here: `fslab status` loads no planner
+        from fslab.running.plan import BlockWithdrawn  # here: `fslab status` loads no planner
 
         return BlockWithdrawn(message)
 

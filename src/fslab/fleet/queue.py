@@ -24,7 +24,7 @@ from collections.abc import Mapping
 
 import sqlalchemy as sa
 
-from fslab.errors import FslabError
+from fslab.core.errors import FslabError
 from fslab.results.location import shown
 
 QUEUE_PREFIX = "fslab.host."

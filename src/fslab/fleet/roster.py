@@ -15,11 +15,11 @@ from typing import Any
 import sqlalchemy as sa
 
 from fslab import __version__
-from fslab.errors import FslabError, Refused
-from fslab.fio_server import Endpoint, Network, endpoint
-from fslab.guard.names import check_name
+from fslab.core.errors import FslabError, Refused
+from fslab.core.names import check_name
+from fslab.fio.server import Endpoint, Network, endpoint
 from fslab.model import Host
-from fslab.results.records import now
+from fslab.model.records import now
 from fslab.results.schema import SCHEMA_VERSION, fleet_workers
 
 # A worker not heard from for this long is not counted in `--on all` or `--on label:…`.
@@ -46,7 +46,7 @@ class Worker:
 
 
 def checked_labels(labels: Sequence[str]) -> list[str]:
-    """Labels as names are checked (guard/names.py): no path, no control character."""
+    """Labels as names are checked (core/names.py): no path, no control character."""
     found = []
     for label in labels:
         try:

@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 
-from fslab.errors import FslabError
+from fslab.core.errors import FslabError
 from fslab.fleet import lease, queue
 from fslab.fleet.lease import Lease
 from fslab.fleet.steady import SteadyResults
-from fslab.results.records import now
+from fslab.model.records import now
 from fslab.results.schema import fleet_blocks
 
 if TYPE_CHECKING:
-    from fslab.plan import Planner, Repetitions
+    from fslab.running.plan import Planner, Repetitions
 
 T = TypeVar("T")
 SETTING = "spread"  # in the study run's settings: True when it was spread
@@ -52,7 +52,7 @@ def check(repetitions: Repetitions) -> None:
 
 
 def block_count(planner: Planner) -> int:
-    from fslab.plan import TakenBlocks
+    from fslab.running.plan import TakenBlocks
 
     return TakenBlocks(planner, lambda: None).count
 

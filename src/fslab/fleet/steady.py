@@ -16,10 +16,10 @@ import sqlalchemy as sa
 
 from fslab.fleet.lease import Lease
 from fslab.model import Host
+from fslab.model.records import SUPERSEDED, StoredRun
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.db import insert_run
 from fslab.results.location import shown
-from fslab.results.records import SUPERSEDED, StoredRun
 from fslab.results.schema import check_current, runs
 
 T = TypeVar("T")

@@ -12,8 +12,8 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
+from fslab.model.records import SUPERSEDED, now
 from fslab.results.db import COUNTED
-from fslab.results.records import SUPERSEDED, now
 from fslab.results.schema import fleet_blocks, fleet_units, runs, study_runs
 
 ENDED = ("done", "failed")

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import sqlalchemy as sa
 
 from fslab import __version__
-from fslab.errors import FslabError
+from fslab.core.errors import FslabError
 from fslab.results.schema import SCHEMA_VERSION, SchemaChanged, check_current
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ guard, journal, its own work directory — storing runs with its host in the sha
 
 Two threads. Procrastinate's worker (asyncio: it fetches units, heartbeats, listens for new ones)
 runs in a thread of its own; each unit it takes is handed to the main thread, which runs it
-there, where Ctrl-C and `kill` are heard as `fslab run` hears them (interruption.py): the run
+there, where Ctrl-C and `kill` are heard as `fslab run` hears them (core/interruption.py): the run
 under way is released cleanly, the unit is given back to the queue (UnitReleased: procrastinate
 retries it at once) and the worker exits: 0 after SIGTERM (a service manager's stop), 130 after
 Ctrl-C (cli.worker). A worker killed outright stops heartbeating: after the lapse any worker
@@ -41,20 +41,21 @@ from typing import Any, TypeVar
 
 from procrastinate.retry import BaseRetryStrategy, RetryDecision
 
-from fslab import __version__, environment
-from fslab.errors import FslabError
-from fslab.fio_server import Endpoint, Network
+from fslab import __version__
+from fslab.core.errors import FslabError
+from fslab.core.interruption import interrupted
+from fslab.core.workdir import Workdir
+from fslab.fio.server import Endpoint, Network
 from fslab.fleet import lease, logs, queue, roster, spread, units, versions
 from fslab.fleet.fio_service import FioSettings, serve_fio_for, unit_services
 from fslab.fleet.hostlock import HostLock, HostLockLost
 from fslab.fleet.lease import Lease, UnitWithdrawn
 from fslab.fleet.steady import LOST, SteadyResults, connection_lost
-from fslab.interruption import interrupted
 from fslab.model import Host, Study
+from fslab.model.records import now
 from fslab.results.location import shown
-from fslab.results.records import now
 from fslab.results.schema import SCHEMA_VERSION, SchemaChanged
-from fslab.workdir import Workdir
+from fslab.running import environment
 
 T = TypeVar("T")
 
@@ -316,7 +317,7 @@ def _serve_handed(
 
 def _leased(unit: Unit, db: SteadyResults, host: Host) -> Unit:
     """The unit, leased to this worker (fleet/lease.py) before anything of it is read."""
-    from fslab.errors import Refused
+    from fslab.core.errors import Refused
 
     if unit.host != host.name:
         raise Refused(f"a unit for host {unit.host!r} was in the queue of {host.name!r}: not run")
@@ -343,8 +344,8 @@ def run_unit(
     `taker` takes from the queue. Each run is stored under the unit's lease, or its block's. It
     runs under `hostlock` (none: this process alone keeps the host), its work directory waited for
     while another fslab uses it; meanwhile the unit is "waiting", and says why."""
-    from fslab.resume import share_of
-    from fslab.runner import run_share, unsupported_here
+    from fslab.running.resume import share_of
+    from fslab.running.runner import run_share, unsupported_here
 
     say(f"took unit: study run {unit.study_run_id} on {host.name}")
     row = db.steadily(lambda: db.study_run(unit.study_run_id))

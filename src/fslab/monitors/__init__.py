@@ -2,7 +2,7 @@
 registry itself (base.MONITORS) with the values it reports, in the order a report shows them:
 system-wide CPU (cpu.py), the traffic of the devices under the target (traffic.py), the space the
 filesystem uses and its compression (space.py); all behind one small protocol (base.py). The
-extents of files (extents.py) are a scenario's, counted after a phase (workloads/scenario.py).
+extents of files (extents.py) are a scenario's, counted after a phase (scenarios/kind.py).
 
 The runner (runner.Windows) watches every measured window of every run with them:
 
@@ -15,7 +15,7 @@ and stores found.values as the run's metrics (of the window's phase) and found.f
 
 A new monitor is one module here (and its test): a Monitor, and a maker registered with
 `MONITORS.add(MonitorKind(name, order=..., figures=(Figure(name, column, shape), ...), make=maker))`.
-The registry imports every module of this package the first time it is read (fslab.registry).
+The registry imports every module of this package the first time it is read (fslab.core.registry).
 """
 
 from __future__ import annotations

@@ -36,8 +36,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
-from fslab.findings import Finding
-from fslab.registry import Registry
+from fslab.core.registry import Registry
+from fslab.model.findings import Finding
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """How many extents files have, from filefrag (e2fsprogs): the measure of fragmentation that
 the copy-on-write ageing scenario reads before and after its random overwrites
-(workloads/scenario.py).
+(scenarios/kind.py).
 
 filefrag prints one line per file, "<path>: <n> extent(s) found"; a path may itself hold ": ",
 so the count is read from the line's end. The parser is pure; `extent_counts` runs filefrag.
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fslab.units import format_size
+from fslab.core.units import format_size
 
 _LINE = re.compile(r"^(.*): (\d+) extents? found$")
 _NOT_MEASURABLE = re.compile(r"^(.*): extents not measurable: (.+)$")
@@ -81,7 +81,7 @@ def extent_counts(files: Sequence[Path], filesystem: str) -> dict[Path, Extents]
     """Extents of each file (filefrag asks the filesystem with FIEMAP), or why they are not
     measurable on `filesystem` (named so in what is said); ValueError if filefrag says nothing of
     a file."""
-    from fslab.system import run  # subprocess and the journal: for a run, not for a summary reading the registry
+    from fslab.core.system import run  # subprocess and the journal: for a run, not for a summary reading the registry
 
     if not files:
         return {}

@@ -74,7 +74,7 @@ def compression_ratio(logical: int, stored: int) -> float | None:
 
 def btrfs_compression_ratio(mountpoint: Path) -> float | None:
     """A Btrfs's ratio (see the module's doc), once synced: SpaceMonitor.values syncs first."""
-    from fslab.system import run  # subprocess and the journal: for a run, not for a summary reading the registry
+    from fslab.core.system import run  # subprocess and the journal: for a run, not for a summary reading the registry
 
     stored = parse_btrfs_df(run(["btrfs", "filesystem", "df", "-b", str(mountpoint)]).stdout)["Data"]
     return compression_ratio(files_allocated(mountpoint), stored)
@@ -120,7 +120,7 @@ def zfs_compresses(details: str) -> bool:
 
 def zfs_compression_ratio(dataset: str) -> float:
     """A dataset's compressratio as `zfs get` reports it."""
-    from fslab.system import run  # subprocess and the journal: for a run, not for a summary reading the registry
+    from fslab.core.system import run  # subprocess and the journal: for a run, not for a summary reading the registry
 
     return parse_zfs_compressratio(run(["zfs", "get", "-H", "compressratio", dataset]).stdout)
 
@@ -142,7 +142,9 @@ class SpaceMonitor:
         pass  # measured in `values`, after the window: syncing belongs to no workload
 
     def values(self, workload: Workload, found: Found) -> None:
-        from fslab.system import run  # subprocess and the journal: for a run, not for a summary reading the registry
+        from fslab.core.system import (
+            run,
+        )  # subprocess and the journal: for a run, not for a summary reading the registry
 
         run(["sync", "-f", str(self.mountpoint)])
         after = used_bytes(self.mountpoint)

@@ -24,7 +24,7 @@ From these and what the workload says it moved:
   AMPLIFICATION_FROM (amplification_withheld; judged by the summary, old runs alike).
 
 The devices are nodes (Provisioned.bottom); each is known by its device number, its name the
-kernel's own (guard/block_devices.resolve), so no text a tool printed names a sysfs path.
+kernel's own (core/block_devices.resolve), so no text a tool printed names a sysfs path.
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fslab.errors import FslabError, Refused
-from fslab.findings import Finding
+from fslab.core.errors import FslabError, Refused
+from fslab.core.units import format_size
 from fslab.model import PHASE_SEPARATOR, qualified, unqualified
+from fslab.model.findings import Finding
 from fslab.monitors.base import MONITORS, Figure, Found, Measured, MonitorKind, Sampler, Watched, Workload, counted_from
-from fslab.units import format_size
 
 SYS_CLASS_BLOCK = Path("/sys/class/block")
 # Seconds between samples of the counters: the window's start falls between two of them, where
@@ -68,7 +68,7 @@ def block_name(device: str) -> str:
     """The kernel's name of the block device at a node (`/dev/loop3`, `/dev/mapper/x` → `dm-2`),
     found by its device number as the guard finds every device (block_devices.resolve);
     UnknownDevice unless the kernel lists it under /sys/class/block."""
-    from fslab.guard.block_devices import (
+    from fslab.core.block_devices import (
         resolve,
     )  # the guard's checks: for a run, not for a summary reading the registry
 

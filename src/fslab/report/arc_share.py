@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from fslab.errors import Refused
+from fslab.core.errors import Refused
+from fslab.core.units import format_size
 from fslab.model import ARC_FLOOR_NOTE, arc_caches_data
-from fslab.units import format_size
 
 MAY_HOLD = "the ARC may hold the working set"
 
@@ -45,8 +45,8 @@ def arc_notes(target_spec: Mapping, workload_spec: Mapping) -> list[str]:
         return []
     if not arc_caches_data(target_spec.get("properties") or {}):
         return []
-    from fslab.guard.fio_jobs import reads, stored_job  # fio's records: only for a cell on a capped ARC
-    from fslab.workloads.fio_space import room_needed
+    from fslab.fio.jobs import reads, stored_job  # fio's records: only for a cell on a capped ARC
+    from fslab.fio.space import room_needed
 
     try:
         job = stored_job(job_text)

@@ -3,7 +3,7 @@ page inlines once (html.py).
 
 Making it takes vl-convert a second of CPU, holding the interpreter throughout, and it is the
 same for one vl-convert and Vega-Lite version: so it is kept in fslab's cache directory
-(cache.py) under both versions, with its SHA-256, and the next page reads it from there. It goes
+(core/cache.py) under both versions, with its SHA-256, and the next page reads it from there. It goes
 into a page's <script> element: a kept bundle is used only if its file is fslab's own
 (cache.read_kept: root's or this user's, writable by no one else), of these very versions, has
 its recorded SHA-256 and holds nothing that would close the element; else it is made again and
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import vl_convert
 
-from fslab import cache
-from fslab.errors import FslabError
+from fslab.core import cache
+from fslab.core.errors import FslabError
 from fslab.report.figures import vega_lite
 
 FORMAT = 1  # of the file kept; another is made anew

@@ -17,10 +17,10 @@ from dataclasses import replace
 
 import altair as alt
 
-from fslab.analysis import Row
+from fslab.core.units import format_size
+from fslab.fio.output import DIRECTIONS, PERCENTILES
 from fslab.model import PHASE_SEPARATOR, qualified, unqualified
 from fslab.monitors.traffic import AMPLIFICATION_FROM
-from fslab.raw_reference import raw_references
 from fslab.report.chart_parts import (
     BUCKETS_PER_DECADE,
     WIDTH,
@@ -37,9 +37,9 @@ from fslab.report.formatting import fmt_mean_ci, metric_label
 from fslab.report.sections import is_monitored
 from fslab.report.summary import CellSummary, StudySummary
 from fslab.report.time_charts import latency_heatmap_chart, latency_over_time_chart, throughput_chart
-from fslab.stats import Comparison, Summary
-from fslab.units import format_size
-from fslab.workloads.fio_output import DIRECTIONS, PERCENTILES
+from fslab.statistics.analysis import Row
+from fslab.statistics.raw_reference import raw_references
+from fslab.statistics.stats import Comparison, Summary
 
 VERDICT_COLOURS = {"faster": "#1a7f37", "slower": "#cf222e", "no detectable difference": "#8c959f"}
 RATIO_AXIS = "target ÷ raw (ratio of geometric means)"

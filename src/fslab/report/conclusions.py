@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fslab.analysis import Row
 from fslab.report.formatting import metric_label, runs_text
 from fslab.report.sections import left_out_line, with_caveats
 from fslab.report.summary import StudySummary
-from fslab.stats import Comparison, Ranking, significant
+from fslab.statistics.analysis import Row
+from fslab.statistics.stats import Comparison, Ranking, significant
 
 
 @dataclass(frozen=True)

@@ -19,14 +19,14 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
-from fslab.guard.names import visible
-from fslab.units import Bandwidth
+from fslab.core.names import visible
+from fslab.core.units import Bandwidth
 
 if TYPE_CHECKING:
-    from fslab.analysis import Row
     from fslab.model import Host
     from fslab.report.sections import Section
     from fslab.report.summary import StudySummary
+    from fslab.statistics.analysis import Row
 
 VERDICT_STYLE = {"faster": "green", "slower": "red"}
 
@@ -379,7 +379,7 @@ def print_comparison(
 ) -> None:
     """Two study runs of one study: environments side by side, then every cell newer/older but
     those `left_out` (workload, target: flagged in either), which are named."""
-    from fslab.results.records import imported_from
+    from fslab.model.records import imported_from
 
     console.print(
         f"Study [bold]{escape(older['study'])}[/bold]: study run {newer['id']} ({newer['started_at']:%Y-%m-%d %H:%M}) against {older['id']} ({older['started_at']:%Y-%m-%d %H:%M})",

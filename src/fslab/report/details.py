@@ -11,11 +11,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from fslab.model import RawOutput
-from fslab.report.summary import StudySummary
-from fslab.results import ResultsDB
-from fslab.workloads.fio_hist import HIST_TOOL, LatencyOverTime, latency_over_time
-from fslab.workloads.fio_output import (
+from fslab.fio.hist import HIST_TOOL, LatencyOverTime, latency_over_time
+from fslab.fio.output import (
     BINS_TOOL,
     DIRECTIONS,
     KEPT_APART,
@@ -27,6 +24,9 @@ from fslab.workloads.fio_output import (
     stored_latency_bins,
     throughput_over_time,
 )
+from fslab.model import RawOutput
+from fslab.report.summary import StudySummary
+from fslab.results import ResultsDB
 
 # Which latency's distribution is drawn: the total latency the tables show (fio keeps its bins
 # since fslab asks for lat_percentiles), else completion latency, the bins fio always keeps; the
@@ -141,7 +141,7 @@ def _histograms(outputs: dict[int, list[RawOutput]], runs: list[dict]) -> tuple[
     run of the cell kept bins of (DISTRIBUTED, in that order), from each run's bins of every phase
     (`outputs`, by run id: BINS_TOOL's, else fio's JSON). An imported run's file may hold other
     jobs and hosts: only its own are read (its fio job name, which its workload's name may extend
-    by options: importer.py)."""
+    by options: results/importer.py)."""
     per_cell: dict[tuple[str, str, str], list[dict[tuple[str, str], Columns]]] = defaultdict(list)
     unreadable = []
     for r in runs:

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import vl_convert
 
-from fslab.errors import FslabError
-from fslab.guard.names import file_name
+from fslab.core.errors import FslabError
+from fslab.core.names import file_name
 from fslab.report import renderers
 from fslab.report.chart_parts import VEGA_LITE, Chart
 from fslab.report.output import own_folder, write_own

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fslab.guard.names import file_name
+from fslab.core.names import file_name
 from fslab.report.formats import Source, TableForm, report_files
 from fslab.report.output import own_folder, write_all
 from fslab.report.summary import StudySummary

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 
-from fslab.stats import RUNS_NEEDED_LIMIT, Summary
-from fslab.workloads.fio_output import DIRECTIONS
+from fslab.fio.output import DIRECTIONS
+from fslab.statistics.stats import RUNS_NEEDED_LIMIT, Summary
 
 
 def fmt(value: float | None, digits: int = 1) -> str:

@@ -22,9 +22,9 @@ import orjson
 from markupsafe import Markup, escape
 
 from fslab import __version__
-from fslab.analysis import Row
-from fslab.errors import FslabError
-from fslab.guard.names import file_name
+from fslab.core.errors import FslabError
+from fslab.core.names import file_name
+from fslab.core.units import format_size
 from fslab.report import bundle
 from fslab.report.chart_parts import Chart
 from fslab.report.charts import comparison_chart, study_charts
@@ -42,7 +42,7 @@ from fslab.report.sections import (
     sections,
 )
 from fslab.report.summary import StudySummary
-from fslab.units import format_size
+from fslab.statistics.analysis import Row
 
 TEMPLATES = Path(__file__).parent / "templates"
 VERDICT_CLASS = {"faster": "faster", "slower": "slower"}  # rows coloured only where a difference is significant

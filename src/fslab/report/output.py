@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fslab.errors import FslabError, Refused
-from fslab.guard.identity import open_own
+from fslab.core.errors import FslabError, Refused
+from fslab.core.identity import open_own
 
 
 def own_folder(path: Path) -> Path:

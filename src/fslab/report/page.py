@@ -8,9 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from fslab.analysis import regressions
-from fslab.errors import FslabError
-from fslab.guard.names import file_name
+from fslab.core.errors import FslabError
+from fslab.core.names import file_name
+from fslab.core.units import Bandwidth
 from fslab.report.bundle import vega_bundle_meanwhile
 from fslab.report.console import environment_differences
 from fslab.report.details import run_details
@@ -19,7 +19,7 @@ from fslab.report.html import Page, comparison_section, render_page, run_section
 from fslab.report.output import own_folder, write_own
 from fslab.report.summary import compare_runs, summarize_study_run
 from fslab.results import ResultsDB
-from fslab.units import Bandwidth
+from fslab.statistics.analysis import regressions
 
 PAGE = "report.html"
 FIGURES = "figures"

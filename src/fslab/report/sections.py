@@ -12,9 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
-from fslab.analysis import Row, ranking_line
-from fslab.guard.fio_preallocation import preallocates
+from fslab.core.units import Bandwidth, format_size
+from fslab.fio.output import METRICS as FIO_METRICS
+from fslab.fio.output import PERCENTILES
+from fslab.fio.preallocation import preallocates
 from fslab.model import FAILED_ALIKE, PHASE_SEPARATOR, qualified, unqualified
+from fslab.model.records import imported_from
 from fslab.monitors import Figure, metric_names
 from fslab.monitors import figures as monitor_figures
 from fslab.report.formatting import (
@@ -27,11 +30,8 @@ from fslab.report.formatting import (
     runs_text,
 )
 from fslab.report.summary import CellSummary, StudySummary
-from fslab.results.records import imported_from
-from fslab.stats import Summary
-from fslab.units import Bandwidth, format_size
-from fslab.workloads.fio_output import METRICS as FIO_METRICS
-from fslab.workloads.fio_output import PERCENTILES
+from fslab.statistics.analysis import Row, ranking_line
+from fslab.statistics.stats import Summary
 
 
 class Kind(Enum):

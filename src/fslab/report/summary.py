@@ -14,13 +14,28 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from fslab.analysis import Analysis, AnalysisError, Hosted, Row, analyse, compare_study_runs, host_blocks, resolution_of
-from fslab.checks import Unsupported, by_target
-from fslab.guard.fio_preallocation import preallocates, stored_preallocation
+from fslab.core.checks import Unsupported, by_target
+from fslab.core.units import Bandwidth
+from fslab.fio.output import DIRECTIONS
+from fslab.fio.preallocation import preallocates, stored_preallocation
 from fslab.model import Host, unqualified
+from fslab.model.records import OptionsApplied, SampleGroups
 from fslab.monitors.space import COMPRESSED_FROM
 from fslab.monitors.traffic import withheld_amplifications
-from fslab.raw_reference import (
+from fslab.report.arc_share import arc_notes
+from fslab.report.steady_state import steady_notes
+from fslab.results import ResultsDB
+from fslab.statistics.analysis import (
+    Analysis,
+    AnalysisError,
+    Hosted,
+    Row,
+    analyse,
+    compare_study_runs,
+    host_blocks,
+    resolution_of,
+)
+from fslab.statistics.raw_reference import (
     BeyondRaw,
     CachedReference,
     Ceiling,
@@ -29,13 +44,7 @@ from fslab.raw_reference import (
     ceilings,
     raw_references,
 )
-from fslab.report.arc_share import arc_notes
-from fslab.report.steady_state import steady_notes
-from fslab.results import ResultsDB
-from fslab.results.records import OptionsApplied, SampleGroups
-from fslab.stats import Summary, load_student_t_meanwhile, summarize
-from fslab.units import Bandwidth
-from fslab.workloads.fio_output import DIRECTIONS
+from fslab.statistics.stats import Summary, load_student_t_meanwhile, summarize
 
 
 @dataclass
@@ -499,7 +508,7 @@ def _rewritten(stored_workloads: list[dict]) -> dict[str, str]:
     stored = {w["name"]: w["spec"]["rewritten"] for w in stored_workloads if w["spec"].get("rewritten")}
     if not stored:
         return {}
-    from fslab.workloads.fio_rewrite import (
+    from fslab.fio.rewrite import (
         described,
     )  # with fio's option tables: only for a study run that has a rewritten workload
 
@@ -599,7 +608,7 @@ def beyond_raw_note(found: BeyondRaw) -> str:
 def _options_applied(target: dict, run: dict) -> OptionsApplied | None:
     """What the run's filesystem made of the options asked for, as stored with the run; for a run
     stored before fslab stored it (schema 9), judged now from its read-back by the filesystem's
-    module; None for an imported run (fslab did not make its filesystem: importer.py)."""
+    module; None for an imported run (fslab did not make its filesystem: results/importer.py)."""
     if run["options_applied"] is not None:
         return OptionsApplied(**run["options_applied"])
     if not target["filesystem"]:

@@ -8,9 +8,9 @@ import csv
 import io
 import json
 
+from fslab.model.records import RunMetric
 from fslab.report.summary import StudySummary
-from fslab.results.records import RunMetric
-from fslab.stats import Comparison, Summary
+from fslab.statistics.stats import Comparison, Summary
 
 STAT_FIELDS = [
     "n",

@@ -12,10 +12,10 @@ import functools
 
 import altair as alt
 
+from fslab.core.units import Bandwidth
+from fslab.fio.hist import Bins, LatencyOverTime
 from fslab.report.chart_parts import BUCKETS_PER_DECADE, WIDTH, Chart, latency_bucket, named, sized, where
 from fslab.report.details import LatencyTrace, ThroughputTrace
-from fslab.units import Bandwidth
-from fslab.workloads.fio_hist import Bins, LatencyOverTime
 
 WINDOWS_DRAWN = 200  # throughput over time: a run's windows, at most (fio's log windows, merged)
 LATENCY_WINDOWS = 50  # latency over time: a run's windows, at most (their bins added up): fslab stores 50 (fio.HIST_WINDOWS); a page of many cells stays small

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from fslab.history import History, Series, Step
 from fslab.report.formatting import fmt_mean_ci, fmt_p, metric_label, runs_text
+from fslab.statistics.history import History, Series, Step
 
 SERIES_COLUMNS = [
     "started (UTC)",

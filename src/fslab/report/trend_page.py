@@ -12,8 +12,7 @@ from pathlib import Path
 
 import altair as alt
 
-from fslab.guard.names import file_name
-from fslab.history import History, Point, Series
+from fslab.core.names import file_name
 from fslab.report import trend
 from fslab.report.bundle import vega_bundle_meanwhile
 from fslab.report.chart_parts import WIDTH, Chart
@@ -23,6 +22,7 @@ from fslab.report.formatting import fmt_mean_ci, metric_label
 from fslab.report.html import Table, render_page
 from fslab.report.output import own_folder, write_own
 from fslab.report.page import FIGURES, ReportFiles
+from fslab.statistics.history import History, Point, Series
 
 PAGE = "history.html"
 FACET_HEIGHT = 180  # px: each host's plot

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 from fslab.results.location import reports_dir, resolve_location
 
 if TYPE_CHECKING:
+    from fslab.model.records import RunRecord
     from fslab.results.db import ResultsDB
-    from fslab.results.records import RunRecord
 
 __all__ = ["ResultsDB", "RunRecord", "reports_dir", "resolve_location"]
-_LOADED_WHEN_ASKED = {"ResultsDB": "fslab.results.db", "RunRecord": "fslab.results.records"}
+_LOADED_WHEN_ASKED = {"ResultsDB": "fslab.results.db", "RunRecord": "fslab.model.records"}
 
 
 def __getattr__(name: str) -> Any:

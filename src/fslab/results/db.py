@@ -15,11 +15,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from fslab.errors import FslabError
+from fslab.core.errors import FslabError
 from fslab.model import PHASE_SEPARATOR, Host, RawOutput, Roles, qualified
+from fslab.model.records import SUPERSEDED, RunMetric, RunRecord, SampleGroups, StoredRun, now
 from fslab.results.location import DatabaseUnusable, engine_for, shown
 from fslab.results.owner import Owner
-from fslab.results.records import SUPERSEDED, RunMetric, RunRecord, SampleGroups, StoredRun, now
 from fslab.results.schema import (
     SCHEMA_VERSION,
     bring_up_to_date,
@@ -483,7 +483,7 @@ class ResultsDB:
         """(workload, target, host) → metric → the values of its successful measured runs in run
         order: sample_groups' values with the host each run ran on (NULL: the study run's own
         machine), for a study run whose runs span several hosts, and a study's history
-        (history_reading.py)."""
+        (statistics/history_reading.py)."""
         query = (
             sa.select(runs.c.workload, runs.c.target, runs.c.host, metrics.c.phase, metrics.c.name, metrics.c.value)
             .join(runs, metrics.c.run_id == runs.c.id)

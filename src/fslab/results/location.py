@@ -10,7 +10,7 @@ import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fslab.errors import FslabError
+from fslab.core.errors import FslabError
 
 if TYPE_CHECKING:
     import sqlalchemy as sa

@@ -8,7 +8,7 @@ import socket
 from dataclasses import dataclass
 from pathlib import Path
 
-from fslab.guard.identity import process
+from fslab.core.identity import process
 
 
 def _boot_id() -> str:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import sqlalchemy as sa
 
 from fslab import __version__
-from fslab.errors import FslabError
+from fslab.core.errors import FslabError
 
 SCHEMA_VERSION = 16
 
@@ -89,7 +89,7 @@ runs = sa.Table(
     sa.Column("data_pattern", sa.Text),
     sa.Column(
         "device_facts", sa.JSON
-    ),  # per device under the target: model, serial, size, sectors, queue (guard/block_devices.py)
+    ),  # per device under the target: model, serial, size, sectors, queue (core/block_devices.py)
     sa.Column(
         "timings", sa.JSON, nullable=False
     ),  # seconds per phase: image (first run), provision, layout, drop_caches, workload, parse, teardown
@@ -99,10 +99,10 @@ runs = sa.Table(
     ),  # since version 6: what its workload kind and monitors found of it (Finding), shown on its cell
     sa.Column(
         "memory_limit", sa.BigInteger
-    ),  # since version 7: bytes its measured run could hold, page cache included (cgroups.py); NULL: no limit
+    ),  # since version 7: bytes its measured run could hold, page cache included (core/cgroups.py); NULL: no limit
     sa.Column(
         "source", sa.JSON
-    ),  # since version 8: where an imported run came from (its file, fio version, host: importer.py); NULL: fslab ran it
+    ),  # since version 8: where an imported run came from (its file, fio version, host: results/importer.py); NULL: fslab ran it
     sa.Column(
         "options_applied", sa.JSON
     ),  # since version 9: what its filesystem made of the options asked (records.OptionsApplied); NULL: imported, or older
@@ -111,7 +111,7 @@ runs = sa.Table(
     ),  # since version 10: the host it ran on (hosts.name); NULL: the study run's own machine (its environment)
 )
 
-# Since version 5 a metric carries its phase and its roles (model.py); a run keeps one raw
+# Since version 5 a metric carries its phase and its roles (model/__init__.py); a run keeps one raw
 # output per phase and tool.
 # Since version 10: each host runs of a study run ran on, once (a fleet's study run has several).
 hosts = sa.Table(

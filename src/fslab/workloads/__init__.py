@@ -9,7 +9,7 @@ how a Workload is built from that table, and the tool it drives — and ends wit
 fslab's own kinds are found through SHIPPED (name → module), imported only when one is asked
 for; so is a kind's metric declaration (its `metrics` module: fio's and the others' are light,
 so that reading stored runs loads no kind). Kinds from elsewhere come from installed packages'
-entry points, group `fslab.plugins` (fslab.registry: imported when a lookup misses or a
+entry points, group `fslab.plugins` (fslab.core.registry: imported when a lookup misses or a
 listing is asked), or from a module imported in the process before (a test's toy) — never from
 anything a study file names: fslab runs as root.
 """
@@ -21,15 +21,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fslab.errors import FslabError
+from fslab.core.errors import FslabError
+from fslab.core.registry import Registry
 from fslab.model import MetricKind, Study, Workload, unqualified
-from fslab.registry import Registry
 from fslab.workloads.base import WorkloadKind
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from fslab.workdir import Workdir
+    from fslab.core.workdir import Workdir
     from fslab.workloads.tables import Building
 
 
@@ -43,11 +43,11 @@ class Shipped:
 
 
 SHIPPED: dict[str, Shipped] = {
-    "fio": Shipped("fslab.workloads.fio", "fslab.workloads.fio_output"),
+    "fio": Shipped("fslab.fio.workload", "fslab.fio.output"),
     "sysbench": Shipped("fslab.workloads.sysbench", "fslab.workloads.sysbench_metrics"),
     "dd": Shipped("fslab.workloads.dd", "fslab.workloads.dd_metrics"),
     "rsync": Shipped("fslab.workloads.rsync", "fslab.workloads.rsync_metrics"),
-    "scenario": Shipped("fslab.workloads.scenario", "fslab.workloads.scenario_metrics"),
+    "scenario": Shipped("fslab.scenarios.kind", "fslab.scenarios.metrics"),
 }
 
 

@@ -1,5 +1,5 @@
 """The workload protocol: what a workload kind offers fslab, so that fio, sysbench, dd, rsync and
-multi-phase scenarios each live in one module behind it (workloads/fio.py is the first).
+multi-phase scenarios each live in one module behind it (fio/workload.py is the first).
 
 A run of a workload on a target (runner.execute) goes:
 
@@ -36,12 +36,12 @@ cell's precision, its rank and when adaptive runs stop; its compared ones are co
 every pair of targets. What a run wrote (`Workload.data`, a DataPattern) is recorded for every
 kind alike.
 
-What a workload of a kind runs is its `Tool` record (model.py: fio.FioJob, sysbench.SysbenchOptions, …):
+What a workload of a kind runs is its `Tool` record (model/__init__.py: fio.FioJob, sysbench.SysbenchOptions, …):
 every value checked when the study is read, held in `Workload.tool`.
 
 Adding a kind: one module with a class meeting `WorkloadKind`, a record meeting `Tool`, its
 [[workload]] table (a pydantic model from tables.py's parts, `kind = "<name>"`) and how a
-`Workload` is built from it, ending with `register(...)` (workloads/__init__.py); fslab's own
+`Workload` is built from it, ending with `KINDS.add(Registered(...))` (workloads/__init__.py); fslab's own
 are found through its SHIPPED table. A [[workload]] table without `kind` is fio's, so every
 existing study reads as before.
 """
@@ -54,14 +54,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from fslab.findings import Finding
 from fslab.model import Metric, MetricKind, RawOutput, Workload
+from fslab.model.findings import Finding
 
 if TYPE_CHECKING:
+    from fslab.core.journal import Journal
+    from fslab.core.workdir import Workdir
     from fslab.filesystems.base import Provisioned
-    from fslab.journal import Journal
-    from fslab.workdir import Workdir
-    from fslab.workloads.fio_clients import ClientDirectory
 
 
 # The metrics, by name, in which every kind reports the bytes a measured phase read and wrote
@@ -74,6 +73,14 @@ FSYNCS = "fsyncs"
 T = TypeVar("T")
 
 
+class ClientDirectory(Protocol):
+    """Where each client host a workload names serves its tool, by host name: a fleet's roster, or
+    the user's own mapping (--client). fio's clients are the ones today (fio/clients.py): what
+    it answers is a fio.server.Endpoint."""
+
+    def endpoint_of(self, host: str) -> Any: ...
+
+
 class StudyScope:
     """What kinds keep for a whole study run, by key: made by the first run that asks, entered
     into the runner's study-run stack, so it is released with the targets' images when the study
@@ -83,7 +90,7 @@ class StudyScope:
     def __init__(self, stack: ExitStack, clients: ClientDirectory | None = None):
         self._stack = stack
         self._kept: dict[str, Any] = {}
-        self.clients = clients  # where the hosts a workload's `clients` names serve fio (fio_clients.py)
+        self.clients = clients  # where the hosts a workload's `clients` names serve fio (fio/clients.py)
 
     def kept(self, key: str, make: Callable[[], AbstractContextManager[T]]) -> T:
         """What `make()` yields, made at the first call with `key` and the same thing after it.

@@ -2,7 +2,7 @@
 
 The access pattern is fixed here, and a runtime where the seed's workload has its own (the
 video editor's 45 s; backups run until their size is written); size and the rest come from the
-study's [fio] table or fslab's defaults (study.py), and --scale shortens them all at once.
+study's [fio] table or fslab's defaults (study/__init__.py), and --scale shortens them all at once.
 """
 
 BUILTIN_WORKLOADS: dict[str, dict] = {

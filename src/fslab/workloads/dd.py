@@ -2,7 +2,7 @@
 options through an allow-list, the commands of its two measured steps, running them, and the
 summary line it prints read into numbers.
 
-dd works on one file in the target's directory, named by fslab (guard/names.py file_name of the
+dd works on one file in the target's directory, named by fslab (core/names.py file_name of the
 workload's name); no option may name a file or a device. dd reports on stderr, in the words of
 its locale ("copiados", "0,5 s"): fslab runs it with LC_ALL=C, and reads bytes and seconds from
 that line, computing MB/s and MiB/s itself rather than trusting dd's rounded "1.1 GB/s".
@@ -29,9 +29,13 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from fslab.findings import Finding
-from fslab.guard.names import file_name
-from fslab.guard.options import (
+from fslab.core.journal import Journal
+from fslab.core.names import file_name
+from fslab.core.system import run_held
+from fslab.core.units import Bandwidth, parse_size
+from fslab.model import Metric, RawOutput, Workload
+from fslab.model.findings import Finding
+from fslab.model.options import (
     Integer,
     Kind,
     OneOf,
@@ -42,18 +46,14 @@ from fslab.guard.options import (
     check_properties,
     value_text,
 )
-from fslab.journal import Journal
-from fslab.model import Metric, RawOutput, Workload
-from fslab.system import run_held
-from fslab.units import Bandwidth, parse_size
 from fslab.workloads import KINDS, Registered
 from fslab.workloads.base import Measured, StudyScope, directory_of, tool_of
 from fslab.workloads.dd_metrics import DIRECTIONS, METRICS, MOVED
 from fslab.workloads.tables import ToolWorkloadSection, tool_workload
 
 if TYPE_CHECKING:
+    from fslab.core.workdir import Workdir
     from fslab.filesystems.base import Provisioned
-    from fslab.workdir import Workdir
 
 ENV = {"LC_ALL": "C"}  # dd's words and numbers as the parser reads them
 DATA = ("random", "zeros")

@@ -48,24 +48,24 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
+from fslab.core.journal import Journal
+from fslab.core.names import file_name
+from fslab.core.system import run, run_held
+from fslab.core.units import Bandwidth, format_size, parse_size
 from fslab.devices.loop import attached, image_file
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.mounting import mount_point, proven
-from fslab.findings import Finding
-from fslab.guard.names import file_name
-from fslab.guard.options import OneOf, OptionRefused, Suboptions, accepted_values, check_properties, value_text
-from fslab.journal import Journal
 from fslab.model import Metric, RawOutput, Workload
-from fslab.system import run, run_held
-from fslab.units import Bandwidth, format_size, parse_size
+from fslab.model.findings import Finding
+from fslab.model.options import OneOf, OptionRefused, Suboptions, accepted_values, check_properties, value_text
 from fslab.workloads import KINDS, Needed, Registered
 from fslab.workloads.base import WRITTEN_BYTES, Measured, StudyScope, directory_of, tool_of
 from fslab.workloads.rsync_metrics import METRICS
 from fslab.workloads.tables import Size, ToolWorkloadSection, tool_workload
 
 if TYPE_CHECKING:
+    from fslab.core.workdir import Workdir
     from fslab.filesystems.base import Provisioned
-    from fslab.workdir import Workdir
 
 ENV = {"LC_ALL": "C"}  # rsync's words as the parser reads them
 KIB, MIB = 2**10, 2**20

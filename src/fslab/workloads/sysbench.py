@@ -33,8 +33,12 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from fslab.findings import Finding
-from fslab.guard.options import (
+from fslab.core.journal import Journal
+from fslab.core.system import run_held
+from fslab.core.units import parse_size
+from fslab.model import Metric, RawOutput, Workload
+from fslab.model.findings import Finding
+from fslab.model.options import (
     ON_OFF,
     Integer,
     Kind,
@@ -48,18 +52,14 @@ from fslab.guard.options import (
     shown,
     value_text,
 )
-from fslab.journal import Journal
-from fslab.model import Metric, RawOutput, Workload
-from fslab.system import run_held
-from fslab.units import parse_size
 from fslab.workloads import KINDS, Needed, Registered
 from fslab.workloads.base import FSYNCS, READ_BYTES, WRITTEN_BYTES, Measured, StudyScope, directory_of, tool_of
 from fslab.workloads.sysbench_metrics import METRICS
 from fslab.workloads.tables import ToolWorkloadSection, tool_workload
 
 if TYPE_CHECKING:
+    from fslab.core.workdir import Workdir
     from fslab.filesystems.base import Provisioned
-    from fslab.workdir import Workdir
 
 BY_FSLAB = "fslab sets it itself"
 _CHANGES_OUTPUT = "it changes the report fslab reads its numbers from"

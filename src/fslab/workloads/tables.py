@@ -1,8 +1,8 @@
 """What every workload table of a study file is made of, whatever its kind: the field types
 (Name, Size, Duration, Timeout, Data), the fields fslab sets around any workload (WorkloadLimits,
-OnTargets), the base of a table whose tool takes its own options (ToolWorkloadSection), and the
-[fio] table, which sets every fio workload's parameters (FioSection). Each kind's own table is
-declared in its module from these; study_file.py reads them through the registry.
+OnTargets) and the base of a table whose tool takes its own options (ToolWorkloadSection). Each
+kind's own table is declared in its module from these (fio's, and the study's [fio] table: fio/
+section.py); study/file.py reads them through the registry.
 
 `Building` is what a kind's `build` is given to turn its validated table into a Workload.
 """
@@ -16,18 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, NoReturn, Self, get_args
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
 
-from fslab.cgroups import SMALLEST_LIMIT
-from fslab.guard.fio_options import main_name, option_problem, option_text
-from fslab.guard.fio_values import block_size
-from fslab.guard.names import check_name, swept_name
+from fslab.core.cgroups import SMALLEST_LIMIT
+from fslab.core.names import check_name, swept_name
+from fslab.core.toml_errors import FieldError
+from fslab.core.units import format_size, parse_duration, parse_size
 from fslab.model import UNKNOWN_LENGTH_TIMEOUT, Workload
-from fslab.toml_errors import FieldError
-from fslab.units import format_size, parse_duration, parse_size
 from fslab.workloads.data import DataPattern
-
-FIO_RW_MODES = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw", "trim", "randtrim", "trimwrite")
 
 
 def checked(parse: Any) -> AfterValidator:
@@ -38,27 +34,6 @@ def checked(parse: Any) -> AfterValidator:
         return value
 
     return AfterValidator(check)
-
-
-def fio_allows(option: str) -> Any:
-    """A check for a field that becomes fio option `option`: its value through fio's allow-list."""
-
-    def check(value: Any) -> None:
-        problem = option_problem(option, option_text(value))
-        if problem:
-            raise ValueError(problem)
-
-    return check
-
-
-def fio_options(options: dict[str, Any]) -> dict[str, str]:
-    """A study's fio option table, each option through the allow-list (ValueError says which and
-    why), under fio's main names, with values as fio writes them."""
-    checked = {}
-    for name, value in options.items():
-        fio_allows(name)(value)
-        checked[main_name(name)] = option_text(value)
-    return checked
 
 
 Name = Annotated[str, checked(check_name)]  # becomes fio job names and, through file_name, file names
@@ -114,65 +89,16 @@ class WorkloadLimits(Table):
     """What fslab sets around any workload, whatever its kind: the fields every workload table
     (and [fio]) has once, from here."""
 
-    # The measured run in a cgroup with this much memory (cgroups.py), so the page cache cannot
+    # The measured run in a cgroup with this much memory (core/cgroups.py), so the page cache cannot
     # hold what a buffered workload reads: refused on direct I/O, which the cache never answers.
     memory_limit: Annotated[str, checked(_memory_limit)] | None = None
-
-
-def _block_size(value: str) -> None:
-    """A study's bs: its own sizes (parse_size, "4KiB" is 4096), one per direction ("4k,64k"), each
-    at least one byte; it reaches fio as fio reads it as fslab does (fio_values.block_size)."""
-    parts = value.split(",")
-    try:
-        sizes = [parse_size(part) for part in parts if part]
-    except ValueError:
-        sizes = []
-    if len(parts) > 3 or not sizes or min(sizes) < 1:
-        fio_allows("bs")(value)  # what it holds that fio would read as more than a value, first
-        raise ValueError(
-            f"bs takes a size (4k, 1m, 4KiB), or up to three separated by ',' (reads, writes, trims: 4k,64k), not {value!r}"
-        )
-    fio_allows("bs")(block_size(value))
-
-
-BlockSize = Annotated[str, checked(_block_size)]
-IoDepth = Annotated[int, Field(ge=1, le=65536)]
-NumJobs = Annotated[int, Field(ge=1, le=1024)]
-
-
-class FioSection(WorkloadLimits):
-    """fio parameters; the study's [fio] table sets them for every workload, a workload for itself."""
-
-    bs: BlockSize | None = None
-    iodepth: IoDepth | None = None
-    numjobs: NumJobs | None = None
-    size: Size | None = None
-    io_size: Size | None = None  # fio's io_size: how much a job does, when not its size
-    runtime: Duration | None = None
-    ramp_time: Duration | None = None
-    direct: bool | None = None
-    ioengine: Annotated[str, checked(fio_allows("ioengine"))] | None = None
-    rwmixread: int | None = Field(None, ge=0, le=100)
-    randseed: int | None = Field(None, ge=0)
-    timeout: Timeout | None = None  # fslab's, not fio's: a run still going after it is killed and failed
-    data: Data | None = (
-        None  # what is written: "random" (fslab's default), "zeros" or { compressible = N } (workloads/data.py)
-    )
-    options: dict[
-        str, str | int | float | bool
-    ] = {}  # any other fio option fio has and the guard accepts (guard/fio_options.py)
-
-    @field_validator("options")
-    @classmethod
-    def _allowed_options(cls, options: dict[str, Any]) -> dict[str, str]:
-        return fio_options(options)
 
 
 class OnTargets(Table):
     """What every [[workload]] table may say, whatever its kind."""
 
     targets: list[str] = []  # the targets it runs on, by name or a sweep's name (default: every target)
-    # Another workload of the study it is compared with on each target both ran on (study.py
+    # Another workload of the study it is compared with on each target both ran on (study/__init__.py
     # checks the name and settles a sweep's: _compared_with).
     compare_with: str | None = None
     swept_fields: ClassVar[
@@ -248,7 +174,7 @@ class Building:
     scale: float
     time_scale: float
     base_dir: Path
-    fio: FioSection
+    fio: WorkloadLimits  # the study's [fio] table: fio's FioSection (fio/section.py: study_fio)
     data: DataPattern
     where: Callable[[tuple], str]
     refuse: Callable[[tuple, str], NoReturn]

@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from fslab.errors import FslabError
-from fslab.registry import Registry
+from fslab.core.errors import FslabError
+from fslab.core.registry import Registry
+from fslab.model.records import RunMetric
 from fslab.report.summary import StudySummary
 from fslab.results import ResultsDB
-from fslab.results.records import RunMetric
 
 
 @dataclass

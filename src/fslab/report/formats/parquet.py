@@ -3,7 +3,7 @@ optional extra (`pip install 'fslab[parquet]'`), imported only when asked for.""
 
 from __future__ import annotations
 
-from fslab.errors import FslabError
+from fslab.core.errors import FslabError
 from fslab.report.formats import TABLE_FORMS, TableForm
 
 

@@ -10,11 +10,11 @@ import stat
 from pathlib import Path
 
 from fslab import __version__
-from fslab.guard.identity import open_own
+from fslab.core.identity import open_own
+from fslab.model.records import RunMetric
 from fslab.report.formats import REPORT_FILES, ReportFile, Source
 from fslab.report.summary import StudySummary
 from fslab.report.tables import RUN_COLUMNS, csv_text, json_opening, json_text, plain, run_rows, study_run_record
-from fslab.results.records import RunMetric
 
 
 def runs_files_current(folder: Path, source: Source) -> bool:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from fslab.raw_reference import Ceiling
 from fslab.report.formats import REPORT_FILES, ReportFile, Source
 from fslab.report.summary import StudySummary
 from fslab.report.tables import json_text, published, study_run_record
+from fslab.statistics.raw_reference import Ceiling
 
 
 def summary_json(source: Source) -> str:

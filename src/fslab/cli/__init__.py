@@ -1,0 +1,1356 @@
+"""The fslab command line. Each command is thin: it calls one function elsewhere and prints.
+
+Each command imports what it needs where it runs: every fslab process — `fslab cleanup`, a
+fleet's worker, each command in the tests' emulated guests — pays for what is imported here,
+before it does anything. A database (SQLAlchemy), statistics (numpy), a summary, a report and
+fio's importer load only in the commands that use them.
+
+No `from __future__ import annotations` here: typer reads every command's parameters as each
+command starts (twice each), and annotations kept as text it would compile and evaluate every
+time (a fiftieth of a second of every command's start); the types only a type checker imports
+are quoted instead."""
+
+import gc
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from fslab.core import DESTROY_FLAG
+from fslab.core.errors import FslabError
+from fslab.core.names import check_name, visible
+from fslab.core.units import Bandwidth, parse_duration, parse_percent
+from fslab.core.workdir import DEFAULT_WORKDIR, Workdir
+from fslab.report.console import CONSOLE_WIDTH, print_comparison, print_host_comparison, print_summary, print_table
+from fslab.results import reports_dir, resolve_location
+from fslab.results.location import DEFAULT_DB, shown
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from fslab.core.checks import Unsupported
+    from fslab.model import Study
+    from fslab.report.summary import StudySummary
+    from fslab.results import ResultsDB, RunRecord
+    from fslab.results.owner import Owner
+    from fslab.running.plan import PlannedRun
+    from fslab.running.runner import RunObserver
+
+app = typer.Typer(
+    help="fslab: a laboratory for filesystem performance on Linux.", no_args_is_help=True, add_completion=False
+)
+# Piped, the tables are as a 120-column terminal shows them, and a message is one line, as the
+# terminal would wrap it (a log stays greppable).
+console = Console() if sys.stdout.isatty() else Console(width=CONSOLE_WIDTH, soft_wrap=True)
+errors = Console(stderr=True)
+
+DbOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db", envvar="FSLAB_DB", help="Results database: an SQLite file, or a database URL. \\[default: ./fslab.db]"
+    ),
+]
+AllowNetworkOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow-network",
+        metavar="CIDR",
+        help="A private network of your lab's (10.231.0.0/16) where fio's servers may listen and be reached, beside loopback; repeat for each.",
+    ),
+]
+WorkdirOption = Annotated[
+    Path,
+    typer.Option(
+        "--workdir", envvar="FSLAB_WORKDIR", help="Where fslab keeps loop images, mount points and its journal."
+    ),
+]
+
+
+def safe_markup(text: str) -> str:
+    """Untrusted text, safe to print: no rich markup, no terminal control sequence."""
+    return escape(visible(text))
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    errors.print(f"[bold red]error:[/bold red] {safe_markup(message)}", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def _open_db(db: str | None) -> "ResultsDB":
+    """The results database; a study run whose fslab was killed is marked interrupted here,
+    by whichever command opens the database first, and the user is told how to resume it."""
+    from fslab.results import ResultsDB
+    from fslab.results.owner import Owner
+
+    results = ResultsDB(resolve_location(db))
+    for sr in results.mark_abandoned():
+        owner = Owner.from_stored(sr["owner"])
+        stored = len(results.stored_runs(sr["id"]))
+        errors.print(
+            f"[yellow]study run {sr['id']} ({safe_markup(sr['study'])}) was interrupted[/yellow]: its fslab (pid {owner.pid if owner else '?'}) is gone, "
+            f"{stored} run(s) stored. `{safe_markup(_resume_command(results, sr['id'], owner))}` continues it.",
+            highlight=False,
+            soft_wrap=True,
+        )
+    return results
+
+
+def _resume_command(results: "ResultsDB", study_run_id: int, owner: "Owner | None") -> str:
+    """The command that resumes a study run, with the --db and --workdir it needs."""
+    command = f"fslab run --resume {study_run_id}"
+    if results.location != DEFAULT_DB:
+        command += f" --db {shown(results.location)}"  # a password stays unsaid: the user has it
+    if owner and owner.workdir != str(DEFAULT_WORKDIR):
+        command += f" --workdir {owner.workdir}"
+    return command
+
+
+class _ProgressObserver:
+    """A progress bar with ETA naming the current target, workload and repetition."""
+
+    def __init__(self, progress: "Progress", then: str = ""):
+        self.progress = progress
+        self.task = progress.add_task("starting", total=None)
+        self.then = then  # what follows the announced runs (adaptive: more until a precision)
+
+    def announce(self, study: "Study", skipped: "list[Unsupported]") -> None:
+        from fslab.study import describe_study
+
+        said = describe_study(study, skipped=[u.target for u in skipped]) + self.then
+        self.progress.console.print(f"[bold]{safe_markup(study.name)}[/bold]: {safe_markup(said)}", highlight=False)
+
+    def notice(self, message: str) -> None:
+        self.progress.console.print(visible(message), markup=False, highlight=False)
+
+    def starting(self, planned: "PlannedRun", index: int, total: int) -> None:
+        cell = planned.cell
+        kind = "warm-up" if planned.warmup else "run"
+        description = f"{cell.target.name} · {cell.workload.name} · {kind} {planned.repetition} (block {planned.block})"
+        self.progress.update(self.task, total=total, description=safe_markup(description))
+
+    def finished(self, planned: "PlannedRun", record: "RunRecord") -> None:
+        if record.status != "ok":
+            phase = f" in {record.failure.phase}" if record.failure else ""
+            self.progress.console.print(
+                f"[red]failed{phase}[/red] {safe_markup(record.target)} · {safe_markup(record.workload)} · run {record.repetition}: {safe_markup(record.error or '')}",
+                highlight=False,
+            )
+        self.progress.advance(self.task)
+
+    def already_stored(self, planned: "PlannedRun", index: int, total: int) -> None:
+        self.progress.update(self.task, total=total)
+        self.progress.advance(self.task)
+
+
+PoolHostsOption = Annotated[
+    bool,
+    typer.Option(
+        "--pool-hosts",
+        help="Where the runs span several hosts: pool each target's runs of every host into one cell, host treated as a block (the method line says so). \\[default: a cell per target and host, compared within each host]",
+    ),
+]
+BaselineOption = Annotated[
+    str | None,
+    typer.Option(
+        "--baseline",
+        help="One target every other is compared with, instead of each target's own baseline (docs/study-format.md). \\[default: each target's own]",
+    ),
+]
+ThresholdOption = Annotated[
+    float,
+    typer.Option(
+        "--threshold", parser=parse_percent, metavar="PERCENT", help="The smallest change called faster or slower."
+    ),
+]
+StudyRunArgument = Annotated[
+    str | None,
+    typer.Argument(
+        help=(
+            "A study run id (12, or #12 where a study is named with digits), or a study name for its newest run. "
+            "\\[default: the newest]"
+        )
+    ),
+]
+
+
+@app.command()
+def run(
+    study: Annotated[
+        str | None,
+        typer.Argument(
+            help="A study file, or the name of a built-in study (see `fslab list`); with --resume, the study run to resume (its id). \\[default with --resume: the newest interrupted]"
+        ),
+    ] = None,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume",
+            help="Continue an interrupted study run with its own plan, seed and settings; runs already stored are not run again.",
+        ),
+    ] = False,
+    runs: Annotated[
+        int | None,
+        typer.Option(
+            "--runs",
+            min=1,
+            help="Runs per cell, exactly (overrides the study's repetitions); with --target-ci, the runs before the first check.",
+        ),
+    ] = None,
+    warmup: Annotated[
+        int | None,
+        typer.Option(
+            "--warmup",
+            min=0,
+            help="Warm-up runs per cell first: stored, marked, left out of the statistics. \\[default: the study's, else 0]",
+        ),
+    ] = None,
+    target_ci: Annotated[
+        float | None,
+        typer.Option(
+            "--target-ci",
+            parser=parse_percent,
+            metavar="PERCENT",
+            help="Add interleaved runs until every cell's 95 % interval is within ±PERCENT of its mean.",
+        ),
+    ] = None,
+    max_runs: Annotated[
+        int | None,
+        typer.Option("--max-runs", min=2, help="With --target-ci: at most this many runs per cell. \\[default: 30]"),
+    ] = None,
+    time_budget: Annotated[
+        float | None,
+        typer.Option(
+            "--time-budget",
+            parser=parse_duration,
+            metavar="DURATION",
+            help="With --target-ci: add no block that would end after this long (e.g. 30m).",
+        ),
+    ] = None,
+    baseline: BaselineOption = None,
+    threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
+    scale: Annotated[
+        float | None,
+        typer.Option(
+            "--scale", help="Multiply image sizes, fio sizes and runtimes (e.g. 0.1 on a small machine). \\[default: 1]"
+        ),
+    ] = None,
+    scale_sizes_only: Annotated[
+        bool,
+        typer.Option(
+            "--scale-sizes-only",
+            help="With --scale: shrink image and fio sizes only, and keep the study's runtimes (a run shorter than 2 s measures mostly overhead).",
+        ),
+    ] = False,
+    skip_unsupported: Annotated[
+        bool,
+        typer.Option(
+            "--skip-unsupported",
+            help="Skip the targets this machine cannot run (a kernel feature or tool it lacks) and run the others; the summary lists what was skipped and why. Refusals (options, jobs, devices) still stop the study.",
+        ),
+    ] = False,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            "--seed", help="Seed of the interleaved run order (default: the study's, else random; always recorded)."
+        ),
+    ] = None,
+    no_ceiling: Annotated[
+        bool,
+        typer.Option(
+            "--no-ceiling",
+            help="Add no raw reference (the ceiling a study without a raw target is held against: docs/statistics.md); "
+            "recorded with the study run.",
+        ),
+    ] = False,
+    destroy_data: Annotated[
+        list[str] | None,
+        typer.Option(
+            DESTROY_FLAG,
+            metavar="DEVICE",
+            help="Confirm that fslab may destroy all data on this device, which the study names (repeat for each).",
+        ),
+    ] = None,
+    client: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--client",
+            metavar="HOST=ADDRESS:PORT",
+            help="Where a host a workload's clients names serves fio (fslab fio-server there): an IP address, never a name; repeat for each.",
+        ),
+    ] = None,
+    allow_network: AllowNetworkOption = None,
+    on: Annotated[
+        str | None,
+        typer.Option(
+            "--on",
+            metavar="HOSTS",
+            help="Run on a fleet's workers instead of here (docs/fleet.md): HOST[,HOST…], label:LABEL (the workers carrying it) or all (every worker heard from lately). Needs --db postgresql://….",
+        ),
+    ] = None,
+    detach: Annotated[
+        bool,
+        typer.Option(
+            "--detach",
+            help="With --on: queue the study run and return at once, printing its id (`fslab status ID` follows it).",
+        ),
+    ] = False,
+    spread: Annotated[
+        bool,
+        typer.Option(
+            "--spread",
+            help="With --on: divide the study run's planned runs among the hosts (identical hosts finishing one study sooner: each takes the plan's next block when free) instead of each host running them all; its summary pools the hosts, host a block.",
+        ),
+    ] = False,
+    plan: Annotated[
+        bool,
+        typer.Option(
+            "--plan",
+            help=(
+                "Print what the study would do here — targets and workloads after --scale, runs, disk space, estimated time, "
+                "what is skipped or missing — and run nothing."
+            ),
+        ),
+    ] = False,
+    db: DbOption = None,
+    workdir: WorkdirOption = DEFAULT_WORKDIR,
+) -> None:
+    """Run a study: provision every target, run every workload, store and summarise the results."""
+    if plan and (resume or on is not None):
+        raise _fail("--plan shows a new study run on this machine: give it without --resume and --on")
+    if detach and on is None:
+        raise _fail("--detach goes with --on: a study run on a fleet's workers")
+    if spread and on is None:
+        raise _fail("--spread goes with --on: it divides a study run among a fleet's workers")
+    if on is not None and (resume or skip_unsupported or destroy_data or target_ci is not None):
+        given = [
+            n
+            for n, v in (
+                ("--resume", resume),
+                ("--skip-unsupported", skip_unsupported),
+                ("--destroy-data", destroy_data),
+                ("--target-ci", target_ci is not None),
+            )
+            if v
+        ]
+        raise _fail(
+            f"{', '.join(given)} cannot go with --on: each worker resumes its unit itself and skips what its host cannot run (recorded with why)"
+        )
+    if resume:
+        fixed = {
+            "--runs": runs,
+            "--warmup": warmup,
+            "--target-ci": target_ci,
+            "--max-runs": max_runs,
+            "--time-budget": time_budget,
+            "--baseline": baseline,
+            "--scale": scale,
+            "--scale-sizes-only": scale_sizes_only or None,
+            "--seed": seed,
+            "--skip-unsupported": skip_unsupported or None,
+            "--no-ceiling": no_ceiling or None,
+        }
+        given = [name for name, value in fixed.items() if value is not None]
+        if given:
+            raise _fail(
+                f"{', '.join(given)} cannot change a resumed study run: it goes on with the settings it began with"
+            )
+        return _resume(study, threshold, db, workdir, tuple(destroy_data or ()))
+    if study is None:
+        raise _fail("name a study file or a built-in study (see `fslab list`), or give --resume")
+    if scale_sizes_only and scale is None:
+        raise _fail("--scale-sizes-only goes with --scale: give the factor sizes are multiplied by (e.g. --scale 0.1)")
+    from fslab.model.ceiling import with_ceiling
+    from fslab.study import load_study
+
+    loaded = load_study(study, scale=scale or 1.0, scale_sizes_only=scale_sizes_only)
+    from fslab.running.plan import Repetitions  # after the study file is read: a refused one is told without them
+    from fslab.running.runner import run_study, unsupported_here
+
+    # the plan holds the ceiling's cells, as everything that reads the study does, decided on the targets that run
+    skipping = {u.target for u in unsupported_here(loaded)} if skip_unsupported else set()
+    loaded = with_ceiling(loaded, no_ceiling, skipping)
+    _warn_short_runs(loaded)
+
+    repetitions = Repetitions(
+        runs=runs or loaded.repetitions,
+        warmup=loaded.warmup if warmup is None else warmup,
+        target_ci=target_ci,
+        max_runs=max_runs or 30,
+        time_budget=time_budget,
+        threshold=threshold,
+    )
+    if plan:
+        return _print_plan(loaded, repetitions, db, workdir, skip_unsupported)
+    clients = None
+    if client:  # fio's client/server: its modules only for a study that drives clients
+        from fslab.fio.clients import given_clients
+        from fslab.fio.server import networks
+
+        clients = given_clients(client, networks(allow_network or ()))
+    results = _open_db(db)
+    if on is not None:
+        return _run_on_fleet(
+            results,
+            loaded,
+            repetitions,
+            on=on,
+            detach=detach,
+            seed=seed,
+            baseline=baseline,
+            threshold=threshold,
+            spread=spread,
+        )
+    flags = tuple(destroy_data or ())
+    study_run_id = _with_progress(
+        lambda observer: run_study(
+            loaded,
+            results,
+            Workdir(workdir),
+            repetitions=repetitions,
+            seed=seed,
+            baseline=baseline,
+            observer=observer,
+            destroy_flags=flags,
+            skip_unsupported=skip_unsupported,
+            clients=clients,
+        ),
+        then=f", then more until ±{target_ci:.1%}" if target_ci else "",
+    )
+    _show_and_exit(results, study_run_id, baseline=baseline, threshold=threshold)
+
+
+def _print_plan(study: "Study", repetitions: Any, db: str | None, workdir: Path, skip_unsupported: bool) -> None:
+    """`fslab run --plan`: the plan, from this host's stored runs where it has any (read, never written)."""
+    from fslab.results.timings import stored_timings
+    from fslab.running.environment import host
+    from fslab.running.preview import Overhead, plan_lines
+
+    overhead = Overhead.of(stored_timings(resolve_location(db), host().name))
+    for line in plan_lines(study, repetitions, overhead, workdir, skip_unsupported=skip_unsupported):
+        console.print(visible(line), markup=False, highlight=False, soft_wrap=True)
+
+
+def _run_on_fleet(
+    results: "ResultsDB",
+    study: "Study",
+    repetitions: Any,
+    *,
+    on: str,
+    detach: bool,
+    seed: int | None,
+    baseline: str | None,
+    threshold: float,
+    spread: bool,
+) -> None:
+    from fslab.fleet import dispatch
+
+    study_run_id = dispatch.begin(results, study, repetitions, on=on, seed=seed, baseline=baseline, spread=spread)
+    for note in dispatch.refusing(results, study_run_id):
+        errors.print(f"[yellow]note[/yellow]: {safe_markup(note)}", highlight=False)
+    if detach:
+        console.print(str(study_run_id), highlight=False)
+        return
+    try:
+        dispatch.follow(
+            results,
+            study_run_id,
+            console,
+            say=lambda line: errors.print(f"[yellow]{safe_markup(line)}[/yellow]", highlight=False, soft_wrap=True),
+        )
+    except KeyboardInterrupt:
+        errors.print(
+            f"[yellow]stopped following[/yellow]: the workers go on; `fslab status {study_run_id}` shows where they are."
+        )
+        raise typer.Exit(130) from None
+    _show_and_exit(results, study_run_id, baseline=baseline, threshold=threshold)
+
+
+def _resume(ref: str | None, threshold: float, db: str | None, workdir: Path, destroy_flags: tuple[str, ...]) -> None:
+    from fslab.running.resume import resumable
+    from fslab.running.runner import resume_study
+
+    results = _open_db(db)
+    found = resumable(results, ref)
+    console.print(
+        f"[bold]{safe_markup(found.study.name)}[/bold]: resuming study run {found.study_run_id}, {len(found.stored)} run(s) already stored",
+        highlight=False,
+    )
+    for note in found.notes:
+        errors.print(f"[yellow]note[/yellow]: {safe_markup(note)}", highlight=False)
+    _warn_short_runs(found.study)
+    study_run_id = _with_progress(
+        lambda observer: resume_study(found, results, Workdir(workdir), observer=observer, destroy_flags=destroy_flags)
+    )
+    _show_and_exit(results, study_run_id, baseline=found.baseline, threshold=threshold)
+
+
+def _warn_short_runs(study: "Study") -> None:
+    """Said before anything runs, and not fatal: runs too short to measure much."""
+    from fslab.study import short_runs
+
+    warning = short_runs(study)
+    if warning:
+        errors.print(f"[yellow]warning[/yellow]: {safe_markup(warning)}", highlight=False, soft_wrap=True)
+
+
+def _with_progress(start: "Callable[[RunObserver], int]", then: str = "") -> int:
+    """Run a study run under a progress bar; returns its id. Ctrl-C or `kill` ends it interrupted,
+    as do runs failing alike across targets (exit status 1). `then`: what follows the runs it announces."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from fslab.running.runner import StudyStopped
+
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+    try:
+        with Progress(*columns, console=console, transient=True) as progress:
+            return start(_ProgressObserver(progress, then))
+    except StudyStopped as exc:  # interrupted by its own runs: said in one line, as an interruption is
+        errors.print(f"[red]stopped[/red]: {safe_markup(str(exc))}", highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        errors.print(
+            "[yellow]interrupted[/yellow]: mounts and loop devices released; the runs already done are stored. `fslab run --resume` (with the same --db and --workdir) continues it."
+        )
+        raise typer.Exit(130) from None
+
+
+def _show_and_exit(results: "ResultsDB", study_run_id: int, **analysis: Any) -> None:
+    """The summary; exit status 1 when any run of the study run failed (this session's or an earlier one's)."""
+    failed = len(_show(results, study_run_id, **analysis).failures)
+    if failed:
+        errors.print(f"[red]{failed} run(s) failed[/red]; their errors are in the summary and the database.")
+        raise typer.Exit(1)
+
+
+def _show(results: "ResultsDB", study_run_id: int, **analysis: Any) -> "StudySummary":
+    """Print the summary, write its report files; the summary shown."""
+    from fslab.report.files import report_folder, write_reports
+    from fslab.report.summary import summarize_study_run
+
+    summary = summarize_study_run(results, study_run_id, **analysis)
+    print_summary(console, summary, report=report_folder(summary, reports_dir(results.location)) / "summary.md")
+    written = write_reports(results, summary, reports_dir(results.location))
+    console.print(
+        f"Results in {shown(results.location)}; report files: {', '.join(str(p) for p in written)}", highlight=False
+    )
+    return summary
+
+
+@app.command()
+def summary(
+    study_run: StudyRunArgument = None,
+    baseline: BaselineOption = None,
+    threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
+    precision: Annotated[
+        float | None,
+        typer.Option(
+            "--precision",
+            parser=parse_percent,
+            metavar="PERCENT",
+            help="Say how many runs a ratio within ±PERCENT would need. \\[default: the threshold]",
+        ),
+    ] = None,
+    units: Annotated[
+        Bandwidth | None,
+        typer.Option(
+            "--units",
+            help="Bandwidth in decimal MB/s or binary MiB/s, in the tables and the report files. \\[default: the study's units, else MB/s]",
+        ),
+    ] = None,
+    pool_hosts: PoolHostsOption = False,
+    db: DbOption = None,
+) -> None:
+    """Show the summary of a stored study run (tables, comparisons, ranking) and write its report files."""
+    with _without_cyclic_collector():
+        results = _open_db(db)
+        found = _find_study_run(results, study_run)
+        _show(
+            results,
+            found["id"],
+            baseline=baseline,
+            threshold=threshold,
+            precision=precision,
+            units=units,
+            pool_hosts=pool_hosts,
+        )
+
+
+@app.command()
+def export(
+    study_run: StudyRunArgument = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="The folder to write into (made if need be, in an existing directory). \\[default: the study run's report folder]",
+        ),
+    ] = None,
+    form: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            metavar="FORMAT",
+            help="csv or parquet (or a format a module of fslab.report.formats adds). Parquet needs pyarrow: pip install 'fslab\\[parquet]'.",
+        ),
+    ] = "csv",
+    db: DbOption = None,
+) -> None:
+    """Write a study run's tables for pandas: runs (every run, one row per metric) and summary (every cell's statistics)."""
+    from fslab.report.files import export_tables, report_folder
+    from fslab.report.formats import table_form_named
+    from fslab.report.summary import summarize_study_run
+
+    chosen = table_form_named(form)
+    with _without_cyclic_collector():
+        results = _open_db(db)
+        found = _find_study_run(results, study_run)
+        summary = summarize_study_run(results, found["id"])
+        folder = output or report_folder(summary, reports_dir(results.location))
+        for path in export_tables(results, summary, folder, chosen):
+            console.print(str(path), markup=False, highlight=False)
+
+
+@contextmanager
+def _without_cyclic_collector() -> Iterator[None]:
+    """For a command that reads a study run, writes what it says and ends within seconds (summary,
+    export): Python's cyclic garbage collector stays off while it works, and what it made is
+    frozen as it ends. The collector would walk the objects of every module the command loads and
+    every sample it reads, pass after pass, and Python's last collection as it exits all of them
+    once more (each a tenth of a second of a summary of 2,000 runs); what little such a command
+    leaves in cycles is freed with the process."""
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.enable()
+
+
+def _find_study_run(results: "ResultsDB", ref: str | None) -> dict:
+    found = results.study_run(ref)
+    if found is None:
+        raise _fail(f"no study run {ref or ''} in {shown(results.location)}".replace("  ", " "))
+    return found
+
+
+@app.command()
+def compare(
+    older: Annotated[
+        str,
+        typer.Argument(
+            help=(
+                "The study run to compare against (id: 12 or #12; or a study name for its newest run); "
+                "with --hosts, the study run whose hosts are compared."
+            )
+        ),
+    ],
+    newer: Annotated[
+        str | None, typer.Argument(help="The study run compared (id: 12 or #12); none with --hosts.")
+    ] = None,
+    hosts: Annotated[
+        tuple[str, str] | None,
+        typer.Option(
+            "--hosts",
+            metavar="A B",
+            help="Compare host B with host A (the baseline) on one study run: every target and workload both ran, B/A.",
+        ),
+    ] = None,
+    threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
+    regression: Annotated[
+        float,
+        typer.Option(
+            "--regression",
+            parser=parse_percent,
+            metavar="PERCENT",
+            help="A cell significantly slower by more than this is a regression: exit status 1.",
+        ),
+    ] = "5",  # type: ignore[assignment]
+    pool_hosts: PoolHostsOption = False,
+    db: DbOption = None,
+) -> None:
+    """Compare two study runs of one study cell by cell, or two hosts of one study run (--hosts); exit 1 if any cell regressed (for CI gates)."""
+    from fslab.model import Host
+    from fslab.report.summary import compare_hosts, compare_runs
+    from fslab.statistics.analysis import regressions
+
+    results = _open_db(db)
+    a = _find_study_run(results, older)
+    if hosts is not None:
+        if newer is not None or pool_hosts:
+            raise _fail("--hosts compares two hosts of one study run: name one study run, without --pool-hosts")
+        compared = compare_hosts(results, a["id"], *hosts, threshold=threshold)
+        facts = {h.name: h for h in results.hosts(a["id"])}
+        older_host, newer_host = (facts.get(name) or Host(name, None, "–", "–", 0, 0) for name in hosts)
+        regressed = regressions(compared.rows, regression)
+        print_host_comparison(
+            console, a, older_host, newer_host, compared.rows, regressed, threshold, regression, compared.left_out
+        )
+    else:
+        if newer is None:
+            raise _fail("compare needs two study runs (OLDER NEWER), or one with --hosts A B")
+        b = _find_study_run(results, newer)
+        if a["study"] != b["study"]:
+            raise _fail(
+                f"study run {a['id']} is of study '{a['study']}' and {b['id']} of '{b['study']}': compare runs of one study"
+            )
+        compared = compare_runs(results, a["id"], b["id"], threshold=threshold, pool_hosts=pool_hosts)
+        regressed = regressions(compared.rows, regression)
+        print_comparison(console, a, b, compared.rows, regressed, threshold, regression, compared.left_out)
+    if regressed:
+        raise typer.Exit(1)
+
+
+@app.command("import")
+def import_results(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="PATH",
+            help="fio JSON output files, or directories holding them (every regular file under them is tried).",
+        ),
+    ],
+    study: Annotated[
+        str,
+        typer.Option(
+            "--study", help="The study the imported runs belong to: compare it with other study runs of that name."
+        ),
+    ] = "imported",
+    target: Annotated[
+        str | None,
+        typer.Option(
+            "--target",
+            help="The target every imported run is of. \\[default: each file's directory name — in bench-fio's tree, its target's —, else 'imported'; client/server output: TARGET@HOST]",
+        ),
+    ] = None,
+    db: DbOption = None,
+) -> None:
+    """Import existing fio JSON output (plain json or json+, fio 2.x or 3.x, client/server too; bench-fio's output tree) as a study run, and show its summary.
+
+    Each fio job name becomes a workload — one per set of job options where files ran it with different ones —, each file a run of its cells (docs/import.md). A file that is not fio's JSON, or is malformed, is reported and skipped; fio's log files and bench-fio's preconditioning runs are passed over, counted; the rest are imported.
+
+    Exit status: 0 when every file was imported; 1 when some were skipped, or a job reported an error, and the rest imported; 2 when nothing could be imported.
+    """
+    from fslab.model.records import now
+    from fslab.results.importer import import_files
+
+    for name, value in (("--study", study), ("--target", target)):
+        try:
+            if value is not None:
+                check_name(value)
+        except ValueError as exc:
+            raise _fail(f"{name}: {exc}") from None
+    imported = import_files(study, paths, target)
+    for s in imported.skipped:
+        errors.print(
+            f"[yellow]skipped[/yellow] {safe_markup(visible(s.path))}: {safe_markup(visible(s.why))}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if not imported.runs:
+        raise _fail(
+            f"nothing imported: no fio JSON output among {len(imported.skipped) + len(imported.passed_over)} file(s)",
+            code=2,
+        )
+    for line in imported.grouping():
+        console.print(safe_markup(line), highlight=False, soft_wrap=True)
+    results = _open_db(db)
+    study_run_id = results.store_imported(imported, imported.environment(), imported.settings(now()))
+    console.print(
+        f"imported {len(imported.files)} file(s), {len(imported.runs)} run(s), as study run {study_run_id} of study {safe_markup(study)}",
+        highlight=False,
+    )
+    failed = len(_show(results, study_run_id).failures)
+    if imported.skipped or failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def report(
+    study_runs: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[STUDY-RUN]...",
+            help=(
+                "Study run ids (12 or #12), or a study name for its newest run; several (of one study) are compared "
+                "with the first. \\[default: the newest]"
+            ),
+        ),
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="DIR",
+            help="The folder for report.html, and figures/ with --figures (made if missing). \\[default: the study run's folder beside the database, where `fslab summary` writes]",
+        ),
+    ] = None,
+    figures: Annotated[
+        bool,
+        typer.Option(
+            "--figures",
+            help="Also write every chart as an SVG figure, in figures/ beside the page (for papers and slides, sharp at any size; about 60 ms of CPU a chart, drawn on every CPU).",
+        ),
+    ] = False,
+    png: Annotated[
+        bool,
+        typer.Option(
+            "--png",
+            help="Also write each figure as PNG (implies --figures; half as much CPU again as the SVGs).",
+        ),
+    ] = False,
+    png_scale: Annotated[
+        int | None,
+        typer.Option(
+            "--png-scale",
+            metavar="N",
+            help="Each PNG at N pixels per CSS pixel, 1 to 4 (implies --png; 2 is sharp on slides and high-density screens and takes about twice the CPU). \\[default: 1, the page's size]",
+        ),
+    ] = None,
+    history_of: Annotated[
+        str | None,
+        typer.Option(
+            "--history",
+            metavar="STUDY",
+            help="Write the study's trend page instead (history.html): each cell's primary metric across its study runs, a facet per host, flagged steps marked and listed (as `fslab history STUDY`).",
+        ),
+    ] = None,
+    baseline: BaselineOption = None,
+    threshold: Annotated[
+        float | None,
+        typer.Option(
+            "--threshold",
+            parser=parse_percent,
+            metavar="PERCENT",
+            help="The smallest change called faster or slower. \\[default: 3 %; with --history: the threshold the study's newest study run ran with, else 3 %]",
+        ),
+    ] = None,
+    regression: Annotated[
+        float,
+        typer.Option(
+            "--regression",
+            parser=parse_percent,
+            metavar="PERCENT",
+            help="With several study runs: a cell significantly slower than in the first by more than this is named a regression.",
+        ),
+    ] = "5",  # type: ignore[assignment]
+    units: Annotated[
+        Bandwidth | None,
+        typer.Option(
+            "--units", help="Bandwidth in decimal MB/s or binary MiB/s. \\[default: the study's units, else MB/s]"
+        ),
+    ] = None,
+    pool_hosts: PoolHostsOption = False,
+    db: DbOption = None,
+) -> None:
+    """Write one self-contained HTML page of a study run (or several compared), or with --history the study's trend page; with --figures, its charts also as SVG figures (--png: and PNG)."""
+    # altair, vl-convert, jinja2: a quarter second no other command needs to wait for
+    from fslab.report.figures import PNG_SCALE
+    from fslab.report.page import default_folder, write_report
+
+    gc.freeze()  # as main does: the page's modules too
+
+    if png or png_scale is not None:  # a PNG is a figure's other file
+        figures, png_scale = True, PNG_SCALE if png_scale is None else png_scale
+    results = _open_db(db)
+    if history_of is not None:
+        return _trend_report(results, history_of, study_runs, output, figures, png_scale, baseline, threshold)
+    threshold = 0.03 if threshold is None else threshold
+    found = [_find_study_run(results, ref) for ref in study_runs or [None]]
+    folder = output.absolute() if output is not None else default_folder(reports_dir(results.location), found)
+    with _figures_progress(figures) as rendered:
+        written = write_report(
+            results,
+            found,
+            folder,
+            baseline=baseline,
+            threshold=threshold,
+            units=units,
+            regression=regression,
+            figures=figures,
+            png_scale=png_scale,
+            rendered=rendered,
+            pool_hosts=pool_hosts,
+        )
+    console.print(f"Report: {written.page}", highlight=False, soft_wrap=True)
+    if figures:
+        console.print(
+            f"Figures ({len(written.figures)} files, {'SVG and PNG' if png_scale else 'SVG'}): {written.page.parent / 'figures'}",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def _trend_report(
+    results: "ResultsDB",
+    study: str,
+    study_runs: list[str] | None,
+    output: Path | None,
+    figures: bool,
+    png_scale: int | None,
+    baseline: str | None,
+    threshold: float | None,
+) -> None:
+    """`fslab report --history STUDY`: the trend page, and with --figures its charts as files."""
+    from fslab.report.trend_page import trend_folder, write_trend
+    from fslab.statistics.history_reading import read_history
+
+    if study_runs or baseline is not None:
+        raise _fail(
+            "--history writes a study's trend page from all its study runs: give no STUDY-RUN and no --baseline with it"
+        )
+    found = read_history(results, study, threshold=threshold)
+    folder = output.absolute() if output is not None else trend_folder(reports_dir(results.location), study)
+    with _figures_progress(figures) as rendered:
+        written = write_trend(found, study, folder, figures=figures, png_scale=png_scale, rendered=rendered)
+    console.print(f"Trend page: {written.page}", highlight=False, soft_wrap=True)
+    if figures:
+        console.print(
+            f"Figures ({len(written.figures)} files, {'SVG and PNG' if png_scale else 'SVG'}): {written.page.parent / 'figures'}",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+@contextmanager
+def _figures_progress(figures: bool) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar while figures are rendered, on a terminal (a page has a hundred charts)."""
+    if not figures or not console.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(
+        TextColumn("figures"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=console, transient=True
+    ) as progress:
+        task = progress.add_task("figures", total=None)
+        yield lambda done, total: progress.update(task, completed=done, total=total)
+
+
+@app.command()
+def history(
+    study: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[STUDY]",
+            help="A study's name: each cell's primary metric across its study runs, per host, with every step between consecutive study runs that is a change. \\[default: list the study runs stored]",
+        ),
+    ] = None,
+    host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--host",
+            metavar="HOST",
+            help="With STUDY: only the runs of this host (repeat for several). \\[default: every host, each its own series]",
+        ),
+    ] = None,
+    metric: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--metric",
+            metavar="METRIC",
+            help="With STUDY: this metric (e.g. read_iops, write_lat_p99_us; repeat for several) instead of each workload's primary ones.",
+        ),
+    ] = None,
+    threshold: Annotated[
+        float | None,
+        typer.Option(
+            "--threshold",
+            parser=parse_percent,
+            metavar="PERCENT",
+            help="With STUDY: the smallest step called a change. \\[default: the threshold its newest study run ran with, else 3 %]",
+        ),
+    ] = None,
+    fail_on_regression: Annotated[
+        bool,
+        typer.Option(
+            "--fail-on-regression",
+            help="With STUDY: exit with status 1 when a regression (a change the worse way) is flagged on a step into the newest study run of the hosts shown (for CI).",
+        ),
+    ] = False,
+    db: DbOption = None,
+) -> None:
+    """List the study runs stored in the database; with STUDY, its history: each cell's metric over its study runs and the steps that are changes."""
+    results = _open_db(db)
+    if study is None:
+        from fslab.model.records import imported_from
+
+        given = [
+            name
+            for name, value in (
+                ("--host", host),
+                ("--metric", metric),
+                ("--threshold", threshold),
+                ("--fail-on-regression", fail_on_regression or None),
+            )
+            if value is not None
+        ]
+        if given:
+            raise _fail(f"{', '.join(given)} go with a STUDY: name the study whose history to judge")
+        rows = [
+            [
+                str(sr["id"]),
+                visible(sr["study"]),
+                f"{sr['started_at']:%Y-%m-%d %H:%M}",
+                "imported" if imported_from(sr) else sr["status"],
+                str(sr["repetitions"]),
+                visible(sr["environment"].get("kernel", "")),
+            ]
+            for sr in results.study_runs()
+        ]
+        print_table(
+            console,
+            "study runs",
+            ["id", "study", "started (UTC)", "status", "runs per cell", "kernel"],
+            rows,
+            [True, False, False, False, True, False],
+        )
+        return
+    from fslab.report import trend
+    from fslab.statistics.history_reading import read_history
+
+    found = read_history(results, study, hosts=host, metrics=metric, threshold=threshold)
+    for series in found.series:
+        rows = [[visible(cell) for cell in row] for row in trend.series_rows(series)]
+        print_table(
+            console,
+            visible(trend.series_title(series)),
+            trend.SERIES_COLUMNS,
+            rows,
+            trend.SERIES_RIGHT,
+            styles=[{"slower": "red", "faster": "green"}.get(c, "") for c in trend.row_classes(series)],
+        )
+    flagged = trend.flagged_lines(found)
+    console.print(
+        f"{len(found.flagged)} step(s) flagged, {len(found.drifts)} drift(s)" + (":" if flagged else "."),
+        highlight=False,
+    )
+    for line, _ in flagged:
+        console.print(f"  {visible(line)}", markup=False, highlight=False, soft_wrap=True)
+    console.print(visible(trend.method_line(found)), markup=False, highlight=False, soft_wrap=True)
+    regressed = found.latest_regressions
+    if fail_on_regression and regressed:
+        errors.print(
+            f"[red]{len(regressed)} regression(s)[/red] flagged on a step into study run {found.latest}, the newest shown",
+            highlight=False,
+        )
+        raise typer.Exit(1)
+
+
+@app.command()
+def worker(
+    name: Annotated[
+        str | None,
+        typer.Option(
+            "--name", help="The host's name in the fleet, which `fslab run --on` names. \\[default: the host name]"
+        ),
+    ] = None,
+    labels: Annotated[
+        str | None,
+        typer.Option(
+            "--labels",
+            metavar="LABEL[,LABEL…]",
+            help="What this host has (e.g. ssd,nvme): `fslab run --on label:ssd` runs on the workers labelled ssd.",
+        ),
+    ] = None,
+    heartbeat_lapse: Annotated[
+        float,
+        typer.Option(
+            "--heartbeat-lapse",
+            min=1.0,
+            metavar="SECONDS",
+            help="How long a worker may go unheard before its unit is taken again by the next worker of its name.",
+        ),
+    ] = 60.0,
+    fio_address: Annotated[
+        str | None,
+        typer.Option(
+            "--fio-address",
+            metavar="ADDRESS[:PORT]",
+            help="Serve fio here for the study runs whose workloads name this host among their clients, only while they run (never every address): an IP address of this host's on loopback or in an --allow-network; port 8765 by default.",
+        ),
+    ] = None,
+    allow_network: AllowNetworkOption = None,
+    db: DbOption = None,
+    workdir: WorkdirOption = DEFAULT_WORKDIR,
+) -> None:
+    """Serve a fleet on this host: take this host's units from the shared PostgreSQL database one at a time, run each here, store its runs there (docs/fleet.md).
+
+    Ctrl-C or SIGTERM releases the run under way and gives its unit back to be taken again; the worker then exits 130 after Ctrl-C, 0 after SIGTERM (a service manager's stop).
+    With --fio-address it also serves fio for other hosts' shared-storage runs that name it among their clients (docs/shared-storage.md)."""
+    from fslab.core.interruption import exit_status
+    from fslab.fio.server import address_and_port, networks
+    from fslab.fleet import worker as serving
+    from fslab.fleet.roster import checked_labels
+
+    if name is not None:
+        try:
+            check_name(name)
+        except ValueError as exc:
+            raise _fail(f"--name: {exc}") from None
+    location = resolve_location(db)
+    allowed = networks(allow_network or ())
+    fio = address_and_port(fio_address, allowed, "--fio-address") if fio_address is not None else None
+    settings = serving.WorkerSettings(
+        location,
+        name,
+        checked_labels([x.strip() for x in (labels or "").split(",") if x.strip()]),
+        workdir,
+        heartbeat_lapse,
+        fio,
+        allowed,
+    )
+    say = lambda line: console.print(visible(line), markup=False, highlight=False)  # noqa: E731
+    try:
+        serving.serve(settings, say)
+    except KeyboardInterrupt:
+        errors.print(
+            "[yellow]worker stopped[/yellow]: the run under way was released; its unit goes to the next worker of this name."
+        )
+        # SIGTERM is how a service manager stops a service: a normal end, not a failure (143
+        # would be one to systemd); Ctrl-C ends it as an interrupted command, 130.
+        raise typer.Exit(0 if exit_status() == 128 + signal.SIGTERM else exit_status()) from None
+
+
+@app.command()
+def status(
+    study_run: Annotated[
+        str | None,
+        typer.Argument(
+            help=("A fleet's study run id (12 or #12), or a study name for its newest run. \\[default: the newest]")
+        ),
+    ] = None,
+    db: DbOption = None,
+) -> None:
+    """Where a study run on a fleet stands: per host, its runs done of planned, the run under way, ETA.
+
+    Then the fleet's workers, each with the fslab it runs and the schema that writes."""
+    from fslab.fleet import dispatch
+
+    results = _open_db(db)
+    found = _find_study_run(results, study_run)
+    if not dispatch.units.hosts_of(results.engine, found["id"]):
+        raise _fail(
+            f"study run {found['id']} ({found['study']}) did not run on a fleet: `fslab summary {found['id']}` shows it"
+        )
+    shown, _ = dispatch.progress_table(results, found["id"])
+    console.print(shown, crop=False)
+    console.print(dispatch.workers_table(results), crop=False)
+
+
+db_app = typer.Typer(help="The results database itself: copy its study runs into another.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+
+@db_app.command("copy")
+def db_copy(
+    source: Annotated[
+        str, typer.Argument(metavar="SRC", help="The database copied from: an SQLite file, or a database URL.")
+    ],
+    destination: Annotated[
+        str,
+        typer.Argument(
+            metavar="DST",
+            help="The database copied into (typically the team's postgresql://…): made if new, migrated if older.",
+        ),
+    ],
+) -> None:
+    """Copy every study run of SRC that DST lacks into DST, with its targets, workloads, hosts, runs, metrics and raw outputs.
+
+    Ids are DST's own; a study run is recognised by its identity, kept wherever it is copied, so copying again adds nothing. A study run still running is left for a later copy.
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from fslab.results import ResultsDB
+    from fslab.results.copy import copy_study_runs, open_source
+
+    src, dst = open_source(source), ResultsDB(destination, named="DST")
+    columns = (TextColumn("copying runs"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("copy", total=None)
+        outcome = copy_study_runs(src, dst, lambda done, total: progress.update(task, completed=done, total=total))
+    for old_id, new_id in outcome.copied.items():
+        console.print(f"study run {old_id} copied as study run {new_id}", highlight=False)
+    for old_id, why in outcome.left.items():
+        errors.print(f"[yellow]left[/yellow] study run {old_id}: {safe_markup(why)}", highlight=False)
+    console.print(
+        f"{len(outcome.copied)} study run(s), {outcome.runs} run(s) copied into {shown(destination)}; {len(outcome.already)} already there",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+@app.command("list")
+def list_things(
+    section: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[SECTION|NAME]",
+            help="Show one section (studies, workloads, sets, kinds, scenarios, filesystems, layers, sources, monitors, formats), or what is named so (zfs, luks, sysbench). \\[default: all]",
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON document, a key per section, for scripts.")
+    ] = False,
+) -> None:
+    """What fslab can do: built-in studies and workloads, workload kinds, scenarios, filesystems, layers, device sources, and every option a study may give them; the monitors and report formats."""
+    import json
+
+    from fslab.cli.catalogue import catalogue, tables
+
+    found = catalogue()
+    if section is not None:
+        found = found.narrowed(section)
+    if as_json:
+        console.out(json.dumps(found.as_json(), indent=2, ensure_ascii=False), highlight=False)
+        return
+    for table in tables(found):
+        print_table(console, table.title, table.columns, table.rows, [False] * len(table.columns))
+
+
+@app.command()
+def doctor(
+    study: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[STUDY]",
+            help=(
+                "A study file or built-in study: list what it needs that this machine lacks, exit 1 on any. "
+                "\\[default: every check; exit 1 only when something fslab always needs is missing]"
+            ),
+        ),
+    ] = None,
+    workdir: WorkdirOption = DEFAULT_WORKDIR,
+) -> None:
+    """What this machine can do: tools and versions, kernel support, root, free space — each with what needs it."""
+    from fslab.running import doctor as doctor_checks
+
+    if study is not None:
+        from fslab.study import load_study
+
+        loaded = load_study(study)
+        lacking = doctor_checks.study_needs(loaded, workdir)
+        for line in lacking:
+            console.print(f"  {visible(line)}", markup=False, highlight=False, soft_wrap=True)
+        if lacking:
+            skip = "`fslab run --skip-unsupported` runs the targets it can"
+            needs = f"study '{loaded.name}' needs {len(lacking)} thing(s) this machine lacks (above)"
+            raise _fail(f"{needs}; {skip}", code=1)
+        said = f"{visible(loaded.name)}: this machine has everything the study needs"
+        console.print(said, markup=False, highlight=False)
+        return
+    needs = doctor_checks.machine_checks(workdir)
+    status = [("ok", "") if n.check.ok else ("missing", "red") if n.blocking else ("absent", "yellow") for n in needs]
+    rows = [
+        [n.check.name, word, n.by, visible(n.check.detail), "" if n.check.ok else visible(n.check.fix)]
+        for n, (word, _) in zip(needs, status)
+    ]
+    columns = ["check", "status", "needed by", "detail", "how to get it"]
+    print_table(console, "this machine", columns, rows, [False] * 5, styles=[style for _, style in status])
+    from fslab.cli.catalogue import from_outside
+
+    if extended := from_outside():
+        console.print(
+            f"extended here with: {visible(', '.join(extended))}", markup=False, highlight=False, soft_wrap=True
+        )
+    blocking = sum(n.blocking for n in needs)
+    if blocking:
+        raise _fail(f"{blocking} check(s) that fslab always needs failed", code=1)
+    absent = [n.by for n in needs if not n.check.ok and n.by != doctor_checks.ALWAYS]
+    if absent:
+        console.print(
+            f"absent here: {', '.join(dict.fromkeys(absent))}; a study using them is refused "
+            "(`fslab run --skip-unsupported` skips those targets). "
+            "`fslab doctor STUDY` checks what one study needs.",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+@app.command()
+def cleanup(workdir: WorkdirOption = DEFAULT_WORKDIR) -> None:
+    """Release mounts and loop devices an interrupted fslab left behind (from its journal)."""
+    work = Workdir(workdir)
+    with work.claim():
+        outcomes = work.journal.clean_up()
+    if not outcomes:
+        console.print("nothing to clean up")
+    colour = {"released": "green", "left alone": "yellow", "failed": "red"}
+    for o in outcomes:
+        detail = f": {safe_markup(o.detail)}" if o.detail else ""
+        console.print(
+            f"{safe_markup(o.kind)} {safe_markup(o.ident)}: [{colour[o.status]}]{o.status}[/{colour[o.status]}]{detail}",
+            highlight=False,
+        )
+    if any(o.status != "released" for o in outcomes):
+        raise typer.Exit(1)
+
+
+@app.command("fio-server")
+def fio_server(
+    address: Annotated[
+        str,
+        typer.Option(
+            "--address",
+            help="The IP address of this host's that fio's server listens on (never every address): loopback, or in an --allow-network.",
+        ),
+    ],
+    port: Annotated[int, typer.Option("--port", help="The TCP port it listens on (1024-65535).")] = 8765,
+    allow_network: AllowNetworkOption = None,
+    workdir: WorkdirOption = DEFAULT_WORKDIR,
+) -> None:
+    """Serve fio for shared-storage runs (clients = [...]): `fio --server` on one address, held in the journal, until Ctrl-C or SIGTERM.
+
+    A fio server runs any job a client that reaches it sends, as root: run it on a lab network only (docs/shared-storage.md)."""
+    from fslab.fio.server import Endpoint, checked_address, checked_port, networks, serve_until_stopped
+
+    where = Endpoint(checked_address(address, networks(allow_network or ()), "--address"), checked_port(port, "--port"))
+    work = Workdir(workdir)
+    try:
+        with work.claim():
+            serve_until_stopped(work.journal, where, lambda line: console.print(safe_markup(line), highlight=False))
+    except KeyboardInterrupt:
+        console.print("fio server stopped")
+
+
+def main(password_hidden: bool | None = None) -> None:
+    """The commands (entered through fslab.__main__, which hears signals first and hides a
+    password given in a URL from `ps`: `password_hidden`, None if none was given): every error a
+    user can act on is printed here, once, without a traceback."""
+    gc.freeze()  # what the imports made lives as long as fslab: the collector need not walk it on every pass
+    if password_hidden is not None:
+        hidden = "fslab hid it there as it started, not before" if password_hidden else "fslab could not hide it there"
+        errors.print(
+            f"[yellow]warning[/yellow]: a password given in a database URL on the command line is for every user of this machine to read in `ps` ({hidden}): "
+            "give it by PGPASSWORD, ~/.pgpass or a service file instead (docs/fleet.md)",
+            highlight=False, soft_wrap=True,
+        )  # fmt: skip
+    try:
+        app(prog_name="fslab", standalone_mode=True)
+    except FslabError as exc:
+        sys.exit(_fail(str(exc)).exit_code)
+
+
+if __name__ == "__main__":
+    main()

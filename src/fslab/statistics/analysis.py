@@ -1,0 +1,352 @@
+"""What a study run answers: every pair of targets compared per workload and metric, and each
+workload a study pairs with another (`compare_with`) compared with it on every target both ran
+on, with Benjamini–Hochberg over all of them as one family. Each target's row against its
+baseline and each workload's ranking are both read from that one family, so they never
+disagree. And two study runs, cell by cell.
+
+Pure: takes samples grouped by cell, returns comparisons. statistics/stats.py does the arithmetic.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import TYPE_CHECKING
+
+from fslab.core.errors import FslabError
+from fslab.model import Roles
+from fslab.statistics.stats import (
+    Comparison,
+    Ranking,
+    SamplePair,
+    adjust_family,
+    beyond,
+    compare_pairs,
+    geometric_mean,
+    inverted,
+    rank,
+    runs_needed,
+)
+from fslab.workloads import declared_metrics, resolution
+
+if TYPE_CHECKING:
+    from fslab.model.records import SampleGroups
+
+Samples = dict[tuple[str, str], dict[str, list[float]]]  # (workload, target) → metric → values in run order
+PairKey = tuple[str, str, str, str]  # (workload, metric, a, b): b against a, a before b in the study's order
+RankingKey = tuple[
+    str, str, "str | None"
+]  # (workload, primary metric, the host its targets ran on: None unless per host)
+
+
+class AnalysisError(FslabError):
+    pass
+
+
+@dataclass(frozen=True)
+class Row:
+    workload: str
+    target: str  # the target compared (in `compare`: the same target in the newer study run)
+    baseline: str  # the target it is compared with (in `compare`: the older study run)
+    metric: str
+    comparison: Comparison
+    # the workload it is compared with on its own target (compare_with); None: its own workload
+    baseline_workload: str | None = None
+
+
+@dataclass(frozen=True)
+class Analysis:
+    rows: list[Row]  # each target against its own baseline, read from `pairs`
+    pairs: dict[
+        PairKey, Comparison
+    ]  # the one family, corrected together: every pair of targets per workload and metric
+    rankings: dict[RankingKey, Ranking]  # (workload, primary metric, host) → ranking, read from `pairs`
+    runs_needed: dict[str, int | None]  # workload → runs per cell for a ratio within ±precision
+    threshold: float
+    precision: float
+    override: str | None = None  # --baseline: the target every other is compared with where it was measured
+    # each workload against the one it is paired with (compare_with), per target: in the family
+    between: list[Row] = field(default_factory=list)
+    paired_with: dict[str, str] = field(default_factory=dict)  # workload → the workload it was to be compared with
+
+    def rows_of(self, workload: str) -> list[Row]:
+        return [r for r in self.rows if r.workload == workload]
+
+    def between_of(self, workload: str) -> list[Row]:
+        """A workload's rows against the workload it is paired with, target by target."""
+        return [r for r in self.between if r.workload == workload]
+
+    @property
+    def family_size(self) -> int:
+        """How many comparisons Benjamini–Hochberg corrected together."""
+        return sum(c.p_value is not None for c in [*self.pairs.values(), *(r.comparison for r in self.between)])
+
+    def comparison(self, workload: str, metric: str, baseline: str, other: str) -> Comparison | None:
+        """`other` against `baseline`, as the family has it (read the other way round if need be)."""
+        if (workload, metric, baseline, other) in self.pairs:
+            return self.pairs[(workload, metric, baseline, other)]
+        found = self.pairs.get((workload, metric, other, baseline))
+        return None if found is None else inverted(found)
+
+    def differ(self, workload: str, metric: str, a: str, b: str) -> bool:
+        """Whether the family tells `a` and `b` apart, whichever way round it compared them (read as
+        it is: a ranking asks it of every pair of targets, thousands of times a summary)."""
+        found = self.pairs.get((workload, metric, a, b)) or self.pairs.get((workload, metric, b, a))
+        return found is not None and found.differs
+
+
+def roles_of(samples: Samples, roles: Roles | None = None) -> Roles:
+    """The metrics' roles: as stored with them (`roles`), else as the workload kinds declare
+    them (samples that come without their roles: synthetic ones)."""
+    if roles is not None:
+        return roles
+    return Roles.declared(
+        {(workload, m) for (workload, _), metrics in samples.items() for m in metrics}, declared_metrics()
+    )
+
+
+def analyse(
+    samples: Samples,
+    higher_is_better: dict[str, bool],
+    targets: list[str],
+    workloads: list[str],
+    *,
+    baselines: dict[str, str] | None = None,
+    baseline: str | None = None,
+    threshold: float = 0.03,
+    precision: float | None = None,
+    roles: Roles | None = None,
+    kinds: dict[str, str] | None = None,
+    hosts: dict[str, Hosted] | None = None,
+    compare_with: dict[str, str] | None = None,
+) -> Analysis:
+    """Every pair of targets per workload and compared metric, Benjamini–Hochberg over all of
+    them. Each target's rows compare it with its baseline (`compared_with`): `baseline` for every
+    target when given (the command line's --baseline), else `baselines[target]` (each target's
+    own, as the study set it), else the first target. A target that is its own baseline, or whose
+    baseline was not measured, has no rows. `roles`: which metrics are compared and which decide
+    precision and rank (default: as declared); `kinds`: each workload's kind, whose printed
+    resolution bounds its intervals (default: fio's); `hosts`: each target's host, where the
+    targets are a study's targets on several hosts — two are compared, and ranked together, only
+    on the same host (--baseline names a target, compared with on each host); `compare_with`:
+    workload → the workload it is compared with on each target both measured, in every metric
+    compared in both, in the same family (Analysis.between).
+    Samples of a cell whose figures cannot be real are left out by the caller
+    (summary.py)."""
+    check_override(baseline, targets if hosts is None else list(dict.fromkeys(h.target for h in hosts.values())))
+    precision = threshold if precision is None else precision
+    roles = roles_of(samples, roles)
+    pairs: dict[PairKey, SamplePair] = {}
+    needed = {}
+    measured = {w: [t for t in targets if (w, t) in samples] for w in workloads}  # workload → its targets with samples
+    for workload, present in measured.items():
+        if not present:
+            continue
+        for metric in dict.fromkeys(m for t in present for m in roles.compared_in(workload, samples[(workload, t)])):
+            cells = {t: values for t in present if (values := samples[(workload, t)].get(metric)) and _positive(values)}
+            names = list(cells)
+            step = resolution_of(kinds, workload, metric)
+            for i, a in enumerate(names):
+                for b in (b for b in names[i + 1 :] if host_of(hosts, a) == host_of(hosts, b)):
+                    pairs[(workload, metric, a, b)] = SamplePair(cells[a], cells[b], higher_is_better[metric], step)
+        primary = [
+            samples[(workload, t)][m] for t in present for m in roles.primary_in(workload, samples[(workload, t)])
+        ]
+        needed[workload] = runs_needed(primary, precision)
+    between = _between(samples, roles, higher_is_better, kinds, measured, compare_with or {})
+    tested = adjust_family(compare_pairs([*pairs.values(), *between.values()], threshold), threshold)
+    family = Analysis([], dict(zip(pairs, tested)), {}, needed, threshold, precision)
+    rankings = _rankings(family, samples, roles, higher_is_better, measured, hosts)
+    rows = _rows(family, samples, roles, measured, baselines, baseline, hosts)
+    paired = [Row(w, t, t, m, c, baseline_workload=other) for (w, other, t, m), c in zip(between, tested[len(pairs) :])]
+    found = replace(family, rows=rows, rankings=rankings, override=baseline, between=paired)
+    return replace(found, paired_with=dict(compare_with or {}))
+
+
+def _between(
+    samples: Samples,
+    roles: Roles,
+    higher_is_better: dict[str, bool],
+    kinds: dict[str, str] | None,
+    measured: dict[str, list[str]],
+    compare_with: dict[str, str],
+) -> dict[tuple[str, str, str, str], SamplePair]:
+    """(workload, the workload it is compared with, target, metric) → the pair: on each target both
+    measured, each metric compared in both (by its key, phase and all), the other workload's
+    samples the baseline; its resolution the coarser of the two workloads'."""
+    pairs = {}
+    for workload, other in compare_with.items():
+        for target in (t for t in measured.get(workload, []) if (other, t) in samples):
+            mine, theirs = samples[(workload, target)], samples[(other, target)]
+            for metric in roles.compared_in(workload, mine):
+                a, b = theirs.get(metric), mine[metric]
+                if a and b and roles.compared_in(other, [metric]) and _positive(a + b):
+                    step = max(resolution_of(kinds, workload, metric), resolution_of(kinds, other, metric))
+                    pairs[(workload, other, target, metric)] = SamplePair(a, b, higher_is_better[metric], step)
+    return pairs
+
+
+def compared_with(target: str, own: str | None, present: Sequence[str], override: str | None = None) -> str | None:
+    """The target `target` is compared with in one workload, `present` being the targets measured
+    there (the one rule, for the tables and for the planner): `override` (--baseline) where it
+    was measured, else the target's own baseline as the study settled it (none stored: the
+    first target); none when that is the target itself or was not measured in this workload —
+    a skipped or failed baseline is never replaced by a substitute."""
+    base = override if override in present else own if own is not None else next(iter(present), None)
+    return base if base in present and base != target else None
+
+
+def check_override(override: str | None, targets: Sequence[str]) -> None:
+    """--baseline names a target of the study run, or is refused: by the plan before any run, as
+    by the summary (a skipped target is none of them)."""
+    if override is not None and override not in targets:
+        raise AnalysisError(f"no target '{override}' in this study run; its targets: {', '.join(targets)}")
+
+
+def _rows(
+    family: Analysis,
+    samples: Samples,
+    roles: Roles,
+    measured: dict[str, list[str]],
+    baselines: dict[str, str] | None,
+    override: str | None,
+    hosts: dict[str, Hosted] | None,
+) -> list[Row]:
+    rows = []
+    for workload, present in measured.items():
+        for target in present:
+            here = override if hosts is None or override is None else Hosted(override, hosts[target].host).name
+            base = compared_with(target, (baselines or {}).get(target), present, here)
+            for metric in roles.compared_in(workload, samples[(workload, target)]) if base is not None else []:
+                found = family.comparison(workload, metric, base, target)
+                if found is not None:
+                    rows.append(Row(workload, target, base, metric, found))
+    return rows
+
+
+def _rankings(
+    family: Analysis,
+    samples: Samples,
+    roles: Roles,
+    higher_is_better: dict[str, bool],
+    measured: dict[str, list[str]],
+    hosts: dict[str, str] | None,
+) -> dict[RankingKey, Ranking]:
+    """Per workload, primary metric and host, the targets by geometric mean, best first (the
+    metric's direction says which is best), told apart only where their comparison in the family
+    says they differ."""
+    rankings = {}
+    for workload, every in measured.items():
+        for host in dict.fromkeys(host_of(hosts, t) for t in every):
+            present = [t for t in every if host_of(hosts, t) == host]
+            for metric in dict.fromkeys(m for t in present for m in roles.primary_in(workload, samples[(workload, t)])):
+                scores = {
+                    t: geometric_mean(values)
+                    for t in present
+                    if (values := samples[(workload, t)].get(metric)) and _positive(values)
+                }
+                if len(scores) > 1:
+                    differs = partial(family.differ, workload, metric)
+                    rankings[(workload, metric, host)] = rank(
+                        scores, differs, higher_is_better=higher_is_better[metric]
+                    )
+    return rankings
+
+
+@dataclass(frozen=True)
+class Hosted:
+    """A target of a study as it ran on one of several hosts: a cell's target in a summary per host."""
+
+    target: str
+    host: str
+
+    @property
+    def name(self) -> str:
+        """As tables show it and the analysis knows it: "ext4 @ host-a"."""
+        return f"{self.target} @ {self.host}"
+
+
+def host_of(hosts: dict[str, Hosted] | None, target: str) -> str | None:
+    """The host a target of an analysis ran on; None where the analysis is not per host."""
+    return None if hosts is None else hosts[target].host
+
+
+def host_blocks(samples: dict[tuple[str, str, str], dict[str, list[float]]]) -> Samples:
+    """Samples of several hosts pooled per (workload, target), host treated as a block: each
+    host's values of a workload and metric divided by that host's level (the geometric mean of
+    all its values of them, every target's) and multiplied by the level of all hosts together,
+    so a host faster than another in everything adds no spread to a comparison of targets."""
+    logs: dict[tuple[str, str, str | None], list[float]] = defaultdict(
+        list
+    )  # (workload, metric, host or None: all) → log values
+    for (workload, _, host), metrics in samples.items():
+        for metric, values in metrics.items():
+            if _positive(values):
+                logs[(workload, metric, host)] += [math.log(v) for v in values]
+                logs[(workload, metric, None)] += [math.log(v) for v in values]
+    level = {key: math.fsum(values) / len(values) for key, values in logs.items()}
+    pooled: Samples = {}
+    for (workload, target, host), metrics in samples.items():
+        cell = pooled.setdefault((workload, target), {})
+        for metric, values in metrics.items():
+            shift = (
+                math.exp(level[(workload, metric, None)] - level[(workload, metric, host)])
+                if _positive(values)
+                else 1.0
+            )
+            cell.setdefault(metric, []).extend(v * shift for v in values)
+    return pooled
+
+
+def compare_study_runs(
+    older: SampleGroups, newer: SampleGroups, *, threshold: float = 0.03, left_out: Collection[tuple[str, str]] = ()
+) -> list[Row]:
+    """Every cell present in both study runs' stored samples but those `left_out` ((workload,
+    target) flagged in either: figures that cannot be real are judged nowhere): newer against
+    older, BH over all of them; each metric's direction and roles as either study run stored them."""
+    higher_is_better, roles, kinds = (
+        {**older.higher_is_better, **newer.higher_is_better},
+        older.roles | newer.roles,
+        older.kinds | newer.kinds,
+    )
+    cells, pairs = [], []
+    for (workload, target), metrics in older.values.items():
+        if (workload, target) not in newer.values or (workload, target) in left_out:
+            continue
+        for metric in roles.compared_in(workload, metrics):
+            a, b = metrics[metric], newer.values[(workload, target)].get(metric)
+            if b and _positive(a + b):
+                cells.append((workload, target, metric))
+                pairs.append(SamplePair(a, b, higher_is_better[metric], resolution_of(kinds, workload, metric)))
+    compared = adjust_family(compare_pairs(pairs, threshold), threshold)
+    return [Row(workload, target, target, metric, c) for (workload, target, metric), c in zip(cells, compared)]
+
+
+def resolution_of(kinds: dict[str, str] | None, workload: str, metric: str) -> float:
+    """The step a workload's tool prints a metric to; of a workload whose kind is not known
+    (samples that come without their kinds: synthetic ones), as the kinds declare it (roles_of)."""
+    return resolution((kinds or {}).get(workload), metric)
+
+
+def regressions(rows: list[Row], regression: float) -> list[Row]:
+    """Rows significantly slower (after correction) by more than the regression threshold, on the
+    log scale as every verdict's threshold is (stats.beyond)."""
+    return [r for r in rows if r.comparison.verdict == "slower" and beyond(r.comparison.ratio, regression)]
+
+
+def ranking_line(ranking: Ranking, shown: Callable[[str], str] = str) -> str:
+    """ "ext4 > xfs = raw > btrfs" where '>' and '=' say it exactly (every pair across tiers
+    detectably different, every pair within a tier not told apart); else a compact letter display,
+    best first: "xfs (a) · raw (ab) · ext4 (b)", targets sharing a letter not told apart. Each
+    target named as `shown` names it (with what goes with its figures)."""
+    if ranking.tiers is not None:
+        return " > ".join(" = ".join(map(shown, tier)) for tier in ranking.tiers)
+    lettered = " · ".join(f"{shown(name)} ({ranking.letters[name]})" for name in ranking.order)
+    return lettered + " — targets sharing a letter are not told apart"
+
+
+def _positive(values: list[float]) -> bool:
+    return all(v > 0 for v in values)
