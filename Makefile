@@ -17,7 +17,7 @@ DEBIAN_PACKAGES := fio sysbench e2fsprogs fuse2fs xfsprogs btrfs-progs zfs-fuse 
                    mdadm cryptsetup lvm2 fdisk python3 python3-venv python3-pip \
                    qemu-system-x86 linux-image-amd64 busybox-static cpio chromium fonts-dejavu-core postgresql
 
-.PHONY: setup system-packages demo test check bench clean
+.PHONY: setup system-packages demo test check gate bench clean
 
 setup: system-packages $(STAMP)
 
@@ -43,11 +43,19 @@ demo: setup
 	$(VENV)/bin/fslab run quick
 	$(VENV)/bin/fslab report
 
-# The inner loop: the tests that need no root, device, guest or browser (statistics, parsing,
-# the guard's refusals, reports of stored samples, the commands run in-process), as any user, in
-# under a minute (~45 s here in two workers). Python only: the virtual environment,
+# The gate, before any test (check and test both start with it): the code as the formatter writes
+# it and without the linter's findings (pyproject.toml's [tool.ruff]), over src, tests and bench, in
+# a second or two. A checker more is a line more here.
+CHECKED := src tests bench
+gate: $(STAMP)
+	$(VENV)/bin/ruff format --check $(CHECKED)
+	$(VENV)/bin/ruff check $(CHECKED)
+
+# The inner loop: the gate, then the tests that need no root, device, guest or browser (statistics,
+# parsing, the guard's refusals, reports of stored samples, the commands run in-process), as any
+# user, in under a minute (~45 s here in two workers). Python only: the virtual environment,
 # no Debian package.
-check: $(STAMP)
+check: gate
 	$(VENV)/bin/pytest -q -n 2 --dist loadgroup --no-loadscope-reorder -m "not root and not guest and not browser and not slow"
 
 # The OpenZFS kernel-module tests need OpenZFS built for the guest's kernel (once, a few minutes).
@@ -55,7 +63,7 @@ check: $(STAMP)
 # mkfs, mount and the disk, and the QEMU guests boot in the background from the start, on a core
 # of their own most of the time (two workers: 10:05; three: 8:13 here); the groups (one per
 # module, zfs-fuse's, the guests') and the order they are handed out in are in tests/conftest.py.
-test: setup
+test: setup gate
 	bash tests/openzfs/build.sh
 	$(VENV)/bin/pytest -n 3 --dist loadgroup --no-loadscope-reorder
 

@@ -93,10 +93,13 @@ def main() -> None:
     print(f"{studies} simulated studies of {shape}")
     print(f"adaptive (3 runs, then blocks until ±{args.target_ci:g} %, at most 10) against fixed 10 runs:")
     print(
-        f"  verdicts agreeing: median {statistics.median(agreement):.0%}, mean {statistics.mean(agreement):.1%}, worst study {min(agreement):.0%}"
+        f"  verdicts agreeing: median {statistics.median(agreement):.0%}, mean "
+        f"{statistics.mean(agreement):.1%}, worst study {min(agreement):.0%}"
     )
     print(
-        f"  for reference, a second fixed 10-run study agrees with the first: median {statistics.median(replication):.0%}, mean {statistics.mean(replication):.1%}, worst {min(replication):.0%}"
+        "  for reference, a second fixed 10-run study agrees with the "
+        f"first: median {statistics.median(replication):.0%}, mean "
+        f"{statistics.mean(replication):.1%}, worst {min(replication):.0%}"
     )
     target = "smoke: not judged" if args.smoke else "target: at most 0.50"
     ratio = f"median {statistics.median(runtime_ratio):.2f}, worst study {max(runtime_ratio):.2f}"

@@ -101,7 +101,8 @@ def through_fslab(scratch: Path, size: Size, pair: int) -> float:
         return conn.execute(
             sa.text(
                 "select m.value from metrics m join runs r on r.id = m.run_id"
-                " where m.name = 'read_iops' and r.target = 'ext4' and r.study_run_id = (select max(id) from study_runs)"
+                " where m.name = 'read_iops' and r.target = 'ext4' "
+                "and r.study_run_id = (select max(id) from study_runs)"
             )
         ).scalar_one()
 

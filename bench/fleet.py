@@ -117,14 +117,17 @@ def main() -> None:
                 study_run_id = int(done.stdout.strip())
                 f.wait(
                     f"the study run on {n} worker(s)",
-                    lambda: f.sql(f"SELECT status FROM study_runs WHERE id = {study_run_id}") == "finished",
+                    lambda run_id=study_run_id: (
+                        f.sql(f"SELECT status FROM study_runs WHERE id = {run_id}") == "finished"
+                    ),
                     1800,
                 )
                 walls[n] = seconds(
                     f, f"SELECT extract(epoch FROM finished_at - started_at) FROM study_runs WHERE id = {study_run_id}"
                 )[0]
                 hosts = f.sql(
-                    f"SELECT string_agg(host || ':' || n, ' ') FROM (SELECT host, count(*) AS n FROM runs WHERE study_run_id = {study_run_id} GROUP BY host ORDER BY host) AS h"
+                    "SELECT string_agg(host || ':' || n, ' ') FROM (SELECT host, count(*) AS n FROM "
+                    f"runs WHERE study_run_id = {study_run_id} GROUP BY host ORDER BY host) AS h"
                 )
                 ratio = walls[n] / (walls[1] / n)
                 said = f"ratio to 1/{n} of one worker's: {ratio:.3f}   ({target('target ≤ 1.10')})"
@@ -138,7 +141,8 @@ def main() -> None:
             took = f"median {statistics.median(blocks):.3f} s, max {max(blocks):.3f} s"
             say(f"claim to start, per block ({len(blocks)}): {took}   ({target('target ≤ 0.2 s')})")
             say(
-                f"claim to start, per host's unit ({len(units)}, the study read and checked too): median {statistics.median(units):.3f} s, max {max(units):.3f} s"
+                f"claim to start, per host's unit ({len(units)}, the study read and checked "
+                f"too): median {statistics.median(units):.3f} s, max {max(units):.3f} s"
             )
             for w in f.workers:
                 f.stop(w)

@@ -133,15 +133,18 @@ def main() -> None:
     print(f"median IOPS ratio: {median:.4f} ({judged})")
     noise = {side: statistics.stdev(v) / statistics.mean(v) for side, v in iops.items()}
     print(
-        f"run-to-run CV of IOPS: {noise[False]:.1%} without monitors, {noise[True]:.1%} with; load average before {load_before}, after {Path('/proc/loadavg').read_text().split()[0]}"
+        f"run-to-run CV of IOPS: {noise[False]:.1%} without monitors, {noise[True]:.1%} with; "
+        f"load average before {load_before}, after {Path('/proc/loadavg').read_text().split()[0]}"
     )
     if noise[False] > 0.01 and not args.smoke:
         print(
-            "the machine's own noise exceeds 1 %: the ratio cannot be judged to 1 % here; the monitors' cost below is what they take"
+            "the machine's own noise exceeds 1 %: the ratio cannot be "
+            "judged to 1 % here; the monitors' cost below is what they take"
         )
     extra = statistics.median(cpu[True]) - statistics.median(cpu[False])
     print(
-        f"fslab's own CPU while fio ran: {statistics.median(cpu[False]) * 1000:.1f} ms without monitors, {statistics.median(cpu[True]) * 1000:.1f} ms with "
+        f"fslab's own CPU while fio ran: {statistics.median(cpu[False]) * 1000:.1f} "
+        f"ms without monitors, {statistics.median(cpu[True]) * 1000:.1f} ms with "
         f"({extra / runtime:.2%} of one CPU)"
     )
     print(f"{'monitor':<8} {'start (ms)':>10} {'stop (ms)':>10} {'values (ms)':>11}")

@@ -81,7 +81,8 @@ def main() -> None:
             for phase, v in phases[name].items()
         )
         print(
-            f"{name:<7} {statistics.median(beyond_fio[name]):>14.3f} {statistics.median(beyond_runtime[name]):>18.3f}   {detail}"
+            f"{name:<7} {statistics.median(beyond_fio[name]):>14.3f} "
+            f"{statistics.median(beyond_runtime[name]):>18.3f}   {detail}"
         )
     worst = max(statistics.median(v) for v in beyond_fio.values())
     judged = "smoke: not judged" if args.smoke else f"{'within' if worst <= TARGET else 'OVER'} the {TARGET:g} s target"

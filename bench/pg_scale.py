@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "bench")]
 import postgres  # noqa: E402  (the tests' own cluster)
 from fslab.results import ResultsDB  # noqa: E402
-from fslab.running import environment
+from fslab.running import environment  # noqa: E402
 from fslab.study import parse_study  # noqa: E402
 from report_scale import SCALE, line, study_text, timed  # noqa: E402
 from synthetic import store_study_run  # noqa: E402
@@ -71,23 +71,34 @@ def fill(url: str, study_run_id: int, runs: int, metrics: int) -> tuple[int, int
         own = conn.execute(sa.text("SELECT count(*) FROM runs WHERE study_run_id = :id"), {"id": study_run_id}).scalar()
         others = max(0, (runs - own) // own)
         conn.execute(
-            sa.text("""INSERT INTO study_runs (study, study_path, study_source, scale, repetitions, plan_seed, started_at, finished_at, status,
-                       environment, settings, outcome, owner, fslab_version, uid)
-                   SELECT study, study_path, study_source, scale, repetitions, plan_seed + g, started_at - g * interval '1 day',
-                       finished_at - g * interval '1 day', status, environment, settings, outcome, owner, fslab_version, md5(g::text)
+            sa.text("""INSERT INTO study_runs (study, study_path, study_source, scale, repetitions, plan_seed,
+                       started_at, finished_at, status, environment, settings, outcome, owner, fslab_version, uid)
+                   SELECT study, study_path, study_source, scale, repetitions, plan_seed + g,
+                       started_at - g * interval '1 day', finished_at - g * interval '1 day', status, environment,
+                       settings, outcome, owner, fslab_version, md5(g::text)
                    FROM study_runs, generate_series(1, :n) g WHERE id = :id"""),
             {"n": others, "id": study_run_id},
         )
         for table in ("targets", "workloads"):
             columns = [c for c in sa.inspect(conn).get_columns(table) if c["name"] != "study_run_id"]
             names = ", ".join(c["name"] for c in columns)
-            conn.execute(sa.text(f"INSERT INTO {table} (study_run_id, {names}) SELECT s.id, {', '.join('t.' + c['name'] for c in columns)} "
-                                 f"FROM {table} t CROSS JOIN study_runs s WHERE t.study_run_id = :id AND s.id <> :id"), {"id": study_run_id})  # fmt: skip
-        # The runs' lean columns (their job files, outputs and details are not what a summary of another study run reads).
+            selected = ", ".join("t." + c["name"] for c in columns)
+            conn.execute(
+                sa.text(
+                    f"INSERT INTO {table} (study_run_id, {names}) SELECT s.id, {selected} "
+                    f"FROM {table} t CROSS JOIN study_runs s WHERE t.study_run_id = :id AND s.id <> :id"
+                ),
+                {"id": study_run_id},
+            )
+        # The runs' lean columns (their job files, outputs and details are not what a summary of another
+        # study run reads).
         conn.execute(
-            sa.text("""INSERT INTO runs (study_run_id, target, workload, repetition, warmup, block, position, started_at, finished_at, status, buffered, timings)
-                   SELECT s.id, r.target, r.workload, r.repetition, r.warmup, r.block, r.position, r.started_at, r.finished_at, r.status, r.buffered, r.timings
-                   FROM runs r CROSS JOIN study_runs s WHERE r.study_run_id = :id AND s.id <> :id ORDER BY s.id, r.id"""),
+            sa.text("""INSERT INTO runs (study_run_id, target, workload, repetition, warmup, block, position,
+                       started_at, finished_at, status, buffered, timings)
+                   SELECT s.id, r.target, r.workload, r.repetition, r.warmup, r.block, r.position, r.started_at,
+                       r.finished_at, r.status, r.buffered, r.timings
+                   FROM runs r CROSS JOIN study_runs s WHERE r.study_run_id = :id AND s.id <> :id
+                   ORDER BY s.id, r.id"""),
             {"id": study_run_id},
         )
         # The planner's figures for the runs just stored: without them it joins a million runs with
@@ -97,15 +108,19 @@ def fill(url: str, study_run_id: int, runs: int, metrics: int) -> tuple[int, int
             name
             for (name,) in conn.execute(
                 sa.text(
-                    'SELECT name FROM metrics GROUP BY name ORDER BY bool_or("primary") DESC, bool_or(compared) DESC, name LIMIT :n'
+                    "SELECT name FROM metrics GROUP BY name ORDER BY "
+                    'bool_or("primary") DESC, bool_or(compared) DESC, name LIMIT :n'
                 ),
                 {"n": metrics},
             )
         ]
         conn.execute(
             sa.text("""INSERT INTO metrics (run_id, phase, name, value, unit, higher_is_better, "primary", compared)
-                   SELECT f.id, m.phase, m.name, m.value * (0.9 + random() * 0.2), m.unit, m.higher_is_better, m."primary", m.compared
-                   FROM runs f JOIN runs r ON r.study_run_id = :id AND (r.target, r.workload, r.repetition, r.warmup) = (f.target, f.workload, f.repetition, f.warmup)
+                   SELECT f.id, m.phase, m.name, m.value * (0.9 + random() * 0.2), m.unit, m.higher_is_better,
+                       m."primary", m.compared
+                   FROM runs f JOIN runs r ON r.study_run_id = :id
+                       AND (r.target, r.workload, r.repetition, r.warmup)
+                           = (f.target, f.workload, f.repetition, f.warmup)
                    JOIN metrics m ON m.run_id = r.id AND m.name = ANY(:kept)
                    WHERE f.study_run_id <> :id"""),
             {"id": study_run_id, "kept": kept},
@@ -196,14 +211,18 @@ def start_up(env: dict, cwd: Path) -> float:
     row (fslab's modules, SQLAlchemy and psycopg, numpy, scipy.special for Student's t and rich's
     Markdown), as fslab loads them (OpenBLAS without its threads, __main__.py): the part of the
     figure no query or statistic can shorten."""
-    modules = "fslab.cli, fslab.report.formats, fslab.report.sections, sqlalchemy.dialects.postgresql.psycopg, scipy.special, rich.markdown"
+    modules = (
+        "fslab.cli, fslab.report.formats, fslab.report.sections, "
+        "sqlalchemy.dialects.postgresql.psycopg, scipy.special, rich.markdown"
+    )
     return timed([sys.executable, "-c", f"import {modules}"], {**env, "OPENBLAS_NUM_THREADS": "1"}, cwd)[0]
 
 
 def print_phases(env: dict, directory: Path, url: str, study_run_id: int, repeat: int) -> None:
     """The figure's parts: starting (a process of its own), then the summary's phases in this one."""
     print(
-        f"  of which starting (Python, the modules it loads): {statistics.median(start_up(env, directory) for _ in range(repeat)):.2f} s"
+        "  of which starting (Python, the modules it loads): "
+        f"{statistics.median(start_up(env, directory) for _ in range(repeat)):.2f} s"
     )
     print(
         "  then, in-process: "

@@ -30,9 +30,10 @@ Run: .venv/bin/python bench/report_scale.py [--keep DIR] [--repeat 3] [--team RU
 The database goes into a temporary directory in /var/tmp, deleted afterwards, unless --keep
 names a directory to build it in and keep it (DIR/scale.db, used as it is when it is there).
 `--smoke`: one study run of 2 targets × 1 workload × 2 runs (a team's database of 3 copies of it),
-`fslab summary` and `fslab report` once each — not the summary with its runs files deleted (no target), nor --figures or --png (drawing
-every chart again, which tests/test_report_html.py proves): proves the script runs, in seconds;
-its figures are printed, not judged against the targets.
+`fslab summary` and `fslab report` once each — not the summary with its runs files deleted (no
+target), nor --figures or --png (drawing every chart again, which tests/test_report_html.py
+proves): proves the script runs, in seconds; its figures are printed, not judged against the
+targets.
 """
 
 from __future__ import annotations
@@ -115,7 +116,8 @@ def study_text(targets: int, workloads: int, runs: int) -> str:
     builtin = BUILTIN[:workloads]
     own = list(OWN)[: max(0, workloads - len(BUILTIN))]
     lines = [
-        "[study]", 'name = "scale"', f"repetitions = {runs}", f"workloads = {json.dumps(builtin)}", 'image_size = "16GiB"', "",
+        "[study]", 'name = "scale"', f"repetitions = {runs}", f"workloads = {json.dumps(builtin)}",
+        'image_size = "16GiB"', "",
         "[fio]", 'size = "2GiB"', 'runtime = "30s"', 'ramp_time = "2s"', "",
     ]  # fmt: skip
     for name, filesystem, options in TARGETS[:targets]:
@@ -223,7 +225,8 @@ def timed(argv: list[str], env: dict, cwd: Path) -> tuple[float, int, float]:
             err.seek(0)
             out.seek(0)
             sys.exit(
-                f"{' '.join(argv)} failed ({child.returncode}):\n{out.read().decode()[-2000:]}\n{err.read().decode()[-4000:]}"
+                f"{' '.join(argv)} failed ({child.returncode}):\n"
+                f"{out.read().decode()[-2000:]}\n{err.read().decode()[-4000:]}"
             )
     return seconds, usage.ru_maxrss * 1024, usage.ru_utime + usage.ru_stime
 
@@ -243,7 +246,10 @@ def line(
     times = [t for t, _, _ in results]
     peak = max(r for _, r, _ in results)
     cpu = statistics.median(c for _, _, c in results)
-    said = f"{name:<30} {len(results)}×: median {statistics.median(times):6.2f} s, min {min(times):6.2f} s, CPU {cpu:6.2f} s, peak RSS {peak / 1e6:4.0f} MB"
+    said = (
+        f"{name:<30} {len(results)}×: median {statistics.median(times):6.2f} s, "
+        f"min {min(times):6.2f} s, CPU {cpu:6.2f} s, peak RSS {peak / 1e6:4.0f} MB"
+    )
     if seconds is not None:
         said += f"   target ≤ {seconds:g} s: {'met' if statistics.median(times) <= seconds else 'OVER'}"
     if memory is not None:
@@ -297,7 +303,8 @@ def main() -> None:
         kept = summary_files.exists()
         summary = [*fslab, "summary", str(last)]
         print(
-            f"each command in a process of its own ({sys.executable} -m fslab, fslab from {ROOT / 'src'}), the last study run:"
+            f"each command in a process of its own ({sys.executable} "
+            f"-m fslab, fslab from {ROOT / 'src'}), the last study run:"
         )
         # `fslab run` writes runs.csv and runs.json as it ends, so a summary asked for later finds
         # them current and leaves them; without them (deleted), it writes them as well (no

@@ -86,7 +86,8 @@ def main() -> None:
         size = len(study_text(sizes[1], table).encode()) / 1e6
         verdict = "smoke: not judged" if args.smoke else "met" if large <= TARGET_SECONDS else "MISSED"
         print(
-            f"{shape:<16} {small:>11.3f} s {large:>12.3f} s {large / small:>6.1f}  {verdict:<28}  {outcome} ({size:.1f} MB)"
+            f"{shape:<16} {small:>11.3f} s {large:>12.3f} s "
+            f"{large / small:>6.1f}  {verdict:<28}  {outcome} ({size:.1f} MB)"
         )
     seconds, outcome = check_seconds(swept_study(), repeat)
     print(f"{'1,000,000 targets':<16} {seconds:>11.3f} s  (one ext4 table sweeping 100 × 100 × 100 values: {outcome})")
@@ -98,7 +99,10 @@ def swept_study() -> str:
     def values(pattern: str) -> str:
         return "[" + ", ".join(f'"{pattern.format(i + 1)}"' for i in range(100)) + "]"
 
-    sweeps = f"mkfs_options = {values('-E stride={}')}\nmount_options = {values('commit={}')}\nimage_size = {values('{}GiB')}\n"
+    sweeps = (
+        f"mkfs_options = {values('-E stride={}')}\nmount_options = "
+        f"{values('commit={}')}\nimage_size = {values('{}GiB')}\n"
+    )
     return HEAD + sweeps + '\n[[workload]]\nname = "w"\nrw = "write"\n'
 
 

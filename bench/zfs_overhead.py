@@ -107,7 +107,8 @@ def show(label: str, overhead: Overhead) -> None:
     print(f"{label}: {len(overhead.stored)} runs, {overhead.daemons} zfs-fuse daemon(s)")
     for name, figures in (("stored", overhead.stored), ("cycle", overhead.cycle)):
         print(
-            f"  {name:6} overhead per run: median {statistics.median(figures):.2f} s, mean {statistics.mean(figures):.2f} s  ({' '.join(f'{x:.2f}' for x in figures)})"
+            f"  {name:6} overhead per run: median {statistics.median(figures):.2f} s, mean "
+            f"{statistics.mean(figures):.2f} s  ({' '.join(f'{x:.2f}' for x in figures)})"
         )
     print(
         "  phases (median s): "

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -24,6 +25,12 @@ from fslab.core.journal import Journal
 from fslab.core.names import workdir_tag
 from fslab.core.scratch import SCRATCH_IN_RAM
 from fslab.core.workdir import Workdir
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
+
+    import fleet
+    import postgres
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TOYS = Path(__file__).parent / "toys"  # one module each, as a new filesystem, kind, monitor or format is added
@@ -90,7 +97,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     (`make check`'s lane) run as any user."""
     if item.get_closest_marker("root") and os.geteuid() != 0:
         pytest.fail(
-            "this test formats and mounts loop images: run it as root (make test); `make check` runs the tests that need no root",
+            "this test formats and mounts loop images: run it as root "
+            "(make test); `make check` runs the tests that need no root",
             pytrace=False,
         )
 
@@ -201,6 +209,20 @@ def fleet_lab(needs_root: None) -> Iterator[fleet.Lab]:
 
     with fleet.lab(3) as found:
         yield found
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Debian's Chromium (the Makefile installs it; playwright downloads no browser), headless, driven
+    by playwright: the page tests' (each such test is marked `browser`)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=["--headless=new"])
+        try:
+            yield launched
+        finally:
+            launched.close()
 
 
 @pytest.fixture

@@ -60,7 +60,8 @@ export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/r
 keep_in_ram() {{
     for tool in "$@"; do
         binary=$(realpath "$(command -v "$tool")") || continue
-        touch -c "$binary" $(ldd "$binary" 2>/dev/null | awk '{{for (i = 1; i <= NF; i++) if (substr($i, 1, 1) == "/") print $i}}')
+        touch -c "$binary" $(ldd "$binary" 2>/dev/null |
+            awk '{{for (i = 1; i <= NF; i++) if (substr($i, 1, 1) == "/") print $i}}')
     done
 }}
 export -f keep_in_ram

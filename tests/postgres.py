@@ -90,7 +90,8 @@ class Cluster:
     def sql(self, statement: str, database: str = "postgres") -> str:
         """Runs one statement through psql on the cluster's socket; its output, unaligned."""
         done = subprocess.run(
-            [str(bin_directory() / "psql"), "-h", str(self.directory), "-p", str(self.port), "-U", USER, "-d", database, "-At", "-v", "ON_ERROR_STOP=1", "-c", statement],
+            [str(bin_directory() / "psql"), "-h", str(self.directory), "-p", str(self.port), "-U", USER, "-d", database,
+             "-At", "-v", "ON_ERROR_STOP=1", "-c", statement],
             capture_output=True, text=True, check=True,
         )  # fmt: skip
         return done.stdout.strip()
@@ -143,7 +144,10 @@ def cluster(listen: Sequence[str] = ("127.0.0.1",)) -> Iterator[Cluster]:
         ]
         with (data / "pg_hba.conf").open("a") as hba:
             hba.writelines(f"host all all {subnet} scram-sha-256\n" for subnet in subnets)
-        options = f"-c listen_addresses='{','.join(listen)}' -c port={port} -c unix_socket_directories='{directory}' -c fsync=off -c max_connections=200"
+        options = (
+            f"-c listen_addresses='{','.join(listen)}' -c port={port} -c "
+            f"unix_socket_directories='{directory}' -c fsync=off -c max_connections=200"
+        )
         found = Cluster(directory, port, listen[0], options)
         found._start()
         yield found

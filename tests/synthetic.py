@@ -99,9 +99,12 @@ def monitored(rng: random.Random, moved: dict[str, float], filesystem: str, comp
     user, system, iowait = rng.uniform(2, 15), rng.uniform(5, 30), rng.uniform(10, 60)
     written, read = moved.get("write_bytes", 0.0), moved.get("read_bytes", 0.0)
     found = [
-        Metric("host_cpu_busy_pct", user + system, "%", False), Metric("host_cpu_busy_peak_pct", min(100.0, (user + system) * rng.uniform(1.2, 2)), "%", False),
-        Metric("host_cpu_user_pct", user, "%", False), Metric("host_cpu_system_pct", system, "%", False), Metric("host_cpu_iowait_pct", iowait, "%", False),
-        Metric("device_read_bytes", read * rng.uniform(1.0, 1.05), "B", False), Metric("device_written_bytes", written * rng.uniform(1.0, 1.4), "B", False),
+        Metric("host_cpu_busy_pct", user + system, "%", False),
+        Metric("host_cpu_busy_peak_pct", min(100.0, (user + system) * rng.uniform(1.2, 2)), "%", False),
+        Metric("host_cpu_user_pct", user, "%", False), Metric("host_cpu_system_pct", system, "%", False),
+        Metric("host_cpu_iowait_pct", iowait, "%", False),
+        Metric("device_read_bytes", read * rng.uniform(1.0, 1.05), "B", False),
+        Metric("device_written_bytes", written * rng.uniform(1.0, 1.4), "B", False),
     ]  # fmt: skip
     if written:
         found.append(Metric("write_amplification", found[-1].value / written, "×", False))
@@ -167,9 +170,10 @@ def hist_logs(fixture: str, windows: int = 50, window_ms: int = 1200) -> str:
 
 def device_facts(index: int, image_size: int, target: str) -> list[dict]:
     return [{
-        "device": f"/dev/loop{index}", "kind": "loop", "size": image_size, "diskseq": 40 + index, "model": None, "serial": None, "wwn": None,
-        "firmware": None, "rotational": False, "logical_sector": 512, "physical_sector": 512, "scheduler": "none", "nr_requests": 128,
-        "queue_depth": None, "discard": True, "backing_file": f"/var/tmp/fslab/images/{target}.img",
+        "device": f"/dev/loop{index}", "kind": "loop", "size": image_size, "diskseq": 40 + index, "model": None,
+        "serial": None, "wwn": None, "firmware": None, "rotational": False, "logical_sector": 512,
+        "physical_sector": 512, "scheduler": "none", "nr_requests": 128, "queue_depth": None, "discard": True,
+        "backing_file": f"/var/tmp/fslab/images/{target}.img",
     }]  # fmt: skip
 
 
@@ -181,7 +185,8 @@ FS_DETAILS = {
     "xfs": "\n".join(
         f"meta-data=/dev/loop0 isize=512 agcount=4, agsize=524288 blks  sectsz=512 attr=2 (line {i})" for i in range(12)
     ),
-    "btrfs": "Data, single: total=2.00GiB, used=1.99GiB\nSystem, DUP: total=8.00MiB, used=16.00KiB\nMetadata, DUP: total=256.00MiB, used=2.20MiB\nGlobalReserve, single: total=5.50MiB, used=0.00B",
+    "btrfs": "Data, single: total=2.00GiB, used=1.99GiB\nSystem, DUP: total=8.00MiB, used=16.00KiB\n"
+    "Metadata, DUP: total=256.00MiB, used=2.20MiB\nGlobalReserve, single: total=5.50MiB, used=0.00B",
 }
 EFFECTIVE = {
     "zfs": "rw,relatime,user_id=0,group_id=0,default_permissions,allow_other",
@@ -262,9 +267,10 @@ def _record(
     target, workload = planned.cell.target, planned.cell.workload
     loop = planned.position % 8
     record = RunRecord(
-        target=target.name, workload=workload.name, repetition=planned.repetition, warmup=planned.warmup, block=planned.block, position=planned.position,
-        started_at=started, finished_at=started, status="failed", buffered=not workload.direct, image_size=target.image_size,
-        mount_options_requested=target.mount_options, data_pattern=workload.tool.data_pattern(), device_facts=device_facts(loop, target.image_size, target.name),
+        target=target.name, workload=workload.name, repetition=planned.repetition, warmup=planned.warmup,
+        block=planned.block, position=planned.position, started_at=started, finished_at=started, status="failed",
+        buffered=not workload.direct, image_size=target.image_size, mount_options_requested=target.mount_options,
+        data_pattern=workload.tool.data_pattern(), device_facts=device_facts(loop, target.image_size, target.name),
     )  # fmt: skip
     fs = FILESYSTEMS[target.filesystem]
     if failed:
@@ -298,10 +304,16 @@ def _record(
     }
     details = FS_DETAILS.get(target.filesystem, "")
     return replace(
-        record, status="ok", finished_at=started + timedelta(seconds=sum(timings.values())), job_file=job_for(workload, ready),
-        outputs=[RawOutput("", "fio", text), *fio_parser.stored_bins("", text), RawOutput("", fio_parser.LOG_TOOL, fio_logs(rng, values)), RawOutput("", fio_hist.HIST_TOOL, hist_logs(fixture))], device=ready.described, direct_io_loop=True,
-        mkfs_command=None if target.filesystem == "raw" else [f"mkfs.{target.filesystem}", "-f" if target.filesystem != "ext4" else "-F", ready.top],
-        mount_options_effective=effective, fs_details=details, timings=timings, options_applied=fs.options_applied(target.spec(), effective, details),
+        record, status="ok", finished_at=started + timedelta(seconds=sum(timings.values())),
+        job_file=job_for(workload, ready),
+        outputs=[RawOutput("", "fio", text), *fio_parser.stored_bins("", text),
+                 RawOutput("", fio_parser.LOG_TOOL, fio_logs(rng, values)),
+                 RawOutput("", fio_hist.HIST_TOOL, hist_logs(fixture))],
+        device=ready.described, direct_io_loop=True,
+        mkfs_command=None if target.filesystem == "raw"
+        else [f"mkfs.{target.filesystem}", "-f" if target.filesystem != "ext4" else "-F", ready.top],
+        mount_options_effective=effective, fs_details=details, timings=timings,
+        options_applied=fs.options_applied(target.spec(), effective, details),
         metrics=metrics + monitored(rng, moved, target.filesystem, fs.compresses(effective, details)),
     )  # fmt: skip
 

@@ -360,7 +360,10 @@ def test_device_fields_are_checked_and_located(target, where, message):
 
 
 def test_a_raw_baseline_of_named_devices_is_on_those_devices():
-    text = '[study]\nname = "s"\nworkloads = ["seq_read"]\n[[target]]\nname = "m"\nfilesystem = "btrfs"\ndevices = ["/dev/sdb", "/dev/disk/by-id/x"]\nraw_baseline = true\n'
+    text = (
+        '[study]\nname = "s"\nworkloads = ["seq_read"]\n[[target]]\nname = "m"\nfilesystem '
+        '= "btrfs"\ndevices = ["/dev/sdb", "/dev/disk/by-id/x"]\nraw_baseline = true\n'
+    )
     mirror, raw1, raw2 = parse_study(text, "s.toml", base_dir=Path(".")).targets
     assert mirror.named == ("/dev/sdb", "/dev/disk/by-id/x") and mirror.devices == 2
     assert (raw1.name, raw1.filesystem, raw1.named) == ("m/raw-1", "raw", ("/dev/sdb",))
@@ -376,7 +379,8 @@ def test_a_workload_too_big_for_the_users_device_is_refused_once_its_size_is_kno
         assert result.returncode == 2, result.stdout + result.stderr
         said = " ".join(result.stderr.split())
         assert (
-            "workload 'seq_write' needs 1GiB but target 'mine' has 268.4MiB free after ext4's mkfs and mount on a device of 320MiB; a device of 1156MiB would do"
+            "workload 'seq_write' needs 1GiB but target 'mine' has 268.4MiB free after "
+            "ext4's mkfs and mount on a device of 320MiB; a device of 1156MiB would do"
             in said
             and "nothing was attached or formatted" in said
         )

@@ -88,13 +88,15 @@ def test_nas_stack_skips_what_this_machine_lacks_and_says_why(nas):
         for raw in ("ext4-stack/raw-1", "ext4-stack/raw-2"):  # its raw baselines with it, said so
             assert (
                 raw,
-                "it is the raw baseline of 'ext4-stack', which cannot run here: it measures that target's devices alone",
+                "it is the raw baseline of 'ext4-stack', which cannot "
+                "run here: it measures that target's devices alone",
             ) in skipped
             assert raw not in ran
     if engine().fuse:
         assert (
             "zfs-mirror-encrypted",
-            "ZFS native encryption is not supported by this ZFS engine (zfs-fuse's pool version 23 predates it); it needs OpenZFS 0.8 or later with its kernel module",
+            "ZFS native encryption is not supported by this ZFS engine (zfs-fuse's pool "
+            "version 23 predates it); it needs OpenZFS 0.8 or later with its kernel module",
         ) in skipped
         assert "zfs-mirror-encrypted" not in ran
     assert "Skipped:" in nas.result.stdout

@@ -123,7 +123,8 @@ def test_small_and_odd_reports():
         parse("dd: error writing '/mnt/t/dd': No space left on device\n")
     with pytest.raises(ValueError, match="LC_ALL=C"):
         parse(
-            "1024+0 registros leídos\n1024+0 registros escritos\n1073741824 bytes (1,1 GB, 1,0 GiB) copiados, 0,8 s, 1,3 GB/s\n"
+            "1024+0 registros leídos\n1024+0 registros escritos\n"
+            "1073741824 bytes (1,1 GB, 1,0 GiB) copiados, 0,8 s, 1,3 GB/s\n"
         )
 
 

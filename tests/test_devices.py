@@ -85,7 +85,8 @@ from fslab.core.identity import FileId
 from fslab.model import Target
 wd = Workdir(Path(sys.argv[1]))
 with image_file(wd.journal, wd.images, "killed", 320 * 2**20, fill=False) as image, attached(wd.journal, image) as loop:
-    with FILESYSTEMS["xfs"].provision(wd.journal, Stack.on(on_loops([loop])), wd.mounts / "killed", Target("killed", "xfs", (), "noatime", 320 * 2**20, "sparse")):
+    target = Target("killed", "xfs", (), "noatime", 320 * 2**20, "sparse")
+    with FILESYSTEMS["xfs"].provision(wd.journal, Stack.on(on_loops([loop])), wd.mounts / "killed", target):
         os._exit(9)  # dies holding a loop device and a mount, as a killed fslab would
 """
 
@@ -119,7 +120,8 @@ def test_the_next_study_releases_what_a_killed_run_held(workdir, tmp_path):
     kill_midway(workdir)
     study = tmp_path / "s.toml"
     study.write_text(
-        '[study]\nname = "after"\nrepetitions = 1\nworkloads = ["seq_write"]\nimage_size = "512MiB"\nimage_fill = "sparse"\n[fio]\nsize = "32MiB"\nruntime = "1s"\n[[target]]\nfilesystem = "xfs"\n'
+        '[study]\nname = "after"\nrepetitions = 1\nworkloads = ["seq_write"]\nimage_size = "512MiB"\n'
+        'image_fill = "sparse"\n[fio]\nsize = "32MiB"\nruntime = "1s"\n[[target]]\nfilesystem = "xfs"\n'
     )
     result = fslab("run", str(study), "--no-ceiling", "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
     assert result.returncode == 0, result.stdout + result.stderr

@@ -280,7 +280,8 @@ def test_a_users_job_file_runs_unchanged_but_for_its_directory(workdir, tmp_path
     )
     study = write_study(
         tmp_path,
-        '[study]\nname = "jobfile"\nrepetitions = 1\nimage_size = "512MiB"\nimage_fill = "sparse"\n[[target]]\nfilesystem = "xfs"\n[[workload]]\nname = "mine"\njob_file = "mine.fio"\n',
+        '[study]\nname = "jobfile"\nrepetitions = 1\nimage_size = "512MiB"\nimage_fill = "sparse"\n'
+        '[[target]]\nfilesystem = "xfs"\n[[workload]]\nname = "mine"\njob_file = "mine.fio"\n',
     )
     db = tmp_path / "r.db"
     result = fslab("run", str(study), "--no-ceiling", "--db", str(db), "--workdir", str(workdir.root))

@@ -144,7 +144,8 @@ def test_a_missing_tool_is_refused_before_anything_is_made(workdir, tmp_path, mo
     assert result.returncode == 2, result.stdout + result.stderr
     message = " ".join(result.stderr.split())
     assert (
-        "the study cannot run here; nothing was attached or formatted: target 'xfs': xfs tools: not installed — apt-get install xfsprogs"
+        "the study cannot run here; nothing was attached or formatted: "
+        "target 'xfs': xfs tools: not installed — apt-get install xfsprogs"
         in message
         and "Traceback" not in message
     )

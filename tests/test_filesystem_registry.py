@@ -39,7 +39,8 @@ def test_the_registry_loads_a_filesystem_only_when_it_is_asked_for():
     assert "fslab.filesystems.ext4" in loaded_after("from fslab.filesystems import FILESYSTEMS; FILESYSTEMS['ext4']")
     study = '[study]\nname = "s"\nworkloads = ["seq_read"]\n[[target]]\nfilesystem = "ext4"\n'
     loaded = loaded_after(
-        f"from pathlib import Path\nfrom fslab.study import parse_study\nparse_study({study!r}, 's.toml', base_dir=Path('.'))"
+        "from pathlib import Path\nfrom fslab.study import parse_study\n"
+        f"parse_study({study!r}, 's.toml', base_dir=Path('.'))"
     )
     assert {"fslab.filesystems.ext4"} <= set(loaded) and not {
         "fslab.filesystems.zfs",
@@ -84,7 +85,8 @@ def test_a_filesystem_declares_its_own_target_fields_and_another_filesystems_are
     )
     assert f"allowed: {', '.join(FILESYSTEMS.shipped)}, ext2" in refusal('filesystem = "ext3"\n'), "the toy last"
     assert re.search(
-        r"unknown field 'reserve' \(did you mean 'reserved'\?\); allowed: .*, arc_max, reserved \(in target\[0\]\.reserve\)",
+        r"unknown field 'reserve' \(did you mean 'reserved'\?\); "
+        r"allowed: .*, arc_max, reserved \(in target\[0\]\.reserve\)",
         refusal('filesystem = "ext2"\nreserve = 1\n'),
     )
     [ext4] = parse_study(head + 'filesystem = "ext4"\n', "s.toml", base_dir=Path(".")).targets

@@ -109,8 +109,9 @@ def test_addresses_are_ip_literals_on_loopback_or_an_allowed_private_network():
         ipaddress.ip_address("::1"), 9000
     )
     refused = {
-        "host-a=localhost:8765": "not an IP address", "host-a=0.0.0.0:8765": "not one address", "host-a=192.168.1.2:8765": "neither loopback",
-        "host-a=127.0.0.1": "not ADDRESS:PORT", "host-a=127.0.0.1:80": "between 1024", "a.b=127.0.0.1:8765": "host name",
+        "host-a=localhost:8765": "not an IP address", "host-a=0.0.0.0:8765": "not one address",
+        "host-a=192.168.1.2:8765": "neither loopback", "host-a=127.0.0.1": "not ADDRESS:PORT",
+        "host-a=127.0.0.1:80": "between 1024", "a.b=127.0.0.1:8765": "host name",
     }  # fmt: skip
     for entry, said in refused.items():
         with pytest.raises(Refused, match=said):

@@ -59,7 +59,10 @@ def test_every_example_that_runs_by_hand_runs_in_fslab_but_those_the_table_says_
 
 
 def study_text() -> str:
-    text = '[study]\nname = "fio-examples"\nrepetitions = 1\nimage_size = "64GiB"\nimage_fill = "sparse"\n\n[[target]]\nfilesystem = "ext4"\n'
+    text = (
+        '[study]\nname = "fio-examples"\nrepetitions = 1\nimage_size = '
+        '"64GiB"\nimage_fill = "sparse"\n\n[[target]]\nfilesystem = "ext4"\n'
+    )
     for name in RUN:
         beside = "".join(f'{field} = "{value}"\n' for field, value in BESIDE.get(name, {}).items())
         text += f'\n[[workload]]\nname = "{name.removesuffix(".fio")}"\njob_file = "{EXAMPLES / name}"\n{beside}'

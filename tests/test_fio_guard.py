@@ -37,7 +37,10 @@ name = "mine"
 job_file = "mine.fio"
 """
 
-GOOD_JOB = "[global]\ndirectory=/somewhere/else\nioengine=libaio\n[job1]\nrw=randread\nbs=8k\ndirect=1\nsize=16m\nruntime=1\ntime_based\n"
+GOOD_JOB = (
+    "[global]\ndirectory=/somewhere/else\nioengine=libaio\n[job1]\n"
+    "rw=randread\nbs=8k\ndirect=1\nsize=16m\nruntime=1\ntime_based\n"
+)
 
 
 def refused_run(workdir, tmp_path: Path, study_text: str, job: str | None = None) -> str:
@@ -153,8 +156,8 @@ def test_render_points_the_checked_job_at_the_target():
     )
     text = render(job, directory=Path("/mnt/t"), device=None, fixed={"group_reporting": "1"})
     assert (
-        text
-        == "[global]\ndirectory=/mnt/t\n[global]\n[a]\nfilename=data.1\nrw=write\nruntime=2s\ngroup_reporting=1\n[b]\nstonewall\nruntime=1\nramp_time=500ms\ngroup_reporting=1\n"
+        text == "[global]\ndirectory=/mnt/t\n[global]\n[a]\nfilename=data.1\nrw=write\nruntime=2s\n"
+        "group_reporting=1\n[b]\nstonewall\nruntime=1\nramp_time=500ms\ngroup_reporting=1\n"
     )
     on_device = render(job, directory=None, device="/dev/loop7")
     assert "filename=/dev/loop7" in on_device and "data.1" not in on_device, (
@@ -417,7 +420,8 @@ def test_a_job_file_line_that_reaches_outside_in_any_spelling_is_refused(line, s
 def test_a_section_fio_would_read_as_global_is_refused():
     with pytest.raises(
         Refused,
-        match=r"j.fio:1: job name 'globalx' is refused: fio reads every section whose name begins with 'global' as \[global\]",
+        match=r"j.fio:1: job name 'globalx' is refused: fio reads every "
+        r"section whose name begins with 'global' as \[global\]",
     ):
         parse_job_file("[globalx]\nrw=read\n[a]\nrw=write\n", "j.fio")
 

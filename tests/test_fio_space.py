@@ -102,14 +102,15 @@ def test_a_job_file_too_big_for_its_image_is_refused_before_anything_is_made_and
         parse_study(STUDY.replace("SIZE", "4GiB"), "study.toml", base_dir=EXAMPLES)
     assert "study.toml:3: study.image_size: " in str(refused.value)
     assert (
-        "workload 'tio' needs 8GiB but target 'ext4' has 3.6GiB free after ext4's mkfs and mount on an image of 4GiB; an image of "
-        in str(refused.value)
+        "workload 'tio' needs 8GiB but target 'ext4' has 3.6GiB free "
+        "after ext4's mkfs and mount on an image of 4GiB; an image of " in str(refused.value)
     )
     parse_study(STUDY.replace("SIZE", "10GiB"), "study.toml", base_dir=EXAMPLES)
     # scaled: 16 files of 512m × 0.01 (5m each) on 4GiB × 0.01
     with pytest.raises(
         StudyError,
-        match=r"workload 'tio' needs 80MiB but target 'ext4' has .* on an image of 41MiB; .*\(every size × --scale 0.01\)",
+        match=r"workload 'tio' needs 80MiB but target 'ext4' has .* "
+        r"on an image of 41MiB; .*\(every size × --scale 0.01\)",
     ):
         parse_study(STUDY.replace("SIZE", "4GiB"), "study.toml", base_dir=EXAMPLES, scale=0.01)
     parse_study(STUDY.replace("SIZE", "16GiB"), "study.toml", base_dir=EXAMPLES, scale=0.01)

@@ -61,7 +61,10 @@ def test_fio_3_33s_answers_are_its_table(answers):
 def test_what_fio_says_of_an_option_it_does_not_have_is_no_option(answers):
     with pytest.raises(HelpError, match="does not know the option 'threads'"):
         parse_option_help("No such command: threads", "threads")
-    closest = " - showing closest match\n              thread: Use threads instead of processes\n                type: empty or boolean value ([0|1])\n"
+    closest = (
+        " - showing closest match\n              thread: Use threads instead "
+        "of processes\n                type: empty or boolean value ([0|1])\n"
+    )
     with pytest.raises(HelpError, match="does not know the option 'threads'"):
         parse_option_help(closest, "threads")  # what fio prints on stdout when it has no such option
     with pytest.raises(HelpError, match="--cmdhelp=thread describes 'bs'"):
@@ -71,7 +74,8 @@ def test_what_fio_says_of_an_option_it_does_not_have_is_no_option(answers):
     with pytest.raises(HelpError, match="not a line of fio's option list"):
         parse_option_list("rw : IO direction\n      bs : too deep\n")
     assert parse_option_list("rw : IO\n  bs : Block\n    x : deeper\n  ba : Align\nsize : Size\n") == [
-        ("rw", "IO", None), ("bs", "Block", "rw"), ("x", "deeper", "bs"), ("ba", "Align", "rw"), ("size", "Size", None)]  # fmt: skip
+        ("rw", "IO", None), ("bs", "Block", "rw"), ("x", "deeper", "bs"), ("ba", "Align", "rw"),
+        ("size", "Size", None)]  # fmt: skip
 
 
 def test_the_questions_come_in_three_rounds(answers):
@@ -238,7 +242,8 @@ def no_fio(tmp_path, monkeypatch):
 def test_without_fio_the_guard_says_so_and_reading_stored_jobs_asks_no_fio(no_fio, tmp_path):
     with pytest.raises(
         FioUnavailable,
-        match=r"fio is not installed: fslab checks every fio option against fio's own description of it .*apt-get install fio",
+        match=r"fio is not installed: fslab checks every fio option "
+        r"against fio's own description of it .*apt-get install fio",
     ):
         option_problem("bs", "4k")
     assert stored_preallocation({"job": "[global]\nfallocate=posix\n[w]\nrw=write\nbs=4k\n"}) == "posix", (

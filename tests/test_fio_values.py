@@ -176,7 +176,8 @@ def test_a_job_file_line_fio_misreads_is_refused_naming_file_line_and_option():
     with pytest.raises(FioRefused) as refused:
         parse_job_file("[global]\nioengine=libaio\n[a]\nrw=read\nruntime=2sec\n", "mine.fio")
     assert str(refused.value) == (
-        "mine.fio:5 [a]: runtime=2sec is refused: fio 3.33 knows no time unit 'sec' (its HOWTO lists sec, its code does not): fio reads 2sec as 2 µs; write 2s"
+        "mine.fio:5 [a]: runtime=2sec is refused: fio 3.33 knows no time unit 'sec' "
+        "(its HOWTO lists sec, its code does not): fio reads 2sec as 2 µs; write 2s"
     )
 
 
@@ -284,7 +285,8 @@ def test_a_fio_that_reads_a_value_otherwise_than_fslab_is_caught_before_the_stud
     )
     problems = parse_all([(GOOD, "workload 'w'")], directory=tmp_path)
     assert problems == [
-        "workload 'w': this fio reads runtime=2 as 2 s, fslab as 4 s: fslab's figures would not be what fio ran (fslab reads fio's values as fio 3.33 does)"
+        "workload 'w': this fio reads runtime=2 as 2 s, fslab as 4 s: fslab's figures "
+        "would not be what fio ran (fslab reads fio's values as fio 3.33 does)"
     ]
 
 

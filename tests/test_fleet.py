@@ -36,7 +36,8 @@ def study_file(tmp_path, repetitions: int = 2):
 def stored(f, study_run_id: int) -> list[tuple[str, ...]]:
     """Each (host, target, workload, repetition) stored, with how many times."""
     rows = f.sql(
-        f"SELECT host, target, workload, repetition, count(*) FROM runs WHERE study_run_id = {study_run_id} GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"
+        "SELECT host, target, workload, repetition, count(*) FROM runs WHERE "
+        f"study_run_id = {study_run_id} GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"
     )
     return [tuple(line.split("|")) for line in rows.splitlines()]
 
@@ -263,7 +264,10 @@ def test_the_database_connection_cut_mid_run_loses_nothing(fleet_lab, tmp_path):
         )
         # Cut the worker's connections and keep the database closed until it has had a run to store meanwhile.
         f.pg.sql("ALTER DATABASE fleet ALLOW_CONNECTIONS false")
-        cut = f"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = 'fleet' AND client_addr = '{f.hosts[0].address}'"
+        cut = (
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            f"WHERE datname = 'fleet' AND client_addr = '{f.hosts[0].address}'"
+        )
         assert int(f.pg.sql(cut)) > 0
         f.wait("a run to store while the database is closed", lambda: "database connection lost" in worker.output())
         f.pg.sql("ALTER DATABASE fleet ALLOW_CONNECTIONS true")
@@ -446,13 +450,15 @@ def test_a_spread_study_run_divides_its_runs_between_two_workers_and_its_summary
         assert {h for h, *_ in found} == {"a", "b"}, "both hosts ran some"
         assert (
             f.sql(
-                f"SELECT count(*) FROM fleet_blocks WHERE study_run_id = {study_run_id} AND host IS NOT NULL AND claimed_at <= started_at AND started_at <= finished_at"
+                f"SELECT count(*) FROM fleet_blocks WHERE study_run_id = {study_run_id} AND "
+                "host IS NOT NULL AND claimed_at <= started_at AND started_at <= finished_at"
             )
             == "4"
         )
         assert (
             f.sql(
-                f"SELECT count(*) FROM fleet_units WHERE study_run_id = {study_run_id} AND queued_at <= claimed_at AND claimed_at <= started_at"
+                f"SELECT count(*) FROM fleet_units WHERE study_run_id = {study_run_id} "
+                "AND queued_at <= claimed_at AND claimed_at <= started_at"
             )
             == "2"
         ), "the queue's own time, per unit"
@@ -564,7 +570,10 @@ def test_a_worker_of_another_fslab_refuses_its_unit_naming_both_until_its_host_i
         assert queued.returncode == 0, queued.stderr
         study_run_id = int(queued.stdout.strip())
         told = " ".join(queued.stderr.split())
-        versions = f"worker old runs fslab 0.0.9 (schema {SCHEMA_VERSION}), and this is fslab {__version__} (schema {SCHEMA_VERSION})"
+        versions = (
+            f"worker old runs fslab 0.0.9 (schema {SCHEMA_VERSION}), "
+            f"and this is fslab {__version__} (schema {SCHEMA_VERSION})"
+        )
         assert versions in told, told
         assert "it will refuse its unit" in told and "worker new" not in told, told
 
@@ -575,7 +584,8 @@ def test_a_worker_of_another_fslab_refuses_its_unit_naming_both_until_its_host_i
         why = unit_of(f, study_run_id, "old")[1]
         assert why == (
             f"study run {study_run_id} was made by fslab {__version__}, "
-            f"and this worker runs fslab 0.0.9 (schema {SCHEMA_VERSION}): run a worker of fslab {__version__} on this host, or the study again"
+            f"and this worker runs fslab 0.0.9 (schema {SCHEMA_VERSION}): run "
+            f"a worker of fslab {__version__} on this host, or the study again"
         )
         assert f"old (no labels; fslab 0.0.9, schema {SCHEMA_VERSION}) waiting for units" in old.output()
         assert f"unit refused: study run {study_run_id} on old: {why}" in old.output()
@@ -614,7 +624,8 @@ def test_a_database_migrated_beneath_a_unit_stores_no_more_of_its_runs_and_refus
         assert kept < 3, "the run measured after the migration is not stored"
         assert why.endswith(
             f"is at schema version {SCHEMA_VERSION + 1} now, and this fslab {__version__} writes schema "
-            f"{SCHEMA_VERSION}: it stores nothing more there; upgrade fslab here to one that writes schema {SCHEMA_VERSION + 1} "
+            f"{SCHEMA_VERSION}: it stores nothing more there; upgrade "
+            f"fslab here to one that writes schema {SCHEMA_VERSION + 1} "
             '(docs/fleet.md, "Upgrading a fleet")'
         ), why
         assert f"unit refused: study run {study_run_id} on h: {why}" in worker.output() and postgres.PASSWORD not in why

@@ -36,7 +36,8 @@ def spread_on(f, tmp_path, targets: int, blocks: int) -> int:
 def counted(f, study_run_id: int) -> list[tuple[str, ...]]:
     """Each (target, repetition) stored as counted, with how many times."""
     rows = f.sql(
-        f"SELECT target, repetition, count(*) FROM runs WHERE study_run_id = {study_run_id} AND status <> 'superseded' GROUP BY 1, 2 ORDER BY 1, 2"
+        "SELECT target, repetition, count(*) FROM runs WHERE study_run_id = "
+        f"{study_run_id} AND status <> 'superseded' GROUP BY 1, 2 ORDER BY 1, 2"
     )
     return [tuple(line.split("|")) for line in rows.splitlines()]
 
@@ -58,7 +59,8 @@ def stored(f, study_run_id: int, target: str, repetition: str, host: str | None 
     """The status of each run of that target and repetition stored (by `host`, if named)."""
     by = f" AND host = '{host}'" if host else ""
     return f.sql(
-        f"SELECT status FROM runs WHERE study_run_id = {study_run_id} AND target = '{target}' AND repetition = {repetition}{by}"
+        f"SELECT status FROM runs WHERE study_run_id = {study_run_id} "
+        f"AND target = '{target}' AND repetition = {repetition}{by}"
     ).split()
 
 
@@ -151,7 +153,9 @@ def leases(pg_cluster):
     with db.engine.begin() as conn:
         conn.execute(
             sa.text(
-                "INSERT INTO study_runs (study, study_path, study_source, scale, repetitions, plan_seed, started_at, status, environment, fslab_version) VALUES ('s', 's.toml', '', 1, 1, 1, now(), 'running', '{}', 'x')"
+                "INSERT INTO study_runs (study, study_path, study_source, scale, "
+                "repetitions, plan_seed, started_at, status, environment, fslab_version) "
+                "VALUES ('s', 's.toml', '', 1, 1, 1, now(), 'running', '{}', 'x')"
             )
         )
     units.queued(db.engine, 1, ["a", "b"])

@@ -90,19 +90,22 @@ def test_a_study_on_one_host_drives_the_fio_servers_of_its_clients_workers_as_do
         study_run_id = int(f.sql("SELECT max(id) FROM study_runs"))
         assert (
             f.sql(
-                f"SELECT string_agg(host || ':' || status, ',' ORDER BY repetition) FROM runs WHERE study_run_id = {study_run_id}"
+                "SELECT string_agg(host || ':' || status, ',' ORDER BY "
+                f"repetition) FROM runs WHERE study_run_id = {study_run_id}"
             )
             == "driver:ok,driver:ok"
         )
         outputs = f.sql(
-            f"SELECT string_agg(o.phase, ',' ORDER BY r.repetition, o.phase) FROM run_outputs o JOIN runs r ON r.id = o.run_id WHERE r.study_run_id = {study_run_id} AND o.tool = 'fio'"
+            "SELECT string_agg(o.phase, ',' ORDER BY r.repetition, o.phase) FROM run_outputs o JOIN "
+            f"runs r ON r.id = o.run_id WHERE r.study_run_id = {study_run_id} AND o.tool = 'fio'"
         )
         assert outputs == "host-a,host-b,host-a,host-b", "each client's own output, for every run"
         for repetition in (1, 2):
             found = dict(
                 line.split("|")
                 for line in f.sql(
-                    f"SELECT m.phase || '.' || m.name, m.value FROM metrics m JOIN runs r ON r.id = m.run_id WHERE r.study_run_id = {study_run_id} AND r.repetition = {repetition}"
+                    "SELECT m.phase || '.' || m.name, m.value FROM metrics m JOIN runs r ON r.id = "
+                    f"m.run_id WHERE r.study_run_id = {study_run_id} AND r.repetition = {repetition}"
                 ).splitlines()
             )
             whole, parts = float(found[".write_iops"]), [float(found[f"{c}.write_iops"]) for c in ("host-a", "host-b")]

@@ -190,7 +190,10 @@ def test_every_password_of_fslabs_arguments_is_hidden_in_place(tmp_path):
         "fslab.db",
         "postgresql://u@db/x",
     ]
-    script = "import sys; from fslab.core.argv_passwords import hide; said = hide(); sys.stdout.buffer.write(open('/proc/self/cmdline', 'rb').read() + str(said).encode())"
+    script = (
+        "import sys; from fslab.core.argv_passwords import hide; said = hide(); "
+        "sys.stdout.buffer.write(open('/proc/self/cmdline', 'rb').read() + str(said).encode())"
+    )
     done = subprocess.run([sys.executable, "-c", script, *given], capture_output=True, check=True)
     assert done.stdout.split(b"\0")[3:] == [a.encode() for a in expected] + [b"True"], (
         "python, -c, its script: then the arguments"

@@ -55,9 +55,11 @@ def test_the_model_errs_low_and_close_to_what_mkfs_and_mount_leave_free(
         real = free_for_real(workdir, target)
         print(filesystem, mkfs_options, size, model / MiB, real / MiB)
         assert model <= real, (
-            f"{filesystem} {' '.join(mkfs_options)} on {size}MiB: the model says {model / MiB:.1f}MiB free, mkfs and mount leave {real / MiB:.1f}MiB"
+            f"{filesystem} {' '.join(mkfs_options)} on {size}MiB: the model says "
+            f"{model / MiB:.1f}MiB free, mkfs and mount leave {real / MiB:.1f}MiB"
         )
         assert model >= real - max(devices * size * MiB * 6 // 100, 4 * MiB), (
-            f"{filesystem} {' '.join(mkfs_options)} on {size}MiB: the model says {model / MiB:.1f}MiB free, far below the {real / MiB:.1f}MiB mkfs and mount leave"
+            f"{filesystem} {' '.join(mkfs_options)} on {size}MiB: the model says "
+            f"{model / MiB:.1f}MiB free, far below the {real / MiB:.1f}MiB mkfs and mount leave"
         )
     assert workdir.journal.outstanding() == []

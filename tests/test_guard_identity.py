@@ -274,14 +274,18 @@ def test_every_kind_fslab_journals_is_known_to_whichever_command_reads_the_journ
         [
             sys.executable,
             "-c",
-            "from fslab.core.journal import RELEASERS; print(' '.join(sorted(k for k in RELEASERS if callable(RELEASERS[k].release))))",
+            "from fslab.core.journal import RELEASERS; "
+            "print(' '.join(sorted(k for k in RELEASERS if callable(RELEASERS[k].release))))",
         ],
         capture_output=True,
         text=True,
         check=True,
     )
     assert fresh.stdout.split() == sorted(registering)
-    read = "from fslab.core.journal import Entry, RELEASERS; import sys; RELEASERS['loop']; print(' '.join(m for m in ('fslab.devices.loop', 'fslab.filesystems.zfs', 'fslab.devices.named') if m in sys.modules))"
+    read = (
+        "from fslab.core.journal import Entry, RELEASERS; import sys; RELEASERS['loop']; print(' '.join(m for "
+        "m in ('fslab.devices.loop', 'fslab.filesystems.zfs', 'fslab.devices.named') if m in sys.modules))"
+    )
     assert subprocess.run([sys.executable, "-c", read], capture_output=True, text=True, check=True).stdout.split() == [
         "fslab.devices.loop"
     ]
@@ -477,7 +481,10 @@ def test_a_command_fslab_dies_before_journalling_never_runs(tmp_path):
     """fslab journals a workload's process before it runs the command: killed in between, the
     new process ends without running it, so nothing runs that clean-up would not know."""
     marker = tmp_path / "ran"
-    script = f"import os\nfrom fslab.core.system import run\nrun(['touch', {str(marker)!r}], on_start=lambda pid: (print(pid, flush=True), os._exit(9)))\n"
+    script = (
+        f"import os\nfrom fslab.core.system import run\nrun(['touch', {str(marker)!r}], "
+        "on_start=lambda pid: (print(pid, flush=True), os._exit(9)))\n"
+    )
     died = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert died.returncode == 9
     command = Path(f"/proc/{int(died.stdout)}")

@@ -18,7 +18,7 @@ from conftest import fslab_in_process
 from fslab.results import ResultsDB
 from fslab.statistics.history import UNRECORDED_HOST, StoredStudyRun, history
 from synthetic import SyntheticHost, stored_study
-from test_report_html import browser, open_page, page_specs  # noqa: F401  (the fixture, and how a page is opened and read)
+from test_report_html import open_page, page_specs
 
 START = datetime(2026, 1, 1)
 
@@ -38,7 +38,8 @@ def study_runs(
     rng = random.Random(seed)
     return [
         StoredStudyRun(
-            id=i + 1, started_at=START + timedelta(days=i), fslab_version="0.1", kernel=f"6.1.{i}", owner_host=None, host_kernels={},
+            id=i + 1, started_at=START + timedelta(days=i), fslab_version="0.1", kernel=f"6.1.{i}", owner_host=None,
+            host_kernels={},
             values={(host, "rand_read", "ext4"): {metric: [mean * rng.lognormvariate(0, noise) for _ in range(n)]}},
             higher_is_better={metric: higher_is_better}, kinds={"rand_read": "fio"},
         )
@@ -101,7 +102,8 @@ def test_noise_alone_flags_no_more_series_than_the_stated_rate():
         at_threshold = history(runs)
         flagged_at_threshold += bool(at_threshold.flagged or at_threshold.drifts)
     print(
-        f"noise-only series flagged: {flagged} of 1000 at threshold 0, {flagged_at_threshold} at 3 %; unadjusted p < 0.05: {unadjusted}"
+        f"noise-only series flagged: {flagged} of 1000 at threshold 0, "
+        f"{flagged_at_threshold} at 3 %; unadjusted p < 0.05: {unadjusted}"
     )
     assert flagged <= 50
     assert flagged_at_threshold <= flagged

@@ -63,9 +63,11 @@ def stored(
                 else []
             )
             db.record_run(study_run, RunRecord(
-                target=target, workload=W, repetition=repetition + 1, warmup=False, block=repetition + 1, position=position,
-                started_at=start, finished_at=start + timedelta(seconds=5), status="ok", buffered=True, notes=notes,
-                metrics=[METRICS["events_per_s"].of("events_per_s", events), METRICS["lat_p95_ms"].of("lat_p95_ms", p95)],
+                target=target, workload=W, repetition=repetition + 1, warmup=False, block=repetition + 1,
+                position=position, started_at=start, finished_at=start + timedelta(seconds=5), status="ok",
+                buffered=True, notes=notes,
+                metrics=[METRICS["events_per_s"].of("events_per_s", events),
+                         METRICS["lat_p95_ms"].of("lat_p95_ms", p95)],
             ))  # fmt: skip
     db.finish_study_run(study_run, "finished", {})
     return db, study_run

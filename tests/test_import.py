@@ -828,7 +828,8 @@ def test_the_import_says_how_it_grouped_the_files(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith(
-        "12 file(s) → 6 workload(s); runs of one workload agree on every fio job option but where they ran and what they logged"
+        "12 file(s) → 6 workload(s); runs of one workload agree on "
+        "every fio job option but where they ran and what they logged"
     )
     assert "  fio job 'random-read' ran with different options: 6 workloads, named by the options that differ" in lines
     assert f"  random-read rw=randread iodepth=16 numjobs=32: {SERVERS[0]} 1 run, {SERVERS[1]} 1 run" in lines

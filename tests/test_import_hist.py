@@ -92,7 +92,8 @@ def test_a_log_that_cannot_be_attached_is_skipped_saying_why(tmp_path):
     ], "a job's logs together or not at all"
     for skipped in imported.skipped:
         assert skipped.why.startswith(
-            f"fio's histogram log of job 'mix' in {directory / 'fio-result.json'}, not attached: fio_clat_hist.2.log: line 1 is not"
+            f"fio's histogram log of job 'mix' in {directory / 'fio-result.json'}, "
+            "not attached: fio_clat_hist.2.log: line 1 is not"
         )
     assert len(imported.runs) == 1 and hist_of(imported.runs[0]) is None, "the run imported, without logs"
     done = fslab_in_process("import", str(directory), "--db", str(tmp_path / "fslab.db"))

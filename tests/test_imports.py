@@ -156,11 +156,12 @@ def test_the_results_database_loads_no_workload_kind_and_no_filesystem():
 
 def test_fslab_summary_of_a_study_run_loads_no_workload_kind_and_no_filesystem(tmp_path):
     """A run stores what its filesystem made of its options (OptionsApplied), so the summary of a
-    study run reads its runs without the code that made them: no filesystem, no workload kind;
-    nor pydantic, which reads study files (typer 0.29 builds a pydantic model of every option of
-    the command run: a tenth of a second and more before it starts, pyproject.toml). And it starts no thread pool for linear algebra: numpy and scipy each bring OpenBLAS, which
-    starts a thread per core as it loads (a tenth of a second of CPU), and fslab does none (its
-    threads counted as it ends, /proc/self/task: the main one alone)."""
+    study run reads its runs without the code that made them: no filesystem, no workload kind; nor
+    pydantic, which reads study files (typer 0.29 builds a pydantic model of every option of the
+    command run: a tenth of a second and more before it starts, pyproject.toml). And it starts no
+    thread pool for linear algebra: numpy and scipy each bring OpenBLAS, which starts a thread per
+    core as it loads (a tenth of a second of CPU), and fslab does none (its threads counted as it
+    ends, /proc/self/task: the main one alone)."""
     from fslab.results import ResultsDB
     from fslab.workloads import SHIPPED
     from synthetic import stored_study
@@ -174,7 +175,9 @@ def test_fslab_summary_of_a_study_run_loads_no_workload_kind_and_no_filesystem(t
         "import os, sys\nfrom fslab.__main__ import main\nsys.argv = ['fslab', 'summary', '--db', sys.argv[1]]\n"
         "try:\n    main()\nexcept SystemExit as exit:\n    assert not exit.code, exit.code\n"
         "print('LOADED', *sorted(m for m in sys.modules if m.startswith('fslab')))\n"
-        "import threading\nfor t in threading.enumerate():\n    t is threading.main_thread() or t.join()\nprint('THREADS', len(os.listdir('/proc/self/task')), 'scipy.special' in sys.modules, 'pydantic' in sys.modules)"
+        "import threading\nfor t in threading.enumerate():\n    t is threading.main_thread() "
+        "or t.join()\nprint('THREADS', len(os.listdir('/proc/self/task')), 'scipy.special' "
+        "in sys.modules, 'pydantic' in sys.modules)"
     )
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     done = subprocess.run([sys.executable, "-c", code, str(db)], capture_output=True, text=True, check=True, env=env)
@@ -230,7 +233,10 @@ def test_starting_fslab_loads_no_database_and_no_statistics(args):
 def test_a_fleets_status_table_loads_no_statistics():
     """`fslab status` reads where a fleet's study run stands: the planner, and the numpy its
     statistics load, are for `fslab run --on` alone."""
-    code = "import sys, fslab.cli, fslab.fleet.dispatch; print(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'scipy'}))"
+    code = (
+        "import sys, fslab.cli, fslab.fleet.dispatch; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'scipy'}))"
+    )
     assert (
         subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
     )

@@ -51,7 +51,10 @@ def test_fios_900s_example_is_scaled_in_its_job_and_its_global_keeps_the_rest():
 
 
 def test_a_value_asked_reaches_every_job_over_its_own_and_its_globals():
-    text = "[global]\nsize=1g\nruntime=60\ntime_based\n[a]\nsize=2g\nruntime=10\n[b]\nrw=write\n[global]\niodepth=4\n[c]\nrw=read\n"
+    text = (
+        "[global]\nsize=1g\nruntime=60\ntime_based\n[a]\nsize=2g\n"
+        "runtime=10\n[b]\nrw=write\n[global]\niodepth=4\n[c]\nrw=read\n"
+    )
     job, rewrites = rewrite(text, {"runtime": ("5s", "workload"), "iodepth": ("8", "workload")})
     assert sections_of(job) == [
         ("global", [("size", "1g"), ("time_based", None)]),  # what every job now sets leaves both [global]s
@@ -66,7 +69,8 @@ def test_a_value_asked_reaches_every_job_over_its_own_and_its_globals():
         ("5s", "8", "1g"),
     ]
     assert [(r.option, r.jobs, r.was, r.now) for r in rewrites] == [
-        ("runtime", ("a",), "10", "5s"), ("runtime", ("b", "c"), "60", "5s"), ("iodepth", ("a", "b"), None, "8"), ("iodepth", ("c",), "4", "8"),
+        ("runtime", ("a",), "10", "5s"), ("runtime", ("b", "c"), "60", "5s"), ("iodepth", ("a", "b"), None, "8"),
+        ("iodepth", ("c",), "4", "8"),
     ]  # fmt: skip
 
 
@@ -84,8 +88,8 @@ def test_jobs_that_set_none_get_a_value_asked_and_keep_none_when_only_scaled():
     from fslab.fio.rewrite import described
 
     assert (
-        described([r.spec() for r in rewrites])
-        == "runtime unset → 3s ([fio] runtime = 30s, scale 0.1); ramp_time unset → 200ms ([fio] ramp_time = 2s, scale 0.1)"
+        described([r.spec() for r in rewrites]) == "runtime unset → 3s ([fio] runtime = 30s, scale 0.1); "
+        "ramp_time unset → 200ms ([fio] ramp_time = 2s, scale 0.1)"
     )
 
 
@@ -107,7 +111,8 @@ def test_what_is_measured_in_bytes_and_seconds_scales_with_the_size_and_time_and
     }  # fmt: skip  (a range's first end in ms: fio reads 1s-2s as 1 µs to 2 s)
     assert {k: a[k] for k in ("nrfiles", "filesize", "loops", "thinktime", "rate", "bs")} == {
         "nrfiles": "10", "filesize": "4k-64k", "loops": "3", "thinktime": "5ms", "rate": "10m", "bs": "4k",
-    }, "small files stay small (never rounded up to a MiB): their count takes the scale; a pass of a percentage, and the pace, are the job's shape"  # fmt: skip
+    }, ("small files stay small (never rounded up to a MiB): their count takes the scale; "
+        "a pass of a percentage, and the pace, are the job's shape")  # fmt: skip
     assert (b["filesize"], b["offset"], b["io_size"]) == ("102m:205m", "25%", "205m"), "each end of a range"
     assert (
         parse_all([(render(job, directory=tmp_path, device=None), "the job")], directory=tmp_path) == []
@@ -131,8 +136,10 @@ def test_counts_take_the_share_of_the_scale_that_sizes_held_at_their_floor_could
     job, _ = rewrite("[a]\nrw=read\nsize=2m\nloops=10\n", scale=0.1)
     assert (job.jobs()[0]["size"], job.jobs()[0]["loops"]) == ("1m", "2")
     # sizes that shrank by the scale (to whole MiB) leave the counts as written; so does no scale, or a larger one
-    for text, scale in (("[a]\nrw=read\nsize=10g\nloops=4\nnrfiles=8\n", 0.01), ("[a]\nrw=read\nsize=1536m\nloops=4\n", 0.001),
-                        ("[a]\nrw=read\nfilesize=4k\nnrfiles=100\nloops=3\n", 1.0), ("[a]\nrw=read\nfilesize=4k\nnrfiles=100\n", 2.0),
+    for text, scale in (("[a]\nrw=read\nsize=10g\nloops=4\nnrfiles=8\n", 0.01),
+                        ("[a]\nrw=read\nsize=1536m\nloops=4\n", 0.001),
+                        ("[a]\nrw=read\nfilesize=4k\nnrfiles=100\nloops=3\n", 1.0),
+                        ("[a]\nrw=read\nfilesize=4k\nnrfiles=100\n", 2.0),
                         ("[a]\nrw=read\nsize=50%\nloops=3\n", 0.01)):  # fmt: skip
         job, _ = rewrite(text, scale=scale)
         assert (job.jobs()[0].get("loops"), job.jobs()[0].get("nrfiles")) == (
@@ -234,7 +241,8 @@ def test_the_workloads_own_fields_win_over_fio_which_wins_over_the_job_file(tmp_
     options = mine.tool.job.jobs()[0]
     assert {k: options[k] for k in ("size", "runtime", "ramp_time", "io_size", "bs", "iodepth", "numjobs")} == {
         "size": "64m", "runtime": "30s", "ramp_time": "1s", "io_size": "128m", "bs": "64k",
-        "iodepth": "16", "numjobs": "1",  # [fio]'s iodepth, bs and numjobs are the parameter workloads': a job file says its own
+        # [fio]'s iodepth, bs and numjobs are the parameter workloads': a job file says its own
+        "iodepth": "16", "numjobs": "1",
     }  # fmt: skip
     assert mine.seconds == 31 and mine.tool.measured_seconds() == 30
     rewritten = {r["option"]: r for r in mine.spec()["rewritten"]}
@@ -367,7 +375,8 @@ def test_a_sweep_that_cannot_be_run_is_refused_where_it_is_written(tmp_path, bes
 def test_bs_beside_a_job_file_whose_job_sets_bssplit_is_refused_at_bs(tmp_path):
     with pytest.raises(
         StudyError,
-        match=r"^s.toml:12: workload\[0\].bs: bs beside a job_file would change nothing in job 'a' of mine.fio: it sets bssplit",
+        match=r"^s.toml:12: workload\[0\].bs: bs beside a job_file would "
+        r"change nothing in job 'a' of mine.fio: it sets bssplit",
     ):
         study(tmp_path, 'bs = "8k"\n', job="[a]\nrw=read\nsize=8m\nbssplit=4k/50:64k/50\n")
 
@@ -383,8 +392,8 @@ def test_the_summary_says_what_was_rewritten_from_what(tmp_path):
     )
     said = " ".join(fslab_in_process("summary", "--db", str(db)).stdout.split())
     assert (
-        "Its job file as fslab ran it: size 10GiB → 64MiB ([fio] size = 64MiB); runtime 900s → 3s (the workload's runtime = 3s); iodepth 16 → 4 (the workload's iodepth = 4)."
-        in said
+        "Its job file as fslab ran it: size 10GiB → 64MiB ([fio] size = 64MiB); runtime 900s "
+        "→ 3s (the workload's runtime = 3s); iodepth 16 → 4 (the workload's iodepth = 4)." in said
     )
 
 
@@ -394,7 +403,10 @@ def test_the_summary_says_what_was_rewritten_from_what(tmp_path):
 @pytest.mark.root
 def test_fios_own_example_runs_scaled_and_fio_ran_what_the_stored_job_says(workdir, tmp_path):
     (tmp_path / "fio-seq-read.fio").write_text(SEQ_READ)
-    text = '[study]\nname = "example"\nrepetitions = 1\nimage_size = "256GiB"\nimage_fill = "sparse"\n[[target]]\nfilesystem = "xfs"\n'
+    text = (
+        '[study]\nname = "example"\nrepetitions = 1\nimage_size = '
+        '"256GiB"\nimage_fill = "sparse"\n[[target]]\nfilesystem = "xfs"\n'
+    )
     study = write_study(tmp_path, text + '[[workload]]\nname = "seq"\njob_file = "fio-seq-read.fio"\niodepth = 4\n')
     db = tmp_path / "r.db"
     result = fslab_in_process(
@@ -455,13 +467,17 @@ def test_a_workload_sweep_too_large_to_ever_run_is_refused_before_it_is_expanded
     with pytest.raises(StudyError) as refused:
         study(tmp_path, f"iodepth = {many(1000)}\nnumjobs = {many(1000)}\n")  # a million workloads: never made
     assert str(refused.value) == (
-        "s.toml: the study's workload sweeps make 1,000,000 workloads (workload[0], line 9 makes 1,000,000), more than the 100,000 cells "
+        "s.toml: the study's workload sweeps make 1,000,000 workloads "
+        "(workload[0], line 9 makes 1,000,000), more than the 100,000 cells "
         "a study may have, and more than could ever be run: sweep fewer values, or split it into several studies"
     )
 
 
 def test_a_job_files_steady_state_window_scales_with_its_runtime_and_is_judged_as_rewritten(tmp_path):
-    text = "[a]\nrw=randread\nsize=1g\ntime_based\nruntime=900\nsteadystate=iops_slope:0.3%\nsteadystate_duration=300\nsteadystate_ramp_time=60\n"
+    text = (
+        "[a]\nrw=randread\nsize=1g\ntime_based\nruntime=900\nsteadystate=iops_slope:0.3%\n"
+        "steadystate_duration=300\nsteadystate_ramp_time=60\n"
+    )
     job, _ = rewrite(text, scale=0.01, time_scale=0.01)
     assert [job.jobs()[0][k] for k in ("runtime", "steadystate_duration", "steadystate_ramp_time")] == [
         "9s",

@@ -57,7 +57,10 @@ wd = Workdir(Path(sys.argv[1]))
 wd.prepare()
 target = Target("killed", "ext4", (), "", 64 * 2**20, "sparse", devices=2, layers=("md-raid1", "luks", "lvm"))
 with ExitStack() as held:
-    loops = [held.enter_context(attached(wd.journal, held.enter_context(image_file(wd.journal, wd.images, n, 64 * 2**20, fill=False)))) for n in ("k1", "k2")]
+    loops = []
+    for n in ("k1", "k2"):  # each image attached as it is made
+        image = held.enter_context(image_file(wd.journal, wd.images, n, 64 * 2**20, fill=False))
+        loops.append(held.enter_context(attached(wd.journal, image)))
     stack = held.enter_context(layers.built(wd.journal, on_loops(loops), target))
     print("built", stack.devices[0], flush=True)
     os._exit(9)

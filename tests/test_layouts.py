@@ -161,7 +161,8 @@ def test_what_the_zfs_engine_cannot_do_is_refused_before_anything_is_made(workdi
         pytest.skip("the OpenZFS kernel module has zvols and encryption")
     study = write_study(
         tmp_path,
-        f'[study]\nname = "vol"\nworkloads = ["seq_write"]\nimage_size = "2GiB"\n[[target]]\nname = "asks"\nfilesystem = "zfs"\n{asked}\n',
+        '[study]\nname = "vol"\nworkloads = ["seq_write"]\nimage_size = '
+        f'"2GiB"\n[[target]]\nname = "asks"\nfilesystem = "zfs"\n{asked}\n',
     )
     result = fslab("run", str(study), "--no-ceiling", "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
     assert result.returncode == 2
@@ -222,7 +223,8 @@ def test_a_study_needing_dm_crypt_is_refused_before_anything_is_formatted(workdi
         pytest.skip("this kernel has dm-crypt: test_layers_guest.py builds the layers instead")
     study = write_study(
         tmp_path,
-        '[study]\nname = "nas"\nworkloads = ["seq_write"]\n[[target]]\nname = "ext4-stack"\nfilesystem = "ext4"\ndevices = 2\nlayers = ["md-raid1", "luks", "lvm"]\n',
+        '[study]\nname = "nas"\nworkloads = ["seq_write"]\n[[target]]\nname = "ext4-stack"\n'
+        'filesystem = "ext4"\ndevices = 2\nlayers = ["md-raid1", "luks", "lvm"]\n',
     )
     result = fslab("run", str(study), "--no-ceiling", "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root))
     assert result.returncode == 2

@@ -44,8 +44,9 @@ def stored(tmp_path: Path, metrics_of) -> tuple[ResultsDB, int]:
     for repetition in range(1, 7):
         for position, target in enumerate(MEDIANS, start=1):
             db.record_run(study_run, RunRecord(
-                target=target, workload="seq_read", repetition=repetition, warmup=False, block=repetition, position=position,
-                started_at=start, finished_at=start + timedelta(seconds=12), status="ok", buffered=False, metrics=metrics_of(target, repetition),
+                target=target, workload="seq_read", repetition=repetition, warmup=False, block=repetition,
+                position=position, started_at=start, finished_at=start + timedelta(seconds=12), status="ok",
+                buffered=False, metrics=metrics_of(target, repetition),
             ))  # fmt: skip
     db.finish_study_run(study_run, "finished", {})
     return db, study_run
@@ -143,8 +144,9 @@ def test_fio_behind_the_protocol_round_trips_through_the_database(tmp_path):
     run = db.runs(study_run)[0]
     db2 = ResultsDB(str(tmp_path / "again.db"))
     record = RunRecord(
-        target="ext4", workload="seq_read", repetition=1, warmup=False, block=1, position=1, started_at=run["started_at"],
-        finished_at=run["finished_at"], status="ok", buffered=False, outputs=[RawOutput("", "fio", text)], metrics=metrics,
+        target="ext4", workload="seq_read", repetition=1, warmup=False, block=1, position=1,
+        started_at=run["started_at"], finished_at=run["finished_at"], status="ok", buffered=False,
+        outputs=[RawOutput("", "fio", text)], metrics=metrics,
     )  # fmt: skip
     db2.begin_study_run(parse_study(STUDY, "s.toml", base_dir=Path(".")), 1, {}, {}, {}, Owner.current(tmp_path))
     run_id = db2.record_run(1, record)
@@ -188,10 +190,11 @@ def compressing(
         for position, target in enumerate(("ext4", "btrfs"), start=1):
             ratio = [RATIO.of("compression_ratio", ratios[repetition - 1])] if target == "btrfs" and ratios else []
             db.record_run(study_run, RunRecord(
-                target=target, workload="seq_read", repetition=repetition, warmup=False, block=repetition, position=position,
-                started_at=start, finished_at=start + timedelta(seconds=12), status="ok", buffered=False,
-                metrics=[ELAPSED.of("elapsed_s", MEDIANS[target]), *ratio], data_pattern=DataPattern.asked("zeros").describe(),
-                notes=notes_of(target, repetition), mount_options_effective=EFFECTIVE[target],
+                target=target, workload="seq_read", repetition=repetition, warmup=False, block=repetition,
+                position=position, started_at=start, finished_at=start + timedelta(seconds=12), status="ok",
+                buffered=False, metrics=[ELAPSED.of("elapsed_s", MEDIANS[target]), *ratio],
+                data_pattern=DataPattern.asked("zeros").describe(), notes=notes_of(target, repetition),
+                mount_options_effective=EFFECTIVE[target],
             ))  # fmt: skip
     db.finish_study_run(study_run, "finished", {})
     return summarize_study_run(db, study_run)
@@ -209,16 +212,19 @@ def test_zeros_on_a_compressing_target_and_what_runs_found_are_noted_on_the_cell
     implausible finding flags the cell."""
     from fslab.model.findings import Finding
 
-    implausible = lambda target, repetition: (
-        [Finding("sanity", "it read more than it wrote", implausible=True)]
-        if (target, repetition) == ("btrfs", 2)
-        else []
-    )  # noqa: E731
+    def implausible(target: str, repetition: int) -> list[Finding]:
+        return (
+            [Finding("sanity", "it read more than it wrote", implausible=True)]
+            if (target, repetition) == ("btrfs", 2)
+            else []
+        )
+
     cells = compressing_cells(tmp_path, [30.0, 32.0], notes_of=implausible)
     assert cells["ext4"].notes == [] and not cells["ext4"].implausible
     assert cells["btrfs"].notes == [
         "IMPLAUSIBLE: it read more than it wrote (1 of 2 runs)",
-        "it wrote zeros data to a compressing target, which compressed it 31.00×: the figures flatter it, as real data would not",
+        "it wrote zeros data to a compressing target, which compressed "
+        "it 31.00×: the figures flatter it, as real data would not",
     ]
     assert cells["btrfs"].implausible
 
@@ -236,7 +242,8 @@ def test_the_flattery_note_follows_the_compression_measured(tmp_path):
     [uncompressed] = {c.target: c for c in s.cells}["btrfs"].notes
     assert "flatter" not in uncompressed
     assert uncompressed == (
-        "it wrote zeros data to a compressing target, which stored it uncompressed (1.01×): its files were preallocated (fio fallocate=native), "
+        "it wrote zeros data to a compressing target, which stored it uncompressed "
+        "(1.01×): its files were preallocated (fio fallocate=native), "
         "and preallocated blocks are written in place, uncompressed; the figures are those of uncompressed data"
     )
     s = compressing(tmp_path / "none", [1.0, 1.0])
@@ -245,13 +252,13 @@ def test_the_flattery_note_follows_the_compression_measured(tmp_path):
     )
     [not_preallocated] = {c.target: c for c in s.cells}["btrfs"].notes
     assert (
-        not_preallocated
-        == "it wrote zeros data to a compressing target, which stored it uncompressed (1.00×): the figures are those of uncompressed data"
+        not_preallocated == "it wrote zeros data to a compressing target, which stored it "
+        "uncompressed (1.00×): the figures are those of uncompressed data"
     )
     [compressed] = compressing_cells(tmp_path / "some", [1.05, 1.2])["btrfs"].notes
     assert "which compressed it 1.12×: the figures flatter it" in compressed, "the median of its runs"
     [unmeasured] = compressing_cells(tmp_path / "unmeasured", [])["btrfs"].notes
     assert (
-        unmeasured
-        == "it wrote zeros data to a compressing target, and no compression ratio was measured: the figures may flatter it, as real data would not"
+        unmeasured == "it wrote zeros data to a compressing target, and no compression ratio "
+        "was measured: the figures may flatter it, as real data would not"
     )

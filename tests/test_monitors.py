@@ -210,7 +210,10 @@ def test_the_sync_that_ends_a_window_counts_for_the_devices_bytes_and_not_for_cp
 
 
 def test_block_stat_counts_512_byte_sectors_whatever_the_device():
-    line = "31503905      409 360418128  7024456  3578228   176393 2287777074 13776348        0  1130192 20808301      174        0 45437606        7    17717     7488\n"
+    line = (
+        "31503905      409 360418128  7024456  3578228   176393 2287777074 13776348     "
+        "   0  1130192 20808301      174        0 45437606        7    17717     7488\n"
+    )
     assert parse_block_stat(line) == Counted(360418128 * 512, 2287777074 * 512, 17717), "and flushes completed (16th)"
     with pytest.raises(ValueError):
         parse_block_stat("1 2 3")
@@ -341,7 +344,10 @@ def test_a_filesystem_that_does_not_compress_has_no_ratio(tmp_path):
 
 
 def test_filefrag_output_parsed_even_with_odd_paths():
-    text = "/mnt/a: 1 extent found\n/mnt/b: c: 12 extents found\n/mnt/empty: 0 extents found\n/mnt/z: extents not measurable: on zfs (why)\n"
+    text = (
+        "/mnt/a: 1 extent found\n/mnt/b: c: 12 extents found\n/mnt/empty: "
+        "0 extents found\n/mnt/z: extents not measurable: on zfs (why)\n"
+    )
     assert parse_filefrag(text) == {
         "/mnt/a": Extents(1),
         "/mnt/b: c": Extents(12),

@@ -77,7 +77,8 @@ export PATH={cache}/root/sbin:{cache}/root/usr/sbin:$PATH LD_LIBRARY_PATH={cache
 keep_in_ram zfs zpool  # run at each target's teardown, after a measured run's dropped cache
 c_max() {{ awk '$1=="c_max" {{print $3}}' /proc/spl/kstat/zfs/arcstats; }}
 echo "c_max before: $(c_max)"
-.venv/bin/fslab run /fslab-share/study.toml --no-ceiling --db {scratch}/results.db --workdir {scratch}/fslab; echo "study: $?"
+.venv/bin/fslab run /fslab-share/study.toml --no-ceiling --db {scratch}/results.db --workdir {scratch}/fslab
+echo "study: $?"
 echo "c_max after: $(c_max)"
 echo "pools: $(zpool list -H | wc -l)"
 cp {scratch}/results.db* /fslab-share/
@@ -125,7 +126,8 @@ def guest(tmp_path_factory):
     job = guest_job()
     if job is None:
         pytest.skip(
-            f"no OpenZFS built for the guest kernel {guest_kernel()[1].name} in {CACHE}: tests/openzfs/build.sh makes it"
+            f"no OpenZFS built for the guest kernel {guest_kernel()[1].name} "
+            f"in {CACHE}: tests/openzfs/build.sh makes it"
         )
     result = result_of(job, tmp_path_factory)
     assert result.status == 0 and "study: 0" in result.output, f"{result.output[-3000:]}\n{result.console[-2000:]}"

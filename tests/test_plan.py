@@ -206,8 +206,9 @@ def _summary_bases(tmp_path: Path, study, override: str | None) -> dict[tuple[st
     for position, cell in enumerate(study.cells, start=1):
         for repetition in (1, 2, 3):
             db.record_run(study_run, RunRecord(
-                target=cell.target.name, workload=cell.workload.name, repetition=repetition, warmup=False, block=repetition, position=position,
-                started_at=datetime(2026, 1, 1), finished_at=datetime(2026, 1, 1), status="ok", buffered=False, metrics=[kind.of("elapsed_s", 10.0 + position + repetition / 10)],
+                target=cell.target.name, workload=cell.workload.name, repetition=repetition, warmup=False,
+                block=repetition, position=position, started_at=datetime(2026, 1, 1), finished_at=datetime(2026, 1, 1),
+                status="ok", buffered=False, metrics=[kind.of("elapsed_s", 10.0 + position + repetition / 10)],
             ))  # fmt: skip
     db.finish_study_run(study_run, "finished", {})
     rows = {
@@ -243,6 +244,7 @@ def test_a_baseline_override_no_target_answers_is_refused_before_any_run():
     for override in ("gone", "ext5"):
         with pytest.raises(
             FslabError,
-            match=f"no target '{override}' in this study run; its targets: ext4, xfs\\[defaults\\], xfs\\[noatime\\], after-gone",
+            match=f"no target '{override}' in this study run; its targets: "
+            "ext4, xfs\\[defaults\\], xfs\\[noatime\\], after-gone",
         ):
             Planner(study.cells, Repetitions(runs=3), seed=1, baseline=override)

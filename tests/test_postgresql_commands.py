@@ -156,13 +156,15 @@ def test_two_runs_writing_into_one_new_database_at_once_both_complete(pg_cluster
         == "finished,finished"
     )
     per_study_run = pg_cluster.sql(
-        "SELECT string_agg(n::text, ',' ORDER BY study_run_id) FROM (SELECT study_run_id, count(*) n FROM runs GROUP BY study_run_id) c",
+        "SELECT string_agg(n::text, ',' ORDER BY study_run_id) FROM (SELECT "
+        "study_run_id, count(*) n FROM runs GROUP BY study_run_id) c",
         "two_writers",
     )
     assert per_study_run == "1,1"
     assert (
         pg_cluster.sql(
-            "SELECT count(*) FROM runs r WHERE NOT EXISTS (SELECT 1 FROM metrics m WHERE m.run_id = r.id AND m.name = 'write_iops')",
+            "SELECT count(*) FROM runs r WHERE NOT EXISTS (SELECT 1 FROM "
+            "metrics m WHERE m.run_id = r.id AND m.name = 'write_iops')",
             "two_writers",
         )
         == "0"

@@ -63,7 +63,8 @@ def test_fslabs_fio_jobs_do_not_preallocate_unless_the_study_asks():
     )
     with pytest.raises(
         StudyError,
-        match=r"s.toml:\d+: workload\[0\].options: fallocate takes one of none, native, posix, keep, truncate, 0, 1, not 'always'",
+        match=r"s.toml:\d+: workload\[0\].options: fallocate takes one of "
+        r"none, native, posix, keep, truncate, 0, 1, not 'always'",
     ):
         workloads(own + 'options = { fallocate = "always" }\n')
 

@@ -90,8 +90,9 @@ def stored_study_run(db: ResultsDB, medians: dict[str, float], owner: Owner, stu
         for position, target in enumerate(("xfs", "raw"), start=1):
             metrics = [fio_metric(name, value * (1 + noise)) for name, value in medians.items()]
             db.record_run(study_run, RunRecord(
-                target=target, workload="rand_read", repetition=repetition, warmup=False, block=repetition, position=position,
-                started_at=start, finished_at=start + timedelta(seconds=2), status="ok", buffered=False, metrics=metrics,
+                target=target, workload="rand_read", repetition=repetition, warmup=False, block=repetition,
+                position=position, started_at=start, finished_at=start + timedelta(seconds=2), status="ok",
+                buffered=False, metrics=metrics,
             ))  # fmt: skip
     db.finish_study_run(study_run, "finished", {})
     return study_run

@@ -59,7 +59,6 @@ from fslab.statistics.stats import adjust_family, compare, rank, summarize
 from synthetic import stored_study
 
 ROOT = Path(__file__).parent.parent
-CHROMIUM = "/usr/bin/chromium"  # Debian's (the Makefile installs it): playwright downloads no browser
 
 STUDY = """\
 [study]
@@ -133,18 +132,6 @@ def test_the_documented_commands_run_as_written(stored):
     assert f"Report: {root / 'reports' / 'page-1-2' / 'report.html'}" in reports["fslab report 1 2"].stdout
 
 
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=["--headless=new"])
-        try:
-            yield launched
-        finally:
-            launched.close()
-
-
 def open_page(browser, page_file: Path, screenshot: Path, width: int = 1280) -> dict:
     """The page as Chromium shows it with every request but the page's own aborted: each chart's
     drawing, console errors, requests made, and whether anything is wider than the screen."""
@@ -166,11 +153,13 @@ def open_page(browser, page_file: Path, screenshot: Path, width: int = 1280) -> 
             ".chart[data-chart]",
             """elements => elements.map(e => ({
                 name: e.dataset.chart,
-                svg: e.querySelector('svg') ? e.querySelector('svg').querySelectorAll('path, text, line, rect').length : 0,
+                svg: e.querySelector('svg')
+                    ? e.querySelector('svg').querySelectorAll('path, text, line, rect').length : 0,
                 canvas: e.querySelector('canvas') ? e.querySelector('canvas').width : 0,
                 width: e.querySelector('svg') ? e.querySelector('svg').getBoundingClientRect().width : 0,
                 container: e.clientWidth,
-                cells: Array.from(e.querySelectorAll('g.mark-rect.role-mark path[aria-label]')).map(p => p.getAttribute('aria-label')),
+                cells: Array.from(e.querySelectorAll('g.mark-rect.role-mark path[aria-label]'))
+                    .map(p => p.getAttribute('aria-label')),
             }))""",
         )
         overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
@@ -267,7 +256,8 @@ def svg_size(path: Path) -> tuple[int, int]:
 
 
 def test_a_figures_png_is_the_one_vega_draws_though_drawn_from_its_svg(tmp_path, stored):
-    """write_figures draws each PNG from the chart's SVG (Vega runs once): byte for byte vl-convert's PNG of the spec."""
+    """write_figures draws each PNG from the chart's SVG (Vega runs once): byte for byte
+    vl-convert's PNG of the spec."""
     names = page_specs(page_of(stored).parent / "report.html")
     heatmap = next(n for n in names if n.endswith("latency-heatmap"))  # the busiest chart
     chart = Chart(heatmap, "rand_read", "a heatmap", "", names[heatmap])
@@ -342,7 +332,8 @@ def test_page_renders_offline_in_chromium(stored, browser, tmp_path):
 
 
 def heatmap_cells(spec: dict) -> list[tuple[str, float, int, int]]:
-    """The cells a heatmap's spec holds (time_charts.heatmap_rows): (target, from s, bucket, completions), its bucket of the chart's own (`d` a factor of ten)."""
+    """The cells a heatmap's spec holds (time_charts.heatmap_rows): (target, from s, bucket,
+    completions), its bucket of the chart's own (`d` a factor of ten)."""
     return sorted(
         (row["target"], start, b0 + i, n)
         for row in spec["datasets"]["rows"]
@@ -353,7 +344,8 @@ def heatmap_cells(spec: dict) -> list[tuple[str, float, int, int]]:
 
 
 def drawn_cell(label: str, per_decade: int) -> tuple[str, float, int, int]:
-    """The cell a heatmap's mark draws, read from what Vega says of it (its aria-label: time_charts.CELL), its bucket `per_decade` a factor of ten."""
+    """The cell a heatmap's mark draws, read from what Vega says of it (its aria-label:
+    time_charts.CELL), its bucket `per_decade` a factor of ten."""
     found = re.fullmatch(r"(\S+), ([\d.]+)–[\d.]+ s, ([\d,.]+)–[\d,.]+ µs: ([\d,]+) of [\d,]+ completions", label)
     assert found, label
     target, start, low, n = found.groups()
@@ -600,8 +592,8 @@ def test_latency_percentiles_are_the_cells_medians():
 def test_what_runs_cost_and_scenario_extents_are_the_cells_medians_per_phase():
     scenario = {
         "after.read_mb_s": [100, 101, 99], "before.extents": [1, 1, 1], "after.extents": [40, 52, 45],
-        "after.host_cpu_user_pct": [20, 22, 30], "after.host_cpu_system_pct": [5, 6, 7], "after.host_cpu_iowait_pct": [1, 2, 3],
-        "after.write_amplification": [1.1, 1.2, 1.5],
+        "after.host_cpu_user_pct": [20, 22, 30], "after.host_cpu_system_pct": [5, 6, 7],
+        "after.host_cpu_iowait_pct": [1, 2, 3], "after.write_amplification": [1.1, 1.2, 1.5],
     }  # fmt: skip
     s = synthetic({"btrfs": scenario}, targets=("btrfs",))
     extents = {r["label"]: r["median"] for r in layer(extents_chart(s, W).spec, "bar")}
@@ -838,12 +830,16 @@ def summary_of_every_section() -> StudySummary:
         }
     )
     study_run = {
-        "id": 1, "study": "synthetic", "status": "finished", "started_at": datetime(2026, 1, 2, 3, 4, 5), "finished_at": None, "plan_seed": 7,
-        "repetitions": 4, "scale": 1.0, "study_path": "study.toml", "environment": {"kernel": "6.1", "tools": {"fio": "fio-3.33"}},
+        "id": 1, "study": "synthetic", "status": "finished", "started_at": datetime(2026, 1, 2, 3, 4, 5),
+        "finished_at": None, "plan_seed": 7, "repetitions": 4, "scale": 1.0, "study_path": "study.toml",
+        "environment": {"kernel": "6.1", "tools": {"fio": "fio-3.33"}},
     }  # fmt: skip
     return replace(
-        s, study_run=study_run, targets=[{**t, "spec": {"mkfs_options": [], "mount_options": "noatime"}, "tool_version": None} for t in s.targets],
-        failures=[FailedRun("xfs", W, 5, "", "mkfs failed"), FailedRun("xfs", W, 6, "provision", "mkfs failed")], skipped=[Unsupported("zfs", "no zfs module")],
+        s, study_run=study_run,
+        targets=[{**t, "spec": {"mkfs_options": [], "mount_options": "noatime"}, "tool_version": None}
+                 for t in s.targets],
+        failures=[FailedRun("xfs", W, 5, "", "mkfs failed"), FailedRun("xfs", W, 6, "provision", "mkfs failed")],
+        skipped=[Unsupported("zfs", "no zfs module")],
     )  # fmt: skip
 
 
@@ -895,9 +891,10 @@ def test_the_page_lays_out_the_summarys_sections_and_follows_them(monkeypatch):
 # --- the page as drawn: bar labels each in their own place -------------------------------------
 
 MANY = tuple(f"{fs}[{options}]" for fs, options in (
-    ("ext4", "barrier=0,data=writeback"), ("ext4", "commit=60,noatime"), ("xfs", "logbsize=256k,noatime"), ("xfs", "allocsize=64m"),
-    ("btrfs", "compress=zstd:3,noatime"), ("btrfs", "nodatacow,noatime"), ("btrfs", "nodatasum,noatime"), ("btrfs", "autodefrag,datacow"),
-    ("zfs", "recordsize=128k,atime=off"), ("zfs", "recordsize=4k,atime=off"), ("zfs", "compression=lz4"),
+    ("ext4", "barrier=0,data=writeback"), ("ext4", "commit=60,noatime"), ("xfs", "logbsize=256k,noatime"),
+    ("xfs", "allocsize=64m"), ("btrfs", "compress=zstd:3,noatime"), ("btrfs", "nodatacow,noatime"),
+    ("btrfs", "nodatasum,noatime"), ("btrfs", "autodefrag,datacow"), ("zfs", "recordsize=128k,atime=off"),
+    ("zfs", "recordsize=4k,atime=off"), ("zfs", "compression=lz4"),
 )) + ("raw",)  # fmt: skip
 
 
@@ -917,7 +914,8 @@ def test_bar_labels_never_overlap_on_the_page_however_many_and_long(browser, tmp
     """Twelve targets named as studies name them (options and all), every bar chart of a page
     drawn in Chromium on a desktop and a phone: no label of an axis crosses another."""
     phases = {"before.extents": [1, 1, 1], "after.extents": [40, 52, 45], "after.write_amplification": [1.1, 1.2, 1.5],
-              "after.host_cpu_user_pct": [20, 22, 30], "after.host_cpu_system_pct": [5, 6, 7], "after.host_cpu_iowait_pct": [1, 2, 3]}  # fmt: skip
+              "after.host_cpu_user_pct": [20, 22, 30], "after.host_cpu_system_pct": [5, 6, 7],
+              "after.host_cpu_iowait_pct": [1, 2, 3]}  # fmt: skip
     s = synthetic(
         {t: {"read_iops": [100.0 + i, 104.0 + i, 98.0 + i], **phases} for i, t in enumerate(MANY)}, targets=MANY
     )
@@ -959,7 +957,8 @@ def test_bar_labels_never_overlap_on_the_page_however_many_and_long(browser, tmp
                 ".chart[data-chart]",
                 """elements => elements.map(e => ({
                     name: e.dataset.chart,
-                    axes: Array.from(e.querySelectorAll('.role-axis')).map(axis => Array.from(axis.querySelectorAll('.role-axis-label text')).map(t => {
+                    axes: Array.from(e.querySelectorAll('.role-axis')).map(axis =>
+                        Array.from(axis.querySelectorAll('.role-axis-label text')).map(t => {
                         const r = t.getBoundingClientRect();
                         return {text: t.textContent, left: r.left, right: r.right, top: r.top, bottom: r.bottom};
                     })),

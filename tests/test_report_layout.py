@@ -13,7 +13,7 @@ import pytest
 from fslab.report.page import write_report
 from fslab.results import ResultsDB
 from synthetic import stored_study
-from test_report_html import browser, page_specs  # noqa: F401 (the fixture, shared)
+from test_report_html import page_specs
 
 TARGETS = [
     "btrfs-default", "ext4-default-journal", "btrfs-nodatasum", "btrfs-nodatacow",
@@ -99,7 +99,7 @@ def page_file(tmp_path_factory):
 
 
 @pytest.fixture(scope="module", params=list(WIDTHS))
-def seen(request, browser, page_file):  # noqa: F811
+def seen(request, browser, page_file):
     page = browser.new_page(viewport={"width": WIDTHS[request.param], "height": 900})
     errors: list[str] = []
     try:

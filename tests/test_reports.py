@@ -58,10 +58,12 @@ DOCS = Path(__file__).parent.parent / "docs" / "reports.md"
 # What the kernel answered a real run of "bad" (mount refuses journal_async_commit under data=ordered).
 REFUSED = RunFailure(
     phase="provision",
-    traceback="fslab.core.system.CommandError: mount -o journal_async_commit /dev/loop0 /var/tmp/fslab/mnt/bad: exit status 32",
+    traceback="fslab.core.system.CommandError: mount -o journal_async_commit "
+    "/dev/loop0 /var/tmp/fslab/mnt/bad: exit status 32",
     argv=["mount", "-o", "journal_async_commit", "/dev/loop0", "/var/tmp/fslab/mnt/bad"],
     exit_status=32,
-    stderr_tail="mount: /var/tmp/fslab/mnt/bad: wrong fs type, bad option, bad superblock on /dev/loop0, missing codepage or helper program, or other error.",
+    stderr_tail="mount: /var/tmp/fslab/mnt/bad: wrong fs type, bad option, bad superblock "
+    "on /dev/loop0, missing codepage or helper program, or other error.",
 )
 
 
@@ -85,8 +87,10 @@ def study_run(tmp_path_factory):
 
 def stored(root: Path, study_run_id: int) -> dict[tuple[str, str, str], list[float]]:
     """(target, workload, metric) → its values over the measured runs, read with sqlite3 alone."""
-    query = """SELECT runs.target, runs.workload, metrics.name, metrics.value FROM runs JOIN metrics ON metrics.run_id = runs.id
-               WHERE runs.study_run_id = ? AND runs.status = 'ok' AND NOT runs.warmup AND metrics.phase = '' ORDER BY runs.id"""
+    query = """SELECT runs.target, runs.workload, metrics.name, metrics.value
+               FROM runs JOIN metrics ON metrics.run_id = runs.id
+               WHERE runs.study_run_id = ? AND runs.status = 'ok' AND NOT runs.warmup AND metrics.phase = ''
+               ORDER BY runs.id"""
     values: dict[tuple[str, str, str], list[float]] = {}
     with sqlite3.connect(root / "fslab.db") as conn:
         for target, workload, name, value in conn.execute(query, (study_run_id,)):
@@ -153,7 +157,7 @@ def test_the_markdown_table_iv_equals_the_database(study_run):
     )
     values = stored(root, study_run_id)
     for row in rows[:4]:
-        cell = lambda name: values[(row["target"], row["workload"], f"{row['dir']}_{name}")]  # noqa: E731
+        cell = lambda name, row=row: values[(row["target"], row["workload"], f"{row['dir']}_{name}")]  # noqa: E731
         assert_shows(row["IOPS"], statistics.median(cell("iops")))
         assert_shows(row["MB/s"], statistics.median(cell("mb_s")))
         for column, name in (
@@ -188,7 +192,8 @@ def test_every_run_is_in_runs_csv_and_runs_json_as_stored(study_run):
             "SELECT id, target, workload, repetition, block, status FROM runs WHERE study_run_id = ?", (study_run_id,)
         ).fetchall()
         metrics = conn.execute(
-            "SELECT run_id, phase, name, value, unit FROM metrics JOIN runs ON runs.id = metrics.run_id WHERE study_run_id = ?",
+            "SELECT run_id, phase, name, value, unit FROM metrics JOIN "
+            "runs ON runs.id = metrics.run_id WHERE study_run_id = ?",
             (study_run_id,),
         ).fetchall()
     rows = list(csv.DictReader(io.StringIO((folder / "runs.csv").read_text())))
@@ -460,7 +465,10 @@ def test_long_names_failures_and_notes_still_fit(study_run):
     _, db, study_run_id = study_run
     s = summarize_study_run(db, study_run_id)
     names = {"ext4": "ext4[noatime,nobarrier]", "raw": "raw-reference-disk", "bad": "ext4[journal_async]"}
-    note = "measured 3.1× (95 % CI 2.8–3.4×) its raw devices: a cache, compression or a copy-on-write layout may have answered, not the device"
+    note = (
+        "measured 3.1× (95 % CI 2.8–3.4×) its raw devices: a cache, "
+        "compression or a copy-on-write layout may have answered, not the device"
+    )
     samples = [51_154.0, 52_021.0, 50_310.0]
     cells = [
         replace(

@@ -323,7 +323,10 @@ def test_a_resumed_study_run_compares_each_target_with_its_own_baseline(tmp_path
     from fslab.running.resume import resumable
     from fslab.study import parse_study
 
-    text = '[study]\nname = "b"\nworkloads = ["rand_read"]\nbaseline = "xfs"\n[[target]]\nfilesystem = "xfs"\n[[target]]\nname = "e"\nfilesystem = "ext4"\nmount_options = ["defaults", "noatime"]\n'
+    text = (
+        '[study]\nname = "b"\nworkloads = ["rand_read"]\nbaseline = "xfs"\n[[target]]\nfilesystem = '
+        '"xfs"\n[[target]]\nname = "e"\nfilesystem = "ext4"\nmount_options = ["defaults", "noatime"]\n'
+    )
     study = parse_study(text, "s.toml", base_dir=tmp_path)
     assert {t.name: t.baseline for t in study.targets}["e[noatime]"] == "e[defaults]"
     db = ResultsDB(str(tmp_path / "r.db"))

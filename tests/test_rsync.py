@@ -154,7 +154,8 @@ def test_the_study_file_refuses_other_data_unsafe_options_and_both_sizes():
     )
     refused(
         STUDY.replace("files = 3", "files = 30"),
-        r"workload 'photos' needs .* but target 'ext4' has .* free after ext4's mkfs and mount on an image of 256MiB; an image of .* would do",
+        r"workload 'photos' needs .* but target 'ext4' has .* free after "
+        r"ext4's mkfs and mount on an image of 256MiB; an image of .* would do",
     )
     tool = (
         read_study(STUDY.replace("files = 3", "files = 4\noptions = { fsync = true, inplace = false }"), scale=0.5)
@@ -175,7 +176,8 @@ def test_rsync_ingests_into_ext4_end_to_end_and_releases_its_source(workdir, tmp
         for r in runs
     )
     assert runs[0]["data_pattern"].startswith("random (incompressible generated files")
-    # the whole set copied, each time (how long it took is this machine's: too_short_to_time is judged on synthetic runs above)
+    # the whole set copied, each time (how long it took is this machine's: too_short_to_time is judged
+    # on synthetic runs above)
     assert all(not [n for n in r["notes"] if n["kind"] != "too_short_to_time"] for r in runs), [
         r["notes"] for r in runs
     ]
@@ -186,7 +188,8 @@ def test_rsync_ingests_into_ext4_end_to_end_and_releases_its_source(workdir, tmp
     assert samples["bytes"] == [float(RsyncIngest(files=3).total)] * 2 and samples["files"] == [3.0, 3.0]
     assert all(v > 0 for v in samples["cpu_s"])
     assert len(samples["write_amplification"]) == 2 and all(0.98 <= v < 3 for v in samples["write_amplification"]), (
-        "device writes weighed against what rsync wrote: each file reached the device (the window ends with a sync), with ext4's metadata and journal on top"
+        "device writes weighed against what rsync wrote: each file reached the device "
+        "(the window ends with a sync), with ext4's metadata and journal on top"
     )
     assert held_by(workdir.root) == [], "the source image is detached and unmounted when the study ends"
     assert not list(workdir.images.glob("*.img")), "and deleted"

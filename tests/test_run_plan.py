@@ -150,8 +150,8 @@ def test_a_skipped_targets_raw_baselines_are_skipped_with_it_and_the_ceiling_is_
     assert "  target 'stack': it needs md-raid1, and this kernel has no md RAID1 (the test's)" in skipped
     for raw in ("stack/raw-1", "stack/raw-2"):
         assert (
-            f"  target '{raw}': it is the raw baseline of 'stack', which cannot run here: it measures that target's devices alone"
-            in skipped
+            f"  target '{raw}': it is the raw baseline of 'stack', which "
+            "cannot run here: it measures that target's devices alone" in skipped
         )
     refused = plan_of(
         str(study), *at

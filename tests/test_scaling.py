@@ -101,7 +101,8 @@ def test_an_arc_cap_below_what_the_engines_take_is_kept_at_their_floor_and_said(
     target = study('[[target]]\nfilesystem = "zfs"\narc_max = "1GiB"', 0.05, "8GiB").targets[0]  # 1GiB × 0.05 = 51MiB
     assert target.arc_max == zfs_engine.SCALED_ARC_FLOOR == 64 * MiB
     assert target.scaling_changed == (
-        "ARC cap 64MiB, the least both ZFS engines take, not 1GiB × 0.05 = 51MiB: 1.25× the full size's ARC for the data",
+        "ARC cap 64MiB, the least both ZFS engines take, not 1GiB "
+        "× 0.05 = 51MiB: 1.25× the full size's ARC for the data",
     )
     default = study('[[target]]\nfilesystem = "zfs"', 0.05, "8GiB").targets[0]
     assert default.arc_max is None and "the ARC is the engine's default, not scaled" in default.scaling_changed[0]
@@ -129,7 +130,10 @@ def test_xfs_says_the_log_and_allocation_groups_a_large_full_size_had():
 
 
 def test_what_scaling_changed_is_said_once_in_the_header_naming_the_targets():
-    targets = '[[target]]\nname = "a"\nfilesystem = "zfs"\n[[target]]\nname = "b"\nfilesystem = "zfs"\n[[target]]\nname = "e"\nfilesystem = "ext4"'
+    targets = (
+        '[[target]]\nname = "a"\nfilesystem = "zfs"\n[[target]]\nname = "b"\n'
+        'filesystem = "zfs"\n[[target]]\nname = "e"\nfilesystem = "ext4"'
+    )
     scaled = study(targets, 0.05, "8GiB")
     summary = StudySummary(
         study_run={
@@ -153,7 +157,8 @@ def test_what_scaling_changed_is_said_once_in_the_header_naming_the_targets():
     )
     said = [line for line in header_lines(summary) if "Scaling changed" in line]
     assert said == [
-        "**Scaling changed the setup** (scale 0.05): a, b: the ARC is the engine's default, not scaled with the data: it holds more of it than at full size (arc_max scales with it)."
+        "**Scaling changed the setup** (scale 0.05): a, b: the ARC is the engine's default, not "
+        "scaled with the data: it holds more of it than at full size (arc_max scales with it)."
     ]
     summary.targets = [t for t in summary.targets if t["name"] == "e"]
     assert not [line for line in header_lines(summary) if "Scaling" in line], (

@@ -109,7 +109,8 @@ def test_a_snapshot_scenario_on_a_target_without_snapshots_is_refused_before_any
     study = AGEING.replace('"cow-ageing"', '"snapshots-under-load"')
     refused(
         study,
-        r"s.toml:10: workload\[0\]: workload 'ageing' takes snapshots, and target 'ext4' \(ext4\) has none: run it on btrfs or zfs targets",
+        r"s.toml:10: workload\[0\]: workload 'ageing' takes snapshots, and "
+        r"target 'ext4' \(ext4\) has none: run it on btrfs or zfs targets",
     )
     result = fslab_in_process(
         "run", str(write_study(tmp_path, study)), "--db", str(tmp_path / "r.db"), "--workdir", str(workdir.root)
@@ -169,12 +170,14 @@ def test_a_scenario_of_its_own_phases_is_checked_and_scaled():
     )
     refused(
         PHASES.replace("seconds = 1", "seconds = 1\nextents = true"),
-        r"s.toml:7: workload\[0\]: phase 'rest' is a sleep: fio options, snapshot_every and extents belong to fio phases$",
+        r"s.toml:7: workload\[0\]: phase 'rest' is a sleep: fio "
+        r"options, snapshot_every and extents belong to fio phases$",
     )
 
 
 def test_a_phases_time_is_its_runtime_as_fio_reads_it_and_too_few_snapshots_are_noted():
-    # fio reads a runtime in any of its units: a phase written "3s" lasts 3 s, as one a study scaled to "1500ms" lasts 1.5
+    # fio reads a runtime in any of its units: a phase written "3s" lasts 3 s, as one a study scaled to
+    # "1500ms" lasts 1.5
     timed = {"rw": "randwrite", "time_based": "1"}
     phases = (
         Phase("fill", "fio", options={"rw": "write"}),
@@ -260,7 +263,8 @@ def test_a_scenario_runs_tool_phases_each_through_its_own_kind(workdir, tmp_path
         and cell["sanity.write_mb_s"][0] > 0
         and cell["sanity.read_mb_s"][0] > 0
     )
-    # Each measured step is a window of its own, its monitors' figures under its name: dd's two steps after their phase's.
+    # Each measured step is a window of its own, its monitors' figures under its name: dd's two steps
+    # after their phase's.
     for window in ("fill", "mail", "sanity.write", "sanity.read"):
         assert cell[f"{window}.host_cpu_busy_pct"] and cell[f"{window}.device_written_bytes"], window
     assert cell["sanity.write.device_written_bytes"][0] >= 32 * 2**20, (
@@ -405,7 +409,8 @@ def test_a_scenarios_tool_phases_are_read_and_scaled_as_workloads_of_their_tools
         # snapshots and extents are the scenario's file's, fio phases' alone
         (
             {'name = "mail"\n': 'name = "mail"\nextents = true\n'},
-            r"s.toml:9: workload\[0\]: phase 'mail' runs sysbench: fio options, snapshot_every and extents belong to fio phases \(extents count the scenario's file, not sysbench's files\)",
+            r"s.toml:9: workload\[0\]: phase 'mail' runs sysbench: fio options, snapshot_every and "
+            r"extents belong to fio phases \(extents count the scenario's file, not sysbench's files\)",
         ),
         (
             {'name = "sanity"\n': 'name = "sanity"\nsnapshot_every = "1s"\n'},
@@ -427,7 +432,8 @@ def test_a_scenarios_tool_phases_are_read_and_scaled_as_workloads_of_their_tools
         # what sysbench and dd cannot write
         (
             {'data = "zeros"': "data = { compressible = 50 }"},
-            r"s.toml:21: workload\[0\].phase\[1\].sysbench: phase 'mail' runs sysbench, which writes random bytes or zeros and cannot write the scenario's data, compressible 50%",
+            r"s.toml:21: workload\[0\].phase\[1\].sysbench: phase 'mail' runs sysbench, which "
+            r"writes random bytes or zeros and cannot write the scenario's data, compressible 50%",
         ),
         # a tool phase's steps are named after it
         (

@@ -9,8 +9,26 @@ from scipy import special
 from scipy import stats as sps
 
 from fslab.report.summary import beyond_raw_note
+from fslab.statistics.analysis import analyse, ranking_line
 from fslab.statistics.raw_reference import beyond_raw, raw_references
-from fslab.statistics.stats import summarize
+from fslab.statistics.stats import (
+    NORMAL_MAD,
+    SamplePair,
+    _u_cumulative_counts,
+    adjust_family,
+    benjamini_hochberg,
+    compare,
+    compare_pairs,
+    log_welch,
+    mann_whitney_p_values,
+    mann_whitney_two_sided_p,
+    median,
+    modified_z_scores,
+    rank,
+    runs_needed,
+    summarize,
+    t_quantile,
+)
 
 SAMPLES = [51154.0, 49870.5, 53021.2, 50500.0, 47950.8, 52210.3, 50011.1]
 
@@ -41,24 +59,6 @@ def test_no_samples_is_an_error():
 
 # --- comparisons ------------------------------------------------------------------------------
 
-from fslab.statistics.analysis import analyse, ranking_line
-from fslab.statistics.stats import (  # noqa: E402
-    NORMAL_MAD,
-    SamplePair,
-    _u_cumulative_counts,
-    adjust_family,
-    benjamini_hochberg,
-    compare,
-    compare_pairs,
-    log_welch,
-    mann_whitney_p_values,
-    mann_whitney_two_sided_p,
-    median,
-    modified_z_scores,
-    rank,
-    runs_needed,
-    t_quantile,
-)
 
 A = [36996.0, 35120.4, 38010.9, 36550.2, 35890.7]
 B = [26024.0, 27330.1, 25410.8, 26900.3, 25877.5, 26500.0]

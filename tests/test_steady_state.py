@@ -237,8 +237,20 @@ def test_phases_are_scaled_and_seeded_apart_from_the_measured_run():
     text = """rw = "randwrite"
 size = "1GiB"
 runtime = "60s"
-precondition = [ { rw = "write", bs = "128k", loops = 2 },
-                 { rw = "randwrite", bs = "4k", iodepth = 32, runtime = "30m", steadystate = "iops_slope:0.3%", steadystate_duration = "5m", steadystate_ramp_time = "1m" } ]
+
+[[workload.precondition]]
+rw = "write"
+bs = "128k"
+loops = 2
+
+[[workload.precondition]]
+rw = "randwrite"
+bs = "4k"
+iodepth = 32
+runtime = "30m"
+steadystate = "iops_slope:0.3%"
+steadystate_duration = "5m"
+steadystate_ramp_time = "1m"
 """
     workload, fio = fio_of(text, scale=0.01)
     fill, random = (job.jobs()[0] for job in fio.precondition.phases)
@@ -257,7 +269,7 @@ precondition = [ { rw = "write", bs = "128k", loops = 2 },
     seeds = [int(fio.fio_options["randseed"]), int(fill["randseed"]), int(random["randseed"])]
     assert len(set(seeds)) == 3, "each phase's offsets its own"
     assert workload.timeout == pytest.approx(2 * 0.6 + 300 + 2 * 18 + 3600)
-    explicit = fio_of(text + 'timeout = "2h"\n')[0]
+    explicit = fio_of('timeout = "2h"\n' + text)[0]
     assert explicit.timeout == 7200, "a study's own time-out is taken as it is"
 
 
@@ -327,7 +339,8 @@ def test_a_precondition_where_fslab_cannot_make_one_is_refused(workload, says, t
 def test_the_studys_fio_options_are_checked_for_the_built_in_workloads_too():
     with pytest.raises(StudyError, match=r"s.toml:\d+: fio.options: steadystate=iops:1% without steadystate_duration"):
         parse_study(
-            '[study]\nname = "s"\nworkloads = ["rand_write"]\n[fio]\noptions = { ss = "iops:1%" }\n[[target]]\nfilesystem = "ext4"\n',
+            '[study]\nname = "s"\nworkloads = ["rand_write"]\n[fio]\n'
+            'options = { ss = "iops:1%" }\n[[target]]\nfilesystem = "ext4"\n',
             "s.toml",
             base_dir=Path("."),
         )
@@ -337,14 +350,15 @@ def test_an_unknown_field_in_a_nested_table_is_told_that_tables_fields():
     with pytest.raises(StudyError) as refused:
         study('kind = "scenario"\n[[workload.phase]]\nname = "a"\naction = "sync"\nbar = 2\n')
     assert (
-        "unknown field 'bar'; allowed: name, fio, sysbench, dd, action, seconds, measured, snapshot_every, extents (in workload[0].phase[0].bar)"
-        in str(refused.value)
+        "unknown field 'bar'; allowed: name, fio, sysbench, dd, action, seconds, "
+        "measured, snapshot_every, extents (in workload[0].phase[0].bar)" in str(refused.value)
     )
 
 
 def test_numjobs_is_a_phases_own_where_the_jobs_share_one_file():
     fio = fio_of(
-        'rw = "randwrite"\nnumjobs = 4\nshared_file = true\nprecondition = [ { rw = "randwrite", numjobs = 2 }, { rw = "write" } ]\n'
+        'rw = "randwrite"\nnumjobs = 4\nshared_file = true\nprecondition '
+        '= [ { rw = "randwrite", numjobs = 2 }, { rw = "write" } ]\n'
     )[1]
     many, fill = (job.jobs()[0] for job in fio.precondition.phases)
     assert many["numjobs"] == "2" and many["filename"] == fill["filename"] == fio.fio_options["filename"]
@@ -379,7 +393,8 @@ def test_the_cells_note_says_how_it_was_preconditioned():
     steady = {"precondition-1.precondition_s": [40.0, 42.0], "precondition-2.precondition_s": [330.0, 310.0],
               "precondition-2.steady_state": [1.0, 1.0], "precondition-2.steady_state_s": [320.0, 300.0]}  # fmt: skip
     assert steady_notes(steady, spec) == [
-        "preconditioned: fill ×2 (41 s); random writes 4k qd32 for 30 min (5.3 min): steady after 5.2 min (iops_slope:0.3%)"
+        "preconditioned: fill ×2 (41 s); random writes 4k qd32 for "
+        "30 min (5.3 min): steady after 5.2 min (iops_slope:0.3%)"
     ]
     never = steady | {"precondition-2.precondition_s": [1800.0, 1801.0], "precondition-2.steady_state": [0.0, 0.0]}
     assert steady_notes(never, spec)[0].endswith(
@@ -417,9 +432,9 @@ def test_the_summary_shows_steady_state_and_the_runs_that_missed_it(tmp_path):
             precondition_output(1, 12.0, (FIXTURES / "fio" / "seqwrite-1m.json").read_text()),
         ]
         db.record_run(study_run, RunRecord(
-            target="raw", workload="w", repetition=repetition, warmup=False, block=repetition, position=1, started_at=start,
-            finished_at=start + timedelta(seconds=9), status="ok", buffered=False, outputs=outputs, metrics=FIO.parse(outputs),
-            notes=FIO.judge(parsed.workloads[0], outputs),
+            target="raw", workload="w", repetition=repetition, warmup=False, block=repetition, position=1,
+            started_at=start, finished_at=start + timedelta(seconds=9), status="ok", buffered=False, outputs=outputs,
+            metrics=FIO.parse(outputs), notes=FIO.judge(parsed.workloads[0], outputs),
         ))  # fmt: skip
     db.finish_study_run(study_run, "finished", {})
     (cell,) = summarize_study_run(db, study_run).cells
@@ -457,8 +472,18 @@ name = "read"
 rw = "randread"
 size = "16MiB"
 runtime = "1s"
-precondition = [ { rw = "write", loops = 2 },
-                 { rw = "randwrite", bs = "4k", iodepth = 8, runtime = "30s", steadystate = "iops:90%", steadystate_duration = "2s" } ]
+
+[[workload.precondition]]
+rw = "write"
+loops = 2
+
+[[workload.precondition]]
+rw = "randwrite"
+bs = "4k"
+iodepth = 8
+runtime = "30s"
+steadystate = "iops:90%"
+steadystate_duration = "2s"
 """
 
 

@@ -182,7 +182,8 @@ def test_seed_studies_are_built_in():
 def test_unknown_study_lists_the_builtin_ones():
     with pytest.raises(
         StudyError,
-        match="no study file 'nope'.*built-in studies: baseline-paper, btrfs-options, btrfs-vs-zfs, nas-stack, quick, tuning-paper, wu-guo-2026",
+        match="no study file 'nope'.*built-in studies: baseline-paper, btrfs-options, "
+        "btrfs-vs-zfs, nas-stack, quick, tuning-paper, wu-guo-2026",
     ):
         load_study("nope")
 
@@ -247,8 +248,8 @@ def test_workload_too_big_for_the_image_is_refused_where_the_image_size_is_writt
     # target and where the workload is.
     message = error_of(GOOD.replace('image_size = "2GiB"', 'image_size = "512MiB"'))
     assert (
-        "study.toml:5: study.image_size: workload 'mixed' needs 512MiB but target 'ext4' has 447.6MiB free after ext4's mkfs and mount on an image of 512MiB; an image of 583MiB would do"
-        in message
+        "study.toml:5: study.image_size: workload 'mixed' needs 512MiB but target 'ext4' has "
+        "447.6MiB free after ext4's mkfs and mount on an image of 512MiB; an image of 583MiB would do" in message
     )
     assert "lower the workload's size (workload[0], line 20)" in message
     assert "target 'xfs' has 412.2MiB free after xfs's mkfs and mount on an image of 512MiB" in message, (
@@ -258,12 +259,14 @@ def test_workload_too_big_for_the_image_is_refused_where_the_image_size_is_writt
     own = GOOD.replace('filesystem = ["ext4", "xfs"]', 'filesystem = ["ext4", "xfs"]\nimage_size = "512MiB"')
     line = own.splitlines().index('image_size = "512MiB"') + 1
     assert error_of(own).startswith(
-        f"study.toml:{line}: target[0].image_size: workload 'mixed' needs 512MiB but target 'ext4' has 447.6MiB free after ext4's mkfs and mount on an image of 512MiB"
+        f"study.toml:{line}: target[0].image_size: workload 'mixed' needs 512MiB but "
+        "target 'ext4' has 447.6MiB free after ext4's mkfs and mount on an image of 512MiB"
     )
     # fslab's default image_size, written nowhere: at the workload, as before.
     default = GOOD.replace('image_size = "2GiB"\n', "").replace('size = "256MiB"', 'size = "5GiB"')
     assert error_of(default).startswith(
-        "study.toml:4: study.workloads: workload 'rand_write' needs 5GiB but target 'ext4' has 3.6GiB free after ext4's mkfs and mount on an image of 4GiB"
+        "study.toml:4: study.workloads: workload 'rand_write' needs 5GiB but target "
+        "'ext4' has 3.6GiB free after ext4's mkfs and mount on an image of 4GiB"
     )
 
 
@@ -275,12 +278,12 @@ def test_a_study_whose_video_jobs_outgrow_what_mkfs_leaves_free_is_refused_namin
         load_study("wu-guo-2026", scale=0.0315)
     message = str(refused.value)
     assert (
-        "workload 'video_write' needs 260MiB but target 'xfs[defaults]' has 201.8MiB free after xfs's mkfs and mount on an image of 300MiB; an image of 359MiB would do"
-        in message
+        "workload 'video_write' needs 260MiB but target 'xfs[defaults]' has 201.8MiB free "
+        "after xfs's mkfs and mount on an image of 300MiB; an image of 359MiB would do" in message
     )
     assert (
-        "workload 'video_read' needs 260MiB but target 'btrfs[noatime]' has 218MiB free after btrfs's mkfs and mount on an image of 300MiB; an image of 342MiB would do"
-        in message
+        "workload 'video_read' needs 260MiB but target 'btrfs[noatime]' has 218MiB free "
+        "after btrfs's mkfs and mount on an image of 300MiB; an image of 342MiB would do" in message
     )
     assert "seq_read" not in message, "the baseline's one 65MiB file fits"
     problems, hint = message.splitlines()[:-1], message.splitlines()[-1]
@@ -327,8 +330,8 @@ def test_a_study_that_just_fits_what_btrfs_leaves_free_is_accepted_and_one_mebib
     )  # 903.6MiB free (904.6MiB for real)
     message = error_of(JUST_FITS.replace("SIZE", "226MiB"))
     assert (
-        "workload 'w' needs 904MiB but target 'b' has 903.6MiB free after btrfs's mkfs and mount on an image of 1GiB; an image of 1025MiB would do"
-        in message
+        "workload 'w' needs 904MiB but target 'b' has 903.6MiB free after "
+        "btrfs's mkfs and mount on an image of 1GiB; an image of 1025MiB would do" in message
     )
 
 
@@ -492,11 +495,13 @@ def test_buffer_options_are_recorded_as_set_by_the_workload():
     [
         (
             'data = "zeros"\noptions = { zero_buffers = 1 }\n',
-            r"^s.toml:12: workload\[0\].data: data = \"zeros\" and zero_buffers=1 in the workload's options both set what is written; keep one",
+            r"^s.toml:12: workload\[0\].data: data = \"zeros\" and zero_buffers=1 "
+            r"in the workload's options both set what is written; keep one",
         ),
         (
             "options = { refill_buffers = 1 }\ndata = { compressible = 50 }\n",
-            r"^s.toml:13: workload\[0\].data: data = \{ compressible = 50 \} and refill_buffers=1 in the workload's options",
+            r"^s.toml:13: workload\[0\].data: data = \{ compressible "
+            r"= 50 \} and refill_buffers=1 in the workload's options",
         ),
         (
             'data = "random"\n[fio]\noptions = { scramble_buffers = 0 }\n',
@@ -579,7 +584,8 @@ def test_the_announced_runs_are_those_that_will_be_made():
     assert said.endswith("; 1 target(s) skipped, this machine cannot run them: zvol-16k")
     nas = dataclasses.replace(load_study("nas-stack"), repetitions=2)
     assert describe_study(nas).startswith(
-        f"{len(nas.cells)} cells (5 targets, 5 workloads, some on named targets only) × 2 = {2 * len(nas.cells)} runs and {len(nas.cells)} warm-up runs before them, about "
+        f"{len(nas.cells)} cells (5 targets, 5 workloads, some on named targets only) × 2 "
+        f"= {2 * len(nas.cells)} runs and {len(nas.cells)} warm-up runs before them, about "
     )
 
 
@@ -717,11 +723,13 @@ def test_a_sweep_too_large_to_ever_run_is_refused_before_it_is_expanded():
     values = lambda pattern, n: "[" + ", ".join(f'"{pattern.format(i + 1)}"' for i in range(n)) + "]"  # noqa: E731
     swept = MANY_HEAD.replace(
         'filesystem = "ext4"',
-        f'filesystem = "ext4"\nmount_options = {values("commit={}", 50)}\nmkfs_options = {values("-E stride={}", 50)}\nimage_size = {values("{}GiB", 41)}',
+        f'filesystem = "ext4"\nmount_options = {values("commit={}", 50)}\nmkfs_options '
+        f"= {values('-E stride={}', 50)}\nimage_size = {values('{}GiB', 41)}",
     )
     message = error_of(swept + '\n[[workload]]\nname = "w"\nrw = "write"\n')
     assert message == (
-        "study.toml: the study's sweeps make 102,500 targets (target[0], line 8 makes 102,500), more than the 100,000 a study may have, "
+        "study.toml: the study's sweeps make 102,500 targets (target[0], "
+        "line 8 makes 102,500), more than the 100,000 a study may have, "
         "and more than could ever be run: sweep fewer values, or split it into several studies"
     )
 
@@ -733,8 +741,8 @@ def test_a_study_of_more_cells_than_could_ever_run_is_refused():
     )
     message = error_of(targets + "".join(f'\n[[workload]]\nname = "w{i}"\nrw = "write"\n' for i in range(300)))
     assert (
-        message
-        == "study.toml: the study makes more than 100,000 cells (each target × each workload that runs on it: 400 targets, 300 workloads), more than could ever be run: split it into several studies"
+        message == "study.toml: the study makes more than 100,000 cells (each target × each workload that runs on "
+        "it: 400 targets, 300 workloads), more than could ever be run: split it into several studies"
     )
     # As many targets and workloads, each workload on one target alone: 300 cells, accepted.
     named = "".join(

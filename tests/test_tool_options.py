@@ -275,8 +275,8 @@ def test_each_class_of_harm_is_refused_at_load_with_line_field_and_why(harm):
 def test_the_line_is_the_fields_own():
     message = error_of(target('mount_options = "noatime"\nmkfs_options = "-l logdev=/dev/sdb"', "xfs"))
     assert (
-        message
-        == "study.toml:12: target[0].mkfs_options: mkfs.xfs -l logdev=/dev/sdb is refused: it names another device: an external log"
+        message == "study.toml:12: target[0].mkfs_options: mkfs.xfs -l logdev=/dev/sdb "
+        "is refused: it names another device: an external log"
     )
 
 
@@ -286,7 +286,8 @@ def test_every_problem_of_every_target_is_listed_together():
             'mkfs_options = "-l logdev=/dev/sdb -z 3"\nmount_options = ["noatime", "rtdev=/dev/sdc", "nobarrier"]',
             "xfs",
         )
-        + '\n[[target]]\nname = "z"\nfilesystem = "zfs"\npool_options = { altroot = "/mnt" }\nproperties = { mountpoint = "/x", sharesmb = "on" }\n'
+        + '\n[[target]]\nname = "z"\nfilesystem = "zfs"\npool_options = { altroot '
+        '= "/mnt" }\nproperties = { mountpoint = "/x", sharesmb = "on" }\n'
         + '\n[[target]]\nname = "b"\nfilesystem = "btrfs"\nmount_options = "device=/dev/sdb"\n'
     )
     lines = error_of(text).splitlines()
@@ -316,26 +317,32 @@ def test_options_of_another_kind_of_target_are_refused():
 ACCEPTED = [
     (
         "ext4",
-        'mkfs_options = "-b 4096 -E stride=16,lazy_itable_init -O ^has_journal,metadata_csum -e remount-ro"\nmount_options = ["defaults", "noatime,data=writeback", "barrier=0", "nobarrier,commit=60"]',
+        'mkfs_options = "-b 4096 -E stride=16,lazy_itable_init -O ^has_journal,metadata_csum -e remount-ro"\n'
+        'mount_options = ["defaults", "noatime,data=writeback", "barrier=0", "nobarrier,commit=60"]',
     ),
     (
         "xfs",
-        'mkfs_options = "-b size=4096 -d su=64k,sw=2 -m reflink=1 -l size=64m"\nmount_options = "noatime,logbsize=256k,allocsize=64k"',
+        'mkfs_options = "-b size=4096 -d su=64k,sw=2 -m reflink=1 -l '
+        'size=64m"\nmount_options = "noatime,logbsize=256k,allocsize=64k"',
     ),
     (
         "btrfs",
-        'mkfs_options = ["-m single", "-d raid0 -m raid1", "--data=single --checksum xxhash -O no-holes,^extref"]\ndevices = 2\nmount_options = ["nodatasum", "nodatacow", "compress=zstd", "compress=zstd:3,discard=async", "autodefrag,datacow,discard"]',
+        'mkfs_options = ["-m single", "-d raid0 -m raid1", "--data=single --checksum xxhash '
+        '-O no-holes,^extref"]\ndevices = 2\nmount_options = ["nodatasum", "nodatacow", '
+        '"compress=zstd", "compress=zstd:3,discard=async", "autodefrag,datacow,discard"]',
     ),
     (
         "zfs",
-        'pool_options = { ashift = 12, autoexpand = false, failmode = "continue" }\nproperties = { recordsize = ["4k", "128k", "1M"], atime = false, compression = ["lz4", "zstd-3", "gzip-9", "off"], sync = "disabled", dedup = "sha256,verify", primarycache = "metadata" }',
+        'pool_options = { ashift = 12, autoexpand = false, failmode = "continue" }\nproperties = '
+        '{ recordsize = ["4k", "128k", "1M"], atime = false, compression = ["lz4", "zstd-3", '
+        '"gzip-9", "off"], sync = "disabled", dedup = "sha256,verify", primarycache = "metadata" }',
     ),
     ("zfs", 'properties = { encryption = ["off", "on", "aes-256-gcm", "aes-128-ccm"], compression = "lz4" }'),
     ("zfs", 'properties = { encryption = "aes-256-gcm", keyformat = "raw" }'),
     (
         "ext4",
-        STACK
-        + 'layer_options = { luks = "--cipher aes-xts-plain64 --key-size 256 --sector-size 4096", md-raid1 = "--bitmap=internal --bitmap-chunk 64M", lvm = "--readahead auto --zero n" }',
+        STACK + 'layer_options = { luks = "--cipher aes-xts-plain64 --key-size 256 --sector-size 4096", '
+        'md-raid1 = "--bitmap=internal --bitmap-chunk 64M", lvm = "--readahead auto --zero n" }',
     ),
 ]
 
@@ -355,7 +362,8 @@ def test_every_builtin_study_loads():
     [
         (
             'filesystem = "xfs"\nimage_size = "256MiB"',
-            "study.toml:11: target[0].image_size: 256MiB is too small for target 'xfs' (xfs): below 300MiB per device: mkfs.xfs",
+            "study.toml:11: target[0].image_size: 256MiB is too small "
+            "for target 'xfs' (xfs): below 300MiB per device: mkfs.xfs",
         ),
         (
             'filesystem = "btrfs"\nimage_size = "100MiB"',
@@ -393,7 +401,8 @@ def test_the_studys_image_size_and_scale_count_for_the_floor():
     )
     with pytest.raises(
         StudyError,
-        match=r"^study.toml:4: study.image_size: 1GiB × --scale 0.25 = 256MiB is too small for target 'xfs' .*below 300MiB",
+        match=r"^study.toml:4: study.image_size: 1GiB × --scale 0.25 "
+        r"= 256MiB is too small for target 'xfs' .*below 300MiB",
     ):
         parse_study(
             HEAD.replace('size = "64MiB"', 'size = "1MiB"') + '[[target]]\nfilesystem = "xfs"\n',
@@ -493,7 +502,8 @@ MOUNTABLE = {
         "mb_optimize_scan=1,no_prefetch_block_bitmaps,acl,user_xattr,nodev,nosuid,noexec,dirsync",
     ),
     "xfs": (
-        "-b size=4096 -d agcount=4,su=64k,sw=2 -i size=512,sparse=1 -l size=64m,lazy-count=1 -m crc=1,finobt=1,reflink=1,bigtime=1 -n size=8192,ftype=1 -s size=4096",
+        "-b size=4096 -d agcount=4,su=64k,sw=2 -i size=512,sparse=1 -l size=64m,lazy-count=1 "
+        "-m crc=1,finobt=1,reflink=1,bigtime=1 -n size=8192,ftype=1 -s size=4096",
         "noatime,largeio,inode64,allocsize=64k,logbufs=8,logbsize=256k,swalloc,filestreams,sunit=128,swidth=256,nodiscard,wsync,nouuid,grpid",
     ),
     "btrfs": (

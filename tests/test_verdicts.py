@@ -395,7 +395,8 @@ def test_a_skipped_baseline_leaves_its_targets_uncompared_and_says_why():
     lines = skipped_lines(s)
     assert lines[0] == "Skipped: 2 target(s) this machine cannot run (--skip-unsupported):" and len(lines) == 3
     assert lines[1].startswith(
-        f"ext4-stack: {why}; it needs luks, and no dm-crypt — it is the baseline of ext4-stack/raw-1, ext4-stack/raw-2, zfs-mirror, so they are compared with none"
+        f"ext4-stack: {why}; it needs luks, and no dm-crypt — it is the baseline of "
+        "ext4-stack/raw-1, ext4-stack/raw-2, zfs-mirror, so they are compared with none"
     )
     assert lines[2] == "zfs-mirror-encrypted: encryption needs OpenZFS"
     # --baseline compares every target with one that ran, and then nothing is said to be uncompared

@@ -118,7 +118,9 @@ wd = Workdir(Path(sys.argv[1]))
 zfs, target = FILESYSTEMS["zfs"], Target("killed", "zfs", (), "", 256 * 2**20, "sparse")
 with zfs.across_runs(wd.journal), image_file(wd.journal, wd.images, "killed", target.image_size, fill=False) as image:
     for run in range(2):
-        with attached(wd.journal, image) as loop, zfs.provision(wd.journal, Stack.on(on_loops([loop])), wd.mounts / "killed", target) as ready:
+        with attached(wd.journal, image) as loop, zfs.provision(
+            wd.journal, Stack.on(on_loops([loop])), wd.mounts / "killed", target
+        ) as ready:
             print(ready.details.splitlines()[1], flush=True)
             if run == 1:
                 os._exit(9)  # dies in its second run, holding the daemon both used, a pool, a mount, a loop device
@@ -178,7 +180,8 @@ def linger():
         since += main_thread_gone()
     os._exit(0)
 threading.Thread(target=linger, daemon=True).start()
-signal.signal(signal.SIGTERM, lambda *_: ctypes.CDLL(None).pthread_exit(None))  # the main thread alone; ctypes lets the other run
+# the main thread alone; ctypes lets the other run
+signal.signal(signal.SIGTERM, lambda *_: ctypes.CDLL(None).pthread_exit(None))
 with open(sys.argv[1] + ".new", "w") as pidfile:
     pidfile.write(str(os.getpid()))
 os.rename(sys.argv[1] + ".new", sys.argv[1])
@@ -255,7 +258,10 @@ def test_a_daemon_fslab_did_not_start_is_used_and_left_alone(users_daemon, workd
     leftover of theirs (even one named as theirs are), and a run asking another ARC cap — which
     would stop and restart a daemon of fslab's own — is refused rather than stopping it."""
     daemon, pool = users_daemon
-    targets = '[[target]]\nname = "z"\nfilesystem = "zfs"\n\n[[target]]\nname = "capped"\nfilesystem = "zfs"\narc_max = "64MiB"\n'
+    targets = (
+        '[[target]]\nname = "z"\nfilesystem = "zfs"\n\n[[target]]\n'
+        'name = "capped"\nfilesystem = "zfs"\narc_max = "64MiB"\n'
+    )
     result = fslab(
         "run",
         str(write_study(tmp_path, short_study("users-daemon", targets, repetitions=1))),

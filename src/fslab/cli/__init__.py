@@ -11,6 +11,7 @@ time (a fiftieth of a second of every command's start); the types only a type ch
 are quoted instead."""
 
 import gc
+import inspect
 import signal
 import sys
 from collections.abc import Callable, Iterator
@@ -61,7 +62,8 @@ AllowNetworkOption = Annotated[
     typer.Option(
         "--allow-network",
         metavar="CIDR",
-        help="A private network of your lab's (10.231.0.0/16) where fio's servers may listen and be reached, beside loopback; repeat for each.",
+        help="A private network of your lab's (10.231.0.0/16) where fio's servers "
+        "may listen and be reached, beside loopback; repeat for each.",
     ),
 ]
 WorkdirOption = Annotated[
@@ -93,7 +95,8 @@ def _open_db(db: str | None) -> "ResultsDB":
         owner = Owner.from_stored(sr["owner"])
         stored = len(results.stored_runs(sr["id"]))
         errors.print(
-            f"[yellow]study run {sr['id']} ({safe_markup(sr['study'])}) was interrupted[/yellow]: its fslab (pid {owner.pid if owner else '?'}) is gone, "
+            f"[yellow]study run {sr['id']} ({safe_markup(sr['study'])}) was "
+            f"interrupted[/yellow]: its fslab (pid {owner.pid if owner else '?'}) is gone, "
             f"{stored} run(s) stored. `{safe_markup(_resume_command(results, sr['id'], owner))}` continues it.",
             highlight=False,
             soft_wrap=True,
@@ -138,7 +141,8 @@ class _ProgressObserver:
         if record.status != "ok":
             phase = f" in {record.failure.phase}" if record.failure else ""
             self.progress.console.print(
-                f"[red]failed{phase}[/red] {safe_markup(record.target)} · {safe_markup(record.workload)} · run {record.repetition}: {safe_markup(record.error or '')}",
+                f"[red]failed{phase}[/red] {safe_markup(record.target)} · {safe_markup(record.workload)} "
+                f"· run {record.repetition}: {safe_markup(record.error or '')}",
                 highlight=False,
             )
         self.progress.advance(self.task)
@@ -152,14 +156,17 @@ PoolHostsOption = Annotated[
     bool,
     typer.Option(
         "--pool-hosts",
-        help="Where the runs span several hosts: pool each target's runs of every host into one cell, host treated as a block (the method line says so). \\[default: a cell per target and host, compared within each host]",
+        help="Where the runs span several hosts: pool each target's runs of every "
+        "host into one cell, host treated as a block (the method line says so). "
+        "\\[default: a cell per target and host, compared within each host]",
     ),
 ]
 BaselineOption = Annotated[
     str | None,
     typer.Option(
         "--baseline",
-        help="One target every other is compared with, instead of each target's own baseline (docs/study-format.md). \\[default: each target's own]",
+        help="One target every other is compared with, instead of each target's "
+        "own baseline (docs/study-format.md). \\[default: each target's own]",
     ),
 ]
 ThresholdOption = Annotated[
@@ -184,14 +191,16 @@ def run(
     study: Annotated[
         str | None,
         typer.Argument(
-            help="A study file, or the name of a built-in study (see `fslab list`); with --resume, the study run to resume (its id). \\[default with --resume: the newest interrupted]"
+            help="A study file, or the name of a built-in study (see `fslab list`); with --resume, "
+            "the study run to resume (its id). \\[default with --resume: the newest interrupted]"
         ),
     ] = None,
     resume: Annotated[
         bool,
         typer.Option(
             "--resume",
-            help="Continue an interrupted study run with its own plan, seed and settings; runs already stored are not run again.",
+            help="Continue an interrupted study run with its own plan, "
+            "seed and settings; runs already stored are not run again.",
         ),
     ] = False,
     runs: Annotated[
@@ -199,7 +208,8 @@ def run(
         typer.Option(
             "--runs",
             min=1,
-            help="Runs per cell, exactly (overrides the study's repetitions); with --target-ci, the runs before the first check.",
+            help="Runs per cell, exactly (overrides the study's repetitions); "
+            "with --target-ci, the runs before the first check.",
         ),
     ] = None,
     warmup: Annotated[
@@ -207,7 +217,8 @@ def run(
         typer.Option(
             "--warmup",
             min=0,
-            help="Warm-up runs per cell first: stored, marked, left out of the statistics. \\[default: the study's, else 0]",
+            help="Warm-up runs per cell first: stored, marked, left out "
+            "of the statistics. \\[default: the study's, else 0]",
         ),
     ] = None,
     target_ci: Annotated[
@@ -244,14 +255,17 @@ def run(
         bool,
         typer.Option(
             "--scale-sizes-only",
-            help="With --scale: shrink image and fio sizes only, and keep the study's runtimes (a run shorter than 2 s measures mostly overhead).",
+            help="With --scale: shrink image and fio sizes only, and keep the "
+            "study's runtimes (a run shorter than 2 s measures mostly overhead).",
         ),
     ] = False,
     skip_unsupported: Annotated[
         bool,
         typer.Option(
             "--skip-unsupported",
-            help="Skip the targets this machine cannot run (a kernel feature or tool it lacks) and run the others; the summary lists what was skipped and why. Refusals (options, jobs, devices) still stop the study.",
+            help="Skip the targets this machine cannot run (a kernel feature or tool "
+            "it lacks) and run the others; the summary lists what was skipped "
+            "and why. Refusals (options, jobs, devices) still stop the study.",
         ),
     ] = False,
     seed: Annotated[
@@ -281,7 +295,8 @@ def run(
         typer.Option(
             "--client",
             metavar="HOST=ADDRESS:PORT",
-            help="Where a host a workload's clients names serves fio (fslab fio-server there): an IP address, never a name; repeat for each.",
+            help="Where a host a workload's clients names serves fio (fslab "
+            "fio-server there): an IP address, never a name; repeat for each.",
         ),
     ] = None,
     allow_network: AllowNetworkOption = None,
@@ -290,7 +305,8 @@ def run(
         typer.Option(
             "--on",
             metavar="HOSTS",
-            help="Run on a fleet's workers instead of here (docs/fleet.md): HOST[,HOST…], label:LABEL (the workers carrying it) or all (every worker heard from lately). Needs --db postgresql://….",
+            help="Run on a fleet's workers instead of here (docs/fleet.md): HOST[,HOST…], label:LABEL (the "
+            "workers carrying it) or all (every worker heard from lately). Needs --db postgresql://….",
         ),
     ] = None,
     detach: Annotated[
@@ -304,7 +320,9 @@ def run(
         bool,
         typer.Option(
             "--spread",
-            help="With --on: divide the study run's planned runs among the hosts (identical hosts finishing one study sooner: each takes the plan's next block when free) instead of each host running them all; its summary pools the hosts, host a block.",
+            help="With --on: divide the study run's planned runs among the hosts (identical hosts "
+            "finishing one study sooner: each takes the plan's next block when free) instead "
+            "of each host running them all; its summary pools the hosts, host a block.",
         ),
     ] = False,
     plan: Annotated[
@@ -312,7 +330,8 @@ def run(
         typer.Option(
             "--plan",
             help=(
-                "Print what the study would do here — targets and workloads after --scale, runs, disk space, estimated time, "
+                "Print what the study would do here — targets and workloads "
+                "after --scale, runs, disk space, estimated time, "
                 "what is skipped or missing — and run nothing."
             ),
         ),
@@ -339,7 +358,8 @@ def run(
             if v
         ]
         raise _fail(
-            f"{', '.join(given)} cannot go with --on: each worker resumes its unit itself and skips what its host cannot run (recorded with why)"
+            f"{', '.join(given)} cannot go with --on: each worker resumes its "
+            "unit itself and skips what its host cannot run (recorded with why)"
         )
     if resume:
         fixed = {
@@ -465,7 +485,8 @@ def _run_on_fleet(
         )
     except KeyboardInterrupt:
         errors.print(
-            f"[yellow]stopped following[/yellow]: the workers go on; `fslab status {study_run_id}` shows where they are."
+            "[yellow]stopped following[/yellow]: the workers go on; "
+            f"`fslab status {study_run_id}` shows where they are."
         )
         raise typer.Exit(130) from None
     _show_and_exit(results, study_run_id, baseline=baseline, threshold=threshold)
@@ -478,7 +499,8 @@ def _resume(ref: str | None, threshold: float, db: str | None, workdir: Path, de
     results = _open_db(db)
     found = resumable(results, ref)
     console.print(
-        f"[bold]{safe_markup(found.study.name)}[/bold]: resuming study run {found.study_run_id}, {len(found.stored)} run(s) already stored",
+        f"[bold]{safe_markup(found.study.name)}[/bold]: resuming study run "
+        f"{found.study_run_id}, {len(found.stored)} run(s) already stored",
         highlight=False,
     )
     for note in found.notes:
@@ -529,7 +551,8 @@ def _with_progress(start: "Callable[[RunObserver], int]", then: str = "") -> int
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         errors.print(
-            "[yellow]interrupted[/yellow]: mounts and loop devices released; the runs already done are stored. `fslab run --resume` (with the same --db and --workdir) continues it."
+            "[yellow]interrupted[/yellow]: mounts and loop devices released; the runs already done "
+            "are stored. `fslab run --resume` (with the same --db and --workdir) continues it."
         )
         raise typer.Exit(130) from None
 
@@ -574,7 +597,8 @@ def summary(
         Bandwidth | None,
         typer.Option(
             "--units",
-            help="Bandwidth in decimal MB/s or binary MiB/s, in the tables and the report files. \\[default: the study's units, else MB/s]",
+            help="Bandwidth in decimal MB/s or binary MiB/s, in the tables and "
+            "the report files. \\[default: the study's units, else MB/s]",
         ),
     ] = None,
     pool_hosts: PoolHostsOption = False,
@@ -603,7 +627,8 @@ def export(
         typer.Option(
             "--output",
             "-o",
-            help="The folder to write into (made if need be, in an existing directory). \\[default: the study run's report folder]",
+            help="The folder to write into (made if need be, in an existing "
+            "directory). \\[default: the study run's report folder]",
         ),
     ] = None,
     form: Annotated[
@@ -611,12 +636,14 @@ def export(
         typer.Option(
             "--format",
             metavar="FORMAT",
-            help="csv or parquet (or a format a module of fslab.report.formats adds). Parquet needs pyarrow: pip install 'fslab\\[parquet]'.",
+            help="csv or parquet (or a format a module of fslab.report.formats "
+            "adds). Parquet needs pyarrow: pip install 'fslab\\[parquet]'.",
         ),
     ] = "csv",
     db: DbOption = None,
 ) -> None:
-    """Write a study run's tables for pandas: runs (every run, one row per metric) and summary (every cell's statistics)."""
+    """Write a study run's tables for pandas: runs (every run, one row per metric) and summary
+    (every cell's statistics)."""
     from fslab.report.files import export_tables, report_folder
     from fslab.report.formats import table_form_named
     from fslab.report.summary import summarize_study_run
@@ -689,7 +716,8 @@ def compare(
     pool_hosts: PoolHostsOption = False,
     db: DbOption = None,
 ) -> None:
-    """Compare two study runs of one study cell by cell, or two hosts of one study run (--hosts); exit 1 if any cell regressed (for CI gates)."""
+    """Compare two study runs of one study cell by cell, or two hosts of one study run (--hosts);
+    exit 1 if any cell regressed (for CI gates)."""
     from fslab.model import Host
     from fslab.report.summary import compare_hosts, compare_runs
     from fslab.statistics.analysis import regressions
@@ -712,7 +740,8 @@ def compare(
         b = _find_study_run(results, newer)
         if a["study"] != b["study"]:
             raise _fail(
-                f"study run {a['id']} is of study '{a['study']}' and {b['id']} of '{b['study']}': compare runs of one study"
+                f"study run {a['id']} is of study '{a['study']}' and "
+                f"{b['id']} of '{b['study']}': compare runs of one study"
             )
         compared = compare_runs(results, a["id"], b["id"], threshold=threshold, pool_hosts=pool_hosts)
         regressed = regressions(compared.rows, regression)
@@ -740,16 +769,22 @@ def import_results(
         str | None,
         typer.Option(
             "--target",
-            help="The target every imported run is of. \\[default: each file's directory name — in bench-fio's tree, its target's —, else 'imported'; client/server output: TARGET@HOST]",
+            help="The target every imported run is of. \\[default: each file's directory name — in "
+            "bench-fio's tree, its target's —, else 'imported'; client/server output: TARGET@HOST]",
         ),
     ] = None,
     db: DbOption = None,
 ) -> None:
-    """Import existing fio JSON output (plain json or json+, fio 2.x or 3.x, client/server too; bench-fio's output tree) as a study run, and show its summary.
+    """Import existing fio JSON output (plain json or json+, fio 2.x or 3.x, client/server too;
+    bench-fio's output tree) as a study run, and show its summary.
 
-    Each fio job name becomes a workload — one per set of job options where files ran it with different ones —, each file a run of its cells (docs/import.md). A file that is not fio's JSON, or is malformed, is reported and skipped; fio's log files and bench-fio's preconditioning runs are passed over, counted; the rest are imported.
+    Each fio job name becomes a workload — one per set of job options where files ran it with
+    different ones —, each file a run of its cells (docs/import.md). A file that is not fio's JSON,
+    or is malformed, is reported and skipped; fio's log files and bench-fio's preconditioning runs
+    are passed over, counted; the rest are imported.
 
-    Exit status: 0 when every file was imported; 1 when some were skipped, or a job reported an error, and the rest imported; 2 when nothing could be imported.
+    Exit status: 0 when every file was imported; 1 when some were skipped, or a job reported an
+    error, and the rest imported; 2 when nothing could be imported.
     """
     from fslab.model.records import now
     from fslab.results.importer import import_files
@@ -777,7 +812,8 @@ def import_results(
     results = _open_db(db)
     study_run_id = results.store_imported(imported, imported.environment(), imported.settings(now()))
     console.print(
-        f"imported {len(imported.files)} file(s), {len(imported.runs)} run(s), as study run {study_run_id} of study {safe_markup(study)}",
+        f"imported {len(imported.files)} file(s), {len(imported.runs)} "
+        f"run(s), as study run {study_run_id} of study {safe_markup(study)}",
         highlight=False,
     )
     failed = len(_show(results, study_run_id).failures)
@@ -803,14 +839,16 @@ def report(
             "--output",
             "-o",
             metavar="DIR",
-            help="The folder for report.html, and figures/ with --figures (made if missing). \\[default: the study run's folder beside the database, where `fslab summary` writes]",
+            help="The folder for report.html, and figures/ with --figures (made if missing). "
+            "\\[default: the study run's folder beside the database, where `fslab summary` writes]",
         ),
     ] = None,
     figures: Annotated[
         bool,
         typer.Option(
             "--figures",
-            help="Also write every chart as an SVG figure, in figures/ beside the page (for papers and slides, sharp at any size; about 60 ms of CPU a chart, drawn on every CPU).",
+            help="Also write every chart as an SVG figure, in figures/ beside the page (for papers "
+            "and slides, sharp at any size; about 60 ms of CPU a chart, drawn on every CPU).",
         ),
     ] = False,
     png: Annotated[
@@ -825,7 +863,8 @@ def report(
         typer.Option(
             "--png-scale",
             metavar="N",
-            help="Each PNG at N pixels per CSS pixel, 1 to 4 (implies --png; 2 is sharp on slides and high-density screens and takes about twice the CPU). \\[default: 1, the page's size]",
+            help="Each PNG at N pixels per CSS pixel, 1 to 4 (implies --png; 2 is sharp on slides and "
+            "high-density screens and takes about twice the CPU). \\[default: 1, the page's size]",
         ),
     ] = None,
     history_of: Annotated[
@@ -833,7 +872,8 @@ def report(
         typer.Option(
             "--history",
             metavar="STUDY",
-            help="Write the study's trend page instead (history.html): each cell's primary metric across its study runs, a facet per host, flagged steps marked and listed (as `fslab history STUDY`).",
+            help="Write the study's trend page instead (history.html): each cell's primary metric across its "
+            "study runs, a facet per host, flagged steps marked and listed (as `fslab history STUDY`).",
         ),
     ] = None,
     baseline: BaselineOption = None,
@@ -843,7 +883,8 @@ def report(
             "--threshold",
             parser=parse_percent,
             metavar="PERCENT",
-            help="The smallest change called faster or slower. \\[default: 3 %; with --history: the threshold the study's newest study run ran with, else 3 %]",
+            help="The smallest change called faster or slower. \\[default: 3 %; with "
+            "--history: the threshold the study's newest study run ran with, else 3 %]",
         ),
     ] = None,
     regression: Annotated[
@@ -852,7 +893,8 @@ def report(
             "--regression",
             parser=parse_percent,
             metavar="PERCENT",
-            help="With several study runs: a cell significantly slower than in the first by more than this is named a regression.",
+            help="With several study runs: a cell significantly slower than "
+            "in the first by more than this is named a regression.",
         ),
     ] = "5",  # type: ignore[assignment]
     units: Annotated[
@@ -864,7 +906,8 @@ def report(
     pool_hosts: PoolHostsOption = False,
     db: DbOption = None,
 ) -> None:
-    """Write one self-contained HTML page of a study run (or several compared), or with --history the study's trend page; with --figures, its charts also as SVG figures (--png: and PNG)."""
+    """Write one self-contained HTML page of a study run (or several compared), or with --history
+    the study's trend page; with --figures, its charts also as SVG figures (--png: and PNG)."""
     # altair, vl-convert, jinja2: a quarter second no other command needs to wait for
     from fslab.report.figures import PNG_SCALE
     from fslab.report.page import default_folder, write_report
@@ -896,7 +939,8 @@ def report(
     console.print(f"Report: {written.page}", highlight=False, soft_wrap=True)
     if figures:
         console.print(
-            f"Figures ({len(written.figures)} files, {'SVG and PNG' if png_scale else 'SVG'}): {written.page.parent / 'figures'}",
+            f"Figures ({len(written.figures)} files, "
+            f"{'SVG and PNG' if png_scale else 'SVG'}): {written.page.parent / 'figures'}",
             highlight=False,
             soft_wrap=True,
         )
@@ -927,7 +971,8 @@ def _trend_report(
     console.print(f"Trend page: {written.page}", highlight=False, soft_wrap=True)
     if figures:
         console.print(
-            f"Figures ({len(written.figures)} files, {'SVG and PNG' if png_scale else 'SVG'}): {written.page.parent / 'figures'}",
+            f"Figures ({len(written.figures)} files, "
+            f"{'SVG and PNG' if png_scale else 'SVG'}): {written.page.parent / 'figures'}",
             highlight=False,
             soft_wrap=True,
         )
@@ -954,7 +999,8 @@ def history(
         str | None,
         typer.Argument(
             metavar="[STUDY]",
-            help="A study's name: each cell's primary metric across its study runs, per host, with every step between consecutive study runs that is a change. \\[default: list the study runs stored]",
+            help="A study's name: each cell's primary metric across its study runs, per host, with every step "
+            "between consecutive study runs that is a change. \\[default: list the study runs stored]",
         ),
     ] = None,
     host: Annotated[
@@ -962,7 +1008,8 @@ def history(
         typer.Option(
             "--host",
             metavar="HOST",
-            help="With STUDY: only the runs of this host (repeat for several). \\[default: every host, each its own series]",
+            help="With STUDY: only the runs of this host (repeat for "
+            "several). \\[default: every host, each its own series]",
         ),
     ] = None,
     metric: Annotated[
@@ -970,7 +1017,8 @@ def history(
         typer.Option(
             "--metric",
             metavar="METRIC",
-            help="With STUDY: this metric (e.g. read_iops, write_lat_p99_us; repeat for several) instead of each workload's primary ones.",
+            help="With STUDY: this metric (e.g. read_iops, write_lat_p99_us; "
+            "repeat for several) instead of each workload's primary ones.",
         ),
     ] = None,
     threshold: Annotated[
@@ -979,19 +1027,22 @@ def history(
             "--threshold",
             parser=parse_percent,
             metavar="PERCENT",
-            help="With STUDY: the smallest step called a change. \\[default: the threshold its newest study run ran with, else 3 %]",
+            help="With STUDY: the smallest step called a change. \\[default: "
+            "the threshold its newest study run ran with, else 3 %]",
         ),
     ] = None,
     fail_on_regression: Annotated[
         bool,
         typer.Option(
             "--fail-on-regression",
-            help="With STUDY: exit with status 1 when a regression (a change the worse way) is flagged on a step into the newest study run of the hosts shown (for CI).",
+            help="With STUDY: exit with status 1 when a regression (a change the worse way) "
+            "is flagged on a step into the newest study run of the hosts shown (for CI).",
         ),
     ] = False,
     db: DbOption = None,
 ) -> None:
-    """List the study runs stored in the database; with STUDY, its history: each cell's metric over its study runs and the steps that are changes."""
+    """List the study runs stored in the database; with STUDY, its history: each cell's metric over
+    its study runs and the steps that are changes."""
     results = _open_db(db)
     if study is None:
         from fslab.model.records import imported_from
@@ -1052,7 +1103,8 @@ def history(
     regressed = found.latest_regressions
     if fail_on_regression and regressed:
         errors.print(
-            f"[red]{len(regressed)} regression(s)[/red] flagged on a step into study run {found.latest}, the newest shown",
+            f"[red]{len(regressed)} regression(s)[/red] flagged on "
+            f"a step into study run {found.latest}, the newest shown",
             highlight=False,
         )
         raise typer.Exit(1)
@@ -1088,17 +1140,23 @@ def worker(
         typer.Option(
             "--fio-address",
             metavar="ADDRESS[:PORT]",
-            help="Serve fio here for the study runs whose workloads name this host among their clients, only while they run (never every address): an IP address of this host's on loopback or in an --allow-network; port 8765 by default.",
+            help="Serve fio here for the study runs whose workloads name this host among "
+            "their clients, only while they run (never every address): an IP address "
+            "of this host's on loopback or in an --allow-network; port 8765 by default.",
         ),
     ] = None,
     allow_network: AllowNetworkOption = None,
     db: DbOption = None,
     workdir: WorkdirOption = DEFAULT_WORKDIR,
 ) -> None:
-    """Serve a fleet on this host: take this host's units from the shared PostgreSQL database one at a time, run each here, store its runs there (docs/fleet.md).
+    """Serve a fleet on this host: take this host's units from the shared PostgreSQL database one at
+    a time, run each here, store its runs there (docs/fleet.md).
 
-    Ctrl-C or SIGTERM releases the run under way and gives its unit back to be taken again; the worker then exits 130 after Ctrl-C, 0 after SIGTERM (a service manager's stop).
-    With --fio-address it also serves fio for other hosts' shared-storage runs that name it among their clients (docs/shared-storage.md)."""
+    Ctrl-C or SIGTERM releases the run under way and gives its unit back to be taken again; the
+    worker then exits 130 after Ctrl-C, 0 after SIGTERM (a service manager's stop).
+
+    With --fio-address it also serves fio for other hosts' shared-storage runs that name it among
+    their clients (docs/shared-storage.md)."""
     from fslab.core.interruption import exit_status
     from fslab.fio.server import address_and_port, networks
     from fslab.fleet import worker as serving
@@ -1126,7 +1184,8 @@ def worker(
         serving.serve(settings, say)
     except KeyboardInterrupt:
         errors.print(
-            "[yellow]worker stopped[/yellow]: the run under way was released; its unit goes to the next worker of this name."
+            "[yellow]worker stopped[/yellow]: the run under way was "
+            "released; its unit goes to the next worker of this name."
         )
         # SIGTERM is how a service manager stops a service: a normal end, not a failure (143
         # would be one to systemd); Ctrl-C ends it as an interrupted command, 130.
@@ -1176,9 +1235,11 @@ def db_copy(
         ),
     ],
 ) -> None:
-    """Copy every study run of SRC that DST lacks into DST, with its targets, workloads, hosts, runs, metrics and raw outputs.
+    """Copy every study run of SRC that DST lacks into DST, with its targets, workloads, hosts,
+    runs, metrics and raw outputs.
 
-    Ids are DST's own; a study run is recognised by its identity, kept wherever it is copied, so copying again adds nothing. A study run still running is left for a later copy.
+    Ids are DST's own; a study run is recognised by its identity, kept wherever it is copied, so
+    copying again adds nothing. A study run still running is left for a later copy.
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -1195,7 +1256,8 @@ def db_copy(
     for old_id, why in outcome.left.items():
         errors.print(f"[yellow]left[/yellow] study run {old_id}: {safe_markup(why)}", highlight=False)
     console.print(
-        f"{len(outcome.copied)} study run(s), {outcome.runs} run(s) copied into {shown(destination)}; {len(outcome.already)} already there",
+        f"{len(outcome.copied)} study run(s), {outcome.runs} run(s) copied "
+        f"into {shown(destination)}; {len(outcome.already)} already there",
         highlight=False,
         soft_wrap=True,
     )
@@ -1207,14 +1269,16 @@ def list_things(
         str | None,
         typer.Argument(
             metavar="[SECTION|NAME]",
-            help="Show one section (studies, workloads, sets, kinds, scenarios, filesystems, layers, sources, monitors, formats), or what is named so (zfs, luks, sysbench). \\[default: all]",
+            help="Show one section (studies, workloads, sets, kinds, scenarios, filesystems, "
+            "layers, sources, monitors, formats), or what is named so (zfs, luks, sysbench). \\[default: all]",
         ),
     ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON document, a key per section, for scripts.")
     ] = False,
 ) -> None:
-    """What fslab can do: built-in studies and workloads, workload kinds, scenarios, filesystems, layers, device sources, and every option a study may give them; the monitors and report formats."""
+    """What fslab can do: built-in studies and workloads, workload kinds, scenarios, filesystems,
+    layers, device sources, and every option a study may give them; the monitors and report formats."""
     import json
 
     from fslab.cli.catalogue import catalogue, tables
@@ -1300,7 +1364,8 @@ def cleanup(workdir: WorkdirOption = DEFAULT_WORKDIR) -> None:
     for o in outcomes:
         detail = f": {safe_markup(o.detail)}" if o.detail else ""
         console.print(
-            f"{safe_markup(o.kind)} {safe_markup(o.ident)}: [{colour[o.status]}]{o.status}[/{colour[o.status]}]{detail}",
+            f"{safe_markup(o.kind)} {safe_markup(o.ident)}: "
+            f"[{colour[o.status]}]{o.status}[/{colour[o.status]}]{detail}",
             highlight=False,
         )
     if any(o.status != "released" for o in outcomes):
@@ -1313,16 +1378,19 @@ def fio_server(
         str,
         typer.Option(
             "--address",
-            help="The IP address of this host's that fio's server listens on (never every address): loopback, or in an --allow-network.",
+            help="The IP address of this host's that fio's server listens on "
+            "(never every address): loopback, or in an --allow-network.",
         ),
     ],
     port: Annotated[int, typer.Option("--port", help="The TCP port it listens on (1024-65535).")] = 8765,
     allow_network: AllowNetworkOption = None,
     workdir: WorkdirOption = DEFAULT_WORKDIR,
 ) -> None:
-    """Serve fio for shared-storage runs (clients = [...]): `fio --server` on one address, held in the journal, until Ctrl-C or SIGTERM.
+    """Serve fio for shared-storage runs (clients = [...]): `fio --server` on one address, held in
+    the journal, until Ctrl-C or SIGTERM.
 
-    A fio server runs any job a client that reaches it sends, as root: run it on a lab network only (docs/shared-storage.md)."""
+    A fio server runs any job a client that reaches it sends, as root: run it on a lab network only
+    (docs/shared-storage.md)."""
     from fslab.fio.server import Endpoint, checked_address, checked_port, networks, serve_until_stopped
 
     where = Endpoint(checked_address(address, networks(allow_network or ()), "--address"), checked_port(port, "--port"))
@@ -1334,6 +1402,18 @@ def fio_server(
         console.print("fio server stopped")
 
 
+def _help_of(doc: str | None) -> str | None:
+    """A command's help from its docstring: each paragraph's lines joined into one, which the
+    terminal wraps to its own width (typer's help keeps a docstring's line breaks as they are)."""
+    if doc is None:
+        return None
+    return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in inspect.cleandoc(doc).split("\n\n"))
+
+
+for _command in (*app.registered_commands, *db_app.registered_commands):
+    _command.help = _command.help or _help_of(_command.callback.__doc__ if _command.callback else None)
+
+
 def main(password_hidden: bool | None = None) -> None:
     """The commands (entered through fslab.__main__, which hears signals first and hides a
     password given in a URL from `ps`: `password_hidden`, None if none was given): every error a
@@ -1342,7 +1422,8 @@ def main(password_hidden: bool | None = None) -> None:
     if password_hidden is not None:
         hidden = "fslab hid it there as it started, not before" if password_hidden else "fslab could not hide it there"
         errors.print(
-            f"[yellow]warning[/yellow]: a password given in a database URL on the command line is for every user of this machine to read in `ps` ({hidden}): "
+            "[yellow]warning[/yellow]: a password given in a database URL on the command line is for every user "
+            f"of this machine to read in `ps` ({hidden}): "
             "give it by PGPASSWORD, ~/.pgpass or a service file instead (docs/fleet.md)",
             highlight=False, soft_wrap=True,
         )  # fmt: skip

@@ -103,14 +103,20 @@ def find_hierarchy() -> Hierarchy | str:
             except OSError:
                 enabled = False
             if not enabled:
-                return f"the memory controller is not enabled for the children of {mount} (cgroup.subtree_control): enable it with +memory there"
+                return (
+                    "the memory controller is not enabled for the children of "
+                    f"{mount} (cgroup.subtree_control): enable it with +memory there"
+                )
             return Hierarchy(2, mount, mount)
     for mount, fstype, options in mounts:
         if fstype == "cgroup" and "memory" in options:
             own = mount / _own_v1_memory_group().lstrip("/")
             return Hierarchy(1, mount, own if own.is_dir() else mount)
     where = f"cgroup2 at {', '.join(map(str, v2))} lists no memory controller, and " if v2 else ""
-    return f"{where}no cgroup v1 memory controller is mounted: memory_limit needs a kernel with CONFIG_MEMCG and a mounted memory controller"
+    return (
+        f"{where}no cgroup v1 memory controller is mounted: memory_limit "
+        "needs a kernel with CONFIG_MEMCG and a mounted memory controller"
+    )
 
 
 def missing() -> str | None:

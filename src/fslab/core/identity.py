@@ -323,7 +323,8 @@ def unmount(path: Path, dev: str) -> None:
             return
         if mounted[-1].dev != dev:
             raise Refused(
-                f"{path}: the filesystem mounted there ({mounted[-1].source}, {mounted[-1].dev}) is not the one fslab mounted ({dev}); left mounted"
+                f"{path}: the filesystem mounted there ({mounted[-1].source}, "
+                f"{mounted[-1].dev}) is not the one fslab mounted ({dev}); left mounted"
             )
         if libc.umount2(str(path).encode(), UMOUNT_NOFOLLOW) == 0:
             continue

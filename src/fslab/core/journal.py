@@ -54,10 +54,12 @@ Releaser = Callable[[Entry, Any], None]
 # none of them itself) and only the kinds a journal holds are imported. A test checks that every
 # kind registered is here. (A plugin's kinds are its own: fslab.core.registry.)
 MAKERS = {
-    "process": "fslab.core.system", "scratch": "fslab.core.scratch", "cgroup": "fslab.core.cgroups", "mount": "fslab.filesystems.mounting",
-    "zpool": "fslab.filesystems.zfs", "zfs-daemon": "fslab.filesystems.zfs_engine", "arc-max": "fslab.filesystems.zfs_engine",
-    "device": "fslab.devices.named", "md": "fslab.devices.layers", "luks": "fslab.devices.layers", "lvm": "fslab.devices.layers",
-    "image": "fslab.devices.loop", "loop": "fslab.devices.loop", "zram": "fslab.devices.zram",
+    "process": "fslab.core.system", "scratch": "fslab.core.scratch", "cgroup": "fslab.core.cgroups",
+    "mount": "fslab.filesystems.mounting", "zpool": "fslab.filesystems.zfs",
+    "zfs-daemon": "fslab.filesystems.zfs_engine", "arc-max": "fslab.filesystems.zfs_engine",
+    "device": "fslab.devices.named", "md": "fslab.devices.layers", "luks": "fslab.devices.layers",
+    "lvm": "fslab.devices.layers", "image": "fslab.devices.loop", "loop": "fslab.devices.loop",
+    "zram": "fslab.devices.zram",
 }  # fmt: skip
 
 

@@ -63,8 +63,8 @@ def load_plugins() -> None:
             point.load()
         except Exception as exc:  # a broken plugin is named, not a traceback
             raise PluginFailed(
-                f"the fslab plugin {point.name!r} ({point.value}, entry point group {PLUGINS}) "
-                f"cannot be imported: {exc}: fix or uninstall it"
+                f"the fslab plugin {point.name!r} ({point.value}, entry point "
+                f"group {PLUGINS}) cannot be imported: {exc}: fix or uninstall it"
             ) from exc
 
 

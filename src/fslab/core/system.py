@@ -300,7 +300,8 @@ def stop_process(entry: Entry, workdir: object) -> None:
         return  # gone
     if same_process(entry.proof) is None or living.comm != entry.ident:
         raise Refused(
-            f"process {living.pid} ({living.comm}) is not the {entry.ident} fslab started (its start time or name differs); not signalled"
+            f"process {living.pid} ({living.comm}) is not the {entry.ident} "
+            "fslab started (its start time or name differs); not signalled"
         )
     kill_tree(living.pid)
 

@@ -175,7 +175,8 @@ class Workdir:
             found = os.fstat(fd)
             if not stat.S_ISREG(found.st_mode) or found.st_nlink != 1:
                 raise Refused(
-                    f"{self.root / 'lock'} is not a regular file of fslab's own (another name links to it): fslab leaves it alone"
+                    f"{self.root / 'lock'} is not a regular file of fslab's "
+                    "own (another name links to it): fslab leaves it alone"
                 )
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -211,7 +212,8 @@ class Workdir:
             if why:
                 shown = ", ".join(found[:8]) + (f" and {len(found) - 8} more" if len(found) > 8 else "")
                 raise Refused(
-                    f"{self.root} is not an fslab work directory ({why}); it holds {shown}, and fslab touches none of it: "
+                    f"{self.root} is not an fslab work directory ({why}); "
+                    f"it holds {shown}, and fslab touches none of it: "
                     "choose an empty or new directory with --workdir"
                 )
         with _refusing(marker):
@@ -230,7 +232,10 @@ class Workdir:
         for name in found:
             kind = stat.S_ISDIR if name in ("images", "mnt") else stat.S_ISREG
             if not kind(os.lstat(self.root / name).st_mode):
-                return f"no {MARKER} marker, and {name} is not the {'directory' if kind is stat.S_ISDIR else 'regular file'} fslab makes"
+                return (
+                    f"no {MARKER} marker, and {name} is not the "
+                    f"{'directory' if kind is stat.S_ISDIR else 'regular file'} fslab makes"
+                )
         if "journal.jsonl" not in found:
             return f"no {MARKER} marker, and no journal of fslab's"
         problems = self.journal.read()[1]
@@ -267,5 +272,6 @@ def _check_own_directory(path: Path) -> None:
         raise Refused(f"{path} is not a directory (a symlink or a file is there): fslab does not follow or replace it")
     if st.st_uid != os.geteuid() or st.st_mode & 0o022:
         raise Refused(
-            f"{path} is owned by uid {st.st_uid} or writable by others (mode {stat.filemode(st.st_mode)}): fslab keeps its images and mounts only in a directory of its own"
+            f"{path} is owned by uid {st.st_uid} or writable by others (mode {stat.filemode(st.st_mode)}): "
+            "fslab keeps its images and mounts only in a directory of its own"
         )

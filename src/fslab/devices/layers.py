@@ -87,7 +87,10 @@ MDADM_OPTIONS = ToolOptions(
     },
 )
 
-KEY_DERIVATION = "fslab sets a fast key derivation: the key protects nothing here, and the cipher, not the derivation, is what a run measures"
+KEY_DERIVATION = (
+    "fslab sets a fast key derivation: the key protects nothing "
+    "here, and the cipher, not the derivation, is what a run measures"
+)
 FSLABS_KEY = "fslab makes a random key for each run and gives it itself"
 
 CIPHER = Matches(r"[a-z0-9]+(-[a-z0-9]+)*(:[a-z0-9]+)?", "a cipher such as aes-xts-plain64")

@@ -116,7 +116,8 @@ def _detach_all(file: FileId) -> None:
     while attached_still := loops_backed_by(file):
         if time.monotonic() > deadline:
             raise StillAttached(
-                f"{', '.join(attached_still)} detached but still attached after {DETACH_SECONDS:.0f} s: another process holds it open"
+                f"{', '.join(attached_still)} detached but still attached "
+                f"after {DETACH_SECONDS:.0f} s: another process holds it open"
                 " (fuser -v DEVICE says which); it goes when that process closes it, and `fslab cleanup` checks again"
             )
         time.sleep(0.02)
@@ -145,7 +146,8 @@ def image_file(journal: Journal, image_dir: Path, name: str, size: int, *, fill:
                 )
             except FileExistsError:
                 raise Refused(
-                    f"{path} already exists: fslab makes its images anew and never takes over a file it did not make (`fslab cleanup` releases what a killed fslab left)"
+                    f"{path} already exists: fslab makes its images anew and never takes over a "
+                    "file it did not make (`fslab cleanup` releases what a killed fslab left)"
                 ) from None
             os.ftruncate(fd, size)
             os.close(fd)
@@ -203,7 +205,10 @@ class ImageSource:
     """A target's loop images (made once per study run by the runner), attached for each run."""
 
     discards_by_default = False  # a discard punches holes in the image: it would lose its fill
-    chosen_by = "a target's default: devices = N image files of image_size (image_fill full or sparse) in fslab's work directory"
+    chosen_by = (
+        "a target's default: devices = N image files of image_size "
+        "(image_fill full or sparse) in fslab's work directory"
+    )
 
     def __init__(self, images: list[Image]):
         self.images = images

@@ -81,7 +81,8 @@ class NamedSource:
         for device in self.devices:  # its number alone proves nothing: another disk may have it now
             if not device.still_confirmed():
                 raise Refused(
-                    f"the device at {device.node} is no longer the disk you confirmed with {DESTROY_FLAG} (it was detached or replaced since); nothing was wiped: run again"
+                    f"the device at {device.node} is no longer the disk you confirmed with "
+                    f"{DESTROY_FLAG} (it was detached or replaced since); nothing was wiped: run again"
                 )
         problems = [problem for device in self.devices for problem in refusals(device)]
         if problems:

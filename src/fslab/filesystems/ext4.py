@@ -89,7 +89,8 @@ MKFS_OPTIONS = ToolOptions(
                 "nodiscard": Flag(),
             },
             refused={
-                "assume_storage_prezeroed": "fslab's images are filled with random data, not zeros: the filesystem would read garbage as metadata",
+                "assume_storage_prezeroed": "fslab's images are filled with random data, not "
+                "zeros: the filesystem would read garbage as metadata",
                 "offset": "it places the filesystem inside the device; fslab gives the whole image",
             },
         ),
@@ -307,7 +308,8 @@ class Ext4(Filesystem):
             < _journal_bytes(full // block, block, journal_asked, features)
         ):
             changed = (
-                f"no journal: mkfs.ext4 makes none on {size // block} blocks of {format_size(block)} (under 2048), and the full size's {format_size(full)} has one",
+                f"no journal: mkfs.ext4 makes none on {size // block} blocks of "
+                f"{format_size(block)} (under 2048), and the full size's {format_size(full)} has one",
             )
         return replace(target, mkfs_options=options, scaling_changed=(*target.scaling_changed, *changed))
 

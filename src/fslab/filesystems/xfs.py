@@ -170,7 +170,8 @@ class Xfs(Filesystem):
         changed = []
         if not log.get("size") and default_log_bytes(size) != default_log_bytes(full):
             changed.append(
-                f"a log of {format_size(default_log_bytes(size))}, not the full size's {format_size(default_log_bytes(full))}"
+                f"a log of {format_size(default_log_bytes(size))}, not "
+                f"the full size's {format_size(default_log_bytes(full))}"
             )
         if not data.keys() & {"agcount", "agsize"} and default_ag_count(size) != default_ag_count(full):
             changed.append(f"{default_ag_count(size)} allocation groups, not the full size's {default_ag_count(full)}")

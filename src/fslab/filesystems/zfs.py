@@ -101,7 +101,8 @@ def sync_pool(pool: str) -> None:
         failmode = pool_property(pool, "failmode")
         if failmode not in ("wait", "continue", "panic"):  # zpool's own answer, checked all the same before it is set
             raise Refused(
-                f"zpool get failmode {pool} answered {failmode!r}, not a failmode: fslab does not set it, and cannot sync the pool"
+                f"zpool get failmode {pool} answered {failmode!r}, not a "
+                "failmode: fslab does not set it, and cannot sync the pool"
             )
         run(["zpool", "set", f"failmode={failmode}", pool])
     else:
@@ -211,7 +212,10 @@ POOL_OPTIONS = Suboptions(
 
 CACHE = OneOf(("all", "none", "metadata"))
 ENCRYPTION = ("off", "on", "aes-128-ccm", "aes-192-ccm", "aes-256-ccm", "aes-128-gcm", "aes-192-gcm", "aes-256-gcm")
-KEY_BY_FSLAB = "fslab generates each encrypted dataset's key itself (keyformat=raw, given on zfs's standard input, kept in no file)"
+KEY_BY_FSLAB = (
+    "fslab generates each encrypted dataset's key itself "
+    "(keyformat=raw, given on zfs's standard input, kept in no file)"
+)
 BLOCK_SIZE = Size(512, 16 * 2**20, units="km")
 # zfs create -o. Some values need OpenZFS (sync, logbias' throughput, lz4, zstd, …); zfs-fuse
 # refuses them at zfs create, and the run fails with zfs's own message.
@@ -333,7 +337,8 @@ class ZfsFields(TargetFields):
             raise ValueError("; ".join(problems))
         if "keyformat" in value and "off" in [property_text(one) for one in _as_list(value.get("encryption", "off"))]:
             raise ValueError(
-                'keyformat goes with encryption (keyformat=raw is fslab\'s, and the default): set encryption = "aes-256-gcm" (or another cipher) on every value, or drop keyformat'
+                "keyformat goes with encryption (keyformat=raw is fslab's, and the default): set "
+                'encryption = "aes-256-gcm" (or another cipher) on every value, or drop keyformat'
             )
         return value
 
@@ -432,7 +437,8 @@ class Zfs(Filesystem):
                 target,
                 scaling_changed=(
                     *target.scaling_changed,
-                    "the ARC is the engine's default, not scaled with the data: it holds more of it than at full size (arc_max scales with it)",
+                    "the ARC is the engine's default, not scaled with the data: "
+                    "it holds more of it than at full size (arc_max scales with it)",
                 ),
             )
         kept = scaled_size(target.arc_max, scale)
@@ -616,7 +622,8 @@ class Zfs(Filesystem):
             )
         started = f"{daemon.describe()}\n{EMPTIED}\n" if daemon else ""
         key = (
-            "key: 32 random bytes fslab made for this run alone (keyformat=raw), given on zfs create's standard input, in no file\n"
+            "key: 32 random bytes fslab made for this run alone "
+            "(keyformat=raw), given on zfs create's standard input, in no file\n"
             if encrypted(target.properties)
             else ""
         )
@@ -627,8 +634,14 @@ class Zfs(Filesystem):
 EMPTIED = (
     "ARC emptied before the measured run: the pool exported and imported again (drop_caches does not reach zfs-fuse's)"
 )
-ENCRYPTION_ON_FUSE = "ZFS native encryption is not supported by this ZFS engine (zfs-fuse's pool version 23 predates it); it needs OpenZFS 0.8 or later with its kernel module"
-ZVOL_ON_FUSE = "zvol targets are not supported by this ZFS engine (zfs-fuse cannot present block devices); they need the OpenZFS kernel module"
+ENCRYPTION_ON_FUSE = (
+    "ZFS native encryption is not supported by this ZFS engine (zfs-fuse's pool "
+    "version 23 predates it); it needs OpenZFS 0.8 or later with its kernel module"
+)
+ZVOL_ON_FUSE = (
+    "zvol targets are not supported by this ZFS engine (zfs-fuse "
+    "cannot present block devices); they need the OpenZFS kernel module"
+)
 
 
 # A volume may reserve a little more than its size for its own metadata: it gets this share

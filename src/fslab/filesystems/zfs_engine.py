@@ -296,6 +296,7 @@ def kernel_arc_max(journal: Journal, arc_max: int | None) -> Iterator[None]:
         in_force = arc_stat("c_max")
         if in_force != arc_max:  # the module ignores a cap below its floor, silently
             raise NotSupported(
-                f"the OpenZFS module did not take zfs_arc_max = {arc_max}: the ARC's cap in force is {in_force} and its floor (c_min) {arc_stat('c_min')}"
+                f"the OpenZFS module did not take zfs_arc_max = {arc_max}: the ARC's "
+                f"cap in force is {in_force} and its floor (c_min) {arc_stat('c_min')}"
             )
         yield

@@ -9,9 +9,10 @@ client and job, latency percentiles from the clients' histogram bins added up �
 "All clients" figures, whose latencies are averages of averages (fio issues 610 and 1881).
 Each client's own metrics are kept beside, of its phase ("host-a.write_iops").
 
-How the run learns where each client's server listens is `ClientDirectory`: a fleet's roster
-answers it (fleet/roster.FleetClients, once each client's worker serves: fleet/fio_service.py); on one machine a mapping the user gives (`GivenClients`: HOST=ADDRESS:PORT,
-IP literals on loopback or in a network the user allows — no name is ever resolved).
+How the run learns where each client's server listens is `ClientDirectory`: a fleet's roster answers
+it (fleet/roster.FleetClients, once each client's worker serves: fleet/fio_service.py); on one
+machine a mapping the user gives (`GivenClients`: HOST=ADDRESS:PORT, IP literals on loopback or in a
+network the user allows — no name is ever resolved).
 """
 
 from __future__ import annotations
@@ -107,7 +108,8 @@ def client_jobs(
         where = directory if shared_files else client_directory(directory, client.name)
         if not fio_jobs.written_as_is(where):
             raise Refused(
-                f"{where} cannot be written into a job file a fio server reads as is (it holds ':', '$', a control character or ends in a blank): choose a plainer path"
+                f"{where} cannot be written into a job file a fio server reads as is (it holds "
+                "':', '$', a control character or ends in a blank): choose a plainer path"
             )
         rendered[client.name] = fio_jobs.render(job, directory=where, device=None, fixed=fixed)
     return rendered

@@ -47,7 +47,9 @@ FINE_BINS = {
     19 << PLAT_BITS: 1000,
 }  # fio's FIO_IO_U_PLAT_NR → ns in its unit: fio ≥ 3.0 (ns), fio 2.x (µs)
 MOST_WINDOWS = 20_000  # a run's log spans at most these (fslab's: about 50; an imported one: 5.5 hours of 1 s)
-ON_TIME_MS = 2  # a window closed this much before its end on the run's epoch still ends there (fio_epoch: the epoch is found to a few ms)
+# A window closed this much before its end on the run's epoch still ends there (fio_epoch: the epoch
+# is found to a few ms).
+ON_TIME_MS = 2
 
 
 @dataclass(frozen=True)
@@ -73,7 +75,8 @@ class Bins:
         """The bins of a log whose lines hold `width` bins at `coarseness`; ValueError when fio writes no such line."""
         if not 0 <= coarseness <= 6 or width << coarseness not in FINE_BINS:
             raise ValueError(
-                f"{width} bins at coarseness {coarseness} is not a histogram fio writes ({' or '.join(map(str, FINE_BINS))} of its bins)"
+                f"{width} bins at coarseness {coarseness} is not a histogram "
+                f"fio writes ({' or '.join(map(str, FINE_BINS))} of its bins)"
             )
         return cls(coarseness, width, FINE_BINS[width << coarseness])
 
@@ -311,7 +314,8 @@ def latency_over_time(text: str) -> list[LatencyOverTime]:
         first, last = int(windows.min()), int(windows.max())
         if last - first >= MOST_WINDOWS:
             raise ValueError(
-                f"its {direction} lines span {last - first + 1} windows of {window} ms: more than {MOST_WINDOWS} is no run's log"
+                f"its {direction} lines span {last - first + 1} windows "
+                f"of {window} ms: more than {MOST_WINDOWS} is no run's log"
             )
         counts = np.bincount(
             (windows - first) * width + index[mine], weights=completions[mine], minlength=(last - first + 1) * width
@@ -342,7 +346,8 @@ def _read_compact(text: str, width: int) -> tuple[np.ndarray, np.ndarray, np.nda
         raise ValueError("not histogram lines as fslab keeps them (whole numbers separated by single spaces)")
     if len(lines) and lengths.min() < 3:
         raise ValueError(
-            f"line {int(np.argmax(lengths < 3)) + 1} is not a histogram line as fslab keeps it (msec, direction, block size first)"
+            f"line {int(np.argmax(lengths < 3)) + 1} is not a histogram "
+            "line as fslab keeps it (msec, direction, block size first)"
         )
     first = np.cumsum(lengths) - lengths  # each line's first token
     line_of = np.repeat(np.arange(len(lines)), lengths)

@@ -122,7 +122,8 @@ def _parsed(text: str, source: str, *, check: bool) -> JobFile:
     )
     if check and all((options.get("ioengine") or "") in NO_IO_ENGINES for options in job.jobs()):
         raise FioRefused(
-            f"{source}: no job does I/O on the target (ioengine {', '.join(sorted(NO_IO_ENGINES))} only loads the CPU): its numbers would say nothing about it; add a job that reads or writes",
+            f"{source}: no job does I/O on the target (ioengine {', '.join(sorted(NO_IO_ENGINES))} only "
+            "loads the CPU): its numbers would say nothing about it; add a job that reads or writes",
             OUTPUT,
         )
     return job
@@ -135,7 +136,8 @@ def _section_name(line: str, where: str) -> str:
     name = header.group(1).strip()
     if name != GLOBAL and name.startswith(GLOBAL):
         raise FioRefused(
-            f"{where}: job name '{name[:40]}' is refused: fio reads every section whose name begins with 'global' as [global]",
+            f"{where}: job name '{name[:40]}' is refused: fio reads "
+            "every section whose name begins with 'global' as [global]",
             SYNTAX,
         )
     if name != GLOBAL and JOB_NAME.problem(name):
@@ -287,15 +289,24 @@ def _steadystate_problem(options: Mapping[str, str | None]) -> str | None:
     criterion, window = options.get("steadystate"), options.get("steadystate_duration")
     seconds = fio_seconds(window or "0")
     if criterion is not None and not seconds:
-        return f"steadystate={criterion} without steadystate_duration is never judged (fio's default window, 0, turns it off): add steadystate_duration (at least {SHORTEST_STEADY_WINDOW:g}s)"
+        return (
+            f"steadystate={criterion} without steadystate_duration is never judged (fio's default "
+            f"window, 0, turns it off): add steadystate_duration (at least {SHORTEST_STEADY_WINDOW:g}s)"
+        )
     if not seconds:
         return None
     if seconds < SHORTEST_STEADY_WINDOW:
-        return f"steadystate_duration={window} is under {SHORTEST_STEADY_WINDOW:g}s: fio samples once a second, and fewer than two samples judge nothing"
+        return (
+            f"steadystate_duration={window} is under {SHORTEST_STEADY_WINDOW:g}s: "
+            "fio samples once a second, and fewer than two samples judge nothing"
+        )
     needed = seconds + fio_seconds(options.get("steadystate_ramp_time") or "0")
     runtime = fio_seconds(options.get("runtime") or "0")
     if runtime and needed > runtime:
-        return f"steadystate_ramp_time + steadystate_duration ({needed:g}s) is longer than runtime ({runtime:g}s): fio could never judge steady state; lengthen runtime or shorten the window"
+        return (
+            f"steadystate_ramp_time + steadystate_duration ({needed:g}s) is longer than runtime "
+            f"({runtime:g}s): fio could never judge steady state; lengthen runtime or shorten the window"
+        )
     return None
 
 

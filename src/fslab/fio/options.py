@@ -91,7 +91,8 @@ def per_direction(part: str) -> str:
 
 DEC = r"\d+(?:\.\d+)?"
 _SIZE = rf"{DEC}(?:[kmgtp]i?b?|b)?"  # fio's suffixes: 4k, 4KiB, 1m, 1g, or bytes
-_TIME = rf"{DEC}(?:us|usec|ms|msec|s|sec|m|min|h|d)?"  # a bare number in the option's own unit; what fio misreads: fio_values
+# A bare number is in the option's own unit; what fio misreads: fio_values.
+_TIME = rf"{DEC}(?:us|usec|ms|msec|s|sec|m|min|h|d)?"
 _RANGE = rf"{_SIZE}(?:[-:]{_SIZE})?"
 _SPLIT = rf"{_SIZE}/(?:\d+)?(?::{_SIZE}/(?:\d+)?)*"  # fio reads a percentage with atoi: whole
 # A literal pattern only: hex, a decimal number, a "string", %o (the offset). A 'quoted' word
@@ -138,12 +139,15 @@ PLAIN_FILE = re.compile(r"(?!\.\.?$)[A-Za-z0-9_.][A-Za-z0-9_.+-]{0,127}")
 # (fio_jobs.expected_seconds).
 FORMS: dict[str, Kind] = {
     "description": TEXT, "name": JOB_NAME, "wait_for": JOB_NAME, "bssplit": SPLIT, "filesize": SIZE_RANGE,
-    "randseed": count(2**64 - 1), "number_ios": count(2**63), "verify_backlog": count(2**31), "trim_backlog": count(2**31),
+    "randseed": count(2**64 - 1), "number_ios": count(2**63), "verify_backlog": count(2**31),
+    "trim_backlog": count(2**31),
     "verify_pattern": PATTERN, "buffer_pattern": PATTERN, "ignore_error": ERRORS,
     "zonesize": ONE_SIZE, "zonecapacity": ONE_SIZE, "zonerange": ONE_SIZE,
     "cpus_allowed": CPUS, "numa_cpu_nodes": NODES,
-    "numa_mem_policy": Kind(rf"(?:default|local|prefer|bind|interleave)(?::{_CPUS})?", "default, local, or prefer, bind or interleave with :nodes (bind:0-1)"),
-    "cmdprio_bssplit": Kind(per_direction(rf"{_SIZE}/\d+(?:/\d+/\d+)?(?::{_SIZE}/\d+(?:/\d+/\d+)?)*"), "size/percentage[/class/level] entries (64k/25/1/1:1m/0), one list per direction", each=SIZE),
+    "numa_mem_policy": Kind(rf"(?:default|local|prefer|bind|interleave)(?::{_CPUS})?",
+        "default, local, or prefer, bind or interleave with :nodes (bind:0-1)"),
+    "cmdprio_bssplit": Kind(per_direction(rf"{_SIZE}/\d+(?:/\d+/\d+)?(?::{_SIZE}/\d+(?:/\d+/\d+)?)*"),
+        "size/percentage[/class/level] entries (64k/25/1/1:1m/0), one list per direction", each=SIZE),
     "numjobs": count(1024), "rwmixread": PERCENT, "rwmixwrite": PERCENT,
     "runtime": TIME, "ramp_time": TIME, "startdelay": TIME_RANGE,
 }  # fmt: skip
@@ -164,13 +168,15 @@ TAIL_NEEDED = {"steadystate"}  # fio refuses ss=iops: "threshold must be specifi
 # Engines: an engine is code that decides where the I/O goes, so only these local ones are
 # allowed, each for what it does (and nothing beyond the target's own files).
 ENGINES: dict[str, str] = {
-    "psync": "pread/pwrite on the target's files", "sync": "read/write", "vsync": "readv/writev", "pvsync": "preadv/pwritev",
-    "pvsync2": "preadv2/pwritev2", "libaio": "Linux native asynchronous I/O", "io_uring": "io_uring", "posixaio": "POSIX aio",
+    "psync": "pread/pwrite on the target's files", "sync": "read/write", "vsync": "readv/writev",
+    "pvsync": "preadv/pwritev", "pvsync2": "preadv2/pwritev2", "libaio": "Linux native asynchronous I/O",
+    "io_uring": "io_uring", "posixaio": "POSIX aio",
     "mmap": "maps the target's files into memory", "splice": "splice/vmsplice between a pipe and the target's files",
     "filecreate": "creates files in the target's directory", "filestat": "stats them", "filedelete": "deletes them",
     "falloc": "fallocate() on the target's files: preallocation and hole punching",
     "ftruncate": "ftruncate() on the target's files",
-    "e4defrag": "ext4's defragmentation ioctl on the target's files, from a donor file beside them (donorname: a plain file name)",
+    "e4defrag": "ext4's defragmentation ioctl on the target's files, from a donor file beside them "
+                "(donorname: a plain file name)",
     "cpuio": "burns CPU beside the jobs that do I/O: no file, device or network (a job file needs a job that does I/O)",
 }  # fmt: skip
 # Engines that do no I/O on the target: beside jobs that do (cpuio loads the CPU while they
@@ -183,10 +189,12 @@ DIRECTORY_ENGINES = {"filecreate", "filestat", "filedelete", "e4defrag"}
 _ENGINE_NAMES = tuple(ENGINES)
 _ENGINES_REFUSED = {
     NETWORK: ("it opens a network connection or a remote store", {
-        "net", "netsplice", "rdma", "http", "nbd", "rbd", "rados", "gfapi", "gfapi_async", "libhdfs", "nfs", "libiscsi", "dfs",
-        "librpma_apm_client", "librpma_apm_server", "librpma_gpspm_client", "librpma_gpspm_server", "ime_psync", "ime_psyncv", "ime_aio"}),
+        "net", "netsplice", "rdma", "http", "nbd", "rbd", "rados", "gfapi", "gfapi_async", "libhdfs", "nfs", "libiscsi",
+        "dfs", "librpma_apm_client", "librpma_apm_server", "librpma_gpspm_client", "librpma_gpspm_server", "ime_psync",
+        "ime_psyncv", "ime_aio"}),
     DEVICE: ("it opens a device, a library or a program rather than the target's files", {
-        "sg", "io_uring_cmd", "xnvme", "spdk", "libzbc", "dev-dax", "libpmem", "pmemblk", "mtd", "libcufile", "windowsaio", "solarisaio", "guasi"}),
+        "sg", "io_uring_cmd", "xnvme", "spdk", "libzbc", "dev-dax", "libpmem", "pmemblk", "mtd", "libcufile",
+        "windowsaio", "solarisaio", "guasi"}),
     COMMAND: ("it runs a program of the job's choosing, as root", {"exec"}),
     OUTPUT: ("it does no I/O, so its numbers say nothing about the target", {"null"}),
 }  # fmt: skip
@@ -197,7 +205,8 @@ _CHANGES_OUTPUT = (OUTPUT, "it changes the output fslab reads its numbers from")
 # Options refused whatever their value (by fio's main name or any spelling), each with its kind
 # and why. The nuances: a job file's `filename` and `donorname` may name a plain file (PLAIN_FILE).
 REFUSED: dict[str, tuple[str, str]] = {
-    "filename": (PATH, "fslab points fio at the target's files or device (a job file may name a plain file, made in the target)"),
+    "filename": (PATH, "fslab points fio at the target's files or device "
+                       "(a job file may name a plain file, made in the target)"),
     "directory": (PATH, "fslab points fio at the target's directory"),
     "filename_format": (PATH, "it makes fio name files at paths of the job's choosing"),
     "opendir": (PATH, "it makes fio use every file under a directory of the job's choosing"),
@@ -210,12 +219,15 @@ REFUSED: dict[str, tuple[str, str]] = {
     "verify_state_save": (PATH, "it writes a state file outside the target"),
     "verify_state_load": (PATH, "it reads a state file from outside the target"),
     "profile": (DEVICE, "it runs one of fio's built-in tests, whose own options name devices and directories"),
-    "unique_filename": (NETWORK, "it names files after a client's network address (fio's client/server), which fslab arranges itself"),
+    "unique_filename": (NETWORK, "it names files after a client's network address (fio's client/server), "
+                                 "which fslab arranges itself"),
     "ioscheduler": (MACHINE, "it changes the I/O scheduler of the device for everyone, and leaves it changed"),
-    "lockmem": (MACHINE, "it locks that much of the machine's memory in each job (root has no limit); a workload's memory_limit confines a run to a cgroup instead"),
+    "lockmem": (MACHINE, "it locks that much of the machine's memory in each job (root has no limit); "
+                         "a workload's memory_limit confines a run to a cgroup instead"),
     "allow_mounted_write": (DEVICE, "it lets fio write over a mounted device"),
     "create_only": (FSLABS, "fslab lays out the files a job reads itself, with this option"),
-    "stats": _CHANGES_OUTPUT, "kb_base": _CHANGES_OUTPUT, "unit_base": _CHANGES_OUTPUT, "unified_rw_reporting": _CHANGES_OUTPUT,
+    "stats": _CHANGES_OUTPUT, "kb_base": _CHANGES_OUTPUT, "unit_base": _CHANGES_OUTPUT,
+    "unified_rw_reporting": _CHANGES_OUTPUT,
     "gtod_reduce": _CHANGES_OUTPUT,
 }  # fmt: skip
 _REFUSED_PREFIXES = {
@@ -315,7 +327,8 @@ def _problem(
         return found
     if option is None:
         return (
-            f"unknown fio option '{name}'{did_you_mean(name, fio.spellings)}: {fio.version} lists no such option (`fslab list fio` shows them)",
+            f"unknown fio option '{name}'{did_you_mean(name, fio.spellings)}: "
+            f"{fio.version} lists no such option (`fslab list fio` shows them)",
             UNKNOWN,
         )
     if main in ("ioengine", "filename", "donorname"):
@@ -373,8 +386,10 @@ def _engine_problem(engine: str) -> tuple[str, str] | None:
     kind, why = next(((k, why) for k, (why, names) in _ENGINES_REFUSED.items() if engine in names), (None, None))
     if kind is None:
         kind, why = LIBRARY, (
-            "it loads a library of the job's choosing into fio, as root" if engine.startswith("external") or "/" in engine or ":" in engine
-            else "it is not one of the local engines fslab allows (an engine fio does not have built in is a library it loads)"
+            "it loads a library of the job's choosing into fio, as root"
+            if engine.startswith("external") or "/" in engine or ":" in engine
+            else "it is not one of the local engines fslab allows "
+                 "(an engine fio does not have built in is a library it loads)"
         )  # fmt: skip
     return f"ioengine={engine[:40]} is refused: {why}; allowed: {', '.join(ENGINES)}", kind
 
@@ -418,7 +433,8 @@ _FORM_SAYS = {
     "bool": "0 or 1", "flag": "0 or 1, or nothing (means 1)",
     "int": "a number (4k, 1m for a size), or one per direction (4k,64k)",
     "time": "a time (10, 500ms, 30s, 2m)", "range": "a range of sizes (1k-64k), or one per direction",
-    "floats": "numbers separated by ':' (99:99.9)", "size": "a size (4k, 1GiB), a percentage (50%) or a number of zones (10z)",
+    "floats": "numbers separated by ':' (99:99.9)",
+    "size": "a size (4k, 1GiB), a percentage (50%) or a number of zones (10z)",
 }  # fmt: skip
 
 
@@ -467,7 +483,8 @@ def _choice_problem(option: FioOption, value: str | None) -> tuple[str | None, s
         if not sep:
             if name in TAIL_NEEDED:
                 return (
-                    f"{name} takes a criterion and its limit after ':' ({SUFFIXES[name].says}), not '{value[:40]}' alone: fio refuses a criterion without one",
+                    f"{name} takes a criterion and its limit after ':' ({SUFFIXES[name].says}), "
+                    f"not '{value[:40]}' alone: fio refuses a criterion without one",
                     VALUE,
                 )
             continue
@@ -475,7 +492,8 @@ def _choice_problem(option: FioOption, value: str | None) -> tuple[str | None, s
             return f"{name} is refused: {_NAMES_A_FILE[name][1]}", _NAMES_A_FILE[name][0]
         if sep == "," or name not in SUFFIXES:
             return (
-                f"{name}={value[:40]} is refused: fslab does not know what fio reads after '{word}{sep}' here; {name} takes {_describe(option)}",
+                f"{name}={value[:40]} is refused: fslab does not know what fio "
+                f"reads after '{word}{sep}' here; {name} takes {_describe(option)}",
                 UNKNOWN,
             )
         if wrong := SUFFIXES[name].problem(tail) or _tail_misread(name, word, tail):

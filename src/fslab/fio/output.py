@@ -514,7 +514,8 @@ def steady_state(entry: dict) -> SteadyState | None:
         data = found["data"]
         runtimes = [entry[d]["runtime"] for d in (*DIRECTIONS, "trim") if isinstance(entry.get(d), dict)]
         return SteadyState(
-            job=str(entry["jobname"]), criterion=str(found["ss"]), window_s=int(found["duration"]), attained=bool(found["attained"]),
+            job=str(entry["jobname"]), criterion=str(found["ss"]), window_s=int(found["duration"]),
+            attained=bool(found["attained"]),
             seconds=max(runtimes, default=0) / 1000, reached=str(found["criterion"]),
             iops=[int(v) for v in data["iops"]], bw_bytes=[int(v) for v in data["bw"]],
         )  # fmt: skip

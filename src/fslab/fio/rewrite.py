@@ -76,7 +76,8 @@ REFUSED_BESIDE = {
     "ioengine": "a job file's engine options go with its engine: set ioengine in the job file",
     "rwmixread": "set rwmixread in the job file's mixed jobs",
     "randseed": "set randseed in the job file",
-    "data": "a job file's data is what its buffer options set: set refill_buffers, buffer_compress_percentage, … in the job file",
+    "data": "a job file's data is what its buffer options set: set "
+    "refill_buffers, buffer_compress_percentage, … in the job file",
     "shared_file": "a job file's jobs share a file by naming it: set filename= in the job file",
     "options": "put them in the job file",
 }
@@ -154,7 +155,8 @@ def rewritten(
         for name, options in zip(names, jobs):
             if instead := next((o for o in INSTEAD_OF_BS if o in options), None):
                 raise Refused(
-                    f"bs beside a job_file would change nothing in job '{name}' of {job.source}: it sets {instead}, which fio uses instead of bs; set its block sizes in the job file"
+                    f"bs beside a job_file would change nothing in job '{name}' of {job.source}: it "
+                    f"sets {instead}, which fio uses instead of bs; set its block sizes in the job file"
                 )
     values: dict[str, list[str | None]] = {}  # option → each job's new value
     rewrites: list[Rewrite] = []
@@ -310,7 +312,8 @@ def described(stored: Sequence[Mapping[str, Any]]) -> str:
     for record in stored:
         option = str(record.get("option"))
         jobs = f" in {', '.join(record.get('jobs') or [])}" if options.count(option) > 1 else ""
-        why = [f"{_whose(record.get('by'))} {option} = {record.get('asked')}" if record.get("asked") is not None else "",
+        why = [f"{_whose(record.get('by'))} {option} = {record.get('asked')}"
+               if record.get("asked") is not None else "",
                f"scale {record['scale']:g}" if record.get("scale") is not None else ""]  # fmt: skip
         because = ", ".join(part for part in why if part)
         said.append(

@@ -48,7 +48,8 @@ def _block_size(value: str) -> None:
     if len(parts) > 3 or not sizes or min(sizes) < 1:
         fio_allows("bs")(value)  # what it holds that fio would read as more than a value, first
         raise ValueError(
-            f"bs takes a size (4k, 1m, 4KiB), or up to three separated by ',' (reads, writes, trims: 4k,64k), not {value!r}"
+            "bs takes a size (4k, 1m, 4KiB), or up to three separated "
+            f"by ',' (reads, writes, trims: 4k,64k), not {value!r}"
         )
     fio_allows("bs")(block_size(value))
 

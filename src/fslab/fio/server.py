@@ -59,7 +59,8 @@ def networks(named: Iterable[str]) -> tuple[Network, ...]:
             raise Refused(f"--allow-network {text[:60]!r} is not a network in CIDR form (10.231.0.0/16)") from None
         if not network.is_private or network.is_unspecified or network.prefixlen == 0:
             raise Refused(
-                f"--allow-network {network} is not a private network: a fio server runs any job it is sent, as root; allow only a lab's own network"
+                f"--allow-network {network} is not a private network: a fio server "
+                "runs any job it is sent, as root; allow only a lab's own network"
             )
         found.append(network)
     return tuple(found)
@@ -72,7 +73,8 @@ def checked_address(text: str, allowed: Iterable[Network], what: str) -> IPAddre
         address = ipaddress.ip_address(text.strip("[]"))
     except ValueError:
         raise Refused(
-            f"{what} {text[:60]!r} is not an IP address; give the address itself (127.0.0.1, 10.0.0.2): fslab resolves no names"
+            f"{what} {text[:60]!r} is not an IP address; give the address "
+            "itself (127.0.0.1, 10.0.0.2): fslab resolves no names"
         ) from None
     if address.is_unspecified or address.is_multicast:
         raise Refused(f"{what} {address} is not one address: a fio server listens on the one address its host names")

@@ -80,7 +80,8 @@ class PreconditionPhase(Table):
             )
             raise FieldError(
                 given,
-                f'{given} goes with {missing}: the criterion (steadystate = "iops_slope:0.3%") and the window it must hold for (steadystate_duration = "5m")',
+                f'{given} goes with {missing}: the criterion (steadystate = "iops_slope:0.3%") '
+                'and the window it must hold for (steadystate_duration = "5m")',
             )
         if self.steadystate_ramp_time is not None and self.steadystate is None:
             raise FieldError(
@@ -94,12 +95,14 @@ def _parse_precondition(value: Any) -> Any:
     if isinstance(value, str):
         if value != "fill":
             raise ValueError(
-                f'precondition is "fill" (the region written sequentially once) or a list of phases [{{ rw = "write", … }}, …], not {value!r}'
+                'precondition is "fill" (the region written sequentially once) '
+                f'or a list of phases [{{ rw = "write", … }}, …], not {value!r}'
             )
         return [{"rw": "write"}]
     if isinstance(value, list) and not value:
         raise ValueError(
-            'precondition = [] preconditions nothing: leave it out, or give it phases ("fill", or [{ rw = "write", … }, …])'
+            "precondition = [] preconditions nothing: leave it out, "
+            'or give it phases ("fill", or [{ rw = "write", … }, …])'
         )
     return value
 
@@ -148,7 +151,9 @@ def precondition(
         if phase.numjobs is not None and not shared_file:
             building.refuse(
                 (*at, "numjobs"),
-                f"the workload's jobs each write a file of their own, which the phase must write: leave numjobs out (the phase runs the workload's {layout.get('numjobs', '1')} job(s)), or give the workload shared_file = true",
+                "the workload's jobs each write a file of their own, "
+                "which the phase must write: leave numjobs out (the phase runs the workload's "
+                f"{layout.get('numjobs', '1')} job(s)), or give the workload shared_file = true",
             )
         options = {k: v for k, v in layout.items() if k not in _AMOUNT and k not in STEADY_OPTIONS}
         options |= {"rw": phase.rw} | {
@@ -220,7 +225,8 @@ def not_steady(outputs: list[RawOutput]) -> list[Finding]:
                 found.append(
                     Finding(
                         kind,
-                        f"{where} never reached steady state ({state.setting} over {state.window_s} s) in its {state.seconds:.0f} s: {then}",
+                        f"{where} never reached steady state ({state.setting} over "
+                        f"{state.window_s} s) in its {state.seconds:.0f} s: {then}",
                         implausible=False,
                     )
                 )

@@ -257,10 +257,15 @@ def _part_misread(name: str, value: str, part: str, offset: int, numbers: Number
         and all(s in ("-", ":") for s in between)
     )
     if not whole:
-        return f"{name}={value[:40]} is refused: fio reads {'a number or a range' if numbers.ranges else 'one number'} here{' per direction' if numbers.directions else ''}, not '{part[:40]}'"
+        return (
+            f"{name}={value[:40]} is refused: fio reads "
+            f"{'a number or a range' if numbers.ranges else 'one number'} "
+            f"here{' per direction' if numbers.directions else ''}, not '{part[:40]}'"
+        )
     if len(numbers_in) == 2 and not numbers.ranges:
         return (
-            f"{name}={value[:40]} is refused: {name} takes no range: fio reads '{between[0]}' here as it reads ',', between "
+            f"{name}={value[:40]} is refused: {name} takes no range: "
+            f"fio reads '{between[0]}' here as it reads ',', between "
             f"directions ({numbers_in[0][0]} for reads, {numbers_in[1][0]} for writes and trims); write them with ','"
         )
     for index, token in enumerate(numbers_in):
@@ -293,22 +298,38 @@ def _token_misread(token: str, context: str, numbers: Numbers, *, last: bool) ->
     letters = re.sub(r"^[+-]?(?:0x[0-9a-f]+|[\d.]+)", "", token, flags=re.IGNORECASE).lower()
     if plain is not None:  # as a reader takes it alone, not where it stands: a range's first end
         if letters:
-            return f"fio reads s, m, h and d only at the end of a value: {reads} here; write the first end in ms (1000ms-5s), or both ends bare (seconds)"
-        return f"fio reads a range's bare first end in the unit of its second: {reads} here; write the unit on both ends (1ms-5ms), or on neither (seconds)"
+            return (
+                f"fio reads s, m, h and d only at the end of a value: {reads} here; "
+                "write the first end in ms (1000ms-5s), or both ends bare (seconds)"
+            )
+        return (
+            f"fio reads a range's bare first end in the unit of its second: {reads} "
+            "here; write the unit on both ends (1ms-5ms), or on neither (seconds)"
+        )
     if token[:1] == "-":
         return f"fio takes no negative number here: {reads}"
     if "." in token:
         return f"fio cuts a number at its '.', and its unit with it: {reads}{instead}"
     if _HEX.match(token):
-        return f"fio reads {'a hexadecimal time in µs' if numbers.time else 'no unit after a hexadecimal number'}: {reads}; write it in decimal"
+        return (
+            f"fio reads {'a hexadecimal time in µs' if numbers.time else 'no unit after a hexadecimal number'}: "
+            f"{reads}; write it in decimal"
+        )
     if re.fullmatch(r"[kmgtp]ib?", letters):
         return f"in fio's default kb_base=1024 (fslab refuses kb_base) KiB, MiB, … are powers of 1000: {reads}{instead}"
     if letters.endswith("%"):
         return f"fio takes no percentage here: {reads}"
     if numbers.time:
-        return f"fio 3.33 knows no time unit '{letters}'{' (its HOWTO lists sec, its code does not)' if letters == 'sec' else ''}: {reads}{instead}"
+        return (
+            "fio 3.33 knows no time unit "
+            f"'{letters}'{' (its HOWTO lists sec, its code does not)' if letters == 'sec' else ''}: "
+            f"{reads}{instead}"
+        )
     if _TIME_TOKEN.fullmatch("1" + letters):
-        return f"this is not a time to fio but a plain number{' (and m is 1024²)' if 'm' in letters else ''}: {reads}; write a number"
+        return (
+            "this is not a time to fio but a plain "
+            f"number{' (and m is 1024²)' if 'm' in letters else ''}: {reads}; write a number"
+        )
     return f"fio knows no unit '{letters}' here: {reads}"
 
 
@@ -480,6 +501,7 @@ def disagreement(handled: Handled) -> str | None:
     if mine == handled.out:
         return None
     return (
-        f"this fio reads {handled.option}={handled.ptr[:40]} as {describe(handled.out, numbers)}, fslab as {describe(mine, numbers)}: "
+        f"this fio reads {handled.option}={handled.ptr[:40]} as "
+        f"{describe(handled.out, numbers)}, fslab as {describe(mine, numbers)}: "
         "fslab's figures would not be what fio ran (fslab reads fio's values as fio 3.33 does)"
     )

@@ -176,7 +176,9 @@ _TIMING = ("time_based", "runtime", "ramp_time", "rwmixread", "rwmixwrite", *fio
 # fio's JSON, fio_epoch finds when fio's own figures began, which the monitors count from.
 CLOCK_MONOTONIC = 1  # Linux's clockid_t, as fio's log_alternate_epoch_clock_id takes it
 LOG_POINTS = 100  # about this many windows over a measured run: enough for a ramp, small to store
-HIST_WINDOWS = 2  # each histogram window is this many of the others': 50 over a run, as many as a report draws (histograms are the larger logs)
+# Each histogram window is this many of the others': 50 over a run, as many as a report draws
+# (histograms are the larger logs).
+HIST_WINDOWS = 2
 # fio writes total, completion and submission latency logs (write_lat_log): read for the epoch alone;
 # and histogram logs of completion latency (write_hist_log), kept as their own raw output
 _ANY_LOG = re.compile(rf"{LOG_PREFIX}_({LOG_KINDS})\.(\d+)\.log")
@@ -196,8 +198,9 @@ def log_options(seconds: float) -> dict[str, str]:
     (fslab's own options win)."""
     interval = log_interval_ms(seconds)
     return {
-        "write_bw_log": LOG_PREFIX, "write_iops_log": LOG_PREFIX, "write_lat_log": LOG_PREFIX, "log_avg_msec": str(interval),
-        "write_hist_log": LOG_PREFIX, "log_hist_msec": str(interval * HIST_WINDOWS), "log_hist_coarseness": str(fio_hist.COARSENESS), "clat_percentiles": "1",
+        "write_bw_log": LOG_PREFIX, "write_iops_log": LOG_PREFIX, "write_lat_log": LOG_PREFIX,
+        "log_avg_msec": str(interval), "write_hist_log": LOG_PREFIX, "log_hist_msec": str(interval * HIST_WINDOWS),
+        "log_hist_coarseness": str(fio_hist.COARSENESS), "clat_percentiles": "1",
         "log_alternate_epoch": "1", "log_alternate_epoch_clock_id": str(CLOCK_MONOTONIC),
     }  # fmt: skip
 
@@ -414,7 +417,8 @@ class Fio:
         if fio.clients:
             if scope.clients is None:
                 raise Refused(
-                    f"workload '{workload.name}' runs on clients {', '.join(fio.clients)}: say where each serves fio (--client HOST=ADDRESS:PORT)"
+                    f"workload '{workload.name}' runs on clients {', '.join(fio.clients)}: "
+                    "say where each serves fio (--client HOST=ADDRESS:PORT)"
                 )
             clients = fio_clients.clients_of(
                 fio.clients, scope.clients
@@ -634,7 +638,8 @@ class WorkloadSection(FioSection, OnTargets):
     def _pattern_or_file(self) -> WorkloadSection:
         if (self.rw is None) == (self.job_file is None):
             raise ValueError(
-                "a workload needs either rw (fio parameters) or job_file (your own fio job file), not both: a job file's jobs each set their own rw"
+                "a workload needs either rw (fio parameters) or job_file (your own "
+                "fio job file), not both: a job file's jobs each set their own rw"
             )
         if self.job_file is not None and (refused := refused_beside(self.model_fields_set)):
             raise FieldError(*refused)
@@ -645,12 +650,14 @@ class WorkloadSection(FioSection, OnTargets):
         if self.precondition is not None and self.job_file is not None:
             raise FieldError(
                 "precondition",
-                "fslab cannot tell which files or region a job file's jobs work on: put the precondition's jobs in the job file (stonewall), or describe the workload by its fio parameters (rw, bs, …)",
+                "fslab cannot tell which files or region a job file's jobs work on: put the precondition's "
+                "jobs in the job file (stonewall), or describe the workload by its fio parameters (rw, bs, …)",
             )
         if self.precondition is not None and self.clients:
             raise FieldError(
                 "precondition",
-                "a workload run from clients lays out its files from each client, not here: precondition it in a workload of its own before it, or leave clients out",
+                "a workload run from clients lays out its files from each client, not here: "
+                "precondition it in a workload of its own before it, or leave clients out",
             )
         return self
 

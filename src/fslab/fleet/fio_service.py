@@ -99,7 +99,8 @@ def serve_fio_for(
 
     if settings.address is None:
         raise FslabError(
-            f"asked to serve fio for study run {study_run_id}, but this worker was started without --fio-address: not served"
+            f"asked to serve fio for study run {study_run_id}, but "
+            "this worker was started without --fio-address: not served"
         )
     with tempfile.TemporaryDirectory(
         prefix="fslab-fleet-"
@@ -124,7 +125,8 @@ def serve_fio_for(
                 while db.steadily(lambda: units.any_running(db.engine, study_run_id)):
                     if not server.running:
                         raise FslabError(
-                            f"fio --server at {settings.address} ended by itself (exit status {server.process.returncode})"
+                            f"fio --server at {settings.address} ended by "
+                            f"itself (exit status {server.process.returncode})"
                         )
                     time.sleep(POLL)
             finally:

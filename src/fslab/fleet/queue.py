@@ -61,7 +61,8 @@ def conninfo(location: str) -> str:
         url = None
     if url is None or url.get_backend_name() != "postgresql":
         raise NotAFleetDatabase(
-            f"--db {shown(location)}: a fleet's queue lives in PostgreSQL; give --db postgresql://user@host/database (or set FSLAB_DB)"
+            f"--db {shown(location)}: a fleet's queue lives in PostgreSQL; "
+            "give --db postgresql://user@host/database (or set FSLAB_DB)"
         )
     return url.set(drivername="postgresql").render_as_string(hide_password=False)
 

@@ -125,7 +125,8 @@ def chosen(engine: sa.Engine, on: str) -> list[str]:
         if not names:
             which = "no worker" if label is None else f"no worker labelled {label!r}"
             raise NoSuchHosts(
-                f"--on {on}: {which} has been heard from in the last {PRESENT.seconds // 60} minutes; start `fslab worker` on the hosts first (docs/fleet.md)"
+                f"--on {on}: {which} has been heard from in the last {PRESENT.seconds // 60} "
+                "minutes; start `fslab worker` on the hosts first (docs/fleet.md)"
             )
         return names
     names = [name.strip() for name in on.split(",") if name.strip()]
@@ -172,26 +173,31 @@ class FleetClients:
     def endpoint_of(self, host: str) -> Endpoint:
         if host == self.driving:
             raise Refused(
-                f"client host {host!r} is the host running this unit: a worker serves fio only between units of its own; name other hosts as clients, or run the study on another host"
+                f"client host {host!r} is the host running this unit: a worker serves fio only between "
+                "units of its own; name other hosts as clients, or run the study on another host"
             )
         deadline = time.monotonic() + self.within
         while True:
             row = self.steadily(lambda: self._registered(host))
             if row is None:
                 raise Refused(
-                    f"client host {host!r} has no worker in the fleet: start `fslab worker --name {host} --fio-address ADDRESS` on that host (docs/shared-storage.md)"
+                    f"client host {host!r} has no worker in the fleet: start `fslab worker "
+                    f"--name {host} --fio-address ADDRESS` on that host (docs/shared-storage.md)"
                 )
             if row.fio_address is None:
                 raise Refused(
-                    f"client host {host!r}: its worker serves no fio; start it again with --fio-address ADDRESS[:PORT] (that host's address on the lab's network; docs/shared-storage.md)"
+                    f"client host {host!r}: its worker serves no fio; start it again with --fio-address "
+                    "ADDRESS[:PORT] (that host's address on the lab's network; docs/shared-storage.md)"
                 )
             where = endpoint(row.fio_address, self.allowed, f"client {host}'s --fio-address")
             if row.fio_serving == self.study_run_id:
                 return where
             if time.monotonic() > deadline:
                 raise Refused(
-                    f"client host {host!r}: its worker did not serve fio for study run {self.study_run_id} within {self.within:.0f} s: "
-                    "it is busy with a unit of its own, serving another study run, or stopped (`fslab status`, its worker's output)"
+                    f"client host {host!r}: its worker did not serve fio for "
+                    f"study run {self.study_run_id} within {self.within:.0f} s: "
+                    "it is busy with a unit of its own, serving another study "
+                    "run, or stopped (`fslab status`, its worker's output)"
                 )
             self.wait(0.2)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
@@ -43,11 +44,13 @@ def check(repetitions: Repetitions) -> None:
     """What cannot be divided among hosts, refused before anything is stored."""
     if repetitions.target_ci is not None:
         raise CannotSpread(
-            "--spread: an adaptive study run (--target-ci) decides each block from the runs before it; spread study runs have a fixed plan: give --runs N"
+            "--spread: an adaptive study run (--target-ci) decides each block from "
+            "the runs before it; spread study runs have a fixed plan: give --runs N"
         )
     if repetitions.warmup:
         raise CannotSpread(
-            f"--spread: warm-up runs ({repetitions.warmup} per cell) warm one host, not the others the plan's runs are handed to: give --warmup 0"
+            f"--spread: warm-up runs ({repetitions.warmup} per cell) warm one "
+            "host, not the others the plan's runs are handed to: give --warmup 0"
         )
 
 
@@ -103,9 +106,9 @@ class BlockTaker:
             taken = self._take()
             if taken is not None:
                 job_id, block = taken
-                held = self.db.steadily(lambda: lease.take_block(self.db.engine, self.study_run_id, block, self.host))
+                held = self.db.steadily(partial(lease.take_block, self.db.engine, self.study_run_id, block, self.host))
                 if held is None:  # finished meanwhile by the host it was taken from
-                    self._queue(lambda app: queue.block_done(app, job_id))
+                    self._queue(partial(queue.block_done, job_id=job_id))
                     continue
                 self.current = (job_id, held)
                 return block

@@ -44,10 +44,11 @@ def steadily(
     lost: Callable[[int, BaseException, float], None],
     already: Callable[[], T | None] = lambda: None,
 ) -> T:
-    """`do`, again until the database answers: the fleet's one rule for a database away a while
-    (its workers' reads, writes and queue calls; the waiting `fslab run --on`'s). `lost(tries, exc, pause)` is told of each try
-    that failed (tries: 1 for an outage's first); after one, `already` tells a write that took
-    effect before its connection went (its result, else None)."""
+    """`do`, again until the database answers: the fleet's one rule for a database away a while (its
+    workers' reads, writes and queue calls; the waiting `fslab run --on`'s).
+    `lost(tries, exc, pause)` is told of each try that failed (tries: 1 for an outage's first);
+    after one, `already` tells a write that took effect before its connection went (its result, else
+    None)."""
     pause, tries = 0.2, 0
     while True:
         try:

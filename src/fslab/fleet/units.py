@@ -182,6 +182,8 @@ def check_self_contained(source: str, where: str) -> None:
     named = [w.get("name", "?") for w in tables if isinstance(tables, list) and isinstance(w, dict) and "job_file" in w]
     if named:
         raise NotSelfContained(
-            f"{where}: workload(s) {', '.join(map(repr, named))} name a job_file; a fleet's workers read the study from the database, "
-            'not files beside it: write the job\'s options in the study ([[workload]] with kind = "fio" and its options)'
+            f"{where}: workload(s) {', '.join(map(repr, named))} name a "
+            "job_file; a fleet's workers read the study from the database, "
+            "not files beside it: write the job's options in the "
+            'study ([[workload]] with kind = "fio" and its options)'
         )

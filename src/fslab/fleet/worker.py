@@ -270,12 +270,14 @@ def _run_handed(
             raise KeyboardInterrupt from None
         if connection_lost(exc):  # a call the workers' rule does not cover: given back, never failed for an outage
             say(
-                f"given back: study run {unit.study_run_id} on {unit.host}: database connection lost ({type(exc).__name__})"
+                f"given back: study run {unit.study_run_id} on {unit.host}: "
+                f"database connection lost ({type(exc).__name__})"
             )
             done.set_exception(UnitReleased())
             return
         say(
-            f"{'request to serve fio' if isinstance(unit, ServeFio) else 'unit'} failed: study run {unit.study_run_id} on {unit.host}: {why}"
+            f"{'request to serve fio' if isinstance(unit, ServeFio) else 'unit'} "
+            f"failed: study run {unit.study_run_id} on {unit.host}: {why}"
         )
         if isinstance(unit, Unit):
             _settle(db, unit, "failed", why=why)
@@ -545,7 +547,8 @@ async def _serve_queue(
             while not handoff.stopping.is_set():
                 handoff.worker = Worker(
                     app, queues=[queue.queue_of(name)], name=name, concurrency=1, install_signal_handlers=False,
-                    update_heartbeat_interval=settings.heartbeat, stalled_worker_timeout=max(settings.lapse, FORGOTTEN_AFTER),
+                    update_heartbeat_interval=settings.heartbeat,
+                    stalled_worker_timeout=max(settings.lapse, FORGOTTEN_AFTER),
                     fetch_job_polling_interval=settings.heartbeat, abort_job_polling_interval=settings.heartbeat,
                 )  # fmt: skip
                 try:

@@ -1,8 +1,8 @@
 """The plain records a study is made of, whatever reads, runs, stores or reports it: its targets,
-workloads and cells (`Study`), the machine a run ran on (`Host`), what a workload of a kind runs (`Tool`), a tool's raw output
-(`RawOutput`) and the metrics parsed from it (`Metric`, declared by `MetricKind`, with the roles
-`Roles` reads). Every module takes them from here; this module depends on nothing of fslab but
-names, units and errors, so any module may import it.
+workloads and cells (`Study`), the machine a run ran on (`Host`), what a workload of a kind runs
+(`Tool`), a tool's raw output (`RawOutput`) and the metrics parsed from it (`Metric`, declared by
+`MetricKind`, with the roles `Roles` reads). Every module takes them from here; this module depends
+on nothing of fslab but names, units and errors, so any module may import it.
 
 Metrics: named numbers with a unit, a direction and a role, whatever tool measured them. A
 workload kind declares the metrics it reports (`MetricKind`: unit, direction, and whether a
@@ -81,9 +81,9 @@ class Target:
     images: tuple[
         str, ...
     ] = ()  # names of its devices: its loop images, or the user's device paths (a raw baseline shares its target's)
-    baseline: str | None = (
-        None  # the target it is compared with; its own name when others are compared with it (see _expand_target, resolve_baselines)
-    )
+    # the target it is compared with; its own name when others are compared with it (see _expand_target,
+    # resolve_baselines)
+    baseline: str | None = None
     scaling_changed: tuple[str, ...] = ()  # what --scale changed in it that fslab could not keep (Filesystem.scaled)
     filesystem_fields: dict[str, Any] = field(default_factory=dict)  # its filesystem's own fields but those above
     ceiling: bool = (

@@ -330,7 +330,8 @@ VFS_MOUNT_OPTIONS: dict[str, Kind] = {
     )
 }
 VFS_REFUSED_MOUNT_OPTIONS = {
-    "ro": "a read-only mount fails every write workload, and fio lays out its files before it reads them; measure reads on a rw mount",
+    "ro": "a read-only mount fails every write workload, and fio lays out "
+    "its files before it reads them; measure reads on a rw mount",
     "remount": "fslab mounts a fresh filesystem for each run",
     "bind": "it mounts another directory",
     "rbind": "it mounts another directory",

@@ -73,7 +73,8 @@ def not_a_count(count: int, allocated: int, size: int, filesystem_type: str | No
     )
     return Extents(
         None,
-        f"on {filesystem} ({how}: filefrag found 0 extents in a file of {format_size(size)} holding {format_size(allocated)})",
+        f"on {filesystem} ({how}: filefrag found 0 extents in a file "
+        f"of {format_size(size)} holding {format_size(allocated)})",
     )
 
 

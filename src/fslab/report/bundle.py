@@ -94,7 +94,8 @@ def _made_and_kept() -> str:
     bundle = vl_convert.javascript_bundle(vl_version=vega_lite())
     if not _inlinable(bundle):
         raise BundleError(
-            f"vl-convert-python {vl_convert.__version__}'s JavaScript bundle holds '</script' or '<!--' and cannot be inlined; report this to fslab"
+            f"vl-convert-python {vl_convert.__version__}'s JavaScript bundle holds "
+            "'</script' or '<!--' and cannot be inlined; report this to fslab"
         )
     path = _kept_path()
     if path is not None:

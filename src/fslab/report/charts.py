@@ -197,7 +197,10 @@ def latency_percentiles_chart(s: StudySummary, workload: str, direction: str, ph
         )
     )
     title = f"{where(workload, phase)}: {direction} latency percentiles"
-    caption = "fio's total latency per I/O (submission + completion); each point is the median over runs of each run's percentile."
+    caption = (
+        "fio's total latency per I/O (submission + completion); "
+        "each point is the median over runs of each run's percentile."
+    )
     return Chart(
         named(workload, phase, direction, "latency-percentiles"), workload, title, caption, sized(title, chart)
     )
@@ -360,7 +363,10 @@ def cpu_chart(s: StudySummary, workload: str) -> Chart | None:
         )
     )
     title = f"{workload}: CPU while measured"
-    caption = "The whole machine's CPU time during the measured phase (monitors), median over runs: busy is user + system; iowait is idle with I/O outstanding."
+    caption = (
+        "The whole machine's CPU time during the measured phase (monitors), median "
+        "over runs: busy is user + system; iowait is idle with I/O outstanding."
+    )
     return Chart(f"{workload}-cpu", workload, title, caption, sized(title, chart))
 
 
@@ -397,7 +403,8 @@ def extents_chart(s: StudySummary, workload: str) -> Chart | None:
         lambda key: unqualified(key) == "extents",
         "extents (filefrag)",
         "extents",
-        "The scenario file's extents after each phase that counts them (filefrag), median over runs: copy-on-write scatters what was one extent.",
+        "The scenario file's extents after each phase that counts them "
+        "(filefrag), median over runs: copy-on-write scatters what was one extent.",
     )
 
 
@@ -509,7 +516,10 @@ def comparison_chart(rows: list[Row], older: int, newer: int) -> Chart | None:
             .encode(alt.X("low:Q", scale=alt.Scale(type="log", zero=False), title=x_title), alt.X2("high:Q"), y),
         )
     title = f"study run {newer} against study run {older}, cell by cell"
-    caption = "Ratio of geometric means, newer ÷ older, with its 95 % Welch interval where printed; colour: the verdict after Benjamini–Hochberg over every cell (for latency, below 1 is faster)."
+    caption = (
+        "Ratio of geometric means, newer ÷ older, with its 95 % Welch interval where printed; colour: "
+        "the verdict after Benjamini–Hochberg over every cell (for latency, below 1 is faster)."
+    )
     spec = spec_of(layers, width=WIDTH, height=max(120, 40 * len(data)), title=title, config={})  # 40 px: 3 lines
     return Chart(f"compare-{older}-{newer}", "", title, caption, spec)
 

@@ -382,7 +382,8 @@ def print_comparison(
     from fslab.model.records import imported_from
 
     console.print(
-        f"Study [bold]{escape(older['study'])}[/bold]: study run {newer['id']} ({newer['started_at']:%Y-%m-%d %H:%M}) against {older['id']} ({older['started_at']:%Y-%m-%d %H:%M})",
+        f"Study [bold]{escape(older['study'])}[/bold]: study run {newer['id']} "
+        f"({newer['started_at']:%Y-%m-%d %H:%M}) against {older['id']} ({older['started_at']:%Y-%m-%d %H:%M})",
         highlight=False,
     )
     imported = [sr for sr in (older, newer) if imported_from(sr)]
@@ -390,8 +391,10 @@ def print_comparison(
     if imported:  # its machine is not known: every fact of the other would show as differing
         fio = [sr["environment"].get("tools", {}).get("fio") for sr in (older, newer)]
         console.print(
-            f"Study run {' and '.join(str(sr['id']) for sr in imported)} imported from fio's JSON (fslab import): the machine that measured "
-            f"{'them' if len(imported) > 1 else 'it'} is not known. fio: {escape(str(fio[0]))} (study run {older['id']}), {escape(str(fio[1]))} (study run {newer['id']}).",
+            f"Study run {' and '.join(str(sr['id']) for sr in imported)} "
+            "imported from fio's JSON (fslab import): the machine that measured "
+            f"{'them' if len(imported) > 1 else 'it'} is not known. fio: {escape(str(fio[0]))} "
+            f"(study run {older['id']}), {escape(str(fio[1]))} (study run {newer['id']}).",
             highlight=False,
         )
     elif changed:
@@ -425,7 +428,8 @@ def print_host_comparison(
     """Two hosts of one study run (`fslab compare RUN --hosts A B`): their facts where they
     differ, then every cell newer/older (B/A) but those `left_out`, which are named."""
     console.print(
-        f"Study [bold]{escape(study_run['study'])}[/bold], study run {study_run['id']}: host {escape(newer.name)} against host {escape(older.name)}",
+        f"Study [bold]{escape(study_run['study'])}[/bold], study run {study_run['id']}: "
+        f"host {escape(newer.name)} against host {escape(older.name)}",
         highlight=False,
     )
     changed = [
@@ -470,8 +474,10 @@ def _print_compared(
         title_style="",
     )
     console.print(
-        f"Ratios of geometric means with 95 % Welch intervals on log values; verdicts need Benjamini–Hochberg-adjusted p < 0.05 over "
-        f"{len(rows)} comparisons and a change above {threshold:.0%}. A regression is a 'slower' verdict by more than {regression:.0%}.",
+        "Ratios of geometric means with 95 % Welch intervals on log "
+        "values; verdicts need Benjamini–Hochberg-adjusted p < 0.05 over "
+        f"{len(rows)} comparisons and a change above {threshold:.0%}. A "
+        f"regression is a 'slower' verdict by more than {regression:.0%}.",
         highlight=False,
     )
     if said := compare_left_out_line(left_out):

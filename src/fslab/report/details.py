@@ -157,7 +157,8 @@ def _histograms(outputs: dict[int, list[RawOutput]], runs: list[dict]) -> tuple[
                     bins = {key: bin_columns(b) for key, b in read.items()}
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 unreadable.append(
-                    f"{r['target']} · {r['workload']} · run {r['repetition']}: fio's stored output has no readable latency bins ({type(exc).__name__}: {exc})"
+                    f"{r['target']} · {r['workload']} · run {r['repetition']}: fio's stored "
+                    f"output has no readable latency bins ({type(exc).__name__}: {exc})"
                 )
                 continue
             per_cell[(r["workload"], r["target"], output.phase)].append(bins)

@@ -46,7 +46,8 @@ def vega_lite() -> str:
     if VEGA_LITE not in vl_convert.get_vegalite_versions():
         raise FigureError(
             f"altair writes Vega-Lite {VEGA_LITE}, which vl-convert-python {vl_convert.__version__} does not bundle "
-            f"(it has {', '.join(vl_convert.get_vegalite_versions())}): install matching versions (pip install -U altair vl-convert-python)"
+            f"(it has {', '.join(vl_convert.get_vegalite_versions())}): install "
+            "matching versions (pip install -U altair vl-convert-python)"
         )
     return VEGA_LITE
 
@@ -60,8 +61,9 @@ class Drawing:
 
     def write(self, folder: Path, rendered: Callable[[int, int], None] | None = None) -> list[Path]:
         """NAME.svg (and NAME.png when PNGs were asked for) of every chart in `folder` (made if
-        missing), each written as it is drawn; the files, in the charts' order. `rendered(done, total)` is told of each chart
-        drawn (a tenth of a second of CPU each: a page has a hundred)."""
+        missing), each written as it is drawn; the files, in the charts' order.
+        `rendered(done, total)` is told of each chart drawn (a tenth of a second of CPU each: a page
+        has a hundred)."""
         own_folder(folder)
         chart_of = dict(zip(self.futures, self.charts))
         written: dict[str, list[Path]] = {}
@@ -111,7 +113,8 @@ def figures_meanwhile(wanted: bool = True, png_scale: int | None = None) -> Iter
         return
     if png_scale is not None and png_scale not in PNG_SCALES:
         raise FigureError(
-            f"--png-scale {png_scale}: a PNG has 1 to 4 pixels per CSS pixel of the page (1, the default, as the page shows it); give one of 1, 2, 3, 4"
+            f"--png-scale {png_scale}: a PNG has 1 to 4 pixels per CSS pixel of the "
+            "page (1, the default, as the page shows it); give one of 1, 2, 3, 4"
         )
     version = vega_lite()
     count = max(1, min(RENDERERS, len(os.sched_getaffinity(0))))
@@ -129,7 +132,8 @@ def figures_meanwhile(wanted: bool = True, png_scale: int | None = None) -> Iter
 def _ended(when: str) -> FigureError:
     return FigureError(
         f"a process drawing the figures ended {when} (its error is above; killed, or out of memory?). "
-        "A Python script that makes figures through fslab must do its work under `if __name__ == '__main__':` (multiprocessing's rule)"
+        "A Python script that makes figures through fslab must do its "
+        "work under `if __name__ == '__main__':` (multiprocessing's rule)"
     )
 
 

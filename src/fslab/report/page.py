@@ -58,7 +58,8 @@ def write_report(
     studies = {sr["study"] for sr in study_runs}
     if len(studies) > 1:
         raise ReportRefused(
-            f"study runs {', '.join(str(sr['id']) for sr in study_runs)} are of different studies ({', '.join(sorted(studies))}): a page compares runs of one study"
+            f"study runs {', '.join(str(sr['id']) for sr in study_runs)} are of different "
+            f"studies ({', '.join(sorted(studies))}): a page compares runs of one study"
         )
     with vega_bundle_meanwhile() as vega_bundle, figures_meanwhile(figures, png_scale) as renderers:
         summaries = [
@@ -74,7 +75,7 @@ def write_report(
         ]
         first = study_runs[0]
         comparisons = []
-        for later, s in zip(study_runs[1:], summaries[1:]):
+        for later in study_runs[1:]:
             compared = compare_runs(db, first["id"], later["id"], threshold=threshold, pool_hosts=pool_hosts)
             comparisons.append(
                 comparison_section(

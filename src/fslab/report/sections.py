@@ -415,7 +415,10 @@ def compare_left_out_line(left_out: Sequence[tuple[str, str]]) -> str | None:
     if not left_out:
         return None
     cells = "; ".join(f"{target} · {workload}" for workload, target in left_out)
-    return f"Left out of the comparison: {cells} — a run's figures cannot be real in either study run (IMPLAUSIBLE in its summary)."
+    return (
+        f"Left out of the comparison: {cells} — a run's figures cannot "
+        "be real in either study run (IMPLAUSIBLE in its summary)."
+    )
 
 
 def left_out_line(s: StudySummary, workload: str) -> str | None:
@@ -425,7 +428,8 @@ def left_out_line(s: StudySummary, workload: str) -> str | None:
         return None
     return (
         f"Left out of the comparisons, rankings, conclusions and charts: {', '.join(flagged)} — "
-        "its runs reported figures that cannot be real (⚠ and IMPLAUSIBLE in the table), so nothing is judged from them."
+        "its runs reported figures that cannot be real (⚠ and "
+        "IMPLAUSIBLE in the table), so nothing is judged from them."
     )
 
 
@@ -488,13 +492,16 @@ def ceiling_lines(s: StudySummary, workload: str) -> list[str]:
 def method_line(s: StudySummary) -> str:
     return (
         "Every pair of targets is compared, per workload and metric: the ratio of geometric means with a 95 % Welch "
-        "interval on the log values. A verdict says faster or slower only when the Benjamini–Hochberg-adjusted p is below 0.05 "
+        "interval on the log values. A verdict says faster or slower "
+        "only when the Benjamini–Hochberg-adjusted p is below 0.05 "
         f"and the change exceeds {s.analysis.threshold:.0%}; "
         + (
-            f"one family of {s.analysis.family_size} comparison{'s' if s.analysis.family_size != 1 else ''} (all pairs of this study run) "
+            f"one family of {s.analysis.family_size} "
+            f"comparison{'s' if s.analysis.family_size != 1 else ''} (all pairs of this study run) "
             "was corrected, and both the tables (each target against its baseline) and the rankings are read from it. "
             if s.analysis.family_size
-            else "no pair of this study run could be compared (a comparison needs two cells of at least 2 runs each, neither flagged). "
+            else "no pair of this study run could be compared (a comparison "
+            "needs two cells of at least 2 runs each, neither flagged). "
         )
         + (
             "A workload paired with another (compare_with) is compared with it on each target both ran on, "
@@ -502,9 +509,10 @@ def method_line(s: StudySummary) -> str:
             if s.analysis.between
             else ""
         )
-        + "'detectable' is the smallest change these runs would detect (80 % power); a figure from too few runs says how many it needs. "
-        "Ranking: '>' detectably better, '=' not told apart; where that cannot be said exactly, letters: targets sharing one are not told apart."
-        + hosts_text(s)
+        + "'detectable' is the smallest change these runs would detect (80 "
+        "% power); a figure from too few runs says how many it needs. "
+        "Ranking: '>' detectably better, '=' not told apart; where that cannot "
+        "be said exactly, letters: targets sharing one are not told apart." + hosts_text(s)
     )
 
 
@@ -513,8 +521,10 @@ def hosts_text(s: StudySummary) -> str:
     hosts = s.hosts
     if hosts.per_host:
         return (
-            f" The runs span {len(hosts.names)} hosts ({', '.join(hosts.names)}): each target on each host is a cell of its own "
-            "('target @ host'), compared with and ranked among the targets of the same host only (--pool-hosts pools them)."
+            f" The runs span {len(hosts.names)} hosts ({', '.join(hosts.names)}): "
+            "each target on each host is a cell of its own "
+            "('target @ host'), compared with and ranked among the "
+            "targets of the same host only (--pool-hosts pools them)."
         )
     if hosts.pooling:
         spread = (s.study_run.get("settings") or {}).get("spread")
@@ -524,8 +534,10 @@ def hosts_text(s: StudySummary) -> str:
             else "--pool-hosts"
         )
         return (
-            f" {hosts.pooling} hosts pooled ({', '.join(hosts.names)}; {why}), host treated as a block: each host's values of a workload and "
-            "metric are divided by that host's geometric mean of them (all targets) before the comparisons, so what sets one host above "
+            f" {hosts.pooling} hosts pooled ({', '.join(hosts.names)}; {why}), "
+            "host treated as a block: each host's values of a workload and "
+            "metric are divided by that host's geometric mean of them (all "
+            "targets) before the comparisons, so what sets one host above "
             "another adds no spread; the tables show the pooled runs as measured."
         )
     return ""
@@ -538,9 +550,10 @@ def repetitions_line(s: StudySummary) -> str:
         return f"{s.study_run['repetitions']} runs per cell{warmup}."
     outcome = s.study_run.get("outcome") or {}
     short = {cell: o for cell, o in outcome.items() if o["status"] != "converged"}
+    budget = f", time budget {settings['time_budget']} s" if settings.get("time_budget") else ""
     line = (
         f"Adaptive: runs added block by block until each cell's 95 % interval was within ±{settings['target_ci']:.1%} "
-        f"(at most {settings['max_runs']} runs per cell{', time budget ' + str(settings['time_budget']) + ' s' if settings.get('time_budget') else ''}){warmup}; "
+        f"(at most {settings['max_runs']} runs per cell{budget}){warmup}; "
         f"{len(outcome) - len(short)} of {len(outcome)} cells converged."
     )
     if short:
@@ -583,7 +596,8 @@ def skipped_lines(s: StudySummary) -> list[str]:
         lines.append(
             f"{u.target}: {u.why}"
             + (
-                f" — it is the baseline of {', '.join(orphans)}, so they are compared with none rather than with a substitute "
+                f" — it is the baseline of {', '.join(orphans)}, so they "
+                "are compared with none rather than with a substitute "
                 "(the rankings still order them; --baseline TARGET compares every target with one that ran)"
                 if orphans
                 else ""
@@ -600,8 +614,10 @@ def header_lines(s: StudySummary) -> list[str]:
     if imported:
         lines = [
             (
-                f"Study **{sr['study']}**, study run {sr['id']}, **imported from {len(imported['files'])} file(s)** of fio's JSON ({tools.get('fio')}) "
-                f"on {imported['at'][:19].replace('T', ' ')} UTC, measured from {sr['started_at']:%Y-%m-%d %H:%M:%S} to {sr['finished_at']:%Y-%m-%d %H:%M:%S} UTC; "
+                f"Study **{sr['study']}**, study run {sr['id']}, **imported from "
+                f"{len(imported['files'])} file(s)** of fio's JSON ({tools.get('fio')}) "
+                f"on {imported['at'][:19].replace('T', ' ')} UTC, measured from "
+                f"{sr['started_at']:%Y-%m-%d %H:%M:%S} to {sr['finished_at']:%Y-%m-%d %H:%M:%S} UTC; "
                 f"bandwidth in {s.units.describe()}. "
                 + (
                     "One run per cell, one per file."
@@ -609,24 +625,31 @@ def header_lines(s: StudySummary) -> list[str]:
                     else f"Up to {sr['repetitions']} runs per cell, one per file, in the order the files came."
                 )
             ),
-            "fslab did not run these: it knows each target by name and by fio's output alone (not its machine, filesystem or options); each fio job name is a workload, or one per set of options where its files ran it with different ones (named by those options).",
+            "fslab did not run these: it knows each target by name and by fio's output alone (not "
+            "its machine, filesystem or options); each fio job name is a workload, or one per set "
+            "of options where its files ran it with different ones (named by those options).",
         ]
     else:
         lines = [
             (
-                f"Study **{sr['study']}**, study run {sr['id']} ({sr['status']}), started {sr['started_at']:%Y-%m-%d %H:%M:%S} UTC, "
-                f"runs in interleaved blocks (order seed {sr['plan_seed']}), {scale_text(s)}; bandwidth in {s.units.describe()}. {repetitions_line(s)}"
+                f"Study **{sr['study']}**, study run {sr['id']} ({sr['status']}), "
+                f"started {sr['started_at']:%Y-%m-%d %H:%M:%S} UTC, "
+                f"runs in interleaved blocks (order seed {sr['plan_seed']}), "
+                f"{scale_text(s)}; bandwidth in {s.units.describe()}. {repetitions_line(s)}"
             ),
             (
-                f"Machine: {env.get('distribution')}, kernel {env.get('kernel')}, {env.get('cpu_model')} × {env.get('cpu_count')}, "
-                f"{format_size(env.get('memory_bytes', 0))} memory; {tools.get('fio')}; loop images on {images.get('fstype')} ({images.get('source')})."
+                f"Machine: {env.get('distribution')}, kernel {env.get('kernel')}, "
+                f"{env.get('cpu_model')} × {env.get('cpu_count')}, "
+                f"{format_size(env.get('memory_bytes', 0))} memory; {tools.get('fio')}; "
+                f"loop images on {images.get('fstype')} ({images.get('source')})."
             ),
         ]
     return (
         lines
         + [
             (
-                "Latency is fio's total latency per I/O (submission + completion: slat + clat, what the application waits), "
+                "Latency is fio's total latency per I/O (submission + "
+                "completion: slat + clat, what the application waits), "
                 "the median over runs of each run's percentile; clat and slat are stored as their own metrics. "
                 "mean ± x% is the mean with the half-width of its 95 % Student-t interval; CV is stdev/mean over runs."
             ),

@@ -56,9 +56,8 @@ class CellSummary:
     primary: list[str] = field(default_factory=list)  # its primary metrics (stored with them), in name order
     notes: list[str] = field(default_factory=list)  # what was found of its runs (runs.notes), each once with how often
     implausible: bool = False  # a run's figures cannot be real: the cell is flagged, never a plain result
-    host: str | None = (
-        None  # the host its runs ran on, where a study run's runs span several (its target then names it: "ext4 @ host-a")
-    )
+    # the host its runs ran on, where a study run's runs span several (its target then names it: "ext4 @ host-a")
+    host: str | None = None
     caveats: list[str] = field(default_factory=list)  # what goes with its figures wherever judged (Finding.caveat)
     withheld: dict[str, str] = field(default_factory=dict)  # metric key → why it is not given (not in `metrics`)
     above_ceiling: list[str] = field(default_factory=list)  # metrics whose interval lies above its ceiling
@@ -248,7 +247,8 @@ def compare_hosts(db: ResultsDB, study_run_id: int, baseline: str, other: str, *
     for host in (baseline, other):
         if host not in known:
             raise AnalysisError(
-                f"--hosts: no measured run of study run {study_run_id} ran on host '{host}'; its hosts: {', '.join(known) or 'none'}"
+                f"--hosts: no measured run of study run {study_run_id} ran "
+                f"on host '{host}'; its hosts: {', '.join(known) or 'none'}"
             )
     if baseline == other:
         raise AnalysisError(f"--hosts: name two different hosts (both are '{baseline}')")
@@ -548,7 +548,8 @@ def _flattered(
         else:
             recorded = preallocation.get(r["workload"], "")
             why = (
-                f"its files were preallocated (fio fallocate={recorded}), and preallocated blocks are written in place, uncompressed; "
+                f"its files were preallocated (fio fallocate={recorded}), "
+                "and preallocated blocks are written in place, uncompressed; "
                 if preallocates(recorded)
                 else ""
             )

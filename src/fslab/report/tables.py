@@ -28,11 +28,13 @@ STAT_FIELDS = [
 # The tables for pandas, each column with its type (Parquet keeps it; CSV leaves a missing value empty).
 SUMMARY_COLUMNS: dict[str, type] = {
     "study_run": int, "workload": str, "target": str, "metric": str, "unit": str,
-    "n": int, "mean": float, "median": float, "stdev": float, "cv": float, "minimum": float, "maximum": float, "ci_low": float, "ci_high": float, "needs_runs": int,
+    "n": int, "mean": float, "median": float, "stdev": float, "cv": float, "minimum": float, "maximum": float,
+    "ci_low": float, "ci_high": float, "needs_runs": int,
     "warnings": str,
 }  # fmt: skip
 RUN_COLUMNS: dict[str, type] = {  # results.records.RunMetric's fields, in order
-    "study_run": int, "run_id": int, "target": str, "workload": str, "repetition": int, "block": int, "warmup": bool, "status": str,
+    "study_run": int, "run_id": int, "target": str, "workload": str, "repetition": int, "block": int, "warmup": bool,
+    "status": str,
     "phase": str, "metric": str, "value": float, "unit": str,
 }  # fmt: skip
 
@@ -40,9 +42,9 @@ RUN_COLUMNS: dict[str, type] = {  # results.records.RunMetric's fields, in order
 def published(figure: Summary | Comparison) -> dict:
     """A figure's fields as every output prints them: its interval only where the tables print
     it (stats.printed_interval; needs_runs says when it will be), else none."""
-    fields = vars(
-        figure
-    )  # its fields are numbers, text and a tuple of text: read, never changed: no copy (asdict's deep copy took a 2,000-run summary.json 0.02 s)
+    # Its fields are numbers, text and a tuple of text: read, never changed: no copy (asdict's deep
+    # copy took a 2,000-run summary.json 0.02 s).
+    fields = vars(figure)
     return fields if figure.interval is not None else fields | {"ci_low": None, "ci_high": None}
 
 

@@ -18,7 +18,9 @@ from fslab.report.chart_parts import BUCKETS_PER_DECADE, WIDTH, Chart, latency_b
 from fslab.report.details import LatencyTrace, ThroughputTrace
 
 WINDOWS_DRAWN = 200  # throughput over time: a run's windows, at most (fio's log windows, merged)
-LATENCY_WINDOWS = 50  # latency over time: a run's windows, at most (their bins added up): fslab stores 50 (fio.HIST_WINDOWS); a page of many cells stays small
+# Latency over time: a run's windows, at most (their bins added up): fslab stores 50 (fio.HIST_WINDOWS);
+# a page of many cells stays small.
+LATENCY_WINDOWS = 50
 HEATMAP_ROW = 100  # px: each target's heatmap
 # A heatmap's cells at most: each is a rect Vega lays out and a figure draws (15,000 of them, 50
 # windows × 30 buckets × 10 targets, took 0.75 s of CPU a figure). Where there would be more,
@@ -30,7 +32,8 @@ HEATMAP_RESOLUTIONS = ((LATENCY_WINDOWS, 10), (25, 10), (25, 5), (10, 5), (10, 2
 DRAWN_PERCENTILES = {"P50": 50.0, "P99": 99.0}
 # A heatmap cell in words: "ext4, 1.20–2.40 s, 100.0–125.9 µs: 605 of 28,170 completions"
 CELL = (
-    "datum.target + ', ' + format(datum.from_s, '.2f') + '–' + format(datum.to_s, '.2f') + ' s, ' + format(datum.from_us, ',.1f') + '–' "
+    "datum.target + ', ' + format(datum.from_s, '.2f') + '–' + "
+    "format(datum.to_s, '.2f') + ' s, ' + format(datum.from_us, ',.1f') + '–' "
     "+ format(datum.to_us, ',.1f') + ' µs: ' + format(datum.n, ',') + ' of ' + format(datum.ios, ',') + ' completions'"
 )
 COMPLETION = "completion latency (clat: submission to completion; the tables' latency adds the submission)"
@@ -114,7 +117,8 @@ def drawn_heatmap(traces: list[LatencyTrace]) -> tuple[list[dict], tuple[int, in
 
 
 def _cells(latency: LatencyOverTime, windows: int, per_decade: int) -> int:
-    """The cells heatmap_rows would give of `latency` in at most `windows` windows and `per_decade` buckets a factor of ten."""
+    """The cells heatmap_rows would give of `latency` in at most `windows` windows and `per_decade`
+    buckets a factor of ten."""
     import numpy as np
 
     _, starts = _buckets(latency.bins, per_decade)
@@ -189,9 +193,9 @@ def latency_heatmap_chart(traces: list[LatencyTrace], targets: list[str]) -> Cha
             ),
             alt.Y2("to_us:Q"),  # whole pixels: no seam between cells a pixel or two high
             alt.Color("share_pct:Q", scale=alt.Scale(type="log", scheme="viridis"), title="% of the window's I/Os"),
-            alt.Description(
-                "cell:N"
-            ),  # what a cell says to a screen reader, and in a figure's SVG (the tooltip's every field would be 300 bytes a cell)
+            # what a cell says to a screen reader, and in a figure's SVG (the tooltip's every field would
+            # be 300 bytes a cell)
+            alt.Description("cell:N"),
             tooltip=[
                 alt.Tooltip("target:N"),
                 alt.Tooltip("from_s:Q", title="from s", format=".2f"),
@@ -267,8 +271,10 @@ def latency_over_time_chart(traces: list[LatencyTrace], targets: list[str]) -> C
     title = f"{where(workload, phase)}: {direction} latency over time"
     windows = sorted({w.window_ms for w in latency.values()})
     caption = (
-        f"P50 (dashed) and P99 (solid) of the {COMPLETION} of each window of {_windows(windows)} (each step is one window), "
-        "from the window's histogram bins merged over the jobs — fio's own way, each within 3 % of fio's figure —, never a mean of percentiles; "
+        f"P50 (dashed) and P99 (solid) of the {COMPLETION} of each "
+        f"window of {_windows(windows)} (each step is one window), "
+        "from the window's histogram bins merged over the jobs — fio's own "
+        "way, each within 3 % of fio's figure —, never a mean of percentiles; "
         "a break is a window in which nothing completed. The runs of the heatmap: " + _runs_drawn(traces) + "."
     )
     return Chart(named(workload, phase, direction, "latency-over-time"), workload, title, caption, sized(title, chart))
@@ -286,7 +292,10 @@ def _merged(resolution: tuple[int, int]) -> str:
     if not merged:
         return ""
     finer = f"; the latency over time chart draws up to {LATENCY_WINDOWS} windows" if windows < LATENCY_WINDOWS else ""
-    return f"To draw at most {HEATMAP_CELLS:,} cells, {' and '.join(merged)} are merged, their completions added up{finer}. "
+    return (
+        f"To draw at most {HEATMAP_CELLS:,} cells, {' and '.join(merged)} "
+        f"are merged, their completions added up{finer}. "
+    )
 
 
 def _windows(window_ms: list[int]) -> str:

@@ -34,7 +34,8 @@ def series_rows(series: Series) -> list[list[str]]:
     for point in series.points:
         step = steps.get(point.study_run)
         rows.append([
-            f"{point.started_at:%Y-%m-%d %H:%M}", str(point.study_run), point.kernel, point.fslab_version, str(point.summary.n), fmt_mean_ci(point.summary),
+            f"{point.started_at:%Y-%m-%d %H:%M}", str(point.study_run), point.kernel, point.fslab_version,
+            str(point.summary.n), fmt_mean_ci(point.summary),
             *(_step_cells(step) if step is not None else ["–", "–", "–", "–"]),
         ])  # fmt: skip
     return rows
@@ -64,8 +65,10 @@ def step_line(step: Step, what: str = "") -> str:
     interval = "" if c.interval is None else " ({:.3f}–{:.3f})".format(*c.interval)
     verdict = f"{c.verdict}, a regression" if step.regression else c.verdict
     return (
-        f"{key.workload} · {key.target} · {metric_label(key.metric)} on {key.host}: {what}study run {step.older.study_run} → {step.newer.study_run} "
-        f"(kernel {step.older.kernel} → {step.newer.kernel}, fslab {step.older.fslab_version} → {step.newer.fslab_version}): "
+        f"{key.workload} · {key.target} · {metric_label(key.metric)} on {key.host}: "
+        f"{what}study run {step.older.study_run} → {step.newer.study_run} "
+        f"(kernel {step.older.kernel} → {step.newer.kernel}, fslab "
+        f"{step.older.fslab_version} → {step.newer.fslab_version}): "
         f"×{c.ratio:.3f}{interval}, p (BH) {fmt_p(c.p_adjusted)}: {verdict}"
     )
 
@@ -79,9 +82,12 @@ def flagged_lines(h: History) -> list[tuple[str, bool]]:
 
 def method_line(h: History) -> str:
     return (
-        "Each step compares a study run's runs with the study run's before it on the same host, as two cells are compared: ratio of "
-        "geometric means with its 95 % Welch interval on the log values; a step is a change only when its Benjamini–Hochberg-adjusted p "
-        f"(over the {h.family_size} tests of this history) is below 0.05 and the ratio is beyond the {h.threshold:.0%} threshold. "
+        "Each step compares a study run's runs with the study run's "
+        "before it on the same host, as two cells are compared: ratio of "
+        "geometric means with its 95 % Welch interval on the log values; "
+        "a step is a change only when its Benjamini–Hochberg-adjusted p "
+        f"(over the {h.family_size} tests of this history) is below "
+        f"0.05 and the ratio is beyond the {h.threshold:.0%} threshold. "
         "A drift: the latest study run against the first (tested in the same family) is a change while no step is. "
         "Unlike a band of mean ± 1.96 sd of single runs, the interval narrows with the runs behind each mean."
     )

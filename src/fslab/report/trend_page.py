@@ -58,7 +58,8 @@ def trend_page(study: str, h: History) -> TrendPage:
     for (workload, target, metric), its in groups.items():
         name = f"history-{workload}-{target}-{metric}"
         sections.append(TrendSection(
-            anchor=file_name(name), title=f"{workload} · {target} · {metric_label(metric)}", chart=trend_chart(name, its),
+            anchor=file_name(name), title=f"{workload} · {target} · {metric_label(metric)}",
+            chart=trend_chart(name, its),
             tables=[(s.key.host, Table(trend.SERIES_COLUMNS, trend.series_rows(s), trend.row_classes(s))) for s in its],
         ))  # fmt: skip
     return TrendPage(
@@ -81,8 +82,10 @@ def trend_chart(name: str, series: list[Series]) -> Chart:
         for p in s.points:
             step = steps.get(p.study_run)
             points.append({
-                "host": s.key.host, "run": axis_label(p), "study_run": p.study_run, "started": f"{p.started_at:%Y-%m-%d %H:%M}", "kernel": p.kernel, "fslab": p.fslab_version,
-                "mean": p.summary.mean, "n": p.summary.n, "interval": fmt_mean_ci(p.summary), **dict(zip(("low", "high"), p.summary.interval or (None, None))),
+                "host": s.key.host, "run": axis_label(p), "study_run": p.study_run,
+                "started": f"{p.started_at:%Y-%m-%d %H:%M}", "kernel": p.kernel, "fslab": p.fslab_version,
+                "mean": p.summary.mean, "n": p.summary.n, "interval": fmt_mean_ci(p.summary),
+                **dict(zip(("low", "high"), p.summary.interval or (None, None))),
                 "flag": step.comparison.verdict if step else None, "step": trend.step_line(step) if step else None,
             })  # fmt: skip
     label = metric_label(key.metric)
@@ -94,7 +97,8 @@ def trend_chart(name: str, series: list[Series]) -> Chart:
         axis=alt.Axis(labelAngle=-30, labelLimit=220),
     )
     y = alt.Y("mean:Q", title=label, scale=alt.Scale(zero=False))
-    tooltip = [alt.Tooltip("study_run:Q", title="study run"), alt.Tooltip("started:N", title="started (UTC)"), alt.Tooltip("kernel:N"), alt.Tooltip("fslab:N"),
+    tooltip = [alt.Tooltip("study_run:Q", title="study run"), alt.Tooltip("started:N", title="started (UTC)"),
+               alt.Tooltip("kernel:N"), alt.Tooltip("fslab:N"),
                alt.Tooltip("n:Q", title="runs"), alt.Tooltip("interval:N", title="mean ± 95 % CI")]  # fmt: skip
     layers = [
         alt.Chart().mark_line(color="#8c959f").encode(x, y),
@@ -130,7 +134,8 @@ def trend_chart(name: str, series: list[Series]) -> Chart:
     )
     caption = (
         "Each study run's mean (point, with its 95 % Student-t interval as a whisker where printed), one row per host, "
-        "oldest first; the axis names each study run, its kernel and fslab version. A ringed point ends a step flagged as a change "
+        "oldest first; the axis names each study run, its kernel and "
+        "fslab version. A ringed point ends a step flagged as a change "
         "(red: slower, green: faster), as listed above."
     )
     return Chart(name, key.workload, spec["title"], caption, spec)

@@ -68,7 +68,10 @@ class ResultsDB:
             if self.engine.dialect.name == "sqlite":
                 advice = f"name another {named}, or restore it from a backup"
             else:  # a server away (stopped, restarting, out of reach) says so in the reason
-                advice = f"check that its server is up and reachable from here, and the user's password (PGPASSWORD, ~/.pgpass), or name another {named}"
+                advice = (
+                    "check that its server is up and reachable from here, and the "
+                    f"user's password (PGPASSWORD, ~/.pgpass), or name another {named}"
+                )
             raise DatabaseUnusable(
                 f"cannot use {shown(location)} as the results database: {self._reason(exc)}; {advice}"
             ) from None
@@ -351,7 +354,8 @@ class ResultsDB:
             return _records(conn.execute(query))
 
     def stored_runs(self, study_run_id: int, host: str | None = None, block: int | None = None) -> list[StoredRun]:
-        """Every stored run of a study run (or of its runs on `host`, of its `block`) with its metrics, in the order they were stored."""
+        """Every stored run of a study run (or of its runs on `host`, of its `block`) with its
+        metrics, in the order they were stored."""
         query = (
             sa.select(
                 runs.c.id,

@@ -130,7 +130,8 @@ def _job(
 ) -> ImportedJob:
     if any("mixed" in e and "read" not in e for e in entries):
         raise NotFioOutput(
-            f"job '{name}' was reported with unified_rw_reporting (one 'mixed' direction): fslab reads reads and writes apart"
+            f"job '{name}' was reported with unified_rw_reporting (one "
+            "'mixed' direction): fslab reads reads and writes apart"
         )
     own = _options(entries[0].get("job options", {}))
     options = global_options | own

@@ -174,7 +174,8 @@ class ImportedStudy:
         """How the files became workloads, to be said as they are imported: how many of each,
         each workload with its runs per target, and each job name split by the options it ran with."""
         lines = [
-            f"{len(self.files)} file(s) → {len(self.workloads)} workload(s); runs of one workload agree on every fio job option but where they ran and what they logged:"
+            f"{len(self.files)} file(s) → {len(self.workloads)} workload(s); runs of one "
+            "workload agree on every fio job option but where they ran and what they logged:"
         ]
         split = Counter(w.job for w in self.workloads)
         for job, n in split.items():
@@ -455,7 +456,9 @@ def histogram_logs(
                 refused += [
                     Skipped(
                         str(p),
-                        f"a histogram log of prefix '{prefix}', which jobs {', '.join(sorted({j.name for j in jobs}))} of {file.path} share: not attached to either",
+                        f"a histogram log of prefix '{prefix}', which jobs "
+                        f"{', '.join(sorted({j.name for j in jobs}))} of "
+                        f"{file.path} share: not attached to either",
                     )
                     for p in paths
                 ]

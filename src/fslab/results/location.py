@@ -77,7 +77,8 @@ def _engine_of_url(location: str, named: str) -> sa.Engine:
             else f"install the Python package that provides {exc.name}"
         )
         raise DatabaseUnusable(
-            f"the results database {shown(location)} needs the database driver {exc.name}, which is not installed: {hint}"
+            f"the results database {shown(location)} needs the database "
+            f"driver {exc.name}, which is not installed: {hint}"
         ) from None
     except (sa.exc.ArgumentError, ValueError) as exc:  # a malformed URL, or an engine SQLAlchemy does not know
         why = (
@@ -94,7 +95,8 @@ def _sqlite_file(location: str, named: str) -> Path:
     path = Path(location).absolute()
     if not path.parent.is_dir():
         raise DatabaseUnusable(
-            f"{named} {location}: the directory {path.parent} does not exist; create it, or name a file in an existing directory"
+            f"{named} {location}: the directory {path.parent} does not "
+            "exist; create it, or name a file in an existing directory"
         )
     for candidate in (path, *(path.with_name(path.name + suffix) for suffix in ("-wal", "-shm", "-journal"))):
         try:
@@ -104,7 +106,8 @@ def _sqlite_file(location: str, named: str) -> Path:
         if kind != stat.S_IFREG:
             what = _NOT_A_FILE.get(kind, "not a regular file")
             raise DatabaseUnusable(
-                f"{named} {location}: {candidate} is {what}, not a database file; fslab writes results only to a regular file (or a new file name)"
+                f"{named} {location}: {candidate} is {what}, not a database file; "
+                "fslab writes results only to a regular file (or a new file name)"
             )
     return path
 

@@ -87,28 +87,22 @@ runs = sa.Table(
     sa.Column("fs_details", sa.Text),
     sa.Column("buffered", sa.Boolean, nullable=False),
     sa.Column("data_pattern", sa.Text),
-    sa.Column(
-        "device_facts", sa.JSON
-    ),  # per device under the target: model, serial, size, sectors, queue (core/block_devices.py)
-    sa.Column(
-        "timings", sa.JSON, nullable=False
-    ),  # seconds per phase: image (first run), provision, layout, drop_caches, workload, parse, teardown
+    # per device under the target: model, serial, size, sectors, queue (core/block_devices.py)
+    sa.Column("device_facts", sa.JSON),
+    # seconds per phase: image (first run), provision, layout, drop_caches, workload, parse, teardown
+    sa.Column("timings", sa.JSON, nullable=False),
     sa.Column("failure", sa.JSON),  # a failed run's RunFailure: phase, command, exit status, stderr tail, traceback
-    sa.Column(
-        "notes", sa.JSON
-    ),  # since version 6: what its workload kind and monitors found of it (Finding), shown on its cell
-    sa.Column(
-        "memory_limit", sa.BigInteger
-    ),  # since version 7: bytes its measured run could hold, page cache included (core/cgroups.py); NULL: no limit
-    sa.Column(
-        "source", sa.JSON
-    ),  # since version 8: where an imported run came from (its file, fio version, host: results/importer.py); NULL: fslab ran it
-    sa.Column(
-        "options_applied", sa.JSON
-    ),  # since version 9: what its filesystem made of the options asked (records.OptionsApplied); NULL: imported, or older
-    sa.Column(
-        "host", sa.String(200)
-    ),  # since version 10: the host it ran on (hosts.name); NULL: the study run's own machine (its environment)
+    # since version 6: what its workload kind and monitors found of it (Finding), shown on its cell
+    sa.Column("notes", sa.JSON),
+    # since version 7: bytes its measured run could hold, page cache included (core/cgroups.py); NULL: no limit
+    sa.Column("memory_limit", sa.BigInteger),
+    # since version 8: where an imported run came from (its file, fio version, host: results/importer.py);
+    # NULL: fslab ran it
+    sa.Column("source", sa.JSON),
+    # since version 9: what its filesystem made of the options asked (records.OptionsApplied); NULL: imported, or older
+    sa.Column("options_applied", sa.JSON),
+    # since version 10: the host it ran on (hosts.name); NULL: the study run's own machine (its environment)
+    sa.Column("host", sa.String(200)),
 )
 
 # Since version 5 a metric carries its phase and its roles (model/__init__.py); a run keeps one raw
@@ -191,12 +185,10 @@ metrics = sa.Table(
     sa.Column("value", sa.Float, nullable=False),
     sa.Column("unit", sa.String(20), nullable=False),
     sa.Column("higher_is_better", sa.Boolean, nullable=False),
-    sa.Column(
-        "primary", sa.Boolean, nullable=False, server_default=sa.false()
-    ),  # decides precision, rank, adaptive stopping
-    sa.Column(
-        "compared", sa.Boolean, nullable=False, server_default=sa.false()
-    ),  # compared between every pair of targets
+    # decides precision, rank, adaptive stopping
+    sa.Column("primary", sa.Boolean, nullable=False, server_default=sa.false()),
+    # compared between every pair of targets
+    sa.Column("compared", sa.Boolean, nullable=False, server_default=sa.false()),
 )
 
 run_outputs = sa.Table(
@@ -339,7 +331,8 @@ MIGRATIONS: dict[int, list[str | Only | Callable[[sa.Connection], None]]] = {
         FROM metrics""",
         "DROP TABLE metrics",
         "ALTER TABLE metrics_v5 RENAME TO metrics",
-        "INSERT INTO run_outputs (run_id, phase, tool, output) SELECT id, '', 'fio', raw_output FROM runs WHERE raw_output IS NOT NULL",
+        "INSERT INTO run_outputs (run_id, phase, tool, output) SELECT "
+        "id, '', 'fio', raw_output FROM runs WHERE raw_output IS NOT NULL",
         "ALTER TABLE runs DROP COLUMN raw_output",
     ],
     # Runs keep what was found of them: a figure that cannot be real, a note a reader needs.
@@ -397,7 +390,8 @@ def bring_up_to_date(conn: sa.Connection, location: str) -> None:
         return
     if found > SCHEMA_VERSION:
         raise SchemaMismatch(
-            f"{location} holds results in schema version {found}, newer than this fslab's {SCHEMA_VERSION}: upgrade fslab"
+            f"{location} holds results in schema version {found}, "
+            f"newer than this fslab's {SCHEMA_VERSION}: upgrade fslab"
         )
     if found == SCHEMA_VERSION:
         return  # nothing written: a database fslab may only read (a copy, another user's) still opens

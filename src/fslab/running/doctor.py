@@ -195,7 +195,8 @@ def with_their_raw_baselines(study: Study, unsupported: list[Unsupported]) -> li
     return unsupported + [
         Unsupported(
             t.name,
-            f"it is the raw baseline of '{t.raw_baseline_of}', which cannot run here: it measures that target's devices alone",
+            f"it is the raw baseline of '{t.raw_baseline_of}', which "
+            "cannot run here: it measures that target's devices alone",
         )
         for t in study.targets
         if t.raw_baseline_of in gone and t.name not in gone
@@ -213,7 +214,8 @@ def zram_problems(study: Study) -> list[Unsupported]:
             problems.append(
                 Unsupported(
                     t.name,
-                    f"it needs {format_size(needed)} of zram, and this machine has {format_size(available)} of memory available: lower image_size",
+                    f"it needs {format_size(needed)} of zram, and this machine has "
+                    f"{format_size(available)} of memory available: lower image_size",
                 )
             )
     return problems

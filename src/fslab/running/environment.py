@@ -17,7 +17,8 @@ from fslab.filesystems import FILESYSTEMS
 from fslab.model import Host
 from fslab.workloads import kinds
 
-# The tool fslab drives besides each workload kind's, filesystem's and layer's own (whose version commands live with them).
+# The tool fslab drives besides each workload kind's, filesystem's and layer's own (whose version
+# commands live with them).
 LOSETUP = ("losetup", "--version")
 
 

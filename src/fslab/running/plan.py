@@ -156,7 +156,8 @@ class Planner:
                 self.progress[cell.key].status = "skipped"
 
     def base_of(self, cell: Cell) -> Cell | None:
-        """The cell `cell` is compared with (analysis.compared_with, as the summary's); None for a cell compared with none."""
+        """The cell `cell` is compared with (analysis.compared_with, as the summary's); None for a
+        cell compared with none."""
         return self._bases[cell.key]
 
     def _find_base(self, cell: Cell) -> Cell | None:

@@ -114,7 +114,8 @@ def _interrupted(db: ResultsDB, ref: str | None) -> dict:
         raise CannotResume(f"no study run {ref} in {shown(db.location)} (see `fslab history`)")
     if row["status"] == "finished":
         raise CannotResume(
-            f"study run {row['id']} ({row['study']}) finished on {row['finished_at']:%Y-%m-%d %H:%M}: nothing to resume; `fslab run` starts a new one"
+            f"study run {row['id']} ({row['study']}) finished on "
+            f"{row['finished_at']:%Y-%m-%d %H:%M}: nothing to resume; `fslab run` starts a new one"
         )
     if row["status"] == "running":
         owner = Owner.from_stored(row["owner"])
@@ -149,9 +150,12 @@ def _study_as_stored(
     ]
     if unallocated:
         raise CannotResume(
-            f"study run {row['id']} cannot be resumed: {', '.join(unallocated)} ran before fslab stopped preallocating fio's files "
-            "(fio's default, fallocate=native); fslab's jobs now write them unallocated (fallocate=none), and runs of both kinds are not "
-            'repetitions of one cell. Start a new study run with `fslab run` (options = { fallocate = "native" } in its [fio] table measures as before)'
+            f"study run {row['id']} cannot be resumed: {', '.join(unallocated)} "
+            "ran before fslab stopped preallocating fio's files "
+            "(fio's default, fallocate=native); fslab's jobs now write them "
+            "unallocated (fallocate=none), and runs of both kinds are not "
+            "repetitions of one cell. Start a new study run with `fslab run` (options "
+            '= { fallocate = "native" } in its [fio] table measures as before)'
         )
     changed += _differing(stored_targets, {t.name: t.spec() for t in study.targets})
     if changed:

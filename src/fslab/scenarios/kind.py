@@ -103,7 +103,8 @@ class Phase:
     def spec(self) -> dict[str, Any]:
         tool = {"tool": self.tool.spec()} if self.tool else {}  # absent from other phases: their specs as before tools
         return {"name": self.name, "action": self.action, "measured": self.measured, "options": self.options,
-                "seconds": self.seconds, "snapshot_every": self.snapshot_every, "extents": self.extents} | tool  # fmt: skip
+                "seconds": self.seconds, "snapshot_every": self.snapshot_every,
+                "extents": self.extents} | tool  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -126,8 +127,11 @@ class Scenario:
 
     def spec(self) -> dict[str, Any]:
         return {
-            "builtin": self.builtin, "file": self.file, "size": self.size, "data": self.data.describe(), "phases": [p.spec() for p in self.phases],
-            "preallocation": preallocation(options for p in self.phases if p.action == "fio" for options in self.job(p).jobs()),
+            "builtin": self.builtin, "file": self.file, "size": self.size, "data": self.data.describe(),
+            "phases": [p.spec() for p in self.phases],
+            "preallocation": preallocation(
+                options for p in self.phases if p.action == "fio" for options in self.job(p).jobs()
+            ),
         }  # fmt: skip
 
     def data_pattern(self) -> str:
@@ -226,7 +230,8 @@ def tool_data(phase: str, tool: str, data: DataPattern) -> str:
     phase for any other (sysbench and dd cannot write fio's compressible buffers)."""
     if data.kind not in ("random", "zeros"):
         raise ValueError(
-            f"phase '{phase}' runs {tool}, which writes random bytes or zeros and cannot write the scenario's data, {data.describe()}; "
+            f"phase '{phase}' runs {tool}, which writes random bytes or "
+            f"zeros and cannot write the scenario's data, {data.describe()}; "
             f'give the workload data = "random" or "zeros", or make \'{phase}\' a fio phase'
         )
     return data.kind
@@ -247,7 +252,9 @@ def scenario(
     for p in phases:
         if (p.tool.kind if p.tool else None) != (p.action if p.action in PHASE_TOOLS else None):
             raise ValueError(
-                f"phase '{p.name}' runs {p.action} and holds {f'a {p.tool.kind} record' if p.tool else 'no tool record'}: a tool phase holds its own tool's, and only it"
+                f"phase '{p.name}' runs {p.action} and holds "
+                f"{f'a {p.tool.kind} record' if p.tool else 'no tool record'}: "
+                "a tool phase holds its own tool's, and only it"
             )
         if p.action == "fio" and "rw" not in p.options:
             raise ValueError(f"phase '{p.name}' runs fio: give its rw")
@@ -258,7 +265,8 @@ def scenario(
                 else ""
             )
             raise ValueError(
-                f"phase '{p.name}' {'runs' if p.tool else 'is a'} {p.action}: fio options, snapshot_every and extents belong to fio phases{files}"
+                f"phase '{p.name}' {'runs' if p.tool else 'is a'} {p.action}: fio "
+                f"options, snapshot_every and extents belong to fio phases{files}"
             )
         if p.tool and p.tool.data != tool_data(p.name, p.action, data):
             raise ValueError(
@@ -266,11 +274,13 @@ def scenario(
             )
         if p.tool and PHASE_SEPARATOR in p.name:
             raise ValueError(
-                f"phase '{p.name}' runs {p.action}: its name holds no '{PHASE_SEPARATOR}', which fslab puts between it and the tool's steps ({p.name}.write)"
+                f"phase '{p.name}' runs {p.action}: its name holds no '{PHASE_SEPARATOR}', "
+                f"which fslab puts between it and the tool's steps ({p.name}.write)"
             )
         if p.tool and (under := [n for n in names if n.startswith(p.name + PHASE_SEPARATOR)]):
             raise ValueError(
-                f"phase '{under[0]}' is named as a step of phase '{p.name}', which runs {p.action} (its steps are '{p.name}.<step>'): rename it"
+                f"phase '{under[0]}' is named as a step of phase '{p.name}', which "
+                f"runs {p.action} (its steps are '{p.name}.<step>'): rename it"
             )
     return Scenario(phases, file_name(name), size, data, builtin)
 
@@ -421,7 +431,9 @@ class Scenarios:
     def judge(self, workload: Workload, outputs: list[RawOutput]) -> list[Finding]:
         s = tool_of(workload, Scenario)
         found = [
-            Finding("extents_not_measurable", f"{output.phase}: extents not measurable {extents.why}", implausible=False)
+            Finding(
+                "extents_not_measurable", f"{output.phase}: extents not measurable {extents.why}", implausible=False
+            )
             for output in outputs if output.tool == "filefrag"
             for extents in parse_filefrag(output.text).values() if extents.count is None
         ]  # fmt: skip
@@ -433,7 +445,8 @@ class Scenarios:
                 found.append(
                     Finding(
                         "few_snapshots",
-                        f"{output.phase}: {taken} snapshots taken, not the ~{expected:.0f} asked (one every {phase.snapshot_every:g} s): each took longer",
+                        f"{output.phase}: {taken} snapshots taken, not the ~{expected:.0f} "
+                        f"asked (one every {phase.snapshot_every:g} s): each took longer",
                         implausible=False,
                     )
                 )
@@ -572,7 +585,8 @@ class ScenarioSection(OnTargets, WorkloadLimits):
     def _builtin_or_phases(self) -> ScenarioSection:
         if (self.scenario is None) == (not self.phase):
             raise ValueError(
-                'a scenario is a built-in one (scenario = "cow-ageing", …) or its own [[workload.phase]] tables, one of them'
+                'a scenario is a built-in one (scenario = "cow-ageing", '
+                "…) or its own [[workload.phase]] tables, one of them"
             )
         if self.snapshot_every is not None and self.scenario not in (None, "snapshots-under-load"):
             raise FieldError("snapshot_every", f"{self.scenario} takes no snapshots: snapshots-under-load does")
@@ -619,7 +633,8 @@ def _phase(section: PhaseSection, data: DataPattern, building: Building, table: 
     return Phase(
         name=section.name, action=section.tool or section.action or "fio", measured=section.measured, options=options,
         seconds=parse_duration(section.seconds) * building.time_scale if section.seconds is not None else 0.0,
-        snapshot_every=parse_duration(section.snapshot_every) if section.snapshot_every is not None else None, extents=section.extents,
+        snapshot_every=parse_duration(section.snapshot_every) if section.snapshot_every is not None else None,
+        extents=section.extents,
         tool=tool,  # type: ignore[arg-type]  # sysbench's or dd's, as section.tool says
     )  # fmt: skip
 

@@ -15,15 +15,17 @@ from fslab.workloads.sysbench_metrics import METRICS as SYSBENCH_METRICS
 def _declared(*declarations: Mapping[str, MetricKind]) -> dict[str, MetricKind]:
     """Every metric a phase may report, by name. Where kinds share a name (read_mb_s: fio's,
     sysbench's, dd's), unit and direction must agree; a name is primary or compared where any
-    phase's kind makes it so, and is known to the coarsest resolution any of them prints it to: dd's write_mb_s decides a cell, fio's does not. What is stored is
-    exact: each metric carries the role its own kind gives it, per key, phase and all (Roles)."""
+    phase's kind makes it so, and is known to the coarsest resolution any of them prints it to: dd's
+    write_mb_s decides a cell, fio's does not. What is stored is exact: each metric carries the role
+    its own kind gives it, per key, phase and all (Roles)."""
     merged: dict[str, MetricKind] = {}
     for declared in declarations:
         for name, kind in declared.items():
             was = merged.get(name)
             if was and (was.unit, was.higher_is_better) != (kind.unit, kind.higher_is_better):
                 raise ValueError(
-                    f"phase kinds declare metric {name} as {was} and as {kind}: in a scenario, one name must mean one thing"
+                    f"phase kinds declare metric {name} as {was} and as "
+                    f"{kind}: in a scenario, one name must mean one thing"
                 )
             merged[name] = replace(
                 kind,

@@ -49,7 +49,8 @@ def read_history(
         unknown = [h for h in hosts if h not in present]
         if unknown:
             raise HistoryError(
-                f"--host {', '.join(unknown)}: no run of study '{study}' ran there; its hosts: {', '.join(sorted(present))}"
+                f"--host {', '.join(unknown)}: no run of study '{study}' "
+                f"ran there; its hosts: {', '.join(sorted(present))}"
             )
     return history(stored, threshold=threshold, hosts=hosts)
 

@@ -282,8 +282,11 @@ def _writes_beyond_reads(samples: Samples, target: str, workloads: dict[str, dic
         wrote, got = median(writes), median(samples[(read, target)]["read_mb_s"])
         if got > 0 and wrote > WRITES_OVER_READS * got:
             found.append(CachedReference(
-                target, workload, f"wrote sequentially at {wrote:,.0f} MB/s, {wrote / got:.1f}× its sequential reads ({got:,.0f} MB/s, {read})",
-                "a disk writes no faster than it reads: a volatile cache below acknowledged the writes", writes_only=True,
+                target, workload,
+                f"wrote sequentially at {wrote:,.0f} MB/s, {wrote / got:.1f}× its sequential reads "
+                f"({got:,.0f} MB/s, {read})",
+                "a disk writes no faster than it reads: a volatile cache below acknowledged the writes",
+                writes_only=True,
             ))  # fmt: skip
     return found
 

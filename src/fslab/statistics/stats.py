@@ -208,7 +208,8 @@ def _warnings(values: list[float], cv: float | None, higher_is_better: bool, ord
         outliers = [i for i, z in enumerate(modified_z_scores(values, ordered), 1) if abs(z) > OUTLIER_Z]
         if outliers:
             warnings.append(
-                f"outlier run{'s' if len(outliers) > 1 else ''} {', '.join(map(str, outliers))} (modified z > {OUTLIER_Z})"
+                f"outlier run{'s' if len(outliers) > 1 else ''} "
+                f"{', '.join(map(str, outliers))} (modified z > {OUTLIER_Z})"
             )
     rest = _middle(sorted(values[1:])) if n >= MIN_RUNS else 0.0  # floats already
     if rest:
@@ -452,7 +453,9 @@ def mann_whitney_p_values(pairs: list[SamplePair]) -> list[float | None]:
 
 # Own code, not scipy.stats.mannwhitneyu: importing scipy.stats takes a second, as long as a whole
 # summary of 2,000 runs may (issue 11); tests/test_stats.py checks it against scipy's.
-RANK_EXACT_MAX_N = 8  # scipy's rule (method "auto"): the exact null distribution when a side has at most this many values and none is tied
+# scipy's rule (method "auto"): the exact null distribution when a side has at most this many values
+# and none is tied.
+RANK_EXACT_MAX_N = 8
 
 
 def mann_whitney_two_sided_p(x: list[float], y: list[float]) -> float:

@@ -71,7 +71,8 @@ def load_study(name_or_path: str | Path, *, scale: float = 1.0, scale_sizes_only
             scale_sizes_only=scale_sizes_only,
         )
     raise StudyError(
-        f"no study file '{name_or_path}' and no built-in study of that name; built-in studies: {', '.join(builtin_studies())}"
+        f"no study file '{name_or_path}' and no built-in study of "
+        f"that name; built-in studies: {', '.join(builtin_studies())}"
     )
 
 
@@ -115,7 +116,8 @@ def parse_study(
     tabled = _workloads(model, base_dir, scale, 1.0 if scale_sizes_only else scale, where)
     if not tabled:
         raise StudyError(
-            f"{filename}: the study runs no workload: list built-in ones in [study] workloads, or add [[workload]] tables"
+            f"{filename}: the study runs no workload: list built-in "
+            "ones in [study] workloads, or add [[workload]] tables"
         )
     workload_tables, workloads = [table for table, _ in tabled], [workload for _, workload in tabled]
     where.require_unique(list(zip(workload_tables, (w.name for w in workloads))), "workload")
@@ -134,7 +136,8 @@ def parse_study(
     if cells is None:
         raise StudyError(
             f"{filename}: the study makes more than {MAX_CELLS:,} cells (each target × each workload that runs on it: "
-            f"{len(targets):,} targets, {len(workloads):,} workloads), more than could ever be run: split it into several studies"
+            f"{len(targets):,} targets, {len(workloads):,} workloads), "
+            "more than could ever be run: split it into several studies"
         )
     table_of = dict(zip((w.name for w in workloads), workload_tables))
     where.refuse(
@@ -208,7 +211,8 @@ def _refuse_too_many_targets(model: StudyFile, where: _Where) -> None:
     sweeps = ", ".join(f"{where.at(('target', i))} makes {count:,}" for i, count in enumerate(counts) if count > 1)
     if sum(counts) > MAX_CELLS:
         raise StudyError(
-            f"{where.filename}: the study's sweeps make {sum(counts):,} targets ({sweeps}), more than the {MAX_CELLS:,} a study "
+            f"{where.filename}: the study's sweeps make {sum(counts):,} "
+            f"targets ({sweeps}), more than the {MAX_CELLS:,} a study "
             "may have, and more than could ever be run: sweep fewer values, or split it into several studies"
         )
 
@@ -222,7 +226,8 @@ def _refuse_too_many_workloads(model: StudyFile, where: _Where) -> None:
             f"{where.at(('workload', i))} makes {count:,}" for i, count in enumerate(counts) if count > 1
         )
         raise StudyError(
-            f"{where.filename}: the study's workload sweeps make {sum(counts):,} workloads ({sweeps}), more than the {MAX_CELLS:,} cells a study "
+            f"{where.filename}: the study's workload sweeps make {sum(counts):,} "
+            f"workloads ({sweeps}), more than the {MAX_CELLS:,} cells a study "
             "may have, and more than could ever be run: sweep fewer values, or split it into several studies"
         )
 
@@ -434,13 +439,15 @@ def _limited(workload: Workload, asked: str | None, table: tuple, scale: float, 
         return workload
     if workload.direct:
         raise StudyError(
-            f"{where(table)}: memory_limit = \"{asked}\" limits the page cache, and workload '{workload.name}' uses direct I/O, "
+            f'{where(table)}: memory_limit = "{asked}" limits the page '
+            f"cache, and workload '{workload.name}' uses direct I/O, "
             "which bypasses it: drop the limit, or set it on the buffered workloads alone"
         )
     limit = scaled_size(parse_size(asked), scale)
     if limit < SMALLEST_LIMIT:
         raise StudyError(
-            f'{where(table)}: memory_limit = "{asked}" × --scale {scale:g} is {format_size(limit)}, below the {format_size(SMALLEST_LIMIT)} a tool needs to run'
+            f'{where(table)}: memory_limit = "{asked}" × --scale {scale:g} is '
+            f"{format_size(limit)}, below the {format_size(SMALLEST_LIMIT)} a tool needs to run"
         )
     return replace(workload, memory_limit=limit)
 
@@ -451,9 +458,15 @@ def cell_problem(target: Target, workload: Workload) -> str | None:
     filesystem = FILESYSTEMS[target.filesystem]
     if workload.tool.takes_snapshots and not filesystem.supports_snapshots:
         snapshotting = kinds_that(lambda fs: fs.supports_snapshots, last="or")
-        return f"workload '{workload.name}' takes snapshots, and target '{target.name}' ({target.filesystem}) has none: run it on {snapshotting} targets"
+        return (
+            f"workload '{workload.name}' takes snapshots, and target '{target.name}' "
+            f"({target.filesystem}) has none: run it on {snapshotting} targets"
+        )
     if workload.tool.needs_directory and filesystem.room(target).block_device:
-        return f"workload '{workload.name}' ({workload.kind}) works in a filesystem's directory, and target '{target.name}' is a raw device: leave it out of this study (raw_baseline adds one)"
+        return (
+            f"workload '{workload.name}' ({workload.kind}) works in a filesystem's directory, and "
+            f"target '{target.name}' is a raw device: leave it out of this study (raw_baseline adds one)"
+        )
     return None
 
 
@@ -492,7 +505,10 @@ def space_problem(target: Target, workload: Workload, room: Room | None = None, 
     fits = _size_that_fits(target, needed)
     change = "" if scaled else ": raise image_size, or lower the workload's size"
     fix = f"{kind} of {fits // 2**20}MiB would do{change}" if fits else "lower the workload's size"
-    return f"workload '{workload.name}' needs {format_size(needed)} but target '{target.name}' has {free} on {kind} of {format_size(target.image_size)}; {fix}"
+    return (
+        f"workload '{workload.name}' needs {format_size(needed)} but target "
+        f"'{target.name}' has {free} on {kind} of {format_size(target.image_size)}; {fix}"
+    )
 
 
 def _size_that_fits(target: Target, needed: int) -> int | None:
@@ -611,7 +627,8 @@ class _Where:
 
     @functools.cached_property
     def lines(self) -> FieldLines:
-        """The file's lines of tables and fields, read at the first error (a file without any is never read for them)."""
+        """The file's lines of tables and fields, read at the first error (a file without any is
+        never read for them)."""
         return FieldLines(self.text)
 
     def __call__(self, table: tuple) -> str:
@@ -661,8 +678,14 @@ def short_runs(study: Study) -> str | None:
     listed = ", ".join(f"{name} ({format_duration(seconds)})" for name, seconds in short.items())
     fix = "raise their runtime in the study"
     if study.scale != 1.0 and not study.scale_sizes_only:
-        fix = f"--scale {study.scale:g} shortened them: add --scale-sizes-only to keep the study's runtimes while sizes shrink, or {fix}"
-    return f"{len(short)} workload(s) measure for less than {SHORT_RUN_FLOOR:g}s, where fslab's overhead and fio's ramp-up weigh on the figures: {listed}; {fix}"
+        fix = (
+            f"--scale {study.scale:g} shortened them: add --scale-sizes-only "
+            f"to keep the study's runtimes while sizes shrink, or {fix}"
+        )
+    return (
+        f"{len(short)} workload(s) measure for less than {SHORT_RUN_FLOOR:g}s, where "
+        f"fslab's overhead and fio's ramp-up weigh on the figures: {listed}; {fix}"
+    )
 
 
 def describe_study(study: Study, repetitions: int | None = None, skipped: Sequence[str] = ()) -> str:

@@ -72,7 +72,8 @@ class DataPattern:
             return "zeros (fio zero_buffers: every byte written is 0, as compressible as data gets)"
         if self.kind == "compressible":
             return (
-                f"compressible {self.percent}% (fio buffer_compress_percentage={self.percent}, buffer_compress_chunk={COMPRESS_CHUNK}, "
+                f"compressible {self.percent}% (fio buffer_compress_percentage={self.percent}, "
+                f"buffer_compress_chunk={COMPRESS_CHUNK}, "
                 f"refill_buffers: every {COMPRESS_CHUNK} is {100 - self.percent}% new random bytes, then zeros)"
             )
         if self.kind == "options":

@@ -238,7 +238,8 @@ def judge(result: DdRun, options: DdOptions) -> list[Finding]:
     if result.copied != options.size or result.records_in[1] or result.records_out[1]:
         found.append(Finding(
             "short_copy",
-            f"dd copied {result.copied} bytes ({result.records_out[0]}+{result.records_out[1]} records), not {options.size}: "
+            f"dd copied {result.copied} bytes ({result.records_out[0]}+{result.records_out[1]} records), "
+            f"not {options.size}: "
             "its rate is for another amount of data",
             implausible=True,
         ))  # fmt: skip

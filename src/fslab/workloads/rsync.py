@@ -174,7 +174,8 @@ class RsyncIngest:
 def check_data(data: str) -> None:
     if data not in DATA:
         raise OptionRefused(
-            f'rsync data {data!r} is refused: only "random" (photos do not compress, and zeros would measure a filesystem\'s compression, not an ingestion)'
+            f'rsync data {data!r} is refused: only "random" (photos do not compress, '
+            "and zeros would measure a filesystem's compression, not an ingestion)"
         )
 
 
@@ -268,7 +269,10 @@ def source_problem(workloads: list[Workload], workdir: Workdir) -> str | None:
     where = next(p for p in (workdir.root, *workdir.root.parents) if p.exists())  # made when the study begins
     free = shutil.disk_usage(where).free
     if needed > free:
-        return f"the rsync source images need {format_size(needed)} in {workdir.root}, which has {format_size(free)} free: lower the workloads' files or total, or use --scale"
+        return (
+            f"the rsync source images need {format_size(needed)} in {workdir.root}, which has "
+            f"{format_size(free)} free: lower the workloads' files or total, or use --scale"
+        )
     return None
 
 
@@ -340,7 +344,8 @@ def judge(result: RsyncRun, files: int, total: int) -> list[Finding]:
     if result.files != files or result.bytes != total:
         found.append(Finding(
             "short_copy",
-            f"rsync copied {result.files} files, {result.bytes} bytes, not the set's {files} files, {total} bytes: its rate is for another amount of data",
+            f"rsync copied {result.files} files, {result.bytes} bytes, not the set's {files} files, {total} bytes: "
+            "its rate is for another amount of data",
             implausible=True,
         ))  # fmt: skip
     if result.wall_s < MIN_SECONDS:

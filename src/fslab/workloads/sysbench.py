@@ -81,7 +81,8 @@ SYSBENCH_OPTIONS = ToolOptions(
         "--rand-seed": Integer(1, 2**31 - 1),  # 0 would seed from the clock: a run fslab cannot repeat
         "--file-io-mode": OneOf(("sync", "async", "mmap")),
         "--file-async-backlog": Integer(1, 65536),
-        "--file-extra-flags": Matches(r"(?:sync|dsync|direct)(?:,(?:sync|dsync|direct)){0,2}", "a list of sync, dsync, direct"),
+        "--file-extra-flags": Matches(r"(?:sync|dsync|direct)(?:,(?:sync|dsync|direct)){0,2}",
+            "a list of sync, dsync, direct"),
         "--file-fsync-all": ON_OFF,
         "--file-fsync-end": ON_OFF,
         "--file-fsync-mode": OneOf(("fsync", "fdatasync")),
@@ -95,11 +96,13 @@ SYSBENCH_OPTIONS = ToolOptions(
         "--validate": "fslab sets it from the workload's data (random: on, zeros: off)",
         "--percentile": f"fslab reads the {PERCENTILE}th percentile",
         "--report-interval": _CHANGES_OUTPUT, "--report-checkpoints": _CHANGES_OUTPUT, "--histogram": _CHANGES_OUTPUT,
-        "--verbosity": _CHANGES_OUTPUT, "--debug": _CHANGES_OUTPUT, "--help": _CHANGES_OUTPUT, "--version": _CHANGES_OUTPUT,
+        "--verbosity": _CHANGES_OUTPUT, "--debug": _CHANGES_OUTPUT, "--help": _CHANGES_OUTPUT,
+        "--version": _CHANGES_OUTPUT,
         "--config-file": "it reads options from a file of the study's choosing",
         "--luajit-cmd": "it runs a LuaJIT command inside sysbench",
         "--forced-shutdown": "fslab ends a run that outlives its time itself",
-        "--max-time": "write --time", "--max-requests": "write --events", "--num-threads": "write --threads", "--tx-rate": "write --rate",
+        "--max-time": "write --time", "--max-requests": "write --events", "--num-threads": "write --threads",
+        "--tx-rate": "write --rate",
         "--db-driver": "fileio uses no database",
     },
 )  # fmt: skip
@@ -190,7 +193,8 @@ def sysbench_options(options: Mapping[str, str | int | float | bool], *, data: s
     names every one refused and why. `data`: "random" or "zeros"."""
     if data not in DATA:
         raise OptionRefused(
-            f"sysbench data {data!r} is not one of {', '.join(DATA)}: sysbench writes zeros or, validating, random bytes; nothing else"
+            f"sysbench data {data!r} is not one of {', '.join(DATA)}: "
+            "sysbench writes zeros or, validating, random bytes; nothing else"
         )
     names = [name.removeprefix("--") for name in options]
     if bad := [name for name in names if not re.fullmatch(r"[a-z0-9]+(?:-[a-z0-9]+)*", name)]:
@@ -214,8 +218,10 @@ def sysbench_options(options: Mapping[str, str | int | float | bool], *, data: s
     options = SysbenchOptions(**fields, data=data, tuning=tuple(tuning))  # type: ignore[arg-type]
     if data == "random" and options.file_size % parse_size(options.block_size):
         raise OptionRefused(
-            f'sysbench data "random" checks every block it reads (--validate=on), which fails unless each file is a whole number of blocks: '
-            f"{options.total_size} over {options.files} files is {options.file_size} bytes a file, not a multiple of --file-block-size {options.block_size}; "
+            'sysbench data "random" checks every block it reads (--validate=on), '
+            "which fails unless each file is a whole number of blocks: "
+            f"{options.total_size} over {options.files} files is {options.file_size} "
+            f"bytes a file, not a multiple of --file-block-size {options.block_size}; "
             "make --file-total-size a multiple of --file-num × --file-block-size"
         )
     return options
@@ -406,28 +412,32 @@ def judge(result: SysbenchRun, options: SysbenchOptions | None = None) -> list[F
         found.append(Finding(
             "latency_unresolved",
             f"sysbench printed avg latency 0.00 ms over {result.events} events: below its 0.01 ms resolution; "
-            f"lat_avg_ms is the latency sum ÷ events ({result.mean_latency_ms * 1e3:.2f} µs), p95 and min are not resolved",
+            f"lat_avg_ms is the latency sum ÷ events ({result.mean_latency_ms * 1e3:.2f} µs), "
+            "p95 and min are not resolved",
             implausible=result.lat_sum_ms == 0,
         ))  # fmt: skip
     per_thread = result.events_per_s / max(result.threads, 1)
     if per_thread > 1e6 / MIN_EVENT_US:
         found.append(Finding(
             "events_too_fast",
-            f"{per_thread:.0f} events/s per thread: under {MIN_EVENT_US:g} µs each, less than one system call takes; not events that ran",
+            f"{per_thread:.0f} events/s per thread: under {MIN_EVENT_US:g} µs each, "
+            "less than one system call takes; not events that ran",
             implausible=True,
         ))  # fmt: skip
     busy = result.threads * result.total_s * 1e3
     if result.lat_sum_ms > busy * (1 + BUSY_SLACK):
         found.append(Finding(
             "busy_beyond_time",
-            f"latency sum {result.lat_sum_ms / 1e3:.1f} s exceeds {result.threads} threads × {result.total_s:.1f} s: the report contradicts itself",
+            f"latency sum {result.lat_sum_ms / 1e3:.1f} s exceeds {result.threads} threads × {result.total_s:.1f} s: "
+            "the report contradicts itself",
             implausible=True,
         ))  # fmt: skip
     per_write = result.fsyncs_per_write
     if options and per_write is not None and options.fsync_freq and per_write >= SWEEP_SHARE * options.files:
         found.append(Finding(
             "fsync_sweep",
-            f"{per_write:.0f} fsyncs per write with {options.files} files: sysbench's --file-fsync-freq fsyncs every file, "
+            f"{per_write:.0f} fsyncs per write with {options.files} files: "
+            "sysbench's --file-fsync-freq fsyncs every file, "
             "most of them clean, so events/s and latency mostly measure fsyncs of unchanged files",
             implausible=False,
         ))  # fmt: skip

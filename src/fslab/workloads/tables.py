@@ -59,7 +59,8 @@ def _data(value: Any) -> None:
     if isinstance(percent, int) and not isinstance(percent, bool) and 1 <= percent <= 99:
         return
     raise ValueError(
-        f'data is "random", "zeros" or {{ compressible = N }} (N: the percentage of every 4 KiB fio fills with zeros, 1 to 99), not {value!r}'
+        'data is "random", "zeros" or { compressible = N } (N: the percentage '
+        f"of every 4 KiB fio fills with zeros, 1 to 99), not {value!r}"
     )
 
 
@@ -81,7 +82,8 @@ def nested_table(annotation: object) -> type[BaseModel] | None:
 def _memory_limit(value: str) -> None:
     if parse_size(value) < SMALLEST_LIMIT:
         raise ValueError(
-            f"a memory limit below {format_size(SMALLEST_LIMIT)} leaves the tool itself too little to run, not {value!r}"
+            f"a memory limit below {format_size(SMALLEST_LIMIT)} "
+            f"leaves the tool itself too little to run, not {value!r}"
         )
 
 

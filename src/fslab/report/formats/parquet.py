@@ -18,7 +18,8 @@ def parquet_bytes(columns: dict[str, type], rows: list[list]) -> bytes:
         import pyarrow.parquet as pq
     except ImportError:
         raise MissingExtra(
-            "Parquet needs pyarrow, which is not installed: pip install 'fslab[parquet]' (or pyarrow), or export CSV (--format csv)"
+            "Parquet needs pyarrow, which is not installed: pip install "
+            "'fslab[parquet]' (or pyarrow), or export CSV (--format csv)"
         ) from None
     types = {int: pa.int64(), float: pa.float64(), str: pa.string(), bool: pa.bool_()}
     schema = pa.schema([(name, types[kind]) for name, kind in columns.items()])
