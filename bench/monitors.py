@@ -99,7 +99,7 @@ def main() -> None:
         target = Target("bench", "ext4", (), "", 2 * file_size, "sparse")
         journal = workdir.journal
         with (
-            image_file(journal, workdir.images, "bench", target.image_size, fill=False) as image,
+            image_file(journal, workdir.images, "bench", target.image_size, fill=None) as image,
             attached(journal, image) as loop,
         ):
             with FILESYSTEMS["ext4"].provision(

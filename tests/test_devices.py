@@ -15,6 +15,7 @@ from fslab.core.identity import FileId
 from fslab.devices.layers import Stack
 from fslab.devices.loop import attached, devices_backed_by, direct_io_enabled, image_file, on_loops
 from fslab.filesystems import FILESYSTEMS
+from fslab.fio import fill_device
 from fslab.model import Target
 
 TARGET = Target("t", "ext4", (), "", 64 * 2**20, "sparse")
@@ -28,7 +29,7 @@ def blkid_type(device: str) -> str:
 @pytest.mark.parametrize("fill", [True, False], ids=["filled", "sparse"])
 def test_image_attached_with_direct_io_and_gone_afterwards(workdir, fill):
     size = 256 * 2**20
-    with image_file(workdir.journal, workdir.images, "t", size, fill=fill) as made:
+    with image_file(workdir.journal, workdir.images, "t", size, fill=fill_device if fill else None) as made:
         image = made.path
         assert image.stat().st_size == size
         allocated = image.stat().st_blocks * 512
@@ -45,7 +46,7 @@ def test_image_attached_with_direct_io_and_gone_afterwards(workdir, fill):
 
 def test_refuses_to_format_a_device_that_is_not_its_image(workdir):
     with (
-        image_file(workdir.journal, workdir.images, "mine", 64 * 2**20, fill=False) as image,
+        image_file(workdir.journal, workdir.images, "mine", 64 * 2**20, fill=None) as image,
         attached(workdir.journal, image) as loop,
     ):
         for device in ("/dev/zero", "/dev/loop-control"):
@@ -84,7 +85,7 @@ from fslab.filesystems import FILESYSTEMS
 from fslab.core.identity import FileId
 from fslab.model import Target
 wd = Workdir(Path(sys.argv[1]))
-with image_file(wd.journal, wd.images, "killed", 320 * 2**20, fill=False) as image, attached(wd.journal, image) as loop:
+with image_file(wd.journal, wd.images, "killed", 320 * 2**20, fill=None) as image, attached(wd.journal, image) as loop:
     target = Target("killed", "xfs", (), "noatime", 320 * 2**20, "sparse")
     with FILESYSTEMS["xfs"].provision(wd.journal, Stack.on(on_loops([loop])), wd.mounts / "killed", target):
         os._exit(9)  # dies holding a loop device and a mount, as a killed fslab would
@@ -204,7 +205,7 @@ def test_a_loop_device_held_open_elsewhere_is_waited_for_and_then_said_to_be_sti
     import fslab.devices.loop as loop_module
 
     monkeypatch.setattr(loop_module, "DETACH_SECONDS", 0.5)
-    with image_file(workdir.journal, workdir.images, "held2", 16 * 2**20, fill=False) as made:
+    with image_file(workdir.journal, workdir.images, "held2", 16 * 2**20, fill=None) as made:
         done: list[BaseException | None] = []
         with pytest.raises(loop_module.StillAttached, match="another process holds it open"):
             with attached(workdir.journal, made) as loop:

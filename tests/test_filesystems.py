@@ -23,7 +23,7 @@ pytestmark = ZFS_FUSE  # zfs-fuse: one daemon on the machine (conftest)
 def loops(workdir, count: int, size: int):
     with ExitStack() as stack:
         made = [
-            stack.enter_context(image_file(workdir.journal, workdir.images, f"img-{i}", size, fill=False))
+            stack.enter_context(image_file(workdir.journal, workdir.images, f"img-{i}", size, fill=None))
             for i in range(count)
         ]
         yield [stack.enter_context(attached(workdir.journal, image)) for image in made]

@@ -94,7 +94,7 @@ def test_a_signal_as_a_filesystem_is_mounted_leaves_nothing_mounted(workdir, sig
 
     journal, where = workdir.journal, workdir.mounts / "ext4"
     left = []
-    with image_file(journal, workdir.images, "ext4", 64 << 20, fill=False) as image, attached(journal, image) as loop:
+    with image_file(journal, workdir.images, "ext4", 64 << 20, fill=None) as image, attached(journal, image) as loop:
         run(["mkfs.ext4", "-q", loop.device])
         for _ in range(40):
             ctrl_c = threading.Timer(random.uniform(0, 0.03), os.kill, (os.getpid(), signal.SIGINT))

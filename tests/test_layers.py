@@ -5,6 +5,7 @@ circle; and no circle closes among the floors' folders (each subpackage of fslab
 
 from __future__ import annotations
 
+import ast
 import shutil
 import subprocess
 import sys
@@ -77,3 +78,24 @@ def test_the_folder_walk_finds_a_circle_its_modules_do_not_close(tmp_path):
     graph = import_graph(package)
     assert not cycles(graph)
     assert cycles(folder_graph(graph)) == [["pkg.high", "pkg.low", "pkg.high"]]
+
+
+def test_fio_is_known_only_in_fio():
+    """Outside fslab/fio/, fio is used through its public surface (fio/__init__.py: `from
+    fslab.fio import name`, or one of its modules as a whole), never a private name of it, and no
+    command line starting with `fio` is built there."""
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if (PACKAGE / "fio") in path.parents:
+            continue
+        where = path.relative_to(PACKAGE.parent)
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("fslab.fio"):
+                if node.module != "fslab.fio":
+                    found.append(f"{where}:{node.lineno}: from {node.module} import (not the surface)")
+                found += [f"{where}:{node.lineno}: private {a.name}" for a in node.names if a.name.startswith("_")]
+            elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and "fio" in ast.unparse(node.value):
+                found.append(f"{where}:{node.lineno}: private {ast.unparse(node)}")
+            elif isinstance(node, ast.List) and node.elts and ast.unparse(node.elts[0]) in ("'fio'", '"fio"'):
+                found.append(f"{where}:{node.lineno}: a fio command line: {ast.unparse(node)[:60]}")
+    assert not found, "\n".join(found)

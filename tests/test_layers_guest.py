@@ -59,7 +59,7 @@ target = Target("killed", "ext4", (), "", 64 * 2**20, "sparse", devices=2, layer
 with ExitStack() as held:
     loops = []
     for n in ("k1", "k2"):  # each image attached as it is made
-        image = held.enter_context(image_file(wd.journal, wd.images, n, 64 * 2**20, fill=False))
+        image = held.enter_context(image_file(wd.journal, wd.images, n, 64 * 2**20, fill=None))
         loops.append(held.enter_context(attached(wd.journal, image)))
     stack = held.enter_context(layers.built(wd.journal, on_loops(loops), target))
     print("built", stack.devices[0], flush=True)

@@ -251,7 +251,7 @@ def test_a_device_name_the_kernel_does_not_list_is_refused(name):
 def test_device_traffic_adds_up_for_a_known_direct_write(workdir):
     size = 64 * MiB
     with (
-        image_file(workdir.journal, workdir.images, "traffic", 128 * MiB, fill=False) as image,
+        image_file(workdir.journal, workdir.images, "traffic", 128 * MiB, fill=None) as image,
         attached(workdir.journal, image) as loop,
     ):
         assert block_name(loop.device) == Path(loop.device).name
@@ -308,7 +308,7 @@ def test_btrfs_with_zstd_compresses_zeros_and_not_random_data(workdir):
     target = Target("zstd", "btrfs", (), "compress=zstd", 512 * MiB, "sparse")
     ratios = {}
     with (
-        image_file(workdir.journal, workdir.images, "zstd", target.image_size, fill=False) as image,
+        image_file(workdir.journal, workdir.images, "zstd", target.image_size, fill=None) as image,
         attached(workdir.journal, image) as loop,
     ):
         for pattern, block in (("zeros", lambda: bytes(MiB)), ("random", lambda: os.urandom(MiB))):
@@ -427,7 +427,7 @@ def test_extents_where_the_filesystem_maps_no_file_are_not_measurable_and_no_fai
 def test_extents_of_a_real_file_on_btrfs_before_and_after_overwrites(workdir):
     target = Target("cow", "btrfs", (), "", 256 * MiB, "sparse")
     with (
-        image_file(workdir.journal, workdir.images, "cow", target.image_size, fill=False) as image,
+        image_file(workdir.journal, workdir.images, "cow", target.image_size, fill=None) as image,
         attached(workdir.journal, image) as loop,
     ):
         with FILESYSTEMS["btrfs"].provision(

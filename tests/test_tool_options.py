@@ -524,7 +524,7 @@ def test_accepted_options_really_make_and_mount_the_filesystem(workdir, kind):
     size = 512 * 2**20
     target_ = Target("opts", kind, tuple(options), mount, size, "sparse")
     with (
-        image_file(workdir.journal, workdir.images, "opts", size, fill=False) as image,
+        image_file(workdir.journal, workdir.images, "opts", size, fill=None) as image,
         attached(workdir.journal, image) as loop,
     ):
         with filesystem.provision(

@@ -158,7 +158,7 @@ def _mirror(workdir):
     target = Target("z", "zfs", (), "", 256 * 2**20, "sparse", devices=2, vdev="mirror")
     with ExitStack() as stack:
         journal = workdir.journal
-        made = [image_file(journal, workdir.images, name, target.image_size, fill=False) for name in ("a", "b")]
+        made = [image_file(journal, workdir.images, name, target.image_size, fill=None) for name in ("a", "b")]
         loops = [stack.enter_context(attached(journal, stack.enter_context(image))) for image in made]
         made_pool = FILESYSTEMS["zfs"].provision(journal, Stack.on(on_loops(loops)), workdir.mounts / "z", target)
         ready = stack.enter_context(made_pool)

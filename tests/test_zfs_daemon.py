@@ -116,7 +116,7 @@ from fslab.filesystems import FILESYSTEMS
 from fslab.model import Target
 wd = Workdir(Path(sys.argv[1]))
 zfs, target = FILESYSTEMS["zfs"], Target("killed", "zfs", (), "", 256 * 2**20, "sparse")
-with zfs.across_runs(wd.journal), image_file(wd.journal, wd.images, "killed", target.image_size, fill=False) as image:
+with zfs.across_runs(wd.journal), image_file(wd.journal, wd.images, "killed", target.image_size, fill=None) as image:
     for run in range(2):
         with attached(wd.journal, image) as loop, zfs.provision(
             wd.journal, Stack.on(on_loops([loop])), wd.mounts / "killed", target

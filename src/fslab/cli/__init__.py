@@ -409,8 +409,7 @@ def run(
         return _print_plan(loaded, repetitions, db, workdir, skip_unsupported)
     clients = None
     if client:  # fio's client/server: its modules only for a study that drives clients
-        from fslab.fio.clients import given_clients
-        from fslab.fio.server import networks
+        from fslab.fio import given_clients, networks
 
         clients = given_clients(client, networks(allow_network or ()))
     results = _open_db(db)
@@ -1158,7 +1157,7 @@ def worker(
     With --fio-address it also serves fio for other hosts' shared-storage runs that name it among
     their clients (docs/shared-storage.md)."""
     from fslab.core.interruption import exit_status
-    from fslab.fio.server import address_and_port, networks
+    from fslab.fio import address_and_port, networks
     from fslab.fleet import worker as serving
     from fslab.fleet.roster import checked_labels
 
@@ -1391,7 +1390,7 @@ def fio_server(
 
     A fio server runs any job a client that reaches it sends, as root: run it on a lab network only
     (docs/shared-storage.md)."""
-    from fslab.fio.server import Endpoint, checked_address, checked_port, networks, serve_until_stopped
+    from fslab.fio import Endpoint, checked_address, checked_port, networks, serve_until_stopped
 
     where = Endpoint(checked_address(address, networks(allow_network or ()), "--address"), checked_port(port, "--port"))
     work = Workdir(workdir)

@@ -22,7 +22,7 @@ from fslab.core.units import parse_duration
 from fslab.devices.layers import LAYERS
 from fslab.devices.source import SOURCES
 from fslab.filesystems import FILESYSTEMS
-from fslab.fio.workload import FIO_DEFAULTS
+from fslab.fio import FIO_DEFAULTS
 from fslab.model.options import accepted_values
 from fslab.report.formats import REPORT_FILES, TABLE_FORMS, report_files, table_forms
 from fslab.scenarios.kind import BUILTIN_SCENARIOS, BuiltinScenario, Phase, ScenarioSection

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING
 from fslab.core.errors import FslabError, Refused
 from fslab.core.identity import FileId, Owned, detach_loop, loops_backed_by, regular_file
 from fslab.core.journal import Entry, Journal, releaser
-from fslab.core.scratch import scratch_directory
-from fslab.core.system import run, run_held
+from fslab.core.system import run
 from fslab.core.units import format_size
 from fslab.devices.source import SOURCES, Attached, SourceKind
 
@@ -124,10 +123,13 @@ def _detach_all(file: FileId) -> None:
 
 
 @contextmanager
-def image_file(journal: Journal, image_dir: Path, name: str, size: int, *, fill: bool) -> Iterator[Image]:
+def image_file(
+    journal: Journal, image_dir: Path, name: str, size: int, *, fill: Callable[[Journal, str], None] | None
+) -> Iterator[Image]:
     """A new image file of `size` bytes, deleted afterwards.
 
-    `fill` writes it whole once, so that no run measures the host filesystem allocating the
+    `fill` writes it whole once through its loop device (fio.fill_device: fio is a floor above
+    devices, so the runner gives it), so that no run measures the host filesystem allocating the
     blocks of a sparse file: 4 KiB random writes to a fresh sparse image run far slower than
     the same job once the image has been written. Sparse saves disk space.
     """
@@ -153,23 +155,8 @@ def image_file(journal: Journal, image_dir: Path, name: str, size: int, *, fill:
             os.close(fd)
             fd = -1
             if fill:
-                # fio runs in a private directory of its own: it writes side files into its current one
-                with attached(journal, image) as loop, scratch_directory(journal) as scratch:
-                    run_held(
-                        journal,
-                        [
-                            "fio",
-                            "--name=fill",
-                            f"--filename={loop.device}",
-                            "--rw=write",
-                            "--bs=1m",
-                            "--iodepth=16",
-                            "--direct=1",
-                            "--ioengine=libaio",
-                            "--output=/dev/null",
-                        ],
-                        cwd=scratch,
-                    )
+                with attached(journal, image) as loop:
+                    fill(journal, loop.device)
             yield image
     finally:
         if fd >= 0:

@@ -12,4 +12,254 @@ output and histograms, client/server runs, preallocation, steady state, and its 
 - steady.py, epoch.py  steady-state preconditioning; fio's clock in its logs
 - clients.py, server.py  one workload driven on several hosts: `fio --client`, `fio --server`
 - bench_tree.py      bench-fio's output tree, as `fslab import` reads it
+- fill.py            a device written whole once (an image made full)
+
+The public surface: what the other floors use of fio, by name (`from fslab.fio import FioJob`),
+each loaded from its module when first asked, so that importing fslab.fio loads none of them (a
+summary reads fio's output without its job files, option tables or kind). The other floors
+import nothing else of fio but its modules themselves (fslab.fio.workload: the kind).
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fslab.fio.bench_tree import place as place
+    from fslab.fio.clients import given_clients as given_clients
+    from fslab.fio.fill import fill_device as fill_device
+    from fslab.fio.hist import (
+        HIST_TOOL as HIST_TOOL,
+    )
+    from fslab.fio.hist import (
+        Bins as Bins,
+    )
+    from fslab.fio.hist import (
+        LatencyOverTime as LatencyOverTime,
+    )
+    from fslab.fio.hist import (
+        latency_over_time as latency_over_time,
+    )
+    from fslab.fio.jobs import (
+        JobFile as JobFile,
+    )
+    from fslab.fio.jobs import (
+        direct as direct,
+    )
+    from fslab.fio.jobs import (
+        direct_after as direct_after,
+    )
+    from fslab.fio.jobs import (
+        expected_seconds as expected_seconds,
+    )
+    from fslab.fio.jobs import (
+        fio_seconds as fio_seconds,
+    )
+    from fslab.fio.jobs import (
+        measured_seconds as measured_seconds,
+    )
+    from fslab.fio.jobs import (
+        parse_all as parse_all,
+    )
+    from fslab.fio.jobs import (
+        reads as reads,
+    )
+    from fslab.fio.jobs import (
+        render as render,
+    )
+    from fslab.fio.jobs import (
+        single_job as single_job,
+    )
+    from fslab.fio.jobs import (
+        stored_job as stored_job,
+    )
+    from fslab.fio.output import (
+        BINS_TOOL as BINS_TOOL,
+    )
+    from fslab.fio.output import (
+        DIRECTIONS as DIRECTIONS,
+    )
+    from fslab.fio.output import (
+        KEPT_APART as KEPT_APART,
+    )
+    from fslab.fio.output import (
+        LOG_KINDS as LOG_KINDS,
+    )
+    from fslab.fio.output import (
+        LOG_TOOL as LOG_TOOL,
+    )
+    from fslab.fio.output import (
+        METRICS as METRICS,
+    )
+    from fslab.fio.output import (
+        PERCENTILES as PERCENTILES,
+    )
+    from fslab.fio.output import (
+        PRECONDITION_PHASE as PRECONDITION_PHASE,
+    )
+    from fslab.fio.output import (
+        Columns as Columns,
+    )
+    from fslab.fio.output import (
+        NoJson as NoJson,
+    )
+    from fslab.fio.output import (
+        Throughput as Throughput,
+    )
+    from fslab.fio.output import (
+        bin_columns as bin_columns,
+    )
+    from fslab.fio.output import (
+        job_entries as job_entries,
+    )
+    from fslab.fio.output import (
+        job_metrics as job_metrics,
+    )
+    from fslab.fio.output import (
+        latency_bins as latency_bins,
+    )
+    from fslab.fio.output import (
+        load_json as load_json,
+    )
+    from fslab.fio.output import (
+        parse_metrics as parse_metrics,
+    )
+    from fslab.fio.output import (
+        stored_latency_bins as stored_latency_bins,
+    )
+    from fslab.fio.output import (
+        throughput_over_time as throughput_over_time,
+    )
+    from fslab.fio.preallocation import (
+        preallocates as preallocates,
+    )
+    from fslab.fio.preallocation import (
+        preallocation_of as preallocation_of,
+    )
+    from fslab.fio.preallocation import (
+        stored_preallocation as stored_preallocation,
+    )
+    from fslab.fio.rewrite import described as described
+    from fslab.fio.section import FioSection as FioSection
+    from fslab.fio.section import fio_options as fio_options
+    from fslab.fio.server import (
+        Endpoint as Endpoint,
+    )
+    from fslab.fio.server import (
+        Network as Network,
+    )
+    from fslab.fio.server import (
+        address_and_port as address_and_port,
+    )
+    from fslab.fio.server import (
+        checked_address as checked_address,
+    )
+    from fslab.fio.server import (
+        checked_port as checked_port,
+    )
+    from fslab.fio.server import (
+        endpoint as endpoint,
+    )
+    from fslab.fio.server import (
+        networks as networks,
+    )
+    from fslab.fio.server import (
+        serve_until_stopped as serve_until_stopped,
+    )
+    from fslab.fio.server import (
+        serving as serving,
+    )
+    from fslab.fio.space import room_needed as room_needed
+    from fslab.fio.values import ms_text as ms_text
+    from fslab.fio.workload import (
+        FIO_DEFAULTS as FIO_DEFAULTS,
+    )
+    from fslab.fio.workload import (
+        FIXED_OPTIONS as FIXED_OPTIONS,
+    )
+    from fslab.fio.workload import (
+        NO_PREALLOCATION as NO_PREALLOCATION,
+    )
+    from fslab.fio.workload import (
+        FioJob as FioJob,
+    )
+    from fslab.fio.workload import (
+        log_options as log_options,
+    )
+    from fslab.fio.workload import (
+        run_measured as run_measured,
+    )
+
+# Each name of the surface, and the module of fio it lives in.
+_HOMES = {
+    "place": "bench_tree",
+    "given_clients": "clients",
+    "fill_device": "fill",
+    "Bins": "hist",
+    "HIST_TOOL": "hist",
+    "latency_over_time": "hist",
+    "LatencyOverTime": "hist",
+    "direct": "jobs",
+    "direct_after": "jobs",
+    "expected_seconds": "jobs",
+    "fio_seconds": "jobs",
+    "JobFile": "jobs",
+    "measured_seconds": "jobs",
+    "parse_all": "jobs",
+    "reads": "jobs",
+    "render": "jobs",
+    "single_job": "jobs",
+    "stored_job": "jobs",
+    "bin_columns": "output",
+    "BINS_TOOL": "output",
+    "Columns": "output",
+    "DIRECTIONS": "output",
+    "job_entries": "output",
+    "job_metrics": "output",
+    "KEPT_APART": "output",
+    "latency_bins": "output",
+    "load_json": "output",
+    "LOG_KINDS": "output",
+    "LOG_TOOL": "output",
+    "METRICS": "output",
+    "NoJson": "output",
+    "parse_metrics": "output",
+    "PERCENTILES": "output",
+    "PRECONDITION_PHASE": "output",
+    "stored_latency_bins": "output",
+    "Throughput": "output",
+    "throughput_over_time": "output",
+    "preallocates": "preallocation",
+    "preallocation_of": "preallocation",
+    "stored_preallocation": "preallocation",
+    "described": "rewrite",
+    "fio_options": "section",
+    "FioSection": "section",
+    "address_and_port": "server",
+    "checked_address": "server",
+    "checked_port": "server",
+    "Endpoint": "server",
+    "endpoint": "server",
+    "Network": "server",
+    "networks": "server",
+    "serve_until_stopped": "server",
+    "serving": "server",
+    "room_needed": "space",
+    "ms_text": "values",
+    "FIO_DEFAULTS": "workload",
+    "FioJob": "workload",
+    "FIXED_OPTIONS": "workload",
+    "log_options": "workload",
+    "NO_PREALLOCATION": "workload",
+    "run_measured": "workload",
+}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)

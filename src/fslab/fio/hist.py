@@ -229,7 +229,7 @@ class LatencyOverTime:
         return {int(i): int(row[i]) for i in np.flatnonzero(row)}
 
     def percentiles(self, percent: float) -> list[float | None]:
-        """Each window's percentile (ns), fio's way from its bins (as fio_output.percentile_from_bins:
+        """Each window's percentile (ns), fio's way from its bins (as output.percentile_from_bins:
         the value of the first bin at which the running count reaches percent·N); None where
         nothing completed."""
 

@@ -75,7 +75,7 @@ class JobFile:
 def single_job(name: str, options: Mapping[str, str]) -> JobFile:
     """A one-job JobFile from checked-here options (a study's parameters and fslab's own). Its
     `filename`, when it has one, is the file its jobs share, checked as a job file's: a plain name
-    in the target's directory (a study's `options` may not set it: study_file.fio_options)."""
+    in the target's directory (a study's `options` may not set it: section.fio_options)."""
     checked = tuple(
         check_option(key, value, where=f"workload '{name}'", in_job_file=key == "filename")
         for key, value in options.items()

@@ -15,7 +15,7 @@ FALLOCATE_DEFAULT = "native"
 PREALLOCATING = ("native", "posix", "keep", "1")
 
 
-def preallocation(jobs: Iterable[Mapping[str, str | None]]) -> str:
+def preallocation_of(jobs: Iterable[Mapping[str, str | None]]) -> str:
     """How fio lays out these jobs' files (each job's options as fio leaves them, JobFile.jobs):
     their `fallocate` values, each once in order, fio's default where a job sets none — the words
     stored with a workload ("none", "native", "none, posix")."""
@@ -36,11 +36,11 @@ def stored_preallocation(spec: Mapping[str, object]) -> str:
         )  # fio's option tables and the parser: only for a workload stored before
 
         try:
-            return preallocation(stored_job(job).jobs())
+            return preallocation_of(stored_job(job).jobs())
         except Refused:
             return ""
     return (
-        preallocation([{str(k): str(v) for k, v in options.items()}])
+        preallocation_of([{str(k): str(v) for k, v in options.items()}])
         if isinstance(options, dict) and options and not spec.get("job_file")
         else ""
     )

@@ -33,22 +33,12 @@ from fslab.core.system import run_held
 from fslab.core.toml_errors import FieldError, unknown
 from fslab.core.units import format_size, parse_duration, parse_size, scaled_size
 from fslab.filesystems.base import Provisioned
-from fslab.fio import (
-    clients as fio_clients,
-)
-from fslab.fio import (
-    epoch as fio_epoch,
-)
-from fslab.fio import (
-    hist as fio_hist,
-)
+from fslab.fio import clients as fio_clients
+from fslab.fio import epoch as fio_epoch
+from fslab.fio import hist as fio_hist
 from fslab.fio import jobs as fio_jobs
-from fslab.fio import (
-    space as fio_space,
-)
-from fslab.fio import (
-    steady as fio_steady,
-)
+from fslab.fio import space as fio_space
+from fslab.fio import steady as fio_steady
 from fslab.fio.jobs import JobFile, fio_environment, parse_all, render, single_job
 from fslab.fio.options import DIRECTORY_ENGINES
 from fslab.fio.output import (
@@ -64,7 +54,7 @@ from fslab.fio.output import (
     precondition_output,
     stored_bins,
 )
-from fslab.fio.preallocation import preallocation
+from fslab.fio.preallocation import preallocation_of
 from fslab.fio.rewrite import Asked, Rewrite, asked_of, refused_beside, rewritten
 from fslab.fio.section import FIO_RW_MODES, BlockSize, FioSection, IoDepth, NumJobs, study_fio
 from fslab.fio.values import block_size, ms_text
@@ -106,7 +96,7 @@ class FioJob:
                 "job": fio_jobs.job_text(self.job),
                 "data": self.data.describe(),
                 "shared_file": self.shared_file,
-                "preallocation": preallocation(self.job.jobs()),
+                "preallocation": preallocation_of(self.job.jobs()),
             }
             | ({"clients": list(self.clients)} if self.clients else {})
             | ({"rewritten": [r.spec() for r in self.rewritten]} if self.rewritten else {})
@@ -365,7 +355,7 @@ def precondition_jobs_for(workload: Workload, ready: Provisioned) -> list[str]:
 
 def run_precondition(journal: Journal, workload: Workload, ready: Provisioned, scratch: Path) -> list[RawOutput]:
     """The workload's precondition phases, one after another, unmeasured: each one's fio output
-    and how long it took (fio_output.precondition_output)."""
+    and how long it took (output.precondition_output)."""
     outputs = []
     for number, job in enumerate(precondition_jobs_for(workload, ready), start=1):
         path = scratch / f"precondition-{number}.fio"
@@ -533,7 +523,7 @@ def fio_workload(
         options["ramp_time"] = ms_text(ramp)
     options |= fio_steady.scaled_steadystate(
         {k: str(v) for k, v in extra.items()}, time_scale
-    )  # checked, as fio writes them (study_file.fio_options)
+    )  # checked, as fio writes them (section.fio_options)
     if shared_file:  # one file for every job, named as fslab names every file (in the target's directory)
         options["filename"] = file_name(name)
     fio_options = {key: str(value) for key, value in options.items()}

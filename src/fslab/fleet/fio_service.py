@@ -28,11 +28,11 @@ from pathlib import Path
 
 from fslab.core.errors import FslabError
 from fslab.core.workdir import Workdir
-from fslab.fio.clients import ClientDirectory
-from fslab.fio.server import Endpoint, Network, serving
+from fslab.fio import Endpoint, Network, serving
 from fslab.fleet import queue, roster, units
 from fslab.fleet.steady import LOST, SteadyResults
 from fslab.model import Host, Study
+from fslab.workloads.base import ClientDirectory
 
 POLL = 1.0  # seconds between looks at whether the study run served still runs
 
@@ -48,7 +48,7 @@ class FioSettings:
 
 def clients_named(study: Study) -> list[str]:
     """Every host the study's workloads name among their clients."""
-    from fslab.fio.workload import FioJob
+    from fslab.fio import FioJob
 
     return sorted({name for w in study.workloads if isinstance(w.tool, FioJob) for name in w.tool.clients})
 

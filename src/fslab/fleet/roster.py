@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from fslab import __version__
 from fslab.core.errors import FslabError, Refused
 from fslab.core.names import check_name
-from fslab.fio.server import Endpoint, Network, endpoint
+from fslab.fio import Endpoint, Network, endpoint
 from fslab.model import Host
 from fslab.model.records import now
 from fslab.results.schema import SCHEMA_VERSION, fleet_workers

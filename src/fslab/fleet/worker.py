@@ -45,7 +45,7 @@ from fslab import __version__
 from fslab.core.errors import FslabError
 from fslab.core.interruption import interrupted
 from fslab.core.workdir import Workdir
-from fslab.fio.server import Endpoint, Network
+from fslab.fio import Endpoint, Network
 from fslab.fleet import lease, logs, queue, roster, spread, units, versions
 from fslab.fleet.fio_service import FioSettings, serve_fio_for, unit_services
 from fslab.fleet.hostlock import HostLock, HostLockLost

@@ -45,8 +45,7 @@ def arc_notes(target_spec: Mapping, workload_spec: Mapping) -> list[str]:
         return []
     if not arc_caches_data(target_spec.get("properties") or {}):
         return []
-    from fslab.fio.jobs import reads, stored_job  # fio's records: only for a cell on a capped ARC
-    from fslab.fio.space import room_needed
+    from fslab.fio import reads, room_needed, stored_job
 
     try:
         job = stored_job(job_text)

@@ -18,7 +18,7 @@ from dataclasses import replace
 import altair as alt
 
 from fslab.core.units import format_size
-from fslab.fio.output import DIRECTIONS, PERCENTILES
+from fslab.fio import DIRECTIONS, PERCENTILES
 from fslab.model import PHASE_SEPARATOR, qualified, unqualified
 from fslab.monitors.traffic import AMPLIFICATION_FROM
 from fslab.report.chart_parts import (

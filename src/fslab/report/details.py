@@ -11,16 +11,18 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from fslab.fio.hist import HIST_TOOL, LatencyOverTime, latency_over_time
-from fslab.fio.output import (
+from fslab.fio import (
     BINS_TOOL,
     DIRECTIONS,
+    HIST_TOOL,
     KEPT_APART,
     LOG_TOOL,
     Columns,
+    LatencyOverTime,
     Throughput,
     bin_columns,
     latency_bins,
+    latency_over_time,
     stored_latency_bins,
     throughput_over_time,
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from fslab.fio.output import DIRECTIONS
+from fslab.fio import DIRECTIONS
 from fslab.statistics.stats import RUNS_NEEDED_LIMIT, Summary
 
 

@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from fslab.core.units import Bandwidth, format_size
-from fslab.fio.output import METRICS as FIO_METRICS
-from fslab.fio.output import PERCENTILES
-from fslab.fio.preallocation import preallocates
+from fslab.fio import METRICS as FIO_METRICS
+from fslab.fio import PERCENTILES, preallocates
 from fslab.model import FAILED_ALIKE, PHASE_SEPARATOR, qualified, unqualified
 from fslab.model.records import imported_from
 from fslab.monitors import Figure, metric_names

@@ -15,7 +15,7 @@ import statistics
 from collections.abc import Mapping
 
 from fslab.core.errors import Refused
-from fslab.fio.output import PRECONDITION_PHASE
+from fslab.fio import PRECONDITION_PHASE
 from fslab.model import qualified
 
 
@@ -37,9 +37,7 @@ def steady_notes(values: Mapping[str, list[float]], spec: Mapping) -> list[str]:
 
 def criteria_of(spec: Mapping) -> list[str]:
     """The steady-state criteria the stored workload's jobs set, each once ("iops_slope:0.3%")."""
-    from fslab.fio.jobs import (
-        stored_job,
-    )  # fio's option tables: only for a cell that reached steady state, not every summary
+    from fslab.fio import stored_job
 
     try:
         jobs = stored_job(spec["job"]).jobs() if isinstance(spec.get("job"), str) else []
@@ -57,7 +55,7 @@ def describe_phase(options: Mapping[str, str | None]) -> str:
     else:
         said = f"random writes {options.get('bs')} qd{options.get('iodepth')}"
     if runtime:
-        from fslab.fio.jobs import fio_seconds  # as criteria_of
+        from fslab.fio import fio_seconds
 
         return f"{said} for {duration(fio_seconds(runtime))}"
     return f"{said} ×{loops}" if loops > 1 else said

@@ -16,8 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from fslab.core.checks import Unsupported, by_target
 from fslab.core.units import Bandwidth
-from fslab.fio.output import DIRECTIONS
-from fslab.fio.preallocation import preallocates, stored_preallocation
+from fslab.fio import DIRECTIONS, preallocates, stored_preallocation
 from fslab.model import Host, unqualified
 from fslab.model.records import OptionsApplied, SampleGroups
 from fslab.monitors.space import COMPRESSED_FROM
@@ -508,9 +507,7 @@ def _rewritten(stored_workloads: list[dict]) -> dict[str, str]:
     stored = {w["name"]: w["spec"]["rewritten"] for w in stored_workloads if w["spec"].get("rewritten")}
     if not stored:
         return {}
-    from fslab.fio.rewrite import (
-        described,
-    )  # with fio's option tables: only for a study run that has a rewritten workload
+    from fslab.fio import described
 
     return {name: described(records) for name, records in stored.items()}
 

@@ -13,7 +13,7 @@ import functools
 import altair as alt
 
 from fslab.core.units import Bandwidth
-from fslab.fio.hist import Bins, LatencyOverTime
+from fslab.fio import Bins, LatencyOverTime
 from fslab.report.chart_parts import BUCKETS_PER_DECADE, WIDTH, Chart, latency_bucket, named, sized, where
 from fslab.report.details import LatencyTrace, ThroughputTrace
 

@@ -16,8 +16,7 @@ from typing import Any
 
 from fslab.core.errors import FslabError
 from fslab.core.names import NAME, NAME_RULE
-from fslab.fio.jobs import direct_after
-from fslab.fio.output import DIRECTIONS, NoJson, job_entries, job_metrics, load_json
+from fslab.fio import DIRECTIONS, NoJson, direct_after, job_entries, job_metrics, load_json
 from fslab.model import Metric
 
 MAX_SECONDS = 10**8  # a job's runtime beyond three years is not fio's

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from fslab.core.errors import FslabError
 from fslab.core.units import format_size
-from fslab.fio.jobs import expected_seconds, stored_job
+from fslab.fio import expected_seconds, stored_job
 from fslab.model import Study, Target, Workload
 from fslab.model.ceiling import copies_per_block
 from fslab.results.timings import RunTiming

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 from fslab.core.errors import FslabError
-from fslab.fio.preallocation import preallocates
+from fslab.fio import preallocates
 from fslab.model import FAILED_ALIKE, Study
 from fslab.model.ceiling import with_ceiling
 from fslab.model.records import StoredRun

@@ -34,7 +34,7 @@ from fslab.devices.named import NamedSource, confirmed_devices
 from fslab.devices.source import DeviceSource, discard
 from fslab.devices.zram import ZramSource
 from fslab.filesystems import FILESYSTEMS, Filesystem, Provisioned
-from fslab.fio.clients import ClientDirectory
+from fslab.fio import fill_device
 from fslab.model import Host, Metric, RawOutput, Roles, Study, Target, Workload
 from fslab.model.findings import Finding
 from fslab.model.records import STDERR_LINES, RunFailure, RunKey, StoredRun, now
@@ -49,7 +49,7 @@ from fslab.running.resume import Resumable
 from fslab.running.systematic import FailureWatch, Skip, Stop, missing_tool, signature_of
 from fslab.study import space_problem
 from fslab.workloads import kind_of, workload_problems
-from fslab.workloads.base import FSYNCS, READ_BYTES, WRITTEN_BYTES, StudyScope, Window, WorkloadKind
+from fslab.workloads.base import FSYNCS, READ_BYTES, WRITTEN_BYTES, ClientDirectory, StudyScope, Window, WorkloadKind
 
 
 class RunObserver(Protocol):
@@ -486,7 +486,7 @@ class Sources:
                     self.workdir.images,
                     file_name(name),
                     target.image_size,
-                    fill=target.image_fill == "full",
+                    fill=fill_device if target.image_fill == "full" else None,
                 )
             )
         return ImageSource([self._made[name] for name in target.images]), bool(new)

@@ -44,13 +44,23 @@ from fslab.core.toml_errors import FieldError
 from fslab.core.units import parse_duration, parse_size, scaled_size
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Provisioned
-from fslab.fio.jobs import JobFile, fio_seconds, measured_seconds, parse_all, render, single_job
-from fslab.fio.jobs import direct as job_is_direct
-from fslab.fio.output import parse_metrics
-from fslab.fio.preallocation import preallocation
-from fslab.fio.section import fio_options
-from fslab.fio.values import ms_text
-from fslab.fio.workload import FIXED_OPTIONS, NO_PREALLOCATION, log_options, run_measured
+from fslab.fio import (
+    FIXED_OPTIONS,
+    NO_PREALLOCATION,
+    JobFile,
+    fio_options,
+    fio_seconds,
+    log_options,
+    measured_seconds,
+    ms_text,
+    parse_all,
+    parse_metrics,
+    preallocation_of,
+    render,
+    run_measured,
+    single_job,
+)
+from fslab.fio import direct as job_is_direct
 from fslab.model import PHASE_SEPARATOR, Metric, RawOutput, Workload
 from fslab.model.findings import Finding
 from fslab.monitors.extents import extent_counts, parse_filefrag
@@ -129,7 +139,7 @@ class Scenario:
         return {
             "builtin": self.builtin, "file": self.file, "size": self.size, "data": self.data.describe(),
             "phases": [p.spec() for p in self.phases],
-            "preallocation": preallocation(
+            "preallocation": preallocation_of(
                 options for p in self.phases if p.action == "fio" for options in self.job(p).jobs()
             ),
         }  # fmt: skip

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from fslab.fio.output import METRICS as FIO_METRICS
+from fslab.fio import METRICS as FIO_METRICS
 from fslab.model import MetricKind
 from fslab.workloads.dd_metrics import METRICS as DD_METRICS
 from fslab.workloads.sysbench_metrics import METRICS as SYSBENCH_METRICS

@@ -28,7 +28,7 @@ from fslab.core.units import Bandwidth, parse_size
 from fslab.devices.layers import LAYERS
 from fslab.filesystems import FILESYSTEMS, Filesystem
 from fslab.filesystems.base import TargetFields
-from fslab.fio.section import FioSection
+from fslab.fio import FioSection
 from fslab.model.options import check_arguments
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 from fslab.workloads.tables import Name, Size, Table, nested_table

@@ -247,7 +247,7 @@ def source_set(journal: Journal, name: str, options: RsyncIngest) -> Iterator[Pa
     workdir = journal.workdir
     stem = source_name(name)
     with (
-        image_file(journal, workdir.images, stem, source_image_size(options), fill=False) as image,
+        image_file(journal, workdir.images, stem, source_image_size(options), fill=None) as image,
         attached(journal, image) as loop,
     ):
         run(FILESYSTEMS["ext4"].mkfs_command([loop.device], []))
