@@ -6,6 +6,7 @@ import gc
 import io
 import json
 import os
+import runpy
 import shutil
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from fslab.core import cgroups
+from fslab.core import cgroups, registry
 from fslab.core.identity import FileId
 from fslab.core.journal import Journal
 from fslab.core.names import workdir_tag
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     import postgres
 
 FIXTURES = Path(__file__).parent / "fixtures"
+TOYS = Path(__file__).parent / "toys"  # one module each, as a new filesystem, kind, monitor or format is added
 TEST_ROOT = Path("/var/tmp/fslab-tests")  # on disk: loop images in /tmp could sit in RAM elsewhere
 
 
@@ -165,6 +167,20 @@ def fresh_workdir(name: str = "") -> Iterator[Workdir]:
             Workdir(root).journal.clean_up()  # release them, then fail the test that left them
         shutil.rmtree(top, ignore_errors=True)
     assert not leftovers, f"the test left these attached or mounted: {leftovers}"
+
+
+@pytest.fixture
+def toys() -> Iterator[Callable[..., None]]:
+    """Registers toys for one test: `toys("filesystem", "monitor")` runs tests/toys/filesystem.py
+    and monitor.py as an import would (each joins its registry itself), and every registry is as
+    it was again at the test's end (fslab.registry.scoped)."""
+
+    def register(*names: str) -> None:
+        for name in names:
+            runpy.run_path(str(TOYS / f"{name}.py"))
+
+    with registry.scoped():
+        yield register
 
 
 @pytest.fixture(scope="session")

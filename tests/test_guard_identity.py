@@ -275,7 +275,7 @@ def test_every_kind_fslab_journals_is_known_to_whichever_command_reads_the_journ
             sys.executable,
             "-c",
             "from fslab.core.journal import RELEASERS; "
-            "print(' '.join(sorted(k for k in RELEASERS if callable(RELEASERS[k]))))",
+            "print(' '.join(sorted(k for k in RELEASERS if callable(RELEASERS[k].release))))",
         ],
         capture_output=True,
         text=True,

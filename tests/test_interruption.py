@@ -9,7 +9,7 @@ import pytest
 
 from conftest import wait_for
 from fslab.core import interruption
-from fslab.core.journal import RELEASERS
+from fslab.core.journal import RELEASERS, Releasing
 from fslab.core.workdir import Workdir
 
 KIND = "test-released-under-a-signal"
@@ -38,7 +38,7 @@ def test_a_signal_during_a_release_is_acted_on_once_the_release_is_recorded(tmp_
         wait_for("the signal's handler", lambda: signum in interruption._held_back, deadline=30, every=0.001)
         released.append(entry.ident)
 
-    RELEASERS.add(KIND, release_under_a_signal)
+    RELEASERS.add(Releasing(KIND, release_under_a_signal))
     try:
         with pytest.raises(KeyboardInterrupt, match=f"signal {signum}"):
             with workdir.journal.holding(KIND, "made") as held:
@@ -68,7 +68,7 @@ def test_a_signal_as_a_resource_is_recorded_leaves_its_entry_closed(tmp_path, si
             wait_for("the signal's handler", lambda: len(interruption._received) > received, deadline=30, every=0.001)
 
     monkeypatch.setattr(type(workdir.journal), "_append", append_then_signal)
-    RELEASERS.add(KIND, lambda entry, home: None)
+    RELEASERS.add(Releasing(KIND, lambda entry, home: None))
     try:
         with pytest.raises(KeyboardInterrupt), workdir.journal.holding(KIND, "made"):
             raise AssertionError("the block never starts: the signal came first")

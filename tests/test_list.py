@@ -1,6 +1,7 @@
 """`fslab list`: everything fslab can do, read from the registries and allow-lists the study file
 is checked against, so that adding a kind, scenario, filesystem, layer or option cannot leave it out."""
 
+import dataclasses
 import inspect
 import json
 import pkgutil
@@ -12,6 +13,8 @@ from rich.cells import cell_len
 
 from conftest import fslab_in_process
 from fslab import devices as devices_package
+from fslab import monitors
+from fslab.cli.catalogue import Catalogue
 from fslab.core.units import parse_duration
 from fslab.devices.layers import LAYERS
 from fslab.filesystems import FILESYSTEMS
@@ -20,8 +23,8 @@ from fslab.fio import options as fio_options
 from fslab.fio.workload import FIO_DEFAULTS
 from fslab.model.options import Suboptions
 from fslab.report.console import CONSOLE_WIDTH
-from fslab.scenarios.kind import BUILTIN as BUILTIN_SCENARIOS
-from fslab.scenarios.kind import ScenarioSection, builtin_phases
+from fslab.report.formats import report_files, table_forms
+from fslab.scenarios.kind import BUILTIN, BUILTIN_SCENARIOS, ScenarioSection
 from fslab.study import builtin_studies
 from fslab.workloads import SHIPPED as KINDS
 from fslab.workloads import registered
@@ -30,7 +33,7 @@ from fslab.workloads.dd import DD_OPTIONS
 from fslab.workloads.rsync import RSYNC_OPTIONS
 from fslab.workloads.sysbench import SYSBENCH_OPTIONS
 
-SECTIONS = ["studies", "workloads", "sets", "kinds", "scenarios", "filesystems", "layers", "sources"]
+SECTIONS = [f.name for f in dataclasses.fields(Catalogue)]  # each the catalogue reads from a registry or allow-list
 
 
 def _names(options) -> set[str]:
@@ -102,6 +105,8 @@ def test_every_registered_name_is_listed(listed, as_json):
         "scenarios": BUILTIN_SCENARIOS,
         "filesystems": FILESYSTEMS,
         "layers": LAYERS,
+        "monitors": [kind.name for kind in monitors.kinds()],
+        "formats": [*(f.name for f in report_files()), *table_forms()],
     }
     assert all(registered(kind).name == kind for kind in KINDS), (
         "every kind fslab ships joins the registry under its name"
@@ -138,11 +143,13 @@ def test_every_accepted_option_is_listed_with_its_owner(as_json):
 
 
 def test_scenarios_are_listed_with_their_phases(as_json):
-    assert (
-        typing.get_args(ScenarioSection.model_fields["scenario"].annotation)[0] == typing.Literal[BUILTIN_SCENARIOS]
-    ), "the study file takes the scenarios scenario.py has"
+    assert typing.get_args(ScenarioSection.model_fields["scenario"].annotation)[0] == typing.Literal[BUILTIN], (
+        "the study file takes the scenarios scenario.py has"
+    )
     for entry in as_json["scenarios"]:
-        assert [p["name"] for p in entry["phases"]] == [p.name for p in builtin_phases(entry["name"], 60.0, None)]
+        assert [p["name"] for p in entry["phases"]] == [
+            p.name for p in BUILTIN_SCENARIOS[entry["name"]].phases(60.0, None)
+        ]
     overwrite = next(
         p
         for s in as_json["scenarios"]

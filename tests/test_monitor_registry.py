@@ -2,9 +2,6 @@
 reports, and the runner's windows, the stored metrics and the summary's monitors table follow
 what is registered — a toy monitor added in one file (toys/monitor.py) included."""
 
-import runpy
-from pathlib import Path
-
 import pytest
 
 from conftest import FIXTURES
@@ -12,34 +9,29 @@ from fslab import monitors
 from fslab.filesystems import Provisioned
 from fslab.fio.workload import FIO
 from fslab.model import RawOutput
-from fslab.monitors import base
 from fslab.report.sections import is_monitored, monitor_columns, monitor_rows, shown
 from fslab.report.summary import CellSummary
 from fslab.running.runner import Windows
 from fslab.statistics.stats import summarize
 
-TOY = Path(__file__).parent / "toys" / "monitor.py"
-
 
 @pytest.fixture
-def toy_registered(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The toy monitor registered for one test: its module run as an import runs it, into a copy
-    of the registry the test's end restores."""
-    monitors.kinds()  # the built-in monitors, loaded as the runner loads them
-    monkeypatch.setattr(base, "KINDS", dict(base.KINDS))
-    runpy.run_path(str(TOY))
+def toy_registered(toys) -> None:  # noqa: ANN001
+    """The toy registered for one test (conftest.toys)."""
+    toys("monitor")
 
 
 def test_the_built_in_monitors_join_the_registry_from_their_own_modules():
-    assert [k.name for k in monitors.kinds()] == ["cpu", "traffic", "space"]
-    assert monitor_columns() == [
-        "target", "phase", "CPU busy %", "CPU peak %", "user %", "system %", "iowait %", "device read",
-        "device written", "write ampl.", "synced in", "space used", "compression",
-    ]  # fmt: skip
+    for kind in monitors.kinds():
+        assert kind.make.__module__ == f"fslab.monitors.{kind.name}", f"{kind.name} joins from its own module"
+    assert {"cpu", "traffic", "space"} <= {k.name for k in monitors.kinds()}
+    assert monitor_columns() == ["target", "phase", *(f.column for f in monitors.figures() if f.column)]
+    assert {"CPU busy %", "device read", "write ampl.", "space used"} <= set(monitor_columns())
     assert "toy_edges" not in monitors.metric_names() and "device_read_ratio" in monitors.metric_names(), (
         "a value with no column is a monitor's all the same"
     )
-    assert [m.name for m in monitors.for_run([], None)] == ["cpu", "traffic"], "no space monitor on a raw device"
+    on_raw = [m.name for m in monitors.for_run([], None)]
+    assert "space" not in on_raw and {"cpu", "traffic"} <= set(on_raw), "no space monitor on a raw device"
 
 
 def test_a_toy_monitor_watches_a_runs_window_and_its_column_reaches_the_summary(toy_registered):
@@ -49,7 +41,8 @@ def test_a_toy_monitor_watches_a_runs_window_and_its_column_reaches_the_summary(
     windows = Windows(Provisioned(top="loop0", directory=None, bottom=()), None, lambda: None)
     with windows.measured(""):
         pass
-    assert [m.name for m in windows.watched[""]] == ["cpu", "traffic", "toy"]
+    watched = [m.name for m in windows.watched[""]]
+    assert watched == [m.name for m in monitors.for_run([], None)] and watched[-1] == "toy", "beside the others, last"
     metrics, _ = windows.found(FIO, [RawOutput("", "fio", (FIXTURES / "fio" / "randread-qd16.json").read_text())])
     got = {m.key: m for m in metrics}
     assert got["toy_edges"].value == 2 and got["toy_devices"].value == 0

@@ -3,7 +3,6 @@ summary` and `fslab export` write whatever the registry holds — a toy format a
 (toys/report_format.py) included, on a stored database (no root, no device)."""
 
 import os
-import runpy
 import shutil
 import subprocess
 import sys
@@ -29,13 +28,9 @@ def stored_db(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def toy_registered(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The toy format registered for one test: its module run as an import runs it, into a copy
-    of the registry the test's end restores."""
-    formats.report_files()  # the built-in formats, loaded as a command loads them
-    monkeypatch.setattr(formats, "_FILES", dict(formats._FILES))
-    monkeypatch.setattr(formats, "_FORMS", dict(formats._FORMS))
-    runpy.run_path(str(TOY))
+def toy_registered(toys) -> None:  # noqa: ANN001
+    """The toy registered for one test (conftest.toys)."""
+    toys("report_format")
 
 
 def newest_summary(db: Path):
@@ -44,15 +39,12 @@ def newest_summary(db: Path):
 
 
 def test_the_built_in_formats_join_the_registry_from_their_own_modules():
-    assert [f.name for f in formats.report_files()] == [
-        "summary.md",
-        "summary.csv",
-        "summary.json",
-        "runs.csv",
-        "runs.json",
-    ]
-    assert list(formats.table_forms()) == ["csv", "parquet"]
-    with pytest.raises(formats.UnknownFormat, match="'xlsx' is not one of 'csv', 'parquet'"):
+    files, forms = formats.report_files(), formats.table_forms()
+    for form in [*(f.render for f in files), *(f.encode for f in forms.values())]:
+        assert form.__module__.startswith("fslab.report.formats."), f"{form.__name__} joins from its own module"
+    assert [f.name for f in files][:3] == ["summary.md", "summary.csv", "summary.json"], "in their order"
+    assert {"runs.csv", "runs.json"} <= {f.name for f in files} and {"csv", "parquet"} <= set(forms)
+    with pytest.raises(formats.UnknownFormat, match=f"'xlsx' is not one of {', '.join(map(repr, forms))}$"):
         formats.table_form_named("xlsx")
 
 
@@ -61,14 +53,7 @@ def test_fslab_summary_writes_a_toy_report_file_registered_in_one_module(stored_
     assert result.returncode == 0, result.stdout + result.stderr
     written = sorted(stored_db.parent.rglob("toy.txt"))
     assert len(written) == 1, f"toy.txt written once, beside the other report files: {result.stdout + result.stderr}"
-    assert sorted(p.name for p in written[0].parent.iterdir()) == [
-        "runs.csv",
-        "runs.json",
-        "summary.csv",
-        "summary.json",
-        "summary.md",
-        "toy.txt",
-    ]
+    assert sorted(p.name for p in written[0].parent.iterdir()) == sorted(f.name for f in formats.report_files())
     s = newest_summary(stored_db)
     assert written[0].read_text() == "".join(f"{c.target} · {c.workload}: {len(c.metrics)} metrics\n" for c in s.cells)
     assert written[0].read_text().count("\n") == len(s.cells) > 0
@@ -91,7 +76,8 @@ def test_fslab_export_writes_its_tables_in_a_toy_form_registered_in_one_module(s
 def test_an_unknown_export_format_is_refused_naming_those_there_are(stored_db, tmp_path):
     result = fslab_in_process("export", "--db", str(stored_db), "-o", str(tmp_path / "out"), "--format", "toy")
     assert result.returncode == 2, "the toy is registered only where a test registers it"
-    assert "'toy' is not one of 'csv', 'parquet'" in result.stderr and not (tmp_path / "out").exists()
+    forms = ", ".join(map(repr, formats.table_forms()))
+    assert f"'toy' is not one of {forms}" in result.stderr and not (tmp_path / "out").exists()
 
 
 @pytest.mark.slow  # a Python of its own: the entry points are read at its start
@@ -114,7 +100,7 @@ def test_an_installed_package_adds_a_format_through_its_entry_point(stored_db, t
         text=True,
         check=True,
     )
-    assert found.stdout.strip() == "['csv', 'parquet', 'toy']"
+    assert found.stdout.strip() == str(sorted([*formats.table_forms(), "toy"]))
     (site / "toy_format.py").write_text("raise RuntimeError('broken on purpose')\n")
     broken = subprocess.run(
         [sys.executable, "-m", "fslab", "export", "--db", str(stored_db), "-o", str(tmp_path / "out")],

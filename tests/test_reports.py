@@ -25,6 +25,7 @@ from fslab.core.errors import Refused
 from fslab.model.records import RunFailure
 from fslab.report.console import CONSOLE_WIDTH, print_summary
 from fslab.report.files import write_reports
+from fslab.report.formats import report_files
 from fslab.report.formats import runs as runs_format
 from fslab.report.summary import StudySummary, summarize_study_run
 from fslab.results import ResultsDB
@@ -258,9 +259,7 @@ def test_a_summary_again_leaves_the_runs_files_that_hold_its_runs(study_run, tmp
 
     before = runs_files()
     again = summarize_study_run(db, study_run_id, threshold=0.2)
-    assert write_reports(db, again, tmp_path) == [
-        folder / name for name in ("summary.md", "summary.csv", "summary.json", "runs.csv", "runs.json")
-    ]
+    assert write_reports(db, again, tmp_path) == [folder / f.name for f in report_files()]
     assert runs_files() == before, "the same runs: the same files, untouched"
     assert json.loads((folder / "summary.json").read_text())["threshold"] == 0.2, (
         "the summary files are the new summary's"

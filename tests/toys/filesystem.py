@@ -9,7 +9,7 @@ from pathlib import Path
 from pydantic import Field
 
 from fslab.core.system import run
-from fslab.filesystems import register
+from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Filesystem, SizeFloor, TargetFields
 from fslab.model import Target
 
@@ -18,7 +18,6 @@ class Ext2Fields(TargetFields):
     reserved: int = Field(5, ge=0, le=50)  # percent of the blocks kept for root
 
 
-@register
 class Ext2(Filesystem):
     kind = "ext2"
     mkfs = ("mkfs.ext2", "-F", "-q")
@@ -43,3 +42,6 @@ class Ext2(Filesystem):
 
     def requested_options(self, spec: Mapping) -> str:
         return f"reserved={spec['filesystem_fields']['reserved']}%"
+
+
+FILESYSTEMS.add(Ext2())

@@ -2,7 +2,7 @@
 edges of its window it saw (start and stop: 2 when measuring() opened and closed it once) and
 the devices it was given to watch."""
 
-from fslab.monitors.base import Figure, Found, Measured, Watched, Workload, monitor
+from fslab.monitors.base import MONITORS, Figure, Found, Measured, MonitorKind, Watched, Workload
 
 
 class EdgeCounter:
@@ -21,6 +21,12 @@ class EdgeCounter:
         found.values += [Measured("toy_edges", self.edges, "", False), Measured("toy_devices", self.devices, "", False)]
 
 
-@monitor("toy", order=99, figures=[Figure("toy_edges", "toy edges", "pct"), Figure("toy_devices")])
 def edge_counter(watched: Watched) -> EdgeCounter:
     return EdgeCounter(len(watched.devices))
+
+
+MONITORS.add(
+    MonitorKind(
+        "toy", order=99, figures=(Figure("toy_edges", "toy edges", "pct"), Figure("toy_devices")), make=edge_counter
+    )
+)

@@ -22,7 +22,7 @@ from fslab.core.journal import Journal
 from fslab.core.system import run_held
 from fslab.model import Metric, MetricKind, RawOutput, Workload
 from fslab.model.findings import Finding
-from fslab.workloads import Needed, register
+from fslab.workloads import KINDS, Needed, Registered
 from fslab.workloads.base import Measured, StudyScope, directory_of, tool_of
 from fslab.workloads.offered import KindReport, Offered, Series, SeriesTrace, Stored, median_runs, over_time
 from fslab.workloads.tables import Building, Name, OnTargets, WorkloadLimits, run_timeout
@@ -128,4 +128,4 @@ def build(section: TrueSection, building: Building) -> Workload:
     return Workload(section.name, TrueRuns(section.times), 0.0, direct=False, timeout=run_timeout(0.0, None))
 
 
-register(TrueKind(), section=TrueSection, build=build, tool=Needed(("true", "--version"), "coreutils"))
+KINDS.add(Registered(TrueKind(), section=TrueSection, build=build, tool=Needed(("true", "--version"), "coreutils")))

@@ -1269,7 +1269,7 @@ def list_things(
         typer.Argument(
             metavar="[SECTION|NAME]",
             help="Show one section (studies, workloads, sets, kinds, scenarios, filesystems, "
-            "layers, sources), or what is named so (zfs, luks, sysbench). \\[default: all]",
+            "layers, sources, monitors, formats), or what is named so (zfs, luks, sysbench). \\[default: all]",
         ),
     ] = None,
     as_json: Annotated[
@@ -1277,7 +1277,7 @@ def list_things(
     ] = False,
 ) -> None:
     """What fslab can do: built-in studies and workloads, workload kinds, scenarios, filesystems,
-    layers, device sources, and every option a study may give them."""
+    layers, device sources, and every option a study may give them; the monitors and report formats."""
     import json
 
     from fslab.cli.catalogue import catalogue, tables
@@ -1331,6 +1331,12 @@ def doctor(
     ]
     columns = ["check", "status", "needed by", "detail", "how to get it"]
     print_table(console, "this machine", columns, rows, [False] * 5, styles=[style for _, style in status])
+    from fslab.cli.catalogue import from_outside
+
+    if extended := from_outside():
+        console.print(
+            f"extended here with: {visible(', '.join(extended))}", markup=False, highlight=False, soft_wrap=True
+        )
     blocking = sum(n.blocking for n in needs)
     if blocking:
         raise _fail(f"{blocking} check(s) that fslab always needs failed", code=1)

@@ -1,5 +1,6 @@
 """What fslab can do, as `fslab list` shows it: built-in studies and workloads, workload kinds,
-scenarios, filesystems, layers and device sources, each with the options a study may give them.
+scenarios, filesystems, layers and device sources, each with the options a study may give them,
+and the monitors that watch every run and the report formats fslab writes.
 
 Every record is read from the registry or allow-list the study file is checked against (the
 guard's own lists, never a copy), so what `fslab list` shows is what a study may say. Pure: data
@@ -14,25 +15,20 @@ from dataclasses import field as dataclass_field
 
 from pydantic import BaseModel
 
-from fslab import workloads
+from fslab import monitors, workloads
 from fslab.core.errors import FslabError
 from fslab.core.toml_errors import did_you_mean, unknown
 from fslab.core.units import parse_duration
 from fslab.devices.layers import LAYERS
-from fslab.devices.loop import ImageSource
-from fslab.devices.named import NamedSource
-from fslab.devices.zram import ZramSource
+from fslab.devices.source import SOURCES
 from fslab.filesystems import FILESYSTEMS
 from fslab.fio import FIO_DEFAULTS
 from fslab.model.options import accepted_values
-from fslab.scenarios.kind import BUILTIN as BUILTIN_SCENARIOS
-from fslab.scenarios.kind import Phase, ScenarioSection, builtin_phases
+from fslab.report.formats import REPORT_FILES, TABLE_FORMS, report_files, table_forms
+from fslab.scenarios.kind import BUILTIN_SCENARIOS, BuiltinScenario, Phase, ScenarioSection
 from fslab.study import builtin_studies
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 from fslab.workloads.tables import nested_table
-
-# Where a target's devices come from (runner.Sources picks one by the target's fields).
-DEVICE_SOURCES = {"loop": ImageSource, "named": NamedSource, "zram": ZramSource}
 
 
 class UnknownSection(FslabError):
@@ -120,6 +116,18 @@ class LayerEntry:
 
 
 @dataclass(frozen=True)
+class MonitorEntry:
+    name: str
+    values: list[str]  # what it reports, each with its column in the monitors' table where it has one
+
+
+@dataclass(frozen=True)
+class FormatEntry:
+    name: str  # a report file's name, or an export form's
+    written_by: str  # "fslab summary", "fslab export --format csv"
+
+
+@dataclass(frozen=True)
 class Catalogue:
     """Everything `fslab list` shows, a section per field (`fslab list SECTION`; --json: these keys)."""
 
@@ -131,6 +139,8 @@ class Catalogue:
     filesystems: list[FilesystemEntry]
     layers: list[LayerEntry]
     sources: list[Named]
+    monitors: list[MonitorEntry]
+    formats: list[FormatEntry]
 
     def as_json(self) -> dict[str, list[dict]]:
         """The sections that have entries, as plain data (stable keys: the records' fields)."""
@@ -159,7 +169,7 @@ def catalogue() -> Catalogue:
         workloads=[_builtin_workload(name, pattern) for name, pattern in BUILTIN_WORKLOADS.items()],
         sets=[WorkloadSet(name, list(members)) for name, members in WORKLOAD_SETS.items()],
         kinds=[_kind(found) for found in workloads.kinds()],
-        scenarios=[_scenario(name) for name in BUILTIN_SCENARIOS],
+        scenarios=[_scenario(scenario) for scenario in BUILTIN_SCENARIOS.values()],
         filesystems=[_filesystem(kind) for kind in FILESYSTEMS],
         layers=[
             LayerEntry(
@@ -169,8 +179,30 @@ def catalogue() -> Catalogue:
             )
             for name, layer in LAYERS.items()
         ],
-        sources=[Named(name, source.chosen_by) for name, source in DEVICE_SOURCES.items()],
+        sources=[Named(name, kind.source.chosen_by) for name, kind in SOURCES.items()],
+        monitors=[
+            MonitorEntry(kind.name, [f"{f.name} ({f.column})" if f.column else f.name for f in kind.figures])
+            for kind in monitors.kinds()
+        ],
+        formats=[FormatEntry(f.name, "fslab summary") for f in report_files()]
+        + [FormatEntry(name, f"fslab export --format {name}") for name in table_forms()],
     )
+
+
+def from_outside() -> list[str]:
+    """What this fslab is extended with from outside it (installed packages' plugins), each as
+    "filesystem ext2": `fslab doctor` says so."""
+    registries = (
+        FILESYSTEMS,
+        LAYERS,
+        SOURCES,
+        workloads.KINDS,
+        BUILTIN_SCENARIOS,
+        monitors.MONITORS,
+        REPORT_FILES,
+        TABLE_FORMS,
+    )
+    return [f"{registry.what} {name}" for registry in registries for name in registry.added()]
 
 
 def _options(field: str, tool: str, accepted: Mapping[str, str], refused: Mapping[str, str] | None = None) -> Options:
@@ -214,9 +246,9 @@ def _fields(model: type[BaseModel], prefix: str = "") -> list[str]:
     return found
 
 
-def _scenario(name: str) -> ScenarioEntry:
+def _scenario(scenario: BuiltinScenario) -> ScenarioEntry:
     runtime = parse_duration(ScenarioSection.model_fields["runtime"].default)
-    return ScenarioEntry(name, [_phase(p) for p in builtin_phases(name, runtime, None)])
+    return ScenarioEntry(scenario.name, [_phase(p) for p in scenario.phases(runtime, None)])
 
 
 def _phase(phase: Phase) -> ScenarioPhase:
@@ -335,6 +367,16 @@ def tables(c: Catalogue) -> list[Table]:
                 [[s.name, s.description] for s in c.sources],
             )
         )
+    if c.monitors:
+        found.append(
+            Table(
+                "monitors (watch every measured window; values (their column in the summary))",
+                ["monitor", "values"],
+                [[m.name, ", ".join(m.values)] for m in c.monitors],
+            )
+        )
+    if c.formats:
+        found.append(Table("report formats", ["format", "written by"], [[f.name, f.written_by] for f in c.formats]))
     return found
 
 

@@ -61,7 +61,17 @@ MAKERS = {
     "lvm": "fslab.devices.layers", "image": "fslab.devices.loop", "loop": "fslab.devices.loop",
     "zram": "fslab.devices.zram",
 }  # fmt: skip
-RELEASERS: Registry[Releaser] = Registry(MAKERS)
+
+
+@dataclass(frozen=True)
+class Releasing:
+    """How resources of one kind are released, as the registry holds it."""
+
+    name: str  # the kind
+    release: Releaser
+
+
+RELEASERS: Registry[Releasing] = Registry("journalled kind", MAKERS)
 
 
 def releaser(kind: str) -> Callable[[Releaser], Releaser]:
@@ -69,7 +79,8 @@ def releaser(kind: str) -> Callable[[Releaser], Releaser]:
     proof does not match what is there)."""
 
     def register(fn: Releaser) -> Releaser:
-        return RELEASERS.add(kind, fn)
+        RELEASERS.add(Releasing(kind, fn))
+        return fn
 
     return register
 
@@ -141,7 +152,7 @@ class Journal:
                 with releasing():
                     try:
                         if held.proof or release_unproven:
-                            RELEASERS[kind](Entry(kind, ident, held.proof), self.workdir)
+                            RELEASERS[kind].release(Entry(kind, ident, held.proof), self.workdir)
                     except Refused:
                         if not failed:
                             raise
@@ -195,7 +206,7 @@ class Journal:
         done = []
         for entry in entries:
             try:
-                RELEASERS[entry.kind](entry, self.workdir)
+                RELEASERS[entry.kind].release(entry, self.workdir)
             except Refused as exc:
                 self._append("disowned", entry.kind, entry.ident)
                 done.append(Outcome(entry.kind, entry.ident, "left alone", str(exc)))
@@ -221,7 +232,7 @@ class Journal:
             pass
 
 
-def _parse(line: str, kinds: Registry[Releaser]) -> tuple[str, tuple[str, str], dict] | None:
+def _parse(line: str, kinds: Registry[Releasing]) -> tuple[str, tuple[str, str], dict] | None:
     """(event, (kind, id), proof) of a well-formed line of one of `kinds`, or None."""
     try:
         raw = json.loads(line)

@@ -1,33 +1,52 @@
-"""Registries of what fslab is extended with (filesystems, workload kinds, monitors, report
-formats, the journal's makers), read lazily.
+"""The registries of what fslab is extended with — filesystems, layers, device sources, workload
+kinds, scenarios, monitors, report files and export forms (and the journal's release functions)
+— one shape for all, read lazily.
 
-An implementation joins its registry from its own module, as that module is imported
-(`REGISTRY.add(name, it)`, or a decorator that calls it). fslab's own implementations are named
-in the registry's `shipped` table (name → module) and imported only when one is asked for; those
-of installed packages come from their entry points of group `fslab.plugins` (each naming a module
-to import), imported only when a name is not found or every name is listed. Nothing a study
-file says ever names code to load: a study names a filesystem, never a module.
+An implementation is one module that joins its registry itself as it is imported, with one call
+shape whatever it is:
+
+    FILESYSTEMS.add(Ext4())          # any entry that has a `name`
+    MONITORS.add(MonitorKind("cpu", order=10, figures=..., make=cpu_monitor))
+
+A registry finds fslab's own implementations one of two ways: by its `shipped` table (name →
+module), importing a module only when its name is asked for (filesystems, workload kinds: a run
+loads only those its study names), or, given a `package`, by importing every module of that
+package the first time it is read at all (monitors, report formats: each is used whole).
+Installed packages' implementations come from their entry points of group `fslab.plugins` (each
+naming a module to import), imported only when a name is not found or every name is listed.
+Nothing a study file says ever names code to load: a study names a filesystem, never a module.
+
+A test adds an entry for itself alone within `scoped()` (every registry restored after it).
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
+import sys
 from collections.abc import Iterator, Mapping
-from typing import TypeVar
+from contextlib import ExitStack, contextmanager
+from typing import Any, Protocol, TypeVar
 
 from fslab.core.errors import FslabError
 
 PLUGINS = "fslab.plugins"  # the entry-point group of installed packages that extend fslab
 
-T = TypeVar("T")
-
 _plugins_loaded = False
-_packages_loaded: set[str] = set()
 
 
 class PluginFailed(FslabError):
     """An installed package's fslab plugin that could not be imported."""
+
+
+class Named(Protocol):
+    """What a registry holds: anything with the name it is registered and asked for under."""
+
+    @property
+    def name(self) -> str: ...
+
+
+T = TypeVar("T", bound=Named)
 
 
 def load_plugins() -> None:
@@ -49,31 +68,49 @@ def load_plugins() -> None:
             ) from exc
 
 
-def load(package: str) -> None:
-    """For a registry whose every implementation is read at once (monitors, report formats):
-    import every module of fslab's package `package` once (each joins its registry as it is
-    imported), then the plugins."""
-    if package not in _packages_loaded:
-        _packages_loaded.add(package)
-        for module in pkgutil.iter_modules(importlib.import_module(package).__path__):
-            importlib.import_module(f"{package}.{module.name}")
-    load_plugins()
+_ALL: list[Registry[Any]] = []  # every registry (each made once, by the module it belongs to), for scoped()
 
 
 class Registry(Mapping[str, T]):
     """Name → implementation. Looking a name up imports the module that registers it (fslab's own,
-    by `shipped`), else every plugin; listing names imports no shipped module (their names are
-    known), only the plugins. Names keep their order: fslab's own first, as `shipped` lists them."""
+    by `shipped`, or its whole `package`), else every plugin; listing names imports no shipped
+    module (their names are known), only the plugins. Names keep their order: fslab's own first,
+    as `shipped` lists them (or as the package's modules registered them), then the others."""
 
-    def __init__(self, shipped: Mapping[str, str]) -> None:
-        self.shipped = dict(shipped)  # name → the module of fslab's that registers it
+    def __init__(self, what: str, shipped: Mapping[str, str] | None = None, *, package: str | None = None) -> None:
+        self.what = what  # what an entry is, as a message names it: "filesystem", "monitor"
+        self.shipped = dict(shipped or {})  # name → the module of fslab's that registers it
+        self.package = package  # fslab's package whose every module registers an entry
         self.registered: dict[str, T] = {}
+        self.from_outside: set[str] = set()  # the names a module not of fslab's registered (a plugin's, a toy's)
+        self.version = 0  # changes whenever an entry is added or removed: what a cache of a listing keys on
+        self._package_loaded = False
+        _ALL.append(self)
 
-    def add(self, name: str, implementation: T) -> T:
-        self.registered[name] = implementation
-        return implementation
+    def add(self, entry: T) -> T:
+        """Called by an implementation's module as it is imported: the entry joins under its name."""
+        self.registered[entry.name] = entry
+        by = sys._getframe(1).f_globals.get("__name__", "")  # the module calling: fslab's, or from outside
+        if by.split(".")[0] == "fslab":
+            self.from_outside.discard(entry.name)
+        else:
+            self.from_outside.add(entry.name)
+        self.version += 1
+        return entry
+
+    def added(self) -> list[str]:
+        """The names registered from outside fslab (an installed package's plugin, a test's toy),
+        in order: what `fslab doctor` says this fslab is extended with."""
+        return [name for name in self if name in self.from_outside]
+
+    def _load_package(self) -> None:
+        if self.package is not None and not self._package_loaded:
+            self._package_loaded = True
+            for module in pkgutil.iter_modules(importlib.import_module(self.package).__path__):
+                importlib.import_module(f"{self.package}.{module.name}")
 
     def __getitem__(self, name: str) -> T:
+        self._load_package()
         if name not in self.registered:
             if name in self.shipped:
                 importlib.import_module(self.shipped[name])
@@ -84,14 +121,39 @@ class Registry(Mapping[str, T]):
     def __contains__(self, name: object) -> bool:
         if not isinstance(name, str):  # untrusted text (a journal's) may hold anything
             return False
+        self._load_package()
         if name in self.shipped or name in self.registered:
             return True
         load_plugins()
         return name in self.registered
 
     def __iter__(self) -> Iterator[str]:
+        self._load_package()
         load_plugins()
         return iter(dict.fromkeys([*self.shipped, *self.registered]))
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
+
+    @contextmanager
+    def scoped(self) -> Iterator[Registry[T]]:
+        """This registry as it is, restored after the block: what is added within it (a test's toy)
+        is gone after. Every entry of fslab's own is loaded first, so that one whose module the
+        block imports is not lost with the block's."""
+        list(self.values())
+        before, outside = dict(self.registered), set(self.from_outside)
+        try:
+            yield self
+        finally:
+            self.registered, self.from_outside = before, outside
+            self.version += 1
+
+
+@contextmanager
+def scoped() -> Iterator[None]:
+    """Every registry as it is, restored after the block (Registry.scoped): a test registers a toy
+    within it, for that test alone."""
+    with ExitStack() as stack:
+        for registry in list(_ALL):
+            stack.enter_context(registry.scoped())
+        yield

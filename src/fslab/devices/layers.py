@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 import re
 import secrets
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +22,7 @@ from fslab.core.errors import Refused
 from fslab.core.identity import Owned, assert_ours, device_number, rests_on
 from fslab.core.journal import Entry, Journal, releaser
 from fslab.core.names import kernel_name, workdir_tag
+from fslab.core.registry import Registry
 from fslab.core.system import kernel_has_module, run, tool_version
 from fslab.devices.source import Attached
 from fslab.model import Target
@@ -36,11 +37,18 @@ _KERNEL_NAME = re.compile(r"fslab_[0-9a-f]{5}_[0-9a-f]{8}(_crypt|_vg)?")
 
 @dataclass(frozen=True)
 class Layer:
+    """A layer as the registry holds it (LAYERS): what it needs, what a study may add to the
+    command that creates it, and how it is built on the devices below it."""
+
+    name: str  # as a target's `layers` names it
     kernel_feature: str  # what the kernel needs, as its configuration names it
     modules: tuple[str, ...]  # loaded before building, when not built in
     tool: tuple[str, ...]  # prints the tool's version
     package: str
     options: ToolOptions  # what a study's layer_options may add to the command that creates it
+    # (journal, the devices below, the kernel name to give, the study's extra arguments) →
+    # a block yielding (its device, the commands that built it, what its tool reports of it)
+    build: Callable[[Journal, list[str], str, list[str]], AbstractContextManager[tuple[str, list[list[str]], str]]]
 
 
 BY_FSLAB = "fslab passes it itself"
@@ -185,23 +193,8 @@ LVCREATE_OPTIONS = ToolOptions(
     },
 )
 
-LAYERS = {
-    "md-raid1": Layer(
-        "md RAID1 (CONFIG_BLK_DEV_MD, CONFIG_MD_RAID1)",
-        ("md_mod", "raid1"),
-        ("mdadm", "--version"),
-        "mdadm",
-        MDADM_OPTIONS,
-    ),
-    "luks": Layer(
-        "dm-crypt (CONFIG_BLK_DEV_DM, CONFIG_DM_CRYPT)",
-        ("dm_mod", "dm_crypt"),
-        ("cryptsetup", "--version"),
-        "cryptsetup",
-        CRYPTSETUP_OPTIONS,
-    ),
-    "lvm": Layer("device-mapper (CONFIG_BLK_DEV_DM)", ("dm_mod",), ("lvm", "version"), "lvm2", LVCREATE_OPTIONS),
-}
+# Every layer, each joining as it is defined (below: md RAID1, LUKS, LVM), or from a plugin.
+LAYERS: Registry[Layer] = Registry("layer")
 
 # LVM looks at fslab's own device only, and makes its device nodes itself where no udev runs.
 _LVM_CONFIG = 'devices {{ filter = [ "a|^{device}$|", "r|.*|" ] }} activation {{ udev_sync = 0 udev_rules = 0 }}'
@@ -259,8 +252,7 @@ def built(journal: Journal, attached: Attached, target: Target) -> Iterator[Stac
             for module in LAYERS[layer].modules:
                 run(["modprobe", module])  # nothing to do where it is loaded or built in
             extra = check_arguments(LAYERS[layer].options, target.layer_options.get(layer, ()))
-            build = {"md-raid1": _md_raid1, "luks": _luks, "lvm": _lvm}[layer]
-            device, commands, details = layers.enter_context(build(journal, stack.devices, name, extra))
+            device, commands, details = layers.enter_context(LAYERS[layer].build(journal, stack.devices, name, extra))
             stack.devices = [device]
             stack.between.append(device)
             stack.commands += commands
@@ -393,3 +385,38 @@ def _lvm(
             _lvm_command("lvs", device, "-o", "lv_name,vg_name,lv_size,seg_type,stripes,devices"), check=False
         ).stdout
         yield f"/dev/mapper/{group}-data", commands, f"lvs:\n{volumes}\n"
+
+
+LAYERS.add(
+    Layer(
+        "md-raid1",
+        "md RAID1 (CONFIG_BLK_DEV_MD, CONFIG_MD_RAID1)",
+        ("md_mod", "raid1"),
+        ("mdadm", "--version"),
+        "mdadm",
+        MDADM_OPTIONS,
+        build=_md_raid1,
+    )
+)
+LAYERS.add(
+    Layer(
+        "luks",
+        "dm-crypt (CONFIG_BLK_DEV_DM, CONFIG_DM_CRYPT)",
+        ("dm_mod", "dm_crypt"),
+        ("cryptsetup", "--version"),
+        "cryptsetup",
+        CRYPTSETUP_OPTIONS,
+        build=_luks,
+    )
+)
+LAYERS.add(
+    Layer(
+        "lvm",
+        "device-mapper (CONFIG_BLK_DEV_DM)",
+        ("dm_mod",),
+        ("lvm", "version"),
+        "lvm2",
+        LVCREATE_OPTIONS,
+        build=_lvm,
+    )
+)

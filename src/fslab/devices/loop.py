@@ -22,7 +22,7 @@ from fslab.core.identity import FileId, Owned, detach_loop, loops_backed_by, reg
 from fslab.core.journal import Entry, Journal, releaser
 from fslab.core.system import run
 from fslab.core.units import format_size
-from fslab.devices.source import Attached
+from fslab.devices.source import SOURCES, Attached, SourceKind
 
 if TYPE_CHECKING:
     from fslab.core.workdir import Workdir
@@ -204,3 +204,6 @@ class ImageSource:
     def attach(self, journal: Journal) -> Iterator[Attached]:
         with ExitStack() as stack:
             yield on_loops([stack.enter_context(attached(journal, image)) for image in self.images])
+
+
+SOURCES.add(SourceKind("loop", ImageSource))

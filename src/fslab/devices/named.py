@@ -20,7 +20,7 @@ from fslab.core.errors import Refused
 from fslab.core.identity import Owned, disk_proof
 from fslab.core.journal import Entry, Journal, releaser
 from fslab.core.system import run
-from fslab.devices.source import Attached, Notice
+from fslab.devices.source import SOURCES, Attached, Notice, SourceKind
 from fslab.model import Study, Target, Workload
 
 if TYPE_CHECKING:
@@ -115,3 +115,6 @@ class NamedSource:
             finally:
                 if identity:  # all of it: whatever is on the device after wipefs, fslab put there
                     journal.workdir.record_written(identity, [s.key() for s in signatures(device)])
+
+
+SOURCES.add(SourceKind("named", NamedSource))

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from fslab.core.identity import Owned, assert_ours
 from fslab.core.journal import Journal
+from fslab.core.registry import Registry
 from fslab.core.system import run
 
 Notice = Callable[[str], None]  # tells the user something before it happens
@@ -46,3 +47,18 @@ def discard(attached: Attached) -> None:
         command = ["blkdiscard", device]
         run(command)
         attached.commands.append(command)
+
+
+@dataclass(frozen=True)
+class SourceKind:
+    """A device source as the registry holds it: its name (`fslab list sources`) and its class,
+    of which the runner makes one for each target (runner.Sources)."""
+
+    name: str
+    source: type[DeviceSource]
+
+
+# Every source, each joining from its own module; read by `fslab list sources`.
+SOURCES: Registry[SourceKind] = Registry(
+    "device source", {"loop": "fslab.devices.loop", "named": "fslab.devices.named", "zram": "fslab.devices.zram"}
+)

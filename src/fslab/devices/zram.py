@@ -19,7 +19,7 @@ from fslab.core.errors import FslabError, Refused
 from fslab.core.identity import Owned, disk_proof, same_disk
 from fslab.core.journal import Entry, Journal, releaser
 from fslab.core.system import kernel_has_module, run
-from fslab.devices.source import Attached
+from fslab.devices.source import SOURCES, Attached, SourceKind
 
 if TYPE_CHECKING:
     from fslab.core.workdir import Workdir
@@ -101,3 +101,6 @@ class ZramSource:
             yield Attached(
                 devices=[device for device, _ in made], owned=Owned(devices=frozenset(number for _, number in made))
             )
+
+
+SOURCES.add(SourceKind("zram", ZramSource))

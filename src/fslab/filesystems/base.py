@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -16,6 +16,7 @@ from fslab.core.checks import Check, kernel_filesystems, tool_check
 from fslab.core.errors import FslabError
 from fslab.core.identity import kernel_table, unescape
 from fslab.core.journal import Journal
+from fslab.core.registry import Registry
 from fslab.core.system import kernel_has_module, run, tool_version
 from fslab.core.units import format_size, parse_size
 from fslab.filesystems.mounting import mount_point, proven
@@ -249,7 +250,7 @@ class TargetFields(BaseModel):
 class Filesystem:
     """A filesystem made by one mkfs command and mounted with `mount -t kind`."""
 
-    kind: str
+    kind: str  # its name in a study (`filesystem = "ext4"`) and in `mount -t`
     mkfs: tuple[str, ...]  # the command and the flags fslab always passes (force, quiet)
     version_command: tuple[str, ...]  # prints the mkfs tool's version
     package: str  # the Debian package that provides the tools
@@ -274,9 +275,15 @@ class Filesystem:
     own_fields_refusal: str = ""
 
     spans_devices: bool = False  # made on several devices itself (Btrfs profiles, a ZFS pool), needing no md below
+    spans_devices_with: str = ""  # what in a study spreads it over them, as a message says it
 
     # Whether snapshot() takes one; known before anything is formatted.
     supports_snapshots: bool = False
+
+    @property
+    def name(self) -> str:
+        """What the registry holds it under: its kind."""
+        return self.kind
 
     @property
     def own_fields(self) -> tuple[str, ...]:
@@ -357,9 +364,8 @@ class Filesystem:
         """The study's mkfs arguments, split and checked against the allow-list (OptionRefused)."""
         if self.accepted_mkfs_options is None:
             if arguments:
-                raise OptionRefused(
-                    f"{self.kind} targets take no mkfs_options: only ext4, xfs and btrfs are made by mkfs"
-                )
+                made_by_mkfs = kinds_that(lambda fs: fs.accepted_mkfs_options is not None)
+                raise OptionRefused(f"{self.kind} targets take no mkfs_options: only {made_by_mkfs} are made by mkfs")
             return []
         return check_arguments(self.accepted_mkfs_options, arguments)
 
@@ -420,7 +426,9 @@ class Filesystem:
         snapshot_name: fslab's, never the study's); returns what the tools call it. Snapshots
         live inside the filesystem, and go with it when the next run formats its devices or the
         pool is destroyed: none outlives the run that took it."""
-        raise NoSnapshots(f"{self.kind} targets have no snapshots: btrfs and zfs targets do")
+        raise NoSnapshots(
+            f"{self.kind} targets have no snapshots: {kinds_that(lambda fs: fs.supports_snapshots)} targets do"
+        )
 
     def mkfs_command(self, devices: list[str], options: list[str]) -> list[str]:
         # Checked again here, where the command is built: no other way must lead to mkfs.
@@ -458,3 +466,22 @@ class Filesystem:
                 mount_options_effective=mounted_options(mountpoint),
                 details=self.details(devices[0], mountpoint),
             )
+
+
+FILESYSTEMS: Registry[Filesystem] = Registry(
+    "filesystem",
+    {
+        "ext4": "fslab.filesystems.ext4",
+        "xfs": "fslab.filesystems.xfs",
+        "btrfs": "fslab.filesystems.btrfs",
+        "zfs": "fslab.filesystems.zfs",
+        "raw": "fslab.filesystems.raw",
+    },
+)
+
+
+def kinds_that(can: Callable[[Filesystem], bool], last: str = "and") -> str:
+    """The kinds of the filesystems registered that `can` (each loaded), as a message names them:
+    "btrfs and zfs" — never a list written out that a filesystem added would make wrong."""
+    kinds = [kind for kind, filesystem in FILESYSTEMS.items() if can(filesystem)]
+    return f" {last} ".join([", ".join(kinds[:-1]), kinds[-1]] if len(kinds) > 1 else kinds)

@@ -3,7 +3,7 @@ from pathlib import Path
 
 from fslab.core.names import check_snapshot_name
 from fslab.core.system import run
-from fslab.filesystems import register
+from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Filesystem, MountReadBack, NoSnapshots, Provisioned, SizeFloor, TargetFields
 from fslab.model.options import (
     Flag,
@@ -191,7 +191,6 @@ class BtrfsFields(TargetFields):
     nocow: bool = False  # chattr +C on the workload's directory (per-file No_COW)
 
 
-@register
 class Btrfs(Filesystem):
     kind = "btrfs"
     mkfs = ("mkfs.btrfs", "-f", "-q")
@@ -205,6 +204,7 @@ class Btrfs(Filesystem):
     own_fields_refusal = "nocow (chattr +C) is for Btrfs targets"
     supports_snapshots = True
     spans_devices = True
+    spans_devices_with = "with -d/-m profiles"
 
     def size_floor(self, mkfs_arguments: Sequence[str], devices: int) -> SizeFloor:
         data = option_value(mkfs_arguments, "-d", "--data") or ""
@@ -259,3 +259,6 @@ class Btrfs(Filesystem):
         usage = run(["btrfs", "filesystem", "df", str(mountpoint)], check=False).stdout
         attributes = run(["lsattr", "-d", str(mountpoint)], check=False).stdout
         return f"{usage}\nlsattr -d {mountpoint}: {attributes.split()[0] if attributes else '?'}\n"
+
+
+FILESYSTEMS.add(Btrfs())

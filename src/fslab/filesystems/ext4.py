@@ -6,7 +6,7 @@ from pathlib import Path
 
 from fslab.core.system import run
 from fslab.core.units import format_size
-from fslab.filesystems import register
+from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Filesystem, MountReadBack, SizeFloor, formatted_size
 from fslab.model import Target
 from fslab.model.options import (
@@ -259,7 +259,6 @@ def _journal_bytes(blocks: int, block: int, asked: str | None, features: str) ->
     return 262144 * block
 
 
-@register
 class Ext4(Filesystem):
     kind = "ext4"
     mkfs = ("mkfs.ext4", "-F", "-q")
@@ -335,3 +334,6 @@ class Ext4(Filesystem):
 
     def details(self, device: str, mountpoint: Path) -> str:
         return run(["dumpe2fs", "-h", device], check=False).stdout
+
+
+FILESYSTEMS.add(Ext4())

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from fslab.core.checks import Check
 from fslab.core.journal import Journal
-from fslab.filesystems import register
+from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Filesystem, Provisioned, Room
 from fslab.model import Target
 
@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from fslab.devices.layers import Stack
 
 
-@register
 class Raw(Filesystem):
     """No filesystem: the workload runs on the block device itself, the physical reference."""
 
@@ -43,3 +42,6 @@ class Raw(Filesystem):
     def provision(self, journal: Journal, stack: Stack, mountpoint: Path, target: Target) -> Iterator[Provisioned]:
         stack.assert_ours()  # fio writes over the device
         yield Provisioned.on(self.kind, stack, stack.devices[0], None)
+
+
+FILESYSTEMS.add(Raw())

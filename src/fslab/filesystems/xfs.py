@@ -6,7 +6,7 @@ from pathlib import Path
 
 from fslab.core.system import run
 from fslab.core.units import format_size, parse_size
-from fslab.filesystems import register
+from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Filesystem, MountReadBack, SizeFloor, formatted_size
 from fslab.model import Target
 from fslab.model.options import (
@@ -140,7 +140,6 @@ def default_ag_count(device_size: int) -> int:
     return whole + (rest >= 16 * 2**20)
 
 
-@register
 class Xfs(Filesystem):
     kind = "xfs"
     mkfs = ("mkfs.xfs", "-f", "-q")
@@ -180,3 +179,6 @@ class Xfs(Filesystem):
 
     def details(self, device: str, mountpoint: Path) -> str:
         return run(["xfs_info", str(mountpoint)], check=False).stdout
+
+
+FILESYSTEMS.add(Xfs())

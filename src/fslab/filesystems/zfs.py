@@ -29,7 +29,7 @@ from fslab.core.names import check_snapshot_name, kernel_name, workdir_tag
 from fslab.core.scratch import scratch_directory
 from fslab.core.system import CommandError, joined, run
 from fslab.core.units import format_size, parse_size, scaled_size
-from fslab.filesystems import register
+from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Filesystem, Provisioned, Room, SizeFloor, TargetFields, mounted_options, same_value
 from fslab.filesystems.mounting import mount_point, proven
 from fslab.filesystems.zfs_engine import (
@@ -347,7 +347,6 @@ def _as_list(value: Any) -> list:
     return value if isinstance(value, list) else [value]
 
 
-@register
 class Zfs(Filesystem):
     kind = "zfs"
     package = "zfs-fuse"  # Debian's; OpenZFS's is zfsutils-linux with its kernel module
@@ -718,3 +717,6 @@ def properties_not_in_effect(requested: dict[str, str], details: str) -> list[st
         for name, value in requested.items()
         if name in reported and not same_value(value, reported[name], fold_case=True)
     ]
+
+
+FILESYSTEMS.add(Zfs())

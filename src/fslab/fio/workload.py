@@ -61,7 +61,7 @@ from fslab.fio.section import FIO_RW_MODES, BlockSize, FioSection, IoDepth, NumJ
 from fslab.fio.values import block_size, ms_text
 from fslab.model import Metric, RawOutput, Workload
 from fslab.model.findings import Finding
-from fslab.workloads import Needed, register
+from fslab.workloads import KINDS, Needed, Registered
 from fslab.workloads.base import Measured, StudyScope, Window, directory_of, tool_of
 from fslab.workloads.builtin import BUILTIN_WORKLOADS
 from fslab.workloads.data import DataPattern, buffer_options
@@ -744,4 +744,6 @@ def with_clients(workload: Workload, clients: list[str] | None) -> Workload:
 
 
 # The fio tool fslab cannot start without: every built-in study runs it.
-register(FIO, section=WorkloadSection, build=build, tool=Needed(("fio", "--version"), "fio", required=True))
+KINDS.add(
+    Registered(FIO, section=WorkloadSection, build=build, tool=Needed(("fio", "--version"), "fio", required=True))
+)

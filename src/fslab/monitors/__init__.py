@@ -1,5 +1,5 @@
 """Measurements taken around a run's measured phase, one monitor a module, each joining the
-registry itself (base.monitor) with the values it reports, in the order a report shows them:
+registry itself (base.MONITORS) with the values it reports, in the order a report shows them:
 system-wide CPU (cpu.py), the traffic of the devices under the target (traffic.py), the space the
 filesystem uses and its compression (space.py); all behind one small protocol (base.py). The
 extents of files (extents.py) are a scenario's, counted after a phase (scenarios/kind.py).
@@ -14,8 +14,8 @@ The runner (runner.Windows) watches every measured window of every run with them
 and stores found.values as the run's metrics (of the window's phase) and found.flags as its notes.
 
 A new monitor is one module here (and its test): a Monitor, and a maker registered with
-`@monitor(name, order=..., figures=[Figure(name, column, shape), ...])`. The registry imports
-every module of this package the first time it is read (fslab.core.registry).
+`MONITORS.add(MonitorKind(name, order=..., figures=(Figure(name, column, shape), ...), make=maker))`.
+The registry imports every module of this package the first time it is read (fslab.core.registry).
 """
 
 from __future__ import annotations
@@ -23,9 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from fslab.core import registry
-from fslab.monitors import base
 from fslab.monitors.base import (
+    MONITORS,
     Figure,
     Found,
     Measured,
@@ -39,7 +38,9 @@ from fslab.monitors.base import (
 )
 
 __all__ = [
+    "MONITORS",
     "Figure",
+    "MonitorKind",
     "Found",
     "Measured",
     "Monitor",
@@ -53,13 +54,12 @@ __all__ = [
     "metric_names",
 ]
 
-_names: tuple[tuple[int, int], frozenset[str]] = ((0, -1), frozenset())
+_names: tuple[int, frozenset[str]] = (-1, frozenset())
 
 
 def kinds() -> list[MonitorKind]:
     """Every registered monitor, in order."""
-    registry.load(__name__)
-    return sorted(base.KINDS.values(), key=lambda k: (k.order, k.name))
+    return sorted(MONITORS.values(), key=lambda k: (k.order, k.name))
 
 
 def figures() -> list[Figure]:
@@ -72,10 +72,10 @@ def metric_names() -> frozenset[str]:
     from what its workload measured (the kind's metrics). Asked of every metric of a report, so
     kept until the registry changes."""
     global _names
-    names = None if _names[0] != (id(base.KINDS), len(base.KINDS)) else _names[1]
+    names = None if _names[0] != MONITORS.version else _names[1]
     if names is None:
-        names = frozenset(figure.name for figure in figures())  # loads the registry first: its size is read after
-        _names = ((id(base.KINDS), len(base.KINDS)), names)
+        names = frozenset(figure.name for figure in figures())  # loads the registry first: its version is read after
+        _names = (MONITORS.version, names)
     return names
 
 

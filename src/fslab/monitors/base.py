@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
+from fslab.core.registry import Registry
 from fslab.model.findings import Finding
 
 
@@ -135,19 +136,8 @@ class MonitorKind:
     make: Callable[[Watched], Monitor | None]
 
 
-KINDS: dict[str, MonitorKind] = {}  # filled by each monitor's module as it is imported (monitors/__init__ reads it)
-
-
-def monitor(
-    name: str, *, order: int, figures: Sequence[Figure]
-) -> Callable[[Callable[[Watched], Monitor | None]], Callable[[Watched], Monitor | None]]:
-    """Registers the function it decorates as the maker of monitor `name`, for every window."""
-
-    def register(make: Callable[[Watched], Monitor | None]) -> Callable[[Watched], Monitor | None]:
-        KINDS[name] = MonitorKind(name, order, tuple(figures), make)
-        return make
-
-    return register
+# Every monitor, each joining as its module (of this package) is imported; reading it imports them all.
+MONITORS: Registry[MonitorKind] = Registry("monitor", package="fslab.monitors")
 
 
 @contextmanager

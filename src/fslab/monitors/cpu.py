@@ -26,7 +26,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fslab.monitors.base import PERIOD, Figure, Found, Measured, Sampler, Watched, Workload, counted_from, monitor
+from fslab.monitors.base import (
+    MONITORS,
+    PERIOD,
+    Figure,
+    Found,
+    Measured,
+    MonitorKind,
+    Sampler,
+    Watched,
+    Workload,
+    counted_from,
+)
 
 PROC_STAT = Path("/proc/stat")
 FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
@@ -146,13 +157,21 @@ class CpuMonitor:
             found.values.extend(measured(summary))
 
 
-@monitor(
-    "cpu", order=10,
-    figures=[
-        Figure("host_cpu_busy_pct", "CPU busy %", "pct"), Figure("host_cpu_busy_peak_pct", "CPU peak %", "pct"),
-        Figure("host_cpu_user_pct", "user %", "pct"),
-        Figure("host_cpu_system_pct", "system %", "pct"), Figure("host_cpu_iowait_pct", "iowait %", "pct"),
-    ],
-)  # fmt: skip
 def cpu_monitor(watched: Watched) -> CpuMonitor:
     return CpuMonitor()
+
+
+MONITORS.add(
+    MonitorKind(
+        "cpu",
+        order=10,
+        figures=(
+            Figure("host_cpu_busy_pct", "CPU busy %", "pct"),
+            Figure("host_cpu_busy_peak_pct", "CPU peak %", "pct"),
+            Figure("host_cpu_user_pct", "user %", "pct"),
+            Figure("host_cpu_system_pct", "system %", "pct"),
+            Figure("host_cpu_iowait_pct", "iowait %", "pct"),
+        ),
+        make=cpu_monitor,
+    )
+)

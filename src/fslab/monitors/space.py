@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from fslab.monitors.base import Figure, Found, Measured, Watched, Workload, monitor
+from fslab.monitors.base import MONITORS, Figure, Found, Measured, MonitorKind, Watched, Workload
 
 CompressionRatio = Callable[[Path], "float | None"]  # the mount point → its ratio
 # A ratio from which the filesystem is taken to have compressed what was written: below it,
@@ -156,15 +156,20 @@ class SpaceMonitor:
             found.values.append(Measured("compression_ratio", ratio, "×", True))
 
 
-@monitor(
-    "space",
-    order=30,
-    figures=[
-        Figure("space_used_bytes", "space used", "size"),
-        Figure("space_grown_bytes"),
-        Figure("compression_ratio", "compression", "ratio"),
-    ],
-)
 def space_monitor(watched: Watched) -> SpaceMonitor | None:
     """None on a raw device: no filesystem's space to measure."""
     return None if watched.mountpoint is None else SpaceMonitor(watched.mountpoint, watched.compression)
+
+
+MONITORS.add(
+    MonitorKind(
+        "space",
+        order=30,
+        figures=(
+            Figure("space_used_bytes", "space used", "size"),
+            Figure("space_grown_bytes"),
+            Figure("compression_ratio", "compression", "ratio"),
+        ),
+        make=space_monitor,
+    )
+)

@@ -38,7 +38,7 @@ from fslab.core.errors import FslabError, Refused
 from fslab.core.units import format_size
 from fslab.model import PHASE_SEPARATOR, qualified, unqualified
 from fslab.model.findings import Finding
-from fslab.monitors.base import Figure, Found, Measured, Sampler, Watched, Workload, counted_from, monitor
+from fslab.monitors.base import MONITORS, Figure, Found, Measured, MonitorKind, Sampler, Watched, Workload, counted_from
 
 SYS_CLASS_BLOCK = Path("/sys/class/block")
 # Seconds between samples of the counters: the window's start falls between two of them, where
@@ -255,14 +255,22 @@ class TrafficMonitor:
             found.flags.extend(more.flags)
 
 
-@monitor(
-    "traffic", order=20,
-    figures=[
-        Figure("device_read_bytes", "device read", "size"), Figure("device_written_bytes", "device written", "size"),
-        Figure("write_amplification", "write ampl.", "ratio"), Figure("device_read_ratio"),
-        Figure("sync_seconds", "synced in", "seconds"),
-        Figure("device_flushes"),
-    ],
-)  # fmt: skip
 def traffic_monitor(watched: Watched) -> TrafficMonitor:
     return TrafficMonitor(watched.devices)
+
+
+MONITORS.add(
+    MonitorKind(
+        "traffic",
+        order=20,
+        figures=(
+            Figure("device_read_bytes", "device read", "size"),
+            Figure("device_written_bytes", "device written", "size"),
+            Figure("write_amplification", "write ampl.", "ratio"),
+            Figure("device_read_ratio"),
+            Figure("sync_seconds", "synced in", "seconds"),
+            Figure("device_flushes"),
+        ),
+        make=traffic_monitor,
+    )
+)

@@ -10,7 +10,7 @@ one leaves nothing but its effect.
 
 Every fio phase's options pass the same allow-list as a workload's (study_file.fio_options);
 fslab sets the file (`filename`, named by fslab from the workload's name), its size, and the data
-the scenario writes (workloads/data.py) on every phase. Built-in scenarios (BUILTIN) are phases
+the scenario writes (workloads/data.py) on every phase. Built-in scenarios (BUILTIN_SCENARIOS) are phases
 written here, their sizes and time taken from the study's table.
 
 A tool phase holds the tool's own checked record (a sysbench or dd workload's, writing the
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -38,6 +38,7 @@ from pydantic import field_validator, model_validator
 from fslab.core.errors import Refused
 from fslab.core.journal import Journal
 from fslab.core.names import file_name, snapshot_name
+from fslab.core.registry import Registry
 from fslab.core.system import run, sync_and_drop_caches
 from fslab.core.toml_errors import FieldError
 from fslab.core.units import parse_duration, parse_size, scaled_size
@@ -65,7 +66,7 @@ from fslab.model.findings import Finding
 from fslab.monitors.extents import extent_counts, parse_filefrag
 from fslab.scenarios.metrics import METRICS
 from fslab.scenarios.report import SCENARIO_REPORT
-from fslab.workloads import register
+from fslab.workloads import KINDS, Registered
 from fslab.workloads.base import Measured, StudyScope, Window, WorkloadKind, directory_of, tool_of
 from fslab.workloads.data import DataPattern
 from fslab.workloads.dd import DD, DdOptions, dd_options
@@ -215,17 +216,24 @@ def write_rewrite_read_reread() -> tuple[Phase, ...]:
 
 
 SNAPSHOT_EVERY = 0.33  # seconds: seed 001's "about three snapshots a second"
-BUILTIN = ("cow-ageing", "snapshots-under-load", "write-rewrite-read-reread")
 
 
-def builtin_phases(name: str, runtime: float, snapshot_every: float | None) -> tuple[Phase, ...]:
-    if name == "cow-ageing":
-        return cow_ageing(runtime)
-    if name == "snapshots-under-load":
-        return cow_ageing(runtime, snapshot_every or SNAPSHOT_EVERY)
-    if name == "write-rewrite-read-reread":
-        return write_rewrite_read_reread()
-    raise ValueError(f"no built-in scenario {name!r}; built-in: {', '.join(BUILTIN)}")
+@dataclass(frozen=True)
+class BuiltinScenario:
+    """A scenario whose phases fslab writes (`scenario = NAME`), as the registry holds it."""
+
+    name: str
+    # (its timed phase's runtime, the study's seconds between snapshots or None) → its phases
+    phases: Callable[[float, float | None], tuple[Phase, ...]]
+
+
+BUILTIN_SCENARIOS: Registry[BuiltinScenario] = Registry("scenario")
+BUILTIN_SCENARIOS.add(BuiltinScenario("cow-ageing", lambda runtime, every: cow_ageing(runtime)))
+BUILTIN_SCENARIOS.add(
+    BuiltinScenario("snapshots-under-load", lambda runtime, every: cow_ageing(runtime, every or SNAPSHOT_EVERY))
+)
+BUILTIN_SCENARIOS.add(BuiltinScenario("write-rewrite-read-reread", lambda runtime, every: write_rewrite_read_reread()))
+BUILTIN = tuple(BUILTIN_SCENARIOS.registered)  # their names, as a study's `scenario` accepts them
 
 
 def tool_data(phase: str, tool: str, data: DataPattern) -> str:
@@ -603,7 +611,9 @@ def build(section: ScenarioSection, building: Building) -> Workload:
     data = building.data if section.data is None else DataPattern.asked(section.data)
     if section.scenario:
         every = parse_duration(section.snapshot_every) if section.snapshot_every is not None else None
-        phases = builtin_phases(section.scenario, parse_duration(section.runtime) * building.time_scale, every)
+        phases = BUILTIN_SCENARIOS[section.scenario].phases(
+            parse_duration(section.runtime) * building.time_scale, every
+        )
     else:
         phases = tuple(_phase(p, data, building, (*building.table, "phase", i)) for i, p in enumerate(section.phase))
     try:
@@ -641,4 +651,4 @@ def _phase(section: PhaseSection, data: DataPattern, building: Building, table: 
     )  # fmt: skip
 
 
-register(SCENARIOS, section=ScenarioSection, build=build)  # its phases' tools are their own kinds'
+KINDS.add(Registered(SCENARIOS, section=ScenarioSection, build=build))  # its phases' tools are their own kinds'

@@ -25,7 +25,7 @@ from fslab.core.errors import FslabError
 from fslab.core.names import swept_name
 from fslab.core.toml_errors import FieldLines, describe_error, field_path, unknown
 from fslab.core.units import format_duration, format_size, parse_size, scaled_size
-from fslab.filesystems import FILESYSTEMS
+from fslab.filesystems import FILESYSTEMS, kinds_that
 from fslab.filesystems.base import Room
 from fslab.fio import workload as fio
 from fslab.model import FILESYSTEM_ATTRIBUTES, Cell, Study, Target, TargetsByName, Workload, study_cells
@@ -457,9 +457,10 @@ def cell_problem(target: Target, workload: Workload) -> str | None:
     target's filesystem has none of, or works in a directory a raw target has not."""
     filesystem = FILESYSTEMS[target.filesystem]
     if workload.tool.takes_snapshots and not filesystem.supports_snapshots:
+        snapshotting = kinds_that(lambda fs: fs.supports_snapshots, last="or")
         return (
             f"workload '{workload.name}' takes snapshots, and target '{target.name}' "
-            f"({target.filesystem}) has none: run it on btrfs or zfs targets"
+            f"({target.filesystem}) has none: run it on {snapshotting} targets"
         )
     if workload.tool.needs_directory and filesystem.room(target).block_device:
         return (

@@ -172,8 +172,13 @@ class TargetSection(Table):
             raise ValueError(f"{self.layers[0]} is built on one device: put md-raid1 below it, or set devices = 1")
         single = sorted(kind for kind in kinds if not FILESYSTEMS[kind].spans_devices)
         if self.count > 1 and not md and single:
+            spanning = ", ".join(
+                f"{kind} ({fs.spans_devices_with})" if fs.spans_devices_with else kind
+                for kind, fs in FILESYSTEMS.items()
+                if fs.spans_devices
+            )
             raise ValueError(
-                f"{', '.join(single)} uses one device; several devices need btrfs (with -d/-m profiles), zfs, "
+                f"{', '.join(single)} uses one device; several devices need {spanning}, "
                 'or layers = ["md-raid1"] beneath'
             )
         return self

@@ -4,7 +4,7 @@ A kind's module declares everything about it — the kind (base.WorkloadKind: ho
 and judges), its [[workload]] table (a pydantic model, `kind = "<name>"`, with its validation),
 how a Workload is built from that table, and the tool it drives — and ends with
 
-    register(DD, section=DdSection, build=tool_workload, tool=Needed(("dd", "--version"), "coreutils"))
+    KINDS.add(Registered(DD, section=DdSection, build=tool_workload, tool=Needed(("dd", "--version"), "coreutils")))
 
 fslab's own kinds are found through SHIPPED (name → module), imported only when one is asked
 for; so are a kind's metric declaration (its `metrics` module) and its report hook (its `report`
@@ -78,7 +78,7 @@ class Registered:
     kind: WorkloadKind
     section: type[BaseModel]  # its [[workload]] table
     build: Callable[[Any, Building], Workload]  # its validated table → a Workload
-    tool: Needed | None  # None: it drives nothing beyond what every Linux has
+    tool: Needed | None = None  # None: it drives nothing beyond what every Linux has
 
     @property
     def name(self) -> str:
@@ -89,18 +89,7 @@ class UnknownKind(FslabError):
     pass
 
 
-KINDS: Registry[Registered] = Registry({name: shipped.module for name, shipped in SHIPPED.items()})
-
-
-def register(
-    kind: WorkloadKind,
-    *,
-    section: type[BaseModel],
-    build: Callable[[Any, Building], Workload],
-    tool: Needed | None = None,
-) -> None:
-    """Called by a kind's module as it is imported: the kind joins the registry."""
-    KINDS.add(kind.name, Registered(kind, section, build, tool))
+KINDS: Registry[Registered] = Registry("workload kind", {name: shipped.module for name, shipped in SHIPPED.items()})
 
 
 def registered(name: str) -> Registered | None:

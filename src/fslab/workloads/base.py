@@ -45,7 +45,7 @@ every value checked when the study is read, held in `Workload.tool`.
 
 Adding a kind: one module with a class meeting `WorkloadKind`, a record meeting `Tool`, its
 [[workload]] table (a pydantic model from tables.py's parts, `kind = "<name>"`) and how a
-`Workload` is built from it, ending with `register(...)` (workloads/__init__.py); fslab's own
+`Workload` is built from it, ending with `KINDS.add(Registered(...))` (workloads/__init__.py); fslab's own
 are found through its SHIPPED table. A [[workload]] table without `kind` is fio's, so every
 existing study reads as before.
 """

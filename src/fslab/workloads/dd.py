@@ -46,7 +46,7 @@ from fslab.model.options import (
     check_properties,
     value_text,
 )
-from fslab.workloads import register
+from fslab.workloads import KINDS, Registered
 from fslab.workloads.base import Measured, StudyScope, directory_of, tool_of
 from fslab.workloads.dd_metrics import DIRECTIONS, METRICS, MOVED
 from fslab.workloads.offered import NOTHING
@@ -339,4 +339,4 @@ class DdSection(ToolWorkloadSection):
         return dd_options(self.options, data=self.data or "random")  # type: ignore[arg-type]
 
 
-register(DD, section=DdSection, build=tool_workload)  # dd is coreutils's: on every Linux
+KINDS.add(Registered(DD, section=DdSection, build=tool_workload))  # dd is coreutils's: on every Linux

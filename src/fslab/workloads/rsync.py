@@ -58,7 +58,7 @@ from fslab.filesystems.mounting import mount_point, proven
 from fslab.model import Metric, RawOutput, Workload
 from fslab.model.findings import Finding
 from fslab.model.options import OneOf, OptionRefused, Suboptions, accepted_values, check_properties, value_text
-from fslab.workloads import Needed, register
+from fslab.workloads import KINDS, Needed, Registered
 from fslab.workloads.base import WRITTEN_BYTES, Measured, StudyScope, directory_of, tool_of
 from fslab.workloads.offered import NOTHING
 from fslab.workloads.rsync_metrics import METRICS
@@ -460,4 +460,4 @@ class RsyncSection(ToolWorkloadSection):
         return rsync_ingest(self.options, files=self.files, total=total, seed=self.seed, data=self.data or "random")
 
 
-register(RSYNC, section=RsyncSection, build=tool_workload, tool=Needed(("rsync", "--version"), "rsync"))
+KINDS.add(Registered(RSYNC, section=RsyncSection, build=tool_workload, tool=Needed(("rsync", "--version"), "rsync")))

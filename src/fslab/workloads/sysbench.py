@@ -52,7 +52,7 @@ from fslab.model.options import (
     shown,
     value_text,
 )
-from fslab.workloads import Needed, register
+from fslab.workloads import KINDS, Needed, Registered
 from fslab.workloads.base import FSYNCS, READ_BYTES, WRITTEN_BYTES, Measured, StudyScope, directory_of, tool_of
 from fslab.workloads.sysbench_metrics import METRICS
 from fslab.workloads.sysbench_report import REPORT_INTERVAL_S, SYSBENCH_REPORT
@@ -511,4 +511,8 @@ class SysbenchSection(ToolWorkloadSection):
         return sysbench_options(self.options, data=self.data or "random")
 
 
-register(SYSBENCH, section=SysbenchSection, build=tool_workload, tool=Needed(("sysbench", "--version"), "sysbench"))
+KINDS.add(
+    Registered(
+        SYSBENCH, section=SysbenchSection, build=tool_workload, tool=Needed(("sysbench", "--version"), "sysbench")
+    )
+)

@@ -1,14 +1,14 @@
-"""The report formats, each a module of this package that joins the registry itself:
+"""The report formats, each a module of this package that joins its registry itself:
 
-    @report_file("summary.md", order=10)      # written by `fslab summary` for every study run
-    def to_markdown(source: Source) -> str: ...
+    def summary_md(source: Source) -> str: ...
+    REPORT_FILES.add(ReportFile("summary.md", order=10, render=summary_md))  # by `fslab summary`, every study run
 
-    @table_form("csv", suffix="csv")          # `fslab export --format csv`
     def csv_bytes(columns: dict[str, type], rows: list[list]) -> bytes: ...
+    TABLE_FORMS.add(TableForm("csv", suffix="csv", encode=csv_bytes))  # `fslab export --format csv`
 
-A new format is one module here (and its test): the registry imports every module of this
-package the first time it is read (`report_files`, `table_forms`), so a command that writes no
-report file imports none of them.
+A new format is one module here (and its test): the registries import every module of this
+package the first time either is read (`report_files`, `table_forms`; fslab.registry), so a
+command that writes no report file imports none of them.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from fslab.core import registry
 from fslab.core.errors import FslabError
+from fslab.core.registry import Registry
 from fslab.model.records import RunMetric
 from fslab.report.summary import StudySummary
 from fslab.results import ResultsDB
@@ -67,45 +67,17 @@ class UnknownFormat(FslabError):
     pass
 
 
-_FILES: dict[str, ReportFile] = {}
-_FORMS: dict[str, TableForm] = {}
-
-
-def report_file(
-    name: str, *, order: int, current: Callable[[Path, Source], bool] | None = None
-) -> Callable[[Callable[[Source], str | bytes]], Callable[[Source], str | bytes]]:
-    """Registers the function it decorates as the renderer of the report file `name`."""
-
-    def register(render: Callable[[Source], str | bytes]) -> Callable[[Source], str | bytes]:
-        _FILES[name] = ReportFile(name, order, render, current)
-        return render
-
-    return register
-
-
-def table_form(
-    name: str, *, suffix: str
-) -> Callable[[Callable[[dict[str, type], list[list]], bytes]], Callable[[dict[str, type], list[list]], bytes]]:
-    """Registers the function it decorates as the encoder of `fslab export --format name`."""
-
-    def register(
-        encode: Callable[[dict[str, type], list[list]], bytes],
-    ) -> Callable[[dict[str, type], list[list]], bytes]:
-        _FORMS[name] = TableForm(name, suffix, encode)
-        return encode
-
-    return register
+REPORT_FILES: Registry[ReportFile] = Registry("report file", package=__name__)
+TABLE_FORMS: Registry[TableForm] = Registry("export form", package=__name__)
 
 
 def report_files() -> list[ReportFile]:
     """Every report file, in order."""
-    registry.load(__name__)
-    return sorted(_FILES.values(), key=lambda f: (f.order, f.name))
+    return sorted(REPORT_FILES.values(), key=lambda f: (f.order, f.name))
 
 
 def table_forms() -> dict[str, TableForm]:
-    registry.load(__name__)
-    return dict(sorted(_FORMS.items()))
+    return dict(sorted(TABLE_FORMS.items()))
 
 
 def table_form_named(name: str) -> TableForm:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from fslab.report.formats import table_form
+from fslab.report.formats import TABLE_FORMS, TableForm
 from fslab.report.tables import csv_text
 
 
-@table_form("csv", suffix="csv")
 def csv_bytes(columns: dict[str, type], rows: list[list]) -> bytes:
     return csv_text(list(columns), rows).encode()
+
+
+TABLE_FORMS.add(TableForm("csv", suffix="csv", encode=csv_bytes))

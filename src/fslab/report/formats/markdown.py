@@ -3,12 +3,11 @@ columns and the fio overview it leaves out."""
 
 from __future__ import annotations
 
-from fslab.report.formats import Source, report_file
+from fslab.report.formats import REPORT_FILES, ReportFile, Source
 from fslab.report.sections import Kind, Section, sections
 from fslab.report.summary import StudySummary
 
 
-@report_file("summary.md", order=10)
 def summary_md(source: Source) -> str:
     return to_markdown(source.summary)
 
@@ -48,3 +47,6 @@ def _table(section: Section) -> list[str]:
     return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)] + [
         "| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in rows
     ]
+
+
+REPORT_FILES.add(ReportFile("summary.md", order=10, render=summary_md))

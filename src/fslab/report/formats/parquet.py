@@ -4,14 +4,13 @@ optional extra (`pip install 'fslab[parquet]'`), imported only when asked for.""
 from __future__ import annotations
 
 from fslab.core.errors import FslabError
-from fslab.report.formats import table_form
+from fslab.report.formats import TABLE_FORMS, TableForm
 
 
 class MissingExtra(FslabError):
     """An optional Python package the command needs is not installed."""
 
 
-@table_form("parquet", suffix="parquet")
 def parquet_bytes(columns: dict[str, type], rows: list[list]) -> bytes:
     """A Parquet file of `rows`, each column typed as `columns` says (a missing value: null)."""
     try:
@@ -28,3 +27,6 @@ def parquet_bytes(columns: dict[str, type], rows: list[list]) -> bytes:
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)
     return sink.getvalue().to_pybytes()
+
+
+TABLE_FORMS.add(TableForm("parquet", suffix="parquet", encode=parquet_bytes))

@@ -12,7 +12,7 @@ from pathlib import Path
 from fslab import __version__
 from fslab.core.identity import open_own
 from fslab.model.records import RunMetric
-from fslab.report.formats import Source, report_file
+from fslab.report.formats import REPORT_FILES, ReportFile, Source
 from fslab.report.summary import StudySummary
 from fslab.report.tables import RUN_COLUMNS, csv_text, json_opening, json_text, plain, run_rows, study_run_record
 
@@ -32,12 +32,10 @@ def runs_files_current(folder: Path, source: Source) -> bool:
     return opening == expected and (folder / "runs.csv").is_file() and not (folder / "runs.csv").is_symlink()
 
 
-@report_file("runs.csv", order=40, current=runs_files_current)
 def runs_csv_file(source: Source) -> str:
     return runs_csv(source.run_metrics)
 
 
-@report_file("runs.json", order=50, current=runs_files_current)
 def runs_json_file(source: Source) -> str:
     return runs_json(source.summary, source.runs, source.run_metrics)
 
@@ -69,3 +67,7 @@ def _runs_held(s: StudySummary) -> dict:
         "runs_count": len(s.runs),
         "last_run_id": max((r["id"] for r in s.runs), default=None),
     }
+
+
+REPORT_FILES.add(ReportFile("runs.csv", order=40, render=runs_csv_file, current=runs_files_current))
+REPORT_FILES.add(ReportFile("runs.json", order=50, render=runs_json_file, current=runs_files_current))

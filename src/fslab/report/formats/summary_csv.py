@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from fslab.report.formats import Source, report_file
+from fslab.report.formats import REPORT_FILES, ReportFile, Source
 from fslab.report.summary import StudySummary
 from fslab.report.tables import SUMMARY_COLUMNS, csv_text, summary_rows
 
 
-@report_file("summary.csv", order=20)
 def summary_csv(source: Source) -> str:
     return to_csv(source.summary)
 
 
 def to_csv(s: StudySummary) -> str:
     return csv_text(list(SUMMARY_COLUMNS), summary_rows(s))
+
+
+REPORT_FILES.add(ReportFile("summary.csv", order=20, render=summary_csv))

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from fslab.report.formats import Source, report_file
+from fslab.report.formats import REPORT_FILES, ReportFile, Source
 from fslab.report.summary import StudySummary
 from fslab.report.tables import json_text, published, study_run_record
 from fslab.statistics.raw_reference import Ceiling
 
 
-@report_file("summary.json", order=30)
 def summary_json(source: Source) -> str:
     return to_json(source.summary)
 
@@ -93,3 +92,6 @@ def ceiling_record(c: Ceiling, units: dict[str, str]) -> dict:
         "source": c.source,
         "target": c.target,
     }
+
+
+REPORT_FILES.add(ReportFile("summary.json", order=30, render=summary_json))
