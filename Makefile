@@ -79,7 +79,7 @@ bench: setup
 	$(PYTHON) bench/report_scale.py
 	$(PYTHON) bench/study_validation.py
 	$(PYTHON) bench/parse_only.py
-	$(PYTHON) bench/fleet.py  # then bench/pg_scale.py
+	$(PYTHON) bench/fleet_scale.py  # then bench/pg_scale.py
 
 clean:
 	rm -rf $(VENV) reports fslab.db fslab.db-wal fslab.db-shm

@@ -13,7 +13,7 @@ rate-limited fio (rate_iops) with a 2 s runtime, so that what limits them is tim
 machine's CPU: N workers on a 2-core machine can still run N at once. Printed figures: no target
 is asserted (timings belong here, not in the tests).
 
-Run (as root): .venv/bin/python bench/fleet.py [--repetitions 6] [--skip-scale]
+Run (as root): .venv/bin/python bench/fleet_scale.py [--repetitions 6] [--skip-scale]
 `--smoke`: 1 and 2 workers, the first target alone, 2 runs of 1 s (and bench/pg_scale.py
 --smoke): proves the script runs; its figures are printed, not judged against the targets.
 """
