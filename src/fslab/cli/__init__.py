@@ -244,7 +244,7 @@ def run(
         ),
     ] = None,
     baseline: BaselineOption = None,
-    threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
+    threshold: ThresholdOption = "3",  # type: ignore[assignment]  # parsed into a fraction
     scale: Annotated[
         float | None,
         typer.Option(
@@ -582,7 +582,7 @@ def _show(results: "ResultsDB", study_run_id: int, **analysis: Any) -> "StudySum
 def summary(
     study_run: StudyRunArgument = None,
     baseline: BaselineOption = None,
-    threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
+    threshold: ThresholdOption = "3",  # type: ignore[assignment]  # parsed into a fraction
     precision: Annotated[
         float | None,
         typer.Option(
@@ -702,7 +702,7 @@ def compare(
             help="Compare host B with host A (the baseline) on one study run: every target and workload both ran, B/A.",
         ),
     ] = None,
-    threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
+    threshold: ThresholdOption = "3",  # type: ignore[assignment]  # parsed into a fraction
     regression: Annotated[
         float,
         typer.Option(

@@ -397,7 +397,7 @@ class _Watched:
             if self.observer:
                 self.observer.notice(f"target '{verdict.target}' skipped: {verdict.why}")
         elif isinstance(verdict, Stop):
-            superseded = self.db.supersede(self.study_run_id, verdict.runs)  # type: ignore[arg-type]  (the run ids)
+            superseded = self.db.supersede(self.study_run_id, verdict.runs)  # type: ignore[arg-type]  # the run ids
             for target in self.watch.skipped_for(verdict.signature):
                 self.skip(target, None)
             raise StudyStopped(self.study_run_id, verdict, superseded, resumable=self.resumable)

@@ -583,7 +583,7 @@ class ScenarioSection(OnTargets, WorkloadLimits):
 
     name: Name
     kind: Literal["scenario"]
-    scenario: Literal[BUILTIN] | None = None  # type: ignore[valid-type]  (the built-in scenarios' names)
+    scenario: Literal[BUILTIN] | None = None  # type: ignore[valid-type]  # the built-in scenarios' names
     size: Size = "1GiB"  # the file's
     runtime: Duration = "60s"  # a built-in scenario's timed phase (cow-ageing's overwrites)
     snapshot_every: Duration | None = None  # snapshots-under-load: seconds between snapshots (default 0.33)
@@ -645,7 +645,7 @@ def _phase(section: PhaseSection, data: DataPattern, building: Building, table: 
         seconds=parse_duration(section.seconds) * building.time_scale if section.seconds is not None else 0.0,
         snapshot_every=parse_duration(section.snapshot_every) if section.snapshot_every is not None else None,
         extents=section.extents,
-        tool=tool,  # type: ignore[arg-type]  # sysbench's or dd's, as section.tool says
+        tool=tool,  # sysbench's or dd's, as section.tool says
     )  # fmt: skip
 
 

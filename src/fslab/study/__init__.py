@@ -110,7 +110,7 @@ def parse_study(
         raise StudyError(f"{where(('study', 'baseline'))}: {unknown('target', model.study.baseline, names)}")
     where.refuse(
         [i for i, section in enumerate(model.target) if section.baseline is not None and section.baseline not in names],
-        lambda i: f"{where(('target', i, 'baseline'))}: {unknown('target', model.target[i].baseline, names)}",  # type: ignore[arg-type]
+        lambda i: f"{where(('target', i, 'baseline'))}: {unknown('target', model.target[i].baseline, names)}",
     )
     targets = resolve_baselines(targets, model.study.baseline, {t.name: first for _, t, first in expanded if first})
     tabled = _workloads(model, base_dir, scale, 1.0 if scale_sizes_only else scale, where)

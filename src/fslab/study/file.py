@@ -106,7 +106,7 @@ class TargetSection(Table):
             raise ValueError("; ".join(refused))
         kind = next(iter(kinds)) if len(kinds) == 1 else None
         own = FILESYSTEMS[kind].fields if kind else None
-        section._own = own.model_validate(given.get(kind, {})) if own else None  # type: ignore[arg-type]
+        section._own = own.model_validate(given.get(kind, {})) if own else None
         return section
 
     @field_validator("layers")
@@ -288,8 +288,8 @@ def _with_kinds(kinds: frozenset[str]) -> type[StudyFile]:
     sections = [Annotated[workloads.registered(kind).section, Tag(kind)] for kind in sorted(kinds)]  # type: ignore[union-attr]
     # Union of a tuple built at run time: no `X | Y` spelling exists for it.
     choices = Union[tuple([*sections, Annotated[_UnknownKind, Tag("unknown")]])]  # type: ignore[valid-type]  # noqa: UP007
-    table = Annotated[choices, Discriminator(_kind_of_table(kinds))]  # type: ignore[misc, valid-type]
-    return create_model("StudyFile", __base__=StudyFile, workload=(list[table], []))  # type: ignore[valid-type]
+    table = Annotated[choices, Discriminator(_kind_of_table(kinds))]  # type: ignore[valid-type]
+    return create_model("StudyFile", __base__=StudyFile, workload=(list[table], []))
 
 
 # The model of each table, to list the fields allowed where an unknown one is met.
