@@ -67,14 +67,15 @@ def raw_references(targets: list[dict]) -> dict[str, list[str]]:
     for t in targets:
         if t in raws:
             continue
-        own = [by_image.get(image) for image in images(t)]
+        found = [by_image.get(image) for image in images(t)]
+        own = [name for name in found if name]
         # else one on a device of its kind (a zram target's ceiling is a zram device's), else the first
         alike = next((p["name"] for p in plains if bool(p["spec"].get("zram")) == bool(t["spec"].get("zram"))), None)
         plain = alike or next((p["name"] for p in plains), None)
-        if all(own):
+        if len(own) == len(found):
             references[t["name"]] = own
         elif plain:
-            references[t["name"]] = [plain] * len(own)
+            references[t["name"]] = [plain] * len(found)
     return references
 
 
@@ -133,6 +134,7 @@ def beyond_raw(
         raws = references.get(target, [])
         if not raws:
             continue
+        judged: dict[str, tuple[list[list[float] | None], str | None]]
         if all((workload, raw) in samples for raw in raws):
             judged = {
                 metric: ([samples[(workload, raw)].get(metric) for raw in raws], None)

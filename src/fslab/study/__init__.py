@@ -409,7 +409,7 @@ def _compared_with(model: StudyFile, tabled: list[tuple[tuple, Workload]], where
     for table, w in tabled:
         section = model.workload[table[1]] if table[0] == "workload" else None
         asked = section.compare_with if section is not None else None
-        if asked is None:
+        if section is None or asked is None:
             settled.append(w)
             continue
         field, own = (*table, "compare_with"), section.name

@@ -104,9 +104,11 @@ class TargetSection(Table):
                 refused.append(filesystem.own_fields_refusal)
         if refused:
             raise ValueError("; ".join(refused))
-        kind = next(iter(kinds)) if len(kinds) == 1 else None
-        own = FILESYSTEMS[kind].fields if kind else None
-        section._own = own.model_validate(given.get(kind, {})) if own else None
+        section._own = None
+        if len(kinds) == 1:  # a target of one filesystem: its own fields
+            (alone,) = kinds
+            own = FILESYSTEMS[alone].fields if alone else None
+            section._own = own.model_validate(given.get(alone, {})) if own else None
         return section
 
     @field_validator("layers")

@@ -116,10 +116,15 @@ Measured = Callable[[str], AbstractContextManager[Window]]
 
 class WorkloadKind(Protocol):
     name: str  # as a study file names it: kind = "fio"
-    metrics: Mapping[str, MetricKind]  # every metric `parse` reports, by name
+
+    # Read-only (a kind's own dict is one): every metric `parse` reports, by name.
+    @property
+    def metrics(self) -> Mapping[str, MetricKind]: ...
+
     # What a workload's `options` table may give the tool: name → the form of its value, from
     # the tool's own allow-list (guard.options.accepted_values); `fslab list` shows them.
-    accepted_options: Mapping[str, str]
+    @property
+    def accepted_options(self) -> Mapping[str, str]: ...
 
     def problems(self, workloads: list[Workload], workdir: Workdir) -> list[str]:
         """What is wrong with these workloads (all of this kind), found before anything is made."""
