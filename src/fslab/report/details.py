@@ -8,8 +8,9 @@ The statistics themselves come from the summary (summary.py); nothing here compu
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from fslab.fio import (
     BINS_TOOL,
@@ -29,6 +30,12 @@ from fslab.fio import (
 from fslab.model import RawOutput
 from fslab.report.summary import StudySummary
 from fslab.results import ResultsDB
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# A run's bins in columns: as fio's output reads (lists), or as stored and checked (numpy arrays).
+BinColumns = Columns | tuple["np.ndarray", "np.ndarray"]
 
 # Which latency's distribution is drawn: the total latency the tables show (fio keeps its bins
 # since fslab asks for lat_percentiles), else completion latency, the bins fio always keeps; the
@@ -144,11 +151,12 @@ def _histograms(outputs: dict[int, list[RawOutput]], runs: list[dict]) -> tuple[
     (`outputs`, by run id: BINS_TOOL's, else fio's JSON). An imported run's file may hold other
     jobs and hosts: only its own are read (its fio job name, which its workload's name may extend
     by options: results/importer.py)."""
-    per_cell: dict[tuple[str, str, str], list[dict[tuple[str, str], Columns]]] = defaultdict(list)
+    per_cell: dict[tuple[str, str, str], list[dict[tuple[str, str], BinColumns]]] = defaultdict(list)
     unreadable = []
     for r in runs:
         source = r.get("source") or {}
         for output in outputs.get(r["id"], []):
+            bins: dict[tuple[str, str], BinColumns]
             try:
                 if output.tool == BINS_TOOL:
                     stored = stored_latency_bins(output.text, kinds=DISTRIBUTED)
@@ -172,7 +180,7 @@ def _histograms(outputs: dict[int, list[RawOutput]], runs: list[dict]) -> tuple[
 
 
 def cell_histograms(
-    workload: str, target: str, each_run: list[dict[tuple[str, str], Columns]], phase: str = ""
+    workload: str, target: str, each_run: list[dict[tuple[str, str], BinColumns]], phase: str = ""
 ) -> list[LatencyHistogram]:
     """A cell's histogram per direction (of one phase) from its runs' bins (each run's in columns:
     fio_output.stored_latency_bins, bin_columns), added up at once: of the first latency in
@@ -187,7 +195,7 @@ def cell_histograms(
     return found
 
 
-def _whole_numbers(columns: Columns) -> Columns:
+def _whole_numbers(columns: Columns) -> tuple[np.ndarray, np.ndarray]:
     """A run's stored columns as numpy arrays; ValueError when either holds anything but whole numbers."""
     import numpy as np
 
@@ -197,7 +205,7 @@ def _whole_numbers(columns: Columns) -> Columns:
     return values, counts
 
 
-def added_columns(columns: list[Columns]) -> dict[int, int]:
+def added_columns(columns: list[BinColumns]) -> dict[int, int]:
     """Bins in columns (lists or arrays of whole numbers) added up: latency in ns → I/Os, in order.
     numpy, not a dict per bin: a page adds up a hundred thousand."""
     import numpy as np
@@ -225,7 +233,7 @@ class Drawn:
 
 
 def median_runs(
-    phases: dict[int, Iterable[str]], runs: list[dict], bandwidths: dict[tuple[int, str, str], float]
+    phases: Mapping[int, Iterable[str]], runs: list[dict], bandwidths: dict[tuple[int, str, str], float]
 ) -> dict[Key, Drawn]:
     """Per cell, phase and direction, its run whose bandwidth is the median (the lower of the
     middle two) among its runs that have an output of that phase (`phases`: run id → its phases

@@ -192,7 +192,7 @@ def shown(metric: str, units: Bandwidth = Bandwidth.MB) -> bool:
 
 
 def metric_rows(cell: CellSummary, metric_units: dict[str, str], units: Bandwidth = Bandwidth.MB) -> list[list[str]]:
-    rows = []
+    rows: list[list[str]] = []
     for name in [
         m for m in [*cell.primary, *sorted(m for m in cell.metrics if m not in cell.primary)] if shown(m, units)
     ]:
@@ -214,9 +214,9 @@ def metric_rows(cell: CellSummary, metric_units: dict[str, str], units: Bandwidt
 
 
 def table_rows(cell: CellSummary, units: Bandwidth = Bandwidth.MB) -> list[list[str]]:
-    rows = []
-    for d in cell.directions():
-        iops, mb = cell.metrics.get(f"{d}_iops"), cell.metrics.get(f"{d}_{units.metric}")
+    rows: list[list[str]] = []
+    for d in cell.directions():  # (each with its IOPS and bandwidth)
+        iops, mb = cell.metrics[f"{d}_iops"], cell.metrics[f"{d}_{units.metric}"]
         latencies = [
             fmt_latency(cell.metrics[f"{d}_lat_{p}_us"].median) if f"{d}_lat_{p}_us" in cell.metrics else "–"
             for p in PERCENTILES
