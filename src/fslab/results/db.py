@@ -479,9 +479,9 @@ class ResultsDB:
             samples.append(value)
         units, higher_is_better, flags = {}, {}, []
         for workload, phase, name, unit, higher, primary, compared in kinds:
-            key = qualified(phase, name)
-            units[key], higher_is_better[key] = unit, higher
-            flags.append((workload, key, primary, compared))
+            metric = qualified(phase, name)
+            units[metric], higher_is_better[metric] = unit, higher
+            flags.append((workload, metric, primary, compared))
         return SampleGroups(values, units, higher_is_better, Roles.flagged(flags), tools)
 
     def host_samples(self, study_run_id: int) -> dict[tuple[str, str, str | None], dict[str, list[float]]]:
