@@ -74,7 +74,8 @@ def main() -> None:
     )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, in seconds: the script runs; nothing judged")
     args = parser.parse_args()
-    workers, repetitions, size, runtime = (1, 2, 3), args.repetitions, "64MiB", "2s"
+    workers: tuple[int, ...] = (1, 2, 3)
+    repetitions, size, runtime = args.repetitions, "64MiB", "2s"
     if args.smoke:
         workers, repetitions, size, runtime = (1, 2), 2, "16MiB", "1s"
 

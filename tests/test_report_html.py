@@ -174,11 +174,11 @@ def open_page(browser, page_file: Path, screenshot: Path, width: int = 1280) -> 
 
 def page_specs(page: Path) -> dict:
     """A page's charts, as it embeds them: name → Vega-Lite spec."""
-    return json.loads(
-        re.search(
-            r'<script type="application/json" id="fslab-charts">(.*?)</script>', page.read_text(), re.DOTALL
-        ).group(1)
+    embedded = re.search(
+        r'<script type="application/json" id="fslab-charts">(.*?)</script>', page.read_text(), re.DOTALL
     )
+    assert embedded, "the page embeds its charts"
+    return json.loads(embedded.group(1))
 
 
 def test_report_figures_writes_every_chart_of_the_page_as_svg_and_png(stored):
