@@ -366,7 +366,7 @@ def team_database(root: Path, args: argparse.Namespace, fslab: list[str], env: d
     start = time.perf_counter()
     reused = args.keep and team.exists() and stored(team)[1] >= args.team
     newest, runs = (
-        (ResultsDB(str(team)).study_run()["id"], stored(team)[1])
+        (study_run_of(ResultsDB(str(team)))["id"], stored(team)[1])
         if reused
         else grown_team(root / "scale.db", team, args.team)
     )

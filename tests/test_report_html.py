@@ -407,10 +407,13 @@ def picture_source(page: Path) -> dict:
     section's charts (their specs) and the page's style. The picture is stale when one of them
     changes, never for a font's or a renderer's pixels."""
     text = page.read_text()
-    section, html_ = re.search(r'<section id="(run1-[^"]+)">(.*?)</section>', text, re.DOTALL).groups()
+    first = re.search(r'<section id="(run1-[^"]+)">(.*?)</section>', text, re.DOTALL)
+    styled = re.search(r"<style>(.*?)</style>", text, re.DOTALL)
+    assert first and styled, "a page with a workload's section and its style"
+    section, html_ = first.groups()
     specs = page_specs(page)
     shown = {name: specs[name] for name in re.findall(r'data-chart="([^"]+)"', html_)}
-    style = re.search(r"<style>(.*?)</style>", text, re.DOTALL).group(1)
+    style = styled.group(1)
     digest = hashlib.sha256(json.dumps([style, html_, shown], sort_keys=True).encode()).hexdigest()
     return {"page": f"fslab report of {PICTURED.relative_to(ROOT)}", "section": section, "sha256": digest}
 
