@@ -384,7 +384,7 @@ def _workloads(
         inherited = model.fio.memory_limit if section.kind == "fio" else None
         table = ("workload", index, "memory_limit") if section.memory_limit is not None else ("fio", "memory_limit")
         for one in section.swept():
-            workload = kinds.registered(section.kind).build(one, building(index))  # type: ignore[union-attr]  # validated: a kind there is
+            workload = kinds.KINDS[section.kind].build(one, building(index))  # validated: a kind there is
             workload = _limited(workload, section.memory_limit or inherited, table, scale, where)
             workloads.append(
                 (

@@ -287,7 +287,7 @@ def study_file_model(data: dict) -> type[StudyFile]:
 
 @functools.cache
 def _with_kinds(kinds: frozenset[str]) -> type[StudyFile]:
-    sections = [Annotated[workloads.registered(kind).section, Tag(kind)] for kind in sorted(kinds)]  # type: ignore[union-attr]
+    sections = [Annotated[workloads.KINDS[kind].section, Tag(kind)] for kind in sorted(kinds)]
     # Union of a tuple built at run time: no `X | Y` spelling exists for it.
     choices = Union[tuple([*sections, Annotated[_UnknownKind, Tag("unknown")]])]  # type: ignore[valid-type]  # noqa: UP007
     table = Annotated[choices, Discriminator(_kind_of_table(kinds))]  # type: ignore[valid-type]
@@ -322,7 +322,7 @@ def allowed_fields(loc: tuple) -> list[str]:
     """The fields of the table an error's location (as pydantic gives it, kind and all) is in."""
     if len(loc) > 1 and loc[0] == "workload":
         tagged = len(loc) > 3 and _is_kind(loc[2])
-        table = workloads.registered(str(loc[2]) if tagged else "fio").section  # type: ignore[union-attr]
+        table = workloads.KINDS[str(loc[2]) if tagged else "fio"].section
         for part in loc[3 if tagged else 2 : -1]:  # down to a table within it (a scenario's phase, a precondition's)
             inner = (
                 nested_table(table.model_fields[part].annotation)
