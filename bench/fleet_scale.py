@@ -116,13 +116,11 @@ def main() -> None:
                 if done.returncode != 0:
                     sys.exit(f"fleet: fslab run failed:\n{done.stdout}{done.stderr}")
                 study_run_id = int(done.stdout.strip())
-                f.wait(
-                    f"the study run on {n} worker(s)",
-                    lambda run_id=study_run_id: (
-                        f.sql(f"SELECT status FROM study_runs WHERE id = {run_id}") == "finished"
-                    ),
-                    1800,
-                )
+
+                def finished(run_id: int = study_run_id) -> bool:
+                    return f.sql(f"SELECT status FROM study_runs WHERE id = {run_id}") == "finished"
+
+                f.wait(f"the study run on {n} worker(s)", finished, 1800)
                 walls[n] = seconds(
                     f, f"SELECT extract(epoch FROM finished_at - started_at) FROM study_runs WHERE id = {study_run_id}"
                 )[0]
