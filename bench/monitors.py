@@ -105,6 +105,7 @@ def main() -> None:
             with FILESYSTEMS["ext4"].provision(
                 journal, Stack.on(on_loops([loop])), workdir.mounts / "bench", target
             ) as made:
+                assert made.directory is not None, "ext4 mounted"
                 path = made.directory / "bench.0"
                 layout = ["fio", "--name=layout", f"--filename={path}", "--rw=write", "--bs=1m", "--direct=1"]
                 run([*layout, f"--size={file_size}", "--output=/dev/null"], cwd=Path(tmp))

@@ -66,7 +66,8 @@ def main() -> None:
         study_run_id = run_study(study, db, Workdir(Path(tmp) / "wd"), repetitions=repetitions, seed=1, observer=watch)
         cycles = watch.cycles(time.monotonic())
         runs_stored = db.runs(study_run_id)
-    beyond_fio, beyond_runtime, phases = defaultdict(list), defaultdict(list), defaultdict(lambda: defaultdict(list))
+    beyond_fio, beyond_runtime = defaultdict(list), defaultdict(list)
+    phases: defaultdict[str, defaultdict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for (name, cycle), run in zip(cycles, runs_stored, strict=True):
         assert run["target"] == name and run["status"] == "ok", run["error"]
         beyond_fio[name].append(cycle - run["timings"]["workload"])

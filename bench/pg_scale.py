@@ -68,7 +68,9 @@ def fill(url: str, study_run_id: int, runs: int, metrics: int) -> tuple[int, int
     """Other study runs of the same study up to `runs` runs in all; the runs and metrics now stored."""
     db = ResultsDB(url)
     with db.engine.begin() as conn:
-        own = conn.execute(sa.text("SELECT count(*) FROM runs WHERE study_run_id = :id"), {"id": study_run_id}).scalar()
+        own = conn.execute(
+            sa.text("SELECT count(*) FROM runs WHERE study_run_id = :id"), {"id": study_run_id}
+        ).scalar_one()
         others = max(0, (runs - own) // own)
         conn.execute(
             sa.text("""INSERT INTO study_runs (study, study_path, study_source, scale, repetitions, plan_seed,
@@ -194,7 +196,7 @@ def phases(url: str, study_run_id: int, directory: Path) -> dict[str, float]:
     return {name: statistics.median(seconds) for name, seconds in found.items()}
 
 
-def timed_summaries(argv: list[str], env: dict, cwd: Path, repeat: int) -> tuple[list[tuple[float, int]], float]:
+def timed_summaries(argv: list[str], env: dict, cwd: Path, repeat: int) -> tuple[list[tuple[float, int, float]], float]:
     """Each summary's wall time and peak RSS, and the median of their CPU seconds (user + system):
     on a machine others share, the CPU a summary costs is the steadier figure."""
     results, cpu = [], []

@@ -65,7 +65,7 @@ from fslab.study import parse_study
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-from synthetic import store_study_run  # noqa: E402  (the tests' builder of stored study runs)
+from synthetic import store_study_run, study_run_of  # noqa: E402  (the tests' builder of stored study runs)
 
 # Targets as a study would name them: the raw device (the physical reference), then ext4, XFS
 # and Btrfs with and without options; the first N are taken.
@@ -235,7 +235,7 @@ def stored(path: Path) -> tuple[int, int]:
     """Study runs and runs in the database."""
     db = ResultsDB(str(path))
     with db.engine.connect() as conn:
-        runs = conn.execute(sa.select(sa.func.count()).select_from(tables.runs)).scalar()
+        runs = conn.execute(sa.select(sa.func.count()).select_from(tables.runs)).scalar_one()
     return len(db.study_runs()), runs
 
 
@@ -280,7 +280,7 @@ def main() -> None:
         path = root / "scale.db"
         reused = path.exists()
         start = time.perf_counter()
-        last = ResultsDB(str(path)).study_run()["id"] if reused else build(path, args)
+        last = study_run_of(ResultsDB(str(path)))["id"] if reused else build(path, args)
         built = time.perf_counter() - start
         study_runs, runs = stored(path)
         size = sum(p.stat().st_size for p in root.glob("scale.db*"))
@@ -366,7 +366,7 @@ def team_database(root: Path, args: argparse.Namespace, fslab: list[str], env: d
     start = time.perf_counter()
     reused = args.keep and team.exists() and stored(team)[1] >= args.team
     newest, runs = (
-        (ResultsDB(str(team)).study_run()["id"], stored(team)[1])
+        (study_run_of(ResultsDB(str(team)))["id"], stored(team)[1])
         if reused
         else grown_team(root / "scale.db", team, args.team)
     )

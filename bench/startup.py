@@ -43,8 +43,8 @@ def main() -> None:
     args = parser.parse_args()
     repeat = 1 if args.smoke else args.repeat
     print(f"fslab start-up: CPU seconds (user + system) of a fresh process, median of {repeat} (min–max)")
-    for name, args in COMMANDS.items():
-        times = [cpu_seconds(args) for _ in range(repeat)]
+    for name, argv in COMMANDS.items():
+        times = [cpu_seconds(argv) for _ in range(repeat)]
         print(f"  {name:<22} {statistics.median(times):6.3f} s   ({min(times):.3f}–{max(times):.3f})")
 
 

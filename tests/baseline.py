@@ -243,7 +243,9 @@ def diff_pages(before: str, after: str, charts_before: dict, charts_after: dict)
     figure in a chart grid; a section or heading with its grid), and a link to it in the nav."""
     from conftest import same_document
 
-    diff, links, added_ids = PageDiff(), [], set()
+    diff = PageDiff()
+    links: list[tuple[str, str]] = []  # (where, the section it links to)
+    added_ids: set[str] = set()
 
     def compare(old: Line, new: Line, where: str) -> None:
         matcher = difflib.SequenceMatcher(

@@ -76,6 +76,7 @@ def _in_handing_out_order(items: list[pytest.Item]) -> list[pytest.Item]:
     groups: dict[str, list[pytest.Item]] = {}
     for item in items:
         mark = item.get_closest_marker("xdist_group")
+        assert mark is not None, "every item has its group (pytest_collection_modifyitems)"
         groups.setdefault(mark.args[0] if mark.args else mark.kwargs.get("name", "default"), []).append(item)
 
     def rank(name: str) -> int:
@@ -338,12 +339,13 @@ def ran_study(tmp_path: Path, text: str, workdir: Workdir, *args: str):  # noqa:
     """A study file run through `fslab run`, as a user runs it, which must succeed: what it
     printed, its results database and the study run's id."""
     from fslab.results import ResultsDB
+    from synthetic import study_run_of
 
     db = tmp_path / "r.db"
     result = fslab("run", str(write_study(tmp_path, text)), "--db", str(db), "--workdir", str(workdir.root), *args)
     assert result.returncode == 0, result.stdout + result.stderr
     results = ResultsDB(str(db))
-    return result, results, results.study_run()["id"]
+    return result, results, study_run_of(results)["id"]
 
 
 def runs_stored(db: Path) -> int:

@@ -29,6 +29,13 @@ def bin_directory() -> Path | None:
     return found[-1].parent if found else None
 
 
+def programs() -> Path:
+    """bin_directory, which a running cluster had (unavailable_reason says why one cannot)."""
+    binaries = bin_directory()
+    assert binaries is not None, unavailable_reason()
+    return binaries
+
+
 def unavailable_reason() -> str | None:
     if bin_directory() is None:
         return "PostgreSQL's server is not installed (apt-get install postgresql)"
@@ -56,7 +63,7 @@ class Cluster:
         started again when done."""
         _as_postgres(
             self.directory,
-            str(bin_directory() / "pg_ctl"),
+            str(programs() / "pg_ctl"),
             "-D",
             str(self.directory / "data"),
             "-m",
@@ -72,7 +79,7 @@ class Cluster:
     def _start(self) -> None:
         _as_postgres(
             self.directory,
-            str(bin_directory() / "pg_ctl"),
+            str(programs() / "pg_ctl"),
             "-D",
             str(self.directory / "data"),
             "-o",
@@ -90,7 +97,7 @@ class Cluster:
     def sql(self, statement: str, database: str = "postgres") -> str:
         """Runs one statement through psql on the cluster's socket; its output, unaligned."""
         done = subprocess.run(
-            [str(bin_directory() / "psql"), "-h", str(self.directory), "-p", str(self.port), "-U", USER, "-d", database,
+            [str(programs() / "psql"), "-h", str(self.directory), "-p", str(self.port), "-U", USER, "-d", database,
              "-At", "-v", "ON_ERROR_STOP=1", "-c", statement],
             capture_output=True, text=True, check=True,
         )  # fmt: skip
@@ -112,8 +119,7 @@ def _as_postgres(directory: Path, *argv: str) -> None:
 @contextmanager
 def cluster(listen: Sequence[str] = ("127.0.0.1",)) -> Iterator[Cluster]:
     """A running cluster listening on `listen` (loopback only by default), removed afterwards."""
-    binaries = bin_directory()
-    assert binaries is not None, unavailable_reason()
+    binaries = programs()
     directory = Path(tempfile.mkdtemp(prefix="fslab-pg-", dir="/var/tmp"))
     shutil.chown(directory, "postgres", "postgres")
     data = directory / "data"

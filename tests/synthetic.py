@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from fslab.core.names import file_name
 from fslab.filesystems import FILESYSTEMS
@@ -232,13 +233,14 @@ def store_study_run(
     for name, host in hosts.items():
         db.record_host(study_run_id, host.facts(name))
     clock = now()
+    on: list[tuple[str | None, SyntheticHost]] = [*hosts.items()] or [(None, SyntheticHost())]
     while block := planner.next_block(tally.samples):
         for planned in block:
-            for name, host in hosts.items() or [(None, SyntheticHost())]:
+            for host_name, host in on:
                 target_scale = scale.get(planned.cell.target.name, OTHER_SCALE) * host.scale
                 record = replace(
                     _record(planned, clock, rng, target_scale, failing.get(planned.cell.target.name), host.noise),
-                    host=name,
+                    host=host_name,
                 )
                 if planned.cell.workload.name in flagged and record.status == "ok":
                     record = replace(record, notes=[FLAGGED])
@@ -319,14 +321,22 @@ def _record(
 
 
 def stored_study(
-    directory: Path, text: str, db: ResultsDB, *, name: str = "study.toml", seed: int = 1, **store: object
+    directory: Path, text: str, db: ResultsDB, *, name: str = "study.toml", seed: int = 1, **store: Any
 ) -> int:
     """The study `text`, written to `directory` and read as `fslab run` reads it, stored as one
     study run in `db` (store_study_run's `scale` and `failing`; noise seeded by `seed`). Returns
     the study run's id."""
     path = directory / name
     path.write_text(text)
-    return store_study_run(db, load_study(path), seed=seed, rng=random.Random(seed), **store)  # type: ignore[arg-type]
+    return store_study_run(db, load_study(path), seed=seed, rng=random.Random(seed), **store)
+
+
+def study_run_of(db: ResultsDB, ref: str | int | None = None) -> dict:
+    """The study run `ref` (as ResultsDB.study_run finds it: by default the newest), which the
+    test stored."""
+    found = db.study_run(ref)
+    assert found is not None, f"no study run {ref} in {db.location}"
+    return found
 
 
 # What a run of a kind leaves, by kind, in place of what tool_outputs gives: a test's toy kind, or a

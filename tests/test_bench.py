@@ -43,7 +43,7 @@ FIGURES = {
     "fidelity.py": [rf"^ +1 +[\d,]+ +[\d,]+ +{N}$", rf"^median ratio fslab/hand over 1 pair\(s\): {N}"],
     "monitors.py": [rf"^median IOPS ratio: {N}", rf"^traffic +{N} +{N} +{N}$"],
     # the study's own runs only, no ceiling beside them: 2 of its one target, spread over the workers
-    "fleet.py": [
+    "fleet_scale.py": [
         rf"^1 worker\(s\): +{N} s wall .* runs per host: h0:2$",
         rf"^2 worker\(s\): +{N} s wall .* runs per host: h0:1 h1:1$",
         rf"^claim to start, per block \(\d+\): median {N} s",
@@ -56,9 +56,10 @@ FIGURES = {
         rf"^fslab's overhead per ZFS run beyond the workload: {N} s",
     ],
 }
-AS_ROOT = {"overhead.py", "fidelity.py", "monitors.py", "fleet.py", "pg_scale.py"}  # devices, namespaces, PostgreSQL
+# devices, namespaces, PostgreSQL
+AS_ROOT = {"overhead.py", "fidelity.py", "monitors.py", "fleet_scale.py", "pg_scale.py"}
 ARGS = {
-    "fleet.py": ["--skip-scale"],
+    "fleet_scale.py": ["--skip-scale"],
     "zfs_overhead.py": ["--compare"],
 }  # besides --smoke (and pg_scale.py's --db, below)
 
@@ -100,7 +101,7 @@ def test_every_bench_script_has_its_smoke_test():
 
 def bench_module(name: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     """A script of bench/ imported as it runs (bench/ first on its path), under a name of its own:
-    bench/fleet.py is not the tests' fleet.py."""
+    bench/fleet_scale.py imports the tests' fleet.py, which must stay itself."""
     monkeypatch.syspath_prepend(str(BENCH))
     spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
     assert spec is not None and spec.loader is not None

@@ -94,9 +94,9 @@ def users_disk(partitioned: bool = False, at: str | None = None) -> Iterator[Use
         subprocess.run(
             ["sfdisk", "--quiet", str(image)], input="label: gpt\n,,L\n", text=True, check=True, capture_output=True
         )
-    where = [at] if at else ["--find"]
+    loop_at = [at] if at else ["--find"]
     device = subprocess.run(
-        ["losetup", *where, "--show", *(["--partscan"] if partitioned else []), str(image)],
+        ["losetup", *loop_at, "--show", *(["--partscan"] if partitioned else []), str(image)],
         capture_output=True,
         text=True,
         check=True,

@@ -28,6 +28,7 @@ from conftest import ZFS_FUSE, fresh_workdir, fslab
 from fslab.filesystems.zfs_engine import engine
 from fslab.report.arc_share import MAY_HOLD
 from fslab.results import ResultsDB
+from synthetic import study_run_of
 
 
 @dataclass
@@ -60,7 +61,7 @@ def run_builtin(name: str, scale: str, directory) -> Ran:  # noqa: ANN001
         )
     assert result.returncode == 0, result.stderr[-3000:]
     db = ResultsDB(str(db_path))
-    study_run = db.study_run()
+    study_run = study_run_of(db)
     report = json.loads((directory / "reports" / f"{name}-{study_run['id']}" / "summary.json").read_text())
     return Ran(result, study_run, db.runs(study_run["id"]), db.sample_groups(study_run["id"]).values, report)
 

@@ -7,6 +7,7 @@ import shutil
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich import box
@@ -28,7 +29,7 @@ from fslab.results import ResultsDB
 
 # cli/__init__.py's console when its output is piped; a terminal's, which wraps instead; and a terminal's
 # told to soft-wrap: the title is wrapped and padded to the table's width by the second only.
-MODES = {
+MODES: dict[str, dict[str, Any]] = {
     "piped": {"soft_wrap": True},
     "terminal": {"force_terminal": True, "color_system": "256", "no_color": False},
     "terminal, soft wrap": {"force_terminal": True, "color_system": "256", "no_color": False, "soft_wrap": True},
@@ -36,9 +37,10 @@ MODES = {
 
 
 def printed(show: Callable[[Console], None], width: int, mode: str) -> str:
-    console = Console(width=width, file=io.StringIO(), **MODES[mode])
+    out = io.StringIO()
+    console = Console(width=width, file=out, **MODES[mode])
     show(console)
-    return console.file.getvalue()
+    return out.getvalue()
 
 
 def rich_printed(

@@ -16,7 +16,7 @@ from fslab.results import ResultsDB
 from fslab.results.copy import copy_study_runs
 from fslab.results.schema import study_runs
 from fslab.running.environment import host
-from synthetic import stored_study
+from synthetic import stored_study, study_run_of
 
 STUDY = """[study]\nname = "{name}"\nworkloads = ["rand_read", "seq_write"]\nrepetitions = 3\n
 [[target]]\nname = "raw"\nfilesystem = "raw"\n
@@ -27,7 +27,7 @@ def everything_of(db: ResultsDB, study_run_id: int) -> dict:
     """All that is stored of a study run, ids left out (each database has its own)."""
     run_ids = [r["id"] for r in db.runs(study_run_id)]
     return {
-        "study_run": {k: v for k, v in db.study_run(study_run_id).items() if k != "id"},
+        "study_run": {k: v for k, v in study_run_of(db, study_run_id).items() if k != "id"},
         "targets": [{k: v for k, v in t.items() if k != "study_run_id"} for t in db.targets(study_run_id)],
         "workloads": [{k: v for k, v in w.items() if k != "study_run_id"} for w in db.workloads(study_run_id)],
         "hosts": db.hosts(study_run_id),

@@ -138,7 +138,9 @@ def test_fio_ran_what_fslab_stored_scaled(corpus):
 
 def sections(text: str) -> dict[str, dict[str, str | None]]:
     """Each job of a stored job file with its options as fio applies them (its [global]s' first)."""
-    found, defaults, current = {}, {}, None
+    found: dict[str, dict[str, str | None]] = {}
+    defaults: dict[str, str | None] = {}
+    current = None
     for line in text.splitlines():
         if m := re.fullmatch(r"\[(.+)\]", line):
             current = defaults if m[1] == "global" else found.setdefault(m[1], dict(defaults))
@@ -149,12 +151,16 @@ def sections(text: str) -> dict[str, dict[str, str | None]]:
 
 
 def seconds(value: str) -> float:
-    number, unit = re.fullmatch(r"([\d.]+)(ms|s)?", value).groups()
+    read = re.fullmatch(r"([\d.]+)(ms|s)?", value)
+    assert read, value
+    number, unit = read.groups()
     return float(number) / (1000 if unit == "ms" else 1)
 
 
 def bytes_of(value: str) -> int:
-    number, unit = re.fullmatch(r"(\d+)([kmg]?)", value.lower()).groups()
+    read = re.fullmatch(r"(\d+)([kmg]?)", value.lower())
+    assert read, value
+    number, unit = read.groups()
     return int(number) * 1024 ** " kmg".index(unit or " ")
 
 

@@ -37,7 +37,7 @@ def read_of(probe: dict) -> list[Handled]:
 
 def probed(option: str, value: str) -> list[int]:
     """What fio 3.33 printed (`out=`) of each part of option=value, in order."""
-    return [h.out for h in read_of(probe_of(option, value))]
+    return [h.out for h in read_of(probe_of(option, value)) if h.out is not None]
 
 
 def numbers(option: str) -> fio_values.Numbers:

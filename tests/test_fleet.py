@@ -665,9 +665,9 @@ def migrated_v14_fleet_shows_its_workers_versions(db) -> None:
         "worker nvme-box runs an fslab of before schema 16, which refuses no unit it cannot run faithfully: "
         'stop it, and upgrade its host (docs/fleet.md, "Upgrading a fleet")'
     ], "what `fslab run --on` says of it"
-    out = Console(file=io.StringIO(), width=160)
-    out.print(dispatch.workers_table(db))
-    shown = out.file.getvalue()
+    printed = io.StringIO()
+    Console(file=printed, width=160).print(dispatch.workers_table(db))
+    shown = printed.getvalue()
     assert re.search(rf"new-box\s+nvme\s+{re.escape(__version__)}\s+16\s", shown), shown
     assert re.search(r"nvme-box\s+ssd\s+\?\s+\?\s", shown), "its versions unsaid"
     assert "the database is at schema 16" in shown

@@ -217,7 +217,9 @@ def test_a_blocks_job_ended_or_given_back_twice_is_so_once(leases):
     async def twice(end) -> list[str]:  # noqa: ANN001
         async with app.open_async():
             await app.configure_task(queue.BLOCK_TASK, queue=queue.spread_queue(1)).defer_async(study_run_id=1, block=1)
-            job_id, _ = await queue.take_block(app, 1, await app.job_manager.register_worker())
+            taken = await queue.take_block(app, 1, await app.job_manager.register_worker())
+            assert taken is not None, "the block just deferred"
+            job_id, _ = taken
             for _ in range(2):
                 await end(app, job_id)
             return [job.status for job in await app.job_manager.list_jobs_async(id=job_id)]

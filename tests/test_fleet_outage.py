@@ -65,7 +65,7 @@ def test_a_unit_meeting_a_lost_connection_outside_the_rule_is_given_back_not_fai
         None,
         set(),
         None,
-    )  # type: ignore[arg-type]
+    )
     assert isinstance(done.exception(), worker.UnitReleased), said
     assert not settled, "nothing written of the unit: not failed"
     assert said == [f"given back: study run 1 on h: database connection lost ({type(lost).__name__})"]

@@ -24,6 +24,7 @@ def free_for_real(workdir, target: Target) -> int:  # noqa: ANN001
         with FILESYSTEMS[target.filesystem].provision(
             workdir.journal, Stack.on(on_loops(attached)), workdir.mounts / "t", target
         ) as ready:
+            assert ready.directory is not None, "a filesystem mounted"
             found = os.statvfs(ready.directory)
             return found.f_bavail * found.f_frsize
 

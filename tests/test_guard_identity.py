@@ -57,7 +57,8 @@ class UsersDisk:
     file: Path
 
     def intact(self) -> bool:
-        return self.device in loops_backed_by(regular_file(self.image)) and self.file.read_text() == "precious\n"
+        image = regular_file(self.image)
+        return image is not None and self.device in loops_backed_by(image) and self.file.read_text() == "precious\n"
 
 
 @contextmanager

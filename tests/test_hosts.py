@@ -18,7 +18,7 @@ from fslab.report.sections import Kind, sections
 from fslab.report.summary import compare_hosts, compare_runs, summarize_study_run
 from fslab.results import ResultsDB
 from fslab.statistics.analysis import host_blocks
-from synthetic import SyntheticHost, stored_study
+from synthetic import SyntheticHost, stored_study, study_run_of
 
 STUDY = """\
 [study]
@@ -81,7 +81,8 @@ def test_a_cell_per_target_and_host_compared_within_each_host(fleet: tuple[Resul
 
 def test_a_study_run_of_one_named_host_reads_as_one_stored_with_none(tmp_path: Path) -> None:
     one, none = ResultsDB(str(tmp_path / "one.db")), ResultsDB(str(tmp_path / "none.db"))
-    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
     named = summarize_study_run(one, stored_study(tmp_path / "a", STUDY, one, hosts={"host-a": SyntheticHost()}))
     plain = summarize_study_run(none, stored_study(tmp_path / "b", STUDY, none))
     assert not named.hosts.per_host and [c.target for c in named.cells] == ["ext4", "xfs"]
@@ -118,7 +119,8 @@ def test_pool_hosts_one_cell_per_target_host_a_block(fleet: tuple[ResultsDB, int
     assert "2 hosts pooled (host-a, host-b; --pool-hosts), host treated as a block" in method
     row = next(r for r in s.analysis.rows if r.metric == "read_iops")
     assert row.comparison.verdict == "slower", "with host a block, host b's 2× adds no spread that hides xfs's 0.8"
-    assert row.comparison.interval[1] - row.comparison.interval[0] < 0.1
+    interval = row.comparison.interval
+    assert interval is not None and interval[1] - interval[0] < 0.1
 
 
 def test_compare_hosts_b_against_a(fleet: tuple[ResultsDB, int]) -> None:
@@ -194,12 +196,12 @@ def test_page_facets_and_hosts_facts(fleet: tuple[ResultsDB, int], tmp_path: Pat
     assert [c.name for c in primary] == ["rand_read-read_iops-host-a", "rand_read-read_iops-host-b"]
     drawn = [row["target"] for row in primary[1].spec["datasets"]["rows-0"]]
     assert drawn == ["ext4 @ host-b", "xfs @ host-b"], "a host's facet draws its own cells"
-    page = write_report(db, [db.study_run(study_run_id)], tmp_path / "page").page.read_text()
+    page = write_report(db, [study_run_of(db, study_run_id)], tmp_path / "page").page.read_text()
     assert "<h3>Hosts</h3>" in page and "machine-host-b" in page and "Test CPU × 4" in page
     single = tmp_path / "single"
     single.mkdir()
     alone = stored_study(single, STUDY, db, hosts={"host-a": SyntheticHost()})
-    assert "<h3>Hosts</h3>" not in write_report(db, [db.study_run(alone)], tmp_path / "page1").page.read_text()
+    assert "<h3>Hosts</h3>" not in write_report(db, [study_run_of(db, alone)], tmp_path / "page1").page.read_text()
 
 
 @pytest.mark.parametrize(("where", "name"), [("device/firmware_rev", "NVMe"), ("device/rev", "SCSI/SATA")])

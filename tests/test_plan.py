@@ -89,7 +89,8 @@ def simulate(
 
     rng = np.random.default_rng(12)
     planner = Planner(parse_study(study, "s.toml", base_dir=Path(".")).cells, repetitions, seed=3)
-    samples, plan, elapsed = {}, [], 0.0
+    samples: dict[tuple[str, str], dict[str, list[float]]] = {}
+    plan, elapsed = [], 0.0
     while block := planner.next_block(samples, elapsed, seconds_per_run):
         for run in block:
             plan.append(run)

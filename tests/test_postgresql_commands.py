@@ -36,7 +36,7 @@ def fslab(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subproces
 def database_dump(cluster: postgres.Cluster, database: str) -> str:
     """Everything the database holds, as text (pg_dump: every table's rows)."""
     dump = [
-        str(postgres.bin_directory() / "pg_dump"),
+        str(postgres.programs() / "pg_dump"),
         "-h",
         str(cluster.directory),
         "-p",

@@ -30,7 +30,7 @@ def at_its_old_schema(sqlite_file, url: str) -> None:
     for table in old.tables.values():
         for column in table.columns:
             column.type = column.type.as_generic()
-            if isinstance(column.type, sa.Boolean) and column.server_default is not None:  # SQLite's 0 and 1
+            if isinstance(column.type, sa.Boolean) and isinstance(column.server_default, sa.DefaultClause):  # 0 and 1
                 column.server_default = sa.DefaultClause(
                     sa.true() if str(column.server_default.arg) == "1" else sa.false()
                 )

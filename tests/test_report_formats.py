@@ -15,6 +15,7 @@ from fslab.report import formats
 from fslab.report.formats.summary_csv import to_csv
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB
+from synthetic import study_run_of
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TOY = Path(__file__).parent / "toys" / "report_format.py"
@@ -35,7 +36,7 @@ def toy_registered(toys) -> None:  # noqa: ANN001
 
 def newest_summary(db: Path):
     results = ResultsDB(str(db))
-    return summarize_study_run(results, results.study_run(None)["id"])
+    return summarize_study_run(results, study_run_of(results)["id"])
 
 
 def test_the_built_in_formats_join_the_registry_from_their_own_modules():

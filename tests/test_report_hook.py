@@ -14,6 +14,7 @@ from altair.vegalite.v6.schema.core import TopLevelSpec
 
 from conftest import FIXTURES
 from fslab.model import RawOutput, Workload
+from fslab.report.chart_parts import Chart
 from fslab.report.details import run_details
 from fslab.report.html import Page, render_page, run_section
 from fslab.report.summary import summarize_study_run
@@ -44,7 +45,7 @@ options = { bs = "1M", count = 64 }
 """
 
 
-def page_of(db: ResultsDB, study_run: int) -> tuple[str, dict[str, dict]]:
+def page_of(db: ResultsDB, study_run: int) -> tuple[str, dict[str, Chart]]:
     """The page of a stored study run (its JavaScript left out), and its charts' specs by name."""
     s = summarize_study_run(db, study_run)
     page = Page("hook", [run_section(s, run_details(db, s))])

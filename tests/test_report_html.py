@@ -176,11 +176,11 @@ def open_page(browser, page_file: Path, screenshot: Path, width: int = 1280) -> 
 
 def page_specs(page: Path) -> dict:
     """A page's charts, as it embeds them: name → Vega-Lite spec."""
-    return json.loads(
-        re.search(
-            r'<script type="application/json" id="fslab-charts">(.*?)</script>', page.read_text(), re.DOTALL
-        ).group(1)
+    embedded = re.search(
+        r'<script type="application/json" id="fslab-charts">(.*?)</script>', page.read_text(), re.DOTALL
     )
+    assert embedded, "the page embeds its charts"
+    return json.loads(embedded.group(1))
 
 
 def test_report_figures_writes_every_chart_of_the_page_as_svg_and_png(stored):
@@ -409,10 +409,13 @@ def picture_source(page: Path) -> dict:
     section's charts (their specs) and the page's style. The picture is stale when one of them
     changes, never for a font's or a renderer's pixels."""
     text = page.read_text()
-    section, html_ = re.search(r'<section id="(run1-[^"]+)">(.*?)</section>', text, re.DOTALL).groups()
+    first = re.search(r'<section id="(run1-[^"]+)">(.*?)</section>', text, re.DOTALL)
+    styled = re.search(r"<style>(.*?)</style>", text, re.DOTALL)
+    assert first and styled, "a page with a workload's section and its style"
+    section, html_ = first.groups()
     specs = page_specs(page)
     shown = {name: specs[name] for name in re.findall(r'data-chart="([^"]+)"', html_)}
-    style = re.search(r"<style>(.*?)</style>", text, re.DOTALL).group(1)
+    style = styled.group(1)
     digest = hashlib.sha256(json.dumps([style, html_, shown], sort_keys=True).encode()).hexdigest()
     return {"page": f"fslab report of {PICTURED.relative_to(ROOT)}", "section": section, "sha256": digest}
 

@@ -76,7 +76,7 @@ def test_what_was_not_steady_is_a_note_on_the_run():
     assert phase.kind == "precondition-2_not_steady" and phase.says.startswith(
         "precondition phase 2 never reached steady state"
     )
-    assert FIO.judge(None, [RawOutput("", "fio", never), RawOutput("", "fio_log", "{}")]) == [measured]  # type: ignore[arg-type]
+    assert FIO.judge(None, [RawOutput("", "fio", never), RawOutput("", "fio_log", "{}")]) == [measured]
 
 
 def test_a_precondition_phase_is_kept_whole_and_read_as_its_phases_metrics():

@@ -18,6 +18,7 @@ from fslab.results import ResultsDB
 from fslab.running import environment
 from fslab.running.resume import resumable
 from fslab.study import parse_study, short_runs
+from synthetic import study_run_of
 
 # /proc/mounts as Linux 6.18 shows each filesystem mounted with these options (measured).
 BTRFS_DEFAULTS = "rw,relatime,discard=async,space_cache=v2,subvolid=5,subvol=/"
@@ -201,7 +202,7 @@ def reading(tmp_path_factory):
 
 
 def report(root: Path, db: ResultsDB) -> Path:
-    return root / "reports" / f"reading-{db.study_run()['id']}"
+    return root / "reports" / f"reading-{study_run_of(db)['id']}"
 
 
 @pytest.mark.root

@@ -244,7 +244,7 @@ def run(
         ),
     ] = None,
     baseline: BaselineOption = None,
-    threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
+    threshold: ThresholdOption = "3",  # type: ignore[assignment]  # parsed into a fraction
     scale: Annotated[
         float | None,
         typer.Option(
@@ -582,7 +582,7 @@ def _show(results: "ResultsDB", study_run_id: int, **analysis: Any) -> "StudySum
 def summary(
     study_run: StudyRunArgument = None,
     baseline: BaselineOption = None,
-    threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
+    threshold: ThresholdOption = "3",  # type: ignore[assignment]  # parsed into a fraction
     precision: Annotated[
         float | None,
         typer.Option(
@@ -702,7 +702,7 @@ def compare(
             help="Compare host B with host A (the baseline) on one study run: every target and workload both ran, B/A.",
         ),
     ] = None,
-    threshold: ThresholdOption = "3",  # type: ignore[assignment]  (parsed into a fraction)
+    threshold: ThresholdOption = "3",  # type: ignore[assignment]  # parsed into a fraction
     regression: Annotated[
         float,
         typer.Option(
@@ -919,7 +919,7 @@ def report(
     if history_of is not None:
         return _trend_report(results, history_of, study_runs, output, figures, png_scale, baseline, threshold)
     threshold = 0.03 if threshold is None else threshold
-    found = [_find_study_run(results, ref) for ref in study_runs or [None]]
+    found = [_find_study_run(results, ref) for ref in study_runs or (None,)]
     folder = output.absolute() if output is not None else default_folder(reports_dir(results.location), found)
     with _figures_progress(figures) as rendered:
         written = write_report(
@@ -1318,8 +1318,8 @@ def doctor(
             console.print(f"  {visible(line)}", markup=False, highlight=False, soft_wrap=True)
         if lacking:
             skip = "`fslab run --skip-unsupported` runs the targets it can"
-            needs = f"study '{loaded.name}' needs {len(lacking)} thing(s) this machine lacks (above)"
-            raise _fail(f"{needs}; {skip}", code=1)
+            lacks = f"study '{loaded.name}' needs {len(lacking)} thing(s) this machine lacks (above)"
+            raise _fail(f"{lacks}; {skip}", code=1)
         said = f"{visible(loaded.name)}: this machine has everything the study needs"
         console.print(said, markup=False, highlight=False)
         return

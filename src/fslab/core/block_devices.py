@@ -134,7 +134,7 @@ def _name(number: int) -> str:
 def _mountinfo() -> list[tuple[int | None, str]]:
     """(device number, mount point) of every mount; a source path is resolved too, since Btrfs
     reports an anonymous device number."""
-    found = []
+    found: list[tuple[int | None, str]] = []
     for mount in mounts():
         major, minor = (int(x) for x in mount.dev.split(":"))
         found.append((os.makedev(major, minor), mount.mountpoint))

@@ -36,12 +36,26 @@ class Entry:
 
 class Home(Protocol):
     """What a journal needs of the work directory it lives in: where it is, and a pass releasing
-    several entries. workdir.Workdir makes its journal and reads it, so it is named here, not imported."""
+    several entries; and what the kinds' makers ask of it through their journal (a directory of
+    its own, the devices it has written). workdir.Workdir makes its journal and reads it, so it is
+    named here, not imported."""
 
     @property
     def root(self) -> Path: ...
 
     def one_pass(self) -> AbstractContextManager[None]: ...
+
+    @property
+    def images(self) -> Path: ...
+
+    @property
+    def mounts(self) -> Path: ...
+
+    def subdirectory(self, path: Path) -> Path: ...
+
+    def written(self) -> dict[str, list[list[str]]]: ...
+
+    def record_written(self, identity: str, signatures: list[list[str]]) -> None: ...
 
 
 # A kind's release function: given the entry and the journal's work directory (its Home: a
@@ -241,7 +255,9 @@ def _parse(line: str, kinds: Registry[Releasing]) -> tuple[str, tuple[str, str],
     if not isinstance(raw, dict):
         return None
     event, kind, ident, proof = raw.get("event"), raw.get("kind"), raw.get("id"), raw.get("proof", {})
-    if event not in _EVENTS or kind not in kinds or not isinstance(ident, str) or not _PLAIN.fullmatch(ident):
+    if event not in _EVENTS or not isinstance(kind, str) or kind not in kinds:  # (a Registry holds names only)
+        return None
+    if not isinstance(ident, str) or not _PLAIN.fullmatch(ident):
         return None
     if not isinstance(proof, dict) or not all(
         isinstance(k, str) and (isinstance(v, int) or (isinstance(v, str) and _PLAIN.fullmatch(v)))

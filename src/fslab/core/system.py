@@ -277,8 +277,8 @@ def running_held(
                 )
             finally:
                 os.close(gate_read)
-                if log:
-                    out.close()  # type: ignore[union-attr]
+                if not isinstance(out, int):  # the log's file, not DEVNULL
+                    out.close()
             started = process(proc.pid)  # waiting at the gate: alive
             if started is not None:
                 held.prove(**replace(started, comm=held.ident).proof())

@@ -41,7 +41,7 @@ def parse_duration(value: str | int | float) -> float:
     return float(number) * _SECONDS[unit.lower() if unit else None]
 
 
-def format_size(n: int) -> str:
+def format_size(n: float) -> str:
     """A compact binary size: 4GiB, 512MiB, 1.5GiB."""
     for unit, power in (("TiB", 4), ("GiB", 3), ("MiB", 2), ("KiB", 1)):
         if n >= 1024**power:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from fslab.core.errors import FslabError, Refused
 from fslab.core.identity import ProcessId, open_own, process, same_process
-from fslab.core.journal import Entry, Journal, releaser
+from fslab.core.journal import Entry, Home, Journal, releaser
 from fslab.core.names import workdir_tag
 from fslab.core.system import TimedOut, run
 
@@ -104,7 +104,7 @@ def stop_daemon(entry: Entry, workdir: Workdir) -> None:
     _forget_pidfile(pidfile)
 
 
-def daemon_pidfile(workdir: Workdir) -> Path:
+def daemon_pidfile(workdir: Home) -> Path:
     """The pidfile of the zfs-fuse daemon fslab starts for this work directory."""
     return PIDFILE_DIR / f"zfs-fuse-{workdir_tag(workdir.root)}pid"
 

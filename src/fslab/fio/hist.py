@@ -239,7 +239,12 @@ def latency_over_time(text: str) -> list[LatencyOverTime]:
     if not width:
         return []
     bins = Bins.of_width(width, coarseness)
-    lines, direction_of, index, completions, line_ids = [], [], [], [], []  # every file's, one after another
+    # every file's, one after another
+    lines: list[np.ndarray] = []
+    directions_of: list[np.ndarray] = []
+    indices: list[np.ndarray] = []
+    counted: list[np.ndarray] = []
+    line_ids: list[np.ndarray] = []
     for name, log in files.items():
         if not isinstance(log, str):
             raise ValueError(f"{name!r} is no histogram log")
@@ -248,15 +253,15 @@ def latency_over_time(text: str) -> list[LatencyOverTime]:
         lines.append(
             np.maximum(1, np.floor((msec - origin + ON_TIME_MS) / window)).astype(np.int64)
         )  # the window each line closed
-        direction_of.append(directions)
-        index.append(bin_index)
-        completions.append(counts)
+        directions_of.append(directions)
+        indices.append(bin_index)
+        counted.append(counts)
         line_ids.append(line_of)
-    over_time = []
+    over_time: list[LatencyOverTime] = []
     if not lines:
         return over_time
     slot, direction_of, index, completions, line_of = (
-        np.concatenate(a) for a in (lines, direction_of, index, completions, line_ids)
+        np.concatenate(a) for a in (lines, directions_of, indices, counted, line_ids)
     )
     for code, direction in enumerate(DIRECTIONS):  # trims (2) aside
         mine = direction_of[line_of] == code

@@ -149,14 +149,14 @@ def _section_name(line: str, where: str) -> str:
 
 def _option(line: str, where: str, check: bool) -> tuple[str, str | None] | None:
     """One `key=value` or bare `key` line, checked; None for a directory line (fslab's replaces it)."""
-    key, sep, value = line.partition("=")
+    key, sep, text = line.partition("=")
     key = key.strip()
     if not _KEY.fullmatch(key):
         problem, kind = forbidden_character(key) or ("an option is a name, or name=value", SYNTAX)
         raise FioRefused(f"{where}: '{line[:40]}' is refused: {problem}", kind)
     if key == "directory":
         return None
-    value = value.strip() if sep else None
+    value = text.strip() if sep else None
     if check:
         return check_option(key, value, where=where, in_job_file=True)
     if found := standing_problem(key, value, in_job_file=True):

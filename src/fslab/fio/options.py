@@ -477,7 +477,9 @@ def _choice_problem(option: FioOption, value: str | None) -> tuple[str | None, s
         return f"{name} needs a value: {_describe(option)}", VALUE
     items = value.split(",") if option.form == "choices" else [value]
     for item in items:
-        word, sep, tail = _CHOICE.fullmatch(item).groups(default="")  # type: ignore[union-attr]
+        found = _CHOICE.fullmatch(item)
+        assert found is not None  # the pattern matches any text
+        word, sep, tail = found.groups(default="")
         if word not in option.values:
             return f"{name} takes {_describe(option)}, not '{value[:40]}'", VALUE
         if not sep:

@@ -116,11 +116,11 @@ def throughput_over_time(text: str) -> list[Throughput]:
         windows: dict[str, list[tuple[float, float]]] = {d: [] for d in DIRECTIONS}
         for line in log.splitlines():
             if line.strip():
-                msec, value, direction = map(float, line.split(",", 3)[:3])
+                msec, value, code = map(float, line.split(",", 3)[:3])
                 if (
-                    direction in (0, 1) and math.isfinite(msec) and math.isfinite(value)
+                    code in (0, 1) and math.isfinite(msec) and math.isfinite(value)
                 ):  # not trims (2), nor what fio never writes
-                    windows[DIRECTIONS[int(direction)]].append((msec, value))
+                    windows[DIRECTIONS[int(code)]].append((msec, value))
         for direction, found in windows.items():
             if found:
                 jobs.setdefault((direction, matched.group(1)), []).append(found)

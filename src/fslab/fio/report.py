@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from fslab.core.errors import Refused
 from fslab.fio.hist import HIST_TOOL, latency_over_time
@@ -29,6 +30,10 @@ from fslab.fio.output import (
 from fslab.fio.preallocation import preallocates, stored_preallocation
 from fslab.fio.steady_notes import steady_notes
 from fslab.model import RawOutput
+
+if TYPE_CHECKING:
+    import numpy as np
+
 from fslab.workloads.offered import (
     Drawn,
     Key,
@@ -125,17 +130,22 @@ FIO_REPORT = FioReport()
 REPORT = FIO_REPORT  # as the registry finds a shipped kind's (workloads.report_of)
 
 
+# A run's bins in columns: as fio's output reads (lists), or as stored and checked (numpy arrays).
+BinColumns = Columns | tuple["np.ndarray", "np.ndarray"]
+
+
 def _histograms(outputs: dict[int, list[RawOutput]], runs: Sequence[dict]) -> tuple[list[LatencyHistogram], list[str]]:
     """Each cell's bins per phase and direction, added up over its runs, of the one latency every
     run of the cell kept bins of (DISTRIBUTED, in that order), from each run's bins of every phase
     (`outputs`, by run id: BINS_TOOL's, else fio's JSON). An imported run's file may hold other
     jobs and hosts: only its own are read (its fio job name, which its workload's name may extend
     by options: results/importer.py)."""
-    per_cell: dict[tuple[str, str, str], list[dict[tuple[str, str], Columns]]] = defaultdict(list)
+    per_cell: dict[tuple[str, str, str], list[dict[tuple[str, str], BinColumns]]] = defaultdict(list)
     unreadable = []
     for r in runs:
         source = r.get("source") or {}
         for output in outputs.get(r["id"], []):
+            bins: dict[tuple[str, str], BinColumns]
             try:
                 if output.tool == BINS_TOOL:
                     stored = stored_latency_bins(output.text, kinds=DISTRIBUTED)
@@ -159,7 +169,7 @@ def _histograms(outputs: dict[int, list[RawOutput]], runs: Sequence[dict]) -> tu
 
 
 def cell_histograms(
-    workload: str, target: str, each_run: list[dict[tuple[str, str], Columns]], phase: str = ""
+    workload: str, target: str, each_run: list[dict[tuple[str, str], BinColumns]], phase: str = ""
 ) -> list[LatencyHistogram]:
     """A cell's histogram per direction (of one phase) from its runs' bins (each run's in columns:
     fio_output.stored_latency_bins, bin_columns), added up at once: of the first latency in
@@ -185,7 +195,7 @@ def cell_histograms(
     return found
 
 
-def _whole_numbers(columns: Columns) -> Columns:
+def _whole_numbers(columns: Columns) -> tuple[np.ndarray, np.ndarray]:
     """A run's stored columns as numpy arrays; ValueError when either holds anything but whole numbers."""
     import numpy as np
 
@@ -195,7 +205,7 @@ def _whole_numbers(columns: Columns) -> Columns:
     return values, counts
 
 
-def added_columns(columns: list[Columns]) -> dict[int, int]:
+def added_columns(columns: list[BinColumns]) -> dict[int, int]:
     """Bins in columns (lists or arrays of whole numbers) added up: latency in ns → I/Os, in order.
     numpy, not a dict per bin: a page adds up a hundred thousand."""
     import numpy as np

@@ -183,7 +183,8 @@ def rewritten(
             values[option] = now
             for share in dict.fromkeys(shares):
                 changed = [(name, old, new) for name, old, new, each in zip(names, was, now, shares) if each == share]
-                rewrites += _records(option, *(list(column) for column in zip(*changed)), None, share)
+                jobs_changed, values_were, values_now = (list(column) for column in zip(*changed))
+                rewrites += _records(option, jobs_changed, values_were, values_now, None, share)
     if not values:
         return job, ()
     return replace(job, sections=tuple(_sections(job, values))), tuple(rewrites)

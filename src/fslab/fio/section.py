@@ -71,8 +71,8 @@ class FioSection(WorkloadLimits):
     ramp_time: Duration | None = None
     direct: bool | None = None
     ioengine: Annotated[str, checked(fio_allows("ioengine"))] | None = None
-    rwmixread: int | None = Field(None, ge=0, le=100)
-    randseed: int | None = Field(None, ge=0)
+    rwmixread: int | None = Field(default=None, ge=0, le=100)
+    randseed: int | None = Field(default=None, ge=0)
     timeout: Timeout | None = None  # fslab's, not fio's: a run still going after it is killed and failed
     data: Data | None = (
         None  # what is written: "random" (fslab's default), "zeros" or { compressible = N } (workloads/data.py)

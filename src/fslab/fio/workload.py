@@ -596,11 +596,11 @@ def _read_job_file(path: Path) -> str:
 class WorkloadSection(FioSection, OnTargets):
     name: Name
     kind: Literal["fio"] = "fio"
-    bs: BlockSize | Annotated[list[BlockSize], Field(min_length=1)] | None = (
-        None  # a list sweeps (swept_fields), here not in [fio]
-    )
-    iodepth: IoDepth | Annotated[list[IoDepth], Field(min_length=1)] | None = None
-    numjobs: NumJobs | Annotated[list[NumJobs], Field(min_length=1)] | None = None
+    # A list sweeps (swept_fields), here, not in [fio]: these three widen [fio]'s (a field's type
+    # is what its table may hold).
+    bs: BlockSize | Annotated[list[BlockSize], Field(min_length=1)] | None = None  # type: ignore[assignment]
+    iodepth: IoDepth | Annotated[list[IoDepth], Field(min_length=1)] | None = None  # type: ignore[assignment]
+    numjobs: NumJobs | Annotated[list[NumJobs], Field(min_length=1)] | None = None  # type: ignore[assignment]
     swept_fields: ClassVar[tuple[str, ...]] = (
         "bs",
         "iodepth",

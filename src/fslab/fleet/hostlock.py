@@ -33,9 +33,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from fslab.core.errors import FslabError
 from fslab.fleet import queue
+
+if TYPE_CHECKING:
+    import psycopg
 
 # The advisory locks' first key (pg_locks.classid): "fslh", the host lock; "fslw", a worker's presence.
 HOST_LOCKS = 0x66736C68
@@ -85,7 +89,7 @@ class HostLock:
         self.conninfo, self.name, self.lapse, self.say = queue.conninfo(location), name, lapse, say
         self.beat = min(beat, lapse / 4)
         self.key = key(name)
-        self._session = None  # psycopg's connection, in the keeper's thread
+        self._session: psycopg.Connection | None = None  # in the keeper's thread
         self._changed = threading.Condition()
         self._wanted = False  # the main thread wants the lock (taking or holding it)
         self._held = False
@@ -235,8 +239,15 @@ class HostLock:
             self._confirmed = time.monotonic()
             self._changed.notify_all()
 
+    @property
+    def _connected(self) -> psycopg.Connection:
+        """The keeper's session, where it is connected (a lost one is found by its use)."""
+        if self._session is None:
+            raise ConnectionError("no database session")
+        return self._session
+
     def _others(self, kind: int) -> list[Holder]:
-        rows = self._session.execute(_OTHERS, {"class": kind, "key": self.key}).fetchall()
+        rows = self._connected.execute(_OTHERS, {"class": kind, "key": self.key}).fetchall()
         return [Holder(what or "an fslab worker", address, since) for what, address, since in rows]
 
     def _try_take(self) -> None:
@@ -253,14 +264,19 @@ class HostLock:
                 self._free_since = now
             if now - self._free_since < GRACE * self.beat:
                 return
-        taken = self._session.execute("SELECT pg_try_advisory_lock(%s, %s)", (HOST_LOCKS, self.key)).fetchone()[0]
+        taken = self._try_lock()
         with self._changed:
-            self._held, self._free_since, self._holders = bool(taken), None, []
+            self._held, self._free_since, self._holders = taken, None, []
             self._changed.notify_all()
+
+    def _try_lock(self) -> bool:
+        """Whether this session holds the host lock now (taken now, or held already)."""
+        row = self._connected.execute("SELECT pg_try_advisory_lock(%s, %s)", (HOST_LOCKS, self.key)).fetchone()
+        return row is not None and bool(row[0])
 
     def _take_again(self) -> None:
         """A new session under a held lock: taken again at once, or lost to whoever took it."""
-        taken = self._session.execute("SELECT pg_try_advisory_lock(%s, %s)", (HOST_LOCKS, self.key)).fetchone()[0]
+        taken = self._try_lock()
         if taken:
             self.say(f"host lock of {self.name} taken again on a new database session")
             self._confirm()
@@ -277,7 +293,7 @@ class HostLock:
             self._changed.notify_all()
 
     def _release(self) -> None:
-        self._session.execute("SELECT pg_advisory_unlock(%s, %s)", (HOST_LOCKS, self.key))
+        self._connected.execute("SELECT pg_advisory_unlock(%s, %s)", (HOST_LOCKS, self.key))
         self._released()
 
     def _released(self) -> None:

@@ -85,7 +85,9 @@ def install(engine: sa.Engine) -> None:
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SCHEMA_LOCK})
         if conn.execute(sa.text("SELECT to_regclass('procrastinate_jobs')")).scalar() is None:
             # psycopg's own execute, with no parameters: the script's % signs stay as they are
-            conn.connection.driver_connection.execute(SchemaManager.get_schema())
+            driver = conn.connection.driver_connection
+            assert driver is not None  # a connection in use has its driver's
+            driver.execute(SchemaManager.get_schema())
 
 
 def enqueue(app, study_run_id: int, host: str) -> int | None:  # noqa: ANN001

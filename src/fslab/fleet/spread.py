@@ -12,7 +12,7 @@ run is finished when its last block is, even if a host never came back for its u
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -90,7 +90,7 @@ class BlockTaker:
     def __init__(
         self,
         db: SteadyResults,
-        call: Callable[[Callable[[Any], Awaitable[Any]]], Any],
+        call: Callable[[Callable[[Any], Coroutine[Any, Any, Any]]], Any],
         worker_id: Callable[[], int | None],
         study_run_id: int,
         host: str,
@@ -157,7 +157,9 @@ class BlockTaker:
         )
 
     def _queue(
-        self, work: Callable[[Any], Awaitable[T]], already: Callable[[Any], Awaitable[T | None]] | None = None
+        self,
+        work: Callable[[Any], Coroutine[Any, Any, T]],
+        already: Callable[[Any], Coroutine[Any, Any, T | None]] | None = None,
     ) -> T:
         """A queue operation, by the workers' rule for a database away (block_done and give_back
         find what an earlier try did)."""

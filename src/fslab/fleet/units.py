@@ -133,7 +133,7 @@ def progress(engine: sa.Engine, study_run_id: int) -> list[Progress]:
     )
     with engine.connect() as conn:
         stored = {host: (n, first, last) for host, n, first, last in conn.execute(counted)}
-        superseded = dict(conn.execute(kept_aside).all())
+        superseded: dict[str, int] = dict(conn.execute(kept_aside).all())
         units = conn.execute(
             sa.select(fleet_units).where(fleet_units.c.study_run_id == study_run_id).order_by(fleet_units.c.host)
         ).all()

@@ -30,11 +30,11 @@ import signal
 import tempfile
 import threading
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -134,7 +134,7 @@ class _Handoff:
         self.units.put((unit, done))
         done.result()  # raises what the main thread set: UnitReleased, UnitFailed
 
-    def call(self, work: Callable[[Any], Awaitable[T]]) -> T:
+    def call(self, work: Callable[[Any], Coroutine[Any, Any, T]]) -> T:
         """In the main thread: `work(app)` run on the queue's loop; its result."""
         assert self.loop is not None
         return asyncio.run_coroutine_threadsafe(work(self.app), self.loop).result()
@@ -162,7 +162,8 @@ class _ReleasedAgain(BaseRetryStrategy):
 
     def get_retry_decision(self, *, exception: BaseException, job: Any) -> RetryDecision | None:
         if isinstance(exception, versions.UnitRefused):
-            return RetryDecision(retry_in={"seconds": self.refused_after})
+            # (retry_in takes whole seconds; this is what procrastinate makes of it, to the microsecond)
+            return RetryDecision(retry_at=datetime.now(UTC) + timedelta(seconds=self.refused_after))
         return RetryDecision(retry_in={"seconds": 0}) if isinstance(exception, UnitReleased) else None
 
 
@@ -261,6 +262,7 @@ def _run_handed(
         if said not in refused:
             refused.add(said)
             say(said)
+        assert isinstance(unit, Unit)  # a request to serve fio refused fails (_serve_handed)
         _settle_refused(db, unit, str(exc))
         done.set_exception(exc)
     except BaseException as exc:  # an error of fslab's own: recorded as the unit's failure, the worker goes on

@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, overload
 
 from fslab.core.names import image_names
 
@@ -162,6 +162,14 @@ class TargetsByName:
         return sorted({index for entry in dict.fromkeys(workload.targets) for index in self._named.get(entry, ())})
 
 
+@overload
+def study_cells(targets: list[Target], workloads: list[Workload]) -> list[Cell]: ...
+
+
+@overload
+def study_cells(targets: list[Target], workloads: list[Workload], limit: int) -> list[Cell] | None: ...
+
+
 def study_cells(targets: list[Target], workloads: list[Workload], limit: int | None = None) -> list[Cell] | None:
     """Every target × each workload that runs on it, target by target; None when there would be
     more than `limit`, found before they are all made. A ceiling target (a raw reference fslab
@@ -248,7 +256,7 @@ class Study:
 
     @functools.cached_property
     def cells(self) -> list[Cell]:
-        return study_cells(self.targets, self.workloads)  # type: ignore[return-value]  # no limit: never None
+        return study_cells(self.targets, self.workloads)
 
     def without(self, names: set[str]) -> Study:
         """The study without these targets (skipped: this machine cannot run them). Every other

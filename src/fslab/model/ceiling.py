@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection
 from dataclasses import replace
+from typing import Any
 
 from fslab.model import Study, Target, on_a_block_device
 
@@ -64,7 +65,11 @@ def ceiling_targets(study: Study) -> list[Target]:
 def _raw(name: str, like: list[Target], **device: object) -> Target:
     """A raw target on a device like those of `like` (their fill and discards, the first's size)."""
     first = like[0]
-    fields: dict = {"image_size": first.image_size, "image_fill": first.image_fill, "blkdiscard": first.blkdiscard}
+    fields: dict[str, Any] = {
+        "image_size": first.image_size,
+        "image_fill": first.image_fill,
+        "blkdiscard": first.blkdiscard,
+    }
     return Target(
         name=name, filesystem="raw", mkfs_options=(), mount_options="", baseline=name, ceiling=True, **(fields | device)
     )

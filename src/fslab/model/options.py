@@ -150,7 +150,7 @@ class Matches(Kind):
     """A word of a given shape (a cipher name, a compression level), described for the user."""
 
     pattern: str
-    describe: str  # type: ignore[misc]
+    describe: str
 
     def problem(self, value: str) -> str | None:
         return None if re.fullmatch(self.pattern, value) else f"is not {self.describe}"

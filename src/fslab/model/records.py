@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from fslab.model import Metric, RawOutput, Roles
 from fslab.model.findings import Finding
@@ -34,7 +34,7 @@ SUPERSEDED = "superseded"
 IMPORTED = "imported"  # the key of a study run's settings that says what `fslab import` read (results/importer.py)
 
 
-def imported_from(study_run: dict) -> dict | None:
+def imported_from(study_run: dict[str, Any]) -> dict[str, Any] | None:
     """What an imported study run records of its import (files, skipped, when), None for one fslab ran."""
     return (study_run.get("settings") or {}).get(IMPORTED)
 
@@ -75,13 +75,13 @@ class RunRecord:
     mount_options_effective: str | None = None
     fs_details: str | None = None
     data_pattern: str | None = None
-    device_facts: list[dict] | None = None  # DeviceFacts of each device under the target
+    device_facts: list[dict[str, Any]] | None = None  # DeviceFacts of each device under the target
     timings: dict[str, float] = field(default_factory=dict)
     metrics: list[Metric] = field(default_factory=list)
     failure: RunFailure | None = None
     notes: list[Finding] = field(default_factory=list)  # what its kind and monitors found of it
     memory_limit: int | None = None  # bytes its measured run could hold, page cache included (None: no limit)
-    source: dict | None = None  # an imported run's origin: its file, fio version, host (None: fslab ran it)
+    source: dict[str, Any] | None = None  # an imported run's origin: its file, fio version, host (None: fslab ran it)
     options_applied: OptionsApplied | None = None  # None: an imported run (fslab did not make its filesystem)
     host: str | None = None  # the host it ran on (its name: ResultsDB.record_host keeps its facts)
 

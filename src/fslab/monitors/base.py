@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from fslab.core.registry import Registry
 from fslab.model.findings import Finding
@@ -172,7 +172,11 @@ def collect(monitors: Sequence[Monitor], workload: Workload = Workload()) -> Fou
 
 PERIOD = 0.2  # seconds between samples of a counter: five a second
 
-R = TypeVar("R")  # one reading of cumulative counters: a dataclass whose fields are all numbers
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+# One reading of cumulative counters: a dataclass whose fields are all numbers.
+R = TypeVar("R", bound="DataclassInstance")
 
 
 @dataclass(frozen=True)
@@ -250,5 +254,5 @@ def interpolated(a: R, b: R, fraction: float) -> R:
     """Counters `fraction` of the way from reading `a` to reading `b`, field by field, rounded."""
     values: dict[str, Any] = {
         f.name: round(getattr(a, f.name) + (getattr(b, f.name) - getattr(a, f.name)) * fraction) for f in fields(a)
-    }  # type: ignore[arg-type]
+    }
     return type(a)(**values)

@@ -179,7 +179,9 @@ def write_amplification(device_written: float, workload_written: float | None) -
 
 def served_by_cache(device_read: float, workload_read: float | None) -> bool:
     """Whether the workload read far more than its devices did (see CACHE_SERVED_BELOW)."""
-    return bool(workload_read) and device_read < CACHE_SERVED_BELOW * workload_read
+    if not workload_read:
+        return False
+    return device_read < CACHE_SERVED_BELOW * workload_read
 
 
 def judged(moved: Counted, workload: Workload, flushes: bool = False) -> Found:

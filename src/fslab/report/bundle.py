@@ -25,7 +25,7 @@ import vl_convert
 
 from fslab.core import cache
 from fslab.core.errors import FslabError
-from fslab.report.figures import vega_lite
+from fslab.report.figures import VL_CONVERT, vega_lite
 
 FORMAT = 1  # of the file kept; another is made anew
 _LARGEST = 32 * 2**20  # the bundle is ~1.5 MB; a larger file is not fslab's
@@ -79,7 +79,7 @@ def _read_kept() -> str | None:
         return None
     if not isinstance(record, dict) or [record.get(k) for k in ("format", "vl_convert", "vega_lite")] != [
         FORMAT,
-        vl_convert.__version__,
+        VL_CONVERT,
         vega_lite(),
     ]:
         return None
@@ -91,17 +91,17 @@ def _read_kept() -> str | None:
 
 def _made_and_kept() -> str:
     """The bundle made by vl-convert, and kept (where fslab may write: root)."""
-    bundle = vl_convert.javascript_bundle(vl_version=vega_lite())
+    bundle = vl_convert.javascript_bundle(vl_version=vega_lite())  # type: ignore[call-arg]  # its stubs: snippet not optional
     if not _inlinable(bundle):
         raise BundleError(
-            f"vl-convert-python {vl_convert.__version__}'s JavaScript bundle holds "
+            f"vl-convert-python {VL_CONVERT}'s JavaScript bundle holds "
             "'</script' or '<!--' and cannot be inlined; report this to fslab"
         )
     path = _kept_path()
     if path is not None:
         record = {
             "format": FORMAT,
-            "vl_convert": vl_convert.__version__,
+            "vl_convert": VL_CONVERT,
             "vega_lite": vega_lite(),
             "sha256": _sha256(bundle),
             "bundle": bundle,
@@ -113,7 +113,7 @@ def _made_and_kept() -> str:
 def _kept_path() -> Path | None:
     """Where the bundle of this vl-convert and Vega-Lite is kept; None (not kept) for a version
     that cannot be a file's name."""
-    versions = (vl_convert.__version__, vega_lite())
+    versions = (VL_CONVERT, vega_lite())
     if not all(_VERSION.fullmatch(v) for v in versions):
         return None
     return cache.CACHE_DIR / "vega-bundle-vl-convert-{}-vega-lite-{}.json".format(*versions)

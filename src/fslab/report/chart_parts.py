@@ -19,7 +19,8 @@ from altair.utils.schemapi import debug_mode
 VEGA_LITE = alt.SCHEMA_VERSION.lstrip("v").rsplit(".", 1)[0]
 WIDTH = 560  # a figure's plot area, in pixels (the page fits each chart to its container instead)
 HEIGHT = 260
-P, R = ParamSpec("P"), TypeVar("R")
+P = ParamSpec("P")
+R = TypeVar("R")
 BUCKETS_PER_DECADE = 10  # latency is drawn in buckets of a tenth of a factor of ten
 
 
@@ -86,7 +87,7 @@ STACKED = "{bottom: {anchor: 'start', direction: 'vertical'}}"
 def legend_labels(specs: list[dict]) -> list[str]:
     """What the legends of a chart's layers list: the domain each of their channels with a legend
     names (every chart names it: a target's colour is the same in every chart of a page)."""
-    labels = []
+    labels: list[str] = []
     for spec in specs:
         for name in LEGEND_CHANNELS:
             channel = spec.get("encoding", {}).get(name)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 import altair as alt
 
@@ -338,7 +339,7 @@ CPU_PARTS = {"host_cpu_user_pct": "user", "host_cpu_system_pct": "system", "host
 
 def cpu_chart(s: StudySummary, workload: str) -> Chart | None:
     """System-wide CPU during each measured phase (monitors: user, system, iowait), the median over runs."""
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"label": _cell_phase(c, phase), "part": part, "pct": c.metrics[qualified(phase, name)].median, "order": i}
         for c in s.judged_cells_of(workload)
         for phase in _monitored_phases(c)
@@ -431,7 +432,7 @@ def _median_bars(
 ) -> Chart | None:
     """A bar per cell and phase of the figures `chosen`; in the place of each `absent` one (cell,
     key, why), `absent_text` (why, in its tooltip)."""
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "label": _cell_phase(c, key.rpartition(PHASE_SEPARATOR)[0]),
             "target": c.target,
@@ -442,7 +443,7 @@ def _median_bars(
         for key, stats in c.metrics.items()
         if chosen(key)
     ]
-    missing = [
+    missing: list[dict[str, Any]] = [
         {"label": _cell_phase(c, key.rpartition(PHASE_SEPARATOR)[0]), "target": c.target, "why": why, "at": 0}
         for c, key, why in absent
     ]

@@ -7,7 +7,7 @@ summary or a comparison, so that a command printing neither starts without them.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -312,7 +312,7 @@ def _aligned(cells: list[list[str]], widths: list[int], right: list[bool], *, to
     height = max(map(len, cells))
     columns = []
     for lines, width, is_right in zip(cells, widths, right):
-        justified = [
+        justified: list[str | None] = [
             " " * (width - cell_len(line.rstrip())) + line.rstrip()
             if is_right
             else line + " " * (width - cell_len(line))
@@ -375,7 +375,7 @@ def print_comparison(
     regressed: list[Row],
     threshold: float,
     regression: float,
-    left_out: list[tuple[str, str]] = (),
+    left_out: Sequence[tuple[str, str]] = (),
 ) -> None:
     """Two study runs of one study: environments side by side, then every cell newer/older but
     those `left_out` (workload, target: flagged in either), which are named."""
@@ -423,7 +423,7 @@ def print_host_comparison(
     regressed: list[Row],
     threshold: float,
     regression: float,
-    left_out: list[tuple[str, str]] = (),
+    left_out: Sequence[tuple[str, str]] = (),
 ) -> None:
     """Two hosts of one study run (`fslab compare RUN --hosts A B`): their facts where they
     differ, then every cell newer/older (B/A) but those `left_out`, which are named."""
@@ -458,7 +458,7 @@ def _print_compared(
     regressed: list[Row],
     threshold: float,
     regression: float,
-    left_out: list[tuple[str, str]],
+    left_out: Sequence[tuple[str, str]],
 ) -> None:
     from fslab.report.formatting import metric_label
     from fslab.report.sections import COMPARISON_COLUMNS, compare_left_out_line, comparison_rows
@@ -507,7 +507,7 @@ def environment_differences(a: dict, b: dict) -> list[tuple[str, object, object]
 
 
 def _flatten(d: dict, prefix: str = "") -> dict:
-    out = {}
+    out: dict = {}
     for key, value in d.items():
         if isinstance(value, dict):
             out |= _flatten(value, f"{prefix}{key}.")

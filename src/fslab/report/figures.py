@@ -40,12 +40,16 @@ class FigureError(FslabError):
     pass
 
 
+# vl-convert's version as it says it (its type stubs leave __version__ out).
+VL_CONVERT: str = vars(vl_convert)["__version__"]
+
+
 def vega_lite() -> str:
     """The Vega-Lite version the specs are written for, when vl-convert bundles it (the page
     inlines that one, and the figures are rendered with it)."""
     if VEGA_LITE not in vl_convert.get_vegalite_versions():
         raise FigureError(
-            f"altair writes Vega-Lite {VEGA_LITE}, which vl-convert-python {vl_convert.__version__} does not bundle "
+            f"altair writes Vega-Lite {VEGA_LITE}, which vl-convert-python {VL_CONVERT} does not bundle "
             f"(it has {', '.join(vl_convert.get_vegalite_versions())}): install "
             "matching versions (pip install -U altair vl-convert-python)"
         )

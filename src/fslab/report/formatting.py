@@ -42,9 +42,10 @@ def fmt_mean_ci(s: Summary | None) -> str:
         return "–"
     if s.needs_runs is not None:
         return f"{fmt(s.mean)} (interval {runs_text(s.needs_runs)})"
-    if s.interval is None or not s.mean:
+    half = s.ci_half_width
+    if s.interval is None or half is None or not s.mean:
         return fmt(s.mean)
-    return f"{fmt(s.mean)} ± {s.ci_half_width / abs(s.mean) * 100:.1f}%"
+    return f"{fmt(s.mean)} ± {half / abs(s.mean) * 100:.1f}%"
 
 
 def fmt_cv(s: Summary | None) -> str:

@@ -4,6 +4,7 @@ symlink someone left at a file's or a folder's name. Text and bytes alike (a pag
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from fslab.core.errors import FslabError, Refused
@@ -33,7 +34,7 @@ def write_own(path: Path, data: str | bytes) -> Path:
     return path
 
 
-def write_all(folder: Path, files: dict[str, str | bytes]) -> list[Path]:
+def write_all(folder: Path, files: Mapping[str, str | bytes]) -> list[Path]:
     """Each named file written into `folder` (made if missing, as own_folder); the paths written."""
     own_folder(folder)
     return [write_own(folder / name, data) for name, data in files.items()]

@@ -206,7 +206,7 @@ def shown(metric: str, units: Bandwidth = Bandwidth.MB) -> bool:
 
 
 def metric_rows(cell: CellSummary, metric_units: dict[str, str], units: Bandwidth = Bandwidth.MB) -> list[list[str]]:
-    rows = []
+    rows: list[list[str]] = []
     for name in [
         m for m in [*cell.primary, *sorted(m for m in cell.metrics if m not in cell.primary)] if shown(m, units)
     ]:
@@ -232,11 +232,11 @@ def table_rows(
 ) -> list[list[str]]:
     """A row per direction of the cell: IOPS, bandwidth, and each latency percentile its kind
     declares (`percentiles`; None: those of a workload stored without a kind)."""
-    rows = []
+    rows: list[list[str]] = []
     percentiles = kind_percentiles(None, cell.workload) if percentiles is None else percentiles
     columns = direction_columns(percentiles)
     for d in cell.directions():
-        iops, mb = cell.metrics.get(f"{d}_iops"), cell.metrics.get(f"{d}_{units.metric}")
+        iops, mb = cell.metrics[f"{d}_iops"], cell.metrics[f"{d}_{units.metric}"]  # (a direction has both)
         declared = [p for p in percentiles if p.direction == d][:1]  # its kind's, if any
         latencies = [
             fmt_latency(cell.metrics[metric].median * p.to_us) if metric in cell.metrics else "–"

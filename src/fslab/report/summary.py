@@ -14,8 +14,10 @@ import tomllib
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from fslab.core.checks import Unsupported, by_target
+from fslab.core.errors import FslabError
 from fslab.core.units import Bandwidth
 from fslab.model import Host, unqualified
 from fslab.model.records import OptionsApplied, SampleGroups
@@ -275,6 +277,8 @@ def summarize_study_run(
     runs of a target on every host are one cell, host a block (Hosts)."""
     load_student_t_meanwhile()  # while the runs and their samples are read
     study_run = db.study_run(study_run_id)
+    if study_run is None:
+        raise FslabError(f"no study run {study_run_id} in the database")
     chosen = tomllib.loads(study_run["study_source"]).get("study", {})
     settings = study_run.get("settings") or {}
     skipped = by_target(Unsupported(**u) for u in settings.get("skipped", []))  # older study runs stored one per reason
@@ -317,7 +321,7 @@ def summarize_study_run(
                 groups.values.get(key, {}),
                 groups.higher_is_better,
                 above.get(key, {}),
-                lambda metric, w=w: _step(steps, groups.kinds, w, metric),
+                partial(_step, steps, groups.kinds, w),
             ),
             groups.roles.primary_in(w, groups.values.get(key, {})),
             [
@@ -424,7 +428,8 @@ def _beyond_raw(
         return beyond_raw(
             groups.values, references, roles=groups.roles, higher_is_better=groups.higher_is_better
         ), cached_references(groups.values, targets, fio_options)
-    above, cached = {}, []
+    above: dict[tuple[str, str], dict[str, BeyondRaw]] = {}
+    cached: list[CachedReference] = []
     every = host_values(db, study_run_id)
     for host in hosts.names:
         own = {(w, t): metrics for (w, t, h), metrics in every.items() if h == host}
@@ -554,7 +559,7 @@ def stored_baselines(targets: list[dict], study_baseline: str | None) -> dict[st
     comparisons are absent, not made with a substitute: analysis.compared_with). Targets stored
     before baselines were: the study file's baseline, else the first target."""
     names = [t["name"] for t in targets]
-    default = study_baseline if study_baseline in names else names[0]
+    default = study_baseline if study_baseline is not None and study_baseline in names else names[0]
     stored = {t["name"]: t["spec"].get("baseline") for t in targets}
     return {name: default if base is None else base for name, base in stored.items()}
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import altair as alt
 
@@ -76,7 +77,7 @@ def trend_chart(name: str, series: list[Series]) -> Chart:
     interval where printed (a whisker), and each flagged step marked at the study run it leads
     into, coloured by its verdict."""
     key = series[0].key
-    points = []
+    points: list[dict[str, Any]] = []
     for s in series:
         steps = {step.newer.study_run: step for step in s.steps if step.change}
         for p in s.points:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from fslab.results.db import ResultsDB
+from fslab.results.db import ResultsDB, inserted_id
 from fslab.results.location import DatabaseUnusable, shown
 from fslab.results.schema import hosts, metrics, run_outputs, runs, study_runs, targets, workloads
 
@@ -49,7 +49,9 @@ def copy_study_runs(source: ResultsDB, destination: ResultsDB, progress: Progres
         listed = conn.execute(
             sa.select(study_runs.c.id, study_runs.c.uid, study_runs.c.status).order_by(study_runs.c.id)
         ).all()
-        counts = dict(conn.execute(sa.select(runs.c.study_run_id, sa.func.count()).group_by(runs.c.study_run_id)).all())
+        counts: dict[int, int] = dict(
+            conn.execute(sa.select(runs.c.study_run_id, sa.func.count()).group_by(runs.c.study_run_id)).all()
+        )
     with destination.engine.connect() as conn:
         known = dict(
             conn.execute(
@@ -97,7 +99,7 @@ def _copy_one(source: ResultsDB, destination: ResultsDB, study_run_id: int, copi
     with source.engine.connect() as read, destination.engine.begin() as write:
         (row,) = _rows(read, study_runs, study_runs.c.id == study_run_id)
         row.pop("id")
-        new_id = write.execute(study_runs.insert().values(**row)).inserted_primary_key[0]
+        new_id = inserted_id(write.execute(study_runs.insert().values(**row)))
         for table in (targets, workloads, hosts):
             rows = _rows(read, table, table.c.study_run_id == study_run_id)
             if rows:

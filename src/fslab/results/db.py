@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
@@ -275,8 +275,9 @@ class ResultsDB:
             # (A running study run never changes owner: a take-over starts from "interrupted".)
             query = study_runs.update().where(study_runs.c.id == study_run_id, study_runs.c.status == "running")
             with self.engine.begin() as conn:
-                if conn.execute(query.values(status="interrupted")).rowcount == 1:
-                    marked.append(self.study_run(study_run_id))
+                changed = conn.execute(query.values(status="interrupted")).rowcount == 1
+                if changed and (marked_run := self.study_run(study_run_id)) is not None:
+                    marked.append(marked_run)
         return marked
 
     def finish_study_run(self, study_run_id: int, status: str, outcome: dict) -> None:
@@ -478,9 +479,9 @@ class ResultsDB:
             samples.append(value)
         units, higher_is_better, flags = {}, {}, []
         for workload, phase, name, unit, higher, primary, compared in kinds:
-            key = qualified(phase, name)
-            units[key], higher_is_better[key] = unit, higher
-            flags.append((workload, key, primary, compared))
+            metric = qualified(phase, name)
+            units[metric], higher_is_better[metric] = unit, higher
+            flags.append((workload, metric, primary, compared))
         return SampleGroups(values, units, higher_is_better, Roles.flagged(flags), tools)
 
     def host_samples(self, study_run_id: int) -> dict[tuple[str, str, str | None], dict[str, list[float]]]:
@@ -519,7 +520,7 @@ def _records(result: sa.CursorResult) -> list[dict]:
     return [dict(zip(keys, row)) for row in result.all()]
 
 
-def _plain_rows(conn: sa.Connection, query: sa.Select) -> list[tuple]:
+def _plain_rows(conn: sa.Connection, query: sa.Select) -> Sequence[tuple]:
     """A query's rows as the database's driver gives them, plain tuples: for the reads of tens of
     thousands of rows (a study run's samples) whose columns SQLAlchemy converts nothing of — text
     and numbers, no JSON, boolean or time —, where making each a Row costs a summary of 2,000
@@ -528,7 +529,9 @@ def _plain_rows(conn: sa.Connection, query: sa.Select) -> list[tuple]:
     not as text to parse, the same values (another 0.03 s)."""
     if conn.dialect.name == "postgresql":
         compiled = query.compile(dialect=conn.dialect)
-        with conn.connection.driver_connection.cursor(binary=True) as cursor:
+        driver = conn.connection.driver_connection
+        assert driver is not None  # a connection in use has its driver's
+        with driver.cursor(binary=True) as cursor:
             return cursor.execute(compiled.string, compiled.params).fetchall()
     with conn.execute(query) as result:
         return result.cursor.fetchall()
@@ -538,16 +541,18 @@ def _insert_study_run(
     conn: sa.Connection, values: dict, study: Any, environment: dict, settings: dict, tool_version: Any
 ) -> int:
     """A study run's row with its targets and workloads (each with `spec()`), in study order."""
-    study_run_id = conn.execute(
-        study_runs.insert().values(
-            study=study.name,
-            environment=environment,
-            settings=settings,
-            fslab_version=environment.get("fslab", ""),
-            uid=new_study_run_uid(),
-            **values,
+    study_run_id = inserted_id(
+        conn.execute(
+            study_runs.insert().values(
+                study=study.name,
+                environment=environment,
+                settings=settings,
+                fslab_version=environment.get("fslab", ""),
+                uid=new_study_run_uid(),
+                **values,
+            )
         )
-    ).inserted_primary_key[0]
+    )
     conn.execute(
         targets.insert(),
         [
@@ -577,6 +582,14 @@ def _insert_study_run(
 PACK_LEVEL = 6
 
 
+def inserted_id(result: sa.CursorResult[Any]) -> int:
+    """The primary key of the one row an INSERT just made."""
+    key = result.inserted_primary_key
+    if key is None:
+        raise FslabError("the database gave no key for the row just inserted")
+    return key[0]
+
+
 def pack(text: str) -> bytes:
     """A raw output as run_outputs.packed holds it (schema 14)."""
     return zlib.compress(text.encode(), PACK_LEVEL)
@@ -593,7 +606,7 @@ def insert_run(conn: sa.Connection, study_run_id: int, record: RunRecord) -> int
     values = asdict(record)
     values.pop("metrics")
     values.pop("outputs")
-    run_id = conn.execute(runs.insert().values(study_run_id=study_run_id, **values)).inserted_primary_key[0]
+    run_id = inserted_id(conn.execute(runs.insert().values(study_run_id=study_run_id, **values)))
     if record.outputs:
         packed = [
             {"run_id": run_id, "phase": o.phase, "tool": o.tool, "output": "", "packed": pack(o.text)}

@@ -253,7 +253,8 @@ def imported_study(
     targets: dict[str, list[str]] = {}
     workloads: dict[str, ImportedWorkload] = {}
     repetitions: Counter = Counter()
-    runs, files = [], []
+    runs: list[RunRecord] = []
+    files: list[str] = []
     for file, output in found:
         files.append(file.path)
         version = output.fio_version or "unknown"

@@ -128,7 +128,8 @@ class Planner:
             primary = roles.primary_in(cell.workload.name, metrics)
             widths = [summarize(metrics[m]).relative_half_width for m in primary]
             state.runs = max((len(metrics[m]) for m in primary), default=0)
-            state.half_width = None if not widths or None in widths else max(widths)
+            known = [w for w in widths if w is not None]
+            state.half_width = max(known) if widths and len(known) == len(widths) else None
             if state.status != "running":
                 continue
             if reps.target_ci is None:
@@ -185,7 +186,8 @@ class Planner:
         limit, most = self.repetitions.threshold, self.repetitions.max_runs
         for metric in metrics:
             c = compare(theirs[metric], mine[metric])  # the direction does not matter: both bounds are judged
-            beyond = c.ci_low > 1 + limit or c.ci_high < 1 - limit
+            # (two runs a side or more: there is an interval)
+            beyond = c.ci_low is not None and c.ci_high is not None and (c.ci_low > 1 + limit or c.ci_high < 1 - limit)
             hopeless = abs(math.log(c.ratio)) < projected_half_width([theirs[metric], mine[metric]], most) / HOPELESS
             if not (beyond or hopeless):
                 return False

@@ -203,7 +203,8 @@ def run_share(
     hears why a busy work directory is waited for (default: refused, WorkdirBusy)."""
     named, _ = _check_can_run(share.study, workdir, (), skip_unsupported=True)
     with _claimed(share.study, workdir, observer, busy):
-        planner: Planner | TakenBlocks = Planner(share.study.cells, share.repetitions, share.seed, share.baseline)
+        whole = Planner(share.study.cells, share.repetitions, share.seed, share.baseline)
+        planner: Planner | TakenBlocks = whole
         done = {run.key: run for run in share.stored}
         if take is not None:
 
@@ -213,7 +214,7 @@ def run_share(
                     done.update((run.key, run) for run in db.stored_runs(share.study_run_id, block=number))
                 return number
 
-            planner = TakenBlocks(planner, take_fresh)
+            planner = TakenBlocks(whole, take_fresh)
         _run_blocks(
             share.study_run_id,
             planner,
@@ -397,7 +398,7 @@ class _Watched:
             if self.observer:
                 self.observer.notice(f"target '{verdict.target}' skipped: {verdict.why}")
         elif isinstance(verdict, Stop):
-            superseded = self.db.supersede(self.study_run_id, verdict.runs)  # type: ignore[arg-type]  (the run ids)
+            superseded = self.db.supersede(self.study_run_id, verdict.runs)  # type: ignore[arg-type]  # the run ids
             for target in self.watch.skipped_for(verdict.signature):
                 self.skip(target, None)
             raise StudyStopped(self.study_run_id, verdict, superseded, resumable=self.resumable)

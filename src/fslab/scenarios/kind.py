@@ -479,6 +479,8 @@ class Scenarios:
 def _phase_workload(workload: Workload, phase: Phase) -> Workload:
     """The workload a tool phase's kind is given: the scenario's, running the phase's tool record,
     named after the scenario and the phase (dd names its file after it: `mix-sanity`)."""
+    if phase.tool is None:
+        raise ValueError(f"phase '{phase.name}' runs no tool")
     return replace(workload, name=f"{workload.name}-{phase.name}", tool=phase.tool)
 
 
@@ -570,13 +572,15 @@ class PhaseSection(Table):
         """The tool a tool phase runs (its table's key: "sysbench", "dd"); None for fio and actions."""
         return "sysbench" if self.sysbench is not None else "dd" if self.dd is not None else None
 
-    def checked(self, data: str) -> SysbenchOptions | DdOptions | None:
+    def checked(self, data: str) -> SysbenchOptions | DdOptions:
         """A tool phase's record, writing `data` (the scenario's: "random" or "zeros"), through the
-        tool's allow-list as a workload of its kind (raises OptionRefused saying why); None for
-        any other phase. The scenario's data is known only once the study is read (study/__init__.py)."""
+        tool's allow-list as a workload of its kind (raises OptionRefused saying why); ValueError
+        for any other phase. The scenario's data is known only once the study is read (study/__init__.py)."""
         if self.sysbench is not None:
             return sysbench_options(self.sysbench, data=data)
-        return None if self.dd is None else dd_options(self.dd, data=data)  # type: ignore[arg-type]
+        if self.dd is None:
+            raise ValueError(f"phase '{self.name}' runs no tool")
+        return dd_options(self.dd, data=data)
 
 
 class ScenarioSection(OnTargets, WorkloadLimits):
@@ -585,7 +589,7 @@ class ScenarioSection(OnTargets, WorkloadLimits):
 
     name: Name
     kind: Literal["scenario"]
-    scenario: Literal[BUILTIN] | None = None  # type: ignore[valid-type]  (the built-in scenarios' names)
+    scenario: Literal[BUILTIN] | None = None  # type: ignore[valid-type]  # the built-in scenarios' names
     size: Size = "1GiB"  # the file's
     runtime: Duration = "60s"  # a built-in scenario's timed phase (cow-ageing's overwrites)
     snapshot_every: Duration | None = None  # snapshots-under-load: seconds between snapshots (default 0.33)
@@ -629,7 +633,7 @@ def build(section: ScenarioSection, building: Building) -> Workload:
 def _phase(section: PhaseSection, data: DataPattern, building: Building, table: tuple) -> Phase:
     """A phase of a scenario's own (its `table`); a tool phase's record checked, writing the
     scenario's `data` (refused at the phase's tool field), and scaled as a workload of its tool's is."""
-    options = dict(section.fio or {})
+    options = {name: str(value) for name, value in (section.fio or {}).items()}  # text once checked already
     if (
         "runtime" in options
     ):  # as a workload's: whole milliseconds, × time_scale, time based (its value is fio's: read as fio reads it)
@@ -647,7 +651,7 @@ def _phase(section: PhaseSection, data: DataPattern, building: Building, table: 
         seconds=parse_duration(section.seconds) * building.time_scale if section.seconds is not None else 0.0,
         snapshot_every=parse_duration(section.snapshot_every) if section.snapshot_every is not None else None,
         extents=section.extents,
-        tool=tool,  # type: ignore[arg-type]  # sysbench's or dd's, as section.tool says
+        tool=tool,  # sysbench's or dd's, as section.tool says
     )  # fmt: skip
 
 

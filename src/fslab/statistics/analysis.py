@@ -220,7 +220,9 @@ def _rows(
         for target in present:
             here = override if hosts is None or override is None else Hosted(override, hosts[target].host).name
             base = compared_with(target, (baselines or {}).get(target), present, here)
-            for metric in roles.compared_in(workload, samples[(workload, target)]) if base is not None else []:
+            if base is None:
+                continue
+            for metric in roles.compared_in(workload, samples[(workload, target)]):
                 found = family.comparison(workload, metric, base, target)
                 if found is not None:
                     rows.append(Row(workload, target, base, metric, found))
@@ -233,7 +235,7 @@ def _rankings(
     roles: Roles,
     higher_is_better: dict[str, bool],
     measured: dict[str, list[str]],
-    hosts: dict[str, str] | None,
+    hosts: dict[str, Hosted] | None,
 ) -> dict[RankingKey, Ranking]:
     """Per workload, primary metric and host, the targets by geometric mean, best first (the
     metric's direction says which is best), told apart only where their comparison in the family

@@ -4,6 +4,7 @@ judges (each host's samples, kernel and fslab version), and the threshold the st
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from fslab.core.errors import FslabError
 from fslab.results import ResultsDB
@@ -55,7 +56,7 @@ def read_history(
     return history(stored, threshold=threshold, hosts=hosts)
 
 
-def _stored(db: ResultsDB, sr: dict, metrics: list[str] | None) -> StoredStudyRun:
+def _stored(db: ResultsDB, sr: dict[str, Any], metrics: list[str] | None) -> StoredStudyRun:
     """One study run as history.py reads it: its primary metrics (stored with their roles), or those named."""
     groups = db.sample_groups(sr["id"])
     values = {

@@ -12,6 +12,7 @@ figures; ratios measured in one study run still are).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from fslab.core.names import image_names
 from fslab.model import Roles, unqualified
@@ -45,19 +46,19 @@ RANDOM_READS = ("randread", "randrw")
 RANDOM_WRITES = ("randwrite", "randrw")
 
 
-def plain_raw(target: dict) -> bool:
+def plain_raw(target: dict[str, Any]) -> bool:
     """A stored target that is a raw device with no layer over it."""
     return target["filesystem"] == "raw" and not target["spec"].get("layers")
 
 
-def raw_references(targets: list[dict]) -> dict[str, list[str]]:
+def raw_references(targets: list[dict[str, Any]]) -> dict[str, list[str]]:
     """Target → the raw targets whose IOPS, added up, are what its devices deliver bare.
 
     A target's own raw baselines (raw targets on its images) when the study measured them,
     else the study's first plain raw target once per device. Plain raw targets get none.
     """
 
-    def images(t: dict) -> list[str]:  # targets stored before images were are named from their devices
+    def images(t: dict[str, Any]) -> list[str]:  # targets stored before images were are named from their devices
         return t["spec"].get("images") or list(image_names(t["name"], t["spec"].get("devices", 1)))
 
     raws = [t for t in targets if plain_raw(t)]
@@ -67,14 +68,15 @@ def raw_references(targets: list[dict]) -> dict[str, list[str]]:
     for t in targets:
         if t in raws:
             continue
-        own = [by_image.get(image) for image in images(t)]
+        found = [by_image.get(image) for image in images(t)]
+        own = [name for name in found if name]
         # else one on a device of its kind (a zram target's ceiling is a zram device's), else the first
         alike = next((p["name"] for p in plains if bool(p["spec"].get("zram")) == bool(t["spec"].get("zram"))), None)
         plain = alike or next((p["name"] for p in plains), None)
-        if all(own):
+        if len(own) == len(found):
             references[t["name"]] = own
         elif plain:
-            references[t["name"]] = [plain] * len(own)
+            references[t["name"]] = [plain] * len(found)
     return references
 
 
@@ -133,6 +135,7 @@ def beyond_raw(
         raws = references.get(target, [])
         if not raws:
             continue
+        judged: dict[str, tuple[list[list[float] | None], str | None]]
         if all((workload, raw) in samples for raw in raws):
             judged = {
                 metric: ([samples[(workload, raw)].get(metric) for raw in raws], None)
@@ -196,7 +199,7 @@ class Ceiling:
 
 def ceilings(
     samples: Samples,
-    targets: list[dict],
+    targets: list[dict[str, Any]],
     block: dict[str, bool],
     *,
     no_ceiling: bool = False,
@@ -225,7 +228,7 @@ def ceilings(
     return found
 
 
-def source(target: dict) -> str:
+def source(target: dict[str, Any]) -> str:
     """Where a stored raw target came from: the study's own, or fslab's ceiling."""
     return RAW_REFERENCE if target["spec"].get("ceiling") else RAW_TARGET
 
@@ -242,7 +245,7 @@ class CachedReference:
 
 
 def cached_references(
-    samples: Samples, targets: list[dict], workloads: dict[str, dict[str, str]]
+    samples: Samples, targets: list[dict[str, Any]], workloads: dict[str, dict[str, str]]
 ) -> list[CachedReference]:
     """Every plain raw target's cell whose median is beyond what a disk does (the thresholds
     above). `workloads`: workload → the fio options it was built from (a job file has none, and is

@@ -70,7 +70,7 @@ class Summary:
 
     @property
     def ci_half_width(self) -> float | None:
-        return None if self.ci_high is None else (self.ci_high - self.ci_low) / 2
+        return None if self.ci_low is None or self.ci_high is None else (self.ci_high - self.ci_low) / 2
 
     @property
     def relative_half_width(self) -> float | None:
@@ -88,7 +88,7 @@ def summarize(values: list[float], higher_is_better: bool = True, resolution: fl
     ordered = sorted(floats)
     n = len(floats)
     mean, variance = mean_and_variance(floats)
-    if n < 2:
+    if variance is None:  # one value
         warnings = _warnings(floats, None, higher_is_better, ordered)
         return Summary(
             n,
@@ -126,6 +126,14 @@ def mean_and_variance(values: list[float]) -> tuple[float, float | None]:
     return mean, (
         math.fsum([(x - mean) ** 2 for x in values]) / (n - 1) if n > 1 else None
     )  # a list: fsum reads it faster than a generator
+
+
+def _variance(values: list[float]) -> float:
+    """The sample variance of two values or more (mean_and_variance's)."""
+    _, variance = mean_and_variance(values)
+    if variance is None:
+        raise ValueError("a variance needs two values or more")
+    return variance
 
 
 def median(values: list[float]) -> float:
@@ -254,7 +262,9 @@ class Comparison:
 def printed_interval(figure: Summary | Comparison) -> tuple[float, float] | None:
     """The one rule every output (tables, conclusions, charts) follows for a figure's interval:
     printed only where figure_needs found it has the runs (needs_runs None), else none at all."""
-    return None if figure.needs_runs is not None or figure.ci_low is None else (figure.ci_low, figure.ci_high)
+    if figure.needs_runs is not None or figure.ci_low is None or figure.ci_high is None:
+        return None
+    return figure.ci_low, figure.ci_high
 
 
 def inverted(c: Comparison) -> Comparison:
@@ -413,8 +423,11 @@ def _compared(
     baseline, other = pair.baseline, pair.other
     diff, se, _ = welch
     ratio = math.exp(diff)
-    low = high = p = detectable = None
-    if se is not None:
+    low: float | None = None
+    high: float | None = None
+    p: float | None = None
+    detectable: float | None = None
+    if t_figures is not None:  # there is a standard error
         t, t_power, t_p, se = t_figures
         if se == 0:
             low = high = ratio
@@ -423,7 +436,7 @@ def _compared(
             low, high = math.exp(diff - t * se), math.exp(diff + t * se)
             p = t_p
         detectable = math.exp((t + t_power) * se) - 1
-    half = None if low is None else math.sqrt(high / low) - 1  # exp(log half-width) − 1
+    half = None if low is None or high is None else math.sqrt(high / low) - 1  # exp(log half-width) − 1
     needs = figure_needs([baseline, other], half)
     verdict = verdict_of(p, ratio, pair.higher_is_better, threshold)
     return Comparison(
@@ -552,10 +565,10 @@ def benjamini_hochberg(p_values: list[float]) -> list[float]:
 
 def adjust_family(comparisons: list[Comparison], threshold: float) -> list[Comparison]:
     """Benjamini–Hochberg over every comparison that has a p-value, then the verdicts again."""
-    tested = [i for i, c in enumerate(comparisons) if c.p_value is not None]
-    adjusted = benjamini_hochberg([comparisons[i].p_value for i in tested])
+    tested = [(i, c.p_value) for i, c in enumerate(comparisons) if c.p_value is not None]
+    adjusted = benjamini_hochberg([p for _, p in tested])
     result = list(comparisons)
-    for i, q in zip(tested, adjusted):
+    for (i, _), q in zip(tested, adjusted):
         c = comparisons[i]
         result[i] = replace(c, p_adjusted=q, verdict=verdict_of(q, c.ratio, c.higher_is_better, threshold))
     return result
@@ -571,7 +584,7 @@ def _pooled_log_sd(samples: list[list[float]]) -> float | None:
     logs = [[math.log(x) for x in s] for s in samples if len(s) >= 2 and min(s) > 0]
     if not logs:
         return None
-    return math.sqrt(sum(mean_and_variance(x)[1] * (len(x) - 1) for x in logs) / sum(len(x) - 1 for x in logs))
+    return math.sqrt(sum(_variance(x) * (len(x) - 1) for x in logs) / sum(len(x) - 1 for x in logs))
 
 
 def _half_width(pooled_log_sd: float, runs: int) -> float:

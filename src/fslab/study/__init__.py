@@ -110,7 +110,7 @@ def parse_study(
         raise StudyError(f"{where(('study', 'baseline'))}: {unknown('target', model.study.baseline, names)}")
     where.refuse(
         [i for i, section in enumerate(model.target) if section.baseline is not None and section.baseline not in names],
-        lambda i: f"{where(('target', i, 'baseline'))}: {unknown('target', model.target[i].baseline, names)}",  # type: ignore[arg-type]
+        lambda i: f"{where(('target', i, 'baseline'))}: {unknown('target', model.target[i].baseline, names)}",
     )
     targets = resolve_baselines(targets, model.study.baseline, {t.name: first for _, t, first in expanded if first})
     tabled = _workloads(model, base_dir, scale, 1.0 if scale_sizes_only else scale, where)
@@ -384,7 +384,7 @@ def _workloads(
         inherited = model.fio.memory_limit if section.kind == "fio" else None
         table = ("workload", index, "memory_limit") if section.memory_limit is not None else ("fio", "memory_limit")
         for one in section.swept():
-            workload = kinds.registered(section.kind).build(one, building(index))  # type: ignore[union-attr]  # validated: a kind there is
+            workload = kinds.KINDS[section.kind].build(one, building(index))  # validated: a kind there is
             workload = _limited(workload, section.memory_limit or inherited, table, scale, where)
             workloads.append(
                 (
@@ -409,7 +409,7 @@ def _compared_with(model: StudyFile, tabled: list[tuple[tuple, Workload]], where
     for table, w in tabled:
         section = model.workload[table[1]] if table[0] == "workload" else None
         asked = section.compare_with if section is not None else None
-        if asked is None:
+        if section is None or asked is None:
             settled.append(w)
             continue
         field, own = (*table, "compare_with"), section.name

@@ -104,9 +104,11 @@ class TargetSection(Table):
                 refused.append(filesystem.own_fields_refusal)
         if refused:
             raise ValueError("; ".join(refused))
-        kind = next(iter(kinds)) if len(kinds) == 1 else None
-        own = FILESYSTEMS[kind].fields if kind else None
-        section._own = own.model_validate(given.get(kind, {})) if own else None  # type: ignore[arg-type]
+        section._own = None
+        if len(kinds) == 1:  # a target of one filesystem: its own fields
+            (alone,) = kinds
+            own = FILESYSTEMS[alone].fields if alone else None
+            section._own = own.model_validate(given.get(alone, {})) if own else None
         return section
 
     @field_validator("layers")
@@ -285,11 +287,11 @@ def study_file_model(data: dict) -> type[StudyFile]:
 
 @functools.cache
 def _with_kinds(kinds: frozenset[str]) -> type[StudyFile]:
-    sections = [Annotated[workloads.registered(kind).section, Tag(kind)] for kind in sorted(kinds)]  # type: ignore[union-attr]
+    sections = [Annotated[workloads.KINDS[kind].section, Tag(kind)] for kind in sorted(kinds)]
     # Union of a tuple built at run time: no `X | Y` spelling exists for it.
     choices = Union[tuple([*sections, Annotated[_UnknownKind, Tag("unknown")]])]  # type: ignore[valid-type]  # noqa: UP007
-    table = Annotated[choices, Discriminator(_kind_of_table(kinds))]  # type: ignore[misc, valid-type]
-    return create_model("StudyFile", __base__=StudyFile, workload=(list[table], []))  # type: ignore[valid-type]
+    table = Annotated[choices, Discriminator(_kind_of_table(kinds))]  # type: ignore[valid-type]
+    return create_model("StudyFile", __base__=StudyFile, workload=(list[table], []))
 
 
 # The model of each table, to list the fields allowed where an unknown one is met.
@@ -320,7 +322,7 @@ def allowed_fields(loc: tuple) -> list[str]:
     """The fields of the table an error's location (as pydantic gives it, kind and all) is in."""
     if len(loc) > 1 and loc[0] == "workload":
         tagged = len(loc) > 3 and _is_kind(loc[2])
-        table = workloads.registered(str(loc[2]) if tagged else "fio").section  # type: ignore[union-attr]
+        table = workloads.KINDS[str(loc[2]) if tagged else "fio"].section
         for part in loc[3 if tagged else 2 : -1]:  # down to a table within it (a scenario's phase, a precondition's)
             inner = (
                 nested_table(table.model_fields[part].annotation)

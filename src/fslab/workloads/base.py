@@ -121,11 +121,19 @@ Measured = Callable[[str], AbstractContextManager[Window]]
 
 class WorkloadKind(Protocol):
     name: str  # as a study file names it: kind = "fio"
-    metrics: Mapping[str, MetricKind]  # every metric `parse` reports, by name
+
+    # Read-only (a kind's own dict is one): every metric `parse` reports, by name.
+    @property
+    def metrics(self) -> Mapping[str, MetricKind]: ...
+
     # What a workload's `options` table may give the tool: name → the form of its value, from
     # the tool's own allow-list (guard.options.accepted_values); `fslab list` shows them.
-    accepted_options: Mapping[str, str]
-    report: KindReport  # what its runs offer a report: series, distributions, cell notes (offered.py)
+    @property
+    def accepted_options(self) -> Mapping[str, str]: ...
+
+    # What its runs offer a report: series, distributions, cell notes (offered.py).
+    @property
+    def report(self) -> KindReport: ...
 
     def problems(self, workloads: list[Workload], workdir: Workdir) -> list[str]:
         """What is wrong with these workloads (all of this kind), found before anything is made."""

@@ -70,7 +70,7 @@ class DataPattern:
             return "random (fio refill_buffers: new random bytes for every write, incompressible)"
         if self.kind == "zeros":
             return "zeros (fio zero_buffers: every byte written is 0, as compressible as data gets)"
-        if self.kind == "compressible":
+        if self.kind == "compressible" and self.percent is not None:  # (compressible has a percent)
             return (
                 f"compressible {self.percent}% (fio buffer_compress_percentage={self.percent}, "
                 f"buffer_compress_chunk={COMPRESS_CHUNK}, "
@@ -85,6 +85,13 @@ class DataPattern:
         )
 
 
-def buffer_options(options: Iterable[tuple[str, str | None]]) -> tuple[tuple[str, str | None], ...]:
-    """The buffer options among `options`, in order, each once."""
-    return tuple(dict.fromkeys((name, value) for name, value in options if name in BUFFER_OPTIONS))
+def buffer_options(
+    options: Iterable[tuple[str, str | int | float | bool | None]],
+) -> tuple[tuple[str, str | None], ...]:
+    """The buffer options among `options`, in order, each once, as text (a study's options are
+    text once checked; their table's type is what the file may hold)."""
+    return tuple(
+        dict.fromkeys(
+            (name, value if value is None else str(value)) for name, value in options if name in BUFFER_OPTIONS
+        )
+    )

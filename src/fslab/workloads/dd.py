@@ -50,7 +50,7 @@ from fslab.workloads import KINDS, Registered
 from fslab.workloads.base import Measured, StudyScope, directory_of, tool_of
 from fslab.workloads.dd_metrics import DIRECTIONS, METRICS, MOVED
 from fslab.workloads.offered import NOTHING
-from fslab.workloads.tables import ToolWorkloadSection, tool_workload
+from fslab.workloads.tables import ToolOption, ToolWorkloadSection, tool_workload
 
 if TYPE_CHECKING:
     from fslab.core.workdir import Workdir
@@ -122,7 +122,7 @@ class DdOptions:
         return replace(self, count=max(1, round(self.count * scale)))
 
 
-def dd_options(options: Mapping[str, str | int | bool], *, data: str = "random") -> DdOptions:
+def dd_options(options: Mapping[str, ToolOption], *, data: str = "random") -> DdOptions:
     """A study's dd options (bs, count, direct, conv) over seed 000's defaults, each checked;
     OptionRefused names every one refused and why."""
     if data not in DATA:
@@ -336,7 +336,7 @@ class DdSection(ToolWorkloadSection):
     kind: Literal["dd"]
 
     def checked(self) -> DdOptions:
-        return dd_options(self.options, data=self.data or "random")  # type: ignore[arg-type]
+        return dd_options(self.options, data=self.data or "random")
 
 
 KINDS.add(Registered(DD, section=DdSection, build=tool_workload))  # dd is coreutils's: on every Linux

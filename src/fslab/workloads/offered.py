@@ -93,7 +93,8 @@ class BinLayout(Protocol):
     """A latency histogram's bins: how many, and the latency (ns) each stands for. Hashable: what
     is drawn of it is kept per layout."""
 
-    count: int
+    @property
+    def count(self) -> int: ...
 
     def values_ns(self) -> np.ndarray: ...
 

@@ -62,7 +62,7 @@ from fslab.workloads import KINDS, Needed, Registered
 from fslab.workloads.base import WRITTEN_BYTES, Measured, StudyScope, directory_of, tool_of
 from fslab.workloads.offered import NOTHING
 from fslab.workloads.rsync_metrics import METRICS
-from fslab.workloads.tables import Size, ToolWorkloadSection, tool_workload
+from fslab.workloads.tables import Size, ToolOption, ToolWorkloadSection, tool_workload
 
 if TYPE_CHECKING:
     from fslab.core.workdir import Workdir
@@ -186,7 +186,7 @@ def check_files_or_total(files: int | None, total: object) -> None:
 
 
 def rsync_ingest(
-    options: Mapping[str, str | int | bool],
+    options: Mapping[str, ToolOption],
     *,
     files: int | None = None,
     total: int | None = None,

@@ -216,16 +216,16 @@ def sysbench_options(options: Mapping[str, str | int | float | bool], *, data: s
             fields[FIELDS[name]] = int(value) if _whole(kind) else value
         else:
             tuning.append((name, value))
-    options = SysbenchOptions(**fields, data=data, tuning=tuple(tuning))  # type: ignore[arg-type]
-    if data == "random" and options.file_size % parse_size(options.block_size):
+    made = SysbenchOptions(**fields, data=data, tuning=tuple(tuning))  # type: ignore[arg-type]
+    if data == "random" and made.file_size % parse_size(made.block_size):
         raise OptionRefused(
             'sysbench data "random" checks every block it reads (--validate=on), '
             "which fails unless each file is a whole number of blocks: "
-            f"{options.total_size} over {options.files} files is {options.file_size} "
-            f"bytes a file, not a multiple of --file-block-size {options.block_size}; "
+            f"{made.total_size} over {made.files} files is {made.file_size} "
+            f"bytes a file, not a multiple of --file-block-size {made.block_size}; "
             "make --file-total-size a multiple of --file-num × --file-block-size"
         )
-    return options
+    return made
 
 
 def _whole(kind: Kind) -> bool:

@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, NoReturn, Self, get_args
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, NoReturn, Self, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, model_validator
 
@@ -98,6 +98,9 @@ class WorkloadLimits(Table):
 
 class OnTargets(Table):
     """What every [[workload]] table may say, whatever its kind."""
+
+    if TYPE_CHECKING:  # each kind's table declares it, in its own place among its fields
+        name: str
 
     targets: list[str] = []  # the targets it runs on, by name or a sweep's name (default: every target)
     # Another workload of the study it is compared with on each target both ran on (study/__init__.py

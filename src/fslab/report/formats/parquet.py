@@ -21,7 +21,7 @@ def parquet_bytes(columns: dict[str, type], rows: list[list]) -> bytes:
             "Parquet needs pyarrow, which is not installed: pip install "
             "'fslab[parquet]' (or pyarrow), or export CSV (--format csv)"
         ) from None
-    types = {int: pa.int64(), float: pa.float64(), str: pa.string(), bool: pa.bool_()}
+    types: dict[type, pa.DataType] = {int: pa.int64(), float: pa.float64(), str: pa.string(), bool: pa.bool_()}
     schema = pa.schema([(name, types[kind]) for name, kind in columns.items()])
     table = pa.Table.from_pylist([dict(zip(columns, row)) for row in rows], schema=schema)
     sink = pa.BufferOutputStream()

@@ -4,6 +4,7 @@ was skipped, flagged and failed — for programs."""
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import Any
 
 from fslab.report.formats import REPORT_FILES, ReportFile, Source
 from fslab.report.summary import StudySummary
@@ -16,7 +17,7 @@ def summary_json(source: Source) -> str:
 
 
 def to_json(s: StudySummary) -> str:
-    document = {
+    document: dict[str, Any] = {
         "study_run": study_run_record(s),
         "targets": s.targets,
         "cells": [

@@ -13,7 +13,7 @@ rate-limited fio (rate_iops) with a 2 s runtime, so that what limits them is tim
 machine's CPU: N workers on a 2-core machine can still run N at once. Printed figures: no target
 is asserted (timings belong here, not in the tests).
 
-Run (as root): .venv/bin/python bench/fleet.py [--repetitions 6] [--skip-scale]
+Run (as root): .venv/bin/python bench/fleet_scale.py [--repetitions 6] [--skip-scale]
 `--smoke`: 1 and 2 workers, the first target alone, 2 runs of 1 s (and bench/pg_scale.py
 --smoke): proves the script runs; its figures are printed, not judged against the targets.
 """
@@ -74,7 +74,8 @@ def main() -> None:
     )
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, in seconds: the script runs; nothing judged")
     args = parser.parse_args()
-    workers, repetitions, size, runtime = (1, 2, 3), args.repetitions, "64MiB", "2s"
+    workers: tuple[int, ...] = (1, 2, 3)
+    repetitions, size, runtime = args.repetitions, "64MiB", "2s"
     if args.smoke:
         workers, repetitions, size, runtime = (1, 2), 2, "16MiB", "1s"
 
@@ -115,13 +116,11 @@ def main() -> None:
                 if done.returncode != 0:
                     sys.exit(f"fleet: fslab run failed:\n{done.stdout}{done.stderr}")
                 study_run_id = int(done.stdout.strip())
-                f.wait(
-                    f"the study run on {n} worker(s)",
-                    lambda run_id=study_run_id: (
-                        f.sql(f"SELECT status FROM study_runs WHERE id = {run_id}") == "finished"
-                    ),
-                    1800,
-                )
+
+                def finished(run_id: int = study_run_id) -> bool:
+                    return f.sql(f"SELECT status FROM study_runs WHERE id = {run_id}") == "finished"
+
+                f.wait(f"the study run on {n} worker(s)", finished, 1800)
                 walls[n] = seconds(
                     f, f"SELECT extract(epoch FROM finished_at - started_at) FROM study_runs WHERE id = {study_run_id}"
                 )[0]
