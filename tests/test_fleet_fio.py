@@ -1,4 +1,4 @@
-"""Shared storage from several clients on a fleet (fleet/fio_service.py): the workers of the
+"""Shared storage from several clients on a fleet (fleet/shared_storage.py): the workers of the
 client hosts serve fio while the study run that names them runs, the unit that runs the study
 drives them, and a run whose client cannot serve fails saying which host and what to do."""
 

@@ -10,7 +10,7 @@ client and job, latency percentiles from the clients' histogram bins added up â€
 Each client's own metrics are kept beside, of its phase ("host-a.write_iops").
 
 How the run learns where each client's server listens is `ClientDirectory`: a fleet's roster answers
-it (fleet/roster.FleetClients, once each client's worker serves: fleet/fio_service.py); on one
+it (fleet/roster.FleetClients, once each client's worker serves: fleet/shared_storage.py); on one
 machine a mapping the user gives (`GivenClients`: HOST=ADDRESS:PORT, IP literals on loopback or in a
 network the user allows â€” no name is ever resolved).
 """

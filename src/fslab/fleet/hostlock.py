@@ -3,7 +3,7 @@ name. Two workers started with one --name (a mistake, or a restart's overlap) ta
 
 It is a PostgreSQL advisory lock per host name, held by a database session of the worker's own
 (its lock session, apart from the queue's) for a unit's whole run, and for the whole of a request
-to serve fio (a fio server's jobs load the host as a benchmark does: fio_service.py).
+to serve fio (a fio server's jobs load the host as a benchmark does: shared_storage.py).
 
 - A worker that dies releases it at once: its session ends with its process. A host that vanishes
   (power, network) releases it when the server gives up on the session, after about twice the

@@ -13,7 +13,7 @@ queues its unit again, and the host's next worker runs only what that host's sha
 its next run: it keeps that run aside (fleet/lease.py).
 
 A worker started with --fio-address also takes requests to serve fio for the clients of another
-host's unit (fio_service.py), one at a time with its own units. A unit made by another fslab, or
+host's unit (shared_storage.py), one at a time with its own units. A unit made by another fslab, or
 on a database of another schema, it refuses (versions.py).
 
 Whatever runs on the host — a unit, serving fio — runs under its host lock (hostlock.py): one
@@ -47,9 +47,9 @@ from fslab.core.interruption import interrupted
 from fslab.core.workdir import Workdir
 from fslab.fio import Endpoint, Network
 from fslab.fleet import lease, logs, queue, roster, spread, units, versions
-from fslab.fleet.fio_service import FioSettings, serve_fio_for, unit_services
 from fslab.fleet.hostlock import HostLock, HostLockLost
 from fslab.fleet.lease import Lease, UnitWithdrawn
+from fslab.fleet.shared_storage import FioSettings, serve_fio_for, unit_services
 from fslab.fleet.steady import LOST, SteadyResults, connection_lost
 from fslab.model import Host, Study
 from fslab.model.records import now
@@ -111,7 +111,7 @@ class Unit:
 
 @dataclass(frozen=True)
 class ServeFio:
-    """A request to serve fio for the clients of study run `study_run_id` (fio_service.py)."""
+    """A request to serve fio for the clients of study run `study_run_id` (shared_storage.py)."""
 
     study_run_id: int
     host: str

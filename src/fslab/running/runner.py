@@ -197,7 +197,7 @@ def run_share(
     are left out of `share.study` by the caller, who records them. With `take` (a spread study
     run), only the blocks it hands out run, and a run any host stored is not run again: what the
     other hosts stored is read afresh with each block (one may have stored part of it, then died).
-    `clients`: where the hosts its workloads' `clients` name serve fio (fleet/fio_service.py).
+    `clients`: where the hosts its workloads' `clients` name serve fio (fleet/shared_storage.py).
     `skip` records a target this host skips once its runs failed alike (default: nowhere but the
     observer's notice); runs failing alike across targets stop the share (StudyStopped). `busy`
     hears why a busy work directory is waited for (default: refused, WorkdirBusy)."""
