@@ -39,3 +39,34 @@ raw_baseline = true
 name = "plain"
 filesystem = "ext4"
 """
+
+
+def mixed_scenario(repetitions: int) -> str:
+    """A scenario whose phases are fio, sysbench and dd, on ext4: what every phase tool offers."""
+    return f"""\
+[study]
+name = "mix"
+repetitions = {repetitions}
+image_size = "512MiB"
+
+[[target]]
+filesystem = "ext4"
+
+[[workload]]
+name = "mix"
+kind = "scenario"
+size = "32MiB"
+data = "zeros"
+
+[[workload.phase]]
+name = "fill"
+fio = {{ rw = "write", bs = "1m", end_fsync = 1 }}
+
+[[workload.phase]]
+name = "mail"
+sysbench = {{ "file-num" = 8, "file-total-size" = "512K", time = 1 }}
+
+[[workload.phase]]
+name = "sanity"
+dd = {{ bs = "1M", count = 32 }}
+"""

@@ -20,6 +20,7 @@ from fslab.report.html import Page, render_page, run_section
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB
 from fslab.workloads import SHIPPED, registered, report_of
+from short_studies import mixed_scenario
 from synthetic import OUTPUTS, stored_study
 from test_imports import import_graph
 from test_workload_registry import TRUTH, toy_registered  # noqa: F401 (a fixture)
@@ -113,38 +114,9 @@ def test_sysbench_offers_its_intervals_and_percentiles_and_dd_nothing_more(tmp_p
     )
 
 
-MIX = """\
-[study]
-name = "mix"
-repetitions = 2
-image_size = "512MiB"
-
-[[target]]
-filesystem = "ext4"
-
-[[workload]]
-name = "mix"
-kind = "scenario"
-size = "32MiB"
-data = "zeros"
-
-[[workload.phase]]
-name = "fill"
-fio = { rw = "write", bs = "1m", end_fsync = 1 }
-
-[[workload.phase]]
-name = "mail"
-sysbench = { "file-num" = 8, "file-total-size" = "512K", time = 1 }
-
-[[workload.phase]]
-name = "sanity"
-dd = { bs = "1M", count = 32 }
-"""
-
-
 def test_a_scenarios_phases_offer_what_their_tools_offer(tmp_path):
     db = ResultsDB(str(tmp_path / "results.db"))
-    html, charts = page_of(db, stored_study(tmp_path, MIX, db))
+    html, charts = page_of(db, stored_study(tmp_path, mixed_scenario(repetitions=2), db))
     assert {"mix-fill-write-latency-percentiles", "mix-mail-latency-percentiles"} <= set(charts), (
         "fio's phase by fio's hook, sysbench's by sysbench's"
     )

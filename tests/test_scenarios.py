@@ -18,6 +18,7 @@ from fslab.workloads.data import DataPattern
 from fslab.workloads.dd import DD, DdOptions
 from fslab.workloads.sysbench import SYSBENCH, SysbenchOptions
 from kinds_helpers import read_study, refused
+from short_studies import mixed_scenario
 
 AGEING = """\
 [study]
@@ -222,33 +223,7 @@ def test_extents_that_cannot_be_measured_are_absent_and_said_why_never_0():
 
 # ---- tool phases -------------------------------------------------------------------------------
 
-MIX = """\
-[study]
-name = "mix"
-repetitions = 1
-image_size = "512MiB"
-
-[[target]]
-filesystem = "ext4"
-
-[[workload]]
-name = "mix"
-kind = "scenario"
-size = "32MiB"
-data = "zeros"
-
-[[workload.phase]]
-name = "fill"
-fio = { rw = "write", bs = "1m", end_fsync = 1 }
-
-[[workload.phase]]
-name = "mail"
-sysbench = { "file-num" = 8, "file-total-size" = "512K", time = 1 }
-
-[[workload.phase]]
-name = "sanity"
-dd = { bs = "1M", count = 32 }
-"""
+MIX = mixed_scenario(repetitions=1)
 
 
 @pytest.mark.root
