@@ -30,7 +30,7 @@ from fslab.devices.layers import Stack
 from fslab.devices.loop import attached, image_file, on_loops
 from fslab.filesystems import FILESYSTEMS
 from fslab.model import Target
-from fslab.monitors import Monitor, Workload, collect, for_run, measuring
+from fslab.monitors import Monitor, WorkloadSaid, collect, for_run, measuring
 
 MiB = 2**20
 
@@ -121,7 +121,7 @@ def main() -> None:
                             result = fio(path, file_size, runtime, Path(tmp))
                         cpu[monitored].append(own_cpu() - before)
                         if monitors:
-                            found_last = collect(monitors, Workload(read_bytes=result["io_bytes"]))
+                            found_last = collect(monitors, WorkloadSaid(read_bytes=result["io_bytes"]))
                         iops[monitored].append(result["iops"])
     ratios = [on / off for on, off in zip(iops[True], iops[False])]
     median = statistics.median(ratios)

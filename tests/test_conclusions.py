@@ -13,7 +13,7 @@ import pytest
 
 from fslab.report.conclusions import Conclusion, conclusions
 from fslab.report.formatting import metric_label
-from fslab.report.sections import BETWEEN_TITLE, Kind, sections
+from fslab.report.sections import BETWEEN_TITLE, SectionKind, sections
 from fslab.report.summary import StudySummary, summarize_study_run
 from fslab.results import ResultsDB
 from fslab.study import builtin_studies, load_study
@@ -32,11 +32,15 @@ def agree(s: StudySummary) -> int:
     checked = 0
     for workload, said in conclusions(s).items():
         its = [x for x in walked if x.workload == workload]
-        [table] = [x for x in its if x.kind is Kind.WORKLOAD]
+        [table] = [x for x in its if x.kind is SectionKind.WORKLOAD]
         measured = list(dict.fromkeys(row[0] for row in table.rows if not row[2].startswith("0 (")))  # with a figure
         flagged = {row[0] for row in table.rows if row[3].startswith("⚠")}
-        shown = {(x.title, x.named, row[0], row[1]): row for x in its if x.kind is Kind.COMPARISON for row in x.rows}
-        ranked = [line for x in its if x.kind is Kind.RANKING for line in x.lines if line.startswith("Ranking by")]
+        shown = {
+            (x.title, x.named, row[0], row[1]): row for x in its if x.kind is SectionKind.COMPARISON for row in x.rows
+        }
+        ranked = [
+            line for x in its if x.kind is SectionKind.RANKING for line in x.lines if line.startswith("Ranking by")
+        ]
         worded = set()
         for c in said:
             assert set(c.targets) <= set(measured) - flagged, (workload, c.text, measured, flagged)

@@ -14,7 +14,7 @@ import pytest
 from conftest import fslab_in_process
 from fslab.report.formats.markdown import to_markdown
 from fslab.report.formats.summary_json import to_json
-from fslab.report.sections import Kind, sections
+from fslab.report.sections import SectionKind, sections
 from fslab.report.summary import compare_hosts, compare_runs, summarize_study_run
 from fslab.results import ResultsDB
 from fslab.statistics.analysis import host_blocks
@@ -72,7 +72,7 @@ def test_a_cell_per_target_and_host_compared_within_each_host(fleet: tuple[Resul
     walked = sections(s)
     method = walked[0].lines[-1]
     assert "span 2 hosts (host-a, host-b)" in method and "same host only" in method
-    ranking = next(x for x in walked if x.kind is Kind.RANKING).lines
+    ranking = next(x for x in walked if x.kind is SectionKind.RANKING).lines
     assert any("on host-b: ext4 @ host-b > xfs @ host-b" in line for line in ranking), ranking
     markdown = to_markdown(s)
     assert "| ext4 @ host-b |" in markdown and "| xfs @ host-a |" in markdown

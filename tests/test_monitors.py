@@ -16,7 +16,7 @@ from fslab.devices.loop import attached, image_file, on_loops
 from fslab.filesystems import FILESYSTEMS
 from fslab.model import Target
 from fslab.monitors import cpu
-from fslab.monitors.base import Found, Sample, Synced, Workload, collect, counted_from, measuring
+from fslab.monitors.base import Found, Sample, Synced, WorkloadSaid, collect, counted_from, measuring
 from fslab.monitors.cpu import CpuMonitor, CpuTimes, parse_proc_stat, summarize, use_between
 from fslab.monitors.extents import FUSE_SUPER_MAGIC, Extents, extent_counts, not_a_count, parse_filefrag
 from fslab.monitors.space import SpaceMonitor, btrfs_compression_ratio, parse_btrfs_df, parse_zfs_compressratio
@@ -147,10 +147,10 @@ def test_traffic_and_cpu_are_counted_from_the_workloads_start():
         Sample(1.0, CpuTimes(0, 0, 0, 100, 0, 0, 0, 0)),
         Sample(3.0, CpuTimes(0, 0, 100, 200, 0, 0, 0, 0)),
     ]
-    got = values(collect([traffic, cpu], Workload(written_bytes=2000, counted_from=1.0)))
+    got = values(collect([traffic, cpu], WorkloadSaid(written_bytes=2000, counted_from=1.0)))
     assert got["device_written_bytes"] == 2000 and got["write_amplification"] == 1.0
     assert got["host_cpu_busy_pct"] == 50.0, "the idle start-up left out"
-    got = values(collect([traffic, cpu], Workload(written_bytes=2000)))
+    got = values(collect([traffic, cpu], WorkloadSaid(written_bytes=2000)))
     assert got["write_amplification"] == 1.25 and got["host_cpu_busy_pct"] == pytest.approx(100 / 3), (
         "without it: the whole window"
     )
@@ -194,14 +194,16 @@ def test_the_sync_that_ends_a_window_counts_for_the_devices_bytes_and_not_for_cp
         Sample(4.0, CpuTimes(0, 0, 100, 300, 0, 0, 0, 0)),
     ]
     got = values(
-        collect([traffic, cpu], Workload(written_bytes=2000, counted_from=1.0, synced=Synced(began=3.0, seconds=1.0)))
+        collect(
+            [traffic, cpu], WorkloadSaid(written_bytes=2000, counted_from=1.0, synced=Synced(began=3.0, seconds=1.0))
+        )
     )
     assert got["device_written_bytes"] == 3000 and got["write_amplification"] == 1.5, (
         "what the sync wrote is the workload's"
     )
     assert got["sync_seconds"] == 1.0
     assert got["host_cpu_busy_pct"] == 50.0, "the sync's idle second left out, as the start-up is"
-    assert "sync_seconds" not in values(collect([traffic, cpu], Workload(written_bytes=2000, counted_from=1.0))), (
+    assert "sync_seconds" not in values(collect([traffic, cpu], WorkloadSaid(written_bytes=2000, counted_from=1.0))), (
         "no sync: none said"
     )
 
@@ -226,7 +228,8 @@ def test_write_amplification_and_the_cache_judgement_on_synthetic_numbers():
     assert not served_by_cache(CACHE_SERVED_BELOW * 100 * MiB, 100 * MiB) and not served_by_cache(120 * MiB, 100 * MiB)
     assert not served_by_cache(0, 0) and not served_by_cache(0, None)
     found = judged(
-        Counted(read_bytes=1 * MiB, written_bytes=150 * MiB), Workload(read_bytes=100 * MiB, written_bytes=100 * MiB)
+        Counted(read_bytes=1 * MiB, written_bytes=150 * MiB),
+        WorkloadSaid(read_bytes=100 * MiB, written_bytes=100 * MiB),
     )
     assert values(found) == {
         "device_read_bytes": MiB,
@@ -237,7 +240,7 @@ def test_write_amplification_and_the_cache_judgement_on_synthetic_numbers():
     assert len(found.flags) == 1 and "served by a cache" in found.flags[0].says
     assert "the devices read 1% of the 100MiB the workload read" in found.flags[0].says, "a size as sizes are written"
     assert found.flags[0].kind == "served_by_cache" and not found.flags[0].implausible
-    assert judged(Counted(100 * MiB, 0), Workload(read_bytes=100 * MiB)).flags == []
+    assert judged(Counted(100 * MiB, 0), WorkloadSaid(read_bytes=100 * MiB)).flags == []
 
 
 @pytest.mark.parametrize(
@@ -269,7 +272,7 @@ def test_device_traffic_adds_up_for_a_known_direct_write(workdir):
                 ],
                 check=True,
             )
-        got = values(collect([monitor], Workload(written_bytes=size)))
+        got = values(collect([monitor], WorkloadSaid(written_bytes=size)))
     assert got["device_written_bytes"] == pytest.approx(size, rel=0.02)
     assert got["write_amplification"] == pytest.approx(1.0, rel=0.02)
 

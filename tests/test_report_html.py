@@ -47,7 +47,7 @@ from fslab.report.conclusions import conclusions, ranking_conclusion, row_conclu
 from fslab.report.details import RunDetails
 from fslab.report.figures import PNG_SCALE, RENDERERS, FigureError, vega_lite, write_figures
 from fslab.report.html import Page, RunSection, Table, WorkloadSection, _script_json, emphasis, render_page, run_section
-from fslab.report.sections import Kind, Section, sections, workload_table
+from fslab.report.sections import Section, SectionKind, sections, workload_table
 from fslab.report.summary import (
     CellSummary,
     FailedRun,
@@ -861,19 +861,26 @@ def test_the_page_lays_out_the_summarys_sections_and_follows_them(monkeypatch):
     walked = {section.kind: section for section in sections(s)}
     page = run_section(s, RunDetails())
     intro, targets, workload, comparison, failed = (
-        walked[k] for k in (Kind.INTRO, Kind.TARGETS, Kind.WORKLOAD, Kind.COMPARISON, Kind.FAILURES)
+        walked[k]
+        for k in (
+            SectionKind.INTRO,
+            SectionKind.TARGETS,
+            SectionKind.WORKLOAD,
+            SectionKind.COMPARISON,
+            SectionKind.FAILURES,
+        )
     )
     assert [*page.header, page.method] == intro.lines
     assert (page.targets.columns, page.targets.rows, page.skipped) == (
         targets.columns,
         targets.rows,
-        walked[Kind.SKIPPED].lines,
+        walked[SectionKind.SKIPPED].lines,
     )
     [shown] = page.workloads
     assert (shown.title, shown.table.columns, shown.table.rows) == (workload.title, workload.columns, workload.rows)
     heading = f"Compared with {comparison.named}"
     assert [(h, t.columns, t.rows) for h, t in shown.comparisons] == [(heading, comparison.columns, comparison.rows)]
-    assert shown.rankings == walked[Kind.RANKING].lines and shown.conclusions
+    assert shown.rankings == walked[SectionKind.RANKING].lines and shown.conclusions
     assert page.failures is not None and page.failures.columns == ["target", "workload", "run", "phase", "error"]
     assert (
         page.failures.rows
@@ -885,8 +892,8 @@ def test_the_page_lays_out_the_summarys_sections_and_follows_them(monkeypatch):
         """sections() with a workload's row fewer and a second comparison after its first."""
         out = []
         for section in sections(summary):
-            out.append(replace(section, rows=section.rows[1:]) if section.kind is Kind.WORKLOAD else section)
-            if section.kind is Kind.COMPARISON:
+            out.append(replace(section, rows=section.rows[1:]) if section.kind is SectionKind.WORKLOAD else section)
+            if section.kind is SectionKind.COMPARISON:
                 out.append(replace(section, named="raw", rows=section.rows[::-1]))
         return out
 

@@ -18,7 +18,7 @@ from fslab.filesystems import Provisioned
 from fslab.fio.workload import FIO
 from fslab.model import Metric, RawOutput
 from fslab.model.findings import Finding
-from fslab.monitors.base import Found, Sample, Workload
+from fslab.monitors.base import Found, Sample, WorkloadSaid
 from fslab.monitors.traffic import (
     AMPLIFICATION_FROM,
     FSYNC_CAVEAT,
@@ -39,7 +39,7 @@ from fslab.report.details import RunDetails
 from fslab.report.formats.markdown import to_markdown
 from fslab.report.formats.summary_json import to_json
 from fslab.report.formatting import metric_label
-from fslab.report.sections import Kind, sections
+from fslab.report.sections import SectionKind, sections
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
@@ -100,15 +100,15 @@ def test_flushes_not_in_step_with_fsyncs_on_synthetic_numbers():
     assert not fsync_not_flushed(16249, 8317) and not fsync_not_flushed(58347, 7653), "ext4, 4 and 16 threads"
     assert fsync_not_flushed(1000, 9) and not fsync_not_flushed(1000, 10), "fewer than 1 per 100"
     assert not fsync_not_flushed(9, 0), "too few fsyncs to make a speed: no claim"
-    found = judged(Counted(0, 10 * MiB, 0), Workload(written_bytes=10 * MiB, fsyncs=2000), flushes=True)
+    found = judged(Counted(0, 10 * MiB, 0), WorkloadSaid(written_bytes=10 * MiB, fsyncs=2000), flushes=True)
     assert values(found)["device_flushes"] == 0
     [flag] = found.flags
     assert (flag.kind, flag.caveat, flag.implausible) == (FSYNC_NOT_FLUSHED, FSYNC_CAVEAT, False)
     assert flag.says.startswith("fsync did not reach the device: the workload issued 2,000 fsyncs")
     assert "completed 0 flushes" in flag.says
-    assert judged(Counted(0, 10 * MiB, 900), Workload(fsyncs=2000), flushes=True).flags == []
-    assert judged(Counted(0, 10 * MiB, 0), Workload(), flushes=True).flags == [], "fsyncs not counted: no claim"
-    uncounted = judged(Counted(0, 10 * MiB, 0), Workload(fsyncs=2000), flushes=False)
+    assert judged(Counted(0, 10 * MiB, 900), WorkloadSaid(fsyncs=2000), flushes=True).flags == []
+    assert judged(Counted(0, 10 * MiB, 0), WorkloadSaid(), flushes=True).flags == [], "fsyncs not counted: no claim"
+    uncounted = judged(Counted(0, 10 * MiB, 0), WorkloadSaid(fsyncs=2000), flushes=False)
     assert uncounted.flags == [] and "device_flushes" not in values(uncounted), "flushes not counted: no claim"
 
 
@@ -172,7 +172,7 @@ def stored(tmp_path: Path) -> tuple[ResultsDB, int]:
     for repetition in range(3):
         for position, (target, events) in enumerate(EVENTS.items(), start=1):
             flushes = 0 if target == NO_BARRIER else 3000
-            written = Workload(written_bytes=WRITTEN, fsyncs=30000)
+            written = WorkloadSaid(written_bytes=WRITTEN, fsyncs=30000)
             moved = judged(Counted(0, round(WRITTEN * 20), flushes), written, flushes=True)
             own = [METRICS[m].of(m, v) for m, v in (("events_per_s", events[repetition]), ("lat_p95_ms", 0.3))]
             db.record_run(study_run, RunRecord(
@@ -189,9 +189,9 @@ def test_a_cell_whose_fsyncs_did_not_reach_the_device_says_so_wherever_it_is_jud
     s = summarize_study_run(*stored(tmp_path))
     assert {c.target: c.caveats for c in s.cells} == {DEFAULTS: [], NO_BARRIER: [FSYNC_CAVEAT], "xfs": []}
     flagged = f"{NO_BARRIER} ({FSYNC_CAVEAT})"
-    [ranking] = [line for section in sections(s) if section.kind is Kind.RANKING for line in section.lines[:1]]
+    [ranking] = [line for section in sections(s) if section.kind is SectionKind.RANKING for line in section.lines[:1]]
     assert ranking.startswith(f"Ranking by {metric_label('events_per_s')}: {flagged} > "), "never first without it"
-    comparisons = [row for section in sections(s) if section.kind is Kind.COMPARISON for row in section.rows]
+    comparisons = [row for section in sections(s) if section.kind is SectionKind.COMPARISON for row in section.rows]
     assert [row[0] for row in comparisons if row[0].startswith(NO_BARRIER)] == [flagged, flagged], "events/s and p95"
     said = [c.text for c in conclusions(s)[W]]
     assert any(text.startswith(f"{flagged} leads in {metric_label('events_per_s')}") for text in said)
@@ -208,7 +208,7 @@ def test_a_write_amplification_of_a_few_kilobytes_is_absent_with_why_in_table_an
         assert "write_amplification" not in cell.metrics and "device_written_bytes" in cell.metrics
         assert list(cell.withheld) == ["write_amplification"]
         assert any(note.startswith("write amplification not given: the workload wrote 24.4KiB") for note in cell.notes)
-    [monitors] = [section for section in sections(s) if section.kind is Kind.MONITORS]
+    [monitors] = [section for section in sections(s) if section.kind is SectionKind.MONITORS]
     column = monitors.columns.index("write ampl.")
     assert [row[column] for row in monitors.rows] == ["–"] * 3, "no 20× of 25 kB"
     [chart] = [c for c in study_charts(s, RunDetails()) if c.name.endswith("write-amplification")]
@@ -237,7 +237,9 @@ def test_the_fio_results_table_names_a_cell_with_its_caveat(tmp_path):
     metrics = FIO.parse([RawOutput("", "fio", (FIXTURES / "fio" / "syncs.json").read_text())])
     start = datetime(2026, 1, 1)
     for position, target in enumerate((DEFAULTS, NO_BARRIER), start=1):
-        notes = judged(Counted(0, 8 * MiB, 0 if target == NO_BARRIER else 130), Workload(fsyncs=63), flushes=True).flags
+        notes = judged(
+            Counted(0, 8 * MiB, 0 if target == NO_BARRIER else 130), WorkloadSaid(fsyncs=63), flushes=True
+        ).flags
         db.record_run(study_run, RunRecord(
             target=target, workload="fsync-writes", repetition=1, warmup=False, block=1, position=position,
             started_at=start, finished_at=start + timedelta(seconds=1), status="ok", buffered=True, notes=notes,
@@ -245,7 +247,7 @@ def test_the_fio_results_table_names_a_cell_with_its_caveat(tmp_path):
         ))  # fmt: skip
     db.finish_study_run(study_run, "finished", {})
     s = summarize_study_run(db, study_run)
-    [overview] = [section for section in sections(s) if section.kind is Kind.OVERVIEW]
+    [overview] = [section for section in sections(s) if section.kind is SectionKind.OVERVIEW]
     assert [row[0] for row in overview.rows] == [DEFAULTS, f"{NO_BARRIER} ({FSYNC_CAVEAT})"]
 
 

@@ -2,7 +2,7 @@
 edges of its window it saw (start and stop: 2 when measuring() opened and closed it once) and
 the devices it was given to watch."""
 
-from fslab.monitors.base import MONITORS, Figure, Found, Measured, MonitorKind, Watched, Workload
+from fslab.monitors.base import MONITORS, Figure, Found, Measured, MonitorKind, Watched, WorkloadSaid
 
 
 class EdgeCounter:
@@ -17,7 +17,7 @@ class EdgeCounter:
     def stop(self) -> None:
         self.edges += 1
 
-    def values(self, workload: Workload, found: Found) -> None:
+    def values(self, workload: WorkloadSaid, found: Found) -> None:
         found.values += [Measured("toy_edges", self.edges, "", False), Measured("toy_devices", self.devices, "", False)]
 
 

@@ -57,7 +57,7 @@ class FioRefused(Refused):
 
 
 @dataclass(frozen=True)
-class Kind:
+class FioValueForm:
     """A form fslab knows for a value: a regex it must match whole, and words for messages; and
     how fio reads the numbers in it (fio_values): the value as a whole (`numbers`), or each number
     on its own (`each`)."""
@@ -101,31 +101,31 @@ _PATTERN = r"""(?:0x[0-9a-f]+|\d+|"[^"'/\\]*"|%o)+"""
 _CPUS = r"\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*"
 _NUMBER = r"[-+]?(?:0x[0-9a-f]+|\d+(?:\.\d*)?|\.\d+)[a-z]{0,4}%?"  # with a unit: 4k, 500ms, 50%, 10z
 
-TIME = Kind(_TIME, "a time (10, 500ms, 30s, 2m)", numbers=SECONDS)
-TIME_RANGE = Kind(
+TIME = FioValueForm(_TIME, "a time (10, 500ms, 30s, 2m)", numbers=SECONDS)
+TIME_RANGE = FioValueForm(
     rf"{_TIME}(?:-{_TIME})?",
     "a time or a range of times (1-5, 1ms-5ms)",
     numbers=Numbers(time=True, seconds=True, ranges=True, directions=False),
 )
-PERCENT = Kind(r"\d+", "a whole percentage 0-100", most=100)
-ONE_SIZE = Kind(_SIZE, "a size (4k, 1m, 1g or bytes)", numbers=Numbers(directions=False))
-SIZE_RANGE = Kind(_RANGE, "a size or a range of sizes (1k-64k)", numbers=Numbers(ranges=True, directions=False))
-SPLIT = Kind(per_direction(_SPLIT), "size/percentage pairs (4k/10:64k/90)", each=SIZE)
-JOB_NAME = Kind(
+PERCENT = FioValueForm(r"\d+", "a whole percentage 0-100", most=100)
+ONE_SIZE = FioValueForm(_SIZE, "a size (4k, 1m, 1g or bytes)", numbers=Numbers(directions=False))
+SIZE_RANGE = FioValueForm(_RANGE, "a size or a range of sizes (1k-64k)", numbers=Numbers(ranges=True, directions=False))
+SPLIT = FioValueForm(per_direction(_SPLIT), "size/percentage pairs (4k/10:64k/90)", each=SIZE)
+JOB_NAME = FioValueForm(
     r"(?!\s)(?!.*\.\.)[^\x00-\x1f\x7f/\[\];#$]{1,255}(?<!\s)",
     "a job name: no '/', '..', [ ] ; # $ or control character",
 )
-TEXT = Kind(r"[^\x00-\x1f\x7f]*", "text on one line")
-PATTERN = Kind(_PATTERN, 'a literal pattern (0xdeadbeef, "text", a number, %o)')
-CPUS = Kind(_CPUS, "a list of CPUs (0-3,6)")
-NODES = Kind(rf"all|{_CPUS}", "all, or a list of NUMA nodes (0-1,3)")
-ERRORS = Kind(
+TEXT = FioValueForm(r"[^\x00-\x1f\x7f]*", "text on one line")
+PATTERN = FioValueForm(_PATTERN, 'a literal pattern (0xdeadbeef, "text", a number, %o)')
+CPUS = FioValueForm(_CPUS, "a list of CPUs (0-3,6)")
+NODES = FioValueForm(rf"all|{_CPUS}", "all, or a list of NUMA nodes (0-1,3)")
+ERRORS = FioValueForm(
     r"[A-Z0-9_]*(?:[,:][A-Z0-9_]*)*", "errors by name or number, a list per read:write:verify (EIO,ENOSPC:EILSEQ)"
 )
 
 
-def count(most: int) -> Kind:
-    return Kind(r"\d+", f"a whole number up to {most}", most=most)
+def count(most: int) -> FioValueForm:
+    return FioValueForm(r"\d+", f"a whole number up to {most}", most=most)
 
 
 # A file made in the target's directory: a job file's `filename` (and the file a workload's jobs
@@ -137,16 +137,16 @@ PLAIN_FILE = re.compile(r"(?!\.\.?$)[A-Za-z0-9_.][A-Za-z0-9_.+-]{0,127}")
 # Options fio takes as free text whose form fslab knows (each a form that names no path); a few
 # fslab bounds more tightly than fio (a job is a process of root's); the times fslab reads itself
 # (fio_jobs.expected_seconds).
-FORMS: dict[str, Kind] = {
+FORMS: dict[str, FioValueForm] = {
     "description": TEXT, "name": JOB_NAME, "wait_for": JOB_NAME, "bssplit": SPLIT, "filesize": SIZE_RANGE,
     "randseed": count(2**64 - 1), "number_ios": count(2**63), "verify_backlog": count(2**31),
     "trim_backlog": count(2**31),
     "verify_pattern": PATTERN, "buffer_pattern": PATTERN, "ignore_error": ERRORS,
     "zonesize": ONE_SIZE, "zonecapacity": ONE_SIZE, "zonerange": ONE_SIZE,
     "cpus_allowed": CPUS, "numa_cpu_nodes": NODES,
-    "numa_mem_policy": Kind(rf"(?:default|local|prefer|bind|interleave)(?::{_CPUS})?",
+    "numa_mem_policy": FioValueForm(rf"(?:default|local|prefer|bind|interleave)(?::{_CPUS})?",
         "default, local, or prefer, bind or interleave with :nodes (bind:0-1)"),
-    "cmdprio_bssplit": Kind(per_direction(rf"{_SIZE}/\d+(?:/\d+/\d+)?(?::{_SIZE}/\d+(?:/\d+/\d+)?)*"),
+    "cmdprio_bssplit": FioValueForm(per_direction(rf"{_SIZE}/\d+(?:/\d+/\d+)?(?::{_SIZE}/\d+(?:/\d+/\d+)?)*"),
         "size/percentage[/class/level] entries (64k/25/1/1:1m/0), one list per direction", each=SIZE),
     "numjobs": count(1024), "rwmixread": PERCENT, "rwmixwrite": PERCENT,
     "runtime": TIME, "ramp_time": TIME, "startdelay": TIME_RANGE,
@@ -154,14 +154,14 @@ FORMS: dict[str, Kind] = {
 
 # What a choice may carry after its value and a ':' (rw=read:-8k), where fslab knows it: numbers
 # only. A choice whose tail fslab does not know is taken without one.
-SUFFIXES: dict[str, Kind] = {
-    "rw": Kind(rf"[+-]?{_SIZE}", "an offset or a count (read:-8k, randread:8)"),
-    "random_distribution": Kind(
+SUFFIXES: dict[str, FioValueForm] = {
+    "rw": FioValueForm(rf"[+-]?{_SIZE}", "an offset or a count (read:-8k, randread:8)"),
+    "random_distribution": FioValueForm(
         r"(?:[0-9.:/,%]|[kmgtp]i?b?)+", "numbers (zipf:1.2, zoned:50/5:50/95, zoned_abs:60/20g:40/100g)"
     ),
-    "file_service_type": Kind(rf"{DEC}(?::{DEC})?", "a number (random:4, zipf:1.2)"),
-    "steadystate": Kind(rf"{DEC}%|{_SIZE}", "a limit: a number, a percentage or a bandwidth (iops:10%, bw:1m)"),
-    "sync_file_range": Kind(r"\d+", "a number of writes"),
+    "file_service_type": FioValueForm(rf"{DEC}(?::{DEC})?", "a number (random:4, zipf:1.2)"),
+    "steadystate": FioValueForm(rf"{DEC}%|{_SIZE}", "a limit: a number, a percentage or a bandwidth (iops:10%, bw:1m)"),
+    "sync_file_range": FioValueForm(r"\d+", "a number of writes"),
 }
 TAIL_NEEDED = {"steadystate"}  # fio refuses ss=iops: "threshold must be specified in addition to criterion"
 

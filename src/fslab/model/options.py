@@ -1,7 +1,7 @@
 """The allow-lists through which a study file's options reach mkfs, mount, zpool/zfs, mdadm,
 cryptsetup and lvcreate: the checking machinery, pure (no tool runs, nothing is read).
 
-A tool's accepted options are a small typed description (`ToolOptions`: flag → `Kind` of value);
+A tool's accepted options are a small typed description (`ToolOptions`: flag → the `ValueForm` of its value);
 the lists themselves live with what they belong to, one place each:
 - filesystems/ext4.py, xfs.py, btrfs.py: `MKFS_OPTIONS` and `MOUNT_OPTIONS` (with `VFS_MOUNT_OPTIONS` below)
 - filesystems/zfs.py: `POOL_OPTIONS` (zpool create -o) and `DATASET_PROPERTIES` (zfs create -o)
@@ -51,7 +51,7 @@ def value_text(value: str | int | float | bool, true: str, false: str) -> str:
 
 def plain_value_problem(value: str) -> str | None:
     """Why a value is unfit for any tool (None when it is not): the rule every value obeys
-    before its own kind is checked."""
+    before its own form is checked."""
     if value == "":
         return "is empty"
     if CONTROL.search(value):
@@ -66,7 +66,7 @@ def plain_value_problem(value: str) -> str | None:
     return None
 
 
-class Kind:
+class ValueForm:
     """What an option's value may be."""
 
     takes_value = True
@@ -78,7 +78,7 @@ class Kind:
 
 
 @dataclass(frozen=True)
-class Flag(Kind):
+class Flag(ValueForm):
     """An option without a value."""
 
     takes_value = False
@@ -92,7 +92,7 @@ _UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 
 
 @dataclass(frozen=True)
-class Number(Kind):
+class Number(ValueForm):
     """A whole number from `low` to `high`; with `units` (e.g. "kmg"), a size such as 64k or 1M
     (binary multiples, either case, as the tools read them)."""
 
@@ -116,7 +116,7 @@ class Number(Kind):
         return None
 
 
-def Integer(low: int, high: int) -> Number:  # noqa: N802  (reads as a kind, like the classes)
+def Integer(low: int, high: int) -> Number:  # noqa: N802  (reads as a form, like the classes)
     return Number(low, high)
 
 
@@ -125,7 +125,7 @@ def Size(low: int, high: int, units: str = "kmg", power_of_two: bool = True) -> 
 
 
 @dataclass(frozen=True)
-class OneOf(Kind):
+class OneOf(ValueForm):
     """One of a few words; `refused` names values that are harmful, with why."""
 
     values: tuple[str, ...]
@@ -146,7 +146,7 @@ ZERO_ONE = OneOf(("0", "1"))
 
 
 @dataclass(frozen=True)
-class Matches(Kind):
+class Matches(ValueForm):
     """A word of a given shape (a cipher name, a compression level), described for the user."""
 
     pattern: str
@@ -157,26 +157,26 @@ class Matches(Kind):
 
 
 @dataclass(frozen=True)
-class Maybe(Kind):
+class Maybe(ValueForm):
     """A key that may stand alone (`lazy_itable_init`) or carry a value (`lazy_itable_init=0`)."""
 
-    kind: Kind
+    form: ValueForm
 
     @property
     def describe(self) -> str:  # type: ignore[override]
-        return f"nothing or {self.kind.describe}"
+        return f"nothing or {self.form.describe}"
 
     def problem(self, value: str) -> str | None:
-        return self.kind.problem(value)
+        return self.form.problem(value)
 
 
 @dataclass(frozen=True)
-class Suboptions(Kind):
+class Suboptions(ValueForm):
     """A `key,key=value,…` list (mkfs.ext4 -E, mkfs.xfs -d, a mount-option string) whose keys
-    are allow-listed with their own kinds; `refused` names harmful keys with why; `negatable`
+    are allow-listed with their own forms; `refused` names harmful keys with why; `negatable`
     lets a flag be turned off with a leading ^ (feature lists: -O ^has_journal)."""
 
-    keys: Mapping[str, Kind]
+    keys: Mapping[str, ValueForm]
     refused: Mapping[str, str] = field(default_factory=dict)
     negatable: bool = False
     describe = "a comma-separated list"
@@ -195,34 +195,34 @@ class Suboptions(Kind):
         """Why one `key` or `key=value` of the list is refused, or None when it is accepted."""
         item = shown(key if value is None else f"{key}={value}")
         name = key[1:] if self.negatable and key.startswith("^") else key
-        kind = self.keys.get(name)
+        form = self.keys.get(name)
         if not name:
             return f"{label} list has an empty item (a stray comma?)"
         if name in self.refused:
             return f"{label} {item} is refused: {self.refused[name]}"
-        if kind is None:
+        if form is None:
             return unknown(noun or label, shown(key), self.keys)
-        if name != key and not isinstance(kind, Flag):
+        if name != key and not isinstance(form, Flag):
             return f"{label} {item}: only a feature can be turned off with ^"
         if value is None:
-            return None if isinstance(kind, (Flag, Maybe)) else f"{label} {item} needs a value: {kind.describe}"
-        reason = kind.problem(value) if isinstance(kind, Flag) else plain_value_problem(value) or kind.problem(value)
+            return None if isinstance(form, (Flag, Maybe)) else f"{label} {item} needs a value: {form.describe}"
+        reason = form.problem(value) if isinstance(form, Flag) else plain_value_problem(value) or form.problem(value)
         return f"{label} {item} {reason}" if reason else None
 
 
-def accepted_values(options: Mapping[str, Kind], *, negatable: bool = False) -> dict[str, str]:
+def accepted_values(options: Mapping[str, ValueForm], *, negatable: bool = False) -> dict[str, str]:
     """Every option an allow-list accepts → the form the guard checks its value against, as
     `fslab list` shows them: a list of suboptions (mkfs.ext4 -E) key by key ("-E stride")."""
     accepted: dict[str, str] = {}
-    for name, kind in options.items():
-        if isinstance(kind, Suboptions):
+    for name, form in options.items():
+        if isinstance(form, Suboptions):
             accepted |= {
-                f"{name} {key}": form for key, form in accepted_values(kind.keys, negatable=kind.negatable).items()
+                f"{name} {key}": said for key, said in accepted_values(form.keys, negatable=form.negatable).items()
             }
-        elif negatable and isinstance(kind, Flag):
+        elif negatable and isinstance(form, Flag):
             accepted[name] = f"no value (^{name} turns it off)"
         else:
-            accepted[name] = kind.describe
+            accepted[name] = form.describe
     return accepted
 
 
@@ -233,11 +233,11 @@ def _split_item(item: str) -> tuple[str, str | None]:
 
 @dataclass(frozen=True)
 class ToolOptions:
-    """The options a study may give one tool: flag (e.g. "-b", "--chunk") → kind of its value;
+    """The options a study may give one tool: flag (e.g. "-b", "--chunk") → form of its value;
     `refused` names options met in the wild that are harmful or fslab's own, with why."""
 
     tool: str
-    options: Mapping[str, Kind]
+    options: Mapping[str, ValueForm]
     refused: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -277,18 +277,18 @@ def _argument_problems(allowed: ToolOptions, args: list[str], i: int) -> tuple[l
     used = 2 if following is not None and not following.startswith("-") else 1  # if it has a value
     if name in allowed.refused:
         return [f"{shown(arg if used == 1 else f'{arg} {following}')} is refused: {allowed.refused[name]}"], used
-    kind = allowed.options.get(name)
-    if kind is None:
+    form = allowed.options.get(name)
+    if form is None:
         return [unknown(f"{allowed.tool} option", shown(name), allowed.options)], used
-    if not kind.takes_value:
+    if not form.takes_value:
         return ([f"{name} takes no value"] if equals else []), 1
     value = attached if equals else following
     if value is None:
-        return [f"{name} needs a value: {kind.describe}"], 1
+        return [f"{name} needs a value: {form.describe}"], 1
     used = 1 if equals else 2
-    if isinstance(kind, Suboptions):
-        return kind.problems(value, f"{allowed.tool} {name}", f"{allowed.tool} {name} suboption"), used
-    reason = plain_value_problem(value) or kind.problem(value)
+    if isinstance(form, Suboptions):
+        return form.problems(value, f"{allowed.tool} {name}", f"{allowed.tool} {name} suboption"), used
+    reason = plain_value_problem(value) or form.problem(value)
     return ([f"{name} {shown(value)} {reason}"] if reason else []), used
 
 
@@ -303,7 +303,7 @@ def option_value(arguments: Sequence[str], *names: str) -> str | None:
 
 
 # Generic mount options the VFS (or mount(8)) understands for every filesystem.
-VFS_MOUNT_OPTIONS: dict[str, Kind] = {
+VFS_MOUNT_OPTIONS: dict[str, ValueForm] = {
     name: Flag()
     for name in (
         "defaults",
@@ -342,7 +342,7 @@ VFS_REFUSED_MOUNT_OPTIONS = {
 }
 
 
-def mount_options(keys: Mapping[str, Kind], refused: Mapping[str, str]) -> Suboptions:
+def mount_options(keys: Mapping[str, ValueForm], refused: Mapping[str, str]) -> Suboptions:
     """A filesystem's mount options: its own and the generic ones, each with its value check."""
     return Suboptions({**VFS_MOUNT_OPTIONS, **keys}, {**VFS_REFUSED_MOUNT_OPTIONS, **refused})
 

@@ -9,7 +9,7 @@ The runner (runner.Windows) watches every measured window of every run with them
     monitors = for_run(devices=ready.bottom, mountpoint=ready.directory, compression=...)
     with measuring(monitors):
         ... the measured phase ...
-    found = collect(monitors, Workload(read_bytes=..., written_bytes=...))
+    found = collect(monitors, WorkloadSaid(read_bytes=..., written_bytes=...))
 
 and stores found.values as the run's metrics (of the window's phase) and found.flags as its notes.
 
@@ -32,7 +32,7 @@ from fslab.monitors.base import (
     MonitorKind,
     Synced,
     Watched,
-    Workload,
+    WorkloadSaid,
     collect,
     measuring,
 )
@@ -45,7 +45,7 @@ __all__ = [
     "Measured",
     "Monitor",
     "Synced",
-    "Workload",
+    "WorkloadSaid",
     "collect",
     "figures",
     "for_run",

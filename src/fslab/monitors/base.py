@@ -6,7 +6,7 @@ The runner (runner.Windows) uses them so, for each measured window of every run:
     monitors = for_run(devices, mountpoint, ratio)   # [CpuMonitor(), TrafficMonitor(devices), SpaceMonitor(…)]
     with measuring(monitors):
         ... the measured phase ...
-    found = collect(monitors, Workload(read_bytes=..., written_bytes=...))
+    found = collect(monitors, WorkloadSaid(read_bytes=..., written_bytes=...))
     found.values   # [Measured(name, value, unit, higher_is_better), ...]: stored as the run's metrics
     found.flags    # [Finding("served_by_cache", "reads were served by a cache: ...", False), ...]: its notes
 
@@ -16,14 +16,14 @@ as btrfs — waits for `values`, after the window has closed.
 
 Every figure of a window covers the interval the workload's own figures cover. The window opens
 before the workload starts; a workload whose figures begin later (fio's start-up and ramp_time)
-says when (Workload.counted_from, on time.monotonic()'s clock), and the monitors that count
+says when (WorkloadSaid.counted_from, on time.monotonic()'s clock), and the monitors that count
 over time (CPU, traffic) sample their counters through the whole window (`Sampler`) and count
 from that moment on (`counted_from`), the counters interpolated between the samples around it.
 
 A window ends with a sync of the target's filesystem (runner.Windows), so that what it still
 held of the workload's writes (Btrfs's transaction, ZFS's transaction group, dirty pages) has
 reached its devices: the devices' bytes are counted through it, CPU stops where it began
-(Workload.synced) — the sync is no part of the workload's own figures.
+(WorkloadSaid.synced) — the sync is no part of the workload's own figures.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ class Synced:
 
 
 @dataclass(frozen=True)
-class Workload:
+class WorkloadSaid:
     """What the workload itself says it moved in the measured phase (None: it does not say) and
     how many fsyncs it issued (None: it does not count them), when its figures began counting
     (time.monotonic()), if later than the window opened, and the sync that ended the window
@@ -97,7 +97,7 @@ class Monitor(Protocol):
         """Just after it: take the last reading."""
         ...
 
-    def values(self, workload: Workload, found: Found) -> None:
+    def values(self, workload: WorkloadSaid, found: Found) -> None:
         """Add this monitor's values (and flags) to `found`; called after `stop`."""
         ...
 
@@ -162,7 +162,7 @@ def measuring(monitors: Sequence[Monitor]) -> Iterator[None]:
             raise failure
 
 
-def collect(monitors: Sequence[Monitor], workload: Workload = Workload()) -> Found:
+def collect(monitors: Sequence[Monitor], workload: WorkloadSaid = WorkloadSaid()) -> Found:
     """Every monitor's values once the measured phase is over and the workload's figures known."""
     found = Found()
     for monitor in monitors:

@@ -15,7 +15,7 @@ each as a percentage of all the time that passed on all CPUs (100 % = every CPU 
 
 The average covers the window exactly (first sample to last: the counters accumulate), from
 the moment the workload's figures begin (base.counted_from: after fio's ramp) to the sync that
-ends the window (base.Workload.synced: no part of the workload); the peak is the
+ends the window (base.WorkloadSaid.synced: no part of the workload); the peak is the
 busiest sampling interval. Parsing and arithmetic are pure; the sampler is a
 thin thread around them.
 """
@@ -35,7 +35,7 @@ from fslab.monitors.base import (
     MonitorKind,
     Sampler,
     Watched,
-    Workload,
+    WorkloadSaid,
     counted_from,
 )
 
@@ -151,7 +151,7 @@ class CpuMonitor:
     def stop(self) -> None:
         self.sampler.stop()
 
-    def values(self, workload: Workload, found: Found) -> None:
+    def values(self, workload: WorkloadSaid, found: Found) -> None:
         summary = summarize(counted_from(self.sampler.samples, workload.counted_from, workload.counted_until))
         if summary is not None:
             found.values.extend(measured(summary))

@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from fslab.monitors.base import MONITORS, Figure, Found, Measured, MonitorKind, Watched, Workload
+from fslab.monitors.base import MONITORS, Figure, Found, Measured, MonitorKind, Watched, WorkloadSaid
 
 CompressionRatio = Callable[[Path], "float | None"]  # the mount point → its ratio
 # A ratio from which the filesystem is taken to have compressed what was written: below it,
@@ -141,7 +141,7 @@ class SpaceMonitor:
     def stop(self) -> None:
         pass  # measured in `values`, after the window: syncing belongs to no workload
 
-    def values(self, workload: Workload, found: Found) -> None:
+    def values(self, workload: WorkloadSaid, found: Found) -> None:
         from fslab.core.system import (
             run,
         )  # subprocess and the journal: for a run, not for a summary reading the registry

@@ -38,7 +38,17 @@ from fslab.core.errors import FslabError, Refused
 from fslab.core.units import format_size
 from fslab.model import PHASE_SEPARATOR, qualified, unqualified
 from fslab.model.findings import Finding
-from fslab.monitors.base import MONITORS, Figure, Found, Measured, MonitorKind, Sampler, Watched, Workload, counted_from
+from fslab.monitors.base import (
+    MONITORS,
+    Figure,
+    Found,
+    Measured,
+    MonitorKind,
+    Sampler,
+    Watched,
+    WorkloadSaid,
+    counted_from,
+)
 
 SYS_CLASS_BLOCK = Path("/sys/class/block")
 # Seconds between samples of the counters: the window's start falls between two of them, where
@@ -184,7 +194,7 @@ def served_by_cache(device_read: float, workload_read: float | None) -> bool:
     return device_read < CACHE_SERVED_BELOW * workload_read
 
 
-def judged(moved: Counted, workload: Workload, flushes: bool = False) -> Found:
+def judged(moved: Counted, workload: WorkloadSaid, flushes: bool = False) -> Found:
     """The traffic's values (with the sync they were counted through), and its flags: reads came
     from a cache; fsyncs did not reach the device (where `flushes` are counted: flushes_counted)."""
     found = Found(
@@ -244,12 +254,12 @@ class TrafficMonitor:
     def stop(self) -> None:
         self.sampler.stop()
 
-    def moved(self, workload: Workload) -> Counted | None:
+    def moved(self, workload: WorkloadSaid) -> Counted | None:
         """What the devices read and wrote over the workload's own interval; None unless sampled."""
         readings = counted_from(self.sampler.samples, workload.counted_from)
         return readings[-1] - readings[0] if readings else None
 
-    def values(self, workload: Workload, found: Found) -> None:
+    def values(self, workload: WorkloadSaid, found: Found) -> None:
         moved = self.moved(workload)
         if moved is not None:
             more = judged(moved, workload, self.flushes)

@@ -73,19 +73,19 @@ def print_summary(console: Console, s: StudySummary, report: Path | None = None)
 def _print_section(console: Console, section: Section, units: Bandwidth) -> None:
     from rich.markdown import Markdown
 
-    from fslab.report.sections import Kind
+    from fslab.report.sections import SectionKind
 
     # a table's title in lower case, as a caption (a workload's is its name)
     title = (
         section.title
-        if section.kind is Kind.WORKLOAD
+        if section.kind is SectionKind.WORKLOAD
         else section.title[:1].lower() + section.title[1:] + (f" {section.named}" if section.named else "")
     )
     match section.kind:
-        case Kind.INTRO:
+        case SectionKind.INTRO:
             for line in section.lines:
                 console.print(Markdown(line))
-        case Kind.TARGETS:
+        case SectionKind.TARGETS:
             at = section.columns.index("NOT in effect")
             _print_summary_table(
                 console,
@@ -95,14 +95,14 @@ def _print_section(console: Console, section: Section, units: Bandwidth) -> None
                 units,
                 styles=["yellow" if row[at] != "–" else "" for row in section.rows],
             )
-        case Kind.SKIPPED:
+        case SectionKind.SKIPPED:
             for i, line in enumerate(section.lines):
                 console.print(("" if i == 0 else "  ") + visible(line), style="yellow", markup=False, highlight=False)
-        case Kind.WORKLOAD:
+        case SectionKind.WORKLOAD:
             _print_summary_table(console, title, section.columns, section.rows, units)
-        case Kind.MONITORS:
+        case SectionKind.MONITORS:
             _print_summary_table(console, title, section.columns, section.rows, units, title_style="")
-        case Kind.COMPARISON:
+        case SectionKind.COMPARISON:
             at = section.columns.index("verdict")
             _print_summary_table(
                 console,
@@ -113,12 +113,12 @@ def _print_section(console: Console, section: Section, units: Bandwidth) -> None
                 styles=[VERDICT_STYLE.get(row[at], "") for row in section.rows],
                 title_style="",
             )
-        case Kind.RANKING:
+        case SectionKind.RANKING:
             for line in section.lines:
                 console.print(escape(line), highlight=False)
-        case Kind.OVERVIEW:
+        case SectionKind.OVERVIEW:
             pass  # its figures are the workloads' tables' own, laid out for a paper
-        case Kind.FAILURES:
+        case SectionKind.FAILURES:
             console.print(f"[red]{len(section.rows)} run(s) failed:[/red]")
             for target, workload, repetition, phase, error in section.rows:
                 console.print(

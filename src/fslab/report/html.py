@@ -33,8 +33,8 @@ from fslab.report.console import TEXT_COLUMNS
 from fslab.report.details import RunDetails
 from fslab.report.sections import (
     COMPARISON_COLUMNS,
-    Kind,
     Section,
+    SectionKind,
     compare_left_out_line,
     comparison_rows,
     repetitions_line,
@@ -151,18 +151,18 @@ def run_section(s: StudySummary, details: RunDetails, chart_prefix: str = "") ->
     of_workload: dict[str, list[Section]] = {}
     for section in sections(s):
         match section.kind:
-            case Kind.INTRO:
+            case SectionKind.INTRO:
                 *header, method = section.lines  # the method closes the page, under its own heading
-            case Kind.TARGETS:
+            case SectionKind.TARGETS:
                 at = section.columns.index("NOT in effect")
                 targets = Table(
                     section.columns, section.rows, ["not-in-effect" if row[at] != "–" else "" for row in section.rows]
                 )
-            case Kind.SKIPPED:
+            case SectionKind.SKIPPED:
                 skipped = section.lines
-            case Kind.OVERVIEW:
+            case SectionKind.OVERVIEW:
                 pass  # its figures are the workloads' tables' own, laid out for a paper
-            case Kind.FAILURES:
+            case SectionKind.FAILURES:
                 failures = _failures(section)
             case _:
                 of_workload.setdefault(section.workload, []).append(section)
@@ -216,13 +216,13 @@ def _workload_section(
     rankings: list[str] = []
     for section in its:
         match section.kind:
-            case Kind.WORKLOAD:
+            case SectionKind.WORKLOAD:
                 title, table = section.title, Table(section.columns, section.rows)
-            case Kind.MONITORS:
+            case SectionKind.MONITORS:
                 monitors = Table(section.columns, section.rows)
-            case Kind.COMPARISON:
+            case SectionKind.COMPARISON:
                 comparisons.append((f"{section.title} {section.named}", _verdict_table(section.columns, section.rows)))
-            case Kind.RANKING:
+            case SectionKind.RANKING:
                 rankings = section.lines
     return WorkloadSection(
         anchor=f"run{s.study_run['id']}-{file_name(workload)}",

@@ -33,7 +33,7 @@ from fslab.workloads import metrics_of, report_of
 from fslab.workloads.offered import Percentiles
 
 
-class Kind(Enum):
+class SectionKind(Enum):
     """What a section is: how a format lays it out (a heading, a caption, a paragraph)."""
 
     INTRO = "intro"  # the study run, the machine, how to read the figures, the method: lines
@@ -49,7 +49,7 @@ class Kind(Enum):
 
 @dataclass(frozen=True)
 class Section:
-    kind: Kind
+    kind: SectionKind
     title: str = ""  # as a heading says it ("Compared with"; a workload's: workload_title)
     columns: list[str] = field(default_factory=list)
     rows: list[list[str]] = field(default_factory=list)
@@ -74,33 +74,41 @@ def sections(s: StudySummary) -> list[Section]:
     baseline) and its rankings; the failed runs last. A section with nothing to show is left
     out, but a workload's rankings (whose absence a format may mark)."""
     out = [
-        Section(Kind.INTRO, lines=[*header_lines(s), method_line(s)]),
-        Section(Kind.TARGETS, "Targets", TARGET_COLUMNS, target_rows(s)),
+        Section(SectionKind.INTRO, lines=[*header_lines(s), method_line(s)]),
+        Section(SectionKind.TARGETS, "Targets", TARGET_COLUMNS, target_rows(s)),
     ]
     if skipped := skipped_lines(s):
-        out.append(Section(Kind.SKIPPED, "Skipped targets", lines=skipped))
+        out.append(Section(SectionKind.SKIPPED, "Skipped targets", lines=skipped))
     if overview := overview_table(s):
-        out.append(Section(Kind.OVERVIEW, "fio results", *overview, lines=[OVERVIEW_SAID]))
+        out.append(Section(SectionKind.OVERVIEW, "fio results", *overview, lines=[OVERVIEW_SAID]))
     for workload in s.workloads:
-        out.append(Section(Kind.WORKLOAD, workload_title(s, workload), *workload_table(s, workload), workload=workload))
+        out.append(
+            Section(SectionKind.WORKLOAD, workload_title(s, workload), *workload_table(s, workload), workload=workload)
+        )
         if monitored := monitor_table(s, workload):
-            out.append(Section(Kind.MONITORS, "Measured beside it (monitors, medians)", *monitored, workload=workload))
+            out.append(
+                Section(SectionKind.MONITORS, "Measured beside it (monitors, medians)", *monitored, workload=workload)
+            )
         caveats = s.caveats_of(workload)
         for baseline, compared in comparison_groups(s.analysis.rows_of(workload)):
             rows = comparison_rows(compared, caveats)
             named = with_caveats(baseline, caveats)
             out.append(
-                Section(Kind.COMPARISON, "Compared with", COMPARISON_COLUMNS, rows, named=named, workload=workload)
+                Section(
+                    SectionKind.COMPARISON, "Compared with", COMPARISON_COLUMNS, rows, named=named, workload=workload
+                )
             )
         if between := s.analysis.between_of(workload):  # against the workload it is paired with, target by target
             rows, named = comparison_rows(between, caveats), between[0].baseline_workload or ""
-            paired = Section(Kind.COMPARISON, BETWEEN_TITLE, COMPARISON_COLUMNS, rows, named=named, workload=workload)
+            paired = Section(
+                SectionKind.COMPARISON, BETWEEN_TITLE, COMPARISON_COLUMNS, rows, named=named, workload=workload
+            )
             out.append(paired)
-        out.append(Section(Kind.RANKING, lines=ranking_lines(s, workload), workload=workload))
+        out.append(Section(SectionKind.RANKING, lines=ranking_lines(s, workload), workload=workload))
     if s.failures:
         out.append(
             Section(
-                Kind.FAILURES,
+                SectionKind.FAILURES,
                 "Failed runs",
                 FAILURE_COLUMNS,
                 [[f.target, f.workload, str(f.repetition), f.phase, f.error] for f in s.failures],

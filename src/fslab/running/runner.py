@@ -38,8 +38,7 @@ from fslab.fio import fill_device
 from fslab.model import Host, Metric, RawOutput, Roles, Study, Target, Workload
 from fslab.model.findings import Finding
 from fslab.model.records import STDERR_LINES, RunFailure, RunKey, StoredRun, now
-from fslab.monitors import Monitor, Synced, collect, for_run, measuring
-from fslab.monitors import Workload as MovedBytes
+from fslab.monitors import Monitor, Synced, WorkloadSaid, collect, for_run, measuring
 from fslab.monitors.space import CompressionRatio
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
@@ -652,7 +651,7 @@ class Windows:
         for phase, monitors in self.watched.items():
             moved = {m.name: m.value for m in kind.parse([o for o in outputs if o.phase == phase])}
             began = self.windows.get(phase, Window()).counted_from
-            bytes_moved = MovedBytes(
+            bytes_moved = WorkloadSaid(
                 read_bytes=moved.get(READ_BYTES),
                 written_bytes=moved.get(WRITTEN_BYTES),
                 fsyncs=moved.get(FSYNCS),

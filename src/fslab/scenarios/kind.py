@@ -91,7 +91,6 @@ if TYPE_CHECKING:
 # The tools a phase may run, each through its own kind, by the name that is the phase's action
 # (and its outputs' tool).
 PHASE_TOOLS: dict[str, WorkloadKind] = {SYSBENCH.name: SYSBENCH, DD.name: DD}
-ACTIONS = ("fio", *PHASE_TOOLS, "sync", "drop_caches", "sleep")
 
 # What every fio phase runs unless it says otherwise: direct I/O through libaio, a fixed seed,
 # the file not preallocated (fio.NO_PREALLOCATION).
@@ -103,7 +102,7 @@ class Phase:
     """One step of a scenario, every value checked."""
 
     name: str
-    action: str  # one of ACTIONS
+    action: str  # "fio", a tool's name (PHASE_TOOLS), or "sync", "drop_caches", "sleep"
     measured: bool = True
     options: dict[str, str] = field(default_factory=dict)  # fio's, checked (action "fio")
     seconds: float = 0.0  # action "sleep"

@@ -37,11 +37,11 @@ from fslab.model import Metric, RawOutput, Workload
 from fslab.model.findings import Finding
 from fslab.model.options import (
     Integer,
-    Kind,
     OneOf,
     OptionRefused,
     Size,
     Suboptions,
+    ValueForm,
     accepted_values,
     check_properties,
     value_text,
@@ -65,7 +65,7 @@ DATA_PATTERNS = {
 }
 
 # What a study may set, by dd's own operand names, and `direct` (fslab's: oflag/iflag=direct).
-DD_OPTIONS: dict[str, Kind] = {
+DD_OPTIONS: dict[str, ValueForm] = {
     "bs": Size(512, 2**30),  # a power of two: direct I/O needs blocks aligned to the device's
     "count": Integer(1, 2**31),
     "direct": OneOf(("true", "false")),

@@ -41,12 +41,12 @@ from fslab.model.findings import Finding
 from fslab.model.options import (
     ON_OFF,
     Integer,
-    Kind,
     Matches,
     Number,
     OneOf,
     OptionRefused,
     ToolOptions,
+    ValueForm,
     accepted_values,
     check_arguments,
     shown,
@@ -228,7 +228,7 @@ def sysbench_options(options: Mapping[str, str | int | float | bool], *, data: s
     return made
 
 
-def _whole(kind: Kind) -> bool:
+def _whole(kind: ValueForm) -> bool:
     return isinstance(kind, Number) and not kind.units
 
 

@@ -4,7 +4,7 @@ columns and the fio overview it leaves out."""
 from __future__ import annotations
 
 from fslab.report.formats import REPORT_FILES, ReportFile, Source
-from fslab.report.sections import Kind, Section, sections
+from fslab.report.sections import Section, SectionKind, sections
 from fslab.report.summary import StudySummary
 
 
@@ -23,20 +23,20 @@ def _section(section: Section) -> list[str]:
     """A section's lines: a heading (## …) for the study run's parts and each workload, a
     caption for the tables beneath a workload's; a paragraph's lines ended by a line break."""
     match section.kind:
-        case Kind.INTRO:
+        case SectionKind.INTRO:
             *lines, method = section.lines
             return [*[line + "  " for line in lines], method, ""]
-        case Kind.SKIPPED:
+        case SectionKind.SKIPPED:
             first, *each = section.lines
             return ["", f"## {section.title}", "", first, "", *[f"- {line}" for line in each]]
-        case Kind.OVERVIEW:
+        case SectionKind.OVERVIEW:
             return ["", f"## {section.title}", "", *section.lines, "", *_table(section)]
-        case Kind.RANKING:
+        case SectionKind.RANKING:
             return ["", *[line + "  " for line in section.lines]]
-        case Kind.MONITORS | Kind.COMPARISON:
+        case SectionKind.MONITORS | SectionKind.COMPARISON:
             named = f" **{section.named}**" if section.named else ""
             return ["", f"{section.title}{named}:", "", *_table(section)]
-        case Kind.TARGETS:  # the first heading, right after the introduction's blank line
+        case SectionKind.TARGETS:  # the first heading, right after the introduction's blank line
             return [f"## {section.title}", "", *_table(section)]
         case _:
             return ["", f"## {section.title}", "", *_table(section)]
