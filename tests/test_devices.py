@@ -171,7 +171,7 @@ def test_a_luks_key_is_fresh_on_cryptsetups_standard_input_and_wiped_once_the_ma
     input (`--key-file -`), in no file and no argument; fslab's copy is overwritten as soon as the
     mapping is open, not kept for the run. (The real cryptsetup reads it in the layers guest.)"""
     from fslab.core.names import kernel_name
-    from fslab.devices import layers
+    from fslab.devices.layers import base as layers
 
     given: list[tuple[list[str], bytearray | None, bytes | None]] = []
 
