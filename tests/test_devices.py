@@ -171,7 +171,7 @@ def test_a_luks_key_is_fresh_on_cryptsetups_standard_input_and_wiped_once_the_ma
     input (`--key-file -`), in no file and no argument; fslab's copy is overwritten as soon as the
     mapping is open, not kept for the run. (The real cryptsetup reads it in the layers guest.)"""
     from fslab.core.names import kernel_name
-    from fslab.devices.layers import base as layers
+    from fslab.devices.layers import luks
 
     given: list[tuple[list[str], bytearray | None, bytes | None]] = []
 
@@ -179,11 +179,11 @@ def test_a_luks_key_is_fresh_on_cryptsetups_standard_input_and_wiped_once_the_ma
         given.append((argv, stdin, None if stdin is None else bytes(stdin)))
         return subprocess.CompletedProcess(argv, 0, "", "")
 
-    monkeypatch.setattr(layers, "run", command)
+    monkeypatch.setattr(luks, "run", command)
     keys = []
     for _ in range(2):
         given.clear()
-        with layers._luks(workdir.journal, ["/dev/loop9"], kernel_name(workdir.root, "t"), []):
+        with luks.build(workdir.journal, ["/dev/loop9"], kernel_name(workdir.root, "t"), []):
             (format_argv, buffer, key), (open_argv, same_buffer, same_key) = given[:2]
             assert format_argv[:2] == ["cryptsetup", "luksFormat"] and open_argv[:2] == ["cryptsetup", "open"]
             assert key is not None and len(key) == 64 and same_key == key, "one key, to both"

@@ -71,8 +71,8 @@ MAKERS = {
     "process": "fslab.core.system", "scratch": "fslab.core.scratch", "cgroup": "fslab.core.cgroups",
     "mount": "fslab.filesystems.mounting", "zpool": "fslab.filesystems.zfs",
     "zfs-daemon": "fslab.filesystems.zfs_engine", "arc-max": "fslab.filesystems.zfs_engine",
-    "device": "fslab.devices.named", "md": "fslab.devices.layers.base", "luks": "fslab.devices.layers.base",
-    "lvm": "fslab.devices.layers.base", "image": "fslab.devices.loop", "loop": "fslab.devices.loop",
+    "device": "fslab.devices.named", "md": "fslab.devices.layers.md", "luks": "fslab.devices.layers.luks",
+    "lvm": "fslab.devices.layers.lvm", "image": "fslab.devices.loop", "loop": "fslab.devices.loop",
     "zram": "fslab.devices.zram",
 }  # fmt: skip
 

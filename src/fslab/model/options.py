@@ -5,7 +5,8 @@ A tool's accepted options are a small typed description (`ToolOptions`: flag →
 the lists themselves live with what they belong to, one place each:
 - filesystems/ext4.py, xfs.py, btrfs.py: `MKFS_OPTIONS` and `MOUNT_OPTIONS` (with `VFS_MOUNT_OPTIONS` below)
 - filesystems/zfs.py: `POOL_OPTIONS` (zpool create -o) and `DATASET_PROPERTIES` (zfs create -o)
-- devices/layers.py: `MDADM_OPTIONS`, `CRYPTSETUP_OPTIONS`, `LVCREATE_OPTIONS` (each layer's `options`)
+- devices/layers/md.py, luks.py, lvm.py: `MDADM_OPTIONS`, `CRYPTSETUP_OPTIONS`, `LVCREATE_OPTIONS` (each
+  layer's `options`)
 Every module that declares one imports this one: `grep -rl guard.options src/` lists them all.
 
 Whatever is not on a list is refused; so is any value holding a path (`/`), a control character
