@@ -7,7 +7,7 @@ from pathlib import Path
 
 from fslab import monitors, workloads
 from fslab.report.formats import report_files
-from fslab.scenarios.kind import BUILTIN_SCENARIOS
+from fslab.scenarios.phases import BUILTIN_SCENARIOS
 
 DOCS = Path(__file__).parent.parent / "docs"
 

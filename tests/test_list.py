@@ -24,7 +24,8 @@ from fslab.fio.workload import FIO_DEFAULTS
 from fslab.model.options import Suboptions
 from fslab.report.console import CONSOLE_WIDTH
 from fslab.report.formats import report_files, table_forms
-from fslab.scenarios.kind import BUILTIN, BUILTIN_SCENARIOS, ScenarioSection
+from fslab.scenarios.kind import BUILTIN, ScenarioSection
+from fslab.scenarios.phases import BUILTIN_SCENARIOS
 from fslab.study import builtin_studies
 from fslab.workloads import SHIPPED as KINDS
 from fslab.workloads import registered
@@ -144,7 +145,7 @@ def test_every_accepted_option_is_listed_with_its_owner(as_json):
 
 def test_scenarios_are_listed_with_their_phases(as_json):
     assert typing.get_args(ScenarioSection.model_fields["scenario"].annotation)[0] == typing.Literal[BUILTIN], (
-        "the study file takes the scenarios scenario.py has"
+        "the study file takes the scenarios fslab has"
     )
     for entry in as_json["scenarios"]:
         assert [p["name"] for p in entry["phases"]] == [
@@ -205,3 +206,16 @@ def test_a_section_narrows_the_list_and_an_unknown_one_is_refused():
     assert "zfs: properties → zfs create -o" in narrowed("zfs") and "mkfs.ext4" not in narrowed("zfs")
     refused = fslab_in_process("list", "zfz")
     assert refused.returncode == 2 and "did you mean 'zfs'?" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_each_built_in_scenario_joins_from_its_own_module_and_a_plugins_stays_out_of_the_schema():
+    from fslab.core.registry import scoped
+    from fslab.scenarios.phases import BuiltinScenario
+
+    modules = [BUILTIN_SCENARIOS[name].phases.__module__ for name in BUILTIN]
+    assert all(m.startswith("fslab.scenarios.builtin.") for m in modules) and len(set(modules)) == len(modules), modules
+    with scoped():
+        BUILTIN_SCENARIOS.add(BuiltinScenario("toy", lambda runtime, every: ()))
+        assert "toy" in BUILTIN_SCENARIOS and BUILTIN_SCENARIOS.own() == list(BUILTIN), (
+            "fslab's own names alone, as the study file's `scenario` takes them"
+        )

@@ -13,7 +13,9 @@ from fslab.fio.output import BINS_TOOL, LOG_TOOL
 from fslab.model import RawOutput, Workload, unqualified
 from fslab.monitors import metric_names
 from fslab.results import ResultsDB
-from fslab.scenarios.kind import METRICS, SCENARIOS, Phase, Scenario, cow_ageing, scenario
+from fslab.scenarios.builtin.cow_ageing import cow_ageing
+from fslab.scenarios.kind import METRICS, SCENARIOS, Scenario, scenario
+from fslab.scenarios.phases import Phase
 from fslab.workloads.data import DataPattern
 from fslab.workloads.dd import DD, DdOptions
 from fslab.workloads.sysbench import SYSBENCH, SysbenchOptions

@@ -25,7 +25,8 @@ from fslab.filesystems import FILESYSTEMS
 from fslab.fio import FIO_DEFAULTS
 from fslab.model.options import accepted_values
 from fslab.report.formats import REPORT_FILES, TABLE_FORMS, report_files, table_forms
-from fslab.scenarios.kind import BUILTIN_SCENARIOS, BuiltinScenario, Phase, ScenarioSection
+from fslab.scenarios.kind import ScenarioSection
+from fslab.scenarios.phases import BUILTIN_SCENARIOS, BuiltinScenario, Phase
 from fslab.study import builtin_studies
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 from fslab.workloads.tables import nested_table

@@ -103,6 +103,12 @@ class Registry(Mapping[str, T]):
         in order: what `fslab doctor` says this fslab is extended with."""
         return [name for name in self if name in self.from_outside]
 
+    def own(self) -> list[str]:
+        """fslab's own names, in order, and no plugin's (none is imported): what a schema fixed as
+        fslab is imported may accept (a built-in scenario's name)."""
+        self._load_package()
+        return [name for name in dict.fromkeys([*self.shipped, *self.registered]) if name not in self.from_outside]
+
     def _load_package(self) -> None:
         if self.package is not None and not self._package_loaded:
             self._package_loaded = True

@@ -11,7 +11,7 @@ one leaves nothing but its effect.
 Every fio phase's options pass the same allow-list as a workload's (study_file.fio_options);
 fslab sets the file (`filename`, named by fslab from the workload's name), its size, and the data
 the scenario writes (workloads/data.py) on every phase. Built-in scenarios (BUILTIN_SCENARIOS) are phases
-written here, their sizes and time taken from the study's table.
+written in scenarios/builtin/, one module each, their sizes and time taken from the study's table.
 
 A tool phase holds the tool's own checked record (a sysbench or dd workload's, writing the
 scenario's data, random or zeros) and runs through the tool's own kind (PHASE_TOOLS), prepared
@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -38,7 +38,6 @@ from pydantic import field_validator, model_validator
 from fslab.core.errors import Refused
 from fslab.core.journal import Journal
 from fslab.core.names import file_name, snapshot_name
-from fslab.core.registry import Registry
 from fslab.core.system import run, sync_and_drop_caches
 from fslab.core.toml_errors import FieldError
 from fslab.core.units import parse_duration, parse_size, scaled_size
@@ -65,6 +64,7 @@ from fslab.model import PHASE_SEPARATOR, Metric, RawOutput, Workload
 from fslab.model.findings import Finding
 from fslab.monitors.extents import extent_counts, parse_filefrag
 from fslab.scenarios.metrics import METRICS
+from fslab.scenarios.phases import BUILTIN_SCENARIOS, Phase
 from fslab.scenarios.report import SCENARIO_REPORT
 from fslab.workloads import KINDS, Registered
 from fslab.workloads.base import Measured, StudyScope, Window, WorkloadKind, directory_of, tool_of
@@ -95,26 +95,6 @@ PHASE_TOOLS: dict[str, WorkloadKind] = {SYSBENCH.name: SYSBENCH, DD.name: DD}
 # What every fio phase runs unless it says otherwise: direct I/O through libaio, a fixed seed,
 # the file not preallocated (fio.NO_PREALLOCATION).
 PHASE_DEFAULTS = {"ioengine": "libaio", "direct": "1", "randseed": "24301", **NO_PREALLOCATION}
-
-
-@dataclass(frozen=True)
-class Phase:
-    """One step of a scenario, every value checked."""
-
-    name: str
-    action: str  # "fio", a tool's name (PHASE_TOOLS), or "sync", "drop_caches", "sleep"
-    measured: bool = True
-    options: dict[str, str] = field(default_factory=dict)  # fio's, checked (action "fio")
-    seconds: float = 0.0  # action "sleep"
-    snapshot_every: float | None = None  # seconds between snapshots while the phase runs
-    extents: bool = False  # count the file's extents after the phase
-    tool: SysbenchOptions | DdOptions | None = None  # what a tool phase runs (action "sysbench", "dd")
-
-    def spec(self) -> dict[str, Any]:
-        tool = {"tool": self.tool.spec()} if self.tool else {}  # absent from other phases: their specs as before tools
-        return {"name": self.name, "action": self.action, "measured": self.measured, "options": self.options,
-                "seconds": self.seconds, "snapshot_every": self.snapshot_every,
-                "extents": self.extents} | tool  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -179,60 +159,8 @@ class Scenario:
         return single_job(phase.name, PHASE_DEFAULTS | phase.options | {"filename": self.file, "size": str(self.size)})
 
 
-# ---- built-in scenarios ------------------------------------------------------------------------
-
-SEQ_WRITE = {"rw": "write", "bs": "1m", "iodepth": "8"}
-SEQ_READ = {"rw": "read", "bs": "1m", "iodepth": "8"}
-
-
-def cow_ageing(runtime: float, snapshot_every: float | None = None) -> tuple[Phase, ...]:
-    """Seed 001's in-place writes: one file written sequentially (1 MiB, QD8), read (before),
-    overwritten at random in 4 KiB blocks at QD32 for `runtime` seconds, read again (after), its
-    extents counted before and after. Copy-on-write scatters what was one extent."""
-    settle = (Phase("settle", "sync", measured=False), Phase("drop", "drop_caches", measured=False))
-    overwrite = {"rw": "randwrite", "bs": "4k", "iodepth": "32", "time_based": "1", "runtime": ms_text(runtime)}
-    return (
-        Phase("write", "fio", options=SEQ_WRITE | {"end_fsync": "1"}),
-        *settle,
-        Phase("before", "fio", options=SEQ_READ, extents=True),
-        Phase("overwrite", "fio", options=overwrite | {"end_fsync": "1"}, snapshot_every=snapshot_every),
-        *(replace(p, name=f"{p.name}-2") for p in settle),
-        Phase("after", "fio", options=SEQ_READ, extents=True),
-    )
-
-
-def write_rewrite_read_reread() -> tuple[Phase, ...]:
-    """Seed 002's iozone-like pass, buffered: write the file, write it again over itself, read it
-    after dropping caches, read it again (the page cache answers the reread, as iozone's does)."""
-    buffered = {"bs": "1m", "iodepth": "1", "direct": "0", "ioengine": "psync"}
-    return (
-        Phase("write", "fio", options=buffered | {"rw": "write", "end_fsync": "1"}),
-        Phase("rewrite", "fio", options=buffered | {"rw": "write", "end_fsync": "1"}),
-        Phase("drop", "drop_caches", measured=False),
-        Phase("read", "fio", options=buffered | {"rw": "read"}),
-        Phase("reread", "fio", options=buffered | {"rw": "read"}),
-    )
-
-
-SNAPSHOT_EVERY = 0.33  # seconds: seed 001's "about three snapshots a second"
-
-
-@dataclass(frozen=True)
-class BuiltinScenario:
-    """A scenario whose phases fslab writes (`scenario = NAME`), as the registry holds it."""
-
-    name: str
-    # (its timed phase's runtime, the study's seconds between snapshots or None) → its phases
-    phases: Callable[[float, float | None], tuple[Phase, ...]]
-
-
-BUILTIN_SCENARIOS: Registry[BuiltinScenario] = Registry("scenario")
-BUILTIN_SCENARIOS.add(BuiltinScenario("cow-ageing", lambda runtime, every: cow_ageing(runtime)))
-BUILTIN_SCENARIOS.add(
-    BuiltinScenario("snapshots-under-load", lambda runtime, every: cow_ageing(runtime, every or SNAPSHOT_EVERY))
-)
-BUILTIN_SCENARIOS.add(BuiltinScenario("write-rewrite-read-reread", lambda runtime, every: write_rewrite_read_reread()))
-BUILTIN = tuple(BUILTIN_SCENARIOS.registered)  # their names, as a study's `scenario` accepts them
+# The built-in scenarios' names (fslab's own, scenarios/builtin/), as a study's `scenario` accepts them.
+BUILTIN = tuple(BUILTIN_SCENARIOS.own())
 
 
 def tool_data(phase: str, tool: str, data: DataPattern) -> str:
