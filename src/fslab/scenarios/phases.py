@@ -18,7 +18,7 @@ class Phase:
     """One step of a scenario, every value checked."""
 
     name: str
-    action: str  # "fio", a tool's name (PHASE_TOOLS), or "sync", "drop_caches", "sleep"
+    action: str  # "fio", a tool's name (kind.PHASE_TOOLS), or "sync", "drop_caches", "sleep"
     measured: bool = True
     options: dict[str, str] = field(default_factory=dict)  # fio's, checked (action "fio")
     seconds: float = 0.0  # action "sleep"
