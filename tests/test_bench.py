@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pytest
 
 from conftest import ZFS_FUSE
@@ -28,7 +29,13 @@ N = r"-?\d+\.\d+"  # a figure
 # Each script's figures (lines it must print, at least): pure, then root's, then zfs-fuse's.
 FIGURES = {
     "startup.py": [rf"^  fslab run --help +{N} s"],
-    "adaptive.py": [r"verdicts agreeing: median \d+%", rf"total runtime adaptive/fixed: median {N}"],
+    "adaptive.py": [
+        rf"^false verdicts under no difference: {N} \(95% upper {N}, n=40\)$",
+        rf"^runtime ratio: median {N}, worst {N}$",
+        rf"^agreement: adaptive {N}, fixed-vs-fixed {N}$",
+        r"verdicts agreeing: median \d+%",
+        rf"total runtime adaptive/fixed: median {N}",
+    ],
     "study_validation.py": [rf"^valid +{N} s +{N} s .* accepted, 200 cells", rf"^1,000,000 targets +{N} s .*refused"],
     "parse_only.py": [rf"^ +2 +4 +{N} s +{N} s$"],
     "report_scale.py": [
@@ -136,3 +143,57 @@ def test_fidelitys_fslab_side_is_the_one_ext4_run_it_compares_with_fio_by_hand(t
     runs = db.stored_runs(db.study_run()["id"])
     assert [(r.target, r.ok) for r in runs] == [("ext4", True)]
     assert iops == runs[0].metrics["read_iops"]
+
+
+def test_the_error_rate_harness_prints_its_frozen_parameters_and_the_same_figures_for_the_same_seed(
+    monkeypatch, capsys
+):
+    """bench/adaptive.py measures the verdict rule's error rates (issue 35): what it simulated is
+    printed with them, and a seed gives one output."""
+    adaptive = bench_module("adaptive", monkeypatch)
+    adaptive.main(["--smoke"])
+    first = capsys.readouterr().out
+    adaptive.main(["--smoke"])
+    assert capsys.readouterr().out == first
+    for frozen in [
+        "CV 1%, 2%, 3%, 5%, 7%, 10% per cell; AR(1) in run order, rho = 0.5",
+        "drift: linear, 10% slower by the end of a fixed 10-run study",
+        "outliers: 2% of runs at ×0.5",
+        "(±threshold: 1/1.03 and 1.03); null: 1.0000",
+        "threshold 3%; seed 35",
+    ]:
+        assert frozen in first
+    rate, upper = map(
+        float, re.search(rf"false verdicts under no difference: ({N}) \(95% upper ({N}), n=40\)", first).groups()
+    )
+    assert 0 <= rate <= upper <= 1
+
+
+def test_the_harness_upper_bound_is_clopper_pearsons(monkeypatch):
+    """None of 1,000: 1 − 0.025^(1/1000) (the exact interval's closed form at 0); 50 of 1,000: the
+    beta quantile."""
+    from scipy.stats import beta
+
+    upper_bound = bench_module("adaptive", monkeypatch).upper_bound
+    assert upper_bound(0, 1000) == pytest.approx(1 - 0.025 ** (1 / 1000), rel=1e-9)
+    assert upper_bound(50, 1000) == pytest.approx(beta.ppf(0.975, 51, 950), rel=1e-9)
+    assert upper_bound(1000, 1000) == 1.0
+
+
+def test_the_harness_null_families_are_null_and_its_machine_is_the_one_it_prints(monkeypatch):
+    adaptive = bench_module("adaptive", monkeypatch)
+    p = adaptive.Parameters()
+    means, sigmas = adaptive.truths(np.random.default_rng(1), p, 50, null=True)
+    by_workload = means.reshape(50, len(adaptive.WORKLOADS), len(adaptive.TARGETS))
+    assert np.all(by_workload == by_workload[:, :, :1])  # every target at exactly the baseline's mean
+    studies = adaptive.fixed_studies(np.random.default_rng(2), p, means, sigmas)
+    assert len(studies) == 50 and all(
+        len(s) == 20 and all(len(c["read_iops"]) == 10 for c in s.values()) for s in studies
+    )
+    noise, shift = adaptive.machine_noise(np.random.default_rng(3), p, 400, 200)
+    lag_one = np.corrcoef(noise[:, 1:].ravel(), noise[:, :-1].ravel())[0, 1]
+    assert lag_one == pytest.approx(p.rho, abs=0.02) and noise.std() == pytest.approx(1, abs=0.02)
+    drift = np.log1p(-p.drift * np.arange(200) / 199)
+    outlying = ~np.isclose(shift, drift)
+    assert outlying.mean() == pytest.approx(p.outlier_rate, abs=0.003)
+    assert np.allclose(shift[outlying] - np.broadcast_to(drift, shift.shape)[outlying], np.log(p.outlier_factor))
