@@ -58,8 +58,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from fslab.core.names import file_name
-from fslab.results import ResultsDB
-from fslab.results import schema as tables
+from fslab.results import ResultsDB, schema as tables
 from fslab.running import environment
 from fslab.study import parse_study
 

@@ -31,8 +31,7 @@ from typing import Any
 from fslab.core.names import file_name
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Provisioned
-from fslab.fio import hist as fio_hist
-from fslab.fio import output as fio_parser
+from fslab.fio import hist as fio_hist, output as fio_parser
 from fslab.fio.workload import FioJob, job_for
 from fslab.model import Host, Metric, RawOutput, Roles, Study, Workload
 from fslab.model.findings import Finding

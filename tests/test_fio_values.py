@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, write_study
-from fslab.fio import jobs as fio_jobs
-from fslab.fio import values as fio_values
+from fslab.fio import jobs as fio_jobs, values as fio_values
 from fslab.fio.jobs import expected_seconds, fio_seconds, parse_all, parse_job_file, render
 from fslab.fio.options import FioRefused, option_problem, table
 from fslab.fio.values import SIZE, Handled, disagreement, fio_reading, numbers_of, parse_debug, plain_reading

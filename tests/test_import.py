@@ -18,8 +18,8 @@ import pytest
 
 from conftest import FIXTURES, fslab_in_process
 from fslab.fio.hist import HIST_TOOL
-from fslab.fio.output import METRICS as FIO_METRICS
 from fslab.fio.output import (
+    METRICS as FIO_METRICS,
     PERCENTILES,
     in_current_units,
     job_metrics,

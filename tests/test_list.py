@@ -12,8 +12,7 @@ import pytest
 from rich.cells import cell_len
 
 from conftest import fslab_in_process
-from fslab import devices as devices_package
-from fslab import monitors
+from fslab import devices as devices_package, monitors
 from fslab.cli.catalogue import Catalogue
 from fslab.core.units import parse_duration
 from fslab.devices.layers import LAYERS
@@ -27,8 +26,7 @@ from fslab.report.formats import report_files, table_forms
 from fslab.scenarios.kind import BUILTIN, ScenarioSection
 from fslab.scenarios.phases import BUILTIN_SCENARIOS
 from fslab.study import builtin_studies
-from fslab.workloads import SHIPPED as KINDS
-from fslab.workloads import registered
+from fslab.workloads import SHIPPED as KINDS, registered
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 from fslab.workloads.dd import DD_OPTIONS
 from fslab.workloads.rsync import RSYNC_OPTIONS

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import fresh_workdir, ran_study
-from fslab.fio import jobs as fio_jobs
-from fslab.fio import preallocation as fio_preallocation
+from fslab.fio import jobs as fio_jobs, preallocation as fio_preallocation
 from fslab.report.sections import workload_title
 from fslab.report.summary import summarize_study_run
 from fslab.study import StudyError, parse_study

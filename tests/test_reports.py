@@ -25,8 +25,7 @@ from fslab.core.errors import Refused
 from fslab.model.records import RunFailure
 from fslab.report.console import CONSOLE_WIDTH, print_summary
 from fslab.report.files import write_reports
-from fslab.report.formats import report_files
-from fslab.report.formats import runs as runs_format
+from fslab.report.formats import report_files, runs as runs_format
 from fslab.report.summary import StudySummary, summarize_study_run
 from fslab.results import ResultsDB
 from fslab.statistics.stats import summarize

@@ -5,8 +5,7 @@ from itertools import combinations
 
 import numpy as np
 import pytest
-from scipy import special
-from scipy import stats as sps
+from scipy import special, stats as sps
 
 from fslab.report.summary import beyond_raw_note
 from fslab.statistics.analysis import analyse, ranking_line

@@ -10,8 +10,7 @@ in, records and table rows out; the CLI prints them (report/console.print_table)
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, fields, replace
-from dataclasses import field as dataclass_field
+from dataclasses import asdict, dataclass, field as dataclass_field, fields, replace
 
 from pydantic import BaseModel
 

@@ -33,164 +33,71 @@ if TYPE_CHECKING:
     from fslab.fio.fill import fill_device as fill_device
     from fslab.fio.hist import (
         HIST_TOOL as HIST_TOOL,
-    )
-    from fslab.fio.hist import (
         Bins as Bins,
-    )
-    from fslab.fio.hist import (
         LatencyOverTime as LatencyOverTime,
-    )
-    from fslab.fio.hist import (
         latency_over_time as latency_over_time,
     )
     from fslab.fio.jobs import (
         JobFile as JobFile,
-    )
-    from fslab.fio.jobs import (
         direct as direct,
-    )
-    from fslab.fio.jobs import (
         direct_after as direct_after,
-    )
-    from fslab.fio.jobs import (
         expected_seconds as expected_seconds,
-    )
-    from fslab.fio.jobs import (
         fio_seconds as fio_seconds,
-    )
-    from fslab.fio.jobs import (
         measured_seconds as measured_seconds,
-    )
-    from fslab.fio.jobs import (
         parse_all as parse_all,
-    )
-    from fslab.fio.jobs import (
         reads as reads,
-    )
-    from fslab.fio.jobs import (
         render as render,
-    )
-    from fslab.fio.jobs import (
         single_job as single_job,
-    )
-    from fslab.fio.jobs import (
         stored_job as stored_job,
     )
     from fslab.fio.output import (
         BINS_TOOL as BINS_TOOL,
-    )
-    from fslab.fio.output import (
         DIRECTIONS as DIRECTIONS,
-    )
-    from fslab.fio.output import (
         KEPT_APART as KEPT_APART,
-    )
-    from fslab.fio.output import (
         LOG_KINDS as LOG_KINDS,
-    )
-    from fslab.fio.output import (
         LOG_TOOL as LOG_TOOL,
-    )
-    from fslab.fio.output import (
         METRICS as METRICS,
-    )
-    from fslab.fio.output import (
         PERCENTILES as PERCENTILES,
-    )
-    from fslab.fio.output import (
         PRECONDITION_PHASE as PRECONDITION_PHASE,
-    )
-    from fslab.fio.output import (
         Columns as Columns,
-    )
-    from fslab.fio.output import (
         NoJson as NoJson,
-    )
-    from fslab.fio.output import (
         Throughput as Throughput,
-    )
-    from fslab.fio.output import (
         bin_columns as bin_columns,
-    )
-    from fslab.fio.output import (
         job_entries as job_entries,
-    )
-    from fslab.fio.output import (
         job_metrics as job_metrics,
-    )
-    from fslab.fio.output import (
         latency_bins as latency_bins,
-    )
-    from fslab.fio.output import (
         load_json as load_json,
-    )
-    from fslab.fio.output import (
         parse_metrics as parse_metrics,
-    )
-    from fslab.fio.output import (
         stored_latency_bins as stored_latency_bins,
-    )
-    from fslab.fio.output import (
         throughput_over_time as throughput_over_time,
     )
     from fslab.fio.preallocation import (
         preallocates as preallocates,
-    )
-    from fslab.fio.preallocation import (
         preallocation_of as preallocation_of,
-    )
-    from fslab.fio.preallocation import (
         stored_preallocation as stored_preallocation,
     )
     from fslab.fio.report import FIO_REPORT as FIO_REPORT
     from fslab.fio.rewrite import described as described
-    from fslab.fio.section import FioSection as FioSection
-    from fslab.fio.section import fio_options as fio_options
+    from fslab.fio.section import FioSection as FioSection, fio_options as fio_options
     from fslab.fio.server import (
         Endpoint as Endpoint,
-    )
-    from fslab.fio.server import (
         Network as Network,
-    )
-    from fslab.fio.server import (
         address_and_port as address_and_port,
-    )
-    from fslab.fio.server import (
         checked_address as checked_address,
-    )
-    from fslab.fio.server import (
         checked_port as checked_port,
-    )
-    from fslab.fio.server import (
         endpoint as endpoint,
-    )
-    from fslab.fio.server import (
         networks as networks,
-    )
-    from fslab.fio.server import (
         serve_until_stopped as serve_until_stopped,
-    )
-    from fslab.fio.server import (
         serving as serving,
     )
     from fslab.fio.space import room_needed as room_needed
     from fslab.fio.values import ms_text as ms_text
     from fslab.fio.workload import (
         FIO_DEFAULTS as FIO_DEFAULTS,
-    )
-    from fslab.fio.workload import (
         FIXED_OPTIONS as FIXED_OPTIONS,
-    )
-    from fslab.fio.workload import (
         NO_PREALLOCATION as NO_PREALLOCATION,
-    )
-    from fslab.fio.workload import (
         FioJob as FioJob,
-    )
-    from fslab.fio.workload import (
         log_options as log_options,
-    )
-    from fslab.fio.workload import (
         run_measured as run_measured,
     )
 

@@ -29,17 +29,11 @@ from fslab.fio.jobs import GLOBAL, SHORTEST_STEADY_WINDOW, JobFile, Section, che
 from fslab.fio.values import (
     block_size,
     each_number,
+    size_bytes as fio_bytes,
+    size_text as fio_size,
+    time_text as fio_time,
     tokens,
 )  # fio's one reading and writing of its values
-from fslab.fio.values import (
-    size_bytes as fio_bytes,
-)
-from fslab.fio.values import (
-    size_text as fio_size,
-)
-from fslab.fio.values import (
-    time_text as fio_time,
-)
 
 SIZES = ("size", "io_size", "offset", "offset_increment", "filesize")  # bytes: × --scale
 COUNTS = ("number_ios",)  # I/Os: × --scale, as the bytes they add up to

@@ -22,8 +22,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 
-from fslab.fio.jobs import GLOBAL, JobFile
-from fslab.fio.jobs import _on as switched_on  # a boolean option as fio reads it
+from fslab.fio.jobs import (
+    GLOBAL,
+    JobFile,
+    _on as switched_on,  # a boolean option as fio reads it
+)
 from fslab.fio.rewrite import fio_sizes
 
 DEVICE = ("the device",)

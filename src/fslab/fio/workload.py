@@ -33,12 +33,14 @@ from fslab.core.system import run_held
 from fslab.core.toml_errors import FieldError, unknown
 from fslab.core.units import format_size, parse_duration, parse_size, scaled_size
 from fslab.filesystems.base import Provisioned
-from fslab.fio import clients as fio_clients
-from fslab.fio import epoch as fio_epoch
-from fslab.fio import hist as fio_hist
-from fslab.fio import jobs as fio_jobs
-from fslab.fio import space as fio_space
-from fslab.fio import steady as fio_steady
+from fslab.fio import (
+    clients as fio_clients,
+    epoch as fio_epoch,
+    hist as fio_hist,
+    jobs as fio_jobs,
+    space as fio_space,
+    steady as fio_steady,
+)
 from fslab.fio.jobs import JobFile, fio_environment, parse_all, render, single_job
 from fslab.fio.options import DIRECTORY_ENGINES
 from fslab.fio.output import (

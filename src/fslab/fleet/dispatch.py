@@ -17,8 +17,7 @@ from rich.live import Live
 
 from fslab.core.errors import FslabError
 from fslab.core.names import visible
-from fslab.fleet import queue, roster, units, versions
-from fslab.fleet import spread as spreading
+from fslab.fleet import queue, roster, spread as spreading, units, versions
 from fslab.fleet.steady import steadily
 from fslab.model import Study
 from fslab.model.records import now

@@ -15,8 +15,7 @@ from enum import Enum
 from fslab.core.units import Bandwidth, format_size
 from fslab.model import FAILED_ALIKE, PHASE_SEPARATOR, qualified, unqualified
 from fslab.model.records import imported_from
-from fslab.monitors import Figure, metric_names
-from fslab.monitors import figures as monitor_figures
+from fslab.monitors import Figure, figures as monitor_figures, metric_names
 from fslab.report.formatting import (
     fmt,
     fmt_cv,

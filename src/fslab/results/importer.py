@@ -36,8 +36,7 @@ from pathlib import Path
 
 from fslab import __version__
 from fslab.core.names import NAME
-from fslab.fio import LOG_KINDS, place
-from fslab.fio import hist as fio_hist
+from fslab.fio import LOG_KINDS, hist as fio_hist, place
 from fslab.model import RawOutput
 from fslab.model.records import IMPORTED, RunRecord
 from fslab.results.import_parsing import FioOutput, ImportedJob, NotFioOutput, parse_output

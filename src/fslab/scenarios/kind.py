@@ -47,6 +47,7 @@ from fslab.fio import (
     FIXED_OPTIONS,
     NO_PREALLOCATION,
     JobFile,
+    direct as job_is_direct,
     fio_options,
     fio_seconds,
     log_options,
@@ -59,7 +60,6 @@ from fslab.fio import (
     run_measured,
     single_job,
 )
-from fslab.fio import direct as job_is_direct
 from fslab.model import PHASE_SEPARATOR, Metric, RawOutput, Workload
 from fslab.model.findings import Finding
 from fslab.monitors.extents import extent_counts, parse_filefrag
