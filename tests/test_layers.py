@@ -99,3 +99,21 @@ def test_fio_is_known_only_in_fio():
             elif isinstance(node, ast.List) and node.elts and ast.unparse(node.elts[0]) in ("'fio'", '"fio"'):
                 found.append(f"{where}:{node.lineno}: a fio command line: {ast.unparse(node)[:60]}")
     assert not found, "\n".join(found)
+
+
+def test_fios_surface_names_each_name_once_for_the_type_checker_and_once_for_the_lazy_loader():
+    """fio/__init__.py says its surface twice, as it must: the imports under TYPE_CHECKING (what
+    mypy sees) and _HOMES (what __getattr__ loads when first asked). Held to each other here."""
+    import fslab.fio
+
+    tree = ast.parse((PACKAGE / "fio" / "__init__.py").read_text())
+    guarded = next(n for n in tree.body if isinstance(n, ast.If) and ast.unparse(n.test) == "TYPE_CHECKING")
+    typed = {
+        alias.name: node.module.removeprefix("fslab.fio.")
+        for node in guarded.body
+        if isinstance(node, ast.ImportFrom) and node.module
+        for alias in node.names
+    }
+    assert typed == fslab.fio._HOMES
+    for name in typed:
+        assert getattr(fslab.fio, name) is not None, name
