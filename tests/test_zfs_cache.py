@@ -107,7 +107,7 @@ def test_a_scenarios_drop_caches_phase_empties_zfs_fuses_arc(workdir, tmp_path):
     runs = db.runs(study_run)
     assert len(runs) == 1 and runs[0]["status"] == "ok", runs[0]["error"]
     ratios = {phase: ratio for (_, phase, _), ratio in db.metric_values(study_run, ["device_read_ratio"]).items()}
-    # An ARC still holding the file would leave the devices almost nothing (it fits four times
+    # An ARC still holding the file would leave the devices almost nothing (it fits twice
     # over: ~0). The devices are counted from fio's epoch, known to one log window (100 ms) under
     # load, a tenth of this short read: 1.01 on a quiet machine, 0.91 seen in CI beside other tests.
     assert ratios.keys() == {"read"} and ratios["read"] >= 0.75, (
