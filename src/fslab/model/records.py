@@ -139,6 +139,9 @@ class SampleGroups:
     kinds: dict[str, str] = field(
         default_factory=dict
     )  # workload → its kind ("fio", "sysbench", …): what printed its figures, and so their resolution
+    # (workload, target) → metric → the interleaved block each of its values ran in, as `values`:
+    # what pairs two cells' runs within blocks (stats.SamplePair.blocks)
+    blocks: dict[tuple[str, str], dict[str, list[int]]] = field(default_factory=dict)
 
 
 def now() -> datetime:

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fslab.report.formatting import metric_label, runs_text
+from fslab.report.formatting import metric_label
 from fslab.report.sections import left_out_line, with_caveats
 from fslab.report.summary import StudySummary
 from fslab.statistics.analysis import Row
-from fslab.statistics.stats import Comparison, Ranking, significant
+from fslab.statistics.stats import Comparison, Ranking, interval_text, level_text, ratio_text
 
 
 @dataclass(frozen=True)
@@ -81,24 +81,15 @@ def _row_conclusion(r: Row, threshold: float, caveats: dict[str, list[str]]) -> 
     else:
         subject, baseline = with_caveats(r.target, caveats), with_caveats(r.baseline, caveats)
         on, targets = "", (r.target, r.baseline)
-    if c.differs:
-        return Conclusion(
-            f"{on}{subject} is {c.verdict} than {baseline} in {what}: {c.ratio:.2f}× ({_interval(c)}, "
-            f"adjusted p {_p(c.p_adjusted)}; {'higher' if c.higher_is_better else 'lower'} is better).",
-            True,
-            r,
-            targets,
-        )
-    if c.needs_runs is not None:
-        why = f"the interval {runs_text(c.needs_runs)} per cell before it says anything"
-    elif significant(c):
-        why = f"measured {c.ratio:.2f}× ({_interval(c)}), a change within the {threshold:.0%} threshold"
-    else:
-        detectable = (
-            f"; these runs detect a change of ±{c.detectable_change:.0%}" if c.detectable_change is not None else ""
-        )
-        why = f"measured {c.ratio:.2f}× ({_interval(c)}, adjusted p {_p(c.p_adjusted)}){detectable}"
-    return Conclusion(f"{on}{subject} and {baseline}: no detectable difference in {what} — {why}.", False, r, targets)
+    said = f"{on}{subject} against {baseline} in {what}: {verdict_phrase(c)}."
+    return Conclusion(said, c.differs, r, targets)
+
+
+def verdict_phrase(c: Comparison) -> str:
+    """A verdict as every output words it: the word, the ratio, the interval it is read from, why."""
+    interval = "no interval" if c.interval is None else f"{level_text(c.level)} CI {interval_text(c.interval)}"
+    direction = "higher" if c.higher_is_better else "lower"
+    return f"{c.verdict} {ratio_text(c.ratio)}× ({interval}; {c.reason}; {direction} is better)"
 
 
 def ranking_conclusion(ranking: Ranking, metric: str, caveats: dict[str, list[str]] | None = None) -> Conclusion | None:
@@ -112,16 +103,5 @@ def ranking_conclusion(ranking: Ranking, metric: str, caveats: dict[str, list[st
         said = f"{named(leader)} leads in {what}, detectably ahead of every other target."
         return Conclusion(said, True, targets=tuple(ranking.order), ranked_by=metric)
     tied = [name for name in ranking.order if set(ranking.letters[name]) & set(ranking.letters[leader])]
-    said = f"No target leads in {what}: {', '.join(map(named, tied))} cannot be told apart."
+    said = f"No target leads in {what}: no verdict sets one of {', '.join(map(named, tied))} ahead of the others."
     return Conclusion(said, False, targets=tuple(ranking.order), ranked_by=metric)
-
-
-def _interval(c: Comparison) -> str:
-    """The ratio's interval as the tables print it, or what it needs to be printed."""
-    if c.needs_runs is not None:
-        return f"interval {runs_text(c.needs_runs)}"
-    return "no interval" if c.interval is None else "95 % CI {:.2f}–{:.2f}×".format(*c.interval)
-
-
-def _p(p: float | None) -> str:
-    return "–" if p is None else ("< 0.0001" if p < 1e-4 else f"{p:.3f}")

@@ -406,8 +406,6 @@ def comparison_rows(rows: list[Row], caveats: dict[str, list[str]] | None = None
         c = r.comparison
         interval = "–" if c.interval is None else "{:.3f}–{:.3f}".format(*c.interval)
         detectable = "–" if c.detectable_change is None else f"±{c.detectable_change:.1%}"
-        if c.needs_runs is not None:
-            interval = detectable = runs_text(c.needs_runs)
         target = with_caveats(r.target, caveats or {})
         p_values = [fmt_p(c.p_adjusted), fmt_p(c.mann_whitney_p)]
         out.append([target, metric_label(r.metric), f"{c.ratio:.3f}", interval, *p_values, c.verdict, detectable])

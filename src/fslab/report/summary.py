@@ -375,6 +375,7 @@ def summarize_study_run(
         kinds=groups.kinds,
         hosts=hosted,
         compare_with={w: other for w, spec in specs_of.items() if (other := spec.get("compare_with")) in specs_of},
+        blocks=None if hosts.per_host or hosts.pooling else groups.blocks,
     )
     return StudySummary(
         study_run=study_run,

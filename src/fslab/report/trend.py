@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from fslab.report.formatting import fmt_mean_ci, fmt_p, metric_label, runs_text
+from fslab.report.formatting import fmt_mean_ci, fmt_p, metric_label
 from fslab.statistics.history import History, Series, Step
 
 SERIES_COLUMNS = [
@@ -53,8 +53,6 @@ def row_classes(series: Series) -> list[str]:
 def _step_cells(step: Step) -> list[str]:
     c = step.comparison
     interval = "–" if c.interval is None else "{:.3f}–{:.3f}".format(*c.interval)
-    if c.needs_runs is not None:
-        interval = runs_text(c.needs_runs)
     return [f"×{c.ratio:.3f}", interval, fmt_p(c.p_adjusted), c.verdict]
 
 

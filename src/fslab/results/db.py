@@ -439,7 +439,7 @@ class ResultsDB:
         the database), then each metric's kind once — not a cell's two names and a metric's two
         on every value's row (a summary of 2,000 runs, 63,000 values: a third of the time)."""
         measured = (runs.c.study_run_id == study_run_id, runs.c.status == "ok", runs.c.warmup == sa.false())
-        cells_query = sa.select(runs.c.id, runs.c.workload, runs.c.target).where(*measured)
+        cells_query = sa.select(runs.c.id, runs.c.workload, runs.c.target, runs.c.block).where(*measured)
         key = sa.case(
             (metrics.c.phase == "", metrics.c.name), else_=metrics.c.phase + PHASE_SEPARATOR + metrics.c.name
         )  # model.qualified, in SQL
@@ -464,25 +464,32 @@ class ResultsDB:
         )
         workload_kinds = sa.select(workloads.c.name, workloads.c.spec).where(workloads.c.study_run_id == study_run_id)
         with self.engine.connect() as conn:
-            cell_of = {run_id: (workload, target) for run_id, workload, target in _plain_rows(conn, cells_query)}
+            cell_of, block_of = {}, {}
+            for run_id, workload, target, block in _plain_rows(conn, cells_query):
+                cell_of[run_id], block_of[run_id] = (workload, target), block
             found, kinds = _plain_rows(conn, values_query), conn.execute(kinds_query).all()
             tools = {name: spec.get("kind", "fio") for name, spec in conn.execute(workload_kinds)}
         values: dict[tuple[str, str], dict[str, list[float]]] = {}
+        blocks: dict[tuple[str, str], dict[str, list[int]]] = {}
         cell: dict[str, list[float]] = {}
-        last = None
+        cell_blocks: dict[str, list[int]] = {}
+        last, block = None, 0
         for run_id, key_, value in found:
             if run_id != last:  # a run's values come together
                 last, cell = run_id, values.setdefault(cell_of[run_id], {})
+                cell_blocks, block = blocks.setdefault(cell_of[run_id], {}), block_of[run_id]
             samples = cell.get(key_)
             if samples is None:
                 samples = cell[key_] = []
+                cell_blocks[key_] = []
             samples.append(value)
+            cell_blocks[key_].append(block)
         units, higher_is_better, flags = {}, {}, []
         for workload, phase, name, unit, higher, primary, compared in kinds:
             metric = qualified(phase, name)
             units[metric], higher_is_better[metric] = unit, higher
             flags.append((workload, metric, primary, compared))
-        return SampleGroups(values, units, higher_is_better, Roles.flagged(flags), tools)
+        return SampleGroups(values, units, higher_is_better, Roles.flagged(flags), tools, blocks)
 
     def host_samples(self, study_run_id: int) -> dict[tuple[str, str, str | None], dict[str, list[float]]]:
         """(workload, target, host) → metric → the values of its successful measured runs in run

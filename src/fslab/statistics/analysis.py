@@ -122,6 +122,8 @@ def analyse(
     kinds: dict[str, str] | None = None,
     hosts: dict[str, Hosted] | None = None,
     compare_with: dict[str, str] | None = None,
+    blocks: dict[tuple[str, str], dict[str, list[int]]] | None = None,
+    looks: int = 1,
 ) -> Analysis:
     """Every pair of targets per workload and compared metric, Benjamini–Hochberg over all of
     them. Each target's rows compare it with its baseline (`compared_with`): `baseline` for every
@@ -133,7 +135,10 @@ def analyse(
     targets are a study's targets on several hosts — two are compared, and ranked together, only
     on the same host (--baseline names a target, compared with on each host); `compare_with`:
     workload → the workload it is compared with on each target both measured, in every metric
-    compared in both, in the same family (Analysis.between).
+    compared in both, in the same family (Analysis.between); `blocks`: the block each value ran
+    in, shaped as `samples` (two targets that ran in enough of the same blocks are compared
+    within them: stats.PAIRED_MIN_BLOCKS); `looks`: how many times the study could have stopped
+    adding runs (its intervals hold their error across them: stats.family_level).
     Samples of a cell whose figures cannot be real are left out by the caller
     (summary.py)."""
     check_override(baseline, targets if hosts is None else list(dict.fromkeys(h.target for h in hosts.values())))
@@ -146,18 +151,23 @@ def analyse(
         if not present:
             continue
         for metric in dict.fromkeys(m for t in present for m in roles.compared_in(workload, samples[(workload, t)])):
-            cells = {t: values for t in present if (values := samples[(workload, t)].get(metric)) and _positive(values)}
+            cells = {t: values for t in present if (values := samples[(workload, t)].get(metric))}
             names = list(cells)
             step = resolution_of(kinds, workload, metric)
+            ran_in = {t: (blocks or {}).get((workload, t), {}).get(metric) for t in names}
             for i, a in enumerate(names):
                 for b in (b for b in names[i + 1 :] if host_of(hosts, a) == host_of(hosts, b)):
-                    pairs[(workload, metric, a, b)] = SamplePair(cells[a], cells[b], higher_is_better[metric], step)
+                    a_in, b_in = ran_in[a], ran_in[b]
+                    within = (a_in, b_in) if a_in is not None and b_in is not None else None
+                    pairs[(workload, metric, a, b)] = SamplePair(
+                        cells[a], cells[b], higher_is_better[metric], step, within
+                    )
         primary = [
             samples[(workload, t)][m] for t in present for m in roles.primary_in(workload, samples[(workload, t)])
         ]
         needed[workload] = runs_needed(primary, precision)
     between = _between(samples, roles, higher_is_better, kinds, measured, compare_with or {})
-    tested = adjust_family(compare_pairs([*pairs.values(), *between.values()], threshold), threshold)
+    tested = adjust_family(compare_pairs([*pairs.values(), *between.values()], threshold), threshold, looks)
     family = Analysis([], dict(zip(pairs, tested)), {}, needed, threshold, precision)
     rankings = _rankings(family, samples, roles, higher_is_better, measured, hosts)
     rows = _rows(family, samples, roles, measured, baselines, baseline, hosts)
@@ -183,7 +193,7 @@ def _between(
             mine, theirs = samples[(workload, target)], samples[(other, target)]
             for metric in roles.compared_in(workload, mine):
                 a, b = theirs.get(metric), mine[metric]
-                if a and b and roles.compared_in(other, [metric]) and _positive(a + b):
+                if a and b and roles.compared_in(other, [metric]):
                     step = max(resolution_of(kinds, workload, metric), resolution_of(kinds, other, metric))
                     pairs[(workload, other, target, metric)] = SamplePair(a, b, higher_is_better[metric], step)
     return pairs
@@ -320,7 +330,7 @@ def compare_study_runs(
             continue
         for metric in roles.compared_in(workload, metrics):
             a, b = metrics[metric], newer.values[(workload, target)].get(metric)
-            if b and _positive(a + b):
+            if b:
                 cells.append((workload, target, metric))
                 pairs.append(SamplePair(a, b, higher_is_better[metric], resolution_of(kinds, workload, metric)))
     compared = adjust_family(compare_pairs(pairs, threshold), threshold)
@@ -334,8 +344,8 @@ def resolution_of(kinds: dict[str, str] | None, workload: str, metric: str) -> f
 
 
 def regressions(rows: list[Row], regression: float) -> list[Row]:
-    """Rows significantly slower (after correction) by more than the regression threshold, on the
-    log scale as every verdict's threshold is (stats.beyond)."""
+    """Rows decided slower (read from their family's interval) by more than the regression
+    threshold, on the log scale as every verdict's threshold is (stats.beyond)."""
     return [r for r in rows if r.comparison.verdict == "slower" and beyond(r.comparison.ratio, regression)]
 
 
@@ -347,7 +357,7 @@ def ranking_line(ranking: Ranking, shown: Callable[[str], str] = str) -> str:
     if ranking.tiers is not None:
         return " > ".join(" = ".join(map(shown, tier)) for tier in ranking.tiers)
     lettered = " · ".join(f"{shown(name)} ({ranking.letters[name]})" for name in ranking.order)
-    return lettered + " — targets sharing a letter are not told apart"
+    return lettered + " — no verdict sets apart targets sharing a letter"
 
 
 def _positive(values: list[float]) -> bool:

@@ -17,7 +17,7 @@ from typing import Any
 from fslab.core.names import image_names
 from fslab.model import Roles, unqualified
 from fslab.statistics.analysis import Samples, roles_of
-from fslab.statistics.stats import Comparison, SamplePair, Summary, compare_pairs, median, summarize
+from fslab.statistics.stats import INTERVAL_MIN_RUNS, Comparison, SamplePair, Summary, compare_pairs, median, summarize
 
 # A target whose 95 % interval of target / raw reference lies wholly above CEILING is flagged
 # as above its ceiling, above BEYOND_RAW as beyond it (a workload no raw device runs is held
@@ -162,7 +162,11 @@ def beyond_raw(
         judged_cells, compare_pairs(pairs)
     ):  # compared together: their t figures come in one pass
         limit = ceiling if reference is None else factor
-        if ratio.needs_runs is None and ratio.ci_low is not None and ratio.ci_low > limit:
+        if (
+            min(ratio.n_baseline, ratio.n_other) >= INTERVAL_MIN_RUNS
+            and ratio.ci_low is not None
+            and ratio.ci_low > limit
+        ):
             found.setdefault((workload, target), {})[metric] = BeyondRaw(ratio, reference)
     return found
 

@@ -66,7 +66,9 @@ class Summary:
     @property
     def interval(self) -> tuple[float, float] | None:
         """The 95 % interval as every output prints or draws it: none from too few runs (figure_needs)."""
-        return printed_interval(self)
+        if self.needs_runs is not None or self.ci_low is None or self.ci_high is None:
+            return None
+        return self.ci_low, self.ci_high
 
     @property
     def ci_half_width(self) -> float | None:
@@ -229,56 +231,165 @@ def _warnings(values: list[float], cv: float | None, higher_is_better: bool, ord
 
 # --- comparing two cells ---------------------------------------------------------------------
 
+# The four verdicts, and no other word: read from the printed interval alone (decide).
+FASTER, SLOWER, EQUIVALENT, UNDECIDED = "faster", "slower", "equivalent", "undecided"
+VERDICTS = (FASTER, SLOWER, EQUIVALENT, UNDECIDED)
+FALSE_RATE = 1 - CONFIDENCE  # q: the false coverage rate a family's intervals hold (Benjamini–Yekutieli)
+# Compared on the ratios of their runs in the same interleaved block from this many blocks both
+# ran in (fixed in advance: never chosen by which interval is narrower), Welch's otherwise.
+PAIRED_MIN_BLOCKS = 5
+
 
 @dataclass(frozen=True)
 class Comparison:
-    """B against baseline A, for one metric: ratio of geometric means B/A with its interval."""
+    """B against baseline A, for one metric: the ratio of geometric means B/A (of the ratios within
+    blocks, when paired) with its interval, and the verdict read from that very interval (decide).
+
+    The interval is at `level`: 95 % for one comparison on its own (compare); a family's
+    (adjust_family) are widened to hold the false coverage rate across it, and, for a study that
+    looked at its runs as they came, across its looks."""
 
     n_baseline: int
     n_other: int
     ratio: float
     ci_low: float | None
     ci_high: float | None
-    p_value: float | None  # Welch's t-test on the log values, two-sided
+    p_value: float | None  # Welch's (or the paired) t-test on the log values, two-sided
     higher_is_better: bool
     detectable_change: float | None  # the smallest ratio change these runs detect (80 % power), e.g. 0.05
     mann_whitney_p: float | None = None  # only where both sides have at least 7 runs
     p_adjusted: float | None = None  # after Benjamini–Hochberg over the family of comparisons
-    verdict: str = "no detectable difference"
-    needs_runs: int | None = (
-        None  # runs per cell its interval and detectable change need before they are printed; None: they have them
-    )
+    threshold: float = 0.03  # the practical threshold, also the margin of "equivalent"
+    log_se: float | None = None  # the standard error of the log ratio the interval is drawn with
+    df: float | None = None  # its degrees of freedom
+    level: float = CONFIDENCE  # the interval's confidence
+    paired_blocks: int = 0  # the blocks it was paired in (0: Welch's, unpaired)
+    zero_side: str | None = None  # "baseline", "other" or "both": a value of 0 or below there, so no ratio
 
     @property
     def interval(self) -> tuple[float, float] | None:
-        """The 95 % interval of the ratio as every output prints or draws it (figure_needs)."""
-        return printed_interval(self)
+        """The interval every output prints or draws, and the verdict is read from."""
+        if self.ci_low is None or self.ci_high is None:
+            return None
+        return self.ci_low, self.ci_high
+
+    @property
+    def verdict(self) -> str:
+        return decide(self.ratio, self.interval, self.higher_is_better, self.threshold)
+
+    @property
+    def reason(self) -> str:
+        """Why the verdict, in a few words: what an undecided one lacks, a decided one's margin."""
+        return verdict_reason(self)
 
     @property
     def differs(self) -> bool:
-        return self.verdict in ("faster", "slower")
+        return self.verdict in (FASTER, SLOWER)
+
+    @property
+    def decided(self) -> bool:
+        return self.verdict != UNDECIDED
+
+    @property
+    def runs_to_decide(self) -> int | None:
+        """Runs per cell (blocks, when paired) that would decide it if the ratio and spread seen so
+        far held; None when decided, when no spread is known, or when even RUNS_NEEDED_LIMIT would not."""
+        return runs_to_decide(self)
 
 
-def printed_interval(figure: Summary | Comparison) -> tuple[float, float] | None:
-    """The one rule every output (tables, conclusions, charts) follows for a figure's interval:
-    printed only where figure_needs found it has the runs (needs_runs None), else none at all."""
-    if figure.needs_runs is not None or figure.ci_low is None or figure.ci_high is None:
+def decide(ratio: float, interval: tuple[float, float] | None, higher_is_better: bool, threshold: float) -> str:
+    """The one rule: *equivalent* when the interval lies inside ±threshold (on the log scale: from
+    1/(1 + threshold) to 1 + threshold); *faster* or *slower* when it excludes 1 and the ratio lies
+    beyond the threshold; *undecided* otherwise, and wherever there is no interval."""
+    if interval is None:
+        return UNDECIDED
+    low, high = interval
+    margin = math.log1p(threshold)
+    if -margin < math.log(low) and math.log(high) < margin:
+        return EQUIVALENT
+    if (low > 1 or high < 1) and beyond(ratio, threshold):
+        better = ratio > 1 if higher_is_better else ratio < 1
+        return FASTER if better else SLOWER
+    return UNDECIDED
+
+
+def ratio_text(x: float) -> str:
+    """A ratio as verdicts print it: two decimals, or two significant digits far from 1."""
+    if not math.isfinite(x):
+        return "∞" if x > 0 else "–"
+    return f"{x:.2f}" if 0.01 <= x < 1000 else f"{x:.2g}"
+
+
+def interval_text(interval: tuple[float, float]) -> str:
+    return f"{ratio_text(interval[0])}–{ratio_text(interval[1])}×"
+
+
+def level_text(level: float) -> str:
+    """An interval's confidence: "95 %", or as many decimals as tell a family's from 100 ("99.88 %")."""
+    percent = level * 100
+    if abs(percent - round(percent)) < 1e-9:
+        return f"{round(percent)} %"
+    return f"{percent:.{max(1, math.ceil(-math.log10(1 - level)) - 1)}f} %"
+
+
+def verdict_reason(c: Comparison) -> str:
+    margin = f"±{c.threshold * 100:g} %"
+    verdict = c.verdict
+    if verdict == EQUIVALENT:
+        return f"within {margin}"
+    if verdict in (FASTER, SLOWER):
+        return f"beyond {margin}"
+    runs = min(c.n_baseline, c.n_other)
+    if c.zero_side is not None:
+        side = "both sides" if c.zero_side == "both" else f"the {c.zero_side}"
+        return f"a value of 0 in {side}: no ratio"
+    if c.interval is None:
+        return f"{runs} run{'s' if runs != 1 else ''}: an interval needs 2"
+    said = f"interval {interval_text(c.interval)} spans the threshold"
+    if runs < INTERVAL_MIN_RUNS:
+        said = f"{runs} runs: {said}"
+    needed = c.runs_to_decide
+    if needed is not None:
+        return f"{said}: ~{needed} {'blocks' if c.paired_blocks else 'runs'} would decide"
+    return said
+
+
+def runs_to_decide(c: Comparison) -> int | None:
+    """What verdict_reason promises: the runs per cell (paired: blocks) at which an interval of
+    the same level and spread would decide, the ratio staying where it is — narrower than its
+    distance from 1 when beyond the threshold, than its distance from the threshold within it."""
+    if c.decided or c.log_se is None or not c.log_se or c.ratio <= 0:
         return None
-    return figure.ci_low, figure.ci_high
+    distance = abs(math.log(c.ratio))
+    margin = math.log1p(c.threshold)
+    wanted = distance if distance > margin else margin - distance
+    if wanted <= 0:
+        return None
+    paired, quantile = c.paired_blocks, 1 - (1 - c.level) / 2
+    spread = c.log_se * math.sqrt(paired) if paired else c.log_se / math.sqrt(1 / c.n_baseline + 1 / c.n_other)
+
+    def width(n: int) -> float:  # paired: a one-sample t of n block ratios; else two cells of n runs
+        if paired:
+            return t_quantile(quantile, n - 1) * spread / math.sqrt(n)
+        return t_quantile(quantile, 2 * n - 2) * spread * math.sqrt(2 / n)
+
+    runs = range(2, RUNS_NEEDED_LIMIT + 1)
+    first = bisect_left(runs, True, key=lambda n: width(n) < wanted)
+    return runs[first] if first < len(runs) else None
 
 
 def inverted(c: Comparison) -> Comparison:
     """The same comparison read the other way round (A against B instead of B against A): the
-    same test, p and verdict, the ratio and its interval inverted, faster and slower swapped."""
-    flip = {"faster": "slower", "slower": "faster"}
+    same test and p, the ratio and its interval inverted — so faster and slower swap."""
+    swap = {"baseline": "other", "other": "baseline"}
     return replace(
         c,
         n_baseline=c.n_other,
         n_other=c.n_baseline,
-        ratio=1 / c.ratio,
+        ratio=1 / c.ratio if c.ratio else math.inf,
         ci_low=None if c.ci_high is None else 1 / c.ci_high,
         ci_high=None if c.ci_low is None else 1 / c.ci_low,
-        verdict=flip.get(c.verdict, c.verdict),
+        zero_side=swap.get(c.zero_side or "", c.zero_side),
     )
 
 
@@ -324,14 +435,39 @@ def log_welch(
     return diff, se, df
 
 
+def block_pairs(pair: SamplePair) -> list[tuple[float, float]]:
+    """(baseline, other) of each block both sides ran in once: what a paired comparison is of."""
+    if pair.blocks is None:
+        return []
+    mine, theirs = pair.blocks
+    once_a = {b for b in mine if mine.count(b) == 1}
+    once_b = {b for b in theirs if theirs.count(b) == 1}
+    at_a = dict(zip(mine, pair.baseline))
+    at_b = dict(zip(theirs, pair.other))
+    return [(at_a[b], at_b[b]) for b in sorted(once_a & once_b)]
+
+
+def log_paired(blocks: list[tuple[float, float]]) -> tuple[float, float | None, float | None]:
+    """The mean log ratio within blocks, its standard error and degrees of freedom: the block's
+    share of the drift (the machine slower in one block than the next) cancels out."""
+    diffs = [math.log(b) - math.log(a) for a, b in blocks]
+    mean, variance = mean_and_variance(diffs)
+    if variance is None:
+        return mean, None, None
+    return mean, math.sqrt(variance / len(diffs)), float(len(diffs) - 1)
+
+
 @dataclass(frozen=True)
 class SamplePair:
-    """Two cells to compare: `other` against `baseline`, in a metric whose direction is `higher_is_better`."""
+    """Two cells to compare: `other` against `baseline`, in a metric whose direction is `higher_is_better`.
+    `blocks`: the interleaved block each value ran in (baseline's, other's), when known: from
+    PAIRED_MIN_BLOCKS blocks both ran in, the comparison is paired within them."""
 
     baseline: list[float]
     other: list[float]
     higher_is_better: bool = True
     resolution: float = 0.0  # the step the tool prints both sides' values to (MetricKind.resolution)
+    blocks: tuple[list[int], list[int]] | None = None
 
 
 def compare(
@@ -341,23 +477,48 @@ def compare(
     threshold: float = 0.03,
     resolution: float = 0.0,
 ) -> Comparison:
-    """Ratio other/baseline with its 95 % Welch interval on the log scale, unadjusted verdict."""
+    """Ratio other/baseline with its 95 % Welch interval on the log scale, and its verdict alone
+    (not a family's: adjust_family)."""
     return compare_pairs([SamplePair(baseline, other, higher_is_better, resolution)], threshold)[0]
 
 
 def compare_pairs(pairs: list[SamplePair], threshold: float = 0.03) -> list[Comparison]:
     """compare() of each pair, in order. Asked for together so that their t quantiles and p-values
-    are computed together (_welch_t_figures): a study run compares a thousand pairs and more."""
-    for pair in pairs:
-        if min(pair.baseline + pair.other) <= 0:
-            raise ValueError("ratios need positive samples")
+    are computed together (_welch_t_figures): a study run compares a thousand pairs and more.
+    A pair with a value of 0 or below has no ratio on the log scale: undecided, never equivalent."""
     logs = _Logs()
-    floors = [resolution_half_width(pair, logs) for pair in pairs]
-    welch = [_resolved(log_welch(pair.baseline, pair.other, logs), floor) for pair, floor in zip(pairs, floors)]
-    return [
-        _compared(pair, w, t, rank_p, threshold)
-        for pair, w, t, rank_p in zip(pairs, welch, _welch_t_figures(welch, floors), mann_whitney_p_values(pairs))
+    found: list[Comparison | None] = [_zero_comparison(pair, threshold) for pair in pairs]
+    ratioed = [(i, pair) for i, pair in enumerate(pairs) if found[i] is None]
+    floors = [resolution_half_width(pair, logs) for _, pair in ratioed]
+    blocked = [block_pairs(pair) for _, pair in ratioed]
+    figures = [
+        _resolved(
+            log_paired(blocks) if len(blocks) >= PAIRED_MIN_BLOCKS else log_welch(pair.baseline, pair.other, logs),
+            floor,
+        )
+        for (_, pair), blocks, floor in zip(ratioed, blocked, floors)
     ]
+    t_figures = _welch_t_figures(figures, floors)
+    rank_p = mann_whitney_p_values([pair for _, pair in ratioed])
+    for (i, pair), w, t, p, blocks in zip(ratioed, figures, t_figures, rank_p, blocked):
+        paired = len(blocks) if len(blocks) >= PAIRED_MIN_BLOCKS else 0
+        found[i] = _compared(pair, w, t, p, threshold, paired)
+    return [c for c in found if c is not None]
+
+
+def _zero_comparison(pair: SamplePair, threshold: float) -> Comparison | None:
+    """A pair with a value of 0 or below on a side: no ratio of geometric means, no interval; its
+    ratio of plain means where the baseline's is above 0 (∞ where only the baseline's is 0)."""
+    low_a, low_b = min(pair.baseline) <= 0, min(pair.other) <= 0
+    if not (low_a or low_b):
+        return None
+    mean_a, mean_b = math.fsum(pair.baseline) / len(pair.baseline), math.fsum(pair.other) / len(pair.other)
+    ratio = mean_b / mean_a if mean_a > 0 else (math.inf if mean_b > 0 else 1.0)
+    side = "both" if low_a and low_b else "baseline" if low_a else "other"
+    return Comparison(
+        len(pair.baseline), len(pair.other), ratio, None, None, None, pair.higher_is_better, None,
+        threshold=threshold, zero_side=side,
+    )  # fmt: skip
 
 
 def resolution_half_width(pair: SamplePair, logs: _Logs | None = None) -> float:
@@ -391,15 +552,16 @@ def _resolved(
 
 def _welch_t_figures(
     welch: list[tuple[float, float | None, float | None]], floors: list[float]
-) -> list[tuple[float, float, float, float] | None]:
-    """For each log_welch result with a standard error: the t quantiles of the interval and of the
-    power at its degrees of freedom, the two-sided p of its t statistic (where the error is 0:
-    NaN, unused) and the standard error they are of — Welch's, raised where the pair's resolution
-    (`floors`: resolution_half_width) needs a wider interval, so that its interval covers the
-    resolution's and a difference within it is not significant; None without. Computed for all
-    pairs at once, over numpy arrays: pair by pair they would cost some 300 times more."""
+) -> list[tuple[float, float, float, float, float] | None]:
+    """For each log_welch (or log_paired) result with a standard error: the t quantiles of the
+    interval and of the power at its degrees of freedom, the two-sided p of its t statistic (where
+    the error is 0: NaN, unused), the standard error they are of — raised where the pair's
+    resolution (`floors`: resolution_half_width) needs a wider interval, so that its interval
+    covers the resolution's and a difference within it is not significant — and the degrees of
+    freedom; None without. Computed for all pairs at once, over numpy arrays: pair by pair they
+    would cost some 300 times more."""
     tested = [i for i, (_, se, _) in enumerate(welch) if se is not None]
-    found: list[tuple[float, float, float, float] | None] = [None] * len(welch)
+    found: list[tuple[float, float, float, float, float] | None] = [None] * len(welch)
     if tested:
         from scipy.special import stdtr, stdtrit
 
@@ -408,7 +570,7 @@ def _welch_t_figures(
         se = [max(welch[i][1], floors[i] / t) for i, t in zip(tested, interval)]
         statistic = np.array([abs(welch[i][0]) / error if error else math.nan for i, error in zip(tested, se)])
         p = (2 * stdtr(df, -statistic)).tolist()  # P(|T| ≥ |t|)
-        for i, figures in zip(tested, zip(interval, power, p, se)):
+        for i, figures in zip(tested, zip(interval, power, p, se, df.tolist())):
             found[i] = figures
     return found
 
@@ -416,19 +578,16 @@ def _welch_t_figures(
 def _compared(
     pair: SamplePair,
     welch: tuple[float, float | None, float | None],
-    t_figures: tuple[float, float, float, float] | None,
+    t_figures: tuple[float, float, float, float, float] | None,
     mann_whitney_p: float | None,
     threshold: float,
+    paired_blocks: int,
 ) -> Comparison:
-    baseline, other = pair.baseline, pair.other
-    diff, se, _ = welch
+    diff, _, _ = welch
     ratio = math.exp(diff)
-    low: float | None = None
-    high: float | None = None
-    p: float | None = None
-    detectable: float | None = None
+    low = high = p = detectable = se = df = None
     if t_figures is not None:  # there is a standard error
-        t, t_power, t_p, se = t_figures
+        t, t_power, t_p, se, df = t_figures
         if se == 0:
             low = high = ratio
             p = 0.0 if diff else 1.0
@@ -436,23 +595,10 @@ def _compared(
             low, high = math.exp(diff - t * se), math.exp(diff + t * se)
             p = t_p
         detectable = math.exp((t + t_power) * se) - 1
-    half = None if low is None or high is None else math.sqrt(high / low) - 1  # exp(log half-width) − 1
-    needs = figure_needs([baseline, other], half)
-    verdict = verdict_of(p, ratio, pair.higher_is_better, threshold)
     return Comparison(
-        len(baseline),
-        len(other),
-        ratio,
-        low,
-        high,
-        p,
-        pair.higher_is_better,
-        detectable,
-        mann_whitney_p,
-        p_adjusted=p,
-        verdict=verdict,
-        needs_runs=needs,
-    )
+        len(pair.baseline), len(pair.other), ratio, low, high, p, pair.higher_is_better, detectable,
+        mann_whitney_p, p_adjusted=p, threshold=threshold, log_se=se, df=df, paired_blocks=paired_blocks,
+    )  # fmt: skip
 
 
 def mann_whitney_p_values(pairs: list[SamplePair]) -> list[float | None]:
@@ -529,26 +675,6 @@ def beyond(ratio: float, threshold: float) -> bool:
     return abs(math.log(ratio)) > math.log1p(threshold)
 
 
-def significant(c: Comparison) -> bool:
-    """Whether the (adjusted) test rejects equality at the 95 % level."""
-    return _rejects(c.p_adjusted)
-
-
-def _rejects(p: float | None) -> bool:
-    return p is not None and p < 1 - CONFIDENCE
-
-
-def verdict_of(p_adjusted: float | None, ratio: float, higher_is_better: bool, threshold: float) -> str:
-    """ "faster"/"slower" only when the (adjusted) test rejects equality (significant) and the
-    change exceeds the practical threshold; otherwise "no detectable difference". The threshold is
-    symmetric on the log scale (beyond 1.03 or below 1/1.03 at 3 %), so A against B and B against
-    A say the same."""
-    if _rejects(p_adjusted) and beyond(ratio, threshold):
-        better = ratio > 1 if higher_is_better else ratio < 1
-        return "faster" if better else "slower"
-    return "no detectable difference"
-
-
 def benjamini_hochberg(p_values: list[float]) -> list[float]:
     """Adjusted p-values controlling the false discovery rate over one family of tests."""
     if not p_values:
@@ -563,14 +689,39 @@ def benjamini_hochberg(p_values: list[float]) -> list[float]:
     return [float(x) for x in out]
 
 
-def adjust_family(comparisons: list[Comparison], threshold: float) -> list[Comparison]:
-    """Benjamini–Hochberg over every comparison that has a p-value, then the verdicts again."""
-    tested = [(i, c.p_value) for i, c in enumerate(comparisons) if c.p_value is not None]
-    adjusted = benjamini_hochberg([p for _, p in tested])
-    result = list(comparisons)
-    for (i, _), q in zip(tested, adjusted):
+def family_level(p_values: list[float], looks: int = 1) -> float:
+    """The confidence of a family's intervals (Benjamini & Yekutieli 2005, false coverage rate):
+    R of its m tests reject "no difference" under Benjamini–Hochberg at q = FALSE_RATE, and every
+    interval is drawn at 1 − max(R, 1)·q/m — so the ones that exclude 1 are exactly the ones BH
+    rejects, and the expected share of intervals missing their ratio among those selected stays
+    under q. A study that looked at its runs as they came (`looks`: how many times it could have
+    stopped) splits that error among its looks (Bonferroni): valid whichever look it stopped at."""
+    m = len(p_values)
+    if not m:
+        return CONFIDENCE
+    rejected = sum(q <= FALSE_RATE for q in benjamini_hochberg(p_values))
+    return 1 - max(rejected, 1) * FALSE_RATE / m / max(looks, 1)
+
+
+def adjust_family(comparisons: list[Comparison], threshold: float, looks: int = 1) -> list[Comparison]:
+    """Benjamini–Hochberg's adjusted p of every comparison that has a p-value, and every interval
+    drawn at the family's level (family_level): the verdicts, read from the intervals, follow."""
+    tested = [i for i, c in enumerate(comparisons) if c.p_value is not None]
+    p_values = [comparisons[i].p_value or 0.0 for i in tested]
+    level = family_level(p_values, looks)
+    result = [replace(c, threshold=threshold) for c in comparisons]
+    if not tested:
+        return result
+    from scipy.special import stdtrit
+
+    widths = stdtrit(np.array([comparisons[i].df for i in tested], dtype=float), 1 - (1 - level) / 2).tolist()
+    for i, q, t in zip(tested, benjamini_hochberg(p_values), widths):
         c = comparisons[i]
-        result[i] = replace(c, p_adjusted=q, verdict=verdict_of(q, c.ratio, c.higher_is_better, threshold))
+        se, log_ratio = c.log_se or 0.0, math.log(c.ratio)
+        result[i] = replace(
+            c, p_adjusted=q, level=level, threshold=threshold,
+            ci_low=math.exp(log_ratio - t * se), ci_high=math.exp(log_ratio + t * se),
+        )  # fmt: skip
     return result
 
 
