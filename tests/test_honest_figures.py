@@ -16,17 +16,16 @@ from rich.console import Console
 from conftest import fslab_in_process
 from fslab.model.findings import Finding
 from fslab.report.charts import study_charts
-from fslab.report.conclusions import conclusions
+from fslab.report.conclusions import conclusions, verdict_phrase
 from fslab.report.console import print_summary
 from fslab.report.details import RunDetails
 from fslab.report.formats.markdown import to_markdown
 from fslab.report.formats.summary_json import to_json
-from fslab.report.formatting import fmt_mean_ci, metric_label, runs_text
-from fslab.report.sections import comparison_rows
+from fslab.report.formatting import fmt_mean_ci, runs_text
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
-from fslab.statistics.stats import compare, summarize
+from fslab.statistics.stats import compare, decide, interval_text, summarize
 from fslab.study import parse_study
 from fslab.workloads.sysbench import METRICS
 
@@ -165,7 +164,7 @@ def test_a_difference_within_the_resolution_is_never_significant(runs):
     """sysbench's p95 printed 0.12 and 0.13 ms, run after run: each may be 0.125, so no verdict,
     however many runs, and the interval holds 1."""
     within = compare([0.13] * runs, [0.12] * runs, higher_is_better=False, resolution=0.01)
-    assert within.verdict == "no detectable difference" and within.p_value >= 0.05
+    assert within.verdict == "undecided" and within.p_value >= 0.05
     assert within.ci_low <= 1 <= within.ci_high
     assert within.ci_low <= (0.115 / 0.135) * (1 + 1e-9) and within.ci_high >= 1 - 1e-9, (
         "the interval covers every ratio the printed values allow"
@@ -183,7 +182,7 @@ def test_a_difference_beyond_the_resolution_is_still_found():
 
 def test_a_value_within_half_a_step_of_zero_is_not_compared():
     c = compare([0.004, 0.004], [0.02, 0.02], resolution=0.01)
-    assert c.ci_low is None and c.p_value is None and c.verdict == "no detectable difference"
+    assert c.ci_low is None and c.p_value is None and c.verdict == "undecided" and "resolution" in c.reason
     assert math.isfinite(c.ratio)
 
 
@@ -201,7 +200,7 @@ def test_the_stored_sysbench_latency_is_judged_at_its_printed_resolution(tmp_pat
     assert db.sample_groups(study_run).kinds == {W: "sysbench"}
     s = summarize_study_run(db, study_run)
     [row] = [r for r in s.analysis.rows if r.target == "xfs" and r.metric == "lat_p95_ms"]
-    assert row.comparison.verdict == "no detectable difference" and row.comparison.p_adjusted >= 0.05
+    assert row.comparison.verdict == "undecided" and row.comparison.p_adjusted >= 0.05
     cell = next(c for c in s.cells if c.target == "xfs").metrics["lat_p95_ms"]
     assert cell.ci_high - cell.ci_low == pytest.approx(0.01)
     assert any("0.01 its tool prints" in w for w in cell.warnings)
@@ -210,9 +209,10 @@ def test_the_stored_sysbench_latency_is_judged_at_its_printed_resolution(tmp_pat
 # --- item 6: one interval rule, every output ----------------------------------------------------
 
 
-def test_every_output_prints_an_interval_only_where_the_tables_do(tmp_path):
-    """A 2-run study run: every table says its intervals need 3 runs; so do the conclusions (also
-    of a verdict), the charts draw no whisker, and the JSON carries the same needs_runs."""
+def test_every_output_prints_the_interval_a_verdict_is_read_from(tmp_path):
+    """A 2-run study run: each comparison's verdict is read from its interval, and every output
+    prints that very interval (the family's, at its level) — the conclusions, the JSON, the charts'
+    whiskers; a cell's own mean ± x % still needs 3 runs, in every output alike."""
     two = {
         "ext4": [(16500.0, 0.31), (16800.0, 0.30)],
         "xfs": [(12000.0, 0.45), (12100.0, 0.46)],
@@ -220,21 +220,17 @@ def test_every_output_prints_an_interval_only_where_the_tables_do(tmp_path):
     }
     db, study_run = stored(tmp_path, two)
     s = summarize_study_run(db, study_run)
-    assert any(r.comparison.differs for r in s.analysis.rows), "a verdict from 2 runs, whose interval is not printed"
+    assert any(r.comparison.differs for r in s.analysis.rows), "a verdict from 2 runs, read from its interval"
     document, markdown, console = json.loads(to_json(s)), to_markdown(s), console_text(s)
-    said = " ".join(c.text for c in conclusions(s)[W])
-    assert "95 % CI" not in said
+    said = conclusions(s)[W]
     for r in s.analysis.rows:
         c = r.comparison
-        assert c.needs_runs == 3 and c.interval is None
-        [table_row] = comparison_rows([r])
-        assert table_row[3] == runs_text(3)
-        [sentence] = [
-            x.text for x in conclusions(s)[W] if x.text.startswith(f"{r.target} ") and metric_label(r.metric) in x.text
-        ]
-        assert f"interval {runs_text(3)}" in sentence, sentence
+        assert c.interval is not None and c.verdict == decide(c.ratio, c.interval, c.higher_is_better, c.threshold)
+        [sentence] = [x.text for x in said if x.row == r]
+        assert verdict_phrase(c) in sentence and interval_text(c.interval) in sentence, sentence
         [stored_row] = [d for d in document["comparisons"] if (d["target"], d["metric"]) == (r.target, r.metric)]
-        assert stored_row["needs_runs"] == 3
+        assert stored_row["verdict"] == c.verdict
+        assert stored_row["interval"] == pytest.approx(list(c.interval)) and stored_row["reason"] == c.reason
     for cell in s.cells:
         for name, stats in cell.metrics.items():
             assert stats.interval is None and fmt_mean_ci(stats).endswith(f"(interval {runs_text(3)})")
@@ -242,4 +238,5 @@ def test_every_output_prints_an_interval_only_where_the_tables_do(tmp_path):
     assert markdown.count(f"(interval {runs_text(3)})") == 6, "events/s and p95 of each of 3 cells"
     assert not re.search(r"\d ± \d", markdown + console), "no mean ± x% anywhere"
     for chart in study_charts(s, RunDetails()):
-        assert "errorbar" not in json.dumps(chart.spec), f"{chart.name}: no whisker where no table prints an interval"
+        spec = json.dumps(chart.spec)
+        assert "errorbar" not in spec or '"ratio"' in spec, f"{chart.name}: a whisker only on a ratio, never a mean"

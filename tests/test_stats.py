@@ -12,12 +12,17 @@ from fslab.statistics.analysis import analyse, ranking_line
 from fslab.statistics.raw_reference import beyond_raw, raw_references
 from fslab.statistics.stats import (
     NORMAL_MAD,
+    VERDICTS,
+    Comparison,
     SamplePair,
     _u_cumulative_counts,
     adjust_family,
     benjamini_hochberg,
     compare,
     compare_pairs,
+    decide,
+    family_level,
+    inverted,
     log_welch,
     mann_whitney_p_values,
     mann_whitney_two_sided_p,
@@ -324,7 +329,7 @@ def test_benjamini_hochberg_matches_scipy():
     assert benjamini_hochberg([]) == []
 
 
-def test_correction_can_turn_a_marginal_verdict_into_no_difference():
+def test_correction_can_turn_a_marginal_verdict_into_undecided():
     rng = np.random.default_rng(11)
     base = list(rng.lognormal(np.log(100), 0.05, 5))
     marginal = next(
@@ -335,17 +340,19 @@ def test_correction_can_turn_a_marginal_verdict_into_no_difference():
     )
     nulls = [compare(base, list(np.random.default_rng(1000 + i).lognormal(np.log(100), 0.05, 5))) for i in range(9)]
     adjusted = adjust_family([marginal, *nulls], threshold=0.03)
-    assert marginal.verdict == "faster" and adjusted[0].verdict == "no detectable difference"
+    assert marginal.verdict == "faster" and adjusted[0].verdict == "undecided"
     assert adjusted[0].p_adjusted > marginal.p_value
+    # the verdict is read from the interval printed: the family's is wider, and holds 1
+    assert adjusted[0].level > marginal.level and adjusted[0].ci_low < 1 < adjusted[0].ci_high
 
 
 @pytest.mark.parametrize(
     "ratio, sigma, expected",
     [
-        (1.00, 0.02, "no detectable difference"),
+        (1.00, 0.02, "equivalent"),
         (1.10, 0.02, "faster"),
         (0.90, 0.02, "slower"),
-        (1.10, 0.60, "no detectable difference"),
+        (1.10, 0.60, "undecided"),
     ],
     ids=["equal", "10%-faster-low-noise", "10%-slower-low-noise", "10%-apart-huge-noise"],
 )
@@ -361,12 +368,90 @@ def test_direction_decides_faster_for_latency():
     assert compare([100.0, 101, 99, 100.5], [80.0, 81, 79, 80.5], higher_is_better=True).verdict == "slower"
 
 
-def test_a_significant_change_below_the_threshold_is_no_detectable_difference():
+def test_a_certain_change_within_the_threshold_is_equivalent():
     base = [1000.0, 1001, 999, 1000.5, 999.5]
-    other = [1020.0, 1021, 1019, 1020.5, 1019.5]  # 2 %: certain, but below 3 %
+    other = [1020.0, 1021, 1019, 1020.5, 1019.5]  # 2 %: certain, but within 3 %
     c = compare(base, other, threshold=0.03)
-    assert c.p_value < 1e-6 and c.verdict == "no detectable difference"
+    assert c.p_value < 1e-6 and c.verdict == "equivalent" and c.reason == "within ±3 %"
     assert compare(base, other, threshold=0.01).verdict == "faster"
+    # 2 % measured, but an interval reaching past 3 %: neither equivalent nor beyond the threshold
+    loose = compare([1000.0, 1010, 990, 1005, 995], [1020.0, 1032, 1008, 1026, 1014], threshold=0.03)
+    assert loose.interval[1] > 1.03 and loose.verdict == "undecided"
+    assert loose.reason.startswith("interval 1.0") and "spans the threshold: ~" in loose.reason
+
+
+def _made(ratio: float, low: float | None, high: float | None, higher_is_better: bool = True) -> Comparison:
+    return Comparison(3, 3, ratio, low, high, None, higher_is_better, None)
+
+
+@pytest.mark.parametrize(
+    "ratio, interval, higher_is_better, verdict",
+    [
+        (1.01, (0.99, 1.025), True, "equivalent"),  # inside ±3 % on the log scale
+        (1.01, (1 / 1.031, 1.025), True, "undecided"),  # reaching below 1/1.03
+        (1.10, (1.01, 1.2), True, "faster"),  # excludes 1, ratio beyond: faster, though the interval dips below 1.03
+        (1.10, (0.99, 1.2), True, "undecided"),  # beyond, but 1 inside
+        (0.80, (0.7, 0.9), True, "slower"),
+        (0.80, (0.7, 0.9), False, "faster"),  # a latency falling
+        (1.02, (1.01, 1.04), True, "undecided"),  # excludes 1, within the threshold, interval not inside it
+        (1000.0, (50.0, 20_000.0), True, "faster"),
+        (1000.0, None, True, "undecided"),
+    ],
+)
+def test_the_four_verdicts_are_read_from_the_interval_alone(ratio, interval, higher_is_better, verdict):
+    c = _made(ratio, *(interval or (None, None)), higher_is_better=higher_is_better)
+    assert c.verdict == verdict and decide(ratio, interval, higher_is_better, 0.03) == verdict
+    assert c.verdict in VERDICTS and inverted(c).verdict == {"faster": "slower", "slower": "faster"}.get(
+        verdict, verdict
+    )
+
+
+def test_a_thousandfold_ratio_from_two_runs_is_decided_only_by_an_interval_that_excludes_1():
+    """Two runs a side: a 1,000× ratio is faster where its interval (1 degree of freedom, wide)
+    excludes 1, undecided where the runs spread too far for that — never equivalent."""
+    tight = compare([100.0, 102], [100_000.0, 101_000])
+    assert tight.verdict == "faster" and tight.interval[0] > 1 and tight.reason == "beyond ±3 %"
+    spread = compare([100.0, 5000], [100_000.0, 1000])
+    assert spread.ratio > 1 and spread.interval[0] < 1 and spread.verdict == "undecided"
+    assert spread.reason.startswith("2 runs: interval ")
+    family = adjust_family([tight, spread], 0.03)  # wider in a family: still never equivalent
+    assert {c.verdict for c in family} <= {"faster", "undecided"}
+
+
+def test_a_count_of_0_on_one_side_is_never_equivalent():
+    for baseline, other in (([0.0, 0.0, 0.0], [3.0, 4, 5]), ([3.0, 4, 5], [0.0, 0, 0]), ([0.0, 1, 0], [1.0, 0, 1])):
+        c = compare(baseline, other)
+        assert c.verdict == "undecided" and c.interval is None and "a value of 0" in c.reason, (baseline, other)
+    assert compare([0.0, 0, 0], [3.0, 4, 5]).ratio == math.inf
+    assert compare([2.0, 2, 2], [0.0, 0, 0]).ratio == 0.0
+
+
+def test_one_run_a_side_says_what_an_interval_needs():
+    c = compare([100.0], [200.0])
+    assert c.verdict == "undecided" and c.reason == "1 run: an interval needs 2"
+
+
+def test_a_familys_intervals_hold_the_false_coverage_rate_and_match_its_rejections():
+    """Benjamini–Yekutieli: every interval of a family at 1 − max(R, 1)·q/m; those that exclude 1
+    are exactly those Benjamini–Hochberg rejects."""
+    rng = np.random.default_rng(35)
+    base = list(rng.lognormal(np.log(100), 0.03, 6))
+    ratios = [1.0, 1.0, 1.0, 1.02, 1.05, 1.2, 0.8, 1.0]
+    compared = [compare(base, list(rng.lognormal(np.log(100 * r), 0.03, 6))) for r in ratios]
+    family = adjust_family(compared, 0.03)
+    rejected = sum(c.p_adjusted <= 0.05 for c in family)
+    assert family_level([c.p_value for c in compared]) == pytest.approx(1 - max(rejected, 1) * 0.05 / len(ratios))
+    assert all(c.level == family[0].level for c in family)
+    assert [c.p_adjusted <= 0.05 for c in family] == [not (c.ci_low <= 1 <= c.ci_high) for c in family]
+    # looks of a sequential study split the error further
+    assert family_level([c.p_value for c in compared], looks=4) > family[0].level
+
+
+def test_the_reason_names_the_runs_that_would_decide():
+    c = compare([100.0, 104, 97, 102], [103.0, 108, 99, 106])
+    assert c.verdict == "undecided" and c.runs_to_decide is not None and c.runs_to_decide > 4
+    assert c.reason.endswith(f"~{c.runs_to_decide} runs would decide")
+    assert compare([100.0, 101, 99], [150.0, 151, 149]).runs_to_decide is None  # decided
 
 
 def test_interval_covers_the_true_ratio_95_percent_of_the_time():
@@ -452,7 +537,7 @@ def test_a_ranking_that_is_not_transitive_is_told_in_letters():
     differ = {frozenset("ac")}  # a = b, b = c, yet a > c
     ranking = rank({"a": 3.0, "b": 2.0, "c": 1.0}, lambda x, y: frozenset((x, y)) in differ)
     assert ranking.tiers is None and ranking.letters == {"a": "a", "b": "ab", "c": "b"}
-    assert ranking_line(ranking) == "a (a) · b (ab) · c (b) — targets sharing a letter are not told apart"
+    assert ranking_line(ranking) == "a (a) · b (ab) · c (b) — no verdict sets apart targets sharing a letter"
     clean = rank({"a": 3.0, "b": 2.0, "c": 1.0}, lambda x, y: "a" in (x, y))
     assert clean.tiers == (("a",), ("b", "c")) and ranking_line(clean) == "a > b = c"
 
@@ -550,12 +635,9 @@ def test_a_regression_is_judged_on_the_log_scale_like_every_verdict():
     from fslab.statistics.stats import Comparison, beyond
 
     def slower(ratio: float, higher_is_better: bool) -> Row:
+        low, high = (ratio * 0.99, ratio * 1.01)  # an interval that excludes 1: decided
         return Row(
-            "w",
-            "t",
-            "t",
-            "m",
-            Comparison(10, 10, ratio, None, None, 0.001, higher_is_better, None, p_adjusted=0.001, verdict="slower"),
+            "w", "t", "t", "m", Comparison(10, 10, ratio, low, high, 0.001, higher_is_better, None, p_adjusted=0.001)
         )
 
     throughput, latency = slower(0.951, True), slower(1 / 0.951, False)

@@ -19,7 +19,7 @@ from fslab.report.sections import comparison_groups, comparison_rows, header_lin
 from fslab.report.summary import CellSummary, StudySummary, stored_baselines
 from fslab.statistics.analysis import analyse, ranking_line
 from fslab.statistics.raw_reference import FLASH_READ_US, CachedReference, cached_references
-from fslab.statistics.stats import INTERVAL_MIN_RUNS, compare, summarize
+from fslab.statistics.stats import INTERVAL_MIN_RUNS, compare, interval_text, summarize
 from fslab.study import StudyError, load_study, parse_study
 
 DIRECTIONS = {"write_iops": True, "write_lat_p99_us": False, "read_iops": True, "read_lat_p99_us": False}
@@ -207,26 +207,27 @@ def test_a_raw_reference_writing_far_faster_than_it_reads_is_said_to_cache_its_w
 # --- no absurd figure from two runs --------------------------------------------------------------
 
 
-def test_a_two_run_cell_says_how_many_runs_it_needs_not_an_absurd_figure():
+def test_a_two_run_cell_says_how_many_runs_it_needs_and_a_comparison_no_absurd_figure():
     # two runs that differ 30-fold: t with 1 degree of freedom made "±105893647537.9%"-like figures
     base, other = [1200.0, 36000.0], [900.0, 41000.0]
     cell = summarize(base)
     assert cell.needs_runs is not None and cell.needs_runs >= INTERVAL_MIN_RUNS
     assert fmt_mean_ci(cell) == f"18,600 (interval needs {cell.needs_runs} runs)"
-    c = compare(base, other)
-    assert c.needs_runs is not None and c.needs_runs >= INTERVAL_MIN_RUNS
+    c = compare(base, other)  # its verdict is read from its interval, printed however wide: undecided
+    assert c.verdict == "undecided" and c.reason.startswith(f"2 runs: interval {interval_text(c.interval)}")
     analysis = analyse(
         {("w", "a"): {"read_iops": base}, ("w", "b"): {"read_iops": other}}, DIRECTIONS, ["a", "b"], ["w"]
     )
-    row = comparison_rows(analysis.rows)[0]
-    assert row[3] == row[7] == f"needs {analysis.rows[0].comparison.needs_runs} runs"
-    assert not re.search(r"\d{5,}|\d+\.\d+–\d{4,}", " ".join(row)), row
+    compared = analysis.rows[0].comparison
+    row = " ".join(comparison_rows(analysis.rows)[0])
+    assert interval_text(compared.interval) in row and "undecided" in row, row
+    assert not re.search(r"\d{5,}", row), f"two significant digits far from 1, not an absurd figure: {row}"
     # a tight pair of runs still needs the minimum: t(1) is 12.7 × the standard error
     assert summarize([1000.0, 1001.0]).needs_runs == INTERVAL_MIN_RUNS
     assert summarize([1000.0, 1001.0, 999.0]).needs_runs is None
-    # three runs each whose ratio interval is still too wide ask for more than they have
+    # three runs each whose ratio interval is still too wide to decide say how many would
     wide = compare([1000.0, 1400.0, 2000.0], [700.0, 720.0, 710.0])  # Welch: 1 noisy side, t with ~2 df
-    assert wide.needs_runs is not None and wide.needs_runs > 3, wide
+    assert wide.verdict == "undecided" and wide.runs_to_decide is not None and wide.runs_to_decide > 3, wide
     # machine formats keep the numbers and carry the flag
     s = _summary(
         cells=[CellSummary("w", "a", 0, {"read_iops": cell})], samples=SampleGroups({}, {"read_iops": "IOPS"}, {})
@@ -235,7 +236,7 @@ def test_a_two_run_cell_says_how_many_runs_it_needs_not_an_absurd_figure():
     assert to_csv(s).splitlines()[0].endswith("ci_high,needs_runs,warnings")
     document = json.loads(to_json(s))
     assert document["cells"][0]["metrics"]["read_iops"]["needs_runs"] == cell.needs_runs
-    assert document["comparisons"][0]["needs_runs"] == c.needs_runs
+    assert document["comparisons"][0]["interval"] == pytest.approx(list(compared.interval))
 
 
 # --- each target against its own baseline -------------------------------------------------------

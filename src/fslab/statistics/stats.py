@@ -343,8 +343,10 @@ def verdict_reason(c: Comparison) -> str:
     if c.zero_side is not None:
         side = "both sides" if c.zero_side == "both" else f"the {c.zero_side}"
         return f"a value of 0 in {side}: no ratio"
-    if c.interval is None:
+    if c.interval is None and runs < 2:
         return f"{runs} run{'s' if runs != 1 else ''}: an interval needs 2"
+    if c.interval is None:  # a value within half the step its tool prints of 0 (resolution_half_width)
+        return "a value within its printed resolution of 0: no ratio within any bound"
     said = f"interval {interval_text(c.interval)} spans the threshold"
     if runs < INTERVAL_MIN_RUNS:
         said = f"{runs} runs: {said}"
