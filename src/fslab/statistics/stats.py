@@ -22,6 +22,7 @@ import math
 import sys
 import threading
 from bisect import bisect_left
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cache, lru_cache
@@ -442,11 +443,9 @@ def block_pairs(pair: SamplePair) -> list[tuple[float, float]]:
     if pair.blocks is None:
         return []
     mine, theirs = pair.blocks
-    once_a = {b for b in mine if mine.count(b) == 1}
-    once_b = {b for b in theirs if theirs.count(b) == 1}
-    at_a = dict(zip(mine, pair.baseline))
-    at_b = dict(zip(theirs, pair.other))
-    return [(at_a[b], at_b[b]) for b in sorted(once_a & once_b)]
+    counts_a, counts_b = Counter(mine), Counter(theirs)
+    at_a, at_b = dict(zip(mine, pair.baseline)), dict(zip(theirs, pair.other))
+    return [(at_a[b], at_b[b]) for b in sorted(at_a.keys() & at_b.keys()) if counts_a[b] == counts_b[b] == 1]
 
 
 def log_paired(blocks: list[tuple[float, float]]) -> tuple[float, float | None, float | None]:
