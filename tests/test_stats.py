@@ -237,9 +237,9 @@ def test_welch_figures_of_many_pairs_match_scipy():
         se = (b.mean() - a.mean()) / welch.statistic
         assert c.p_value == pytest.approx(welch.pvalue, rel=1e-9)
         assert (c.ci_low, c.ci_high) == (pytest.approx(np.exp(low), rel=1e-12), pytest.approx(np.exp(high), rel=1e-12))
-        assert c.detectable_change == pytest.approx(
-            np.exp((sps.t.ppf(0.975, df) + sps.t.ppf(0.8, df)) * abs(se)) - 1, rel=1e-9
-        )
+        detectable = np.exp((sps.t.ppf(0.975, df) + sps.t.ppf(0.8, df)) * abs(se)) - 1
+        printed = min(len(a), len(b)) >= 3 and np.exp(high - low) ** 0.5 - 1 <= 1  # a figure as any (figure_needs)
+        assert c.detectable_change == (pytest.approx(detectable, rel=1e-9) if printed else None)
 
 
 def test_t_figures_are_scipys_to_the_bit():

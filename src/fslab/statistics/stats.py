@@ -595,7 +595,10 @@ def _compared(
         else:
             low, high = math.exp(diff - t * se), math.exp(diff + t * se)
             p = t_p
-        detectable = math.exp((t + t_power) * se) - 1
+        change = math.exp((t + t_power) * se) - 1
+        half = math.exp(t * se) - 1
+        # a figure like any other (figure_needs): from 3 runs a side, within ±100 %
+        detectable = change if figure_needs([pair.baseline, pair.other], half) is None else None
     return Comparison(
         len(pair.baseline), len(pair.other), ratio, low, high, p, pair.higher_is_better, detectable,
         mann_whitney_p, p_adjusted=p, threshold=threshold, log_se=se, df=df, paired_blocks=paired_blocks,
