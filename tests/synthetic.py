@@ -15,7 +15,8 @@ kind (sysbench, dd, rsync, a scenario) keeps its tools' real outputs (tests/fixt
 phases' own) and the metrics its kind's own parser reads from them, made noisy alike. A target named in
 `failing` fails every run as the runner stores a failure (no metric, the failed command). A
 study run of a fleet (`hosts`) has each planned run once on each host, scaled and made noisy as
-that host's SyntheticHost says, with the host's facts recorded as the runner records them."""
+that host's SyntheticHost says, with the host's facts recorded as the runner records them. Every
+run's metrics are flagged primary as its study names them (`[study] primary`), as the runner does."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Provisioned
 from fslab.fio import hist as fio_hist, output as fio_parser
 from fslab.fio.workload import FioJob, job_for
-from fslab.model import Host, Metric, RawOutput, Roles, Study, Workload
+from fslab.model import Host, Metric, RawOutput, Roles, Study, Workload, with_primary
 from fslab.model.findings import Finding
 from fslab.model.records import RunFailure, now
 from fslab.results import ResultsDB, RunRecord
@@ -241,6 +242,7 @@ def store_study_run(
                     _record(planned, clock, rng, target_scale, failing.get(planned.cell.target.name), host.noise),
                     host=host_name,
                 )
+                record = replace(record, metrics=with_primary(record.metrics, planned.cell.workload.primary))
                 if planned.cell.workload.name in flagged and record.status == "ok":
                     record = replace(record, notes=[FLAGGED])
                 clock = record.finished_at + timedelta(seconds=rng.uniform(1, 3))

@@ -10,7 +10,7 @@ import numpy as np
 from conftest import FIXTURES
 from fslab.fio.output import parse_metrics
 from fslab.fio.workload import FIO
-from fslab.model import MetricKind, RawOutput, Roles
+from fslab.model import MetricKind, RawOutput, Roles, with_primary
 from fslab.report.formats.markdown import to_markdown
 from fslab.report.formats.summary_csv import to_csv
 from fslab.report.sections import workload_title
@@ -157,6 +157,43 @@ def test_fio_behind_the_protocol_round_trips_through_the_database(tmp_path):
     assert stored_run.metrics == {m.key: m.value for m in metrics} and stored_run.roles == Roles.of(
         stored_run.workload, metrics
     )
+
+
+def test_a_studys_primary_metric_is_flagged_as_each_run_is_stored_and_read_back_without_the_study(tmp_path):
+    """[study] primary reaches the stored flags (with_primary, as the runner stores each run): the
+    summary of the stored study run, with no study file at hand, decides precision, rank and the
+    main comparisons on the metric the study named; fio's IOPS is still compared, no longer primary."""
+    chosen = STUDY.replace('workloads = ["seq_read"]', 'workloads = ["seq_read"]\nprimary = ["read_lat_p99_us"]')
+    [workload] = parse_study(chosen, "s.toml", base_dir=Path(".")).workloads
+    assert workload.primary == ("read_lat_p99_us",)
+
+    def measured(target: str, repetition: int) -> list:
+        noise = 1 + np.random.default_rng(repetition).normal(0, 0.005)
+        seconds = MEDIANS[target] * noise
+        fio = [FIO.metrics[name].of(name, value) for name, value in (("read_iops", 1e4 / seconds),
+               ("read_lat_p99_us", 100 * seconds), ("cpu_sys_pct", 3.0 + repetition))]  # fmt: skip
+        return with_primary(fio, workload.primary)
+
+    db, study_run = stored(tmp_path, measured)
+    roles = db.sample_groups(study_run).roles
+    assert roles.primary == {("seq_read", "read_lat_p99_us")}
+    assert roles.compared == {("seq_read", "read_iops"), ("seq_read", "read_lat_p99_us")}
+    s = summarize_study_run(db, study_run)
+    assert set(s.analysis.rankings) == {("seq_read", "read_lat_p99_us", None)}
+    assert s.analysis.rankings[("seq_read", "read_lat_p99_us", None)].tiers == (("xfs",), ("ext4",), ("btrfs",))
+    main = s.analysis.main_rows()
+    assert {(r.target, r.metric) for r in main} == {("xfs", "read_lat_p99_us"), ("btrfs", "read_lat_p99_us")}
+    assert {r.metric for r in s.analysis.rows} == {"read_iops", "read_lat_p99_us"}
+    assert [c.primary for c in s.cells] == [["read_lat_p99_us"]] * 3
+
+
+def test_with_primary_flags_the_named_metrics_alone_or_leaves_a_run_that_reports_none_of_them():
+    fio = [FIO.metrics[name].of(name, 1.0) for name in ("read_iops", "read_clat_p99_us", "cpu_sys_pct")]
+    flagged = with_primary(fio, ("read_clat_p99_us", "write_iops"))
+    assert [(m.name, m.primary, m.compared) for m in flagged] == [
+        ("read_iops", False, True), ("read_clat_p99_us", True, True), ("cpu_sys_pct", False, False),
+    ], "named: primary, and compared (a main comparison); fio's own headline: compared only"  # fmt: skip
+    assert with_primary(fio, ("write_iops",)) == fio == with_primary(fio, ()), "none it reported: its kind's own"
 
 
 # As /proc/mounts showed them on 6.18: what the summary reads compression from.

@@ -70,7 +70,10 @@ def _killed_while_fio_runs(study: Path, db: Path, workdir: Path, *args: str, aft
 
 @pytest.mark.root
 def test_a_killed_study_run_is_resumed_with_every_run_stored_once(workdir, tmp_path):
-    study, db = write_study(tmp_path, ONE_WORKLOAD), tmp_path / "r.db"
+    """… and with the primary metric its study names (fio's own is write_iops), flagged on every run
+    as it is stored, before the kill and after the resume."""
+    chosen = ONE_WORKLOAD.replace("repetitions = 2", 'repetitions = 2\nprimary = ["write_mb_s"]')
+    study, db = write_study(tmp_path, chosen), tmp_path / "r.db"
     _killed_while_fio_runs(study, db, workdir.root, after_runs=1)  # in block 1, as a rule: its second run
     results = ResultsDB(str(db))
     study_run = results.study_run()
@@ -96,6 +99,9 @@ def test_a_killed_study_run_is_resumed_with_every_run_stored_once(workdir, tmp_p
     )
     assert results.study_runs() == [finished], "no new study run"
     assert held_by(workdir.root) == []
+    assert {run.roles.primary for run in results.stored_runs(study_run["id"])} == {
+        frozenset({("seq_write", "write_mb_s")})
+    }, "every run, stored before the kill or after the resume"
 
     again = fslab_in_process("run", "--resume", str(study_run["id"]), "--db", str(db), "--workdir", str(workdir.root))
     assert (
@@ -334,3 +340,20 @@ def test_a_resumed_study_run_compares_each_target_with_its_own_baseline(tmp_path
         study_run = db.begin_study_run(study, 1, {}, {}, {"runs": 1, **given}, Owner.current(tmp_path))
         db.finish_study_run(study_run, "interrupted", {})
         assert resumable(db, str(study_run)).baseline == given.get("baseline")
+
+
+def test_a_resumed_study_run_keeps_the_primary_metrics_its_study_named(tmp_path):
+    """[study] primary is read again from the study file's text stored with the study run: a
+    resumed run flags the same metrics primary as the runs stored before it."""
+    from fslab.results.owner import Owner
+    from fslab.running.resume import resumable
+    from fslab.study import parse_study
+
+    text = STUDY.replace("repetitions = 2", 'repetitions = 2\nprimary = ["rand_read:read_lat_p99_us", "write_mb_s"]')
+    study = parse_study(text, "s.toml", base_dir=tmp_path)
+    chosen = {w.name: w.primary for w in study.workloads}
+    assert chosen == {"rand_read": ("read_lat_p99_us", "write_mb_s"), "seq_write": ("write_mb_s",)}
+    db = ResultsDB(str(tmp_path / "r.db"))
+    study_run = db.begin_study_run(study, 1, {}, {}, {"runs": 2}, Owner.current(tmp_path))
+    db.finish_study_run(study_run, "interrupted", {})
+    assert {w.name: w.primary for w in resumable(db, str(study_run)).study.workloads} == chosen

@@ -1,6 +1,7 @@
 """Study files: what they expand to, and the messages for files that cannot run."""
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -366,6 +367,101 @@ def test_baseline_must_name_a_target():
     assert parse(GOOD.replace('name = "tuning"', 'name = "tuning"\nbaseline = "xfs"')).baseline == "xfs"
     message = error_of(GOOD.replace('name = "tuning"', 'name = "tuning"\nbaseline = "xfz"'))
     assert "study.toml:3: study.baseline: unknown target 'xfz' (did you mean 'xfs'?)" in message
+
+
+PRIMARY = """\
+[study]
+name = "chosen"
+primary = PRIMARY
+workloads = ["rand_read", "seq_write"]
+
+[[target]]
+filesystem = ["ext4", "xfs"]
+
+[[workload]]
+name = "deep"
+rw = "randread"
+iodepth = [1, 32]
+
+[[workload]]
+name = "mail"
+kind = "sysbench"
+
+[[workload]]
+name = "age"
+kind = "scenario"
+size = "64MiB"
+
+[[workload.phase]]
+name = "fill"
+fio = { rw = "write", bs = "1m" }
+
+[[workload.phase]]
+name = "settle"
+action = "sleep"
+seconds = 1
+measured = false
+"""
+
+
+def primaries(names: str) -> dict[str, tuple[str, ...]]:
+    return {w.name: w.primary for w in parse(PRIMARY.replace("PRIMARY", names)).workloads}
+
+
+def test_primary_metrics_are_each_workloads_that_reports_them_and_a_workload_names_its_own():
+    """A metric alone is primary wherever its workload's kind reports it (sysbench's read_mb_s as
+    fio's); a workload's (or its sweep's table's) alone in it; a scenario's by its phase. A workload
+    named in no entry keeps its kind's headline metrics (no primary of its own)."""
+    assert primaries('["read_lat_p99_us", "mail:lat_p95_ms", "fill.write_mb_s"]') == {
+        "rand_read": ("read_lat_p99_us",), "seq_write": ("read_lat_p99_us",), "deep[iodepth=1]": ("read_lat_p99_us",),
+        "deep[iodepth=32]": ("read_lat_p99_us",), "mail": ("lat_p95_ms",), "age": ("fill.write_mb_s",),
+    }  # fmt: skip
+    assert primaries('["deep:read_lat_p99_us", "seq_write:write_mb_s", "read_mb_s"]') == {
+        "rand_read": ("read_mb_s",), "seq_write": ("write_mb_s", "read_mb_s"),
+        "deep[iodepth=1]": ("read_lat_p99_us", "read_mb_s"), "deep[iodepth=32]": ("read_lat_p99_us", "read_mb_s"),
+        "mail": ("read_mb_s",), "age": (),
+    }  # fmt: skip
+    assert set(primaries('["deep[iodepth=32]:cpu_sys_pct"]').values()) == {(), ("cpu_sys_pct",)}
+    absent = parse(PRIMARY.replace("primary = PRIMARY\n", ""))
+    assert all(w.primary == () for w in absent.workloads), "absent: each kind's own, as before"
+
+
+@pytest.mark.parametrize(
+    ("names", "message"),
+    [
+        ('"read_iops"', 'a list of metrics\' names in quotes, as primary = ["read_iops"]; not \'read_iops\''),
+        ("[1]", 'a list of metrics\' names in quotes, as primary = ["read_iops"]; not [1]'),
+        ("[]", "name at least one metric, or leave primary out: each workload kind's headline metrics"),
+        ('["mail:"]', "'mail:' names no metric: write a metric as the summary keys it"),
+        ('[":read_iops"]', "':read_iops' names no metric"),
+        ('["read_iops", "read_iops"]', "each metric can appear once"),
+        (str([f"m{i}" for i in range(101)]).replace("'", '"'), "name at most 100 metrics, not 101"),
+        ('["read_iop"]', "unknown metric 'read_iop' (did you mean 'read_iops'?): name a metric as the summary keys it"),
+        ('["mial:events_per_s"]', "unknown workload 'mial' (did you mean 'mail'?); allowed: rand_read, seq_write, "
+         'deep, mail, age (a workload\'s metric: "mial:events_per_s")'),
+        ('["rand_read:events_per_s"]', "workload 'rand_read' does not report 'events_per_s': name a metric"),
+        ('["rsync:mib_s"]', "unknown workload 'rsync'"),
+        ('["mib_s"]', "no workload of the study reports 'mib_s'"),
+        ('["age:write_mb_s"]', "workload 'age' does not report 'write_mb_s': a scenario's metrics are its "
+         "phases', name it with its phase: fill.write_mb_s"),
+        ('["settle.write_mb_s"]', "no workload of the study reports 'settle.write_mb_s' (did you mean"),
+    ],
+)  # fmt: skip
+def test_a_primary_metric_no_workload_reports_is_refused_saying_what_to_write(names, message):
+    said = error_of(PRIMARY.replace("PRIMARY", names))
+    assert said.startswith("study.toml:3: study.primary: ") and message in said, said
+
+
+def test_the_docs_example_of_primary_metrics_names_what_its_comments_say():
+    docs = (Path(__file__).parent.parent / "docs" / "study-format.md").read_text()
+    [example] = [block for block in re.findall(r"```toml\n(.*?)```", docs, re.S) if block.startswith("# primary.toml")]
+    chosen = {w.name: w.primary for w in parse(example).workloads}
+    assert chosen == {
+        "rand_read": ("read_lat_p99_us", "write_lat_p99_us"),  # each stored run flags the one it reports
+        "rand_write": ("read_lat_p99_us", "write_lat_p99_us"),
+        "mail": ("lat_p95_ms",),
+        "ageing": ("overwrite.write_iops",),
+    }
 
 
 STACK = (

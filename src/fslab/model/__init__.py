@@ -10,7 +10,9 @@ metric is *primary* — it decides a cell's precision, its rank and when adaptiv
 *compared* — every pair of targets is compared on it); its parser turns raw output into
 `Metric`s with `MetricKind.of`. A kind also declares each metric's *resolution*: the step its
 tool prints it to (sysbench's latencies 0.01 ms), below which runs cannot differ; statistics
-never claim an interval narrower than it (statistics/stats.py). Every metric is stored with its role (results/), and
+never claim an interval narrower than it (statistics/stats.py). A study may name its own primary
+metrics instead of its kinds' headline ones (`[study] primary`: `Workload.primary`), flagged so as
+each run is stored (`with_primary`). Every metric is stored with its role (results/), and
 statistics, plans and reports read the role from what is stored (`Roles`), never from a metric's
 name: a cell whose only metric is `elapsed_s` (lower is better) is summarised, compared and ranked
 as one with IOPS is.
@@ -24,7 +26,7 @@ Pure: no I/O.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Protocol, overload
 
@@ -208,6 +210,9 @@ class Workload:
     memory_limit: int | None = None  # bytes of memory its measured run may hold, page cache included (core/cgroups.py)
     targets: tuple[str, ...] = ()  # the targets it runs on, by name or by a sweep's name (none: every target)
     compare_with: str | None = None  # the workload compared with it on each target both ran on (study/__init__.py)
+    # the metrics the study names primary in it ([study] primary), by key; none: its kind's headline
+    # metrics (MetricKind.primary). Read from the study file again on a resume: not in its spec.
+    primary: tuple[str, ...] = ()
 
     @property
     def kind(self) -> str:
@@ -347,6 +352,22 @@ class Metric:
     @property
     def key(self) -> str:
         return qualified(self.phase, self.name)
+
+
+def with_primary(metrics: list[Metric], primary: Collection[str]) -> list[Metric]:
+    """A run's metrics as stored: those the study names primary (`primary`, by key) flagged primary,
+    and compared — a primary metric is one of the main comparisons —, and no other; as they are
+    (its kind's headline metrics) when the study names none of them, or none the run reported (a
+    read-only fio job's write_iops)."""
+    if not any(m.key in primary for m in metrics):
+        return metrics
+    return [replace(m, primary=m.key in primary, compared=m.compared or m.key in primary) for m in metrics]
+
+
+def metric_phases(tool: Tool) -> tuple[str, ...]:
+    """The phases a workload's metrics are keyed under (`qualified`): a tool of several phases says
+    which (its `metric_phases`: a scenario's measured phases); any other's are of one phase ("")."""
+    return tuple(getattr(tool, "metric_phases", ("",)))
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from fslab.devices.source import DeviceSource, discard
 from fslab.devices.zram import ZramSource
 from fslab.filesystems import FILESYSTEMS, Filesystem, Provisioned
 from fslab.fio import fill_device
-from fslab.model import Host, Metric, RawOutput, Roles, Study, Target, Workload
+from fslab.model import Host, Metric, RawOutput, Roles, Study, Target, Workload, with_primary
 from fslab.model.findings import Finding
 from fslab.model.records import STDERR_LINES, RunFailure, RunKey, StoredRun, now
 from fslab.monitors import Monitor, Synced, WorkloadSaid, collect, for_run, measuring
@@ -558,7 +558,8 @@ def execute(planned: PlannedRun, workdir: Workdir, sources: Sources) -> RunRecor
                 monitored, flagged = windows.found(
                     kind, record.outputs
                 )  # after the workload's own figures: it needs them
-                record.metrics, record.notes = metrics + monitored, notes + flagged
+                # flagged primary as the study names them ([study] primary), as they are stored
+                record.metrics, record.notes = with_primary(metrics + monitored, workload.primary), notes + flagged
                 clock.mark("parse")
         clock.mark("teardown")
         record.status = "ok"

@@ -137,6 +137,11 @@ class Scenario:
         return sum(self.phase_seconds(p) for p in self.phases if p.measured)
 
     @property
+    def metric_phases(self) -> tuple[str, ...]:
+        """The phases its metrics are keyed under (model.metric_phases): its measured ones."""
+        return tuple(p.name for p in self.phases if p.measured)
+
+    @property
     def direct(self) -> bool:
         """Whether every phase that reads or writes bypasses the page cache: a fio phase as its
         job says (as a fio workload's is read), a tool phase as its tool's record says."""

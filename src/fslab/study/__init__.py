@@ -23,12 +23,23 @@ from fslab import workloads as kinds
 from fslab.core.cgroups import SMALLEST_LIMIT
 from fslab.core.errors import FslabError
 from fslab.core.names import swept_name
-from fslab.core.toml_errors import FieldLines, describe_error, field_path, unknown
+from fslab.core.toml_errors import FieldLines, describe_error, did_you_mean, field_path, unknown
 from fslab.core.units import format_duration, format_size, parse_size, scaled_size
 from fslab.filesystems import FILESYSTEMS, kinds_that
 from fslab.filesystems.base import Room
 from fslab.fio import workload as fio
-from fslab.model import FILESYSTEM_ATTRIBUTES, Cell, Study, Target, TargetsByName, Workload, study_cells
+from fslab.model import (
+    FILESYSTEM_ATTRIBUTES,
+    Cell,
+    Study,
+    Target,
+    TargetsByName,
+    Workload,
+    metric_phases,
+    qualified,
+    study_cells,
+    unqualified,
+)
 from fslab.model.ceiling import copies_per_block
 from fslab.model.options import split_arguments
 from fslab.study.file import StudyFile, StudySection, TargetSection, allowed_fields, as_list, study_file_model, untagged
@@ -121,7 +132,7 @@ def parse_study(
         )
     workload_tables, workloads = [table for table, _ in tabled], [workload for _, workload in tabled]
     where.require_unique(list(zip(workload_tables, (w.name for w in workloads))), "workload")
-    workloads = _compared_with(model, tabled, where)
+    workloads = _with_primaries(model.study, _compared_with(model, tabled, where), where)
     by_name = TargetsByName(targets)
     where.refuse(
         [
@@ -429,6 +440,72 @@ def _compared_with(model: StudyFile, tabled: list[tuple[tuple, Workload]], where
             problems.append(f"{where(field)}: {unknown('workload', asked, sorted(names - set(made[own])))}")
     where.refuse(problems)
     return settled
+
+
+def _with_primaries(study: StudySection, workloads: list[Workload], where: _Where) -> list[Workload]:
+    """Each workload with the metrics `[study] primary` names in it (Workload.primary): those of the
+    entries for every workload, or for it (by its name, or its table's when a sweep made it), that
+    it may report — its kind declares the metric, under a phase it has. An entry naming no workload
+    of the study, or a metric none of the workloads it speaks of may report, is refused. Each
+    workload is looked up by name and its metrics once per kind and phases: a study of thousands
+    of workloads is read as fast without `primary` as with it."""
+    entries = study.primary_entries()
+    if not entries:
+        return workloads
+    at = where(("study", "primary"))
+    named: dict[str, list[int]] = {}  # a workload's name, and its sweep's table's → the workloads'
+    for index, w in enumerate(workloads):
+        for name in dict.fromkeys((w.name, w.name.partition("[")[0])):
+            named.setdefault(name, []).append(index)
+    reportable = _Reportable()
+    chosen: list[list[str]] = [[] for _ in workloads]
+    problems = []
+    for scope, key in entries:
+        meant = range(len(workloads)) if scope is None else named.get(scope, [])
+        if not meant:
+            tables = dict.fromkeys(w.name.partition("[")[0] for w in workloads)
+            problems.append(f'{at}: {unknown("workload", str(scope), tables)} (a workload\'s metric: "{scope}:{key}")')
+        elif reporting := [i for i in meant if key in reportable(workloads[i])]:
+            for i in reporting:
+                chosen[i].append(key)
+        else:
+            problems.append(f"{at}: {reportable.refusal(key, scope, [workloads[i] for i in meant])}")
+    where.refuse(problems)
+    return [replace(w, primary=tuple(keys)) if keys else w for w, keys in zip(workloads, chosen)]
+
+
+class _Reportable:
+    """The metrics a workload may report, keyed as in samples (each of its phases'), as its kind
+    declares them: found once per kind and phases."""
+
+    def __init__(self) -> None:
+        self._found: dict[tuple[str, tuple[str, ...]], dict[str, bool]] = {}  # key → compared by default
+
+    def __call__(self, workload: Workload) -> dict[str, bool]:
+        of = (workload.kind, metric_phases(workload.tool))
+        if of not in self._found:
+            declared = kinds.metrics_of(workload.kind)
+            self._found[of] = {qualified(p, name): kind.compared for p in of[1] for name, kind in declared.items()}
+        return self._found[of]
+
+    def refusal(self, key: str, scope: str | None, meant: list[Workload]) -> str:
+        """Why `key` is no primary metric of the workloads `meant` (the study's, or `scope`'s), and
+        what they do report."""
+        whose = "no workload of the study reports" if scope is None else f"workload '{scope}' does not report"
+        reported: dict[str, bool] = {}
+        for w in {(w.kind, metric_phases(w.tool)): w for w in meant}.values():
+            reported |= self(w)
+        known = {unqualified(k) for k in reported} | set(kinds.declared_metrics())
+        said = f"unknown metric '{key}'" if unqualified(key) not in known else f"{whose} '{key}'"
+        by_phase = [k for k in reported if unqualified(k) == key and k != key]
+        if by_phase:
+            return f"{said}: a scenario's metrics are its phases', name it with its phase: {', '.join(by_phase[:6])}"
+        compared = [k for k, by_default in reported.items() if by_default]
+        shown = ", ".join(compared[:12]) + (", …" if len(compared) > 12 else "")
+        return (
+            f"{said}{did_you_mean(key, list(reported))}: name a metric as the summary keys it (a scenario "
+            f"phase's after its phase: fill.write_mb_s); compared by default here: {shown}"
+        )
 
 
 def _limited(workload: Workload, asked: str | None, table: tuple, scale: float, where: _Where) -> Workload:

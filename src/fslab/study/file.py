@@ -33,6 +33,10 @@ from fslab.model.options import check_arguments
 from fslab.workloads.builtin import BUILTIN_WORKLOADS, WORKLOAD_SETS
 from fslab.workloads.tables import Name, Size, Table, nested_table
 
+# The most metrics a study may name primary: far more than main comparisons are (a few), and few
+# enough that checking them against every workload of the largest study stays instant.
+MAX_PRIMARY = 100
+
 
 class StudySection(Table):
     name: Name
@@ -45,6 +49,10 @@ class StudySection(Table):
     image_fill: Literal["full", "sparse"] = "full"
     seed: int | None = None
     units: Bandwidth = Bandwidth.MB  # bandwidth in summaries (fslab summary --units overrides)
+    # The study's primary metrics, each "<metric>" or "<workload>:<metric>", the metric keyed as in
+    # samples ("fill.write_mb_s"); None: each kind's headline metrics. Checked against the
+    # workloads once they are built (study/__init__.py, _with_primaries).
+    primary: list[str] | None = None
 
     @field_validator("workloads")
     @classmethod
@@ -53,6 +61,37 @@ class StudySection(Table):
             if name not in BUILTIN_WORKLOADS and name not in WORKLOAD_SETS:
                 raise ValueError(unknown("built-in workload", name, [*WORKLOAD_SETS, *BUILTIN_WORKLOADS]))
         return names
+
+    @field_validator("primary", mode="before")
+    @classmethod
+    def _primary_listed(cls, value: Any) -> Any:
+        if value is not None and (not isinstance(value, list) or not all(isinstance(e, str) for e in value)):
+            raise ValueError(f'a list of metrics\' names in quotes, as primary = ["read_iops"]; not {value!r:.60}')
+        return value
+
+    @field_validator("primary")
+    @classmethod
+    def _primary_entries(cls, entries: list[str] | None) -> list[str] | None:
+        if entries is None:
+            return None
+        if not entries:
+            raise ValueError("name at least one metric, or leave primary out: each workload kind's headline metrics")
+        if len(entries) > MAX_PRIMARY:
+            raise ValueError(f"name at most {MAX_PRIMARY} metrics, not {len(entries):,}: a study's main comparisons")
+        for entry in entries:
+            scope, colon, key = entry.rpartition(":")
+            if not key or (colon and not scope) or entry != entry.strip():
+                raise ValueError(
+                    f'{entry!r} names no metric: write a metric as the summary keys it ("read_iops", a '
+                    f'scenario phase\'s "fill.write_mb_s"), or a workload\'s alone ("mail:lat_p95_ms")'
+                )
+        if len(set(entries)) < len(entries):
+            raise ValueError("each metric can appear once")
+        return entries
+
+    def primary_entries(self) -> list[tuple[str | None, str]]:
+        """`primary` as (workload or None: every workload, metric key) pairs; none when not given."""
+        return [(scope or None, key) for scope, _, key in (e.rpartition(":") for e in self.primary or [])]
 
 
 class TargetSection(Table):
