@@ -8,15 +8,20 @@ output: never this machine's speed."""
 import random
 import re
 from dataclasses import replace
+from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 
+from fslab.fio import METRICS as FIO_METRICS
+from fslab.model import with_primary
 from fslab.report.conclusions import Conclusion, conclusions
 from fslab.report.formatting import metric_label
 from fslab.report.sections import BETWEEN_TITLE, SectionKind, sections
 from fslab.report.summary import StudySummary, summarize_study_run
-from fslab.results import ResultsDB
-from fslab.study import builtin_studies, load_study
+from fslab.results import ResultsDB, RunRecord
+from fslab.results.owner import Owner
+from fslab.study import builtin_studies, load_study, parse_study
 from synthetic import store_study_run, stored_study
 
 RATIO = re.compile(r"(\d+\.\d+)×")
@@ -157,6 +162,61 @@ def test_every_builtin_studys_conclusions_agree_with_its_tables(tmp_path, name):
         assert {(r.target, r.baseline_workload) for r in between} == {
             ("zfs[recordsize=128k]", "in-place-writes"), ("zfs[recordsize=4k]", "in-place-writes"),
         }  # fmt: skip
+
+
+LATENCY_APART = """\
+[study]
+name = "tails"
+repetitions = 6
+workloads = ["rand_read"]
+[[target]]
+filesystem = ["ext4", "xfs"]
+"""
+
+
+def tails(tmp_path: Path, text: str) -> StudySummary:
+    """Stored runs of ext4 and xfs alike in IOPS (within 0.5 %) and CPU, xfs's p99 latency twice
+    ext4's: each metric flagged as the runner stores it (with_primary), summarised."""
+    study = parse_study(text, "s.toml", base_dir=tmp_path)
+    db = ResultsDB(str(tmp_path / "r.db"))
+    study_run = db.begin_study_run(study, 1, ENV, {}, {}, Owner.current(tmp_path))
+    start, rng = datetime(2026, 1, 1), random.Random(5)
+    for repetition in range(1, 7):
+        for position, target in enumerate(("ext4", "xfs"), start=1):
+            iops = 1e4 * rng.uniform(0.995, 1.005)
+            values = {"read_iops": iops, "read_mb_s": iops * 4096 / 1e6, "read_mib_s": iops / 256,
+                      "cpu_sys_pct": rng.uniform(3, 4),
+                      "read_lat_p99_us": (200 if target == "xfs" else 100) * rng.uniform(0.99, 1.01)}  # fmt: skip
+            metrics = [FIO_METRICS[name].of(name, value) for name, value in values.items()]
+            db.record_run(study_run, RunRecord(
+                target=target, workload="rand_read", repetition=repetition, warmup=False, block=repetition,
+                position=position, started_at=start, finished_at=start + timedelta(seconds=12), status="ok",
+                buffered=False, metrics=with_primary(metrics, study.workloads[0].primary),
+            ))  # fmt: skip
+    db.finish_study_run(study_run, "finished", {})
+    return summarize_study_run(db, study_run)
+
+
+@pytest.mark.parametrize("primary", ["read_iops", "read_lat_p99_us"])
+def test_the_main_comparisons_lead_the_conclusions_and_tables_whatever_the_other_metrics_claim(tmp_path, primary):
+    """Conclusions lead with the main comparisons (every target against its baseline on the primary
+    metrics: Analysis.main_rows) and the rankings on them; a claim on another metric comes after
+    them, however certain: here xfs's doubled p99 latency, where IOPS is equal. Sorted by claims
+    alone, the p99 led. With the study's primary the p99 (`[study] primary`), it leads, and it
+    leads the comparison table too."""
+    text = LATENCY_APART.replace("repetitions = 6", f'repetitions = 6\nprimary = ["{primary}"]')
+    s = tails(tmp_path, text)
+    assert [r.metric for r in s.analysis.main_rows()] == [primary]
+    said = conclusions(s)["rand_read"]
+    assert [(c.ranked_by, c.row.metric if c.row else None) for c in said] == [
+        (primary, None), (None, primary), (None, ({"read_iops", "read_lat_p99_us"} - {primary}).pop()),
+    ]  # fmt: skip
+    latency = next(c for c in said if c.row and c.row.metric == "read_lat_p99_us")
+    assert latency.claim and latency.row is not None and latency.row.comparison.verdict == "slower"
+    assert [c.claim for c in said] == ([False, False, True] if primary == "read_iops" else [True, True, False])
+    [table] = [x for x in sections(s) if x.kind is SectionKind.COMPARISON]
+    assert [row[1] for row in table.rows] == [metric_label(primary), *(r[1] for r in table.rows[1:])]
+    assert agree(s) == 3
 
 
 def test_a_conclusion_that_disagrees_with_its_table_is_caught(tmp_path, monkeypatch):

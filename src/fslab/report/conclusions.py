@@ -30,7 +30,8 @@ class Conclusion:
 
 
 def conclusions(s: StudySummary) -> dict[str, list[Conclusion]]:
-    """Workload → what its comparisons and rankings allow to be said, claims first."""
+    """Workload → what its comparisons and rankings allow to be said: its rankings and main
+    comparisons (the primary metrics') first, then the other metrics'; claims first in each."""
     out = {}
     for workload in s.workloads:
         rankings = [
@@ -40,10 +41,18 @@ def conclusions(s: StudySummary) -> dict[str, list[Conclusion]]:
         said = [c for metric, r in rankings if (c := ranking_conclusion(r, metric, caveats)) is not None]
         rows = [*s.analysis.rows_of(workload), *s.analysis.between_of(workload)]
         said += row_conclusions(rows, s.analysis.threshold, caveats)
-        said = sorted(said, key=lambda c: not c.claim) or [nothing_to_compare(s, workload)]
+        # the main comparisons' (and the rankings on the primary metrics) first, then the other
+        # metrics' (percentiles, CPU): each claims first
+        said = sorted(said, key=lambda c: (not _main(s, c), not c.claim)) or [nothing_to_compare(s, workload)]
         left_out = left_out_line(s, workload)
         out[workload] = said + ([Conclusion(left_out, False)] if left_out else [])
     return out
+
+
+def _main(s: StudySummary, said: Conclusion) -> bool:
+    """Whether a conclusion is of the main comparisons (Analysis.main_rows) or a ranking, which is
+    on a primary metric."""
+    return said.ranked_by is not None or (said.row is not None and s.analysis.is_main(said.row))
 
 
 def nothing_to_compare(s: StudySummary, workload: str) -> Conclusion:

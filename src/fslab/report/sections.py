@@ -70,7 +70,7 @@ OVERVIEW_SAID = (
 def sections(s: StudySummary) -> list[Section]:
     """Everything a summary shows, in order: the introduction, the targets (and those skipped),
     the fio overview, then per workload its table, its monitors', its comparisons (one per
-    baseline) and its rankings; the failed runs last. A section with nothing to show is left
+    baseline, its main comparisons first) and its rankings; the failed runs last. A section with nothing to show is left
     out, but a workload's rankings (whose absence a format may mark)."""
     out = [
         Section(SectionKind.INTRO, lines=[*header_lines(s), method_line(s)]),
@@ -89,7 +89,9 @@ def sections(s: StudySummary) -> list[Section]:
                 Section(SectionKind.MONITORS, "Measured beside it (monitors, medians)", *monitored, workload=workload)
             )
         caveats = s.caveats_of(workload)
-        for baseline, compared in comparison_groups(s.analysis.rows_of(workload)):
+        # the main comparisons (the primary metrics') lead each table: percentiles and CPU after them
+        others = [r for r in s.analysis.rows_of(workload) if not s.analysis.is_main(r)]
+        for baseline, compared in comparison_groups(s.analysis.main_rows(workload) + others):
             rows = comparison_rows(compared, caveats)
             named = with_caveats(baseline, caveats)
             out.append(

@@ -2,7 +2,8 @@
 workload a study pairs with another (`compare_with`) compared with it on every target both ran
 on, with Benjamini–Hochberg over all of them as one family. Each target's row against its
 baseline and each workload's ranking are both read from that one family, so they never
-disagree. And two study runs, cell by cell.
+disagree; those rows on the primary metrics are the main comparisons (Analysis.main_rows), what a
+summary leads with. And two study runs, cell by cell.
 
 Pure: takes samples grouped by cell, returns comparisons. statistics/stats.py does the arithmetic.
 """
@@ -71,9 +72,21 @@ class Analysis:
     # each workload against the one it is paired with (compare_with), per target: in the family
     between: list[Row] = field(default_factory=list)
     paired_with: dict[str, str] = field(default_factory=dict)  # workload → the workload it was to be compared with
+    primary: frozenset[tuple[str, str]] = frozenset()  # (workload, metric): the primary metrics (Roles.primary)
 
     def rows_of(self, workload: str) -> list[Row]:
         return [r for r in self.rows if r.workload == workload]
+
+    def main_rows(self, workload: str | None = None) -> list[Row]:
+        """The main comparisons: every target against its baseline on the primary metrics alone
+        (of one workload, or of all), in the rows' order. What a summary leads with: the other
+        metrics' rows (percentiles, CPU) come after them, never before."""
+        return [r for r in self.rows if self.is_main(r) and (workload is None or r.workload == workload)]
+
+    def is_main(self, row: Row) -> bool:
+        """Whether a row is one of the main comparisons (main_rows): a target against its
+        baseline (not a workload against the one it is paired with) on a primary metric."""
+        return row.baseline_workload is None and (row.workload, row.metric) in self.primary
 
     def between_of(self, workload: str) -> list[Row]:
         """A workload's rows against the workload it is paired with, target by target."""
@@ -173,7 +186,7 @@ def analyse(
     rows = _rows(family, samples, roles, measured, baselines, baseline, hosts)
     paired = [Row(w, t, t, m, c, baseline_workload=other) for (w, other, t, m), c in zip(between, tested[len(pairs) :])]
     found = replace(family, rows=rows, rankings=rankings, override=baseline, between=paired)
-    return replace(found, paired_with=dict(compare_with or {}))
+    return replace(found, paired_with=dict(compare_with or {}), primary=roles.primary)
 
 
 def _between(
