@@ -273,7 +273,8 @@ class Study:
 
 
 class Tool(Protocol):
-    """What a workload of one kind runs, every value checked when the study was read."""
+    """What a workload of one kind runs, every value checked when the study was read. A tool whose
+    metrics come in phases also says which (`metric_phases`: a scenario's), else they are of one."""
 
     kind: ClassVar[str]  # the WorkloadKind that runs it
 
