@@ -225,7 +225,7 @@ def test_fail_on_regression_reads_the_step_into_the_newest_study_run_shown(night
     every = fslab_in_process("history", "nightly", "--db", str(db), "--fail-on-regression")
     assert every.returncode == 0, "the newest study run (6, host b) has no regression"
     on_a = fslab_in_process("history", "nightly", "--db", str(db), "--host", "a", "--fail-on-regression")
-    assert on_a.returncode == 1 and "1 regression(s) flagged on a step into study run 5" in on_a.stderr
+    assert on_a.returncode == 1 and "1 regression(s) among the 2 step(s) into study run 5" in on_a.stderr
     plain = fslab_in_process("history", "nightly", "--db", str(db), "--host", "a")
     assert plain.returncode == 0, "without the flag a regression is shown, not an exit status"
 

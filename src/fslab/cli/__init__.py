@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from fslab.results.owner import Owner
     from fslab.running.plan import PlannedRun
     from fslab.running.runner import RunObserver
+    from fslab.statistics.analysis import Gate
 
 app = typer.Typer(
     help="fslab: a laboratory for filesystem performance on Linux.", no_args_is_help=True, add_completion=False
@@ -79,9 +80,30 @@ def safe_markup(text: str) -> str:
     return escape(visible(text))
 
 
-def _fail(message: str, code: int = 2) -> typer.Exit:
+# Exit statuses (docs/commands.md#exit-status): an error a user can act on ends with ERROR_EXIT, as
+# a command line typer refuses does; a CI gate that fails (compare, history --fail-on-regression:
+# a regression, or with --strict an undecided comparison) with GATE_FAILED — never the same number.
+ERROR_EXIT = 2
+GATE_FAILED = 1
+
+
+def _fail(message: str, code: int = ERROR_EXIT) -> typer.Exit:
     errors.print(f"[bold red]error:[/bold red] {safe_markup(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
+
+
+def _exit_by(gate: "Gate", judged: str) -> None:
+    """The one exit rule of compare and history --fail-on-regression (analysis.gate): GATE_FAILED on
+    a decided regression, and with --strict on an undecided comparison of those `judged`, each said
+    on stderr; else the command ends as it is (0)."""
+    if gate.regressions:
+        errors.print(f"[red]{gate.regressions} regression(s)[/red] {judged}", highlight=False, soft_wrap=True)
+    if gate.strict and gate.undecided:
+        errors.print(
+            f"[red]{gate.undecided} undecided comparison(s)[/red] {judged} (--strict)", highlight=False, soft_wrap=True
+        )
+    if gate.failed:
+        raise typer.Exit(GATE_FAILED)
 
 
 def _open_db(db: str | None) -> "ResultsDB":
@@ -167,6 +189,13 @@ BaselineOption = Annotated[
         "--baseline",
         help="One target every other is compared with, instead of each target's "
         "own baseline (docs/study-format.md). \\[default: each target's own]",
+    ),
+]
+StrictOption = Annotated[
+    bool,
+    typer.Option(
+        "--strict",
+        help="Exit with status 1 too when a cell compared is undecided (its interval decides nothing yet).",
     ),
 ]
 ThresholdOption = Annotated[
@@ -709,17 +738,18 @@ def compare(
             "--regression",
             parser=parse_percent,
             metavar="PERCENT",
-            help="A cell significantly slower by more than this is a regression: exit status 1.",
+            help="A cell decided slower by more than this is a regression: exit status 1.",
         ),
     ] = "5",  # type: ignore[assignment]
+    strict: StrictOption = False,
     pool_hosts: PoolHostsOption = False,
     db: DbOption = None,
 ) -> None:
     """Compare two study runs of one study cell by cell, or two hosts of one study run (--hosts);
-    exit 1 if any cell regressed (for CI gates)."""
+    exit 1 if any cell regressed, or with --strict if any is undecided (for CI gates)."""
     from fslab.model import Host
     from fslab.report.summary import compare_hosts, compare_runs
-    from fslab.statistics.analysis import regressions
+    from fslab.statistics.analysis import gate, regressions
 
     results = _open_db(db)
     a = _find_study_run(results, older)
@@ -745,8 +775,10 @@ def compare(
         compared = compare_runs(results, a["id"], b["id"], threshold=threshold, pool_hosts=pool_hosts)
         regressed = regressions(compared.rows, regression)
         print_comparison(console, a, b, compared.rows, regressed, threshold, regression, compared.left_out)
-    if regressed:
-        raise typer.Exit(1)
+    _exit_by(
+        gate([r.comparison for r in compared.rows], regression, strict=strict),
+        f"among the {len(compared.rows)} comparison(s)",
+    )
 
 
 @app.command("import")
@@ -1034,8 +1066,16 @@ def history(
         bool,
         typer.Option(
             "--fail-on-regression",
-            help="With STUDY: exit with status 1 when a regression (a change the worse way) "
-            "is flagged on a step into the newest study run of the hosts shown (for CI).",
+            help="With STUDY: exit with status 1 when a step into the newest study run of the hosts shown "
+            "is a regression (decided slower beyond the threshold), for CI.",
+        ),
+    ] = False,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="With STUDY: --fail-on-regression, and exit with status 1 too when a step into the newest "
+            "study run is undecided (its interval decides nothing yet).",
         ),
     ] = False,
     db: DbOption = None,
@@ -1053,6 +1093,7 @@ def history(
                 ("--metric", metric),
                 ("--threshold", threshold),
                 ("--fail-on-regression", fail_on_regression or None),
+                ("--strict", strict or None),
             )
             if value is not None
         ]
@@ -1099,14 +1140,14 @@ def history(
     for line, _ in flagged:
         console.print(f"  {visible(line)}", markup=False, highlight=False, soft_wrap=True)
     console.print(visible(trend.method_line(found)), markup=False, highlight=False, soft_wrap=True)
-    regressed = found.latest_regressions
-    if fail_on_regression and regressed:
-        errors.print(
-            f"[red]{len(regressed)} regression(s)[/red] flagged on "
-            f"a step into study run {found.latest}, the newest shown",
-            highlight=False,
+    if fail_on_regression or strict:
+        from fslab.statistics.analysis import gate
+
+        steps = [s.comparison for s in found.latest_steps]
+        _exit_by(
+            gate(steps, found.threshold, strict=strict),
+            f"among the {len(steps)} step(s) into study run {found.latest}, the newest shown",
         )
-        raise typer.Exit(1)
 
 
 @app.command()

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING
@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 from fslab.core.errors import FslabError
 from fslab.model import Roles
 from fslab.statistics.stats import (
+    SLOWER,
+    UNDECIDED,
     Comparison,
     Ranking,
     SamplePair,
@@ -356,10 +358,35 @@ def resolution_of(kinds: dict[str, str] | None, workload: str, metric: str) -> f
     return resolution((kinds or {}).get(workload), metric)
 
 
-def regressions(rows: list[Row], regression: float) -> list[Row]:
-    """Rows decided slower (read from their family's interval) by more than the regression
+def regressed(c: Comparison, regression: float) -> bool:
+    """A regression: decided slower (read from its family's interval) by more than the regression
     threshold, on the log scale as every verdict's threshold is (stats.beyond)."""
-    return [r for r in rows if r.comparison.verdict == "slower" and beyond(r.comparison.ratio, regression)]
+    return c.verdict == SLOWER and beyond(c.ratio, regression)
+
+
+def regressions(rows: list[Row], regression: float) -> list[Row]:
+    return [r for r in rows if regressed(r.comparison, regression)]
+
+
+@dataclass(frozen=True)
+class Gate:
+    """What a CI gate reads of the comparisons it judges (`fslab compare`'s cells, the steps into
+    the newest study run of `fslab history --fail-on-regression`): the one rule of their exit
+    status. It fails on a decided regression only — an undecided comparison is not a regression,
+    nor is a decided one within `regression` — and, when `strict`, also on any undecided one."""
+
+    regressions: int
+    undecided: int
+    strict: bool = False
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.regressions or (self.strict and self.undecided))
+
+
+def gate(comparisons: Iterable[Comparison], regression: float, *, strict: bool = False) -> Gate:
+    judged = list(comparisons)
+    return Gate(sum(regressed(c, regression) for c in judged), sum(c.verdict == UNDECIDED for c in judged), strict)
 
 
 def ranking_line(ranking: Ranking, shown: Callable[[str], str] = str) -> str:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
 
-from fslab.statistics.analysis import resolution_of
+from fslab.statistics.analysis import regressed, resolution_of
 from fslab.statistics.stats import Comparison, SamplePair, Summary, adjust_family, compare_pairs, summarize
 
 DEFAULT_THRESHOLD = 0.03
@@ -88,7 +88,8 @@ class Step:
 
     @property
     def regression(self) -> bool:
-        return self.comparison.verdict == "slower"
+        """Decided slower beyond the history's threshold (analysis.regressed: the one rule)."""
+        return regressed(self.comparison, self.comparison.threshold)
 
 
 @dataclass(frozen=True)
@@ -124,9 +125,15 @@ class History:
         return [d for s in self.series if (d := s.drift) is not None]
 
     @property
+    def latest_steps(self) -> list[Step]:
+        """Every step into the newest study run, series by series: what a CI gate judges of the run
+        it just made (analysis.gate)."""
+        return [step for s in self.series for step in s.steps if step.newer.study_run == self.latest]
+
+    @property
     def latest_regressions(self) -> list[Step]:
-        """Regressions flagged on a step into the newest study run (what a CI gate asks of the run it just made)."""
-        return [step for step in self.flagged if step.regression and step.newer.study_run == self.latest]
+        """Regressions on a step into the newest study run."""
+        return [step for step in self.latest_steps if step.regression]
 
 
 def host_of(run_host: str | None, study_run: StoredStudyRun) -> str:
