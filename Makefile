@@ -77,6 +77,7 @@ bench: setup
 	$(PYTHON) bench/overhead.py
 	$(PYTHON) bench/zfs_overhead.py --compare
 	$(PYTHON) bench/adaptive.py
+	$(PYTHON) bench/paired.py
 	$(PYTHON) bench/monitors.py
 	$(PYTHON) bench/report_scale.py
 	$(PYTHON) bench/study_validation.py

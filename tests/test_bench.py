@@ -36,6 +36,11 @@ FIGURES = {
         r"verdicts agreeing: median \d+%",
         rf"total runtime adaptive/fixed: median {N}",
     ],
+    "paired.py": [
+        rf"^drift 10%: median width paired {N}, Welch {N}, ratio {N}$",
+        rf"^drift 0%: median width paired {N}, Welch {N}, ratio {N}$",
+        rf"^  coverage of the true ratio: paired {N} \(95% CI {N}–{N}\), Welch {N} \(95% CI {N}–{N}\), n=64$",
+    ],
     "study_validation.py": [rf"^valid +{N} s +{N} s .* accepted, 200 cells", rf"^1,000,000 targets +{N} s .*refused"],
     "parse_only.py": [rf"^ +2 +4 +{N} s +{N} s$"],
     "report_scale.py": [
