@@ -7,6 +7,7 @@ with (ResultsDB.sample_groups)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -99,7 +100,7 @@ filesystem = ["xfs", "raw"]
 """
 
 
-def store_drifting(tmp_path: Path, missing: set[tuple[str, int]] = frozenset()) -> tuple[ResultsDB, int]:
+def store_drifting(tmp_path: Path, missing: Collection[tuple[str, int]] = ()) -> tuple[ResultsDB, int]:
     """drifting()'s samples stored as `fslab run` stores a study run: each block's two runs in an
     order of its own, raw the other, xfs the baseline; `missing`: the (target, block)s whose run
     was not stored."""
