@@ -337,10 +337,15 @@ def test_the_documented_commands_run_as_written(nightly, monkeypatch):
         for line in block.split("```")[0].splitlines()
         if line.startswith("fslab ")
     ]
-    assert [c[:2] for c in commands] == [["fslab", "history"]] * 3 + [["fslab", "report"]]
+    assert [c[:2] for c in commands] == [["fslab", "history"]] * 4 + [["fslab", "report"]]
     monkeypatch.setenv("FSLAB_DB", str(db))
     monkeypatch.chdir(root)
     for command in commands:
         result = fslab_in_process(*command[1:])
-        assert result.returncode == 0, " ".join(command) + "\n" + result.stdout + result.stderr
+        if "--strict" in command:  # the steps into study run 6, 3 % noise and 5 runs: not all decided
+            assert result.returncode == 1 and "undecided comparison(s) among the 2 step(s) into study run 6" in (
+                result.stderr
+            ), result.stdout + result.stderr
+        else:
+            assert result.returncode == 0, " ".join(command) + "\n" + result.stdout + result.stderr
     assert (root / "reports" / "nightly-history" / "history.html").is_file()
