@@ -386,6 +386,31 @@ def test_report_of_two_study_runs_compares_them_cell_by_cell(stored, browser, tm
     assert all(c["svg"] > 5 for c in seen["charts"]) and any(c["name"] == "compare-1-2" for c in seen["charts"])
 
 
+def test_the_pages_first_screen_shows_the_forest_plot(browser, tmp_path):
+    """Issue 35: at 1,280 × 800 CSS pixels the page opens with its main comparisons at a glance —
+    the forest plot (forest.py) drawn, visible in the first screen, each row naming its verdict;
+    the equivalent and the undecided in their own lines beneath. Of the layout's study run
+    (tests/fixtures/golden/layout.db: raw faster than ext4 in read IOPS at 3 runs)."""
+    db = tmp_path / "layout.db"
+    shutil.copyfile(FIXTURES / "golden" / "layout.db", db)  # a report migrates an older database in place
+    made = fslab_in_process("report", "1", "--db", str(db), "-o", str(tmp_path / "page"))
+    assert made.returncode == 0, made.stdout + made.stderr
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    try:
+        page.goto((tmp_path / "page" / "report.html").as_uri())
+        page.wait_for_selector("body[data-charts=done]", timeout=60_000)
+        plot = page.locator("#chart-forest")
+        assert plot.is_visible()
+        box = plot.bounding_box()
+        assert box is not None and box["y"] >= 0 and box["y"] + box["height"] <= 800 and box["width"] > 600, box
+        labels = plot.locator("svg text").all_text_contents()
+        rows = [label for label in labels if " vs " in label]
+        assert rows == ["raw vs ext4 · rand_read · read IOPSfaster 1.06×"], labels  # a label's two lines, one text
+        assert page.locator("#run1-glance").evaluate("e => e.getBoundingClientRect().top") < 800
+    finally:
+        page.close()
+
+
 # --- the README's picture of the page --------------------------------------------------------
 
 PICTURE = ROOT / "docs" / "images" / "report.png"

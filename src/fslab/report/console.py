@@ -57,11 +57,16 @@ TEXT_COLUMNS = {
 
 def print_summary(console: Console, s: StudySummary, report: Path | None = None) -> None:
     """The summary's sections (sections.py) within CONSOLE_WIDTH columns, but the fio overview
-    (the workloads' own tables show its figures); `report`: the file holding what it leaves out."""
-    from fslab.report.sections import sections
+    (the workloads' own tables show its figures), the main comparisons at a glance after its
+    introduction (forest.py); `report`: the file holding what it leaves out."""
+    from fslab.report.forest import forest_lines, forest_of
+    from fslab.report.sections import SectionKind, sections
 
     for section in sections(s):
         _print_section(console, section, s.units)
+        if section.kind is SectionKind.INTRO:  # the summary opens with its conclusions at a glance
+            for line in forest_lines(forest_of(s)):
+                console.print(visible(line), markup=False, highlight=False, soft_wrap=True)
     if report is not None:
         console.print(
             f"To fit {CONSOLE_WIDTH} columns the console leaves out {LEFT_OUT_SAID}: they are in {report}.",

@@ -31,6 +31,7 @@ from fslab.report.charts import comparison_chart, study_charts
 from fslab.report.conclusions import Conclusion, conclusions
 from fslab.report.console import TEXT_COLUMNS
 from fslab.report.details import RunDetails
+from fslab.report.forest import counted_lines, forest_chart, forest_of, heading
 from fslab.report.sections import (
     COMPARISON_COLUMNS,
     Section,
@@ -90,6 +91,16 @@ class WorkloadSection:
 
 
 @dataclass(frozen=True)
+class Glance:
+    """The main comparisons at a glance (forest.py): those decided faster or slower drawn as a
+    forest plot, the equivalent and the undecided counted, each count opening to its list."""
+
+    heading: str  # "3 of 12 main comparisons faster or slower, largest effect first"
+    chart: Chart | None  # the forest plot; None when none is decided faster or slower
+    counted: list[tuple[str, list[str]]]  # "12 equivalent within ±3 %" → each one, worded (verdict_phrase)
+
+
+@dataclass(frozen=True)
 class RunSection:
     """One study run as the page shows it."""
 
@@ -109,6 +120,7 @@ class RunSection:
     workloads: list[WorkloadSection]
     failures: Table | None
     unreadable: list[str]
+    glance: Glance | None = None  # none: no main comparison
 
 
 @dataclass(frozen=True)
@@ -132,9 +144,11 @@ class Page:
 
     @property
     def charts(self) -> list[Chart]:
-        return [c for s in self.comparisons if s.chart for c in [s.chart]] + [
-            c for r in self.runs for w in r.workloads for c in w.charts
-        ]
+        return (
+            [c for s in self.comparisons if s.chart for c in [s.chart]]
+            + [c for r in self.runs if r.glance and r.glance.chart for c in [r.glance.chart]]
+            + [c for r in self.runs for w in r.workloads for c in w.charts]
+        )
 
 
 def run_section(s: StudySummary, details: RunDetails, chart_prefix: str = "") -> RunSection:
@@ -168,6 +182,7 @@ def run_section(s: StudySummary, details: RunDetails, chart_prefix: str = "") ->
                 of_workload.setdefault(section.workload, []).append(section)
     charts = [replace(c, name=chart_prefix + c.name) for c in study_charts(s, details)]
     said = conclusions(s)
+    glance = forest_of(s)
     return RunSection(
         id=sr["id"],
         anchor=f"run{sr['id']}",
@@ -201,6 +216,9 @@ def run_section(s: StudySummary, details: RunDetails, chart_prefix: str = "") ->
         workloads=[_workload_section(s, w, its, charts, said[w], details) for w, its in of_workload.items()],
         failures=failures,
         unreadable=details.unreadable,
+        glance=None
+        if glance.empty
+        else Glance(heading(glance), forest_chart(glance, chart_prefix + "forest"), counted_lines(glance)),
     )
 
 

@@ -1,8 +1,10 @@
 """summary.md: the summary to read — the sections the console shows too (sections.py), and the
-columns and the fio overview it leaves out."""
+columns and the fio overview it leaves out; the main comparisons at a glance after its
+introduction (forest.py), as the console prints them."""
 
 from __future__ import annotations
 
+from fslab.report.forest import Forest, count_lines, forest_of, heading, plot_lines
 from fslab.report.formats import REPORT_FILES, ReportFile, Source
 from fslab.report.sections import Section, SectionKind, sections
 from fslab.report.summary import StudySummary
@@ -16,7 +18,27 @@ def to_markdown(s: StudySummary) -> str:
     out = [f"# {s.study_run['study']} — study run {s.study_run['id']}", ""]
     for section in sections(s):
         out += _section(section)
+        if section.kind is SectionKind.INTRO:  # the summary opens with its conclusions at a glance
+            out += _glance(forest_of(s))
     return "\n".join(out) + "\n"
+
+
+def _glance(f: Forest) -> list[str]:
+    """The forest (forest.py): its plot as text, in a block of fixed width."""
+    if f.empty:
+        return []
+    return [
+        "## At a glance",
+        "",
+        heading(f) + ":",
+        "",
+        "```text",
+        *plot_lines(f),
+        "```",
+        "",
+        *(line + "  " for line in count_lines(f)),
+        "",
+    ]
 
 
 def _section(section: Section) -> list[str]:
