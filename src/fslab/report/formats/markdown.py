@@ -27,17 +27,15 @@ def _glance(f: Forest) -> list[str]:
     """The forest (forest.py): its plot as text, in a block of fixed width."""
     if f.empty:
         return []
+    counts = count_lines(f)
     return [
         "## At a glance",
         "",
         heading(f) + ":",
         "",
-        "```text",
-        *plot_lines(f),
-        "```",
+        *(["```text", *plot_lines(f), "```"] if f.decided else plot_lines(f)),
         "",
-        *(line + "  " for line in count_lines(f)),
-        "",
+        *([*(line + "  " for line in counts), ""] if counts else []),
     ]
 
 
