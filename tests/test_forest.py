@@ -17,6 +17,7 @@ from fslab.model import Roles
 from fslab.model.records import SampleGroups
 from fslab.report.conclusions import verdict_phrase
 from fslab.report.forest import (
+    PLOTTED_ROWS,
     TEXT_WIDTH,
     VERDICT_COLOURS,
     VERDICT_MARKS,
@@ -121,6 +122,25 @@ def test_the_text_plot_draws_each_interval_its_marker_the_band_and_one_within_10
         # below 1 left of it, above 1 right of it
         assert (line.rindex(mark) < one) == (r.comparison.ratio < 1)
     assert lines[-2:] == ["1 equivalent within ±3 % — see the tables.", "1 undecided — see the tables."]
+
+
+def test_the_plot_draws_the_largest_effects_and_counts_the_rest():
+    many = [row(f"t{i}", 1.1 + i / 100, 1.05 + i / 100, 1.15 + i / 100) for i in range(PLOTTED_ROWS + 3)]
+    f = forest([*many, SAME], THRESHOLD)
+    assert [r.target for r in f.plotted] == [f"t{i}" for i in reversed(range(3, PLOTTED_ROWS + 3))]
+    lines = forest_lines(f)
+    assert lines[0].endswith(f"largest effect first (the {PLOTTED_ROWS} largest drawn).")
+    assert len(lines) == 1 + PLOTTED_ROWS + 2 + 2
+    assert lines[-2:] == [
+        "3 more faster or slower, of smaller effect — see the tables.",
+        "1 equivalent within ±3 % — see the tables.",
+    ]
+    assert [name.split(" vs ")[0] for name in dict(counted_lines(f))["3 more faster or slower, of smaller effect"]] == [
+        "t2",
+        "t1",
+        "t0",
+    ]
+    assert len(forest_chart(f).spec["datasets"]["rows-3"]) == PLOTTED_ROWS
 
 
 def test_nothing_decided_says_so_and_no_comparison_says_nothing():

@@ -27,6 +27,9 @@ TEXT_WIDTH = 100  # the console's forest plot fits this many columns
 PLOT_COLUMNS = 34  # of them, the plot's (its log axis)
 NAME_COLUMNS = 44  # of them, at most a row's name (cut short with "…")
 ROW_PX = 34  # a row of the page's chart: two lines of its label
+# At a glance: the plot draws the largest effects only, so a study of hundreds of decided
+# comparisons keeps one small chart (the page's load time); the rest are counted beneath it.
+PLOTTED_ROWS = 20
 
 
 def main_rows(s: StudySummary) -> list[Row]:
@@ -48,6 +51,11 @@ class Forest:
     def band(self) -> tuple[float, float]:
         """The ratios within ±threshold: where a ratio is equivalent (stats.decide)."""
         return 1 / (1 + self.threshold), 1 + self.threshold
+
+    @property
+    def plotted(self) -> list[Row]:
+        """The decided rows the plot draws: the PLOTTED_ROWS largest effects."""
+        return self.decided[:PLOTTED_ROWS]
 
     @property
     def empty(self) -> bool:
@@ -87,23 +95,23 @@ def row_verdict(r: Row) -> str:
 
 
 def counted_lines(f: Forest) -> list[tuple[str, list[str]]]:
-    """The equivalent and the undecided, a line each: its count and words, and what it counts
-    (each comparison named with its verdict_phrase); nothing for a count of 0."""
-    return [
-        (
-            f"{len(rows)} {word}{' within ±' + format(f.threshold * 100, 'g') + ' %' if word == EQUIVALENT else ''}",
-            [f"{row_name(r)}: {verdict_phrase(r.comparison)}" for r in rows],
-        )
-        for word, rows in ((EQUIVALENT, f.equivalent), (UNDECIDED, f.undecided))
-        if rows
+    """A line each for the decided rows the plot leaves out (beyond PLOTTED_ROWS), the equivalent
+    and the undecided: its count and words, and what it counts (each comparison named with its
+    verdict_phrase); nothing for a count of 0."""
+    more = f.decided[PLOTTED_ROWS:]
+    counts = [
+        (f"{len(more)} more faster or slower, of smaller effect", more),
+        (f"{len(f.equivalent)} {EQUIVALENT} within ±{f.threshold * 100:g} %", f.equivalent),
+        (f"{len(f.undecided)} {UNDECIDED}", f.undecided),
     ]
+    return [(said, [f"{row_name(r)}: {verdict_phrase(r.comparison)}" for r in rows]) for said, rows in counts if rows]
 
 
 def heading(f: Forest) -> str:
     main = len(f.decided) + len(f.equivalent) + len(f.undecided)
-    return (
-        f"{len(f.decided)} of {main} main comparison{'s' if main != 1 else ''} faster or slower, largest effect first"
-    )
+    drawn = f" (the {PLOTTED_ROWS} largest drawn)" if len(f.decided) > PLOTTED_ROWS else ""
+    said = f"{len(f.decided)} of {main} main comparison{'s' if main != 1 else ''} faster or slower"
+    return f"{said}, largest effect first{drawn}"
 
 
 # --- the console's and summary.md's text ------------------------------------------------------
@@ -111,8 +119,8 @@ def heading(f: Forest) -> str:
 
 def forest_lines(f: Forest, width: int = TEXT_WIDTH) -> list[str]:
     """The forest as the console prints it, within `width` columns: its heading, its plot
-    (plot_lines), then a line each for the equivalent and the undecided, counted. Nothing for no
-    main comparison."""
+    (plot_lines), then a line each for the decided it does not draw, the equivalent and the
+    undecided, counted (counted_lines). Nothing for no main comparison."""
     if f.empty:
         return []
     return [f"At a glance: {heading(f)}.", *plot_lines(f, width), *count_lines(f)]
@@ -128,13 +136,13 @@ def plot_lines(f: Forest, width: int = TEXT_WIDTH) -> list[str]:
     as ░ and 1 as │ — an axis beneath and what it draws; a line saying none is decided if so."""
     if not f.decided:
         return ["No main comparison is decided faster or slower."]
-    names = [_cut(row_name(r), NAME_COLUMNS) for r in f.decided]
-    said = [f"{VERDICT_MARKS[r.comparison.verdict]} {row_verdict(r)}" for r in f.decided]
+    names = [_cut(row_name(r), NAME_COLUMNS) for r in f.plotted]
+    said = [f"{VERDICT_MARKS[r.comparison.verdict]} {row_verdict(r)}" for r in f.plotted]
     name_w, said_w = max(map(len, names)), max(map(len, said))
     axis = _Axis(f, max(12, min(PLOT_COLUMNS, width - name_w - said_w - 4)))
     lines = [
         f"{name:<{name_w}}  {verdict:<{said_w}}  {axis.row(r)}".rstrip()
-        for r, name, verdict in zip(f.decided, names, said)
+        for r, name, verdict in zip(f.plotted, names, said)
     ]
     band = "–".join(ratio_text(x) for x in f.band)
     return [
@@ -149,11 +157,11 @@ def _cut(text: str, width: int) -> str:
 
 
 class _Axis:
-    """A log axis `columns` wide over every decided interval and the band, a little beyond."""
+    """A log axis `columns` wide over every plotted interval and the band, a little beyond."""
 
     def __init__(self, f: Forest, columns: int) -> None:
         ends = [*f.band, 1.0]
-        for r in f.decided:
+        for r in f.plotted:
             ends += [x for x in (r.comparison.ratio, *(r.comparison.interval or ())) if x > 0 and math.isfinite(x)]
         self.low, self.high = math.log(min(ends)), math.log(max(ends))
         pad = (self.high - self.low) * 0.04
@@ -219,12 +227,12 @@ def forest_chart(f: Forest, name: str = "forest") -> Chart | None:
             "high": (r.comparison.interval or (None, None))[1],
             "phrase": verdict_phrase(r.comparison),
         }
-        for r in f.decided
+        for r in f.plotted
     ]
     x_title = "ratio to the baseline (log scale; for latency, below 1 is faster)"
     scale = alt.Scale(type="log", zero=False, nice=False, padding=12)
     axis = alt.Axis(labelLimit=360, labelExpr="split(datum.label, '\\n')", labelFontSize=11)
-    y = alt.Y("row:N", sort=[f"{row_name(r)}\n{row_verdict(r)}" for r in f.decided], title=None, axis=axis)
+    y = alt.Y("row:N", sort=[f"{row_name(r)}\n{row_verdict(r)}" for r in f.plotted], title=None, axis=axis)
     low, high = f.band
     verdicts = [FASTER, SLOWER]
     layers = [
