@@ -15,17 +15,16 @@ from altair.vegalite.v6.schema.core import TopLevelSpec
 
 from fslab.model import Roles
 from fslab.model.records import SampleGroups
+from fslab.report.charts import forest_chart
 from fslab.report.conclusions import verdict_phrase
 from fslab.report.forest import (
     PLOTTED_ROWS,
     TEXT_WIDTH,
-    VERDICT_COLOURS,
     VERDICT_MARKS,
     VERDICT_SHAPES,
     count_lines,
     counted_lines,
     forest,
-    forest_chart,
     forest_lines,
     main_rows,
 )
@@ -88,7 +87,7 @@ def test_equivalent_and_undecided_are_counted_and_listed_with_their_phrases():
 
 
 def test_each_verdict_has_its_own_shape_and_mark_not_colour_alone():
-    for marks in (VERDICT_SHAPES, VERDICT_MARKS, VERDICT_COLOURS):
+    for marks in (VERDICT_SHAPES, VERDICT_MARKS):
         assert set(marks) == set(VERDICTS) and len(set(marks.values())) == len(VERDICTS)
     spec = forest_chart(forest([HALVED, PLUS_20], THRESHOLD)).spec
     [points] = [layer for layer in spec["layer"] if layer["mark"]["type"] == "point"]

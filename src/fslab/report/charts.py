@@ -34,14 +34,16 @@ from fslab.report.chart_parts import (
     unchecked,
     where,
 )
+from fslab.report.conclusions import verdict_phrase
 from fslab.report.details import RunDetails
+from fslab.report.forest import VERDICT_SHAPES, Forest, row_name, row_verdict
 from fslab.report.formatting import fmt_mean_ci, metric_label
 from fslab.report.sections import is_monitored
 from fslab.report.summary import CellSummary, StudySummary
 from fslab.report.time_charts import latency_heatmap_chart, latency_over_time_chart, series_chart, throughput_chart
 from fslab.statistics.analysis import Row
 from fslab.statistics.raw_reference import raw_references
-from fslab.statistics.stats import Comparison, Summary
+from fslab.statistics.stats import FASTER, SLOWER, Comparison, Summary, interval_text
 from fslab.workloads.offered import LatencyHistogram, Percentiles
 
 VERDICT_COLOURS = {"faster": "#1a7f37", "slower": "#cf222e", "no detectable difference": "#8c959f"}
@@ -535,8 +537,60 @@ def comparison_chart(rows: list[Row], older: int, newer: int) -> Chart | None:
     return Chart(f"compare-{older}-{newer}", "", title, caption, spec)
 
 
+@unchecked
+def forest_chart(f: Forest, name: str = "forest") -> Chart | None:
+    """The main comparisons at a glance (forest.py) as a forest plot: a row per comparison decided
+    faster or slower, the largest effects (Forest.plotted), its label naming it and then its
+    verdict word and ratio; the ratio a point shaped by its verdict (colour only repeats it), its
+    interval a line, the ±threshold band shaded, 1 a dashed rule; log scale. None when none is
+    decided faster or slower."""
+    if not f.decided:
+        return None
+    labels = [f"{row_name(r)}\n{row_verdict(r)}" for r in f.plotted]
+    data = [
+        {"row": label, "verdict": r.comparison.verdict, "ratio": r.comparison.ratio, **_interval(r.comparison),
+         "phrase": verdict_phrase(r.comparison)}
+        for label, r in zip(labels, f.plotted)
+    ]  # fmt: skip
+    x_title = "ratio to the baseline (log scale; for latency, below 1 is faster)"
+    scale = alt.Scale(type="log", zero=False, nice=False, padding=12)
+    # a label's two lines: what is compared, then the verdict in words
+    y = alt.Y("row:N", sort=labels, title=None, axis=alt.Axis(labelLimit=360, labelExpr="split(datum.label, '\\n')"))
+    low, high = f.band
+    verdicts = [FASTER, SLOWER]
+    layers = [
+        alt.Chart(alt.Data(values=[{"low": low, "high": high}]))
+        .mark_rect(color="#8c959f", opacity=0.22)
+        .encode(alt.X("low:Q", scale=scale, title=x_title), alt.X2("high:Q")),
+        alt.Chart(alt.Data(values=[{"one": 1}]))
+        .mark_rule(strokeDash=[4, 3], color="#57606a")
+        .encode(alt.X("one:Q", scale=scale, title=x_title)),
+        alt.Chart(alt.Data(values=[d for d in data if d["low"] is not None]))
+        .mark_rule(strokeWidth=2, color="#24292f")
+        .encode(alt.X("low:Q", scale=scale, title=x_title), alt.X2("high:Q"), y),
+        alt.Chart(alt.Data(values=data))
+        .mark_point(filled=True, size=110, opacity=1)
+        .encode(
+            alt.X("ratio:Q", scale=scale, title=x_title),
+            y,
+            alt.Shape("verdict:N", scale=alt.Scale(domain=verdicts, range=[VERDICT_SHAPES[v] for v in verdicts])),
+            alt.Color("verdict:N", scale=alt.Scale(domain=verdicts, range=[VERDICT_COLOURS[v] for v in verdicts])),
+            tooltip=[alt.Tooltip("row:N", title="comparison"), alt.Tooltip("phrase:N", title="verdict")],
+        ),
+    ]
+    title = "The main comparisons decided faster or slower"
+    caption = (
+        "Each target against its baseline on the primary metrics, largest effect first: the ratio "
+        "(a triangle up: faster, down: slower), its interval as printed in the tables (a line), "
+        f"the ±{f.threshold * 100:g} % band ({interval_text(f.band)}) shaded, where a ratio is equivalent."
+    )
+    spec = spec_of(layers, width=WIDTH, height=FOREST_ROW_PX * len(data), title=title, config={})
+    return Chart(name, "", title, caption, spec)
+
+
 # --- shared -----------------------------------------------------------------------------------
 
+FOREST_ROW_PX = 34  # a row of the forest plot: its label's two lines
 LABEL_LIMIT = 300  # px: a longer label is cut short with an ellipsis (its tooltip names it whole); ~45 characters fit
 LABEL_FONT = 10  # px: Vega-Lite's axis labels
 CHAR_PX = 6.5  # px: a character of a label, about, at LABEL_FONT

@@ -4,7 +4,8 @@ baseline on the primary metrics — those decided faster or slower as a forest p
 marker shape, so that colour is never all that tells them apart), sorted by effect (|log ratio|,
 largest first); the equivalent and the undecided counted, a line each, listed where a reader
 can open them (the page) or pointed to in the tables (console, summary.md). The page draws it
-as a chart (forest_chart), the console and summary.md as text (forest_lines), from one Forest.
+as a chart (charts.forest_chart), the console and summary.md as text (forest_lines), from one
+Forest. No altair here: the console's summary imports this (startup is benchmarked).
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from fslab.report.chart_parts import Chart, spec_of, unchecked
 from fslab.report.conclusions import verdict_phrase
 from fslab.report.formatting import metric_label
 from fslab.report.summary import StudySummary
@@ -22,11 +22,9 @@ from fslab.statistics.stats import EQUIVALENT, FASTER, SLOWER, UNDECIDED, ratio_
 # Each verdict's marker: Vega-Lite's shape on the page, a character in the console.
 VERDICT_SHAPES = {FASTER: "triangle-up", SLOWER: "triangle-down", EQUIVALENT: "diamond", UNDECIDED: "circle"}
 VERDICT_MARKS = {FASTER: "▲", SLOWER: "▼", EQUIVALENT: "◆", UNDECIDED: "○"}
-VERDICT_COLOURS = {FASTER: "#1a7f37", SLOWER: "#cf222e", EQUIVALENT: "#57606a", UNDECIDED: "#8c959f"}
 TEXT_WIDTH = 100  # the console's forest plot fits this many columns
 PLOT_COLUMNS = 34  # of them, the plot's (its log axis)
 NAME_COLUMNS = 44  # of them, at most a row's name (cut short with "…")
-ROW_PX = 34  # a row of the page's chart: two lines of its label
 # At a glance: the plot draws the largest effects only, so a study of hundreds of decided
 # comparisons keeps one small chart (the page's load time); the rest are counted beneath it.
 PLOTTED_ROWS = 20
@@ -203,72 +201,3 @@ class _Axis:
             if all(cell == " " for cell in cells[max(0, start - 1) : start + len(text) + 1]):
                 cells[start : start + len(text)] = text
         return "".join(cells).rstrip()
-
-
-# --- the page's chart -------------------------------------------------------------------------
-
-
-@unchecked
-def forest_chart(f: Forest, name: str = "forest") -> Chart | None:
-    """The decided main comparisons as a forest plot: a row each (its label: what is compared,
-    then its verdict word and ratio), the ratio a point shaped and coloured by verdict, its
-    interval a line, the ±threshold band shaded, 1 a dashed rule; log scale. None when none is
-    decided faster or slower."""
-    import altair as alt  # here: the console's text needs none of it (startup is benchmarked)
-
-    if not f.decided:
-        return None
-    data = [
-        {
-            "row": f"{row_name(r)}\n{row_verdict(r)}",
-            "verdict": r.comparison.verdict,
-            "ratio": r.comparison.ratio,
-            "low": (r.comparison.interval or (None, None))[0],
-            "high": (r.comparison.interval or (None, None))[1],
-            "phrase": verdict_phrase(r.comparison),
-        }
-        for r in f.plotted
-    ]
-    x_title = "ratio to the baseline (log scale; for latency, below 1 is faster)"
-    scale = alt.Scale(type="log", zero=False, nice=False, padding=12)
-    axis = alt.Axis(labelLimit=360, labelExpr="split(datum.label, '\\n')", labelFontSize=11)
-    y = alt.Y("row:N", sort=[f"{row_name(r)}\n{row_verdict(r)}" for r in f.plotted], title=None, axis=axis)
-    low, high = f.band
-    verdicts = [FASTER, SLOWER]
-    layers = [
-        alt.Chart(alt.Data(values=[{"low": low, "high": high}]))
-        .mark_rect(color="#8c959f", opacity=0.22)
-        .encode(alt.X("low:Q", scale=scale, title=x_title), alt.X2("high:Q")),
-        alt.Chart(alt.Data(values=[{"one": 1}]))
-        .mark_rule(strokeDash=[4, 3], color="#57606a")
-        .encode(alt.X("one:Q", scale=scale, title=x_title)),
-        alt.Chart(alt.Data(values=[d for d in data if d["low"] is not None]))
-        .mark_rule(strokeWidth=2, color="#24292f")
-        .encode(alt.X("low:Q", scale=scale, title=x_title), alt.X2("high:Q"), y),
-        alt.Chart(alt.Data(values=data))
-        .mark_point(filled=True, size=110, opacity=1)
-        .encode(
-            alt.X("ratio:Q", scale=scale, title=x_title),
-            y,
-            alt.Shape(
-                "verdict:N",
-                scale=alt.Scale(domain=verdicts, range=[VERDICT_SHAPES[v] for v in verdicts]),
-                title="verdict",
-            ),
-            alt.Color(
-                "verdict:N",
-                scale=alt.Scale(domain=verdicts, range=[VERDICT_COLOURS[v] for v in verdicts]),
-                title="verdict",
-            ),
-            tooltip=[alt.Tooltip("row:N", title="comparison"), alt.Tooltip("phrase:N", title="verdict")],
-        ),
-    ]
-    title = "The main comparisons decided faster or slower"
-    band = "–".join(ratio_text(x) for x in f.band)
-    caption = (
-        f"Each target against its baseline on the primary metrics, largest effect first: the ratio "
-        f"(a triangle up: faster, down: slower), its interval as printed in the tables (a line), "
-        f"the ±{f.threshold * 100:g} % band ({band}×) shaded, where a ratio is equivalent."
-    )
-    spec = spec_of(layers, width=560, height=ROW_PX * len(data), title=title, config={})
-    return Chart(name, "", title, caption, spec)

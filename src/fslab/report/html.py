@@ -27,11 +27,11 @@ from fslab.core.names import file_name
 from fslab.core.units import format_size
 from fslab.report import bundle
 from fslab.report.chart_parts import Chart
-from fslab.report.charts import comparison_chart, study_charts
+from fslab.report.charts import comparison_chart, forest_chart, study_charts
 from fslab.report.conclusions import Conclusion, conclusions
 from fslab.report.console import TEXT_COLUMNS
 from fslab.report.details import RunDetails
-from fslab.report.forest import counted_lines, forest_chart, forest_of, heading
+from fslab.report.forest import counted_lines, forest_of, heading
 from fslab.report.sections import (
     COMPARISON_COLUMNS,
     Section,
