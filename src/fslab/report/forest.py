@@ -32,7 +32,8 @@ PLOTTED_ROWS = 20
 
 def main_rows(s: StudySummary) -> list[Row]:
     """The main comparisons: each target against its baseline on its workload's primary metrics
-    (a workload against another, compare_with, is none of them)."""
+    (a workload against another, compare_with, is none of them). The one place that says which
+    they are here: Analysis.main_rows() (issue 35, the `primary` helper's) takes its place."""
     return [r for r in s.analysis.rows if s.samples.roles.primary_in(r.workload, [r.metric])]
 
 
