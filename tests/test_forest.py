@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 
 import pytest
 import vl_convert
 from altair.vegalite.v6.schema.core import TopLevelSpec
 
-from fslab.model import Roles
-from fslab.model.records import SampleGroups
 from fslab.report.charts import forest_chart
 from fslab.report.conclusions import verdict_phrase
 from fslab.report.forest import (
@@ -26,7 +25,7 @@ from fslab.report.forest import (
     counted_lines,
     forest,
     forest_lines,
-    main_rows,
+    forest_of,
 )
 from fslab.report.summary import StudySummary
 from fslab.statistics.analysis import Analysis, Row
@@ -148,19 +147,22 @@ def test_nothing_decided_says_so_and_no_comparison_says_nothing():
     assert forest_lines(forest([], THRESHOLD)) == []
 
 
-def test_the_main_rows_are_the_primary_metrics():
-    rows = [PLUS_20, LATENCY_0_9, row("x", 1.2, 1.1, 1.3, metric="read_clat_p50_us")]
+def test_a_study_runs_forest_is_of_its_main_comparisons_alone():
+    """Its primary metrics (Analysis.main_rows): a percentile's row, and a workload against another
+    (compare_with), are in no forest."""
+    clat = row("x", 1.2, 1.1, 1.3, metric="read_clat_p50_us")
+    paired = Row("rand_read", "plus20", "plus20", "read_iops", PLUS_20.comparison, baseline_workload="seq_read")
+    primary = frozenset({("rand_read", "read_iops"), ("rand_read", "read_lat_p99_us")})
     s = StudySummary(
         study_run={},
         targets=[],
         workloads=["rand_read"],
         cells=[],
-        analysis=Analysis(rows, {}, {}, {}, THRESHOLD, 0.05),
-        samples=SampleGroups(
-            {}, {}, {}, Roles(primary=frozenset({("rand_read", "read_iops"), ("rand_read", "read_lat_p99_us")}))
-        ),
+        analysis=Analysis([PLUS_20, clat, LATENCY_0_9, SAME], {}, {}, {}, THRESHOLD, 0.05, primary=primary),
     )
-    assert main_rows(s) == [PLUS_20, LATENCY_0_9]
+    s = replace(s, analysis=replace(s.analysis, between=[paired]))
+    f = forest_of(s)
+    assert f.decided == [PLUS_20, LATENCY_0_9] and f.equivalent == [SAME] and f.undecided == []
 
 
 def test_the_chart_is_valid_and_its_drawing_names_each_rows_verdict():

@@ -30,13 +30,6 @@ NAME_COLUMNS = 44  # of them, at most a row's name (cut short with "…")
 PLOTTED_ROWS = 20
 
 
-def main_rows(s: StudySummary) -> list[Row]:
-    """The main comparisons: each target against its baseline on its workload's primary metrics
-    (a workload against another, compare_with, is none of them). The one place that says which
-    they are here: Analysis.main_rows() (issue 35, the `primary` helper's) takes its place."""
-    return [r for r in s.analysis.rows if s.samples.roles.primary_in(r.workload, [r.metric])]
-
-
 @dataclass(frozen=True)
 class Forest:
     """The main comparisons split by verdict: `decided` faster or slower, by effect, largest first."""
@@ -74,7 +67,8 @@ def forest(rows: list[Row], threshold: float) -> Forest:
 
 
 def forest_of(s: StudySummary) -> Forest:
-    return forest(main_rows(s), s.analysis.threshold)
+    """The forest of a study run's main comparisons (Analysis.main_rows)."""
+    return forest(s.analysis.main_rows(), s.analysis.threshold)
 
 
 def effect(r: Row) -> float:
