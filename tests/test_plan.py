@@ -327,3 +327,25 @@ def test_the_summary_of_an_adaptive_study_run_judges_at_its_plans_looks(tmp_path
         family_level(p_values, looks=5)
     }
     assert family_level(p_values, looks=5) > family_level(p_values, looks=1)  # wider than one look's
+
+
+def test_decide_is_refused_where_a_plan_cannot_look_at_its_runs(tmp_path):
+    """--decide adds blocks from the runs before them: not on a fleet's workers (each its own
+    plan), not spread (a fixed plan handed out by block), not changed on a resume."""
+    from conftest import fslab_in_process
+    from fslab.fleet.spread import CannotSpread, check
+
+    db = str(tmp_path / "r.db")
+    on = fslab_in_process("run", "quick", "--decide", "--on", "all", "--db", db)
+    assert on.returncode == 2 and "--decide cannot go with --on" in " ".join(on.stderr.split())
+    resumed = fslab_in_process("run", "--resume", "--decide", "--db", db)
+    assert resumed.returncode == 2 and "--decide cannot change a resumed study run" in " ".join(resumed.stderr.split())
+    with pytest.raises(CannotSpread, match="--decide"):
+        check(Repetitions(runs=3, decide=True))
+    plan = fslab_in_process(
+        "run", "quick", "--decide", "--max-runs", "6", "--plan", "--db", db, "--workdir", str(tmp_path / "w")
+    )
+    said = " ".join(plan.stdout.split())
+    assert (
+        plan.returncode == 0 and "runs (adaptive, until every main comparison is decided or cannot be; 4 looks)" in said
+    )
