@@ -272,6 +272,26 @@ def test_decide_stops_each_comparison_once_decided_equivalent_or_futile():
     hopeless = {("rand_read", "ext4"): (50000, 0.15), ("rand_read", "xfs"): (51500, 0.15)}  # 3 % apart, much noise
     planner, plan = simulate(TWO_TARGETS, Repetitions(runs=3, decide=True, max_runs=10), hopeless)
     assert {o["status"] for o in planner.outcome().values()} == {"futile"} and len(plan) < 20
+    needed = {o["would_decide"] for o in planner.outcome().values()}
+    assert len(needed) == 1 and (needed == {None} or min(needed) > 10), needed  # beyond the budget: why it stopped
+
+
+def test_an_adaptive_study_runs_line_says_how_each_cell_ended():
+    from types import SimpleNamespace
+
+    from fslab.report.sections import repetitions_line
+
+    settings = {"runs": 3, "max_runs": 10, "decide": True, "threshold": 0.03}
+    outcome = {
+        "xfs · rand_read": {"runs": 3, "half_width": 0.01, "status": "decided"},
+        "ext4 · rand_read": {"runs": 5, "half_width": 0.02, "status": "futile", "would_decide": 24},
+        "btrfs · rand_read": {"runs": 5, "half_width": 0.02, "status": "futile", "would_decide": 24},
+    }
+    line = repetitions_line(SimpleNamespace(study_run={"settings": settings, "outcome": outcome}, warmups=0))
+    assert "until every main comparison (each target against its baseline on the primary metrics) was" in line
+    assert "judged at up to 8 looks, every interval widened to hold its error across them" in line
+    assert "3 cells: 2 futile, 1 decided." in line
+    assert "ext4 · rand_read (±2.0% after 5 runs, undecided: ~24 runs would decide, over the budget of 10)" in line
 
 
 def test_decide_runs_a_baseline_on_while_a_comparison_with_it_is_open():

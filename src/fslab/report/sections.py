@@ -27,7 +27,7 @@ from fslab.report.formatting import (
 )
 from fslab.report.summary import CellSummary, StudySummary
 from fslab.statistics.analysis import Row, looks_of, ranking_line
-from fslab.statistics.stats import Summary
+from fslab.statistics.stats import RUNS_NEEDED_LIMIT, Summary
 from fslab.workloads import metrics_of, report_of
 from fslab.workloads.offered import Percentiles
 
@@ -598,12 +598,21 @@ def repetitions_line(s: StudySummary) -> str:
         line += (
             " Not done: "
             + "; ".join(
-                f"{cell} ({width} after {o['runs']} runs, {o['status']})"
+                f"{cell} ({width} after {o['runs']} runs, {_ended(o, settings['max_runs'])})"
                 for (cell, o), width in zip(short.items(), widths)
             )
             + "."
         )
     return line
+
+
+def _ended(outcome: dict, max_runs: int) -> str:
+    """How an adaptive study run's cell ended, a futile one with the runs that would have decided it."""
+    if outcome["status"] != "futile" or "would_decide" not in outcome:
+        return outcome["status"]
+    needed = outcome["would_decide"]
+    runs = f"~{needed}" if needed is not None else f"more than {RUNS_NEEDED_LIMIT}"
+    return f"undecided: {runs} runs would decide, over the budget of {max_runs}"
 
 
 def scale_text(s: StudySummary) -> str:

@@ -73,6 +73,8 @@ class CellProgress:
     half_width: float | None = None  # the widest relative half-width over the cell's primary metrics
     # converged, decided, equivalent, futile, max runs, time budget, no successful run, fixed, skipped
     status: str = "running"
+    # futile: the runs per cell that would decide its comparisons at the spread seen (None: more than RUNS_NEEDED_LIMIT)
+    would_decide: int | None = None
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,7 @@ class Planner:
             c.workload.name: c.workload.compare_with for c in self.cells if c.workload.compare_with in names
         }
         self.closed: dict[MainComparison, str] = {}  # a main comparison → how it closed (DECIDED, EQUIVALENT, FUTILE)
+        self.would_decide: dict[MainComparison, int | None] = {}  # a futile one → runs_to_decide when it closed
 
     def next_block(
         self,
@@ -254,13 +257,20 @@ class Planner:
             elif not looking:  # a cell stops at a look only, where its intervals hold (or at max runs, a look too)
                 continue
             elif reps.decide and not still_open and (reps.target_ci is None or converged):
-                state.status = _closed_status([self.closed[m] for m in mine]) if mine else NOTHING_TO_DECIDE
+                self._stopped(state, mine)
             elif not reps.decide and converged:
                 state.status = "converged"
             elif not reps.decide and mine and not still_open:
-                state.status = _closed_status([self.closed[m] for m in mine])
+                self._stopped(state, mine)
             elif self._counts.get((cell.key, False), 0) >= reps.max_runs:
                 state.status = "max runs"
+
+    def _stopped(self, state: CellProgress, mine: list[MainComparison]) -> None:
+        """A cell whose main comparisons all closed: its status says how (none: nothing to decide)."""
+        state.status = _closed_status([self.closed[m] for m in mine]) if mine else NOTHING_TO_DECIDE
+        futile = [self.would_decide[m] for m in mine if self.closed[m] == FUTILE]
+        if futile:
+            state.would_decide = None if None in futile else max(n for n in futile if n is not None)
 
     def _close(self, mains: list[MainComparison], samples: Samples, roles: Roles, blocks: Blocks | None) -> None:
         """Judge the open main comparisons with the summary's analysis: each one decided, or
@@ -277,6 +287,7 @@ class Planner:
                 self.closed[m] = EQUIVALENT if c.verdict == EQUIVALENT else DECIDED
             elif futile(c, self.repetitions.max_runs):
                 self.closed[m] = FUTILE
+                self.would_decide[m] = c.runs_to_decide
 
     def drop(self, target: str) -> None:
         """Run no more of a target's cells beyond the fixed blocks (whose order stays as planned:
@@ -298,9 +309,11 @@ class Planner:
         return None if name is None else same[name]
 
     def outcome(self) -> dict:
-        """Per cell ("target · workload"): runs, widest relative half-width, and how it ended."""
+        """Per cell ("target · workload"): runs, widest relative half-width, and how it ended; a
+        futile one also the runs that would have decided it (None: more than stats.RUNS_NEEDED_LIMIT)."""
         return {
             f"{t} · {w}": {"runs": p.runs, "half_width": p.half_width, "status": p.status}
+            | ({"would_decide": p.would_decide} if p.status == FUTILE else {})
             for (w, t), p in self.progress.items()
         }
 
