@@ -79,7 +79,7 @@ class CellProgress:
 
 @dataclass(frozen=True)
 class MainComparison:
-    """A target against its baseline on one primary metric: what an adaptive plan runs to decide."""
+    """A target against its baseline on a primary metric (Analysis.main_rows): what an adaptive plan decides."""
 
     workload: str
     metric: str
@@ -209,19 +209,6 @@ class Planner:
             looks=self.repetitions.looks,
         )
 
-    def main_comparisons(self, samples: Samples, roles: Roles) -> list[MainComparison]:
-        """Each judged target against its baseline on each primary metric both have samples of."""
-        found = []
-        for cell in self.cells:
-            base = self.base_of(cell)
-            if base is None or cell.target.ceiling:
-                continue
-            mine, theirs = samples.get(cell.key, {}), samples.get(base.key, {})
-            for metric in roles.primary_in(cell.workload.name, mine):
-                if metric in theirs and roles.compared_in(cell.workload.name, [metric]):
-                    found.append(MainComparison(cell.workload.name, metric, base.key, cell.key))
-        return found
-
     def _update(self, samples: Samples, roles: Roles, blocks: Blocks | None, looking: bool = True) -> None:
         reps = self.repetitions
         for cell in self.cells:
@@ -236,9 +223,7 @@ class Planner:
                 state.status = "fixed"
         if not reps.adaptive:
             return
-        mains = self.main_comparisons(samples, roles)
-        if looking:  # between looks, what is open runs on unjudged
-            self._close(mains, samples, roles, blocks)
+        mains = self._judge(samples, roles, blocks) if looking else []  # between looks, what is open runs on unjudged
         involved: dict[tuple[str, str], list[MainComparison]] = defaultdict(list)
         for m in mains:
             involved[m.baseline].append(m)
@@ -272,22 +257,23 @@ class Planner:
         if futile:
             state.would_decide = None if None in futile else max(n for n in futile if n is not None)
 
-    def _close(self, mains: list[MainComparison], samples: Samples, roles: Roles, blocks: Blocks | None) -> None:
-        """Judge the open main comparisons with the summary's analysis: each one decided, or
-        futile at max_runs, closes for good (later runs of its baseline for others change nothing)."""
-        waiting = [m for m in mains if m not in self.closed]
-        if not waiting:
-            return
-        found = self.analysis(samples, roles, blocks)
-        for m in waiting:
-            c = found.comparison(m.workload, m.metric, m.baseline[1], m.other[1])
-            if c is None:
+    def _judge(self, samples: Samples, roles: Roles, blocks: Blocks | None) -> list[MainComparison]:
+        """The main comparisons as the summary's analysis has them (Analysis.main_rows), each open
+        one judged there: decided, or futile at max_runs, it closes for good (later runs of its
+        baseline for others change nothing)."""
+        mains = []
+        for row in self.analysis(samples, roles, blocks).main_rows():
+            m = MainComparison(row.workload, row.metric, (row.workload, row.baseline), (row.workload, row.target))
+            mains.append(m)
+            c = row.comparison
+            if m in self.closed:
                 continue
             if c.decided:
                 self.closed[m] = EQUIVALENT if c.verdict == EQUIVALENT else DECIDED
             elif futile(c, self.repetitions.max_runs):
                 self.closed[m] = FUTILE
                 self.would_decide[m] = c.runs_to_decide
+        return mains
 
     def drop(self, target: str) -> None:
         """Run no more of a target's cells beyond the fixed blocks (whose order stays as planned:
