@@ -40,7 +40,7 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-* && touch $@
 
 demo: setup
-	$(VENV)/bin/fslab run quick
+	$(VENV)/bin/fslab run quick --decide --max-runs 6 --time-budget 4m
 	$(VENV)/bin/fslab report
 
 # The gate, before any test (check and test both start with it): the code as the formatter writes

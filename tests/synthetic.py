@@ -218,14 +218,15 @@ def store_study_run(
     env: dict | None = None,
     hosts: Mapping[str, SyntheticHost] = {},
     flagged: Collection[str] = (),
+    repetitions: Repetitions | None = None,
 ) -> int:
-    """One study run of `study` (its repetitions and warm-ups) as the runner stores it, block by
+    """One study run of `study` (its repetitions and warm-ups, or `repetitions`) as the runner stores it, block by
     block in the Planner's order from `seed`, each run committed as it finishes; `failing`: the
     error line and failure of every run of the targets it names; `hosts`: each planned run is run
     on each of them (none: one run, stored with no host, as before schema 10); `flagged`: the
     workloads every successful run of which its kind found implausible (FLAGGED: too short to
     time, as dd's and rsync's judge). Returns the study run's id."""
-    repetitions = Repetitions(runs=study.repetitions, warmup=study.warmup)
+    repetitions = repetitions or Repetitions(runs=study.repetitions, warmup=study.warmup)
     env = environment.collect(Path(study.path).parent) if env is None else env
     versions = {kind: FILESYSTEMS[kind].version() for kind in {t.filesystem for t in study.targets}}
     study_run_id = db.begin_study_run(study, seed, env, versions, repetitions.describe(), Owner.current(Path.cwd()))
@@ -234,7 +235,7 @@ def store_study_run(
         db.record_host(study_run_id, host.facts(name))
     clock = now()
     on: list[tuple[str | None, SyntheticHost]] = [*hosts.items()] or [(None, SyntheticHost())]
-    while block := planner.next_block(tally.samples):
+    while block := planner.next_block(tally.samples, roles=tally.roles, blocks=tally.blocks):
         for planned in block:
             for host_name, host in on:
                 target_scale = scale.get(planned.cell.target.name, OTHER_SCALE) * host.scale

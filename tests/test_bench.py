@@ -33,6 +33,7 @@ FIGURES = {
         rf"^false verdicts under no difference: {N} \(95% upper {N}, n=40\)$",
         rf"^runtime ratio: median {N}, worst {N}$",
         rf"^agreement: adaptive {N}, fixed-vs-fixed {N}$",
+        rf"^false equivalent at exactly ±threshold: {N} \(95% upper {N}, n=\d+\)$",
         r"verdicts agreeing: median \d+%",
         rf"total runtime adaptive/fixed: median {N}",
     ],
@@ -172,6 +173,18 @@ def test_the_error_rate_harness_prints_its_frozen_parameters_and_the_same_figure
         float, re.search(rf"false verdicts under no difference: ({N}) \(95% upper ({N}), n=40\)", first).groups()
     )
     assert 0 <= rate <= upper <= 1
+
+
+def test_the_sequential_plan_holds_its_false_verdict_rate_on_null_families(monkeypatch):
+    """fslab run --decide, as bench/adaptive.py runs it (2 runs, then a look after every block up
+    to 10, each comparison stopped once decided or futile, then judged by the summary's analysis):
+    on 250 families whose every true ratio is 1.00 (a fixed seed), at most 5 % of families hold
+    any faster or slower verdict, the exact upper bound included — its peeking costs no error."""
+    adaptive = bench_module("adaptive", monkeypatch)
+    with_any, false, judged, runtime = adaptive.adaptive_false_verdicts(adaptive.Parameters(), 250)
+    assert judged == 250 * 40 and false >= with_any
+    assert with_any / 250 <= adaptive.upper_bound(with_any, 250) <= 0.05
+    assert runtime < 0.5  # it stopped early: the looks were taken
 
 
 def test_the_harness_upper_bound_is_clopper_pearsons(monkeypatch):

@@ -5,12 +5,13 @@ from pathlib import Path
 import pytest
 
 from fslab.core.errors import FslabError
-from fslab.model import MetricKind
+from fslab.model import MetricKind, Roles
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
 from fslab.running.plan import Planner, Repetitions
 from fslab.study import parse_study
+from fslab.workloads import declared_metrics
 
 STUDY = """\
 [study]
@@ -127,7 +128,7 @@ def test_a_comparison_beyond_doubt_needs_no_more_runs():
     assert {o["status"] for o in planner.outcome().values()} == {"decided"} and len(plan) == 6
     hopeless = {("rand_read", "ext4"): (50000, 0.15), ("rand_read", "xfs"): (50000, 0.15)}  # no difference, much noise
     planner, plan = simulate(TWO_TARGETS, Repetitions(runs=3, target_ci=0.01, max_runs=10), hopeless)
-    assert {o["status"] for o in planner.outcome().values()} == {"decided"} and len(plan) < 20
+    assert {o["status"] for o in planner.outcome().values()} == {"futile"} and len(plan) < 20
 
 
 def test_time_budget_stops_adding_blocks():
@@ -249,3 +250,122 @@ def test_a_baseline_override_no_target_answers_is_refused_before_any_run():
             "ext4, xfs\\[defaults\\], xfs\\[noatime\\], after-gone",
         ):
             Planner(study.cells, Repetitions(runs=3), seed=1, baseline=override)
+
+
+THREE_TARGETS = """\
+[study]
+name = "decide"
+repetitions = 3
+workloads = ["rand_read"]
+[[target]]
+filesystem = ["ext4", "xfs", "btrfs"]
+"""
+
+
+def test_decide_stops_each_comparison_once_decided_equivalent_or_futile():
+    clear = {("rand_read", "ext4"): (50000, 0.01), ("rand_read", "xfs"): (35000, 0.01)}  # 30 % apart
+    planner, plan = simulate(TWO_TARGETS, Repetitions(runs=3, decide=True, max_runs=10), clear)
+    assert {o["status"] for o in planner.outcome().values()} == {"decided"} and len(plan) == 6
+    same = {("rand_read", "ext4"): (50000, 0.002), ("rand_read", "xfs"): (50000, 0.002)}  # equal, within ±0.2 %
+    planner, plan = simulate(TWO_TARGETS, Repetitions(runs=3, decide=True, max_runs=10), same)
+    assert {o["status"] for o in planner.outcome().values()} == {"equivalent"}
+    hopeless = {("rand_read", "ext4"): (50000, 0.15), ("rand_read", "xfs"): (51500, 0.15)}  # 3 % apart, much noise
+    planner, plan = simulate(TWO_TARGETS, Repetitions(runs=3, decide=True, max_runs=10), hopeless)
+    assert {o["status"] for o in planner.outcome().values()} == {"futile"} and len(plan) < 20
+    needed = {o["would_decide"] for o in planner.outcome().values()}
+    assert len(needed) == 1 and (needed == {None} or min(needed) > 10), needed  # beyond the budget: why it stopped
+
+
+def test_an_adaptive_study_runs_line_says_how_each_cell_ended():
+    from types import SimpleNamespace
+
+    from fslab.report.sections import repetitions_line
+
+    settings = {"runs": 3, "max_runs": 10, "decide": True, "threshold": 0.03}
+    outcome = {
+        "xfs · rand_read": {"runs": 3, "half_width": 0.01, "status": "decided"},
+        "ext4 · rand_read": {"runs": 5, "half_width": 0.02, "status": "futile", "would_decide": 24},
+        "btrfs · rand_read": {"runs": 5, "half_width": 0.02, "status": "futile", "would_decide": 24},
+    }
+    line = repetitions_line(SimpleNamespace(study_run={"settings": settings, "outcome": outcome}, warmups=0))
+    assert "until every main comparison (each target against its baseline on the primary metrics) was" in line
+    assert "judged at up to 8 looks, every interval widened to hold its error across them" in line
+    assert "3 cells: 2 futile, 1 decided." in line
+    assert "ext4 · rand_read (±2.0% after 5 runs, undecided: ~24 runs would decide, over the budget of 10)" in line
+
+
+def test_decide_runs_a_baseline_on_while_a_comparison_with_it_is_open():
+    """xfs, 30 % off, is decided at the first look and runs no more; btrfs, 8 % off in 3 % noise,
+    takes more runs, and ext4 (their baseline) runs with it."""
+    cells = {
+        ("rand_read", "ext4"): (50000, 0.03),
+        ("rand_read", "xfs"): (35000, 0.01),
+        ("rand_read", "btrfs"): (46000, 0.03),
+    }
+    planner, plan = simulate(THREE_TARGETS, Repetitions(runs=3, decide=True, max_runs=12), cells)
+    runs = Counter(p.cell.target.name for p in plan)
+    outcome = planner.outcome()
+    assert runs["xfs"] == 3 and outcome["xfs · rand_read"]["status"] == "decided"
+    assert runs["btrfs"] > 3 and runs["ext4"] == runs["btrfs"], runs
+    assert outcome["btrfs · rand_read"]["status"] in ("decided", "futile", "max runs")
+
+
+def test_an_adaptive_plan_fixes_its_looks_and_judges_at_that_level():
+    """The looks (every block from --runs to --max-runs) are the plan's, read back from its stored
+    settings alike; the planner's intervals are drawn at the family's level over those looks."""
+    import numpy as np
+
+    from fslab.statistics.analysis import looks_of
+    from fslab.statistics.stats import FALSE_RATE
+
+    repetitions = Repetitions(runs=3, decide=True, max_runs=10)
+    assert repetitions.looks == looks_of(repetitions.describe()) == 8
+    assert Repetitions(runs=3, max_runs=10).looks == 1 and "decide" not in Repetitions(runs=3).describe()
+    assert Repetitions(runs=3, target_ci=0.02, max_runs=10).looks == 8
+    planner = Planner(parse_study(THREE_TARGETS, "s.toml", base_dir=Path(".")).cells, repetitions, seed=3)
+    rng = np.random.default_rng(1)
+    samples = {cell.key: {"read_iops": list(rng.lognormal(np.log(5e4), 0.05, 3))} for cell in planner.cells}
+    found = planner.analysis(samples, Roles.declared([(w, "read_iops") for w, _ in samples], declared_metrics()))
+    assert {c.level for c in found.pairs.values()} == {1 - FALSE_RATE / 3 / 8}  # 3 pairs, none rejected, 8 looks
+
+
+def test_the_summary_of_an_adaptive_study_run_judges_at_its_plans_looks(tmp_path):
+    """A study run that added runs as they came is summarised with its intervals widened over the
+    looks its stored settings allowed (5, from 2 runs to 6), as its planner judged it."""
+    import random
+
+    from fslab.statistics.stats import family_level
+    from synthetic import store_study_run
+
+    study = parse_study(THREE_TARGETS, str(tmp_path / "s.toml"), base_dir=tmp_path)
+    db = ResultsDB(str(tmp_path / "r.db"))
+    repetitions = Repetitions(runs=2, decide=True, max_runs=6)
+    study_run = store_study_run(db, study, seed=1, rng=random.Random(2), env={}, repetitions=repetitions)
+    analysis = summarize_study_run(db, study_run).analysis
+    p_values = [c.p_value for c in analysis.pairs.values() if c.p_value is not None]
+    assert p_values and {c.level for c in analysis.pairs.values() if c.p_value is not None} == {
+        family_level(p_values, looks=5)
+    }
+    assert family_level(p_values, looks=5) > family_level(p_values, looks=1)  # wider than one look's
+
+
+def test_decide_is_refused_where_a_plan_cannot_look_at_its_runs(tmp_path):
+    """--decide adds blocks from the runs before them: not on a fleet's workers (each its own
+    plan), not spread (a fixed plan handed out by block), not changed on a resume."""
+    from conftest import fslab_in_process
+    from fslab.fleet.spread import CannotSpread, check
+
+    db = str(tmp_path / "r.db")
+    on = fslab_in_process("run", "quick", "--decide", "--on", "all", "--db", db)
+    assert on.returncode == 2 and "--decide cannot go with --on" in " ".join(on.stderr.split())
+    resumed = fslab_in_process("run", "--resume", "--decide", "--db", db)
+    assert resumed.returncode == 2 and "--decide cannot change a resumed study run" in " ".join(resumed.stderr.split())
+    with pytest.raises(CannotSpread, match="--decide"):
+        check(Repetitions(runs=3, decide=True))
+    plan = fslab_in_process(
+        "run", "quick", "--decide", "--max-runs", "6", "--plan", "--db", db, "--workdir", str(tmp_path / "w")
+    )
+    said = " ".join(plan.stdout.split())
+    assert (
+        plan.returncode == 0 and "runs (adaptive, until every main comparison is decided or cannot be; 4 looks)" in said
+    )

@@ -82,7 +82,9 @@ def test_the_plan_says_what_runs_and_adaptive_repetitions_and_sizes_only_change(
     block = 4 * (3 + DEFAULT_OVERHEAD)  # a run of every cell: runtime 2 s + ramp 1 s, and the overhead
     assert f"time: about {round(6 * block / 60)} min" in fixed
     adaptive = plan_of(str(study), "--target-ci", "2", "--max-runs", "12", *at).stdout
-    assert "runs (adaptive, until each cell is within ±2.0% or decided): 4 cells × 2 to 12 = 8 to 48" in adaptive
+    assert (
+        "runs (adaptive, until each cell is within ±2.0% or decided; 11 looks): 4 cells × 2 to 12 = 8 to 48" in adaptive
+    )
     assert f"time: from about {round(2 * block)} s to about {round(12 * block / 60)} min" in adaptive
     budget = plan_of(str(study), "--target-ci", "2", "--max-runs", "12", "--time-budget", "3m", *at).stdout
     assert (

@@ -238,7 +238,7 @@ def run(
             "--runs",
             min=1,
             help="Runs per cell, exactly (overrides the study's repetitions); "
-            "with --target-ci, the runs before the first check.",
+            "with --target-ci or --decide, the runs before the first look.",
         ),
     ] = None,
     warmup: Annotated[
@@ -256,12 +256,24 @@ def run(
             "--target-ci",
             parser=parse_percent,
             metavar="PERCENT",
-            help="Add interleaved runs until every cell's 95 % interval is within ±PERCENT of its mean.",
+            help="Add interleaved runs until every cell's 95 % interval is within ±PERCENT of its mean, "
+            "or its comparisons are decided (as --decide's).",
         ),
     ] = None,
+    decide: Annotated[
+        bool,
+        typer.Option(
+            "--decide",
+            help="Add interleaved blocks (after --runs) until every main comparison — each target against its "
+            "baseline on the primary metrics — is faster, slower or equivalent, or even --max-runs could not "
+            "decide it, or --time-budget ends; every interval holds its error across the looks this allows.",
+        ),
+    ] = False,
     max_runs: Annotated[
         int | None,
-        typer.Option("--max-runs", min=2, help="With --target-ci: at most this many runs per cell. \\[default: 30]"),
+        typer.Option(
+            "--max-runs", min=2, help="With --target-ci or --decide: at most this many runs per cell. \\[default: 30]"
+        ),
     ] = None,
     time_budget: Annotated[
         float | None,
@@ -269,7 +281,7 @@ def run(
             "--time-budget",
             parser=parse_duration,
             metavar="DURATION",
-            help="With --target-ci: add no block that would end after this long (e.g. 30m).",
+            help="With --target-ci or --decide: add no block that would end after this long (e.g. 30m).",
         ),
     ] = None,
     baseline: BaselineOption = None,
@@ -375,7 +387,7 @@ def run(
         raise _fail("--detach goes with --on: a study run on a fleet's workers")
     if spread and on is None:
         raise _fail("--spread goes with --on: it divides a study run among a fleet's workers")
-    if on is not None and (resume or skip_unsupported or destroy_data or target_ci is not None):
+    if on is not None and (resume or skip_unsupported or destroy_data or target_ci is not None or decide):
         given = [
             n
             for n, v in (
@@ -383,6 +395,7 @@ def run(
                 ("--skip-unsupported", skip_unsupported),
                 ("--destroy-data", destroy_data),
                 ("--target-ci", target_ci is not None),
+                ("--decide", decide),
             )
             if v
         ]
@@ -395,6 +408,7 @@ def run(
             "--runs": runs,
             "--warmup": warmup,
             "--target-ci": target_ci,
+            "--decide": decide or None,
             "--max-runs": max_runs,
             "--time-budget": time_budget,
             "--baseline": baseline,
@@ -433,6 +447,7 @@ def run(
         max_runs=max_runs or 30,
         time_budget=time_budget,
         threshold=threshold,
+        decide=decide,
     )
     if plan:
         return _print_plan(loaded, repetitions, db, workdir, skip_unsupported)
@@ -468,7 +483,7 @@ def run(
             skip_unsupported=skip_unsupported,
             clients=clients,
         ),
-        then=f", then more until ±{target_ci:.1%}" if target_ci else "",
+        then=f", then more until ±{target_ci:.1%}" if target_ci else ", then more until decided" if decide else "",
     )
     _show_and_exit(results, study_run_id, baseline=baseline, threshold=threshold)
 

@@ -42,9 +42,9 @@ def is_spread(settings: dict | None) -> bool:
 
 def check(repetitions: Repetitions) -> None:
     """What cannot be divided among hosts, refused before anything is stored."""
-    if repetitions.target_ci is not None:
+    if repetitions.adaptive:
         raise CannotSpread(
-            "--spread: an adaptive study run (--target-ci) decides each block from "
+            "--spread: an adaptive study run (--target-ci, --decide) decides each block from "
             "the runs before it; spread study runs have a fixed plan: give --runs N"
         )
     if repetitions.warmup:

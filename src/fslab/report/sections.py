@@ -7,7 +7,7 @@ printed as formatting.py says.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -26,8 +26,8 @@ from fslab.report.formatting import (
     runs_text,
 )
 from fslab.report.summary import CellSummary, StudySummary
-from fslab.statistics.analysis import Row, ranking_line
-from fslab.statistics.stats import Summary
+from fslab.statistics.analysis import Row, looks_of, ranking_line
+from fslab.statistics.stats import RUNS_NEEDED_LIMIT, Summary
 from fslab.workloads import metrics_of, report_of
 from fslab.workloads.offered import Percentiles
 
@@ -574,27 +574,45 @@ def hosts_text(s: StudySummary) -> str:
 def repetitions_line(s: StudySummary) -> str:
     settings = s.study_run.get("settings") or {}
     warmup = f", after {s.warmups} warm-up run(s) left out of the statistics" if s.warmups else ""
-    if settings.get("target_ci") is None:
+    if settings.get("target_ci") is None and not settings.get("decide"):
         return f"{s.study_run['repetitions']} runs per cell{warmup}."
     outcome = s.study_run.get("outcome") or {}
-    short = {cell: o for cell, o in outcome.items() if o["status"] != "converged"}
+    met = ("converged", "decided", "equivalent", "no comparison")  # running.plan's statuses of a cell done
+    short = {cell: o for cell, o in outcome.items() if o["status"] not in met}
     budget = f", time budget {settings['time_budget']} s" if settings.get("time_budget") else ""
+    goal = (
+        "every main comparison (each target against its baseline on the primary metrics) was faster, slower "
+        "or equivalent, or could not be by the last run"
+        if settings.get("decide")
+        else f"each cell's 95 % interval was within ±{settings['target_ci']:.1%} or its comparisons decided"
+    )
+    looks = looks_of(settings)
+    counts = Counter(o["status"] for o in outcome.values())
     line = (
-        f"Adaptive: runs added block by block until each cell's 95 % interval was within ±{settings['target_ci']:.1%} "
-        f"(at most {settings['max_runs']} runs per cell{budget}){warmup}; "
-        f"{len(outcome) - len(short)} of {len(outcome)} cells converged."
+        f"Adaptive: runs added block by block until {goal} (at most {settings['max_runs']} runs per cell{budget}; "
+        f"judged at up to {looks} looks, every interval widened to hold its error across them){warmup}; "
+        f"{len(outcome)} cells: " + ", ".join(f"{n} {status}" for status, n in counts.most_common()) + "."
     )
     if short:
         widths = (f"±{o['half_width']:.1%}" if o["half_width"] is not None else "no interval" for o in short.values())
         line += (
-            " Not converged: "
+            " Not done: "
             + "; ".join(
-                f"{cell} ({width} after {o['runs']} runs, {o['status']})"
+                f"{cell} ({width} after {o['runs']} runs, {_ended(o, settings['max_runs'])})"
                 for (cell, o), width in zip(short.items(), widths)
             )
             + "."
         )
     return line
+
+
+def _ended(outcome: dict, max_runs: int) -> str:
+    """How an adaptive study run's cell ended, a futile one with the runs that would have decided it."""
+    if outcome["status"] != "futile" or "would_decide" not in outcome:
+        return outcome["status"]
+    needed = outcome["would_decide"]
+    runs = f"~{needed}" if needed is not None else f"more than {RUNS_NEEDED_LIMIT}"
+    return f"undecided: {runs} runs would decide, over the budget of {max_runs}"
 
 
 def scale_text(s: StudySummary) -> str:

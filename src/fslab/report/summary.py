@@ -33,6 +33,7 @@ from fslab.statistics.analysis import (
     analyse,
     compare_study_runs,
     host_blocks,
+    looks_of,
     resolution_of,
 )
 from fslab.statistics.raw_reference import (
@@ -376,6 +377,7 @@ def summarize_study_run(
         hosts=hosted,
         compare_with={w: other for w, spec in specs_of.items() if (other := spec.get("compare_with")) in specs_of},
         blocks=None if hosts.per_host or hosts.pooling else groups.blocks,
+        looks=looks_of(settings),  # as its planner judged it, when it added runs as they came
     )
     return StudySummary(
         study_run=study_run,

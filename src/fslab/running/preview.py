@@ -151,14 +151,19 @@ def _runs_lines(study: Study, repetitions: Repetitions) -> list[str]:
         else ""
     )
     least = own * repetitions.runs + ceiling * each
-    if repetitions.target_ci is None:
+    if not repetitions.adaptive:
         the_ceiling = f" + the ceiling's {ceiling} cells × {each}" if ceiling else ""
         return [f"runs: {own} cells × {repetitions.runs}{the_ceiling} = {least}{warm}"]
     budget = f", no block started that would end after {repetitions.time_budget:g} s" if repetitions.time_budget else ""
     most = own * repetitions.max_runs + ceiling * max(each, repetitions.max_runs)
     the_ceiling = f" + the ceiling's {ceiling} cells × {each} to {max(each, repetitions.max_runs)}" if ceiling else ""
+    until = (
+        "every main comparison is decided or cannot be"
+        if repetitions.target_ci is None
+        else f"each cell is within ±{repetitions.target_ci:.1%} or decided"
+    )
     return [
-        f"runs (adaptive, until each cell is within ±{repetitions.target_ci:.1%} or decided): "
+        f"runs (adaptive, until {until}; {repetitions.looks} looks): "
         f"{own} cells × {repetitions.runs} to {repetitions.max_runs}{the_ceiling} = {least} to {most}{warm}{budget}"
     ]
 
@@ -180,7 +185,7 @@ def _time_lines(study: Study, repetitions: Repetitions, overhead: Overhead) -> l
     first = sum((run_seconds(c.workload) + overhead.seconds) * (copies if c.target.ceiling else 1) for c in study.cells)
     unknown = [w.name for w in study.workloads if not run_seconds(w)]
     least = block * repetitions.warmup + first * repetitions.runs
-    if repetitions.target_ci is None:
+    if not repetitions.adaptive:
         estimate = f"about {_duration(least)}"
     else:
         most = block * (repetitions.warmup + max(repetitions.max_runs, repetitions.runs))

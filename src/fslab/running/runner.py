@@ -323,7 +323,9 @@ def _run_blocks(
             ) in FILESYSTEMS.values():  # what their runs share (zfs-fuse's daemon), until the study run ends
                 stack.enter_context(filesystem.across_runs(workdir.journal))
             sources = Sources(workdir, stack, named, observer.notice if observer else lambda _: None, clients)
-            while block := planner.next_block(tally.samples, tally.elapsed(), tally.seconds_per_run(), tally.roles):
+            while block := planner.next_block(
+                tally.samples, tally.elapsed(), tally.seconds_per_run(), tally.roles, tally.blocks
+            ):
                 for planned in block:
                     index = planner.handed_out - len(block) + planned.position
                     stored = done.pop(run_key(planned), None)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fslab.core.errors import FslabError
 from fslab.model import Roles
@@ -111,6 +111,23 @@ class Analysis:
         it is: a ranking asks it of every pair of targets, thousands of times a summary)."""
         found = self.pairs.get((workload, metric, a, b)) or self.pairs.get((workload, metric, b, a))
         return found is not None and found.differs
+
+
+def look_schedule(runs: int, max_runs: int) -> list[int]:
+    """The runs per cell after which an adaptive plan judges its comparisons, and may stop: after
+    its first `runs`, then after each further block up to `max_runs`."""
+    return list(range(runs, max_runs + 1)) if max_runs > runs else [runs]
+
+
+def looks_of(settings: Mapping[str, Any]) -> int:
+    """How many times a study run could have stopped adding runs, fixed by its plan before its
+    first run (look_schedule) when it added runs as they came (--target-ci, --decide), once
+    otherwise. Read from the repetitions it was run with (running.plan.Repetitions.describe,
+    stored in its settings): the planner judges at each look, and the summary afterwards, with
+    the same number (analyse's `looks`)."""
+    if settings.get("target_ci") is None and not settings.get("decide"):
+        return 1
+    return len(look_schedule(int(settings.get("runs", 1)), int(settings["max_runs"])))
 
 
 def roles_of(samples: Samples, roles: Roles | None = None) -> Roles:

@@ -306,7 +306,7 @@ def decide(ratio: float, interval: tuple[float, float] | None, higher_is_better:
         return UNDECIDED
     low, high = interval
     margin = math.log1p(threshold)
-    if -margin < math.log(low) and math.log(high) < margin:
+    if low > 0 and -margin < math.log(low) and math.log(high) < margin:  # low 0: a bound past a float's range
         return EQUIVALENT
     if (low > 1 or high < 1) and beyond(ratio, threshold):
         better = ratio > 1 if higher_is_better else ratio < 1
@@ -724,9 +724,15 @@ def adjust_family(comparisons: list[Comparison], threshold: float, looks: int = 
         se, log_ratio = c.log_se or 0.0, math.log(c.ratio)
         result[i] = replace(
             c, p_adjusted=q, level=level, threshold=threshold,
-            ci_low=math.exp(log_ratio - t * se), ci_high=math.exp(log_ratio + t * se),
+            ci_low=_exp(log_ratio - t * se), ci_high=_exp(log_ratio + t * se),
         )  # fmt: skip
     return result
+
+
+def _exp(x: float) -> float:
+    """exp, ∞ past a float's range: a family's interval at 2 runs a side (t of 1 degree of freedom
+    at 1 − 0.05/m/looks) may reach 10^400."""
+    return math.exp(x) if x < 709 else math.inf
 
 
 def geometric_mean(values: list[float]) -> float:
