@@ -1142,7 +1142,7 @@ def history(
         print_table(
             console,
             visible(trend.series_title(series)),
-            trend.SERIES_COLUMNS,
+            trend.series_columns(found),
             rows,
             trend.SERIES_RIGHT,
             styles=[{"slower": "red", "faster": "green"}.get(c, "") for c in trend.row_classes(series)],

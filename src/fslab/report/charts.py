@@ -13,6 +13,7 @@ captions say so, as they say each caveat a cell's figures carry.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -46,7 +47,9 @@ from fslab.statistics.raw_reference import raw_references
 from fslab.statistics.stats import FASTER, SLOWER, Comparison, Summary, interval_text
 from fslab.workloads.offered import LatencyHistogram, Percentiles
 
-VERDICT_COLOURS = {"faster": "#1a7f37", "slower": "#cf222e", "no detectable difference": "#8c959f"}
+# Each verdict (stats.VERDICTS) drawn in a colour and a marker of its own: never told by colour alone.
+VERDICT_COLOURS = {"faster": "#1a7f37", "slower": "#cf222e", "equivalent": "#0969da", "undecided": "#8c959f"}
+VERDICT_SHAPES = {"faster": "triangle-up", "slower": "triangle-down", "equivalent": "diamond", "undecided": "circle"}
 RATIO_AXIS = "target ÷ raw (ratio of geometric means)"
 
 
@@ -276,7 +279,8 @@ def distribution_rows(h: LatencyHistogram) -> list[dict]:
 
 def efficiency_chart(s: StudySummary, workload: str) -> Chart | None:
     """Each target's primary metric ÷ the raw device under it (the comparison of the one family:
-    ratio of geometric means, its 95 % interval where printed, its verdict as colour). Targets over
+    ratio of geometric means, the interval its verdict is read from, its verdict as colour and
+    marker). Targets over
     several devices are held against their sum in the summary's warnings, not here."""
     references = raw_references(s.targets)
     rows = []
@@ -286,7 +290,7 @@ def efficiency_chart(s: StudySummary, workload: str) -> Chart | None:
             continue
         for metric in cell.primary:
             c = s.analysis.comparison(workload, metric, raws[0], cell.target)
-            if c is not None:
+            if c is not None and math.isfinite(c.ratio):  # a raw device's 0 gives no bar (the tables say so)
                 rows.append(
                     {
                         "target": cell.target,
@@ -318,6 +322,9 @@ def efficiency_chart(s: StudySummary, workload: str) -> Chart | None:
                 alt.Tooltip("verdict:N"),
             ],
         ),
+        alt.Chart(alt.Data(values=rows))
+        .mark_point(filled=True, size=70, opacity=1)
+        .encode(x, alt.Y("ratio:Q", title=RATIO_AXIS), _verdict_colour(), _verdict_shape()),
         alt.Chart(alt.Data(values=[{"one": 1}]))
         .mark_rule(strokeDash=[4, 3], color="#57606a")
         .encode(alt.Y("one:Q", title=RATIO_AXIS)),
@@ -331,7 +338,8 @@ def efficiency_chart(s: StudySummary, workload: str) -> Chart | None:
     title = f"{workload}: efficiency against the raw device"
     caption = (
         "Each target's primary metric as a ratio to the raw device under it (1 = as fast as the bare device). "
-        "Colour: the comparison's verdict (grey: no detectable difference); whisker: its 95 % interval where printed."
+        "Colour and marker: the comparison's verdict (▲ faster, ▼ slower, ◆ equivalent, ● undecided); whisker: the "
+        "interval it is read from, the family's."
     )
     return Chart(f"{workload}-efficiency", workload, title, caption, sized(title, *layers))
 
@@ -489,11 +497,13 @@ def _median_bars(
 
 @unchecked
 def comparison_chart(rows: list[Row], older: int, newer: int) -> Chart | None:
-    """Every cell of two study runs: newer ÷ older (`fslab compare`'s rows), its 95 % interval
-    where printed, coloured by verdict; one dot a cell and metric, log scale."""
+    """Every cell of two study runs: newer ÷ older (`fslab compare`'s rows), the interval its verdict
+    is read from, its verdict as colour and marker; one marker a cell and metric, log scale."""
     data = []
     for r in rows:
         c = r.comparison
+        if not 0 < c.ratio < math.inf:  # a value of 0 on a side: no point on a log scale (the table says so)
+            continue
         data.append(
             {
                 "cell": f"{r.workload} · {r.target} · {metric_label(r.metric)}",
@@ -515,6 +525,7 @@ def comparison_chart(rows: list[Row], older: int, newer: int) -> Chart | None:
             alt.X("ratio:Q", scale=alt.Scale(type="log", zero=False), title=x_title),
             y,
             _verdict_colour(),
+            _verdict_shape(),
             tooltip=[alt.Tooltip("cell:N"), alt.Tooltip("ratio:Q", format=".3f"), alt.Tooltip("verdict:N")],
         ),
         alt.Chart(alt.Data(values=[{"one": 1}]))
@@ -530,8 +541,9 @@ def comparison_chart(rows: list[Row], older: int, newer: int) -> Chart | None:
         )
     title = f"study run {newer} against study run {older}, cell by cell"
     caption = (
-        "Ratio of geometric means, newer ÷ older, with its 95 % Welch interval where printed; colour: "
-        "the verdict after Benjamini–Hochberg over every cell (for latency, below 1 is faster)."
+        "Ratio of geometric means, newer ÷ older, with the interval its verdict is read from (Welch's, adjusted over "
+        "every cell); colour and marker: the verdict, ▲ faster, ▼ slower, ◆ equivalent, ● undecided (for latency, "
+        "below 1 is faster)."
     )
     spec = spec_of(layers, width=WIDTH, height=max(120, 40 * len(data)), title=title, config={})  # 40 px: 3 lines
     return Chart(f"compare-{older}-{newer}", "", title, caption, spec)
@@ -652,5 +664,14 @@ def _verdict_colour() -> alt.Color:
     return alt.Color(
         "verdict:N",
         scale=alt.Scale(domain=list(VERDICT_COLOURS), range=list(VERDICT_COLOURS.values())),
+        title="verdict",
+    )
+
+
+def _verdict_shape() -> alt.Shape:
+    """The verdict as a marker's shape, with its colour (one legend: the same field, domain and title)."""
+    return alt.Shape(
+        "verdict:N",
+        scale=alt.Scale(domain=list(VERDICT_SHAPES), range=list(VERDICT_SHAPES.values())),
         title="verdict",
     )

@@ -1,8 +1,8 @@
 """A study run's conclusions in words (pure): what the one family of comparisons says, worded
-with its uncertainty. A difference is claimed only where its verdict says so (significant after
-Benjamini–Hochberg and beyond the threshold: stats.verdict_of); everything else reads "no
-detectable difference", with the interval and the change the runs could have detected. An
-interval is said only where the tables print it (stats.printed_interval); a target whose figures
+with its uncertainty. Each comparison is said in the one wording every output shares
+(formatting.verdict_phrase): its verdict — faster, slower, equivalent or undecided — with the ratio,
+the very interval it is read from (at the family's confidence: stats.adjust_family) and why; a
+difference is claimed only where the verdict is faster or slower. A target whose figures
 cannot be real is in no comparison or ranking (summary.py), and said to be left out; a target
 whose figures carry a caveat (an fsync that did not reach the device) is named with it. What is
 said of a workload's targets is said of the cells its table shows (a test holds every built-in
@@ -13,17 +13,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fslab.report.formatting import metric_label
+from fslab.report.formatting import metric_label, verdict_phrase
 from fslab.report.sections import left_out_line, with_caveats
 from fslab.report.summary import StudySummary
 from fslab.statistics.analysis import Row
-from fslab.statistics.stats import Comparison, Ranking, interval_text, level_text, ratio_text
+from fslab.statistics.stats import Ranking
 
 
 @dataclass(frozen=True)
 class Conclusion:
     text: str
-    claim: bool  # it states a difference (a significant one: the verdict said faster or slower)
+    claim: bool  # it states a difference (the verdict said faster or slower)
     row: Row | None = None  # the comparison it words, as the tables show it (none: a ranking's, or nothing to compare)
     targets: tuple[str, ...] = ()  # the targets it speaks of
     ranked_by: str | None = None  # a ranking's metric
@@ -94,22 +94,15 @@ def _row_conclusion(r: Row, threshold: float, caveats: dict[str, list[str]]) -> 
     return Conclusion(said, c.differs, r, targets)
 
 
-def verdict_phrase(c: Comparison) -> str:
-    """A verdict as every output words it: the word, the ratio, the interval it is read from, why."""
-    interval = "no interval" if c.interval is None else f"{level_text(c.level)} CI {interval_text(c.interval)}"
-    direction = "higher" if c.higher_is_better else "lower"
-    return f"{c.verdict} {ratio_text(c.ratio)}× ({interval}; {c.reason}; {direction} is better)"
-
-
 def ranking_conclusion(ranking: Ranking, metric: str, caveats: dict[str, list[str]] | None = None) -> Conclusion | None:
-    """Who leads on a primary metric, said only where the leader differs detectably from every
+    """Who leads on a primary metric, said only where the leader is decided faster than every
     other target; else that no target leads. Each target named with its caveats."""
     what, named = metric_label(metric), lambda target: with_caveats(target, caveats or {})
     if len(ranking.order) < 2:
         return None
     leader = ranking.order[0]
     if ranking.tiers is not None and len(ranking.tiers[0]) == 1 and len(ranking.tiers) > 1:
-        said = f"{named(leader)} leads in {what}, detectably ahead of every other target."
+        said = f"{named(leader)} leads in {what}, decided faster than every other target."
         return Conclusion(said, True, targets=tuple(ranking.order), ranked_by=metric)
     tied = [name for name in ranking.order if set(ranking.letters[name]) & set(ranking.letters[leader])]
     said = f"No target leads in {what}: no verdict sets one of {', '.join(map(named, tied))} ahead of the others."

@@ -45,6 +45,7 @@ TEXT_COLUMNS = {
     "metric",
     "phase",
     "verdict",
+    "why",
     "notes",
     "unit",
     "filesystem",
@@ -78,7 +79,7 @@ def print_summary(console: Console, s: StudySummary, report: Path | None = None)
 def _print_section(console: Console, section: Section, units: Bandwidth) -> None:
     from rich.markdown import Markdown
 
-    from fslab.report.sections import SectionKind
+    from fslab.report.sections import VERDICT_COLUMN, SectionKind
 
     # a table's title in lower case, as a caption (a workload's is its name)
     title = (
@@ -108,7 +109,7 @@ def _print_section(console: Console, section: Section, units: Bandwidth) -> None
         case SectionKind.MONITORS:
             _print_summary_table(console, title, section.columns, section.rows, units, title_style="")
         case SectionKind.COMPARISON:
-            at = section.columns.index("verdict")
+            at = section.columns.index(VERDICT_COLUMN)
             _print_summary_table(
                 console,
                 title,
@@ -466,23 +467,29 @@ def _print_compared(
     left_out: Sequence[tuple[str, str]],
 ) -> None:
     from fslab.report.formatting import metric_label
-    from fslab.report.sections import COMPARISON_COLUMNS, compare_left_out_line, comparison_rows
+    from fslab.report.sections import (
+        VERDICT_COLUMN,
+        compare_left_out_line,
+        compare_method_line,
+        comparison_columns,
+        comparison_rows,
+    )
 
+    columns = ["workload", *comparison_columns(rows)]
     cells = [[row.workload, *compared] for row, compared in zip(rows, comparison_rows(rows))]
+    at = columns.index(VERDICT_COLUMN)
     _print_summary_table(
         console,
         title,
-        ["workload", *COMPARISON_COLUMNS],
+        columns,
         cells,
         Bandwidth.MB,
-        styles=[VERDICT_STYLE.get(c[7], "") for c in cells],
+        styles=[VERDICT_STYLE.get(c[at], "") for c in cells],
         title_style="",
     )
     console.print(
-        "Ratios of geometric means with 95 % Welch intervals on log "
-        "values; verdicts need Benjamini–Hochberg-adjusted p < 0.05 over "
-        f"{len(rows)} comparisons and a change above {threshold:.0%}. A "
-        f"regression is a 'slower' verdict by more than {regression:.0%}.",
+        f"{compare_method_line(rows, threshold)} A regression is a 'slower' verdict by more than {regression:.0%}.",
+        markup=False,
         highlight=False,
     )
     if said := compare_left_out_line(left_out):

@@ -11,7 +11,14 @@ from fslab.core.names import file_name
 from fslab.report.formats import Source, TableForm, report_files
 from fslab.report.output import own_folder, write_all
 from fslab.report.summary import StudySummary
-from fslab.report.tables import RUN_COLUMNS, SUMMARY_COLUMNS, run_rows, summary_rows
+from fslab.report.tables import (
+    COMPARISON_COLUMNS,
+    RUN_COLUMNS,
+    SUMMARY_COLUMNS,
+    comparison_rows,
+    run_rows,
+    summary_rows,
+)
 from fslab.results import ResultsDB
 
 
@@ -37,11 +44,13 @@ def write_reports(db: ResultsDB, s: StudySummary, directory: Path) -> list[Path]
 
 
 def export_tables(db: ResultsDB, s: StudySummary, folder: Path, form: TableForm) -> list[Path]:
-    """`fslab export`: the runs table (every run, long format) and the summary table (every
-    cell's statistics) in `folder`, for pandas, in `form` (formats.table_form_named)."""
+    """`fslab export`: the runs table (every run, long format), the summary table (every cell's
+    statistics) and the comparisons table (every comparison's verdict, ratio and interval) in
+    `folder`, for pandas, in `form` (formats.table_form_named)."""
     tables = {
         "runs": (RUN_COLUMNS, run_rows(db.run_metrics(s.study_run["id"]))),
         "summary": (SUMMARY_COLUMNS, summary_rows(s)),
+        "comparisons": (COMPARISON_COLUMNS, comparison_rows(s)),
     }
     written = {f"{name}.{form.suffix}": form.encode(columns, rows) for name, (columns, rows) in tables.items()}
     own_folder(folder.parent)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from fslab.statistics.stats import RUNS_NEEDED_LIMIT, Summary
+from fslab.statistics.stats import RUNS_NEEDED_LIMIT, Comparison, Summary, interval_text, level_text, ratio_text
 from fslab.workloads.offered import DIRECTIONS
 
 
@@ -68,3 +68,34 @@ def metric_label(metric: str) -> str:
 
 def fmt_p(p: float | None) -> str:
     return "–" if p is None else ("<0.0001" if p < 1e-4 else f"{p:.4f}")
+
+
+def fmt_ratio(x: float) -> str:
+    """A ratio as the tables print it: three decimals, or three significant digits far from 1 (a
+    two-run interval may reach 0.000012 or 4.3e+08); "∞" where a baseline of 0 leaves no bound."""
+    if not math.isfinite(x):
+        return "∞" if x > 0 else "–"
+    return f"{x:.3f}" if 0.001 <= x < 1000 else f"{x:.3g}"
+
+
+def fmt_interval(c: Comparison) -> str:
+    """A comparison's interval as the tables print it ("–": none), the one its verdict is read from."""
+    return "–" if c.interval is None else f"{fmt_ratio(c.interval[0])}–{fmt_ratio(c.interval[1])}"
+
+
+def interval_title(level: float) -> str:
+    """The title of a column of comparisons' intervals: their confidence, the family's ("99.2 % CI");
+    the figure and its % kept together (a no-break space) where a console breaks a title in two."""
+    return f"{level_text(level).replace(' ', NO_BREAK)} CI"
+
+
+NO_BREAK = "\u00a0"
+
+
+def verdict_phrase(c: Comparison) -> str:
+    """A verdict as every output words it, the one wording: the word, the ratio, the interval it
+    is read from at its confidence, why, and the metric's direction —
+    "faster 1.31× (98.3 % CI 1.26–1.34×; beyond ±3 %; higher is better)"."""
+    interval = "no interval" if c.interval is None else f"{level_text(c.level)} CI {interval_text(c.interval)}"
+    direction = "higher" if c.higher_is_better else "lower"
+    return f"{c.verdict} {ratio_text(c.ratio)}× ({interval}; {c.reason}; {direction} is better)"

@@ -32,11 +32,14 @@ from fslab.report.conclusions import Conclusion, conclusions
 from fslab.report.console import TEXT_COLUMNS
 from fslab.report.details import RunDetails
 from fslab.report.forest import counted_lines, forest_of, heading
+from fslab.report.formatting import metric_label, verdict_phrase
 from fslab.report.sections import (
-    COMPARISON_COLUMNS,
+    VERDICT_COLUMN,
     Section,
     SectionKind,
     compare_left_out_line,
+    compare_method_line,
+    comparison_columns,
     comparison_rows,
     repetitions_line,
     scale_text,
@@ -46,7 +49,8 @@ from fslab.report.summary import StudySummary
 from fslab.statistics.analysis import Row
 
 TEMPLATES = Path(__file__).parent / "templates"
-VERDICT_CLASS = {"faster": "faster", "slower": "slower"}  # rows coloured only where a difference is significant
+# rows coloured where a difference is decided, and where the two are decided the same; the word says it in every row
+VERDICT_CLASS = {"faster": "faster", "slower": "slower", "equivalent": "equivalent"}
 DEVICE_FACTS = [
     "device",
     "kind",
@@ -133,6 +137,7 @@ class ComparisonSection:
     chart: Chart | None
     table: Table
     regressions: list[str]
+    method: str  # how its cells were judged (sections.compare_method_line)
     left_out: str | None = None  # the cells flagged in either study run, which it does not compare
 
 
@@ -198,7 +203,10 @@ def run_section(s: StudySummary, details: RunDetails, chart_prefix: str = "") ->
             ("order seed", str(sr["plan_seed"])),
             ("scale", scale_text(s)),
             ("bandwidth", s.units.describe()),
-            ("threshold", f"{s.analysis.threshold:.0%}: the smallest change called faster or slower"),
+            (
+                "threshold",
+                f"{s.analysis.threshold:.0%}: the smallest change called faster or slower, the margin of equivalent",
+            ),
             ("study file", sr["study_path"]),
         ],
         targets=targets,
@@ -267,6 +275,8 @@ def comparison_section(
     regressed: list[Row],
     environment: list[tuple[str, object, object]],
     left_out: Sequence[tuple[str, str]] = (),
+    *,
+    threshold: float,
 ) -> ComparisonSection:
     """`fslab compare`'s rows of two study runs as a part of the page, and the cells it left out."""
     return ComparisonSection(
@@ -280,9 +290,13 @@ def comparison_section(
         else None,
         chart=comparison_chart(rows, older["id"], newer["id"]),
         table=_verdict_table(
-            ["workload", *COMPARISON_COLUMNS], [[r.workload, *cells] for r, cells in zip(rows, comparison_rows(rows))]
+            ["workload", *comparison_columns(rows)],
+            [[r.workload, *cells] for r, cells in zip(rows, comparison_rows(rows))],
         ),
-        regressions=[f"{r.target} · {r.workload} · {r.metric}: ×{r.comparison.ratio:.3f}" for r in regressed],
+        regressions=[
+            f"{r.target} · {r.workload} · {metric_label(r.metric)}: {verdict_phrase(r.comparison)}" for r in regressed
+        ],
+        method=compare_method_line(rows, threshold),
         left_out=compare_left_out_line(left_out),
     )
 
@@ -363,7 +377,7 @@ def _fitted(spec: dict) -> dict:
 
 
 def _verdict_table(columns: list[str], rows: list[list[str]]) -> Table:
-    verdict = columns.index("verdict")
+    verdict = columns.index(VERDICT_COLUMN)
     return Table(columns, rows, [VERDICT_CLASS.get(row[verdict], "") for row in rows])
 
 

@@ -85,6 +85,7 @@ def write_report(
                     regressions(compared.rows, regression),
                     environment_differences(first["environment"], later["environment"]),
                     compared.left_out,
+                    threshold=threshold,
                 )
             )
         ids = ", ".join(str(sr["id"]) for sr in study_runs)

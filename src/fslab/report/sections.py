@@ -19,15 +19,18 @@ from fslab.monitors import Figure, figures as monitor_figures, metric_names
 from fslab.report.formatting import (
     fmt,
     fmt_cv,
+    fmt_interval,
     fmt_latency,
     fmt_mean_ci,
     fmt_p,
+    fmt_ratio,
+    interval_title,
     metric_label,
     runs_text,
 )
 from fslab.report.summary import CellSummary, StudySummary
 from fslab.statistics.analysis import Row, looks_of, ranking_line
-from fslab.statistics.stats import RUNS_NEEDED_LIMIT, Summary
+from fslab.statistics.stats import CONFIDENCE, PAIRED_MIN_BLOCKS, RUNS_NEEDED_LIMIT, Summary, level_text
 from fslab.workloads import metrics_of, report_of
 from fslab.workloads.offered import Percentiles
 
@@ -96,13 +99,18 @@ def sections(s: StudySummary) -> list[Section]:
             named = with_caveats(baseline, caveats)
             out.append(
                 Section(
-                    SectionKind.COMPARISON, "Compared with", COMPARISON_COLUMNS, rows, named=named, workload=workload
+                    SectionKind.COMPARISON,
+                    "Compared with",
+                    comparison_columns(compared),
+                    rows,
+                    named=named,
+                    workload=workload,
                 )
             )
         if between := s.analysis.between_of(workload):  # against the workload it is paired with, target by target
             rows, named = comparison_rows(between, caveats), between[0].baseline_workload or ""
             paired = Section(
-                SectionKind.COMPARISON, BETWEEN_TITLE, COMPARISON_COLUMNS, rows, named=named, workload=workload
+                SectionKind.COMPARISON, BETWEEN_TITLE, comparison_columns(between), rows, named=named, workload=workload
             )
             out.append(paired)
         out.append(Section(SectionKind.RANKING, lines=ranking_lines(s, workload), workload=workload))
@@ -395,22 +403,38 @@ def submission_note(cell: CellSummary, direction: str) -> list[str]:
     ]
 
 
-COMPARISON_COLUMNS = ["target", "metric", "ratio", "95% CI", "p (BH)", "Mann–Whitney p", "verdict", "detectable"]
+VERDICT_COLUMN, REASON_COLUMN = "verdict", "why"
 BETWEEN_TITLE = "Compared on each target with workload"  # a workload against the one it is paired with (compare_with)
 
 
+def comparison_columns(rows: list[Row]) -> list[str]:
+    """The columns of a table of comparisons: the interval's titled with its confidence, the
+    family's (all of one table's rows are of one family: stats.adjust_family)."""
+    level = next((r.comparison.level for r in rows if r.comparison.interval is not None), CONFIDENCE)
+    return [
+        "target",
+        "metric",
+        "ratio",
+        interval_title(level),
+        VERDICT_COLUMN,
+        REASON_COLUMN,
+        "p (BH)",
+        "Mann–Whitney p",
+    ]
+
+
 def comparison_rows(rows: list[Row], caveats: dict[str, list[str]] | None = None) -> list[list[str]]:
-    """Each comparison: ratio to the baseline (for latency, below 1 is faster), interval, verdict;
-    its target with the caveats its figures carry. An interval from too few runs
-    (stats.figure_needs) is not printed: the runs it needs are."""
+    """Each comparison: ratio to the baseline (for latency, below 1 is faster), the interval its
+    verdict is read from, the verdict (one of stats.VERDICTS) and why; its target with the caveats
+    its figures carry."""
     out = []
     for r in rows:
         c = r.comparison
-        interval = "–" if c.interval is None else "{:.3f}–{:.3f}".format(*c.interval)
-        detectable = "–" if c.detectable_change is None else f"±{c.detectable_change:.1%}"
         target = with_caveats(r.target, caveats or {})
         p_values = [fmt_p(c.p_adjusted), fmt_p(c.mann_whitney_p)]
-        out.append([target, metric_label(r.metric), f"{c.ratio:.3f}", interval, *p_values, c.verdict, detectable])
+        out.append(
+            [target, metric_label(r.metric), fmt_ratio(c.ratio), fmt_interval(c), c.verdict, c.reason, *p_values]
+        )
     return out
 
 
@@ -518,29 +542,44 @@ def ceiling_lines(s: StudySummary, workload: str) -> list[str]:
 
 
 def method_line(s: StudySummary) -> str:
+    a, threshold = s.analysis, f"±{s.analysis.threshold * 100:g} %"
     return (
-        "Every pair of targets is compared, per workload and metric: the ratio of geometric means with a 95 % Welch "
-        "interval on the log values. A verdict says faster or slower "
-        "only when the Benjamini–Hochberg-adjusted p is below 0.05 "
-        f"and the change exceeds {s.analysis.threshold:.0%}; "
+        "Every pair of targets is compared, per workload and metric: the ratio of geometric means with its interval "
+        f"on the log values (paired within the interleaved blocks where both ran once in {PAIRED_MIN_BLOCKS} or more "
+        "of the same blocks, else Welch's); "
         + (
-            f"one family of {s.analysis.family_size} "
-            f"comparison{'s' if s.analysis.family_size != 1 else ''} (all pairs of this study run) "
-            "was corrected, and both the tables (each target against its baseline) and the rankings are read from it. "
-            if s.analysis.family_size
-            else "no pair of this study run could be compared (a comparison "
-            "needs two cells of at least 2 runs each, neither flagged). "
+            f"one family of {a.family_size} comparison{'s' if a.family_size != 1 else ''} (all pairs of this study "
+            f"run), every interval drawn at {level_text(a.level)}: 95 % adjusted for the family's false coverage "
+            "rate (Benjamini–Yekutieli). Both the tables (each target against its baseline) and the rankings are "
+            "read from it. "
+            if a.family_size
+            else "no pair of this study run could be compared (a comparison needs two cells of at least 2 runs "
+            "each, neither flagged). "
         )
         + (
             "A workload paired with another (compare_with) is compared with it on each target both ran on, "
             "in the same family. "
-            if s.analysis.between
+            if a.between
             else ""
         )
-        + "'detectable' is the smallest change these runs would detect (80 "
-        "% power); a figure from too few runs says how many it needs. "
-        "Ranking: '>' detectably better, '=' not told apart; where that cannot "
-        "be said exactly, letters: targets sharing one are not told apart." + hosts_text(s)
+        + f"Each verdict is read from the interval printed beside it: equivalent when it lies within {threshold}; "
+        f"faster or slower when it excludes 1 and the ratio lies beyond {threshold}; undecided otherwise, with why "
+        "(too few runs, an interval across the threshold and the runs that would decide it, a value of 0). "
+        "Ranking: '>' decided faster or slower, '=' not decided apart (equivalent or undecided); where that cannot "
+        "be said exactly, letters: no verdict sets apart targets sharing one." + hosts_text(s)
+    )
+
+
+def compare_method_line(rows: list[Row], threshold: float) -> str:
+    """How `fslab compare` judged its cells (the console's and the page's alike)."""
+    level = next((r.comparison.level for r in rows if r.comparison.interval is not None), CONFIDENCE)
+    margin = f"±{threshold * 100:g} %"
+    return (
+        f"Every cell present in both, newer against older: the ratio of geometric means with its Welch interval "
+        f"on the log values, drawn at {level_text(level)} — 95 % adjusted for the false coverage rate over these "
+        f"{len(rows)} comparison{'s' if len(rows) != 1 else ''} (Benjamini–Yekutieli). Each verdict is read from "
+        f"the interval printed beside it: equivalent when it lies within {margin}; faster or slower when it "
+        f"excludes 1 and the ratio lies beyond {margin}; undecided otherwise, with why."
     )
 
 

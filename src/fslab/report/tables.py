@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 
 from fslab.model.records import RunMetric
 from fslab.report.summary import StudySummary
@@ -46,6 +47,43 @@ def published(figure: Summary | Comparison) -> dict:
     # copy took a 2,000-run summary.json 0.02 s).
     fields = vars(figure)
     return fields if figure.interval is not None else fields | {"ci_low": None, "ci_high": None}
+
+
+# comparisons.csv and `fslab export`'s comparisons table: a row per comparison of the family's shown
+# (each target against its baseline, each workload against the one it is paired with), its verdict —
+# one of stats.VERDICTS — read from the interval [ci_low, ci_high] at `level` beside it.
+COMPARISON_COLUMNS: dict[str, type] = {
+    "study_run": int, "workload": str, "baseline_workload": str, "target": str, "baseline": str, "metric": str,
+    "verdict": str, "reason": str, "ratio": float, "ci_low": float, "ci_high": float, "level": float,
+    "threshold": float, "higher_is_better": bool, "n_baseline": int, "n_other": int, "paired_blocks": int,
+    "p_value": float, "p_adjusted": float, "mann_whitney_p": float,
+}  # fmt: skip
+
+
+def comparison_record(c: Comparison) -> dict:
+    """A comparison as the files give it: its verdict (one of stats.VERDICTS) and why, the ratio,
+    the interval the verdict is read from as [low, high] (None: no interval) at its `level`, then
+    every other field; a number that is not finite (a ratio to a value of 0) as None (JSON's null)."""
+    fields = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in vars(c).items()}
+    interval = None if c.interval is None else [c.interval[0], c.interval[1]]
+    return {"verdict": c.verdict, "reason": c.reason, "ratio": fields["ratio"], "interval": interval} | fields
+
+
+def comparison_rows(s: StudySummary) -> list[list]:
+    """Every comparison a summary shows, one row each (COMPARISON_COLUMNS)."""
+    return [
+        [
+            s.study_run["id"],
+            r.workload,
+            r.baseline_workload or "",
+            r.target,
+            r.baseline,
+            r.metric,
+            *(record[f] for f in list(COMPARISON_COLUMNS)[6:]),
+        ]  # fmt: skip
+        for r in [*s.analysis.rows, *s.analysis.between]
+        for record in (comparison_record(r.comparison),)
+    ]
 
 
 def summary_rows(s: StudySummary) -> list[list]:

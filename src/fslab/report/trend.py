@@ -3,22 +3,19 @@
 
 from __future__ import annotations
 
-from fslab.report.formatting import fmt_mean_ci, fmt_p, metric_label
+from fslab.report.formatting import fmt_interval, fmt_mean_ci, fmt_ratio, interval_title, metric_label, verdict_phrase
 from fslab.statistics.history import History, Series, Step
+from fslab.statistics.stats import level_text
 
-SERIES_COLUMNS = [
-    "started (UTC)",
-    "study run",
-    "kernel",
-    "fslab",
-    "n",
-    "mean ± 95% CI",
-    "step",
-    "95% CI",
-    "p (BH)",
-    "verdict",
-]
-SERIES_RIGHT = [False, True, False, False, True, True, True, True, True, False]
+SERIES_RIGHT = [False, True, False, False, True, True, True, True, False, False]
+
+
+def series_columns(h: History) -> list[str]:
+    """The columns of a series' table: the step's interval titled with its confidence, the history's."""
+    return [
+        "started (UTC)", "study run", "kernel", "fslab", "n", "mean ± 95% CI",
+        "step", f"step {interval_title(h.level)}", "verdict", "why",
+    ]  # fmt: skip
 
 
 def series_title(series: Series) -> str:
@@ -52,22 +49,19 @@ def row_classes(series: Series) -> list[str]:
 
 def _step_cells(step: Step) -> list[str]:
     c = step.comparison
-    interval = "–" if c.interval is None else "{:.3f}–{:.3f}".format(*c.interval)
-    return [f"×{c.ratio:.3f}", interval, fmt_p(c.p_adjusted), c.verdict]
+    return [f"×{fmt_ratio(c.ratio)}", fmt_interval(c), c.verdict, c.reason]
 
 
 def step_line(step: Step, what: str = "") -> str:
-    """A flagged step (or a drift: `what`) in one line: where, from which study run to which, the
-    ratio with its interval, the adjusted p, and whether it is a regression."""
-    c, key = step.comparison, step.key
-    interval = "" if c.interval is None else " ({:.3f}–{:.3f})".format(*c.interval)
-    verdict = f"{c.verdict}, a regression" if step.regression else c.verdict
+    """A flagged step (or a drift: `what`) in one line: where, from which study run to which, its
+    verdict as every output words it (formatting.verdict_phrase), and whether it is a regression."""
+    key = step.key
     return (
         f"{key.workload} · {key.target} · {metric_label(key.metric)} on {key.host}: "
         f"{what}study run {step.older.study_run} → {step.newer.study_run} "
         f"(kernel {step.older.kernel} → {step.newer.kernel}, fslab "
         f"{step.older.fslab_version} → {step.newer.fslab_version}): "
-        f"×{c.ratio:.3f}{interval}, p (BH) {fmt_p(c.p_adjusted)}: {verdict}"
+        f"{verdict_phrase(step.comparison)}{', a regression' if step.regression else ''}"
     )
 
 
@@ -79,13 +73,15 @@ def flagged_lines(h: History) -> list[tuple[str, bool]]:
 
 
 def method_line(h: History) -> str:
+    margin = f"±{h.threshold * 100:g} %"
     return (
         "Each step compares a study run's runs with the study run's "
         "before it on the same host, as two cells are compared: ratio of "
-        "geometric means with its 95 % Welch interval on the log values; "
-        "a step is a change only when its Benjamini–Hochberg-adjusted p "
-        f"(over the {h.family_size} tests of this history) is below "
-        f"0.05 and the ratio is beyond the {h.threshold:.0%} threshold. "
+        "geometric means with its Welch interval on the log values, drawn at "
+        f"{level_text(h.level)} — 95 % adjusted for the false coverage rate over the {h.family_size} "
+        "tests of this history (Benjamini–Yekutieli). Each verdict is read from that interval: equivalent "
+        f"when it lies within {margin}; faster or slower when it excludes 1 and the ratio lies beyond {margin}; "
+        "undecided otherwise, with why. A step is a change only when decided faster or slower. "
         "A drift: the latest study run against the first (tested in the same family) is a change while no step is. "
         "Unlike a band of mean ± 1.96 sd of single runs, the interval narrows with the runs behind each mean."
     )

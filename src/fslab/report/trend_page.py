@@ -55,13 +55,13 @@ def trend_page(study: str, h: History) -> TrendPage:
     groups: dict[tuple[str, str, str], list[Series]] = {}
     for series in h.series:
         groups.setdefault((series.key.workload, series.key.target, series.key.metric), []).append(series)
-    sections = []
+    sections, columns = [], trend.series_columns(h)
     for (workload, target, metric), its in groups.items():
         name = f"history-{workload}-{target}-{metric}"
         sections.append(TrendSection(
             anchor=file_name(name), title=f"{workload} · {target} · {metric_label(metric)}",
             chart=trend_chart(name, its),
-            tables=[(s.key.host, Table(trend.SERIES_COLUMNS, trend.series_rows(s), trend.row_classes(s))) for s in its],
+            tables=[(s.key.host, Table(columns, trend.series_rows(s), trend.row_classes(s))) for s in its],
         ))  # fmt: skip
     return TrendPage(
         f"{study} — history of {len({p.study_run for s in h.series for p in s.points})} study runs",
@@ -136,8 +136,8 @@ def trend_chart(name: str, series: list[Series]) -> Chart:
     caption = (
         "Each study run's mean (point, with its 95 % Student-t interval as a whisker where printed), one row per host, "
         "oldest first; the axis names each study run, its kernel and "
-        "fslab version. A ringed point ends a step flagged as a change "
-        "(red: slower, green: faster), as listed above."
+        "fslab version. A ringed point ends a step decided faster or slower, a change "
+        "(red: slower, green: faster; the table beside it says which), as listed above."
     )
     return Chart(name, key.workload, spec["title"], caption, spec)
 

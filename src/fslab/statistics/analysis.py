@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from fslab.core.errors import FslabError
 from fslab.model import Roles
 from fslab.statistics.stats import (
+    CONFIDENCE,
     SLOWER,
     UNDECIDED,
     Comparison,
@@ -98,6 +99,12 @@ class Analysis:
     def family_size(self) -> int:
         """How many comparisons Benjamini–Hochberg corrected together."""
         return sum(c.p_value is not None for c in [*self.pairs.values(), *(r.comparison for r in self.between)])
+
+    @property
+    def level(self) -> float:
+        """The confidence the family's intervals are drawn at (stats.family_level), each verdict read from its own."""
+        tested = (c for c in [*self.pairs.values(), *(r.comparison for r in self.between)] if c.p_value is not None)
+        return next((c.level for c in tested), CONFIDENCE)
 
     def comparison(self, workload: str, metric: str, baseline: str, other: str) -> Comparison | None:
         """`other` against `baseline`, as the family has it (read the other way round if need be)."""

@@ -3,15 +3,17 @@ consecutive study runs that fslab's statistics call a change. Pure: stored sampl
 steps out (statistics/history_reading.py reads them from a database; the CLI and the trend page show them).
 
 A step is judged as any two cells are (stats.compare_pairs): the ratio of the geometric means,
-newer ÷ older, with Welch's 95 % interval on the log values; Benjamini–Hochberg over every test
-of the history (one family); a change ("faster"/"slower") only when the adjusted p is below 0.05
-and the ratio lies beyond the threshold. A regression is a change the worse way for the metric.
+newer ÷ older, with Welch's interval on the log values, every test of the history one family whose
+intervals are drawn at its false coverage rate (stats.adjust_family: Benjamini–Yekutieli); its
+verdict is read from that interval (stats.decide), and a step is a change only when decided
+"faster" or "slower" — the interval excludes 1 and the ratio lies beyond the threshold. A
+regression is a change the worse way for the metric.
 
 Why not fsperf's rule (a new result outside the old results' mean ± 1.96 sd): that band is the
 spread of single runs, whatever n — it neither narrows as runs are added nor widens for a mean of
 two, so it misses a real step smaller than the run-to-run noise and calls chance a regression
-when few runs stand behind it; Welch's standard error is sd/√n on each side, and BH bounds the
-false changes over the whole history.
+when few runs stand behind it; Welch's standard error is sd/√n on each side, and the adjusted
+intervals bound the false changes over the whole history.
 
 A drift — several steps each within the threshold — flags no step (each step is what it is). So
 each series' latest study run is also compared with its first (its `span`, in the same family):
@@ -26,7 +28,17 @@ from datetime import datetime
 from typing import NamedTuple
 
 from fslab.statistics.analysis import regressed, resolution_of
-from fslab.statistics.stats import Comparison, SamplePair, Summary, adjust_family, compare_pairs, summarize
+from fslab.statistics.stats import (
+    CONFIDENCE,
+    FASTER,
+    SLOWER,
+    Comparison,
+    SamplePair,
+    Summary,
+    adjust_family,
+    compare_pairs,
+    summarize,
+)
 
 DEFAULT_THRESHOLD = 0.03
 UNRECORDED_HOST = "this machine"  # a study run stored before runs named their host, and run by no recorded process
@@ -84,7 +96,8 @@ class Step:
 
     @property
     def change(self) -> bool:
-        return self.comparison.differs
+        """Decided faster or slower, read from the step's interval (stats.decide)."""
+        return self.comparison.verdict in (FASTER, SLOWER)
 
     @property
     def regression(self) -> bool:
@@ -116,8 +129,14 @@ class History:
     latest: int | None  # the newest study run of those in its series (of the hosts and metrics chosen)
 
     @property
+    def level(self) -> float:
+        """The confidence the history's intervals are drawn at (one family: stats.family_level)."""
+        steps = (st for s in self.series for st in [*s.steps, *([s.span] if s.span else [])])
+        return next((st.comparison.level for st in steps if st.comparison.p_value is not None), CONFIDENCE)
+
+    @property
     def flagged(self) -> list[Step]:
-        """Every step that is a change, series by series, oldest first."""
+        """Every step that is a change (decided faster or slower), series by series, oldest first."""
         return [step for s in self.series for step in s.steps if step.change]
 
     @property
@@ -189,13 +208,13 @@ def history(
             [(found[0], found[-1])] if len(found) >= 3 else []
         )
         for older, newer in ends:
-            if min(older.samples + newer.samples) > 0:  # a ratio needs positive samples
-                tests.append((key, older, newer))
-                pairs.append(
-                    SamplePair(
-                        list(older.samples), list(newer.samples), higher, resolution_of(kinds, key.workload, key.metric)
-                    )
+            # a value of 0 on a side leaves no ratio: undecided, with why (stats.compare_pairs)
+            tests.append((key, older, newer))
+            pairs.append(
+                SamplePair(
+                    list(older.samples), list(newer.samples), higher, resolution_of(kinds, key.workload, key.metric)
                 )
+            )
     compared = adjust_family(compare_pairs(pairs, threshold), threshold)
     judged = {
         (key, older.study_run, newer.study_run): Step(key, older, newer, c)

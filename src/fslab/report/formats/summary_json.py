@@ -8,8 +8,9 @@ from typing import Any
 
 from fslab.report.formats import REPORT_FILES, ReportFile, Source
 from fslab.report.summary import StudySummary
-from fslab.report.tables import json_text, published, study_run_record
+from fslab.report.tables import comparison_record, json_text, published, study_run_record
 from fslab.statistics.raw_reference import Ceiling
+from fslab.statistics.stats import VERDICTS
 
 
 def summary_json(source: Source) -> str:
@@ -39,7 +40,7 @@ def to_json(s: StudySummary) -> str:
                 "target": r.target,
                 "baseline": r.baseline,
                 "metric": r.metric,
-                **published(r.comparison),
+                **comparison_record(r.comparison),
             }
             for r in s.analysis.rows
         ],
@@ -55,9 +56,11 @@ def to_json(s: StudySummary) -> str:
             for (w, m, host), r in s.analysis.rankings.items()
         ],
         "family": {
-            "corrected": "Benjamini–Hochberg",
+            "corrected": "Benjamini–Hochberg adjusted p; intervals at the false coverage rate (Benjamini–Yekutieli)",
             "comparisons": s.analysis.family_size,
+            "level": s.analysis.level,
             "of": "every pair of targets per workload and compared metric",
+            "verdicts": list(VERDICTS),
         },
         "threshold": s.analysis.threshold,
         "bandwidth_unit": s.units.value,
@@ -70,7 +73,7 @@ def to_json(s: StudySummary) -> str:
         document["family"]["of"] += ", and each workload paired with another (compare_with) per target and metric"
         document["workload_comparisons"] = [
             {"workload": r.workload, "baseline_workload": r.baseline_workload, "target": r.target, "metric": r.metric}
-            | published(r.comparison)
+            | comparison_record(r.comparison)
             for r in s.analysis.between
         ]
     return json_text(document)

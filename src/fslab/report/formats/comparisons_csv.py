@@ -1,0 +1,19 @@
+"""comparisons.csv: every comparison a summary shows, one row each — its verdict (faster, slower,
+equivalent or undecided), why, and the ratio with the interval the verdict is read from (for pandas)."""
+
+from __future__ import annotations
+
+from fslab.report.formats import REPORT_FILES, ReportFile, Source
+from fslab.report.summary import StudySummary
+from fslab.report.tables import COMPARISON_COLUMNS, comparison_rows, csv_text
+
+
+def comparisons_csv(source: Source) -> str:
+    return to_comparisons_csv(source.summary)
+
+
+def to_comparisons_csv(s: StudySummary) -> str:
+    return csv_text(list(COMPARISON_COLUMNS), comparison_rows(s))
+
+
+REPORT_FILES.add(ReportFile("comparisons.csv", order=25, render=comparisons_csv))
