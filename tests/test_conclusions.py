@@ -25,6 +25,7 @@ from fslab.study import builtin_studies, load_study, parse_study
 from synthetic import store_study_run, stored_study
 
 RATIO = re.compile(r"(\d+\.\d+)×")
+VERDICT_AT = 4  # a comparison row's verdict (sections.comparison_columns)
 ENV = {
     "distribution": "Debian GNU/Linux 12", "kernel": "6.1.0-test", "cpu_model": "Test CPU", "cpu_count": 2,
     "memory_bytes": 2**33, "tools": {}, "image_directory": {},
@@ -76,7 +77,8 @@ def _as_shown(c: Conclusion, shown: dict[tuple[str, str, str, str], list[str]]) 
     else:
         key = ("Compared with", r.baseline, r.target, metric_label(r.metric))
     row = shown[key]
-    assert row[6] == r.comparison.verdict and c.claim == (row[6] in ("faster", "slower")), (c.text, row)
+    verdict = row[VERDICT_AT]
+    assert verdict == r.comparison.verdict and c.claim == (verdict in ("faster", "slower")), (c.text, row)
     said = RATIO.search(c.text)
     assert said is not None and abs(float(said.group(1)) - float(row[2])) <= 0.0051, (c.text, row)
     return key

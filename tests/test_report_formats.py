@@ -44,7 +44,7 @@ def test_the_built_in_formats_join_the_registry_from_their_own_modules():
     for form in [*(f.render for f in files), *(f.encode for f in forms.values())]:
         assert form.__module__.startswith("fslab.report.formats."), f"{form.__name__} joins from its own module"
     assert [f.name for f in files][:3] == ["summary.md", "summary.csv", "summary.json"], "in their order"
-    assert {"runs.csv", "runs.json"} <= {f.name for f in files} and {"csv", "parquet"} <= set(forms)
+    assert {"comparisons.csv", "runs.csv", "runs.json"} <= {f.name for f in files} and {"csv", "parquet"} <= set(forms)
     with pytest.raises(formats.UnknownFormat, match=f"'xlsx' is not one of {', '.join(map(repr, forms))}$"):
         formats.table_form_named("xlsx")
 
@@ -64,7 +64,7 @@ def test_fslab_export_writes_its_tables_in_a_toy_form_registered_in_one_module(s
     out = tmp_path / "exported"
     result = fslab_in_process("export", "--db", str(stored_db), "-o", str(out), "--format", "toy")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["runs.toy", "summary.toy"]
+    assert sorted(p.name for p in out.iterdir()) == ["comparisons.toy", "runs.toy", "summary.toy"]
     lines = (out / "summary.toy").read_text().splitlines()
     as_csv = to_csv(newest_summary(stored_db)).splitlines()
     assert len(lines) == len(as_csv) - 1, "a row per cell and metric, as summary.csv has (but its header)"

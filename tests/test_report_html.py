@@ -56,7 +56,7 @@ from fslab.report.summary import (
 )
 from fslab.results import ResultsDB
 from fslab.statistics.analysis import Row, analyse
-from fslab.statistics.stats import adjust_family, compare, rank, summarize
+from fslab.statistics.stats import VERDICTS, adjust_family, compare, rank, summarize
 from fslab.workloads.offered import LatencyHistogram
 from synthetic import stored_study
 
@@ -598,7 +598,10 @@ def test_efficiency_is_the_familys_comparison_with_the_raw_device():
         c = s.analysis.comparison(W, "read_iops", "raw", target)
         assert rows[target]["ratio"] == pytest.approx(c.ratio) and rows[target]["verdict"] == c.verdict
     assert rows["ext4"]["ratio"] == pytest.approx(0.5, rel=0.02) and rows["ext4"]["verdict"] == "slower"
-    assert rows["xfs"]["verdict"] == "no detectable difference"
+    assert rows["xfs"]["verdict"] == "equivalent"
+    [marker] = [spec for spec in efficiency_chart(s, W).spec["layer"] if spec["mark"]["type"] == "point"]
+    assert marker["encoding"]["shape"]["field"] == "verdict", "the verdict as a marker's shape too, not colour alone"
+    assert marker["encoding"]["shape"]["scale"]["domain"] == list(VERDICTS)
 
 
 def test_latency_percentiles_are_the_cells_medians():
@@ -799,8 +802,8 @@ WORDS = re.compile(r"\b(faster|slower|leads|better than|worse than)\b")
 
 def test_a_significant_difference_is_claimed():
     [said] = row_conclusions(rows_of((BASE, [130.0, 131.0, 129.0, 130.5, 129.5])), 0.03)
-    assert (
-        said.claim and said.text.startswith("t0 is faster than base in read IOPS: 1.30×") and "adjusted p" in said.text
+    assert said.claim and said.text == (
+        "t0 against base in read IOPS: faster 1.30× (95 % CI 1.29–1.31×; beyond ±3 %; higher is better)."
     )
 
 
@@ -812,12 +815,10 @@ def test_no_significant_difference_is_never_called_faster():
     said = row_conclusions(rows_of((BASE, noisy), (steady, small), (BASE, two_runs)), 0.03)
     assert not any(s.claim for s in said)
     for s in said:
-        assert "no detectable difference" in s.text and not WORDS.search(
-            s.text.replace("no detectable difference", "")
-        ), s.text
-    assert "these runs detect a change of ±" in said[0].text
-    assert "within the 3% threshold" in said[1].text
-    assert "interval needs" in said[2].text
+        assert not WORDS.search(s.text), s.text
+    assert ": undecided 1.05× (98.3 % CI 0.82–1.35×; interval spans ±3 %: ~" in said[0].text
+    assert ": equivalent 1.01× (98.3 % CI 1.01–1.01×; within ±3 %; higher is better)." in said[1].text
+    assert ": undecided 1.39× (98.3 % CI 0.0058–329.66×; 2 runs: interval spans ±3 %" in said[2].text
 
 
 def test_a_leader_is_named_only_when_it_differs_from_every_other():
@@ -828,7 +829,9 @@ def test_a_leader_is_named_only_when_it_differs_from_every_other():
     )
     tied = rank({"a": 3.0, "b": 2.9, "c": 1.0}, lambda x, y: "c" in (x, y))
     said = ranking_conclusion(tied, "read_iops")
-    assert not said.claim and said.text == "No target leads in read IOPS: a, b cannot be told apart."
+    assert (
+        not said.claim and said.text == "No target leads in read IOPS: no verdict sets one of a, b ahead of the others."
+    )
 
 
 def test_conclusions_of_a_study_follow_its_verdicts():
@@ -842,7 +845,7 @@ def test_conclusions_of_a_study_follow_its_verdicts():
     said = conclusions(s)[W]
     claims = [c.text for c in said if c.claim]
     assert claims and all(WORDS.search(c) for c in claims)
-    assert any(c.text.startswith("raw and ext4: no detectable difference") for c in said if not c.claim)
+    assert any(c.text.startswith("raw against ext4 in read IOPS: equivalent 1.00×") for c in said if not c.claim)
     assert not any("raw is" in c for c in claims)
 
 

@@ -304,8 +304,10 @@ def test_fslab_export_writes_the_runs_and_summary_tables(study_run):
     assert result.stdout.split() == [
         str(root / "exported" / "csv" / "runs.csv"),
         str(root / "exported" / "csv" / "summary.csv"),
+        str(root / "exported" / "csv" / "comparisons.csv"),
     ]
-    assert (root / "exported" / "csv" / "runs.csv").read_text() == (folder / "runs.csv").read_text()
+    for same in ("runs.csv", "comparisons.csv"):  # as `fslab summary` wrote them
+        assert (root / "exported" / "csv" / same).read_text() == (folder / same).read_text()
     summary = list(csv.DictReader(io.StringIO((root / "exported" / "csv" / "summary.csv").read_text())))
     values = stored(root, study_run_id)
     assert {(r["target"], r["workload"], r["metric"]) for r in summary} == set(values)

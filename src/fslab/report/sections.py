@@ -575,8 +575,8 @@ def compare_method_line(rows: list[Row], threshold: float) -> str:
     level = next((r.comparison.level for r in rows if r.comparison.interval is not None), CONFIDENCE)
     margin = f"±{threshold * 100:g} %"
     return (
-        f"Every cell present in both, newer against older: the ratio of geometric means with its Welch interval "
-        f"on the log values, drawn at {level_text(level)} — 95 % adjusted for the false coverage rate over these "
+        f"Ratios of geometric means, newer against older, of every cell present in both, with Welch intervals on "
+        f"the log values drawn at {level_text(level)} — 95 % adjusted for the false coverage rate over these "
         f"{len(rows)} comparison{'s' if len(rows) != 1 else ''} (Benjamini–Yekutieli). Each verdict is read from "
         f"the interval printed beside it: equivalent when it lies within {margin}; faster or slower when it "
         f"excludes 1 and the ratio lies beyond {margin}; undecided otherwise, with why."
