@@ -9,7 +9,7 @@ commands themselves (nothing here imports a module that may move):
 
     console.txt                                  `fslab summary`'s console
     summary.md, summary.csv, summary.json,       the report files `fslab summary` writes
-    runs.csv, runs.json
+    comparisons.csv, runs.csv, runs.json
     page.txt                                     `fslab report`'s page as an outline of its DOM
     charts.json                                  the page's chart specifications, by chart
 
@@ -34,7 +34,7 @@ from pathlib import Path
 TESTS = Path(__file__).parent
 FIXTURES = TESTS / "fixtures"
 BASELINE = FIXTURES / "baseline"
-REPORT_FILES = ("summary.md", "summary.csv", "summary.json", "runs.csv", "runs.json")
+REPORT_FILES = ("summary.md", "summary.csv", "summary.json", "comparisons.csv", "runs.csv", "runs.json")
 RENDERED = ("console.txt", *REPORT_FILES, "page.txt", "charts.json")
 GOLDEN = FIXTURES / "golden"  # one file per format, of layout.db: where layout is the subject
 GOLDEN_FILES = RENDERED[:-1]  # the charts' specifications are no layout (the baseline keeps them)

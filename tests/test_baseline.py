@@ -27,7 +27,7 @@ def test_every_stored_fixture_database_has_its_baseline():
 def test_a_stored_fixture_renders_as_before_but_for_chart_sections_added(fixture, tmp_path):
     now, before = render(FIXTURES[fixture], tmp_path), stored(fixture)
     assert set(now) == set(RENDERED)
-    for name in ("console.txt", "summary.md", "summary.csv", "runs.csv"):
+    for name in ("console.txt", "summary.md", "summary.csv", "comparisons.csv", "runs.csv"):
         changed = difflib.unified_diff(
             before[name].splitlines(), now[name].splitlines(), "baseline", "now", lineterm=""
         )
@@ -119,7 +119,7 @@ def test_a_chart_section_added_with_its_heading_and_its_link_is_listed_by_name_a
     ("what", "old", "new"),
     [
         ("a table cell's number", "<td>19,152</td>", "<td>19,153</td>"),
-        ("a verdict", '<td class="text">no detectable difference</td>', '<td class="text">faster</td>'),
+        ("a verdict", '<td class="text">undecided</td>', '<td class="text">faster</td>'),
         (
             "a row's class (its highlight)",
             '<tr><td>raw</td><td class="text">read IOPS</td>',

@@ -220,7 +220,9 @@ def test_summary_table_and_report_files(finished_study):
     assert "one family of 24 comparisons (all pairs of this study run)" in markdown  # 6 pairs × 2 metrics × 2 workloads
     assert "interval needs " in markdown, "2 runs: no interval printed, the runs it needs instead"
     verdicts = {c["verdict"] for c in document["comparisons"]}
-    assert verdicts <= {"faster", "slower", "no detectable difference"} and len(document["comparisons"]) == 12
+    assert verdicts <= {"faster", "slower", "equivalent", "undecided"} and len(document["comparisons"]) == 12
+    assert all(c["reason"] and (c["interval"] is None or len(c["interval"]) == 2) for c in document["comparisons"])
+    assert "no detectable difference" not in markdown and "cannot be told apart" not in markdown
 
     # the summaries of the stored study run, read again: in this process (what they print is tested, not a start)
     rebased = fslab_in_process("summary", "--db", str(root / "results.db"), "--baseline", "raw", "--threshold", "10")

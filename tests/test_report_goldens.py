@@ -1,5 +1,5 @@
 """One golden file per output format, where its layout is the subject: the console's summary,
-summary.md, summary.csv, summary.json, runs.csv, runs.json and the page (an outline of its DOM), of
+summary.md, summary.csv, summary.json, comparisons.csv, runs.csv, runs.json and the page (an outline of its DOM), of
 tests/fixtures/golden/layout.db — a study run as small as shows every part of each layout: a fio
 workload's tables, a tool's, a flagged figure, a target whose every run failed. What the numbers
 are, whatever the study holds, is tested by properties (test_summary_properties.py); a change of
@@ -20,7 +20,7 @@ def rendered(tmp_path_factory) -> dict[str, str]:
     return render(GOLDEN / "layout.db", tmp_path_factory.mktemp("layout"))
 
 
-@pytest.mark.parametrize("name", ["console.txt", "summary.md", "summary.csv", "runs.csv"])
+@pytest.mark.parametrize("name", ["console.txt", "summary.md", "summary.csv", "comparisons.csv", "runs.csv"])
 def test_a_text_formats_layout_is_its_golden_files(rendered, name):
     assert rendered[name] == (GOLDEN / name).read_text()
 

@@ -18,6 +18,7 @@ from dataclasses import replace
 from datetime import datetime
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -184,7 +185,9 @@ def compared(older: dict[str, list[float]], newer: dict[str, list[float]]) -> li
 def every_output(rows: list[Row]) -> dict[str, str]:
     """What each output says of `rows`: the console's comparison, the page's, the JSON records,
     and the conclusions' wording."""
-    runs = [{"id": i, "study": "s", "started_at": datetime(2026, 11, 29, 12, i), "environment": {}} for i in (1, 2)]
+    runs: list[dict[str, Any]] = [
+        {"id": i, "study": "s", "started_at": datetime(2026, 11, 29, 12, i), "environment": {}} for i in (1, 2)
+    ]
     console = Console(file=io.StringIO(), width=CONSOLE_WIDTH, color_system=None)
     print_comparison(console, runs[0], runs[1], rows, [], 0.03, 0.05)
     section = comparison_section(runs[0], runs[1], rows, [], [], threshold=0.03)

@@ -35,6 +35,10 @@ VERDICT_STYLE = {"faster": "green", "slower": "red"}
 CONSOLE_WIDTH = 120
 LEFT_OUT = ("MB/s mean ± 95% CI", "MB/s CV", "lat p99.9", "mount options (effective)", "tool / engine")
 LEFT_OUT_SAID = "the bandwidth's mean, interval and CV, p99.9 latency, the effective mount options and tool versions"
+# Columns of sentences: each row's a marker, "(1)", the sentence printed once beneath the table —
+# a comparison's why ("interval 0.89–1.10× spans the threshold: ~27 runs would decide") and a
+# row's notes — so that every row stays on one line.
+MARKED = ("why", "notes")
 # A column with nothing in it is left out too, but for this one: its "–" says all is in effect.
 SAID_WHEN_EMPTY = "NOT in effect"
 # Columns of text, left-aligned; the rest are figures.
@@ -147,7 +151,7 @@ def _print_summary_table(
 ) -> None:
     """A table as the console shows it: without the columns it leaves out and those with nothing
     in them; a direction common to every row said in the title; column titles on two lines; each
-    row's notes as a marker, the notes printed beneath, each once."""
+    row's notes (and a comparison's why) as a marker, the notes printed beneath, each once."""
     from fslab.report.sections import table_columns
 
     left_out = set(table_columns(units, list(LEFT_OUT)))
@@ -161,9 +165,8 @@ def _print_summary_table(
         title += f": {directions.pop()}"
         shown.remove(columns.index("dir"))
     notes: list[str] = []
-    if "notes" in columns and columns.index("notes") in shown:
-        at = columns.index("notes")
-        notes = list(dict.fromkeys(row[at] for row in rows if row[at] not in ("–", "")))
+    for at in (columns.index(c) for c in MARKED if c in columns and columns.index(c) in shown):
+        notes += [n for n in dict.fromkeys(row[at] for row in rows if row[at] not in ("–", "")) if n not in notes]
         rows = [
             [*row[:at], f"({notes.index(row[at]) + 1})" if row[at] in notes else "", *row[at + 1 :]] for row in rows
         ]

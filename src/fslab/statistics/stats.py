@@ -348,7 +348,7 @@ def verdict_reason(c: Comparison) -> str:
         return f"{runs} run{'s' if runs != 1 else ''}: an interval needs 2"
     if c.interval is None:  # a value within half the step its tool prints of 0 (resolution_half_width)
         return "a value within its printed resolution of 0: no ratio within any bound"
-    said = f"interval spans {margin}"  # the interval itself is printed beside it, in every output
+    said = f"interval {interval_text(c.interval)} spans the threshold"
     if runs < INTERVAL_MIN_RUNS:
         said = f"{runs} runs: {said}"
     needed = c.runs_to_decide
