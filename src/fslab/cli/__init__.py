@@ -28,7 +28,14 @@ from fslab.core.errors import FslabError
 from fslab.core.names import check_name, visible
 from fslab.core.units import Bandwidth, parse_duration, parse_percent
 from fslab.core.workdir import DEFAULT_WORKDIR, Workdir
-from fslab.report.console import CONSOLE_WIDTH, print_comparison, print_host_comparison, print_summary, print_table
+from fslab.report.console import (
+    CONSOLE_WIDTH,
+    print_comparison,
+    print_host_comparison,
+    print_marked_table,
+    print_summary,
+    print_table,
+)
 from fslab.results import reports_dir, resolve_location
 from fslab.results.location import DEFAULT_DB, shown
 
@@ -1139,7 +1146,7 @@ def history(
     found = read_history(results, study, hosts=host, metrics=metric, threshold=threshold)
     for series in found.series:
         rows = [[visible(cell) for cell in row] for row in trend.series_rows(series)]
-        print_table(
+        print_marked_table(
             console,
             visible(trend.series_title(series)),
             trend.series_columns(found),

@@ -164,12 +164,7 @@ def _print_summary_table(
     if len(directions) == 1:
         title += f": {directions.pop()}"
         shown.remove(columns.index("dir"))
-    notes: list[str] = []
-    for at in (columns.index(c) for c in MARKED if c in columns and columns.index(c) in shown):
-        notes += [n for n in dict.fromkeys(row[at] for row in rows if row[at] not in ("–", "")) if n not in notes]
-        rows = [
-            [*row[:at], f"({notes.index(row[at]) + 1})" if row[at] in notes else "", *row[at + 1 :]] for row in rows
-        ]
+    rows, notes = marked(columns, rows, [columns[i] for i in shown])
     cells = [[row[i] for i in shown] for row in rows]
     print_table(
         console,
@@ -180,6 +175,37 @@ def _print_summary_table(
         styles=styles,
         title_style=title_style,
     )
+    for number, note in enumerate(notes, 1):
+        console.print(f"  ({number}) {visible(note)}", markup=False, highlight=False)
+
+
+def marked(
+    columns: list[str], rows: list[list[str]], shown: list[str] | None = None
+) -> tuple[list[list[str]], list[str]]:
+    """The rows with each cell of a MARKED column (of those `shown`) as its marker, "(1)", and
+    the sentences the markers stand for, each once, numbered across the columns in order."""
+    notes: list[str] = []
+    for at in (columns.index(c) for c in MARKED if c in columns and (shown is None or c in shown)):
+        notes += [n for n in dict.fromkeys(row[at] for row in rows if row[at] not in ("–", "")) if n not in notes]
+        rows = [
+            [*row[:at], f"({notes.index(row[at]) + 1})" if row[at] in notes else "", *row[at + 1 :]] for row in rows
+        ]
+    return rows, notes
+
+
+def print_marked_table(
+    console: Console,
+    title: str,
+    columns: list[str],
+    rows: list[list[str]],
+    right: list[bool],
+    *,
+    styles: list[str] | None = None,
+) -> None:
+    """print_table's table with the sentences of its MARKED columns as markers, each printed
+    once beneath it (a study's history: each step's why)."""
+    rows, notes = marked(columns, rows)
+    print_table(console, title, columns, rows, right, styles=styles)
     for number, note in enumerate(notes, 1):
         console.print(f"  ({number}) {visible(note)}", markup=False, highlight=False)
 
