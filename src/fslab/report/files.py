@@ -15,7 +15,7 @@ from fslab.report.tables import (
     COMPARISON_COLUMNS,
     RUN_COLUMNS,
     SUMMARY_COLUMNS,
-    comparison_rows,
+    comparison_table_rows,
     run_rows,
     summary_rows,
 )
@@ -50,7 +50,7 @@ def export_tables(db: ResultsDB, s: StudySummary, folder: Path, form: TableForm)
     tables = {
         "runs": (RUN_COLUMNS, run_rows(db.run_metrics(s.study_run["id"]))),
         "summary": (SUMMARY_COLUMNS, summary_rows(s)),
-        "comparisons": (COMPARISON_COLUMNS, comparison_rows(s)),
+        "comparisons": (COMPARISON_COLUMNS, comparison_table_rows(s)),
     }
     written = {f"{name}.{form.suffix}": form.encode(columns, rows) for name, (columns, rows) in tables.items()}
     own_folder(folder.parent)

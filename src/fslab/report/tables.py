@@ -1,5 +1,6 @@
 """The tables every format builds on: a study run's summary (one row per cell and metric, with
-all its statistics) and its runs (one row per run and metric: long format), their columns typed
+all its statistics), its comparisons (one row each: verdict, why, ratio and the interval the
+verdict is read from) and its runs (one row per run and metric: long format), their columns typed
 for pandas; and the plain CSV and JSON they are written as."""
 
 from __future__ import annotations
@@ -69,8 +70,9 @@ def comparison_record(c: Comparison) -> dict:
     return {"verdict": c.verdict, "reason": c.reason, "ratio": fields["ratio"], "interval": interval} | fields
 
 
-def comparison_rows(s: StudySummary) -> list[list]:
-    """Every comparison a summary shows, one row each (COMPARISON_COLUMNS)."""
+def comparison_table_rows(s: StudySummary) -> list[list]:
+    """Every comparison a summary shows, one row each (COMPARISON_COLUMNS): the six columns that
+    name it, then its record's (comparison_record) fields of the same names."""
     return [
         [
             s.study_run["id"],
