@@ -47,9 +47,9 @@ from fslab.statistics.raw_reference import raw_references
 from fslab.statistics.stats import FASTER, SLOWER, Comparison, Summary, interval_text
 from fslab.workloads.offered import LatencyHistogram, Percentiles
 
-# Each verdict (stats.VERDICTS) drawn in a colour and a marker of its own: never told by colour alone.
+# Each verdict (stats.VERDICTS) drawn in a colour and a marker of its own (forest.VERDICT_SHAPES):
+# never told by colour alone.
 VERDICT_COLOURS = {"faster": "#1a7f37", "slower": "#cf222e", "equivalent": "#0969da", "undecided": "#8c959f"}
-VERDICT_SHAPES = {"faster": "triangle-up", "slower": "triangle-down", "equivalent": "diamond", "undecided": "circle"}
 RATIO_AXIS = "target ÷ raw (ratio of geometric means)"
 
 
