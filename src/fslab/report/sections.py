@@ -543,6 +543,8 @@ def ceiling_lines(s: StudySummary, workload: str) -> list[str]:
 
 def method_line(s: StudySummary) -> str:
     a, threshold = s.analysis, f"±{s.analysis.threshold * 100:g} %"
+    looks = looks_of(s.study_run.get("settings") or {})
+    looked = f" and split over the {looks} looks at which the study could have stopped adding runs" if looks > 1 else ""
     return (
         "Every pair of targets is compared, per workload and metric: the ratio of geometric means with its interval "
         f"on the log values (paired within the interleaved blocks where both ran once in {PAIRED_MIN_BLOCKS} or more "
@@ -550,8 +552,8 @@ def method_line(s: StudySummary) -> str:
         + (
             f"one family of {a.family_size} comparison{'s' if a.family_size != 1 else ''} (all pairs of this study "
             f"run), every interval drawn at {level_text(a.level)}: 95 % adjusted for the family's false coverage "
-            "rate (Benjamini–Yekutieli). Both the tables (each target against its baseline) and the rankings are "
-            "read from it. "
+            f"rate (Benjamini–Yekutieli){looked}. Both the tables (each target against its baseline) and the "
+            "rankings are read from it. "
             if a.family_size
             else "no pair of this study run could be compared (a comparison needs two cells of at least 2 runs "
             "each, neither flagged). "
