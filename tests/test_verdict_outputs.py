@@ -212,7 +212,7 @@ def verdicts_in(rows: list[Row], outputs: dict[str, str]) -> dict[str, str]:
     for r, cells, record, on_page, phrase in zip(rows, table, records, page, phrases, strict=True):
         word = r.comparison.verdict
         assert cells[at] == record["verdict"] == on_page == word and phrase.startswith(f"{word} ")
-        assert record["reason"] == r.comparison.reason == cells[at + 1] and record["reason"] in phrase
+        assert record["reason"] == r.comparison.reason == cells[at + 1] and phrase == verdict_phrase(r.comparison)
         interval = r.comparison.interval
         assert record["interval"] == (None if interval is None else list(interval))
         row = re.compile(rf"^w\s+{re.escape(r.target)}\s.*\b{word}\b")

@@ -96,6 +96,10 @@ def verdict_phrase(c: Comparison) -> str:
     """A verdict as every output words it, the one wording: the word, the ratio, the interval it
     is read from at its confidence, why, and the metric's direction —
     "faster 1.31× (98.3 % CI 1.26–1.34×; beyond ±3 %; higher is better)"."""
-    interval = "no interval" if c.interval is None else f"{level_text(c.level)} CI {interval_text(c.interval)}"
     direction = "higher" if c.higher_is_better else "lower"
-    return f"{c.verdict} {ratio_text(c.ratio)}× ({interval}; {c.reason}; {direction} is better)"
+    if c.interval is None:
+        return f"{c.verdict} {ratio_text(c.ratio)}× (no interval; {c.reason}; {direction} is better)"
+    printed = f"{level_text(c.level)} CI {interval_text(c.interval)}"
+    said = f"interval {interval_text(c.interval)}"  # an undecided reason names it: said once, at its confidence
+    why = c.reason.replace(said, printed) if said in c.reason else f"{printed}; {c.reason}"
+    return f"{c.verdict} {ratio_text(c.ratio)}× ({why}; {direction} is better)"

@@ -376,7 +376,9 @@ def runs_to_decide(c: Comparison) -> int | None:
             return t_quantile(quantile, n - 1) * spread / math.sqrt(n)
         return t_quantile(quantile, 2 * n - 2) * spread * math.sqrt(2 / n)
 
-    runs = range(2, RUNS_NEEDED_LIMIT + 1)
+    # always more than it has: Welch's interval (fewer degrees of freedom where the spreads differ)
+    # stays wider than the pooled projection says
+    runs = range(min(c.paired_blocks or c.n_baseline, c.paired_blocks or c.n_other) + 1, RUNS_NEEDED_LIMIT + 1)
     first = bisect_left(runs, True, key=lambda n: width(n) < wanted)
     return runs[first] if first < len(runs) else None
 
