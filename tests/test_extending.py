@@ -88,6 +88,7 @@ def test_four_toys_from_the_extending_doc_are_picked_up_everywhere(doc_toys, wor
     assert re.fullmatch(r"ext2 · truth: \d+ metrics\n", toy_txt.read_text()), "the toy report file, beside the others"
     exported = fslab_in_process("export", "--db", str(db), "-o", str(tmp_path / "out"), "--format", "toy")
     assert exported.returncode == 0 and sorted(p.name for p in (tmp_path / "out").iterdir()) == [
+        "comparisons.toy",
         "runs.toy",
         "summary.toy",
     ]

@@ -322,9 +322,11 @@ def joined(commands: list[list[str]]) -> list[str]:
 def descendants(pid: int) -> list[int]:
     """Every living process started, directly or not, by `pid` (from /proc)."""
     children: dict[int, list[int]] = {}
-    for entry in Path("/proc").glob("[0-9]*/stat"):
-        with contextlib.suppress(ValueError, IndexError):  # gone meanwhile: no fields
-            child = int(entry.parent.name)
+    # the names alone (os.listdir), not Path.glob: glob stats each /proc/PID/stat, and one of a
+    # process that ended meanwhile raises ESRCH, which pathlib does not take for "not there"
+    for name in os.listdir("/proc"):
+        with contextlib.suppress(ValueError, IndexError):  # not a process, or gone meanwhile: no fields
+            child = int(name)
             children.setdefault(int(_stat_fields(child)[1]), []).append(child)
     found, queue = [], [pid]
     while queue:
