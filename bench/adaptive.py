@@ -270,6 +270,11 @@ def adaptive_against_fixed(p: Parameters, studies: int) -> tuple[list, list, lis
     return agreeing, replicating, runtime
 
 
+def standard_error(values: list[float]) -> float:
+    """Of the mean of independent values."""
+    return statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else math.nan
+
+
 def truth_table(table: dict[float, Counter]) -> list[str]:
     lines = [f"  {'true ratio':>10}  {'n':>5}  " + "  ".join(f"{v:>10}" for v in VERDICTS)]
     for ratio, counts in table.items():
@@ -322,6 +327,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     print(f"runtime ratio: median {statistics.median(runtime):.2f}, worst {max(runtime):.2f}")
     print(f"agreement: adaptive {statistics.mean(agreeing):.3f}, fixed-vs-fixed {statistics.mean(replicating):.3f}")
+    gap = [a - b for a, b in zip(agreeing, replicating)]
+    print(
+        f"  standard errors over the {studies} studies (independent; a study's comparisons are not): "
+        f"adaptive ±{standard_error(agreeing):.3f}, fixed-vs-fixed ±{standard_error(replicating):.3f}, "
+        f"their difference {statistics.mean(gap):+.3f} ±{standard_error(gap):.3f}"
+    )
     print(
         f"  verdicts agreeing: median {statistics.median(agreeing):.0%}, mean "
         f"{statistics.mean(agreeing):.1%}, worst study {min(agreeing):.0%}"
