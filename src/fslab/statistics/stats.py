@@ -25,7 +25,7 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import cache, lru_cache
+from functools import cache, cached_property, lru_cache
 from itertools import accumulate, groupby
 
 import numpy as np
@@ -274,7 +274,7 @@ class Comparison:
             return None
         return self.ci_low, self.ci_high
 
-    @property
+    @cached_property  # read by every output, thousands of times a summary: worked out once
     def verdict(self) -> str:
         return decide(self.ratio, self.interval, self.higher_is_better, self.threshold)
 
@@ -715,7 +715,8 @@ def adjust_family(comparisons: list[Comparison], threshold: float, looks: int = 
     tested = [i for i, c in enumerate(comparisons) if c.p_value is not None]
     p_values = [comparisons[i].p_value or 0.0 for i in tested]
     level = family_level(p_values, looks)
-    result = [replace(c, threshold=threshold) for c in comparisons]
+    untested = set(range(len(comparisons))) - set(tested)
+    result = [replace(c, threshold=threshold) if i in untested else c for i, c in enumerate(comparisons)]
     if not tested:
         return result
     from scipy.special import stdtrit
