@@ -545,10 +545,11 @@ def method_line(s: StudySummary) -> str:
     a, threshold = s.analysis, f"±{s.analysis.threshold * 100:g} %"
     looks = looks_of(s.study_run.get("settings") or {})
     looked = f" and split over the {looks} looks at which the study could have stopped adding runs" if looks > 1 else ""
+    paired = sum(c.paired_blocks > 0 for c in [*a.pairs.values(), *(r.comparison for r in a.between)])
     return (
         "Every pair of targets is compared, per workload and metric: the ratio of geometric means with its interval "
-        f"on the log values (paired within the interleaved blocks where both ran once in {PAIRED_MIN_BLOCKS} or more "
-        "of the same blocks, else Welch's); "
+        f"on the log values (Welch's; paired within the interleaved blocks where both ran once in {PAIRED_MIN_BLOCKS} "
+        f"or more of the same blocks: {paired} of them); "
         + (
             f"one family of {a.family_size} comparison{'s' if a.family_size != 1 else ''} (all pairs of this study "
             f"run), every interval drawn at {level_text(a.level)}: 95 % adjusted for the family's false coverage "
