@@ -230,11 +230,15 @@ def test_the_plan_and_the_summary_compare_each_cell_with_the_same_base(tmp_path)
         "xfs[noatime]": None,
         "after-gone": "xfs[noatime]",
     }
+    samples = {
+        cell.key: {"elapsed_s": [10.0 + position + repetition / 10 for repetition in (1, 2, 3)]}
+        for position, cell in enumerate(study.cells, start=1)
+    }
+    judged = frozenset((cell.workload.name, "elapsed_s") for cell in study.cells)
     for override, expected in [(None, own), ("xfs[noatime]", overridden)]:
         planner = Planner(study.cells, Repetitions(runs=3), seed=1, baseline=override)
-        planned = {
-            cell.key: None if (base := planner.base_of(cell)) is None else base.target.name for cell in study.cells
-        }
+        rows = {(r.workload, r.target): r.baseline for r in planner.analysis(samples, Roles(judged, judged)).rows}
+        planned = {cell.key: rows.get(cell.key) for cell in study.cells}
         assert planned == {(w, t): base for w in ("rand_read", "rand_write") for t, base in expected.items()}, override
         assert _summary_bases(tmp_path, study, override) == planned, override
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from fslab.model import Cell, Roles, unqualified
 from fslab.model.ceiling import copies_per_block
 from fslab.statistics import analysis
-from fslab.statistics.analysis import Analysis, Samples, analyse, check_override, compared_with, looks_of, roles_of
+from fslab.statistics.analysis import Analysis, Samples, analyse, check_override, looks_of, roles_of
 from fslab.statistics.stats import EQUIVALENT, Comparison, summarize
 
 if TYPE_CHECKING:
@@ -139,8 +139,6 @@ class Planner:
         self._warmups = self._measured = 0
         self._added = 0  # blocks added after the first `runs`
         self.progress = {c.key: CellProgress() for c in self.cells}
-        # Who is compared with whom, fixed by the cells and the baseline: worked out once.
-        self._bases: dict[tuple[str, str], Cell | None] = {c.key: self._find_base(c) for c in self.cells}
         self._targets = list(own)
         self._workloads = list(dict.fromkeys(c.workload.name for c in self.cells))
         self._own_baselines = {c.target.name: c.target.baseline for c in judged if c.target.baseline is not None}
@@ -281,18 +279,6 @@ class Planner:
         for cell in self.cells:
             if cell.target.name == target:
                 self.progress[cell.key].status = "skipped"
-
-    def base_of(self, cell: Cell) -> Cell | None:
-        """The cell `cell` is compared with (analysis.compared_with, as the summary's); None for a
-        cell compared with none."""
-        return self._bases[cell.key]
-
-    def _find_base(self, cell: Cell) -> Cell | None:
-        same = {c.target.name: c for c in self.cells if c.workload.name == cell.workload.name and not c.target.ceiling}
-        if cell.target.ceiling:
-            return None
-        name = compared_with(cell.target.name, cell.target.baseline, list(same), self.baseline)
-        return None if name is None else same[name]
 
     def outcome(self) -> dict:
         """Per cell ("target · workload"): runs, widest relative half-width, and how it ended; a
