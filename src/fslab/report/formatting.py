@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import math
 
-from fslab.statistics.stats import RUNS_NEEDED_LIMIT, Comparison, Summary, interval_text, level_text, ratio_text
+from fslab.statistics.stats import (
+    RUNS_NEEDED_LIMIT,
+    UNDECIDED,
+    Comparison,
+    Summary,
+    interval_text,
+    level_text,
+    ratio_text,
+    verdict_reason,
+)
 from fslab.workloads.offered import DIRECTIONS
 
 
@@ -100,6 +109,5 @@ def verdict_phrase(c: Comparison) -> str:
     if c.interval is None:
         return f"{c.verdict} {ratio_text(c.ratio)}× (no interval; {c.reason}; {direction} is better)"
     printed = f"{level_text(c.level)} CI {interval_text(c.interval)}"
-    said = f"interval {interval_text(c.interval)}"  # an undecided reason names it: said once, at its confidence
-    why = c.reason.replace(said, printed) if said in c.reason else f"{printed}; {c.reason}"
+    why = verdict_reason(c, printed) if c.verdict == UNDECIDED else f"{printed}; {c.reason}"  # said once
     return f"{c.verdict} {ratio_text(c.ratio)}× ({why}; {direction} is better)"

@@ -6,6 +6,7 @@ for pandas; and the plain CSV and JSON they are written as."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -65,9 +66,10 @@ def comparison_record(c: Comparison) -> dict:
     """A comparison as the files give it: its verdict (one of stats.VERDICTS) and why, the ratio,
     the interval the verdict is read from as [low, high] (None: no interval) at its `level`, then
     every other field; a number that is not finite (a ratio to a value of 0) as None (JSON's null)."""
-    fields = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in vars(c).items()}
+    own = {f.name: getattr(c, f.name) for f in dataclasses.fields(c)}  # its fields, not what it worked out (vars)
+    found = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in own.items()}
     interval = None if c.interval is None else [c.interval[0], c.interval[1]]
-    return {"verdict": c.verdict, "reason": c.reason, "ratio": fields["ratio"], "interval": interval} | fields
+    return {"verdict": c.verdict, "reason": c.reason, "ratio": found["ratio"], "interval": interval} | found
 
 
 def comparison_table_rows(s: StudySummary) -> list[list]:

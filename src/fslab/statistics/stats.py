@@ -278,7 +278,7 @@ class Comparison:
     def verdict(self) -> str:
         return decide(self.ratio, self.interval, self.higher_is_better, self.threshold)
 
-    @property
+    @cached_property
     def reason(self) -> str:
         """Why the verdict, in a few words: what an undecided one lacks, a decided one's margin."""
         return verdict_reason(self)
@@ -291,7 +291,7 @@ class Comparison:
     def decided(self) -> bool:
         return self.verdict != UNDECIDED
 
-    @property
+    @cached_property
     def runs_to_decide(self) -> int | None:
         """Runs per cell (blocks, when paired) that would decide it if the ratio and spread seen so
         far held; None when decided, when no spread is known, or when even RUNS_NEEDED_LIMIT would not."""
@@ -333,7 +333,9 @@ def level_text(level: float) -> str:
     return f"{percent:.{max(1, math.ceil(-math.log10(1 - level)) - 1)}f} %"
 
 
-def verdict_reason(c: Comparison) -> str:
+def verdict_reason(c: Comparison, interval_said: str | None = None) -> str:
+    """Comparison.reason; an undecided one names its interval as `interval_said` words it
+    (default "interval 0.91–1.20×"; a phrase that gives its level: "95 % CI 0.91–1.20×")."""
     margin = f"±{c.threshold * 100:g} %"
     verdict = c.verdict
     if verdict == EQUIVALENT:
@@ -348,7 +350,7 @@ def verdict_reason(c: Comparison) -> str:
         return f"{runs} run{'s' if runs != 1 else ''}: an interval needs 2"
     if c.interval is None:  # a value within half the step its tool prints of 0 (resolution_half_width)
         return "a value within its printed resolution of 0: no ratio within any bound"
-    said = f"interval {interval_text(c.interval)} spans the threshold"
+    said = f"{interval_said or f'interval {interval_text(c.interval)}'} spans the threshold"
     if runs < INTERVAL_MIN_RUNS:
         said = f"{runs} runs: {said}"
     needed = c.runs_to_decide
