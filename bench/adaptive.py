@@ -25,9 +25,9 @@ The adaptive plan's choices, fixed here and in docs/statistics.md ("How many run
   plain cases (a 30 % change in low noise), or finds a comparison futile whose spread already
   rules out a verdict by MAX_RUNS; 3 first runs cost 0.30 before any look (runtime median 0.41
   measured, against 0.35), for an agreement 0.01 higher.
-- Looks after every block from INITIAL_RUNS to MAX_RUNS (9 looks): fewer looks (3, 6, 10; or 3, 5,
-  10) widen each interval less but keep open cells running between looks, and cost more
-  (measured: runtime median 0.47–0.48 for agreement 0.728–0.736).
+- Looks after every block from INITIAL_RUNS to MAX_RUNS (9 looks): fewer looks widen each
+  interval less but keep open cells running between looks, and cost more runtime (a variant of
+  this script, not kept, measured it).
 - MAX_RUNS = 10: never longer per cell than the fixed study it is held against.
 - Futility: a comparison is closed undecided when, at the spread seen and its ratio staying
   where it is, an interval at its level could not decide it by MAX_RUNS (Comparison.runs_to_decide):
