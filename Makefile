@@ -12,8 +12,10 @@ STAMP := $(VENV)/.installed-$(shell sha1sum pyproject.toml | cut -c1-12)
 # device-mapper where the host's kernel may not (tests/guest.py); and the browser the report page
 # is tested in (Debian's chromium, driven by playwright: no browser is downloaded), with a font;
 # fuse2fs: a FUSE filesystem to test what filefrag cannot count through FUSE (zfs-fuse's case);
-# PostgreSQL: the tests start a server of their own for the shared results database.
+# PostgreSQL: the tests start a server of their own for the shared results database;
+# bpftrace, perf, bcc's tools and blktrace: what the kernel did with a run's I/O (--trace).
 DEBIAN_PACKAGES := fio sysbench e2fsprogs fuse2fs xfsprogs btrfs-progs zfs-fuse rsync util-linux procps kmod \
+                   bpftrace linux-perf bpfcc-tools blktrace \
                    mdadm cryptsetup lvm2 fdisk python3 python3-venv python3-pip \
                    qemu-system-x86 linux-image-amd64 busybox-static cpio chromium fonts-dejavu-core postgresql
 
