@@ -54,3 +54,24 @@ def test_a_toy_monitor_watches_a_runs_window_and_its_column_reaches_the_summary(
     assert is_monitored("toy_edges") and not shown("toy_edges"), "the monitors' table shows it, not the workload's"
     assert monitor_columns()[-1] == "toy edges" and "toy_devices" not in " ".join(monitor_columns())
     assert monitor_rows(cell)[0][-1] == "2.0"
+
+
+def test_an_opt_in_monitor_watches_only_the_runs_that_ask_for_it_by_its_trace_name(toys):
+    """A monitor kind with a `trace` name is off unless `--trace` names it; known_traces refuses a
+    name no monitor answers, naming those there are, and takes a comma-separated list once each.
+    Fails on a registry that built every monitor for every window (the opt-in's cost on all runs)."""
+    from fslab.core.errors import Refused
+    from fslab.core.registry import scoped
+    from fslab.monitors.base import MONITORS, MonitorKind
+
+    toys("monitor")
+    with scoped():
+        toy = MONITORS["toy"]
+        MONITORS.add(MonitorKind("toy_traced", 98, (), toy.make, trace="toy-trace", help="a toy: costs nothing"))
+        plain = [kind.name for kind in monitors.kinds() if not kind.trace]
+        assert len(monitors.for_run([], None)) == len([n for n in plain if n != "space"]), "the always-on alone"
+        asked = monitors.for_run([], None, traces=frozenset({"toy-trace"}))
+        assert len(asked) == len(monitors.for_run([], None)) + 1, "and the one asked for"
+        assert monitors.known_traces(["toy-trace,toy-trace", " toy-trace"]) == ("toy-trace",)
+        with pytest.raises(Refused, match=r"--trace 'nope': no such trace; there are .*toy-trace"):
+            monitors.known_traces(["toy-trace,nope"])

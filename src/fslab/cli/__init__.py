@@ -16,6 +16,7 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -322,6 +323,15 @@ def run(
             "--seed", help="Seed of the interleaved run order (default: the study's, else random; always recorded)."
         ),
     ] = None,
+    trace: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--trace",
+            metavar="NAME",
+            help="Watch every run with this opt-in monitor too (repeat, or NAME,NAME): what the kernel did "
+            "with its I/O, at a cost `fslab list` states for each.",
+        ),
+    ] = None,
     no_ceiling: Annotated[
         bool,
         typer.Option(
@@ -424,6 +434,7 @@ def run(
             "--seed": seed,
             "--skip-unsupported": skip_unsupported or None,
             "--no-ceiling": no_ceiling or None,
+            "--trace": trace or None,
         }
         given = [name for name, value in fixed.items() if value is not None]
         if given:
@@ -445,6 +456,10 @@ def run(
     # the plan holds the ceiling's cells, as everything that reads the study does, decided on the targets that run
     skipping = {u.target for u in unsupported_here(loaded)} if skip_unsupported else set()
     loaded = with_ceiling(loaded, no_ceiling, skipping)
+    if trace:
+        from fslab.monitors import known_traces
+
+        loaded = replace(loaded, traces=known_traces(trace))
     _warn_short_runs(loaded)
 
     repetitions = Repetitions(

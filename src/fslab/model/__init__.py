@@ -258,6 +258,7 @@ class Study:
     no_ceiling: bool = (
         False  # --no-ceiling: no raw reference added where the study has no raw target (model/ceiling.py)
     )
+    traces: tuple[str, ...] = ()  # --trace: the opt-in monitors every run is watched with too (monitors.traces)
 
     @functools.cached_property
     def cells(self) -> list[Cell]:

@@ -20,9 +20,11 @@ The registry imports every module of this package the first time it is read (fsl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from fslab.core.errors import Refused
 from fslab.monitors.base import (
     MONITORS,
     Figure,
@@ -52,7 +54,12 @@ __all__ = [
     "kinds",
     "measuring",
     "metric_names",
+    "known_traces",
+    "traces",
 ]
+
+if TYPE_CHECKING:
+    from fslab.core.journal import Journal
 
 _names: tuple[int, frozenset[str]] = (-1, frozenset())
 
@@ -79,9 +86,38 @@ def metric_names() -> frozenset[str]:
     return names
 
 
+def traces() -> dict[str, MonitorKind]:
+    """The opt-in monitors, by the name `--trace` turns each on by."""
+    return {kind.trace: kind for kind in kinds() if kind.trace}
+
+
+def known_traces(asked: Iterable[str]) -> tuple[str, ...]:
+    """The names `--trace` was given (each may be a comma-separated list), checked, in order,
+    each once; refused with the names there are."""
+    names = list(dict.fromkeys(n.strip() for given in asked for n in given.split(",") if n.strip()))
+    known = traces()
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise Refused(
+            f"--trace {', '.join(map(repr, unknown))}: no such trace; there are "
+            f"{', '.join(sorted(known)) or 'none'} (`fslab list` says what each finds and costs)"
+        )
+    return tuple(names)
+
+
 def for_run(
-    devices: Sequence[str], mountpoint: Path | None, compression: Callable[[Path], float | None] | None = None
+    devices: Sequence[str],
+    mountpoint: Path | None,
+    compression: Callable[[Path], float | None] | None = None,
+    *,
+    traces: frozenset[str] = frozenset(),
+    journal: Journal | None = None,
 ) -> list[Monitor]:
-    """The monitors of one measured phase (base.Watched says what each argument is)."""
-    watched = Watched(devices, mountpoint, compression)
-    return [made for kind in kinds() if (made := kind.make(watched)) is not None]
+    """The monitors of one measured phase: every one always on, and the opt-in ones `traces`
+    names (base.Watched says what each argument is)."""
+    watched = Watched(devices, mountpoint, compression, traces, journal)
+    return [
+        made
+        for kind in kinds()
+        if (not kind.trace or kind.trace in traces) and (made := kind.make(watched)) is not None
+    ]

@@ -107,11 +107,15 @@ class Watched:
     """What a measured window watches: the block devices that reach storage under the target
     (not the layers above them as well, or bytes count twice), the filesystem's mount point (None
     on a raw device), and its way to its compression ratio (Filesystem.compression_ratio; None
-    where it does not compress)."""
+    where it does not compress); the opt-in monitors the run asked for (`--trace`: their
+    MonitorKind.trace names), and the journal a monitor that starts a process or mounts
+    something holds it in (None: such a monitor does not run)."""
 
     devices: Sequence[str]
     mountpoint: Path | None
     compression: Callable[[Path], float | None] | None = None
+    traces: frozenset[str] = frozenset()
+    journal: Journal | None = None
 
 
 @dataclass(frozen=True)
@@ -134,6 +138,10 @@ class MonitorKind:
     order: int  # where it comes among the monitors: their figures, and their columns, in this order
     figures: tuple[Figure, ...]
     make: Callable[[Watched], Monitor | None]
+    # Opt-in: the name `--trace` turns it on by (its cost is more than every run should pay); "":
+    # always on. `help` says in a line what it finds and what it costs (`fslab list`, `--help`).
+    trace: str = ""
+    help: str = ""
 
 
 # Every monitor, each joining as its module (of this package) is imported; reading it imports them all.
@@ -174,6 +182,8 @@ PERIOD = 0.2  # seconds between samples of a counter: five a second
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
+
+    from fslab.core.journal import Journal
 
 # One reading of cumulative counters: a dataclass whose fields are all numbers.
 R = TypeVar("R", bound="DataclassInstance")

@@ -124,7 +124,18 @@ def run_study(
         study_run_id = db.begin_study_run(
             study, plan_seed, environment.collect(workdir.root), versions, settings, Owner.current(workdir.root)
         )
-        _run_blocks(study_run_id, planner, db, workdir, named, observer, Tally(), host=host, clients=clients)
+        _run_blocks(
+            study_run_id,
+            planner,
+            db,
+            workdir,
+            named,
+            observer,
+            Tally(),
+            host=host,
+            clients=clients,
+            traces=study.traces,
+        )
     return study_run_id
 
 
@@ -134,6 +145,8 @@ def study_run_settings(study: Study, skipped: list[Unsupported]) -> dict:
     settings: dict = {"scale_sizes_only": True} if study.scale_sizes_only else {}
     if study.no_ceiling:
         settings["no_ceiling"] = True
+    if study.traces:
+        settings["traces"] = list(study.traces)
     if skipped:
         settings["skipped"] = [{"target": u.target, "why": u.why} for u in skipped]
     return settings
@@ -170,6 +183,7 @@ def resume_study(
             done,
             host=host,
             dropped=resumable.dropped,
+            traces=resumable.study.traces,
         )
         if done and observer:  # only where a time budget was judged differently on replay
             observer.notice(f"{len(done)} stored run(s) were not planned again; they stay stored")
@@ -227,6 +241,7 @@ def run_share(
             clients=clients,
             ended=ended,
             skip=skip or (lambda target, why: None),
+            traces=share.study.traces,
         )
 
 
@@ -303,13 +318,15 @@ def _run_blocks(
     ended: Callable[[str, dict], None] | None = None,
     skip: SkipRecorder | None = None,
     dropped: Iterable[str] = (),
+    traces: Iterable[str] = (),
 ) -> None:
     """Run block after block until the planner has no more; every run is stored as it ends, with
-    the host it ran on. A planned run found in `done` (stored before a resume) is taken from
-    there, and removed. How it ended ("finished", "interrupted") and the planner's outcome go to
-    `ended` (default: the study run's own row). Runs failing alike (fslab.running.systematic) skip their
-    target — recorded by `skip` (default: in the study run's settings) — or stop the study run;
-    the targets in `dropped` were skipped so before a resume: their runs are passed over."""
+        the host it ran on. A planned run found in `done` (stored before a resume) is taken from
+        there, and removed. How it ended ("finished", "interrupted") and the planner's outcome go to
+        `ended` (default: the study run's own row). Runs failing alike (fslab.running.systematic) skip their
+        target — recorded by `skip` (default: in the study run's settings) — or stop the study run;
+        the targets in `dropped` were skipped so before a resume: their runs are passed over. Every run
+    is watched by the opt-in monitors `traces` names too (--trace)."""
     done = {} if done is None else done
     host = host or environment.host()
     db.record_host(study_run_id, host)
@@ -338,7 +355,7 @@ def _run_blocks(
                         continue
                     if observer:
                         observer.starting(planned, index, planner.handed_out)
-                    record = execute(planned, workdir, sources)
+                    record = execute(planned, workdir, sources, frozenset(traces))
                     raise_if_interrupted()  # a run the signal stopped is not a failed run: it is run again on resume
                     try:
                         run_id = db.record_run(study_run_id, replace(record, host=host.name))
@@ -502,9 +519,10 @@ def _discards(target: Target, source: DeviceSource, found: list[DeviceFacts]) ->
     return source.discards_by_default and all(f.discard and f.rotational is False for f in found)
 
 
-def execute(planned: PlannedRun, workdir: Workdir, sources: Sources) -> RunRecord:
+def execute(planned: PlannedRun, workdir: Workdir, sources: Sources, traces: frozenset[str] = frozenset()) -> RunRecord:
     """One run, from attaching the target's devices to its record; an error becomes a failed
-    record. Every run makes a fresh filesystem on the devices."""
+    record. Every run makes a fresh filesystem on the devices, and is watched by every monitor
+    always on and the opt-in ones `traces` names."""
     target, workload = planned.cell.target, planned.cell.workload
     record = RunRecord(
         target=target.name,
@@ -552,7 +570,13 @@ def execute(planned: PlannedRun, workdir: Workdir, sources: Sources) -> RunRecor
                 kind = kind_of(workload)
                 record.job_file = kind.command(workload, ready)
                 filesystem = FILESYSTEMS[target.filesystem]
-                windows = Windows(ready, filesystem.compression_ratio(ready), partial(filesystem.sync, ready))
+                windows = Windows(
+                    ready,
+                    filesystem.compression_ratio(ready),
+                    partial(filesystem.sync, ready),
+                    traces=traces,
+                    journal=workdir.journal,
+                )
                 record.outputs = _measure(
                     workdir.journal, kind, workload, ready, record.job_file, sources.scope, clock, windows, filesystem
                 )
@@ -622,8 +646,20 @@ class Windows:
     Traffic is counted on `ready.bottom` alone (loop images, zram, the user's devices): the
     layers above (md, dm, a zvol) pass the same bytes on, and would count them twice."""
 
-    def __init__(self, ready: Provisioned, compression: CompressionRatio | None, sync: Callable[[], None]):
+    def __init__(
+        self,
+        ready: Provisioned,
+        compression: CompressionRatio | None,
+        sync: Callable[[], None],
+        *,
+        traces: frozenset[str] = frozenset(),
+        journal: Journal | None = None,
+    ):
         self.ready, self.compression, self.sync = ready, compression, sync
+        self.traces, self.journal = (
+            traces,
+            journal,
+        )  # the opt-in monitors asked for; where a traced one holds what it starts
         self.watched: dict[str, list[Monitor]] = {}  # by phase, in the order measured
         self.windows: dict[str, Window] = {}  # by phase: when its workload's figures began
         self.synced: dict[str, Synced] = {}  # by phase: the sync that ended its window
@@ -634,7 +670,9 @@ class Windows:
             raise ValueError(
                 f"phase {phase!r} was measured twice in one run: each measured step needs a phase of its own"
             )
-        monitors = for_run(self.ready.bottom, self.ready.directory, self.compression)  # built before the window opens
+        monitors = for_run(  # built before the window opens
+            self.ready.bottom, self.ready.directory, self.compression, traces=self.traces, journal=self.journal
+        )
         self.watched[phase] = monitors
         window = self.windows[phase] = Window()
         with measuring(monitors):
