@@ -2,6 +2,8 @@
 reports, and the runner's windows, the stored metrics and the summary's monitors table follow
 what is registered — a toy monitor added in one file (toys/monitor.py) included."""
 
+from dataclasses import replace
+
 import pytest
 
 from conftest import FIXTURES
@@ -11,8 +13,11 @@ from fslab.fio.workload import FIO
 from fslab.model import RawOutput
 from fslab.report.sections import is_monitored, monitor_columns, monitor_rows, shown
 from fslab.report.summary import CellSummary
+from fslab.running import doctor
+from fslab.running.doctor import Need
 from fslab.running.runner import Windows
 from fslab.statistics.stats import summarize
+from fslab.study import load_study
 
 
 @pytest.fixture
@@ -56,10 +61,11 @@ def test_a_toy_monitor_watches_a_runs_window_and_its_column_reaches_the_summary(
     assert monitor_rows(cell)[0][-1] == "2.0"
 
 
-def test_an_opt_in_monitor_watches_only_the_runs_that_ask_for_it_by_its_trace_name(toys):
+def test_an_opt_in_monitor_watches_only_the_runs_that_ask_for_it_by_its_trace_name(toys, tmp_path):
     """A monitor kind with a `trace` name is off unless `--trace` names it; known_traces refuses a
     name no monitor answers, naming those there are, and takes a comma-separated list once each.
     Fails on a registry that built every monitor for every window (the opt-in's cost on all runs)."""
+    from fslab.core.checks import Check
     from fslab.core.errors import Refused
     from fslab.core.registry import scoped
     from fslab.monitors.base import MONITORS, MonitorKind
@@ -67,7 +73,10 @@ def test_an_opt_in_monitor_watches_only_the_runs_that_ask_for_it_by_its_trace_na
     toys("monitor")
     with scoped():
         toy = MONITORS["toy"]
-        MONITORS.add(MonitorKind("toy_traced", 98, (), toy.make, trace="toy-trace", help="a toy: costs nothing"))
+        lacking = Check("toy tool", False, "not installed", "apt-get install toy")
+        MONITORS.add(
+            MonitorKind("toy_traced", 98, (), toy.make, trace="toy-trace", help="a toy", checks=lambda: [lacking])
+        )
         plain = [kind.name for kind in monitors.kinds() if not kind.trace]
         assert len(monitors.for_run([], None)) == len([n for n in plain if n != "space"]), "the always-on alone"
         asked = monitors.for_run([], None, traces=frozenset({"toy-trace"}))
@@ -75,3 +84,8 @@ def test_an_opt_in_monitor_watches_only_the_runs_that_ask_for_it_by_its_trace_na
         assert monitors.known_traces(["toy-trace,toy-trace", " toy-trace"]) == ("toy-trace",)
         with pytest.raises(Refused, match=r"--trace 'nope': no such trace; there are .*toy-trace"):
             monitors.known_traces(["toy-trace,nope"])
+        assert Need(lacking, "--trace toy-trace") in doctor.machine_checks(tmp_path), "`fslab doctor` lists its checks"
+        study = load_study("quick")
+        assert not any("toy tool" in n for n in doctor.machine_needs(study, tmp_path)), "not asked for: not needed"
+        needs = doctor.machine_needs(replace(study, traces=("toy-trace",)), tmp_path)
+        assert "toy tool (for --trace toy-trace): not installed — apt-get install toy" in needs, needs

@@ -142,6 +142,10 @@ class MonitorKind:
     # always on. `help` says in a line what it finds and what it costs (`fslab list`, `--help`).
     trace: str = ""
     help: str = ""
+    # What this machine needs for it (`fslab doctor`; an opt-in one's failed required checks
+    # refuse `fslab run --trace` before anything runs); an always-on monitor that cannot measure
+    # here says so in its values' place, never fails a run.
+    checks: Callable[[], Sequence[Check]] | None = None
 
 
 # Every monitor, each joining as its module (of this package) is imported; reading it imports them all.
@@ -183,6 +187,7 @@ PERIOD = 0.2  # seconds between samples of a counter: five a second
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
+    from fslab.core.checks import Check
     from fslab.core.journal import Journal
 
 # One reading of cumulative counters: a dataclass whose fields are all numbers.

@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from fslab import monitors
 from fslab.core import cgroups
 from fslab.core.checks import Check, Unsupported, by_target, tool_check
 from fslab.core.units import format_size
@@ -70,6 +71,7 @@ def machine_checks(workdir: Path) -> list[Need]:
         needs += [Need(c, f"{kind} targets") for c in fs.machine_checks()]
     needs += [Need(c, f"{kind.name} workloads") for kind, c in _optional_tools()]
     needs += [Need(_layer_check(name), f"targets on {name}") for name in layers.LAYERS]
+    needs += [Need(check, _needed_by(kind)) for kind in monitors.kinds() for check in _monitor_checks(kind)]
     return needs + [Need(_zram_check(), "zram targets"), Need(_memory_limit_check(), "memory_limit workloads")]
 
 
@@ -88,7 +90,22 @@ def machine_needs(study: Study, workdir: Path) -> list[str]:
         for kind, c in _optional_tools()
         if kind.name in used and not c.ok
     ]
-    return study_problems(study, workdir) + tools
+    traced = [
+        f"{c.name} (for {_needed_by(kind)}): {c.detail} — {c.fix}"
+        for name, kind in monitors.traces().items()
+        if name in study.traces
+        for c in _monitor_checks(kind)
+        if c.required and not c.ok
+    ]
+    return study_problems(study, workdir) + tools + traced
+
+
+def _monitor_checks(kind: monitors.MonitorKind) -> list[Check]:
+    return list(kind.checks()) if kind.checks else []
+
+
+def _needed_by(kind: monitors.MonitorKind) -> str:
+    return f"--trace {kind.trace}" if kind.trace else f"the {kind.name} monitor"
 
 
 def _optional_tools() -> list[tuple[Registered, Check]]:
