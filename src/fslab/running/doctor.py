@@ -90,14 +90,7 @@ def machine_needs(study: Study, workdir: Path) -> list[str]:
         for kind, c in _optional_tools()
         if kind.name in used and not c.ok
     ]
-    traced = [
-        f"{c.name} (for {_needed_by(kind)}): {c.detail} — {c.fix}"
-        for name, kind in monitors.traces().items()
-        if name in study.traces
-        for c in _monitor_checks(kind)
-        if c.required and not c.ok
-    ]
-    return study_problems(study, workdir) + tools + traced
+    return study_problems(study, workdir) + tools
 
 
 def _monitor_checks(kind: monitors.MonitorKind) -> list[Check]:
@@ -178,7 +171,7 @@ def workdir_checks(workdir: Path) -> list[Check]:
 
 def study_problems(study: Study, workdir: Path) -> list[str]:
     """What stops the whole study on this machine (root, loop devices, fio, a memory limit it
-    cannot set); empty when nothing does."""
+    cannot set, what a --trace it asks for needs); empty when nothing does."""
     problems = [
         f"{c.name}: {c.detail} — {c.fix}" for c in _basic_checks() + workdir_checks(workdir) if not c.ok and c.required
     ]
@@ -186,7 +179,14 @@ def study_problems(study: Study, workdir: Path) -> list[str]:
     why = cgroups.missing() if limited else None
     if why:  # every target runs the workload: nothing of the study could be skipped instead
         problems.append(f"memory_limit of workload(s) {', '.join(limited)}: {why}")
-    return problems
+    traced = [
+        f"{c.name} (for {_needed_by(kind)}): {c.detail} — {c.fix}"
+        for name, kind in monitors.traces().items()
+        if name in study.traces
+        for c in _monitor_checks(kind)
+        if c.required and not c.ok
+    ]
+    return problems + traced
 
 
 def unsupported_targets(study: Study) -> list[Unsupported]:
