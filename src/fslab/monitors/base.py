@@ -64,13 +64,15 @@ class WorkloadSaid:
     """What the workload itself says it moved in the measured phase (None: it does not say) and
     how many fsyncs it issued (None: it does not count them), when its figures began counting
     (time.monotonic()), if later than the window opened, and the sync that ended the window
-    (None: the window ended with the workload)."""
+    (None: the window ended with the workload); whether it asked for direct I/O (the study's
+    `direct`)."""
 
     read_bytes: float | None = None
     written_bytes: float | None = None
     counted_from: float | None = None
     synced: Synced | None = None
     fsyncs: float | None = None
+    direct: bool = False
 
     @property
     def counted_until(self) -> float | None:

@@ -576,6 +576,7 @@ def execute(planned: PlannedRun, workdir: Workdir, sources: Sources, traces: fro
                     partial(filesystem.sync, ready),
                     traces=traces,
                     journal=workdir.journal,
+                    direct=workload.direct,
                 )
                 record.outputs = _measure(
                     workdir.journal, kind, workload, ready, record.job_file, sources.scope, clock, windows, filesystem
@@ -654,8 +655,9 @@ class Windows:
         *,
         traces: frozenset[str] = frozenset(),
         journal: Journal | None = None,
+        direct: bool = False,
     ):
-        self.ready, self.compression, self.sync = ready, compression, sync
+        self.ready, self.compression, self.sync, self.direct = ready, compression, sync, direct
         self.traces, self.journal = (
             traces,
             journal,
@@ -698,6 +700,7 @@ class Windows:
                 fsyncs=moved.get(FSYNCS),
                 counted_from=began,
                 synced=self.synced.get(phase),
+                direct=self.direct,
             )
             found = collect(monitors, bytes_moved)
             metrics += [Metric(v.name, v.value, v.unit, v.higher_is_better, phase=phase) for v in found.values]
