@@ -217,3 +217,29 @@ def test_each_built_in_scenario_joins_from_its_own_module_and_a_plugins_stays_ou
         assert "toy" in BUILTIN_SCENARIOS and BUILTIN_SCENARIOS.own() == list(BUILTIN), (
             "fslab's own names alone, as the study file's `scenario` takes them"
         )
+
+
+def test_each_monitor_is_listed_with_when_it_is_on_what_it_finds_and_costs_and_each_level_with_its_cost():
+    """`fslab list` shows every monitor — always on, or the `--trace` that turns it on — with its
+    help line and its cost (an opt-in one not yet measured says so), and a row per level: always-on
+    (every monitor without a trace) with their measured cost together, and trace-NAME per opt-in
+    monitor. Fails where a help line or a cost is dropped, a trace is shown as always on, or a
+    level is missing."""
+    from fslab.core.registry import scoped
+    from fslab.monitors.base import MONITORS, MonitorKind
+
+    with scoped():
+        MONITORS.add(MonitorKind("toytrace", 99, (), lambda watched: None, trace="toy", help="what a toy finds"))
+        result = fslab_in_process("list", "--json", "monitors")
+        text = narrowed("monitors")
+        always = [kind.name for kind in monitors.kinds() if not kind.trace]
+    assert result.returncode == 0, result.stderr
+    listed = {m["name"]: m for m in json.loads(result.stdout)["monitors"]}
+    assert (listed["toytrace"]["turned_on"], listed["toytrace"]["help"]) == ("--trace toy", "what a toy finds")
+    assert listed["toytrace"]["cost"] == monitors.NOT_MEASURED
+    for name in always:
+        assert listed[name]["turned_on"] == "always" and listed[name]["help"] == MONITORS[name].help != "", name
+        assert listed[name]["cost"] not in ("", monitors.NOT_MEASURED), f"{name}: its cost measured and stated"
+    rows = {line.split("  ")[0].strip(): line for line in text.splitlines()}
+    assert ", ".join(always) in rows["always-on"] and monitors.ALWAYS_ON_COST.split(",")[0] in rows["always-on"]
+    assert "always-on + toytrace" in rows["trace-toy"] and "not measured yet" in rows["trace-toy"]

@@ -16,12 +16,26 @@ from fslab.devices.loop import attached, image_file, on_loops
 from fslab.filesystems import FILESYSTEMS
 from fslab.model import Target
 from fslab.monitors import cpu
-from fslab.monitors.base import Found, Sample, Synced, WorkloadSaid, collect, counted_from, measuring
+from fslab.monitors.base import (
+    CLOCK,
+    Found,
+    Sample,
+    Sampler,
+    Synced,
+    WorkloadSaid,
+    collect,
+    counted_from,
+    measuring,
+    next_interval,
+)
 from fslab.monitors.cpu import CpuMonitor, CpuTimes, parse_proc_stat, summarize, use_between
 from fslab.monitors.extents import FUSE_SUPER_MAGIC, Extents, extent_counts, not_a_count, parse_filefrag
 from fslab.monitors.space import SpaceMonitor, btrfs_compression_ratio, parse_btrfs_df, parse_zfs_compressratio
 from fslab.monitors.traffic import (
     CACHE_SERVED_BELOW,
+    TRAFFIC_GROWTH,
+    TRAFFIC_LONGEST,
+    TRAFFIC_PERIOD,
     Counted,
     TrafficMonitor,
     UnknownDevice,
@@ -101,7 +115,8 @@ def test_the_cpu_sampler_samples_several_times_a_second_and_stops(monkeypatch):
     monitor = CpuMonitor(period=0.05)
     with measuring([monitor]):
         wait_for("six samples", lambda: len(monitor.sampler.samples) >= 6, deadline=30, every=0.01)
-    assert monitor.sampler._thread is None, "the thread ends with the phase"
+    assert not monitor.sampler.running, "it stops with the phase"
+    wait_for("the clock's thread to end", lambda: CLOCK._thread is None, deadline=30, every=0.01)
     assert len(monitor.sampler.samples) == proc_stat.readings >= 7, "a sample a reading, the last as it stops"
     got = values(collect([monitor]))
     assert got == {
@@ -117,7 +132,7 @@ def test_monitors_are_stopped_when_the_phase_fails():
     monitor = CpuMonitor(period=0.05)
     with pytest.raises(RuntimeError), measuring([monitor]):
         raise RuntimeError("the workload failed")
-    assert monitor.sampler._thread is None
+    assert not monitor.sampler.running
 
 
 # --- counting from the moment the workload's figures begin ---------------------------------------
@@ -136,6 +151,67 @@ def test_a_window_counts_from_the_moment_the_workload_began_interpolated_between
     assert counted_from(samples, 1.0) == [s.reading for s in samples], "before the window opened: the whole window"
     assert counted_from(samples, 13.0) == [samples[-1].reading], "after it closed: nothing left to count"
     assert counted_from([], 10.5) == []
+
+
+def traffic_schedule(until: float) -> list[float]:
+    """When the traffic monitor samples a window of `until` seconds (its thread never late)."""
+    at = [0.0]
+    while at[-1] < until:
+        at.append(at[-1] + next_interval(at[-1], TRAFFIC_PERIOD, TRAFFIC_GROWTH, TRAFFIC_LONGEST))
+    return [*at[:-1], until]  # the last: as it stops
+
+
+@pytest.mark.parametrize(
+    ("epoch", "window"), [(e, w) for w in (0.5, 3.0, 60.0) for e in (0.02, 0.1, 0.3, 1.0) if e < w]
+)
+def test_the_sparser_traffic_samples_still_count_from_the_epoch_as_closely_as_every_10_ms(epoch, window):
+    """The traffic monitor samples densely at the window's start and sparsely after
+    (traffic.TRAFFIC_GROWTH): fio's epoch E after a start-up with no I/O — the rate's step, the
+    worst case for interpolation — is still counted to within the I/O of max(2.5 ms, 0.025·E)
+    (every 10 ms: 2.5 ms), and after a ramp at half the rate alike. Fails on a schedule sparse
+    where an epoch falls (a fixed 0.2 s misses 50 ms of I/O at a 0.1 s epoch), or on samples
+    not far fewer than every 10 ms over a long window."""
+    rate = 1e9  # bytes a second after the epoch
+    for before in (0.0, rate / 2):  # start-up with no I/O; a ramp_time at half the rate
+        samples = [
+            Sample(t, Counted(round(before * min(t, epoch) + rate * max(t - epoch, 0)), 0))
+            for t in traffic_schedule(window)
+        ]
+        readings = counted_from(samples, epoch)
+        counted = (readings[-1] - readings[0]).read_bytes
+        assert abs(counted - rate * (window - epoch)) <= rate * max(0.0025, 0.025 * epoch) + 1
+    at = traffic_schedule(window)
+    assert sum(t < 0.05 for t in at) >= 5, "dense where fio's start-up ends"
+    assert len(at) <= 50 + 3 * window, "sparse after (every 10 ms: 100 a second): a wake-up is a sample's cost"
+
+
+def test_samplers_share_one_clock_each_on_its_own_schedule_and_a_failed_read_is_said_at_stop():
+    """Every running Sampler is sampled by one thread (base.CLOCK): a growing one waits
+    next_interval after each sample (never on a fixed grid, so a late wake adds no burst; taken up
+    to a quarter early to share another's wake-up), a fixed one every period; one whose read fails
+    stops being sampled and says so at its stop, the others go on. Fails on a clock that ignores
+    `growth` (every gap 10 ms), samples in a burst, or swallows a failed read."""
+    growing = Sampler(lambda: Counted(0, 0), "growing", 0.01, growth=0.5, longest=0.08)
+    fixed = Sampler(lambda: Counted(0, 0), "fixed", 0.02)
+    reads = iter(range(3))
+    failing = Sampler(lambda: Counted(next(reads), 0), "failing", 0.01)
+    for sampler in (growing, fixed, failing):
+        sampler.start()
+    try:
+        wait_for("nine samples", lambda: len(growing.samples) >= 9 and len(fixed.samples) >= 9, deadline=30, every=0.01)
+    finally:
+        growing.stop()
+        fixed.stop()
+    at = [s.at for s in growing.samples[:-1]]  # the last: taken as it stopped
+    for earlier, later in zip(at, at[1:]):
+        assert later - earlier >= 0.75 * next_interval(earlier - at[0], 0.01, 0.5, 0.08) - 0.001
+    assert max(b - a for a, b in zip(at, at[1:])) >= 0.04, "the intervals grew"
+    fixed_at = [s.at for s in fixed.samples[:-1]]
+    assert all(b - a >= 0.015 - 0.001 for a, b in zip(fixed_at, fixed_at[1:])), "a fixed period, 5 ms early at most"
+    assert len(failing.samples) == 3, "sampled until its read failed"
+    with pytest.raises(StopIteration):
+        failing.stop()
+    wait_for("the clock's thread to end", lambda: CLOCK._thread is None, deadline=30, every=0.01)
 
 
 def test_traffic_and_cpu_are_counted_from_the_workloads_start():

@@ -119,6 +119,9 @@ class LayerEntry:
 class MonitorEntry:
     name: str
     values: list[str]  # what it reports, each with its column in the monitors' table where it has one
+    turned_on: str = "always"  # or by `--trace NAME`
+    help: str = ""  # what it finds
+    cost: str = ""  # what it costs a run while the workload runs (bench/monitors.py)
 
 
 @dataclass(frozen=True)
@@ -181,7 +184,13 @@ def catalogue() -> Catalogue:
         ],
         sources=[Named(name, kind.source.chosen_by) for name, kind in SOURCES.items()],
         monitors=[
-            MonitorEntry(kind.name, [f"{f.name} ({f.column})" if f.column else f.name for f in kind.figures])
+            MonitorEntry(
+                kind.name,
+                [f"{f.name} ({f.column})" if f.column else f.name for f in kind.figures],
+                f"--trace {kind.trace}" if kind.trace else "always",
+                kind.help,
+                kind.cost or monitors.NOT_MEASURED,
+            )
             for kind in monitors.kinds()
         ],
         formats=[FormatEntry(f.name, "fslab summary") for f in report_files()]
@@ -370,7 +379,28 @@ def tables(c: Catalogue) -> list[Table]:
     if c.monitors:
         found.append(
             Table(
-                "monitors (watch every measured window; values (their column in the summary))",
+                "monitors (watch measured windows: always, or with `fslab run --trace NAME`; costs: while the "
+                "workload runs)",
+                ["monitor", "on", "finds", "costs"],
+                [[m.name, m.turned_on, m.help, m.cost] for m in c.monitors],
+            )
+        )
+        always = [m.name for m in c.monitors if m.turned_on == "always"]
+        found.append(
+            Table(
+                "monitoring levels (what a run pays while the workload runs; bench/monitors.py, docs/monitors.md)",
+                ["level", "monitors", "costs"],
+                [["always-on", ", ".join(always), monitors.ALWAYS_ON_COST]]
+                + [
+                    [f"trace-{m.turned_on.removeprefix('--trace ')}", f"always-on + {m.name}", m.cost]
+                    for m in c.monitors
+                    if m.turned_on != "always"
+                ],
+            )
+        )
+        found.append(
+            Table(
+                "monitors' values (their column in the summary)",
                 ["monitor", "values"],
                 [[m.name, ", ".join(m.values)] for m in c.monitors],
             )

@@ -144,6 +144,9 @@ class MonitorKind:
     # always on. `help` says in a line what it finds and what it costs (`fslab list`, `--help`).
     trace: str = ""
     help: str = ""
+    # What it costs a run while the workload runs, as bench/monitors.py measured it (`fslab list`,
+    # docs/monitors.md); "": not measured yet.
+    cost: str = ""
     # What this machine needs for it (`fslab doctor`; an opt-in one's failed required checks
     # refuse `fslab run --trace` before anything runs); an always-on monitor that cannot measure
     # here says so in its values' place, never fails a run.
@@ -202,39 +205,108 @@ class Sample(Generic[R]):
     reading: R
 
 
-class Sampler(Generic[R]):
-    """Reads counters with `read` at start, every `period` seconds on a thread of its own, and at
-    stop, each reading stamped: what lets a monitor count from any moment inside its window."""
+def next_interval(elapsed: float, period: float, growth: float, longest: float) -> float:
+    """Seconds to the next sample, `elapsed` seconds after the first: `period`; with `growth`, that
+    fraction of the time elapsed, at least `period` and at most `longest`."""
+    return min(max(period, growth * elapsed), max(longest, period)) if growth else period
 
-    def __init__(self, read: Callable[[], R], name: str, period: float = PERIOD):
-        self.read, self.name, self.period = read, name, period
+
+class Sampler(Generic[R]):
+    """Reads counters with `read` at start, while it runs, and at stop, each reading stamped: what
+    lets a monitor count from any moment inside its window. Samples come every `period` seconds;
+    with `growth`, the interval grows with the time since start (next_interval): dense where a
+    window's counting starts — fio's start-up is short — sparse after, where the rate is steady.
+    The samples while it runs are taken by one thread for every sampler (CLOCK): a wake-up of a
+    thread, not the read, is most of a sample's cost (50–300 µs of CPU here), so samplers due
+    together share one."""
+
+    def __init__(
+        self, read: Callable[[], R], name: str, period: float = PERIOD, *, growth: float = 0.0, longest: float = 0.0
+    ):
+        self.read, self.name, self._spacing = read, name, (period, growth, longest)
         self.samples: list[Sample[R]] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.failure: Exception | None = None  # a read that failed while it ran
 
     def _take(self) -> None:
         self.samples.append(Sample(time.monotonic(), self.read()))
 
-    def start(self) -> None:
-        self.samples = []
-        self._take()
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._sample, name=self.name, daemon=True)
-        self._thread.start()
+    def due(self) -> tuple[float, float]:
+        """When its next sample is due — from its last, not on a fixed grid: a clock woken late
+        does not catch up in a burst — and how much earlier it may be taken to share a wake-up
+        (a growing sampler's next interval is a quarter shorter then; a fixed one's, 5 ms)."""
+        first, last = self.samples[0].at, self.samples[-1].at
+        interval = next_interval(last - first, *self._spacing)
+        return last + interval, max(0.005, interval / 4 if self._spacing[1] else 0.0)
 
-    def _sample(self) -> None:
-        next_at = time.monotonic() + self.period
-        while not self._stop.wait(max(next_at - time.monotonic(), 0.0)):
-            self._take()
-            next_at += self.period
+    @property
+    def running(self) -> bool:
+        return CLOCK.holds(self)
+
+    def start(self) -> None:
+        self.samples, self.failure = [], None
+        self._take()
+        CLOCK.add(self)
 
     def stop(self) -> None:
-        if self._thread is None:
-            return
-        self._stop.set()
-        self._thread.join()
-        self._thread = None
-        self._take()
+        if CLOCK.remove(self):
+            self._take()
+        elif self.failure is not None:
+            failure, self.failure = self.failure, None
+            raise failure
+
+
+class Clock:
+    """The one thread that takes the samples of every running Sampler when each is due; it ends
+    when none runs (a sampling thread never outlives a window)."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._running: set[Sampler[Any]] = set()
+        self._thread: threading.Thread | None = None
+
+    def holds(self, sampler: Sampler[Any]) -> bool:
+        with self._changed:
+            return sampler in self._running
+
+    def add(self, sampler: Sampler[Any]) -> None:
+        with self._changed:
+            self._running.add(sampler)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._tick, name="fslab-monitors-clock", daemon=True)
+                self._thread.start()
+            self._changed.notify()
+
+    def remove(self, sampler: Sampler[Any]) -> bool:
+        """Whether it was running; it takes no sample after this returns (samples are taken with
+        the lock held)."""
+        with self._changed:
+            if sampler not in self._running:
+                return False
+            self._running.discard(sampler)
+            self._changed.notify()
+            return True
+
+    def _tick(self) -> None:
+        with self._changed:
+            try:
+                while self._running:
+                    now = time.monotonic()
+                    due = {sampler: sampler.due() for sampler in self._running}
+                    if all(at > now for at, _ in due.values()):
+                        self._changed.wait(min(at for at, _ in due.values()) - now)
+                        continue
+                    for sampler, (at, early) in due.items():
+                        if at - early <= now:
+                            try:
+                                sampler._take()
+                            except Exception as exc:  # its counter unreadable: said at its stop
+                                sampler.failure = exc
+                                self._running.discard(sampler)
+            finally:
+                self._thread = None
+
+
+CLOCK = Clock()
 
 
 def counted_from(samples: Sequence[Sample[R]], moment: float | None, until: float | None = None) -> list[R]:

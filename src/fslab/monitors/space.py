@@ -171,5 +171,7 @@ MONITORS.add(
             Figure("compression_ratio", "compression", "ratio"),
         ),
         make=space_monitor,
+        help="the space the filesystem uses after the window (statvfs, once synced) and its compression ratio",
+        cost="nothing while the workload runs: a statvfs before it, a sync and a statvfs after the window",
     )
 )
