@@ -232,11 +232,12 @@ class Sampler(Generic[R]):
 
     def due(self) -> tuple[float, float]:
         """When its next sample is due — from its last, not on a fixed grid: a clock woken late
-        does not catch up in a burst — and how much earlier it may be taken to share a wake-up
-        (a growing sampler's next interval is a quarter shorter then; a fixed one's, 5 ms)."""
+        does not catch up in a burst — and how much earlier it may be taken to share a wake-up:
+        a quarter of a growing sampler's interval, a tenth of a fixed one's (samplers of one period
+        started together share every wake-up from the first on)."""
         first, last = self.samples[0].at, self.samples[-1].at
         interval = next_interval(last - first, *self._spacing)
-        return last + interval, max(0.005, interval / 4 if self._spacing[1] else 0.0)
+        return last + interval, max(0.005, interval / (4 if self._spacing[1] else 10))
 
     @property
     def running(self) -> bool:

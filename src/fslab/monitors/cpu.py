@@ -17,7 +17,7 @@ The average covers the window exactly (first sample to last: the counters accumu
 the moment the workload's figures begin (base.counted_from: after fio's ramp) to the sync that
 ends the window (base.WorkloadSaid.synced: no part of the workload); the peak is the
 busiest sampling interval. Parsing and arithmetic are pure; the sampler is a
-thin thread around them.
+thin layer around them (base.Sampler).
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ def read_cpu_times() -> CpuTimes:
 
 
 class CpuMonitor:
-    """Samples /proc/stat every `period` seconds on a thread of its own, from start to stop."""
+    """Samples /proc/stat every `period` seconds on the monitors' clock (base.CLOCK), from start to stop."""
 
     name = "cpu"
 
