@@ -205,6 +205,9 @@ class Sample(Generic[R]):
     reading: R
 
 
+EARLIEST = 0.005  # seconds a sample may always come early to share a wake-up (a thread's wake is ms-coarse)
+
+
 def next_interval(elapsed: float, period: float, growth: float, longest: float) -> float:
     """Seconds to the next sample, `elapsed` seconds after the first: `period`; with `growth`, that
     fraction of the time elapsed, at least `period` and at most `longest`."""
@@ -233,11 +236,11 @@ class Sampler(Generic[R]):
     def due(self) -> tuple[float, float]:
         """When its next sample is due — from its last, not on a fixed grid: a clock woken late
         does not catch up in a burst — and how much earlier it may be taken to share a wake-up:
-        a quarter of a growing sampler's interval, a tenth of a fixed one's (samplers of one period
-        started together share every wake-up from the first on)."""
+        a quarter of a growing sampler's interval, a tenth of a fixed one's, EARLIEST at least
+        (samplers of one period started together share every wake-up from the first on)."""
         first, last = self.samples[0].at, self.samples[-1].at
         interval = next_interval(last - first, *self._spacing)
-        return last + interval, max(0.005, interval / (4 if self._spacing[1] else 10))
+        return last + interval, max(EARLIEST, interval / (4 if self._spacing[1] else 10))
 
     @property
     def running(self) -> bool:
