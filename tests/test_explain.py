@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -261,3 +262,33 @@ def test_every_output_shows_the_explanation_beside_a_decided_verdict(tmp_path):
     assert "with 0 % of its direct writes through the page cache (study run 1: 99 %)" in " ".join(
         compared.stdout.split()
     ), compared.stdout
+
+
+DOC = Path(__file__).parent.parent / "docs" / "statistics.md"
+
+
+def explanations_section() -> str:
+    text = DOC.read_text()
+    return text[text.index("## Explanations") : text.index("## Figures that cannot be real")]
+
+
+def test_the_docs_list_every_rule_with_its_priority_and_trigger():
+    """docs/statistics.md's table of rules is the registry's: a rule added, renamed or reworded
+    without its row fails."""
+    rows = {
+        cells[0].strip("` "): cells
+        for line in explanations_section().splitlines()
+        if line.startswith("| `") and len(cells := line.strip("|").split(" | ")) == 5
+    }
+    assert sorted(rows) == sorted(RULE_NAMES)
+    for rule in rules():
+        _, priority, scale, trigger, _ = rows[rule.name]
+        assert int(priority) == rule.priority and scale.startswith(rule.scale) and trigger == rule.trigger
+
+
+def test_the_docs_example_of_a_new_rule_runs_as_written():
+    """The example that adds a rule in docs/statistics.md runs, and its assertion holds."""
+    [code] = re.findall(r"```python\n(.*?)```", explanations_section(), re.S)
+    with scoped():
+        exec(compile(code, str(DOC), "exec"), {})
+    assert "dirty_pages" not in RULES

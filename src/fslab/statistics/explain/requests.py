@@ -22,7 +22,7 @@ for _priority, _direction in ((30, "write"), (31, "read")):
         Rule(
             f"block_request_bytes_{_direction}",
             f"block_request_bytes_{_direction}",
-            f"the mean size of the {_direction} requests its devices saw differs by more than 10 %",
+            f"the size of the {_direction} requests its devices saw differs by more than 10 %",
             _says(_direction),
             priority=_priority,
         )
