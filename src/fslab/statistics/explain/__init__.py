@@ -78,7 +78,8 @@ class Rule:
     threshold where that is larger; DIFFERENCE: in the metric's unit ÷ `unit`), worded by `clause`
     (without the leading "with"). `note`: a run note kind whose count its clause names;
     `instead_of`: a metric whose presence in both cells says the same better (this rule then does
-    not apply)."""
+    not apply); `applies`: whether the two cells' values (the target's, the baseline's) are worth
+    comparing at all (None: always)."""
 
     name: str
     metric: str
@@ -90,6 +91,7 @@ class Rule:
     unit: float = 1.0
     note: str = ""
     instead_of: str = ""
+    applies: Callable[[list[float], list[float]], bool] | None = None
 
     def says(self, d: Difference) -> str:
         return self.clause(d)
@@ -216,6 +218,10 @@ def _explain(asked: Sequence[Asked], every: list[Rule], threshold: float) -> lis
             key = qualified(phase, rule.metric)
             mine, theirs = a.other.values.get(key), a.baseline.values.get(key)
             if not mine or not theirs or key in withheld or key == a.key:
+                continue
+            if not any(mine) and not any(theirs):  # nothing on either side (a read's device writes): no measure
+                continue
+            if rule.applies is not None and not rule.applies(mine, theirs):
                 continue
             if rule.instead_of and all(qualified(phase, rule.instead_of) in s.values for s in (a.baseline, a.other)):
                 continue

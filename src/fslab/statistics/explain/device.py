@@ -4,7 +4,10 @@ read per byte it read — a cache (the page cache, the ARC) answering reads show
 
 from __future__ import annotations
 
+import statistics
+
 from fslab.core.units import format_size
+from fslab.monitors.traffic import AMPLIFICATION_FROM
 from fslab.statistics.explain import DIFFERENCE, RULES, Rule, percent, times
 
 RULES.add(
@@ -22,13 +25,15 @@ RULES.add(
         "device_written_bytes",
         "device_written_bytes",
         "the bytes its devices wrote differ by more than 10 %, where the workload does not say what it "
-        "wrote (no write_amplification in both cells)",
+        "wrote (no write_amplification in both cells) and either cell's devices wrote 64 MiB or more (median)",
         lambda d: (
             f"{times(d.ratio)} the bytes written at its devices "
             f"({format_size(d.mean)}; {d.against}: {format_size(d.baseline_mean)})"
         ),
         priority=21,
         instead_of="write_amplification",
+        # a few KiB of journal beside a read workload is no story, as traffic.py withholds the ratio of so little
+        applies=lambda mine, theirs: max(statistics.median(mine), statistics.median(theirs)) >= AMPLIFICATION_FROM,
     )
 )
 RULES.add(
