@@ -15,7 +15,6 @@ import vl_convert
 from altair.vegalite.v6.schema.core import TopLevelSpec
 
 from fslab.report.charts import forest_chart
-from fslab.report.conclusions import verdict_phrase
 from fslab.report.forest import (
     PLOTTED_ROWS,
     TEXT_WIDTH,
@@ -27,6 +26,7 @@ from fslab.report.forest import (
     forest_lines,
     forest_of,
 )
+from fslab.report.formatting import verdict_phrase
 from fslab.report.summary import StudySummary
 from fslab.statistics.analysis import Analysis, Row
 from fslab.statistics.stats import EQUIVALENT, FASTER, SLOWER, UNDECIDED, VERDICTS, Comparison

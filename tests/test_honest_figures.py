@@ -16,12 +16,12 @@ from rich.console import Console
 from conftest import fslab_in_process
 from fslab.model.findings import Finding
 from fslab.report.charts import study_charts
-from fslab.report.conclusions import conclusions, verdict_phrase
+from fslab.report.conclusions import conclusions
 from fslab.report.console import print_summary
 from fslab.report.details import RunDetails
 from fslab.report.formats.markdown import to_markdown
 from fslab.report.formats.summary_json import to_json
-from fslab.report.formatting import fmt_mean_ci, runs_text
+from fslab.report.formatting import fmt_mean_ci, runs_text, verdict_phrase
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner

@@ -27,7 +27,7 @@ from conftest import fslab_in_process
 from fslab.model import Roles
 from fslab.model.records import SampleGroups
 from fslab.report.console import CONSOLE_WIDTH, print_comparison
-from fslab.report.formatting import verdict_phrase
+from fslab.report.formatting import explanation_tail, verdict_phrase
 from fslab.report.html import Page, comparison_section, render_page
 from fslab.report.sections import VERDICT_COLUMN, comparison_columns, comparison_rows
 from fslab.report.tables import comparison_record
@@ -212,7 +212,10 @@ def verdicts_in(rows: list[Row], outputs: dict[str, str]) -> dict[str, str]:
     for r, cells, record, on_page, phrase in zip(rows, table, records, page, phrases, strict=True):
         word = r.comparison.verdict
         assert cells[at] == record["verdict"] == on_page == word and phrase.startswith(f"{word} ")
-        assert record["reason"] == r.comparison.reason == cells[at + 1] and phrase == verdict_phrase(r.comparison)
+        assert record["reason"] == r.comparison.reason and phrase == verdict_phrase(r.comparison)
+        # the table's why: the reason, and beside a decided verdict its explanation (fslab.statistics.explain)
+        assert cells[at + 1] == r.comparison.reason + explanation_tail(r.explanation)
+        assert (r.explanation is not None) == r.comparison.differs
         interval = r.comparison.interval
         assert record["interval"] == (None if interval is None else list(interval))
         row = re.compile(rf"^w\s+{re.escape(r.target)}\s.*\b{word}\b")

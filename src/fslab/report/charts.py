@@ -35,10 +35,9 @@ from fslab.report.chart_parts import (
     unchecked,
     where,
 )
-from fslab.report.conclusions import verdict_phrase
 from fslab.report.details import RunDetails
 from fslab.report.forest import VERDICT_SHAPES, Forest, row_name, row_verdict
-from fslab.report.formatting import fmt_mean_ci, metric_label
+from fslab.report.formatting import explained_phrase, fmt_mean_ci, metric_label
 from fslab.report.sections import is_monitored
 from fslab.report.summary import CellSummary, StudySummary
 from fslab.report.time_charts import latency_heatmap_chart, latency_over_time_chart, series_chart, throughput_chart
@@ -561,7 +560,7 @@ def forest_chart(f: Forest, name: str = "forest") -> Chart | None:
     labels = [f"{row_name(r)}\n{row_verdict(r)}" for r in f.plotted]
     data = [
         {"row": label, "verdict": r.comparison.verdict, "ratio": r.comparison.ratio, **_interval(r.comparison),
-         "phrase": verdict_phrase(r.comparison)}
+         "phrase": explained_phrase(r.comparison, r.explanation)}
         for label, r in zip(labels, f.plotted)
     ]  # fmt: skip
     x_title = "ratio to the baseline (log scale; for latency, below 1 is faster)"

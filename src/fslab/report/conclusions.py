@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fslab.report.formatting import metric_label, verdict_phrase
+from fslab.report.formatting import explained_phrase, metric_label
 from fslab.report.sections import left_out_line, with_caveats
 from fslab.report.summary import StudySummary
 from fslab.statistics.analysis import Row
@@ -90,7 +90,7 @@ def _row_conclusion(r: Row, threshold: float, caveats: dict[str, list[str]]) -> 
     else:
         subject, baseline = with_caveats(r.target, caveats), with_caveats(r.baseline, caveats)
         on, targets = "", (r.target, r.baseline)
-    said = f"{on}{subject} against {baseline} in {what}: {verdict_phrase(c)}."
+    said = f"{on}{subject} against {baseline} in {what}: {explained_phrase(c, r.explanation)}."
     return Conclusion(said, c.differs, r, targets)
 
 

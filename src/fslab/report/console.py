@@ -495,7 +495,7 @@ def _print_compared(
     regression: float,
     left_out: Sequence[tuple[str, str]],
 ) -> None:
-    from fslab.report.formatting import metric_label, verdict_phrase
+    from fslab.report.formatting import explained_phrase, metric_label
     from fslab.report.sections import (
         VERDICT_COLUMN,
         compare_left_out_line,
@@ -528,7 +528,8 @@ def _print_compared(
             f"[red]{len(regressed)} regression(s):[/red] "
             + escape(
                 "; ".join(
-                    f"{r.target} · {r.workload} · {metric_label(r.metric)}: {verdict_phrase(r.comparison)}"
+                    f"{r.target} · {r.workload} · {metric_label(r.metric)}: "
+                    + explained_phrase(r.comparison, r.explanation)
                     for r in regressed
                 )
             ),

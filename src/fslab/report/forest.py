@@ -13,8 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from fslab.report.conclusions import verdict_phrase
-from fslab.report.formatting import metric_label
+from fslab.report.formatting import explained_phrase, metric_label
 from fslab.report.summary import StudySummary
 from fslab.statistics.analysis import Row
 from fslab.statistics.stats import EQUIVALENT, FASTER, SLOWER, UNDECIDED, ratio_text
@@ -97,7 +96,11 @@ def counted_lines(f: Forest) -> list[tuple[str, list[str]]]:
         (f"{len(f.equivalent)} {EQUIVALENT} within ±{f.threshold * 100:g} %", f.equivalent),
         (f"{len(f.undecided)} {UNDECIDED}", f.undecided),
     ]
-    return [(said, [f"{row_name(r)}: {verdict_phrase(r.comparison)}" for r in rows]) for said, rows in counts if rows]
+    return [
+        (said, [f"{row_name(r)}: {explained_phrase(r.comparison, r.explanation)}" for r in rows])
+        for said, rows in counts
+        if rows
+    ]
 
 
 def heading(f: Forest) -> str:
@@ -116,7 +119,17 @@ def forest_lines(f: Forest, width: int = TEXT_WIDTH) -> list[str]:
     undecided, counted (counted_lines). Nothing for no main comparison."""
     if f.empty:
         return []
-    return [f"At a glance: {heading(f)}.", *plot_lines(f, width), *count_lines(f)]
+    return [f"At a glance: {heading(f)}.", *plot_lines(f, width), *explained_lines(f), *count_lines(f)]
+
+
+def explained_lines(f: Forest) -> list[str]:
+    """Beside each decided comparison the plot draws, its explanation (fslab.statistics.explain): what the
+    monitors measured differently in its two cells, or that nothing measured differed."""
+    return [
+        f"{VERDICT_MARKS[r.comparison.verdict]} {row_name(r)}: {r.explanation.sentence}"
+        for r in f.plotted
+        if r.explanation is not None
+    ]
 
 
 def count_lines(f: Forest) -> list[str]:

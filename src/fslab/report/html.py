@@ -31,8 +31,8 @@ from fslab.report.charts import comparison_chart, forest_chart, study_charts
 from fslab.report.conclusions import Conclusion, conclusions
 from fslab.report.console import TEXT_COLUMNS
 from fslab.report.details import RunDetails
-from fslab.report.forest import counted_lines, forest_of, heading
-from fslab.report.formatting import metric_label, verdict_phrase
+from fslab.report.forest import counted_lines, explained_lines, forest_of, heading
+from fslab.report.formatting import explained_phrase, metric_label
 from fslab.report.sections import (
     VERDICT_COLUMN,
     Section,
@@ -102,6 +102,7 @@ class Glance:
     heading: str  # "3 of 12 main comparisons faster or slower, largest effect first"
     chart: Chart | None  # the forest plot; None when none is decided faster or slower
     counted: list[tuple[str, list[str]]]  # "12 equivalent within ±3 %" → each one, worded (verdict_phrase)
+    explained: list[str] = field(default_factory=list)  # beside each decided one drawn, its explanation
 
 
 @dataclass(frozen=True)
@@ -226,7 +227,12 @@ def run_section(s: StudySummary, details: RunDetails, chart_prefix: str = "") ->
         unreadable=details.unreadable,
         glance=None
         if glance.empty
-        else Glance(heading(glance), forest_chart(glance, chart_prefix + "forest"), counted_lines(glance)),
+        else Glance(
+            heading(glance),
+            forest_chart(glance, chart_prefix + "forest"),
+            counted_lines(glance),
+            explained_lines(glance),
+        ),
     )
 
 
@@ -294,7 +300,8 @@ def comparison_section(
             [[r.workload, *cells] for r, cells in zip(rows, comparison_rows(rows))],
         ),
         regressions=[
-            f"{r.target} · {r.workload} · {metric_label(r.metric)}: {verdict_phrase(r.comparison)}" for r in regressed
+            f"{r.target} · {r.workload} · {metric_label(r.metric)}: {explained_phrase(r.comparison, r.explanation)}"
+            for r in regressed
         ],
         method=compare_method_line(rows, threshold),
         left_out=compare_left_out_line(left_out),

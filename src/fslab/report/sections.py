@@ -17,6 +17,7 @@ from fslab.model import FAILED_ALIKE, PHASE_SEPARATOR, qualified, unqualified
 from fslab.model.records import imported_from
 from fslab.monitors import Figure, figures as monitor_figures, metric_names
 from fslab.report.formatting import (
+    explanation_tail,
     fmt,
     fmt_cv,
     fmt_interval,
@@ -432,9 +433,8 @@ def comparison_rows(rows: list[Row], caveats: dict[str, list[str]] | None = None
         c = r.comparison
         target = with_caveats(r.target, caveats or {})
         p_values = [fmt_p(c.p_adjusted), fmt_p(c.mann_whitney_p)]
-        out.append(
-            [target, metric_label(r.metric), fmt_ratio(c.ratio), fmt_interval(c), c.verdict, c.reason, *p_values]
-        )
+        why = c.reason + explanation_tail(r.explanation)  # beside a decided verdict, what differed
+        out.append([target, metric_label(r.metric), fmt_ratio(c.ratio), fmt_interval(c), c.verdict, why, *p_values])
     return out
 
 

@@ -32,6 +32,7 @@ from fslab.statistics.analysis import (
     Row,
     analyse,
     compare_study_runs,
+    explained,
     host_blocks,
     looks_of,
     resolution_of,
@@ -239,7 +240,8 @@ def compare_runs(
     sides = [cell_samples(db, sr, hosts) for sr in (older, newer)]
     if hosts.pooling:
         sides = [replace(side, values=host_blocks(host_values(db, sr))) for side, sr in zip(sides, (older, newer))]
-    return Compared(compare_study_runs(*sides, threshold=threshold, left_out=left_out), left_out)
+    compared = compare_study_runs(*sides, threshold=threshold, left_out=left_out, against=f"study run {older}")
+    return Compared(compared, left_out)
 
 
 def compare_hosts(db: ResultsDB, study_run_id: int, baseline: str, other: str, *, threshold: float = 0.03) -> Compared:
@@ -261,7 +263,8 @@ def compare_hosts(db: ResultsDB, study_run_id: int, baseline: str, other: str, *
     left_out = sorted(
         {(w, t) for w, t, _ in every if {(w, Hosted(t, baseline).name), (w, Hosted(t, other).name)} & flagged}
     )
-    return Compared(compare_study_runs(side(baseline), side(other), threshold=threshold, left_out=left_out), left_out)
+    compared = compare_study_runs(side(baseline), side(other), threshold=threshold, left_out=left_out, against=baseline)
+    return Compared(compared, left_out)
 
 
 def summarize_study_run(
@@ -361,8 +364,10 @@ def summarize_study_run(
     hosted = None
     if hosts.per_host:
         hosted = {(h := Hosted(t["name"], host)).name: h for host in hosts.names for t in judged}
+    judged_samples = {key: metrics for key, metrics in compared.items() if key not in flagged}
+    blocks = None if hosts.per_host or hosts.pooling else groups.blocks
     analysis = analyse(
-        {key: metrics for key, metrics in compared.items() if key not in flagged},
+        judged_samples,
         groups.higher_is_better,
         list(hosted or (t["name"] for t in judged)),
         workloads,
@@ -376,9 +381,10 @@ def summarize_study_run(
         kinds=groups.kinds,
         hosts=hosted,
         compare_with={w: other for w, spec in specs_of.items() if (other := spec.get("compare_with")) in specs_of},
-        blocks=None if hosts.per_host or hosts.pooling else groups.blocks,
+        blocks=blocks,
         looks=looks_of(settings),  # as its planner judged it, when it added runs as they came
     )
+    analysis = explained(analysis, judged_samples, blocks=blocks, notes=note_counts(per_host))
     return StudySummary(
         study_run=study_run,
         targets=targets,
@@ -490,6 +496,16 @@ def _run_notes(runs: list[dict]) -> dict[tuple[str, str], tuple[list[str], bool]
         )
         for cell, notes in found.items()
     }
+
+
+def note_counts(runs: list[dict]) -> dict[tuple[str, str], dict[str, int]]:
+    """(workload, target) → each kind of note its measured runs carried → in how many runs: what
+    an explanation counts ("served by a cache in 3 of 3 runs")."""
+    found: dict[tuple[str, str], Counter] = defaultdict(Counter)
+    for r in runs:
+        if r["status"] == "ok" and not r["warmup"]:
+            found[(r["workload"], r["target"])].update({note["kind"] for note in r.get("notes") or []})
+    return {cell: dict(kinds) for cell, kinds in found.items()}
 
 
 def _caveats(runs: list[dict]) -> dict[tuple[str, str], list[str]]:

@@ -10,10 +10,14 @@ import dataclasses
 import io
 import json
 import math
+from typing import TYPE_CHECKING
 
 from fslab.model.records import RunMetric
 from fslab.report.summary import StudySummary
 from fslab.statistics.stats import Comparison, Summary
+
+if TYPE_CHECKING:
+    from fslab.statistics.explain import Clause, Explanation
 
 STAT_FIELDS = [
     "n",
@@ -70,6 +74,37 @@ def comparison_record(c: Comparison) -> dict:
     found = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in own.items()}
     interval = None if c.interval is None else [c.interval[0], c.interval[1]]
     return {"verdict": c.verdict, "reason": c.reason, "ratio": found["ratio"], "interval": interval} | found
+
+
+def explanation_record(e: Explanation | None) -> dict | None:
+    """A decided verdict's explanation as the files give it (None beside any other verdict): its
+    sentence, and each clause that fired, most telling first — the rule, the metric it read, its
+    words, the decided difference (a ratio, or for a share a difference of means in its own
+    unit ÷ the rule's) with the interval it was decided from, and the strength it is ranked by."""
+    if e is None:
+        return None
+    return {
+        "sentence": e.sentence,
+        "clauses": [
+            {
+                "rule": c.rule,
+                "metric": c.key,
+                "says": c.says,
+                "scale": c.scale,
+                "value": c.difference if c.difference is not None else c.comparison.ratio,
+                "interval": None if c.comparison.interval is None else _scaled(c, c.comparison.interval),
+                "level": c.comparison.level,
+                "strength": c.strength,
+            }
+            for c in e.clauses
+        ],
+        "rules_measured": e.measured,
+    }
+
+
+def _scaled(c: Clause, interval: tuple[float, float]) -> list[float]:
+    """A clause's interval as its value is given: a DIFFERENCE rule's back from exp(·) to a difference."""
+    return [math.log(x) for x in interval] if c.difference is not None else list(interval)
 
 
 def comparison_table_rows(s: StudySummary) -> list[list]:

@@ -38,6 +38,7 @@ from fslab.workloads import declared_metrics, resolution
 
 if TYPE_CHECKING:
     from fslab.model.records import SampleGroups
+    from fslab.statistics.explain import Explanation
 
 Samples = dict[tuple[str, str], dict[str, list[float]]]  # (workload, target) → metric → values in run order
 PairKey = tuple[str, str, str, str]  # (workload, metric, a, b): b against a, a before b in the study's order
@@ -59,6 +60,8 @@ class Row:
     comparison: Comparison
     # the workload it is compared with on its own target (compare_with); None: its own workload
     baseline_workload: str | None = None
+    # beside a decided verdict, what the monitors measured differently in the two cells (explained)
+    explanation: Explanation | None = None
 
 
 @dataclass(frozen=True)
@@ -353,11 +356,17 @@ def host_blocks(samples: dict[tuple[str, str, str], dict[str, list[float]]]) -> 
 
 
 def compare_study_runs(
-    older: SampleGroups, newer: SampleGroups, *, threshold: float = 0.03, left_out: Collection[tuple[str, str]] = ()
+    older: SampleGroups,
+    newer: SampleGroups,
+    *,
+    threshold: float = 0.03,
+    left_out: Collection[tuple[str, str]] = (),
+    against: str = "before",
 ) -> list[Row]:
     """Every cell present in both study runs' stored samples but those `left_out` ((workload,
     target) flagged in either: figures that cannot be real are judged nowhere): newer against
-    older, BH over all of them; each metric's direction and roles as either study run stored them."""
+    older, BH over all of them; each metric's direction and roles as either study run stored them.
+    Each decided one explained (fslab.statistics.explain), the older side named `against` in its clauses."""
     higher_is_better, roles, kinds = (
         {**older.higher_is_better, **newer.higher_is_better},
         older.roles | newer.roles,
@@ -373,7 +382,72 @@ def compare_study_runs(
                 cells.append((workload, target, metric))
                 pairs.append(SamplePair(a, b, higher_is_better[metric], resolution_of(kinds, workload, metric)))
     compared = adjust_family(compare_pairs(pairs, threshold), threshold)
-    return [Row(workload, target, target, metric, c) for (workload, target, metric), c in zip(cells, compared)]
+    rows = [Row(workload, target, target, metric, c) for (workload, target, metric), c in zip(cells, compared)]
+    decided = [r for r in rows if r.comparison.differs]
+    found = _explanations(
+        [(older.values[(r.workload, r.target)], newer.values[(r.workload, r.target)]) for r in decided],
+        [(None, None)] * len(decided),  # two study runs' blocks are not the same blocks
+        [({}, {})] * len(decided),
+        decided,
+        threshold,
+        [against] * len(decided),
+    )
+    by_row = {id(r): e for r, e in zip(decided, found)}
+    return [replace(r, explanation=by_row[id(r)]) if id(r) in by_row else r for r in rows]
+
+
+Notes = dict[tuple[str, str], dict[str, int]]  # (workload, target) → run note kind → runs that carried it
+
+
+def explained(
+    analysis: Analysis,
+    samples: Samples,
+    *,
+    blocks: dict[tuple[str, str], dict[str, list[int]]] | None = None,
+    notes: Notes | None = None,
+) -> Analysis:
+    """The analysis with an explanation beside each decided verdict of its rows (each target
+    against its baseline, each workload against the one it is paired with): fslab.statistics.explain's rules
+    over the two cells' `samples` (as analyse had them), `blocks` and run `notes`."""
+    rows = [*analysis.rows, *analysis.between]
+    cells = {
+        id(r): ((r.baseline_workload or r.workload, r.baseline), (r.workload, r.target))
+        for r in rows
+        if r.comparison.differs
+    }
+    found = _explanations(
+        [(samples.get(a, {}), samples.get(b, {})) for a, b in cells.values()],
+        [((blocks or {}).get(a), (blocks or {}).get(b)) for a, b in cells.values()],
+        [((notes or {}).get(a, {}), (notes or {}).get(b, {})) for a, b in cells.values()],
+        [r for r in rows if id(r) in cells],
+        analysis.threshold,
+        [r.baseline_workload or r.baseline for r in rows if id(r) in cells],
+    )
+    by_row = dict(zip(cells, found))
+
+    def attach(r: Row) -> Row:
+        return replace(r, explanation=by_row[id(r)]) if id(r) in by_row else r
+
+    return replace(analysis, rows=[attach(r) for r in analysis.rows], between=[attach(r) for r in analysis.between])
+
+
+def _explanations(
+    values: list[tuple[Mapping[str, list[float]], Mapping[str, list[float]]]],
+    blocks: list[tuple[Mapping[str, list[int]] | None, Mapping[str, list[int]] | None]],
+    notes: list[tuple[Mapping[str, int], Mapping[str, int]]],
+    rows: list[Row],
+    threshold: float,
+    against: list[str],
+) -> list[Explanation]:
+    from fslab.statistics.explain import Asked, Side, explain
+
+    return explain(
+        [
+            Asked(Side(va, ba, na), Side(vb, bb, nb), r.metric, name)
+            for (va, vb), (ba, bb), (na, nb), r, name in zip(values, blocks, notes, rows, against)
+        ],
+        threshold,
+    )
 
 
 def resolution_of(kinds: dict[str, str] | None, workload: str, metric: str) -> float:

@@ -4,7 +4,7 @@ introduction (forest.py), as the console prints them."""
 
 from __future__ import annotations
 
-from fslab.report.forest import Forest, count_lines, forest_of, heading, plot_lines
+from fslab.report.forest import Forest, count_lines, explained_lines, forest_of, heading, plot_lines
 from fslab.report.formats import REPORT_FILES, ReportFile, Source
 from fslab.report.sections import Section, SectionKind, sections
 from fslab.report.summary import StudySummary
@@ -27,7 +27,7 @@ def _glance(f: Forest) -> list[str]:
     """The forest (forest.py): its plot as text, in a block of fixed width."""
     if f.empty:
         return []
-    counts = count_lines(f)
+    counts, explained = count_lines(f), explained_lines(f)
     return [
         "## At a glance",
         "",
@@ -35,6 +35,7 @@ def _glance(f: Forest) -> list[str]:
         "",
         *(["```text", *plot_lines(f), "```"] if f.decided else plot_lines(f)),
         "",
+        *([*(f"- {line}" for line in explained), ""] if explained else []),
         *([*(line + "  " for line in counts), ""] if counts else []),
     ]
 

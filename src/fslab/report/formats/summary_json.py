@@ -8,7 +8,7 @@ from typing import Any
 
 from fslab.report.formats import REPORT_FILES, ReportFile, Source
 from fslab.report.summary import StudySummary
-from fslab.report.tables import comparison_record, json_text, published, study_run_record
+from fslab.report.tables import comparison_record, explanation_record, json_text, published, study_run_record
 from fslab.statistics.raw_reference import Ceiling
 from fslab.statistics.stats import VERDICTS
 
@@ -41,6 +41,7 @@ def to_json(s: StudySummary) -> str:
                 "baseline": r.baseline,
                 "metric": r.metric,
                 **comparison_record(r.comparison),
+                "explanation": explanation_record(r.explanation),
             }
             for r in s.analysis.rows
         ],
@@ -74,6 +75,7 @@ def to_json(s: StudySummary) -> str:
         document["workload_comparisons"] = [
             {"workload": r.workload, "baseline_workload": r.baseline_workload, "target": r.target, "metric": r.metric}
             | comparison_record(r.comparison)
+            | {"explanation": explanation_record(r.explanation)}
             for r in s.analysis.between
         ]
     return json_text(document)
