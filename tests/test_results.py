@@ -123,7 +123,7 @@ def _migrated(tmp_path: Path, fixture: str, tables: tuple[str, ...]) -> tuple[Pa
         before = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
     db = ResultsDB(str(db_path))
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (16,)
+        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (17,)
         after = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
     return db_path, db, before, after
 

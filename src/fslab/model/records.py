@@ -26,6 +26,20 @@ class Histogram:
     phase: str = ""  # its window's, set by the runner
 
 
+class StoredHistogram(NamedTuple):
+    """A histogram as stored with its run (ResultsDB.histograms): which run, and the Histogram's fields."""
+
+    run_id: int
+    target: str
+    workload: str
+    repetition: int
+    phase: str
+    device: str
+    direction: str
+    kind: str
+    buckets: tuple[tuple[float, float, int], ...]
+
+
 @dataclass
 class RunFailure:
     """What a failed run leaves for diagnosis, besides its one-line error."""

@@ -14,7 +14,9 @@ Its metrics (other modules read these names): block_request_bytes_read/_write (t
 request), block_device_time_p50_us_read/_write and _p99_us_ (interpolated within a bucket),
 block_requests_read/_write (completed), block_requests_merged, block_requests_split,
 block_queue_depth_mean (the devices' busy time over the window: Little's law, exact),
-block_queue_depth_max (the most in flight at one sample, the devices together)."""
+block_queue_depth_max (the most in flight at one sample, the devices together);
+block_device_time_includes_host_file (1: a device is a loop device, whose time includes its
+backing file's I/O on the host)."""
 
 from __future__ import annotations
 
@@ -27,11 +29,11 @@ from pathlib import Path
 from fslab.core.checks import Check, kernel_filesystems, tool_check
 from fslab.core.errors import FslabError
 from fslab.core.identity import number_of
+from fslab.core.journal import Journal
 from fslab.model.records import Histogram
 from fslab.monitors.base import MONITORS, Figure, Found, Measured, MonitorKind, Sampler, Watched, WorkloadSaid
 from fslab.monitors.traffic import SYS_CLASS_BLOCK, block_name
 from fslab.tracing import block
-from fslab.tracing.bpftrace import Trace
 
 TRACE = "block"
 DEPTH_PERIOD = 0.01  # seconds between readings of the devices' in-flight counts
@@ -44,6 +46,7 @@ METRICS = (
     "block_requests_read", "block_requests_write",
     "block_requests_merged", "block_requests_split",
     "block_queue_depth_mean", "block_queue_depth_max",
+    "block_device_time_includes_host_file",
 )  # fmt: skip
 
 
@@ -73,7 +76,9 @@ def read_depths(names: Sequence[str]) -> Depths:
 class BlockTraceMonitor:
     name = "block_trace"
 
-    def __init__(self, devices: Sequence[str], journal):  # type: ignore[no-untyped-def]
+    def __init__(self, devices: Sequence[str], journal: Journal):
+        from fslab.tracing.bpftrace import Trace  # the journal and running tools: for a run, not a summary
+
         self.names = sorted({block_name(device) for device in devices})
         self.numbers = {number: name for name in self.names for number in tracepoint_numbers(name)}
         self.trace = Trace(journal, block.program(self.numbers))
@@ -96,6 +101,8 @@ class BlockTraceMonitor:
 
     def values(self, workload: WorkloadSaid, found: Found) -> None:
         more = judged(block.parse(self.output), self.numbers, self.names, [s.reading for s in self.depths.samples])
+        loop = any((SYS_CLASS_BLOCK / name / "loop").is_dir() for name in self.names)
+        more.values.append(Measured("block_device_time_includes_host_file", float(loop), "", False))
         found.values.extend(more.values)
         found.histograms.extend(more.histograms)
 
@@ -119,30 +126,34 @@ def judged(window: block.BlockWindow, numbers: dict[int, str], names: Sequence[s
                 found.histograms.append(
                     Histogram(name, direction, "request_bytes", tuple(block.power_of_two_histogram(sizes)))
                 )
-                found.histograms.append(Histogram(name, direction, "device_time_ns", tuple(block.time_histogram(times))))
+                found.histograms.append(
+                    Histogram(name, direction, "device_time_ns", tuple(block.time_histogram(times)))
+                )
             sizes_all[direction].append(sizes)
             times_all[direction].append(times)
     for direction in DIRECTED:
         sizes = block.merge_counts(sizes_all[direction])
         if not sizes:
             continue
-        times = block.time_histogram(block.merge_counts(times_all[direction]))
+        time_buckets = block.time_histogram(block.merge_counts(times_all[direction]))
         median = block.median_exact(sizes)
-        p50, p99 = block.quantile(times, 0.5), block.quantile(times, 0.99)
+        p50, p99 = block.quantile(time_buckets, 0.5), block.quantile(time_buckets, 0.99)
         found.values.append(Measured(f"block_requests_{direction}", sum(sizes.values()), "", False))
         if median is not None:
             found.values.append(Measured(f"block_request_bytes_{direction}", median, "B", True))
         if p50 is not None and p99 is not None:
             found.values.append(Measured(f"block_device_time_p50_us_{direction}", p50 / 1000, "µs", False))
             found.values.append(Measured(f"block_device_time_p99_us_{direction}", p99 / 1000, "µs", False))
-    counted = [c for many in by_name.values() for c in many]
-    found.values.append(Measured("block_requests_merged", sum(c.merged for c in counted), "", False))
-    found.values.append(Measured("block_requests_split", sum(c.split for c in counted), "", False))
+    every = [c for many in by_name.values() for c in many]
+    found.values.append(Measured("block_requests_merged", sum(c.merged for c in every), "", False))
+    found.values.append(Measured("block_requests_split", sum(c.split for c in every), "", False))
     if window.window_ns > 0:
-        busy = sum(c.busy_ns for c in counted)
+        busy = sum(c.busy_ns for c in every)
         found.values.append(Measured("block_queue_depth_mean", busy / window.window_ns, "", False))
     if depths:
-        found.values.append(Measured("block_queue_depth_max", max(sum(r + w for r, w in d.values) for d in depths), "", False))
+        found.values.append(
+            Measured("block_queue_depth_max", max(sum(r + w for r, w in d.values) for d in depths), "", False)
+        )
         for i, name in enumerate(names):
             for j, direction in enumerate(DIRECTED):
                 counts: dict[int, int] = {}

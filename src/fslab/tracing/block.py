@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from fslab.tracing.bpftrace import READY, events
+from fslab.tracing.output import READY, events
 
 DIRECTIONS = ("read", "write", "other")  # the program's 0, 1, 2
 SUB_BUCKETS = 4  # device-time buckets per power of two
@@ -85,9 +85,7 @@ class DeviceWindow:
     unmatched: int = 0
 
     def completed(self, direction: str | None = None) -> int:
-        return sum(
-            sum(counts.values()) for d, counts in self.sizes.items() if direction is None or d == direction
-        )
+        return sum(sum(counts.values()) for d, counts in self.sizes.items() if direction is None or d == direction)
 
 
 @dataclass(frozen=True)
@@ -132,7 +130,12 @@ def parse(text: str) -> BlockWindow:
         dev, direction, octave, quarter = _keys(key)
         times = device(dev)["times"].setdefault(DIRECTIONS[direction], {})
         times[(octave, quarter)] = times.get((octave, quarter), 0) + int(n)
-    for name, attribute in (("@busy", "busy_ns"), ("@merged", "merged"), ("@split", "split"), ("@unmatched", "unmatched")):
+    for name, attribute in (
+        ("@busy", "busy_ns"),
+        ("@merged", "merged"),
+        ("@split", "split"),
+        ("@unmatched", "unmatched"),
+    ):
         for key, n in (maps.get(name) or {}).items():
             device(int(key))[attribute] = int(n)
     return BlockWindow({number: DeviceWindow(**values) for number, values in found.items()}, ended - began)
@@ -270,4 +273,3 @@ def merge_counts(many: Iterable[Mapping[Any, int]]) -> dict[Any, int]:
         for key, n in counts.items():
             merged[key] = merged.get(key, 0) + n
     return merged
-

@@ -8,60 +8,27 @@ program's own module (block.py); what else it says (warnings, errors) is kept fo
 
 from __future__ import annotations
 
-import json
 import shutil
 import signal
 import subprocess
 import sys
 import time
 from contextlib import ExitStack
-from typing import Any
+from pathlib import Path
 
 from fslab.core.errors import FslabError
 from fslab.core.journal import Journal
 from fslab.core.scratch import scratch_directory
 from fslab.core.system import running_held
+from fslab.tracing.output import attached, said
 
 ATTACH_SECONDS = 60.0  # bpftrace compiles and attaches in 1–2 s here: past this it is stuck
 STOP_SECONDS = 30.0  # from SIGINT to its maps printed and its exit (a fraction of a second here)
 POLL = 0.02  # seconds between looks at its output while waiting for it to attach
-READY = "fslab: attached"  # what every fslab program's BEGIN prints first
-# bpftrace warns so on every start where the memlock limit is already unlimited or cannot be raised
-MEMLOCK_WARNING = "couldn't set RLIMIT_MEMLOCK"
 
 
 class TraceFailed(FslabError):
     """bpftrace could not start, attach or end as asked: the message quotes what it said."""
-
-
-def events(text: str) -> list[dict[str, Any]]:
-    """bpftrace's JSON events ({"type": ..., "data": ...}) in its output, in order; its other
-    lines (stderr's warnings and errors, interleaved) are not events."""
-    found = []
-    for line in text.splitlines():
-        if line.startswith("{"):
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(event, dict) and isinstance(event.get("type"), str):
-                found.append(event)
-    return found
-
-
-def said(text: str) -> str:
-    """What bpftrace said besides its events, its routine memlock warning left out: for a message."""
-    lines = [
-        line.strip()
-        for line in text.splitlines()
-        if line.strip() and not line.startswith("{") and MEMLOCK_WARNING not in line
-    ]
-    return " / ".join(lines[-6:]) or "it said nothing"
-
-
-def attached(text: str) -> bool:
-    """Whether the program's BEGIN has printed (every probe attached)."""
-    return any(e["type"] == "printf" and str(e.get("data", "")).startswith(READY) for e in events(text))
 
 
 def command(program: str) -> list[str]:
@@ -86,7 +53,7 @@ class Trace:
         self.journal, self.program = journal, program
         self._stack = ExitStack()
         self._proc: subprocess.Popen[bytes] | None = None
-        self._log = None
+        self._log: Path | None = None
 
     def start(self) -> None:
         try:
