@@ -189,3 +189,34 @@ def test_a_program_bpftrace_refuses_fails_with_its_words_and_leaves_nothing(need
             trace.start()
         assert not workdir.journal.outstanding()
     assert not tracers()
+
+
+ZRAM_STUDY = """\
+[study]
+name = "traced-zram"
+repetitions = 1
+image_size = "128MiB"
+
+[[target]]
+name = "z"
+filesystem = "raw"
+zram = true
+
+[[workload]]
+name = "rand-write"
+rw = "randwrite"
+bs = "4k"
+size = "16MiB"
+runtime = "1s"
+direct = true
+"""
+
+
+def test_a_bio_based_device_is_said_not_counted(tmp_path, needs_root):
+    """Catches a zram target (bio-based: no requests to trace) shown as if its device had seen
+    nothing: its cell says its sizes and device times are not counted."""
+    with fresh_workdir() as workdir:
+        _, results, study_run = ran_study(tmp_path, ZRAM_STUDY, workdir, "--trace", "block", "--no-ceiling")
+    (run,) = results.runs(study_run)
+    assert any("takes bios, not requests" in note["says"] for note in run["notes"]), run["notes"]
+    assert not tracers()

@@ -30,12 +30,14 @@ from fslab.core.checks import Check, kernel_filesystems, tool_check
 from fslab.core.errors import FslabError
 from fslab.core.identity import number_of
 from fslab.core.journal import Journal
+from fslab.model.findings import Finding
 from fslab.model.records import Histogram
 from fslab.monitors.base import MONITORS, Figure, Found, Measured, MonitorKind, Sampler, Watched, WorkloadSaid
 from fslab.monitors.traffic import SYS_CLASS_BLOCK, block_name
 from fslab.tracing import block
 
 TRACE = "block"
+BIO_BASED = "block_trace_bio_based"  # a finding's kind: a device the request tracepoints cannot see
 DEPTH_PERIOD = 0.01  # seconds between readings of the devices' in-flight counts
 BTF = Path("/sys/kernel/btf/vmlinux")
 DIRECTED = ("read", "write")  # the directions with metrics of their own
@@ -63,6 +65,13 @@ def tracepoint_numbers(name: str) -> list[int]:
     sysfs = (SYS_CLASS_BLOCK / name).resolve()
     found = [number_of(sysfs)] + ([number_of(sysfs.parent)] if (sysfs / "partition").exists() else [])
     return [block.kernel_dev(os.major(n), os.minor(n)) for n in found if n is not None]
+
+
+def _requests_at(name: str) -> bool:
+    """Whether a device takes requests (blk-mq: sysfs mq/), which the request tracepoints see."""
+    disk = (SYS_CLASS_BLOCK / name).resolve()
+    disk = disk.parent if (disk / "partition").exists() else disk
+    return (disk / "mq").is_dir()
 
 
 def read_depths(names: Sequence[str]) -> Depths:
@@ -104,6 +113,13 @@ class BlockTraceMonitor:
         loop = any((SYS_CLASS_BLOCK / name / "loop").is_dir() for name in self.names)
         more.values.append(Measured("block_device_time_includes_host_file", float(loop), "", False))
         found.values.extend(more.values)
+        if bio_based := [name for name in self.names if not _requests_at(name)]:
+            found.flags.append(Finding(
+                BIO_BASED,
+                f"--trace block: {', '.join(bio_based)} take{'s' if len(bio_based) == 1 else ''} bios, not requests "
+                "(no request queue: zram is so): request sizes and device times not counted there",
+                implausible=False,
+            ))  # fmt: skip
         found.histograms.extend(more.histograms)
 
 
