@@ -155,6 +155,7 @@ SHIFTED = {
     "runs": {"id": "run", "study_run_id": "study_run"},
     "metrics": {"run_id": "run"},
     "run_outputs": {"run_id": "run"},
+    "run_histograms": {"run_id": "run"},
     "fleet_units": {"study_run_id": "study_run"},
     "fleet_blocks": {"study_run_id": "study_run"},
     "fleet_workers": {},

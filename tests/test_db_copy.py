@@ -14,7 +14,7 @@ from fslab.report.formats.markdown import to_markdown
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB
 from fslab.results.copy import copy_study_runs
-from fslab.results.schema import study_runs
+from fslab.results.schema import run_histograms, study_runs
 from fslab.running.environment import host
 from synthetic import stored_study, study_run_of
 
@@ -34,6 +34,7 @@ def everything_of(db: ResultsDB, study_run_id: int) -> dict:
         "runs": [{k: v for k, v in r.items() if k not in ("id", "study_run_id")} for r in db.runs(study_run_id)],
         "metrics": [m[2:] for m in db.run_metrics(study_run_id)],
         "outputs": [db.outputs(run_id) for run_id in run_ids],
+        "histograms": [h[1:] for h in db.histograms(study_run_id)],
     }
 
 
@@ -44,6 +45,13 @@ def sqlite_with_two_study_runs(tmp_path):
     first = stored_study(tmp_path, STUDY.format(name="one"), db, seed=3)
     db.record_host(first, host())
     db.record_host(first, Host("other-host", "0" * 32, "6.1.0", "a CPU", 4, 2**33))
+    with db.engine.begin() as conn:  # what `--trace block` stores (schema 17) goes with its run
+        conn.execute(
+            run_histograms.insert().values(
+                run_id=db.runs(first)[0]["id"], phase="", device="loop0", direction="write",
+                kind="request_bytes", buckets=[[4096.0, 8192.0, 7], [8192.0, 16384.0, 0]],
+            )
+        )  # fmt: skip
     second = stored_study(
         tmp_path,
         STUDY.format(name="two"),

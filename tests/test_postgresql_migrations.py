@@ -51,7 +51,7 @@ def at_its_old_schema(sqlite_file, url: str) -> None:
     target.dispose()
 
 
-@pytest.mark.parametrize("version", [1, 2, 4, 7, 13, 14])
+@pytest.mark.parametrize("version", [1, 2, 4, 7, 13, 14, 16])
 def test_a_fixture_database_migrated_on_postgresql_reads_as_on_sqlite(pg_cluster, version, tmp_path):
     url = pg_cluster.new_database(f"migrated_v{version}")
     at_its_old_schema(FIXTURES / f"schema-v{version}.db", url)
@@ -116,6 +116,20 @@ def test_a_version_14_fleet_database_on_postgresql_gains_the_workers_versions(pg
     assert pg_cluster.sql("SELECT version FROM schema_info", "migrated_v14_fleet") == "14"
     db = ResultsDB(url)
     migrated_v14_fleet_shows_its_workers_versions(db)
+    db.engine.dispose()
+
+
+def test_a_version_16_database_migrated_on_postgresql_stores_histograms(pg_cluster):
+    """Catches run_histograms missing on PostgreSQL after the migration, or its JSON buckets read
+    back otherwise than stored."""
+    from test_results import stored_histograms_read_back
+
+    url = pg_cluster.new_database("migrated_v16_histograms")
+    at_its_old_schema(FIXTURES / "schema-v16.db", url)
+    assert pg_cluster.sql("SELECT version FROM schema_info", "migrated_v16_histograms") == "16"
+    db = ResultsDB(url)
+    assert db.histograms(1) == []
+    stored_histograms_read_back(db)
     db.engine.dispose()
 
 

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from conftest import FIXTURES, fslab_in_process, same_document
 from fslab.model import RawOutput
-from fslab.model.records import RunRecord, now
+from fslab.model.records import Histogram, RunRecord, StoredHistogram, now
 from fslab.report.formats.markdown import to_markdown
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB
@@ -123,7 +123,7 @@ def _migrated(tmp_path: Path, fixture: str, tables: tuple[str, ...]) -> tuple[Pa
         before = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
     db = ResultsDB(str(db_path))
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (16,)
+        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (17,)
         after = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
     return db_path, db, before, after
 
@@ -228,6 +228,32 @@ def test_a_version_14_database_gains_its_fleet_leases_generation_and_nothing_els
     others = [t for t in tables if not t.startswith("fleet_")]
     assert {t: after[t] for t in others} == {t: before[t] for t in others}, "nothing else changed"
     db.engine.dispose()
+
+
+# schema-v16.db: written by fslab with schema version 16 (commit 4434306) from schema-v16.toml, run
+# for real (ext4, a 4 KiB random direct write, two runs).
+def test_a_version_16_database_gains_run_histograms_and_nothing_else_changes(tmp_path):
+    """Catches a migration that loses or changes a stored run, or leaves no room for the histograms
+    `--trace block` stores (schema 17): a run stored after it keeps them, bucket for bucket."""
+    tables = ("study_runs", "targets", "workloads", "runs", "metrics", "run_outputs", "hosts")
+    _, db, before, after = _migrated(tmp_path, "schema-v16.db", tables)
+    assert len(before["runs"]) == 2 and after == before
+    assert db.histograms(1) == [], "runs stored before have none"
+    stored_histograms_read_back(db)
+    db.engine.dispose()
+
+
+def stored_histograms_read_back(db: ResultsDB) -> None:
+    """A run stored with histograms in study run 1 of `db` gives them back, bucket for bucket."""
+    buckets = ((2048.0, 4096.0, 0), (4096.0, 8192.0, 3416), (8192.0, 16384.0, 0))
+    run = RunRecord(
+        "ext4", "rand-write", 3, False, 3, 1, now(), now(), "ok", False,
+        histograms=[Histogram("loop0", "write", "request_bytes", buckets)],
+    )  # fmt: skip
+    run_id = db.record_run(1, run)
+    assert db.histograms(1) == [
+        StoredHistogram(run_id, "ext4", "rand-write", 3, "", "loop0", "write", "request_bytes", buckets)
+    ]
 
 
 def test_fio_metrics_of_an_older_database_get_the_roles_fio_gave_them(tmp_path):

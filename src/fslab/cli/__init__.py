@@ -329,7 +329,8 @@ def run(
             "--trace",
             metavar="NAME",
             help="Watch every run with this opt-in monitor too (repeat, or NAME,NAME): what the kernel did "
-            "with its I/O, at a cost `fslab list` states for each.",
+            "with its I/O, at a cost `fslab list` states for each. `block`: request sizes, device time and "
+            "queue depth at the target's devices (bpftrace; 1–2 s to attach per window; docs/monitors.md).",
         ),
     ] = None,
     no_ceiling: Annotated[

@@ -254,15 +254,17 @@ def running_held(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
     log: Path | None = None,
+    name: str | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
     """A long-lived tool (fio's server) running while the block runs: journalled with its pid and
     start time before it runs (the gate of `run`), stopped with its children when the block ends
     — by the "process" releaser, which signals only that very process — or by `fslab cleanup`
-    after a kill -9. Its output goes to `log` (else nowhere)."""
+    after a kill -9. Its output goes to `log` (else nowhere). `name`: the process's name once it
+    runs, where argv[0] execs another (unshare becomes bpftrace: tracing/bpftrace.py)."""
     gate_read, gate_write = os.pipe()
     proc: subprocess.Popen[bytes] | None = None
     try:
-        with journal.holding("process", Path(argv[0]).name[:15]) as held:
+        with journal.holding("process", (name or Path(argv[0]).name)[:15]) as held:
             out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 (closed below)
             try:
                 proc = subprocess.Popen(

@@ -13,6 +13,33 @@ from fslab.model import Metric, RawOutput, Roles
 from fslab.model.findings import Finding
 
 
+@dataclass(frozen=True)
+class Histogram:
+    """A distribution an opt-in monitor counted over one measured window (`--trace block`): at one
+    device, of one direction (read, write, other), of one kind (request_bytes, device_time_ns,
+    queue_depth); each bucket [low, high) in the kind's unit, and how many fell in it."""
+
+    device: str  # the kernel's name of a device under the target (loop0, zram1, sdb)
+    direction: str
+    kind: str
+    buckets: tuple[tuple[float, float, int], ...]
+    phase: str = ""  # its window's, set by the runner
+
+
+class StoredHistogram(NamedTuple):
+    """A histogram as stored with its run (ResultsDB.histograms): which run, and the Histogram's fields."""
+
+    run_id: int
+    target: str
+    workload: str
+    repetition: int
+    phase: str
+    device: str
+    direction: str
+    kind: str
+    buckets: tuple[tuple[float, float, int], ...]
+
+
 @dataclass
 class RunFailure:
     """What a failed run leaves for diagnosis, besides its one-line error."""
@@ -84,6 +111,7 @@ class RunRecord:
     source: dict[str, Any] | None = None  # an imported run's origin: its file, fio version, host (None: fslab ran it)
     options_applied: OptionsApplied | None = None  # None: an imported run (fslab did not make its filesystem)
     host: str | None = None  # the host it ran on (its name: ResultsDB.record_host keeps its facts)
+    histograms: list[Histogram] = field(default_factory=list)  # what `--trace` monitors counted (schema 17)
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from fslab.core.registry import Registry
 from fslab.model.findings import Finding
+from fslab.model.records import Histogram
 
 
 @dataclass(frozen=True)
@@ -82,10 +83,12 @@ class WorkloadSaid:
 
 @dataclass
 class Found:
-    """Every monitor's values, and what they flag about the run (stored with it as its notes)."""
+    """Every monitor's values, what they flag about the run (stored with it as its notes), and the
+    distributions an opt-in one counted (run_histograms)."""
 
     values: list[Measured] = field(default_factory=list)
     flags: list[Finding] = field(default_factory=list)
+    histograms: list[Histogram] = field(default_factory=list)  # an opt-in monitor's (stored with the run)
 
 
 class Monitor(Protocol):

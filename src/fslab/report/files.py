@@ -13,9 +13,11 @@ from fslab.report.output import own_folder, write_all
 from fslab.report.summary import StudySummary
 from fslab.report.tables import (
     COMPARISON_COLUMNS,
+    HISTOGRAM_COLUMNS,
     RUN_COLUMNS,
     SUMMARY_COLUMNS,
     comparison_table_rows,
+    histogram_rows,
     run_rows,
     summary_rows,
 )
@@ -45,13 +47,16 @@ def write_reports(db: ResultsDB, s: StudySummary, directory: Path) -> list[Path]
 
 def export_tables(db: ResultsDB, s: StudySummary, folder: Path, form: TableForm) -> list[Path]:
     """`fslab export`: the runs table (every run, long format), the summary table (every cell's
-    statistics) and the comparisons table (every comparison's verdict, ratio and interval) in
+    statistics), the comparisons table (every comparison's verdict, ratio and interval), and the
+    histograms table where its runs were traced (every bucket of each run's histograms) in
     `folder`, for pandas, in `form` (formats.table_form_named)."""
     tables = {
         "runs": (RUN_COLUMNS, run_rows(db.run_metrics(s.study_run["id"]))),
         "summary": (SUMMARY_COLUMNS, summary_rows(s)),
         "comparisons": (COMPARISON_COLUMNS, comparison_table_rows(s)),
     }
+    if stored := db.histograms(s.study_run["id"]):  # only a study run traced (`--trace block`) has them
+        tables["histograms"] = (HISTOGRAM_COLUMNS, histogram_rows(s.study_run["id"], stored))
     written = {f"{name}.{form.suffix}": form.encode(columns, rows) for name, (columns, rows) in tables.items()}
     own_folder(folder.parent)
     return write_all(folder, written)

@@ -261,7 +261,9 @@ def table_rows(
             for p in declared
             for metric in p.metrics.values()
         ]
-        notes = "; ".join([*iops.warnings, *submission_note(cell, d), *(cell.notes if not rows else [])])
+        notes = "; ".join(
+            [*iops.warnings, *submission_note(cell, d), *device_notes(cell, d), *(cell.notes if not rows else [])]
+        )
         figure = flagged(cell, fmt(iops.median), f"{d}_iops")
         rows.append(
             [
@@ -402,6 +404,32 @@ def submission_note(cell: CellSummary, direction: str) -> list[str]:
         f"{direction}: submission takes {fmt_latency(slat.mean)} of {fmt_latency(total.mean)} per I/O "
         "(slat dominates: the I/O is done while it is submitted; clat alone would understate the wait)"
     ]
+
+
+def device_notes(cell: CellSummary, direction: str) -> list[str]:
+    """What the devices saw of a direction, beside the workload's own figures, where `--trace
+    block` counted it (monitors/block_trace.py): the workload's p99 latency and the devices' (a
+    loop device's time includes its backing file on the host: said so), and the size of the
+    workload's I/Os (its bandwidth ÷ IOPS) beside the devices' median request."""
+    notes = []
+    p99, device = _median(cell, f"{direction}_lat_p99_us"), _median(cell, f"block_device_time_p99_us_{direction}")
+    if p99 is not None and device is not None:
+        loop = " (loop: with the host's file)" if _median(cell, "block_device_time_includes_host_file") else ""
+        notes.append(f"p99 {fmt_latency(p99)}, of which the device{loop} {fmt_latency(device)}")
+    iops, bandwidth = _median(cell, f"{direction}_iops"), _median(cell, f"{direction}_mb_s")
+    request = _median(cell, f"block_request_bytes_{direction}")
+    if request is not None and iops and bandwidth is not None:
+        moved = round(bandwidth * 1e6 / iops / 512) * 512  # bytes per I/O, to the sector
+        verb = "wrote" if direction == "write" else "read"
+        sizes = _spaced(format_size(moved)), _spaced(format_size(request))
+        notes.append(f"the workload {verb} {sizes[0]}, the device saw {sizes[1]} requests")
+    return notes
+
+
+def _spaced(size: str) -> str:
+    """ "4KiB" → "4 KiB", as a sentence writes it."""
+    at = next((i for i, c in enumerate(size) if c.isalpha()), len(size))
+    return f"{size[:at]} {size[at:]}"
 
 
 VERDICT_COLUMN, REASON_COLUMN = "verdict", "why"

@@ -12,7 +12,7 @@ import json
 import math
 from typing import TYPE_CHECKING
 
-from fslab.model.records import RunMetric
+from fslab.model.records import RunMetric, StoredHistogram
 from fslab.report.summary import StudySummary
 from fslab.statistics.stats import Comparison, Summary
 
@@ -140,6 +140,24 @@ def summary_rows(s: StudySummary) -> list[list]:
         for cell in s.cells
         for name, stats in cell.metrics.items()
         for fields in (published(stats),)
+    ]
+
+
+# `fslab export`'s histograms table (`--trace block`): a row per bucket of each run's histograms,
+# [bucket_low, bucket_high) in the kind's unit (request_bytes: bytes; device_time_ns: ns;
+# queue_depth: requests in flight, count = samples).
+HISTOGRAM_COLUMNS: dict[str, type] = {
+    "study_run": int, "run_id": int, "target": str, "workload": str, "repetition": int, "phase": str,
+    "device": str, "direction": str, "kind": str, "bucket_low": float, "bucket_high": float, "count": int,
+}  # fmt: skip
+
+
+def histogram_rows(study_run: int, stored: list[StoredHistogram]) -> list[list]:
+    """Every bucket of every stored histogram, one row each (HISTOGRAM_COLUMNS)."""
+    return [
+        [study_run, h.run_id, h.target, h.workload, h.repetition, h.phase, h.device, h.direction, h.kind, lo, hi, n]
+        for h in stored
+        for lo, hi, n in h.buckets
     ]
 
 

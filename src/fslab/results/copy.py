@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from fslab.results.db import ResultsDB, inserted_id
 from fslab.results.location import DatabaseUnusable, shown
-from fslab.results.schema import hosts, metrics, run_outputs, runs, study_runs, targets, workloads
+from fslab.results.schema import hosts, metrics, run_histograms, run_outputs, runs, study_runs, targets, workloads
 
 RUNS_PER_BATCH = 500  # runs written in one statement (and progress told after each)
 
@@ -113,7 +113,7 @@ def _copy_one(source: ResultsDB, destination: ResultsDB, study_run_id: int, copi
                 [r | {"study_run_id": new_id} for r in batch],
             )
             new_ids = dict(zip(old_ids, inserted.scalars().all()))
-            for table in (metrics, run_outputs):
+            for table in (metrics, run_outputs, run_histograms):
                 rows = _rows(read, table, table.c.run_id.in_(old_ids))
                 if rows:
                     write.execute(table.insert(), [r | {"run_id": new_ids[r["run_id"]]} for r in rows])

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from fslab.core.errors import FslabError
 from fslab.model import PHASE_SEPARATOR, Host, RawOutput, Roles, qualified
-from fslab.model.records import SUPERSEDED, RunMetric, RunRecord, SampleGroups, StoredRun, now
+from fslab.model.records import SUPERSEDED, RunMetric, RunRecord, SampleGroups, StoredHistogram, StoredRun, now
 from fslab.results.location import DatabaseUnusable, engine_for, shown
 from fslab.results.owner import Owner
 from fslab.results.schema import (
@@ -28,6 +28,7 @@ from fslab.results.schema import (
     metadata,
     metrics,
     new_study_run_uid,
+    run_histograms,
     run_outputs,
     runs,
     schema_info,
@@ -432,6 +433,25 @@ class ResultsDB:
         with self.engine.connect() as conn:
             return list(map(RunMetric._make, conn.execute(query).all()))
 
+    def histograms(self, study_run_id: int) -> list[StoredHistogram]:
+        """Every histogram its runs' opt-in monitors counted (`--trace block`), in the order the
+        runs were stored: what `fslab export` writes (histograms table) and the page reads."""
+        h = run_histograms
+        query = (
+            sa.select(
+                runs.c.id, runs.c.target, runs.c.workload, runs.c.repetition,
+                h.c.phase, h.c.device, h.c.direction, h.c.kind, h.c.buckets,
+            )
+            .join(h, h.c.run_id == runs.c.id)
+            .where(runs.c.study_run_id == study_run_id, COUNTED)
+            .order_by(runs.c.id, h.c.phase, h.c.device, h.c.direction, h.c.kind)
+        )  # fmt: skip
+        with self.engine.connect() as conn:
+            return [
+                StoredHistogram(*row[:8], tuple((float(lo), float(hi), int(n)) for lo, hi, n in row[8]))
+                for row in conn.execute(query).all()
+            ]
+
     def sample_groups(self, study_run_id: int) -> SampleGroups:
         """The samples of every successful measured run (no warm-ups), grouped by cell in run
         order, with each metric's unit, direction and roles. Read as the statistics need them and
@@ -613,6 +633,7 @@ def insert_run(conn: sa.Connection, study_run_id: int, record: RunRecord) -> int
     values = asdict(record)
     values.pop("metrics")
     values.pop("outputs")
+    values.pop("histograms")
     run_id = inserted_id(conn.execute(runs.insert().values(study_run_id=study_run_id, **values)))
     if record.outputs:
         packed = [
@@ -622,4 +643,15 @@ def insert_run(conn: sa.Connection, study_run_id: int, record: RunRecord) -> int
         conn.execute(run_outputs.insert(), packed)
     if record.metrics:
         conn.execute(metrics.insert(), [{"run_id": run_id, **asdict(m)} for m in record.metrics])
+    if record.histograms:
+        conn.execute(
+            run_histograms.insert(),
+            [
+                {
+                    "run_id": run_id, "phase": h.phase, "device": h.device, "direction": h.direction,
+                    "kind": h.kind, "buckets": [list(b) for b in h.buckets],
+                }
+                for h in record.histograms
+            ],
+        )  # fmt: skip
     return run_id

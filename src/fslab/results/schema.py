@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from fslab import __version__
 from fslab.core.errors import FslabError
 
-SCHEMA_VERSION = 16
+SCHEMA_VERSION = 17
 
 metadata = sa.MetaData()
 
@@ -203,6 +203,21 @@ run_outputs = sa.Table(
     sa.Column("packed", sa.LargeBinary),
 )
 
+# Since version 17: distributions an opt-in monitor counted in a run's measured window (`--trace
+# block`: request sizes, device times, queue depth), one row per histogram, its buckets packed as
+# [[low, high, count], ...] in the kind's unit (bytes, ns, requests in flight); `fslab export`
+# writes one row per bucket.
+run_histograms = sa.Table(
+    "run_histograms",
+    metadata,
+    sa.Column("run_id", sa.ForeignKey("runs.id"), primary_key=True),
+    sa.Column("phase", sa.String(60), primary_key=True, server_default=""),
+    sa.Column("device", sa.String(60), primary_key=True),  # the kernel's name: loop0, zram1, sdb
+    sa.Column("direction", sa.String(10), primary_key=True),  # read, write, other
+    sa.Column("kind", sa.String(30), primary_key=True),  # request_bytes, device_time_ns, queue_depth
+    sa.Column("buckets", sa.JSON, nullable=False),
+)
+
 
 @dataclass(frozen=True)
 class Only:
@@ -371,6 +386,9 @@ MIGRATIONS: dict[int, list[str | Only | Callable[[sa.Connection], None]]] = {
     # Workers say which fslab and schema they run: one of another refuses what it cannot run
     # faithfully (fleet/versions.py).
     15: [_worker_versions],
+    # Runs keep the histograms `--trace block` counted: a new table (run_histograms), made as every
+    # new table is (metadata.create_all); runs stored before have none.
+    16: [],
 }
 
 

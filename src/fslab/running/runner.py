@@ -37,7 +37,7 @@ from fslab.filesystems import FILESYSTEMS, Filesystem, Provisioned
 from fslab.fio import fill_device
 from fslab.model import Host, Metric, RawOutput, Roles, Study, Target, Workload, with_primary
 from fslab.model.findings import Finding
-from fslab.model.records import STDERR_LINES, RunFailure, RunKey, StoredRun, now
+from fslab.model.records import STDERR_LINES, Histogram, RunFailure, RunKey, StoredRun, now
 from fslab.monitors import Monitor, Synced, WorkloadSaid, collect, for_run, measuring
 from fslab.monitors.space import CompressionRatio
 from fslab.results import ResultsDB, RunRecord
@@ -587,6 +587,7 @@ def execute(planned: PlannedRun, workdir: Workdir, sources: Sources, traces: fro
                 )  # after the workload's own figures: it needs them
                 # flagged primary as the study names them ([study] primary), as they are stored
                 record.metrics, record.notes = with_primary(metrics + monitored, workload.primary), notes + flagged
+                record.histograms = windows.histograms
                 clock.mark("parse")
         clock.mark("teardown")
         record.status = "ok"
@@ -665,6 +666,7 @@ class Windows:
         self.watched: dict[str, list[Monitor]] = {}  # by phase, in the order measured
         self.windows: dict[str, Window] = {}  # by phase: when its workload's figures began
         self.synced: dict[str, Synced] = {}  # by phase: the sync that ended its window
+        self.histograms: list[Histogram] = []  # what opt-in monitors counted, each of its window's phase (found)
 
     @contextmanager
     def measured(self, phase: str) -> Iterator[Window]:
@@ -705,6 +707,7 @@ class Windows:
             found = collect(monitors, bytes_moved)
             metrics += [Metric(v.name, v.value, v.unit, v.higher_is_better, phase=phase) for v in found.values]
             findings += found.flags
+            self.histograms += [replace(h, phase=phase) for h in found.histograms]
         return metrics, findings
 
 

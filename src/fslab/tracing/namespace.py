@@ -1,0 +1,55 @@
+"""Becomes bpftrace inside a private mount namespace with tracefs mounted: bpftrace finds
+tracepoints only under /sys/kernel/tracing, and fslab never mounts anything on the host for it.
+
+Run by fslab (bpftrace.py) as
+
+    unshare --mount --propagation private -- PYTHON -I -m fslab.tracing.namespace /usr/bin/bpftrace ARG...
+
+It refuses unless its mount namespace differs from its parent's (unshare made it a new one), makes
+every mount there private again (nothing it mounts propagates out), mounts tracefs at
+/sys/kernel/tracing unless one is there, and execs bpftrace: same pid and start time as the journal
+recorded. The namespace, and its tracefs with it, end when bpftrace does. Standard library only:
+it runs for a few milliseconds before every trace."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import sys
+
+TRACING = "/sys/kernel/tracing"
+_MS_REC, _MS_PRIVATE = 0x4000, 1 << 18
+
+
+def _fail(why: str) -> None:
+    sys.stderr.write(f"fslab.tracing.namespace: {why}\n")
+    sys.exit(2)
+
+
+def tracefs_at(path: str, mountinfo: str) -> bool:
+    """Whether /proc/self/mountinfo's text shows a tracefs mounted at `path`."""
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        if len(fields) > 4 and fields[4] == path and "-" in fields[6:]:
+            if fields[fields.index("-", 6) + 1] == "tracefs":
+                return True
+    return False
+
+
+def main(argv: list[str]) -> None:
+    if len(argv) < 2 or os.path.basename(argv[1]) != "bpftrace":
+        _fail("runs bpftrace only: usage: namespace.py /path/to/bpftrace ARG...")
+    if os.readlink("/proc/self/ns/mnt") == os.readlink(f"/proc/{os.getppid()}/ns/mnt"):
+        _fail("not in a mount namespace of its own (run it under `unshare --mount`): nothing mounted")
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
+        _fail(f"cannot make the namespace's mounts private: {os.strerror(ctypes.get_errno())}")
+    with open("/proc/self/mountinfo") as table:
+        mounted = tracefs_at(TRACING, table.read())
+    if not mounted and libc.mount(b"nodev", TRACING.encode(), b"tracefs", 0, None) != 0:
+        _fail(f"cannot mount tracefs at {TRACING}: {os.strerror(ctypes.get_errno())}")
+    os.execv(argv[1], argv[1:])
+
+
+if __name__ == "__main__":
+    main(sys.argv)
