@@ -215,3 +215,37 @@ def test_a_window_that_fails_leaves_nothing_mounted(needs_root, tmp_path):
 
 def _any_bdi() -> str:
     return sorted(os.listdir("/sys/class/bdi"))[0]
+
+
+KILLED = """\
+import sys, time
+from contextlib import ExitStack
+from pathlib import Path
+from fslab.core.workdir import Workdir
+from fslab.monitors.page_cache import mount_debugfs
+with ExitStack() as stack:
+    mount_debugfs(Workdir(Path(sys.argv[1])).journal, stack)
+    print("mounted", flush=True)
+    time.sleep(600)
+"""
+
+
+@pytest.mark.root
+def test_a_debugfs_left_by_a_killed_fslab_is_released_by_cleanup(needs_root):
+    """Catches a debugfs mount no exit path reaches: fslab killed (SIGKILL) mid-window leaves it
+    in the journal, and `fslab cleanup` (Journal.clean_up) proves it fslab's and unmounts it."""
+    import subprocess
+    import sys
+
+    with fresh_workdir() as workdir:
+        path = debugfs_dir(workdir.root, workdir.mounts)
+        child = subprocess.Popen([sys.executable, "-c", KILLED, str(workdir.root)], stdout=subprocess.PIPE, text=True)
+        try:
+            assert child.stdout is not None and child.stdout.readline() == "mounted\n"
+            assert len(mounts_at(path)) == 1
+        finally:
+            child.kill()
+            child.wait()
+        assert mounts_at(path), "still mounted after the kill: what cleanup is for"
+        assert [o.status for o in workdir.journal.clean_up()] == ["released"]
+        assert not mounts_at(path)
