@@ -15,7 +15,7 @@ window in fslab's work directory (mounting.mount_point: journalled, released on 
 at start, before the other monitors open (its order comes first), unmounted at stop, after they
 closed; every debugfs mount shows one superblock, so the mount is proven by its mount id too
 (identity.mount_id), and released only while it is still that very mount. Between, the counter
-is read 20 times a second (16 µs of CPU each), counted from the moment the workload's
+is read as the devices' counters are (traffic.py; 16 µs of CPU each), counted from the moment the workload's
 figures begin (base.counted_from: fio's ramp excluded) to the window's end, through its sync.
 
 write_buffered_bytes = bytes dirtied on the bdi (the filesystem's own metadata counts too: a
@@ -54,6 +54,7 @@ from fslab.monitors.base import (
     WorkloadSaid,
     counted_from,
 )
+from fslab.monitors.traffic import TRAFFIC_GROWTH, TRAFFIC_LONGEST, TRAFFIC_PERIOD
 
 DEBUGFS_AT = Path("/sys/kernel/debug")
 BUFFERED_FROM = 0.05  # a larger share of the workload's writes through the page cache: said
@@ -65,9 +66,6 @@ BTRFS_CAUSE = (
     "(nodatasum or nodatacow keep direct I/O)"
 )
 KIB = 1024
-# Seconds between readings: the window's start (fio's epoch) falls between two, where the counter
-# is interpolated; a short direct write dirties in bursts, so they are close (16 µs of CPU each).
-PAGE_CACHE_PERIOD = 0.05
 _FIELD = re.compile(r"^(BdiDirtied|BdiWritten):\s+(\d+)\s+kB\s*$", re.MULTILINE)
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 
@@ -161,12 +159,16 @@ class PageCacheMonitor:
 
     name = "page_cache"
 
-    def __init__(self, bdi: str | None, journal: Journal | None, fstype: str = "", period: float = PAGE_CACHE_PERIOD):
+    def __init__(self, bdi: str | None, journal: Journal | None, fstype: str = ""):
         self.bdi, self.journal, self.fstype = bdi, journal, fstype
         self.why_not = self._why_not()
         self.stats: Path | None = None
         self.stack = ExitStack()
-        self.sampler = Sampler(self._read, "fslab-page-cache-monitor", period)
+        # Spaced as the devices' counters (traffic.py: dense where fio's epoch falls, sparse after),
+        # so that both are read at one wake-up of the monitors' clock.
+        self.sampler = Sampler(
+            self._read, "fslab-page-cache-monitor", TRAFFIC_PERIOD, growth=TRAFFIC_GROWTH, longest=TRAFFIC_LONGEST
+        )
 
     def _why_not(self) -> str | None:
         if self.bdi is None:
@@ -252,8 +254,11 @@ MONITORS.add(
         order=5,  # started first, stopped last: its debugfs mount is outside the others' windows
         figures=(Figure("write_buffered_bytes"), Figure("write_buffered_share")),
         make=page_cache_monitor,
-        help="the share of a direct-I/O workload's writes that went through the page cache (debugfs's per-bdi "
-        "counters, read 20×/s: 0.03 % of a core; a debugfs mount per window where none is at /sys/kernel/debug)",
+        help="the share of a direct-I/O workload's writes that went through the page cache, from its "
+        "filesystem's own bdi counters in debugfs (direct-I/O windows only)",
+        cost="~0.03 % of one core: a read of debugfs's bdi stats (16 µs of CPU) at the traffic monitor's "
+        "wake-ups; where debugfs is not at /sys/kernel/debug, a mount before the window and an unmount after "
+        "it (1–20 ms each, outside the others' windows)",
         checks=checks,
     )
 )
