@@ -34,7 +34,6 @@ def loaded_after(code: str) -> list[str]:
 def test_the_registry_loads_a_filesystem_only_when_it_is_asked_for():
     assert loaded_after("from fslab.filesystems import FILESYSTEMS; kinds = list(FILESYSTEMS)") == [
         "fslab.filesystems.base",
-        "fslab.filesystems.mounting",
     ]
     assert "fslab.filesystems.ext4" in loaded_after("from fslab.filesystems import FILESYSTEMS; FILESYSTEMS['ext4']")
     study = '[study]\nname = "s"\nworkloads = ["seq_read"]\n[[target]]\nfilesystem = "ext4"\n'

@@ -88,9 +88,9 @@ def test_a_signal_as_a_filesystem_is_mounted_leaves_nothing_mounted(workdir, sig
     import threading
 
     from fslab.core.identity import mounts_at
+    from fslab.core.mounting import mount_point, proven
     from fslab.core.system import run
     from fslab.devices.loop import attached, image_file
-    from fslab.filesystems.mounting import mount_point, proven
 
     journal, where = workdir.journal, workdir.mounts / "ext4"
     left = []

@@ -32,6 +32,7 @@ LOOP_CLR_FD = 0x4C01
 LOOP_GET_STATUS64 = 0x4C05
 _LOOP_INFO64 = struct.Struct("=QQQQQIIII64s64s32sQQ")  # struct loop_info64 (linux/loop.h)
 UMOUNT_NOFOLLOW = 0x8
+MNT_DETACH = 0x2
 
 
 @dataclass(frozen=True)
@@ -313,9 +314,10 @@ def mounts_at(path: Path) -> list[Mount]:
     return [mount for mount in mounts() if mount.mountpoint == str(path)]
 
 
-def unmount(path: Path, dev: str) -> None:
-    """Unmount the filesystem at `path` if it is the one with device number `dev`; the kernel is
-    told not to follow a symlink at `path`. Retries briefly while the filesystem is busy."""
+def unmount(path: Path, dev: str, mount: str | None = None) -> None:
+    """Unmount the filesystem at `path` if it is the one with device number `dev` (and, where
+    `mount` is given, that very mount: mount_id); the kernel is told not to follow a symlink at
+    `path`. Retries briefly while the filesystem is busy."""
     libc = ctypes.CDLL(None, use_errno=True)
     for attempt in range(20):
         mounted = mounts_at(path)
@@ -326,12 +328,42 @@ def unmount(path: Path, dev: str) -> None:
                 f"{path}: the filesystem mounted there ({mounted[-1].source}, "
                 f"{mounted[-1].dev}) is not the one fslab mounted ({dev}); left mounted"
             )
-        if libc.umount2(str(path).encode(), UMOUNT_NOFOLLOW) == 0:
+        if mount is not None and (found := mount_id(path)) != mount:
+            raise Refused(
+                f"{path}: the mount there ({mounted[-1].source}, mount {found}) is not the one fslab "
+                f"made (mount {mount}); left mounted"
+            )
+        # A mount proven by its id is detached with what the kernel automounted below it since
+        # (debugfs's tracing/, mounted by anything that walks into it): that stops no unmount.
+        flags = UMOUNT_NOFOLLOW | (MNT_DETACH if mount is not None else 0)
+        if libc.umount2(str(path).encode(), flags) == 0:
             continue
         code = ctypes.get_errno()
         if code != errno.EBUSY or attempt == 19:
             raise OSError(code, f"cannot unmount {path}: {os.strerror(code)}")
         time.sleep(0.3)
+
+
+_STATX_MNT_ID, _STATX_MNT_ID_UNIQUE = 0x1000, 0x4000
+_AT_FDCWD, _AT_SYMLINK_NOFOLLOW = -100, 0x100
+_STATX_SIZE, _STATX_MNT_ID_AT = 256, 0x90  # struct statx's size (with room) and stx_mnt_id's offset
+
+
+def mount_id(path: Path) -> str | None:
+    """Which mount `path` shows, as the kernel numbers mounts: "u<id>", the unique id no other
+    mount gets while the kernel runs (statx STATX_MNT_ID_UNIQUE, Linux 6.8), else "r<id>", the id
+    /proc/self/mountinfo shows, which a later mount may reuse once this one is gone; None where
+    statx says neither. What tells two mounts of one superblock apart (every debugfs mount has
+    the same device number)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    buffer = ctypes.create_string_buffer(_STATX_SIZE)
+    for wanted, tag in ((_STATX_MNT_ID_UNIQUE, "u"), (_STATX_MNT_ID, "r")):
+        if libc.statx(_AT_FDCWD, os.fsencode(path), _AT_SYMLINK_NOFOLLOW, wanted, buffer) != 0:
+            return None
+        mask = struct.unpack_from("=I", buffer.raw, 0)[0]
+        if mask & wanted:
+            return f"{tag}{struct.unpack_from('=Q', buffer.raw, _STATX_MNT_ID_AT)[0]}"
+    return None
 
 
 def mount_proof(path: Path) -> dict:

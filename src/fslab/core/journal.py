@@ -69,7 +69,7 @@ Releaser = Callable[[Entry, Any], None]
 # kind registered is here. (A plugin's kinds are its own: fslab.core.registry.)
 MAKERS = {
     "process": "fslab.core.system", "scratch": "fslab.core.scratch", "cgroup": "fslab.core.cgroups",
-    "mount": "fslab.filesystems.mounting", "zpool": "fslab.filesystems.zfs",
+    "mount": "fslab.core.mounting", "zpool": "fslab.filesystems.zfs",
     "zfs-daemon": "fslab.filesystems.zfs_engine", "arc-max": "fslab.filesystems.zfs_engine",
     "device": "fslab.devices.named", "md": "fslab.devices.layers.md", "luks": "fslab.devices.layers.luks",
     "lvm": "fslab.devices.layers.lvm", "image": "fslab.devices.loop", "loop": "fslab.devices.loop",

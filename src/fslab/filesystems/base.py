@@ -16,10 +16,10 @@ from fslab.core.checks import Check, kernel_filesystems, tool_check
 from fslab.core.errors import FslabError
 from fslab.core.identity import kernel_table, unescape
 from fslab.core.journal import Journal
+from fslab.core.mounting import mount_point, proven
 from fslab.core.registry import Registry
 from fslab.core.system import kernel_has_module, run, tool_version
 from fslab.core.units import format_size, parse_size
-from fslab.filesystems.mounting import mount_point, proven
 from fslab.model import Target
 from fslab.model.options import OptionRefused, Suboptions, ToolOptions, check_arguments, check_mount_options
 from fslab.model.records import OptionsApplied
@@ -406,6 +406,15 @@ class Filesystem:
         what was made (`compresses`); None where it does not compress."""
         return None
 
+    def bdi(self, ready: Provisioned) -> str | None:
+        """The name of the kernel's backing device (/sys/class/bdi) the filesystem's page cache
+        is counted on (monitors/page_cache.py), or None where it has none or it is unknown. Most
+        use the device number they are mounted with (ext4 and XFS their block device's, FUSE its
+        own anonymous one): the mount point's st_dev, where a bdi is named so."""
+        if ready.directory is None:
+            return None
+        return bdi_named(os.stat(ready.directory).st_dev)
+
     def sync(self, ready: Provisioned) -> None:
         """Write what the filesystem still holds of a workload's writes to its devices (a
         journal's or a transaction's commit, dirty pages): each measured window ends with it
@@ -478,6 +487,15 @@ FILESYSTEMS: Registry[Filesystem] = Registry(
         "raw": "fslab.filesystems.raw",
     },
 )
+
+
+SYS_CLASS_BDI = Path("/sys/class/bdi")
+
+
+def bdi_named(number: int) -> str | None:
+    """The bdi named by a device number ("7:3"), if the kernel has one so named."""
+    name = f"{os.major(number)}:{os.minor(number)}"
+    return name if (SYS_CLASS_BDI / name).is_dir() else None
 
 
 def kinds_that(can: Callable[[Filesystem], bool], last: str = "and") -> str:

@@ -1,3 +1,6 @@
+import fcntl
+import os
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -19,6 +22,9 @@ from fslab.model.options import (
 )
 from fslab.monitors.space import CompressionRatio, btrfs_compresses, btrfs_compression_ratio
 
+SYS_FS_BTRFS = Path("/sys/fs/btrfs")
+# BTRFS_IOC_FS_INFO: _IOR(0x94, 31, struct btrfs_ioctl_fs_info_args), 1,024 bytes; fsid at 16.
+FS_INFO, FS_INFO_SIZE, FSID_AT = 0x8400941F, 1024, 16
 BY_FSLAB = "fslab passes it itself"
 SNAPSHOTS = ".snapshots"  # in the mount point: where snapshot() puts them
 PROFILES = ("single", "dup", "raid0", "raid1", "raid1c3", "raid1c4", "raid10", "raid5", "raid6")
@@ -185,6 +191,17 @@ def metadata_chunk(raw: int) -> int:
     return max(32 * 2**20, raw // 20)
 
 
+def fsid(mountpoint: Path) -> str:
+    """The fsid of the Btrfs mounted at `mountpoint` (the name of its /sys/fs/btrfs directory),
+    asked of the filesystem through a descriptor on its mount point (no symlink followed)."""
+    fd = os.open(mountpoint, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        info = fcntl.ioctl(fd, FS_INFO, bytes(FS_INFO_SIZE))
+    finally:
+        os.close(fd)
+    return str(uuid.UUID(bytes=bytes(info[FSID_AT : FSID_AT + 16])))
+
+
 class BtrfsFields(TargetFields):
     """What a Btrfs target may set beyond every target's fields."""
 
@@ -243,6 +260,17 @@ class Btrfs(Filesystem):
             if ready.directory and self.compresses(ready.mount_options_effective, ready.details)
             else None
         )
+
+    def bdi(self, ready: Provisioned) -> str | None:
+        """Btrfs's own bdi ("btrfs-N"), not its devices' nor its anonymous st_dev's: the one
+        /sys/fs/btrfs/<fsid>/bdi links to, the fsid asked of the mounted filesystem itself."""
+        if ready.directory is None:
+            return None
+        try:
+            link = SYS_FS_BTRFS / fsid(ready.directory) / "bdi"
+        except OSError:  # not a Btrfs there any more, or a kernel without the ioctl: unknown
+            return None
+        return link.resolve().name if link.is_symlink() else None
 
     def snapshot(self, ready: Provisioned, name: str) -> str:
         """A read-only snapshot of the top-level subvolume (where the workload's files are) in

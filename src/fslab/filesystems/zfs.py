@@ -25,13 +25,13 @@ from pydantic import AfterValidator, field_validator
 from fslab.core.checks import Check
 from fslab.core.errors import Refused
 from fslab.core.journal import Entry, Held, Journal, releaser
+from fslab.core.mounting import mount_point, proven
 from fslab.core.names import check_snapshot_name, kernel_name, workdir_tag
 from fslab.core.scratch import scratch_directory
 from fslab.core.system import CommandError, joined, run
 from fslab.core.units import format_size, parse_size, scaled_size
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Filesystem, Provisioned, Room, SizeFloor, TargetFields, mounted_options, same_value
-from fslab.filesystems.mounting import mount_point, proven
 from fslab.filesystems.zfs_engine import (
     SCALED_ARC_FLOOR,
     Daemon,

@@ -1,7 +1,8 @@
 """Measurements taken around a run's measured phase, one monitor a module, each joining the
 registry itself (base.MONITORS) with the values it reports, in the order a report shows them:
 system-wide CPU (cpu.py), the traffic of the devices under the target (traffic.py), the space the
-filesystem uses and its compression (space.py); all behind one small protocol (base.py). The
+filesystem uses and its compression (space.py), and for direct I/O the share its filesystem put
+through the page cache (page_cache.py); all behind one small protocol (base.py). The
 extents of files (extents.py) are a scenario's, counted after a phase (scenarios/kind.py).
 
 The runner (runner.Windows) watches every measured window of every run with them:
@@ -121,10 +122,12 @@ def for_run(
     *,
     traces: frozenset[str] = frozenset(),
     journal: Journal | None = None,
+    direct: bool = False,
+    bdi: str | None = None,
 ) -> list[Monitor]:
     """The monitors of one measured phase: every one always on, and the opt-in ones `traces`
     names (base.Watched says what each argument is)."""
-    watched = Watched(devices, mountpoint, compression, traces, journal)
+    watched = Watched(devices, mountpoint, compression, traces, journal, direct, bdi)
     return [
         made
         for kind in kinds()

@@ -114,13 +114,17 @@ class Watched:
     on a raw device), and its way to its compression ratio (Filesystem.compression_ratio; None
     where it does not compress); the opt-in monitors the run asked for (`--trace`: their
     MonitorKind.trace names), and the journal a monitor that starts a process or mounts
-    something holds it in (None: such a monitor does not run)."""
+    something holds it in (None: such a monitor does not run); whether the workload asks for direct
+    I/O (the study's `direct`), and the kernel's backing device its filesystem's page cache is
+    counted on (Filesystem.bdi; None: none, or unknown)."""
 
     devices: Sequence[str]
     mountpoint: Path | None
     compression: Callable[[Path], float | None] | None = None
     traces: frozenset[str] = frozenset()
     journal: Journal | None = None
+    direct: bool = False
+    bdi: str | None = None
 
 
 @dataclass(frozen=True)

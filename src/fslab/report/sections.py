@@ -16,6 +16,7 @@ from fslab.core.units import Bandwidth, format_size
 from fslab.model import FAILED_ALIKE, PHASE_SEPARATOR, qualified, unqualified
 from fslab.model.records import imported_from
 from fslab.monitors import Figure, figures as monitor_figures, metric_names
+from fslab.monitors.page_cache import DIRECT_IO_CAVEAT
 from fslab.report.formatting import (
     explanation_tail,
     fmt,
@@ -387,10 +388,15 @@ def _monitor_figure(value: float, shape: str) -> str:
     return fmt(value) if shape == "pct" else f"{fmt(value, 2)}×"
 
 
+BUFFERED_MARK = "◐"  # half through the page cache: direct I/O that was not
+
+
 def flagged(cell: CellSummary, figure: str, metric: str = "") -> str:
     """A figure of a cell whose runs reported what cannot be real, marked so it is never read as a
-    plain result (⚠); one above its ceiling, the bare device's figure (▲, the note says by how much)."""
-    return f"⚠ {figure}" if cell.implausible else f"▲ {figure}" if metric in cell.above_ceiling else figure
+    plain result (⚠); one above its ceiling, the bare device's figure (▲, the note says by how much);
+    one of direct I/O the filesystem put through the page cache (◐, the note says how much of it)."""
+    marked = f"⚠ {figure}" if cell.implausible else f"▲ {figure}" if metric in cell.above_ceiling else figure
+    return f"{BUFFERED_MARK} {marked}" if DIRECT_IO_CAVEAT in cell.caveats else marked
 
 
 def submission_note(cell: CellSummary, direction: str) -> list[str]:

@@ -577,6 +577,7 @@ def execute(planned: PlannedRun, workdir: Workdir, sources: Sources, traces: fro
                     traces=traces,
                     journal=workdir.journal,
                     direct=workload.direct,
+                    bdi=filesystem.bdi(ready),
                 )
                 record.outputs = _measure(
                     workdir.journal, kind, workload, ready, record.job_file, sources.scope, clock, windows, filesystem
@@ -657,8 +658,9 @@ class Windows:
         traces: frozenset[str] = frozenset(),
         journal: Journal | None = None,
         direct: bool = False,
+        bdi: str | None = None,
     ):
-        self.ready, self.compression, self.sync, self.direct = ready, compression, sync, direct
+        self.ready, self.compression, self.sync, self.direct, self.bdi = ready, compression, sync, direct, bdi
         self.traces, self.journal = (
             traces,
             journal,
@@ -675,7 +677,13 @@ class Windows:
                 f"phase {phase!r} was measured twice in one run: each measured step needs a phase of its own"
             )
         monitors = for_run(  # built before the window opens
-            self.ready.bottom, self.ready.directory, self.compression, traces=self.traces, journal=self.journal
+            self.ready.bottom,
+            self.ready.directory,
+            self.compression,
+            traces=self.traces,
+            journal=self.journal,
+            direct=self.direct,
+            bdi=self.bdi,
         )
         self.watched[phase] = monitors
         window = self.windows[phase] = Window()

@@ -49,12 +49,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from pydantic import Field, ValidationInfo, field_validator
 
 from fslab.core.journal import Journal
+from fslab.core.mounting import mount_point, proven
 from fslab.core.names import file_name
 from fslab.core.system import run, run_held
 from fslab.core.units import Bandwidth, format_size, parse_size
 from fslab.devices.loop import attached, image_file
 from fslab.filesystems import FILESYSTEMS
-from fslab.filesystems.mounting import mount_point, proven
 from fslab.model import Metric, RawOutput, Workload
 from fslab.model.findings import Finding
 from fslab.model.options import OneOf, OptionRefused, Suboptions, accepted_values, check_properties, value_text

@@ -1,5 +1,6 @@
 """Mount points: made by fslab in its work directory, proven after mounting, unmounted only when
-the filesystem mounted there is still the one fslab mounted."""
+the filesystem mounted there is still the one fslab mounted (a filesystem's, rsync's, the page
+cache monitor's debugfs)."""
 
 from __future__ import annotations
 
@@ -64,4 +65,5 @@ def release_mount(entry: Entry, workdir: Workdir) -> None:
         if not ours:
             raise Refused(f"{path}: {top.source} is mounted there and nothing shows fslab mounted it; left mounted")
         dev = top.dev
-    unmount(path, str(dev))
+    mount = entry.proof.get("mnt")  # where recorded (a mount of a superblock mounted elsewhere too: debugfs)
+    unmount(path, str(dev), None if mount is None else str(mount))

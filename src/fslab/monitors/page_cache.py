@@ -1,0 +1,264 @@
+"""Direct I/O that went through the page cache: for a window whose workload asks for direct I/O,
+the bytes the filesystem under test dirtied in the page cache, per filesystem, never system-wide.
+
+A filesystem may serve O_DIRECT with buffered I/O, and say nothing: Btrfs writes files with data
+checksums so since Linux 6.15 (commit 968f19c5b1b7; `nodatasum` and `nodatacow` keep direct I/O),
+zfs-fuse and OpenZFS before 2.3 ignore O_DIRECT. The figures are then true and their label wrong.
+The fallback flushes and invalidates what it wrote, so the file's residency afterwards shows
+nothing; the kernel's per-backing-device counters do: /bdi/<bdi>/stats in debugfs counts the
+bytes dirtied on each bdi (BdiDirtied, kB, cumulative: large folios whole), and a filesystem's
+page cache is counted on its own bdi (Filesystem.bdi: ext4's and XFS's block device, Btrfs's
+"btrfs-N", a FUSE mount's anonymous device).
+
+Where debugfs is mounted at /sys/kernel/debug it is read there. Else a debugfs is mounted for the
+window in fslab's work directory (mounting.mount_point: journalled, released on every exit) —
+at start, before the other monitors open (its order comes first), unmounted at stop, after they
+closed; every debugfs mount shows one superblock, so the mount is proven by its mount id too
+(identity.mount_id), and released only while it is still that very mount. Between, the counter
+is read as the devices' counters are (traffic.py; 16 µs of CPU each), counted from the moment the workload's
+figures begin (base.counted_from: fio's ramp excluded) to the window's end, through its sync.
+
+write_buffered_bytes = bytes dirtied on the bdi (the filesystem's own metadata counts too: a
+    few hundred KiB per 64 MiB here, on Btrfs and ext4; XFS's metadata has a cache of its own);
+write_buffered_share = that ÷ the bytes the workload wrote, clamped to [0, 1].
+Above BUFFERED_FROM a finding, with a caveat that goes with the cell's figures wherever judged.
+
+Reads are not counted: a page read into the cache dirties nothing, and counting the pages added
+(the tracepoint filemap:mm_filemap_add_to_page_cache, per s_dev) needs tracefs and a reader of
+its buffer after the window — not done yet. read_buffered_* are therefore never given.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from fslab.core.checks import Check, kernel_filesystems
+from fslab.core.errors import FslabError
+from fslab.core.identity import mount_id, mount_proof, mounts_at
+from fslab.core.journal import Journal
+from fslab.core.names import workdir_tag
+from fslab.model.findings import Finding
+from fslab.monitors.base import (
+    MONITORS,
+    Figure,
+    Found,
+    Measured,
+    MonitorKind,
+    Sampler,
+    Watched,
+    WorkloadSaid,
+    counted_from,
+)
+from fslab.monitors.traffic import TRAFFIC_GROWTH, TRAFFIC_LONGEST, TRAFFIC_PERIOD
+
+DEBUGFS_AT = Path("/sys/kernel/debug")
+BUFFERED_FROM = 0.05  # a larger share of the workload's writes through the page cache: said
+DIRECT_IO_BUFFERED = "direct_io_buffered"  # the finding's kind, as stored with the run (runs.notes)
+DIRECT_IO_CAVEAT = "direct I/O went through the page cache"
+NOT_MEASURED = "direct_io_not_measured"
+BTRFS_CAUSE = (
+    "Btrfs writes files with data checksums through the page cache since Linux 6.15 "
+    "(nodatasum or nodatacow keep direct I/O)"
+)
+KIB = 1024
+_FIELD = re.compile(r"^(BdiDirtied|BdiWritten):\s+(\d+)\s+kB\s*$", re.MULTILINE)
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+
+
+@dataclass(frozen=True)
+class BdiCounts:
+    """A bdi's cumulative bytes dirtied in the page cache and written back from it."""
+
+    dirtied: int
+    written: int
+
+
+def parse_bdi_stats(text: str) -> BdiCounts:
+    """debugfs's /bdi/<bdi>/stats: its BdiDirtied and BdiWritten lines, kB, in bytes."""
+    found = {name: int(kb) * KIB for name, kb in _FIELD.findall(text)}
+    if set(found) != {"BdiDirtied", "BdiWritten"}:
+        raise ValueError(f"a bdi's stats have BdiDirtied and BdiWritten lines in kB: {text[:120]!r}")
+    return BdiCounts(found["BdiDirtied"], found["BdiWritten"])
+
+
+def buffered_share(buffered: float, wrote: float | None) -> float | None:
+    """The share of what the workload wrote that went through the page cache, in [0, 1] (the
+    filesystem's own metadata can take it past 1 on a small write); None when it wrote nothing."""
+    if not wrote:
+        return None
+    return min(max(buffered / wrote, 0.0), 1.0)
+
+
+def judged(buffered: int, workload: WorkloadSaid, fstype: str = "") -> Found:
+    """The window's values, and the finding when more than BUFFERED_FROM of the workload's
+    writes went through the page cache (on Btrfs naming its known cause beside the figure)."""
+    found = Found([Measured("write_buffered_bytes", buffered, "B", False)])
+    share = buffered_share(buffered, workload.written_bytes)
+    if share is None:
+        return found
+    found.values.append(Measured("write_buffered_share", share, "", False))
+    if share > BUFFERED_FROM:
+        cause = f" — {BTRFS_CAUSE}" if fstype == "btrfs" else ""
+        found.flags.append(
+            Finding(
+                DIRECT_IO_BUFFERED,
+                f"direct I/O requested: {share * 100:.0f} % of writes went through the page cache{cause}",
+                implausible=False,  # what the kernel did with the run's I/O, not a broken figure
+                caveat=DIRECT_IO_CAVEAT,
+            )
+        )
+    return found
+
+
+def not_measured(why: str) -> Finding:
+    return Finding(NOT_MEASURED, f"direct I/O's page-cache share not measurable here: {why}", implausible=False)
+
+
+class Unmounted(FslabError):
+    pass
+
+
+def debugfs_mounted() -> Path | None:
+    """/sys/kernel/debug where debugfs is mounted there (what it shows on top), else None."""
+    on = mounts_at(DEBUGFS_AT)
+    return DEBUGFS_AT if on and on[-1].fstype == "debugfs" else None
+
+
+def debugfs_dir(root: Path, mounts: Path) -> Path:
+    """Where a work directory's debugfs is mounted: among its mount points, by a name of its
+    kernel names' (core.names.workdir_tag), which no target's is by chance."""
+    return mounts / f"{workdir_tag(root)}debugfs"
+
+
+def mount_debugfs(journal: Journal, stack: ExitStack) -> Path:
+    """A debugfs of fslab's own in its work directory, read-only, unmounted when `stack` closes
+    (or by the journal after a crash) only while it is the very mount made here."""
+    from fslab.core.mounting import mount_point  # the journal's machinery: not for reading a summary
+
+    path = debugfs_dir(journal.workdir.root, journal.workdir.mounts)
+    held = stack.enter_context(mount_point(journal, path))
+    source = path.name  # tells a killed run's mount as fslab's (mounting.release_mount)
+    libc = ctypes.CDLL(None, use_errno=True)
+    flags = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC
+    if libc.mount(source.encode(), os.fsencode(path), b"debugfs", flags, None) != 0:
+        code = ctypes.get_errno()
+        raise Unmounted(f"cannot mount debugfs at {path}: {os.strerror(code)}")
+    mount = mount_id(path)
+    held.prove(**mount_proof(path), **({"mnt": mount} if mount else {}))
+    return path
+
+
+class PageCacheMonitor:
+    """The bdi's counters, sampled from start to stop; what it dirtied from the moment the
+    workload's figures begin to the window's end is what went through the page cache."""
+
+    name = "page_cache"
+
+    def __init__(self, bdi: str | None, journal: Journal | None, fstype: str = ""):
+        self.bdi, self.journal, self.fstype = bdi, journal, fstype
+        self.why_not = self._why_not()
+        self.stats: Path | None = None
+        self.stack = ExitStack()
+        # Spaced as the devices' counters (traffic.py: dense where fio's epoch falls, sparse after),
+        # so that both are read at one wake-up of the monitors' clock.
+        self.sampler = Sampler(
+            self._read, "fslab-page-cache-monitor", TRAFFIC_PERIOD, growth=TRAFFIC_GROWTH, longest=TRAFFIC_LONGEST
+        )
+
+    def _why_not(self) -> str | None:
+        if self.bdi is None:
+            return "the kernel's backing device (bdi) of this filesystem is not known"
+        if "debugfs" not in kernel_filesystems():
+            return "this kernel has no debugfs (CONFIG_DEBUG_FS), whose /bdi/*/stats count it"
+        if debugfs_mounted() is None and self.journal is None:
+            return "debugfs is not mounted at /sys/kernel/debug, and this window has no journal to mount it with"
+        return None
+
+    def _read(self) -> BdiCounts:
+        assert self.stats is not None
+        return parse_bdi_stats(self.stats.read_text())
+
+    def start(self) -> None:
+        if self.why_not:
+            return
+        try:
+            root = debugfs_mounted()
+            if root is None:
+                assert self.journal is not None
+                root = mount_debugfs(self.journal, self.stack)
+            self.stats = root / "bdi" / str(self.bdi) / "stats"
+            self.sampler.start()
+        except (OSError, ValueError, FslabError) as exc:  # always on: it says so, and the run goes on
+            self.why_not = f"reading {self.stats or 'debugfs'}: {exc}"
+            self.stack.close()
+        except BaseException:
+            self.stack.close()
+            raise
+
+    def stop(self) -> None:
+        try:
+            if not self.why_not:
+                self.sampler.stop()
+        except (OSError, ValueError) as exc:
+            self.why_not = f"reading {self.stats}: {exc}"
+        finally:
+            self.stack.close()
+
+    def values(self, workload: WorkloadSaid, found: Found) -> None:
+        if not workload.direct:
+            return
+        if self.why_not:
+            found.flags.append(not_measured(self.why_not))
+            return
+        readings = counted_from(self.sampler.samples, workload.counted_from)
+        if readings:
+            more = judged(readings[-1].dirtied - readings[0].dirtied, workload, self.fstype)
+            found.values.extend(more.values)
+            found.flags.extend(more.flags)
+
+
+def page_cache_monitor(watched: Watched) -> PageCacheMonitor | None:
+    if not watched.direct or watched.mountpoint is None:
+        return None  # buffered I/O goes through the page cache by design; a raw device has no filesystem
+    on = mounts_at(watched.mountpoint)
+    return PageCacheMonitor(watched.bdi, watched.journal, on[-1].fstype if on else "")
+
+
+def checks() -> list[Check]:
+    has = "debugfs" in kernel_filesystems()
+    return [
+        Check(
+            "debugfs (direct I/O through the page cache)",
+            has,
+            (
+                "mounted at /sys/kernel/debug"
+                if debugfs_mounted()
+                else "in the kernel: fslab mounts it in its work directory"
+            )
+            if has
+            else "not in this kernel: direct I/O's page-cache share is not measured",
+            "a kernel built with CONFIG_DEBUG_FS",
+            required=False,
+        )
+    ]
+
+
+MONITORS.add(
+    MonitorKind(
+        "page_cache",
+        order=5,  # started first, stopped last: its debugfs mount is outside the others' windows
+        figures=(Figure("write_buffered_bytes"), Figure("write_buffered_share")),
+        make=page_cache_monitor,
+        help="the share of a direct-I/O workload's writes that went through the page cache, from its "
+        "filesystem's own bdi counters in debugfs (direct-I/O windows only)",
+        cost="~0.03 % of one core: a read of debugfs's bdi stats (16 µs of CPU) at the traffic monitor's "
+        "wake-ups; where debugfs is not at /sys/kernel/debug, a mount before the window and an unmount after "
+        "it (1–20 ms each, outside the others' windows)",
+        checks=checks,
+    )
+)
