@@ -291,7 +291,9 @@ def test_an_adaptive_study_runs_line_says_how_each_cell_ended():
         "ext4 · rand_read": {"runs": 5, "half_width": 0.02, "status": "futile", "would_decide": 24},
         "btrfs · rand_read": {"runs": 5, "half_width": 0.02, "status": "futile", "would_decide": 24},
     }
-    line = repetitions_line(SimpleNamespace(study_run={"settings": settings, "outcome": outcome}, warmups=0))
+    line = repetitions_line(
+        SimpleNamespace(study_run={"settings": settings, "outcome": outcome}, warmups=0, disturbed=0, redone=0)
+    )
     assert "until every main comparison (each target against its baseline on the primary metrics) was" in line
     assert "judged at up to 8 looks, every interval widened to hold its error across them" in line
     assert "3 cells: 2 futile, 1 decided." in line

@@ -51,7 +51,7 @@ def at_its_old_schema(sqlite_file, url: str) -> None:
     target.dispose()
 
 
-@pytest.mark.parametrize("version", [1, 2, 4, 7, 13, 14, 16])
+@pytest.mark.parametrize("version", [1, 2, 4, 7, 13, 14, 16, 17])
 def test_a_fixture_database_migrated_on_postgresql_reads_as_on_sqlite(pg_cluster, version, tmp_path):
     url = pg_cluster.new_database(f"migrated_v{version}")
     at_its_old_schema(FIXTURES / f"schema-v{version}.db", url)
@@ -130,6 +130,24 @@ def test_a_version_16_database_migrated_on_postgresql_stores_histograms(pg_clust
     db = ResultsDB(url)
     assert db.histograms(1) == []
     stored_histograms_read_back(db)
+    db.engine.dispose()
+
+
+def test_a_version_17_database_migrated_on_postgresql_marks_none_redone_and_leaves_a_redone_run_out(pg_cluster):
+    """Migration 17 → 18 on PostgreSQL: runs.redone added FALSE (a defect: NULL, or a type
+    PostgreSQL refuses to compare with a boolean), and a run marked redone is left out of the
+    statistics and of a resume's plan there as on SQLite."""
+    url = pg_cluster.new_database("migrated_v17")
+    at_its_old_schema(FIXTURES / "schema-v17.db", url)
+    db = ResultsDB(url)
+    with db.engine.begin() as conn:
+        assert conn.execute(sa.text("SELECT DISTINCT redone FROM runs")).all() == [(False,)]
+        first = conn.execute(sa.text("SELECT min(id) FROM runs WHERE target = 'ext4'")).scalar()
+        conn.execute(sa.text("UPDATE runs SET redone = TRUE WHERE id = :id"), {"id": first})
+    groups = db.sample_groups(1)
+    assert len(groups.values[("rand_write", "ext4")]["write_iops"]) == 1, "the redone run left out"
+    assert len(db.stored_runs(1)) == 7
+    assert sum(r["redone"] for r in db.runs(1, ["redone"])) == 1, "still stored, and marked"
     db.engine.dispose()
 
 

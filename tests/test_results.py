@@ -123,7 +123,7 @@ def _migrated(tmp_path: Path, fixture: str, tables: tuple[str, ...]) -> tuple[Pa
         before = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
     db = ResultsDB(str(db_path))
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (17,)
+        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (18,)
         after = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
     return db_path, db, before, after
 
@@ -139,18 +139,20 @@ def test_a_version_7_database_is_migrated_with_every_run_kept(tmp_path):
         after["study_runs"] = [row[:-1] for row in after["study_runs"]]
         assert all(row[-1] is None for row in after["run_outputs"]), "outputs stored before 14 stay text"
         after["run_outputs"] = [row[:-1] for row in after["run_outputs"]]
-        assert [column[1] for column in conn.execute("PRAGMA table_info(runs)")][-3:] == [
+        assert [column[1] for column in conn.execute("PRAGMA table_info(runs)")][-4:] == [
             "source",
             "options_applied",
             "host",
+            "redone",
         ]
         assert [
             conn.execute(f"SELECT count(*) FROM {table}").fetchone()
             for table in ("hosts", "fleet_workers", "fleet_units")
         ] == [(0,)] * 3
-    assert len(before["runs"]) == 4 and [run[:-3] for run in after["runs"]] == before["runs"], "every run as it was"
-    assert all(run[-3:] == (None, None, None) for run in after["runs"]), (
-        "its source NULL: fslab ran it; what its options became: judged when read; its host: the study run's machine"
+    assert len(before["runs"]) == 4 and [run[:-4] for run in after["runs"]] == before["runs"], "every run as it was"
+    assert all(run[-4:] == (None, None, None, 0) for run in after["runs"]), (
+        "its source NULL: fslab ran it; what its options became: judged when read; its host: the study run's "
+        "machine; not redone"
     )
     assert {table: rows for table, rows in after.items() if table != "runs"} == {
         table: rows for table, rows in before.items() if table != "runs"
@@ -225,7 +227,10 @@ def test_a_version_14_database_gains_its_fleet_leases_generation_and_nothing_els
     workers = after["fleet_workers"]
     assert [row[:-2] for row in workers] == before["fleet_workers"], "its worker as it was"
     assert {row[-2:] for row in workers} == {(None, None)}, "its versions unsaid (schema 16)"
-    others = [t for t in tables if not t.startswith("fleet_")]
+    assert [row[:-1] for row in after["runs"]] == before["runs"] and {row[-1] for row in after["runs"]} == {0}, (
+        "each run as it was, none redone (schema 17)"
+    )
+    others = [t for t in tables if not t.startswith("fleet_") and t != "runs"]
     assert {t: after[t] for t in others} == {t: before[t] for t in others}, "nothing else changed"
     db.engine.dispose()
 
@@ -237,7 +242,8 @@ def test_a_version_16_database_gains_run_histograms_and_nothing_else_changes(tmp
     `--trace block` stores (schema 17): a run stored after it keeps them, bucket for bucket."""
     tables = ("study_runs", "targets", "workloads", "runs", "metrics", "run_outputs", "hosts")
     _, db, before, after = _migrated(tmp_path, "schema-v16.db", tables)
-    assert len(before["runs"]) == 2 and after == before
+    assert len(before["runs"]) == 2 and [row[:-1] for row in after["runs"]] == before["runs"]
+    assert {t: after[t] for t in tables if t != "runs"} == {t: before[t] for t in tables if t != "runs"}
     assert db.histograms(1) == [], "runs stored before have none"
     stored_histograms_read_back(db)
     db.engine.dispose()
@@ -437,3 +443,22 @@ def test_runs_a_systematic_failure_superseded_are_counted_by_no_reader(tmp_path)
     with db.engine.connect() as conn:
         superseded = conn.execute(sa.text("select count(*) from runs where status = 'superseded'")).scalar()
         assert superseded == 4, "kept, marked"
+
+
+# schema-v17.db: written by fslab with schema version 17 (commit b293aa4) from schema-v17.toml, run
+# for real (ext4 and xfs, two runs each, and the ceiling fslab adds).
+def test_a_version_17_database_gains_the_redone_mark_none_redone_and_reads_as_before(tmp_path):
+    """Migration 17 → 18 (runs.redone, --redo-disturbed): a defect would lose or alter a run, mark
+    one redone (left out of the statistics), or fail on a database that has the column already."""
+    tables = ("study_runs", "targets", "workloads", "runs", "metrics", "run_outputs", "hosts")
+    db_path, db, before, after = _migrated(tmp_path, "schema-v17.db", tables)
+    assert len(before["runs"]) == 8
+    assert [row[:-1] for row in after["runs"]] == before["runs"] and {row[-1] for row in after["runs"]} == {0}
+    assert {t: after[t] for t in tables if t != "runs"} == {t: before[t] for t in tables if t != "runs"}
+    groups = db.sample_groups(1)
+    assert sum(len(v["write_iops"]) for v in groups.values.values()) == 8, "every run still in the statistics"
+    assert len(db.stored_runs(1)) == 8
+    db.engine.dispose()
+    with sqlite3.connect(db_path) as conn:  # marked older again, the column kept: migrated again, harmlessly
+        conn.execute("UPDATE schema_info SET version = 17")
+    assert len(ResultsDB(str(db_path)).stored_runs(1)) == 8

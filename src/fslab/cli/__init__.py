@@ -333,6 +333,15 @@ def run(
             "queue depth at the target's devices (bpftrace; 1–2 s to attach per window; docs/monitors.md).",
         ),
     ] = None,
+    redo_disturbed: Annotated[
+        bool,
+        typer.Option(
+            "--redo-disturbed",
+            help="Run a disturbed run again (something else took the CPU or memory: docs/monitors.md, "
+            '"Neighbours"), at most twice; the disturbed one is stored, marked, left out of the statistics. '
+            "Without it, disturbed runs count, flagged.",
+        ),
+    ] = False,
     no_ceiling: Annotated[
         bool,
         typer.Option(
@@ -436,6 +445,7 @@ def run(
             "--skip-unsupported": skip_unsupported or None,
             "--no-ceiling": no_ceiling or None,
             "--trace": trace or None,
+            "--redo-disturbed": redo_disturbed or None,
         }
         given = [name for name, value in fixed.items() if value is not None]
         if given:
@@ -461,6 +471,8 @@ def run(
         from fslab.monitors import known_traces
 
         loaded = replace(loaded, traces=known_traces(trace))
+    if redo_disturbed:
+        loaded = replace(loaded, redo_disturbed=True)
     _warn_short_runs(loaded)
 
     repetitions = Repetitions(
@@ -1419,7 +1431,15 @@ def doctor(
     blocking = sum(n.blocking for n in needs)
     if blocking:
         raise _fail(f"{blocking} check(s) that fslab always needs failed", code=1)
-    absent = [n.by for n in needs if not n.check.ok and n.by != doctor_checks.ALWAYS]
+    absent = [n.by for n in needs if not n.check.ok and n.by != doctor_checks.ALWAYS and n.refuses]
+    unmeasured = [n.by for n in needs if not n.check.ok and not n.refuses]
+    if unmeasured:
+        console.print(
+            f"not measured here: {', '.join(dict.fromkeys(unmeasured))} (runs go on without its figures; "
+            "their summary says why)",
+            highlight=False,
+            soft_wrap=True,
+        )
     if absent:
         console.print(
             f"absent here: {', '.join(dict.fromkeys(absent))}; a study using them is refused "

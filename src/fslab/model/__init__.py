@@ -259,6 +259,7 @@ class Study:
         False  # --no-ceiling: no raw reference added where the study has no raw target (model/ceiling.py)
     )
     traces: tuple[str, ...] = ()  # --trace: the opt-in monitors every run is watched with too (monitors.traces)
+    redo_disturbed: bool = False  # --redo-disturbed: a disturbed run is set aside and run again (running/runner.py)
 
     @functools.cached_property
     def cells(self) -> list[Cell]:

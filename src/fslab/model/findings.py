@@ -17,3 +17,8 @@ class Finding:
     says: str
     implausible: bool
     caveat: str = ""
+
+
+# Kinds a report treats apart from a cell's other notes:
+DISTURBED = "disturbed"  # something else ran beside the run (monitors/pressure.py): counted in the summary
+NOT_MEASURABLE = "not_measurable"  # a figure this machine cannot give, and why: said once per study run, not per cell

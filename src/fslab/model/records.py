@@ -5,6 +5,7 @@ metrics in long format (RunMetric) and a study run's samples as the statistics r
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
@@ -112,6 +113,7 @@ class RunRecord:
     options_applied: OptionsApplied | None = None  # None: an imported run (fslab did not make its filesystem)
     host: str | None = None  # the host it ran on (its name: ResultsDB.record_host keeps its facts)
     histograms: list[Histogram] = field(default_factory=list)  # what `--trace` monitors counted (schema 17)
+    redone: bool = False  # disturbed, and run again (--redo-disturbed): stored, left out of the statistics
 
 
 @dataclass(frozen=True)
@@ -170,6 +172,12 @@ class SampleGroups:
     # (workload, target) → metric → the interleaved block each of its values ran in, as `values`:
     # what pairs two cells' runs within blocks (stats.SamplePair.blocks)
     blocks: dict[tuple[str, str], dict[str, list[int]]] = field(default_factory=dict)
+
+
+def measured(run: Mapping[str, Any]) -> bool:
+    """Whether a stored run (a row of ResultsDB.runs) is of those the statistics count: successful,
+    neither a warm-up nor a disturbed run run again (redone)."""
+    return run["status"] == "ok" and not run["warmup"] and not run.get("redone")
 
 
 def now() -> datetime:

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from fslab.model import RawOutput
+from fslab.model.records import measured
 from fslab.report.summary import StudySummary
 from fslab.results import ResultsDB
 from fslab.workloads import report_of
@@ -32,6 +33,7 @@ RUN_DETAILS = (
     "repetition",
     "status",
     "warmup",
+    "redone",
     "job_file",
     "device_facts",
     "source",
@@ -86,7 +88,7 @@ def run_details(db: ResultsDB, s: StudySummary) -> RunDetails:
     runs = [
         r | {"target": s.hosts.cell_target(r["target"], r["host"])}
         for r in db.runs(s.study_run["id"], RUN_DETAILS)
-        if r["status"] == "ok" and not r["warmup"]
+        if measured(r)
     ]  # each as its cell knows it
     job_files: dict[tuple[str, str], str] = {}
     devices: dict[str, list[dict]] = {}

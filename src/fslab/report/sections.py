@@ -647,9 +647,19 @@ def hosts_text(s: StudySummary) -> str:
     return ""
 
 
+def disturbance_text(s: StudySummary) -> str:
+    """The runs something else disturbed (monitors/pressure.py), counted and flagged; those run
+    again (--redo-disturbed), left out as warm-ups are."""
+    said = f"; {s.disturbed} run(s) disturbed (counted; their cells' notes say by what)" if s.disturbed else ""
+    if s.redone:
+        said += f"; {s.redone} disturbed run(s) run again (--redo-disturbed), left out of the statistics"
+    return said
+
+
 def repetitions_line(s: StudySummary) -> str:
     settings = s.study_run.get("settings") or {}
     warmup = f", after {s.warmups} warm-up run(s) left out of the statistics" if s.warmups else ""
+    warmup += disturbance_text(s)
     if settings.get("target_ci") is None and not settings.get("decide"):
         return f"{s.study_run['repetitions']} runs per cell{warmup}."
     outcome = s.study_run.get("outcome") or {}
@@ -764,6 +774,7 @@ def header_lines(s: StudySummary) -> list[str]:
                 f"{env.get('cpu_model')} × {env.get('cpu_count')}, "
                 f"{format_size(env.get('memory_bytes', 0))} memory; {tools.get('fio')}; "
                 f"loop images on {images.get('fstype')} ({images.get('source')})."
+                + "".join(f" {why}." for why in s.not_measurable)
             ),
         ]
     return (

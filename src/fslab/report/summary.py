@@ -20,7 +20,8 @@ from fslab.core.checks import Unsupported, by_target
 from fslab.core.errors import FslabError
 from fslab.core.units import Bandwidth
 from fslab.model import Host, unqualified
-from fslab.model.records import OptionsApplied, SampleGroups
+from fslab.model.findings import DISTURBED, NOT_MEASURABLE
+from fslab.model.records import OptionsApplied, SampleGroups, measured
 from fslab.monitors.space import COMPRESSED_FROM
 from fslab.monitors.traffic import withheld_amplifications
 from fslab.report.arc_share import arc_notes
@@ -89,6 +90,9 @@ class StudySummary:
     analysis: Analysis
     failures: list[FailedRun] = field(default_factory=list)
     warmups: int = 0  # warm-up runs stored and left out of the statistics
+    disturbed: int = 0  # measured runs a neighbour disturbed (monitors/pressure.py): counted, flagged
+    redone: int = 0  # disturbed runs run again (--redo-disturbed): stored and left out of the statistics
+    not_measurable: list[str] = field(default_factory=list)  # figures its runs' machines could not give, and why
     effective_mount_options: dict[str, str] = field(default_factory=dict)
     not_in_effect: dict[str, list[str]] = field(default_factory=dict)  # target → options asked for, not applied
     requested_options: dict[str, str] = field(
@@ -159,6 +163,7 @@ RUN_FACTS = (
     "workload",
     "repetition",
     "warmup",
+    "redone",
     "status",
     "error",
     "failure",
@@ -393,6 +398,11 @@ def summarize_study_run(
         analysis=analysis,
         failures=failures,
         warmups=sum(1 for r in runs if r["warmup"]),
+        disturbed=sum(1 for r in runs if measured(r) and any(n["kind"] == DISTURBED for n in r.get("notes") or [])),
+        redone=sum(1 for r in runs if r.get("redone")),
+        not_measurable=list(
+            dict.fromkeys(n["says"] for r in runs for n in r.get("notes") or [] if n["kind"] == NOT_MEASURABLE)
+        ),
         effective_mount_options={t: " | ".join(c) for t, c in mounts.items()},
         not_in_effect={t: sorted(o) for t, o in not_in_effect.items() if o},
         requested_options=requested,
@@ -478,11 +488,13 @@ def _run_notes(runs: list[dict]) -> dict[tuple[str, str], tuple[list[str], bool]
     found: dict[tuple[str, str], dict[tuple[bool, str], list[str]]] = defaultdict(dict)
     totals: Counter = Counter()
     for r in runs:
-        if r["status"] == "ok" and not r["warmup"]:
+        if measured(r):
             cell = (r["workload"], r["target"])
             totals[cell] += 1
             said: dict[tuple[bool, str], str] = {}  # a run's notes of one kind (one per phase) count it once
             for note in r.get("notes") or []:
+                if note["kind"] == NOT_MEASURABLE:  # the machine's, said once for the study run
+                    continue
                 said.setdefault((not note["implausible"], note["kind"]), note["says"])
             for kind, says in said.items():
                 found[cell].setdefault(kind, []).append(says)
@@ -512,7 +524,7 @@ def _caveats(runs: list[dict]) -> dict[tuple[str, str], list[str]]:
     """(workload, target) → the caveats its measured runs' findings carry (Finding.caveat), each once."""
     found: dict[tuple[str, str], list[str]] = defaultdict(list)
     for r in runs:
-        if r["status"] == "ok" and not r["warmup"]:
+        if measured(r):
             for note in r.get("notes") or []:
                 if (caveat := note.get("caveat")) and caveat not in found[(r["workload"], r["target"])]:
                     found[(r["workload"], r["target"])].append(caveat)

@@ -45,6 +45,9 @@ _SETUP_LOCK = int.from_bytes(b"fslab-db", "big") >> 1
 # The runs every reader counts: all but those a systematic failure superseded (records.SUPERSEDED).
 COUNTED = runs.c.status != SUPERSEDED
 
+# The runs the statistics are of: successful, neither warm-ups nor disturbed runs run again (redone).
+MEASURED = (runs.c.status == "ok", runs.c.warmup == sa.false(), runs.c.redone == sa.false())
+
 # What a study run reads as (summaries, reports): its identity across databases is `fslab db copy`'s alone.
 _STUDY_RUN_FIELDS = [column for column in study_runs.c if column.name != "uid"]
 
@@ -357,7 +360,8 @@ class ResultsDB:
 
     def stored_runs(self, study_run_id: int, host: str | None = None, block: int | None = None) -> list[StoredRun]:
         """Every stored run of a study run (or of its runs on `host`, of its `block`) with its
-        metrics, in the order they were stored."""
+        metrics, in the order they were stored; not those redone (a disturbed run run again: its
+        redo holds its place)."""
         query = (
             sa.select(
                 runs.c.id,
@@ -378,6 +382,7 @@ class ResultsDB:
             .where(
                 runs.c.study_run_id == study_run_id,
                 COUNTED,
+                runs.c.redone == sa.false(),  # a redone run's redo holds its place in the plan
                 *([runs.c.host == host] if host is not None else []),
                 *([runs.c.block == block] if block is not None else []),
             )
@@ -458,7 +463,7 @@ class ResultsDB:
         no more: each run's cell once, then its values keyed as samples are (phase.name, joined by
         the database), then each metric's kind once — not a cell's two names and a metric's two
         on every value's row (a summary of 2,000 runs, 63,000 values: a third of the time)."""
-        measured = (runs.c.study_run_id == study_run_id, runs.c.status == "ok", runs.c.warmup == sa.false())
+        measured = (runs.c.study_run_id == study_run_id, *MEASURED)
         cells_query = sa.select(runs.c.id, runs.c.workload, runs.c.target, runs.c.block).where(*measured)
         key = sa.case(
             (metrics.c.phase == "", metrics.c.name), else_=metrics.c.phase + PHASE_SEPARATOR + metrics.c.name
@@ -519,7 +524,7 @@ class ResultsDB:
         query = (
             sa.select(runs.c.workload, runs.c.target, runs.c.host, metrics.c.phase, metrics.c.name, metrics.c.value)
             .join(runs, metrics.c.run_id == runs.c.id)
-            .where(runs.c.study_run_id == study_run_id, runs.c.status == "ok", runs.c.warmup == sa.false())
+            .where(runs.c.study_run_id == study_run_id, *MEASURED)
             .order_by(runs.c.id, metrics.c.phase, metrics.c.name)
         )
         values: dict[tuple[str, str, str | None], dict[str, list[float]]] = {}

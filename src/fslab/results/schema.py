@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from fslab import __version__
 from fslab.core.errors import FslabError
 
-SCHEMA_VERSION = 17
+SCHEMA_VERSION = 18
 
 metadata = sa.MetaData()
 
@@ -103,6 +103,9 @@ runs = sa.Table(
     sa.Column("options_applied", sa.JSON),
     # since version 10: the host it ran on (hosts.name); NULL: the study run's own machine (its environment)
     sa.Column("host", sa.String(200)),
+    # since version 18: a disturbed run run again (`fslab run --redo-disturbed`): stored, never in
+    # the statistics, as a warm-up is; its redo holds its place (monitors/pressure.py)
+    sa.Column("redone", sa.Boolean, nullable=False, server_default=sa.false()),
 )
 
 # Since version 5 a metric carries its phase and its roles (model/__init__.py); a run keeps one raw
@@ -290,6 +293,13 @@ def _worker_versions(conn: sa.Connection) -> None:
             conn.execute(sa.text(f"ALTER TABLE fleet_workers ADD COLUMN {column} {kind}"))
 
 
+def _redone_column(conn: sa.Connection) -> None:
+    """Runs may be set aside as disturbed and run again; FALSE for those stored before (a database
+    made by this fslab and marked older, as tests make one, has the column already)."""
+    if "redone" not in {c["name"] for c in sa.inspect(conn).get_columns("runs")}:
+        conn.execute(sa.text("ALTER TABLE runs ADD COLUMN redone BOOLEAN NOT NULL DEFAULT FALSE"))
+
+
 def _renamed_metric(old: str, new: str) -> str:
     return f"UPDATE metrics SET name = '{new}' WHERE name = '{old}'"
 
@@ -389,6 +399,8 @@ MIGRATIONS: dict[int, list[str | Only | Callable[[sa.Connection], None]]] = {
     # Runs keep the histograms `--trace block` counted: a new table (run_histograms), made as every
     # new table is (metadata.create_all); runs stored before have none.
     16: [],
+    # Runs may be set aside as disturbed and run again (--redo-disturbed); FALSE for those stored before.
+    17: [_redone_column],
 }
 
 

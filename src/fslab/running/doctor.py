@@ -36,6 +36,7 @@ class Need:
 
     check: Check
     by: str
+    refuses: bool = True  # a study using it is refused without it (an always-on monitor's is not: runs go on)
 
     @property
     def blocking(self) -> bool:
@@ -71,7 +72,11 @@ def machine_checks(workdir: Path) -> list[Need]:
         needs += [Need(c, f"{kind} targets") for c in fs.machine_checks()]
     needs += [Need(c, f"{kind.name} workloads") for kind, c in _optional_tools()]
     needs += [Need(_layer_check(name), f"targets on {name}") for name in layers.LAYERS]
-    needs += [Need(check, _needed_by(kind)) for kind in monitors.kinds() for check in _monitor_checks(kind)]
+    needs += [
+        Need(check, _needed_by(kind), refuses=bool(kind.trace))
+        for kind in monitors.kinds()
+        for check in _monitor_checks(kind)
+    ]
     return needs + [Need(_zram_check(), "zram targets"), Need(_memory_limit_check(), "memory_limit workloads")]
 
 

@@ -54,6 +54,7 @@ def resumable(db: ResultsDB, ref: str | None = None) -> Resumable:
     sizes_only = settings.pop("scale_sizes_only", False)
     no_ceiling = settings.pop("no_ceiling", False)
     traces = tuple(settings.pop("traces", ()))
+    redo_disturbed = settings.pop("redo_disturbed", False)
     recorded = settings.pop("skipped", [])
     # skipped midway (runner._Watched): planned as before, passed over
     dropped = tuple(s["target"] for s in recorded if s["why"].startswith(FAILED_ALIKE))
@@ -61,7 +62,9 @@ def resumable(db: ResultsDB, ref: str | None = None) -> Resumable:
     settings.pop("spread", None)  # a fleet's (fleet/spread.py)
     repetitions = Repetitions(**settings)
     study = _study_as_stored(db, row, sizes_only, no_ceiling, skipped)
-    study = replace(study, repetitions=repetitions.runs, warmup=repetitions.warmup, traces=traces)
+    study = replace(
+        study, repetitions=repetitions.runs, warmup=repetitions.warmup, traces=traces, redo_disturbed=redo_disturbed
+    )
     kernel = row["environment"].get("kernel")
     notes = (
         [f"study run {row['id']} began on kernel {kernel}; this is {platform.release()}"]
@@ -86,13 +89,16 @@ def share_of(db: ResultsDB, study_run_id: int, host: str, base_dir: Path) -> Res
     sizes_only = settings.pop("scale_sizes_only", False)
     no_ceiling = settings.pop("no_ceiling", False)
     traces = tuple(settings.pop("traces", ()))
+    redo_disturbed = settings.pop("redo_disturbed", False)
     settings.pop("skipped", None)  # a fleet's study run skips per host (fleet_units)
     spread = settings.pop(
         "spread", False
     )  # its runs are divided among its hosts: a run stored by any of them is stored
     repetitions = Repetitions(**settings)
     study = _study_as_stored(db, row, sizes_only, no_ceiling, set(), base_dir)
-    study = replace(study, repetitions=repetitions.runs, warmup=repetitions.warmup, traces=traces)
+    study = replace(
+        study, repetitions=repetitions.runs, warmup=repetitions.warmup, traces=traces, redo_disturbed=redo_disturbed
+    )
     return Resumable(
         row["id"],
         study,

@@ -36,7 +36,7 @@ from fslab.devices.zram import ZramSource
 from fslab.filesystems import FILESYSTEMS, Filesystem, Provisioned
 from fslab.fio import fill_device
 from fslab.model import Host, Metric, RawOutput, Roles, Study, Target, Workload, with_primary
-from fslab.model.findings import Finding
+from fslab.model.findings import DISTURBED, Finding
 from fslab.model.records import STDERR_LINES, Histogram, RunFailure, RunKey, StoredRun, now
 from fslab.monitors import Monitor, Synced, WorkloadSaid, collect, for_run, measuring
 from fslab.monitors.space import CompressionRatio
@@ -135,6 +135,7 @@ def run_study(
             host=host,
             clients=clients,
             traces=study.traces,
+            redo_disturbed=study.redo_disturbed,
         )
     return study_run_id
 
@@ -147,6 +148,8 @@ def study_run_settings(study: Study, skipped: list[Unsupported]) -> dict:
         settings["no_ceiling"] = True
     if study.traces:
         settings["traces"] = list(study.traces)
+    if study.redo_disturbed:
+        settings["redo_disturbed"] = True
     if skipped:
         settings["skipped"] = [{"target": u.target, "why": u.why} for u in skipped]
     return settings
@@ -184,6 +187,7 @@ def resume_study(
             host=host,
             dropped=resumable.dropped,
             traces=resumable.study.traces,
+            redo_disturbed=resumable.study.redo_disturbed,
         )
         if done and observer:  # only where a time budget was judged differently on replay
             observer.notice(f"{len(done)} stored run(s) were not planned again; they stay stored")
@@ -242,6 +246,7 @@ def run_share(
             ended=ended,
             skip=skip or (lambda target, why: None),
             traces=share.study.traces,
+            redo_disturbed=share.study.redo_disturbed,
         )
 
 
@@ -319,6 +324,7 @@ def _run_blocks(
     skip: SkipRecorder | None = None,
     dropped: Iterable[str] = (),
     traces: Iterable[str] = (),
+    redo_disturbed: bool = False,
 ) -> None:
     """Run block after block until the planner has no more; every run is stored as it ends, with
         the host it ran on. A planned run found in `done` (stored before a resume) is taken from
@@ -326,7 +332,8 @@ def _run_blocks(
         `ended` (default: the study run's own row). Runs failing alike (fslab.running.systematic) skip their
         target — recorded by `skip` (default: in the study run's settings) — or stop the study run;
         the targets in `dropped` were skipped so before a resume: their runs are passed over. Every run
-    is watched by the opt-in monitors `traces` names too (--trace)."""
+    is watched by the opt-in monitors `traces` names too (--trace). With `redo_disturbed`, a
+    measured run found disturbed is stored set aside (redone) and run again (`redone`)."""
     done = {} if done is None else done
     host = host or environment.host()
     db.record_host(study_run_id, host)
@@ -358,6 +365,15 @@ def _run_blocks(
                     record = execute(planned, workdir, sources, frozenset(traces))
                     raise_if_interrupted()  # a run the signal stopped is not a failed run: it is run again on resume
                     try:
+                        if redo_disturbed:
+                            record = redone(
+                                planned,
+                                record,
+                                partial(execute, planned, workdir, sources, frozenset(traces)),
+                                lambda r: db.record_run(study_run_id, replace(r, host=host.name)),
+                                tally,
+                                observer,
+                            )
                         run_id = db.record_run(study_run_id, replace(record, host=host.name))
                     except BlockWithdrawn as withdrawn:
                         if observer:
@@ -377,6 +393,45 @@ def _run_blocks(
         status = "finished"
     finally:
         (ended or partial(db.finish_study_run, study_run_id))(status, planner.outcome())
+
+
+# How many times one planned run is run again for being disturbed (--redo-disturbed): a neighbour
+# that outlasts three runs is no passing one, and the third run counts, flagged.
+REDO_DISTURBED_AT_MOST = 2
+
+
+def disturbed(record: RunRecord) -> str | None:
+    """What disturbed a successful measured run (its `disturbed` finding: monitors/pressure.py), or None."""
+    if record.status != "ok" or record.warmup:
+        return None
+    return next((n.says for n in record.notes if n.kind == DISTURBED), None)
+
+
+def redone(
+    planned: PlannedRun,
+    record: RunRecord,
+    again: Callable[[], RunRecord],
+    store: Callable[[RunRecord], int],
+    tally: Tally,
+    observer: RunObserver | None,
+) -> RunRecord:
+    """The run to store in `planned`'s place: `record`, or while it was disturbed (and at most
+    REDO_DISTURBED_AT_MOST times) a run made `again`, each disturbed one stored first set aside
+    (`redone`: marked, left out of the statistics, as a warm-up is)."""
+    for attempt in range(1, REDO_DISTURBED_AT_MOST + 1):
+        said = disturbed(record)
+        if said is None:
+            break
+        store(replace(record, redone=True))
+        tally.add(planned, False, {}, record.started_at, record.finished_at)  # its time, not its figures
+        if observer:
+            observer.notice(
+                f"{planned.cell.target.name} · {planned.cell.workload.name} run {planned.repetition} {said}: "
+                f"set aside, run again ({attempt} of at most {REDO_DISTURBED_AT_MOST})"
+            )
+        record = again()
+        raise_if_interrupted()
+    return record
 
 
 class _Watched:

@@ -70,6 +70,10 @@ def to_json(s: StudySummary) -> str:
         "ceiling": [ceiling_record(c, s.metric_units) for c in s.ceilings],
         "failures": [asdict(f) for f in s.failures],
     }
+    if s.disturbed or s.redone:  # monitors/pressure.py's rule; absent where no run was disturbed
+        document["disturbed"] = {"runs": s.disturbed, "redone": s.redone}
+    if s.not_measurable:
+        document["not_measurable"] = s.not_measurable
     if s.analysis.between:  # each workload against the one it is paired with (compare_with), per target; in the family
         document["family"]["of"] += ", and each workload paired with another (compare_with) per target and metric"
         document["workload_comparisons"] = [
