@@ -29,8 +29,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fslab.core.checks import Check, tool_check
-from fslab.core.scratch import scratch_directory
-from fslab.core.system import running_held
 
 if TYPE_CHECKING:
     from fslab.core.journal import Journal
@@ -145,6 +143,9 @@ class Counting:
     samples: list[Counts] | None = None
 
     def start(self) -> None:
+        from fslab.core.scratch import scratch_directory  # the journal's and subprocess's: not for a summary
+        from fslab.core.system import running_held
+
         self._stack = ExitStack()
         try:
             scratch = self._stack.enter_context(scratch_directory(self.journal))
