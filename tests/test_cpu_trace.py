@@ -289,3 +289,18 @@ def test_window_counted_from_the_workloads_start_to_the_sync():
     assert values["cpu_ms_total"] == pytest.approx(100 * TICK_MS)
     assert values["cpu_ms_btrfs"] == 0
     assert values["cpu_us_per_io"] == pytest.approx(100 * TICK_MS * 1000 / 100)
+
+
+@pytest.mark.root
+def test_perf_killed_from_outside_is_stopped_without_harm(needs_root):
+    """perf gone before the window ends (killed by someone else): stopping signals nothing else,
+    finds no counts (none rather than a partial figure), and leaves nothing held."""
+    with fresh_workdir() as workdir:
+        counting = cpu_counters.Counting(workdir.journal, events=("cpu-clock",))
+        counting.start()
+        wait_for("perf running", lambda: "perf" in open(f"/proc/{counting._proc.pid}/comm").read())
+        os.kill(counting._proc.pid, 9)
+        wait_for("perf gone", lambda: open(f"/proc/{counting._proc.pid}/stat").read().split(") ")[1][0] == "Z")
+        counting.stop()
+        assert counting.samples == [] or len(counting.samples) >= 2
+        assert not workdir.journal.outstanding()

@@ -284,7 +284,12 @@ class CpuTraceMonitor:
     def start(self) -> None:
         if self.counting:
             self.counting.start()
-        self.sampler.start()
+        try:
+            self.sampler.start()
+        except BaseException:
+            if self.counting:  # `measuring` stops only the monitors that started
+                self.counting.stop()
+            raise
 
     def stop(self) -> None:
         try:
