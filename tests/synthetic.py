@@ -86,11 +86,13 @@ class SyntheticHost:
 
 def noisy(metrics: list[Metric], rng: random.Random, scale: float, noise: float = 0.03) -> list[Metric]:
     """fio's metrics scaled to a target (throughput by `scale`, latency by its inverse), each with
-    a few % of noise: samples of one cell differ as runs do."""
+    a few % of noise: samples of one cell differ as runs do. The I/O count is scaled alone: no
+    draw of its own, so that the others' draws stay those of the studies made before fio reported it."""
     out = []
     for m in metrics:
         factor = (1 / scale if "lat" in m.name else scale) if m.unit != "%" else 1.0
-        out.append(replace(m, value=m.value * factor * rng.gauss(1.0, noise)))
+        drawn = 1.0 if m.name == fio_parser.IOS else rng.gauss(1.0, noise)
+        out.append(replace(m, value=m.value * factor * drawn))
     return out
 
 

@@ -31,6 +31,7 @@ from fslab.model import Metric, MetricKind, RawOutput
 from fslab.workloads.offered import DIRECTIONS, Throughput
 
 FSYNCS = "fsyncs"  # the name kinds report their fsyncs under (workloads.base.FSYNCS; base imports this module)
+IOS = "ios"  # and their completed I/Os (workloads.base.IOS)
 PERCENTILES = {"p50": 50.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9}
 # fio's latencies, each in its "<kind>_ns" object: total (the latency), completion, submission.
 LATENCIES = ("lat", "clat", "slat")
@@ -72,6 +73,7 @@ def _kinds() -> dict[str, MetricKind]:
     # worse; reported, not compared.
     kinds |= {f"{d}_bytes": MetricKind("B", False) for d in DIRECTIONS}
     kinds[FSYNCS] = MetricKind("", False, resolution=1.0)  # fsync(2) calls (fsync_count), held against device flushes
+    kinds[IOS] = MetricKind("", False, resolution=1.0)  # reads and writes completed (total_ios): CPU per I/O
     return kinds | {"cpu_usr_pct": MetricKind("%", False), "cpu_sys_pct": MetricKind("%", False)} | STEADY_METRICS
 
 
@@ -429,6 +431,8 @@ def job_metrics(jobs: list[dict]) -> list[Metric]:
     """The metrics of these jobs of fio's JSON taken together (their bins merged): fio's "jobs"
     entries, or its client/server "client_stats" entries, in any fio version's units."""
     metrics = [m for direction in DIRECTIONS for m in _direction_metrics(direction, jobs)]
+    if ios := sum(p["total_ios"] for direction in DIRECTIONS for p in _in_direction(direction, jobs)):
+        metrics.append(metric(IOS, ios))
     if fsyncs := fsync_count(jobs):
         metrics.append(metric(FSYNCS, fsyncs))
     metrics.append(metric("cpu_usr_pct", sum(job["usr_cpu"] for job in jobs)))

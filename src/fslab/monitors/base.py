@@ -66,7 +66,7 @@ class WorkloadSaid:
     how many fsyncs it issued (None: it does not count them), when its figures began counting
     (time.monotonic()), if later than the window opened, and the sync that ended the window
     (None: the window ended with the workload); whether it asked for direct I/O (the study's
-    `direct`)."""
+    `direct`); how many reads and writes it completed (None: it does not count them)."""
 
     read_bytes: float | None = None
     written_bytes: float | None = None
@@ -74,6 +74,7 @@ class WorkloadSaid:
     synced: Synced | None = None
     fsyncs: float | None = None
     direct: bool = False
+    ios: float | None = None
 
     @property
     def counted_until(self) -> float | None:

@@ -48,7 +48,16 @@ from fslab.running.resume import Resumable
 from fslab.running.systematic import FailureWatch, Skip, Stop, missing_tool, signature_of
 from fslab.study import space_problem
 from fslab.workloads import kind_of, workload_problems
-from fslab.workloads.base import FSYNCS, READ_BYTES, WRITTEN_BYTES, ClientDirectory, StudyScope, Window, WorkloadKind
+from fslab.workloads.base import (
+    FSYNCS,
+    IOS,
+    READ_BYTES,
+    WRITTEN_BYTES,
+    ClientDirectory,
+    StudyScope,
+    Window,
+    WorkloadKind,
+)
 
 
 class RunObserver(Protocol):
@@ -763,6 +772,7 @@ class Windows:
                 read_bytes=moved.get(READ_BYTES),
                 written_bytes=moved.get(WRITTEN_BYTES),
                 fsyncs=moved.get(FSYNCS),
+                ios=moved.get(IOS),
                 counted_from=began,
                 synced=self.synced.get(phase),
                 direct=self.direct,

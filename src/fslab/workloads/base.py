@@ -27,7 +27,8 @@ shared by every study run, so they keep nothing themselves.
 nothing it prepares. Each phase's outputs parse to READ_BYTES and WRITTEN_BYTES (when it moved
 any): the bytes the monitors weigh the devices' traffic against (write amplification, reads
 served by a cache); and to FSYNCS where the tool counts the fsyncs it issued (fio, sysbench),
-which the devices' flushes are held against (an fsync that did not reach the device). Both must
+which the devices' flushes are held against (an fsync that did not reach the device); and to IOS,
+the reads and writes it completed, where the tool counts them. All must
 cover the same interval: a step whose figures begin after it starts (fio's ramp) says when,
 `Window.counted_from`, and the monitors count from there.
 
@@ -74,6 +75,9 @@ if TYPE_CHECKING:
 READ_BYTES = "read_bytes"
 WRITTEN_BYTES = "write_bytes"
 FSYNCS = "fsyncs"
+# The I/Os a measured phase completed (reads and writes; fsyncs not among them), where the tool
+# counts them (fio, sysbench): what --trace cpu divides the window's CPU by (CPU µs per I/O).
+IOS = "ios"
 
 T = TypeVar("T")
 

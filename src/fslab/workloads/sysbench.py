@@ -53,7 +53,7 @@ from fslab.model.options import (
     value_text,
 )
 from fslab.workloads import KINDS, Needed, Registered
-from fslab.workloads.base import FSYNCS, READ_BYTES, WRITTEN_BYTES, Measured, StudyScope, directory_of, tool_of
+from fslab.workloads.base import FSYNCS, IOS, READ_BYTES, WRITTEN_BYTES, Measured, StudyScope, directory_of, tool_of
 from fslab.workloads.sysbench_metrics import METRICS
 from fslab.workloads.sysbench_report import REPORT_INTERVAL_S, SYSBENCH_REPORT
 from fslab.workloads.tables import ToolWorkloadSection, tool_workload
@@ -335,6 +335,8 @@ def metric_values(result: SysbenchRun) -> list[Metric]:
         values["lat_p95_ms"] = result.lat_p95_ms
     if result.fsyncs:
         values[FSYNCS] = result.fsyncs
+    if ios := round((result.reads_per_s + result.writes_per_s) * result.total_s):
+        values[IOS] = ios
     return [METRICS[name].of(name, value) for name, value in values.items()]
 
 

@@ -4,7 +4,7 @@ stored runs needs no kind."""
 from __future__ import annotations
 
 from fslab.model import MetricKind
-from fslab.workloads.base import FSYNCS, READ_BYTES, WRITTEN_BYTES
+from fslab.workloads.base import FSYNCS, IOS, READ_BYTES, WRITTEN_BYTES
 
 # Every metric metric_values reports. events/s decides a cell's precision and rank; it and the
 # tail latency are compared between targets, as fio's IOPS and p99 are.
@@ -31,4 +31,7 @@ METRICS: dict[str, MetricKind] = {
     # The fsyncs it issued (fsyncs/s × the total time: approximate as the bytes are), which the
     # traffic monitor holds the devices' flushes against. Reported, not compared.
     FSYNCS: MetricKind("", False),
+    # The reads and writes it completed (their rates × the total time, approximate alike): what
+    # --trace cpu divides the window's CPU by. Reported, not compared.
+    IOS: MetricKind("", False),
 }
