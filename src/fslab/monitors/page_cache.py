@@ -251,7 +251,7 @@ def checks() -> list[Check]:
 MONITORS.add(
     MonitorKind(
         "page_cache",
-        order=4,  # started first, stopped last (before --trace block too): its debugfs mount is outside the others' windows
+        order=4,  # first in, last out (before --trace block's bpftrace): its debugfs mount outside others' windows
         figures=(Figure("write_buffered_bytes"), Figure("write_buffered_share")),
         make=page_cache_monitor,
         help="the share of a direct-I/O workload's writes that went through the page cache, from its "
