@@ -42,7 +42,7 @@ from fslab.core.system import run
 from fslab.core.workdir import Workdir
 from fslab.devices.layers import Stack
 from fslab.devices.zram import ZramSource
-from fslab.filesystems import FILESYSTEMS
+from fslab.filesystems import FILESYSTEMS, Provisioned
 from fslab.model import Target
 from fslab.monitors import Monitor, WorkloadSaid, collect, for_run, measuring, traces
 
@@ -144,12 +144,23 @@ def ratio_interval(level: list[float], none: list[float]) -> tuple[float, float,
 
 
 def measure(
-    level: Level, device: str, directory: Path, path: Path, size: int, runtime: float, wd: Workdir, scratch: Path
+    level: Level, device: str, made: Provisioned, path: Path, size: int, runtime: float, wd: Workdir, scratch: Path
 ) -> None:
     if level.failed:
         return
     try:
-        built = [] if level.traces is None else for_run([device], directory, traces=level.traces, journal=wd.journal)
+        built = (
+            []
+            if level.traces is None
+            else for_run(
+                [device],
+                made.directory,
+                traces=level.traces,
+                journal=wd.journal,
+                direct=True,  # fio's reads are direct: the page cache's count watches them
+                bdi=FILESYSTEMS["ext4"].bdi(made),
+            )
+        )
     except Exception as exc:  # a trace this machine cannot run: said, the other levels measured
         level.failed = f"not measurable here: {exc}"
         return
@@ -197,7 +208,7 @@ def main() -> None:
                     names = list(levels)
                     order.shuffle(names)
                     for name in names:
-                        measure(levels[name], device, made.directory, path, size, runtime, wd, Path(tmp))
+                        measure(levels[name], device, made, path, size, runtime, wd, Path(tmp))
     none = levels.pop("none")
     print(
         f"{blocks} blocks, {runtime:g} s of 4 KiB random reads (direct, QD1, psync) on ext4 on zram, "
