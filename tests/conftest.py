@@ -25,6 +25,7 @@ from fslab.core.journal import Journal
 from fslab.core.names import workdir_tag
 from fslab.core.scratch import SCRATCH_IN_RAM
 from fslab.core.workdir import Workdir
+from fslab.model.findings import DISTURBED, NOT_MEASURABLE
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
@@ -33,6 +34,9 @@ if TYPE_CHECKING:
     import postgres
 
 FIXTURES = Path(__file__).parent / "fixtures"
+# Notes about the machine and its neighbours, not the run's own doing: a test's run beside the
+# other workers' runs is disturbed (monitors/pressure.py), and this machine has no RAPL.
+MACHINE_NOTES = (DISTURBED, NOT_MEASURABLE)
 TOYS = Path(__file__).parent / "toys"  # one module each, as a new filesystem, kind, monitor or format is added
 TEST_ROOT = Path("/var/tmp/fslab-tests")  # on disk: loop images in /tmp could sit in RAM elsewhere
 

@@ -233,7 +233,7 @@ def checks() -> list[Check]:
     has = "debugfs" in kernel_filesystems()
     return [
         Check(
-            "debugfs (direct I/O through the page cache)",
+            "debugfs",
             has,
             (
                 "mounted at /sys/kernel/debug"
