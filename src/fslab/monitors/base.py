@@ -352,8 +352,10 @@ def _cut_at(samples: Sequence[Sample[R]], until: float) -> list[Sample[R]]:
 
 
 def interpolated(a: R, b: R, fraction: float) -> R:
-    """Counters `fraction` of the way from reading `a` to reading `b`, field by field, rounded."""
-    values: dict[str, Any] = {
-        f.name: round(getattr(a, f.name) + (getattr(b, f.name) - getattr(a, f.name)) * fraction) for f in fields(a)
-    }
+    """Counters `fraction` of the way from reading `a` to reading `b`, field by field, rounded (a
+    field not counted in either, None, stays None)."""
+    values: dict[str, Any] = {}
+    for f in fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        values[f.name] = None if x is None or y is None else round(x + (y - x) * fraction)
     return type(a)(**values)

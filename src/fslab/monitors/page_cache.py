@@ -23,9 +23,15 @@ write_buffered_bytes = bytes dirtied on the bdi (the filesystem's own metadata c
 write_buffered_share = that ÷ the bytes the workload wrote, clamped to [0, 1].
 Above BUFFERED_FROM a finding, with a caveat that goes with the cell's figures wherever judged.
 
-Reads are not counted: a page read into the cache dirties nothing, and counting the pages added
-(the tracepoint filemap:mm_filemap_add_to_page_cache, per s_dev) needs tracefs and a reader of
-its buffer after the window — not done yet. read_buffered_* are therefore never given.
+Reads: a page read into the cache dirties nothing, so the pages the filesystem *added* to the
+cache are counted instead, in the kernel (page_inserts.py: perf counters of the tracepoint
+filemap:mm_filemap_add_to_page_cache on its superblock's s_dev, by folio order; no ring buffer,
+nothing left in the kernel after any exit), read at the same wake-ups (26 µs of CPU for 2 CPUs).
+Pages a buffered write fallback adds are added too (Btrfs), and the bdi counts what it dirtied, so
+read_buffered_bytes = max(0, bytes added − write_buffered_bytes);
+read_buffered_share = that ÷ the bytes the workload read, clamped to [0, 1]. A lower bound of
+what was read through the cache: a page read twice in the window is added once (fslab drops the
+caches before it, so none is there to begin with); readahead beyond what was read adds more.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from fslab.core.identity import mount_id, mount_proof, mounts_at
 from fslab.core.journal import Journal
 from fslab.core.names import workdir_tag
 from fslab.model.findings import Finding
+from fslab.monitors import page_inserts
 from fslab.monitors.base import (
     MONITORS,
     Figure,
@@ -54,9 +61,11 @@ from fslab.monitors.base import (
     WorkloadSaid,
     counted_from,
 )
+from fslab.monitors.page_inserts import NotCounted, PageInserts
 from fslab.monitors.traffic import TRAFFIC_GROWTH, TRAFFIC_LONGEST, TRAFFIC_PERIOD
 
 DEBUGFS_AT = Path("/sys/kernel/debug")
+TRACEFS_AT = Path("/sys/kernel/tracing")
 BUFFERED_FROM = 0.05  # a larger share of the workload's writes through the page cache: said
 DIRECT_IO_BUFFERED = "direct_io_buffered"  # the finding's kind, as stored with the run (runs.notes)
 DIRECT_IO_CAVEAT = "direct I/O went through the page cache"
@@ -72,10 +81,13 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 
 @dataclass(frozen=True)
 class BdiCounts:
-    """A bdi's cumulative bytes dirtied in the page cache and written back from it."""
+    """A bdi's cumulative bytes dirtied in the page cache and written back from it; and where
+    counted, the bytes its filesystem added to the cache (None: not counted, or a folio of an
+    order whose size is not known)."""
 
     dirtied: int
     written: int
+    inserted: int | None = None
 
 
 def parse_bdi_stats(text: str) -> BdiCounts:
@@ -97,17 +109,27 @@ def buffered_share(buffered: float, wrote: float | None) -> float | None:
 def judged(buffered: int, workload: WorkloadSaid, fstype: str = "") -> Found:
     """The window's values, and the finding when more than BUFFERED_FROM of the workload's
     writes went through the page cache (on Btrfs naming its known cause beside the figure)."""
-    found = Found([Measured("write_buffered_bytes", buffered, "B", False)])
-    share = buffered_share(buffered, workload.written_bytes)
+    cause = f" — {BTRFS_CAUSE}" if fstype == "btrfs" else ""
+    return _judged("write", buffered, workload.written_bytes, cause)
+
+
+def judged_reads(inserted: int, dirtied: int, workload: WorkloadSaid) -> Found:
+    """The same for reads, from the bytes the filesystem added to the page cache less those its
+    writes dirtied there (a buffered write fallback adds the pages it dirties)."""
+    return _judged("read", max(0, inserted - dirtied), workload.read_bytes, "")
+
+
+def _judged(direction: str, buffered: int, moved: float | None, cause: str) -> Found:
+    found = Found([Measured(f"{direction}_buffered_bytes", buffered, "B", False)])
+    share = buffered_share(buffered, moved)
     if share is None:
         return found
-    found.values.append(Measured("write_buffered_share", share, "", False))
+    found.values.append(Measured(f"{direction}_buffered_share", share, "", False))
     if share > BUFFERED_FROM:
-        cause = f" — {BTRFS_CAUSE}" if fstype == "btrfs" else ""
         found.flags.append(
             Finding(
                 DIRECT_IO_BUFFERED,
-                f"direct I/O requested: {share * 100:.0f} % of writes went through the page cache{cause}",
+                f"direct I/O requested: {share * 100:.0f} % of {direction}s went through the page cache{cause}",
                 implausible=False,  # what the kernel did with the run's I/O, not a broken figure
                 caveat=DIRECT_IO_CAVEAT,
             )
@@ -115,8 +137,19 @@ def judged(buffered: int, workload: WorkloadSaid, fstype: str = "") -> Found:
     return found
 
 
-def not_measured(why: str) -> Finding:
-    return Finding(NOT_MEASURED, f"direct I/O's page-cache share not measurable here: {why}", implausible=False)
+def not_measured(why: str, what: str = "direct I/O's page-cache share") -> Finding:
+    return Finding(NOT_MEASURED, f"{what} not measurable here: {why}", implausible=False)
+
+
+def tracefs_in(debugfs: Path) -> Path | None:
+    """Where tracefs can be read: /sys/kernel/tracing where it is mounted; else under the debugfs
+    the monitor reads — fslab's own one's tracing/ automounts it (the kernel's, detached with that
+    mount), the system's only where it is mounted already (fslab mounts nothing on it)."""
+    for path in (TRACEFS_AT, debugfs / "tracing"):
+        on = mounts_at(path)
+        if on and on[-1].fstype == "tracefs":
+            return path
+    return debugfs / "tracing" if debugfs != DEBUGFS_AT else None
 
 
 class Unmounted(FslabError):
@@ -159,10 +192,12 @@ class PageCacheMonitor:
 
     name = "page_cache"
 
-    def __init__(self, bdi: str | None, journal: Journal | None, fstype: str = ""):
+    def __init__(self, bdi: str | None, journal: Journal | None, fstype: str = "", s_dev: str | None = None):
         self.bdi, self.journal, self.fstype = bdi, journal, fstype
         self.why_not = self._why_not()
         self.stats: Path | None = None
+        self.inserts = PageInserts(s_dev) if s_dev else None
+        self.reads_why_not: str | None = None if s_dev else "its superblock's device number is not known"
         self.stack = ExitStack()
         # Spaced as the devices' counters (traffic.py: dense where fio's epoch falls, sparse after),
         # so that both are read at one wake-up of the monitors' clock.
@@ -181,7 +216,27 @@ class PageCacheMonitor:
 
     def _read(self) -> BdiCounts:
         assert self.stats is not None
-        return parse_bdi_stats(self.stats.read_text())
+        counts = parse_bdi_stats(self.stats.read_text())
+        if self.inserts is None or self.reads_why_not:
+            return counts
+        try:
+            return BdiCounts(counts.dirtied, counts.written, self.inserts.bytes())
+        except (OSError, NotCounted) as exc:  # the writes' side goes on
+            self.reads_why_not = f"reading {':'.join(page_inserts.EVENT)}'s counters: {exc}"
+            return counts
+
+    def _count_inserts(self, debugfs: Path) -> None:
+        """Open the insertion counters (the reads' side): where it cannot, reads are said not
+        measurable and the writes' side goes on."""
+        tracefs = tracefs_in(debugfs)
+        try:
+            if self.inserts is None or tracefs is None:
+                self.reads_why_not = self.reads_why_not or "tracefs is not mounted at /sys/kernel/tracing"
+                return
+            self.inserts.open(tracefs)
+            self.stack.callback(self.inserts.close)
+        except (OSError, ValueError, NotCounted) as exc:
+            self.reads_why_not = f"counting {':'.join(page_inserts.EVENT)}: {exc}"
 
     def start(self) -> None:
         if self.why_not:
@@ -192,6 +247,7 @@ class PageCacheMonitor:
                 assert self.journal is not None
                 root = mount_debugfs(self.journal, self.stack)
             self.stats = root / "bdi" / str(self.bdi) / "stats"
+            self._count_inserts(root)
             self.sampler.start()
         except (OSError, ValueError, FslabError) as exc:  # always on: it says so, and the run goes on
             self.why_not = f"reading {self.stats or 'debugfs'}: {exc}"
@@ -216,17 +272,30 @@ class PageCacheMonitor:
             found.flags.append(not_measured(self.why_not))
             return
         readings = counted_from(self.sampler.samples, workload.counted_from)
-        if readings:
-            more = judged(readings[-1].dirtied - readings[0].dirtied, workload, self.fstype)
-            found.values.extend(more.values)
-            found.flags.extend(more.flags)
+        if not readings:
+            return
+        first, last = readings[0], readings[-1]
+        dirtied = last.dirtied - first.dirtied
+        more = [judged(dirtied, workload, self.fstype)]
+        if self.reads_why_not:
+            if workload.read_bytes:
+                found.flags.append(not_measured(self.reads_why_not, "direct reads' page-cache share"))
+        elif first.inserted is None or last.inserted is None:
+            found.flags.append(
+                not_measured("a folio larger than the orders counted came", "direct reads' page-cache share")
+            )
+        else:
+            more.append(judged_reads(last.inserted - first.inserted, dirtied, workload))
+        for each in more:
+            found.values.extend(each.values)
+            found.flags.extend(each.flags)
 
 
 def page_cache_monitor(watched: Watched) -> PageCacheMonitor | None:
     if not watched.direct or watched.mountpoint is None:
         return None  # buffered I/O goes through the page cache by design; a raw device has no filesystem
-    on = mounts_at(watched.mountpoint)
-    return PageCacheMonitor(watched.bdi, watched.journal, on[-1].fstype if on else "")
+    on = mounts_at(watched.mountpoint)  # its superblock's s_dev: mountinfo's (Btrfs's st_dev is a subvolume's)
+    return PageCacheMonitor(watched.bdi, watched.journal, on[-1].fstype if on else "", on[-1].dev if on else None)
 
 
 def checks() -> list[Check]:
@@ -244,7 +313,14 @@ def checks() -> list[Check]:
             else "not in this kernel: direct I/O's page-cache share is not measured",
             "a kernel built with CONFIG_DEBUG_FS",
             required=False,
-        )
+        ),
+        Check(
+            "perf tracepoint counters (direct reads through the page cache)",
+            (why := page_inserts.missing()) is None,
+            why or "perf_event_open and tracefs in the kernel: pages added to the cache are counted",
+            "a kernel built with CONFIG_PERF_EVENTS and CONFIG_FTRACE, on x86-64, arm64 or riscv64",
+            required=False,
+        ),
     ]
 
 
@@ -252,13 +328,19 @@ MONITORS.add(
     MonitorKind(
         "page_cache",
         order=4,  # first in, last out (before --trace block's bpftrace): its debugfs mount outside others' windows
-        figures=(Figure("write_buffered_bytes"), Figure("write_buffered_share")),
+        figures=(
+            Figure("write_buffered_bytes"),
+            Figure("write_buffered_share"),
+            Figure("read_buffered_bytes"),
+            Figure("read_buffered_share"),
+        ),
         make=page_cache_monitor,
-        help="the share of a direct-I/O workload's writes that went through the page cache, from its "
-        "filesystem's own bdi counters in debugfs (direct-I/O windows only)",
-        cost="~0.03 % of one core: a read of debugfs's bdi stats (16 µs of CPU) at the traffic monitor's "
-        "wake-ups; where debugfs is not at /sys/kernel/debug, a mount before the window and an unmount after "
-        "it (1–20 ms each, outside the others' windows)",
+        help="the share of a direct-I/O workload's writes and reads that went through the page cache, from its "
+        "filesystem's own bdi counters in debugfs and perf counters of the pages it added to the cache "
+        "(direct-I/O windows only)",
+        cost="~0.03 % of one core: a read of debugfs's bdi stats (16 µs of CPU) and of the insertion counters "
+        "(26 µs for 2 CPUs) at the traffic monitor's wake-ups; where debugfs is not at /sys/kernel/debug, a "
+        "mount before the window and an unmount after it (1–20 ms each, outside the others' windows)",
         checks=checks,
     )
 )
