@@ -22,6 +22,7 @@ from fslab.monitors.page_cache import (
     DIRECT_IO_CAVEAT,
     NOT_MEASURED,
     BdiCounts,
+    Inserted,
     PageCacheMonitor,
     debugfs_dir,
     debugfs_mounted,
@@ -153,7 +154,7 @@ def test_the_filter_is_two_numbers_fslab_computed():
     assert insert_filter(39, None) == f"s_dev == 39 && order > {MAX_ORDER}"
     for bad in ("7340032", True, -1):
         with pytest.raises(ValueError):
-            insert_filter(bad, 0)  # type: ignore[arg-type]
+            insert_filter(bad, 0)
 
 
 def test_bytes_by_order_and_an_unknown_order_is_not_a_figure():
@@ -181,17 +182,18 @@ def test_reads_less_what_the_writes_dirtied_clamped_and_said_above_five_percent(
     assert [v.name for v in nothing_read.values] == ["read_buffered_bytes"]
 
 
-def _monitor(samples: list) -> PageCacheMonitor:
+def _monitor(inserted: list) -> PageCacheMonitor:
     monitor = PageCacheMonitor("7:0", None, "ext4", "7:0")
     monitor.why_not = monitor.reads_why_not = None
-    monitor.sampler.samples = samples
+    monitor.sampler.samples = [Sample(0.0, BdiCounts(0, 0)), Sample(2.0, BdiCounts(0, 0))]
+    monitor.inserted = [Sample(at, Inserted(value)) for at, value in inserted]
     return monitor
 
 
 def test_reads_counted_from_the_workloads_own_start():
     """Catches fio's start-up counted against bytes fio itself leaves out (interpolated between
     readings as the writes' are)."""
-    monitor = _monitor([Sample(0.0, BdiCounts(0, 0, 0)), Sample(2.0, BdiCounts(0, 0, 40 * MiB))])
+    monitor = _monitor([(0.0, 0), (2.0, 40 * MiB)])
     found = Found()
     monitor.values(WorkloadSaid(read_bytes=20 * MiB, counted_from=1.0, direct=True), found)
     assert {v.name: v.value for v in found.values}["read_buffered_bytes"] == 20 * MiB
@@ -200,16 +202,14 @@ def test_reads_counted_from_the_workloads_own_start():
 def test_an_unknown_order_or_counters_not_opened_are_said_never_zero():
     """Catches a 0 stored where the reads were not measured, and a read-side failure that takes
     the writes' figures with it."""
-    for samples in ([Sample(0.0, BdiCounts(0, 0, 0)), Sample(1.0, BdiCounts(0, 0, None))],):
-        monitor = _monitor(samples)
+    for inserted, why in (([(0.0, 0), (1.0, None)], "larger than"), ([], "no reading")):
+        monitor = _monitor(inserted)
         found = Found()
         monitor.values(WorkloadSaid(read_bytes=MiB, direct=True), found)
         assert [v.name for v in found.values] == ["write_buffered_bytes"]
-        assert [f.kind for f in found.flags] == [NOT_MEASURED] and "larger than" in found.flags[0].says
-    assert counted_from([Sample(0.0, BdiCounts(0, 0, None)), Sample(2.0, BdiCounts(2, 2, 8))], 1.0)[0] == BdiCounts(
-        1, 1, None
-    )
-    monitor = _monitor([Sample(0.0, BdiCounts(0, 0)), Sample(1.0, BdiCounts(MiB, 0))])
+        assert [f.kind for f in found.flags] == [NOT_MEASURED] and why in found.flags[0].says
+    assert counted_from([Sample(0.0, Inserted(None)), Sample(2.0, Inserted(8))], 1.0)[0] == Inserted(None)
+    monitor = _monitor([(0.0, 0), (1.0, MiB)])
     monitor.reads_why_not = "tracefs is not mounted at /sys/kernel/tracing"
     found = Found()
     monitor.values(WorkloadSaid(read_bytes=MiB, direct=True), found)
@@ -217,6 +217,28 @@ def test_an_unknown_order_or_counters_not_opened_are_said_never_zero():
     assert found.flags[0].says == (
         "direct reads' page-cache share not measurable here: tracefs is not mounted at /sys/kernel/tracing"
     )
+
+
+def test_the_counters_are_read_at_most_every_fifty_ms(tmp_path, monkeypatch):
+    """Catches a read(2) per CPU at every one of the bdi's samples (10 ms apart early in the
+    window): a tenth of the always-on monitors' CPU budget (bench/monitors.py)."""
+    import fslab.monitors.page_cache as page_cache
+
+    class Counting:
+        reads = 0
+
+        def bytes(self) -> int:
+            self.reads += 1
+            return 0
+
+    monitor = _monitor([])
+    monitor.inserts = counting = Counting()
+    monitor.stats = tmp_path / "stats"
+    monitor.stats.write_text("BdiDirtied: 1 kB\nBdiWritten: 1 kB\n")
+    for now in (0.0, 0.01, 0.02, 0.049, 0.05, 0.06, 0.2):
+        monkeypatch.setattr(page_cache.time, "monotonic", lambda now=now: now)
+        assert monitor._read() == BdiCounts(1024, 1024)
+    assert [s.at for s in monitor.inserted] == [0.0, 0.05, 0.2] and counting.reads == 3
 
 
 def _perf_fds(pid: str = "self") -> int:

@@ -26,7 +26,8 @@ Above BUFFERED_FROM a finding, with a caveat that goes with the cell's figures w
 Reads: a page read into the cache dirties nothing, so the pages the filesystem *added* to the
 cache are counted instead, in the kernel (page_inserts.py: perf counters of the tracepoint
 filemap:mm_filemap_add_to_page_cache on its superblock's s_dev, by folio order; no ring buffer,
-nothing left in the kernel after any exit), read at the same wake-ups (26 µs of CPU for 2 CPUs).
+nothing left in the kernel after any exit), read at the bdi's wake-ups, at most every
+INSERTED_APART (31 µs of CPU for 2 CPUs here).
 Pages a buffered write fallback adds are added too (Btrfs), and the bdi counts what it dirtied, so
 read_buffered_bytes = max(0, bytes added − write_buffered_bytes);
 read_buffered_share = that ÷ the bytes the workload read, clamped to [0, 1]. A lower bound of
@@ -39,6 +40,7 @@ from __future__ import annotations
 import ctypes
 import os
 import re
+import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +58,7 @@ from fslab.monitors.base import (
     Found,
     Measured,
     MonitorKind,
+    Sample,
     Sampler,
     Watched,
     WorkloadSaid,
@@ -66,6 +69,7 @@ from fslab.monitors.traffic import TRAFFIC_GROWTH, TRAFFIC_LONGEST, TRAFFIC_PERI
 
 DEBUGFS_AT = Path("/sys/kernel/debug")
 TRACEFS_AT = Path("/sys/kernel/tracing")
+INSERTED_APART = 0.05  # s: the insertion counters at every other wake-up or so early in the window (below)
 BUFFERED_FROM = 0.05  # a larger share of the workload's writes through the page cache: said
 DIRECT_IO_BUFFERED = "direct_io_buffered"  # the finding's kind, as stored with the run (runs.notes)
 DIRECT_IO_CAVEAT = "direct I/O went through the page cache"
@@ -81,13 +85,18 @@ MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 
 @dataclass(frozen=True)
 class BdiCounts:
-    """A bdi's cumulative bytes dirtied in the page cache and written back from it; and where
-    counted, the bytes its filesystem added to the cache (None: not counted, or a folio of an
-    order whose size is not known)."""
+    """A bdi's cumulative bytes dirtied in the page cache and written back from it."""
 
     dirtied: int
     written: int
-    inserted: int | None = None
+
+
+@dataclass(frozen=True)
+class Inserted:
+    """The cumulative bytes a filesystem added to the page cache (None: a folio of an order whose
+    size is not known came)."""
+
+    bytes: int | None
 
 
 def parse_bdi_stats(text: str) -> BdiCounts:
@@ -198,6 +207,7 @@ class PageCacheMonitor:
         self.stats: Path | None = None
         self.inserts = PageInserts(s_dev) if s_dev else None
         self.reads_why_not: str | None = None if s_dev else "its superblock's device number is not known"
+        self.inserted: list[Sample[Inserted]] = []
         self.stack = ExitStack()
         # Spaced as the devices' counters (traffic.py: dense where fio's epoch falls, sparse after),
         # so that both are read at one wake-up of the monitors' clock.
@@ -217,13 +227,21 @@ class PageCacheMonitor:
     def _read(self) -> BdiCounts:
         assert self.stats is not None
         counts = parse_bdi_stats(self.stats.read_text())
+        now = time.monotonic()
+        if not self.inserted or now - self.inserted[-1].at >= INSERTED_APART:
+            self._read_inserted(now)
+        return counts
+
+    def _read_inserted(self, now: float) -> None:
+        """The insertion counters, at most every INSERTED_APART: a read(2) per CPU (31 µs of CPU
+        for 2 here) at each of the bdi's samples would cost the always-on monitors a tenth of
+        their budget in a 3 s window, where the samples are densest (10 ms apart at first)."""
         if self.inserts is None or self.reads_why_not:
-            return counts
+            return
         try:
-            return BdiCounts(counts.dirtied, counts.written, self.inserts.bytes())
+            self.inserted.append(Sample(now, Inserted(self.inserts.bytes())))
         except (OSError, NotCounted) as exc:  # the writes' side goes on
             self.reads_why_not = f"reading {':'.join(page_inserts.EVENT)}'s counters: {exc}"
-            return counts
 
     def _count_inserts(self, debugfs: Path) -> None:
         """Open the insertion counters (the reads' side): where it cannot, reads are said not
@@ -248,6 +266,7 @@ class PageCacheMonitor:
                 root = mount_debugfs(self.journal, self.stack)
             self.stats = root / "bdi" / str(self.bdi) / "stats"
             self._count_inserts(root)
+            self.inserted = []
             self.sampler.start()
         except (OSError, ValueError, FslabError) as exc:  # always on: it says so, and the run goes on
             self.why_not = f"reading {self.stats or 'debugfs'}: {exc}"
@@ -260,6 +279,7 @@ class PageCacheMonitor:
         try:
             if not self.why_not:
                 self.sampler.stop()
+                self._read_inserted(time.monotonic())  # the window's end, however near the last
         except (OSError, ValueError) as exc:
             self.why_not = f"reading {self.stats}: {exc}"
         finally:
@@ -277,15 +297,17 @@ class PageCacheMonitor:
         first, last = readings[0], readings[-1]
         dirtied = last.dirtied - first.dirtied
         more = [judged(dirtied, workload, self.fstype)]
-        if self.reads_why_not:
+        inserted = [r.bytes for r in counted_from(self.inserted, workload.counted_from)]
+        if self.reads_why_not or not inserted:
             if workload.read_bytes:
-                found.flags.append(not_measured(self.reads_why_not, "direct reads' page-cache share"))
-        elif first.inserted is None or last.inserted is None:
+                why = self.reads_why_not or "no reading of its counters"
+                found.flags.append(not_measured(why, "direct reads' page-cache share"))
+        elif inserted[0] is None or inserted[-1] is None:
             found.flags.append(
                 not_measured("a folio larger than the orders counted came", "direct reads' page-cache share")
             )
         else:
-            more.append(judged_reads(last.inserted - first.inserted, dirtied, workload))
+            more.append(judged_reads(inserted[-1] - inserted[0], dirtied, workload))
         for each in more:
             found.values.extend(each.values)
             found.flags.extend(each.flags)
@@ -338,9 +360,10 @@ MONITORS.add(
         help="the share of a direct-I/O workload's writes and reads that went through the page cache, from its "
         "filesystem's own bdi counters in debugfs and perf counters of the pages it added to the cache "
         "(direct-I/O windows only)",
-        cost="~0.03 % of one core: a read of debugfs's bdi stats (16 µs of CPU) and of the insertion counters "
-        "(26 µs for 2 CPUs) at the traffic monitor's wake-ups; where debugfs is not at /sys/kernel/debug, a "
-        "mount before the window and an unmount after it (1–20 ms each, outside the others' windows)",
+        cost="~0.05 % of one core: a read of debugfs's bdi stats (16 µs of CPU) and, at most every 50 ms, of "
+        "the insertion counters (31 µs of CPU for 2 CPUs) at the traffic monitor's wake-ups; where debugfs is "
+        "not at /sys/kernel/debug, a mount before the window and an unmount after it (1–20 ms each), and the "
+        "counters' opening and closing (3–13 ms and ~45 ms), outside the others' windows",
         checks=checks,
     )
 )
