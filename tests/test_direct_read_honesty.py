@@ -256,7 +256,8 @@ def test_counting_is_the_filesystems_own_and_closed_on_every_exit(needs_root, tm
     """The counters on their own, on a buffered read (what a filesystem serving direct reads
     buffered does): catches a count of another filesystem's pages (two ext4 images read alike,
     one counted), pages counted before their filter was set (an unfiltered counter counts every
-    page on the machine), or counters left open after the window, ended by an error too."""
+    page on the machine), tracefs's global state touched (an instance, the event's own enable or
+    filter: another tracer's), or counters left open after the window, ended by an error too."""
     with fresh_workdir() as workdir, ExitStack() as stack:
         mounts = [_ext4(tmp_path / name, stack) for name in ("counted", "other")]
         for mount in mounts:
@@ -268,6 +269,7 @@ def test_counting_is_the_filesystems_own_and_closed_on_every_exit(needs_root, tm
         with ExitStack() as tracing:
             tracefs = tracefs_in(debugfs_mounted() or mount_debugfs(workdir.journal, tracing))
             assert tracefs is not None
+            untouched = _tracefs_state(tracefs)
             counted.open(tracefs)
             try:
                 assert counted.bytes() == 0, "counted before anything was read here"
@@ -275,8 +277,10 @@ def test_counting_is_the_filesystems_own_and_closed_on_every_exit(needs_root, tm
                 assert counted.bytes() == 0, "the other filesystem's pages counted"
                 (mounts[0] / "f").read_bytes()
                 assert 8 * MiB <= (counted.bytes() or 0) <= 9 * MiB
+                assert _tracefs_state(tracefs) == untouched, "tracefs's global state changed while counting"
             finally:
                 counted.close()
+            assert _tracefs_state(tracefs) == untouched
         assert _perf_fds() == before
         monitors = for_run([], tmp_path, journal=workdir.journal, direct=True, bdi=_bdi_of(mounts[0]))
         monitors = [m for m in monitors if m.name == "page_cache"]
@@ -290,6 +294,18 @@ def test_counting_is_the_filesystems_own_and_closed_on_every_exit(needs_root, tm
         if debugfs_mounted() is None:
             assert not mounts_at(debugfs_dir(workdir.root, workdir.mounts) / "tracing")
             assert not mounts_at(debugfs_dir(workdir.root, workdir.mounts))
+
+
+def _tracefs_state(tracefs: Path) -> tuple:
+    """What another user of tracefs sees: its instances, the event's enable and filter, the events
+    set — none of which counting through perf may change (nothing of fslab's to leave behind)."""
+    event = tracefs / "events" / "filemap" / "mm_filemap_add_to_page_cache"
+    return (
+        sorted(os.listdir(tracefs / "instances")),
+        (event / "enable").read_text(),
+        (event / "filter").read_text(),
+        (tracefs / "set_event").read_text(),
+    )
 
 
 def _bdi_of(mount: Path) -> str:
