@@ -337,7 +337,7 @@ def checks() -> list[Check]:
             required=False,
         ),
         Check(
-            "perf tracepoint counters (direct reads through the page cache)",
+            "perf tracepoints",
             (why := page_inserts.missing()) is None,
             why or "perf_event_open and tracefs in the kernel: pages added to the cache are counted",
             "a kernel built with CONFIG_PERF_EVENTS and CONFIG_FTRACE, on x86-64, arm64 or riscv64",
