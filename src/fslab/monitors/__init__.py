@@ -69,7 +69,7 @@ _names: tuple[int, frozenset[str]] = (-1, frozenset())
 # What the always-on monitors together cost a run, and a monitor whose cost is not yet measured
 # (MonitorKind.cost): bench/monitors.py measures each level (docs/monitors.md, "What they cost").
 ALWAYS_ON_COST = (
-    "0.46 % of one core, IOPS ratio 0.996 (95% 0.988–1.004) on 4 KiB QD1 direct reads on zram "
+    "0.38 % of one core, IOPS ratio 1.000 (95% 0.988–1.011) on 4 KiB QD1 direct reads on zram "
     "(2026-11-29, a quiet 2-vCPU VM)"
 )
 NOT_MEASURED = "not measured yet (bench/monitors.py)"

@@ -244,11 +244,12 @@ class Sampler(Generic[R]):
     def due(self) -> tuple[float, float]:
         """When its next sample is due — from its last, not on a fixed grid: a clock woken late
         does not catch up in a burst — and how much earlier it may be taken to share a wake-up:
-        a quarter of a growing sampler's interval, a tenth of a fixed one's, EARLIEST at least
-        (samplers of one period started together share every wake-up from the first on)."""
+        a quarter of a growing sampler's interval, half a fixed one's (its period is a resolution,
+        not a deadline: CPU's peak is then of 0.1–0.2 s), EARLIEST at least (samplers of one
+        period started together share every wake-up from the first on)."""
         first, last = self.samples[0].at, self.samples[-1].at
         interval = next_interval(last - first, *self._spacing)
-        return last + interval, max(EARLIEST, interval / (4 if self._spacing[1] else 10))
+        return last + interval, max(EARLIEST, interval / (4 if self._spacing[1] else 2))
 
     @property
     def running(self) -> bool:

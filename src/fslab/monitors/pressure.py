@@ -58,7 +58,7 @@ from fslab.monitors.cpu import parse_proc_stat
 
 PRESSURE = Path("/proc/pressure")
 PROC_STAT = Path("/proc/stat")
-PRESSURE_PERIOD = 0.5  # seconds between readings: where fio's ramp ends is interpolated between two
+PRESSURE_PERIOD = 1.0  # seconds between readings: where fio's ramp ends is interpolated between two
 CPU_PRESSURE_FROM = 10.0  # % of the window some task waited for a CPU: disturbed
 MEMORY_PRESSURE_FROM = 10.0  # % of the window some task waited on memory (no memory limit): disturbed
 STEAL_FROM = 5.0  # % of all CPUs' time stolen by the hypervisor: disturbed
@@ -288,6 +288,6 @@ MONITORS.add(
         make=pressure_monitor,
         help="neighbours: pressure stalls (PSI) and steal over each run's window; flags a disturbed run",
         checks=pressure_checks,
-        cost="~0.015 % of one core: 2 readings a second of /proc/pressure's 3 files and /proc/stat, ~70 µs each here",
+        cost="~0.015 % of one core: 1 reading a second of /proc/pressure's 3 files and /proc/stat, ~70 µs each here",
     )
 )

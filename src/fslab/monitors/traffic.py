@@ -55,13 +55,14 @@ SYS_CLASS_BLOCK = Path("/sys/class/block")
 # The samples of the counters: the window's counting starts (fio's epoch) between two of them,
 # where the counters are interpolated, so they are dense where it falls — after fio's start-up,
 # tens of ms in — every TRAFFIC_PERIOD, then TRAFFIC_GROWTH of the time since the window opened
-# apart, at most TRAFFIC_LONGEST: ~45 samples in a 3 s window, where every 10 ms took 300 (a
-# thread's wake-up, 50–300 µs of CPU here, is most of a sample's cost). A step from no I/O to the
-# workload's rate at an epoch E after the window opened is counted to within the I/O of
-# max(2.5 ms, 0.025·E) (a quarter of the interval around it), as every 10 ms did up to E = 0.1 s;
-# an epoch after a ramp_time falls where the rate is already steady.
+# apart, at most TRAFFIC_LONGEST: ~30 samples in a 3 s window, where every 10 ms took 300 (a
+# thread's wake-up, 50–300 µs of CPU here, is most of a sample's cost: with the other always-on
+# monitors', 0.46–0.56 % of one core at a growth of 0.1). A step from no I/O to the workload's
+# rate at an epoch E after the window opened is counted to within the I/O of max(2.5 ms, 0.05·E)
+# (a quarter of the interval around it), as every 10 ms did up to E = 0.05 s; an epoch after a
+# ramp_time falls where the rate is already steady.
 TRAFFIC_PERIOD = 0.01
-TRAFFIC_GROWTH = 0.1
+TRAFFIC_GROWTH = 0.2
 TRAFFIC_LONGEST = 0.5
 SECTOR = 512  # the unit of /sys/block/*/stat, fixed by the kernel
 CACHE_SERVED_BELOW = 0.5  # device reads under half the workload's: a cache answered the rest
@@ -307,6 +308,6 @@ MONITORS.add(
         make=traffic_monitor,
         help="what the devices under the target read, wrote and flushed, through the window's sync: write "
         "amplification, reads a cache served, fsyncs that did not reach the device",
-        cost="~0.15 % of one core: ~45 reads of the devices' stat in a 3 s window, 2 a second after 5 s",
+        cost="~0.15 % of one core: ~30 reads of the devices' stat in a 3 s window, 2 a second after 2.5 s",
     )
 )
