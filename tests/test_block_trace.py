@@ -180,3 +180,16 @@ def test_the_page_says_the_devices_share_of_the_latency_and_its_request_size():
         "the workload wrote 4 KiB, the device saw 128 KiB requests",
     ]
     assert device_notes(_cell(write_lat_p99_us=4100, write_iops=1000, write_mb_s=4.096), "write") == [], "untraced"
+
+
+def test_the_namespace_lets_go_of_every_device_and_fuse_mount_but_the_root():
+    """Catches a bpftrace namespace that keeps its copies of the host's mounts on devices: a
+    filesystem the host unmounts then stays mounted there, its device busy while bpftrace lives."""
+    mountinfo = (
+        "36 1 254:1 / / rw - ext4 /dev/vda rw\n"
+        "40 36 7:0 / /var/tmp/wd/mnt/a\\040b rw - ext4 /dev/loop0 rw\n"
+        "41 36 0:55 / /mnt/z rw - fuse.zfs pool rw\n"
+        "42 36 0:20 / /proc rw - proc proc rw\n"
+        "43 36 0:31 / /sys/kernel/tracing rw - tracefs nodev rw\n"
+    )
+    assert namespace.holding_devices(mountinfo) == ["/mnt/z", "/var/tmp/wd/mnt/a b"], "deepest first, the root kept"

@@ -21,6 +21,7 @@ from fslab.monitors.base import measuring
 from fslab.monitors.block_trace import BlockTraceMonitor
 from fslab.tracing import block
 from fslab.tracing.bpftrace import Trace, TraceFailed
+from fslab.tracing.namespace import holding_devices
 
 pytestmark = pytest.mark.root
 
@@ -59,8 +60,12 @@ def tracers() -> list[int]:
 
 
 def tracefs_here() -> int:
-    """tracefs mounts this (the host's) mount namespace shows."""
-    return sum(" - tracefs " in line for line in Path("/proc/self/mountinfo").read_text().splitlines())
+    """tracefs mounts this (the host's) mount namespace shows where bpftrace looks for one (not
+    the one the kernel automounts under the page cache monitor's own debugfs, in the work directory)."""
+    return sum(
+        " - tracefs " in line and line.split()[4] in ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+        for line in Path("/proc/self/mountinfo").read_text().splitlines()
+    )
 
 
 @pytest.fixture(scope="module")
@@ -131,8 +136,10 @@ def _started(tmp: Path, workdir: Workdir) -> tuple[subprocess.Popen[str], int]:
 
 
 def test_a_running_trace_runs_fslabs_program_in_a_namespace_of_its_own_and_ctrl_c_removes_it(tmp_path, needs_root):
-    """Catches study text reaching the program, tracefs mounted on the host, and a bpftrace (or
-    its namespace's tracefs) outliving a Ctrl-C."""
+    """Catches study text reaching the program, tracefs mounted on the host, a namespace that
+    keeps its copy of the host's device mounts (the target's: its loop device then stays busy
+    after the run unmounts it, as another test's did for 30 s), and a bpftrace (or its
+    namespace's tracefs) outliving a Ctrl-C."""
     mounted = tracefs_here()
     with fresh_workdir() as workdir:
         proc, tracer = _started(tmp_path, workdir)
@@ -141,7 +148,9 @@ def test_a_running_trace_runs_fslabs_program_in_a_namespace_of_its_own_and_ctrl_
         numbers = [int(n) for n in re.findall(r"args->dev == (\d+)", program)]
         assert program == block.program(numbers), "fslab's text, device numbers filled in"
         assert os.readlink(f"/proc/{tracer}/ns/mnt") != os.readlink("/proc/self/ns/mnt")
-        assert " /sys/kernel/tracing " in Path(f"/proc/{tracer}/mountinfo").read_text(), "tracefs in its namespace"
+        inside = Path(f"/proc/{tracer}/mountinfo").read_text()
+        assert " /sys/kernel/tracing " in inside, "tracefs in its namespace"
+        assert holding_devices(inside) == [], "no copy of a device's mount (the target's) kept busy by it"
         assert tracefs_here() == mounted, "and not in the host's"
         proc.send_signal(signal.SIGINT)
         assert proc.wait(120) != 0

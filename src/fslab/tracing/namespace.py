@@ -6,7 +6,9 @@ Run by fslab (bpftrace.py) as
     unshare --mount --propagation private -- PYTHON -I -m fslab.tracing.namespace /usr/bin/bpftrace ARG...
 
 It refuses unless its mount namespace differs from its parent's (unshare made it a new one), makes
-every mount there private again (nothing it mounts propagates out), mounts tracefs at
+every mount there private again (nothing it mounts propagates out), lets go of every filesystem
+on a device or FUSE but the root (detached: the namespace's copy of a mount would hold its device
+busy after the host unmounts it — another run's target, a user's disk — while bpftrace lives), mounts tracefs at
 /sys/kernel/tracing unless one is there, and execs bpftrace: same pid and start time as the journal
 recorded. The namespace, and its tracefs with it, end when bpftrace does. Standard library only:
 it runs for a few milliseconds before every trace."""
@@ -15,10 +17,28 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import sys
 
 TRACING = "/sys/kernel/tracing"
 _MS_REC, _MS_PRIVATE = 0x4000, 1 << 18
+_MNT_DETACH = 2
+
+
+def holding_devices(mountinfo: str) -> list[str]:
+    """The mount points of /proc/self/mountinfo's text on a device (source under /dev/) or FUSE,
+    but the root: what the namespace lets go of, deepest (latest mounted) first. Paths as the
+    kernel escapes them (\\040 for a space) are unescaped."""
+    found = []
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        if len(fields) < 7 or "-" not in fields[6:]:
+            continue
+        tail = fields[fields.index("-", 6) + 1 :]
+        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+        if point != "/" and len(tail) >= 2 and (tail[1].startswith("/dev/") or tail[0].startswith("fuse")):
+            found.append(point)
+    return found[::-1]
 
 
 def _fail(why: str) -> None:
@@ -45,7 +65,10 @@ def main(argv: list[str]) -> None:
     if libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None) != 0:
         _fail(f"cannot make the namespace's mounts private: {os.strerror(ctypes.get_errno())}")
     with open("/proc/self/mountinfo") as table:
-        mounted = tracefs_at(TRACING, table.read())
+        text = table.read()
+    for point in holding_devices(text):  # this namespace's copies alone: the host's mounts are untouched
+        libc.umount2(point.encode(), _MNT_DETACH)  # one already gone with its parent: nothing to do
+    mounted = tracefs_at(TRACING, text)
     if not mounted and libc.mount(b"nodev", TRACING.encode(), b"tracefs", 0, None) != 0:
         _fail(f"cannot mount tracefs at {TRACING}: {os.strerror(ctypes.get_errno())}")
     os.execv(argv[1], argv[1:])
