@@ -193,3 +193,24 @@ def test_the_namespace_lets_go_of_every_device_and_fuse_mount_but_the_root():
         "43 36 0:31 / /sys/kernel/tracing rw - tracefs nodev rw\n"
     )
     assert namespace.holding_devices(mountinfo) == ["/mnt/z", "/var/tmp/wd/mnt/a b"], "deepest first, the root kept"
+
+
+def test_a_trace_that_does_not_end_loses_its_own_figures_not_the_run():
+    """Catches a bpftrace that did not end as asked (seen under heavy load: 30 s after SIGINT)
+    failing the run whose own figures stand: it is killed, and the run says its trace is lost."""
+    from fslab.monitors.base import Found, Sampler, WorkloadSaid
+    from fslab.monitors.block_trace import TRACE_LOST, BlockTraceMonitor
+    from fslab.tracing.bpftrace import TraceFailed
+
+    class Stuck:
+        def stop(self) -> str:
+            raise TraceFailed("bpftrace did not end within 30 s of SIGINT: killed")
+
+    monitor = object.__new__(BlockTraceMonitor)
+    monitor.trace, monitor.output, monitor.lost = Stuck(), "", ""
+    monitor.depths = Sampler(lambda: 0, "test-depths", 1.0)
+    monitor.stop()
+    found = Found()
+    monitor.values(WorkloadSaid(), found)
+    assert found.values == [] and [f.kind for f in found.flags] == [TRACE_LOST]
+    assert "request figures are lost: bpftrace did not end within 30 s" in found.flags[0].says

@@ -18,7 +18,7 @@ import pytest
 from conftest import fresh_workdir, ran_study, wait_for, write_study
 from fslab.core.workdir import Workdir
 from fslab.monitors.base import measuring
-from fslab.monitors.block_trace import BlockTraceMonitor
+from fslab.monitors.block_trace import TRACE_LOST, BlockTraceMonitor
 from fslab.tracing import block
 from fslab.tracing.bpftrace import Trace, TraceFailed
 from fslab.tracing.namespace import holding_devices
@@ -102,8 +102,11 @@ def test_a_traced_4k_random_write_stores_histograms_that_fslab_export_writes_as_
         key = (row["run_id"], row["direction"], row["kind"])
         buckets[key].append((float(row["bucket_low"]), float(row["bucket_high"]), int(row["count"])))
     metrics = {(str(m.run_id), m.metric): m.value for m in results.run_metrics(study_run) if m.metric is not None}
-    run_ids = {r["id"] for r in results.runs(study_run) if r["status"] == "ok"}
-    assert len(run_ids) == 2
+    runs = [r for r in results.runs(study_run) if r["status"] == "ok"]
+    assert len(runs) == 2
+    # (a bpftrace that did not end as asked, seen under heavy load, loses its run's figures alone)
+    run_ids = {r["id"] for r in runs if not any(n["kind"] == TRACE_LOST for n in r["notes"])}
+    assert run_ids, [r["notes"] for r in runs]
     for run_id in map(str, run_ids):
         completed = metrics[(run_id, "block_requests_write")]
         for kind in ("request_bytes", "device_time_ns"):

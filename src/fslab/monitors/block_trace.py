@@ -38,6 +38,7 @@ from fslab.tracing import block
 
 TRACE = "block"
 BIO_BASED = "block_trace_bio_based"  # a finding's kind: a device the request tracepoints cannot see
+TRACE_LOST = "block_trace_lost"  # a finding's kind: bpftrace did not end as asked; its figures of the run are lost
 DEPTH_PERIOD = 0.01  # seconds between readings of the devices' in-flight counts
 BTF = Path("/sys/kernel/btf/vmlinux")
 DIRECTED = ("read", "write")  # the directions with metrics of their own
@@ -93,6 +94,7 @@ class BlockTraceMonitor:
         self.trace = Trace(journal, block.program(self.numbers))
         self.depths = Sampler(lambda: read_depths(self.names), "fslab-block-depth", DEPTH_PERIOD)
         self.output = ""
+        self.lost = ""  # why the trace's figures of this window are lost (bpftrace did not end as asked)
 
     def start(self) -> None:
         self.trace.start()
@@ -103,12 +105,22 @@ class BlockTraceMonitor:
             raise
 
     def stop(self) -> None:
+        from fslab.tracing.bpftrace import TraceFailed
+
         try:
             self.depths.stop()
         finally:
-            self.output = self.trace.stop()
+            try:
+                self.output = self.trace.stop()
+            except TraceFailed as exc:  # killed by its proof already: the run's own figures stand
+                self.lost = str(exc)
 
     def values(self, workload: WorkloadSaid, found: Found) -> None:
+        if self.lost:
+            found.flags.append(Finding(
+                TRACE_LOST, f"--trace block: this run's request figures are lost: {self.lost}", implausible=False
+            ))  # fmt: skip
+            return
         more = judged(block.parse(self.output), self.numbers, self.names, [s.reading for s in self.depths.samples])
         loop = any((SYS_CLASS_BLOCK / name / "loop").is_dir() for name in self.names)
         more.values.append(Measured("block_device_time_includes_host_file", float(loop), "", False))
