@@ -132,9 +132,11 @@ def _started(tmp: Path, workdir: Workdir) -> tuple[subprocess.Popen[str], int]:
          "--db", str(tmp / "r.db"), "--workdir", str(workdir.root)],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    tracer = wait_for("bpftrace to attach", lambda: proc.poll() is None and tracers(), deadline=120)
-    assert isinstance(tracer, list) and len(tracer) == 1, proc.poll() or tracer
+    wait_for("bpftrace to attach", lambda: proc.poll() is None and tracers(), deadline=120)
     wait_for("fio to run", lambda: ("process", "fio") in workdir.journal.outstanding(), deadline=120)
+    # the tracer of the window fio runs in (one seen before it may have been a window's that ended since)
+    tracer = wait_for("its bpftrace", lambda: proc.poll() is None and tracers(), deadline=120)
+    assert isinstance(tracer, list) and len(tracer) == 1, proc.poll() or tracer
     return proc, tracer[0]
 
 
