@@ -45,6 +45,9 @@ TEST_ROOT = Path("/var/tmp/fslab-tests")  # on disk: loop images in /tmp could s
 # runs, sets `pytestmark = ZFS_FUSE`, and a parallel run (`make test`: pytest-xdist, --dist
 # loadgroup) runs those modules one after another in one worker.
 ZFS_FUSE = pytest.mark.xdist_group("zfs-fuse")
+# The tests that start bpftrace, one worker for them all: the block trace's tests count the
+# machine's bpftrace processes, and the monitors bench's smoke starts one.
+BPFTRACE = pytest.mark.xdist_group("bpftrace")
 GUESTS = "guests"  # the xdist group of the modules that read a QEMU guest's result (tests/guest.py)
 
 

@@ -18,7 +18,7 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from conftest import ZFS_FUSE
+from conftest import BPFTRACE, ZFS_FUSE
 from fslab.results import ResultsDB
 from fslab.running.runner import RunObserver
 
@@ -88,6 +88,8 @@ ARGS = {
 def marks(script: str) -> list[pytest.MarkDecorator]:
     if script == "zfs_overhead.py":
         return [pytest.mark.root, ZFS_FUSE]
+    if script == "monitors.py":
+        return [pytest.mark.root, BPFTRACE]
     return [pytest.mark.root] if script in AS_ROOT else []
 
 

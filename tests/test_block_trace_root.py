@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import fresh_workdir, ran_study, wait_for, write_study
+from conftest import BPFTRACE, fresh_workdir, ran_study, wait_for, write_study
 from fslab.core.workdir import Workdir
 from fslab.monitors.base import measuring
 from fslab.monitors.block_trace import TRACE_LOST, BlockTraceMonitor
@@ -23,7 +23,7 @@ from fslab.tracing import block
 from fslab.tracing.bpftrace import Trace, TraceFailed
 from fslab.tracing.namespace import holding_devices
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.root, BPFTRACE]
 
 STUDY = """\
 [study]
