@@ -318,6 +318,29 @@ class Host:
     cpu_model: str
     cpu_count: int
     memory_bytes: int
+    # Since version 19, the kernel lab (lab/): how the machine ran its kernel. "host": this machine's
+    # own kernel on bare metal; "kvm" or "tcg": a lab VM booted from a Debian kernel package, "tcg"
+    # emulated and never a performance result (statistics compare speed only within one `vm`).
+    accelerator: str = "host"
+    kernel_package: str | None = None  # the Debian package version the kernel came from (a lab VM's)
+    kernel_config_sha256: str | None = None  # of the kernel's config file (/boot/config-RELEASE)
+    qemu_version: str | None = None
+    disk_cache: str | None = None  # the VM's virtio-blk disks: QEMU's cache= and aio=
+    disk_aio: str | None = None
+
+    @property
+    def emulated(self) -> bool:
+        """Its figures of speed are not performance results (software emulation of the CPU)."""
+        return self.accelerator == "tcg"
+
+    @property
+    def vm(self) -> tuple[object, ...]:
+        """What must match for two hosts' speed figures to be compared: bare metal with bare metal,
+        a VM with a VM of the same accelerator, CPU, size, QEMU and disk settings."""
+        if self.accelerator == "host":
+            return ("host",)
+        return (self.accelerator, self.cpu_model, self.cpu_count, self.memory_bytes, self.qemu_version,
+                self.disk_cache, self.disk_aio)  # fmt: skip
 
 
 @dataclass(frozen=True)
