@@ -1,0 +1,260 @@
+"""fslab bisect's search and verdicts (lab/bisect.py), pure: every boot is a fake `measure` that
+gives synthetic values of a metric per kernel, and counts its boots."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+import pytest
+
+from fslab.lab.bisect import (
+    BAD,
+    GOOD,
+    NEITHER,
+    SKIPPED,
+    BisectError,
+    KernelFailed,
+    Rule,
+    Samples,
+    bisect,
+    check_metric,
+    flavour,
+    in_range,
+    resolve,
+)
+from fslab.statistics.stats import EQUIVALENT, SLOWER
+
+RELEASES = [
+    "6.1.0-54-amd64",
+    "6.1.0-55-amd64",
+    "6.1.0-56-amd64",
+    "6.12.100+deb12-amd64",
+    "6.12.107+deb12-amd64",
+    "6.12.117+deb12-amd64",
+]
+FIRST_BAD = "6.12.100+deb12-amd64"
+
+# Btrfs's write_buffered_share of a 32 MiB direct write, as measured here: 128 KiB of metadata on a
+# kernel that writes directly (0.0039, now and then 0.00389), nearly all of it where direct writes
+# are buffered (0.89–1.0). Lower is better.
+DIRECT = (0.00390625, 0.00390625, 0.00388804)
+BUFFERED = (1.0, 0.888, 1.0, 0.918, 0.962)
+
+
+@dataclass
+class FakeLab:
+    """Boots counted per release; `share` gives a release's values, `broken` the releases that fail."""
+
+    first_bad: str | None = FIRST_BAD
+    broken: dict[str, str] = field(default_factory=dict)
+    noisy: frozenset[str] = frozenset()
+    boots: list[tuple[str, int]] = field(default_factory=list)
+    seed: int = 7
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+
+    def __call__(self, release: str, runs: int) -> Samples:
+        self.boots.append((release, runs))
+        if release in self.broken:
+            raise KernelFailed(f"{release}: {self.broken[release]}")
+        bad = self.first_bad is not None and RELEASES.index(release) >= RELEASES.index(self.first_bad)
+        if release in self.noisy:  # a kernel whose figure wanders, 10 times either way of the good one's
+            values = [DIRECT[0] * 10 ** self.rng.uniform(-1, 1) for _ in range(runs)]
+        else:
+            values = [self.rng.choice(BUFFERED if bad else DIRECT) for _ in range(runs)]
+        return Samples(tuple(values), higher_is_better=False)
+
+
+def run(lab: FakeLab, **rule) -> tuple:
+    said: list[str] = []
+    outcome = bisect(RELEASES, lab, rule=Rule(**rule), versions={r: f"v-{r}" for r in RELEASES}, say=said.append)
+    return outcome, said
+
+
+def test_the_first_package_with_buffered_direct_writes_is_named_in_five_boots_and_confirmed():
+    """Catches a linear search, a step judged against the wrong end, and an A/B not measured afresh."""
+    lab = FakeLab()
+    outcome, said = run(lab)
+    assert outcome.first_bad == FIRST_BAD and outcome.last_good == "6.1.0-56-amd64", said
+    assert outcome.boots <= 5, said
+    assert outcome.direction == SLOWER  # the share rose: lower is better
+    assert outcome.confirmed and outcome.confirmation is not None
+    ab = outcome.confirmation.comparison
+    assert ab is not None and ab.verdict == SLOWER and ab.interval is not None and ab.interval[0] > 1.03
+    # the A/B's two kernels booted afresh after the search: the last two boots
+    assert [r for r, _ in lab.boots[-2:]] == ["6.1.0-56-amd64", FIRST_BAD]
+    assert len(lab.boots) == outcome.boots + outcome.confirmation.boots
+    # each step said as it went: kernel, its package, boots, runs, verdict and interval
+    step_lines = [line for line in said if line.startswith("step")]
+    assert step_lines and all("boot" in line and "runs" in line and "CI" in line for line in step_lines), said
+    assert any(FIRST_BAD in line and "(v-6.12.100+deb12-amd64)" in line and "slower" in line for line in said)
+    assert any("6.1.0-56-amd64" in line and EQUIVALENT in line for line in step_lines), said
+    assert said[-1].startswith("confirmed: 6.12.100+deb12-amd64 is slower than 6.1.0-56-amd64 on the metric")
+
+
+@pytest.mark.parametrize("first_bad", RELEASES[1:])
+def test_every_change_point_is_found(first_bad):
+    """Catches an off-by-one at either end of the search (the first step bad, the last one good)."""
+    outcome, said = run(FakeLab(first_bad=first_bad))
+    assert outcome.first_bad == first_bad and outcome.confirmed, said
+    assert outcome.last_good == RELEASES[RELEASES.index(first_bad) - 1]
+    assert outcome.boots <= 5, said
+
+
+def test_a_kernel_that_fails_to_boot_is_skipped_said_and_a_neighbour_tried():
+    """Catches a failed boot taken as good or bad, or ending the bisect."""
+    lab = FakeLab(first_bad="6.12.107+deb12-amd64", broken={"6.1.0-56-amd64": "QEMU: the kernel did not boot"})
+    outcome, said = run(lab)
+    assert outcome.first_bad == "6.12.107+deb12-amd64" and outcome.confirmed, said
+    skipped = [s for s in outcome.steps if s.call == SKIPPED]
+    assert [s.release for s in skipped] == ["6.1.0-56-amd64"]
+    assert any("6.1.0-56-amd64" in line and "skipped — " in line and "did not boot" in line for line in said), said
+    # its neighbour was tried next
+    tried = [r for r, _ in lab.boots]
+    assert tried[tried.index("6.1.0-56-amd64") + 1] == FIRST_BAD
+
+
+def test_a_skipped_kernel_beside_the_change_leaves_a_range_named():
+    """Catches a skipped kernel assumed good: the change may be in it."""
+    outcome, said = run(FakeLab(broken={"6.1.0-56-amd64": "its package failed to download"}))
+    assert outcome.first_bad is None
+    assert outcome.suspects == ("6.1.0-56-amd64", FIRST_BAD), said
+    assert any(line.startswith("the first slower kernel is one of 6.1.0-56-amd64, 6.12.100") for line in said), said
+    assert outcome.confirmation is not None and outcome.confirmation.release == FIRST_BAD  # the range confirmed
+
+
+def test_ends_that_do_not_differ_stop_the_bisect():
+    lab = FakeLab(first_bad=None)
+    outcome, said = run(lab)
+    assert outcome.stopped.startswith("the ends do not differ"), said
+    assert outcome.suspects == () and outcome.confirmation is None and not outcome.confirmed
+    assert [r for r, _ in lab.boots] == [RELEASES[0], RELEASES[-1]]
+
+
+def test_an_undecided_step_is_said_and_the_search_goes_on_around_it():
+    """Catches an undecided step taken as good or bad."""
+    lab = FakeLab(first_bad="6.12.107+deb12-amd64", noisy=frozenset({"6.1.0-56-amd64"}))
+    outcome, said = run(lab)
+    undecided = [s for s in outcome.steps if s.call == NEITHER]
+    assert [s.release for s in undecided] == ["6.1.0-56-amd64"], said
+    assert any("6.1.0-56-amd64" in line and "→ undecided: budget spent" in line for line in said), said
+    assert outcome.first_bad == "6.12.107+deb12-amd64" and outcome.confirmed, said
+
+
+def test_an_undecided_step_beside_the_change_leaves_a_range():
+    outcome, said = run(FakeLab(noisy=frozenset({"6.1.0-56-amd64"})))
+    assert outcome.first_bad is None and outcome.suspects == ("6.1.0-56-amd64", FIRST_BAD), said
+
+
+def test_a_step_not_yet_decided_boots_again_with_the_runs_its_comparison_asks_and_the_reference_topped_up():
+    """Catches a step judged once only, and intervals drawn at 95 % however many looks a step had."""
+    rng = random.Random(3)
+
+    def measure(release: str, runs: int) -> Samples:
+        middle = 1.0 if RELEASES.index(release) < 3 else 1.12  # a 12 % change, CV 1.5 %
+        return Samples(tuple(middle * rng.gauss(1, 0.015) for _ in range(runs)))
+
+    said: list[str] = []
+    outcome = bisect(RELEASES, measure, rule=Rule(runs=3, max_runs=12), say=said.append)
+    assert outcome.first_bad == FIRST_BAD, said
+    assert any(s.boots > 1 for s in outcome.steps[1:]), said
+    assert any("good end 6.1.0-54-amd64: one more boot" in line for line in said), said
+    assert outcome.steps[0].boots > 1 and outcome.steps[0].runs > 3
+    levels = {s.comparison.level for s in outcome.steps if s.comparison is not None}
+    assert levels == {1 - 0.05 / 10}, levels  # 10 looks: after 3 runs, then each run up to 12
+
+
+def test_a_step_that_differs_the_other_way_is_not_called_bad():
+    def measure(release: str, runs: int) -> Samples:
+        value = {"6.1.0-56-amd64": 0.001}.get(release, 1.0 if RELEASES.index(release) >= 3 else DIRECT[0])
+        return Samples((value,) * runs, higher_is_better=False)
+
+    outcome = bisect(RELEASES, measure)
+    other = next(s for s in outcome.steps if s.release == "6.1.0-56-amd64")
+    assert other.call == NEITHER and "the bad end is slower" in other.reason
+    assert outcome.suspects == ("6.1.0-56-amd64", FIRST_BAD)
+
+
+def test_the_good_end_failing_or_a_bad_list_is_an_error():
+    with pytest.raises(BisectError, match="known-good end 6.1.0-54-amd64 failed"):
+        run(FakeLab(broken={"6.1.0-54-amd64": "no such package"}))
+    with pytest.raises(BisectError, match="known-bad end"):
+        run(FakeLab(broken={RELEASES[-1]: "the guest panicked"}))
+    with pytest.raises(BisectError, match="at least two different"):
+        bisect(["6.1.0-54-amd64"], FakeLab())
+    with pytest.raises(BisectError, match="--max-runs 2 is below --runs 3"):
+        Rule(runs=3, max_runs=2)
+
+
+def test_calls_are_three_way():
+    assert {GOOD, BAD, NEITHER} == {"same", "different", "undecided"}
+
+
+def test_a_speed_metric_is_refused_under_tcg_saying_why_and_what_to_do():
+    with pytest.raises(BisectError) as refused:
+        check_metric("write_iops", "tcg", "speed")
+    message = str(refused.value)
+    assert "--metric write_iops" in message and "TCG" in message and "KVM" in message and "bare metal" in message
+    check_metric("write_buffered_share", "tcg", "independent")
+    check_metric("write_amplification", "tcg", "dependent")
+    check_metric("write_iops", "kvm", "speed")
+
+
+@dataclass(frozen=True)
+class Package:
+    release: str
+    version: str
+
+
+OFFERED = [
+    Package(r, f"v{i}")
+    for i, r in enumerate(
+        [
+            "6.1.0-53-amd64",
+            "6.1.0-54-amd64",
+            "6.1.0-54-cloud-amd64",
+            "6.1.0-55-amd64",
+            "6.1.0-56-rt-amd64",
+            "6.1.0-56-amd64",
+            "6.12.100+deb12-amd64",
+            "6.12.107+deb12-amd64",
+            "6.12.117+deb12-amd64",
+            "6.12.117+deb12-cloud-amd64",
+        ]
+    )
+]
+
+
+def _key(release: str) -> tuple:
+    """A stand-in for kernels.release_key: numbers in order."""
+    version = release.split("+")[0].rsplit("-", 1)[0] if "+" not in release else release.split("+")[0]
+    return tuple(int(p) for p in version.replace("-", ".").split(".") if p.isdigit())
+
+
+def test_a_range_is_one_flavour_in_release_order():
+    chosen = [k.release for k in in_range("6.1.0-54..6.12.117", OFFERED, _key)]
+    assert chosen == [
+        "6.1.0-54-amd64",
+        "6.1.0-55-amd64",
+        "6.1.0-56-amd64",
+        "6.12.100+deb12-amd64",
+        "6.12.107+deb12-amd64",
+        "6.12.117+deb12-amd64",
+    ]
+    cloud = [k.release for k in in_range("6.1.0-54-cloud-amd64..6.12.117", OFFERED, _key)]
+    assert cloud == ["6.1.0-54-cloud-amd64", "6.12.117+deb12-cloud-amd64"]
+    with pytest.raises(BisectError, match="not older"):
+        in_range("6.12.117..6.1.0-54", OFFERED, _key)
+    with pytest.raises(BisectError, match="FIRST..LAST"):
+        in_range("6.1.0-54", OFFERED, _key)
+    with pytest.raises(BisectError, match="no kernel package '6.1.0-99'.*fslab lab kernels"):
+        in_range("6.1.0-99..6.12.117", OFFERED, _key)
+
+
+def test_names_resolve_to_offered_packages_and_flavours_are_read():
+    assert resolve("6.12.100", OFFERED).release == "6.12.100+deb12-amd64"
+    assert resolve("6.1.0-56-rt-amd64", OFFERED).version == "v4"
+    assert flavour("6.1.0-56-rt-amd64") == "rt-amd64" and flavour("6.12.100+deb12-amd64") == "amd64"
+    assert flavour("../../etc") is None
