@@ -27,12 +27,12 @@ production, a fake in the tests), every line said through `say`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
 
 from fslab.core.errors import FslabError
+from fslab.core.names import visible
+from fslab.lab.kernels import LIST_HINT, KernelPackage, release_key
 from fslab.running.plan import futile
 from fslab.statistics.analysis import look_schedule
 from fslab.statistics.stats import (
@@ -318,67 +318,46 @@ def _done(steps: list[Step], judge: _Judge, outcome: Outcome) -> Outcome:
 # --- the kernels bisected, and the metric -----------------------------------------------------
 
 
-class Offered(Protocol):
-    """A kernel package as kernels.offered() lists it (KernelPackage): its release and package version."""
-
-    @property
-    def release(self) -> str: ...
-
-    @property
-    def version(self) -> str: ...
+def _version_part(release: str) -> str:
+    """A release without its flavour: "6.12.100+deb12-cloud-amd64" → "6.12.100+deb12"."""
+    for suffix in ("-cloud-amd64", "-rt-amd64", "-amd64"):
+        if release.endswith(suffix):
+            return release.removesuffix(suffix)
+    return release
 
 
-# A release is its version and ABI ("6.1.0-56", "6.12.100+deb12") and its flavour ("amd64",
-# "cloud-amd64", "rt-amd64"): the flavour is what follows the first "-" after the dotted version's ABI.
-_RELEASE = re.compile(r"^(?P<version>\d+(?:\.\d+)+(?:-\d+)?(?:\+[a-z0-9]+)?)-(?P<flavour>[a-z0-9][a-z0-9-]*)$")
-DEFAULT_FLAVOUR = "amd64"
-
-
-def flavour(release: str) -> str | None:
-    """A release's flavour ("6.1.0-56-cloud-amd64" → "cloud-amd64"); None for a name that is no release."""
-    found = _RELEASE.match(release)
-    return found["flavour"] if found else None
-
-
-def resolve(name: str, offered: Sequence[Offered], wanted_flavour: str | None = None) -> Offered:
+def resolve(name: str, offered: Sequence[KernelPackage], flavour: str = "generic") -> KernelPackage:
     """The package a name means: a release offered as it is ("6.1.0-56-amd64"), or a version
-    ("6.1.0-56", "6.12.100") of the flavour wanted (default: amd64)."""
+    ("6.1.0-56", "6.12.100", "6.12.100+deb12") of the flavour wanted (generic, cloud, rt)."""
     exact = [k for k in offered if k.release == name]
     if exact:
         return exact[0]
-    want = wanted_flavour or DEFAULT_FLAVOUR
     found = [
         k
         for k in offered
-        if (m := _RELEASE.match(k.release)) and m["flavour"] == want and m["version"].split("+")[0] == name
+        if k.flavour == flavour and name in (_version_part(k.release), _version_part(k.release).split("+")[0])
     ]
     if len(found) != 1:
-        near = ", ".join(k.release for k in offered if k.release.startswith(name.split("-")[0]))[:300]
         raise BisectError(
-            f"--kernels/--range: no kernel package '{name}' of flavour {want} in the configured archive"
-            + (f" (near it: {near})" if near else "")
-            + "; `fslab lab kernels` lists what it offers"
+            f"--kernels/--range: no {flavour} kernel package '{visible(name)}' in the configured archive; {LIST_HINT}"
         )
     return found[0]
 
 
-def in_range(spec: str, offered: Sequence[Offered], release_key: Callable[[str], tuple]) -> list[Offered]:
+def in_range(spec: str, offered: Sequence[KernelPackage]) -> list[KernelPackage]:
     """`--range A..B`: every offered package of A's flavour from A to B, ordered by release_key."""
     first, sep, last = spec.partition("..")
     if not sep or not first or not last:
-        raise BisectError(f"--range '{spec}': give it as FIRST..LAST, e.g. 6.1.0-54..6.12.117")
+        raise BisectError(f"--range '{visible(spec)}': give it as FIRST..LAST, e.g. 6.1.0-54..6.12.117")
     low = resolve(first, offered)
-    kind = flavour(low.release)
-    high = resolve(last, offered, kind)
-    if flavour(high.release) != kind:
-        raise BisectError(f"--range '{spec}': {low.release} and {high.release} are of different flavours: give one")
-    lo, hi = release_key(low.release), release_key(high.release)
+    high = resolve(last, offered, low.flavour)
+    if high.flavour != low.flavour:
+        raise BisectError(f"--range: {low.release} and {high.release} are of different flavours: give one flavour")
+    lo, hi = release_key(low.release)[1], release_key(high.release)[1]
     if not lo < hi:
-        raise BisectError(
-            f"--range '{spec}': {low.release} is not older than {high.release}: the known-good comes first"
-        )
-    chosen = [k for k in offered if flavour(k.release) == kind and lo <= release_key(k.release) <= hi]
-    return sorted({k.release: k for k in chosen}.values(), key=lambda k: release_key(k.release))
+        raise BisectError(f"--range: {low.release} is not older than {high.release}: the known-good end comes first")
+    chosen = {k.release: k for k in offered if k.flavour == low.flavour and lo <= release_key(k.release)[1] <= hi}
+    return sorted(chosen.values(), key=lambda k: release_key(k.release))
 
 
 def check_metric(metric: str, accelerator: str, timing: str) -> None:
