@@ -831,6 +831,93 @@ def compare(
     )
 
 
+@app.command()
+def bisect(
+    study: Annotated[str, typer.Argument(help="A study file, or the name of a built-in study (see `fslab list`).")],
+    target: Annotated[str, typer.Option("--target", help="The cell's target (one of the study's).")],
+    workload: Annotated[str, typer.Option("--workload", help="The cell's workload (one of the study's).")],
+    metric: Annotated[
+        str,
+        typer.Option(
+            "--metric",
+            help="The metric bisected (e.g. write_buffered_share). Under TCG (no KVM) only one whose figures do "
+            "not depend on the CPU's speed: a speed metric is refused.",
+        ),
+    ],
+    kernels: Annotated[
+        str | None,
+        typer.Option(
+            "--kernels",
+            metavar="A,B,…",
+            help="Kernel releases in order, the known-good first and the known-bad last "
+            "(6.1.0-54-amd64, or 6.1.0-54: the generic flavour).",
+        ),
+    ] = None,
+    kernel_range: Annotated[
+        str | None,
+        typer.Option(
+            "--range",
+            metavar="A..B",
+            help="Every kernel the archive offers from A (known good) to B (known bad), of A's flavour, in release "
+            "order (`fslab lab kernels` lists them).",
+        ),
+    ] = None,
+    runs: Annotated[int, typer.Option("--runs", min=2, help="Runs per boot before a step's first look.")] = 3,
+    max_runs: Annotated[
+        int,
+        typer.Option(
+            "--max-runs", min=2, help="A step's budget of runs: undecided beyond it (or when it could not decide)."
+        ),
+    ] = 10,
+    threshold: ThresholdOption = "3",  # type: ignore[assignment]  # parsed into a fraction
+    scale: Annotated[
+        float | None,
+        typer.Option("--scale", help="Multiply image sizes, fio sizes and runtimes (as `fslab run --scale`)."),
+    ] = None,
+    db: DbOption = None,
+    workdir: WorkdirOption = DEFAULT_WORKDIR,
+) -> None:
+    """Find the first kernel package where one cell's metric changes: each step boots a kernel in the lab,
+    runs the cell until its verdict against the known-good end is same, different or undecided, skips a
+    kernel that fails (said), names the first different package and confirms it with an A/B against its
+    predecessor. Exit 0 when it names one package and the A/B confirms it, 1 when it does not."""
+    from fslab.lab.bisect import Rule
+    from fslab.lab.bisect_runs import run_bisect
+
+    results = _open_db(db)
+    outcome, study_run_id = run_bisect(
+        study,
+        target=target,
+        workload=workload,
+        metric=metric,
+        kernels_given=kernels,
+        range_given=kernel_range,
+        rule=Rule(threshold=threshold, runs=runs, max_runs=max_runs),
+        scale=scale,
+        results=results,
+        workdir=Workdir(workdir),
+        say=lambda line: console.print(safe_markup(line), highlight=False, soft_wrap=True),
+    )
+    if outcome.stopped:
+        console.print(f"stopped: {safe_markup(outcome.stopped)}", highlight=False, soft_wrap=True)
+    elif outcome.first_bad:
+        after = safe_markup(outcome.last_good or "")
+        console.print(
+            f"first {outcome.direction} kernel: {safe_markup(outcome.first_bad)}, after {after} ({outcome.boots} "
+            f"boots; the A/B {'confirms' if outcome.confirmed else 'does not confirm'} it)",
+            highlight=False,
+            soft_wrap=True,
+        )
+    else:
+        console.print(
+            f"the first {outcome.direction} kernel is one of {safe_markup(', '.join(outcome.suspects))}",
+            highlight=False, soft_wrap=True,
+        )  # fmt: skip
+    console.print(f"Results in {shown(results.location)}: `fslab summary {study_run_id}` shows every step's runs.")
+    if not (outcome.first_bad and outcome.confirmed):
+        raise typer.Exit(GATE_FAILED)
+
+
 @app.command("import")
 def import_results(
     paths: Annotated[
