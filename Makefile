@@ -19,7 +19,7 @@ DEBIAN_PACKAGES := fio sysbench e2fsprogs fuse2fs xfsprogs btrfs-progs zfs-fuse 
                    mdadm cryptsetup lvm2 fdisk python3 python3-venv python3-pip \
                    qemu-system-x86 linux-image-amd64 busybox-static cpio chromium fonts-dejavu-core postgresql
 
-.PHONY: setup system-packages demo test check gate bench clean
+.PHONY: setup system-packages demo test test-long check gate bench clean
 
 setup: system-packages $(STAMP)
 
@@ -69,7 +69,12 @@ check: gate
 # module, zfs-fuse's, the guests') and the order they are handed out in are in tests/conftest.py.
 test: setup gate
 	bash tests/openzfs/build.sh
-	$(VENV)/bin/pytest -n 3 --dist loadgroup --no-loadscope-reorder
+	$(VENV)/bin/pytest -n 3 --dist loadgroup --no-loadscope-reorder -m "not long"
+
+# The tests of many lab VM boots (fslab bisect over six kernel packages: ~25 min under TCG here),
+# left out of `make test`'s budget.
+test-long: setup gate
+	$(VENV)/bin/pytest -m long -s
 
 # The speed and memory targets, measured (at length: not in a test). Each script's --smoke runs the
 # same code at tiny sizes in seconds and judges nothing: tests/test_bench.py runs those.

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from conftest import fslab_in_process
 from fslab.lab.bisect import (
     BAD,
     GOOD,
@@ -246,3 +247,41 @@ def test_names_resolve_to_offered_packages_and_flavours_are_read():
     assert resolve("6.12.100+deb12", OFFERED).release == "6.12.100+deb12-amd64"
     assert resolve("6.1.0-56-rt-amd64", OFFERED).version == "v5"
     assert resolve("6.1.0-56", OFFERED, "rt").release == "6.1.0-56-rt-amd64"
+
+
+# --- the command, as far as it goes without a VM ---------------------------------------------
+
+
+def bisect_command(*args: str, tmp_path) -> tuple[int, str]:
+    result = fslab_in_process("bisect", "quick", *args, "--db", str(tmp_path / "r.db"), cwd=tmp_path)
+    return result.returncode, result.stdout + result.stderr
+
+
+def test_the_command_refuses_a_speed_metric_under_tcg_before_any_kernel_is_fetched(tmp_path, monkeypatch):
+    """Catches a refusal after downloads and boots, or none at all."""
+    from fslab.lab import kernels, vm
+
+    monkeypatch.setattr(vm, "accelerator", lambda: "tcg")
+    monkeypatch.setattr(kernels, "offered", lambda **_: pytest.fail("kernels asked for before the metric was checked"))
+    status, said = bisect_command(
+        "--target", "btrfs", "--workload", "seq_write", "--metric", "write_iops", "--range", "6.1.0-54..6.12.117",
+        tmp_path=tmp_path,
+    )  # fmt: skip
+    assert status == 2, said
+    assert "--metric write_iops: a speed metric" in said and "KVM" in said and "bare metal" in said
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--target", "btrfs", "--workload", "seq_write", "--metric", "write_buffered_share"], "--kernels A,B,C"),
+        (
+            ["--target", "zfs", "--workload", "seq_write", "--metric", "m", "--range", "a..b"],
+            "--target zfs: study quick",
+        ),
+        (["--target", "btrfs", "--workload", "mail", "--metric", "m", "--kernels", "a,b"], "--workload mail: study"),
+    ],
+)
+def test_the_command_says_what_is_missing_or_wrong(tmp_path, args, message):
+    status, said = bisect_command(*args, tmp_path=tmp_path)
+    assert status == 2 and message in said, said

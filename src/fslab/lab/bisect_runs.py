@@ -77,8 +77,8 @@ class LabMeasure:
     results: ResultsDB
     workdir: Workdir
     settings: dict
-    cache: Path = kernels.KERNELS
     say: Callable[[str], None] = lambda _: None
+    prepare: Callable[[str], kernels.PreparedKernel] | None = None  # default: kernels.prepare into its cache
     spec: vm.VmSpec = field(default_factory=vm.VmSpec)
     timeout: float = BOOT_SECONDS
     study_run_id: int = field(init=False)
@@ -99,7 +99,7 @@ class LabMeasure:
 
     def __call__(self, release: str, runs: int) -> Samples:
         try:
-            kernel = kernels.prepare(release, cache=self.cache, say=self.say)
+            kernel = self.prepare(release) if self.prepare else kernels.prepare(release, say=self.say)
         except FslabError as failed:
             raise KernelFailed(f"could not be prepared: {failed}") from None
         self.workdir.root.mkdir(parents=True, exist_ok=True)
