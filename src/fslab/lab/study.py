@@ -33,6 +33,7 @@ from typing import Any
 from fslab.core.errors import FslabError
 from fslab.core.workdir import Workdir
 from fslab.filesystems import FILESYSTEMS
+from fslab.lab import kernels as lab_kernels, vm
 from fslab.model import Study
 from fslab.results import ResultsDB
 from fslab.results.copy import append_runs
@@ -41,9 +42,9 @@ from fslab.running import environment
 from fslab.running.plan import Repetitions, new_seed
 from fslab.running.runner import RunObserver, StudyCannotRun, StudyStopped, run_study, study_run_settings
 
-HOST = "host"  # --kernel host: this machine's own kernel, bare metal (kernels.HOST)
-GUEST_SHARE = Path("/fslab-share")  # where the guest sees the share (vm.boot)
-GUEST_SCRATCH = Path("/fslab-scratch")  # the guest's scratch disk: its work directory and database
+HOST = lab_kernels.HOST  # --kernel host: this machine's own kernel, bare metal
+GUEST_SHARE = Path(vm.SHARE)  # where the guest sees the share
+GUEST_SCRATCH = Path(vm.SCRATCH)  # the guest's scratch disk: its work directory and database
 STUDY_FILE, RESULTS_FILE = "study.toml", "results.db"
 
 Say = Callable[[str], None]
@@ -110,10 +111,7 @@ def run_on_kernels(
     kernels.prepare and vm.boot (a test's stand-ins where given)."""
     kernels = list(dict.fromkeys(kernels))
     check_kernel_study(study, kernels, boots, run_options)
-    if prepare is None or boot is None:
-        from fslab.lab import kernels as lab_kernels, vm
-
-        prepare, boot = prepare or lab_kernels.prepare, boot or vm.boot
+    prepare, boot = prepare or lab_kernels.prepare, boot or vm.boot
     repetitions: Repetitions = run_options.pop("repetitions", None) or Repetitions(study.repetitions, study.warmup)
     seed = run_options.pop("seed", None)
     plan_seed = seed if seed is not None else study.seed if study.seed is not None else new_seed()
