@@ -257,3 +257,91 @@ def test_a_study_naming_a_job_file_is_refused_its_text_alone_reaches_the_guest(t
     text = STUDY + '\n[[workload]]\nname = "mine"\njob_file = "job.fio"\n'
     with pytest.raises(FslabError, match="workload 'mine' names a job_file"):
         lab_study.check_kernel_study(_study(tmp_path, text), [A], 1, {})
+
+
+# --- boots as the unit of replication (statistics/boots.py), on synthetic samples and stored runs ---
+
+
+def test_boot_means_are_a_hosts_samples_once_its_runs_span_two_boots():
+    from fslab.statistics.boots import boot_count, boot_means
+
+    one = [("b1", 10.0), ("b1", 12.0), ("b1", 14.0)]
+    assert boot_means(one) == [10.0, 12.0, 14.0] and boot_count(one) == 1, "one boot: its runs as they are"
+    three = [("b1", 10.0), ("b2", 20.0), ("b1", 12.0), ("b3", 30.0), ("b2", 22.0), ("b3", 32.0)]
+    assert boot_means(three) == [11.0, 21.0, 31.0] and boot_count(three) == 3, "in the order each boot first came"
+    assert boot_count([(None, 1.0), (None, 2.0)]) == 1, "runs of no known boot (before schema 19): one boot"
+
+
+def test_boot_to_boot_and_within_boot_cvs_are_computed_as_stated():
+    import statistics
+
+    from fslab.statistics.boots import spreads
+
+    values = [("b1", 100.0), ("b1", 102.0), ("b2", 120.0), ("b2", 118.0), ("b3", 90.0)]
+    found = spreads({("w", "ext4", A): {"iops": values, "lat": values}, ("w", "ext4", B): {"iops": values[:2]}},
+                    lambda workload, metrics: ["iops"])  # fmt: skip
+    (spread,) = found
+    means = [101.0, 119.0, 90.0]
+    assert (spread.host, spread.metric, spread.boots, spread.runs) == (A, "iops", 3, 5), "B's single boot: none"
+    assert spread.between_cv == pytest.approx(statistics.stdev(means) / statistics.fmean(means))
+    within = [statistics.stdev([100, 102]) / 101, statistics.stdev([120, 118]) / 119]
+    assert spread.within_cv == pytest.approx(statistics.fmean(within)), "the boot of one run has no CV of its own"
+
+
+def test_a_withheld_comparison_keeps_its_ratio_and_interval_undecided_with_why():
+    from fslab.statistics.boots import ONE_BOOT, withheld
+    from fslab.statistics.stats import Comparison
+
+    decided = Comparison(3, 3, 2.0, 1.8, 2.2, 0.001, True, 0.05)
+    assert decided.verdict == "faster"
+    held = withheld(decided)
+    assert (held.verdict, held.reason, held.interval, held.ratio) == ("undecided", ONE_BOOT, (1.8, 2.2), 2.0)
+    assert not held.decided and held.runs_to_decide is None
+
+
+def _compared(tmp_path: Path, boots: int, **lab_options):  # noqa: ANN202
+    from fslab.report.summary import compare_hosts
+
+    lab = FakeLab(tmp_path, speed={A: 1.0, B: 2.0}, **lab_options)
+    db, study_run = _run(tmp_path, lab, [A, B], boots=boots)
+    rows = compare_hosts(db, study_run, A, B).rows
+    return db, study_run, {(r.target, r.metric): r.comparison for r in rows}
+
+
+def test_between_kernels_of_one_boot_each_no_speed_verdict_is_given_saying_why(tmp_path):
+    _, _, rows = _compared(tmp_path, boots=1)
+    iops = rows[("ext4", "write_iops")]
+    assert iops.ratio == pytest.approx(2.0, rel=0.1), "the ratio still shown"
+    assert iops.verdict == "undecided" and iops.reason == "one boot: boots are the unit of replication"
+    assert {c.verdict for c in rows.values()} == {"undecided"}
+
+
+def test_between_kernels_of_three_boots_each_the_samples_are_boot_means_and_a_verdict_is_given(tmp_path):
+    db, study_run, rows = _compared(tmp_path, boots=3, boot_noise=0.02)
+    iops = rows[("ext4", "write_iops")]
+    assert (iops.n_baseline, iops.n_other) == (3, 3), "a sample per boot, not one per run (6)"
+    assert iops.verdict == "faster" and iops.ratio == pytest.approx(2.0, rel=0.1)
+
+
+def test_the_summary_says_each_kernels_boots_and_boot_to_boot_variation(tmp_path):
+    import json
+
+    from fslab.report.formats.markdown import to_markdown
+    from fslab.report.formats.summary_json import to_json
+    from fslab.report.summary import summarize_study_run
+
+    lab = FakeLab(tmp_path, speed={A: 1.0, B: 2.0}, boot_noise=0.3, unbootable={BAD})
+    db, study_run = _run(tmp_path, lab, [A, B, BAD], boots=2)
+    summary = summarize_study_run(db, study_run)
+    spreads = {(b.host, b.target): b for b in summary.boot_spreads if b.metric == "write_iops"}
+    assert set(spreads) == {(k, t) for k in (A, B) for t in ("ext4", "btrfs", "(ceiling)")}
+    assert all(b.boots == 2 and b.between_cv > 0 and b.within_cv is not None for b in spreads.values())
+    text = to_markdown(summary)
+    assert f"Kernels: {A} (2 boots), {B} (2 boots)" in text
+    ext4 = spreads[(A, "ext4")]
+    assert f"Boot to boot on {A} (CV of the boot means): " in text
+    assert f"ext4 · seq_write write_iops {ext4.between_cv:.1%} (within a boot {ext4.within_cv:.1%})" in text
+    assert f"Kernel {BAD} left out at boot 1: its VM did not end" in text
+    document = json.loads(to_json(summary))["kernels"]
+    assert document["boots_asked"] == 2 and [f["kernel"] for f in document["failed"]] == [BAD]
+    assert {(b["host"], b["target"]) for b in document["boot_spreads"] if b["metric"] == "write_iops"} == set(spreads)
