@@ -61,6 +61,7 @@ class FakeLab:
     tmp: Path
     unbootable: set[str] = field(default_factory=set)
     unpreparable: set[str] = field(default_factory=set)
+    refusing: set[str] = field(default_factory=set)  # fslab in the guest refuses the study there
     interrupt_at: int | None = None  # the boot (1-based, over all kernels) at which Ctrl-C comes
     speed: dict[str, float] = field(default_factory=dict)  # each kernel's throughput factor
     boot_noise: float = 0.0  # each boot's own level: a factor drawn once per boot
@@ -79,6 +80,11 @@ class FakeLab:
             raise KeyboardInterrupt
         if kernel.release in self.unbootable:
             return SimpleNamespace(status=None, output="", console="Kernel panic - not syncing: VFS", share=share)
+        if kernel.release in self.refusing:  # as `fslab run` leaves it: its database opened, no study run
+            ResultsDB(str(share / "results.db")).engine.dispose()
+            said = "the study cannot run here; nothing was attached or formatted:\n  btrfs: no btrfs module"
+            host = Host(kernel.release, "m", kernel.release, "QEMU Virtual CPU", 1, 2**31, accelerator="tcg")
+            return SimpleNamespace(status=2, output=said, console="", share=share, host=host, boot_id="b")
         argv = shlex.split(command.split(";")[0])
         options = dict(zip(argv[5::2], argv[6::2])) | {"study": argv[4]}
         self.booted.append({"release": kernel.release, "argv": argv, "options": options, "command": command})
@@ -210,6 +216,16 @@ def test_a_kernel_that_fails_to_boot_or_prepare_is_said_recorded_and_left_out_th
     assert "could not be prepared" in failed[1]["why"] and "offers no linux-image-6.1.0-46-amd64" in failed[1]["why"]
     skipped = [line for line in told.lines if "skipped" in line]
     assert len(skipped) == 2 and skipped[0].startswith(f"{BAD}, boot 1 of 2: skipped, its VM did not end")
+
+
+def test_a_kernel_whose_guest_refuses_the_study_is_left_out_with_what_the_guest_said(tmp_path):
+    lab = FakeLab(tmp_path, refusing={B})
+    db, study_run = _run(tmp_path, lab, [A, B], boots=2)
+    (failed,) = db.study_run(study_run)["settings"]["lab"]["failed"]
+    assert failed["kernel"] == B and "holds 0 study runs, not one" in failed["why"]
+    assert "btrfs: no btrfs module" in failed["why"]
+    assert {r["host"] for r in db.runs(study_run)} == {A} and len(db.runs(study_run)) == 16
+    assert [h.name for h in db.hosts(study_run)] == [A], "no host of a kernel that stored nothing"
 
 
 def test_no_kernel_running_it_is_an_error_naming_each(tmp_path):
