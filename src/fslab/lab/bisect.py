@@ -50,7 +50,7 @@ from fslab.statistics.stats import (
 
 # What a step's verdict makes of its kernel.
 GOOD, BAD, NEITHER, SKIPPED = "same", "different", "undecided", "skipped"
-RUNS = 3  # runs per boot before a step's first look (the study's repetitions unless asked)
+RUNS = 5  # runs per boot before a step's first look: a run costs a fraction of a boot (~20 s against ~80 s under TCG)
 MAX_RUNS = 10  # a step's budget of runs, as bench/adaptive.py's MAX_RUNS
 
 

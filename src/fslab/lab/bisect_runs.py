@@ -13,12 +13,11 @@ backup (the share is 9p, where SQLite's WAL does not work).
 from __future__ import annotations
 
 import shlex
-import shutil
 import sqlite3
 import sys
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 from fslab.core.errors import FslabError
@@ -27,6 +26,7 @@ from fslab.core.workdir import Workdir
 from fslab.filesystems import FILESYSTEMS
 from fslab.lab import kernels, vm
 from fslab.lab.bisect import BisectError, KernelFailed, Outcome, Rule, Samples, bisect, check_metric, in_range, resolve
+from fslab.lab.study import _Numbering, _share
 from fslab.model import Study
 from fslab.results import ResultsDB
 from fslab.results.copy import append_runs
@@ -82,8 +82,9 @@ class LabMeasure:
     spec: vm.VmSpec = field(default_factory=vm.VmSpec)
     timeout: float = BOOT_SECONDS
     study_run_id: int = field(init=False)
-    blocks: int = field(default=0, init=False)
+    numbering: _Numbering = field(default_factory=_Numbering, init=False)  # lab/study.py's: each host's runs in turn
     seed: int = field(default=0, init=False)
+    boots: int = field(default=0, init=False)
 
     def __post_init__(self) -> None:
         self.seed = self.study.seed if self.study.seed is not None else 0
@@ -102,12 +103,9 @@ class LabMeasure:
             kernel = self.prepare(release) if self.prepare else kernels.prepare(release, say=self.say)
         except FslabError as failed:
             raise KernelFailed(f"could not be prepared: {failed}") from None
-        self.workdir.root.mkdir(parents=True, exist_ok=True)
-        share = Path(tempfile.mkdtemp(prefix="bisect-share-", dir=self.workdir.root))
-        try:
+        self.boots += 1
+        with _share(self.workdir.root) as share:
             return self._measured(kernel, runs, share)
-        finally:
-            shutil.rmtree(share, ignore_errors=True)
 
     def _measured(self, kernel: kernels.PreparedKernel, runs: int, share: Path) -> Samples:
         (share / STUDY_FILE).write_text(self.study.source)
@@ -115,7 +113,7 @@ class LabMeasure:
             [
                 sys.executable, "-m", "fslab.lab.bisect_runs", f"{vm.SHARE}/{STUDY_FILE}", self.study.path,
                 self.study.cells[0].target.name, self.study.cells[0].workload.name, str(runs), repr(self.study.scale),
-                "1" if self.study.scale_sizes_only else "0", str(self.seed + self.blocks), f"{vm.SHARE}/{GUEST_DB}",
+                "1" if self.study.scale_sizes_only else "0", str(self.seed + self.boots), f"{vm.SHARE}/{GUEST_DB}",
             ]
         )  # fmt: skip
         try:
@@ -140,11 +138,9 @@ class LabMeasure:
         stored = guest.study_run(None)
         if stored is None:
             raise KernelFailed("its guest stored no study run")
+        renumbered = partial(self.numbering.renumbered, boot.host.name, boot.boot_id)
+        append_runs(guest, stored["id"], self.results, self.study_run_id, renumbered)
         self.results.record_host(self.study_run_id, boot.host)
-        append_runs(
-            guest, stored["id"], self.results, self.study_run_id, host=boot.host.name, first_block=self.blocks + 1
-        )
-        self.blocks += max((r["block"] for r in guest.runs(stored["id"], ["block"])), default=0)
         groups = guest.sample_groups(stored["id"])
         found = next(iter(groups.values.values()), {})
         if not found:

@@ -14,7 +14,17 @@ import sqlalchemy as sa
 
 from fslab.results.db import ResultsDB, inserted_id
 from fslab.results.location import DatabaseUnusable, shown
-from fslab.results.schema import hosts, metrics, run_histograms, run_outputs, runs, study_runs, targets, workloads
+from fslab.results.schema import (
+    check_current,
+    hosts,
+    metrics,
+    run_histograms,
+    run_outputs,
+    runs,
+    study_runs,
+    targets,
+    workloads,
+)
 
 RUNS_PER_BATCH = 500  # runs written in one statement (and progress told after each)
 
@@ -122,36 +132,30 @@ def _copy_one(source: ResultsDB, destination: ResultsDB, study_run_id: int, copi
 
 
 def append_runs(
-    source: ResultsDB, source_study_run: int, destination: ResultsDB, study_run_id: int, *, host: str, first_block: int
-) -> list[int]:
-    """The runs of one study run of `source` (a lab VM's database) added to a study run of the same
-    cells in `destination` (the host's), in one transaction, with their metrics, raw outputs and
-    histograms: each run the run of `host` (recorded beforehand: record_host), its blocks numbered
-    from `first_block` on and its repetitions after those of its cell and host already there. The
-    new runs' ids, in the source's order."""
-    with source.engine.connect() as read, destination.engine.begin() as write:
+    source: ResultsDB,
+    source_study_run: int,
+    destination: ResultsDB,
+    study_run_id: int,
+    adjust: Callable[[list[dict]], list[dict]],
+) -> list[dict]:
+    """Every run of one study run of `source`, with its metrics, raw outputs and histograms (its
+    notes are its row's), stored as runs of another study run, `study_run_id` of `destination`, in
+    one transaction: each row as `adjust` makes it (a lab VM's boot, lab/study.py: its host, its
+    boot, its repetitions and blocks renumbered). Returns the rows stored, ids the destination's."""
+    with source.engine.connect() as read:
         its_runs = _rows(read, runs, runs.c.study_run_id == source_study_run, runs.c.id)
-        if not its_runs:
-            return []
-        counted = write.execute(
-            sa.select(runs.c.target, runs.c.workload, runs.c.warmup, sa.func.max(runs.c.repetition))
-            .where(runs.c.study_run_id == study_run_id, runs.c.host == host)
-            .group_by(runs.c.target, runs.c.workload, runs.c.warmup)
-        ).all()
-        before = {(t, w, warm): n for t, w, warm, n in counted}
-        first = min(r["block"] for r in its_runs)
         old_ids = [r.pop("id") for r in its_runs]
-        for r in its_runs:
-            r |= {
-                "study_run_id": study_run_id,
-                "host": host,
-                "block": first_block + r["block"] - first,
-                "repetition": before.get((r["target"], r["workload"], r["warmup"]), 0) + r["repetition"],
-            }
-        inserted = write.execute(runs.insert().returning(runs.c.id, sort_by_parameter_order=True), its_runs)
+        related = {
+            table: _rows(read, table, table.c.run_id.in_(old_ids)) for table in (metrics, run_outputs, run_histograms)
+        }
+    if not its_runs:
+        return []
+    rows = adjust([r | {"study_run_id": study_run_id} for r in its_runs])
+    with destination.engine.begin() as write:
+        check_current(write, shown(destination.location))
+        inserted = write.execute(runs.insert().returning(runs.c.id, sort_by_parameter_order=True), rows)
         new_ids = dict(zip(old_ids, inserted.scalars().all()))
-        for table in (metrics, run_outputs, run_histograms):
-            rows = _rows(read, table, table.c.run_id.in_(old_ids))
-            if rows:
-                write.execute(table.insert(), [r | {"run_id": new_ids[r["run_id"]]} for r in rows])
-    return [new_ids[i] for i in old_ids]
+        for table, found in related.items():
+            if found:
+                write.execute(table.insert(), [r | {"run_id": new_ids[r["run_id"]]} for r in found])
+    return [r | {"id": new_ids[old]} for r, old in zip(rows, old_ids)]

@@ -309,6 +309,13 @@ class ResultsDB:
                 del settings["skipped"]
             conn.execute(study_runs.update().where(study_runs.c.id == study_run_id).values(settings=settings))
 
+    def update_settings(self, study_run_id: int, values: dict) -> None:
+        """Keys of a study run's settings set anew (a lab's kernels as they fared: lab/study.py)."""
+        with self.engine.begin() as conn:
+            stored = sa.select(study_runs.c.settings).where(study_runs.c.id == study_run_id).with_for_update()
+            settings = dict(conn.execute(stored).scalar() or {}) | values
+            conn.execute(study_runs.update().where(study_runs.c.id == study_run_id).values(settings=settings))
+
     def study_run(self, ref: str | int | None = None) -> dict | None:
         """A study run by id (12, or "#12": always an id, since no name begins with "#"), the
         newest of a study by name, or the newest of all. Digits that are both a study run's id
@@ -531,6 +538,27 @@ class ResultsDB:
         with self.engine.connect() as conn:
             for workload, target, host, phase, name, value in _plain_rows(conn, query):
                 values.setdefault((workload, target, host), {}).setdefault(qualified(phase, name), []).append(value)
+        return values
+
+    def boot_samples(
+        self, study_run_id: int
+    ) -> dict[tuple[str, str, str | None], dict[str, list[tuple[str | None, float]]]]:
+        """host_samples' values, each with the boot its run ran in (runs.boot_id, schema 19; None
+        before): a kernel's runs over several boots are compared by their boot means (statistics/boots.py)."""
+        query = (
+            sa.select(
+                runs.c.workload, runs.c.target, runs.c.host, runs.c.boot_id, metrics.c.phase, metrics.c.name,
+                metrics.c.value,
+            )
+            .join(runs, metrics.c.run_id == runs.c.id)
+            .where(runs.c.study_run_id == study_run_id, *MEASURED)
+            .order_by(runs.c.id, metrics.c.phase, metrics.c.name)
+        )  # fmt: skip
+        values: dict[tuple[str, str, str | None], dict[str, list[tuple[str | None, float]]]] = {}
+        with self.engine.connect() as conn:
+            for workload, target, host, boot, phase, name, value in _plain_rows(conn, query):
+                cell = values.setdefault((workload, target, host), {})
+                cell.setdefault(qualified(phase, name), []).append((boot, value))
         return values
 
     def metric_values(self, study_run_id: int, names: Iterable[str]) -> dict[tuple[int, str, str], float]:
