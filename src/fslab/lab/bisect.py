@@ -188,7 +188,8 @@ class _Judge:
                     return Step(release, role, boots, len(values), _call(c), c, c.reason)
                 if len(values) >= self.rule.max_runs or futile(c, self.rule.max_runs):
                     return Step(release, role, boots, len(values), NEITHER, c, f"budget spent: {c.reason}")
-                wanted = min(self.rule.max_runs, max(len(values) + 1, c.runs_to_decide or self.rule.max_runs))
+                # a boot costs several runs' time: one more boots for at least a first boot's runs
+                wanted = min(self.rule.max_runs, max(len(values) + self.rule.runs, c.runs_to_decide or 0))
                 if len(self.reference) < wanted:
                     self.top_up(wanted)
                 values += self.boot(release, wanted - len(values))
