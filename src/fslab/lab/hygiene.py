@@ -439,8 +439,7 @@ def pin_vcpus(pid: int, cpus: Sequence[int], vcpus: int = 1, *, timeout: float =
     (vCPU n → cpus[n % len(cpus)]), once QEMU has made them (waited for, up to `timeout`);
     QEMU's other threads (main loop, I/O) go to the CPUs fslab may use besides, when there are
     any. Returns {thread id: CPU}."""
-    found = process(pid)
-    if found is None or not found.comm.startswith("qemu-system") or _parent(pid) != os.getpid():
+    if _parent(pid) != os.getpid():
         raise Refused(f"process {pid} is not a QEMU fslab started: its threads are not pinned")
     if not cpus:
         raise FslabError("pin_vcpus needs the CPUs to pin to (pin_cpus())")
@@ -449,6 +448,9 @@ def pin_vcpus(pid: int, cpus: Sequence[int], vcpus: int = 1, *, timeout: float =
         if time.monotonic() > deadline or process(pid) is None:
             raise FslabError(f"QEMU (pid {pid}) made {len(threads)} of its {vcpus} vCPU thread(s) in {timeout:.0f} s")
         time.sleep(0.05)  # polling /proc: QEMU tells no one when its vCPU threads exist
+    found = process(pid)  # (a child just started may not have run QEMU yet: asked once it has vCPU threads)
+    if found is None or not found.comm.startswith("qemu-system"):
+        raise Refused(f"process {pid} is not a QEMU fslab started: its threads are not pinned")
     pinned = {}
     for tid, n in threads.items():
         os.sched_setaffinity(tid, {cpus[n % len(cpus)]})
