@@ -112,6 +112,8 @@ def test_settings_the_kernel_lacks_read_not_present_and_say_so(sysfs):
     assert all(judged[n].disturbs is None for n in ("KSM", "THP", "THP defrag", "governor"))
     assert "governor not present" in found.line()
     assert hygiene.planned(found) == ([], []), "nothing to set"
+    (sysfs.root / KSM_RUN).mkdir(parents=True)  # a file fslab cannot read (a container's masked /sys)
+    assert hygiene.read().ksm_run == hygiene.UNREADABLE and hygiene.read().judgements()[0].disturbs is None
 
 
 def test_without_tune_host_nothing_is_written(sysfs, workdir):

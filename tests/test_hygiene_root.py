@@ -133,7 +133,20 @@ def test_after_a_kill_9_fslab_cleanup_puts_the_host_back_and_says_so(settings_ke
 def test_qemus_vcpu_thread_is_pinned(needs_root):
     cpus = (max(os.sched_getaffinity(0)),)
     qemu = subprocess.Popen(
-        ["qemu-system-x86_64", "-S", "-nodefaults", "-display", "none", "-accel", "tcg", "-m", "32", "-smp", "1"],
+        [
+            "qemu-system-x86_64",
+            "-S",
+            "-nodefaults",
+            "-display",
+            "none",
+            "-accel",
+            "tcg",
+            "-m",
+            "32",
+            "-smp",
+            "1",
+            *hygiene.QEMU_THREAD_NAMES,
+        ],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

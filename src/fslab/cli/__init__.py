@@ -1499,11 +1499,7 @@ def _print_hygiene() -> None:
     """doctor's table of what on this host disturbs a lab VM's figures (lab/hygiene.py)."""
     from fslab.lab import hygiene
 
-    try:
-        found = hygiene.read()
-    except FslabError as exc:
-        console.print(f"host hygiene not read: {visible(str(exc))}", markup=False, highlight=False, soft_wrap=True)
-        return
+    found = hygiene.read()
     judged = found.judgements()
     word = {True: "may disturb", False: "ok", None: "–"}
     rows = [[j.name, visible(j.reading), word[j.disturbs], j.why] for j in judged]
