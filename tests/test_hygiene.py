@@ -128,6 +128,17 @@ def test_without_tune_host_nothing_is_written(sysfs, workdir):
     assert said == [hygiene.read().line() + "; --tune-host sets them for the run"]
 
 
+def test_cpus_of_one_cpufreq_policy_have_their_governor_set_once(sysfs, workdir):
+    sysfs.host()
+    (sysfs.root / GOVERNOR1).unlink()
+    (sysfs.root / GOVERNOR1).hardlink_to(sysfs.root / GOVERNOR0)  # (sysfs: cpu1/cpufreq → policy0, as cpu0's)
+    changes, _ = hygiene.planned(hygiene.read())
+    assert [c.path for c in changes if c.path.endswith("scaling_governor")] == [GOVERNOR0]
+    with hygiene.tuned(True, workdir.journal):
+        assert hygiene.read().governors == {"cpu0": "performance", "cpu1": "performance"}
+    assert sysfs.text(GOVERNOR1) == "schedutil"
+
+
 def test_tuning_journals_each_change_before_making_it_and_restores_it_after(sysfs, workdir, monkeypatch):
     sysfs.host()
     before = sysfs.texts()
@@ -142,7 +153,8 @@ def test_tuning_journals_each_change_before_making_it_and_restores_it_after(sysf
         write(path, value)
 
     monkeypatch.setattr(hygiene, "_write", journalled_first)
-    with hygiene.recorded(True, workdir.journal, say=lambda line: None) as record:
+    said: list[str] = []
+    with hygiene.recorded(True, workdir.journal, say=said.append) as record:
         during = hygiene.read()
         assert (during.ksm_run, during.thp_enabled, during.thp_defrag) == ("0", "never", "never")
         assert set(during.governors.values()) == {"performance"}
@@ -151,6 +163,11 @@ def test_tuning_journals_each_change_before_making_it_and_restores_it_after(sysf
     assert sysfs.texts() == before, "every file as it was"
     assert workdir.journal.read() == ([], [])
     assert hygiene.pin_cpus() == (), "pinning ends with the block"
+    assert said == [
+        hygiene.HostHygiene("1", 1234, "always", "madvise", {"cpu0": "schedutil", "cpu1": "schedutil"}).line()
+        + f"; --tune-host sets for the run: /{KSM_RUN} 0, /{THP_ENABLED} never, /{THP_DEFRAG} never, "
+        f"/{GOVERNOR0} performance, /{GOVERNOR1} performance"
+    ]
     vm = record["vm_hygiene"]
     assert vm["tuned"] and vm["thp_enabled"] == "never" and vm["as_found"]["thp_enabled"] == "always"
     assert {c["path"]: (c["old"], c["new"]) for c in vm["changed"]}[THP_ENABLED] == ("always", "never")
@@ -291,6 +308,8 @@ def test_vcpus_are_pinned_only_while_tuned_and_never_to_cpu_0_when_there_are_oth
     with hygiene.tuned(True, workdir.journal) as tuning:
         assert tuning.cpus == (1, 2) and hygiene.pin_cpus(3) == (1, 2, 1)
         assert hygiene.read().pinned == (1, 2)
+    with hygiene.tuned(True, workdir.journal, pin=False):
+        assert hygiene.pin_cpus() == () and hygiene.read().pinned == (), "no VM: nothing to pin"
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
     with hygiene.tuned(True, workdir.journal):
         assert hygiene.pin_cpus() == (0,), "a one-CPU machine: its CPU"

@@ -630,7 +630,7 @@ def _host_hygiene(tune_host: bool, *, vm: bool = False) -> "Hold":
             "host's own runs, and there is no vCPU to pin"
         )
     said = say if tune_host or vm else (lambda line: None)  # a host run's own output stays as it was
-    return lambda journal: hygiene.recorded(tune_host, journal, say=said)
+    return lambda journal: hygiene.recorded(tune_host, journal, say=said, vm=vm)
 
 
 def _warn_short_runs(study: "Study") -> None:

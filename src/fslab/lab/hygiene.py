@@ -238,10 +238,17 @@ def planned(found: HostHygiene, root: Path | None = None) -> tuple[list[Change],
     wanted = [(KSM_RUN, found.ksm_run, "0"), (THP_ENABLED, found.thp_enabled, "never")]
     wanted += [(THP_DEFRAG, found.thp_defrag, "never")]
     wanted += [(f"{CPUS}/{cpu}/{GOVERNOR}", governor, "performance") for cpu, governor in found.governors.items()]
-    changes, cannot = [], []
+    changes, cannot, files = [], [], set()
     for path, old, new in wanted:
         if old in ABSENT or old == new:
             continue
+        try:  # CPUs of one cpufreq policy share its file (cpuN/cpufreq links to policyM): written once
+            st = os.stat(root / path)
+        except OSError:
+            continue
+        if (st.st_dev, st.st_ino) in files:
+            continue
+        files.add((st.st_dev, st.st_ino))
         if new not in choices(root / path):
             cannot.append(f"/{path} offers no {new} ({' '.join(choices(root / path))}): left {old}")
             continue
@@ -265,21 +272,27 @@ _tuning: list[Tuning] = []  # the tuned() block this process is in (pin_cpus ask
 
 @contextmanager
 def tuned(
-    enabled: bool, journal: Journal, *, root: Path | None = None, say: Callable[[str], None] | None = None
+    enabled: bool,
+    journal: Journal,
+    *,
+    root: Path | None = None,
+    say: Callable[[str], None] | None = None,
+    pin: bool = True,
 ) -> Iterator[Tuning]:
     """The host tuned for lab VMs for the block when `enabled` (--tune-host), else nothing written.
     Each change is journalled before it is made and restored however the block ends (an exception,
     SIGINT, SIGTERM: core/interruption.py raises KeyboardInterrupt); after a kill -9, the next
     `fslab run` or `fslab cleanup` in the same work directory restores it from the journal. The
     caller holds the work directory (Workdir.claim), and has released what a killed fslab left.
-    `say` hears of a setting someone changed meanwhile (left as they set it)."""
+    `say` hears of a setting someone changed meanwhile (left as they set it); `pin`: whether a VM's
+    vCPU threads are to be pinned (pin_cpus), not when no VM runs."""
     if not enabled:
         yield Tuning(False)
         return
     root = ROOT if root is None else root
     with _host_lock(root, journal), ExitStack() as held:
         changes, cannot = planned(read(root), root)
-        tuning = Tuning(True, [], cannot, _vcpu_cpus())
+        tuning = Tuning(True, [], cannot, _vcpu_cpus() if pin else ())
         held.callback(_say_unrestored, root, tuning.changes, say)  # first in, so called once all are restored
         for change in changes:
             held.enter_context(_set(journal, root, change))
@@ -518,13 +531,13 @@ def _vcpu_threads(pid: int) -> dict[int, int]:
 
 @contextmanager
 def recorded(
-    enabled: bool, journal: Journal, *, say: Callable[[str], None], root: Path | None = None
+    enabled: bool, journal: Journal, *, say: Callable[[str], None], root: Path | None = None, vm: bool = True
 ) -> Iterator[dict]:
     """tuned() around a study run, yielding what its environment records ({"vm_hygiene": …}: the
     settings the run ran under, whether fslab set them, and as it found them), and saying once
-    what they are."""
+    what they are. `vm`: whether the run boots VMs (else no vCPU is pinned)."""
     found = read(root)
-    with tuned(enabled, journal, root=root, say=say) as tuning:
+    with tuned(enabled, journal, root=root, say=say, pin=vm) as tuning:
         during = read(root) if enabled else found
         record = during.as_json() | {"tuned": enabled}
         if enabled:
@@ -532,5 +545,9 @@ def recorded(
             record["changed"] = [asdict(c) for c in tuning.changes]
             for line in tuning.cannot:
                 say(f"--tune-host: {line}")
-        say(during.line() + ("" if enabled or not during.disturbing() else "; --tune-host sets them for the run"))
+        if enabled:
+            set_now = ", ".join(f"/{c.path} {c.new}" for c in tuning.changes) or "nothing (all as wanted)"
+            say(f"{found.line()}; --tune-host sets for the run: {set_now}")
+        else:
+            say(found.line() + ("; --tune-host sets them for the run" if found.disturbing() else ""))
         yield {"vm_hygiene": record}
