@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import plant, wait_for
+from conftest import fslab_in_process, plant, wait_for
 from fslab.core import interruption
 from fslab.core.errors import FslabError, Refused
 from fslab.core.journal import Entry
@@ -318,3 +318,9 @@ def test_vcpus_are_pinned_only_while_tuned_and_never_to_cpu_0_when_there_are_oth
 def test_only_a_qemu_of_fslabs_own_is_pinned():
     with pytest.raises(Refused, match="not a QEMU fslab started"):
         hygiene.pin_vcpus(os.getpid(), (0,))
+
+
+def test_tune_host_tunes_this_machine_only_never_a_fleets(tmp_path):
+    result = fslab_in_process("run", "quick", "--tune-host", "--on", "all", "--db", str(tmp_path / "r.db"))
+    assert result.returncode != 0 and "--tune-host tunes this machine" in result.stderr, result.stderr
+    assert not (tmp_path / "r.db").exists(), "refused before anything was opened"
