@@ -139,7 +139,13 @@ def test_the_page_shows_each_hosts_accelerator(lab: tuple[ResultsDB, int], tmp_p
     page = write_report(db, [study_run_of(db, study_run_id)], tmp_path / "page").page.read_text()
     assert "<h3>Hosts</h3>" in page and ">accelerator<" in page
     assert f"tcg ({EMULATED})" in page and "QEMU 7.2.15" in page
-    assert EMULATED in page
+    assert "software emulation (TCG)" in page, "the introduction says it"
+    from fslab.report.charts import study_charts
+    from fslab.report.details import run_details
+
+    s = summarize_study_run(db, study_run_id)
+    captions = [c.caption for c in study_charts(s, run_details(db, s))]
+    assert captions and all(f"btrfs @ {OLD}" in c and EMULATED in c for c in captions), "every chart says it"
 
 
 def test_pooled_hosts_with_an_emulated_one_decide_no_speed(lab: tuple[ResultsDB, int]) -> None:
