@@ -304,17 +304,6 @@ def test_boot_to_boot_and_within_boot_cvs_are_computed_as_stated():
     assert spread.within_cv == pytest.approx(statistics.fmean(within)), "the boot of one run has no CV of its own"
 
 
-def test_a_withheld_comparison_keeps_its_ratio_and_interval_undecided_with_why():
-    from fslab.statistics.boots import ONE_BOOT, withheld
-    from fslab.statistics.stats import Comparison
-
-    decided = Comparison(3, 3, 2.0, 1.8, 2.2, 0.001, True, 0.05)
-    assert decided.verdict == "faster"
-    held = withheld(decided)
-    assert (held.verdict, held.reason, held.interval, held.ratio) == ("undecided", ONE_BOOT, (1.8, 2.2), 2.0)
-    assert not held.decided and held.runs_to_decide is None
-
-
 def _compared(tmp_path: Path, boots: int, **lab_options):  # noqa: ANN202
     from fslab.report.summary import compare_hosts
 
