@@ -37,10 +37,9 @@ HOST = "host"  # --kernel host: this machine's own kernel, bare metal
 READY = "ready.json"
 
 # 6.1.0-56-amd64, 6.12.117+deb12-cloud-amd64, 6.1.0-55-rt-amd64: Debian's release names of
-# amd64 kernels (the lab boots x86-64 guests). Nothing else reaches apt.
-RELEASE = re.compile(
-    r"[0-9]{1,3}\.[0-9]{1,3}(?:\.[0-9]{1,4})?(?:-[0-9]{1,4})?(?:\+deb[0-9]{1,3})?-(?:(cloud|rt)-)?amd64"
-)
+# amd64 kernels (the lab boots x86-64 guests); not a meta-package's (6.12-amd64). Nothing else
+# reaches apt.
+RELEASE = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,4}(?:-[0-9]{1,4}|\+deb[0-9]{1,3})-(?:(cloud|rt)-)?amd64")
 FLAVOURS = {None: "generic", "cloud": "cloud", "rt": "rt"}
 LIST_HINT = "`fslab lab kernels` lists the kernels the archive offers"
 

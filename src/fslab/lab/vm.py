@@ -24,6 +24,7 @@ import lzma
 import os
 import shlex
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -250,13 +251,49 @@ def unavailable_reason() -> str | None:
 # ---- the kernel as QEMU loads it -----------------------------------------------------------------
 
 XZ_MAGIC = b"\xfd7zXZ\x00"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def whole_elf(data: bytes) -> bool:
+    """Whether `data` starts with a 64-bit ELF image whose every loaded segment lies within it
+    (a decompression cut short is not booted)."""
+    if len(data) < 64 or not data.startswith(b"\x7fELF\x02\x01"):
+        return False
+    (phoff,) = struct.unpack_from("<Q", data, 32)
+    phentsize, phnum = struct.unpack_from("<HH", data, 54)
+    for n in range(phnum):
+        at = phoff + n * phentsize
+        if at + 56 > len(data):
+            return False
+        kind, _, offset, _, _, filesz = struct.unpack_from("<IIQQQQ", data, at)
+        if kind == 1 and offset + filesz > len(data):  # PT_LOAD
+            return False
+    return phnum > 0
+
+
+def _unpack_vmlinuz(data: bytes) -> bytes | None:
+    """The ELF image inside a bzImage compressed with xz (lzma) or zstd (the zstd tool), or None."""
+    start = data.find(XZ_MAGIC)
+    if start >= 0:
+        try:
+            return lzma.LZMADecompressor().decompress(data[start:])
+        except lzma.LZMAError:
+            return None
+    start = data.find(ZSTD_MAGIC)
+    if start >= 0 and shutil.which("zstd"):
+        try:  # exits 1 at the bzImage's trailing size field after the whole frame: whole_elf judges
+            done = subprocess.run(["zstd", "-dcq"], input=data[start:], capture_output=True, timeout=120, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout
+    return None
 
 
 def elf_kernel(kernel: PreparedKernel, *, cache: Path = LAB_CACHE) -> Path:
     """The kernel to boot: its uncompressed ELF image (vmlinux, booted through its PVH entry),
     unpacked once from the package's vmlinuz and kept in `cache` — under emulation the guest's
     own decompression and the firmware's bzImage loading take half a bare boot's CPU time. The
-    vmlinuz itself when the kernel has no PVH entry or another compression than xz."""
+    vmlinuz itself when the kernel has no PVH entry or cannot be unpacked here."""
     config = kernel.vmlinuz.parent / f"config-{kernel.release}"
     try:
         if "CONFIG_PVH=y" not in config.read_text().splitlines():
@@ -268,14 +305,8 @@ def elf_kernel(kernel: PreparedKernel, *, cache: Path = LAB_CACHE) -> Path:
     unpacked = cache / f"vmlinux-{kernel.release}-{digest}"
     if unpacked.is_file():
         return unpacked
-    start = data.find(XZ_MAGIC)
-    if start < 0:
-        return kernel.vmlinuz
-    try:
-        elf = lzma.LZMADecompressor().decompress(data[start:])
-    except lzma.LZMAError:
-        return kernel.vmlinuz
-    if not elf.startswith(b"\x7fELF"):
+    elf = _unpack_vmlinuz(data)
+    if elf is None or not whole_elf(elf):
         return kernel.vmlinuz
     cache.mkdir(parents=True, exist_ok=True)
     for old in cache.glob(f"vmlinux-{kernel.release}-*"):
