@@ -8,6 +8,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -130,3 +134,42 @@ def test_this_machine_probes_to_tcg(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == [
         f"accelerator-{Path('/proc/sys/kernel/random/boot_id').read_text().strip()}.json"
     ]
+
+
+INTERRUPTED = """
+import sys
+from pathlib import Path
+from fslab.core.workdir import Workdir
+from fslab.lab import kernels, vm
+kernel = kernels.installed(kernels.installed_releases()[-1])
+try:
+    vm.boot(kernel, "sleep 600", share=Path(sys.argv[1]), spec=vm.VmSpec(accelerator="tcg"), timeout=600,
+            journal=Workdir(Path(sys.argv[2])).journal)
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+def test_ctrl_c_during_a_boot_kills_that_qemu_and_removes_its_directory(tmp_path):
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    journal = workdir / "journal.jsonl"
+    before = set(Path(vm.BOOT_TEMP).glob("fslab-boot-*"))
+    fslab = subprocess.Popen([sys.executable, "-c", INTERRUPTED, str(tmp_path / "share"), str(workdir)])
+    try:
+        deadline = time.monotonic() + 120
+        while not (journal.exists() and '"proof"' in journal.read_text()):  # QEMU is running
+            assert fslab.poll() is None and time.monotonic() < deadline, "no QEMU started"
+            time.sleep(0.1)
+        proof = next(json.loads(line)["proof"] for line in journal.read_text().splitlines() if '"proof"' in line)
+        assert process(proof["pid"]) is not None
+        fslab.send_signal(signal.SIGINT)
+        assert fslab.wait(timeout=60) == 130
+    finally:
+        if fslab.poll() is None:
+            fslab.kill()
+            fslab.wait()
+    living = process(proof["pid"])
+    assert living is None or living.start != proof["start"]
+    assert [json.loads(line)["event"] for line in journal.read_text().splitlines()] == ["acquire", "proof", "release"]
+    assert set(Path(vm.BOOT_TEMP).glob("fslab-boot-*")) <= before

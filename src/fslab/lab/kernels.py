@@ -179,8 +179,13 @@ def _ready(directory: Path, release: str) -> PreparedKernel | None:
 
 @contextmanager
 def _locked(cache: Path, release: str) -> Iterator[None]:
-    cache.mkdir(parents=True, exist_ok=True, mode=0o755)
-    fd = os.open(cache / f".{release}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        cache.mkdir(parents=True, exist_ok=True, mode=0o755)
+        fd = os.open(cache / f".{release}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise KernelError(
+            f"kernel {release}: cannot use the kernel cache {cache} ({exc.strerror}); run as root"
+        ) from exc
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -473,7 +473,9 @@ def accelerator(*, kernel: PreparedKernel | None = None, cache: Path = LAB_CACHE
     cache.mkdir(parents=True, exist_ok=True)
     for old in cache.glob("accelerator-*.json"):
         old.unlink(missing_ok=True)
-    kept.write_text(json.dumps({"accelerator": answer, "boot_id": boot_id}) + "\n")
+    partial = cache / f".{kept.name}.{os.getpid()}"
+    partial.write_text(json.dumps({"accelerator": answer, "boot_id": boot_id}) + "\n")
+    os.replace(partial, kept)  # whole, for another fslab reading it meanwhile
     return answer
 
 
@@ -542,7 +544,7 @@ def boot(
     reason = unavailable_reason()
     if reason:
         raise VmError(f"cannot boot kernel {kernel.release}: {reason}")
-    chosen = spec.accelerator or accelerator()
+    chosen = spec.accelerator or accelerator(kernel=kernel)
     if chosen not in ("kvm", "tcg"):
         raise VmError(f"accelerator {chosen!r} is not kvm or tcg")
     share = Path(os.path.realpath(share))
