@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from fslab.results import ResultsDB, RunRecord
     from fslab.results.owner import Owner
     from fslab.running.plan import PlannedRun
-    from fslab.running.runner import RunObserver
+    from fslab.running.runner import Hold, RunObserver
     from fslab.statistics.analysis import Gate
 
 app = typer.Typer(
@@ -404,10 +404,22 @@ def run(
             ),
         ),
     ] = False,
+    tune_host: Annotated[
+        bool,
+        typer.Option(
+            "--tune-host",
+            help="Set what disturbs VM figures for the run — KSM off, transparent huge pages never, the "
+            "performance governor, vCPUs pinned (docs/hygiene.md) — and put it back however the run ends "
+            "(journalled: after a kill -9, `fslab cleanup`). Without it nothing is set; the settings are "
+            "recorded with the study run either way.",
+        ),
+    ] = False,
     db: DbOption = None,
     workdir: WorkdirOption = DEFAULT_WORKDIR,
 ) -> None:
     """Run a study: provision every target, run every workload, store and summarise the results."""
+    if tune_host and on is not None:
+        raise _fail("--tune-host tunes this machine: it cannot go with --on (each worker's host is its own)")
     if plan and (resume or on is not None):
         raise _fail("--plan shows a new study run on this machine: give it without --resume and --on")
     if detach and on is None:
@@ -452,7 +464,7 @@ def run(
             raise _fail(
                 f"{', '.join(given)} cannot change a resumed study run: it goes on with the settings it began with"
             )
-        return _resume(study, threshold, db, workdir, tuple(destroy_data or ()))
+        return _resume(study, threshold, db, workdir, tuple(destroy_data or ()), tune_host)
     if study is None:
         raise _fail("name a study file or a built-in study (see `fslab list`), or give --resume")
     if scale_sizes_only and scale is None:
@@ -517,6 +529,7 @@ def run(
             destroy_flags=flags,
             skip_unsupported=skip_unsupported,
             clients=clients,
+            hold=_host_hygiene(tune_host),
         ),
         then=f", then more until ±{target_ci:.1%}" if target_ci else ", then more until decided" if decide else "",
     )
@@ -570,7 +583,9 @@ def _run_on_fleet(
     _show_and_exit(results, study_run_id, baseline=baseline, threshold=threshold)
 
 
-def _resume(ref: str | None, threshold: float, db: str | None, workdir: Path, destroy_flags: tuple[str, ...]) -> None:
+def _resume(
+    ref: str | None, threshold: float, db: str | None, workdir: Path, destroy_flags: tuple[str, ...], tune_host: bool
+) -> None:
     from fslab.running.resume import resumable
     from fslab.running.runner import resume_study
 
@@ -585,9 +600,37 @@ def _resume(ref: str | None, threshold: float, db: str | None, workdir: Path, de
         errors.print(f"[yellow]note[/yellow]: {safe_markup(note)}", highlight=False)
     _warn_short_runs(found.study)
     study_run_id = _with_progress(
-        lambda observer: resume_study(found, results, Workdir(workdir), observer=observer, destroy_flags=destroy_flags)
+        lambda observer: resume_study(
+            found,
+            results,
+            Workdir(workdir),
+            observer=observer,
+            destroy_flags=destroy_flags,
+            hold=_host_hygiene(tune_host),
+        )
     )
     _show_and_exit(results, study_run_id, baseline=found.baseline, threshold=threshold)
+
+
+# === --tune-host (lab/hygiene.py) ================================================================
+# The one place a study run's host hygiene is wired: read (and with --tune-host set) inside the
+# work directory's claim, recorded in the study run's environment ("vm_hygiene"), said once.
+# `fslab run --kernel` (lab/study.py, run_on_kernels) passes the same hold through to the runs
+# it makes on this host, with `vm=True`; with no VM asked, --tune-host says so and still sets
+# KSM, THP and the governor for the host's own runs (no vCPU to pin).
+def _host_hygiene(tune_host: bool, *, vm: bool = False) -> "Hold":
+    from fslab.lab import hygiene
+
+    def say(line: str) -> None:
+        errors.print(safe_markup(line), highlight=False, soft_wrap=True)
+
+    if tune_host and not vm:
+        say(
+            "--tune-host: no VM to tune for (no --kernel): KSM, THP and the governor are set for this "
+            "host's own runs, and there is no vCPU to pin"
+        )
+    said = say if tune_host or vm else (lambda line: None)  # a host run's own output stays as it was
+    return lambda journal: hygiene.recorded(tune_host, journal, say=said, vm=vm)
 
 
 def _warn_short_runs(study: "Study") -> None:
@@ -1430,6 +1473,7 @@ def doctor(
         )
     blocking = sum(n.blocking for n in needs)
     if blocking:
+        _print_hygiene()
         raise _fail(f"{blocking} check(s) that fslab always needs failed", code=1)
     absent = [n.by for n in needs if not n.check.ok and n.by != doctor_checks.ALWAYS and n.refuses]
     unmeasured = [n.by for n in needs if not n.check.ok and not n.refuses]
@@ -1448,6 +1492,22 @@ def doctor(
             highlight=False,
             soft_wrap=True,
         )
+    _print_hygiene()
+
+
+def _print_hygiene() -> None:
+    """doctor's table of what on this host disturbs a lab VM's figures (lab/hygiene.py)."""
+    from fslab.lab import hygiene
+
+    found = hygiene.read()
+    judged = found.judgements()
+    word = {True: "may disturb", False: "ok", None: "–"}
+    rows = [[j.name, visible(j.reading), word[j.disturbs], j.why] for j in judged]
+    styles = ["yellow" if j.disturbs else "" for j in judged]
+    columns = ["setting", "reading", "VM figures", "why"]
+    print_table(console, "host hygiene (lab VMs)", columns, rows, [False] * 4, styles=styles)
+    if found.disturbing():
+        console.print("`fslab run --tune-host` sets them for a run and puts them back after.", highlight=False)
 
 
 @app.command()
