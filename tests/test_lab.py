@@ -214,6 +214,7 @@ def test_every_disk_is_virtio_blk_with_no_host_cache_and_io_uring_else_native():
     argv = argv_of(())
     assert argv[argv.index("-accel") + 1] == "tcg" and argv[argv.index("-smp") + 1] == "1"
     assert "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap" in argv
+    assert argv[argv.index("-name") + 1] == "fslab,debug-threads=on"  # vCPU threads named, for --tune-host's pinning
 
 
 @pytest.mark.parametrize("cache", ["writeback", "unsafe", "writethrough"])

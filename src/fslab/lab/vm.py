@@ -36,7 +36,7 @@ from fslab.core.errors import FslabError
 from fslab.core.journal import Journal
 from fslab.core.system import running_held
 from fslab.core.workdir import Workdir
-from fslab.lab import masking
+from fslab.lab import hygiene, masking
 from fslab.lab.kernels import PreparedKernel, installed, installed_releases
 from fslab.model import Host
 from fslab.running.environment import machine_id
@@ -198,6 +198,7 @@ def qemu_argv(
         QEMU, "-accel", accelerator, "-cpu", "max" if accelerator == "tcg" else "host",
         "-smp", str(spec.cpus), "-m", str(spec.memory_mib),
         "-nodefaults", "-display", "none", "-monitor", "none", "-no-reboot", "-serial", f"file:{console}",
+        *hygiene.QEMU_THREAD_NAMES,
         "-kernel", str(image or kernel.vmlinuz), "-initrd", str(initramfs),
         "-append", "console=ttyS0 panic=-1 loglevel=4",
         "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
@@ -580,7 +581,10 @@ def boot(
         masked_files = masking.databases(mask, cwd=cwd)
         wrapped = masking.wrap(argv, keep=keep, stage=stage, mask_files=masked_files)
         held_journal = journal or Workdir(directory).journal
+        pinned_to = hygiene.pin_cpus(spec.cpus)  # none unless --tune-host asked for it
         with running_held(held_journal, wrapped, cwd=directory, log=directory / "qemu.log", name=QEMU_COMM) as proc:
+            if pinned_to:
+                hygiene.pin_vcpus(proc.pid, pinned_to, spec.cpus)
             try:
                 proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
