@@ -824,6 +824,15 @@ def compare(
             help="Compare host B with host A (the baseline) on one study run: every target and workload both ran, B/A.",
         ),
     ] = None,
+    kernels: Annotated[
+        tuple[str, str] | None,
+        typer.Option(
+            "--kernels",
+            metavar="A B",
+            help="Compare kernel B with kernel A (the baseline) on one study run (`fslab run --kernel`): as --hosts, "
+            "each kernel's host (a lab VM's is named by its release; 'host': this machine's own kernel).",
+        ),
+    ] = None,
     threshold: ThresholdOption = "3",  # type: ignore[assignment]  # parsed into a fraction
     regression: Annotated[
         float,
@@ -838,14 +847,18 @@ def compare(
     pool_hosts: PoolHostsOption = False,
     db: DbOption = None,
 ) -> None:
-    """Compare two study runs of one study cell by cell, or two hosts of one study run (--hosts);
-    exit 1 if any cell regressed, or with --strict if any is undecided (for CI gates)."""
+    """Compare two study runs of one study cell by cell, or two hosts (--hosts) or kernels (--kernels)
+    of one study run; exit 1 if any cell regressed, or with --strict if any is undecided (for CI gates)."""
     from fslab.model import Host
-    from fslab.report.summary import compare_hosts, compare_runs
+    from fslab.report.summary import compare_hosts, compare_runs, kernel_hosts
     from fslab.statistics.analysis import gate, regressions
 
     results = _open_db(db)
     a = _find_study_run(results, older)
+    if kernels is not None:
+        if hosts is not None or newer is not None or pool_hosts:
+            raise _fail("--kernels compares two kernels of one study run: name one study run, without --hosts")
+        hosts = kernel_hosts(results, a["id"], kernels)
     if hosts is not None:
         if newer is not None or pool_hosts:
             raise _fail("--hosts compares two hosts of one study run: name one study run, without --pool-hosts")
