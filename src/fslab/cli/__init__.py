@@ -1636,6 +1636,59 @@ def fio_server(
         console.print("fio server stopped")
 
 
+lab_app = typer.Typer(
+    help="The kernel lab: Debian's kernel packages, booted in throwaway VMs (docs/lab.md).", no_args_is_help=True
+)
+app.add_typer(lab_app, name="lab")
+
+
+@lab_app.command("kernels")
+def kernels_command(
+    flavour: Annotated[
+        str | None, typer.Option("--flavour", help="Only this flavour: generic, cloud or rt. \\[default: all]")
+    ] = None,
+) -> None:
+    """The kernel packages the configured archive offers (apt's lists as last updated: `apt-get
+    update` refreshes them), oldest first, and which are prepared in fslab's cache."""
+    from fslab.lab.kernels import FLAVOURS, KERNELS, KernelError, offered
+
+    if flavour is not None and flavour not in FLAVOURS.values():
+        raise KernelError(f"--flavour {flavour!r} is not one of {', '.join(FLAVOURS.values())}")
+    found = [p for p in offered() if flavour is None or p.flavour == flavour]
+    rows = [[safe_markup(p.release), p.flavour, safe_markup(p.version), "yes" if p.cached else ""] for p in found]
+    print_table(console, f"kernel packages ({len(rows)}; cache: {KERNELS})", ["release", "flavour", "package version",
+                "cached"], rows, [False] * 4)  # fmt: skip
+    if not rows:
+        console.print("none offered: is the archive configured (/etc/apt/sources.list.d), and `apt-get update` run?")
+
+
+@lab_app.command("build")
+def build_command(
+    kernel: Annotated[
+        str, typer.Argument(metavar="KERNEL", help="A release `fslab lab kernels` lists (6.1.0-56-amd64).")
+    ],
+) -> None:
+    """Prepare a kernel for the lab ahead of a run: its package fetched from the archive (apt
+    checks its signature), unpacked into fslab's cache with its module index; once — a prepared
+    kernel is not fetched again. Runs as root."""
+    import os
+
+    from fslab.lab import kernels
+
+    kernels.check_release(kernel)
+    if os.geteuid() != 0:
+        raise kernels.KernelError(
+            f"`fslab lab build {kernel}` runs as root (apt-get download, the cache in /var/cache)"
+        )
+
+    def say(line: str) -> None:
+        console.print(safe_markup(line), highlight=False)
+
+    prepared = kernels.prepare(kernel, say=say)
+    # What else a kernel needs built for it goes here, after the kernel itself (OpenZFS's modules).
+    say(f"{prepared.release}: package {prepared.package_version}, config sha256 {prepared.config_sha256[:16]}…")
+
+
 def _help_of(doc: str | None) -> str | None:
     """A command's help from its docstring: each paragraph's lines joined into one, which the
     terminal wraps to its own width (typer's help keeps a docstring's line breaks as they are)."""
@@ -1644,7 +1697,7 @@ def _help_of(doc: str | None) -> str | None:
     return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in inspect.cleandoc(doc).split("\n\n"))
 
 
-for _command in (*app.registered_commands, *db_app.registered_commands):
+for _command in (*app.registered_commands, *db_app.registered_commands, *lab_app.registered_commands):
     _command.help = _command.help or _help_of(_command.callback.__doc__ if _command.callback else None)
 
 
