@@ -447,6 +447,11 @@ def run(
         raise _fail("--spread goes with --on: it divides a study run among a fleet's workers")
     if boots is not None and not kernel:
         raise _fail("--boots goes with --kernel: it spreads each kernel's runs over that many boots")
+    if kernel and tune_host:  # refused, never ignored: lab/study.py holds no host hygiene across its boots yet
+        raise _fail(
+            "--tune-host cannot go with --kernel yet: a study run over kernels does not hold the host's tuning "
+            "across its boots; run without it (lab/hygiene.py's readings are still recorded where a run is made here)"
+        )
     if kernel and (resume or plan or on is not None or destroy_data or client or target_ci is not None or decide):
         given = [
             n
