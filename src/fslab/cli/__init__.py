@@ -450,7 +450,7 @@ def run(
     if kernel and tune_host:  # refused, never ignored: lab/study.py holds no host hygiene across its boots yet
         raise _fail(
             "--tune-host cannot go with --kernel yet: a study run over kernels does not hold the host's tuning "
-            "across its boots; run without it (lab/hygiene.py's readings are still recorded where a run is made here)"
+            "across its boots: run without it"
         )
     if kernel and (resume or plan or on is not None or destroy_data or client or target_ci is not None or decide):
         given = [
