@@ -281,7 +281,7 @@ def line(
     peak = max(r for _, r, _ in results)
     cpu = statistics.median(c for _, _, c in results)
     said = (
-        f"{name:<32} {len(results)}×: median {statistics.median(times):6.2f} s, "
+        f"{name:<40} {len(results)}×: median {statistics.median(times):6.2f} s, "
         f"min {min(times):6.2f} s, CPU {cpu:6.2f} s, peak RSS {peak / 1e6:4.0f} MB"
     )
     if loads is not None:
@@ -331,7 +331,7 @@ def main() -> None:
         judged = "" if args.smoke else f"   target ≤ {PER_RUN / 1e3:g} KB: {'met' if per_run <= PER_RUN else 'OVER'}"
         print(f"room per run (every raw output, log and bin kept): {per_run / 1e3:.1f} KB{judged}")
         if judged:
-            JUDGED.append(f"{'room per run':<32} {per_run / 1e3:.1f} KB{judged}")
+            JUDGED.append(f"{'room per run':<40} {per_run / 1e3:.1f} KB{judged}")
         env = os.environ | {"PYTHONPATH": str(ROOT / "src"), "FSLAB_DB": str(path)}
         # As an installed fslab starts: from compiled bytecode (pip compiles it as it installs;
         # without it every start compiles fslab's modules again, a tenth of a second).
