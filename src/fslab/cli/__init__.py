@@ -1072,6 +1072,14 @@ def report(
             "high-density screens and takes about twice the CPU). \\[default: 1, the page's size]",
         ),
     ] = None,
+    time_figures: Annotated[
+        bool,
+        typer.Option(
+            "--time-figures",
+            help="Also write the charts of a run's course over time (throughput, latency heatmap, latency "
+            "over time) as figures (implies --figures; they are more than half of the figures' CPU).",
+        ),
+    ] = False,
     history_of: Annotated[
         str | None,
         typer.Option(
@@ -1121,6 +1129,7 @@ def report(
 
     if png or png_scale is not None:  # a PNG is a figure's other file
         figures, png_scale = True, PNG_SCALE if png_scale is None else png_scale
+    figures = figures or time_figures
     results = _open_db(db)
     if history_of is not None:
         return _trend_report(results, history_of, study_runs, output, figures, png_scale, baseline, threshold)
@@ -1138,14 +1147,21 @@ def report(
             regression=regression,
             figures=figures,
             png_scale=png_scale,
+            time_figures=time_figures,
             rendered=rendered,
             pool_hosts=pool_hosts,
         )
     console.print(f"Report: {written.page}", highlight=False, soft_wrap=True)
     if figures:
+        left_out = written.over_time_left_out
         console.print(
             f"Figures ({len(written.figures)} files, "
-            f"{'SVG and PNG' if png_scale else 'SVG'}): {written.page.parent / 'figures'}",
+            f"{'SVG and PNG' if png_scale else 'SVG'}): {written.page.parent / 'figures'}"
+            + (
+                f"; {left_out} charts of a run's course over time are on the page only (--time-figures)"
+                if left_out
+                else ""
+            ),
             highlight=False,
             soft_wrap=True,
         )
