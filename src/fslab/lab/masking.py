@@ -131,7 +131,11 @@ def _make_like(original: str, path: str) -> None:
 def main(argv: list[str]) -> None:
     if len(argv) < 4 or argv[2] != "--" or os.path.basename(argv[3]) != "qemu-system-x86_64":
         _fail("runs QEMU alone: usage: masking.py PLAN_JSON -- qemu-system-x86_64 ARG...")
-    if os.readlink("/proc/self/ns/mnt") == os.readlink(f"/proc/{os.getppid()}/ns/mnt"):
+    try:
+        own = os.readlink("/proc/self/ns/mnt") == os.readlink(f"/proc/{os.getppid()}/ns/mnt")
+    except OSError as exc:  # its parent gone (fslab killed meanwhile: init's is not for it to read)
+        _fail(f"cannot compare its mount namespace with its parent's ({exc.strerror}): nothing mounted")
+    if own:
         _fail("not in a mount namespace of its own (run it under `unshare --mount`): nothing mounted")
     steps = json.loads(argv[1])
     libc = ctypes.CDLL(None, use_errno=True)
