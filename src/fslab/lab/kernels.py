@@ -37,10 +37,9 @@ HOST = "host"  # --kernel host: this machine's own kernel, bare metal
 READY = "ready.json"
 
 # 6.1.0-56-amd64, 6.12.117+deb12-cloud-amd64, 6.1.0-55-rt-amd64: Debian's release names of
-# amd64 kernels (the lab boots x86-64 guests). Nothing else reaches apt.
-RELEASE = re.compile(
-    r"[0-9]{1,3}\.[0-9]{1,3}(?:\.[0-9]{1,4})?(?:-[0-9]{1,4})?(?:\+deb[0-9]{1,3})?-(?:(cloud|rt)-)?amd64"
-)
+# amd64 kernels (the lab boots x86-64 guests); not a meta-package's (6.12-amd64). Nothing else
+# reaches apt.
+RELEASE = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,4}(?:-[0-9]{1,4}|\+deb[0-9]{1,3})-(?:(cloud|rt)-)?amd64")
 FLAVOURS = {None: "generic", "cloud": "cloud", "rt": "rt"}
 LIST_HINT = "`fslab lab kernels` lists the kernels the archive offers"
 
@@ -132,6 +131,14 @@ def _apt(argv: list[str], *, cwd: Path | None = None, timeout: float = 60) -> st
     return done.stdout
 
 
+def _sbin(tool: str) -> str:
+    """A system tool, found where a user's PATH may not look (/usr/sbin: depmod)."""
+    for where in (shutil.which(tool), f"/usr/sbin/{tool}", f"/sbin/{tool}"):
+        if where and os.path.exists(where):
+            return where
+    return tool
+
+
 def offered(*, cache: Path = KERNELS) -> list[KernelPackage]:
     """The kernel images the configured archive offers (apt's lists as last updated), oldest first."""
     releases = parse_search(_apt(["apt-cache", "search", "--names-only", "^linux-image-[0-9]"]))
@@ -180,8 +187,13 @@ def _ready(directory: Path, release: str) -> PreparedKernel | None:
 
 @contextmanager
 def _locked(cache: Path, release: str) -> Iterator[None]:
-    cache.mkdir(parents=True, exist_ok=True, mode=0o755)
-    fd = os.open(cache / f".{release}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        cache.mkdir(parents=True, exist_ok=True, mode=0o755)
+        fd = os.open(cache / f".{release}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise KernelError(
+            f"kernel {release}: cannot use the kernel cache {cache} ({exc.strerror}); run as root"
+        ) from exc
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -241,7 +253,7 @@ def prepare(
                 if not needed.exists():
                     raise KernelError(f"kernel {release}: its package has no {needed.relative_to(root)}")
             say(f"{release}: indexing its modules (depmod)")
-            _apt(["depmod", "-b", str(root), "--", release], timeout=TOOL_SECONDS)
+            _apt([_sbin("depmod"), "-b", str(root), "--", release], timeout=TOOL_SECONDS)
             marker = {"release": release, "package": f"linux-image-{release}", "version": version}
             marker["config_sha256"] = sha256_of(config)
             (staging / READY).write_text(json.dumps(marker, indent=1) + "\n")

@@ -19,23 +19,28 @@ from __future__ import annotations
 import functools
 import gzip
 import hashlib
+import itertools
 import json
 import lzma
 import os
 import shlex
 import shutil
+import stat
+import struct
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from fslab.core.errors import FslabError
-from fslab.core.journal import Journal
+from fslab.core.errors import FslabError, Refused
+from fslab.core.identity import FileId, own_directory
+from fslab.core.journal import Entry, Journal, releaser
 from fslab.core.system import running_held
 from fslab.core.workdir import Workdir
-from fslab.lab import masking
+from fslab.lab import hygiene, masking
 from fslab.lab.kernels import PreparedKernel, installed, installed_releases
 from fslab.model import Host
 from fslab.running.environment import machine_id
@@ -197,6 +202,7 @@ def qemu_argv(
         QEMU, "-accel", accelerator, "-cpu", "max" if accelerator == "tcg" else "host",
         "-smp", str(spec.cpus), "-m", str(spec.memory_mib),
         "-nodefaults", "-display", "none", "-monitor", "none", "-no-reboot", "-serial", f"file:{console}",
+        *hygiene.QEMU_THREAD_NAMES,
         "-kernel", str(image or kernel.vmlinuz), "-initrd", str(initramfs),
         "-append", "console=ttyS0 panic=-1 loglevel=4",
         "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
@@ -250,13 +256,49 @@ def unavailable_reason() -> str | None:
 # ---- the kernel as QEMU loads it -----------------------------------------------------------------
 
 XZ_MAGIC = b"\xfd7zXZ\x00"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def whole_elf(data: bytes) -> bool:
+    """Whether `data` starts with a 64-bit ELF image whose every loaded segment lies within it
+    (a decompression cut short is not booted)."""
+    if len(data) < 64 or not data.startswith(b"\x7fELF\x02\x01"):
+        return False
+    (phoff,) = struct.unpack_from("<Q", data, 32)
+    phentsize, phnum = struct.unpack_from("<HH", data, 54)
+    for n in range(phnum):
+        at = phoff + n * phentsize
+        if at + 56 > len(data):
+            return False
+        kind, _, offset, _, _, filesz = struct.unpack_from("<IIQQQQ", data, at)
+        if kind == 1 and offset + filesz > len(data):  # PT_LOAD
+            return False
+    return phnum > 0
+
+
+def _unpack_vmlinuz(data: bytes) -> bytes | None:
+    """The ELF image inside a bzImage compressed with xz (lzma) or zstd (the zstd tool), or None."""
+    start = data.find(XZ_MAGIC)
+    if start >= 0:
+        try:
+            return lzma.LZMADecompressor().decompress(data[start:])
+        except lzma.LZMAError:
+            return None
+    start = data.find(ZSTD_MAGIC)
+    if start >= 0 and shutil.which("zstd"):
+        try:  # exits 1 at the bzImage's trailing size field after the whole frame: whole_elf judges
+            done = subprocess.run(["zstd", "-dcq"], input=data[start:], capture_output=True, timeout=120, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout
+    return None
 
 
 def elf_kernel(kernel: PreparedKernel, *, cache: Path = LAB_CACHE) -> Path:
     """The kernel to boot: its uncompressed ELF image (vmlinux, booted through its PVH entry),
     unpacked once from the package's vmlinuz and kept in `cache` — under emulation the guest's
     own decompression and the firmware's bzImage loading take half a bare boot's CPU time. The
-    vmlinuz itself when the kernel has no PVH entry or another compression than xz."""
+    vmlinuz itself when the kernel has no PVH entry or cannot be unpacked here."""
     config = kernel.vmlinuz.parent / f"config-{kernel.release}"
     try:
         if "CONFIG_PVH=y" not in config.read_text().splitlines():
@@ -268,14 +310,8 @@ def elf_kernel(kernel: PreparedKernel, *, cache: Path = LAB_CACHE) -> Path:
     unpacked = cache / f"vmlinux-{kernel.release}-{digest}"
     if unpacked.is_file():
         return unpacked
-    start = data.find(XZ_MAGIC)
-    if start < 0:
-        return kernel.vmlinuz
-    try:
-        elf = lzma.LZMADecompressor().decompress(data[start:])
-    except lzma.LZMAError:
-        return kernel.vmlinuz
-    if not elf.startswith(b"\x7fELF"):
+    elf = _unpack_vmlinuz(data)
+    if elf is None or not whole_elf(elf):
         return kernel.vmlinuz
     cache.mkdir(parents=True, exist_ok=True)
     for old in cache.glob(f"vmlinux-{kernel.release}-*"):
@@ -442,7 +478,9 @@ def accelerator(*, kernel: PreparedKernel | None = None, cache: Path = LAB_CACHE
     cache.mkdir(parents=True, exist_ok=True)
     for old in cache.glob("accelerator-*.json"):
         old.unlink(missing_ok=True)
-    kept.write_text(json.dumps({"accelerator": answer, "boot_id": boot_id}) + "\n")
+    partial = cache / f".{kept.name}.{os.getpid()}"
+    partial.write_text(json.dumps({"accelerator": answer, "boot_id": boot_id}) + "\n")
+    os.replace(partial, kept)  # whole, for another fslab reading it meanwhile
     return answer
 
 
@@ -487,8 +525,60 @@ def _make_scratch_filesystem(image: Path) -> None:
         raise VmError(f"cannot make the guest's scratch filesystem on {image}: {exc}") from exc
 
 
-def _read(path: Path) -> str:
-    return path.read_text(errors="replace") if path.exists() else ""
+def _read(path: Path, limit: int = 64 * 2**20) -> str:
+    """A file the guest wrote in the share: its text, or "" when there is none. The guest writes
+    there as root: a symlink or a device it made there is not followed or opened as a file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return ""
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        return f.read(limit).decode(errors="replace")
+
+
+def _write_own(path: Path, text: str) -> None:
+    """fslab's file in the share, made afresh: whatever the guest left at that name (a symlink
+    to a host file) is unlinked, never written through."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
+BOOT_KIND = "lab-boot"  # a boot's directory, journalled when the boot is given a work directory's journal
+_BOOT_NUMBERS = itertools.count(1)
+
+
+@contextmanager
+def _boot_directory(journal: Journal | None) -> Iterator[Path]:
+    """The boot's own directory (initramfs, console log, scratch image), removed when the boot
+    ends; with a work directory's journal, journalled first and proven by its (device, inode), so
+    that `fslab cleanup` removes one a killed fslab left."""
+    if journal is None:
+        directory = Path(tempfile.mkdtemp(prefix="fslab-boot-", dir=BOOT_TEMP))
+        try:
+            yield directory
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+        return
+    path = BOOT_TEMP / f"fslab-boot-{os.getpid()}-{next(_BOOT_NUMBERS)}-{os.urandom(4).hex()}"
+    with journal.holding(BOOT_KIND, str(path)) as held:
+        os.mkdir(path, 0o700)
+        held.prove(**FileId.of(os.lstat(path)).proof())
+        yield path
+
+
+@releaser("lab-boot")
+def remove_boot_directory(entry: Entry, workdir: object) -> None:
+    """Remove a boot's directory, if that very one is there: directly in BOOT_TEMP, named as fslab
+    names them, a directory (not a symlink) with the recorded (device, inode)."""
+    path = Path(entry.ident)
+    if path.parent != BOOT_TEMP or not path.name.startswith("fslab-boot-") or path.name in (".", ".."):
+        raise Refused(f"{path} is not a lab boot's directory fslab makes; left alone")
+    if own_directory(path, entry.proof, "lab boot directory"):
+        shutil.rmtree(path)
 
 
 def boot(
@@ -511,15 +601,14 @@ def boot(
     reason = unavailable_reason()
     if reason:
         raise VmError(f"cannot boot kernel {kernel.release}: {reason}")
-    chosen = spec.accelerator or accelerator()
+    chosen = spec.accelerator or accelerator(kernel=kernel)
     if chosen not in ("kvm", "tcg"):
         raise VmError(f"accelerator {chosen!r} is not kvm or tcg")
     share = Path(os.path.realpath(share))
     share.mkdir(parents=True, exist_ok=True)
     for stale in ("status", "output.log", "guest-facts", "started", "boot-times"):
         (share / stale).unlink(missing_ok=True)
-    directory = Path(tempfile.mkdtemp(prefix="fslab-boot-", dir=BOOT_TEMP))
-    try:
+    with _boot_directory(journal) as directory:
         scratch = Disk(directory / "scratch.img")
         with open(scratch.image, "wb") as f:
             f.truncate(scratch_bytes)
@@ -531,7 +620,7 @@ def boot(
             kernel, initramfs=build_initramfs(directory, kernel.modules), console=console, share=share,
             disks=disks, spec=spec, accelerator=chosen, aio_fallback=aio_fallback, image=elf_kernel(kernel),
         )  # fmt: skip
-        (share / "init.sh").write_text(guest_init(command, setup=setup, cwd=cwd or Path("/"), python=sys.executable))
+        _write_own(share / "init.sh", guest_init(command, setup=setup, cwd=cwd or Path("/"), python=sys.executable))
         keep = [
             share,
             directory,
@@ -547,7 +636,10 @@ def boot(
         masked_files = masking.databases(mask, cwd=cwd)
         wrapped = masking.wrap(argv, keep=keep, stage=stage, mask_files=masked_files)
         held_journal = journal or Workdir(directory).journal
+        pinned_to = hygiene.pin_cpus(spec.cpus)  # none unless --tune-host asked for it
         with running_held(held_journal, wrapped, cwd=directory, log=directory / "qemu.log", name=QEMU_COMM) as proc:
+            if pinned_to:
+                hygiene.pin_vcpus(proc.pid, pinned_to, spec.cpus)
             try:
                 proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -568,8 +660,6 @@ def boot(
             boot_id=facts.get("boot_id", ""),
             seconds_to_command=float(started_text) if _is_number(started_text) else None,
         )
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _is_number(text: str) -> bool:

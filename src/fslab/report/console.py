@@ -21,6 +21,7 @@ from rich.text import Text
 
 from fslab.core.names import visible
 from fslab.core.units import Bandwidth
+from fslab.statistics.timing import EMULATED
 
 if TYPE_CHECKING:
     from fslab.model import Host
@@ -481,6 +482,12 @@ def print_host_comparison(
             [False] * 3,
             title_style="",
         )
+    for host in (h for h in (older, newer) if h.emulated):
+        console.print(
+            f"{visible(host.name)} ran emulated: {EMULATED}; its figures of speed are compared with no host's",
+            markup=False,
+            highlight=False,
+        )
     _print_compared(
         console, f"{visible(newer.name)} / {visible(older.name)}", rows, regressed, threshold, regression, left_out
     )
@@ -545,7 +552,7 @@ def environment_differences(a: dict, b: dict) -> list[tuple[str, object, object]
     return [
         (k, flat_a.get(k, "–"), flat_b.get(k, "–"))
         for k in sorted(flat_a.keys() | flat_b.keys())
-        if flat_a.get(k) != flat_b.get(k) and not k.endswith("free_bytes")
+        if flat_a.get(k) != flat_b.get(k) and not k.endswith(("free_bytes", "pages_shared"))  # counts, not settings
     ]
 
 

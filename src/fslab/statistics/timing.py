@@ -15,12 +15,15 @@ name two declarations class differently takes the stricter class.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal, cast
 
 from fslab import monitors, workloads
-from fslab.model import TIMINGS, unqualified
+from fslab.model import TIMINGS, Host, unqualified
 
 Timing = Literal["speed", "independent", "dependent"]
+
+EMULATED = "emulated (TCG): not a performance result"  # the label of an emulated host's figures of speed
 
 _table: tuple[tuple[int, int], dict[str, Timing]] = ((-1, -1), {})
 
@@ -52,3 +55,29 @@ def timing_of(metric_key: str) -> Timing:
     """A stored metric's timing class, by its key (a scenario's phase-qualified key as well);
     "speed" for a name nothing declares: the strictest, so an unknown figure is never passed off."""
     return timings().get(unqualified(metric_key), "speed")
+
+
+def why_not_compared(metric_key: str, a: Host | None, b: Host | None) -> str | None:
+    """Why a metric may not be compared between samples of host `a` and host `b` (the same host
+    twice: between targets on it), or None where it may: the one rule of which metrics two hosts
+    share. A side whose host's facts were not recorded (before schema 10) is not held back."""
+    timing = timing_of(metric_key)
+    if timing == "independent" or a is None or b is None:
+        return None
+    if timing == "speed" and (a.emulated or b.emulated):
+        return EMULATED
+    if a.accelerator != b.accelerator:
+        return f"different accelerators: {a.accelerator} vs {b.accelerator}"
+    if timing == "speed" and a.vm != b.vm:
+        return "different VM configurations"
+    return None
+
+
+def why_not_within(metric_key: str, hosts: Sequence[Host | None]) -> str | None:
+    """Why a metric may not be compared among samples pooled from `hosts` (one host: between
+    targets on it), or None where every pair of them (each with itself too) may (why_not_compared)."""
+    for i, a in enumerate(hosts):
+        for b in hosts[i:]:
+            if (why := why_not_compared(metric_key, a, b)) is not None:
+                return why
+    return None
