@@ -77,6 +77,9 @@ def test_the_first_package_with_buffered_direct_writes_is_named_in_five_boots_an
     assert {"6.1.0-54-amd64", "6.12.117+deb12-amd64", "6.1.0-56-amd64", FIRST_BAD} <= set(hosts)
     assert all(json.loads(facts)["accelerator"] in ("tcg", "kvm") for facts in hosts.values())
     assert per_host["6.1.0-54-amd64"] >= 5 and per_host[FIRST_BAD] >= 10  # its step's runs and the A/B's
+    with sqlite3.connect(db) as conn:
+        (settings,) = conn.execute("select settings from study_runs").fetchone()
+    assert json.loads(settings)["bisect"]["first_bad"] == FIRST_BAD
     summary = fslab_in_process("summary", str(study_run[0]), "--db", str(db), cwd=tmp_path)
     assert summary.returncode == 0 and FIRST_BAD in summary.stdout, summary.stdout + summary.stderr
 

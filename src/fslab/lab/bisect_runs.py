@@ -153,8 +153,12 @@ class LabMeasure:
             )
         return Samples(tuple(found[self.metric]), groups.higher_is_better.get(self.metric, True))
 
-    def finish(self, status: str, outcome: dict) -> None:
-        self.results.finish_study_run(self.study_run_id, status, outcome)
+    def finish(self, status: str, found: dict) -> None:
+        """The study run ended; what the bisect found kept in its settings' "bisect" (the study run's
+        outcome is its cells' own, as the summary reads it)."""
+        if found:
+            self.results.update_settings(self.study_run_id, {"bisect": self.settings["bisect"] | found})
+        self.results.finish_study_run(self.study_run_id, status, {})
 
 
 def _tail(text: str) -> str:
@@ -233,18 +237,16 @@ def run_bisect(
 
 
 def outcome_of(outcome: Outcome) -> dict:
-    """As stored with the study run (its outcome): every step's call, and the answer."""
+    """As stored with the study run (its settings' "bisect"): every step's call, and the answer."""
     steps = [
         {"kernel": s.release, "role": s.role, "boots": s.boots, "runs": s.runs, "verdict": s.verdict, "call": s.call}
         for s in (*outcome.steps, *((outcome.confirmation,) if outcome.confirmation else ()))
     ]
     return {
-        "bisect": {
-            "steps": steps,
-            "last_good": outcome.last_good,
-            "suspects": list(outcome.suspects),
-            "first_bad": outcome.first_bad,
-            "confirmed": outcome.confirmed,
-            "stopped": outcome.stopped,
-        }
+        "steps": steps,
+        "last_good": outcome.last_good,
+        "suspects": list(outcome.suspects),
+        "first_bad": outcome.first_bad,
+        "confirmed": outcome.confirmed,
+        "stopped": outcome.stopped,
     }
