@@ -71,7 +71,7 @@ test: setup gate
 	bash tests/openzfs/build.sh
 	$(VENV)/bin/pytest -n 3 --dist loadgroup --no-loadscope-reorder -m "not long"
 
-# The tests of many lab VM boots (fslab bisect over six kernel packages: ~25 min under TCG here),
+# The tests of many lab VM boots (fslab bisect over six kernel packages and a skipped one: ~10 min under TCG here),
 # left out of `make test`'s budget.
 test-long: setup gate
 	$(VENV)/bin/pytest -m long -s

@@ -3,9 +3,9 @@ docs/bisect.md (a 1 MiB direct sequential write on Btrfs) run in each, Btrfs's w
 bisected — the issue's done-when over six packages, and a kernel made unbootable on purpose (a
 prepared kernel whose vmlinuz is truncated, in a cache of the test's own) skipped.
 
-Each boot costs some two minutes under emulation on this loaded machine (31 s to the command, as
-long again for Python's imports over 9p, then three runs): marked `long`, left out of `make test`,
-run by `make test-long`."""
+Each boot costs one to three minutes under emulation on this shared machine (to the command, Python's
+imports over 9p, then five runs): 9 min 26 s for both (the done-when 6 min 9 s), marked `long`, left
+out of `make test`, run by `make test-long`."""
 
 from __future__ import annotations
 
