@@ -1,0 +1,482 @@
+"""A throwaway QEMU guest booted from a prepared kernel over this machine's root filesystem.
+
+The guest sees the host's root read-only through 9p with a RAM overlay on top, so it has every
+tool and the same fslab; the prepared kernel's own modules at /lib/modules/RELEASE (a 9p share
+of their own: the host has only its installed kernels' modules); a shared directory (`share`,
+the guest's /fslab-share) that carries the command in and its output, exit status and results
+out; and virtio-blk disks backed by image files (cache=none: no host page cache between the
+guest and the file), the first of them the scratch disk at SCRATCH for its work directory and
+SQLite database (loop images on tmpfs have no direct I/O; SQLite's WAL does not work over 9p).
+
+QEMU runs in a mount namespace of its own (masking.py) where the host's secrets — /root, /home,
+/etc/shadow, fslab's databases, … — are covered, so the guest cannot read them. It is fslab's
+child, journalled with its pid and start time before it runs, and killed by that proof however
+the boot ends (time-out, error, Ctrl-C); the boot's temporary directory goes with it.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import json
+import lzma
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from fslab.core.errors import FslabError
+from fslab.core.journal import Journal
+from fslab.core.system import running_held
+from fslab.core.workdir import Workdir
+from fslab.lab import masking
+from fslab.lab.kernels import PreparedKernel, installed, installed_releases
+from fslab.model import Host
+from fslab.running.environment import machine_id
+
+QEMU = "qemu-system-x86_64"
+QEMU_COMM = "qemu-system-x86"  # its process name (15 characters)
+SCRATCH = "/fslab-scratch"
+SHARE = "/fslab-share"
+LAB_CACHE = Path("/var/cache/fslab/lab")
+BOOT_TEMP = Path("/var/tmp")
+SCRATCH_BYTES = 4 * 2**30
+
+# Modules the guest needs before it can reach its root filesystem; the rest it modprobes itself.
+EARLY_MODULES = ("virtio_pci", "virtio_blk", "9pnet_virtio", "9p", "overlay")
+CACHES = ("none", "directsync", "writethrough", "writeback", "unsafe")
+MEASURED_CACHES = ("none", "directsync")  # the guest's I/O reaches the image file, not the host's page cache
+AIOS = ("io_uring", "native", "threads")
+
+
+class VmError(FslabError):
+    pass
+
+
+@dataclass(frozen=True)
+class Disk:
+    image: Path
+    cache: str = "none"
+    aio: str = "io_uring"
+
+
+@dataclass(frozen=True)
+class VmSpec:
+    memory_mib: int = 2048
+    cpus: int = 1
+    disks: tuple[Disk, ...] = ()
+    accelerator: str | None = None  # None: accelerator()'s probe
+    measured: bool = True  # False: a scratch boot, whose disks may be cached by the host
+
+
+@dataclass(frozen=True)
+class Boot:
+    status: int | None  # the command's exit status; None when the guest never reported one
+    output: str  # what the command printed
+    console: str  # what the guest's kernel printed on its serial console
+    share: Path
+    host: Host  # the VM as a host of a study run: named by the kernel release
+    boot_id: str  # the guest's /proc/sys/kernel/random/boot_id ("" when it never said)
+    seconds_to_command: float | None = None  # the guest's uptime when the command started
+
+
+# The initramfs's init: early modules, the host's root over 9p read-only with a RAM overlay, the
+# kernel's own modules over it, the share; then the host's bash runs the boot's init.sh.
+INIT = """#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc && mount -t sysfs sys /sys && mount -t devtmpfs dev /dev
+for module in $(cat /modules.order); do insmod "/modules/$module" || echo "fslab-guest: insmod $module failed"; done
+mkdir -p /lower /upper /newroot
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=512000 hostroot /lower || exec sh
+mount -t tmpfs -o size=75% tmpfs /upper && mkdir /upper/data /upper/work
+mount -t overlay overlay -o lowerdir=/lower,upperdir=/upper/data,workdir=/upper/work /newroot || exec sh
+release=$(uname -r)
+mkdir -p "/newroot/lib/modules/$release" /newroot/fslab-share
+mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=512000 modules "/newroot/lib/modules/$release"
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 share /newroot/fslab-share
+for fs in dev proc sys; do mount --move /$fs /newroot/$fs; done
+exec switch_root /newroot /bin/bash /fslab-share/init.sh
+"""
+
+# The boot's init.sh, run by the host's bash as the guest's init; powers the guest off at the end.
+GUEST_INIT = """#!/bin/bash
+mount -t tmpfs tmpfs /run
+mkdir -p /dev/pts /dev/shm && mount -t devpts devpts /dev/pts && mount -t tmpfs tmpfs /dev/shm
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8
+{{
+    echo "release=$(uname -r)"
+    echo "boot_id=$(cat /proc/sys/kernel/random/boot_id)"
+    echo "cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
+    echo "cpu_count=$(nproc)"
+    echo "memory_kib=$(awk '/^MemTotal:/ {{print $2}}' /proc/meminfo)"
+}} > {share}/guest-facts
+for m in loop ext4; do modprobe -q $m; done
+mkdir -p {scratch} && mkfs.ext4 -q -F /dev/vda && mount /dev/vda {scratch}
+# fslab drops the page cache before each measured run, and the root is the host's over 9p: the
+# tools it runs next and their libraries would be read over 9p again, seconds a run under
+# emulation. A touched file is copied up into the RAM overlay, which no drop evicts.
+keep_in_ram() {{
+    for tool in "$@"; do
+        binary=$(realpath "$(command -v "$tool")") || continue
+        touch -c "$binary" $(ldd "$binary" 2>/dev/null |
+            awk '{{for (i = 1; i <= NF; i++) if (substr($i, 1, 1) == "/") print $i}}')
+    done
+}}
+export -f keep_in_ram
+keep_in_ram fio {python} sync
+{setup}
+cd {cwd} || echo "fslab-guest: no directory {cwd}" >&2
+cut -d ' ' -f 1 /proc/uptime > {share}/started
+bash -c {command} > {share}/output.log 2>&1
+echo $? > {share}/status
+cd /; umount {scratch}; sync
+echo o > /proc/sysrq-trigger
+sleep 60
+"""
+
+
+def check_disk(disk: Disk, *, measured: bool) -> None:
+    """Refuse a disk whose cache a measured run may not have, or an unknown cache or aio."""
+    if disk.cache not in CACHES:
+        raise VmError(f"disk {disk.image}: cache={disk.cache!r} is not one of {', '.join(CACHES)}")
+    if disk.aio not in AIOS:
+        raise VmError(f"disk {disk.image}: aio={disk.aio!r} is not one of {', '.join(AIOS)}")
+    if measured and disk.cache not in MEASURED_CACHES:
+        raise VmError(
+            f"disk {disk.image}: cache={disk.cache} lets the host's page cache answer the guest's I/O, "
+            "which no measured run may have; use cache=none (or VmSpec(measured=False) for a scratch boot)"
+        )
+    if disk.aio == "native" and disk.cache not in MEASURED_CACHES:
+        raise VmError(f"disk {disk.image}: aio=native needs cache=none or directsync (QEMU's rule)")
+
+
+def drive_option(disk: Disk, aio: str) -> str:
+    path = str(disk.image)
+    if "," in path:  # QEMU's option syntax doubles a comma in a value
+        path = path.replace(",", ",,")
+    return f"file={path},format=raw,if=virtio,cache={disk.cache},aio={aio}"
+
+
+def qemu_argv(
+    kernel: PreparedKernel,
+    *,
+    initramfs: Path,
+    console: Path,
+    share: Path,
+    disks: tuple[Disk, ...],
+    spec: VmSpec,
+    accelerator: str,
+    aio_fallback: str | None = None,
+) -> list[str]:
+    """QEMU's argument list for a boot (every disk checked: check_disk)."""
+    for disk in disks:
+        check_disk(disk, measured=spec.measured)
+    for path in (share, kernel.modules):
+        if "," in str(path):
+            raise VmError(f"{path}: QEMU's -virtfs takes no path with a comma; choose another directory")
+    argv = [
+        QEMU, "-accel", accelerator, "-cpu", "max" if accelerator == "tcg" else "host",
+        "-smp", str(spec.cpus), "-m", str(spec.memory_mib),
+        "-nodefaults", "-display", "none", "-monitor", "none", "-no-reboot", "-serial", f"file:{console}",
+        "-kernel", str(kernel.vmlinuz), "-initrd", str(initramfs),
+        "-append", "console=ttyS0 panic=-1 loglevel=4",
+        "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
+        "-virtfs", f"local,path={kernel.modules},mount_tag=modules,security_model=none,readonly=on,multidevs=remap",
+        "-virtfs", f"local,path={share},mount_tag=share,security_model=none,multidevs=remap",
+    ]  # fmt: skip
+    for disk in disks:
+        aio = aio_fallback if disk.aio == "io_uring" and aio_fallback else disk.aio
+        argv += ["-drive", drive_option(disk, aio)]
+    return argv
+
+
+@functools.cache
+def io_uring_works() -> bool:
+    """Whether this QEMU opens a disk with aio=io_uring (built with it, and the kernel lets it)."""
+    with tempfile.TemporaryDirectory(prefix="fslab-aio-", dir=BOOT_TEMP) as directory:
+        image = Path(directory) / "probe.img"
+        with open(image, "wb") as f:
+            f.truncate(1 << 20)
+        argv = [QEMU, "-M", "none", "-nodefaults", "-display", "none", "-monitor", "stdio",
+                "-drive", f"if=none,id=probe,format=raw,cache=none,aio=io_uring,file={image}"]  # fmt: skip
+        try:
+            done = subprocess.run(argv, input="quit\n", capture_output=True, text=True, timeout=60, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
+        return done.returncode == 0
+
+
+@functools.cache
+def qemu_version() -> str:
+    try:
+        text = subprocess.run([QEMU, "--version"], capture_output=True, text=True, timeout=60, check=False).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return text.splitlines()[0].strip() if text.strip() else "unknown"
+
+
+def unavailable_reason() -> str | None:
+    """Why no guest can boot here, or None when one can."""
+    if not shutil.which(QEMU):
+        return f"{QEMU} is not installed (apt-get install qemu-system-x86)"
+    if not Path("/bin/busybox").exists():
+        return "busybox is not installed (apt-get install busybox-static)"
+    if not shutil.which("unshare"):
+        return "unshare is not installed (apt-get install util-linux)"
+    if os.geteuid() != 0:
+        return "the lab boots guests as root (it masks the host's secrets in a mount namespace)"
+    return None
+
+
+# ---- the initramfs -------------------------------------------------------------------------------
+
+
+def load_order(modules_dir: Path, names: tuple[str, ...]) -> list[str]:
+    """Module files (relative to modules_dir) for `names`, every dependency before its users."""
+    deps: dict[str, list[str]] = {}
+    for line in (modules_dir / "modules.dep").read_text().splitlines():
+        module, _, needs = line.partition(":")
+        deps[module] = needs.split()
+    by_name = {Path(m).name.split(".ko")[0].replace("-", "_"): m for m in deps}
+    order: list[str] = []
+
+    def visit(module: str) -> None:
+        if module in order:
+            return
+        for dependency in deps.get(module, []):
+            visit(dependency)
+        order.append(module)
+
+    for name in names:
+        if name in by_name:  # absent: built into the kernel
+            visit(by_name[name])
+    return order
+
+
+def _module_bytes(path: Path) -> bytes:
+    """A module file's ELF bytes: busybox's insmod takes no compressed module."""
+    data = path.read_bytes()
+    if path.name.endswith(".ko.xz"):
+        return lzma.decompress(data)
+    if path.name.endswith(".ko.gz"):
+        return gzip.decompress(data)
+    if path.name.endswith(".ko"):
+        return data
+    raise VmError(f"{path}: a module compressed in a way the lab cannot unpack (xz and gzip only)")
+
+
+def build_initramfs(directory: Path, modules_dir: Path) -> Path:
+    root = directory / "initramfs"
+    for sub in ("bin", "modules", "proc", "sys", "dev"):
+        (root / sub).mkdir(parents=True)
+    shutil.copy("/bin/busybox", root / "bin" / "busybox")
+    names = []
+    for module in load_order(modules_dir, EARLY_MODULES):
+        name = Path(module).name.split(".ko")[0] + ".ko"
+        (root / "modules" / name).write_bytes(_module_bytes(modules_dir / module))
+        names.append(name)
+    (root / "modules.order").write_text("\n".join(names) + "\n")
+    (root / "init").write_text(INIT)
+    (root / "init").chmod(0o755)
+    files = subprocess.run(["find", "."], cwd=root, capture_output=True, text=True, check=True).stdout
+    image = directory / "initramfs.cpio"
+    with open(image, "wb") as out:
+        subprocess.run(["cpio", "--quiet", "-o", "-H", "newc"], cwd=root, input=files.encode(), stdout=out, check=True)
+    shutil.rmtree(root)
+    return image
+
+
+# ---- what the guest said -------------------------------------------------------------------------
+
+
+def parse_facts(text: str) -> dict[str, str]:
+    facts = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            facts[key.strip()] = value.strip()
+    return facts
+
+
+def vm_host(kernel: PreparedKernel, facts: dict[str, str], *, spec: VmSpec, accelerator: str, disks: tuple[Disk, ...],
+            aio_fallback: str | None) -> Host:  # fmt: skip
+    """The VM as a host of a study run: named by its kernel release, as the guest saw itself."""
+
+    def number(key: str, default: int) -> int:
+        try:
+            return int(facts.get(key, ""))
+        except ValueError:
+            return default
+
+    first = disks[0] if disks else Disk(Path("-"))
+    aio = aio_fallback if first.aio == "io_uring" and aio_fallback else first.aio
+    return Host(
+        name=kernel.release,
+        machine_id=machine_id(),
+        kernel=facts.get("release") or kernel.release,
+        cpu_model=facts.get("cpu_model") or "unknown",
+        cpu_count=number("cpu_count", spec.cpus),
+        memory_bytes=number("memory_kib", 0) * 1024 or spec.memory_mib * 2**20,
+        accelerator=accelerator,
+        kernel_package=kernel.package_version,
+        kernel_config_sha256=kernel.config_sha256,
+        qemu_version=qemu_version(),
+        disk_cache=first.cache,
+        disk_aio=aio,
+    )
+
+
+# ---- the accelerator -----------------------------------------------------------------------------
+
+PROBE_INIT = """#!/bin/busybox sh
+/bin/busybox echo fslab-accelerator-probe-ok > /dev/ttyS0
+/bin/busybox poweroff -f
+"""
+PROBE_SECONDS = 30.0
+
+
+def _host_boot_id() -> str:
+    return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+
+
+def probe_kvm(kernel: PreparedKernel, *, timeout: float = PROBE_SECONDS) -> bool:
+    """Whether a KVM guest boots this kernel to its init and powers off within `timeout`."""
+    if not os.path.exists("/dev/kvm"):
+        return False
+    with tempfile.TemporaryDirectory(prefix="fslab-kvm-probe-", dir=BOOT_TEMP) as directory:
+        root = Path(directory) / "initramfs"
+        (root / "bin").mkdir(parents=True)
+        (root / "dev").mkdir()
+        shutil.copy("/bin/busybox", root / "bin" / "busybox")
+        (root / "init").write_text(PROBE_INIT)
+        (root / "init").chmod(0o755)
+        image = Path(directory) / "probe.cpio"
+        with open(image, "wb") as out:
+            subprocess.run(["cpio", "--quiet", "-o", "-H", "newc"], cwd=root, input=b"init\nbin\nbin/busybox\ndev\n",
+                           stdout=out, check=True)  # fmt: skip
+        console = Path(directory) / "console.log"
+        argv = [QEMU, "-accel", "kvm", "-cpu", "host", "-m", "256", "-nodefaults", "-display", "none",
+                "-monitor", "none", "-no-reboot", "-serial", f"file:{console}", "-kernel", str(kernel.vmlinuz),
+                "-initrd", str(image), "-append", "console=ttyS0 panic=-1 loglevel=1"]  # fmt: skip
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return False  # subprocess.run killed it
+        said = console.read_text(errors="replace") if console.exists() else ""
+        return done.returncode == 0 and "fslab-accelerator-probe-ok" in said
+
+
+def accelerator(*, kernel: PreparedKernel | None = None, cache: Path = LAB_CACHE) -> str:
+    """ "kvm" when a real KVM boot probe succeeds on this host boot, else "tcg"; the answer is kept
+    per host boot (a reboot may change it: a module, a BIOS setting, another hypervisor)."""
+    boot_id = _host_boot_id()
+    kept = cache / f"accelerator-{boot_id}.json"
+    try:
+        answer = json.loads(kept.read_text()).get("accelerator")
+        if answer in ("kvm", "tcg"):
+            return str(answer)
+    except (OSError, ValueError, AttributeError):
+        pass
+    if kernel is None:
+        releases = installed_releases()
+        kernel = installed(releases[-1]) if releases else None
+    answer = "kvm" if kernel is not None and probe_kvm(kernel) else "tcg"
+    cache.mkdir(parents=True, exist_ok=True)
+    for old in cache.glob("accelerator-*.json"):
+        old.unlink(missing_ok=True)
+    kept.write_text(json.dumps({"accelerator": answer, "boot_id": boot_id}) + "\n")
+    return answer
+
+
+# ---- the boot ------------------------------------------------------------------------------------
+
+
+def guest_init(command: str, *, setup: str, cwd: Path, python: str) -> str:
+    return GUEST_INIT.format(
+        share=SHARE, scratch=SCRATCH, setup=setup, cwd=shlex.quote(str(cwd)), python=shlex.quote(python),
+        command=shlex.quote(command),
+    )  # fmt: skip
+
+
+def _read(path: Path) -> str:
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def boot(
+    kernel: PreparedKernel,
+    command: str,
+    *,
+    share: Path,
+    spec: VmSpec = VmSpec(),  # noqa: B008 - frozen
+    setup: str = "",
+    timeout: float = 900,
+    cwd: Path | None = None,
+    journal: Journal | None = None,
+    scratch_bytes: int = SCRATCH_BYTES,
+) -> Boot:
+    """Boot `kernel`, run `setup` (fslab's own shell text) then `command` (bash) in `cwd` as root,
+    power off. `share` is the guest's /fslab-share. `journal`: the work directory's, where QEMU
+    is recorded (else one in the boot's temporary directory, gone with it)."""
+    reason = unavailable_reason()
+    if reason:
+        raise VmError(f"cannot boot kernel {kernel.release}: {reason}")
+    chosen = spec.accelerator or accelerator()
+    if chosen not in ("kvm", "tcg"):
+        raise VmError(f"accelerator {chosen!r} is not kvm or tcg")
+    share = Path(os.path.realpath(share))
+    share.mkdir(parents=True, exist_ok=True)
+    for stale in ("status", "output.log", "guest-facts", "started"):
+        (share / stale).unlink(missing_ok=True)
+    directory = Path(tempfile.mkdtemp(prefix="fslab-boot-", dir=BOOT_TEMP))
+    try:
+        scratch = Disk(directory / "scratch.img")
+        with open(scratch.image, "wb") as f:
+            f.truncate(scratch_bytes)
+        disks = (scratch, *spec.disks)
+        aio_fallback = None if io_uring_works() else "native"
+        console = directory / "console.log"
+        argv = qemu_argv(
+            kernel, initramfs=build_initramfs(directory, kernel.modules), console=console, share=share,
+            disks=disks, spec=spec, accelerator=chosen, aio_fallback=aio_fallback,
+        )  # fmt: skip
+        (share / "init.sh").write_text(guest_init(command, setup=setup, cwd=cwd or Path("/"), python=sys.executable))
+        keep = [share, directory, kernel.vmlinuz.parent, kernel.modules, *(d.image.parent for d in spec.disks)]
+        if cwd is not None:
+            keep.append(cwd)
+        wrapped = masking.wrap(argv, keep=keep)
+        held_journal = journal or Workdir(directory).journal
+        with running_held(held_journal, wrapped, cwd=directory, log=directory / "qemu.log", name=QEMU_COMM) as proc:
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                pass  # leaving the block kills it; the missing status says so
+        facts = parse_facts(_read(share / "guest-facts"))
+        status_text = _read(share / "status").strip()
+        started_text = _read(share / "started").strip()
+        console_text = _read(console)
+        qemu_said = _read(directory / "qemu.log")
+        if qemu_said.strip() and not facts:
+            console_text += "\n[qemu] " + qemu_said
+        return Boot(
+            status=int(status_text) if status_text.lstrip("-").isdigit() else None,
+            output=_read(share / "output.log"),
+            console=console_text,
+            share=share,
+            host=vm_host(kernel, facts, spec=spec, accelerator=chosen, disks=disks, aio_fallback=aio_fallback),
+            boot_id=facts.get("boot_id", ""),
+            seconds_to_command=float(started_text) if _is_number(started_text) else None,
+        )
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
