@@ -19,7 +19,7 @@ FIXTURES = fixture_databases()
 
 
 def test_every_stored_fixture_database_has_its_baseline():
-    assert len(FIXTURES) == 9 and all(path.is_file() for path in FIXTURES.values())
+    assert len(FIXTURES) == 10 and all(path.is_file() for path in FIXTURES.values())
     assert all(stored(fixture) for fixture in FIXTURES), "each of the files rendered kept, for each fixture"
 
 

@@ -51,7 +51,7 @@ def at_its_old_schema(sqlite_file, url: str) -> None:
     target.dispose()
 
 
-@pytest.mark.parametrize("version", [1, 2, 4, 7, 13, 14, 16, 17])
+@pytest.mark.parametrize("version", [1, 2, 4, 7, 13, 14, 16, 17, 18])
 def test_a_fixture_database_migrated_on_postgresql_reads_as_on_sqlite(pg_cluster, version, tmp_path):
     url = pg_cluster.new_database(f"migrated_v{version}")
     at_its_old_schema(FIXTURES / f"schema-v{version}.db", url)
@@ -148,6 +148,24 @@ def test_a_version_17_database_migrated_on_postgresql_marks_none_redone_and_leav
     assert len(groups.values[("rand_write", "ext4")]["write_iops"]) == 1, "the redone run left out"
     assert len(db.stored_runs(1)) == 7
     assert sum(r["redone"] for r in db.runs(1, ["redone"])) == 1, "still stored, and marked"
+    db.engine.dispose()
+
+
+def test_a_version_18_database_migrated_on_postgresql_names_no_boot_and_stores_one(pg_cluster):
+    """Migration 18 → 19 on PostgreSQL: runs.boot_id added NULL for every run stored before (a
+    defect: a default boot, or a column too short for a boot id), and a run stored after names its boot."""
+    from fslab.model.records import RunRecord, now
+
+    url = pg_cluster.new_database("migrated_v18")
+    at_its_old_schema(FIXTURES / "schema-v18.db", url)
+    assert pg_cluster.sql("SELECT version FROM schema_info", "migrated_v18") == "18"
+    db = ResultsDB(url)
+    with db.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT DISTINCT boot_id FROM runs")).all() == [(None,)]
+    boot = "0b1f5a62-7c1e-4d0a-9a38-2d3c4e5f6a7b"
+    run = RunRecord("ext4", "seq_write", 3, False, 3, 1, now(), now(), "ok", False, boot_id=boot)
+    run_id = db.record_run(1, run)
+    assert [r["boot_id"] for r in db.runs(1, ["id", "boot_id"]) if r["id"] == run_id] == [boot]
     db.engine.dispose()
 
 

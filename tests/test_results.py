@@ -123,7 +123,7 @@ def _migrated(tmp_path: Path, fixture: str, tables: tuple[str, ...]) -> tuple[Pa
         before = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
     db = ResultsDB(str(db_path))
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (18,)
+        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (19,)
         after = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
     return db_path, db, before, after
 
@@ -139,20 +139,21 @@ def test_a_version_7_database_is_migrated_with_every_run_kept(tmp_path):
         after["study_runs"] = [row[:-1] for row in after["study_runs"]]
         assert all(row[-1] is None for row in after["run_outputs"]), "outputs stored before 14 stay text"
         after["run_outputs"] = [row[:-1] for row in after["run_outputs"]]
-        assert [column[1] for column in conn.execute("PRAGMA table_info(runs)")][-4:] == [
+        assert [column[1] for column in conn.execute("PRAGMA table_info(runs)")][-5:] == [
             "source",
             "options_applied",
             "host",
             "redone",
+            "boot_id",
         ]
         assert [
             conn.execute(f"SELECT count(*) FROM {table}").fetchone()
             for table in ("hosts", "fleet_workers", "fleet_units")
         ] == [(0,)] * 3
-    assert len(before["runs"]) == 4 and [run[:-4] for run in after["runs"]] == before["runs"], "every run as it was"
-    assert all(run[-4:] == (None, None, None, 0) for run in after["runs"]), (
+    assert len(before["runs"]) == 4 and [run[:-5] for run in after["runs"]] == before["runs"], "every run as it was"
+    assert all(run[-5:] == (None, None, None, 0, None) for run in after["runs"]), (
         "its source NULL: fslab ran it; what its options became: judged when read; its host: the study run's "
-        "machine; not redone"
+        "machine; not redone; its boot unknown"
     )
     assert {table: rows for table, rows in after.items() if table != "runs"} == {
         table: rows for table, rows in before.items() if table != "runs"
@@ -227,9 +228,8 @@ def test_a_version_14_database_gains_its_fleet_leases_generation_and_nothing_els
     workers = after["fleet_workers"]
     assert [row[:-2] for row in workers] == before["fleet_workers"], "its worker as it was"
     assert {row[-2:] for row in workers} == {(None, None)}, "its versions unsaid (schema 16)"
-    assert [row[:-1] for row in after["runs"]] == before["runs"] and {row[-1] for row in after["runs"]} == {0}, (
-        "each run as it was, none redone (schema 17)"
-    )
+    assert [row[:-2] for row in after["runs"]] == before["runs"], "each run as it was"
+    assert {row[-2:] for row in after["runs"]} == {(0, None)}, "none redone (schema 18), no boot (19)"
     others = [t for t in tables if not t.startswith("fleet_") and t != "runs"]
     assert {t: after[t] for t in others} == {t: before[t] for t in others}, "nothing else changed"
     db.engine.dispose()
@@ -242,7 +242,7 @@ def test_a_version_16_database_gains_run_histograms_and_nothing_else_changes(tmp
     `--trace block` stores (schema 17): a run stored after it keeps them, bucket for bucket."""
     tables = ("study_runs", "targets", "workloads", "runs", "metrics", "run_outputs", "hosts")
     _, db, before, after = _migrated(tmp_path, "schema-v16.db", tables)
-    assert len(before["runs"]) == 2 and [row[:-1] for row in after["runs"]] == before["runs"]
+    assert len(before["runs"]) == 2 and [row[:-2] for row in after["runs"]] == before["runs"]
     assert {t: after[t] for t in tables if t != "runs"} == {t: before[t] for t in tables if t != "runs"}
     assert db.histograms(1) == [], "runs stored before have none"
     stored_histograms_read_back(db)
@@ -453,7 +453,7 @@ def test_a_version_17_database_gains_the_redone_mark_none_redone_and_reads_as_be
     tables = ("study_runs", "targets", "workloads", "runs", "metrics", "run_outputs", "hosts")
     db_path, db, before, after = _migrated(tmp_path, "schema-v17.db", tables)
     assert len(before["runs"]) == 8
-    assert [row[:-1] for row in after["runs"]] == before["runs"] and {row[-1] for row in after["runs"]} == {0}
+    assert [row[:-2] for row in after["runs"]] == before["runs"] and {row[-2] for row in after["runs"]} == {0}
     assert {t: after[t] for t in tables if t != "runs"} == {t: before[t] for t in tables if t != "runs"}
     groups = db.sample_groups(1)
     assert sum(len(v["write_iops"]) for v in groups.values.values()) == 8, "every run still in the statistics"
@@ -461,4 +461,23 @@ def test_a_version_17_database_gains_the_redone_mark_none_redone_and_reads_as_be
     db.engine.dispose()
     with sqlite3.connect(db_path) as conn:  # marked older again, the column kept: migrated again, harmlessly
         conn.execute("UPDATE schema_info SET version = 17")
+    assert len(ResultsDB(str(db_path)).stored_runs(1)) == 8
+
+
+# schema-v18.db: written by fslab with schema version 18 (commit 48fca28) from schema-v18.toml, run
+# for real (ext4 and btrfs, a direct sequential write, two runs each, and the ceiling fslab adds).
+def test_a_version_18_database_gains_the_boot_column_null_and_reads_as_before(tmp_path):
+    """Migration 18 → 19 (runs.boot_id): a defect would lose or alter a run, invent a boot for one
+    stored before (its statistics then taken as boot means), or fail where the column is already."""
+    tables = ("study_runs", "targets", "workloads", "runs", "metrics", "run_outputs", "hosts")
+    db_path, db, before, after = _migrated(tmp_path, "schema-v18.db", tables)
+    assert len(before["runs"]) == 8
+    assert [row[:-1] for row in after["runs"]] == before["runs"] and {row[-1] for row in after["runs"]} == {None}
+    assert {t: after[t] for t in tables if t != "runs"} == {t: before[t] for t in tables if t != "runs"}
+    assert [r["boot_id"] for r in db.runs(1, ["boot_id"])] == [None] * 8
+    groups = db.sample_groups(1)
+    assert sum(len(v["write_iops"]) for v in groups.values.values()) == 8, "every run still in the statistics"
+    db.engine.dispose()
+    with sqlite3.connect(db_path) as conn:  # marked older again, the column kept: migrated again, harmlessly
+        conn.execute("UPDATE schema_info SET version = 18")
     assert len(ResultsDB(str(db_path)).stored_runs(1)) == 8

@@ -393,6 +393,25 @@ def run(
             "of each host running them all; its summary pools the hosts, host a block.",
         ),
     ] = False,
+    kernel: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--kernel",
+            metavar="RELEASE",
+            help="Run the study under this kernel too (repeat): a Debian kernel package's release (e.g. "
+            "6.1.0-56-amd64), fetched and booted in a throwaway VM, or `host`, this machine's own kernel; each "
+            "is a host of the study run, its runs stored as each boot ends (docs/lab.md).",
+        ),
+    ] = None,
+    boots: Annotated[
+        int | None,
+        typer.Option(
+            "--boots",
+            min=1,
+            help="With --kernel: run each kernel's plan in this many boots, interleaved over the kernels; "
+            "a speed verdict between kernels needs 2 boots each. \\[default: 1]",
+        ),
+    ] = None,
     plan: Annotated[
         bool,
         typer.Option(
@@ -414,6 +433,26 @@ def run(
         raise _fail("--detach goes with --on: a study run on a fleet's workers")
     if spread and on is None:
         raise _fail("--spread goes with --on: it divides a study run among a fleet's workers")
+    if boots is not None and not kernel:
+        raise _fail("--boots goes with --kernel: it spreads each kernel's runs over that many boots")
+    if kernel and (resume or plan or on is not None or destroy_data or client or target_ci is not None or decide):
+        given = [
+            n
+            for n, v in (
+                ("--resume", resume),
+                ("--plan", plan),
+                ("--on", on is not None),
+                ("--destroy-data", destroy_data),
+                ("--client", client),
+                ("--target-ci", target_ci is not None),
+                ("--decide", decide),
+            )
+            if v
+        ]
+        raise _fail(
+            f"{', '.join(given)} cannot go with --kernel: a study run over kernels runs an exact plan "
+            "(--runs, --boots) on image files of its own, here and in lab VMs"
+        )
     if on is not None and (resume or skip_unsupported or destroy_data or target_ci is not None or decide):
         given = [
             n
@@ -504,6 +543,26 @@ def run(
             threshold=threshold,
             spread=spread,
         )
+    if kernel:
+        from fslab.lab.study import run_on_kernels
+
+        lab_run = _with_progress(
+            lambda observer: run_on_kernels(
+                loaded,
+                kernel,
+                results=results,
+                workdir=workdir,
+                boots=boots or 1,
+                observer=observer,
+                repetitions=repetitions,
+                seed=seed,
+                baseline=baseline,
+                skip_unsupported=skip_unsupported,
+            ),
+            interrupted="the boots that ended are stored; the one under way stored nothing (its VM was "
+            "stopped). A study run over kernels cannot be resumed: run it again for what is missing.",
+        )
+        return _show_and_exit(results, lab_run, baseline=baseline, threshold=threshold)
     flags = tuple(destroy_data or ())
     study_run_id = _with_progress(
         lambda observer: run_study(
@@ -599,7 +658,7 @@ def _warn_short_runs(study: "Study") -> None:
         errors.print(f"[yellow]warning[/yellow]: {safe_markup(warning)}", highlight=False, soft_wrap=True)
 
 
-def _with_progress(start: "Callable[[RunObserver], int]", then: str = "") -> int:
+def _with_progress(start: "Callable[[RunObserver], int]", then: str = "", interrupted: str | None = None) -> int:
     """Run a study run under a progress bar; returns its id. Ctrl-C or `kill` ends it interrupted,
     as do runs failing alike across targets (exit status 1). `then`: what follows the runs it announces."""
     from rich.progress import (
@@ -629,8 +688,12 @@ def _with_progress(start: "Callable[[RunObserver], int]", then: str = "") -> int
         raise typer.Exit(1) from None
     except KeyboardInterrupt:
         errors.print(
-            "[yellow]interrupted[/yellow]: mounts and loop devices released; the runs already done "
-            "are stored. `fslab run --resume` (with the same --db and --workdir) continues it."
+            "[yellow]interrupted[/yellow]: mounts and loop devices released; "
+            + (
+                interrupted
+                or "the runs already done are stored. `fslab run --resume` (with the same --db and --workdir) "
+                "continues it."
+            )
         )
         raise typer.Exit(130) from None
 

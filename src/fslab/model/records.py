@@ -114,6 +114,7 @@ class RunRecord:
     host: str | None = None  # the host it ran on (its name: ResultsDB.record_host keeps its facts)
     histograms: list[Histogram] = field(default_factory=list)  # what `--trace` monitors counted (schema 17)
     redone: bool = False  # disturbed, and run again (--redo-disturbed): stored, left out of the statistics
+    boot_id: str | None = None  # the boot it ran in (schema 19; None: imported)
 
 
 @dataclass(frozen=True)

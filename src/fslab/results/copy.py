@@ -14,7 +14,17 @@ import sqlalchemy as sa
 
 from fslab.results.db import ResultsDB, inserted_id
 from fslab.results.location import DatabaseUnusable, shown
-from fslab.results.schema import hosts, metrics, run_histograms, run_outputs, runs, study_runs, targets, workloads
+from fslab.results.schema import (
+    check_current,
+    hosts,
+    metrics,
+    run_histograms,
+    run_outputs,
+    runs,
+    study_runs,
+    targets,
+    workloads,
+)
 
 RUNS_PER_BATCH = 500  # runs written in one statement (and progress told after each)
 
@@ -119,3 +129,33 @@ def _copy_one(source: ResultsDB, destination: ResultsDB, study_run_id: int, copi
                     write.execute(table.insert(), [r | {"run_id": new_ids[r["run_id"]]} for r in rows])
             copied(start + len(batch))
     return new_id
+
+
+def append_runs(
+    source: ResultsDB,
+    source_study_run: int,
+    destination: ResultsDB,
+    study_run_id: int,
+    adjust: Callable[[list[dict]], list[dict]],
+) -> list[dict]:
+    """Every run of one study run of `source`, with its metrics, raw outputs and histograms (its
+    notes are its row's), stored as runs of another study run, `study_run_id` of `destination`, in
+    one transaction: each row as `adjust` makes it (a lab VM's boot, lab/study.py: its host, its
+    boot, its repetitions and blocks renumbered). Returns the rows stored, ids the destination's."""
+    with source.engine.connect() as read:
+        its_runs = _rows(read, runs, runs.c.study_run_id == source_study_run, runs.c.id)
+        old_ids = [r.pop("id") for r in its_runs]
+        related = {
+            table: _rows(read, table, table.c.run_id.in_(old_ids)) for table in (metrics, run_outputs, run_histograms)
+        }
+    if not its_runs:
+        return []
+    rows = adjust([r | {"study_run_id": study_run_id} for r in its_runs])
+    with destination.engine.begin() as write:
+        check_current(write, shown(destination.location))
+        inserted = write.execute(runs.insert().returning(runs.c.id, sort_by_parameter_order=True), rows)
+        new_ids = dict(zip(old_ids, inserted.scalars().all()))
+        for table, found in related.items():
+            if found:
+                write.execute(table.insert(), [r | {"run_id": new_ids[r["run_id"]]} for r in found])
+    return [r | {"id": new_ids[old]} for r, old in zip(rows, old_ids)]

@@ -309,6 +309,13 @@ class ResultsDB:
                 del settings["skipped"]
             conn.execute(study_runs.update().where(study_runs.c.id == study_run_id).values(settings=settings))
 
+    def update_settings(self, study_run_id: int, values: dict) -> None:
+        """Keys of a study run's settings set anew (a lab's kernels as they fared: lab/study.py)."""
+        with self.engine.begin() as conn:
+            stored = sa.select(study_runs.c.settings).where(study_runs.c.id == study_run_id).with_for_update()
+            settings = dict(conn.execute(stored).scalar() or {}) | values
+            conn.execute(study_runs.update().where(study_runs.c.id == study_run_id).values(settings=settings))
+
     def study_run(self, ref: str | int | None = None) -> dict | None:
         """A study run by id (12, or "#12": always an id, since no name begins with "#"), the
         newest of a study by name, or the newest of all. Digits that are both a study run's id

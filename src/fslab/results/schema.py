@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from fslab import __version__
 from fslab.core.errors import FslabError
 
-SCHEMA_VERSION = 18
+SCHEMA_VERSION = 19
 
 metadata = sa.MetaData()
 
@@ -106,6 +106,10 @@ runs = sa.Table(
     # since version 18: a disturbed run run again (`fslab run --redo-disturbed`): stored, never in
     # the statistics, as a warm-up is; its redo holds its place (monitors/pressure.py)
     sa.Column("redone", sa.Boolean, nullable=False, server_default=sa.false()),
+    # since version 19: the boot it ran in (/proc/sys/kernel/random/boot_id of the machine or lab VM
+    # that ran it): boots are the unit of replication between kernels (lab/study.py); NULL: stored
+    # before 19, or imported
+    sa.Column("boot_id", sa.String(36)),
 )
 
 # Since version 5 a metric carries its phase and its roles (model/__init__.py); a run keeps one raw
@@ -300,6 +304,13 @@ def _redone_column(conn: sa.Connection) -> None:
         conn.execute(sa.text("ALTER TABLE runs ADD COLUMN redone BOOLEAN NOT NULL DEFAULT FALSE"))
 
 
+def _boot_id_column(conn: sa.Connection) -> None:
+    """Runs name the boot they ran in; NULL for those stored before (a database made by this fslab
+    and marked older, as tests make one, has the column already)."""
+    if "boot_id" not in {c["name"] for c in sa.inspect(conn).get_columns("runs")}:
+        conn.execute(sa.text("ALTER TABLE runs ADD COLUMN boot_id VARCHAR(36)"))
+
+
 def _renamed_metric(old: str, new: str) -> str:
     return f"UPDATE metrics SET name = '{new}' WHERE name = '{old}'"
 
@@ -401,6 +412,9 @@ MIGRATIONS: dict[int, list[str | Only | Callable[[sa.Connection], None]]] = {
     16: [],
     # Runs may be set aside as disturbed and run again (--redo-disturbed); FALSE for those stored before.
     17: [_redone_column],
+    # Runs name the boot they ran in (a lab VM's, or this machine's): a kernel's runs over several
+    # boots are compared with another kernel's by their boot means; NULL for those stored before.
+    18: [_boot_id_column],
 }
 
 

@@ -63,6 +63,14 @@ def host(name: str | None = None) -> Host:
     )
 
 
+def boot_id() -> str | None:
+    """This boot of this machine (a lab VM's own, in the VM): runs of one boot share its state."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
+    except OSError:
+        return None
+
+
 def filesystem_of(path: Path) -> dict:
     """The filesystem holding a directory (where the loop images live, or will): type, source, free bytes."""
     existing = path

@@ -50,6 +50,13 @@ def resumable(db: ResultsDB, ref: str | None = None) -> Resumable:
     """The study run `ref` (id or study name; default: the newest interrupted one), if it can go on."""
     row = _interrupted(db, ref)
     settings = dict(row["settings"] or {"runs": row["repetitions"]})  # before schema version 2: runs only
+    if "lab" in settings:
+        kernels = ", ".join(settings["lab"].get("kernels", []))
+        raise CannotResume(
+            f"study run {row['id']} ran on kernels ({kernels}: `fslab run --kernel`), boot by boot: it cannot be "
+            "resumed (a boot cut short stored none of its runs; those of the boots that ended stay stored). "
+            "Run the study again with --kernel for what is missing"
+        )
     baseline = settings.pop("baseline", None)
     sizes_only = settings.pop("scale_sizes_only", False)
     no_ceiling = settings.pop("no_ceiling", False)

@@ -346,6 +346,7 @@ def _run_blocks(
     done = {} if done is None else done
     host = host or environment.host()
     db.record_host(study_run_id, host)
+    boot = environment.boot_id()
     skip = skip or partial(db.record_skipped, study_run_id)
     watch = _Watched(study_run_id, db, planner, observer, skip, dropped, resumable=ended is None)
     status = "interrupted"
@@ -379,11 +380,11 @@ def _run_blocks(
                                 planned,
                                 record,
                                 partial(execute, planned, workdir, sources, frozenset(traces)),
-                                lambda r: db.record_run(study_run_id, replace(r, host=host.name)),
+                                lambda r: db.record_run(study_run_id, replace(r, host=host.name, boot_id=boot)),
                                 tally,
                                 observer,
                             )
-                        run_id = db.record_run(study_run_id, replace(record, host=host.name))
+                        run_id = db.record_run(study_run_id, replace(record, host=host.name, boot_id=boot))
                     except BlockWithdrawn as withdrawn:
                         if observer:
                             observer.notice(str(withdrawn))

@@ -1,0 +1,382 @@
+"""`fslab run STUDY --kernel K [--kernel K2 …] [--kernel host] [--boots N]`: one study run in the
+host's database whose runs ran under several kernels, each a host of the study run named by its
+release (model.Host, accelerator recorded), "host" this machine's own kernel on bare metal.
+
+Each kernel's share is the study's whole plan, run `boots` times, each time in a fresh boot of a lab
+VM (vm.boot): fslab itself runs it there (`fslab run` on the study file fslab wrote to the share,
+checked again by the guest's own guard) into the guest's SQLite database, which it copies to the
+share as it ends. The host then stores that boot's runs as runs of the kernel's host with the
+boot's id, their repetitions and blocks renumbered after the boots before (results/copy.py's
+append_runs): runs stream back per boot, stored as soon as their boot ends. "host" runs the plan
+here with the ordinary runner, once per round, stored under this machine's name and boot id.
+Rounds interleave the kernels — K1 boot 1, K2 boot 1, host, K1 boot 2, … — so drift spreads over
+them. A kernel that cannot be prepared or booted is said in one line, recorded in the study
+run's settings ("lab": "failed") and left out of the rounds after; the others go on.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+import time
+import tomllib
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from fslab.core.errors import FslabError
+from fslab.core.workdir import Workdir
+from fslab.filesystems import FILESYSTEMS
+from fslab.lab import kernels as lab_kernels, vm
+from fslab.model import Study
+from fslab.results import ResultsDB
+from fslab.results.copy import append_runs
+from fslab.results.owner import Owner
+from fslab.running import environment
+from fslab.running.plan import Repetitions, new_seed
+from fslab.running.runner import RunObserver, StudyCannotRun, StudyStopped, run_study, study_run_settings
+
+HOST = lab_kernels.HOST  # --kernel host: this machine's own kernel, bare metal
+GUEST_SHARE = Path(vm.SHARE)  # where the guest sees the share
+GUEST_SCRATCH = Path(vm.SCRATCH)  # the guest's scratch disk: its work directory and database
+STUDY_FILE, RESULTS_FILE = "study.toml", "results.db"
+
+Say = Callable[[str], None]
+
+
+class LabStudyError(FslabError):
+    pass
+
+
+@dataclass
+class _Kernel:
+    """A kernel of the study run as the rounds go: its prepared package (None: "host", or not yet)."""
+
+    release: str
+    prepared: Any = None
+    failed: str | None = None  # why it was left out (prepare or boot failed)
+
+
+@dataclass
+class _Numbering:
+    """Where the next boot's runs of each host start: its repetitions after the boots before,
+    per (target, workload, warm-up), and its blocks after theirs."""
+
+    repetitions: dict[tuple[str, str, str, bool], int] = field(default_factory=dict)
+    blocks: dict[str, int] = field(default_factory=dict)
+
+    def renumbered(self, host: str, boot_id: str | None, rows: list[dict]) -> list[dict]:
+        """The rows of one boot of `host` as the study run keeps them; the numbering moved past them."""
+        block_offset = self.blocks.get(host, 0)
+        offsets = {key: n for key, n in self.repetitions.items() if key[0] == host}
+        out = []
+        for row in rows:
+            key = (host, row["target"], row["workload"], bool(row["warmup"]))
+            out.append(
+                row
+                | {
+                    "host": host,
+                    "boot_id": boot_id,
+                    "repetition": row["repetition"] + offsets.get(key, 0),
+                    "block": row["block"] + block_offset,
+                }
+            )
+        for row in out:
+            key = (host, row["target"], row["workload"], bool(row["warmup"]))
+            self.repetitions[key] = max(self.repetitions.get(key, 0), row["repetition"])
+            self.blocks[host] = max(self.blocks.get(host, 0), row["block"])
+        return out
+
+
+def run_on_kernels(
+    study: Study,
+    kernels: Sequence[str],
+    *,
+    results: ResultsDB,
+    workdir: Path,
+    boots: int = 1,
+    observer: RunObserver | None = None,
+    prepare: Callable[..., Any] | None = None,
+    boot: Callable[..., Any] | None = None,
+    **run_options: Any,
+) -> int:
+    """The study run's id. `run_options`: run_study's (repetitions, seed, baseline,
+    skip_unsupported), each given to every kernel's share alike. `prepare` and `boot` are
+    kernels.prepare and vm.boot (a test's stand-ins where given)."""
+    kernels = list(dict.fromkeys(kernels))
+    check_kernel_study(study, kernels, boots, run_options)
+    prepare, boot = prepare or lab_kernels.prepare, boot or vm.boot
+    repetitions: Repetitions = run_options.pop("repetitions", None) or Repetitions(study.repetitions, study.warmup)
+    seed = run_options.pop("seed", None)
+    plan_seed = seed if seed is not None else study.seed if study.seed is not None else new_seed()
+    study = replace(study, repetitions=repetitions.runs, warmup=repetitions.warmup)
+    root = Path(workdir)
+    lab: dict[str, Any] = {"kernels": kernels, "boots": boots, "failed": []}
+    settings = (
+        repetitions.describe()
+        | ({"baseline": run_options["baseline"]} if run_options.get("baseline") else {})
+        | study_run_settings(study, [])
+        | {"lab": lab}
+    )
+    versions = {kind: FILESYSTEMS[kind].version() for kind in {t.filesystem for t in study.targets}}
+    study_run_id = results.begin_study_run(
+        study, plan_seed, environment.collect(root), versions, settings, Owner.current(root)
+    )
+    if observer:
+        observer.announce(study, [])
+    run = _Run(study, results, study_run_id, root, repetitions, observer, prepare, boot, run_options)
+    state = [_Kernel(k) for k in kernels]
+    status = "interrupted"
+    try:
+        for round_ in range(1, boots + 1):
+            for kernel in (k for k in state if k.failed is None):
+                where = (
+                    f"{kernel.release}, boot {round_} of {boots}" if kernel.release != HOST else f"here, round {round_}"
+                )
+                share_seed = (plan_seed + round_ - 1) % 2**31
+                try:
+                    stored = (
+                        run.here(share_seed, where) if kernel.release == HOST else run.guest(kernel, share_seed, where)
+                    )
+                except _KernelFailed as exc:
+                    kernel.failed = str(exc)
+                    lab["failed"].append({"kernel": kernel.release, "boot": round_, "why": kernel.failed})
+                    results.update_settings(study_run_id, {"lab": lab})
+                    run.say(f"{where}: skipped, {kernel.failed}")
+                    continue
+                for cell, o in stored.items():
+                    before = run.outcome.get(cell)
+                    run.outcome[cell] = o | ({"runs": before.get("runs", 0) + o.get("runs", 0)} if before else {})
+        status = "finished"
+    finally:
+        results.finish_study_run(study_run_id, status, run.outcome)
+    if all(k.failed for k in state):
+        raise LabStudyError(
+            f"study run {study_run_id}: no kernel ran it: " + "; ".join(f"{k.release}: {k.failed}" for k in state)
+        )
+    return study_run_id
+
+
+class _KernelFailed(Exception):
+    """A kernel's package could not be prepared, or its VM did not boot or run fslab: it is left out."""
+
+
+def check_kernel_study(study: Study, kernels: Sequence[str], boots: int, run_options: dict) -> None:
+    """What a study run over kernels refuses before anything begins, all at once."""
+    problems = []
+    if not kernels:
+        problems.append("--kernel: name at least one kernel release (or host)")
+    if boots < 1:
+        problems.append(f"--boots {boots}: give 1 or more")
+    if boots > 1 and kernels == [HOST]:
+        problems.append("--boots: this machine's own kernel boots once; name a kernel package to boot it again")
+    repetitions = run_options.get("repetitions")
+    if repetitions is not None and repetitions.adaptive:
+        problems.append(
+            "--target-ci and --decide cannot go with --kernel: each boot runs an exact plan (give --runs and --boots)"
+        )
+    problems += [
+        f"target {t.name!r} names a device ({', '.join(t.named)}): a lab VM runs on image files of its own only"
+        for t in study.targets
+        if t.named
+    ]
+    problems += _not_self_contained(study)
+    if problems:
+        raise LabStudyError("the study cannot run on kernels; nothing was started:\n  " + "\n  ".join(problems))
+
+
+def _not_self_contained(study: Study) -> list[str]:
+    """The study reaches the guest as its text alone (the share): a file beside it is not there."""
+    try:
+        tables = tomllib.loads(study.source).get("workload", [])
+    except tomllib.TOMLDecodeError:
+        return []
+    named = [w.get("name", "?") for w in tables if isinstance(tables, list) and isinstance(w, dict) and "job_file" in w]
+    return [
+        f"{study.path}: workload {name!r} names a job_file; a lab VM reads the study's text alone: write the "
+        'job\'s options in the study ([[workload]] with kind = "fio" and its options)'
+        for name in named
+    ]
+
+
+def guest_arguments(study: Study, repetitions: Repetitions, seed: int, run_options: dict) -> list[str]:
+    """`fslab run`'s options in the guest: the same study as here (scaled, its ceiling, traces),
+    the same exact plan, this boot's seed."""
+    args = ["--runs", str(repetitions.runs), "--warmup", str(repetitions.warmup), "--seed", str(seed)]
+    if study.scale != 1.0:
+        args += ["--scale", repr(study.scale)] + (["--scale-sizes-only"] if study.scale_sizes_only else [])
+    if study.no_ceiling:
+        args.append("--no-ceiling")
+    for trace in study.traces:
+        args += ["--trace", trace]
+    if study.redo_disturbed:
+        args.append("--redo-disturbed")
+    if run_options.get("baseline"):
+        args += ["--baseline", run_options["baseline"]]
+    if run_options.get("skip_unsupported"):
+        args.append("--skip-unsupported")
+    args += ["--threshold", f"{repetitions.threshold * 100:g}"]
+    return args
+
+
+def guest_command(arguments: list[str]) -> str:
+    """The guest's shell text: fslab's own, every argument quoted; its database copied to the share
+    whatever fslab's exit status (a failed run is stored too), which is the command's."""
+    run = shlex.join(
+        [
+            sys.executable, "-m", "fslab", "run", str(GUEST_SHARE / STUDY_FILE),
+            "--db", str(GUEST_SCRATCH / RESULTS_FILE), "--workdir", str(GUEST_SCRATCH / "work"), *arguments,
+        ]
+    )  # fmt: skip
+    copy = shlex.join(["cp", str(GUEST_SCRATCH / RESULTS_FILE), str(GUEST_SHARE / RESULTS_FILE)])
+    return f"{run}; status=$?; {copy} && exit $status"
+
+
+@dataclass
+class _Run:
+    """One study run over kernels, as its shares are stored into it."""
+
+    study: Study
+    results: ResultsDB
+    study_run_id: int
+    root: Path
+    repetitions: Repetitions
+    observer: RunObserver | None
+    prepare: Callable[..., Any]
+    boot: Callable[..., Any]
+    run_options: dict
+    numbering: _Numbering = field(default_factory=_Numbering)
+    outcome: dict[str, dict] = field(default_factory=dict)
+
+    def say(self, line: str) -> None:
+        if self.observer:
+            self.observer.notice(line)
+
+    def guest(self, kernel: _Kernel, seed: int, where: str) -> dict:
+        """One boot of a kernel's VM running the plan: its runs stored, its cells' outcome."""
+        if kernel.prepared is None:
+            try:
+                kernel.prepared = self.prepare(kernel.release, say=self.say)
+            except FslabError as exc:
+                raise _KernelFailed(f"its package could not be prepared: {exc}") from None
+        command = guest_command(guest_arguments(self.study, self.repetitions, seed, self.run_options))
+        with _share(self.root) as share:
+            (share / STUDY_FILE).write_text(self.study.source)
+            self.say(f"{where}: booting")
+            started = time.monotonic()
+            try:
+                booted = self.boot(kernel.prepared, command, share=share)
+            except FslabError as exc:
+                raise _KernelFailed(f"it did not boot: {exc}") from None
+            database = share / RESULTS_FILE
+            if not database.is_file():
+                tail = " / ".join((booted.output or booted.console or "").strip().splitlines()[-3:])
+                ended = "did not end" if booted.status is None else f"ended with status {booted.status}"
+                raise _KernelFailed(f"its VM {ended} and stored no results ({tail or 'it said nothing'})")
+            self.results.record_host(self.study_run_id, booted.host)
+            stored = self._store(database, booted.host.name, booted.boot_id, where, tell_runs=True)
+            self.say(f"{where}: {_counted(stored)} stored in {time.monotonic() - started:.0f} s")
+            return stored
+
+    def here(self, seed: int, where: str) -> dict:
+        """This machine's share of one round: the ordinary runner into a database of its own (its
+        runs told as they run), then stored as a boot's are."""
+        host = environment.host()
+        with _share(self.root) as share:
+            self.say(f"{where}: running on this machine's kernel")
+            started = time.monotonic()
+            own, stopped = ResultsDB(str(share / RESULTS_FILE)), None
+            try:
+                run_study(
+                    self.study, own, Workdir(self.root), repetitions=self.repetitions, seed=seed,
+                    observer=_Quiet(self.observer), host=host, **self.run_options,
+                )  # fmt: skip
+            except StudyCannotRun as exc:
+                raise _KernelFailed(f"it cannot run here: {exc}") from None
+            except StudyStopped as exc:  # its runs so far are stored, then it is left out as a failed kernel is
+                stopped = str(exc)
+            finally:
+                own.engine.dispose()
+            self.results.record_host(self.study_run_id, host)
+            stored = self._store(share / RESULTS_FILE, host.name, environment.boot_id(), where, tell_runs=False)
+            self.say(f"{where}: {_counted(stored)} stored in {time.monotonic() - started:.0f} s")
+            if stopped:
+                raise _KernelFailed(stopped)
+            return stored
+
+    def _store(self, database: Path, host: str, boot_id: str | None, where: str, *, tell_runs: bool) -> dict:
+        """One boot's study run copied into this one: its cells' outcome, and how many runs (_TOTAL)."""
+        source = ResultsDB(str(database), named=f"the database of {where}")
+        try:
+            found = source.study_runs()
+            if len(found) != 1:
+                raise _KernelFailed(f"its database holds {len(found)} study runs, not one")
+            (guest_run,) = found
+            renumbered = partial(self.numbering.renumbered, host, boot_id)
+            stored = append_runs(source, guest_run["id"], self.results, self.study_run_id, renumbered)
+        finally:
+            source.engine.dispose()
+        for row in stored if tell_runs else ():
+            kind = "warm-up" if row["warmup"] else "run"
+            said = "ok" if row["status"] == "ok" else f"{row['status']}: {row.get('error') or ''}"
+            self.say(f"{where}: {row['target']} · {row['workload']} · {kind} {row['repetition']}: {said}")
+        cells = {f"{k} @ {host}": v for k, v in (guest_run.get("outcome") or {}).items()}
+        return cells | {_TOTAL: {"runs": len(stored), "ok": sum(r["status"] == "ok" for r in stored)}}
+
+
+_TOTAL = "(runs)"  # not a cell: how many runs a boot stored, for its progress line
+
+
+def _counted(stored: dict) -> str:
+    total = stored.pop(_TOTAL, {"runs": 0, "ok": 0})
+    failed = total["runs"] - total["ok"]
+    return f"{total['runs']} run(s)" + (f" ({failed} failed)" if failed else "")
+
+
+@contextmanager
+def _share(root: Path) -> Iterator[Path]:
+    """A folder of fslab's own under the work directory for one boot (its study file in, its
+    database out), removed after: proved the very folder made (device and inode) first."""
+    parent = root / "lab"
+    parent.mkdir(parents=True, exist_ok=True)
+    made = Path(tempfile.mkdtemp(prefix="share-", dir=parent))
+    identity = (made.stat().st_dev, made.stat().st_ino)
+    try:
+        yield made
+    finally:
+        now = os.lstat(made)
+        if (now.st_dev, now.st_ino) == identity and not made.is_symlink():
+            shutil.rmtree(made, ignore_errors=True)
+
+
+class _Quiet:
+    """The observer of this machine's share: its runs told as they run, the study announced once (by run_on_kernels)."""
+
+    def __init__(self, observer: RunObserver | None):
+        self.observer = observer
+
+    def announce(self, study: Study, skipped: list) -> None:
+        if self.observer and skipped:
+            self.observer.notice("here: skipped " + ", ".join(f"{u.target} ({u.why})" for u in skipped))
+
+    def notice(self, message: str) -> None:
+        if self.observer:
+            self.observer.notice(message)
+
+    def starting(self, planned: Any, index: int, total: int) -> None:
+        if self.observer:
+            self.observer.starting(planned, index, total)
+
+    def finished(self, planned: Any, record: Any) -> None:
+        if self.observer:
+            self.observer.finished(planned, record)
+
+    def already_stored(self, planned: Any, index: int, total: int) -> None:
+        if self.observer:
+            self.observer.already_stored(planned, index, total)

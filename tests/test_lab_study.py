@@ -1,0 +1,259 @@
+"""`fslab run --kernel … --boots N` (lab/study.py) with a stand-in VM (pure lane): each fake boot
+"runs" the plan by writing a real guest database with fslab's own code (tests/synthetic.py), from
+the very command and study file fslab gave the guest; the host stores each boot's runs as it ends.
+The real thing, under QEMU, is tests/test_lab_study_guest.py."""
+
+from __future__ import annotations
+
+import random
+import shlex
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from fslab.core.errors import FslabError
+from fslab.lab import study as lab_study
+from fslab.model import Host
+from fslab.model.ceiling import with_ceiling
+from fslab.results import ResultsDB
+from fslab.running.plan import Repetitions
+from fslab.running.resume import CannotResume, resumable
+from fslab.study import load_study, parse_study
+from synthetic import store_study_run
+
+STUDY = """
+[study]
+name = "kernels"
+repetitions = 2
+image_size = "320MiB"
+image_fill = "sparse"
+
+[[workload]]
+name = "seq_write"
+rw = "write"
+bs = "1m"
+direct = 1
+size = "32MiB"
+runtime = "1s"
+
+[[target]]
+filesystem = "ext4"
+
+[[target]]
+filesystem = "btrfs"
+"""
+
+A, B, BAD = "6.1.0-55-amd64", "6.12.117+deb12-amd64", "6.1.0-47-amd64"
+
+
+class Refused(FslabError):
+    pass
+
+
+@dataclass
+class FakeLab:
+    """kernels.prepare and vm.boot stand-ins: what was asked, in order; a boot stores the plan its
+    command asks for in the share, as fslab in the guest would."""
+
+    tmp: Path
+    unbootable: set[str] = field(default_factory=set)
+    unpreparable: set[str] = field(default_factory=set)
+    interrupt_at: int | None = None  # the boot (1-based, over all kernels) at which Ctrl-C comes
+    speed: dict[str, float] = field(default_factory=dict)  # each kernel's throughput factor
+    boot_noise: float = 0.0  # each boot's own level: a factor drawn once per boot
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    booted: list[dict] = field(default_factory=list)
+
+    def prepare(self, release: str, *, say=None):  # noqa: ANN001, ANN201
+        self.calls.append(("prepare", release))
+        if release in self.unpreparable:
+            raise Refused(f"kernel {release}: the archive offers no linux-image-{release}")
+        return SimpleNamespace(release=release, package_version="1.0")
+
+    def boot(self, kernel, command: str, *, share: Path):  # noqa: ANN001, ANN201
+        self.calls.append(("boot", kernel.release))
+        if self.interrupt_at is not None and sum(c[0] == "boot" for c in self.calls) == self.interrupt_at:
+            raise KeyboardInterrupt
+        if kernel.release in self.unbootable:
+            return SimpleNamespace(status=None, output="", console="Kernel panic - not syncing: VFS", share=share)
+        argv = shlex.split(command.split(";")[0])
+        options = dict(zip(argv[5::2], argv[6::2])) | {"study": argv[4]}
+        self.booted.append({"release": kernel.release, "argv": argv, "options": options, "command": command})
+        study = load_study(share / "study.toml", scale=float(options.get("--scale", 1.0)))
+        study = with_ceiling(study, False, set())
+        seed = int(options["--seed"])
+        rng = random.Random(seed)
+        level = self.speed.get(kernel.release, 1.0) * (1 + self.boot_noise * rng.uniform(-1, 1))
+        db = ResultsDB(str(share / "results.db"))
+        store_study_run(
+            db, study, seed=seed, rng=rng, scale={"ext4": level, "btrfs": 0.5 * level, "(ceiling)": 1.5 * level},
+            repetitions=Repetitions(int(options["--runs"]), int(options["--warmup"])),
+            env={"kernel": kernel.release},
+        )  # fmt: skip
+        db.engine.dispose()
+        host = Host(kernel.release, "m", kernel.release, "QEMU Virtual CPU", 1, 2**31, accelerator="tcg")
+        return SimpleNamespace(status=0, output="", console="", share=share, host=host, boot_id=str(uuid.uuid4()))
+
+
+class Told:
+    """A RunObserver that keeps what it is told."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def announce(self, study, skipped) -> None:  # noqa: ANN001
+        self.lines.append(f"announce {study.name}")
+
+    def notice(self, message: str) -> None:
+        self.lines.append(message)
+
+    def starting(self, planned, index, total) -> None:  # noqa: ANN001
+        pass
+
+    def finished(self, planned, record) -> None:  # noqa: ANN001
+        pass
+
+    def already_stored(self, planned, index, total) -> None:  # noqa: ANN001
+        pass
+
+
+def _study(tmp_path: Path, text: str = STUDY):
+    path = tmp_path / "kernels.toml"
+    path.write_text(text)
+    return with_ceiling(load_study(path), False, set())
+
+
+def _run(tmp_path: Path, lab: FakeLab, kernels: list[str], boots: int, observer=None, **options):  # noqa: ANN001, ANN202
+    db = ResultsDB(str(tmp_path / "host.db"))
+    study_run = lab_study.run_on_kernels(
+        _study(tmp_path), kernels, results=db, workdir=tmp_path / "wd", boots=boots, observer=observer,
+        prepare=lab.prepare, boot=lab.boot, repetitions=Repetitions(2), seed=7, **options,
+    )  # fmt: skip
+    return db, study_run
+
+
+def test_boots_interleave_over_kernels_and_each_boots_runs_are_stored_renumbered_with_its_host_and_boot(tmp_path):
+    lab = FakeLab(tmp_path)
+    told = Told()
+    db, study_run = _run(tmp_path, lab, [A, B], boots=3, observer=told)
+    assert [c for c in lab.calls if c[0] == "boot"] == [("boot", k) for _ in range(3) for k in (A, B)], (
+        "K1 boot 1, K2 boot 1, K1 boot 2, …: drift spreads over the kernels"
+    )
+    assert [c for c in lab.calls if c[0] == "prepare"] == [("prepare", A), ("prepare", B)], "each prepared once"
+    runs = db.runs(study_run)
+    assert len(runs) == 2 * 3 * (2 + 2 + 4), "2 kernels × 3 boots × (ext4's 2, btrfs's 2, the ceiling's 4 runs)"
+    for kernel in (A, B):
+        mine = [r for r in runs if r["host"] == kernel]
+        assert len({r["boot_id"] for r in mine}) == 3 and None not in {r["boot_id"] for r in mine}
+        for target in ("ext4", "btrfs"):
+            cell = [r for r in mine if r["target"] == target]
+            assert sorted(r["repetition"] for r in cell) == [1, 2, 3, 4, 5, 6], "each boot's runs distinct"
+            by_boot: dict[str, list[int]] = {}
+            for r in cell:
+                by_boot.setdefault(r["boot_id"], []).append(r["repetition"])
+            assert sorted(by_boot.values()) == [[1, 2], [3, 4], [5, 6]], "a boot's repetitions together, in order"
+        blocks = [r["block"] for r in mine]
+        assert blocks == sorted(blocks) and max(blocks) == 3 * max(r["block"] for r in mine if r["repetition"] <= 2)
+    assert {h.name: h.accelerator for h in db.hosts(study_run)} == {A: "tcg", B: "tcg"}
+    groups = db.sample_groups(study_run)
+    assert sum(len(v["write_iops"]) for v in groups.values.values()) == len(runs), "their metrics with them"
+    assert db.outputs(runs[0]["id"]), "and their raw outputs"
+    row = db.study_run(study_run)
+    assert row["status"] == "finished" and row["settings"]["lab"] == {"kernels": [A, B], "boots": 3, "failed": []}
+    assert f"{A}, boot 1 of 3: booting" in told.lines
+    assert any(line.startswith(f"{B}, boot 3 of 3: 8 run(s) stored in ") for line in told.lines)
+    assert f"{A}, boot 2 of 3: btrfs · seq_write · run 4: ok" in told.lines, "a line per run, renumbered"
+    assert row["outcome"]["ext4 · seq_write @ " + A]["runs"] == 6
+
+
+def test_the_guest_runs_fslab_on_the_study_fslab_wrote_with_the_same_options_each_boot_its_seed(tmp_path):
+    lab = FakeLab(tmp_path)
+    study = parse_study(STUDY, "kernels.toml", base_dir=tmp_path, scale=0.5)
+    study = with_ceiling(study, False, set())
+    db = ResultsDB(str(tmp_path / "host.db"))
+    lab_study.run_on_kernels(
+        study, [A], results=db, workdir=tmp_path / "wd", boots=2, prepare=lab.prepare, boot=lab.boot,
+        repetitions=Repetitions(2, 1), seed=7, skip_unsupported=True, baseline="ext4",
+    )  # fmt: skip
+    first, second = lab.booted
+    assert first["argv"][1:5] == ["-m", "fslab", "run", "/fslab-share/study.toml"]
+    assert first["options"]["--db"] == "/fslab-scratch/results.db"
+    assert first["options"]["--workdir"] == "/fslab-scratch/work"
+    assert (first["options"]["--runs"], first["options"]["--warmup"], first["options"]["--scale"]) == ("2", "1", "0.5")
+    assert "--skip-unsupported" in first["argv"] and first["options"]["--baseline"] == "ext4"
+    assert (first["options"]["--seed"], second["options"]["--seed"]) == ("7", "8"), "each boot its own order"
+    assert first["command"].endswith(
+        "; status=$?; cp /fslab-scratch/results.db /fslab-share/results.db && exit $status"
+    )
+    assert not list((tmp_path / "wd" / "lab").iterdir()), "each boot's share removed once stored"
+
+
+def test_a_study_file_name_with_shell_text_reaches_the_guest_quoted(tmp_path):
+    command = lab_study.guest_command(["--baseline", "ext4; rm -rf /", "--trace", "$(reboot)"])
+    assert shlex.split(command.split("; status=")[0])[-4:] == ["--baseline", "ext4; rm -rf /", "--trace", "$(reboot)"]
+
+
+def test_a_kernel_that_fails_to_boot_or_prepare_is_said_recorded_and_left_out_the_others_go_on(tmp_path):
+    lab = FakeLab(tmp_path, unbootable={BAD}, unpreparable={"6.1.0-46-amd64"})
+    told = Told()
+    db, study_run = _run(tmp_path, lab, [BAD, A, "6.1.0-46-amd64"], boots=2, observer=told)
+    assert [c for c in lab.calls if c[0] == "boot"] == [("boot", BAD), ("boot", A), ("boot", A)], (
+        "a kernel left out after its failed boot"
+    )
+    assert {r["host"] for r in db.runs(study_run)} == {A}
+    failed = db.study_run(study_run)["settings"]["lab"]["failed"]
+    assert [(f["kernel"], f["boot"]) for f in failed] == [(BAD, 1), ("6.1.0-46-amd64", 1)]
+    assert "did not end and stored no results (Kernel panic - not syncing: VFS)" in failed[0]["why"]
+    assert "could not be prepared" in failed[1]["why"] and "offers no linux-image-6.1.0-46-amd64" in failed[1]["why"]
+    skipped = [line for line in told.lines if "skipped" in line]
+    assert len(skipped) == 2 and skipped[0].startswith(f"{BAD}, boot 1 of 2: skipped, its VM did not end")
+
+
+def test_no_kernel_running_it_is_an_error_naming_each(tmp_path):
+    lab = FakeLab(tmp_path, unbootable={BAD})
+    with pytest.raises(FslabError, match=f"no kernel ran it: {BAD}: its VM did not end"):
+        _run(tmp_path, lab, [BAD], boots=1)
+
+
+def test_ctrl_c_in_a_boot_keeps_the_boots_that_ended_marks_the_study_run_interrupted_and_resume_refuses(tmp_path):
+    lab = FakeLab(tmp_path, interrupt_at=3)
+    db = ResultsDB(str(tmp_path / "host.db"))
+    with pytest.raises(KeyboardInterrupt):
+        lab_study.run_on_kernels(
+            _study(tmp_path), [A, B], results=db, workdir=tmp_path / "wd", boots=2, prepare=lab.prepare,
+            boot=lab.boot, repetitions=Repetitions(2), seed=7,
+        )  # fmt: skip
+    (row,) = db.study_runs()
+    assert row["status"] == "interrupted"
+    assert {r["host"] for r in db.runs(row["id"])} == {A, B} and len(db.runs(row["id"])) == 2 * 8, "boot 1 of each"
+    assert not list((tmp_path / "wd" / "lab").iterdir()), "the interrupted boot's share removed"
+    with pytest.raises(CannotResume, match=r"ran on kernels \(6.1.0-55-amd64, 6.12.117\+deb12-amd64"):
+        resumable(db, str(row["id"]))
+
+
+@pytest.mark.parametrize(
+    ("options", "said"),
+    [
+        ({"repetitions": Repetitions(2, target_ci=0.05)}, "--target-ci and --decide cannot go with --kernel"),
+        ({"boots": 0}, "--boots 0: give 1 or more"),
+    ],
+)
+def test_what_a_study_over_kernels_refuses_before_anything_begins(tmp_path, options, said):
+    lab = FakeLab(tmp_path)
+    boots = options.pop("boots", 1)
+    with pytest.raises(FslabError, match=said):
+        lab_study.run_on_kernels(
+            _study(tmp_path), [A], results=ResultsDB(str(tmp_path / "h.db")), workdir=tmp_path, boots=boots,
+            prepare=lab.prepare, boot=lab.boot, **options,
+        )  # fmt: skip
+    assert lab.calls == []
+
+
+def test_a_study_naming_a_job_file_is_refused_its_text_alone_reaches_the_guest(tmp_path):
+    (tmp_path / "job.fio").write_text("[j]\nrw=read\n")
+    text = STUDY + '\n[[workload]]\nname = "mine"\njob_file = "job.fio"\n'
+    with pytest.raises(FslabError, match="workload 'mine' names a job_file"):
+        lab_study.check_kernel_study(_study(tmp_path, text), [A], 1, {})
