@@ -184,13 +184,17 @@ def test_the_setup_loads_every_module_in_order_from_a_hostile_path_and_runs_noth
 
 
 @pytest.mark.skipif(Path("/sys/module/zfs").exists(), reason="the setup loads no module where one is loaded")
-def test_the_setup_ends_the_shell_when_a_module_does_not_load(tmp_path):
+def test_a_module_that_does_not_load_is_said_and_nothing_after_it_is_done(tmp_path):
     cache = tmp_path / "cache"
     fake_build(cache)
     env = stand_ins(tmp_path / "bin", tmp_path / "log", failing="insmod")
-    script = openzfs.setup_script(RELEASE, {"openzfs"}, cache=cache) + "echo the study ran\n"
+    script = (
+        openzfs.setup_script(RELEASE, {"openzfs"}, cache=cache) + 'echo "study ran: $FSLAB_ZFS_KERNEL_ONLY $PATH"\n'
+    )
     done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, check=False)
-    assert done.returncode == 97 and "the study ran" not in done.stdout
+    # The shell goes on (vm.boot runs the setup in the guest's init): the study's fslab finds no
+    # ZFS, zfs-fuse ruled out, and says its targets are unsupported.
+    assert done.returncode == 0 and f"study ran: 1 {env['PATH']}\n" in done.stdout, "PATH as it was"
     assert f"fslab setup: insmod {cache / RELEASE / 'modules' / 'spl.ko'} failed" in done.stderr
     assert len(logged(tmp_path / "log")) == 1, "nothing after the module that failed"
 
@@ -207,7 +211,7 @@ def test_the_setup_refuses_zpool_of_another_zfs(tmp_path):
     env["PATH"] += f":{other}"
     script = openzfs.setup_script(RELEASE, {"openzfs"}, cache=cache)
     done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, check=False)
-    assert done.returncode == 97 and "fslab setup: zpool is not" in done.stderr
+    assert done.returncode == 1 and "fslab setup: zpool is not" in done.stderr
 
 
 def test_the_setup_refuses_what_it_does_not_know_and_a_build_that_is_not_there(tmp_path):
@@ -217,3 +221,69 @@ def test_the_setup_refuses_what_it_does_not_know_and_a_build_that_is_not_there(t
         openzfs.setup_script(RELEASE, {"openzfs"}, cache=tmp_path)
     assert "insmod" not in openzfs.setup_script(RELEASE, {"lvm"}, cache=tmp_path), "no OpenZFS asked, none needed"
     assert os.listdir(tmp_path) == []
+
+
+ZFS_STUDY = """\
+[study]
+name = "z"
+repetitions = 1
+image_size = "512MiB"
+
+[fio]
+size = "8MiB"
+runtime = "1s"
+
+[[workload]]
+name = "w"
+rw = "read"
+bs = "1m"
+
+[[target]]
+name = "z"
+filesystem = "zfs"
+arc_max = "256MiB"
+
+[[target]]
+name = "e"
+filesystem = "ext4"
+layers = ["luks"]
+"""
+
+
+def test_a_boot_of_a_kernel_no_openzfs_fits_leaves_it_out_and_says_so(tmp_path, monkeypatch):
+    from fslab.study import parse_study
+
+    study = parse_study(ZFS_STUDY, "z.toml", base_dir=tmp_path)
+    monkeypatch.setattr(openzfs, "prepare", lambda *a, **k: pytest.fail("no build for a kernel none fits"))
+    setup = openzfs.for_guest(study, "6.18.44-fc-v657", cache=tmp_path, say=lambda _: None)
+    assert setup.notes == (
+        "no OpenZFS in the archive supports 6.18 (6.18.44-fc-v657): bookworm's zfs-dkms 2.1 builds for 3.10 to 6.2; "
+        "bookworm-backports's zfs-dkms 2.3 builds for 4.18 to 6.14; its ZFS targets are unsupported there",
+    )
+    assert "insmod" not in setup.script and "modprobe -- dm_crypt" in setup.script
+    assert "export FSLAB_ZFS_KERNEL_ONLY=1" in setup.script, "the guest's fslab finds no ZFS: never zfs-fuse"
+    assert setup.memory_mib == openzfs.GUEST_MEMORY_MIB
+
+
+def test_a_boot_of_a_kernel_openzfs_fits_has_it_built_and_loaded(tmp_path, monkeypatch):
+    from fslab.study import parse_study
+
+    fake_build(tmp_path)
+    built: list[str] = []
+    monkeypatch.setattr(openzfs, "prepare", lambda release, **_: built.append(release))
+    setup = openzfs.for_guest(parse_study(ZFS_STUDY, "z.toml", base_dir=tmp_path), RELEASE, cache=tmp_path)
+    assert built == [RELEASE] and setup.notes == ()
+    assert f"insmod {tmp_path / RELEASE / 'modules' / 'zfs.ko'} zfs_arc_min=" in setup.script
+
+
+def test_with_kernel_only_set_zfs_fuse_is_no_engine(monkeypatch):
+    from fslab.filesystems import zfs_engine
+
+    monkeypatch.setattr(zfs_engine, "KERNEL_MODULE", Path("/nonexistent/zfs"))
+    monkeypatch.setattr(zfs_engine.shutil, "which", lambda name: f"/usr/sbin/{name}")  # zfs-fuse installed
+    monkeypatch.setattr(zfs_engine, "run", lambda *a, **k: subprocess.CompletedProcess(a, 0, "0.7.0", ""))
+    monkeypatch.delenv(zfs_engine.KERNEL_ONLY, raising=False)
+    found = zfs_engine.engine()
+    assert found is not None and found.fuse and zfs_engine.runs_on_fuse()
+    monkeypatch.setenv(zfs_engine.KERNEL_ONLY, "1")
+    assert zfs_engine.engine() is None and not zfs_engine.runs_on_fuse()

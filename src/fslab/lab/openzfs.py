@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 from fslab.core.errors import FslabError, Refused
 from fslab.core.system import CommandError, run
 from fslab.core.units import format_size
+from fslab.filesystems.zfs_engine import KERNEL_ONLY
 
 if TYPE_CHECKING:
     from fslab.model import Study
@@ -430,20 +431,48 @@ def memory_mib(study: Study) -> int:
     return max(GUEST_MEMORY_MIB, -(-max(caps) // 2**20) + ARC_HEADROOM_MIB)
 
 
+@dataclass(frozen=True)
+class GuestSetup:
+    """What a study's boot of a kernel needs: the setup text (vm.boot's `setup`), the guest's
+    memory (VmSpec's memory_mib), and what was left out, said (no OpenZFS fits the kernel)."""
+
+    script: str
+    memory_mib: int
+    notes: tuple[str, ...] = ()
+
+
+def for_guest(study: Study, release: str, *, cache: Path = OPENZFS, say: Callable[[str], None] = print) -> GuestSetup:
+    """The setup of a boot of `release` for the study: OpenZFS built for it first where a target
+    needs it (once: prepare). Where no OpenZFS fits the kernel, the setup leaves it out and says
+    so: the guest's fslab then finds no ZFS (never zfs-fuse), and its ZFS targets are unsupported
+    there. A build that fails raises FslabError (prepare's)."""
+    needs = needs_of(study)
+    notes: list[str] = []
+    if OPENZFS_NEED in needs and choose(release) is None:
+        needs.discard(OPENZFS_NEED)
+        notes.append(f"{no_openzfs(release)}; its ZFS targets are unsupported there")
+    elif OPENZFS_NEED in needs:
+        prepare(release, cache=cache, say=say)
+    return GuestSetup(setup_script(release, needs, cache=cache), memory_mib(study), tuple(notes))
+
+
 def setup_script(release: str, needs: Iterable[str], *, cache: Path = OPENZFS) -> str:
-    """Guest shell text (bash, run in the shell that then runs the study's command) loading what
-    `needs` names: the layers' modules from the guest kernel's own (modprobe), OpenZFS's modules
-    from the cache (insmod, each after what it depends on; `depmod -a` of a whole kernel costs half
-    a minute of emulated CPU), its tools first on PATH and its libraries on LD_LIBRARY_PATH. It
-    ends the shell with status 97 and a line saying what failed, so that no study runs on zfs-fuse
-    or without a layer. Only checked names are in it, each quoted."""
+    """Guest shell text (bash, run in the shell that then runs the study's command: its exports
+    reach it) loading what `needs` names: the layers' modules from the guest kernel's own
+    (modprobe), OpenZFS's modules from the cache (insmod, each after what it depends on: `depmod
+    -a` of a whole kernel costs half a minute of emulated CPU), its tools first on PATH and its
+    libraries on LD_LIBRARY_PATH. It never ends the shell (vm.boot runs it in the guest's init):
+    what fails is said ("fslab setup: …" on stderr) and what depends on it is not done, so the
+    study's fslab finds the layer or OpenZFS missing and says so (zfs-fuse, on the host's root the
+    guest sees, is ruled out: zfs_engine.KERNEL_ONLY). Only checked names are in it, each quoted."""
     from fslab.devices.layers import LAYERS  # the registry joins its modules on first use
 
     check_release(release)
     wanted = sorted(set(needs))
     lines = [
         f"# fslab's guest setup for {release}: {', '.join(wanted) or 'nothing'} (fslab.lab.openzfs.setup_script)",
-        'fslab_setup_failed() { echo "fslab setup: $1" >&2; exit 97; }',
+        f"export {KERNEL_ONLY}=1",
+        'fslab_setup_failed() { echo "fslab setup: $1" >&2; return 1; }',
     ]
     modules: list[str] = []
     for need in wanted:
@@ -465,31 +494,43 @@ def _modprobe(module: str) -> str:
     return f"modprobe -- {shlex.quote(module)} || fslab_setup_failed {shlex.quote(f'modprobe {module} failed')}"
 
 
+def _or_fail(command: str, said: str) -> str:
+    """`command`, else `said` and the OpenZFS function's end (fslab_openzfs)."""
+    return f"{command} || {{ fslab_setup_failed {shlex.quote(said)}; return 1; }}"
+
+
 def _openzfs_lines(release: str, cache: Path) -> list[str]:
     built = prepared(release, cache=cache)
     if built is None:
         raise FslabError(f"OpenZFS is not built for {release} in {cache}: `fslab lab build {release}` builds it")
     q = shlex.quote
-    lines = [f"# OpenZFS {built.version} ({built.package_version}, {built.suite})", "if [ ! -e /sys/module/zfs ]; then"]
+    lines = [
+        f"# OpenZFS {built.version} ({built.package_version}, {built.suite}): the rest skipped at the first failure",
+        "fslab_openzfs() {",
+        "    if [ ! -e /sys/module/zfs ]; then",
+    ]
     for module in built.load_order:
         if not _MODULE.fullmatch(module):
             raise Refused(f"{module!r} in {built.directory / 'ready'} is not a kernel module's name: not loaded")
         ko = built.modules / f"{module}.ko"
         if not ko.exists():
-            lines.append("    " + _modprobe(module))  # the kernel's own
+            lines.append(f"        {_modprobe(module)} || return 1")  # the kernel's own
             continue
         arguments = f" zfs_arc_min={ARC_MIN}" if module == "zfs" else ""
-        lines.append(f"    insmod {q(str(ko))}{arguments} || fslab_setup_failed {q(f'insmod {ko} failed')}")
+        lines.append("        " + _or_fail(f"insmod {q(str(ko))}{arguments}", f"insmod {ko} failed"))
     sbin, lib = built.root / "sbin", built.root / "lib" / "x86_64-linux-gnu"
+    path = ":".join(q(str(d)) for d in (sbin, built.root / "usr" / "sbin", built.root / "usr" / "bin"))
     want = f"zfs-kmod-{built.package_version}"
     lines += [
-        "fi",
-        f"export PATH={q(str(sbin))}:{q(str(built.root / 'usr' / 'sbin'))}:{q(str(built.root / 'usr' / 'bin'))}:$PATH",
-        f"export LD_LIBRARY_PATH={q(str(lib))}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}",
-        f'[ "$(command -v zpool)" = {q(str(sbin / "zpool"))} ] || fslab_setup_failed {q(f"zpool is not {sbin}/zpool")}',
-        f"zpool version | grep -qxF -- {q(want)} || fslab_setup_failed {q(f'the loaded module is not {want}')}",
+        "    fi",
+        f"    export PATH={path}:$PATH",
+        f"    export LD_LIBRARY_PATH={q(str(lib))}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}",
+        "    " + _or_fail(f'[ "$(command -v zpool)" = {q(str(sbin / "zpool"))} ]', f"zpool is not {sbin}/zpool"),
+        "    " + _or_fail(f"zpool version | grep -qxF -- {q(want)}", f"the loaded module is not {want}"),
         # Copied up into the guest's RAM overlay: a run's dropped page cache would have them read
         # over 9p again, at each target's teardown.
-        f"touch -c -- {q(str(sbin / 'zpool'))} {q(str(sbin / 'zfs'))} {q(str(lib))}/lib* 2>/dev/null || true",
+        f"    touch -c -- {q(str(sbin / 'zpool'))} {q(str(sbin / 'zfs'))} {q(str(lib))}/lib* 2>/dev/null || true",
+        "}",
+        "fslab_openzfs",
     ]
     return lines
