@@ -68,9 +68,10 @@ check: gate
 # mkfs, mount and the disk, and the QEMU guests boot in the background from the start, on a core
 # of their own most of the time (two workers: 10:05; three: 8:13 here); the groups (one per
 # module, zfs-fuse's, the guests') and the order they are handed out in are in tests/conftest.py.
+# Whole studies in lab VMs (lab_long: nas-stack on a kernel, tens of minutes under TCG) are left out.
 test: setup gate
 	cd tests && ../$(PYTHON) -c 'from guest import guest_kernel; from fslab.lab import openzfs; openzfs.prepare(guest_kernel()[1].name)'
-	$(VENV)/bin/pytest -n 3 --dist loadgroup --no-loadscope-reorder
+	$(VENV)/bin/pytest -n 3 --dist loadgroup --no-loadscope-reorder -m "not lab_long"
 
 # The speed and memory targets, measured (at length: not in a test). Each script's --smoke runs the
 # same code at tiny sizes in seconds and judges nothing: tests/test_bench.py runs those.

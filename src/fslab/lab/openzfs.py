@@ -439,6 +439,8 @@ class GuestSetup:
     script: str
     memory_mib: int
     notes: tuple[str, ...] = ()
+    scratch_bytes: int = 4 * 2**30  # the guest's scratch disk (vm.boot's; a sparse file on the host)
+    timeout: float = 900  # seconds: the boot's limit (vm.boot's)
 
 
 def for_guest(study: Study, release: str, *, cache: Path = OPENZFS, say: Callable[[str], None] = print) -> GuestSetup:
@@ -453,7 +455,35 @@ def for_guest(study: Study, release: str, *, cache: Path = OPENZFS, say: Callabl
         notes.append(f"{no_openzfs(release)}; its ZFS targets are unsupported there")
     elif OPENZFS_NEED in needs:
         prepare(release, cache=cache, say=say)
-    return GuestSetup(setup_script(release, needs, cache=cache), memory_mib(study), tuple(notes))
+    return GuestSetup(
+        setup_script(release, needs, cache=cache),
+        memory_mib(study),
+        tuple(notes),
+        scratch_bytes=scratch_bytes(study),
+        timeout=boot_seconds(study),
+    )
+
+
+SCRATCH_FLOOR = 4 * 2**30  # vm.SCRATCH_BYTES
+
+
+def scratch_bytes(study: Study) -> int:
+    """The guest's scratch disk for the study: every target's images at once (a study's runs are
+    interleaved, its images kept to its end), twice over for what workloads lay beside them (an
+    rsync source's own image), and a GiB for the work directory and the database. The disk is a
+    sparse file on the host: what the guest never writes costs nothing."""
+    images = sum(t.image_size * t.devices for t in study.targets if t.on_images and t.raw_baseline_of is None)
+    return max(SCRATCH_FLOOR, 2 * images + 2**30)
+
+
+BOOT_SECONDS_PER_RUN = 180.0  # a run's set-up, measurement and teardown under TCG, at the most seen (nas-stack)
+
+
+def boot_seconds(study: Study) -> float:
+    """The boot's time limit: what the study's runs take under emulation at the most (a guest
+    that hangs is killed at it), and vm.boot's 900 s at the least."""
+    runs = len(study.cells) * (study.repetitions + study.warmup)
+    return max(900.0, 300.0 + runs * BOOT_SECONDS_PER_RUN)
 
 
 def setup_script(release: str, needs: Iterable[str], *, cache: Path = OPENZFS) -> str:

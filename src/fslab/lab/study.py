@@ -283,6 +283,8 @@ class _Run:
                     share=share,
                     setup=setup.script,
                     spec=vm.VmSpec(memory_mib=setup.memory_mib),
+                    timeout=setup.timeout,
+                    scratch_bytes=setup.scratch_bytes,
                 )
             except FslabError as exc:
                 raise _KernelFailed(f"it did not boot: {exc}") from None
