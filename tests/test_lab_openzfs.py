@@ -287,3 +287,12 @@ def test_with_kernel_only_set_zfs_fuse_is_no_engine(monkeypatch):
     assert found is not None and found.fuse and zfs_engine.runs_on_fuse()
     monkeypatch.setenv(zfs_engine.KERNEL_ONLY, "1")
     assert zfs_engine.engine() is None and not zfs_engine.runs_on_fuse()
+
+
+def test_the_lab_build_step_says_when_no_openzfs_fits_and_builds_none(tmp_path):
+    said: list[str] = []
+    assert openzfs.prepare_if_fits("6.18.44-fc-v657", cache=tmp_path / "c", say=said.append) is None
+    assert said == [openzfs.no_openzfs("6.18.44-fc-v657")] and not (tmp_path / "c").exists()
+    fake_build(tmp_path)
+    built = openzfs.prepare_if_fits(RELEASE, cache=tmp_path, say=said.append)
+    assert built is not None and built.release == RELEASE

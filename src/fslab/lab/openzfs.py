@@ -189,6 +189,17 @@ def prepare(release: str, *, cache: Path = OPENZFS, say: Callable[[str], None] =
     return found
 
 
+def prepare_if_fits(
+    release: str, *, cache: Path = OPENZFS, say: Callable[[str], None] = print
+) -> PreparedOpenZFS | None:
+    """`fslab lab build KERNEL`'s OpenZFS step: built (prepare) where one fits the kernel, else the
+    plain sentence said and None: the kernel is no less ready, its ZFS targets unsupported there."""
+    if choose(release) is None:
+        say(no_openzfs(release))
+        return None
+    return prepare(release, cache=cache, say=say)
+
+
 @contextmanager
 def _locked(cache: Path) -> Iterator[None]:
     _own_directory(cache)
