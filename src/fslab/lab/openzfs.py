@@ -326,6 +326,7 @@ def _build(release: str, offer: Offer, cache: Path, staging: Path, say: Callable
     for ko in sorted((build / "module").rglob("*.ko")):
         shutil.copy2(ko, modules / ko.name)
     order = _load_order(modules, release)
+    headers_used = sorted(d.name for d in headers.glob("*.deb"))  # what it was built against, recorded
     for temporary in (source, tree, debs, staging / "headers-debs"):
         shutil.rmtree(temporary)  # the objects, the source and the headers: ~500 MiB, built once
     say(f"built {len(order)} modules ({format_size(sum(f.stat().st_size for f in modules.iterdir()))})")
@@ -335,7 +336,7 @@ def _build(release: str, offer: Offer, cache: Path, staging: Path, say: Callable
         "package_version": version,
         "suite": offer.suite,
         "load_order": order,
-        "headers": sorted(d.name for d in headers.glob("*.deb")) if headers.exists() else [],
+        "headers": headers_used,
     }
 
 
