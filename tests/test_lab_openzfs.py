@@ -296,3 +296,20 @@ def test_the_lab_build_step_says_when_no_openzfs_fits_and_builds_none(tmp_path):
     fake_build(tmp_path)
     built = openzfs.prepare_if_fits(RELEASE, cache=tmp_path, say=said.append)
     assert built is not None and built.release == RELEASE
+
+
+def test_a_boot_of_a_kernel_openzfs_cannot_be_built_for_leaves_it_out_and_says_why(tmp_path, monkeypatch):
+    from fslab.study import parse_study
+
+    def no_headers(release, **_):
+        raise FslabError(f"the configured archive has no linux-headers-{release} to build OpenZFS with")
+
+    monkeypatch.setattr(openzfs, "prepare", no_headers)
+    setup = openzfs.for_guest(
+        parse_study(ZFS_STUDY, "z.toml", base_dir=tmp_path), "6.12.100+deb12-amd64", cache=tmp_path
+    )
+    assert setup.notes == (
+        "OpenZFS could not be built for 6.12.100+deb12-amd64 (the configured archive has no "
+        "linux-headers-6.12.100+deb12-amd64 to build OpenZFS with); its ZFS targets are unsupported there",
+    )
+    assert "insmod" not in setup.script and "FSLAB_ZFS_KERNEL_ONLY=1" in setup.script

@@ -459,14 +459,19 @@ def for_guest(study: Study, release: str, *, cache: Path = OPENZFS, say: Callabl
     """The setup of a boot of `release` for the study: OpenZFS built for it first where a target
     needs it (once: prepare). Where no OpenZFS fits the kernel, the setup leaves it out and says
     so: the guest's fslab then finds no ZFS (never zfs-fuse), and its ZFS targets are unsupported
-    there. A build that fails raises FslabError (prepare's)."""
+    there; likewise where it cannot be built (the kernel's headers gone from the archive, or a
+    failed build: the note says prepare's error)."""
     needs = needs_of(study)
     notes: list[str] = []
     if OPENZFS_NEED in needs and choose(release) is None:
         needs.discard(OPENZFS_NEED)
         notes.append(f"{no_openzfs(release)}; its ZFS targets are unsupported there")
     elif OPENZFS_NEED in needs:
-        prepare(release, cache=cache, say=say)
+        try:
+            prepare(release, cache=cache, say=say)
+        except FslabError as exc:  # its headers gone from the archive, say, or a build that failed
+            needs.discard(OPENZFS_NEED)
+            notes.append(f"OpenZFS could not be built for {release} ({exc}); its ZFS targets are unsupported there")
     return GuestSetup(
         setup_script(release, needs, cache=cache),
         memory_mib(study),
