@@ -313,3 +313,24 @@ def test_a_boot_of_a_kernel_openzfs_cannot_be_built_for_leaves_it_out_and_says_w
         "linux-headers-6.12.100+deb12-amd64 to build OpenZFS with); its ZFS targets are unsupported there",
     )
     assert "insmod" not in setup.script and "FSLAB_ZFS_KERNEL_ONLY=1" in setup.script
+
+
+def test_each_boot_of_a_study_over_kernels_gets_the_setup_memory_disk_and_time_its_study_needs(tmp_path, monkeypatch):
+    from fslab.lab import vm
+    from test_lab_study import A, FakeLab, _run
+
+    asked: list[tuple[str, list[str]]] = []
+
+    def for_guest(study, release, **_):  # noqa: ANN001, ANN202
+        asked.append((release, [t.name for t in study.targets]))
+        return openzfs.GuestSetup("echo set up", 3072, ("a note",), scratch_bytes=5 * 2**30, timeout=1234.0)
+
+    monkeypatch.setattr(openzfs, "for_guest", for_guest)
+    lab = FakeLab(tmp_path)
+    _run(tmp_path, lab, [A], boots=2)
+    assert asked == [(A, ["ext4", "btrfs", "(ceiling)"])] * 2, "the study as the guest runs it"
+    assert (
+        lab.options
+        == [{"setup": "echo set up", "spec": vm.VmSpec(memory_mib=3072), "timeout": 1234.0, "scratch_bytes": 5 * 2**30}]
+        * 2
+    )
