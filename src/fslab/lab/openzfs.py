@@ -289,7 +289,9 @@ def _build(release: str, offer: Offer, cache: Path, staging: Path, say: Callable
     source, root, tree = staging / "source", staging / "root", staging / "headers"
     _unpack(debs.glob("zfs-dkms_*.deb"), source)
     _unpack((d for d in debs.glob("*.deb") if not d.name.startswith("zfs-dkms_")), root)
-    _unpack(headers.glob("*.deb"), tree)
+    _unpack((d for d in headers.glob("*.deb") if not d.name.startswith("pahole_")), tree)
+    _unpack(headers.glob("pahole_*.deb"), staging / "tools")
+    path = {"PATH": f"{staging / 'tools' / 'usr' / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
     build = next((source / "usr" / "src").glob("zfs-*"), None)
     if build is None:
         raise FslabError(f"zfs-dkms {version} holds no source in usr/src: the package is not what fslab expects")
@@ -311,12 +313,15 @@ def _build(release: str, offer: Offer, cache: Path, staging: Path, say: Callable
             ["./configure", "-q", "--with-config=kernel", f"--with-linux={common}", f"--with-linux-obj={arch}"],
             cwd=build,
             timeout=3600,
+            env=path,
         )
         (staging / "configure.log").write_text(configured.stdout + configured.stderr)
-        made = run(["make", "-s", f"-j{os.cpu_count() or 1}"], cwd=build, timeout=7200)
+        made = run(["make", "-s", f"-j{os.cpu_count() or 1}"], cwd=build, timeout=7200, env=path)
         (staging / "make.log").write_text(made.stdout + made.stderr)
     except CommandError as exc:
-        (staging.parent / f"{release}.failed.log").write_text(exc.stdout + exc.stderr)
+        config_log = build / "config.log"  # configure's own account of a failed check, kept with the output
+        kept = "\n".join(config_log.read_text(errors="replace").splitlines()[-300:]) if config_log.exists() else ""
+        (staging.parent / f"{release}.failed.log").write_text(exc.stdout + exc.stderr + "\n--- config.log\n" + kept)
         raise FslabError(
             f"OpenZFS {module_version} did not build for {release}: {exc}; "
             f"the log is in {staging.parent / (release + '.failed.log')}"
@@ -327,7 +332,7 @@ def _build(release: str, offer: Offer, cache: Path, staging: Path, say: Callable
         shutil.copy2(ko, modules / ko.name)
     order = _load_order(modules, release)
     headers_used = sorted(d.name for d in headers.glob("*.deb"))  # what it was built against, recorded
-    for temporary in (source, tree, debs, staging / "headers-debs"):
+    for temporary in (source, tree, debs, staging / "headers-debs", staging / "tools"):
         shutil.rmtree(temporary)  # the objects, the source and the headers: ~500 MiB, built once
     say(f"built {len(order)} modules ({format_size(sum(f.stat().st_size for f in modules.iterdir()))})")
     return {
@@ -346,8 +351,8 @@ def _series(text: str) -> tuple[int, int]:
 
 
 def _download_headers(release: str, into: Path, say: Callable[[str], None]) -> Path:
-    """linux-headers-<release> and what it needs to build a module (its -common headers and the
-    linux-kbuild tools) from the host's configured archive, where the kernel package is."""
+    """linux-headers-<release> and what it needs to build a module (its -common headers, the
+    linux-kbuild tools, pahole) from the host's configured archive, where the kernel package is."""
     into.mkdir()
     name = f"linux-headers-{release}"
     try:
@@ -361,6 +366,9 @@ def _download_headers(release: str, into: Path, say: Callable[[str], None]) -> P
         for clause in _field(shown, "Depends").split(",")
         if re.match(r"\s*linux-(headers-.*-common|kbuild-)", clause)
     ]
+    # pahole: the 6.12 packages ship vmlinux with their headers, so kbuild gives each module its BTF
+    # (CONFIG_DEBUG_INFO_BTF_MODULES), with pahole, which no headers package depends on.
+    wanted.append("pahole")
     say(f"apt-get download {' '.join(wanted)}")
     run(["apt-get", "download", *wanted], cwd=into, timeout=900)
     return into
