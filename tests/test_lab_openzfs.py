@@ -334,3 +334,30 @@ def test_each_boot_of_a_study_over_kernels_gets_the_setup_memory_disk_and_time_i
         == [{"setup": "echo set up", "spec": vm.VmSpec(memory_mib=3072), "timeout": 1234.0, "scratch_bytes": 5 * 2**30}]
         * 2
     )
+
+
+def test_the_unpacked_headers_include_their_common_half_where_they_were_unpacked(tmp_path):
+    release = "6.12.117+deb12-amd64"
+    arch = tmp_path / "usr" / "src" / f"linux-headers-{release}"
+    arch.mkdir(parents=True)
+    (arch / "Makefile").write_text("include /usr/src/linux-headers-6.12.117+deb12-common/Makefile\n")
+    common, obj = openzfs._headers_tree(tmp_path, release)
+    assert (common, obj) == (tmp_path / "usr" / "src" / "linux-headers-6.12.117+deb12-common", arch)
+    assert (arch / "Makefile").read_text() == f"include {common}/Makefile\n"
+    (arch / "Makefile").write_text("include /usr/src/x-common/Makefile\n$(shell reboot)\n")
+    with pytest.raises(FslabError, match="not the one-line include fslab expects"):
+        openzfs._headers_tree(tmp_path, release)
+
+
+def test_openzfs_own_libraries_are_the_dependencies_of_exactly_its_version():
+    depends = (
+        "libc6 (>= 2.34), libnvpair3linux (= 2.3.2-2~bpo12+2), libuutil3linux (= 2.3.2-2~bpo12+2), "
+        "libzfs6linux (= 2.3.2-2~bpo12+2), libzpool6linux (= 2.3.2-2~bpo12+2), python3 | python3-minimal, "
+        "libblkid1 (>= 2.16), zfs-modules | zfs-dkms (= 2.3.1)"
+    )
+    assert openzfs._exact_dependencies(depends, "2.3.2-2~bpo12+2") == [
+        "libnvpair3linux",
+        "libuutil3linux",
+        "libzfs6linux",
+        "libzpool6linux",
+    ]
