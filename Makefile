@@ -86,6 +86,7 @@ bench: setup
 	$(PYTHON) bench/report_scale.py
 	$(PYTHON) bench/study_validation.py
 	$(PYTHON) bench/parse_only.py
+	$(PYTHON) bench/lab_boot.py
 	$(PYTHON) bench/fleet_scale.py  # then bench/pg_scale.py
 
 clean:

@@ -1,77 +1,26 @@
-"""A QEMU guest running Debian's own kernel over this machine's root filesystem.
+"""A QEMU guest running Debian's own kernel over this machine's root filesystem: the kernel lab's
+vm.boot (fslab/lab/vm.py) booting the installed kernel, as the tests use it.
 
 What this machine's kernel lacks (md RAID, device-mapper: LUKS, LVM) Debian's kernel has as
 modules, so the tests of those layers boot it under QEMU (software emulation is enough) and
 run fslab inside. The guest sees the host's root read-only through 9p with a RAM overlay on
-top, so it has every tool and the same fslab checkout; a shared directory carries the
-command in and its output, exit status and results database out; a scratch disk of the
-host's, mounted at SCRATCH, holds its work directories (loop images on tmpfs would have no
-direct I/O).
+top (the host's secrets masked), so it has every tool and the same fslab checkout; a shared
+directory carries the command in and its output, exit status and results database out; a
+scratch disk, mounted at SCRATCH, holds its work directories.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
-import shlex
-import shutil
-import subprocess
-import tempfile
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# Modules the guest needs before it can reach its root filesystem; the rest it modprobes itself.
-EARLY_MODULES = ("virtio_pci", "9pnet_virtio", "9p", "overlay")
+from fslab.lab import kernels, vm
 
-INIT = """#!/bin/busybox sh
-/bin/busybox --install -s /bin
-mount -t proc proc /proc && mount -t sysfs sys /sys && mount -t devtmpfs dev /dev
-for module in $(cat /modules.order); do insmod "/modules/$module" || echo "fslab-guest: insmod $module failed"; done
-mkdir -p /lower /upper /newroot
-mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=512000 hostroot /lower || exec sh
-mount -t tmpfs -o size=75% tmpfs /upper && mkdir /upper/data /upper/work
-mount -t overlay overlay -o lowerdir=/lower,upperdir=/upper/data,workdir=/upper/work /newroot || exec sh
-mkdir -p /newroot/fslab-share
-mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 share /newroot/fslab-share
-for fs in dev proc sys; do mount --move /$fs /newroot/$fs; done
-exec switch_root /newroot /bin/bash /fslab-share/init.sh
-"""
-
-# The guest's scratch disk: its work directories and databases go there (loop images need a
-# disk for direct I/O; SQLite's WAL does not work over 9p).
-SCRATCH = "/fslab-scratch"
-
-# Runs as the guest's init on the host's tools; powers the guest off when the command ends.
-# Nothing of the host's tree is mounted over (the checkout may live in /tmp or /var/tmp), but
-# /run starts empty, as at boot.
-GUEST_INIT = """#!/bin/bash
-mount -t tmpfs tmpfs /run
-mkdir -p /dev/pts /dev/shm && mount -t devpts devpts /dev/pts && mount -t tmpfs tmpfs /dev/shm
-for m in loop virtio_blk ext4; do modprobe -q $m; done
-mkdir -p {scratch} && mkfs.ext4 -q -F /dev/vda && mount /dev/vda {scratch}
-cd {cwd}
-export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8
-# fslab drops the page cache before each measured run, and the root is the host's over 9p: the
-# tools it runs next (fio, the gate's python) and their libraries were read over 9p again, ~9 s a
-# run under emulation. A touched file is copied up into the RAM overlay, which no drop evicts.
-keep_in_ram() {{
-    for tool in "$@"; do
-        binary=$(realpath "$(command -v "$tool")") || continue
-        touch -c "$binary" $(ldd "$binary" 2>/dev/null |
-            awk '{{for (i = 1; i <= NF; i++) if (substr($i, 1, 1) == "/") print $i}}')
-    done
-}}
-export -f keep_in_ram
-keep_in_ram fio {cwd}/.venv/bin/python sync
-bash -c {command} > /fslab-share/output.log 2>&1
-echo $? > /fslab-share/status
-umount {scratch}; sync
-echo o > /proc/sysrq-trigger
-sleep 60
-"""
+SCRATCH = vm.SCRATCH
 
 
 class GuestUnavailable(RuntimeError):
@@ -88,65 +37,23 @@ class GuestResult:
 
 def guest_kernel() -> tuple[Path, Path]:
     """The newest installed Debian kernel and its module directory."""
-    kernels = sorted(Path("/boot").glob("vmlinuz-*"), key=lambda k: [int(n) for n in re.findall(r"\d+", k.name)])
-    for kernel in reversed(kernels):
-        modules = Path("/lib/modules") / kernel.name.removeprefix("vmlinuz-")
-        if (modules / "modules.dep").exists():
-            return kernel, modules
-    raise GuestUnavailable("no kernel in /boot with modules in /lib/modules (apt-get install linux-image-amd64)")
+    releases = kernels.installed_releases()
+    if not releases:
+        raise GuestUnavailable("no kernel in /boot with modules in /lib/modules (apt-get install linux-image-amd64)")
+    kernel = kernels.installed(releases[-1])
+    return kernel.vmlinuz, kernel.modules
 
 
 def unavailable_reason() -> str | None:
     """Why no guest can boot here, or None when one can."""
-    if not shutil.which("qemu-system-x86_64"):
-        return "qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)"
-    if not Path("/bin/busybox").exists():
-        return "busybox is not installed (apt-get install busybox-static)"
+    reason = vm.unavailable_reason()
+    if reason:
+        return reason
     try:
         guest_kernel()
     except GuestUnavailable as exc:
         return str(exc)
     return None
-
-
-def _load_order(modules_dir: Path, names: tuple[str, ...]) -> list[str]:
-    """Module files (relative to modules_dir) for `names`, every dependency before its users."""
-    deps: dict[str, list[str]] = {}
-    for line in (modules_dir / "modules.dep").read_text().splitlines():
-        module, _, needs = line.partition(":")
-        deps[module] = needs.split()
-    by_name = {Path(m).name.split(".ko")[0].replace("-", "_"): m for m in deps}
-    order: list[str] = []
-
-    def visit(module: str) -> None:
-        if module in order:
-            return
-        for dependency in deps[module]:
-            visit(dependency)
-        order.append(module)
-
-    for name in names:
-        if name in by_name:  # absent: built into the kernel
-            visit(by_name[name])
-    return order
-
-
-def _initramfs(directory: Path, modules_dir: Path) -> Path:
-    root = directory / "initramfs"
-    for sub in ("bin", "modules", "proc", "sys", "dev"):
-        (root / sub).mkdir(parents=True)
-    shutil.copy("/bin/busybox", root / "bin" / "busybox")
-    order = _load_order(modules_dir, EARLY_MODULES)
-    for module in order:
-        shutil.copy(modules_dir / module, root / "modules" / Path(module).name)
-    (root / "modules.order").write_text("\n".join(Path(m).name for m in order) + "\n")
-    (root / "init").write_text(INIT)
-    (root / "init").chmod(0o755)
-    files = subprocess.run(["find", "."], cwd=root, capture_output=True, text=True, check=True).stdout
-    image = directory / "initramfs.cpio"
-    with open(image, "wb") as out:
-        subprocess.run(["cpio", "--quiet", "-o", "-H", "newc"], cwd=root, input=files.encode(), stdout=out, check=True)
-    return image
 
 
 def run_in_guest(
@@ -157,42 +64,12 @@ def run_in_guest(
     reason = unavailable_reason()
     if reason:
         raise GuestUnavailable(reason)
-    kernel, modules_dir = guest_kernel()
-    share.mkdir(parents=True, exist_ok=True)
-    (share / "init.sh").write_text(
-        GUEST_INIT.format(cwd=shlex.quote(str(cwd)), command=shlex.quote(command), scratch=SCRATCH)
-    )
-    (share / "status").unlink(missing_ok=True)
-    with tempfile.TemporaryDirectory(prefix="fslab-guest-", dir="/var/tmp") as scratch:
-        directory = Path(scratch)
-        initramfs = _initramfs(directory, modules_dir)
-        # One virtual CPU: what a guest runs is one command after another, and a second CPU under
-        # software emulation costs the host about a third more CPU time for the same work.
-        disk = directory / "scratch.img"
-        with open(disk, "wb") as f:
-            f.truncate(scratch_gib * 2**30)
-        console = directory / "console.log"
-        qemu = [
-            "qemu-system-x86_64", "-accel", "tcg", "-cpu", "max", "-smp", "1", "-m", str(memory_mib),
-            "-display", "none", "-monitor", "none", "-no-reboot", "-serial", f"file:{console}",
-            "-kernel", str(kernel), "-initrd", str(initramfs),
-            "-append", "console=ttyS0 panic=-1 loglevel=4",
-            "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
-            "-virtfs", f"local,path={share},mount_tag=share,security_model=none,multidevs=remap",
-            "-drive", f"file={disk},format=raw,if=virtio,cache=unsafe",
-        ]  # fmt: skip
-        try:
-            subprocess.run(qemu, timeout=timeout, capture_output=True, check=False)
-        except subprocess.TimeoutExpired:
-            pass  # subprocess.run has killed QEMU; the missing status says so
-        status_file = share / "status"
-        output_file = share / "output.log"
-        return GuestResult(
-            status=int(status_file.read_text()) if status_file.exists() else None,
-            output=output_file.read_text(errors="replace") if output_file.exists() else "",
-            console=console.read_text(errors="replace") if console.exists() else "",
-            share=share,
-        )
+    kernel = kernels.installed(guest_kernel()[1].name)
+    boot = vm.boot(
+        kernel, command, share=share, cwd=cwd, spec=vm.VmSpec(memory_mib=memory_mib), timeout=timeout,
+        scratch_bytes=scratch_gib * 2**30,
+    )  # fmt: skip
+    return GuestResult(status=boot.status, output=boot.output, console=boot.console, share=share)
 
 
 @dataclass(frozen=True)

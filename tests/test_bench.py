@@ -18,7 +18,7 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from conftest import BPFTRACE, ZFS_FUSE
+from conftest import BPFTRACE, GUESTS, ZFS_FUSE
 from fslab.results import ResultsDB
 from fslab.running.runner import RunObserver
 
@@ -69,6 +69,8 @@ FIGURES = {
         rf"^2 worker\(s\): +{N} s wall .* runs per host: h0:1 h1:1$",
         rf"^claim to start, per block \(\d+\): median {N} s",
     ],
+    # a real TCG boot as root (skipped, said, without root or QEMU)
+    "lab_boot.py": [rf"^(boot to the command: ({N}|unknown) s wall \(median\)|skipped: .+)$"],
     "pg_scale.py": [rf"^summary, among 40 runs +1×: median +{N} s", rf"then, in-process: reading the database {N} s"],
     # its two runs on one daemon kept, then (--compare) one on a daemon of its own, as before
     "zfs_overhead.py": [
@@ -90,6 +92,8 @@ def marks(script: str) -> list[pytest.MarkDecorator]:
         return [pytest.mark.root, ZFS_FUSE]
     if script == "monitors.py":
         return [pytest.mark.root, BPFTRACE]
+    if script == "lab_boot.py":  # a QEMU guest: beside the others, one at a time
+        return [pytest.mark.root, pytest.mark.xdist_group(GUESTS)]
     return [pytest.mark.root] if script in AS_ROOT else []
 
 

@@ -191,6 +191,7 @@ def test_environment_is_recorded(finished_study):
     assert env["kernel"] and env["distribution"] and env["cpu_count"] >= 1 and env["memory_bytes"] > 0
     assert env["tools"]["fio"].startswith("fio-") and env["tools"]["mke2fs"].startswith("mke2fs")
     assert env["image_directory"]["fstype"] not in ("", "unknown")
+    assert env["vm_hygiene"]["tuned"] is False and env["vm_hygiene"]["ksm_run"] in ("0", "1", "2", "not present")
     versions = {t["name"]: t["tool_version"] for t in db.targets(db.study_run()["id"])}
     assert versions["xfs"].startswith("mkfs.xfs") and versions["btrfs"].startswith("mkfs.btrfs")
 

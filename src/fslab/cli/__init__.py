@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from fslab.results import ResultsDB, RunRecord
     from fslab.results.owner import Owner
     from fslab.running.plan import PlannedRun
-    from fslab.running.runner import RunObserver
+    from fslab.running.runner import Hold, RunObserver
     from fslab.statistics.analysis import Gate
 
 app = typer.Typer(
@@ -423,10 +423,22 @@ def run(
             ),
         ),
     ] = False,
+    tune_host: Annotated[
+        bool,
+        typer.Option(
+            "--tune-host",
+            help="Set what disturbs VM figures for the run — KSM off, transparent huge pages never, the "
+            "performance governor, vCPUs pinned (docs/hygiene.md) — and put it back however the run ends "
+            "(journalled: after a kill -9, `fslab cleanup`). Without it nothing is set; the settings are "
+            "recorded with the study run either way.",
+        ),
+    ] = False,
     db: DbOption = None,
     workdir: WorkdirOption = DEFAULT_WORKDIR,
 ) -> None:
     """Run a study: provision every target, run every workload, store and summarise the results."""
+    if tune_host and on is not None:
+        raise _fail("--tune-host tunes this machine: it cannot go with --on (each worker's host is its own)")
     if plan and (resume or on is not None):
         raise _fail("--plan shows a new study run on this machine: give it without --resume and --on")
     if detach and on is None:
@@ -491,7 +503,7 @@ def run(
             raise _fail(
                 f"{', '.join(given)} cannot change a resumed study run: it goes on with the settings it began with"
             )
-        return _resume(study, threshold, db, workdir, tuple(destroy_data or ()))
+        return _resume(study, threshold, db, workdir, tuple(destroy_data or ()), tune_host)
     if study is None:
         raise _fail("name a study file or a built-in study (see `fslab list`), or give --resume")
     if scale_sizes_only and scale is None:
@@ -576,6 +588,7 @@ def run(
             destroy_flags=flags,
             skip_unsupported=skip_unsupported,
             clients=clients,
+            hold=_host_hygiene(tune_host),
         ),
         then=f", then more until ±{target_ci:.1%}" if target_ci else ", then more until decided" if decide else "",
     )
@@ -629,7 +642,9 @@ def _run_on_fleet(
     _show_and_exit(results, study_run_id, baseline=baseline, threshold=threshold)
 
 
-def _resume(ref: str | None, threshold: float, db: str | None, workdir: Path, destroy_flags: tuple[str, ...]) -> None:
+def _resume(
+    ref: str | None, threshold: float, db: str | None, workdir: Path, destroy_flags: tuple[str, ...], tune_host: bool
+) -> None:
     from fslab.running.resume import resumable
     from fslab.running.runner import resume_study
 
@@ -644,9 +659,37 @@ def _resume(ref: str | None, threshold: float, db: str | None, workdir: Path, de
         errors.print(f"[yellow]note[/yellow]: {safe_markup(note)}", highlight=False)
     _warn_short_runs(found.study)
     study_run_id = _with_progress(
-        lambda observer: resume_study(found, results, Workdir(workdir), observer=observer, destroy_flags=destroy_flags)
+        lambda observer: resume_study(
+            found,
+            results,
+            Workdir(workdir),
+            observer=observer,
+            destroy_flags=destroy_flags,
+            hold=_host_hygiene(tune_host),
+        )
     )
     _show_and_exit(results, study_run_id, baseline=found.baseline, threshold=threshold)
+
+
+# === --tune-host (lab/hygiene.py) ================================================================
+# The one place a study run's host hygiene is wired: read (and with --tune-host set) inside the
+# work directory's claim, recorded in the study run's environment ("vm_hygiene"), said once.
+# `fslab run --kernel` (lab/study.py, run_on_kernels) passes the same hold through to the runs
+# it makes on this host, with `vm=True`; with no VM asked, --tune-host says so and still sets
+# KSM, THP and the governor for the host's own runs (no vCPU to pin).
+def _host_hygiene(tune_host: bool, *, vm: bool = False) -> "Hold":
+    from fslab.lab import hygiene
+
+    def say(line: str) -> None:
+        errors.print(safe_markup(line), highlight=False, soft_wrap=True)
+
+    if tune_host and not vm:
+        say(
+            "--tune-host: no VM to tune for (no --kernel): KSM, THP and the governor are set for this "
+            "host's own runs, and there is no vCPU to pin"
+        )
+    said = say if tune_host or vm else (lambda line: None)  # a host run's own output stays as it was
+    return lambda journal: hygiene.recorded(tune_host, journal, say=said, vm=vm)
 
 
 def _warn_short_runs(study: "Study") -> None:
@@ -1493,6 +1536,7 @@ def doctor(
         )
     blocking = sum(n.blocking for n in needs)
     if blocking:
+        _print_hygiene()
         raise _fail(f"{blocking} check(s) that fslab always needs failed", code=1)
     absent = [n.by for n in needs if not n.check.ok and n.by != doctor_checks.ALWAYS and n.refuses]
     unmeasured = [n.by for n in needs if not n.check.ok and not n.refuses]
@@ -1511,6 +1555,22 @@ def doctor(
             highlight=False,
             soft_wrap=True,
         )
+    _print_hygiene()
+
+
+def _print_hygiene() -> None:
+    """doctor's table of what on this host disturbs a lab VM's figures (lab/hygiene.py)."""
+    from fslab.lab import hygiene
+
+    found = hygiene.read()
+    judged = found.judgements()
+    word = {True: "may disturb", False: "ok", None: "–"}
+    rows = [[j.name, visible(j.reading), word[j.disturbs], j.why] for j in judged]
+    styles = ["yellow" if j.disturbs else "" for j in judged]
+    columns = ["setting", "reading", "VM figures", "why"]
+    print_table(console, "host hygiene (lab VMs)", columns, rows, [False] * 4, styles=styles)
+    if found.disturbing():
+        console.print("`fslab run --tune-host` sets them for a run and puts them back after.", highlight=False)
 
 
 @app.command()
@@ -1563,6 +1623,59 @@ def fio_server(
         console.print("fio server stopped")
 
 
+lab_app = typer.Typer(
+    help="The kernel lab: Debian's kernel packages, booted in throwaway VMs (docs/lab.md).", no_args_is_help=True
+)
+app.add_typer(lab_app, name="lab")
+
+
+@lab_app.command("kernels")
+def kernels_command(
+    flavour: Annotated[
+        str | None, typer.Option("--flavour", help="Only this flavour: generic, cloud or rt. \\[default: all]")
+    ] = None,
+) -> None:
+    """The kernel packages the configured archive offers (apt's lists as last updated: `apt-get
+    update` refreshes them), oldest first, and which are prepared in fslab's cache."""
+    from fslab.lab.kernels import FLAVOURS, KERNELS, KernelError, offered
+
+    if flavour is not None and flavour not in FLAVOURS.values():
+        raise KernelError(f"--flavour {flavour!r} is not one of {', '.join(FLAVOURS.values())}")
+    found = [p for p in offered() if flavour is None or p.flavour == flavour]
+    rows = [[safe_markup(p.release), p.flavour, safe_markup(p.version), "yes" if p.cached else ""] for p in found]
+    print_table(console, f"kernel packages ({len(rows)}; cache: {KERNELS})", ["release", "flavour", "package version",
+                "cached"], rows, [False] * 4)  # fmt: skip
+    if not rows:
+        console.print("none offered: is the archive configured (/etc/apt/sources.list.d), and `apt-get update` run?")
+
+
+@lab_app.command("build")
+def build_command(
+    kernel: Annotated[
+        str, typer.Argument(metavar="KERNEL", help="A release `fslab lab kernels` lists (6.1.0-56-amd64).")
+    ],
+) -> None:
+    """Prepare a kernel for the lab ahead of a run: its package fetched from the archive (apt
+    checks its signature), unpacked into fslab's cache with its module index; once — a prepared
+    kernel is not fetched again. Runs as root."""
+    import os
+
+    from fslab.lab import kernels
+
+    kernels.check_release(kernel)
+    if os.geteuid() != 0:
+        raise kernels.KernelError(
+            f"`fslab lab build {kernel}` runs as root (apt-get download, the cache in /var/cache)"
+        )
+
+    def say(line: str) -> None:
+        console.print(safe_markup(line), highlight=False)
+
+    prepared = kernels.prepare(kernel, say=say)
+    # What else a kernel needs built for it goes here, after the kernel itself (OpenZFS's modules).
+    say(f"{prepared.release}: package {prepared.package_version}, config sha256 {prepared.config_sha256[:16]}…")
+
+
 def _help_of(doc: str | None) -> str | None:
     """A command's help from its docstring: each paragraph's lines joined into one, which the
     terminal wraps to its own width (typer's help keeps a docstring's line breaks as they are)."""
@@ -1571,7 +1684,7 @@ def _help_of(doc: str | None) -> str | None:
     return "\n\n".join(" ".join(line.strip() for line in p.splitlines()) for p in inspect.cleandoc(doc).split("\n\n"))
 
 
-for _command in (*app.registered_commands, *db_app.registered_commands):
+for _command in (*app.registered_commands, *db_app.registered_commands, *lab_app.registered_commands):
     _command.help = _command.help or _help_of(_command.callback.__doc__ if _command.callback else None)
 
 

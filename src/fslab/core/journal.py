@@ -59,8 +59,9 @@ class Home(Protocol):
 
 
 # A kind's release function: given the entry and the journal's work directory (its Home: a
-# workdir.Workdir, whose images, mounts and owned() the function checks the proof against).
-Releaser = Callable[[Entry, Any], None]
+# workdir.Workdir, whose images, mounts and owned() the function checks the proof against). It may
+# return what it did, for `fslab cleanup` to say (a host setting: the value it restored).
+Releaser = Callable[[Entry, Any], str | None]
 
 # Each kind fslab journals → the module that makes it, which registers the kind's release function
 # (@releaser) as it is imported: imported when an entry of that kind is first released or read,
@@ -73,7 +74,7 @@ MAKERS = {
     "zfs-daemon": "fslab.filesystems.zfs_engine", "arc-max": "fslab.filesystems.zfs_engine",
     "device": "fslab.devices.named", "md": "fslab.devices.layers.md", "luks": "fslab.devices.layers.luks",
     "lvm": "fslab.devices.layers.lvm", "image": "fslab.devices.loop", "loop": "fslab.devices.loop",
-    "zram": "fslab.devices.zram",
+    "zram": "fslab.devices.zram", "host-setting": "fslab.lab.hygiene",
 }  # fmt: skip
 
 
@@ -220,7 +221,7 @@ class Journal:
         done = []
         for entry in entries:
             try:
-                RELEASERS[entry.kind].release(entry, self.workdir)
+                said = RELEASERS[entry.kind].release(entry, self.workdir)
             except Refused as exc:
                 self._append("disowned", entry.kind, entry.ident)
                 done.append(Outcome(entry.kind, entry.ident, "left alone", str(exc)))
@@ -229,7 +230,7 @@ class Journal:
                 done.append(Outcome(entry.kind, entry.ident, "failed", str(exc) or type(exc).__name__))
                 continue
             self._append("release", entry.kind, entry.ident)
-            done.append(Outcome(entry.kind, entry.ident, "released"))
+            done.append(Outcome(entry.kind, entry.ident, "released", said or ""))
         return done
 
     def set_aside(self) -> Path:

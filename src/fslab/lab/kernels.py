@@ -37,10 +37,9 @@ HOST = "host"  # --kernel host: this machine's own kernel, bare metal
 READY = "ready.json"
 
 # 6.1.0-56-amd64, 6.12.117+deb12-cloud-amd64, 6.1.0-55-rt-amd64: Debian's release names of
-# amd64 kernels (the lab boots x86-64 guests). Nothing else reaches apt.
-RELEASE = re.compile(
-    r"[0-9]{1,3}\.[0-9]{1,3}(?:\.[0-9]{1,4})?(?:-[0-9]{1,4})?(?:\+deb[0-9]{1,3})?-(?:(cloud|rt)-)?amd64"
-)
+# amd64 kernels (the lab boots x86-64 guests); not a meta-package's (6.12-amd64). Nothing else
+# reaches apt.
+RELEASE = re.compile(r"[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,4}(?:-[0-9]{1,4}|\+deb[0-9]{1,3})-(?:(cloud|rt)-)?amd64")
 FLAVOURS = {None: "generic", "cloud": "cloud", "rt": "rt"}
 LIST_HINT = "`fslab lab kernels` lists the kernels the archive offers"
 
@@ -180,8 +179,13 @@ def _ready(directory: Path, release: str) -> PreparedKernel | None:
 
 @contextmanager
 def _locked(cache: Path, release: str) -> Iterator[None]:
-    cache.mkdir(parents=True, exist_ok=True, mode=0o755)
-    fd = os.open(cache / f".{release}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        cache.mkdir(parents=True, exist_ok=True, mode=0o755)
+        fd = os.open(cache / f".{release}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise KernelError(
+            f"kernel {release}: cannot use the kernel cache {cache} ({exc.strerror}); run as root"
+        ) from exc
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -18,14 +18,17 @@ from __future__ import annotations
 
 import functools
 import gzip
+import hashlib
 import json
 import lzma
 import os
 import shlex
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,7 +50,9 @@ BOOT_TEMP = Path("/var/tmp")
 SCRATCH_BYTES = 4 * 2**30
 
 # Modules the guest needs before it can reach its root filesystem; the rest it modprobes itself.
-EARLY_MODULES = ("virtio_pci", "virtio_blk", "9pnet_virtio", "9p", "overlay")
+# (loop and ext4 too: the scratch disk's filesystem, and fslab's loop images; insmod from the
+# initramfs is quicker than modprobe over 9p)
+EARLY_MODULES = ("virtio_pci", "virtio_blk", "9pnet_virtio", "9p", "overlay", "loop", "ext4")
 CACHES = ("none", "directsync", "writethrough", "writeback", "unsafe")
 MEASURED_CACHES = ("none", "directsync")  # the guest's I/O reaches the image file, not the host's page cache
 AIOS = ("io_uring", "native", "threads")
@@ -107,15 +112,19 @@ GUEST_INIT = """#!/bin/bash
 mount -t tmpfs tmpfs /run
 mkdir -p /dev/pts /dev/shm && mount -t devpts devpts /dev/pts && mount -t tmpfs tmpfs /dev/shm
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8
-{{
-    echo "release=$(uname -r)"
-    echo "boot_id=$(cat /proc/sys/kernel/random/boot_id)"
-    echo "cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)"
-    echo "cpu_count=$(nproc)"
-    echo "memory_kib=$(awk '/^MemTotal:/ {{print $2}}' /proc/meminfo)"
-}} > {share}/guest-facts
-for m in loop ext4; do modprobe -q $m; done
-mkdir -p {scratch} && mkfs.ext4 -q -F /dev/vda && mount /dev/vda {scratch}
+mark() {{ read -r up _ < /proc/uptime; echo "$1 $up" >> {share}/boot-times; }}
+mark init
+read -r boot_id < /proc/sys/kernel/random/boot_id
+cpus=0 model=
+while IFS=: read -r key value; do
+    case $key in "model name"*) cpus=$((cpus + 1)); [ -z "$model" ] && model=${{value# }};; esac
+done < /proc/cpuinfo
+while read -r key value _; do [ "$key" = MemTotal: ] && memory=$value && break; done < /proc/meminfo
+printf '%s\n' "release=$(uname -r)" "boot_id=$boot_id" "cpu_model=$model" "cpu_count=$cpus" "memory_kib=$memory" \
+    > {share}/guest-facts
+mark facts
+mkdir -p {scratch} && mount /dev/vda {scratch}  # made by the host (mkfs.ext4 of its image)
+mark scratch
 # fslab drops the page cache before each measured run, and the root is the host's over 9p: the
 # tools it runs next and their libraries would be read over 9p again, seconds a run under
 # emulation. A touched file is copied up into the RAM overlay, which no drop evicts.
@@ -127,12 +136,17 @@ keep_in_ram() {{
     done
 }}
 export -f keep_in_ram
-keep_in_ram fio {python} sync
+# What fslab runs most (~100 MB: fio's libraries, the interpreter), found by the host (ldd under
+# emulation takes seconds), is copied up meanwhile: it ends while fslab starts, before any run.
+touch -c {keep_in_ram} &
+mark keep_in_ram
 {setup}
+mark setup
 cd {cwd} || echo "fslab-guest: no directory {cwd}" >&2
 cut -d ' ' -f 1 /proc/uptime > {share}/started
 bash -c {command} > {share}/output.log 2>&1
 echo $? > {share}/status
+mark command
 cd /; umount {scratch}; sync
 echo o > /proc/sysrq-trigger
 sleep 60
@@ -171,8 +185,10 @@ def qemu_argv(
     spec: VmSpec,
     accelerator: str,
     aio_fallback: str | None = None,
+    image: Path | None = None,
 ) -> list[str]:
-    """QEMU's argument list for a boot (every disk checked: check_disk)."""
+    """QEMU's argument list for a boot (every disk checked: check_disk). `image`: the kernel
+    file QEMU loads (elf_kernel's), else the package's vmlinuz."""
     for disk in disks:
         check_disk(disk, measured=spec.measured)
     for path in (share, kernel.modules):
@@ -182,7 +198,7 @@ def qemu_argv(
         QEMU, "-accel", accelerator, "-cpu", "max" if accelerator == "tcg" else "host",
         "-smp", str(spec.cpus), "-m", str(spec.memory_mib),
         "-nodefaults", "-display", "none", "-monitor", "none", "-no-reboot", "-serial", f"file:{console}",
-        "-kernel", str(kernel.vmlinuz), "-initrd", str(initramfs),
+        "-kernel", str(image or kernel.vmlinuz), "-initrd", str(initramfs),
         "-append", "console=ttyS0 panic=-1 loglevel=4",
         "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
         "-virtfs", f"local,path={kernel.modules},mount_tag=modules,security_model=none,readonly=on,multidevs=remap",
@@ -230,6 +246,75 @@ def unavailable_reason() -> str | None:
     if os.geteuid() != 0:
         return "the lab boots guests as root (it masks the host's secrets in a mount namespace)"
     return None
+
+
+# ---- the kernel as QEMU loads it -----------------------------------------------------------------
+
+XZ_MAGIC = b"\xfd7zXZ\x00"
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+def whole_elf(data: bytes) -> bool:
+    """Whether `data` starts with a 64-bit ELF image whose every loaded segment lies within it
+    (a decompression cut short is not booted)."""
+    if len(data) < 64 or not data.startswith(b"\x7fELF\x02\x01"):
+        return False
+    (phoff,) = struct.unpack_from("<Q", data, 32)
+    phentsize, phnum = struct.unpack_from("<HH", data, 54)
+    for n in range(phnum):
+        at = phoff + n * phentsize
+        if at + 56 > len(data):
+            return False
+        kind, _, offset, _, _, filesz = struct.unpack_from("<IIQQQQ", data, at)
+        if kind == 1 and offset + filesz > len(data):  # PT_LOAD
+            return False
+    return phnum > 0
+
+
+def _unpack_vmlinuz(data: bytes) -> bytes | None:
+    """The ELF image inside a bzImage compressed with xz (lzma) or zstd (the zstd tool), or None."""
+    start = data.find(XZ_MAGIC)
+    if start >= 0:
+        try:
+            return lzma.LZMADecompressor().decompress(data[start:])
+        except lzma.LZMAError:
+            return None
+    start = data.find(ZSTD_MAGIC)
+    if start >= 0 and shutil.which("zstd"):
+        try:  # exits 1 at the bzImage's trailing size field after the whole frame: whole_elf judges
+            done = subprocess.run(["zstd", "-dcq"], input=data[start:], capture_output=True, timeout=120, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout
+    return None
+
+
+def elf_kernel(kernel: PreparedKernel, *, cache: Path = LAB_CACHE) -> Path:
+    """The kernel to boot: its uncompressed ELF image (vmlinux, booted through its PVH entry),
+    unpacked once from the package's vmlinuz and kept in `cache` — under emulation the guest's
+    own decompression and the firmware's bzImage loading take half a bare boot's CPU time. The
+    vmlinuz itself when the kernel has no PVH entry or cannot be unpacked here."""
+    config = kernel.vmlinuz.parent / f"config-{kernel.release}"
+    try:
+        if "CONFIG_PVH=y" not in config.read_text().splitlines():
+            return kernel.vmlinuz
+        data = kernel.vmlinuz.read_bytes()
+    except OSError:
+        return kernel.vmlinuz
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    unpacked = cache / f"vmlinux-{kernel.release}-{digest}"
+    if unpacked.is_file():
+        return unpacked
+    elf = _unpack_vmlinuz(data)
+    if elf is None or not whole_elf(elf):
+        return kernel.vmlinuz
+    cache.mkdir(parents=True, exist_ok=True)
+    for old in cache.glob(f"vmlinux-{kernel.release}-*"):
+        old.unlink(missing_ok=True)  # of a package rebuilt under the same release
+    partial = cache / f".{unpacked.name}.{os.getpid()}"
+    partial.write_bytes(elf)
+    os.replace(partial, unpacked)
+    return unpacked
 
 
 # ---- the initramfs -------------------------------------------------------------------------------
@@ -388,18 +473,51 @@ def accelerator(*, kernel: PreparedKernel | None = None, cache: Path = LAB_CACHE
     cache.mkdir(parents=True, exist_ok=True)
     for old in cache.glob("accelerator-*.json"):
         old.unlink(missing_ok=True)
-    kept.write_text(json.dumps({"accelerator": answer, "boot_id": boot_id}) + "\n")
+    partial = cache / f".{kept.name}.{os.getpid()}"
+    partial.write_text(json.dumps({"accelerator": answer, "boot_id": boot_id}) + "\n")
+    os.replace(partial, kept)  # whole, for another fslab reading it meanwhile
     return answer
 
 
 # ---- the boot ------------------------------------------------------------------------------------
 
 
+KEEP_IN_RAM = ("fio", "sync")  # and fslab's own interpreter
+
+
+@functools.cache
+def files_to_keep(tools: tuple[str, ...]) -> tuple[str, ...]:
+    """The executables of `tools` and the shared libraries they load, as the host resolves them
+    (the guest's root is the host's)."""
+    found: list[str] = []
+    for tool in tools:
+        where = shutil.which(tool)
+        if where is None:
+            continue
+        binary = os.path.realpath(where)
+        try:
+            said = subprocess.run(["ldd", binary], capture_output=True, text=True, timeout=30, check=False).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            said = ""
+        libraries = [os.path.realpath(w) for w in said.split() if w.startswith("/") and os.path.exists(w)]
+        found += [p for p in (binary, *libraries) if p not in found]
+    return tuple(found)
+
+
 def guest_init(command: str, *, setup: str, cwd: Path, python: str) -> str:
+    keep = files_to_keep((*KEEP_IN_RAM, python))
     return GUEST_INIT.format(
-        share=SHARE, scratch=SCRATCH, setup=setup, cwd=shlex.quote(str(cwd)), python=shlex.quote(python),
-        command=shlex.quote(command),
+        share=SHARE, scratch=SCRATCH, setup=setup, cwd=shlex.quote(str(cwd)), command=shlex.quote(command),
+        keep_in_ram=" ".join(shlex.quote(p) for p in keep) or "/",
     )  # fmt: skip
+
+
+def _make_scratch_filesystem(image: Path) -> None:
+    """ext4 on the scratch disk's image, made on the host: seconds faster than in an emulated guest."""
+    try:
+        subprocess.run(["mkfs.ext4", "-q", "-F", "--", str(image)], capture_output=True, timeout=120, check=True)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise VmError(f"cannot make the guest's scratch filesystem on {image}: {exc}") from exc
 
 
 def _read(path: Path) -> str:
@@ -417,37 +535,50 @@ def boot(
     cwd: Path | None = None,
     journal: Journal | None = None,
     scratch_bytes: int = SCRATCH_BYTES,
+    mask: Sequence[Path] = (),
 ) -> Boot:
     """Boot `kernel`, run `setup` (fslab's own shell text) then `command` (bash) in `cwd` as root,
     power off. `share` is the guest's /fslab-share. `journal`: the work directory's, where QEMU
-    is recorded (else one in the boot's temporary directory, gone with it)."""
+    is recorded (else one in the boot's temporary directory, gone with it). `mask`: files the guest
+    may not read beside masking's own (the results database in use: its WAL files go with it)."""
     reason = unavailable_reason()
     if reason:
         raise VmError(f"cannot boot kernel {kernel.release}: {reason}")
-    chosen = spec.accelerator or accelerator()
+    chosen = spec.accelerator or accelerator(kernel=kernel)
     if chosen not in ("kvm", "tcg"):
         raise VmError(f"accelerator {chosen!r} is not kvm or tcg")
     share = Path(os.path.realpath(share))
     share.mkdir(parents=True, exist_ok=True)
-    for stale in ("status", "output.log", "guest-facts", "started"):
+    for stale in ("status", "output.log", "guest-facts", "started", "boot-times"):
         (share / stale).unlink(missing_ok=True)
     directory = Path(tempfile.mkdtemp(prefix="fslab-boot-", dir=BOOT_TEMP))
     try:
         scratch = Disk(directory / "scratch.img")
         with open(scratch.image, "wb") as f:
             f.truncate(scratch_bytes)
+        _make_scratch_filesystem(scratch.image)
         disks = (scratch, *spec.disks)
         aio_fallback = None if io_uring_works() else "native"
         console = directory / "console.log"
         argv = qemu_argv(
             kernel, initramfs=build_initramfs(directory, kernel.modules), console=console, share=share,
-            disks=disks, spec=spec, accelerator=chosen, aio_fallback=aio_fallback,
+            disks=disks, spec=spec, accelerator=chosen, aio_fallback=aio_fallback, image=elf_kernel(kernel),
         )  # fmt: skip
         (share / "init.sh").write_text(guest_init(command, setup=setup, cwd=cwd or Path("/"), python=sys.executable))
-        keep = [share, directory, kernel.vmlinuz.parent, kernel.modules, *(d.image.parent for d in spec.disks)]
+        keep = [
+            share,
+            directory,
+            kernel.vmlinuz.parent,
+            LAB_CACHE,
+            kernel.modules,
+            *(d.image.parent for d in spec.disks),
+        ]
         if cwd is not None:
             keep.append(cwd)
-        wrapped = masking.wrap(argv, keep=keep)
+        stage = directory / "stage"
+        stage.mkdir()
+        masked_files = masking.databases(mask, cwd=cwd)
+        wrapped = masking.wrap(argv, keep=keep, stage=stage, mask_files=masked_files)
         held_journal = journal or Workdir(directory).journal
         with running_held(held_journal, wrapped, cwd=directory, log=directory / "qemu.log", name=QEMU_COMM) as proc:
             try:

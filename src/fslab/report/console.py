@@ -545,7 +545,7 @@ def environment_differences(a: dict, b: dict) -> list[tuple[str, object, object]
     return [
         (k, flat_a.get(k, "–"), flat_b.get(k, "–"))
         for k in sorted(flat_a.keys() | flat_b.keys())
-        if flat_a.get(k) != flat_b.get(k) and not k.endswith("free_bytes")
+        if flat_a.get(k) != flat_b.get(k) and not k.endswith(("free_bytes", "pages_shared"))  # counts, not settings
     ]
 
 

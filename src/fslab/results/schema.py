@@ -32,6 +32,7 @@ study_runs = sa.Table(
     sa.Column("started_at", sa.DateTime, nullable=False),
     sa.Column("finished_at", sa.DateTime),
     sa.Column("status", sa.String(20), nullable=False),  # running, finished, interrupted
+    # machine facts (running/environment.py) and "vm_hygiene" (lab/hygiene.py: KSM, THP, governor, pinning)
     sa.Column("environment", sa.JSON, nullable=False),
     sa.Column("settings", sa.JSON),  # repetitions asked for (runs, warm-up, target precision, limits)
     sa.Column("outcome", sa.JSON),  # per cell: runs, widest relative half-width, how it ended

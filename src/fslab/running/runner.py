@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from dataclasses import replace
 from functools import partial
 from typing import Protocol
@@ -58,6 +58,13 @@ from fslab.workloads.base import (
     Window,
     WorkloadKind,
 )
+
+# What a study run holds on the host beyond its targets, for as long as it runs (lab/hygiene.py:
+# the host tuned for lab VMs, --tune-host): given the work directory's journal, entered once the
+# work directory is claimed and what a killed fslab left there released (else that clean-up would
+# undo it), left before the journal starts afresh; what it yields goes into the study run's
+# environment ({"vm_hygiene": …}).
+Hold = Callable[[Journal], AbstractContextManager[dict]]
 
 
 class RunObserver(Protocol):
@@ -107,6 +114,7 @@ def run_study(
     skip_unsupported: bool = False,
     host: Host | None = None,
     clients: ClientDirectory | None = None,
+    hold: Hold | None = None,
 ) -> int:
     """Run the study (default: its own repetitions, exactly); returns the study run's id.
     `baseline` (--baseline: one target for all; default: each target's own, as settled when the study
@@ -114,7 +122,8 @@ def run_study(
     `destroy_flags` are the --destroy-data paths that confirm the user's devices the study names.
     `skip_unsupported`: targets this machine cannot run are skipped (and recorded), not refused.
     `host`: the machine its runs are recorded as run on (default: this one, by its host name).
-    `clients`: where the hosts its workloads' `clients` name serve fio (docs/shared-storage.md)."""
+    `clients`: where the hosts its workloads' `clients` name serve fio (docs/shared-storage.md).
+    `hold`: what the run holds on the host besides (Hold), recorded in its environment."""
     named, skipped = _check_can_run(study, workdir, destroy_flags, skip_unsupported=skip_unsupported)
     study = study.without({u.target for u in skipped})
     repetitions = repetitions or Repetitions(runs=study.repetitions, warmup=study.warmup)
@@ -129,9 +138,9 @@ def run_study(
         repetitions.describe() | ({"baseline": baseline} if baseline else {}) | study_run_settings(study, skipped)
     )  # all a resumed study run needs again
     versions = {kind: FILESYSTEMS[kind].version() for kind in {t.filesystem for t in study.targets}}
-    with _claimed(study, workdir, observer):
+    with _claimed(study, workdir, observer), _held(hold, workdir) as held:
         study_run_id = db.begin_study_run(
-            study, plan_seed, environment.collect(workdir.root), versions, settings, Owner.current(workdir.root)
+            study, plan_seed, environment.collect(workdir.root) | held, versions, settings, Owner.current(workdir.root)
         )
         _run_blocks(
             study_run_id,
@@ -172,11 +181,13 @@ def resume_study(
     observer: RunObserver | None = None,
     destroy_flags: tuple[str, ...] = (),
     host: Host | None = None,
+    hold: Hold | None = None,
 ) -> int:
     """Continue an interrupted study run with its own plan: the planner hands out its blocks again,
-    runs already stored are taken as they are, and only the others run. Returns its id."""
+    runs already stored are taken as they are, and only the others run. Returns its id. `hold`: as
+    run_study's (its environment is the one the study run began with: what it yields is not kept)."""
     named, _ = _check_can_run(resumable.study, workdir, destroy_flags, resuming=True)
-    with _claimed(resumable.study, workdir, observer):
+    with _claimed(resumable.study, workdir, observer), _held(hold, workdir):
         if not db.take_over(resumable.study_run_id, Owner.current(workdir.root)):
             raise StudyCannotRun(
                 f"study run {resumable.study_run_id} is no longer interrupted: another fslab has resumed it"
@@ -315,6 +326,10 @@ def _claimed(
         _check_image_space(study, workdir)
         yield
         workdir.journal.clean_up()  # all released by now: the journal starts afresh
+
+
+def _held(hold: Hold | None, workdir: Workdir) -> AbstractContextManager[dict]:
+    return hold(workdir.journal) if hold is not None else nullcontext({})
 
 
 def _run_blocks(

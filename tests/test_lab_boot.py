@@ -1,0 +1,175 @@
+"""The kernel lab for real (root): a kernel package fetched from the configured archive and
+unpacked, booted under TCG with its own modules; what the guest cannot read of the host; QEMU
+killed and its files gone however a boot ends; the accelerator probe. Each boot costs seconds
+of emulated CPU: one boot serves the tests of what it showed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import GUESTS
+from fslab.core.identity import process
+from fslab.core.workdir import Workdir
+from fslab.lab import kernels, vm
+
+pytestmark = [pytest.mark.root, pytest.mark.guest, pytest.mark.xdist_group(GUESTS)]
+
+RELEASE = "6.1.0-55-amd64"  # not this machine's installed kernel: its modules exist only in the package
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory) -> Iterator[kernels.PreparedKernel]:
+    """6.1.0-55 fetched from the archive into a cache of the test's own (a real download)."""
+    if vm.unavailable_reason():
+        pytest.fail(f"the lab's tests boot a guest: {vm.unavailable_reason()}")
+    cache = Path("/var/tmp") / f"fslab-test-kernels-{uuid.uuid4().hex[:8]}"
+    said: list[str] = []
+    try:
+        yield kernels.prepare(RELEASE, cache=cache, say=said.append)
+        assert any("downloading" in line for line in said)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def test_a_prepared_kernel_is_the_archives_package_unpacked_with_its_module_index(prepared):
+    assert prepared.release == RELEASE and prepared.vmlinuz.name == f"vmlinuz-{RELEASE}"
+    assert (prepared.modules / "modules.dep").stat().st_size > 0
+    assert prepared.package_version == kernels._offered_one(RELEASE, kernels.KERNELS).version
+    assert len(prepared.config_sha256) == 64
+    again = kernels.prepare(RELEASE, cache=prepared.modules.parents[3].parent)
+    assert again == prepared
+
+
+@pytest.fixture(scope="module")
+def booted(prepared, tmp_path_factory):
+    """One boot of 6.1.0-55 under TCG: its release, a module of its own loaded, and what of the host it reads."""
+    share = tmp_path_factory.mktemp("lab-share")
+    marker = Path("/root") / f"fslab-lab-marker-{uuid.uuid4().hex[:8]}"  # beside users' checkouts, not in one
+    checkout = Path("/root") / f"fslab-lab-checkout-{uuid.uuid4().hex[:8]}"  # a user's directory under /root
+    marker.write_text("secret\n")
+    checkout.mkdir()
+    (checkout / "notes.txt").write_text("kept\n")
+    command = f"""
+echo "release=$(uname -r)"
+modprobe raid1 && echo "raid1=$(grep -c '^raid1 ' /proc/modules)"
+cat {marker} > /dev/null 2>&1 && echo "marker=read" || echo "marker=unreadable"
+echo "shadow_bytes=$(cat /etc/shadow 2>/dev/null | wc -c)"
+echo "root_entries=$(ls -A /root | tr '\\n' ' ')"
+echo "checkout=$(cat {checkout}/notes.txt)"
+{REPO}/.venv/bin/python -m fslab --help > /dev/null && echo "fslab=runs"
+echo "scratch=$(findmnt -n -o FSTYPE {vm.SCRATCH})"
+"""
+    try:
+        boot = vm.boot(prepared, command, share=share, spec=vm.VmSpec(accelerator="tcg"), cwd=checkout, timeout=600)
+    finally:
+        marker.unlink()
+        shutil.rmtree(checkout)
+    said = dict(line.split("=", 1) for line in boot.output.splitlines() if "=" in line)
+    assert boot.status == 0, f"{boot.output[-3000:]}\n{boot.console[-3000:]}"
+    return boot, said, marker, checkout
+
+
+def test_the_guest_runs_the_prepared_kernel_and_loads_its_own_modules(booted):
+    boot, said, _, _ = booted
+    assert said["release"] == RELEASE
+    assert said["raid1"] == "1"  # 6.1.0-55's raid1.ko: the host has only 6.1.0-56's modules
+    assert said["scratch"] == "ext4"
+
+
+def test_the_guest_cannot_read_roots_files_nor_the_shadow_file_while_fslab_runs_there(booted):
+    _, said, marker, checkout = booted
+    assert said["marker"] == "unreadable"
+    assert said["shadow_bytes"] == "0"
+    assert marker.name not in said["root_entries"] and checkout.name in said["root_entries"]
+    assert said["checkout"] == "kept"  # the directory the command runs in, under /root, bound back
+    assert said["fslab"] == "runs"  # fslab's interpreter (pyenv's, in /root here) and package, bound back
+
+
+def test_the_boot_is_a_host_named_by_its_release_with_every_lab_field(booted):
+    boot, _, _, _ = booted
+    host = boot.host
+    assert host.name == RELEASE and host.kernel == RELEASE and host.accelerator == "tcg" and host.emulated
+    assert host.kernel_package and host.kernel_config_sha256 and host.qemu_version.startswith("QEMU emulator")
+    assert (host.disk_cache, host.disk_aio) == ("none", "io_uring" if vm.io_uring_works() else "native")
+    assert host.cpu_count == 1 and 1.5 * 2**30 < host.memory_bytes <= 2 * 2**30 and host.cpu_model
+    host_boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    assert boot.boot_id and boot.boot_id != host_boot
+
+
+def test_a_boot_past_its_time_is_killed_by_its_proof_and_leaves_nothing(tmp_path):
+    kernel = kernels.installed(kernels.installed_releases()[-1])
+    workdir = Workdir(tmp_path / "work")
+    workdir.root.mkdir()
+    before = set(Path(vm.BOOT_TEMP).glob("fslab-boot-*"))
+    boot = vm.boot(kernel, "sleep 600", share=tmp_path / "share", spec=vm.VmSpec(accelerator="tcg"), timeout=3,
+                   journal=workdir.journal)  # fmt: skip
+    assert boot.status is None
+    lines = [json.loads(line) for line in (workdir.root / "journal.jsonl").read_text().splitlines()]
+    assert [(e["event"], e["kind"]) for e in lines] == [("acquire", "process"), ("proof", "process"),
+                                                        ("release", "process")]  # fmt: skip
+    proof = lines[1]["proof"]
+    assert proof["comm"] == vm.QEMU_COMM
+    living = process(proof["pid"])
+    assert living is None or living.start != proof["start"]  # that very QEMU is gone
+    assert not workdir.journal.outstanding()
+    assert set(Path(vm.BOOT_TEMP).glob("fslab-boot-*")) <= before  # its directory removed
+
+
+def test_this_machine_probes_to_tcg(tmp_path):
+    """/dev/kvm is here, but KVM fails (nested): a real boot probe says so."""
+    assert os.path.exists("/dev/kvm")
+    assert vm.accelerator(cache=tmp_path) == "tcg"
+    assert [p.name for p in tmp_path.iterdir()] == [
+        f"accelerator-{Path('/proc/sys/kernel/random/boot_id').read_text().strip()}.json"
+    ]
+
+
+INTERRUPTED = """
+import sys
+from pathlib import Path
+from fslab.core.workdir import Workdir
+from fslab.lab import kernels, vm
+kernel = kernels.installed(kernels.installed_releases()[-1])
+try:
+    vm.boot(kernel, "sleep 600", share=Path(sys.argv[1]), spec=vm.VmSpec(accelerator="tcg"), timeout=600,
+            journal=Workdir(Path(sys.argv[2])).journal)
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+def test_ctrl_c_during_a_boot_kills_that_qemu_and_removes_its_directory(tmp_path):
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    journal = workdir / "journal.jsonl"
+    before = set(Path(vm.BOOT_TEMP).glob("fslab-boot-*"))
+    fslab = subprocess.Popen([sys.executable, "-c", INTERRUPTED, str(tmp_path / "share"), str(workdir)])
+    try:
+        deadline = time.monotonic() + 120
+        while not (journal.exists() and '"proof"' in journal.read_text()):  # QEMU is running
+            assert fslab.poll() is None and time.monotonic() < deadline, "no QEMU started"
+            time.sleep(0.1)
+        proof = next(json.loads(line)["proof"] for line in journal.read_text().splitlines() if '"proof"' in line)
+        assert process(proof["pid"]) is not None
+        fslab.send_signal(signal.SIGINT)
+        assert fslab.wait(timeout=60) == 130
+    finally:
+        if fslab.poll() is None:
+            fslab.kill()
+            fslab.wait()
+    living = process(proof["pid"])
+    assert living is None or living.start != proof["start"]
+    assert [json.loads(line)["event"] for line in journal.read_text().splitlines()] == ["acquire", "proof", "release"]
+    assert set(Path(vm.BOOT_TEMP).glob("fslab-boot-*")) <= before
