@@ -660,7 +660,7 @@ def migrated_v14_fleet_shows_its_workers_versions(db) -> None:
     ]
     roster.register(db.engine, Host("new-box", "id", "6.1", "cpu", 2, 1 << 30), ["nvme"], 2.0)
     found = {w.name: (w.fslab_version, w.schema_version) for w in roster.workers(db.engine)}
-    assert found == {"nvme-box": (None, None), "new-box": (__version__, 18)}
+    assert found == {"nvme-box": (None, None), "new-box": (__version__, SCHEMA_VERSION)}
     assert versions.refusers(roster.workers(db.engine)) == [
         "worker nvme-box runs an fslab of before schema 16, which refuses no unit it cannot run faithfully: "
         'stop it, and upgrade its host (docs/fleet.md, "Upgrading a fleet")'
@@ -668,9 +668,9 @@ def migrated_v14_fleet_shows_its_workers_versions(db) -> None:
     printed = io.StringIO()
     Console(file=printed, width=160).print(dispatch.workers_table(db))
     shown = printed.getvalue()
-    assert re.search(rf"new-box\s+nvme\s+{re.escape(__version__)}\s+18\s", shown), shown
+    assert re.search(rf"new-box\s+nvme\s+{re.escape(__version__)}\s+{SCHEMA_VERSION}\s", shown), shown
     assert re.search(r"nvme-box\s+ssd\s+\?\s+\?\s", shown), "its versions unsaid"
-    assert "the database is at schema 18" in shown
+    assert f"the database is at schema {SCHEMA_VERSION}" in shown
 
 
 def test_a_version_14_fleet_database_on_sqlite_gains_the_workers_versions(tmp_path):

@@ -61,6 +61,7 @@ class FakeLab:
     tmp: Path
     unbootable: set[str] = field(default_factory=set)
     unpreparable: set[str] = field(default_factory=set)
+    refusing: set[str] = field(default_factory=set)  # fslab in the guest refuses the study there
     interrupt_at: int | None = None  # the boot (1-based, over all kernels) at which Ctrl-C comes
     speed: dict[str, float] = field(default_factory=dict)  # each kernel's throughput factor
     boot_noise: float = 0.0  # each boot's own level: a factor drawn once per boot
@@ -81,6 +82,11 @@ class FakeLab:
             raise KeyboardInterrupt
         if kernel.release in self.unbootable:
             return SimpleNamespace(status=None, output="", console="Kernel panic - not syncing: VFS", share=share)
+        if kernel.release in self.refusing:  # as `fslab run` leaves it: its database opened, no study run
+            ResultsDB(str(share / "results.db")).engine.dispose()
+            said = "the study cannot run here; nothing was attached or formatted:\n  btrfs: no btrfs module"
+            host = Host(kernel.release, "m", kernel.release, "QEMU Virtual CPU", 1, 2**31, accelerator="tcg")
+            return SimpleNamespace(status=2, output=said, console="", share=share, host=host, boot_id="b")
         argv = shlex.split(command.split(";")[0])
         options = dict(zip(argv[5::2], argv[6::2])) | {"study": argv[4]}
         self.booted.append({"release": kernel.release, "argv": argv, "options": options, "command": command})
@@ -214,6 +220,16 @@ def test_a_kernel_that_fails_to_boot_or_prepare_is_said_recorded_and_left_out_th
     assert len(skipped) == 2 and skipped[0].startswith(f"{BAD}, boot 1 of 2: skipped, its VM did not end")
 
 
+def test_a_kernel_whose_guest_refuses_the_study_is_left_out_with_what_the_guest_said(tmp_path):
+    lab = FakeLab(tmp_path, refusing={B})
+    db, study_run = _run(tmp_path, lab, [A, B], boots=2)
+    (failed,) = db.study_run(study_run)["settings"]["lab"]["failed"]
+    assert failed["kernel"] == B and "holds 0 study runs, not one" in failed["why"]
+    assert "btrfs: no btrfs module" in failed["why"]
+    assert {r["host"] for r in db.runs(study_run)} == {A} and len(db.runs(study_run)) == 16
+    assert [h.name for h in db.hosts(study_run)] == [A], "no host of a kernel that stored nothing"
+
+
 def test_no_kernel_running_it_is_an_error_naming_each(tmp_path):
     lab = FakeLab(tmp_path, unbootable={BAD})
     with pytest.raises(FslabError, match=f"no kernel ran it: {BAD}: its VM did not end"):
@@ -259,3 +275,91 @@ def test_a_study_naming_a_job_file_is_refused_its_text_alone_reaches_the_guest(t
     text = STUDY + '\n[[workload]]\nname = "mine"\njob_file = "job.fio"\n'
     with pytest.raises(FslabError, match="workload 'mine' names a job_file"):
         lab_study.check_kernel_study(_study(tmp_path, text), [A], 1, {})
+
+
+# --- boots as the unit of replication (statistics/boots.py), on synthetic samples and stored runs ---
+
+
+def test_boot_means_are_a_hosts_samples_once_its_runs_span_two_boots():
+    from fslab.statistics.boots import boot_count, boot_means
+
+    one = [("b1", 10.0), ("b1", 12.0), ("b1", 14.0)]
+    assert boot_means(one) == [10.0, 12.0, 14.0] and boot_count(one) == 1, "one boot: its runs as they are"
+    three = [("b1", 10.0), ("b2", 20.0), ("b1", 12.0), ("b3", 30.0), ("b2", 22.0), ("b3", 32.0)]
+    assert boot_means(three) == [11.0, 21.0, 31.0] and boot_count(three) == 3, "in the order each boot first came"
+    assert boot_count([(None, 1.0), (None, 2.0)]) == 1, "runs of no known boot (before schema 19): one boot"
+
+
+def test_boot_to_boot_and_within_boot_cvs_are_computed_as_stated():
+    import statistics
+
+    from fslab.statistics.boots import spreads
+
+    values = [("b1", 100.0), ("b1", 102.0), ("b2", 120.0), ("b2", 118.0), ("b3", 90.0)]
+    found = spreads({("w", "ext4", A): {"iops": values, "lat": values}, ("w", "ext4", B): {"iops": values[:2]}},
+                    lambda workload, metrics: ["iops"])  # fmt: skip
+    (spread,) = found
+    means = [101.0, 119.0, 90.0]
+    assert (spread.host, spread.metric, spread.boots, spread.runs) == (A, "iops", 3, 5), "B's single boot: none"
+    assert spread.between_cv == pytest.approx(statistics.stdev(means) / statistics.fmean(means))
+    within = [statistics.stdev([100, 102]) / 101, statistics.stdev([120, 118]) / 119]
+    assert spread.within_cv == pytest.approx(statistics.fmean(within)), "the boot of one run has no CV of its own"
+
+
+def test_a_withheld_comparison_keeps_its_ratio_and_interval_undecided_with_why():
+    from fslab.statistics.boots import ONE_BOOT, withheld
+    from fslab.statistics.stats import Comparison
+
+    decided = Comparison(3, 3, 2.0, 1.8, 2.2, 0.001, True, 0.05)
+    assert decided.verdict == "faster"
+    held = withheld(decided)
+    assert (held.verdict, held.reason, held.interval, held.ratio) == ("undecided", ONE_BOOT, (1.8, 2.2), 2.0)
+    assert not held.decided and held.runs_to_decide is None
+
+
+def _compared(tmp_path: Path, boots: int, **lab_options):  # noqa: ANN202
+    from fslab.report.summary import compare_hosts
+
+    lab = FakeLab(tmp_path, speed={A: 1.0, B: 2.0}, **lab_options)
+    db, study_run = _run(tmp_path, lab, [A, B], boots=boots)
+    rows = compare_hosts(db, study_run, A, B).rows
+    return db, study_run, {(r.target, r.metric): r.comparison for r in rows}
+
+
+def test_between_kernels_of_one_boot_each_no_speed_verdict_is_given_saying_why(tmp_path):
+    _, _, rows = _compared(tmp_path, boots=1)
+    iops = rows[("ext4", "write_iops")]
+    assert iops.ratio == pytest.approx(2.0, rel=0.1), "the ratio still shown"
+    assert iops.verdict == "undecided" and iops.reason == "one boot: boots are the unit of replication"
+    assert {c.verdict for c in rows.values()} == {"undecided"}
+
+
+def test_between_kernels_of_three_boots_each_the_samples_are_boot_means_and_a_verdict_is_given(tmp_path):
+    db, study_run, rows = _compared(tmp_path, boots=3, boot_noise=0.02)
+    iops = rows[("ext4", "write_iops")]
+    assert (iops.n_baseline, iops.n_other) == (3, 3), "a sample per boot, not one per run (6)"
+    assert iops.verdict == "faster" and iops.ratio == pytest.approx(2.0, rel=0.1)
+
+
+def test_the_summary_says_each_kernels_boots_and_boot_to_boot_variation(tmp_path):
+    import json
+
+    from fslab.report.formats.markdown import to_markdown
+    from fslab.report.formats.summary_json import to_json
+    from fslab.report.summary import summarize_study_run
+
+    lab = FakeLab(tmp_path, speed={A: 1.0, B: 2.0}, boot_noise=0.3, unbootable={BAD})
+    db, study_run = _run(tmp_path, lab, [A, B, BAD], boots=2)
+    summary = summarize_study_run(db, study_run)
+    spreads = {(b.host, b.target): b for b in summary.boot_spreads if b.metric == "write_iops"}
+    assert set(spreads) == {(k, t) for k in (A, B) for t in ("ext4", "btrfs", "(ceiling)")}
+    assert all(b.boots == 2 and b.between_cv > 0 and b.within_cv is not None for b in spreads.values())
+    text = to_markdown(summary)
+    assert f"Kernels: {A} (2 boots), {B} (2 boots)" in text
+    ext4 = spreads[(A, "ext4")]
+    assert f"Boot to boot on {A} (CV of the boot means): " in text
+    assert f"ext4 · seq_write write_iops {ext4.between_cv:.1%} (within a boot {ext4.within_cv:.1%})" in text
+    assert f"Kernel {BAD} left out at boot 1: its VM did not end" in text
+    document = json.loads(to_json(summary))["kernels"]
+    assert document["boots_asked"] == 2 and [f["kernel"] for f in document["failed"]] == [BAD]
+    assert {(b["host"], b["target"]) for b in document["boot_spreads"] if b["metric"] == "write_iops"} == set(spreads)

@@ -465,7 +465,7 @@ def test_a_version_17_database_gains_the_redone_mark_none_redone_and_reads_as_be
 
 
 # schema-v18.db: written by fslab with schema version 18 (commit 48fca28) from schema-v18.toml, run
-# for real (ext4 and btrfs, a direct sequential write, two runs each, and the ceiling fslab adds).
+# for real (ext4 and xfs, a direct sequential write, two runs each, and the ceiling fslab adds).
 def test_a_version_18_database_gains_the_boot_column_null_and_reads_as_before(tmp_path):
     """Migration 18 → 19 (runs.boot_id): a defect would lose or alter a run, invent a boot for one
     stored before (its statistics then taken as boot means), or fail where the column is already."""

@@ -398,9 +398,9 @@ def run(
         typer.Option(
             "--kernel",
             metavar="RELEASE",
-            help="Run the study under this kernel too (repeat): a Debian kernel package's release (e.g. "
+            help="Run the study under each kernel named (repeat): a Debian kernel package's release (e.g. "
             "6.1.0-56-amd64), fetched and booted in a throwaway VM, or `host`, this machine's own kernel; each "
-            "is a host of the study run, its runs stored as each boot ends (docs/lab.md).",
+            "is a host of the study run, its runs stored as each boot ends (docs/commands.md, Kernels).",
         ),
     ] = None,
     boots: Annotated[

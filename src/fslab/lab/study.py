@@ -289,12 +289,15 @@ class _Run:
             except FslabError as exc:
                 raise _KernelFailed(f"it did not boot: {exc}") from None
             database = share / RESULTS_FILE
+            tail = " / ".join((booted.output or booted.console or "").strip().splitlines()[-3:]) or "it said nothing"
             if not database.is_file():
-                tail = " / ".join((booted.output or booted.console or "").strip().splitlines()[-3:])
                 ended = "did not end" if booted.status is None else f"ended with status {booted.status}"
-                raise _KernelFailed(f"its VM {ended} and stored no results ({tail or 'it said nothing'})")
+                raise _KernelFailed(f"its VM {ended} and stored no results ({tail})")
+            try:
+                stored = self._store(database, booted.host.name, booted.boot_id, where, tell_runs=True)
+            except _KernelFailed as exc:  # fslab in the guest refused the study, say: what it said
+                raise _KernelFailed(f"{exc} ({tail})") from None
             self.results.record_host(self.study_run_id, booted.host)
-            stored = self._store(database, booted.host.name, booted.boot_id, where, tell_runs=True)
             self.say(f"{where}: {_counted(stored)} stored in {time.monotonic() - started:.0f} s")
             return stored
 
@@ -317,8 +320,8 @@ class _Run:
                 stopped = str(exc)
             finally:
                 own.engine.dispose()
-            self.results.record_host(self.study_run_id, host)
             stored = self._store(share / RESULTS_FILE, host.name, environment.boot_id(), where, tell_runs=False)
+            self.results.record_host(self.study_run_id, host)
             self.say(f"{where}: {_counted(stored)} stored in {time.monotonic() - started:.0f} s")
             if stopped:
                 raise _KernelFailed(stopped)

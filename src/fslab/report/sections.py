@@ -78,7 +78,7 @@ def sections(s: StudySummary) -> list[Section]:
     baseline, its main comparisons first) and its rankings; the failed runs last. A section with nothing to show is left
     out, but a workload's rankings (whose absence a format may mark)."""
     out = [
-        Section(SectionKind.INTRO, lines=[*header_lines(s), method_line(s)]),
+        Section(SectionKind.INTRO, lines=[*header_lines(s), method_line(s), *kernel_lines(s)]),
         Section(SectionKind.TARGETS, "Targets", TARGET_COLUMNS, target_rows(s)),
     ]
     if skipped := skipped_lines(s):
@@ -735,6 +735,31 @@ def skipped_lines(s: StudySummary) -> list[str]:
                 else ""
             )
         )
+    return lines
+
+
+def kernel_lines(s: StudySummary) -> list[str]:
+    """A study run over kernels (lab/study.py): each kernel's boots, how much its cells varied from
+    boot to boot (the CV of the boot means, the CV within a boot beside it), and the kernels left out."""
+    lab = (s.study_run.get("settings") or {}).get("lab")
+    if not lab:
+        return []
+    boots_of: dict[str, set] = defaultdict(set)
+    for r in s.runs:
+        if r.get("host") is not None:
+            boots_of[r["host"]].add(r.get("boot_id"))
+    kernels = ", ".join(f"{h} ({len(b)} boot{'s' if len(b) != 1 else ''})" for h, b in sorted(boots_of.items()))
+    lines = [
+        f"Kernels: {kernels}; "
+        "boots are the unit of replication between kernels: a kernel's samples are its boot means where it ran "
+        "2 boots or more, and a speed verdict between kernels needs 2 boots each (--boots)."
+    ]
+    by_host: dict[str, list[str]] = defaultdict(list)
+    for b in s.boot_spreads:
+        within = f"{b.within_cv:.1%}" if b.within_cv is not None else "–"
+        by_host[b.host].append(f"{b.target} · {b.workload} {b.metric} {b.between_cv:.1%} (within a boot {within})")
+    lines += [f"Boot to boot on {host} (CV of the boot means): {'; '.join(said)}." for host, said in by_host.items()]
+    lines += [f"Kernel {f['kernel']} left out at boot {f['boot']}: {f['why']}." for f in lab.get("failed", [])]
     return lines
 
 

@@ -38,6 +38,7 @@ from fslab.statistics.analysis import (
     looks_of,
     resolution_of,
 )
+from fslab.statistics.boots import BootSpread, boot_count, boot_means, is_speed, spreads, withheld
 from fslab.statistics.raw_reference import (
     BeyondRaw,
     CachedReference,
@@ -123,6 +124,9 @@ class StudySummary:
         default_factory=list
     )  # each host's facts, as recorded (none before schema version 10)
     ceilings: list[Ceiling] = field(default_factory=list)  # each workload's ceiling, or why none
+    # a study run over kernels (lab/study.py): per kernel's cell with runs in 2 boots or more, how
+    # much its primary metrics varied from boot to boot (statistics/boots.py)
+    boot_spreads: list[BootSpread] = field(default_factory=list)
 
     def cells_of(self, workload: str) -> list[CellSummary]:
         return [c for c in self.cells if c.workload == workload]
@@ -175,6 +179,7 @@ RUN_FACTS = (
     "memory_limit",
     "options_applied",
     "host",
+    "boot_id",
 )
 
 UNNAMED_HOST = "(unnamed)"  # a run stored with no host, in a study run whose other runs name theirs
@@ -263,13 +268,44 @@ def compare_hosts(db: ResultsDB, study_run_id: int, baseline: str, other: str, *
     if baseline == other:
         raise AnalysisError(f"--hosts: name two different hosts (both are '{baseline}')")
     groups = db.sample_groups(study_run_id)
+    few_boots: set[tuple[str, str]] = set()
+    if "lab" in ((db.study_run(study_run_id) or {}).get("settings") or {}):
+        every, few_boots = _by_boots(db, study_run_id, (baseline, other))
     side = lambda host: replace(groups, values={(w, t): metrics for (w, t, h), metrics in every.items() if h == host})  # noqa: E731
     flagged = flagged_cells(db, study_run_id, Hosts(known, False))
     left_out = sorted(
         {(w, t) for w, t, _ in every if {(w, Hosted(t, baseline).name), (w, Hosted(t, other).name)} & flagged}
     )
     compared = compare_study_runs(side(baseline), side(other), threshold=threshold, left_out=left_out, against=baseline)
+    compared = [
+        replace(r, comparison=withheld(r.comparison), explanation=None)
+        if (r.workload, r.target) in few_boots and is_speed(r.metric)
+        else r
+        for r in compared
+    ]
     return Compared(compared, left_out)
+
+
+def _boot_spreads(db: ResultsDB, study_run_id: int, groups: SampleGroups) -> list[BootSpread]:
+    """Per kernel's cell over 2 boots or more, its primary metrics' boot-to-boot and within-boot CVs."""
+    booted = {(w, t, h or UNNAMED_HOST): m for (w, t, h), m in db.boot_samples(study_run_id).items()}
+    return spreads(booted, groups.roles.primary_in)
+
+
+def _by_boots(
+    db: ResultsDB, study_run_id: int, compared: tuple[str, str]
+) -> tuple[dict[tuple[str, str, str], dict[str, list[float]]], set[tuple[str, str]]]:
+    """Between two kernels of a study run over kernels (lab/study.py): each host's samples, its boot
+    means where its runs span 2 boots or more (statistics/boots.py); and the cells where either
+    of the two compared spans fewer, whose speed verdicts are withheld."""
+    booted = {(w, t, h or UNNAMED_HOST): m for (w, t, h), m in db.boot_samples(study_run_id).items()}
+    means = {key: {metric: boot_means(values) for metric, values in m.items()} for key, m in booted.items()}
+    few = {
+        (w, t)
+        for (w, t, h), m in booted.items()
+        if h in compared and m and min(boot_count(values) for values in m.values()) < 2
+    }
+    return means, few
 
 
 def summarize_study_run(
@@ -418,6 +454,7 @@ def summarize_study_run(
         runs=per_host,
         hosts=hosts,
         host_facts=db.hosts(study_run_id),
+        boot_spreads=_boot_spreads(db, study_run_id, groups) if "lab" in settings else [],
         ceilings=_ceilings(groups, targets, hosts, stored_workloads, bool(settings.get("no_ceiling"))),
     )
 

@@ -540,6 +540,27 @@ class ResultsDB:
                 values.setdefault((workload, target, host), {}).setdefault(qualified(phase, name), []).append(value)
         return values
 
+    def boot_samples(
+        self, study_run_id: int
+    ) -> dict[tuple[str, str, str | None], dict[str, list[tuple[str | None, float]]]]:
+        """host_samples' values, each with the boot its run ran in (runs.boot_id, schema 19; None
+        before): a kernel's runs over several boots are compared by their boot means (statistics/boots.py)."""
+        query = (
+            sa.select(
+                runs.c.workload, runs.c.target, runs.c.host, runs.c.boot_id, metrics.c.phase, metrics.c.name,
+                metrics.c.value,
+            )
+            .join(runs, metrics.c.run_id == runs.c.id)
+            .where(runs.c.study_run_id == study_run_id, *MEASURED)
+            .order_by(runs.c.id, metrics.c.phase, metrics.c.name)
+        )  # fmt: skip
+        values: dict[tuple[str, str, str | None], dict[str, list[tuple[str | None, float]]]] = {}
+        with self.engine.connect() as conn:
+            for workload, target, host, boot, phase, name, value in _plain_rows(conn, query):
+                cell = values.setdefault((workload, target, host), {})
+                cell.setdefault(qualified(phase, name), []).append((boot, value))
+        return values
+
     def metric_values(self, study_run_id: int, names: Iterable[str]) -> dict[tuple[int, str, str], float]:
         """(run id, phase, name) → the value of each metric named, of every run of a study run."""
         query = sa.select(metrics.c.run_id, metrics.c.phase, metrics.c.name, metrics.c.value).join(

@@ -74,6 +74,12 @@ def to_json(s: StudySummary) -> str:
         document["disturbed"] = {"runs": s.disturbed, "redone": s.redone}
     if s.not_measurable:
         document["not_measurable"] = s.not_measurable
+    if lab := (s.study_run.get("settings") or {}).get("lab"):  # a study run over kernels (lab/study.py)
+        document["kernels"] = {
+            "boots_asked": lab.get("boots"),
+            "failed": lab.get("failed", []),
+            "boot_spreads": [asdict(b) for b in s.boot_spreads],
+        }
     if s.analysis.between:  # each workload against the one it is paired with (compare_with), per target; in the family
         document["family"]["of"] += ", and each workload paired with another (compare_with) per target and metric"
         document["workload_comparisons"] = [
