@@ -13,8 +13,12 @@ its own: wall time (median, min) and the child's peak RSS (os.wait4's ru_maxrss)
 issue 11's target —
   - `fslab summary ID`           at most 1 s,
   - `fslab report ID -o DIR`     at most 3 s and 500 MB,
-  - `fslab report ID -o DIR --figures` (every chart also as an SVG figure) at most 10 s (issue 32),
+  - `fslab report ID -o DIR --figures` (the statistics' charts also as SVG figures; those of a run's
+    course over time only with --time-figures, docs/report.md) at most 10 s (issue 32),
   - the database's room per run, every raw output, log and bin kept, at most 36 KB (issue 32);
+each line with the load average as its runs began and ended (→): the wall times are only as good
+as the machine was quiet (its CPU time, printed beside, is steadier), and every judged line again
+together at the end ("each target, side by side").
 Then a team's database (--team, 100,000 runs unless told; 0: left out): the same database with
 its study runs copied in it, by SQL, until it holds that many runs, where the newest study run's
 `fslab summary` and `fslab report` must still meet their targets, and `fslab history` (the list of
@@ -22,10 +26,10 @@ study runs) is timed as information. It is built beside the first (team.db) and 
 unless --keep.
 And, as information (no target), `fslab summary ID` with its runs files deleted first (it
 writes runs.csv and runs.json again; `fslab run` writes them as it ends, so a summary asked for
-later finds them current), and `fslab report ID --png` (each figure as PNG too). ID is the last
-study run.
+later finds them current), `fslab report ID --time-figures` (every chart of the page as a figure)
+and `fslab report ID --png` (each figure of --figures as PNG too). ID is the last study run.
 
-Run: .venv/bin/python bench/report_scale.py [--keep DIR] [--repeat 3] [--team RUNS]
+Run: .venv/bin/python bench/report_scale.py [--keep DIR] [--repeat 3] [--team RUNS (100000)]
                                             [--study-runs 5 --targets 10 --workloads 20 --runs 10]
 The database goes into a temporary directory in /var/tmp, deleted afterwards, unless --keep
 names a directory to build it in and keep it (DIR/scale.db, used as it is when it is there).
@@ -211,6 +215,12 @@ def _originals(table: str, shifted: dict[str, str], last_study_run: int, last_ru
     return "0"  # fleet_workers: a worker's row is its host's, not a study run's
 
 
+def load() -> float:
+    """The machine's load average over the last minute: beside each figure, as the wall times are
+    only as good as the machine was quiet (2 cores shared with other work: CPU time is steadier)."""
+    return os.getloadavg()[0]
+
+
 def timed(argv: list[str], env: dict, cwd: Path) -> tuple[float, int, float]:
     """Wall seconds, peak RSS (bytes) and CPU seconds of one command, in a process of its own
     (os.wait4 returns that very child's resource usage): on a busy machine the CPU time is the
@@ -239,21 +249,49 @@ def stored(path: Path) -> tuple[int, int]:
     return len(db.study_runs()), runs
 
 
-def line(
-    name: str, results: list[tuple[float, int, float]], seconds: float | None = None, memory: float | None = None
+# Each judged figure's line, gathered as they are measured, printed again together at the end.
+JUDGED: list[str] = []
+
+
+def measured(
+    name: str,
+    argv: list[str],
+    env: dict,
+    cwd: Path,
+    times: int,
+    seconds: float | None = None,
+    memory: float | None = None,
 ) -> str:
-    """A command's figures: wall time (median, min of the runs), CPU time (median) and peak RSS, against its targets."""
+    """A command run `times` times, its line (line), with the load average before and after."""
+    before = load()
+    results = [timed(argv, env, cwd) for _ in range(times)]
+    return line(name, results, seconds, memory, (before, load()))
+
+
+def line(
+    name: str,
+    results: list[tuple[float, int, float]],
+    seconds: float | None = None,
+    memory: float | None = None,
+    loads: tuple[float, float] | None = None,
+) -> str:
+    """A command's figures: wall time (median, min of the runs), CPU time (median) and peak RSS, against its
+    targets, with the load average as it began and ended; a judged one is kept for the closing lines (JUDGED)."""
     times = [t for t, _, _ in results]
     peak = max(r for _, r, _ in results)
     cpu = statistics.median(c for _, _, c in results)
     said = (
-        f"{name:<30} {len(results)}×: median {statistics.median(times):6.2f} s, "
+        f"{name:<40} {len(results)}×: median {statistics.median(times):6.2f} s, "
         f"min {min(times):6.2f} s, CPU {cpu:6.2f} s, peak RSS {peak / 1e6:4.0f} MB"
     )
+    if loads is not None:
+        said += f", load {loads[0]:.1f}→{loads[1]:.1f}"
     if seconds is not None:
         said += f"   target ≤ {seconds:g} s: {'met' if statistics.median(times) <= seconds else 'OVER'}"
     if memory is not None:
         said += f"; ≤ {memory / 1e6:.0f} MB: {'met' if peak <= memory else 'OVER'}"
+    if seconds is not None or memory is not None:
+        JUDGED.append(said)
     return said
 
 
@@ -292,6 +330,8 @@ def main() -> None:
         per_run = size / runs
         judged = "" if args.smoke else f"   target ≤ {PER_RUN / 1e3:g} KB: {'met' if per_run <= PER_RUN else 'OVER'}"
         print(f"room per run (every raw output, log and bin kept): {per_run / 1e3:.1f} KB{judged}")
+        if judged:
+            JUDGED.append(f"{'room per run':<40} {per_run / 1e3:.1f} KB{judged}")
         env = os.environ | {"PYTHONPATH": str(ROOT / "src"), "FSLAB_DB": str(path)}
         # As an installed fslab starts: from compiled bytecode (pip compiles it as it installs;
         # without it every start compiles fslab's modules again, a tenth of a second).
@@ -310,12 +350,13 @@ def main() -> None:
         # them current and leaves them; without them (deleted), it writes them as well (no
         # target: a smoke run leaves it out).
         results = []
+        loads = load()
         for _ in range(0 if args.smoke else args.repeat):
             for name in ("runs.csv", "runs.json"):
                 (summary_files / name).unlink(missing_ok=True)
             results.append(timed(summary, env, out))
         if results:
-            print(line(f"fslab summary {last} (writing runs.*)", results), flush=True)
+            print(line(f"fslab summary {last} (writing runs.*)", results, loads=(loads, load())), flush=True)
 
         def target(value: float) -> float | None:
             return None if args.smoke else value  # a smoke run judges nothing
@@ -329,12 +370,20 @@ def main() -> None:
                 target(500e6),
                 args.repeat,
             ),
-            # The page's drawing again, every chart as a figure: tests/test_report_html.py proves
-            # it, so a smoke run leaves them out. --png (each figure as PNG too) has no target.
+            # The page's drawing again, its charts as figures: tests/test_report_html.py proves
+            # it, so a smoke run leaves them out. --time-figures (the charts of a run's course
+            # over time too) and --png (each figure as PNG too) have no target.
             (
                 f"fslab report {last} --figures",
                 [*fslab, "report", str(last), "-o", str(out / "figures"), "--figures"],
                 target(10.0),
+                None,
+                0 if args.smoke else args.repeat,
+            ),
+            (
+                f"fslab report {last} --time-figures",
+                [*fslab, "report", str(last), "-o", str(out / "time-figures"), "--time-figures"],
+                None,
                 None,
                 0 if args.smoke else 1,
             ),
@@ -350,14 +399,17 @@ def main() -> None:
             if not times:
                 print(f"{name:<30} left out: a smoke run draws no figures", flush=True)
                 continue
-            results = [timed(argv, env, out) for _ in range(times)]
-            print(line(name, results, seconds, memory), flush=True)
+            print(measured(name, argv, env, out, times, seconds, memory), flush=True)
         if not kept:  # what `fslab summary` wrote beside the database
             shutil.rmtree(summary_files, ignore_errors=True)
             with contextlib.suppress(OSError):
                 (root / "reports").rmdir()
         if args.team:
             team_database(root, args, fslab, env, out, target)
+        if JUDGED:
+            print("each target, side by side (wall time's median; the load average as it began→ended):")
+            for said in JUDGED:
+                print(f"  {said.strip()}")
 
 
 def team_database(root: Path, args: argparse.Namespace, fslab: list[str], env: dict, out: Path, target) -> None:
@@ -391,7 +443,7 @@ def team_database(root: Path, args: argparse.Namespace, fslab: list[str], env: d
         ]
         # a smoke run: the copy read by one summary, in seconds
         for name, argv, seconds, memory in commands[1:2] if args.smoke else commands:
-            print(line(f"  {name}", [timed(argv, env, out) for _ in range(args.repeat)], seconds, memory), flush=True)
+            print(measured(f"  {name} ({runs} runs)", argv, env, out, args.repeat, seconds, memory), flush=True)
     finally:
         if not args.keep:
             for path in root.glob("team.db*"):

@@ -74,14 +74,25 @@ def fio_output(name: str) -> tuple[str, tuple[Metric, ...]]:
 
 @dataclass(frozen=True)
 class SyntheticHost:
-    """A host of a synthetic fleet: what its runs' throughput is multiplied by, and their noise."""
+    """A host of a synthetic fleet: what its runs' throughput is multiplied by, and their noise; how
+    it ran its kernel (a lab VM's accelerator, CPU and QEMU: model.Host); and, by filesystem, the
+    share of its direct writes the page cache took (`buffered`: a write_buffered_share stored with
+    each run of a fio workload that writes, as the page-cache monitor stores it; none: not stored)."""
 
     scale: float = 1.0
     noise: float = 0.03  # the standard deviation of each figure's factor around 1
     kernel: str = "6.1.0-test"
+    accelerator: str = "host"
+    cpu_model: str = "Test CPU"
+    qemu_version: str | None = None
+    buffered: Mapping[str, float] | None = None
 
     def facts(self, name: str) -> Host:
-        return Host(name, f"machine-{name}", self.kernel, "Test CPU", 4, 8 * 2**30)
+        vm = {"disk_cache": "none", "disk_aio": "io_uring"} if self.accelerator != "host" else {}
+        return Host(
+            name, f"machine-{name}", self.kernel, self.cpu_model, 4, 8 * 2**30,
+            accelerator=self.accelerator, qemu_version=self.qemu_version, **vm,
+        )  # fmt: skip
 
 
 def noisy(metrics: list[Metric], rng: random.Random, scale: float, noise: float = 0.03) -> list[Metric]:
@@ -245,6 +256,7 @@ def store_study_run(
                     _record(planned, clock, rng, target_scale, failing.get(planned.cell.target.name), host.noise),
                     host=host_name,
                 )
+                record = _buffered(record, host, planned, rng)
                 record = replace(record, metrics=with_primary(record.metrics, planned.cell.workload.primary))
                 if planned.cell.workload.name in flagged and record.status == "ok":
                     record = replace(record, notes=[FLAGGED])
@@ -260,6 +272,16 @@ def store_study_run(
             )
     db.finish_study_run(study_run_id, "finished", planner.outcome())
     return study_run_id
+
+
+def _buffered(record: RunRecord, host: SyntheticHost, planned: PlannedRun, rng: random.Random) -> RunRecord:
+    """A run with the write_buffered_share its host's `buffered` gives its filesystem (a few points
+    of noise, within [0, 1]), where it wrote."""
+    share = (host.buffered or {}).get(planned.cell.target.filesystem)
+    if share is None or record.status != "ok" or not any(m.name == "write_iops" for m in record.metrics):
+        return record
+    value = min(1.0, max(0.0, share + rng.gauss(0, 0.01)))
+    return replace(record, metrics=[*record.metrics, Metric("write_buffered_share", value, "", False)])
 
 
 def _record(

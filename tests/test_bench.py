@@ -50,7 +50,7 @@ FIGURES = {
         rf"^fslab report \d+ +1×: median +{N} s",
         r"^fslab report \d+ --figures +left out: a smoke run draws no figures",
         r"^a team's database: 12 runs, \d+ MB, copied in \d+ s",
-        rf"^  fslab summary 3 +1×: median +{N} s",
+        rf"^  fslab summary 3 \(12 runs\) +1×: median +{N} s, min +{N} s, CPU +{N} s, peak RSS +\d+ MB, load {N}→{N}$",
     ],
     "overhead.py": [rf"^ext4 +{N} +{N} +image", rf"^worst median overhead beyond fio: {N} s"],
     "fidelity.py": [rf"^ +1 +[\d,]+ +[\d,]+ +{N}$", rf"^median ratio fslab/hand over 1 pair\(s\): {N}"],

@@ -25,9 +25,24 @@ def first_column(document: str, header: str) -> list[str]:
     return [name for cell in rows for name in re.findall(r"`([^`]+)`", cell)]
 
 
+MONITORS_TABLE = "| metric | unit | better | timing | what it is |"
+
+
 def test_the_monitors_table_lists_every_value_a_monitor_reports():
-    listed = first_column("monitors.md", "| metric | unit | better | what it is |")
+    listed = first_column("monitors.md", MONITORS_TABLE)
     assert listed == [figure.name for figure in monitors.figures()]
+
+
+def test_the_monitors_table_says_each_values_timing_class_as_its_monitor_declares_it():
+    text = (DOCS / "monitors.md").read_text()
+    rows = text[text.index(MONITORS_TABLE + "\n") :].splitlines()[2:]
+    said = {}
+    for row in rows:
+        if not row.startswith("|"):
+            break
+        cells = row.split("|")
+        said |= {name: cells[4].strip() for name in re.findall(r"`([^`]+)`", cells[1])}
+    assert said == {figure.name: figure.timing for figure in monitors.figures()}
 
 
 def test_the_report_files_table_lists_every_file_fslab_summary_writes():

@@ -214,6 +214,7 @@ def test_every_disk_is_virtio_blk_with_no_host_cache_and_io_uring_else_native():
     argv = argv_of(())
     assert argv[argv.index("-accel") + 1] == "tcg" and argv[argv.index("-smp") + 1] == "1"
     assert "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap" in argv
+    assert argv[argv.index("-name") + 1] == "fslab,debug-threads=on"  # vCPU threads named, for --tune-host's pinning
 
 
 @pytest.mark.parametrize("cache", ["writeback", "unsafe", "writethrough"])
@@ -364,3 +365,43 @@ def test_fslab_lab_build_refuses_what_is_no_release_saying_how_to_list_them(kern
         and "fslab lab kernels" in result.stderr
         and "not a Debian kernel release" in (result.stderr)
     )
+
+
+# ---- a boot's own files ------------------------------------------------------------------------------------
+
+
+def test_a_boots_directory_is_journalled_proven_and_removed_by_its_releaser_alone(tmp_path, monkeypatch):
+    from fslab.core.errors import Refused
+    from fslab.core.journal import Entry
+    from fslab.core.workdir import Workdir
+
+    monkeypatch.setattr(vm, "BOOT_TEMP", tmp_path)
+    workdir = Workdir(tmp_path / "work")
+    workdir.root.mkdir()
+    with vm._boot_directory(workdir.journal) as directory:
+        assert directory.parent == tmp_path and directory.is_dir()
+        (directory / "scratch.img").write_bytes(b"x")
+        entry = next(e for e in workdir.journal.read()[0] if e.kind == vm.BOOT_KIND)
+        assert entry.ident == str(directory) and entry.proof["ino"] == directory.stat().st_ino
+    assert not directory.exists() and not workdir.journal.outstanding()
+    # a planted entry: another directory, or the right name with another identity, is left alone
+    (tmp_path / "etc").mkdir()
+    with pytest.raises(Refused, match="not a lab boot's directory"):
+        vm.remove_boot_directory(Entry(vm.BOOT_KIND, str(tmp_path / "etc"), entry.proof), workdir)
+    directory.mkdir()
+    with pytest.raises(Refused, match="identity differs"):
+        vm.remove_boot_directory(Entry(vm.BOOT_KIND, str(directory), entry.proof | {"ino": 1}), workdir)
+    assert directory.is_dir() and (tmp_path / "etc").is_dir()
+
+
+def test_what_the_guest_leaves_in_the_share_is_never_followed(tmp_path):
+    secret = tmp_path / "secret"
+    secret.write_text("host secret")
+    share = tmp_path / "share"
+    share.mkdir()
+    (share / "output.log").symlink_to(secret)
+    (share / "init.sh").symlink_to(secret)
+    assert vm._read(share / "output.log") == ""  # a symlink the guest made: not read through
+    vm._write_own(share / "init.sh", "#!/bin/bash\n")
+    assert secret.read_text() == "host secret" and not (share / "init.sh").is_symlink()
+    assert (share / "init.sh").read_text() == "#!/bin/bash\n"

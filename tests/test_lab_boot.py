@@ -117,9 +117,11 @@ def test_a_boot_past_its_time_is_killed_by_its_proof_and_leaves_nothing(tmp_path
                    journal=workdir.journal)  # fmt: skip
     assert boot.status is None
     lines = [json.loads(line) for line in (workdir.root / "journal.jsonl").read_text().splitlines()]
-    assert [(e["event"], e["kind"]) for e in lines] == [("acquire", "process"), ("proof", "process"),
-                                                        ("release", "process")]  # fmt: skip
-    proof = lines[1]["proof"]
+    assert [(e["event"], e["kind"]) for e in lines] == [
+        ("acquire", "lab-boot"), ("proof", "lab-boot"), ("acquire", "process"), ("proof", "process"),
+        ("release", "process"), ("release", "lab-boot"),
+    ]  # fmt: skip
+    proof = lines[3]["proof"]
     assert proof["comm"] == vm.QEMU_COMM
     living = process(proof["pid"])
     assert living is None or living.start != proof["start"]  # that very QEMU is gone
@@ -158,18 +160,30 @@ def test_ctrl_c_during_a_boot_kills_that_qemu_and_removes_its_directory(tmp_path
     fslab = subprocess.Popen([sys.executable, "-c", INTERRUPTED, str(tmp_path / "share"), str(workdir)])
     try:
         deadline = time.monotonic() + 120
-        while not (journal.exists() and '"proof"' in journal.read_text()):  # QEMU is running
+        while not (journal.exists() and '"proof", "kind": "process"' in journal.read_text()):  # QEMU is running
             assert fslab.poll() is None and time.monotonic() < deadline, "no QEMU started"
             time.sleep(0.1)
-        proof = next(json.loads(line)["proof"] for line in journal.read_text().splitlines() if '"proof"' in line)
+        proof = next(
+            e["proof"]
+            for e in map(json.loads, journal.read_text().splitlines())
+            if e["kind"] == "process" and e["event"] == "proof"
+        )
         assert process(proof["pid"]) is not None
         fslab.send_signal(signal.SIGINT)
         assert fslab.wait(timeout=60) == 130
     finally:
-        if fslab.poll() is None:
-            fslab.kill()
-            fslab.wait()
+        if fslab.poll() is None:  # the test failed before its Ctrl-C: one now, for fslab to release what it holds
+            fslab.send_signal(signal.SIGINT)
+            try:
+                fslab.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                fslab.kill()
+                fslab.wait()
     living = process(proof["pid"])
     assert living is None or living.start != proof["start"]
-    assert [json.loads(line)["event"] for line in journal.read_text().splitlines()] == ["acquire", "proof", "release"]
+    events = [(e["event"], e["kind"]) for e in map(json.loads, journal.read_text().splitlines())]
+    assert events == [
+        ("acquire", "lab-boot"), ("proof", "lab-boot"), ("acquire", "process"), ("proof", "process"),
+        ("release", "process"), ("release", "lab-boot"),
+    ]  # fmt: skip
     assert set(Path(vm.BOOT_TEMP).glob("fslab-boot-*")) <= before

@@ -102,7 +102,8 @@ class FakeLab:
             env={"kernel": kernel.release},
         )  # fmt: skip
         db.engine.dispose()
-        host = Host(kernel.release, "m", kernel.release, "QEMU Virtual CPU", 1, 2**31, accelerator="tcg")
+        # kvm: real figures of speed (emul's gate withholds an emulated host's), of one VM shape
+        host = Host(kernel.release, "m", kernel.release, "QEMU Virtual CPU", 1, 2**31, accelerator="kvm")
         return SimpleNamespace(status=0, output="", console="", share=share, host=host, boot_id=str(uuid.uuid4()))
 
 
@@ -165,7 +166,7 @@ def test_boots_interleave_over_kernels_and_each_boots_runs_are_stored_renumbered
             assert sorted(by_boot.values()) == [[1, 2], [3, 4], [5, 6]], "a boot's repetitions together, in order"
         blocks = [r["block"] for r in mine]
         assert blocks == sorted(blocks) and max(blocks) == 3 * max(r["block"] for r in mine if r["repetition"] <= 2)
-    assert {h.name: h.accelerator for h in db.hosts(study_run)} == {A: "tcg", B: "tcg"}
+    assert {h.name: h.accelerator for h in db.hosts(study_run)} == {A: "kvm", B: "kvm"}
     groups = db.sample_groups(study_run)
     assert sum(len(v["write_iops"]) for v in groups.values.values()) == len(runs), "their metrics with them"
     assert db.outputs(runs[0]["id"]), "and their raw outputs"
@@ -306,17 +307,6 @@ def test_boot_to_boot_and_within_boot_cvs_are_computed_as_stated():
     assert spread.within_cv == pytest.approx(statistics.fmean(within)), "the boot of one run has no CV of its own"
 
 
-def test_a_withheld_comparison_keeps_its_ratio_and_interval_undecided_with_why():
-    from fslab.statistics.boots import ONE_BOOT, withheld
-    from fslab.statistics.stats import Comparison
-
-    decided = Comparison(3, 3, 2.0, 1.8, 2.2, 0.001, True, 0.05)
-    assert decided.verdict == "faster"
-    held = withheld(decided)
-    assert (held.verdict, held.reason, held.interval, held.ratio) == ("undecided", ONE_BOOT, (1.8, 2.2), 2.0)
-    assert not held.decided and held.runs_to_decide is None
-
-
 def _compared(tmp_path: Path, boots: int, **lab_options):  # noqa: ANN202
     from fslab.report.summary import compare_hosts
 
@@ -331,7 +321,11 @@ def test_between_kernels_of_one_boot_each_no_speed_verdict_is_given_saying_why(t
     iops = rows[("ext4", "write_iops")]
     assert iops.ratio == pytest.approx(2.0, rel=0.1), "the ratio still shown"
     assert iops.verdict == "undecided" and iops.reason == "one boot: boots are the unit of replication"
-    assert {c.verdict for c in rows.values()} == {"undecided"}
+    from fslab.statistics.timing import timing_of
+
+    speed = {key: c for key, c in rows.items() if timing_of(key[1]) == "speed"}
+    assert len(speed) >= 6 and {c.verdict for c in speed.values()} == {"undecided"}
+    assert any(c.decided for key, c in rows.items() if key not in speed), "what the kernel did: one boot decides it"
 
 
 def test_between_kernels_of_three_boots_each_the_samples_are_boot_means_and_a_verdict_is_given(tmp_path):

@@ -1,5 +1,5 @@
 """`fslab run --kernel` for real (issue 37's first "done when"): one study of a Btrfs and an ext4
-target, a 1 MiB direct sequential write, run on Debian's 6.1.0-55 and 6.12.117 kernel packages in
+target, a 1 MiB direct sequential write, run on Debian's 6.1.0-54 and 6.12.117 kernel packages in
 lab VMs (fetched by fslab, booted under QEMU: TCG here) and on this machine's own kernel, stored
 as one study run of three hosts. Btrfs writes checksummed files through the page cache for direct
 I/O since Linux 6.15's change, backported to Debian's 6.12 packages from 6.12.85, not to 6.1: its
@@ -19,7 +19,10 @@ from fslab.running.environment import boot_id
 
 pytestmark = [pytest.mark.root, pytest.mark.guest]
 
-OLD, NEW = "6.1.0-55-amd64", "6.12.117+deb12-amd64"
+# The issue names 6.1.0-55; its ext4 oopses here under QEMU (TCG) at the first mkdir after a drop of
+# the page cache (a NULL pointer in ext4_mb_load_buddy_gfp; 6.1.0-54 does not), and fslab drops the
+# cache before every run: 6.1.0-54, of the same 6.1 series, stands in for it.
+OLD, NEW = "6.1.0-54-amd64", "6.12.117+deb12-amd64"
 
 STUDY = """\
 [study]
@@ -89,9 +92,10 @@ def test_btrfs_direct_writes_are_buffered_on_6_12_and_here_not_on_6_1(on_kernels
     assert all(share[f"ext4 @ {h}"] <= 0.05 for h in (OLD, NEW, here)), share
 
 
-def test_no_speed_verdict_between_kernels_of_one_boot(on_kernels):
+def test_no_speed_verdict_between_kernels_of_one_boot_nor_between_an_emulated_and_a_real_run(on_kernels):
     _, results, study_run, _ = on_kernels
-    rows = compare_hosts(results, study_run, socket.gethostname(), OLD).rows
-    iops = [r.comparison for r in rows if r.metric == "write_iops"]
-    assert iops and {c.verdict for c in iops} == {"undecided"}
-    assert {c.reason for c in iops} == {"one boot: boots are the unit of replication"}
+    for a, b in ((socket.gethostname(), OLD), (OLD, NEW)):
+        rows = compare_hosts(results, study_run, a, b).rows
+        iops = [r.comparison for r in rows if r.metric == "write_iops"]
+        assert iops and {c.verdict for c in iops} == {"undecided"}, (a, b)
+        assert all("emulated" in c.reason or c.reason == "one boot: boots are the unit of replication" for c in iops)

@@ -116,7 +116,7 @@ def stored(tmp_path_factory):
 
 def test_the_documented_commands_run_as_written(stored):
     root, _, reports = stored
-    assert list(reports) == ["fslab report", "fslab report 1 -o paper-figures --png", "fslab report 1 2"]
+    assert list(reports) == ["fslab report", "fslab report 1 -o paper-figures --png --time-figures", "fslab report 1 2"]
     for command, result in reports.items():
         assert result.returncode == 0, command + "\n" + result.stdout + result.stderr
     assert f"Report: {root / 'reports' / 'page-2' / 'report.html'}" in reports["fslab report"].stdout, (
@@ -126,10 +126,12 @@ def test_the_documented_commands_run_as_written(stored):
         "figures only when asked for"
     )
     assert (
-        f"Report: {root / 'paper-figures' / 'report.html'}" in reports["fslab report 1 -o paper-figures --png"].stdout
+        f"Report: {root / 'paper-figures' / 'report.html'}"
+        in reports["fslab report 1 -o paper-figures --png --time-figures"].stdout
     )
     assert (
-        f"SVG and PNG): {root / 'paper-figures' / 'figures'}" in reports["fslab report 1 -o paper-figures --png"].stdout
+        f"SVG and PNG): {root / 'paper-figures' / 'figures'}"
+        in reports["fslab report 1 -o paper-figures --png --time-figures"].stdout
     )
     assert f"Report: {root / 'reports' / 'page-1-2' / 'report.html'}" in reports["fslab report 1 2"].stdout
 
@@ -218,13 +220,28 @@ def test_report_figures_writes_every_chart_of_the_page_as_svg_and_png(stored):
 
 
 def test_figures_alone_are_svgs_and_png_scale_gives_a_png_that_many_pixels_per_css_pixel(stored):
-    """--figures: SVGs only (a PNG costs half as much CPU again); --png-scale N: sharper PNGs,
-    1 to 4, implying --png and --figures, refused otherwise, naming the option."""
+    """--figures: SVGs only (a PNG costs half as much CPU again), of the statistics' charts, not of
+    a run's course over time (--time-figures adds them); --png-scale N: sharper PNGs, 1 to 4,
+    implying --png and --figures, refused otherwise, naming the option."""
     root, db, _ = stored
     svgs = fslab_in_process("report", "2", "-o", "svgs", "--figures", cwd=root, env={"FSLAB_DB": str(db)})
     assert svgs.returncode == 0 and "SVG):" in svgs.stdout, svgs.stdout + svgs.stderr
     drawn = sorted((root / "svgs" / "figures").iterdir())
     assert drawn and {p.suffix for p in drawn} == {".svg"}, "no PNG unless asked for"
+    on_page = page_specs(root / "svgs" / "report.html")
+    over_time = {n for n in on_page if n.endswith(("-throughput", "-latency-heatmap", "-latency-over-time"))}
+    assert over_time, "fio's logs and histogram logs, stored with every run: the page draws them"
+    assert sorted(p.stem for p in drawn) == sorted(file_name(n) for n in on_page if n not in over_time), (
+        "--figures: every chart of the statistics, none of a run's course over time"
+    )
+    assert f"; {len(over_time)} charts of a run's course over time are on the page only (--time-figures)" in (
+        svgs.stdout
+    )
+    timed = fslab_in_process("report", "2", "-o", "timed", "--time-figures", cwd=root, env={"FSLAB_DB": str(db)})
+    assert timed.returncode == 0 and "on the page only" not in timed.stdout, timed.stdout + timed.stderr
+    assert sorted(p.name for p in (root / "timed" / "figures").iterdir()) == sorted(
+        f"{file_name(n)}.svg" for n in on_page
+    ), "--time-figures: every chart of the page, as SVG (it implies --figures, not --png)"
     said = fslab_in_process("report", "2", "-o", "sharper", "--png-scale", "3", cwd=root, env={"FSLAB_DB": str(db)})
     assert said.returncode == 0, said.stdout + said.stderr
     pngs = sorted((root / "sharper" / "figures").glob("*.png"))

@@ -447,6 +447,11 @@ def run(
         raise _fail("--spread goes with --on: it divides a study run among a fleet's workers")
     if boots is not None and not kernel:
         raise _fail("--boots goes with --kernel: it spreads each kernel's runs over that many boots")
+    if kernel and tune_host:  # refused, never ignored: lab/study.py holds no host hygiene across its boots yet
+        raise _fail(
+            "--tune-host cannot go with --kernel yet: a study run over kernels does not hold the host's tuning "
+            "across its boots: run without it"
+        )
     if kernel and (resume or plan or on is not None or destroy_data or client or target_ci is not None or decide):
         given = [
             n
@@ -887,6 +892,15 @@ def compare(
             help="Compare host B with host A (the baseline) on one study run: every target and workload both ran, B/A.",
         ),
     ] = None,
+    kernels: Annotated[
+        tuple[str, str] | None,
+        typer.Option(
+            "--kernels",
+            metavar="A B",
+            help="Compare kernel B with kernel A (the baseline) on one study run (`fslab run --kernel`): as --hosts, "
+            "each kernel's host (a lab VM's is named by its release; 'host': this machine's own kernel).",
+        ),
+    ] = None,
     threshold: ThresholdOption = "3",  # type: ignore[assignment]  # parsed into a fraction
     regression: Annotated[
         float,
@@ -901,14 +915,18 @@ def compare(
     pool_hosts: PoolHostsOption = False,
     db: DbOption = None,
 ) -> None:
-    """Compare two study runs of one study cell by cell, or two hosts of one study run (--hosts);
-    exit 1 if any cell regressed, or with --strict if any is undecided (for CI gates)."""
+    """Compare two study runs of one study cell by cell, or two hosts (--hosts) or kernels (--kernels)
+    of one study run; exit 1 if any cell regressed, or with --strict if any is undecided (for CI gates)."""
     from fslab.model import Host
-    from fslab.report.summary import compare_hosts, compare_runs
+    from fslab.report.summary import compare_hosts, compare_runs, kernel_hosts
     from fslab.statistics.analysis import gate, regressions
 
     results = _open_db(db)
     a = _find_study_run(results, older)
+    if kernels is not None:
+        if hosts is not None or newer is not None or pool_hosts:
+            raise _fail("--kernels compares two kernels of one study run: name one study run, without --hosts")
+        hosts = kernel_hosts(results, a["id"], kernels)
     if hosts is not None:
         if newer is not None or pool_hosts:
             raise _fail("--hosts compares two hosts of one study run: name one study run, without --pool-hosts")
@@ -1054,6 +1072,14 @@ def report(
             "high-density screens and takes about twice the CPU). \\[default: 1, the page's size]",
         ),
     ] = None,
+    time_figures: Annotated[
+        bool,
+        typer.Option(
+            "--time-figures",
+            help="Also write the charts of a run's course over time (throughput, latency heatmap, latency "
+            "over time) as figures (implies --figures; they are more than half of the figures' CPU).",
+        ),
+    ] = False,
     history_of: Annotated[
         str | None,
         typer.Option(
@@ -1103,6 +1129,7 @@ def report(
 
     if png or png_scale is not None:  # a PNG is a figure's other file
         figures, png_scale = True, PNG_SCALE if png_scale is None else png_scale
+    figures = figures or time_figures
     results = _open_db(db)
     if history_of is not None:
         return _trend_report(results, history_of, study_runs, output, figures, png_scale, baseline, threshold)
@@ -1120,14 +1147,21 @@ def report(
             regression=regression,
             figures=figures,
             png_scale=png_scale,
+            time_figures=time_figures,
             rendered=rendered,
             pool_hosts=pool_hosts,
         )
     console.print(f"Report: {written.page}", highlight=False, soft_wrap=True)
     if figures:
+        left_out = written.over_time_left_out
         console.print(
             f"Figures ({len(written.figures)} files, "
-            f"{'SVG and PNG' if png_scale else 'SVG'}): {written.page.parent / 'figures'}",
+            f"{'SVG and PNG' if png_scale else 'SVG'}): {written.page.parent / 'figures'}"
+            + (
+                f"; {left_out} charts of a run's course over time are on the page only (--time-figures)"
+                if left_out
+                else ""
+            ),
             highlight=False,
             soft_wrap=True,
         )

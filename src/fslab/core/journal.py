@@ -74,7 +74,7 @@ MAKERS = {
     "zfs-daemon": "fslab.filesystems.zfs_engine", "arc-max": "fslab.filesystems.zfs_engine",
     "device": "fslab.devices.named", "md": "fslab.devices.layers.md", "luks": "fslab.devices.layers.luks",
     "lvm": "fslab.devices.layers.lvm", "image": "fslab.devices.loop", "loop": "fslab.devices.loop",
-    "zram": "fslab.devices.zram", "host-setting": "fslab.lab.hygiene",
+    "zram": "fslab.devices.zram", "host-setting": "fslab.lab.hygiene", "lab-boot": "fslab.lab.vm",
 }  # fmt: skip
 
 

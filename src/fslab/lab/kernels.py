@@ -131,6 +131,14 @@ def _apt(argv: list[str], *, cwd: Path | None = None, timeout: float = 60) -> st
     return done.stdout
 
 
+def _sbin(tool: str) -> str:
+    """A system tool, found where a user's PATH may not look (/usr/sbin: depmod)."""
+    for where in (shutil.which(tool), f"/usr/sbin/{tool}", f"/sbin/{tool}"):
+        if where and os.path.exists(where):
+            return where
+    return tool
+
+
 def offered(*, cache: Path = KERNELS) -> list[KernelPackage]:
     """The kernel images the configured archive offers (apt's lists as last updated), oldest first."""
     releases = parse_search(_apt(["apt-cache", "search", "--names-only", "^linux-image-[0-9]"]))
@@ -245,7 +253,7 @@ def prepare(
                 if not needed.exists():
                     raise KernelError(f"kernel {release}: its package has no {needed.relative_to(root)}")
             say(f"{release}: indexing its modules (depmod)")
-            _apt(["depmod", "-b", str(root), "--", release], timeout=TOOL_SECONDS)
+            _apt([_sbin("depmod"), "-b", str(root), "--", release], timeout=TOOL_SECONDS)
             marker = {"release": release, "package": f"linux-image-{release}", "version": version}
             marker["config_sha256"] = sha256_of(config)
             (staging / READY).write_text(json.dumps(marker, indent=1) + "\n")

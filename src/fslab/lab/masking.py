@@ -94,9 +94,8 @@ def wrap(argv: Sequence[str], *, keep: Sequence[Path], stage: Path, mask_files: 
     visible = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent, fslab_dir, *keep]
     steps = plan(keep=visible, masked_files=(*MASKED_FILES, *mask_files))
     steps["stage"] = [str(stage)]
-    unshare, program = shutil.which("unshare"), shutil.which(argv[0])
-    if unshare is None or program is None:
-        raise FileNotFoundError(f"{'unshare' if unshare is None else argv[0]} is not installed")
+    # (both checked installed before a boot: vm.unavailable_reason)
+    unshare, program = shutil.which("unshare") or "unshare", shutil.which(argv[0]) or argv[0]
     return [unshare, "--mount", "--propagation", "private", "--",
             sys.executable, "-I", "-m", "fslab.lab.masking", json.dumps(steps), "--", program, *argv[1:]]  # fmt: skip
 
@@ -132,7 +131,11 @@ def _make_like(original: str, path: str) -> None:
 def main(argv: list[str]) -> None:
     if len(argv) < 4 or argv[2] != "--" or os.path.basename(argv[3]) != "qemu-system-x86_64":
         _fail("runs QEMU alone: usage: masking.py PLAN_JSON -- qemu-system-x86_64 ARG...")
-    if os.readlink("/proc/self/ns/mnt") == os.readlink(f"/proc/{os.getppid()}/ns/mnt"):
+    try:
+        own = os.readlink("/proc/self/ns/mnt") == os.readlink(f"/proc/{os.getppid()}/ns/mnt")
+    except OSError as exc:  # its parent gone (fslab killed meanwhile: init's is not for it to read)
+        _fail(f"cannot compare its mount namespace with its parent's ({exc.strerror}): nothing mounted")
+    if own:
         _fail("not in a mount namespace of its own (run it under `unshare --mount`): nothing mounted")
     steps = json.loads(argv[1])
     libc = ctypes.CDLL(None, use_errno=True)
@@ -157,7 +160,7 @@ def main(argv: list[str]) -> None:
         _mount(libc, "/dev/null", path, None, _MS_BIND, None)
     if libc.umount2(os.fsencode(stage), _MNT_DETACH) != 0:
         _fail(f"cannot unmount the staging area {stage}: {os.strerror(ctypes.get_errno())}")
-    os.execv(argv[3], argv[3:])
+    os.execvp(argv[3], argv[3:])
 
 
 if __name__ == "__main__":

@@ -19,24 +19,28 @@ from __future__ import annotations
 import functools
 import gzip
 import hashlib
+import itertools
 import json
 import lzma
 import os
 import shlex
 import shutil
+import stat
 import struct
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from fslab.core.errors import FslabError
-from fslab.core.journal import Journal
+from fslab.core.errors import FslabError, Refused
+from fslab.core.identity import FileId, own_directory
+from fslab.core.journal import Entry, Journal, releaser
 from fslab.core.system import running_held
 from fslab.core.workdir import Workdir
-from fslab.lab import masking
+from fslab.lab import hygiene, masking
 from fslab.lab.kernels import PreparedKernel, installed, installed_releases
 from fslab.model import Host
 from fslab.running.environment import machine_id
@@ -198,6 +202,7 @@ def qemu_argv(
         QEMU, "-accel", accelerator, "-cpu", "max" if accelerator == "tcg" else "host",
         "-smp", str(spec.cpus), "-m", str(spec.memory_mib),
         "-nodefaults", "-display", "none", "-monitor", "none", "-no-reboot", "-serial", f"file:{console}",
+        *hygiene.QEMU_THREAD_NAMES,
         "-kernel", str(image or kernel.vmlinuz), "-initrd", str(initramfs),
         "-append", "console=ttyS0 panic=-1 loglevel=4",
         "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
@@ -520,8 +525,60 @@ def _make_scratch_filesystem(image: Path) -> None:
         raise VmError(f"cannot make the guest's scratch filesystem on {image}: {exc}") from exc
 
 
-def _read(path: Path) -> str:
-    return path.read_text(errors="replace") if path.exists() else ""
+def _read(path: Path, limit: int = 64 * 2**20) -> str:
+    """A file the guest wrote in the share: its text, or "" when there is none. The guest writes
+    there as root: a symlink or a device it made there is not followed or opened as a file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return ""
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        return f.read(limit).decode(errors="replace")
+
+
+def _write_own(path: Path, text: str) -> None:
+    """fslab's file in the share, made afresh: whatever the guest left at that name (a symlink
+    to a host file) is unlinked, never written through."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
+BOOT_KIND = "lab-boot"  # a boot's directory, journalled when the boot is given a work directory's journal
+_BOOT_NUMBERS = itertools.count(1)
+
+
+@contextmanager
+def _boot_directory(journal: Journal | None) -> Iterator[Path]:
+    """The boot's own directory (initramfs, console log, scratch image), removed when the boot
+    ends; with a work directory's journal, journalled first and proven by its (device, inode), so
+    that `fslab cleanup` removes one a killed fslab left."""
+    if journal is None:
+        directory = Path(tempfile.mkdtemp(prefix="fslab-boot-", dir=BOOT_TEMP))
+        try:
+            yield directory
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+        return
+    path = BOOT_TEMP / f"fslab-boot-{os.getpid()}-{next(_BOOT_NUMBERS)}-{os.urandom(4).hex()}"
+    with journal.holding(BOOT_KIND, str(path)) as held:
+        os.mkdir(path, 0o700)
+        held.prove(**FileId.of(os.lstat(path)).proof())
+        yield path
+
+
+@releaser("lab-boot")
+def remove_boot_directory(entry: Entry, workdir: object) -> None:
+    """Remove a boot's directory, if that very one is there: directly in BOOT_TEMP, named as fslab
+    names them, a directory (not a symlink) with the recorded (device, inode)."""
+    path = Path(entry.ident)
+    if path.parent != BOOT_TEMP or not path.name.startswith("fslab-boot-") or path.name in (".", ".."):
+        raise Refused(f"{path} is not a lab boot's directory fslab makes; left alone")
+    if own_directory(path, entry.proof, "lab boot directory"):
+        shutil.rmtree(path)
 
 
 def boot(
@@ -551,8 +608,7 @@ def boot(
     share.mkdir(parents=True, exist_ok=True)
     for stale in ("status", "output.log", "guest-facts", "started", "boot-times"):
         (share / stale).unlink(missing_ok=True)
-    directory = Path(tempfile.mkdtemp(prefix="fslab-boot-", dir=BOOT_TEMP))
-    try:
+    with _boot_directory(journal) as directory:
         scratch = Disk(directory / "scratch.img")
         with open(scratch.image, "wb") as f:
             f.truncate(scratch_bytes)
@@ -564,7 +620,7 @@ def boot(
             kernel, initramfs=build_initramfs(directory, kernel.modules), console=console, share=share,
             disks=disks, spec=spec, accelerator=chosen, aio_fallback=aio_fallback, image=elf_kernel(kernel),
         )  # fmt: skip
-        (share / "init.sh").write_text(guest_init(command, setup=setup, cwd=cwd or Path("/"), python=sys.executable))
+        _write_own(share / "init.sh", guest_init(command, setup=setup, cwd=cwd or Path("/"), python=sys.executable))
         keep = [
             share,
             directory,
@@ -580,7 +636,10 @@ def boot(
         masked_files = masking.databases(mask, cwd=cwd)
         wrapped = masking.wrap(argv, keep=keep, stage=stage, mask_files=masked_files)
         held_journal = journal or Workdir(directory).journal
+        pinned_to = hygiene.pin_cpus(spec.cpus)  # none unless --tune-host asked for it
         with running_held(held_journal, wrapped, cwd=directory, log=directory / "qemu.log", name=QEMU_COMM) as proc:
+            if pinned_to:
+                hygiene.pin_vcpus(proc.pid, pinned_to, spec.cpus)
             try:
                 proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -601,8 +660,6 @@ def boot(
             boot_id=facts.get("boot_id", ""),
             seconds_to_command=float(started_text) if _is_number(started_text) else None,
         )
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _is_number(text: str) -> bool:

@@ -396,6 +396,10 @@ def metric_phases(tool: Tool) -> tuple[str, ...]:
     return tuple(getattr(tool, "metric_phases", ("",)))
 
 
+# A metric's timing classes (MetricKind.timing, monitors' Figure.timing), the most comparable last.
+TIMINGS = ("speed", "dependent", "independent")
+
+
 @dataclass(frozen=True)
 class MetricKind:
     """What a metric is, declared by the workload kind that reports it."""
@@ -407,6 +411,11 @@ class MetricKind:
     # The step the tool prints it to, in its unit (0.01 for a latency printed in ms to two
     # decimals); 0: finer than any spread between runs (sysbench's events/s: a count ÷ a time).
     resolution: float = 0.0
+    # How it depends on the machine's timing (statistics/timing.py; TIMINGS): "speed" (bandwidth,
+    # IOPS, latency, CPU, durations) is compared only between hosts of one `Host.vm`, never emulated;
+    # "dependent" (write amplification, extents) only within one accelerator; "independent" (what a
+    # fixed workload makes the kernel do: the buffered share of direct I/O, space used) across all.
+    timing: str = "speed"
 
     def of(self, name: str, value: float, phase: str = "") -> Metric:
         return Metric(name, value, self.unit, self.higher_is_better, self.primary, self.compared, phase)

@@ -132,11 +132,12 @@ class Watched:
 class Figure:
     """A value a monitor reports (Measured.name), as a summary shows it: its column in the
     monitors' table and how that prints it ("pct", "size", "ratio", "seconds"); no column: kept
-    in the database and the files alone."""
+    in the database and the files alone; its timing class, as a MetricKind's."""
 
     name: str
     column: str = ""
     shape: str = ""
+    timing: str = "speed"  # how it depends on the machine's timing (model.MetricKind.timing)
 
 
 @dataclass(frozen=True)

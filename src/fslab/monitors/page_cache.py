@@ -351,10 +351,10 @@ MONITORS.add(
         "page_cache",
         order=4,  # first in, last out (before --trace block's bpftrace): its debugfs mount outside others' windows
         figures=(
-            Figure("write_buffered_bytes"),
-            Figure("write_buffered_share"),
-            Figure("read_buffered_bytes"),
-            Figure("read_buffered_share"),
+            Figure("write_buffered_bytes", timing="independent"),
+            Figure("write_buffered_share", timing="independent"),
+            Figure("read_buffered_bytes", timing="independent"),
+            Figure("read_buffered_share", timing="independent"),
         ),
         make=page_cache_monitor,
         help="the share of a direct-I/O workload's writes and reads that went through the page cache, from its "

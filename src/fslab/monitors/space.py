@@ -166,9 +166,9 @@ MONITORS.add(
         "space",
         order=30,
         figures=(
-            Figure("space_used_bytes", "space used", "size"),
-            Figure("space_grown_bytes"),
-            Figure("compression_ratio", "compression", "ratio"),
+            Figure("space_used_bytes", "space used", "size", timing="independent"),
+            Figure("space_grown_bytes", timing="independent"),
+            Figure("compression_ratio", "compression", "ratio", timing="independent"),
         ),
         make=space_monitor,
         help="the space the filesystem uses after the window (statvfs, once synced) and its compression ratio",

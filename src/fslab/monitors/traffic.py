@@ -300,8 +300,8 @@ MONITORS.add(
         figures=(
             Figure("device_read_bytes", "device read", "size"),
             Figure("device_written_bytes", "device written", "size"),
-            Figure("write_amplification", "write ampl.", "ratio"),
-            Figure("device_read_ratio"),
+            Figure("write_amplification", "write ampl.", "ratio", timing="dependent"),
+            Figure("device_read_ratio", timing="dependent"),
             Figure("sync_seconds", "synced in", "seconds"),
             Figure("device_flushes"),
         ),

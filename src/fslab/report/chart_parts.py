@@ -33,6 +33,8 @@ class Chart:
     title: str
     caption: str  # how to read it, shown under it on the page
     spec: dict
+    # A chart of one run's course over time (time_charts.py): a figure file only with --time-figures
+    over_time: bool = False
 
 
 def unchecked(build: Callable[P, R]) -> Callable[P, R]:

@@ -44,6 +44,7 @@ from fslab.report.time_charts import latency_heatmap_chart, latency_over_time_ch
 from fslab.statistics.analysis import Row
 from fslab.statistics.raw_reference import raw_references
 from fslab.statistics.stats import FASTER, SLOWER, Comparison, Summary, interval_text
+from fslab.statistics.timing import EMULATED
 from fslab.workloads.offered import LatencyHistogram, Percentiles
 
 # Each verdict (stats.VERDICTS) drawn in a colour and a marker of its own (forest.VERDICT_SHAPES):
@@ -105,6 +106,8 @@ def study_charts(s: StudySummary, details: RunDetails) -> list[Chart]:
         said = f" Not drawn: {', '.join(left_out)}, whose figures cannot be real (see its table)." if left_out else ""
         caveats = s.caveats_of(workload).items()
         said += "".join(f" {target}: {'; '.join(its)} (see its notes)." for target, its in caveats)
+        emulated = [c.target for c in s.cells_of(workload) if c.emulated]
+        said += f" {', '.join(emulated)}: {EMULATED} (their figures of speed)." if emulated else ""
         charts += [replace(c, caption=c.caption + said) for c in drawn if c is not None]
     return charts
 

@@ -21,6 +21,7 @@ from rich.text import Text
 
 from fslab.core.names import visible
 from fslab.core.units import Bandwidth
+from fslab.statistics.timing import EMULATED
 
 if TYPE_CHECKING:
     from fslab.model import Host
@@ -480,6 +481,12 @@ def print_host_comparison(
             changed,
             [False] * 3,
             title_style="",
+        )
+    for host in (h for h in (older, newer) if h.emulated):
+        console.print(
+            f"{visible(host.name)} ran emulated: {EMULATED}; its figures of speed are compared with no host's",
+            markup=False,
+            highlight=False,
         )
     _print_compared(
         console, f"{visible(newer.name)} / {visible(older.name)}", rows, regressed, threshold, regression, left_out

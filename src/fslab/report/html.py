@@ -25,6 +25,7 @@ from fslab import __version__
 from fslab.core.errors import FslabError
 from fslab.core.names import file_name
 from fslab.core.units import format_size
+from fslab.model import Host
 from fslab.report import bundle
 from fslab.report.chart_parts import Chart
 from fslab.report.charts import comparison_chart, forest_chart, study_charts
@@ -47,6 +48,7 @@ from fslab.report.sections import (
 )
 from fslab.report.summary import StudySummary
 from fslab.statistics.analysis import Row
+from fslab.statistics.timing import EMULATED
 
 TEMPLATES = Path(__file__).parent / "templates"
 # rows coloured where a difference is decided, and where the two are decided the same; the word says it in every row
@@ -412,14 +414,25 @@ def _environment(env: dict) -> list[tuple[str, str]]:
 
 
 def _hosts(s: StudySummary) -> Table | None:
-    """The hosts' facts (their devices are in the devices' table, by "target @ host")."""
-    if len(s.hosts.names) < 2:
+    """The hosts' facts (their devices are in the devices' table, by "target @ host"), how each ran
+    its kernel among them: of several hosts, or of one that is a lab VM."""
+    if len(s.hosts.names) < 2 and all(h.accelerator == "host" for h in s.host_facts):
         return None
     rows = [
-        [h.name, h.kernel, f"{h.cpu_model} × {h.cpu_count}", format_size(h.memory_bytes), h.machine_id or "–"]
+        [
+            h.name, h.kernel, _accelerator(h), f"{h.cpu_model} × {h.cpu_count}", format_size(h.memory_bytes),
+            h.machine_id or "–",
+        ]
         for h in s.host_facts
-    ]
-    return Table(["host", "kernel", "CPU", "memory", "machine id"], rows) if rows else None
+    ]  # fmt: skip
+    return Table(["host", "kernel", "accelerator", "CPU", "memory", "machine id"], rows) if rows else None
+
+
+def _accelerator(h: Host) -> str:
+    """How a host ran its kernel, with its package and QEMU where a lab VM's; said when emulated."""
+    said = h.accelerator + (f" ({EMULATED})" if h.emulated else "")
+    made = [f"package {h.kernel_package}"] * bool(h.kernel_package) + [f"QEMU {h.qemu_version}"] * bool(h.qemu_version)
+    return f"{said}; {', '.join(made)}" if made else said
 
 
 def _devices(devices: dict[str, list[dict]]) -> Table | None:

@@ -33,6 +33,7 @@ class ReportRefused(FslabError):
 class ReportFiles:
     page: Path
     figures: list[Path]  # NAME.svg (and NAME.png) of every chart, in FIGURES beside the page; none unless asked for
+    over_time_left_out: int = 0  # charts of a run's course over time drawn on the page, not as figures
 
 
 def write_report(
@@ -46,12 +47,14 @@ def write_report(
     regression: float = 0.05,
     figures: bool = False,
     png_scale: int | None = None,
+    time_figures: bool = False,
     rendered: Callable[[int, int], None] | None = None,
     pool_hosts: bool = False,
 ) -> ReportFiles:
     """The page of `study_runs` (the database's records, in the order given) in `folder`, and
     with `figures` every chart of it as SVG, and as PNG of `png_scale` pixels a CSS pixel unless
-    None (`rendered(done, total)` is told of each).
+    None (`rendered(done, total)` is told of each) — but the charts of a run's course over time
+    (Chart.over_time: more than half of the drawing's CPU), unless `time_figures`.
     Several study runs must be of one study: each later one is compared with the first, cell by
     cell, as `fslab compare` does, and each is shown whole after the comparisons. `pool_hosts`:
     the runs of several hosts pooled per cell (summary.Hosts)."""
@@ -92,9 +95,14 @@ def write_report(
         title = f"{first['study']} — study run{'s' if len(study_runs) > 1 else ''} {ids}"
         page = Page(title, runs, comparisons)
         own_folder(folder)
-        drawing = renderers.draw(page.charts) if renderers else None  # drawn while the page is made
+        drawn = [c for c in page.charts if time_figures or not c.over_time]
+        drawing = renderers.draw(drawn) if renderers else None  # drawn while the page is made
         written = write_own(folder / PAGE, render_page(page, vega_bundle))
-        return ReportFiles(written, drawing.write(folder / FIGURES, rendered) if drawing else [])
+        return ReportFiles(
+            written,
+            drawing.write(folder / FIGURES, rendered) if drawing else [],
+            len(page.charts) - len(drawn) if renderers else 0,
+        )
 
 
 def default_folder(reports: Path, study_runs: list[dict]) -> Path:

@@ -33,6 +33,7 @@ from fslab.report.formatting import (
 from fslab.report.summary import CellSummary, StudySummary
 from fslab.statistics.analysis import Row, looks_of, ranking_line
 from fslab.statistics.stats import CONFIDENCE, PAIRED_MIN_BLOCKS, RUNS_NEEDED_LIMIT, Summary, level_text
+from fslab.statistics.timing import EMULATED, timing_of
 from fslab.workloads import metrics_of, report_of
 from fslab.workloads.offered import Percentiles
 
@@ -370,7 +371,10 @@ def monitor_rows(cell: CellSummary) -> list[list[str]]:
         figures = []
         for figure in columns:
             stats = cell.metrics.get(qualified(phase, figure.name))
-            figures.append(_monitor_figure(stats.median, figure.shape) if stats else "–")
+            shown = _monitor_figure(stats.median, figure.shape) if stats else "–"
+            figures.append(
+                f"{EMULATED_MARK} {shown}" if stats and cell.emulated and figure.timing == "speed" else shown
+            )
         rows.append([cell.target, phase or "–", *figures])
     return rows
 
@@ -389,14 +393,17 @@ def _monitor_figure(value: float, shape: str) -> str:
 
 
 BUFFERED_MARK = "◐"  # half through the page cache: direct I/O that was not
+EMULATED_MARK = "TCG"  # a figure of speed of an emulated host: not a performance result (timing.EMULATED)
 
 
 def flagged(cell: CellSummary, figure: str, metric: str = "") -> str:
     """A figure of a cell whose runs reported what cannot be real, marked so it is never read as a
     plain result (⚠); one above its ceiling, the bare device's figure (▲, the note says by how much);
-    one of direct I/O the filesystem put through the page cache (◐, the note says how much of it)."""
+    one of direct I/O the filesystem put through the page cache (◐, the note says how much of it);
+    a figure of speed of a cell that ran emulated (TCG, its notes say "emulated (TCG): not a performance result")."""
     marked = f"⚠ {figure}" if cell.implausible else f"▲ {figure}" if metric in cell.above_ceiling else figure
-    return f"{BUFFERED_MARK} {marked}" if DIRECT_IO_CAVEAT in cell.caveats else marked
+    marked = f"{BUFFERED_MARK} {marked}" if DIRECT_IO_CAVEAT in cell.caveats else marked
+    return f"{EMULATED_MARK} {marked}" if cell.emulated and timing_of(metric) == "speed" else marked
 
 
 def submission_note(cell: CellSummary, direction: str) -> list[str]:
@@ -546,6 +553,11 @@ def ranking_lines(s: StudySummary, workload: str) -> list[str]:
     lines += [
         f"Ranking by {metric_label(metric)}{f' on {host}' if host is not None else ''}: {ranking_line(ranking, named)}"
         for (w, metric, host), ranking in s.analysis.rankings.items()
+        if w == workload
+    ]
+    lines += [
+        f"Not ranked by {metric_label(metric)}{f' on {host}' if host is not None else ''}: {why}"
+        for (w, metric, host), why in s.analysis.unranked.items()
         if w == workload
     ]
     needed = s.analysis.runs_needed.get(workload)
@@ -804,6 +816,7 @@ def header_lines(s: StudySummary) -> list[str]:
         ]
     return (
         lines
+        + emulated_lines(s)
         + [
             (
                 "Latency is fio's total latency per I/O (submission + "
@@ -815,6 +828,21 @@ def header_lines(s: StudySummary) -> list[str]:
         + scaling_lines(s)
         + cached_reference_lines(s)
     )
+
+
+def emulated_lines(s: StudySummary) -> list[str]:
+    """Said once where some host ran its kernel emulated (TCG): what its figures are, and are not."""
+    emulated = [h for h in s.host_facts if h.emulated]
+    if not emulated:
+        return []
+    names = ", ".join(f"{h.name} (kernel {h.kernel})" for h in emulated)
+    return [
+        f"**{EMULATED[0].upper()}{EMULATED[1:]}**: {names} ran under QEMU's software emulation (TCG). Its "
+        f"figures of speed (bandwidth, IOPS, latency, CPU, durations) are shown marked {EMULATED_MARK} and never "
+        "compared, ranked or judged; figures independent of timing (the page-cache share of direct I/O, space "
+        "used, compression) are compared with any host's, timing-dependent ones (write amplification, extents) "
+        "only with a host of the same accelerator."
+    ]
 
 
 def scaling_lines(s: StudySummary) -> list[str]:

@@ -19,7 +19,7 @@ from functools import partial
 from fslab.core.checks import Unsupported, by_target
 from fslab.core.errors import FslabError
 from fslab.core.units import Bandwidth
-from fslab.model import Host, unqualified
+from fslab.model import Host, Roles, unqualified
 from fslab.model.findings import DISTURBED, NOT_MEASURABLE
 from fslab.model.records import OptionsApplied, SampleGroups, measured
 from fslab.monitors.space import COMPRESSED_FROM
@@ -38,7 +38,7 @@ from fslab.statistics.analysis import (
     looks_of,
     resolution_of,
 )
-from fslab.statistics.boots import BootSpread, boot_count, boot_means, is_speed, spreads, withheld
+from fslab.statistics.boots import ONE_BOOT, BootSpread, boot_count, boot_means, spreads
 from fslab.statistics.raw_reference import (
     BeyondRaw,
     CachedReference,
@@ -49,6 +49,7 @@ from fslab.statistics.raw_reference import (
     raw_references,
 )
 from fslab.statistics.stats import Summary, load_student_t_meanwhile, summarize
+from fslab.statistics.timing import EMULATED, timing_of, why_not_compared, why_not_within
 from fslab.workloads import report_of
 from fslab.workloads.offered import DIRECTIONS, NOTHING
 
@@ -67,6 +68,9 @@ class CellSummary:
     caveats: list[str] = field(default_factory=list)  # what goes with its figures wherever judged (Finding.caveat)
     withheld: dict[str, str] = field(default_factory=dict)  # metric key → why it is not given (not in `metrics`)
     above_ceiling: list[str] = field(default_factory=list)  # metrics whose interval lies above its ceiling
+    # its runs ran emulated (TCG): its figures of speed are shown, labelled, and never judged (timing.py)
+    emulated: bool = False
+    kernel: str | None = None  # the kernel its runs ran on (its host's; the study run's machine's without one)
 
     def directions(self) -> list[str]:
         """The fio directions it has (a row each in fio's table)."""
@@ -250,13 +254,28 @@ def compare_runs(
     sides = [cell_samples(db, sr, hosts) for sr in (older, newer)]
     if hosts.pooling:
         sides = [replace(side, values=host_blocks(host_values(db, sr))) for side, sr in zip(sides, (older, newer))]
-    compared = compare_study_runs(*sides, threshold=threshold, left_out=left_out, against=f"study run {older}")
+    facts = [{h.name: h for h in db.hosts(sr)} for sr in (older, newer)]
+    host_of = {hosts.cell_target(t, h): h for sr in (older, newer) for (_, t, h) in host_values(db, sr)}
+
+    def withheld(target: str, metric: str) -> str | None:  # each side's hosts: the cell's, or all of them
+        own = (
+            [f.get(host_of.get(target, "")) for f in facts]
+            if hosts.per_host
+            else [h for f in facts for h in f.values()]
+        )
+        return why_not_within(metric, own)
+
+    compared = compare_study_runs(
+        *sides, threshold=threshold, left_out=left_out, against=f"study run {older}", withheld=withheld
+    )
     return Compared(compared, left_out)
 
 
 def compare_hosts(db: ResultsDB, study_run_id: int, baseline: str, other: str, *, threshold: float = 0.03) -> Compared:
     """Host `other` against host `baseline` on one study run: every (workload, target) both ran,
-    the ratio other/baseline with the Welch interval and verdict a summary gives (one family, BH)."""
+    the ratio other/baseline with the Welch interval and verdict a summary gives (one family, BH),
+    in its compared metrics and in every metric of what the kernel did (timing class not speed),
+    each only where the two hosts' timing allows (timing.why_not_compared)."""
     every = host_values(db, study_run_id)
     known = sorted({h for _, _, h in every})
     for host in (baseline, other):
@@ -268,7 +287,11 @@ def compare_hosts(db: ResultsDB, study_run_id: int, baseline: str, other: str, *
     if baseline == other:
         raise AnalysisError(f"--hosts: name two different hosts (both are '{baseline}')")
     groups = db.sample_groups(study_run_id)
-    few_boots: set[tuple[str, str]] = set()
+    # what the kernel did (a metric whose timing class is not speed: the page-cache share of direct
+    # I/O, write amplification, space) is compared too: between two kernels, often all that may be
+    behaviour = {(w, m) for (w, _, _), metrics in every.items() for m in metrics if timing_of(m) != "speed"}
+    groups = replace(groups, roles=groups.roles | Roles(compared=frozenset(behaviour)))
+    few_boots: set[str] = set()
     if "lab" in ((db.study_run(study_run_id) or {}).get("settings") or {}):
         every, few_boots = _by_boots(db, study_run_id, (baseline, other))
     side = lambda host: replace(groups, values={(w, t): metrics for (w, t, h), metrics in every.items() if h == host})  # noqa: E731
@@ -276,14 +299,46 @@ def compare_hosts(db: ResultsDB, study_run_id: int, baseline: str, other: str, *
     left_out = sorted(
         {(w, t) for w, t, _ in every if {(w, Hosted(t, baseline).name), (w, Hosted(t, other).name)} & flagged}
     )
-    compared = compare_study_runs(side(baseline), side(other), threshold=threshold, left_out=left_out, against=baseline)
-    compared = [
-        replace(r, comparison=withheld(r.comparison), explanation=None)
-        if (r.workload, r.target) in few_boots and is_speed(r.metric)
-        else r
-        for r in compared
-    ]
+    facts = {h.name: h for h in db.hosts(study_run_id)}
+    compared = compare_study_runs(
+        side(baseline),
+        side(other),
+        threshold=threshold,
+        left_out=left_out,
+        against=baseline,
+        withheld=lambda target, metric: (
+            why_not_compared(metric, facts.get(baseline), facts.get(other))
+            or (ONE_BOOT if target in few_boots and timing_of(metric) == "speed" else None)
+        ),
+    )
     return Compared(compared, left_out)
+
+
+def kernel_hosts(db: ResultsDB, study_run_id: int, kernels: tuple[str, str]) -> tuple[str, str]:
+    """The hosts of a study run that ran `kernels` (`fslab compare --kernels A B`): a lab VM's host is
+    named by its kernel release; "host", or a release no host is named by, is the one host of that
+    kernel (`--kernel host`: this machine's own, stored under its host name). Refused, naming the
+    kernels present, where a kernel ran on no host, or on several."""
+    measured = {h for _, _, h in host_values(db, study_run_id)}
+    present = [h for h in db.hosts(study_run_id) if h.name in measured]
+
+    def host_of(kernel: str) -> str:
+        if any(h.name == kernel for h in present):
+            return kernel
+        ran = [h for h in present if (h.accelerator == "host" if kernel == "host" else h.kernel == kernel)]
+        if len(ran) == 1:
+            return ran[0].name
+        said = ", ".join(f"{h.kernel} (host {h.name}, {h.accelerator})" for h in present) or "none recorded"
+        if ran:
+            raise AnalysisError(
+                f"--kernels: kernel '{kernel}' ran on {len(ran)} hosts of study run {study_run_id} "
+                f"({', '.join(h.name for h in ran)}): name the hosts with --hosts instead"
+            )
+        raise AnalysisError(
+            f"--kernels: no measured run of study run {study_run_id} ran kernel '{kernel}'; its kernels: {said}"
+        )
+
+    return host_of(kernels[0]), host_of(kernels[1])
 
 
 def _boot_spreads(db: ResultsDB, study_run_id: int, groups: SampleGroups) -> list[BootSpread]:
@@ -294,15 +349,15 @@ def _boot_spreads(db: ResultsDB, study_run_id: int, groups: SampleGroups) -> lis
 
 def _by_boots(
     db: ResultsDB, study_run_id: int, compared: tuple[str, str]
-) -> tuple[dict[tuple[str, str, str], dict[str, list[float]]], set[tuple[str, str]]]:
+) -> tuple[dict[tuple[str, str, str], dict[str, list[float]]], set[str]]:
     """Between two kernels of a study run over kernels (lab/study.py): each host's samples, its boot
     means where its runs span 2 boots or more (statistics/boots.py); and the cells where either
     of the two compared spans fewer, whose speed verdicts are withheld."""
     booted = {(w, t, h or UNNAMED_HOST): m for (w, t, h), m in db.boot_samples(study_run_id).items()}
     means = {key: {metric: boot_means(values) for metric, values in m.items()} for key, m in booted.items()}
     few = {
-        (w, t)
-        for (w, t, h), m in booted.items()
+        t
+        for (_, t, h), m in booted.items()
         if h in compared and m and min(boot_count(values) for values in m.values()) < 2
     }
     return means, few
@@ -386,9 +441,12 @@ def summarize_study_run(
         if (key := (w, name := hosts.cell_target(t["name"], host))) in groups.values or failed[key]
     ]
     caveats = _caveats(per_host)
+    facts = db.hosts(study_run_id)
+    machines = machines_of(facts, hosts)
     for cell in cells:
         cell.caveats = caveats.get((cell.workload, cell.target), [])
         _withhold(cell, groups.values.get((cell.workload, cell.target), {}))
+        _kernel(cell, machines.get(cell.host, []), str((study_run.get("environment") or {}).get("kernel") or ""))
     mounts: dict[str, Counter] = defaultdict(Counter)
     not_in_effect: dict[str, set[str]] = defaultdict(set)
     requested: dict[str, str] = {}
@@ -424,6 +482,7 @@ def summarize_study_run(
         compare_with={w: other for w, spec in specs_of.items() if (other := spec.get("compare_with")) in specs_of},
         blocks=blocks,
         looks=looks_of(settings),  # as its planner judged it, when it added runs as they came
+        machines=machines,
     )
     analysis = explained(analysis, judged_samples, blocks=blocks, notes=note_counts(per_host))
     return StudySummary(
@@ -453,10 +512,28 @@ def summarize_study_run(
         cached_reference=cached,
         runs=per_host,
         hosts=hosts,
-        host_facts=db.hosts(study_run_id),
+        host_facts=facts,
         boot_spreads=_boot_spreads(db, study_run_id, groups) if "lab" in settings else [],
         ceilings=_ceilings(groups, targets, hosts, stored_workloads, bool(settings.get("no_ceiling"))),
     )
+
+
+def machines_of(facts: list[Host], hosts: Hosts) -> dict[str | None, list[Host]]:
+    """Each host's facts as a summary's analysis keys them (analyse's `machines`): by host where it
+    is per host, else every host's under None (one host, or those pooled)."""
+    known = {h.name: h for h in facts}
+    if hosts.per_host:
+        return {name: [known[name]] if name in known else [] for name in hosts.names}
+    return {None: [known[name] for name in hosts.names if name in known]}
+
+
+def _kernel(cell: CellSummary, machines: list[Host], machine_kernel: str) -> None:
+    """A cell's kernel (its hosts', else the study run's machine's) and whether it ran emulated:
+    then its figures of speed are labelled, its notes say so first."""
+    cell.kernel = ", ".join(dict.fromkeys(h.kernel for h in machines)) or machine_kernel or None
+    cell.emulated = any(h.emulated for h in machines)
+    if cell.emulated:
+        cell.notes.insert(0, EMULATED)
 
 
 def _step(steps: dict[tuple[str, str], float], kinds: dict[str, str], workload: str, metric: str) -> float:

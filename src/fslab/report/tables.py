@@ -72,6 +72,8 @@ def comparison_record(c: Comparison) -> dict:
     every other field; a number that is not finite (a ratio to a value of 0) as None (JSON's null)."""
     own = {f.name: getattr(c, f.name) for f in dataclasses.fields(c)}  # its fields, not what it worked out (vars)
     found = {k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in own.items()}
+    if found["withheld"] is None:  # said only of a comparison that may not be made (stats.withhold)
+        del found["withheld"]
     interval = None if c.interval is None else [c.interval[0], c.interval[1]]
     return {"verdict": c.verdict, "reason": c.reason, "ratio": found["ratio"], "interval": interval} | found
 

@@ -87,7 +87,9 @@ def throughput_chart(traces: list[ThroughputTrace], targets: list[str], units: B
         "(each step is one window): what the run did before its steady state, and whether it held. "
         "Per target one run, the one whose mean is the median of its runs: " + _runs_drawn(traces) + "."
     )
-    return Chart(named(workload, phase, direction, "throughput"), workload, title, caption, sized(title, chart))
+    return Chart(
+        named(workload, phase, direction, "throughput"), workload, title, caption, sized(title, chart), over_time=True
+    )
 
 
 def heatmap_rows(target: str, latency: LatencyOverTime, per_decade: int = BUCKETS_PER_DECADE) -> dict:
@@ -264,7 +266,7 @@ def latency_heatmap_chart(traces: list[LatencyTrace], targets: list[str]) -> Cha
         + _runs_drawn(drawn)
         + "."
     )
-    return Chart(named(workload, phase, direction, "latency-heatmap"), workload, title, caption, spec)
+    return Chart(named(workload, phase, direction, "latency-heatmap"), workload, title, caption, spec, over_time=True)
 
 
 def latency_over_time_chart(traces: list[LatencyTrace], targets: list[str]) -> Chart:
@@ -317,7 +319,14 @@ def latency_over_time_chart(traces: list[LatencyTrace], targets: list[str]) -> C
         + _runs_drawn(traces)
         + "."
     )
-    return Chart(named(workload, phase, direction, "latency-over-time"), workload, title, caption, sized(title, chart))
+    return Chart(
+        named(workload, phase, direction, "latency-over-time"),
+        workload,
+        title,
+        caption,
+        sized(title, chart),
+        over_time=True,
+    )
 
 
 def series_chart(traces: list[SeriesTrace], targets: list[str]) -> Chart:
@@ -353,7 +362,7 @@ def series_chart(traces: list[SeriesTrace], targets: list[str]) -> Chart:
         "Per target one run, the median of its runs: " + _runs_drawn(traces) + "."
     )
     name = named(workload, phase, direction, *quantity.split(), "over-time")
-    return Chart(name, workload, title, caption, sized(title, chart))
+    return Chart(name, workload, title, caption, sized(title, chart), over_time=True)
 
 
 def _merged(resolution: tuple[int, int]) -> str:

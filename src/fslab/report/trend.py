@@ -7,13 +7,13 @@ from fslab.report.formatting import fmt_interval, fmt_mean_ci, fmt_ratio, interv
 from fslab.statistics.history import History, Series, Step
 from fslab.statistics.stats import level_text
 
-SERIES_RIGHT = [False, True, False, False, True, True, True, True, False, False]
+SERIES_RIGHT = [False, True, False, False, False, True, True, True, True, False, False]
 
 
 def series_columns(h: History) -> list[str]:
     """The columns of a series' table: the step's interval titled with its confidence, the history's."""
     return [
-        "started (UTC)", "study run", "kernel", "fslab", "n", "mean ± 95% CI",
+        "started (UTC)", "study run", "kernel", "accelerator", "fslab", "n", "mean ± 95% CI",
         "step", f"step {interval_title(h.level)}", "verdict", "why",
     ]  # fmt: skip
 
@@ -24,15 +24,15 @@ def series_title(series: Series) -> str:
 
 
 def series_rows(series: Series) -> list[list[str]]:
-    """A row per study run: when, which, on what kernel and fslab, its mean and interval, and the
-    step from the study run before (none on the first)."""
+    """A row per study run: when, which, on what kernel (run how: its host's accelerator) and fslab,
+    its mean and interval, and the step from the study run before (none on the first)."""
     steps = {step.newer.study_run: step for step in series.steps}
     rows = []
     for point in series.points:
         step = steps.get(point.study_run)
         rows.append([
-            f"{point.started_at:%Y-%m-%d %H:%M}", str(point.study_run), point.kernel, point.fslab_version,
-            str(point.summary.n), fmt_mean_ci(point.summary),
+            f"{point.started_at:%Y-%m-%d %H:%M}", str(point.study_run), point.kernel, point.accelerator,
+            point.fslab_version, str(point.summary.n), fmt_mean_ci(point.summary),
             *(_step_cells(step) if step is not None else ["–", "–", "–", "–"]),
         ])  # fmt: skip
     return rows

@@ -14,7 +14,7 @@ from fslab.workloads.sysbench_metrics import METRICS as SYSBENCH_METRICS
 
 def _declared(*declarations: Mapping[str, MetricKind]) -> dict[str, MetricKind]:
     """Every metric a phase may report, by name. Where kinds share a name (read_mb_s: fio's,
-    sysbench's, dd's), unit and direction must agree; a name is primary or compared where any
+    sysbench's, dd's), unit, direction and timing class must agree; a name is primary or compared where any
     phase's kind makes it so, and is known to the coarsest resolution any of them prints it to: dd's
     write_mb_s decides a cell, fio's does not. What is stored is exact: each metric carries the role
     its own kind gives it, per key, phase and all (Roles)."""
@@ -22,7 +22,7 @@ def _declared(*declarations: Mapping[str, MetricKind]) -> dict[str, MetricKind]:
     for declared in declarations:
         for name, kind in declared.items():
             was = merged.get(name)
-            if was and (was.unit, was.higher_is_better) != (kind.unit, kind.higher_is_better):
+            if was and (was.unit, was.higher_is_better, was.timing) != (kind.unit, kind.higher_is_better, kind.timing):
                 raise ValueError(
                     f"phase kinds declare metric {name} as {was} and as "
                     f"{kind}: in a scenario, one name must mean one thing"
@@ -43,7 +43,9 @@ METRICS: dict[str, MetricKind] = _declared(
     SYSBENCH_METRICS,  # the tools a phase may run (scenario.PHASE_TOOLS)
     DD_METRICS,
     {
-        "extents": MetricKind("extents", False, compared=True),  # fewer is better: what copy-on-write ageing scatters
+        "extents": MetricKind(
+            "extents", False, compared=True, timing="dependent"
+        ),  # fewer is better: what copy-on-write ageing scatters
         "snapshots": MetricKind("snapshots", True),  # taken while the phase ran
     },
 )

@@ -18,7 +18,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from fslab.core.errors import FslabError
-from fslab.model import Roles
+from fslab.model import Host, Roles
 from fslab.statistics.stats import (
     CONFIDENCE,
     SLOWER,
@@ -33,7 +33,9 @@ from fslab.statistics.stats import (
     inverted,
     rank,
     runs_needed,
+    withhold,
 )
+from fslab.statistics.timing import why_not_within
 from fslab.workloads import declared_metrics, resolution
 
 if TYPE_CHECKING:
@@ -79,6 +81,8 @@ class Analysis:
     between: list[Row] = field(default_factory=list)
     paired_with: dict[str, str] = field(default_factory=dict)  # workload → the workload it was to be compared with
     primary: frozenset[tuple[str, str]] = frozenset()  # (workload, metric): the primary metrics (Roles.primary)
+    # (workload, primary metric, host) → why its targets are not ranked (timing.why_not_within: emulated)
+    unranked: dict[RankingKey, str] = field(default_factory=dict)
 
     def rows_of(self, workload: str) -> list[Row]:
         return [r for r in self.rows if r.workload == workload]
@@ -166,6 +170,7 @@ def analyse(
     compare_with: dict[str, str] | None = None,
     blocks: dict[tuple[str, str], dict[str, list[int]]] | None = None,
     looks: int = 1,
+    machines: Mapping[str | None, Sequence[Host]] | None = None,
 ) -> Analysis:
     """Every pair of targets per workload and compared metric, Benjamini–Hochberg over all of
     them. Each target's rows compare it with its baseline (`compared_with`): `baseline` for every
@@ -180,7 +185,10 @@ def analyse(
     compared in both, in the same family (Analysis.between); `blocks`: the block each value ran
     in, shaped as `samples` (two targets that ran in enough of the same blocks are compared
     within them: stats.PAIRED_MIN_BLOCKS); `looks`: how many times the study could have stopped
-    adding runs (its intervals hold their error across them: stats.family_level).
+    adding runs (its intervals hold their error across them: stats.family_level); `machines`:
+    each host's facts (by `hosts`' host names; None: the one host of an analysis not per host),
+    several where its cells pool hosts — a metric the hosts' timing does not allow compared
+    (timing.why_not_within: an emulated host's speed) is undecided with why, and ranks nothing.
     Samples of a cell whose figures cannot be real are left out by the caller
     (summary.py)."""
     check_override(baseline, targets if hosts is None else list(dict.fromkeys(h.target for h in hosts.values())))
@@ -209,13 +217,25 @@ def analyse(
         ]
         needed[workload] = runs_needed(primary, precision)
     between = _between(samples, roles, higher_is_better, kinds, measured, compare_with or {})
-    tested = adjust_family(compare_pairs([*pairs.values(), *between.values()], threshold), threshold, looks)
+    gate = partial(_gated, machines)
+    held = [gate(host_of(hosts, a), metric) for (_, metric, a, _) in pairs]
+    held += [gate(host_of(hosts, target), metric) for (_, _, target, metric) in between]
+    compared = compare_pairs([*pairs.values(), *between.values()], threshold)
+    compared = [c if why is None else withhold(c, why) for c, why in zip(compared, held)]
+    tested = adjust_family(compared, threshold, looks)
     family = Analysis([], dict(zip(pairs, tested)), {}, needed, threshold, precision)
     rankings = _rankings(family, samples, roles, higher_is_better, measured, hosts)
+    unranked = {key: why for key in rankings if (why := gate(key[2], key[1])) is not None}
+    rankings = {key: ranking for key, ranking in rankings.items() if key not in unranked}
     rows = _rows(family, samples, roles, measured, baselines, baseline, hosts)
     paired = [Row(w, t, t, m, c, baseline_workload=other) for (w, other, t, m), c in zip(between, tested[len(pairs) :])]
-    found = replace(family, rows=rows, rankings=rankings, override=baseline, between=paired)
+    found = replace(family, rows=rows, rankings=rankings, override=baseline, between=paired, unranked=unranked)
     return replace(found, paired_with=dict(compare_with or {}), primary=roles.primary)
+
+
+def _gated(machines: Mapping[str | None, Sequence[Host]] | None, host: str | None, metric: str) -> str | None:
+    """Why `metric` may not be compared among the cells of `host` (analyse's `machines`), or None."""
+    return None if machines is None else why_not_within(metric, machines.get(host, ()))
 
 
 def _between(
@@ -362,11 +382,14 @@ def compare_study_runs(
     threshold: float = 0.03,
     left_out: Collection[tuple[str, str]] = (),
     against: str = "before",
+    withheld: Callable[[str, str], str | None] | None = None,
 ) -> list[Row]:
     """Every cell present in both study runs' stored samples but those `left_out` ((workload,
     target) flagged in either: figures that cannot be real are judged nowhere): newer against
     older, BH over all of them; each metric's direction and roles as either study run stored them.
-    Each decided one explained (fslab.statistics.explain), the older side named `against` in its clauses."""
+    Each decided one explained (fslab.statistics.explain), the older side named `against` in its clauses.
+    `withheld`: (target, metric) → why the two sides' hosts may not be compared in it
+    (timing.why_not_compared), or None; such a cell is undecided with why, out of the family."""
     higher_is_better, roles, kinds = (
         {**older.higher_is_better, **newer.higher_is_better},
         older.roles | newer.roles,
@@ -381,7 +404,11 @@ def compare_study_runs(
             if b:
                 cells.append((workload, target, metric))
                 pairs.append(SamplePair(a, b, higher_is_better[metric], resolution_of(kinds, workload, metric)))
-    compared = adjust_family(compare_pairs(pairs, threshold), threshold)
+    made = compare_pairs(pairs, threshold)
+    if withheld is not None:
+        held = [withheld(target, metric) for _, target, metric in cells]
+        made = [c if why is None else withhold(c, why) for c, why in zip(made, held)]
+    compared = adjust_family(made, threshold)
     rows = [Row(workload, target, target, metric, c) for (workload, target, metric), c in zip(cells, compared)]
     decided = [r for r in rows if r.comparison.differs]
     found = _explanations(

@@ -4,18 +4,16 @@ Runs of one boot share that boot's state — where the kernel's memory landed, w
 the host scheduled the VM — so two kernels' runs differ by their boots as much as by their kernels,
 and runs within a boot are not independent samples of the kernel. Between two hosts of which one
 is a lab VM, a host's samples are its boot means wherever its runs span 2 boots or more, and a
-speed verdict needs 2 boots on each side; with fewer it is withheld ("undecided"), its ratio and
-interval still shown. How large boot-to-boot variation was is said per kernel: the CV of its boot
-means beside the CV within a boot (the mean of each boot's own)."""
+speed verdict needs 2 boots on each side; with fewer it is withheld (stats.withhold: undecided,
+its ratio still shown; report/summary.py's compare_hosts). How large boot-to-boot variation was
+is said per kernel: the CV of its boot means beside the CV within a boot (the mean of each boot's
+own)."""
 
 from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cached_property
-
-from fslab.statistics.stats import UNDECIDED, Comparison
 
 ONE_BOOT = "one boot: boots are the unit of replication"
 BootValues = Sequence[tuple[str | None, float]]  # (boot id, value) of each run, in run order
@@ -41,27 +39,6 @@ def boot_means(values: BootValues) -> list[float]:
     if len(boots) < 2:
         return [v for _, v in values]
     return [statistics.fmean(v) for v in boots.values()]
-
-
-@dataclass(frozen=True)
-class Withheld(Comparison):
-    """A comparison whose verdict is withheld for a reason of method (too few boots): its ratio and
-    interval as computed, its verdict undecided, its reason that reason."""
-
-    withheld: str = ONE_BOOT
-
-    @cached_property
-    def verdict(self) -> str:
-        return UNDECIDED
-
-    @cached_property
-    def reason(self) -> str:
-        return self.withheld
-
-
-def withheld(comparison: Comparison, why: str = ONE_BOOT) -> Withheld:
-    fields = {name: getattr(comparison, name) for name in Comparison.__dataclass_fields__}
-    return Withheld(**fields, withheld=why)
 
 
 @dataclass(frozen=True)
@@ -107,15 +84,3 @@ def spreads(
 def _cv(values: Sequence[float]) -> float:
     mean = statistics.fmean(values)
     return statistics.stdev(values) / abs(mean) if mean else 0.0
-
-
-def is_speed(metric: str) -> bool:
-    """Whether a metric is a figure of speed, whose verdict between kernels needs 2 boots each:
-    helper emul's timing classes (statistics/timing.py) where present, else every metric is."""
-    import importlib
-
-    try:
-        timing = importlib.import_module("fslab.statistics.timing")
-    except ImportError:
-        return True
-    return bool(timing.timing_of(metric) == "speed")

@@ -23,10 +23,11 @@ a span that is a change while no step is is reported as a drift, once.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple
 
+from fslab.model import Host
 from fslab.statistics.analysis import regressed, resolution_of
 from fslab.statistics.stats import (
     CONFIDENCE,
@@ -38,7 +39,9 @@ from fslab.statistics.stats import (
     adjust_family,
     compare_pairs,
     summarize,
+    withhold,
 )
+from fslab.statistics.timing import why_not_compared
 
 DEFAULT_THRESHOLD = 0.03
 UNRECORDED_HOST = "this machine"  # a study run stored before runs named their host, and run by no recorded process
@@ -60,6 +63,8 @@ class StoredStudyRun:
     ]  # (host, workload, target) → metric → values in run order
     higher_is_better: dict[str, bool]
     kinds: dict[str, str]  # workload → its kind: what printed its figures (their resolution)
+    # host → its facts, as the hosts table keeps them (schema 10 on): how it ran its kernel (accelerator)
+    host_facts: dict[str, Host] = field(default_factory=dict)
 
 
 class SeriesKey(NamedTuple):
@@ -82,6 +87,12 @@ class Point:
     fslab_version: str
     samples: tuple[float, ...]
     summary: Summary
+    machine: Host | None = None  # its host's facts, where recorded: a step is judged only where they allow (timing.py)
+
+    @property
+    def accelerator(self) -> str:
+        """How its host ran its kernel (host, kvm, tcg); "–" where not recorded."""
+        return "–" if self.machine is None else self.machine.accelerator
 
 
 @dataclass(frozen=True)
@@ -185,6 +196,7 @@ def series_points(
                     sr.fslab_version,
                     tuple(values),
                     summarize(values, higher, resolution_of(sr.kinds, workload, metric)),
+                    sr.host_facts.get(host),
                 )
                 found.setdefault(SeriesKey(host, workload, target, metric), (higher, []))[1].append(point)
     return found
@@ -215,7 +227,9 @@ def history(
                     list(older.samples), list(newer.samples), higher, resolution_of(kinds, key.workload, key.metric)
                 )
             )
-    compared = adjust_family(compare_pairs(pairs, threshold), threshold)
+    made = compare_pairs(pairs, threshold)
+    held = [why_not_compared(key.metric, older.machine, newer.machine) for key, older, newer in tests]
+    compared = adjust_family([c if why is None else withhold(c, why) for c, why in zip(made, held)], threshold)
     judged = {
         (key, older.study_run, newer.study_run): Step(key, older, newer, c)
         for (key, older, newer), c in zip(tests, compared)

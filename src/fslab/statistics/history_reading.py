@@ -68,13 +68,15 @@ def _stored(db: ResultsDB, sr: dict[str, Any], metrics: list[str] | None) -> Sto
         for (workload, target, host), cell in db.host_samples(sr["id"]).items()
     }
     owner = sr.get("owner") or {}
+    facts = {h.name: h for h in db.hosts(sr["id"])}
     return StoredStudyRun(
         id=sr["id"],
         started_at=sr["started_at"],
         fslab_version=sr["fslab_version"] or str(sr["environment"].get("fslab", "")),
         kernel=str(sr["environment"].get("kernel", "")),
         owner_host=owner.get("hostname"),
-        host_kernels={h.name: h.kernel for h in db.hosts(sr["id"])},
+        host_kernels={h.name: h.kernel for h in facts.values()},
+        host_facts=facts,
         values={key: cell for key, cell in values.items() if cell},
         higher_is_better=groups.higher_is_better,
         kinds=groups.kinds,

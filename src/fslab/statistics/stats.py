@@ -266,6 +266,9 @@ class Comparison:
     level: float = CONFIDENCE  # the interval's confidence
     paired_blocks: int = 0  # the blocks it was paired in (0: Welch's, unpaired)
     zero_side: str | None = None  # "baseline", "other" or "both": a value of 0 or below there, so no ratio
+    # why the two sides may not be compared at all (statistics/timing.py: an emulated host's speed,
+    # hosts of different accelerators): undecided whatever the figures, out of the family (withhold)
+    withheld: str | None = None
 
     @property
     def interval(self) -> tuple[float, float] | None:
@@ -276,6 +279,8 @@ class Comparison:
 
     @cached_property  # read by every output, thousands of times a summary: worked out once
     def verdict(self) -> str:
+        if self.withheld is not None:
+            return UNDECIDED
         return decide(self.ratio, self.interval, self.higher_is_better, self.threshold)
 
     @cached_property
@@ -336,6 +341,8 @@ def level_text(level: float) -> str:
 def verdict_reason(c: Comparison, interval_said: str | None = None) -> str:
     """Comparison.reason; an undecided one names its interval as `interval_said` words it
     (default "interval 0.91–1.20×"; a phrase that gives its level: "95 % CI 0.91–1.20×")."""
+    if c.withheld is not None:
+        return c.withheld
     margin = f"±{c.threshold * 100:g} %"
     verdict = c.verdict
     if verdict == EQUIVALENT:
@@ -383,6 +390,15 @@ def runs_to_decide(c: Comparison) -> int | None:
     runs = range(min(c.paired_blocks or c.n_baseline, c.paired_blocks or c.n_other) + 1, RUNS_NEEDED_LIMIT + 1)
     first = bisect_left(runs, True, key=lambda n: width(n) < wanted)
     return runs[first] if first < len(runs) else None
+
+
+def withhold(c: Comparison, why: str) -> Comparison:
+    """`c` as a comparison that may not be made (`why`): its ratio kept for what it shows, no
+    interval, test or verdict — undecided, said why, and out of its family's correction (no p)."""
+    return replace(
+        c, withheld=why, ci_low=None, ci_high=None, p_value=None, p_adjusted=None, mann_whitney_p=None,
+        detectable_change=None, log_se=None, df=None, paired_blocks=0,
+    )  # fmt: skip
 
 
 def inverted(c: Comparison) -> Comparison:

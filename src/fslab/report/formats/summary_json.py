@@ -11,6 +11,7 @@ from fslab.report.summary import StudySummary
 from fslab.report.tables import comparison_record, explanation_record, json_text, published, study_run_record
 from fslab.statistics.raw_reference import Ceiling
 from fslab.statistics.stats import VERDICTS
+from fslab.statistics.timing import EMULATED
 
 
 def summary_json(source: Source) -> str:
@@ -32,6 +33,8 @@ def to_json(s: StudySummary) -> str:
             | ({"caveats": c.caveats} if c.caveats else {})
             | ({"withheld": c.withheld} if c.withheld else {})
             | ({"above_ceiling": c.above_ceiling} if c.above_ceiling else {})
+            | ({"kernel": c.kernel} if c.kernel else {})
+            | ({"emulated": True, "label": EMULATED} if c.emulated else {})
             for c in s.cells
         ],
         "comparisons": [
@@ -56,6 +59,16 @@ def to_json(s: StudySummary) -> str:
             }
             for (w, m, host), r in s.analysis.rankings.items()
         ],
+        **(
+            {
+                "unranked": [
+                    {"workload": w, "metric": m, **({"host": host} if host is not None else {}), "why": why}
+                    for (w, m, host), why in s.analysis.unranked.items()
+                ]
+            }
+            if s.analysis.unranked
+            else {}
+        ),
         "family": {
             "corrected": "Benjamini–Hochberg adjusted p; intervals at the false coverage rate (Benjamini–Yekutieli)",
             "comparisons": s.analysis.family_size,
