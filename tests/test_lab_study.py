@@ -67,6 +67,7 @@ class FakeLab:
     boot_noise: float = 0.0  # each boot's own level: a factor drawn once per boot
     calls: list[tuple[str, str]] = field(default_factory=list)
     booted: list[dict] = field(default_factory=list)
+    options: list[dict] = field(default_factory=list)
 
     def prepare(self, release: str, *, say=None):  # noqa: ANN001, ANN201
         self.calls.append(("prepare", release))
@@ -74,7 +75,8 @@ class FakeLab:
             raise Refused(f"kernel {release}: the archive offers no linux-image-{release}")
         return SimpleNamespace(release=release, package_version="1.0")
 
-    def boot(self, kernel, command: str, *, share: Path):  # noqa: ANN001, ANN201
+    def boot(self, kernel, command: str, *, share: Path, **options):  # noqa: ANN001, ANN201
+        self.options.append(options)  # vm.boot's setup and spec (lab/openzfs.py's for_guest)
         self.calls.append(("boot", kernel.release))
         if self.interrupt_at is not None and sum(c[0] == "boot" for c in self.calls) == self.interrupt_at:
             raise KeyboardInterrupt

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from fslab.lab import openzfs
 from fslab.results import ResultsDB
-from guest import SCRATCH, GuestJob, result_of, unavailable_reason
+from fslab.study import parse_study
+from guest import SCRATCH, GuestJob, guest_kernel, result_of, unavailable_reason
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -66,7 +68,9 @@ with ExitStack() as held:
     os._exit(9)
 """
 
+# After the lab's setup (openzfs.setup_script), which loaded md's and device-mapper's modules.
 IN_GUEST = """
+for module in md_mod raid1 dm_mod dm_crypt; do [ -e /sys/module/$module ] && echo "module $module loaded"; done
 set -x
 .venv/bin/python /fslab-share/killed.py {scratch}/killed; echo "killed: $?"
 ls /dev/mapper; cat /proc/mdstat
@@ -80,9 +84,12 @@ echo "--- after the study"; ls /dev/mapper; cat /proc/mdstat; losetup -a; ls {sc
 
 def guest_job() -> GuestJob:
     """The boot these tests need (conftest starts it early)."""
+    setup = openzfs.setup_script(
+        guest_kernel()[1].name, openzfs.needs_of(parse_study(STUDY, "study.toml", base_dir=REPO))
+    )
     return GuestJob(
         "layers",
-        IN_GUEST.format(scratch=SCRATCH),
+        setup + IN_GUEST.format(scratch=SCRATCH),
         REPO,
         {"study.toml": STUDY, "killed.py": textwrap.dedent(KILLED_WITH_A_STACK)},
     )
@@ -97,6 +104,13 @@ def guest(tmp_path_factory):
     assert result.status == 0, f"the guest did not finish:\n{result.output[-3000:]}\n{result.console[-3000:]}"
     sections = result.output.split("--- after ")
     return result, sections
+
+
+def test_the_lab_setup_loaded_each_layer_s_modules(guest):
+    result, sections = guest
+    assert "fslab setup:" not in result.output
+    for module in ("md_mod", "raid1", "dm_mod", "dm_crypt"):
+        assert f"module {module} loaded" in sections[0], module
 
 
 def test_cleanup_takes_down_the_stack_a_killed_run_left(guest):

@@ -2,25 +2,24 @@
 guest.
 
 This machine's ZFS is zfs-fuse, which has no zvols, no zfs_arc_max and no encryption. OpenZFS's tools
-conflict with zfs-fuse, so `tests/openzfs/build.sh` (run by `make test`) unpacks them
-and builds the modules for the guest's kernel into a cache; the guest loads the modules
-and puts the tools first on its PATH. No udev runs in the guest, so fslab must find the
-volume's /dev/zd* device by asking it for its dataset name.
+conflict with zfs-fuse, so the kernel lab (fslab.lab.openzfs.prepare, run by `make test`) unpacks
+them and builds the modules for the guest's kernel into a cache; the guest runs the lab's setup
+(openzfs.setup_script: the modules loaded, the tools first on its PATH) before the study. No udev
+runs in the guest, so fslab must find the volume's /dev/zd* device by asking it for its dataset name.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
+from fslab.lab import openzfs
 from fslab.results import ResultsDB
+from fslab.study import parse_study
 from guest import SCRATCH, GuestJob, guest_kernel, result_of, unavailable_reason
 
 REPO = Path(__file__).resolve().parent.parent
-CACHE = Path(os.environ.get("FSLAB_OPENZFS", "/var/cache/fslab/openzfs"))
 
 STUDY = """\
 [study]
@@ -67,15 +66,10 @@ filesystem = "zfs"
 properties = { encryption = "aes-256-gcm", compression = "off" }
 """
 
+# After the lab's setup (openzfs.setup_script), which loaded the modules and put the tools first.
 IN_GUEST = """
-# Each module after what it depends on (load_order), from the cache, or the kernel's own by name:
-# `depmod -a` would index every module of the kernel first (half a minute of emulated CPU).
-for module in {modules}; do
-    if [ -e {cache}/modules/$module.ko ]; then insmod {cache}/modules/$module.ko; else modprobe $module; fi || exit 10
-done
-export PATH={cache}/root/sbin:{cache}/root/usr/sbin:$PATH LD_LIBRARY_PATH={cache}/root/lib/x86_64-linux-gnu
-keep_in_ram zfs zpool  # run at each target's teardown, after a measured run's dropped cache
 c_max() {{ awk '$1=="c_max" {{print $3}}' /proc/spl/kstat/zfs/arcstats; }}
+echo "module: $(cat /sys/module/zfs/version) zpool: $(command -v zpool)"
 echo "c_max before: $(c_max)"
 .venv/bin/fslab run /fslab-share/study.toml --no-ceiling --db {scratch}/results.db --workdir {scratch}/fslab
 echo "study: $?"
@@ -85,37 +79,18 @@ cp {scratch}/results.db* /fslab-share/
 """
 
 
+def built() -> openzfs.PreparedOpenZFS | None:
+    """OpenZFS as the lab built it for the guest's kernel (make test builds it), else None."""
+    return openzfs.prepared(guest_kernel()[1].name)
+
+
 def guest_job() -> GuestJob | None:
     """The boot these tests need (conftest starts it early); None without OpenZFS built."""
-    if unavailable_reason() or not (CACHE / f"ready-{guest_kernel()[1].name}").exists():
+    if unavailable_reason() or (found := built()) is None:
         return None
-    return GuestJob(
-        "openzfs",
-        IN_GUEST.format(cache=CACHE, scratch=SCRATCH, modules=" ".join(load_order(CACHE / "modules", "zfs"))),
-        REPO,
-        {"study.toml": STUDY},
-    )
-
-
-def load_order(modules: Path, top: str) -> list[str]:
-    """`top` and what it depends on, each after its dependencies: the cache's modules, read here
-    with modinfo (in the guest each modinfo costs a second of emulated CPU); a dependency not in
-    the cache by name, for modprobe."""
-    order: list[str] = []
-
-    def visit(module: str) -> None:
-        if module in order:
-            return
-        if (modules / f"{module}.ko").exists():
-            depends = subprocess.run(
-                ["modinfo", "-F", "depends", str(modules / f"{module}.ko")], capture_output=True, text=True, check=True
-            ).stdout
-            for dependency in filter(None, depends.strip().split(",")):
-                visit(dependency)
-        order.append(module)
-
-    visit(top)
-    return order
+    study = parse_study(STUDY, "study.toml", base_dir=REPO)
+    setup = openzfs.setup_script(found.release, openzfs.needs_of(study))
+    return GuestJob("openzfs", setup + IN_GUEST.format(scratch=SCRATCH), REPO, {"study.toml": STUDY})
 
 
 @pytest.fixture(scope="module")
@@ -126,8 +101,8 @@ def guest(tmp_path_factory):
     job = guest_job()
     if job is None:
         pytest.skip(
-            f"no OpenZFS built for the guest kernel {guest_kernel()[1].name} "
-            f"in {CACHE}: tests/openzfs/build.sh makes it"
+            f"no OpenZFS built for the guest kernel {guest_kernel()[1].name} in {openzfs.OPENZFS}: "
+            "make test builds it (fslab.lab.openzfs.prepare)"
         )
     result = result_of(job, tmp_path_factory)
     assert result.status == 0 and "study: 0" in result.output, f"{result.output[-3000:]}\n{result.console[-2000:]}"
@@ -135,11 +110,21 @@ def guest(tmp_path_factory):
     return result, db, {(r["target"], r["workload"]): r for r in db.runs(db.study_run()["id"])}
 
 
+def test_the_lab_setup_loaded_the_module_and_tools_of_its_cache(guest):
+    result, _, _ = guest
+    found = built()
+    assert found is not None
+    assert f"module: {found.package_version} zpool: {found.root / 'sbin' / 'zpool'}\n" in result.output
+    assert "fslab setup:" not in result.output
+
+
 def test_a_zvol_target_runs_on_the_volume_the_engine_made(guest):
     _, db, runs = guest
     run = runs[("zvol", "rand_read")]
     assert run["status"] == "ok", run["error"]
-    assert run["fs_details"].startswith("engine: OpenZFS kernel module")
+    found = built()
+    assert found is not None
+    assert run["fs_details"].startswith(f"engine: OpenZFS kernel module {found.package_version}"), "not zfs-fuse"
     assert "volblocksize\t16K" in run["fs_details"] and "type\tvolume" in run["fs_details"]
     device = run["device"].split()[0]
     assert device.startswith("/dev/zd") and f"filename={device}" in run["job_file"], "fio ran on the volume itself"

@@ -1778,10 +1778,12 @@ def build_command(
 ) -> None:
     """Prepare a kernel for the lab ahead of a run: its package fetched from the archive (apt
     checks its signature), unpacked into fslab's cache with its module index; once — a prepared
-    kernel is not fetched again. Runs as root."""
+    kernel is not fetched again. Then OpenZFS for it, where a version in the archive fits the
+    kernel: Debian's zfs-dkms built once against that kernel's headers (minutes of CPU), its tools
+    beside it; where none fits, fslab says so. Runs as root."""
     import os
 
-    from fslab.lab import kernels
+    from fslab.lab import kernels, openzfs
 
     kernels.check_release(kernel)
     if os.geteuid() != 0:
@@ -1793,8 +1795,10 @@ def build_command(
         console.print(safe_markup(line), highlight=False)
 
     prepared = kernels.prepare(kernel, say=say)
-    # What else a kernel needs built for it goes here, after the kernel itself (OpenZFS's modules).
     say(f"{prepared.release}: package {prepared.package_version}, config sha256 {prepared.config_sha256[:16]}…")
+    built = openzfs.prepare_if_fits(prepared.release, say=say)  # its sentence said where none fits
+    if built is not None:
+        say(f"{prepared.release}: OpenZFS {built.package_version} ({built.suite}) in {built.directory}")
 
 
 def _help_of(doc: str | None) -> str | None:

@@ -33,6 +33,7 @@ from fslab.core.units import format_size, parse_size, scaled_size
 from fslab.filesystems import FILESYSTEMS
 from fslab.filesystems.base import Filesystem, Provisioned, Room, SizeFloor, TargetFields, mounted_options, same_value
 from fslab.filesystems.zfs_engine import (
+    KERNEL_ONLY,
     SCALED_ARC_FLOOR,
     Daemon,
     Engine,
@@ -387,6 +388,9 @@ class Zfs(Filesystem):
         """The engine: optional until a study asks (its targets are then unsupported without it)."""
         found = engine()
         fix = "apt-get install zfs-fuse (or OpenZFS's zfsutils-linux with its kernel module)"
+        if found is None and os.environ.get(KERNEL_ONLY) == "1":
+            fix = "fslab lab build KERNEL (OpenZFS for that kernel), if one fits it"
+            return [Check("zfs engine", False, "no OpenZFS kernel module in this lab VM", fix, required=False)]
         if found is None:
             return [Check("zfs engine", False, "no OpenZFS kernel module and no zfs-fuse", fix, required=False)]
         if found.fuse and not Path("/dev/fuse").exists():

@@ -34,6 +34,10 @@ if TYPE_CHECKING:
 
 KERNEL_MODULE = Path("/sys/module/zfs")
 PIDFILE_DIR = Path("/run/fslab")
+# Set (to 1) by the kernel lab's guest setup (lab/openzfs.py): in a lab VM, ZFS is the OpenZFS
+# module or none. The guest sees the host's root, zfs-fuse with it, and a FUSE figure must never
+# pass for the kernel's: where the module did not load, ZFS targets are unsupported there.
+KERNEL_ONLY = "FSLAB_ZFS_KERNEL_ONLY"
 
 
 @dataclass(frozen=True)
@@ -52,15 +56,19 @@ class NotSupported(FslabError):
 
 def runs_on_fuse() -> bool:
     """Whether engine() finds zfs-fuse, known without asking dpkg its version."""
-    return not KERNEL_MODULE.exists() and shutil.which("zfs-fuse") is not None
+    return not KERNEL_MODULE.exists() and not _kernel_only() and shutil.which("zfs-fuse") is not None
+
+
+def _kernel_only() -> bool:
+    return os.environ.get(KERNEL_ONLY) == "1"
 
 
 def engine() -> Engine | None:
-    """The ZFS this machine has: the kernel module, else zfs-fuse, else none."""
+    """The ZFS this machine has: the kernel module, else zfs-fuse (unless KERNEL_ONLY), else none."""
     if KERNEL_MODULE.exists():
         version = (KERNEL_MODULE / "version").read_text().strip() if (KERNEL_MODULE / "version").exists() else "unknown"
         return Engine("OpenZFS kernel module", version, fuse=False)
-    if shutil.which("zfs-fuse"):
+    if shutil.which("zfs-fuse") and not _kernel_only():
         version = run(["dpkg-query", "-W", "-f=${Version}", "zfs-fuse"], check=False).stdout.strip() or "unknown"
         return Engine("zfs-fuse", version, fuse=True)
     return None

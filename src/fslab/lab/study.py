@@ -33,7 +33,7 @@ from typing import Any
 from fslab.core.errors import FslabError
 from fslab.core.workdir import Workdir
 from fslab.filesystems import FILESYSTEMS
-from fslab.lab import kernels as lab_kernels, vm
+from fslab.lab import kernels as lab_kernels, openzfs, vm
 from fslab.model import Study
 from fslab.results import ResultsDB
 from fslab.results.copy import append_runs
@@ -265,13 +265,27 @@ class _Run:
                 kernel.prepared = self.prepare(kernel.release, say=self.say)
             except FslabError as exc:
                 raise _KernelFailed(f"its package could not be prepared: {exc}") from None
+        try:  # the modules its targets need loaded in the guest: OpenZFS (built once), md, dm-crypt, LVM
+            setup = openzfs.for_guest(self.study, kernel.release, say=self.say)
+        except FslabError as exc:
+            raise _KernelFailed(f"OpenZFS could not be built for it: {exc}") from None
+        for note in setup.notes:
+            self.say(f"{where}: {note}")
         command = guest_command(guest_arguments(self.study, self.repetitions, seed, self.run_options))
         with _share(self.root) as share:
             (share / STUDY_FILE).write_text(self.study.source)
             self.say(f"{where}: booting")
             started = time.monotonic()
             try:
-                booted = self.boot(kernel.prepared, command, share=share)
+                booted = self.boot(
+                    kernel.prepared,
+                    command,
+                    share=share,
+                    setup=setup.script,
+                    spec=vm.VmSpec(memory_mib=setup.memory_mib),
+                    timeout=setup.timeout,
+                    scratch_bytes=setup.scratch_bytes,
+                )
             except FslabError as exc:
                 raise _KernelFailed(f"it did not boot: {exc}") from None
             database = share / RESULTS_FILE
