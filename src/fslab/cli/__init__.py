@@ -95,6 +95,13 @@ ERROR_EXIT = 2
 GATE_FAILED = 1
 
 
+def _refuse_together(option: str, why: str, given: dict[str, object]) -> None:
+    """Fails naming each option of `given` that was set beside `option`, and why they cannot go together."""
+    named = [name for name, value in given.items() if value]
+    if named:
+        raise _fail(f"{', '.join(named)} cannot go with {option}: {why}")
+
+
 def _fail(message: str, code: int = ERROR_EXIT) -> typer.Exit:
     errors.print(f"[bold red]error:[/bold red] {safe_markup(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
@@ -452,40 +459,21 @@ def run(
             "--tune-host cannot go with --kernel yet: a study run over kernels does not hold the host's tuning "
             "across its boots: run without it"
         )
-    if kernel and (resume or plan or on is not None or destroy_data or client or target_ci is not None or decide):
-        given = [
-            n
-            for n, v in (
-                ("--resume", resume),
-                ("--plan", plan),
-                ("--on", on is not None),
-                ("--destroy-data", destroy_data),
-                ("--client", client),
-                ("--target-ci", target_ci is not None),
-                ("--decide", decide),
-            )
-            if v
-        ]
-        raise _fail(
-            f"{', '.join(given)} cannot go with --kernel: a study run over kernels runs an exact plan "
-            "(--runs, --boots) on image files of its own, here and in lab VMs"
-        )
-    if on is not None and (resume or skip_unsupported or destroy_data or target_ci is not None or decide):
-        given = [
-            n
-            for n, v in (
-                ("--resume", resume),
-                ("--skip-unsupported", skip_unsupported),
-                ("--destroy-data", destroy_data),
-                ("--target-ci", target_ci is not None),
-                ("--decide", decide),
-            )
-            if v
-        ]
-        raise _fail(
-            f"{', '.join(given)} cannot go with --on: each worker resumes its "
-            "unit itself and skips what its host cannot run (recorded with why)"
-        )
+    if kernel:
+        _refuse_together(
+            "--kernel",
+            "a study run over kernels runs an exact plan (--runs, --boots) on image files of its own, "
+            "here and in lab VMs",
+            {"--resume": resume, "--plan": plan, "--on": on is not None, "--destroy-data": destroy_data,
+             "--client": client, "--target-ci": target_ci is not None, "--decide": decide},
+        )  # fmt: skip
+    if on is not None:
+        _refuse_together(
+            "--on",
+            "each worker resumes its unit itself and skips what its host cannot run (recorded with why)",
+            {"--resume": resume, "--skip-unsupported": skip_unsupported, "--destroy-data": destroy_data,
+             "--target-ci": target_ci is not None, "--decide": decide},
+        )  # fmt: skip
     if resume:
         fixed = {
             "--runs": runs,
