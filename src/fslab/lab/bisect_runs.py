@@ -26,7 +26,7 @@ from fslab.core.workdir import Workdir
 from fslab.filesystems import FILESYSTEMS
 from fslab.lab import kernels, vm
 from fslab.lab.bisect import BisectError, KernelFailed, Outcome, Rule, Samples, bisect, check_metric, in_range, resolve
-from fslab.lab.study import _Numbering, _share
+from fslab.lab.study import Numbering, boot_share
 from fslab.model import Study
 from fslab.results import ResultsDB
 from fslab.results.copy import append_runs
@@ -82,7 +82,7 @@ class LabMeasure:
     spec: vm.VmSpec = field(default_factory=vm.VmSpec)
     timeout: float = BOOT_SECONDS
     study_run_id: int = field(init=False)
-    numbering: _Numbering = field(default_factory=_Numbering, init=False)  # lab/study.py's: each host's runs in turn
+    numbering: Numbering = field(default_factory=Numbering, init=False)  # lab/study.py's: each host's runs in turn
     seed: int = field(default=0, init=False)
     boots: int = field(default=0, init=False)
 
@@ -104,7 +104,7 @@ class LabMeasure:
         except FslabError as failed:
             raise KernelFailed(f"could not be prepared: {failed}") from None
         self.boots += 1
-        with _share(self.workdir.root) as share:
+        with boot_share(self.workdir.root) as share:
             return self._measured(kernel, runs, share)
 
     def _measured(self, kernel: kernels.PreparedKernel, runs: int, share: Path) -> Samples:

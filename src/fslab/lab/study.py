@@ -64,7 +64,7 @@ class _Kernel:
 
 
 @dataclass
-class _Numbering:
+class Numbering:
     """Where the next boot's runs of each host start: its repetitions after the boots before,
     per (target, workload, warm-up), and its blocks after theirs."""
 
@@ -251,7 +251,7 @@ class _Run:
     prepare: Callable[..., Any]
     boot: Callable[..., Any]
     run_options: dict
-    numbering: _Numbering = field(default_factory=_Numbering)
+    numbering: Numbering = field(default_factory=Numbering)
     outcome: dict[str, dict] = field(default_factory=dict)
 
     def say(self, line: str) -> None:
@@ -272,7 +272,7 @@ class _Run:
         for note in setup.notes:
             self.say(f"{where}: {note}")
         command = guest_command(guest_arguments(self.study, self.repetitions, seed, self.run_options))
-        with _share(self.root) as share:
+        with boot_share(self.root) as share:
             (share / STUDY_FILE).write_text(self.study.source)
             self.say(f"{where}: booting")
             started = time.monotonic()
@@ -305,7 +305,7 @@ class _Run:
         """This machine's share of one round: the ordinary runner into a database of its own (its
         runs told as they run), then stored as a boot's are."""
         host = environment.host()
-        with _share(self.root) as share:
+        with boot_share(self.root) as share:
             self.say(f"{where}: running on this machine's kernel")
             started = time.monotonic()
             own, stopped = ResultsDB(str(share / RESULTS_FILE)), None
@@ -357,7 +357,7 @@ def _counted(stored: dict) -> str:
 
 
 @contextmanager
-def _share(root: Path) -> Iterator[Path]:
+def boot_share(root: Path) -> Iterator[Path]:
     """A folder of fslab's own under the work directory for one boot (its study file in, its
     database out), removed after: proved the very folder made (device and inode) first."""
     parent = root / "lab"
