@@ -100,7 +100,7 @@ def test_a_kernel_made_unbootable_on_purpose_is_skipped_with_its_reason(study_fi
 
     releases = ["6.1.0-56-amd64", broken, FIRST_BAD]
     study = one_cell(load_study(str(study_file)), "btrfs", "write")
-    rule = Rule(threshold=0.9)  # as docs/bisect.md's command
+    rule = Rule.for_metric(METRIC)  # as docs/bisect.md's command: a share, judged on its difference
     said: list[str] = []
     with fresh_workdir() as workdir:
         results = ResultsDB(str(tmp_path / "results.db"))

@@ -1004,7 +1004,7 @@ def bisect(
         metric=metric,
         kernels_given=kernels,
         range_given=kernel_range,
-        rule=Rule(threshold=threshold, runs=runs, max_runs=max_runs),
+        rule=Rule.for_metric(metric, threshold=threshold, runs=runs, max_runs=max_runs),
         scale=scale,
         results=results,
         workdir=Workdir(workdir),

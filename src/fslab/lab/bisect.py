@@ -21,12 +21,19 @@ are left between the last good and the first bad, it names that range instead of
 The first bad package (or the range) is confirmed by an A/B: its predecessor and it, both measured
 afresh, judged by the same rule.
 
+A share (a metric in [0, 1] named *_share: write_buffered_share) is judged on the difference of
+means, in points (`Rule.difference`, SHARE_POINTS unless told), not on a ratio: near 0 a ratio has
+no meaning (0.001 against 0.0012 is "20 % more" of nothing). As the explanations do
+(statistics/explain), it is compared on exp(value), whose log ratio is exactly that difference, so
+the same sequential rule applies unchanged.
+
 Pure: every measurement goes through `measure(release, runs) -> Samples` (lab/study.py's runs in
 production, a fake in the tests), every line said through `say`.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -52,6 +59,7 @@ from fslab.statistics.stats import (
 GOOD, BAD, NEITHER, SKIPPED = "same", "different", "undecided", "skipped"
 RUNS = 5  # runs per boot before a step's first look: a run costs a fraction of a boot (~20 s against ~80 s under TCG)
 MAX_RUNS = 10  # a step's budget of runs, as bench/adaptive.py's MAX_RUNS
+SHARE_POINTS = 0.05  # a share's margin of "same": 5 points, as the explanations' rule of the buffered shares
 
 
 class KernelFailed(FslabError):
@@ -82,6 +90,12 @@ class Rule:
     runs: int = RUNS
     max_runs: int = MAX_RUNS
     resolution: float = 0.0
+    difference: float | None = None  # a share's margin in points: judged on the difference of means
+
+    @classmethod
+    def for_metric(cls, metric: str, threshold: float = 0.03, runs: int = RUNS, max_runs: int = MAX_RUNS) -> Rule:
+        """The rule for `metric`: a share (*_share) judged on its difference of SHARE_POINTS."""
+        return cls(threshold, runs, max_runs, difference=SHARE_POINTS if metric.endswith("_share") else None)
 
     def __post_init__(self) -> None:
         if self.runs < 2:
@@ -107,6 +121,7 @@ class Step:
     call: str
     comparison: Comparison | None = None
     reason: str = ""
+    difference: bool = False  # judged on the difference of means (Rule.difference): said as one
 
     @property
     def verdict(self) -> str:
@@ -121,6 +136,10 @@ class Step:
         c = self.comparison
         if c is None:
             return f"{head}: {self.reason}" if self.reason else head
+        if self.difference:  # compared on exp(value): its log ratio is the difference of means
+            low, high = (math.log(x) for x in c.interval) if c.interval else (0.0, 0.0)
+            interval = f"{level_text(c.level)} CI {low:+.3f} – {high:+.3f}" if c.interval else "no interval"
+            return f"{head}: {c.verdict}, difference {math.log(c.ratio):+.3f} ({interval}) → {self.call}: {self.reason}"
         interval = f"{level_text(c.level)} CI {interval_text(c.interval)}" if c.interval else "no interval"
         return f"{head}: {c.verdict}, ratio {ratio_text(c.ratio)} ({interval}) → {self.call}: {self.reason}"
 
@@ -173,21 +192,36 @@ class _Judge:
     def judged(self, baseline: list[float], values: list[float]) -> Comparison:
         """The sequential rule's comparison: one comparison, its interval over the step's looks."""
         r = self.rule
+        if r.difference is not None:  # a share (module docstring)
+            threshold = math.expm1(r.difference)
+            mine, theirs = [math.exp(x) for x in baseline], [math.exp(x) for x in values]
+            c = compare(mine, theirs, self.higher_is_better, threshold)
+            return adjust_family([c], threshold, r.looks)[0]
         c = compare(baseline, values, self.higher_is_better, r.threshold, r.resolution)
         return adjust_family([c], r.threshold, r.looks)[0]
+
+    def reason(self, c: Comparison) -> str:
+        """Why the verdict: a share's in points (its comparison's own words are of a ratio)."""
+        points = self.rule.difference
+        if points is None or c.verdict == UNDECIDED:
+            return c.reason
+        return f"{'within' if c.verdict == EQUIVALENT else 'beyond'} ±{points:.2f}"
 
     def step(self, release: str, role: str) -> Step:
         """Boot `release` until its verdict against the good end's runs (topped up as the step
         needs) is decided or the budget is spent; a kernel that fails is skipped."""
         boots, values = 0, []
+        differs = self.rule.difference is not None
         try:
             values, boots = self.boot(release, self.rule.runs), 1
             while True:
                 c = self.judged(self.reference, values)
                 if c.decided:
-                    return Step(release, role, boots, len(values), _call(c), c, c.reason)
+                    return Step(release, role, boots, len(values), _call(c), c, self.reason(c), differs)
                 if len(values) >= self.rule.max_runs or futile(c, self.rule.max_runs):
-                    return Step(release, role, boots, len(values), NEITHER, c, f"budget spent: {c.reason}")
+                    return Step(
+                        release, role, boots, len(values), NEITHER, c, f"budget spent: {self.reason(c)}", differs
+                    )
                 # a boot costs several runs' time: one more boots for at least a first boot's runs
                 wanted = min(self.rule.max_runs, max(len(values) + self.rule.runs, c.runs_to_decide or 0))
                 if len(self.reference) < wanted:
