@@ -9,7 +9,10 @@ Run by vm.py (`wrap`) as
     unshare --mount --propagation private -- PYTHON -I -m fslab.lab.masking PLAN_JSON -- qemu-system-x86_64 ARG...
 
 The trampoline (main) refuses unless its mount namespace differs from its parent's, makes every
-mount there private again (nothing it mounts propagates out), stages each kept path under a
+mount there private again (nothing it mounts propagates out), lets go of its copies of the host's
+device and FUSE mounts that hold nothing QEMU needs (as the tracer's namespace does,
+tracing/namespace.py: a copy would keep another run's target mounted, and its loop device busy,
+for as long as the VM runs — and would show it to the guest), stages each kept path under a
 private tmpfs (a bind, taken before anything is covered), covers, binds the kept paths back,
 makes the covers read-only, unmounts the staging area and execs QEMU: same pid and start time as
 the journal recorded. The namespace ends when QEMU does. Standard library only.
@@ -24,6 +27,8 @@ import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from fslab.tracing.namespace import holding_devices
 
 # Directories no guest reads: users' homes and root's (ssh keys, ~/.pgpass, shell histories), the
 # machine's ssh keys, PostgreSQL's data, fslab's own settings, private TLS keys, backups of the
@@ -94,6 +99,8 @@ def wrap(argv: Sequence[str], *, keep: Sequence[Path], stage: Path, mask_files: 
     visible = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent, fslab_dir, *keep]
     steps = plan(keep=visible, masked_files=(*MASKED_FILES, *mask_files))
     steps["stage"] = [str(stage)]
+    # every path QEMU and the guest reach, masked or not: the mounts holding them stay
+    steps["needed"] = sorted({os.path.realpath(p) for p in (*visible, stage) if os.path.exists(p)})
     # (both checked installed before a boot: vm.unavailable_reason)
     unshare, program = shutil.which("unshare") or "unshare", shutil.which(argv[0]) or argv[0]
     return [unshare, "--mount", "--propagation", "private", "--",
@@ -140,6 +147,11 @@ def main(argv: list[str]) -> None:
     steps = json.loads(argv[1])
     libc = ctypes.CDLL(None, use_errno=True)
     _mount(libc, None, "/", None, _MS_REC | _MS_PRIVATE, None)
+    with open("/proc/self/mountinfo") as table:
+        mounted = table.read()
+    for point in holding_devices(mounted):  # this namespace's copies alone: the host's are untouched
+        if not any(_inside(path, point) for path in steps["needed"]):
+            libc.umount2(os.fsencode(point), _MNT_DETACH)  # one already gone with its parent: nothing to do
     stage = steps["stage"][0]
     _mount(libc, "fslab-stage", stage, "tmpfs", _MS_NOSUID | _MS_NODEV, "mode=0700,size=1m")
     staged = []
