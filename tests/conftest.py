@@ -8,6 +8,7 @@ import json
 import os
 import runpy
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from fslab.core import cgroups, registry
+from fslab.core import cgroups, interruption, registry
 from fslab.core.identity import FileId
 from fslab.core.journal import Journal
 from fslab.core.names import workdir_tag
@@ -415,3 +416,14 @@ def path_without(tool: str, directory: Path) -> str:
                 link.symlink_to(entry)
     assert shutil.which(tool, path=str(directory)) is None
     return str(directory)
+
+
+@pytest.fixture
+def signals_interrupt():
+    """fslab's handlers (as its commands install them), the test's own restored afterwards."""
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    interruption.interrupt_on_signals()
+    yield
+    for s, handler in before.items():
+        signal.signal(s, handler)
+    interruption._received.clear()

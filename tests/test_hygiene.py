@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from conftest import fslab_in_process, plant, wait_for
-from fslab.core import interruption
 from fslab.core.errors import FslabError, Refused
 from fslab.core.journal import Entry
 from fslab.core.workdir import Workdir
@@ -171,16 +170,6 @@ def test_tuning_journals_each_change_before_making_it_and_restores_it_after(sysf
     vm = record["vm_hygiene"]
     assert vm["tuned"] and vm["thp_enabled"] == "never" and vm["as_found"]["thp_enabled"] == "always"
     assert {c["path"]: (c["old"], c["new"]) for c in vm["changed"]}[THP_ENABLED] == ("always", "never")
-
-
-@pytest.fixture
-def signals_interrupt():
-    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    interruption.interrupt_on_signals()
-    yield
-    for s, handler in before.items():
-        signal.signal(s, handler)
-    interruption._received.clear()
 
 
 @pytest.mark.parametrize("ending", ["error", signal.SIGINT, signal.SIGTERM])

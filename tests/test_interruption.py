@@ -15,17 +15,6 @@ from fslab.core.workdir import Workdir
 KIND = "test-released-under-a-signal"
 
 
-@pytest.fixture
-def signals_interrupt():
-    """fslab's handlers (as its commands install them), the test's own restored afterwards."""
-    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    interruption.interrupt_on_signals()
-    yield
-    for s, handler in before.items():
-        signal.signal(s, handler)
-    interruption._received.clear()
-
-
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_during_a_release_is_acted_on_once_the_release_is_recorded(tmp_path, signals_interrupt, signum):
     workdir = Workdir(tmp_path / "wd")
