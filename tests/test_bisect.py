@@ -224,14 +224,7 @@ OFFERED = [
 
 def test_a_range_is_one_flavour_in_release_order():
     chosen = [k.release for k in in_range("6.1.0-54..6.12.117", OFFERED)]
-    assert chosen == [
-        "6.1.0-54-amd64",
-        "6.1.0-55-amd64",
-        "6.1.0-56-amd64",
-        "6.12.100+deb12-amd64",
-        "6.12.107+deb12-amd64",
-        "6.12.117+deb12-amd64",
-    ]
+    assert chosen == RELEASES
     cloud = [k.release for k in in_range("6.1.0-54-cloud-amd64..6.12.117", OFFERED)]
     assert cloud == ["6.1.0-54-cloud-amd64", "6.12.117+deb12-cloud-amd64"]
     with pytest.raises(BisectError, match="not older"):
@@ -309,3 +302,4 @@ def test_a_share_near_zero_is_judged_on_its_difference_where_a_ratio_cannot_call
     step = next(line for line in said if line.startswith("step") and "6.1.0-56" in line)
     assert "equivalent, difference" in step and "within ±0.05" in step, step
     assert Rule.for_metric("write_iops").difference is None
+

@@ -14,24 +14,11 @@ import pytest
 from conftest import fio_children, fslab, runs_stored, wait_for, write_study
 from fslab.lab import hygiene
 from fslab.results import ResultsDB
+from short_studies import short_study
 
 pytestmark = pytest.mark.xdist_group("host-hygiene")  # one tuning of this host at a time
 
-STUDY = """\
-[study]
-name = "tuned"
-repetitions = 3
-workloads = ["seq_write"]
-image_size = "256MiB"
-image_fill = "sparse"
-
-[fio]
-size = "16MiB"
-runtime = "1s"
-
-[[target]]
-filesystem = "ext4"
-"""
+STUDY = short_study("tuned", '[[target]]\nfilesystem = "ext4"\n', repetitions=3)
 
 
 def _settings() -> dict[Path, str]:
