@@ -303,3 +303,33 @@ def test_a_share_near_zero_is_judged_on_its_difference_where_a_ratio_cannot_call
     assert "equivalent, difference" in step and "within ±0.05" in step, step
     assert Rule.for_metric("write_iops").difference is None
 
+
+def test_a_kernel_whose_guest_crashes_fails_its_step_said_by_its_crash(tmp_path, monkeypatch):
+    """lab/bisect_runs.py's measure: vm.boot's GuestCrashed is a failed kernel (bisect skips it),
+    said as the console said it."""
+    from types import SimpleNamespace
+
+    from fslab.core.workdir import Workdir
+    from fslab.lab import vm
+    from fslab.lab.bisect_runs import LabMeasure, one_cell, settings_of
+    from fslab.results import ResultsDB
+    from fslab.study import load_study
+
+    oops = "BUG: kernel NULL pointer dereference, address: 0000000000000000 in ext4_mb_load_buddy_gfp+0xbc/0x380 [ext4]"
+
+    def crashing(kernel, command, **_):  # noqa: ANN001, ANN202
+        raise vm.GuestCrashed(kernel.release, oops, console="")
+
+    monkeypatch.setattr(vm, "boot", crashing)
+    study = one_cell(load_study("quick"), "btrfs", "seq_write")
+    rule = Rule.for_metric("write_buffered_share")
+    workdir = Workdir(tmp_path / "work")
+    workdir.root.mkdir()
+    measure = LabMeasure(
+        study, "write_buffered_share", ResultsDB(str(tmp_path / "r.db")), workdir,
+        settings_of(study, RELEASES[:2], "write_buffered_share", rule), prepare=lambda r: SimpleNamespace(release=r),
+    )  # fmt: skip
+    with pytest.raises(KernelFailed) as failed:
+        measure("6.1.0-55-amd64", 3)
+    assert str(failed.value) == f"the guest kernel 6.1.0-55-amd64 crashed: {oops}"
+    assert not list((workdir.root / "lab").iterdir()), "its share removed"

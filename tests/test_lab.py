@@ -241,6 +241,42 @@ def test_the_guests_command_reaches_its_shell_quoted():
     assert "cd '/w/a b'" in init and "\nmodprobe raid1\n" in init
 
 
+def test_a_panic_ends_qemu_at_once_and_an_oops_panics():
+    argv = argv_of(())
+    assert "-no-reboot" in argv  # a panic's reboot (panic=-1: at once) is QEMU's exit
+    assert {"panic=-1", "oops=panic"} <= set(argv[argv.index("-append") + 1].split())
+
+
+def test_a_crash_is_said_by_the_first_line_of_its_report_and_the_function_it_was_in():
+    console = (FIXTURES / "console-6.1.0-55-oops.txt").read_text()
+    assert vm.crash_of(console) == (
+        "BUG: kernel NULL pointer dereference, address: 0000000000000000 in ext4_mb_load_buddy_gfp+0xbc/0x380 [ext4]"
+    )
+    warned_before = "[    2.0] BUG: sleeping function called from invalid context at mm/slab.h:723\n" + console
+    assert vm.crash_of(warned_before) == vm.crash_of(console), "the report that panicked"
+    sysrq = (  # a panic of its own (not an oops's) is said by its line, whatever warning came before
+        "[    3.5] BUG: sleeping function called from invalid context at mm/slab.h:723\n"
+        "[    9.101] sysrq: Trigger a crash\n[    9.102] Kernel panic - not syncing: sysrq triggered crash\n"
+    )
+    assert vm.crash_of(sysrq) == "Kernel panic - not syncing: sysrq triggered crash"
+
+
+def test_a_warning_or_a_bug_report_that_did_not_panic_is_no_crash():
+    warned = (
+        "[    3.5] BUG: sleeping function called from invalid context at mm/slab.h:723\n"
+        "[    3.6] WARNING: CPU: 0 PID: 1 at fs/ext4/super.c:1 ext4_fill_super+0x1/0x2\n"
+        "fslab-guest: BUG: printed by the guest's init, not its kernel\n"
+    )
+    assert vm.crash_of(warned) is None and vm.crash_of("") is None
+
+
+def test_a_crash_line_reaches_the_user_without_its_control_characters():
+    console = (
+        "[ 1.0] BUG: unable to handle page fault \x1b]0;pwned\x07\n[ 1.1] Kernel panic - not syncing: Fatal exception\n"
+    )
+    assert vm.crash_of(console) == "BUG: unable to handle page fault \\x1b]0;pwned\\x07"
+
+
 # ---- masking ---------------------------------------------------------------------------------------------
 
 

@@ -14,11 +14,12 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from conftest import GUESTS
+from conftest import GUESTS, wait_for
 from fslab.core.identity import process
 from fslab.core.workdir import Workdir
 from fslab.lab import kernels, vm
@@ -127,6 +128,49 @@ def test_a_boot_past_its_time_is_killed_by_its_proof_and_leaves_nothing(tmp_path
     assert living is None or living.start != proof["start"]  # that very QEMU is gone
     assert not workdir.journal.outstanding()
     assert set(Path(vm.BOOT_TEMP).glob("fslab-boot-*")) <= before  # its directory removed
+
+
+def test_a_guest_kernel_that_crashes_ends_its_boot_within_seconds_saying_how(tmp_path):
+    """sysrq's "c" panics the guest's kernel as its command starts: the boot ends then, not at its
+    time-out, naming the kernel and the crash; QEMU and the boot's directory gone as ever."""
+    kernel = kernels.installed(kernels.installed_releases()[-1])
+    workdir = Workdir(tmp_path / "work")
+    workdir.root.mkdir()
+    share = tmp_path / "share"
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        booting = pool.submit(
+            vm.boot, kernel, "echo c > /proc/sysrq-trigger; sleep 600", share=share,
+            spec=vm.VmSpec(accelerator="tcg"), timeout=600, journal=workdir.journal,
+        )  # fmt: skip
+        wait_for("the guest's command", lambda: (share / "started").exists() or booting.done(), deadline=600)
+        crashed_at = time.monotonic()  # within the poll's 0.2 s
+        with pytest.raises(vm.GuestCrashed) as crashed:
+            booting.result(timeout=600)
+        seconds = time.monotonic() - crashed_at
+    assert (
+        str(crashed.value)
+        == f"the guest kernel {kernel.release} crashed: Kernel panic - not syncing: sysrq triggered crash"
+    )
+    assert seconds < 60, f"the boot ended {seconds:.0f} s after its kernel crashed"
+    assert "sysrq triggered crash" in crashed.value.console
+    assert not workdir.journal.outstanding()
+    journal = [json.loads(line) for line in (workdir.root / "journal.jsonl").read_text().splitlines()]
+    (directory,) = {e["id"] for e in journal if e["kind"] == vm.BOOT_KIND}
+    assert not Path(directory).exists(), "its boot's directory removed"
+
+
+def test_an_oops_panics_the_guest_and_ends_its_boot_saying_where(prepared, tmp_path):
+    """6.1.0-55's ext4 (Debian's 6.1.192-1; fixed in 6.1.0-56, 6.1.192-2: "ext4: fix NULL folio
+    dereference in mballoc") oopses at a mkdir after a drop of the page cache: oops=panic ends the
+    boot there, said with the function it was in."""
+    command = f"cd {vm.SCRATCH} && mkdir a && sync && echo 3 > /proc/sys/vm/drop_caches && mkdir b; sleep 600"
+    started = time.monotonic()
+    with pytest.raises(vm.GuestCrashed) as crashed:
+        vm.boot(prepared, command, share=tmp_path / "share", spec=vm.VmSpec(accelerator="tcg"), timeout=600)
+    said = str(crashed.value)
+    assert said.startswith(f"the guest kernel {RELEASE} crashed: BUG: kernel NULL pointer dereference"), said
+    assert " in ext4_mb_load_buddy_gfp+" in said and said.endswith(" [ext4]"), said
+    assert time.monotonic() - started < 300, "not at its time-out (600 s)"
 
 
 def test_this_machine_probes_to_tcg(tmp_path):

@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from fslab.core.errors import FslabError
-from fslab.lab import study as lab_study
+from fslab.lab import study as lab_study, vm
 from fslab.model import Host
 from fslab.model.ceiling import with_ceiling
 from fslab.results import ResultsDB
@@ -47,6 +47,7 @@ filesystem = "btrfs"
 """
 
 A, B, BAD = "6.1.0-55-amd64", "6.12.117+deb12-amd64", "6.1.0-47-amd64"
+OOPS = "BUG: kernel NULL pointer dereference, address: 0000000000000000 in ext4_mb_load_buddy_gfp+0xbc/0x380 [ext4]"
 
 
 class Refused(FslabError):
@@ -62,6 +63,7 @@ class FakeLab:
     unbootable: set[str] = field(default_factory=set)
     unpreparable: set[str] = field(default_factory=set)
     refusing: set[str] = field(default_factory=set)  # fslab in the guest refuses the study there
+    crashing: set[str] = field(default_factory=set)  # the guest's kernel oopses (vm.boot raises)
     interrupt_at: int | None = None  # the boot (1-based, over all kernels) at which Ctrl-C comes
     speed: dict[str, float] = field(default_factory=dict)  # each kernel's throughput factor
     boot_noise: float = 0.0  # each boot's own level: a factor drawn once per boot
@@ -80,6 +82,8 @@ class FakeLab:
         self.calls.append(("boot", kernel.release))
         if self.interrupt_at is not None and sum(c[0] == "boot" for c in self.calls) == self.interrupt_at:
             raise KeyboardInterrupt
+        if kernel.release in self.crashing:
+            raise vm.GuestCrashed(kernel.release, OOPS, console=f"[   10.6] {OOPS}\n[   10.7] {vm.OOPS_PANIC}\n")
         if kernel.release in self.unbootable:
             return SimpleNamespace(status=None, output="", console="Kernel panic - not syncing: VFS", share=share)
         if kernel.release in self.refusing:  # as `fslab run` leaves it: its database opened, no study run
@@ -219,6 +223,17 @@ def test_a_kernel_that_fails_to_boot_or_prepare_is_said_recorded_and_left_out_th
     assert "could not be prepared" in failed[1]["why"] and "offers no linux-image-6.1.0-46-amd64" in failed[1]["why"]
     skipped = [line for line in told.lines if "skipped" in line]
     assert len(skipped) == 2 and skipped[0].startswith(f"{BAD}, boot 1 of 2: skipped, its VM did not end")
+
+
+def test_a_kernel_whose_guest_crashes_is_said_by_its_crash_recorded_and_left_out_the_others_go_on(tmp_path):
+    lab = FakeLab(tmp_path, crashing={A})
+    told = Told()
+    db, study_run = _run(tmp_path, lab, [A, B], boots=2, observer=told)
+    assert [c for c in lab.calls if c[0] == "boot"] == [("boot", A), ("boot", B), ("boot", B)]
+    assert {r["host"] for r in db.runs(study_run)} == {B}
+    (failed,) = db.study_run(study_run)["settings"]["lab"]["failed"]
+    assert (failed["kernel"], failed["boot"]) == (A, 1) and failed["why"] == f"the guest kernel {A} crashed: {OOPS}"
+    assert f"{A}, boot 1 of 2: skipped, the guest kernel {A} crashed: {OOPS}" in told.lines
 
 
 def test_a_kernel_whose_guest_refuses_the_study_is_left_out_with_what_the_guest_said(tmp_path):

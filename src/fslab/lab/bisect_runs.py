@@ -121,6 +121,8 @@ class LabMeasure:
                 kernel, command, share=share, spec=self.spec, setup=SETUP, timeout=self.timeout,
                 journal=self.workdir.journal,
             )  # fmt: skip
+        except vm.GuestCrashed as crashed:  # its kernel panicked or oopsed: said as the console said it
+            raise KernelFailed(str(crashed)) from None
         except FslabError as failed:
             raise KernelFailed(f"could not be booted: {failed}") from None
         if boot.status is None:

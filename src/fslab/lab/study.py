@@ -10,8 +10,9 @@ boot's id, their repetitions and blocks renumbered after the boots before (resul
 append_runs): runs stream back per boot, stored as soon as their boot ends. "host" runs the plan
 here with the ordinary runner, once per round, stored under this machine's name and boot id.
 Rounds interleave the kernels — K1 boot 1, K2 boot 1, host, K1 boot 2, … — so drift spreads over
-them. A kernel that cannot be prepared or booted is said in one line, recorded in the study
-run's settings ("lab": "failed") and left out of the rounds after; the others go on.
+them. A kernel that cannot be prepared or booted, or whose guest crashes (vm.GuestCrashed), is
+said in one line, recorded in the study run's settings ("lab": "failed") and left out of the
+rounds after; the others go on.
 """
 
 from __future__ import annotations
@@ -286,6 +287,8 @@ class _Run:
                     timeout=setup.timeout,
                     scratch_bytes=setup.scratch_bytes,
                 )
+            except vm.GuestCrashed as exc:  # its kernel panicked or oopsed: said as the console said it
+                raise _KernelFailed(str(exc)) from None
             except FslabError as exc:
                 raise _KernelFailed(f"it did not boot: {exc}") from None
             database = share / RESULTS_FILE

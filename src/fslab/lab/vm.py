@@ -23,6 +23,7 @@ import itertools
 import json
 import lzma
 import os
+import re
 import shlex
 import shutil
 import stat
@@ -38,6 +39,7 @@ from pathlib import Path
 from fslab.core.errors import FslabError, Refused
 from fslab.core.identity import FileId, own_directory
 from fslab.core.journal import Entry, Journal, releaser
+from fslab.core.names import visible
 from fslab.core.system import running_held
 from fslab.core.workdir import Workdir
 from fslab.lab import hygiene, masking
@@ -60,10 +62,25 @@ EARLY_MODULES = ("virtio_pci", "virtio_blk", "9pnet_virtio", "9p", "overlay", "l
 CACHES = ("none", "directsync", "writethrough", "writeback", "unsafe")
 MEASURED_CACHES = ("none", "directsync")  # the guest's I/O reaches the image file, not the host's page cache
 AIOS = ("io_uring", "native", "threads")
+# The guest kernel's command line. A panic reboots at once (panic=-1), which -no-reboot makes
+# QEMU's exit; an oops panics (oops=panic): an oopsed kernel goes on with the dead task's locks
+# held and its state suspect, so a boot would hang to its time-out and nothing measured after the
+# oops could be trusted. A warning (WARN_ON, a non-fatal "BUG: sleeping function called…") does
+# not panic.
+KERNEL_ARGS = "console=ttyS0 panic=-1 oops=panic loglevel=4"
 
 
 class VmError(FslabError):
     pass
+
+
+class GuestCrashed(VmError):
+    """The guest's kernel panicked (an oops panics: KERNEL_ARGS): the boot ended there, whatever
+    its command did. Its message names the kernel and the crash's first line."""
+
+    def __init__(self, release: str, crash: str, console: str):
+        super().__init__(f"the guest kernel {release} crashed: {crash}")
+        self.release, self.crash, self.console = release, crash, console
 
 
 @dataclass(frozen=True)
@@ -152,7 +169,9 @@ bash -c {command} > {share}/output.log 2>&1
 echo $? > {share}/status
 mark command
 cd /; umount {scratch}; sync
-echo o > /proc/sysrq-trigger
+# The kernel powers off within this call, init still in it. (sysrq's "o" powers off from a work
+# queue: init's bash went on and at times exited first, a panic at the end of a good boot.)
+/bin/busybox poweroff -f
 sleep 60
 """
 
@@ -204,7 +223,7 @@ def qemu_argv(
         "-nodefaults", "-display", "none", "-monitor", "none", "-no-reboot", "-serial", f"file:{console}",
         *hygiene.QEMU_THREAD_NAMES,
         "-kernel", str(image or kernel.vmlinuz), "-initrd", str(initramfs),
-        "-append", "console=ttyS0 panic=-1 loglevel=4",
+        "-append", KERNEL_ARGS,
         "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
         "-virtfs", f"local,path={kernel.modules},mount_tag=modules,security_model=none,readonly=on,multidevs=remap",
         "-virtfs", f"local,path={share},mount_tag=share,security_model=none,multidevs=remap",
@@ -418,6 +437,35 @@ def vm_host(kernel: PreparedKernel, facts: dict[str, str], *, spec: VmSpec, acce
         disk_cache=first.cache,
         disk_aio=aio,
     )
+
+
+PANIC = "Kernel panic - not syncing"
+OOPS_PANIC = f"{PANIC}: Fatal exception"  # an oops's panic (oops=panic); any other is its own cause
+# How the report of an oops begins (a fault, a BUG_ON), after printk's time; "Oops: …" follows
+# the first line of some (within REPORT_HEAD lines).
+CRASH_STARTS = ("BUG:", "kernel BUG at", "Oops:", "general protection fault", "Unable to handle")
+REPORT_HEAD = 8  # lines: how far before an "Oops:" line its report's first line may be
+TOLD = 300  # characters of a console line said
+_PRINTK_TIME = re.compile(r"^\[\s*[0-9]+\.[0-9]+\]\s*")
+_RIP = re.compile(r"RIP: (?:[0-9a-f]{4}:)?(\S+(?: \[\S+\])?)")  # "RIP: 0010:function+0x4a/0x3a0 [module]"
+
+
+def crash_of(console: str) -> str | None:
+    """The guest kernel's crash as its console said it, in a line, or None when it did not panic:
+    an oops's panic is said by its report's first line and the function it was in (RIP); any other
+    panic by its own line."""
+    lines = [_PRINTK_TIME.sub("", line).strip() for line in console.splitlines()]
+    panic = next((n for n, line in enumerate(lines) if line.startswith(PANIC)), None)
+    if panic is None:
+        return None
+    starts = [n for n, line in enumerate(lines[:panic]) if line.startswith(CRASH_STARTS)]
+    if not lines[panic].startswith(OOPS_PANIC) or not starts:
+        return visible(lines[panic])[:TOLD]
+    start = starts[-1]  # the report that panicked, from its first line
+    if lines[start].startswith("Oops:") and len(starts) > 1 and starts[-2] >= start - REPORT_HEAD:
+        start = starts[-2]
+    rip = next((found for line in lines[start:panic] if (found := _RIP.match(line))), None)
+    return visible(lines[start])[:TOLD] + (f" in {visible(rip.group(1))[:TOLD]}" if rip else "")
 
 
 # ---- the accelerator -----------------------------------------------------------------------------
@@ -644,10 +692,13 @@ def boot(
                 proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 pass  # leaving the block kills it; the missing status says so
+        console_text = _read(console)
+        crash = crash_of(console_text)
+        if crash:
+            raise GuestCrashed(kernel.release, crash, console_text)
         facts = parse_facts(_read(share / "guest-facts"))
         status_text = _read(share / "status").strip()
         started_text = _read(share / "started").strip()
-        console_text = _read(console)
         qemu_said = _read(directory / "qemu.log")
         if qemu_said.strip() and not facts:
             console_text += "\n[qemu] " + qemu_said
