@@ -159,6 +159,7 @@ def test_a_guest_kernel_that_crashes_ends_its_boot_within_seconds_saying_how(tmp
     assert not Path(directory).exists(), "its boot's directory removed"
 
 
+@pytest.mark.long  # a boot more in make test, for what the sysrq test and the stored console (test_lab) cover
 def test_an_oops_panics_the_guest_and_ends_its_boot_saying_where(prepared, tmp_path):
     """6.1.0-55's ext4 (Debian's 6.1.192-1; fixed in 6.1.0-56, 6.1.192-2: "ext4: fix NULL folio
     dereference in mballoc") oopses at a mkdir after a drop of the page cache: oops=panic ends the
