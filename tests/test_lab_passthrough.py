@@ -259,6 +259,7 @@ GUEST_KERNEL = "6.1.0-54-amd64"  # prepared by test_lab_study_guest's run (fetch
 
 @pytest.mark.root
 @pytest.mark.guest
+@pytest.mark.long  # 3 min here beside other work (a TCG boot, fslab's start and one run in it)
 def test_a_loop_device_passed_through_runs_a_short_study_in_a_real_vm(tmp_path, workdir):
     reason = vm.unavailable_reason()
     if reason:

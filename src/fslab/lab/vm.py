@@ -140,7 +140,8 @@ printf '%s\n' "release=$(uname -r)" "boot_id=$boot_id" "cpu_model=$model" "cpu_c
     > {share}/guest-facts
 mark facts
 for serial in /sys/block/vd*/serial; do  # udev's names of the disks with a serial: no udev runs here
-    read -r id < "$serial" && [ -n "$id" ] || continue
+    {{ id=$(< "$serial"); }} 2>/dev/null  # (the kernel ends it with no newline: `read` would fail)
+    [ -n "$id" ] || continue
     disk=${{serial%/serial}}; mkdir -p /dev/disk/by-id && ln -sfn "../../${{disk##*/}}" "/dev/disk/by-id/virtio-$id"
 done
 mkdir -p {scratch} && mount /dev/vda {scratch}  # made by the host (mkfs.ext4 of its image)
