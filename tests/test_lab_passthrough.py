@@ -226,6 +226,7 @@ def test_a_loop_device_reattached_to_another_file_between_planning_and_the_boot_
                                f"--destroy-data {re.escape(disk.device)} .*run again"):  # fmt: skip
                 _run(tmp_path, lab, disk.device, [disk.device])
             assert _boots(lab) == [] and stranger.read_bytes() == b"\0" * 2**20
+            assert ResultsDB(str(tmp_path / "host.db")).study_run()["status"] == "interrupted", "the study run stops"
         finally:
             if backing_of(disk.device) == stranger:
                 subprocess.run(["losetup", "--detach", disk.device], check=True)
