@@ -8,6 +8,7 @@ test_lab_boot.py."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
 import threading
@@ -202,14 +203,17 @@ def drives(argv: list[str]) -> list[str]:
     return [argv[i + 1] for i, a in enumerate(argv) if a == "-drive"]
 
 
-def test_every_disk_is_virtio_blk_with_no_host_cache_and_io_uring_else_native():
+def test_every_disk_is_virtio_blk_with_no_host_cache_and_io_uring_else_native_in_the_order_given():
     disks = (vm.Disk(Path("/w/scratch.img")), vm.Disk(Path("/w/a,b.img")))
-    assert drives(argv_of(disks)) == [
-        "file=/w/scratch.img,format=raw,if=virtio,cache=none,aio=io_uring",
-        "file=/w/a,,b.img,format=raw,if=virtio,cache=none,aio=io_uring",  # QEMU's comma, doubled
+    argv = argv_of(disks)
+    assert drives(argv) == [
+        "file=/w/scratch.img,format=raw,if=none,id=disk0,cache=none,aio=io_uring",
+        "file=/w/a,,b.img,format=raw,if=none,id=disk1,cache=none,aio=io_uring",  # QEMU's comma, doubled
     ]
+    devices = [argv[i + 1] for i, a in enumerate(argv) if a == "-device"]
+    assert devices == ["virtio-blk-pci,drive=disk0", "virtio-blk-pci,drive=disk1"], "the scratch disk first: vda"
     assert drives(argv_of(disks[:1], fallback="native")) == [
-        "file=/w/scratch.img,format=raw,if=virtio,cache=none,aio=native"
+        "file=/w/scratch.img,format=raw,if=none,id=disk0,cache=none,aio=native"
     ]
     argv = argv_of(())
     assert argv[argv.index("-accel") + 1] == "tcg" and argv[argv.index("-smp") + 1] == "1"
@@ -217,12 +221,40 @@ def test_every_disk_is_virtio_blk_with_no_host_cache_and_io_uring_else_native():
     assert argv[argv.index("-name") + 1] == "fslab,debug-threads=on"  # vCPU threads named, for --tune-host's pinning
 
 
+def test_a_users_device_reaches_qemu_as_its_descriptors_with_the_serial_the_guest_names_it_by():
+    disks = (vm.Disk(Path("/w/scratch.img")), vm.Disk(Path("/dev/sdb"), serial="fslab-1", fds=(7, 8)))
+    argv = argv_of(disks)
+    assert "/dev/sdb" not in " ".join(argv), "QEMU opens nothing by name: it takes the descriptors fslab proved"
+    at = argv.index("-add-fd")
+    assert argv[at : at + 4] == ["-add-fd", "fd=7,set=2", "-add-fd", "fd=8,set=2"]
+    assert drives(argv)[1] == (
+        "file.driver=host_device,file.filename=/dev/fdset/2,format=raw,if=none,id=disk1,cache=none,aio=io_uring"
+    )
+    assert argv[argv.index("-device", argv.index("-device") + 1) + 1] == "virtio-blk-pci,drive=disk1,serial=fslab-1"
+
+
+@pytest.mark.parametrize(
+    ("disk", "said"),
+    [
+        (vm.Disk(Path("/dev/sdb"), serial="x,file=/etc/shadow", fds=(7, 8)), "serial 'x,file=/etc/shadow' is not"),
+        (vm.Disk(Path("/dev/sdb"), serial="a" * 21, fds=(7, 8)), "is not 1 to 20"),
+        (vm.Disk(Path("/dev/sdb"), cache="writeback", serial="fslab-1", fds=(7, 8)), "cache=none or directsync"),
+    ],
+    ids=["option-in-serial", "long-serial", "cached-device"],
+)
+def test_a_serial_that_is_not_plain_or_a_cached_device_is_refused(disk, said):
+    with pytest.raises(FslabError, match=f"disk /dev/sdb: .*{re.escape(said)}"):
+        argv_of((disk,), measured=False)
+
+
 @pytest.mark.parametrize("cache", ["writeback", "unsafe", "writethrough"])
 def test_a_host_cached_disk_is_refused_for_a_measured_boot_and_allowed_for_a_scratch_one(cache):
     disk = vm.Disk(Path("/w/d.img"), cache=cache, aio="threads")
     with pytest.raises(FslabError, match=f"cache={cache} .*measured=False"):
         argv_of((disk,))
-    assert drives(argv_of((disk,), measured=False)) == [f"file=/w/d.img,format=raw,if=virtio,cache={cache},aio=threads"]
+    assert drives(argv_of((disk,), measured=False)) == [
+        f"file=/w/d.img,format=raw,if=none,id=disk0,cache={cache},aio=threads"
+    ]
 
 
 @pytest.mark.parametrize(

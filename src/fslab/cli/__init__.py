@@ -462,10 +462,9 @@ def run(
     if kernel:
         _refuse_together(
             "--kernel",
-            "a study run over kernels runs an exact plan (--runs, --boots) on image files of its own, "
-            "here and in lab VMs",
-            {"--resume": resume, "--plan": plan, "--on": on is not None, "--destroy-data": destroy_data,
-             "--client": client, "--target-ci": target_ci is not None, "--decide": decide},
+            "a study run over kernels runs an exact plan (--runs, --boots), here and in lab VMs",
+            {"--resume": resume, "--plan": plan, "--on": on is not None, "--client": client,
+             "--target-ci": target_ci is not None, "--decide": decide},
         )  # fmt: skip
     if on is not None:
         _refuse_together(
@@ -563,6 +562,7 @@ def run(
                 seed=seed,
                 baseline=baseline,
                 skip_unsupported=skip_unsupported,
+                destroy_flags=tuple(destroy_data or ()),
             ),
             interrupted="the boots that ended are stored; the one under way stored nothing (its VM was "
             "stopped). A study run over kernels cannot be resumed: run it again for what is missing.",

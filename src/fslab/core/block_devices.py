@@ -10,11 +10,13 @@ swap. Every check asks the kernel (device numbers in /proc and /sys), never a na
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import shutil
 import stat
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -24,6 +26,7 @@ from fslab.core.identity import (
     backing_file,
     device_number,
     disk_proof,
+    is_disk,
     kernel_table,
     loop_backing,
     mounts,
@@ -235,6 +238,49 @@ def _swap(numbers: set[int]) -> list[str]:
         if (st.st_rdev if stat.S_ISBLK(st.st_mode) else st.st_dev) in numbers:
             found.append(f"swap is on it ({name})")
     return found
+
+
+@contextlib.contextmanager
+def opened_for_guest(device: BlockDevice) -> Iterator[tuple[int, int]]:
+    """The confirmed device opened for a lab VM's QEMU, which opens nothing by name: a read-only
+    and a read-write descriptor (O_DIRECT, as QEMU's cache=none opens a disk), the read-write one
+    exclusive (O_EXCL: while QEMU holds it the kernel lets nothing mount or claim the device or
+    its partitions). Proven on the descriptors themselves once open — still the very device the
+    user confirmed (number, diskseq, a loop device's backing file: identity.is_disk) — and
+    nothing uses it (`refusals`); Refused otherwise, naming the device and what to do. Closed
+    when the block ends."""
+    confirmed = f"{DESTROY_FLAG} {device.named}"
+    if device.proof is None:
+        raise Refused(f"{device.node}: not confirmed; it is passed to a VM only when you confirm it: {confirmed}")
+    problems = refusals(device)
+    if problems:
+        raise Refused(
+            f"refusing to pass {device.node} to the VM, which would destroy all data on it: "
+            + "; ".join(problem.removeprefix(f"{device.node}: ") for problem in problems)
+            + ". Unmount it or stop what uses it, then run again"
+        )
+    with contextlib.ExitStack() as opened:
+        fds = []
+        for flags in (os.O_RDWR | os.O_EXCL, os.O_RDONLY):
+            try:
+                fd = os.open(device.node, flags | os.O_DIRECT | os.O_CLOEXEC)
+            except OSError as exc:
+                busy = (
+                    " (something holds it exclusively: a mount, md, device-mapper)" if exc.errno == errno.EBUSY else ""
+                )
+                raise Refused(
+                    f"{device.node}: cannot open it for the VM: {exc.strerror}{busy}; nothing was written "
+                    "to it: free it and run again"
+                ) from None
+            opened.callback(os.close, fd)
+            fds.append(fd)
+            if not is_disk(fd, device.proof):
+                raise Refused(
+                    f"{device.node} is no longer the device you confirmed with {confirmed} (detached, replaced "
+                    "or attached to another file since); it was not passed to the VM and nothing was written "
+                    "to it: check what it is now and run again"
+                )
+        yield fds[0], fds[1]
 
 
 # --- what is on a device ------------------------------------------------------------------------

@@ -152,19 +152,67 @@ def _backing_of_fd(fd: int) -> FileId | None:
 def disk_proof(number: int) -> dict:
     """What proves a block device is the very one seen now: its number and the disk's sequence
     number (`diskseq`), which the kernel gives every disk it creates or attaches anew, never twice
-    while it runs: a device number reused by another zram or loop device has another one."""
-    return {"dev": f"{os.major(number)}:{os.minor(number)}", "diskseq": _diskseq(number)}
+    while it runs: a device number reused by another zram or loop device has another one. A loop
+    device's backing file too, as the kernel records it (`loop_backing`): a loop device detached
+    keeps its diskseq until it is attached again, and a read-only one can change its file
+    (LOOP_CHANGE_FD) keeping it."""
+    proof: dict = {"dev": f"{os.major(number)}:{os.minor(number)}", "diskseq": _diskseq(number)}
+    if _is_loop(number):
+        with _opened(number) as fd:
+            proof["backing"] = _backing_text(None if fd is None else _backing_of_fd(fd))
+    return proof
 
 
 def same_disk(proof: dict) -> int | None:
     """The number of the block device a proof names, if that very device is still there."""
+    number = _proof_number(proof)
+    if number is None or sysfs_of(number) is None:
+        return None
+    if "backing" not in proof:  # no loop device's (or a proof from before fslab recorded one)
+        return number if _same_diskseq(number, proof) else None
+    with _opened(number) as fd:
+        return number if fd is not None and is_disk(fd, proof) else None
+
+
+def is_disk(fd: int, proof: dict) -> bool:
+    """Whether the block device open on `fd` is the very one a proof names, asked of the
+    descriptor itself — its number, its diskseq (read after it was opened: a diskseq never
+    returns, so that disk was there all along) and a loop device's backing file through it — so
+    that what is handed on (to QEMU) is what was proven, whatever a path names by then."""
+    number = _proof_number(proof)
+    try:
+        if number is None or os.fstat(fd).st_rdev != number or not _same_diskseq(number, proof):
+            return False
+    except OSError:
+        return False
+    if "backing" in proof or _is_loop(number):
+        return proof.get("backing") == _backing_text(_backing_of_fd(fd))
+    return True
+
+
+def _proof_number(proof: dict) -> int | None:
     try:
         major, minor = (int(x) for x in str(proof["dev"]).split(":"))
-        diskseq = int(proof["diskseq"])
     except (KeyError, ValueError):
         return None
-    number = os.makedev(major, minor)
-    return number if sysfs_of(number) is not None and _diskseq(number) == diskseq else None
+    return os.makedev(major, minor)
+
+
+def _same_diskseq(number: int, proof: dict) -> bool:
+    try:
+        return _diskseq(number) == int(proof["diskseq"])
+    except (KeyError, ValueError):
+        return False
+
+
+def _is_loop(number: int) -> bool:
+    sysfs = sysfs_of(number)
+    disk = sysfs.parent if sysfs is not None and (sysfs / "partition").exists() else sysfs
+    return disk is not None and disk.name.startswith("loop")
+
+
+def _backing_text(file: FileId | None) -> str:
+    return f"{file.dev[0]}:{file.dev[1]}:{file.ino}" if file is not None else "none"
 
 
 def _diskseq(number: int) -> int:

@@ -255,12 +255,14 @@ def running_held(
     env: Mapping[str, str] | None = None,
     log: Path | None = None,
     name: str | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> Iterator[subprocess.Popen[bytes]]:
     """A long-lived tool (fio's server) running while the block runs: journalled with its pid and
     start time before it runs (the gate of `run`), stopped with its children when the block ends
     — by the "process" releaser, which signals only that very process — or by `fslab cleanup`
     after a kill -9. Its output goes to `log` (else nowhere). `name`: the process's name once it
-    runs, where argv[0] execs another (unshare becomes bpftrace: tracing/bpftrace.py)."""
+    runs, where argv[0] execs another (unshare becomes bpftrace: tracing/bpftrace.py). `pass_fds`:
+    descriptors it inherits (a lab VM's disks that QEMU opens nothing of by name: lab/vm.py)."""
     gate_read, gate_write = os.pipe()
     proc: subprocess.Popen[bytes] | None = None
     try:
@@ -275,7 +277,7 @@ def running_held(
                     start_new_session=True,
                     cwd=cwd,
                     env={**os.environ, **env} if env else None,
-                    pass_fds=(gate_read,),
+                    pass_fds=(gate_read, *pass_fds),
                 )
             finally:
                 os.close(gate_read)

@@ -13,6 +13,11 @@ Rounds interleave the kernels — K1 boot 1, K2 boot 1, host, K1 boot 2, … —
 them. A kernel that cannot be prepared or booted, or whose guest crashes (vm.GuestCrashed), is
 said in one line, recorded in the study run's settings ("lab": "failed") and left out of the
 rounds after; the others go on.
+
+A target on the user's own devices (confirmed with --destroy-data, as a run here would have them)
+runs on those very devices in each VM, passed through as virtio-blk disks (passthrough.py), and
+here with the ordinary runner's guard; a device that is no longer the one confirmed, or is in use,
+when a boot comes stops the study run.
 """
 
 from __future__ import annotations
@@ -27,14 +32,13 @@ import tomllib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from fslab.core.errors import FslabError
 from fslab.core.workdir import Workdir
 from fslab.filesystems import FILESYSTEMS
-from fslab.lab import kernels as lab_kernels, openzfs, vm
+from fslab.lab import kernels as lab_kernels, openzfs, passthrough as lab_passthrough, vm
 from fslab.model import Study
 from fslab.results import ResultsDB
 from fslab.results.copy import append_runs
@@ -105,13 +109,15 @@ def run_on_kernels(
     observer: RunObserver | None = None,
     prepare: Callable[..., Any] | None = None,
     boot: Callable[..., Any] | None = None,
+    destroy_flags: Sequence[str] = (),
     **run_options: Any,
 ) -> int:
     """The study run's id. `run_options`: run_study's (repetitions, seed, baseline,
     skip_unsupported), each given to every kernel's share alike. `prepare` and `boot` are
-    kernels.prepare and vm.boot (a test's stand-ins where given)."""
+    kernels.prepare and vm.boot (a test's stand-ins where given). `destroy_flags`: the
+    --destroy-data paths that confirm the user's devices the study names."""
     kernels = list(dict.fromkeys(kernels))
-    check_kernel_study(study, kernels, boots, run_options)
+    devices = check_kernel_study(study, kernels, boots, run_options, destroy_flags)
     prepare, boot = prepare or lab_kernels.prepare, boot or vm.boot
     repetitions: Repetitions = run_options.pop("repetitions", None) or Repetitions(study.repetitions, study.warmup)
     seed = run_options.pop("seed", None)
@@ -131,7 +137,8 @@ def run_on_kernels(
     )
     if observer:
         observer.announce(study, [])
-    run = _Run(study, results, study_run_id, root, repetitions, observer, prepare, boot, run_options)
+    run_options["destroy_flags"] = tuple(destroy_flags)  # "host"'s runs: its runner checks the devices too
+    run = _Run(study, results, study_run_id, root, repetitions, observer, prepare, boot, run_options, devices)
     state = [_Kernel(k) for k in kernels]
     status = "interrupted"
     try:
@@ -168,8 +175,11 @@ class _KernelFailed(Exception):
     """A kernel's package could not be prepared, or its VM did not boot or run fslab: it is left out."""
 
 
-def check_kernel_study(study: Study, kernels: Sequence[str], boots: int, run_options: dict) -> None:
-    """What a study run over kernels refuses before anything begins, all at once."""
+def check_kernel_study(
+    study: Study, kernels: Sequence[str], boots: int, run_options: dict, destroy_flags: Sequence[str] = ()
+) -> lab_passthrough.Passthrough:
+    """What a study run over kernels refuses before anything begins, all at once; the user's
+    devices it names, confirmed by `destroy_flags` and unused, as the VMs get them."""
     problems = []
     if not kernels:
         problems.append("--kernel: name at least one kernel release (or host)")
@@ -182,14 +192,11 @@ def check_kernel_study(study: Study, kernels: Sequence[str], boots: int, run_opt
         problems.append(
             "--target-ci and --decide cannot go with --kernel: each boot runs an exact plan (give --runs and --boots)"
         )
-    problems += [
-        f"target {t.name!r} names a device ({', '.join(t.named)}): a lab VM runs on image files of its own only"
-        for t in study.targets
-        if t.named
-    ]
-    problems += _not_self_contained(study)
+    devices, refused = lab_passthrough.plan(study, destroy_flags)
+    problems += refused + _not_self_contained(study)
     if problems:
         raise LabStudyError("the study cannot run on kernels; nothing was started:\n  " + "\n  ".join(problems))
+    return devices
 
 
 def _not_self_contained(study: Study) -> list[str]:
@@ -208,7 +215,7 @@ def _not_self_contained(study: Study) -> list[str]:
 
 def guest_arguments(study: Study, repetitions: Repetitions, seed: int, run_options: dict) -> list[str]:
     """`fslab run`'s options in the guest: the same study as here (scaled, its ceiling, traces),
-    the same exact plan, this boot's seed."""
+    the same exact plan, this boot's seed (the devices' --destroy-data: Passthrough.guest_flags)."""
     args = ["--runs", str(repetitions.runs), "--warmup", str(repetitions.warmup), "--seed", str(seed)]
     if study.scale != 1.0:
         args += ["--scale", repr(study.scale)] + (["--scale-sizes-only"] if study.scale_sizes_only else [])
@@ -252,6 +259,7 @@ class _Run:
     prepare: Callable[..., Any]
     boot: Callable[..., Any]
     run_options: dict
+    devices: lab_passthrough.Passthrough
     numbering: Numbering = field(default_factory=Numbering)
     outcome: dict[str, dict] = field(default_factory=dict)
 
@@ -272,9 +280,11 @@ class _Run:
             raise _KernelFailed(f"OpenZFS could not be built for it: {exc}") from None
         for note in setup.notes:
             self.say(f"{where}: {note}")
-        command = guest_command(guest_arguments(self.study, self.repetitions, seed, self.run_options))
-        with boot_share(self.root) as share:
-            (share / STUDY_FILE).write_text(self.study.source)
+        arguments = guest_arguments(self.study, self.repetitions, seed, self.run_options)
+        command = guest_command(arguments + self.devices.guest_flags())
+        # the devices proven again right before the boot (Refused: the study run stops), QEMU's to use
+        with boot_share(self.root) as share, self.devices.opened(self.say) as disks:
+            (share / STUDY_FILE).write_text(self.devices.guest_source(self.study))
             self.say(f"{where}: booting")
             started = time.monotonic()
             try:
@@ -283,7 +293,7 @@ class _Run:
                     command,
                     share=share,
                     setup=setup.script,
-                    spec=vm.VmSpec(memory_mib=setup.memory_mib),
+                    spec=vm.VmSpec(memory_mib=setup.memory_mib, disks=disks),
                     timeout=setup.timeout,
                     scratch_bytes=setup.scratch_bytes,
                 )
@@ -338,16 +348,27 @@ class _Run:
             if len(found) != 1:
                 raise _KernelFailed(f"its database holds {len(found)} study runs, not one")
             (guest_run,) = found
-            renumbered = partial(self.numbering.renumbered, host, boot_id)
-            stored = append_runs(source, guest_run["id"], self.results, self.study_run_id, renumbered)
+            names = self.devices.host_names()  # a device's ceiling, named in the guest by the guest's path
+
+            def adjust(rows: list[dict]) -> list[dict]:
+                named = [row | {"target": names.get(row["target"], row["target"])} for row in rows]
+                return self.numbering.renumbered(host, boot_id, named)
+
+            stored = append_runs(source, guest_run["id"], self.results, self.study_run_id, adjust)
         finally:
             source.engine.dispose()
         for row in stored if tell_runs else ():
             kind = "warm-up" if row["warmup"] else "run"
             said = "ok" if row["status"] == "ok" else f"{row['status']}: {row.get('error') or ''}"
             self.say(f"{where}: {row['target']} · {row['workload']} · {kind} {row['repetition']}: {said}")
-        cells = {f"{k} @ {host}": v for k, v in (guest_run.get("outcome") or {}).items()}
+        cells = {f"{_renamed(k, names)} @ {host}": v for k, v in (guest_run.get("outcome") or {}).items()}
         return cells | {_TOTAL: {"runs": len(stored), "ok": sum(r["status"] == "ok" for r in stored)}}
+
+
+def _renamed(cell: str, names: dict[str, str]) -> str:
+    """A cell ("target · workload") with its target's host name."""
+    target, sep, workload = cell.partition(" · ")
+    return names.get(target, target) + sep + workload
 
 
 _TOTAL = "(runs)"  # not a cell: how many runs a boot stored, for its progress line

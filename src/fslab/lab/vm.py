@@ -6,7 +6,9 @@ of their own: the host has only its installed kernels' modules); a shared direct
 the guest's /fslab-share) that carries the command in and its output, exit status and results
 out; and virtio-blk disks backed by image files (cache=none: no host page cache between the
 guest and the file), the first of them the scratch disk at SCRATCH for its work directory and
-SQLite database (loop images on tmpfs have no direct I/O; SQLite's WAL does not work over 9p).
+SQLite database (loop images on tmpfs have no direct I/O; SQLite's WAL does not work over 9p),
+or by a user's device, which QEMU gets as descriptors fslab opened and proved
+(lab/passthrough.py), with a serial the guest names it by (/dev/disk/by-id/virtio-SERIAL).
 
 QEMU runs in a mount namespace of its own (masking.py) where the host's secrets — /root, /home,
 /etc/shadow, fslab's databases, … — are covered, so the guest cannot read them. It is fslab's
@@ -83,11 +85,20 @@ class GuestCrashed(VmError):
         self.release, self.crash, self.console = release, crash, console
 
 
+SERIAL = re.compile(r"[A-Za-z0-9-]{1,20}")  # virtio-blk's serial: 20 bytes; plain, for a path in /dev
+
+
 @dataclass(frozen=True)
 class Disk:
+    """A virtio-blk disk: an image file, or a user's block device given as descriptors `fds`
+    (read-only and read-write, opened and proven by fslab: core/block_devices.opened_for_guest),
+    `image` then the device's node, for messages. `serial`: what the guest names it by."""
+
     image: Path
     cache: str = "none"
     aio: str = "io_uring"
+    serial: str = ""
+    fds: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -144,6 +155,11 @@ while read -r key value _; do [ "$key" = MemTotal: ] && memory=$value && break; 
 printf '%s\n' "release=$(uname -r)" "boot_id=$boot_id" "cpu_model=$model" "cpu_count=$cpus" "memory_kib=$memory" \
     > {share}/guest-facts
 mark facts
+for serial in /sys/block/vd*/serial; do  # udev's names of the disks with a serial: no udev runs here
+    {{ id=$(< "$serial"); }} 2>/dev/null  # (the kernel ends it with no newline: `read` would fail)
+    [ -n "$id" ] || continue
+    disk=${{serial%/serial}}; mkdir -p /dev/disk/by-id && ln -sfn "../../${{disk##*/}}" "/dev/disk/by-id/virtio-$id"
+done
 mkdir -p {scratch} && mount /dev/vda {scratch}  # made by the host (mkfs.ext4 of its image)
 mark scratch
 # fslab drops the page cache before each measured run, and the root is the host's over 9p: the
@@ -189,13 +205,30 @@ def check_disk(disk: Disk, *, measured: bool) -> None:
         )
     if disk.aio == "native" and disk.cache not in MEASURED_CACHES:
         raise VmError(f"disk {disk.image}: aio=native needs cache=none or directsync (QEMU's rule)")
+    if disk.serial and not SERIAL.fullmatch(disk.serial):
+        raise VmError(f"disk {disk.image}: serial {disk.serial!r} is not 1 to 20 letters, digits or hyphens")
+    if disk.fds and disk.cache not in MEASURED_CACHES:
+        raise VmError(f"disk {disk.image}: a device is passed with cache=none or directsync (opened O_DIRECT)")
 
 
-def drive_option(disk: Disk, aio: str) -> str:
-    path = str(disk.image)
-    if "," in path:  # QEMU's option syntax doubles a comma in a value
-        path = path.replace(",", ",,")
-    return f"file={path},format=raw,if=virtio,cache={disk.cache},aio={aio}"
+def disk_options(disk: Disk, index: int, aio: str) -> list[str]:
+    """QEMU's options for one disk: its -drive (a device: the descriptor set QEMU takes it from)
+    and its virtio-blk-pci -device, so that the guest finds the disks in the order given (the
+    first, vda, its scratch disk), a serial where it has one."""
+    common = f"format=raw,if=none,id=disk{index},cache={disk.cache},aio={aio}"
+    device = f"virtio-blk-pci,drive=disk{index}" + (f",serial={disk.serial}" if disk.serial else "")
+    if disk.fds:
+        fdset = index + 1
+        added = [option for fd in disk.fds for option in ("-add-fd", f"fd={fd},set={fdset}")]
+        return [
+            *added,
+            "-drive",
+            f"file.driver=host_device,file.filename=/dev/fdset/{fdset},{common}",
+            "-device",
+            device,
+        ]
+    path = str(disk.image).replace(",", ",,")  # QEMU's option syntax doubles a comma in a value
+    return ["-drive", f"file={path},{common}", "-device", device]
 
 
 def qemu_argv(
@@ -228,9 +261,9 @@ def qemu_argv(
         "-virtfs", f"local,path={kernel.modules},mount_tag=modules,security_model=none,readonly=on,multidevs=remap",
         "-virtfs", f"local,path={share},mount_tag=share,security_model=none,multidevs=remap",
     ]  # fmt: skip
-    for disk in disks:
+    for index, disk in enumerate(disks):
         aio = aio_fallback if disk.aio == "io_uring" and aio_fallback else disk.aio
-        argv += ["-drive", drive_option(disk, aio)]
+        argv += disk_options(disk, index, aio)
     return argv
 
 
@@ -675,7 +708,7 @@ def boot(
             kernel.vmlinuz.parent,
             LAB_CACHE,
             kernel.modules,
-            *(d.image.parent for d in spec.disks),
+            *(d.image.parent for d in spec.disks if not d.fds),  # a device's: QEMU opens nothing by name
         ]
         if cwd is not None:
             keep.append(cwd)
@@ -685,7 +718,10 @@ def boot(
         wrapped = masking.wrap(argv, keep=keep, stage=stage, mask_files=masked_files)
         held_journal = journal or Workdir(directory).journal
         pinned_to = hygiene.pin_cpus(spec.cpus)  # none unless --tune-host asked for it
-        with running_held(held_journal, wrapped, cwd=directory, log=directory / "qemu.log", name=QEMU_COMM) as proc:
+        fds = [fd for disk in spec.disks for fd in disk.fds]
+        with running_held(
+            held_journal, wrapped, cwd=directory, log=directory / "qemu.log", name=QEMU_COMM, pass_fds=fds
+        ) as proc:
             if pinned_to:
                 hygiene.pin_vcpus(proc.pid, pinned_to, spec.cpus)
             try:
