@@ -69,5 +69,5 @@ def _runs_held(s: StudySummary) -> dict:
     }
 
 
-REPORT_FILES.add(ReportFile("runs.csv", order=40, render=runs_csv_file, current=runs_files_current))
-REPORT_FILES.add(ReportFile("runs.json", order=50, render=runs_json_file, current=runs_files_current))
+REPORT_FILES.add(ReportFile("runs.csv", order=40, render=runs_csv_file, current=runs_files_current), own=True)
+REPORT_FILES.add(ReportFile("runs.json", order=50, render=runs_json_file, current=runs_files_current), own=True)
