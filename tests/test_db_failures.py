@@ -110,34 +110,43 @@ times = 1
 
 
 @pytest.mark.root
-def test_a_study_run_whose_database_fails_says_what_it_did_not_store(toys, workdir, tmp_path, monkeypatch):
-    """The database locked by another program as the second run is stored: the run stops with one
-    error naming the database, the run not stored and how to go on; the first run is kept, and
-    nothing is left mounted or attached."""
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_a_study_run_whose_database_fails_says_what_it_did_not_store(
+    toys, workdir, tmp_path, monkeypatch, request, kind
+):
+    """The database failing as the second run is stored — an SQLite file locked by another program,
+    a PostgreSQL server stopped —: the run stops with one error naming the database, the run not
+    stored and how to go on; the first run is kept, and nothing is left mounted or attached."""
     toys("filesystem", "workload_kind")
-    db = tmp_path / "r.db"
+    if kind == "sqlite":
+        db = str(tmp_path / "r.db")
+        failing, reason, check = (lambda: locked(Path(db))), "database is locked", f"check that {db} and its"
+    else:
+        cluster = request.getfixturevalue("pg_cluster")
+        db = cluster.new_database("failing_run")
+        failing, reason, check = cluster.away, "", "check that its server is up"
     store_run = ResultsDB.record_run
     stores = []
 
-    def second_locked(results: ResultsDB, study_run_id: int, record: RunRecord) -> int:
+    def second_failing(results: ResultsDB, study_run_id: int, record: RunRecord) -> int:
         stores.append(record)
         if len(stores) < 2:
             return store_run(results, study_run_id, record)
-        with locked(db):
+        with failing():
             return store_run(results, study_run_id, record)
 
-    monkeypatch.setattr(ResultsDB, "record_run", second_locked)
+    monkeypatch.setattr(ResultsDB, "record_run", second_failing)
     ran = fslab_in_process(
-        "run", str(write_study(tmp_path, TOY_STUDY)), "--no-ceiling", "--db", str(db), "--workdir", str(workdir.root)
+        "run", str(write_study(tmp_path, TOY_STUDY)), "--no-ceiling", "--db", db, "--workdir", str(workdir.root)
     )
     said = " ".join(ran.stderr.split())
     assert ran.returncode == 2 and "Traceback" not in said, ran.stdout + said
-    results = ResultsDB(str(db))
+    results = ResultsDB(db)
     study_run = results.study_run()
-    assert f"error: the results database {db} failed: database is locked. Study run {study_run['id']} keeps" in said
+    assert f"error: the results database {shown(db)} failed: {reason}" in said, said
     assert (
-        f"not stored: the run of truth on ext2 (repetition {stores[1].repetition}) that had just ended; "
-        f"check that {db}" in said
+        f" Study run {study_run['id']} keeps every run it stored; not stored: the run of truth on ext2 "
+        f"(repetition {stores[1].repetition}) that had just ended; {check}" in said
     ), said
     assert f"then `fslab run --resume {study_run['id']}` (with the same --db and --workdir) goes on" in said, said
     assert len(results.runs(study_run["id"])) == 1, "the run stored before is kept"

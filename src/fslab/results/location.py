@@ -37,7 +37,8 @@ class DatabaseLost(DatabaseUnusable):
 
     def noting(self, note: str, then: str | None = None) -> DatabaseLost:
         """The same failure, with `note` (what was not stored) and what to do `then`, once it answers."""
-        return DatabaseLost(self.location, f"{self.reason}. {note}", self.check, then or self.then)
+        stop = "" if self.reason.endswith((".", "?", "!")) else "."  # a driver's may end a sentence itself
+        return DatabaseLost(self.location, f"{self.reason}{stop} {note}", self.check, then or self.then)
 
 
 def resolve_location(db: str | None) -> str:
@@ -117,7 +118,7 @@ def _password(location: str) -> str | None:
 def what_to_do(location: str, named: str) -> str:
     """What a user does about a results database fslab cannot open."""
     if "://" not in location:
-        return f"name another {named}, or restore it from a backup"
+        return f"check that no other program holds it locked; else name another {named}, or restore it from a backup"
     # a server away (stopped, restarting, out of reach) says so in the reason
     return (
         "check that its server is up and reachable from here, and the "
