@@ -153,6 +153,34 @@ def test_a_study_run_whose_database_fails_says_what_it_did_not_store(
     assert held_by(workdir.root) == [] and workdir.journal.read() == ([], [])
 
 
+@pytest.mark.root
+def test_a_study_run_whose_database_fails_as_it_ends_says_it_lost_no_run(toys, workdir, tmp_path, monkeypatch):
+    """Every run stored, and the database locked as the study run is marked finished: said so, and
+    how to go on (a resume finds every run stored, and ends it)."""
+    toys("filesystem", "workload_kind")
+    db = tmp_path / "r.db"
+    finish = ResultsDB.finish_study_run
+
+    def locked_then(results: ResultsDB, study_run_id: int, status: str, outcome: dict) -> None:
+        with locked(db):
+            finish(results, study_run_id, status, outcome)
+
+    monkeypatch.setattr(ResultsDB, "finish_study_run", locked_then)
+    ran = fslab_in_process(
+        "run", str(write_study(tmp_path, TOY_STUDY)), "--no-ceiling", "--db", str(db), "--workdir", str(workdir.root)
+    )
+    said = " ".join(ran.stderr.split())
+    assert ran.returncode == 2 and "Traceback" not in said, ran.stdout + said
+    results = ResultsDB(str(db))
+    study_run = results.study_run()
+    assert (
+        f"error: the results database {db} failed: database is locked. Study run {study_run['id']} keeps "
+        f"every run it stored, and lost none; check that {db}" in said
+    ), said
+    assert len(results.runs(study_run["id"])) == 3 and study_run["status"] == "running"
+    assert held_by(workdir.root) == [] and workdir.journal.read() == ([], [])
+
+
 @pytest.fixture
 def in_postgresql(pg_cluster, tmp_path) -> tuple[str, int]:
     url = pg_cluster.new_database("failures")

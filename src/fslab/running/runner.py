@@ -424,11 +424,19 @@ def _run_blocks(
         # Nor can the database hear how the study run ended: the next fslab to open it finds its
         # fslab gone and marks it interrupted (ResultsDB.mark_abandoned).
         status = None
-        resume = f"`fslab run --resume {study_run_id}` (with the same --db and --workdir) goes on from there"
-        raise lost.noting(_not_stored(study_run_id, storing), resume if ended is None else None) from None
+        raise _said(lost, study_run_id, storing, resumable=ended is None) from None
     finally:
         if status is not None:
-            (ended or partial(db.finish_study_run, study_run_id))(status, planner.outcome())
+            try:
+                (ended or partial(db.finish_study_run, study_run_id))(status, planner.outcome())
+            except DatabaseLost as lost:  # every run stored, and then its end not
+                raise _said(lost, study_run_id, None, resumable=ended is None) from None
+
+
+def _said(lost: DatabaseLost, study_run_id: int, storing: RunRecord | None, *, resumable: bool) -> DatabaseLost:
+    """A study run's database failed: what it did not store (the run `storing`), and how to go on."""
+    resume = f"`fslab run --resume {study_run_id}` (with the same --db and --workdir) goes on from there"
+    return lost.noting(_not_stored(study_run_id, storing), resume if resumable else None)
 
 
 def _not_stored(study_run_id: int, record: RunRecord | None) -> str:
