@@ -172,7 +172,7 @@ def page_outline(page: str) -> tuple[str, dict]:
     """The page's <body> as an outline (an element a line, indented by depth; a paragraph, a
     cell, a heading with its text; a table row on one line) and its charts' specifications; the
     title kept, the head's style and the inlined scripts left out, fslab's version normalised."""
-    from fslab import __version__
+    from fslab import version
 
     tree = _Tree()
     tree.feed(page)
@@ -181,7 +181,7 @@ def page_outline(page: str) -> tuple[str, dict]:
     head, body = (next(c for c in html.children if isinstance(c, Node) and c.tag == tag) for tag in ("head", "body"))
     title = next(c for c in head.children if isinstance(c, Node) and c.tag == "title")
     text = "\n".join([f"title: {title.inline()}", *_lines(body, 0)]) + "\n"
-    return text.replace(f"fslab {__version__}", "fslab <version>"), charts
+    return text.replace(f"fslab {version()}", "fslab <version>"), charts
 
 
 # --- the DOM diff ----------------------------------------------------------------------------------

@@ -101,3 +101,25 @@ def test_four_toys_from_the_extending_doc_are_picked_up_everywhere(doc_toys, wor
     # The toy kind's time series: when the workload-kind protocol's report hook lands (issue 34,
     # "every kind reports through one hook"), docs/extending.md's toy kind declares a series and
     # this page is asserted to draw its chart here.
+
+
+def test_fslabs_own_entries_are_its_own_and_any_other_extends_it():
+    """What `fslab doctor` names as "extended here with": every entry fslab's own modules add
+    (own=True) is not, whichever module imported theirs first; a toy's is, and so is a release
+    function a plugin registers through the journal's `releaser` (the decorator's frame is
+    fslab's: read from the caller's frame, it counted as fslab's own)."""
+    from fslab.cli.catalogue import from_outside
+    from fslab.core.journal import MAKERS, RELEASERS, releaser
+    from fslab.filesystems.base import FILESYSTEMS, Filesystem
+
+    with registry.scoped():
+        assert from_outside() == [] and RELEASERS.added() == []
+        assert set(MAKERS) <= set(RELEASERS.own()), "every release function of fslab's is its own"
+
+        class Toy(Filesystem):  # a toy (a plugin's filesystem), as docs/extending.md shows one
+            kind = "toyfs"
+
+        FILESYSTEMS.add(Toy())
+        releaser("toy-thing")(lambda entry, home: None)
+        assert from_outside() == ["filesystem toyfs"] and RELEASERS.added() == ["toy-thing"]
+    assert from_outside() == [] and "toy-thing" not in RELEASERS

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 import postgres
 from conftest import fresh_workdir, held_by, wait_for
-from fleet import LAPSE, Worker, fleet
+from fleet import LAPSE, Worker, fleet, fslab_released_as
 from fslab.results.schema import SCHEMA_VERSION
 from short_studies import short_study
 
@@ -560,10 +560,11 @@ def unit_of(f, study_run_id: int, host: str) -> tuple[str, str]:
 
 @pytest.mark.root
 def test_a_worker_of_another_fslab_refuses_its_unit_naming_both_until_its_host_is_upgraded(fleet_lab, tmp_path):
-    from fslab import __version__
+    from fslab import source_hash, version
 
     with fleet(fleet_lab, tmp_path) as f:
         old = f.start(0, "old", fslab_version="0.0.9")  # a host not yet upgraded
+        older = f"0.0.9+{source_hash(fslab_released_as('0.0.9', f.directory) / 'fslab')}"  # its copy's source
         new = f.start(1, "new")
         f.wait("both workers", registered(f, 2))
         queued = f.fslab_in_process("run", study_file(tmp_path, 1), "--no-ceiling", "--on", "old,new", "--detach")
@@ -571,8 +572,8 @@ def test_a_worker_of_another_fslab_refuses_its_unit_naming_both_until_its_host_i
         study_run_id = int(queued.stdout.strip())
         told = " ".join(queued.stderr.split())
         versions = (
-            f"worker old runs fslab 0.0.9 (schema {SCHEMA_VERSION}), "
-            f"and this is fslab {__version__} (schema {SCHEMA_VERSION})"
+            f"worker old runs fslab {older} (schema {SCHEMA_VERSION}), "
+            f"and this is fslab {version()} (schema {SCHEMA_VERSION})"
         )
         assert versions in told, told
         assert "it will refuse its unit" in told and "worker new" not in told, told
@@ -583,11 +584,11 @@ def test_a_worker_of_another_fslab_refuses_its_unit_naming_both_until_its_host_i
         f.wait("old's unit refused, new's done", lambda: states() == ("refused", "done"))
         why = unit_of(f, study_run_id, "old")[1]
         assert why == (
-            f"study run {study_run_id} was made by fslab {__version__}, "
-            f"and this worker runs fslab 0.0.9 (schema {SCHEMA_VERSION}): run "
-            f"a worker of fslab {__version__} on this host, or the study again"
+            f"study run {study_run_id} was made by fslab {version()}, "
+            f"and this worker runs fslab {older} (schema {SCHEMA_VERSION}): run "
+            f"a worker of fslab {version()} on this host, or the study again"
         )
-        assert f"old (no labels; fslab 0.0.9, schema {SCHEMA_VERSION}) waiting for units" in old.output()
+        assert f"old (no labels; fslab {older}, schema {SCHEMA_VERSION}) waiting for units" in old.output()
         assert f"unit refused: study run {study_run_id} on old: {why}" in old.output()
         assert stored(f, study_run_id) == [("new", "ext4", "seq_write", "1", "1")], "nothing of old's"
         assert status_of(f, study_run_id) == "running", "old's share waits"
@@ -596,8 +597,8 @@ def test_a_worker_of_another_fslab_refuses_its_unit_naming_both_until_its_host_i
         assert re.search(r"old\s+refused\s+0\s+study run", shown.stdout), shown.stdout
         assert why in " ".join(shown.stdout.split()), "its note: why, naming both versions"
         workers = shown.stdout.split(f"2 worker(s); the database is at schema {SCHEMA_VERSION}", 1)[1]
-        assert re.search(rf"\nold\s+0\.0\.9\s+{SCHEMA_VERSION}\s", workers), workers
-        assert re.search(rf"\nnew\s+{re.escape(__version__)}\s+{SCHEMA_VERSION}\s", workers), workers
+        assert re.search(rf"\nold\s+{re.escape(older)}\s+{SCHEMA_VERSION}\s", workers), workers
+        assert re.search(rf"\nnew\s+{re.escape(version())}\s+{SCHEMA_VERSION}\s", workers), workers
 
         f.stop(old)  # its host upgraded: the worker of this fslab takes the unit when it is offered again
         upgraded = f.start(0, "old", workdir=old.workdir)
@@ -611,7 +612,7 @@ def test_a_worker_of_another_fslab_refuses_its_unit_naming_both_until_its_host_i
 
 @pytest.mark.root
 def test_a_database_migrated_beneath_a_unit_stores_no_more_of_its_runs_and_refuses_it(fleet_lab, tmp_path):
-    from fslab import __version__
+    from fslab import version
 
     with fleet(fleet_lab, tmp_path) as f:
         worker, study_run_id = mid_run(f, tmp_path, 3)
@@ -623,7 +624,7 @@ def test_a_database_migrated_beneath_a_unit_stores_no_more_of_its_runs_and_refus
         why = unit_of(f, study_run_id, "h")[1]
         assert kept < 3, "the run measured after the migration is not stored"
         assert why.endswith(
-            f"is at schema version {SCHEMA_VERSION + 1} now, and this fslab {__version__} writes schema "
+            f"is at schema version {SCHEMA_VERSION + 1} now, and this fslab {version()} writes schema "
             f"{SCHEMA_VERSION}: it stores nothing more there; upgrade "
             f"fslab here to one that writes schema {SCHEMA_VERSION + 1} "
             '(docs/fleet.md, "Upgrading a fleet")'
@@ -647,7 +648,7 @@ def migrated_v14_fleet_shows_its_workers_versions(db) -> None:
 
     from rich.console import Console
 
-    from fslab import __version__
+    from fslab import version
     from fslab.fleet import dispatch, roster, versions
     from fslab.model import Host
     from fslab.results.schema import SCHEMA_VERSION
@@ -660,7 +661,7 @@ def migrated_v14_fleet_shows_its_workers_versions(db) -> None:
     ]
     roster.register(db.engine, Host("new-box", "id", "6.1", "cpu", 2, 1 << 30), ["nvme"], 2.0)
     found = {w.name: (w.fslab_version, w.schema_version) for w in roster.workers(db.engine)}
-    assert found == {"nvme-box": (None, None), "new-box": (__version__, SCHEMA_VERSION)}
+    assert found == {"nvme-box": (None, None), "new-box": (version(), SCHEMA_VERSION)}
     assert versions.refusers(roster.workers(db.engine)) == [
         "worker nvme-box runs an fslab of before schema 16, which refuses no unit it cannot run faithfully: "
         'stop it, and upgrade its host (docs/fleet.md, "Upgrading a fleet")'
@@ -668,7 +669,7 @@ def migrated_v14_fleet_shows_its_workers_versions(db) -> None:
     printed = io.StringIO()
     Console(file=printed, width=160).print(dispatch.workers_table(db))
     shown = printed.getvalue()
-    assert re.search(rf"new-box\s+nvme\s+{re.escape(__version__)}\s+{SCHEMA_VERSION}\s", shown), shown
+    assert re.search(rf"new-box\s+nvme\s+{re.escape(version())}\s+{SCHEMA_VERSION}\s", shown), shown
     assert re.search(r"nvme-box\s+ssd\s+\?\s+\?\s", shown), "its versions unsaid"
     assert f"the database is at schema {SCHEMA_VERSION}" in shown
 

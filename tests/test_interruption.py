@@ -100,3 +100,23 @@ def test_a_signal_as_a_filesystem_is_mounted_leaves_nothing_mounted(workdir, sig
                 left.append(mounts_at(where))
                 run(["umount", str(where)])  # for the next try, and for the loop device's release
     assert left == [], f"{len(left)} of 40 mounts left after a signal"
+
+
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "kill"])
+def test_an_interrupted_study_run_exits_with_its_signals_status(signals_interrupt, capsys, signum, status):
+    """Ctrl-C and `kill` end a study run alike (released, said "interrupted"), each with its own
+    status, 128 + the signal's number: a `kill` taken for a Ctrl-C (130) misleads a script or a
+    service manager that asks how fslab ended."""
+    import typer
+
+    from fslab import cli
+
+    def start(observer: object) -> int:
+        os.kill(os.getpid(), signum)  # as it comes in the middle of a run
+        wait_for("the signal's handler", lambda: False, deadline=30, every=0.001)
+        raise AssertionError("not reached: the handler raises KeyboardInterrupt")
+
+    with pytest.raises(typer.Exit) as ended:
+        cli._with_progress(start)
+    assert ended.value.exit_code == status
+    assert "interrupted" in capsys.readouterr().err

@@ -187,7 +187,7 @@ def test_a_run_stored_as_a_newer_fslab_migrates_is_stored_before_it_and_the_next
     import sys
 
     from conftest import wait_for
-    from fslab import __version__
+    from fslab import version
     from fslab.model import RawOutput
     from fslab.model.records import RunRecord, now
     from fslab.results.db import insert_run
@@ -211,7 +211,7 @@ def test_a_run_stored_as_a_newer_fslab_migrates_is_stored_before_it_and_the_next
     assert pg_cluster.sql(stored, "migrated_beneath") == "1", "stored before the migration"
     refused = (
         f"at schema version {SCHEMA_VERSION + 1} now, and this fslab "
-        f"{re.escape(__version__)} writes schema {SCHEMA_VERSION}"
+        f"{re.escape(version())} writes schema {SCHEMA_VERSION}"
     )
     with pytest.raises(SchemaChanged, match=refused):
         db.record_run(1, run)

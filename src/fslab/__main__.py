@@ -7,7 +7,7 @@ import os
 import sys
 
 from fslab.core.argv_passwords import hide as hide_passwords
-from fslab.core.interruption import interrupt_on_signals
+from fslab.core.interruption import exit_status, interrupt_on_signals
 
 
 def main() -> None:
@@ -20,7 +20,7 @@ def main() -> None:
     try:
         from fslab.cli import main as command
     except KeyboardInterrupt:
-        sys.exit(130)
+        sys.exit(exit_status())
     command(password_hidden)
 
 

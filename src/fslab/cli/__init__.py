@@ -26,6 +26,7 @@ from rich.markup import escape
 
 from fslab.core import DESTROY_FLAG
 from fslab.core.errors import FslabError
+from fslab.core.interruption import exit_status
 from fslab.core.names import check_name, visible
 from fslab.core.units import Bandwidth, parse_duration, parse_percent
 from fslab.core.workdir import DEFAULT_WORKDIR, Workdir
@@ -631,7 +632,7 @@ def _run_on_fleet(
             "[yellow]stopped following[/yellow]: the workers go on; "
             f"`fslab status {study_run_id}` shows where they are."
         )
-        raise typer.Exit(130) from None
+        raise typer.Exit(exit_status()) from None
     _show_and_exit(results, study_run_id, baseline=baseline, threshold=threshold)
 
 
@@ -695,8 +696,9 @@ def _warn_short_runs(study: "Study") -> None:
 
 
 def _with_progress(start: "Callable[[RunObserver], int]", then: str = "", interrupted: str | None = None) -> int:
-    """Run a study run under a progress bar; returns its id. Ctrl-C or `kill` ends it interrupted,
-    as do runs failing alike across targets (exit status 1). `then`: what follows the runs it announces."""
+    """Run a study run under a progress bar; returns its id. Ctrl-C or `kill` ends it interrupted
+    (exit status 128 + the signal's number: 130, 143), as do runs failing alike across targets
+    (exit status 1). `then`: what follows the runs it announces."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -731,7 +733,7 @@ def _with_progress(start: "Callable[[RunObserver], int]", then: str = "", interr
                 "continues it."
             )
         )
-        raise typer.Exit(130) from None
+        raise typer.Exit(exit_status()) from None
 
 
 def _show_and_exit(results: "ResultsDB", study_run_id: int, **analysis: Any) -> None:
@@ -1462,7 +1464,6 @@ def worker(
 
     With --fio-address it also serves fio for other hosts' shared-storage runs that name it among
     their clients (docs/shared-storage.md)."""
-    from fslab.core.interruption import exit_status
     from fslab.fio import address_and_port, networks
     from fslab.fleet import worker as serving
     from fslab.fleet.roster import checked_labels

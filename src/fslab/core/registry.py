@@ -5,8 +5,11 @@ kinds, scenarios, monitors, report files and export forms (and the journal's rel
 An implementation is one module that joins its registry itself as it is imported, with one call
 shape whatever it is:
 
-    FILESYSTEMS.add(Ext4())          # any entry that has a `name`
-    MONITORS.add(MonitorKind("cpu", order=10, figures=..., make=cpu_monitor))
+    FILESYSTEMS.add(Ext2())          # any entry that has a `name`
+    MONITORS.add(MonitorKind("toy", order=99, figures=..., make=edge_counter))
+
+fslab's own modules add `own=True` (`FILESYSTEMS.add(Ext4(), own=True)`): every other entry is
+one fslab is extended with, which `fslab doctor` names.
 
 A registry finds fslab's own implementations one of two ways: by its `shipped` table (name →
 module), importing a module only when its name is asked for (filesystems, workload kinds: a run
@@ -23,7 +26,6 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-import sys
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from typing import Any, Protocol, TypeVar
@@ -87,11 +89,12 @@ class Registry(Mapping[str, T]):
         self._package_loaded = False
         _ALL.append(self)
 
-    def add(self, entry: T) -> T:
-        """Called by an implementation's module as it is imported: the entry joins under its name."""
+    def add(self, entry: T, *, own: bool = False) -> T:
+        """Called by an implementation's module as it is imported: the entry joins under its name.
+        `own`: fslab's own modules say so; any other entry (a plugin's, a test's toy) is one fslab
+        is extended with."""
         self.registered[entry.name] = entry
-        by = sys._getframe(1).f_globals.get("__name__", "")  # the module calling: fslab's, or from outside
-        if by.split(".")[0] == "fslab":
+        if own:
             self.from_outside.discard(entry.name)
         else:
             self.from_outside.add(entry.name)

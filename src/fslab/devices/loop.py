@@ -206,4 +206,4 @@ class ImageSource:
             yield on_loops([stack.enter_context(attached(journal, image)) for image in self.images])
 
 
-SOURCES.add(SourceKind("loop", ImageSource))
+SOURCES.add(SourceKind("loop", ImageSource), own=True)

@@ -117,4 +117,4 @@ class NamedSource:
                     journal.workdir.record_written(identity, [s.key() for s in signatures(device)])
 
 
-SOURCES.add(SourceKind("named", NamedSource))
+SOURCES.add(SourceKind("named", NamedSource), own=True)

@@ -103,4 +103,4 @@ class ZramSource:
             )
 
 
-SOURCES.add(SourceKind("zram", ZramSource))
+SOURCES.add(SourceKind("zram", ZramSource), own=True)

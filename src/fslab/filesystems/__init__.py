@@ -5,7 +5,7 @@
         kind = "ext4"
         ...
 
-    FILESYSTEMS.add(Ext4())
+    FILESYSTEMS.add(Ext4(), own=True)
 
 Importing this package loads no filesystem: the first lookup of a kind imports its module
 (fslab's own through the table beside the protocol, in base.py; others from installed packages'

@@ -289,4 +289,4 @@ class Btrfs(Filesystem):
         return f"{usage}\nlsattr -d {mountpoint}: {attributes.split()[0] if attributes else '?'}\n"
 
 
-FILESYSTEMS.add(Btrfs())
+FILESYSTEMS.add(Btrfs(), own=True)

@@ -336,4 +336,4 @@ class Ext4(Filesystem):
         return run(["dumpe2fs", "-h", device], check=False).stdout
 
 
-FILESYSTEMS.add(Ext4())
+FILESYSTEMS.add(Ext4(), own=True)

@@ -44,4 +44,4 @@ class Raw(Filesystem):
         yield Provisioned.on(self.kind, stack, stack.devices[0], None)
 
 
-FILESYSTEMS.add(Raw())
+FILESYSTEMS.add(Raw(), own=True)

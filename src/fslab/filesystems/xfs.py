@@ -181,4 +181,4 @@ class Xfs(Filesystem):
         return run(["xfs_info", str(mountpoint)], check=False).stdout
 
 
-FILESYSTEMS.add(Xfs())
+FILESYSTEMS.add(Xfs(), own=True)

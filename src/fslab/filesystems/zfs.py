@@ -723,4 +723,4 @@ def properties_not_in_effect(requested: dict[str, str], details: str) -> list[st
     ]
 
 
-FILESYSTEMS.add(Zfs())
+FILESYSTEMS.add(Zfs(), own=True)

@@ -747,5 +747,6 @@ def with_clients(workload: Workload, clients: list[str] | None) -> Workload:
 
 # The fio tool fslab cannot start without: every built-in study runs it.
 KINDS.add(
-    Registered(FIO, section=WorkloadSection, build=build, tool=Needed(("fio", "--version"), "fio", required=True))
+    Registered(FIO, section=WorkloadSection, build=build, tool=Needed(("fio", "--version"), "fio", required=True)),
+    own=True,
 )

@@ -14,7 +14,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from fslab import __version__
+from fslab import version
 from fslab.core.errors import FslabError, Refused
 from fslab.core.names import check_name
 from fslab.fio import Endpoint, Network, endpoint
@@ -67,7 +67,7 @@ def register(engine: sa.Engine, host: Host, labels: list[str], lapse: float, fio
         "fio_address": None if fio is None else str(fio),
         "fio_serving": None,
         "lapse": lapse,
-        "fslab_version": __version__,
+        "fslab_version": version(),
         "schema_version": SCHEMA_VERSION,
     }
     with engine.begin() as conn:

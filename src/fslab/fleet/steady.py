@@ -19,12 +19,13 @@ from fslab.model import Host
 from fslab.model.records import SUPERSEDED, StoredRun
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.db import insert_run
-from fslab.results.location import shown
+from fslab.results.location import DatabaseLost, shown
 from fslab.results.schema import check_current, runs
 
 T = TypeVar("T")
-# What a lost connection raises (psycopg's OperationalError, a connection SQLAlchemy invalidated).
-LOST = (sa.exc.OperationalError, sa.exc.InterfaceError)
+# What a lost connection raises: what fslab's engines make of the driver's error (location.DatabaseLost),
+# and SQLAlchemy's own (psycopg's OperationalError, a connection it invalidated) from any other engine.
+LOST = (DatabaseLost, sa.exc.OperationalError, sa.exc.InterfaceError)
 
 
 def connection_lost(exc: BaseException) -> bool:

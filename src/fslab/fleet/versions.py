@@ -6,7 +6,9 @@ A worker runs a unit only when
      does on opening it (results/schema.py), and the older workers then refuse; and
   2. its fslab is the one that made the study run (study_runs.fslab_version, `fslab run --on`'s):
      the study's text, its defaults and its plan mean on every host what they meant to the fslab
-     that queued it, and a unit taken again runs on as it began.
+     that queued it, and a unit taken again runs on as it began. A version is the release and its
+     source's hash (fslab.version); a row of an fslab before that says the release alone ("0.1.0"),
+     which tells no source: only a worker of such an fslab matches it, none of today's.
 It checks both as it takes a unit, and the schema again in the transaction of each run it stores
 (schema.check_current): a database migrated beneath a unit under way stores none of its runs.
 
@@ -23,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import sqlalchemy as sa
 
-from fslab import __version__
+from fslab import version
 from fslab.core.errors import FslabError
 from fslab.results.schema import SCHEMA_VERSION, SchemaChanged, check_current
 
@@ -44,10 +46,10 @@ def check_runnable(engine: sa.Engine, location: str, study_run_id: int, made_by:
             check_current(conn, location)
     except SchemaChanged as exc:
         raise UnitRefused(str(exc)) from None
-    if made_by != __version__:
+    if made_by != version():
         raise UnitRefused(
             f"study run {study_run_id} was made by fslab {made_by}, "
-            f"and this worker runs fslab {__version__} (schema {SCHEMA_VERSION}): "
+            f"and this worker runs fslab {version()} (schema {SCHEMA_VERSION}): "
             f"run a worker of fslab {made_by} on this host, or the study again"
         )
 
@@ -63,10 +65,10 @@ def refusers(workers: Iterable[Worker]) -> list[str]:
                 f"worker {w.name} runs an fslab of before schema 16, which refuses no unit it cannot run "
                 f'faithfully: stop it, and upgrade its host (docs/fleet.md, "Upgrading a fleet")'
             )
-        elif (w.fslab_version, w.schema_version) != (__version__, SCHEMA_VERSION):
+        elif (w.fslab_version, w.schema_version) != (version(), SCHEMA_VERSION):
             found.append(
                 f"worker {w.name} runs fslab {w.fslab_version} (schema {w.schema_version}), "
-                f"and this is fslab {__version__} (schema {SCHEMA_VERSION}): it will refuse its unit, "
-                f'which waits for a worker of fslab {__version__} (docs/fleet.md, "Upgrading a fleet")'
+                f"and this is fslab {version()} (schema {SCHEMA_VERSION}): it will refuse its unit, "
+                f'which waits for a worker of fslab {version()} (docs/fleet.md, "Upgrading a fleet")'
             )
     return found

@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 
 from procrastinate.retry import BaseRetryStrategy, RetryDecision
 
-from fslab import __version__
+from fslab import version
 from fslab.core.errors import FslabError
 from fslab.core.interruption import interrupted
 from fslab.core.workdir import Workdir
@@ -191,7 +191,7 @@ def serve(settings: WorkerSettings, say: Callable[[str], None]) -> None:
     )
     thread.start()
     serves = f"; serving fio at {settings.fio_address} when asked" if settings.fio_address else ""
-    what = f"{', '.join(settings.labels) or 'no labels'}; fslab {__version__}, schema {SCHEMA_VERSION}"
+    what = f"{', '.join(settings.labels) or 'no labels'}; fslab {version()}, schema {SCHEMA_VERSION}"
     say(f"worker {host.name} ({what}) waiting for units on {queue.queue_of(host.name)}{serves}")
     refused: set[str] = set()  # what it said it refused: each said once
     current: Future | None = None

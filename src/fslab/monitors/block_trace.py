@@ -240,5 +240,6 @@ MONITORS.add(
         "after it; none of bpftrace's own while the workload runs: a few map updates in the kernel per "
         "request (not measured here yet), and the devices' in-flight counts read 100 times a second",
         checks=checks,
-    )
+    ),
+    own=True,
 )

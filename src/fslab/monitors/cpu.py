@@ -175,5 +175,6 @@ MONITORS.add(
         make=cpu_monitor,
         help="system-wide CPU time (/proc/stat) over the window: busy, user, system, iowait, and its busiest 0.1–0.2 s",
         cost="~0.1 % of one core: 5 reads of /proc/stat a second",
-    )
+    ),
+    own=True,
 )

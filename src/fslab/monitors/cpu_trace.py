@@ -344,5 +344,6 @@ MONITORS.add(
         ),
         cost="~0.8 % of one core: every process's stat read 4 times a second; and 1 s before each window",
         checks=cpu_counters.checks,
-    )
+    ),
+    own=True,
 )

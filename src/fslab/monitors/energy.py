@@ -160,5 +160,6 @@ MONITORS.add(
         help="CPU package energy per run and per GiB moved (RAPL), where the machine counts it",
         checks=energy_checks,
         cost="nothing without RAPL (here); with it, 1 reading a second of each package's energy_uj (not measured)",
-    )
+    ),
+    own=True,
 )

@@ -365,5 +365,6 @@ MONITORS.add(
         "not at /sys/kernel/debug, a mount before the window and an unmount after it (1–20 ms each), and the "
         "counters' opening and closing (3–13 ms and ~45 ms), outside the others' windows",
         checks=checks,
-    )
+    ),
+    own=True,
 )

@@ -289,5 +289,6 @@ MONITORS.add(
         help="neighbours: pressure stalls (PSI) and steal over each run's window; flags a disturbed run",
         checks=pressure_checks,
         cost="~0.015 % of one core: 1 reading a second of /proc/pressure's 3 files and /proc/stat, ~70 µs each here",
-    )
+    ),
+    own=True,
 )

@@ -173,5 +173,6 @@ MONITORS.add(
         make=space_monitor,
         help="the space the filesystem uses after the window (statvfs, once synced) and its compression ratio",
         cost="nothing while the workload runs: a statvfs before it, a sync and a statvfs after the window",
-    )
+    ),
+    own=True,
 )

@@ -309,5 +309,6 @@ MONITORS.add(
         help="what the devices under the target read, wrote and flushed, through the window's sync: write "
         "amplification, reads a cache served, fsyncs that did not reach the device",
         cost="~0.15 % of one core: ~30 reads of the devices' stat in a 3 s window, 2 a second after 2.5 s",
-    )
+    ),
+    own=True,
 )

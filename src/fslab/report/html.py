@@ -21,7 +21,7 @@ import jinja2
 import orjson
 from markupsafe import Markup, escape
 
-from fslab import __version__
+from fslab import version
 from fslab.core.errors import FslabError
 from fslab.core.names import file_name
 from fslab.core.units import format_size
@@ -327,7 +327,7 @@ def render_page(page: Any, vega_bundle: Callable[[], str] | None = None, templat
             page=page,
             specs=_script_json(specs),
             vega_script=Markup((vega_bundle or bundle.vega_bundle)()),
-            fslab_version=__version__,
+            fslab_version=version(),
         )
     )
 

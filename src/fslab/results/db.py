@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from fslab.core.errors import FslabError
 from fslab.model import PHASE_SEPARATOR, Host, RawOutput, Roles, qualified
 from fslab.model.records import SUPERSEDED, RunMetric, RunRecord, SampleGroups, StoredHistogram, StoredRun, now
-from fslab.results.location import DatabaseUnusable, engine_for, shown
+from fslab.results.location import DatabaseLost, DatabaseUnusable, engine_for, failed, reason, shown, what_to_do
 from fslab.results.owner import Owner
 from fslab.results.schema import (
     SCHEMA_VERSION,
@@ -68,16 +68,10 @@ class ResultsDB:
                 self._set_up_under_lock()
             else:
                 self._set_up_sqlite()
-        except sa.exc.DBAPIError as exc:  # not a database at all, damaged, unreachable, or refused
-            if self.engine.dialect.name == "sqlite":
-                advice = f"name another {named}, or restore it from a backup"
-            else:  # a server away (stopped, restarting, out of reach) says so in the reason
-                advice = (
-                    "check that its server is up and reachable from here, and the "
-                    f"user's password (PGPASSWORD, ~/.pgpass), or name another {named}"
-                )
+        except (DatabaseLost, sa.exc.DBAPIError) as exc:  # not a database at all, damaged, unreachable, or refused
+            why = exc.reason if isinstance(exc, DatabaseLost) else reason(exc.orig or exc, location)
             raise DatabaseUnusable(
-                f"cannot use {shown(location)} as the results database: {self._reason(exc)}; {advice}"
+                f"cannot use {shown(location)} as the results database: {why}; {what_to_do(location, named)}"
             ) from None
 
     def _current(self) -> bool:
@@ -86,7 +80,10 @@ class ResultsDB:
         with self.engine.connect() as conn:  # a server it cannot reach: said once, by __init__
             try:
                 return conn.execute(sa.select(schema_info.c.version)).scalar() == SCHEMA_VERSION
-            except sa.exc.DBAPIError:  # no such table (a new or foreign database), or unreadable: the set-up says why
+            except (
+                DatabaseLost,
+                sa.exc.DBAPIError,
+            ):  # no such table (a new or foreign database), or unreadable: the set-up says why
                 return False
 
     def _set_up_under_lock(self) -> None:
@@ -100,8 +97,8 @@ class ResultsDB:
                 with self.engine.begin() as conn:
                     self._set_up(conn)
                 return
-            except sa.exc.OperationalError as exc:
-                if "already exists" not in str(exc.orig) or attempt == 19:
+            except DatabaseLost as exc:
+                if "already exists" not in exc.reason or attempt == 19:
                     raise
                 time.sleep(0.05)  # another fslab is making the same new database: its tables will do
 
@@ -122,12 +119,6 @@ class ResultsDB:
             raise DatabaseUnusable(
                 f"{shown(self.location)} is not an fslab results database (it holds tables {listed}); name another --db"
             )
-
-    def _reason(self, exc: sa.exc.DBAPIError) -> str:
-        """The driver's message, one line, without the URL's password should a driver quote it."""
-        reason = " ".join(str(exc.orig).split())
-        password = sa.make_url(self.location).password if "://" in self.location else None
-        return reason.replace(password, "***") if password else reason
 
     def begin_study_run(
         self,
@@ -497,9 +488,9 @@ class ResultsDB:
         workload_kinds = sa.select(workloads.c.name, workloads.c.spec).where(workloads.c.study_run_id == study_run_id)
         with self.engine.connect() as conn:
             cell_of, block_of = {}, {}
-            for run_id, workload, target, block in _plain_rows(conn, cells_query):
+            for run_id, workload, target, block in self._plain_rows(conn, cells_query):
                 cell_of[run_id], block_of[run_id] = (workload, target), block
-            found, kinds = _plain_rows(conn, values_query), conn.execute(kinds_query).all()
+            found, kinds = self._plain_rows(conn, values_query), conn.execute(kinds_query).all()
             tools = {name: spec.get("kind", "fio") for name, spec in conn.execute(workload_kinds)}
         values: dict[tuple[str, str], dict[str, list[float]]] = {}
         blocks: dict[tuple[str, str], dict[str, list[int]]] = {}
@@ -536,7 +527,7 @@ class ResultsDB:
         )
         values: dict[tuple[str, str, str | None], dict[str, list[float]]] = {}
         with self.engine.connect() as conn:
-            for workload, target, host, phase, name, value in _plain_rows(conn, query):
+            for workload, target, host, phase, name, value in self._plain_rows(conn, query):
                 values.setdefault((workload, target, host), {}).setdefault(qualified(phase, name), []).append(value)
         return values
 
@@ -556,10 +547,33 @@ class ResultsDB:
         )  # fmt: skip
         values: dict[tuple[str, str, str | None], dict[str, list[tuple[str | None, float]]]] = {}
         with self.engine.connect() as conn:
-            for workload, target, host, boot, phase, name, value in _plain_rows(conn, query):
+            for workload, target, host, boot, phase, name, value in self._plain_rows(conn, query):
                 cell = values.setdefault((workload, target, host), {})
                 cell.setdefault(qualified(phase, name), []).append((boot, value))
         return values
+
+    def _plain_rows(self, conn: sa.Connection, query: sa.Select) -> Sequence[tuple]:
+        """A query's rows as the database's driver gives them, plain tuples: for the reads of tens of
+        thousands of rows (a study run's samples) whose columns SQLAlchemy converts nothing of — text
+        and numbers, no JSON, boolean or time —, where making each a Row costs a summary of 2,000
+        runs more than its driver's reading them (0.07 s of 0.14, bench/pg_scale.py). PostgreSQL's
+        are read in binary (psycopg's cursor(binary=True)): the numbers as the server holds them,
+        not as text to parse, the same values (another 0.03 s). The driver's own calls pass
+        SQLAlchemy's handle_error by: their failure is made a DatabaseLost here."""
+        try:
+            if conn.dialect.name == "postgresql":
+                compiled = query.compile(dialect=conn.dialect)
+                driver = conn.connection.driver_connection
+                assert driver is not None  # a connection in use has its driver's
+                with driver.cursor(binary=True) as cursor:
+                    return cursor.execute(compiled.string, compiled.params).fetchall()
+            with conn.execute(query) as result:
+                return result.cursor.fetchall()
+        except conn.dialect.loaded_dbapi.Error as exc:
+            lost = failed(exc, conn.dialect.loaded_dbapi, self.location)
+            if lost is None:
+                raise
+            raise lost from exc
 
     def metric_values(self, study_run_id: int, names: Iterable[str]) -> dict[tuple[int, str, str], float]:
         """(run id, phase, name) → the value of each metric named, of every run of a study run."""
@@ -578,23 +592,6 @@ def _records(result: sa.CursorResult) -> list[dict]:
     thousands of runs; a RowMapping each, then a dict of it, cost a quarter more)."""
     keys = list(result.keys())
     return [dict(zip(keys, row)) for row in result.all()]
-
-
-def _plain_rows(conn: sa.Connection, query: sa.Select) -> Sequence[tuple]:
-    """A query's rows as the database's driver gives them, plain tuples: for the reads of tens of
-    thousands of rows (a study run's samples) whose columns SQLAlchemy converts nothing of — text
-    and numbers, no JSON, boolean or time —, where making each a Row costs a summary of 2,000
-    runs more than its driver's reading them (0.07 s of 0.14, bench/pg_scale.py). PostgreSQL's
-    are read in binary (psycopg's cursor(binary=True)): the numbers as the server holds them,
-    not as text to parse, the same values (another 0.03 s)."""
-    if conn.dialect.name == "postgresql":
-        compiled = query.compile(dialect=conn.dialect)
-        driver = conn.connection.driver_connection
-        assert driver is not None  # a connection in use has its driver's
-        with driver.cursor(binary=True) as cursor:
-            return cursor.execute(compiled.string, compiled.params).fetchall()
-    with conn.execute(query) as result:
-        return result.cursor.fetchall()
 
 
 def _insert_study_run(

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from fslab import __version__
+from fslab import version
 from fslab.core.names import NAME
 from fslab.fio import LOG_KINDS, hist as fio_hist, place
 from fslab.model import RawOutput
@@ -210,7 +210,7 @@ class ImportedStudy:
     def environment(self) -> dict:
         """What is known of where its runs were made: the fio versions alone (and the fslab importing them)."""
         return {
-            "fslab": __version__,
+            "fslab": version(),
             "tools": {"fio": ", ".join(sorted({v for t in self.targets for v in t.fio_versions}))},
         }
 

@@ -1,12 +1,14 @@
 """Where the results database is, and whether fslab may use it: the --db value (else $FSLAB_DB,
 else fslab.db), the report folder beside it, and an engine for it — a database URL, or an SQLite
-file checked to be a regular file (or a new name) before SQLite writes its pages there.
+file checked to be a regular file (or a new name) before SQLite writes its pages there; its
+driver's errors of a database that failed (gone, locked, its server away) raised as DatabaseLost.
 SQLAlchemy is imported by what makes an engine or reads a URL: naming a database needs none."""
 
 from __future__ import annotations
 
 import os
 import stat
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +23,22 @@ DB_ENV = "FSLAB_DB"
 
 class DatabaseUnusable(FslabError):
     """The results database named cannot be opened, or is not fslab's to write."""
+
+
+class DatabaseLost(DatabaseUnusable):
+    """The results database failed a command: its server stopped or out of reach, its file gone,
+    locked or damaged. What fslab committed before stays committed. Every engine fslab makes
+    raises this in place of the driver's error (engine_for: the one seam), so that no command
+    shows a traceback for it; `noting` adds what the caller knows was not stored, and what then."""
+
+    def __init__(self, location: str, reason: str, check: str, then: str = "run the command again") -> None:
+        self.location, self.reason, self.check, self.then = location, reason, check, then
+        super().__init__(f"the results database {location} failed: {reason}; {check}, then {then}")
+
+    def noting(self, note: str, then: str | None = None) -> DatabaseLost:
+        """The same failure, with `note` (what was not stored) and what to do `then`, once it answers."""
+        stop = "" if self.reason.endswith((".", "?", "!")) else "."  # a driver's may end a sentence itself
+        return DatabaseLost(self.location, f"{self.reason}{stop} {note}", self.check, then or self.then)
 
 
 def resolve_location(db: str | None) -> str:
@@ -57,7 +75,65 @@ def engine_for(location: str, named: str = "--db") -> sa.Engine:
     )
     if engine.dialect.name == "sqlite":
         sa.event.listen(engine, "connect", _sqlite_pragmas)
+    sa.event.listen(engine, "handle_error", partial(_lost, location))
     return engine
+
+
+def failed(exc: BaseException, dbapi: Any, location: str) -> DatabaseLost | None:
+    """The driver's error `exc` (of DB-API module `dbapi`) as a DatabaseLost, if it tells a database
+    that failed rather than a statement fslab got wrong: a connection lost or refused, a file
+    locked, gone or damaged (OperationalError, InterfaceError, a bare DatabaseError); else None."""
+    if not isinstance(exc, (dbapi.OperationalError, dbapi.InterfaceError)) and type(exc) is not dbapi.DatabaseError:
+        return None
+    return DatabaseLost(shown(location), reason(exc, location), _check(location))
+
+
+def _lost(location: str, context: sa.engine.ExceptionContext) -> None:
+    """SQLAlchemy's handle_error event: its driver's error raised as a DatabaseLost (failed)."""
+    if context.is_pre_ping:  # a pooled connection found dead before use: SQLAlchemy connects anew itself
+        return
+    lost = failed(context.original_exception, context.dialect.loaded_dbapi, location)
+    if lost is not None:
+        raise lost
+
+
+def reason(exc: BaseException, location: str) -> str:
+    """The driver's message, one line, without the URL's password should a driver quote it."""
+    said = " ".join(str(exc).split())
+    password = _password(location)
+    return said.replace(password, "***") if password else said
+
+
+def _password(location: str) -> str | None:
+    if "://" not in location:
+        return None
+    import sqlalchemy as sa
+
+    try:
+        return sa.make_url(location).password
+    except (sa.exc.ArgumentError, ValueError):
+        return None
+
+
+def what_to_do(location: str, named: str) -> str:
+    """What a user does about a results database fslab cannot open."""
+    if "://" not in location:
+        return f"check that no other program holds it locked; else name another {named}, or restore it from a backup"
+    # a server away (stopped, restarting, out of reach) says so in the reason
+    return (
+        "check that its server is up and reachable from here, and the "
+        f"user's password (PGPASSWORD, ~/.pgpass), or name another {named}"
+    )
+
+
+def _check(location: str) -> str:
+    """What a user checks of a results database that failed in the middle of a command."""
+    if "://" not in location:
+        return (
+            f"check that {location} and its directory are still there and writable, "
+            "and that no other program holds it locked"
+        )
+    return "check that its server is up and reachable from here"
 
 
 def _engine_of_url(location: str, named: str) -> sa.Engine:

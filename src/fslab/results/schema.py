@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import sqlalchemy as sa
 
-from fslab import __version__
+import fslab
 from fslab.core.errors import FslabError
 
 SCHEMA_VERSION = 19
@@ -461,7 +461,7 @@ def check_current(conn: sa.Connection, location: str) -> None:
     found = conn.execute(sa.select(schema_info.c.version).with_for_update(read=True, key_share=True)).scalar()
     if found != SCHEMA_VERSION:
         raise SchemaChanged(
-            f"{location} is at schema version {found} now, and this fslab {__version__} writes schema "
+            f"{location} is at schema version {found} now, and this fslab {fslab.version()} writes schema "
             f"{SCHEMA_VERSION}: it stores nothing more there; upgrade fslab here to one that writes schema {found} "
             '(docs/fleet.md, "Upgrading a fleet")'
         )

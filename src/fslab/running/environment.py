@@ -9,7 +9,7 @@ import shutil
 import socket
 from pathlib import Path
 
-from fslab import __version__
+from fslab import version
 from fslab.core.identity import mounts
 from fslab.core.system import tool_version
 from fslab.devices.layers import LAYERS
@@ -103,7 +103,7 @@ def tool_versions() -> dict[str, str | None]:
 
 def collect(workdir: Path) -> dict:
     return {
-        "fslab": __version__,
+        "fslab": version(),
         "kernel": platform.release(),
         "kernel_build": platform.version(),
         "distribution": os_release(),

@@ -41,6 +41,7 @@ from fslab.model.records import STDERR_LINES, Histogram, RunFailure, RunKey, Sto
 from fslab.monitors import Monitor, Synced, WorkloadSaid, collect, for_run, measuring
 from fslab.monitors.space import CompressionRatio
 from fslab.results import ResultsDB, RunRecord
+from fslab.results.location import DatabaseLost
 from fslab.results.owner import Owner
 from fslab.running import doctor, environment
 from fslab.running.plan import BlockWithdrawn, PlannedRun, Planner, Repetitions, TakenBlocks, Tally, new_seed
@@ -364,7 +365,8 @@ def _run_blocks(
     boot = environment.boot_id()
     skip = skip or partial(db.record_skipped, study_run_id)
     watch = _Watched(study_run_id, db, planner, observer, skip, dropped, resumable=ended is None)
-    status = "interrupted"
+    status: str | None = "interrupted"
+    storing: RunRecord | None = None  # a run ended and not yet stored
     try:
         with ExitStack() as stack:
             for (
@@ -389,6 +391,7 @@ def _run_blocks(
                         observer.starting(planned, index, planner.handed_out)
                     record = execute(planned, workdir, sources, frozenset(traces))
                     raise_if_interrupted()  # a run the signal stopped is not a failed run: it is run again on resume
+                    storing = record
                     try:
                         if redo_disturbed:
                             record = redone(
@@ -404,6 +407,7 @@ def _run_blocks(
                         if observer:
                             observer.notice(str(withdrawn))
                         break  # on to the next block this host takes
+                    storing = None
                     tally.add(
                         planned,
                         record.status == "ok",
@@ -416,8 +420,34 @@ def _run_blocks(
                         observer.finished(planned, record)
                     watch.ended(run_id, record)
         status = "finished"
+    except DatabaseLost as lost:
+        # Nor can the database hear how the study run ended: the next fslab to open it finds its
+        # fslab gone and marks it interrupted (ResultsDB.mark_abandoned).
+        status = None
+        raise _said(lost, study_run_id, storing, resumable=ended is None) from None
     finally:
-        (ended or partial(db.finish_study_run, study_run_id))(status, planner.outcome())
+        if status is not None:
+            try:
+                (ended or partial(db.finish_study_run, study_run_id))(status, planner.outcome())
+            except DatabaseLost as lost:  # every run stored, and then its end not
+                raise _said(lost, study_run_id, None, resumable=ended is None) from None
+
+
+def _said(lost: DatabaseLost, study_run_id: int, storing: RunRecord | None, *, resumable: bool) -> DatabaseLost:
+    """A study run's database failed: what it did not store (the run `storing`), and how to go on."""
+    resume = f"`fslab run --resume {study_run_id}` (with the same --db and --workdir) goes on from there"
+    return lost.noting(_not_stored(study_run_id, storing), resume if resumable else None)
+
+
+def _not_stored(study_run_id: int, record: RunRecord | None) -> str:
+    """What a study run whose database failed did not store."""
+    if record is None:  # a target's skip, the runs a stop superseded: the study run's own state
+        return f"Study run {study_run_id} keeps every run it stored, and lost none"
+    warmup = ", a warm-up" if record.warmup else ""
+    return (
+        f"Study run {study_run_id} keeps every run it stored; not stored: the run of {record.workload} "
+        f"on {record.target} (repetition {record.repetition}{warmup}) that had just ended"
+    )
 
 
 # How many times one planned run is run again for being disturbed (--redo-disturbed): a neighbour

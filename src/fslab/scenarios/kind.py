@@ -587,4 +587,6 @@ def _phase(section: PhaseSection, data: DataPattern, building: Building, table: 
     )  # fmt: skip
 
 
-KINDS.add(Registered(SCENARIOS, section=ScenarioSection, build=build))  # its phases' tools are their own kinds'
+KINDS.add(
+    Registered(SCENARIOS, section=ScenarioSection, build=build), own=True
+)  # its phases' tools are their own kinds'

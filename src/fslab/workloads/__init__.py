@@ -4,7 +4,7 @@ A kind's module declares everything about it — the kind (base.WorkloadKind: ho
 and judges), its [[workload]] table (a pydantic model, `kind = "<name>"`, with its validation),
 how a Workload is built from that table, and the tool it drives — and ends with
 
-    KINDS.add(Registered(DD, section=DdSection, build=tool_workload, tool=Needed(("dd", "--version"), "coreutils")))
+    KINDS.add(Registered(DD, section=DdSection, build=tool_workload), own=True)
 
 fslab's own kinds are found through SHIPPED (name → module), imported only when one is asked
 for; so are a kind's metric declaration (its `metrics` module) and its report hook (its `report`

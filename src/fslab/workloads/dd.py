@@ -339,4 +339,4 @@ class DdSection(ToolWorkloadSection):
         return dd_options(self.options, data=self.data or "random")
 
 
-KINDS.add(Registered(DD, section=DdSection, build=tool_workload))  # dd is coreutils's: on every Linux
+KINDS.add(Registered(DD, section=DdSection, build=tool_workload), own=True)  # dd is coreutils's: on every Linux

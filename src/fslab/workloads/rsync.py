@@ -460,4 +460,6 @@ class RsyncSection(ToolWorkloadSection):
         return rsync_ingest(self.options, files=self.files, total=total, seed=self.seed, data=self.data or "random")
 
 
-KINDS.add(Registered(RSYNC, section=RsyncSection, build=tool_workload, tool=Needed(("rsync", "--version"), "rsync")))
+KINDS.add(
+    Registered(RSYNC, section=RsyncSection, build=tool_workload, tool=Needed(("rsync", "--version"), "rsync")), own=True
+)

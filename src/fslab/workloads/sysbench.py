@@ -516,5 +516,6 @@ class SysbenchSection(ToolWorkloadSection):
 KINDS.add(
     Registered(
         SYSBENCH, section=SysbenchSection, build=tool_workload, tool=Needed(("sysbench", "--version"), "sysbench")
-    )
+    ),
+    own=True,
 )

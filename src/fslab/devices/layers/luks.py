@@ -138,5 +138,6 @@ LAYERS.add(
         "cryptsetup",
         CRYPTSETUP_OPTIONS,
         build=build,
-    )
+    ),
+    own=True,
 )

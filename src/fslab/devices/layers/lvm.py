@@ -99,5 +99,6 @@ LAYERS.add(
         "lvm2",
         LVCREATE_OPTIONS,
         build=build,
-    )
+    ),
+    own=True,
 )

@@ -97,5 +97,6 @@ LAYERS.add(
         "mdadm",
         MDADM_OPTIONS,
         build=build,
-    )
+    ),
+    own=True,
 )

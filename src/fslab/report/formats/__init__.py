@@ -1,10 +1,10 @@
 """The report formats, each a module of this package that joins its registry itself:
 
     def summary_md(source: Source) -> str: ...
-    REPORT_FILES.add(ReportFile("summary.md", order=10, render=summary_md))  # by `fslab summary`, every study run
+    REPORT_FILES.add(ReportFile("summary.md", order=10, render=summary_md), own=True)  # by `fslab summary`
 
     def csv_bytes(columns: dict[str, type], rows: list[list]) -> bytes: ...
-    TABLE_FORMS.add(TableForm("csv", suffix="csv", encode=csv_bytes))  # `fslab export --format csv`
+    TABLE_FORMS.add(TableForm("csv", suffix="csv", encode=csv_bytes), own=True)  # `fslab export --format csv`
 
 A new format is one module here (and its test): the registries import every module of this
 package the first time either is read (`report_files`, `table_forms`; fslab.registry), so a

@@ -16,4 +16,4 @@ def to_comparisons_csv(s: StudySummary) -> str:
     return csv_text(list(COMPARISON_COLUMNS), comparison_table_rows(s))
 
 
-REPORT_FILES.add(ReportFile("comparisons.csv", order=35, render=comparisons_csv))
+REPORT_FILES.add(ReportFile("comparisons.csv", order=35, render=comparisons_csv), own=True)

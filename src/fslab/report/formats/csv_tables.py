@@ -10,4 +10,4 @@ def csv_bytes(columns: dict[str, type], rows: list[list]) -> bytes:
     return csv_text(list(columns), rows).encode()
 
 
-TABLE_FORMS.add(TableForm("csv", suffix="csv", encode=csv_bytes))
+TABLE_FORMS.add(TableForm("csv", suffix="csv", encode=csv_bytes), own=True)

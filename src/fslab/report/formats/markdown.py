@@ -70,4 +70,4 @@ def _table(section: Section) -> list[str]:
     ]
 
 
-REPORT_FILES.add(ReportFile("summary.md", order=10, render=summary_md))
+REPORT_FILES.add(ReportFile("summary.md", order=10, render=summary_md), own=True)

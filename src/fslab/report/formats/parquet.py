@@ -29,4 +29,4 @@ def parquet_bytes(columns: dict[str, type], rows: list[list]) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-TABLE_FORMS.add(TableForm("parquet", suffix="parquet", encode=parquet_bytes))
+TABLE_FORMS.add(TableForm("parquet", suffix="parquet", encode=parquet_bytes), own=True)

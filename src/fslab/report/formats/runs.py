@@ -9,7 +9,7 @@ import os
 import stat
 from pathlib import Path
 
-from fslab import __version__
+from fslab import version
 from fslab.core.identity import open_own
 from fslab.model.records import RunMetric
 from fslab.report.formats import REPORT_FILES, ReportFile, Source
@@ -62,12 +62,12 @@ def _runs_held(s: StudySummary) -> dict:
     it had and the last one's id. Runs are only ever added to a study run, never changed, so
     runs files that open with this hold what would be written again."""
     return {
-        "fslab": __version__,
+        "fslab": version(),
         "study_run": study_run_record(s),
         "runs_count": len(s.runs),
         "last_run_id": max((r["id"] for r in s.runs), default=None),
     }
 
 
-REPORT_FILES.add(ReportFile("runs.csv", order=40, render=runs_csv_file, current=runs_files_current))
-REPORT_FILES.add(ReportFile("runs.json", order=50, render=runs_json_file, current=runs_files_current))
+REPORT_FILES.add(ReportFile("runs.csv", order=40, render=runs_csv_file, current=runs_files_current), own=True)
+REPORT_FILES.add(ReportFile("runs.json", order=50, render=runs_json_file, current=runs_files_current), own=True)

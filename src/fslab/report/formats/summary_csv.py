@@ -15,4 +15,4 @@ def to_csv(s: StudySummary) -> str:
     return csv_text(list(SUMMARY_COLUMNS), summary_rows(s))
 
 
-REPORT_FILES.add(ReportFile("summary.csv", order=20, render=summary_csv))
+REPORT_FILES.add(ReportFile("summary.csv", order=20, render=summary_csv), own=True)

@@ -123,4 +123,4 @@ def ceiling_record(c: Ceiling, units: dict[str, str]) -> dict:
     }
 
 
-REPORT_FILES.add(ReportFile("summary.json", order=30, render=summary_json))
+REPORT_FILES.add(ReportFile("summary.json", order=30, render=summary_json), own=True)

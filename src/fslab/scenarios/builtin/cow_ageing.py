@@ -27,4 +27,4 @@ def cow_ageing(runtime: float, snapshot_every: float | None = None) -> tuple[Pha
     )
 
 
-BUILTIN_SCENARIOS.add(BuiltinScenario("cow-ageing", lambda runtime, every: cow_ageing(runtime)))
+BUILTIN_SCENARIOS.add(BuiltinScenario("cow-ageing", lambda runtime, every: cow_ageing(runtime)), own=True)

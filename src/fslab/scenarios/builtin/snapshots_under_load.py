@@ -8,5 +8,6 @@ from fslab.scenarios.phases import BUILTIN_SCENARIOS, BuiltinScenario
 SNAPSHOT_EVERY = 0.33  # seconds: seed 001's "about three snapshots a second"
 
 BUILTIN_SCENARIOS.add(
-    BuiltinScenario("snapshots-under-load", lambda runtime, every: cow_ageing(runtime, every or SNAPSHOT_EVERY))
+    BuiltinScenario("snapshots-under-load", lambda runtime, every: cow_ageing(runtime, every or SNAPSHOT_EVERY)),
+    own=True,
 )

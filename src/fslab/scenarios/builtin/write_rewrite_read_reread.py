@@ -18,4 +18,6 @@ def write_rewrite_read_reread() -> tuple[Phase, ...]:
     )
 
 
-BUILTIN_SCENARIOS.add(BuiltinScenario("write-rewrite-read-reread", lambda runtime, every: write_rewrite_read_reread()))
+BUILTIN_SCENARIOS.add(
+    BuiltinScenario("write-rewrite-read-reread", lambda runtime, every: write_rewrite_read_reread()), own=True
+)

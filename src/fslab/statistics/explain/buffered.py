@@ -27,5 +27,6 @@ for _priority, _direction in ((10, "write"), (11, "read")):
             priority=_priority,
             scale=DIFFERENCE,
             threshold=0.05,
-        )
+        ),
+        own=True,
     )

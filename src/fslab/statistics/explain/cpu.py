@@ -14,7 +14,8 @@ RULES.add(
             f"{times(d.ratio)} the CPU per I/O ({microseconds(d.mean)}; {d.against}: {microseconds(d.baseline_mean)})"
         ),
         priority=50,
-    )
+    ),
+    own=True,
 )
 RULES.add(
     Rule(
@@ -26,5 +27,6 @@ RULES.add(
         scale=DIFFERENCE,
         threshold=0.05,
         unit=100,
-    )
+    ),
+    own=True,
 )

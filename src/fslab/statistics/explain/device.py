@@ -18,7 +18,8 @@ RULES.add(
         "(not where it is withheld: a workload that wrote under 64 MiB)",
         lambda d: f"a write amplification of {d.mean:.2f}× at its devices ({d.against}: {d.baseline_mean:.2f}×)",
         priority=20,
-    )
+    ),
+    own=True,
 )
 RULES.add(
     Rule(
@@ -34,7 +35,8 @@ RULES.add(
         instead_of="write_amplification",
         # a few KiB of journal beside a read workload is no story, as traffic.py withholds the ratio of so little
         applies=lambda mine, theirs: max(statistics.median(mine), statistics.median(theirs)) >= AMPLIFICATION_FROM,
-    )
+    ),
+    own=True,
 )
 RULES.add(
     Rule(
@@ -50,5 +52,6 @@ RULES.add(
         scale=DIFFERENCE,
         threshold=0.10,
         note="served_by_cache",
-    )
+    ),
+    own=True,
 )

@@ -24,5 +24,6 @@ for _priority, _direction in ((40, "write"), (41, "read")):
             f"the p99 of the time its devices took per {_direction} request differs by more than 10 %",
             _says(f"{_direction}s"),
             priority=_priority,
-        )
+        ),
+        own=True,
     )

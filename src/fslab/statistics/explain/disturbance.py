@@ -20,7 +20,8 @@ RULES.add(
         threshold=0.05,
         unit=100,
         note="disturbed",
-    )
+    ),
+    own=True,
 )
 RULES.add(
     Rule(
@@ -32,5 +33,6 @@ RULES.add(
         scale=DIFFERENCE,
         threshold=0.02,
         unit=100,
-    )
+    ),
+    own=True,
 )

@@ -12,5 +12,6 @@ RULES.add(
         "the file's extents after the phase differ by more than 10 %",
         lambda d: f"{d.mean:,.0f} extents in its file ({d.against}: {d.baseline_mean:,.0f})",
         priority=60,
-    )
+    ),
+    own=True,
 )

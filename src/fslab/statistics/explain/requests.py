@@ -25,5 +25,6 @@ for _priority, _direction in ((30, "write"), (31, "read")):
             f"the size of the {_direction} requests its devices saw differs by more than 10 %",
             _says(_direction),
             priority=_priority,
-        )
+        ),
+        own=True,
     )
