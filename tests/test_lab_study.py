@@ -15,7 +15,8 @@ from types import SimpleNamespace
 import pytest
 
 from fslab.core.errors import FslabError
-from fslab.lab import study as lab_study
+from fslab.core.workdir import Workdir
+from fslab.lab import hygiene, study as lab_study
 from fslab.model import Host
 from fslab.model.ceiling import with_ceiling
 from fslab.results import ResultsDB
@@ -23,6 +24,7 @@ from fslab.running.plan import Repetitions
 from fslab.running.resume import CannotResume, resumable
 from fslab.study import load_study, parse_study
 from synthetic import store_study_run
+from test_hygiene import FakeSysfs
 
 STUDY = """
 [study]
@@ -68,6 +70,7 @@ class FakeLab:
     calls: list[tuple[str, str]] = field(default_factory=list)
     booted: list[dict] = field(default_factory=list)
     options: list[dict] = field(default_factory=list)
+    hygiene: list[dict] = field(default_factory=list)  # the host's settings as each boot found them
 
     def prepare(self, release: str, *, say=None):  # noqa: ANN001, ANN201
         self.calls.append(("prepare", release))
@@ -78,6 +81,14 @@ class FakeLab:
     def boot(self, kernel, command: str, *, share: Path, **options):  # noqa: ANN001, ANN201
         self.options.append(options)  # vm.boot's setup and spec (lab/openzfs.py's for_guest)
         self.calls.append(("boot", kernel.release))
+        journal = options.get("journal")
+        self.hygiene.append(
+            {
+                "found": hygiene.read(),
+                "pinned": hygiene.pin_cpus(1),
+                "journal": journal.outstanding() if journal else None,
+            }
+        )
         if self.interrupt_at is not None and sum(c[0] == "boot" for c in self.calls) == self.interrupt_at:
             raise KeyboardInterrupt
         if kernel.release in self.unbootable:
@@ -357,3 +368,91 @@ def test_the_summary_says_each_kernels_boots_and_boot_to_boot_variation(tmp_path
     document = json.loads(to_json(summary))["kernels"]
     assert document["boots_asked"] == 2 and [f["kernel"] for f in document["failed"]] == [BAD]
     assert {(b["host"], b["target"]) for b in document["boot_spreads"] if b["metric"] == "write_iops"} == set(spreads)
+
+
+# --- --tune-host across the rounds (lab/hygiene.py), on a fake sysfs tree ---
+
+
+def _tuned_run(tmp_path: Path, lab: FakeLab, kernels: list[str], boots: int, said: list[str]):  # noqa: ANN202
+    def hold(journal):  # noqa: ANN001, ANN202 - the CLI's (_host_hygiene with --tune-host and a VM)
+        return hygiene.recorded(True, journal, say=said.append, vm=True)
+
+    return _run(tmp_path, lab, kernels, boots, hold=hold)
+
+
+def test_tune_host_holds_the_host_tuned_across_every_boot_journalled_vcpus_pinned_and_restores_it(
+    tmp_path, monkeypatch
+):
+    """Fails on the old code: run_on_kernels took no hold, and gave vm.boot no journal."""
+    sysfs = FakeSysfs(tmp_path / "root", monkeypatch).host()
+    before = sysfs.texts()
+    lab, said = FakeLab(tmp_path), []
+    db, study_run = _tuned_run(tmp_path, lab, [A, B], 2, said)
+    assert len(lab.hygiene) == 4
+    for seen in lab.hygiene:
+        assert (seen["found"].ksm_run, seen["found"].thp_enabled, seen["found"].thp_defrag) == ("0", "never", "never")
+        assert seen["pinned"], "each VM's vCPU threads pinned"
+        assert ("host-setting", str(sysfs.root / hygiene.KSM_RUN)) in seen["journal"], (
+            "vm.boot given the work directory's journal, which holds the host's settings"
+        )
+    assert sysfs.texts() == before, "put back as found once the run ended"
+    environment = db.study_run(study_run)["environment"]["vm_hygiene"]
+    assert environment["tuned"] and environment["pinned"] and environment["as_found"]["ksm_run"] == "1"
+    assert any(line.startswith("host hygiene: KSM on (may disturb VM figures)") for line in said), "said once"
+    assert not Workdir(tmp_path / "wd").journal.outstanding(), "nothing left in the journal"
+
+
+def test_tune_host_is_restored_when_a_boot_is_interrupted(tmp_path, monkeypatch):
+    sysfs = FakeSysfs(tmp_path / "root", monkeypatch).host()
+    before = sysfs.texts()
+    lab = FakeLab(tmp_path, interrupt_at=2)
+    with pytest.raises(KeyboardInterrupt):
+        _tuned_run(tmp_path, lab, [A, B], 2, [])
+    assert lab.hygiene[-1]["found"].ksm_run == "0", "tuned while the boot ran"
+    assert sysfs.texts() == before
+    (row,) = ResultsDB(str(tmp_path / "host.db")).study_runs()
+    assert row["status"] == "interrupted"
+
+
+def test_the_work_directory_is_claimed_for_the_whole_run_over_kernels(tmp_path):
+    """Another fslab on the same work directory waits or is refused while kernels run (the boots'
+    QEMUs are journalled there)."""
+    from fslab.core.workdir import WorkdirBusy
+
+    seen: list[str] = []
+
+    class Probing(FakeLab):
+        def boot(self, kernel, command, *, share, **options):  # noqa: ANN001, ANN201
+            try:
+                with Workdir(tmp_path / "wd").claim():
+                    seen.append("claimed")
+            except WorkdirBusy:
+                seen.append("busy")
+            return super().boot(kernel, command, share=share, **options)
+
+    _run(tmp_path, Probing(tmp_path), [A], 1)
+    assert seen == ["busy"]
+
+
+def test_fslab_run_gives_a_run_over_kernels_its_host_hygiene_tuned_with_tune_host(tmp_path, monkeypatch):
+    """Fails on the old code: `--tune-host` with `--kernel` was refused."""
+    from conftest import fslab_in_process
+
+    sysfs = FakeSysfs(tmp_path / "root", monkeypatch).host()
+    given: dict = {}
+
+    def run_on_kernels(study, kernels, **options):  # noqa: ANN001, ANN202
+        given.update(options)
+        raise lab_study.LabStudyError("stopped by the test")
+
+    monkeypatch.setattr(lab_study, "run_on_kernels", run_on_kernels)
+    study = tmp_path / "kernels.toml"
+    study.write_text(STUDY)
+    result = fslab_in_process("run", str(study), "--kernel", A, "--tune-host", "--db", str(tmp_path / "r.db"))
+    assert "stopped by the test" in result.stderr, result.stderr
+    work = Workdir(tmp_path / "wd")
+    work.prepare()
+    with given["hold"](work.journal) as record:
+        assert sysfs.text(hygiene.KSM_RUN) == "0" and record["vm_hygiene"]["tuned"]
+        assert record["vm_hygiene"]["pinned"], "a VM's vCPUs pinned"
+    assert sysfs.text(hygiene.KSM_RUN) == "1"

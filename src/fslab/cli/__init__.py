@@ -454,11 +454,6 @@ def run(
         raise _fail("--spread goes with --on: it divides a study run among a fleet's workers")
     if boots is not None and not kernel:
         raise _fail("--boots goes with --kernel: it spreads each kernel's runs over that many boots")
-    if kernel and tune_host:  # refused, never ignored: lab/study.py holds no host hygiene across its boots yet
-        raise _fail(
-            "--tune-host cannot go with --kernel yet: a study run over kernels does not hold the host's tuning "
-            "across its boots: run without it"
-        )
     if kernel:
         _refuse_together(
             "--kernel",
@@ -563,6 +558,7 @@ def run(
                 seed=seed,
                 baseline=baseline,
                 skip_unsupported=skip_unsupported,
+                hold=_host_hygiene(tune_host, vm=any(k != "host" for k in kernel)),
             ),
             interrupted="the boots that ended are stored; the one under way stored nothing (its VM was "
             "stopped). A study run over kernels cannot be resumed: run it again for what is missing.",
@@ -667,9 +663,9 @@ def _resume(
 # === --tune-host (lab/hygiene.py) ================================================================
 # The one place a study run's host hygiene is wired: read (and with --tune-host set) inside the
 # work directory's claim, recorded in the study run's environment ("vm_hygiene"), said once.
-# `fslab run --kernel` (lab/study.py, run_on_kernels) passes the same hold through to the runs
-# it makes on this host, with `vm=True`; with no VM asked, --tune-host says so and still sets
-# KSM, THP and the governor for the host's own runs (no vCPU to pin).
+# `fslab run --kernel` (lab/study.py, run_on_kernels) holds it across all its rounds, with
+# `vm=True` where a kernel boots in a VM (its vCPUs pinned); with no VM asked, --tune-host says so
+# and still sets KSM, THP and the governor for the host's own runs (no vCPU to pin).
 def _host_hygiene(tune_host: bool, *, vm: bool = False) -> "Hold":
     from fslab.lab import hygiene
 
@@ -678,7 +674,7 @@ def _host_hygiene(tune_host: bool, *, vm: bool = False) -> "Hold":
 
     if tune_host and not vm:
         say(
-            "--tune-host: no VM to tune for (no --kernel): KSM, THP and the governor are set for this "
+            "--tune-host: no VM to tune for (no --kernel but host): KSM, THP and the governor are set for this "
             "host's own runs, and there is no vCPU to pin"
         )
     said = say if tune_host or vm else (lambda line: None)  # a host run's own output stays as it was

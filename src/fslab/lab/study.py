@@ -12,6 +12,10 @@ here with the ordinary runner, once per round, stored under this machine's name 
 Rounds interleave the kernels — K1 boot 1, K2 boot 1, host, K1 boot 2, … — so drift spreads over
 them. A kernel that cannot be prepared or booted is said in one line, recorded in the study
 run's settings ("lab": "failed") and left out of the rounds after; the others go on.
+
+The work directory is claimed once for the whole run, and the host's hygiene (lab/hygiene.py,
+--tune-host) held inside that claim across every round, restored however the run ends; each
+boot's QEMU and boot directory are journalled there (`fslab cleanup` ends what a kill -9 left).
 """
 
 from __future__ import annotations
@@ -40,7 +44,16 @@ from fslab.results.copy import append_runs
 from fslab.results.owner import Owner
 from fslab.running import environment
 from fslab.running.plan import Repetitions, new_seed
-from fslab.running.runner import RunObserver, StudyCannotRun, StudyStopped, run_study, study_run_settings
+from fslab.running.runner import (
+    Hold,
+    RunObserver,
+    StudyCannotRun,
+    StudyStopped,
+    claimed,
+    held,
+    run_study,
+    study_run_settings,
+)
 
 HOST = lab_kernels.HOST  # --kernel host: this machine's own kernel, bare metal
 GUEST_SHARE = Path(vm.SHARE)  # where the guest sees the share
@@ -104,11 +117,14 @@ def run_on_kernels(
     observer: RunObserver | None = None,
     prepare: Callable[..., Any] | None = None,
     boot: Callable[..., Any] | None = None,
+    hold: Hold | None = None,
     **run_options: Any,
 ) -> int:
     """The study run's id. `run_options`: run_study's (repetitions, seed, baseline,
     skip_unsupported), each given to every kernel's share alike. `prepare` and `boot` are
-    kernels.prepare and vm.boot (a test's stand-ins where given)."""
+    kernels.prepare and vm.boot (a test's stand-ins where given). The work directory is claimed
+    for the whole run, and `hold` (the host's hygiene, --tune-host: runner.Hold) held across all
+    its rounds, its boots' QEMUs journalled there."""
     kernels = list(dict.fromkeys(kernels))
     check_kernel_study(study, kernels, boots, run_options)
     prepare, boot = prepare or lab_kernels.prepare, boot or vm.boot
@@ -116,7 +132,7 @@ def run_on_kernels(
     seed = run_options.pop("seed", None)
     plan_seed = seed if seed is not None else study.seed if study.seed is not None else new_seed()
     study = replace(study, repetitions=repetitions.runs, warmup=repetitions.warmup)
-    root = Path(workdir)
+    work = Workdir(workdir)
     lab: dict[str, Any] = {"kernels": kernels, "boots": boots, "failed": []}
     settings = (
         repetitions.describe()
@@ -125,37 +141,43 @@ def run_on_kernels(
         | {"lab": lab}
     )
     versions = {kind: FILESYSTEMS[kind].version() for kind in {t.filesystem for t in study.targets}}
-    study_run_id = results.begin_study_run(
-        study, plan_seed, environment.collect(root), versions, settings, Owner.current(root)
-    )
     if observer:
         observer.announce(study, [])
-    run = _Run(study, results, study_run_id, root, repetitions, observer, prepare, boot, run_options)
-    state = [_Kernel(k) for k in kernels]
-    status = "interrupted"
-    try:
-        for round_ in range(1, boots + 1):
-            for kernel in (k for k in state if k.failed is None):
-                where = (
-                    f"{kernel.release}, boot {round_} of {boots}" if kernel.release != HOST else f"here, round {round_}"
-                )
-                share_seed = (plan_seed + round_ - 1) % 2**31
-                try:
-                    stored = (
-                        run.here(share_seed, where) if kernel.release == HOST else run.guest(kernel, share_seed, where)
+    here = study if HOST in kernels else None  # only this machine's share makes images in the work directory
+    with claimed(here, work, observer), held(hold, work) as holding:
+        study_run_id = results.begin_study_run(
+            study, plan_seed, environment.collect(work.root) | holding, versions, settings, Owner.current(work.root)
+        )
+        run = _Run(study, results, study_run_id, work, repetitions, observer, prepare, boot, run_options)
+        state = [_Kernel(k) for k in kernels]
+        status = "interrupted"
+        try:
+            for round_ in range(1, boots + 1):
+                for kernel in (k for k in state if k.failed is None):
+                    where = (
+                        f"{kernel.release}, boot {round_} of {boots}"
+                        if kernel.release != HOST
+                        else f"here, round {round_}"
                     )
-                except _KernelFailed as exc:
-                    kernel.failed = str(exc)
-                    lab["failed"].append({"kernel": kernel.release, "boot": round_, "why": kernel.failed})
-                    results.update_settings(study_run_id, {"lab": lab})
-                    run.say(f"{where}: skipped, {kernel.failed}")
-                    continue
-                for cell, o in stored.items():
-                    before = run.outcome.get(cell)
-                    run.outcome[cell] = o | ({"runs": before.get("runs", 0) + o.get("runs", 0)} if before else {})
-        status = "finished"
-    finally:
-        results.finish_study_run(study_run_id, status, run.outcome)
+                    share_seed = (plan_seed + round_ - 1) % 2**31
+                    try:
+                        stored = (
+                            run.here(share_seed, where)
+                            if kernel.release == HOST
+                            else run.guest(kernel, share_seed, where)
+                        )
+                    except _KernelFailed as exc:
+                        kernel.failed = str(exc)
+                        lab["failed"].append({"kernel": kernel.release, "boot": round_, "why": kernel.failed})
+                        results.update_settings(study_run_id, {"lab": lab})
+                        run.say(f"{where}: skipped, {kernel.failed}")
+                        continue
+                    for cell, o in stored.items():
+                        before = run.outcome.get(cell)
+                        run.outcome[cell] = o | ({"runs": before.get("runs", 0) + o.get("runs", 0)} if before else {})
+            status = "finished"
+        finally:
+            results.finish_study_run(study_run_id, status, run.outcome)
     if all(k.failed for k in state):
         raise LabStudyError(
             f"study run {study_run_id}: no kernel ran it: " + "; ".join(f"{k.release}: {k.failed}" for k in state)
@@ -245,7 +267,7 @@ class _Run:
     study: Study
     results: ResultsDB
     study_run_id: int
-    root: Path
+    work: Workdir  # claimed by run_on_kernels for the whole run
     repetitions: Repetitions
     observer: RunObserver | None
     prepare: Callable[..., Any]
@@ -272,7 +294,7 @@ class _Run:
         for note in setup.notes:
             self.say(f"{where}: {note}")
         command = guest_command(guest_arguments(self.study, self.repetitions, seed, self.run_options))
-        with boot_share(self.root) as share:
+        with boot_share(self.work.root) as share:
             (share / STUDY_FILE).write_text(self.study.source)
             self.say(f"{where}: booting")
             started = time.monotonic()
@@ -285,6 +307,7 @@ class _Run:
                     spec=vm.VmSpec(memory_mib=setup.memory_mib),
                     timeout=setup.timeout,
                     scratch_bytes=setup.scratch_bytes,
+                    journal=self.work.journal,  # its QEMU and boot directory: `fslab cleanup` ends what a kill -9 left
                 )
             except FslabError as exc:
                 raise _KernelFailed(f"it did not boot: {exc}") from None
@@ -305,14 +328,14 @@ class _Run:
         """This machine's share of one round: the ordinary runner into a database of its own (its
         runs told as they run), then stored as a boot's are."""
         host = environment.host()
-        with boot_share(self.root) as share:
+        with boot_share(self.work.root) as share:
             self.say(f"{where}: running on this machine's kernel")
             started = time.monotonic()
             own, stopped = ResultsDB(str(share / RESULTS_FILE)), None
             try:
                 run_study(
-                    self.study, own, Workdir(self.root), repetitions=self.repetitions, seed=seed,
-                    observer=_Quiet(self.observer), host=host, **self.run_options,
+                    self.study, own, self.work, repetitions=self.repetitions, seed=seed,
+                    observer=_Quiet(self.observer), host=host, already_claimed=True, **self.run_options,
                 )  # fmt: skip
             except StudyCannotRun as exc:
                 raise _KernelFailed(f"it cannot run here: {exc}") from None
