@@ -5,6 +5,7 @@ The real thing, under QEMU, is tests/test_lab_study_guest.py."""
 
 from __future__ import annotations
 
+import json
 import random
 import shlex
 import uuid
@@ -16,7 +17,7 @@ import pytest
 
 from fslab.core.errors import FslabError
 from fslab.core.workdir import Workdir
-from fslab.lab import hygiene, study as lab_study
+from fslab.lab import hygiene, progress, study as lab_study
 from fslab.model import Host
 from fslab.model.ceiling import with_ceiling
 from fslab.results import ResultsDB
@@ -71,6 +72,21 @@ class FakeLab:
     booted: list[dict] = field(default_factory=list)
     options: list[dict] = field(default_factory=list)
     hygiene: list[dict] = field(default_factory=list)  # the host's settings as each boot found them
+    told: Told | None = None  # the host's observer: each run's line waited for there before the next is written
+
+    def _tell(self, path: Path, db: ResultsDB) -> None:
+        """Each run's end written to the progress file as the guest's fslab writes it (GuestProgress),
+        the host's line for it waited for before the next: told while the boot runs."""
+        from conftest import wait_for
+
+        writer = progress.GuestProgress(path, Quiet())
+        told = self.told
+        for run in db.runs(db.study_runs()[0]["id"]):
+            before = len(told.lines) if told else 0
+            fields = ("target", "workload", "warmup", "repetition", "status", "error")
+            writer.finished(None, SimpleNamespace(**{k: run[k] for k in fields}))
+            if told is not None:
+                wait_for("the host to tell the run", lambda: len(told.lines) > before, deadline=30, every=0.01)  # noqa: B023
 
     def prepare(self, release: str, *, say=None):  # noqa: ANN001, ANN201
         self.calls.append(("prepare", release))
@@ -112,10 +128,21 @@ class FakeLab:
             repetitions=Repetitions(int(options["--runs"]), int(options["--warmup"])),
             env={"kernel": kernel.release},
         )  # fmt: skip
+        self._tell(share / Path(argv[argv.index("--lab-progress") + 1]).name, db)
         db.engine.dispose()
         # kvm: real figures of speed (emul's gate withholds an emulated host's), of one VM shape
         host = Host(kernel.release, "m", kernel.release, "QEMU Virtual CPU", 1, 2**31, accelerator="kvm")
         return SimpleNamespace(status=0, output="", console="", share=share, host=host, boot_id=str(uuid.uuid4()))
+
+
+class Quiet:
+    """The guest fslab's own progress display: nothing, here."""
+
+    def notice(self, message: str) -> None:
+        pass
+
+    def finished(self, planned, record) -> None:  # noqa: ANN001
+        pass
 
 
 class Told:
@@ -456,3 +483,50 @@ def test_fslab_run_gives_a_run_over_kernels_its_host_hygiene_tuned_with_tune_hos
         assert sysfs.text(hygiene.KSM_RUN) == "0" and record["vm_hygiene"]["tuned"]
         assert record["vm_hygiene"]["pinned"], "a VM's vCPUs pinned"
     assert sysfs.text(hygiene.KSM_RUN) == "1"
+
+
+# --- a guest's progress, streamed (lab/progress.py) ---
+
+
+def test_a_guests_runs_are_told_as_they_end_while_its_boot_runs_numbered_as_stored(tmp_path):
+    """Fails on the old code: a boot's runs were told only once it ended (the fake guest waits for
+    the host's line of each run before it writes the next, and would time out)."""
+    told = Told()
+    lab = FakeLab(tmp_path, told=told)
+    db, study_run = _run(tmp_path, lab, [A, B], boots=2, observer=told)
+    assert f"{B}, boot 2 of 2: btrfs · seq_write · run 3: ok" in told.lines, "renumbered after the boot before"
+    ran = [line for line in told.lines if " · run " in line]
+    assert len(ran) == len(db.runs(study_run)) == 32, "each run told once"
+    first_stored = next(i for i, line in enumerate(told.lines) if "stored in" in line)
+    assert told.lines.index(f"{A}, boot 1 of 2: ext4 · seq_write · run 1: ok") < first_stored
+    assert not [line for line in told.lines if "told only as it ended" in line]
+
+
+def test_runs_a_guest_did_not_tell_are_told_once_its_boot_ended_and_said_so(tmp_path, monkeypatch):
+    monkeypatch.setattr(progress.GuestProgress, "_write", lambda self, record: None)  # a guest that tells nothing
+    told = Told()
+    _run(tmp_path, FakeLab(tmp_path), [A], boots=1, observer=told)
+    assert f"{A}, boot 1 of 1: btrfs · seq_write · run 2: ok" in told.lines
+    late = " s; 8 told only as it ended (the guest's progress did not reach the host)"
+    assert any(line.startswith(f"{A}, boot 1 of 1: 8 run(s) stored in ") and line.endswith(late) for line in told.lines)
+
+
+def test_the_host_takes_only_whole_lines_of_the_file_it_made_and_of_the_fields_it_knows(tmp_path):
+    share = tmp_path / "share"
+    share.mkdir()
+    path = progress.make(share)
+    got: list[progress.Progress] = []
+    good = {"run": {"target": "ext4", "workload": "w", "warmup": False, "repetition": 1, "status": "ok", "error": ""}}
+    with progress.tailing(path, got.append):
+        with open(path, "a") as guest:
+            guest.write("not json\n" + '{"run": {"target": 1}}\n' + '["a list"]\n')
+            guest.write('{"notice": "' + "x" * 10_000 + '"}\n')  # longer than any line GuestProgress writes
+            guest.write(json.dumps(good) + "\n" + json.dumps({"notice": "\x1b[2Jhello"}) + "\n" + '{"notice": "cut')
+        path.unlink()  # the guest replaces it with a link to a host file: the host reads on the file it made
+        path.symlink_to("/etc/hostname")
+    assert got == [
+        progress.Progress(run=progress.GuestRun("ext4", "w", False, 1, "ok", "")),
+        progress.Progress(notice="\x1b[2Jhello"),  # the observer shows it as visible() makes it
+    ], "a line cut short at the boot's end is not taken"
+    with pytest.raises(progress.ProgressError, match="the lab's host makes that file"):
+        progress.GuestProgress(path, Quiet())  # the guest's fslab follows no link either

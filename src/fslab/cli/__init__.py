@@ -440,6 +440,14 @@ def run(
             "recorded with the study run either way.",
         ),
     ] = False,
+    lab_progress: Annotated[
+        Path | None,
+        typer.Option(
+            "--lab-progress",
+            hidden=True,  # fslab's own, in a lab VM: the host tails it (lab/progress.py)
+            help="A file the lab's host made, where each run's end is written as a line as it ends.",
+        ),
+    ] = None,
     db: DbOption = None,
     workdir: WorkdirOption = DEFAULT_WORKDIR,
 ) -> None:
@@ -460,14 +468,15 @@ def run(
             "a study run over kernels runs an exact plan (--runs, --boots) on image files of its own, "
             "here and in lab VMs",
             {"--resume": resume, "--plan": plan, "--on": on is not None, "--destroy-data": destroy_data,
-             "--client": client, "--target-ci": target_ci is not None, "--decide": decide},
+             "--client": client, "--target-ci": target_ci is not None, "--decide": decide,
+             "--lab-progress": lab_progress is not None},
         )  # fmt: skip
     if on is not None:
         _refuse_together(
             "--on",
             "each worker resumes its unit itself and skips what its host cannot run (recorded with why)",
             {"--resume": resume, "--skip-unsupported": skip_unsupported, "--destroy-data": destroy_data,
-             "--target-ci": target_ci is not None, "--decide": decide},
+             "--target-ci": target_ci is not None, "--decide": decide, "--lab-progress": lab_progress is not None},
         )  # fmt: skip
     if resume:
         fixed = {
@@ -573,7 +582,7 @@ def run(
             repetitions=repetitions,
             seed=seed,
             baseline=baseline,
-            observer=observer,
+            observer=_told_to_lab(observer, lab_progress),
             destroy_flags=flags,
             skip_unsupported=skip_unsupported,
             clients=clients,
@@ -582,6 +591,15 @@ def run(
         then=f", then more until ±{target_ci:.1%}" if target_ci else ", then more until decided" if decide else "",
     )
     _show_and_exit(results, study_run_id, baseline=baseline, threshold=threshold)
+
+
+def _told_to_lab(observer: "RunObserver", path: Path | None) -> "RunObserver":
+    """In a lab VM (--lab-progress): the observer that also writes each run's end for the host."""
+    if path is None:
+        return observer
+    from fslab.lab.progress import GuestProgress
+
+    return GuestProgress(path, observer)
 
 
 def _print_plan(study: "Study", repetitions: Any, db: str | None, workdir: Path, skip_unsupported: bool) -> None:

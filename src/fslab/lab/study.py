@@ -37,7 +37,7 @@ from typing import Any
 from fslab.core.errors import FslabError
 from fslab.core.workdir import Workdir
 from fslab.filesystems import FILESYSTEMS
-from fslab.lab import kernels as lab_kernels, openzfs, vm
+from fslab.lab import kernels as lab_kernels, openzfs, progress, vm
 from fslab.model import Study
 from fslab.results import ResultsDB
 from fslab.results.copy import append_runs
@@ -84,19 +84,23 @@ class Numbering:
     repetitions: dict[tuple[str, str, str, bool], int] = field(default_factory=dict)
     blocks: dict[str, int] = field(default_factory=dict)
 
+    def repetition(self, host: str, target: str, workload: str, warmup: bool, repetition: int) -> int:
+        """The repetition a run of the next boot of `host` numbered `repetition` has in the study run."""
+        return repetition + self.repetitions.get((host, target, workload, bool(warmup)), 0)
+
     def renumbered(self, host: str, boot_id: str | None, rows: list[dict]) -> list[dict]:
         """The rows of one boot of `host` as the study run keeps them; the numbering moved past them."""
         block_offset = self.blocks.get(host, 0)
-        offsets = {key: n for key, n in self.repetitions.items() if key[0] == host}
         out = []
         for row in rows:
-            key = (host, row["target"], row["workload"], bool(row["warmup"]))
             out.append(
                 row
                 | {
                     "host": host,
                     "boot_id": boot_id,
-                    "repetition": row["repetition"] + offsets.get(key, 0),
+                    "repetition": self.repetition(
+                        host, row["target"], row["workload"], row["warmup"], row["repetition"]
+                    ),
                     "block": row["block"] + block_offset,
                 }
             )
@@ -244,7 +248,7 @@ def guest_arguments(study: Study, repetitions: Repetitions, seed: int, run_optio
     if run_options.get("skip_unsupported"):
         args.append("--skip-unsupported")
     args += ["--threshold", f"{repetitions.threshold * 100:g}"]
-    return args
+    return args + ["--lab-progress", str(GUEST_SHARE / progress.FILE)]  # its runs told to the host as they end
 
 
 def guest_command(arguments: list[str]) -> str:
@@ -298,17 +302,20 @@ class _Run:
             (share / STUDY_FILE).write_text(self.study.source)
             self.say(f"{where}: booting")
             started = time.monotonic()
+            streamed: set[tuple] = set()  # the runs told as the guest ran them
+            told = partial(self._streamed, where, kernel.release, streamed)  # its host: named by its release
             try:
-                booted = self.boot(
-                    kernel.prepared,
-                    command,
-                    share=share,
-                    setup=setup.script,
-                    spec=vm.VmSpec(memory_mib=setup.memory_mib),
-                    timeout=setup.timeout,
-                    scratch_bytes=setup.scratch_bytes,
-                    journal=self.work.journal,  # its QEMU and boot directory: `fslab cleanup` ends what a kill -9 left
-                )
+                with progress.tailing(progress.make(share), told):
+                    booted = self.boot(
+                        kernel.prepared,
+                        command,
+                        share=share,
+                        setup=setup.script,
+                        spec=vm.VmSpec(memory_mib=setup.memory_mib),
+                        timeout=setup.timeout,
+                        scratch_bytes=setup.scratch_bytes,
+                        journal=self.work.journal,  # its QEMU and boot directory, for `fslab cleanup` after a kill -9
+                    )
             except FslabError as exc:
                 raise _KernelFailed(f"it did not boot: {exc}") from None
             database = share / RESULTS_FILE
@@ -317,11 +324,11 @@ class _Run:
                 ended = "did not end" if booted.status is None else f"ended with status {booted.status}"
                 raise _KernelFailed(f"its VM {ended} and stored no results ({tail})")
             try:
-                stored = self._store(database, booted.host.name, booted.boot_id, where, tell_runs=True)
+                stored = self._store(database, booted.host.name, booted.boot_id, where, streamed=streamed)
             except _KernelFailed as exc:  # fslab in the guest refused the study, say: what it said
                 raise _KernelFailed(f"{exc} ({tail})") from None
             self.results.record_host(self.study_run_id, booted.host)
-            self.say(f"{where}: {_counted(stored)} stored in {time.monotonic() - started:.0f} s")
+            self.say(_stored_line(where, stored, started))
             return stored
 
     def here(self, seed: int, where: str) -> dict:
@@ -343,15 +350,28 @@ class _Run:
                 stopped = str(exc)
             finally:
                 own.engine.dispose()
-            stored = self._store(share / RESULTS_FILE, host.name, environment.boot_id(), where, tell_runs=False)
+            stored = self._store(share / RESULTS_FILE, host.name, environment.boot_id(), where)
             self.results.record_host(self.study_run_id, host)
-            self.say(f"{where}: {_counted(stored)} stored in {time.monotonic() - started:.0f} s")
+            self.say(_stored_line(where, stored, started))
             if stopped:
                 raise _KernelFailed(stopped)
             return stored
 
-    def _store(self, database: Path, host: str, boot_id: str | None, where: str, *, tell_runs: bool) -> dict:
-        """One boot's study run copied into this one: its cells' outcome, and how many runs (_TOTAL)."""
+    def _streamed(self, where: str, host: str, streamed: set[tuple], said: progress.Progress) -> None:
+        """A line of a guest's progress, told as it comes (progress.tailing's thread): a run numbered
+        as the study run will store it."""
+        if said.notice is not None:
+            self.say(f"{where}: {said.notice}")
+        elif (run := said.run) is not None:
+            repetition = self.numbering.repetition(host, run.target, run.workload, run.warmup, run.repetition)
+            streamed.add((run.target, run.workload, run.warmup, repetition))
+            self.say(_run_line(where, run.target, run.workload, run.warmup, repetition, run.status, run.error))
+
+    def _store(
+        self, database: Path, host: str, boot_id: str | None, where: str, *, streamed: set[tuple] | None = None
+    ) -> dict:
+        """One boot's study run copied into this one: its cells' outcome, and how many runs (_TOTAL).
+        `streamed`: the guest's runs told as they ran; the others are told now (None: all were told)."""
         source = ResultsDB(str(database), named=f"the database of {where}")
         try:
             found = source.study_runs()
@@ -362,21 +382,35 @@ class _Run:
             stored = append_runs(source, guest_run["id"], self.results, self.study_run_id, renumbered)
         finally:
             source.engine.dispose()
-        for row in stored if tell_runs else ():
-            kind = "warm-up" if row["warmup"] else "run"
-            said = "ok" if row["status"] == "ok" else f"{row['status']}: {row.get('error') or ''}"
-            self.say(f"{where}: {row['target']} · {row['workload']} · {kind} {row['repetition']}: {said}")
+        late = 0
+        for row in stored:
+            if (
+                streamed is not None
+                and (row["target"], row["workload"], bool(row["warmup"]), row["repetition"]) not in streamed
+            ):
+                late += 1
+                self.say(_run_line(where, row["target"], row["workload"], bool(row["warmup"]), row["repetition"],
+                                   row["status"], row.get("error") or ""))  # fmt: skip
         cells = {f"{k} @ {host}": v for k, v in (guest_run.get("outcome") or {}).items()}
-        return cells | {_TOTAL: {"runs": len(stored), "ok": sum(r["status"] == "ok" for r in stored)}}
+        ok = sum(r["status"] == "ok" for r in stored)
+        return cells | {_TOTAL: {"runs": len(stored), "ok": ok, "late": late}}
+
+
+def _run_line(where: str, target: str, workload: str, warmup: bool, repetition: int, status: str, error: str) -> str:
+    said = "ok" if status == "ok" else f"{status}: {error}"
+    return f"{where}: {target} · {workload} · {'warm-up' if warmup else 'run'} {repetition}: {said}"
 
 
 _TOTAL = "(runs)"  # not a cell: how many runs a boot stored, for its progress line
 
 
-def _counted(stored: dict) -> str:
+def _stored_line(where: str, stored: dict, started: float) -> str:
+    """A boot's (or this machine's share's) last line: its runs stored, in how long."""
     total = stored.pop(_TOTAL, {"runs": 0, "ok": 0})
-    failed = total["runs"] - total["ok"]
-    return f"{total['runs']} run(s)" + (f" ({failed} failed)" if failed else "")
+    failed, late = total["runs"] - total["ok"], total.get("late", 0)
+    told = f"; {late} told only as it ended (the guest's progress did not reach the host)" if late else ""
+    counted = f"{total['runs']} run(s)" + (f" ({failed} failed)" if failed else "")
+    return f"{where}: {counted} stored in {time.monotonic() - started:.0f} s{told}"
 
 
 @contextmanager
