@@ -67,6 +67,7 @@ class FakeLab:
     refusing: set[str] = field(default_factory=set)  # fslab in the guest refuses the study there
     interrupt_at: int | None = None  # the boot (1-based, over all kernels) at which Ctrl-C comes
     speed: dict[str, float] = field(default_factory=dict)  # each kernel's throughput factor
+    emulated: set[str] = field(default_factory=set)  # kernels whose VM ran under TCG (else KVM)
     boot_noise: float = 0.0  # each boot's own level: a factor drawn once per boot
     calls: list[tuple[str, str]] = field(default_factory=list)
     booted: list[dict] = field(default_factory=list)
@@ -131,7 +132,8 @@ class FakeLab:
         self._tell(share / Path(argv[argv.index("--lab-progress") + 1]).name, db)
         db.engine.dispose()
         # kvm: real figures of speed (emul's gate withholds an emulated host's), of one VM shape
-        host = Host(kernel.release, "m", kernel.release, "QEMU Virtual CPU", 1, 2**31, accelerator="kvm")
+        accelerator = "tcg" if kernel.release in self.emulated else "kvm"
+        host = Host(kernel.release, "m", kernel.release, "QEMU Virtual CPU", 1, 2**31, accelerator=accelerator)
         return SimpleNamespace(status=0, output="", console="", share=share, host=host, boot_id=str(uuid.uuid4()))
 
 
@@ -530,3 +532,43 @@ def test_the_host_takes_only_whole_lines_of_the_file_it_made_and_of_the_fields_i
     ], "a line cut short at the boot's end is not taken"
     with pytest.raises(progress.ProgressError, match="the lab's host makes that file"):
         progress.GuestProgress(path, Quiet())  # the guest's fslab follows no link either
+
+
+# --- the CSV tables of a study run over kernels (report/tables.py) ---
+
+
+def test_the_csv_tables_of_a_run_over_kernels_name_each_rows_kernel_and_whether_it_ran_emulated(tmp_path):
+    """Fails on the old code: summary.csv, runs.csv, comparisons.csv and `fslab export`'s tables had
+    no kernel or emulated column (a run's kernel was nowhere in runs.csv)."""
+    import csv
+    import io
+
+    from fslab.report.files import export_tables
+    from fslab.report.formats import table_form_named
+    from fslab.report.formats.comparisons_csv import to_comparisons_csv
+    from fslab.report.formats.runs import runs_csv
+    from fslab.report.formats.summary_csv import to_csv
+    from fslab.report.summary import summarize_study_run
+
+    db, study_run = _run(tmp_path, FakeLab(tmp_path, emulated={B}), [A, B], boots=1)
+    summary = summarize_study_run(db, study_run)
+
+    def table(text: str) -> list[dict]:
+        return list(csv.DictReader(io.StringIO(text)))
+
+    expected = {A: "False", B: "True"}
+    rows = table(to_csv(summary))
+    assert list(rows[0])[:5] == ["study_run", "workload", "target", "kernel", "emulated"]
+    assert {(r["target"], r["kernel"], r["emulated"]) for r in rows} == {
+        (f"{t} @ {k}", k, expected[k]) for t in ("ext4", "btrfs", "(ceiling)") for k in (A, B)
+    }
+    runs = table(runs_csv(summary, db.run_metrics(study_run)))
+    hosts = {r["id"]: r["host"] for r in db.runs(study_run)}
+    assert list(runs[0])[2:5] == ["target", "kernel", "emulated"]
+    assert all(r["kernel"] == hosts[int(r["run_id"])] and r["emulated"] == expected[r["kernel"]] for r in runs)
+    compared = table(to_comparisons_csv(summary))
+    assert compared and all(r["target"].endswith(f" @ {r['kernel']}") for r in compared)
+    written = export_tables(db, summary, tmp_path / "export", table_form_named("csv"))
+    for path in written:
+        assert "kernel,emulated" in path.read_text().splitlines()[0], path.name
+
