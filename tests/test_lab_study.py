@@ -572,3 +572,83 @@ def test_the_csv_tables_of_a_run_over_kernels_name_each_rows_kernel_and_whether_
     for path in written:
         assert "kernel,emulated" in path.read_text().splitlines()[0], path.name
 
+
+# --- `fslab run STUDY --plan --kernel …` (lab/preview.py) ---
+
+ZFS_STUDY = STUDY + '\n[[target]]\nfilesystem = "zfs"\n'
+
+
+def test_the_plan_over_kernels_says_per_kernel_what_a_run_would_fetch_build_and_boot_and_makes_nothing(
+    tmp_path, monkeypatch
+):
+    """Fails on the old code: --plan with --kernel was refused."""
+    from conftest import fslab_in_process
+    from fslab.lab import kernels, openzfs, vm
+
+    cache, zfs = tmp_path / "kernels", tmp_path / "openzfs"
+    (cache / A).mkdir(parents=True)  # prepared, as kernels.prepare leaves one
+    (cache / A / "ready.json").write_text(json.dumps({"release": A, "version": "6.1.158-1", "config_sha256": "x"}))
+    (zfs / B).mkdir(parents=True)  # OpenZFS built for B, as openzfs.prepare leaves it
+    (zfs / B / "ready").write_text(json.dumps({
+        "release": B, "version": "2.3.2", "package_version": "2.3.2-2~bpo12+2", "suite": "bookworm-backports",
+        "load_order": ["spl", "zfs"]}))  # fmt: skip
+    monkeypatch.setattr(kernels, "KERNELS", cache)
+    monkeypatch.setattr(openzfs, "OPENZFS", zfs)
+    offered = [kernels.KernelPackage(B, f"linux-image-{B}", "6.12.117-1~deb12u1", False)]
+    monkeypatch.setattr(kernels, "offered", lambda cache: offered)  # apt's lists, as read
+    monkeypatch.setattr(kernels, "download_size", lambda package: 104_857_600)
+    monkeypatch.setattr(vm, "known_accelerator", lambda: "tcg")
+    study = tmp_path / "kz.toml"
+    study.write_text(ZFS_STUDY)
+    db, work = tmp_path / "r.db", tmp_path / "wd"
+    result = fslab_in_process(
+        "run", str(study), "--plan", "--kernel", A, "--kernel", B, "--kernel", "6.16.3+deb13-amd64",
+        "--kernel", "host", "--boots", "2", "--runs", "2", "--db", str(db), "--workdir", str(work),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("kernels: the plan over kernels (nothing is fetched, built, booted")
+    assert "runs: 3 cells × 2 + the ceiling's 1 cells × 4 = 10" in lines, "the study's plan, as --plan says it"
+    assert "kernels (4), the plan in 2 boots each, interleaved over the kernels: 80 runs in all" in lines
+    at = {line.strip().split(":")[0]: i for i, line in enumerate(lines) if line.startswith("  ") and ":" in line}
+    assert lines[at[A]] == f"  {A}: prepared: linux-image-{A} 6.1.158-1 in {cache / A}"
+    assert lines[at[A] + 1].startswith("    OpenZFS to build: bookworm's zfs-dkms 2.1, once, before its first boot")
+    assert lines[at[A] + 2].startswith("    time: about ") and "2 boots × (10 runs + 40 s to boot)" in lines[at[A] + 2]
+    assert "(a default: no run of 6.1.0-55-amd64 stored)" in lines[at[A] + 2]
+    assert (
+        lines[at[B]]
+        == f"  {B}: to fetch: linux-image-{B} 6.12.117-1~deb12u1, 100MiB to download, from the archive apt knows"
+    )
+    assert lines[at[B] + 1] == "    OpenZFS 2.3.2 (2.3.2-2~bpo12+2, bookworm-backports) built for it"
+    gone = "not offered by the configured archive (apt-get update?): the run would leave it out, said"
+    assert f"  6.16.3+deb13-amd64: {gone}" in lines
+    assert (
+        lines[at["host"]].startswith("  host: this machine's own kernel (")
+        and "once a round, 2 rounds" in lines[at["host"]]
+    )
+    assert any(
+        line.startswith("accelerator: TCG, software emulation") and "no performance result" in line for line in lines
+    )
+    assert any(
+        line.startswith("time: about ") and line.endswith(" in all, the kernels' boots one after another")
+        for line in lines
+    )
+    assert not db.exists() and not work.exists(), "no database made, no work directory claimed"
+
+
+def test_the_plan_over_kernels_of_a_kernel_no_openzfs_fits_says_so(tmp_path, monkeypatch):
+    from fslab.lab import kernels, preview, vm
+
+    monkeypatch.setattr(kernels, "KERNELS", tmp_path / "none")
+    monkeypatch.setattr(kernels, "offered", lambda cache: [kernels.KernelPackage("6.14.1-1-rt-amd64", "p", "1", False)])
+    monkeypatch.setattr(kernels, "download_size", lambda package: None)
+    monkeypatch.setattr(vm, "known_accelerator", lambda: None)
+    lines = preview.plan_lines(
+        _study(tmp_path, ZFS_STUDY), ["6.14.1-1-rt-amd64"], 1, Repetitions(2), lambda host: preview.Overhead(2.0, 0),
+        tmp_path / "wd", skip_unsupported=False,
+    )  # fmt: skip
+    assert "  6.14.1-1-rt-amd64: to fetch: linux-image-6.14.1-1-rt-amd64 1, from the archive apt knows" in lines
+    assert any(
+        line.startswith("    no OpenZFS fits this kernel: no OpenZFS in the archive supports 6.14.1-1-rt-amd64:")
+        for line in lines
+    )

@@ -467,9 +467,8 @@ def run(
             "--kernel",
             "a study run over kernels runs an exact plan (--runs, --boots) on image files of its own, "
             "here and in lab VMs",
-            {"--resume": resume, "--plan": plan, "--on": on is not None, "--destroy-data": destroy_data,
-             "--client": client, "--target-ci": target_ci is not None, "--decide": decide,
-             "--lab-progress": lab_progress is not None},
+            {"--resume": resume, "--on": on is not None, "--destroy-data": destroy_data, "--client": client,
+             "--target-ci": target_ci is not None, "--decide": decide, "--lab-progress": lab_progress is not None},
         )  # fmt: skip
     if on is not None:
         _refuse_together(
@@ -533,7 +532,7 @@ def run(
         decide=decide,
     )
     if plan:
-        return _print_plan(loaded, repetitions, db, workdir, skip_unsupported)
+        return _print_plan(loaded, repetitions, db, workdir, skip_unsupported, kernel or [], boots or 1)
     clients = None
     if client:  # fio's client/server: its modules only for a study that drives clients
         from fslab.fio import given_clients, networks
@@ -602,14 +601,33 @@ def _told_to_lab(observer: "RunObserver", path: Path | None) -> "RunObserver":
     return GuestProgress(path, observer)
 
 
-def _print_plan(study: "Study", repetitions: Any, db: str | None, workdir: Path, skip_unsupported: bool) -> None:
-    """`fslab run --plan`: the plan, from this host's stored runs where it has any (read, never written)."""
+def _print_plan(
+    study: "Study",
+    repetitions: Any,
+    db: str | None,
+    workdir: Path,
+    skip_unsupported: bool,
+    kernels: list[str],
+    boots: int,
+) -> None:
+    """`fslab run --plan` (with --kernel: lab/preview.py's, per kernel): the plan, from the stored
+    runs of this host (of each kernel) where it has any (read, never written)."""
     from fslab.results.timings import stored_timings
     from fslab.running.environment import host
     from fslab.running.preview import Overhead, plan_lines
 
-    overhead = Overhead.of(stored_timings(resolve_location(db), host().name))
-    for line in plan_lines(study, repetitions, overhead, workdir, skip_unsupported=skip_unsupported):
+    def overhead_of(host_name: str) -> Overhead:
+        return Overhead.of(stored_timings(resolve_location(db), host_name))
+
+    if kernels:
+        from fslab.lab import preview
+
+        lines = preview.plan_lines(
+            study, kernels, boots, repetitions, overhead_of, workdir, skip_unsupported=skip_unsupported
+        )
+    else:
+        lines = plan_lines(study, repetitions, overhead_of(host().name), workdir, skip_unsupported=skip_unsupported)
+    for line in lines:
         console.print(visible(line), markup=False, highlight=False, soft_wrap=True)
 
 
