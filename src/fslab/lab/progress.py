@@ -73,7 +73,10 @@ class GuestProgress:
     def _write(self, record: dict) -> None:
         line = json.dumps(record, ensure_ascii=True)
         if len(line) < LINE_BYTES:
-            os.write(self.fd, (line + "\n").encode())  # one write, appended whole
+            try:
+                os.write(self.fd, (line + "\n").encode())  # one write, appended whole
+            except OSError:  # the study goes on: the host tells the runs it did not hear of as the boot ends
+                pass
 
     def announce(self, study: Any, skipped: list) -> None:
         self.inner.announce(study, skipped)
