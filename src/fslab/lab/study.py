@@ -158,27 +158,7 @@ def run_on_kernels(
         try:
             for round_ in range(1, boots + 1):
                 for kernel in (k for k in state if k.failed is None):
-                    where = (
-                        f"{kernel.release}, boot {round_} of {boots}"
-                        if kernel.release != HOST
-                        else f"here, round {round_}"
-                    )
-                    share_seed = (plan_seed + round_ - 1) % 2**31
-                    try:
-                        stored = (
-                            run.here(share_seed, where)
-                            if kernel.release == HOST
-                            else run.guest(kernel, share_seed, where)
-                        )
-                    except _KernelFailed as exc:
-                        kernel.failed = str(exc)
-                        lab["failed"].append({"kernel": kernel.release, "boot": round_, "why": kernel.failed})
-                        results.update_settings(study_run_id, {"lab": lab})
-                        run.say(f"{where}: skipped, {kernel.failed}")
-                        continue
-                    for cell, o in stored.items():
-                        before = run.outcome.get(cell)
-                        run.outcome[cell] = o | ({"runs": before.get("runs", 0) + o.get("runs", 0)} if before else {})
+                    run.share(kernel, round_, boots, (plan_seed + round_ - 1) % 2**31, lab)
             status = "finished"
         finally:
             results.finish_study_run(study_run_id, status, run.outcome)
@@ -283,6 +263,22 @@ class _Run:
     def say(self, line: str) -> None:
         if self.observer:
             self.observer.notice(line)
+
+    def share(self, kernel: _Kernel, round_: int, boots: int, seed: int, lab: dict) -> None:
+        """A kernel's share of one round: its runs stored, its cells' outcome added; or, where it
+        fails, the kernel left out of the rounds after, said and recorded in `lab`'s failed."""
+        where = f"{kernel.release}, boot {round_} of {boots}" if kernel.release != HOST else f"here, round {round_}"
+        try:
+            stored = self.here(seed, where) if kernel.release == HOST else self.guest(kernel, seed, where)
+        except _KernelFailed as exc:
+            kernel.failed = str(exc)
+            lab["failed"].append({"kernel": kernel.release, "boot": round_, "why": kernel.failed})
+            self.results.update_settings(self.study_run_id, {"lab": lab})
+            self.say(f"{where}: skipped, {kernel.failed}")
+            return
+        for cell, o in stored.items():
+            before = self.outcome.get(cell)
+            self.outcome[cell] = o | ({"runs": before.get("runs", 0) + o.get("runs", 0)} if before else {})
 
     def guest(self, kernel: _Kernel, seed: int, where: str) -> dict:
         """One boot of a kernel's VM running the plan: its runs stored, its cells' outcome."""
