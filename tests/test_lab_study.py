@@ -652,3 +652,12 @@ def test_the_plan_over_kernels_of_a_kernel_no_openzfs_fits_says_so(tmp_path, mon
         line.startswith("    no OpenZFS fits this kernel: no OpenZFS in the archive supports 6.14.1-1-rt-amd64:")
         for line in lines
     )
+
+
+def test_lab_progress_is_a_guests_own_and_goes_with_no_run_over_kernels(tmp_path):
+    from conftest import fslab_in_process
+
+    given = ("run", "quick", "--kernel", A, "--lab-progress", str(tmp_path / "p"), "--db", str(tmp_path / "r.db"))
+    result = fslab_in_process(*given)
+    assert result.returncode == 2 and "--lab-progress cannot go with --kernel" in result.stderr, result.stderr
+    assert not (tmp_path / "r.db").exists()
