@@ -5,6 +5,7 @@ The real thing, under QEMU, is tests/test_lab_study_guest.py."""
 
 from __future__ import annotations
 
+import json
 import random
 import shlex
 import uuid
@@ -15,7 +16,8 @@ from types import SimpleNamespace
 import pytest
 
 from fslab.core.errors import FslabError
-from fslab.lab import study as lab_study, vm
+from fslab.core.workdir import Workdir
+from fslab.lab import hygiene, progress, study as lab_study, vm
 from fslab.model import Host
 from fslab.model.ceiling import with_ceiling
 from fslab.results import ResultsDB
@@ -23,6 +25,7 @@ from fslab.running.plan import Repetitions
 from fslab.running.resume import CannotResume, resumable
 from fslab.study import load_study, parse_study
 from synthetic import store_study_run
+from test_hygiene import FakeSysfs
 
 STUDY = """
 [study]
@@ -66,10 +69,27 @@ class FakeLab:
     crashing: set[str] = field(default_factory=set)  # the guest's kernel oopses (vm.boot raises)
     interrupt_at: int | None = None  # the boot (1-based, over all kernels) at which Ctrl-C comes
     speed: dict[str, float] = field(default_factory=dict)  # each kernel's throughput factor
+    emulated: set[str] = field(default_factory=set)  # kernels whose VM ran under TCG (else KVM)
     boot_noise: float = 0.0  # each boot's own level: a factor drawn once per boot
     calls: list[tuple[str, str]] = field(default_factory=list)
     booted: list[dict] = field(default_factory=list)
     options: list[dict] = field(default_factory=list)
+    hygiene: list[dict] = field(default_factory=list)  # the host's settings as each boot found them
+    told: Told | None = None  # the host's observer: each run's line waited for there before the next is written
+
+    def _tell(self, path: Path, db: ResultsDB) -> None:
+        """Each run's end written to the progress file as the guest's fslab writes it (GuestProgress),
+        the host's line for it waited for before the next: told while the boot runs."""
+        from conftest import wait_for
+
+        writer = progress.GuestProgress(path, Quiet())
+        told = self.told
+        for run in db.runs(db.study_runs()[0]["id"]):
+            before = len(told.lines) if told else 0
+            fields = ("target", "workload", "warmup", "repetition", "status", "error")
+            writer.finished(None, SimpleNamespace(**{k: run[k] for k in fields}))
+            if told is not None:
+                wait_for("the host to tell the run", lambda: len(told.lines) > before, deadline=30, every=0.01)  # noqa: B023
 
     def prepare(self, release: str, *, say=None):  # noqa: ANN001, ANN201
         self.calls.append(("prepare", release))
@@ -80,6 +100,14 @@ class FakeLab:
     def boot(self, kernel, command: str, *, share: Path, **options):  # noqa: ANN001, ANN201
         self.options.append(options)  # vm.boot's setup and spec (lab/openzfs.py's for_guest)
         self.calls.append(("boot", kernel.release))
+        journal = options.get("journal")
+        self.hygiene.append(
+            {
+                "found": hygiene.read(),
+                "pinned": hygiene.pin_cpus(1),
+                "journal": journal.outstanding() if journal else None,
+            }
+        )
         if self.interrupt_at is not None and sum(c[0] == "boot" for c in self.calls) == self.interrupt_at:
             raise KeyboardInterrupt
         if kernel.release in self.crashing:
@@ -105,10 +133,22 @@ class FakeLab:
             repetitions=Repetitions(int(options["--runs"]), int(options["--warmup"])),
             env={"kernel": kernel.release},
         )  # fmt: skip
+        self._tell(share / Path(argv[argv.index("--lab-progress") + 1]).name, db)
         db.engine.dispose()
         # kvm: real figures of speed (emul's gate withholds an emulated host's), of one VM shape
-        host = Host(kernel.release, "m", kernel.release, "QEMU Virtual CPU", 1, 2**31, accelerator="kvm")
+        accelerator = "tcg" if kernel.release in self.emulated else "kvm"
+        host = Host(kernel.release, "m", kernel.release, "QEMU Virtual CPU", 1, 2**31, accelerator=accelerator)
         return SimpleNamespace(status=0, output="", console="", share=share, host=host, boot_id=str(uuid.uuid4()))
+
+
+class Quiet:
+    """The guest fslab's own progress display: nothing, here."""
+
+    def notice(self, message: str) -> None:
+        pass
+
+    def finished(self, planned, record) -> None:  # noqa: ANN001
+        pass
 
 
 class Told:
@@ -372,3 +412,267 @@ def test_the_summary_says_each_kernels_boots_and_boot_to_boot_variation(tmp_path
     document = json.loads(to_json(summary))["kernels"]
     assert document["boots_asked"] == 2 and [f["kernel"] for f in document["failed"]] == [BAD]
     assert {(b["host"], b["target"]) for b in document["boot_spreads"] if b["metric"] == "write_iops"} == set(spreads)
+
+
+# --- --tune-host across the rounds (lab/hygiene.py), on a fake sysfs tree ---
+
+
+def _tuned_run(tmp_path: Path, lab: FakeLab, kernels: list[str], boots: int, said: list[str]):  # noqa: ANN202
+    def hold(journal):  # noqa: ANN001, ANN202 - the CLI's (_host_hygiene with --tune-host and a VM)
+        return hygiene.recorded(True, journal, say=said.append, vm=True)
+
+    return _run(tmp_path, lab, kernels, boots, hold=hold)
+
+
+def test_tune_host_holds_the_host_tuned_across_every_boot_journalled_vcpus_pinned_and_restores_it(
+    tmp_path, monkeypatch
+):
+    """Fails on the old code: run_on_kernels took no hold, and gave vm.boot no journal."""
+    sysfs = FakeSysfs(tmp_path / "root", monkeypatch).host()
+    before = sysfs.texts()
+    lab, said = FakeLab(tmp_path), []
+    db, study_run = _tuned_run(tmp_path, lab, [A, B], 2, said)
+    assert len(lab.hygiene) == 4
+    for seen in lab.hygiene:
+        assert (seen["found"].ksm_run, seen["found"].thp_enabled, seen["found"].thp_defrag) == ("0", "never", "never")
+        assert seen["pinned"], "each VM's vCPU threads pinned"
+        assert ("host-setting", str(sysfs.root / hygiene.KSM_RUN)) in seen["journal"], (
+            "vm.boot given the work directory's journal, which holds the host's settings"
+        )
+    assert sysfs.texts() == before, "put back as found once the run ended"
+    environment = db.study_run(study_run)["environment"]["vm_hygiene"]
+    assert environment["tuned"] and environment["pinned"] and environment["as_found"]["ksm_run"] == "1"
+    assert any(line.startswith("host hygiene: KSM on (may disturb VM figures)") for line in said), "said once"
+    assert not Workdir(tmp_path / "wd").journal.outstanding(), "nothing left in the journal"
+
+
+def test_tune_host_is_restored_when_a_boot_is_interrupted(tmp_path, monkeypatch):
+    sysfs = FakeSysfs(tmp_path / "root", monkeypatch).host()
+    before = sysfs.texts()
+    lab = FakeLab(tmp_path, interrupt_at=2)
+    with pytest.raises(KeyboardInterrupt):
+        _tuned_run(tmp_path, lab, [A, B], 2, [])
+    assert lab.hygiene[-1]["found"].ksm_run == "0", "tuned while the boot ran"
+    assert sysfs.texts() == before
+    (row,) = ResultsDB(str(tmp_path / "host.db")).study_runs()
+    assert row["status"] == "interrupted"
+
+
+def test_the_work_directory_is_claimed_for_the_whole_run_over_kernels(tmp_path):
+    """Another fslab on the same work directory waits or is refused while kernels run (the boots'
+    QEMUs are journalled there)."""
+    from fslab.core.workdir import WorkdirBusy
+
+    seen: list[str] = []
+
+    class Probing(FakeLab):
+        def boot(self, kernel, command, *, share, **options):  # noqa: ANN001, ANN201
+            try:
+                with Workdir(tmp_path / "wd").claim():
+                    seen.append("claimed")
+            except WorkdirBusy:
+                seen.append("busy")
+            return super().boot(kernel, command, share=share, **options)
+
+    _run(tmp_path, Probing(tmp_path), [A], 1)
+    assert seen == ["busy"]
+
+
+def test_fslab_run_gives_a_run_over_kernels_its_host_hygiene_tuned_with_tune_host(tmp_path, monkeypatch):
+    """Fails on the old code: `--tune-host` with `--kernel` was refused."""
+    from conftest import fslab_in_process
+
+    sysfs = FakeSysfs(tmp_path / "root", monkeypatch).host()
+    given: dict = {}
+
+    def run_on_kernels(study, kernels, **options):  # noqa: ANN001, ANN202
+        given.update(options)
+        raise lab_study.LabStudyError("stopped by the test")
+
+    monkeypatch.setattr(lab_study, "run_on_kernels", run_on_kernels)
+    study = tmp_path / "kernels.toml"
+    study.write_text(STUDY)
+    result = fslab_in_process("run", str(study), "--kernel", A, "--tune-host", "--db", str(tmp_path / "r.db"))
+    assert "stopped by the test" in result.stderr, result.stderr
+    work = Workdir(tmp_path / "wd")
+    work.prepare()
+    with given["hold"](work.journal) as record:
+        assert sysfs.text(hygiene.KSM_RUN) == "0" and record["vm_hygiene"]["tuned"]
+        assert record["vm_hygiene"]["pinned"], "a VM's vCPUs pinned"
+    assert sysfs.text(hygiene.KSM_RUN) == "1"
+
+
+# --- a guest's progress, streamed (lab/progress.py) ---
+
+
+def test_a_guests_runs_are_told_as_they_end_while_its_boot_runs_numbered_as_stored(tmp_path):
+    """Fails on the old code: a boot's runs were told only once it ended (the fake guest waits for
+    the host's line of each run before it writes the next, and would time out)."""
+    told = Told()
+    lab = FakeLab(tmp_path, told=told)
+    db, study_run = _run(tmp_path, lab, [A, B], boots=2, observer=told)
+    assert f"{B}, boot 2 of 2: btrfs · seq_write · run 3: ok" in told.lines, "renumbered after the boot before"
+    ran = [line for line in told.lines if " · run " in line]
+    assert len(ran) == len(db.runs(study_run)) == 32, "each run told once"
+    first_stored = next(i for i, line in enumerate(told.lines) if "stored in" in line)
+    assert told.lines.index(f"{A}, boot 1 of 2: ext4 · seq_write · run 1: ok") < first_stored
+    assert not [line for line in told.lines if "told only as it ended" in line]
+
+
+def test_runs_a_guest_did_not_tell_are_told_once_its_boot_ended_and_said_so(tmp_path, monkeypatch):
+    monkeypatch.setattr(progress.GuestProgress, "_write", lambda self, record: None)  # a guest that tells nothing
+    told = Told()
+    _run(tmp_path, FakeLab(tmp_path), [A], boots=1, observer=told)
+    assert f"{A}, boot 1 of 1: btrfs · seq_write · run 2: ok" in told.lines
+    late = " s; 8 told only as it ended (the guest's progress did not reach the host)"
+    assert any(line.startswith(f"{A}, boot 1 of 1: 8 run(s) stored in ") and line.endswith(late) for line in told.lines)
+
+
+def test_the_host_takes_only_whole_lines_of_the_file_it_made_and_of_the_fields_it_knows(tmp_path):
+    share = tmp_path / "share"
+    share.mkdir()
+    path = progress.make(share)
+    got: list[progress.Progress] = []
+    good = {"run": {"target": "ext4", "workload": "w", "warmup": False, "repetition": 1, "status": "ok", "error": ""}}
+    with progress.tailing(path, got.append):
+        with open(path, "a") as guest:
+            guest.write("not json\n" + '{"run": {"target": 1}}\n' + '["a list"]\n')
+            guest.write('{"notice": "' + "x" * 10_000 + '"}\n')  # longer than any line GuestProgress writes
+            guest.write(json.dumps(good) + "\n" + json.dumps({"notice": "\x1b[2Jhello"}) + "\n" + '{"notice": "cut')
+        path.unlink()  # the guest replaces it with a link to a host file: the host reads on the file it made
+        path.symlink_to("/etc/hostname")
+    assert got == [
+        progress.Progress(run=progress.GuestRun("ext4", "w", False, 1, "ok", "")),
+        progress.Progress(notice="\x1b[2Jhello"),  # the observer shows it as visible() makes it
+    ], "a line cut short at the boot's end is not taken"
+    with pytest.raises(progress.ProgressError, match="the lab's host makes that file"):
+        progress.GuestProgress(path, Quiet())  # the guest's fslab follows no link either
+
+
+# --- the CSV tables of a study run over kernels (report/tables.py) ---
+
+
+def test_the_csv_tables_of_a_run_over_kernels_name_each_rows_kernel_and_whether_it_ran_emulated(tmp_path):
+    """Fails on the old code: summary.csv, runs.csv, comparisons.csv and `fslab export`'s tables had
+    no kernel or emulated column (a run's kernel was nowhere in runs.csv)."""
+    import csv
+    import io
+
+    from fslab.report.files import export_tables
+    from fslab.report.formats import table_form_named
+    from fslab.report.formats.comparisons_csv import to_comparisons_csv
+    from fslab.report.formats.runs import runs_csv
+    from fslab.report.formats.summary_csv import to_csv
+    from fslab.report.summary import summarize_study_run
+
+    db, study_run = _run(tmp_path, FakeLab(tmp_path, emulated={B}), [A, B], boots=1)
+    summary = summarize_study_run(db, study_run)
+
+    def table(text: str) -> list[dict]:
+        return list(csv.DictReader(io.StringIO(text)))
+
+    expected = {A: "False", B: "True"}
+    rows = table(to_csv(summary))
+    assert list(rows[0])[:5] == ["study_run", "workload", "target", "kernel", "emulated"]
+    assert {(r["target"], r["kernel"], r["emulated"]) for r in rows} == {
+        (f"{t} @ {k}", k, expected[k]) for t in ("ext4", "btrfs", "(ceiling)") for k in (A, B)
+    }
+    runs = table(runs_csv(summary, db.run_metrics(study_run)))
+    hosts = {r["id"]: r["host"] for r in db.runs(study_run)}
+    assert list(runs[0])[2:5] == ["target", "kernel", "emulated"]
+    assert all(r["kernel"] == hosts[int(r["run_id"])] and r["emulated"] == expected[r["kernel"]] for r in runs)
+    compared = table(to_comparisons_csv(summary))
+    assert compared and all(r["target"].endswith(f" @ {r['kernel']}") for r in compared)
+    written = export_tables(db, summary, tmp_path / "export", table_form_named("csv"))
+    for path in written:
+        assert "kernel,emulated" in path.read_text().splitlines()[0], path.name
+
+
+# --- `fslab run STUDY --plan --kernel …` (lab/preview.py) ---
+
+ZFS_STUDY = STUDY + '\n[[target]]\nfilesystem = "zfs"\n'
+
+
+def test_the_plan_over_kernels_says_per_kernel_what_a_run_would_fetch_build_and_boot_and_makes_nothing(
+    tmp_path, monkeypatch
+):
+    """Fails on the old code: --plan with --kernel was refused."""
+    from conftest import fslab_in_process
+    from fslab.lab import kernels, openzfs, vm
+
+    cache, zfs = tmp_path / "kernels", tmp_path / "openzfs"
+    (cache / A).mkdir(parents=True)  # prepared, as kernels.prepare leaves one
+    (cache / A / "ready.json").write_text(json.dumps({"release": A, "version": "6.1.158-1", "config_sha256": "x"}))
+    (zfs / B).mkdir(parents=True)  # OpenZFS built for B, as openzfs.prepare leaves it
+    (zfs / B / "ready").write_text(json.dumps({
+        "release": B, "version": "2.3.2", "package_version": "2.3.2-2~bpo12+2", "suite": "bookworm-backports",
+        "load_order": ["spl", "zfs"]}))  # fmt: skip
+    monkeypatch.setattr(kernels, "KERNELS", cache)
+    monkeypatch.setattr(openzfs, "OPENZFS", zfs)
+    offered = [kernels.KernelPackage(B, f"linux-image-{B}", "6.12.117-1~deb12u1", False)]
+    monkeypatch.setattr(kernels, "offered", lambda cache: offered)  # apt's lists, as read
+    monkeypatch.setattr(kernels, "download_size", lambda package: 104_857_600)
+    monkeypatch.setattr(vm, "known_accelerator", lambda: "tcg")
+    study = tmp_path / "kz.toml"
+    study.write_text(ZFS_STUDY)
+    db, work = tmp_path / "r.db", tmp_path / "wd"
+    result = fslab_in_process(
+        "run", str(study), "--plan", "--kernel", A, "--kernel", B, "--kernel", "6.16.3+deb13-amd64",
+        "--kernel", "host", "--boots", "2", "--runs", "2", "--db", str(db), "--workdir", str(work),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("kernels: the plan over kernels (nothing is fetched, built, booted")
+    assert "runs: 3 cells × 2 + the ceiling's 1 cells × 4 = 10" in lines, "the study's plan, as --plan says it"
+    assert "kernels (4), the plan in 2 boots each, interleaved over the kernels: 80 runs in all" in lines
+    at = {line.strip().split(":")[0]: i for i, line in enumerate(lines) if line.startswith("  ") and ":" in line}
+    assert lines[at[A]] == f"  {A}: prepared: linux-image-{A} 6.1.158-1 in {cache / A}"
+    assert lines[at[A] + 1].startswith("    OpenZFS to build: bookworm's zfs-dkms 2.1, once, before its first boot")
+    assert lines[at[A] + 2].startswith("    time: about ") and "2 boots × (10 runs + 40 s to boot)" in lines[at[A] + 2]
+    assert "(a default: no run of 6.1.0-55-amd64 stored)" in lines[at[A] + 2]
+    assert (
+        lines[at[B]]
+        == f"  {B}: to fetch: linux-image-{B} 6.12.117-1~deb12u1, 100MiB to download, from the archive apt knows"
+    )
+    assert lines[at[B] + 1] == "    OpenZFS 2.3.2 (2.3.2-2~bpo12+2, bookworm-backports) built for it"
+    gone = "not offered by the configured archive (apt-get update?): the run would leave it out, said"
+    assert f"  6.16.3+deb13-amd64: {gone}" in lines
+    assert (
+        lines[at["host"]].startswith("  host: this machine's own kernel (")
+        and "once a round, 2 rounds" in lines[at["host"]]
+    )
+    assert any(
+        line.startswith("accelerator: TCG, software emulation") and "no performance result" in line for line in lines
+    )
+    assert any(
+        line.startswith("time: about ") and line.endswith(" in all, the kernels' boots one after another")
+        for line in lines
+    )
+    assert not db.exists() and not work.exists(), "no database made, no work directory claimed"
+
+
+def test_the_plan_over_kernels_of_a_kernel_no_openzfs_fits_says_so(tmp_path, monkeypatch):
+    from fslab.lab import kernels, preview, vm
+
+    monkeypatch.setattr(kernels, "KERNELS", tmp_path / "none")
+    monkeypatch.setattr(kernels, "offered", lambda cache: [kernels.KernelPackage("6.14.1-1-rt-amd64", "p", "1", False)])
+    monkeypatch.setattr(kernels, "download_size", lambda package: None)
+    monkeypatch.setattr(vm, "known_accelerator", lambda: None)
+    lines = preview.plan_lines(
+        _study(tmp_path, ZFS_STUDY), ["6.14.1-1-rt-amd64"], 1, Repetitions(2), lambda host: preview.Overhead(2.0, 0),
+        tmp_path / "wd", skip_unsupported=False,
+    )  # fmt: skip
+    assert "  6.14.1-1-rt-amd64: to fetch: linux-image-6.14.1-1-rt-amd64 1, from the archive apt knows" in lines
+    assert any(
+        line.startswith("    no OpenZFS fits this kernel: no OpenZFS in the archive supports 6.14.1-1-rt-amd64:")
+        for line in lines
+    )
+
+
+def test_lab_progress_is_a_guests_own_and_goes_with_no_run_over_kernels(tmp_path):
+    from conftest import fslab_in_process
+
+    given = ("run", "quick", "--kernel", A, "--lab-progress", str(tmp_path / "p"), "--db", str(tmp_path / "r.db"))
+    result = fslab_in_process(*given)
+    assert result.returncode == 2 and "--lab-progress cannot go with --kernel" in result.stderr, result.stderr
+    assert not (tmp_path / "r.db").exists()

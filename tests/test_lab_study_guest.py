@@ -78,6 +78,7 @@ def test_the_runs_of_all_three_kernels_are_stored_as_hosts_each_with_its_boot(on
     assert facts[here].accelerator == "host" and {facts[OLD].accelerator, facts[NEW].accelerator} <= {"kvm", "tcg"}
     assert (facts[OLD].kernel, facts[NEW].kernel) == (OLD, NEW) and facts[NEW].kernel_package
     assert f"{OLD}, boot 1 of 1: btrfs · write · run 1: ok" in result.stdout, "a line per run of a boot"
+    assert "told only as it ended" not in result.stdout, "each told as it ended in the guest (lab/progress.py)"
 
 
 def test_btrfs_direct_writes_are_buffered_on_6_12_and_here_not_on_6_1(on_kernels):

@@ -441,6 +441,14 @@ def run(
             "recorded with the study run either way.",
         ),
     ] = False,
+    lab_progress: Annotated[
+        Path | None,
+        typer.Option(
+            "--lab-progress",
+            hidden=True,  # fslab's own, in a lab VM: the host tails it (lab/progress.py)
+            help="A file the lab's host made, where each run's end is written as a line as it ends.",
+        ),
+    ] = None,
     db: DbOption = None,
     workdir: WorkdirOption = DEFAULT_WORKDIR,
 ) -> None:
@@ -455,24 +463,19 @@ def run(
         raise _fail("--spread goes with --on: it divides a study run among a fleet's workers")
     if boots is not None and not kernel:
         raise _fail("--boots goes with --kernel: it spreads each kernel's runs over that many boots")
-    if kernel and tune_host:  # refused, never ignored: lab/study.py holds no host hygiene across its boots yet
-        raise _fail(
-            "--tune-host cannot go with --kernel yet: a study run over kernels does not hold the host's tuning "
-            "across its boots: run without it"
-        )
     if kernel:
         _refuse_together(
             "--kernel",
             "a study run over kernels runs an exact plan (--runs, --boots), here and in lab VMs",
-            {"--resume": resume, "--plan": plan, "--on": on is not None, "--client": client,
-             "--target-ci": target_ci is not None, "--decide": decide},
+            {"--resume": resume, "--on": on is not None, "--client": client,
+             "--target-ci": target_ci is not None, "--decide": decide, "--lab-progress": lab_progress is not None},
         )  # fmt: skip
     if on is not None:
         _refuse_together(
             "--on",
             "each worker resumes its unit itself and skips what its host cannot run (recorded with why)",
             {"--resume": resume, "--skip-unsupported": skip_unsupported, "--destroy-data": destroy_data,
-             "--target-ci": target_ci is not None, "--decide": decide},
+             "--target-ci": target_ci is not None, "--decide": decide, "--lab-progress": lab_progress is not None},
         )  # fmt: skip
     if resume:
         fixed = {
@@ -529,7 +532,7 @@ def run(
         decide=decide,
     )
     if plan:
-        return _print_plan(loaded, repetitions, db, workdir, skip_unsupported)
+        return _print_plan(loaded, repetitions, db, workdir, skip_unsupported, kernel or [], boots or 1)
     clients = None
     if client:  # fio's client/server: its modules only for a study that drives clients
         from fslab.fio import given_clients, networks
@@ -564,6 +567,7 @@ def run(
                 baseline=baseline,
                 skip_unsupported=skip_unsupported,
                 destroy_flags=tuple(destroy_data or ()),
+                hold=_host_hygiene(tune_host, vm=any(k != "host" for k in kernel)),
             ),
             interrupted="the boots that ended are stored; the one under way stored nothing (its VM was "
             "stopped). A study run over kernels cannot be resumed: run it again for what is missing.",
@@ -578,7 +582,7 @@ def run(
             repetitions=repetitions,
             seed=seed,
             baseline=baseline,
-            observer=observer,
+            observer=_told_to_lab(observer, lab_progress),
             destroy_flags=flags,
             skip_unsupported=skip_unsupported,
             clients=clients,
@@ -589,14 +593,42 @@ def run(
     _show_and_exit(results, study_run_id, baseline=baseline, threshold=threshold)
 
 
-def _print_plan(study: "Study", repetitions: Any, db: str | None, workdir: Path, skip_unsupported: bool) -> None:
-    """`fslab run --plan`: the plan, from this host's stored runs where it has any (read, never written)."""
+def _told_to_lab(observer: "RunObserver", path: Path | None) -> "RunObserver":
+    """In a lab VM (--lab-progress): the observer that also writes each run's end for the host."""
+    if path is None:
+        return observer
+    from fslab.lab.progress import GuestProgress
+
+    return GuestProgress(path, observer)
+
+
+def _print_plan(
+    study: "Study",
+    repetitions: Any,
+    db: str | None,
+    workdir: Path,
+    skip_unsupported: bool,
+    kernels: list[str],
+    boots: int,
+) -> None:
+    """`fslab run --plan` (with --kernel: lab/preview.py's, per kernel): the plan, from the stored
+    runs of this host (of each kernel) where it has any (read, never written)."""
     from fslab.results.timings import stored_timings
     from fslab.running.environment import host
     from fslab.running.preview import Overhead, plan_lines
 
-    overhead = Overhead.of(stored_timings(resolve_location(db), host().name))
-    for line in plan_lines(study, repetitions, overhead, workdir, skip_unsupported=skip_unsupported):
+    def overhead_of(host_name: str) -> Overhead:
+        return Overhead.of(stored_timings(resolve_location(db), host_name))
+
+    if kernels:
+        from fslab.lab import preview
+
+        lines = preview.plan_lines(
+            study, kernels, boots, repetitions, overhead_of, workdir, skip_unsupported=skip_unsupported
+        )
+    else:
+        lines = plan_lines(study, repetitions, overhead_of(host().name), workdir, skip_unsupported=skip_unsupported)
+    for line in lines:
         console.print(visible(line), markup=False, highlight=False, soft_wrap=True)
 
 
@@ -668,9 +700,9 @@ def _resume(
 # === --tune-host (lab/hygiene.py) ================================================================
 # The one place a study run's host hygiene is wired: read (and with --tune-host set) inside the
 # work directory's claim, recorded in the study run's environment ("vm_hygiene"), said once.
-# `fslab run --kernel` (lab/study.py, run_on_kernels) passes the same hold through to the runs
-# it makes on this host, with `vm=True`; with no VM asked, --tune-host says so and still sets
-# KSM, THP and the governor for the host's own runs (no vCPU to pin).
+# `fslab run --kernel` (lab/study.py, run_on_kernels) holds it across all its rounds, with
+# `vm=True` where a kernel boots in a VM (its vCPUs pinned); with no VM asked, --tune-host says so
+# and still sets KSM, THP and the governor for the host's own runs (no vCPU to pin).
 def _host_hygiene(tune_host: bool, *, vm: bool = False) -> "Hold":
     from fslab.lab import hygiene
 
@@ -679,7 +711,7 @@ def _host_hygiene(tune_host: bool, *, vm: bool = False) -> "Hold":
 
     if tune_host and not vm:
         say(
-            "--tune-host: no VM to tune for (no --kernel): KSM, THP and the governor are set for this "
+            "--tune-host: no VM to tune for (no --kernel but host): KSM, THP and the governor are set for this "
             "host's own runs, and there is no vCPU to pin"
         )
     said = say if tune_host or vm else (lambda line: None)  # a host run's own output stays as it was

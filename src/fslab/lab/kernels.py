@@ -152,6 +152,21 @@ def offered(*, cache: Path = KERNELS) -> list[KernelPackage]:
     ]
 
 
+def download_size(package: str) -> int | None:
+    """The bytes apt would download for `package` (its lists' Size), or None when they do not say."""
+    try:
+        text = _apt(["apt-cache", "show", "--no-all-versions", "--", package])
+    except KernelError:
+        return None
+    sizes = [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Size:")]
+    return int(sizes[0]) if sizes and sizes[0].isdigit() else None
+
+
+def ready(release: str, *, cache: Path = KERNELS) -> PreparedKernel | None:
+    """The kernel as prepared in the cache, or None when it is not (nothing is fetched)."""
+    return _ready(cache / check_release(release), release)
+
+
 def _offered_one(release: str, cache: Path) -> KernelPackage:
     for package in offered(cache=cache):
         if package.release == release:

@@ -18,6 +18,10 @@ A target on the user's own devices (confirmed with --destroy-data, as a run here
 runs on those very devices in each VM, passed through as virtio-blk disks (passthrough.py), and
 here with the ordinary runner's guard; a device that is no longer the one confirmed, or is in use,
 when a boot comes stops the study run.
+
+The work directory is claimed once for the whole run, and the host's hygiene (lab/hygiene.py,
+--tune-host) held inside that claim across every round, restored however the run ends; each
+boot's QEMU and boot directory are journalled there (`fslab cleanup` ends what a kill -9 left).
 """
 
 from __future__ import annotations
@@ -32,20 +36,30 @@ import tomllib
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from fslab.core.errors import FslabError
 from fslab.core.workdir import Workdir
 from fslab.filesystems import FILESYSTEMS
-from fslab.lab import kernels as lab_kernels, openzfs, passthrough as lab_passthrough, vm
+from fslab.lab import kernels as lab_kernels, openzfs, passthrough as lab_passthrough, progress, vm
 from fslab.model import Study
 from fslab.results import ResultsDB
 from fslab.results.copy import append_runs
 from fslab.results.owner import Owner
 from fslab.running import environment
 from fslab.running.plan import Repetitions, new_seed
-from fslab.running.runner import RunObserver, StudyCannotRun, StudyStopped, run_study, study_run_settings
+from fslab.running.runner import (
+    Hold,
+    RunObserver,
+    StudyCannotRun,
+    StudyStopped,
+    claimed,
+    held,
+    run_study,
+    study_run_settings,
+)
 
 HOST = lab_kernels.HOST  # --kernel host: this machine's own kernel, bare metal
 GUEST_SHARE = Path(vm.SHARE)  # where the guest sees the share
@@ -76,19 +90,23 @@ class Numbering:
     repetitions: dict[tuple[str, str, str, bool], int] = field(default_factory=dict)
     blocks: dict[str, int] = field(default_factory=dict)
 
+    def repetition(self, host: str, target: str, workload: str, warmup: bool, repetition: int) -> int:
+        """The repetition a run of the next boot of `host` numbered `repetition` has in the study run."""
+        return repetition + self.repetitions.get((host, target, workload, bool(warmup)), 0)
+
     def renumbered(self, host: str, boot_id: str | None, rows: list[dict]) -> list[dict]:
         """The rows of one boot of `host` as the study run keeps them; the numbering moved past them."""
         block_offset = self.blocks.get(host, 0)
-        offsets = {key: n for key, n in self.repetitions.items() if key[0] == host}
         out = []
         for row in rows:
-            key = (host, row["target"], row["workload"], bool(row["warmup"]))
             out.append(
                 row
                 | {
                     "host": host,
                     "boot_id": boot_id,
-                    "repetition": row["repetition"] + offsets.get(key, 0),
+                    "repetition": self.repetition(
+                        host, row["target"], row["workload"], row["warmup"], row["repetition"]
+                    ),
                     "block": row["block"] + block_offset,
                 }
             )
@@ -110,12 +128,15 @@ def run_on_kernels(
     prepare: Callable[..., Any] | None = None,
     boot: Callable[..., Any] | None = None,
     destroy_flags: Sequence[str] = (),
+    hold: Hold | None = None,
     **run_options: Any,
 ) -> int:
     """The study run's id. `run_options`: run_study's (repetitions, seed, baseline,
     skip_unsupported), each given to every kernel's share alike. `prepare` and `boot` are
     kernels.prepare and vm.boot (a test's stand-ins where given). `destroy_flags`: the
-    --destroy-data paths that confirm the user's devices the study names."""
+    --destroy-data paths that confirm the user's devices the study names. The work directory is
+    claimed for the whole run, and `hold` (the host's hygiene, --tune-host: runner.Hold) held
+    across all its rounds, its boots' QEMUs journalled there."""
     kernels = list(dict.fromkeys(kernels))
     devices = check_kernel_study(study, kernels, boots, run_options, destroy_flags)
     prepare, boot = prepare or lab_kernels.prepare, boot or vm.boot
@@ -123,7 +144,7 @@ def run_on_kernels(
     seed = run_options.pop("seed", None)
     plan_seed = seed if seed is not None else study.seed if study.seed is not None else new_seed()
     study = replace(study, repetitions=repetitions.runs, warmup=repetitions.warmup)
-    root = Path(workdir)
+    work = Workdir(workdir)
     lab: dict[str, Any] = {"kernels": kernels, "boots": boots, "failed": []}
     settings = (
         repetitions.describe()
@@ -132,38 +153,24 @@ def run_on_kernels(
         | {"lab": lab}
     )
     versions = {kind: FILESYSTEMS[kind].version() for kind in {t.filesystem for t in study.targets}}
-    study_run_id = results.begin_study_run(
-        study, plan_seed, environment.collect(root), versions, settings, Owner.current(root)
-    )
     if observer:
         observer.announce(study, [])
     run_options["destroy_flags"] = tuple(destroy_flags)  # "host"'s runs: its runner checks the devices too
-    run = _Run(study, results, study_run_id, root, repetitions, observer, prepare, boot, run_options, devices)
-    state = [_Kernel(k) for k in kernels]
-    status = "interrupted"
-    try:
-        for round_ in range(1, boots + 1):
-            for kernel in (k for k in state if k.failed is None):
-                where = (
-                    f"{kernel.release}, boot {round_} of {boots}" if kernel.release != HOST else f"here, round {round_}"
-                )
-                share_seed = (plan_seed + round_ - 1) % 2**31
-                try:
-                    stored = (
-                        run.here(share_seed, where) if kernel.release == HOST else run.guest(kernel, share_seed, where)
-                    )
-                except _KernelFailed as exc:
-                    kernel.failed = str(exc)
-                    lab["failed"].append({"kernel": kernel.release, "boot": round_, "why": kernel.failed})
-                    results.update_settings(study_run_id, {"lab": lab})
-                    run.say(f"{where}: skipped, {kernel.failed}")
-                    continue
-                for cell, o in stored.items():
-                    before = run.outcome.get(cell)
-                    run.outcome[cell] = o | ({"runs": before.get("runs", 0) + o.get("runs", 0)} if before else {})
-        status = "finished"
-    finally:
-        results.finish_study_run(study_run_id, status, run.outcome)
+    here = study if HOST in kernels else None  # only this machine's share makes images in the work directory
+    with claimed(here, work, observer), held(hold, work) as holding:
+        study_run_id = results.begin_study_run(
+            study, plan_seed, environment.collect(work.root) | holding, versions, settings, Owner.current(work.root)
+        )
+        run = _Run(study, results, study_run_id, work, repetitions, observer, prepare, boot, run_options, devices)
+        state = [_Kernel(k) for k in kernels]
+        status = "interrupted"
+        try:
+            for round_ in range(1, boots + 1):
+                for kernel in (k for k in state if k.failed is None):
+                    run.share(kernel, round_, boots, (plan_seed + round_ - 1) % 2**31, lab)
+            status = "finished"
+        finally:
+            results.finish_study_run(study_run_id, status, run.outcome)
     if all(k.failed for k in state):
         raise LabStudyError(
             f"study run {study_run_id}: no kernel ran it: " + "; ".join(f"{k.release}: {k.failed}" for k in state)
@@ -230,7 +237,7 @@ def guest_arguments(study: Study, repetitions: Repetitions, seed: int, run_optio
     if run_options.get("skip_unsupported"):
         args.append("--skip-unsupported")
     args += ["--threshold", f"{repetitions.threshold * 100:g}"]
-    return args
+    return args + ["--lab-progress", str(GUEST_SHARE / progress.FILE)]  # its runs told to the host as they end
 
 
 def guest_command(arguments: list[str]) -> str:
@@ -253,7 +260,7 @@ class _Run:
     study: Study
     results: ResultsDB
     study_run_id: int
-    root: Path
+    work: Workdir  # claimed by run_on_kernels for the whole run
     repetitions: Repetitions
     observer: RunObserver | None
     prepare: Callable[..., Any]
@@ -266,6 +273,22 @@ class _Run:
     def say(self, line: str) -> None:
         if self.observer:
             self.observer.notice(line)
+
+    def share(self, kernel: _Kernel, round_: int, boots: int, seed: int, lab: dict) -> None:
+        """A kernel's share of one round: its runs stored, its cells' outcome added; or, where it
+        fails, the kernel left out of the rounds after, said and recorded in `lab`'s failed."""
+        where = f"{kernel.release}, boot {round_} of {boots}" if kernel.release != HOST else f"here, round {round_}"
+        try:
+            stored = self.here(seed, where) if kernel.release == HOST else self.guest(kernel, seed, where)
+        except _KernelFailed as exc:
+            kernel.failed = str(exc)
+            lab["failed"].append({"kernel": kernel.release, "boot": round_, "why": kernel.failed})
+            self.results.update_settings(self.study_run_id, {"lab": lab})
+            self.say(f"{where}: skipped, {kernel.failed}")
+            return
+        for cell, o in stored.items():
+            before = self.outcome.get(cell)
+            self.outcome[cell] = o | ({"runs": before.get("runs", 0) + o.get("runs", 0)} if before else {})
 
     def guest(self, kernel: _Kernel, seed: int, where: str) -> dict:
         """One boot of a kernel's VM running the plan: its runs stored, its cells' outcome."""
@@ -283,20 +306,24 @@ class _Run:
         arguments = guest_arguments(self.study, self.repetitions, seed, self.run_options)
         command = guest_command(arguments + self.devices.guest_flags())
         # the devices proven again right before the boot (Refused: the study run stops), QEMU's to use
-        with boot_share(self.root) as share, self.devices.opened(self.say) as disks:
+        with boot_share(self.work.root) as share, self.devices.opened(self.say) as disks:
             (share / STUDY_FILE).write_text(self.devices.guest_source(self.study))
             self.say(f"{where}: booting")
             started = time.monotonic()
+            streamed: set[tuple] = set()  # the runs told as the guest ran them
+            told = partial(self._streamed, where, kernel.release, streamed)  # its host: named by its release
             try:
-                booted = self.boot(
-                    kernel.prepared,
-                    command,
-                    share=share,
-                    setup=setup.script,
-                    spec=vm.VmSpec(memory_mib=setup.memory_mib, disks=disks),
-                    timeout=setup.timeout,
-                    scratch_bytes=setup.scratch_bytes,
-                )
+                with progress.tailing(progress.make(share), told):
+                    booted = self.boot(
+                        kernel.prepared,
+                        command,
+                        share=share,
+                        setup=setup.script,
+                        spec=vm.VmSpec(memory_mib=setup.memory_mib, disks=disks),
+                        timeout=setup.timeout,
+                        scratch_bytes=setup.scratch_bytes,
+                        journal=self.work.journal,  # its QEMU and boot directory, for `fslab cleanup` after a kill -9
+                    )
             except vm.GuestCrashed as exc:  # its kernel panicked or oopsed: said as the console said it
                 raise _KernelFailed(str(exc)) from None
             except FslabError as exc:
@@ -307,25 +334,25 @@ class _Run:
                 ended = "did not end" if booted.status is None else f"ended with status {booted.status}"
                 raise _KernelFailed(f"its VM {ended} and stored no results ({tail})")
             try:
-                stored = self._store(database, booted.host.name, booted.boot_id, where, tell_runs=True)
+                stored = self._store(database, booted.host.name, booted.boot_id, where, streamed=streamed)
             except _KernelFailed as exc:  # fslab in the guest refused the study, say: what it said
                 raise _KernelFailed(f"{exc} ({tail})") from None
             self.results.record_host(self.study_run_id, booted.host)
-            self.say(f"{where}: {_counted(stored)} stored in {time.monotonic() - started:.0f} s")
+            self.say(_stored_line(where, stored, started))
             return stored
 
     def here(self, seed: int, where: str) -> dict:
         """This machine's share of one round: the ordinary runner into a database of its own (its
         runs told as they run), then stored as a boot's are."""
         host = environment.host()
-        with boot_share(self.root) as share:
+        with boot_share(self.work.root) as share:
             self.say(f"{where}: running on this machine's kernel")
             started = time.monotonic()
             own, stopped = ResultsDB(str(share / RESULTS_FILE)), None
             try:
                 run_study(
-                    self.study, own, Workdir(self.root), repetitions=self.repetitions, seed=seed,
-                    observer=_Quiet(self.observer), host=host, **self.run_options,
+                    self.study, own, self.work, repetitions=self.repetitions, seed=seed,
+                    observer=_Quiet(self.observer), host=host, already_claimed=True, **self.run_options,
                 )  # fmt: skip
             except StudyCannotRun as exc:
                 raise _KernelFailed(f"it cannot run here: {exc}") from None
@@ -333,15 +360,29 @@ class _Run:
                 stopped = str(exc)
             finally:
                 own.engine.dispose()
-            stored = self._store(share / RESULTS_FILE, host.name, environment.boot_id(), where, tell_runs=False)
+            stored = self._store(share / RESULTS_FILE, host.name, environment.boot_id(), where)
             self.results.record_host(self.study_run_id, host)
-            self.say(f"{where}: {_counted(stored)} stored in {time.monotonic() - started:.0f} s")
+            self.say(_stored_line(where, stored, started))
             if stopped:
                 raise _KernelFailed(stopped)
             return stored
 
-    def _store(self, database: Path, host: str, boot_id: str | None, where: str, *, tell_runs: bool) -> dict:
-        """One boot's study run copied into this one: its cells' outcome, and how many runs (_TOTAL)."""
+    def _streamed(self, where: str, host: str, streamed: set[tuple], said: progress.Progress) -> None:
+        """A line of a guest's progress, told as it comes (progress.tailing's thread): a run numbered
+        as the study run will store it."""
+        if said.notice is not None:
+            self.say(f"{where}: {said.notice}")
+        elif (run := said.run) is not None:
+            target = self.devices.host_names().get(run.target, run.target)  # as _store names it
+            repetition = self.numbering.repetition(host, target, run.workload, run.warmup, run.repetition)
+            streamed.add((target, run.workload, run.warmup, repetition))
+            self.say(_run_line(where, target, run.workload, run.warmup, repetition, run.status, run.error))
+
+    def _store(
+        self, database: Path, host: str, boot_id: str | None, where: str, *, streamed: set[tuple] | None = None
+    ) -> dict:
+        """One boot's study run copied into this one: its cells' outcome, and how many runs (_TOTAL).
+        `streamed`: the guest's runs told as they ran; the others are told now (None: all were told)."""
         source = ResultsDB(str(database), named=f"the database of {where}")
         try:
             found = source.study_runs()
@@ -357,12 +398,23 @@ class _Run:
             stored = append_runs(source, guest_run["id"], self.results, self.study_run_id, adjust)
         finally:
             source.engine.dispose()
-        for row in stored if tell_runs else ():
-            kind = "warm-up" if row["warmup"] else "run"
-            said = "ok" if row["status"] == "ok" else f"{row['status']}: {row.get('error') or ''}"
-            self.say(f"{where}: {row['target']} · {row['workload']} · {kind} {row['repetition']}: {said}")
+        late = 0
+        for row in stored:
+            if (
+                streamed is not None
+                and (row["target"], row["workload"], bool(row["warmup"]), row["repetition"]) not in streamed
+            ):
+                late += 1
+                self.say(_run_line(where, row["target"], row["workload"], bool(row["warmup"]), row["repetition"],
+                                   row["status"], row.get("error") or ""))  # fmt: skip
         cells = {f"{_renamed(k, names)} @ {host}": v for k, v in (guest_run.get("outcome") or {}).items()}
-        return cells | {_TOTAL: {"runs": len(stored), "ok": sum(r["status"] == "ok" for r in stored)}}
+        ok = sum(r["status"] == "ok" for r in stored)
+        return cells | {_TOTAL: {"runs": len(stored), "ok": ok, "late": late}}
+
+
+def _run_line(where: str, target: str, workload: str, warmup: bool, repetition: int, status: str, error: str) -> str:
+    said = "ok" if status == "ok" else f"{status}: {error}"
+    return f"{where}: {target} · {workload} · {'warm-up' if warmup else 'run'} {repetition}: {said}"
 
 
 def _renamed(cell: str, names: dict[str, str]) -> str:
@@ -374,10 +426,13 @@ def _renamed(cell: str, names: dict[str, str]) -> str:
 _TOTAL = "(runs)"  # not a cell: how many runs a boot stored, for its progress line
 
 
-def _counted(stored: dict) -> str:
+def _stored_line(where: str, stored: dict, started: float) -> str:
+    """A boot's (or this machine's share's) last line: its runs stored, in how long."""
     total = stored.pop(_TOTAL, {"runs": 0, "ok": 0})
-    failed = total["runs"] - total["ok"]
-    return f"{total['runs']} run(s)" + (f" ({failed} failed)" if failed else "")
+    failed, late = total["runs"] - total["ok"], total.get("late", 0)
+    told = f"; {late} told only as it ended (the guest's progress did not reach the host)" if late else ""
+    counted = f"{total['runs']} run(s)" + (f" ({failed} failed)" if failed else "")
+    return f"{where}: {counted} stored in {time.monotonic() - started:.0f} s{told}"
 
 
 @contextmanager

@@ -541,17 +541,24 @@ def probe_kvm(kernel: PreparedKernel, *, timeout: float = PROBE_SECONDS) -> bool
         return done.returncode == 0 and "fslab-accelerator-probe-ok" in said
 
 
+def known_accelerator(*, cache: Path = LAB_CACHE) -> str | None:
+    """The accelerator as this host boot's probe found it ("kvm" or "tcg"), or None when no probe
+    has run since the host booted (nothing is booted or written: `fslab run --plan`)."""
+    try:
+        answer = json.loads((cache / f"accelerator-{_host_boot_id()}.json").read_text()).get("accelerator")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return str(answer) if answer in ("kvm", "tcg") else None
+
+
 def accelerator(*, kernel: PreparedKernel | None = None, cache: Path = LAB_CACHE) -> str:
     """ "kvm" when a real KVM boot probe succeeds on this host boot, else "tcg"; the answer is kept
     per host boot (a reboot may change it: a module, a BIOS setting, another hypervisor)."""
+    known = known_accelerator(cache=cache)
+    if known is not None:
+        return known
     boot_id = _host_boot_id()
     kept = cache / f"accelerator-{boot_id}.json"
-    try:
-        answer = json.loads(kept.read_text()).get("accelerator")
-        if answer in ("kvm", "tcg"):
-            return str(answer)
-    except (OSError, ValueError, AttributeError):
-        pass
     if kernel is None:
         releases = installed_releases()
         kernel = installed(releases[-1]) if releases else None

@@ -11,16 +11,7 @@ from fslab.core.names import file_name
 from fslab.report.formats import Source, TableForm, report_files
 from fslab.report.output import own_folder, write_all
 from fslab.report.summary import StudySummary
-from fslab.report.tables import (
-    COMPARISON_COLUMNS,
-    HISTOGRAM_COLUMNS,
-    RUN_COLUMNS,
-    SUMMARY_COLUMNS,
-    comparison_table_rows,
-    histogram_rows,
-    run_rows,
-    summary_rows,
-)
+from fslab.report.tables import HISTOGRAM_COLUMNS, comparison_table, histogram_rows, run_table, summary_table
 from fslab.results import ResultsDB
 
 
@@ -51,9 +42,9 @@ def export_tables(db: ResultsDB, s: StudySummary, folder: Path, form: TableForm)
     histograms table where its runs were traced (every bucket of each run's histograms) in
     `folder`, for pandas, in `form` (formats.table_form_named)."""
     tables = {
-        "runs": (RUN_COLUMNS, run_rows(db.run_metrics(s.study_run["id"]))),
-        "summary": (SUMMARY_COLUMNS, summary_rows(s)),
-        "comparisons": (COMPARISON_COLUMNS, comparison_table_rows(s)),
+        "runs": run_table(s, db.run_metrics(s.study_run["id"])),
+        "summary": summary_table(s),
+        "comparisons": comparison_table(s),
     }
     if stored := db.histograms(s.study_run["id"]):  # only a study run traced (`--trace block`) has them
         tables["histograms"] = (HISTOGRAM_COLUMNS, histogram_rows(s.study_run["id"], stored))

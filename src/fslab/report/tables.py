@@ -46,6 +46,62 @@ RUN_COLUMNS: dict[str, type] = {  # results.records.RunMetric's fields, in order
 }  # fmt: skip
 
 
+# Where a study run ran on kernels (`fslab run --kernel`, its settings' "lab"), each table has these
+# beside the column naming the target: the kernel the row's runs ran on (its host's: a lab VM's
+# release, or this machine's) and whether they ran emulated (TCG: figures of speed that are no
+# performance result). Other study runs' tables are as they were.
+KERNEL_COLUMNS: dict[str, type] = {"kernel": str, "emulated": bool}
+
+
+def on_kernels(s: StudySummary) -> bool:
+    return bool((s.study_run.get("settings") or {}).get("lab"))
+
+
+def _with_kernel(columns: dict[str, type], after: str) -> dict[str, type]:
+    """`columns` with KERNEL_COLUMNS after the column `after`."""
+    names = list(columns)
+    at = names.index(after) + 1
+    return {n: columns[n] for n in names[:at]} | KERNEL_COLUMNS | {n: columns[n] for n in names[at:]}
+
+
+def _kernel_cells(rows: list[list], columns: dict[str, type], after: str, kernel_of: list[tuple]) -> list[list]:
+    at = list(columns).index(after) + 1
+    return [[*row[:at], *kernel, *row[at:]] for row, kernel in zip(rows, kernel_of, strict=True)]
+
+
+def summary_table(s: StudySummary) -> tuple[dict[str, type], list[list]]:
+    """The summary table (summary.csv, `fslab export`'s summary): its columns and rows."""
+    rows = summary_rows(s)
+    if not on_kernels(s):
+        return SUMMARY_COLUMNS, rows
+    kernels = [(cell.kernel, cell.emulated) for cell in s.cells for _ in cell.metrics]
+    return _with_kernel(SUMMARY_COLUMNS, "target"), _kernel_cells(rows, SUMMARY_COLUMNS, "target", kernels)
+
+
+def comparison_table(s: StudySummary) -> tuple[dict[str, type], list[list]]:
+    """The comparisons table (comparisons.csv, `fslab export`'s comparisons): its columns and
+    rows; on kernels, the kernel of the target compared (its baseline's is the same: a comparison
+    between kernels is `fslab compare --kernels`'s)."""
+    rows = comparison_table_rows(s)
+    if not on_kernels(s):
+        return COMPARISON_COLUMNS, rows
+    cells = {(c.workload, c.target): (c.kernel, c.emulated) for c in s.cells}
+    kernels = [cells.get((r.workload, r.target), (None, None)) for r in [*s.analysis.rows, *s.analysis.between]]
+    return _with_kernel(COMPARISON_COLUMNS, "baseline"), _kernel_cells(rows, COMPARISON_COLUMNS, "baseline", kernels)
+
+
+def run_table(s: StudySummary, stored: list[RunMetric]) -> tuple[dict[str, type], list[list]]:
+    """The runs table (runs.csv, `fslab export`'s runs) of `stored` (ResultsDB.run_metrics): its
+    columns and rows; on kernels, each run's kernel is its host's."""
+    rows = run_rows(stored)
+    if not on_kernels(s):
+        return RUN_COLUMNS, rows
+    facts = {h.name: (h.kernel, h.emulated) for h in s.host_facts}
+    host_of = {r["id"]: r.get("host") for r in s.runs}
+    kernels = [facts.get(host_of.get(m.run_id) or "", (None, None)) for m in stored]
+    return _with_kernel(RUN_COLUMNS, "target"), _kernel_cells(rows, RUN_COLUMNS, "target", kernels)
+
+
 def published(figure: Summary | Comparison) -> dict:
     """A figure's fields as every output prints them: its interval only where the tables print
     it (stats.printed_interval; needs_runs says when it will be), else none."""

@@ -82,26 +82,48 @@ def plan_lines(
     """The plan, a line each, in the order a user asks of it."""
     unsupported = doctor.unsupported_targets(study)
     running = study.without({u.target for u in unsupported}) if skip_unsupported else study
-    lines = [f"{study.name}: the plan (nothing is attached, formatted, locked or stored)", _scale_line(study)]
-    lines += [f"targets ({len(running.targets)}):", *(f"  {_target_line(t)}" for t in running.targets)]
-    lines += [f"workloads ({len(running.workloads)}):", *(f"  {_workload_line(w)}" for w in running.workloads)]
-    lines += _runs_lines(running, repetitions)
-    lines += _space_lines(running, workdir)
-    lines += _time_lines(running, repetitions, overhead)
-    if unsupported:
-        head = (
-            "skipped (--skip-unsupported), this machine cannot run them:"
-            if skip_unsupported
-            else ("cannot run here — `fslab run` refuses the study unless --skip-unsupported skips them:")
-        )
-        lines += [head, *(f"  {u}" for u in unsupported)]
-    lacking = doctor.machine_needs(study, workdir)
-    lines += (
+    lines = [
+        f"{study.name}: the plan (nothing is attached, formatted, locked or stored)",
+        *study_lines(running, repetitions),
+    ]
+    lines += here_lines(running, repetitions, overhead, workdir)
+    lines += unsupported_lines(unsupported, skip_unsupported=skip_unsupported)
+    return lines + needs_lines(study, workdir)
+
+
+def study_lines(study: Study, repetitions: Repetitions) -> list[str]:
+    """The study as it runs: its scale, targets, workloads and runs."""
+    lines = [_scale_line(study)]
+    lines += [f"targets ({len(study.targets)}):", *(f"  {_target_line(t)}" for t in study.targets)]
+    lines += [f"workloads ({len(study.workloads)}):", *(f"  {_workload_line(w)}" for w in study.workloads)]
+    return lines + _runs_lines(study, repetitions)
+
+
+def here_lines(study: Study, repetitions: Repetitions, overhead: Overhead, workdir: Path) -> list[str]:
+    """What running it on this machine takes: the room its images need, and the time."""
+    return _space_lines(study, workdir) + _time_lines(study, repetitions, overhead)
+
+
+def unsupported_lines(unsupported: list, *, skip_unsupported: bool) -> list[str]:
+    """The targets this machine cannot run, and what becomes of them."""
+    if not unsupported:
+        return []
+    head = (
+        "skipped (--skip-unsupported), this machine cannot run them:"
+        if skip_unsupported
+        else ("cannot run here — `fslab run` refuses the study unless --skip-unsupported skips them:")
+    )
+    return [head, *(f"  {u}" for u in unsupported)]
+
+
+def needs_lines(study: Study, workdir: Path, also: list[str] | None = None) -> list[str]:
+    """What this machine lacks for the study (and `also`: the lab's own needs), or that it lacks nothing."""
+    lacking = (also or []) + doctor.machine_needs(study, workdir)
+    return (
         ["to install or set up first:", *(f"  {line}" for line in lacking)]
         if lacking
         else ["nothing to install: this machine has every tool the runs need"]
     )
-    return lines
 
 
 def _scale_line(study: Study) -> str:
@@ -139,6 +161,12 @@ def _workload_line(workload: Workload) -> str:
     size = f", {format_size(files)} of files" if files else ""
     time = f", {seconds:g} s a run" if seconds else ", as long as its work takes (no runtime)"
     return f"{workload.name}: {workload.kind}{size}{time}, {'direct' if workload.direct else 'buffered'} I/O"
+
+
+def run_count(study: Study, repetitions: Repetitions) -> int:
+    """The runs of an exact plan, warm-ups too."""
+    each = repetitions.runs * copies_per_block(repetitions.runs)
+    return sum(repetitions.warmup + (each if c.target.ceiling else repetitions.runs) for c in study.cells)
 
 
 def _runs_lines(study: Study, repetitions: Repetitions) -> list[str]:
@@ -179,26 +207,32 @@ def _space_lines(study: Study, workdir: Path) -> list[str]:
     ]
 
 
-def _time_lines(study: Study, repetitions: Repetitions, overhead: Overhead) -> list[str]:
+def plan_seconds(study: Study, repetitions: Repetitions, overhead: Overhead) -> float:
+    """The least time its runs take, all told (an exact plan's: its time)."""
     block = sum(run_seconds(c.workload) + overhead.seconds for c in study.cells)  # one run of every cell
     copies = copies_per_block(repetitions.runs)  # a ceiling's cell, in each of the first blocks (model/ceiling.py)
     first = sum((run_seconds(c.workload) + overhead.seconds) * (copies if c.target.ceiling else 1) for c in study.cells)
+    return block * repetitions.warmup + first * repetitions.runs
+
+
+def _time_lines(study: Study, repetitions: Repetitions, overhead: Overhead) -> list[str]:
+    block = sum(run_seconds(c.workload) + overhead.seconds for c in study.cells)  # one run of every cell
     unknown = [w.name for w in study.workloads if not run_seconds(w)]
-    least = block * repetitions.warmup + first * repetitions.runs
+    least = plan_seconds(study, repetitions, overhead)
     if not repetitions.adaptive:
-        estimate = f"about {_duration(least)}"
+        estimate = f"about {duration(least)}"
     else:
         most = block * (repetitions.warmup + max(repetitions.max_runs, repetitions.runs))
         if repetitions.time_budget is not None:
             most = min(most, max(least, repetitions.time_budget))
-        estimate = f"from about {_duration(least)} to about {_duration(most)}"
+        estimate = f"from about {duration(least)} to about {duration(most)}"
     lines = [f"time: {estimate} — the workloads' runtime, ramp and precondition, and {overhead.describe()}"]
     filled = {
         image: t.image_size for t in study.targets if t.on_images and t.image_fill == "full" for image in t.images
     }
     if filled and overhead.fill_rate:
         lines.append(
-            f"  and {_duration(sum(filled.values()) / overhead.fill_rate)} writing {len(filled)} image(s) whole once, "
+            f"  and {duration(sum(filled.values()) / overhead.fill_rate)} writing {len(filled)} image(s) whole once, "
             f"at the {format_size(int(overhead.fill_rate))}/s this host wrote them"
         )
     elif filled:
@@ -211,7 +245,8 @@ def _time_lines(study: Study, repetitions: Repetitions, overhead: Overhead) -> l
     return lines
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
+    """A time as a plan says it: seconds, minutes or hours."""
     if seconds < 90:
         return f"{seconds:.0f} s"
     if seconds < 5400:

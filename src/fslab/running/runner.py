@@ -116,6 +116,7 @@ def run_study(
     host: Host | None = None,
     clients: ClientDirectory | None = None,
     hold: Hold | None = None,
+    already_claimed: bool = False,
 ) -> int:
     """Run the study (default: its own repetitions, exactly); returns the study run's id.
     `baseline` (--baseline: one target for all; default: each target's own, as settled when the study
@@ -124,7 +125,9 @@ def run_study(
     `skip_unsupported`: targets this machine cannot run are skipped (and recorded), not refused.
     `host`: the machine its runs are recorded as run on (default: this one, by its host name).
     `clients`: where the hosts its workloads' `clients` name serve fio (docs/shared-storage.md).
-    `hold`: what the run holds on the host besides (Hold), recorded in its environment."""
+    `hold`: what the run holds on the host besides (Hold), recorded in its environment.
+    `already_claimed`: the caller holds the work directory (`claimed`, its own hold entered: a
+    study run over kernels, across its rounds), which this run neither claims nor cleans again."""
     named, skipped = _check_can_run(study, workdir, destroy_flags, skip_unsupported=skip_unsupported)
     study = study.without({u.target for u in skipped})
     repetitions = repetitions or Repetitions(runs=study.repetitions, warmup=study.warmup)
@@ -139,9 +142,14 @@ def run_study(
         repetitions.describe() | ({"baseline": baseline} if baseline else {}) | study_run_settings(study, skipped)
     )  # all a resumed study run needs again
     versions = {kind: FILESYSTEMS[kind].version() for kind in {t.filesystem for t in study.targets}}
-    with _claimed(study, workdir, observer), _held(hold, workdir) as held:
+    with nullcontext() if already_claimed else claimed(study, workdir, observer), held(hold, workdir) as holding:
         study_run_id = db.begin_study_run(
-            study, plan_seed, environment.collect(workdir.root) | held, versions, settings, Owner.current(workdir.root)
+            study,
+            plan_seed,
+            environment.collect(workdir.root) | holding,
+            versions,
+            settings,
+            Owner.current(workdir.root),
         )
         _run_blocks(
             study_run_id,
@@ -188,7 +196,7 @@ def resume_study(
     runs already stored are taken as they are, and only the others run. Returns its id. `hold`: as
     run_study's (its environment is the one the study run began with: what it yields is not kept)."""
     named, _ = _check_can_run(resumable.study, workdir, destroy_flags, resuming=True)
-    with _claimed(resumable.study, workdir, observer), _held(hold, workdir):
+    with claimed(resumable.study, workdir, observer), held(hold, workdir):
         if not db.take_over(resumable.study_run_id, Owner.current(workdir.root)):
             raise StudyCannotRun(
                 f"study run {resumable.study_run_id} is no longer interrupted: another fslab has resumed it"
@@ -240,7 +248,7 @@ def run_share(
     observer's notice); runs failing alike across targets stop the share (StudyStopped). `busy`
     hears why a busy work directory is waited for (default: refused, WorkdirBusy)."""
     named, _ = _check_can_run(share.study, workdir, (), skip_unsupported=True)
-    with _claimed(share.study, workdir, observer, busy):
+    with claimed(share.study, workdir, observer, busy):
         whole = Planner(share.study.cells, share.repetitions, share.seed, share.baseline)
         planner: Planner | TakenBlocks = whole
         done = {run.key: run for run in share.stored}
@@ -310,13 +318,14 @@ def _check_can_run(
 
 
 @contextmanager
-def _claimed(
-    study: Study,
+def claimed(
+    study: Study | None,
     workdir: Workdir,
     observer: RunObserver | None,
     busy: Callable[[WorkdirBusy, float], None] | None = None,
 ) -> Iterator[None]:
-    """The work directory, to this study run alone, with whatever a killed fslab left in it released first."""
+    """The work directory, to this study run alone, with whatever a killed fslab left in it released
+    first; then room checked for `study`'s images (None: none are made here)."""
     with workdir.claim(busy):
         for outcome in workdir.journal.clean_up():
             if observer:
@@ -324,12 +333,15 @@ def _claimed(
                     f"left by an interrupted fslab: {outcome.kind} {outcome.ident}: {outcome.status}"
                     + (f" ({outcome.detail})" if outcome.detail else "")
                 )
-        _check_image_space(study, workdir)
+        if study is not None:
+            _check_image_space(study, workdir)
         yield
         workdir.journal.clean_up()  # all released by now: the journal starts afresh
 
 
-def _held(hold: Hold | None, workdir: Workdir) -> AbstractContextManager[dict]:
+def held(hold: Hold | None, workdir: Workdir) -> AbstractContextManager[dict]:
+    """What the study run holds besides (Hold), entered inside `claimed`: what it yields goes into
+    the study run's environment."""
     return hold(workdir.journal) if hold is not None else nullcontext({})
 
 

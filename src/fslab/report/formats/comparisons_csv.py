@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fslab.report.formats import REPORT_FILES, ReportFile, Source
 from fslab.report.summary import StudySummary
-from fslab.report.tables import COMPARISON_COLUMNS, comparison_table_rows, csv_text
+from fslab.report.tables import comparison_table, csv_text
 
 
 def comparisons_csv(source: Source) -> str:
@@ -13,7 +13,8 @@ def comparisons_csv(source: Source) -> str:
 
 
 def to_comparisons_csv(s: StudySummary) -> str:
-    return csv_text(list(COMPARISON_COLUMNS), comparison_table_rows(s))
+    columns, rows = comparison_table(s)
+    return csv_text(list(columns), rows)
 
 
 REPORT_FILES.add(ReportFile("comparisons.csv", order=35, render=comparisons_csv), own=True)

@@ -14,7 +14,7 @@ from fslab.core.identity import open_own
 from fslab.model.records import RunMetric
 from fslab.report.formats import REPORT_FILES, ReportFile, Source
 from fslab.report.summary import StudySummary
-from fslab.report.tables import RUN_COLUMNS, csv_text, json_opening, json_text, plain, run_rows, study_run_record
+from fslab.report.tables import csv_text, json_opening, json_text, plain, run_table, study_run_record
 
 
 def runs_files_current(folder: Path, source: Source) -> bool:
@@ -33,15 +33,16 @@ def runs_files_current(folder: Path, source: Source) -> bool:
 
 
 def runs_csv_file(source: Source) -> str:
-    return runs_csv(source.run_metrics)
+    return runs_csv(source.summary, source.run_metrics)
 
 
 def runs_json_file(source: Source) -> str:
     return runs_json(source.summary, source.runs, source.run_metrics)
 
 
-def runs_csv(stored: list[RunMetric]) -> str:
-    return csv_text(list(RUN_COLUMNS), run_rows(stored))
+def runs_csv(s: StudySummary, stored: list[RunMetric]) -> str:
+    columns, rows = run_table(s, stored)
+    return csv_text(list(columns), rows)
 
 
 def runs_json(s: StudySummary, runs: list[dict], stored: list[RunMetric]) -> str:

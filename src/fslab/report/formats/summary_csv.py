@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fslab.report.formats import REPORT_FILES, ReportFile, Source
 from fslab.report.summary import StudySummary
-from fslab.report.tables import SUMMARY_COLUMNS, csv_text, summary_rows
+from fslab.report.tables import csv_text, summary_table
 
 
 def summary_csv(source: Source) -> str:
@@ -12,7 +12,8 @@ def summary_csv(source: Source) -> str:
 
 
 def to_csv(s: StudySummary) -> str:
-    return csv_text(list(SUMMARY_COLUMNS), summary_rows(s))
+    columns, rows = summary_table(s)
+    return csv_text(list(columns), rows)
 
 
 REPORT_FILES.add(ReportFile("summary.csv", order=20, render=summary_csv), own=True)
