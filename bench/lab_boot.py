@@ -86,6 +86,7 @@ def main() -> None:
     print(f"boot to the command: {shown} s wall (median)")
     print(f"boot to the end: {statistics.median(f[1] for f in figures):.2f} s wall (median)")
     print(f"CPU per boot: {statistics.median(f[2] for f in figures):.2f} s (QEMU's and fslab's)")
+    print(f"load average at the end {os.getloadavg()[0]:.1f}: the wall times grow with it, the CPU time little")
     if not args.smoke and to_command:
         word = "met" if statistics.median(to_command) <= TARGET_SECONDS else "MISSED"
         print(f"target ≤ {TARGET_SECONDS:.0f} s to the command: {word}")

@@ -431,6 +431,15 @@ def run(
             ),
         ),
     ] = False,
+    no_summary: Annotated[
+        bool,
+        typer.Option(
+            "--no-summary",
+            help="Store the runs and end there: no summary printed, no report files written (`fslab summary` "
+            "makes them later); the exit status still says whether a run failed. What a lab VM's fslab runs: "
+            "the host summarises its runs.",
+        ),
+    ] = False,
     tune_host: Annotated[
         bool,
         typer.Option(
@@ -499,7 +508,7 @@ def run(
             raise _fail(
                 f"{', '.join(given)} cannot change a resumed study run: it goes on with the settings it began with"
             )
-        return _resume(study, threshold, db, workdir, tuple(destroy_data or ()), tune_host)
+        return _resume(study, threshold, db, workdir, tuple(destroy_data or ()), tune_host, not no_summary)
     if study is None:
         raise _fail("name a study file or a built-in study (see `fslab list`), or give --resume")
     if scale_sizes_only and scale is None:
@@ -550,6 +559,7 @@ def run(
             baseline=baseline,
             threshold=threshold,
             spread=spread,
+            summary=not no_summary,
         )
     if kernel:
         from fslab.lab.study import run_on_kernels
@@ -572,7 +582,7 @@ def run(
             interrupted="the boots that ended are stored; the one under way stored nothing (its VM was "
             "stopped). A study run over kernels cannot be resumed: run it again for what is missing.",
         )
-        return _show_and_exit(results, lab_run, baseline=baseline, threshold=threshold)
+        return _show_and_exit(results, lab_run, summary=not no_summary, baseline=baseline, threshold=threshold)
     flags = tuple(destroy_data or ())
     study_run_id = _with_progress(
         lambda observer: run_study(
@@ -590,7 +600,7 @@ def run(
         ),
         then=f", then more until ±{target_ci:.1%}" if target_ci else ", then more until decided" if decide else "",
     )
-    _show_and_exit(results, study_run_id, baseline=baseline, threshold=threshold)
+    _show_and_exit(results, study_run_id, summary=not no_summary, baseline=baseline, threshold=threshold)
 
 
 def _told_to_lab(observer: "RunObserver", path: Path | None) -> "RunObserver":
@@ -643,6 +653,7 @@ def _run_on_fleet(
     baseline: str | None,
     threshold: float,
     spread: bool,
+    summary: bool,
 ) -> None:
     from fslab.fleet import dispatch
 
@@ -665,11 +676,17 @@ def _run_on_fleet(
             f"`fslab status {study_run_id}` shows where they are."
         )
         raise typer.Exit(exit_status()) from None
-    _show_and_exit(results, study_run_id, baseline=baseline, threshold=threshold)
+    _show_and_exit(results, study_run_id, summary=summary, baseline=baseline, threshold=threshold)
 
 
 def _resume(
-    ref: str | None, threshold: float, db: str | None, workdir: Path, destroy_flags: tuple[str, ...], tune_host: bool
+    ref: str | None,
+    threshold: float,
+    db: str | None,
+    workdir: Path,
+    destroy_flags: tuple[str, ...],
+    tune_host: bool,
+    summary: bool,
 ) -> None:
     from fslab.running.resume import resumable
     from fslab.running.runner import resume_study
@@ -694,7 +711,7 @@ def _resume(
             hold=_host_hygiene(tune_host),
         )
     )
-    _show_and_exit(results, study_run_id, baseline=found.baseline, threshold=threshold)
+    _show_and_exit(results, study_run_id, summary=summary, baseline=found.baseline, threshold=threshold)
 
 
 # === --tune-host (lab/hygiene.py) ================================================================
@@ -768,9 +785,17 @@ def _with_progress(start: "Callable[[RunObserver], int]", then: str = "", interr
         raise typer.Exit(exit_status()) from None
 
 
-def _show_and_exit(results: "ResultsDB", study_run_id: int, **analysis: Any) -> None:
-    """The summary; exit status 1 when any run of the study run failed (this session's or an earlier one's)."""
-    failed = len(_show(results, study_run_id, **analysis).failures)
+def _show_and_exit(results: "ResultsDB", study_run_id: int, *, summary: bool = True, **analysis: Any) -> None:
+    """The summary (without `summary`, where the runs are: --no-summary); exit status 1 when any
+    run of the study run failed (this session's or an earlier one's)."""
+    if summary:
+        failed = len(_show(results, study_run_id, **analysis).failures)
+    else:
+        failed = sum(r["status"] != "ok" for r in results.runs(study_run_id, ["status"]))
+        console.print(
+            f"Study run {study_run_id} stored in {shown(results.location)}; `fslab summary {study_run_id}` shows it",
+            highlight=False,
+        )
     if failed:
         errors.print(f"[red]{failed} run(s) failed[/red]; their errors are in the summary and the database.")
         raise typer.Exit(1)

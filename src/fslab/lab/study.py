@@ -242,11 +242,14 @@ def guest_arguments(study: Study, repetitions: Repetitions, seed: int, run_optio
 
 def guest_command(arguments: list[str]) -> str:
     """The guest's shell text: fslab's own, every argument quoted; its database copied to the share
-    whatever fslab's exit status (a failed run is stored too), which is the command's."""
+    whatever fslab's exit status (a failed run is stored too), which is the command's. No summary
+    there: the host summarises the runs it stores (under emulation the guest's would take seconds,
+    statistics and reports loaded for it)."""
     run = shlex.join(
         [
             sys.executable, "-m", "fslab", "run", str(GUEST_SHARE / STUDY_FILE),
             "--db", str(GUEST_SCRATCH / RESULTS_FILE), "--workdir", str(GUEST_SCRATCH / "work"), *arguments,
+            "--no-summary",
         ]
     )  # fmt: skip
     copy = shlex.join(["cp", str(GUEST_SCRATCH / RESULTS_FILE), str(GUEST_SHARE / RESULTS_FILE)])

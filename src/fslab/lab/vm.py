@@ -58,9 +58,21 @@ BOOT_TEMP = Path("/var/tmp")
 SCRATCH_BYTES = 4 * 2**30
 
 # Modules the guest needs before it can reach its root filesystem; the rest it modprobes itself.
-# (loop and ext4 too: the scratch disk's filesystem, and fslab's loop images; insmod from the
-# initramfs is quicker than modprobe over 9p)
-EARLY_MODULES = ("virtio_pci", "virtio_blk", "9pnet_virtio", "9p", "overlay", "loop", "ext4")
+# (loop and ext4 too: the scratch disk's filesystem, mounted by the initramfs, and fslab's loop
+# images; insmod from the initramfs is quicker than modprobe over 9p. ext4 asks the crypto API for
+# crc32c as it mounts, which the initramfs cannot modprobe: both of the modules modprobe loads for
+# it, as it would, the kernel choosing between them as ever)
+EARLY_MODULES = (
+    "virtio_pci",
+    "virtio_blk",
+    "9pnet_virtio",
+    "9p",
+    "overlay",
+    "loop",
+    "crc32c_intel",
+    "crc32c_generic",
+    "ext4",
+)
 CACHES = ("none", "directsync", "writethrough", "writeback", "unsafe")
 MEASURED_CACHES = ("none", "directsync")  # the guest's I/O reaches the image file, not the host's page cache
 AIOS = ("io_uring", "native", "threads")
@@ -122,27 +134,31 @@ class Boot:
 
 
 # The initramfs's init: early modules, the host's root over 9p read-only with a RAM overlay, the
-# kernel's own modules over it, the share; then the host's bash runs the boot's init.sh.
-INIT = """#!/bin/busybox sh
+# kernel's own modules over it, the share, the scratch disk and the guest's own small filesystems
+# (mounted by busybox, already in RAM: the host's mount and mkdir would each be loaded over 9p
+# first, a tenth of a second or more each under emulation); then the host's bash runs init.sh.
+INIT = f"""#!/bin/busybox sh
 /bin/busybox --install -s /bin
 mount -t proc proc /proc && mount -t sysfs sys /sys && mount -t devtmpfs dev /dev
+mkdir -p /dev/pts /dev/shm && mount -t devpts devpts /dev/pts && mount -t tmpfs tmpfs /dev/shm
 for module in $(cat /modules.order); do insmod "/modules/$module" || echo "fslab-guest: insmod $module failed"; done
 mkdir -p /lower /upper /newroot
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=512000 hostroot /lower || exec sh
 mount -t tmpfs -o size=75% tmpfs /upper && mkdir /upper/data /upper/work
 mount -t overlay overlay -o lowerdir=/lower,upperdir=/upper/data,workdir=/upper/work /newroot || exec sh
 release=$(uname -r)
-mkdir -p "/newroot/lib/modules/$release" /newroot/fslab-share
+mkdir -p "/newroot/lib/modules/$release" /newroot/fslab-share /newroot{SCRATCH} /newroot/run
 mount -t 9p -o trans=virtio,version=9p2000.L,ro,cache=loose,msize=512000 modules "/newroot/lib/modules/$release"
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 share /newroot/fslab-share
+mount -t tmpfs tmpfs /newroot/run
+# the scratch disk, made by the host (mkfs.ext4 of its image)
+mount -t ext4 /dev/vda /newroot{SCRATCH} || echo "fslab-guest: cannot mount the scratch disk at {SCRATCH}"
 for fs in dev proc sys; do mount --move /$fs /newroot/$fs; done
 exec switch_root /newroot /bin/bash /fslab-share/init.sh
 """
 
 # The boot's init.sh, run by the host's bash as the guest's init; powers the guest off at the end.
 GUEST_INIT = """#!/bin/bash
-mount -t tmpfs tmpfs /run
-mkdir -p /dev/pts /dev/shm && mount -t devpts devpts /dev/pts && mount -t tmpfs tmpfs /dev/shm
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8
 mark() {{ read -r up _ < /proc/uptime; echo "$1 $up" >> {share}/boot-times; }}
 mark init
@@ -160,8 +176,6 @@ for serial in /sys/block/vd*/serial; do  # udev's names of the disks with a seri
     [ -n "$id" ] || continue
     disk=${{serial%/serial}}; mkdir -p /dev/disk/by-id && ln -sfn "../../${{disk##*/}}" "/dev/disk/by-id/virtio-$id"
 done
-mkdir -p {scratch} && mount /dev/vda {scratch}  # made by the host (mkfs.ext4 of its image)
-mark scratch
 # fslab drops the page cache before each measured run, and the root is the host's over 9p: the
 # tools it runs next and their libraries would be read over 9p again, seconds a run under
 # emulation. A touched file is copied up into the RAM overlay, which no drop evicts.
@@ -180,7 +194,7 @@ mark keep_in_ram
 {setup}
 mark setup
 cd {cwd} || echo "fslab-guest: no directory {cwd}" >&2
-cut -d ' ' -f 1 /proc/uptime > {share}/started
+read -r up _ < /proc/uptime; echo "$up" > {share}/started
 bash -c {command} > {share}/output.log 2>&1
 echo $? > {share}/status
 mark command

@@ -10,8 +10,10 @@ value is taken as known to ± half of it, so no interval is narrower than that a
 difference within it is called significant — two runs printed alike by a tool that rounds to
 0.01 ms have no spread of zero, only one below what it prints.
 
-Student's t is scipy's (scipy.special), imported inside the functions that use it: a command that
-computes no interval (fslab --help, run, history, …) never loads scipy. The Mann–Whitney U test is
+Student's t is scipy's (scipy.special) and the arrays numpy's, each imported inside the functions
+that use it: a command that computes no interval (fslab --help, history, …) never loads scipy, and
+one that only plans and runs a study (the runner imports this module: `fslab run --no-summary`, a
+lab VM's, where an import costs a hundred times more) loads neither. The Mann–Whitney U test is
 fslab's own (mann_whitney_two_sided_p says why).
 """
 
@@ -27,8 +29,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cache, cached_property, lru_cache
 from itertools import accumulate, groupby
-
-import numpy as np
 
 CONFIDENCE = 0.95
 CV_WARNING = 0.10
@@ -584,6 +584,7 @@ def _welch_t_figures(
     tested = [i for i, (_, se, _) in enumerate(welch) if se is not None]
     found: list[tuple[float, float, float, float, float] | None] = [None] * len(welch)
     if tested:
+        import numpy as np
         from scipy.special import stdtr, stdtrit
 
         df = np.array([welch[i][2] for i in tested])
@@ -703,6 +704,8 @@ def benjamini_hochberg(p_values: list[float]) -> list[float]:
     """Adjusted p-values controlling the false discovery rate over one family of tests."""
     if not p_values:
         return []
+    import numpy as np
+
     p = np.asarray(p_values, dtype=float)
     m = len(p)
     order = np.argsort(p)
@@ -737,6 +740,7 @@ def adjust_family(comparisons: list[Comparison], threshold: float, looks: int = 
     result = [replace(c, threshold=threshold) if i in untested else c for i, c in enumerate(comparisons)]
     if not tested:
         return result
+    import numpy as np
     from scipy.special import stdtrit
 
     widths = stdtrit(np.array([comparisons[i].df for i in tested], dtype=float), 1 - (1 - level) / 2).tolist()
