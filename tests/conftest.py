@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -50,6 +50,12 @@ ZFS_FUSE = pytest.mark.xdist_group("zfs-fuse")
 # machine's bpftrace processes, and the monitors bench's smoke starts one.
 BPFTRACE = pytest.mark.xdist_group("bpftrace")
 GUESTS = "guests"  # the xdist group of the modules that read a QEMU guest's result (tests/guest.py)
+
+
+def apart(test: str, values: Iterable[str]) -> list:
+    """Parameters each in an xdist group of its own (`test`[value]): the slow cases of a test that
+    shares no module fixture, each handed to whichever worker is free, not all to its module's."""
+    return [pytest.param(value, marks=pytest.mark.xdist_group(f"{test}[{value}]")) for value in values]
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import apart
 from fslab.fio import METRICS as FIO_METRICS
 from fslab.model import with_primary
 from fslab.report.conclusions import Conclusion, conclusions
@@ -142,7 +143,7 @@ def test_one_target_left_is_named_and_none_is_said_as_none(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", builtin_studies())
+@pytest.mark.parametrize("name", apart("conclusions", builtin_studies()))
 def test_every_builtin_studys_conclusions_agree_with_its_tables(tmp_path, name):
     """Every built-in study, stored as its runs would be: its first target far faster than the rest
     (so verdicts are decided), the last workload's cells all flagged (so one workload has nothing

@@ -243,6 +243,7 @@ ALIKE = """\
 name = "alike"
 repetitions = 2
 image_size = "{size}"
+image_fill = "sparse"
 seed = 5
 
 [[target]]

@@ -164,6 +164,7 @@ def bytes_of(value: str) -> int:
     return int(number) * 1024 ** " kmg".index(unit or " ")
 
 
+@pytest.mark.xdist_group("fio-corpus-docs")  # not the corpus fixture's: its own group, beside it in a parallel run
 def test_the_docs_example_runs_as_written(tmp_path, needs_root):
     """docs/study-format.md, "Running fio's own examples": its study, beside fio's examples/, run
     by the command its first line gives."""

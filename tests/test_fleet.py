@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
 import signal
 import socket
 import subprocess
@@ -16,12 +15,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 
 import postgres
 from conftest import fresh_workdir, held_by, wait_for
-from fleet import LAPSE, Worker, fleet, fslab_released_as
-from fslab.results.schema import SCHEMA_VERSION
+from fleet import LAPSE, Worker, fleet
 from short_studies import short_study
 
 EXT4 = '[[target]]\nname = "ext4"\nfilesystem = "ext4"\n'
@@ -425,97 +422,6 @@ def test_the_documented_fleet_commands_run_then_a_study_across_three_workers_and
         ), "no unit taken from a live worker"
 
 
-TWO_EXT4 = EXT4 + '\n[[target]]\nname = "ext4-b"\nfilesystem = "ext4"\n'
-
-
-def spread_on(f, tmp_path, targets: str, repetitions: int) -> int:
-    path = tmp_path / "spread.toml"
-    path.write_text(short_study("spread", targets, repetitions))
-    queued = f.fslab_in_process("run", str(path), "--no-ceiling", "--on", "a,b", "--spread", "--detach")
-    assert queued.returncode == 0, queued.stderr
-    return int(queued.stdout.strip())
-
-
-@pytest.mark.root
-def test_a_spread_study_run_divides_its_runs_between_two_workers_and_its_summary_pools_them(fleet_lab, tmp_path):
-    with fleet(fleet_lab, tmp_path) as f:
-        workers = [f.start(i, name) for i, name in enumerate("ab")]
-        f.wait("both workers", registered(f, 2))
-        study_run_id = spread_on(f, tmp_path, EXT4, 4)
-        f.wait("the study run finished", lambda: status_of(f, study_run_id) == "finished")
-        found = stored(f, study_run_id)
-        assert sorted((t, w, r, n) for _, t, w, r, n in found) == [
-            ("ext4", "seq_write", str(r), "1") for r in (1, 2, 3, 4)
-        ], "every planned run stored once, on one host"
-        assert {h for h, *_ in found} == {"a", "b"}, "both hosts ran some"
-        assert (
-            f.sql(
-                f"SELECT count(*) FROM fleet_blocks WHERE study_run_id = {study_run_id} AND "
-                "host IS NOT NULL AND claimed_at <= started_at AND started_at <= finished_at"
-            )
-            == "4"
-        )
-        assert (
-            f.sql(
-                f"SELECT count(*) FROM fleet_units WHERE study_run_id = {study_run_id} "
-                "AND queued_at <= claimed_at AND claimed_at <= started_at"
-            )
-            == "2"
-        ), "the queue's own time, per unit"
-        summary = f.fslab_in_process("summary", str(study_run_id))
-        assert summary.returncode == 0, summary.stderr
-        method = " ".join(summary.stdout.split())
-        assert "2 hosts pooled (a, b; the study run was spread over them" in method and "@ a" not in summary.stdout, (
-            summary.stdout
-        )
-        assert [f.stop(w) for w in workers] == [0] * 2
-
-
-@pytest.mark.root
-def test_a_worker_killed_during_a_spread_study_run_has_its_block_taken_by_the_other(fleet_lab, tmp_path):
-    with fleet(fleet_lab, tmp_path) as f:
-        doomed, other = f.start(0, "a"), f.start(1, "b")
-        f.wait("both workers", registered(f, 2))
-        study_run_id = spread_on(f, tmp_path, TWO_EXT4, 4)
-
-        def mid_block() -> bool:  # host a stored the first run of a block (of two) and runs the second
-            done = int(f.sql(f"SELECT count(*) FROM runs WHERE study_run_id = {study_run_id} AND host = 'a'"))
-            return (
-                done % 2 == 1
-                and f.sql(f"SELECT current FROM fleet_units WHERE study_run_id = {study_run_id} AND host = 'a'") != ""
-            )
-
-        f.wait("host a in the middle of a block", mid_block)
-        doomed.stopped = True
-        doomed.process.kill()  # kill -9: host a never comes back
-        doomed.process.wait(timeout=60)
-        f.wait("the study run finished without host a", lambda: status_of(f, study_run_id) == "finished")
-        found = stored(f, study_run_id)
-        assert sorted((t, w, r, n) for _, t, w, r, n in found) == [
-            (t, "seq_write", str(r), "1") for t in ("ext4", "ext4-b") for r in (1, 2, 3, 4)
-        ], "every planned run stored exactly once"
-        assert "queued again" in other.output(), other.output()
-        assert (
-            f.sql(f"SELECT count(*) FROM fleet_blocks WHERE study_run_id = {study_run_id} AND finished_at IS NULL")
-            == "0"
-        )
-        assert f.stop(other) == 0
-
-
-def test_spread_refuses_what_cannot_be_divided(tmp_path):
-    from conftest import fslab_in_process
-    from fslab.fleet.spread import CannotSpread, check
-    from fslab.running.plan import Repetitions
-
-    alone = fslab_in_process("run", "quick", "--spread", "--db", str(tmp_path / "r.db"))
-    assert alone.returncode == 2 and "--spread goes with --on" in alone.stderr
-    with pytest.raises(CannotSpread, match="--target-ci"):
-        check(Repetitions(runs=3, target_ci=0.05))
-    with pytest.raises(CannotSpread, match="--warmup 0"):
-        check(Repetitions(runs=3, warmup=1))
-    check(Repetitions(runs=3))  # a fixed plan: nothing to refuse
-
-
 @pytest.mark.root
 def test_a_unit_whose_runs_fail_alike_stops_once_with_its_cause_and_is_not_taken_again(
     fleet_lab, tmp_path, monkeypatch
@@ -549,137 +455,3 @@ def test_a_unit_whose_runs_fail_alike_stops_once_with_its_cause_and_is_not_taken
             "procrastinate's word on the job: one line"
         )
         assert f.stop(worker) == 0
-
-
-def unit_of(f, study_run_id: int, host: str) -> tuple[str, str]:
-    """A unit's state and why (its note in `fslab status`)."""
-    found = f.sql(f"SELECT state, why FROM fleet_units WHERE study_run_id = {study_run_id} AND host = '{host}'")
-    state, why = found.split("|", 1)
-    return state, why
-
-
-@pytest.mark.root
-def test_a_worker_of_another_fslab_refuses_its_unit_naming_both_until_its_host_is_upgraded(fleet_lab, tmp_path):
-    from fslab import source_hash, version
-
-    with fleet(fleet_lab, tmp_path) as f:
-        old = f.start(0, "old", fslab_version="0.0.9")  # a host not yet upgraded
-        older = f"0.0.9+{source_hash(fslab_released_as('0.0.9', f.directory) / 'fslab')}"  # its copy's source
-        new = f.start(1, "new")
-        f.wait("both workers", registered(f, 2))
-        queued = f.fslab_in_process("run", study_file(tmp_path, 1), "--no-ceiling", "--on", "old,new", "--detach")
-        assert queued.returncode == 0, queued.stderr
-        study_run_id = int(queued.stdout.strip())
-        told = " ".join(queued.stderr.split())
-        versions = (
-            f"worker old runs fslab {older} (schema {SCHEMA_VERSION}), "
-            f"and this is fslab {version()} (schema {SCHEMA_VERSION})"
-        )
-        assert versions in told, told
-        assert "it will refuse its unit" in told and "worker new" not in told, told
-
-        def states() -> tuple[str, str]:
-            return unit_of(f, study_run_id, "old")[0], unit_of(f, study_run_id, "new")[0]
-
-        f.wait("old's unit refused, new's done", lambda: states() == ("refused", "done"))
-        why = unit_of(f, study_run_id, "old")[1]
-        assert why == (
-            f"study run {study_run_id} was made by fslab {version()}, "
-            f"and this worker runs fslab {older} (schema {SCHEMA_VERSION}): run "
-            f"a worker of fslab {version()} on this host, or the study again"
-        )
-        assert f"old (no labels; fslab {older}, schema {SCHEMA_VERSION}) waiting for units" in old.output()
-        assert f"unit refused: study run {study_run_id} on old: {why}" in old.output()
-        assert stored(f, study_run_id) == [("new", "ext4", "seq_write", "1", "1")], "nothing of old's"
-        assert status_of(f, study_run_id) == "running", "old's share waits"
-        shown = f.fslab_in_process("status", str(study_run_id))
-        assert shown.returncode == 0, shown.stderr
-        assert re.search(r"old\s+refused\s+0\s+study run", shown.stdout), shown.stdout
-        assert why in " ".join(shown.stdout.split()), "its note: why, naming both versions"
-        workers = shown.stdout.split(f"2 worker(s); the database is at schema {SCHEMA_VERSION}", 1)[1]
-        assert re.search(rf"\nold\s+{re.escape(older)}\s+{SCHEMA_VERSION}\s", workers), workers
-        assert re.search(rf"\nnew\s+{re.escape(version())}\s+{SCHEMA_VERSION}\s", workers), workers
-
-        f.stop(old)  # its host upgraded: the worker of this fslab takes the unit when it is offered again
-        upgraded = f.start(0, "old", workdir=old.workdir)
-        f.wait("the study run finished", lambda: status_of(f, study_run_id) == "finished")
-        assert stored(f, study_run_id) == [(h, "ext4", "seq_write", "1", "1") for h in ("new", "old")], "each run once"
-        assert unit_of(f, study_run_id, "old") == ("done", ""), "its refusal cleared"
-        assert "unit refused" not in upgraded.output() + new.output()
-        for w in (new, upgraded):
-            f.stop(w)
-
-
-@pytest.mark.root
-def test_a_database_migrated_beneath_a_unit_stores_no_more_of_its_runs_and_refuses_it(fleet_lab, tmp_path):
-    from fslab import version
-
-    with fleet(fleet_lab, tmp_path) as f:
-        worker, study_run_id = mid_run(f, tmp_path, 3)
-        f.sql(
-            f"UPDATE schema_info SET version = {SCHEMA_VERSION + 1}"
-        )  # as a newer fslab leaves it, migrated on opening
-        f.wait("the unit refused", lambda: unit_of(f, study_run_id, "h")[0] == "refused")
-        kept = runs_of(f, study_run_id)
-        why = unit_of(f, study_run_id, "h")[1]
-        assert kept < 3, "the run measured after the migration is not stored"
-        assert why.endswith(
-            f"is at schema version {SCHEMA_VERSION + 1} now, and this fslab {version()} writes schema "
-            f"{SCHEMA_VERSION}: it stores nothing more there; upgrade "
-            f"fslab here to one that writes schema {SCHEMA_VERSION + 1} "
-            '(docs/fleet.md, "Upgrading a fleet")'
-        ), why
-        assert f"unit refused: study run {study_run_id} on h: {why}" in worker.output() and postgres.PASSWORD not in why
-        # offered again after its lapse, and refused as it is taken: nothing more runs, said once
-        f.wait("the unit taken again", lambda: worker.output().count("took unit") >= 2)
-        job = "SELECT status, attempts >= 2 FROM procrastinate_jobs"
-        f.wait("its job given back again", lambda: f.sql(job) == "todo|t")
-        assert unit_of(f, study_run_id, "h")[0] == "refused"
-        assert runs_of(f, study_run_id) == kept and worker.output().count("unit refused") == 1
-        assert worker.process.poll() is None, "the worker goes on"
-        f.stop(worker)
-
-
-def migrated_v14_fleet_shows_its_workers_versions(db) -> None:
-    """The database of schema-v14.db (fslab b299554's, with a fleet's worker registered by that
-    fslab: nvme-box, labelled ssd, its lapse 60 s), opened (so migrated) by this fslab: the old
-    worker kept, its versions unknown; one registered now says its own; `fslab status` shows both."""
-    import io
-
-    from rich.console import Console
-
-    from fslab import version
-    from fslab.fleet import dispatch, roster, versions
-    from fslab.model import Host
-    from fslab.results.schema import SCHEMA_VERSION
-
-    with db.engine.connect() as conn:
-        assert conn.execute(sa.text("SELECT version FROM schema_info")).scalar() == SCHEMA_VERSION == 19
-    old = roster.workers(db.engine)
-    assert [(w.name, w.labels, w.lapse, w.fslab_version, w.schema_version) for w in old] == [
-        ("nvme-box", ["ssd"], 60.0, None, None)
-    ]
-    roster.register(db.engine, Host("new-box", "id", "6.1", "cpu", 2, 1 << 30), ["nvme"], 2.0)
-    found = {w.name: (w.fslab_version, w.schema_version) for w in roster.workers(db.engine)}
-    assert found == {"nvme-box": (None, None), "new-box": (version(), SCHEMA_VERSION)}
-    assert versions.refusers(roster.workers(db.engine)) == [
-        "worker nvme-box runs an fslab of before schema 16, which refuses no unit it cannot run faithfully: "
-        'stop it, and upgrade its host (docs/fleet.md, "Upgrading a fleet")'
-    ], "what `fslab run --on` says of it"
-    printed = io.StringIO()
-    Console(file=printed, width=160).print(dispatch.workers_table(db))
-    shown = printed.getvalue()
-    assert re.search(rf"new-box\s+nvme\s+{re.escape(version())}\s+{SCHEMA_VERSION}\s", shown), shown
-    assert re.search(r"nvme-box\s+ssd\s+\?\s+\?\s", shown), "its versions unsaid"
-    assert f"the database is at schema {SCHEMA_VERSION}" in shown
-
-
-def test_a_version_14_fleet_database_on_sqlite_gains_the_workers_versions(tmp_path):
-    from conftest import FIXTURES
-    from fslab.results import ResultsDB
-
-    path = tmp_path / "v14.db"
-    shutil.copy(FIXTURES / "schema-v14.db", path)
-    db = ResultsDB(str(path))
-    migrated_v14_fleet_shows_its_workers_versions(db)
-    db.engine.dispose()

@@ -109,7 +109,7 @@ def test_a_version_14_database_migrated_on_postgresql_leases_its_fleet_units_and
 
 
 def test_a_version_14_fleet_database_on_postgresql_gains_the_workers_versions(pg_cluster):
-    from test_fleet import migrated_v14_fleet_shows_its_workers_versions
+    from test_fleet_versions import migrated_v14_fleet_shows_its_workers_versions
 
     url = pg_cluster.new_database("migrated_v14_fleet")
     at_its_old_schema(FIXTURES / "schema-v14.db", url)

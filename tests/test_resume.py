@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import fio_children, fslab, fslab_in_process, held_by, runs_stored, write_study
+from conftest import apart, fio_children, fslab, fslab_in_process, held_by, runs_stored, write_study
 from fslab.results import ResultsDB
 
 STUDY = """\
@@ -184,7 +184,7 @@ def _journal_says(workdir: Path, needle: str) -> bool:
 
 
 @pytest.mark.root
-@pytest.mark.parametrize("point", ["mkfs", "teardown", "commit"])
+@pytest.mark.parametrize("point", apart("resume-killed-at", ["mkfs", "teardown", "commit"]))
 def test_killed_at_any_point_then_cleaned_up_and_resumed_every_run_is_stored_once(workdir, tmp_path, point):
     """SIGKILL as mkfs runs, as the run is torn down (its workload just ended), and while the run
     is being committed (the database held locked by this test): nothing stays attached after

@@ -51,6 +51,7 @@ ONE_SCENARIO = AGEING.split('\n[[workload]]\nname = "iozone"')[0]
 
 
 @pytest.mark.root
+@pytest.mark.xdist_group("scenarios-cow-ageing")  # no module fixture: its own group, to whichever worker is free
 def test_cow_ageing_stores_both_reads_and_both_extent_counts(workdir, tmp_path):
     result, results, study_run = ran_study(tmp_path, AGEING, workdir)
     groups = results.sample_groups(study_run)

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from conftest import fslab_in_process
+from conftest import apart, fslab_in_process
 from fslab.model import Roles
 from fslab.model.records import SampleGroups
 from fslab.report.console import CONSOLE_WIDTH, print_comparison
@@ -115,7 +115,7 @@ def stored_twice(folder: Path, name: str) -> str:
 
 
 @pytest.mark.slow  # ~80 s for the seven (make test runs it; make check does not)
-@pytest.mark.parametrize("name", builtin_studies())
+@pytest.mark.parametrize("name", apart("verdict-outputs", builtin_studies()))
 def test_no_output_of_a_built_in_study_at_two_runs_says_the_old_words(tmp_path, name):
     """Console, every report file, the page, `fslab compare` and `fslab history` (text and page) of
     each built-in study at `--runs 2`: neither "no detectable difference" nor "cannot be told apart",
