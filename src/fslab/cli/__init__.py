@@ -897,7 +897,7 @@ def export(
 @contextmanager
 def _without_cyclic_collector() -> Iterator[None]:
     """For a command that reads a study run, writes what it says and ends within seconds (summary,
-    export): Python's cyclic garbage collector stays off while it works, and what it made is
+    export, report): Python's cyclic garbage collector stays off while it works, and what it made is
     frozen as it ends. The collector would walk the objects of every module the command loads and
     every sample it reads, pass after pass, and Python's last collection as it exits all of them
     once more (each a tenth of a second of a summary of 2,000 runs); what little such a command
@@ -1259,46 +1259,47 @@ def report(
     from fslab.report.figures import PNG_SCALE
     from fslab.report.page import default_folder, write_report
 
-    gc.freeze()  # as main does: the page's modules too
-
-    if png or png_scale is not None:  # a PNG is a figure's other file
-        figures, png_scale = True, PNG_SCALE if png_scale is None else png_scale
-    figures = figures or time_figures
-    results = _open_db(db)
-    if history_of is not None:
-        return _trend_report(results, history_of, study_runs, output, figures, png_scale, baseline, threshold)
-    threshold = 0.03 if threshold is None else threshold
-    found = [_find_study_run(results, ref) for ref in study_runs or (None,)]
-    folder = output.absolute() if output is not None else default_folder(reports_dir(results.location), found)
-    with _figures_progress(figures) as rendered:
-        written = write_report(
-            results,
-            found,
-            folder,
-            baseline=baseline,
-            threshold=threshold,
-            units=units,
-            regression=regression,
-            figures=figures,
-            png_scale=png_scale,
-            time_figures=time_figures,
-            rendered=rendered,
-            pool_hosts=pool_hosts,
-        )
-    console.print(f"Report: {written.page}", highlight=False, soft_wrap=True)
-    if figures:
-        left_out = written.over_time_left_out
-        console.print(
-            f"Figures ({len(written.figures)} files, "
-            f"{'SVG and PNG' if png_scale else 'SVG'}): {written.page.parent / 'figures'}"
-            + (
-                f"; {left_out} charts of a run's course over time are on the page only (--time-figures)"
-                if left_out
-                else ""
-            ),
-            highlight=False,
-            soft_wrap=True,
-        )
+    # the collector off, as for a summary: it walked the page's thousands of chart objects, pass after
+    # pass (a tenth of a second of a page of 2,000 runs; bench/report_scale.py)
+    with _without_cyclic_collector():
+        if png or png_scale is not None:  # a PNG is a figure's other file
+            figures, png_scale = True, PNG_SCALE if png_scale is None else png_scale
+        figures = figures or time_figures
+        results = _open_db(db)
+        if history_of is not None:
+            return _trend_report(results, history_of, study_runs, output, figures, png_scale, baseline, threshold)
+        threshold = 0.03 if threshold is None else threshold
+        found = [_find_study_run(results, ref) for ref in study_runs or (None,)]
+        folder = output.absolute() if output is not None else default_folder(reports_dir(results.location), found)
+        with _figures_progress(figures) as rendered:
+            written = write_report(
+                results,
+                found,
+                folder,
+                baseline=baseline,
+                threshold=threshold,
+                units=units,
+                regression=regression,
+                figures=figures,
+                png_scale=png_scale,
+                time_figures=time_figures,
+                rendered=rendered,
+                pool_hosts=pool_hosts,
+            )
+        console.print(f"Report: {written.page}", highlight=False, soft_wrap=True)
+        if figures:
+            left_out = written.over_time_left_out
+            console.print(
+                f"Figures ({len(written.figures)} files, "
+                f"{'SVG and PNG' if png_scale else 'SVG'}): {written.page.parent / 'figures'}"
+                + (
+                    f"; {left_out} charts of a run's course over time are on the page only (--time-figures)"
+                    if left_out
+                    else ""
+                ),
+                highlight=False,
+                soft_wrap=True,
+            )
 
 
 def _trend_report(
