@@ -66,9 +66,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     For a parallel run, each test joins its module's xdist group unless it has one (a module's
     fixtures, such as a whole study run, then run in one worker only, once), and in a worker the
-    groups are ordered to be handed out (with --no-loadscope-reorder): the guests' first (their
-    boots then overlap the other worker's tests), zfs-fuse's next (the longest), then the modules
-    that need root, a browser or seconds before the quick ones (which fill the end)."""
+    groups are ordered to be handed out (with --no-loadscope-reorder): zfs-fuse's first (the
+    longest), then the modules that need root, a browser or seconds, then the quick ones, and the
+    guests' last (their guests boot in the background from the session's start, guests_boot_meanwhile,
+    and whichever worker is handed them reads the results)."""
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
         if "needs_root" in fixtures:
