@@ -418,3 +418,27 @@ def test_the_guests_fslab_run_cuts_the_study_to_the_cell_fslab_bisect_gave_it(tm
         "run", "quick", "--lab-cell", "btrfs", "seq_write", "--kernel", "6.1.0-54-amd64", cwd=tmp_path
     )
     assert lab.returncode == 2 and "--lab-cell cannot go with --kernel" in lab.stderr, lab.stderr
+
+
+def test_a_bisect_of_a_job_files_cell_is_refused_as_a_run_over_kernels_refuses_it(tmp_path, monkeypatch):
+    """A lab VM reads the study's text alone (lab/study.py's check_kernel_study): refused before any boot."""
+    from fslab.lab import kernels, vm
+
+    monkeypatch.setattr(kernels, "offered", lambda **_: OFFERED)
+    monkeypatch.setattr(vm, "accelerator", lambda: "tcg")
+    monkeypatch.setattr(vm, "boot", lambda *_, **__: pytest.fail("a VM booted for a study its guest cannot read"))
+    (tmp_path / "job.fio").write_text("[j]\nrw=read\nsize=1m\n")
+    (tmp_path / "jobs.toml").write_text(
+        '[study]\nname = "jobs"\n\n[[workload]]\nname = "mine"\njob_file = "job.fio"\n\n'
+        '[[target]]\nname = "b"\nfilesystem = "btrfs"\n'
+    )
+    result = fslab_in_process(
+        "bisect", "jobs.toml", "--target", "b", "--workload", "mine", "--metric", "write_buffered_share",
+        "--kernels", "6.1.0-54,6.12.117", "--db", str(tmp_path / "r.db"), cwd=tmp_path,
+    )  # fmt: skip
+    said = result.stdout + result.stderr
+    assert result.returncode == 2 and "workload 'mine' names a job_file" in said, said
+    if (tmp_path / "r.db").exists():
+        from fslab.results import ResultsDB
+
+        assert ResultsDB(str(tmp_path / "r.db")).study_runs() == [], "no study run begun"
