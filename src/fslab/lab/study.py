@@ -19,6 +19,10 @@ runs on those very devices in each VM, passed through as virtio-blk disks (passt
 here with the ordinary runner's guard; a device that is no longer the one confirmed, or is in use,
 when a boot comes stops the study run.
 
+`fslab bisect` measures a kernel with one such boot (boot_once): its study cut to one cell
+(Study.only, which the guest's `fslab run --lab-cell` cuts alike), its runs stored in the bisect's
+study run as a round's are, numbered after that kernel's boots before.
+
 The work directory is claimed once for the whole run, and the host's hygiene (lab/hygiene.py,
 --tune-host) held inside that claim across every round, restored however the run ends; each
 boot's QEMU and boot directory are journalled there (`fslab cleanup` ends what a kill -9 left).
@@ -266,7 +270,7 @@ def boot_once(
     study_run_id: int,
     work: Workdir,
     numbering: Numbering,
-    say: Say = lambda _: None,
+    say: Say | None = None,
 ) -> list[dict]:
     """One boot of a prepared kernel (kernels.PreparedKernel) running the study `runs` times a cell,
     no warm-up, as a round of `fslab run --kernel` boots it (`fslab bisect`'s measurement): the same
@@ -275,7 +279,7 @@ def boot_once(
     KernelFailed where its VM did not boot, crashed or stored nothing. No user's device is passed
     through: a study naming one is refused before (its guest would have no --destroy-data)."""
     study = replace(study, repetitions=runs, warmup=0)  # the boot's time limit is of these runs
-    run = _Run(study, results, study_run_id, work, Repetitions(runs), vm.boot, say, numbering=numbering)
+    run = _Run(study, results, study_run_id, work, Repetitions(runs), vm.boot, say or _silent, numbering=numbering)
     return run.booted(kernel, seed, kernel.release)[1]
 
 
