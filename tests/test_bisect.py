@@ -305,8 +305,8 @@ def test_a_share_near_zero_is_judged_on_its_difference_where_a_ratio_cannot_call
 
 
 def test_a_kernel_whose_guest_crashes_fails_its_step_said_by_its_crash(tmp_path, monkeypatch):
-    """lab/bisect_runs.py's measure: vm.boot's GuestCrashed is a failed kernel (bisect skips it),
-    said as the console said it."""
+    """lab/bisect_runs.py's measure (lab/study.py's boot_once): vm.boot's GuestCrashed is a failed
+    kernel (bisect skips it), said as the console said it."""
     from types import SimpleNamespace
 
     from fslab.core.workdir import Workdir
@@ -333,3 +333,112 @@ def test_a_kernel_whose_guest_crashes_fails_its_step_said_by_its_crash(tmp_path,
         measure("6.1.0-55-amd64", 3)
     assert str(failed.value) == f"the guest kernel 6.1.0-55-amd64 crashed: {oops}"
     assert not list((workdir.root / "lab").iterdir()), "its share removed"
+
+
+def test_a_kernels_measure_is_one_boot_of_fslab_run_on_the_cell_its_runs_after_its_boots_before(tmp_path, monkeypatch):
+    """lab/bisect_runs.py's measure through lab/study.py's boot_once, with test_lab_study's stand-in
+    VM (a real guest database from the very command given): the guest runs `fslab run` on the
+    study cut to the cell, as a boot of `fslab run --kernel` does; each boot's runs stored in the
+    bisect's one study run, a kernel's numbered after its boots before; a step's samples are the
+    metric's values of that boot's runs. Catches a second guest path, and samples of another boot."""
+    from fslab.core.workdir import Workdir
+    from fslab.lab import vm
+    from fslab.lab.bisect_runs import LabMeasure, one_cell, settings_of
+    from fslab.results import ResultsDB
+    from fslab.study import load_study
+    from test_lab_study import STUDY, FakeLab
+
+    lab = FakeLab(tmp_path)
+    monkeypatch.setattr(vm, "boot", lab.boot)
+    path = tmp_path / "kernels.toml"
+    path.write_text(STUDY)
+    study = one_cell(load_study(path), "btrfs", "seq_write")
+    good, bad = RELEASES[0], RELEASES[-1]
+    workdir = Workdir(tmp_path / "work")
+    workdir.root.mkdir()
+    results = ResultsDB(str(tmp_path / "r.db"))
+    said: list[str] = []
+    measure = LabMeasure(
+        study, "write_iops", results, workdir, settings_of(study, [good, bad], "write_iops", Rule()),
+        say=said.append, prepare=lab.prepare,
+    )  # fmt: skip
+    first, again, other = measure(good, 3), measure(good, 2), measure(bad, 3)
+
+    argv = lab.booted[0]["argv"]
+    assert argv[1:5] == ["-m", "fslab", "run", "/fslab-share/study.toml"] and argv[-1] == "--no-summary"
+    at = argv.index("--lab-cell")
+    assert argv[at + 1 : at + 3] == ["btrfs", "seq_write"] and "--no-ceiling" in argv
+    assert [b["options"]["--runs"] for b in lab.booted] == ["3", "2", "3"]
+    assert len({b["options"]["--seed"] for b in lab.booted}) == 3, "each boot its own order"
+    runs = results.runs(measure.study_run_id)
+    assert {(r["target"], r["workload"]) for r in runs} == {("btrfs", "seq_write")}, "the one cell, no raw reference"
+    assert sorted(r["repetition"] for r in runs if r["host"] == good) == [1, 2, 3, 4, 5]
+    assert sorted(r["repetition"] for r in runs if r["host"] == bad) == [1, 2, 3]
+    assert {h.name for h in results.hosts(measure.study_run_id)} == {good, bad}
+    stored = results.host_samples(measure.study_run_id)
+    assert list(first.values + again.values) == stored[("seq_write", "btrfs", good)]["write_iops"]
+    assert list(other.values) == stored[("seq_write", "btrfs", bad)]["write_iops"]
+    assert first.higher_is_better and len(again.values) == 2
+    assert f"{good}: booting" in said and f"{good}: btrfs · seq_write · run 4: ok" in said, said
+    assert not list((workdir.root / "lab").iterdir()), "each boot's share removed"
+    with pytest.raises(BisectError, match="--metric nothing: the cell's runs report no such metric; .*write_iops"):
+        LabMeasure(study, "nothing", results, workdir, measure.settings, prepare=lab.prepare)(good, 2)
+
+
+def test_a_bisect_of_a_target_on_the_users_device_is_refused_naming_it_and_what_to_do(tmp_path, monkeypatch):
+    """Its VMs would get no --destroy-data (nor the device): refused before any kernel is listed."""
+    from fslab.lab import kernels
+
+    monkeypatch.setattr(kernels, "offered", lambda **_: pytest.fail("kernels asked for before the target was checked"))
+    (tmp_path / "mine.toml").write_text(
+        '[study]\nname = "mine"\n\n[[workload]]\nname = "w"\nrw = "write"\nbs = "1m"\nsize = "32MiB"\n\n'
+        '[[target]]\nname = "disk"\nfilesystem = "ext4"\ndevice = "/dev/sdz"\n'
+    )
+    result = fslab_in_process(
+        "bisect", "mine.toml", "--target", "disk", "--workload", "w", "--metric", "write_buffered_share",
+        "--kernels", "6.1.0-54,6.12.117", "--db", str(tmp_path / "r.db"), cwd=tmp_path,
+    )  # fmt: skip
+    said = result.stdout + result.stderr
+    assert result.returncode == 2, said
+    assert "--target disk: its filesystem is made on your device /dev/sdz" in said, said
+    assert "--destroy-data DEVICE" in said and "without device" in said, said
+
+
+def test_the_guests_fslab_run_cuts_the_study_to_the_cell_fslab_bisect_gave_it(tmp_path):
+    """`fslab run --lab-cell TARGET WORKLOAD` (lab/study.py's guest_arguments for a cut study):
+    its plan is that cell alone; a cell the study lacks is refused, and the option
+    is a guest's own (not with --kernel)."""
+    plan = fslab_in_process("run", "quick", "--lab-cell", "btrfs", "seq_write", "--runs", "2", "--plan", cwd=tmp_path)
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    assert "targets (1):\n  btrfs: btrfs" in plan.stdout and "workloads (1):\n  seq_write:" in plan.stdout, plan.stdout
+    assert "runs: 1 cells × 2 = 2" in plan.stdout, plan.stdout
+    missing = fslab_in_process("run", "quick", "--lab-cell", "zfs", "seq_write", "--plan", cwd=tmp_path)
+    assert missing.returncode == 2 and "--lab-cell zfs · seq_write: study quick has no such cell" in missing.stderr
+    lab = fslab_in_process(
+        "run", "quick", "--lab-cell", "btrfs", "seq_write", "--kernel", "6.1.0-54-amd64", cwd=tmp_path
+    )
+    assert lab.returncode == 2 and "--lab-cell cannot go with --kernel" in lab.stderr, lab.stderr
+
+
+def test_a_bisect_of_a_job_files_cell_is_refused_as_a_run_over_kernels_refuses_it(tmp_path, monkeypatch):
+    """A lab VM reads the study's text alone (lab/study.py's check_kernel_study): refused before any boot."""
+    from fslab.lab import kernels, vm
+
+    monkeypatch.setattr(kernels, "offered", lambda **_: OFFERED)
+    monkeypatch.setattr(vm, "accelerator", lambda: "tcg")
+    monkeypatch.setattr(vm, "boot", lambda *_, **__: pytest.fail("a VM booted for a study its guest cannot read"))
+    (tmp_path / "job.fio").write_text("[j]\nrw=read\nsize=1m\n")
+    (tmp_path / "jobs.toml").write_text(
+        '[study]\nname = "jobs"\n\n[[workload]]\nname = "mine"\njob_file = "job.fio"\n\n'
+        '[[target]]\nname = "b"\nfilesystem = "btrfs"\n'
+    )
+    result = fslab_in_process(
+        "bisect", "jobs.toml", "--target", "b", "--workload", "mine", "--metric", "write_buffered_share",
+        "--kernels", "6.1.0-54,6.12.117", "--db", str(tmp_path / "r.db"), cwd=tmp_path,
+    )  # fmt: skip
+    said = result.stdout + result.stderr
+    assert result.returncode == 2 and "workload 'mine' names a job_file" in said, said
+    if (tmp_path / "r.db").exists():
+        from fslab.results import ResultsDB
+
+        assert ResultsDB(str(tmp_path / "r.db")).study_runs() == [], "no study run begun"

@@ -114,6 +114,8 @@ def test_a_kernel_made_unbootable_on_purpose_is_skipped_with_its_reason(study_fi
     (skipped,) = [s for s in outcome.steps if s.call == SKIPPED]
     assert skipped.release == broken and skipped.boots == 0
     assert "did not boot" in skipped.reason, skipped.reason
-    assert any(line.startswith(f"step     {broken}: 0 boots, 0 runs: skipped — did not boot") for line in said), said
+    assert any(
+        line.startswith(f"step     {broken}: 0 boots, 0 runs: skipped — its VM did not boot") for line in said
+    ), said
     assert outcome.suspects == (broken, FIRST_BAD) and outcome.confirmed, said
     assert {h.name for h in results.hosts(measure.study_run_id)} == {"6.1.0-56-amd64", FIRST_BAD}

@@ -230,19 +230,13 @@ def test_starting_fslab_loads_no_database_and_no_statistics(args):
     assert "fslab.core.block_devices" not in loaded, f"python {' '.join(args)} loads fslab.core.block_devices"
 
 
-@pytest.mark.parametrize(
-    "modules",
-    [
-        "fslab.cli, fslab.study, fslab.model.ceiling, fslab.running.plan, fslab.running.runner",
-        "fslab.lab.bisect_runs, fslab.running.runner, fslab.study",
-    ],
-    ids=["fslab run", "bisect's guest"],
-)
-def test_running_a_study_loads_no_statistics(modules):
+def test_running_a_study_loads_no_statistics():
     """What a study's runs need is all fslab loads before them in a lab VM, where Python runs some
     hundred times slower (software emulation, every module read over 9p): `fslab run --no-summary`
-    (lab/study.py's guest command) and bisect's guest (lab/bisect_runs.py) plan and run the study
-    and store its runs; numpy and scipy load where a summary or a verdict computes with them."""
+    (lab/study.py's guest command, `fslab run --kernel`'s boots and `fslab bisect`'s alike) plans
+    and runs the study and stores its runs; numpy and scipy load where a summary or a verdict
+    computes with them."""
+    modules = "fslab.cli, fslab.study, fslab.model.ceiling, fslab.running.plan, fslab.running.runner"
     code = f"import sys, {modules}; print(sorted({{m.split('.')[0] for m in sys.modules}} & {{'numpy', 'scipy'}}))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]", f"importing {modules} loads {done.stdout.strip()}"

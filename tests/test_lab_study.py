@@ -113,7 +113,9 @@ class FakeLab:
         if kernel.release in self.crashing:
             raise vm.GuestCrashed(kernel.release, OOPS, console=f"[   10.6] {OOPS}\n[   10.7] {vm.OOPS_PANIC}\n")
         if kernel.release in self.unbootable:
-            return SimpleNamespace(status=None, output="", console="Kernel panic - not syncing: VFS", share=share)
+            return SimpleNamespace(
+                status=None, output="", console="Kernel panic - not syncing: VFS", share=share, seconds_to_command=None
+            )
         if kernel.release in self.refusing:  # as `fslab run` leaves it: its database opened, no study run
             ResultsDB(str(share / "results.db")).engine.dispose()
             said = "the study cannot run here; nothing was attached or formatted:\n  btrfs: no btrfs module"
@@ -123,7 +125,10 @@ class FakeLab:
         options = dict(zip(argv[5::2], argv[6::2])) | {"study": argv[4]}
         self.booted.append({"release": kernel.release, "argv": argv, "options": options, "command": command})
         study = load_study(share / "study.toml", scale=float(options.get("--scale", 1.0)))
-        study = with_ceiling(study, False, set())
+        if "--lab-cell" in argv:  # as the guest's `fslab run` cuts it (fslab bisect's one cell)
+            at = argv.index("--lab-cell")
+            study = study.only(argv[at + 1], argv[at + 2])
+        study = with_ceiling(study, "--no-ceiling" in argv, set())
         seed = int(options["--seed"])
         rng = random.Random(seed)
         level = self.speed.get(kernel.release, 1.0) * (1 + self.boot_noise * rng.uniform(-1, 1))
@@ -260,10 +265,13 @@ def test_a_kernel_that_fails_to_boot_or_prepare_is_said_recorded_and_left_out_th
     assert {r["host"] for r in db.runs(study_run)} == {A}
     failed = db.study_run(study_run)["settings"]["lab"]["failed"]
     assert [(f["kernel"], f["boot"]) for f in failed] == [(BAD, 1), ("6.1.0-46-amd64", 1)]
-    assert "did not end and stored no results (Kernel panic - not syncing: VFS)" in failed[0]["why"]
+    assert (
+        "did not boot or hung before its command, and stored no results (Kernel panic - not syncing: VFS)"
+        in failed[0]["why"]
+    )
     assert "could not be prepared" in failed[1]["why"] and "offers no linux-image-6.1.0-46-amd64" in failed[1]["why"]
     skipped = [line for line in told.lines if "skipped" in line]
-    assert len(skipped) == 2 and skipped[0].startswith(f"{BAD}, boot 1 of 2: skipped, its VM did not end")
+    assert len(skipped) == 2 and skipped[0].startswith(f"{BAD}, boot 1 of 2: skipped, its VM did not boot")
 
 
 def test_a_kernel_whose_guest_crashes_is_said_by_its_crash_recorded_and_left_out_the_others_go_on(tmp_path):
@@ -289,7 +297,7 @@ def test_a_kernel_whose_guest_refuses_the_study_is_left_out_with_what_the_guest_
 
 def test_no_kernel_running_it_is_an_error_naming_each(tmp_path):
     lab = FakeLab(tmp_path, unbootable={BAD})
-    with pytest.raises(FslabError, match=f"no kernel ran it: {BAD}: its VM did not end"):
+    with pytest.raises(FslabError, match=f"no kernel ran it: {BAD}: its VM did not boot"):
         _run(tmp_path, lab, [BAD], boots=1)
 
 
@@ -409,7 +417,7 @@ def test_the_summary_says_each_kernels_boots_and_boot_to_boot_variation(tmp_path
     ext4 = spreads[(A, "ext4")]
     assert f"Boot to boot on {A} (CV of the boot means): " in text
     assert f"ext4 · seq_write write_iops {ext4.between_cv:.1%} (within a boot {ext4.within_cv:.1%})" in text
-    assert f"Kernel {BAD} left out at boot 1: its VM did not end" in text
+    assert f"Kernel {BAD} left out at boot 1: its VM did not boot" in text
     document = json.loads(to_json(summary))["kernels"]
     assert document["boots_asked"] == 2 and [f["kernel"] for f in document["failed"]] == [BAD]
     assert {(b["host"], b["target"]) for b in document["boot_spreads"] if b["metric"] == "write_iops"} == set(spreads)

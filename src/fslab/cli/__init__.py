@@ -458,6 +458,15 @@ def run(
             help="A file the lab's host made, where each run's end is written as a line as it ends.",
         ),
     ] = None,
+    lab_cell: Annotated[
+        tuple[str, str] | None,
+        typer.Option(
+            "--lab-cell",
+            hidden=True,  # fslab's own, in a lab VM: `fslab bisect`'s one cell (lab/study.py's guest_arguments)
+            metavar="TARGET WORKLOAD",
+            help="Run this one cell of the study alone, with no raw reference added.",
+        ),
+    ] = None,
     db: DbOption = None,
     workdir: WorkdirOption = DEFAULT_WORKDIR,
 ) -> None:
@@ -477,14 +486,16 @@ def run(
             "--kernel",
             "a study run over kernels runs an exact plan (--runs, --boots), here and in lab VMs",
             {"--resume": resume, "--on": on is not None, "--client": client,
-             "--target-ci": target_ci is not None, "--decide": decide, "--lab-progress": lab_progress is not None},
+             "--target-ci": target_ci is not None, "--decide": decide, "--lab-progress": lab_progress is not None,
+             "--lab-cell": lab_cell is not None},
         )  # fmt: skip
     if on is not None:
         _refuse_together(
             "--on",
             "each worker resumes its unit itself and skips what its host cannot run (recorded with why)",
             {"--resume": resume, "--skip-unsupported": skip_unsupported, "--destroy-data": destroy_data,
-             "--target-ci": target_ci is not None, "--decide": decide, "--lab-progress": lab_progress is not None},
+             "--target-ci": target_ci is not None, "--decide": decide, "--lab-progress": lab_progress is not None,
+             "--lab-cell": lab_cell is not None},
         )  # fmt: skip
     if resume:
         fixed = {
@@ -502,6 +513,7 @@ def run(
             "--no-ceiling": no_ceiling or None,
             "--trace": trace or None,
             "--redo-disturbed": redo_disturbed or None,
+            "--lab-cell": lab_cell,
         }
         given = [name for name, value in fixed.items() if value is not None]
         if given:
@@ -517,12 +529,16 @@ def run(
     from fslab.study import load_study
 
     loaded = load_study(study, scale=scale or 1.0, scale_sizes_only=scale_sizes_only)
+    if lab_cell is not None:
+        loaded = loaded.only(*lab_cell)
+        if not loaded.cells:
+            raise _fail(f"--lab-cell {' · '.join(map(visible, lab_cell))}: study {loaded.name} has no such cell")
     from fslab.running.plan import Repetitions  # after the study file is read: a refused one is told without them
     from fslab.running.runner import run_study, unsupported_here
 
     # the plan holds the ceiling's cells, as everything that reads the study does, decided on the targets that run
     skipping = {u.target for u in unsupported_here(loaded)} if skip_unsupported else set()
-    loaded = with_ceiling(loaded, no_ceiling, skipping)
+    loaded = with_ceiling(loaded, no_ceiling or loaded.no_ceiling, skipping)  # --lab-cell: none added
     if trace:
         from fslab.monitors import known_traces
 

@@ -27,8 +27,8 @@ no meaning (0.001 against 0.0012 is "20 % more" of nothing). As the explanations
 (statistics/explain), it is compared on exp(value), whose log ratio is exactly that difference, so
 the same sequential rule applies unchanged.
 
-Pure: every measurement goes through `measure(release, runs) -> Samples` (lab/study.py's runs in
-production, a fake in the tests), every line said through `say`.
+Pure: every measurement goes through `measure(release, runs) -> Samples` (lab/study.py's boot_once
+in production, a fake in the tests), every line said through `say`.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from dataclasses import dataclass, field, replace
 
 from fslab.core.errors import FslabError
 from fslab.core.names import visible
-from fslab.lab.kernels import LIST_HINT, KernelPackage, release_key
+from fslab.lab.kernels import LIST_HINT, KernelFailed, KernelPackage, release_key
 from fslab.running.plan import futile
 from fslab.statistics.analysis import look_schedule
 from fslab.statistics.stats import (
@@ -60,10 +60,6 @@ GOOD, BAD, NEITHER, SKIPPED = "same", "different", "undecided", "skipped"
 RUNS = 5  # runs per boot before a step's first look: a run costs a fraction of a boot (~20 s against ~80 s under TCG)
 MAX_RUNS = 10  # a step's budget of runs, as bench/adaptive.py's MAX_RUNS
 SHARE_POINTS = 0.05  # a share's margin of "same": 5 points, as the explanations' rule of the buffered shares
-
-
-class KernelFailed(FslabError):
-    """A kernel that could not be prepared, booted or run: the bisect skips it (said, with this reason)."""
 
 
 class BisectError(FslabError):

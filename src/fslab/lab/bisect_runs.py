@@ -1,24 +1,14 @@
-"""`fslab bisect`'s measurements in the lab: each `measure(release, runs)` boots the kernel once
-(kernels.prepare, vm.boot), runs the bisected cell there `runs` times with fslab's own runner into
-the guest's database on its scratch disk, and adds those runs to the bisect's one study run in the
-host's database, the kernel's VM their host (model.Host, named by its release) — so `fslab
-summary` shows every step's runs, kernel by kernel.
-
-The guest side is this module run as a program (`python -m fslab.lab.bisect_runs …`, main below):
-the study file's text comes through the share (the guest may not read the user's directory: vm's
-masking), its cell is cut out as the host cut it, and the database is handed back by SQLite's own
-backup (the share is 9p, where SQLite's WAL does not work).
+"""`fslab bisect`'s measurements in the lab: each `measure(release, runs)` boots the kernel once and
+runs the bisected cell there `runs` times as `fslab run --kernel` runs a study in a lab VM
+(lab/study.py's boot_once: the same guest command, on the study cut to the cell, Study.only), its
+runs added to the bisect's one study run in the host's database, the kernel's VM their host
+(model.Host, named by its release) — so `fslab summary` shows every step's runs, kernel by kernel.
 """
 
 from __future__ import annotations
 
-import shlex
-import sqlite3
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
-from pathlib import Path
 
 from fslab.core.errors import FslabError
 from fslab.core.names import visible
@@ -26,36 +16,37 @@ from fslab.core.workdir import Workdir
 from fslab.filesystems import FILESYSTEMS
 from fslab.lab import kernels, vm
 from fslab.lab.bisect import BisectError, KernelFailed, Outcome, Rule, Samples, bisect, check_metric, in_range, resolve
-from fslab.lab.study import Numbering, boot_share
-from fslab.model import Study
+from fslab.lab.study import Numbering, boot_once, check_kernel_study
+from fslab.model import Study, qualified, unqualified
 from fslab.results import ResultsDB
-from fslab.results.copy import append_runs
 from fslab.results.owner import Owner
 from fslab.running import environment
 from fslab.running.plan import Repetitions
 from fslab.running.runner import study_run_settings
 
-GUEST_DB = "guest.db"
-STUDY_FILE = "study.toml"
-# The guest's kernel has the filesystems as modules: loaded before the runs (fslab's own text).
-SETUP = "for m in loop btrfs xfs; do modprobe -q $m; done"
-BOOT_SECONDS = 1800.0  # a boot, its runs under emulation and its power-off
-TAIL = 600  # characters of a failed boot's output or console said
+TAIL = 600  # characters of a failed run's error said
 
 
 def one_cell(study: Study, target: str, workload: str) -> Study:
-    """The study cut to one cell (`--target`, `--workload`), with no raw reference added."""
+    """The study cut to one cell (`--target`, `--workload`), with no raw reference added; a target
+    on the user's own devices refused (a bisect's VMs get none of them)."""
     targets = [t for t in study.targets if t.name == target]
     if not targets:
         names = ", ".join(t.name for t in study.targets)
         raise BisectError(f"--target {visible(target)}: study {study.name} has no such target; its targets: {names}")
-    workloads = [w for w in study.workloads if w.name == workload]
-    if not workloads:
+    if targets[0].named:
+        raise BisectError(
+            f"--target {visible(target)}: its filesystem is made on your device {', '.join(targets[0].named)}, which "
+            "fslab bisect cannot use (its VMs get no device of yours, nor --destroy-data); bisect a target on "
+            "fslab's own images (the same target without device/devices), or run the study on the device under "
+            "each kernel with `fslab run STUDY --kernel K --kernel K2 … --destroy-data DEVICE`"
+        )
+    if not any(w.name == workload for w in study.workloads):
         names = ", ".join(w.name for w in study.workloads)
         raise BisectError(
             f"--workload {visible(workload)}: study {study.name} has no such workload; its workloads: {names}"
         )
-    return replace(study, targets=targets, workloads=workloads, baseline=None, no_ceiling=True)
+    return study.only(target, workload)
 
 
 def settings_of(study: Study, releases: Sequence[str], metric: str, rule: Rule) -> dict:
@@ -79,10 +70,8 @@ class LabMeasure:
     settings: dict
     say: Callable[[str], None] = lambda _: None
     prepare: Callable[[str], kernels.PreparedKernel] | None = None  # default: kernels.prepare into its cache
-    spec: vm.VmSpec = field(default_factory=vm.VmSpec)
-    timeout: float = BOOT_SECONDS
     study_run_id: int = field(init=False)
-    numbering: Numbering = field(default_factory=Numbering, init=False)  # lab/study.py's: each host's runs in turn
+    numbering: Numbering = field(default_factory=Numbering, init=False)  # each kernel's runs after its boots before
     seed: int = field(default=0, init=False)
     boots: int = field(default=0, init=False)
 
@@ -104,56 +93,32 @@ class LabMeasure:
         except FslabError as failed:
             raise KernelFailed(f"could not be prepared: {failed}") from None
         self.boots += 1
-        with boot_share(self.workdir.root) as share:
-            return self._measured(kernel, runs, share)
-
-    def _measured(self, kernel: kernels.PreparedKernel, runs: int, share: Path) -> Samples:
-        (share / STUDY_FILE).write_text(self.study.source)
-        command = shlex.join(
-            [
-                sys.executable, "-m", "fslab.lab.bisect_runs", f"{vm.SHARE}/{STUDY_FILE}", self.study.path,
-                self.study.cells[0].target.name, self.study.cells[0].workload.name, str(runs), repr(self.study.scale),
-                "1" if self.study.scale_sizes_only else "0", str(self.seed + self.boots), f"{vm.SHARE}/{GUEST_DB}",
-            ]
+        stored = boot_once(
+            self.study, kernel, runs=runs, seed=(self.seed + self.boots) % 2**31, results=self.results,
+            study_run_id=self.study_run_id, work=self.workdir, numbering=self.numbering, say=self.say,
         )  # fmt: skip
-        try:
-            boot = vm.boot(
-                kernel, command, share=share, spec=self.spec, setup=SETUP, timeout=self.timeout,
-                journal=self.workdir.journal,
-            )  # fmt: skip
-        except vm.GuestCrashed as crashed:  # its kernel panicked or oopsed: said as the console said it
-            raise KernelFailed(str(crashed)) from None
-        except FslabError as failed:
-            raise KernelFailed(f"could not be booted: {failed}") from None
-        if boot.status is None:
-            raise KernelFailed(f"did not boot or did not finish its runs: …{_tail(boot.console)}")
-        if boot.status != 0 or not (share / GUEST_DB).is_file():
-            raise KernelFailed(f"its runs failed in the guest (exit status {boot.status}): …{_tail(boot.output)}")
-        guest = ResultsDB(str(share / GUEST_DB))
-        try:
-            return self._stored(guest, boot)
-        finally:
-            guest.engine.dispose()
+        return self._samples(stored)
 
-    def _stored(self, guest: ResultsDB, boot: vm.Boot) -> Samples:
-        """The guest's runs added to the bisect's study run; the metric's values of those that ended well."""
-        stored = guest.study_run(None)
-        if stored is None:
-            raise KernelFailed("its guest stored no study run")
-        renumbered = partial(self.numbering.renumbered, boot.host.name, boot.boot_id)
-        append_runs(guest, stored["id"], self.results, self.study_run_id, renumbered)
-        self.results.record_host(self.study_run_id, boot.host)
-        groups = guest.sample_groups(stored["id"])
-        found = next(iter(groups.values.values()), {})
-        if not found:
-            errors = [r["error"] for r in guest.runs(stored["id"], ["error"]) if r["error"]]
+    def _samples(self, stored: list[dict]) -> Samples:
+        """The metric's values of a boot's runs that ended well, as the study run stored them."""
+        ended_well = {r["id"] for r in stored if r["status"] == "ok" and not r["warmup"] and not r["redone"]}
+        if not ended_well:
+            errors = [r["error"] for r in stored if r.get("error")]
             raise KernelFailed(f"no run of the cell ended well: {visible((errors or ['no error said'])[0])[:TAIL]}")
-        if self.metric not in found:
+        found = self.results.metric_values(self.study_run_id, [unqualified(self.metric)])
+        values = tuple(
+            value
+            for (run, phase, name), value in sorted(found.items())
+            if run in ended_well and qualified(phase, name) == self.metric
+        )
+        groups = self.results.sample_groups(self.study_run_id)
+        if not values:
+            reported = next(iter(groups.values.values()), {})
             raise BisectError(
                 f"--metric {visible(self.metric)}: the cell's runs report no such metric; they report: "
-                f"{', '.join(sorted(found))}"
+                f"{', '.join(sorted(reported))}"
             )
-        return Samples(tuple(found[self.metric]), groups.higher_is_better.get(self.metric, True))
+        return Samples(values, groups.higher_is_better.get(self.metric, True))
 
     def finish(self, status: str, found: dict) -> None:
         """The study run ended; what the bisect found kept in its settings' "bisect" (the study run's
@@ -161,36 +126,6 @@ class LabMeasure:
         if found:
             self.results.update_settings(self.study_run_id, {"bisect": self.settings["bisect"] | found})
         self.results.finish_study_run(self.study_run_id, status, {})
-
-
-def _tail(text: str) -> str:
-    return visible(text.strip()[-TAIL:])
-
-
-def main(argv: list[str]) -> int:
-    """In the guest: run the one cell `runs` times into a database on the scratch disk, and hand it
-    back through the share. argv: study file, its path on the host, target, workload, runs, scale,
-    sizes only (1/0), seed, the database handed back."""
-    from fslab.running.runner import run_study
-    from fslab.study import parse_study
-
-    study_file, host_path, target, workload, runs, scale, sizes_only, seed, handed = argv
-    text = Path(study_file).read_text()
-    base = Path(host_path).parent
-    study = parse_study(text, host_path, base_dir=base, scale=float(scale), scale_sizes_only=sizes_only == "1")
-    cell = one_cell(study, target, workload)
-    scratch = Path(vm.SCRATCH)
-    database = scratch / GUEST_DB
-    results = ResultsDB(str(database))
-    run_study(cell, results, Workdir(scratch / "fslab"), repetitions=Repetitions(runs=int(runs)), seed=int(seed))
-    results.engine.dispose()
-    with sqlite3.connect(database) as source, sqlite3.connect(handed) as copy:
-        source.backup(copy)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
 
 
 def run_bisect(
@@ -224,6 +159,7 @@ def run_bisect(
         else [resolve(name.strip(), offered) for name in (kernels_given or "").split(",") if name.strip()]
     )
     releases = [p.release for p in packages]
+    check_kernel_study(study, releases, 1, {})  # as `fslab run --kernel` would: its text alone reaches the guest
     rule = replace(rule, resolution=resolution(study.workloads[0].kind, metric))
     measure = LabMeasure(study, metric, results, workdir, settings_of(study, releases, metric, rule), say=say)
     say(f"bisecting {metric} of {target} · {workload} over {len(releases)} kernels (study run {measure.study_run_id})")

@@ -51,6 +51,11 @@ class KernelError(FslabError):
     pass
 
 
+class KernelFailed(FslabError):
+    """A kernel that could not be prepared, booted or run in the lab: `fslab run --kernel` leaves it
+    out of the rounds after, `fslab bisect` skips it (each says this reason)."""
+
+
 @dataclass(frozen=True)
 class KernelPackage:
     release: str  # "6.1.0-56-amd64"

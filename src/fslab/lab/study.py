@@ -19,6 +19,10 @@ runs on those very devices in each VM, passed through as virtio-blk disks (passt
 here with the ordinary runner's guard; a device that is no longer the one confirmed, or is in use,
 when a boot comes stops the study run.
 
+`fslab bisect` measures a kernel with one such boot (boot_once): its study cut to one cell
+(Study.only, which the guest's `fslab run --lab-cell` cuts alike), its runs stored in the bisect's
+study run as a round's are, numbered after that kernel's boots before.
+
 The work directory is claimed once for the whole run, and the host's hygiene (lab/hygiene.py,
 --tune-host) held inside that claim across every round, restored however the run ends; each
 boot's QEMU and boot directory are journalled there (`fslab cleanup` ends what a kill -9 left).
@@ -44,6 +48,7 @@ from fslab.core.errors import FslabError
 from fslab.core.workdir import Workdir
 from fslab.filesystems import FILESYSTEMS
 from fslab.lab import kernels as lab_kernels, openzfs, passthrough as lab_passthrough, progress, vm
+from fslab.lab.kernels import KernelFailed
 from fslab.model import Study
 from fslab.results import ResultsDB
 from fslab.results.copy import append_runs
@@ -161,7 +166,8 @@ def run_on_kernels(
         study_run_id = results.begin_study_run(
             study, plan_seed, environment.collect(work.root) | holding, versions, settings, Owner.current(work.root)
         )
-        run = _Run(study, results, study_run_id, work, repetitions, observer, prepare, boot, run_options, devices)
+        say = observer.notice if observer else _silent
+        run = _Run(study, results, study_run_id, work, repetitions, boot, say, observer, prepare, run_options, devices)
         state = [_Kernel(k) for k in kernels]
         status = "interrupted"
         try:
@@ -176,10 +182,6 @@ def run_on_kernels(
             f"study run {study_run_id}: no kernel ran it: " + "; ".join(f"{k.release}: {k.failed}" for k in state)
         )
     return study_run_id
-
-
-class _KernelFailed(Exception):
-    """A kernel's package could not be prepared, or its VM did not boot or run fslab: it is left out."""
 
 
 def check_kernel_study(
@@ -232,6 +234,8 @@ def guest_arguments(study: Study, repetitions: Repetitions, seed: int, run_optio
         args += ["--trace", trace]
     if study.redo_disturbed:
         args.append("--redo-disturbed")
+    if study.cell is not None:  # the guest cuts the study's text to the same cell (Study.only)
+        args += ["--lab-cell", *study.cell]
     if run_options.get("baseline"):
         args += ["--baseline", run_options["baseline"]]
     if run_options.get("skip_unsupported"):
@@ -256,6 +260,33 @@ def guest_command(arguments: list[str]) -> str:
     return f"{run}; status=$?; {copy} && exit $status"
 
 
+def boot_once(
+    study: Study,
+    kernel: Any,
+    *,
+    runs: int,
+    seed: int,
+    results: ResultsDB,
+    study_run_id: int,
+    work: Workdir,
+    numbering: Numbering,
+    say: Say | None = None,
+) -> list[dict]:
+    """One boot of a prepared kernel (kernels.PreparedKernel) running the study `runs` times a cell,
+    no warm-up, as a round of `fslab run --kernel` boots it (`fslab bisect`'s measurement): the same
+    guest command, its progress said, its runs stored in `study_run_id` as runs of the kernel's host
+    numbered after its boots before (`numbering`, kept by the caller across boots). The rows stored;
+    KernelFailed where its VM did not boot, crashed or stored nothing. No user's device is passed
+    through: a study naming one is refused before (its guest would have no --destroy-data)."""
+    study = replace(study, repetitions=runs, warmup=0)  # the boot's time limit is of these runs
+    run = _Run(study, results, study_run_id, work, Repetitions(runs), vm.boot, say or _silent, numbering=numbering)
+    return run.booted(kernel, seed, kernel.release)[1]
+
+
+def _silent(_: str) -> None:
+    pass
+
+
 @dataclass
 class _Run:
     """One study run over kernels, as its shares are stored into it."""
@@ -263,19 +294,16 @@ class _Run:
     study: Study
     results: ResultsDB
     study_run_id: int
-    work: Workdir  # claimed by run_on_kernels for the whole run
+    work: Workdir  # claimed by run_on_kernels for the whole run (boot_once: by its caller)
     repetitions: Repetitions
-    observer: RunObserver | None
-    prepare: Callable[..., Any]
-    boot: Callable[..., Any]
-    run_options: dict
-    devices: lab_passthrough.Passthrough
+    boot: Callable[..., Any]  # vm.boot (a test's stand-in where given)
+    say: Say
+    observer: RunObserver | None = None  # this machine's runs told as they run
+    prepare: Callable[..., Any] = lab_kernels.prepare
+    run_options: dict = field(default_factory=dict)
+    devices: lab_passthrough.Passthrough = field(default_factory=lab_passthrough.Passthrough)
     numbering: Numbering = field(default_factory=Numbering)
     outcome: dict[str, dict] = field(default_factory=dict)
-
-    def say(self, line: str) -> None:
-        if self.observer:
-            self.observer.notice(line)
 
     def share(self, kernel: _Kernel, round_: int, boots: int, seed: int, lab: dict) -> None:
         """A kernel's share of one round: its runs stored, its cells' outcome added; or, where it
@@ -283,7 +311,7 @@ class _Run:
         where = f"{kernel.release}, boot {round_} of {boots}" if kernel.release != HOST else f"here, round {round_}"
         try:
             stored = self.here(seed, where) if kernel.release == HOST else self.guest(kernel, seed, where)
-        except _KernelFailed as exc:
+        except KernelFailed as exc:
             kernel.failed = str(exc)
             lab["failed"].append({"kernel": kernel.release, "boot": round_, "why": kernel.failed})
             self.results.update_settings(self.study_run_id, {"lab": lab})
@@ -299,11 +327,15 @@ class _Run:
             try:
                 kernel.prepared = self.prepare(kernel.release, say=self.say)
             except FslabError as exc:
-                raise _KernelFailed(f"its package could not be prepared: {exc}") from None
+                raise KernelFailed(f"its package could not be prepared: {exc}") from None
+        return self.booted(kernel.prepared, seed, where)[0]
+
+    def booted(self, prepared: Any, seed: int, where: str) -> tuple[dict, list[dict]]:
+        """One boot of a prepared kernel's VM running the plan: its cells' outcome, and the runs stored."""
         try:  # the modules its targets need loaded in the guest: OpenZFS (built once), md, dm-crypt, LVM
-            setup = openzfs.for_guest(self.study, kernel.release, say=self.say)
+            setup = openzfs.for_guest(self.study, prepared.release, say=self.say)
         except FslabError as exc:
-            raise _KernelFailed(f"OpenZFS could not be built for it: {exc}") from None
+            raise KernelFailed(f"OpenZFS could not be built for it: {exc}") from None
         for note in setup.notes:
             self.say(f"{where}: {note}")
         arguments = guest_arguments(self.study, self.repetitions, seed, self.run_options)
@@ -314,11 +346,11 @@ class _Run:
             self.say(f"{where}: booting")
             started = time.monotonic()
             streamed: set[tuple] = set()  # the runs told as the guest ran them
-            told = partial(self._streamed, where, kernel.release, streamed)  # its host: named by its release
+            told = partial(self._streamed, where, prepared.release, streamed)  # its host: named by its release
             try:
                 with progress.tailing(progress.make(share), told):
                     booted = self.boot(
-                        kernel.prepared,
+                        prepared,
                         command,
                         share=share,
                         setup=setup.script,
@@ -328,21 +360,27 @@ class _Run:
                         journal=self.work.journal,  # its QEMU and boot directory, for `fslab cleanup` after a kill -9
                     )
             except vm.GuestCrashed as exc:  # its kernel panicked or oopsed: said as the console said it
-                raise _KernelFailed(str(exc)) from None
+                raise KernelFailed(str(exc)) from None
             except FslabError as exc:
-                raise _KernelFailed(f"it did not boot: {exc}") from None
+                raise KernelFailed(f"it did not boot: {exc}") from None
             database = share / RESULTS_FILE
             tail = " / ".join((booted.output or booted.console or "").strip().splitlines()[-3:]) or "it said nothing"
             if not database.is_file():
-                ended = "did not end" if booted.status is None else f"ended with status {booted.status}"
-                raise _KernelFailed(f"its VM {ended} and stored no results ({tail})")
+                ended = (
+                    f"ended with status {booted.status}"
+                    if booted.status is not None
+                    else "did not boot or hung before its command,"
+                    if booted.seconds_to_command is None  # its guest never said it began the command
+                    else "did not end"
+                )
+                raise KernelFailed(f"its VM {ended} and stored no results ({tail})")
             try:
-                stored = self._store(database, booted.host.name, booted.boot_id, where, streamed=streamed)
-            except _KernelFailed as exc:  # fslab in the guest refused the study, say: what it said
-                raise _KernelFailed(f"{exc} ({tail})") from None
+                stored, rows = self._store(database, booted.host.name, booted.boot_id, where, streamed=streamed)
+            except KernelFailed as exc:  # fslab in the guest refused the study, say: what it said
+                raise KernelFailed(f"{exc} ({tail})") from None
             self.results.record_host(self.study_run_id, booted.host)
             self.say(_stored_line(where, stored, started))
-            return stored
+            return stored, rows
 
     def here(self, seed: int, where: str) -> dict:
         """This machine's share of one round: the ordinary runner into a database of its own (its
@@ -358,16 +396,16 @@ class _Run:
                     observer=_Quiet(self.observer), host=host, already_claimed=True, **self.run_options,
                 )  # fmt: skip
             except StudyCannotRun as exc:
-                raise _KernelFailed(f"it cannot run here: {exc}") from None
+                raise KernelFailed(f"it cannot run here: {exc}") from None
             except StudyStopped as exc:  # its runs so far are stored, then it is left out as a failed kernel is
                 stopped = str(exc)
             finally:
                 own.engine.dispose()
-            stored = self._store(share / RESULTS_FILE, host.name, environment.boot_id(), where)
+            stored, _ = self._store(share / RESULTS_FILE, host.name, environment.boot_id(), where)
             self.results.record_host(self.study_run_id, host)
             self.say(_stored_line(where, stored, started))
             if stopped:
-                raise _KernelFailed(stopped)
+                raise KernelFailed(stopped)
             return stored
 
     def _streamed(self, where: str, host: str, streamed: set[tuple], said: progress.Progress) -> None:
@@ -383,14 +421,15 @@ class _Run:
 
     def _store(
         self, database: Path, host: str, boot_id: str | None, where: str, *, streamed: set[tuple] | None = None
-    ) -> dict:
-        """One boot's study run copied into this one: its cells' outcome, and how many runs (_TOTAL).
+    ) -> tuple[dict, list[dict]]:
+        """One boot's study run copied into this one: its cells' outcome with how many runs (_TOTAL),
+        and the rows stored.
         `streamed`: the guest's runs told as they ran; the others are told now (None: all were told)."""
         source = ResultsDB(str(database), named=f"the database of {where}")
         try:
             found = source.study_runs()
             if len(found) != 1:
-                raise _KernelFailed(f"its database holds {len(found)} study runs, not one")
+                raise KernelFailed(f"its database holds {len(found)} study runs, not one")
             (guest_run,) = found
             names = self.devices.host_names()  # a device's ceiling, named in the guest by the guest's path
 
@@ -412,7 +451,7 @@ class _Run:
                                    row["status"], row.get("error") or ""))  # fmt: skip
         cells = {f"{_renamed(k, names)} @ {host}": v for k, v in (guest_run.get("outcome") or {}).items()}
         ok = sum(r["status"] == "ok" for r in stored)
-        return cells | {_TOTAL: {"runs": len(stored), "ok": ok, "late": late}}
+        return cells | {_TOTAL: {"runs": len(stored), "ok": ok, "late": late}}, stored
 
 
 def _run_line(where: str, target: str, workload: str, warmup: bool, repetition: int, status: str, error: str) -> str:

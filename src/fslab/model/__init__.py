@@ -260,10 +260,23 @@ class Study:
     )
     traces: tuple[str, ...] = ()  # --trace: the opt-in monitors every run is watched with too (monitors.traces)
     redo_disturbed: bool = False  # --redo-disturbed: a disturbed run is set aside and run again (running/runner.py)
+    cell: tuple[str, str] | None = None  # (target, workload): the study cut to this one cell (only)
 
     @functools.cached_property
     def cells(self) -> list[Cell]:
         return study_cells(self.targets, self.workloads)
+
+    def only(self, target: str, workload: str) -> Study:
+        """The study cut to one cell (`fslab bisect`'s, and its guest's `fslab run --lab-cell`): no
+        baseline, no raw reference added; a name the study lacks leaves it no cell."""
+        return replace(
+            self,
+            targets=[t for t in self.targets if t.name == target],
+            workloads=[w for w in self.workloads if w.name == workload],
+            baseline=None,
+            no_ceiling=True,
+            cell=(target, workload),
+        )
 
     def without(self, names: set[str]) -> Study:
         """The study without these targets (skipped: this machine cannot run them). Every other
