@@ -442,3 +442,37 @@ def test_a_bisect_of_a_job_files_cell_is_refused_as_a_run_over_kernels_refuses_i
         from fslab.results import ResultsDB
 
         assert ResultsDB(str(tmp_path / "r.db")).study_runs() == [], "no study run begun"
+
+
+def test_a_bisect_holds_its_work_directory_so_no_run_or_cleanup_beside_it_releases_its_vms(tmp_path, monkeypatch):
+    """Its boots are journalled and shared in the work directory: while it bisects, a `fslab run`
+    or `fslab cleanup` there is refused (WorkdirBusy), and once it ends the directory is free."""
+    from fslab.core.workdir import Workdir, WorkdirBusy
+    from fslab.lab import bisect_runs, kernels, vm
+    from fslab.lab.bisect import Rule
+    from fslab.results import ResultsDB
+
+    monkeypatch.setattr(kernels, "offered", lambda **_: OFFERED)
+    monkeypatch.setattr(vm, "accelerator", lambda: "tcg")
+    workdir = Workdir(tmp_path / "work")
+    busy: list[str] = []
+
+    class Stop(Exception):
+        pass
+
+    def bisecting(*_, **__):  # noqa: ANN202
+        with pytest.raises(WorkdirBusy) as refused, Workdir(workdir.root).claim():
+            pass
+        busy.append(str(refused.value))
+        raise Stop
+
+    monkeypatch.setattr(bisect_runs, "bisect", bisecting)
+    with pytest.raises(Stop):
+        bisect_runs.run_bisect(
+            "quick", target="btrfs", workload="seq_write", metric="write_buffered_share",
+            kernels_given="6.1.0-54,6.12.117", range_given=None, rule=Rule.for_metric("write_buffered_share"),
+            scale=None, results=ResultsDB(str(tmp_path / "r.db")), workdir=workdir, say=lambda _: None,
+        )  # fmt: skip
+    assert busy and "another fslab" in busy[0], busy
+    with Workdir(workdir.root).claim():  # free again
+        pass

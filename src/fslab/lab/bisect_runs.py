@@ -22,7 +22,7 @@ from fslab.results import ResultsDB
 from fslab.results.owner import Owner
 from fslab.running import environment
 from fslab.running.plan import Repetitions
-from fslab.running.runner import study_run_settings
+from fslab.running.runner import claimed, study_run_settings
 
 TAIL = 600  # characters of a failed run's error said
 
@@ -161,16 +161,20 @@ def run_bisect(
     releases = [p.release for p in packages]
     check_kernel_study(study, releases, 1, {})  # as `fslab run --kernel` would: its text alone reaches the guest
     rule = replace(rule, resolution=resolution(study.workloads[0].kind, metric))
-    measure = LabMeasure(study, metric, results, workdir, settings_of(study, releases, metric, rule), say=say)
-    say(f"bisecting {metric} of {target} · {workload} over {len(releases)} kernels (study run {measure.study_run_id})")
-    status, outcome = "interrupted", None
-    try:
-        outcome = bisect(
-            releases, measure, rule=rule, versions={p.release: p.version for p in packages}, metric=metric, say=say
-        )
-        status = "finished"
-    finally:
-        measure.finish(status, outcome_of(outcome) if outcome is not None else {})
+    # The work directory is this bisect's alone while its boots are journalled and shared there: a
+    # `fslab run` or `fslab cleanup` beside it waits or is refused, never releasing a live QEMU.
+    with claimed(None, workdir, None):
+        measure = LabMeasure(study, metric, results, workdir, settings_of(study, releases, metric, rule), say=say)
+        cell = f"{target} · {workload}"
+        say(f"bisecting {metric} of {cell} over {len(releases)} kernels (study run {measure.study_run_id})")
+        status, outcome = "interrupted", None
+        try:
+            outcome = bisect(
+                releases, measure, rule=rule, versions={p.release: p.version for p in packages}, metric=metric, say=say
+            )
+            status = "finished"
+        finally:
+            measure.finish(status, outcome_of(outcome) if outcome is not None else {})
     return outcome, measure.study_run_id
 
 
