@@ -66,6 +66,7 @@ class FakeLab:
     unbootable: set[str] = field(default_factory=set)
     unpreparable: set[str] = field(default_factory=set)
     refusing: set[str] = field(default_factory=set)  # fslab in the guest refuses the study there
+    damaging: set[str] = field(default_factory=set)  # its guest leaves a damaged database (a crash mid-copy)
     crashing: set[str] = field(default_factory=set)  # the guest's kernel oopses (vm.boot raises)
     interrupt_at: int | None = None  # the boot (1-based, over all kernels) at which Ctrl-C comes
     speed: dict[str, float] = field(default_factory=dict)  # each kernel's throughput factor
@@ -116,6 +117,10 @@ class FakeLab:
             return SimpleNamespace(
                 status=None, output="", console="Kernel panic - not syncing: VFS", share=share, seconds_to_command=None
             )
+        if kernel.release in self.damaging:
+            (share / "results.db").write_bytes(b"SQLite format 3\x00" + b"\xff" * 2000)
+            host = Host(kernel.release, "m", kernel.release, "QEMU Virtual CPU", 1, 2**31, accelerator="tcg")
+            return SimpleNamespace(status=0, output="", console="", share=share, host=host, boot_id="b")
         if kernel.release in self.refusing:  # as `fslab run` leaves it: its database opened, no study run
             ResultsDB(str(share / "results.db")).engine.dispose()
             said = "the study cannot run here; nothing was attached or formatted:\n  btrfs: no btrfs module"
@@ -293,6 +298,17 @@ def test_a_kernel_whose_guest_refuses_the_study_is_left_out_with_what_the_guest_
     assert "btrfs: no btrfs module" in failed["why"]
     assert {r["host"] for r in db.runs(study_run)} == {A} and len(db.runs(study_run)) == 16
     assert [h.name for h in db.hosts(study_run)] == [A], "no host of a kernel that stored nothing"
+
+
+def test_a_kernel_whose_guest_leaves_a_damaged_database_is_left_out_and_the_others_go_on(tmp_path):
+    """A boot's own database is the guest's (a crash mid-copy, a time-out): unusable, that kernel is
+    a failed one, never the end of the study run."""
+    lab = FakeLab(tmp_path, damaging={B})
+    db, study_run = _run(tmp_path, lab, [A, B], boots=2)
+    (failed,) = db.study_run(study_run)["settings"]["lab"]["failed"]
+    assert failed["kernel"] == B and failed["why"].startswith("its database is unusable: "), failed
+    assert {r["host"] for r in db.runs(study_run)} == {A} and len(db.runs(study_run)) == 16
+    assert db.study_run(study_run)["status"] == "finished"
 
 
 def test_no_kernel_running_it_is_an_error_naming_each(tmp_path):

@@ -52,6 +52,7 @@ from fslab.lab.kernels import KernelFailed
 from fslab.model import Study
 from fslab.results import ResultsDB
 from fslab.results.copy import append_runs
+from fslab.results.location import DatabaseLost, DatabaseUnusable, shown
 from fslab.results.owner import Owner
 from fslab.running import environment
 from fslab.running.plan import Repetitions, new_seed
@@ -425,7 +426,10 @@ class _Run:
         """One boot's study run copied into this one: its cells' outcome with how many runs (_TOTAL),
         and the rows stored.
         `streamed`: the guest's runs told as they ran; the others are told now (None: all were told)."""
-        source = ResultsDB(str(database), named=f"the database of {where}")
+        try:
+            source = ResultsDB(str(database), named=f"the database of {where}")
+        except DatabaseUnusable as exc:  # damaged by a crash or a time-out, say: this kernel's share is lost
+            raise KernelFailed(f"its database is unusable: {exc}") from None
         try:
             found = source.study_runs()
             if len(found) != 1:
@@ -438,6 +442,10 @@ class _Run:
                 return self.numbering.renumbered(host, boot_id, named)
 
             stored = append_runs(source, guest_run["id"], self.results, self.study_run_id, adjust)
+        except DatabaseLost as exc:
+            if exc.location != shown(str(database)):
+                raise  # this study run's own database: the run stops, as any run's would
+            raise KernelFailed(f"its database is unusable: {exc.reason}") from None
         finally:
             source.engine.dispose()
         late = 0
