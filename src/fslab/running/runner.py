@@ -416,6 +416,7 @@ def _run_blocks(
                             )
                         run_id = db.record_run(study_run_id, replace(record, host=host.name, boot_id=boot))
                     except BlockWithdrawn as withdrawn:
+                        storing = None  # withdrawn, not lost: no failure after this may call it "not stored"
                         if observer:
                             observer.notice(str(withdrawn))
                         break  # on to the next block this host takes
