@@ -701,3 +701,21 @@ def test_lab_progress_is_a_guests_own_and_goes_with_no_run_over_kernels(tmp_path
     result = fslab_in_process(*given)
     assert result.returncode == 2 and "--lab-progress cannot go with --kernel" in result.stderr, result.stderr
     assert not (tmp_path / "r.db").exists()
+
+
+def test_a_failure_to_tell_progress_neither_ends_the_boot_nor_masks_its_error(tmp_path):
+    """Telling is best effort (a console piped to `head` gone, say): the boot's own exception is the
+    one raised, and nothing more is told once telling failed."""
+    share = tmp_path / "share"
+    share.mkdir()
+    path = progress.make(share)
+    calls: list[progress.Progress] = []
+
+    def told(said: progress.Progress) -> None:
+        calls.append(said)
+        raise BrokenPipeError(32, "Broken pipe")
+
+    with pytest.raises(vm.GuestCrashed), progress.tailing(path, told):
+        path.write_text('{"notice": "one"}\n{"notice": "two"}\n')
+        raise vm.GuestCrashed("6.1.0-55-amd64", "BUG: …", console="")
+    assert [c.notice for c in calls] == ["one"], calls

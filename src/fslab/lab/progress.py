@@ -164,6 +164,7 @@ class _Reader:
         self.pending = b""
         self.total = 0
         self.skipping = False  # within a line too long to be GuestProgress's, passed over to its end
+        self.failed = False  # telling failed (a console gone, say): nothing more is told
 
     def read(self) -> None:
         while self.total < LIMIT_BYTES:
@@ -178,5 +179,8 @@ class _Reader:
                 self.pending, self.skipping = b"", True
             for line in lines:
                 found = parse(line) if len(line) <= LINE_BYTES else None
-                if found is not None:
-                    self.told(found)
+                if found is not None and not self.failed:
+                    try:
+                        self.told(found)
+                    except Exception:  # telling is best effort: never the boot's end, nor its error's mask
+                        self.failed = True
