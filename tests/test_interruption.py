@@ -4,6 +4,7 @@ interrupted fslab")."""
 
 import os
 import signal
+import sys
 
 import pytest
 
@@ -120,3 +121,20 @@ def test_an_interrupted_study_run_exits_with_its_signals_status(signals_interrup
         cli._with_progress(start)
     assert ended.value.exit_code == status
     assert "interrupted" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "kill"])
+def test_any_command_a_signal_stops_exits_with_its_signals_status(signals_interrupt, monkeypatch, signum, status):
+    """Not `fslab run` alone: typer ends every command a signal stopped with 130; a `kill` is 143."""
+    from fslab import cli
+    from fslab.cli import catalogue
+
+    def signalled() -> None:
+        os.kill(os.getpid(), signum)
+        wait_for("the signal's handler", lambda: False, deadline=30, every=0.001)
+
+    monkeypatch.setattr(catalogue, "catalogue", signalled)
+    monkeypatch.setattr(sys, "argv", ["fslab", "list"])
+    with pytest.raises(SystemExit) as ended:
+        cli.main()
+    assert ended.value.code == status

@@ -26,7 +26,7 @@ from rich.markup import escape
 
 from fslab.core import DESTROY_FLAG
 from fslab.core.errors import FslabError
-from fslab.core.interruption import exit_status
+from fslab.core.interruption import exit_status, interrupted
 from fslab.core.names import check_name, visible
 from fslab.core.units import Bandwidth, parse_duration, parse_percent
 from fslab.core.workdir import DEFAULT_WORKDIR, Workdir
@@ -1893,6 +1893,10 @@ def main(password_hidden: bool | None = None) -> None:
         app(prog_name="fslab", standalone_mode=True)
     except FslabError as exc:
         sys.exit(_fail(str(exc)).exit_code)
+    except SystemExit as exc:  # typer ends any command a signal stopped with 130; SIGTERM's is 143
+        if exc.code == 130 and interrupted():
+            sys.exit(exit_status())
+        raise
 
 
 if __name__ == "__main__":
