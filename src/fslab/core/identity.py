@@ -128,7 +128,12 @@ def _opened(number: int) -> Iterator[int | None]:
     if sysfs is not None:
         with contextlib.suppress(OSError):
             fd = os.open(f"/dev/{sysfs.name}", os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
-            if os.fstat(fd).st_rdev != number:
+        if fd is not None:
+            try:
+                same = os.fstat(fd).st_rdev == number
+            except OSError:
+                same = False
+            if not same:
                 os.close(fd)
                 fd = None
     try:
