@@ -183,6 +183,17 @@ def _journal_says(workdir: Path, needle: str) -> bool:
     return journal.exists() and needle in journal.read_text()
 
 
+def lock_holders(lock: Path, killed: int) -> str:
+    """Who holds the work directory's lock, by the kernel's /proc/locks (once seen held after its
+    fslab, pid `killed`, was killed and waited for, under load: the next time says who)."""
+    inode = os.stat(lock).st_ino
+    holders = [line.split() for line in Path("/proc/locks").read_text().splitlines()]
+    pids = [fields[4] for fields in holders if len(fields) > 5 and fields[5].endswith(f":{inode}")]
+    said = [f"{pid}: {Path(f'/proc/{pid}/cmdline').read_bytes().split(bytes(1))!r}" for pid in pids
+            if Path(f"/proc/{pid}").exists()]  # fmt: skip
+    return f"\n(the killed fslab was pid {killed}; the lock's holders: {said or pids})"
+
+
 @pytest.mark.root
 @pytest.mark.parametrize("point", apart("resume-killed-at", ["mkfs", "teardown", "commit"]))
 def test_killed_at_any_point_then_cleaned_up_and_resumed_every_run_is_stored_once(workdir, tmp_path, point):
@@ -243,7 +254,7 @@ def test_killed_at_any_point_then_cleaned_up_and_resumed_every_run_is_stored_onc
     study_run = results.study_run()
     before = len(results.runs(study_run["id"]))
     cleanup = fslab_in_process("cleanup", "--workdir", str(workdir.root))
-    assert cleanup.returncode == 0, cleanup.stdout + cleanup.stderr
+    assert cleanup.returncode == 0, cleanup.stdout + cleanup.stderr + lock_holders(workdir.root / "lock", proc.pid)
     assert held_by(workdir.root) == []
     result = fslab("run", "--resume", "--db", str(db), "--workdir", str(workdir.root))
     assert result.returncode == 0, result.stdout + result.stderr
