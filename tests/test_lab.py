@@ -8,6 +8,7 @@ test_lab_boot.py."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -194,8 +195,8 @@ KERNEL = kernels.PreparedKernel(RELEASE, "6.1.999-1", Path("/k/vmlinuz"), Path("
 
 def argv_of(disks, *, measured=True, fallback=None):
     return vm.qemu_argv(
-        KERNEL, initramfs=Path("/b/i.cpio"), console=Path("/b/console.log"), share=Path("/s"), disks=disks,
-        spec=vm.VmSpec(measured=measured), accelerator="tcg", aio_fallback=fallback,
+        KERNEL, root=Path("/b/root"), initramfs=Path("/b/i.cpio"), console=Path("/b/console.log"), share=Path("/s"),
+        disks=disks, spec=vm.VmSpec(measured=measured), accelerator="tcg", aio_fallback=fallback,
     )  # fmt: skip
 
 
@@ -217,7 +218,7 @@ def test_every_disk_is_virtio_blk_with_no_host_cache_and_io_uring_else_native_in
     ]
     argv = argv_of(())
     assert argv[argv.index("-accel") + 1] == "tcg" and argv[argv.index("-smp") + 1] == "1"
-    assert "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap" in argv
+    assert "local,path=/b/root,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap" in argv
     assert argv[argv.index("-name") + 1] == "fslab,debug-threads=on"  # vCPU threads named, for --tune-host's pinning
 
 
@@ -330,6 +331,26 @@ def test_secrets_are_covered_and_fslabs_own_paths_under_them_bound_back(tmp_path
     assert steps["files"] == [str(etc / "shadow"), str(home / "checkout" / "fslab.db")]
 
 
+def test_the_export_lets_go_of_the_hosts_pseudo_filesystems_and_keeps_its_files_and_covers():
+    e = "/var/tmp/fslab-boot-x/root"
+    mountinfo = "\n".join(
+        f"{n} 1 0:{n} / {point} rw - {fstype} {source} rw"
+        for n, (point, fstype, source) in enumerate([
+            ("/", "ext4", "/dev/vda"), ("/proc", "proc", "proc"), (e, "ext4", "/dev/vda"),
+            (f"{e}/proc", "proc", "proc"), (f"{e}/proc/sys/fs/binfmt_misc", "binfmt_misc", "binfmt_misc"),
+            (f"{e}/sys", "sysfs", "sysfs"), (f"{e}/sys/fs/cgroup", "tmpfs", "tmpfs"), (f"{e}/dev", "devtmpfs", "udev"),
+            (f"{e}/run", "tmpfs", "tmpfs"), (f"{e}/run/user/0", "tmpfs", "tmpfs"), (f"{e}/tmp", "tmpfs", "tmpfs"),
+            (f"{e}/usr", "xfs", "/dev/vdb"), (f"{e}/root", "tmpfs", "fslab-masked"),
+            (f"{e}/etc/shadow", "devtmpfs", "udev"), (f"{e}/mnt/a\\040b", "debugfs", "debugfs"),
+        ])
+    )  # fmt: skip
+    found = masking.host_state_mounts(mountinfo, e, covers=["/etc/shadow"])
+    # the outermost alone (what is on them goes with them); QEMU's own /proc, /tmp's tmpfs, a real /usr,
+    # a cover and a masked file's /dev/null stay
+    assert found == [f"{e}/proc", f"{e}/sys", f"{e}/dev", f"{e}/run", f"{e}/mnt/a b"]
+    assert f"{e}/etc/shadow" in masking.host_state_mounts(mountinfo, e), "a devtmpfs not a cover's is let go"
+
+
 def test_the_default_masks_hold_the_homes_the_password_files_and_fslabs_database(tmp_path, monkeypatch):
     assert {"/root", "/home", "/etc/ssh", "/var/lib/postgresql", "/etc/fslab"} <= set(masking.MASKED_DIRECTORIES)
     assert {"/etc/shadow", "/etc/gshadow"} <= set(masking.MASKED_FILES)
@@ -339,11 +360,14 @@ def test_the_default_masks_hold_the_homes_the_password_files_and_fslabs_database
 
 
 def test_qemu_runs_under_the_trampoline_in_a_private_mount_namespace(tmp_path):
-    argv = masking.wrap(["qemu-system-x86_64", "-m", "64"], keep=[tmp_path], stage=tmp_path / "stage")
+    argv = masking.wrap(
+        ["qemu-system-x86_64", "-m", "64"], keep=[tmp_path], stage=tmp_path / "stage", export=tmp_path / "root"
+    )
     assert Path(argv[0]).name == "unshare" and argv[1:5] == ["--mount", "--propagation", "private", "--"]
     assert argv[6:9] == ["-I", "-m", "fslab.lab.masking"]
     steps = json.loads(argv[9])
     assert steps["stage"] == [str(tmp_path / "stage")] and "/root" in steps["directories"]
+    assert steps["export"] == [os.path.realpath(tmp_path / "root")]
     assert argv[10] == "--" and Path(argv[11]).name == "qemu-system-x86_64" and argv[12:] == ["-m", "64"]
 
 

@@ -2,7 +2,10 @@
 mount namespace of its own where every masked directory is covered by an empty read-only tmpfs
 and every masked file by /dev/null, and what fslab runs from (its interpreter, environment and
 package, the command's directory, the boot's files) is bound back visible even under a masked
-directory (users keep checkouts in /root).
+directory (users keep checkouts in /root). QEMU exports not / but a copy of it (the export, a
+directory of the boot's) without the host's pseudo filesystems: a guest that binds its root
+elsewhere, under its own /proc and /sys, would otherwise read the host's processes (their
+environments: PGPASSWORD), /proc/kcore, /sys, /dev and /run — QEMU runs as root.
 
 Run by vm.py (`wrap`) as
 
@@ -14,8 +17,10 @@ device and FUSE mounts that hold nothing QEMU needs (as the tracer's namespace d
 tracing/namespace.py: a copy would keep another run's target mounted, and its loop device busy,
 for as long as the VM runs — and would show it to the guest), stages each kept path under a
 private tmpfs (a bind, taken before anything is covered), covers, binds the kept paths back,
-makes the covers read-only, unmounts the staging area and execs QEMU: same pid and start time as
-the journal recorded. The namespace ends when QEMU does. Standard library only.
+makes the covers read-only, unmounts the staging area, binds / (covers and all) at the export,
+lets go of the export's pseudo filesystems (proc, sysfs, devtmpfs, cgroup, …, tmpfs under /run
+and /dev: host_state_mounts; its own /proc stays, QEMU needs it), checks none is left and execs
+QEMU: same pid and start time as the journal recorded. The namespace ends when QEMU does. Standard library only.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from fslab.tracing.namespace import holding_devices
+from fslab.tracing.namespace import holding_devices, mounts
 
 # Directories no guest reads: users' homes and root's (ssh keys, ~/.pgpass, shell histories), the
 # machine's ssh keys, PostgreSQL's data, fslab's own settings, private TLS keys, backups of the
@@ -43,9 +48,19 @@ MASKED_FILES = (
 )  # fmt: skip
 DB_SUFFIXES = ("", "-wal", "-shm", "-journal")
 
+# The kernel's view of itself and of the host's processes, not files: none is exported (the guest
+# mounts its own /proc, /sys, /dev and /run). tmpfs is a file system, but under these directories
+# it holds the host's run-time state (sockets, shared memory, session keys).
+PSEUDO_FILESYSTEMS = frozenset({
+    "proc", "sysfs", "devtmpfs", "devpts", "cgroup", "cgroup2", "debugfs", "tracefs", "securityfs", "bpf",
+    "configfs", "fusectl", "mqueue", "hugetlbfs", "pstore", "efivarfs", "binfmt_misc", "autofs", "rpc_pipefs",
+    "nfsd", "nsfs", "selinuxfs", "smackfs", "ramfs",
+})  # fmt: skip
+RUNTIME_DIRECTORIES = ("/proc", "/sys", "/dev", "/run")
+
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
 _MS_REMOUNT, _MS_BIND, _MS_REC, _MS_PRIVATE = 32, 4096, 0x4000, 1 << 18
-_MNT_DETACH = 2
+_MNT_DETACH, _UMOUNT_NOFOLLOW = 2, 8
 
 
 def _inside(path: str, directory: str) -> bool:
@@ -92,15 +107,35 @@ def plan(
     return {"directories": directories, "keep": kept, "files": files}
 
 
-def wrap(argv: Sequence[str], *, keep: Sequence[Path], stage: Path, mask_files: Sequence[str] = ()) -> list[str]:
+def host_state_mounts(mountinfo: str, export: str, *, covers: Sequence[str] = ()) -> list[str]:
+    """The mount points under `export` (a copy of /) in /proc/self/mountinfo's text that show the
+    host's processes and kernel rather than files: a pseudo filesystem, or a tmpfs or ramfs under
+    /proc, /sys, /dev or /run; not `covers` (the masked files under /dev/null: a devtmpfs's). The
+    outermost alone: those mounted on them go with them."""
+    spared = {os.path.join(export, c.lstrip("/")) for c in covers}
+    found = []
+    for point, fstype, _ in mounts(mountinfo):
+        if point == export or not _inside(point, export) or point in spared:
+            continue
+        runtime = fstype == "tmpfs" and any(_inside(point, export + d) for d in RUNTIME_DIRECTORIES)
+        if fstype in PSEUDO_FILESYSTEMS or runtime:
+            found.append(point)
+    return [point for point in found if not any(_inside(point, other) and point != other for other in found)]
+
+
+def wrap(
+    argv: Sequence[str], *, keep: Sequence[Path], stage: Path, export: Path, mask_files: Sequence[str] = ()
+) -> list[str]:
     """The argument list that runs `argv` (QEMU) in a mount namespace with the host's secrets masked.
-    `stage`: an empty directory of the boot's, where the namespace stages what it binds back."""
+    `stage`: an empty directory of the boot's, where the namespace stages what it binds back;
+    `export`: another, where it binds the root QEMU exports (argv's -virtfs path=)."""
     fslab_dir = Path(__file__).resolve().parent.parent
     visible = [Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent, fslab_dir, *keep]
     steps = plan(keep=visible, masked_files=(*MASKED_FILES, *mask_files))
     steps["stage"] = [str(stage)]
+    steps["export"] = [os.path.realpath(export)]
     # every path QEMU and the guest reach, masked or not: the mounts holding them stay
-    steps["needed"] = sorted({os.path.realpath(p) for p in (*visible, stage) if os.path.exists(p)})
+    steps["needed"] = sorted({os.path.realpath(p) for p in (*visible, stage, export) if os.path.exists(p)})
     # (both checked installed before a boot: vm.unavailable_reason)
     unshare, program = shutil.which("unshare") or "unshare", shutil.which(argv[0]) or argv[0]
     return [unshare, "--mount", "--propagation", "private", "--",
@@ -172,7 +207,19 @@ def main(argv: list[str]) -> None:
         _mount(libc, "/dev/null", path, None, _MS_BIND, None)
     if libc.umount2(os.fsencode(stage), _MNT_DETACH) != 0:
         _fail(f"cannot unmount the staging area {stage}: {os.strerror(ctypes.get_errno())}")
+    export = steps["export"][0]
+    _mount(libc, "/", export, None, _MS_BIND | _MS_REC, None)
+    for point in _host_state(export, steps["files"]):
+        libc.umount2(os.fsencode(point), _MNT_DETACH | _UMOUNT_NOFOLLOW)  # a failure: found just below
+    left = _host_state(export, steps["files"])
+    if left:
+        _fail(f"cannot let go of the host's {left[0]} in the guest's root: QEMU not started")
     os.execvp(argv[3], argv[3:])
+
+
+def _host_state(export: str, covers: Sequence[str]) -> list[str]:
+    with open("/proc/self/mountinfo") as table:
+        return host_state_mounts(table.read(), export, covers=covers)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ or by a user's device, which QEMU gets as descriptors fslab opened and proved
 (lab/passthrough.py), with a serial the guest names it by (/dev/disk/by-id/virtio-SERIAL).
 
 QEMU runs in a mount namespace of its own (masking.py) where the host's secrets — /root, /home,
-/etc/shadow, fslab's databases, … — are covered, so the guest cannot read them. It is fslab's
+/etc/shadow, fslab's databases, … — are covered, so the guest cannot read them; what it exports
+as the host's root is a copy of / there without the host's /proc, /sys, /dev and /run. It is fslab's
 child, journalled with its pid and start time before it runs, and killed by that proof however
 the boot ends (time-out, error, Ctrl-C); the boot's temporary directory goes with it.
 """
@@ -248,6 +249,7 @@ def disk_options(disk: Disk, index: int, aio: str) -> list[str]:
 def qemu_argv(
     kernel: PreparedKernel,
     *,
+    root: Path,
     initramfs: Path,
     console: Path,
     share: Path,
@@ -257,11 +259,12 @@ def qemu_argv(
     aio_fallback: str | None = None,
     image: Path | None = None,
 ) -> list[str]:
-    """QEMU's argument list for a boot (every disk checked: check_disk). `image`: the kernel
-    file QEMU loads (elf_kernel's), else the package's vmlinuz."""
+    """QEMU's argument list for a boot (every disk checked: check_disk). `root`: what the guest
+    gets as the host's root (masking's export); `image`: the kernel file QEMU loads
+    (elf_kernel's), else the package's vmlinuz."""
     for disk in disks:
         check_disk(disk, measured=spec.measured)
-    for path in (share, kernel.modules):
+    for path in (root, share, kernel.modules):
         if "," in str(path):
             raise VmError(f"{path}: QEMU's -virtfs takes no path with a comma; choose another directory")
     argv = [
@@ -271,7 +274,7 @@ def qemu_argv(
         *hygiene.QEMU_THREAD_NAMES,
         "-kernel", str(image or kernel.vmlinuz), "-initrd", str(initramfs),
         "-append", KERNEL_ARGS,
-        "-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
+        "-virtfs", f"local,path={root},mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
         "-virtfs", f"local,path={kernel.modules},mount_tag=modules,security_model=none,readonly=on,multidevs=remap",
         "-virtfs", f"local,path={share},mount_tag=share,security_model=none,multidevs=remap",
     ]  # fmt: skip
@@ -717,9 +720,11 @@ def boot(
         _make_scratch_filesystem(scratch.image)
         disks = (scratch, *spec.disks)
         aio_fallback = None if io_uring_works() else "native"
-        console = directory / "console.log"
+        console, export, stage = directory / "console.log", directory / "root", directory / "stage"
+        export.mkdir()
+        stage.mkdir()
         argv = qemu_argv(
-            kernel, initramfs=build_initramfs(directory, kernel.modules), console=console, share=share,
+            kernel, root=export, initramfs=build_initramfs(directory, kernel.modules), console=console, share=share,
             disks=disks, spec=spec, accelerator=chosen, aio_fallback=aio_fallback, image=elf_kernel(kernel),
         )  # fmt: skip
         _write_own(share / "init.sh", guest_init(command, setup=setup, cwd=cwd or Path("/"), python=sys.executable))
@@ -733,10 +738,8 @@ def boot(
         ]
         if cwd is not None:
             keep.append(cwd)
-        stage = directory / "stage"
-        stage.mkdir()
         masked_files = masking.databases(mask, cwd=cwd)
-        wrapped = masking.wrap(argv, keep=keep, stage=stage, mask_files=masked_files)
+        wrapped = masking.wrap(argv, keep=keep, stage=stage, export=export, mask_files=masked_files)
         held_journal = journal or Workdir(directory).journal
         pinned_to = hygiene.pin_cpus(spec.cpus)  # none unless --tune-host asked for it
         fds = [fd for disk in spec.disks for fd in disk.fds]

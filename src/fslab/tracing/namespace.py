@@ -25,10 +25,10 @@ _MS_REC, _MS_PRIVATE = 0x4000, 1 << 18
 _MNT_DETACH = 2
 
 
-def holding_devices(mountinfo: str) -> list[str]:
-    """The mount points of /proc/self/mountinfo's text on a device (source under /dev/) or FUSE,
-    but the root: what the namespace lets go of, deepest (latest mounted) first. Paths as the
-    kernel escapes them (\\040 for a space) are unescaped."""
+def mounts(mountinfo: str) -> list[tuple[str, str, str]]:
+    """(mount point, filesystem type, source) of each line of /proc/self/mountinfo's text, in its
+    order (a mount before those on it). Paths as the kernel escapes them (\\040 for a space) are
+    unescaped."""
     found = []
     for line in mountinfo.splitlines():
         fields = line.split()
@@ -36,9 +36,19 @@ def holding_devices(mountinfo: str) -> list[str]:
             continue
         tail = fields[fields.index("-", 6) + 1 :]
         point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
-        if point != "/" and len(tail) >= 2 and (tail[1].startswith("/dev/") or tail[0].startswith("fuse")):
-            found.append(point)
-    return found[::-1]
+        if len(tail) >= 2:
+            found.append((point, tail[0], tail[1]))
+    return found
+
+
+def holding_devices(mountinfo: str) -> list[str]:
+    """The mount points of /proc/self/mountinfo's text on a device (source under /dev/) or FUSE,
+    but the root: what the namespace lets go of, deepest (latest mounted) first."""
+    return [
+        point
+        for point, fstype, source in mounts(mountinfo)[::-1]
+        if point != "/" and (source.startswith("/dev/") or fstype.startswith("fuse"))
+    ]
 
 
 def _fail(why: str) -> None:
@@ -48,12 +58,7 @@ def _fail(why: str) -> None:
 
 def tracefs_at(path: str, mountinfo: str) -> bool:
     """Whether /proc/self/mountinfo's text shows a tracefs mounted at `path`."""
-    for line in mountinfo.splitlines():
-        fields = line.split()
-        if len(fields) > 4 and fields[4] == path and "-" in fields[6:]:
-            if fields[fields.index("-", 6) + 1] == "tracefs":
-                return True
-    return False
+    return any(point == path and fstype == "tracefs" for point, fstype, _ in mounts(mountinfo))
 
 
 def main(argv: list[str]) -> None:
