@@ -5,6 +5,7 @@ right before each boot, on the very descriptors QEMU gets. A real boot under QEM
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import re
@@ -231,6 +232,47 @@ def test_a_loop_device_reattached_to_another_file_between_planning_and_the_boot_
             if backing_of(disk.device) == stranger:
                 subprocess.run(["losetup", "--detach", disk.device], check=True)
                 plug(disk.device, disk.image)  # for users_disk's own check and clean-up
+
+
+@pytest.mark.root
+def test_a_loop_device_detached_and_removed_between_planning_and_the_boot_is_refused_not_a_traceback(tmp_path):
+    """Fails on the old code: its sysfs directory read for `refusals` was gone (FileNotFoundError)."""
+    with users_disk() as disk:
+
+        class Removes(FakeLab):
+            def prepare(self, release, *, say=None):  # noqa: ANN001, ANN201 (the device gone, as unplugged)
+                subprocess.run(["losetup", "--detach", disk.device], check=True)
+                remove_loop(disk.device)
+                return super().prepare(release, say=say)
+
+        lab = Removes(tmp_path)
+        with pytest.raises(FslabError, match=f"{re.escape(disk.device)} is no longer the device you confirmed with "
+                           f"--destroy-data {re.escape(disk.device)} .*unplugged.*run again"):  # fmt: skip
+            _run(tmp_path, lab, disk.device, [disk.device])
+        assert _boots(lab) == []
+
+
+def remove_loop(device: str) -> None:
+    """Remove the loop device (LOOP_CTL_REMOVE, done when it returns) once the kernel has let go
+    of its file: its /dev node and sysfs directory go, as a USB disk's do when unplugged."""
+    from conftest import wait_for
+
+    minor = os.minor(os.stat(device).st_rdev)
+    control = os.open("/dev/loop-control", os.O_RDWR)
+
+    def removed() -> bool:
+        try:
+            fcntl.ioctl(control, 0x4C81, minor)  # LOOP_CTL_REMOVE
+        except OSError as exc:
+            if exc.errno != errno.EBUSY:  # still letting go of its file: again
+                raise
+            return False
+        return True
+
+    try:
+        wait_for(f"{device} removed", removed, deadline=30, every=0.05)
+    finally:
+        os.close(control)
 
 
 @pytest.mark.root

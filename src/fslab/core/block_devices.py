@@ -245,13 +245,19 @@ def opened_for_guest(device: BlockDevice) -> Iterator[tuple[int, int]]:
     """The confirmed device opened for a lab VM's QEMU, which opens nothing by name: a read-only
     and a read-write descriptor (O_DIRECT, as QEMU's cache=none opens a disk), the read-write one
     exclusive (O_EXCL: while QEMU holds it the kernel lets nothing mount or claim the device or
-    its partitions). Proven on the descriptors themselves once open — still the very device the
-    user confirmed (number, diskseq, a loop device's backing file: identity.is_disk) — and
-    nothing uses it (`refusals`); Refused otherwise, naming the device and what to do. Closed
-    when the block ends."""
+    its partitions). Proven still there first (`still_confirmed`), nothing using it (`refusals`),
+    and again on the descriptors themselves once open — still the very device the user confirmed
+    (number, diskseq, a loop device's backing file: identity.is_disk); Refused otherwise, naming
+    the device and what to do. Closed when the block ends."""
     confirmed = f"{DESTROY_FLAG} {device.named}"
     if device.proof is None:
         raise Refused(f"{device.node}: not confirmed; it is passed to a VM only when you confirm it: {confirmed}")
+    if not device.still_confirmed():  # gone since (detached, unplugged): `refusals` would read a sysfs no more there
+        raise Refused(
+            f"{device.node} is no longer the device you confirmed with {confirmed} (detached, unplugged or "
+            "replaced since); it was not passed to the VM and nothing was written to it: check what it is now "
+            "and run again"
+        )
     problems = refusals(device)
     if problems:
         raise Refused(
