@@ -295,6 +295,30 @@ def test_the_backing_file_the_kernel_records_is_part_of_a_loop_devices_proof(tmp
                 pass
 
 
+@pytest.mark.root
+def test_the_plan_over_kernels_of_a_study_naming_a_device_checks_the_flag_confirming_it(tmp_path, monkeypatch):
+    """Fails on the old code: --plan --kernel never passed --destroy-data on, so refused every such study."""
+    from conftest import fslab_in_process
+    from fslab.lab import kernels
+
+    monkeypatch.setattr(kernels, "KERNELS", tmp_path / "kernels")  # none prepared, none offered: said, not fetched
+    monkeypatch.setattr(kernels, "offered", lambda cache: [])
+    monkeypatch.setattr(vm, "known_accelerator", lambda: "tcg")
+    with users_disk() as disk:
+        study = tmp_path / "passed.toml"
+        study.write_text(STUDY.format(device=disk.device))
+        given = ("run", str(study), "--plan", "--kernel", A, "--db", str(tmp_path / "r.db"), "--workdir",
+                 str(tmp_path / "wd"))  # fmt: skip
+        planned = fslab_in_process(*given, "--destroy-data", disk.device)
+        assert planned.returncode == 0, planned.stdout + planned.stderr
+        said = f"device {disk.device}: each VM's /dev/disk/by-id/virtio-fslab-1; all data on it is destroyed"
+        assert said in planned.stdout.splitlines()
+        refused = fslab_in_process(*given)
+        assert refused.returncode != 0
+        assert (refused.stdout + refused.stderr).count(f"--destroy-data {disk.device}") == 1, "said once"
+        assert disk.intact() and not (tmp_path / "r.db").exists() and not (tmp_path / "wd").exists()
+
+
 # ---- the real thing: a loop device through to a TCG boot --------------------------------------------
 
 GUEST_KERNEL = "6.1.0-54-amd64"  # prepared by test_lab_study_guest's run (fetched once, cached)

@@ -116,7 +116,8 @@ def plan(study: Study, destroy_flags: Sequence[str]) -> tuple[Passthrough, list[
         if len(named) > 1
     ]
     serials = {number: f"fslab-{n}" for n, number in enumerate(paths, start=1)}
-    return Passthrough({path: Passed(d, serials[d.number]) for path, d in devices.items()}), problems
+    passthrough = Passthrough({path: Passed(d, serials[d.number]) for path, d in devices.items()})
+    return passthrough, list(dict.fromkeys(problems))  # the study's ceiling names its device again
 
 
 # ---- the study file as the guest reads it ----------------------------------------------------------
