@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -85,6 +86,19 @@ def test_the_guest_reads_the_study_with_each_device_its_by_id_name(tmp_path):
     ]  # fmt: skip
     assert fake.host_names()["(ceiling: /dev/disk/by-id/virtio-fslab-2)"] == "(ceiling: /dev/sdy)"
     assert passthrough.Passthrough().guest_source(study) == study.source, "a study naming no device goes as written"
+
+
+def test_a_value_the_guests_study_file_cannot_hold_is_refused_when_planned_with_the_other_problems(tmp_path):
+    """Fails on the old code: refused only at the first boot, the work directory claimed by then."""
+    study = parse_study(STUDY.format(device="/dev/fslab-no-such-disk"), "s.toml", base_dir=tmp_path)
+    dated = replace(study, source=study.source + "\n[note]\nwhen = 2026-11-29\n")  # a value toml_text has no form for
+    _, problems = passthrough.plan(dated, ["/dev/fslab-no-such-disk"])
+    assert any("/dev/fslab-no-such-disk" in p and "not a block device" in p for p in problems), problems
+    assert any(p.startswith("s.toml: a study file's value datetime.date(2026, 11, 29) (date) cannot be written")
+               for p in problems), problems  # fmt: skip
+    assert passthrough.plan(study, ["/dev/fslab-no-such-disk"])[1] == problems[:1], (
+        "a study it can write: no such problem"
+    )
 
 
 def _device(node: str, number: int):  # noqa: ANN202

@@ -115,6 +115,10 @@ def plan(study: Study, destroy_flags: Sequence[str]) -> tuple[Passthrough, list[
         for named in paths.values()
         if len(named) > 1
     ]
+    try:  # the guest's study file is written at each boot: a value it cannot write refused now, not then
+        toml_text(tomllib.loads(study.source))
+    except FslabError as exc:
+        problems.append(f"{study.path}: {exc}: a lab VM reads the study as fslab writes it again: give it as a string")
     serials = {number: f"fslab-{n}" for n, number in enumerate(paths, start=1)}
     passthrough = Passthrough({path: Passed(d, serials[d.number]) for path, d in devices.items()})
     return passthrough, list(dict.fromkeys(problems))  # the study's ceiling names its device again
