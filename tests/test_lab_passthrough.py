@@ -5,11 +5,15 @@ right before each boot, on the very descriptors QEMU gets. A real boot under QEM
 
 from __future__ import annotations
 
+import errno
 import fcntl
+import mmap
 import os
 import re
+import struct
 import subprocess
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -84,6 +88,19 @@ def test_the_guest_reads_the_study_with_each_device_its_by_id_name(tmp_path):
     ]  # fmt: skip
     assert fake.host_names()["(ceiling: /dev/disk/by-id/virtio-fslab-2)"] == "(ceiling: /dev/sdy)"
     assert passthrough.Passthrough().guest_source(study) == study.source, "a study naming no device goes as written"
+
+
+def test_a_value_the_guests_study_file_cannot_hold_is_refused_when_planned_with_the_other_problems(tmp_path):
+    """Fails on the old code: refused only at the first boot, the work directory claimed by then."""
+    study = parse_study(STUDY.format(device="/dev/fslab-no-such-disk"), "s.toml", base_dir=tmp_path)
+    dated = replace(study, source=study.source + "\n[note]\nwhen = 2026-11-29\n")  # a value toml_text has no form for
+    _, problems = passthrough.plan(dated, ["/dev/fslab-no-such-disk"])
+    assert any("/dev/fslab-no-such-disk" in p and "not a block device" in p for p in problems), problems
+    assert any(p.startswith("s.toml: a study file's value datetime.date(2026, 11, 29) (date) cannot be written")
+               for p in problems), problems  # fmt: skip
+    assert passthrough.plan(study, ["/dev/fslab-no-such-disk"])[1] == problems[:1], (
+        "a study it can write: no such problem"
+    )
 
 
 def _device(node: str, number: int):  # noqa: ANN202
@@ -164,8 +181,62 @@ def test_a_confirmed_device_reaches_the_vm_as_descriptors_proven_held_exclusivel
         )
         targets = {r["target"] for r in db.runs(study_run)}
         assert targets == {"mine", f"(ceiling: {disk.device})"}, "the guest's ceiling stored under the study's name"
-        assert subprocess.run(["mount", "-o", "ro", disk.device, str(tmp_path / "try")]).returncode == 0
-        subprocess.run(["umount", str(tmp_path / "try")], check=True)
+        os.close(os.open(disk.device, os.O_RDONLY | os.O_EXCL))  # let go of after the boots: held by none
+
+
+class LeavesLayers(FakeLab):
+    """FakeLab whose guest leaves layers the host would assemble (its teardown skipped, as when it
+    crashes): a LUKS2 header at the start (cryptsetup's own), an md 0.90 superblock at the end."""
+
+    found: list[str]
+
+    def boot(self, kernel, command: str, *, share: Path, **options):  # noqa: ANN001, ANN201
+        for disk in options["spec"].disks:
+            luks = self.tmp / "luks.img"
+            with open(luks, "wb") as f:
+                f.truncate(32 * 2**20)
+            subprocess.run(
+                ["cryptsetup", "luksFormat", "--batch-mode", "--type", "luks2", "--pbkdf", "pbkdf2",
+                 "--pbkdf-force-iterations", "1000", "--key-file", "-", str(luks)],
+                input=b"key", check=True, capture_output=True,
+            )  # fmt: skip
+            size = os.lseek(disk.fds[0], 0, os.SEEK_END)
+            block = mmap.mmap(-1, 2**20)  # page-aligned, as O_DIRECT needs
+            block[:] = luks.read_bytes()[: 2**20]
+            os.pwrite(disk.fds[0], block, 0)
+            block[:] = bytes(2**20)  # md 0.90: its magic and version in the last 64 KiB-aligned 64 KiB
+            block[:16] = struct.pack("<4I", 0xA92B4EFC, 0, 90, 0)
+            block[20:24] = os.urandom(4)  # its set's UUID, in part
+            with memoryview(block) as view:  # the mmap's own memory, not a copy
+                os.pwrite(disk.fds[0], view[: 2**16], (size & ~(2**16 - 1)) - 2**16)
+            block.close()
+            self.found = _found(disk.image)
+        return super().boot(kernel, command, share=share, **options)
+
+
+def _found(device: Path | str) -> list[str]:
+    """The types wipefs finds on the device (its listing only)."""
+    listing = subprocess.run(["wipefs", "--no-act", "--noheadings", "--output", "TYPE", str(device)],
+                             capture_output=True, text=True, check=True).stdout  # fmt: skip
+    return sorted(set(listing.split()))
+
+
+@pytest.mark.root
+def test_what_a_guest_left_on_a_device_is_wiped_before_the_host_lets_go_of_it(tmp_path):
+    """Fails on the old code: the descriptors closed with the guest's md and LUKS there, for the
+    host's udev to assemble once O_EXCL was released."""
+    lab, told = LeavesLayers(tmp_path), Told()
+    with users_disk() as disk:
+        _run(tmp_path, lab, disk.device, [disk.device], boots=2, observer=told)
+        assert len(_boots(lab)) == 2 and lab.found == ["crypto_LUKS", "linux_raid_member"], "the guest's, found"
+        assert _found(disk.device) == [], "nothing left for the host to assemble"
+        probed = subprocess.run(["blkid", "-p", disk.device], capture_output=True, text=True)
+        assert probed.returncode == 2, probed.stdout  # 2: nothing found
+        wiped = [line for line in told.lines if line.startswith("wiped")]
+        assert wiped == [
+            f"wiped {disk.device}'s first and last 16 MiB after the VM, so that this host assembles no md, LVM, "
+            "LUKS, bcache or ZFS the guest left there"
+        ], "said once"
 
 
 @pytest.mark.root
@@ -234,6 +305,47 @@ def test_a_loop_device_reattached_to_another_file_between_planning_and_the_boot_
 
 
 @pytest.mark.root
+def test_a_loop_device_detached_and_removed_between_planning_and_the_boot_is_refused_not_a_traceback(tmp_path):
+    """Fails on the old code: its sysfs directory read for `refusals` was gone (FileNotFoundError)."""
+    with users_disk() as disk:
+
+        class Removes(FakeLab):
+            def prepare(self, release, *, say=None):  # noqa: ANN001, ANN201 (the device gone, as unplugged)
+                subprocess.run(["losetup", "--detach", disk.device], check=True)
+                remove_loop(disk.device)
+                return super().prepare(release, say=say)
+
+        lab = Removes(tmp_path)
+        with pytest.raises(FslabError, match=f"{re.escape(disk.device)} is no longer the device you confirmed with "
+                           f"--destroy-data {re.escape(disk.device)} .*unplugged.*run again"):  # fmt: skip
+            _run(tmp_path, lab, disk.device, [disk.device])
+        assert _boots(lab) == []
+
+
+def remove_loop(device: str) -> None:
+    """Remove the loop device (LOOP_CTL_REMOVE, done when it returns) once the kernel has let go
+    of its file: its /dev node and sysfs directory go, as a USB disk's do when unplugged."""
+    from conftest import wait_for
+
+    minor = os.minor(os.stat(device).st_rdev)
+    control = os.open("/dev/loop-control", os.O_RDWR)
+
+    def removed() -> bool:
+        try:
+            fcntl.ioctl(control, 0x4C81, minor)  # LOOP_CTL_REMOVE
+        except OSError as exc:
+            if exc.errno != errno.EBUSY:  # still letting go of its file: again
+                raise
+            return False
+        return True
+
+    try:
+        wait_for(f"{device} removed", removed, deadline=30, every=0.05)
+    finally:
+        os.close(control)
+
+
+@pytest.mark.root
 def test_the_backing_file_the_kernel_records_is_part_of_a_loop_devices_proof(tmp_path):
     """A proof whose number and diskseq still hold but whose backing file differs proves nothing
     (LOOP_CHANGE_FD swaps a read-only loop device's file and keeps its diskseq)."""
@@ -251,6 +363,30 @@ def test_the_backing_file_the_kernel_records_is_part_of_a_loop_devices_proof(tmp
         with pytest.raises(FslabError, match="is no longer the device you confirmed"):
             with opened_for_guest(type(device)(device.named, device.node, device.number, forged)):
                 pass
+
+
+@pytest.mark.root
+def test_the_plan_over_kernels_of_a_study_naming_a_device_checks_the_flag_confirming_it(tmp_path, monkeypatch):
+    """Fails on the old code: --plan --kernel never passed --destroy-data on, so refused every such study."""
+    from conftest import fslab_in_process
+    from fslab.lab import kernels
+
+    monkeypatch.setattr(kernels, "KERNELS", tmp_path / "kernels")  # none prepared, none offered: said, not fetched
+    monkeypatch.setattr(kernels, "offered", lambda cache: [])
+    monkeypatch.setattr(vm, "known_accelerator", lambda: "tcg")
+    with users_disk() as disk:
+        study = tmp_path / "passed.toml"
+        study.write_text(STUDY.format(device=disk.device))
+        given = ("run", str(study), "--plan", "--kernel", A, "--db", str(tmp_path / "r.db"), "--workdir",
+                 str(tmp_path / "wd"))  # fmt: skip
+        planned = fslab_in_process(*given, "--destroy-data", disk.device)
+        assert planned.returncode == 0, planned.stdout + planned.stderr
+        said = f"device {disk.device}: each VM's /dev/disk/by-id/virtio-fslab-1; all data on it is destroyed"
+        assert said in planned.stdout.splitlines()
+        refused = fslab_in_process(*given)
+        assert refused.returncode != 0
+        assert (refused.stdout + refused.stderr).count(f"--destroy-data {disk.device}") == 1, "said once"
+        assert disk.intact() and not (tmp_path / "r.db").exists() and not (tmp_path / "wd").exists()
 
 
 # ---- the real thing: a loop device through to a TCG boot --------------------------------------------
@@ -276,6 +412,5 @@ def test_a_loop_device_passed_through_runs_a_short_study_in_a_real_vm(tmp_path, 
         assert facts["serial"] == "fslab-1" and facts["device"].startswith("/dev/vd"), "the guest's own view of it"
         said = result.stdout + result.stderr
         assert f"about to destroy on {disk.device} (the VM's /dev/disk/by-id/virtio-fslab-1): ext4" in said
-        assert disk.read_file() is None, "the guest's fslab wiped it and made its own ext4 there"
-        assert "ext4" in subprocess.run(["blkid", "-o", "value", "-s", "TYPE", disk.device], capture_output=True,
-                                        text=True).stdout  # fmt: skip
+        assert disk.read_file() is None, "the guest's fslab wiped it"
+        assert subprocess.run(["blkid", "-p", disk.device]).returncode == 2, "and the host what the guest left there"

@@ -557,7 +557,9 @@ def run(
         decide=decide,
     )
     if plan:
-        return _print_plan(loaded, repetitions, db, workdir, skip_unsupported, kernel or [], boots or 1)
+        return _print_plan(
+            loaded, repetitions, db, workdir, skip_unsupported, kernel or [], boots or 1, tuple(destroy_data or ())
+        )
     clients = None
     if client:  # fio's client/server: its modules only for a study that drives clients
         from fslab.fio import given_clients, networks
@@ -636,9 +638,11 @@ def _print_plan(
     skip_unsupported: bool,
     kernels: list[str],
     boots: int,
+    destroy_flags: tuple[str, ...],
 ) -> None:
-    """`fslab run --plan` (with --kernel: lab/preview.py's, per kernel): the plan, from the stored
-    runs of this host (of each kernel) where it has any (read, never written)."""
+    """`fslab run --plan` (with --kernel: lab/preview.py's, per kernel, the devices the study names
+    checked as the run checks them): the plan, from the stored runs of this host (of each kernel)
+    where it has any (read, never written)."""
     from fslab.results.timings import stored_timings
     from fslab.running.environment import host
     from fslab.running.preview import Overhead, plan_lines
@@ -650,7 +654,14 @@ def _print_plan(
         from fslab.lab import preview
 
         lines = preview.plan_lines(
-            study, kernels, boots, repetitions, overhead_of, workdir, skip_unsupported=skip_unsupported
+            study,
+            kernels,
+            boots,
+            repetitions,
+            overhead_of,
+            workdir,
+            skip_unsupported=skip_unsupported,
+            destroy_flags=destroy_flags,
         )
     else:
         lines = plan_lines(study, repetitions, overhead_of(host().name), workdir, skip_unsupported=skip_unsupported)

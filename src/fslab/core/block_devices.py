@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import mmap
 import os
 import shutil
 import stat
@@ -245,13 +246,19 @@ def opened_for_guest(device: BlockDevice) -> Iterator[tuple[int, int]]:
     """The confirmed device opened for a lab VM's QEMU, which opens nothing by name: a read-only
     and a read-write descriptor (O_DIRECT, as QEMU's cache=none opens a disk), the read-write one
     exclusive (O_EXCL: while QEMU holds it the kernel lets nothing mount or claim the device or
-    its partitions). Proven on the descriptors themselves once open — still the very device the
-    user confirmed (number, diskseq, a loop device's backing file: identity.is_disk) — and
-    nothing uses it (`refusals`); Refused otherwise, naming the device and what to do. Closed
-    when the block ends."""
+    its partitions). Proven still there first (`still_confirmed`), nothing using it (`refusals`),
+    and again on the descriptors themselves once open — still the very device the user confirmed
+    (number, diskseq, a loop device's backing file: identity.is_disk); Refused otherwise, naming
+    the device and what to do. Closed when the block ends."""
     confirmed = f"{DESTROY_FLAG} {device.named}"
     if device.proof is None:
         raise Refused(f"{device.node}: not confirmed; it is passed to a VM only when you confirm it: {confirmed}")
+    if not device.still_confirmed():  # gone since (detached, unplugged): `refusals` would read a sysfs no more there
+        raise Refused(
+            f"{device.node} is no longer the device you confirmed with {confirmed} (detached, unplugged or "
+            "replaced since); it was not passed to the VM and nothing was written to it: check what it is now "
+            "and run again"
+        )
     problems = refusals(device)
     if problems:
         raise Refused(
@@ -281,6 +288,37 @@ def opened_for_guest(device: BlockDevice) -> Iterator[tuple[int, int]]:
                     "to it: check what it is now and run again"
                 )
         yield fds[0], fds[1]
+
+
+# Zeroed at each end of a device a guest had: every layer's label or header a host would find and
+# assemble — md's superblocks (1.1 at 0, 1.2 at 4 KiB, 0.90 and 1.0 in the last 128 KiB), LVM's label
+# (its first 4 sectors) and metadata (first MiB), LUKS2's two headers (the second at most at 4 MiB),
+# bcache's (4 KiB), ZFS's labels (the first and last 512 KiB), the partition tables (MBR, both GPTs)
+# and filesystems' superblocks — also within a partition starting in the first MiB or ending in the
+# last 8 MiB (as parted aligns them, and zpool's whole-disk partitions 1 and 9).
+GUEST_LAYERS = 16 * 2**20
+
+
+def wipe_guest_layers(device: BlockDevice, read_write: int) -> None:
+    """Zero the device's first and last GUEST_LAYERS bytes through `read_write`, opened_for_guest's
+    proven descriptor (O_DIRECT: a page-aligned buffer), before it is closed: once the exclusive
+    hold goes, the host's udev reads the device and would assemble what a guest built there."""
+    chunk = mmap.mmap(-1, 2**20)  # zeros, page-aligned
+    try:
+        with memoryview(chunk) as zeros:
+            size = os.lseek(read_write, 0, os.SEEK_END)
+            head = min(GUEST_LAYERS, size)
+            for start, end in ((0, head), (max(head, size - GUEST_LAYERS), size)):
+                for offset in range(start, end, len(zeros)):
+                    os.pwrite(read_write, zeros[: min(len(zeros), end - offset)], offset)
+            os.fsync(read_write)
+    except OSError as exc:
+        raise Refused(
+            f"{device.node}: could not wipe what the VM left on it ({exc.strerror}): before this host reads it, "
+            f"wipe it yourself (wipefs --all {device.node})"
+        ) from None
+    finally:
+        chunk.close()
 
 
 # --- what is on a device ------------------------------------------------------------------------

@@ -12,6 +12,9 @@ Right before each boot the host proves each device again on the very descriptors
 opens nothing by name (block_devices.opened_for_guest: still the confirmed device — number,
 diskseq, a loop device's backing file — and unused), and says what it is about to destroy there,
 unless it is what the boot before left. A device that fails is refused, and the study run stops.
+After each boot, before those descriptors close, the host zeroes each device's first and last
+16 MiB through them (block_devices.wipe_guest_layers): no md, LVM, LUKS or ZFS the guest built
+there is assembled by this host's udev once the device is free.
 """
 
 from __future__ import annotations
@@ -25,7 +28,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fslab.core import DESTROY_FLAG
-from fslab.core.block_devices import BlockDevice, Signature, describe, opened_for_guest, signatures
+from fslab.core.block_devices import (
+    GUEST_LAYERS,
+    BlockDevice,
+    Signature,
+    describe,
+    opened_for_guest,
+    signatures,
+    wipe_guest_layers,
+)
 from fslab.core.errors import FslabError
 from fslab.devices.named import confirmed_devices
 from fslab.lab import vm
@@ -92,8 +103,17 @@ class Passthrough:
                 if {_key(s) for s in found} - self.left.get(passed.device.number, set()):
                     say(f"about to destroy on {passed.device.node} (the VM's {passed.guest_path}): {describe(found)}")
                 disks.append(vm.Disk(Path(passed.device.node), serial=passed.serial, fds=(read_write, read_only)))
-            yield tuple(disks)
-            for passed in self.devices:  # all of it, after the guest's fslab wiped it: what fslab put there
+            try:
+                yield tuple(disks)
+            finally:  # a guest that crashed skipped its teardown: what it built goes, before the host can read it
+                for passed, disk in zip(self.devices, disks, strict=True):
+                    wipe_guest_layers(passed.device, disk.fds[0])
+                    if passed.device.number not in self.left:
+                        say(
+                            f"wiped {passed.device.node}'s first and last {GUEST_LAYERS // 2**20} MiB after the VM, "
+                            "so that this host assembles no md, LVM, LUKS, bcache or ZFS the guest left there"
+                        )
+            for passed in self.devices:  # what is left after the guest's fslab and the wipe
                 self.left[passed.device.number] = {_key(s) for s in signatures(passed.device)}
 
 
@@ -115,8 +135,13 @@ def plan(study: Study, destroy_flags: Sequence[str]) -> tuple[Passthrough, list[
         for named in paths.values()
         if len(named) > 1
     ]
+    try:  # the guest's study file is written at each boot: a value it cannot write refused now, not then
+        toml_text(tomllib.loads(study.source))
+    except FslabError as exc:
+        problems.append(f"{study.path}: {exc}: a lab VM reads the study as fslab writes it again: give it as a string")
     serials = {number: f"fslab-{n}" for n, number in enumerate(paths, start=1)}
-    return Passthrough({path: Passed(d, serials[d.number]) for path, d in devices.items()}), problems
+    passthrough = Passthrough({path: Passed(d, serials[d.number]) for path, d in devices.items()})
+    return passthrough, list(dict.fromkeys(problems))  # the study's ceiling names its device again
 
 
 # ---- the study file as the guest reads it ----------------------------------------------------------

@@ -50,16 +50,22 @@ def plan_lines(
     workdir: Path,
     *,
     skip_unsupported: bool,
+    destroy_flags: Sequence[str] = (),
 ) -> list[str]:
     """The plan over kernels, a line each. `overhead_of(host)`: fslab's own work per run of that
-    host's stored runs (a lab VM's host is named by its kernel release)."""
+    host's stored runs (a lab VM's host is named by its kernel release). `destroy_flags`: the
+    --destroy-data paths confirming the devices the study names, checked as the run checks them."""
     kernels = list(dict.fromkeys(kernels))
-    check_kernel_study(study, kernels, boots, {"repetitions": repetitions})
+    devices = check_kernel_study(study, kernels, boots, {"repetitions": repetitions}, destroy_flags)
     head = f"{study.name}: the plan over kernels (nothing is fetched, built, booted, attached, formatted or stored)"
     lines = [head, *study_lines(study, repetitions)]
     per_boot = run_count(study, repetitions)
     rounds = "in one boot each" if boots == 1 else f"in {boots} boots each, interleaved over the kernels"
     lines.append(f"kernels ({len(kernels)}), the plan {rounds}: {per_boot * boots * len(kernels)} runs in all")
+    lines += [
+        f"device {path}: each VM's {passed.guest_path}; all data on it is destroyed"
+        for path, passed in devices.by_path.items()
+    ]
     offered = functools.cache(_offered)  # apt's lists read once, and only for a kernel not prepared
     total = 0.0
     for kernel in kernels:
