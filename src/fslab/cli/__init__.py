@@ -481,11 +481,15 @@ def run(
         raise _fail("--spread goes with --on: it divides a study run among a fleet's workers")
     if boots is not None and not kernel:
         raise _fail("--boots goes with --kernel: it spreads each kernel's runs over that many boots")
+    if kernel and spread:
+        raise _fail(
+            "--spread cannot go with --kernel: each worker boots its own kernels and runs the whole plan on each"
+        )
     if kernel:
         _refuse_together(
             "--kernel",
             "a study run over kernels runs an exact plan (--runs, --boots), here and in lab VMs",
-            {"--resume": resume, "--on": on is not None, "--client": client,
+            {"--resume": resume, "--client": client,
              "--target-ci": target_ci is not None, "--decide": decide, "--lab-progress": lab_progress is not None,
              "--lab-cell": lab_cell is not None},
         )  # fmt: skip
@@ -578,6 +582,8 @@ def run(
             threshold=threshold,
             spread=spread,
             summary=not no_summary,
+            kernels=kernel or [],
+            boots=boots or 1,
         )
     if kernel:
         from fslab.lab.study import run_on_kernels
@@ -681,10 +687,14 @@ def _run_on_fleet(
     threshold: float,
     spread: bool,
     summary: bool,
+    kernels: list[str],
+    boots: int,
 ) -> None:
     from fslab.fleet import dispatch
 
-    study_run_id = dispatch.begin(results, study, repetitions, on=on, seed=seed, baseline=baseline, spread=spread)
+    study_run_id = dispatch.begin(
+        results, study, repetitions, on=on, seed=seed, baseline=baseline, spread=spread, kernels=kernels, boots=boots
+    )
     for note in dispatch.refusing(results, study_run_id):
         errors.print(f"[yellow]note[/yellow]: {safe_markup(note)}", highlight=False)
     if detach:

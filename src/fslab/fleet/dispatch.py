@@ -52,15 +52,31 @@ def begin(
     seed: int | None = None,
     baseline: str | None = None,
     spread: bool = False,
+    kernels: list[str] | None = None,
+    boots: int = 1,
 ) -> int:
     """Store the fleet's study run and queue one unit per host `on` names; its id. `spread`: the
-    plan's blocks are divided among those hosts (fleet/spread.py) instead of each running all."""
+    plan's blocks are divided among those hosts (fleet/spread.py) instead of each running all.
+    `kernels` (`--kernel`, with `boots`): each host runs the plan under each kernel named, as
+    `fslab run --kernel` here does (units.KernelShare), checked as that checks it first."""
     from fslab.running.plan import Planner, new_seed  # here: `fslab status` needs no planner, nor the numpy it loads
     from fslab.running.runner import study_run_settings
 
     queue.conninfo(db.location)  # PostgreSQL, or a clear refusal, before anything is stored
     if spread:
         spreading.check(repetitions)
+    share = None
+    if kernels:
+        from fslab.lab.study import check_kernel_study
+
+        if spread:
+            raise FslabError(
+                "--spread cannot go with --kernel: each host boots its own kernels and runs the whole plan on each"
+            )
+        check_kernel_study(study, list(dict.fromkeys(kernels)), boots, {"repetitions": repetitions})
+        share = units.kernel_share(
+            {"lab": units.KernelShare(tuple(dict.fromkeys(kernels)), boots).encoded()}, "--kernel"
+        )
     try:
         units.check_self_contained(study.source, study.path)
     except units.NotSelfContained as exc:
@@ -77,6 +93,7 @@ def begin(
         | ({"baseline": baseline} if baseline else {})
         | study_run_settings(study, [])
         | ({spreading.SETTING: True} if spread else {})
+        | ({"lab": share.encoded()} if share is not None else {})
     )
     study_run_id = db.begin_study_run(
         study, plan_seed, environment.collect(Path.cwd()), {}, settings, None

@@ -12,6 +12,7 @@ from datetime import timedelta
 
 import sqlalchemy as sa
 
+from fslab.core.errors import FslabError
 from fslab.model.records import SUPERSEDED, now
 from fslab.results.db import COUNTED
 from fslab.results.schema import fleet_blocks, fleet_units, runs, study_runs
@@ -37,6 +38,62 @@ class Progress:
     @property
     def ended(self) -> bool:
         return self.state in ENDED
+
+
+# A study run over kernels on a fleet (`fslab run --kernel K … --on HOSTS`): each unit runs the
+# study under every kernel named, `boots` boots each (lab/study.py's run_unit_on_kernels). What the
+# unit carries of it is its study run's settings' "lab", as a local run over kernels stores it, plus
+# its format: a worker refuses a unit whose format it does not know, as it refuses one of another
+# fslab (versions.py), rather than run it as a plain unit of its host. (A worker of an fslab that
+# knows no kernels runs another version: versions.check_runnable refuses it before anything.)
+LAB_FORMAT = 1
+
+
+class BadUnit(FslabError):
+    """A unit whose stored settings no fslab made (the database is untrusted): failed, said why."""
+
+
+@dataclass(frozen=True)
+class KernelShare:
+    """The kernels each host's unit runs the study under, and how many boots of each."""
+
+    kernels: tuple[str, ...]
+    boots: int
+
+    def encoded(self) -> dict:
+        """As the study run's settings keep it ("lab"): with what its workers add as they go, each
+        share done and each kernel failed, named by host (lab/kernels.py's kernel_host)."""
+        return {"kernels": list(self.kernels), "boots": self.boots, "failed": [], "done": [], "format": LAB_FORMAT}
+
+
+def kernel_share(settings: dict | None, where: str) -> KernelShare | None:
+    """A unit's kernels, from its study run's settings (None: a plain unit of its host). Refused
+    (versions.UnitRefused) where their format is not this worker's; BadUnit where no fslab made them."""
+    from fslab.fleet.versions import UnitRefused
+    from fslab.lab.kernels import HOST, KernelError, check_release
+
+    lab = (settings or {}).get("lab")
+    if lab is None:
+        return None
+    if not isinstance(lab, dict):
+        raise BadUnit(f"{where}: its settings' lab is not a table of kernels")
+    if lab.get("format") != LAB_FORMAT:
+        raise UnitRefused(
+            f"{where} runs over kernels as format {lab.get('format')!r} says, and this worker knows format "
+            f"{LAB_FORMAT}: run a worker of the fslab that queued it on this host"
+        )
+    kernels, boots = lab.get("kernels"), lab.get("boots")
+    if not isinstance(kernels, list) or not kernels or not all(isinstance(k, str) for k in kernels):
+        raise BadUnit(f"{where}: its settings name no kernels")
+    if not isinstance(boots, int) or isinstance(boots, bool) or not 1 <= boots <= 1000:
+        raise BadUnit(f"{where}: its settings' boots {boots!r} is not a number of boots")
+    try:
+        for kernel in kernels:
+            if kernel != HOST:
+                check_release(kernel)
+    except KernelError as exc:
+        raise BadUnit(f"{where}: {exc}") from None
+    return KernelShare(tuple(kernels), boots)
 
 
 def queued(engine: sa.Engine, study_run_id: int, hosts: list[str]) -> None:
@@ -132,8 +189,13 @@ def progress(engine: sa.Engine, study_run_id: int) -> list[Progress]:
         .group_by(runs.c.host)
     )
     with engine.connect() as conn:
-        stored = {host: (n, first, last) for host, n, first, last in conn.execute(counted)}
-        superseded: dict[str, int] = dict(conn.execute(kept_aside).all())
+        stored: dict[str, tuple] = {}
+        for host, n, first, last in conn.execute(counted):  # a kernel's host is its worker's unit's
+            had = stored.get(worker := _worker_of(host))
+            stored[worker] = (n, first, last) if had is None else (had[0] + n, min(had[1], first), max(had[2], last))
+        superseded: dict[str, int] = {}
+        for host, n in conn.execute(kept_aside).all():
+            superseded[_worker_of(host)] = superseded.get(_worker_of(host), 0) + n
         units = conn.execute(
             sa.select(fleet_units).where(fleet_units.c.study_run_id == study_run_id).order_by(fleet_units.c.host)
         ).all()
@@ -146,6 +208,13 @@ def progress(engine: sa.Engine, study_run_id: int) -> list[Progress]:
         why = u.why or "; ".join(f"skipped {s['target']}: {s['why']}" for s in u.skipped or [])
         found.append(Progress(u.host, u.state, done, u.planned, u.current or "", eta, why, superseded.get(u.host, 0)))
     return found
+
+
+def _worker_of(host: str) -> str:
+    """The worker whose unit stored runs under `host` (a kernel's, "RELEASE@WORKER"; else itself)."""
+    from fslab.lab.kernels import named_kernel
+
+    return named_kernel(host)[1] or host
 
 
 def any_running(engine: sa.Engine, study_run_id: int) -> bool:

@@ -51,6 +51,7 @@ from fslab.fleet.hostlock import HostLock, HostLockLost
 from fslab.fleet.lease import Lease, UnitWithdrawn
 from fslab.fleet.shared_storage import FioSettings, serve_fio_for, unit_services
 from fslab.fleet.steady import LOST, SteadyResults, connection_lost
+from fslab.lab.kernels import AT
 from fslab.model import Host, Study
 from fslab.model.records import now
 from fslab.results.location import shown
@@ -177,6 +178,8 @@ def serve(settings: WorkerSettings, say: Callable[[str], None]) -> None:
         signal.SIGUSR1, all_threads=True
     )  # `kill -USR1` a worker that seems stuck: each thread's stack on its standard error
     host = environment.host(settings.name)
+    if AT in host.name:  # "@" parts a kernel from its worker in the name of a kernel's host (lab/kernels.py)
+        raise FslabError(f"worker name {host.name!r} holds {AT!r}: give the worker a --name without it")
     queue.install(db.engine)
     roster.register(db.engine, host, settings.labels, settings.lapse, settings.fio_address)
     hostlock = HostLock(settings.location, host.name, settings.lapse, say)
@@ -360,8 +363,11 @@ def run_unit(
         units.check_self_contained(row["study_source"], f"study run {unit.study_run_id}")
     except units.NotSelfContained as exc:
         raise UnitFailedHere(str(exc)) from None
+    kernels = units.kernel_share(row["settings"], f"study run {unit.study_run_id}")  # before anything runs
     with tempfile.TemporaryDirectory(prefix="fslab-fleet-") as nothing_beside:  # the study names no file: none is read
         share = db.steadily(lambda: share_of(db, unit.study_run_id, host.name, Path(nothing_beside)))
+    if kernels is not None:
+        return _run_on_kernels(unit, db, host, workdir, say, share, kernels, row, hostlock)
     skipped = db.steadily(lambda: units.skipped(db.engine, unit.study_run_id, host.name))
     if skipped is None:
         skipped = [{"target": u.target, "why": u.why} for u in unsupported_here(share.study)]
@@ -417,6 +423,56 @@ def run_unit(
         finally:
             if blocks is not None:
                 blocks.give_back()  # a block under way when the unit stopped or failed (none once every block is done)
+
+
+def _run_on_kernels(
+    unit: Unit,
+    db: SteadyResults,
+    host: Host,
+    workdir: Workdir,
+    say: Callable[[str], None],
+    share: Any,
+    kernels: units.KernelShare,
+    row: dict,
+    hostlock: HostLock | None,
+) -> None:
+    """A unit over kernels: this host's share is the whole plan under each kernel, as `fslab run
+    --kernel` runs it (lab/study.py's run_unit_on_kernels): a lab VM booted here per kernel and
+    boot, "host" this host's own kernel, each kernel's runs stored under its host, "RELEASE@WORKER"
+    (lab/kernels.py). Nothing is skipped per host: a kernel that cannot run here (no QEMU, its
+    package not to be had, its VM not booting) fails its share, recorded with why (the study run's
+    settings, and the unit's note), and the others go on; the unit fails where none ran."""
+    from fslab.lab.study import check_kernel_study, run_unit_on_kernels
+
+    study = share.study
+    check_kernel_study(study, list(kernels.kernels), kernels.boots, {})  # its text untrusted: checked again here
+    per_boot = len(study.cells) * (share.repetitions.runs + share.repetitions.warmup)
+    running = {"state": "running", "skipped": [], "planned": per_boot * kernels.boots * len(kernels.kernels),
+               "why": None, "claimed_at": unit.claimed_at, "started_at": now()}  # fmt: skip
+    waiting = partial(_waiting, db, unit, say)
+
+    def fence(conn: Any) -> None:  # in the transaction storing a boot's runs: the unit still this worker's
+        if unit.lease is not None and not unit.lease.held(conn):
+            raise unit.lease.withdrawn()
+
+    with hostlock.held(waiting) if hostlock is not None else nullcontext():
+        db.steadily(lambda: units.update(db.engine, unit.study_run_id, host.name, unit.generation, **running))
+        try:
+            outcome, failed = run_unit_on_kernels(
+                study, row["settings"]["lab"], results=db, study_run_id=unit.study_run_id, plan_seed=share.seed,
+                repetitions=share.repetitions, work=workdir, machine=host, say=say,
+                observer=_UnitObserver(db, unit, say, None, hostlock), fence=fence,
+                busy=lambda busy, pause: waiting(f"{busy}; trying again in {pause:.0f} s"), baseline=share.baseline,
+            )  # fmt: skip
+        except KeyboardInterrupt:  # given back (serve): its next worker goes on from the shares recorded done
+            values = {"state": "released", "current": None}
+            db.steadily(lambda: units.update(db.engine, unit.study_run_id, unit.host, unit.generation, **values))
+            raise
+        except SchemaChanged as exc:
+            raise versions.UnitRefused(str(exc)) from None
+    why = "; ".join(f"{f['kernel']} failed: {f['why']}" for f in failed) or None
+    _settle(db, unit, "done", outcome=outcome, why=why)
+    say(f"unit done: study run {unit.study_run_id} on {unit.host}")
 
 
 def _waiting(db: SteadyResults, unit: Unit, say: Callable[[str], None], why: str) -> None:

@@ -100,6 +100,31 @@ def check_release(release: str) -> str:
     return release
 
 
+# Where a kernel's runs are stored: a host of the study run (model.Host) named by the kernel. The
+# one rule, for `fslab run --kernel` here and on a fleet's workers (lab/study.py), and read back
+# by `fslab compare --kernels` (report/summary.py's kernel_hosts) and `fslab status`:
+#   here:      a lab VM's host is its release ("6.1.0-56-amd64"); "host" this machine's name;
+#   on worker W of a fleet: "RELEASE@W" — two workers booting one release are two hosts, their
+#              runs never merged —; "host" the worker's own host name W, as a plain unit's.
+# A worker's name holds no "@" (fslab worker refuses one), so a name splits one way only.
+AT = "@"
+
+
+def kernel_host(kernel: str, machine: str, *, worker: bool = False) -> str:
+    """The host name of `kernel`'s runs ("host" or a release) run by `machine` (this machine's
+    host name, or a fleet's worker's `--name`); `worker`: on a fleet's worker."""
+    if kernel == HOST:
+        return machine
+    return f"{kernel}{AT}{machine}" if worker else kernel
+
+
+def named_kernel(name: str) -> tuple[str, str | None]:
+    """What `fslab compare --kernels` was given: (kernel, worker) from "RELEASE@WORKER" or
+    "host@WORKER"; (name, None) from a name without one."""
+    kernel, at, worker = name.rpartition(AT)
+    return (kernel, worker) if at and kernel and worker else (name, None)
+
+
 def parse_madison(text: str) -> dict[str, str]:
     """`apt-cache madison PACKAGE...`'s lines → package → its newest version offered."""
     newest: dict[str, str] = {}

@@ -49,7 +49,7 @@ from fslab.core.workdir import Workdir
 from fslab.filesystems import FILESYSTEMS
 from fslab.lab import kernels as lab_kernels, openzfs, passthrough as lab_passthrough, progress, vm
 from fslab.lab.kernels import KernelFailed
-from fslab.model import Study
+from fslab.model import Host, Study
 from fslab.results import ResultsDB
 from fslab.results.copy import append_runs
 from fslab.results.location import DatabaseLost, DatabaseUnusable, shown
@@ -95,6 +95,17 @@ class Numbering:
 
     repetitions: dict[tuple[str, str, str, bool], int] = field(default_factory=dict)
     blocks: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, stored: list[dict], hosts: set[str]) -> Numbering:
+        """The numbering after the runs stored of `hosts` (a fleet's unit taken again)."""
+        found = cls()
+        for row in stored:
+            if row["host"] in hosts:
+                key = (row["host"], row["target"], row["workload"], bool(row["warmup"]))
+                found.repetitions[key] = max(found.repetitions.get(key, 0), row["repetition"])
+                found.blocks[row["host"]] = max(found.blocks.get(row["host"], 0), row["block"] or 0)
+        return found
 
     def repetition(self, host: str, target: str, workload: str, warmup: bool, repetition: int) -> int:
         """The repetition a run of the next boot of `host` numbered `repetition` has in the study run."""
@@ -172,9 +183,7 @@ def run_on_kernels(
         state = [_Kernel(k) for k in kernels]
         status = "interrupted"
         try:
-            for round_ in range(1, boots + 1):
-                for kernel in (k for k in state if k.failed is None):
-                    run.share(kernel, round_, boots, (plan_seed + round_ - 1) % 2**31, lab)
+            run.rounds(state, boots, plan_seed, lab)
             status = "finished"
         finally:
             results.finish_study_run(study_run_id, status, run.outcome)
@@ -183,6 +192,57 @@ def run_on_kernels(
             f"study run {study_run_id}: no kernel ran it: " + "; ".join(f"{k.release}: {k.failed}" for k in state)
         )
     return study_run_id
+
+
+def run_unit_on_kernels(
+    study: Study,
+    lab: dict,
+    *,
+    results: ResultsDB,
+    study_run_id: int,
+    plan_seed: int,
+    repetitions: Repetitions,
+    work: Workdir,
+    machine: Host,
+    say: Say,
+    observer: RunObserver | None = None,
+    fence: Callable[[Any], None] | None = None,
+    busy: Callable[..., None] | None = None,
+    prepare: Callable[..., Any] | None = None,
+    boot: Callable[..., Any] | None = None,
+    **run_options: Any,
+) -> tuple[dict, list[dict]]:
+    """A fleet's worker's unit of a study run over kernels (fleet/worker.py): the rounds of
+    run_on_kernels for this worker's `machine`, each kernel's runs stored in the fleet's study run
+    `study_run_id` under its host as kernel_host names it on a worker ("RELEASE@WORKER"; "host":
+    the worker's own name). `lab`: the study run's settings' (fleet/units.py's KernelShare decoded
+    it). A unit taken again (its worker stopped or gone) goes on: the shares this worker recorded
+    done (lab's "done") are not run again, the kernels it recorded failed stay out, and the runs of
+    a share cut short (stored, if at all, only as a whole boot) are numbered after those stored.
+    `fence`: called in the transaction that stores a boot's runs, raising where the unit's lease
+    was taken meanwhile (none stored). The outcome of its cells, and its kernels that failed."""
+    kernels = [str(k) for k in lab["kernels"]]
+    boots = int(lab["boots"])
+    run = _Run(
+        study, results, study_run_id, work, repetitions, boot or vm.boot, say, observer, prepare or lab_kernels.prepare,
+        dict(run_options), machine=machine, worker=True, fence=fence,
+    )  # fmt: skip
+    mine = {run.host_name(k) for k in kernels}
+    run.numbering = Numbering.of(results.runs(study_run_id, _NUMBERED), mine)
+    state = [_Kernel(k) for k in kernels]
+    before = [f for f in lab.get("failed", []) if f.get("host") in mine]
+    for kernel in state:
+        kernel.failed = next((f["why"] for f in before if f.get("kernel") == kernel.release), None)
+    here = study if HOST in kernels else None
+    with claimed(here, work, observer, busy):
+        run.rounds(state, boots, plan_seed, lab)
+    failed = [f for f in lab.get("failed", []) if f.get("host") in mine]
+    if all(k.failed for k in state):
+        raise LabStudyError("no kernel ran here: " + "; ".join(f"{k.release}: {k.failed}" for k in state))
+    return run.outcome, failed
+
+
+_NUMBERED = ("host", "target", "workload", "warmup", "repetition", "block")
 
 
 def check_kernel_study(
@@ -305,19 +365,42 @@ class _Run:
     devices: lab_passthrough.Passthrough = field(default_factory=lab_passthrough.Passthrough)
     numbering: Numbering = field(default_factory=Numbering)
     outcome: dict[str, dict] = field(default_factory=dict)
+    machine: Host | None = None  # the machine that runs it (None: this one, environment.host())
+    worker: bool = False  # on a fleet's worker: its hosts named so (lab/kernels.py's kernel_host)
+    fence: Callable[[Any], None] | None = None  # a fleet's unit: raises in a boot's store once its lease is taken
+
+    def host_name(self, kernel: str) -> str:
+        """The host `kernel`'s runs are stored under (kernels.kernel_host: the one rule)."""
+        if self.machine is None:
+            self.machine = environment.host()
+        return lab_kernels.kernel_host(kernel, self.machine.name, worker=self.worker)
+
+    def rounds(self, state: list[_Kernel], boots: int, plan_seed: int, lab: dict) -> None:
+        """Rounds interleave the kernels — K1 boot 1, K2 boot 1, host, K1 boot 2, … —, each share's
+        seed its round's; a share recorded done (lab's "done": a unit taken again) is not run again."""
+        done = {(d.get("host"), d.get("boot")) for d in lab.get("done", [])}
+        for round_ in range(1, boots + 1):
+            for kernel in (k for k in state if k.failed is None):
+                if (self.host_name(kernel.release), round_) not in done:
+                    self.share(kernel, round_, boots, (plan_seed + round_ - 1) % 2**31, lab)
 
     def share(self, kernel: _Kernel, round_: int, boots: int, seed: int, lab: dict) -> None:
         """A kernel's share of one round: its runs stored, its cells' outcome added; or, where it
         fails, the kernel left out of the rounds after, said and recorded in `lab`'s failed."""
         where = f"{kernel.release}, boot {round_} of {boots}" if kernel.release != HOST else f"here, round {round_}"
+        host = self.host_name(kernel.release)
         try:
             stored = self.here(seed, where) if kernel.release == HOST else self.guest(kernel, seed, where)
         except KernelFailed as exc:
             kernel.failed = str(exc)
-            lab["failed"].append({"kernel": kernel.release, "boot": round_, "why": kernel.failed})
-            self.results.update_settings(self.study_run_id, {"lab": lab})
+            failed = {"kernel": kernel.release, "boot": round_, "why": kernel.failed, "host": host}
+            lab.setdefault("failed", []).append(failed)
+            self.results.add_to_lab(self.study_run_id, "failed", failed)
             self.say(f"{where}: skipped, {kernel.failed}")
             return
+        if self.worker:  # a fleet's unit taken again runs only what its worker did not record done
+            lab.setdefault("done", []).append(done := {"host": host, "boot": round_})
+            self.results.add_to_lab(self.study_run_id, "done", done)
         for cell, o in stored.items():
             before = self.outcome.get(cell)
             self.outcome[cell] = o | ({"runs": before.get("runs", 0) + o.get("runs", 0)} if before else {})
@@ -347,7 +430,8 @@ class _Run:
             self.say(f"{where}: booting")
             started = time.monotonic()
             streamed: set[tuple] = set()  # the runs told as the guest ran them
-            told = partial(self._streamed, where, prepared.release, streamed)  # its host: named by its release
+            name = self.host_name(prepared.release)  # its host: named by its release (on a worker, and the worker's)
+            told = partial(self._streamed, where, name, streamed)
             try:
                 with progress.tailing(progress.make(share), told):
                     booted = self.boot(
@@ -376,17 +460,17 @@ class _Run:
                 )
                 raise KernelFailed(f"its VM {ended} and stored no results ({tail})")
             try:
-                stored, rows = self._store(database, booted.host.name, booted.boot_id, where, streamed=streamed)
+                stored, rows = self._store(database, name, booted.boot_id, where, streamed=streamed)
             except KernelFailed as exc:  # fslab in the guest refused the study, say: what it said
                 raise KernelFailed(f"{exc} ({tail})") from None
-            self.results.record_host(self.study_run_id, booted.host)
+            self.results.record_host(self.study_run_id, replace(booted.host, name=name))
             self.say(_stored_line(where, stored, started))
             return stored, rows
 
     def here(self, seed: int, where: str) -> dict:
         """This machine's share of one round: the ordinary runner into a database of its own (its
         runs told as they run), then stored as a boot's are."""
-        host = environment.host()
+        host = replace(self.machine or environment.host(), name=self.host_name(HOST))
         with boot_share(self.work.root) as share:
             self.say(f"{where}: running on this machine's kernel")
             started = time.monotonic()
@@ -441,7 +525,7 @@ class _Run:
                 named = [row | {"target": names.get(row["target"], row["target"])} for row in rows]
                 return self.numbering.renumbered(host, boot_id, named)
 
-            stored = append_runs(source, guest_run["id"], self.results, self.study_run_id, adjust)
+            stored = append_runs(source, guest_run["id"], self.results, self.study_run_id, adjust, fence=self.fence)
         except DatabaseLost as exc:
             if exc.location != shown(str(database)):
                 raise  # this study run's own database: the run stops, as any run's would

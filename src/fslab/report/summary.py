@@ -315,27 +315,38 @@ def compare_hosts(db: ResultsDB, study_run_id: int, baseline: str, other: str, *
 
 
 def kernel_hosts(db: ResultsDB, study_run_id: int, kernels: tuple[str, str]) -> tuple[str, str]:
-    """The hosts of a study run that ran `kernels` (`fslab compare --kernels A B`): a lab VM's host is
-    named by its kernel release; "host", or a release no host is named by, is the one host of that
-    kernel (`--kernel host`: this machine's own, stored under its host name). Refused, naming the
-    kernels present, where a kernel ran on no host, or on several."""
+    """The hosts of a study run that ran `kernels` (`fslab compare --kernels A B`), named as
+    lab/kernels.py's kernel_host names them: a lab VM's host by its kernel release (on a fleet's
+    worker W, "RELEASE@W"); "host", or a release no host is named by, is the one host of that
+    kernel (`--kernel host`: the machine's own, stored under its host name; "host@W": worker W's).
+    Refused, naming the kernels present, where a kernel ran on no host, or on several (a fleet's
+    workers: name one as KERNEL@WORKER)."""
+    from fslab.lab.kernels import HOST, kernel_host, named_kernel
+
     measured = {h for _, _, h in host_values(db, study_run_id)}
     present = [h for h in db.hosts(study_run_id) if h.name in measured]
 
-    def host_of(kernel: str) -> str:
-        if any(h.name == kernel for h in present):
-            return kernel
-        ran = [h for h in present if (h.accelerator == "host" if kernel == "host" else h.kernel == kernel)]
+    def host_of(given: str) -> str:
+        if any(h.name == given for h in present):
+            return given
+        kernel, worker = named_kernel(given)
+        ran = [
+            h
+            for h in present
+            if (h.accelerator == "host" if kernel == HOST else h.kernel == kernel)
+            and (worker is None or h.name in (worker, kernel_host(kernel, worker, worker=True)))
+        ]
         if len(ran) == 1:
             return ran[0].name
         said = ", ".join(f"{h.kernel} (host {h.name}, {h.accelerator})" for h in present) or "none recorded"
         if ran:
             raise AnalysisError(
-                f"--kernels: kernel '{kernel}' ran on {len(ran)} hosts of study run {study_run_id} "
-                f"({', '.join(h.name for h in ran)}): name the hosts with --hosts instead"
+                f"--kernels: kernel '{given}' ran on {len(ran)} hosts of study run {study_run_id} "
+                f"({', '.join(h.name for h in ran)}): name one as KERNEL@WORKER (e.g. {kernel}@"
+                f"{ran[0].name.rpartition('@')[2]}), or the hosts with --hosts"
             )
         raise AnalysisError(
-            f"--kernels: no measured run of study run {study_run_id} ran kernel '{kernel}'; its kernels: {said}"
+            f"--kernels: no measured run of study run {study_run_id} ran kernel '{given}'; its kernels: {said}"
         )
 
     return host_of(kernels[0]), host_of(kernels[1])

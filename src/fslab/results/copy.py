@@ -137,11 +137,14 @@ def append_runs(
     destination: ResultsDB,
     study_run_id: int,
     adjust: Callable[[list[dict]], list[dict]],
+    fence: Callable[[sa.Connection], None] | None = None,
 ) -> list[dict]:
     """Every run of one study run of `source`, with its metrics, raw outputs and histograms (its
     notes are its row's), stored as runs of another study run, `study_run_id` of `destination`, in
     one transaction: each row as `adjust` makes it (a lab VM's boot, lab/study.py: its host, its
-    boot, its repetitions and blocks renumbered). Returns the rows stored, ids the destination's."""
+    boot, its repetitions and blocks renumbered). `fence`: called first in that transaction (a
+    fleet's unit: raising where its lease was taken, nothing stored). Returns the rows stored, ids
+    the destination's."""
     with source.engine.connect() as read:
         its_runs = _rows(read, runs, runs.c.study_run_id == source_study_run, runs.c.id)
         old_ids = [r.pop("id") for r in its_runs]
@@ -153,6 +156,8 @@ def append_runs(
     rows = adjust([r | {"study_run_id": study_run_id} for r in its_runs])
     with destination.engine.begin() as write:
         check_current(write, shown(destination.location))
+        if fence is not None:
+            fence(write)
         inserted = write.execute(runs.insert().returning(runs.c.id, sort_by_parameter_order=True), rows)
         new_ids = dict(zip(old_ids, inserted.scalars().all()))
         for table, found in related.items():

@@ -307,6 +307,18 @@ class ResultsDB:
             settings = dict(conn.execute(stored).scalar() or {}) | values
             conn.execute(study_runs.update().where(study_runs.c.id == study_run_id).values(settings=settings))
 
+    def add_to_lab(self, study_run_id: int, key: str, item: dict) -> None:
+        """`item` added to the list `key` of a study run over kernels' settings ("lab": a kernel's
+        share done or failed, lab/study.py), in one transaction: a fleet's workers add theirs at once."""
+        with self.engine.begin() as conn:
+            stored = sa.select(study_runs.c.settings).where(study_runs.c.id == study_run_id).with_for_update()
+            settings = dict(conn.execute(stored).scalar() or {})
+            lab = dict(settings.get("lab") or {})
+            lab[key] = [*lab.get(key, []), item]
+            conn.execute(
+                study_runs.update().where(study_runs.c.id == study_run_id).values(settings=settings | {"lab": lab})
+            )
+
     def study_run(self, ref: str | int | None = None) -> dict | None:
         """A study run by id (12, or "#12": always an id, since no name begins with "#"), the
         newest of a study by name, or the newest of all. Digits that are both a study run's id

@@ -98,6 +98,7 @@ def share_of(db: ResultsDB, study_run_id: int, host: str, base_dir: Path) -> Res
     traces = tuple(settings.pop("traces", ()))
     redo_disturbed = settings.pop("redo_disturbed", False)
     settings.pop("skipped", None)  # a fleet's study run skips per host (fleet_units)
+    settings.pop("lab", None)  # over kernels: its unit decodes them (fleet/units.py's kernel_share)
     spread = settings.pop(
         "spread", False
     )  # its runs are divided among its hosts: a run stored by any of them is stored

@@ -1,0 +1,171 @@
+"""A study run over kernels on a fleet (`fslab run STUDY --kernel K … --on HOSTS`), pure lane: the
+unit's kernels as its study run's settings carry them (fleet/units.py), decoded or refused; the
+one naming rule of a kernel's host (lab/kernels.py's kernel_host) and `fslab compare --kernels`
+reading it back; each worker's share run by lab/study.py's run_unit_on_kernels with a stand-in
+VM (tests/test_lab_study.py's FakeLab) into one shared database, taken again after a stop; and a
+worker of another fslab, or of another format of kernels, refusing the unit before anything runs.
+The real thing, workers in namespaces booting a VM: tests/test_fleet_kernels_root.py."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from fslab import version
+from fslab.core.workdir import Workdir
+from fslab.fleet import units, versions
+from fslab.fleet.steady import SteadyResults
+from fslab.fleet.worker import Unit, run_unit
+from fslab.lab import study as lab_study
+from fslab.lab.kernels import HOST, kernel_host, named_kernel
+from fslab.model import Host
+from fslab.report.summary import kernel_hosts
+from fslab.results.schema import study_runs
+from fslab.running.plan import Repetitions
+from fslab.running.runner import study_run_settings
+from fslab.statistics.analysis import AnalysisError
+from test_lab_study import A, B, FakeLab, _study
+
+
+def test_a_kernels_host_is_named_by_its_release_here_and_by_release_at_worker_on_a_fleet():
+    assert kernel_host(A, "box") == A and kernel_host(HOST, "box") == "box"
+    assert kernel_host(A, "w1", worker=True) == f"{A}@w1" and kernel_host(HOST, "w1", worker=True) == "w1"
+    assert named_kernel(f"{B}@w2") == (B, "w2") and named_kernel("host@w1") == ("host", "w1")
+    assert named_kernel(A) == (A, None) and named_kernel("@w1") == ("@w1", None) and named_kernel("x@") == ("x@", None)
+
+
+def test_a_units_kernels_are_encoded_in_its_settings_and_decoded_or_refused():
+    share = units.KernelShare((A, HOST), 2)
+    assert units.kernel_share({"lab": share.encoded()}, "here") == share
+    assert units.kernel_share({"runs": 2}, "here") is None, "a plain unit of its host"
+    with pytest.raises(versions.UnitRefused, match=r"study run 7 runs over kernels as format 2 says.*knows format 1"):
+        units.kernel_share({"lab": share.encoded() | {"format": 2}}, "study run 7")
+    with pytest.raises(versions.UnitRefused, match="format None"):  # a local run's, or an fslab's before this
+        units.kernel_share({"lab": {"kernels": [A], "boots": 1, "failed": []}}, "study run 7")
+    for bad, said in (
+        ({"kernels": []}, "name no kernels"),
+        ({"kernels": [A, 3]}, "name no kernels"),
+        ({"kernels": ["6.1; reboot"]}, "is not a Debian kernel release"),
+        ({"boots": 0}, "boots 0 is not a number of boots"),
+        ({"boots": True}, "boots True"),
+    ):
+        with pytest.raises(units.BadUnit, match=said):
+            units.kernel_share({"lab": share.encoded() | bad}, "study run 7")
+    with pytest.raises(units.BadUnit, match="not a table of kernels"):
+        units.kernel_share({"lab": [A]}, "study run 7")
+
+
+def _fleet_run(db: SteadyResults, tmp_path: Path, kernels: list[str], boots: int) -> int:
+    """A fleet's study run over kernels as dispatch.begin stores it (its queue aside)."""
+    study = _study(tmp_path)
+    settings = (
+        Repetitions(2).describe()
+        | study_run_settings(study, [])
+        | {"lab": units.KernelShare(tuple(kernels), boots).encoded()}
+    )
+    return db.begin_study_run(study, 7, {"fslab": version()}, {}, settings, None)
+
+
+def _unit(db: SteadyResults, tmp_path: Path, study_run_id: int, worker: str, lab: FakeLab) -> tuple[dict, list]:
+    """One worker's unit: its share of the study run, as the worker runs it (lab decoded from the database)."""
+    said: list[str] = []
+    row = db.study_run(study_run_id)
+    assert row is not None
+    settings = row["settings"]
+    machine = Host(worker, f"machine-{worker}", "6.18.0-test", "cpu", 2, 2**32)
+    return lab_study.run_unit_on_kernels(
+        _study(tmp_path), settings["lab"], results=db, study_run_id=study_run_id, plan_seed=7,
+        repetitions=Repetitions(2), work=Workdir(tmp_path / f"wd-{worker}"), machine=machine, say=said.append,
+        prepare=lab.prepare, boot=lab.boot,
+    )  # fmt: skip
+
+
+def test_two_workers_booting_the_same_kernels_store_their_runs_as_hosts_of_their_own(tmp_path):
+    db = SteadyResults(str(tmp_path / "fleet.db"), lambda line: None)
+    study_run = _fleet_run(db, tmp_path, [A, B], boots=2)
+    for worker in ("w1", "w2"):
+        lab = FakeLab(tmp_path)
+        outcome, failed = _unit(db, tmp_path, study_run, worker, lab)
+        assert [c for c in lab.calls if c[0] == "boot"] == [("boot", k) for _ in range(2) for k in (A, B)]
+        assert failed == [] and f"ext4 · seq_write @ {A}@{worker}" in outcome
+    runs = db.runs(study_run)
+    hosts = {f"{k}@{w}" for k in (A, B) for w in ("w1", "w2")}
+    assert {r["host"] for r in runs} == hosts and len(runs) == 4 * 2 * (2 + 2 + 4), "4 hosts × 2 boots × 8 runs"
+    for host in hosts:
+        ext4 = sorted(r["repetition"] for r in runs if r["host"] == host and r["target"] == "ext4")
+        assert ext4 == [1, 2, 3, 4], "each host's boots numbered apart, never merged with another worker's"
+    facts = {h.name: h for h in db.hosts(study_run)}
+    assert set(facts) == hosts and facts[f"{A}@w1"].kernel == A and facts[f"{B}@w2"].accelerator == "kvm"
+    lab_settings = db.study_run(study_run)["settings"]["lab"]
+    assert sorted((d["host"], d["boot"]) for d in lab_settings["done"]) == sorted((h, b) for h in hosts for b in (1, 2))
+
+    # `fslab compare --kernels` reads the names back: one worker's kernels, or refused naming the form
+    assert kernel_hosts(db, study_run, (f"{A}@w1", f"{B}@w1")) == (f"{A}@w1", f"{B}@w1")
+    with pytest.raises(AnalysisError, match=rf"kernel '{A}' ran on 2 hosts .* name one as KERNEL@WORKER \(e.g. {A}@w"):
+        kernel_hosts(db, study_run, (A, f"{B}@w1"))
+    with pytest.raises(AnalysisError, match=rf"no measured run .* ran kernel '{A}@w3'"):
+        kernel_hosts(db, study_run, (f"{A}@w3", f"{B}@w1"))
+    # and the progress table counts a kernel's runs as its worker's unit's
+    units.queued(db.engine, study_run, ["w1", "w2"])
+    assert {p.host: p.done for p in units.progress(db.engine, study_run)} == {"w1": 32, "w2": 32}
+
+
+def test_a_unit_taken_again_runs_only_the_boots_not_recorded_done_and_keeps_failed_kernels_out(tmp_path):
+    db = SteadyResults(str(tmp_path / "fleet.db"), lambda line: None)
+    study_run = _fleet_run(db, tmp_path, [A, B, "6.1.0-46-amd64"], boots=2)
+    stopped = FakeLab(tmp_path, interrupt_at=3, unpreparable={"6.1.0-46-amd64"})  # Ctrl-C as A's boot 2 begins
+    with pytest.raises(KeyboardInterrupt):
+        _unit(db, tmp_path, study_run, "w1", stopped)
+    assert [c[1] for c in stopped.calls if c[0] == "boot"] == [A, B, A]
+    again = FakeLab(tmp_path)
+    _, failed = _unit(db, tmp_path, study_run, "w1", again)
+    assert [c[1] for c in again.calls if c[0] == "boot"] == [A, B], "boot 2 of each; boot 1 stored already"
+    assert ("prepare", "6.1.0-46-amd64") not in again.calls, "a kernel failed before stays out"
+    assert [(f["kernel"], f["host"]) for f in failed] == [("6.1.0-46-amd64", "6.1.0-46-amd64@w1")]
+    runs = db.runs(study_run)
+    for host in (f"{A}@w1", f"{B}@w1"):
+        ext4 = sorted(r["repetition"] for r in runs if r["host"] == host and r["target"] == "ext4")
+        assert ext4 == [1, 2, 3, 4] and len({r["boot_id"] for r in runs if r["host"] == host}) == 2
+
+
+def test_a_unit_whose_every_kernel_fails_fails_naming_each_why(tmp_path):
+    db = SteadyResults(str(tmp_path / "fleet.db"), lambda line: None)
+    study_run = _fleet_run(db, tmp_path, [A], boots=1)
+    with pytest.raises(lab_study.LabStudyError, match=rf"no kernel ran here: {A}: its VM did not boot or hung"):
+        _unit(db, tmp_path, study_run, "w1", FakeLab(tmp_path, unbootable={A}))
+    (failed,) = db.study_run(study_run)["settings"]["lab"]["failed"]
+    assert failed["host"] == f"{A}@w1" and "stored no results" in failed["why"] and db.runs(study_run) == []
+
+
+@pytest.mark.parametrize(
+    ("made_by", "format_", "said"),
+    [
+        ("0.0.9", 1, "was made by fslab 0.0.9, and this worker runs fslab"),
+        (None, 99, "runs over kernels as format 99 says, and this worker knows format 1"),
+    ],
+)
+def test_a_worker_refuses_a_unit_over_kernels_of_another_fslab_or_format_before_anything_runs(
+    tmp_path, made_by, format_, said
+):
+    db = SteadyResults(str(tmp_path / "fleet.db"), lambda line: None)
+    study_run = _fleet_run(db, tmp_path, [A], boots=1)
+    settings = db.study_run(study_run)["settings"]
+    with db.engine.begin() as conn:
+        conn.execute(
+            study_runs.update()
+            .where(study_runs.c.id == study_run)
+            .values(
+                fslab_version=made_by or version(), settings=settings | {"lab": settings["lab"] | {"format": format_}}
+            )
+        )
+    units.queued(db.engine, study_run, ["w1"])
+    host = Host("w1", str(uuid.uuid4()), "6.18.0-test", "cpu", 2, 2**32)
+    told: list[str] = []
+    with pytest.raises(versions.UnitRefused, match=said):
+        run_unit(Unit(study_run, "w1"), db, host, Workdir(tmp_path / "wd"), told.append)
+    assert db.runs(study_run) == [] and not (tmp_path / "wd").exists(), "nothing ran, nothing was made"
+    with db.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT state FROM fleet_units")).scalar() == "queued"
