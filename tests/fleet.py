@@ -68,13 +68,14 @@ class Fleet:
         workdir: Workdir | None = None,
         fslab_version: str | None = None,
         url: str | None = None,
+        path: str | None = None,
     ) -> Worker:
         """A worker named `name` in namespace `index` (its own work directory unless given one);
         `fslab_version`: run by this fslab released as that version (fslab_released_as); `url`:
-        the database's (with a password perhaps) instead of the fleet's."""
+        the database's (with a password perhaps) instead of the fleet's; `path`: its PATH."""
         workdir = workdir or self.undo.enter_context(fresh_workdir())
         log = self.directory / f"{name}-{len(self.workers)}.log"
-        env = self.env()
+        env = self.env() | ({"PATH": path} if path is not None else {})
         if fslab_version is not None:
             env["PYTHONPATH"] = str(fslab_released_as(fslab_version, self.directory))
         with log.open("w") as out:

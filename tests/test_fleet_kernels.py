@@ -1,6 +1,6 @@
 """A study run over kernels on a fleet (`fslab run STUDY --kernel K … --on HOSTS`), pure lane: the
 unit's kernels as its study run's settings carry them (fleet/units.py), decoded or refused; the
-one naming rule of a kernel's host (lab/kernels.py's kernel_host) and `fslab compare --kernels`
+one naming rule of a kernel's host (model/kernel_hosts.py) and `fslab compare --kernels`
 reading it back; each worker's share run by lab/study.py's run_unit_on_kernels with a stand-in
 VM (tests/test_lab_study.py's FakeLab) into one shared database, taken again after a stop; and a
 worker of another fslab, or of another format of kernels, refusing the unit before anything runs.
@@ -14,20 +14,23 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from conftest import fslab_in_process
 from fslab import version
+from fslab.core.errors import FslabError
 from fslab.core.workdir import Workdir
 from fslab.fleet import units, versions
 from fslab.fleet.steady import SteadyResults
 from fslab.fleet.worker import Unit, run_unit
 from fslab.lab import study as lab_study
-from fslab.lab.kernels import HOST, kernel_host, named_kernel
 from fslab.model import Host
+from fslab.model.kernel_hosts import HOST, kernel_host, named_kernel
 from fslab.report.summary import kernel_hosts
+from fslab.results import ResultsDB
 from fslab.results.schema import study_runs
 from fslab.running.plan import Repetitions
 from fslab.running.runner import study_run_settings
 from fslab.statistics.analysis import AnalysisError
-from test_lab_study import A, B, FakeLab, _study
+from test_lab_study import STUDY, A, B, FakeLab, _study
 
 
 def test_a_kernels_host_is_named_by_its_release_here_and_by_release_at_worker_on_a_fleet():
@@ -48,7 +51,6 @@ def test_a_units_kernels_are_encoded_in_its_settings_and_decoded_or_refused():
     for bad, said in (
         ({"kernels": []}, "name no kernels"),
         ({"kernels": [A, 3]}, "name no kernels"),
-        ({"kernels": ["6.1; reboot"]}, "is not a Debian kernel release"),
         ({"boots": 0}, "boots 0 is not a number of boots"),
         ({"boots": True}, "boots True"),
     ):
@@ -131,6 +133,16 @@ def test_a_unit_taken_again_runs_only_the_boots_not_recorded_done_and_keeps_fail
         assert ext4 == [1, 2, 3, 4] and len({r["boot_id"] for r in runs if r["host"] == host}) == 2
 
 
+def test_a_units_release_is_checked_before_anything_runs(tmp_path):
+    """The database's text: a release not of Debian's shape never reaches apt, nor any boot."""
+    db = SteadyResults(str(tmp_path / "fleet.db"), lambda line: None)
+    study_run = _fleet_run(db, tmp_path, [A, "6.1; reboot"], boots=1)
+    lab = FakeLab(tmp_path)
+    with pytest.raises(FslabError, match="'6.1; reboot' is not a Debian kernel release"):
+        _unit(db, tmp_path, study_run, "w1", lab)
+    assert lab.calls == [] and db.runs(study_run) == []
+
+
 def test_a_unit_whose_every_kernel_fails_fails_naming_each_why(tmp_path):
     db = SteadyResults(str(tmp_path / "fleet.db"), lambda line: None)
     study_run = _fleet_run(db, tmp_path, [A], boots=1)
@@ -169,3 +181,19 @@ def test_a_worker_refuses_a_unit_over_kernels_of_another_fslab_or_format_before_
     assert db.runs(study_run) == [] and not (tmp_path / "wd").exists(), "nothing ran, nothing was made"
     with db.engine.connect() as conn:
         assert conn.execute(sa.text("SELECT state FROM fleet_units")).scalar() == "queued"
+
+
+def test_what_cannot_go_with_kernels_on_a_fleet_is_refused_with_why_before_anything_is_stored(tmp_path):
+    study = tmp_path / "kernels.toml"
+    study.write_text(STUDY)
+    location = str(tmp_path / "fslab.db")
+    for extra, said in (
+        (["--spread"], "--spread cannot go with --kernel: each worker boots its own kernels"),
+        (["--target-ci", "5"], "--target-ci cannot go with --kernel"),
+        (["--destroy-data", "/dev/sdz"], "--destroy-data cannot go with --on"),
+    ):
+        result = fslab_in_process("run", str(study), "--kernel", A, "--on", "w1", *extra, "--db", location)
+        assert result.returncode == 2 and said in " ".join(result.stderr.split()), result.stderr
+    on_sqlite = fslab_in_process("run", str(study), "--kernel", A, "--kernel", "host", "--on", "w1", "--db", location)
+    assert on_sqlite.returncode == 2 and "postgresql" in on_sqlite.stderr.lower(), on_sqlite.stderr
+    assert "Traceback" not in on_sqlite.stderr and not ResultsDB(location).study_runs()

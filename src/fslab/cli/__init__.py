@@ -692,6 +692,10 @@ def _run_on_fleet(
 ) -> None:
     from fslab.fleet import dispatch
 
+    if kernels:  # refused as a local run over kernels would be, before anything is stored
+        from fslab.lab.study import check_kernel_study
+
+        check_kernel_study(study, list(dict.fromkeys(kernels)), boots, {"repetitions": repetitions})
     study_run_id = dispatch.begin(
         results, study, repetitions, on=on, seed=seed, baseline=baseline, spread=spread, kernels=kernels, boots=boots
     )
@@ -1562,6 +1566,7 @@ def worker(
     from fslab.fio import address_and_port, networks
     from fslab.fleet import worker as serving
     from fslab.fleet.roster import checked_labels
+    from fslab.lab.study import run_unit_on_kernels
 
     if name is not None:
         try:
@@ -1579,6 +1584,7 @@ def worker(
         heartbeat_lapse,
         fio,
         allowed,
+        run_unit_on_kernels,  # a unit over kernels: the lab runs it (the fleet's sibling floor)
     )
     say = lambda line: console.print(visible(line), markup=False, highlight=False)  # noqa: E731
     try:

@@ -58,24 +58,18 @@ def begin(
     """Store the fleet's study run and queue one unit per host `on` names; its id. `spread`: the
     plan's blocks are divided among those hosts (fleet/spread.py) instead of each running all.
     `kernels` (`--kernel`, with `boots`): each host runs the plan under each kernel named, as
-    `fslab run --kernel` here does (units.KernelShare), checked as that checks it first."""
+    `fslab run --kernel` here does (units.KernelShare; the caller checks the study first, as the
+    lab's check_kernel_study does)."""
     from fslab.running.plan import Planner, new_seed  # here: `fslab status` needs no planner, nor the numpy it loads
     from fslab.running.runner import study_run_settings
 
     queue.conninfo(db.location)  # PostgreSQL, or a clear refusal, before anything is stored
     if spread:
         spreading.check(repetitions)
-    share = None
-    if kernels:
-        from fslab.lab.study import check_kernel_study
-
-        if spread:
-            raise FslabError(
-                "--spread cannot go with --kernel: each host boots its own kernels and runs the whole plan on each"
-            )
-        check_kernel_study(study, list(dict.fromkeys(kernels)), boots, {"repetitions": repetitions})
-        share = units.kernel_share(
-            {"lab": units.KernelShare(tuple(dict.fromkeys(kernels)), boots).encoded()}, "--kernel"
+    share = units.KernelShare(tuple(dict.fromkeys(kernels)), boots) if kernels else None
+    if share is not None and spread:
+        raise FslabError(
+            "--spread cannot go with --kernel: each host boots its own kernels and runs the whole plan on each"
         )
     try:
         units.check_self_contained(study.source, study.path)

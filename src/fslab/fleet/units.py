@@ -13,6 +13,7 @@ from datetime import timedelta
 import sqlalchemy as sa
 
 from fslab.core.errors import FslabError
+from fslab.model.kernel_hosts import named_kernel
 from fslab.model.records import SUPERSEDED, now
 from fslab.results.db import COUNTED
 from fslab.results.schema import fleet_blocks, fleet_units, runs, study_runs
@@ -62,15 +63,15 @@ class KernelShare:
 
     def encoded(self) -> dict:
         """As the study run's settings keep it ("lab"): with what its workers add as they go, each
-        share done and each kernel failed, named by host (lab/kernels.py's kernel_host)."""
+        share done and each kernel failed, named by host (model/kernel_hosts.py)."""
         return {"kernels": list(self.kernels), "boots": self.boots, "failed": [], "done": [], "format": LAB_FORMAT}
 
 
 def kernel_share(settings: dict | None, where: str) -> KernelShare | None:
     """A unit's kernels, from its study run's settings (None: a plain unit of its host). Refused
-    (versions.UnitRefused) where their format is not this worker's; BadUnit where no fslab made them."""
+    (versions.UnitRefused) where their format is not this worker's; BadUnit where no fslab made them
+    (each release is checked by the lab as it runs them: lab/study.py's run_unit_on_kernels)."""
     from fslab.fleet.versions import UnitRefused
-    from fslab.lab.kernels import HOST, KernelError, check_release
 
     lab = (settings or {}).get("lab")
     if lab is None:
@@ -87,12 +88,6 @@ def kernel_share(settings: dict | None, where: str) -> KernelShare | None:
         raise BadUnit(f"{where}: its settings name no kernels")
     if not isinstance(boots, int) or isinstance(boots, bool) or not 1 <= boots <= 1000:
         raise BadUnit(f"{where}: its settings' boots {boots!r} is not a number of boots")
-    try:
-        for kernel in kernels:
-            if kernel != HOST:
-                check_release(kernel)
-    except KernelError as exc:
-        raise BadUnit(f"{where}: {exc}") from None
     return KernelShare(tuple(kernels), boots)
 
 
@@ -212,8 +207,6 @@ def progress(engine: sa.Engine, study_run_id: int) -> list[Progress]:
 
 def _worker_of(host: str) -> str:
     """The worker whose unit stored runs under `host` (a kernel's, "RELEASE@WORKER"; else itself)."""
-    from fslab.lab.kernels import named_kernel
-
     return named_kernel(host)[1] or host
 
 

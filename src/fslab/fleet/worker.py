@@ -51,8 +51,8 @@ from fslab.fleet.hostlock import HostLock, HostLockLost
 from fslab.fleet.lease import Lease, UnitWithdrawn
 from fslab.fleet.shared_storage import FioSettings, serve_fio_for, unit_services
 from fslab.fleet.steady import LOST, SteadyResults, connection_lost
-from fslab.lab.kernels import AT
 from fslab.model import Host, Study
+from fslab.model.kernel_hosts import AT
 from fslab.model.records import now
 from fslab.results.location import shown
 from fslab.results.schema import SCHEMA_VERSION, SchemaChanged
@@ -68,6 +68,10 @@ DEFAULT_LAPSE = 60.0
 # as it starts): never sooner than this, or a worker with a short lapse would erase one with a
 # long lapse between two of its heartbeats, and its unit, worker-less, be handed out while it runs.
 FORGOTTEN_AFTER = 86400.0
+
+
+# lab/study.py's run_unit_on_kernels: (study, its settings' "lab", keywords) → (outcome, failed shares)
+KernelRunner = Callable[..., tuple[dict, list[dict]]]
 
 
 class UnitReleased(Exception):
@@ -88,6 +92,9 @@ class WorkerSettings:
     lapse: float = DEFAULT_LAPSE
     fio_address: Endpoint | None = None  # --fio-address: where it serves fio for other hosts' units
     allowed: tuple[Network, ...] = ()  # --allow-network
+    # How a unit over kernels runs: lab/study.py's run_unit_on_kernels, given by the CLI (the lab is
+    # the fleet's sibling floor); None: this worker refuses such units (UnitFailedHere, said why).
+    kernels: KernelRunner | None = None
 
     @property
     def fio(self) -> FioSettings:
@@ -178,7 +185,7 @@ def serve(settings: WorkerSettings, say: Callable[[str], None]) -> None:
         signal.SIGUSR1, all_threads=True
     )  # `kill -USR1` a worker that seems stuck: each thread's stack on its standard error
     host = environment.host(settings.name)
-    if AT in host.name:  # "@" parts a kernel from its worker in the name of a kernel's host (lab/kernels.py)
+    if AT in host.name:  # "@" parts a kernel from its worker in the name of a kernel's host (model/kernel_hosts.py)
         raise FslabError(f"worker name {host.name!r} holds {AT!r}: give the worker a --name without it")
     queue.install(db.engine)
     roster.register(db.engine, host, settings.labels, settings.lapse, settings.fio_address)
@@ -249,7 +256,7 @@ def _run_handed(
             _serve_handed(unit, db, host, settings, say, hostlock)
         else:
             unit = _leased(unit, db, host)
-            run_unit(unit, db, host, Workdir(settings.workdir), say, taker, settings.fio, hostlock)
+            run_unit(unit, db, host, Workdir(settings.workdir), say, taker, settings.fio, hostlock, settings.kernels)
     except KeyboardInterrupt:
         raise
     except HostLockLost as exc:  # given back: its next worker waits for the host lock, then runs what is missing
@@ -343,6 +350,7 @@ def run_unit(
     taker: Callable[..., spread.BlockTaker] | None = None,
     fio: FioSettings | None = None,
     hostlock: HostLock | None = None,
+    on_kernels: KernelRunner | None = None,
 ) -> None:
     """This host's share of the study run (`unit`, leased to this worker): its study as stored
     (untrusted: parsed and checked as any study file), less the targets this host cannot run
@@ -367,7 +375,9 @@ def run_unit(
     with tempfile.TemporaryDirectory(prefix="fslab-fleet-") as nothing_beside:  # the study names no file: none is read
         share = db.steadily(lambda: share_of(db, unit.study_run_id, host.name, Path(nothing_beside)))
     if kernels is not None:
-        return _run_on_kernels(unit, db, host, workdir, say, share, kernels, row, hostlock)
+        if on_kernels is None:
+            raise UnitFailedHere(f"study run {unit.study_run_id} runs over kernels, which this worker cannot run")
+        return _run_on_kernels(unit, db, host, workdir, say, share, row, hostlock, on_kernels)
     skipped = db.steadily(lambda: units.skipped(db.engine, unit.study_run_id, host.name))
     if skipped is None:
         skipped = [{"target": u.target, "why": u.why} for u in unsupported_here(share.study)]
@@ -432,20 +442,19 @@ def _run_on_kernels(
     workdir: Workdir,
     say: Callable[[str], None],
     share: Any,
-    kernels: units.KernelShare,
     row: dict,
     hostlock: HostLock | None,
+    on_kernels: KernelRunner,
 ) -> None:
     """A unit over kernels: this host's share is the whole plan under each kernel, as `fslab run
     --kernel` runs it (lab/study.py's run_unit_on_kernels): a lab VM booted here per kernel and
     boot, "host" this host's own kernel, each kernel's runs stored under its host, "RELEASE@WORKER"
-    (lab/kernels.py). Nothing is skipped per host: a kernel that cannot run here (no QEMU, its
+    (model/kernel_hosts.py). Nothing is skipped per host: a kernel that cannot run here (no QEMU, its
     package not to be had, its VM not booting) fails its share, recorded with why (the study run's
     settings, and the unit's note), and the others go on; the unit fails where none ran."""
-    from fslab.lab.study import check_kernel_study, run_unit_on_kernels
-
+    kernels = units.kernel_share(row["settings"], f"study run {unit.study_run_id}")
+    assert kernels is not None
     study = share.study
-    check_kernel_study(study, list(kernels.kernels), kernels.boots, {})  # its text untrusted: checked again here
     per_boot = len(study.cells) * (share.repetitions.runs + share.repetitions.warmup)
     running = {"state": "running", "skipped": [], "planned": per_boot * kernels.boots * len(kernels.kernels),
                "why": None, "claimed_at": unit.claimed_at, "started_at": now()}  # fmt: skip
@@ -458,7 +467,7 @@ def _run_on_kernels(
     with hostlock.held(waiting) if hostlock is not None else nullcontext():
         db.steadily(lambda: units.update(db.engine, unit.study_run_id, host.name, unit.generation, **running))
         try:
-            outcome, failed = run_unit_on_kernels(
+            outcome, failed = on_kernels(
                 study, row["settings"]["lab"], results=db, study_run_id=unit.study_run_id, plan_seed=share.seed,
                 repetitions=share.repetitions, work=workdir, machine=host, say=say,
                 observer=_UnitObserver(db, unit, say, None, hostlock), fence=fence,

@@ -31,9 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fslab.core.errors import FslabError
+from fslab.model import kernel_hosts
 
 KERNELS = Path("/var/cache/fslab/kernels")
-HOST = "host"  # --kernel host: this machine's own kernel, bare metal
+HOST = kernel_hosts.HOST  # --kernel host: this machine's own kernel, bare metal
 READY = "ready.json"
 
 # 6.1.0-56-amd64, 6.12.117+deb12-cloud-amd64, 6.1.0-55-rt-amd64: Debian's release names of
@@ -98,31 +99,6 @@ def check_release(release: str) -> str:
     if not isinstance(release, str) or not RELEASE.fullmatch(release):
         raise KernelError(f"kernel {release!r} is not a Debian kernel release such as 6.1.0-56-amd64; {LIST_HINT}")
     return release
-
-
-# Where a kernel's runs are stored: a host of the study run (model.Host) named by the kernel. The
-# one rule, for `fslab run --kernel` here and on a fleet's workers (lab/study.py), and read back
-# by `fslab compare --kernels` (report/summary.py's kernel_hosts) and `fslab status`:
-#   here:      a lab VM's host is its release ("6.1.0-56-amd64"); "host" this machine's name;
-#   on worker W of a fleet: "RELEASE@W" — two workers booting one release are two hosts, their
-#              runs never merged —; "host" the worker's own host name W, as a plain unit's.
-# A worker's name holds no "@" (fslab worker refuses one), so a name splits one way only.
-AT = "@"
-
-
-def kernel_host(kernel: str, machine: str, *, worker: bool = False) -> str:
-    """The host name of `kernel`'s runs ("host" or a release) run by `machine` (this machine's
-    host name, or a fleet's worker's `--name`); `worker`: on a fleet's worker."""
-    if kernel == HOST:
-        return machine
-    return f"{kernel}{AT}{machine}" if worker else kernel
-
-
-def named_kernel(name: str) -> tuple[str, str | None]:
-    """What `fslab compare --kernels` was given: (kernel, worker) from "RELEASE@WORKER" or
-    "host@WORKER"; (name, None) from a name without one."""
-    kernel, at, worker = name.rpartition(AT)
-    return (kernel, worker) if at and kernel and worker else (name, None)
 
 
 def parse_madison(text: str) -> dict[str, str]:

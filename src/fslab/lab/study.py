@@ -49,7 +49,7 @@ from fslab.core.workdir import Workdir
 from fslab.filesystems import FILESYSTEMS
 from fslab.lab import kernels as lab_kernels, openzfs, passthrough as lab_passthrough, progress, vm
 from fslab.lab.kernels import KernelFailed
-from fslab.model import Host, Study
+from fslab.model import Host, Study, kernel_hosts
 from fslab.results import ResultsDB
 from fslab.results.copy import append_runs
 from fslab.results.location import DatabaseLost, DatabaseUnusable, shown
@@ -223,6 +223,10 @@ def run_unit_on_kernels(
     was taken meanwhile (none stored). The outcome of its cells, and its kernels that failed."""
     kernels = [str(k) for k in lab["kernels"]]
     boots = int(lab["boots"])
+    for release in kernels:  # the database's text: each a release before anything runs
+        if release != HOST:
+            lab_kernels.check_release(release)
+    check_kernel_study(study, kernels, boots, {})
     run = _Run(
         study, results, study_run_id, work, repetitions, boot or vm.boot, say, observer, prepare or lab_kernels.prepare,
         dict(run_options), machine=machine, worker=True, fence=fence,
@@ -366,14 +370,14 @@ class _Run:
     numbering: Numbering = field(default_factory=Numbering)
     outcome: dict[str, dict] = field(default_factory=dict)
     machine: Host | None = None  # the machine that runs it (None: this one, environment.host())
-    worker: bool = False  # on a fleet's worker: its hosts named so (lab/kernels.py's kernel_host)
+    worker: bool = False  # on a fleet's worker: its hosts named so (model/kernel_hosts.py)
     fence: Callable[[Any], None] | None = None  # a fleet's unit: raises in a boot's store once its lease is taken
 
     def host_name(self, kernel: str) -> str:
-        """The host `kernel`'s runs are stored under (kernels.kernel_host: the one rule)."""
+        """The host `kernel`'s runs are stored under (model/kernel_hosts.py: the one rule)."""
         if self.machine is None:
             self.machine = environment.host()
-        return lab_kernels.kernel_host(kernel, self.machine.name, worker=self.worker)
+        return kernel_hosts.kernel_host(kernel, self.machine.name, worker=self.worker)
 
     def rounds(self, state: list[_Kernel], boots: int, plan_seed: int, lab: dict) -> None:
         """Rounds interleave the kernels — K1 boot 1, K2 boot 1, host, K1 boot 2, … —, each share's

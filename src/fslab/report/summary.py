@@ -316,12 +316,12 @@ def compare_hosts(db: ResultsDB, study_run_id: int, baseline: str, other: str, *
 
 def kernel_hosts(db: ResultsDB, study_run_id: int, kernels: tuple[str, str]) -> tuple[str, str]:
     """The hosts of a study run that ran `kernels` (`fslab compare --kernels A B`), named as
-    lab/kernels.py's kernel_host names them: a lab VM's host by its kernel release (on a fleet's
+    model/kernel_hosts.py's kernel_host names them: a lab VM's host by its kernel release (on a fleet's
     worker W, "RELEASE@W"); "host", or a release no host is named by, is the one host of that
     kernel (`--kernel host`: the machine's own, stored under its host name; "host@W": worker W's).
     Refused, naming the kernels present, where a kernel ran on no host, or on several (a fleet's
     workers: name one as KERNEL@WORKER)."""
-    from fslab.lab.kernels import HOST, kernel_host, named_kernel
+    from fslab.model.kernel_hosts import HOST, kernel_host, named_kernel
 
     measured = {h for _, _, h in host_values(db, study_run_id)}
     present = [h for h in db.hosts(study_run_id) if h.name in measured]
