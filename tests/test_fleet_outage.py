@@ -60,7 +60,7 @@ def test_a_unit_meeting_a_lost_connection_outside_the_rule_is_given_back_not_fai
         done,
         db,
         SimpleNamespace(name="h"),
-        SimpleNamespace(workdir=tmp_path, fio=None),
+        SimpleNamespace(workdir=tmp_path, fio=None, kernels=None),
         said.append,
         None,
         set(),

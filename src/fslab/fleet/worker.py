@@ -377,7 +377,7 @@ def run_unit(
     if kernels is not None:
         if on_kernels is None:
             raise UnitFailedHere(f"study run {unit.study_run_id} runs over kernels, which this worker cannot run")
-        return _run_on_kernels(unit, db, host, workdir, say, share, row, hostlock, on_kernels)
+        return _run_on_kernels(unit, db, host, workdir, say, share, kernels, row, hostlock, on_kernels)
     skipped = db.steadily(lambda: units.skipped(db.engine, unit.study_run_id, host.name))
     if skipped is None:
         skipped = [{"target": u.target, "why": u.why} for u in unsupported_here(share.study)]
@@ -442,6 +442,7 @@ def _run_on_kernels(
     workdir: Workdir,
     say: Callable[[str], None],
     share: Any,
+    kernels: units.KernelShare,
     row: dict,
     hostlock: HostLock | None,
     on_kernels: KernelRunner,
@@ -452,8 +453,6 @@ def _run_on_kernels(
     (model/kernel_hosts.py). Nothing is skipped per host: a kernel that cannot run here (no QEMU, its
     package not to be had, its VM not booting) fails its share, recorded with why (the study run's
     settings, and the unit's note), and the others go on; the unit fails where none ran."""
-    kernels = units.kernel_share(row["settings"], f"study run {unit.study_run_id}")
-    assert kernels is not None
     study = share.study
     per_boot = len(study.cells) * (share.repetitions.runs + share.repetitions.warmup)
     running = {"state": "running", "skipped": [], "planned": per_boot * kernels.boots * len(kernels.kernels),
