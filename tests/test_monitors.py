@@ -2,6 +2,7 @@
 the CPU sampler, device traffic on a loop device fslab attached, space and compression on Btrfs,
 extents on ext4."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -34,6 +35,8 @@ from fslab.monitors.extents import FUSE_SUPER_MAGIC, Extents, extent_counts, not
 from fslab.monitors.space import SpaceMonitor, btrfs_compression_ratio, parse_btrfs_df, parse_zfs_compressratio
 from fslab.monitors.traffic import (
     CACHE_SERVED_BELOW,
+    REWRITTEN_BY_COMMITS,
+    REWRITTEN_FROM,
     TRAFFIC_GROWTH,
     TRAFFIC_LONGEST,
     TRAFFIC_PERIOD,
@@ -43,6 +46,7 @@ from fslab.monitors.traffic import (
     block_name,
     judged,
     parse_block_stat,
+    rewritten_by_commits,
     served_by_cache,
     write_amplification,
 )
@@ -322,6 +326,59 @@ def test_write_amplification_and_the_cache_judgement_on_synthetic_numbers():
     assert "the devices read 1% of the 100MiB the workload read" in found.flags[0].says, "a size as sizes are written"
     assert found.flags[0].kind == "served_by_cache" and not found.flags[0].implausible
     assert judged(Counted(100 * MiB, 0), WorkloadSaid(read_bytes=100 * MiB)).flags == []
+
+
+def zfs_fuse_window(which: str) -> tuple[TrafficMonitor, WorkloadSaid]:
+    """A traffic monitor holding the samples stored of a real window on zfs-fuse (8 MiB of random
+    4k writes, recordsize 128k, beside two CPU hogs), and what fio said of it."""
+    stored = json.loads((MONITORS / "traffic-zfs-fuse-randwrite.json").read_text())[which]
+    traffic = TrafficMonitor([])
+    traffic.flushes = True
+    traffic.sampler.samples = [Sample(at, Counted(0, written, flushes)) for at, written, flushes in stored["samples"]]
+    said = WorkloadSaid(
+        written_bytes=stored["workload_written_bytes"],
+        counted_from=stored["counted_from"],
+        synced=Synced(*stored["synced"]),
+    )
+    return traffic, said
+
+
+def test_writes_rewritten_by_the_filesystems_commits_on_synthetic_numbers():
+    assert rewritten_by_commits(REWRITTEN_FROM * 8 * MiB, 8 * MiB)
+    assert not rewritten_by_commits(REWRITTEN_FROM * 8 * MiB - 1, 8 * MiB), "a journal's copy and a mirror's: not"
+    assert not rewritten_by_commits(99 * MiB, 0) and not rewritten_by_commits(99 * MiB, None), "nothing written"
+    running = Counted(0, 100 * MiB, 40)
+    found = judged(Counted(0, 110 * MiB, 44), WorkloadSaid(written_bytes=10 * MiB), flushes=True, running=running)
+    [flag] = found.flags
+    assert (flag.kind, flag.implausible, flag.caveat) == (REWRITTEN_BY_COMMITS, False, "")
+    assert flag.says.startswith(
+        "writes rewritten by the filesystem's commits: the devices wrote 100MiB while the workload ran, in 40 "
+        "flushes of their write cache — 10.0× the 10MiB it wrote, before the window's sync (11.0× through it)"
+    )
+    assert "recordsize" in flag.says and "varies from run to run" in flag.says
+    assert values(found)["write_amplification"] == 11.0, "the figure stays: explained, not hidden"
+    unflushed = judged(Counted(0, 110 * MiB), WorkloadSaid(written_bytes=10 * MiB), running=running).flags[0].says
+    assert "flushes" not in unflushed, "flushes not counted: none named"
+    held = judged(Counted(0, 110 * MiB), WorkloadSaid(written_bytes=10 * MiB), running=Counted(0, 10 * MiB))
+    assert held.flags == [], "most written at the sync: held, then written once, however much"
+    assert judged(Counted(0, 110 * MiB), WorkloadSaid(written_bytes=10 * MiB)).flags == [], "no sync: no claim"
+
+
+def test_a_window_on_zfs_fuse_whose_writes_its_transaction_groups_rewrote_says_so():
+    """Samples stored of real windows: 152 MiB written for fio's 8 MiB, 136 MiB of it while fio ran
+    (transaction groups of ~7 MiB, each nearly all the file's 64 records of 128 KiB, rewritten
+    for a few 4k writes into each); and a window of the same workload committed at its sync."""
+    traffic, said = zfs_fuse_window("rewritten")
+    found = Found()
+    traffic.values(said, found)
+    assert 18.0 < values(found)["write_amplification"] < 19.0, "as measured: 18.6×"
+    [flag] = found.flags
+    assert flag.kind == REWRITTEN_BY_COMMITS
+    assert "135.6MiB while the workload ran, in 79 flushes" in flag.says and "17.0× the 8MiB" in flag.says
+    traffic, said = zfs_fuse_window("once")
+    found = Found()
+    traffic.values(said, found)
+    assert 1.2 < values(found)["write_amplification"] < 1.4 and found.flags == [], "1.31×: written once, not flagged"
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from fslab.model import RawOutput
 from fslab.monitors import metric_names
 from fslab.monitors.base import Sample
 from fslab.monitors.space import btrfs_compresses, btrfs_compression_ratio, zfs_compresses
-from fslab.monitors.traffic import Counted, TrafficMonitor
+from fslab.monitors.traffic import REWRITTEN_BY_COMMITS, REWRITTEN_FROM, Counted, TrafficMonitor
 from fslab.report.summary import _run_notes
 from fslab.results import ResultsDB
 from fslab.running.runner import Windows
@@ -355,7 +355,9 @@ def test_each_window_ends_with_a_sync_of_the_filesystem_inside_it():
 # every few seconds or at the window's sync — after fio ended (zfs-fuse: a third and a hundredth
 # of these bytes reach the devices before the sync). 8 MiB each: zfs-fuse writes a larger one
 # while fio still runs, right after its epoch, where the counters' interpolation between two
-# samples under load shaves a few % (32 MiB: 0.94× seen).
+# samples under load shaves a few % (32 MiB: 0.94× seen). Under load zfs-fuse may commit the
+# random writes in many groups while fio runs, each rewriting nearly all the file's 128 KiB
+# records (7.7–18.6× in 6 of 28 runs beside two CPU hogs): such a figure carries its why.
 ZFS_WRITES = """\
 [study]
 name = "zfs-commit"
@@ -391,10 +393,19 @@ def test_zfs_writes_are_counted_through_its_transaction_group(tmp_path):
     with fresh_workdir() as workdir:
         _, results, study_run = ran_study(tmp_path, ZFS_WRITES, workdir, "--no-ceiling")
     samples = results.sample_groups(study_run).values
-    lasted = {r["workload"]: (r["finished_at"] - r["started_at"]).total_seconds() for r in results.runs(study_run)}
+    runs = results.runs(study_run)
+    lasted = {r["workload"]: (r["finished_at"] - r["started_at"]).total_seconds() for r in runs}
+    notes = {r["workload"]: {note["kind"] for note in r["notes"] or []} for r in runs}
     for workload in ("sequential", "random"):
         zfs = {key: values[0] for key, values in samples[(workload, "zfs")].items()}
-        assert zfs["write_amplification"] >= 0.95, (
+        amplification, rewritten = zfs["write_amplification"], REWRITTEN_BY_COMMITS in notes[workload]
+        assert amplification >= 0.95, (
             f"{workload}: every byte written once, through the pool's sync (under load: 1.13–1.18×, 1.17–1.49×)"
         )
         assert 0 < zfs["sync_seconds"] < lasted[workload], f"{workload}: the pool's sync timed, within its run"
+        # Whatever the machine's load made of it, a figure far from once says why: at least
+        # REWRITTEN_FROM while fio ran, and the sync after it wrote at most 1.6× (28 runs).
+        assert not rewritten or amplification >= REWRITTEN_FROM, f"{workload}: flagged at {amplification:.2f}×"
+        assert rewritten or amplification < REWRITTEN_FROM + 2, (
+            f"{workload}: {amplification:.2f}× its bytes written, and no {REWRITTEN_BY_COMMITS} note: {notes[workload]}"
+        )

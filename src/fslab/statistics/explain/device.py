@@ -7,7 +7,7 @@ from __future__ import annotations
 import statistics
 
 from fslab.core.units import format_size
-from fslab.monitors.traffic import AMPLIFICATION_FROM
+from fslab.monitors.traffic import AMPLIFICATION_FROM, REWRITTEN_BY_COMMITS
 from fslab.statistics.explain import DIFFERENCE, RULES, Rule, percent, times
 
 RULES.add(
@@ -15,9 +15,14 @@ RULES.add(
         "write_amplification",
         "write_amplification",
         "the bytes its devices wrote per byte the workload wrote differ by more than 10 % "
-        "(not where it is withheld: a workload that wrote under 64 MiB)",
-        lambda d: f"a write amplification of {d.mean:.2f}× at its devices ({d.against}: {d.baseline_mean:.2f}×)",
+        "(not where it is withheld: a workload that wrote under 64 MiB; its runs flagged rewritten_by_commits "
+        "are counted)",
+        lambda d: (
+            f"a write amplification of {d.mean:.2f}× at its devices ({d.against}: {d.baseline_mean:.2f}×"
+            f"{d.noted_text('rewritten by its commits')})"
+        ),
         priority=20,
+        note=REWRITTEN_BY_COMMITS,  # a ratio that follows how many commits the runs spanned: said so
     ),
     own=True,
 )
