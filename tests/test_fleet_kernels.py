@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -26,7 +27,7 @@ from fslab.model import Host
 from fslab.model.kernel_hosts import HOST, kernel_host, named_kernel
 from fslab.report.summary import kernel_hosts
 from fslab.results import ResultsDB
-from fslab.results.schema import study_runs
+from fslab.results.schema import runs as runs_table, study_runs
 from fslab.running.plan import Repetitions
 from fslab.running.runner import study_run_settings
 from fslab.statistics.analysis import AnalysisError
@@ -71,8 +72,11 @@ def _fleet_run(db: SteadyResults, tmp_path: Path, kernels: list[str], boots: int
     return db.begin_study_run(study, 7, {"fslab": version()}, {}, settings, None)
 
 
-def _unit(db: SteadyResults, tmp_path: Path, study_run_id: int, worker: str, lab: FakeLab) -> tuple[dict, list]:
-    """One worker's unit: its share of the study run, as the worker runs it (lab decoded from the database)."""
+def _unit(
+    db: SteadyResults, tmp_path: Path, study_run_id: int, worker: str, lab: FakeLab, **given: Any
+) -> tuple[dict, list]:
+    """One worker's unit: its share of the study run, as the worker runs it (lab decoded from the
+    database); `given`: run_unit_on_kernels' other arguments (a fence, a check, another boot)."""
     said: list[str] = []
     row = db.study_run(study_run_id)
     assert row is not None
@@ -81,7 +85,7 @@ def _unit(db: SteadyResults, tmp_path: Path, study_run_id: int, worker: str, lab
     return lab_study.run_unit_on_kernels(
         _study(tmp_path), settings["lab"], results=db, study_run_id=study_run_id, plan_seed=7,
         repetitions=Repetitions(2), work=Workdir(tmp_path / f"wd-{worker}"), machine=machine, say=said.append,
-        prepare=lab.prepare, boot=lab.boot,
+        **({"prepare": lab.prepare, "boot": lab.boot} | given),
     )  # fmt: skip
 
 
@@ -197,3 +201,31 @@ def test_what_cannot_go_with_kernels_on_a_fleet_is_refused_with_why_before_anyth
     on_sqlite = fslab_in_process("run", str(study), "--kernel", A, "--kernel", "host", "--on", "w1", "--db", location)
     assert on_sqlite.returncode == 2 and "postgresql" in on_sqlite.stderr.lower(), on_sqlite.stderr
     assert "Traceback" not in on_sqlite.stderr and not ResultsDB(location).study_runs()
+
+
+def test_compare_kernels_at_a_worker_names_that_workers_vm_never_its_bare_metal(tmp_path):
+    """Worker w1 ran A on bare metal (host "w1") and its VM of A stored nothing; w2 ran A in a VM."""
+    db = SteadyResults(str(tmp_path / "fleet.db"), lambda line: None)
+    study_run = _fleet_run(db, tmp_path, [A, B], boots=1)
+    _unit(db, tmp_path, study_run, "w1", FakeLab(tmp_path, unbootable={A}))
+    with db.engine.begin() as conn:  # B@w1's runs, as if run by w1's own kernel, A, on bare metal
+        conn.execute(runs_table.update().where(runs_table.c.host == f"{B}@w1").values(host="w1"))
+    db.record_host(study_run, Host("w1", "machine-w1", A, "cpu", 2, 2**32, accelerator="host"))
+    _unit(db, tmp_path, study_run, "w2", FakeLab(tmp_path))
+    with pytest.raises(AnalysisError, match=rf"no measured run .* ran kernel '{A}@w1'"):
+        kernel_hosts(db, study_run, (f"{A}@w1", f"{B}@w2"))
+    assert kernel_hosts(db, study_run, ("host@w1", f"{A}@w2")) == ("w1", f"{A}@w2")
+    assert kernel_hosts(db, study_run, (A, B)) == (f"{A}@w2", f"{B}@w2"), "a release: its VM's host first"
+
+
+def test_a_kernel_left_out_on_two_workers_is_said_once_for_each(tmp_path):
+    from fslab.report.formats.markdown import to_markdown
+    from fslab.report.summary import summarize_study_run
+
+    db = SteadyResults(str(tmp_path / "fleet.db"), lambda line: None)
+    study_run = _fleet_run(db, tmp_path, [A, B], boots=1)
+    for worker in ("w1", "w2"):
+        _unit(db, tmp_path, study_run, worker, FakeLab(tmp_path, unbootable={B}))
+    text = " ".join(to_markdown(summarize_study_run(db, study_run)).split())
+    for worker in ("w1", "w2"):
+        assert f"Kernel {B} left out at boot 1 on host {B}@{worker}: its VM did not boot" in text, text

@@ -771,7 +771,12 @@ def kernel_lines(s: StudySummary) -> list[str]:
         within = f"{b.within_cv:.1%}" if b.within_cv is not None else "–"
         by_host[b.host].append(f"{b.target} · {b.workload} {b.metric} {b.between_cv:.1%} (within a boot {within})")
     lines += [f"Boot to boot on {host} (CV of the boot means): {'; '.join(said)}." for host, said in by_host.items()]
-    lines += [f"Kernel {f['kernel']} left out at boot {f['boot']}: {f['why']}." for f in lab.get("failed", [])]
+    lines += [  # its host: on a fleet, each worker's failure of one kernel is its own ("RELEASE@WORKER")
+        f"Kernel {f['kernel']} left out at boot {f['boot']}"
+        + (f" on host {f['host']}" if f.get("host") not in (None, f["kernel"]) else "")
+        + f": {f['why']}."
+        for f in lab.get("failed", [])
+    ]
     return lines
 
 

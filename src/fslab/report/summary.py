@@ -317,8 +317,9 @@ def compare_hosts(db: ResultsDB, study_run_id: int, baseline: str, other: str, *
 def kernel_hosts(db: ResultsDB, study_run_id: int, kernels: tuple[str, str]) -> tuple[str, str]:
     """The hosts of a study run that ran `kernels` (`fslab compare --kernels A B`), named as
     model/kernel_hosts.py's kernel_host names them: a lab VM's host by its kernel release (on a fleet's
-    worker W, "RELEASE@W"); "host", or a release no host is named by, is the one host of that
-    kernel (`--kernel host`: the machine's own, stored under its host name; "host@W": worker W's).
+    worker W, "RELEASE@W": that host alone, never W's bare metal running that release); "host", or
+    a release no host is named by, is the one host of that kernel (`--kernel host`: the machine's
+    own, stored under its host name; "host@W": worker W's), a release's VMs before bare metal.
     Refused, naming the kernels present, where a kernel ran on no host, or on several (a fleet's
     workers: name one as KERNEL@WORKER)."""
     from fslab.model.kernel_hosts import HOST, kernel_host, named_kernel
@@ -330,12 +331,13 @@ def kernel_hosts(db: ResultsDB, study_run_id: int, kernels: tuple[str, str]) -> 
         if any(h.name == given for h in present):
             return given
         kernel, worker = named_kernel(given)
-        ran = [
-            h
-            for h in present
-            if (h.accelerator == "host" if kernel == HOST else h.kernel == kernel)
-            and (worker is None or h.name in (worker, kernel_host(kernel, worker, worker=True)))
-        ]
+        if worker is not None:  # exactly the host of that kernel on that worker: never its bare metal for a VM's
+            ran = [h for h in present if h.name == kernel_host(kernel, worker, worker=True)]
+        elif kernel == HOST:
+            ran = [h for h in present if h.accelerator == "host"]
+        else:  # a release: its lab VMs' hosts, a bare-metal host running it only where no VM ran it
+            ran = [h for h in present if h.kernel == kernel]
+            ran = [h for h in ran if h.accelerator != "host"] or ran
         if len(ran) == 1:
             return ran[0].name
         said = ", ".join(f"{h.kernel} (host {h.name}, {h.accelerator})" for h in present) or "none recorded"
