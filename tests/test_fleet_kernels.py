@@ -61,6 +61,32 @@ def test_a_units_kernels_are_encoded_in_its_settings_and_decoded_or_refused():
         units.kernel_share({"lab": [A]}, "study run 7")
 
 
+@pytest.mark.parametrize(
+    ("bad", "said"),
+    [
+        ({"done": "w1"}, r"lab\.done is not a list"),
+        (
+            {"done": [{"host": "w1", "boot": 1}, {"host": "w1", "boot": "2"}]},
+            r"lab\.done\[1\] is not a table of host \(str\), boot \(int\)",
+        ),
+        ({"done": [["w1", 1]]}, r"lab\.done\[0\] is not a table"),
+        (
+            {"failed": [{"kernel": A, "boot": 1, "why": "x"}]},
+            r"lab\.failed\[0\] is not a table of host \(str\), kernel \(str\), boot \(int\), why \(str\)",
+        ),
+        ({"failed": [{"host": "w1", "kernel": A, "boot": True, "why": "x"}]}, r"lab\.failed\[0\]"),
+        ({"failed": [{"host": "w1", "kernel": A, "boot": 1, "why": None}]}, r"lab\.failed\[0\]"),
+    ],
+)
+def test_what_a_units_workers_recorded_is_checked_and_a_malformed_entry_refused_naming_it(bad, said):
+    """The database is untrusted: an entry the rounds would read with .get or f["kernel"] is refused here."""
+    share = units.KernelShare((A,), 2)
+    good = {"done": [{"host": f"{A}@w1", "boot": 1}], "failed": [{"host": "w1", "kernel": A, "boot": 2, "why": "x"}]}
+    assert units.kernel_share({"lab": share.encoded() | good}, "study run 7") == share
+    with pytest.raises(units.BadUnit, match=f"study run 7: its settings' {said}"):
+        units.kernel_share({"lab": share.encoded() | bad}, "study run 7")
+
+
 def _fleet_run(db: SteadyResults, tmp_path: Path, kernels: list[str], boots: int) -> int:
     """A fleet's study run over kernels as dispatch.begin stores it (its queue aside)."""
     study = _study(tmp_path)

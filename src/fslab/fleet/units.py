@@ -88,7 +88,25 @@ def kernel_share(settings: dict | None, where: str) -> KernelShare | None:
         raise BadUnit(f"{where}: its settings name no kernels")
     if not isinstance(boots, int) or isinstance(boots, bool) or not 1 <= boots <= 1000:
         raise BadUnit(f"{where}: its settings' boots {boots!r} is not a number of boots")
+    for key, fields in _RECORDED.items():  # what its workers recorded, read back as they wrote it
+        entries = lab.get(key, [])
+        if not isinstance(entries, list):
+            raise BadUnit(f"{where}: its settings' lab.{key} is not a list")
+        for at, entry in enumerate(entries):
+            if not isinstance(entry, dict) or not all(_of(entry.get(name), kind) for name, kind in fields.items()):
+                said = ", ".join(f"{name} ({kind.__name__})" for name, kind in fields.items())
+                raise BadUnit(f"{where}: its settings' lab.{key}[{at}] is not a table of {said}")
     return KernelShare(tuple(kernels), boots)
+
+
+_RECORDED = {  # lab/study.py's entries: a share done, a kernel failed, each of its host
+    "done": {"host": str, "boot": int},
+    "failed": {"host": str, "kernel": str, "boot": int, "why": str},
+}
+
+
+def _of(value: object, kind: type) -> bool:
+    return isinstance(value, kind) and not isinstance(value, bool)
 
 
 def queued(engine: sa.Engine, study_run_id: int, hosts: list[str]) -> None:
