@@ -8,7 +8,9 @@ The real thing, workers in namespaces booting a VM: tests/test_fleet_kernels_roo
 
 from __future__ import annotations
 
+import re
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ from fslab import version
 from fslab.core.errors import FslabError
 from fslab.core.workdir import Workdir
 from fslab.fleet import units, versions
+from fslab.fleet.hostlock import HostLockLost
 from fslab.fleet.steady import SteadyResults
 from fslab.fleet.worker import Unit, run_unit
 from fslab.lab import study as lab_study
@@ -229,6 +232,118 @@ def test_what_cannot_go_with_kernels_on_a_fleet_is_refused_with_why_before_anyth
     assert "Traceback" not in on_sqlite.stderr and not ResultsDB(location).study_runs()
 
 
+_LOST = sa.exc.OperationalError("INSERT", {}, Exception("server closed the connection unexpectedly"))
+
+
+@pytest.mark.parametrize("stop", ["right after a boot's runs were stored", "as its share was recorded done"])
+def test_a_unit_taken_again_after_its_worker_stopped_between_storing_a_boot_and_recording_it_stores_it_once(
+    tmp_path, monkeypatch, stop
+):
+    """A boot's runs and its share's record in `lab.done` are one transaction: a worker dying (or its
+    connection dropping) at any point leaves both or neither, and its next worker never runs the
+    boot again on top of runs stored."""
+    db = SteadyResults(str(tmp_path / "fleet.db"), lambda line: None)
+    study_run = _fleet_run(db, tmp_path, [A], boots=2)
+    if stop.startswith("right after"):
+        storing = lab_study.append_runs
+
+        def dies(*args: Any, **kwargs: Any) -> list[dict]:
+            storing(*args, **kwargs)
+            raise _LOST
+
+        monkeypatch.setattr(lab_study, "append_runs", dies)
+    else:  # the write recording a share done fails once, however it is written
+        fired: list[str] = []
+
+        def fails(conn: Any, cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+            recording = statement.lstrip().upper().startswith("UPDATE STUDY_RUNS")
+            if recording and re.search(r'"done":\s*\[\{', str(parameters)) and not fired:
+                fired.append(statement)
+                raise _LOST
+
+        sa.event.listen(db.engine, "before_cursor_execute", fails)
+    stopped = FakeLab(tmp_path)
+    with pytest.raises(sa.exc.OperationalError):
+        _unit(db, tmp_path, study_run, "w1", stopped)
+    monkeypatch.undo()
+    assert [c[1] for c in stopped.calls if c[0] == "boot"] == [A], "the worker stopped at its first boot"
+    again = FakeLab(tmp_path)
+    _unit(db, tmp_path, study_run, "w1", again)
+    booted = [c[1] for c in again.calls if c[0] == "boot"]
+    # stopped after the commit: boot 1 stored and recorded, boot 2 alone runs; within it: neither, both run
+    assert booted == ([A] if stop.startswith("right after") else [A, A])
+    runs = db.runs(study_run)
+    assert (len(runs), len({r["boot_id"] for r in runs})) == (16, 2), "after retake: 16 runs in 2 boots"
+    assert sorted(r["repetition"] for r in runs if r["target"] == "ext4") == [1, 2, 3, 4]
+    done = db.study_run(study_run)["settings"]["lab"]["done"]
+    assert sorted((d["host"], d["boot"]) for d in done) == [(f"{A}@w1", 1), (f"{A}@w1", 2)]
+
+
+def test_a_boot_stored_after_its_units_lease_was_taken_stores_neither_its_runs_nor_its_record(tmp_path):
+    db = SteadyResults(str(tmp_path / "fleet.db"), lambda line: None)
+    study_run = _fleet_run(db, tmp_path, [A], boots=1)
+
+    def taken(conn: sa.Connection) -> None:
+        raise lab_study.LabStudyError("study run's unit on w1 was taken by another worker")
+
+    with pytest.raises(lab_study.LabStudyError, match="taken by another worker"):
+        _unit(db, tmp_path, study_run, "w1", FakeLab(tmp_path), fence=taken)
+    assert db.runs(study_run) == [] and db.study_run(study_run)["settings"]["lab"]["done"] == []
+
+
+def test_a_kernel_failing_at_a_later_boot_after_earlier_boots_stored_runs_fails_its_share_not_the_unit(tmp_path):
+    """docs/fleet.md: the unit fails only when none of its kernels ran (stored a share)."""
+    db = SteadyResults(str(tmp_path / "fleet.db"), lambda line: None)
+    study_run = _fleet_run(db, tmp_path, [A], boots=2)
+    lab = FakeLab(tmp_path)
+
+    def boots_once(kernel: Any, command: str, **options: Any) -> Any:
+        booted = lab.boot(kernel, command, **options)
+        lab.unbootable.add(kernel.release)  # its next boot does not come up
+        return booted
+
+    _, failed = _unit(db, tmp_path, study_run, "w1", lab, boot=boots_once)
+    assert [(f["kernel"], f["boot"], f["host"]) for f in failed] == [(A, 2, f"{A}@w1")]
+    assert len(db.runs(study_run)) == 8, "boot 1's runs stored"
+    again = FakeLab(tmp_path)  # taken again before it settled: boot 1 recorded done, A failed at boot 2
+    _, failed = _unit(db, tmp_path, study_run, "w1", again)
+    assert again.calls == [] and [f["boot"] for f in failed] == [2]
+
+
+class _LosingHostLock:
+    """fleet/hostlock.py's HostLock as a worker holds it: lost after `kept` checks (another worker
+    of its name took it while this one's lock session was cut off)."""
+
+    def __init__(self, kept: int):
+        self.kept, self.checked = kept, 0
+
+    @contextmanager
+    def held(self, waiting: Any) -> Any:
+        yield True
+
+    def check(self, waiting: Any) -> None:
+        self.checked += 1
+        if self.checked > self.kept:
+            raise HostLockLost("another worker named w1 holds its host lock now")
+
+
+def test_a_unit_of_vm_kernels_checks_its_host_lock_before_each_boot(tmp_path):
+    """No run on the host itself ever asks (_UnitObserver.starting): each share does."""
+    from functools import partial
+
+    db = SteadyResults(str(tmp_path / "fleet.db"), lambda line: None)
+    study_run = _fleet_run(db, tmp_path, [A, B], boots=1)
+    units.queued(db.engine, study_run, ["w1"])
+    lab, lock = FakeLab(tmp_path), _LosingHostLock(kept=1)
+    host = Host("w1", str(uuid.uuid4()), "6.18.0-test", "cpu", 2, 2**32)
+    on_kernels = partial(lab_study.run_unit_on_kernels, prepare=lab.prepare, boot=lab.boot)
+    with pytest.raises(HostLockLost):
+        run_unit(Unit(study_run, "w1"), db, host, Workdir(tmp_path / "wd"), [].append, hostlock=lock,
+                 on_kernels=on_kernels)  # fmt: skip
+    assert [c[1] for c in lab.calls if c[0] == "boot"] == [A] and lock.checked == 2, "B never booted"
+    assert {r["host"] for r in db.runs(study_run)} == {f"{A}@w1"}
+
+
 def test_compare_kernels_at_a_worker_names_that_workers_vm_never_its_bare_metal(tmp_path):
     """Worker w1 ran A on bare metal (host "w1") and its VM of A stored nothing; w2 ran A in a VM."""
     db = SteadyResults(str(tmp_path / "fleet.db"), lambda line: None)
@@ -255,3 +370,28 @@ def test_a_kernel_left_out_on_two_workers_is_said_once_for_each(tmp_path):
     text = " ".join(to_markdown(summarize_study_run(db, study_run)).split())
     for worker in ("w1", "w2"):
         assert f"Kernel {B} left out at boot 1 on host {B}@{worker}: its VM did not boot" in text, text
+
+
+DEVICE_STUDY = (
+    '[study]\nname = "mine"\n\n[[workload]]\nname = "w"\nrw = "write"\nbs = "1m"\nsize = "32MiB"\n\n'
+    '[[target]]\nname = "disk"\nfilesystem = "ext4"\ndevice = "/dev/sdz"\n'
+)
+
+
+def test_a_study_a_fleets_workers_would_all_fail_is_refused_before_anything_is_stored(tmp_path):
+    """A release not of Debian's shape, or a study on the user's devices (never told to add
+    --destroy-data, which --on refuses): refused before the study run is stored, its units queued."""
+    study, devices = tmp_path / "kernels.toml", tmp_path / "mine.toml"
+    study.write_text(STUDY)
+    devices.write_text(DEVICE_STUDY)
+    location = str(tmp_path / "fslab.db")
+    for given, said in (
+        ([str(study), "--kernel", "6.1;x"], "--kernel: kernel '6.1;x' is not a Debian kernel release"),
+        ([str(study), "--kernel", A, "--kernel", "host", "--kernel", "x"], "kernel 'x' is not a Debian kernel"),
+        ([str(devices), "--kernel", A], "names the user's device(s) /dev/sdz: a study on a user's devices cannot go"),
+    ):
+        result = fslab_in_process("run", *given, "--on", "w1", "--db", location)
+        told = " ".join(result.stderr.split())
+        assert result.returncode == 2 and said in told, result.stderr
+        assert "Traceback" not in told and "--destroy-data DEVICE" not in told and "postgresql" not in told.lower()
+    assert not Path(location).exists() or not ResultsDB(location).study_runs()

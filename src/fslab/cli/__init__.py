@@ -695,7 +695,7 @@ def _run_on_fleet(
     if kernels:  # refused as a local run over kernels would be, before anything is stored
         from fslab.lab.study import check_kernel_study
 
-        check_kernel_study(study, list(dict.fromkeys(kernels)), boots, {"repetitions": repetitions})
+        check_kernel_study(study, list(dict.fromkeys(kernels)), boots, {"repetitions": repetitions}, fleet=True)
     study_run_id = dispatch.begin(
         results, study, repetitions, on=on, seed=seed, baseline=baseline, spread=spread, kernels=kernels, boots=boots
     )

@@ -470,6 +470,7 @@ def _run_on_kernels(
                 study, row["settings"]["lab"], results=db, study_run_id=unit.study_run_id, plan_seed=share.seed,
                 repetitions=share.repetitions, work=workdir, machine=host, say=say,
                 observer=_UnitObserver(db, unit, say, None, hostlock), fence=fence,
+                check=(lambda: hostlock.check(say)) if hostlock is not None else None,  # before each boot, a VM's too
                 busy=lambda busy, pause: waiting(f"{busy}; trying again in {pause:.0f} s"), baseline=share.baseline,
             )  # fmt: skip
         except KeyboardInterrupt:  # given back (serve): its next worker goes on from the shares recorded done

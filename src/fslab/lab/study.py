@@ -52,6 +52,7 @@ from fslab.lab.kernels import KernelFailed
 from fslab.model import Host, Study, kernel_hosts
 from fslab.results import ResultsDB
 from fslab.results.copy import append_runs
+from fslab.results.db import add_to_lab
 from fslab.results.location import DatabaseLost, DatabaseUnusable, shown
 from fslab.results.owner import Owner
 from fslab.running import environment
@@ -86,6 +87,7 @@ class _Kernel:
     release: str
     prepared: Any = None
     failed: str | None = None  # why it was left out (prepare or boot failed)
+    ran: bool = False  # a share of it stored (a failure at a later boot leaves its earlier boots' runs)
 
 
 @dataclass
@@ -187,7 +189,7 @@ def run_on_kernels(
             status = "finished"
         finally:
             results.finish_study_run(study_run_id, status, run.outcome)
-    if all(k.failed for k in state):
+    if not any(k.ran for k in state):
         raise LabStudyError(
             f"study run {study_run_id}: no kernel ran it: " + "; ".join(f"{k.release}: {k.failed}" for k in state)
         )
@@ -207,6 +209,7 @@ def run_unit_on_kernels(
     say: Say,
     observer: RunObserver | None = None,
     fence: Callable[[Any], None] | None = None,
+    check: Callable[[], None] | None = None,
     busy: Callable[..., None] | None = None,
     prepare: Callable[..., Any] | None = None,
     boot: Callable[..., Any] | None = None,
@@ -219,29 +222,32 @@ def run_unit_on_kernels(
     it). A unit taken again (its worker stopped or gone) goes on: the shares this worker recorded
     done (lab's "done") are not run again, the kernels it recorded failed stay out, and the runs of
     a share cut short (stored, if at all, only as a whole boot) are numbered after those stored.
-    `fence`: called in the transaction that stores a boot's runs, raising where the unit's lease
-    was taken meanwhile (none stored). The outcome of its cells, and its kernels that failed."""
+    `fence`: called in the transaction that stores a boot's runs (and records its share done),
+    raising where the unit's lease was taken meanwhile (none stored). `check`: called before each
+    share, raising where the worker may no longer run (its host lock lost). The outcome of its
+    cells, and its kernels that failed; LabStudyError where no kernel ran a share here."""
     kernels = [str(k) for k in lab["kernels"]]
     boots = int(lab["boots"])
-    for release in kernels:  # the database's text: each a release before anything runs
-        if release != HOST:
-            lab_kernels.check_release(release)
-    check_kernel_study(study, kernels, boots, {})
+    check_kernel_study(
+        study, kernels, boots, {}, fleet=True
+    )  # the database's text: each a release, before anything runs
     run = _Run(
         study, results, study_run_id, work, repetitions, boot or vm.boot, say, observer, prepare or lab_kernels.prepare,
-        dict(run_options), machine=machine, worker=True, fence=fence,
+        dict(run_options), machine=machine, worker=True, fence=fence, check=check,
     )  # fmt: skip
     mine = {run.host_name(k) for k in kernels}
     run.numbering = Numbering.of(results.runs(study_run_id, _NUMBERED), mine)
     state = [_Kernel(k) for k in kernels]
     before = [f for f in lab.get("failed", []) if f.get("host") in mine]
+    done = {d.get("host") for d in lab.get("done", [])}
     for kernel in state:
         kernel.failed = next((f["why"] for f in before if f.get("kernel") == kernel.release), None)
+        kernel.ran = run.host_name(kernel.release) in done  # a share stored before it was taken again
     here = study if HOST in kernels else None
     with claimed(here, work, observer, busy):
         run.rounds(state, boots, plan_seed, lab)
     failed = [f for f in lab.get("failed", []) if f.get("host") in mine]
-    if all(k.failed for k in state):
+    if not any(k.ran for k in state):
         raise LabStudyError("no kernel ran here: " + "; ".join(f"{k.release}: {k.failed}" for k in state))
     return run.outcome, failed
 
@@ -250,13 +256,28 @@ _NUMBERED = ("host", "target", "workload", "warmup", "repetition", "block")
 
 
 def check_kernel_study(
-    study: Study, kernels: Sequence[str], boots: int, run_options: dict, destroy_flags: Sequence[str] = ()
+    study: Study,
+    kernels: Sequence[str],
+    boots: int,
+    run_options: dict,
+    destroy_flags: Sequence[str] = (),
+    *,
+    fleet: bool = False,
 ) -> lab_passthrough.Passthrough:
     """What a study run over kernels refuses before anything begins, all at once; the user's
-    devices it names, confirmed by `destroy_flags` and unused, as the VMs get them."""
+    devices it names, confirmed by `destroy_flags` and unused, as the VMs get them. `fleet`: to
+    run on a fleet's workers (`--on`), where each release is checked now (the units would all
+    fail) and no device of the user's reaches a VM."""
     problems = []
     if not kernels:
         problems.append("--kernel: name at least one kernel release (or host)")
+    if fleet:
+        for release in kernels:
+            if release != HOST:
+                try:
+                    lab_kernels.check_release(release)
+                except FslabError as exc:
+                    problems.append(f"--kernel: {exc}")
     if boots < 1:
         problems.append(f"--boots {boots}: give 1 or more")
     if boots > 1 and kernels == [HOST]:
@@ -266,8 +287,16 @@ def check_kernel_study(
         problems.append(
             "--target-ci and --decide cannot go with --kernel: each boot runs an exact plan (give --runs and --boots)"
         )
-    devices, refused = lab_passthrough.plan(study, destroy_flags)
-    problems += refused + _not_self_contained(study)
+    devices, named = lab_passthrough.Passthrough(), list(dict.fromkeys(d for t in study.targets for d in t.named))
+    if fleet and named:  # --on refuses --destroy-data: never told to add it
+        problems.append(
+            f"{study.path} names the user's device(s) {', '.join(named)}: a study on a user's devices cannot go "
+            "to a fleet's VMs; run it over kernels here (--kernel and --destroy-data, without --on)"
+        )
+    else:
+        devices, refused = lab_passthrough.plan(study, destroy_flags)
+        problems += refused
+    problems += _not_self_contained(study)
     if problems:
         raise LabStudyError("the study cannot run on kernels; nothing was started:\n  " + "\n  ".join(problems))
     return devices
@@ -372,6 +401,9 @@ class _Run:
     machine: Host | None = None  # the machine that runs it (None: this one, environment.host())
     worker: bool = False  # on a fleet's worker: its hosts named so (model/kernel_hosts.py)
     fence: Callable[[Any], None] | None = None  # a fleet's unit: raises in a boot's store once its lease is taken
+    check: Callable[[], None] | None = None  # a fleet's unit: raises before a share where its worker may not run it
+    recording: dict | None = None  # on a worker: the share under way's entry of lab's "done", stored with its runs
+    stored: bool = False  # the share under way's runs stored (_store)
 
     def host_name(self, kernel: str) -> str:
         """The host `kernel`'s runs are stored under (model/kernel_hosts.py: the one rule)."""
@@ -386,6 +418,8 @@ class _Run:
         for round_ in range(1, boots + 1):
             for kernel in (k for k in state if k.failed is None):
                 if (self.host_name(kernel.release), round_) not in done:
+                    if self.check is not None:  # e.g. a worker's host lock, between boots of its VMs too
+                        self.check()
                     self.share(kernel, round_, boots, (plan_seed + round_ - 1) % 2**31, lab)
 
     def share(self, kernel: _Kernel, round_: int, boots: int, seed: int, lab: dict) -> None:
@@ -393,18 +427,23 @@ class _Run:
         fails, the kernel left out of the rounds after, said and recorded in `lab`'s failed."""
         where = f"{kernel.release}, boot {round_} of {boots}" if kernel.release != HOST else f"here, round {round_}"
         host = self.host_name(kernel.release)
+        # on a worker, recorded done in the transaction storing its runs (_fenced): a unit taken again
+        # after a stop between the two would store the boot again
+        self.recording = {"host": host, "boot": round_} if self.worker else None
+        self.stored = False
         try:
             stored = self.here(seed, where) if kernel.release == HOST else self.guest(kernel, seed, where)
         except KernelFailed as exc:
+            kernel.ran = kernel.ran or self.stored  # this machine's share stopped (StudyStopped): its runs kept
             kernel.failed = str(exc)
             failed = {"kernel": kernel.release, "boot": round_, "why": kernel.failed, "host": host}
             lab.setdefault("failed", []).append(failed)
             self.results.add_to_lab(self.study_run_id, "failed", failed)
             self.say(f"{where}: skipped, {kernel.failed}")
             return
-        if self.worker:  # a fleet's unit taken again runs only what its worker did not record done
-            lab.setdefault("done", []).append(done := {"host": host, "boot": round_})
-            self.results.add_to_lab(self.study_run_id, "done", done)
+        if self.recording is not None:  # stored (_fenced): a unit taken again runs only what is not recorded done
+            lab.setdefault("done", []).append(self.recording)
+        kernel.ran = True
         for cell, o in stored.items():
             before = self.outcome.get(cell)
             self.outcome[cell] = o | ({"runs": before.get("runs", 0) + o.get("runs", 0)} if before else {})
@@ -497,6 +536,14 @@ class _Run:
                 raise KernelFailed(stopped)
             return stored
 
+    def _fenced(self, conn: Any) -> None:
+        """In the transaction storing a boot's runs on a worker: the unit's lease checked, then the
+        share recorded done — its runs and its record stored together, or neither."""
+        if self.fence is not None:
+            self.fence(conn)
+        if self.recording is not None:
+            add_to_lab(conn, self.study_run_id, "done", self.recording)
+
     def _streamed(self, where: str, host: str, streamed: set[tuple], said: progress.Progress) -> None:
         """A line of a guest's progress, told as it comes (progress.tailing's thread): a run numbered
         as the study run will store it."""
@@ -529,7 +576,8 @@ class _Run:
                 named = [row | {"target": names.get(row["target"], row["target"])} for row in rows]
                 return self.numbering.renumbered(host, boot_id, named)
 
-            stored = append_runs(source, guest_run["id"], self.results, self.study_run_id, adjust, fence=self.fence)
+            stored = append_runs(source, guest_run["id"], self.results, self.study_run_id, adjust, fence=self._fenced)
+            self.stored = True
         except DatabaseLost as exc:
             if exc.location != shown(str(database)):
                 raise  # this study run's own database: the run stops, as any run's would

@@ -142,8 +142,9 @@ def append_runs(
     """Every run of one study run of `source`, with its metrics, raw outputs and histograms (its
     notes are its row's), stored as runs of another study run, `study_run_id` of `destination`, in
     one transaction: each row as `adjust` makes it (a lab VM's boot, lab/study.py: its host, its
-    boot, its repetitions and blocks renumbered). `fence`: called first in that transaction (a
-    fleet's unit: raising where its lease was taken, nothing stored). Returns the rows stored, ids
+    boot, its repetitions and blocks renumbered). `fence`: called first in that transaction, even
+    where there is no run (a fleet's unit: raising where its lease was taken, nothing stored; else
+    recording the boot's share done with its runs). Returns the rows stored, ids
     the destination's."""
     with source.engine.connect() as read:
         its_runs = _rows(read, runs, runs.c.study_run_id == source_study_run, runs.c.id)
@@ -151,13 +152,15 @@ def append_runs(
         related = {
             table: _rows(read, table, table.c.run_id.in_(old_ids)) for table in (metrics, run_outputs, run_histograms)
         }
-    if not its_runs:
+    if not its_runs and fence is None:
         return []
-    rows = adjust([r | {"study_run_id": study_run_id} for r in its_runs])
+    rows = adjust([r | {"study_run_id": study_run_id} for r in its_runs]) if its_runs else []
     with destination.engine.begin() as write:
         check_current(write, shown(destination.location))
         if fence is not None:
             fence(write)
+        if not rows:  # a boot that stored no run: its fence's writes alone (its share recorded done)
+            return []
         inserted = write.execute(runs.insert().returning(runs.c.id, sort_by_parameter_order=True), rows)
         new_ids = dict(zip(old_ids, inserted.scalars().all()))
         for table, found in related.items():

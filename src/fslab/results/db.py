@@ -311,13 +311,7 @@ class ResultsDB:
         """`item` added to the list `key` of a study run over kernels' settings ("lab": a kernel's
         share done or failed, lab/study.py), in one transaction: a fleet's workers add theirs at once."""
         with self.engine.begin() as conn:
-            stored = sa.select(study_runs.c.settings).where(study_runs.c.id == study_run_id).with_for_update()
-            settings = dict(conn.execute(stored).scalar() or {})
-            lab = dict(settings.get("lab") or {})
-            lab[key] = [*lab.get(key, []), item]
-            conn.execute(
-                study_runs.update().where(study_runs.c.id == study_run_id).values(settings=settings | {"lab": lab})
-            )
+            add_to_lab(conn, study_run_id, key, item)
 
     def study_run(self, ref: str | int | None = None) -> dict | None:
         """A study run by id (12, or "#12": always an id, since no name begins with "#"), the
@@ -697,3 +691,14 @@ def insert_run(conn: sa.Connection, study_run_id: int, record: RunRecord) -> int
             ],
         )  # fmt: skip
     return run_id
+
+
+def add_to_lab(conn: sa.Connection, study_run_id: int, key: str, item: dict) -> None:
+    """ResultsDB.add_to_lab in the transaction of `conn` (lab/study.py: a boot's runs stored with its
+    share recorded done, at once or not at all). Its row locked for no key update: the runs other
+    workers insert at once only lock its key, and wait for nothing (PostgreSQL: no deadlock)."""
+    stored = sa.select(study_runs.c.settings).where(study_runs.c.id == study_run_id).with_for_update(key_share=True)
+    settings = dict(conn.execute(stored).scalar() or {})
+    lab = dict(settings.get("lab") or {})
+    lab[key] = [*lab.get(key, []), item]
+    conn.execute(study_runs.update().where(study_runs.c.id == study_run_id).values(settings=settings | {"lab": lab}))
