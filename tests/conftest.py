@@ -71,10 +71,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     fixtures, such as a whole study run, then run in one worker only, once), and in a worker the
     groups are ordered to be handed out (with --no-loadscope-reorder), the longest first, so that
     the quick ones fill the other workers' time at the end: zfs-fuse's first (the longest), then
-    those that boot lab VMs themselves (lab-boots, a study --kernel), then the modules that need
-    root, a browser or seconds, then the quick ones, and the guests' last (their guests boot in the
-    background from the session's start, guests_boot_meanwhile, and whichever worker is handed them
-    reads the results: seconds)."""
+    the lab's own boots (lab-boots), then the modules that need root, a browser or seconds, then
+    the quick ones, and the guests' last (their guests boot in the background from the session's
+    start, guests_boot_meanwhile, and whichever worker is handed them reads the results: seconds)."""
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
         if "needs_root" in fixtures:
@@ -104,7 +103,7 @@ def _in_handing_out_order(items: list[pytest.Item]) -> list[pytest.Item]:
             return 0
         if name == GUESTS:
             return 4
-        if any(item.get_closest_marker("guest") for item in groups[name]):
+        if name == LAB_BOOTS.args[0]:
             return 1
         return (
             2
