@@ -50,6 +50,9 @@ ZFS_FUSE = pytest.mark.xdist_group("zfs-fuse")
 # machine's bpftrace processes, and the monitors bench's smoke starts one.
 BPFTRACE = pytest.mark.xdist_group("bpftrace")
 GUESTS = "guests"  # the xdist group of the modules that read a QEMU guest's result (tests/guest.py)
+# The tests that boot a lab VM themselves, in the foreground: one at a time, handed out early (a boot is
+# minutes of one worker's time under load: last, it was the run's tail while the other workers idled).
+LAB_BOOTS = pytest.mark.xdist_group("lab-boots")
 
 
 def apart(test: str, values: Iterable[str]) -> list:
@@ -66,10 +69,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     For a parallel run, each test joins its module's xdist group unless it has one (a module's
     fixtures, such as a whole study run, then run in one worker only, once), and in a worker the
-    groups are ordered to be handed out (with --no-loadscope-reorder): zfs-fuse's first (the
-    longest), then the modules that need root, a browser or seconds, then the quick ones, and the
-    guests' last (their guests boot in the background from the session's start, guests_boot_meanwhile,
-    and whichever worker is handed them reads the results)."""
+    groups are ordered to be handed out (with --no-loadscope-reorder), the longest first, so that
+    the quick ones fill the other workers' time at the end: zfs-fuse's first (the longest), then
+    the lab's own boots (lab-boots), then the modules that need root, a browser or seconds, then
+    the quick ones, and the guests' last (their guests boot in the background from the session's
+    start, guests_boot_meanwhile, and whichever worker is handed them reads the results: seconds)."""
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
         if "needs_root" in fixtures:
@@ -98,11 +102,13 @@ def _in_handing_out_order(items: list[pytest.Item]) -> list[pytest.Item]:
         if name == ZFS_FUSE.args[0]:
             return 0
         if name == GUESTS:
-            return 3
+            return 4
+        if name == LAB_BOOTS.args[0]:
+            return 1
         return (
-            1
+            2
             if any(item.get_closest_marker(mark) for item in groups[name] for mark in ("root", "browser", "slow"))
-            else 2
+            else 3
         )
 
     return [item for name in sorted(groups, key=rank) for item in groups[name]]

@@ -18,7 +18,7 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from conftest import BPFTRACE, GUESTS, ZFS_FUSE
+from conftest import BPFTRACE, LAB_BOOTS, ZFS_FUSE
 from fslab.results import ResultsDB
 from fslab.running.runner import RunObserver
 
@@ -92,8 +92,8 @@ def marks(script: str) -> list[pytest.MarkDecorator]:
         return [pytest.mark.root, ZFS_FUSE]
     if script == "monitors.py":
         return [pytest.mark.root, BPFTRACE]
-    if script == "lab_boot.py":  # a QEMU guest: beside the others, one at a time
-        return [pytest.mark.root, pytest.mark.xdist_group(GUESTS)]
+    if script == "lab_boot.py":  # a QEMU guest: beside the lab's other boots, one at a time
+        return [pytest.mark.root, pytest.mark.guest, LAB_BOOTS]
     return [pytest.mark.root] if script in AS_ROOT else []
 
 

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GUESTS, wait_for
+from conftest import LAB_BOOTS, wait_for
 from fslab.core.identity import process
 from fslab.core.workdir import Workdir
 from fslab.lab import kernels, vm
 
-pytestmark = [pytest.mark.root, pytest.mark.guest, pytest.mark.xdist_group(GUESTS)]
+pytestmark = [pytest.mark.root, pytest.mark.guest, LAB_BOOTS]
 
 RELEASE = "6.1.0-55-amd64"  # not this machine's installed kernel: its modules exist only in the package
 REPO = Path(__file__).resolve().parents[1]

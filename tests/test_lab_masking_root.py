@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import GUESTS
+from conftest import LAB_BOOTS
 from fslab.lab import kernels, masking, vm
 from fslab.tracing.namespace import holding_devices
 
@@ -91,7 +91,7 @@ chroot /mnt /usr/bin/true && echo "tree=works"
 
 
 @pytest.mark.guest
-@pytest.mark.xdist_group(GUESTS)
+@LAB_BOOTS
 def test_a_guest_binding_its_root_elsewhere_finds_no_host_process_nor_sys_and_the_masks_still_on(tmp_path):
     if vm.unavailable_reason():
         pytest.fail(f"the lab's tests boot a guest: {vm.unavailable_reason()}")
