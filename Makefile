@@ -68,8 +68,7 @@ check: gate
 # mkfs, mount and the disk, and the QEMU guests boot in the background from the start, on a core
 # of their own most of the time (two workers: 10:05; three: 8:13 here); the groups (one per
 # module, zfs-fuse's, the lab's boots, the guests') and the order they are handed out in are in
-# tests/conftest.py. On 2026-11-30 beside other work (load 8-15, two CPU hogs): 29 min 56 s, then
-# 29 min 01 s with the lab's boots handed out early rather than last.
+# tests/conftest.py.
 # Tests of many lab VM boots or whole studies in one (long: make test-long) are left out.
 # PYTHONDONTWRITEBYTECODE cleared for pytest: with it set, each worker rewrites the asserts of
 # every test module again (~6 s of CPU a worker, 3 workers); without, they are kept in
