@@ -410,7 +410,8 @@ def test_zfs_writes_are_counted_through_its_transaction_group(tmp_path):
 # 64 MiB of random 4k buffered writes: more than zfs-fuse holds in one transaction group, so the
 # pool commits them in many while fio runs, each writing whole again the 128 KiB records the
 # writes touched since the last — 26.8–27.0× in 7 of 7 runs, loaded or not; with records of the
-# writes' size, 1.15× (4 runs). 16–25 s in all on 2 cores.
+# writes' size, 1.15× (4 runs). Beside other tests (CPU pressure 92–99 %): 33.7× and 34.5×, and
+# 1.41× and 1.44× (2 runs); 25–36 s in all on 2 cores.
 ZFS_REWRITES = """\
 [study]
 name = "zfs-records"
@@ -452,4 +453,6 @@ def test_zfs_records_rewritten_by_its_commits_are_flagged_and_records_of_the_wri
                 "every record (128KiB)" in notes[REWRITTEN_BY_COMMITS] and "the 2 copies" in notes[REWRITTEN_BY_COMMITS]
             )
         else:
-            assert 0.95 <= amplification < 2, f"{recordsize}: {amplification:.2f}×, each 4K written once (1.15×)"
+            assert 0.95 <= amplification < REWRITTEN_FROM, (
+                f"{recordsize}: {amplification:.2f}×, 4K written once (1.15×)"
+            )
