@@ -392,6 +392,8 @@ def test_the_records_of_a_target_are_read_from_what_zfs_reported_of_it():
     assert zfs.records(Provisioned(top="/dev/loop0", directory=Path("/mnt"), details=small)) == Records(4096, 4)
     assert zfs.records(Provisioned(top="/dev/zd0", directory=None, details=details)) is None, "a volume"
     assert zfs.records(Provisioned(top="/dev/loop0", directory=Path("/mnt"))) is None, "nothing reported"
+    odd = details.replace("128K\tdefault", "-\tdefault")
+    assert zfs.records(Provisioned(top="/dev/loop0", directory=Path("/mnt"), details=odd)) is None, "not a size"
     assert ext4.records(Provisioned(top="/dev/loop0", directory=Path("/mnt"), details=details)) is None
 
 

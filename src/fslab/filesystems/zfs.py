@@ -499,8 +499,12 @@ class Zfs(Filesystem):
         reported = reported_properties(ready.details)
         if ready.directory is None or "recordsize" not in reported:
             return None
+        try:
+            size = parse_size(reported["recordsize"])
+        except ValueError:  # not a size zfs writes: no claim rather than a failed run
+            return None
         copies = int(reported["copies"]) if reported.get("copies", "").isdigit() else 3  # the most it allows
-        return Records(parse_size(reported["recordsize"]), copies * max(1, len(ready.bottom)) * 2)
+        return Records(size, copies * max(1, len(ready.bottom)) * 2)
 
     def empty_cache(self, journal: Journal, ready: Provisioned) -> None:
         """zfs-fuse's ARC, which drop_caches does not reach (it is the daemon's memory, not the
