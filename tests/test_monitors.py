@@ -14,13 +14,14 @@ import pytest
 from conftest import FIXTURES, wait_for
 from fslab.devices.layers import Stack
 from fslab.devices.loop import attached, image_file, on_loops
-from fslab.filesystems import FILESYSTEMS
+from fslab.filesystems import FILESYSTEMS, Provisioned
 from fslab.model import Target
 from fslab.monitors import cpu
 from fslab.monitors.base import (
     CLOCK,
     EARLIEST,
     Found,
+    Records,
     Sample,
     Sampler,
     Synced,
@@ -332,7 +333,7 @@ def zfs_fuse_window(which: str) -> tuple[TrafficMonitor, WorkloadSaid]:
     """A traffic monitor holding the samples stored of a real window on zfs-fuse (8 MiB of random
     4k writes, recordsize 128k, beside two CPU hogs), and what fio said of it."""
     stored = json.loads((MONITORS / "traffic-zfs-fuse-randwrite.json").read_text())[which]
-    traffic = TrafficMonitor([])
+    traffic = TrafficMonitor([], RECORDS)
     traffic.flushes = True
     traffic.sampler.samples = [Sample(at, Counted(0, written, flushes)) for at, written, flushes in stored["samples"]]
     said = WorkloadSaid(
@@ -343,38 +344,69 @@ def zfs_fuse_window(which: str) -> tuple[TrafficMonitor, WorkloadSaid]:
     return traffic, said
 
 
+RECORDS = Records(128 * 1024, 2)  # ZFS's default recordsize, copies=1 on one device, and its intent log
+
+
 def test_writes_rewritten_by_the_filesystems_commits_on_synthetic_numbers():
-    assert rewritten_by_commits(REWRITTEN_FROM * 8 * MiB, 8 * MiB)
-    assert not rewritten_by_commits(REWRITTEN_FROM * 8 * MiB - 1, 8 * MiB), "a journal's copy and a mirror's: not"
-    assert not rewritten_by_commits(99 * MiB, 0) and not rewritten_by_commits(99 * MiB, None), "nothing written"
-    running = Counted(0, 100 * MiB, 40)
-    found = judged(Counted(0, 110 * MiB, 44), WorkloadSaid(written_bytes=10 * MiB), flushes=True, running=running)
+    wrote = 64 * MiB  # AMPLIFICATION_FROM: a ratio of less is not judged
+    assert rewritten_by_commits(REWRITTEN_FROM * 2 * wrote, wrote, 2)
+    assert not rewritten_by_commits(REWRITTEN_FROM * 2 * wrote - 1, wrote, 2), "journal and metadata beside 2 copies"
+    assert not rewritten_by_commits(99 * MiB, 0, 1) and not rewritten_by_commits(99 * MiB, None, 1), "nothing written"
+    assert not rewritten_by_commits(18 * (wrote - 1), wrote - 1, 1), "under AMPLIFICATION_FROM, however high"
+    # A ZFS mirror of 2 with copies=2, sync writes reaching the intent log first: 8 honest copies.
+    assert not rewritten_by_commits(31 * wrote, wrote, 8) and rewritten_by_commits(32 * wrote, wrote, 8)
+    running = Counted(0, 1000 * MiB, 190)
+    said = WorkloadSaid(written_bytes=100 * MiB)
+    found = judged(Counted(0, 1100 * MiB, 200), said, flushes=True, running=running, records=RECORDS)
     [flag] = found.flags
     assert (flag.kind, flag.implausible, flag.caveat) == (REWRITTEN_BY_COMMITS, False, "")
     assert flag.says.startswith(
-        "writes rewritten by the filesystem's commits: the devices wrote 100MiB while the workload ran, in 40 "
-        "flushes of their write cache — 10.0× the 10MiB it wrote, before the window's sync (11.0× through it)"
+        "writes rewritten by the filesystem's commits: the devices wrote 1000MiB while the workload ran, in 190 "
+        "flushes of their write cache — 10.0× the 100MiB it wrote, before the window's sync (11.0× through it), "
+        "over 4 times the 2 copies its devices hold of each byte (with the intent log's)"
     )
-    assert "recordsize" in flag.says and "varies from run to run" in flag.says
+    assert "every record (128KiB)" in flag.says and "varies from run to run" in flag.says
     assert values(found)["write_amplification"] == 11.0, "the figure stays: explained, not hidden"
-    unflushed = judged(Counted(0, 110 * MiB), WorkloadSaid(written_bytes=10 * MiB), running=running).flags[0].says
+    unflushed = judged(Counted(0, 1100 * MiB), said, running=running, records=RECORDS).flags[0].says
     assert "flushes" not in unflushed, "flushes not counted: none named"
-    held = judged(Counted(0, 110 * MiB), WorkloadSaid(written_bytes=10 * MiB), running=Counted(0, 10 * MiB))
+    held = judged(Counted(0, 1100 * MiB), said, running=Counted(0, 100 * MiB), records=RECORDS)
     assert held.flags == [], "most written at the sync: held, then written once, however much"
-    assert judged(Counted(0, 110 * MiB), WorkloadSaid(written_bytes=10 * MiB)).flags == [], "no sync: no claim"
+    assert judged(Counted(0, 1100 * MiB), said, records=RECORDS).flags == [], "no sync: no claim"
+    # Not a filesystem of records: ext4 data=journal on a 3-leg md RAID1 writes 6×, Btrfs raid1c4
+    # 4× and its metadata, a journal's blocks for fsyncs of a few bytes more: redundancy, not rewriting.
+    assert judged(Counted(0, 1100 * MiB), said, running=running).flags == [], "no records: no claim"
+    mirrored = Records(128 * 1024, 3 * 2 * 2)  # copies=3 on a mirror of 2, and the intent log
+    assert judged(Counted(0, 1100 * MiB), said, running=running, records=mirrored).flags == [], "10× of 12 copies"
 
 
-def test_a_window_on_zfs_fuse_whose_writes_its_transaction_groups_rewrote_says_so():
+def test_the_records_of_a_target_are_read_from_what_zfs_reported_of_it():
+    """`zfs get` as a run stores it: recordsize and copies; every device under the pool counted as a
+    mirror's leg, the intent log twice; a volume, a filesystem writing the blocks written: none."""
+    details = "engine: zfs-fuse\nrecordsize\t128K\tdefault\ncopies\t2\tlocal\ncompression\toff\tdefault\n"
+    zfs, ext4 = FILESYSTEMS["zfs"], FILESYSTEMS["ext4"]
+    made = Provisioned(top="/dev/loop0", directory=Path("/mnt"), bottom=("/dev/loop0",), details=details)
+    assert zfs.records(made) == Records(128 * 1024, 2 * 1 * 2)
+    mirror = Provisioned(top="/dev/loop0", directory=Path("/mnt"), bottom=("/dev/loop0", "/dev/loop1"), details=details)
+    assert zfs.records(mirror) == Records(128 * 1024, 2 * 2 * 2)
+    small = details.replace("128K\tdefault", "4K\tlocal")
+    assert zfs.records(Provisioned(top="/dev/loop0", directory=Path("/mnt"), details=small)) == Records(4096, 4)
+    assert zfs.records(Provisioned(top="/dev/zd0", directory=None, details=details)) is None, "a volume"
+    assert zfs.records(Provisioned(top="/dev/loop0", directory=Path("/mnt"))) is None, "nothing reported"
+    odd = details.replace("128K\tdefault", "-\tdefault")
+    assert zfs.records(Provisioned(top="/dev/loop0", directory=Path("/mnt"), details=odd)) is None, "not a size"
+    assert ext4.records(Provisioned(top="/dev/loop0", directory=Path("/mnt"), details=details)) is None
+
+
+def test_a_window_on_zfs_fuse_whose_writes_its_transaction_groups_rewrote_is_too_small_to_judge():
     """Samples stored of real windows: 152 MiB written for fio's 8 MiB, 136 MiB of it while fio ran
     (transaction groups of ~7 MiB, each nearly all the file's 64 records of 128 KiB, rewritten
-    for a few 4k writes into each); and a window of the same workload committed at its sync."""
+    for a few 4k writes into each); and a window of the same workload committed at its sync. A
+    ratio of 8 MiB is not judged (AMPLIFICATION_FROM): the figure is kept, neither is flagged."""
     traffic, said = zfs_fuse_window("rewritten")
     found = Found()
     traffic.values(said, found)
     assert 18.0 < values(found)["write_amplification"] < 19.0, "as measured: 18.6×"
-    [flag] = found.flags
-    assert flag.kind == REWRITTEN_BY_COMMITS
-    assert "135.6MiB while the workload ran, in 79 flushes" in flag.says and "17.0× the 8MiB" in flag.says
+    assert found.flags == [], "17.0× of 8 MiB while fio ran: under AMPLIFICATION_FROM, not flagged"
     traffic, said = zfs_fuse_window("once")
     found = Found()
     traffic.values(said, found)

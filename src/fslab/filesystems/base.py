@@ -26,6 +26,7 @@ from fslab.model.records import OptionsApplied
 
 if TYPE_CHECKING:
     from fslab.devices.layers import Stack
+    from fslab.monitors.base import Records
     from fslab.monitors.space import CompressionRatio
 
 
@@ -404,6 +405,11 @@ class Filesystem:
     def compression_ratio(self, ready: Provisioned) -> CompressionRatio | None:
         """How the space monitor reads this run's compression ratio (monitors/space.py), from
         what was made (`compresses`); None where it does not compress."""
+        return None
+
+    def records(self, ready: Provisioned) -> Records | None:
+        """How the filesystem writes a file's data in whole records (the traffic monitor's
+        rewritten_by_commits), from what was made; None where it writes the blocks written alone."""
         return None
 
     def bdi(self, ready: Provisioned) -> str | None:

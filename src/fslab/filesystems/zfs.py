@@ -48,6 +48,7 @@ from fslab.filesystems.zfs_engine import (
 )
 from fslab.model import ARC_FLOOR_NOTE, Target, arc_caches_data
 from fslab.model.options import ON_OFF, Matches, OneOf, Size, Suboptions, check_properties
+from fslab.monitors.base import Records
 from fslab.monitors.space import CompressionRatio, zfs_compresses, zfs_compression_ratio
 
 if TYPE_CHECKING:
@@ -490,6 +491,21 @@ class Zfs(Filesystem):
         dataset = ready.dataset
         return lambda mountpoint: zfs_compression_ratio(dataset)
 
+    def records(self, ready: Provisioned) -> Records | None:
+        """A dataset's records, as `zfs get` (the run's stored details) reports recordsize and
+        copies; its copies counted on every device under the pool, as a mirror of them all would
+        hold them (md RAID1 below, or the pool's own), and twice for the intent log. A volume:
+        None (its volblocksize's rewriting was never measured)."""
+        reported = reported_properties(ready.details)
+        if ready.directory is None or "recordsize" not in reported:
+            return None
+        try:
+            size = parse_size(reported["recordsize"])
+        except ValueError:  # not a size zfs writes: no claim rather than a failed run
+            return None
+        copies = int(reported["copies"]) if reported.get("copies", "").isdigit() else 3  # the most it allows
+        return Records(size, copies * max(1, len(ready.bottom)) * 2)
+
     def empty_cache(self, journal: Journal, ready: Provisioned) -> None:
         """zfs-fuse's ARC, which drop_caches does not reach (it is the daemon's memory, not the
         page cache): the run's pool exported and imported again (reimport_pool), so the measured
@@ -706,16 +722,18 @@ def _zvol_name(device: str) -> str | None:
         os.close(fd)
 
 
+def reported_properties(details: str) -> dict[str, str]:
+    """Each dataset property `zfs get -H -o property,value,source` reported (in a run's stored
+    details), by name: its value as zfs writes it."""
+    return {fields[0]: fields[1] for line in details.splitlines() if len(fields := line.split("\t")) == 3}
+
+
 def properties_not_in_effect(requested: dict[str, str], details: str) -> list[str]:
     """Requested dataset properties whose value `zfs get` reports differently (from a run's
     stored details), e.g. "compression=lz4 (is lzjb)". zfs get reports every property, those at
     their default too ("default" source), in its own forms: "128K" for 131072 or 128k, "on" for
     on. A property the read-back leaves out contradicts nothing: it is not reported."""
-    reported = {}
-    for line in details.splitlines():
-        fields = line.split("\t")
-        if len(fields) == 3:
-            reported[fields[0]] = fields[1]
+    reported = reported_properties(details)
     return [
         f"{name}={value} (is {reported[name]})"
         for name, value in requested.items()

@@ -33,6 +33,7 @@ from fslab.monitors.base import (
     Measured,
     Monitor,
     MonitorKind,
+    Records,
     Synced,
     Watched,
     WorkloadSaid,
@@ -49,6 +50,7 @@ __all__ = [
     "Found",
     "Measured",
     "Monitor",
+    "Records",
     "Synced",
     "WorkloadSaid",
     "collect",
@@ -125,10 +127,11 @@ def for_run(
     journal: Journal | None = None,
     direct: bool = False,
     bdi: str | None = None,
+    records: Records | None = None,
 ) -> list[Monitor]:
     """The monitors of one measured phase: every one always on, and the opt-in ones `traces`
     names (base.Watched says what each argument is)."""
-    watched = Watched(devices, mountpoint, compression, traces, journal, direct, bdi)
+    watched = Watched(devices, mountpoint, compression, traces, journal, direct, bdi, records)
     return [
         made
         for kind in kinds()

@@ -109,6 +109,18 @@ class Monitor(Protocol):
 
 
 @dataclass(frozen=True)
+class Records:
+    """A filesystem that writes a file's data in whole records (ZFS: its recordsize), so that a
+    commit writes whole again every record a write touched: the records' size, and how many
+    times its devices honestly hold each byte written — each copy its devices keep (the copies
+    property × every device under it, as a mirror's legs would) × 2 for its intent log, which a
+    sync write reaches before its transaction group (monitors/traffic.py judges what is beyond)."""
+
+    size: int
+    copies: int
+
+
+@dataclass(frozen=True)
 class Watched:
     """What a measured window watches: the block devices that reach storage under the target
     (not the layers above them as well, or bytes count twice), the filesystem's mount point (None
@@ -117,7 +129,8 @@ class Watched:
     MonitorKind.trace names), and the journal a monitor that starts a process or mounts
     something holds it in (None: such a monitor does not run); whether the workload asks for direct
     I/O (the study's `direct`), and the kernel's backing device its filesystem's page cache is
-    counted on (Filesystem.bdi; None: none, or unknown)."""
+    counted on (Filesystem.bdi; None: none, or unknown); how it writes data in records
+    (Filesystem.records; None: it does not, or not a filesystem)."""
 
     devices: Sequence[str]
     mountpoint: Path | None
@@ -126,6 +139,7 @@ class Watched:
     journal: Journal | None = None
     direct: bool = False
     bdi: str | None = None
+    records: Records | None = None
 
 
 @dataclass(frozen=True)

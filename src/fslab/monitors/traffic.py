@@ -22,9 +22,11 @@ From these and what the workload says it moved:
   and the devices completed far fewer flushes (fsync_not_flushed) — a caveat on its figures;
 - a ratio of almost nothing: write amplification is not given where the workload wrote less than
   AMPLIFICATION_FROM (amplification_withheld; judged by the summary, old runs alike);
-- writes rewritten by the filesystem's commits: the devices wrote many times the workload's bytes
-  while it ran, before the sync (rewritten_by_commits) — each commit wrote whole again what the
-  writes had touched since the last, so the ratio grows with how many commits the run spanned.
+- writes rewritten by the filesystem's commits: on a filesystem writing data in whole records (ZFS:
+  base.Records), the devices wrote, while a workload of at least AMPLIFICATION_FROM ran (before the
+  sync), REWRITTEN_FROM times what every honest copy of its bytes comes to (rewritten_by_commits) —
+  each commit wrote whole again the records the writes had touched since the last, so the ratio
+  grows with how many commits the run spanned.
 
 The devices are nodes (Provisioned.bottom); each is known by its device number, its name the
 kernel's own (core/block_devices.resolve), so no text a tool printed names a sysfs path.
@@ -48,6 +50,7 @@ from fslab.monitors.base import (
     Found,
     Measured,
     MonitorKind,
+    Records,
     Sampler,
     Watched,
     WorkloadSaid,
@@ -80,14 +83,20 @@ FSYNCS_FROM = 10  # fewer fsyncs: too few to make a workload's speed; no claim e
 FSYNC_NOT_FLUSHED = "fsync_not_flushed"  # the finding's kind
 FSYNC_CAVEAT = "fsync did not reach the device"
 AMPLIFICATION_FROM = 64 * 2**20  # a workload that wrote less: its write amplification is not given
-# The devices wrote this many times the workload's bytes while it ran (before the window's sync):
-# more than writing them once, a journal's copy and a mirror's would; what a filesystem committing
-# as the writes come does when each commit writes whole again the blocks they touched since the
-# last. Measured on zfs-fuse (recordsize 128k), 8 MiB of random 4k buffered writes beside two CPU
-# hogs: 1.1–3.8× in 22 of 28 runs (5–15 flushes: one to three transaction groups), 7.7–18.6× in 6
-# (27–86 flushes: groups of ~7 MiB, each nearly all the file's 64 records), 6.6–17× of it before
-# the sync; recordsize=4k, 1.1–1.3× in every run. 64 MiB of them: 26.8–27.0× in 7 of 7 runs, 183–192
-# flushes (the bound: 128K ÷ 4K = 32×); recordsize=4k 1.15×, 14 flushes (groups of the 4K written).
+# The devices wrote this many times every copy of the workload's bytes they honestly hold
+# (Records.copies: the copies property × the devices under the pool × 2 for the intent log) while
+# it ran, before the window's sync: beyond the journal and metadata of a commit, what a filesystem
+# writing data in records does when each commit writes whole again the records the writes touched
+# since the last. Judged on record-based filesystems alone (ZFS), as measured: elsewhere a ratio
+# so high is honest redundancy (ext4 data=journal on a 3-leg RAID1: 6×; Btrfs raid1c4: 4× and its
+# metadata) or a journal's blocks for fsyncs of a few bytes, no rewriting of data. Measured on
+# zfs-fuse (recordsize 128k, one device: copies 2), 64 MiB of random 4k buffered writes:
+# 26.8–27.0× in 7 of 7 runs, with or without two CPU hogs, 183–192 flushes (the data's bound:
+# 128K ÷ 4K = 32×); 33.7× and 34.5× in 2 beside other tests (CPU pressure 92–93 %, 554 and 663
+# flushes: metadata rewritten too). recordsize=4k: 1.15×, 14 flushes (groups of the 4K written);
+# 1.41× and 1.44× so loaded. 8 MiB of them beside two CPU hogs gave 1.1–18.6× as the pool
+# committed them in one group or many (6.6–17× before the sync): a ratio of too little to judge
+# (AMPLIFICATION_FROM), not flagged.
 REWRITTEN_FROM = 4.0
 REWRITTEN_BY_COMMITS = "rewritten_by_commits"  # the finding's kind
 
@@ -212,17 +221,27 @@ def served_by_cache(device_read: float, workload_read: float | None) -> bool:
     return device_read < CACHE_SERVED_BELOW * workload_read
 
 
-def rewritten_by_commits(running_written: float, workload_written: float | None) -> bool:
+def rewritten_by_commits(running_written: float, workload_written: float | None, copies: int) -> bool:
     """Whether the devices wrote, while the workload ran (before the window's sync), at least
-    REWRITTEN_FROM times the bytes it wrote."""
-    return bool(workload_written) and running_written >= REWRITTEN_FROM * (workload_written or 0)
+    REWRITTEN_FROM times the `copies` of the bytes it wrote that they honestly hold (Records.copies),
+    where it wrote at least AMPLIFICATION_FROM (under it, no ratio is judged)."""
+    if not workload_written or round(workload_written) < AMPLIFICATION_FROM:
+        return False
+    return running_written >= REWRITTEN_FROM * copies * workload_written
 
 
-def judged(moved: Counted, workload: WorkloadSaid, flushes: bool = False, running: Counted | None = None) -> Found:
+def judged(
+    moved: Counted,
+    workload: WorkloadSaid,
+    flushes: bool = False,
+    running: Counted | None = None,
+    records: Records | None = None,
+) -> Found:
     """The traffic's values (with the sync they were counted through), and its flags: reads came
     from a cache; fsyncs did not reach the device (where `flushes` are counted: flushes_counted);
-    the writes were rewritten by the filesystem's commits while the workload ran (`running`: what
-    the devices moved from the workload's first figure to the sync's start; None: no sync)."""
+    the writes were rewritten by the commits of a filesystem writing data in `records` while the
+    workload ran (`running`: what the devices moved from the workload's first figure to the sync's
+    start; None: no sync)."""
     found = Found(
         [
             Measured("device_read_bytes", moved.read_bytes, "B", False),
@@ -249,8 +268,9 @@ def judged(moved: Counted, workload: WorkloadSaid, flushes: bool = False, runnin
         found.values.append(Measured("write_amplification", amplification, "×", False))
         if (
             running is not None
+            and records is not None
             and workload.written_bytes
-            and rewritten_by_commits(running.written_bytes, workload.written_bytes)
+            and rewritten_by_commits(running.written_bytes, workload.written_bytes, records.copies)
         ):
             in_flushes = f", in {running.flushes:,} flushes of their write cache" if flushes else ""
             found.flags.append(Finding(
@@ -258,13 +278,13 @@ def judged(moved: Counted, workload: WorkloadSaid, flushes: bool = False, runnin
                 f"writes rewritten by the filesystem's commits: the devices wrote "
                 f"{format_size(running.written_bytes)} while the workload ran{in_flushes} — "
                 f"{running.written_bytes / workload.written_bytes:.1f}× the {format_size(workload.written_bytes)} it "
-                f"wrote, before the window's sync ({amplification:.1f}× through it). The filesystem committed the "
-                "writes several times as they came, and each commit wrote whole again what they had touched since "
-                "the last: a ZFS record (recordsize, 128K by default: up to 32× for 4k writes) for a write into "
-                "it, a Btrfs tree node or a journal block for a few bytes. How many commits a run spans follows "
-                "how much the filesystem holds in one, the run's speed and the machine's load, so this write "
-                "amplification varies from run to run with them (a recordsize or block size matching the "
-                "workload's writes avoids it)",
+                f"wrote, before the window's sync ({amplification:.1f}× through it), over {REWRITTEN_FROM:g} times "
+                f"the {records.copies} copies its devices hold of each byte (with the intent log's). The filesystem "
+                f"committed the writes several times as they came, and each commit wrote whole again every record "
+                f"({format_size(records.size)}) a write had touched since the last, the whole of it for a 4KiB "
+                "write into it. How many commits a run spans follows how much the "
+                "filesystem holds in one, the run's speed and the machine's load, so this write amplification "
+                "varies from run to run with them (a recordsize matching the workload's writes avoids it)",
                 implausible=False,  # what the devices did: a fact of the run, explained, not a broken figure
             ))  # fmt: skip
     if workload.read_bytes:
@@ -287,7 +307,8 @@ class TrafficMonitor:
 
     name = "traffic"
 
-    def __init__(self, devices: Sequence[str]):
+    def __init__(self, devices: Sequence[str], records: Records | None = None):
+        self.records = records  # how the filesystem writes data in records (None: it does not)
         self.names = sorted({block_name(device) for device in devices})
         self.flushes = bool(self.names) and all(flushes_counted(name) for name in self.names)
         self.sampler = Sampler(
@@ -333,13 +354,13 @@ class TrafficMonitor:
     def values(self, workload: WorkloadSaid, found: Found) -> None:
         moved = self.moved(workload)
         if moved is not None:
-            more = judged(moved, workload, self.flushes, self.running(workload))
+            more = judged(moved, workload, self.flushes, self.running(workload), self.records)
             found.values.extend(more.values)
             found.flags.extend(more.flags)
 
 
 def traffic_monitor(watched: Watched) -> TrafficMonitor:
-    return TrafficMonitor(watched.devices)
+    return TrafficMonitor(watched.devices, watched.records)
 
 
 MONITORS.add(

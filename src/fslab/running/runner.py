@@ -38,7 +38,7 @@ from fslab.fio import fill_device
 from fslab.model import Host, Metric, RawOutput, Roles, Study, Target, Workload, with_primary
 from fslab.model.findings import DISTURBED, Finding
 from fslab.model.records import STDERR_LINES, Histogram, RunFailure, RunKey, StoredRun, now
-from fslab.monitors import Monitor, Synced, WorkloadSaid, collect, for_run, measuring
+from fslab.monitors import Monitor, Records, Synced, WorkloadSaid, collect, for_run, measuring
 from fslab.monitors.space import CompressionRatio
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.location import DatabaseLost
@@ -701,6 +701,7 @@ def execute(planned: PlannedRun, workdir: Workdir, sources: Sources, traces: fro
                     journal=workdir.journal,
                     direct=workload.direct,
                     bdi=filesystem.bdi(ready),
+                    records=filesystem.records(ready),
                 )
                 record.outputs = _measure(
                     workdir.journal, kind, workload, ready, record.job_file, sources.scope, clock, windows, filesystem
@@ -782,8 +783,10 @@ class Windows:
         journal: Journal | None = None,
         direct: bool = False,
         bdi: str | None = None,
+        records: Records | None = None,
     ):
         self.ready, self.compression, self.sync, self.direct, self.bdi = ready, compression, sync, direct, bdi
+        self.records = records
         self.traces, self.journal = (
             traces,
             journal,
@@ -807,6 +810,7 @@ class Windows:
             journal=self.journal,
             direct=self.direct,
             bdi=self.bdi,
+            records=self.records,
         )
         self.watched[phase] = monitors
         window = self.windows[phase] = Window()
