@@ -19,7 +19,7 @@ from fslab.model.records import Histogram, RunRecord, StoredHistogram, now
 from fslab.report.formats.markdown import to_markdown
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB
-from fslab.results.schema import SCHEMA_VERSION, SchemaMismatch, schema_info
+from fslab.results.schema import SAMPLE_COLUMNS, SCHEMA_VERSION, SchemaMismatch, schema_info
 
 
 def test_a_version_1_database_is_migrated_with_nothing_lost(tmp_path):
@@ -123,7 +123,7 @@ def _migrated(tmp_path: Path, fixture: str, tables: tuple[str, ...]) -> tuple[Pa
         before = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
     db = ResultsDB(str(db_path))
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (19,)
+        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (20,)
         after = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
     return db_path, db, before, after
 
@@ -481,3 +481,41 @@ def test_a_version_18_database_gains_the_boot_column_null_and_reads_as_before(tm
     with sqlite3.connect(db_path) as conn:  # marked older again, the column kept: migrated again, harmlessly
         conn.execute("UPDATE schema_info SET version = 18")
     assert len(ResultsDB(str(db_path)).stored_runs(1)) == 8
+
+
+# schema-v19.db: schema-v18.db (above) as fslab with schema version 19 (commit 53d7725) migrated it
+# (runs.boot_id added NULL): the same runs, at version 19.
+def test_a_version_19_database_gains_the_samples_index_and_reads_from_it(tmp_path):
+    """Migration 19 → 20 (ix_metrics_samples, every column of metrics): a defect would lose or alter
+    a metric, leave the index out (a summary then looks up each value's row), or fail where the
+    index is already (a database made by this fslab and marked older)."""
+    tables = ("study_runs", "targets", "workloads", "runs", "metrics", "run_outputs", "hosts")
+    db_path, db, before, after = _migrated(tmp_path, "schema-v19.db", tables)
+    assert len(before["metrics"]) > 0 and after == before, "every row as it was"
+    expected = list(enumerate(SAMPLE_COLUMNS))
+    with sqlite3.connect(db_path) as conn:
+        assert [(row[0], row[2]) for row in conn.execute("PRAGMA index_info(ix_metrics_samples)")] == expected
+        # the values a summary reads, and their kinds, from the index alone (no row of the table looked up)
+        plan = " ".join(
+            row[3]
+            for row in conn.execute(
+                'EXPLAIN QUERY PLAN SELECT DISTINCT phase, name, unit, higher_is_better, "primary", compared, '
+                "value FROM metrics WHERE run_id IN (1, 2)"
+            )
+        )
+        assert "COVERING INDEX ix_metrics_samples" in plan, plan
+    groups = db.sample_groups(1)
+    assert sum(len(v["write_iops"]) for v in groups.values.values()) == 8, "every run still in the statistics"
+    db.engine.dispose()
+    with sqlite3.connect(db_path) as conn:  # marked older again, the index kept: migrated again, harmlessly
+        conn.execute("UPDATE schema_info SET version = 19")
+    assert len(ResultsDB(str(db_path)).stored_runs(1)) == 8
+
+
+def test_a_new_database_has_the_samples_index(tmp_path):
+    """A database made at this version has the index a migrated one gains (metadata.create_all)."""
+    db = ResultsDB(str(tmp_path / "new.db"))
+    db.engine.dispose()
+    with sqlite3.connect(tmp_path / "new.db") as conn:
+        columns = [row[2] for row in conn.execute("PRAGMA index_info(ix_metrics_samples)")]
+    assert columns == list(SAMPLE_COLUMNS)
