@@ -20,12 +20,13 @@ def report_folder(s: StudySummary, directory: Path) -> Path:
     return directory / file_name(f"{s.study_run['study']}-{s.study_run['id']}")
 
 
-def write_reports(db: ResultsDB, s: StudySummary, directory: Path) -> list[Path]:
+def write_reports(db: ResultsDB, s: StudySummary, directory: Path, source: Source | None = None) -> list[Path]:
     """Every report file in the study run's folder, but those there that hold what would be
     written already (ReportFile.current: the runs files, while the runs are the same); the
-    paths of all of them, in order."""
+    paths of all of them, in order. `source`: the summary's, where the caller made it (what it
+    read or worked out for the console, its sections, not worked out again)."""
     folder = report_folder(s, directory)
-    source = Source(db, s)
+    source = Source(db, s) if source is None else source
     own_folder(directory)
     own_folder(folder)
     registered = report_files()

@@ -11,12 +11,13 @@ from fslab.report.summary import StudySummary
 
 
 def summary_md(source: Source) -> str:
-    return to_markdown(source.summary)
+    return to_markdown(source.summary, source.sections)
 
 
-def to_markdown(s: StudySummary) -> str:
+def to_markdown(s: StudySummary, shown: list[Section] | None = None) -> str:
+    """`shown`: sections(s), where the caller has them already."""
     out = [f"# {s.study_run['study']} — study run {s.study_run['id']}", ""]
-    for section in sections(s):
+    for section in sections(s) if shown is None else shown:
         out += _section(section)
         if section.kind is SectionKind.INTRO:  # the summary opens with its conclusions at a glance
             out += _glance(forest_of(s))
