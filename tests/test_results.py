@@ -114,9 +114,9 @@ def test_a_database_opened_read_only_is_read_and_never_written(tmp_path):
     assert db_path.read_bytes() == before
 
 
-def _migrated(tmp_path: Path, fixture: str, tables: tuple[str, ...]) -> tuple[Path, ResultsDB, dict, dict]:
-    """A copy of a stored database opened (migrated) by this fslab: its path, the open database,
-    and each table's rows before and after."""
+def _migrated(tmp_path: Path, fixture: str | Path, tables: tuple[str, ...]) -> tuple[Path, ResultsDB, dict, dict]:
+    """A copy of a stored database (a fixture's name, or a database's path) opened (migrated) by
+    this fslab: its path, the open database, and each table's rows before and after."""
     db_path = tmp_path / "old.db"
     shutil.copy(FIXTURES / fixture, db_path)
     with sqlite3.connect(db_path) as conn:
@@ -483,14 +483,26 @@ def test_a_version_18_database_gains_the_boot_column_null_and_reads_as_before(tm
     assert len(ResultsDB(str(db_path)).stored_runs(1)) == 8
 
 
-# schema-v19.db: schema-v18.db (above) as fslab with schema version 19 (commit 53d7725) migrated it
-# (runs.boot_id added NULL): the same runs, at version 19.
+def at_version_19(path: Path) -> Path:
+    """schema-v18.db as schema version 19 had it, at `path`: migrated by this fslab, then without
+    what 20 added (ix_metrics_samples, its only change) and marked 19."""
+    shutil.copy(FIXTURES / "schema-v18.db", path)
+    ResultsDB(str(path)).engine.dispose()
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP INDEX ix_metrics_samples")
+        conn.execute("UPDATE schema_info SET version = 19")
+    return path
+
+
 def test_a_version_19_database_gains_the_samples_index_and_reads_from_it(tmp_path):
     """Migration 19 → 20 (ix_metrics_samples, every column of metrics): a defect would lose or alter
     a metric, leave the index out (a summary then looks up each value's row), or fail where the
     index is already (a database made by this fslab and marked older)."""
     tables = ("study_runs", "targets", "workloads", "runs", "metrics", "run_outputs", "hosts")
-    db_path, db, before, after = _migrated(tmp_path, "schema-v19.db", tables)
+    made = at_version_19(tmp_path / "v19.db")
+    with sqlite3.connect(made) as conn:
+        assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'ix_metrics_samples'").fetchone() == (0,)
+    db_path, db, before, after = _migrated(tmp_path, made, tables)
     assert len(before["metrics"]) > 0 and after == before, "every row as it was"
     expected = list(enumerate(SAMPLE_COLUMNS))
     with sqlite3.connect(db_path) as conn:
