@@ -3,7 +3,9 @@ symlink someone left at a file's or a folder's name. Text and bytes alike (a pag
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -27,11 +29,45 @@ def own_folder(path: Path) -> Path:
     return path
 
 
-def write_own(path: Path, data: str | bytes) -> Path:
-    """Write one report file (text as UTF-8), never through a symlink at its name; returns the path."""
-    with os.fdopen(open_own(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "wb") as f:
+# The extended attribute a report file keeps the digest of what it was made of in (formats.made_of):
+# it is current while that digest is the one it would be made of now, and is rewritten otherwise.
+MADE_OF = "user.fslab.made-of"
+
+
+def write_own(path: Path, data: str | bytes, made_of: bytes | None = None) -> Path:
+    """Write one report file (text as UTF-8), never through a symlink at its name; returns the path.
+    `made_of`: the digest of what it is made of, kept with it (MADE_OF) where its filesystem keeps
+    extended attributes; the one it had is removed before its old content is, so that a write cut
+    short never leaves a digest beside content it does not describe."""
+    fd = open_own(path, os.O_WRONLY | os.O_CREAT | (os.O_TRUNC if made_of is None else 0), 0o644)
+    with os.fdopen(fd, "wb") as f:
+        if made_of is not None:
+            with contextlib.suppress(OSError):  # none there, or a filesystem without them
+                os.removexattr(fd, MADE_OF)
+            os.ftruncate(fd, 0)
         f.write(data.encode() if isinstance(data, str) else data)
+        if made_of is not None:
+            f.flush()
+            with contextlib.suppress(OSError):  # a filesystem without them: written again every time
+                os.setxattr(fd, MADE_OF, made_of)
     return path
+
+
+def made_of_kept(path: Path) -> bytes | None:
+    """The digest a report file keeps of what it was made of (write_own's `made_of`); None where it
+    keeps none, is missing, or is not a regular file (never read through a symlink)."""
+    try:
+        fd = open_own(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.getxattr(fd, MADE_OF)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def write_all(folder: Path, files: Mapping[str, str | bytes]) -> list[Path]:

@@ -5,7 +5,7 @@ introduction (forest.py), as the console prints them."""
 from __future__ import annotations
 
 from fslab.report.forest import Forest, count_lines, explained_lines, forest_of, heading, plot_lines
-from fslab.report.formats import REPORT_FILES, ReportFile, Source
+from fslab.report.formats import REPORT_FILES, ReportFile, Source, made_of_current
 from fslab.report.sections import Section, SectionKind, sections
 from fslab.report.summary import StudySummary
 
@@ -71,4 +71,4 @@ def _table(section: Section) -> list[str]:
     ]
 
 
-REPORT_FILES.add(ReportFile("summary.md", order=10, render=summary_md), own=True)
+REPORT_FILES.add(ReportFile("summary.md", order=10, render=summary_md, current=made_of_current, made_of=True), own=True)
