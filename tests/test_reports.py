@@ -320,7 +320,7 @@ def test_a_summary_again_leaves_the_summary_files_made_of_the_same(study_run, tm
 
     before = files()
     assert [text for *_, text in before] == [fresh[p.name] for p in paths], "as rendered"
-    assert len({os.getxattr(p, MADE_OF) for p in paths}) == 1, "one digest, kept by each"
+    assert len({os.getxattr(p, MADE_OF).split()[0] for p in paths}) == 1, "one digest, kept by each"
     write_reports(db, summarize_study_run(db, study_run_id), tmp_path)
     assert files() == before, "the same summary: the same files, untouched"
 
@@ -343,6 +343,10 @@ def test_a_summary_again_leaves_the_summary_files_made_of_the_same(study_run, tm
     write_reports(db, s, tmp_path)
     before = files()
     os.removexattr(paths[2], MADE_OF)  # summary.json copied, or made anew by someone
+    rewritten(s)
+    before = files()
+    with paths[3].open("w") as older:  # rewritten in place (its attribute kept) by an older fslab, an editor
+        older.write("study_run,workload\n")
     rewritten(s)
     before = files()
     paths[1].unlink()

@@ -29,8 +29,10 @@ def own_folder(path: Path) -> Path:
     return path
 
 
-# The extended attribute a report file keeps the digest of what it was made of in (formats.made_of):
-# it is current while that digest is the one it would be made of now, and is rewritten otherwise.
+# The extended attribute a report file keeps the digest of what it was made of in (formats.made_of),
+# with its size and modification time as written: it is current while that digest is the one it
+# would be made of now and the file is as written (another writer — an older fslab, an editor —
+# keeps the attribute of the file it rewrites in place, not its time), and is rewritten otherwise.
 MADE_OF = "user.fslab.made-of"
 
 
@@ -48,26 +50,30 @@ def write_own(path: Path, data: str | bytes, made_of: bytes | None = None) -> Pa
         f.write(data.encode() if isinstance(data, str) else data)
         if made_of is not None:
             f.flush()
+            written = os.fstat(fd)
             with contextlib.suppress(OSError):  # a filesystem without them: written again every time
-                os.setxattr(fd, MADE_OF, made_of)
+                os.setxattr(fd, MADE_OF, made_of + f" {written.st_size} {written.st_mtime_ns}".encode())
     return path
 
 
 def made_of_kept(path: Path) -> bytes | None:
     """The digest a report file keeps of what it was made of (write_own's `made_of`); None where it
-    keeps none, is missing, or is not a regular file (never read through a symlink)."""
+    keeps none, is no longer as written (its size or time changed since), is missing, or is not a
+    regular file (never read through a symlink)."""
     try:
         fd = open_own(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        found = os.fstat(fd)
+        if not stat.S_ISREG(found.st_mode):
             return None
-        return os.getxattr(fd, MADE_OF)
+        digest, _, written = os.getxattr(fd, MADE_OF).partition(b" ")
     except OSError:
         return None
     finally:
         os.close(fd)
+    return digest if written == f"{found.st_size} {found.st_mtime_ns}".encode() else None
 
 
 def write_all(folder: Path, files: Mapping[str, str | bytes]) -> list[Path]:
