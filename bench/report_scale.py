@@ -24,9 +24,10 @@ its study runs copied in it, by SQL, until it holds that many runs, where the ne
 `fslab summary` and `fslab report` must still meet their targets, and `fslab history` (the list of
 study runs) is timed as information. It is built beside the first (team.db) and deleted after,
 unless --keep.
-And, as information (no target), `fslab summary ID` with its runs files deleted first (it
-writes runs.csv and runs.json again; `fslab run` writes them as it ends, so a summary asked for
-later finds them current), `fslab report ID --time-figures` (every chart of the page as a figure)
+And, as information (no target), `fslab summary ID` with its report files deleted first (it
+writes them all again; `fslab run` writes them as it ends, so a summary asked for later finds
+them current: the runs files while the runs are the same, summary.* and comparisons.csv while
+what they are made of is, docs/reports.md), `fslab report ID --time-figures` (every chart of the page as a figure)
 and `fslab report ID --png` (each figure of --figures as PNG too). ID is the last study run.
 
 Run: .venv/bin/python bench/report_scale.py [--keep DIR] [--repeat 3] [--team RUNS (100000)]
@@ -34,7 +35,7 @@ Run: .venv/bin/python bench/report_scale.py [--keep DIR] [--repeat 3] [--team RU
 The database goes into a temporary directory in /var/tmp, deleted afterwards, unless --keep
 names a directory to build it in and keep it (DIR/scale.db, used as it is when it is there).
 `--smoke`: one study run of 2 targets × 1 workload × 2 runs (a team's database of 3 copies of it),
-`fslab summary` and `fslab report` once each — not the summary with its runs files deleted (no
+`fslab summary` and `fslab report` once each — not the summary with its report files deleted (no
 target), nor --figures or --png (drawing every chart again, which tests/test_report_html.py
 proves): proves the script runs, in seconds; its figures are printed, not judged against the
 targets.
@@ -346,17 +347,17 @@ def main() -> None:
             f"each command in a process of its own ({sys.executable} "
             f"-m fslab, fslab from {ROOT / 'src'}), the last study run:"
         )
-        # `fslab run` writes runs.csv and runs.json as it ends, so a summary asked for later finds
-        # them current and leaves them; without them (deleted), it writes them as well (no
-        # target: a smoke run leaves it out).
+        # `fslab run` writes the report files as it ends, so a summary asked for later finds them
+        # current and leaves them; without them (deleted), it writes them all (no target: a smoke
+        # run leaves it out).
         results = []
         loads = load()
         for _ in range(0 if args.smoke else args.repeat):
-            for name in ("runs.csv", "runs.json"):
-                (summary_files / name).unlink(missing_ok=True)
+            for written in summary_files.glob("*"):
+                written.unlink()
             results.append(timed(summary, env, out))
         if results:
-            print(line(f"fslab summary {last} (writing runs.*)", results, loads=(loads, load())), flush=True)
+            print(line(f"fslab summary {last} (writing its files)", results, loads=(loads, load())), flush=True)
 
         def target(value: float) -> float | None:
             return None if args.smoke else value  # a smoke run judges nothing
@@ -430,8 +431,8 @@ def team_database(root: Path, args: argparse.Namespace, fslab: list[str], env: d
     )
     env = env | {"FSLAB_DB": str(team)}
     try:
-        commands = [  # the first summary writes the runs files, as `fslab run` does as it ends
-            (f"fslab summary {newest} (writing runs.*)", [*fslab, "summary", str(newest)], None, None),
+        commands = [  # the first summary writes the report files, as `fslab run` does as it ends
+            (f"fslab summary {newest} (writing its files)", [*fslab, "summary", str(newest)], None, None),
             (f"fslab summary {newest}", [*fslab, "summary", str(newest)], target(1.0), None),
             ("fslab history", [*fslab, "history"], None, None),
             (

@@ -205,4 +205,4 @@ def test_a_version_12_database_gains_the_workers_lapse_and_its_workers_have_the_
     roster.register(db.engine, Host("new", "id2", "6.1", "cpu", 2, 1 << 30), [], 2.5)
     assert roster.lapses(db.engine) == {"old": None, "new": 2.5}
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (19,)
+        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (20,)

@@ -121,7 +121,7 @@ def migrated_v14_fleet_shows_its_workers_versions(db) -> None:
     from fslab.results.schema import SCHEMA_VERSION
 
     with db.engine.connect() as conn:
-        assert conn.execute(sa.text("SELECT version FROM schema_info")).scalar() == SCHEMA_VERSION == 19
+        assert conn.execute(sa.text("SELECT version FROM schema_info")).scalar() == SCHEMA_VERSION == 20
     old = roster.workers(db.engine)
     assert [(w.name, w.labels, w.lapse, w.fslab_version, w.schema_version) for w in old] == [
         ("nvme-box", ["ssd"], 60.0, None, None)

@@ -88,3 +88,36 @@ def test_a_fleet_of_mixed_fslabs_with_rows_of_before_compares_by_the_whole_versi
         f"(schema {SCHEMA_VERSION}): it will refuse its unit, which waits for a worker of fslab {version()} "
         '(docs/fleet.md, "Upgrading a fleet")'
     ]
+
+
+def pathlib_source_hash(package: Path) -> str:
+    """source_hash as it was first written (Path.rglob, Paths sorted): what it must still give."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
+            digest.update(path.relative_to(package).as_posix().encode() + b"\0")
+            digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
+
+
+def test_the_source_hash_is_the_one_recorded_before(tmp_path):
+    """The same hash as before for this package and for a tree whose order as Paths is not its
+    order as text ("a/b" before "a-b": a study run's recorded version would change), with compiled
+    files and __pycache__ at any depth left out, and a change to any file seen."""
+    tree = tmp_path / "pkg"
+    for name, text in {
+        "a/b.py": "1", "a-b.py": "2", "a.py": "3", "__pycache__/x.py": "4", "m.pyc": "5",
+        "d/__pycache__/y.py": "6", "d/e/f.txt": "7", "d/templates/page.html": "8",
+    }.items():  # fmt: skip
+        (tree / name).parent.mkdir(parents=True, exist_ok=True)
+        (tree / name).write_text(text)
+    assert fslab.source_hash(tree) == pathlib_source_hash(tree)
+    assert fslab.source_hash(PACKAGE) == pathlib_source_hash(PACKAGE)
+    before = fslab.source_hash(tree)
+    (tree / "__pycache__" / "x.py").write_text("changed")
+    (tree / "m.pyc").write_text("changed")
+    assert fslab.source_hash(tree) == before, "compiled files are not the source"
+    (tree / "d" / "e" / "f.txt").write_text("changed")
+    assert fslab.source_hash(tree) != before

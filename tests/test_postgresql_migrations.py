@@ -17,7 +17,7 @@ from fslab.report.formats.markdown import to_markdown
 from fslab.report.formats.summary_json import to_json
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB
-from fslab.results.schema import SCHEMA_VERSION
+from fslab.results.schema import SAMPLE_COLUMNS, SCHEMA_VERSION
 
 
 def at_its_old_schema(sqlite_file, url: str) -> None:
@@ -166,6 +166,34 @@ def test_a_version_18_database_migrated_on_postgresql_names_no_boot_and_stores_o
     run = RunRecord("ext4", "seq_write", 3, False, 3, 1, now(), now(), "ok", False, boot_id=boot)
     run_id = db.record_run(1, run)
     assert [r["boot_id"] for r in db.runs(1, ["id", "boot_id"]) if r["id"] == run_id] == [boot]
+    db.engine.dispose()
+
+
+def test_a_version_19_database_migrated_on_postgresql_gains_the_samples_index(pg_cluster, tmp_path):
+    """Migration 19 → 20 on PostgreSQL: ix_metrics_samples made over every column of metrics, in
+    its order (a defect: no index, or another's columns), every metric kept, the samples read as before."""
+    from test_results import at_version_19
+
+    url = pg_cluster.new_database("migrated_v19")
+    at_its_old_schema(at_version_19(tmp_path / "v19.db"), url)
+    assert pg_cluster.sql("SELECT version FROM schema_info", "migrated_v19") == "19"
+    assert (
+        pg_cluster.sql("SELECT count(*) FROM pg_indexes WHERE indexname = 'ix_metrics_samples'", "migrated_v19") == "0"
+    )
+    db = ResultsDB(url)
+    with db.engine.connect() as conn:
+        columns = conn.execute(
+            sa.text(
+                "SELECT a.attname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                "JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, n) ON true "
+                "JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum "
+                "WHERE c.relname = 'ix_metrics_samples' ORDER BY k.n"
+            )
+        ).scalars()
+        assert list(columns) == list(SAMPLE_COLUMNS)
+        assert conn.execute(sa.text("SELECT count(*) FROM metrics")).scalar() > 0
+    groups = db.sample_groups(1)
+    assert sum(len(v["write_iops"]) for v in groups.values.values()) == 8, "every run still in the statistics"
     db.engine.dispose()
 
 

@@ -6,6 +6,7 @@ reads it."""
 import csv
 import io
 import json
+import os
 import re
 import shlex
 import sqlite3
@@ -23,6 +24,7 @@ from scipy import stats as sps
 from conftest import fslab
 from fslab.core.errors import Refused
 from fslab.model.records import RunFailure
+from fslab.report import formats
 from fslab.report.console import CONSOLE_WIDTH, print_summary
 from fslab.report.files import write_reports
 from fslab.report.formats import report_files, runs as runs_format
@@ -294,6 +296,91 @@ def test_a_summary_again_leaves_the_runs_files_that_hold_its_runs(study_run, tmp
     with pytest.raises(Refused, match="never through a symlink"):
         write_reports(db, s, tmp_path)
     assert not (tmp_path / "elsewhere.json").exists()
+
+
+SUMMARY_FILES = ("summary.md", "summary.csv", "summary.json", "comparisons.csv")
+
+
+def test_a_summary_again_leaves_the_summary_files_made_of_the_same(study_run, tmp_path, monkeypatch):
+    """summary.md, .csv, .json and comparisons.csv keep the digest of what they were made of (an
+    extended attribute): the same summary asked for again leaves them as they are; other options,
+    another state of the study run, a run more, another fslab, a file without its digest (copied,
+    made anew) or missing, and all four are written again, each as a fresh one would be."""
+    from fslab.report.formats import Source
+    from fslab.report.output import MADE_OF, made_of_kept
+
+    _, db, study_run_id = study_run
+    s = summarize_study_run(db, study_run_id)
+    folder = write_reports(db, s, tmp_path)[0].parent
+    paths = [folder / name for name in SUMMARY_FILES]
+    fresh = {f.name: str(f.render(Source(db, s))).encode() for f in report_files() if f.made_of}
+
+    def files() -> list[tuple]:
+        return [(p.stat().st_ino, p.stat().st_mtime_ns, p.read_bytes()) for p in paths]
+
+    before = files()
+    assert [text for *_, text in before] == [fresh[p.name] for p in paths], "as rendered"
+    assert len({os.getxattr(p, MADE_OF).split()[0] for p in paths}) == 1, "one digest, kept by each"
+    write_reports(db, summarize_study_run(db, study_run_id), tmp_path)
+    assert files() == before, "the same summary: the same files, untouched"
+
+    def rewritten(other: StudySummary) -> None:
+        write_reports(db, other, tmp_path)
+        now = files()
+        assert all(n[1] != b[1] for n, b in zip(now, before)), "each written again"
+        expected = {f.name: str(f.render(Source(db, other))).encode() for f in report_files() if f.made_of}
+        assert [text for *_, text in now] == [expected[p.name] for p in paths]
+        write_reports(db, s, tmp_path)  # back to the first
+        assert [text for *_, text in files()] == [text for *_, text in before]
+
+    rewritten(summarize_study_run(db, study_run_id, threshold=0.2))
+    assert json.loads((folder / "summary.json").read_bytes())["threshold"] == 0.03
+    rewritten(replace(s, study_run=s.study_run | {"status": "interrupted"}))
+    rewritten(replace(s, runs=s.runs[:-1]))  # as it was before its last run was stored
+    monkeypatch.setattr(formats, "version", lambda: "99.0")
+    rewritten(s)
+    monkeypatch.undo()
+    write_reports(db, s, tmp_path)
+    before = files()
+    os.removexattr(paths[2], MADE_OF)  # summary.json copied, or made anew by someone
+    rewritten(s)
+    before = files()
+    with paths[3].open("w") as older:  # rewritten in place (its attribute kept) by an older fslab, an editor
+        older.write("study_run,workload\n")
+    rewritten(s)
+    before = files()
+    paths[1].unlink()
+    write_reports(db, s, tmp_path)
+    assert [text for *_, text in files()] == [text for *_, text in before], "a file missing: written again"
+
+    def cut_short(*_args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "ftruncate", cut_short)  # a write cut short, after the digest went, before the content
+    with pytest.raises(OSError):
+        write_reports(db, summarize_study_run(db, study_run_id, threshold=0.2), tmp_path)
+    monkeypatch.undo()
+    assert made_of_kept(paths[0]) is None, "no digest beside content it may not describe"
+    rewritten(s)
+
+
+def test_summary_files_on_a_filesystem_without_extended_attributes_are_written_every_time(
+    study_run, tmp_path, monkeypatch
+):
+    """Where no digest can be kept (a filesystem without extended attributes: ENOTSUP), the summary
+    files are written every time, never judged current."""
+    import errno
+
+    def unsupported(*_args: object) -> None:
+        raise OSError(errno.ENOTSUP, "Operation not supported")
+
+    monkeypatch.setattr(os, "setxattr", unsupported)
+    _, db, study_run_id = study_run
+    s = summarize_study_run(db, study_run_id)
+    folder = write_reports(db, s, tmp_path)[0].parent
+    stamps = [(folder / name).stat().st_mtime_ns for name in SUMMARY_FILES]
+    write_reports(db, s, tmp_path)
+    assert all((folder / name).stat().st_mtime_ns != t for name, t in zip(SUMMARY_FILES, stamps))
 
 
 def test_fslab_export_writes_the_runs_and_summary_tables(study_run):

@@ -19,7 +19,7 @@ from fslab.model.records import Histogram, RunRecord, StoredHistogram, now
 from fslab.report.formats.markdown import to_markdown
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB
-from fslab.results.schema import SCHEMA_VERSION, SchemaMismatch, schema_info
+from fslab.results.schema import SAMPLE_COLUMNS, SCHEMA_VERSION, SchemaMismatch, schema_info
 
 
 def test_a_version_1_database_is_migrated_with_nothing_lost(tmp_path):
@@ -114,16 +114,16 @@ def test_a_database_opened_read_only_is_read_and_never_written(tmp_path):
     assert db_path.read_bytes() == before
 
 
-def _migrated(tmp_path: Path, fixture: str, tables: tuple[str, ...]) -> tuple[Path, ResultsDB, dict, dict]:
-    """A copy of a stored database opened (migrated) by this fslab: its path, the open database,
-    and each table's rows before and after."""
+def _migrated(tmp_path: Path, fixture: str | Path, tables: tuple[str, ...]) -> tuple[Path, ResultsDB, dict, dict]:
+    """A copy of a stored database (a fixture's name, or a database's path) opened (migrated) by
+    this fslab: its path, the open database, and each table's rows before and after."""
     db_path = tmp_path / "old.db"
     shutil.copy(FIXTURES / fixture, db_path)
     with sqlite3.connect(db_path) as conn:
         before = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
     db = ResultsDB(str(db_path))
     with sqlite3.connect(db_path) as conn:
-        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (19,)
+        assert conn.execute("SELECT version FROM schema_info").fetchone() == (SCHEMA_VERSION,) == (20,)
         after = {table: sorted(conn.execute(f"SELECT * FROM {table}")) for table in tables}
     return db_path, db, before, after
 
@@ -481,3 +481,53 @@ def test_a_version_18_database_gains_the_boot_column_null_and_reads_as_before(tm
     with sqlite3.connect(db_path) as conn:  # marked older again, the column kept: migrated again, harmlessly
         conn.execute("UPDATE schema_info SET version = 18")
     assert len(ResultsDB(str(db_path)).stored_runs(1)) == 8
+
+
+def at_version_19(path: Path) -> Path:
+    """schema-v18.db as schema version 19 had it, at `path`: migrated by this fslab, then without
+    what 20 added (ix_metrics_samples, its only change) and marked 19."""
+    shutil.copy(FIXTURES / "schema-v18.db", path)
+    ResultsDB(str(path)).engine.dispose()
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP INDEX ix_metrics_samples")
+        conn.execute("UPDATE schema_info SET version = 19")
+    return path
+
+
+def test_a_version_19_database_gains_the_samples_index_and_reads_from_it(tmp_path):
+    """Migration 19 → 20 (ix_metrics_samples, every column of metrics): a defect would lose or alter
+    a metric, leave the index out (a summary then looks up each value's row), or fail where the
+    index is already (a database made by this fslab and marked older)."""
+    tables = ("study_runs", "targets", "workloads", "runs", "metrics", "run_outputs", "hosts")
+    made = at_version_19(tmp_path / "v19.db")
+    with sqlite3.connect(made) as conn:
+        assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'ix_metrics_samples'").fetchone() == (0,)
+    db_path, db, before, after = _migrated(tmp_path, made, tables)
+    assert len(before["metrics"]) > 0 and after == before, "every row as it was"
+    expected = list(enumerate(SAMPLE_COLUMNS))
+    with sqlite3.connect(db_path) as conn:
+        assert [(row[0], row[2]) for row in conn.execute("PRAGMA index_info(ix_metrics_samples)")] == expected
+        # the values a summary reads, and their kinds, from the index alone (no row of the table looked up)
+        plan = " ".join(
+            row[3]
+            for row in conn.execute(
+                'EXPLAIN QUERY PLAN SELECT DISTINCT phase, name, unit, higher_is_better, "primary", compared, '
+                "value FROM metrics WHERE run_id IN (1, 2)"
+            )
+        )
+        assert "COVERING INDEX ix_metrics_samples" in plan, plan
+    groups = db.sample_groups(1)
+    assert sum(len(v["write_iops"]) for v in groups.values.values()) == 8, "every run still in the statistics"
+    db.engine.dispose()
+    with sqlite3.connect(db_path) as conn:  # marked older again, the index kept: migrated again, harmlessly
+        conn.execute("UPDATE schema_info SET version = 19")
+    assert len(ResultsDB(str(db_path)).stored_runs(1)) == 8
+
+
+def test_a_new_database_has_the_samples_index(tmp_path):
+    """A database made at this version has the index a migrated one gains (metadata.create_all)."""
+    db = ResultsDB(str(tmp_path / "new.db"))
+    db.engine.dispose()
+    with sqlite3.connect(tmp_path / "new.db") as conn:
+        columns = [row[2] for row in conn.execute("PRAGMA index_info(ix_metrics_samples)")]
+    assert columns == list(SAMPLE_COLUMNS)

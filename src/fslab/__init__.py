@@ -25,13 +25,26 @@ def version() -> str:
 
 def source_hash(package: Path) -> str:
     """The first 12 hex digits of a SHA-256 of every file of `package` (by relative path), its
-    compiled files left out: the code that runs, whatever installed it (some 2 MB, 200 files: a few
-    hundredths of a second)."""
+    compiled files left out: the code that runs, whatever installed it (some 2.5 MB, 200 files: a
+    few thousandths of a second)."""
     import hashlib
+    import os
 
+    # os.walk and plain names, not Path.rglob: the same files in the same order (a path's parts
+    # compared in turn, as Paths sort), in a quarter of the time (`fslab summary` asks it:
+    # runs_files_current); __pycache__ is never walked into.
+    top, found = os.fspath(package), []
+    for folder, folders, files in os.walk(top, followlinks=True):
+        folders[:] = [name for name in folders if name != "__pycache__"]
+        under = [] if folder == top else os.path.relpath(folder, top).split(os.sep)
+        found += [
+            [*under, name]
+            for name in files
+            if os.path.splitext(name)[1] != ".pyc" and os.path.isfile(os.path.join(folder, name))
+        ]
     digest = hashlib.sha256()
-    for path in sorted(package.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
-            digest.update(path.relative_to(package).as_posix().encode() + b"\0")
-            digest.update(path.read_bytes() + b"\0")
+    for parts in sorted(found):
+        with open(os.path.join(top, *parts), "rb") as file:
+            digest.update("/".join(parts).encode() + b"\0")
+            digest.update(file.read() + b"\0")
     return digest.hexdigest()[:12]

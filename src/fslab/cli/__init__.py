@@ -845,11 +845,14 @@ def _show_and_exit(results: "ResultsDB", study_run_id: int, *, summary: bool = T
 def _show(results: "ResultsDB", study_run_id: int, **analysis: Any) -> "StudySummary":
     """Print the summary, write its report files; the summary shown."""
     from fslab.report.files import report_folder, write_reports
+    from fslab.report.formats import Source
     from fslab.report.summary import summarize_study_run
 
     summary = summarize_study_run(results, study_run_id, **analysis)
-    print_summary(console, summary, report=report_folder(summary, reports_dir(results.location)) / "summary.md")
-    written = write_reports(results, summary, reports_dir(results.location))
+    source = Source(results, summary)  # the sections worked out once, for the console and summary.md
+    report = report_folder(summary, reports_dir(results.location)) / "summary.md"
+    print_summary(console, summary, report=report, shown=source.sections)
+    written = write_reports(results, summary, reports_dir(results.location), source)
     console.print(
         f"Results in {shown(results.location)}; report files: {', '.join(str(p) for p in written)}", highlight=False
     )

@@ -61,14 +61,17 @@ TEXT_COLUMNS = {
 }
 
 
-def print_summary(console: Console, s: StudySummary, report: Path | None = None) -> None:
+def print_summary(
+    console: Console, s: StudySummary, report: Path | None = None, shown: list[Section] | None = None
+) -> None:
     """The summary's sections (sections.py) within CONSOLE_WIDTH columns, but the fio overview
     (the workloads' own tables show its figures), the main comparisons at a glance after its
-    introduction (forest.py); `report`: the file holding what it leaves out."""
+    introduction (forest.py); `report`: the file holding what it leaves out; `shown`: sections(s),
+    where the caller has them already (summary.md's too: formats.Source)."""
     from fslab.report.forest import forest_lines, forest_of
     from fslab.report.sections import SectionKind, sections
 
-    for section in sections(s):
+    for section in sections(s) if shown is None else shown:
         _print_section(console, section, s.units)
         if section.kind is SectionKind.INTRO:  # the summary opens with its conclusions at a glance
             for line in forest_lines(forest_of(s)):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from fslab.core.names import file_name
 from fslab.report.formats import Source, TableForm, report_files
-from fslab.report.output import own_folder, write_all
+from fslab.report.output import own_folder, write_all, write_own
 from fslab.report.summary import StudySummary
 from fslab.report.tables import HISTOGRAM_COLUMNS, comparison_table, histogram_rows, run_table, summary_table
 from fslab.results import ResultsDB
@@ -20,19 +20,23 @@ def report_folder(s: StudySummary, directory: Path) -> Path:
     return directory / file_name(f"{s.study_run['study']}-{s.study_run['id']}")
 
 
-def write_reports(db: ResultsDB, s: StudySummary, directory: Path) -> list[Path]:
+def write_reports(db: ResultsDB, s: StudySummary, directory: Path, source: Source | None = None) -> list[Path]:
     """Every report file in the study run's folder, but those there that hold what would be
-    written already (ReportFile.current: the runs files, while the runs are the same); the
-    paths of all of them, in order."""
+    written already (ReportFile.current: the runs files, while the runs are the same; the
+    summary's, while what it is made of is: Source.made_of); the paths of all of them, in
+    order. `source`: the summary's, where the caller made it (what it read or worked out for the
+    console, its sections, not worked out again)."""
     folder = report_folder(s, directory)
-    source = Source(db, s)
+    source = Source(db, s) if source is None else source
     own_folder(directory)
     own_folder(folder)
     registered = report_files()
     stale = [
         f for f in registered if f.current is None or not f.current(folder, source)
     ]  # all judged before any is written
-    write_all(folder, {f.name: f.render(source) for f in stale})
+    rendered = {f.name: f.render(source) for f in stale}
+    for f in stale:
+        write_own(folder / f.name, rendered[f.name], source.made_of if f.made_of else None)
     return [folder / f.name for f in registered]
 
 

@@ -206,7 +206,10 @@ def shown(location: str) -> str:
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
+    # The wait first: switching a new database to WAL needs it whole, and another fslab making its
+    # tables meanwhile (tests/test_results.py, processes opening one new database at once) would
+    # otherwise refuse it at once ("database is locked").
+    cursor.execute("PRAGMA busy_timeout=5000")
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA busy_timeout=5000")
     cursor.close()

@@ -3,7 +3,7 @@ equivalent or undecided), why, and the ratio with the interval the verdict is re
 
 from __future__ import annotations
 
-from fslab.report.formats import REPORT_FILES, ReportFile, Source
+from fslab.report.formats import REPORT_FILES, ReportFile, Source, made_of_current
 from fslab.report.summary import StudySummary
 from fslab.report.tables import comparison_table, csv_text
 
@@ -17,4 +17,6 @@ def to_comparisons_csv(s: StudySummary) -> str:
     return csv_text(list(columns), rows)
 
 
-REPORT_FILES.add(ReportFile("comparisons.csv", order=35, render=comparisons_csv), own=True)
+REPORT_FILES.add(
+    ReportFile("comparisons.csv", order=35, render=comparisons_csv, current=made_of_current, made_of=True), own=True
+)

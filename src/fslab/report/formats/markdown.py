@@ -5,18 +5,19 @@ introduction (forest.py), as the console prints them."""
 from __future__ import annotations
 
 from fslab.report.forest import Forest, count_lines, explained_lines, forest_of, heading, plot_lines
-from fslab.report.formats import REPORT_FILES, ReportFile, Source
+from fslab.report.formats import REPORT_FILES, ReportFile, Source, made_of_current
 from fslab.report.sections import Section, SectionKind, sections
 from fslab.report.summary import StudySummary
 
 
 def summary_md(source: Source) -> str:
-    return to_markdown(source.summary)
+    return to_markdown(source.summary, source.sections)
 
 
-def to_markdown(s: StudySummary) -> str:
+def to_markdown(s: StudySummary, shown: list[Section] | None = None) -> str:
+    """`shown`: sections(s), where the caller has them already."""
     out = [f"# {s.study_run['study']} — study run {s.study_run['id']}", ""]
-    for section in sections(s):
+    for section in sections(s) if shown is None else shown:
         out += _section(section)
         if section.kind is SectionKind.INTRO:  # the summary opens with its conclusions at a glance
             out += _glance(forest_of(s))
@@ -70,4 +71,4 @@ def _table(section: Section) -> list[str]:
     ]
 
 
-REPORT_FILES.add(ReportFile("summary.md", order=10, render=summary_md), own=True)
+REPORT_FILES.add(ReportFile("summary.md", order=10, render=summary_md, current=made_of_current, made_of=True), own=True)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fslab.report.formats import REPORT_FILES, ReportFile, Source
+from fslab.report.formats import REPORT_FILES, ReportFile, Source, made_of_current
 from fslab.report.summary import StudySummary
 from fslab.report.tables import csv_text, summary_table
 
@@ -16,4 +16,6 @@ def to_csv(s: StudySummary) -> str:
     return csv_text(list(columns), rows)
 
 
-REPORT_FILES.add(ReportFile("summary.csv", order=20, render=summary_csv), own=True)
+REPORT_FILES.add(
+    ReportFile("summary.csv", order=20, render=summary_csv, current=made_of_current, made_of=True), own=True
+)

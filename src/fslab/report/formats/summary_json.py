@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
-from fslab.report.formats import REPORT_FILES, ReportFile, Source
+from fslab.report.formats import REPORT_FILES, ReportFile, Source, made_of_current
 from fslab.report.summary import StudySummary
 from fslab.report.tables import comparison_record, explanation_record, json_text, published, study_run_record
 from fslab.statistics.raw_reference import Ceiling
@@ -123,4 +123,6 @@ def ceiling_record(c: Ceiling, units: dict[str, str]) -> dict:
     }
 
 
-REPORT_FILES.add(ReportFile("summary.json", order=30, render=summary_json), own=True)
+REPORT_FILES.add(
+    ReportFile("summary.json", order=30, render=summary_json, current=made_of_current, made_of=True), own=True
+)
