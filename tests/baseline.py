@@ -27,6 +27,7 @@ import re
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import Path
@@ -44,6 +45,22 @@ def fixture_databases() -> dict[str, Path]:
     """Every stored fixture database, by the name its baseline folder has."""
     found = {path.stem: path for path in sorted(FIXTURES.glob("schema-v*.db"))}
     return found | {"kinds": BASELINE / "kinds.db"}
+
+
+# Both modules that render every fixture (test_baseline.py holds what it renders to the baseline,
+# test_summary_properties.py to the database) share one xdist group, and so its renders: neither
+# changes them, and rendering all ten costs a second and a half of CPU.
+RENDERS = "fixture renders"
+_RENDERS: dict[str, tuple[Path, dict[str, str]]] = {}
+
+
+def rendered_once(fixture: str, folder: Callable[[], Path]) -> tuple[Path, dict[str, str]]:
+    """A fixture's copy, migrated by `fslab summary`, and what was rendered of it (render), in a
+    new `folder()`: once a process."""
+    if fixture not in _RENDERS:
+        where = folder() / fixture
+        _RENDERS[fixture] = (where / "fslab.db", render(fixture_databases()[fixture], where))
+    return _RENDERS[fixture]
 
 
 def render(database: Path, folder: Path) -> dict[str, str]:

@@ -12,10 +12,11 @@ import warnings
 
 import pytest
 
-from baseline import RENDERED, charts_text, diff_pages, fixture_databases, page_outline, render, stored
+from baseline import RENDERED, RENDERS, charts_text, diff_pages, fixture_databases, page_outline, rendered_once, stored
 from conftest import fslab_in_process, same_document
 
 FIXTURES = fixture_databases()
+pytestmark = pytest.mark.xdist_group(RENDERS)
 
 
 def test_every_stored_fixture_database_has_its_baseline():
@@ -24,8 +25,8 @@ def test_every_stored_fixture_database_has_its_baseline():
 
 
 @pytest.mark.parametrize("fixture", FIXTURES)
-def test_a_stored_fixture_renders_as_before_but_for_chart_sections_added(fixture, tmp_path):
-    now, before = render(FIXTURES[fixture], tmp_path), stored(fixture)
+def test_a_stored_fixture_renders_as_before_but_for_chart_sections_added(fixture, tmp_path_factory):
+    now, before = rendered_once(fixture, lambda: tmp_path_factory.mktemp("rendered"))[1], stored(fixture)
     assert set(now) == set(RENDERED)
     for name in ("console.txt", "summary.md", "summary.csv", "comparisons.csv", "runs.csv"):
         changed = difflib.unified_diff(

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from conftest import fslab_in_process, held_by, write_study
-from fslab.results import ResultsDB, RunRecord
+from fslab.results import ResultsDB, RunRecord, location
 from fslab.results.location import DatabaseLost, shown
 from fslab.results.owner import Owner
 from fslab.results.schema import runs
@@ -73,7 +73,8 @@ def test_an_sqlite_database_gone_midway_is_one_error_naming_it(tmp_path, monkeyp
     assert f"error: the results database {db} failed: unable to open database file; check that {db}" in said, said
 
 
-def test_a_store_into_a_locked_sqlite_database_fails_and_keeps_what_was_stored(tmp_path):
+def test_a_store_into_a_locked_sqlite_database_fails_and_keeps_what_was_stored(tmp_path, monkeypatch):
+    monkeypatch.setattr(location, "BUSY_SECONDS", 0.1)  # the wait is SQLite's; its 5 s would idle a worker
     db = tmp_path / "r.db"
     results = ResultsDB(str(db))
     study_run = store(results, [1000 * f for f in TIGHT], Owner.current(tmp_path), WHEN)
@@ -85,7 +86,7 @@ def test_a_store_into_a_locked_sqlite_database_fails_and_keeps_what_was_stored(t
         locked(db),
         pytest.raises(DatabaseLost, match=f"^the results database {re.escape(str(db))} failed: database is locked;"),
     ):
-        results.record_run(study_run, run)  # after its busy timeout (5 s)
+        results.record_run(study_run, run)  # after its busy timeout
     assert len(results.runs(study_run)) == len(TIGHT), "what was stored is kept"
     results.record_run(study_run, run)  # and the same database is used again once it answers
     assert len(results.runs(study_run)) == len(TIGHT) + 1

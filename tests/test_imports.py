@@ -29,12 +29,25 @@ def modules(root: Path = PACKAGE) -> dict[str, Path]:
     return found
 
 
+_TREES: dict[str, ast.Module] = {}
+
+
+def syntax(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once a process for its text (a copy of fslab's modules is
+    parsed once with them): the tests only read it, and five of them walk fslab's every module
+    (half a second of CPU to parse them all)."""
+    text = path.read_text()
+    if text not in _TREES:
+        _TREES[text] = ast.parse(text, str(path))
+    return _TREES[text]
+
+
 def imported(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     """The package's modules that module `name` imports anywhere in its text (a `from package
     import name` counts as the submodule when there is one, else as the package)."""
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(syntax(path)):
         if isinstance(node, ast.Import):
             candidates = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):

@@ -530,11 +530,12 @@ def test_fslab_run_gives_a_run_over_kernels_its_host_hygiene_tuned_with_tune_hos
 # --- a guest's progress, streamed (lab/progress.py) ---
 
 
-def test_a_guests_runs_are_told_as_they_end_while_its_boot_runs_numbered_as_stored(tmp_path):
+def test_a_guests_runs_are_told_as_they_end_while_its_boot_runs_numbered_as_stored(tmp_path, monkeypatch):
     """Fails on the old code: a boot's runs were told only once it ended (the fake guest waits for
     the host's line of each run before it writes the next, and would time out)."""
     told = Told()
     lab = FakeLab(tmp_path, told=told)
+    monkeypatch.setattr(progress, "POLL_SECONDS", 0.01)  # the host's look for each of 32 runs: not 0.1 s idle each
     db, study_run = _run(tmp_path, lab, [A, B], boots=2, observer=told)
     assert f"{B}, boot 2 of 2: btrfs · seq_write · run 3: ok" in told.lines, "renumbered after the boot before"
     ran = [line for line in told.lines if " · run " in line]

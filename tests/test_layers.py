@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_imports import PACKAGE, cycles, import_graph
+from test_imports import PACKAGE, cycles, import_graph, syntax
 
 ROOT = Path(__file__).parent.parent
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
@@ -89,7 +89,7 @@ def test_fio_is_known_only_in_fio():
         if (PACKAGE / "fio") in path.parents:
             continue
         where = path.relative_to(PACKAGE.parent)
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(syntax(path)):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("fslab.fio"):
                 if node.module != "fslab.fio":
                     found.append(f"{where}:{node.lineno}: from {node.module} import (not the surface)")

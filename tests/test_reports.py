@@ -21,7 +21,7 @@ import pytest
 from rich.console import Console
 from scipy import stats as sps
 
-from conftest import fslab
+from conftest import fslab_in_process
 from fslab.core.errors import Refused
 from fslab.model.records import RunFailure
 from fslab.report import formats
@@ -81,7 +81,7 @@ def study_run(tmp_path_factory):
         scale={"raw": 1.0, "ext4": 0.93},
         failing={"bad": (f"{' '.join(REFUSED.argv)}: exit status 32", REFUSED)},
     )
-    result = fslab("summary", str(study_run_id), "--db", str(root / "fslab.db"))
+    result = fslab_in_process("summary", str(study_run_id), "--db", str(root / "fslab.db"))
     assert result.returncode == 0 and "8 run(s) failed" in result.stdout, result.stdout + result.stderr
     return root, db, study_run_id
 
@@ -386,7 +386,7 @@ def test_summary_files_on_a_filesystem_without_extended_attributes_are_written_e
 def test_fslab_export_writes_the_runs_and_summary_tables(study_run):
     root, db, study_run_id = study_run
     folder = root / "reports" / f"tables-{study_run_id}"
-    result = fslab("export", "tables", "--db", str(root / "fslab.db"), "-o", str(root / "exported" / "csv"))
+    result = fslab_in_process("export", "tables", "--db", str(root / "fslab.db"), "-o", str(root / "exported" / "csv"))
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.split() == [
         str(root / "exported" / "csv" / "runs.csv"),
@@ -402,15 +402,15 @@ def test_fslab_export_writes_the_runs_and_summary_tables(study_run):
         samples = values[(r["target"], r["workload"], r["metric"])]
         assert int(r["n"]) == len(samples) and float(r["median"]) == statistics.median(samples)
         assert float(r["mean"]) == pytest.approx(statistics.mean(samples), rel=1e-12, abs=1e-12)
-    assert fslab("export", "--db", str(root / "fslab.db"), "-o", "/etc/passwd").returncode == 2
-    bad = fslab("export", "--db", str(root / "fslab.db"), "--format", "xlsx")
+    assert fslab_in_process("export", "--db", str(root / "fslab.db"), "-o", "/etc/passwd").returncode == 2
+    bad = fslab_in_process("export", "--db", str(root / "fslab.db"), "--format", "xlsx")
     assert bad.returncode == 2 and "'xlsx' is not one of" in bad.stderr
 
 
 def test_the_parquet_export_holds_the_same_typed_tables(study_run):
     parquet = pytest.importorskip("pyarrow.parquet", reason="pyarrow (the parquet extra) is not installed")
     root, _, study_run_id = study_run
-    result = fslab(
+    result = fslab_in_process(
         "export",
         str(study_run_id),
         "--db",
@@ -594,7 +594,7 @@ def test_the_docs_pandas_example_runs_as_written(study_run):
     for command in commands:
         if "parquet" in command and not _has_pyarrow():
             continue
-        result = subprocess.run([sys.executable, "-m", "fslab", *command[1:]], cwd=root, capture_output=True, text=True)
+        result = fslab_in_process(*command[1:], cwd=root)
         assert result.returncode == 0, (command, result.stderr)
     [example] = re.findall(r"```python\n(.*?)```", text, re.S)
     pandas = types.ModuleType("pandas")

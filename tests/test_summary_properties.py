@@ -19,19 +19,17 @@ from pathlib import Path
 
 import pytest
 
-from baseline import fixture_databases, render
+from baseline import RENDERS, fixture_databases, rendered_once
 
 FIXTURES = fixture_databases()
+pytestmark = pytest.mark.xdist_group(RENDERS)
 FLAG = "⚠"
 
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory) -> dict[str, tuple[Path, dict[str, str]]]:
     """Each fixture's copy (migrated by `fslab summary`) and what was rendered of it."""
-    folder = tmp_path_factory.mktemp("rendered")
-    return {
-        fixture: (folder / fixture / "fslab.db", render(path, folder / fixture)) for fixture, path in FIXTURES.items()
-    }
+    return {fixture: rendered_once(fixture, lambda: tmp_path_factory.mktemp("rendered")) for fixture in FIXTURES}
 
 
 def measured(db: Path) -> dict[tuple[str, str], dict[str, list[float]]]:

@@ -60,6 +60,7 @@ _NOT_A_FILE = {
     stat.S_IFSOCK: "a socket",
     stat.S_IFLNK: "a symbolic link",
 }
+BUSY_SECONDS = 5  # how long a store waits for another program's lock on an SQLite file before it fails
 POSTGRESQL_DRIVER = "pip install 'psycopg[binary]' (psycopg 3, what SQLAlchemy uses for postgresql:// URLs)"
 
 
@@ -209,7 +210,7 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     # The wait first: switching a new database to WAL needs it whole, and another fslab making its
     # tables meanwhile (tests/test_results.py, processes opening one new database at once) would
     # otherwise refuse it at once ("database is locked").
-    cursor.execute("PRAGMA busy_timeout=5000")
+    cursor.execute(f"PRAGMA busy_timeout={int(BUSY_SECONDS * 1000)}")
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
