@@ -26,6 +26,11 @@ from netns import Namespace, Network, network
 DATABASE = "fleet"
 LAPSE = "2"  # seconds a worker may go unheard (--heartbeat-lapse): short, for the tests
 
+WAITING_FOR_LOOPS = (
+    "import sys; from fslab.devices import loop; loop.DETACH_SECONDS = float(sys.argv.pop(1)); "
+    "from fslab.__main__ import main; main()"
+)
+
 
 @dataclass
 class Worker:
@@ -69,20 +74,24 @@ class Fleet:
         fslab_version: str | None = None,
         url: str | None = None,
         path: str | None = None,
+        detach_seconds: float | None = None,
     ) -> Worker:
         """A worker named `name` in namespace `index` (its own work directory unless given one);
         `fslab_version`: run by this fslab released as that version (fslab_released_as); `url`:
-        the database's (with a password perhaps) instead of the fleet's; `path`: its PATH."""
+        the database's (with a password perhaps) instead of the fleet's; `path`: its PATH;
+        `detach_seconds`: how long it waits for a loop device another process holds (the
+        devices' DETACH_SECONDS, 30 s): a test that holds one sits through no more than it needs."""
         workdir = workdir or self.undo.enter_context(fresh_workdir())
         log = self.directory / f"{name}-{len(self.workers)}.log"
         env = self.env() | ({"PATH": path} if path is not None else {})
         if fslab_version is not None:
             env["PYTHONPATH"] = str(fslab_released_as(fslab_version, self.directory))
         with log.open("w") as out:
+            # fslab's entry point as `python -m fslab` runs it, the wait set first when asked for
+            entry = ["-m", "fslab"] if detach_seconds is None else ["-c", WAITING_FOR_LOOPS, str(detach_seconds)]
             argv = [
                 sys.executable,
-                "-m",
-                "fslab",
+                *entry,
                 "worker",
                 "--db",
                 url or self.url,

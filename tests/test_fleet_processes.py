@@ -143,13 +143,13 @@ def loop_devices_of(worker) -> list[Path]:  # noqa: ANN001
 @pytest.mark.root
 def test_a_worker_stopped_while_another_process_holds_its_loop_device_still_stops(fleet_lab, tmp_path):
     """SIGTERM mid-run while another process holds the run's loop device open (a shell, udev, a
-    copy of the mounts in another namespace): releasing it fails after its 30 s, and the stop still
-    ends the worker — exit 0, the unit given back, why said — instead of failing the unit and
+    copy of the mounts in another namespace): releasing it fails after its wait (30 s; 3 s here), and
+    the stop still ends the worker — exit 0, the unit given back, why said — instead of failing the unit and
     serving on, deaf to the stop."""
     path = tmp_path / "long.toml"
     path.write_text(short_study("long", EXT4, 1).replace('runtime = "1s"', 'runtime = "20s"'))
     with fleet(fleet_lab, tmp_path) as f:
-        worker = f.start(0, "h")
+        worker = f.start(0, "h", detach_seconds=3)
         f.wait("the worker", registered(f, 1))
         queued = f.fslab_in_process("run", str(path), "--no-ceiling", "--on", "h", "--detach")
         assert queued.returncode == 0, queued.stderr
@@ -162,7 +162,7 @@ def test_a_worker_stopped_while_another_process_holds_its_loop_device_still_stop
         with loop_devices_of(worker)[0].open("rb"):  # held as another process would hold it
             worker.stopped = True
             worker.process.send_signal(signal.SIGTERM)
-            status = worker.process.wait(timeout=180)  # its release waits 30 s for the device
+            status = worker.process.wait(timeout=180)  # its release waits 3 s for the device
         said = worker.output()
         assert status == 0, said
         assert "while stopping" in said and "still attached" in said and "unit failed" not in said, said

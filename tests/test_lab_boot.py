@@ -53,6 +53,26 @@ def test_a_prepared_kernel_is_the_archives_package_unpacked_with_its_module_inde
     assert again == prepared
 
 
+# The guest's own root (overlay over the 9p export) bound non-recursively at /mnt: what lies under its
+# /proc, /sys and /dev there is the export's. Mounting hostroot again fails (its virtio channel is in
+# use) but would show the same export. Run last in `booted`'s guest (a boot of its own would cost
+# a TCG boot), its keys apart from the lines before it; its outcome said, not the boot's status.
+PEEK = """
+mount -t 9p -o trans=virtio,version=9p2000.L,ro hostroot /srv 2>/dev/null && echo "remounted=yes"
+mount --bind / /mnt && echo "bound=yes"
+for top in /mnt /srv; do
+    echo "${top}_processes=$(ls -A $top/proc 2>/dev/null | grep -c '^[0-9]')"
+    echo "${top}_sys=$(ls -A $top/sys 2>/dev/null | wc -l)"
+done
+echo "dev=$(ls -A /mnt/dev | tr '\\n' ' ')"
+echo "own_processes=$(ls /proc | grep -c '^[0-9]')"
+echo "own_sys=$(ls /sys | grep -c '^block$')"
+echo "bound_shadow_bytes=$(cat /mnt/etc/shadow 2>/dev/null | wc -c)"
+echo "bound_root_entries=$(ls -A /mnt/root | tr '\\n' ' ')"
+chroot /mnt /usr/bin/true && echo "tree=works" || echo "tree=fails"
+"""
+
+
 @pytest.fixture(scope="module")
 def booted(prepared, tmp_path_factory):
     """One boot of 6.1.0-55 under TCG: its release, a module of its own loaded, and what of the host it reads."""
@@ -71,7 +91,7 @@ echo "root_entries=$(ls -A /root | tr '\\n' ' ')"
 echo "checkout=$(cat {checkout}/notes.txt)"
 {REPO}/.venv/bin/python -m fslab --help > /dev/null && echo "fslab=runs"
 echo "scratch=$(findmnt -n -o FSTYPE {vm.SCRATCH})"
-"""
+{PEEK}"""
     try:
         boot = vm.boot(prepared, command, share=share, spec=vm.VmSpec(accelerator="tcg"), cwd=checkout, timeout=600)
     finally:
@@ -96,6 +116,19 @@ def test_the_guest_cannot_read_roots_files_nor_the_shadow_file_while_fslab_runs_
     assert marker.name not in said["root_entries"] and checkout.name in said["root_entries"]
     assert said["checkout"] == "kept"  # the directory the command runs in, under /root, bound back
     assert said["fslab"] == "runs"  # fslab's interpreter (pyenv's, in /root here) and package, bound back
+
+
+def test_a_guest_binding_its_root_elsewhere_finds_no_host_process_nor_sys_and_the_masks_still_on(booted):
+    """The lab's masking (fslab/lab/masking.py) seen from inside: the host's root, bound again from
+    under the guest's own /proc and /sys, shows none of the host's processes, /sys or /dev."""
+    _, said, marker, _ = booted
+    assert said.get("bound") == "yes", "the guest could not bind its root at /mnt"
+    assert said["/mnt_processes"] == "0" and said["/mnt_sys"] == "0", "the host's /proc and /sys exported"
+    assert said["/srv_processes"] == "0" and said["/srv_sys"] == "0"
+    assert "null" not in said["dev"].split() and "kmsg" not in said["dev"].split(), "the host's /dev exported"
+    assert said["own_processes"] != "0" and said["own_sys"] == "1", "the guest's own /proc and /sys"
+    assert said["bound_shadow_bytes"] == "0" and marker.name not in said["bound_root_entries"], "the masks"
+    assert said["tree"] == "works"
 
 
 def test_the_boot_is_a_host_named_by_its_release_with_every_lab_field(booted):
