@@ -216,11 +216,16 @@ def test_this_machine_probes_to_tcg(tmp_path):
     ]
 
 
+# fslab's own handlers, as its commands install them (fslab.__main__): without them, a process
+# started with SIGINT ignored (a background job of a non-interactive shell: `make test &`) keeps
+# ignoring it, and the Ctrl-C went unheard while QEMU ran its 600 s.
 INTERRUPTED = """
 import sys
 from pathlib import Path
+from fslab.core.interruption import interrupt_on_signals
 from fslab.core.workdir import Workdir
 from fslab.lab import kernels, vm
+interrupt_on_signals()
 kernel = kernels.installed(kernels.installed_releases()[-1])
 try:
     vm.boot(kernel, "sleep 600", share=Path(sys.argv[1]), spec=vm.VmSpec(accelerator="tcg"), timeout=600,
@@ -265,7 +270,7 @@ def test_ctrl_c_during_a_boot_kills_that_qemu_and_removes_its_directory(tmp_path
         fslab.send_signal(signal.SIGINT)
         try:
             assert fslab.wait(timeout=60) == 130
-        except subprocess.TimeoutExpired:  # once in CI under load (cause not found): say how fslab held its signals
+        except subprocess.TimeoutExpired:  # say how fslab held its signals: ignored, blocked, or never handled
             raise AssertionError(f"the Ctrl-C not acted on in 60 s: {_signal_state(fslab.pid)}") from None
     finally:
         if fslab.poll() is None:  # the test failed before its Ctrl-C: one now, for fslab to release what it holds
