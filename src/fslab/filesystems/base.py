@@ -26,7 +26,7 @@ from fslab.model.records import OptionsApplied
 
 if TYPE_CHECKING:
     from fslab.devices.layers import Stack
-    from fslab.monitors.base import Records
+    from fslab.model.records import Records
     from fslab.monitors.space import CompressionRatio
 
 

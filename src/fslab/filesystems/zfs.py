@@ -48,7 +48,7 @@ from fslab.filesystems.zfs_engine import (
 )
 from fslab.model import ARC_FLOOR_NOTE, Target, arc_caches_data
 from fslab.model.options import ON_OFF, Matches, OneOf, Size, Suboptions, check_properties
-from fslab.monitors.base import Records
+from fslab.model.records import Records
 from fslab.monitors.space import CompressionRatio, zfs_compresses, zfs_compression_ratio
 
 if TYPE_CHECKING:

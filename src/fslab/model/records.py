@@ -184,3 +184,16 @@ def measured(run: Mapping[str, Any]) -> bool:
 def now() -> datetime:
     """The time as every record holds it: UTC, without a time zone (as the database stores it)."""
     return datetime.now(UTC).replace(tzinfo=None)
+
+
+@dataclass(frozen=True)
+class Records:
+    """A filesystem that writes a file's data in whole records (ZFS: its recordsize), so that a
+    commit writes whole again every record a write touched: the records' size, and how many
+    times its devices honestly hold each byte written — each copy its devices keep (the copies
+    property × every device under it, as a mirror's legs would) × 2 for its intent log, which a
+    sync write reaches before its transaction group (monitors/traffic.py judges what is beyond;
+    Filesystem.records gives it)."""
+
+    size: int
+    copies: int
