@@ -4,8 +4,11 @@ with a file on it (or a partition table with ext4 in a partition)."""
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -81,10 +84,24 @@ def _unmount(where: Path) -> None:
         ) from None
 
 
+class NumberTaken(Exception):
+    """Another test's `losetup --find` was handed a loop number while this test had it free."""
+
+
+def unhanded_number() -> str:
+    """A loop device no device has now. `losetup --find` hands out the lowest free device that
+    exists, else makes one at the lowest unused number: a number made here is another test's only
+    if it is free while every lower device is busy, and it is removed again after."""
+    while Path(f"/sys/block/loop{(number := random.randrange(300, 1000))}").exists():
+        pass
+    return f"/dev/loop{number}"
+
+
 @contextmanager
-def users_disk(partitioned: bool = False, at: str | None = None) -> Iterator[UsersDisk]:
-    """The user's disk, unmounted, with ext4 and a file (in a partition when `partitioned`); at
-    the loop device `at` if given, else the first free one."""
+def users_disk(partitioned: bool = False, own_number: bool = False) -> Iterator[UsersDisk]:
+    """The user's disk, unmounted, with ext4 and a file (in a partition when `partitioned`); at a
+    loop number of its own made for it when `own_number` (for tests that unplug it and plug
+    something else at its number), else the first free one."""
     TEST_ROOT.mkdir(parents=True, exist_ok=True)
     home = Path(tempfile.mkdtemp(prefix="user-", dir=TEST_ROOT))
     image = home / "disk.img"
@@ -94,13 +111,18 @@ def users_disk(partitioned: bool = False, at: str | None = None) -> Iterator[Use
         subprocess.run(
             ["sfdisk", "--quiet", str(image)], input="label: gpt\n,,L\n", text=True, check=True, capture_output=True
         )
-    loop_at = [at] if at else ["--find"]
-    device = subprocess.run(
-        ["losetup", *loop_at, "--show", *(["--partscan"] if partitioned else []), str(image)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    for _ in range(5):  # a number made here can be handed to another test before it is attached
+        attached = subprocess.run(
+            ["losetup", unhanded_number() if own_number else "--find", "--show"]
+            + (["--partscan"] if partitioned else [])
+            + [str(image)],
+            capture_output=True,
+            text=True,
+        )
+        if attached.returncode == 0:
+            break
+    assert attached.returncode == 0, f"losetup: {attached.stderr}"
+    device = attached.stdout.strip()
     disk = UsersDisk(image, device, f"{device}p1" if partitioned else device, home)
     try:
         if partitioned and not os.path.exists(
@@ -117,6 +139,8 @@ def users_disk(partitioned: bool = False, at: str | None = None) -> Iterator[Use
             subprocess.run(["umount", str(home / mounted)], capture_output=True)
         if backing_of(device) == image:  # its number may be another test's by now
             subprocess.run(["losetup", "--detach", device], capture_output=True)
+        if own_number and os.path.exists(device):
+            remove_loop(device)
         subprocess.run(["rm", "-rf", str(home)])
 
 
@@ -137,7 +161,32 @@ def plug(device: str, image: Path) -> None:
             f"{device} still attached to {backing_of(device)} 30 s after it was detached"
         )
         time.sleep(0.02)
-    subprocess.run(["losetup", device, str(image)], check=True)
+    if subprocess.run(["losetup", device, str(image)], capture_output=True).returncode != 0:
+        if backing_of(device) not in (None, image):
+            raise NumberTaken(f"{device} was handed to another test while it was free")
+        subprocess.run(["losetup", device, str(image)], check=True)  # its own error, shown
+
+
+def remove_loop(device: str) -> None:
+    """Remove the loop device (LOOP_CTL_REMOVE, done when it returns) once the kernel has let go
+    of its file: its /dev node and sysfs directory go, as a USB disk's do when unplugged. Left
+    as it is if another test was handed it meanwhile."""
+    minor = os.minor(os.stat(device).st_rdev)
+    control = os.open("/dev/loop-control", os.O_RDWR)
+
+    def removed() -> bool:
+        try:
+            fcntl.ioctl(control, 0x4C81, minor)  # LOOP_CTL_REMOVE
+        except OSError as exc:
+            if exc.errno != errno.EBUSY:  # still letting go of its file: again
+                raise
+            return backing_of(device) is not None  # another test's now: not this test's to remove
+        return True
+
+    try:
+        wait_for(f"{device} removed", removed, deadline=30, every=0.05)
+    finally:
+        os.close(control)
 
 
 @contextmanager
@@ -401,33 +450,40 @@ def test_a_symlink_at_the_record_of_what_fslab_wrote_is_not_written_through(work
     assert precious.read_text() == "mine\n" and workdir.written_path.is_symlink()
 
 
-UNPLUGGED = "/dev/loop231"
-
-
 @pytest.mark.root
 def test_a_confirmed_device_replaced_at_its_number_before_the_run_is_refused_and_not_wiped(workdir, tmp_path):
     from fslab.core.errors import Refused
     from fslab.devices.named import NamedSource, confirmed
 
-    # At a number far from those `losetup --find` hands the other tests: unplugged and plugged
-    # again here, it must not become another test's meanwhile.
-    with users_disk(at=UNPLUGGED) as disk:
-        devices, problems = confirmed([disk.device], [disk.device])
-        assert problems == [] and devices[disk.device].proof is not None
-        other = disk.home / "other.img"
-        with open(other, "wb") as f:
-            f.truncate(64 * 2**20)
-        subprocess.run(["mkfs.ext4", "-q", "-L", "not-confirmed", str(other)], check=True)
-        before = other.read_bytes()
-        subprocess.run(["losetup", "--detach", disk.device], check=True)  # unplugged; another disk gets its number
-        plug(disk.device, other)
-        try:
-            source = NamedSource(list(devices.values()), notice=lambda text: None)
-            with pytest.raises(Refused, match=f"the device at {disk.device} is no longer the disk you confirmed"):
-                with source.attach(workdir.journal):
-                    pass
-        finally:
-            subprocess.run(["losetup", "--detach", disk.device], check=True)
+    def replaced_at_its_number() -> None:
+        # At a number of its own: unplugged and plugged again here, it must not be another test's
+        # meanwhile (and if it was, this is tried again at another).
+        with users_disk(own_number=True) as disk:
+            devices, problems = confirmed([disk.device], [disk.device])
+            assert problems == [] and devices[disk.device].proof is not None
+            other = disk.home / "other.img"
+            with open(other, "wb") as f:
+                f.truncate(64 * 2**20)
+            subprocess.run(["mkfs.ext4", "-q", "-L", "not-confirmed", str(other)], check=True)
+            before = other.read_bytes()
+            subprocess.run(["losetup", "--detach", disk.device], check=True)  # unplugged; another disk gets its number
+            plug(disk.device, other)
+            try:
+                source = NamedSource(list(devices.values()), notice=lambda text: None)
+                with pytest.raises(Refused, match=f"the device at {disk.device} is no longer the disk you confirmed"):
+                    with source.attach(workdir.journal):
+                        pass
+            finally:
+                if backing_of(disk.device) == other:
+                    subprocess.run(["losetup", "--detach", disk.device], check=True)
             plug(disk.device, disk.image)  # the user's disk back, to check it
-        assert other.read_bytes() == before, "nothing on the disk now at that number was touched"
-        assert disk.intact() and held_by(workdir.root) == [] and not workdir.journal.path.exists()
+            assert other.read_bytes() == before, "nothing on the disk now at that number was touched"
+            assert disk.intact() and held_by(workdir.root) == [] and not workdir.journal.path.exists()
+
+    for _ in range(3):
+        try:
+            replaced_at_its_number()
+            return
+        except NumberTaken as exc:
+            taken = exc
+    pytest.fail(f"three times: {taken}")

@@ -5,7 +5,6 @@ right before each boot, on the very descriptors QEMU gets. A real boot under QEM
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import mmap
 import os
@@ -27,7 +26,7 @@ from fslab.model.ceiling import with_ceiling
 from fslab.results import ResultsDB
 from fslab.running.plan import Repetitions
 from fslab.study import builtin_studies, load_study, parse_study
-from test_block_devices import backing_of, plug, users_disk
+from test_block_devices import backing_of, plug, remove_loop, users_disk
 from test_lab_study import A, FakeLab, Told
 
 STUDY = """\
@@ -281,7 +280,7 @@ def test_a_mounted_device_is_refused_when_planned_and_when_mounted_between_plann
 @pytest.mark.root
 def test_a_loop_device_reattached_to_another_file_between_planning_and_the_boot_is_refused(tmp_path):
     """Same device number, another backing file (and diskseq): the kernel's records tell it."""
-    with users_disk() as disk:
+    with users_disk(own_number=True) as disk:
         stranger = tmp_path / "stranger.img"
         stranger.write_bytes(b"\0" * 2**20)
 
@@ -320,29 +319,6 @@ def test_a_loop_device_detached_and_removed_between_planning_and_the_boot_is_ref
                            f"--destroy-data {re.escape(disk.device)} .*unplugged.*run again"):  # fmt: skip
             _run(tmp_path, lab, disk.device, [disk.device])
         assert _boots(lab) == []
-
-
-def remove_loop(device: str) -> None:
-    """Remove the loop device (LOOP_CTL_REMOVE, done when it returns) once the kernel has let go
-    of its file: its /dev node and sysfs directory go, as a USB disk's do when unplugged."""
-    from conftest import wait_for
-
-    minor = os.minor(os.stat(device).st_rdev)
-    control = os.open("/dev/loop-control", os.O_RDWR)
-
-    def removed() -> bool:
-        try:
-            fcntl.ioctl(control, 0x4C81, minor)  # LOOP_CTL_REMOVE
-        except OSError as exc:
-            if exc.errno != errno.EBUSY:  # still letting go of its file: again
-                raise
-            return False
-        return True
-
-    try:
-        wait_for(f"{device} removed", removed, deadline=30, every=0.05)
-    finally:
-        os.close(control)
 
 
 @pytest.mark.root
