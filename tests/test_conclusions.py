@@ -18,8 +18,9 @@ from fslab.fio import METRICS as FIO_METRICS
 from fslab.model import with_primary
 from fslab.report.conclusions import Conclusion, conclusions
 from fslab.report.formatting import metric_label
-from fslab.report.sections import BETWEEN_TITLE, SectionKind, sections
+from fslab.report.sections import BETWEEN_TITLE, sections
 from fslab.report.summary import StudySummary, summarize_study_run
+from fslab.report.view import SectionKind
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
 from fslab.study import builtin_studies, load_study, parse_study

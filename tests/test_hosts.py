@@ -14,8 +14,9 @@ import pytest
 from conftest import fslab_in_process
 from fslab.report.formats.markdown import to_markdown
 from fslab.report.formats.summary_json import to_json
-from fslab.report.sections import SectionKind, sections
+from fslab.report.sections import sections
 from fslab.report.summary import compare_hosts, compare_runs, summarize_study_run
+from fslab.report.view import SectionKind
 from fslab.results import ResultsDB
 from fslab.statistics.analysis import host_blocks
 from synthetic import SyntheticHost, stored_study, study_run_of

@@ -47,13 +47,14 @@ from fslab.report.conclusions import conclusions, ranking_conclusion, row_conclu
 from fslab.report.details import RunDetails
 from fslab.report.figures import PNG_SCALE, RENDERERS, FigureError, vega_lite, write_figures
 from fslab.report.html import Page, RunSection, Table, WorkloadSection, _script_json, emphasis, render_page, run_section
-from fslab.report.sections import Section, SectionKind, sections, workload_table
+from fslab.report.sections import sections, workload_table
 from fslab.report.summary import (
     CellSummary,
     FailedRun,
     StudySummary,
     summarize_study_run,
 )
+from fslab.report.view import Section, SectionKind
 from fslab.results import ResultsDB
 from fslab.statistics.analysis import Row, analyse
 from fslab.statistics.stats import VERDICTS, adjust_family, compare, rank, summarize

@@ -21,10 +21,10 @@ import pytest
 from rich.console import Console
 from scipy import stats as sps
 
+import fslab
 from conftest import fslab_in_process
 from fslab.core.errors import Refused
 from fslab.model.records import RunFailure
-from fslab.report import formats
 from fslab.report.console import CONSOLE_WIDTH, print_summary
 from fslab.report.files import write_reports
 from fslab.report.formats import report_files, runs as runs_format
@@ -337,7 +337,7 @@ def test_a_summary_again_leaves_the_summary_files_made_of_the_same(study_run, tm
     assert json.loads((folder / "summary.json").read_bytes())["threshold"] == 0.03
     rewritten(replace(s, study_run=s.study_run | {"status": "interrupted"}))
     rewritten(replace(s, runs=s.runs[:-1]))  # as it was before its last run was stored
-    monkeypatch.setattr(formats, "version", lambda: "99.0")
+    monkeypatch.setattr(fslab, "version", lambda: "99.0")  # as kept.made_of asks it
     rewritten(s)
     monkeypatch.undo()
     write_reports(db, s, tmp_path)

@@ -39,8 +39,9 @@ from fslab.report.details import RunDetails
 from fslab.report.formats.markdown import to_markdown
 from fslab.report.formats.summary_json import to_json
 from fslab.report.formatting import metric_label
-from fslab.report.sections import SectionKind, sections
+from fslab.report.sections import sections
 from fslab.report.summary import summarize_study_run
+from fslab.report.view import SectionKind
 from fslab.results import ResultsDB, RunRecord
 from fslab.results.owner import Owner
 from fslab.running.runner import Windows

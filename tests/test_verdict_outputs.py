@@ -29,8 +29,9 @@ from fslab.model.records import SampleGroups
 from fslab.report.console import CONSOLE_WIDTH, print_comparison
 from fslab.report.formatting import explanation_tail, verdict_phrase
 from fslab.report.html import Page, comparison_section, render_page
-from fslab.report.sections import VERDICT_COLUMN, comparison_columns, comparison_rows
+from fslab.report.sections import comparison_columns, comparison_rows
 from fslab.report.tables import comparison_record
+from fslab.report.view import VERDICT_COLUMN
 from fslab.results import ResultsDB
 from fslab.statistics.analysis import Row, compare_study_runs
 from fslab.statistics.stats import EQUIVALENT, FASTER, SLOWER, UNDECIDED, VERDICTS

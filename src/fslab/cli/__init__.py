@@ -35,8 +35,8 @@ from fslab.report.console import (
     print_comparison,
     print_host_comparison,
     print_marked_table,
-    print_summary,
     print_table,
+    print_view,
 )
 from fslab.results import reports_dir, resolve_location
 from fslab.results.location import DEFAULT_DB, shown
@@ -46,7 +46,6 @@ if TYPE_CHECKING:
 
     from fslab.core.checks import Unsupported
     from fslab.model import Study
-    from fslab.report.summary import StudySummary
     from fslab.results import ResultsDB, RunRecord
     from fslab.results.owner import Owner
     from fslab.running.plan import PlannedRun
@@ -830,7 +829,7 @@ def _show_and_exit(results: "ResultsDB", study_run_id: int, *, summary: bool = T
     """The summary (without `summary`, where the runs are: --no-summary); exit status 1 when any
     run of the study run failed (this session's or an earlier one's)."""
     if summary:
-        failed = len(_show(results, study_run_id, **analysis).failures)
+        failed = _show(results, study_run_id, **analysis)
     else:
         failed = sum(r["status"] != "ok" for r in results.runs(study_run_id, ["status"]))
         console.print(
@@ -842,21 +841,36 @@ def _show_and_exit(results: "ResultsDB", study_run_id: int, *, summary: bool = T
         raise typer.Exit(1)
 
 
-def _show(results: "ResultsDB", study_run_id: int, **analysis: Any) -> "StudySummary":
-    """Print the summary, write its report files; the summary shown."""
-    from fslab.report.files import report_folder, write_reports
-    from fslab.report.formats import Source
-    from fslab.report.summary import summarize_study_run
+def _show(results: "ResultsDB", study_run_id: int, **asked: Any) -> int:
+    """Print the summary and write its report files; how many of its runs failed. Asked for
+    again while nothing it is made of changed, and its report files are as written, it is
+    printed as it was kept (report/kept.py), not worked out again."""
+    from fslab.report import kept
 
-    summary = summarize_study_run(results, study_run_id, **analysis)
-    source = Source(results, summary)  # the sections worked out once, for the console and summary.md
-    report = report_folder(summary, reports_dir(results.location)) / "summary.md"
-    print_summary(console, summary, report=report, shown=source.sections)
-    written = write_reports(results, summary, reports_dir(results.location), source)
+    study_run = results.study_run(study_run_id)
+    if study_run is None:
+        raise FslabError(f"no study run {study_run_id} in the database")
+    folder = kept.folder_of(study_run, reports_dir(results.location))
+    digest = kept.made_of_now(results, study_run, kept.Asked.of(study_run, **asked))
+    if (found := kept.kept(folder, digest)) is not None:
+        view, written = found
+        print_view(console, view, report=folder / "summary.md")
+    else:
+        from fslab.report.files import write_reports
+        from fslab.report.formats import Source
+        from fslab.report.sections import summary_view
+        from fslab.report.summary import summarize_study_run
+
+        summary = summarize_study_run(results, study_run_id, **asked)
+        source = Source(results, summary)  # the sections worked out once, for the console and summary.md
+        view = summary_view(summary, source.sections)
+        print_view(console, view, report=folder / "summary.md")
+        written = write_reports(results, summary, reports_dir(results.location), source)
+        kept.keep(folder, view, source.made_of, written)
     console.print(
         f"Results in {shown(results.location)}; report files: {', '.join(str(p) for p in written)}", highlight=False
     )
-    return summary
+    return view.failures
 
 
 @app.command()
@@ -1199,7 +1213,7 @@ def import_results(
         f"run(s), as study run {study_run_id} of study {safe_markup(study)}",
         highlight=False,
     )
-    failed = len(_show(results, study_run_id).failures)
+    failed = _show(results, study_run_id)
     if imported.skipped or failed:
         raise typer.Exit(1)
 

@@ -21,11 +21,11 @@ from rich.text import Text
 
 from fslab.core.names import visible
 from fslab.core.units import Bandwidth
+from fslab.report.view import VERDICT_COLUMN, Section, SectionKind, SummaryView, table_columns
 from fslab.statistics.timing import EMULATED
 
 if TYPE_CHECKING:
     from fslab.model import Host
-    from fslab.report.sections import Section
     from fslab.report.summary import StudySummary
     from fslab.statistics.analysis import Row
 
@@ -64,17 +64,21 @@ TEXT_COLUMNS = {
 def print_summary(
     console: Console, s: StudySummary, report: Path | None = None, shown: list[Section] | None = None
 ) -> None:
-    """The summary's sections (sections.py) within CONSOLE_WIDTH columns, but the fio overview
-    (the workloads' own tables show its figures), the main comparisons at a glance after its
-    introduction (forest.py); `report`: the file holding what it leaves out; `shown`: sections(s),
-    where the caller has them already (summary.md's too: formats.Source)."""
-    from fslab.report.forest import forest_lines, forest_of
-    from fslab.report.sections import SectionKind, sections
+    """print_view of the summary's view (sections.summary_view); `shown`: sections(s), where the
+    caller has them already (summary.md's too: formats.Source)."""
+    from fslab.report.sections import summary_view
 
-    for section in sections(s) if shown is None else shown:
-        _print_section(console, section, s.units)
+    print_view(console, summary_view(s, shown), report)
+
+
+def print_view(console: Console, view: SummaryView, report: Path | None = None) -> None:
+    """The summary's sections within CONSOLE_WIDTH columns, but the fio overview (the workloads'
+    own tables show its figures), the main comparisons at a glance after its introduction;
+    `report`: the file holding what it leaves out."""
+    for section in view.sections:
+        _print_section(console, section, view.units)
         if section.kind is SectionKind.INTRO:  # the summary opens with its conclusions at a glance
-            for line in forest_lines(forest_of(s)):
+            for line in view.glance:
                 console.print(visible(line), markup=False, highlight=False, soft_wrap=True)
     if report is not None:
         console.print(
@@ -86,8 +90,6 @@ def print_summary(
 
 def _print_section(console: Console, section: Section, units: Bandwidth) -> None:
     from rich.markdown import Markdown
-
-    from fslab.report.sections import VERDICT_COLUMN, SectionKind
 
     # a table's title in lower case, as a caption (a workload's is its name)
     title = (
@@ -156,7 +158,6 @@ def _print_summary_table(
     """A table as the console shows it: without the columns it leaves out and those with nothing
     in them; a direction common to every row said in the title; column titles on two lines; each
     row's notes (and a comparison's why) as a marker, the notes printed beneath, each once."""
-    from fslab.report.sections import table_columns
 
     left_out = set(table_columns(units, list(LEFT_OUT)))
     shown = [
@@ -506,13 +507,7 @@ def _print_compared(
     left_out: Sequence[tuple[str, str]],
 ) -> None:
     from fslab.report.formatting import explained_phrase, metric_label
-    from fslab.report.sections import (
-        VERDICT_COLUMN,
-        compare_left_out_line,
-        compare_method_line,
-        comparison_columns,
-        comparison_rows,
-    )
+    from fslab.report.sections import compare_left_out_line, compare_method_line, comparison_columns, comparison_rows
 
     columns = ["workload", *comparison_columns(rows)]
     cells = [[row.workload, *compared] for row, compared in zip(rows, comparison_rows(rows))]

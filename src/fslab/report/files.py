@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fslab.core.names import file_name
 from fslab.report.formats import Source, TableForm, report_files
+from fslab.report.kept import folder_of
 from fslab.report.output import own_folder, write_all, write_own
 from fslab.report.summary import StudySummary
 from fslab.report.tables import HISTOGRAM_COLUMNS, comparison_table, histogram_rows, run_table, summary_table
@@ -17,7 +17,7 @@ from fslab.results import ResultsDB
 
 def report_folder(s: StudySummary, directory: Path) -> Path:
     """Where a study run's report files go: a folder named after it in `directory`."""
-    return directory / file_name(f"{s.study_run['study']}-{s.study_run['id']}")
+    return folder_of(s.study_run, directory)
 
 
 def write_reports(db: ResultsDB, s: StudySummary, directory: Path, source: Source | None = None) -> list[Path]:

@@ -35,9 +35,6 @@ from fslab.report.details import RunDetails
 from fslab.report.forest import counted_lines, explained_lines, forest_of, heading
 from fslab.report.formatting import explained_phrase, metric_label
 from fslab.report.sections import (
-    VERDICT_COLUMN,
-    Section,
-    SectionKind,
     compare_left_out_line,
     compare_method_line,
     comparison_columns,
@@ -47,6 +44,7 @@ from fslab.report.sections import (
     sections,
 )
 from fslab.report.summary import StudySummary
+from fslab.report.view import VERDICT_COLUMN, Section, SectionKind
 from fslab.statistics.analysis import Row
 from fslab.statistics.timing import EMULATED
 

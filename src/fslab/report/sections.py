@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from enum import Enum
 
 from fslab.core.units import Bandwidth, format_size
 from fslab.model import FAILED_ALIKE, PHASE_SEPARATOR, qualified, unqualified
@@ -31,37 +29,12 @@ from fslab.report.formatting import (
     runs_text,
 )
 from fslab.report.summary import CellSummary, StudySummary
+from fslab.report.view import REASON_COLUMN, VERDICT_COLUMN, Section, SectionKind, SummaryView, table_columns
 from fslab.statistics.analysis import Row, looks_of, ranking_line
 from fslab.statistics.stats import CONFIDENCE, PAIRED_MIN_BLOCKS, RUNS_NEEDED_LIMIT, Summary, level_text
 from fslab.statistics.timing import EMULATED, timing_of
 from fslab.workloads import metrics_of, report_of
 from fslab.workloads.offered import Percentiles
-
-
-class SectionKind(Enum):
-    """What a section is: how a format lays it out (a heading, a caption, a paragraph)."""
-
-    INTRO = "intro"  # the study run, the machine, how to read the figures, the method: lines
-    TARGETS = "targets"  # the targets as built: a table
-    SKIPPED = "skipped"  # targets --skip-unsupported left out: a first line, then one per target
-    OVERVIEW = "overview"  # every fio figure in Table IV's layout: a line saying so, a table
-    WORKLOAD = "workload"  # a workload's table (its title says how it ran)
-    MONITORS = "monitors"  # what the monitors measured beside a workload: a table
-    COMPARISON = "comparison"  # a workload's comparisons with one baseline: a table
-    RANKING = "ranking"  # what a workload's comparisons leave out, its rankings, the runs a precision needs: lines
-    FAILURES = "failures"  # the failed runs: a table
-
-
-@dataclass(frozen=True)
-class Section:
-    kind: SectionKind
-    title: str = ""  # as a heading says it ("Compared with"; a workload's: workload_title)
-    columns: list[str] = field(default_factory=list)
-    rows: list[list[str]] = field(default_factory=list)
-    lines: list[str] = field(default_factory=list)  # text (Markdown emphasis: **…**)
-    named: str = ""  # the name the title ends with (a baseline), emphasised where a format can
-    workload: str = ""  # the workload it belongs to; "" for one of the whole study run
-
 
 FAILURE_COLUMNS = ["target", "workload", "repetition", "phase", "error"]
 
@@ -71,6 +44,14 @@ OVERVIEW_SAID = (
     "latency, each run's mean and percentiles); n counts the runs; the intervals are the 95 % Student-t intervals "
     "of the mean. The tables per workload below add the spread, P99.9 latency, warnings and the comparisons."
 )
+
+
+def summary_view(s: StudySummary, shown: list[Section] | None = None) -> SummaryView:
+    """All the console prints of the summary: its sections (`shown`, where the caller has them
+    already), its main comparisons at a glance (forest.py), its units, its failed runs counted."""
+    from fslab.report.forest import forest_lines, forest_of
+
+    return SummaryView(sections(s) if shown is None else shown, forest_lines(forest_of(s)), s.units, len(s.failures))
 
 
 def sections(s: StudySummary) -> list[Section]:
@@ -184,11 +165,6 @@ def direction_columns(percentiles: Sequence[Percentiles]) -> list[str]:
     """The columns of a table a row per direction: of its kind's first direction's percentiles."""
     names = next((list(p.metrics) for p in percentiles if p.direction), [])
     return [*DIRECTION_COLUMNS, *(f"lat {name.lower()}" for name in names), "notes"]
-
-
-def table_columns(units: Bandwidth, columns: list[str]) -> list[str]:
-    """Columns with the bandwidth columns titled in the unit shown."""
-    return [c.replace("MB/s", units.value) for c in columns]
 
 
 def kind_percentiles(s: StudySummary | None, workload: str) -> Sequence[Percentiles]:
@@ -445,7 +421,6 @@ def _spaced(size: str) -> str:
     return f"{size[:at]} {size[at:]}"
 
 
-VERDICT_COLUMN, REASON_COLUMN = "verdict", "why"
 BETWEEN_TITLE = "Compared on each target with workload"  # a workload against the one it is paired with (compare_with)
 
 

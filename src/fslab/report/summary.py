@@ -25,6 +25,7 @@ from fslab.model.records import OptionsApplied, SampleGroups, measured
 from fslab.monitors.space import COMPRESSED_FROM
 from fslab.monitors.traffic import withheld_amplifications
 from fslab.report.arc_share import arc_notes
+from fslab.report.kept import Asked
 from fslab.results import ResultsDB
 from fslab.statistics.analysis import (
     Analysis,
@@ -394,12 +395,13 @@ def summarize_study_run(
         raise FslabError(f"no study run {study_run_id} in the database")
     chosen = tomllib.loads(study_run["study_source"]).get("study", {})
     settings = study_run.get("settings") or {}
+    asked = Asked.of(
+        study_run, baseline=baseline, threshold=threshold, precision=precision, units=units, pool_hosts=pool_hosts
+    )
     skipped = by_target(Unsupported(**u) for u in settings.get("skipped", []))  # older study runs stored one per reason
     targets = db.targets(study_run_id)
     runs = db.runs(study_run_id, RUN_FACTS)
-    hosts = Hosts.of(
-        runs, pool_hosts or bool((study_run.get("settings") or {}).get("spread"))
-    )  # spread: its hosts divided one plan (fleet/spread.py)
+    hosts = Hosts.of(runs, asked.pooled)
     specs = {t["name"]: t for t in targets}
     applied = {r["id"]: _options_applied(specs[r["target"]], r) for r in runs}
     per_host = (
@@ -486,9 +488,9 @@ def summarize_study_run(
         baselines=baselines
         if hosted is None
         else {name: Hosted(baselines[h.target], h.host).name for name, h in hosted.items()},
-        baseline=baseline,
-        threshold=threshold,
-        precision=precision,
+        baseline=asked.baseline,
+        threshold=asked.threshold,
+        precision=asked.precision,
         roles=groups.roles,
         kinds=groups.kinds,
         hosts=hosted,
@@ -519,7 +521,7 @@ def summarize_study_run(
         preallocation=preallocation,
         rewritten=rewritten,
         memory_limits={r["workload"]: r["memory_limit"] for r in runs if r.get("memory_limit")},
-        units=units or Bandwidth(chosen.get("units", Bandwidth.MB.value)),
+        units=asked.units,
         samples=groups,
         skipped=skipped,
         cached_reference=cached,

@@ -13,19 +13,18 @@ command that writes no report file imports none of them.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from fslab import version
 from fslab.core.errors import FslabError
 from fslab.core.registry import Registry
 from fslab.model.records import RunMetric
-from fslab.report.sections import Section, sections
+from fslab.report.kept import Asked, made_of
+from fslab.report.sections import sections
 from fslab.report.summary import StudySummary
+from fslab.report.view import Section
 from fslab.results import ResultsDB
 
 
@@ -47,24 +46,17 @@ class Source:
 
     @cached_property
     def made_of(self) -> bytes:
-        """The digest of what the summary is made of, that the files marked `made_of` keep
-        (output.MADE_OF): this fslab (its source's hash), how it was asked for (baseline,
-        threshold, precision, units, hosts pooled), and the study run as stored — its row, its
-        targets, workloads and hosts, and each of its runs by id and status (a run is stored whole,
-        its metrics with it, and never changed but for its status, when a systematic failure
-        supersedes it: db.supersede). A summary is made of nothing else: the same digest, the same
-        files. (Every run's facts whole were 3.6 MB to hash for 2,000 runs.)"""
+        """The digest of what the summary is made of (kept.made_of), that the files marked
+        `made_of` keep (output.MADE_OF)."""
         s, a = self.summary, self.summary.analysis
-        made = {
-            "fslab": version(),
-            "asked": [a.override, a.threshold, a.precision, s.units.value, s.hosts.pooled],
-            "study_run": s.study_run,
-            "targets": s.targets,
-            "workloads": s.workloads,
-            "hosts": [asdict(h) for h in s.host_facts],
-            "runs": [(r["id"], r["status"]) for r in s.runs],
-        }
-        return hashlib.sha256(json.dumps(made, default=str, sort_keys=True).encode()).hexdigest().encode()
+        return made_of(
+            study_run=s.study_run,
+            targets=s.targets,
+            workloads=s.workloads,
+            hosts=s.host_facts,
+            runs=s.runs,
+            asked=Asked(a.override, a.threshold, a.precision, s.units, s.hosts.pooled),
+        )
 
     @cached_property
     def sections(self) -> list[Section]:

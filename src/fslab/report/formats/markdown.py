@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from fslab.report.forest import Forest, count_lines, explained_lines, forest_of, heading, plot_lines
 from fslab.report.formats import REPORT_FILES, ReportFile, Source, made_of_current
-from fslab.report.sections import Section, SectionKind, sections
+from fslab.report.sections import sections
 from fslab.report.summary import StudySummary
+from fslab.report.view import Section, SectionKind
 
 
 def summary_md(source: Source) -> str:
