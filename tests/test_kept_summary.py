@@ -1,6 +1,6 @@
 """A summary asked for again is printed as it was kept (report/kept.py) while nothing it is made
-of changed and its report files are as written — the same output, nothing worked out again, no
-statistics imported — and is worked out again, and its files written again, whenever anything did."""
+of changed and its report files are as written — the same output, nothing worked out again,
+neither scipy nor numpy imported — and is worked out again, and its files written again, whenever anything did."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ SRC = Path(__file__).parent.parent / "src"
 def stored(tmp_path: Path) -> tuple[Path, int]:
     """A study run of ext4, raw and a target whose every run failed, stored; its database."""
     db = tmp_path / "fslab.db"
-    failing = {"bad": (f"{' '.join(REFUSED.argv)}: exit status 32", REFUSED)}
+    failing = {"bad": (f"{' '.join(REFUSED.argv or [])}: exit status 32", REFUSED)}
     return db, stored_study(tmp_path, STUDY, ResultsDB(str(db)), scale={"raw": 1.0, "ext4": 0.93}, failing=failing)
 
 
@@ -64,14 +64,14 @@ def test_a_summary_asked_again_is_printed_as_kept_exactly_without_working_it_out
     assert (again.returncode, again.stdout, again.stderr) == (first.returncode, first.stdout, first.stderr)
 
 
-def test_the_kept_summary_imports_no_statistics(stored):
+def test_the_kept_summary_imports_neither_scipy_nor_numpy(stored):
     """What makes it quick: scipy and numpy are what a summary's start costs most (bench/report_scale.py)."""
     db, _ = stored
     assert summary(db).returncode == 0
     program = (
         "import sys\nfrom fslab.cli import main\nsys.argv = ['fslab', 'summary', '--db', sys.argv[1]]\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "print('imported:', sorted(m for m in ('scipy', 'numpy', 'fslab.statistics.stats') if m in sys.modules))"
+        "print('imported:', sorted(m for m in ('scipy', 'numpy') if m in sys.modules))"
     )
     ran = subprocess.run(
         [sys.executable, "-c", program, str(db)],
@@ -99,9 +99,10 @@ def _status(db: Path, status: str) -> None:
         "a report file replaced",
         "the view edited",
         "the view unreadable",
+        "a report file registered since",
     ],
 )
-def test_a_summary_is_worked_out_again_when_anything_it_is_made_of_changed(stored, monkeypatch, change):
+def test_a_summary_is_worked_out_again_when_anything_it_is_made_of_changed(stored, monkeypatch, toys, change):
     db, study_run_id = stored
     first = summary(db)
     folder = db.parent / "reports" / f"tables-{study_run_id}"
@@ -129,14 +130,17 @@ def test_a_summary_is_worked_out_again_when_anything_it_is_made_of_changed(store
         (folder / VIEW).write_text("{" + " " * (stood.st_size - 1))  # its size, its digest, not JSON
         written = os.stat(folder / VIEW)
         os.setxattr(folder / VIEW, MADE_OF, kept_as + f" {written.st_size} {written.st_mtime_ns}".encode())
+    elif change == "a report file registered since":
+        toys("report_format")  # as a module of fslab.report.formats joins (tests/toys/report_format.py)
     again = summary(db, *options)
     assert again.returncode == 0, again.stdout + again.stderr
     assert counted.calls == 1, f"{change}: worked out again"
-    if change not in ("other options", "a run's status"):
+    if change not in ("other options", "a run's status", "a report file registered since"):
         assert again.stdout == first.stdout, "the same summary, as worked out"
     assert "mine" not in (folder / "summary.md").read_text() and (folder / "summary.csv").is_file()
     assert "somebody's" not in (folder / "comparisons.csv").read_text()
     assert json.loads((folder / VIEW).read_text())["view"]["sections"], "kept anew"
+    assert (folder / "toy.txt").is_file() == (change == "a report file registered since")
     summary(db, *options)
     assert counted.calls == 1, f"{change}: kept anew, then printed as kept"
 

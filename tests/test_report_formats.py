@@ -13,6 +13,7 @@ import pytest
 from conftest import fslab_in_process
 from fslab.report import formats
 from fslab.report.formats.summary_csv import to_csv
+from fslab.report.kept import VIEW
 from fslab.report.summary import summarize_study_run
 from fslab.results import ResultsDB
 from synthetic import study_run_of
@@ -54,7 +55,9 @@ def test_fslab_summary_writes_a_toy_report_file_registered_in_one_module(stored_
     assert result.returncode == 0, result.stdout + result.stderr
     written = sorted(stored_db.parent.rglob("toy.txt"))
     assert len(written) == 1, f"toy.txt written once, beside the other report files: {result.stdout + result.stderr}"
-    assert sorted(p.name for p in written[0].parent.iterdir()) == sorted(f.name for f in formats.report_files())
+    assert sorted(p.name for p in written[0].parent.iterdir()) == sorted(
+        [*(f.name for f in formats.report_files()), VIEW]
+    )
     s = newest_summary(stored_db)
     assert written[0].read_text() == "".join(f"{c.target} · {c.workload}: {len(c.metrics)} metrics\n" for c in s.cells)
     assert written[0].read_text().count("\n") == len(s.cells) > 0

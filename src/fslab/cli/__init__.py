@@ -846,13 +846,14 @@ def _show(results: "ResultsDB", study_run_id: int, **asked: Any) -> int:
     again while nothing it is made of changed, and its report files are as written, it is
     printed as it was kept (report/kept.py), not worked out again."""
     from fslab.report import kept
+    from fslab.report.formats import report_files
 
     study_run = results.study_run(study_run_id)
     if study_run is None:
         raise FslabError(f"no study run {study_run_id} in the database")
     folder = kept.folder_of(study_run, reports_dir(results.location))
     digest = kept.made_of_now(results, study_run, kept.Asked.of(study_run, **asked))
-    if (found := kept.kept(folder, digest)) is not None:
+    if (found := kept.kept(folder, digest, [f.name for f in report_files()])) is not None:
         view, written = found
         print_view(console, view, report=folder / "summary.md")
     else:

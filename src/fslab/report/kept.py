@@ -3,7 +3,7 @@
 `fslab summary` keeps what the console showed (view.SummaryView) beside the report files it
 wrote, with the digest of what the summary was made of (`made_of`) and each report file as it
 stood. Asked again, while the digest is the one the summary would be made of now and every report
-file is as it was, it prints that view: nothing worked out again, no statistics imported (a study
+file is as it was, it prints that view: nothing worked out again, neither scipy nor numpy imported (a study
 run of 2,000 runs: a summary of a second became a third of one, bench/report_scale.py). The digest
 is read from the database in a few queries: the study run's row, targets, workloads, hosts, and
 its runs' ids and statuses (a run is stored whole and never changed but for its status)."""
@@ -110,9 +110,10 @@ def keep(folder: Path, view: SummaryView, digest: bytes, files: list[Path]) -> N
     write_own(folder / VIEW, json.dumps({"view": view.record(), "files": stood}), made_of=digest)
 
 
-def kept(folder: Path, digest: bytes) -> tuple[SummaryView, list[Path]] | None:
+def kept(folder: Path, digest: bytes, names: list[str]) -> tuple[SummaryView, list[Path]] | None:
     """The view kept in `folder` and the report files it was kept with, while `digest` is what it
-    was made of and every one of them stands as it did; else None (then made again)."""
+    was made of, they are those `names` (every report file there is: formats.report_files) and
+    every one of them stands as it did; else None (then made again)."""
     if made_of_kept(folder / VIEW) != digest:
         return None
     try:
@@ -123,7 +124,7 @@ def kept(folder: Path, digest: bytes) -> tuple[SummaryView, list[Path]] | None:
         files = {str(name): list(stood) for name, stood in found["files"].items()}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    if any(_as_it_stands(folder / name) != stood for name, stood in files.items()):
+    if list(files) != names or any(_as_it_stands(folder / name) != stood for name, stood in files.items()):
         return None
     return view, [folder / name for name in files]
 
