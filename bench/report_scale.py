@@ -25,9 +25,10 @@ its study runs copied in it, by SQL, until it holds that many runs, where the ne
 study runs) is timed as information. It is built beside the first (team.db) and deleted after,
 unless --keep.
 And, as information (no target), `fslab summary ID` with its report files deleted first (it
-writes them all again; `fslab run` writes them as it ends, so a summary asked for later finds
-them current: the runs files while the runs are the same, summary.* and comparisons.csv while
-what they are made of is, docs/reports.md), `fslab report ID --time-figures` (every chart of the page as a figure)
+works the summary out and writes them all again; `fslab run` writes them as it ends, so a summary
+asked for later finds them current — the runs files while the runs are the same, summary.* and
+comparisons.csv while what they are made of is — and prints the view it kept beside them,
+docs/reports.md), `fslab report ID --time-figures` (every chart of the page as a figure)
 and `fslab report ID --png` (each figure of --figures as PNG too). ID is the last study run.
 
 Run: .venv/bin/python bench/report_scale.py [--keep DIR] [--repeat 3] [--team RUNS (100000)]
@@ -431,20 +432,21 @@ def team_database(root: Path, args: argparse.Namespace, fslab: list[str], env: d
     )
     env = env | {"FSLAB_DB": str(team)}
     try:
-        commands = [  # the first summary writes the report files, as `fslab run` does as it ends
-            (f"fslab summary {newest} (writing its files)", [*fslab, "summary", str(newest)], None, None),
-            (f"fslab summary {newest}", [*fslab, "summary", str(newest)], target(1.0), None),
-            ("fslab history", [*fslab, "history"], None, None),
+        commands = [  # the first summary writes the report files (once), as `fslab run` does as it ends
+            (f"fslab summary {newest} (writing its files)", [*fslab, "summary", str(newest)], None, None, 1),
+            (f"fslab summary {newest}", [*fslab, "summary", str(newest)], target(1.0), None, args.repeat),
+            ("fslab history", [*fslab, "history"], None, None, args.repeat),
             (
                 f"fslab report {newest}",
                 [*fslab, "report", str(newest), "-o", str(out / "team")],
                 target(3),
                 target(500e6),
+                args.repeat,
             ),
         ]
         # a smoke run: the copy read by one summary, in seconds
-        for name, argv, seconds, memory in commands[1:2] if args.smoke else commands:
-            print(measured(f"  {name} ({runs} runs)", argv, env, out, args.repeat, seconds, memory), flush=True)
+        for name, argv, seconds, memory, times in commands[1:2] if args.smoke else commands:
+            print(measured(f"  {name} ({runs} runs)", argv, env, out, times, seconds, memory), flush=True)
     finally:
         if not args.keep:
             for path in root.glob("team.db*"):
