@@ -4,6 +4,7 @@ neither scipy nor numpy imported — and is worked out again, and its files writ
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
@@ -17,7 +18,6 @@ import fslab
 from conftest import fslab_in_process
 from fslab.report import summary as summary_module
 from fslab.report.kept import VIEW
-from fslab.report.output import MADE_OF
 from fslab.results import ResultsDB
 from synthetic import stored_study
 from test_reports import REFUSED, STUDY
@@ -83,6 +83,12 @@ def test_the_kept_summary_imports_neither_scipy_nor_numpy(stored):
     assert ran.returncode == 0 and "imported: []" in ran.stdout, ran.stdout[-2000:] + ran.stderr
 
 
+def view_parts(folder: Path) -> tuple[bytes, bytes]:
+    """The kept view's first line (its digest, its checksum) and the rest (the view, the files)."""
+    head, _, body = (folder / VIEW).read_bytes().partition(b"\n")
+    return head, body
+
+
 def _status(db: Path, status: str) -> None:
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE runs SET status = ? WHERE id = (SELECT max(id) FROM runs)", (status,))
@@ -99,6 +105,9 @@ def _status(db: Path, status: str) -> None:
         "a report file replaced",
         "the view edited",
         "the view unreadable",
+        "a cell not text",
+        "the view another's",
+        "a report file rewritten, its time put back",
         "a report file registered since",
     ],
 )
@@ -125,11 +134,25 @@ def test_a_summary_is_worked_out_again_when_anything_it_is_made_of_changed(store
     elif change == "the view edited":
         (folder / VIEW).write_text((folder / VIEW).read_text().replace("ext4", "EXT4"))
     elif change == "the view unreadable":
+        head, _ = view_parts(folder)
+        (folder / VIEW).write_bytes(head + b"\n" + b"not a view")
+    elif change == "a cell not text":  # its digest and checksum right: only what it holds tells
+        head, body = view_parts(folder)
+        found = json.loads(body)
+        next(section for section in found["view"]["sections"] if section["rows"])["rows"][0][0] = None
+        forged = json.dumps(found).encode()
+        said = json.loads(head) | {"sha256": hashlib.sha256(forged).hexdigest()}
+        (folder / VIEW).write_bytes(json.dumps(said).encode() + b"\n" + forged)
+    elif change == "the view another's":
         stood = os.stat(folder / VIEW)
-        kept_as = os.getxattr(folder / VIEW, MADE_OF).split()[0]
-        (folder / VIEW).write_text("{" + " " * (stood.st_size - 1))  # its size, its digest, not JSON
-        written = os.stat(folder / VIEW)
-        os.setxattr(folder / VIEW, MADE_OF, kept_as + f" {written.st_size} {written.st_mtime_ns}".encode())
+        os.chown(folder / VIEW, 65534, 65534)
+        os.chmod(folder / VIEW, 0o666)
+        os.utime(folder / VIEW, ns=(stood.st_atime_ns, stood.st_mtime_ns))
+    elif change == "a report file rewritten, its time put back":
+        stood = os.stat(folder / "summary.md")
+        with (folder / "summary.md").open("r+b") as f:
+            f.write(b"mine")  # in place: the same inode and size
+        os.utime(folder / "summary.md", ns=(stood.st_atime_ns, stood.st_mtime_ns))
     elif change == "a report file registered since":
         toys("report_format")  # as a module of fslab.report.formats joins (tests/toys/report_format.py)
     again = summary(db, *options)
@@ -137,15 +160,17 @@ def test_a_summary_is_worked_out_again_when_anything_it_is_made_of_changed(store
     assert counted.calls == 1, f"{change}: worked out again"
     if change not in ("other options", "a run's status", "a report file registered since"):
         assert again.stdout == first.stdout, "the same summary, as worked out"
-    assert "mine" not in (folder / "summary.md").read_text() and (folder / "summary.csv").is_file()
+    if change != "a report file rewritten, its time put back":  # its own digest's record cannot tell (docs/reports.md)
+        assert "mine" not in (folder / "summary.md").read_text()
+    assert (folder / "summary.csv").is_file()
     assert "somebody's" not in (folder / "comparisons.csv").read_text()
-    assert json.loads((folder / VIEW).read_text())["view"]["sections"], "kept anew"
+    assert json.loads(view_parts(folder)[1])["view"]["sections"], "kept anew"
     assert (folder / "toy.txt").is_file() == (change == "a report file registered since")
     summary(db, *options)
     assert counted.calls == 1, f"{change}: kept anew, then printed as kept"
 
 
-def test_a_symlink_at_the_kept_view_is_refused_not_followed(stored, tmp_path):
+def test_a_symlink_at_the_kept_view_is_never_followed(stored, tmp_path, monkeypatch):
     db, study_run_id = stored
     assert summary(db).returncode == 0
     view = db.parent / "reports" / f"tables-{study_run_id}" / VIEW
@@ -153,8 +178,57 @@ def test_a_symlink_at_the_kept_view_is_refused_not_followed(stored, tmp_path):
     precious.write_text("mine\n")
     view.unlink()
     view.symlink_to(precious)
-    refused = summary(db)
-    assert refused.returncode == 2 and "never through a symlink" in " ".join(refused.stderr.split()), (
-        refused.stdout + refused.stderr
-    )
-    assert precious.read_text() == "mine\n"
+    counted = Counted(monkeypatch)
+    assert summary(db).returncode == 0 and counted.calls == 1, "not read through"
+    assert precious.read_text() == "mine\n" and not view.is_symlink(), "not written through: replaced"
+
+
+def test_a_symlinked_report_folder_is_refused_as_when_it_is_worked_out(stored):
+    db, study_run_id = stored
+    assert summary(db).returncode == 0
+    folder = db.parent / "reports" / f"tables-{study_run_id}"
+    elsewhere = db.parent / "elsewhere"
+    folder.rename(elsewhere)  # the same files, inodes, times and attributes
+    folder.symlink_to(elsewhere)
+    again = summary(db)
+    assert again.returncode == 2 and "symlink" in again.stderr, again.stdout[-500:] + again.stderr
+
+
+def test_files_another_summary_wrote_meanwhile_are_written_again(stored, monkeypatch):
+    """`fslab summary` and `fslab summary --threshold 10` at once: the second writes its files
+    between the first's and the first's view; asked again as the first was, its summary is worked
+    out again (its files keep the other's digest), never printed beside the other's files."""
+    from fslab.report import kept
+
+    db, study_run_id = stored
+    original = kept.keep
+
+    def keep_after_another(*args: object) -> None:
+        monkeypatch.setattr(kept, "keep", original)
+        assert summary(db, "--threshold", "10").returncode == 0
+        original(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(kept, "keep", keep_after_another)
+    first = summary(db)
+    counted = Counted(monkeypatch)
+    again = summary(db)
+    assert counted.calls == 1 and again.stdout == first.stdout
+    folder = db.parent / "reports" / f"tables-{study_run_id}"
+    assert "±3 %" in (folder / "summary.md").read_text() or "3 %" in (folder / "summary.md").read_text()
+
+
+def test_the_digest_worked_out_and_the_one_read_from_the_database_agree(stored):
+    """Two ways to one digest: a summary's (formats.Source, kept with its files) and the database's
+    (kept.made_of_now, checked before anything is worked out); were they to differ, no view would
+    ever be printed."""
+    from fslab.report.formats import Source
+    from fslab.report.kept import Asked, made_of_now
+    from fslab.report.summary import summarize_study_run
+
+    db, study_run_id = stored
+    results = ResultsDB(str(db))
+    row = results.study_run(study_run_id)
+    assert row is not None
+    for asked in ({}, {"threshold": 0.1}, {"baseline": "raw", "precision": 0.05}, {"pool_hosts": True}):
+        worked_out = Source(results, summarize_study_run(results, study_run_id, **asked)).made_of  # type: ignore[arg-type]
+        assert worked_out == made_of_now(results, row, Asked.of(row, **asked)), asked  # type: ignore[arg-type]

@@ -853,7 +853,8 @@ def _show(results: "ResultsDB", study_run_id: int, **asked: Any) -> int:
         raise FslabError(f"no study run {study_run_id} in the database")
     folder = kept.folder_of(study_run, reports_dir(results.location))
     digest = kept.made_of_now(results, study_run, kept.Asked.of(study_run, **asked))
-    if (found := kept.kept(folder, digest, [f.name for f in report_files()])) is not None:
+    files = [(f.name, f.made_of) for f in report_files()]
+    if (found := kept.kept(folder, digest, files)) is not None:
         view, written = found
         print_view(console, view, report=folder / "summary.md")
     else:
@@ -867,7 +868,7 @@ def _show(results: "ResultsDB", study_run_id: int, **asked: Any) -> int:
         view = summary_view(summary, source.sections)
         print_view(console, view, report=folder / "summary.md")
         written = write_reports(results, summary, reports_dir(results.location), source)
-        kept.keep(folder, view, source.made_of, written)
+        kept.keep(folder, view, source.made_of, files)
     console.print(
         f"Results in {shown(results.location)}; report files: {', '.join(str(p) for p in written)}", highlight=False
     )

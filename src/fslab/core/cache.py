@@ -31,7 +31,7 @@ def read_kept(path: Path, largest: int) -> bytes | None:
             not stat.S_ISREG(found.st_mode)
             or not _own(found)
             or found.st_size > largest
-            or not _own_directory(path.parent)
+            or not own_directory(path.parent)
         ):
             return None
         return f.read(largest)
@@ -42,7 +42,7 @@ def keep(path: Path, data: bytes) -> None:
     directory is not its own, nothing is kept."""
     try:
         path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-        if not _own_directory(path.parent):
+        if not own_directory(path.parent):
             return
         with tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=f".{path.stem}-", delete=False) as f:
             f.write(data)
@@ -59,7 +59,8 @@ def _own(found: os.stat_result) -> bool:
     return found.st_uid in (0, os.geteuid()) and not found.st_mode & 0o022
 
 
-def _own_directory(path: Path) -> bool:
+def own_directory(path: Path) -> bool:
+    """Whether `path` is a directory (not a symlink to one) fslab may trust as its own (see above)."""
     try:
         found = os.lstat(path)
     except OSError:

@@ -2,11 +2,12 @@
 
 `fslab summary` keeps what the console showed (view.SummaryView) beside the report files it
 wrote, with the digest of what the summary was made of (`made_of`) and each report file as it
-stood. Asked again, while the digest is the one the summary would be made of now and every report
-file is as it was, it prints that view: nothing worked out again, neither scipy nor numpy imported (a study
-run of 2,000 runs: a summary of a second became a third of one, bench/report_scale.py). The digest
-is read from the database in a few queries: the study run's row, targets, workloads, hosts, and
-its runs' ids and statuses (a run is stored whole and never changed but for its status)."""
+stood, whole or not at all, as fslab's own file (core.cache). Asked again, while the digest is the
+one the summary would be made of now and every report file is as it was, it prints that view:
+nothing worked out again, neither scipy nor numpy imported (a study run of 2,000 runs, quiet:
+1.01 s worked out, 0.43 s kept; bench/report_scale.py). The digest is read from the database in
+a few queries: the study run's row, targets, workloads, hosts, and its runs' ids and statuses (a
+run is stored whole and never changed but for its status)."""
 
 from __future__ import annotations
 
@@ -18,14 +19,20 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from fslab.core.identity import open_own
+from fslab.core import cache
+from fslab.core.errors import Refused
 from fslab.core.names import file_name
 from fslab.core.units import Bandwidth
-from fslab.report.output import made_of_kept, write_own
+from fslab.report.output import made_of_kept
 from fslab.report.view import SummaryView
 from fslab.results import ResultsDB
 
 VIEW = ".summary-view.json"  # in the report folder, beside the files it was kept with; not a report file
+LARGEST_VIEW = 64 * 2**20  # bytes: a summary of 2,000 runs in 200 cells keeps 0.2 MB
+
+# Each report file by name, and whether it keeps the digest of what its summary is made of
+# (formats.ReportFile.made_of): every report file there is, as the caller's registry has them.
+ReportFiles = list[tuple[str, bool]]
 
 
 @dataclass(frozen=True)
@@ -103,36 +110,56 @@ def folder_of(study_run: dict, directory: Path) -> Path:
     return directory / file_name(f"{study_run['study']}-{study_run['id']}")
 
 
-def keep(folder: Path, view: SummaryView, digest: bytes, files: list[Path]) -> None:
-    """Keep the view printed beside `files`, the report files just written into `folder` (or left
-    there, current), as each stands now."""
-    stood = {f.name: _as_it_stands(f) for f in files}
-    write_own(folder / VIEW, json.dumps({"view": view.record(), "files": stood}), made_of=digest)
+def keep(folder: Path, view: SummaryView, digest: bytes, files: ReportFiles) -> None:
+    """Keep the view printed, with `digest` and the report files just written into `folder` (or
+    left there, current) as each stands now: whole or not at all, as fslab's own (core.cache), a
+    line saying what it is made of and the SHA-256 of what follows it, then the view and files."""
+    stood = {name: _as_it_stands(folder / name) for name, _ in files}
+    body = json.dumps({"view": view.record(), "files": stood}).encode()
+    head = json.dumps({"made_of": digest.decode(), "sha256": hashlib.sha256(body).hexdigest()}).encode()
+    cache.keep(folder / VIEW, head + b"\n" + body)
 
 
-def kept(folder: Path, digest: bytes, names: list[str]) -> tuple[SummaryView, list[Path]] | None:
+def kept(folder: Path, digest: bytes, files: ReportFiles) -> tuple[SummaryView, list[Path]] | None:
     """The view kept in `folder` and the report files it was kept with, while `digest` is what it
-    was made of, they are those `names` (every report file there is: formats.report_files) and
-    every one of them stands as it did; else None (then made again)."""
-    if made_of_kept(folder / VIEW) != digest:
+    was made of, they are every one of `files`, each stands as it did, and each that keeps a digest
+    keeps this one (another summary, asked otherwise, may have written it since); else None (then
+    worked out again). Read only as fslab's own file in fslab's own folders (core.cache)."""
+    if not cache.own_directory(folder.parent):
         return None
+    data = cache.read_kept(folder / VIEW, LARGEST_VIEW)
+    if data is None:
+        return None
+    head, _, body = data.partition(b"\n")
     try:
-        fd = open_own(folder / VIEW, os.O_RDONLY | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as f:
-            found = json.loads(f.read())
+        said = json.loads(head)
+        if said["made_of"] != digest.decode() or said["sha256"] != hashlib.sha256(body).hexdigest():
+            return None  # another's summary, or not as written
+        found = json.loads(body)
         view = SummaryView.from_record(found["view"])
-        files = {str(name): list(stood) for name, stood in found["files"].items()}
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        stood = dict(found["files"])
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError, OverflowError):
         return None
-    if list(files) != names or any(_as_it_stands(folder / name) != stood for name, stood in files.items()):
+    if list(stood) != [name for name, _ in files]:
         return None
-    return view, [folder / name for name in files]
+    for name, keeps_digest in files:
+        if _as_it_stands(folder / name) != stood[name]:
+            return None
+        try:
+            if keeps_digest and made_of_kept(folder / name) != digest:
+                return None
+        except Refused:  # not a regular file by now: worked out, and refused, as written
+            return None
+    return view, [folder / name for name, _ in files]
 
 
 def _as_it_stands(path: Path) -> list[int] | None:
-    """A report file's inode, size and modification time; None where it is not a regular file."""
+    """A report file's inode, size, and times of modification and change (the one no program can
+    put back); None where it is not a regular file."""
     try:
         found = os.lstat(path)
-    except FileNotFoundError:
+    except OSError:
         return None
-    return [found.st_ino, found.st_size, found.st_mtime_ns] if stat.S_ISREG(found.st_mode) else None
+    if not stat.S_ISREG(found.st_mode):
+        return None
+    return [found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns]

@@ -67,10 +67,39 @@ class SummaryView:
 
     @classmethod
     def from_record(cls, found: dict) -> SummaryView:
-        """The view `record` made; ValueError, KeyError or TypeError for anything else."""
+        """The view `record` made; ValueError for anything else (every text checked to be text)."""
+        failures = found["failures"]
+        if not isinstance(failures, int) or isinstance(failures, bool):
+            raise ValueError("failures: not a count")
         return cls(
-            [Section(**{**s, "kind": SectionKind(s["kind"])}) for s in found["sections"]],
-            [str(line) for line in found["glance"]],
-            Bandwidth(found["units"]),
-            int(found["failures"]),
+            [_section(s) for s in found["sections"]], _texts(found["glance"]), Bandwidth(found["units"]), failures
         )
+
+
+def _section(found: dict) -> Section:
+    if set(found) != {"kind", "title", "columns", "rows", "lines", "named", "workload"}:
+        raise ValueError(f"a section of {sorted(found)}")
+    rows = found["rows"]
+    if not isinstance(rows, list):
+        raise ValueError("rows: not a list")
+    return Section(
+        SectionKind(found["kind"]),
+        _text(found["title"]),
+        _texts(found["columns"]),
+        [_texts(row) for row in rows],
+        _texts(found["lines"]),
+        _text(found["named"]),
+        _text(found["workload"]),
+    )
+
+
+def _texts(found: object) -> list[str]:
+    if not isinstance(found, list):
+        raise ValueError("not a list")
+    return [_text(value) for value in found]
+
+
+def _text(found: object) -> str:
+    if not isinstance(found, str):
+        raise ValueError(f"{type(found).__name__}, not text")
+    return found
