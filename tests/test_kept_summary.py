@@ -206,7 +206,7 @@ def test_files_another_summary_wrote_meanwhile_are_written_again(stored, monkeyp
     def keep_after_another(*args: object) -> None:
         monkeypatch.setattr(kept, "keep", original)
         assert summary(db, "--threshold", "10").returncode == 0
-        original(*args)  # type: ignore[arg-type]
+        original(*args)
 
     monkeypatch.setattr(kept, "keep", keep_after_another)
     first = summary(db)
@@ -230,5 +230,5 @@ def test_the_digest_worked_out_and_the_one_read_from_the_database_agree(stored):
     row = results.study_run(study_run_id)
     assert row is not None
     for asked in ({}, {"threshold": 0.1}, {"baseline": "raw", "precision": 0.05}, {"pool_hosts": True}):
-        worked_out = Source(results, summarize_study_run(results, study_run_id, **asked)).made_of  # type: ignore[arg-type]
-        assert worked_out == made_of_now(results, row, Asked.of(row, **asked)), asked  # type: ignore[arg-type]
+        worked_out = Source(results, summarize_study_run(results, study_run_id, **asked)).made_of
+        assert worked_out == made_of_now(results, row, Asked.of(row, **asked)), asked
