@@ -28,7 +28,8 @@ And, as information (no target), `fslab summary ID` with its report files delete
 works the summary out and writes them all again; `fslab run` writes them as it ends, so a summary
 asked for later finds them current — the runs files while the runs are the same, summary.* and
 comparisons.csv while what they are made of is — and prints the view it kept beside them,
-docs/reports.md), `fslab report ID --time-figures` (every chart of the page as a figure)
+docs/reports.md), and with only that view removed (worked out, its files current: the summary's
+figure before it kept one), `fslab report ID --time-figures` (every chart of the page as a figure)
 and `fslab report ID --png` (each figure of --figures as PNG too). ID is the last study run.
 
 Run: .venv/bin/python bench/report_scale.py [--keep DIR] [--repeat 3] [--team RUNS (100000)]
@@ -64,6 +65,7 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from fslab.core.names import file_name
+from fslab.report.kept import VIEW
 from fslab.results import ResultsDB, schema as tables
 from fslab.running import environment
 from fslab.study import parse_study
@@ -351,14 +353,17 @@ def main() -> None:
         # `fslab run` writes the report files as it ends, so a summary asked for later finds them
         # current and leaves them; without them (deleted), it writes them all (no target: a smoke
         # run leaves it out).
-        results = []
-        loads = load()
-        for _ in range(0 if args.smoke else args.repeat):
-            for written in summary_files.glob("*"):
-                written.unlink()
-            results.append(timed(summary, env, out))
-        if results:
-            print(line(f"fslab summary {last} (writing its files)", results, loads=(loads, load())), flush=True)
+        # Then worked out with its files current (the view it kept, report/kept.py, removed: the
+        # summary's figure before it kept one), and then as kept (judged, below).
+        for name, removed in (("writing its files", "*"), ("worked out, its files current", VIEW)):
+            results = []
+            loads = load()
+            for _ in range(0 if args.smoke else args.repeat):
+                for written in summary_files.glob(removed):
+                    written.unlink()
+                results.append(timed(summary, env, out))
+            if results:
+                print(line(f"fslab summary {last} ({name})", results, loads=(loads, load())), flush=True)
 
         def target(value: float) -> float | None:
             return None if args.smoke else value  # a smoke run judges nothing
