@@ -395,3 +395,26 @@ def test_a_study_a_fleets_workers_would_all_fail_is_refused_before_anything_is_s
         assert result.returncode == 2 and said in told, result.stderr
         assert "Traceback" not in told and "--destroy-data DEVICE" not in told and "postgresql" not in told.lower()
     assert not Path(location).exists() or not ResultsDB(location).study_runs()
+
+
+def test_fslab_status_shows_a_kernel_units_lab_line_while_its_vm_boots(tmp_path):
+    """A VM's runs are told as its boot ends: without the lab's own lines the progress table showed
+    no run under way for the whole boot."""
+    from functools import partial
+
+    db = SteadyResults(str(tmp_path / "fleet.db"), lambda line: None)
+    study_run = _fleet_run(db, tmp_path, [A, B], boots=1)
+    units.queued(db.engine, study_run, ["w1"])
+    lab = FakeLab(tmp_path)
+    shown: list[str] = []
+
+    def boot(kernel, command, **options):  # noqa: ANN001, ANN202
+        shown.extend(p.current for p in units.progress(db.engine, study_run))
+        return lab.boot(kernel, command, **options)
+
+    host = Host("w1", str(uuid.uuid4()), "6.18.0-test", "cpu", 2, 2**32)
+    on_kernels = partial(lab_study.run_unit_on_kernels, prepare=lab.prepare, boot=boot)
+    run_unit(Unit(study_run, "w1"), db, host, Workdir(tmp_path / "wd"), [].append, on_kernels=on_kernels)
+    assert len(shown) == 2 and all("booting" in line for line in shown), shown
+    assert A in shown[0] and B in shown[1], shown
+    assert [p.current for p in units.progress(db.engine, study_run)] == [""], "the unit done: nothing under way"

@@ -459,6 +459,15 @@ def _run_on_kernels(
                "why": None, "claimed_at": unit.claimed_at, "started_at": now()}  # fmt: skip
     waiting = partial(_waiting, db, unit, say)
 
+    def told(line: str) -> None:
+        """The lab's lines said, the latest kept as the unit's current for the progress table
+        (`fslab status`): a VM's runs are told as its boot ends, not as each starts."""
+        say(line)
+        try:
+            units.update(db.engine, unit.study_run_id, unit.host, unit.generation, current=line)
+        except LOST:
+            pass
+
     def fence(conn: Any) -> None:  # in the transaction storing a boot's runs: the unit still this worker's
         if unit.lease is not None and not unit.lease.held(conn):
             raise unit.lease.withdrawn()
@@ -468,7 +477,7 @@ def _run_on_kernels(
         try:
             outcome, failed = on_kernels(
                 study, row["settings"]["lab"], results=db, study_run_id=unit.study_run_id, plan_seed=share.seed,
-                repetitions=share.repetitions, work=workdir, machine=host, say=say,
+                repetitions=share.repetitions, work=workdir, machine=host, say=told,
                 observer=_UnitObserver(db, unit, say, None, hostlock), fence=fence,
                 check=(lambda: hostlock.check(say)) if hostlock is not None else None,  # before each boot, a VM's too
                 busy=lambda busy, pause: waiting(f"{busy}; trying again in {pause:.0f} s"), baseline=share.baseline,
