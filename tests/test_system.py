@@ -85,6 +85,50 @@ def test_a_command_killed_while_it_forks_leaves_no_child_behind_holding_its_outp
             os.kill(pid, signal.SIGKILL)
 
 
+# A Ctrl-C the kernel handed to another thread than the main one, as it does while the main thread
+# blocks signals (CPython's vfork around a command's start), in a fslab process of its own: it
+# prints how long the command ran after it.
+_CTRL_C_ON_ANOTHER_THREAD = """
+import signal, sys, threading, time
+from fslab.core.interruption import interrupt_on_signals
+from fslab.core.system import run
+
+interrupt_on_signals()
+sent = []
+
+def ctrl_c_here():
+    time.sleep(0.5)  # the main thread waits for the command by then
+    sent.append(time.monotonic())
+    signal.pthread_kill(threading.get_ident(), signal.SIGINT)
+
+threading.Thread(target=ctrl_c_here).start()
+try:
+    run(["sleep", sys.argv[1]])
+except KeyboardInterrupt:
+    print(f"{time.monotonic() - sent[0]:.2f}")
+"""
+
+
+def test_a_ctrl_c_handled_on_another_thread_stops_the_command_at_once():
+    """The signal's handler runs in the main thread only when that thread wakes: run()'s wait
+    wakes every WAKE_SECONDS, so the command is killed then, not left to end (make test once
+    waited out the 271 s `sleep` of the test below, its Ctrl-C so handled)."""
+    import subprocess
+    import sys
+
+    marker = "161.803"  # the command's own argument: no other process sleeps so long
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _CTRL_C_ON_ANOTHER_THREAD, marker], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0 and done.stdout.strip(), done.stdout + done.stderr
+        assert float(done.stdout) < 10, f"the command ran {done.stdout.strip()} s past its Ctrl-C"
+        assert _forking(f"sleep {marker}") == [], "the interrupted command is still running"
+    finally:
+        for pid in _forking(f"sleep {marker}"):
+            os.kill(pid, signal.SIGKILL)
+
+
 # Ctrl-C at random moments of a command's first milliseconds, in a fslab process of its own: the
 # command `sleep MARKER`, run again after each, its survivors counted (and killed).
 _INTERRUPTED_AS_IT_STARTS = """

@@ -178,7 +178,7 @@ def run(
             finally:
                 os.close(gate_write)
                 gate_write = -1
-        stdout, stderr = proc.communicate(timeout=timeout)
+        stdout, stderr = _communicate_awake(proc, timeout)
     except BaseException as exc:
         if gate_write != -1:
             os.close(gate_write)  # the gate's command never runs: it ends as its end of the pipe closes
@@ -199,6 +199,26 @@ def run(
     if check and proc.returncode != 0:
         raise CommandError(argv, proc.returncode, stdout, stderr)
     return subprocess.CompletedProcess(list(argv), proc.returncode, stdout, stderr)
+
+
+# How often the wait for a command wakes. A signal the kernel hands to another thread (it does
+# while the main thread blocks signals: CPython's vfork around a command's start) wakes no wait of
+# the main thread's: its handler runs when that thread next wakes. Waiting whole, a Ctrl-C that
+# came so was acted on only as the command ended (make test: 271 s, the test's whole `sleep`).
+WAKE_SECONDS = 0.5
+
+
+def _communicate_awake(proc: subprocess.Popen[str], timeout: float | None) -> tuple[str, str]:
+    """proc.communicate(timeout=timeout), waking every WAKE_SECONDS, where a signal handled on
+    another thread meanwhile is acted on (KeyboardInterrupt); subprocess.TimeoutExpired at `timeout`."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        try:
+            return proc.communicate(timeout=WAKE_SECONDS if left is None else min(left, WAKE_SECONDS))
+        except subprocess.TimeoutExpired:
+            if left is not None and left <= WAKE_SECONDS:
+                raise
 
 
 # How long a killed command's output is read before fslab goes on: its pipes end as its processes do.
