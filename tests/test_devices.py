@@ -196,6 +196,43 @@ def test_a_luks_key_is_fresh_on_cryptsetups_standard_input_and_wiped_once_the_ma
 
 
 @pytest.mark.root
+@pytest.mark.skipif(not Path("/sys/class/zram-control").is_dir(), reason="this kernel has no zram (CONFIG_ZRAM)")
+def test_a_zram_device_held_open_elsewhere_is_waited_for_and_then_said_to_be_still_there(workdir, monkeypatch):
+    """A process that opened the device a moment (blkid, another fslab reading the machine's block
+    devices) makes its removal busy: waited for while it holds it, said when it does not let go
+    (make test: an ext4-on-zram run's teardown once failed with "Device or resource busy")."""
+    import threading
+
+    import fslab.devices.zram as zram
+
+    def holding(device: str) -> subprocess.Popen[str]:
+        program = "import sys; f = open(sys.argv[1], 'rb'); print('open', flush=True); sys.stdin.read()"
+        holder = subprocess.Popen(
+            [sys.executable, "-c", program, device], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        assert holder.stdout is not None and holder.stdin is not None and holder.stdout.readline() == "open\n"
+        return holder
+
+    monkeypatch.setattr(zram, "REMOVE_SECONDS", 0.5)
+    with pytest.raises(zram.StillThere, match="still busy .* another process holds it open"):
+        with zram.zram_device(workdir.journal, "held", 16 * 2**20) as (device, _):
+            holder = holding(device)
+    assert Path(device).exists(), "left while held, and the journal keeps it"
+    monkeypatch.setattr(zram, "REMOVE_SECONDS", 30.0)
+    done: list[object] = []
+    waiting = threading.Thread(target=lambda: done.append(workdir.journal.clean_up()))
+    waiting.start()
+    waiting.join(timeout=1)
+    assert waiting.is_alive(), "the removal waits while another process holds the device"
+    assert holder.stdin is not None
+    holder.stdin.close()
+    holder.wait(timeout=30)
+    waiting.join(timeout=60)
+    assert not waiting.is_alive() and not Path(device).exists(), "and removes it once it is let go"
+    assert [(o.kind, o.status) for o in done[0]] == [("zram", "released")]
+
+
+@pytest.mark.root
 def test_a_loop_device_held_open_elsewhere_is_waited_for_and_then_said_to_be_still_attached(workdir, monkeypatch):
     """Detached while another process holds it open, a loop device stays attached until that
     process closes it (the kernel lets go from a worker thread of its own, late on a busy

@@ -8,7 +8,9 @@ nothing mounts or holds it. zram devices fslab did not make are never touched.
 
 from __future__ import annotations
 
+import errno
 import os
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -79,7 +81,30 @@ def remove_zram(entry: Entry, workdir: Workdir) -> None:
     in_use = refusals(resolve(device))
     if in_use:
         raise Refused(f"{device} is in use ({'; '.join(in_use)}); left as it is")
-    (CONTROL / "hot_remove").write_text(device.removeprefix("/dev/zram"))
+    deadline = time.monotonic() + REMOVE_SECONDS
+    while True:
+        try:
+            (CONTROL / "hot_remove").write_text(device.removeprefix("/dev/zram"))
+            return
+        except OSError as exc:
+            if exc.errno != errno.EBUSY:
+                raise
+            if time.monotonic() > deadline:
+                raise StillThere(
+                    f"{device} still busy {REMOVE_SECONDS:.0f} s after it was unmounted: another process holds it "
+                    "open (fuser -v DEVICE says which); `fslab cleanup` removes it once that process closes it"
+                ) from None
+        time.sleep(0.02)
+
+
+# How long a zram device just unmounted may stay busy: a process that opened it a moment (blkid,
+# another fslab reading the machine's block devices) holds it until it closes it (make test: an
+# ext4 run's teardown, once, "Device or resource busy" beside the other workers).
+REMOVE_SECONDS = 30.0
+
+
+class StillThere(FslabError):
+    """A zram device fslab made that another process keeps open."""
 
 
 class ZramSource:
