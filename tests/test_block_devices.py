@@ -121,7 +121,9 @@ def users_disk(partitioned: bool = False, own_number: bool = False) -> Iterator[
         )
         if attached.returncode == 0:
             break
-    assert attached.returncode == 0, f"losetup: {attached.stderr}"
+    if attached.returncode != 0:
+        shutil.rmtree(home)
+        raise AssertionError(f"losetup: {attached.stderr}")
     device = attached.stdout.strip()
     disk = UsersDisk(image, device, f"{device}p1" if partitioned else device, home)
     try:
