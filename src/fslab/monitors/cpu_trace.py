@@ -11,8 +11,8 @@ What is counted, from the workload's own start to the sync (base.counted_from, a
               bpftrace, the monitors' own), and what they had reaped (cutime + cstime): a tool
               that exits inside the window is counted to its last tick, through its parent's
               cutime (fslab's own, or a workload process's), less what was counted of it before;
-    btrfs     Btrfs's threads (btrfs-*), and kworkers named after a Btrfs workqueue
-              (kworker/u4:1-btrfs-endio-write: Linux names a kworker after the workqueue it last ran);
+    btrfs     Btrfs's threads (btrfs-*), and kworkers named after a Btrfs workqueue (Linux names a
+              kworker after the workqueue it runs, kworker/u4:1+btrfs-endio-write, or last ran, -);
     loop      the loop devices' workers (kworker/…-loopN; loopN threads of older kernels);
     zfs_fuse  the zfs-fuse daemon;
     kworker   every other kworker;
@@ -68,6 +68,8 @@ MONITOR_TOOLS = frozenset({"perf", "bpftrace"})  # fslab's descendants that are 
 TICKS_PER_SECOND = os.sysconf("SC_CLK_TCK")
 COUNTERS_NOTE = "cpu_counters"
 _LOOP = re.compile(r"loop\d+")
+# A kworker's name ends with the workqueue it runs ("+") or last ran ("-"): kworker/u4:1+btrfs-endio-write.
+_KWORKER = re.compile(r"kworker/[^+-]*(?:[+-](.*))?")
 
 
 @dataclass(frozen=True)
@@ -104,9 +106,9 @@ def parse_task_stat(text: str) -> Task:
 
 def kind_of(comm: str) -> str:
     """The kind of a process that is not the workload's, by its name."""
-    if comm.startswith("kworker/"):
-        queue = comm.partition("-")[2]
-        return "btrfs" if queue.startswith("btrfs") else "loop" if _LOOP.match(queue) else "kworker"
+    if worker := _KWORKER.match(comm):
+        queue = worker.group(1) or ""
+        return "btrfs" if queue.startswith("btrfs") else "loop" if _LOOP.fullmatch(queue) else "kworker"
     if comm.startswith("btrfs-"):
         return "btrfs"
     if _LOOP.fullmatch(comm):
