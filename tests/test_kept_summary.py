@@ -232,3 +232,23 @@ def test_the_digest_worked_out_and_the_one_read_from_the_database_agree(stored):
     for asked in ({}, {"threshold": 0.1}, {"baseline": "raw", "precision": 0.05}, {"pool_hosts": True}):
         worked_out = Source(results, summarize_study_run(results, study_run_id, **asked)).made_of
         assert worked_out == made_of_now(results, row, Asked.of(row, **asked)), asked
+
+
+def test_a_report_file_gone_before_the_view_is_kept_keeps_no_view(stored, monkeypatch):
+    """runs.csv keeps no digest of its own: gone as the view is kept (another's hand), the view is not
+    kept, and the next summary works it out and writes it again."""
+    from fslab.report import kept
+
+    db, study_run_id = stored
+    folder = db.parent / "reports" / f"tables-{study_run_id}"
+    original = kept.keep
+
+    def gone_first(*args: object) -> None:
+        (folder / "runs.csv").unlink()
+        original(*args)
+
+    monkeypatch.setattr(kept, "keep", gone_first)
+    assert summary(db).returncode == 0 and not (folder / VIEW).exists()
+    monkeypatch.setattr(kept, "keep", original)
+    counted = Counted(monkeypatch)
+    assert summary(db).returncode == 0 and counted.calls == 1 and (folder / "runs.csv").is_file()

@@ -115,6 +115,8 @@ def keep(folder: Path, view: SummaryView, digest: bytes, files: ReportFiles) -> 
     left there, current) as each stands now: whole or not at all, as fslab's own (core.cache), a
     line saying what it is made of and the SHA-256 of what follows it, then the view and files."""
     stood = {name: _as_it_stands(folder / name) for name, _ in files}
+    if None in stood.values():  # one gone meanwhile: nothing kept, the next summary works it out
+        return
     body = json.dumps({"view": view.record(), "files": stood}).encode()
     head = json.dumps({"made_of": digest.decode(), "sha256": hashlib.sha256(body).hexdigest()}).encode()
     cache.keep(folder / VIEW, head + b"\n" + body)
