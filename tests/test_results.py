@@ -475,11 +475,18 @@ def test_a_version_18_database_gains_the_boot_column_null_and_reads_as_before(tm
     assert [row[:-1] for row in after["runs"]] == before["runs"] and {row[-1] for row in after["runs"]} == {None}
     assert {t: after[t] for t in tables if t != "runs"} == {t: before[t] for t in tables if t != "runs"}
     assert [r["boot_id"] for r in db.runs(1, ["boot_id"])] == [None] * 8
+    _counted_then_migrated_again(db, db_path, 18)
+
+
+def _counted_then_migrated_again(db: ResultsDB, db_path: Path, version: int) -> None:
+    """The migrated fixture's 8 runs all still in the statistics; then, marked `version` again with
+    what the migration added kept (a database made by this fslab and marked older), migrated again
+    harmlessly."""
     groups = db.sample_groups(1)
     assert sum(len(v["write_iops"]) for v in groups.values.values()) == 8, "every run still in the statistics"
     db.engine.dispose()
-    with sqlite3.connect(db_path) as conn:  # marked older again, the column kept: migrated again, harmlessly
-        conn.execute("UPDATE schema_info SET version = 18")
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("UPDATE schema_info SET version = ?", (version,))
     assert len(ResultsDB(str(db_path)).stored_runs(1)) == 8
 
 
@@ -516,12 +523,7 @@ def test_a_version_19_database_gains_the_samples_index_and_reads_from_it(tmp_pat
             )
         )
         assert "COVERING INDEX ix_metrics_samples" in plan, plan
-    groups = db.sample_groups(1)
-    assert sum(len(v["write_iops"]) for v in groups.values.values()) == 8, "every run still in the statistics"
-    db.engine.dispose()
-    with sqlite3.connect(db_path) as conn:  # marked older again, the index kept: migrated again, harmlessly
-        conn.execute("UPDATE schema_info SET version = 19")
-    assert len(ResultsDB(str(db_path)).stored_runs(1)) == 8
+    _counted_then_migrated_again(db, db_path, 19)
 
 
 def test_a_new_database_has_the_samples_index(tmp_path):

@@ -392,14 +392,18 @@ direct = false
 """
 
 
-@pytest.mark.root
-def test_zfs_writes_are_counted_through_its_transaction_group(tmp_path):
+def _zfs_study(tmp_path: Path, text: str) -> tuple[dict, list[dict]]:
+    """The study `text` run on ZFS (skipped where there is none): its samples by cell, its runs."""
     if engine() is None:
         pytest.skip("no ZFS here: neither the OpenZFS kernel module nor zfs-fuse")
     with fresh_workdir() as workdir:
-        _, results, study_run = ran_study(tmp_path, ZFS_WRITES, workdir, "--no-ceiling")
-    samples = results.sample_groups(study_run).values
-    runs = results.runs(study_run)
+        _, results, study_run = ran_study(tmp_path, text, workdir, "--no-ceiling")
+    return results.sample_groups(study_run).values, results.runs(study_run)
+
+
+@pytest.mark.root
+def test_zfs_writes_are_counted_through_its_transaction_group(tmp_path):
+    samples, runs = _zfs_study(tmp_path, ZFS_WRITES)
     lasted = {r["workload"]: (r["finished_at"] - r["started_at"]).total_seconds() for r in runs}
     notes = {r["workload"]: {note["kind"] for note in r["notes"] or []} for r in runs}
     for workload in ("sequential", "random"):
@@ -441,12 +445,8 @@ direct = false
 
 @pytest.mark.root
 def test_zfs_records_rewritten_by_its_commits_are_flagged_and_records_of_the_writes_size_are_not(tmp_path):
-    if engine() is None:
-        pytest.skip("no ZFS here: neither the OpenZFS kernel module nor zfs-fuse")
-    with fresh_workdir() as workdir:
-        _, results, study_run = ran_study(tmp_path, ZFS_REWRITES, workdir, "--no-ceiling")
-    samples = results.sample_groups(study_run).values
-    runs = {r["target"]: r for r in results.runs(study_run)}
+    samples, stored = _zfs_study(tmp_path, ZFS_REWRITES)
+    runs = {r["target"]: r for r in stored}
     for recordsize, flagged in (("128k", True), ("4k", False)):
         target = f"zfs[recordsize={recordsize}]"
         amplification = samples[("random", target)]["write_amplification"][0]

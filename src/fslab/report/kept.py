@@ -5,7 +5,7 @@ wrote, with the digest of what the summary was made of (`made_of`) and each repo
 stood, whole or not at all, as fslab's own file (core.cache). Asked again, while the digest is the
 one the summary would be made of now and every report file is as it was, it prints that view:
 nothing worked out again, neither scipy nor numpy imported (a study run of 2,000 runs, quiet:
-1.01 s worked out, 0.43 s kept; bench/report_scale.py). The digest is read from the database in
+1.00 s worked out, 0.44 s kept; bench/report_scale.py). The digest is read from the database in
 a few queries: the study run's row, targets, workloads, hosts, and its runs' ids and statuses (a
 run is stored whole and never changed but for its status)."""
 

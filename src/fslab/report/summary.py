@@ -133,6 +133,12 @@ class StudySummary:
     # much its primary metrics varied from boot to boot (statistics/boots.py)
     boot_spreads: list[BootSpread] = field(default_factory=list)
 
+    @property
+    def asked(self) -> Asked:
+        """How it was asked for (kept.Asked), as its analysis and tables hold it."""
+        a = self.analysis
+        return Asked(a.override, a.threshold, a.precision, self.units, self.hosts.pooled)
+
     def cells_of(self, workload: str) -> list[CellSummary]:
         return [c for c in self.cells if c.workload == workload]
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from fslab.core.errors import FslabError
 from fslab.core.registry import Registry
 from fslab.model.records import RunMetric
-from fslab.report.kept import Asked, made_of
+from fslab.report.kept import made_of
 from fslab.report.sections import sections
 from fslab.report.summary import StudySummary
 from fslab.report.view import Section
@@ -48,14 +48,14 @@ class Source:
     def made_of(self) -> bytes:
         """The digest of what the summary is made of (kept.made_of), that the files marked
         `made_of` keep (output.MADE_OF)."""
-        s, a = self.summary, self.summary.analysis
+        s = self.summary
         return made_of(
             study_run=s.study_run,
             targets=s.targets,
             workloads=s.workloads,
             hosts=s.host_facts,
             runs=s.runs,
-            asked=Asked(a.override, a.threshold, a.precision, s.units, s.hosts.pooled),
+            asked=s.asked,
         )
 
     @cached_property
